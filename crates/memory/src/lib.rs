@@ -1,0 +1,34 @@
+//! Recoverable memory: the bottom layer of tandem.
+//!
+//! A [`Segment`] is a fixed-size region of 4 KiB pages. A [`Txn`] on it follows the RVM/Vista
+//! API: [`Segment::begin`], [`Txn::set_range`] (declare a range and receive its writable bytes),
+//! reads, [`Txn::commit`] and [`Txn::abort`]. How a txn keeps its undo information is the
+//! segment's [`Strategy`], chosen at creation: the four versions of Amza, Cox and Zwaenepoel
+//! (seed 000, section 4).
+//!
+//! At commit the segment captures a [`RedoRecord`]: the words that actually changed inside the
+//! declared ranges, coalesced into sorted runs, stamped with the commit's LSN. Applying that
+//! record to another segment ([`Segment::apply_redo`]) reproduces the bytes exactly. Every page a
+//! record touches takes the record's LSN as its page version.
+//!
+//! This crate never does network I/O, never reads the clock and never starts a thread. `unsafe`
+//! is confined to the segment module (`segment::region`), which maps memory.
+
+mod redo;
+mod segment;
+mod strategy;
+mod txn;
+
+pub use redo::{RedoError, RedoRecord, Run};
+pub use segment::{Segment, SegmentError};
+pub use strategy::{ParseStrategyError, Strategy};
+pub use txn::Txn;
+
+/// Size of a page: the unit of segment sizing and of page versions.
+pub const PAGE_SIZE: usize = 4096;
+
+/// Granularity of the redo comparison: changes are found and shipped in aligned 8-byte words.
+pub const WORD_SIZE: usize = 8;
+
+const _: () = assert!(PAGE_SIZE.is_power_of_two());
+const _: () = assert!(PAGE_SIZE % WORD_SIZE == 0);

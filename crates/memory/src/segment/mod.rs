@@ -1,0 +1,453 @@
+//! The segment: a fixed-size region of recoverable memory, its page versions and its LSN.
+//!
+//! A segment's bytes change in exactly two ways: through a [`Txn`] (on the node that executes
+//! transactions) or through [`Segment::apply_redo`] (on a node that replays another's commits).
+//! Both advance the LSN by one and stamp every page they change with the new LSN, so two
+//! segments that saw the same records hold the same bytes and the same page versions.
+
+pub(crate) mod region;
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+use crate::PAGE_SIZE;
+use crate::redo::{RedoError, RedoRecord, normalize_runs};
+use crate::strategy::{Scratch, Strategy, Undo};
+use crate::txn::Txn;
+use region::Region;
+
+/// Why a segment could not be created.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SegmentError {
+    #[error(
+        "segment size must be greater than zero; give a whole number of {PAGE_SIZE}-byte pages"
+    )]
+    Empty,
+    #[error(
+        "segment size {len} bytes is not a whole number of {PAGE_SIZE}-byte pages; use a \
+         multiple of {PAGE_SIZE} such as {rounded}"
+    )]
+    NotWholePages { len: usize, rounded: usize },
+    #[error("cannot map the segment: {0}")]
+    Map(#[from] io::Error),
+}
+
+/// A fixed-size region of 4 KiB pages with transactional updates and redo capture.
+pub struct Segment {
+    region: Region,
+    undo: Undo,
+    /// LSN of the last change to each page; 0 for a page never changed.
+    page_versions: Vec<u64>,
+    /// LSN of the last commit (or applied record); 0 before the first.
+    lsn: u64,
+    /// The redo record of the last commit, kept so its buffers are reused.
+    redo: RedoRecord,
+    scratch: Scratch,
+}
+
+impl fmt::Debug for Segment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Segment")
+            .field("len", &self.len())
+            .field("strategy", &self.strategy())
+            .field("lsn", &self.lsn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Segment {
+    /// A zeroed segment of `len` bytes in anonymous memory.
+    pub fn anonymous(len: usize, strategy: Strategy) -> Result<Segment, SegmentError> {
+        check_len(len)?;
+        Segment::with_region(Region::anonymous(len)?, strategy)
+    }
+
+    /// A segment whose bytes are the file at `path`, created zero-filled if absent.
+    ///
+    /// The file holds the bytes only: LSN and page versions start at zero when it is mapped
+    /// again, and a mapped file is a snapshot only after [`Segment::flush`] between txns. A
+    /// process that dies inside a txn leaves that txn's writes in the file; tandem recovers a
+    /// node from its replicas, not from this file.
+    pub fn file(path: &Path, len: usize, strategy: Strategy) -> Result<Segment, SegmentError> {
+        check_len(len)?;
+        let region = Region::file(path, len)?;
+        let segment = Segment::with_region(region, strategy)?;
+        if let Undo::MirrorCopy(_) | Undo::MirrorDiff(_) = segment.undo {
+            // The mirror starts zeroed; a file with content needs it primed.
+            let mut segment = segment;
+            let bytes = segment.region.bytes().to_vec();
+            segment.undo.after_apply(0, &bytes);
+            return Ok(segment);
+        }
+        Ok(segment)
+    }
+
+    fn with_region(region: Region, strategy: Strategy) -> Result<Segment, SegmentError> {
+        let len = region.len();
+        Ok(Segment {
+            undo: Undo::new(strategy, len)?,
+            region,
+            page_versions: vec![0; len / PAGE_SIZE],
+            lsn: 0,
+            redo: RedoRecord::empty(0),
+            scratch: Scratch::default(),
+        })
+    }
+
+    /// Starts a txn. Dropping the txn without committing aborts it.
+    pub fn begin(&mut self) -> Txn<'_> {
+        assert!(
+            self.undo.is_empty(),
+            "a previous txn on this segment was leaked (mem::forget) with ranges declared; \
+             its writes can no longer be undone"
+        );
+        Txn::new(self)
+    }
+
+    pub fn len(&self) -> usize {
+        self.region.len()
+    }
+
+    /// Always false: a segment has at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    pub fn pages(&self) -> usize {
+        self.page_versions.len()
+    }
+
+    pub fn strategy(&self) -> Strategy {
+        self.undo.strategy()
+    }
+
+    /// LSN of the last commit or applied record; 0 before the first.
+    pub fn lsn(&self) -> u64 {
+        self.lsn
+    }
+
+    /// All bytes of the segment.
+    pub fn bytes(&self) -> &[u8] {
+        self.region.bytes()
+    }
+
+    /// `len` bytes at `offset`; panics if the range leaves the segment.
+    pub fn read(&self, offset: usize, len: usize) -> &[u8] {
+        check_range(offset, len, self.len());
+        &self.region.bytes()[offset..offset + len]
+    }
+
+    /// A plain-old-data value at `offset` (any alignment).
+    pub fn read_pod<T: bytemuck::Pod>(&self, offset: usize) -> T {
+        bytemuck::pod_read_unaligned(self.read(offset, size_of::<T>()))
+    }
+
+    /// LSN of the last change to page `page`; 0 if it never changed.
+    pub fn page_version(&self, page: usize) -> u64 {
+        self.page_versions[page]
+    }
+
+    pub fn page_versions(&self) -> &[u64] {
+        &self.page_versions
+    }
+
+    /// The redo record of the last commit made through a txn on this segment.
+    pub fn last_redo(&self) -> &RedoRecord {
+        &self.redo
+    }
+
+    /// Applies another segment's committed record: its LSN must be the next one.
+    ///
+    /// The record is checked whole before any byte is written, so a refused record leaves the
+    /// segment untouched.
+    pub fn apply_redo(&mut self, record: &RedoRecord) -> Result<(), RedoError> {
+        assert!(
+            self.undo.is_empty(),
+            "apply_redo called while a txn has ranges declared"
+        );
+        let expected = self.lsn + 1;
+        if record.lsn() != expected {
+            return Err(RedoError::LsnGap {
+                expected,
+                got: record.lsn(),
+            });
+        }
+        record.validate_bounds(self.len() as u64)?;
+        for (run, bytes) in record.iter() {
+            let offset = run.offset as usize;
+            self.region.bytes_mut()[offset..offset + bytes.len()].copy_from_slice(bytes);
+            self.undo.after_apply(offset, bytes);
+        }
+        stamp_pages(&mut self.page_versions, record);
+        self.lsn = expected;
+        Ok(())
+    }
+
+    /// Writes a file-backed segment's dirty pages back to its file.
+    pub fn flush(&self) -> io::Result<()> {
+        assert!(
+            self.undo.is_empty(),
+            "flush inside a txn would persist uncommitted bytes"
+        );
+        self.region.flush()
+    }
+
+    pub(crate) fn declare(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        check_range(offset, len, self.len());
+        if len > 0 {
+            self.undo.declare(self.region.bytes(), offset, len);
+        }
+        &mut self.region.bytes_mut()[offset..offset + len]
+    }
+
+    pub(crate) fn declared_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        check_range(offset, len, self.len());
+        assert!(
+            len == 0 || self.undo.covers(offset, len),
+            "write to [{offset}, {}) outside every declared range; call set_range first",
+            offset + len
+        );
+        &mut self.region.bytes_mut()[offset..offset + len]
+    }
+
+    pub(crate) fn commit_txn(&mut self) -> &RedoRecord {
+        let lsn = self.lsn + 1;
+        self.redo.reset(lsn);
+        self.undo
+            .commit(self.region.bytes(), &mut self.scratch, self.redo.runs_mut());
+        normalize_runs(self.redo.runs_mut());
+        self.redo.fill_data(self.region.bytes());
+        debug_assert_eq!(self.redo.validate_bounds(self.len() as u64), Ok(()));
+        stamp_pages(&mut self.page_versions, &self.redo);
+        self.lsn = lsn;
+        assert!(self.undo.is_empty(), "commit left undo state behind");
+        assert_eq!(self.redo.lsn(), self.lsn);
+        &self.redo
+    }
+
+    pub(crate) fn abort_txn(&mut self) {
+        self.undo.abort(self.region.bytes_mut());
+        assert!(self.undo.is_empty(), "abort left undo state behind");
+    }
+
+    #[cfg(test)]
+    pub(crate) fn mirror(&self) -> Option<&[u8]> {
+        self.undo.mirror()
+    }
+}
+
+/// Sets the version of every page a record changed to the record's LSN.
+fn stamp_pages(page_versions: &mut [u64], record: &RedoRecord) {
+    for run in record.runs() {
+        let first = run.offset as usize / PAGE_SIZE;
+        let last = (run.end() as usize - 1) / PAGE_SIZE;
+        for version in &mut page_versions[first..=last] {
+            assert!(*version <= record.lsn(), "page versions only move forward");
+            *version = record.lsn();
+        }
+    }
+}
+
+fn check_len(len: usize) -> Result<(), SegmentError> {
+    if len == 0 {
+        return Err(SegmentError::Empty);
+    }
+    if len % PAGE_SIZE != 0 {
+        return Err(SegmentError::NotWholePages {
+            len,
+            rounded: len.next_multiple_of(PAGE_SIZE),
+        });
+    }
+    Ok(())
+}
+
+fn check_range(offset: usize, len: usize, segment_len: usize) {
+    let end = offset.checked_add(len);
+    assert!(
+        end.is_some_and(|end| end <= segment_len),
+        "range [{offset}, +{len}) leaves the segment of {segment_len} bytes"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Run;
+
+    fn segment(strategy: Strategy) -> Segment {
+        Segment::anonymous(4 * PAGE_SIZE, strategy).unwrap()
+    }
+
+    #[test]
+    fn sizes_must_be_whole_nonzero_pages() {
+        assert!(matches!(
+            Segment::anonymous(0, Strategy::V3InlineLog),
+            Err(SegmentError::Empty)
+        ));
+        let err = Segment::anonymous(5000, Strategy::V3InlineLog).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "segment size 5000 bytes is not a whole number of 4096-byte pages; use a multiple \
+             of 4096 such as 8192"
+        );
+    }
+
+    #[test]
+    fn commit_captures_changed_words_and_stamps_pages() {
+        for strategy in Strategy::ALL {
+            let mut segment = segment(strategy);
+            let mut txn = segment.begin();
+            txn.set_range(100, 4).copy_from_slice(&[1, 2, 3, 4]);
+            *txn.set_pod::<u32>(2 * PAGE_SIZE) = 7;
+            txn.set_range(3 * PAGE_SIZE, 64); // declared, never written
+            let redo = txn.commit();
+            assert_eq!(redo.lsn(), 1);
+            assert_eq!(
+                redo.runs(),
+                &[
+                    Run {
+                        offset: 100,
+                        len: 4
+                    },
+                    Run {
+                        offset: 2 * PAGE_SIZE as u64,
+                        len: 4
+                    }
+                ]
+            );
+            assert_eq!(redo.data(), &[1, 2, 3, 4, 7, 0, 0, 0]);
+            assert_eq!(segment.page_versions(), &[1, 0, 1, 0], "{strategy}");
+            assert_eq!(segment.lsn(), 1);
+            if let Some(mirror) = segment.mirror() {
+                assert_eq!(
+                    mirror,
+                    segment.bytes(),
+                    "{strategy} mirror holds the committed image"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn abort_restores_every_declared_byte() {
+        for strategy in Strategy::ALL {
+            let mut segment = segment(strategy);
+            let mut txn = segment.begin();
+            txn.set_range(0, 8).fill(5);
+            txn.commit();
+            let mut txn = segment.begin();
+            txn.set_range(0, 8).fill(9);
+            txn.set_range(4, 8).fill(6); // overlaps the first range
+            txn.abort();
+            assert_eq!(
+                segment.read(0, 12),
+                &[5, 5, 5, 5, 5, 5, 5, 5, 0, 0, 0, 0],
+                "{strategy}"
+            );
+            assert_eq!(segment.lsn(), 1, "an abort takes no LSN");
+        }
+    }
+
+    #[test]
+    fn dropping_a_txn_aborts_it() {
+        let mut segment = segment(Strategy::V3InlineLog);
+        {
+            let mut txn = segment.begin();
+            txn.set_range(10, 2).fill(1);
+        }
+        assert!(segment.bytes().iter().all(|&b| b == 0));
+        assert_eq!(segment.lsn(), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside every declared range; call set_range first")]
+    fn writing_outside_declared_ranges_panics() {
+        let mut segment = segment(Strategy::V1MirrorCopy);
+        let mut txn = segment.begin();
+        txn.set_range(0, 8);
+        txn.range_mut(4, 8);
+    }
+
+    #[test]
+    #[should_panic(expected = "leaves the segment")]
+    fn set_range_past_the_end_panics() {
+        let mut segment = segment(Strategy::V0LinkedUndo);
+        segment.begin().set_range(4 * PAGE_SIZE - 2, 4);
+    }
+
+    #[test]
+    fn an_empty_commit_still_takes_an_lsn() {
+        let mut segment = segment(Strategy::V2MirrorDiff);
+        let redo = segment.begin().commit();
+        assert!(redo.is_empty());
+        assert_eq!(segment.lsn(), 1);
+    }
+
+    #[test]
+    fn apply_refuses_a_gap_or_out_of_bounds_record_and_changes_nothing() {
+        let mut segment = segment(Strategy::V3InlineLog);
+        let gap = RedoRecord::from_parts(2, vec![Run { offset: 0, len: 1 }], vec![1]).unwrap();
+        assert_eq!(
+            segment.apply_redo(&gap),
+            Err(RedoError::LsnGap {
+                expected: 1,
+                got: 2
+            })
+        );
+        let runs = vec![
+            Run { offset: 0, len: 1 },
+            Run {
+                offset: 4 * PAGE_SIZE as u64,
+                len: 1,
+            },
+        ];
+        let outside = RedoRecord::from_parts(1, runs, vec![1, 1]).unwrap();
+        assert!(matches!(
+            segment.apply_redo(&outside),
+            Err(RedoError::OutOfBounds { .. })
+        ));
+        assert!(
+            segment.bytes().iter().all(|&b| b == 0),
+            "nothing of a refused record applies"
+        );
+        assert_eq!(segment.lsn(), 0);
+    }
+
+    #[test]
+    fn a_long_undo_list_is_freed_without_recursion() {
+        let mut segment = Segment::anonymous(64 * PAGE_SIZE, Strategy::V0LinkedUndo).unwrap();
+        let mut txn = segment.begin();
+        for offset in 0..200_000 {
+            txn.set_range(offset, 1)[0] = 1;
+        }
+        txn.abort();
+        assert!(segment.bytes().iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn file_segment_primes_its_mirror_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("segment");
+        {
+            let mut segment = Segment::file(&path, PAGE_SIZE, Strategy::V3InlineLog).unwrap();
+            segment.begin().set_range(0, 4).fill(3);
+            segment.begin().set_range(0, 4).fill(3);
+            let mut txn = segment.begin();
+            txn.set_range(0, 4).fill(3);
+            txn.commit();
+            segment.flush().unwrap();
+        }
+        let mut segment = Segment::file(&path, PAGE_SIZE, Strategy::V1MirrorCopy).unwrap();
+        assert_eq!(segment.read(0, 4), &[3, 3, 3, 3]);
+        let mut txn = segment.begin();
+        txn.set_range(0, 4).fill(8);
+        txn.abort();
+        assert_eq!(
+            segment.read(0, 4),
+            &[3, 3, 3, 3],
+            "abort restores from the primed mirror"
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! A transaction on a segment: the RVM/Vista API.
+//!
+//! Writes are possible only inside declared ranges: [`Txn::set_range`] declares a range and
+//! hands out exactly its bytes, and [`Txn::range_mut`] hands them out again later, panicking if
+//! the range was never declared. So an abort can always restore every byte the txn changed.
+
+use crate::redo::RedoRecord;
+use crate::segment::Segment;
+
+/// An open transaction. Dropping it without [`Txn::commit`] aborts it.
+#[derive(Debug)]
+pub struct Txn<'a> {
+    /// `None` once the txn has committed or aborted.
+    segment: Option<&'a mut Segment>,
+}
+
+impl<'a> Txn<'a> {
+    pub(crate) fn new(segment: &'a mut Segment) -> Txn<'a> {
+        Txn {
+            segment: Some(segment),
+        }
+    }
+
+    fn segment(&self) -> &Segment {
+        self.segment.as_deref().expect("txn is open")
+    }
+
+    fn segment_mut(&mut self) -> &mut Segment {
+        self.segment.as_deref_mut().expect("txn is open")
+    }
+
+    /// Declares that the txn may modify `len` bytes at `offset`, and hands them out writable.
+    ///
+    /// Panics if the range leaves the segment.
+    pub fn set_range(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        self.segment_mut().declare(offset, len)
+    }
+
+    /// Declares the bytes of a plain-old-data value at `offset` and hands it out writable.
+    ///
+    /// Panics if `offset` is not aligned for `T`.
+    pub fn set_pod<T: bytemuck::Pod>(&mut self, offset: usize) -> &mut T {
+        assert!(
+            offset.is_multiple_of(align_of::<T>()),
+            "offset {offset} is not aligned to {} bytes for {}",
+            align_of::<T>(),
+            std::any::type_name::<T>()
+        );
+        bytemuck::from_bytes_mut(self.set_range(offset, size_of::<T>()))
+    }
+
+    /// Hands out bytes of a range declared earlier in this txn.
+    ///
+    /// Panics if `[offset, offset + len)` is not inside one declared range: a write there could
+    /// not be undone.
+    pub fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        self.segment_mut().declared_mut(offset, len)
+    }
+
+    /// `len` bytes at `offset`, as this txn sees them (its own writes included).
+    pub fn read(&self, offset: usize, len: usize) -> &[u8] {
+        self.segment().read(offset, len)
+    }
+
+    /// A plain-old-data value at `offset`, as this txn sees it.
+    pub fn read_pod<T: bytemuck::Pod>(&self, offset: usize) -> T {
+        self.segment().read_pod(offset)
+    }
+
+    /// The LSN this txn takes if it commits: commits are serial, so it is known in advance.
+    pub fn lsn_next(&self) -> u64 {
+        self.segment().lsn() + 1
+    }
+
+    /// Size of the segment in bytes.
+    pub fn segment_len(&self) -> usize {
+        self.segment().len()
+    }
+
+    /// Makes the txn's writes permanent and returns its redo record, whose LSN is
+    /// [`Txn::lsn_next`]. Every commit takes an LSN, even one that changed nothing.
+    pub fn commit(mut self) -> &'a RedoRecord {
+        let segment = self.segment.take().expect("txn is open");
+        segment.commit_txn()
+    }
+
+    /// Restores every declared byte to its value at [`Segment::begin`].
+    pub fn abort(mut self) {
+        let segment = self.segment.take().expect("txn is open");
+        segment.abort_txn();
+    }
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        if let Some(segment) = self.segment.take() {
+            segment.abort_txn();
+        }
+    }
+}
