@@ -1,1 +1,58 @@
+//! The store: typed record tables on a segment, the procedure registry, and the workloads.
+//!
+//! A [`Table`] places fixed-size plain-old-data records at a fixed offset of a segment; a
+//! [`Layout`] hands out table positions. A procedure is a Rust function that runs inside one
+//! txn; the [`Registry`] maps its name to it, and [`Store::call`] runs it: commit when it returns
+//! `Ok`, abort when it returns `Err`. The workloads (Debit-Credit and Order-Entry) are built only
+//! from these pieces and come with their consistency checks.
+//!
+//! Like the memory crate below it, the store never does I/O, never reads the clock and never
+//! draws from an unseeded random source: the same calls give the same bytes everywhere.
+
 #![forbid(unsafe_code)]
+
+mod registry;
+mod rng;
+mod table;
+pub mod workloads;
+
+pub use registry::{CallError, ProcError, ProcId, Procedure, Registry, Store};
+pub use rng::Rng;
+pub use table::{Layout, LayoutError, Table};
+
+/// What a workload is: its tables, its procedures, how to load it and how to check it.
+pub trait Workload: Sized + 'static {
+    /// The name used on the command line and in reports.
+    const NAME: &'static str;
+    /// Generates calls and remembers what it needs to check their effects.
+    type Driver: Driver<Self>;
+
+    /// The workload's procedures.
+    fn registry() -> Registry<Self>;
+    /// Writes the initial database into a fresh segment, through txns.
+    fn load(&self, segment: &mut tandem_memory::Segment);
+    /// The workload's consistency conditions, checked on the segment alone.
+    fn check(&self, segment: &tandem_memory::Segment) -> Result<(), Inconsistency>;
+    /// A call generator drawing from a generator seeded with `seed`.
+    fn driver(&self, seed: u64) -> Self::Driver;
+}
+
+/// Produces the stream of calls a benchmark or a client issues.
+pub trait Driver<W: Workload> {
+    /// Writes the next call's arguments into `args` (cleared first) and names its procedure.
+    fn next_call(&mut self, args: &mut Vec<u8>) -> ProcId;
+    /// Learns whether the call just produced committed (`Ok`) or rolled back (`Err`).
+    fn observe(&mut self, outcome: Result<(), &ProcError>);
+    /// Checks what only the driver knows, such as the sum of the deltas that committed.
+    fn check(&self, workload: &W, segment: &tandem_memory::Segment) -> Result<(), Inconsistency>;
+}
+
+/// A consistency condition that does not hold.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("consistency check '{check}' failed: {detail}")]
+pub struct Inconsistency {
+    /// Short name of the condition, e.g. "accounts = tellers".
+    pub check: &'static str,
+    /// What was found.
+    pub detail: String,
+}

@@ -1,0 +1,1 @@
+//! Debit-Credit (being written).
