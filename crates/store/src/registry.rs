@@ -146,6 +146,11 @@ impl<W> Store<W> {
         Ok(redo)
     }
 
+    /// Gives the segment and the workload back, ending the store.
+    pub fn into_parts(self) -> (Segment, W) {
+        (self.segment, self.workload)
+    }
+
     pub fn segment(&self) -> &Segment {
         &self.segment
     }
