@@ -18,7 +18,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::redo::{Run, diff_words};
+use crate::redo::{Run, diff_words, sort_small_by_key};
 use crate::segment::region::Region;
 
 /// How a segment's txns keep undo information; fixed when the segment is created.
@@ -111,7 +111,7 @@ pub(crate) struct MirrorUndo {
     ranges: Vec<(usize, usize)>,
 }
 
-/// V3: entries of `[offset u64][len u64][old bytes][padding to 8]`, in declaration order.
+/// V3: entries of `[offset u64][len u64][old bytes]`, in declaration order.
 #[derive(Debug, Default)]
 pub(crate) struct InlineUndo {
     log: Vec<u8>,
@@ -119,13 +119,27 @@ pub(crate) struct InlineUndo {
 
 const INLINE_HEADER_LEN: usize = 16;
 
-fn padded(len: usize) -> usize {
-    len.next_multiple_of(8)
-}
-
 impl InlineUndo {
+    /// Appends offset, length and the old bytes at the end of the log.
+    #[inline]
+    fn declare(&mut self, data: &[u8], offset: usize, len: usize) {
+        let mut header = [0u8; INLINE_HEADER_LEN];
+        header[..8].copy_from_slice(&(offset as u64).to_le_bytes());
+        header[8..].copy_from_slice(&(len as u64).to_le_bytes());
+        // The log keeps its capacity between txns, so after warm-up this never allocates.
+        self.log.reserve(INLINE_HEADER_LEN + len);
+        self.log.extend_from_slice(&header);
+        self.log.extend_from_slice(&data[offset..offset + len]);
+    }
+
     /// Each entry as (offset, old bytes), in declaration order.
     fn entries(&self) -> impl Iterator<Item = (usize, &[u8])> + Clone + '_ {
+        self.entry_positions()
+            .map(|(offset, len, start)| (offset, &self.log[start..start + len]))
+    }
+
+    /// Each entry as (offset, length, position of its old bytes in the log).
+    fn entry_positions(&self) -> impl Iterator<Item = (usize, usize, usize)> + Clone + '_ {
         let mut pos = 0usize;
         std::iter::from_fn(move || {
             if pos == self.log.len() {
@@ -135,13 +149,21 @@ impl InlineUndo {
             let offset = u64::from_le_bytes(header[..8].try_into().expect("8 bytes")) as usize;
             let len = u64::from_le_bytes(header[8..].try_into().expect("8 bytes")) as usize;
             let start = pos + INLINE_HEADER_LEN;
-            pos = start + padded(len);
-            Some((offset, &self.log[start..start + len]))
+            pos = start + len;
+            Some((offset, len, start))
         })
     }
 }
 
 impl LinkedUndo {
+    /// Allocates a record and a copy of the old bytes, and links the record at the head.
+    #[inline]
+    fn declare(&mut self, data: &[u8], offset: usize, len: usize) {
+        let old: Box<[u8]> = Box::from(&data[offset..offset + len]);
+        let next = self.head.take();
+        self.head = Some(Box::new(UndoNode { offset, old, next }));
+    }
+
     /// Each record as (offset, old bytes), newest first.
     fn entries(&self) -> impl Iterator<Item = (usize, &[u8])> + Clone + '_ {
         let mut node = self.head.as_deref();
@@ -171,6 +193,8 @@ impl Drop for LinkedUndo {
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
     spans: Vec<(usize, usize)>,
+    /// (offset, length, position of the old bytes in the V3 log).
+    images: Vec<(usize, usize, usize)>,
 }
 
 impl Undo {
@@ -193,6 +217,7 @@ impl Undo {
     }
 
     /// Whether no range is declared: true between txns.
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         match self {
             Undo::Linked(undo) => undo.head.is_none(),
@@ -202,23 +227,14 @@ impl Undo {
     }
 
     /// Records what is needed to undo writes to `data[offset..offset + len]`.
+    #[inline]
     pub(crate) fn declare(&mut self, data: &[u8], offset: usize, len: usize) {
         debug_assert!(len > 0);
         debug_assert!(offset + len <= data.len());
         match self {
-            Undo::Linked(undo) => {
-                let old: Box<[u8]> = Box::from(&data[offset..offset + len]);
-                let next = undo.head.take();
-                undo.head = Some(Box::new(UndoNode { offset, old, next }));
-            }
+            Undo::Linked(undo) => undo.declare(data, offset, len),
             Undo::MirrorCopy(undo) | Undo::MirrorDiff(undo) => undo.ranges.push((offset, len)),
-            Undo::Inline(undo) => {
-                let log = &mut undo.log;
-                log.extend_from_slice(&(offset as u64).to_le_bytes());
-                log.extend_from_slice(&(len as u64).to_le_bytes());
-                log.extend_from_slice(&data[offset..offset + len]);
-                log.resize(log.len() + padded(len) - len, 0);
-            }
+            Undo::Inline(undo) => undo.declare(data, offset, len),
         }
     }
 
@@ -271,14 +287,30 @@ impl Undo {
     /// own state up to the committed image (mirror updated, undo records released).
     ///
     /// The runs come out unsorted; the caller normalizes them.
+    #[inline]
     pub(crate) fn commit(&mut self, data: &[u8], scratch: &mut Scratch, runs: &mut Vec<Run>) {
         match self {
             Undo::Linked(undo) => {
-                capture_against_images(undo.entries(), data, scratch, runs, true);
+                capture_linked(undo, data, scratch, runs);
                 undo.free();
             }
             Undo::Inline(undo) => {
-                capture_against_images(undo.entries(), data, scratch, runs, false);
+                // Sorting the entries once by offset makes the runs come out sorted too.
+                let images = &mut scratch.images;
+                images.clear();
+                images.extend(undo.entry_positions());
+                sort_small_by_key(images, |&(offset, _, _)| offset);
+                let overlapping = images
+                    .windows(2)
+                    .any(|pair| pair[0].0 + pair[0].1 > pair[1].0);
+                if overlapping {
+                    capture_overlapping(undo.entries().collect(), data, runs);
+                } else {
+                    for &(offset, len, start) in images.iter() {
+                        let old = &undo.log[start..start + len];
+                        diff_words(offset, &data[offset..offset + len], old, runs);
+                    }
+                }
                 // The paper's "move the log pointer back": the capacity stays for the next txn.
                 undo.log.clear();
             }
@@ -346,7 +378,7 @@ fn merge_spans<'s>(
 ) -> &'s [(usize, usize)] {
     spans.clear();
     spans.extend_from_slice(ranges);
-    spans.sort_unstable_by_key(|&(offset, _)| offset);
+    sort_small_by_key(spans, |&(offset, _)| offset);
     let mut write = 0usize;
     for read in 0..spans.len() {
         let (offset, len) = spans[read];
@@ -362,36 +394,37 @@ fn merge_spans<'s>(
     spans
 }
 
-/// Diffs each declared range against its undo image (V0 and V3).
+/// Diffs each declared range of V0 against its undo image.
 ///
 /// Where two declared ranges overlap, a byte's true old value is in the image of the range
 /// declared first: a later image may already hold the txn's own writes. The common case has no
-/// overlap and diffs every range directly; the overlapping case claims bytes in declaration
-/// order so that each byte is compared with its oldest image.
-fn capture_against_images<'a>(
-    entries: impl Iterator<Item = (usize, &'a [u8])> + Clone,
-    data: &[u8],
-    scratch: &mut Scratch,
-    runs: &mut Vec<Run>,
-    newest_first: bool,
-) {
+/// overlap and diffs every range directly.
+fn capture_linked(undo: &LinkedUndo, data: &[u8], scratch: &mut Scratch, runs: &mut Vec<Run>) {
     let spans = &mut scratch.spans;
     spans.clear();
-    spans.extend(entries.clone().map(|(offset, old)| (offset, old.len())));
-    spans.sort_unstable_by_key(|&(offset, _)| offset);
+    spans.extend(undo.entries().map(|(offset, old)| (offset, old.len())));
+    sort_small_by_key(spans, |&(offset, _)| offset);
     let overlapping = spans
         .windows(2)
         .any(|pair| pair[0].0 + pair[0].1 > pair[1].0);
-    if !overlapping {
-        for (offset, old) in entries {
+    if overlapping {
+        let mut in_declaration_order: Vec<(usize, &[u8])> = undo.entries().collect();
+        in_declaration_order.reverse();
+        capture_overlapping(in_declaration_order, data, runs);
+    } else {
+        for (offset, old) in undo.entries() {
             diff_words(offset, &data[offset..offset + old.len()], old, runs);
         }
-        return;
     }
-    let mut in_declaration_order: Vec<(usize, &[u8])> = entries.collect();
-    if newest_first {
-        in_declaration_order.reverse();
-    }
+}
+
+/// Diffs overlapping declared ranges, given in declaration order, against their images: each
+/// byte is claimed by the first range that declared it and compared with that range's image.
+fn capture_overlapping(
+    in_declaration_order: Vec<(usize, &[u8])>,
+    data: &[u8],
+    runs: &mut Vec<Run>,
+) {
     // Claimed byte intervals, sorted and disjoint.
     let mut claimed: Vec<(usize, usize)> = Vec::new();
     for (offset, old) in in_declaration_order {
@@ -406,12 +439,8 @@ fn capture_against_images<'a>(
             }
             if claimed_start > cursor {
                 let gap = cursor..claimed_start;
-                diff_words(
-                    gap.start,
-                    &data[gap.clone()],
-                    &old[gap.start - offset..gap.end - offset],
-                    runs,
-                );
+                let image = &old[gap.start - offset..gap.end - offset];
+                diff_words(gap.start, &data[gap], image, runs);
             }
             cursor = cursor.max(claimed_end);
         }
@@ -456,7 +485,7 @@ mod tests {
     }
 
     #[test]
-    fn inline_log_entries_are_padded_and_read_back_in_order() {
+    fn inline_log_entries_read_back_in_declaration_order() {
         let data: Vec<u8> = (0..64).collect();
         let mut undo = Undo::new(Strategy::V3InlineLog, 4096).unwrap();
         undo.declare(&data, 3, 5);
@@ -464,7 +493,7 @@ mod tests {
         let Undo::Inline(inline) = &undo else {
             unreachable!()
         };
-        assert_eq!(inline.log.len(), 16 + 8 + 16 + 16);
+        assert_eq!(inline.log.len(), 16 + 5 + 16 + 9);
         let entries: Vec<(usize, Vec<u8>)> =
             inline.entries().map(|(o, b)| (o, b.to_vec())).collect();
         assert_eq!(

@@ -21,10 +21,12 @@ impl<'a> Txn<'a> {
         }
     }
 
+    #[inline]
     fn segment(&self) -> &Segment {
         self.segment.as_deref().expect("txn is open")
     }
 
+    #[inline]
     fn segment_mut(&mut self) -> &mut Segment {
         self.segment.as_deref_mut().expect("txn is open")
     }
@@ -32,6 +34,7 @@ impl<'a> Txn<'a> {
     /// Declares that the txn may modify `len` bytes at `offset`, and hands them out writable.
     ///
     /// Panics if the range leaves the segment.
+    #[inline]
     pub fn set_range(&mut self, offset: usize, len: usize) -> &mut [u8] {
         self.segment_mut().declare(offset, len)
     }
@@ -39,6 +42,7 @@ impl<'a> Txn<'a> {
     /// Declares the bytes of a plain-old-data value at `offset` and hands it out writable.
     ///
     /// Panics if `offset` is not aligned for `T`.
+    #[inline]
     pub fn set_pod<T: bytemuck::Pod>(&mut self, offset: usize) -> &mut T {
         assert!(
             offset.is_multiple_of(align_of::<T>()),
@@ -53,38 +57,45 @@ impl<'a> Txn<'a> {
     ///
     /// Panics if `[offset, offset + len)` is not inside one declared range: a write there could
     /// not be undone.
+    #[inline]
     pub fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
         self.segment_mut().declared_mut(offset, len)
     }
 
     /// `len` bytes at `offset`, as this txn sees them (its own writes included).
+    #[inline]
     pub fn read(&self, offset: usize, len: usize) -> &[u8] {
         self.segment().read(offset, len)
     }
 
     /// A plain-old-data value at `offset`, as this txn sees it.
+    #[inline]
     pub fn read_pod<T: bytemuck::Pod>(&self, offset: usize) -> T {
         self.segment().read_pod(offset)
     }
 
     /// The LSN this txn takes if it commits: commits are serial, so it is known in advance.
+    #[inline]
     pub fn lsn_next(&self) -> u64 {
         self.segment().lsn() + 1
     }
 
     /// Size of the segment in bytes.
+    #[inline]
     pub fn segment_len(&self) -> usize {
         self.segment().len()
     }
 
     /// Makes the txn's writes permanent and returns its redo record, whose LSN is
     /// [`Txn::lsn_next`]. Every commit takes an LSN, even one that changed nothing.
+    #[inline]
     pub fn commit(mut self) -> &'a RedoRecord {
         let segment = self.segment.take().expect("txn is open");
         segment.commit_txn()
     }
 
     /// Restores every declared byte to its value at [`Segment::begin`].
+    #[inline]
     pub fn abort(mut self) {
         let segment = self.segment.take().expect("txn is open");
         segment.abort_txn();

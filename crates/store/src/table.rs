@@ -91,6 +91,7 @@ impl<T> Clone for Table<T> {
 impl<T> Copy for Table<T> {}
 
 impl<T: Pod> Table<T> {
+    #[inline]
     pub fn count(&self) -> usize {
         self.count
     }
@@ -105,6 +106,7 @@ impl<T: Pod> Table<T> {
     }
 
     /// Segment offset of record `index`; panics past the end of the table.
+    #[inline]
     pub fn record_offset(&self, index: usize) -> usize {
         assert!(
             index < self.count,
@@ -115,6 +117,7 @@ impl<T: Pod> Table<T> {
     }
 
     /// Record `index` as the txn sees it.
+    #[inline]
     pub fn get(&self, txn: &Txn<'_>, index: usize) -> T {
         txn.read_pod(self.record_offset(index))
     }
@@ -125,12 +128,14 @@ impl<T: Pod> Table<T> {
     }
 
     /// Declares the whole record `index` and hands it out writable.
+    #[inline]
     pub fn update<'t>(&self, txn: &'t mut Txn<'_>, index: usize) -> &'t mut T {
         txn.set_pod(self.record_offset(index))
     }
 
     /// Declares only one field of record `index` (at `field_offset`, from `offset_of!`) and
     /// hands it out writable: the undo image and the redo capture stay as small as the field.
+    #[inline]
     pub fn update_field<'t, F: Pod>(
         &self,
         txn: &'t mut Txn<'_>,

@@ -97,6 +97,7 @@ impl Segment {
     }
 
     /// Starts a txn. Dropping the txn without committing aborts it.
+    #[inline]
     pub fn begin(&mut self) -> Txn<'_> {
         assert!(
             self.undo.is_empty(),
@@ -106,6 +107,7 @@ impl Segment {
         Txn::new(self)
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.region.len()
     }
@@ -124,6 +126,7 @@ impl Segment {
     }
 
     /// LSN of the last commit or applied record; 0 before the first.
+    #[inline]
     pub fn lsn(&self) -> u64 {
         self.lsn
     }
@@ -134,12 +137,14 @@ impl Segment {
     }
 
     /// `len` bytes at `offset`; panics if the range leaves the segment.
+    #[inline]
     pub fn read(&self, offset: usize, len: usize) -> &[u8] {
         check_range(offset, len, self.len());
         &self.region.bytes()[offset..offset + len]
     }
 
     /// A plain-old-data value at `offset` (any alignment).
+    #[inline]
     pub fn read_pod<T: bytemuck::Pod>(&self, offset: usize) -> T {
         bytemuck::pod_read_unaligned(self.read(offset, size_of::<T>()))
     }
@@ -194,6 +199,7 @@ impl Segment {
         self.region.flush()
     }
 
+    #[inline]
     pub(crate) fn declare(&mut self, offset: usize, len: usize) -> &mut [u8] {
         check_range(offset, len, self.len());
         if len > 0 {
@@ -212,6 +218,7 @@ impl Segment {
         &mut self.region.bytes_mut()[offset..offset + len]
     }
 
+    #[inline]
     pub(crate) fn commit_txn(&mut self) -> &RedoRecord {
         let lsn = self.lsn + 1;
         self.redo.reset(lsn);
@@ -239,12 +246,13 @@ impl Segment {
 }
 
 /// Sets the version of every page a record changed to the record's LSN.
+#[inline]
 fn stamp_pages(page_versions: &mut [u64], record: &RedoRecord) {
     for run in record.runs() {
         let first = run.offset as usize / PAGE_SIZE;
         let last = (run.end() as usize - 1) / PAGE_SIZE;
         for version in &mut page_versions[first..=last] {
-            assert!(*version <= record.lsn(), "page versions only move forward");
+            debug_assert!(*version <= record.lsn(), "page versions only move forward");
             *version = record.lsn();
         }
     }
@@ -263,6 +271,7 @@ fn check_len(len: usize) -> Result<(), SegmentError> {
     Ok(())
 }
 
+#[inline]
 fn check_range(offset: usize, len: usize, segment_len: usize) {
     let end = offset.checked_add(len);
     assert!(

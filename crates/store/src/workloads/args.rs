@@ -10,21 +10,25 @@ use crate::ProcError;
 pub struct ArgWriter<'b>(pub &'b mut Vec<u8>);
 
 impl ArgWriter<'_> {
+    #[inline]
     pub fn u32(&mut self, value: u32) -> &mut Self {
         self.0.extend_from_slice(&value.to_le_bytes());
         self
     }
 
+    #[inline]
     pub fn i32(&mut self, value: i32) -> &mut Self {
         self.0.extend_from_slice(&value.to_le_bytes());
         self
     }
 
+    #[inline]
     pub fn u64(&mut self, value: u64) -> &mut Self {
         self.0.extend_from_slice(&value.to_le_bytes());
         self
     }
 
+    #[inline]
     pub fn i64(&mut self, value: i64) -> &mut Self {
         self.0.extend_from_slice(&value.to_le_bytes());
         self
@@ -42,6 +46,7 @@ impl<'b> ArgReader<'b> {
         ArgReader { bytes }
     }
 
+    #[inline]
     fn take<const N: usize>(&mut self) -> Result<[u8; N], ProcError> {
         let Some((head, rest)) = self.bytes.split_first_chunk::<N>() else {
             return Err(ProcError::BadArgs("argument string ends early"));
@@ -50,23 +55,28 @@ impl<'b> ArgReader<'b> {
         Ok(*head)
     }
 
+    #[inline]
     pub fn u32(&mut self) -> Result<u32, ProcError> {
         self.take().map(u32::from_le_bytes)
     }
 
+    #[inline]
     pub fn i32(&mut self) -> Result<i32, ProcError> {
         self.take().map(i32::from_le_bytes)
     }
 
+    #[inline]
     pub fn u64(&mut self) -> Result<u64, ProcError> {
         self.take().map(u64::from_le_bytes)
     }
 
+    #[inline]
     pub fn i64(&mut self) -> Result<i64, ProcError> {
         self.take().map(i64::from_le_bytes)
     }
 
     /// Checks that every byte was read.
+    #[inline]
     pub fn finish(self) -> Result<(), ProcError> {
         if self.bytes.is_empty() {
             Ok(())

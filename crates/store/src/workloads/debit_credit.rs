@@ -10,8 +10,8 @@
 //! - Balances are 4-byte two's-complement and add with wrap-around, so a long run never
 //!   overflows; the consistency check compares sums modulo 2^32, which still catches any lost,
 //!   doubled or partial delta.
-//! - The history slot is the txn's LSN modulo the buffer's capacity, so no head pointer is
-//!   written: commits are serial and every commit takes the next LSN.
+//! - The history slot is the txn's LSN modulo the buffer's capacity (a power of two), so no
+//!   head pointer is written: commits are serial and every commit takes the next LSN.
 //!
 //! The database is scaled to the segment: as many full branches as fit after the history
 //! buffer, or, in a segment too small for one, a single branch with as many accounts as fit.
@@ -79,7 +79,8 @@ pub struct DebitCreditConfig {
     pub tellers_per_branch: usize,
     /// Accounts per branch at full scale; fewer only when one branch does not fit.
     pub accounts_per_branch: usize,
-    /// Size of the circular history buffer; capped at a quarter of the segment.
+    /// Size of the circular history buffer; capped at a quarter of the segment and rounded
+    /// down to a power-of-two number of records.
     pub history_bytes: usize,
     /// When set, a txn that leaves its account below `-limit` rolls back.
     pub overdraft_limit: Option<i32>,
@@ -125,8 +126,12 @@ impl DebitCredit {
             config.accounts_per_branch > 0,
             "a branch has at least one account"
         );
-        let history_count =
-            (config.history_bytes.min(segment_len / 4) / size_of::<History>()).max(1);
+        let history_records = config.history_bytes.min(segment_len / 4) / size_of::<History>();
+        let history_count = if history_records == 0 {
+            1
+        } else {
+            1 << history_records.ilog2()
+        };
         let branch_bytes = size_of::<Branch>()
             + config.tellers_per_branch * size_of::<Teller>()
             + config.accounts_per_branch * size_of::<Account>();
@@ -158,10 +163,14 @@ impl DebitCredit {
         })
     }
 
-    /// Writes the arguments of one debit-credit call.
-    pub fn encode_args(args: &mut Vec<u8>, account: u32, teller: u32, delta: i32) {
+    /// Writes the arguments of one debit-credit call: TPC-B's account, teller, branch, delta.
+    pub fn encode_args(args: &mut Vec<u8>, account: u32, teller: u32, branch: u32, delta: i32) {
         args.clear();
-        ArgWriter(args).u32(account).u32(teller).i32(delta);
+        ArgWriter(args)
+            .u32(account)
+            .u32(teller)
+            .u32(branch)
+            .i32(delta);
     }
 
     /// The branch a teller belongs to.
@@ -185,6 +194,7 @@ impl DebitCredit {
         let mut reader = ArgReader::new(args);
         let account = reader.u32()? as usize;
         let teller = reader.u32()? as usize;
+        let branch = reader.u32()? as usize;
         let delta = reader.i32()?;
         reader.finish()?;
         if account >= self.accounts.count() {
@@ -193,10 +203,16 @@ impl DebitCredit {
         if teller >= self.tellers.count() {
             return Err(ProcError::BadArgs("teller id out of range"));
         }
+        // Multiplications rather than a division: this runs on every txn.
+        let first_teller = branch.saturating_mul(self.tellers_per_branch);
+        if teller < first_teller || teller >= first_teller + self.tellers_per_branch {
+            return Err(ProcError::BadArgs(
+                "the teller does not belong to the branch",
+            ));
+        }
         if !(-DELTA_MAX..=DELTA_MAX).contains(&delta) {
             return Err(ProcError::BadArgs("delta outside -999999..=999999"));
         }
-        let branch = self.branch_of_teller(teller);
 
         let account_balance: &mut i32 =
             self.accounts
@@ -211,7 +227,7 @@ impl DebitCredit {
             self.branches
                 .update_field(txn, branch, offset_of!(Branch, balance));
         *branch_balance = branch_balance.wrapping_add(delta);
-        let slot = (txn.lsn_next() % self.history.count() as u64) as usize;
+        let slot = (txn.lsn_next() & (self.history.count() as u64 - 1)) as usize;
         *self.history.update(txn, slot) = History {
             account: account as u32,
             teller: teller as u32,
@@ -325,7 +341,6 @@ impl Workload for DebitCredit {
         DebitCreditDriver {
             rng: Rng::new(seed),
             accounts: self.accounts.count() as u64,
-            tellers: self.tellers.count() as u64,
             branches: self.branches.count() as u64,
             tellers_per_branch: self.tellers_per_branch as u64,
             accounts_per_branch: self.accounts_per_branch as u64,
@@ -344,7 +359,6 @@ impl Workload for DebitCredit {
 pub struct DebitCreditDriver {
     rng: Rng,
     accounts: u64,
-    tellers: u64,
     branches: u64,
     tellers_per_branch: u64,
     accounts_per_branch: u64,
@@ -371,8 +385,8 @@ impl DebitCreditDriver {
 
 impl Driver<DebitCredit> for DebitCreditDriver {
     fn next_call(&mut self, args: &mut Vec<u8>) -> ProcId {
-        let teller = self.rng.below(self.tellers);
-        let branch = teller / self.tellers_per_branch;
+        let branch = self.rng.below(self.branches);
+        let teller = branch * self.tellers_per_branch + self.rng.below(self.tellers_per_branch);
         let account = if self.branches > 1 && self.rng.percent(15) {
             // Any account outside the teller's branch.
             let other = self.rng.below(self.accounts - self.accounts_per_branch);
@@ -392,7 +406,7 @@ impl Driver<DebitCredit> for DebitCreditDriver {
             .rng
             .between(-i64::from(DELTA_MAX), i64::from(DELTA_MAX)) as i32;
         self.delta_pending = delta;
-        DebitCredit::encode_args(args, account as u32, teller as u32, delta);
+        DebitCredit::encode_args(args, account as u32, teller as u32, branch as u32, delta);
         DEBIT_CREDIT
     }
 
@@ -466,6 +480,14 @@ mod tests {
         assert_eq!(full.tellers.count(), 50);
         assert_eq!(full.accounts.count(), 500_000);
         assert_eq!(full.history.count(), 131_072);
+        let odd = DebitCreditConfig {
+            history_bytes: 3000,
+            ..DebitCreditConfig::default()
+        };
+        assert_eq!(
+            DebitCredit::new(50 << 20, &odd).unwrap().history.count(),
+            128
+        );
         let tiny = DebitCredit::new(PAGE_SIZE, &DebitCreditConfig::default()).unwrap();
         assert_eq!(tiny.branches.count(), 1);
         assert!(tiny.accounts.count() >= 1);
@@ -539,7 +561,7 @@ mod tests {
     fn the_driver_check_catches_a_commit_it_did_not_see() {
         let (mut store, driver, _) = run(Strategy::V2MirrorDiff, 100);
         let mut args = Vec::new();
-        DebitCredit::encode_args(&mut args, 0, 0, 77);
+        DebitCredit::encode_args(&mut args, 0, 0, 0, 77);
         store.call(DEBIT_CREDIT, &args, &mut Vec::new()).unwrap();
         store.workload().check(store.segment()).unwrap();
         let err = driver.check(store.workload(), store.segment()).unwrap_err();
@@ -553,8 +575,14 @@ mod tests {
         let lsn = store.segment().lsn();
         let mut args = Vec::new();
         let accounts = store.workload().accounts.count() as u32;
-        for (account, teller, delta) in [(accounts, 0, 1), (0, 1_000, 1), (0, 0, DELTA_MAX + 1)] {
-            DebitCredit::encode_args(&mut args, account, teller, delta);
+        let cases = [
+            (accounts, 0, 0, 1),
+            (0, 1_000, 0, 1),
+            (0, 10, 0, 1),
+            (0, 0, 0, DELTA_MAX + 1),
+        ];
+        for (account, teller, branch, delta) in cases {
+            DebitCredit::encode_args(&mut args, account, teller, branch, delta);
             let err = store
                 .call(DEBIT_CREDIT, &args, &mut Vec::new())
                 .unwrap_err();
