@@ -31,4 +31,4 @@ pub const PAGE_SIZE: usize = 4096;
 pub const WORD_SIZE: usize = 8;
 
 const _: () = assert!(PAGE_SIZE.is_power_of_two());
-const _: () = assert!(PAGE_SIZE % WORD_SIZE == 0);
+const _: () = assert!(PAGE_SIZE.is_multiple_of(WORD_SIZE));

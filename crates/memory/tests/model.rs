@@ -114,7 +114,7 @@ fn run_plans(strategy: Logging, replica_strategy: Logging, plans: &[TxnPlan]) {
     let mut segment = Segment::anonymous(SEGMENT_LEN, strategy).unwrap();
     let mut replica = Segment::anonymous(SEGMENT_LEN, replica_strategy).unwrap();
     let mut model = vec![0u8; SEGMENT_LEN];
-    let mut page_versions = vec![0u64; SEGMENT_LEN / PAGE_SIZE];
+    let mut page_versions = [0u64; SEGMENT_LEN / PAGE_SIZE];
 
     for plan in plans {
         let before = model.clone();
@@ -165,10 +165,10 @@ fn run_plans(strategy: Logging, replica_strategy: Logging, plans: &[TxnPlan]) {
                 assert_eq!(redo.lsn(), lsn);
                 model = pending;
                 assert_runs_minimal(&redo, &before, &model);
-                for page in 0..page_versions.len() {
+                for (page, version) in page_versions.iter_mut().enumerate() {
                     let span = page * PAGE_SIZE..(page + 1) * PAGE_SIZE;
                     if before[span.clone()] != model[span] {
-                        page_versions[page] = lsn;
+                        *version = lsn;
                     }
                 }
                 replica.apply_redo(&redo).unwrap();

@@ -46,8 +46,8 @@ impl Layout {
         count: usize,
     ) -> Result<Table<T>, LayoutError> {
         let offset = self.next.next_multiple_of(TABLE_ALIGN.max(align_of::<T>()));
-        let needed = count.checked_mul(size_of::<T>()).unwrap_or(usize::MAX);
-        let end = offset.checked_add(needed).unwrap_or(usize::MAX);
+        let needed = count.saturating_mul(size_of::<T>());
+        let end = offset.saturating_add(needed);
         if end > self.segment_len {
             return Err(LayoutError::DoesNotFit {
                 table: name,

@@ -1,1 +1,34 @@
-fn main() {}
+//! The `tandem` command.
+//!
+//! For now it runs the engine benchmark; the node, the local cluster, the demo and the
+//! simulator join it as their issues land.
+
+#![forbid(unsafe_code)]
+
+mod bench;
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{BenchCommand, Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return cli::exit_on_parse_error(err),
+    };
+    let result = match cli.command {
+        Command::Bench {
+            command: BenchCommand::Engine(args),
+        } => bench::engine::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -262,7 +262,7 @@ fn check_len(len: usize) -> Result<(), SegmentError> {
     if len == 0 {
         return Err(SegmentError::Empty);
     }
-    if len % PAGE_SIZE != 0 {
+    if !len.is_multiple_of(PAGE_SIZE) {
         return Err(SegmentError::NotWholePages {
             len,
             rounded: len.next_multiple_of(PAGE_SIZE),

@@ -1,0 +1,279 @@
+//! `tandem bench engine`: the standalone engine on each logging strategy (seed 000, Table 3).
+//!
+//! Each strategy gets its own segment and store, loaded identically, and a driver with the
+//! same seed, so all run the same call stream. They take turns in slices of [`SLICE`] until
+//! each has been measured for the requested time; a strategy's throughput is the median of its
+//! slice rates. Every committed redo record is sized with the compact codec
+//! (`tandem_log::encoded_size`, which equals the encoder's output) and its bytes are counted as
+//! data or meta-data; encoding and shipping belong to the replication benchmark.
+
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use tandem_log::{CallId, encoded_size};
+use tandem_memory::{Segment, Strategy};
+use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
+use tandem_store::{CallError, Driver, Store, Workload};
+
+use crate::bench::median;
+use crate::cli::{EngineArgs, WorkloadName};
+
+/// Length of one measured turn of one strategy.
+const SLICE: Duration = Duration::from_millis(200);
+/// Unmeasured turn each strategy takes first, to warm caches and branch predictors.
+const WARMUP: Duration = Duration::from_millis(100);
+/// Calls between two reads of the clock.
+const CALLS_PER_CLOCK_READ: usize = 256;
+
+/// One line of the report, as printed with `--json`.
+#[derive(Debug, Serialize)]
+pub struct EngineRun {
+    pub strategy: &'static str,
+    pub workload: &'static str,
+    /// Median over slices of committed txns per second.
+    pub tx_per_s: f64,
+    /// Committed txns over the whole measured time.
+    pub tx_per_s_mean: f64,
+    pub ratio_to_first: f64,
+    pub redo_bytes_per_tx: f64,
+    pub redo_data_bytes_per_tx: f64,
+    pub redo_meta_bytes_per_tx: f64,
+    pub committed: u64,
+    pub rolled_back: u64,
+    pub slices: usize,
+    pub consistent: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inconsistency: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    workload: &'static str,
+    db_bytes: usize,
+    seconds_per_strategy: f64,
+    scale: String,
+    runs: Vec<EngineRun>,
+}
+
+pub fn run(args: &EngineArgs) -> Result<(), String> {
+    match args.workload {
+        WorkloadName::DebitCredit => {
+            let workload = DebitCredit::new(args.db_bytes, &DebitCreditConfig::default())
+                .map_err(|err| format!("--db-mib: {err}"))?;
+            let scale = format!(
+                "{} branches, {} tellers, {} accounts, {} history slots",
+                workload.branches.count(),
+                workload.tellers.count(),
+                workload.accounts.count(),
+                workload.history.count()
+            );
+            bench(args, workload, scale)
+        }
+        WorkloadName::OrderEntry => Err("order-entry pending".into()),
+    }
+}
+
+/// One strategy's store, driver and tallies.
+struct Contender<W: Workload> {
+    strategy: Strategy,
+    store: Store<W>,
+    driver: W::Driver,
+    args: Vec<u8>,
+    reply: Vec<u8>,
+    committed: u64,
+    rolled_back: u64,
+    redo_data_bytes: u64,
+    redo_meta_bytes: u64,
+    measured: Duration,
+    slice_rates: Vec<f64>,
+}
+
+impl<W: Workload> Contender<W> {
+    /// Issues calls for `duration`; returns the number that committed.
+    fn run_for(&mut self, duration: Duration) -> u64 {
+        let committed_before = self.committed;
+        let start = Instant::now();
+        loop {
+            for _ in 0..CALLS_PER_CLOCK_READ {
+                self.call_once();
+            }
+            if start.elapsed() >= duration {
+                break;
+            }
+        }
+        self.measured += start.elapsed();
+        self.committed - committed_before
+    }
+
+    fn call_once(&mut self) {
+        let id = self.driver.next_call(&mut self.args);
+        match self.store.call(id, &self.args, &mut self.reply) {
+            Ok(redo) => {
+                let size = encoded_size(CallId::default(), redo);
+                self.redo_data_bytes += size.data as u64;
+                self.redo_meta_bytes += size.meta as u64;
+                self.committed += 1;
+                self.driver.observe(Ok(()));
+            }
+            Err(CallError::Proc(err)) => {
+                self.rolled_back += 1;
+                self.driver.observe(Err(&err));
+            }
+            Err(err) => panic!("the driver produced a call the registry cannot run: {err}"),
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let workload = self.store.workload();
+        workload
+            .check(self.store.segment())
+            .map_err(|err| err.to_string())?;
+        self.driver
+            .check(workload, self.store.segment())
+            .map_err(|err| err.to_string())
+    }
+}
+
+fn bench<W: Workload + Clone>(args: &EngineArgs, workload: W, scale: String) -> Result<(), String> {
+    let strategies = &args.strategy.0;
+    let mut contenders = Vec::with_capacity(strategies.len());
+    for &strategy in strategies {
+        let segment = Segment::anonymous(args.db_bytes, strategy)
+            .map_err(|err| format!("cannot create a {strategy} segment: {err}"))?;
+        contenders.push(Contender {
+            strategy,
+            store: Store::load(segment, workload.clone()),
+            driver: workload.driver(args.seed),
+            args: Vec::new(),
+            reply: Vec::new(),
+            committed: 0,
+            rolled_back: 0,
+            redo_data_bytes: 0,
+            redo_meta_bytes: 0,
+            measured: Duration::ZERO,
+            slice_rates: Vec::new(),
+        });
+    }
+    for contender in &mut contenders {
+        contender.run_for(WARMUP);
+        contender.measured = Duration::ZERO;
+        (contender.committed, contender.rolled_back) = (0, 0);
+        (contender.redo_data_bytes, contender.redo_meta_bytes) = (0, 0);
+    }
+
+    let rounds = (args.seconds / SLICE.as_secs_f64()).ceil().max(1.0) as usize;
+    let slice = Duration::from_secs_f64(args.seconds / rounds as f64);
+    let progress = ProgressBar::new((rounds * contenders.len()) as u64).with_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} slices, {eta} left")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    progress.set_prefix(format!("bench engine {}", W::NAME));
+    let contender_count = contenders.len();
+    for round in 0..rounds {
+        // Rotate who goes first so no strategy always follows the same neighbour.
+        for turn in 0..contender_count {
+            let contender = &mut contenders[(round + turn) % contender_count];
+            let committed = contender.run_for(slice);
+            contender
+                .slice_rates
+                .push(committed as f64 / slice.as_secs_f64());
+            progress.inc(1);
+        }
+    }
+    progress.finish_and_clear();
+
+    let mut runs = Vec::with_capacity(contenders.len());
+    for contender in &contenders {
+        let committed = contender.committed.max(1) as f64;
+        let check = contender.check();
+        runs.push(EngineRun {
+            strategy: contender.strategy.name(),
+            workload: W::NAME,
+            tx_per_s: median(&contender.slice_rates),
+            tx_per_s_mean: contender.committed as f64 / contender.measured.as_secs_f64(),
+            ratio_to_first: 0.0,
+            redo_bytes_per_tx: (contender.redo_data_bytes + contender.redo_meta_bytes) as f64
+                / committed,
+            redo_data_bytes_per_tx: contender.redo_data_bytes as f64 / committed,
+            redo_meta_bytes_per_tx: contender.redo_meta_bytes as f64 / committed,
+            committed: contender.committed,
+            rolled_back: contender.rolled_back,
+            slices: contender.slice_rates.len(),
+            consistent: check.is_ok(),
+            inconsistency: check.err(),
+        });
+    }
+    let first_rate = runs[0].tx_per_s;
+    for run in &mut runs {
+        run.ratio_to_first = run.tx_per_s / first_rate;
+    }
+    let report = Report {
+        workload: W::NAME,
+        db_bytes: args.db_bytes,
+        seconds_per_strategy: args.seconds,
+        scale,
+        runs,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serializes")
+        );
+    } else {
+        print_table(&report);
+    }
+    let inconsistent: Vec<&str> = report
+        .runs
+        .iter()
+        .filter(|run| !run.consistent)
+        .map(|run| run.strategy)
+        .collect();
+    if inconsistent.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "consistency check failed on {}",
+            inconsistent.join(", ")
+        ))
+    }
+}
+
+fn print_table(report: &Report) {
+    println!(
+        "{} on a {:.2} MiB segment ({}); {} s per strategy in interleaved slices",
+        report.workload,
+        report.db_bytes as f64 / f64::from(1u32 << 20),
+        report.scale,
+        report.seconds_per_strategy
+    );
+    let first = report.runs[0].strategy;
+    println!(
+        "{:<8} {:>14} {:>8} {:>26} {:>11} {:>11}",
+        "strategy",
+        "tx/s (median)",
+        format!("vs {first}"),
+        "redo B/tx (data + meta)",
+        "rollbacks",
+        "consistent"
+    );
+    for run in &report.runs {
+        let redo = format!(
+            "{:.1} ({:.1} + {:.1})",
+            run.redo_bytes_per_tx, run.redo_data_bytes_per_tx, run.redo_meta_bytes_per_tx
+        );
+        println!(
+            "{:<8} {:>14.0} {:>8.2} {:>26} {:>11} {:>11}",
+            run.strategy,
+            run.tx_per_s,
+            run.ratio_to_first,
+            redo,
+            run.rolled_back,
+            if run.consistent { "yes" } else { "NO" }
+        );
+        if let Some(detail) = &run.inconsistency {
+            println!("         {detail}");
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Command-line arguments, validated before anything runs.
+//!
+//! A bad value gets one line that names the flag and what it accepts, and exit code 2.
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use tandem_memory::{PAGE_SIZE, Strategy};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tandem",
+    version,
+    about = "A replicated in-memory transaction store"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Measure throughput (benchmarks, not tests: run them on a quiet machine).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Run a workload in-process on each logging strategy, one txn after another, as fast as
+    /// possible, and report tx/s, redo bytes per txn and the consistency check.
+    Engine(EngineArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// Workload: debit-credit or order-entry.
+    #[arg(long, default_value = "debit-credit", value_parser = parse_workload)]
+    pub workload: WorkloadName,
+    /// Logging strategy: v0, v1, v2, v3, or all (the four interleaved in one process).
+    #[arg(long, default_value = "all", value_parser = parse_strategies)]
+    pub strategy: Strategies,
+    /// Database (segment) size in MiB; a whole number of 4 KiB pages, e.g. 50 or 0.5.
+    #[arg(long = "db-mib", value_name = "N", default_value = "50", value_parser = parse_db_mib)]
+    pub db_bytes: usize,
+    /// Measured seconds per strategy (slices of all strategies alternate until each has had
+    /// this long).
+    #[arg(long, value_name = "S", default_value = "3", value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Seed of the call generator; every strategy runs the same call stream.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadName {
+    DebitCredit,
+    OrderEntry,
+}
+
+/// The strategies a benchmark runs, in version order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Strategies(pub Vec<Strategy>);
+
+fn parse_workload(text: &str) -> Result<WorkloadName, String> {
+    match text {
+        "debit-credit" => Ok(WorkloadName::DebitCredit),
+        "order-entry" => Ok(WorkloadName::OrderEntry),
+        _ => Err("unknown workload; accepted values: debit-credit, order-entry".to_owned()),
+    }
+}
+
+fn parse_strategies(text: &str) -> Result<Strategies, String> {
+    if text.eq_ignore_ascii_case("all") {
+        return Ok(Strategies(Strategy::ALL.to_vec()));
+    }
+    match text.parse::<Strategy>() {
+        Ok(strategy) => Ok(Strategies(vec![strategy])),
+        Err(_) => Err("unknown logging strategy; accepted values: v0, v1, v2, v3, all".to_owned()),
+    }
+}
+
+/// MiB to bytes, refusing sizes that are not a positive whole number of pages.
+fn parse_db_mib(text: &str) -> Result<usize, String> {
+    let accepted = "give a positive size in MiB that is a whole number of 4 KiB pages \
+                    (a multiple of 1/256 MiB), e.g. 50 or 0.5";
+    let mib: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a number; {accepted}"))?;
+    if !mib.is_finite() || mib <= 0.0 {
+        return Err(format!("must be greater than zero; {accepted}"));
+    }
+    let bytes = mib * f64::from(1u32 << 20);
+    if bytes.fract() != 0.0 || bytes % PAGE_SIZE as f64 != 0.0 {
+        return Err(format!(
+            "{text} MiB is not a whole number of 4 KiB pages; {accepted}"
+        ));
+    }
+    if bytes > (1u64 << 40) as f64 {
+        return Err(format!("{text} MiB is more than 1 TiB; {accepted}"));
+    }
+    Ok(bytes as usize)
+}
+
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let accepted = "give a positive number of seconds, e.g. 3 or 0.5";
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("not a number; {accepted}"))?;
+    if !seconds.is_finite() || seconds <= 0.0 {
+        return Err(format!("must be greater than zero; {accepted}"));
+    }
+    if seconds > 86_400.0 {
+        return Err(format!("more than a day; {accepted}"));
+    }
+    Ok(seconds)
+}
+
+/// Prints help and version as clap does; turns every other error into one line, exit code 2.
+pub fn exit_on_parse_error(err: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) || matches!(
+        err.kind(),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = err.print();
+        return ExitCode::from(if err.use_stderr() { 2 } else { 0 });
+    }
+    eprintln!("{}", one_line(&err.render().to_string()));
+    ExitCode::from(2)
+}
+
+/// Joins clap's multi-line message into one line, dropping its usage and "try --help" hints.
+fn one_line(rendered: &str) -> String {
+    let kept: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .filter(|line| !line.starts_with("Usage:") && !line.starts_with("For more information"))
+        .collect();
+    kept.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_sizes_must_be_whole_pages() {
+        assert_eq!(parse_db_mib("50"), Ok(50 << 20));
+        assert_eq!(parse_db_mib("0.5"), Ok(512 << 10));
+        assert!(
+            parse_db_mib("0.001")
+                .unwrap_err()
+                .contains("not a whole number of 4 KiB pages")
+        );
+        assert!(parse_db_mib("0").unwrap_err().contains("greater than zero"));
+        assert!(
+            parse_db_mib("-3")
+                .unwrap_err()
+                .contains("greater than zero")
+        );
+        assert!(parse_db_mib("ten").unwrap_err().contains("not a number"));
+        assert!(
+            parse_db_mib("NaN")
+                .unwrap_err()
+                .contains("greater than zero")
+        );
+    }
+
+    #[test]
+    fn seconds_must_be_positive() {
+        assert_eq!(parse_seconds("0.25"), Ok(0.25));
+        assert!(
+            parse_seconds("0")
+                .unwrap_err()
+                .contains("greater than zero")
+        );
+        assert!(
+            parse_seconds("inf")
+                .unwrap_err()
+                .contains("greater than zero")
+        );
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert_eq!(parse_strategies("all").unwrap().0.len(), 4);
+        assert_eq!(
+            parse_strategies("v2").unwrap().0,
+            vec![Strategy::V2MirrorDiff]
+        );
+        assert!(
+            parse_strategies("v4")
+                .unwrap_err()
+                .contains("v0, v1, v2, v3, all")
+        );
+        assert!(
+            parse_workload("tpcc")
+                .unwrap_err()
+                .contains("debit-credit, order-entry")
+        );
+    }
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let err = Cli::try_parse_from(["tandem", "bench", "engine", "--seconds", "0"]).unwrap_err();
+        let line = one_line(&err.render().to_string());
+        assert!(!line.contains('\n'));
+        assert!(line.contains("--seconds"), "{line}");
+        assert!(line.contains("greater than zero"), "{line}");
+    }
+}
