@@ -26,9 +26,21 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
+        Err(Failure::Usage(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Run(message)) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Why a command failed: a flag value that cannot work (exit code 2, like a parse error) or a
+/// run that went wrong (exit code 1).
+#[derive(Debug)]
+pub enum Failure {
+    Usage(String),
+    Run(String),
 }

@@ -149,6 +149,13 @@ impl Segment {
         bytemuck::pod_read_unaligned(self.read(offset, size_of::<T>()))
     }
 
+    /// Hints that byte `offset` will be used soon, so the CPU can load its cache line while it
+    /// works on something else. Has no effect on the segment's state; ignored past the end.
+    #[inline]
+    pub fn prefetch(&self, offset: usize) {
+        self.region.prefetch(offset);
+    }
+
     /// LSN of the last change to page `page`; 0 if it never changed.
     pub fn page_version(&self, page: usize) -> u64 {
         self.page_versions[page]

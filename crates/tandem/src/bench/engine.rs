@@ -14,8 +14,10 @@ use serde::Serialize;
 use tandem_log::{CallId, encoded_size};
 use tandem_memory::{Segment, Strategy};
 use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
+use tandem_store::workloads::order_entry::{OrderEntry, OrderEntryConfig};
 use tandem_store::{CallError, Driver, Store, Workload};
 
+use crate::Failure;
 use crate::bench::median;
 use crate::cli::{EngineArgs, WorkloadName};
 
@@ -56,11 +58,11 @@ struct Report {
     runs: Vec<EngineRun>,
 }
 
-pub fn run(args: &EngineArgs) -> Result<(), String> {
+pub fn run(args: &EngineArgs) -> Result<(), Failure> {
     match args.workload {
         WorkloadName::DebitCredit => {
             let workload = DebitCredit::new(args.db_bytes, &DebitCreditConfig::default())
-                .map_err(|err| format!("--db-mib: {err}"))?;
+                .map_err(|err| Failure::Usage(format!("--db-mib: {err}")))?;
             let scale = format!(
                 "{} branches, {} tellers, {} accounts, {} history slots",
                 workload.branches.count(),
@@ -70,7 +72,27 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
             );
             bench(args, workload, scale)
         }
-        WorkloadName::OrderEntry => Err("order-entry pending".into()),
+        WorkloadName::OrderEntry => {
+            let config = OrderEntryConfig::default();
+            let workload = OrderEntry::new(args.db_bytes, &config).map_err(|_| {
+                let one_warehouse = OrderEntry::with_warehouses(usize::MAX, &config, 1)
+                    .expect("one warehouse fits in an unbounded segment")
+                    .layout_len();
+                let mib = (one_warehouse as f64 / f64::from(1u32 << 20)).ceil();
+                Failure::Usage(format!(
+                    "--db-mib: order-entry needs at least {mib} MiB for one warehouse at the \
+                     default scale; give --db-mib {mib} or more"
+                ))
+            })?;
+            let scale = format!(
+                "{} warehouses, {} items, {} customers and an order ring of {} per district",
+                workload.warehouses(),
+                workload.item_count(),
+                workload.customers_per_district(),
+                workload.orders_per_district()
+            );
+            bench(args, workload, scale)
+        }
     }
 }
 
@@ -135,12 +157,16 @@ impl<W: Workload> Contender<W> {
     }
 }
 
-fn bench<W: Workload + Clone>(args: &EngineArgs, workload: W, scale: String) -> Result<(), String> {
+fn bench<W: Workload + Clone>(
+    args: &EngineArgs,
+    workload: W,
+    scale: String,
+) -> Result<(), Failure> {
     let strategies = &args.strategy.0;
     let mut contenders = Vec::with_capacity(strategies.len());
     for &strategy in strategies {
         let segment = Segment::anonymous(args.db_bytes, strategy)
-            .map_err(|err| format!("cannot create a {strategy} segment: {err}"))?;
+            .map_err(|err| Failure::Run(format!("cannot create a {strategy} segment: {err}")))?;
         contenders.push(Contender {
             strategy,
             store: Store::load(segment, workload.clone()),
@@ -233,10 +259,10 @@ fn bench<W: Workload + Clone>(args: &EngineArgs, workload: W, scale: String) -> 
     if inconsistent.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        Err(Failure::Run(format!(
             "consistency check failed on {}",
             inconsistent.join(", ")
-        ))
+        )))
     }
 }
 

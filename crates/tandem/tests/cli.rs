@@ -1,0 +1,114 @@
+//! The `tandem` command as a user runs it: bad values are refused in one line with exit code 2,
+//! and a short benchmark prints the documented JSON.
+
+use std::process::{Command, Output};
+
+fn tandem(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(args)
+        .output()
+        .expect("tandem runs")
+}
+
+fn assert_refused(args: &[&str], flag: &str, accepted: &str) {
+    let output = tandem(args);
+    assert_eq!(output.status.code(), Some(2), "{args:?} exits with 2");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "one line for {args:?}: {stderr}"
+    );
+    assert!(stderr.contains(flag), "{args:?} names {flag}: {stderr}");
+    assert!(
+        stderr.contains(accepted),
+        "{args:?} says what is accepted: {stderr}"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn bad_values_are_refused_in_one_line_with_exit_code_2() {
+    let engine = ["bench", "engine"];
+    let with = |extra: &[&'static str]| [&engine[..], extra].concat();
+    assert_refused(
+        &with(&["--db-mib", "1.001"]),
+        "--db-mib",
+        "whole number of 4 KiB pages",
+    );
+    assert_refused(&with(&["--db-mib", "0"]), "--db-mib", "greater than zero");
+    assert_refused(
+        &with(&["--seconds", "0"]),
+        "--seconds",
+        "positive number of seconds",
+    );
+    assert_refused(
+        &with(&["--strategy", "v4"]),
+        "--strategy",
+        "v0, v1, v2, v3, all",
+    );
+    assert_refused(
+        &with(&["--workload", "tpcc"]),
+        "--workload",
+        "debit-credit, order-entry",
+    );
+    assert_refused(&with(&["--sekonds", "1"]), "--sekonds", "--seconds");
+}
+
+#[test]
+fn a_database_too_small_for_the_workload_says_how_large_it_must_be() {
+    let args = [
+        "bench",
+        "engine",
+        "--workload",
+        "order-entry",
+        "--db-mib",
+        "2",
+    ];
+    assert_refused(&args, "--db-mib", "give --db-mib 18 or more");
+}
+
+#[test]
+fn a_short_run_prints_the_documented_json_and_checks_consistency() {
+    // One warehouse of Order-Entry at the default scale needs about 18 MiB.
+    for (workload, db_mib) in [("debit-credit", "2"), ("order-entry", "18")] {
+        let output = tandem(&[
+            "bench",
+            "engine",
+            "--workload",
+            workload,
+            "--db-mib",
+            db_mib,
+            "--seconds",
+            "0.05",
+            "--json",
+        ]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let runs = report["runs"].as_array().unwrap();
+        let strategies: Vec<&str> = runs
+            .iter()
+            .map(|r| r["strategy"].as_str().unwrap())
+            .collect();
+        assert_eq!(strategies, ["v0", "v1", "v2", "v3"]);
+        for run in runs {
+            assert_eq!(run["workload"], workload);
+            assert_eq!(run["consistent"], true, "{run}");
+            assert!(run["tx_per_s"].as_f64().unwrap() > 0.0);
+            let data = run["redo_data_bytes_per_tx"].as_f64().unwrap();
+            let meta = run["redo_meta_bytes_per_tx"].as_f64().unwrap();
+            let total = run["redo_bytes_per_tx"].as_f64().unwrap();
+            assert!((data + meta - total).abs() < 1e-6);
+            if workload == "debit-credit" {
+                // Three balances and a history record; a zero delta (one in two million) changes
+                // no balance, hence the tolerance.
+                assert!((data - 28.0).abs() < 0.01, "{data} data bytes per txn");
+                assert!(total <= 64.0, "compact encoding: {total} bytes per txn");
+            }
+        }
+    }
+}
