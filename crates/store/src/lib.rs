@@ -16,7 +16,7 @@ mod rng;
 mod table;
 pub mod workloads;
 
-pub use registry::{CallError, ProcError, ProcId, Procedure, Registry, Store};
+pub use registry::{CallError, Prefetch, ProcError, ProcId, Procedure, Registry, Store};
 pub use rng::Rng;
 pub use table::{Layout, LayoutError, Table};
 
@@ -41,8 +41,11 @@ pub trait Workload: Sized + 'static {
 pub trait Driver<W: Workload> {
     /// Writes the next call's arguments into `args` (cleared first) and names its procedure.
     fn next_call(&mut self, args: &mut Vec<u8>) -> ProcId;
-    /// Learns whether the call just produced committed (`Ok`) or rolled back (`Err`).
-    fn observe(&mut self, outcome: Result<(), &ProcError>);
+    /// Learns whether a call it produced committed (`Ok`) or rolled back (`Err`); `id` and
+    /// `args` are that call's. Calls are observed in the order they were produced, but the
+    /// driver may already have produced the next one: an executor that prefetches works one
+    /// call ahead.
+    fn observe(&mut self, id: ProcId, args: &[u8], outcome: Result<(), &ProcError>);
     /// Checks what only the driver knows, such as the sum of the deltas that committed.
     fn check(&self, workload: &W, segment: &tandem_memory::Segment) -> Result<(), Inconsistency>;
 }

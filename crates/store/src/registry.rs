@@ -9,6 +9,11 @@ use tandem_memory::{RedoRecord, Segment, Txn};
 /// its reply. Returning `Err` rolls the whole txn back.
 pub type Procedure<W> = fn(&W, &mut Txn<'_>, &[u8], &mut Vec<u8>) -> Result<(), ProcError>;
 
+/// A hint for a procedure: starts loading the cache lines that a call with these arguments will
+/// touch, so an executor can overlap memory latency with the call before it. It changes
+/// nothing and must ignore arguments it cannot read.
+pub type Prefetch<W> = fn(&W, &Segment, &[u8]);
+
 /// Why a procedure rolled its txn back.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -38,6 +43,7 @@ pub struct ProcId(pub u16);
 /// Procedures of a workload by name and by id.
 pub struct Registry<W> {
     procedures: Vec<(&'static str, Procedure<W>)>,
+    prefetches: Vec<Option<Prefetch<W>>>,
     by_name: BTreeMap<&'static str, ProcId>,
 }
 
@@ -53,6 +59,7 @@ impl<W> Default for Registry<W> {
     fn default() -> Self {
         Registry {
             procedures: Vec::new(),
+            prefetches: Vec::new(),
             by_name: BTreeMap::new(),
         }
     }
@@ -69,7 +76,13 @@ impl<W> Registry<W> {
         let previous = self.by_name.insert(name, id);
         assert!(previous.is_none(), "procedure '{name}' registered twice");
         self.procedures.push((name, procedure));
+        self.prefetches.push(None);
         id
+    }
+
+    /// Gives procedure `id` a prefetch hint. Panics if `id` is not registered.
+    pub fn set_prefetch(&mut self, id: ProcId, prefetch: Prefetch<W>) {
+        self.prefetches[usize::from(id.0)] = Some(prefetch);
     }
 
     pub fn lookup(&self, name: &str) -> Option<ProcId> {
@@ -86,6 +99,10 @@ impl<W> Registry<W> {
         self.procedures
             .get(usize::from(id.0))
             .map(|(_, procedure)| *procedure)
+    }
+
+    pub fn prefetch(&self, id: ProcId) -> Option<Prefetch<W>> {
+        self.prefetches.get(usize::from(id.0)).copied().flatten()
     }
 
     pub fn len(&self) -> usize {
@@ -144,6 +161,14 @@ impl<W> Store<W> {
         let redo = txn.commit();
         assert_eq!(redo.lsn(), lsn_before + 1, "a commit takes the next LSN");
         Ok(redo)
+    }
+
+    /// Starts loading what a later call to `id` with `args` will touch; changes nothing.
+    #[inline]
+    pub fn prefetch(&self, id: ProcId, args: &[u8]) {
+        if let Some(prefetch) = self.registry.prefetch(id) {
+            prefetch(&self.workload, &self.segment, args);
+        }
     }
 
     /// Gives the segment and the workload back, ending the store.

@@ -46,9 +46,9 @@ fn run(strategy: Strategy, calls: usize) -> (Store<OrderEntry>, OrderEntryDriver
         match store.call(id, &args, &mut reply) {
             Ok(redo) => {
                 replica.apply_redo(redo).unwrap();
-                driver.observe(Ok(()));
+                driver.observe(id, &args, Ok(()));
             }
-            Err(CallError::Proc(err)) => driver.observe(Err(&err)),
+            Err(CallError::Proc(err)) => driver.observe(id, &args, Err(&err)),
             Err(err) => panic!("{err}"),
         }
     }
@@ -670,8 +670,8 @@ fn the_default_scale_loads_and_runs_consistently() {
     for _ in 0..2_000 {
         let id = driver.next_call(&mut args);
         match store.call(id, &args, &mut reply) {
-            Ok(_) => driver.observe(Ok(())),
-            Err(CallError::Proc(err)) => driver.observe(Err(&err)),
+            Ok(_) => driver.observe(id, &args, Ok(())),
+            Err(CallError::Proc(err)) => driver.observe(id, &args, Err(&err)),
             Err(err) => panic!("{err}"),
         }
     }

@@ -49,6 +49,10 @@ pub struct EngineArgs {
     /// this long).
     #[arg(long, value_name = "S", default_value = "3", value_parser = parse_seconds)]
     pub seconds: f64,
+    /// Do not prefetch: by default the benchmark produces each call one call ahead and lets its
+    /// procedure prefetch the records it will touch while the current call runs.
+    #[arg(long)]
+    pub no_prefetch: bool,
     /// Seed of the call generator; every strategy runs the same call stream.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

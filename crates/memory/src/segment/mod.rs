@@ -154,6 +154,10 @@ impl Segment {
     #[inline]
     pub fn prefetch(&self, offset: usize) {
         self.region.prefetch(offset);
+        // A commit that changes the byte will stamp its page's version.
+        if let Some(version) = self.page_versions.get(offset / PAGE_SIZE) {
+            region::prefetch_line(version);
+        }
     }
 
     /// LSN of the last change to page `page`; 0 if it never changed.

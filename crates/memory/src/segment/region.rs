@@ -79,24 +79,29 @@ impl Region {
     /// Asks the CPU to start loading the cache line holding byte `offset` (ignored past the end).
     #[inline]
     pub(crate) fn prefetch(&self, offset: usize) {
-        let Some(byte) = self.map.get(offset) else {
-            return;
-        };
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `byte` points into this live mapping. A prefetch is a hint: it never faults,
-        // never writes, and its result is not observable by the program.
-        unsafe {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast());
+        if let Some(byte) = self.map.get(offset) {
+            prefetch_line(byte);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = byte;
     }
 
     /// Writes dirty pages of a file mapping back to the file (a no-op for anonymous memory).
     pub(crate) fn flush(&self) -> io::Result<()> {
         self.map.flush()
     }
+}
+
+/// Asks the CPU to start loading the cache line holding `value` into the nearest cache.
+#[inline]
+pub(crate) fn prefetch_line<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the pointer comes from a live reference. A prefetch is a hint: it never faults,
+    // never writes, and its result is not observable by the program.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(value).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 #[cfg(test)]

@@ -263,6 +263,14 @@ impl Workload for DebitCredit {
             |workload: &DebitCredit, txn, args, reply| workload.debit_credit(txn, args, reply),
         );
         assert_eq!(id, DEBIT_CREDIT);
+        // Tellers, branches and the history's tail stay in cache; the account is the miss.
+        registry.set_prefetch(id, |workload: &DebitCredit, segment, args| {
+            if let Ok(account) = ArgReader::new(args).u32()
+                && (account as usize) < workload.accounts.count()
+            {
+                segment.prefetch(workload.accounts.record_offset(account as usize));
+            }
+        });
         registry
     }
 
@@ -344,7 +352,6 @@ impl Workload for DebitCredit {
             branches: self.branches.count() as u64,
             tellers_per_branch: self.tellers_per_branch as u64,
             accounts_per_branch: self.accounts_per_branch as u64,
-            delta_pending: 0,
             delta_total: 0,
             committed: 0,
             rolled_back: 0,
@@ -362,7 +369,6 @@ pub struct DebitCreditDriver {
     branches: u64,
     tellers_per_branch: u64,
     accounts_per_branch: u64,
-    delta_pending: i32,
     delta_total: i32,
     committed: u64,
     rolled_back: u64,
@@ -405,15 +411,23 @@ impl Driver<DebitCredit> for DebitCreditDriver {
         let delta = self
             .rng
             .between(-i64::from(DELTA_MAX), i64::from(DELTA_MAX)) as i32;
-        self.delta_pending = delta;
         DebitCredit::encode_args(args, account as u32, teller as u32, branch as u32, delta);
         DEBIT_CREDIT
     }
 
-    fn observe(&mut self, outcome: Result<(), &ProcError>) {
+    fn observe(&mut self, id: ProcId, args: &[u8], outcome: Result<(), &ProcError>) {
+        assert_eq!(
+            id, DEBIT_CREDIT,
+            "the driver produces only debit-credit calls"
+        );
         match outcome {
             Ok(()) => {
-                self.delta_total = self.delta_total.wrapping_add(self.delta_pending);
+                let mut reader = ArgReader::new(args);
+                let fields = (reader.u32(), reader.u32(), reader.u32(), reader.i32());
+                let delta = fields
+                    .3
+                    .expect("the driver's own arguments are well formed");
+                self.delta_total = self.delta_total.wrapping_add(delta);
                 self.committed += 1;
             }
             Err(_) => self.rolled_back += 1,
@@ -464,9 +478,9 @@ mod tests {
             match store.call(id, &args, &mut reply) {
                 Ok(redo) => {
                     replica.apply_redo(redo).unwrap();
-                    driver.observe(Ok(()));
+                    driver.observe(id, &args, Ok(()));
                 }
-                Err(crate::CallError::Proc(err)) => driver.observe(Err(&err)),
+                Err(crate::CallError::Proc(err)) => driver.observe(id, &args, Err(&err)),
                 Err(err) => panic!("{err}"),
             }
         }

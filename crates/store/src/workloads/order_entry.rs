@@ -1238,6 +1238,8 @@ impl Workload for OrderEntry {
             (new_order, payment, delivery),
             (NEW_ORDER, PAYMENT, DELIVERY)
         );
+        registry.set_prefetch(new_order, prefetch_new_order);
+        registry.set_prefetch(payment, prefetch_payment);
         registry
     }
 
@@ -1298,8 +1300,6 @@ impl Workload for OrderEntry {
             unknown_item_percent: self.unknown_item_percent,
             customer_nurand,
             item_nurand,
-            call_last: None,
-            payment_pending_cents: 0,
             payment_total_cents: 0,
             counts: [CallCounts::default(); PROCEDURE_COUNT],
         }
@@ -1329,9 +1329,6 @@ pub struct OrderEntryDriver {
     unknown_item_percent: u64,
     customer_nurand: NuRand,
     item_nurand: NuRand,
-    /// The procedure of the call last produced, until it is observed.
-    call_last: Option<ProcId>,
-    payment_pending_cents: i64,
     payment_total_cents: i64,
     counts: [CallCounts; PROCEDURE_COUNT],
 }
@@ -1425,7 +1422,6 @@ impl OrderEntryDriver {
             };
         let customer_id = self.customer_nurand.sample(&mut self.rng) as u32;
         let amount_cents = self.rng.between(PAYMENT_MIN_CENTS, PAYMENT_MAX_CENTS);
-        self.payment_pending_cents = amount_cents;
         OrderEntry::encode_payment(
             args,
             warehouse_id,
@@ -1444,6 +1440,75 @@ impl OrderEntryDriver {
     }
 }
 
+/// The amount of a payment call, read back from its arguments.
+fn payment_amount_cents(args: &[u8]) -> Result<i64, ProcError> {
+    let mut reader = ArgReader::new(args);
+    for _ in 0..5 {
+        reader.u32()?;
+    }
+    reader.i64()
+}
+
+/// Prefetches the customer and, per line, the item and the stock record a new-order will
+/// touch: the records that miss the cache at the default scale.
+fn prefetch_new_order(workload: &OrderEntry, segment: &Segment, args: &[u8]) {
+    let mut reader = ArgReader::new(args);
+    let (Ok(warehouse), Ok(district), Ok(customer), Ok(line_count)) =
+        (reader.u32(), reader.u32(), reader.u32(), reader.u32())
+    else {
+        return;
+    };
+    let (warehouse, district, customer) =
+        (warehouse as usize, district as usize, customer as usize);
+    if warehouse >= workload.warehouse_count
+        || district >= DISTRICTS_PER_WAREHOUSE
+        || customer >= workload.customers_per_district
+    {
+        return;
+    }
+    let customer_index = workload.customer_index(warehouse, district, customer);
+    segment.prefetch(workload.customer.record_offset(customer_index));
+    for _ in 0..line_count.min(ORDER_LINES_MAX as u32) {
+        let (Ok(item), Ok(supply_warehouse), Ok(_)) = (reader.u32(), reader.u32(), reader.u32())
+        else {
+            return;
+        };
+        let (item, supply_warehouse) = (item as usize, supply_warehouse as usize);
+        if item < workload.item_count && supply_warehouse < workload.warehouse_count {
+            segment.prefetch(workload.item.record_offset(item));
+            segment.prefetch(
+                workload
+                    .stock
+                    .record_offset(workload.stock_index(supply_warehouse, item)),
+            );
+        }
+    }
+}
+
+/// Prefetches the paying customer's record.
+fn prefetch_payment(workload: &OrderEntry, segment: &Segment, args: &[u8]) {
+    let mut reader = ArgReader::new(args);
+    let fields = (
+        reader.u32(),
+        reader.u32(),
+        reader.u32(),
+        reader.u32(),
+        reader.u32(),
+    );
+    let (Ok(_), Ok(_), Ok(warehouse), Ok(district), Ok(customer)) = fields else {
+        return;
+    };
+    let (warehouse, district, customer) =
+        (warehouse as usize, district as usize, customer as usize);
+    if warehouse < workload.warehouse_count
+        && district < DISTRICTS_PER_WAREHOUSE
+        && customer < workload.customers_per_district
+    {
+        let customer_index = workload.customer_index(warehouse, district, customer);
+        segment.prefetch(workload.customer.record_offset(customer_index));
+    }
+}
+
 impl Driver<OrderEntry> for OrderEntryDriver {
     fn next_call(&mut self, args: &mut Vec<u8>) -> ProcId {
         let draw = self
@@ -1459,21 +1524,17 @@ impl Driver<OrderEntry> for OrderEntryDriver {
             self.next_delivery(args);
             DELIVERY
         };
-        self.call_last = Some(id);
         id
     }
 
-    fn observe(&mut self, outcome: Result<(), &ProcError>) {
-        let id = self
-            .call_last
-            .take()
-            .expect("observe follows next_call, once");
+    fn observe(&mut self, id: ProcId, args: &[u8], outcome: Result<(), &ProcError>) {
         let counts = &mut self.counts[usize::from(id.0)];
         match outcome {
             Ok(()) => {
                 counts.committed += 1;
                 if id == PAYMENT {
-                    self.payment_total_cents += self.payment_pending_cents;
+                    let amount = payment_amount_cents(args);
+                    self.payment_total_cents += amount.expect("the driver's own payment args");
                 }
             }
             Err(err) => {

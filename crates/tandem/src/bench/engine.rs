@@ -6,6 +6,10 @@
 //! slice rates. Every committed redo record is sized with the compact codec
 //! (`tandem_log::encoded_size`, which equals the encoder's output) and its bytes are counted as
 //! data or meta-data; encoding and shipping belong to the replication benchmark.
+//!
+//! The driver works one call ahead, as an executor with a queue of calls does: while call k
+//! runs, call k+1 is already known, and unless `--no-prefetch` is given its procedure's
+//! prefetch hint starts loading the records it will touch. Calls still run one after another.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +19,7 @@ use tandem_log::{CallId, encoded_size};
 use tandem_memory::{Segment, Strategy};
 use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
 use tandem_store::workloads::order_entry::{OrderEntry, OrderEntryConfig};
-use tandem_store::{CallError, Driver, Store, Workload};
+use tandem_store::{CallError, Driver, ProcId, Store, Workload};
 
 use crate::Failure;
 use crate::bench::median;
@@ -54,6 +58,7 @@ struct Report {
     workload: &'static str,
     db_bytes: usize,
     seconds_per_strategy: f64,
+    prefetch: bool,
     scale: String,
     runs: Vec<EngineRun>,
 }
@@ -101,6 +106,10 @@ struct Contender<W: Workload> {
     strategy: Strategy,
     store: Store<W>,
     driver: W::Driver,
+    prefetch: bool,
+    /// The call produced ahead of the one running.
+    id_next: ProcId,
+    args_next: Vec<u8>,
     args: Vec<u8>,
     reply: Vec<u8>,
     committed: u64,
@@ -129,18 +138,23 @@ impl<W: Workload> Contender<W> {
     }
 
     fn call_once(&mut self) {
-        let id = self.driver.next_call(&mut self.args);
+        let id = self.id_next;
+        std::mem::swap(&mut self.args, &mut self.args_next);
+        self.id_next = self.driver.next_call(&mut self.args_next);
+        if self.prefetch {
+            self.store.prefetch(self.id_next, &self.args_next);
+        }
         match self.store.call(id, &self.args, &mut self.reply) {
             Ok(redo) => {
                 let size = encoded_size(CallId::default(), redo);
                 self.redo_data_bytes += size.data as u64;
                 self.redo_meta_bytes += size.meta as u64;
                 self.committed += 1;
-                self.driver.observe(Ok(()));
+                self.driver.observe(id, &self.args, Ok(()));
             }
             Err(CallError::Proc(err)) => {
                 self.rolled_back += 1;
-                self.driver.observe(Err(&err));
+                self.driver.observe(id, &self.args, Err(&err));
             }
             Err(err) => panic!("the driver produced a call the registry cannot run: {err}"),
         }
@@ -167,10 +181,16 @@ fn bench<W: Workload + Clone>(
     for &strategy in strategies {
         let segment = Segment::anonymous(args.db_bytes, strategy)
             .map_err(|err| Failure::Run(format!("cannot create a {strategy} segment: {err}")))?;
+        let mut driver = workload.driver(args.seed);
+        let mut args_next = Vec::new();
+        let id_next = driver.next_call(&mut args_next);
         contenders.push(Contender {
             strategy,
             store: Store::load(segment, workload.clone()),
-            driver: workload.driver(args.seed),
+            driver,
+            prefetch: !args.no_prefetch,
+            id_next,
+            args_next,
             args: Vec::new(),
             reply: Vec::new(),
             committed: 0,
@@ -239,6 +259,7 @@ fn bench<W: Workload + Clone>(
         workload: W::NAME,
         db_bytes: args.db_bytes,
         seconds_per_strategy: args.seconds,
+        prefetch: !args.no_prefetch,
         scale,
         runs,
     };
@@ -268,11 +289,12 @@ fn bench<W: Workload + Clone>(
 
 fn print_table(report: &Report) {
     println!(
-        "{} on a {:.2} MiB segment ({}); {} s per strategy in interleaved slices",
+        "{} on a {:.2} MiB segment ({}); {} s per strategy in interleaved slices, prefetch {}",
         report.workload,
         report.db_bytes as f64 / f64::from(1u32 << 20),
         report.scale,
-        report.seconds_per_strategy
+        report.seconds_per_strategy,
+        if report.prefetch { "on" } else { "off" }
     );
     let first = report.runs[0].strategy;
     println!(
