@@ -1514,7 +1514,7 @@ impl Driver<OrderEntry> for OrderEntryDriver {
         let draw = self
             .rng
             .below(NEW_ORDER_SHARE + PAYMENT_SHARE + DELIVERY_SHARE);
-        let id = if draw < NEW_ORDER_SHARE {
+        if draw < NEW_ORDER_SHARE {
             self.next_new_order(args);
             NEW_ORDER
         } else if draw < NEW_ORDER_SHARE + PAYMENT_SHARE {
@@ -1523,8 +1523,7 @@ impl Driver<OrderEntry> for OrderEntryDriver {
         } else {
             self.next_delivery(args);
             DELIVERY
-        };
-        id
+        }
     }
 
     fn observe(&mut self, id: ProcId, args: &[u8], outcome: Result<(), &ProcError>) {
