@@ -193,8 +193,10 @@ impl RedoRecord {
     pub(crate) fn fill_data(&mut self, source: &[u8]) {
         debug_assert!(self.data.is_empty());
         for run in &self.runs {
-            self.data
-                .extend_from_slice(&source[run.offset as usize..run.end() as usize]);
+            extend_small(
+                &mut self.data,
+                &source[run.offset as usize..run.end() as usize],
+            );
         }
     }
 }
@@ -233,6 +235,18 @@ pub(crate) fn diff_words(base: usize, current: &[u8], old: &[u8], runs: &mut Vec
     }
     if position < len && differ(&current[position..], &old[position..]) {
         push_changed(runs, base + position, len - position);
+    }
+}
+
+/// Appends `bytes` to `out`. Record fields are mostly 4, 8 or 16 bytes; appending those with
+/// a length known at compile time becomes a plain move instead of a call to memcpy.
+#[inline(always)]
+pub(crate) fn extend_small(out: &mut Vec<u8>, bytes: &[u8]) {
+    match bytes.len() {
+        4 => out.extend_from_slice(&bytes[..4]),
+        8 => out.extend_from_slice(&bytes[..8]),
+        16 => out.extend_from_slice(&bytes[..16]),
+        _ => out.extend_from_slice(bytes),
     }
 }
 

@@ -18,7 +18,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::redo::{Run, diff_words, sort_small_by_key};
+use crate::redo::{Run, diff_words, extend_small, sort_small_by_key};
 use crate::segment::region::Region;
 
 /// How a segment's txns keep undo information; fixed when the segment is created.
@@ -129,7 +129,7 @@ impl InlineUndo {
         // The log keeps its capacity between txns, so after warm-up this never allocates.
         self.log.reserve(INLINE_HEADER_LEN + len);
         self.log.extend_from_slice(&header);
-        self.log.extend_from_slice(&data[offset..offset + len]);
+        extend_small(&mut self.log, &data[offset..offset + len]);
     }
 
     /// Each entry as (offset, old bytes), in declaration order.
