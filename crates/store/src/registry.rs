@@ -244,7 +244,10 @@ mod prefetch_tests {
     #[test]
     fn prefetch_hints_ignore_garbage_and_change_nothing() {
         let len = 4 << 20;
-        let config = DebitCreditConfig { accounts_per_branch: 1000, ..Default::default() };
+        let config = DebitCreditConfig {
+            accounts_per_branch: 1000,
+            ..Default::default()
+        };
         let debit_credit = DebitCredit::new(len, &config).unwrap();
         let segment = Segment::anonymous(len, Strategy::V3InlineLog).unwrap();
         prefetch_garbage(&Store::load(segment, debit_credit));

@@ -712,23 +712,38 @@ impl OrderEntry {
         Ok(())
     }
 
+    /// Reads a warehouse id and checks it names a warehouse; `error` says which argument.
+    fn warehouse_arg(
+        &self,
+        reader: &mut ArgReader<'_>,
+        error: &'static str,
+    ) -> Result<usize, ProcError> {
+        id_arg(reader.u32()?, self.warehouse_count, error)
+    }
+
+    /// Reads a district id (within its warehouse) and checks its range.
+    fn district_arg(
+        &self,
+        reader: &mut ArgReader<'_>,
+        error: &'static str,
+    ) -> Result<usize, ProcError> {
+        id_arg(reader.u32()?, DISTRICTS_PER_WAREHOUSE, error)
+    }
+
+    /// Reads a customer id (within its district) and checks its range.
+    fn customer_arg(
+        &self,
+        reader: &mut ArgReader<'_>,
+        error: &'static str,
+    ) -> Result<usize, ProcError> {
+        id_arg(reader.u32()?, self.customers_per_district, error)
+    }
+
     fn parse_new_order(&self, args: &[u8]) -> Result<NewOrderRequest, ProcError> {
         let mut reader = ArgReader::new(args);
-        let warehouse_id = id_arg(
-            reader.u32()?,
-            self.warehouse_count,
-            "warehouse id out of range",
-        )?;
-        let district_id = id_arg(
-            reader.u32()?,
-            DISTRICTS_PER_WAREHOUSE,
-            "district id out of range",
-        )?;
-        let customer_id = id_arg(
-            reader.u32()?,
-            self.customers_per_district,
-            "customer id out of range",
-        )?;
+        let warehouse_id = self.warehouse_arg(&mut reader, "warehouse id out of range")?;
+        let district_id = self.district_arg(&mut reader, "district id out of range")?;
+        let customer_id = self.customer_arg(&mut reader, "customer id out of range")?;
         let line_count = reader.u32()? as usize;
         if !(ORDER_LINES_MIN..=ORDER_LINES_MAX).contains(&line_count) {
             return Err(ProcError::BadArgs("order line count outside 5..=15"));
@@ -770,31 +785,13 @@ impl OrderEntry {
         reply: &mut Vec<u8>,
     ) -> Result<(), ProcError> {
         let mut reader = ArgReader::new(args);
-        let warehouse_id = id_arg(
-            reader.u32()?,
-            self.warehouse_count,
-            "warehouse id out of range",
-        )?;
-        let district_id = id_arg(
-            reader.u32()?,
-            DISTRICTS_PER_WAREHOUSE,
-            "district id out of range",
-        )?;
-        let customer_warehouse_id = id_arg(
-            reader.u32()?,
-            self.warehouse_count,
-            "customer warehouse id out of range",
-        )?;
-        let customer_district_id = id_arg(
-            reader.u32()?,
-            DISTRICTS_PER_WAREHOUSE,
-            "customer district id out of range",
-        )?;
-        let customer_id = id_arg(
-            reader.u32()?,
-            self.customers_per_district,
-            "customer id out of range",
-        )?;
+        let warehouse_id = self.warehouse_arg(&mut reader, "warehouse id out of range")?;
+        let district_id = self.district_arg(&mut reader, "district id out of range")?;
+        let customer_warehouse_id =
+            self.warehouse_arg(&mut reader, "customer warehouse id out of range")?;
+        let customer_district_id =
+            self.district_arg(&mut reader, "customer district id out of range")?;
+        let customer_id = self.customer_arg(&mut reader, "customer id out of range")?;
         let amount_cents = reader.i64()?;
         reader.finish()?;
         if !(PAYMENT_MIN_CENTS..=PAYMENT_MAX_CENTS).contains(&amount_cents) {
@@ -848,11 +845,7 @@ impl OrderEntry {
         reply: &mut Vec<u8>,
     ) -> Result<(), ProcError> {
         let mut reader = ArgReader::new(args);
-        let warehouse_id = id_arg(
-            reader.u32()?,
-            self.warehouse_count,
-            "warehouse id out of range",
-        )?;
+        let warehouse_id = self.warehouse_arg(&mut reader, "warehouse id out of range")?;
         let carrier_id = reader.u32()?;
         reader.finish()?;
         if !(1..=CARRIER_ID_MAX).contains(&carrier_id) {
@@ -1453,19 +1446,15 @@ fn payment_amount_cents(args: &[u8]) -> Result<i64, ProcError> {
 /// touch: the records that miss the cache at the default scale.
 fn prefetch_new_order(workload: &OrderEntry, segment: &Segment, args: &[u8]) {
     let mut reader = ArgReader::new(args);
-    let (Ok(warehouse), Ok(district), Ok(customer), Ok(line_count)) =
-        (reader.u32(), reader.u32(), reader.u32(), reader.u32())
-    else {
+    let ids = (|| {
+        let warehouse = workload.warehouse_arg(&mut reader, "")?;
+        let district = workload.district_arg(&mut reader, "")?;
+        let customer = workload.customer_arg(&mut reader, "")?;
+        Ok::<_, ProcError>((warehouse, district, customer, reader.u32()?))
+    })();
+    let Ok((warehouse, district, customer, line_count)) = ids else {
         return;
     };
-    let (warehouse, district, customer) =
-        (warehouse as usize, district as usize, customer as usize);
-    if warehouse >= workload.warehouse_count
-        || district >= DISTRICTS_PER_WAREHOUSE
-        || customer >= workload.customers_per_district
-    {
-        return;
-    }
     let customer_index = workload.customer_index(warehouse, district, customer);
     segment.prefetch(workload.customer.record_offset(customer_index));
     for _ in 0..line_count.min(ORDER_LINES_MAX as u32) {
@@ -1476,11 +1465,8 @@ fn prefetch_new_order(workload: &OrderEntry, segment: &Segment, args: &[u8]) {
         let (item, supply_warehouse) = (item as usize, supply_warehouse as usize);
         if item < workload.item_count && supply_warehouse < workload.warehouse_count {
             segment.prefetch(workload.item.record_offset(item));
-            segment.prefetch(
-                workload
-                    .stock
-                    .record_offset(workload.stock_index(supply_warehouse, item)),
-            );
+            let stock_index = workload.stock_index(supply_warehouse, item);
+            segment.prefetch(workload.stock.record_offset(stock_index));
         }
     }
 }
@@ -1488,22 +1474,15 @@ fn prefetch_new_order(workload: &OrderEntry, segment: &Segment, args: &[u8]) {
 /// Prefetches the paying customer's record.
 fn prefetch_payment(workload: &OrderEntry, segment: &Segment, args: &[u8]) {
     let mut reader = ArgReader::new(args);
-    let fields = (
-        reader.u32(),
-        reader.u32(),
-        reader.u32(),
-        reader.u32(),
-        reader.u32(),
-    );
-    let (Ok(_), Ok(_), Ok(warehouse), Ok(district), Ok(customer)) = fields else {
-        return;
-    };
-    let (warehouse, district, customer) =
-        (warehouse as usize, district as usize, customer as usize);
-    if warehouse < workload.warehouse_count
-        && district < DISTRICTS_PER_WAREHOUSE
-        && customer < workload.customers_per_district
-    {
+    let ids = (|| {
+        reader.u32()?;
+        reader.u32()?;
+        let warehouse = workload.warehouse_arg(&mut reader, "")?;
+        let district = workload.district_arg(&mut reader, "")?;
+        let customer = workload.customer_arg(&mut reader, "")?;
+        Ok::<_, ProcError>((warehouse, district, customer))
+    })();
+    if let Ok((warehouse, district, customer)) = ids {
         let customer_index = workload.customer_index(warehouse, district, customer);
         segment.prefetch(workload.customer.record_offset(customer_index));
     }
