@@ -111,6 +111,17 @@ fn assert_runs_minimal(redo: &RedoRecord, before: &[u8], after: &[u8]) {
 }
 
 fn run_plans(strategy: Logging, replica_strategy: Logging, plans: &[TxnPlan]) {
+    run_plans_shipping(strategy, replica_strategy, plans, |redo| redo);
+}
+
+/// Runs the plans; `ship` is what reaches the replica of each commit's redo record (the
+/// identity, except in the test that shows the check catches a lossy replica).
+fn run_plans_shipping(
+    strategy: Logging,
+    replica_strategy: Logging,
+    plans: &[TxnPlan],
+    ship: fn(RedoRecord) -> RedoRecord,
+) {
     let mut segment = Segment::anonymous(SEGMENT_LEN, strategy).unwrap();
     let mut replica = Segment::anonymous(SEGMENT_LEN, replica_strategy).unwrap();
     let mut model = vec![0u8; SEGMENT_LEN];
@@ -171,7 +182,7 @@ fn run_plans(strategy: Logging, replica_strategy: Logging, plans: &[TxnPlan]) {
                         *version = lsn;
                     }
                 }
-                replica.apply_redo(&redo).unwrap();
+                replica.apply_redo(&ship(redo)).unwrap();
             }
             End::Abort => txn.abort(),
             End::Drop => drop(txn),
@@ -257,4 +268,34 @@ fn all_strategies_agree_on_a_fixed_overlapping_history() {
             run_plans(strategy, replica_strategy, &plans);
         }
     }
+}
+
+/// The replica check has teeth: a replica that loses the last run of every record diverges,
+/// and the check says so.
+#[test]
+#[should_panic(expected = "replica is byte-identical")]
+fn the_replica_check_catches_a_lost_run() {
+    fn drop_last_run(redo: RedoRecord) -> RedoRecord {
+        let mut lossy = RedoRecord::empty(redo.lsn());
+        let keep = redo.runs().len().saturating_sub(1);
+        for (run, bytes) in redo.iter().take(keep) {
+            lossy.push_run(run.offset, bytes).unwrap();
+        }
+        lossy
+    }
+    let plans = vec![TxnPlan {
+        steps: vec![Step::SetRange {
+            offset: 64,
+            len: 8,
+            write_at: 0,
+            fill: vec![1; 8],
+        }],
+        end: End::Commit,
+    }];
+    run_plans_shipping(
+        Logging::V3InlineLog,
+        Logging::V3InlineLog,
+        &plans,
+        drop_last_run,
+    );
 }
