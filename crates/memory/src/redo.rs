@@ -214,14 +214,14 @@ pub(crate) fn diff_words(base: usize, current: &[u8], old: &[u8], runs: &mut Vec
         "a range and its undo image differ in length"
     );
     let len = current.len();
-    let head_len = (WORD_SIZE - base % WORD_SIZE) % WORD_SIZE;
-    if head_len >= len {
+    if base % WORD_SIZE + len <= WORD_SIZE {
         // The common case for a single field: the range lies inside one word.
         if differ(current, old) {
             push_changed(runs, base, len);
         }
         return;
     }
+    let head_len = (WORD_SIZE - base % WORD_SIZE) % WORD_SIZE;
     if head_len > 0 && differ(&current[..head_len], &old[..head_len]) {
         push_changed(runs, base, head_len);
     }

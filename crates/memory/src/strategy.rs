@@ -18,7 +18,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::redo::{Run, diff_words, extend_small, sort_small_by_key};
+use crate::redo::{Run, diff_words, extend_small, normalize_runs, sort_small_by_key};
 use crate::segment::region::Region;
 
 /// How a segment's txns keep undo information; fixed when the segment is created.
@@ -283,10 +283,12 @@ impl Undo {
         debug_assert!(self.is_empty());
     }
 
-    /// Appends to `runs` the changed words of every declared range, and brings the strategy's
-    /// own state up to the committed image (mirror updated, undo records released).
+    /// Appends to `runs` the changed words of every declared range, sorted by offset and
+    /// coalesced (no two runs overlap or touch), and brings the strategy's own state up to the
+    /// committed image (mirror updated, undo records released).
     ///
-    /// The runs come out unsorted; the caller normalizes them.
+    /// V1, V2 and V3 diff their ranges in offset order, so their runs come out sorted; V0 and
+    /// overlapping ranges sort theirs afterwards.
     #[inline]
     pub(crate) fn commit(&mut self, data: &[u8], scratch: &mut Scratch, runs: &mut Vec<Run>) {
         match self {
@@ -412,9 +414,11 @@ fn capture_linked(undo: &LinkedUndo, data: &[u8], scratch: &mut Scratch, runs: &
         in_declaration_order.reverse();
         capture_overlapping(in_declaration_order, data, runs);
     } else {
+        // The list is newest first, so the runs come out in declaration order, not offset order.
         for (offset, old) in undo.entries() {
             diff_words(offset, &data[offset..offset + old.len()], old, runs);
         }
+        normalize_runs(runs);
     }
 }
 
@@ -458,6 +462,7 @@ fn capture_overlapping(
         }
         claimed = merged;
     }
+    normalize_runs(runs);
 }
 
 #[cfg(test)]

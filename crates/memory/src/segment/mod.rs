@@ -12,7 +12,7 @@ use std::io;
 use std::path::Path;
 
 use crate::PAGE_SIZE;
-use crate::redo::{RedoError, RedoRecord, normalize_runs};
+use crate::redo::{RedoError, RedoRecord};
 use crate::strategy::{Scratch, Strategy, Undo};
 use crate::txn::Txn;
 use region::Region;
@@ -235,7 +235,13 @@ impl Segment {
         self.redo.reset(lsn);
         self.undo
             .commit(self.region.bytes(), &mut self.scratch, self.redo.runs_mut());
-        normalize_runs(self.redo.runs_mut());
+        debug_assert!(
+            self.redo
+                .runs()
+                .windows(2)
+                .all(|pair| pair[0].end() < pair[1].offset),
+            "capture yields sorted runs that neither overlap nor touch"
+        );
         self.redo.fill_data(self.region.bytes());
         debug_assert_eq!(self.redo.validate_bounds(self.len() as u64), Ok(()));
         stamp_pages(&mut self.page_versions, &self.redo);
