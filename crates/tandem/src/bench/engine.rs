@@ -289,10 +289,13 @@ fn bench<W: Workload + Clone>(
 
 fn print_table(report: &Report) {
     println!(
-        "{} on a {:.2} MiB segment ({}); {} s per strategy in interleaved slices, prefetch {}",
+        "{} on a {:.2} MiB segment: {}",
         report.workload,
         report.db_bytes as f64 / f64::from(1u32 << 20),
-        report.scale,
+        report.scale
+    );
+    println!(
+        "{} s per strategy in interleaved slices, prefetch {}",
         report.seconds_per_strategy,
         if report.prefetch { "on" } else { "off" }
     );
