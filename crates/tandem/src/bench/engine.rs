@@ -69,11 +69,11 @@ pub fn run(args: &EngineArgs) -> Result<(), Failure> {
             let workload = DebitCredit::new(args.db_bytes, &DebitCreditConfig::default())
                 .map_err(|err| Failure::Usage(format!("--db-mib: {err}")))?;
             let scale = format!(
-                "{} branches, {} tellers, {} accounts, {} history slots",
-                workload.branches.count(),
-                workload.tellers.count(),
-                workload.accounts.count(),
-                workload.history.count()
+                "{}, {}, {}, {}",
+                count(workload.branches.count(), "branch", "branches"),
+                count(workload.tellers.count(), "teller", "tellers"),
+                count(workload.accounts.count(), "account", "accounts"),
+                count(workload.history.count(), "history slot", "history slots")
             );
             bench(args, workload, scale)
         }
@@ -90,8 +90,8 @@ pub fn run(args: &EngineArgs) -> Result<(), Failure> {
                 ))
             })?;
             let scale = format!(
-                "{} warehouses, {} items, {} customers and an order ring of {} per district",
-                workload.warehouses(),
+                "{}, {} items, {} customers and an order ring of {} per district",
+                count(workload.warehouses(), "warehouse", "warehouses"),
                 workload.item_count(),
                 workload.customers_per_district(),
                 workload.orders_per_district()
@@ -99,6 +99,11 @@ pub fn run(args: &EngineArgs) -> Result<(), Failure> {
             bench(args, workload, scale)
         }
     }
+}
+
+/// "1 branch", "5 branches".
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// One strategy's store, driver and tallies.
