@@ -72,15 +72,9 @@ impl Segment {
     /// node from its replicas, not from this file.
     pub fn file(path: &Path, len: usize, strategy: Strategy) -> Result<Segment, SegmentError> {
         check_len(len)?;
-        let region = Region::file(path, len)?;
-        let segment = Segment::with_region(region, strategy)?;
-        if let Undo::MirrorCopy(_) | Undo::MirrorDiff(_) = segment.undo {
-            // The mirror starts zeroed; a file with content needs it primed.
-            let mut segment = segment;
-            let bytes = segment.region.bytes().to_vec();
-            segment.undo.after_apply(0, &bytes);
-            return Ok(segment);
-        }
+        let mut segment = Segment::with_region(Region::file(path, len)?, strategy)?;
+        // A mirror starts zeroed; a file that already holds data must be copied into it.
+        segment.undo.after_apply(0, segment.region.bytes());
         Ok(segment)
     }
 
