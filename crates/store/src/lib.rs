@@ -50,6 +50,30 @@ pub trait Driver<W: Workload> {
     fn check(&self, workload: &W, segment: &tandem_memory::Segment) -> Result<(), Inconsistency>;
 }
 
+/// Runs `calls` calls from `driver` on `store`, one after another, telling the driver each
+/// outcome; `on_commit` sees every committed redo record (to feed a replica, say).
+///
+/// Panics if the driver names a procedure the store does not have: that is a bug in the driver.
+pub fn drive<W: Workload>(
+    store: &mut Store<W>,
+    driver: &mut W::Driver,
+    calls: usize,
+    mut on_commit: impl FnMut(&tandem_memory::RedoRecord),
+) {
+    let (mut args, mut reply) = (Vec::new(), Vec::new());
+    for _ in 0..calls {
+        let id = driver.next_call(&mut args);
+        match store.call(id, &args, &mut reply) {
+            Ok(redo) => {
+                on_commit(redo);
+                driver.observe(id, &args, Ok(()));
+            }
+            Err(CallError::Proc(err)) => driver.observe(id, &args, Err(&err)),
+            Err(err) => panic!("the driver produced a call the store cannot run: {err}"),
+        }
+    }
+}
+
 /// A consistency condition that does not hold.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("consistency check '{check}' failed: {detail}")]

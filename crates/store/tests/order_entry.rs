@@ -40,18 +40,9 @@ fn run(strategy: Strategy, calls: usize) -> (Store<OrderEntry>, OrderEntryDriver
     let mut replica = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
     store.workload().load(&mut replica);
     let mut driver = store.workload().driver(7);
-    let (mut args, mut reply) = (Vec::new(), Vec::new());
-    for _ in 0..calls {
-        let id = driver.next_call(&mut args);
-        match store.call(id, &args, &mut reply) {
-            Ok(redo) => {
-                replica.apply_redo(redo).unwrap();
-                driver.observe(id, &args, Ok(()));
-            }
-            Err(CallError::Proc(err)) => driver.observe(id, &args, Err(&err)),
-            Err(err) => panic!("{err}"),
-        }
-    }
+    tandem_store::drive(&mut store, &mut driver, calls, |redo| {
+        replica.apply_redo(redo).unwrap();
+    });
     (store, driver, replica)
 }
 
@@ -666,15 +657,7 @@ fn the_default_scale_loads_and_runs_consistently() {
         workload,
     );
     store.workload().check(store.segment()).unwrap();
-    let (mut args, mut reply) = (Vec::new(), Vec::new());
-    for _ in 0..2_000 {
-        let id = driver.next_call(&mut args);
-        match store.call(id, &args, &mut reply) {
-            Ok(_) => driver.observe(id, &args, Ok(())),
-            Err(CallError::Proc(err)) => driver.observe(id, &args, Err(&err)),
-            Err(err) => panic!("{err}"),
-        }
-    }
+    tandem_store::drive(&mut store, &mut driver, 2_000, |_| {});
     store.workload().check(store.segment()).unwrap();
     driver.check(store.workload(), store.segment()).unwrap();
 }

@@ -472,18 +472,9 @@ mod tests {
         // A replica that starts from the same load and replays every committed record.
         let mut replica = Segment::anonymous(len, Strategy::V3InlineLog).unwrap();
         workload.load(&mut replica);
-        let (mut args, mut reply) = (Vec::new(), Vec::new());
-        for _ in 0..calls {
-            let id = driver.next_call(&mut args);
-            match store.call(id, &args, &mut reply) {
-                Ok(redo) => {
-                    replica.apply_redo(redo).unwrap();
-                    driver.observe(id, &args, Ok(()));
-                }
-                Err(crate::CallError::Proc(err)) => driver.observe(id, &args, Err(&err)),
-                Err(err) => panic!("{err}"),
-            }
-        }
+        crate::drive(&mut store, &mut driver, calls, |redo| {
+            replica.apply_redo(redo).unwrap();
+        });
         (store, driver, replica)
     }
 
