@@ -72,6 +72,9 @@ const _: () = assert!(size_of::<Branch>() == 100);
 const _: () = assert!(size_of::<Teller>() == 100);
 const _: () = assert!(size_of::<Account>() == 100);
 const _: () = assert!(size_of::<History>() == 16);
+const _: () = assert!(offset_of!(Branch, balance) == 0);
+const _: () = assert!(offset_of!(Teller, balance) == 0);
+const _: () = assert!(offset_of!(Account, balance) == 0);
 
 /// Scale and rules of a Debit-Credit database.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -514,52 +517,53 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_check_catches_a_lost_teller_update() {
-        let (store, _, _) = run(Strategy::V3InlineLog, 100);
+    /// Runs a few calls on `strategy`, then commits a buggy txn written by `plant` behind the
+    /// procedures' back, and returns the name of the check that failed.
+    fn check_after_planting(
+        strategy: Strategy,
+        plant: impl FnOnce(&DebitCredit, &mut Txn<'_>),
+    ) -> &'static str {
+        let (store, _, _) = run(strategy, 100);
         let (mut segment, workload) = store.into_parts();
-        let segment = &mut segment;
-        // A buggy txn that credits an account and its branch but forgets the teller.
         let mut txn = segment.begin();
-        *workload
-            .accounts
-            .update_field::<i32>(&mut txn, 3, offset_of!(Account, balance)) += 5;
-        *workload
-            .branches
-            .update_field::<i32>(&mut txn, 0, offset_of!(Branch, balance)) += 5;
+        plant(&workload, &mut txn);
         txn.commit();
-        let err = workload.check(segment).unwrap_err();
-        assert_eq!(err.check, "accounts = tellers");
+        workload
+            .check(&segment)
+            .expect_err("the planted bug is caught")
+            .check
+    }
+
+    fn add_to<T: Pod>(table: &Table<T>, txn: &mut Txn<'_>, index: usize, delta: i32) {
+        // Every Debit-Credit record starts with its 4-byte balance.
+        *table.update_field::<i32>(txn, index, 0) += delta;
     }
 
     #[test]
-    fn the_check_catches_a_lost_branch_update_and_a_bad_history_record() {
-        let (store, _, _) = run(Strategy::V0LinkedUndo, 100);
-        let (mut segment, workload) = store.into_parts();
-        let segment = &mut segment;
-        let mut txn = segment.begin();
-        *workload
-            .tellers
-            .update_field::<i32>(&mut txn, 1, offset_of!(Teller, balance)) += 5;
-        *workload
-            .accounts
-            .update_field::<i32>(&mut txn, 1, offset_of!(Account, balance)) += 5;
-        txn.commit();
-        assert_eq!(
-            workload.check(segment).unwrap_err().check,
-            "tellers = branches"
-        );
+    fn the_check_catches_a_lost_teller_update() {
+        // A buggy txn that credits an account and its branch but forgets the teller.
+        let failed = check_after_planting(Strategy::V3InlineLog, |workload, txn| {
+            add_to(&workload.accounts, txn, 3, 5);
+            add_to(&workload.branches, txn, 0, 5);
+        });
+        assert_eq!(failed, "accounts = tellers");
+    }
 
-        let mut txn = segment.begin();
-        *workload
-            .branches
-            .update_field::<i32>(&mut txn, 0, offset_of!(Branch, balance)) += 5;
-        workload.history.update(&mut txn, 0).branch = 7;
-        txn.commit();
-        assert_eq!(
-            workload.check(segment).unwrap_err().check,
-            "history names the teller's branch"
-        );
+    #[test]
+    fn the_check_catches_a_lost_branch_update() {
+        let failed = check_after_planting(Strategy::V0LinkedUndo, |workload, txn| {
+            add_to(&workload.tellers, txn, 1, 5);
+            add_to(&workload.accounts, txn, 1, 5);
+        });
+        assert_eq!(failed, "tellers = branches");
+    }
+
+    #[test]
+    fn the_check_catches_a_history_record_naming_the_wrong_branch() {
+        let failed = check_after_planting(Strategy::V1MirrorCopy, |workload, txn| {
+            workload.history.update(txn, 0).branch = 7;
+        });
+        assert_eq!(failed, "history names the teller's branch");
     }
 
     #[test]
