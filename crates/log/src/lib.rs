@@ -1,8 +1,8 @@
-//! The redo log. For now: the compact codec for one redo record.
+//! The redo log: the compact record codec, batches and the retained tail.
 //!
-//! A record is encoded as it will sit inside a batch of consecutive records, so its LSN is
-//! implicit (the batch carries the first LSN; batches, their version byte and their CRC32C come
-//! with the replication work). The layout, all integers LEB128 varints:
+//! A record is encoded as it sits inside a [`batch`] of consecutive records, so its LSN is
+//! implicit (the batch header carries the first LSN, the view, the group and a CRC32C). The
+//! record layout, all integers LEB128 varints:
 //!
 //! ```text
 //! client_id            0 when the record has no client call behind it
@@ -17,6 +17,12 @@
 //! describe: every length is checked against the bytes that remain.
 
 #![forbid(unsafe_code)]
+
+pub mod batch;
+mod tail;
+
+pub use batch::{BatchBuilder, BatchError, BatchKind, BatchRef, SealedBatch};
+pub use tail::{RetainedTail, TailLimits};
 
 use tandem_memory::{RedoError, RedoRecord};
 
@@ -135,6 +141,19 @@ pub fn encoded_size(call: CallId, record: &RedoRecord) -> EncodedSize {
 
 /// Decodes one record with LSN `lsn` from the front of `input`, advancing it past the record.
 pub fn decode_record(input: &mut &[u8], lsn: u64) -> Result<(CallId, RedoRecord), DecodeError> {
+    let mut record = RedoRecord::empty(lsn);
+    let call = decode_record_into(input, lsn, &mut record)?;
+    Ok((call, record))
+}
+
+/// Decodes one record with LSN `lsn` into `record`, reusing its buffers: the applier's path,
+/// which must not allocate per record. On error `record` holds a partial record; discard it.
+pub fn decode_record_into(
+    input: &mut &[u8],
+    lsn: u64,
+    record: &mut RedoRecord,
+) -> Result<CallId, DecodeError> {
+    record.reset(lsn);
     let client_id = get_varint(input, "client id")?;
     let seq = if client_id != 0 {
         get_varint(input, "seq")?
@@ -150,7 +169,6 @@ pub fn decode_record(input: &mut &[u8], lsn: u64) -> Result<(CallId, RedoRecord)
             remaining: input.len(),
         });
     }
-    let mut record = RedoRecord::empty(lsn);
     let mut end_previous = 0u64;
     for _ in 0..run_count {
         let gap = get_varint(input, "run gap")?;
@@ -167,7 +185,7 @@ pub fn decode_record(input: &mut &[u8], lsn: u64) -> Result<(CallId, RedoRecord)
         *input = rest;
         end_previous = offset + len;
     }
-    Ok((CallId { client_id, seq }, record))
+    Ok(CallId { client_id, seq })
 }
 
 #[cfg(test)]
