@@ -497,10 +497,10 @@ mod tests {
     proptest! {
         #[test]
         fn parsing_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-            if let Ok(batch) = BatchRef::parse(&bytes) {
-                if batch.kind() == BatchKind::Redo {
-                    let _ = batch.validate_redo(&mut RedoRecord::empty(0));
-                }
+            if let Ok(batch) = BatchRef::parse(&bytes)
+                && batch.kind() == BatchKind::Redo
+            {
+                let _ = batch.validate_redo(&mut RedoRecord::empty(0));
             }
         }
 
