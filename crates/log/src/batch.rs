@@ -267,10 +267,18 @@ impl SealedBatch {
 
     /// Reads a batch from the wire, checking it whole; the bytes are copied once.
     pub fn from_wire(bytes: &[u8]) -> Result<SealedBatch, BatchError> {
-        BatchRef::parse(bytes)?;
-        Ok(SealedBatch {
-            bytes: Arc::from(bytes),
-        })
+        SealedBatch::verify(Arc::from(bytes))
+    }
+
+    /// Checks shared bytes as one whole batch, without copying them.
+    pub fn verify(bytes: Arc<[u8]>) -> Result<SealedBatch, BatchError> {
+        BatchRef::parse(&bytes)?;
+        Ok(SealedBatch { bytes })
+    }
+
+    /// The wire bytes, shared: what a shipper sends.
+    pub fn shared(&self) -> Arc<[u8]> {
+        Arc::clone(&self.bytes)
     }
 
     /// The checked view of this batch.
@@ -380,6 +388,32 @@ impl<'a> BatchRef<'a> {
             let call = decode_record_into(&mut input, lsn, record)
                 .map_err(|source| BatchError::Record { lsn, source })?;
             visit(call, record);
+        }
+        if !input.is_empty() {
+            return Err(BatchError::TrailingBytes { extra: input.len() });
+        }
+        Ok(())
+    }
+
+    /// Decodes every record into `records[i]` and its call into `calls` (both reused across
+    /// batches: `records` only grows, `calls` is cleared first), so a caller can check them all
+    /// before applying any.
+    pub fn decode_redo_into(
+        &self,
+        records: &mut Vec<RedoRecord>,
+        calls: &mut Vec<CallId>,
+    ) -> Result<(), BatchError> {
+        assert_eq!(self.kind(), BatchKind::Redo);
+        let count = self.record_count() as usize;
+        if records.len() < count {
+            records.resize_with(count, || RedoRecord::empty(0));
+        }
+        calls.clear();
+        let mut input = self.payload;
+        for (record, lsn) in records.iter_mut().zip(self.lsn_base()..=self.lsn_last()) {
+            let call = decode_record_into(&mut input, lsn, record)
+                .map_err(|source| BatchError::Record { lsn, source })?;
+            calls.push(call);
         }
         if !input.is_empty() {
             return Err(BatchError::TrailingBytes { extra: input.len() });

@@ -128,6 +128,12 @@ impl<W: crate::Workload> Store<W> {
     /// Loads the workload's initial database into `segment` and wraps both.
     pub fn load(mut segment: Segment, workload: W) -> Store<W> {
         workload.load(&mut segment);
+        Store::open(segment, workload)
+    }
+
+    /// A store over a segment that already holds the workload's database (a replica that
+    /// received it, or one loaded earlier).
+    pub fn open(segment: Segment, workload: W) -> Store<W> {
         Store {
             segment,
             workload,

@@ -1,0 +1,107 @@
+//! The backup applier: applies received batches to the backup's segment, in LSN order.
+//!
+//! A batch is decoded and checked whole (every record well formed and inside the segment)
+//! before its first record is applied, so a bad batch changes nothing. A batch that passed the
+//! receiver's checksum yet fails here was built wrong by the primary: the driver poisons the
+//! backup rather than guess.
+
+use tandem_log::{BatchError, BatchKind, CallId};
+use tandem_memory::{RedoError, RedoRecord, Segment};
+
+use crate::receiver::ApplyBatch;
+
+/// Why a batch could not be applied.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApplyError {
+    #[error("batch LSNs {lsn_base}..={lsn_last} hold a malformed record: {source}")]
+    Malformed {
+        lsn_base: u64,
+        lsn_last: u64,
+        source: BatchError,
+    },
+    #[error("record {lsn} does not fit the segment: {source}")]
+    Bounds { lsn: u64, source: RedoError },
+    #[error("a {found:?} batch reached an applier of {expected:?} batches")]
+    Kind {
+        found: BatchKind,
+        expected: BatchKind,
+    },
+}
+
+/// Applies redo batches to a segment.
+#[derive(Debug)]
+pub struct Applier {
+    lsn_applied: u64,
+    /// Decoded records of the batch being applied; buffers reused across batches.
+    records: Vec<RedoRecord>,
+    /// The call each decoded record carries (the dedup table will be fed from these).
+    calls: Vec<CallId>,
+}
+
+impl Applier {
+    /// An applier for a segment that has applied every record up to `lsn_applied`.
+    pub fn new(lsn_applied: u64) -> Applier {
+        Applier {
+            lsn_applied,
+            records: Vec::new(),
+            calls: Vec::new(),
+        }
+    }
+
+    pub fn lsn_applied(&self) -> u64 {
+        self.lsn_applied
+    }
+
+    /// Applies the new records of `apply` to `segment` and returns the LSN applied through.
+    ///
+    /// Precondition: `apply.lsn_from` is the next LSN (the receiver guarantees continuity).
+    pub fn apply(&mut self, segment: &mut Segment, apply: &ApplyBatch) -> Result<u64, ApplyError> {
+        assert_eq!(
+            apply.lsn_from,
+            self.lsn_applied + 1,
+            "batches arrive in LSN order"
+        );
+        assert_eq!(
+            segment.lsn(),
+            self.lsn_applied,
+            "the segment is the applier's"
+        );
+        let batch = apply.batch.as_ref();
+        let (lsn_base, lsn_last) = (batch.lsn_base(), batch.lsn_last());
+        assert!(lsn_base <= apply.lsn_from && apply.lsn_from <= lsn_last);
+        if batch.kind() != BatchKind::Redo {
+            return Err(ApplyError::Kind {
+                found: batch.kind(),
+                expected: BatchKind::Redo,
+            });
+        }
+        // Decode every record first so that a bad one leaves the segment untouched.
+        let count = batch.record_count() as usize;
+        batch
+            .decode_redo_into(&mut self.records, &mut self.calls)
+            .map_err(|source| ApplyError::Malformed {
+                lsn_base,
+                lsn_last,
+                source,
+            })?;
+        let segment_len = segment.len() as u64;
+        for record in &self.records[..count] {
+            record
+                .validate_bounds(segment_len)
+                .map_err(|source| ApplyError::Bounds {
+                    lsn: record.lsn(),
+                    source,
+                })?;
+        }
+        let skip = (apply.lsn_from - lsn_base) as usize;
+        for record in &self.records[skip..count] {
+            segment
+                .apply_redo(record)
+                .expect("records were validated and arrive in LSN order");
+        }
+        self.lsn_applied = lsn_last;
+        assert_eq!(segment.lsn(), self.lsn_applied);
+        Ok(self.lsn_applied)
+    }
+}

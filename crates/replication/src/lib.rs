@@ -1,0 +1,27 @@
+//! The replication core: redo shipping from a primary to its backups, as sans-I/O state
+//! machines.
+//!
+//! - [`Primary`] takes each committed record, batches it, keeps it in the retained tail, ships
+//!   it to every backup, tracks what each backup has received and applied, and releases the
+//!   commit's reply once the call's [`Safety`] rule holds, in LSN order.
+//! - [`Receiver`] (on a backup) checks each batch's view, LSN continuity and checksum, acks
+//!   receipt, and hands the batch on.
+//! - [`Applier`] (on a backup) applies received batches to its segment and reports what it
+//!   applied. Seed 004 §3.2 separates the two so a 2-safe ack never waits for application.
+//!
+//! Inputs are method calls: a commit, a message from a peer, a tick. Outputs accumulate in a
+//! `Ready` value the driver takes and acts on in the order its fields document. Time exists
+//! only as ticks. This crate never opens a socket, starts a thread, reads the clock or draws a
+//! random number: the runtime and the simulator drive the same code.
+
+#![forbid(unsafe_code)]
+
+mod applier;
+mod message;
+mod primary;
+mod receiver;
+
+pub use applier::{Applier, ApplyError};
+pub use message::{AckCount, Message, NodeId, Safety, SafetyError};
+pub use primary::{Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply};
+pub use receiver::{ApplyBatch, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady};

@@ -1,0 +1,188 @@
+//! What replicas say to each other, and when a reply may be released.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// A node of the cluster.
+pub type NodeId = u32;
+
+/// A message between the primary and one backup of a group.
+///
+/// Every message carries the sender's view number, so a node that moved on can tell a stale
+/// sender so (fencing). Messages between two nodes travel over one FIFO link; the protocol
+/// still tolerates loss, duplication and reordering (a reconnect, the simulator).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// Primary → backup: a sealed batch's wire bytes, verified by the receiver before use.
+    Batch(Arc<[u8]>),
+    /// Primary → backup, sent when the primary has had nothing to ship for a while.
+    Heartbeat { view: u64, lsn_committed: u64 },
+    /// Backup → primary: every record up to `lsn_received` is held, up to `lsn_applied`
+    /// applied. Also the backup's introduction when it connects.
+    Ack {
+        view: u64,
+        lsn_received: u64,
+        lsn_applied: u64,
+    },
+    /// Backup → primary: a batch was missing or corrupt; send again everything after
+    /// `lsn_received`.
+    Nack { view: u64, lsn_received: u64 },
+    /// Either way: the sender's view is older than `view`, which the receiver knows.
+    StaleView { view: u64 },
+}
+
+impl Message {
+    /// The view a message was sent in (a batch's sits in its header).
+    pub fn view(&self) -> Option<u64> {
+        match *self {
+            Message::Batch(_) => None,
+            Message::Heartbeat { view, .. }
+            | Message::Ack { view, .. }
+            | Message::Nack { view, .. }
+            | Message::StaleView { view } => Some(view),
+        }
+    }
+}
+
+/// How many backups must hold a record before a 2-safe reply is released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AckCount {
+    /// Every backup of the view (the default).
+    All,
+    /// At least this many, ≥ 1.
+    Of(u32),
+}
+
+/// When a commit may be acknowledged (DESIGN.md, safety rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Safety {
+    /// At local commit.
+    OneSafe,
+    /// At local commit, but no more than `n` records may lack a backup's receipt: the
+    /// executor stops taking commits at that point, so a failover loses at most `n`.
+    Bounded(u64),
+    /// Once the backups have received the record.
+    TwoSafe(AckCount),
+    /// Once the backups have applied the record.
+    TwoSafeApplied(AckCount),
+}
+
+impl Safety {
+    /// The default: received by every backup.
+    pub const DEFAULT: Safety = Safety::TwoSafe(AckCount::All);
+
+    /// Checks the rule against a group with `backups` backups: a count larger than the group
+    /// could never be met.
+    pub fn validate(self, backups: usize) -> Result<(), SafetyError> {
+        match self {
+            Safety::Bounded(0) => Err(SafetyError::BoundedZero),
+            Safety::TwoSafe(AckCount::Of(k)) | Safety::TwoSafeApplied(AckCount::Of(k)) => {
+                if k == 0 {
+                    Err(SafetyError::ZeroAcks)
+                } else if k as usize > backups {
+                    Err(SafetyError::TooManyAcks { k, backups })
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for Safety {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Safety::OneSafe => f.write_str("1-safe"),
+            Safety::Bounded(n) => write!(f, "bounded:{n}"),
+            Safety::TwoSafe(AckCount::All) => f.write_str("2-safe"),
+            Safety::TwoSafe(AckCount::Of(k)) => write!(f, "2-safe:{k}"),
+            Safety::TwoSafeApplied(AckCount::All) => f.write_str("2-safe-applied"),
+            Safety::TwoSafeApplied(AckCount::Of(k)) => write!(f, "2-safe-applied:{k}"),
+        }
+    }
+}
+
+/// A safety rule that is malformed or cannot be met.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SafetyError {
+    #[error(
+        "unknown safety '{0}'; accepted: 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied, \
+         2-safe-applied:K"
+    )]
+    Unknown(String),
+    #[error("bounded:0 would stop every commit; use 2-safe, or bounded:N with N ≥ 1")]
+    BoundedZero,
+    #[error("an ack count of 0 is 1-safe; write 1-safe, or give K ≥ 1")]
+    ZeroAcks,
+    #[error(
+        "2-safe with {k} acks cannot be met by a group of {backups} backups; use K ≤ {backups}"
+    )]
+    TooManyAcks { k: u32, backups: usize },
+}
+
+impl FromStr for Safety {
+    type Err = SafetyError;
+
+    fn from_str(text: &str) -> Result<Safety, SafetyError> {
+        let unknown = || SafetyError::Unknown(text.to_owned());
+        let (name, count) = match text.split_once(':') {
+            Some((name, count)) => (name, Some(count.parse::<u64>().map_err(|_| unknown())?)),
+            None => (text, None),
+        };
+        let acks = |count: Option<u64>| match count {
+            None => Ok(AckCount::All),
+            Some(0) => Err(SafetyError::ZeroAcks),
+            Some(k) => u32::try_from(k).map(AckCount::Of).map_err(|_| unknown()),
+        };
+        let safety = match name {
+            "1-safe" if count.is_none() => Safety::OneSafe,
+            "bounded" => match count {
+                Some(0) => return Err(SafetyError::BoundedZero),
+                Some(n) => Safety::Bounded(n),
+                None => return Err(unknown()),
+            },
+            "2-safe" => Safety::TwoSafe(acks(count)?),
+            "2-safe-applied" => Safety::TwoSafeApplied(acks(count)?),
+            _ => return Err(unknown()),
+        };
+        Ok(safety)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safety_names_round_trip() {
+        for text in [
+            "1-safe",
+            "bounded:5",
+            "2-safe",
+            "2-safe:1",
+            "2-safe-applied",
+            "2-safe-applied:2",
+        ] {
+            let safety: Safety = text.parse().unwrap();
+            assert_eq!(safety.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn bad_safety_names_say_what_is_accepted() {
+        for text in ["", "3-safe", "bounded", "bounded:x", "1-safe:2", "2-safe:"] {
+            let err = text.parse::<Safety>().unwrap_err();
+            assert!(err.to_string().contains("accepted"), "{text}: {err}");
+        }
+        assert_eq!("bounded:0".parse::<Safety>(), Err(SafetyError::BoundedZero));
+        assert_eq!("2-safe:0".parse::<Safety>(), Err(SafetyError::ZeroAcks));
+        assert_eq!(
+            Safety::TwoSafe(AckCount::Of(3)).validate(2),
+            Err(SafetyError::TooManyAcks { k: 3, backups: 2 })
+        );
+        assert_eq!(Safety::DEFAULT.validate(0), Ok(()));
+    }
+}

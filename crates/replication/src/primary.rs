@@ -1,0 +1,587 @@
+//! The primary: batches committed records, keeps the retained tail, ships to backups, tracks
+//! their progress and releases replies when their safety rule holds.
+//!
+//! The executor calls [`Primary::commit`] after each local commit; the driver feeds messages
+//! from backups to [`Primary::step`], calls [`Primary::tick`] every tick and
+//! [`Primary::flush`] whenever the executor runs out of calls, and takes the outputs with
+//! [`Primary::take_ready`].
+//!
+//! Batches are cut when the open one reaches `batch_bytes_max`, on every tick, and on flush:
+//! under load batches are large (few packets, few acks), and an idle primary never holds a
+//! record back for longer than the call that made it idle.
+
+use std::collections::VecDeque;
+
+use tandem_log::{BatchBuilder, BatchKind, CallId, RetainedTail, SealedBatch, TailLimits};
+use tandem_memory::RedoRecord;
+
+use crate::message::{AckCount, Message, NodeId, Safety};
+
+/// How a primary is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrimaryConfig {
+    pub group: u32,
+    pub view: u64,
+    /// The backups of the view, each listed once.
+    pub backups: Vec<NodeId>,
+    /// The group's safety rule, used by calls that do not override it.
+    pub safety: Safety,
+    pub tail: TailLimits,
+    /// A batch is sealed once its payload reaches this many bytes.
+    pub batch_bytes_max: usize,
+    /// A backup that has been sent nothing for this many ticks gets a heartbeat.
+    pub heartbeat_ticks: u64,
+    /// A repeated Nack for the same LSN rewinds the shipper again only after this many ticks,
+    /// so the batches already in flight behind a gap do not each cause a resend.
+    pub resend_ticks: u64,
+    /// Redo records (an active backup) or passive write-through traces.
+    pub kind: BatchKind,
+}
+
+impl PrimaryConfig {
+    /// Panics on a configuration the primary cannot run with; the runtime validates the
+    /// user's configuration with proper messages before it gets here.
+    fn assert_valid(&self) {
+        assert!(
+            self.heartbeat_ticks >= 1,
+            "heartbeat_ticks must be at least 1"
+        );
+        assert!(self.resend_ticks >= 1, "resend_ticks must be at least 1");
+        assert!(
+            self.batch_bytes_max >= 1,
+            "batch_bytes_max must be at least 1"
+        );
+        let mut sorted = self.backups.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), self.backups.len(), "a backup is listed twice");
+        if let Err(err) = self.safety.validate(self.backups.len()) {
+            panic!("invalid group safety: {err}");
+        }
+    }
+}
+
+/// A reply the driver holds on behalf of a call, with the LSN of the call's commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply<R> {
+    pub lsn: u64,
+    pub reply: R,
+}
+
+/// Something the primary noticed that needs no action from the driver but is worth counting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PrimaryFault {
+    /// A message from a node that is not a backup of this view; ignored.
+    UnknownPeer { from: NodeId },
+    /// A message from an older view; ignored, and the sender was told the current view.
+    StaleMessage { from: NodeId, view: u64 },
+    /// A peer knows a newer view: this primary has been replaced and stops.
+    Deposed { from: NodeId, view: u64 },
+    /// A backup claims records this primary never committed; ignored.
+    BackupAhead { from: NodeId, lsn_received: u64 },
+    /// A backup needs records that have left the retained tail: it needs a state transfer.
+    TailMissed {
+        from: NodeId,
+        lsn_received: u64,
+        lsn_first: u64,
+    },
+    /// A message a primary never expects (a batch, a heartbeat); ignored.
+    Unexpected { from: NodeId },
+}
+
+/// What the driver must do after feeding the primary.
+///
+/// Order: send `messages`, then release `replies` and `abandoned`. Sending first keeps a
+/// released 1-safe commit's record on its way to the backups as early as possible.
+#[derive(Debug)]
+pub struct PrimaryReady<R> {
+    /// Messages to send. Messages to one destination must go out in this order.
+    pub messages: Vec<(NodeId, Message)>,
+    /// Replies whose safety rule holds, in LSN order.
+    pub replies: Vec<Reply<R>>,
+    /// Replies this primary will never release because it was deposed. Whether their calls
+    /// committed is for the new primary to say; the client retries there with the same
+    /// (client id, seq).
+    pub abandoned: Vec<Reply<R>>,
+    pub faults: Vec<PrimaryFault>,
+}
+
+impl<R> Default for PrimaryReady<R> {
+    fn default() -> Self {
+        PrimaryReady {
+            messages: Vec::new(),
+            replies: Vec::new(),
+            abandoned: Vec::new(),
+            faults: Vec::new(),
+        }
+    }
+}
+
+impl<R> PrimaryReady<R> {
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+            && self.replies.is_empty()
+            && self.abandoned.is_empty()
+            && self.faults.is_empty()
+    }
+
+    /// Empties every field, keeping their capacity.
+    pub fn clear(&mut self) {
+        self.messages.clear();
+        self.replies.clear();
+        self.abandoned.clear();
+        self.faults.clear();
+    }
+}
+
+/// What the primary knows about one backup.
+#[derive(Clone, Debug)]
+struct Progress {
+    node: NodeId,
+    /// False until the backup's first Ack says where it stands; nothing is shipped before.
+    known: bool,
+    /// Last LSN shipped to it.
+    lsn_sent: u64,
+    lsn_received: u64,
+    lsn_applied: u64,
+    tick_last_sent: u64,
+    /// (tick, LSN) of the last rewind after a Nack.
+    rewind: Option<(u64, u64)>,
+    /// It needs records the tail no longer holds: nothing more is shipped to it.
+    needs_transfer: bool,
+}
+
+#[derive(Debug)]
+struct Pending<R> {
+    lsn: u64,
+    safety: Safety,
+    reply: R,
+}
+
+/// The primary of one group in one view.
+#[derive(Debug)]
+pub struct Primary<R> {
+    config: PrimaryConfig,
+    lsn_committed: u64,
+    builder: BatchBuilder,
+    tail: RetainedTail,
+    backups: Vec<Progress>,
+    /// Replies not yet released, in LSN order.
+    pending: VecDeque<Pending<R>>,
+    ready: PrimaryReady<R>,
+    tick: u64,
+    deposed: bool,
+    /// Scratch for the k-th highest LSN.
+    sorted: Vec<u64>,
+}
+
+impl<R> Primary<R> {
+    /// A primary whose segment has committed up to `lsn_committed`.
+    pub fn new(config: PrimaryConfig, lsn_committed: u64) -> Primary<R> {
+        config.assert_valid();
+        let backups = config
+            .backups
+            .iter()
+            .map(|&node| Progress {
+                node,
+                known: false,
+                lsn_sent: 0,
+                lsn_received: 0,
+                lsn_applied: 0,
+                tick_last_sent: 0,
+                rewind: None,
+                needs_transfer: false,
+            })
+            .collect();
+        let primary = Primary {
+            builder: BatchBuilder::new(config.kind, config.group, config.view, lsn_committed + 1),
+            tail: RetainedTail::new(config.tail, lsn_committed + 1),
+            config,
+            lsn_committed,
+            backups,
+            pending: VecDeque::new(),
+            ready: PrimaryReady::default(),
+            tick: 0,
+            deposed: false,
+            sorted: Vec::new(),
+        };
+        primary.check_invariants();
+        primary
+    }
+
+    pub fn config(&self) -> &PrimaryConfig {
+        &self.config
+    }
+
+    pub fn view(&self) -> u64 {
+        self.config.view
+    }
+
+    pub fn lsn_committed(&self) -> u64 {
+        self.lsn_committed
+    }
+
+    /// True once a peer showed a newer view: the primary takes no more commits.
+    pub fn is_deposed(&self) -> bool {
+        self.deposed
+    }
+
+    /// Replies waiting for their rule.
+    pub fn pending_replies(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn tail(&self) -> &RetainedTail {
+        &self.tail
+    }
+
+    /// (node, lsn_received, lsn_applied) of each backup, as last acknowledged.
+    pub fn backup_progress(&self) -> impl Iterator<Item = (NodeId, u64, u64)> + '_ {
+        self.backups
+            .iter()
+            .map(|backup| (backup.node, backup.lsn_received, backup.lsn_applied))
+    }
+
+    /// Records committed here that some backup has not acknowledged receiving: what a failover
+    /// could lose (seed 004's uncertainty counter).
+    pub fn uncertainty(&self) -> u64 {
+        let received_by_all = self
+            .backups
+            .iter()
+            .map(|backup| backup.lsn_received)
+            .min()
+            .unwrap_or(self.lsn_committed);
+        self.lsn_committed - received_by_all
+    }
+
+    /// Whether a call with rule `safety` may commit now. False while the retained tail is full
+    /// of records some backup lacks (flow control), while a `bounded(n)` rule has n records
+    /// unacknowledged, and once deposed. Evicts acknowledged batches to make room.
+    pub fn can_commit(&mut self, safety: Safety) -> bool {
+        if self.deposed {
+            return false;
+        }
+        if let Safety::Bounded(n) = safety
+            && self.uncertainty() >= n
+        {
+            return false;
+        }
+        if let Safety::Bounded(n) = self.config.safety
+            && self.uncertainty() >= n
+        {
+            return false;
+        }
+        let lsn_evictable = self.lsn_evictable();
+        let extra_records = u64::from(self.builder.record_count()) + 1;
+        self.tail
+            .make_room(lsn_evictable, extra_records, self.builder.payload_len())
+    }
+
+    /// The group's rule unless the call overrides it.
+    pub fn effective_safety(&self, call_safety: Option<Safety>) -> Safety {
+        call_safety.unwrap_or(self.config.safety)
+    }
+
+    /// Takes a locally committed redo record; `reply` is released once `safety` holds.
+    ///
+    /// Precondition: [`Primary::can_commit`] said yes, and the record has the next LSN.
+    pub fn commit(&mut self, call: CallId, record: &RedoRecord, safety: Safety, reply: R) {
+        assert_eq!(self.config.kind, BatchKind::Redo);
+        self.assert_can_take(record.lsn(), safety);
+        self.builder.push_redo(call, record);
+        self.after_commit(record.lsn(), safety, reply);
+    }
+
+    /// Takes a commit whose record body `encode` appends to the batch (a passive trace).
+    pub fn commit_encoded(
+        &mut self,
+        lsn: u64,
+        safety: Safety,
+        reply: R,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) {
+        self.assert_can_take(lsn, safety);
+        let payload = self.builder.payload_mut();
+        let len_before = payload.len();
+        encode(payload);
+        assert!(payload.len() > len_before, "a record body is never empty");
+        self.builder.commit_encoded();
+        self.after_commit(lsn, safety, reply);
+    }
+
+    fn assert_can_take(&self, lsn: u64, safety: Safety) {
+        assert!(!self.deposed, "a deposed primary takes no commits");
+        assert_eq!(lsn, self.lsn_committed + 1, "commits arrive in LSN order");
+        assert_eq!(self.builder.lsn_next(), lsn);
+        debug_assert_eq!(safety.validate(self.backups.len()), Ok(()));
+    }
+
+    fn after_commit(&mut self, lsn: u64, safety: Safety, reply: R) {
+        self.lsn_committed = lsn;
+        self.pending.push_back(Pending { lsn, safety, reply });
+        if self.builder.payload_len() >= self.config.batch_bytes_max {
+            self.seal_and_ship();
+        }
+        self.release();
+        debug_assert!(self.check_invariants());
+    }
+
+    /// Seals and ships the open batch, if any: the executor has nothing more to run.
+    pub fn flush(&mut self) {
+        if !self.builder.is_empty() {
+            self.seal_and_ship();
+        }
+    }
+
+    /// Advances logical time: seals the open batch and sends heartbeats to idle backups.
+    pub fn tick(&mut self) {
+        self.tick += 1;
+        if self.deposed {
+            return;
+        }
+        self.flush();
+        let lsn_shipped = self.tail.lsn_next() - 1;
+        for backup in &mut self.backups {
+            if self.tick - backup.tick_last_sent >= self.config.heartbeat_ticks {
+                backup.tick_last_sent = self.tick;
+                let heartbeat = Message::Heartbeat {
+                    view: self.config.view,
+                    lsn_committed: lsn_shipped,
+                };
+                self.ready.messages.push((backup.node, heartbeat));
+            }
+        }
+        self.check_invariants();
+    }
+
+    /// Handles a message from node `from`.
+    pub fn step(&mut self, from: NodeId, message: Message) {
+        let Some(index) = self.backups.iter().position(|backup| backup.node == from) else {
+            self.ready.faults.push(PrimaryFault::UnknownPeer { from });
+            return;
+        };
+        if self.deposed {
+            return;
+        }
+        if let Some(view) = message.view() {
+            if view > self.config.view {
+                self.depose(from, view);
+                return;
+            }
+            if view < self.config.view {
+                self.ready
+                    .faults
+                    .push(PrimaryFault::StaleMessage { from, view });
+                let current = Message::StaleView {
+                    view: self.config.view,
+                };
+                self.ready.messages.push((from, current));
+                return;
+            }
+        }
+        match message {
+            Message::Ack {
+                lsn_received,
+                lsn_applied,
+                ..
+            } => {
+                if self.learn_progress(index, lsn_received, lsn_applied) {
+                    self.catch_up(index);
+                    self.release();
+                }
+            }
+            Message::Nack { lsn_received, .. } => {
+                let lsn_applied = self.backups[index].lsn_applied;
+                if self.learn_progress(index, lsn_received, lsn_applied) {
+                    self.maybe_rewind(index, lsn_received);
+                    self.catch_up(index);
+                    self.release();
+                }
+            }
+            // A StaleView of our own view carries no news.
+            Message::StaleView { .. } => {}
+            Message::Batch(_) | Message::Heartbeat { .. } => {
+                self.ready.faults.push(PrimaryFault::Unexpected { from });
+            }
+        }
+        self.check_invariants();
+    }
+
+    /// Moves the outputs accumulated so far into `into`, which must be empty; both keep their
+    /// buffers, so a driver that clears and passes the same value back allocates nothing.
+    pub fn take_ready(&mut self, into: &mut PrimaryReady<R>) {
+        assert!(
+            into.is_empty(),
+            "the driver must act on and clear the previous Ready"
+        );
+        std::mem::swap(&mut self.ready, into);
+    }
+
+    /// Records what a backup says it holds. Returns false if the claim was refused.
+    fn learn_progress(&mut self, index: usize, lsn_received: u64, lsn_applied: u64) -> bool {
+        let backup = &mut self.backups[index];
+        if lsn_received > self.lsn_committed || lsn_applied > lsn_received {
+            self.ready.faults.push(PrimaryFault::BackupAhead {
+                from: backup.node,
+                lsn_received,
+            });
+            return false;
+        }
+        if !backup.known {
+            // The backup's introduction: ship from where it stands.
+            backup.known = true;
+            backup.lsn_sent = lsn_received;
+        }
+        backup.lsn_received = backup.lsn_received.max(lsn_received);
+        backup.lsn_applied = backup.lsn_applied.max(lsn_applied);
+        backup.lsn_sent = backup.lsn_sent.max(backup.lsn_received);
+        true
+    }
+
+    /// After a Nack, ship again from `lsn_received` unless a rewind to the same place happened
+    /// within `resend_ticks` (the Nacks of batches already in flight behind the gap).
+    fn maybe_rewind(&mut self, index: usize, lsn_received: u64) {
+        let tick = self.tick;
+        let resend_ticks = self.config.resend_ticks;
+        let backup = &mut self.backups[index];
+        if backup.lsn_sent <= lsn_received {
+            return;
+        }
+        if let Some((tick_rewound, lsn_rewound)) = backup.rewind
+            && lsn_rewound == lsn_received
+            && tick - tick_rewound < resend_ticks
+        {
+            return;
+        }
+        backup.rewind = Some((tick, lsn_received));
+        backup.lsn_sent = lsn_received;
+    }
+
+    /// Ships to one backup every sealed batch it has not been sent.
+    fn catch_up(&mut self, index: usize) {
+        let backup = &mut self.backups[index];
+        let lsn_shipped = self.tail.lsn_next() - 1;
+        if !backup.known || backup.needs_transfer || backup.lsn_sent >= lsn_shipped {
+            return;
+        }
+        if !self.tail.covers(backup.lsn_sent) {
+            backup.needs_transfer = true;
+            self.ready.faults.push(PrimaryFault::TailMissed {
+                from: backup.node,
+                lsn_received: backup.lsn_sent,
+                lsn_first: self.tail.lsn_first(),
+            });
+            return;
+        }
+        for batch in self.tail.batches_from(backup.lsn_sent + 1) {
+            self.ready
+                .messages
+                .push((backup.node, Message::Batch(batch.shared())));
+            backup.lsn_sent = batch.lsn_last();
+        }
+        backup.tick_last_sent = self.tick;
+        debug_assert_eq!(backup.lsn_sent, lsn_shipped);
+    }
+
+    fn seal_and_ship(&mut self) {
+        let batch: SealedBatch = self.builder.seal();
+        for backup in &mut self.backups {
+            if backup.known && !backup.needs_transfer && backup.lsn_sent + 1 == batch.lsn_base() {
+                self.ready
+                    .messages
+                    .push((backup.node, Message::Batch(batch.shared())));
+                backup.lsn_sent = batch.lsn_last();
+                backup.tick_last_sent = self.tick;
+            }
+        }
+        self.tail.push(batch);
+    }
+
+    /// Releases, in LSN order, every pending reply whose rule holds.
+    fn release(&mut self) {
+        while let Some(front) = self.pending.front() {
+            if front.lsn > self.lsn_releasable(front.safety) {
+                break;
+            }
+            let pending = self.pending.pop_front().expect("front exists");
+            self.ready.replies.push(Reply {
+                lsn: pending.lsn,
+                reply: pending.reply,
+            });
+        }
+    }
+
+    /// The highest LSN whose commits `safety` allows to be acknowledged now.
+    fn lsn_releasable(&mut self, safety: Safety) -> u64 {
+        let (applied, acks) = match safety {
+            Safety::OneSafe | Safety::Bounded(_) => return self.lsn_committed,
+            Safety::TwoSafe(acks) => (false, acks),
+            Safety::TwoSafeApplied(acks) => (true, acks),
+        };
+        let n = self.backups.len();
+        let k = match acks {
+            AckCount::All => n,
+            AckCount::Of(k) => k as usize,
+        };
+        if k == 0 {
+            return self.lsn_committed;
+        }
+        assert!(
+            k <= n,
+            "ack count {k} exceeds the {n} backups; validated on entry"
+        );
+        self.sorted.clear();
+        self.sorted.extend(self.backups.iter().map(|backup| {
+            if applied {
+                backup.lsn_applied
+            } else {
+                backup.lsn_received
+            }
+        }));
+        // The k-th highest: k backups hold at least this LSN.
+        self.sorted.sort_unstable_by(|a, b| b.cmp(a));
+        self.sorted[k - 1]
+    }
+
+    /// Records every backup has received may leave the tail.
+    fn lsn_evictable(&self) -> u64 {
+        self.backups
+            .iter()
+            .map(|backup| backup.lsn_received)
+            .min()
+            .unwrap_or(self.lsn_committed)
+    }
+
+    fn depose(&mut self, from: NodeId, view: u64) {
+        self.deposed = true;
+        self.ready.faults.push(PrimaryFault::Deposed { from, view });
+        for pending in self.pending.drain(..) {
+            self.ready.abandoned.push(Reply {
+                lsn: pending.lsn,
+                reply: pending.reply,
+            });
+        }
+    }
+
+    /// The invariants that hold between steps; returns true so it can sit in debug_assert.
+    fn check_invariants(&self) -> bool {
+        assert_eq!(self.builder.lsn_next(), self.lsn_committed + 1);
+        assert_eq!(
+            self.tail.lsn_next() + u64::from(self.builder.record_count()),
+            self.lsn_committed + 1,
+            "every committed record is sealed in the tail or waiting in the open batch"
+        );
+        let lsn_shipped = self.tail.lsn_next() - 1;
+        for backup in &self.backups {
+            assert!(backup.lsn_applied <= backup.lsn_received);
+            assert!(backup.lsn_received <= self.lsn_committed);
+            assert!(backup.lsn_sent <= lsn_shipped.max(backup.lsn_received));
+        }
+        if let (Some(first), Some(last)) = (self.pending.front(), self.pending.back()) {
+            assert!(first.lsn <= last.lsn);
+            assert!(last.lsn <= self.lsn_committed);
+        }
+        true
+    }
+}

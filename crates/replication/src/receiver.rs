@@ -1,0 +1,289 @@
+//! The backup receiver: accepts batches from the primary in LSN order and acks their receipt.
+//!
+//! A batch is accepted only if it parses whole with a good checksum, belongs to this group and
+//! view, and continues exactly where the received records end (a batch that overlaps what is
+//! held is trimmed; one entirely held is a duplicate and only re-acked). A gap or a corrupt
+//! batch is answered with a Nack asking for everything after the last record held. Nothing from
+//! a refused batch ever reaches the applier.
+
+use tandem_log::{BatchError, BatchRef, SealedBatch};
+
+use crate::message::{Message, NodeId};
+
+/// How a receiver is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceiverConfig {
+    pub group: u32,
+    pub view: u64,
+    /// The primary of the view: the only node batches are accepted from.
+    pub primary: NodeId,
+    /// A Nack for the same gap is repeated only after this many ticks without progress.
+    pub nack_ticks: u64,
+}
+
+/// A batch accepted for application: its records from `lsn_from` on are new.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApplyBatch {
+    pub batch: SealedBatch,
+    /// First LSN not yet handed to the applier; earlier records of the batch were.
+    pub lsn_from: u64,
+}
+
+/// Something the receiver refused or noticed; counted, never applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReceiverFault {
+    /// The batch failed to parse or its checksum did not match.
+    Corrupt { from: NodeId, error: BatchError },
+    /// A message from an older view; the sender was told the current one.
+    StaleMessage { from: NodeId, view: u64 },
+    /// A message from a newer view than this backup knows; ignored until the view is learned.
+    FutureView { from: NodeId, view: u64 },
+    /// A batch for another group.
+    WrongGroup { from: NodeId, group: u32 },
+    /// A message from a node that is not this view's primary.
+    UnknownPeer { from: NodeId },
+    /// A batch that starts after the next expected LSN.
+    Gap { lsn_expected: u64, lsn_base: u64 },
+    /// A batch whose records are all held already.
+    Duplicate { lsn_base: u64, lsn_last: u64 },
+    /// A message a backup never expects (an Ack, a Nack).
+    Unexpected { from: NodeId },
+}
+
+/// What the driver must do after feeding the receiver.
+///
+/// Order: hand `to_apply` to the applier (in order), then send `messages`. An ack claims the
+/// records are held, so they must be held before it leaves.
+#[derive(Debug, Default)]
+pub struct ReceiverReady {
+    pub to_apply: Vec<ApplyBatch>,
+    pub messages: Vec<(NodeId, Message)>,
+    pub faults: Vec<ReceiverFault>,
+}
+
+impl ReceiverReady {
+    pub fn is_empty(&self) -> bool {
+        self.to_apply.is_empty() && self.messages.is_empty() && self.faults.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.to_apply.clear();
+        self.messages.clear();
+        self.faults.clear();
+    }
+}
+
+/// The receiving half of a backup.
+#[derive(Debug)]
+pub struct Receiver {
+    config: ReceiverConfig,
+    lsn_received: u64,
+    /// As last reported by the applier; carried on acks.
+    lsn_applied: u64,
+    tick: u64,
+    tick_last_heard: u64,
+    /// (tick, lsn_received) of the last Nack sent.
+    nack: Option<(u64, u64)>,
+    ready: ReceiverReady,
+}
+
+impl Receiver {
+    /// A receiver on a backup whose segment holds every record up to `lsn_received`.
+    pub fn new(config: ReceiverConfig, lsn_received: u64) -> Receiver {
+        assert!(config.nack_ticks >= 1, "nack_ticks must be at least 1");
+        Receiver {
+            config,
+            lsn_received,
+            lsn_applied: lsn_received,
+            tick: 0,
+            tick_last_heard: 0,
+            nack: None,
+            ready: ReceiverReady::default(),
+        }
+    }
+
+    pub fn view(&self) -> u64 {
+        self.config.view
+    }
+
+    pub fn lsn_received(&self) -> u64 {
+        self.lsn_received
+    }
+
+    pub fn lsn_applied(&self) -> u64 {
+        self.lsn_applied
+    }
+
+    /// Ticks since the primary was last heard from (batch or heartbeat).
+    pub fn ticks_since_heard(&self) -> u64 {
+        self.tick - self.tick_last_heard
+    }
+
+    /// Tells the primary where this backup stands: sent on (re)connecting.
+    pub fn introduce(&mut self) {
+        self.push_ack();
+    }
+
+    /// The applier has applied every record up to `lsn_applied`.
+    pub fn applied(&mut self, lsn_applied: u64) {
+        assert!(
+            lsn_applied <= self.lsn_received,
+            "applied beyond what was received"
+        );
+        assert!(
+            lsn_applied >= self.lsn_applied,
+            "applied LSNs only move forward"
+        );
+        self.lsn_applied = lsn_applied;
+    }
+
+    pub fn tick(&mut self) {
+        self.tick += 1;
+    }
+
+    /// Handles a message from node `from`.
+    pub fn step(&mut self, from: NodeId, message: Message) {
+        if from != self.config.primary {
+            self.ready.faults.push(ReceiverFault::UnknownPeer { from });
+            return;
+        }
+        match message {
+            Message::Batch(bytes) => self.on_batch(from, bytes),
+            Message::Heartbeat {
+                view,
+                lsn_committed,
+            } => {
+                if self.check_view(from, view) {
+                    self.tick_last_heard = self.tick;
+                    if lsn_committed > self.lsn_received {
+                        // Something shipped never arrived.
+                        self.maybe_nack();
+                    } else {
+                        self.push_ack();
+                    }
+                }
+            }
+            Message::StaleView { view } => {
+                if view > self.config.view {
+                    self.ready
+                        .faults
+                        .push(ReceiverFault::FutureView { from, view });
+                }
+            }
+            Message::Ack { .. } | Message::Nack { .. } => {
+                self.ready.faults.push(ReceiverFault::Unexpected { from });
+            }
+        }
+        self.check_invariants();
+    }
+
+    /// Moves the outputs so far into `into`, which must be empty.
+    pub fn take_ready(&mut self, into: &mut ReceiverReady) {
+        assert!(
+            into.is_empty(),
+            "the driver must act on and clear the previous Ready"
+        );
+        std::mem::swap(&mut self.ready, into);
+    }
+
+    fn on_batch(&mut self, from: NodeId, bytes: std::sync::Arc<[u8]>) {
+        let parsed = match BatchRef::parse(&bytes) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                self.ready
+                    .faults
+                    .push(ReceiverFault::Corrupt { from, error });
+                self.maybe_nack();
+                return;
+            }
+        };
+        if parsed.group() != self.config.group {
+            let group = parsed.group();
+            self.ready
+                .faults
+                .push(ReceiverFault::WrongGroup { from, group });
+            return;
+        }
+        if !self.check_view(from, parsed.view()) {
+            return;
+        }
+        self.tick_last_heard = self.tick;
+        let (lsn_base, lsn_last) = (parsed.lsn_base(), parsed.lsn_last());
+        if lsn_last <= self.lsn_received {
+            self.ready
+                .faults
+                .push(ReceiverFault::Duplicate { lsn_base, lsn_last });
+            self.push_ack();
+            return;
+        }
+        if lsn_base > self.lsn_received + 1 {
+            self.ready.faults.push(ReceiverFault::Gap {
+                lsn_expected: self.lsn_received + 1,
+                lsn_base,
+            });
+            self.maybe_nack();
+            return;
+        }
+        let lsn_from = self.lsn_received + 1;
+        let batch = SealedBatch::verify(bytes).expect("parsed above");
+        self.ready.to_apply.push(ApplyBatch { batch, lsn_from });
+        self.lsn_received = lsn_last;
+        self.nack = None;
+        self.push_ack();
+    }
+
+    /// Whether a message of `view` may be acted on; tells an older sender the current view.
+    fn check_view(&mut self, from: NodeId, view: u64) -> bool {
+        if view < self.config.view {
+            self.ready
+                .faults
+                .push(ReceiverFault::StaleMessage { from, view });
+            let current = Message::StaleView {
+                view: self.config.view,
+            };
+            self.ready.messages.push((from, current));
+            return false;
+        }
+        if view > self.config.view {
+            self.ready
+                .faults
+                .push(ReceiverFault::FutureView { from, view });
+            return false;
+        }
+        true
+    }
+
+    fn push_ack(&mut self) {
+        let ack = Message::Ack {
+            view: self.config.view,
+            lsn_received: self.lsn_received,
+            lsn_applied: self.lsn_applied,
+        };
+        self.ready.messages.push((self.config.primary, ack));
+    }
+
+    /// Asks for everything after `lsn_received`, at most once per `nack_ticks` per gap.
+    fn maybe_nack(&mut self) {
+        if let Some((tick_sent, lsn)) = self.nack
+            && lsn == self.lsn_received
+            && self.tick - tick_sent < self.config.nack_ticks
+        {
+            return;
+        }
+        self.nack = Some((self.tick, self.lsn_received));
+        let nack = Message::Nack {
+            view: self.config.view,
+            lsn_received: self.lsn_received,
+        };
+        self.ready.messages.push((self.config.primary, nack));
+    }
+
+    fn check_invariants(&self) {
+        assert!(self.lsn_applied <= self.lsn_received);
+        assert!(self.tick_last_heard <= self.tick);
+        if let Some(last) = self.ready.to_apply.last() {
+            assert_eq!(last.batch.lsn_last(), self.lsn_received);
+        }
+    }
+}
