@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use tandem_memory::RedoRecord;
+use tandem_memory::{PassiveTrace, RedoRecord};
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
@@ -414,6 +414,24 @@ impl<'a> BatchRef<'a> {
             let call = decode_record_into(&mut input, lsn, record)
                 .map_err(|source| BatchError::Record { lsn, source })?;
             calls.push(call);
+        }
+        if !input.is_empty() {
+            return Err(BatchError::TrailingBytes { extra: input.len() });
+        }
+        Ok(())
+    }
+
+    /// Decodes every passive trace into `traces[i]` (reused across batches; only grows).
+    pub fn decode_passive_into(&self, traces: &mut Vec<PassiveTrace>) -> Result<(), BatchError> {
+        assert_eq!(self.kind(), BatchKind::Passive);
+        let count = self.record_count() as usize;
+        if traces.len() < count {
+            traces.resize_with(count, PassiveTrace::default);
+        }
+        let mut input = self.payload;
+        for (trace, lsn) in traces.iter_mut().zip(self.lsn_base()..=self.lsn_last()) {
+            crate::decode_passive_into(&mut input, lsn, trace)
+                .map_err(|source| BatchError::Record { lsn, source })?;
         }
         if !input.is_empty() {
             return Err(BatchError::TrailingBytes { extra: input.len() });

@@ -19,9 +19,11 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+mod passive;
 mod tail;
 
 pub use batch::{BatchBuilder, BatchError, BatchKind, BatchRef, SealedBatch};
+pub use passive::{decode_passive_into, encode_passive};
 pub use tail::{RetainedTail, TailLimits};
 
 use tandem_memory::{RedoError, RedoRecord};

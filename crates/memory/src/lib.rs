@@ -11,14 +11,23 @@
 //! record to another segment ([`Segment::apply_redo`]) reproduces the bytes exactly. Every page a
 //! record touches takes the record's LSN as its page version.
 //!
+//! With [`Segment::enable_passive_trace`] each commit also records the writes a passive backup
+//! (seed 000, section 5) would receive in its mirror memory; a [`PassiveMirror`] stores them
+//! and recovers the last committed image from them. The layout, the write order and what
+//! survives each crash point are documented in `src/passive.rs`.
+//!
 //! This crate never does network I/O, never reads the clock and never starts a thread. `unsafe`
 //! is confined to the segment module (`segment::region`), which maps memory.
 
+mod passive;
 mod redo;
 mod segment;
 mod strategy;
 mod txn;
 
+pub use passive::{
+    ClassBytes, MirrorLayout, PassiveError, PassiveMirror, PassiveTrace, PassiveWrite, WriteClass,
+};
 pub use redo::{RedoError, RedoRecord, Run};
 pub use segment::{Segment, SegmentError};
 pub use strategy::{ParseStrategyError, Strategy};

@@ -353,6 +353,24 @@ impl Undo {
         }
     }
 
+    /// V3's undo log as it stands (`[offset u64][len u64][old bytes]` per entry, in declaration
+    /// order); `None` for the other strategies. The passive trace ships it before commit clears it.
+    pub(crate) fn inline_log(&self) -> Option<&[u8]> {
+        match self {
+            Undo::Inline(undo) => Some(&undo.log),
+            _ => None,
+        }
+    }
+
+    /// V1's and V2's declared ranges as (offset, len), in declaration order; `None` for the
+    /// other strategies. The passive trace reads them before commit clears them.
+    pub(crate) fn declared_ranges(&self) -> Option<&[(usize, usize)]> {
+        match self {
+            Undo::MirrorCopy(undo) | Undo::MirrorDiff(undo) => Some(&undo.ranges),
+            _ => None,
+        }
+    }
+
     /// The mirror's bytes, for strategies that keep one.
     #[cfg(test)]
     pub(crate) fn mirror(&self) -> Option<&[u8]> {
@@ -374,7 +392,7 @@ impl MirrorUndo {
 }
 
 /// Sorts declared ranges and merges those that overlap or touch, into `spans`.
-fn merge_spans<'s>(
+pub(crate) fn merge_spans<'s>(
     ranges: &[(usize, usize)],
     spans: &'s mut Vec<(usize, usize)>,
 ) -> &'s [(usize, usize)] {

@@ -6,7 +6,7 @@
 //! backup rather than guess.
 
 use tandem_log::{BatchError, BatchKind, CallId};
-use tandem_memory::{RedoError, RedoRecord, Segment};
+use tandem_memory::{PassiveError, PassiveMirror, PassiveTrace, RedoError, RedoRecord, Segment};
 
 use crate::receiver::ApplyBatch;
 
@@ -22,6 +22,8 @@ pub enum ApplyError {
     },
     #[error("record {lsn} does not fit the segment: {source}")]
     Bounds { lsn: u64, source: RedoError },
+    #[error("passive trace {lsn} does not fit the mirror: {source}")]
+    Passive { lsn: u64, source: PassiveError },
     #[error("a {found:?} batch reached an applier of {expected:?} batches")]
     Kind {
         found: BatchKind,
@@ -102,6 +104,76 @@ impl Applier {
         }
         self.lsn_applied = lsn_last;
         assert_eq!(segment.lsn(), self.lsn_applied);
+        Ok(self.lsn_applied)
+    }
+}
+
+/// Applies passive write-through batches to mirror memory: the backup only stores bytes.
+#[derive(Debug)]
+pub struct PassiveApplier {
+    lsn_applied: u64,
+    traces: Vec<PassiveTrace>,
+}
+
+impl PassiveApplier {
+    pub fn new(lsn_applied: u64) -> PassiveApplier {
+        PassiveApplier {
+            lsn_applied,
+            traces: Vec::new(),
+        }
+    }
+
+    pub fn lsn_applied(&self) -> u64 {
+        self.lsn_applied
+    }
+
+    /// Stores the new traces of `apply` in `mirror` and returns the LSN applied through. Every
+    /// write of the batch is checked against the mirror's bounds before the first is stored.
+    pub fn apply(
+        &mut self,
+        mirror: &mut PassiveMirror,
+        apply: &ApplyBatch,
+    ) -> Result<u64, ApplyError> {
+        assert_eq!(apply.lsn_from, self.lsn_applied + 1, "batches arrive in LSN order");
+        let batch = apply.batch.as_ref();
+        let (lsn_base, lsn_last) = (batch.lsn_base(), batch.lsn_last());
+        assert!(lsn_base <= apply.lsn_from && apply.lsn_from <= lsn_last);
+        if batch.kind() != BatchKind::Passive {
+            return Err(ApplyError::Kind {
+                found: batch.kind(),
+                expected: BatchKind::Passive,
+            });
+        }
+        batch
+            .decode_passive_into(&mut self.traces)
+            .map_err(|source| ApplyError::Malformed {
+                lsn_base,
+                lsn_last,
+                source,
+            })?;
+        let count = batch.record_count() as usize;
+        let total = mirror.layout().total_len() as u64;
+        for trace in &self.traces[..count] {
+            for (write, bytes) in trace.iter() {
+                let end = write.addr.checked_add(bytes.len() as u64);
+                if end.is_none_or(|end| end > total) {
+                    let source = PassiveError::OutOfBounds {
+                        addr: write.addr,
+                        len: bytes.len() as u64,
+                        total,
+                    };
+                    let lsn = trace.lsn();
+                    return Err(ApplyError::Passive { lsn, source });
+                }
+            }
+        }
+        let skip = (apply.lsn_from - lsn_base) as usize;
+        for trace in &self.traces[skip..count] {
+            mirror
+                .apply(trace)
+                .expect("every write was checked against the mirror's bounds");
+        }
+        self.lsn_applied = lsn_last;
         Ok(self.lsn_applied)
     }
 }

@@ -21,7 +21,7 @@ mod message;
 mod primary;
 mod receiver;
 
-pub use applier::{Applier, ApplyError};
+pub use applier::{Applier, ApplyError, PassiveApplier};
 pub use message::{AckCount, Message, NodeId, Safety, SafetyError};
 pub use primary::{Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply};
 pub use receiver::{ApplyBatch, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady};

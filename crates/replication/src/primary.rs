@@ -327,6 +327,25 @@ impl<R> Primary<R> {
         debug_assert!(self.check_invariants());
     }
 
+    /// Holds a reply that has no commit of its own (a call that rolled back). It may have read
+    /// the latest commit, so it is released with that commit, once the commit's rule holds.
+    pub fn defer(&mut self, safety: Safety, reply: R) {
+        assert!(!self.deposed, "a deposed primary takes no calls");
+        let lsn = self.lsn_committed;
+        self.pending.push_back(Pending { lsn, safety, reply });
+        self.release();
+    }
+
+    /// The link to `node` was re-established: batches in flight on the old one may be lost.
+    /// Nothing more is shipped to it until it introduces itself again with an Ack.
+    pub fn link_reset(&mut self, node: NodeId) {
+        if let Some(backup) = self.backups.iter_mut().find(|backup| backup.node == node) {
+            backup.known = false;
+            backup.needs_transfer = false;
+            backup.rewind = None;
+        }
+    }
+
     /// Seals and ships the open batch, if any: the executor has nothing more to run.
     pub fn flush(&mut self) {
         if !self.builder.is_empty() {

@@ -25,6 +25,15 @@ pub enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+    /// Run one node of a group from a TOML configuration file, until killed.
+    Node(NodeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// The node's configuration (crates/runtime/src/config.rs has a commented example).
+    #[arg(long, value_name = "FILE")]
+    pub config: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -32,6 +41,97 @@ pub enum BenchCommand {
     /// Run a workload in-process on each logging strategy, one txn after another, as fast as
     /// possible, and report tx/s, redo bytes per txn and the consistency check.
     Engine(EngineArgs),
+    /// Run a primary and its backups as separate processes on loopback: throughput, commit
+    /// latency and bytes shipped, for standalone, passive and active backups.
+    Replication(ReplicationArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReplicationArgs {
+    /// Workload: debit-credit or order-entry.
+    #[arg(long, default_value = "debit-credit", value_parser = parse_workload)]
+    pub workload: WorkloadName,
+    /// standalone, active, passive, or all (standalone, passive v1..v3 and active, interleaved).
+    #[arg(long, default_value = "all", value_parser = parse_mode)]
+    pub mode: BenchMode,
+    /// The primary's logging strategy in passive mode: v1, v2 or v3.
+    #[arg(long, default_value = "v3", value_parser = parse_passive_strategy)]
+    pub strategy: Strategy,
+    /// 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied or 2-safe-applied:K.
+    #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
+    pub safety: tandem_replication::Safety,
+    /// Backups per group, 1 to 8.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub backups: u32,
+    /// in-process (the primary's executor generates the calls) or network (client
+    /// connections over loopback).
+    #[arg(long, default_value = "in-process", value_parser = parse_driver)]
+    pub driver: DriverKind,
+    /// Concurrent clients: calls awaiting their replies (in-process, default 1024) or
+    /// connections (network, default 4).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub clients: Option<u32>,
+    /// Calls each network connection keeps in flight.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub window: u32,
+    /// Measured seconds per contender.
+    #[arg(long, value_name = "S", default_value = "3", value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Database (segment) size in whole MiB.
+    #[arg(long = "db-mib", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub db_mib: u32,
+    /// Seed of the load and of the call streams.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchMode {
+    Standalone,
+    Active,
+    Passive,
+    All,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverKind {
+    InProcess,
+    Network,
+}
+
+fn parse_mode(text: &str) -> Result<BenchMode, String> {
+    match text {
+        "standalone" => Ok(BenchMode::Standalone),
+        "active" => Ok(BenchMode::Active),
+        "passive" => Ok(BenchMode::Passive),
+        "all" => Ok(BenchMode::All),
+        _ => Err("unknown mode; accepted values: standalone, active, passive, all".to_owned()),
+    }
+}
+
+fn parse_driver(text: &str) -> Result<DriverKind, String> {
+    match text {
+        "in-process" => Ok(DriverKind::InProcess),
+        "network" => Ok(DriverKind::Network),
+        _ => Err("unknown driver; accepted values: in-process, network".to_owned()),
+    }
+}
+
+fn parse_passive_strategy(text: &str) -> Result<Strategy, String> {
+    match text.parse::<Strategy>() {
+        Ok(Strategy::V0LinkedUndo) | Err(_) => {
+            Err("accepted values: v1, v2, v3 (the strategies of the passive study)".to_owned())
+        }
+        Ok(strategy) => Ok(strategy),
+    }
+}
+
+fn parse_safety(text: &str) -> Result<tandem_replication::Safety, String> {
+    text.parse()
+        .map_err(|err: tandem_replication::SafetyError| err.to_string())
 }
 
 #[derive(Debug, Args)]

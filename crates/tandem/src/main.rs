@@ -1,6 +1,6 @@
 //! The `tandem` command.
 //!
-//! For now it runs the engine benchmark; the node, the local cluster, the demo and the
+//! It runs a node (`tandem node`) and the benchmarks; the local cluster, the demo and the
 //! simulator join it as their issues land.
 
 #![forbid(unsafe_code)]
@@ -23,6 +23,10 @@ fn main() -> ExitCode {
         Command::Bench {
             command: BenchCommand::Engine(args),
         } => bench::engine::run(&args),
+        Command::Bench {
+            command: BenchCommand::Replication(args),
+        } => bench::replication::run(&args),
+        Command::Node(args) => node(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -35,6 +39,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `tandem node --config FILE`: runs until killed.
+fn node(args: &cli::NodeArgs) -> Result<(), Failure> {
+    let config = tandem_runtime::config::NodeConfig::load(&args.config)
+        .map_err(|err| Failure::Usage(err.to_string()))?;
+    tandem_runtime::run_node(config).map_err(Failure::Run)
 }
 
 /// Why a command failed: a flag value that cannot work (exit code 2, like a parse error) or a

@@ -12,6 +12,7 @@ use std::io;
 use std::path::Path;
 
 use crate::PAGE_SIZE;
+use crate::passive::{EMPTY_TRACE, MirrorLayout, PassiveError, PassiveTrace, Tracer};
 use crate::redo::{RedoError, RedoRecord};
 use crate::strategy::{Scratch, Strategy, Undo};
 use crate::txn::Txn;
@@ -45,6 +46,9 @@ pub struct Segment {
     /// The redo record of the last commit, kept so its buffers are reused.
     redo: RedoRecord,
     scratch: Scratch,
+    /// The passive backup's write-through trace, when enabled; boxed so the common case costs
+    /// one pointer and one branch per commit.
+    passive: Option<Box<Tracer>>,
 }
 
 impl fmt::Debug for Segment {
@@ -87,6 +91,7 @@ impl Segment {
             lsn: 0,
             redo: RedoRecord::empty(0),
             scratch: Scratch::default(),
+            passive: None,
         })
     }
 
@@ -172,10 +177,18 @@ impl Segment {
     ///
     /// The record is checked whole before any byte is written, so a refused record leaves the
     /// segment untouched.
+    ///
+    /// Panics on a segment with the passive trace enabled: its passive backup would miss the
+    /// record's bytes. A segment either executes txns for a passive backup or replays records.
     pub fn apply_redo(&mut self, record: &RedoRecord) -> Result<(), RedoError> {
         assert!(
             self.undo.is_empty(),
             "apply_redo called while a txn has ranges declared"
+        );
+        assert!(
+            self.passive.is_none(),
+            "apply_redo on a segment with the passive trace enabled: its passive backup would \
+             miss these bytes; replay records on a segment without the trace"
         );
         let expected = self.lsn + 1;
         if record.lsn() != expected {
@@ -223,8 +236,74 @@ impl Segment {
         &mut self.region.bytes_mut()[offset..offset + len]
     }
 
+    /// Turns on the passive backup's trace: from now on every commit fills
+    /// [`Segment::passive_trace`]. `undo_log_capacity` sizes V3's log region in the backup (the
+    /// most log bytes one txn may write; a commit that exceeds it panics after aborting the txn);
+    /// V1 and V2 ignore it. Enabling again replaces the layout and empties the trace.
+    ///
+    /// Refused for V0, whose heap-linked undo records have no place in mirror memory.
+    pub fn enable_passive_trace(
+        &mut self,
+        undo_log_capacity: usize,
+    ) -> Result<MirrorLayout, PassiveError> {
+        let layout = MirrorLayout::new(self.strategy(), self.len(), undo_log_capacity)?;
+        self.passive = Some(Box::new(Tracer::new(layout)));
+        Ok(layout)
+    }
+
+    /// The writes the last committed txn made to its passive backup's mirror memory; empty
+    /// before the first traced commit and when the trace is off. An abort leaves it unchanged.
+    pub fn passive_trace(&self) -> &PassiveTrace {
+        match &self.passive {
+            Some(tracer) => tracer.trace(),
+            None => &EMPTY_TRACE,
+        }
+    }
+
+    /// The bytes a passive backup's mirror memory must start from to equal this segment now:
+    /// the database and (V1, V2) its mirror hold the segment's bytes, V3's log is empty, and
+    /// the meta block names the current LSN. Prime a [`crate::PassiveMirror`] with it before
+    /// the first traced commit.
+    ///
+    /// Panics if the passive trace is off.
+    pub fn passive_image(&self) -> Vec<u8> {
+        let tracer = self
+            .passive
+            .as_ref()
+            .expect("passive_image needs the passive trace; call enable_passive_trace first");
+        assert!(
+            self.undo.is_empty(),
+            "passive_image inside a txn would hold uncommitted bytes"
+        );
+        tracer.layout().image(self.bytes(), self.lsn)
+    }
+
     #[inline]
     pub(crate) fn commit_txn(&mut self) -> &RedoRecord {
+        if self.passive.is_some() {
+            self.commit_traced();
+        } else {
+            self.commit_untraced();
+        }
+        &self.redo
+    }
+
+    /// A commit that also fills the passive trace: the trace reads the undo state before the
+    /// commit releases it and the committed bytes after.
+    #[inline(never)]
+    fn commit_traced(&mut self) {
+        let tracer = self.passive.as_mut().expect("the passive trace is on");
+        if let Err(overflow) = tracer.begin_commit(&self.undo, self.lsn + 1) {
+            self.abort_txn();
+            panic!("{overflow}");
+        }
+        self.commit_untraced();
+        let tracer = self.passive.as_mut().expect("the passive trace is on");
+        tracer.finish_commit(self.region.bytes(), &self.redo);
+    }
+
+    #[inline(always)]
+    fn commit_untraced(&mut self) {
         let lsn = self.lsn + 1;
         self.redo.reset(lsn);
         self.undo
@@ -242,7 +321,6 @@ impl Segment {
         self.lsn = lsn;
         assert!(self.undo.is_empty(), "commit left undo state behind");
         assert_eq!(self.redo.lsn(), self.lsn);
-        &self.redo
     }
 
     pub(crate) fn abort_txn(&mut self) {

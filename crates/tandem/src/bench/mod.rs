@@ -4,6 +4,7 @@
 //! noise of a shared machine falls on all of them alike; reports give medians and ratios.
 
 pub mod engine;
+pub mod replication;
 
 /// Median of a non-empty list of samples.
 pub fn median(samples: &[f64]) -> f64 {

@@ -1,0 +1,1118 @@
+//! A node's TOML configuration, parsed and validated before anything starts.
+//!
+//! Contract: [`NodeConfig::from_toml_str`] and [`NodeConfig::load`] return a configuration only
+//! if every field parsed and every rule in [`NodeConfig::validate`] holds; nothing is half
+//! accepted. Unknown keys are refused. A syntax or type error keeps toml's message (it shows
+//! the key and the line), prefixed with the file's path when loaded from a file; a rule that
+//! fails names the field by its dotted path (`group.safety`, `peers[1].address`) and says how
+//! to fix it. [`NodeConfig::to_toml_string`] writes a configuration that parses back to an
+//! equal value, every default spelled out.
+//!
+//! Addresses are socket addresses (`"127.0.0.1:7001"`, `"[::1]:7001"`), not host names, so
+//! loading a configuration never touches DNS. `listen` and `metrics_listen` may use port 0
+//! (any free port); a peer's address may not, since nobody could dial it.
+//!
+//! [`EXAMPLE`] is a commented configuration for a primary with one backup.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tandem_memory::Strategy;
+use tandem_replication::{NodeId, Safety};
+
+/// A commented configuration for the primary of group 0 with one backup; every value shown is
+/// the default where the field has one.
+pub const EXAMPLE: &str = r#"# tandem node configuration: the primary of group 0, with one backup.
+# Run it with `tandem node --config primary.toml`.
+
+# This node's id (≥ 1), unique among the group's members.
+node_id = 1
+# Clients and the other members connect here (an IP address and port; no host names).
+listen = "127.0.0.1:7001"
+# Optional: HTTP GET /metrics (Prometheus text) and GET /status (JSON). Leave it out to serve
+# neither.
+metrics_listen = "127.0.0.1:9001"
+# "primary" or "backup". A group has exactly one primary, counting this node and its peers.
+role = "primary"
+
+[group]
+id = 0
+# The view this membership belongs to (≥ 1); the config store moves it on after a failover.
+view = 1
+# "debit-credit" or "order-entry" (required).
+workload = "debit-credit"
+# Segment size in MiB, 1 to 65536.
+db_mib = 50
+# Logging strategy: "v0", "v1", "v2" or "v3".
+strategy = "v3"
+# Seed of the deterministic initial load and call stream.
+seed = 1
+# When a commit is acknowledged: "1-safe", "bounded:N", "2-safe", "2-safe:K",
+# "2-safe-applied" or "2-safe-applied:K" (K ≤ the number of backups).
+safety = "2-safe"
+# "active" (backups apply redo records) or "passive" (backups store the primary's writes;
+# needs strategy v1, v2 or v3).
+mode = "active"
+# Passive v3 only: the most undo-log bytes one txn may write, in KiB (≥ 4).
+undo_log_kib = 1024
+
+# Optional; every field has a default.
+[tuning]
+# Length of one tick in microseconds, 10 to 1000000. Timeouts below count ticks.
+tick_us = 1000
+# The primary sends a heartbeat after this many idle ticks (≥ 1).
+heartbeat_ticks = 1
+# A backup suspects the primary after this many silent ticks (> heartbeat_ticks).
+suspect_ticks = 5
+# The largest batch of records shipped at once, in bytes (≥ 64).
+batch_bytes_max = 65536
+# The retained tail keeps at most this many records (≥ 1) ...
+tail_records_max = 1000000
+# ... and at most this many bytes (≥ 2 × batch_bytes_max); commits stall beyond either.
+tail_bytes_max = 268435456
+# Longest frame accepted from a client or peer, in bytes (≥ batch_bytes_max + 4096).
+max_frame_len = 4194304
+
+# The other members of the group, one table each.
+[[peers]]
+node_id = 2
+address = "127.0.0.1:7002"
+role = "backup"
+"#;
+
+/// A node's whole configuration: who it is, its group, the group's other members, and the
+/// limits and timeouts it runs with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// This node's id, ≥ 1 and unique in the group.
+    pub node_id: NodeId,
+    /// Clients and peers connect here.
+    pub listen: SocketAddr,
+    /// Where HTTP `/metrics` and `/status` are served, if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// This node's role in the group's current view.
+    pub role: Role,
+    /// The group this node replicates.
+    pub group: GroupConfig,
+    /// The other members of the group (TOML `[[peers]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<PeerConfig>,
+    /// Limits and timeouts (an optional table, every field defaulted).
+    #[serde(default)]
+    pub tuning: Tuning,
+}
+
+/// A member's role in its group's view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Executes calls and ships redo records.
+    Primary,
+    /// Receives (and, in active mode, applies) the primary's records.
+    Backup,
+}
+
+impl Role {
+    /// The name used in configuration files: `primary` or `backup`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Primary => "primary",
+            Role::Backup => "backup",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Role> for tandem_wire::Role {
+    fn from(role: Role) -> tandem_wire::Role {
+        match role {
+            Role::Primary => tandem_wire::Role::Primary,
+            Role::Backup => tandem_wire::Role::Backup,
+        }
+    }
+}
+
+/// The group a node replicates and how.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupConfig {
+    /// The group's id (default 0).
+    #[serde(default)]
+    pub id: u32,
+    /// The view the listed membership belongs to, ≥ 1 (default 1).
+    #[serde(default = "default_view")]
+    pub view: u64,
+    /// The workload whose procedures the group runs (required).
+    pub workload: WorkloadName,
+    /// The segment's size in MiB, 1 to 65536 (default 50).
+    #[serde(default = "default_db_mib")]
+    pub db_mib: usize,
+    /// The logging strategy, written `v0` to `v3` (default v3).
+    #[serde(default = "default_strategy", with = "strategy_text")]
+    pub strategy: Strategy,
+    /// Seed of the deterministic initial load (default 1).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// When a commit is acknowledged, written as `Safety` displays (default `2-safe`).
+    #[serde(default = "default_safety", with = "safety_text")]
+    pub safety: Safety,
+    /// Active or passive backups (default active).
+    #[serde(default)]
+    pub mode: Mode,
+    /// Capacity of a passive V3 backup's undo log in KiB, ≥ 4 (default 1024).
+    #[serde(default = "default_undo_log_kib")]
+    pub undo_log_kib: usize,
+}
+
+/// How backups follow the primary (seed 000, sections 5 and 6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Backups receive redo records and apply them with their own CPU.
+    #[default]
+    Active,
+    /// Backups store the primary's double writes (data and undo log) without executing
+    /// anything; at takeover the mirror is rolled back to the last commit.
+    Passive,
+}
+
+impl Mode {
+    /// The name used in configuration files: `active` or `passive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Active => "active",
+            Mode::Passive => "passive",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The workloads a group can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadName {
+    /// TPC-B as Vista runs it.
+    DebitCredit,
+    /// TPC-C's new-order, payment and delivery.
+    OrderEntry,
+}
+
+impl WorkloadName {
+    /// Every workload, in the order they are listed to users.
+    pub const ALL: [WorkloadName; 2] = [WorkloadName::DebitCredit, WorkloadName::OrderEntry];
+
+    /// The name used in configuration files and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadName::DebitCredit => "debit-credit",
+            WorkloadName::OrderEntry => "order-entry",
+        }
+    }
+}
+
+impl fmt::Display for WorkloadName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A workload name that is neither `debit-credit` nor `order-entry`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown workload '{0}'; accepted values: debit-credit, order-entry")]
+pub struct ParseWorkloadError(pub String);
+
+impl FromStr for WorkloadName {
+    type Err = ParseWorkloadError;
+
+    fn from_str(text: &str) -> Result<WorkloadName, ParseWorkloadError> {
+        WorkloadName::ALL
+            .into_iter()
+            .find(|workload| workload.as_str() == text)
+            .ok_or_else(|| ParseWorkloadError(text.to_owned()))
+    }
+}
+
+/// Another member of the group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    pub node_id: NodeId,
+    /// Where the member listens (its own `listen`).
+    pub address: SocketAddr,
+    pub role: Role,
+}
+
+/// Limits and timeouts. Every field has a default; the relations between them are checked
+/// by [`NodeConfig::validate`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tuning {
+    /// Length of one tick in microseconds, 10 to 1,000,000 (default 1000).
+    pub tick_us: u64,
+    /// Idle ticks after which the primary sends a heartbeat, ≥ 1 (default 1).
+    pub heartbeat_ticks: u64,
+    /// Silent ticks after which a backup suspects the primary, > `heartbeat_ticks`
+    /// (default 5).
+    pub suspect_ticks: u64,
+    /// The largest batch shipped at once in bytes, ≥ 64 (default 65536).
+    pub batch_bytes_max: usize,
+    /// Most records the retained tail holds, ≥ 1 (default 1,000,000).
+    pub tail_records_max: u64,
+    /// Most bytes the retained tail holds, ≥ 2 × `batch_bytes_max` (default 256 MiB).
+    pub tail_bytes_max: usize,
+    /// Longest frame accepted from a connection, ≥ `batch_bytes_max` + 4096 and ≤ 2^32 − 1
+    /// (default 4 MiB).
+    pub max_frame_len: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            tick_us: 1000,
+            heartbeat_ticks: 1,
+            suspect_ticks: 5,
+            batch_bytes_max: 64 << 10,
+            tail_records_max: 1_000_000,
+            tail_bytes_max: 256 << 20,
+            max_frame_len: 4 << 20,
+        }
+    }
+}
+
+const DB_MIB_MAX: usize = 65536;
+const UNDO_LOG_KIB_MIN: usize = 4;
+const TICK_US_MIN: u64 = 10;
+const TICK_US_MAX: u64 = 1_000_000;
+const BATCH_BYTES_MIN: usize = 64;
+/// Room a frame needs beyond its batch: the envelope, the batch header and slack for
+/// control fields.
+const FRAME_OVERHEAD: usize = 4096;
+
+fn default_view() -> u64 {
+    1
+}
+
+fn default_db_mib() -> usize {
+    50
+}
+
+fn default_strategy() -> Strategy {
+    Strategy::V3InlineLog
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn default_safety() -> Safety {
+    Safety::DEFAULT
+}
+
+fn default_undo_log_kib() -> usize {
+    1024
+}
+
+/// `group.strategy` as its short name; a bad name's error names the field.
+mod strategy_text {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tandem_memory::Strategy;
+
+    pub fn serialize<S: Serializer>(strategy: &Strategy, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(strategy.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Strategy, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse()
+            .map_err(|error| D::Error::custom(format!("config field `group.strategy`: {error}")))
+    }
+}
+
+/// `group.safety` as `Safety` displays it; a bad rule's error names the field.
+mod safety_text {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tandem_replication::Safety;
+
+    pub fn serialize<S: Serializer>(safety: &Safety, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(safety)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Safety, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse()
+            .map_err(|error| D::Error::custom(format!("config field `group.safety`: {error}")))
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file `{}`: {error}", path.display())]
+    Read { path: PathBuf, error: io::Error },
+    /// The text is not TOML, has a value of the wrong type, an unknown key or a missing
+    /// field; toml's message shows the key and the line.
+    #[error("{}", syntax_text(.path, .error))]
+    Syntax {
+        path: Option<PathBuf>,
+        error: Box<toml::de::Error>,
+    },
+    /// A field's value breaks a rule; `field` is its dotted path, `message` says how to fix it.
+    #[error("config field `{field}`: {message}")]
+    Invalid { field: String, message: String },
+}
+
+/// toml's message (position, snippet and reason), after the file's path if there is one.
+fn syntax_text(path: &Option<PathBuf>, error: &toml::de::Error) -> String {
+    let message = error.to_string();
+    match path {
+        Some(path) => format!("config file `{}`: {}", path.display(), message.trim_end()),
+        None => format!("config: {}", message.trim_end()),
+    }
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// One member of the group as the rules see it, with the paths of its fields.
+struct Member {
+    node_id: NodeId,
+    role: Role,
+    id_field: String,
+    role_field: String,
+}
+
+impl NodeConfig {
+    /// Parses and validates a configuration.
+    pub fn from_toml_str(text: &str) -> Result<NodeConfig, ConfigError> {
+        NodeConfig::parse(text, None)
+    }
+
+    /// Reads, parses and validates the configuration file at `path`.
+    pub fn load(path: &Path) -> Result<NodeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.to_owned(),
+            error,
+        })?;
+        NodeConfig::parse(&text, Some(path))
+    }
+
+    fn parse(text: &str, path: Option<&Path>) -> Result<NodeConfig, ConfigError> {
+        let config: NodeConfig = toml::from_str(text).map_err(|error| ConfigError::Syntax {
+            path: path.map(Path::to_owned),
+            error: Box::new(error),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The configuration as TOML, every field written out; [`NodeConfig::from_toml_str`]
+    /// gives back an equal value.
+    pub fn to_toml_string(&self) -> String {
+        toml::to_string(self).expect("a NodeConfig has only strings, integers and tables")
+    }
+
+    /// The peers that are backups (this node excluded, whatever its role).
+    pub fn backups(&self) -> impl Iterator<Item = &PeerConfig> {
+        self.peers.iter().filter(|peer| peer.role == Role::Backup)
+    }
+
+    /// Where the group's primary listens: this node's `listen` if it is the primary, else the
+    /// primary peer's address.
+    pub fn primary_address(&self) -> Option<SocketAddr> {
+        if self.role == Role::Primary {
+            return Some(self.listen);
+        }
+        self.peers
+            .iter()
+            .find(|peer| peer.role == Role::Primary)
+            .map(|peer| peer.address)
+    }
+
+    /// Checks the rules a field's type cannot express: ranges, uniqueness, the one primary,
+    /// the safety rule against the group's backups, and the relations between limits. The
+    /// first broken rule is returned, naming its field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_fields()?;
+        self.validate_tuning()?;
+        self.validate_members()?;
+        self.validate_addresses()?;
+        self.validate_replication()
+    }
+
+    fn validate_fields(&self) -> Result<(), ConfigError> {
+        if self.node_id == 0 {
+            return Err(invalid("node_id", "node ids start at 1; use an id ≥ 1"));
+        }
+        let group = &self.group;
+        if group.view == 0 {
+            return Err(invalid("group.view", "views start at 1; use a view ≥ 1"));
+        }
+        if group.db_mib == 0 || group.db_mib > DB_MIB_MAX {
+            return Err(invalid(
+                "group.db_mib",
+                format!(
+                    "{} MiB is out of range; use 1 to {DB_MIB_MAX}",
+                    group.db_mib
+                ),
+            ));
+        }
+        if group.undo_log_kib < UNDO_LOG_KIB_MIN {
+            return Err(invalid(
+                "group.undo_log_kib",
+                format!(
+                    "{} KiB cannot hold one undo entry; use at least {UNDO_LOG_KIB_MIN}",
+                    group.undo_log_kib
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_tuning(&self) -> Result<(), ConfigError> {
+        let t = &self.tuning;
+        if !(TICK_US_MIN..=TICK_US_MAX).contains(&t.tick_us) {
+            return Err(invalid(
+                "tuning.tick_us",
+                format!(
+                    "{} µs is out of range; use {TICK_US_MIN} to {TICK_US_MAX}",
+                    t.tick_us
+                ),
+            ));
+        }
+        if t.heartbeat_ticks == 0 {
+            return Err(invalid(
+                "tuning.heartbeat_ticks",
+                "0 would send heartbeats without pause; use at least 1",
+            ));
+        }
+        if t.suspect_ticks <= t.heartbeat_ticks {
+            return Err(invalid(
+                "tuning.suspect_ticks",
+                format!(
+                    "{} ticks would suspect a primary before its heartbeat (every {} ticks) is \
+                     due; use more than tuning.heartbeat_ticks",
+                    t.suspect_ticks, t.heartbeat_ticks
+                ),
+            ));
+        }
+        if t.batch_bytes_max < BATCH_BYTES_MIN {
+            return Err(invalid(
+                "tuning.batch_bytes_max",
+                format!(
+                    "{} bytes cannot hold a batch header and a record; use at least \
+                     {BATCH_BYTES_MIN}",
+                    t.batch_bytes_max
+                ),
+            ));
+        }
+        if t.tail_records_max == 0 {
+            return Err(invalid(
+                "tuning.tail_records_max",
+                "0 would stall every commit; use at least 1",
+            ));
+        }
+        let tail_bytes_min = t.batch_bytes_max.saturating_mul(2);
+        if t.tail_bytes_max < tail_bytes_min {
+            return Err(invalid(
+                "tuning.tail_bytes_max",
+                format!(
+                    "{} bytes cannot hold two full batches; use at least {tail_bytes_min} \
+                     (2 × tuning.batch_bytes_max)",
+                    t.tail_bytes_max
+                ),
+            ));
+        }
+        let frame_len_min = t.batch_bytes_max.saturating_add(FRAME_OVERHEAD);
+        if t.max_frame_len < frame_len_min {
+            return Err(invalid(
+                "tuning.max_frame_len",
+                format!(
+                    "{} bytes cannot carry a full batch; use at least {frame_len_min} \
+                     (tuning.batch_bytes_max + {FRAME_OVERHEAD})",
+                    t.max_frame_len
+                ),
+            ));
+        }
+        if u32::try_from(t.max_frame_len).is_err() {
+            return Err(invalid(
+                "tuning.max_frame_len",
+                format!(
+                    "{} bytes does not fit a frame's 32-bit length field; use at most {}",
+                    t.max_frame_len,
+                    u32::MAX
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn members(&self) -> Vec<Member> {
+        let this = Member {
+            node_id: self.node_id,
+            role: self.role,
+            id_field: "node_id".to_owned(),
+            role_field: "role".to_owned(),
+        };
+        let peers = self.peers.iter().enumerate().map(|(i, peer)| Member {
+            node_id: peer.node_id,
+            role: peer.role,
+            id_field: format!("peers[{i}].node_id"),
+            role_field: format!("peers[{i}].role"),
+        });
+        std::iter::once(this).chain(peers).collect()
+    }
+
+    fn validate_members(&self) -> Result<(), ConfigError> {
+        let members = self.members();
+        for (i, member) in members.iter().enumerate() {
+            if member.node_id == 0 {
+                return Err(invalid(
+                    &member.id_field,
+                    "node ids start at 1; use an id ≥ 1",
+                ));
+            }
+            if let Some(first) = members[..i].iter().find(|m| m.node_id == member.node_id) {
+                let hint = if first.id_field == "node_id" {
+                    "this node must not be listed among its peers; remove that [[peers]] table \
+                     or give each node its own id"
+                } else {
+                    "give each node its own id"
+                };
+                return Err(invalid(
+                    &member.id_field,
+                    format!(
+                        "node id {} is also `{}`; {hint}",
+                        member.node_id, first.id_field
+                    ),
+                ));
+            }
+        }
+        let mut primaries = members.iter().filter(|m| m.role == Role::Primary);
+        match (primaries.next(), primaries.next()) {
+            (None, _) => Err(invalid(
+                "role",
+                "the group has no primary; set role = \"primary\" on exactly one of this node \
+                 and its peers",
+            )),
+            (Some(first), Some(second)) => Err(invalid(
+                &second.role_field,
+                format!(
+                    "a second primary (`{}` is one already); a group has exactly one primary, \
+                     so set this one to \"backup\"",
+                    first.role_field
+                ),
+            )),
+            (Some(_), None) => Ok(()),
+        }
+    }
+
+    fn validate_addresses(&self) -> Result<(), ConfigError> {
+        let mut addresses: Vec<(String, SocketAddr)> = vec![("listen".to_owned(), self.listen)];
+        if let Some(metrics_listen) = self.metrics_listen {
+            addresses.push(("metrics_listen".to_owned(), metrics_listen));
+        }
+        for (i, peer) in self.peers.iter().enumerate() {
+            let field = format!("peers[{i}].address");
+            if peer.address.port() == 0 {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "port 0 means any port, so nobody could dial {}; give the peer's \
+                         listen address",
+                        peer.address
+                    ),
+                ));
+            }
+            addresses.push((field, peer.address));
+        }
+        for (i, (field, address)) in addresses.iter().enumerate() {
+            // Port 0 asks the OS for a free port: two of them never collide.
+            if address.port() == 0 {
+                continue;
+            }
+            if let Some((first, _)) = addresses[..i].iter().find(|(_, a)| a == address) {
+                return Err(invalid(
+                    field,
+                    format!("{address} is also `{first}`; give each listener its own address"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_replication(&self) -> Result<(), ConfigError> {
+        let group = &self.group;
+        let backups = self
+            .members()
+            .iter()
+            .filter(|m| m.role == Role::Backup)
+            .count();
+        group
+            .safety
+            .validate(backups)
+            .map_err(|error| invalid("group.safety", error.to_string()))?;
+        if group.mode == Mode::Passive && group.strategy == Strategy::V0LinkedUndo {
+            return Err(invalid(
+                "group.strategy",
+                "passive mode needs strategy v1, v2 or v3: v0's undo records live at heap \
+                 addresses that have no place in a backup's mirror; use v1, v2 or v3, or \
+                 mode = \"active\"",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use tandem_replication::AckCount;
+
+    use super::*;
+
+    fn address(port: u16) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)
+    }
+
+    fn example() -> NodeConfig {
+        NodeConfig::from_toml_str(EXAMPLE).expect("EXAMPLE parses")
+    }
+
+    #[test]
+    fn example_parses_with_the_defaults_it_documents() {
+        let config = example();
+        assert_eq!(config.node_id, 1);
+        assert_eq!(config.listen, address(7001));
+        assert_eq!(config.metrics_listen, Some(address(9001)));
+        assert_eq!(config.role, Role::Primary);
+        assert_eq!(
+            config.peers,
+            vec![PeerConfig {
+                node_id: 2,
+                address: address(7002),
+                role: Role::Backup
+            }]
+        );
+        assert_eq!(config.tuning, Tuning::default());
+
+        // The example spells out every group default; a minimal group gets the same values.
+        let minimal = NodeConfig::from_toml_str(
+            "node_id = 1\nlisten = \"127.0.0.1:7001\"\nrole = \"primary\"\n\
+             [group]\nworkload = \"debit-credit\"\n",
+        )
+        .expect("a minimal config parses");
+        assert_eq!(minimal.group, config.group);
+        assert_eq!(minimal.tuning, Tuning::default());
+        assert_eq!(minimal.metrics_listen, None);
+        assert!(minimal.peers.is_empty());
+        assert_eq!(config.group.strategy, Strategy::V3InlineLog);
+        assert_eq!(config.group.safety, Safety::DEFAULT);
+        assert_eq!(config.group.mode, Mode::Active);
+        assert_eq!(
+            (
+                config.group.id,
+                config.group.view,
+                config.group.db_mib,
+                config.group.seed
+            ),
+            (0, 1, 50, 1)
+        );
+        assert_eq!(config.group.undo_log_kib, 1024);
+    }
+
+    #[test]
+    fn accessors() {
+        let config = example();
+        let backups: Vec<NodeId> = config.backups().map(|peer| peer.node_id).collect();
+        assert_eq!(backups, vec![2]);
+        assert_eq!(config.primary_address(), Some(address(7001)));
+
+        let mut backup = config.clone();
+        backup.role = Role::Backup;
+        backup.peers[0].role = Role::Primary;
+        assert_eq!(backup.backups().count(), 0);
+        assert_eq!(backup.primary_address(), Some(address(7002)));
+        assert_eq!(
+            tandem_wire::Role::from(Role::Backup),
+            tandem_wire::Role::Backup
+        );
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let mut config = example();
+        config.group.workload = WorkloadName::OrderEntry;
+        config.group.strategy = Strategy::V1MirrorCopy;
+        config.group.safety = Safety::TwoSafeApplied(AckCount::Of(2));
+        config.group.mode = Mode::Passive;
+        config.group.seed = u64::MAX >> 1;
+        config.peers.push(PeerConfig {
+            node_id: 3,
+            address: "[::1]:7003".parse().unwrap(),
+            role: Role::Backup,
+        });
+        config.tuning.tail_bytes_max = 1 << 30;
+        let text = config.to_toml_string();
+        assert_eq!(NodeConfig::from_toml_str(&text).unwrap(), config, "{text}");
+
+        let mut lone = example();
+        lone.metrics_listen = None;
+        lone.peers.clear();
+        lone.group.safety = Safety::OneSafe;
+        let text = lone.to_toml_string();
+        assert_eq!(NodeConfig::from_toml_str(&text).unwrap(), lone, "{text}");
+
+        let text = example().to_toml_string();
+        assert_eq!(
+            NodeConfig::from_toml_str(&text).unwrap(),
+            example(),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn workload_names() {
+        for workload in WorkloadName::ALL {
+            assert_eq!(workload.as_str().parse::<WorkloadName>(), Ok(workload));
+            assert_eq!(workload.to_string(), workload.as_str());
+        }
+        let error = "tpc-b".parse::<WorkloadName>().unwrap_err();
+        assert!(
+            error.to_string().contains("debit-credit, order-entry"),
+            "{error}"
+        );
+    }
+
+    /// Each rule, broken by one edit of the example, with the field and a word of the fix
+    /// its message must carry.
+    #[test]
+    fn each_rule_refuses_naming_the_field() {
+        type Edit = fn(&mut NodeConfig);
+        let cases: &[(&str, Edit, &str)] = &[
+            ("`node_id`", |c| c.node_id = 0, "≥ 1"),
+            ("`group.view`", |c| c.group.view = 0, "≥ 1"),
+            ("`group.db_mib`", |c| c.group.db_mib = 0, "1 to 65536"),
+            ("`group.db_mib`", |c| c.group.db_mib = 65537, "1 to 65536"),
+            (
+                "`group.undo_log_kib`",
+                |c| c.group.undo_log_kib = 3,
+                "at least 4",
+            ),
+            (
+                "`tuning.tick_us`",
+                |c| c.tuning.tick_us = 9,
+                "10 to 1000000",
+            ),
+            (
+                "`tuning.tick_us`",
+                |c| c.tuning.tick_us = 1_000_001,
+                "10 to 1000000",
+            ),
+            (
+                "`tuning.heartbeat_ticks`",
+                |c| c.tuning.heartbeat_ticks = 0,
+                "at least 1",
+            ),
+            (
+                "`tuning.suspect_ticks`",
+                |c| c.tuning.suspect_ticks = 1,
+                "more than",
+            ),
+            (
+                "`tuning.batch_bytes_max`",
+                |c| c.tuning.batch_bytes_max = 63,
+                "at least 64",
+            ),
+            (
+                "`tuning.tail_records_max`",
+                |c| c.tuning.tail_records_max = 0,
+                "at least 1",
+            ),
+            (
+                "`tuning.tail_bytes_max`",
+                |c| c.tuning.tail_bytes_max = 2 * c.tuning.batch_bytes_max - 1,
+                "at least 131072",
+            ),
+            (
+                "`tuning.max_frame_len`",
+                |c| c.tuning.max_frame_len = c.tuning.batch_bytes_max + 4095,
+                "at least 69632",
+            ),
+            (
+                "`tuning.max_frame_len`",
+                |c| {
+                    c.tuning.batch_bytes_max = 1 << 32;
+                    c.tuning.tail_bytes_max = 1 << 34;
+                    c.tuning.max_frame_len = 1 << 33;
+                },
+                "at most 4294967295",
+            ),
+            ("`peers[0].node_id`", |c| c.peers[0].node_id = 0, "≥ 1"),
+            (
+                "`peers[0].node_id`",
+                |c| c.peers[0].node_id = 1,
+                "must not be listed",
+            ),
+            (
+                "`peers[1].node_id`",
+                |c| c.peers.push(peer(2, 7003, Role::Backup)),
+                "its own id",
+            ),
+            ("`role`", |c| c.role = Role::Backup, "exactly one"),
+            (
+                "`peers[0].role`",
+                |c| c.peers[0].role = Role::Primary,
+                "\"backup\"",
+            ),
+            (
+                "`peers[0].address`",
+                |c| c.peers[0].address = c.listen,
+                "is also `listen`",
+            ),
+            (
+                "`metrics_listen`",
+                |c| c.metrics_listen = Some(c.listen),
+                "is also `listen`",
+            ),
+            (
+                "`peers[1].address`",
+                |c| c.peers.push(peer(3, 7002, Role::Backup)),
+                "is also `peers[0].address`",
+            ),
+            (
+                "`peers[0].address`",
+                |c| c.peers[0].address = address(0),
+                "port 0",
+            ),
+            (
+                "`group.safety`",
+                |c| c.group.safety = Safety::TwoSafe(AckCount::Of(3)),
+                "2-safe with 3 acks cannot be met by a group of 1 backups; use K ≤ 1",
+            ),
+            (
+                "`group.safety`",
+                |c| c.group.safety = Safety::TwoSafeApplied(AckCount::Of(0)),
+                "1-safe",
+            ),
+            (
+                "`group.safety`",
+                |c| c.group.safety = Safety::Bounded(0),
+                "N ≥ 1",
+            ),
+            (
+                "`group.strategy`",
+                |c| {
+                    c.group.mode = Mode::Passive;
+                    c.group.strategy = Strategy::V0LinkedUndo;
+                },
+                "passive mode needs strategy v1, v2 or v3",
+            ),
+        ];
+        fn peer(node_id: NodeId, port: u16, role: Role) -> PeerConfig {
+            PeerConfig {
+                node_id,
+                address: address(port),
+                role,
+            }
+        }
+        for (field, edit, fix) in cases {
+            let mut config = example();
+            edit(&mut config);
+            // Through validate and through the text a user would write.
+            let error = config.validate().expect_err(field).to_string();
+            assert!(
+                error.starts_with(&format!("config field {field}: ")),
+                "{error}"
+            );
+            assert!(error.contains(fix), "{field}: {error}");
+            let reparsed = NodeConfig::from_toml_str(&config.to_toml_string());
+            let reparsed = reparsed.expect_err(field).to_string();
+            assert!(
+                reparsed.contains(&format!("config field {field}: ")),
+                "{reparsed}"
+            );
+        }
+    }
+
+    #[test]
+    fn accepted_edge_values() {
+        let mut config = example();
+        config.group.db_mib = 65536;
+        config.group.undo_log_kib = 4;
+        config.group.mode = Mode::Passive;
+        config.group.strategy = Strategy::V2MirrorDiff;
+        config.group.safety = Safety::TwoSafe(AckCount::Of(1));
+        config.tuning = Tuning {
+            tick_us: 10,
+            heartbeat_ticks: 1,
+            suspect_ticks: 2,
+            batch_bytes_max: 64,
+            tail_records_max: 1,
+            tail_bytes_max: 128,
+            max_frame_len: 64 + 4096,
+        };
+        config.validate().unwrap();
+        // Two listeners on port 0 get different ports from the OS.
+        config.listen = address(0);
+        config.metrics_listen = Some(address(0));
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_strings_name_the_field() {
+        let cases = [
+            (
+                "strategy = \"v3\"",
+                "strategy = \"v9\"",
+                "config field `group.strategy`",
+            ),
+            (
+                "safety = \"2-safe\"",
+                "safety = \"3-safe\"",
+                "config field `group.safety`",
+            ),
+            (
+                "safety = \"2-safe\"",
+                "safety = \"2-safe:0\"",
+                "config field `group.safety`",
+            ),
+            (
+                "mode = \"active\"",
+                "mode = \"hybrid\"",
+                "`active` or `passive`",
+            ),
+            (
+                "workload = \"debit-credit\"",
+                "workload = \"tpcb\"",
+                "order-entry",
+            ),
+            (
+                "role = \"primary\"",
+                "role = \"leader\"",
+                "`primary` or `backup`",
+            ),
+            (
+                "listen = \"127.0.0.1:7001\"",
+                "listen = \"localhost:7001\"",
+                "listen",
+            ),
+            ("db_mib = 50", "db_mib = -1", "db_mib"),
+        ];
+        for (from, to, expected) in cases {
+            assert!(EXAMPLE.contains(from), "{from}");
+            let error = NodeConfig::from_toml_str(&EXAMPLE.replacen(from, to, 1)).unwrap_err();
+            let message = error.to_string();
+            assert!(matches!(error, ConfigError::Syntax { .. }), "{message}");
+            assert!(message.starts_with("config: "), "{message}");
+            assert!(message.contains(expected), "{to}: {message}");
+            // toml's message points at the line.
+            assert!(message.contains(to), "{to}: {message}");
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        for (anchor, extra) in [
+            ("role = \"primary\"\n", "colour = \"blue\"\n"),
+            ("[group]\n", "size_mib = 50\n"),
+            ("[tuning]\n", "tick_ms = 1\n"),
+            ("role = \"backup\"\n", "weight = 1\n"),
+        ] {
+            assert!(EXAMPLE.contains(anchor), "{anchor}");
+            let text = EXAMPLE.replacen(anchor, &format!("{anchor}{extra}"), 1);
+            let message = NodeConfig::from_toml_str(&text).unwrap_err().to_string();
+            let key = extra.split(' ').next().unwrap();
+            assert!(
+                message.contains(&format!("unknown field `{key}`")),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_required_fields_are_named() {
+        for line in [
+            "node_id = 1\n",
+            "listen = \"127.0.0.1:7001\"\n",
+            "role = \"primary\"\n",
+            "workload = \"debit-credit\"\n",
+            "address = \"127.0.0.1:7002\"\n",
+        ] {
+            assert!(EXAMPLE.contains(line), "{line}");
+            let message = NodeConfig::from_toml_str(&EXAMPLE.replacen(line, "", 1))
+                .unwrap_err()
+                .to_string();
+            let key = line.split(' ').next().unwrap();
+            assert!(
+                message.contains(&format!("missing field `{key}`")),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn load_names_the_path() {
+        let dir = std::env::temp_dir().join(format!("tandem-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+
+        let missing = dir.join("missing.toml");
+        let message = NodeConfig::load(&missing).unwrap_err().to_string();
+        assert!(
+            message.starts_with("cannot read config file `"),
+            "{message}"
+        );
+        assert!(message.contains("missing.toml"), "{message}");
+
+        let good = dir.join("good.toml");
+        std::fs::write(&good, EXAMPLE).unwrap();
+        assert_eq!(NodeConfig::load(&good).unwrap(), example());
+
+        let bad = dir.join("bad.toml");
+        std::fs::write(
+            &bad,
+            EXAMPLE.replacen("node_id = 1", "node_id = \"one\"", 1),
+        )
+        .unwrap();
+        let message = NodeConfig::load(&bad).unwrap_err().to_string();
+        assert!(
+            message.starts_with(&format!("config file `{}`: ", bad.display())),
+            "{message}"
+        );
+        assert!(message.contains("node_id"), "{message}");
+
+        let invalid = dir.join("invalid.toml");
+        std::fs::write(&invalid, EXAMPLE.replacen("view = 1", "view = 0", 1)).unwrap();
+        let message = NodeConfig::load(&invalid).unwrap_err().to_string();
+        assert!(
+            message.starts_with("config field `group.view`"),
+            "{message}"
+        );
+
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

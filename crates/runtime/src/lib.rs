@@ -1,0 +1,197 @@
+//! The node runtime: drives the replication core with real TCP, threads and a clock.
+//!
+//! [`run_node`] is `tandem node --config FILE`: it loads the group's workload, then runs the
+//! node's role until the process is stopped. A primary runs the executor, a link per backup and
+//! the client connections ([`primary`]); a backup runs a receiver per primary connection and
+//! the applier ([`backup`]). Both serve `/metrics` and `/status` over HTTP when configured.
+//!
+//! Roles are static here: the configuration names the primary. Failure detection and view
+//! changes come with the cluster core.
+
+pub mod backup;
+pub mod config;
+pub mod metrics;
+mod net;
+pub mod primary;
+pub mod workload;
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+
+use serde::Serialize;
+use tandem_replication::NodeId;
+
+use crate::config::{NodeConfig, Role};
+use crate::metrics::Metrics;
+use crate::workload::{ServedWorkload, WithWorkload, with_workload};
+
+/// A request to the thread that owns a node's segment.
+#[derive(Debug)]
+pub enum Control {
+    Status(Sender<NodeStatus>),
+    Checksum(Sender<Checksum>),
+    Stop,
+}
+
+/// What `/status` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeStatus {
+    pub node_id: NodeId,
+    pub role: &'static str,
+    pub view: u64,
+    /// Primary: last LSN committed. Backup: last LSN received.
+    pub lsn: u64,
+    pub lsn_applied: u64,
+    pub pending_replies: u64,
+    /// Primary only: (backup, lsn_received, lsn_applied).
+    pub backups: Vec<(NodeId, u64, u64)>,
+    /// Primary only: commits, and the payload bytes of their records by class.
+    pub commits: u64,
+    pub shipped_data_bytes: u64,
+    pub shipped_undo_bytes: u64,
+    pub shipped_meta_bytes: u64,
+    /// Primary only: batch bytes handed to the links, framing included, summed over backups.
+    pub shipped_wire_bytes: u64,
+    /// Filled by a full report: the workload's consistency check (None when consistent).
+    pub check: Option<String>,
+}
+
+/// What `/status` serves: the status and the segment's checksum.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeReport {
+    pub status: NodeStatus,
+    pub checksum: Checksum,
+}
+
+/// A CRC32C of a segment's bytes at an LSN: replicas at the same LSN must agree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Checksum {
+    pub lsn: u64,
+    pub crc32c: u32,
+    /// Why no checksum could be taken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The workload's consistency check on these bytes, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+}
+
+impl Checksum {
+    pub fn of(bytes: &[u8], lsn: u64) -> Checksum {
+        Checksum {
+            lsn,
+            crc32c: crc32c::crc32c(bytes),
+            error: None,
+            check: None,
+        }
+    }
+}
+
+/// Runs a node until the process is stopped. Errors are setup failures, with the field or
+/// resource named.
+pub fn run_node(config: NodeConfig) -> Result<(), String> {
+    let listener = TcpListener::bind(config.listen)
+        .map_err(|err| format!("listen: cannot bind {}: {err}", config.listen))?;
+    let metrics_listener = match config.metrics_listen {
+        Some(address) => Some(
+            TcpListener::bind(address)
+                .map_err(|err| format!("metrics_listen: cannot bind {address}: {err}"))?,
+        ),
+        None => None,
+    };
+    let role = match config.role {
+        Role::Primary => "primary",
+        Role::Backup => "backup",
+    };
+    let metrics = Arc::new(Metrics::new(config.node_id, role));
+    let start = Start {
+        config: &config,
+        listener,
+        metrics: Arc::clone(&metrics),
+    };
+    let node = with_workload(config.group.workload, config.group.db_mib << 20, start)
+        .map_err(|err| format!("group.workload: {err}"))??;
+    eprintln!(
+        "node {} ({role}) serving group {} view {} on {}",
+        config.node_id, config.group.id, config.group.view, config.listen
+    );
+    if let Some(listener) = metrics_listener {
+        let status_node = Arc::clone(&node);
+        metrics::serve(listener, metrics, move || {
+            let report = status_node.report();
+            serde_json::to_string(&report).unwrap_or_else(|_| "null".into())
+        });
+    }
+    node.wait();
+    Ok(())
+}
+
+/// A running node of either role.
+#[derive(Debug)]
+pub enum Node {
+    Primary(primary::PrimaryHandle),
+    Backup(backup::BackupHandle),
+}
+
+impl Node {
+    pub fn status(&self) -> Option<NodeStatus> {
+        match self {
+            Node::Primary(handle) => handle.status(),
+            Node::Backup(handle) => handle.status(),
+        }
+    }
+
+    pub fn checksum(&self) -> Option<Checksum> {
+        match self {
+            Node::Primary(handle) => handle.checksum(),
+            Node::Backup(handle) => handle.checksum(),
+        }
+    }
+
+    /// Status and checksum together, for `/status`.
+    pub fn report(&self) -> Option<NodeReport> {
+        Some(NodeReport {
+            status: self.status()?,
+            checksum: self.checksum()?,
+        })
+    }
+
+    /// Blocks until the node's main thread ends (the process is stopped).
+    fn wait(self: Arc<Self>) {
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
+struct Start<'a> {
+    config: &'a NodeConfig,
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+}
+
+impl WithWorkload for Start<'_> {
+    type Output = Result<Arc<Node>, String>;
+
+    fn run<W: ServedWorkload>(self, workload: W) -> Self::Output
+    where
+        W::Driver: Send,
+    {
+        Ok(Arc::new(match self.config.role {
+            Role::Primary => Node::Primary(primary::start(
+                self.config,
+                self.listener,
+                workload,
+                self.metrics,
+                None,
+            )?),
+            Role::Backup => Node::Backup(backup::start(
+                self.config,
+                self.listener,
+                workload,
+                self.metrics,
+            )?),
+        }))
+    }
+}

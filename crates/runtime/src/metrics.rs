@@ -1,0 +1,732 @@
+//! A node's Prometheus metrics, and the small HTTP responder that serves them.
+//!
+//! [`Metrics`] holds one registry whose metrics all start with `tandem_` and carry the
+//! constant labels `node` (the node id) and `role`. The handles are public fields: the
+//! threads that commit, ship, receive and apply update them directly (they are atomics, so
+//! updating never blocks). [`Metrics::encode`] renders the OpenMetrics text format.
+//!
+//! [`serve`] answers `GET /metrics` and `GET /status` on its own thread, one HTTP/1.1
+//! request per connection (`Connection: close`). Its fault model: a client may be slow,
+//! silent, send garbage or an endless header, or vanish mid-response. Each connection gets
+//! its own thread (at most [`CONNECTIONS_MAX`] at once; beyond that a connection is answered
+//! 503 and closed), must deliver its request head within [`REQUEST_TIMEOUT`] (else 408) and in
+//! at most [`REQUEST_HEAD_MAX`] bytes (else 400), and must take the response within
+//! [`REQUEST_TIMEOUT`]. A malformed request gets 400, an unknown path or a method other than
+//! GET 404, a panicking status callback 500; none of these stops the responder.
+
+use std::borrow::Cow;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use tandem_replication::NodeId;
+
+/// The content type of `/metrics`.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The longest request head (request line and headers) the responder reads.
+pub const REQUEST_HEAD_MAX: usize = 8 << 10;
+
+/// How long a client has to send its request head, and to take the response.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Connections served at once; more are answered 503.
+pub const CONNECTIONS_MAX: usize = 8;
+
+/// The values of the `reason` label of `tandem_batches_rejected_total`.
+pub const REJECT_REASONS: [&str; 5] = ["corrupt", "gap", "duplicate", "stale_view", "other"];
+
+/// The `backup` label: a backup's node id, in decimal.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BackupLabel {
+    pub backup: String,
+}
+
+/// The `reason` label: one of [`REJECT_REASONS`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+/// Every metric a node exports. LSN gauges are `i64` (prometheus-client's native gauge); an
+/// LSN would need 2^63 commits to overflow one.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+
+    // Primary.
+    /// `tandem_commits_total`: txns committed by the executor.
+    pub commits: Counter,
+    /// `tandem_rollbacks_total`: calls whose procedure failed, so their txn was aborted.
+    pub rollbacks: Counter,
+    /// `tandem_lsn_committed`: the last LSN committed on the primary.
+    pub lsn_committed: Gauge,
+    /// `tandem_replies_released_total`: replies sent once their safety rule held.
+    pub replies_released: Counter,
+    /// `tandem_batches_shipped_total`: batches sent to backups (each copy counts).
+    pub batches_shipped: Counter,
+    /// `tandem_bytes_shipped_total`: batch bytes sent to backups.
+    pub bytes_shipped: Counter,
+    /// `tandem_ack_latency_seconds`: from commit to the reply's release; buckets from 10 µs,
+    /// doubling, 16 of them (up to about 0.33 s).
+    pub ack_latency_seconds: Histogram,
+    /// `tandem_backup_lsn_received{backup}`: the last LSN each backup acknowledged receiving.
+    pub backup_lsn_received: Family<BackupLabel, Gauge>,
+    /// `tandem_backup_lsn_applied{backup}`: the last LSN each backup acknowledged applying.
+    pub backup_lsn_applied: Family<BackupLabel, Gauge>,
+    /// `tandem_backup_lag_records{backup}`: records committed but not yet at the backup.
+    pub backup_lag_records: Family<BackupLabel, Gauge>,
+    /// `tandem_flow_control_stalls_total`: times the executor stopped taking commits because
+    /// the retained tail or a bounded safety rule was full.
+    pub flow_control_stalls: Counter,
+
+    // Backup.
+    /// `tandem_lsn_received`: the last LSN this backup holds.
+    pub lsn_received: Gauge,
+    /// `tandem_lsn_applied`: the last LSN this backup applied.
+    pub lsn_applied: Gauge,
+    /// `tandem_batches_received_total`: batches accepted.
+    pub batches_received: Counter,
+    /// `tandem_batches_rejected_total{reason}`: batches refused, by [`REJECT_REASONS`].
+    pub batches_rejected: Family<ReasonLabel, Counter>,
+
+    // Connections.
+    /// `tandem_client_connections`: client connections open now.
+    pub client_connections: Gauge,
+    /// `tandem_frames_rejected_total`: frames refused as malformed or too long.
+    pub frames_rejected: Counter,
+}
+
+impl Metrics {
+    /// A registry for node `node_id` in `role` (`primary` or `backup`), every metric at zero.
+    pub fn new(node_id: NodeId, role: &str) -> Metrics {
+        let labels = [
+            (Cow::Borrowed("node"), Cow::Owned(node_id.to_string())),
+            (Cow::Borrowed("role"), Cow::Owned(role.to_owned())),
+        ];
+        let mut m = Metrics {
+            registry: Registry::with_prefix_and_labels("tandem", labels.into_iter()),
+            commits: Counter::default(),
+            rollbacks: Counter::default(),
+            lsn_committed: Gauge::default(),
+            replies_released: Counter::default(),
+            batches_shipped: Counter::default(),
+            bytes_shipped: Counter::default(),
+            ack_latency_seconds: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),
+            backup_lsn_received: Family::default(),
+            backup_lsn_applied: Family::default(),
+            backup_lag_records: Family::default(),
+            flow_control_stalls: Counter::default(),
+            lsn_received: Gauge::default(),
+            lsn_applied: Gauge::default(),
+            batches_received: Counter::default(),
+            batches_rejected: Family::default(),
+            client_connections: Gauge::default(),
+            frames_rejected: Counter::default(),
+        };
+        let r = &mut m.registry;
+        r.register("commits", "Txns committed", m.commits.clone());
+        r.register("rollbacks", "Calls rolled back", m.rollbacks.clone());
+        r.register(
+            "lsn_committed",
+            "Last LSN committed",
+            m.lsn_committed.clone(),
+        );
+        r.register(
+            "replies_released",
+            "Replies released once their safety rule held",
+            m.replies_released.clone(),
+        );
+        r.register(
+            "batches_shipped",
+            "Batches sent to backups",
+            m.batches_shipped.clone(),
+        );
+        r.register(
+            "bytes_shipped",
+            "Batch bytes sent to backups",
+            m.bytes_shipped.clone(),
+        );
+        r.register_with_unit(
+            "ack_latency",
+            "From commit to the release of its reply",
+            Unit::Seconds,
+            m.ack_latency_seconds.clone(),
+        );
+        r.register(
+            "backup_lsn_received",
+            "Last LSN each backup acknowledged receiving",
+            m.backup_lsn_received.clone(),
+        );
+        r.register(
+            "backup_lsn_applied",
+            "Last LSN each backup acknowledged applying",
+            m.backup_lsn_applied.clone(),
+        );
+        r.register(
+            "backup_lag_records",
+            "Records committed but not yet at each backup",
+            m.backup_lag_records.clone(),
+        );
+        r.register(
+            "flow_control_stalls",
+            "Times the executor stopped taking commits because a limit was reached",
+            m.flow_control_stalls.clone(),
+        );
+        r.register(
+            "lsn_received",
+            "Last LSN this backup holds",
+            m.lsn_received.clone(),
+        );
+        r.register(
+            "lsn_applied",
+            "Last LSN this backup applied",
+            m.lsn_applied.clone(),
+        );
+        r.register(
+            "batches_received",
+            "Batches accepted",
+            m.batches_received.clone(),
+        );
+        r.register(
+            "batches_rejected",
+            "Batches refused, by reason",
+            m.batches_rejected.clone(),
+        );
+        r.register(
+            "client_connections",
+            "Client connections open",
+            m.client_connections.clone(),
+        );
+        r.register(
+            "frames_rejected",
+            "Frames refused",
+            m.frames_rejected.clone(),
+        );
+        // Every reason is exported from the start, so a rate over it never starts missing.
+        for reason in REJECT_REASONS {
+            drop(m.batches_rejected.get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            }));
+        }
+        m
+    }
+
+    /// The metrics in the OpenMetrics text format, ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("encoding into a String cannot fail: our labels and values always encode");
+        text
+    }
+}
+
+/// Serves GET `/metrics` (the OpenMetrics text, content type [`METRICS_CONTENT_TYPE`]) and
+/// GET `/status` (whatever `status()` returns, as `application/json`) on `listener`, on its
+/// own thread, until the process exits. Anything else: 404; a malformed or oversized
+/// (> [`REQUEST_HEAD_MAX`]) request: 400. See the module documentation for the fault model.
+///
+/// Panics only if the responder's thread cannot be started.
+pub fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    status: impl Fn() -> String + Send + Sync + 'static,
+) -> JoinHandle<()> {
+    let status: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(status);
+    thread::Builder::new()
+        .name("metrics-http".to_owned())
+        .spawn(move || accept_loop(&listener, &metrics, &status))
+        .expect("cannot start the metrics responder thread")
+}
+
+type Status = Arc<dyn Fn() -> String + Send + Sync>;
+
+fn accept_loop(listener: &TcpListener, metrics: &Arc<Metrics>, status: &Status) {
+    // A listener handed over in non-blocking mode would make this loop spin.
+    let _ = listener.set_nonblocking(false);
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    loop {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // Aborted handshakes are the client's business; anything else (out of file
+                // descriptors) may persist, so pause rather than spin.
+                if !matches!(
+                    err.kind(),
+                    io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::Interrupted
+                ) {
+                    thread::sleep(Duration::from_millis(50));
+                }
+                continue;
+            }
+        };
+        if in_flight.load(Ordering::Acquire) >= CONNECTIONS_MAX {
+            refuse_busy(stream);
+            continue;
+        }
+        let slot = Slot::take(&in_flight);
+        let metrics = Arc::clone(metrics);
+        let status = Arc::clone(status);
+        // If the thread cannot start, the closure (with the stream and the slot) is dropped:
+        // the connection closes and the slot is given back.
+        let _ = thread::Builder::new()
+            .name("metrics-conn".to_owned())
+            .spawn(move || {
+                let _slot = slot;
+                handle(stream, &metrics, &*status);
+            });
+    }
+}
+
+/// One of the [`CONNECTIONS_MAX`] connection slots, given back when dropped (also when the
+/// connection's thread unwinds).
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(in_flight: &Arc<AtomicUsize>) -> Slot {
+        in_flight.fetch_add(1, Ordering::AcqRel);
+        Slot(Arc::clone(in_flight))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn refuse_busy(mut stream: TcpStream) {
+    // A fresh socket's send buffer takes these few bytes at once; the timeout only guards
+    // against the impossible.
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let _ = stream.write_all(&response(
+        "503 Service Unavailable",
+        "text/plain; charset=utf-8",
+        b"busy: too many connections; try again\n",
+    ));
+    let _ = stream.shutdown(Shutdown::Write);
+}
+
+/// Why no request could be read.
+#[derive(Debug, PartialEq, Eq)]
+enum RequestError {
+    /// The client closed the connection before sending anything.
+    Closed,
+    /// The head did not arrive within the timeout.
+    Timeout,
+    /// The head is longer than [`REQUEST_HEAD_MAX`].
+    TooLarge,
+    /// The head is not an HTTP/1.x request line.
+    Malformed,
+    /// The socket failed.
+    Io,
+}
+
+fn handle(mut stream: TcpStream, metrics: &Metrics, status: &(dyn Fn() -> String + Send + Sync)) {
+    let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
+    let request = read_head(&mut stream).and_then(|head| parse_request_line(&head));
+    let reply = match &request {
+        Ok((method, path)) => route(*method, path, metrics, status),
+        Err(RequestError::Closed | RequestError::Io) => return,
+        Err(RequestError::Timeout) => response(
+            "408 Request Timeout",
+            "text/plain; charset=utf-8",
+            b"request timeout: send the whole request within 1 s\n",
+        ),
+        Err(RequestError::TooLarge) => response(
+            "400 Bad Request",
+            "text/plain; charset=utf-8",
+            b"bad request: the request head is longer than 8 KiB\n",
+        ),
+        Err(RequestError::Malformed) => response(
+            "400 Bad Request",
+            "text/plain; charset=utf-8",
+            b"bad request: expected `GET /metrics HTTP/1.1` or `GET /status HTTP/1.1`\n",
+        ),
+    };
+    if stream.write_all(&reply).is_err() {
+        return;
+    }
+    let _ = stream.shutdown(Shutdown::Write);
+    // A client that sent nothing more in time has nothing more to drain.
+    if !matches!(request, Err(RequestError::Timeout)) {
+        drain(&mut stream);
+    }
+}
+
+/// Reads until the end of the request head (an empty line), which must come within
+/// [`REQUEST_TIMEOUT`] and [`REQUEST_HEAD_MAX`] bytes. Returns the head without the empty
+/// line; a body, if any, is ignored.
+fn read_head(stream: &mut TcpStream) -> Result<Vec<u8>, RequestError> {
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some(end) = head_end(&head) {
+            head.truncate(end);
+            return Ok(head);
+        }
+        if head.len() > REQUEST_HEAD_MAX {
+            return Err(RequestError::TooLarge);
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(RequestError::Timeout);
+        }
+        stream
+            .set_read_timeout(Some(remaining))
+            .map_err(|_| RequestError::Io)?;
+        match stream.read(&mut chunk) {
+            Ok(0) if head.is_empty() => return Err(RequestError::Closed),
+            // The client stopped sending without ending its head.
+            Ok(0) => return Err(RequestError::Malformed),
+            Ok(n) => head.extend_from_slice(&chunk[..n]),
+            Err(err) => match err.kind() {
+                io::ErrorKind::Interrupted => {}
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                    return Err(RequestError::Timeout);
+                }
+                _ => return Err(RequestError::Io),
+            },
+        }
+    }
+}
+
+/// Where the head ends: the first empty line (`\r\n\r\n`, or a bare `\n\n`), if it lies within
+/// [`REQUEST_HEAD_MAX`] bytes.
+fn head_end(bytes: &[u8]) -> Option<usize> {
+    let window = &bytes[..bytes.len().min(REQUEST_HEAD_MAX)];
+    let crlf = window.windows(4).position(|w| w == b"\r\n\r\n");
+    let lf = window.windows(2).position(|w| w == b"\n\n");
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The method and the path (without a query string) of a request head's first line.
+fn parse_request_line(head: &[u8]) -> Result<(Method, String), RequestError> {
+    let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
+    let line = std::str::from_utf8(&head[..line_end]).map_err(|_| RequestError::Malformed)?;
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(RequestError::Malformed);
+    };
+    let method_ok = !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase());
+    if !method_ok || !target.starts_with('/') || !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
+        return Err(RequestError::Malformed);
+    }
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    let method = if method == "GET" {
+        Method::Get
+    } else {
+        Method::Other
+    };
+    Ok((method, path.to_owned()))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Method {
+    Get,
+    Other,
+}
+
+fn route(
+    method: Method,
+    path: &str,
+    metrics: &Metrics,
+    status: &(dyn Fn() -> String + Send + Sync),
+) -> Vec<u8> {
+    match (method, path) {
+        (Method::Get, "/metrics") => {
+            response("200 OK", METRICS_CONTENT_TYPE, metrics.encode().as_bytes())
+        }
+        // The callback belongs to the caller; if it panics, this connection gets a 500 and the
+        // responder carries on.
+        (Method::Get, "/status") => match catch_unwind(AssertUnwindSafe(status)) {
+            Ok(body) => response("200 OK", "application/json", body.as_bytes()),
+            Err(_) => response(
+                "500 Internal Server Error",
+                "text/plain; charset=utf-8",
+                b"internal error: the status callback panicked\n",
+            ),
+        },
+        _ => response(
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            b"not found: GET /metrics or GET /status\n",
+        ),
+    }
+}
+
+fn response(status_line: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status_line}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+/// Reads what the client still sends (a body, the rest of an oversized head) for a moment
+/// before closing: closing with unread bytes would reset the connection and could destroy
+/// the response before the client reads it.
+fn drain(stream: &mut TcpStream) {
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    let mut chunk = [0u8; 4096];
+    let mut total = 0usize;
+    while total < (1 << 20) {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() || stream.set_read_timeout(Some(remaining)).is_err() {
+            return;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => total += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+
+    #[test]
+    fn encode_names_every_metric_after_updates() {
+        let metrics = Metrics::new(7, "primary");
+        metrics.commits.inc();
+        metrics.rollbacks.inc();
+        metrics.lsn_committed.set(42);
+        metrics.replies_released.inc_by(3);
+        metrics.batches_shipped.inc();
+        metrics.bytes_shipped.inc_by(512);
+        metrics.ack_latency_seconds.observe(25e-6);
+        let backup = BackupLabel {
+            backup: "2".to_owned(),
+        };
+        metrics.backup_lsn_received.get_or_create(&backup).set(41);
+        metrics.backup_lsn_applied.get_or_create(&backup).set(40);
+        metrics.backup_lag_records.get_or_create(&backup).set(2);
+        metrics.flow_control_stalls.inc();
+        metrics.lsn_received.set(9);
+        metrics.lsn_applied.set(8);
+        metrics.batches_received.inc();
+        metrics
+            .batches_rejected
+            .get_or_create(&ReasonLabel {
+                reason: "gap".to_owned(),
+            })
+            .inc();
+        metrics.client_connections.inc();
+        metrics.frames_rejected.inc();
+
+        let text = metrics.encode();
+        let labels = r#"node="7",role="primary""#;
+        for line in [
+            format!("tandem_commits_total{{{labels}}} 1"),
+            format!("tandem_rollbacks_total{{{labels}}} 1"),
+            format!("tandem_lsn_committed{{{labels}}} 42"),
+            format!("tandem_replies_released_total{{{labels}}} 3"),
+            format!("tandem_batches_shipped_total{{{labels}}} 1"),
+            format!("tandem_bytes_shipped_total{{{labels}}} 512"),
+            format!("tandem_ack_latency_seconds_count{{{labels}}} 1"),
+            format!("tandem_ack_latency_seconds_bucket{{{labels},le=\"0.00001\"}} 0"),
+            format!("tandem_ack_latency_seconds_bucket{{{labels},le=\"0.00004\"}} 1"),
+            format!("tandem_backup_lsn_received{{{labels},backup=\"2\"}} 41"),
+            format!("tandem_backup_lsn_applied{{{labels},backup=\"2\"}} 40"),
+            format!("tandem_backup_lag_records{{{labels},backup=\"2\"}} 2"),
+            format!("tandem_flow_control_stalls_total{{{labels}}} 1"),
+            format!("tandem_lsn_received{{{labels}}} 9"),
+            format!("tandem_lsn_applied{{{labels}}} 8"),
+            format!("tandem_batches_received_total{{{labels}}} 1"),
+            format!("tandem_batches_rejected_total{{{labels},reason=\"gap\"}} 1"),
+            format!("tandem_batches_rejected_total{{{labels},reason=\"stale_view\"}} 0"),
+            format!("tandem_client_connections{{{labels}}} 1"),
+            format!("tandem_frames_rejected_total{{{labels}}} 1"),
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing `{line}` in:\n{text}"
+            );
+        }
+        assert!(
+            text.contains("# UNIT tandem_ack_latency_seconds seconds"),
+            "{text}"
+        );
+        // 16 finite buckets plus +Inf.
+        let buckets = text
+            .lines()
+            .filter(|l| l.starts_with("tandem_ack_latency_seconds_bucket"));
+        assert_eq!(buckets.count(), 17, "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// Sends `request`, reads until the server closes, returns (status code, headers, body).
+    fn exchange(address: SocketAddr, request: &[u8]) -> (u16, String, String) {
+        let mut stream = TcpStream::connect(address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(request).unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        let raw = String::from_utf8(raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
+        let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+        assert!(head.starts_with("HTTP/1.1 "), "{head}");
+        assert!(head.contains("\r\nConnection: close"), "{head}");
+        let length = format!("\r\nContent-Length: {}", body.len());
+        assert!(head.contains(&length), "{head}");
+        (code, head.to_owned(), body.to_owned())
+    }
+
+    fn start(status: impl Fn() -> String + Send + Sync + 'static) -> (SocketAddr, Arc<Metrics>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let metrics = Arc::new(Metrics::new(1, "backup"));
+        serve(listener, Arc::clone(&metrics), status);
+        (address, metrics)
+    }
+
+    #[test]
+    fn http_round_trips() {
+        let (address, metrics) = start(|| r#"{"lsn":5}"#.to_owned());
+        metrics.batches_received.inc_by(4);
+
+        let (code, head, body) = exchange(address, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(code, 200);
+        assert!(
+            head.contains(&format!("Content-Type: {METRICS_CONTENT_TYPE}")),
+            "{head}"
+        );
+        assert!(body.contains(r#"tandem_batches_received_total{node="1",role="backup"} 4"#));
+        assert!(body.ends_with("# EOF\n"));
+
+        let (code, head, body) = exchange(address, b"GET /status?pretty HTTP/1.0\r\n\r\n");
+        assert_eq!(code, 200);
+        assert!(head.contains("Content-Type: application/json"), "{head}");
+        assert_eq!(body, r#"{"lsn":5}"#);
+
+        for request in [
+            &b"GET / HTTP/1.1\r\n\r\n"[..],
+            b"GET /metricsx HTTP/1.1\r\n\r\n",
+            b"POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+        ] {
+            let (code, _, _) = exchange(address, request);
+            assert_eq!(code, 404, "{}", String::from_utf8_lossy(request));
+        }
+
+        for request in [
+            &b"\x00\x01\xffgarbage\r\n\r\n"[..],
+            b"GET /metrics\r\n\r\n",
+            b"GET /metrics HTTP/2.0\r\n\r\n",
+            b"get /metrics HTTP/1.1\r\n\r\n",
+            b"GET metrics HTTP/1.1\r\n\r\n",
+            b"GET  /metrics HTTP/1.1\r\n\r\n",
+        ] {
+            let (code, _, body) = exchange(address, request);
+            assert_eq!(code, 400, "{}", String::from_utf8_lossy(request));
+            assert!(body.starts_with("bad request"), "{body}");
+        }
+
+        // A head that never ends within 8 KiB.
+        let mut oversized = b"GET /metrics HTTP/1.1\r\n".to_vec();
+        oversized.extend(std::iter::repeat_n(b'a', 9000));
+        let (code, _, body) = exchange(address, &oversized);
+        assert_eq!(code, 400);
+        assert!(body.contains("8 KiB"), "{body}");
+
+        // A client that half-closes before finishing its head.
+        let mut stream = TcpStream::connect(address).unwrap();
+        stream.write_all(b"GET /metr").unwrap();
+        stream.shutdown(Shutdown::Write).unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        assert!(raw.starts_with("HTTP/1.1 400 "), "{raw}");
+    }
+
+    #[test]
+    fn silent_clients_and_panics_do_not_stop_the_responder() {
+        let (address, _metrics) = start(|| panic!("status callback fails"));
+
+        let (code, _, body) = exchange(address, b"GET /status HTTP/1.1\r\n\r\n");
+        assert_eq!(code, 500);
+        assert!(body.contains("panicked"), "{body}");
+
+        // A client that connects and says nothing holds only its own connection.
+        let silent = TcpStream::connect(address).unwrap();
+        let (code, _, _) = exchange(address, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert_eq!(code, 200);
+
+        // With every slot held by a silent client, the next connection is told to come back.
+        let mut silents = vec![silent];
+        for _ in 1..CONNECTIONS_MAX {
+            silents.push(TcpStream::connect(address).unwrap());
+        }
+        let (code, _, body) = exchange(address, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert_eq!(code, 503);
+        assert!(body.starts_with("busy"), "{body}");
+
+        // Each silent client is told it took too long, and its slot is given back.
+        for mut silent in silents.drain(..) {
+            silent
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut raw = String::new();
+            silent.read_to_string(&mut raw).unwrap();
+            assert!(raw.starts_with("HTTP/1.1 408 "), "{raw}");
+        }
+        // A slot is given back when its thread ends, just after the 408 is sent: wait for it
+        // (bounded, so a leak fails the test instead of hanging it).
+        let served = (0..100).any(|_| {
+            let (code, _, _) = exchange(address, b"GET /metrics HTTP/1.1\r\n\r\n");
+            if code != 200 {
+                thread::sleep(Duration::from_millis(50));
+            }
+            code == 200
+        });
+        assert!(
+            served,
+            "the responder never served again after its slots were released"
+        );
+    }
+
+    #[test]
+    fn request_lines() {
+        let parse = |head: &[u8]| parse_request_line(head);
+        assert_eq!(
+            parse(b"GET /status?x=1 HTTP/1.1\r\nHost: a"),
+            Ok((Method::Get, "/status".to_owned()))
+        );
+        assert_eq!(
+            parse(b"HEAD / HTTP/1.0"),
+            Ok((Method::Other, "/".to_owned()))
+        );
+        assert_eq!(parse(b""), Err(RequestError::Malformed));
+        assert_eq!(parse(b"GET / HTTP/1.1 extra"), Err(RequestError::Malformed));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(14));
+        assert_eq!(head_end(b"GET / HTTP/1.1\n\n"), Some(14));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
+    }
+}

@@ -1,0 +1,73 @@
+//! Small helpers over blocking TCP: connection setup and frame reading.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use tandem_wire::{Frame, FrameBuffer, FrameError};
+
+/// Why a connection ended.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    #[error("connection closed by the peer")]
+    Closed,
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    #[error("malformed frame: {0}")]
+    Frame(#[from] FrameError),
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+/// Sets the options every tandem connection uses: no Nagle delay (replies and acks are small
+/// and latency-bound; batching is done by us, not by the kernel).
+pub fn tune(stream: &TcpStream) -> io::Result<()> {
+    stream.set_nodelay(true)
+}
+
+/// Reads from `stream` into `buffer` once. Returns the bytes read; `Closed` at end of stream.
+/// A read timeout surfaces as `Ok(0)` so callers can tick.
+pub fn fill(stream: &mut TcpStream, buffer: &mut FrameBuffer) -> Result<usize, ConnError> {
+    match stream.read(buffer.spare()) {
+        Ok(0) => Err(ConnError::Closed),
+        Ok(n) => {
+            buffer.filled(n);
+            Ok(n)
+        }
+        Err(err)
+            if matches!(
+                err.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(0)
+        }
+        Err(err) => Err(ConnError::Io(err)),
+    }
+}
+
+/// Reads until one whole frame is buffered and hands it to `with` (frames borrow the buffer).
+pub fn read_one<T>(
+    stream: &mut TcpStream,
+    buffer: &mut FrameBuffer,
+    timeout: Duration,
+    with: impl FnOnce(Frame<'_>) -> Result<T, ConnError>,
+) -> Result<T, ConnError> {
+    stream.set_read_timeout(Some(timeout))?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(frame) = buffer.next_frame()? {
+            return with(frame);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(ConnError::Protocol("timed out waiting for a frame".into()));
+        }
+        fill(stream, buffer)?;
+    }
+}
+
+/// Writes `bytes` whole.
+pub fn write_all(stream: &mut TcpStream, bytes: &[u8]) -> Result<(), ConnError> {
+    stream.write_all(bytes)?;
+    Ok(())
+}

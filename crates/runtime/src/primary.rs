@@ -1,0 +1,919 @@
+//! The primary node: one executor thread that owns the store and the replication core, one link
+//! per backup (a writer thread and an ack reader thread), and client connections.
+//!
+//! The executor never blocks on the network. Each turn of its loop it takes whatever arrived
+//! (calls, acks, control requests), runs calls until none is queued or flow control says stop,
+//! seals the open batch when it has nothing left to run, and acts on the core's `Ready`: batches
+//! go to the links' queues, replies to the connections' writers. Ticks come from the clock,
+//! checked every turn.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{BufWriter, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use tandem_log::{BatchKind, CallId, TailLimits, encode_passive};
+use tandem_memory::{ClassBytes, Segment};
+use tandem_replication::{
+    Message, NodeId, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Safety,
+};
+use tandem_store::{CallError, Driver, ProcId, Store};
+use tandem_wire::{
+    ErrorCode, Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, Role, Welcome, encode_error,
+    encode_hello, encode_peer, encode_reply, encode_welcome,
+};
+
+use crate::config::{Mode, NodeConfig};
+use crate::metrics::Metrics;
+use crate::net::{self, ConnError};
+use crate::workload::ServedWorkload;
+use crate::{Checksum, Control, NodeStatus};
+
+/// A client connection's number on this node.
+pub type ConnId = u64;
+
+/// Calls a connection's reader parsed from one read, for the executor.
+#[derive(Debug)]
+pub struct CallBatch {
+    conn: ConnId,
+    client_id: u64,
+    bytes: Vec<u8>,
+    calls: Vec<CallSlot>,
+}
+
+#[derive(Clone, Debug)]
+struct CallSlot {
+    seq: u64,
+    proc_id: u16,
+    safety: Option<Safety>,
+    args: Range<usize>,
+}
+
+/// What reaches the executor from other threads.
+#[derive(Debug)]
+pub enum Inbound {
+    Calls(CallBatch),
+    Peer { from: NodeId, message: Message },
+    /// A link to a backup was (re)established: what was in flight on the old one is lost.
+    LinkUp { node: NodeId },
+    ConnOpened { conn: ConnId, out: Sender<Vec<u8>> },
+    ConnClosed { conn: ConnId },
+    Control(Control),
+}
+
+/// Where a released reply goes, and when its call started.
+#[derive(Debug)]
+pub enum ReplyTo {
+    Local {
+        started: Instant,
+    },
+    Remote {
+        conn: ConnId,
+        seq: u64,
+        status: ReplyStatus,
+        body: Vec<u8>,
+        started: Instant,
+    },
+}
+
+/// The in-process driver: the executor generates calls itself, with at most `clients` calls
+/// waiting for their replies at once (each virtual client issues its next call when its reply
+/// is released). What the benchmark reads, it reads from here.
+#[derive(Debug)]
+pub struct LocalLoad {
+    /// Calls are generated only while this is set (the benchmark interleaves contenders).
+    pub active: AtomicBool,
+    pub clients: usize,
+    pub replies: AtomicU64,
+    pub committed: AtomicU64,
+    pub rolled_back: AtomicU64,
+    /// Calls issued but not yet answered.
+    pub outstanding: AtomicU64,
+    /// Commit latency in nanoseconds, from the call's start to its reply's release.
+    pub latency_ns: Mutex<Histogram<u64>>,
+    /// Set when the driver's consistency check or the workload's failed.
+    pub check: Mutex<Option<Result<(), String>>>,
+}
+
+impl LocalLoad {
+    pub fn new(clients: usize) -> Arc<LocalLoad> {
+        Arc::new(LocalLoad {
+            active: AtomicBool::new(false),
+            clients: clients.max(1),
+            replies: AtomicU64::new(0),
+            committed: AtomicU64::new(0),
+            rolled_back: AtomicU64::new(0),
+            outstanding: AtomicU64::new(0),
+            latency_ns: Mutex::new(Histogram::new(3).expect("3 significant digits is valid")),
+            check: Mutex::new(None),
+        })
+    }
+}
+
+/// A running primary: its executor and its threads.
+#[derive(Debug)]
+pub struct PrimaryHandle {
+    pub inbound: Sender<Inbound>,
+    pub executor: JoinHandle<()>,
+    pub address: SocketAddr,
+}
+
+impl PrimaryHandle {
+    /// Asks the executor for its status.
+    pub fn status(&self) -> Option<NodeStatus> {
+        let (reply, answer) = mpsc::channel();
+        self.inbound
+            .send(Inbound::Control(Control::Status(reply)))
+            .ok()?;
+        answer.recv_timeout(Duration::from_secs(5)).ok()
+    }
+
+    /// Asks the executor for its segment's checksum.
+    pub fn checksum(&self) -> Option<Checksum> {
+        let (reply, answer) = mpsc::channel();
+        self.inbound
+            .send(Inbound::Control(Control::Checksum(reply)))
+            .ok()?;
+        answer.recv_timeout(Duration::from_secs(30)).ok()
+    }
+
+    /// Stops the executor after it checked the workload's consistency.
+    pub fn stop(self) {
+        let _ = self.inbound.send(Inbound::Control(Control::Stop));
+        let _ = self.executor.join();
+    }
+}
+
+/// Starts a primary serving `workload` on `listener`, loaded into a fresh segment. With
+/// `local`, the executor also drives its own calls (the in-process benchmark driver).
+pub fn start<W: ServedWorkload>(
+    config: &NodeConfig,
+    listener: TcpListener,
+    workload: W,
+    metrics: Arc<Metrics>,
+    local: Option<Arc<LocalLoad>>,
+) -> Result<PrimaryHandle, String>
+where
+    W::Driver: Send,
+{
+    let group = &config.group;
+    let db_bytes = group.db_mib << 20;
+    let mut segment = Segment::anonymous(db_bytes, group.strategy)
+        .map_err(|err| format!("group.db_mib: {err}"))?;
+    workload.load(&mut segment);
+    let passive = group.mode == Mode::Passive;
+    if passive {
+        segment
+            .enable_passive_trace(group.undo_log_kib << 10)
+            .map_err(|err| format!("group.mode: {err}"))?;
+    }
+    let lsn_start = segment.lsn();
+    let backups: Vec<NodeId> = config.backups().map(|peer| peer.node_id).collect();
+    let tuning = &config.tuning;
+    let primary_config = PrimaryConfig {
+        group: group.id,
+        view: group.view,
+        backups: backups.clone(),
+        safety: group.safety,
+        tail: TailLimits {
+            records_max: tuning.tail_records_max,
+            bytes_max: tuning.tail_bytes_max,
+        },
+        batch_bytes_max: tuning.batch_bytes_max,
+        heartbeat_ticks: tuning.heartbeat_ticks,
+        resend_ticks: tuning.heartbeat_ticks.max(2),
+        kind: if passive {
+            BatchKind::Passive
+        } else {
+            BatchKind::Redo
+        },
+    };
+    let (inbound, inbound_rx) = mpsc::channel();
+    let mut links = BTreeMap::new();
+    for peer in config.backups() {
+        let (tx, rx) = mpsc::channel();
+        links.insert(peer.node_id, tx);
+        let hello = Hello::new(PeerKind::Replica, u64::from(config.node_id), group.id);
+        let link = Link {
+            node: peer.node_id,
+            address: peer.address,
+            hello,
+            max_frame_len: tuning.max_frame_len,
+            inbound: inbound.clone(),
+            metrics: Arc::clone(&metrics),
+        };
+        thread::Builder::new()
+            .name(format!("link-{}", peer.node_id))
+            .spawn(move || link.run(rx))
+            .map_err(|err| format!("cannot start a link thread: {err}"))?;
+    }
+    let address = listener
+        .local_addr()
+        .map_err(|err| format!("listen: {err}"))?;
+    let acceptor = Acceptor {
+        node_id: config.node_id,
+        view: group.view,
+        max_frame_len: tuning.max_frame_len,
+        inbound: inbound.clone(),
+        metrics: Arc::clone(&metrics),
+    };
+    thread::Builder::new()
+        .name("accept".into())
+        .spawn(move || acceptor.run(listener))
+        .map_err(|err| format!("cannot start the accept thread: {err}"))?;
+    let local = local.map(|load| LocalDriver {
+        driver: workload.driver(group.seed),
+        load,
+        args: Vec::new(),
+        id_next: None,
+    });
+    let executor = Executor {
+        node_id: config.node_id,
+        store: Store::open(segment, workload),
+        primary: Primary::new(primary_config, lsn_start),
+        ready: PrimaryReady::default(),
+        links,
+        conns: BTreeMap::new(),
+        queue: VecDeque::new(),
+        local,
+        metrics,
+        passive,
+        tick: Duration::from_micros(tuning.tick_us),
+        reply: Vec::new(),
+        replies_local: Vec::new(),
+        shipped: ClassBytes::default(),
+        wire_bytes: 0,
+        commits: 0,
+    };
+    let handle = thread::Builder::new()
+        .name("executor".into())
+        .spawn(move || executor.run(inbound_rx))
+        .map_err(|err| format!("cannot start the executor: {err}"))?;
+    Ok(PrimaryHandle {
+        inbound,
+        executor: handle,
+        address,
+    })
+}
+
+struct LocalDriver<W: ServedWorkload> {
+    driver: W::Driver,
+    load: Arc<LocalLoad>,
+    args: Vec<u8>,
+    /// The call generated ahead and prefetched (the executor works one call ahead).
+    id_next: Option<(ProcId, Vec<u8>)>,
+}
+
+struct ConnOut {
+    out: Sender<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+struct Executor<W: ServedWorkload> {
+    node_id: NodeId,
+    store: Store<W>,
+    primary: Primary<ReplyTo>,
+    ready: PrimaryReady<ReplyTo>,
+    links: BTreeMap<NodeId, Sender<Message>>,
+    conns: BTreeMap<ConnId, ConnOut>,
+    /// Calls received and not yet run, with the index of the next one in each batch.
+    queue: VecDeque<(CallBatch, usize)>,
+    local: Option<LocalDriver<W>>,
+    metrics: Arc<Metrics>,
+    passive: bool,
+    tick: Duration,
+    reply: Vec<u8>,
+    /// Latencies of local replies released in this turn, in nanoseconds.
+    replies_local: Vec<u64>,
+    /// Payload bytes of every record shipped, by class (an active record's are data and
+    /// meta; a passive trace's are data, undo and meta).
+    shipped: ClassBytes,
+    /// Batch bytes handed to the links, framing included (once per backup).
+    wire_bytes: u64,
+    commits: u64,
+}
+
+/// Calls run per turn before the executor looks at its inbox again.
+const CALLS_PER_TURN: usize = 512;
+
+impl<W: ServedWorkload> Executor<W>
+where
+    W::Driver: Send,
+{
+    fn run(mut self, inbound: Receiver<Inbound>) {
+        let mut next_tick = Instant::now() + self.tick;
+        loop {
+            // 1. Everything that arrived.
+            loop {
+                match inbound.try_recv() {
+                    Ok(Inbound::Control(Control::Stop)) => {
+                        self.finish();
+                        return;
+                    }
+                    Ok(event) => self.handle(event),
+                    Err(_) => break,
+                }
+            }
+            // 2. Ticks.
+            let now = Instant::now();
+            while now >= next_tick {
+                self.primary.tick();
+                next_tick += self.tick;
+            }
+            // 3. Calls.
+            let ran = self.run_calls();
+            // 4. Nothing more to run right now: ship what is open.
+            let idle = self.queue.is_empty() && !self.local_can_issue();
+            if idle || ran == 0 {
+                self.primary.flush();
+            }
+            self.dispatch();
+            // 5. Wait for work when there is none.
+            if ran == 0 {
+                let timeout = next_tick.saturating_duration_since(Instant::now());
+                match inbound.recv_timeout(timeout) {
+                    Ok(Inbound::Control(Control::Stop)) => {
+                        self.finish();
+                        return;
+                    }
+                    Ok(event) => self.handle(event),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        }
+    }
+
+    fn local_can_issue(&self) -> bool {
+        self.local.as_ref().is_some_and(|local| {
+            local.load.active.load(Ordering::Relaxed)
+                && (local.load.outstanding.load(Ordering::Relaxed) as usize) < local.load.clients
+        })
+    }
+
+    fn handle(&mut self, event: Inbound) {
+        match event {
+            Inbound::Calls(batch) => self.queue.push_back((batch, 0)),
+            Inbound::Peer { from, message } => self.primary.step(from, message),
+            Inbound::LinkUp { node } => self.primary.link_reset(node),
+            Inbound::ConnOpened { conn, out } => {
+                self.conns.insert(
+                    conn,
+                    ConnOut {
+                        out,
+                        buf: Vec::new(),
+                    },
+                );
+            }
+            Inbound::ConnClosed { conn } => {
+                self.conns.remove(&conn);
+            }
+            Inbound::Control(Control::Status(reply)) => {
+                let _ = reply.send(self.status());
+            }
+            Inbound::Control(Control::Checksum(reply)) => {
+                let segment = self.store.segment();
+                let mut checksum = Checksum::of(segment.bytes(), segment.lsn());
+                checksum.check = self.store.workload().check(segment).err().map(|e| e.to_string());
+                let _ = reply.send(checksum);
+            }
+            Inbound::Control(Control::Stop) => unreachable!("handled by the loop"),
+        }
+    }
+
+    fn status(&self) -> NodeStatus {
+        NodeStatus {
+            node_id: self.node_id,
+            role: "primary",
+            view: self.primary.view(),
+            lsn: self.store.segment().lsn(),
+            lsn_applied: self.store.segment().lsn(),
+            pending_replies: self.primary.pending_replies() as u64,
+            commits: self.commits,
+            shipped_data_bytes: self.shipped.data,
+            shipped_undo_bytes: self.shipped.undo,
+            shipped_meta_bytes: self.shipped.meta,
+            shipped_wire_bytes: self.wire_bytes,
+            check: None,
+            backups: self
+                .primary
+                .backup_progress()
+                .map(|(node, received, applied)| (node, received, applied))
+                .collect(),
+        }
+    }
+
+    /// Runs queued calls, then local ones. Returns how many ran.
+    fn run_calls(&mut self) -> usize {
+        let mut ran = 0;
+        while ran < CALLS_PER_TURN {
+            let Some((batch, next)) = self.queue.front_mut() else {
+                break;
+            };
+            let slot = batch.calls[*next].clone();
+            let safety = self.primary.effective_safety(slot.safety);
+            if let Err(err) = safety.validate(self.primary.config().backups.len()) {
+                let conn = batch.conn;
+                self.send_error(conn, ErrorCode::BadArgs, &format!("call {}: {err}", slot.seq));
+            } else if !self.primary.can_commit(safety) {
+                self.metrics.flow_control_stalls.inc();
+                break;
+            } else {
+                let (conn, client_id) = (batch.conn, batch.client_id);
+                let args = batch.bytes[slot.args.clone()].to_vec();
+                self.run_remote(conn, client_id, &slot, safety, &args);
+            }
+            let (batch, next) = self.queue.front_mut().expect("still there");
+            *next += 1;
+            if *next == batch.calls.len() {
+                self.queue.pop_front();
+            }
+            ran += 1;
+        }
+        while ran < CALLS_PER_TURN && self.local_can_issue() {
+            let safety = self.primary.effective_safety(None);
+            if !self.primary.can_commit(safety) {
+                self.metrics.flow_control_stalls.inc();
+                break;
+            }
+            self.run_local(safety);
+            ran += 1;
+        }
+        ran
+    }
+
+    fn run_remote(
+        &mut self,
+        conn: ConnId,
+        client_id: u64,
+        slot: &CallSlot,
+        safety: Safety,
+        args: &[u8],
+    ) {
+        let started = Instant::now();
+        let outcome = self.store.call(ProcId(slot.proc_id), args, &mut self.reply);
+        let call = CallId {
+            client_id,
+            seq: slot.seq,
+        };
+        match outcome {
+            Ok(_) => {
+                let reply = ReplyTo::Remote {
+                    conn,
+                    seq: slot.seq,
+                    status: ReplyStatus::Committed,
+                    body: std::mem::take(&mut self.reply),
+                    started,
+                };
+                self.commit_last(call, safety, reply);
+            }
+            Err(CallError::Proc(err)) => {
+                self.metrics.rollbacks.inc();
+                let reply = ReplyTo::Remote {
+                    conn,
+                    seq: slot.seq,
+                    status: ReplyStatus::RolledBack,
+                    body: err.to_string().into_bytes(),
+                    started,
+                };
+                self.primary.defer(safety, reply);
+            }
+            Err(err @ CallError::UnknownProcedure(_)) => {
+                self.send_error(conn, ErrorCode::UnknownProcedure, &err.to_string());
+            }
+            Err(err) => self.send_error(conn, ErrorCode::Internal, &err.to_string()),
+        }
+    }
+
+    fn run_local(&mut self, safety: Safety) {
+        let local = self.local.as_mut().expect("local load");
+        let started = Instant::now();
+        let (id, args) = match local.id_next.take() {
+            Some(next) => next,
+            None => {
+                let id = local.driver.next_call(&mut local.args);
+                (id, local.args.clone())
+            }
+        };
+        // Work one call ahead: the next call's records start loading while this one runs.
+        let id_next = local.driver.next_call(&mut local.args);
+        self.store.prefetch(id_next, &local.args);
+        local.id_next = Some((id_next, local.args.clone()));
+        local.load.outstanding.fetch_add(1, Ordering::Relaxed);
+        let outcome = self.store.call(id, &args, &mut self.reply);
+        let local = self.local.as_mut().expect("local load");
+        match outcome {
+            Ok(_) => {
+                local.driver.observe(id, &args, Ok(()));
+                local.load.committed.fetch_add(1, Ordering::Relaxed);
+                self.commit_last(CallId::default(), safety, ReplyTo::Local { started });
+            }
+            Err(CallError::Proc(err)) => {
+                local.driver.observe(id, &args, Err(&err));
+                local.load.rolled_back.fetch_add(1, Ordering::Relaxed);
+                self.metrics.rollbacks.inc();
+                self.primary.defer(safety, ReplyTo::Local { started });
+            }
+            Err(err) => panic!("the local driver produced a call the store cannot run: {err}"),
+        }
+    }
+
+    /// Hands the store's last commit to the replication core.
+    fn commit_last(&mut self, call: CallId, safety: Safety, reply: ReplyTo) {
+        self.metrics.commits.inc();
+        self.commits += 1;
+        let segment = self.store.segment();
+        if self.passive {
+            let trace = segment.passive_trace();
+            let lsn = trace.lsn();
+            let mut classes = ClassBytes::default();
+            self.primary.commit_encoded(lsn, safety, reply, |out| {
+                classes = encode_passive(trace, out);
+            });
+            self.shipped += classes;
+        } else {
+            let record = segment.last_redo();
+            let size = tandem_log::encoded_size(call, record);
+            self.shipped.data += size.data as u64;
+            self.shipped.meta += size.meta as u64;
+            self.primary.commit(call, record, safety, reply);
+        }
+    }
+
+    fn send_error(&mut self, conn: ConnId, code: ErrorCode, message: &str) {
+        if let Some(out) = self.conns.get_mut(&conn) {
+            encode_error(&mut out.buf, code, message);
+        }
+    }
+
+    /// Acts on the core's outputs: messages to the links, replies to their clients.
+    fn dispatch(&mut self) {
+        self.primary.take_ready(&mut self.ready);
+        let backups = self.primary.config().backups.len() as u64;
+        for (to, message) in self.ready.messages.drain(..) {
+            if let Message::Batch(bytes) = &message {
+                self.metrics.batches_shipped.inc();
+                self.metrics.bytes_shipped.inc_by(bytes.len() as u64);
+                self.wire_bytes += bytes.len() as u64;
+            }
+            if let Some(link) = self.links.get(&to) {
+                let _ = link.send(message);
+            }
+        }
+        let now = Instant::now();
+        for reply in self.ready.replies.drain(..) {
+            self.metrics.replies_released.inc();
+            match reply.reply {
+                ReplyTo::Local { started } => {
+                    self.replies_local.push(now.duration_since(started).as_nanos() as u64);
+                }
+                ReplyTo::Remote {
+                    conn,
+                    seq,
+                    status,
+                    body,
+                    started,
+                } => {
+                    let latency = now.duration_since(started);
+                    self.metrics.ack_latency_seconds.observe(latency.as_secs_f64());
+                    if let Some(out) = self.conns.get_mut(&conn) {
+                        encode_reply(&mut out.buf, seq, reply.lsn, status, &body);
+                    }
+                }
+            }
+        }
+        for reply in self.ready.abandoned.drain(..) {
+            if let ReplyTo::Remote { conn, .. } = reply.reply
+                && let Some(out) = self.conns.get_mut(&conn)
+            {
+                encode_error(&mut out.buf, ErrorCode::NotPrimary, "this primary was replaced");
+            }
+        }
+        for fault in self.ready.faults.drain(..) {
+            if let PrimaryFault::TailMissed { from, .. } = fault {
+                eprintln!(
+                    "node {}: backup {from} needs records that left the retained tail; it needs \
+                     a state transfer (restart it from the same load, or raise tail limits)",
+                    self.node_id
+                );
+            }
+        }
+        self.ready.clear();
+        for out in self.conns.values_mut() {
+            if !out.buf.is_empty() {
+                let _ = out.out.send(std::mem::take(&mut out.buf));
+            }
+        }
+        if let Some(local) = &self.local
+            && !self.replies_local.is_empty()
+        {
+            let count = self.replies_local.len() as u64;
+            let mut histogram = local.load.latency_ns.lock().expect("not poisoned");
+            for &latency in &self.replies_local {
+                let _ = histogram.record(latency.max(1));
+            }
+            drop(histogram);
+            local.load.replies.fetch_add(count, Ordering::Relaxed);
+            local.load.outstanding.fetch_sub(count, Ordering::Relaxed);
+            self.replies_local.clear();
+        }
+        let lsn = self.primary.lsn_committed();
+        self.metrics.lsn_committed.set(lsn as i64);
+        for (node, received, applied) in self.primary.backup_progress() {
+            let label = crate::metrics::BackupLabel {
+                backup: node.to_string(),
+            };
+            self.metrics.backup_lsn_received.get_or_create(&label).set(received as i64);
+            self.metrics.backup_lsn_applied.get_or_create(&label).set(applied as i64);
+            self.metrics
+                .backup_lag_records
+                .get_or_create(&label)
+                .set(lsn.saturating_sub(applied) as i64);
+        }
+        let _ = backups;
+    }
+
+    /// Checks the workload's consistency and the local driver's tallies before stopping.
+    fn finish(&mut self) {
+        if let Some(local) = &self.local {
+            let segment = self.store.segment();
+            let result = self
+                .store
+                .workload()
+                .check(segment)
+                .and_then(|()| local.driver.check(self.store.workload(), segment))
+                .map_err(|err| err.to_string());
+            *local.load.check.lock().expect("not poisoned") = Some(result);
+        }
+    }
+}
+
+/// The writer side of the link to one backup, reconnecting forever.
+struct Link {
+    node: NodeId,
+    address: SocketAddr,
+    hello: Hello,
+    max_frame_len: usize,
+    inbound: Sender<Inbound>,
+    metrics: Arc<Metrics>,
+}
+
+impl Link {
+    fn run(self, outbox: Receiver<Message>) {
+        loop {
+            let Ok(stream) = TcpStream::connect(self.address) else {
+                // Drop what cannot be sent: the backup's introduction on reconnect makes the
+                // primary ship again from where the backup stands.
+                while outbox.try_recv().is_ok() {}
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            match self.serve(stream, &outbox) {
+                Ok(()) => return,
+                Err(err) => {
+                    eprintln!("link to backup {} ({}): {err}; reconnecting", self.node, self.address);
+                    thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    /// Returns Ok when the executor has gone (the outbox is closed).
+    fn serve(&self, mut stream: TcpStream, outbox: &Receiver<Message>) -> Result<(), ConnError> {
+        net::tune(&stream)?;
+        let mut hello = Vec::new();
+        encode_hello(&mut hello, &self.hello);
+        net::write_all(&mut stream, &hello)?;
+        let mut buffer = FrameBuffer::new(self.max_frame_len);
+        net::read_one(&mut stream, &mut buffer, Duration::from_secs(5), |frame| match frame {
+            Frame::Welcome(_) => Ok(()),
+            Frame::Error(err) => Err(ConnError::Protocol(format!("refused: {}", err.message))),
+            _ => Err(ConnError::Protocol("expected a Welcome".into())),
+        })?;
+        stream.set_read_timeout(None)?;
+        // What was queued for the old connection is stale: the backup introduces itself again.
+        while outbox.try_recv().is_ok() {}
+        if self.inbound.send(Inbound::LinkUp { node: self.node }).is_err() {
+            return Ok(());
+        }
+        let reader_stream = stream.try_clone()?;
+        let (node, inbound, metrics) = (self.node, self.inbound.clone(), Arc::clone(&self.metrics));
+        let reader = thread::Builder::new()
+            .name(format!("acks-{}", self.node))
+            .spawn(move || read_acks(node, reader_stream, buffer, inbound, metrics))
+            .map_err(ConnError::Io)?;
+        let mut writer = BufWriter::with_capacity(256 * 1024, stream.try_clone()?);
+        let mut frame = Vec::new();
+        let result = loop {
+            let Ok(message) = outbox.recv() else {
+                break Ok(());
+            };
+            let mut next = Some(message);
+            while let Some(message) = next {
+                frame.clear();
+                if let Message::Batch(bytes) = &message {
+                    tandem_wire::encode_batch_frame_header(&mut frame, bytes.len());
+                    if let Err(_err) = writer.write_all(&frame).and_then(|()| writer.write_all(bytes))
+                    {
+                        break;
+                    }
+                } else {
+                    encode_peer(&mut frame, &message);
+                    if writer.write_all(&frame).is_err() {
+                        break;
+                    }
+                }
+                next = outbox.try_recv().ok();
+            }
+            if let Err(err) = writer.flush() {
+                break Err(ConnError::Io(err));
+            }
+            if reader.is_finished() {
+                break Err(ConnError::Closed);
+            }
+        };
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        let _ = reader.join();
+        result
+    }
+}
+
+fn read_acks(
+    node: NodeId,
+    mut stream: TcpStream,
+    mut buffer: FrameBuffer,
+    inbound: Sender<Inbound>,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        loop {
+            match buffer.next_frame() {
+                Ok(Some(Frame::Peer(message))) => {
+                    if inbound.send(Inbound::Peer { from: node, message }).is_err() {
+                        return;
+                    }
+                }
+                Ok(Some(_)) => {
+                    metrics.frames_rejected.inc();
+                    return;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    metrics.frames_rejected.inc();
+                    return;
+                }
+            }
+        }
+        if net::fill(&mut stream, &mut buffer).is_err() {
+            return;
+        }
+    }
+}
+
+/// Accepts client connections and runs a reader and a writer thread for each.
+struct Acceptor {
+    node_id: NodeId,
+    view: u64,
+    max_frame_len: usize,
+    inbound: Sender<Inbound>,
+    metrics: Arc<Metrics>,
+}
+
+impl Acceptor {
+    fn run(self, listener: TcpListener) {
+        let mut conn_next: ConnId = 1;
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let conn = conn_next;
+            conn_next += 1;
+            let client = Client {
+                conn,
+                node_id: self.node_id,
+                view: self.view,
+                max_frame_len: self.max_frame_len,
+                inbound: self.inbound.clone(),
+                metrics: Arc::clone(&self.metrics),
+            };
+            let _ = thread::Builder::new()
+                .name(format!("client-{conn}"))
+                .spawn(move || client.run(stream));
+        }
+    }
+}
+
+struct Client {
+    conn: ConnId,
+    node_id: NodeId,
+    view: u64,
+    max_frame_len: usize,
+    inbound: Sender<Inbound>,
+    metrics: Arc<Metrics>,
+}
+
+impl Client {
+    fn run(self, mut stream: TcpStream) {
+        self.metrics.client_connections.inc();
+        if let Err(err) = self.serve(&mut stream) {
+            self.metrics.frames_rejected.inc();
+            let mut frame = Vec::new();
+            let code = match &err {
+                ConnError::Frame(err) => err.code(),
+                _ => ErrorCode::BadFrame,
+            };
+            if !matches!(err, ConnError::Closed | ConnError::Io(_)) {
+                encode_error(&mut frame, code, &err.to_string());
+                let _ = net::write_all(&mut stream, &frame);
+            }
+        }
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        let _ = self.inbound.send(Inbound::ConnClosed { conn: self.conn });
+        self.metrics.client_connections.dec();
+    }
+
+    fn serve(&self, stream: &mut TcpStream) -> Result<(), ConnError> {
+        net::tune(stream)?;
+        let mut buffer = FrameBuffer::new(self.max_frame_len);
+        let client_id = net::read_one(stream, &mut buffer, Duration::from_secs(10), |frame| {
+            match frame {
+                Frame::Hello(hello) if hello.peer == PeerKind::Client => Ok(hello.id),
+                Frame::Hello(_) => Err(ConnError::Protocol(
+                    "this node is a primary: replicas do not connect to it".into(),
+                )),
+                _ => Err(ConnError::Protocol("the first frame must be a Hello".into())),
+            }
+        })?;
+        stream.set_read_timeout(None)?;
+        let mut welcome = Vec::new();
+        encode_welcome(
+            &mut welcome,
+            &Welcome {
+                version: tandem_wire::PROTOCOL_VERSION,
+                node_id: self.node_id,
+                role: Role::Primary,
+                view: self.view,
+                lsn: 0,
+            },
+        );
+        net::write_all(stream, &welcome)?;
+        let (out, out_rx) = mpsc::channel::<Vec<u8>>();
+        let mut writer_stream = stream.try_clone()?;
+        let writer = thread::Builder::new()
+            .name(format!("client-{}-out", self.conn))
+            .spawn(move || {
+                while let Ok(bytes) = out_rx.recv() {
+                    if writer_stream.write_all(&bytes).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        let opened = Inbound::ConnOpened {
+            conn: self.conn,
+            out,
+        };
+        if self.inbound.send(opened).is_err() {
+            return Ok(());
+        }
+        let result = self.read_calls(stream, &mut buffer, client_id);
+        drop(writer);
+        result
+    }
+
+    fn read_calls(
+        &self,
+        stream: &mut TcpStream,
+        buffer: &mut FrameBuffer,
+        client_id: u64,
+    ) -> Result<(), ConnError> {
+        loop {
+            let mut batch = CallBatch {
+                conn: self.conn,
+                client_id,
+                bytes: Vec::new(),
+                calls: Vec::new(),
+            };
+            while let Some(frame) = buffer.next_frame()? {
+                let Frame::Call(call) = frame else {
+                    return Err(ConnError::Protocol("a client sends only Call frames".into()));
+                };
+                let start = batch.bytes.len();
+                batch.bytes.extend_from_slice(call.args);
+                batch.calls.push(CallSlot {
+                    seq: call.seq,
+                    proc_id: call.proc_id,
+                    safety: call.safety,
+                    args: start..batch.bytes.len(),
+                });
+            }
+            if !batch.calls.is_empty() && self.inbound.send(Inbound::Calls(batch)).is_err() {
+                return Ok(());
+            }
+            net::fill(stream, buffer)?;
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Builds a workload by name, and hands it to code generic over the workload type.
+
+use tandem_store::Workload;
+use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
+use tandem_store::workloads::order_entry::{OrderEntry, OrderEntryConfig};
+
+use crate::config::WorkloadName;
+
+/// A workload the runtime can serve: its data may move between threads.
+pub trait ServedWorkload: Workload + Clone + Send + Sync {}
+
+impl<W: Workload + Clone + Send + Sync> ServedWorkload for W where W::Driver: Send {}
+
+/// Code that runs with a concrete workload type (Rust closures cannot be generic).
+pub trait WithWorkload {
+    type Output;
+    fn run<W: ServedWorkload>(self, workload: W) -> Self::Output
+    where
+        W::Driver: Send;
+}
+
+/// Lays out workload `name` in a segment of `db_bytes` and runs `with` on it.
+pub fn with_workload<F: WithWorkload>(
+    name: WorkloadName,
+    db_bytes: usize,
+    with: F,
+) -> Result<F::Output, String> {
+    match name {
+        WorkloadName::DebitCredit => {
+            let workload = DebitCredit::new(db_bytes, &DebitCreditConfig::default())
+                .map_err(|err| format!("debit-credit does not fit: {err}"))?;
+            Ok(with.run(workload))
+        }
+        WorkloadName::OrderEntry => {
+            let config = OrderEntryConfig::default();
+            let workload = OrderEntry::new(db_bytes, &config).map_err(|_| {
+                let one_warehouse = OrderEntry::with_warehouses(usize::MAX, &config, 1)
+                    .expect("one warehouse fits in an unbounded segment")
+                    .layout_len();
+                let mib = (one_warehouse as f64 / f64::from(1u32 << 20)).ceil();
+                format!("order-entry needs at least {mib} MiB for one warehouse; give db_mib ≥ {mib}")
+            })?;
+            Ok(with.run(workload))
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The framed binary protocol: client ↔ node and node ↔ node.
+//!
+//! A pure codec. Encoders append whole frames to a `Vec<u8>`; [`decode_frame`] reads one frame
+//! from the front of a byte slice; [`FrameBuffer`] is the receive buffer a connection reads
+//! into. This crate never opens a socket, starts a thread or reads the clock.
+//!
+//! Contract of the decoder: it never panics, whatever the bytes; it refuses a frame longer than
+//! the receiver's `max_frame_len` as soon as the 4 length bytes are in, before buffering or
+//! allocating for it; it never allocates more than the frame's own bytes (a batch is copied
+//! once into an `Arc<[u8]>`, `Call` and `Reply` borrow their payload from the buffer). Every
+//! refusal is a [`FrameError`] value saying what was wrong and, for a body, in which frame and
+//! field. After one the stream is no longer known to be at a frame boundary: the receiver
+//! sends an `Error` frame ([`FrameError::code`]) and closes the connection.
+//!
+//! Integers are little-endian except inside postcard bodies, where they are LEB128 varints
+//! and an enum is the varint index of its variant (in declaration order).
+//!
+//! ```text
+//! envelope (every frame)
+//!  0   4  len        u32 = 1 + body length; 1 ≤ len ≤ max_frame_len
+//!  4   1  type       0x01 Hello, 0x02 Welcome, 0x03 Error, 0x10 Call, 0x11 Reply, 0x20 Peer
+//!  5   …  body       len - 1 bytes
+//!
+//! 0x01 Hello, connecting side → server, first frame (postcard)
+//!      magic    4 bytes   "TNDM"
+//!      version  varint    u16, PROTOCOL_VERSION; checked right after the magic
+//!      peer     varint    0 Client, 1 Replica
+//!      id       varint    u64: the client id, or the replica's node id
+//!      group    varint    u32
+//!
+//! 0x02 Welcome, server → connecting side (postcard)
+//!      version  varint    u16, the Hello's version; checked first
+//!      node_id  varint    u32
+//!      role     varint    0 Primary, 1 Backup
+//!      view     varint    u64
+//!      lsn      varint    u64
+//!
+//! 0x03 Error, either way, usually before closing (postcard)
+//!      code     varint    ErrorCode: 0 BadFrame, 1 UnsupportedVersion, 2 NotPrimary,
+//!                         3 UnknownProcedure, 4 BadArgs, 5 Busy, 6 Internal, 7 StaleView
+//!      message  varint length, then UTF-8; at most 1024 bytes
+//!
+//! 0x10 Call, client → primary (fixed layout)
+//!  0   8  seq
+//!  8   2  proc_id
+//! 10   1  safety_tag    0 group default, 1 1-safe, 2 bounded, 3 2-safe, 4 2-safe-applied
+//! 11   8  safety_param  tags 0, 1: 0; tag 2: n ≥ 1; tags 3, 4: 0 = all backups, else K ≤ u32
+//! 19   4  args_len      = body length - 23
+//! 23   …  args
+//!
+//! 0x11 Reply, primary → client (fixed layout)
+//!  0   8  seq
+//!  8   8  lsn           the call's commit LSN (RolledBack: whatever the sender put)
+//! 16   1  status        0 Committed, 1 RolledBack (body = the procedure's reason)
+//! 17   4  body_len      = body length - 21
+//! 21   …  body
+//!
+//! 0x20 Peer, between the primary and a backup (a tandem_replication::Message)
+//!  0   1  sub_tag       then, with exact lengths for the fixed ones:
+//!         1 Batch       the batch's bytes verbatim (tandem_log's batch layout)
+//!         2 Heartbeat   view u64, lsn_committed u64
+//!         3 Ack         view u64, lsn_received u64, lsn_applied u64
+//!         4 Nack        view u64, lsn_received u64
+//!         5 StaleView   view u64
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod buffer;
+mod call;
+mod control;
+mod frame;
+mod peer;
+
+pub use buffer::FrameBuffer;
+pub use call::{Call, Reply, ReplyStatus, encode_call, encode_reply};
+pub use control::{
+    ErrorCode, ErrorFrame, Hello, MAGIC, MESSAGE_LEN_MAX, PeerKind, Role, Welcome, encode_error,
+    encode_hello, encode_welcome,
+};
+pub use frame::{Frame, FrameError, decode_frame};
+pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
+
+/// The protocol version this build speaks; a server refuses any other in a `Hello`.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// The default limit on a frame's `len` field: a receiver refuses longer frames.
+pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

@@ -1,0 +1,244 @@
+//! `Peer` frames: replication [`Message`]s between the primary and a backup.
+
+use std::sync::Arc;
+
+use tandem_replication::Message;
+use zerocopy::little_endian::U64;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+use crate::frame::{self, ENVELOPE_LEN, FrameError, TYPE_PEER, bad_body};
+
+/// Bytes [`encode_batch_frame_header`] writes: the envelope and the sub-tag.
+pub const BATCH_FRAME_HEADER_LEN: usize = ENVELOPE_LEN + 1;
+
+const TAG_BATCH: u8 = 1;
+const TAG_HEARTBEAT: u8 = 2;
+const TAG_ACK: u8 = 3;
+const TAG_NACK: u8 = 4;
+const TAG_STALE_VIEW: u8 = 5;
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct Heartbeat {
+    view: U64,
+    lsn_committed: U64,
+}
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct Ack {
+    view: U64,
+    lsn_received: U64,
+    lsn_applied: U64,
+}
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct Nack {
+    view: U64,
+    lsn_received: U64,
+}
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct StaleView {
+    view: U64,
+}
+
+/// Appends a `Peer` frame carrying `message`. A batch's bytes are copied into `out`; to send a
+/// shared batch without copying, use [`encode_batch_frame_header`].
+pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
+    match *message {
+        Message::Batch(ref bytes) => {
+            encode_batch_frame_header(out, bytes.len());
+            out.extend_from_slice(bytes);
+        }
+        Message::Heartbeat {
+            view,
+            lsn_committed,
+        } => {
+            let fields = Heartbeat {
+                view: view.into(),
+                lsn_committed: lsn_committed.into(),
+            };
+            encode_fixed(out, TAG_HEARTBEAT, fields.as_bytes());
+        }
+        Message::Ack {
+            view,
+            lsn_received,
+            lsn_applied,
+        } => {
+            let fields = Ack {
+                view: view.into(),
+                lsn_received: lsn_received.into(),
+                lsn_applied: lsn_applied.into(),
+            };
+            encode_fixed(out, TAG_ACK, fields.as_bytes());
+        }
+        Message::Nack { view, lsn_received } => {
+            let fields = Nack {
+                view: view.into(),
+                lsn_received: lsn_received.into(),
+            };
+            encode_fixed(out, TAG_NACK, fields.as_bytes());
+        }
+        Message::StaleView { view } => {
+            encode_fixed(
+                out,
+                TAG_STALE_VIEW,
+                StaleView { view: view.into() }.as_bytes(),
+            );
+        }
+    }
+}
+
+fn encode_fixed(out: &mut Vec<u8>, tag: u8, fields: &[u8]) {
+    let start = frame::begin(out, TYPE_PEER);
+    out.push(tag);
+    out.extend_from_slice(fields);
+    frame::finish(out, start);
+}
+
+/// Appends only the first [`BATCH_FRAME_HEADER_LEN`] bytes of a `Peer` `Batch` frame whose
+/// batch is `batch_len` bytes long. The frame is complete once the caller sends the batch's
+/// bytes right after these, typically with one vectored write of `[out, batch]`, so a batch
+/// shared by every backup's link and the retained tail is never copied to be sent.
+pub fn encode_batch_frame_header(out: &mut Vec<u8>, batch_len: usize) {
+    let len = batch_len
+        .checked_add(2)
+        .and_then(|len| u32::try_from(len).ok())
+        .expect("a batch frame's length fits in u32");
+    out.extend_from_slice(&len.to_le_bytes());
+    out.push(TYPE_PEER);
+    out.push(TAG_BATCH);
+}
+
+pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
+    let Some((&tag, rest)) = body.split_first() else {
+        return Err(bad_body(
+            "Peer",
+            "sub_tag",
+            "missing: the body is empty".into(),
+        ));
+    };
+    let message = match tag {
+        TAG_BATCH => Message::Batch(Arc::from(rest)),
+        TAG_HEARTBEAT => {
+            let fields = fixed::<Heartbeat>("Heartbeat", rest)?;
+            Message::Heartbeat {
+                view: fields.view.get(),
+                lsn_committed: fields.lsn_committed.get(),
+            }
+        }
+        TAG_ACK => {
+            let fields = fixed::<Ack>("Ack", rest)?;
+            Message::Ack {
+                view: fields.view.get(),
+                lsn_received: fields.lsn_received.get(),
+                lsn_applied: fields.lsn_applied.get(),
+            }
+        }
+        TAG_NACK => {
+            let fields = fixed::<Nack>("Nack", rest)?;
+            Message::Nack {
+                view: fields.view.get(),
+                lsn_received: fields.lsn_received.get(),
+            }
+        }
+        TAG_STALE_VIEW => Message::StaleView {
+            view: fixed::<StaleView>("StaleView", rest)?.view.get(),
+        },
+        _ => {
+            let detail = format!("unknown message {tag}; 1 to 5 are defined");
+            return Err(bad_body("Peer", "sub_tag", detail));
+        }
+    };
+    Ok(message)
+}
+
+/// The fields of a fixed-size message, which must fill the rest of the body exactly.
+fn fixed<'a, T: FromBytes + KnownLayout + Immutable>(
+    name: &'static str,
+    rest: &'a [u8],
+) -> Result<&'a T, FrameError> {
+    T::ref_from_bytes(rest).map_err(|_| {
+        let detail = format!(
+            "{name} takes {} bytes after the sub-tag, got {}",
+            size_of::<T>(),
+            rest.len()
+        );
+        bad_body("Peer", "body", detail)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Frame, decode_frame};
+
+    fn decode(bytes: &[u8]) -> Result<Frame<'_>, FrameError> {
+        let (frame, used) = decode_frame(bytes, 1 << 20)?.expect("a whole frame");
+        assert_eq!(used, bytes.len());
+        Ok(frame)
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        for message in [
+            Message::Batch(Arc::from(&b"batch bytes"[..])),
+            Message::Batch(Arc::from(&[][..])),
+            Message::Heartbeat {
+                view: 1,
+                lsn_committed: 2,
+            },
+            Message::Ack {
+                view: 3,
+                lsn_received: 4,
+                lsn_applied: 5,
+            },
+            Message::Nack {
+                view: 6,
+                lsn_received: 7,
+            },
+            Message::StaleView { view: u64::MAX },
+        ] {
+            let mut out = Vec::new();
+            encode_peer(&mut out, &message);
+            assert_eq!(decode(&out), Ok(Frame::Peer(message)));
+        }
+    }
+
+    #[test]
+    fn batch_header_then_batch_bytes_is_a_whole_frame() {
+        let batch: Arc<[u8]> = Arc::from(&[9u8; 300][..]);
+        let mut header = Vec::new();
+        encode_batch_frame_header(&mut header, batch.len());
+        assert_eq!(header.len(), BATCH_FRAME_HEADER_LEN);
+        let mut whole = Vec::new();
+        encode_peer(&mut whole, &Message::Batch(Arc::clone(&batch)));
+        assert_eq!(whole[..BATCH_FRAME_HEADER_LEN], header[..]);
+        assert_eq!(whole[BATCH_FRAME_HEADER_LEN..], batch[..]);
+    }
+
+    #[test]
+    fn fixed_messages_need_exact_lengths() {
+        let mut out = Vec::new();
+        encode_peer(&mut out, &Message::StaleView { view: 1 });
+        out.push(0);
+        out[0] += 1;
+        assert_eq!(
+            decode(&out).unwrap_err().to_string(),
+            "Peer frame, field 'body': StaleView takes 8 bytes after the sub-tag, got 9"
+        );
+        let empty = [1, 0, 0, 0, TYPE_PEER];
+        assert_eq!(
+            decode(&empty).unwrap_err().to_string(),
+            "Peer frame, field 'sub_tag': missing: the body is empty"
+        );
+        let unknown = [2, 0, 0, 0, TYPE_PEER, 6];
+        assert_eq!(
+            decode(&unknown).unwrap_err().to_string(),
+            "Peer frame, field 'sub_tag': unknown message 6; 1 to 5 are defined"
+        );
+    }
+}
