@@ -48,20 +48,28 @@ pub fn decode_passive_into(
     }
     for _ in 0..count {
         let Some((&class, rest)) = input.split_first() else {
-            return Err(DecodeError::Truncated { field: "write class" });
+            return Err(DecodeError::Truncated {
+                field: "write class",
+            });
         };
         *input = rest;
         let class = match class {
             0 => WriteClass::Data,
             1 => WriteClass::Undo,
             2 => WriteClass::Meta,
-            _ => return Err(DecodeError::Truncated { field: "write class (0, 1 or 2)" }),
+            _ => {
+                return Err(DecodeError::Truncated {
+                    field: "write class (0, 1 or 2)",
+                });
+            }
         };
         let addr = get_varint(input, "write address")?;
         let len = get_varint(input, "write length")?;
         let len = usize::try_from(len).ok().filter(|&len| len <= input.len());
         let Some(len) = len else {
-            return Err(DecodeError::Truncated { field: "write data" });
+            return Err(DecodeError::Truncated {
+                field: "write data",
+            });
         };
         let (bytes, rest) = input.split_at(len);
         trace.push(class, addr, bytes);

@@ -134,7 +134,11 @@ impl PassiveApplier {
         mirror: &mut PassiveMirror,
         apply: &ApplyBatch,
     ) -> Result<u64, ApplyError> {
-        assert_eq!(apply.lsn_from, self.lsn_applied + 1, "batches arrive in LSN order");
+        assert_eq!(
+            apply.lsn_from,
+            self.lsn_applied + 1,
+            "batches arrive in LSN order"
+        );
         let batch = apply.batch.as_ref();
         let (lsn_base, lsn_last) = (batch.lsn_base(), batch.lsn_last());
         assert!(lsn_base <= apply.lsn_from && apply.lsn_from <= lsn_last);

@@ -12,7 +12,9 @@
 
 use std::collections::VecDeque;
 
-use tandem_log::{BatchBuilder, BatchKind, CallId, RetainedTail, SealedBatch, TailLimits};
+use tandem_log::{
+    BatchBuilder, BatchKind, CallId, EncodedSize, RetainedTail, SealedBatch, TailLimits,
+};
 use tandem_memory::RedoRecord;
 
 use crate::message::{AckCount, Message, NodeId, Safety};
@@ -286,11 +288,19 @@ impl<R> Primary<R> {
     /// Takes a locally committed redo record; `reply` is released once `safety` holds.
     ///
     /// Precondition: [`Primary::can_commit`] said yes, and the record has the next LSN.
-    pub fn commit(&mut self, call: CallId, record: &RedoRecord, safety: Safety, reply: R) {
+    /// Returns the record's encoded size.
+    pub fn commit(
+        &mut self,
+        call: CallId,
+        record: &RedoRecord,
+        safety: Safety,
+        reply: R,
+    ) -> EncodedSize {
         assert_eq!(self.config.kind, BatchKind::Redo);
         self.assert_can_take(record.lsn(), safety);
-        self.builder.push_redo(call, record);
+        let size = self.builder.push_redo(call, record);
         self.after_commit(record.lsn(), safety, reply);
+        size
     }
 
     /// Takes a commit whose record body `encode` appends to the batch (a passive trace).
@@ -323,7 +333,11 @@ impl<R> Primary<R> {
         if self.builder.payload_len() >= self.config.batch_bytes_max {
             self.seal_and_ship();
         }
-        self.release();
+        // Only a reply at the front can go, and the front changed only if this is the sole
+        // pending reply: no ack arrived since the last release.
+        if self.pending.len() == 1 {
+            self.release();
+        }
         debug_assert!(self.check_invariants());
     }
 
@@ -519,8 +533,20 @@ impl<R> Primary<R> {
 
     /// Releases, in LSN order, every pending reply whose rule holds.
     fn release(&mut self) {
+        // Most replies share one rule: compute its threshold once per release, not per reply.
+        let mut memo: Option<(Safety, u64)> = None;
         while let Some(front) = self.pending.front() {
-            if front.lsn > self.lsn_releasable(front.safety) {
+            let releasable = match memo {
+                Some((safety, lsn)) if safety == front.safety => lsn,
+                _ => {
+                    let safety = front.safety;
+                    let lsn = self.lsn_releasable(safety);
+                    memo = Some((safety, lsn));
+                    lsn
+                }
+            };
+            let front = self.pending.front().expect("checked above");
+            if front.lsn > releasable {
                 break;
             }
             let pending = self.pending.pop_front().expect("front exists");

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tandem_memory::{PassiveMirror, Segment};
 use tandem_replication::{
-    ApplyBatch, Applier, Message, NodeId, PassiveApplier, Receiver as ReceiverCore, ReceiverConfig,
+    Applier, ApplyBatch, Message, NodeId, PassiveApplier, Receiver as ReceiverCore, ReceiverConfig,
     ReceiverFault, ReceiverReady,
 };
 use tandem_wire::{
@@ -34,15 +34,21 @@ enum ToApplier {
     Batch(ApplyBatch),
 }
 
+/// A workload's consistency check: None when the segment is consistent.
+type ConsistencyCheck = Box<dyn Fn(&Segment) -> Option<String> + Send>;
+
 /// The applier's state: an active backup's segment or a passive backup's mirror.
 enum Replica {
     Active {
         segment: Segment,
         applier: Applier,
         /// The workload's consistency check.
-        check: Box<dyn Fn(&Segment) -> Option<String> + Send>,
+        check: ConsistencyCheck,
     },
-    Passive { mirror: PassiveMirror, applier: PassiveApplier },
+    Passive {
+        mirror: PassiveMirror,
+        applier: PassiveApplier,
+    },
 }
 
 impl Replica {
@@ -195,8 +201,10 @@ struct Shared {
 }
 
 fn serve_connection(mut stream: TcpStream, state: Shared, to_applier: Sender<ToApplier>) {
-    if let Err(err) = receive(&mut stream, &state, &to_applier) {
-        if !matches!(err, ConnError::Closed | ConnError::Io(_)) {
+    if let Err(err) = receive(&mut stream, &state, &to_applier)
+        && !matches!(err, ConnError::Closed | ConnError::Io(_))
+    {
+        {
             state.metrics.frames_rejected.inc();
             let mut frame = Vec::new();
             let code = match &err {
@@ -217,19 +225,23 @@ fn receive(
 ) -> Result<(), ConnError> {
     net::tune(stream)?;
     let mut buffer = FrameBuffer::new(state.max_frame_len);
-    let primary = net::read_one(stream, &mut buffer, Duration::from_secs(10), |frame| {
-        match frame {
-            Frame::Hello(hello) if hello.peer == PeerKind::Replica => {
-                NodeId::try_from(hello.id).map_err(|_| {
+    let primary = net::read_one(
+        stream,
+        &mut buffer,
+        Duration::from_secs(10),
+        |frame| match frame {
+            Frame::Hello(hello) if hello.peer == PeerKind::Replica => NodeId::try_from(hello.id)
+                .map_err(|_| {
                     ConnError::Protocol(format!("node id {} does not fit 32 bits", hello.id))
-                })
-            }
+                }),
             Frame::Hello(_) => Err(ConnError::Protocol(
                 "this node is a backup; send calls to the primary".into(),
             )),
-            _ => Err(ConnError::Protocol("the first frame must be a Hello".into())),
-        }
-    })
+            _ => Err(ConnError::Protocol(
+                "the first frame must be a Hello".into(),
+            )),
+        },
+    )
     .map_err(|err| match err {
         ConnError::Protocol(message) if message.contains("backup") => {
             let mut frame = Vec::new();
@@ -273,7 +285,9 @@ fn receive(
         }
         while let Some(frame) = buffer.next_frame()? {
             let Frame::Peer(message) = frame else {
-                return Err(ConnError::Protocol("a primary sends only Peer frames".into()));
+                return Err(ConnError::Protocol(
+                    "a primary sends only Peer frames".into(),
+                ));
             };
             if let Message::Batch(_) = message {
                 state.metrics.batches_received.inc();

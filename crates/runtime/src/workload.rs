@@ -38,7 +38,9 @@ pub fn with_workload<F: WithWorkload>(
                     .expect("one warehouse fits in an unbounded segment")
                     .layout_len();
                 let mib = (one_warehouse as f64 / f64::from(1u32 << 20)).ceil();
-                format!("order-entry needs at least {mib} MiB for one warehouse; give db_mib ≥ {mib}")
+                format!(
+                    "order-entry needs at least {mib} MiB for one warehouse; give db_mib ≥ {mib}"
+                )
             })?;
             Ok(with.run(workload))
         }

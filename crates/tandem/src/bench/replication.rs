@@ -153,9 +153,11 @@ pub fn run(args: &ReplicationArgs) -> Result<(), Failure> {
     };
     let db_bytes = (args.db_mib as usize) << 20;
     // Fail fast, with the right flag named, if the database does not fit.
-    with_workload(workload, db_bytes, Nothing).map_err(|err| Failure::Usage(format!("--db-mib: {err}")))?;
+    with_workload(workload, db_bytes, Nothing)
+        .map_err(|err| Failure::Usage(format!("--db-mib: {err}")))?;
     let dir = scratch_dir().map_err(Failure::Run)?;
-    let exe = std::env::current_exe().map_err(|err| Failure::Run(format!("cannot find myself: {err}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|err| Failure::Run(format!("cannot find myself: {err}")))?;
     let clients = args.clients.unwrap_or(match args.driver {
         DriverKind::InProcess => 1024,
         DriverKind::Network => 4,
@@ -231,7 +233,10 @@ pub fn run(args: &ReplicationArgs) -> Result<(), Failure> {
         runs,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("serializable")
+        );
     } else {
         print_table(&report);
     }
@@ -257,8 +262,19 @@ fn print_table(report: &Report) {
     );
     println!(
         "{:<11} {:<4} {:<15} {:>11} {:>7} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>8}",
-        "mode", "str", "safety", "tx/s", "ratio", "p50 µs", "p99 µs", "p999 µs", "data", "undo",
-        "meta", "total", "replicas"
+        "mode",
+        "str",
+        "safety",
+        "tx/s",
+        "ratio",
+        "p50 µs",
+        "p99 µs",
+        "p999 µs",
+        "data",
+        "undo",
+        "meta",
+        "total",
+        "replicas"
     );
     for run in &report.runs {
         println!(
@@ -276,7 +292,11 @@ fn print_table(report: &Report) {
             run.shipped_bytes_per_tx.undo,
             run.shipped_bytes_per_tx.meta,
             run.shipped_bytes_per_tx.total,
-            if run.checksums_match && run.consistent { "match" } else { "DIFFER" }
+            if run.checksums_match && run.consistent {
+                "match"
+            } else {
+                "DIFFER"
+            }
         );
         if let Some(half) = &run.half_load {
             println!(
@@ -290,7 +310,9 @@ fn print_table(report: &Report) {
             );
         }
     }
-    println!("bytes are shipped payload per txn (data, undo, meta-data), as the paper's Tables 5 and 7 count them");
+    println!(
+        "bytes are shipped payload per txn (data, undo, meta-data), as the paper's Tables 5 and 7 count them"
+    );
 }
 
 /// Checks only that the workload fits.
@@ -335,7 +357,12 @@ impl Drop for NodeProcess {
 }
 
 impl NodeProcess {
-    fn spawn(exe: &Path, config: &NodeConfig, dir: &Path, name: &str) -> Result<NodeProcess, Failure> {
+    fn spawn(
+        exe: &Path,
+        config: &NodeConfig,
+        dir: &Path,
+        name: &str,
+    ) -> Result<NodeProcess, Failure> {
         let path = dir.join(format!("{name}.toml"));
         fs::write(&path, config.to_toml_string())
             .map_err(|err| Failure::Run(format!("cannot write {}: {err}", path.display())))?;
@@ -361,7 +388,9 @@ impl NodeProcess {
     fn report(&mut self) -> Result<Value, Failure> {
         if let Ok(Some(status)) = self.child.try_wait() {
             let log = fs::read_to_string(&self.log).unwrap_or_default();
-            return Err(Failure::Run(format!("a node exited ({status}); its log:\n{log}")));
+            return Err(Failure::Run(format!(
+                "a node exited ({status}); its log:\n{log}"
+            )));
         }
         http_get_json(self.status, "/status")
     }
@@ -375,8 +404,11 @@ fn http_get_json(address: SocketAddr, path: &str) -> Result<Value, Failure> {
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .map_err(|err| fail(err.to_string()))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: tandem\r\nConnection: close\r\n\r\n")
-        .map_err(|err| fail(err.to_string()))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: tandem\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|err| fail(err.to_string()))?;
     let mut response = String::new();
     stream
         .read_to_string(&mut response)
@@ -419,14 +451,22 @@ impl Group {
         dir: &Path,
         exe: &Path,
     ) -> Result<Group, Failure> {
-        let backups = if kind == Kind::Standalone { 0 } else { args.backups };
+        let backups = if kind == Kind::Standalone {
+            0
+        } else {
+            args.backups
+        };
         let mut base = NodeConfig::from_toml_str(config::EXAMPLE)
             .map_err(|err| Failure::Run(format!("the example config: {err}")))?;
         base.group.workload = workload;
         base.group.db_mib = args.db_mib as usize;
         base.group.strategy = kind.strategy();
         base.group.seed = args.seed;
-        base.group.safety = if backups == 0 { Safety::OneSafe } else { args.safety };
+        base.group.safety = if backups == 0 {
+            Safety::OneSafe
+        } else {
+            args.safety
+        };
         base.group.mode = if matches!(kind, Kind::Passive(_)) {
             Mode::Passive
         } else {
@@ -598,14 +638,18 @@ impl Group {
     fn reset_latency(&self) {
         match &self.load {
             Load::InProcess { load, .. } => load.latency_ns.lock().expect("not poisoned").reset(),
-            Load::Network { clients, .. } => clients.latency_ns.lock().expect("not poisoned").reset(),
+            Load::Network { clients, .. } => {
+                clients.latency_ns.lock().expect("not poisoned").reset()
+            }
         }
     }
 
     fn latency(&self) -> Latency {
         let histogram = match &self.load {
             Load::InProcess { load, .. } => load.latency_ns.lock().expect("not poisoned").clone(),
-            Load::Network { clients, .. } => clients.latency_ns.lock().expect("not poisoned").clone(),
+            Load::Network { clients, .. } => {
+                clients.latency_ns.lock().expect("not poisoned").clone()
+            }
         };
         latency_of(&histogram)
     }
@@ -617,7 +661,9 @@ impl Group {
         let clients = Arc::clone(clients);
         clients.latency_ns.lock().expect("not poisoned").reset();
         let before = clients.replies.load(Ordering::Relaxed);
-        clients.rate_per_s.store(rate.max(1.0) as u64, Ordering::Release);
+        clients
+            .rate_per_s
+            .store(rate.max(1.0) as u64, Ordering::Release);
         let start = Instant::now();
         clients.active.store(true, Ordering::Release);
         thread::sleep(Duration::from_secs_f64(seconds));
@@ -684,7 +730,10 @@ impl Group {
                     checksum["crc32c"],
                     primary_checksum["lsn"],
                     primary_checksum["crc32c"],
-                    checksum["error"].as_str().map(|e| format!(" ({e})")).unwrap_or_default()
+                    checksum["error"]
+                        .as_str()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
                 ));
             }
             if !checksum["check"].is_null() {
@@ -774,7 +823,13 @@ impl WithWorkload for StartPrimary<'_> {
         W::Driver: Send,
     {
         let metrics = Arc::new(Metrics::new(self.config.node_id, "primary"));
-        primary::start(self.config, self.listener, workload, metrics, Some(self.load))
+        primary::start(
+            self.config,
+            self.listener,
+            workload,
+            metrics,
+            Some(self.load),
+        )
     }
 }
 
@@ -826,10 +881,14 @@ impl NetworkClients {
         window: u32,
         seed: u64,
     ) -> Result<Arc<NetworkClients>, Failure> {
-        let sources = with_workload(workload, db_bytes, MakeSources {
-            count: connections,
-            seed,
-        })
+        let sources = with_workload(
+            workload,
+            db_bytes,
+            MakeSources {
+                count: connections,
+                seed,
+            },
+        )
         .map_err(Failure::Usage)?;
         Ok(Arc::new(NetworkClients {
             active: AtomicBool::new(false),
@@ -846,14 +905,23 @@ impl NetworkClients {
 
     /// Opens the connections, each served by its own thread.
     fn connect(self: &Arc<Self>) -> Result<(), Failure> {
-        let sources: Vec<CallSource> = std::mem::take(&mut *self.sources.lock().expect("not poisoned"));
+        let sources: Vec<CallSource> =
+            std::mem::take(&mut *self.sources.lock().expect("not poisoned"));
         for (index, source) in sources.into_iter().enumerate() {
-            let mut stream = TcpStream::connect(self.address)
-                .map_err(|err| Failure::Run(format!("cannot connect to {}: {err}", self.address)))?;
-            stream.set_nodelay(true).map_err(|err| Failure::Run(err.to_string()))?;
+            let mut stream = TcpStream::connect(self.address).map_err(|err| {
+                Failure::Run(format!("cannot connect to {}: {err}", self.address))
+            })?;
+            stream
+                .set_nodelay(true)
+                .map_err(|err| Failure::Run(err.to_string()))?;
             let mut hello = Vec::new();
-            encode_hello(&mut hello, &Hello::new(PeerKind::Client, 1000 + index as u64, 0));
-            stream.write_all(&hello).map_err(|err| Failure::Run(err.to_string()))?;
+            encode_hello(
+                &mut hello,
+                &Hello::new(PeerKind::Client, 1000 + index as u64, 0),
+            );
+            stream
+                .write_all(&hello)
+                .map_err(|err| Failure::Run(err.to_string()))?;
             let clients = Arc::clone(self);
             thread::Builder::new()
                 .name(format!("bench-client-{index}"))
@@ -916,9 +984,13 @@ impl NetworkClients {
             } else if rate == 0 {
                 Duration::from_millis(50)
             } else {
-                next_send.saturating_duration_since(Instant::now()).max(Duration::from_micros(50))
+                next_send
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_micros(50))
             };
-            stream.set_read_timeout(Some(timeout)).map_err(|err| err.to_string())?;
+            stream
+                .set_read_timeout(Some(timeout))
+                .map_err(|err| err.to_string())?;
             match stream.read(buffer.spare()) {
                 Ok(0) => return Err("the primary closed the connection".into()),
                 Ok(n) => buffer.filled(n),
@@ -936,8 +1008,11 @@ impl NetworkClients {
                     Frame::Welcome(_) => welcomed = true,
                     Frame::Reply(reply) => {
                         let started = in_flight.pop_front().ok_or("a reply nobody asked for")?;
-                        if reply.status == ReplyStatus::Committed || reply.status == ReplyStatus::RolledBack {
-                            let _ = histogram.record(now.duration_since(started).as_nanos().max(1) as u64);
+                        if reply.status == ReplyStatus::Committed
+                            || reply.status == ReplyStatus::RolledBack
+                        {
+                            let _ = histogram
+                                .record(now.duration_since(started).as_nanos().max(1) as u64);
                         }
                         answered += 1;
                     }
@@ -949,7 +1024,11 @@ impl NetworkClients {
                 self.replies.fetch_add(answered, Ordering::Relaxed);
                 self.outstanding.fetch_sub(answered, Ordering::AcqRel);
                 if in_flight.is_empty() || histogram.len() > 4096 {
-                    self.latency_ns.lock().expect("not poisoned").add(&histogram).ok();
+                    self.latency_ns
+                        .lock()
+                        .expect("not poisoned")
+                        .add(&histogram)
+                        .ok();
                     histogram.reset();
                 }
             }
