@@ -682,6 +682,9 @@ impl Group {
 
     /// Stops the load, waits for every backup to apply everything, compares checksums.
     fn finish(&mut self, args: &ReplicationArgs, clients: u32) -> Result<ReplicationRun, Failure> {
+        if let Load::Network { clients, .. } = &self.load {
+            clients.stopping.store(true, Ordering::Release);
+        }
         let mut problems = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         let status = loop {
@@ -849,6 +852,9 @@ struct NetworkClients {
     connections: u32,
     window: u32,
     sources: Mutex<Vec<CallSource>>,
+    welcomed: AtomicBool,
+    /// Set when the benchmark ends, so closed connections are not reported as errors.
+    stopping: AtomicBool,
 }
 
 struct MakeSources {
@@ -900,10 +906,15 @@ impl NetworkClients {
             connections,
             window,
             sources: Mutex::new(sources),
+            welcomed: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
         }))
     }
 
-    /// Opens the connections, each served by its own thread.
+    /// Opens the connections. Each has a receiver thread, which reads replies and, in closed
+    /// loop, sends the next calls at once; and a pacer thread, which starts the closed loop and
+    /// sends on schedule in open loop. (Socket read timeouts are rounded to the kernel's
+    /// jiffies, so pacing cannot ride on them.)
     fn connect(self: &Arc<Self>) -> Result<(), Failure> {
         let sources: Vec<CallSource> =
             std::mem::take(&mut *self.sources.lock().expect("not poisoned"));
@@ -922,97 +933,143 @@ impl NetworkClients {
             stream
                 .write_all(&hello)
                 .map_err(|err| Failure::Run(err.to_string()))?;
-            let clients = Arc::clone(self);
+            let writer = stream
+                .try_clone()
+                .map_err(|err| Failure::Run(err.to_string()))?;
+            let connection = Arc::new(Connection {
+                sender: Mutex::new(Sender {
+                    stream: writer,
+                    source,
+                    seq: 0,
+                    args: Vec::new(),
+                    out: Vec::new(),
+                }),
+                in_flight: Mutex::new(std::collections::VecDeque::new()),
+            });
+            let (clients, receiving) = (Arc::clone(self), Arc::clone(&connection));
             thread::Builder::new()
                 .name(format!("bench-client-{index}"))
                 .spawn(move || {
-                    if let Err(err) = clients.serve(stream, source) {
-                        eprintln!("bench client {index}: {err}");
+                    if let Err(err) = clients.receive(stream, &receiving) {
+                        if !clients.stopping.load(Ordering::Acquire) {
+                            eprintln!("bench client {index}: {err}");
+                        }
                     }
                 })
+                .map_err(|err| Failure::Run(err.to_string()))?;
+            let clients = Arc::clone(self);
+            thread::Builder::new()
+                .name(format!("bench-pacer-{index}"))
+                .spawn(move || clients.pace(&connection))
                 .map_err(|err| Failure::Run(err.to_string()))?;
         }
         Ok(())
     }
 
-    fn serve(&self, mut stream: TcpStream, mut source: CallSource) -> Result<(), String> {
-        let mut buffer = FrameBuffer::new(tandem_wire::MAX_FRAME_LEN_DEFAULT);
-        let mut in_flight: std::collections::VecDeque<Instant> = std::collections::VecDeque::new();
-        let mut histogram = Histogram::<u64>::new(3).expect("valid");
-        let (mut args, mut out) = (Vec::new(), Vec::new());
-        let mut seq = 0u64;
-        let mut welcomed = false;
+    /// Sends `count` calls in one write; the i-th counts its latency from `started(i)`.
+    fn send(
+        &self,
+        connection: &Connection,
+        count: usize,
+        started: impl Fn(usize) -> Instant,
+    ) -> Result<(), String> {
+        let mut sender = connection.sender.lock().expect("not poisoned");
+        let sender = &mut *sender;
+        sender.out.clear();
+        for _ in 0..count {
+            sender.seq += 1;
+            let proc_id = (sender.source)(&mut sender.args);
+            encode_call(&mut sender.out, sender.seq, proc_id, None, &sender.args);
+        }
+        {
+            let mut in_flight = connection.in_flight.lock().expect("not poisoned");
+            in_flight.extend((0..count).map(started));
+        }
+        self.outstanding.fetch_add(count as u64, Ordering::AcqRel);
+        sender
+            .stream
+            .write_all(&sender.out)
+            .map_err(|err| err.to_string())
+    }
+
+    /// Starts the closed loop when the load turns on; sends on schedule in open loop.
+    fn pace(&self, connection: &Connection) {
         let mut next_send = Instant::now();
         loop {
             let active = self.active.load(Ordering::Acquire);
             let rate = self.rate_per_s.load(Ordering::Acquire);
-            out.clear();
-            let waiting = in_flight.len() as u64;
-            let now = Instant::now();
-            if active && welcomed {
-                if rate == 0 {
-                    while in_flight.len() < self.window as usize {
-                        seq += 1;
-                        let proc_id = source(&mut args);
-                        encode_call(&mut out, seq, proc_id, None, &args);
-                        in_flight.push_back(now);
-                    }
-                    next_send = now;
-                } else {
-                    // Open loop: calls leave on schedule; latency counts from the schedule.
-                    let interval =
-                        Duration::from_secs_f64(f64::from(self.connections) / rate as f64);
-                    if next_send + Duration::from_millis(100) < now {
-                        next_send = now;
-                    }
-                    while next_send <= now {
-                        seq += 1;
-                        let proc_id = source(&mut args);
-                        encode_call(&mut out, seq, proc_id, None, &args);
-                        in_flight.push_back(next_send);
-                        next_send += interval;
-                    }
+            let in_flight = connection.in_flight.lock().expect("not poisoned").len();
+            if self.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            if !active || !self.welcomed.load(Ordering::Acquire) {
+                next_send = Instant::now();
+                thread::sleep(Duration::from_micros(500));
+                continue;
+            }
+            if rate == 0 {
+                let now = Instant::now();
+                if in_flight == 0
+                    && self
+                        .send(connection, self.window as usize, |_| now)
+                        .is_err()
+                {
+                    return;
                 }
+                thread::sleep(Duration::from_millis(1));
+                continue;
             }
-            let sent = in_flight.len() as u64 - waiting;
-            if sent > 0 {
-                self.outstanding.fetch_add(sent, Ordering::AcqRel);
-                stream.write_all(&out).map_err(|err| err.to_string())?;
+            // Open loop: each call leaves on its schedule, and its latency counts from the
+            // schedule, so a late send is charged to the system (no coordinated omission).
+            let interval = Duration::from_secs_f64(f64::from(self.connections) / rate as f64);
+            let now = Instant::now();
+            if next_send + Duration::from_millis(100) < now {
+                next_send = now;
             }
-            let timeout = if !active || !welcomed {
-                Duration::from_millis(1)
-            } else if rate == 0 {
-                Duration::from_millis(50)
-            } else {
-                next_send
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_micros(50))
-            };
-            stream
-                .set_read_timeout(Some(timeout))
-                .map_err(|err| err.to_string())?;
+            let mut due = 0usize;
+            while next_send + interval * due as u32 <= now {
+                due += 1;
+            }
+            let first = next_send;
+            if due > 0
+                && self
+                    .send(connection, due, |i| first + interval * i as u32)
+                    .is_err()
+            {
+                return;
+            }
+            next_send += interval * due as u32;
+            thread::sleep(next_send.saturating_duration_since(Instant::now()));
+        }
+    }
+
+    fn receive(&self, mut stream: TcpStream, connection: &Connection) -> Result<(), String> {
+        let mut buffer = FrameBuffer::new(tandem_wire::MAX_FRAME_LEN_DEFAULT);
+        let mut histogram = Histogram::<u64>::new(3).expect("valid");
+        loop {
             match stream.read(buffer.spare()) {
                 Ok(0) => return Err("the primary closed the connection".into()),
                 Ok(n) => buffer.filled(n),
-                Err(err)
-                    if matches!(
-                        err.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
                 Err(err) => return Err(err.to_string()),
             }
-            let mut answered = 0u64;
+            let mut answered = 0usize;
             let now = Instant::now();
             while let Some(frame) = buffer.next_frame().map_err(|err| err.to_string())? {
                 match frame {
-                    Frame::Welcome(_) => welcomed = true,
+                    Frame::Welcome(_) => self.welcomed.store(true, Ordering::Release),
                     Frame::Reply(reply) => {
-                        let started = in_flight.pop_front().ok_or("a reply nobody asked for")?;
-                        if reply.status == ReplyStatus::Committed
-                            || reply.status == ReplyStatus::RolledBack
-                        {
-                            let _ = histogram
-                                .record(now.duration_since(started).as_nanos().max(1) as u64);
+                        let started = connection
+                            .in_flight
+                            .lock()
+                            .expect("not poisoned")
+                            .pop_front()
+                            .ok_or("a reply nobody asked for")?;
+                        if matches!(
+                            reply.status,
+                            ReplyStatus::Committed | ReplyStatus::RolledBack
+                        ) {
+                            let latency = now.duration_since(started).as_nanos().max(1) as u64;
+                            let _ = histogram.record(latency);
                         }
                         answered += 1;
                     }
@@ -1020,18 +1077,45 @@ impl NetworkClients {
                     _ => return Err("unexpected frame".into()),
                 }
             }
-            if answered > 0 {
-                self.replies.fetch_add(answered, Ordering::Relaxed);
-                self.outstanding.fetch_sub(answered, Ordering::AcqRel);
-                if in_flight.is_empty() || histogram.len() > 4096 {
-                    self.latency_ns
-                        .lock()
-                        .expect("not poisoned")
-                        .add(&histogram)
-                        .ok();
-                    histogram.reset();
-                }
+            if answered == 0 {
+                continue;
+            }
+            self.replies.fetch_add(answered as u64, Ordering::Relaxed);
+            self.outstanding
+                .fetch_sub(answered as u64, Ordering::AcqRel);
+            let closed_loop = self.rate_per_s.load(Ordering::Acquire) == 0;
+            if closed_loop && self.active.load(Ordering::Acquire) {
+                let now = Instant::now();
+                self.send(connection, answered, |_| now)?;
+            }
+            if histogram.len() > 4096 || self.outstanding.load(Ordering::Acquire) == 0 {
+                let _ = self
+                    .latency_ns
+                    .lock()
+                    .expect("not poisoned")
+                    .add(&histogram);
+                histogram.reset();
             }
         }
+    }
+}
+
+/// One client connection's sending half and the start times of its calls in flight.
+struct Connection {
+    sender: Mutex<Sender>,
+    in_flight: Mutex<std::collections::VecDeque<Instant>>,
+}
+
+struct Sender {
+    stream: TcpStream,
+    source: CallSource,
+    seq: u64,
+    args: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Drop for NetworkClients {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Release);
     }
 }
