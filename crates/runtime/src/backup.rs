@@ -204,16 +204,14 @@ fn serve_connection(mut stream: TcpStream, state: Shared, to_applier: Sender<ToA
     if let Err(err) = receive(&mut stream, &state, &to_applier)
         && !matches!(err, ConnError::Closed | ConnError::Io(_))
     {
-        {
-            state.metrics.frames_rejected.inc();
-            let mut frame = Vec::new();
-            let code = match &err {
-                ConnError::Frame(err) => err.code(),
-                _ => ErrorCode::BadFrame,
-            };
-            encode_error(&mut frame, code, &err.to_string());
-            let _ = net::write_all(&mut stream, &frame);
-        }
+        state.metrics.frames_rejected.inc();
+        let mut frame = Vec::new();
+        let code = match &err {
+            ConnError::Frame(err) => err.code(),
+            _ => ErrorCode::BadFrame,
+        };
+        encode_error(&mut frame, code, &err.to_string());
+        let _ = net::write_all(&mut stream, &frame);
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }

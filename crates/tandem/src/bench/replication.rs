@@ -950,10 +950,10 @@ impl NetworkClients {
             thread::Builder::new()
                 .name(format!("bench-client-{index}"))
                 .spawn(move || {
-                    if let Err(err) = clients.receive(stream, &receiving) {
-                        if !clients.stopping.load(Ordering::Acquire) {
-                            eprintln!("bench client {index}: {err}");
-                        }
+                    if let Err(err) = clients.receive(stream, &receiving)
+                        && !clients.stopping.load(Ordering::Acquire)
+                    {
+                        eprintln!("bench client {index}: {err}");
                     }
                 })
                 .map_err(|err| Failure::Run(err.to_string()))?;
