@@ -432,33 +432,36 @@ where
     /// Runs queued calls, then local ones. Returns how many ran.
     fn run_calls(&mut self) -> usize {
         let mut ran = 0;
+        // The front batch is taken out of the queue while its calls run (they borrow its
+        // bytes), and put back if flow control stops the turn half-way.
         while ran < CALLS_PER_TURN {
-            let Some((batch, next)) = self.queue.front_mut() else {
+            let Some((batch, mut next)) = self.queue.pop_front() else {
                 break;
             };
-            let slot = batch.calls[*next].clone();
-            let safety = self.primary.effective_safety(slot.safety);
-            if let Err(err) = safety.validate(self.primary.config().backups.len()) {
-                let conn = batch.conn;
-                self.send_error(
-                    conn,
-                    ErrorCode::BadArgs,
-                    &format!("call {}: {err}", slot.seq),
-                );
-            } else if !self.primary.can_commit(safety) {
-                self.metrics.flow_control_stalls.inc();
-                break;
-            } else {
-                let (conn, client_id) = (batch.conn, batch.client_id);
-                let args = batch.bytes[slot.args.clone()].to_vec();
-                self.run_remote(conn, client_id, &slot, safety, &args);
+            let mut stalled = false;
+            while next < batch.calls.len() && ran < CALLS_PER_TURN {
+                let slot = &batch.calls[next];
+                let safety = self.primary.effective_safety(slot.safety);
+                if let Err(err) = safety.validate(self.primary.config().backups.len()) {
+                    let message = format!("call {}: {err}", slot.seq);
+                    self.send_error(batch.conn, ErrorCode::BadArgs, &message);
+                } else if !self.primary.can_commit(safety) {
+                    self.metrics.flow_control_stalls.inc();
+                    stalled = true;
+                    break;
+                } else {
+                    let args = &batch.bytes[slot.args.clone()];
+                    self.run_remote(batch.conn, batch.client_id, slot, safety, args);
+                }
+                next += 1;
+                ran += 1;
             }
-            let (batch, next) = self.queue.front_mut().expect("still there");
-            *next += 1;
-            if *next == batch.calls.len() {
-                self.queue.pop_front();
+            if next < batch.calls.len() {
+                self.queue.push_front((batch, next));
             }
-            ran += 1;
+            if stalled {
+                return ran;
+            }
         }
         while ran < CALLS_PER_TURN && self.local_can_issue() {
             let safety = self.primary.effective_safety(None);

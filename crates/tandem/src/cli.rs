@@ -67,7 +67,7 @@ pub struct ReplicationArgs {
     /// connections over loopback).
     #[arg(long, default_value = "in-process", value_parser = parse_driver)]
     pub driver: DriverKind,
-    /// Concurrent clients: calls awaiting their replies (in-process, default 1024) or
+    /// Concurrent clients: calls awaiting their replies (in-process, default 16384) or
     /// connections (network, default 4).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub clients: Option<u32>,

@@ -159,7 +159,7 @@ pub fn run(args: &ReplicationArgs) -> Result<(), Failure> {
     let exe = std::env::current_exe()
         .map_err(|err| Failure::Run(format!("cannot find myself: {err}")))?;
     let clients = args.clients.unwrap_or(match args.driver {
-        DriverKind::InProcess => 1024,
+        DriverKind::InProcess => 16384,
         DriverKind::Network => 4,
     });
     if !args.json {
@@ -467,6 +467,11 @@ impl Group {
         } else {
             args.safety
         };
+        // A contender waiting for its turn heartbeats every 50 ms rather than every tick, so
+        // idle groups do not tax the one being measured. A loaded group ships batches, not
+        // heartbeats, so its own costs are unchanged.
+        base.tuning.heartbeat_ticks = 50;
+        base.tuning.suspect_ticks = 150;
         base.group.mode = if matches!(kind, Kind::Passive(_)) {
             Mode::Passive
         } else {
