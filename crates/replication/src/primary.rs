@@ -360,8 +360,27 @@ impl<R> Primary<R> {
         }
     }
 
-    /// Seals and ships the open batch, if any: the executor has nothing more to run.
+    /// The executor has nothing more to run: seals and ships the open batch, unless every
+    /// backup still has a batch in flight. Then the records keep gathering until an ack
+    /// arrives (or the batch fills, or the tick comes), so under load batches grow instead of
+    /// multiplying: adaptive group commit, Nagle's rule applied to batches. An idle link
+    /// always gets the records at once.
     pub fn flush(&mut self) {
+        if self.builder.is_empty() {
+            return;
+        }
+        let link_idle = self
+            .backups
+            .iter()
+            .any(|backup| backup.known && backup.lsn_sent <= backup.lsn_received);
+        let none_known = self.backups.iter().all(|backup| !backup.known);
+        if link_idle || none_known {
+            self.seal_and_ship();
+        }
+    }
+
+    /// Seals and ships the open batch, if any, whatever is in flight.
+    pub fn flush_now(&mut self) {
         if !self.builder.is_empty() {
             self.seal_and_ship();
         }
@@ -373,7 +392,7 @@ impl<R> Primary<R> {
         if self.deposed {
             return;
         }
-        self.flush();
+        self.flush_now();
         let lsn_shipped = self.tail.lsn_next() - 1;
         for backup in &mut self.backups {
             if self.tick - backup.tick_last_sent >= self.config.heartbeat_ticks {
