@@ -271,13 +271,20 @@ fn an_idle_executor_holds_records_back_while_every_link_has_a_batch_in_flight() 
     harness.commit(Safety::DEFAULT);
     harness.primary.flush();
     harness.collect();
-    assert_eq!(harness.take_batches().len(), 1, "an idle link gets the record at once");
+    assert_eq!(
+        harness.take_batches().len(),
+        1,
+        "an idle link gets the record at once"
+    );
     // The batch is in flight (taken, not yet delivered): the next records gather.
     let second = harness.commit(Safety::DEFAULT);
     harness.commit(Safety::DEFAULT);
     harness.primary.flush();
     harness.collect();
-    assert!(harness.take_batches().is_empty(), "records gather behind the batch in flight");
+    assert!(
+        harness.take_batches().is_empty(),
+        "records gather behind the batch in flight"
+    );
     // A tick ships them whatever is in flight: the delay is bounded.
     harness.tick();
     let batches = harness.take_batches();

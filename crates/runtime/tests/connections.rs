@@ -44,12 +44,14 @@ impl Node {
         config.peers = vec![];
         config.group.safety = Safety::OneSafe;
         config.group.db_mib = 4;
-        config.validate().expect("a standalone primary is a valid configuration");
+        config
+            .validate()
+            .expect("a standalone primary is a valid configuration");
         let workload = DebitCredit::new(config.group.db_mib << 20, &DebitCreditConfig::default())
             .expect("Debit-Credit fits in 4 MiB");
         let metrics = Arc::new(Metrics::new(config.node_id, "primary"));
-        let handle = primary::start(&config, listener, workload, metrics, None)
-            .expect("the primary starts");
+        let handle =
+            primary::start(&config, listener, workload, metrics, None).expect("the primary starts");
         let address = handle.address;
         Node { handle, address }
     }
@@ -183,7 +185,10 @@ impl Client {
                 body,
             } if got == seq => {
                 let balance = body.try_into().map(i32::from_le_bytes);
-                (lsn, balance.expect("the reply body is the account's balance"))
+                (
+                    lsn,
+                    balance.expect("the reply body is the account's balance"),
+                )
             }
             other => panic!("expected call {seq} to commit, got {other:?}"),
         }
@@ -199,7 +204,11 @@ impl Client {
             }
             other => panic!("expected an Error frame ({code:?}), got {other:?}"),
         }
-        assert_eq!(self.next(), Got::Closed, "the primary closes the connection");
+        assert_eq!(
+            self.next(),
+            Got::Closed,
+            "the primary closes the connection"
+        );
     }
 }
 
@@ -222,8 +231,15 @@ fn a_client_is_welcomed_and_its_calls_commit_in_order() {
         let seq = 10 + i as u64;
         balance += delta;
         let (lsn, got) = client.debit_credit(seq, 42, delta);
-        assert_eq!(lsn, lsn_start + 1 + i as u64, "one LSN per commit, in order");
-        assert_eq!(got, balance, "the procedure ran: the reply is the new balance");
+        assert_eq!(
+            lsn,
+            lsn_start + 1 + i as u64,
+            "one LSN per commit, in order"
+        );
+        assert_eq!(
+            got, balance,
+            "the procedure ran: the reply is the new balance"
+        );
     }
     // A call may name its own safety rule; on a primary without backups each one holds at
     // once (2-safe of all zero backups included).
@@ -253,7 +269,13 @@ fn pipelined_calls_are_answered_in_call_order() {
     let mut client = Client::welcomed(node.address, 8);
     let mut frames = Vec::new();
     for i in 0..100u32 {
-        encode_call(&mut frames, 1000 + u64::from(i), PROC, None, &args(i % 7, 1));
+        encode_call(
+            &mut frames,
+            1000 + u64::from(i),
+            PROC,
+            None,
+            &args(i % 7, 1),
+        );
     }
     client.send(&frames);
     let mut balances = [0; 7];
@@ -362,11 +384,7 @@ fn malformed_input_closes_that_one_connection_and_nothing_else() {
             patched_call(|frame| frame[5 + 19] += 1),
             "args_len",
         ),
-        (
-            "a frame longer than the maximum",
-            vec![0xFF; 4],
-            "exceeds",
-        ),
+        ("a frame longer than the maximum", vec![0xFF; 4], "exceeds"),
         (
             "a second Hello",
             hello_bytes(&Hello::new(PeerKind::Client, 3, 0)),
@@ -457,8 +475,16 @@ fn bad_arguments_roll_back_and_the_connection_stays_usable() {
     DebitCredit::encode_args(&mut wrong_branch, 1, 3, 1, 1);
     let cases: [(&str, Vec<u8>, &str); 6] = [
         ("no arguments", Vec::new(), "bad arguments"),
-        ("arguments too short", args(1, 1)[..15].to_vec(), "bad arguments"),
-        ("arguments too long", [args(1, 1), vec![0]].concat(), "bad arguments"),
+        (
+            "arguments too short",
+            args(1, 1)[..15].to_vec(),
+            "bad arguments",
+        ),
+        (
+            "arguments too long",
+            [args(1, 1), vec![0]].concat(),
+            "bad arguments",
+        ),
         ("an account out of range", args(u32::MAX, 1), "account"),
         ("a teller of another branch", wrong_branch, "teller"),
         ("a delta out of range", args(1, 1_000_000), "delta"),
@@ -479,7 +505,10 @@ fn bad_arguments_roll_back_and_the_connection_stays_usable() {
                 body,
             } if got == seq as u64 => {
                 let reason = String::from_utf8(body).expect("the reason is text");
-                assert!(reason.contains(says), "{what}: {reason:?} should say {says:?}");
+                assert!(
+                    reason.contains(says),
+                    "{what}: {reason:?} should say {says:?}"
+                );
                 // A rolled-back call takes no LSN: its reply carries the last commit's.
                 assert_eq!(lsn, lsn_start, "{what}");
             }
@@ -509,7 +538,10 @@ fn refusals_and_replies_come_back_in_call_order() {
     encode_call(&mut frames, 4, PROC, None, &args(1, 1));
     client.send(&frames);
     assert_eq!(client.committed(1), (lsn_start + 1, 1));
-    assert!(matches!(client.next(), Got::Error(ErrorCode::UnknownProcedure, _)));
+    assert!(matches!(
+        client.next(),
+        Got::Error(ErrorCode::UnknownProcedure, _)
+    ));
     assert!(matches!(client.next(), Got::Error(ErrorCode::BadArgs, _)));
     assert_eq!(client.committed(4), (lsn_start + 2, 2));
     node.stop();

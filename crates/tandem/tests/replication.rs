@@ -148,7 +148,11 @@ fn assert_active_debit_credit(run: &Value, backups: u64, safety: &str) {
     assert_eq!(run["safety"], safety, "{run}");
     assert_replicas_match(run);
     assert_about(run, "data", DEBIT_CREDIT_BYTES);
-    assert_eq!(shipped(run, "undo"), 0.0, "active backups get redo only: {run}");
+    assert_eq!(
+        shipped(run, "undo"),
+        0.0,
+        "active backups get redo only: {run}"
+    );
     assert!(shipped(run, "meta") > 0.0, "{run}");
     assert_total(run);
 }
@@ -158,7 +162,12 @@ fn every_mode_keeps_one_backup_identical() {
     let runs = bench("debit-credit", "4", &["--mode", "all", "--clients", "256"]);
     let contenders: Vec<(&str, &str)> = runs
         .iter()
-        .map(|run| (run["mode"].as_str().unwrap(), run["strategy"].as_str().unwrap()))
+        .map(|run| {
+            (
+                run["mode"].as_str().unwrap(),
+                run["strategy"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         contenders,
@@ -223,7 +232,11 @@ fn every_safety_rule_keeps_the_backup_identical() {
 
 #[test]
 fn order_entry_replicas_match_and_are_consistent() {
-    let runs = bench("order-entry", "24", &["--mode", "active", "--clients", "256"]);
+    let runs = bench(
+        "order-entry",
+        "24",
+        &["--mode", "active", "--clients", "256"],
+    );
     assert_eq!(runs.len(), 1);
     let run = &runs[0];
     assert_eq!(run["mode"], "active", "{run}");
@@ -286,7 +299,11 @@ fn assert_node_refuses(path: &str, says: &[&str], one_line: bool) {
         assert_eq!(ran.stderr.trim_end().lines().count(), 1, "{}", ran.stderr);
     }
     for word in says {
-        assert!(ran.stderr.contains(word), "{path}: {word:?} in {}", ran.stderr);
+        assert!(
+            ran.stderr.contains(word),
+            "{path}: {word:?} in {}",
+            ran.stderr
+        );
     }
 }
 
@@ -311,7 +328,10 @@ fn a_node_refuses_a_bad_config_naming_the_field() {
     assert_node_refuses(missing, &["cannot read config file", missing], true);
 
     // A type error keeps toml's message, which shows the line over several lines.
-    let typed = scratch.write("typed.toml", &example_with("node_id = 1", "node_id = \"one\""));
+    let typed = scratch.write(
+        "typed.toml",
+        &example_with("node_id = 1", "node_id = \"one\""),
+    );
     assert_node_refuses(&typed, &[typed.as_str(), "node_id"], false);
 }
 
