@@ -80,6 +80,8 @@ impl Safety {
             Safety::TwoSafe(AckCount::Of(k)) | Safety::TwoSafeApplied(AckCount::Of(k)) => {
                 if k == 0 {
                     Err(SafetyError::ZeroAcks)
+                } else if backups == 0 {
+                    Err(SafetyError::NoBackups { k })
                 } else if k as usize > backups {
                     Err(SafetyError::TooManyAcks { k, backups })
                 } else {
@@ -117,6 +119,11 @@ pub enum SafetyError {
     BoundedZero,
     #[error("an ack count of 0 is 1-safe; write 1-safe, or give K ≥ 1")]
     ZeroAcks,
+    #[error(
+        "2-safe with {k} acks cannot be met by a group without backups; use 1-safe, or 2-safe \
+         (all backups, none here)"
+    )]
+    NoBackups { k: u32 },
     #[error(
         "2-safe with {k} acks cannot be met by a group of {backups} backups; use K ≤ {backups}"
     )]

@@ -90,6 +90,14 @@ pub enum ReplyTo {
         body: Vec<u8>,
         started: Instant,
     },
+    /// A call refused before it ran (unknown procedure, a rule the group cannot meet). Its
+    /// Error frame waits behind the replies of earlier calls, so a client that pipelines sees
+    /// answers in call order.
+    Refused {
+        conn: ConnId,
+        code: ErrorCode,
+        message: String,
+    },
 }
 
 /// The in-process driver: the executor generates calls itself, with at most `clients` calls
@@ -226,9 +234,12 @@ where
     let address = listener
         .local_addr()
         .map_err(|err| format!("listen: {err}"))?;
+    let lsn_committed = Arc::new(AtomicU64::new(lsn_start));
     let acceptor = Acceptor {
         node_id: config.node_id,
+        group: group.id,
         view: group.view,
+        lsn_committed: Arc::clone(&lsn_committed),
         max_frame_len: tuning.max_frame_len,
         inbound: inbound.clone(),
         metrics: Arc::clone(&metrics),
@@ -263,6 +274,7 @@ where
         shipped: ClassBytes::default(),
         wire_bytes: 0,
         commits: 0,
+        lsn_committed,
     };
     let handle = thread::Builder::new()
         .name("executor".into())
@@ -316,6 +328,8 @@ struct Executor<W: ServedWorkload> {
     /// Batch bytes handed to the links, framing included (once per backup).
     wire_bytes: u64,
     commits: u64,
+    /// The last committed LSN, for the client threads' Welcome frames.
+    lsn_committed: Arc<AtomicU64>,
 }
 
 /// Calls run per turn before the executor looks at its inbox again.
@@ -577,10 +591,20 @@ where
         }
     }
 
+    /// Refuses a call, in call order (see `ReplyTo::Refused`).
     fn send_error(&mut self, conn: ConnId, code: ErrorCode, message: &str) {
-        if let Some(out) = self.conns.get_mut(&conn) {
-            encode_error(&mut out.buf, code, message);
+        if self.primary.is_deposed() {
+            if let Some(out) = self.conns.get_mut(&conn) {
+                encode_error(&mut out.buf, code, message);
+            }
+            return;
         }
+        let refused = ReplyTo::Refused {
+            conn,
+            code,
+            message: message.to_owned(),
+        };
+        self.primary.defer(Safety::OneSafe, refused);
     }
 
     /// Acts on the core's outputs: messages to the links, replies to their clients.
@@ -618,6 +642,15 @@ where
                         .observe(latency.as_secs_f64());
                     if let Some(out) = self.conns.get_mut(&conn) {
                         encode_reply(&mut out.buf, seq, reply.lsn, status, &body);
+                    }
+                }
+                ReplyTo::Refused {
+                    conn,
+                    code,
+                    message,
+                } => {
+                    if let Some(out) = self.conns.get_mut(&conn) {
+                        encode_error(&mut out.buf, code, &message);
                     }
                 }
             }
@@ -662,6 +695,7 @@ where
             self.replies_local.clear();
         }
         let lsn = self.primary.lsn_committed();
+        self.lsn_committed.store(lsn, Ordering::Release);
         self.metrics.lsn_committed.set(lsn as i64);
         for (node, received, applied) in self.primary.backup_progress() {
             let label = crate::metrics::BackupLabel {
@@ -843,7 +877,9 @@ fn read_acks(
 /// Accepts client connections and runs a reader and a writer thread for each.
 struct Acceptor {
     node_id: NodeId,
+    group: u32,
     view: u64,
+    lsn_committed: Arc<AtomicU64>,
     max_frame_len: usize,
     inbound: Sender<Inbound>,
     metrics: Arc<Metrics>,
@@ -859,7 +895,9 @@ impl Acceptor {
             let client = Client {
                 conn,
                 node_id: self.node_id,
+                group: self.group,
                 view: self.view,
+                lsn_committed: Arc::clone(&self.lsn_committed),
                 max_frame_len: self.max_frame_len,
                 inbound: self.inbound.clone(),
                 metrics: Arc::clone(&self.metrics),
@@ -874,7 +912,9 @@ impl Acceptor {
 struct Client {
     conn: ConnId,
     node_id: NodeId,
+    group: u32,
     view: u64,
+    lsn_committed: Arc<AtomicU64>,
     max_frame_len: usize,
     inbound: Sender<Inbound>,
     metrics: Arc<Metrics>,
@@ -883,41 +923,60 @@ struct Client {
 impl Client {
     fn run(self, mut stream: TcpStream) {
         self.metrics.client_connections.inc();
-        if let Err(err) = self.serve(&mut stream) {
+        let mut writer: Option<(Sender<Vec<u8>>, JoinHandle<()>)> = None;
+        if let Err(err) = self.serve(&mut stream, &mut writer)
+            && !matches!(err, ConnError::Closed | ConnError::Io(_))
+        {
             self.metrics.frames_rejected.inc();
-            let mut frame = Vec::new();
             let code = match &err {
                 ConnError::Frame(err) => err.code(),
                 _ => ErrorCode::BadFrame,
             };
-            if !matches!(err, ConnError::Closed | ConnError::Io(_)) {
-                encode_error(&mut frame, code, &err.to_string());
-                let _ = net::write_all(&mut stream, &frame);
+            let mut frame = Vec::new();
+            encode_error(&mut frame, code, &err.to_string());
+            // Once the writer thread exists, it alone writes: the Error frame goes after the
+            // replies already queued.
+            match &writer {
+                Some((out, _)) => {
+                    let _ = out.send(frame);
+                }
+                None => {
+                    let _ = net::write_all(&mut stream, &frame);
+                }
             }
         }
-        let _ = stream.shutdown(std::net::Shutdown::Both);
         let _ = self.inbound.send(Inbound::ConnClosed { conn: self.conn });
+        if let Some((out, handle)) = writer {
+            // The writer ends once the executor has dropped its sender too.
+            drop(out);
+            let _ = handle.join();
+        }
+        let _ = stream.shutdown(std::net::Shutdown::Both);
         self.metrics.client_connections.dec();
     }
 
-    fn serve(&self, stream: &mut TcpStream) -> Result<(), ConnError> {
+    fn serve(
+        &self,
+        stream: &mut TcpStream,
+        writer: &mut Option<(Sender<Vec<u8>>, JoinHandle<()>)>,
+    ) -> Result<(), ConnError> {
         net::tune(stream)?;
         let mut buffer = FrameBuffer::new(self.max_frame_len);
-        let client_id =
-            net::read_one(
-                stream,
-                &mut buffer,
-                Duration::from_secs(10),
-                |frame| match frame {
-                    Frame::Hello(hello) if hello.peer == PeerKind::Client => Ok(hello.id),
-                    Frame::Hello(_) => Err(ConnError::Protocol(
-                        "this node is a primary: replicas do not connect to it".into(),
-                    )),
-                    _ => Err(ConnError::Protocol(
-                        "the first frame must be a Hello".into(),
-                    )),
-                },
-            )?;
+        let group = self.group;
+        let hello_timeout = Duration::from_secs(10);
+        let client_id = net::read_one(stream, &mut buffer, hello_timeout, |frame| match frame {
+            Frame::Hello(hello) if hello.peer != PeerKind::Client => Err(ConnError::Protocol(
+                "this node is a primary: replicas do not connect to it".into(),
+            )),
+            Frame::Hello(hello) if hello.group != group => Err(ConnError::Protocol(format!(
+                "this node serves group {group}, not group {}",
+                hello.group
+            ))),
+            Frame::Hello(hello) => Ok(hello.id),
+            _ => Err(ConnError::Protocol(
+                "the first frame must be a Hello".into(),
+            )),
+        })?;
         stream.set_read_timeout(None)?;
         let mut welcome = Vec::new();
         encode_welcome(
@@ -927,13 +986,13 @@ impl Client {
                 node_id: self.node_id,
                 role: Role::Primary,
                 view: self.view,
-                lsn: 0,
+                lsn: self.lsn_committed.load(Ordering::Acquire),
             },
         );
         net::write_all(stream, &welcome)?;
         let (out, out_rx) = mpsc::channel::<Vec<u8>>();
         let mut writer_stream = stream.try_clone()?;
-        let writer = thread::Builder::new()
+        let handle = thread::Builder::new()
             .name(format!("client-{}-out", self.conn))
             .spawn(move || {
                 while let Ok(bytes) = out_rx.recv() {
@@ -942,6 +1001,7 @@ impl Client {
                     }
                 }
             })?;
+        *writer = Some((out.clone(), handle));
         let opened = Inbound::ConnOpened {
             conn: self.conn,
             out,
@@ -949,9 +1009,7 @@ impl Client {
         if self.inbound.send(opened).is_err() {
             return Ok(());
         }
-        let result = self.read_calls(stream, &mut buffer, client_id);
-        drop(writer);
-        result
+        self.read_calls(stream, &mut buffer, client_id)
     }
 
     fn read_calls(
@@ -967,24 +1025,33 @@ impl Client {
                 bytes: Vec::new(),
                 calls: Vec::new(),
             };
-            while let Some(frame) = buffer.next_frame()? {
-                let Frame::Call(call) = frame else {
-                    return Err(ConnError::Protocol(
-                        "a client sends only Call frames".into(),
-                    ));
-                };
-                let start = batch.bytes.len();
-                batch.bytes.extend_from_slice(call.args);
-                batch.calls.push(CallSlot {
-                    seq: call.seq,
-                    proc_id: call.proc_id,
-                    safety: call.safety,
-                    args: start..batch.bytes.len(),
-                });
-            }
+            // Calls parsed before a malformed frame still run: what a client sent correctly
+            // does not depend on how TCP split its bytes.
+            let parsed = loop {
+                match buffer.next_frame() {
+                    Ok(Some(Frame::Call(call))) => {
+                        let start = batch.bytes.len();
+                        batch.bytes.extend_from_slice(call.args);
+                        batch.calls.push(CallSlot {
+                            seq: call.seq,
+                            proc_id: call.proc_id,
+                            safety: call.safety,
+                            args: start..batch.bytes.len(),
+                        });
+                    }
+                    Ok(Some(_)) => {
+                        break Err(ConnError::Protocol(
+                            "after its Hello a client sends only Call frames".into(),
+                        ));
+                    }
+                    Ok(None) => break Ok(()),
+                    Err(err) => break Err(ConnError::Frame(err)),
+                }
+            };
             if !batch.calls.is_empty() && self.inbound.send(Inbound::Calls(batch)).is_err() {
                 return Ok(());
             }
+            parsed?;
             net::fill(stream, buffer)?;
         }
     }

@@ -316,7 +316,7 @@ fn malformed_input_closes_that_one_connection_and_nothing_else() {
     bad_version.version = PROTOCOL_VERSION + 1;
     let mut bad_magic = hello_bytes(&Hello::new(PeerKind::Client, 2, 0));
     bad_magic[5..9].copy_from_slice(b"HTTP");
-    let before_hello: [(&str, Vec<u8>, ErrorCode, &str); 7] = [
+    let before_hello: [(&str, Vec<u8>, ErrorCode, &str); 8] = [
         (
             "a Call before the Hello",
             patched_call(|_| {}),
@@ -358,6 +358,12 @@ fn malformed_input_closes_that_one_connection_and_nothing_else() {
             hello_bytes(&Hello::new(PeerKind::Replica, 2, 0)),
             ErrorCode::BadFrame,
             "replicas",
+        ),
+        (
+            "a Hello for another group",
+            hello_bytes(&Hello::new(PeerKind::Client, 2, 9)),
+            ErrorCode::BadFrame,
+            "not group 9",
         ),
     ];
     for (what, bytes, code, says) in before_hello {
@@ -524,8 +530,6 @@ fn bad_arguments_roll_back_and_the_connection_stays_usable() {
 /// Pipelined refusals must come back in call order too: an `Error` frame carries no `seq`, so
 /// its place in the stream is the only way a client can tell which call it refuses.
 #[test]
-#[ignore = "src bug: primary.rs `send_error` writes a per-call Error ahead of earlier calls' \
-            replies, which are encoded later in `dispatch`"]
 fn refusals_and_replies_come_back_in_call_order() {
     let node = Node::start();
     let (lsn_start, _) = node.progress();
@@ -549,7 +553,6 @@ fn refusals_and_replies_come_back_in_call_order() {
 
 /// `Welcome.lsn` is documented (tandem_wire::Welcome) as the node's last committed LSN.
 #[test]
-#[ignore = "src bug: primary.rs `Client::serve` sends `lsn: 0` in its Welcome"]
 fn the_welcome_carries_the_last_committed_lsn() {
     let node = Node::start();
     let mut client = Client::welcomed(node.address, 13);

@@ -34,6 +34,10 @@ pub struct NodeArgs {
     /// The node's configuration (crates/runtime/src/config.rs has a commented example).
     #[arg(long, value_name = "FILE")]
     pub config: std::path::PathBuf,
+    /// Exit when standard input reaches its end: a parent that holds the other end of a pipe
+    /// takes its children down with it, even when it is killed.
+    #[arg(long, hide = true)]
+    pub exit_on_stdin_eof: bool,
 }
 
 #[derive(Debug, Subcommand)]

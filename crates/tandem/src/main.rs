@@ -45,6 +45,13 @@ fn main() -> ExitCode {
 fn node(args: &cli::NodeArgs) -> Result<(), Failure> {
     let config = tandem_runtime::config::NodeConfig::load(&args.config)
         .map_err(|err| Failure::Usage(err.to_string()))?;
+    if args.exit_on_stdin_eof {
+        std::thread::spawn(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            std::process::exit(0);
+        });
+    }
     tandem_runtime::run_node(config).map_err(Failure::Run)
 }
 

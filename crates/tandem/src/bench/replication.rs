@@ -345,6 +345,9 @@ fn free_address() -> Result<SocketAddr, Failure> {
 /// A child process that is killed when dropped.
 struct NodeProcess {
     child: Child,
+    /// The write end of the child's stdin: when this process ends, however it ends, the child
+    /// reads end-of-file and exits (`tandem node --exit-on-stdin-eof`).
+    _stdin: Option<std::process::ChildStdin>,
     status: SocketAddr,
     log: PathBuf,
 }
@@ -369,17 +372,20 @@ impl NodeProcess {
         let log = dir.join(format!("{name}.log"));
         let log_file = fs::File::create(&log)
             .map_err(|err| Failure::Run(format!("cannot create {}: {err}", log.display())))?;
-        let child = Command::new(exe)
+        let mut child = Command::new(exe)
             .arg("node")
             .arg("--config")
             .arg(&path)
-            .stdin(Stdio::null())
+            .arg("--exit-on-stdin-eof")
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(log_file)
             .spawn()
             .map_err(|err| Failure::Run(format!("cannot start {name}: {err}")))?;
+        let stdin = child.stdin.take();
         Ok(NodeProcess {
             child,
+            _stdin: stdin,
             status: config.metrics_listen.expect("bench nodes serve /status"),
             log,
         })
