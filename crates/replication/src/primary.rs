@@ -38,6 +38,9 @@ pub struct PrimaryConfig {
     pub resend_ticks: u64,
     /// Redo records (an active backup) or passive write-through traces.
     pub kind: BatchKind,
+    /// An idle executor's partial batch is sealed only while some backup has fewer batches
+    /// than this in flight (see [`Primary::flush`]).
+    pub flush_batches_in_flight_max: usize,
 }
 
 impl PrimaryConfig {
@@ -135,6 +138,16 @@ impl<R> PrimaryReady<R> {
         self.abandoned.clear();
         self.faults.clear();
     }
+}
+
+/// Sealed batches holding records after `lsn_received` and up to `lsn_sent`.
+fn batches_in_flight(tail: &RetainedTail, lsn_received: u64, lsn_sent: u64) -> usize {
+    if lsn_sent <= lsn_received || !tail.covers(lsn_received) {
+        return 0;
+    }
+    tail.batches_from(lsn_received + 1)
+        .take_while(|batch| batch.lsn_base() <= lsn_sent)
+        .count()
 }
 
 /// What the primary knows about one backup.
@@ -361,20 +374,21 @@ impl<R> Primary<R> {
     }
 
     /// The executor has nothing more to run: seals and ships the open batch, unless every
-    /// backup still has a batch in flight. Then the records keep gathering until an ack
-    /// arrives (or the batch fills, or the tick comes), so under load batches grow instead of
-    /// multiplying: adaptive group commit, Nagle's rule applied to batches. An idle link
-    /// always gets the records at once.
+    /// backup already has `flush_batches_in_flight_max` batches in flight. Then the records
+    /// keep gathering until an ack arrives (or the batch fills, or the tick comes), so under
+    /// load batches grow instead of multiplying: adaptive group commit, Nagle's rule with a
+    /// window. A link with room always gets the records at once.
     pub fn flush(&mut self) {
         if self.builder.is_empty() {
             return;
         }
-        let link_idle = self
-            .backups
-            .iter()
-            .any(|backup| backup.known && backup.lsn_sent <= backup.lsn_received);
+        let window = self.config.flush_batches_in_flight_max;
+        let tail = &self.tail;
+        let room = self.backups.iter().any(|backup| {
+            backup.known && batches_in_flight(tail, backup.lsn_received, backup.lsn_sent) < window
+        });
         let none_known = self.backups.iter().all(|backup| !backup.known);
-        if link_idle || none_known {
+        if room || none_known {
             self.seal_and_ship();
         }
     }

@@ -53,6 +53,7 @@ fn config(backups: usize, safety: Safety) -> PrimaryConfig {
         heartbeat_ticks: 3,
         resend_ticks: 2,
         kind: BatchKind::Redo,
+        flush_batches_in_flight_max: 1,
     }
 }
 
@@ -265,7 +266,7 @@ fn one_safe_replies_at_commit_and_two_safe_after_receipt() {
 }
 
 #[test]
-fn an_idle_executor_holds_records_back_while_every_link_has_a_batch_in_flight() {
+fn an_idle_executor_holds_records_back_while_every_link_has_a_full_window_in_flight() {
     let mut harness = Harness::new(config(1, Safety::DEFAULT));
     harness.deliver_all();
     harness.commit(Safety::DEFAULT);

@@ -206,6 +206,7 @@ where
         batch_bytes_max: tuning.batch_bytes_max,
         heartbeat_ticks: tuning.heartbeat_ticks,
         resend_ticks: tuning.heartbeat_ticks.max(2),
+        flush_batches_in_flight_max: FLUSH_BATCHES_IN_FLIGHT_MAX,
         kind: if passive {
             BatchKind::Passive
         } else {
@@ -331,6 +332,11 @@ struct Executor<W: ServedWorkload> {
     /// The last committed LSN, for the client threads' Welcome frames.
     lsn_committed: Arc<AtomicU64>,
 }
+
+/// Partial batches an idle executor may have in flight to a backup before records gather for
+/// the next one: enough to keep a lightly loaded link busy without an extra round trip, few
+/// enough that under load batches grow instead of multiplying.
+const FLUSH_BATCHES_IN_FLIGHT_MAX: usize = 4;
 
 /// Calls run per turn before the executor looks at its inbox again.
 const CALLS_PER_TURN: usize = 512;
