@@ -121,10 +121,7 @@ where
     W::Driver: Send,
 {
     let group = &config.group;
-    let db_bytes = group.db_mib << 20;
-    let mut segment = Segment::anonymous(db_bytes, group.strategy)
-        .map_err(|err| format!("group.db_mib: {err}"))?;
-    workload.load(&mut segment);
+    let mut segment = crate::workload::loaded_segment(group, &workload)?;
     let lsn_start = segment.lsn();
     let replica = match group.mode {
         Mode::Active => {

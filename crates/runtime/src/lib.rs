@@ -157,7 +157,8 @@ impl Node {
         })
     }
 
-    /// Blocks until the node's main thread ends (the process is stopped).
+    /// Blocks for good: a node runs until its process is stopped (its threads hold the
+    /// sockets; there is no graceful shutdown of a node yet).
     fn wait(self: Arc<Self>) {
         loop {
             std::thread::park();

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use tandem_log::{BatchKind, CallId, TailLimits, encode_passive};
-use tandem_memory::{ClassBytes, Segment};
+use tandem_memory::ClassBytes;
 use tandem_replication::{
     Message, NodeId, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Safety,
 };
@@ -181,10 +181,7 @@ where
     W::Driver: Send,
 {
     let group = &config.group;
-    let db_bytes = group.db_mib << 20;
-    let mut segment = Segment::anonymous(db_bytes, group.strategy)
-        .map_err(|err| format!("group.db_mib: {err}"))?;
-    workload.load(&mut segment);
+    let mut segment = crate::workload::loaded_segment(group, &workload)?;
     let passive = group.mode == Mode::Passive;
     if passive {
         segment
@@ -237,13 +234,15 @@ where
         .map_err(|err| format!("listen: {err}"))?;
     let lsn_committed = Arc::new(AtomicU64::new(lsn_start));
     let acceptor = Acceptor {
-        node_id: config.node_id,
-        group: group.id,
-        view: group.view,
-        lsn_committed: Arc::clone(&lsn_committed),
-        max_frame_len: tuning.max_frame_len,
-        inbound: inbound.clone(),
-        metrics: Arc::clone(&metrics),
+        context: ClientContext {
+            node_id: config.node_id,
+            group: group.id,
+            view: group.view,
+            lsn_committed: Arc::clone(&lsn_committed),
+            max_frame_len: tuning.max_frame_len,
+            inbound: inbound.clone(),
+            metrics: Arc::clone(&metrics),
+        },
     };
     thread::Builder::new()
         .name("accept".into())
@@ -616,7 +615,6 @@ where
     /// Acts on the core's outputs: messages to the links, replies to their clients.
     fn dispatch(&mut self) {
         self.primary.take_ready(&mut self.ready);
-        let backups = self.primary.config().backups.len() as u64;
         for (to, message) in self.ready.messages.drain(..) {
             if let Message::Batch(bytes) = &message {
                 self.metrics.batches_shipped.inc();
@@ -720,7 +718,6 @@ where
                 .get_or_create(&label)
                 .set(lsn.saturating_sub(applied) as i64);
         }
-        let _ = backups;
     }
 
     /// Checks the workload's consistency and the local driver's tallies before stopping.
@@ -880,15 +877,22 @@ fn read_acks(
     }
 }
 
-/// Accepts client connections and runs a reader and a writer thread for each.
-struct Acceptor {
+/// What every client connection of this primary needs to know.
+#[derive(Clone)]
+struct ClientContext {
     node_id: NodeId,
     group: u32,
     view: u64,
+    /// The last committed LSN, for Welcome frames.
     lsn_committed: Arc<AtomicU64>,
     max_frame_len: usize,
     inbound: Sender<Inbound>,
     metrics: Arc<Metrics>,
+}
+
+/// Accepts client connections and runs a reader and a writer thread for each.
+struct Acceptor {
+    context: ClientContext,
 }
 
 impl Acceptor {
@@ -900,13 +904,7 @@ impl Acceptor {
             conn_next += 1;
             let client = Client {
                 conn,
-                node_id: self.node_id,
-                group: self.group,
-                view: self.view,
-                lsn_committed: Arc::clone(&self.lsn_committed),
-                max_frame_len: self.max_frame_len,
-                inbound: self.inbound.clone(),
-                metrics: Arc::clone(&self.metrics),
+                context: self.context.clone(),
             };
             let _ = thread::Builder::new()
                 .name(format!("client-{conn}"))
@@ -917,23 +915,17 @@ impl Acceptor {
 
 struct Client {
     conn: ConnId,
-    node_id: NodeId,
-    group: u32,
-    view: u64,
-    lsn_committed: Arc<AtomicU64>,
-    max_frame_len: usize,
-    inbound: Sender<Inbound>,
-    metrics: Arc<Metrics>,
+    context: ClientContext,
 }
 
 impl Client {
     fn run(self, mut stream: TcpStream) {
-        self.metrics.client_connections.inc();
+        self.context.metrics.client_connections.inc();
         let mut writer: Option<(Sender<Vec<u8>>, JoinHandle<()>)> = None;
         if let Err(err) = self.serve(&mut stream, &mut writer)
             && !matches!(err, ConnError::Closed | ConnError::Io(_))
         {
-            self.metrics.frames_rejected.inc();
+            self.context.metrics.frames_rejected.inc();
             let code = match &err {
                 ConnError::Frame(err) => err.code(),
                 _ => ErrorCode::BadFrame,
@@ -951,14 +943,17 @@ impl Client {
                 }
             }
         }
-        let _ = self.inbound.send(Inbound::ConnClosed { conn: self.conn });
+        let _ = self
+            .context
+            .inbound
+            .send(Inbound::ConnClosed { conn: self.conn });
         if let Some((out, handle)) = writer {
             // The writer ends once the executor has dropped its sender too.
             drop(out);
             let _ = handle.join();
         }
         let _ = stream.shutdown(std::net::Shutdown::Both);
-        self.metrics.client_connections.dec();
+        self.context.metrics.client_connections.dec();
     }
 
     fn serve(
@@ -967,8 +962,8 @@ impl Client {
         writer: &mut Option<(Sender<Vec<u8>>, JoinHandle<()>)>,
     ) -> Result<(), ConnError> {
         net::tune(stream)?;
-        let mut buffer = FrameBuffer::new(self.max_frame_len);
-        let group = self.group;
+        let mut buffer = FrameBuffer::new(self.context.max_frame_len);
+        let group = self.context.group;
         let hello_timeout = Duration::from_secs(10);
         let client_id = net::read_one(stream, &mut buffer, hello_timeout, |frame| match frame {
             Frame::Hello(hello) if hello.peer != PeerKind::Client => Err(ConnError::Protocol(
@@ -989,10 +984,10 @@ impl Client {
             &mut welcome,
             &Welcome {
                 version: tandem_wire::PROTOCOL_VERSION,
-                node_id: self.node_id,
+                node_id: self.context.node_id,
                 role: Role::Primary,
-                view: self.view,
-                lsn: self.lsn_committed.load(Ordering::Acquire),
+                view: self.context.view,
+                lsn: self.context.lsn_committed.load(Ordering::Acquire),
             },
         );
         net::write_all(stream, &welcome)?;
@@ -1012,7 +1007,7 @@ impl Client {
             conn: self.conn,
             out,
         };
-        if self.inbound.send(opened).is_err() {
+        if self.context.inbound.send(opened).is_err() {
             return Ok(());
         }
         self.read_calls(stream, &mut buffer, client_id)
@@ -1054,7 +1049,8 @@ impl Client {
                     Err(err) => break Err(ConnError::Frame(err)),
                 }
             };
-            if !batch.calls.is_empty() && self.inbound.send(Inbound::Calls(batch)).is_err() {
+            if !batch.calls.is_empty() && self.context.inbound.send(Inbound::Calls(batch)).is_err()
+            {
                 return Ok(());
             }
             parsed?;

@@ -1,10 +1,11 @@
 //! Builds a workload by name, and hands it to code generic over the workload type.
 
+use tandem_memory::Segment;
 use tandem_store::Workload;
 use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
 use tandem_store::workloads::order_entry::{OrderEntry, OrderEntryConfig};
 
-use crate::config::WorkloadName;
+use crate::config::{GroupConfig, WorkloadName};
 
 /// A workload the runtime can serve: its data may move between threads.
 pub trait ServedWorkload: Workload + Clone + Send + Sync {}
@@ -45,4 +46,13 @@ pub fn with_workload<F: WithWorkload>(
             Ok(with.run(workload))
         }
     }
+}
+
+/// A fresh segment for `group`, loaded with `workload`'s initial database. The load is
+/// deterministic, so a primary and its backups start from the same bytes at the same LSN.
+pub fn loaded_segment<W: Workload>(group: &GroupConfig, workload: &W) -> Result<Segment, String> {
+    let mut segment = Segment::anonymous(group.db_mib << 20, group.strategy)
+        .map_err(|err| format!("group.db_mib: {err}"))?;
+    workload.load(&mut segment);
+    Ok(segment)
 }

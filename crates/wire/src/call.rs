@@ -207,13 +207,9 @@ fn safety_from_wire(tag: u8, param: u64) -> Result<Option<Safety>, FrameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Frame, decode_frame};
+    use crate::Frame;
 
-    fn decode(bytes: &[u8]) -> Result<Frame<'_>, FrameError> {
-        let (frame, used) = decode_frame(bytes, 1 << 20)?.expect("a whole frame");
-        assert_eq!(used, bytes.len());
-        Ok(frame)
-    }
+    use crate::frame::decode_whole as decode;
 
     #[test]
     fn call_layout_is_fixed() {

@@ -210,13 +210,9 @@ impl<'a> Fields<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ErrorCode, Frame, decode_frame};
+    use crate::{ErrorCode, Frame};
 
-    fn decode(bytes: &[u8]) -> Result<Frame<'_>, FrameError> {
-        let (frame, used) = decode_frame(bytes, 1 << 20)?.expect("a whole frame");
-        assert_eq!(used, bytes.len());
-        Ok(frame)
-    }
+    use crate::frame::decode_whole as decode;
 
     /// A frame of type `ty` around `body`, however malformed.
     fn with_body(ty: u8, body: &[u8]) -> Vec<u8> {

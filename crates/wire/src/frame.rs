@@ -141,6 +141,14 @@ pub(crate) fn finish(out: &mut [u8], start: usize) {
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
 }
 
+/// Decodes `bytes` as exactly one whole frame (unit tests of the frame bodies share this).
+#[cfg(test)]
+pub(crate) fn decode_whole(bytes: &[u8]) -> Result<Frame<'_>, FrameError> {
+    let (frame, used) = decode_frame(bytes, 1 << 20)?.expect("a whole frame");
+    assert_eq!(used, bytes.len());
+    Ok(frame)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

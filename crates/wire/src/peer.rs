@@ -174,13 +174,9 @@ fn fixed<'a, T: FromBytes + KnownLayout + Immutable>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Frame, decode_frame};
+    use crate::Frame;
 
-    fn decode(bytes: &[u8]) -> Result<Frame<'_>, FrameError> {
-        let (frame, used) = decode_frame(bytes, 1 << 20)?.expect("a whole frame");
-        assert_eq!(used, bytes.len());
-        Ok(frame)
-    }
+    use crate::frame::decode_whole as decode;
 
     #[test]
     fn every_message_round_trips() {
