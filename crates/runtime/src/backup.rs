@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -28,6 +28,9 @@ use crate::metrics::{Metrics, ReasonLabel};
 use crate::net::{self, ConnError};
 use crate::workload::ServedWorkload;
 use crate::{Checksum, Control, NodeStatus};
+
+/// Batches received and not yet applied, at most (64 MiB of 64 KiB batches).
+const APPLIER_QUEUE_BATCHES: usize = 1024;
 
 /// What the applier thread receives from the receivers.
 enum ToApplier {
@@ -145,7 +148,9 @@ where
             }
         }
     };
-    let (to_applier, applier_rx) = mpsc::channel();
+    // Bounded: when the applier falls this far behind, the receiver blocks, stops reading and
+    // acking, the primary's retained tail fills, and its flow control stops commits.
+    let (to_applier, applier_rx) = mpsc::sync_channel(APPLIER_QUEUE_BATCHES);
     let (control, control_rx) = mpsc::channel();
     let lsn_applied = Arc::new(AtomicU64::new(lsn_start));
     let lsn_received = Arc::new(AtomicU64::new(lsn_start));
@@ -197,7 +202,7 @@ struct Shared {
     metrics: Arc<Metrics>,
 }
 
-fn serve_connection(mut stream: TcpStream, state: Shared, to_applier: Sender<ToApplier>) {
+fn serve_connection(mut stream: TcpStream, state: Shared, to_applier: SyncSender<ToApplier>) {
     if let Err(err) = receive(&mut stream, &state, &to_applier)
         && !matches!(err, ConnError::Closed | ConnError::Io(_))
     {
@@ -216,7 +221,7 @@ fn serve_connection(mut stream: TcpStream, state: Shared, to_applier: Sender<ToA
 fn receive(
     stream: &mut TcpStream,
     state: &Shared,
-    to_applier: &Sender<ToApplier>,
+    to_applier: &SyncSender<ToApplier>,
 ) -> Result<(), ConnError> {
     net::tune(stream)?;
     let mut buffer = FrameBuffer::new(state.max_frame_len);

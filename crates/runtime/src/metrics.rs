@@ -680,9 +680,25 @@ mod tests {
         assert_eq!(code, 200);
 
         // With every slot held by a silent client, the next connection is told to come back.
+        // The slot of the exchange above is given back when its thread ends, a moment after
+        // the response: a silent client that got there first is turned away at once with a
+        // 503, so connect again until each one holds a slot (bounded, never a timing guess).
         let mut silents = vec![silent];
-        for _ in 1..CONNECTIONS_MAX {
-            silents.push(TcpStream::connect(address).unwrap());
+        let mut attempts = 0;
+        while silents.len() < CONNECTIONS_MAX {
+            attempts += 1;
+            assert!(attempts < 1000, "the responder never freed its slots");
+            let candidate = TcpStream::connect(address).unwrap();
+            candidate
+                .set_read_timeout(Some(Duration::from_millis(20)))
+                .unwrap();
+            let mut first = [0u8; 1];
+            match (&candidate).read(&mut first) {
+                // Turned away (a 503) or closed: that slot was not free yet.
+                Ok(_) => thread::sleep(Duration::from_millis(5)),
+                // Nothing said within the wait: it holds a slot.
+                Err(_) => silents.push(candidate),
+            }
         }
         let (code, _, body) = exchange(address, b"GET /metrics HTTP/1.1\r\n\r\n");
         assert_eq!(code, 503);

@@ -70,6 +70,8 @@ pub enum Inbound {
     ConnOpened {
         conn: ConnId,
         out: Sender<Vec<u8>>,
+        /// Calls of this connection not yet answered (see `UNANSWERED_MAX`).
+        unanswered: Arc<AtomicU64>,
     },
     ConnClosed {
         conn: ConnId,
@@ -304,6 +306,14 @@ const LOCAL_CALLS_PER_CLOCK_READ: usize = 16;
 struct ConnOut {
     out: Sender<Vec<u8>>,
     buf: Vec<u8>,
+    unanswered: Arc<AtomicU64>,
+}
+
+impl ConnOut {
+    /// Counts one call answered (a reply or an Error frame).
+    fn answered(&self) {
+        self.unanswered.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 struct Executor<W: ServedWorkload> {
@@ -336,6 +346,9 @@ struct Executor<W: ServedWorkload> {
 /// the next one: enough to keep a lightly loaded link busy without an extra round trip, few
 /// enough that under load batches grow instead of multiplying.
 const FLUSH_BATCHES_IN_FLIGHT_MAX: usize = 4;
+
+/// Calls a client connection may have waiting for answers before its reader stops reading.
+const UNANSWERED_MAX: u64 = 65_536;
 
 /// Calls run per turn before the executor looks at its inbox again.
 const CALLS_PER_TURN: usize = 512;
@@ -400,12 +413,17 @@ where
             Inbound::Calls(batch) => self.queue.push_back((batch, 0)),
             Inbound::Peer { from, message } => self.primary.step(from, message),
             Inbound::LinkUp { node } => self.primary.link_reset(node),
-            Inbound::ConnOpened { conn, out } => {
+            Inbound::ConnOpened {
+                conn,
+                out,
+                unanswered,
+            } => {
                 self.conns.insert(
                     conn,
                     ConnOut {
                         out,
                         buf: Vec::new(),
+                        unanswered,
                     },
                 );
             }
@@ -601,6 +619,7 @@ where
         if self.primary.is_deposed() {
             if let Some(out) = self.conns.get_mut(&conn) {
                 encode_error(&mut out.buf, code, message);
+                out.answered();
             }
             return;
         }
@@ -646,6 +665,7 @@ where
                         .observe(latency.as_secs_f64());
                     if let Some(out) = self.conns.get_mut(&conn) {
                         encode_reply(&mut out.buf, seq, reply.lsn, status, &body);
+                        out.answered();
                     }
                 }
                 ReplyTo::Refused {
@@ -655,6 +675,7 @@ where
                 } => {
                     if let Some(out) = self.conns.get_mut(&conn) {
                         encode_error(&mut out.buf, code, &message);
+                        out.answered();
                     }
                 }
             }
@@ -668,6 +689,7 @@ where
                     ErrorCode::NotPrimary,
                     "this primary was replaced",
                 );
+                out.answered();
             }
         }
         for fault in self.ready.faults.drain(..) {
@@ -1003,14 +1025,16 @@ impl Client {
                 }
             })?;
         *writer = Some((out.clone(), handle));
+        let unanswered = Arc::new(AtomicU64::new(0));
         let opened = Inbound::ConnOpened {
             conn: self.conn,
             out,
+            unanswered: Arc::clone(&unanswered),
         };
         if self.context.inbound.send(opened).is_err() {
             return Ok(());
         }
-        self.read_calls(stream, &mut buffer, client_id)
+        self.read_calls(stream, &mut buffer, client_id, &unanswered)
     }
 
     fn read_calls(
@@ -1018,6 +1042,7 @@ impl Client {
         stream: &mut TcpStream,
         buffer: &mut FrameBuffer,
         client_id: u64,
+        unanswered: &AtomicU64,
     ) -> Result<(), ConnError> {
         loop {
             let mut batch = CallBatch {
@@ -1049,11 +1074,18 @@ impl Client {
                     Err(err) => break Err(ConnError::Frame(err)),
                 }
             };
-            if !batch.calls.is_empty() && self.context.inbound.send(Inbound::Calls(batch)).is_err()
-            {
-                return Ok(());
+            if !batch.calls.is_empty() {
+                unanswered.fetch_add(batch.calls.len() as u64, Ordering::Relaxed);
+                if self.context.inbound.send(Inbound::Calls(batch)).is_err() {
+                    return Ok(());
+                }
             }
             parsed?;
+            // A client that sends and never reads is not read either: its calls stop at TCP,
+            // so the executor's queue and the reply buffers stay bounded.
+            while unanswered.load(Ordering::Relaxed) > UNANSWERED_MAX {
+                thread::sleep(Duration::from_micros(200));
+            }
             net::fill(stream, buffer)?;
         }
     }
