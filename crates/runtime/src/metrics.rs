@@ -695,7 +695,7 @@ mod tests {
             let mut first = [0u8; 1];
             match (&candidate).read(&mut first) {
                 // Turned away (a 503) or closed: that slot was not free yet.
-                Ok(_) => thread::sleep(Duration::from_millis(5)),
+                Ok(_read) => thread::sleep(Duration::from_millis(5)),
                 // Nothing said within the wait: it holds a slot.
                 Err(_) => silents.push(candidate),
             }
