@@ -113,7 +113,7 @@ pub fn encode_record(call: CallId, record: &RedoRecord, out: &mut Vec<u8>) -> En
     for (run, bytes) in record.iter() {
         put_varint(out, run.offset - end_previous);
         put_varint(out, run.len);
-        out.extend_from_slice(bytes);
+        tandem_memory::extend_small(out, bytes);
         end_previous = run.end();
     }
     let total = out.len() - start;

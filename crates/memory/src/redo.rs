@@ -241,7 +241,7 @@ pub(crate) fn diff_words(base: usize, current: &[u8], old: &[u8], runs: &mut Vec
 /// Appends `bytes` to `out`. Record fields are mostly 4, 8 or 16 bytes; appending those with
 /// a length known at compile time becomes a plain move instead of a call to memcpy.
 #[inline(always)]
-pub(crate) fn extend_small(out: &mut Vec<u8>, bytes: &[u8]) {
+pub fn extend_small(out: &mut Vec<u8>, bytes: &[u8]) {
     match bytes.len() {
         4 => out.extend_from_slice(&bytes[..4]),
         8 => out.extend_from_slice(&bytes[..8]),
