@@ -495,9 +495,13 @@ impl<R> Primary<R> {
             return false;
         }
         if !backup.known {
-            // The backup's introduction: ship from where it stands.
+            // The backup's introduction (a new link) is the truth, even if it is behind what
+            // it acked before: a backup that restarted has lost what it held. Ship from there.
             backup.known = true;
+            backup.lsn_received = lsn_received;
+            backup.lsn_applied = lsn_applied;
             backup.lsn_sent = lsn_received;
+            return true;
         }
         backup.lsn_received = backup.lsn_received.max(lsn_received);
         backup.lsn_applied = backup.lsn_applied.max(lsn_applied);

@@ -556,6 +556,50 @@ fn stale_views_are_fenced_and_a_deposed_primary_abandons_its_replies() {
 }
 
 #[test]
+fn a_restarted_backup_is_caught_up_from_the_tail() {
+    let mut harness = Harness::new(config(1, Safety::DEFAULT));
+    harness.deliver_all();
+    for _ in 0..3 {
+        harness.commit(Safety::DEFAULT);
+        harness.flush();
+    }
+    harness.deliver_all();
+    harness.assert_replicas_match();
+    // The backup restarts empty: a new link, a fresh segment, an introduction at LSN 0.
+    let receiver_config = ReceiverConfig {
+        group: 0,
+        view: 1,
+        primary: PRIMARY,
+        nack_ticks: 2,
+    };
+    let backup = &mut harness.backups[0];
+    backup.receiver = Receiver::new(receiver_config, 0);
+    backup.applier = Applier::new(0);
+    backup.segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
+    harness.primary.link_reset(2);
+    harness.backups[0].receiver.introduce();
+    harness.collect();
+    assert_eq!(
+        harness.primary.backup_progress().next(),
+        Some((2, 3, 3)),
+        "until it introduces itself, the primary keeps what the backup acked"
+    );
+    let (from, to, introduction) = harness.network.pop_front().unwrap();
+    harness.deliver_one(from, to, introduction);
+    assert_eq!(
+        harness.primary.backup_progress().next(),
+        Some((2, 0, 0)),
+        "the introduction is the truth: a restarted backup lost what it held"
+    );
+    // Records 1..=3 are still in the tail: they are shipped again, then a new commit.
+    harness.commit(Safety::DEFAULT);
+    harness.flush();
+    harness.deliver_all();
+    harness.assert_replicas_match();
+    assert_eq!(harness.released.len(), 4);
+}
+
+#[test]
 fn acks_from_strangers_and_claims_beyond_the_log_are_ignored() {
     let mut harness = Harness::new(config(1, Safety::DEFAULT));
     harness.deliver_all();
