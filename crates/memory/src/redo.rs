@@ -106,7 +106,7 @@ impl RedoRecord {
             });
         }
         self.runs.push(Run { offset, len });
-        self.data.extend_from_slice(bytes);
+        extend_small(&mut self.data, bytes);
         Ok(())
     }
 
@@ -247,6 +247,17 @@ pub fn extend_small(out: &mut Vec<u8>, bytes: &[u8]) {
         8 => out.extend_from_slice(&bytes[..8]),
         16 => out.extend_from_slice(&bytes[..16]),
         _ => out.extend_from_slice(bytes),
+    }
+}
+
+/// Copies `src` into `dst` (same length), as a plain move for the common 4, 8 and 16 bytes.
+#[inline(always)]
+pub(crate) fn copy_small(dst: &mut [u8], src: &[u8]) {
+    match src.len() {
+        4 => dst[..4].copy_from_slice(&src[..4]),
+        8 => dst[..8].copy_from_slice(&src[..8]),
+        16 => dst[..16].copy_from_slice(&src[..16]),
+        _ => dst.copy_from_slice(src),
     }
 }
 

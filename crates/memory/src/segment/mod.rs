@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::PAGE_SIZE;
 use crate::passive::{EMPTY_TRACE, MirrorLayout, PassiveError, PassiveTrace, Tracer};
-use crate::redo::{RedoError, RedoRecord};
+use crate::redo::{RedoError, RedoRecord, copy_small};
 use crate::strategy::{Scratch, Strategy, Undo};
 use crate::txn::Txn;
 use region::Region;
@@ -200,7 +200,10 @@ impl Segment {
         record.validate_bounds(self.len() as u64)?;
         for (run, bytes) in record.iter() {
             let offset = run.offset as usize;
-            self.region.bytes_mut()[offset..offset + bytes.len()].copy_from_slice(bytes);
+            copy_small(
+                &mut self.region.bytes_mut()[offset..offset + bytes.len()],
+                bytes,
+            );
             self.undo.after_apply(offset, bytes);
         }
         stamp_pages(&mut self.page_versions, record);
