@@ -6,7 +6,7 @@
 //! batch is answered with a Nack asking for everything after the last record held. Nothing from
 //! a refused batch ever reaches the applier.
 
-use tandem_log::{BatchError, BatchRef, SealedBatch};
+use tandem_log::{BatchError, SealedBatch};
 
 use crate::message::{Message, NodeId};
 
@@ -188,8 +188,9 @@ impl Receiver {
     }
 
     fn on_batch(&mut self, from: NodeId, bytes: std::sync::Arc<[u8]>) {
-        let parsed = match BatchRef::parse(&bytes) {
-            Ok(parsed) => parsed,
+        // Checked once, checksum included; the applier reads the header without checking again.
+        let batch = match SealedBatch::verify(bytes) {
+            Ok(batch) => batch,
             Err(error) => {
                 self.ready
                     .faults
@@ -198,6 +199,7 @@ impl Receiver {
                 return;
             }
         };
+        let parsed = batch.as_ref();
         if parsed.group() != self.config.group {
             let group = parsed.group();
             self.ready
@@ -226,7 +228,6 @@ impl Receiver {
             return;
         }
         let lsn_from = self.lsn_received + 1;
-        let batch = SealedBatch::verify(bytes).expect("parsed above");
         self.ready.to_apply.push(ApplyBatch { batch, lsn_from });
         self.lsn_received = lsn_last;
         self.nack = None;
