@@ -17,6 +17,8 @@
 #![forbid(unsafe_code)]
 
 mod applier;
+#[cfg(feature = "inject-bugs")]
+pub mod bugs;
 mod message;
 mod primary;
 mod receiver;

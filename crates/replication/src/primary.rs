@@ -458,7 +458,14 @@ impl<R> Primary<R> {
                 }
             }
             Message::Nack { lsn_received, .. } => {
-                let lsn_applied = self.backups[index].lsn_applied;
+                // A Nack does not say what is applied: keep what is known, never above what
+                // the backup holds (after a restart that is less than before).
+                let backup = &self.backups[index];
+                let lsn_applied = if backup.known {
+                    backup.lsn_applied.min(lsn_received)
+                } else {
+                    0
+                };
                 if self.learn_progress(index, lsn_received, lsn_applied) {
                     self.maybe_rewind(index, lsn_received);
                     self.catch_up(index);
@@ -515,6 +522,9 @@ impl<R> Primary<R> {
         let tick = self.tick;
         let resend_ticks = self.config.resend_ticks;
         let backup = &mut self.backups[index];
+        // A late or duplicated Nack may name less than the backup is known to hold in this
+        // incarnation: never ship again from below that.
+        let lsn_received = lsn_received.max(backup.lsn_received);
         if backup.lsn_sent <= lsn_received {
             return;
         }
@@ -596,6 +606,10 @@ impl<R> Primary<R> {
 
     /// The highest LSN whose commits `safety` allows to be acknowledged now.
     fn lsn_releasable(&mut self, safety: Safety) -> u64 {
+        #[cfg(feature = "inject-bugs")]
+        if crate::bugs::planted(crate::bugs::Bug::EarlyReply) {
+            return self.lsn_committed;
+        }
         let (applied, acks) = match safety {
             Safety::OneSafe | Safety::Bounded(_) => return self.lsn_committed,
             Safety::TwoSafe(acks) => (false, acks),

@@ -599,6 +599,38 @@ fn a_restarted_backup_is_caught_up_from_the_tail() {
     assert_eq!(harness.released.len(), 4);
 }
 
+/// Found by the simulator: a restarted backup whose introduction was lost is introduced by
+/// the Nack a heartbeat provokes, although it holds less than it applied before.
+#[test]
+fn a_restarted_backup_whose_introduction_was_lost_catches_up_after_a_heartbeat() {
+    let mut harness = Harness::new(config(1, Safety::DEFAULT));
+    harness.deliver_all();
+    for _ in 0..2 {
+        harness.commit(Safety::DEFAULT);
+        harness.flush();
+    }
+    harness.deliver_all();
+    let receiver_config = ReceiverConfig {
+        group: 0,
+        view: 1,
+        primary: PRIMARY,
+        nack_ticks: 2,
+    };
+    let backup = &mut harness.backups[0];
+    backup.receiver = Receiver::new(receiver_config, 0);
+    backup.applier = Applier::new(0);
+    backup.segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
+    harness.primary.link_reset(2);
+    harness.backups[0].receiver.introduce();
+    harness.collect();
+    harness.network.clear(); // the introduction is lost
+    for _ in 0..4 {
+        harness.tick();
+        harness.deliver_all();
+    }
+    harness.assert_replicas_match();
+}
+
 #[test]
 fn acks_from_strangers_and_claims_beyond_the_log_are_ignored() {
     let mut harness = Harness::new(config(1, Safety::DEFAULT));

@@ -1,0 +1,36 @@
+//! The simulator on a budget of seeds: every checker holds on the real code, and (with the
+//! `inject-bugs` feature) each planted bug is caught.
+
+#[test]
+fn a_budget_of_seeds_passes_every_checker() {
+    let mut calls = 0;
+    for seed in 0..200 {
+        let report = tandem_sim::run(seed, 300);
+        assert!(
+            report.failure.is_none(),
+            "seed {seed} ({}) failed: {}\n{}",
+            report.faults,
+            report.failure.unwrap_or_default(),
+            report.trace.join("\n")
+        );
+        calls += report.calls;
+    }
+    assert!(calls > 10_000, "the clients made only {calls} calls");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    let first = tandem_sim::run(7, 200);
+    let second = tandem_sim::run(7, 200);
+    assert_eq!(first.calls, second.calls);
+    assert_eq!(first.commits, second.commits);
+    assert_eq!(first.trace, second.trace);
+}
+
+#[test]
+#[ignore]
+fn debug_one_seed() {
+    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
+    let report = tandem_sim::run(seed, 300);
+    println!("{:?}\n{}", report.failure, report.trace.join("\n"));
+}
