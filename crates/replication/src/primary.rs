@@ -140,6 +140,9 @@ impl<R> PrimaryReady<R> {
     }
 }
 
+/// Batches a backup that is catching up may have in flight from the tail.
+const CATCH_UP_BATCHES_IN_FLIGHT_MAX: usize = 32;
+
 /// Sealed batches holding records after `lsn_received` and up to `lsn_sent`.
 fn batches_in_flight(tail: &RetainedTail, lsn_received: u64, lsn_sent: u64) -> usize {
     if lsn_sent <= lsn_received || !tail.covers(lsn_received) {
@@ -554,14 +557,17 @@ impl<R> Primary<R> {
             });
             return;
         }
-        for batch in self.tail.batches_from(backup.lsn_sent + 1) {
+        // A backup that is behind gets a window of batches at a time, the next as its acks
+        // come back: a rewind after a lost batch resends a window, not the whole tail.
+        let in_flight = batches_in_flight(&self.tail, backup.lsn_received, backup.lsn_sent);
+        let room = CATCH_UP_BATCHES_IN_FLIGHT_MAX.saturating_sub(in_flight);
+        for batch in self.tail.batches_from(backup.lsn_sent + 1).take(room) {
             self.ready
                 .messages
                 .push((backup.node, Message::Batch(batch.shared())));
             backup.lsn_sent = batch.lsn_last();
         }
         backup.tick_last_sent = self.tick;
-        debug_assert_eq!(backup.lsn_sent, lsn_shipped);
     }
 
     fn seal_and_ship(&mut self) {

@@ -44,7 +44,8 @@ use tandem_store::{CallError, Driver, ProcId, Rng, Store, Workload};
 /// Micro-ticks in a nominal tick.
 pub const MICROS_PER_TICK: u64 = 1_000;
 const PRIMARY: NodeId = 1;
-const SEGMENT_LEN: usize = 32 * 1024;
+/// Small, so that every checksum and consistency check can run after every batch.
+const SEGMENT_LEN: usize = 16 * 1024;
 /// Clients are addressed as nodes from here on.
 const CLIENT_BASE: NodeId = 1_000;
 
@@ -260,8 +261,8 @@ impl World {
         let faults = Faults::draw(&mut rng);
         let config = DebitCreditConfig {
             tellers_per_branch: 4,
-            accounts_per_branch: 200,
-            history_bytes: 4096,
+            accounts_per_branch: 100,
+            history_bytes: 2048,
             overdraft_limit: Some(2_000_000),
         };
         let workload = DebitCredit::new(SEGMENT_LEN, &config).expect("fits");
@@ -669,8 +670,12 @@ impl World {
                 if !self.backups[index].up {
                     return Ok(());
                 }
+                let lsn_before = self.backups[index].segment.lsn();
                 self.backups[index].receiver.step(from, message);
                 self.collect_backup(index)?;
+                if self.backups[index].segment.lsn() == lsn_before {
+                    return Ok(());
+                }
                 self.check_backup(index)
             }
             (to, Wire::Reply { seq, lsn }) => {
@@ -734,8 +739,9 @@ impl World {
                 // The primary's bytes at the batch's end, when the segment is still there.
                 let segment = self.store.segment();
                 if batch.lsn_last() == segment.lsn() {
-                    let crc = crc32c::crc32c(segment.bytes());
-                    self.checksums.entry(batch.lsn_last()).or_insert(crc);
+                    self.checksums
+                        .entry(batch.lsn_last())
+                        .or_insert_with(|| crc32c::crc32c(segment.bytes()));
                 }
             }
             self.send(PRIMARY, to, Wire::Replication(message));

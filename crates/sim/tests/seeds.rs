@@ -26,11 +26,3 @@ fn the_same_seed_gives_the_same_run() {
     assert_eq!(first.commits, second.commits);
     assert_eq!(first.trace, second.trace);
 }
-
-#[test]
-#[ignore]
-fn debug_one_seed() {
-    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
-    let report = tandem_sim::run(seed, 300);
-    println!("{:?}\n{}", report.failure, report.trace.join("\n"));
-}

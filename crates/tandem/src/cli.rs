@@ -27,6 +27,47 @@ pub enum Command {
     },
     /// Run one node of a group from a TOML configuration file, until killed.
     Node(NodeArgs),
+    /// Simulate a group deterministically from a seed (or a range of seeds), with faults,
+    /// and run the checkers.
+    Sim(SimArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// One seed: prints its fault rates, and its trace if a checker fails.
+    #[arg(long, conflicts_with = "seeds")]
+    pub seed: Option<u64>,
+    /// A range of seeds, A..B (B excluded).
+    #[arg(long, value_parser = parse_seed_range)]
+    pub seeds: Option<std::ops::Range<u64>>,
+    /// Ticks of faults before the group is healed and must converge.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub ticks: u64,
+    /// Plant a known bug in the core (builds with the inject-bugs feature): early-reply.
+    #[arg(long, value_name = "BUG")]
+    pub inject: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {
+    let accepted = "give a range of seeds as A..B with A < B, e.g. 0..1000";
+    let (start, end) = text
+        .split_once("..")
+        .ok_or_else(|| format!("not a range; {accepted}"))?;
+    let start: u64 = start
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad start; {accepted}"))?;
+    let end: u64 = end
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad end; {accepted}"))?;
+    if start >= end {
+        return Err(format!("empty range; {accepted}"));
+    }
+    Ok(start..end)
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@
 
 mod bench;
 mod cli;
+mod sim;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
             command: BenchCommand::Replication(args),
         } => bench::replication::run(&args),
         Command::Node(args) => node(&args),
+        Command::Sim(args) => sim::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,30 @@
+//! Teeth: each bug planted in the real core is caught by the checkers within its budget of
+//! seeds. A checker that cannot fail is a defect.
+
+use tandem_replication::bugs::{self, Bug};
+
+/// Seeds a bug may take to be caught.
+const BUDGET: u64 = 50;
+
+#[test]
+fn every_planted_bug_is_caught_within_its_budget() {
+    for bug in Bug::ALL {
+        bugs::plant(Some(bug));
+        let caught = (0..BUDGET).find(|&seed| tandem_sim::run(seed, 300).failure.is_some());
+        bugs::plant(None);
+        assert!(caught.is_some(), "{} survived {BUDGET} seeds", bug.name());
+    }
+}
+
+#[test]
+fn without_a_planted_bug_the_same_seeds_pass() {
+    bugs::plant(None);
+    for seed in 0..10 {
+        let report = tandem_sim::run(seed, 300);
+        assert!(
+            report.failure.is_none(),
+            "seed {seed}: {:?}",
+            report.failure
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! `tandem sim`: runs the deterministic simulation for one seed or a range of seeds.
+
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+use crate::Failure;
+use crate::cli::SimArgs;
+
+#[derive(Debug, Serialize)]
+struct SeedReport {
+    seed: u64,
+    faults: String,
+    calls: u64,
+    replies: u64,
+    deadline_errors: u64,
+    commits: u64,
+    crashes: u64,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failure: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    trace: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct RangeReport {
+    seeds: u64,
+    failed: Vec<u64>,
+    calls: u64,
+    wall_s: f64,
+    calls_per_wall_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct InjectReport {
+    bug: String,
+    caught: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_failing_seed: Option<u64>,
+    seeds_run: u64,
+}
+
+pub fn run(args: &SimArgs) -> Result<(), Failure> {
+    let seeds = match (&args.seeds, args.seed) {
+        (Some(range), _) => range.clone(),
+        (None, Some(seed)) => seed..seed + 1,
+        (None, None) => 0..1,
+    };
+    plant(args.inject.as_deref())?;
+    let single = seeds.end - seeds.start == 1;
+    if single {
+        let seed = seeds.start;
+        let report = tandem_sim::run(seed, args.ticks);
+        let out = SeedReport {
+            seed,
+            faults: report.faults.to_string(),
+            calls: report.calls,
+            replies: report.replies,
+            deadline_errors: report.deadline_errors,
+            commits: report.commits,
+            crashes: report.crashes,
+            ok: report.failure.is_none(),
+            failure: report.failure.clone(),
+            trace: if report.failure.is_some() {
+                report.trace.clone()
+            } else {
+                Vec::new()
+            },
+        };
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&out).expect("serializable")
+            );
+        } else {
+            println!("seed {seed}: {}", out.faults);
+            println!(
+                "{} calls, {} replies, {} deadline errors, {} commits, {} backup crashes",
+                out.calls, out.replies, out.deadline_errors, out.commits, out.crashes
+            );
+            match &out.failure {
+                None => println!("every checker held"),
+                Some(failure) => {
+                    println!("FAILED: {failure}");
+                    println!("trace (last events):");
+                    for line in &out.trace {
+                        println!("  {line}");
+                    }
+                }
+            }
+        }
+        return verdict(
+            args,
+            out.failure.is_some(),
+            Some(seed).filter(|_| !out.ok),
+            1,
+        );
+    }
+    let progress = ProgressBar::new(seeds.end - seeds.start).with_style(
+        ProgressStyle::with_template("sim [{bar:30}] {pos}/{len} seeds, {eta} left")
+            .expect("valid template"),
+    );
+    if args.json {
+        progress.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let start = Instant::now();
+    let mut failed = Vec::new();
+    let mut calls = 0;
+    let mut seeds_run = 0;
+    for seed in seeds.clone() {
+        let report = tandem_sim::run(seed, args.ticks);
+        seeds_run += 1;
+        calls += report.calls;
+        progress.inc(1);
+        if let Some(failure) = &report.failure {
+            failed.push(seed);
+            if !args.json {
+                progress.suspend(|| {
+                    eprintln!("seed {seed} FAILED ({}): {failure}", report.faults);
+                    for line in &report.trace {
+                        eprintln!("  {line}");
+                    }
+                });
+            }
+            if args.inject.is_some() {
+                break;
+            }
+        }
+    }
+    progress.finish_and_clear();
+    let wall_s = start.elapsed().as_secs_f64();
+    if let Some(bug) = &args.inject {
+        let report = InjectReport {
+            bug: bug.clone(),
+            caught: !failed.is_empty(),
+            first_failing_seed: failed.first().copied(),
+            seeds_run,
+        };
+        if args.json {
+            println!("{}", serde_json::to_string(&report).expect("serializable"));
+        } else if report.caught {
+            println!("{bug}: caught by seed {}", failed[0]);
+        } else {
+            println!("{bug}: NOT caught in {seeds_run} seeds");
+        }
+        return verdict(args, report.caught, None, seeds_run);
+    }
+    let report = RangeReport {
+        seeds: seeds_run,
+        failed: failed.clone(),
+        calls,
+        wall_s,
+        calls_per_wall_s: calls as f64 / wall_s,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report).expect("serializable"));
+    } else {
+        println!(
+            "{} seeds, {} failed, {} client calls in {:.1} s ({:.0} calls per second)",
+            report.seeds,
+            failed.len(),
+            calls,
+            wall_s,
+            report.calls_per_wall_s
+        );
+    }
+    verdict(args, !failed.is_empty(), failed.first().copied(), seeds_run)
+}
+
+/// Exit status: a failed checker fails the command, except when a bug was planted, where
+/// being caught is the success.
+fn verdict(args: &SimArgs, failed: bool, seed: Option<u64>, seeds: u64) -> Result<(), Failure> {
+    match (&args.inject, failed) {
+        (None, false) | (Some(_), true) => Ok(()),
+        (None, true) => Err(Failure::Run(format!(
+            "a checker failed (first failing seed {})",
+            seed.map_or("?".to_owned(), |seed| seed.to_string())
+        ))),
+        (Some(bug), false) => Err(Failure::Run(format!(
+            "the planted bug {bug} survived {seeds} seeds: a checker is missing its teeth"
+        ))),
+    }
+}
+
+#[cfg(feature = "inject-bugs")]
+fn plant(bug: Option<&str>) -> Result<(), Failure> {
+    use tandem_replication::bugs::{self, Bug};
+    let Some(name) = bug else {
+        bugs::plant(None);
+        return Ok(());
+    };
+    let bug = Bug::ALL
+        .into_iter()
+        .find(|bug| bug.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Bug::ALL.iter().map(|bug| bug.name()).collect();
+            Failure::Usage(format!(
+                "--inject: unknown bug '{name}'; accepted: {}",
+                names.join(", ")
+            ))
+        })?;
+    bugs::plant(Some(bug));
+    Ok(())
+}
+
+#[cfg(not(feature = "inject-bugs"))]
+fn plant(bug: Option<&str>) -> Result<(), Failure> {
+    match bug {
+        None => Ok(()),
+        Some(_) => Err(Failure::Usage(
+            "--inject: this build has no planted bugs; build with `cargo build --release -p \
+             tandem --features inject-bugs`"
+                .into(),
+        )),
+    }
+}
