@@ -112,3 +112,30 @@ fn a_short_run_prints_the_documented_json_and_checks_consistency() {
         }
     }
 }
+
+#[test]
+fn the_simulator_reports_a_seed_and_a_range_as_json() {
+    let output = tandem(&["sim", "--seed", "4", "--ticks", "100", "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["seed"], 4);
+    assert_eq!(report["ok"], true);
+    assert!(report["faults"].as_str().unwrap().contains("loss"));
+    assert!(report["calls"].as_u64().unwrap() > 0);
+
+    let output = tandem(&["sim", "--seeds", "0..5", "--ticks", "100", "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["seeds"], 5);
+    assert_eq!(report["failed"], serde_json::json!([]));
+    assert!(report["wall_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn the_simulator_refuses_bad_ranges_and_bugs_it_was_not_built_with() {
+    assert_refused(&["sim", "--seeds", "5..5"], "--seeds", "A..B");
+    assert_refused(&["sim", "--seeds", "x"], "--seeds", "A..B");
+    let output = tandem(&["sim", "--inject", "early-reply"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--features inject-bugs"));
+}
