@@ -49,6 +49,8 @@ pub struct Applier {
     records: Vec<RedoRecord>,
     /// The call each decoded record carries (the dedup table will be fed from these).
     calls: Vec<CallId>,
+    /// Where the records the last apply applied start in `calls` (earlier ones were held).
+    calls_applied_from: usize,
 }
 
 impl Applier {
@@ -58,11 +60,18 @@ impl Applier {
             lsn_applied,
             records: Vec::new(),
             calls: Vec::new(),
+            calls_applied_from: 0,
         }
     }
 
     pub fn lsn_applied(&self) -> u64 {
         self.lsn_applied
+    }
+
+    /// The client calls of the records the last `apply` applied, in LSN order (a record with
+    /// no call behind it has client id 0). The dedup table will be fed from these.
+    pub fn calls_applied(&self) -> &[CallId] {
+        &self.calls[self.calls_applied_from..]
     }
 
     /// Applies the new records of `apply` to `segment` and returns the LSN applied through.
@@ -107,6 +116,7 @@ impl Applier {
                 })?;
         }
         let skip = (apply.lsn_from - lsn_base) as usize;
+        self.calls_applied_from = skip;
         let records = &self.records[skip..count];
         // The runs of a batch land at random places in the segment, each a likely cache miss.
         // All of them are known up front, so the lines of the record PREFETCH_DISTANCE ahead

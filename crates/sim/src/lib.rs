@@ -10,6 +10,7 @@
 //!   partitions that cut one direction or both between two nodes for a while;
 //! - clock: each node ticks at its own rate (drift) and may pause (no ticks, no processing)
 //!   for a while;
+//! - slow nodes: one node's messages, in and out, may take several times longer;
 //! - crashes: a backup may crash and restart later from its initial database, having lost
 //!   everything it held (nodes keep no disk yet). The primary never crashes here: failover
 //!   arrives with the cluster core, and so do crashes of the primary.
@@ -17,7 +18,8 @@
 //! Checkers:
 //! - a released reply's rule held: k backups had really received (or applied) its record;
 //! - replies leave in LSN order;
-//! - replicas at the same LSN hold identical bytes (checksums taken at batch boundaries);
+//! - replicas at the same LSN hold identical bytes (checksums taken at batch boundaries with
+//!   an even LSN);
 //! - Debit-Credit's conservation holds on every backup after every batch it applies;
 //! - no (client id, seq) is committed or applied twice;
 //! - every client call ends with a reply or a deadline error, and after healing the replicas
@@ -32,7 +34,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt;
 
-use tandem_log::{BatchKind, CallId, TailLimits};
+use tandem_log::{BatchBuilder, BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_replication::{
     AckCount, Applier, Message, NodeId, Primary, PrimaryConfig, PrimaryReady, Receiver,
@@ -70,6 +72,9 @@ pub struct Faults {
     pub pause_ticks_max: u64,
     /// Each node's tick lasts MICROS_PER_TICK ± this many micro-ticks.
     pub drift_max: u64,
+    /// A slow node (if any): its messages, in and out, take this many times longer.
+    pub slow_node: Option<NodeId>,
+    pub slow_factor: u64,
     /// A client's deadline for one call, in micro-ticks.
     pub deadline: u64,
     pub batch_bytes_max: usize,
@@ -101,6 +106,8 @@ impl Faults {
             pause_per_tick_ppm: rng.below(5_000),
             pause_ticks_max: 1 + rng.below(30),
             drift_max: rng.below(200),
+            slow_node: (rng.below(3) == 0).then(|| 1 + rng.below(backups as u64 + 1) as NodeId),
+            slow_factor: 2 + rng.below(9),
             deadline: (5 + rng.below(100)) * MICROS_PER_TICK,
             batch_bytes_max: 64 + rng.below(4_096) as usize,
         }
@@ -113,7 +120,7 @@ impl fmt::Display for Faults {
             f,
             "{} backups, {} clients, {}; delay {}..{} µt, loss {} ppm, dup {} ppm, partitions \
              {} ppm/tick ≤{} ticks, crashes {} ppm/tick restart ≤{} ticks, pauses {} ppm/tick \
-             ≤{} ticks, drift ±{} µt/tick, deadline {} µt, batches ≤{} B",
+             ≤{} ticks, drift ±{} µt/tick, slow {}, deadline {} µt, batches ≤{} B",
             self.backups,
             self.clients,
             self.safety,
@@ -128,6 +135,10 @@ impl fmt::Display for Faults {
             self.pause_per_tick_ppm,
             self.pause_ticks_max,
             self.drift_max,
+            match self.slow_node {
+                Some(node) => format!("node {node} ×{}", self.slow_factor),
+                None => "none".to_owned(),
+            },
             self.deadline,
             self.batch_bytes_max
         )
@@ -171,8 +182,10 @@ enum Event {
     Tick {
         node: NodeId,
     },
+    /// A client's next call, or (`deadline_of`) the deadline of one it made.
     ClientWake {
         client: usize,
+        deadline_of: Option<u64>,
     },
     Restart {
         node: NodeId,
@@ -237,6 +250,9 @@ struct World {
     /// Restarts of each node so far.
     incarnation: BTreeMap<NodeId, u64>,
     faults_on: bool,
+    sabotage: Option<Sabotage>,
+    /// Batches sent to the first backup so far (for the sabotage).
+    batches_to_first: u64,
     lsn_loaded: u64,
     last_released: u64,
     report: Report,
@@ -247,7 +263,22 @@ const TRACE_LEN: usize = 40;
 
 /// Runs seed `seed` for `ticks` ticks of faults, then heals and waits for convergence.
 pub fn run(seed: u64, ticks: u64) -> Report {
+    run_sabotaged(seed, ticks, None)
+}
+
+/// Damage done by the simulated world itself, to show that the checkers see it (a checker that
+/// cannot fail is a defect). Bugs planted in the cores are `tandem_replication::bugs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sabotage {
+    /// The fifth batch for the first backup has one data byte changed and its checksum
+    /// recomputed: a primary that ships wrong bytes, which no checksum can notice.
+    ForgeBatch,
+}
+
+/// Runs like [`run`] with `sabotage` done along the way.
+pub fn run_sabotaged(seed: u64, ticks: u64, sabotage: Option<Sabotage>) -> Report {
     let mut world = World::new(seed);
+    world.sabotage = sabotage;
     let result = world.simulate(ticks);
     world.report.failure = result.err();
     world.report.trace = world.trace.iter().cloned().collect();
@@ -335,6 +366,8 @@ impl World {
             cut_until: BTreeMap::new(),
             incarnation: BTreeMap::new(),
             faults_on: true,
+            sabotage: None,
+            batches_to_first: 0,
             lsn_loaded,
             last_released: 0,
             report: Report {
@@ -358,7 +391,13 @@ impl World {
         }
         for client in 0..world.clients.len() {
             let first = world.rng.below(MICROS_PER_TICK);
-            world.schedule(first, Event::ClientWake { client });
+            world.schedule(
+                first,
+                Event::ClientWake {
+                    client,
+                    deadline_of: None,
+                },
+            );
         }
         for backup in 0..world.backups.len() {
             world.backups[backup].receiver.introduce();
@@ -522,7 +561,10 @@ impl World {
                 }
                 self.deliver(from, to, wire)?;
             }
-            Event::ClientWake { client } => self.client_wake(client),
+            Event::ClientWake {
+                client,
+                deadline_of,
+            } => self.client_wake(client, deadline_of),
             Event::Restart { node } => {
                 let index = self.backup_index(node);
                 if !self.backups[index].up {
@@ -531,6 +573,45 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    fn maybe_sabotage(&mut self, to: NodeId, wire: Wire) -> Wire {
+        let Wire::Replication(Message::Batch(bytes)) = &wire else {
+            return wire;
+        };
+        if to != 2 || self.sabotage != Some(Sabotage::ForgeBatch) {
+            return wire;
+        }
+        self.batches_to_first += 1;
+        if self.batches_to_first != 5 {
+            return wire;
+        }
+        let batch = tandem_log::BatchRef::parse(bytes).expect("sealed by the primary");
+        let (mut records, mut calls) = (Vec::new(), Vec::new());
+        batch
+            .decode_redo_into(&mut records, &mut calls)
+            .expect("the primary's records decode");
+        let mut builder = BatchBuilder::new(
+            BatchKind::Redo,
+            batch.group(),
+            batch.view(),
+            batch.lsn_base(),
+        );
+        for (index, (record, call)) in records.iter().zip(&calls).enumerate() {
+            let mut data = record.data().to_vec();
+            if index == 0 && !data.is_empty() {
+                data[0] ^= 0x01;
+            }
+            let forged =
+                tandem_memory::RedoRecord::from_parts(record.lsn(), record.runs().to_vec(), data)
+                    .expect("same shape");
+            builder.push_redo(*call, &forged);
+        }
+        self.note(format!(
+            "sabotage: forged batch at LSN {} for backup {to}",
+            batch.lsn_base()
+        ));
+        Wire::Replication(Message::Batch(builder.seal().shared()))
     }
 
     /// The current incarnations of both ends of a link.
@@ -607,6 +688,7 @@ impl World {
 
     /// Sends `wire` from `from` to `to` through the faulty network.
     fn send(&mut self, from: NodeId, to: NodeId, wire: Wire) {
+        let wire = self.maybe_sabotage(to, wire);
         let link = self.link(from, to);
         let faults = &self.faults;
         let (delay_min, delay_max) = (faults.delay_min, faults.delay_max);
@@ -639,7 +721,12 @@ impl World {
                 );
             }
         }
-        let delay = delay_min + self.rng.below(delay_max - delay_min + 1);
+        let mut delay = delay_min + self.rng.below(delay_max - delay_min + 1);
+        if self.faults_on
+            && (self.faults.slow_node == Some(from) || self.faults.slow_node == Some(to))
+        {
+            delay *= self.faults.slow_factor;
+        }
         self.schedule(
             delay,
             Event::Deliver {
@@ -679,11 +766,13 @@ impl World {
                 self.check_backup(index)
             }
             (to, Wire::Reply { seq, lsn }) => {
-                let client = &mut self.clients[(to - CLIENT_BASE) as usize];
+                let index = (to - CLIENT_BASE) as usize;
+                let client = &mut self.clients[index];
                 if client.in_flight.is_some_and(|(waiting, _)| waiting == seq) {
                     client.in_flight = None;
                     self.report.replies += 1;
                     let _ = lsn;
+                    self.schedule_next_call(index);
                 }
                 Ok(())
             }
@@ -733,17 +822,17 @@ impl World {
     fn collect_primary(&mut self) -> Result<(), String> {
         let mut ready = std::mem::take(&mut self.ready);
         self.primary.take_ready(&mut ready);
+        // The primary's bytes at the end of its last sealed batch, while the segment is there:
+        // what a backup must hold once it has applied that batch.
+        let segment = self.store.segment();
+        let lsn_sealed = self.primary.tail().lsn_next() - 1;
+        // Every other LSN: the checker keeps its teeth (a divergence persists) at half the cost.
+        if lsn_sealed == segment.lsn() && lsn_sealed > self.lsn_loaded && lsn_sealed % 2 == 0 {
+            self.checksums
+                .entry(lsn_sealed)
+                .or_insert_with(|| crc32c::crc32c(segment.bytes()));
+        }
         for (to, message) in ready.messages.drain(..) {
-            if let Message::Batch(bytes) = &message {
-                let batch = tandem_log::BatchRef::parse(bytes).expect("sealed by the primary");
-                // The primary's bytes at the batch's end, when the segment is still there.
-                let segment = self.store.segment();
-                if batch.lsn_last() == segment.lsn() {
-                    self.checksums
-                        .entry(batch.lsn_last())
-                        .or_insert_with(|| crc32c::crc32c(segment.bytes()));
-                }
-            }
             self.send(PRIMARY, to, Wire::Replication(message));
         }
         for reply in ready.replies.drain(..) {
@@ -822,6 +911,12 @@ impl World {
             };
             backup.receiver.applied(lsn);
             backup.ever_applied = backup.ever_applied.max(lsn);
+            for &call in backup.applier.calls_applied() {
+                if call.client_id != 0 && !backup.applied_calls.insert(call) {
+                    let node = backup.node;
+                    return Err(self.fail(format!("backup {node} applied call {call:?} twice")));
+                }
+            }
             acks.push(Message::Ack {
                 view: backup.receiver.view(),
                 lsn_received: lsn,
@@ -858,26 +953,28 @@ impl World {
             .map_err(|err| self.fail(format!("backup {} at LSN {lsn}: {err}", backup.node)))
     }
 
-    fn client_wake(&mut self, client: usize) {
-        let deadline_after = self.faults.deadline;
-        let think = self.rng.below(MICROS_PER_TICK);
+    /// A client wakes to start its next call, or at the deadline of call `deadline_of`.
+    fn client_wake(&mut self, client: usize, deadline_of: Option<u64>) {
         let state = &mut self.clients[client];
-        if let Some((seq, deadline)) = state.in_flight {
-            if self.now >= deadline {
-                // Without the dedup table (issue 4) a retry could run twice: give up instead.
+        match (deadline_of, state.in_flight) {
+            // The deadline of a call that is still in flight: a deadline error. Without the
+            // dedup table (issue 4) a retry could run twice, so the client gives up instead.
+            (Some(seq), Some((waiting, _))) if seq == waiting => {
                 state.in_flight = None;
                 self.report.deadline_errors += 1;
                 self.note(format!("client {client} call {seq}: deadline"));
-            } else {
-                let wait = deadline - self.now;
-                self.schedule(wait.min(MICROS_PER_TICK), Event::ClientWake { client });
+                self.schedule_next_call(client);
                 return;
             }
+            // The deadline of a call answered in time, or a wake while a call is in flight.
+            (Some(_), _) | (None, Some(_)) => return,
+            (None, None) => {}
         }
         if !self.faults_on {
             // After healing, clients finish what they started and start nothing new.
             return;
         }
+        let deadline_after = self.faults.deadline;
         let state = &mut self.clients[client];
         state.seq += 1;
         let seq = state.seq;
@@ -894,7 +991,25 @@ impl World {
             PRIMARY,
             Wire::Call { seq, args },
         );
-        self.schedule(think + 1, Event::ClientWake { client });
+        self.schedule(
+            deadline_after,
+            Event::ClientWake {
+                client,
+                deadline_of: Some(seq),
+            },
+        );
+    }
+
+    /// The client thinks a little, then calls again.
+    fn schedule_next_call(&mut self, client: usize) {
+        let think = self.rng.below(MICROS_PER_TICK / 4);
+        self.schedule(
+            think,
+            Event::ClientWake {
+                client,
+                deadline_of: None,
+            },
+        );
     }
 }
 

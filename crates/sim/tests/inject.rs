@@ -28,3 +28,17 @@ fn without_a_planted_bug_the_same_seeds_pass() {
         );
     }
 }
+
+#[test]
+fn the_forged_batch_is_caught_by_the_checksum_or_the_final_comparison() {
+    bugs::plant(None);
+    let report = (0..BUDGET)
+        .map(|seed| tandem_sim::run_sabotaged(seed, 300, Some(tandem_sim::Sabotage::ForgeBatch)))
+        .find(|report| report.failure.is_some())
+        .expect("a forged batch went unnoticed for the whole budget");
+    let failure = report.failure.unwrap();
+    assert!(
+        failure.contains("checksum") || failure.contains("differs"),
+        "{failure}"
+    );
+}
