@@ -827,7 +827,10 @@ impl World {
         let segment = self.store.segment();
         let lsn_sealed = self.primary.tail().lsn_next() - 1;
         // Every other LSN: the checker keeps its teeth (a divergence persists) at half the cost.
-        if lsn_sealed == segment.lsn() && lsn_sealed > self.lsn_loaded && lsn_sealed % 2 == 0 {
+        if lsn_sealed == segment.lsn()
+            && lsn_sealed > self.lsn_loaded
+            && lsn_sealed.is_multiple_of(2)
+        {
             self.checksums
                 .entry(lsn_sealed)
                 .or_insert_with(|| crc32c::crc32c(segment.bytes()));
