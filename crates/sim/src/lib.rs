@@ -17,7 +17,7 @@
 //!
 //! Checkers:
 //! - a released reply's rule held: k backups had really received (or applied) its record;
-//! - replies leave in LSN order;
+//! - replies leave in LSN order, and each client sees its replies' LSNs never go back;
 //! - replicas at the same LSN hold identical bytes (checksums taken at batch boundaries with
 //!   an even LSN);
 //! - Debit-Credit's conservation holds on every backup after every batch it applies;
@@ -46,7 +46,7 @@ use tandem_store::{CallError, Driver, ProcId, Rng, Store, Workload};
 /// Micro-ticks in a nominal tick.
 pub const MICROS_PER_TICK: u64 = 1_000;
 const PRIMARY: NodeId = 1;
-/// Small, so that every checksum and consistency check can run after every batch.
+/// Small, so that a checksum and a consistency check can run after every applied batch.
 const SEGMENT_LEN: usize = 16 * 1024;
 /// Clients are addressed as nodes from here on.
 const CLIENT_BASE: NodeId = 1_000;
@@ -165,8 +165,15 @@ pub struct Report {
 #[derive(Clone, Debug)]
 enum Wire {
     Replication(Message),
-    Call { seq: u64, args: Vec<u8> },
-    Reply { seq: u64, lsn: u64 },
+    Call {
+        seq: u64,
+        args: Vec<u8>,
+    },
+    /// The LSN of the call's commit (or, for a rollback, of the latest commit it saw).
+    Reply {
+        seq: u64,
+        lsn: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -220,6 +227,8 @@ struct Client {
     seq: u64,
     /// (seq, deadline) of the call in flight.
     in_flight: Option<(u64, u64)>,
+    /// LSN of the last reply.
+    lsn_last: u64,
 }
 
 struct World {
@@ -325,7 +334,7 @@ impl World {
             .map(|&node| Backup {
                 node,
                 up: true,
-                receiver: Receiver::new(receiver_config(node), lsn_loaded),
+                receiver: Receiver::new(receiver_config(), lsn_loaded),
                 applier: Applier::new(lsn_loaded),
                 segment: fresh(&workload),
                 ever_received: lsn_loaded,
@@ -675,7 +684,7 @@ impl World {
         *self.incarnation.entry(backup.node).or_insert(0) += 1;
         backup.up = true;
         backup.segment = segment;
-        backup.receiver = Receiver::new(receiver_config(backup.node), lsn);
+        backup.receiver = Receiver::new(receiver_config(), lsn);
         backup.applier = Applier::new(lsn);
         backup.applied_calls.clear();
         let node = backup.node;
@@ -769,9 +778,16 @@ impl World {
                 let index = (to - CLIENT_BASE) as usize;
                 let client = &mut self.clients[index];
                 if client.in_flight.is_some_and(|(waiting, _)| waiting == seq) {
+                    // A client that calls one at a time sees its replies' LSNs never go back.
+                    if lsn < client.lsn_last {
+                        let last = client.lsn_last;
+                        return Err(
+                            self.fail(format!("client {index} got LSN {lsn} after LSN {last}"))
+                        );
+                    }
+                    client.lsn_last = lsn;
                     client.in_flight = None;
                     self.report.replies += 1;
-                    let _ = lsn;
                     self.schedule_next_call(index);
                 }
                 Ok(())
@@ -1016,7 +1032,8 @@ impl World {
     }
 }
 
-fn receiver_config(_node: NodeId) -> ReceiverConfig {
+/// Every backup's receiver: group 0, view 1, the one primary.
+fn receiver_config() -> ReceiverConfig {
     ReceiverConfig {
         group: 0,
         view: 1,
