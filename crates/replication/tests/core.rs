@@ -39,6 +39,15 @@ struct Harness {
     primary_faults: Vec<PrimaryFault>,
 }
 
+fn receiver_config(view: u64) -> ReceiverConfig {
+    ReceiverConfig {
+        group: 0,
+        view,
+        primary: PRIMARY,
+        nack_ticks: 2,
+    }
+}
+
 fn config(backups: usize, safety: Safety) -> PrimaryConfig {
     PrimaryConfig {
         group: 0,
@@ -75,20 +84,12 @@ impl Harness {
         let backups = config
             .backups
             .iter()
-            .map(|&node| {
-                let receiver_config = ReceiverConfig {
-                    group: config.group,
-                    view: config.view,
-                    primary: PRIMARY,
-                    nack_ticks: 2,
-                };
-                Backup {
-                    node,
-                    receiver: Receiver::new(receiver_config, lsn_start),
-                    applier: Applier::new(lsn_start),
-                    segment: fresh(),
-                    faults: Vec::new(),
-                }
+            .map(|&node| Backup {
+                node,
+                receiver: Receiver::new(receiver_config(config.view), lsn_start),
+                applier: Applier::new(lsn_start),
+                segment: fresh(),
+                faults: Vec::new(),
             })
             .collect();
         let mut harness = Harness {
@@ -196,6 +197,19 @@ impl Harness {
             let backup = self.backups.iter_mut().find(|b| b.node == to).unwrap();
             backup.receiver.step(from, message);
         }
+        self.collect();
+    }
+
+    /// Backup `index` restarts empty (a fresh segment at LSN 0) on a new link, and introduces
+    /// itself; the introduction waits in the network.
+    fn restart_backup(&mut self, index: usize) {
+        let backup = &mut self.backups[index];
+        backup.receiver = Receiver::new(receiver_config(1), 0);
+        backup.applier = Applier::new(0);
+        backup.segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
+        let node = backup.node;
+        self.primary.link_reset(node);
+        self.backups[index].receiver.introduce();
         self.collect();
     }
 
@@ -522,13 +536,7 @@ fn stale_views_are_fenced_and_a_deposed_primary_abandons_its_replies() {
     harness.flush();
     let batches = harness.take_batches();
     // The backup has moved to view 2 (a view change this primary did not see).
-    let receiver_config = ReceiverConfig {
-        group: 0,
-        view: 2,
-        primary: PRIMARY,
-        nack_ticks: 2,
-    };
-    harness.backups[0].receiver = Receiver::new(receiver_config, 0);
+    harness.backups[0].receiver = Receiver::new(receiver_config(2), 0);
     for (from, to, message) in batches {
         harness.deliver_one(from, to, message);
     }
@@ -566,19 +574,7 @@ fn a_restarted_backup_is_caught_up_from_the_tail() {
     harness.deliver_all();
     harness.assert_replicas_match();
     // The backup restarts empty: a new link, a fresh segment, an introduction at LSN 0.
-    let receiver_config = ReceiverConfig {
-        group: 0,
-        view: 1,
-        primary: PRIMARY,
-        nack_ticks: 2,
-    };
-    let backup = &mut harness.backups[0];
-    backup.receiver = Receiver::new(receiver_config, 0);
-    backup.applier = Applier::new(0);
-    backup.segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
-    harness.primary.link_reset(2);
-    harness.backups[0].receiver.introduce();
-    harness.collect();
+    harness.restart_backup(0);
     assert_eq!(
         harness.primary.backup_progress().next(),
         Some((2, 3, 3)),
@@ -610,19 +606,7 @@ fn a_restarted_backup_whose_introduction_was_lost_catches_up_after_a_heartbeat()
         harness.flush();
     }
     harness.deliver_all();
-    let receiver_config = ReceiverConfig {
-        group: 0,
-        view: 1,
-        primary: PRIMARY,
-        nack_ticks: 2,
-    };
-    let backup = &mut harness.backups[0];
-    backup.receiver = Receiver::new(receiver_config, 0);
-    backup.applier = Applier::new(0);
-    backup.segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
-    harness.primary.link_reset(2);
-    harness.backups[0].receiver.introduce();
-    harness.collect();
+    harness.restart_backup(0);
     harness.network.clear(); // the introduction is lost
     for _ in 0..4 {
         harness.tick();

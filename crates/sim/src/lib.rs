@@ -699,9 +699,7 @@ impl World {
     fn send(&mut self, from: NodeId, to: NodeId, wire: Wire) {
         let wire = self.maybe_sabotage(to, wire);
         let link = self.link(from, to);
-        let faults = &self.faults;
-        let (delay_min, delay_max) = (faults.delay_min, faults.delay_max);
-        let (loss, duplicate) = (faults.loss_ppm, faults.duplicate_ppm);
+        let (loss, duplicate) = (self.faults.loss_ppm, self.faults.duplicate_ppm);
         if self.faults_on {
             if self
                 .cut_until
@@ -717,7 +715,7 @@ impl World {
             // with the dedup table (issue 4); the exactly-once checker catches it without.
             let is_call = matches!(wire, Wire::Call { .. });
             if !is_call && self.rng.below(1_000_000) < duplicate {
-                let delay = delay_min + self.rng.below(delay_max - delay_min + 1);
+                let delay = self.delay(from, to);
                 let wire = wire.clone();
                 self.schedule(
                     delay,
@@ -730,12 +728,7 @@ impl World {
                 );
             }
         }
-        let mut delay = delay_min + self.rng.below(delay_max - delay_min + 1);
-        if self.faults_on
-            && (self.faults.slow_node == Some(from) || self.faults.slow_node == Some(to))
-        {
-            delay *= self.faults.slow_factor;
-        }
+        let delay = self.delay(from, to);
         self.schedule(
             delay,
             Event::Deliver {
@@ -745,6 +738,18 @@ impl World {
                 wire,
             },
         );
+    }
+
+    /// A message's time on the wire: drawn from the delay range, longer to or from a slow node.
+    fn delay(&mut self, from: NodeId, to: NodeId) -> u64 {
+        let (delay_min, delay_max) = (self.faults.delay_min, self.faults.delay_max);
+        let delay = delay_min + self.rng.below(delay_max - delay_min + 1);
+        let slow = self.faults.slow_node;
+        if self.faults_on && (slow == Some(from) || slow == Some(to)) {
+            delay * self.faults.slow_factor
+        } else {
+            delay
+        }
     }
 
     fn deliver(&mut self, from: NodeId, to: NodeId, wire: Wire) -> Result<(), String> {
