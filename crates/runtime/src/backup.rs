@@ -154,7 +154,7 @@ where
     let (control, control_rx) = mpsc::channel();
     let lsn_applied = Arc::new(AtomicU64::new(lsn_start));
     let lsn_received = Arc::new(AtomicU64::new(lsn_start));
-    let ack_writer: Arc<Mutex<Option<(TcpStream, NodeId)>>> = Arc::new(Mutex::new(None));
+    let ack_writer: Arc<Mutex<Option<SharedWriter>>> = Arc::new(Mutex::new(None));
     let state = Shared {
         node_id: config.node_id,
         group: group.id,
@@ -187,6 +187,10 @@ where
     Ok(BackupHandle { control, applier })
 }
 
+/// The writing half of a connection to the primary. Its receiver thread and the applier both
+/// write acks on it, so each frame is written whole under the lock, never interleaved.
+type SharedWriter = Arc<Mutex<TcpStream>>;
+
 #[derive(Clone)]
 struct Shared {
     node_id: NodeId,
@@ -198,7 +202,7 @@ struct Shared {
     lsn_received: Arc<AtomicU64>,
     /// The connection to the current primary, shared by the receiver (receipt acks) and the
     /// applier (application acks).
-    ack_writer: Arc<Mutex<Option<(TcpStream, NodeId)>>>,
+    ack_writer: Arc<Mutex<Option<SharedWriter>>>,
     metrics: Arc<Metrics>,
 }
 
@@ -264,7 +268,8 @@ fn receive(
         },
     );
     net::write_all(stream, &welcome)?;
-    *state.ack_writer.lock().expect("not poisoned") = Some((stream.try_clone()?, primary));
+    let writer: SharedWriter = Arc::new(Mutex::new(stream.try_clone()?));
+    *state.ack_writer.lock().expect("not poisoned") = Some(Arc::clone(&writer));
     let receiver_config = ReceiverConfig {
         group: state.group,
         view: state.view,
@@ -328,7 +333,7 @@ fn receive(
         }
         ready.clear();
         if !out.is_empty() {
-            stream.write_all(&out)?;
+            writer.lock().expect("not poisoned").write_all(&out)?;
         }
         net::fill(stream, &mut buffer)?;
     }
@@ -391,8 +396,9 @@ fn run_applier(
             };
             frame.clear();
             encode_peer(&mut frame, &ack);
-            if let Some((stream, _)) = state.ack_writer.lock().expect("not poisoned").as_mut() {
-                let _ = stream.write_all(&frame);
+            let writer = state.ack_writer.lock().expect("not poisoned").clone();
+            if let Some(writer) = writer {
+                let _ = writer.lock().expect("not poisoned").write_all(&frame);
             }
         }
     }
