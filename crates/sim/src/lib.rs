@@ -17,6 +17,7 @@
 //!
 //! Checkers:
 //! - a released reply's rule held: k backups had really received (or applied) its record;
+//! - bounded(n): never more than n committed records missing from some backup;
 //! - replies leave in LSN order, and each client sees its replies' LSNs never go back;
 //! - replicas at the same LSN hold identical bytes (checksums taken at batch boundaries with
 //!   an even LSN);
@@ -84,10 +85,11 @@ impl Faults {
     /// Draws every rate from `rng`.
     pub fn draw(rng: &mut Rng) -> Faults {
         let backups = 1 + rng.below(3) as usize;
-        let safety = match rng.below(4) {
+        let safety = match rng.below(5) {
             0 => Safety::TwoSafe(AckCount::All),
             1 => Safety::TwoSafe(AckCount::Of(1 + rng.below(backups as u64) as u32)),
             2 => Safety::TwoSafeApplied(AckCount::All),
+            3 => Safety::Bounded(1 + rng.below(20)),
             _ => Safety::OneSafe,
         };
         let delay_min = 10 + rng.below(200);
@@ -461,10 +463,12 @@ impl World {
             if self.now > safety_end + 2_000 * MICROS_PER_TICK {
                 return Err(self.fail(format!(
                     "no convergence 2000 ticks after healing: primary at LSN {} (sees backups \
-                     at {:?}, tail from {}), backups at {:?}, {} replies pending",
+                     at {:?}, tail {}..{}, {} calls waiting), backups at {:?}, {} replies pending",
                     self.primary.lsn_committed(),
                     self.primary.backup_progress().collect::<Vec<_>>(),
                     self.primary.tail().lsn_first(),
+                    self.primary.tail().lsn_next(),
+                    self.inbox.len(),
                     self.backups
                         .iter()
                         .map(|b| (b.node, b.up, b.applier.lsn_applied()))
@@ -756,6 +760,9 @@ impl World {
         match (to, wire) {
             (PRIMARY, Wire::Replication(message)) => {
                 self.primary.step(from, message);
+                // An ack may lift flow control: the executor runs what was waiting.
+                self.drain_inbox()?;
+                self.primary.flush();
                 self.collect_primary()
             }
             (PRIMARY, Wire::Call { seq, args }) => {
@@ -825,6 +832,7 @@ impl World {
                         return Err(self.fail(format!("call {call:?} committed twice")));
                     }
                     self.primary.commit(call, record, safety, pending);
+                    self.check_bounded(safety)?;
                     self.tally.observe(ProcId(0), &args, Ok(()));
                     // The executor dispatches as it goes, so a batch cut by size is checksummed
                     // at its own LSN.
@@ -874,6 +882,29 @@ impl World {
         }
         ready.clear();
         self.ready = ready;
+        Ok(())
+    }
+
+    /// bounded(n): no more than n committed records lack receipt by some backup, counting
+    /// what the backups really received (a failover would lose at most n).
+    fn check_bounded(&self, safety: Safety) -> Result<(), String> {
+        let Safety::Bounded(n) = safety else {
+            return Ok(());
+        };
+        let lsn = self.primary.lsn_committed();
+        let received_by_all = self
+            .backups
+            .iter()
+            .map(|b| b.ever_received)
+            .min()
+            .unwrap_or(lsn);
+        let uncertain = lsn - received_by_all.min(lsn);
+        if uncertain > n {
+            return Err(self.fail(format!(
+                "bounded:{n} committed LSN {lsn} while only LSN {received_by_all} had reached \
+                 every backup ({uncertain} uncertain)"
+            )));
+        }
         Ok(())
     }
 
