@@ -133,6 +133,11 @@ impl RetainedTail {
         self.batches.range(start..)
     }
 
+    /// The retained batches, newest first.
+    pub fn batches_newest_first(&self) -> impl Iterator<Item = &SealedBatch> + '_ {
+        self.batches.iter().rev()
+    }
+
     /// Forgets every batch and restarts at `lsn_next` (a view change that truncates).
     pub fn reset(&mut self, lsn_next: u64) {
         self.batches.clear();

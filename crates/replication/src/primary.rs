@@ -143,14 +143,29 @@ impl<R> PrimaryReady<R> {
 /// Batches a backup that is catching up may have in flight from the tail.
 const CATCH_UP_BATCHES_IN_FLIGHT_MAX: usize = 32;
 
-/// Sealed batches holding records after `lsn_received` and up to `lsn_sent`.
-fn batches_in_flight(tail: &RetainedTail, lsn_received: u64, lsn_sent: u64) -> usize {
+/// Sealed batches holding records after `lsn_received` and up to `lsn_sent`, counted up to
+/// `limit`.
+fn batches_in_flight(tail: &RetainedTail, lsn_received: u64, lsn_sent: u64, limit: usize) -> usize {
     if lsn_sent <= lsn_received || !tail.covers(lsn_received) {
         return 0;
     }
-    tail.batches_from(lsn_received + 1)
-        .take_while(|batch| batch.lsn_base() <= lsn_sent)
-        .count()
+    let newest_sent = tail
+        .batches_newest_first()
+        .next()
+        .is_some_and(|batch| batch.lsn_base() <= lsn_sent);
+    if newest_sent {
+        // A backup keeping up: its batches in flight are the last few of the tail.
+        tail.batches_newest_first()
+            .take_while(|batch| batch.lsn_last() > lsn_received)
+            .take(limit)
+            .count()
+    } else {
+        // A backup catching up: find its first batch in flight by binary search.
+        tail.batches_from(lsn_received + 1)
+            .take_while(|batch| batch.lsn_base() <= lsn_sent)
+            .take(limit)
+            .count()
+    }
 }
 
 /// What the primary knows about one backup.
@@ -388,7 +403,8 @@ impl<R> Primary<R> {
         let window = self.config.flush_batches_in_flight_max;
         let tail = &self.tail;
         let room = self.backups.iter().any(|backup| {
-            backup.known && batches_in_flight(tail, backup.lsn_received, backup.lsn_sent) < window
+            backup.known
+                && batches_in_flight(tail, backup.lsn_received, backup.lsn_sent, window) < window
         });
         let none_known = self.backups.iter().all(|backup| !backup.known);
         if room || none_known {
@@ -559,8 +575,9 @@ impl<R> Primary<R> {
         }
         // A backup that is behind gets a window of batches at a time, the next as its acks
         // come back: a rewind after a lost batch resends a window, not the whole tail.
-        let in_flight = batches_in_flight(&self.tail, backup.lsn_received, backup.lsn_sent);
-        let room = CATCH_UP_BATCHES_IN_FLIGHT_MAX.saturating_sub(in_flight);
+        let window = CATCH_UP_BATCHES_IN_FLIGHT_MAX;
+        let in_flight = batches_in_flight(&self.tail, backup.lsn_received, backup.lsn_sent, window);
+        let room = window.saturating_sub(in_flight);
         for batch in self.tail.batches_from(backup.lsn_sent + 1).take(room) {
             self.ready
                 .messages
