@@ -925,12 +925,13 @@ impl NetworkClients {
     }
 
     /// Opens the connections. Each has a receiver thread, which reads replies and, in closed
-    /// loop, sends the next calls at once; and a pacer thread, which starts the closed loop and
-    /// sends on schedule in open loop. (Socket read timeouts are rounded to the kernel's
-    /// jiffies, so pacing cannot ride on them.)
+    /// loop, sends the next calls at once. One pacer thread for all of them starts the closed
+    /// loop and sends on schedule in open loop. (Socket read timeouts are rounded to the
+    /// kernel's jiffies, so pacing cannot ride on them.)
     fn connect(self: &Arc<Self>) -> Result<(), Failure> {
         let sources: Vec<CallSource> =
             std::mem::take(&mut *self.sources.lock().expect("not poisoned"));
+        let mut connections = Vec::new();
         for (index, source) in sources.into_iter().enumerate() {
             let mut stream = TcpStream::connect(self.address).map_err(|err| {
                 Failure::Run(format!("cannot connect to {}: {err}", self.address))
@@ -970,12 +971,13 @@ impl NetworkClients {
                     }
                 })
                 .map_err(|err| Failure::Run(err.to_string()))?;
-            let clients = Arc::clone(self);
-            thread::Builder::new()
-                .name(format!("bench-pacer-{index}"))
-                .spawn(move || clients.pace(&connection))
-                .map_err(|err| Failure::Run(err.to_string()))?;
+            connections.push(connection);
         }
+        let clients = Arc::clone(self);
+        thread::Builder::new()
+            .name("bench-pacer".into())
+            .spawn(move || clients.pace(&connections))
+            .map_err(|err| Failure::Run(err.to_string()))?;
         Ok(())
     }
 
@@ -1005,29 +1007,36 @@ impl NetworkClients {
             .map_err(|err| err.to_string())
     }
 
-    /// Starts the closed loop when the load turns on; sends on schedule in open loop.
-    fn pace(&self, connection: &Connection) {
-        let mut next_send = Instant::now();
+    /// Starts the closed loop when the load turns on; sends on schedule in open loop, each
+    /// connection carrying an equal share of the rate.
+    fn pace(&self, connections: &[Arc<Connection>]) {
+        let mut next_send = vec![Instant::now(); connections.len()];
         loop {
-            let active = self.active.load(Ordering::Acquire);
-            let rate = self.rate_per_s.load(Ordering::Acquire);
-            let in_flight = connection.in_flight.lock().expect("not poisoned").len();
             if self.stopping.load(Ordering::Acquire) {
                 return;
             }
+            let active = self.active.load(Ordering::Acquire);
+            let rate = self.rate_per_s.load(Ordering::Acquire);
             if !active || !self.welcomed.load(Ordering::Acquire) {
-                next_send = Instant::now();
+                next_send.fill(Instant::now());
                 thread::sleep(Duration::from_micros(500));
                 continue;
             }
             if rate == 0 {
-                let now = Instant::now();
-                if in_flight == 0
-                    && self
-                        .send(connection, self.window as usize, |_| now)
-                        .is_err()
-                {
-                    return;
+                for connection in connections {
+                    let idle = connection
+                        .in_flight
+                        .lock()
+                        .expect("not poisoned")
+                        .is_empty();
+                    let now = Instant::now();
+                    if idle
+                        && self
+                            .send(connection, self.window as usize, |_| now)
+                            .is_err()
+                    {
+                        return;
+                    }
                 }
                 thread::sleep(Duration::from_millis(1));
                 continue;
@@ -1036,27 +1045,31 @@ impl NetworkClients {
             // schedule, so a late send is charged to the system (no coordinated omission).
             let interval = Duration::from_secs_f64(f64::from(self.connections) / rate as f64);
             let now = Instant::now();
-            if next_send + Duration::from_millis(100) < now {
-                next_send = now;
+            for (connection, next) in connections.iter().zip(&mut next_send) {
+                if *next + Duration::from_millis(100) < now {
+                    *next = now;
+                }
+                let mut due = 0usize;
+                while *next + interval * due as u32 <= now {
+                    due += 1;
+                }
+                let first = *next;
+                if due > 0
+                    && self
+                        .send(connection, due, |i| first + interval * i as u32)
+                        .is_err()
+                {
+                    return;
+                }
+                *next += interval * due as u32;
             }
-            let mut due = 0usize;
-            while next_send + interval * due as u32 <= now {
-                due += 1;
-            }
-            let first = next_send;
-            if due > 0
-                && self
-                    .send(connection, due, |i| first + interval * i as u32)
-                    .is_err()
-            {
-                return;
-            }
-            next_send += interval * due as u32;
-            // Wake at most every PACING_QUANTUM: each wake is a send, and on a 2-core machine
-            // the load generator's sends compete with the system it measures. Calls that fall
-            // due between wakes wait for the next one, and that wait counts in their latency.
+            // Wake at most every PACING_QUANTUM: each wake is a send per connection, and on a
+            // 2-core machine the load generator competes with the system it measures. Calls
+            // that fall due between wakes wait for the next one, and that wait counts in their
+            // latency.
+            let earliest = next_send.iter().min().copied().unwrap_or(now);
             thread::sleep(
-                next_send
+                earliest
                     .saturating_duration_since(Instant::now())
                     .max(PACING_QUANTUM),
             );
