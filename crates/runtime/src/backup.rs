@@ -126,6 +126,8 @@ where
     let group = &config.group;
     let mut segment = crate::workload::loaded_segment(group, &workload)?;
     let lsn_start = segment.lsn();
+    metrics.lsn_received.set(lsn_start as i64);
+    metrics.lsn_applied.set(lsn_start as i64);
     let replica = match group.mode {
         Mode::Active => {
             let checked = workload.clone();

@@ -191,6 +191,7 @@ where
             .map_err(|err| format!("group.mode: {err}"))?;
     }
     let lsn_start = segment.lsn();
+    metrics.lsn_committed.set(lsn_start as i64);
     let backups: Vec<NodeId> = config.backups().map(|peer| peer.node_id).collect();
     let tuning = &config.tuning;
     let primary_config = PrimaryConfig {
