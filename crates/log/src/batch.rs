@@ -163,13 +163,6 @@ impl BatchBuilder {
         size
     }
 
-    /// Appends one already-encoded record body with the next LSN (passive traces use this).
-    pub fn push_encoded(&mut self, body: &[u8]) {
-        assert!(!body.is_empty(), "a record body is never empty");
-        self.buf.extend_from_slice(body);
-        self.record_count += 1;
-    }
-
     /// The buffer a record body may be encoded into directly; call [`BatchBuilder::commit_encoded`]
     /// after appending exactly one record.
     pub fn payload_mut(&mut self) -> &mut Vec<u8> {
@@ -210,15 +203,6 @@ impl BatchBuilder {
         let sealed = SealedBatch { bytes };
         debug_assert!(BatchRef::parse(sealed.bytes()).is_ok());
         sealed
-    }
-
-    /// Starts over at `lsn_base` under `view`, dropping unsealed records (a view change).
-    pub fn restart(&mut self, view: u64, lsn_base: u64) {
-        assert!(lsn_base >= 1);
-        self.view = view;
-        self.lsn_base = lsn_base;
-        self.record_count = 0;
-        self.buf.truncate(HEADER_LEN);
     }
 }
 
@@ -263,11 +247,6 @@ impl SealedBatch {
 
     pub fn view(&self) -> u64 {
         self.header().view.get()
-    }
-
-    /// Reads a batch from the wire, checking it whole; the bytes are copied once.
-    pub fn from_wire(bytes: &[u8]) -> Result<SealedBatch, BatchError> {
-        SealedBatch::verify(Arc::from(bytes))
     }
 
     /// Checks shared bytes as one whole batch, without copying them.
@@ -379,27 +358,6 @@ impl<'a> BatchRef<'a> {
         self.payload
     }
 
-    /// Decodes every redo record in order, handing each to `visit` in `record`'s reused
-    /// buffers. Stops at the first malformed record; the records already visited stay visited,
-    /// so a caller that must not half-apply calls [`BatchRef::validate_redo`] first.
-    pub fn for_each_redo(
-        &self,
-        record: &mut RedoRecord,
-        mut visit: impl FnMut(CallId, &RedoRecord),
-    ) -> Result<(), BatchError> {
-        assert_eq!(self.kind(), BatchKind::Redo);
-        let mut input = self.payload;
-        for lsn in self.lsn_base()..=self.lsn_last() {
-            let call = decode_record_into(&mut input, lsn, record)
-                .map_err(|source| BatchError::Record { lsn, source })?;
-            visit(call, record);
-        }
-        if !input.is_empty() {
-            return Err(BatchError::TrailingBytes { extra: input.len() });
-        }
-        Ok(())
-    }
-
     /// Decodes every record into `records[i]` and its call into `calls` (both reused across
     /// batches: `records` only grows, `calls` is cleared first), so a caller can check them all
     /// before applying any.
@@ -443,11 +401,6 @@ impl<'a> BatchRef<'a> {
         }
         Ok(())
     }
-
-    /// Decodes every record without keeping them, checking that all are well formed.
-    pub fn validate_redo(&self, record: &mut RedoRecord) -> Result<(), BatchError> {
-        self.for_each_redo(record, |_, _| {})
-    }
 }
 
 /// CRC32C of a batch's bytes with the checksum field taken as zero.
@@ -489,13 +442,9 @@ mod tests {
         let parsed = BatchRef::parse(batch.bytes()).unwrap();
         assert_eq!(parsed.group(), 7);
         assert_eq!(parsed.kind(), BatchKind::Redo);
-        let mut seen = Vec::new();
-        let mut scratch = RedoRecord::empty(0);
-        parsed
-            .for_each_redo(&mut scratch, |call, record| {
-                seen.push((call.seq, record.clone()));
-            })
-            .unwrap();
+        let (mut records, mut calls) = (Vec::new(), Vec::new());
+        parsed.decode_redo_into(&mut records, &mut calls).unwrap();
+        let seen: Vec<_> = calls.iter().map(|call| call.seq).zip(records).collect();
         let expected: Vec<_> = (10..13)
             .map(|lsn| (lsn, record(lsn, lsn * 100, &[lsn as u8; 4])))
             .collect();
@@ -557,7 +506,7 @@ mod tests {
             if let Ok(batch) = BatchRef::parse(&bytes)
                 && batch.kind() == BatchKind::Redo
             {
-                let _ = batch.validate_redo(&mut RedoRecord::empty(0));
+                let _ = batch.decode_redo_into(&mut Vec::new(), &mut Vec::new());
             }
         }
 
@@ -572,7 +521,7 @@ mod tests {
             builder.record_count = count.min(payload.len() as u32 / 2);
             let batch = builder.seal();
             let parsed = BatchRef::parse(batch.bytes()).unwrap();
-            let _ = parsed.validate_redo(&mut RedoRecord::empty(0));
+            let _ = parsed.decode_redo_into(&mut Vec::new(), &mut Vec::new());
         }
     }
 }

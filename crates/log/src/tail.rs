@@ -45,10 +45,6 @@ impl RetainedTail {
         }
     }
 
-    pub fn limits(&self) -> TailLimits {
-        self.limits
-    }
-
     pub fn records(&self) -> u64 {
         self.records
     }
@@ -136,14 +132,6 @@ impl RetainedTail {
     /// The retained batches, newest first.
     pub fn batches_newest_first(&self) -> impl Iterator<Item = &SealedBatch> + '_ {
         self.batches.iter().rev()
-    }
-
-    /// Forgets every batch and restarts at `lsn_next` (a view change that truncates).
-    pub fn reset(&mut self, lsn_next: u64) {
-        self.batches.clear();
-        self.records = 0;
-        self.bytes = 0;
-        self.lsn_next = lsn_next;
     }
 }
 

@@ -866,30 +866,19 @@ mod tests {
         overlapping_txn(&mut v1);
         let meta = layout.meta_addr as u64;
         let mirror = 4096;
-        assert_eq!(
-            shape(v1.passive_trace()),
-            vec![
-                (Data, 8, 12),
-                (Data, 100, 4),
-                (Meta, meta, 8),
-                (Undo, mirror + 8, 12),
-                (Undo, mirror + 100, 4),
-                (Meta, meta + 8, 8),
-            ]
-        );
+        // Each merged span is covered by changed words, so V2's runs equal V1's spans here.
+        let expected = vec![
+            (Data, 8, 12),
+            (Data, 100, 4),
+            (Meta, meta, 8),
+            (Undo, mirror + 8, 12),
+            (Undo, mirror + 100, 4),
+            (Meta, meta + 8, 8),
+        ];
+        assert_eq!(shape(v1.passive_trace()), expected);
         let (mut v2, _) = traced(Strategy::V2MirrorDiff);
         overlapping_txn(&mut v2);
-        assert_eq!(
-            shape(v2.passive_trace()),
-            vec![
-                (Data, 8, 12),
-                (Data, 100, 4),
-                (Meta, meta, 8),
-                (Undo, mirror + 8, 12),
-                (Undo, mirror + 100, 4),
-                (Meta, meta + 8, 8),
-            ]
-        );
+        assert_eq!(shape(v2.passive_trace()), expected);
     }
 
     #[test]

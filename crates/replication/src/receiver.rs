@@ -82,7 +82,6 @@ pub struct Receiver {
     /// As last reported by the applier; carried on acks.
     lsn_applied: u64,
     tick: u64,
-    tick_last_heard: u64,
     /// (tick, lsn_received) of the last Nack sent.
     nack: Option<(u64, u64)>,
     ready: ReceiverReady,
@@ -97,7 +96,6 @@ impl Receiver {
             lsn_received,
             lsn_applied: lsn_received,
             tick: 0,
-            tick_last_heard: 0,
             nack: None,
             ready: ReceiverReady::default(),
         }
@@ -113,11 +111,6 @@ impl Receiver {
 
     pub fn lsn_applied(&self) -> u64 {
         self.lsn_applied
-    }
-
-    /// Ticks since the primary was last heard from (batch or heartbeat).
-    pub fn ticks_since_heard(&self) -> u64 {
-        self.tick - self.tick_last_heard
     }
 
     /// Tells the primary where this backup stands: sent on (re)connecting.
@@ -155,7 +148,6 @@ impl Receiver {
                 lsn_committed,
             } => {
                 if self.check_view(from, view) {
-                    self.tick_last_heard = self.tick;
                     if lsn_committed > self.lsn_received {
                         // Something shipped never arrived.
                         self.maybe_nack();
@@ -210,7 +202,6 @@ impl Receiver {
         if !self.check_view(from, parsed.view()) {
             return;
         }
-        self.tick_last_heard = self.tick;
         let (lsn_base, lsn_last) = (parsed.lsn_base(), parsed.lsn_last());
         if lsn_last <= self.lsn_received {
             self.ready
@@ -282,7 +273,6 @@ impl Receiver {
 
     fn check_invariants(&self) {
         assert!(self.lsn_applied <= self.lsn_received);
-        assert!(self.tick_last_heard <= self.tick);
         if let Some(last) = self.ready.to_apply.last() {
             assert_eq!(last.batch.lsn_last(), self.lsn_received);
         }

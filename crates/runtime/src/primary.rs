@@ -18,6 +18,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use prometheus_client::metrics::gauge::Gauge;
 use tandem_log::{BatchKind, CallId, TailLimits, encode_passive};
 use tandem_memory::ClassBytes;
 use tandem_replication::{
@@ -111,8 +112,6 @@ pub struct LocalLoad {
     pub active: AtomicBool,
     pub clients: usize,
     pub replies: AtomicU64,
-    pub committed: AtomicU64,
-    pub rolled_back: AtomicU64,
     /// Calls issued but not yet answered.
     pub outstanding: AtomicU64,
     /// Commit latency in nanoseconds, from the call's start to its reply's release.
@@ -127,8 +126,6 @@ impl LocalLoad {
             active: AtomicBool::new(false),
             clients: clients.max(1),
             replies: AtomicU64::new(0),
-            committed: AtomicU64::new(0),
-            rolled_back: AtomicU64::new(0),
             outstanding: AtomicU64::new(0),
             latency_ns: Mutex::new(Histogram::new(3).expect("3 significant digits is valid")),
             check: Mutex::new(None),
@@ -260,6 +257,10 @@ where
         started: Instant::now(),
         calls_since_clock: 0,
     });
+    let backup_gauges = backups
+        .iter()
+        .map(|&node| BackupGauges::new(&metrics, node))
+        .collect();
     let executor = Executor {
         node_id: config.node_id,
         store: Store::open(segment, workload),
@@ -277,6 +278,7 @@ where
         shipped: ClassBytes::default(),
         wire_bytes: 0,
         commits: 0,
+        backup_gauges,
         commits_reported: 0,
         rollbacks: 0,
         rollbacks_reported: 0,
@@ -348,6 +350,28 @@ struct Executor<W: ServedWorkload> {
     rollbacks_reported: u64,
     /// The last committed LSN, for the client threads' Welcome frames.
     lsn_committed: Arc<AtomicU64>,
+    /// Each backup's gauges, in the order of the view's backups (looked up once, not per turn).
+    backup_gauges: Vec<BackupGauges>,
+}
+
+/// Handles on one backup's labelled gauges.
+struct BackupGauges {
+    lsn_received: Gauge,
+    lsn_applied: Gauge,
+    lag_records: Gauge,
+}
+
+impl BackupGauges {
+    fn new(metrics: &Metrics, node: NodeId) -> BackupGauges {
+        let label = crate::metrics::BackupLabel {
+            backup: node.to_string(),
+        };
+        BackupGauges {
+            lsn_received: metrics.backup_lsn_received.get_or_create(&label).clone(),
+            lsn_applied: metrics.backup_lsn_applied.get_or_create(&label).clone(),
+            lag_records: metrics.backup_lag_records.get_or_create(&label).clone(),
+        }
+    }
 }
 
 /// Partial batches an idle executor may have in flight to a backup before records gather for
@@ -588,12 +612,10 @@ where
         match outcome {
             Ok(_) => {
                 local.driver.observe(id, args, Ok(()));
-                local.load.committed.fetch_add(1, Ordering::Relaxed);
                 self.commit_last(CallId::default(), safety, ReplyTo::Local { started });
             }
             Err(CallError::Proc(err)) => {
                 local.driver.observe(id, args, Err(&err));
-                local.load.rolled_back.fetch_add(1, Ordering::Relaxed);
                 self.rollbacks += 1;
                 self.primary.defer(safety, ReplyTo::Local { started });
             }
@@ -742,22 +764,11 @@ where
         let lsn = self.primary.lsn_committed();
         self.lsn_committed.store(lsn, Ordering::Release);
         self.metrics.lsn_committed.set(lsn as i64);
-        for (node, received, applied) in self.primary.backup_progress() {
-            let label = crate::metrics::BackupLabel {
-                backup: node.to_string(),
-            };
-            self.metrics
-                .backup_lsn_received
-                .get_or_create(&label)
-                .set(received as i64);
-            self.metrics
-                .backup_lsn_applied
-                .get_or_create(&label)
-                .set(applied as i64);
-            self.metrics
-                .backup_lag_records
-                .get_or_create(&label)
-                .set(lsn.saturating_sub(applied) as i64);
+        let gauges = self.backup_gauges.iter();
+        for ((_, received, applied), gauges) in self.primary.backup_progress().zip(gauges) {
+            gauges.lsn_received.set(received as i64);
+            gauges.lsn_applied.set(applied as i64);
+            gauges.lag_records.set(lsn.saturating_sub(applied) as i64);
         }
     }
 

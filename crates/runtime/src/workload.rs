@@ -35,10 +35,7 @@ pub fn with_workload<F: WithWorkload>(
         WorkloadName::OrderEntry => {
             let config = OrderEntryConfig::default();
             let workload = OrderEntry::new(db_bytes, &config).map_err(|_| {
-                let one_warehouse = OrderEntry::with_warehouses(usize::MAX, &config, 1)
-                    .expect("one warehouse fits in an unbounded segment")
-                    .layout_len();
-                let mib = (one_warehouse as f64 / f64::from(1u32 << 20)).ceil();
+                let mib = OrderEntry::min_db_mib(&config);
                 format!(
                     "order-entry needs at least {mib} MiB for one warehouse; give db_mib ≥ {mib}"
                 )

@@ -719,19 +719,14 @@ impl World {
             // with the dedup table (issue 4); the exactly-once checker catches it without.
             let is_call = matches!(wire, Wire::Call { .. });
             if !is_call && self.rng.below(1_000_000) < duplicate {
-                let delay = self.delay(from, to);
-                let wire = wire.clone();
-                self.schedule(
-                    delay,
-                    Event::Deliver {
-                        from,
-                        to,
-                        link,
-                        wire,
-                    },
-                );
+                self.deliver_later(from, to, link, wire.clone());
             }
         }
+        self.deliver_later(from, to, link, wire);
+    }
+
+    /// Puts `wire` on the wire from `from` to `to`, arriving after a drawn delay.
+    fn deliver_later(&mut self, from: NodeId, to: NodeId, link: (u64, u64), wire: Wire) {
         let delay = self.delay(from, to);
         self.schedule(
             delay,

@@ -462,6 +462,15 @@ impl OrderEntry {
         self.layout_len
     }
 
+    /// The smallest segment, in whole MiB, that holds one warehouse at `config`'s scale: what
+    /// to tell a user whose database is too small.
+    pub fn min_db_mib(config: &OrderEntryConfig) -> u64 {
+        let one_warehouse = OrderEntry::with_warehouses(usize::MAX, config, 1)
+            .expect("one warehouse fits in an unbounded segment")
+            .layout_len();
+        one_warehouse.div_ceil(1 << 20) as u64
+    }
+
     /// Orders loaded into each district.
     pub fn preloaded_orders_per_district(&self) -> usize {
         self.orders_per_district * PRELOAD_PERCENT / 100

@@ -80,10 +80,7 @@ pub fn run(args: &EngineArgs) -> Result<(), Failure> {
         WorkloadName::OrderEntry => {
             let config = OrderEntryConfig::default();
             let workload = OrderEntry::new(args.db_bytes, &config).map_err(|_| {
-                let one_warehouse = OrderEntry::with_warehouses(usize::MAX, &config, 1)
-                    .expect("one warehouse fits in an unbounded segment")
-                    .layout_len();
-                let mib = (one_warehouse as f64 / f64::from(1u32 << 20)).ceil();
+                let mib = OrderEntry::min_db_mib(&config);
                 Failure::Usage(format!(
                     "--db-mib: order-entry needs at least {mib} MiB for one warehouse at the \
                      default scale; give --db-mib {mib} or more"
