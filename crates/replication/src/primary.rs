@@ -81,8 +81,10 @@ pub enum PrimaryFault {
     UnknownPeer { from: NodeId },
     /// A message from an older view; ignored, and the sender was told the current view.
     StaleMessage { from: NodeId, view: u64 },
-    /// A peer knows a newer view: this primary has been replaced and stops.
-    Deposed { from: NodeId, view: u64 },
+    /// A peer knows a newer view. Whether this node is still the primary there is for the
+    /// config store to say: until the driver calls [`Primary::install_view`] or
+    /// [`Primary::depose`], the primary takes no commits and releases no replies.
+    NewerView { from: NodeId, view: u64 },
     /// A backup claims records this primary never committed; ignored.
     BackupAhead { from: NodeId, lsn_received: u64 },
     /// A backup needs records that have left the retained tail: it needs a state transfer.
@@ -192,6 +194,21 @@ struct Pending<R> {
     reply: R,
 }
 
+impl Progress {
+    fn unknown(node: NodeId) -> Progress {
+        Progress {
+            node,
+            known: false,
+            lsn_sent: 0,
+            lsn_received: 0,
+            lsn_applied: 0,
+            tick_last_sent: 0,
+            rewind: None,
+            needs_transfer: false,
+        }
+    }
+}
+
 /// The primary of one group in one view.
 #[derive(Debug)]
 pub struct Primary<R> {
@@ -205,6 +222,8 @@ pub struct Primary<R> {
     ready: PrimaryReady<R>,
     tick: u64,
     deposed: bool,
+    /// The newest view a peer showed, while it is newer than this primary's.
+    view_newer: Option<u64>,
     /// Scratch for the k-th highest LSN.
     sorted: Vec<u64>,
 }
@@ -212,24 +231,49 @@ pub struct Primary<R> {
 impl<R> Primary<R> {
     /// A primary whose segment has committed up to `lsn_committed`.
     pub fn new(config: PrimaryConfig, lsn_committed: u64) -> Primary<R> {
+        Primary::resume(config, lsn_committed, Vec::new())
+    }
+
+    /// A primary that takes over a group: `batches` are the records it received as a backup,
+    /// contiguous and ending at `lsn_committed` (the new view's truncate LSN). They seed the
+    /// retained tail, so a backup that was a little behind catches up from here, not by a
+    /// state transfer. Batches sealed in older views keep their view number: receivers accept
+    /// them from the primary of their view (they are the records every member agreed on).
+    pub fn resume(
+        config: PrimaryConfig,
+        lsn_committed: u64,
+        batches: Vec<SealedBatch>,
+    ) -> Primary<R> {
         config.assert_valid();
         let backups = config
             .backups
             .iter()
-            .map(|&node| Progress {
-                node,
-                known: false,
-                lsn_sent: 0,
-                lsn_received: 0,
-                lsn_applied: 0,
-                tick_last_sent: 0,
-                rewind: None,
-                needs_transfer: false,
-            })
+            .map(|&node| Progress::unknown(node))
             .collect();
+        let lsn_first = batches
+            .first()
+            .map_or(lsn_committed + 1, |batch| batch.lsn_base());
+        let mut tail = RetainedTail::new(config.tail, lsn_first);
+        for batch in batches {
+            assert_eq!(
+                batch.lsn_base(),
+                tail.lsn_next(),
+                "tail batches are contiguous"
+            );
+            assert!(
+                batch.view() <= config.view,
+                "a tail batch from a future view"
+            );
+            tail.push(batch);
+        }
+        assert_eq!(
+            tail.lsn_next(),
+            lsn_committed + 1,
+            "the tail ends at the last committed record"
+        );
         let primary = Primary {
             builder: BatchBuilder::new(config.kind, config.group, config.view, lsn_committed + 1),
-            tail: RetainedTail::new(config.tail, lsn_committed + 1),
+            tail,
             config,
             lsn_committed,
             backups,
@@ -237,6 +281,7 @@ impl<R> Primary<R> {
             ready: PrimaryReady::default(),
             tick: 0,
             deposed: false,
+            view_newer: None,
             sorted: Vec::new(),
         };
         primary.check_invariants();
@@ -255,9 +300,65 @@ impl<R> Primary<R> {
         self.lsn_committed
     }
 
-    /// True once a peer showed a newer view: the primary takes no more commits.
+    /// True once the driver deposed it: the primary takes no more commits, for good.
     pub fn is_deposed(&self) -> bool {
         self.deposed
+    }
+
+    /// The newer view a peer showed, until the driver resolves it with
+    /// [`Primary::install_view`] or [`Primary::depose`]. Meanwhile nothing commits or is
+    /// released.
+    pub fn newer_view(&self) -> Option<u64> {
+        self.view_newer
+    }
+
+    /// The config store committed view `view`, in which this node is still the primary, with
+    /// `backups`. Progress of backups that stay is kept; new ones start unknown (nothing is
+    /// shipped until they introduce themselves); removed ones no longer count for any rule,
+    /// so replies that waited only on them are released now.
+    pub fn install_view(&mut self, view: u64, backups: &[NodeId]) {
+        assert!(!self.deposed, "a deposed primary installs no views");
+        assert!(view > self.config.view, "views only move forward");
+        // The open batch carries the old view in its header: seal it first.
+        self.flush_now();
+        let mut kept = Vec::with_capacity(backups.len());
+        for &node in backups {
+            match self.backups.iter().position(|backup| backup.node == node) {
+                Some(index) => kept.push(self.backups[index].clone()),
+                None => kept.push(Progress::unknown(node)),
+            }
+        }
+        self.backups = kept;
+        self.config.view = view;
+        self.config.backups = backups.to_vec();
+        self.config.assert_valid();
+        self.builder = BatchBuilder::new(
+            self.config.kind,
+            self.config.group,
+            view,
+            self.lsn_committed + 1,
+        );
+        if self.view_newer.is_some_and(|newer| newer <= view) {
+            self.view_newer = None;
+        }
+        self.release();
+        self.check_invariants();
+    }
+
+    /// This node is not the primary of view `view`: it abandons every pending reply (whether
+    /// their calls committed is for the new primary to say) and takes no more commits.
+    pub fn depose(&mut self, view: u64) {
+        assert!(view > self.config.view, "deposed only by a newer view");
+        if self.deposed {
+            return;
+        }
+        self.deposed = true;
+        for pending in self.pending.drain(..) {
+            self.ready.abandoned.push(Reply {
+                lsn: pending.lsn,
+                reply: pending.reply,
+            });
+        }
     }
 
     /// Replies waiting for their rule.
@@ -292,7 +393,7 @@ impl<R> Primary<R> {
     /// of records some backup lacks (flow control), while a `bounded(n)` rule has n records
     /// unacknowledged, and once deposed. Evicts acknowledged batches to make room.
     pub fn can_commit(&mut self, safety: Safety) -> bool {
-        if self.deposed {
+        if self.deposed || self.view_newer.is_some() {
             return false;
         }
         if let Safety::Bounded(n) = safety
@@ -451,7 +552,10 @@ impl<R> Primary<R> {
         }
         if let Some(view) = message.view() {
             if view > self.config.view {
-                self.depose(from, view);
+                self.view_newer = Some(self.view_newer.map_or(view, |newer| newer.max(view)));
+                self.ready
+                    .faults
+                    .push(PrimaryFault::NewerView { from, view });
                 return;
             }
             if view < self.config.view {
@@ -603,6 +707,11 @@ impl<R> Primary<R> {
 
     /// Releases, in LSN order, every pending reply whose rule holds.
     fn release(&mut self) {
+        // Under a newer view this node may have been replaced: acks it counted may come from
+        // backups that have since moved on, so nothing leaves until the view is resolved.
+        if self.view_newer.is_some() || self.deposed {
+            return;
+        }
         // Most replies share one rule: compute its threshold once per release, not per reply.
         let mut memo: Option<(Safety, u64)> = None;
         while let Some(front) = self.pending.front() {
@@ -670,17 +779,6 @@ impl<R> Primary<R> {
             .map(|backup| backup.lsn_received)
             .min()
             .unwrap_or(self.lsn_committed)
-    }
-
-    fn depose(&mut self, from: NodeId, view: u64) {
-        self.deposed = true;
-        self.ready.faults.push(PrimaryFault::Deposed { from, view });
-        for pending in self.pending.drain(..) {
-            self.ready.abandoned.push(Reply {
-                lsn: pending.lsn,
-                reply: pending.reply,
-            });
-        }
     }
 
     /// The invariants that hold between steps; returns true so it can sit in debug_assert.

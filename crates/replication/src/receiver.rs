@@ -113,6 +113,16 @@ impl Receiver {
         self.lsn_applied
     }
 
+    /// The config store committed view `view` with the same primary (a backup joined or left):
+    /// the receiver speaks the new view from now on and tells the primary where it stands.
+    pub fn install_view(&mut self, view: u64) {
+        assert!(view >= self.config.view, "views only move forward");
+        if view > self.config.view {
+            self.config.view = view;
+            self.push_ack();
+        }
+    }
+
     /// Tells the primary where this backup stands: sent on (re)connecting.
     pub fn introduce(&mut self) {
         self.push_ack();
@@ -138,7 +148,7 @@ impl Receiver {
     /// Handles a message from node `from`.
     pub fn step(&mut self, from: NodeId, message: Message) {
         if from != self.config.primary {
-            self.ready.faults.push(ReceiverFault::UnknownPeer { from });
+            self.from_stranger(from, &message);
             return;
         }
         match message {
@@ -199,7 +209,14 @@ impl Receiver {
                 .push(ReceiverFault::WrongGroup { from, group });
             return;
         }
-        if !self.check_view(from, parsed.view()) {
+        // A batch sealed in an older view is accepted from this view's primary: it resends
+        // records every member of the new view agreed on (those at or below the truncate LSN,
+        // which it held when promoted). A batch from a future view waits for the view.
+        if parsed.view() > self.config.view {
+            let view = parsed.view();
+            self.ready
+                .faults
+                .push(ReceiverFault::FutureView { from, view });
             return;
         }
         let (lsn_base, lsn_last) = (parsed.lsn_base(), parsed.lsn_last());
@@ -223,6 +240,29 @@ impl Receiver {
         self.lsn_received = lsn_last;
         self.nack = None;
         self.push_ack();
+    }
+
+    /// A message from a node that is not this view's primary. If it speaks an older view it is
+    /// a replaced primary: it is told the current view (fencing), so it stops.
+    fn from_stranger(&mut self, from: NodeId, message: &Message) {
+        let view = match message {
+            Message::Batch(bytes) => SealedBatch::verify(bytes.clone())
+                .ok()
+                .map(|batch| batch.as_ref().view()),
+            other => other.view(),
+        };
+        match view {
+            Some(view) if view < self.config.view => {
+                self.ready
+                    .faults
+                    .push(ReceiverFault::StaleMessage { from, view });
+                let current = Message::StaleView {
+                    view: self.config.view,
+                };
+                self.ready.messages.push((from, current));
+            }
+            _ => self.ready.faults.push(ReceiverFault::UnknownPeer { from }),
+        }
     }
 
     /// Whether a message of `view` may be acted on; tells an older sender the current view.

@@ -535,8 +535,11 @@ fn stale_views_are_fenced_and_a_deposed_primary_abandons_its_replies() {
     harness.commit(Safety::DEFAULT);
     harness.flush();
     let batches = harness.take_batches();
-    // The backup has moved to view 2 (a view change this primary did not see).
-    harness.backups[0].receiver = Receiver::new(receiver_config(2), 0);
+    // The backup has moved to view 2 with another primary (a view change this primary did
+    // not see).
+    let mut view_2 = receiver_config(2);
+    view_2.primary = PRIMARY + 100;
+    harness.backups[0].receiver = Receiver::new(view_2, 0);
     for (from, to, message) in batches {
         harness.deliver_one(from, to, message);
     }
@@ -549,11 +552,19 @@ fn stale_views_are_fenced_and_a_deposed_primary_abandons_its_replies() {
             })
     );
     harness.deliver_all();
-    assert!(harness.primary.is_deposed());
+    assert_eq!(harness.primary.newer_view(), Some(2));
     assert!(
         harness.released.is_empty(),
         "no ack from the old view's backup"
     );
+    assert!(
+        !harness.primary.can_commit(Safety::OneSafe),
+        "a primary that saw a newer view holds until the config store says"
+    );
+    assert!(harness.abandoned.is_empty());
+    harness.primary.depose(2);
+    harness.collect();
+    assert!(harness.primary.is_deposed());
     assert_eq!(harness.abandoned, vec![1]);
     assert!(!harness.primary.can_commit(Safety::OneSafe));
     assert_eq!(
