@@ -26,6 +26,9 @@ pub struct PrimaryConfig {
     pub view: u64,
     /// The backups of the view, each listed once.
     pub backups: Vec<NodeId>,
+    /// The spares of the view: shipped to like backups, but their acks count for no rule and
+    /// the tail keeps nothing for them (one that falls out of it needs a state transfer).
+    pub spares: Vec<NodeId>,
     /// The group's safety rule, used by calls that do not override it.
     pub safety: Safety,
     pub tail: TailLimits,
@@ -56,10 +59,14 @@ impl PrimaryConfig {
             self.batch_bytes_max >= 1,
             "batch_bytes_max must be at least 1"
         );
-        let mut sorted = self.backups.clone();
+        let mut sorted: Vec<NodeId> = self.backups.iter().chain(&self.spares).copied().collect();
         sorted.sort_unstable();
         sorted.dedup();
-        assert_eq!(sorted.len(), self.backups.len(), "a backup is listed twice");
+        assert_eq!(
+            sorted.len(),
+            self.backups.len() + self.spares.len(),
+            "a member is listed twice"
+        );
         if let Err(err) = self.safety.validate(self.backups.len()) {
             panic!("invalid group safety: {err}");
         }
@@ -185,6 +192,8 @@ struct Progress {
     rewind: Option<(u64, u64)>,
     /// It needs records the tail no longer holds: nothing more is shipped to it.
     needs_transfer: bool,
+    /// A backup (its acks count for the rules) rather than a spare.
+    counts: bool,
 }
 
 #[derive(Debug)]
@@ -195,8 +204,9 @@ struct Pending<R> {
 }
 
 impl Progress {
-    fn unknown(node: NodeId) -> Progress {
+    fn unknown(node: NodeId, counts: bool) -> Progress {
         Progress {
+            counts,
             node,
             known: false,
             lsn_sent: 0,
@@ -248,7 +258,13 @@ impl<R> Primary<R> {
         let backups = config
             .backups
             .iter()
-            .map(|&node| Progress::unknown(node))
+            .map(|&node| Progress::unknown(node, true))
+            .chain(
+                config
+                    .spares
+                    .iter()
+                    .map(|&node| Progress::unknown(node, false)),
+            )
             .collect();
         let lsn_first = batches
             .first()
@@ -316,21 +332,25 @@ impl<R> Primary<R> {
     /// `backups`. Progress of backups that stay is kept; new ones start unknown (nothing is
     /// shipped until they introduce themselves); removed ones no longer count for any rule,
     /// so replies that waited only on them are released now.
-    pub fn install_view(&mut self, view: u64, backups: &[NodeId]) {
+    pub fn install_view(&mut self, view: u64, backups: &[NodeId], spares: &[NodeId]) {
         assert!(!self.deposed, "a deposed primary installs no views");
         assert!(view > self.config.view, "views only move forward");
         // The open batch carries the old view in its header: seal it first.
         self.flush_now();
-        let mut kept = Vec::with_capacity(backups.len());
-        for &node in backups {
-            match self.backups.iter().position(|backup| backup.node == node) {
-                Some(index) => kept.push(self.backups[index].clone()),
-                None => kept.push(Progress::unknown(node)),
-            }
+        let mut kept = Vec::with_capacity(backups.len() + spares.len());
+        let members = backups.iter().map(|&node| (node, true));
+        for (node, counts) in members.chain(spares.iter().map(|&node| (node, false))) {
+            let mut progress = match self.backups.iter().position(|backup| backup.node == node) {
+                Some(index) => self.backups[index].clone(),
+                None => Progress::unknown(node, counts),
+            };
+            progress.counts = counts;
+            kept.push(progress);
         }
         self.backups = kept;
         self.config.view = view;
         self.config.backups = backups.to_vec();
+        self.config.spares = spares.to_vec();
         self.config.assert_valid();
         self.builder = BatchBuilder::new(
             self.config.kind,
@@ -370,7 +390,8 @@ impl<R> Primary<R> {
         &self.tail
     }
 
-    /// (node, lsn_received, lsn_applied) of each backup, as last acknowledged.
+    /// (node, lsn_received, lsn_applied) of each backup and then each spare, as last
+    /// acknowledged.
     pub fn backup_progress(&self) -> impl Iterator<Item = (NodeId, u64, u64)> + '_ {
         self.backups
             .iter()
@@ -383,6 +404,7 @@ impl<R> Primary<R> {
         let received_by_all = self
             .backups
             .iter()
+            .filter(|backup| backup.counts)
             .map(|backup| backup.lsn_received)
             .min()
             .unwrap_or(self.lsn_committed);
@@ -456,7 +478,7 @@ impl<R> Primary<R> {
         assert!(!self.deposed, "a deposed primary takes no commits");
         assert_eq!(lsn, self.lsn_committed + 1, "commits arrive in LSN order");
         assert_eq!(self.builder.lsn_next(), lsn);
-        debug_assert_eq!(safety.validate(self.backups.len()), Ok(()));
+        debug_assert_eq!(safety.validate(self.config.backups.len()), Ok(()));
     }
 
     fn after_commit(&mut self, lsn: u64, safety: Safety, reply: R) {
@@ -747,7 +769,7 @@ impl<R> Primary<R> {
             Safety::TwoSafe(acks) => (false, acks),
             Safety::TwoSafeApplied(acks) => (true, acks),
         };
-        let n = self.backups.len();
+        let n = self.config.backups.len();
         let k = match acks {
             AckCount::All => n,
             AckCount::Of(k) => k as usize,
@@ -760,13 +782,14 @@ impl<R> Primary<R> {
             "ack count {k} exceeds the {n} backups; validated on entry"
         );
         self.sorted.clear();
-        self.sorted.extend(self.backups.iter().map(|backup| {
-            if applied {
-                backup.lsn_applied
-            } else {
-                backup.lsn_received
-            }
-        }));
+        self.sorted
+            .extend(self.backups.iter().filter(|b| b.counts).map(|backup| {
+                if applied {
+                    backup.lsn_applied
+                } else {
+                    backup.lsn_received
+                }
+            }));
         // The k-th highest: k backups hold at least this LSN.
         self.sorted.sort_unstable_by(|a, b| b.cmp(a));
         self.sorted[k - 1]
@@ -776,6 +799,7 @@ impl<R> Primary<R> {
     fn lsn_evictable(&self) -> u64 {
         self.backups
             .iter()
+            .filter(|backup| backup.counts)
             .map(|backup| backup.lsn_received)
             .min()
             .unwrap_or(self.lsn_committed)

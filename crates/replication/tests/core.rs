@@ -50,6 +50,7 @@ fn receiver_config(view: u64) -> ReceiverConfig {
 
 fn config(backups: usize, safety: Safety) -> PrimaryConfig {
     PrimaryConfig {
+        spares: Vec::new(),
         group: 0,
         view: 1,
         backups: (0..backups as NodeId).map(|index| 2 + index).collect(),
@@ -164,18 +165,21 @@ impl Harness {
     /// A released reply's rule must hold at the backups themselves, not just in the primary's
     /// books.
     fn check_rule_holds(&self, safety: Safety, lsn: u64) {
-        let n = self.backups.len();
+        // Only the view's backups count, not its spares.
+        let members = &self.primary.config().backups;
+        let counted = || self.backups.iter().filter(|b| members.contains(&b.node));
+        let n = members.len();
         let (holding, k) = match safety {
             Safety::OneSafe | Safety::Bounded(_) => return,
             Safety::TwoSafe(acks) => {
-                let received = self.backups.iter();
+                let received = counted();
                 let holding = received
                     .filter(|b| b.receiver.lsn_received() >= lsn)
                     .count();
                 (holding, acks)
             }
             Safety::TwoSafeApplied(acks) => {
-                let applied = self.backups.iter();
+                let applied = counted();
                 let holding = applied.filter(|b| b.applier.lsn_applied() >= lsn).count();
                 (holding, acks)
             }
@@ -778,4 +782,76 @@ fn debit_credit_over_a_lossy_network_converges() {
             "seed {seed}"
         );
     }
+}
+
+/// Drops every message in flight to `node` (a silent or partitioned member).
+fn drop_to(harness: &mut Harness, node: NodeId) {
+    harness.network.retain(|(_, to, _)| *to != node);
+}
+
+#[test]
+fn removing_a_silent_backup_lets_2_safe_commits_go_on() {
+    let mut harness = Harness::new(config(2, Safety::DEFAULT));
+    harness.deliver_all();
+    let lsn = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    drop_to(&mut harness, 3);
+    harness.deliver_all();
+    assert!(harness.released.is_empty(), "backup 3 never acked");
+    // The config store removes backup 3: view 2 has backup 2 alone.
+    harness.primary.install_view(2, &[2], &[]);
+    harness.collect();
+    assert_eq!(harness.released, vec![lsn]);
+    assert_eq!(harness.primary.view(), 2);
+    // Backup 2 learns view 2 too; the primary keeps shipping to it, and ignores node 3.
+    harness.backups[0].receiver.install_view(2);
+    harness.collect();
+    let next = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    drop_to(&mut harness, 3);
+    harness.deliver_all();
+    assert_eq!(harness.released, vec![lsn, next]);
+    assert_eq!(harness.backups[0].segment.lsn(), next);
+}
+
+#[test]
+fn a_spare_is_shipped_to_but_counts_for_no_rule() {
+    let mut harness = Harness::new(config(2, Safety::DEFAULT));
+    harness.deliver_all();
+    // Node 3 becomes a spare in view 2.
+    harness.primary.install_view(2, &[2], &[3]);
+    for backup in &mut harness.backups {
+        backup.receiver.install_view(2);
+    }
+    harness.collect();
+    harness.deliver_all();
+    let lsn = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    let in_flight: Vec<_> = harness
+        .network
+        .iter()
+        .filter(|(_, to, _)| *to == 3)
+        .cloned()
+        .collect();
+    assert!(!in_flight.is_empty(), "the spare is shipped to");
+    drop_to(&mut harness, 3);
+    harness.deliver_all();
+    assert_eq!(harness.released, vec![lsn], "2-safe waits for backups only");
+    // Once it is a backup, its acks count again.
+    harness.primary.install_view(3, &[2, 3], &[]);
+    for backup in &mut harness.backups {
+        backup.receiver.install_view(3);
+    }
+    harness.collect();
+    harness.deliver_all();
+    let next = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    drop_to(&mut harness, 3);
+    harness.deliver_all();
+    assert_eq!(
+        harness.released,
+        vec![lsn],
+        "backup 3 now counts, and it holds nothing"
+    );
+    assert!(harness.primary.pending_replies() == 1 && next > lsn);
 }

@@ -192,6 +192,7 @@ where
     let backups: Vec<NodeId> = config.backups().map(|peer| peer.node_id).collect();
     let tuning = &config.tuning;
     let primary_config = PrimaryConfig {
+        spares: Vec::new(),
         group: group.id,
         view: group.view,
         backups: backups.clone(),

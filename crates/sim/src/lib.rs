@@ -317,6 +317,7 @@ impl World {
         let lsn_loaded = segment.lsn();
         let backup_ids: Vec<NodeId> = (0..faults.backups as NodeId).map(|i| 2 + i).collect();
         let primary_config = PrimaryConfig {
+            spares: Vec::new(),
             group: 0,
             view: 1,
             backups: backup_ids.clone(),
