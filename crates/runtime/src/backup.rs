@@ -13,6 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use std::collections::VecDeque;
+
+use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
 use tandem_replication::{
     Applier, ApplyBatch, Message, NodeId, PassiveApplier, Receiver as ReceiverCore, ReceiverConfig,
@@ -32,9 +35,75 @@ use crate::{Checksum, Control, NodeStatus};
 /// Batches received and not yet applied, at most (64 MiB of 64 KiB batches).
 const APPLIER_QUEUE_BATCHES: usize = 1024;
 
-/// What the applier thread receives from the receivers.
+/// What the applier thread receives from the receivers and the node.
 enum ToApplier {
     Batch(ApplyBatch),
+    /// The node was promoted: once every record up to `lsn` is applied, give the segment and
+    /// the retained batches back (see [`BackupHandle::handover`]).
+    Handover {
+        lsn: u64,
+        reply: Sender<Result<Handover, String>>,
+    },
+}
+
+/// What a promoted backup hands to its new primary role.
+#[derive(Debug)]
+pub struct Handover {
+    pub segment: Segment,
+    /// The batches it received, contiguous and ending at the segment's LSN, oldest first.
+    pub batches: Vec<SealedBatch>,
+}
+
+/// Who a backup accepts batches from, and whether it still does. Receivers take the lock
+/// around everything they do with a read (accept, queue for the applier, ack), and
+/// [`Gate::freeze`] takes it too: once it returns, no receiver acks anything more, so the LSN
+/// it returns is exactly what this backup ever acknowledged.
+#[derive(Debug)]
+pub struct Gate {
+    state: Mutex<GateState>,
+    /// The view, readable without the lock (the applier's acks carry it; the applier must
+    /// never wait for a receiver that may itself wait for the applier's queue).
+    view: AtomicU64,
+}
+
+#[derive(Debug)]
+struct GateState {
+    view: u64,
+    primary: NodeId,
+    frozen: bool,
+}
+
+impl Gate {
+    pub fn new(view: u64, primary: NodeId) -> Gate {
+        Gate {
+            state: Mutex::new(GateState {
+                view,
+                primary,
+                frozen: false,
+            }),
+            view: AtomicU64::new(view),
+        }
+    }
+
+    pub fn view(&self) -> u64 {
+        self.view.load(Ordering::Acquire)
+    }
+
+    /// Stops accepting the primary for good and returns the last LSN received.
+    pub fn freeze(&self, lsn_received: &AtomicU64) -> u64 {
+        let mut state = self.state.lock().expect("not poisoned");
+        state.frozen = true;
+        lsn_received.load(Ordering::Acquire)
+    }
+
+    /// A new view with the same primary (members joined or left): receivers speak it now.
+    pub fn set_view(&self, view: u64, primary: NodeId) {
+        let mut state = self.state.lock().expect("not poisoned");
+        assert!(view >= state.view, "views only move forward");
+        state.view = view;
+        state.primary = primary;
+        self.view.store(view, Ordering::Release);
+    }
 }
 
 /// A workload's consistency check: None when the segment is consistent.
@@ -71,6 +140,15 @@ impl Replica {
         }
     }
 
+    fn into_segment(self) -> Result<Segment, String> {
+        match self {
+            Replica::Active { segment, .. } => Ok(segment),
+            Replica::Passive { .. } => {
+                Err("a passive backup cannot be promoted: it executes nothing".into())
+            }
+        }
+    }
+
     fn checksum(&self) -> Checksum {
         match self {
             Replica::Active { segment, check, .. } => {
@@ -96,9 +174,56 @@ impl Replica {
 pub struct BackupHandle {
     control: Sender<Control>,
     pub applier: JoinHandle<()>,
+    to_applier: SyncSender<ToApplier>,
+    state: Shared,
 }
 
 impl BackupHandle {
+    /// Serves a connection from a primary (the node's acceptor read its Hello).
+    pub fn serve(&self, stream: TcpStream, buffer: FrameBuffer, primary: NodeId) {
+        let state = self.state.clone();
+        let to_applier = self.to_applier.clone();
+        let _ = thread::Builder::new()
+            .name("receiver".into())
+            .spawn(move || serve_accepted(stream, buffer, primary, state, to_applier));
+    }
+
+    pub fn gate(&self) -> &Gate {
+        &self.state.gate
+    }
+
+    /// The last LSN received, and whether anything was heard from the primary since the
+    /// previous call.
+    pub fn lsn_received(&self) -> u64 {
+        self.state.lsn_received.load(Ordering::Acquire)
+    }
+
+    pub fn lsn_applied(&self) -> u64 {
+        self.state.lsn_applied.load(Ordering::Acquire)
+    }
+
+    /// Frames read from primaries so far: the failure detector watches it move.
+    pub fn frames_heard(&self) -> u64 {
+        self.state.frames_heard.load(Ordering::Relaxed)
+    }
+
+    /// Stops accepting the primary for good; returns the last LSN received.
+    pub fn freeze(&self) -> u64 {
+        self.state.gate.freeze(&self.state.lsn_received)
+    }
+
+    /// Ends the backup role once every record up to `lsn` is applied, handing over the segment
+    /// and the batches received. Call it frozen, with `lsn` at most what was received.
+    pub fn handover(self, lsn: u64) -> Result<Handover, String> {
+        let (reply, answer) = mpsc::channel();
+        self.to_applier
+            .send(ToApplier::Handover { lsn, reply })
+            .map_err(|_| "the applier has stopped".to_string())?;
+        answer
+            .recv()
+            .map_err(|_| "the applier has stopped".to_string())?
+    }
+
     pub fn status(&self) -> Option<NodeStatus> {
         let (reply, answer) = mpsc::channel();
         self.control.send(Control::Status(reply)).ok()?;
@@ -123,8 +248,46 @@ pub fn start<W: ServedWorkload>(
 where
     W::Driver: Send,
 {
+    let segment = crate::workload::loaded_segment(&config.group, &workload)?;
+    let primary = config
+        .peers
+        .iter()
+        .find(|peer| peer.role == crate::config::Role::Primary)
+        .map_or(0, |peer| peer.node_id);
+    let gate = Gate::new(config.group.view, primary);
+    let handle = start_role(config, segment, workload, metrics, gate)?;
+    let state = handle.state.clone();
+    let to_applier = handle.to_applier.clone();
+    thread::Builder::new()
+        .name("accept".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let state = state.clone();
+                let to_applier = to_applier.clone();
+                let _ = thread::Builder::new()
+                    .name("receiver".into())
+                    .spawn(move || serve_connection(stream, state, to_applier));
+            }
+        })
+        .map_err(|err| format!("cannot start the accept thread: {err}"))?;
+    Ok(handle)
+}
+
+/// Starts the backup role on `segment` (freshly loaded, or kept from an earlier role), taking
+/// batches from the primary `gate` names. Connections are handed to it with
+/// [`BackupHandle::serve`].
+pub fn start_role<W: ServedWorkload>(
+    config: &NodeConfig,
+    mut segment: Segment,
+    workload: W,
+    metrics: Arc<Metrics>,
+    gate: Gate,
+) -> Result<BackupHandle, String>
+where
+    W::Driver: Send,
+{
     let group = &config.group;
-    let mut segment = crate::workload::loaded_segment(group, &workload)?;
     let lsn_start = segment.lsn();
     metrics.lsn_received.set(lsn_start as i64);
     metrics.lsn_applied.set(lsn_start as i64);
@@ -154,18 +317,20 @@ where
     // acking, the primary's retained tail fills, and its flow control stops commits.
     let (to_applier, applier_rx) = mpsc::sync_channel(APPLIER_QUEUE_BATCHES);
     let (control, control_rx) = mpsc::channel();
-    let lsn_applied = Arc::new(AtomicU64::new(lsn_start));
-    let lsn_received = Arc::new(AtomicU64::new(lsn_start));
-    let ack_writer: Arc<Mutex<Option<SharedWriter>>> = Arc::new(Mutex::new(None));
     let state = Shared {
         node_id: config.node_id,
         group: group.id,
-        view: group.view,
         tick: Duration::from_micros(config.tuning.tick_us),
         max_frame_len: config.tuning.max_frame_len,
-        lsn_applied: Arc::clone(&lsn_applied),
-        lsn_received: Arc::clone(&lsn_received),
-        ack_writer: Arc::clone(&ack_writer),
+        tail_limits: TailLimits {
+            records_max: config.tuning.tail_records_max,
+            bytes_max: config.tuning.tail_bytes_max,
+        },
+        lsn_applied: Arc::new(AtomicU64::new(lsn_start)),
+        lsn_received: Arc::new(AtomicU64::new(lsn_start)),
+        frames_heard: Arc::new(AtomicU64::new(0)),
+        gate: Arc::new(gate),
+        ack_writer: Arc::new(Mutex::new(None)),
         metrics: Arc::clone(&metrics),
     };
     let applier_state = state.clone();
@@ -173,35 +338,30 @@ where
         .name("applier".into())
         .spawn(move || run_applier(replica, applier_rx, control_rx, applier_state))
         .map_err(|err| format!("cannot start the applier: {err}"))?;
-    thread::Builder::new()
-        .name("accept".into())
-        .spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let state = state.clone();
-                let to_applier = to_applier.clone();
-                let _ = thread::Builder::new()
-                    .name("receiver".into())
-                    .spawn(move || serve_connection(stream, state, to_applier));
-            }
-        })
-        .map_err(|err| format!("cannot start the accept thread: {err}"))?;
-    Ok(BackupHandle { control, applier })
+    Ok(BackupHandle {
+        control,
+        applier,
+        to_applier,
+        state,
+    })
 }
 
 /// The writing half of a connection to the primary. Its receiver thread and the applier both
 /// write acks on it, so each frame is written whole under the lock, never interleaved.
 type SharedWriter = Arc<Mutex<TcpStream>>;
 
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct Shared {
     node_id: NodeId,
     group: u32,
-    view: u64,
     tick: Duration,
     max_frame_len: usize,
+    /// How many received batches the applier keeps for a promotion.
+    tail_limits: TailLimits,
     lsn_applied: Arc<AtomicU64>,
     lsn_received: Arc<AtomicU64>,
+    frames_heard: Arc<AtomicU64>,
+    gate: Arc<Gate>,
     /// The connection to the current primary, shared by the receiver (receipt acks) and the
     /// applier (application acks).
     ack_writer: Arc<Mutex<Option<SharedWriter>>>,
@@ -257,6 +417,56 @@ fn receive(
         }
         other => other,
     })?;
+    receive_from(stream, buffer, primary, state, to_applier)
+}
+
+/// Serves a connection whose Hello the node's acceptor already read.
+fn serve_accepted(
+    mut stream: TcpStream,
+    buffer: FrameBuffer,
+    primary: NodeId,
+    state: Shared,
+    to_applier: SyncSender<ToApplier>,
+) {
+    let _ = net::tune(&stream);
+    if let Err(err) = receive_from(&mut stream, buffer, primary, &state, &to_applier)
+        && !matches!(err, ConnError::Closed | ConnError::Io(_))
+    {
+        state.metrics.frames_rejected.inc();
+        let mut frame = Vec::new();
+        let code = match &err {
+            ConnError::Frame(err) => err.code(),
+            _ => ErrorCode::BadFrame,
+        };
+        encode_error(&mut frame, code, &err.to_string());
+        let _ = net::write_all(&mut stream, &frame);
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// Runs the receiver core on a connection from node `primary`, after its Hello.
+fn receive_from(
+    stream: &mut TcpStream,
+    mut buffer: FrameBuffer,
+    primary: NodeId,
+    state: &Shared,
+    to_applier: &SyncSender<ToApplier>,
+) -> Result<(), ConnError> {
+    let view = {
+        let gate = state.gate.state.lock().expect("not poisoned");
+        if gate.frozen || gate.primary != primary {
+            let mut frame = Vec::new();
+            let message = format!(
+                "node {} follows node {} in view {}, not node {primary}",
+                state.node_id, gate.primary, gate.view
+            );
+            encode_error(&mut frame, ErrorCode::StaleView, &message);
+            drop(gate);
+            let _ = net::write_all(stream, &frame);
+            return Err(ConnError::Closed);
+        }
+        gate.view
+    };
     let lsn_received = state.lsn_received.load(Ordering::Acquire);
     let mut welcome = Vec::new();
     encode_welcome(
@@ -265,7 +475,7 @@ fn receive(
             version: tandem_wire::PROTOCOL_VERSION,
             node_id: state.node_id,
             role: Role::Backup,
-            view: state.view,
+            view,
             lsn: lsn_received,
         },
     );
@@ -274,7 +484,7 @@ fn receive(
     *state.ack_writer.lock().expect("not poisoned") = Some(Arc::clone(&writer));
     let receiver_config = ReceiverConfig {
         group: state.group,
-        view: state.view,
+        view,
         primary,
         nack_ticks: 2,
     };
@@ -286,10 +496,20 @@ fn receive(
     stream.set_read_timeout(Some(state.tick))?;
     let mut next_tick = Instant::now() + state.tick;
     loop {
+        // Everything done with what was read happens under the gate: a freeze waits for it,
+        // and after a freeze nothing more is accepted or acknowledged.
+        let gate = state.gate.state.lock().expect("not poisoned");
+        if gate.frozen || gate.primary != primary {
+            return Err(ConnError::Closed);
+        }
+        if gate.view > core.view() {
+            core.install_view(gate.view);
+        }
         let lsn_applied = state.lsn_applied.load(Ordering::Acquire);
         if lsn_applied > core.lsn_applied() && lsn_applied <= core.lsn_received() {
             core.applied(lsn_applied);
         }
+        let mut frames = 0;
         while let Some(frame) = buffer.next_frame()? {
             let Frame::Peer(message) = frame else {
                 return Err(ConnError::Protocol(
@@ -299,7 +519,11 @@ fn receive(
             if let Message::Batch(_) = message {
                 state.metrics.batches_received.inc();
             }
+            frames += 1;
             core.step(primary, message);
+        }
+        if frames > 0 {
+            state.frames_heard.fetch_add(frames, Ordering::Relaxed);
         }
         let now = Instant::now();
         while now >= next_tick {
@@ -337,6 +561,7 @@ fn receive(
         if !out.is_empty() {
             writer.lock().expect("not poisoned").write_all(&out)?;
         }
+        drop(gate);
         net::fill(stream, &mut buffer)?;
     }
 }
@@ -348,6 +573,10 @@ fn run_applier(
     state: Shared,
 ) {
     let mut frame = Vec::new();
+    // The batches applied, kept for a promotion (the new primary's retained tail), bounded
+    // like a primary's tail; the oldest leave first.
+    let mut tail: VecDeque<SealedBatch> = VecDeque::new();
+    let (mut tail_records, mut tail_bytes) = (0u64, 0usize);
     loop {
         let first = match batches.recv_timeout(Duration::from_millis(10)) {
             Ok(first) => Some(first),
@@ -372,6 +601,16 @@ fn run_applier(
                             applied_any = true;
                             state.lsn_applied.store(lsn, Ordering::Release);
                             state.metrics.lsn_applied.set(lsn as i64);
+                            keep(&mut tail, &mut tail_records, &mut tail_bytes, batch.batch);
+                            let limits = state.tail_limits;
+                            while tail.len() > 1
+                                && (tail_records > limits.records_max
+                                    || tail_bytes > limits.bytes_max)
+                            {
+                                let oldest = tail.pop_front().expect("not empty");
+                                tail_records -= u64::from(oldest.record_count());
+                                tail_bytes -= oldest.len();
+                            }
                         }
                         Err(err) => {
                             eprintln!(
@@ -383,6 +622,24 @@ fn run_applier(
                         }
                     }
                 }
+                ToApplier::Handover { lsn, reply } => {
+                    if replica.lsn_applied() < lsn {
+                        // Not there yet: the batches up to `lsn` are still queued behind.
+                        let _ = reply.send(Err(format!(
+                            "the applier is at LSN {} and was asked to hand over at {lsn} with \
+                             nothing more queued",
+                            replica.lsn_applied()
+                        )));
+                        return;
+                    }
+                    assert_eq!(replica.lsn_applied(), lsn, "handover at the LSN applied");
+                    let batches: Vec<SealedBatch> = tail.drain(..).collect();
+                    let _ = reply.send(replica.into_segment().map(|segment| Handover {
+                        segment,
+                        batches,
+                    }));
+                    return;
+                }
             }
             next = batches.try_recv().ok();
         }
@@ -392,7 +649,7 @@ fn run_applier(
         if applied_any {
             let lsn = replica.lsn_applied();
             let ack = Message::Ack {
-                view: state.view,
+                view: state.gate.view(),
                 lsn_received: lsn,
                 lsn_applied: lsn,
             };
@@ -406,6 +663,24 @@ fn run_applier(
     }
 }
 
+/// Keeps an applied batch for a promotion. A batch a newer connection resent in part starts
+/// below the tail's end: only whole batches that continue the tail are kept, and a gap starts
+/// the tail afresh (it must stay contiguous).
+fn keep(tail: &mut VecDeque<SealedBatch>, records: &mut u64, bytes: &mut usize, batch: SealedBatch) {
+    let continues = tail.back().is_none_or(|last| last.lsn_last() + 1 == batch.lsn_base());
+    if !continues {
+        if tail.back().is_some_and(|last| batch.lsn_last() <= last.lsn_last()) {
+            return;
+        }
+        tail.clear();
+        *records = 0;
+        *bytes = 0;
+    }
+    *records += u64::from(batch.record_count());
+    *bytes += batch.len();
+    tail.push_back(batch);
+}
+
 fn answer(replica: &Replica, state: &Shared, request: Control) {
     match request {
         Control::Status(reply) => {
@@ -413,7 +688,7 @@ fn answer(replica: &Replica, state: &Shared, request: Control) {
             let _ = reply.send(NodeStatus {
                 node_id: state.node_id,
                 role: "backup",
-                view: state.view,
+                view: state.gate.view(),
                 lsn: state.lsn_received.load(Ordering::Acquire),
                 lsn_applied: lsn,
                 pending_replies: 0,
