@@ -77,7 +77,27 @@ pub enum Inbound {
     ConnClosed {
         conn: ConnId,
     },
+    /// The config store committed a view in which this node is still the primary.
+    View {
+        view: u64,
+        backups: Vec<NodeId>,
+        spares: Vec<NodeId>,
+        /// Where each new member listens.
+        addresses: Vec<(NodeId, SocketAddr)>,
+    },
+    /// The config store committed view `view`, whose primary is another node: abandon every
+    /// pending reply and stop.
+    Depose { view: u64 },
     Control(Control),
+}
+
+/// What the executor tells the node about its backups (the failure detector's input).
+#[derive(Debug)]
+pub enum Observed {
+    /// A backup or spare acknowledged something.
+    Heard(NodeId),
+    /// A spare holds everything the slowest backup holds: it may become a backup.
+    SpareCaughtUp(NodeId),
 }
 
 /// Where a released reply goes, and when its call started.
@@ -139,9 +159,22 @@ pub struct PrimaryHandle {
     pub inbound: Sender<Inbound>,
     pub executor: JoinHandle<()>,
     pub address: SocketAddr,
+    context: ClientContext,
 }
 
 impl PrimaryHandle {
+    /// Serves a client connection whose Hello (with `client_id`) the node's acceptor read.
+    pub fn serve_client(&self, stream: TcpStream, buffer: FrameBuffer, client_id: u64) {
+        let conn = self.context.conn_next.fetch_add(1, Ordering::Relaxed);
+        let client = Client {
+            conn,
+            context: self.context.clone(),
+        };
+        let _ = thread::Builder::new()
+            .name(format!("client-{conn}"))
+            .spawn(move || client.run_accepted(stream, buffer, client_id));
+    }
+
     /// Asks the executor for its status.
     pub fn status(&self) -> Option<NodeStatus> {
         let (reply, answer) = mpsc::channel();
@@ -179,8 +212,67 @@ pub fn start<W: ServedWorkload>(
 where
     W::Driver: Send,
 {
+    let segment = crate::workload::loaded_segment(&config.group, &workload)?;
+    let members = RoleView {
+        view: config.group.view,
+        backups: config.backups().map(|peer| peer.node_id).collect(),
+        spares: Vec::new(),
+        addresses: config
+            .backups()
+            .map(|peer| (peer.node_id, peer.address))
+            .collect(),
+    };
+    let address = listener
+        .local_addr()
+        .map_err(|err| format!("listen: {err}"))?;
+    let handle = start_role(
+        config,
+        segment,
+        Vec::new(),
+        members,
+        workload,
+        metrics,
+        local,
+        None,
+    )?;
+    let acceptor = Acceptor {
+        context: handle.context.clone(),
+    };
+    thread::Builder::new()
+        .name("accept".into())
+        .spawn(move || acceptor.run(listener))
+        .map_err(|err| format!("cannot start the accept thread: {err}"))?;
+    Ok(PrimaryHandle { address, ..handle })
+}
+
+/// Who a primary serves with, in its view.
+#[derive(Clone, Debug)]
+pub struct RoleView {
+    pub view: u64,
+    pub backups: Vec<NodeId>,
+    pub spares: Vec<NodeId>,
+    /// Where each backup and spare listens.
+    pub addresses: Vec<(NodeId, SocketAddr)>,
+}
+
+/// Starts the primary role on `segment`, whose last records are `batches` (a promoted
+/// backup's; empty for a fresh load). Client connections are handed to it with
+/// [`PrimaryHandle::serve_client`]; `observed` hears about the backups.
+#[allow(clippy::too_many_arguments)]
+pub fn start_role<W: ServedWorkload>(
+    config: &NodeConfig,
+    mut segment: tandem_memory::Segment,
+    batches: Vec<tandem_log::SealedBatch>,
+    members: RoleView,
+    workload: W,
+    metrics: Arc<Metrics>,
+    local: Option<Arc<LocalLoad>>,
+    observed: Option<Sender<Observed>>,
+) -> Result<PrimaryHandle, String>
+where
+    W::Driver: Send,
+{
     let group = &config.group;
-    let mut segment = crate::workload::loaded_segment(group, &workload)?;
     let passive = group.mode == Mode::Passive;
     if passive {
         segment
@@ -189,13 +281,12 @@ where
     }
     let lsn_start = segment.lsn();
     metrics.lsn_committed.set(lsn_start as i64);
-    let backups: Vec<NodeId> = config.backups().map(|peer| peer.node_id).collect();
     let tuning = &config.tuning;
     let primary_config = PrimaryConfig {
-        spares: Vec::new(),
         group: group.id,
-        view: group.view,
-        backups: backups.clone(),
+        view: members.view,
+        backups: members.backups.clone(),
+        spares: members.spares.clone(),
         safety: group.safety,
         tail: TailLimits {
             records_max: tuning.tail_records_max,
@@ -212,43 +303,28 @@ where
         },
     };
     let (inbound, inbound_rx) = mpsc::channel();
-    let mut links = BTreeMap::new();
-    for peer in config.backups() {
-        let (tx, rx) = mpsc::channel();
-        links.insert(peer.node_id, tx);
-        let hello = Hello::new(PeerKind::Replica, u64::from(config.node_id), group.id);
-        let link = Link {
-            node: peer.node_id,
-            address: peer.address,
-            hello,
-            max_frame_len: tuning.max_frame_len,
-            inbound: inbound.clone(),
-            metrics: Arc::clone(&metrics),
-        };
-        thread::Builder::new()
-            .name(format!("link-{}", peer.node_id))
-            .spawn(move || link.run(rx))
-            .map_err(|err| format!("cannot start a link thread: {err}"))?;
-    }
-    let address = listener
-        .local_addr()
-        .map_err(|err| format!("listen: {err}"))?;
-    let lsn_committed = Arc::new(AtomicU64::new(lsn_start));
-    let acceptor = Acceptor {
-        context: ClientContext {
-            node_id: config.node_id,
-            group: group.id,
-            view: group.view,
-            lsn_committed: Arc::clone(&lsn_committed),
-            max_frame_len: tuning.max_frame_len,
-            inbound: inbound.clone(),
-            metrics: Arc::clone(&metrics),
-        },
+    let link_factory = LinkFactory {
+        node_id: config.node_id,
+        group: group.id,
+        max_frame_len: tuning.max_frame_len,
+        inbound: inbound.clone(),
+        metrics: Arc::clone(&metrics),
     };
-    thread::Builder::new()
-        .name("accept".into())
-        .spawn(move || acceptor.run(listener))
-        .map_err(|err| format!("cannot start the accept thread: {err}"))?;
+    let mut links = BTreeMap::new();
+    for &(node, address) in &members.addresses {
+        links.insert(node, link_factory.spawn(node, address)?);
+    }
+    let lsn_committed = Arc::new(AtomicU64::new(lsn_start));
+    let context = ClientContext {
+        node_id: config.node_id,
+        group: group.id,
+        view: Arc::new(AtomicU64::new(members.view)),
+        lsn_committed: Arc::clone(&lsn_committed),
+        max_frame_len: tuning.max_frame_len,
+        inbound: inbound.clone(),
+        metrics: Arc::clone(&metrics),
+        conn_next: Arc::new(AtomicU64::new(1)),
+    };
     let local = local.map(|load| LocalDriver {
         driver: workload.driver(group.seed),
         load,
@@ -258,16 +334,14 @@ where
         started: Instant::now(),
         calls_since_clock: 0,
     });
-    let backup_gauges = backups
-        .iter()
-        .map(|&node| BackupGauges::new(&metrics, node))
-        .collect();
-    let executor = Executor {
+    let mut executor = Executor {
         node_id: config.node_id,
         store: Store::open(segment, workload),
-        primary: Primary::new(primary_config, lsn_start),
+        primary: Primary::resume(primary_config, lsn_start, batches),
         ready: PrimaryReady::default(),
         links,
+        link_factory,
+        observed,
         conns: BTreeMap::new(),
         queue: VecDeque::new(),
         local,
@@ -279,12 +353,14 @@ where
         shipped: ClassBytes::default(),
         wire_bytes: 0,
         commits: 0,
-        backup_gauges,
+        backup_gauges: Vec::new(),
         commits_reported: 0,
         rollbacks: 0,
         rollbacks_reported: 0,
         lsn_committed,
+        view_shared: Arc::clone(&context.view),
     };
+    executor.refresh_gauges();
     let handle = thread::Builder::new()
         .name("executor".into())
         .spawn(move || executor.run(inbound_rx))
@@ -292,8 +368,38 @@ where
     Ok(PrimaryHandle {
         inbound,
         executor: handle,
-        address,
+        address: SocketAddr::from(([0, 0, 0, 0], 0)),
+        context,
     })
+}
+
+/// Starts link threads to backups, one per member.
+#[derive(Clone)]
+struct LinkFactory {
+    node_id: NodeId,
+    group: u32,
+    max_frame_len: usize,
+    inbound: Sender<Inbound>,
+    metrics: Arc<Metrics>,
+}
+
+impl LinkFactory {
+    fn spawn(&self, node: NodeId, address: SocketAddr) -> Result<Sender<Message>, String> {
+        let (tx, rx) = mpsc::channel();
+        let link = Link {
+            node,
+            address,
+            hello: Hello::new(PeerKind::Replica, u64::from(self.node_id), self.group),
+            max_frame_len: self.max_frame_len,
+            inbound: self.inbound.clone(),
+            metrics: Arc::clone(&self.metrics),
+        };
+        thread::Builder::new()
+            .name(format!("link-{node}"))
+            .spawn(move || link.run(rx))
+            .map_err(|err| format!("cannot start a link thread: {err}"))?;
+        Ok(tx)
+    }
 }
 
 struct LocalDriver<W: ServedWorkload> {
@@ -329,6 +435,9 @@ struct Executor<W: ServedWorkload> {
     primary: Primary<ReplyTo>,
     ready: PrimaryReady<ReplyTo>,
     links: BTreeMap<NodeId, Sender<Message>>,
+    link_factory: LinkFactory,
+    /// Where the node hears about backups (cluster mode), if anywhere.
+    observed: Option<Sender<Observed>>,
     conns: BTreeMap<ConnId, ConnOut>,
     /// Calls received and not yet run, with the index of the next one in each batch.
     queue: VecDeque<(CallBatch, usize)>,
@@ -353,6 +462,8 @@ struct Executor<W: ServedWorkload> {
     lsn_committed: Arc<AtomicU64>,
     /// Each backup's gauges, in the order of the view's backups (looked up once, not per turn).
     backup_gauges: Vec<BackupGauges>,
+    /// The view, for the client threads' Welcome frames.
+    view_shared: Arc<AtomicU64>,
 }
 
 /// Handles on one backup's labelled gauges.
@@ -406,9 +517,14 @@ where
             }
             // 2. Ticks.
             let now = Instant::now();
+            let mut ticked = false;
             while now >= next_tick {
                 self.primary.tick();
                 next_tick += self.tick;
+                ticked = true;
+            }
+            if ticked {
+                self.observe_spares();
             }
             // 3. Calls.
             let ran = self.run_calls();
@@ -418,6 +534,10 @@ where
                 self.primary.flush();
             }
             self.dispatch();
+            if self.primary.is_deposed() {
+                self.refuse_queued();
+                return;
+            }
             // 5. Wait for work when there is none.
             if ran == 0 {
                 let timeout = next_tick.saturating_duration_since(Instant::now());
@@ -444,7 +564,12 @@ where
     fn handle(&mut self, event: Inbound) {
         match event {
             Inbound::Calls(batch) => self.queue.push_back((batch, 0)),
-            Inbound::Peer { from, message } => self.primary.step(from, message),
+            Inbound::Peer { from, message } => {
+                if let Some(observed) = &self.observed {
+                    let _ = observed.send(Observed::Heard(from));
+                }
+                self.primary.step(from, message);
+            }
             Inbound::LinkUp { node } => self.primary.link_reset(node),
             Inbound::ConnOpened {
                 conn,
@@ -476,6 +601,36 @@ where
                     .err()
                     .map(|e| e.to_string());
                 let _ = reply.send(checksum);
+            }
+            Inbound::View {
+                view,
+                backups,
+                spares,
+                addresses,
+            } => {
+                if view > self.primary.view() && !self.primary.is_deposed() {
+                    self.primary.install_view(view, &backups, &spares);
+                    self.view_shared.store(view, Ordering::Release);
+                    let members: Vec<NodeId> = backups.iter().chain(&spares).copied().collect();
+                    // A link whose member left ends when its sender is dropped.
+                    self.links.retain(|node, _| members.contains(node));
+                    for (node, address) in addresses {
+                        if members.contains(&node) && !self.links.contains_key(&node) {
+                            match self.link_factory.spawn(node, address) {
+                                Ok(link) => {
+                                    self.links.insert(node, link);
+                                }
+                                Err(err) => eprintln!("node {}: {err}", self.node_id),
+                            }
+                        }
+                    }
+                    self.refresh_gauges();
+                }
+            }
+            Inbound::Depose { view } => {
+                if view > self.primary.view() {
+                    self.primary.depose(view);
+                }
             }
             Inbound::Control(Control::Stop) => unreachable!("handled by the loop"),
         }
@@ -773,6 +928,53 @@ where
         }
     }
 
+    /// A deposed primary answers the calls it never ran: another node is the primary now,
+    /// and the client resends them there with the same (client id, seq).
+    fn refuse_queued(&mut self) {
+        for (batch, next) in self.queue.drain(..) {
+            if let Some(out) = self.conns.get_mut(&batch.conn) {
+                for _ in next..batch.calls.len() {
+                    encode_error(&mut out.buf, ErrorCode::NotPrimary, "this primary was replaced");
+                    out.answered();
+                }
+            }
+        }
+        for out in self.conns.values_mut() {
+            if !out.buf.is_empty() {
+                let _ = out.out.send(std::mem::take(&mut out.buf));
+            }
+        }
+    }
+
+    /// Looks up the gauges of the view's backups and spares, in `backup_progress` order.
+    fn refresh_gauges(&mut self) {
+        self.backup_gauges = self
+            .primary
+            .backup_progress()
+            .map(|(node, _, _)| BackupGauges::new(&self.metrics, node))
+            .collect();
+    }
+
+    /// Tells the node which spares have caught up with the slowest backup.
+    fn observe_spares(&mut self) {
+        let Some(observed) = &self.observed else {
+            return;
+        };
+        let config = self.primary.config();
+        let progress: Vec<(NodeId, u64, u64)> = self.primary.backup_progress().collect();
+        let slowest_backup = progress
+            .iter()
+            .filter(|(node, _, _)| config.backups.contains(node))
+            .map(|&(_, received, _)| received)
+            .min()
+            .unwrap_or(self.primary.lsn_committed());
+        for &(node, received, _) in &progress {
+            if config.spares.contains(&node) && received >= slowest_backup {
+                let _ = observed.send(Observed::SpareCaughtUp(node));
+            }
+        }
+    }
+
     /// Checks the workload's consistency and the local driver's tallies before stopping.
     fn finish(&mut self) {
         if let Some(local) = &self.local {
@@ -804,7 +1006,14 @@ impl Link {
             let Ok(stream) = TcpStream::connect(self.address) else {
                 // Drop what cannot be sent: the backup's introduction on reconnect makes the
                 // primary ship again from where the backup stands.
-                while outbox.try_recv().is_ok() {}
+                loop {
+                    match outbox.try_recv() {
+                        Ok(_) => {}
+                        Err(mpsc::TryRecvError::Empty) => break,
+                        // The member left the view (or the executor stopped).
+                        Err(mpsc::TryRecvError::Disconnected) => return,
+                    }
+                }
                 thread::sleep(Duration::from_millis(20));
                 continue;
             };
@@ -931,11 +1140,13 @@ fn read_acks(
 }
 
 /// What every client connection of this primary needs to know.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 struct ClientContext {
     node_id: NodeId,
     group: u32,
-    view: u64,
+    view: Arc<AtomicU64>,
+    /// Numbers client connections (shared by every acceptor of this primary).
+    conn_next: Arc<AtomicU64>,
     /// The last committed LSN, for Welcome frames.
     lsn_committed: Arc<AtomicU64>,
     max_frame_len: usize,
@@ -950,11 +1161,9 @@ struct Acceptor {
 
 impl Acceptor {
     fn run(self, listener: TcpListener) {
-        let mut conn_next: ConnId = 1;
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
-            let conn = conn_next;
-            conn_next += 1;
+            let conn = self.context.conn_next.fetch_add(1, Ordering::Relaxed);
             let client = Client {
                 conn,
                 context: self.context.clone(),
@@ -972,10 +1181,30 @@ struct Client {
 }
 
 impl Client {
-    fn run(self, mut stream: TcpStream) {
+    fn run(self, stream: TcpStream) {
+        self.run_with(stream, |client, stream, writer| client.serve(stream, writer));
+    }
+
+    /// Serves a connection whose Hello the node's acceptor already read.
+    fn run_accepted(self, stream: TcpStream, buffer: FrameBuffer, client_id: u64) {
+        self.run_with(stream, move |client, stream, writer| {
+            net::tune(stream)?;
+            client.serve_after_hello(stream, buffer, client_id, writer)
+        });
+    }
+
+    fn run_with(
+        self,
+        mut stream: TcpStream,
+        serve: impl FnOnce(
+            &Client,
+            &mut TcpStream,
+            &mut Option<(Sender<Vec<u8>>, JoinHandle<()>)>,
+        ) -> Result<(), ConnError>,
+    ) {
         self.context.metrics.client_connections.inc();
         let mut writer: Option<(Sender<Vec<u8>>, JoinHandle<()>)> = None;
-        if let Err(err) = self.serve(&mut stream, &mut writer)
+        if let Err(err) = serve(&self, &mut stream, &mut writer)
             && !matches!(err, ConnError::Closed | ConnError::Io(_))
         {
             self.context.metrics.frames_rejected.inc();
@@ -1031,6 +1260,16 @@ impl Client {
                 "the first frame must be a Hello".into(),
             )),
         })?;
+        self.serve_after_hello(stream, buffer, client_id, writer)
+    }
+
+    fn serve_after_hello(
+        &self,
+        stream: &mut TcpStream,
+        mut buffer: FrameBuffer,
+        client_id: u64,
+        writer: &mut Option<(Sender<Vec<u8>>, JoinHandle<()>)>,
+    ) -> Result<(), ConnError> {
         stream.set_read_timeout(None)?;
         let mut welcome = Vec::new();
         encode_welcome(
@@ -1039,7 +1278,7 @@ impl Client {
                 version: tandem_wire::PROTOCOL_VERSION,
                 node_id: self.context.node_id,
                 role: Role::Primary,
-                view: self.context.view,
+                view: self.context.view.load(Ordering::Acquire),
                 lsn: self.context.lsn_committed.load(Ordering::Acquire),
             },
         );
