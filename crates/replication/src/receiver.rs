@@ -148,7 +148,7 @@ impl Receiver {
     /// Handles a message from node `from`.
     pub fn step(&mut self, from: NodeId, message: Message) {
         if from != self.config.primary {
-            self.from_stranger(from, &message);
+            self.answer_stranger(from, &message);
             return;
         }
         match message {
@@ -244,7 +244,7 @@ impl Receiver {
 
     /// A message from a node that is not this view's primary. If it speaks an older view it is
     /// a replaced primary: it is told the current view (fencing), so it stops.
-    fn from_stranger(&mut self, from: NodeId, message: &Message) {
+    fn answer_stranger(&mut self, from: NodeId, message: &Message) {
         let view = match message {
             Message::Batch(bytes) => SealedBatch::verify(bytes.clone())
                 .ok()

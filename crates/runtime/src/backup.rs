@@ -89,6 +89,11 @@ impl Gate {
         self.view.load(Ordering::Acquire)
     }
 
+    /// The primary this backup follows.
+    pub fn primary(&self) -> NodeId {
+        self.state.lock().expect("not poisoned").primary
+    }
+
     /// Stops accepting the primary for good and returns the last LSN received.
     pub fn freeze(&self, lsn_received: &AtomicU64) -> u64 {
         let mut state = self.state.lock().expect("not poisoned");
@@ -178,6 +183,26 @@ pub struct BackupHandle {
     state: Shared,
 }
 
+/// Asks a backup role for its status and checksum; outlives the role harmlessly.
+#[derive(Clone, Debug)]
+pub struct BackupProbe {
+    control: Sender<Control>,
+}
+
+impl BackupProbe {
+    pub fn status(&self) -> Option<NodeStatus> {
+        let (reply, answer) = mpsc::channel();
+        self.control.send(Control::Status(reply)).ok()?;
+        answer.recv_timeout(Duration::from_secs(5)).ok()
+    }
+
+    pub fn checksum(&self) -> Option<Checksum> {
+        let (reply, answer) = mpsc::channel();
+        self.control.send(Control::Checksum(reply)).ok()?;
+        answer.recv_timeout(Duration::from_secs(30)).ok()
+    }
+}
+
 impl BackupHandle {
     /// Serves a connection from a primary (the node's acceptor read its Hello).
     pub fn serve(&self, stream: TcpStream, buffer: FrameBuffer, primary: NodeId) {
@@ -222,6 +247,13 @@ impl BackupHandle {
         answer
             .recv()
             .map_err(|_| "the applier has stopped".to_string())?
+    }
+
+    /// A handle that asks for status and checksum without holding the role.
+    pub fn probe(&self) -> BackupProbe {
+        BackupProbe {
+            control: self.control.clone(),
+        }
     }
 
     pub fn status(&self) -> Option<NodeStatus> {
@@ -634,10 +666,11 @@ fn run_applier(
                     }
                     assert_eq!(replica.lsn_applied(), lsn, "handover at the LSN applied");
                     let batches: Vec<SealedBatch> = tail.drain(..).collect();
-                    let _ = reply.send(replica.into_segment().map(|segment| Handover {
-                        segment,
-                        batches,
-                    }));
+                    let _ = reply.send(
+                        replica
+                            .into_segment()
+                            .map(|segment| Handover { segment, batches }),
+                    );
                     return;
                 }
             }
@@ -666,10 +699,20 @@ fn run_applier(
 /// Keeps an applied batch for a promotion. A batch a newer connection resent in part starts
 /// below the tail's end: only whole batches that continue the tail are kept, and a gap starts
 /// the tail afresh (it must stay contiguous).
-fn keep(tail: &mut VecDeque<SealedBatch>, records: &mut u64, bytes: &mut usize, batch: SealedBatch) {
-    let continues = tail.back().is_none_or(|last| last.lsn_last() + 1 == batch.lsn_base());
+fn keep(
+    tail: &mut VecDeque<SealedBatch>,
+    records: &mut u64,
+    bytes: &mut usize,
+    batch: SealedBatch,
+) {
+    let continues = tail
+        .back()
+        .is_none_or(|last| last.lsn_last() + 1 == batch.lsn_base());
     if !continues {
-        if tail.back().is_some_and(|last| batch.lsn_last() <= last.lsn_last()) {
+        if tail
+            .back()
+            .is_some_and(|last| batch.lsn_last() <= last.lsn_last())
+        {
             return;
         }
         tail.clear();

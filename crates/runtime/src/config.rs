@@ -106,6 +106,97 @@ pub struct NodeConfig {
     /// Limits and timeouts (an optional table, every field defaulted).
     #[serde(default)]
     pub tuning: Tuning,
+    /// Cluster mode (an optional table): the roles above are only the first view; failure
+    /// detection and view changes through the config store move them on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterTable>,
+}
+
+/// How a node takes part in the cluster: where the config store keeps its state, and the
+/// timeouts of failover, in ticks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterTable {
+    /// Where the config store persists its Raft state (created if missing).
+    pub data_dir: PathBuf,
+    /// The config store's voters (default: the three lowest node ids, or all if fewer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voters: Option<Vec<NodeId>>,
+    /// A backup reports for a new view only this many ticks after it last heard the primary,
+    /// < `tuning.suspect_ticks` (default 3).
+    #[serde(default = "default_lease_ticks")]
+    pub lease_ticks: u64,
+    /// Ticks the coordinator waits for more reports once it has enough (default 1).
+    #[serde(default = "default_collect_ticks")]
+    pub collect_ticks: u64,
+    /// Raft election timeout in ticks, ≥ 4 (default 50: every vote is fsynced first, and the
+    /// Raft leader is kept off the primary, so a primary's failure needs no election).
+    #[serde(default = "default_election_ticks")]
+    pub election_ticks: u64,
+}
+
+fn default_lease_ticks() -> u64 {
+    3
+}
+
+fn default_collect_ticks() -> u64 {
+    1
+}
+
+fn default_election_ticks() -> u64 {
+    50
+}
+
+impl NodeConfig {
+    /// The config store's voters: as configured, or the three lowest node ids.
+    pub fn voters(&self) -> Vec<NodeId> {
+        if let Some(voters) = self.cluster.as_ref().and_then(|c| c.voters.clone()) {
+            return voters;
+        }
+        let mut ids: Vec<NodeId> = std::iter::once(self.node_id)
+            .chain(self.peers.iter().map(|peer| peer.node_id))
+            .collect();
+        ids.sort_unstable();
+        ids.truncate(3);
+        ids
+    }
+
+    fn validate_cluster(&self) -> Result<(), ConfigError> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(());
+        };
+        if cluster.lease_ticks == 0 || cluster.lease_ticks >= self.tuning.suspect_ticks {
+            return Err(invalid(
+                "cluster.lease_ticks",
+                format!(
+                    "{} must be ≥ 1 and below tuning.suspect_ticks ({}), so a lease runs out \
+                     before its holder is suspected",
+                    cluster.lease_ticks, self.tuning.suspect_ticks
+                ),
+            ));
+        }
+        if cluster.election_ticks < 4 {
+            return Err(invalid(
+                "cluster.election_ticks",
+                "Raft needs an election timeout of at least 4 ticks; use ≥ 4",
+            ));
+        }
+        let members: Vec<NodeId> = std::iter::once(self.node_id)
+            .chain(self.peers.iter().map(|peer| peer.node_id))
+            .collect();
+        for voter in self.voters() {
+            if !members.contains(&voter) {
+                return Err(invalid(
+                    "cluster.voters",
+                    format!("node {voter} is not this node or one of its peers; list members only"),
+                ));
+            }
+        }
+        if self.voters().is_empty() {
+            return Err(invalid("cluster.voters", "name at least one voter"));
+        }
+        Ok(())
+    }
 }
 
 /// A member's role in its group's view.
@@ -460,7 +551,8 @@ impl NodeConfig {
         self.validate_tuning()?;
         self.validate_members()?;
         self.validate_addresses()?;
-        self.validate_replication()
+        self.validate_replication()?;
+        self.validate_cluster()
     }
 
     fn validate_fields(&self) -> Result<(), ConfigError> {

@@ -9,6 +9,7 @@
 //! changes come with the cluster core.
 
 pub mod backup;
+pub mod cluster;
 pub mod config;
 pub mod metrics;
 mod net;
@@ -105,6 +106,20 @@ pub fn run_node(config: NodeConfig) -> Result<(), String> {
         Role::Backup => "backup",
     };
     let metrics = Arc::new(Metrics::new(config.node_id, role));
+    if config.cluster.is_some() {
+        eprintln!(
+            "node {} serving group {} in cluster mode on {}",
+            config.node_id, config.group.id, config.listen
+        );
+        let cluster = RunCluster {
+            config: &config,
+            listener,
+            metrics_listener,
+            metrics,
+        };
+        return with_workload(config.group.workload, config.group.db_mib << 20, cluster)
+            .map_err(|err| format!("group.workload: {err}"))?;
+    }
     let start = Start {
         config: &config,
         listener,
@@ -179,6 +194,9 @@ impl WithWorkload for Start<'_> {
     where
         W::Driver: Send,
     {
+        if self.config.cluster.is_some() {
+            return Err(CLUSTER_MODE.into());
+        }
         Ok(Arc::new(match self.config.role {
             Role::Primary => Node::Primary(primary::start(
                 self.config,
@@ -194,5 +212,31 @@ impl WithWorkload for Start<'_> {
                 self.metrics,
             )?),
         }))
+    }
+}
+
+const CLUSTER_MODE: &str = "a cluster-mode node is run by cluster::run";
+
+struct RunCluster<'a> {
+    config: &'a NodeConfig,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    metrics: Arc<Metrics>,
+}
+
+impl WithWorkload for RunCluster<'_> {
+    type Output = Result<(), String>;
+
+    fn run<W: ServedWorkload>(self, workload: W) -> Self::Output
+    where
+        W::Driver: Send,
+    {
+        cluster::run(
+            self.config,
+            self.listener,
+            self.metrics_listener,
+            workload,
+            self.metrics,
+        )
     }
 }

@@ -89,6 +89,9 @@ pub struct Metrics {
     /// `tandem_flow_control_stalls_total`: times the executor stopped taking commits because
     /// the retained tail or a bounded safety rule was full.
     pub flow_control_stalls: Counter,
+    /// `tandem_suspicions_total`: peers this node suspected (some may be false on a loaded
+    /// machine; fencing makes them safe).
+    pub suspicions: Counter,
 
     // Backup.
     /// `tandem_lsn_received`: the last LSN this backup holds.
@@ -127,6 +130,7 @@ impl Metrics {
             backup_lsn_applied: Family::default(),
             backup_lag_records: Family::default(),
             flow_control_stalls: Counter::default(),
+            suspicions: Counter::default(),
             lsn_received: Gauge::default(),
             lsn_applied: Gauge::default(),
             batches_received: Counter::default(),
@@ -182,6 +186,11 @@ impl Metrics {
             "flow_control_stalls",
             "Times the executor stopped taking commits because a limit was reached",
             m.flow_control_stalls.clone(),
+        );
+        r.register(
+            "suspicions",
+            "Peers this node suspected of having failed",
+            m.suspicions.clone(),
         );
         r.register(
             "lsn_received",

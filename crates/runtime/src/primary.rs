@@ -87,7 +87,9 @@ pub enum Inbound {
     },
     /// The config store committed view `view`, whose primary is another node: abandon every
     /// pending reply and stop.
-    Depose { view: u64 },
+    Depose {
+        view: u64,
+    },
     Control(Control),
 }
 
@@ -162,6 +164,31 @@ pub struct PrimaryHandle {
     context: ClientContext,
 }
 
+/// Asks a primary role for its status and checksum; outlives the role harmlessly (its
+/// questions then go unanswered).
+#[derive(Clone, Debug)]
+pub struct PrimaryProbe {
+    inbound: Sender<Inbound>,
+}
+
+impl PrimaryProbe {
+    pub fn status(&self) -> Option<NodeStatus> {
+        let (reply, answer) = mpsc::channel();
+        self.inbound
+            .send(Inbound::Control(Control::Status(reply)))
+            .ok()?;
+        answer.recv_timeout(Duration::from_secs(5)).ok()
+    }
+
+    pub fn checksum(&self) -> Option<Checksum> {
+        let (reply, answer) = mpsc::channel();
+        self.inbound
+            .send(Inbound::Control(Control::Checksum(reply)))
+            .ok()?;
+        answer.recv_timeout(Duration::from_secs(30)).ok()
+    }
+}
+
 impl PrimaryHandle {
     /// Serves a client connection whose Hello (with `client_id`) the node's acceptor read.
     pub fn serve_client(&self, stream: TcpStream, buffer: FrameBuffer, client_id: u64) {
@@ -173,6 +200,13 @@ impl PrimaryHandle {
         let _ = thread::Builder::new()
             .name(format!("client-{conn}"))
             .spawn(move || client.run_accepted(stream, buffer, client_id));
+    }
+
+    /// A handle that asks for status and checksum without holding the role.
+    pub fn probe(&self) -> PrimaryProbe {
+        PrimaryProbe {
+            inbound: self.inbound.clone(),
+        }
     }
 
     /// Asks the executor for its status.
@@ -934,7 +968,11 @@ where
         for (batch, next) in self.queue.drain(..) {
             if let Some(out) = self.conns.get_mut(&batch.conn) {
                 for _ in next..batch.calls.len() {
-                    encode_error(&mut out.buf, ErrorCode::NotPrimary, "this primary was replaced");
+                    encode_error(
+                        &mut out.buf,
+                        ErrorCode::NotPrimary,
+                        "this primary was replaced",
+                    );
                     out.answered();
                 }
             }
@@ -1182,7 +1220,9 @@ struct Client {
 
 impl Client {
     fn run(self, stream: TcpStream) {
-        self.run_with(stream, |client, stream, writer| client.serve(stream, writer));
+        self.run_with(stream, |client, stream, writer| {
+            client.serve(stream, writer)
+        });
     }
 
     /// Serves a connection whose Hello the node's acceptor already read.

@@ -3,20 +3,24 @@
 //! A [`Table`] places fixed-size plain-old-data records at a fixed offset of a segment; a
 //! [`Layout`] hands out table positions. A procedure is a Rust function that runs inside one
 //! txn; the [`Registry`] maps its name to it, and [`Store::call`] runs it: commit when it returns
-//! `Ok`, abort when it returns `Err`. The workloads (Debit-Credit and Order-Entry) are built only
-//! from these pieces and come with their consistency checks.
+//! `Ok`, abort when it returns `Err`. [`Store::call_once`] runs a client's call exactly once,
+//! through the [`DedupTable`] at the end of the segment, which it writes in the call's own txn.
+//! The workloads (Debit-Credit and Order-Entry) are built only from these pieces, leave the
+//! dedup table's region free, and come with their consistency checks.
 //!
 //! Like the memory crate below it, the store never does I/O, never reads the clock and never
 //! draws from an unseeded random source: the same calls give the same bytes everywhere.
 
 #![forbid(unsafe_code)]
 
+pub mod dedup;
 mod registry;
 mod rng;
 mod table;
 pub mod workloads;
 
-pub use registry::{CallError, Prefetch, ProcError, ProcId, Procedure, Registry, Store};
+pub use dedup::{DEDUP_REPLY_LEN_MAX, DedupEntry, DedupTable};
+pub use registry::{CallError, Deduped, Prefetch, ProcError, ProcId, Procedure, Registry, Store};
 pub use rng::Rng;
 pub use table::{Layout, LayoutError, Table};
 
@@ -31,7 +35,8 @@ pub trait Workload: Sized + 'static {
     fn registry() -> Registry<Self>;
     /// Writes the initial database into a fresh segment, through txns.
     fn load(&self, segment: &mut tandem_memory::Segment);
-    /// The workload's consistency conditions, checked on the segment alone.
+    /// The workload's consistency conditions, checked on the segment alone. The workloads'
+    /// checks end with the dedup table's ([`DedupTable::check`]).
     fn check(&self, segment: &tandem_memory::Segment) -> Result<(), Inconsistency>;
     /// A call generator drawing from a generator seeded with `seed`.
     fn driver(&self, seed: u64) -> Self::Driver;

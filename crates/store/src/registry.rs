@@ -5,6 +5,8 @@ use std::fmt;
 
 use tandem_memory::{RedoRecord, Segment, Txn};
 
+use crate::dedup::{DEDUP_REPLY_LEN_MAX, DedupEntry, DedupTable, Probe};
+
 /// A procedure: runs inside one txn on the workload `W`'s tables, reads its arguments, writes
 /// its reply. Returning `Err` rolls the whole txn back.
 pub type Procedure<W> = fn(&W, &mut Txn<'_>, &[u8], &mut Vec<u8>) -> Result<(), ProcError>;
@@ -26,7 +28,7 @@ pub enum ProcError {
     Rollback(&'static str),
 }
 
-/// Why [`Store::call`] did not commit.
+/// Why [`Store::call`] or [`Store::call_once`] did not commit. Nothing was written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CallError {
@@ -34,6 +36,28 @@ pub enum CallError {
     UnknownProcedure(u16),
     #[error(transparent)]
     Proc(#[from] ProcError),
+    /// The client already committed a later call, so this one is an old duplicate: its reply
+    /// was superseded and is no longer kept. Only a client with more than one call in flight,
+    /// or a message delayed past its retry, sees this.
+    #[error("seq {seq} is older than the client's last committed seq {last}")]
+    StaleSeq { seq: u64, last: u64 },
+    /// The call is a new client's first and the dedup table already holds all the clients it
+    /// admits (none in a segment too small to have one).
+    #[error(
+        "the dedup table holds its maximum of {clients_max} clients; give a larger database \
+         size"
+    )]
+    DedupFull { clients_max: usize },
+}
+
+/// What [`Store::call_once`] did with a call that did not fail.
+#[derive(Debug)]
+pub enum Deduped<'a> {
+    /// The call ran and committed with this redo record, which also carries its dedup slot.
+    Committed(&'a RedoRecord),
+    /// The call had committed before, at `lsn`: nothing ran, no LSN was taken, and the reply
+    /// it stored then is in the reply buffer.
+    Duplicate { lsn: u64 },
 }
 
 /// A procedure's index in its registry: cheap to send and to dispatch.
@@ -114,7 +138,8 @@ impl<W> Registry<W> {
     }
 }
 
-/// A segment holding one workload's tables, with the procedures that run on it.
+/// A segment holding one workload's tables and the dedup table, with the procedures that run
+/// on it.
 ///
 /// Calls are serial: one txn at a time, no locks (the group's executor model).
 #[derive(Debug)]
@@ -122,6 +147,19 @@ pub struct Store<W> {
     segment: Segment,
     workload: W,
     registry: Registry<W>,
+    dedup: DedupTable,
+    /// Clients with a slot in `dedup`: counted from the segment when the store opens, and
+    /// kept up to date by `call_once`, the only writer of slots.
+    dedup_clients: usize,
+}
+
+/// The slot a committing call writes: which one, and for which call.
+#[derive(Clone, Copy, Debug)]
+struct DedupWrite {
+    index: usize,
+    client_id: u64,
+    seq: u64,
+    client_new: bool,
 }
 
 impl<W: crate::Workload> Store<W> {
@@ -133,23 +171,127 @@ impl<W: crate::Workload> Store<W> {
 
     /// A store over a segment that already holds the workload's database (a replica that
     /// received it, or one loaded earlier).
+    ///
+    /// Counts the dedup table's clients, one read per slot: a backup promoted to primary opens
+    /// its segment this way and carries on with the table its records built.
     pub fn open(segment: Segment, workload: W) -> Store<W> {
+        let dedup = DedupTable::for_segment_len(segment.len());
+        let dedup_clients = dedup.clients(&segment);
+        assert!(
+            dedup_clients <= dedup.slot_count(),
+            "the dedup table counts more clients than slots"
+        );
         Store {
             segment,
             workload,
             registry: W::registry(),
+            dedup,
+            dedup_clients,
         }
     }
 }
 
 impl<W> Store<W> {
     /// Runs procedure `id` in a txn: commits and returns the redo record when it succeeds,
-    /// aborts (restoring every byte) when it fails.
+    /// aborts (restoring every byte) when it fails. Nothing is deduplicated: this is
+    /// [`call_once`](Store::call_once) for client 0.
+    ///
+    /// Panics, after aborting, if the procedure writes a reply longer than
+    /// [`DEDUP_REPLY_LEN_MAX`]: every reply must fit a dedup slot.
     pub fn call(
         &mut self,
         id: ProcId,
         args: &[u8],
         reply: &mut Vec<u8>,
+    ) -> Result<&RedoRecord, CallError> {
+        self.run(id, args, reply, None)
+    }
+
+    /// Runs a client's call exactly once: call `seq` of client `client_id`, to procedure `id`.
+    ///
+    /// - Client 0 is not deduplicated: the call runs as [`call`](Store::call) runs it.
+    /// - `seq` equal to the client's last committed seq: the call is a retry of a call that
+    ///   committed, so nothing runs and no LSN is taken; the reply stored then is copied into
+    ///   `reply`, and [`Deduped::Duplicate`] carries the LSN it committed at.
+    /// - `seq` below it: [`CallError::StaleSeq`].
+    /// - `seq` above it, or a client without a slot: the procedure runs; when it commits, the
+    ///   same txn writes the client's slot (seq, the commit's LSN, the reply), so the redo
+    ///   record carries the slot. A new client takes a slot first, or gets
+    ///   [`CallError::DedupFull`] before anything runs.
+    ///
+    /// A call whose procedure rolls back writes no slot, so a retry of the same seq runs it
+    /// again. That is still exactly-once: the rolled-back attempt had no effect, and a client
+    /// retries only a call whose answer it did not see.
+    ///
+    /// Panics, after aborting, if the procedure writes a reply longer than
+    /// [`DEDUP_REPLY_LEN_MAX`].
+    pub fn call_once(
+        &mut self,
+        client_id: u64,
+        seq: u64,
+        id: ProcId,
+        args: &[u8],
+        reply: &mut Vec<u8>,
+    ) -> Result<Deduped<'_>, CallError> {
+        if client_id == 0 {
+            return self.run(id, args, reply, None).map(Deduped::Committed);
+        }
+        let write = match self.dedup.probe(&self.segment, client_id) {
+            Probe::Found { index, entry } => {
+                if seq == entry.seq() {
+                    reply.clear();
+                    reply.extend_from_slice(entry.reply());
+                    return Ok(Deduped::Duplicate { lsn: entry.lsn() });
+                }
+                if seq < entry.seq() {
+                    return Err(CallError::StaleSeq {
+                        seq,
+                        last: entry.seq(),
+                    });
+                }
+                DedupWrite {
+                    index,
+                    client_id,
+                    seq,
+                    client_new: false,
+                }
+            }
+            Probe::Vacant { index } if self.dedup_clients < self.dedup.clients_max() => {
+                DedupWrite {
+                    index,
+                    client_id,
+                    seq,
+                    client_new: true,
+                }
+            }
+            Probe::Vacant { .. } | Probe::Full => {
+                return Err(CallError::DedupFull {
+                    clients_max: self.dedup.clients_max(),
+                });
+            }
+        };
+        self.run(id, args, reply, Some(write))
+            .map(Deduped::Committed)
+    }
+
+    /// What the dedup table holds for `client_id`: its last committed call. `None` for
+    /// client 0 and for a client that has not committed a deduplicated call.
+    pub fn dedup_entry(&self, client_id: u64) -> Option<DedupEntry> {
+        self.dedup.entry(&self.segment, client_id)
+    }
+
+    /// The segment's dedup table: where it is and how many clients it admits.
+    pub fn dedup(&self) -> &DedupTable {
+        &self.dedup
+    }
+
+    /// Runs procedure `id` in a txn that, when it commits, also writes `dedup`'s slot.
+    fn run(
+        &mut self,
+        id: ProcId,
+        args: &[u8],
+        reply: &mut Vec<u8>,
+        dedup: Option<DedupWrite>,
     ) -> Result<&RedoRecord, CallError> {
         let procedure = self
             .registry
@@ -163,6 +305,24 @@ impl<W> Store<W> {
             txn.abort();
             reply.clear();
             return Err(err.into());
+        }
+        if reply.len() > DEDUP_REPLY_LEN_MAX {
+            // Abort first, so that the segment stays whole for whoever catches the panic.
+            txn.abort();
+            let name = self.registry.name(id).unwrap_or("?");
+            panic!(
+                "procedure '{name}' wrote a {}-byte reply, but a dedup slot holds at most \
+                 {DEDUP_REPLY_LEN_MAX}: shorten the reply or raise DEDUP_REPLY_LEN_MAX",
+                reply.len()
+            );
+        }
+        if let Some(write) = dedup {
+            self.dedup
+                .record(&mut txn, write.index, write.client_id, write.seq, reply);
+            if write.client_new {
+                self.dedup_clients += 1;
+                assert!(self.dedup_clients <= self.dedup.clients_max());
+            }
         }
         let redo = txn.commit();
         assert_eq!(redo.lsn(), lsn_before + 1, "a commit takes the next LSN");

@@ -5,6 +5,8 @@ use std::marker::PhantomData;
 use bytemuck::Pod;
 use tandem_memory::{Segment, Txn};
 
+use crate::DedupTable;
+
 /// Tables are aligned to a cache line, so a record never shares a line with another table.
 const TABLE_ALIGN: usize = 64;
 
@@ -32,11 +34,20 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// A layout over all `segment_len` bytes.
     pub fn new(segment_len: usize) -> Layout {
         Layout {
             next: 0,
             segment_len,
         }
+    }
+
+    /// A layout for a workload's tables in a segment of `segment_len` bytes: everything before
+    /// the segment's [`DedupTable`], which the store owns. Its
+    /// [`segment_len`](Layout::segment_len), and the length a [`LayoutError`] reports, are the
+    /// bytes left for tables.
+    pub fn workload(segment_len: usize) -> Layout {
+        Layout::new(DedupTable::for_segment_len(segment_len).offset())
     }
 
     /// Places a table of `count` records of `T` after the previous one.
@@ -69,6 +80,7 @@ impl Layout {
         self.next
     }
 
+    /// Bytes the layout may use.
     pub fn segment_len(&self) -> usize {
         self.segment_len
     }

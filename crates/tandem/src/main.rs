@@ -8,6 +8,8 @@
 mod bench;
 mod cli;
 mod sim;
+#[allow(dead_code)]
+mod timeline;
 
 use std::process::ExitCode;
 

@@ -24,6 +24,8 @@ pub enum PeerKind {
     Client,
     /// Another node of the group, which will exchange `Peer` frames.
     Replica,
+    /// Another node's cluster core, which will send `Cluster` frames.
+    Cluster,
 }
 
 /// The first frame on a connection, from the side that connected.

@@ -12,6 +12,7 @@ pub(crate) const TYPE_ERROR: u8 = 0x03;
 pub(crate) const TYPE_CALL: u8 = 0x10;
 pub(crate) const TYPE_REPLY: u8 = 0x11;
 pub(crate) const TYPE_PEER: u8 = 0x20;
+pub(crate) const TYPE_CLUSTER: u8 = 0x30;
 
 /// Bytes of the envelope in front of the body: `len` and `type`.
 pub(crate) const ENVELOPE_LEN: usize = 5;
@@ -25,6 +26,9 @@ pub enum Frame<'a> {
     Call(Call<'a>),
     Reply(Reply<'a>),
     Peer(Message),
+    /// A cluster-core message between two nodes, its bytes decoded by the cluster layer
+    /// (the wire does not know its types).
+    Cluster(&'a [u8]),
 }
 
 impl Frame<'_> {
@@ -37,6 +41,7 @@ impl Frame<'_> {
             Frame::Call(c) => call::encode_call(out, c.seq, c.proc_id, c.safety, c.args),
             Frame::Reply(r) => call::encode_reply(out, r.seq, r.lsn, r.status, r.body),
             Frame::Peer(message) => peer::encode_peer(out, message),
+            Frame::Cluster(body) => encode_cluster(out, body),
         }
     }
 }
@@ -109,7 +114,7 @@ pub fn decode_frame(
     };
     if !matches!(
         ty,
-        TYPE_HELLO | TYPE_WELCOME | TYPE_ERROR | TYPE_CALL | TYPE_REPLY | TYPE_PEER
+        TYPE_HELLO | TYPE_WELCOME | TYPE_ERROR | TYPE_CALL | TYPE_REPLY | TYPE_PEER | TYPE_CLUSTER
     ) {
         return Err(FrameError::UnknownType { found: ty });
     }
@@ -123,9 +128,17 @@ pub fn decode_frame(
         TYPE_ERROR => Frame::Error(control::decode_error(body)?),
         TYPE_CALL => Frame::Call(call::decode_call(body)?),
         TYPE_REPLY => Frame::Reply(call::decode_reply(body)?),
+        TYPE_CLUSTER => Frame::Cluster(body),
         _ => Frame::Peer(peer::decode_peer(body)?),
     };
     Ok(Some((frame, total)))
+}
+
+/// Appends a `Cluster` frame carrying `body`.
+pub fn encode_cluster(out: &mut Vec<u8>, body: &[u8]) {
+    let start = begin(out, TYPE_CLUSTER);
+    out.extend_from_slice(body);
+    finish(out, start);
 }
 
 /// Starts a frame of type `ty` with a placeholder length; returns where it starts.

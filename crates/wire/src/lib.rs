@@ -78,7 +78,7 @@ pub use control::{
     ErrorCode, ErrorFrame, Hello, MAGIC, MESSAGE_LEN_MAX, PeerKind, Role, Welcome, encode_error,
     encode_hello, encode_welcome,
 };
-pub use frame::{Frame, FrameError, decode_frame};
+pub use frame::{Frame, FrameError, decode_frame, encode_cluster};
 pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 
 /// The protocol version this build speaks; a server refuses any other in a `Hello`.

@@ -15,6 +15,7 @@
 //!
 //! The database is scaled to the segment: as many full branches as fit after the history
 //! buffer, or, in a segment too small for one, a single branch with as many accounts as fit.
+//! The tables stop where the store's dedup table starts ([`Layout::workload`]).
 //!
 //! An optional overdraft limit turns a txn that would take an account below it into a
 //! rollback after all four updates were made, so tests can check that an abort undoes them.
@@ -26,7 +27,8 @@ use tandem_memory::{Segment, Txn};
 
 use crate::workloads::args::{ArgReader, ArgWriter};
 use crate::{
-    Driver, Inconsistency, Layout, LayoutError, ProcError, ProcId, Registry, Rng, Table, Workload,
+    DEDUP_REPLY_LEN_MAX, DedupTable, Driver, Inconsistency, Layout, LayoutError, ProcError, ProcId,
+    Registry, Rng, Table, Workload,
 };
 
 /// A bank branch; 100 bytes as TPC-B requires.
@@ -117,6 +119,9 @@ pub struct DebitCredit {
 
 /// The one procedure's id.
 pub const DEBIT_CREDIT: ProcId = ProcId(0);
+/// Bytes of the procedure's reply: the account's new balance.
+pub const REPLY_LEN: usize = size_of::<i32>();
+const _: () = assert!(REPLY_LEN <= DEDUP_REPLY_LEN_MAX);
 
 impl DebitCredit {
     /// Lays the tables out in a segment of `segment_len` bytes.
@@ -129,7 +134,9 @@ impl DebitCredit {
             config.accounts_per_branch > 0,
             "a branch has at least one account"
         );
-        let history_records = config.history_bytes.min(segment_len / 4) / size_of::<History>();
+        let mut layout = Layout::workload(segment_len);
+        let tables_len = layout.segment_len();
+        let history_records = config.history_bytes.min(tables_len / 4) / size_of::<History>();
         let history_count = if history_records == 0 {
             1
         } else {
@@ -139,7 +146,7 @@ impl DebitCredit {
             + config.tellers_per_branch * size_of::<Teller>()
             + config.accounts_per_branch * size_of::<Account>();
         // Leave room for each table's alignment padding.
-        let available = segment_len.saturating_sub(history_count * size_of::<History>() + 4 * 64);
+        let available = tables_len.saturating_sub(history_count * size_of::<History>() + 4 * 64);
         let (branch_count, accounts_per_branch) = match available / branch_bytes {
             0 => {
                 let fixed = size_of::<Branch>() + config.tellers_per_branch * size_of::<Teller>();
@@ -150,7 +157,6 @@ impl DebitCredit {
             }
             fit => (fit, config.accounts_per_branch),
         };
-        let mut layout = Layout::new(segment_len);
         let history = layout.table("history", history_count)?;
         let branches = layout.table("branch", branch_count)?;
         let tellers = layout.table("teller", branch_count * config.tellers_per_branch)?;
@@ -280,6 +286,11 @@ impl Workload for DebitCredit {
     /// Sets every record's ids; balances start at zero. Each txn covers at most 1000 records.
     fn load(&self, segment: &mut Segment) {
         const CHUNK: usize = 1000;
+        assert!(
+            self.accounts.end() <= DedupTable::for_segment_len(segment.len()).offset(),
+            "the tables do not fit before the dedup table of a {}-byte segment",
+            segment.len()
+        );
         for first in (0..self.branches.count()).step_by(CHUNK) {
             let mut txn = segment.begin();
             for index in first..self.branches.count().min(first + CHUNK) {
@@ -308,7 +319,8 @@ impl Workload for DebitCredit {
     }
 
     /// Sum of account balances = sum of teller balances = sum of branch balances (mod 2^32),
-    /// and every history record names a teller of the branch it names.
+    /// every history record names a teller of the branch it names, and the dedup table is
+    /// well formed.
     fn check(&self, segment: &Segment) -> Result<(), Inconsistency> {
         let accounts = self.account_total(segment);
         let tellers = self
@@ -345,7 +357,7 @@ impl Workload for DebitCredit {
                 });
             }
         }
-        Ok(())
+        DedupTable::for_segment_len(segment.len()).check(segment)
     }
 
     fn driver(&self, seed: u64) -> DebitCreditDriver {

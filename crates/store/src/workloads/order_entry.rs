@@ -36,7 +36,8 @@
 //! # Consistency conditions
 //!
 //! [`OrderEntry::check`](Workload::check) verifies TPC-C's consistency conditions 1 to 4 (clause
-//! 3.3.2), adapted to the rings, plus 5, 7 and the shape of the rings. For a district, the live
+//! 3.3.2), adapted to the rings, plus 5, 7 and the shape of the rings, and then checks the
+//! store's dedup table ([`DedupTable::check`](crate::DedupTable::check)). For a district, the live
 //! orders are the occupied slots of its order ring (O_ID ≠ 0), the live order lines are the line
 //! slots of a live order that carry that order's O_ID, and the new-order rows are the valid rows
 //! of its new-order ring.
@@ -74,7 +75,8 @@ use tandem_memory::{Segment, Txn};
 
 use crate::workloads::args::{ArgReader, ArgWriter};
 use crate::{
-    Driver, Inconsistency, Layout, LayoutError, ProcError, ProcId, Registry, Rng, Table, Workload,
+    DEDUP_REPLY_LEN_MAX, DedupTable, Driver, Inconsistency, Layout, LayoutError, ProcError, ProcId,
+    Registry, Rng, Table, Workload,
 };
 
 /// TPC-C's fixed number of districts per warehouse.
@@ -99,6 +101,10 @@ pub const PAYMENT: ProcId = ProcId(1);
 /// The delivery procedure.
 pub const DELIVERY: ProcId = ProcId(2);
 const PROCEDURE_COUNT: usize = 3;
+/// Bytes of the longest reply, new-order's: the order id (u32) and its total (i64 cents).
+/// Payment replies with 8 bytes, delivery with 4.
+pub const REPLY_LEN_MAX: usize = size_of::<u32>() + size_of::<i64>();
+const _: () = assert!(REPLY_LEN_MAX <= DEDUP_REPLY_LEN_MAX);
 
 // The names under which [`OrderEntry::check`](Workload::check) reports its conditions; the
 // module doc states each precisely.
@@ -354,7 +360,7 @@ struct NewOrderRequest {
 
 impl OrderEntry {
     /// Lays the tables out in a segment of `segment_len` bytes, with as many warehouses as
-    /// fit. Fails when not even one warehouse fits.
+    /// fit before the store's dedup table. Fails when not even one warehouse fits.
     pub fn new(segment_len: usize, config: &OrderEntryConfig) -> Result<OrderEntry, LayoutError> {
         let fixed_len = config.item_count * size_of::<Item>() + TABLE_COUNT * TABLE_PADDING_MAX;
         let warehouse_len = size_of::<Warehouse>()
@@ -367,7 +373,8 @@ impl OrderEntry {
                             + ORDER_LINES_MAX * size_of::<OrderLine>()))
             + config.history_per_warehouse * size_of::<History>()
             + config.item_count * size_of::<Stock>();
-        let fit = segment_len.saturating_sub(fixed_len) / warehouse_len;
+        let tables_len = Layout::workload(segment_len).segment_len();
+        let fit = tables_len.saturating_sub(fixed_len) / warehouse_len;
         // `fixed_len` counts the most padding there can be, so `fit` warehouses always fit; when
         // it is 0, laying out one warehouse either fits after all or gives the layout's error.
         OrderEntry::with_warehouses(segment_len, config, fit.max(1))
@@ -405,7 +412,7 @@ impl OrderEntry {
         );
         let district_count = warehouse_count * DISTRICTS_PER_WAREHOUSE;
         let order_count = district_count * config.orders_per_district;
-        let mut layout = Layout::new(segment_len);
+        let mut layout = Layout::workload(segment_len);
         let warehouse = layout.table("warehouse", warehouse_count)?;
         let district = layout.table("district", district_count)?;
         let customer = layout.table("customer", district_count * config.customers_per_district)?;
@@ -462,13 +469,18 @@ impl OrderEntry {
         self.layout_len
     }
 
-    /// The smallest segment, in whole MiB, that holds one warehouse at `config`'s scale: what
-    /// to tell a user whose database is too small.
+    /// The smallest segment, in whole MiB, that holds one warehouse at `config`'s scale and
+    /// the dedup table after it: what to tell a user whose database is too small.
     pub fn min_db_mib(config: &OrderEntryConfig) -> u64 {
         let one_warehouse = OrderEntry::with_warehouses(usize::MAX, config, 1)
             .expect("one warehouse fits in an unbounded segment")
             .layout_len();
-        one_warehouse.div_ceil(1 << 20) as u64
+        // The dedup table takes at most 1/128 of the segment, so this adds a MiB at most.
+        let mut mib = one_warehouse.div_ceil(1 << 20);
+        while DedupTable::for_segment_len(mib << 20).offset() < one_warehouse {
+            mib += 1;
+        }
+        mib as u64
     }
 
     /// Orders loaded into each district.
@@ -1250,17 +1262,19 @@ impl Workload for OrderEntry {
     /// district 60% of the order ring preloaded, the newest 30% of those undelivered. History
     /// rings start empty.
     fn load(&self, segment: &mut Segment) {
+        let tables_len = DedupTable::for_segment_len(segment.len()).offset();
         assert!(
-            segment.len() >= self.layout_len,
-            "the segment of {} bytes is smaller than the {}-byte layout",
-            segment.len(),
-            self.layout_len
+            self.layout_len <= tables_len,
+            "the {}-byte layout does not fit before the dedup table of a {}-byte segment",
+            self.layout_len,
+            segment.len()
         );
         let mut rng = Rng::new(LOAD_SEED);
         self.load_tables(segment, &mut rng);
     }
 
-    /// TPC-C's consistency conditions 1 to 5 and 7, adapted to the rings; see the module doc.
+    /// TPC-C's consistency conditions 1 to 5 and 7, adapted to the rings (see the module doc),
+    /// then the dedup table's.
     fn check(&self, segment: &Segment) -> Result<(), Inconsistency> {
         for warehouse_id in 0..self.warehouse_count {
             let warehouse_ytd_cents = self
@@ -1286,7 +1300,7 @@ impl Workload for OrderEntry {
                 self.check_district(segment, warehouse_id, district_id)?;
             }
         }
-        Ok(())
+        DedupTable::for_segment_len(segment.len()).check(segment)
     }
 
     fn driver(&self, seed: u64) -> OrderEntryDriver {

@@ -1,0 +1,111 @@
+//! The stub's configuration and its validation.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Default [`ClientConfig::attempt_timeout`]: well above a healthy primary's reply latency
+/// (tens to hundreds of microseconds on a LAN), well below a failover (< 50 ms), so a hung
+/// primary costs one short wait before the stub looks elsewhere.
+pub const ATTEMPT_TIMEOUT_DEFAULT: Duration = Duration::from_millis(20);
+
+/// Default [`ClientConfig::deadline`]: long enough to ride out several failovers.
+pub const DEADLINE_DEFAULT: Duration = Duration::from_secs(5);
+
+/// Default [`ClientConfig::retry_backoff`]: short next to a failover, long enough that a round
+/// of refusals does not turn into a connection storm on the nodes.
+pub const RETRY_BACKOFF_DEFAULT: Duration = Duration::from_micros(500);
+
+/// The longest duration any field accepts: past it a deadline is a hang, not a bound.
+pub const DURATION_MAX: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Where the cluster is and how long the stub waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Every node of the cluster, in any order: the stub finds the group's primary among them.
+    pub nodes: Vec<SocketAddr>,
+    /// The group whose procedures this client calls.
+    pub group: u32,
+    /// This client's id in the primary's dedup table, ≥ 1 (0 means "no dedup"). It must be
+    /// unique among live clients, and a new `Client` must not reuse the id of an earlier one
+    /// while the group may still remember that one's last seq: seqs restart at 1 per `Client`.
+    pub client_id: u64,
+    /// How long one attempt waits: for a TCP connect, for a `Welcome`, and for the reply to a
+    /// sent call. Doubled for each further attempt of the same call that timed out, so a
+    /// primary that is merely slow is not abandoned over and over.
+    pub attempt_timeout: Duration,
+    /// How long one call may take in all: past it the call fails with
+    /// [`CallError::Deadline`](crate::CallError::Deadline).
+    pub deadline: Duration,
+    /// The first pause after a round over all nodes found no primary, and after a failed
+    /// attempt on the primary itself (busy, closed, malformed). It doubles while failures
+    /// repeat within one call, up to 16 times this value.
+    pub retry_backoff: Duration,
+}
+
+impl ClientConfig {
+    /// A configuration with the default durations.
+    pub fn new(nodes: Vec<SocketAddr>, group: u32, client_id: u64) -> ClientConfig {
+        ClientConfig {
+            nodes,
+            group,
+            client_id,
+            attempt_timeout: ATTEMPT_TIMEOUT_DEFAULT,
+            deadline: DEADLINE_DEFAULT,
+            retry_backoff: RETRY_BACKOFF_DEFAULT,
+        }
+    }
+
+    /// Checks every field; the error names the field and the fix.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.nodes.is_empty() {
+            return Err(ConfigError::NoNodes);
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            if self.nodes[..i].contains(node) {
+                return Err(ConfigError::DuplicateNode(*node));
+            }
+        }
+        if self.client_id == 0 {
+            return Err(ConfigError::ClientIdZero);
+        }
+        for (field, value, default) in [
+            (
+                "attempt_timeout",
+                self.attempt_timeout,
+                ATTEMPT_TIMEOUT_DEFAULT,
+            ),
+            ("deadline", self.deadline, DEADLINE_DEFAULT),
+            ("retry_backoff", self.retry_backoff, RETRY_BACKOFF_DEFAULT),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError::ZeroDuration { field, default });
+            }
+            if value > DURATION_MAX {
+                return Err(ConfigError::TooLong { field, value });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a [`ClientConfig`] was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("nodes is empty: list the address of every node of the cluster")]
+    NoNodes,
+    #[error("nodes lists {0} twice: list each node once")]
+    DuplicateNode(SocketAddr),
+    #[error("client_id is 0, which is reserved for calls without dedup: use a unique id ≥ 1")]
+    ClientIdZero,
+    #[error("{field} is zero: give it a positive duration (the default is {default:?})")]
+    ZeroDuration {
+        field: &'static str,
+        default: Duration,
+    },
+    #[error("{field} is {value:?}, longer than the {DURATION_MAX:?} allowed")]
+    TooLong {
+        field: &'static str,
+        value: Duration,
+    },
+}

@@ -1,0 +1,221 @@
+//! One TCP connection to one node: the handshake, and one attempt of a call.
+//!
+//! Every wait ends at an `until` instant the caller computes from its attempt timeout and the
+//! call's deadline, so nothing here can block past the deadline. Whatever a node sends is
+//! decoded by `tandem_wire`, which never panics; anything that is not the expected frame is a
+//! [`Failure`] value, and the caller drops the connection.
+
+use std::fmt;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Instant;
+
+use tandem_replication::NodeId;
+use tandem_wire::{ErrorFrame, Frame, FrameBuffer, FrameError, ReplyStatus, Role};
+
+/// The longest frame the stub accepts from a node. A reply body is bounded by the server's
+/// own frame limit, whose default this is.
+pub(crate) const MAX_FRAME_LEN: usize = tandem_wire::MAX_FRAME_LEN_DEFAULT;
+
+/// A connection to a node that welcomed this client as its group's primary.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    stream: TcpStream,
+    buffer: FrameBuffer,
+    /// The node's position in `ClientConfig::nodes`.
+    pub(crate) index: usize,
+    pub(crate) node: NodeId,
+    pub(crate) view: u64,
+}
+
+/// How a node answered the `Hello`.
+#[derive(Debug)]
+pub(crate) enum Greeting {
+    Primary(Conn),
+    Backup {
+        node: NodeId,
+        view: u64,
+    },
+    /// An `Error` frame: `NotPrimary` from a backup, or a refusal of the `Hello` itself.
+    Refused(ErrorFrame),
+}
+
+/// A node's answer to a call.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Reply {
+        lsn: u64,
+        status: ReplyStatus,
+        body: Vec<u8>,
+    },
+    Error(ErrorFrame),
+}
+
+/// Why a connection is no longer usable. The caller drops it.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Connect(io::Error),
+    Io(io::Error),
+    Closed {
+        buffered: usize,
+    },
+    Timeout,
+    Frame(FrameError),
+    /// A well-formed frame a node never sends a client at this point.
+    Unexpected(&'static str),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Connect(err) => write!(f, "connect failed: {err}"),
+            Failure::Io(err) => write!(f, "I/O error: {err}"),
+            Failure::Closed { buffered: 0 } => f.write_str("the node closed the connection"),
+            Failure::Closed { buffered } => write!(
+                f,
+                "the node closed the connection in the middle of a frame ({buffered} bytes in)"
+            ),
+            Failure::Timeout => f.write_str("no answer within the attempt timeout"),
+            Failure::Frame(err) => write!(f, "malformed frame: {err}"),
+            Failure::Unexpected(kind) => write!(f, "unexpected {kind} frame"),
+        }
+    }
+}
+
+impl Conn {
+    /// Connects to `addr`, sends `hello` (an encoded `Hello` frame) and reads the answer.
+    pub(crate) fn open(
+        addr: SocketAddr,
+        index: usize,
+        hello: &[u8],
+        until: Instant,
+    ) -> Result<Greeting, Failure> {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Failure::Timeout);
+        }
+        let stream = TcpStream::connect_timeout(&addr, left).map_err(Failure::Connect)?;
+        // Calls and replies are small and latency-bound: no Nagle delay.
+        stream.set_nodelay(true).map_err(Failure::Io)?;
+        let mut conn = Conn {
+            stream,
+            buffer: FrameBuffer::new(MAX_FRAME_LEN),
+            index,
+            node: 0,
+            view: 0,
+        };
+        conn.write(hello, until)?;
+        loop {
+            match conn.buffer.next_frame() {
+                Ok(Some(Frame::Welcome(welcome))) => {
+                    return Ok(match welcome.role {
+                        Role::Primary => {
+                            conn.node = welcome.node_id;
+                            conn.view = welcome.view;
+                            Greeting::Primary(conn)
+                        }
+                        Role::Backup => Greeting::Backup {
+                            node: welcome.node_id,
+                            view: welcome.view,
+                        },
+                    });
+                }
+                Ok(Some(Frame::Error(error))) => return Ok(Greeting::Refused(error)),
+                Ok(Some(other)) => return Err(Failure::Unexpected(kind(&other))),
+                Ok(None) => conn.fill(until)?,
+                Err(err) => return Err(Failure::Frame(err)),
+            }
+        }
+    }
+
+    /// Sends `call` (an encoded `Call` frame for `seq`) and waits until `until` for its answer.
+    /// A `Reply` for another seq is a late duplicate of an earlier call: it is counted in
+    /// `stale_replies` and skipped.
+    pub(crate) fn attempt(
+        &mut self,
+        call: &[u8],
+        seq: u64,
+        until: Instant,
+        stale_replies: &mut u64,
+    ) -> Result<Answer, Failure> {
+        self.write(call, until)?;
+        loop {
+            match self.buffer.next_frame() {
+                Ok(Some(Frame::Reply(reply))) if reply.seq == seq => {
+                    return Ok(Answer::Reply {
+                        lsn: reply.lsn,
+                        status: reply.status,
+                        body: reply.body.to_vec(),
+                    });
+                }
+                Ok(Some(Frame::Reply(_))) => *stale_replies += 1,
+                // An Error carries no seq. It answers this send: the stub keeps at most one
+                // call unanswered on a connection and drops a connection that timed out.
+                Ok(Some(Frame::Error(error))) => return Ok(Answer::Error(error)),
+                Ok(Some(other)) => return Err(Failure::Unexpected(kind(&other))),
+                Ok(None) => self.fill(until)?,
+                Err(err) => return Err(Failure::Frame(err)),
+            }
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8], until: Instant) -> Result<(), Failure> {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Failure::Timeout);
+        }
+        self.stream
+            .set_write_timeout(Some(left))
+            .map_err(Failure::Io)?;
+        self.stream
+            .write_all(bytes)
+            .map_err(|err| match err.kind() {
+                ErrorKind::WouldBlock | ErrorKind::TimedOut => Failure::Timeout,
+                _ => Failure::Io(err),
+            })
+    }
+
+    /// Reads once into the buffer, waiting until `until` at most.
+    fn fill(&mut self, until: Instant) -> Result<(), Failure> {
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Failure::Timeout);
+            }
+            self.stream
+                .set_read_timeout(Some(left))
+                .map_err(Failure::Io)?;
+            match self.stream.read(self.buffer.spare()) {
+                Ok(0) => {
+                    let buffered = self.buffer.buffered();
+                    return Err(Failure::Closed { buffered });
+                }
+                Ok(n) => {
+                    self.buffer.filled(n);
+                    return Ok(());
+                }
+                // A timed-out read comes back here and the loop checks the clock: the socket
+                // timeout is coarse (jiffies), `until` is the bound that counts.
+                Err(err)
+                    if matches!(
+                        err.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
+                Err(err) => return Err(Failure::Io(err)),
+            }
+        }
+    }
+}
+
+/// A frame's type, for error messages.
+fn kind(frame: &Frame<'_>) -> &'static str {
+    match frame {
+        Frame::Hello(_) => "Hello",
+        Frame::Welcome(_) => "Welcome",
+        Frame::Error(_) => "Error",
+        Frame::Call(_) => "Call",
+        Frame::Reply(_) => "Reply",
+        Frame::Peer(_) => "Peer",
+        Frame::Cluster(_) => "Cluster",
+    }
+}

@@ -1,0 +1,691 @@
+//! One node's cluster core: the config store's Raft member plus the failure detector, the
+//! view-change coordinator and the rejoin requests, as a sans-I/O state machine.
+//!
+//! Inputs: [`Cluster::tick`], [`Cluster::step`] (a message from another node), and what the
+//! data plane observed ([`Cluster::heard_from_primary`], [`Cluster::heard_from_backup`],
+//! [`Cluster::frozen`], [`Cluster::spare_caught_up`]). Outputs: [`ClusterReady`].
+//!
+//! The protocol for a failed primary (DESIGN.md, "Promotion rule"):
+//! 1. A backup that has not heard from the primary for `suspect_ticks` sends `Suspect` to the
+//!    config store's leader, the coordinator.
+//! 2. The coordinator, unless it still hears the primary itself, sends `Freeze` to every
+//!    backup of the view. A frozen backup stops accepting the old primary (the runtime closes
+//!    its links and calls [`Cluster::frozen`] with the LSN it received), waits until the lease
+//!    it granted the primary has run out, and sends `Report` with that LSN.
+//! 3. Once every backup reported, or `collect_ticks` passed with the n − k + 1 reports the rule
+//!    needs, the coordinator proposes [`crate::rule::promote`]'s view through Raft.
+//! 4. Every node applies the committed view ([`ClusterEvent::View`]): the promoted backup
+//!    truncates above the truncate LSN and serves as primary, the others follow it.
+//!
+//! A frozen backup never unfreezes in the same view: it reported, so a new view may be built
+//! on its LSN, and acking the old primary again could let that primary release replies the new
+//! view does not hold. It reports again to whoever leads until a new view is committed.
+//!
+//! A primary that has not heard a backup for `suspect_ticks` sends `Suspect` about it; the
+//! coordinator removes it ([`crate::rule::remove_backup`]) so commits that need every ack go
+//! on. A node outside the view asks to `Join`: it becomes a spare, and once the primary reports
+//! it caught up, a backup.
+//!
+//! The Raft leader is kept off the group's primary (leadership is handed to a backup), so that
+//! the failure of the primary never waits for a Raft election before its view change.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tandem_config::{
+    ClusterMap, Command, ConfigCore, ConfigError, ConfigReady, ConfigSettings, Durable, GroupId,
+    Persisted, View,
+};
+use tandem_replication::{NodeId, Safety};
+
+use crate::rule;
+
+/// How a node's cluster core is set up. Times are in ticks.
+#[derive(Clone, Debug)]
+pub struct ClusterSettings {
+    pub node: NodeId,
+    pub group: GroupId,
+    /// The config store's voters.
+    pub voters: Vec<NodeId>,
+    /// The group's default safety rule: it sets how many reports a promotion needs.
+    pub safety: Safety,
+    /// Silence after which a peer is suspected.
+    pub suspect_ticks: u64,
+    /// How long a backup's ack binds it: it reports for a new view only this long after it
+    /// last heard the primary. Shorter than `suspect_ticks`, so it adds nothing to a failover.
+    pub lease_ticks: u64,
+    /// How long the coordinator waits for more reports once it has enough.
+    pub collect_ticks: u64,
+    /// Raft's timing, in ticks, and the seed of its election jitter.
+    pub election_ticks: usize,
+    pub raft_heartbeat_ticks: usize,
+    pub jitter_seed: u64,
+}
+
+/// A message between the cluster cores of two nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClusterMessage {
+    /// A Raft message of the config store, protobuf-encoded.
+    Raft(Vec<u8>),
+    /// Sender suspects `suspect`, a member of `view`.
+    Suspect {
+        group: GroupId,
+        view: u64,
+        suspect: NodeId,
+    },
+    /// Coordinator → backups: stop accepting the primary of `view` and report.
+    Freeze { group: GroupId, view: u64 },
+    /// Backup → coordinator: frozen in `view`, holding every record up to `lsn_received`.
+    Report {
+        group: GroupId,
+        view: u64,
+        lsn_received: u64,
+    },
+    /// A node outside `view` asks to become a spare.
+    Join { group: GroupId, view: u64 },
+    /// Primary → coordinator: spare `node` has caught up and can become a backup.
+    CaughtUp {
+        group: GroupId,
+        view: u64,
+        node: NodeId,
+    },
+}
+
+/// What the runtime must act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterEvent {
+    /// Stop accepting the primary of `view` (close its links, refuse new ones), then call
+    /// [`Cluster::frozen`] with the last LSN received.
+    Freeze { view: u64 },
+    /// The group's view changed (or is known for the first time): bring the node's role in
+    /// line with it. A member whose records go above `truncate_lsn` must discard them first.
+    View(View),
+    /// The node suspected a peer (counted: on a loaded machine some suspicions are false,
+    /// and they are safe, but a benchmark reports them).
+    Suspected { peer: NodeId, view: u64 },
+}
+
+/// The outputs of a step.
+///
+/// Order: the config store's state was persisted before this value is returned (Raft
+/// messages in `messages` may depend on it), so the driver may send `messages` at once; it
+/// then acts on `events` in order.
+#[derive(Debug, Default)]
+pub struct ClusterReady {
+    pub messages: Vec<(NodeId, ClusterMessage)>,
+    pub events: Vec<ClusterEvent>,
+}
+
+impl ClusterReady {
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty() && self.events.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.messages.clear();
+        self.events.clear();
+    }
+}
+
+/// A view change the coordinator is collecting reports for.
+#[derive(Debug)]
+struct Collecting {
+    view: u64,
+    reports: BTreeMap<NodeId, u64>,
+    tick_started: u64,
+    tick_proposed: Option<u64>,
+}
+
+/// This node's own freeze in a view.
+#[derive(Debug)]
+struct Frozen {
+    view: u64,
+    /// Set by the runtime once it stopped accepting the old primary.
+    lsn_received: Option<u64>,
+    tick_reported: Option<u64>,
+}
+
+/// One node's cluster core.
+#[derive(Debug)]
+pub struct Cluster {
+    settings: ClusterSettings,
+    config: ConfigCore,
+    config_ready: ConfigReady,
+    tick: u64,
+    /// The group's view as last applied from the config store.
+    view: Option<View>,
+    /// Backup: the tick it last heard the primary of `view`.
+    tick_heard_primary: u64,
+    /// Primary: the tick each member last heard from.
+    tick_heard: BTreeMap<NodeId, u64>,
+    /// The tick of the last suspicion sent about each peer.
+    tick_suspected: BTreeMap<NodeId, u64>,
+    frozen: Option<Frozen>,
+    collecting: Option<Collecting>,
+    /// Proposals in flight for membership changes, by the view they change: at most one.
+    tick_membership_proposed: Option<(u64, u64)>,
+    tick_join_sent: Option<u64>,
+    tick_leader_transferred: Option<u64>,
+    ready: ClusterReady,
+}
+
+impl Cluster {
+    /// A node's cluster core, from what its config store persisted (None on first start).
+    pub fn new(
+        settings: ClusterSettings,
+        initial: ClusterMap,
+        persisted: Option<Persisted>,
+    ) -> Result<Cluster, ConfigError> {
+        assert!(
+            settings.suspect_ticks >= 2,
+            "suspect_ticks must be at least 2"
+        );
+        assert!(
+            settings.lease_ticks < settings.suspect_ticks,
+            "a lease must run out before its holder is suspected"
+        );
+        let config = ConfigCore::new(
+            ConfigSettings {
+                id: settings.node,
+                voters: settings.voters.clone(),
+                election_ticks: settings.election_ticks,
+                heartbeat_ticks: settings.raft_heartbeat_ticks,
+                jitter_seed: settings.jitter_seed,
+            },
+            initial,
+            persisted,
+        )?;
+        let mut cluster = Cluster {
+            settings,
+            config,
+            config_ready: ConfigReady::default(),
+            tick: 0,
+            view: None,
+            tick_heard_primary: 0,
+            tick_heard: BTreeMap::new(),
+            tick_suspected: BTreeMap::new(),
+            frozen: None,
+            collecting: None,
+            tick_membership_proposed: None,
+            tick_join_sent: None,
+            tick_leader_transferred: None,
+            ready: ClusterReady::default(),
+        };
+        cluster.learn_view();
+        Ok(cluster)
+    }
+
+    pub fn node(&self) -> NodeId {
+        self.settings.node
+    }
+
+    /// The group's view as this node knows it.
+    pub fn view(&self) -> Option<&View> {
+        self.view.as_ref()
+    }
+
+    pub fn map(&self) -> &ClusterMap {
+        self.config.map()
+    }
+
+    /// The config store's leader as this node knows it.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.config.leader()
+    }
+
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.is_some()
+    }
+
+    /// The backup role heard from its primary (any message).
+    pub fn heard_from_primary(&mut self) {
+        self.tick_heard_primary = self.tick;
+    }
+
+    /// The primary role heard from member `node` (an ack).
+    pub fn heard_from_backup(&mut self, node: NodeId) {
+        self.tick_heard.insert(node, self.tick);
+    }
+
+    /// The runtime stopped accepting the primary of `view`; the backup holds every record up
+    /// to `lsn_received`. The report leaves once the lease this backup granted has run out.
+    pub fn frozen(&mut self, view: u64, lsn_received: u64) {
+        if let Some(frozen) = &mut self.frozen
+            && frozen.view == view
+            && frozen.lsn_received.is_none()
+        {
+            frozen.lsn_received = Some(lsn_received);
+            self.maybe_report();
+        }
+    }
+
+    /// Primary: spare `node` holds everything committed; it may become a backup.
+    pub fn spare_caught_up(&mut self, node: NodeId) {
+        let Some(view) = &self.view else { return };
+        if view.primary != self.settings.node || !view.spares.contains(&node) {
+            return;
+        }
+        let message = ClusterMessage::CaughtUp {
+            group: self.settings.group,
+            view: view.number,
+            node,
+        };
+        self.send_coordinator(message);
+    }
+
+    pub fn tick(&mut self) {
+        self.tick += 1;
+        self.config.tick();
+        self.detect();
+        self.maybe_report();
+        self.coordinate();
+        self.keep_leader_off_primary();
+        self.maybe_join();
+    }
+
+    /// A message from node `from`. Malformed Raft bytes are an error (counted by the caller),
+    /// never a panic.
+    pub fn step(&mut self, from: NodeId, message: ClusterMessage) -> Result<(), ConfigError> {
+        match message {
+            ClusterMessage::Raft(bytes) => self.config.step(from, &bytes)?,
+            ClusterMessage::Suspect {
+                group,
+                view,
+                suspect,
+            } if group == self.settings.group => self.on_suspect(from, view, suspect),
+            ClusterMessage::Freeze { group, view } if group == self.settings.group => {
+                self.on_freeze(view)
+            }
+            ClusterMessage::Report {
+                group,
+                view,
+                lsn_received,
+            } if group == self.settings.group => self.on_report(from, view, lsn_received),
+            ClusterMessage::Join { group, view } if group == self.settings.group => {
+                self.on_join(from, view)
+            }
+            ClusterMessage::CaughtUp { group, view, node } if group == self.settings.group => {
+                self.on_caught_up(from, view, node)
+            }
+            // Another group's business: this node serves one group.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Persists the config store's state through `disk`, then hands over the outputs.
+    pub fn take_ready(
+        &mut self,
+        disk: &mut impl Durable,
+        into: &mut ClusterReady,
+    ) -> std::io::Result<()> {
+        assert!(
+            into.is_empty(),
+            "the driver must act on and clear the previous Ready"
+        );
+        self.config.ready(disk, &mut self.config_ready)?;
+        for (to, bytes) in self.config_ready.messages.drain(..) {
+            self.ready.messages.push((to, ClusterMessage::Raft(bytes)));
+        }
+        self.config_ready.applied.clear();
+        self.learn_view();
+        std::mem::swap(&mut self.ready, into);
+        Ok(())
+    }
+
+    /// Picks up a view the config store committed.
+    fn learn_view(&mut self) {
+        let Some(view) = self.config.map().groups.get(&self.settings.group) else {
+            return;
+        };
+        if self.view.as_ref().is_some_and(|known| known == view) {
+            return;
+        }
+        let view = view.clone();
+        assert!(
+            self.view
+                .as_ref()
+                .is_none_or(|known| known.number < view.number),
+            "views only move forward"
+        );
+        // A new view starts every timer afresh: members are heard from as of now.
+        self.tick_heard_primary = self.tick;
+        self.tick_heard.clear();
+        for &node in view.backups.iter().chain(&view.spares) {
+            self.tick_heard.insert(node, self.tick);
+        }
+        self.tick_suspected.clear();
+        self.frozen = None;
+        self.collecting = None;
+        self.tick_membership_proposed = None;
+        self.tick_join_sent = None;
+        self.view = Some(view.clone());
+        self.ready.events.push(ClusterEvent::View(view));
+    }
+
+    fn role(&self) -> Role {
+        match &self.view {
+            None => Role::Outside,
+            Some(view) if view.primary == self.settings.node => Role::Primary,
+            Some(view) if view.backups.contains(&self.settings.node) => Role::Backup,
+            Some(view) if view.spares.contains(&self.settings.node) => Role::Spare,
+            Some(_) => Role::Outside,
+        }
+    }
+
+    /// The failure detector: silence of `suspect_ticks` makes a suspicion, repeated every
+    /// `suspect_ticks` while it lasts.
+    fn detect(&mut self) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        let suspect_ticks = self.settings.suspect_ticks;
+        let suspects: Vec<NodeId> = match self.role() {
+            Role::Backup if self.frozen.is_none() => {
+                if self.tick - self.tick_heard_primary >= suspect_ticks {
+                    vec![view.primary]
+                } else {
+                    Vec::new()
+                }
+            }
+            Role::Primary => view
+                .backups
+                .iter()
+                .copied()
+                .filter(|node| {
+                    self.tick - self.tick_heard.get(node).copied().unwrap_or(0) >= suspect_ticks
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        for suspect in suspects {
+            let due = self
+                .tick_suspected
+                .get(&suspect)
+                .is_none_or(|&tick| self.tick - tick >= suspect_ticks);
+            if !due {
+                continue;
+            }
+            if !self.tick_suspected.contains_key(&suspect) {
+                self.ready.events.push(ClusterEvent::Suspected {
+                    peer: suspect,
+                    view: view.number,
+                });
+            }
+            self.tick_suspected.insert(suspect, self.tick);
+            let message = ClusterMessage::Suspect {
+                group: self.settings.group,
+                view: view.number,
+                suspect,
+            };
+            self.send_coordinator(message);
+        }
+    }
+
+    /// Sends to the config store's leader, or handles it here when this node leads. Without a
+    /// known leader the message is dropped: the sender repeats it on its next timeout.
+    fn send_coordinator(&mut self, message: ClusterMessage) {
+        match self.config.leader() {
+            Some(leader) if leader == self.settings.node => {
+                let node = self.settings.node;
+                // Local messages cannot be malformed Raft bytes.
+                let _ = self.step(node, message);
+            }
+            Some(leader) => self.ready.messages.push((leader, message)),
+            None => {}
+        }
+    }
+
+    fn on_suspect(&mut self, from: NodeId, view_number: u64, suspect: NodeId) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader() || view.number != view_number {
+            return;
+        }
+        if suspect == view.primary {
+            // A backup lost the primary. If this node is a backup that still hears it, the
+            // fault is the reporter's link: the primary will suspect that backup and have it
+            // removed, which costs less than replacing the primary.
+            // A coordinator that is the suspected primary is alive by definition.
+            let hears_primary = self.role() == Role::Primary
+                || (self.role() == Role::Backup
+                    && self.frozen.is_none()
+                    && self.tick - self.tick_heard_primary < self.settings.suspect_ticks / 2);
+            if !hears_primary && view.backups.contains(&from) {
+                self.start_collecting(&view);
+            }
+        } else if from == view.primary && view.backups.contains(&suspect) {
+            if self.collecting.is_none() {
+                let new = rule::remove_backup(&view, suspect).expect("checked: a backup");
+                self.propose_membership(&view, new);
+            }
+        } else if from == view.primary && view.spares.contains(&suspect) {
+            // A silent spare simply leaves; it asks to join again when it is back.
+            if self.collecting.is_none() {
+                let mut new = view.clone();
+                new.number += 1;
+                new.spares.retain(|&node| node != suspect);
+                new.truncate_lsn = None;
+                self.propose_membership(&view, new);
+            }
+        }
+    }
+
+    fn start_collecting(&mut self, view: &View) {
+        if self
+            .collecting
+            .as_ref()
+            .is_some_and(|c| c.view == view.number)
+        {
+            return;
+        }
+        self.collecting = Some(Collecting {
+            view: view.number,
+            reports: BTreeMap::new(),
+            tick_started: self.tick,
+            tick_proposed: None,
+        });
+        for &backup in &view.backups {
+            let freeze = ClusterMessage::Freeze {
+                group: self.settings.group,
+                view: view.number,
+            };
+            if backup == self.settings.node {
+                self.on_freeze(view.number);
+            } else {
+                self.ready.messages.push((backup, freeze));
+            }
+        }
+    }
+
+    fn on_freeze(&mut self, view_number: u64) {
+        let Some(view) = &self.view else { return };
+        if view.number != view_number || self.role() != Role::Backup {
+            return;
+        }
+        if self.frozen.is_none() {
+            self.frozen = Some(Frozen {
+                view: view_number,
+                lsn_received: None,
+                tick_reported: None,
+            });
+            self.ready
+                .events
+                .push(ClusterEvent::Freeze { view: view_number });
+        }
+    }
+
+    /// Reports a frozen backup's LSN once its lease ran out, and again every `suspect_ticks`
+    /// until a new view is committed (the coordinator may have changed).
+    fn maybe_report(&mut self) {
+        let Some(frozen) = &self.frozen else { return };
+        let Some(lsn_received) = frozen.lsn_received else {
+            return;
+        };
+        if self.tick - self.tick_heard_primary < self.settings.lease_ticks {
+            return;
+        }
+        if frozen
+            .tick_reported
+            .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)
+        {
+            return;
+        }
+        let view = frozen.view;
+        self.frozen.as_mut().expect("checked").tick_reported = Some(self.tick);
+        let report = ClusterMessage::Report {
+            group: self.settings.group,
+            view,
+            lsn_received,
+        };
+        self.send_coordinator(report);
+    }
+
+    fn on_report(&mut self, from: NodeId, view_number: u64, lsn_received: u64) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader() || view.number != view_number || !view.backups.contains(&from) {
+            return;
+        }
+        // A report is a suspicion too: a coordinator that took over mid-change continues it.
+        self.start_collecting(&view);
+        let collecting = self.collecting.as_mut().expect("started above");
+        collecting.reports.insert(from, lsn_received);
+    }
+
+    fn coordinate(&mut self) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader() {
+            return;
+        }
+        let Some(collecting) = &mut self.collecting else {
+            return;
+        };
+        if let Some(tick) = collecting.tick_proposed {
+            // Raft lost it (a leader change in between) or it was refused: try again.
+            if self.tick - tick >= 10 * self.settings.suspect_ticks {
+                collecting.tick_proposed = None;
+            } else {
+                return;
+            }
+        }
+        let all = collecting.reports.len() == view.backups.len();
+        let waited = self.tick - collecting.tick_started >= self.settings.collect_ticks;
+        let needed = rule::reports_needed(view.backups.len(), self.settings.safety);
+        if !(all || (waited && collecting.reports.len() >= needed)) {
+            return;
+        }
+        let Ok(new) = rule::promote(&view, &collecting.reports, self.settings.safety) else {
+            return;
+        };
+        collecting.tick_proposed = Some(self.tick);
+        let command = Command::ChangeView {
+            group: self.settings.group,
+            from_view: view.number,
+            view: new,
+        };
+        // Not the leader any more: the next leader collects again from the repeated reports.
+        let _ = self.config.propose(command);
+    }
+
+    fn propose_membership(&mut self, view: &View, new: View) {
+        if self.tick_membership_proposed.is_some_and(|(number, tick)| {
+            number == view.number && self.tick - tick < 10 * self.settings.suspect_ticks
+        }) {
+            return;
+        }
+        self.tick_membership_proposed = Some((view.number, self.tick));
+        let command = Command::ChangeView {
+            group: self.settings.group,
+            from_view: view.number,
+            view: new,
+        };
+        let _ = self.config.propose(command);
+    }
+
+    fn on_join(&mut self, from: NodeId, view_number: u64) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader() || view.number != view_number || self.collecting.is_some() {
+            return;
+        }
+        if let Ok(new) = rule::add_spare(&view, from) {
+            self.propose_membership(&view, new);
+        }
+    }
+
+    fn on_caught_up(&mut self, from: NodeId, view_number: u64, node: NodeId) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader()
+            || view.number != view_number
+            || from != view.primary
+            || self.collecting.is_some()
+        {
+            return;
+        }
+        if let Ok(new) = rule::promote_spare(&view, node) {
+            self.propose_membership(&view, new);
+        }
+    }
+
+    /// A node outside the view asks to join, every few suspicion timeouts.
+    fn maybe_join(&mut self) {
+        if self.role() != Role::Outside {
+            return;
+        }
+        let Some(view) = &self.view else { return };
+        let period = 10 * self.settings.suspect_ticks;
+        if self
+            .tick_join_sent
+            .is_some_and(|tick| self.tick - tick < period)
+        {
+            return;
+        }
+        self.tick_join_sent = Some(self.tick);
+        let join = ClusterMessage::Join {
+            group: self.settings.group,
+            view: view.number,
+        };
+        self.send_coordinator(join);
+    }
+
+    /// A leader that is also the group's primary hands leadership to a voter that is a
+    /// backup: if the primary fails, the view change then needs no Raft election first.
+    fn keep_leader_off_primary(&mut self) {
+        if !self.config.is_leader() || self.role() != Role::Primary {
+            return;
+        }
+        let period = 10 * self.settings.suspect_ticks;
+        if self
+            .tick_leader_transferred
+            .is_some_and(|tick| self.tick - tick < period)
+        {
+            return;
+        }
+        let view = self.view.as_ref().expect("a primary has a view");
+        let target = view
+            .backups
+            .iter()
+            .copied()
+            .find(|node| self.settings.voters.contains(node));
+        if let Some(target) = target {
+            self.tick_leader_transferred = Some(self.tick);
+            self.config.transfer_leader(target);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Primary,
+    Backup,
+    Spare,
+    Outside,
+}

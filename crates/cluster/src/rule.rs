@@ -1,0 +1,271 @@
+//! The view-change rules (DESIGN.md, "Promotion rule"): pure functions from the old view and
+//! what the members reported to the next view. The coordinator proposes their result through
+//! the config store; the store applies it only if the group is still in the old view.
+
+use std::collections::BTreeMap;
+
+use tandem_config::View;
+use tandem_replication::{AckCount, NodeId, Safety};
+
+/// Reports a promotion needs from the old view's backups: n − k + 1, so at least one of the
+/// reporters holds every record a reply was released for. A rule that acknowledges before any
+/// backup holds the record (1-safe, bounded) promises nothing a report could keep: one
+/// report suffices.
+pub fn reports_needed(backups: usize, safety: Safety) -> usize {
+    let acks = match safety {
+        Safety::OneSafe | Safety::Bounded(_) => return 1.min(backups),
+        Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) => acks,
+    };
+    let k = match acks {
+        AckCount::All => backups,
+        AckCount::Of(k) => (k as usize).min(backups),
+    };
+    backups - k + 1
+}
+
+/// Why no view could be chosen.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("{got} of the {needed} reports a promotion needs")]
+    TooFewReports { got: usize, needed: usize },
+    #[error("node {node} is not a backup of view {view}")]
+    NotABackup { node: NodeId, view: u64 },
+    #[error("node {node} is already a member of view {view}")]
+    AlreadyMember { node: NodeId, view: u64 },
+    #[error("node {node} is not a spare of view {view}")]
+    NotASpare { node: NodeId, view: u64 },
+}
+
+/// The view that replaces a failed primary. `reports` holds the received LSN of backups of
+/// `old` that stopped accepting its primary. The backup with the highest LSN is promoted
+/// (ties: the lowest node id); the other reporters stay backups; backups that did not report
+/// leave the view (they rejoin as spares); spares stay spares. Every member discards records
+/// above the promoted backup's LSN, the new view's truncate LSN.
+pub fn promote(
+    old: &View,
+    reports: &BTreeMap<NodeId, u64>,
+    safety: Safety,
+) -> Result<View, RuleError> {
+    for &node in reports.keys() {
+        if !old.backups.contains(&node) {
+            return Err(RuleError::NotABackup {
+                node,
+                view: old.number,
+            });
+        }
+    }
+    let needed = reports_needed(old.backups.len(), safety);
+    if reports.len() < needed || reports.is_empty() {
+        return Err(RuleError::TooFewReports {
+            got: reports.len(),
+            needed: needed.max(1),
+        });
+    }
+    // BTreeMap iterates by node id, so on equal LSNs the first (lowest id) wins.
+    let (&primary, &lsn_truncate) = reports
+        .iter()
+        .fold(
+            None,
+            |best: Option<(&NodeId, &u64)>, (node, lsn)| match best {
+                Some((_, best_lsn)) if best_lsn >= lsn => best,
+                _ => Some((node, lsn)),
+            },
+        )
+        .expect("at least one report");
+    let backups: Vec<NodeId> = reports
+        .keys()
+        .copied()
+        .filter(|&node| node != primary)
+        .collect();
+    let view = View {
+        number: old.number + 1,
+        primary,
+        backups,
+        spares: old.spares.clone(),
+        truncate_lsn: Some(lsn_truncate),
+    };
+    assert!(reports.values().all(|&lsn| lsn <= lsn_truncate));
+    Ok(view)
+}
+
+/// The view without backup `failed`, which stopped acknowledging: commits that need every
+/// backup's ack go on without it. The primary keeps all its records (no truncation).
+pub fn remove_backup(old: &View, failed: NodeId) -> Result<View, RuleError> {
+    if !old.backups.contains(&failed) {
+        return Err(RuleError::NotABackup {
+            node: failed,
+            view: old.number,
+        });
+    }
+    Ok(View {
+        number: old.number + 1,
+        primary: old.primary,
+        backups: old
+            .backups
+            .iter()
+            .copied()
+            .filter(|&n| n != failed)
+            .collect(),
+        spares: old.spares.clone(),
+        truncate_lsn: None,
+    })
+}
+
+/// The view with `node` as a spare: it receives the stream but its acks count for no rule
+/// until it has caught up ([`promote_spare`]).
+pub fn add_spare(old: &View, node: NodeId) -> Result<View, RuleError> {
+    if old.primary == node || old.backups.contains(&node) || old.spares.contains(&node) {
+        return Err(RuleError::AlreadyMember {
+            node,
+            view: old.number,
+        });
+    }
+    let mut spares = old.spares.clone();
+    spares.push(node);
+    spares.sort_unstable();
+    Ok(View {
+        number: old.number + 1,
+        primary: old.primary,
+        backups: old.backups.clone(),
+        spares,
+        truncate_lsn: None,
+    })
+}
+
+/// The view with spare `node`, which has caught up, as a backup.
+pub fn promote_spare(old: &View, node: NodeId) -> Result<View, RuleError> {
+    if !old.spares.contains(&node) {
+        return Err(RuleError::NotASpare {
+            node,
+            view: old.number,
+        });
+    }
+    let mut backups = old.backups.clone();
+    backups.push(node);
+    backups.sort_unstable();
+    Ok(View {
+        number: old.number + 1,
+        primary: old.primary,
+        backups,
+        spares: old.spares.iter().copied().filter(|&n| n != node).collect(),
+        truncate_lsn: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(primary: NodeId, backups: &[NodeId]) -> View {
+        View {
+            number: 7,
+            primary,
+            backups: backups.to_vec(),
+            spares: Vec::new(),
+            truncate_lsn: None,
+        }
+    }
+
+    #[test]
+    fn quorum_is_n_minus_k_plus_one() {
+        assert_eq!(reports_needed(2, Safety::DEFAULT), 1);
+        assert_eq!(reports_needed(3, Safety::TwoSafe(AckCount::Of(1))), 3);
+        assert_eq!(reports_needed(3, Safety::TwoSafe(AckCount::Of(2))), 2);
+        assert_eq!(
+            reports_needed(4, Safety::TwoSafeApplied(AckCount::Of(3))),
+            2
+        );
+        assert_eq!(reports_needed(2, Safety::OneSafe), 1);
+        assert_eq!(reports_needed(2, Safety::Bounded(10)), 1);
+    }
+
+    #[test]
+    fn the_highest_lsn_is_promoted_and_becomes_the_truncate_lsn() {
+        let old = view(1, &[2, 3, 4]);
+        let reports = BTreeMap::from([(2, 90), (3, 100), (4, 95)]);
+        let new = promote(&old, &reports, Safety::DEFAULT).unwrap();
+        assert_eq!(new.number, 8);
+        assert_eq!(new.primary, 3);
+        assert_eq!(new.backups, vec![2, 4]);
+        assert_eq!(new.truncate_lsn, Some(100));
+    }
+
+    #[test]
+    fn ties_go_to_the_lowest_node_id() {
+        let old = view(1, &[2, 3]);
+        let reports = BTreeMap::from([(3, 50), (2, 50)]);
+        assert_eq!(promote(&old, &reports, Safety::DEFAULT).unwrap().primary, 2);
+    }
+
+    #[test]
+    fn too_few_reports_or_strangers_are_refused() {
+        let old = view(1, &[2, 3, 4]);
+        let one = BTreeMap::from([(2, 9)]);
+        let k1 = Safety::TwoSafe(AckCount::Of(1));
+        assert_eq!(
+            promote(&old, &one, k1),
+            Err(RuleError::TooFewReports { got: 1, needed: 3 })
+        );
+        let stranger = BTreeMap::from([(9, 9)]);
+        assert!(matches!(
+            promote(&old, &stranger, Safety::DEFAULT),
+            Err(RuleError::NotABackup { node: 9, .. })
+        ));
+        assert!(promote(&old, &BTreeMap::new(), Safety::OneSafe).is_err());
+    }
+
+    /// The rule's reason to exist: with k of n acks, any n − k + 1 reporters include one that
+    /// holds every acknowledged record, so the promoted node has them all.
+    #[test]
+    fn every_acknowledged_record_survives_any_quorum_of_reports() {
+        let backups: Vec<NodeId> = vec![2, 3, 4, 5];
+        let n = backups.len();
+        for k in 1..=n {
+            let safety = Safety::TwoSafe(AckCount::Of(k as u32));
+            let needed = reports_needed(n, safety);
+            // Received LSNs in every order; an LSN is acknowledged once k backups hold it.
+            for rotation in 0..n {
+                let lsns: Vec<u64> = (0..n)
+                    .map(|i| 10 * (((i + rotation) % n) as u64 + 1))
+                    .collect();
+                let mut sorted = lsns.clone();
+                sorted.sort_unstable_by(|a, b| b.cmp(a));
+                let acknowledged = sorted[k - 1];
+                for mask in 0u32..(1 << n) {
+                    if mask.count_ones() as usize != needed {
+                        continue;
+                    }
+                    let reports: BTreeMap<NodeId, u64> = (0..n)
+                        .filter(|i| mask & (1 << i) != 0)
+                        .map(|i| (backups[i], lsns[i]))
+                        .collect();
+                    let new = promote(&view(1, &backups), &reports, safety).unwrap();
+                    assert!(
+                        new.truncate_lsn.unwrap() >= acknowledged,
+                        "k={k} reports={reports:?} lost acknowledged LSN {acknowledged}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn membership_changes() {
+        let old = view(1, &[2, 3]);
+        let removed = remove_backup(&old, 3).unwrap();
+        assert_eq!((removed.primary, removed.backups.clone()), (1, vec![2]));
+        assert_eq!(removed.truncate_lsn, None);
+        assert!(remove_backup(&old, 1).is_err());
+        let spare = add_spare(&removed, 3).unwrap();
+        assert_eq!(spare.spares, vec![3]);
+        assert!(add_spare(&spare, 3).is_err());
+        assert!(add_spare(&spare, 1).is_err());
+        let back = promote_spare(&spare, 3).unwrap();
+        assert_eq!(
+            (back.backups.clone(), back.spares.clone()),
+            (vec![2, 3], vec![])
+        );
+        assert_eq!(back.number, 10);
+        assert!(promote_spare(&back, 3).is_err());
+    }
+}

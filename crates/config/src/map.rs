@@ -1,0 +1,353 @@
+//! The cluster map and the commands that change it.
+//!
+//! [`ClusterMap::apply`] is the replicated state machine: every replica applies the same
+//! committed commands in the same order, so the decision (applied or rejected, and why) must
+//! depend on nothing but the map and the command. It checks everything before it changes
+//! anything, so a rejected command leaves no trace.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+/// A node of the cluster. Raft cannot use 0 as a member id, so a config store voter is never 0.
+pub type NodeId = u32;
+
+/// A replication group (DESIGN.md, "group").
+pub type GroupId = u32;
+
+/// A group's view (DESIGN.md, "view"): who is primary, who backs it up, who stands by. It
+/// changes only through [`Command::ChangeView`] committed by the config store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct View {
+    /// Starts at 1 for a group's first view and grows by exactly one per change; 0 means the
+    /// group has no view yet.
+    pub number: u64,
+    pub primary: NodeId,
+    pub backups: Vec<NodeId>,
+    pub spares: Vec<NodeId>,
+    /// Every member discards records above this LSN before serving in this view (DESIGN.md,
+    /// "Promotion rule"); None when the view change kept the primary.
+    pub truncate_lsn: Option<u64>,
+}
+
+impl View {
+    /// Primary first, then backups, then spares.
+    pub fn members(&self) -> impl Iterator<Item = NodeId> + '_ {
+        std::iter::once(self.primary)
+            .chain(self.backups.iter().copied())
+            .chain(self.spares.iter().copied())
+    }
+
+    /// Checks the view against the nodes the cluster knows. The order of the checks is part of
+    /// the replicated decision: every replica must report the same reason.
+    pub fn validate(&self, nodes: &BTreeMap<NodeId, NodeInfo>) -> Result<(), ViewError> {
+        if self.number == 0 {
+            return Err(ViewError::NumberZero);
+        }
+        if self.backups.contains(&self.primary) || self.spares.contains(&self.primary) {
+            return Err(ViewError::PrimaryAlsoListed { node: self.primary });
+        }
+        let mut seen = BTreeSet::new();
+        for node in self.members() {
+            if !seen.insert(node) {
+                return Err(ViewError::Duplicate { node });
+            }
+            if !nodes.contains_key(&node) {
+                return Err(ViewError::UnknownNode { node });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a view is not well formed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum ViewError {
+    #[error("view number 0 means 'no view yet'; a view is numbered from 1")]
+    NumberZero,
+    #[error("primary {node} is also listed as a backup or a spare")]
+    PrimaryAlsoListed { node: NodeId },
+    #[error("node {node} is listed twice among the backups and spares")]
+    Duplicate { node: NodeId },
+    #[error("node {node} is not a node of the cluster map")]
+    UnknownNode { node: NodeId },
+}
+
+/// A node as the cluster map records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    /// "ip:port" exactly as the operator gave it; the runtime resolves it.
+    pub address: String,
+}
+
+/// What the config store replicates: the nodes and each group's current view.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterMap {
+    pub nodes: BTreeMap<NodeId, NodeInfo>,
+    pub groups: BTreeMap<GroupId, View>,
+}
+
+/// Why a map is not well formed (an initial map, or one decoded from a snapshot).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MapError {
+    #[error("nodes[{key}] holds node {id}: the key must be the node's id")]
+    NodeKeyMismatch { key: NodeId, id: NodeId },
+    #[error("groups[{group}]: {error}")]
+    InvalidView { group: GroupId, error: ViewError },
+}
+
+impl ClusterMap {
+    pub fn validate(&self) -> Result<(), MapError> {
+        for (&key, info) in &self.nodes {
+            if key != info.id {
+                return Err(MapError::NodeKeyMismatch { key, id: info.id });
+            }
+        }
+        for (&group, view) in &self.groups {
+            view.validate(&self.nodes)
+                .map_err(|error| MapError::InvalidView { group, error })?;
+        }
+        Ok(())
+    }
+
+    /// The group's view number; 0 for a group without a view, so that `ChangeView` with
+    /// `from_view: 0` creates a group.
+    pub fn view_number(&self, group: GroupId) -> u64 {
+        self.groups.get(&group).map_or(0, |view| view.number)
+    }
+
+    /// Applies one committed command, or rejects it without changing anything.
+    pub fn apply(&mut self, command: &Command) -> Result<(), Rejection> {
+        match command {
+            Command::ChangeView {
+                group,
+                from_view,
+                view,
+            } => {
+                let group = *group;
+                let current = self.view_number(group);
+                if current != *from_view {
+                    return Err(Rejection::StaleFromView {
+                        group,
+                        current,
+                        from_view: *from_view,
+                    });
+                }
+                // A `from_view` of u64::MAX has no successor: reject rather than wrap to 0.
+                let expected = from_view.checked_add(1);
+                if expected != Some(view.number) {
+                    return Err(Rejection::NotNextNumber {
+                        group,
+                        number: view.number,
+                        from_view: *from_view,
+                    });
+                }
+                view.validate(&self.nodes)
+                    .map_err(|error| Rejection::InvalidView { group, error })?;
+                let old = self.groups.insert(group, view.clone());
+                assert_eq!(old.map_or(0, |old| old.number) + 1, view.number);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A change to the cluster map, proposed through the config store's Raft log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Command {
+    /// Replace a group's view: applied only if the group's current view number is `from_view`
+    /// (0 if the group has none yet) and `view.number == from_view + 1`; otherwise rejected (a
+    /// racing proposal won). This is what makes concurrent view-change proposals safe: of two
+    /// proposals built on the same view, the first committed wins and the second is rejected
+    /// on every replica.
+    ChangeView {
+        group: GroupId,
+        from_view: u64,
+        view: View,
+    },
+}
+
+/// Why a committed entry did not change the map. Every replica reaches the same rejection for
+/// the same entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejection {
+    #[error("group {group} is at view {current}, not {from_view}: a racing view change won")]
+    StaleFromView {
+        group: GroupId,
+        current: u64,
+        from_view: u64,
+    },
+    #[error("the new view of group {group} is numbered {number}; it must be {from_view} + 1")]
+    NotNextNumber {
+        group: GroupId,
+        number: u64,
+        from_view: u64,
+    },
+    #[error("invalid view for group {group}: {error}")]
+    InvalidView { group: GroupId, error: ViewError },
+    #[error("the entry's bytes do not decode as a command")]
+    Undecodable,
+    #[error("entry type {entry_type} is not used by the config store (no membership changes)")]
+    UnsupportedEntry { entry_type: i32 },
+}
+
+/// Encodes a command for the Raft log.
+pub(crate) fn encode_command(command: &Command) -> Vec<u8> {
+    postcard::to_allocvec(command).expect("a command always serializes")
+}
+
+/// Decodes a command from a Raft entry; the bytes are untrusted, trailing bytes are refused.
+pub(crate) fn decode_command(bytes: &[u8]) -> Option<Command> {
+    match postcard::take_from_bytes::<Command>(bytes) {
+        Ok((command, [])) => Some(command),
+        _ => None,
+    }
+}
+
+/// Encodes a map for a Raft snapshot.
+pub(crate) fn encode_map(map: &ClusterMap) -> Vec<u8> {
+    postcard::to_allocvec(map).expect("a map always serializes")
+}
+
+/// Decodes and validates a map from a Raft snapshot; the bytes are untrusted.
+pub(crate) fn decode_map(bytes: &[u8]) -> Option<ClusterMap> {
+    match postcard::take_from_bytes::<ClusterMap>(bytes) {
+        Ok((map, [])) if map.validate().is_ok() => Some(map),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(nodes: &[NodeId]) -> ClusterMap {
+        ClusterMap {
+            nodes: nodes
+                .iter()
+                .map(|&id| {
+                    let address = format!("10.0.0.{id}:7000");
+                    (id, NodeInfo { id, address })
+                })
+                .collect(),
+            groups: BTreeMap::new(),
+        }
+    }
+
+    fn view(number: u64, primary: NodeId, backups: &[NodeId], spares: &[NodeId]) -> View {
+        View {
+            number,
+            primary,
+            backups: backups.to_vec(),
+            spares: spares.to_vec(),
+            truncate_lsn: None,
+        }
+    }
+
+    fn change(group: GroupId, from_view: u64, view: View) -> Command {
+        Command::ChangeView {
+            group,
+            from_view,
+            view,
+        }
+    }
+
+    #[test]
+    fn view_validation_names_the_offending_node() {
+        let nodes = map(&[1, 2, 3, 4]).nodes;
+        assert_eq!(view(1, 1, &[2, 3], &[4]).validate(&nodes), Ok(()));
+        assert_eq!(
+            view(0, 1, &[2], &[]).validate(&nodes),
+            Err(ViewError::NumberZero)
+        );
+        let primary_listed = Err(ViewError::PrimaryAlsoListed { node: 1 });
+        assert_eq!(view(1, 1, &[1], &[]).validate(&nodes), primary_listed);
+        assert_eq!(view(1, 1, &[2], &[1]).validate(&nodes), primary_listed);
+        let duplicate = Err(ViewError::Duplicate { node: 2 });
+        assert_eq!(view(1, 1, &[2, 2], &[]).validate(&nodes), duplicate);
+        assert_eq!(view(1, 1, &[2], &[2]).validate(&nodes), duplicate);
+        let unknown = Err(ViewError::UnknownNode { node: 9 });
+        assert_eq!(view(1, 9, &[2], &[]).validate(&nodes), unknown);
+        assert_eq!(view(1, 1, &[9], &[]).validate(&nodes), unknown);
+        assert_eq!(view(1, 1, &[2], &[9]).validate(&nodes), unknown);
+    }
+
+    #[test]
+    fn change_view_needs_the_current_view_and_the_next_number() {
+        let mut map = map(&[1, 2, 3, 4]);
+        // A group without a view is at view 0: from_view 0 creates it.
+        assert_eq!(map.apply(&change(7, 0, view(1, 1, &[2, 3], &[]))), Ok(()));
+        assert_eq!(map.view_number(7), 1);
+        let before = map.clone();
+
+        let stale = change(7, 0, view(1, 2, &[1], &[]));
+        let expected = Rejection::StaleFromView {
+            group: 7,
+            current: 1,
+            from_view: 0,
+        };
+        assert_eq!(map.apply(&stale), Err(expected));
+        let skip = change(7, 1, view(3, 2, &[1], &[]));
+        let expected = Rejection::NotNextNumber {
+            group: 7,
+            number: 3,
+            from_view: 1,
+        };
+        assert_eq!(map.apply(&skip), Err(expected));
+        let invalid = change(7, 1, view(2, 2, &[2], &[]));
+        let expected = Rejection::InvalidView {
+            group: 7,
+            error: ViewError::PrimaryAlsoListed { node: 2 },
+        };
+        assert_eq!(map.apply(&invalid), Err(expected));
+        assert_eq!(map, before, "a rejected command changes nothing");
+
+        // The last view number has no successor: rejected, never wrapped to 0.
+        let mut at_max = map.clone();
+        at_max.groups.insert(8, view(u64::MAX, 1, &[], &[]));
+        let overflow = change(8, u64::MAX, view(0, 2, &[1], &[]));
+        let expected = Rejection::NotNextNumber {
+            group: 8,
+            number: 0,
+            from_view: u64::MAX,
+        };
+        assert_eq!(at_max.apply(&overflow), Err(expected));
+
+        assert_eq!(map.apply(&change(7, 1, view(2, 2, &[3], &[1, 4]))), Ok(()));
+        assert_eq!(map.groups[&7], view(2, 2, &[3], &[1, 4]));
+    }
+
+    #[test]
+    fn map_validation_and_codecs() {
+        let mut good = map(&[1, 2, 3]);
+        good.groups.insert(1, view(1, 1, &[2], &[3]));
+        assert_eq!(good.validate(), Ok(()));
+        assert_eq!(decode_map(&encode_map(&good)), Some(good.clone()));
+        let mut with_trailing = encode_map(&good);
+        with_trailing.push(0);
+        assert_eq!(decode_map(&with_trailing), None);
+
+        let mut bad_key = good.clone();
+        bad_key.nodes.get_mut(&2).expect("node 2").id = 5;
+        let expected = MapError::NodeKeyMismatch { key: 2, id: 5 };
+        assert_eq!(bad_key.validate(), Err(expected));
+        assert_eq!(
+            decode_map(&encode_map(&bad_key)),
+            None,
+            "a decoded map is validated"
+        );
+
+        let command = change(1, 1, view(2, 2, &[1], &[]));
+        assert_eq!(decode_command(&encode_command(&command)), Some(command));
+        for len in 0..32 {
+            let garbage: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            let _ = decode_command(&garbage);
+            let _ = decode_map(&garbage);
+        }
+    }
+}

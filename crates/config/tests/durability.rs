@@ -1,0 +1,430 @@
+//! Persistence: what is saved before a message leaves, what a crash keeps, how a state file
+//! fails; and the refusal of bad input (bytes, settings, saved states).
+
+mod common;
+
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+
+use common::{Net, Rng, decode, encode, map_of};
+use raft::prelude::{Message, MessageType};
+use tandem_config::{
+    ConfigCore, ConfigReady, ConfigSettings, CorruptState, Durable, FileDurable, MemDurable,
+    NodeId, Persisted, StartError, StepError,
+};
+
+fn settings(id: NodeId) -> ConfigSettings {
+    ConfigSettings::new(id, vec![1, 2, 3], 7)
+}
+
+fn fresh(id: NodeId) -> ConfigCore {
+    ConfigCore::new(settings(id), map_of(&[1, 2, 3]), None).expect("starts")
+}
+
+fn vote_request(from: NodeId, to: NodeId, term: u64) -> Vec<u8> {
+    let mut message = Message::default();
+    message.set_msg_type(MessageType::MsgRequestVote);
+    message.from = u64::from(from);
+    message.to = u64::from(to);
+    message.term = term;
+    encode(&message)
+}
+
+/// The vote responses in a Ready: (to, term, granted).
+fn vote_responses(out: &ConfigReady) -> Vec<(NodeId, u64, bool)> {
+    out.messages
+        .iter()
+        .map(|(to, bytes)| (*to, decode(bytes)))
+        .filter(|(_, m)| m.get_msg_type() == MessageType::MsgRequestVoteResponse)
+        .map(|(to, m)| (to, m.term, !m.reject))
+        .collect()
+}
+
+/// A disk that remembers every state it was asked to save.
+#[derive(Default)]
+struct SpyDisk {
+    saved: Vec<Persisted>,
+}
+
+impl Durable for SpyDisk {
+    fn save(&mut self, state: &Persisted) -> io::Result<()> {
+        self.saved.push(state.clone());
+        Ok(())
+    }
+}
+
+#[test]
+fn a_vote_is_saved_before_the_vote_leaves() {
+    let mut core = fresh(1);
+    core.step(2, &vote_request(2, 1, 5)).unwrap();
+    let mut disk = SpyDisk::default();
+    let mut out = ConfigReady::default();
+    core.ready(&mut disk, &mut out).unwrap();
+    assert_eq!(vote_responses(&out), vec![(2, 5, true)]);
+    // By the time the grant is handed over, the disk holds the vote in that term.
+    let last = disk.saved.last().expect("saved before returning the vote");
+    assert_eq!((last.term, last.vote), (5, 2));
+}
+
+#[test]
+fn a_failed_save_releases_nothing_and_poisons() {
+    let mut core = fresh(1);
+    core.step(2, &vote_request(2, 1, 5)).unwrap();
+    let mut disk = MemDurable::new();
+    disk.set_failing(true);
+    let mut out = ConfigReady::default();
+    let error = core.ready(&mut disk, &mut out).unwrap_err();
+    assert!(error.to_string().contains("injected"), "{error}");
+    assert!(out.messages.is_empty(), "the unsaved vote must not leave");
+    assert!(core.poisoned().is_some());
+    // Poisoned: every later call refuses, even once the disk works again.
+    disk.set_failing(false);
+    assert!(core.ready(&mut disk, &mut out).is_err());
+    assert!(matches!(
+        core.step(3, &vote_request(3, 1, 6)),
+        Err(StepError::Poisoned { .. })
+    ));
+    core.tick();
+    assert!(out.is_empty());
+    assert_eq!(disk.saves(), 0);
+}
+
+#[test]
+fn a_leader_releases_no_append_before_its_save() {
+    let mut net = Net::new(3, 3, 1);
+    let leader = net.elect();
+    let node = net.nodes.get_mut(&leader).unwrap();
+    let core = node.core.as_mut().unwrap();
+    core.propose(common::change_view(1, 0, common::view(1, 1, &[])))
+        .unwrap();
+    node.disk.set_failing(true);
+    let mut out = ConfigReady::default();
+    assert!(core.ready(&mut node.disk, &mut out).is_err());
+    assert!(out.messages.is_empty());
+}
+
+#[test]
+fn a_crash_after_voting_does_not_vote_twice() {
+    let mut disk = MemDurable::new();
+    let mut out = ConfigReady::default();
+    let mut core = fresh(1);
+    core.step(2, &vote_request(2, 1, 5)).unwrap();
+    core.ready(&mut disk, &mut out).unwrap();
+    assert_eq!(vote_responses(&out), vec![(2, 5, true)]);
+    drop(core);
+
+    // Restarted from its disk, it refuses a second candidate of the same term...
+    let mut core = ConfigCore::new(settings(1), map_of(&[1, 2, 3]), disk.load().unwrap()).unwrap();
+    assert_eq!(core.term(), 5);
+    out.clear();
+    core.step(3, &vote_request(3, 1, 5)).unwrap();
+    core.ready(&mut disk, &mut out).unwrap();
+    assert_eq!(vote_responses(&out), vec![(3, 5, false)]);
+
+    // ...which a node that had forgotten its vote would have granted.
+    let mut amnesiac = fresh(1);
+    out.clear();
+    amnesiac.step(3, &vote_request(3, 1, 5)).unwrap();
+    amnesiac.ready(&mut MemDurable::new(), &mut out).unwrap();
+    assert_eq!(vote_responses(&out), vec![(3, 5, true)]);
+}
+
+#[test]
+fn garbage_and_misaddressed_messages_are_errors() {
+    let mut core = fresh(1);
+    let mut rng = Rng::new(3);
+    let mut refused = 0;
+    for _ in 0..20_000 {
+        let len = rng.below(96) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        if core.step(2, &bytes).is_err() {
+            refused += 1;
+        }
+    }
+    assert!(refused > 19_900, "{refused}");
+    assert!(matches!(
+        core.step(2, &[0xff; 8]),
+        Err(StepError::Decode { .. })
+    ));
+    // Group nesting, the classic protobuf recursion bomb.
+    assert!(core.step(2, &[0x0b; 10_000]).is_err());
+
+    let request = vote_request(2, 1, 5);
+    let wrong = core.step(3, &request);
+    assert!(
+        matches!(
+            wrong,
+            Err(StepError::WrongSender {
+                claimed: 2,
+                from: 3
+            })
+        ),
+        "{wrong:?}"
+    );
+    let wrong = core.step(2, &vote_request(2, 3, 5));
+    assert!(
+        matches!(wrong, Err(StepError::WrongRecipient { to: 3 })),
+        "{wrong:?}"
+    );
+    let wrong = core.step(9, &vote_request(9, 1, 5));
+    assert!(
+        matches!(wrong, Err(StepError::UnknownPeer { from: 9 })),
+        "{wrong:?}"
+    );
+    let wrong = core.step(1, &vote_request(1, 1, 5));
+    assert!(
+        matches!(wrong, Err(StepError::UnknownPeer { from: 1 })),
+        "{wrong:?}"
+    );
+
+    // A peer may not drive this node's clock or inject proposals.
+    for msg_type in [
+        MessageType::MsgHup,
+        MessageType::MsgBeat,
+        MessageType::MsgPropose,
+    ] {
+        let mut message = decode(&request);
+        message.set_msg_type(msg_type);
+        let wrong = core.step(2, &encode(&message));
+        assert!(
+            matches!(wrong, Err(StepError::UnexpectedType { .. })),
+            "{wrong:?}"
+        );
+    }
+
+    // A snapshot whose data is not a valid map, or for another membership.
+    let mut message = decode(&request);
+    message.set_msg_type(MessageType::MsgSnapshot);
+    let snapshot = message.mut_snapshot();
+    snapshot.mut_metadata().index = 100;
+    snapshot.mut_metadata().term = 5;
+    snapshot.mut_metadata().mut_conf_state().voters = vec![1, 2, 3];
+    snapshot.set_data(vec![0xff, 0xff].into());
+    let wrong = core.step(2, &encode(&message));
+    assert!(
+        matches!(wrong, Err(StepError::BadSnapshot { .. })),
+        "{wrong:?}"
+    );
+    let map = postcard::to_allocvec(&map_of(&[1, 2, 3])).unwrap();
+    message.mut_snapshot().set_data(map.into());
+    message
+        .mut_snapshot()
+        .mut_metadata()
+        .mut_conf_state()
+        .voters = vec![1, 2];
+    let wrong = core.step(2, &encode(&message));
+    assert!(
+        matches!(wrong, Err(StepError::BadSnapshot { .. })),
+        "{wrong:?}"
+    );
+
+    // None of it changed the node.
+    assert_eq!(core.term(), 0);
+    let mut out = ConfigReady::default();
+    core.ready(&mut MemDurable::new(), &mut out).unwrap();
+    assert!(out.is_empty(), "{out:?}");
+}
+
+#[test]
+fn bad_settings_and_states_are_refused_at_start() {
+    let map = map_of(&[1, 2, 3, 4]);
+    let start = |settings: ConfigSettings, persisted: Option<Persisted>| {
+        ConfigCore::new(settings, map.clone(), persisted).unwrap_err()
+    };
+    let mut bad = settings(1);
+    bad.voters = vec![];
+    assert!(matches!(
+        start(bad, None),
+        StartError::InvalidSettings { .. }
+    ));
+    let mut bad = settings(1);
+    bad.voters = vec![1, 2, 2];
+    assert!(matches!(
+        start(bad, None),
+        StartError::InvalidSettings { .. }
+    ));
+    let mut bad = settings(1);
+    bad.election_ticks = bad.heartbeat_ticks;
+    assert!(matches!(
+        start(bad, None),
+        StartError::InvalidSettings { .. }
+    ));
+    let mut bad = settings(1);
+    bad.voters = vec![1, 2, 9];
+    assert!(matches!(
+        start(bad, None),
+        StartError::VoterNotInMap { node: 9 }
+    ));
+    assert!(matches!(
+        start(settings(8), None),
+        StartError::NotAMember { node: 8 }
+    ));
+    // Node 4 is in the map but not a voter: it starts as a learner.
+    ConfigCore::new(settings(4), map.clone(), None).unwrap();
+
+    let mut invalid = map.clone();
+    invalid.groups.insert(1, common::view(1, 1, &[1]));
+    let error = ConfigCore::new(settings(1), invalid, None).unwrap_err();
+    assert!(matches!(error, StartError::InvalidInitialMap(_)), "{error}");
+
+    // A saved state for another voter set, or one whose commit runs past its log.
+    let mut net = Net::new(3, 3, 2);
+    net.elect();
+    net.commit(common::change_view(1, 0, common::view(1, 1, &[2])));
+    let saved = net.nodes[&1].disk.load().unwrap().unwrap();
+    let mut other = settings(1);
+    other.voters = vec![1, 2];
+    assert!(matches!(
+        start(other, Some(saved.clone())),
+        StartError::VotersChanged { .. }
+    ));
+    let mut image = saved.clone();
+    image.commit = image.snapshot_index + image.entries.len() as u64 + 1;
+    let error = start(settings(1), Some(image));
+    assert!(
+        matches!(error, StartError::CorruptPersisted { .. }),
+        "{error}"
+    );
+    let mut image = saved.clone();
+    image.entries.remove(0);
+    let error = start(settings(1), Some(image));
+    assert!(
+        matches!(error, StartError::CorruptPersisted { .. }),
+        "{error}"
+    );
+    let mut image = saved;
+    image.vote = 9;
+    let error = start(settings(1), Some(image));
+    assert!(
+        matches!(error, StartError::CorruptPersisted { .. }),
+        "{error}"
+    );
+}
+
+/// A fresh directory under the system's temporary directory.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tandem-config-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    dir
+}
+
+fn some_state() -> Persisted {
+    let mut net = Net::new(3, 3, 4);
+    net.elect();
+    net.commit(common::change_view(1, 0, common::view(1, 1, &[2, 3])));
+    net.nodes[&2].disk.load().unwrap().unwrap()
+}
+
+#[test]
+fn file_durable_round_trips_and_replaces_atomically() {
+    let dir = temp_dir("round-trip");
+    let (mut disk, found) = FileDurable::open(&dir).unwrap();
+    assert_eq!(found, None, "first start");
+    let state = some_state();
+    disk.save(&state).unwrap();
+    let (_, found) = FileDurable::open(&dir).unwrap();
+    assert_eq!(found.as_ref(), Some(&state));
+
+    // A save that crashed before its rename leaves a temporary file: ignored and removed.
+    fs::write(dir.join("config.state.tmp"), b"half a state").unwrap();
+    let (mut disk, found) = FileDurable::open(&dir).unwrap();
+    assert_eq!(found.as_ref(), Some(&state));
+    assert!(!dir.join("config.state.tmp").exists());
+
+    // A restart from the file rebuilds the same map as the node had.
+    let core = ConfigCore::new(settings(2), map_of(&[1, 2, 3]), found).unwrap();
+    assert_eq!(core.map().groups[&1], common::view(1, 1, &[2, 3]));
+
+    let mut newer = state.clone();
+    newer.term += 1;
+    disk.save(&newer).unwrap();
+    assert_eq!(FileDurable::open(&dir).unwrap().1, Some(newer));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn file_durable_reports_every_flipped_byte_and_torn_write() {
+    let dir = temp_dir("corrupt");
+    let (mut disk, _) = FileDurable::open(&dir).unwrap();
+    disk.save(&some_state()).unwrap();
+    let path = disk.path().to_path_buf();
+    let good = fs::read(&path).unwrap();
+    let expect_corrupt = |image: &[u8], what: &str| {
+        fs::write(&path, image).unwrap();
+        let error = FileDurable::open(&dir).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData, "{what}");
+        let message = error.to_string();
+        assert!(
+            message.contains(&path.display().to_string()),
+            "{what}: {message}"
+        );
+    };
+    for position in 0..good.len() {
+        let mut image = good.clone();
+        image[position] ^= 0x04;
+        expect_corrupt(&image, &format!("byte {position} flipped"));
+    }
+    for len in [0, 1, 15, 16, good.len() / 2, good.len() - 1] {
+        expect_corrupt(&good[..len], &format!("torn at {len}"));
+    }
+    let mut longer = good.clone();
+    longer.push(0);
+    expect_corrupt(&longer, "trailing byte");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn state_images_name_what_is_wrong() {
+    let image = some_state().encode();
+    assert!(matches!(
+        Persisted::decode(&image[..10]),
+        Err(CorruptState::TooShort { len: 10 })
+    ));
+    let mut bad = image.clone();
+    bad[7] = 2;
+    assert!(matches!(
+        Persisted::decode(&bad),
+        Err(CorruptState::BadMagic { .. })
+    ));
+    let mut bad = image.clone();
+    bad.pop();
+    assert!(matches!(
+        Persisted::decode(&bad),
+        Err(CorruptState::LengthMismatch { .. })
+    ));
+    let mut bad = image.clone();
+    *bad.last_mut().unwrap() ^= 1;
+    assert!(matches!(
+        Persisted::decode(&bad),
+        Err(CorruptState::Checksum { .. })
+    ));
+
+    // MemDurable keeps the encoded image: a torn image is found at restart.
+    let mut disk = MemDurable::new();
+    disk.save(&some_state()).unwrap();
+    disk.image_mut().unwrap().truncate(20);
+    assert!(disk.load().is_err());
+    let mut rng = Rng::new(5);
+    for _ in 0..2_000 {
+        let len = rng.below(200) as usize;
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        assert!(Persisted::decode(&bytes).is_err());
+    }
+}
+
+#[test]
+fn persisted_state_stays_small() {
+    let mut net = Net::new(3, 3, 6);
+    for number in 1..=300 {
+        net.commit(common::change_view(
+            1,
+            number - 1,
+            common::view(number, 1, &[2, 3]),
+        ));
+    }
+    for id in net.live() {
+        let image = net.nodes[&id].disk.image().unwrap();
+        assert!(image.len() < 8 * 1024, "node {id}: {} bytes", image.len());
+    }
+}

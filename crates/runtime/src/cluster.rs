@@ -1,0 +1,819 @@
+//! Cluster mode: a node whose role follows the config store.
+//!
+//! One listener serves everything; the first frame (a Hello) says who is calling:
+//! - a client goes to the primary role if this node holds it, else gets `NotPrimary`;
+//! - a replica link goes to the backup role if the caller is the primary it follows, else
+//!   gets `StaleView`;
+//! - another node's cluster core gets a reader that feeds the supervisor.
+//!
+//! The supervisor thread owns the cluster core ([`tandem_cluster::Cluster`], with the config
+//! store's Raft member) and the role. It ticks the core, feeds it what the roles observe
+//! (acks, frames from the primary), sends its messages, and carries out its events: a freeze
+//! (stop accepting the old primary, report the LSN received), and a committed view (promote,
+//! follow a new primary, install a membership change, or step down).
+//!
+//! A node that restarts with persisted config-store state never resumes a role: its memory
+//! is gone. It stays out of the view until it is added as a spare, and catches up from the
+//! primary's retained tail.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
+use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
+use tandem_memory::Segment;
+use tandem_replication::NodeId;
+use tandem_wire::{
+    ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_cluster, encode_error, encode_hello,
+};
+
+use crate::NodeReport;
+use crate::backup::{self, BackupHandle, Gate};
+use crate::config::{NodeConfig, Role};
+use crate::metrics::Metrics;
+use crate::net::{self, ConnError};
+use crate::primary::{self, Observed, PrimaryHandle, RoleView};
+use crate::workload::ServedWorkload;
+use serde::Serialize;
+
+/// What this node currently is in its group.
+#[derive(Debug, Default)]
+enum Slot {
+    #[default]
+    Outside,
+    Primary(PrimaryHandle),
+    /// A backup or a spare (a spare is a backup whose acks count for no rule).
+    Backup(BackupHandle),
+}
+
+/// What `/status` says of this node's place in the cluster.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ClusterInfo {
+    pub node: NodeId,
+    /// primary, backup, spare or outside.
+    pub role: String,
+    pub view: u64,
+    pub primary: Option<NodeId>,
+    /// The config store's leader as this node knows it.
+    pub leader: Option<NodeId>,
+    /// A backup: how long since it last heard its primary.
+    pub heard_primary_ms_ago: Option<f64>,
+    pub uptime_ms: f64,
+    /// Peers this node suspected so far (some may have been false suspicions).
+    pub suspicions: u64,
+}
+
+/// `/status` in cluster mode: the cluster info and, when the node holds a role, its report.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterReport {
+    pub cluster: ClusterInfo,
+    pub report: Option<NodeReport>,
+}
+
+/// The role's report, asked without holding the slot (a failover must not wait for it).
+fn slot_report(slot: &Mutex<Slot>) -> Option<NodeReport> {
+    let probe = match &*slot.lock().expect("not poisoned") {
+        Slot::Outside => return None,
+        Slot::Primary(handle) => Ok(handle.probe()),
+        Slot::Backup(handle) => Err(handle.probe()),
+    };
+    let (status, checksum) = match probe {
+        Ok(primary) => (primary.status()?, primary.checksum()?),
+        Err(backup) => (backup.status()?, backup.checksum()?),
+    };
+    Some(NodeReport { status, checksum })
+}
+
+/// What reaches the supervisor.
+#[derive(Debug)]
+enum ToSupervisor {
+    Cluster {
+        from: NodeId,
+        message: ClusterMessage,
+    },
+    Observed(Observed),
+}
+
+/// Runs a cluster-mode node until the process is stopped.
+pub fn run<W: ServedWorkload>(
+    config: &NodeConfig,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    workload: W,
+    metrics: Arc<Metrics>,
+) -> Result<(), String>
+where
+    W::Driver: Send,
+{
+    let table = config
+        .cluster
+        .as_ref()
+        .expect("cluster mode has a cluster table");
+    std::fs::create_dir_all(&table.data_dir).map_err(|err| {
+        format!(
+            "cluster.data_dir: cannot create {}: {err}",
+            table.data_dir.display()
+        )
+    })?;
+    let (disk, persisted) =
+        FileDurable::open(&table.data_dir).map_err(|err| format!("cluster.data_dir: {err}"))?;
+    let restarted = persisted.is_some();
+    let mut addresses: BTreeMap<NodeId, SocketAddr> = BTreeMap::new();
+    addresses.insert(config.node_id, config.listen);
+    for peer in &config.peers {
+        addresses.insert(peer.node_id, peer.address);
+    }
+    let initial = initial_map(config, &addresses);
+    let settings = ClusterSettings {
+        node: config.node_id,
+        group: config.group.id,
+        voters: config.voters(),
+        safety: config.group.safety,
+        suspect_ticks: config.tuning.suspect_ticks,
+        lease_ticks: table.lease_ticks,
+        collect_ticks: table.collect_ticks,
+        election_ticks: table.election_ticks as usize,
+        raft_heartbeat_ticks: 2,
+        jitter_seed: u64::from(config.node_id),
+    };
+    let core =
+        Cluster::new(settings, initial, persisted).map_err(|err| format!("config store: {err}"))?;
+    let (to_supervisor, inbox) = mpsc::channel();
+    let slot = Arc::new(Mutex::new(Slot::Outside));
+    let info = Arc::new(Mutex::new(ClusterInfo {
+        node: config.node_id,
+        ..ClusterInfo::default()
+    }));
+    if let Some(listener) = metrics_listener {
+        let slot = Arc::clone(&slot);
+        let info = Arc::clone(&info);
+        crate::metrics::serve(listener, Arc::clone(&metrics), move || {
+            let info = info.lock().expect("not poisoned").clone();
+            let report = slot_report(&slot);
+            serde_json::to_string(&ClusterReport {
+                cluster: info,
+                report,
+            })
+            .unwrap_or_else(|_| "null".into())
+        });
+    }
+    let acceptor = Acceptor {
+        node_id: config.node_id,
+        group: config.group.id,
+        max_frame_len: config.tuning.max_frame_len,
+        slot: Arc::clone(&slot),
+        to_supervisor: to_supervisor.clone(),
+    };
+    thread::Builder::new()
+        .name("accept".into())
+        .spawn(move || acceptor.run(listener))
+        .map_err(|err| format!("cannot start the accept thread: {err}"))?;
+    let mut supervisor = Supervisor {
+        config: config.clone(),
+        workload,
+        metrics,
+        core,
+        disk,
+        slot,
+        addresses,
+        outboxes: BTreeMap::new(),
+        to_supervisor,
+        ready: ClusterReady::default(),
+        frames_heard: 0,
+        restarted,
+        segment_spare: None,
+        info,
+        started: Instant::now(),
+        tick_heard_primary: 0,
+        ticks: 0,
+    };
+    if restarted {
+        eprintln!(
+            "node {}: restarted; its memory is gone, so it waits to rejoin as a spare",
+            config.node_id
+        );
+    }
+    supervisor.run(inbox);
+    Ok(())
+}
+
+/// The cluster map of a fresh cluster: every configured node, and the group's first view
+/// as the roles in the configuration give it.
+fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) -> ClusterMap {
+    let mut map = ClusterMap::default();
+    for (&id, address) in addresses {
+        map.nodes.insert(
+            id,
+            NodeInfo {
+                id,
+                address: address.to_string(),
+            },
+        );
+    }
+    let primary = if config.role == Role::Primary {
+        config.node_id
+    } else {
+        config
+            .peers
+            .iter()
+            .find(|peer| peer.role == Role::Primary)
+            .map_or(config.node_id, |peer| peer.node_id)
+    };
+    let mut backups: Vec<NodeId> = addresses
+        .keys()
+        .copied()
+        .filter(|&id| id != primary)
+        .collect();
+    backups.sort_unstable();
+    map.groups.insert(
+        config.group.id,
+        View {
+            number: config.group.view,
+            primary,
+            backups,
+            spares: Vec::new(),
+            truncate_lsn: None,
+        },
+    );
+    map
+}
+
+struct Supervisor<W: ServedWorkload> {
+    config: NodeConfig,
+    workload: W,
+    metrics: Arc<Metrics>,
+    core: Cluster,
+    disk: FileDurable,
+    slot: Arc<Mutex<Slot>>,
+    addresses: BTreeMap<NodeId, SocketAddr>,
+    /// A writer thread per peer for cluster messages, started on first use.
+    outboxes: BTreeMap<NodeId, Sender<Vec<u8>>>,
+    to_supervisor: Sender<ToSupervisor>,
+    ready: ClusterReady,
+    /// The backup role's frame count at the last tick.
+    frames_heard: u64,
+    /// Set when the node started from persisted state: it holds no role until it rejoins.
+    restarted: bool,
+    /// A freshly loaded segment, if one is ready (loading takes a while).
+    segment_spare: Option<Segment>,
+    /// What `/status` says of the cluster, refreshed after every step.
+    info: Arc<Mutex<ClusterInfo>>,
+    started: Instant,
+    /// The tick the backup role last heard its primary, and the ticks so far.
+    tick_heard_primary: u64,
+    ticks: u64,
+}
+
+impl<W: ServedWorkload> Supervisor<W>
+where
+    W::Driver: Send,
+{
+    fn run(&mut self, inbox: Receiver<ToSupervisor>) {
+        let tick = Duration::from_micros(self.config.tuning.tick_us);
+        let mut next_tick = Instant::now() + tick;
+        self.drive();
+        loop {
+            let timeout = next_tick.saturating_duration_since(Instant::now());
+            match inbox.recv_timeout(timeout) {
+                Ok(message) => {
+                    self.handle(message);
+                    while let Ok(message) = inbox.try_recv() {
+                        self.handle(message);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            let now = Instant::now();
+            while now >= next_tick {
+                self.observe_backup_role();
+                self.core.tick();
+                self.ticks += 1;
+                next_tick += tick;
+            }
+            self.drive();
+            self.publish();
+        }
+    }
+
+    /// Refreshes what `/status` says of the cluster.
+    fn publish(&self) {
+        let role = match &*self.slot.lock().expect("not poisoned") {
+            Slot::Outside => "outside",
+            Slot::Primary(_) => "primary",
+            Slot::Backup(_) => match self.core.view() {
+                Some(view) if view.spares.contains(&self.node()) => "spare",
+                _ => "backup",
+            },
+        };
+        let tick_us = self.config.tuning.tick_us;
+        let mut info = self.info.lock().expect("not poisoned");
+        info.role = role.to_string();
+        info.view = self.core.view().map_or(0, |view| view.number);
+        info.primary = self.core.view().map(|view| view.primary);
+        info.leader = self.core.leader();
+        info.heard_primary_ms_ago = (role == "backup" || role == "spare")
+            .then(|| (self.ticks - self.tick_heard_primary) as f64 * tick_us as f64 / 1000.0);
+        info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        info.suspicions = self.metrics.suspicions.get();
+    }
+
+    fn handle(&mut self, message: ToSupervisor) {
+        match message {
+            ToSupervisor::Cluster { from, message } => {
+                if let Err(err) = self.core.step(from, message) {
+                    self.metrics.frames_rejected.inc();
+                    eprintln!(
+                        "node {}: a cluster message from node {from}: {err}",
+                        self.node()
+                    );
+                }
+            }
+            ToSupervisor::Observed(Observed::Heard(node)) => self.core.heard_from_backup(node),
+            ToSupervisor::Observed(Observed::SpareCaughtUp(node)) => {
+                self.core.spare_caught_up(node)
+            }
+        }
+    }
+
+    fn node(&self) -> NodeId {
+        self.config.node_id
+    }
+
+    /// Frames from the primary since the last tick count as hearing it.
+    fn observe_backup_role(&mut self) {
+        let slot = self.slot.lock().expect("not poisoned");
+        if let Slot::Backup(handle) = &*slot {
+            let frames = handle.frames_heard();
+            if frames != self.frames_heard {
+                self.frames_heard = frames;
+                drop(slot);
+                self.tick_heard_primary = self.ticks;
+                self.core.heard_from_primary();
+            }
+        }
+    }
+
+    /// Persists, sends, and acts on the core's outputs.
+    fn drive(&mut self) {
+        loop {
+            if let Err(err) = self.core.take_ready(&mut self.disk, &mut self.ready) {
+                // The config store cannot promise what it persisted: stop, never retry.
+                eprintln!(
+                    "node {}: poisoned: the config store's state cannot be persisted ({err}); \
+                     the node stops",
+                    self.node()
+                );
+                std::process::exit(70);
+            }
+            if self.ready.is_empty() {
+                return;
+            }
+            let messages = std::mem::take(&mut self.ready.messages);
+            for (to, message) in messages {
+                self.send(to, &message);
+            }
+            let events = std::mem::take(&mut self.ready.events);
+            for event in events {
+                self.act(event);
+            }
+        }
+    }
+
+    fn send(&mut self, to: NodeId, message: &ClusterMessage) {
+        let Ok(body) = postcard::to_allocvec(message) else {
+            return;
+        };
+        let mut frame = Vec::with_capacity(body.len() + 8);
+        encode_cluster(&mut frame, &body);
+        if !self.outboxes.contains_key(&to) {
+            let Some(&address) = self.addresses.get(&to) else {
+                return;
+            };
+            let (tx, rx) = mpsc::channel();
+            let hello = Hello::new(
+                PeerKind::Cluster,
+                u64::from(self.node()),
+                self.config.group.id,
+            );
+            let _ = thread::Builder::new()
+                .name(format!("cluster-{to}"))
+                .spawn(move || cluster_writer(address, hello, rx));
+            self.outboxes.insert(to, tx);
+        }
+        if let Some(outbox) = self.outboxes.get(&to) {
+            let _ = outbox.send(frame);
+        }
+    }
+
+    fn act(&mut self, event: ClusterEvent) {
+        match event {
+            ClusterEvent::Freeze { view } => {
+                let slot = self.slot.lock().expect("not poisoned");
+                if let Slot::Backup(handle) = &*slot {
+                    let lsn = handle.freeze();
+                    drop(slot);
+                    eprintln!(
+                        "node {}: frozen in view {view} at LSN {lsn}; reporting",
+                        self.node()
+                    );
+                    self.core.frozen(view, lsn);
+                }
+            }
+            ClusterEvent::Suspected { peer, view } => {
+                self.metrics.suspicions.inc();
+                eprintln!("node {}: suspects node {peer} in view {view}", self.node());
+            }
+            ClusterEvent::View(view) => self.follow(view),
+        }
+    }
+
+    /// Brings the role in line with a committed view.
+    fn follow(&mut self, view: View) {
+        let me = self.node();
+        let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
+        let member = view.backups.contains(&me) || view.spares.contains(&me);
+        let next = if view.primary == me {
+            self.as_primary(slot, &view)
+        } else if member {
+            self.as_backup(slot, &view)
+        } else {
+            self.step_down(slot, &view)
+        };
+        *self.slot.lock().expect("not poisoned") = next;
+    }
+
+    fn role_view(&self, view: &View) -> RoleView {
+        let members: Vec<NodeId> = view.backups.iter().chain(&view.spares).copied().collect();
+        RoleView {
+            view: view.number,
+            backups: view.backups.clone(),
+            spares: view.spares.clone(),
+            addresses: members
+                .iter()
+                .filter_map(|node| self.addresses.get(node).map(|&address| (*node, address)))
+                .collect(),
+        }
+    }
+
+    fn as_primary(&mut self, slot: Slot, view: &View) -> Slot {
+        match slot {
+            Slot::Primary(handle) => {
+                let members = self.role_view(view);
+                let _ = handle.inbound.send(primary::Inbound::View {
+                    view: view.number,
+                    backups: members.backups,
+                    spares: members.spares,
+                    addresses: members.addresses,
+                });
+                Slot::Primary(handle)
+            }
+            Slot::Backup(handle) => {
+                let lsn_received = handle.freeze();
+                let lsn = view.truncate_lsn.unwrap_or(lsn_received);
+                assert!(
+                    lsn_received <= lsn,
+                    "the promoted backup holds the highest LSN reported: it is the truncate LSN"
+                );
+                let handover = match handle.handover(lsn_received) {
+                    Ok(handover) => handover,
+                    Err(err) => {
+                        eprintln!("node {}: cannot take over: {err}", self.node());
+                        return Slot::Outside;
+                    }
+                };
+                eprintln!(
+                    "node {}: primary of view {} from LSN {lsn_received}",
+                    self.node(),
+                    view.number
+                );
+                self.start_primary(handover.segment, handover.batches, view)
+            }
+            Slot::Outside if !self.restarted && view.number == self.config.group.view => {
+                // The first view of a fresh cluster.
+                match self.fresh_segment() {
+                    Ok(segment) => self.start_primary(segment, Vec::new(), view),
+                    Err(err) => {
+                        eprintln!("node {}: {err}", self.node());
+                        Slot::Outside
+                    }
+                }
+            }
+            // A restarted node named primary has lost its records: it serves nothing, and the
+            // backups replace it once they suspect it.
+            Slot::Outside => Slot::Outside,
+        }
+    }
+
+    fn start_primary(
+        &mut self,
+        segment: Segment,
+        batches: Vec<tandem_log::SealedBatch>,
+        view: &View,
+    ) -> Slot {
+        let (observed, observed_rx) = mpsc::channel();
+        let to_supervisor = self.to_supervisor.clone();
+        let _ = thread::Builder::new()
+            .name("observed".into())
+            .spawn(move || {
+                while let Ok(observed) = observed_rx.recv() {
+                    if to_supervisor
+                        .send(ToSupervisor::Observed(observed))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        match primary::start_role(
+            &self.config,
+            segment,
+            batches,
+            self.role_view(view),
+            self.workload.clone(),
+            Arc::clone(&self.metrics),
+            None,
+            Some(observed),
+        ) {
+            Ok(handle) => Slot::Primary(handle),
+            Err(err) => {
+                eprintln!("node {}: cannot start the primary role: {err}", self.node());
+                Slot::Outside
+            }
+        }
+    }
+
+    fn as_backup(&mut self, slot: Slot, view: &View) -> Slot {
+        match slot {
+            Slot::Backup(handle) if handle_follows(&handle, view.primary) => {
+                handle.gate().set_view(view.number, view.primary);
+                Slot::Backup(handle)
+            }
+            Slot::Backup(handle) => {
+                // A new primary: keep what was applied if it is all below the truncate LSN.
+                let lsn_received = handle.freeze();
+                let truncate = view.truncate_lsn.unwrap_or(u64::MAX);
+                if lsn_received <= truncate
+                    && let Ok(handover) = handle.handover(lsn_received)
+                {
+                    return self.start_backup(handover.segment, view);
+                }
+                eprintln!(
+                    "node {}: discarded {} records above the truncate LSN {truncate}; \
+                     reloading to catch up from the primary",
+                    self.node(),
+                    lsn_received.saturating_sub(truncate)
+                );
+                self.fresh_backup(view)
+            }
+            Slot::Primary(handle) => {
+                let _ = self.depose(handle, view);
+                self.fresh_backup(view)
+            }
+            Slot::Outside if !self.restarted || !view.backups.contains(&self.node()) => {
+                self.fresh_backup(view)
+            }
+            // A restarted node still listed as a backup holds nothing the view counts on: it
+            // waits to be removed and to rejoin as a spare.
+            Slot::Outside => Slot::Outside,
+        }
+    }
+
+    fn fresh_backup(&mut self, view: &View) -> Slot {
+        match self.fresh_segment() {
+            Ok(segment) => self.start_backup(segment, view),
+            Err(err) => {
+                eprintln!("node {}: {err}", self.node());
+                Slot::Outside
+            }
+        }
+    }
+
+    fn start_backup(&mut self, segment: Segment, view: &View) -> Slot {
+        let gate = Gate::new(view.number, view.primary);
+        self.frames_heard = 0;
+        match backup::start_role(
+            &self.config,
+            segment,
+            self.workload.clone(),
+            Arc::clone(&self.metrics),
+            gate,
+        ) {
+            Ok(handle) => Slot::Backup(handle),
+            Err(err) => {
+                eprintln!("node {}: cannot start the backup role: {err}", self.node());
+                Slot::Outside
+            }
+        }
+    }
+
+    fn step_down(&mut self, slot: Slot, view: &View) -> Slot {
+        match slot {
+            Slot::Primary(handle) => {
+                let _ = self.depose(handle, view);
+            }
+            Slot::Backup(handle) => {
+                handle.freeze();
+            }
+            Slot::Outside => {}
+        }
+        // Load the segment it will rejoin with while it waits.
+        if self.segment_spare.is_none() {
+            self.segment_spare = self.fresh_segment().ok();
+        }
+        Slot::Outside
+    }
+
+    /// Deposes the primary role and says how many of its records the new view discards.
+    fn depose(&self, handle: PrimaryHandle, view: &View) -> Option<u64> {
+        let status = handle.status();
+        let _ = handle
+            .inbound
+            .send(primary::Inbound::Depose { view: view.number });
+        let _ = handle.executor.join();
+        let lsn = status.map(|status| status.lsn)?;
+        let truncate = view.truncate_lsn.unwrap_or(lsn);
+        let discarded = lsn.saturating_sub(truncate);
+        eprintln!(
+            "node {}: replaced by node {} in view {}; discarded {discarded} records above the \
+             truncate LSN {truncate}",
+            self.node(),
+            view.primary,
+            view.number
+        );
+        Some(discarded)
+    }
+
+    fn fresh_segment(&mut self) -> Result<Segment, String> {
+        if let Some(segment) = self.segment_spare.take() {
+            return Ok(segment);
+        }
+        crate::workload::loaded_segment(&self.config.group, &self.workload)
+    }
+}
+
+fn handle_follows(handle: &BackupHandle, primary: NodeId) -> bool {
+    handle.gate().primary() == primary
+}
+
+/// Writes one peer's cluster frames, reconnecting as needed; frames that cannot be written
+/// are dropped (the cluster core repeats what matters).
+fn cluster_writer(address: SocketAddr, hello: Hello, outbox: Receiver<Vec<u8>>) {
+    let mut stream: Option<TcpStream> = None;
+    while let Ok(frame) = outbox.recv() {
+        if stream.is_none() {
+            let Ok(mut fresh) = TcpStream::connect_timeout(&address, Duration::from_millis(50))
+            else {
+                continue;
+            };
+            let _ = net::tune(&fresh);
+            let mut bytes = Vec::new();
+            encode_hello(&mut bytes, &hello);
+            if fresh.write_all(&bytes).is_err() {
+                continue;
+            }
+            stream = Some(fresh);
+        }
+        let mut frames = frame;
+        while let Ok(more) = outbox.try_recv() {
+            frames.extend_from_slice(&more);
+        }
+        if let Some(open) = &mut stream
+            && open.write_all(&frames).is_err()
+        {
+            stream = None;
+        }
+    }
+}
+
+/// Reads first frames and hands each connection to whoever serves it.
+struct Acceptor {
+    node_id: NodeId,
+    group: u32,
+    max_frame_len: usize,
+    slot: Arc<Mutex<Slot>>,
+    to_supervisor: Sender<ToSupervisor>,
+}
+
+impl Acceptor {
+    fn run(self, listener: TcpListener) {
+        let this = Arc::new(self);
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let this = Arc::clone(&this);
+            let _ = thread::Builder::new()
+                .name("hello".into())
+                .spawn(move || this.dispatch(stream));
+        }
+    }
+
+    fn dispatch(&self, mut stream: TcpStream) {
+        let _ = net::tune(&stream);
+        let mut buffer = FrameBuffer::new(self.max_frame_len);
+        let hello =
+            net::read_one(
+                &mut stream,
+                &mut buffer,
+                Duration::from_secs(10),
+                |frame| match frame {
+                    Frame::Hello(hello) => Ok(hello),
+                    _ => Err(ConnError::Protocol(
+                        "the first frame must be a Hello".into(),
+                    )),
+                },
+            );
+        let hello = match hello {
+            Ok(hello) => hello,
+            Err(err) => {
+                refuse(&mut stream, ErrorCode::BadFrame, &err.to_string());
+                return;
+            }
+        };
+        if hello.group != self.group && hello.peer != PeerKind::Cluster {
+            let message = format!(
+                "this node serves group {}, not group {}",
+                self.group, hello.group
+            );
+            refuse(&mut stream, ErrorCode::BadFrame, &message);
+            return;
+        }
+        let peer = NodeId::try_from(hello.id);
+        match hello.peer {
+            PeerKind::Client => {
+                let slot = self.slot.lock().expect("not poisoned");
+                match &*slot {
+                    Slot::Primary(handle) => {
+                        let _ = stream.set_read_timeout(None);
+                        handle.serve_client(stream, buffer, hello.id);
+                    }
+                    _ => {
+                        drop(slot);
+                        let message = format!("node {} is not the primary", self.node_id);
+                        refuse(&mut stream, ErrorCode::NotPrimary, &message);
+                    }
+                }
+            }
+            PeerKind::Replica => {
+                let Ok(primary) = peer else {
+                    refuse(&mut stream, ErrorCode::BadFrame, "node ids fit 32 bits");
+                    return;
+                };
+                let slot = self.slot.lock().expect("not poisoned");
+                match &*slot {
+                    Slot::Backup(handle) => {
+                        let _ = stream.set_read_timeout(None);
+                        handle.serve(stream, buffer, primary);
+                    }
+                    _ => {
+                        drop(slot);
+                        let message = format!("node {} is not a backup now", self.node_id);
+                        refuse(&mut stream, ErrorCode::StaleView, &message);
+                    }
+                }
+            }
+            PeerKind::Cluster => {
+                let Ok(from) = peer else {
+                    refuse(&mut stream, ErrorCode::BadFrame, "node ids fit 32 bits");
+                    return;
+                };
+                let _ = stream.set_read_timeout(None);
+                self.read_cluster(stream, buffer, from);
+            }
+        }
+    }
+
+    fn read_cluster(&self, mut stream: TcpStream, mut buffer: FrameBuffer, from: NodeId) {
+        loop {
+            loop {
+                match buffer.next_frame() {
+                    Ok(Some(Frame::Cluster(body))) => {
+                        // A message that does not decode is dropped; the connection stays.
+                        if let Ok(message) = postcard::from_bytes::<ClusterMessage>(body) {
+                            let event = ToSupervisor::Cluster { from, message };
+                            if self.to_supervisor.send(event).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Ok(Some(_)) | Err(_) => return,
+                    Ok(None) => break,
+                }
+            }
+            if net::fill(&mut stream, &mut buffer).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn refuse(stream: &mut TcpStream, code: ErrorCode, message: &str) {
+    let mut frame = Vec::new();
+    encode_error(&mut frame, code, message);
+    let _ = net::write_all(stream, &frame);
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
