@@ -32,13 +32,13 @@ use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_cluster, encode_error, encode_hello,
 };
 
-use crate::NodeReport;
 use crate::backup::{self, BackupHandle, Gate};
 use crate::config::{NodeConfig, Role};
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
 use crate::primary::{self, Observed, PrimaryHandle, RoleView};
 use crate::workload::ServedWorkload;
+use crate::{Checksum, NodeStatus};
 use serde::Serialize;
 
 /// What this node currently is in its group.
@@ -66,27 +66,44 @@ pub struct ClusterInfo {
     pub uptime_ms: f64,
     /// Peers this node suspected so far (some may have been false suspicions).
     pub suspicions: u64,
+    /// The same, by suspected peer: a benchmark that killed one node counts the rest as
+    /// false suspicions.
+    pub suspected: BTreeMap<NodeId, u64>,
 }
 
-/// `/status` in cluster mode: the cluster info and, when the node holds a role, its report.
+/// `/status` (and `/checksum`) in cluster mode: the cluster info and, when the node holds a
+/// role, its status (and its segment's checksum with the consistency check).
 #[derive(Clone, Debug, Serialize)]
 pub struct ClusterReport {
     pub cluster: ClusterInfo,
-    pub report: Option<NodeReport>,
+    pub report: Option<ClusterRoleReport>,
+}
+
+/// A role's status, and its checksum when asked for.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterRoleReport {
+    pub status: NodeStatus,
+    pub checksum: Option<Checksum>,
 }
 
 /// The role's report, asked without holding the slot (a failover must not wait for it).
-fn slot_report(slot: &Mutex<Slot>) -> Option<NodeReport> {
+fn slot_report(slot: &Mutex<Slot>, with_checksum: bool) -> Option<ClusterRoleReport> {
     let probe = match &*slot.lock().expect("not poisoned") {
         Slot::Outside => return None,
         Slot::Primary(handle) => Ok(handle.probe()),
         Slot::Backup(handle) => Err(handle.probe()),
     };
     let (status, checksum) = match probe {
-        Ok(primary) => (primary.status()?, primary.checksum()?),
-        Err(backup) => (backup.status()?, backup.checksum()?),
+        Ok(primary) => (
+            primary.status()?,
+            with_checksum.then(|| primary.checksum()).flatten(),
+        ),
+        Err(backup) => (
+            backup.status()?,
+            with_checksum.then(|| backup.checksum()).flatten(),
+        ),
     };
-    Some(NodeReport { status, checksum })
+    Some(ClusterRoleReport { status, checksum })
 }
 
 /// What reaches the supervisor.
@@ -152,9 +169,9 @@ where
     if let Some(listener) = metrics_listener {
         let slot = Arc::clone(&slot);
         let info = Arc::clone(&info);
-        crate::metrics::serve(listener, Arc::clone(&metrics), move || {
+        crate::metrics::serve(listener, Arc::clone(&metrics), move |with_checksum| {
             let info = info.lock().expect("not poisoned").clone();
-            let report = slot_report(&slot);
+            let report = slot_report(&slot, with_checksum);
             serde_json::to_string(&ClusterReport {
                 cluster: info,
                 report,
@@ -427,6 +444,13 @@ where
             }
             ClusterEvent::Suspected { peer, view } => {
                 self.metrics.suspicions.inc();
+                *self
+                    .info
+                    .lock()
+                    .expect("not poisoned")
+                    .suspected
+                    .entry(peer)
+                    .or_default() += 1;
                 eprintln!("node {}: suspects node {peer} in view {view}", self.node());
             }
             ClusterEvent::View(view) => self.follow(view),
@@ -436,6 +460,10 @@ where
     /// Brings the role in line with a committed view.
     fn follow(&mut self, view: View) {
         let me = self.node();
+        eprintln!(
+            "node {me}: view {}: primary {}, backups {:?}, spares {:?}, truncate LSN {:?}",
+            view.number, view.primary, view.backups, view.spares, view.truncate_lsn
+        );
         let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
         let member = view.backups.contains(&me) || view.spares.contains(&me);
         let next = if view.primary == me {

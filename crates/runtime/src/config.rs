@@ -135,6 +135,19 @@ pub struct ClusterTable {
     pub election_ticks: u64,
 }
 
+impl ClusterTable {
+    /// Cluster mode with its state under `data_dir` and every timeout at its default.
+    pub fn new(data_dir: PathBuf) -> ClusterTable {
+        ClusterTable {
+            data_dir,
+            voters: None,
+            lease_ticks: default_lease_ticks(),
+            collect_ticks: default_collect_ticks(),
+            election_ticks: default_election_ticks(),
+        }
+    }
+}
+
 fn default_lease_ticks() -> u64 {
     3
 }

@@ -133,7 +133,7 @@ pub fn run_node(config: NodeConfig) -> Result<(), String> {
     );
     if let Some(listener) = metrics_listener {
         let status_node = Arc::clone(&node);
-        metrics::serve(listener, metrics, move || {
+        metrics::serve(listener, metrics, move |_| {
             let report = status_node.report();
             serde_json::to_string(&report).unwrap_or_else(|_| "null".into())
         });

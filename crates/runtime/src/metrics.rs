@@ -92,6 +92,8 @@ pub struct Metrics {
     /// `tandem_suspicions_total`: peers this node suspected (some may be false on a loaded
     /// machine; fencing makes them safe).
     pub suspicions: Counter,
+    /// `tandem_duplicates_answered_total`: retried calls answered from the dedup table.
+    pub duplicates_answered: Counter,
 
     // Backup.
     /// `tandem_lsn_received`: the last LSN this backup holds.
@@ -131,6 +133,7 @@ impl Metrics {
             backup_lag_records: Family::default(),
             flow_control_stalls: Counter::default(),
             suspicions: Counter::default(),
+            duplicates_answered: Counter::default(),
             lsn_received: Gauge::default(),
             lsn_applied: Gauge::default(),
             batches_received: Counter::default(),
@@ -193,6 +196,11 @@ impl Metrics {
             m.suspicions.clone(),
         );
         r.register(
+            "duplicates_answered",
+            "Retried calls answered from the dedup table without running again",
+            m.duplicates_answered.clone(),
+        );
+        r.register(
             "lsn_received",
             "Last LSN this backup holds",
             m.lsn_received.clone(),
@@ -241,7 +249,9 @@ impl Metrics {
 }
 
 /// Serves GET `/metrics` (the OpenMetrics text, content type [`METRICS_CONTENT_TYPE`]) and
-/// GET `/status` (whatever `status()` returns, as `application/json`) on `listener`, on its
+/// GET `/status` and GET `/checksum` (whatever `status(false)` and `status(true)` return, as
+/// `application/json`: the second may take a segment's checksum, the first must be cheap) on
+/// `listener`, on its
 /// own thread, until the process exits. Anything else: 404; a malformed or oversized
 /// (> [`REQUEST_HEAD_MAX`]) request: 400. See the module documentation for the fault model.
 ///
@@ -249,16 +259,16 @@ impl Metrics {
 pub fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
-    status: impl Fn() -> String + Send + Sync + 'static,
+    status: impl Fn(bool) -> String + Send + Sync + 'static,
 ) -> JoinHandle<()> {
-    let status: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(status);
+    let status: Arc<dyn Fn(bool) -> String + Send + Sync> = Arc::new(status);
     thread::Builder::new()
         .name("metrics-http".to_owned())
         .spawn(move || accept_loop(&listener, &metrics, &status))
         .expect("cannot start the metrics responder thread")
 }
 
-type Status = Arc<dyn Fn() -> String + Send + Sync>;
+type Status = Arc<dyn Fn(bool) -> String + Send + Sync>;
 
 fn accept_loop(listener: &TcpListener, metrics: &Arc<Metrics>, status: &Status) {
     // A listener handed over in non-blocking mode would make this loop spin.
@@ -343,7 +353,11 @@ enum RequestError {
     Io,
 }
 
-fn handle(mut stream: TcpStream, metrics: &Metrics, status: &(dyn Fn() -> String + Send + Sync)) {
+fn handle(
+    mut stream: TcpStream,
+    metrics: &Metrics,
+    status: &(dyn Fn(bool) -> String + Send + Sync),
+) {
     let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
     let request = read_head(&mut stream).and_then(|head| parse_request_line(&head));
     let reply = match &request {
@@ -459,7 +473,7 @@ fn route(
     method: Method,
     path: &str,
     metrics: &Metrics,
-    status: &(dyn Fn() -> String + Send + Sync),
+    status: &(dyn Fn(bool) -> String + Send + Sync),
 ) -> Vec<u8> {
     match (method, path) {
         (Method::Get, "/metrics") => {
@@ -467,7 +481,15 @@ fn route(
         }
         // The callback belongs to the caller; if it panics, this connection gets a 500 and the
         // responder carries on.
-        (Method::Get, "/status") => match catch_unwind(AssertUnwindSafe(status)) {
+        (Method::Get, "/status") => match catch_unwind(AssertUnwindSafe(|| status(false))) {
+            Ok(body) => response("200 OK", "application/json", body.as_bytes()),
+            Err(_) => response(
+                "500 Internal Server Error",
+                "text/plain; charset=utf-8",
+                b"internal error: the status callback panicked\n",
+            ),
+        },
+        (Method::Get, "/checksum") => match catch_unwind(AssertUnwindSafe(|| status(true))) {
             Ok(body) => response("200 OK", "application/json", body.as_bytes()),
             Err(_) => response(
                 "500 Internal Server Error",
@@ -478,7 +500,7 @@ fn route(
         _ => response(
             "404 Not Found",
             "text/plain; charset=utf-8",
-            b"not found: GET /metrics or GET /status\n",
+            b"not found: GET /metrics, /status or /checksum\n",
         ),
     }
 }
@@ -614,7 +636,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         let metrics = Arc::new(Metrics::new(1, "backup"));
-        serve(listener, Arc::clone(&metrics), status);
+        serve(listener, Arc::clone(&metrics), move |_| status());
         (address, metrics)
     }
 

@@ -24,7 +24,7 @@ use tandem_memory::ClassBytes;
 use tandem_replication::{
     Message, NodeId, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Safety,
 };
-use tandem_store::{CallError, Driver, ProcId, Store};
+use tandem_store::{CallError, Deduped, Driver, ProcId, Store};
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, Role, Welcome, encode_error,
     encode_hello, encode_peer, encode_reply, encode_welcome,
@@ -114,6 +114,9 @@ pub enum ReplyTo {
         status: ReplyStatus,
         body: Vec<u8>,
         started: Instant,
+        /// The LSN of the earlier commit a duplicate's stored reply repeats; the reply
+        /// carries it instead of the LSN it was released behind.
+        lsn_repeated: Option<u64>,
     },
     /// A call refused before it ran (unknown procedure, a rule the group cannot meet). Its
     /// Error frame waits behind the replies of earlier calls, so a client that pipelines sees
@@ -734,6 +737,8 @@ where
         ran
     }
 
+    /// Runs a client's call exactly once: a (client id, seq) the dedup table already holds is
+    /// answered with the reply stored when it committed, at that commit's LSN, and runs nothing.
     fn run_remote(
         &mut self,
         conn: ConnId,
@@ -743,21 +748,43 @@ where
         args: &[u8],
     ) {
         let started = Instant::now();
-        let outcome = self.store.call(ProcId(slot.proc_id), args, &mut self.reply);
+        let outcome = self.store.call_once(
+            client_id,
+            slot.seq,
+            ProcId(slot.proc_id),
+            args,
+            &mut self.reply,
+        );
         let call = CallId {
             client_id,
             seq: slot.seq,
         };
         match outcome {
-            Ok(_) => {
+            Ok(Deduped::Committed(_)) => {
                 let reply = ReplyTo::Remote {
                     conn,
                     seq: slot.seq,
                     status: ReplyStatus::Committed,
                     body: std::mem::take(&mut self.reply),
                     started,
+                    lsn_repeated: None,
                 };
                 self.commit_last(call, safety, reply);
+            }
+            Ok(Deduped::Duplicate { lsn }) => {
+                // The call committed before (a retry after a timeout or a failover). Its reply
+                // waits behind the latest commit under the call's rule, which then also holds
+                // for the earlier LSN the reply carries.
+                self.metrics.duplicates_answered.inc();
+                let reply = ReplyTo::Remote {
+                    conn,
+                    seq: slot.seq,
+                    status: ReplyStatus::Committed,
+                    body: std::mem::take(&mut self.reply),
+                    started,
+                    lsn_repeated: Some(lsn),
+                };
+                self.primary.defer(safety, reply);
             }
             Err(CallError::Proc(err)) => {
                 self.rollbacks += 1;
@@ -767,11 +794,15 @@ where
                     status: ReplyStatus::RolledBack,
                     body: err.to_string().into_bytes(),
                     started,
+                    lsn_repeated: None,
                 };
                 self.primary.defer(safety, reply);
             }
             Err(err @ CallError::UnknownProcedure(_)) => {
                 self.send_error(conn, ErrorCode::UnknownProcedure, &err.to_string());
+            }
+            Err(err @ (CallError::StaleSeq { .. } | CallError::DedupFull { .. })) => {
+                self.send_error(conn, ErrorCode::BadArgs, &err.to_string());
             }
             Err(err) => self.send_error(conn, ErrorCode::Internal, &err.to_string()),
         }
@@ -889,13 +920,15 @@ where
                     status,
                     body,
                     started,
+                    lsn_repeated,
                 } => {
                     let latency = now.duration_since(started);
                     self.metrics
                         .ack_latency_seconds
                         .observe(latency.as_secs_f64());
                     if let Some(out) = self.conns.get_mut(&conn) {
-                        encode_reply(&mut out.buf, seq, reply.lsn, status, &body);
+                        let lsn = lsn_repeated.unwrap_or(reply.lsn);
+                        encode_reply(&mut out.buf, seq, lsn, status, &body);
                         out.answered();
                     }
                 }

@@ -30,6 +30,74 @@ pub enum Command {
     /// Simulate a group deterministically from a seed (or a range of seeds), with faults,
     /// and run the checkers.
     Sim(SimArgs),
+    /// Start a local cluster on loopback (child processes, data under ./.tandem/) and keep it
+    /// running until Ctrl-C.
+    Up(UpArgs),
+    /// Show each node of the local cluster: role, view, LSN, lag and last heartbeat.
+    Status(StatusArgs),
+    /// Kill a node of the local cluster with SIGKILL, as a machine failure would.
+    Kill(KillArgs),
+    /// Start 3 nodes, run Debit-Credit through the client stub, kill the primary midway and
+    /// report the failover: gap, lost and duplicate commits, client errors, consistency.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Nodes in the cluster, 1 to 9 (the first three are the config store's voters).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub nodes: u32,
+    /// Database (segment) size in whole MiB.
+    #[arg(long = "db-mib", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub db_mib: u32,
+    /// The group's safety rule: 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied[:K].
+    #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
+    pub safety: tandem_replication::Safety,
+    /// Where the cluster keeps its files.
+    #[arg(long, default_value = ".tandem")]
+    pub dir: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The local cluster's directory.
+    #[arg(long, default_value = ".tandem")]
+    pub dir: std::path::PathBuf,
+    /// Print the nodes' status as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    /// The node id to kill.
+    #[arg(value_name = "NODE", value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub node: u32,
+    /// The local cluster's directory.
+    #[arg(long, default_value = ".tandem")]
+    pub dir: std::path::PathBuf,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct DemoArgs {
+    /// Client stubs, each with one call in flight.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub clients: u32,
+    /// Seconds of load; the primary is killed halfway.
+    #[arg(long, value_name = "S", default_value = "2", value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Database (segment) size in whole MiB.
+    #[arg(long = "db-mib", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub db_mib: u32,
+    /// Where the demo's cluster keeps its files.
+    #[arg(long, default_value = ".tandem/demo")]
+    pub dir: std::path::PathBuf,
+    /// Where the timeline chart goes: a .png or .svg path (default: DIR/timeline.png).
+    #[arg(long, value_name = "PATH")]
+    pub timeline: Option<std::path::PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -89,6 +157,30 @@ pub enum BenchCommand {
     /// Run a primary and its backups as separate processes on loopback: throughput, commit
     /// latency and bytes shipped, for standalone, passive and active backups.
     Replication(ReplicationArgs),
+    /// Kill the primary of a 3-node cluster under load, N times, and report each failover.
+    Failover(FailoverArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FailoverArgs {
+    /// Kills, each on a fresh cluster.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: u32,
+    /// Client stubs, each with one call in flight.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub clients: u32,
+    /// Seconds of load per run; the primary is killed halfway.
+    #[arg(long, value_name = "S", default_value = "1", value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Database (segment) size in whole MiB.
+    #[arg(long = "db-mib", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub db_mib: u32,
+    /// Where the clusters keep their files.
+    #[arg(long, default_value = ".tandem/bench-failover")]
+    pub dir: std::path::PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

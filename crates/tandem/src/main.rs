@@ -7,9 +7,11 @@
 
 mod bench;
 mod cli;
+mod demo;
+mod local;
 mod sim;
-#[allow(dead_code)]
 mod timeline;
+mod up;
 
 use std::process::ExitCode;
 
@@ -29,8 +31,15 @@ fn main() -> ExitCode {
         Command::Bench {
             command: BenchCommand::Replication(args),
         } => bench::replication::run(&args),
+        Command::Bench {
+            command: BenchCommand::Failover(args),
+        } => demo::bench_failover(&args),
         Command::Node(args) => node(&args),
         Command::Sim(args) => sim::run(&args),
+        Command::Up(args) => up::up(&args),
+        Command::Status(args) => up::status(&args),
+        Command::Kill(args) => up::kill(&args),
+        Command::Demo(args) => demo::demo(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

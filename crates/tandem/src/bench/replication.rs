@@ -336,7 +336,7 @@ fn scratch_dir() -> Result<PathBuf, String> {
 }
 
 /// A port nobody listens on right now (a child process will bind it).
-fn free_address() -> Result<SocketAddr, Failure> {
+pub(crate) fn free_address() -> Result<SocketAddr, Failure> {
     let listener = TcpListener::bind("127.0.0.1:0")
         .map_err(|err| Failure::Run(format!("cannot bind a loopback port: {err}")))?;
     listener
@@ -405,7 +405,7 @@ impl NodeProcess {
 }
 
 /// GET `path` from a node's HTTP endpoint and parse the JSON body.
-fn http_get_json(address: SocketAddr, path: &str) -> Result<Value, Failure> {
+pub(crate) fn http_get_json(address: SocketAddr, path: &str) -> Result<Value, Failure> {
     let fail = |what: String| Failure::Run(format!("GET http://{address}{path}: {what}"));
     let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))
         .map_err(|err| fail(err.to_string()))?;

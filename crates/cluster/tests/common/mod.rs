@@ -1,0 +1,534 @@
+//! A deterministic group of `Cluster` cores for the scenario tests.
+//!
+//! Each node is a `Cluster` with a `MemDurable`; the network is a FIFO queue of
+//! `(from, to, ClusterMessage)` delivered within the tick it was sent (replies included), so a
+//! run depends on nothing but the script. The test may crash, restart and partition nodes.
+//!
+//! The data plane is modelled the way the runtime drives the core (crates/runtime/src/cluster.rs):
+//! - before each tick, a backup calls `heard_from_primary` if its primary ships to it (alive,
+//!   connected, primary of its own view, listing the backup), and the primary calls
+//!   `heard_from_backup(n)` for each member `n` that acks it (alive, connected, following it);
+//! - a frozen backup neither hears nor acks the old primary;
+//! - on `ClusterEvent::Freeze` the backup calls `frozen(view, lsn_received)` with the LSN the
+//!   test set for it (unless the test stalls that node's freeze);
+//! - a restarted node has lost its memory: it holds no role (is neither heard nor acks) until a
+//!   view names it a spare.
+//!
+//! Checker (`check`, after every step, and on every `View` event): each node's views (per
+//! incarnation) only move forward; every node that applied view number v applied the same
+//! `View`; a promoted backup never holds more than the truncate LSN.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
+use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
+use tandem_replication::{NodeId, Safety};
+
+pub const GROUP: u32 = 1;
+pub const SUSPECT_TICKS: u64 = 5;
+pub const LEASE_TICKS: u64 = 3;
+pub const COLLECT_TICKS: u64 = 1;
+pub const ELECTION_TICKS: usize = 10;
+pub const RAFT_HEARTBEAT_TICKS: usize = 2;
+
+pub fn view(number: u64, primary: NodeId, backups: &[NodeId], spares: &[NodeId]) -> View {
+    View {
+        number,
+        primary,
+        backups: backups.to_vec(),
+        spares: spares.to_vec(),
+        truncate_lsn: None,
+    }
+}
+
+pub struct Node {
+    pub settings: ClusterSettings,
+    pub core: Option<Cluster>,
+    pub disk: MemDurable,
+    /// 0 for the first start, +1 per restart.
+    pub incarnation: u32,
+    /// What the data plane received: the LSN reported on a freeze.
+    pub lsn_received: u64,
+    /// Restarted: its memory is gone, it holds no role until it is made a spare.
+    pub lost_memory: bool,
+    /// The runtime is slow to freeze: `frozen` waits until `release_freeze`.
+    pub freeze_stalled: bool,
+    pending_freeze: Option<u64>,
+    /// Every `View` event, with the incarnation that applied it.
+    pub views: Vec<(u32, View)>,
+    /// Every `Freeze` event (the view frozen in).
+    pub freezes: Vec<u64>,
+    /// Every `Suspected` event: (peer, view).
+    pub suspected: Vec<(NodeId, u64)>,
+}
+
+impl Node {
+    pub fn core(&self) -> &Cluster {
+        self.core.as_ref().expect("node is up")
+    }
+
+    pub fn view(&self) -> &View {
+        self.core()
+            .view()
+            .expect("every node knows the initial view")
+    }
+}
+
+pub struct Harness {
+    pub nodes: BTreeMap<NodeId, Node>,
+    initial: ClusterMap,
+    queue: VecDeque<(NodeId, NodeId, ClusterMessage)>,
+    /// Links cut, as (lower id, higher id).
+    cut: BTreeSet<(NodeId, NodeId)>,
+    pub tick: u64,
+    /// View number → the view as first applied anywhere.
+    applied: BTreeMap<u64, View>,
+    ready: ClusterReady,
+}
+
+impl Harness {
+    /// Node 1 primary, 2 and 3 backups, all three voters.
+    pub fn three(safety: Safety) -> Harness {
+        Harness::new(&[1, 2, 3], &[1, 2, 3], view(1, 1, &[2, 3], &[]), safety)
+    }
+
+    /// `nodes` in the cluster map, `voters` voting in the config store, `first` the group's
+    /// view at start.
+    pub fn new(nodes: &[NodeId], voters: &[NodeId], first: View, safety: Safety) -> Harness {
+        let mut initial = ClusterMap::default();
+        for &id in nodes {
+            let address = format!("127.0.0.1:{}", 7000 + id);
+            initial.nodes.insert(id, NodeInfo { id, address });
+        }
+        initial.groups.insert(GROUP, first);
+        let mut harness = Harness {
+            nodes: BTreeMap::new(),
+            initial,
+            queue: VecDeque::new(),
+            cut: BTreeSet::new(),
+            tick: 0,
+            applied: BTreeMap::new(),
+            ready: ClusterReady::default(),
+        };
+        for &id in nodes {
+            let settings = ClusterSettings {
+                node: id,
+                group: GROUP,
+                voters: voters.to_vec(),
+                safety,
+                suspect_ticks: SUSPECT_TICKS,
+                lease_ticks: LEASE_TICKS,
+                collect_ticks: COLLECT_TICKS,
+                election_ticks: ELECTION_TICKS,
+                raft_heartbeat_ticks: RAFT_HEARTBEAT_TICKS,
+                jitter_seed: u64::from(id),
+            };
+            let core = Cluster::new(settings.clone(), harness.initial.clone(), None)
+                .expect("a fresh node starts");
+            let node = Node {
+                settings,
+                core: Some(core),
+                disk: MemDurable::new(),
+                incarnation: 0,
+                lsn_received: 0,
+                lost_memory: false,
+                freeze_stalled: false,
+                pending_freeze: None,
+                views: Vec::new(),
+                freezes: Vec::new(),
+                suspected: Vec::new(),
+            };
+            harness.nodes.insert(id, node);
+        }
+        for id in harness.live() {
+            harness.drive(id);
+        }
+        harness.check();
+        harness
+    }
+
+    // ---- inspection ----
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[&id]
+    }
+
+    pub fn core_mut(&mut self, id: NodeId) -> &mut Cluster {
+        self.nodes
+            .get_mut(&id)
+            .unwrap()
+            .core
+            .as_mut()
+            .expect("node is up")
+    }
+
+    /// The view node `id` knows now.
+    pub fn view_of(&self, id: NodeId) -> View {
+        self.node(id).view().clone()
+    }
+
+    pub fn alive(&self, id: NodeId) -> bool {
+        self.nodes[&id].core.is_some()
+    }
+
+    pub fn live(&self) -> Vec<NodeId> {
+        self.nodes
+            .keys()
+            .copied()
+            .filter(|&id| self.alive(id))
+            .collect()
+    }
+
+    pub fn connected(&self, a: NodeId, b: NodeId) -> bool {
+        a != b && self.alive(a) && self.alive(b) && !self.cut.contains(&(a.min(b), a.max(b)))
+    }
+
+    /// The config store leader every live node agrees on, if any.
+    pub fn leader(&self) -> Option<NodeId> {
+        let live = self.live();
+        let leader = self.node(live[0]).core().leader()?;
+        let agreed = live
+            .iter()
+            .all(|&id| self.node(id).core().leader() == Some(leader));
+        (agreed && self.alive(leader)).then_some(leader)
+    }
+
+    /// Every live node knows view `number` (or a later one).
+    pub fn all_live_at(&self, number: u64) -> bool {
+        self.live()
+            .iter()
+            .all(|&id| self.node(id).view().number >= number)
+    }
+
+    /// Every view number applied anywhere so far, with its view.
+    pub fn history(&self) -> &BTreeMap<u64, View> {
+        &self.applied
+    }
+
+    // ---- faults and inputs ----
+
+    pub fn set_lsn(&mut self, id: NodeId, lsn: u64) {
+        self.nodes.get_mut(&id).unwrap().lsn_received = lsn;
+    }
+
+    pub fn cut_link(&mut self, a: NodeId, b: NodeId) {
+        self.cut.insert((a.min(b), a.max(b)));
+    }
+
+    /// Cuts every link of `id`.
+    pub fn isolate(&mut self, id: NodeId) {
+        for other in self.nodes.keys().copied().collect::<Vec<_>>() {
+            if other != id {
+                self.cut_link(id, other);
+            }
+        }
+    }
+
+    pub fn heal(&mut self) {
+        self.cut.clear();
+    }
+
+    /// The node stops; its unsaved state and the messages addressed to it are lost.
+    pub fn crash(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        assert!(node.core.take().is_some(), "node {id} was up");
+        node.pending_freeze = None;
+        self.queue.retain(|&(_, to, _)| to != id);
+    }
+
+    /// The node starts again from its disk, with its memory (its records) gone.
+    pub fn restart(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let persisted = node.disk.load().expect("the image decodes");
+        let core = Cluster::new(node.settings.clone(), self.initial.clone(), persisted)
+            .expect("a node restarts from its disk");
+        assert!(node.core.replace(core).is_none(), "node {id} was down");
+        node.incarnation += 1;
+        node.lost_memory = true;
+        self.drive(id);
+        self.check();
+    }
+
+    pub fn stall_freeze(&mut self, id: NodeId) {
+        self.nodes.get_mut(&id).unwrap().freeze_stalled = true;
+    }
+
+    /// The runtime of `id` stopped accepting the old primary at last.
+    pub fn release_freeze(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        node.freeze_stalled = false;
+        if let Some(view) = node.pending_freeze.take() {
+            let lsn = node.lsn_received;
+            node.core.as_mut().expect("node is up").frozen(view, lsn);
+            self.drive(id);
+        }
+    }
+
+    /// The primary role of `primary` reports that spare `spare` caught up.
+    pub fn spare_caught_up(&mut self, primary: NodeId, spare: NodeId) {
+        self.core_mut(primary).spare_caught_up(spare);
+        self.drive(primary);
+        self.deliver();
+        self.check();
+    }
+
+    // ---- the loop ----
+
+    /// One tick: every live node observes its data plane, ticks and is driven; then every
+    /// message is delivered; then the checker runs.
+    pub fn step(&mut self) {
+        self.tick += 1;
+        for id in self.live() {
+            self.observe(id);
+            self.core_mut(id).tick();
+            self.drive(id);
+        }
+        self.deliver();
+        self.check();
+    }
+
+    pub fn run(&mut self, ticks: u64) {
+        for _ in 0..ticks {
+            self.step();
+        }
+    }
+
+    /// Steps until `done` holds; panics after `ticks_max`. Returns the ticks taken.
+    pub fn run_until(&mut self, ticks_max: u64, mut done: impl FnMut(&Harness) -> bool) -> u64 {
+        for taken in 0..=ticks_max {
+            if done(self) {
+                return taken;
+            }
+            self.step();
+        }
+        panic!(
+            "not reached within {ticks_max} ticks (tick {}): {}",
+            self.tick,
+            self.describe()
+        );
+    }
+
+    /// Runs until a config store leader is known to every node and is not the primary.
+    pub fn settle(&mut self) -> NodeId {
+        self.run_until(200, |h| {
+            h.leader()
+                .is_some_and(|leader| leader != h.view_of(leader).primary)
+        });
+        self.leader().unwrap()
+    }
+
+    /// Runs until every live node knows the same view and nothing changed for `quiet` ticks.
+    pub fn run_until_quiet(&mut self, ticks_max: u64, quiet: u64) -> View {
+        let mut last: Option<(View, u64)> = None;
+        for _ in 0..=ticks_max {
+            let live = self.live();
+            let first = self.view_of(live[0]);
+            if live.iter().all(|&id| self.view_of(id) == first) {
+                match &last {
+                    Some((seen, since)) if *seen == first => {
+                        if self.tick - since >= quiet {
+                            return first;
+                        }
+                    }
+                    _ => last = Some((first, self.tick)),
+                }
+            } else {
+                last = None;
+            }
+            self.step();
+        }
+        panic!(
+            "no quiet agreement within {ticks_max} ticks: {}",
+            self.describe()
+        );
+    }
+
+    pub fn describe(&self) -> String {
+        let mut out = format!("leader {:?}; cut {:?}", self.leader(), self.cut);
+        for (&id, node) in &self.nodes {
+            match &node.core {
+                None => out.push_str(&format!("\n  node {id}: down")),
+                Some(core) => out.push_str(&format!(
+                    "\n  node {id}: view {:?}, leader {:?}, frozen {}, freezes {:?}, \
+                     suspected {:?}",
+                    core.view(),
+                    core.leader(),
+                    core.is_frozen(),
+                    node.freezes,
+                    node.suspected
+                )),
+            }
+        }
+        out
+    }
+
+    /// Whether `primary` ships to member `member` and `member` takes it: both alive, connected,
+    /// both holding their memory, `primary` primary of its own view listing `member`, and
+    /// `member` following `primary` and not frozen.
+    fn streams(&self, primary: NodeId, member: NodeId) -> bool {
+        if !self.connected(primary, member) {
+            return false;
+        }
+        let (p, m) = (self.node(primary), self.node(member));
+        let (pv, mv) = (p.view(), m.view());
+        let lists = |v: &View| v.backups.contains(&member) || v.spares.contains(&member);
+        !p.lost_memory
+            && !m.lost_memory
+            && pv.primary == primary
+            && lists(pv)
+            && mv.primary == primary
+            && lists(mv)
+            && !m.core().is_frozen()
+    }
+
+    /// What the data plane of `id` saw since the last tick.
+    fn observe(&mut self, id: NodeId) {
+        let view = self.view_of(id);
+        if view.primary == id {
+            let heard: Vec<NodeId> = view
+                .backups
+                .iter()
+                .chain(&view.spares)
+                .copied()
+                .filter(|&member| self.streams(id, member))
+                .collect();
+            for member in heard {
+                self.core_mut(id).heard_from_backup(member);
+            }
+        } else if self.streams(view.primary, id) {
+            self.core_mut(id).heard_from_primary();
+        }
+    }
+
+    /// Takes the node's Ready until it is empty: queues the messages, acts on the events.
+    fn drive(&mut self, id: NodeId) {
+        loop {
+            let node = self.nodes.get_mut(&id).unwrap();
+            let Some(core) = node.core.as_mut() else {
+                return;
+            };
+            core.take_ready(&mut node.disk, &mut self.ready)
+                .expect("the disk works");
+            if self.ready.is_empty() {
+                return;
+            }
+            for (to, message) in self.ready.messages.drain(..) {
+                assert_ne!(to, id, "a node handles its own messages");
+                self.queue.push_back((id, to, message));
+            }
+            let events: Vec<ClusterEvent> = self.ready.events.drain(..).collect();
+            for event in events {
+                self.act(id, event);
+            }
+        }
+    }
+
+    fn act(&mut self, id: NodeId, event: ClusterEvent) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        match event {
+            ClusterEvent::Freeze { view } => {
+                node.freezes.push(view);
+                if node.lost_memory {
+                    // No backup role: nothing to freeze, nothing to report (as the runtime).
+                } else if node.freeze_stalled {
+                    node.pending_freeze = Some(view);
+                } else {
+                    let lsn = node.lsn_received;
+                    node.core.as_mut().unwrap().frozen(view, lsn);
+                }
+            }
+            ClusterEvent::Suspected { peer, view } => node.suspected.push((peer, view)),
+            ClusterEvent::View(view) => {
+                if node.lost_memory && view.spares.contains(&id) {
+                    // The runtime loads a fresh segment and catches up as a spare.
+                    node.lost_memory = false;
+                }
+                self.record_view(id, view);
+            }
+        }
+    }
+
+    fn record_view(&mut self, id: NodeId, view: View) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        if let Some((incarnation, last)) = node.views.last()
+            && *incarnation == node.incarnation
+        {
+            assert!(
+                view.number > last.number,
+                "node {id} applied view {} after view {}",
+                view.number,
+                last.number
+            );
+        }
+        match self.applied.get(&view.number) {
+            None => {
+                self.applied.insert(view.number, view.clone());
+            }
+            Some(first) => assert_eq!(
+                first, &view,
+                "node {id} applied a different view {}",
+                view.number
+            ),
+        }
+        if view.primary == id
+            && let Some(truncate) = view.truncate_lsn
+            && !node.lost_memory
+        {
+            // What the runtime asserts when it promotes a backup.
+            assert!(
+                node.lsn_received <= truncate,
+                "node {id} promoted holding LSN {} above the truncate LSN {truncate}",
+                node.lsn_received
+            );
+        }
+        node.views.push((node.incarnation, view));
+    }
+
+    fn deliver(&mut self) {
+        for _ in 0..100_000 {
+            let Some((from, to, message)) = self.queue.pop_front() else {
+                return;
+            };
+            if !self.connected(from, to) {
+                continue;
+            }
+            self.core_mut(to)
+                .step(from, message)
+                .expect("members' messages are accepted");
+            self.drive(to);
+        }
+        panic!("the network did not quiesce");
+    }
+
+    /// The invariants, checked after every step (views are also checked as they are applied).
+    pub fn check(&self) {
+        let mut primaries: BTreeMap<u64, NodeId> = BTreeMap::new();
+        for id in self.live() {
+            let node = self.node(id);
+            let current = node.view();
+            let (incarnation, last) = node.views.last().expect("the first view is an event");
+            assert_eq!(*incarnation, node.incarnation);
+            assert_eq!(last, current, "node {id}'s view is the last it applied");
+            assert_eq!(
+                self.applied.get(&current.number),
+                Some(current),
+                "node {id}'s view agrees with the history"
+            );
+            if current.primary == id
+                && let Some(other) = primaries.insert(current.number, id)
+            {
+                panic!(
+                    "nodes {other} and {id} are both primary of view {}",
+                    current.number
+                );
+            }
+        }
+    }
+
+    /// Records a view as if node `id` had applied it: lets a test show the checker's teeth.
+    pub fn plant_view(&mut self, id: NodeId, view: View) {
+        self.record_view(id, view);
+    }
+}

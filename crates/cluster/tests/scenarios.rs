@@ -1,0 +1,314 @@
+//! Scripted scenarios of the sans-I/O cluster core, driven by the deterministic harness of
+//! `common`: crashes, partitions, restarts and joins, with the view invariants checked after
+//! every tick (see `common/mod.rs`).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use tandem_cluster::rule;
+use tandem_config::View;
+use tandem_replication::{AckCount, NodeId, Safety};
+
+/// A failover bound: detection (`SUSPECT_TICKS`), one round of freeze and reports, one Raft
+/// commit. No election is needed: the config store leader is kept off the primary.
+const FAILOVER_TICKS_MAX: u64 = 4 * SUSPECT_TICKS;
+
+fn promoted(number: u64, primary: NodeId, backups: &[NodeId], truncate: u64) -> View {
+    View {
+        truncate_lsn: Some(truncate),
+        ..view(number, primary, backups, &[])
+    }
+}
+
+/// Three nodes settled, backups at the given LSNs, primary 1 crashed; returns the view every
+/// live node agrees on once the change is done, and the ticks it took.
+fn crash_primary(lsn2: u64, lsn3: u64) -> (Harness, View, u64) {
+    let mut h = Harness::three(Safety::DEFAULT);
+    h.settle();
+    h.set_lsn(2, lsn2);
+    h.set_lsn(3, lsn3);
+    h.crash(1);
+    let ticks = h.run_until(200, |h| h.all_live_at(2));
+    let new = h.view_of(2);
+    assert_eq!(h.view_of(3), new);
+    (h, new, ticks)
+}
+
+#[test]
+fn a_crashed_primary_is_replaced_by_the_backup_with_the_highest_lsn() {
+    let (mut h, new, ticks) = crash_primary(100, 90);
+    assert_eq!(new, promoted(2, 2, &[3], 100));
+    assert!(ticks <= FAILOVER_TICKS_MAX, "failover took {ticks} ticks");
+    for id in [2, 3] {
+        assert_eq!(
+            h.node(id).freezes,
+            vec![1],
+            "node {id} froze once, in view 1"
+        );
+        assert_eq!(
+            h.node(id).suspected,
+            vec![(1, 1)],
+            "node {id} suspected node 1"
+        );
+    }
+    // The new view holds: no more suspicions, no more changes.
+    h.run(200);
+    assert_eq!(h.view_of(2), new);
+    assert_eq!(h.history().len(), 2);
+    assert_ne!(
+        h.leader(),
+        Some(2),
+        "the config store leader left the new primary"
+    );
+}
+
+#[test]
+fn ties_go_to_the_lowest_id_and_the_highest_lsn_wins_whoever_holds_it() {
+    let (_, tie, _) = crash_primary(100, 100);
+    assert_eq!(tie, promoted(2, 2, &[3], 100));
+    let (_, higher3, _) = crash_primary(90, 100);
+    assert_eq!(higher3, promoted(2, 3, &[2], 100));
+}
+
+#[test]
+fn a_crashed_backup_is_removed_and_rejoins_as_a_spare_after_a_restart() {
+    let mut h = Harness::three(Safety::DEFAULT);
+    h.settle();
+    h.crash(3);
+    let ticks = h.run_until(200, |h| h.all_live_at(2));
+    assert_eq!(h.view_of(1), view(2, 1, &[2], &[]));
+    assert_eq!(h.node(1).suspected, vec![(3, 1)]);
+    assert!(
+        h.node(2).freezes.is_empty(),
+        "no freeze: the primary is fine"
+    );
+    assert!(ticks <= 200);
+    h.run(100);
+    assert_eq!(h.history().len(), 2, "the view holds");
+    // Back with its memory gone: it asks to join and is made a spare, not a backup.
+    h.restart(3);
+    h.run_until(200, |h| h.all_live_at(3));
+    assert_eq!(h.view_of(3), view(3, 1, &[2], &[3]));
+}
+
+/// Cuts the link between primary 1 and backup `cut`; the other backup still hears node 1.
+/// Whatever happens must be safe, and once the link heals the group agrees again.
+fn false_suspicion(cut: NodeId) -> (View, NodeId) {
+    let other = 5 - cut;
+    let mut h = Harness::three(Safety::DEFAULT);
+    let coordinator = h.settle();
+    h.set_lsn(cut, 100);
+    h.set_lsn(other, 100);
+    h.cut_link(1, cut);
+    h.run_until(200, |h| h.history().len() >= 2);
+    let first = h.history()[&2].clone();
+    let removed = view(2, 1, &[other], &[]);
+    let promotion = first.truncate_lsn == Some(100)
+        && first.primary != 1
+        && [cut, other].contains(&first.primary);
+    assert!(
+        first == removed || promotion,
+        "not a safe outcome: {first:?}"
+    );
+    // A coordinator that still hears the primary blames the link: it removes the backup.
+    if coordinator == other {
+        assert_eq!(first, removed);
+    }
+    h.run(100);
+    h.heal();
+    let last = h.run_until_quiet(500, 6 * SUSPECT_TICKS);
+    // After the heal the three agree on one view with one primary and nobody left out.
+    let mut members: Vec<NodeId> = last.members().collect();
+    members.sort_unstable();
+    assert_eq!(members, vec![1, 2, 3], "{last:?}");
+    (first, coordinator)
+}
+
+#[test]
+fn a_false_suspicion_ends_in_a_safe_view() {
+    // Settled with node 2 leading the config store (the harness is deterministic): cutting
+    // 1–2 makes the coordinator itself lose the primary, so it promotes; cutting 1–3 leaves
+    // the coordinator hearing the primary, so backup 3 is removed instead.
+    let (first, coordinator) = false_suspicion(2);
+    eprintln!("{first:?}");
+    assert_eq!(coordinator, 2);
+    assert_eq!(first, promoted(2, 2, &[], 100));
+    let (first, coordinator) = false_suspicion(3);
+    assert_eq!(coordinator, 2);
+    assert_eq!(first, view(2, 1, &[2], &[]));
+}
+
+#[test]
+fn an_old_primary_cut_off_learns_the_new_view_and_rejoins_as_a_spare() {
+    let mut h = Harness::three(Safety::DEFAULT);
+    h.settle();
+    h.set_lsn(2, 100);
+    h.set_lsn(3, 100);
+    h.isolate(1);
+    h.run_until(200, |h| {
+        h.view_of(2).number >= 2 && h.view_of(3).number >= 2
+    });
+    assert_eq!(h.view_of(2), promoted(2, 2, &[3], 100));
+    // Cut off, node 1 still believes it leads view 1; no backup acks it (they are frozen and
+    // then follow node 2), so a 2-safe primary releases nothing.
+    assert_eq!(h.view_of(1), view(1, 1, &[2, 3], &[]));
+    h.heal();
+    h.run_until(200, |h| h.view_of(1).number >= 2);
+    assert_ne!(h.view_of(1).primary, 1);
+    h.run_until(200, |h| h.all_live_at(3));
+    assert_eq!(h.view_of(1), view(3, 2, &[3], &[1]));
+}
+
+#[test]
+fn an_old_primary_restarted_learns_the_new_view_and_rejoins_as_a_spare() {
+    let mut h = Harness::three(Safety::DEFAULT);
+    h.settle();
+    h.set_lsn(2, 100);
+    h.set_lsn(3, 90);
+    h.crash(1);
+    h.run_until(200, |h| h.all_live_at(2));
+    h.restart(1);
+    // It restarts from its disk, which names it primary of view 1, and serves nothing.
+    assert_eq!(
+        h.node(1).views.last().unwrap(),
+        &(1, view(1, 1, &[2, 3], &[]))
+    );
+    h.run_until(200, |h| h.view_of(1).number >= 2);
+    assert_ne!(h.view_of(1).primary, 1);
+    h.run_until(200, |h| h.all_live_at(3));
+    assert_eq!(h.view_of(1), view(3, 2, &[3], &[1]));
+    // Its stale suspicions of view 1 changed nothing.
+    assert_eq!(h.history().len(), 3);
+}
+
+#[test]
+fn a_node_outside_the_view_joins_as_a_spare_then_becomes_a_backup() {
+    let mut h = Harness::new(
+        &[1, 2, 3, 4],
+        &[1, 2, 3],
+        view(1, 1, &[2, 3], &[]),
+        Safety::DEFAULT,
+    );
+    h.settle();
+    h.run_until(200, |h| h.all_live_at(2));
+    assert_eq!(h.view_of(4), view(2, 1, &[2, 3], &[4]));
+    // Only the primary's word counts: a backup claiming it caught up changes nothing.
+    h.spare_caught_up(2, 4);
+    h.run(3 * SUSPECT_TICKS);
+    assert_eq!(h.history().len(), 2);
+    h.spare_caught_up(1, 4);
+    h.run_until(50, |h| h.all_live_at(3));
+    assert_eq!(h.view_of(4), view(3, 1, &[2, 3, 4], &[]));
+    h.run(100);
+    assert_eq!(
+        h.history().len(),
+        3,
+        "the spare-turned-backup is heard: no removal"
+    );
+}
+
+#[test]
+fn the_config_store_leader_crashing_mid_change_delays_but_does_not_stop_a_failover() {
+    // Five voters, so that the primary and the leader may both fail.
+    let mut h = Harness::new(
+        &[1, 2, 3, 4, 5],
+        &[1, 2, 3, 4, 5],
+        view(1, 1, &[2, 3, 4, 5], &[]),
+        Safety::DEFAULT,
+    );
+    let leader = h.settle();
+    assert!(h.view_of(1).backups.contains(&leader));
+    let lsns = BTreeMap::from([(2, 100), (3, 110), (4, 120), (5, 105)]);
+    for (&id, &lsn) in &lsns {
+        h.set_lsn(id, lsn);
+    }
+    h.crash(1);
+    // The leader starts the change (it freezes itself first) and dies before proposing.
+    h.run_until(50, |h| h.node(leader).core().is_frozen());
+    assert_eq!(h.history().len(), 1);
+    h.crash(leader);
+    h.run_until(300, |h| h.all_live_at(2));
+    let new = h.view_of(h.live()[0]);
+    let new_leader = h.leader().expect("a new leader");
+    assert_ne!(new_leader, leader);
+    assert_eq!(new.number, 2);
+    assert!(![1, leader].contains(&new.primary), "{new:?}");
+    // The rule held over whatever reports the new coordinator collected.
+    let survivors: Vec<NodeId> = new.members().collect();
+    let best = survivors.iter().map(|id| lsns[id]).max().unwrap();
+    assert_eq!(new.truncate_lsn, Some(best));
+    assert_eq!(lsns[&new.primary], best);
+    eprintln!("{new:?} {}", h.describe());
+}
+
+/// Four nodes, primary 1 and backups 2, 3, 4, under `safety`; node 4's runtime is slow to
+/// freeze; primary 1 crashes. Returns the harness once 2 and 3 have reported.
+fn failover_with_a_slow_backup(safety: Safety) -> Harness {
+    let mut h = Harness::new(
+        &[1, 2, 3, 4],
+        &[1, 2, 3],
+        view(1, 1, &[2, 3, 4], &[]),
+        safety,
+    );
+    h.settle();
+    h.set_lsn(2, 100);
+    h.set_lsn(3, 90);
+    h.set_lsn(4, 120);
+    h.stall_freeze(4);
+    h.crash(1);
+    h
+}
+
+#[test]
+fn a_promotion_waits_for_n_minus_k_plus_one_reports() {
+    let k1 = Safety::TwoSafe(AckCount::Of(1));
+    assert_eq!(rule::reports_needed(3, k1), 3);
+    let mut h = failover_with_a_slow_backup(k1);
+    // 2 and 3 freeze and report; 4 froze in the core but its runtime has not confirmed.
+    h.run_until(50, |h| h.node(4).freezes == vec![1]);
+    h.run(200);
+    assert_eq!(
+        h.history().len(),
+        1,
+        "no promotion on 2 of the 3 reports needed"
+    );
+    // The third report: node 4, the only one that may hold the single acknowledged copy.
+    h.release_freeze(4);
+    h.run_until(50, |h| h.all_live_at(2));
+    assert_eq!(h.view_of(2), promoted(2, 4, &[2, 3], 120));
+
+    // The same script under the default rule (every backup acks) promotes without node 4:
+    // any one report holds every acknowledged record. This is what the wait above is for.
+    let mut h = failover_with_a_slow_backup(Safety::DEFAULT);
+    h.run_until(FAILOVER_TICKS_MAX, |h| h.all_live_at(2));
+    assert_eq!(h.view_of(2), promoted(2, 2, &[3], 100));
+}
+
+#[test]
+fn the_rule_depends_on_the_reports() {
+    let old = view(1, 1, &[2, 3], &[]);
+    let reports = BTreeMap::from([(2, 100), (3, 90)]);
+    let swapped = BTreeMap::from([(2, 90), (3, 100)]);
+    let a = rule::promote(&old, &reports, Safety::DEFAULT).unwrap();
+    let b = rule::promote(&old, &swapped, Safety::DEFAULT).unwrap();
+    assert_eq!(a, promoted(2, 2, &[3], 100));
+    assert_eq!(b, promoted(2, 3, &[2], 100));
+    assert_ne!(a.primary, b.primary);
+}
+
+#[test]
+#[should_panic(expected = "applied a different view 2")]
+fn the_checker_catches_two_different_views_with_one_number() {
+    let (mut h, new, _) = crash_primary(100, 90);
+    // Node 1 crashed in view 1, so the planted view moves forward for it, but it differs.
+    h.plant_view(1, View { primary: 3, ..new });
+}
+
+#[test]
+#[should_panic(expected = "applied view 1 after view 2")]
+fn the_checker_catches_a_view_going_backwards() {
+    let (mut h, _, _) = crash_primary(100, 90);
+    h.plant_view(3, view(1, 1, &[2, 3], &[]));
+}

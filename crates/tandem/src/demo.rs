@@ -1,0 +1,602 @@
+//! `tandem demo` and `tandem bench failover`: kill the primary of a 3-node cluster under a
+//! Debit-Credit load run through the client stub, and account for every call.
+//!
+//! How calls are accounted for exactly: client stub `c` of `C` owns the accounts `c + C·j`
+//! (nobody else writes them), and every call moves one unit into one of them. So an
+//! account's balance is the number of its calls that committed, and each reply (the account's
+//! new balance) must be one more than the replies that client saw for it before: a reply that
+//! skips a number shows a lost commit, one that repeats a number a duplicate. After the load,
+//! a call of zero units reads each account: acknowledged calls minus the balance found is the
+//! number of lost commits; a negative difference counts duplicates. A call that ends in a
+//! deadline error is a client-visible error; it is then resumed with its seq until it has a
+//! definite outcome, so the accounting stays exact.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+use tandem_client::{CallError, Client, ClientConfig, Outcome};
+use tandem_store::Rng;
+use tandem_store::workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
+
+use crate::Failure;
+use crate::bench::median;
+use crate::cli::{DemoArgs, FailoverArgs};
+use crate::local::{LocalCluster, Options};
+use crate::timeline::{self, Timeline};
+
+/// Accounts each client owns (fewer in a database too small for them all).
+const ACCOUNTS_PER_CLIENT: usize = 64;
+/// The width of a throughput bucket.
+const BUCKET_MS: u32 = 10;
+
+/// What one failover run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailoverRun {
+    /// From the last reply of the old primary to the first of the new, as the clients saw it.
+    pub gap_ms: Option<f64>,
+    /// From the kill to the first reply of the new primary.
+    pub kill_to_first_reply_ms: Option<f64>,
+    pub acknowledged: u64,
+    pub found: u64,
+    pub lost: u64,
+    pub duplicates: u64,
+    /// Replies whose balance did not follow the client's own count (a lost commit or a
+    /// duplicate seen as it happened).
+    pub reply_mismatches: u64,
+    pub client_errors: u64,
+    /// Calls sent more than once by the stub (retries across the failover).
+    pub calls_retried: u64,
+    /// The longest call, retries included, as its client waited for it.
+    pub call_ms_max: f64,
+    pub consistent: bool,
+    /// Every consistency finding; empty when consistent.
+    pub findings: Vec<String>,
+    pub false_suspicions: u64,
+    pub killed: u32,
+    pub new_primary: Option<u32>,
+    pub view_before: u64,
+    pub view_after: u64,
+    /// Replies per 10 ms bucket from the start of the load.
+    pub throughput_per_10ms: Vec<u64>,
+    pub kill_ms: f64,
+    /// The old primary's last reply and the new primary's first (ms from the load's start).
+    pub last_old_ms: Option<f64>,
+    pub first_new_ms: Option<f64>,
+}
+
+/// What `tandem demo` runs: the load, the kill and the accounting.
+struct Scenario {
+    clients: u32,
+    seconds: f64,
+    db_mib: usize,
+    dir: PathBuf,
+    quiet: bool,
+}
+
+/// `tandem demo`.
+pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
+    let scenario = Scenario {
+        clients: args.clients,
+        seconds: args.seconds,
+        db_mib: args.db_mib as usize,
+        dir: args.dir.clone(),
+        quiet: args.json,
+    };
+    let run = scenario.run()?;
+    let chart = args
+        .timeline
+        .clone()
+        .unwrap_or_else(|| args.dir.join("timeline.png"));
+    timeline::render(&timeline_of(&run), &chart).map_err(Failure::Usage)?;
+    if args.json {
+        let mut value = serde_json::to_value(&run).expect("serializable");
+        value["timeline"] = Value::String(chart.display().to_string());
+        println!("{value}");
+    } else {
+        print_report(&run, &chart);
+    }
+    verdict(&run)
+}
+
+/// `tandem bench failover --runs N`.
+pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
+    let mut runs = Vec::new();
+    for index in 0..args.runs {
+        let scenario = Scenario {
+            clients: args.clients,
+            seconds: args.seconds,
+            db_mib: args.db_mib as usize,
+            dir: args.dir.clone(),
+            quiet: true,
+        };
+        let run = scenario.run()?;
+        if !args.json {
+            eprintln!(
+                "run {}/{}: gap {} ms, lost {}, duplicates {}, client errors {}, consistent {}, \
+                 false suspicions {}",
+                index + 1,
+                args.runs,
+                run.gap_ms.map_or("-".into(), |gap| format!("{gap:.2}")),
+                run.lost,
+                run.duplicates,
+                run.client_errors,
+                run.consistent,
+                run.false_suspicions
+            );
+        }
+        runs.push(run);
+    }
+    let gaps: Vec<f64> = runs.iter().filter_map(|run| run.gap_ms).collect();
+    let gap_p50 = (!gaps.is_empty()).then(|| median(&gaps));
+    let gap_max = gaps.iter().copied().fold(None, |max: Option<f64>, gap| {
+        Some(max.map_or(gap, |max| max.max(gap)))
+    });
+    if args.json {
+        let runs: Vec<Value> = runs
+            .iter()
+            .map(|run| {
+                serde_json::json!({
+                    "gap_ms": run.gap_ms,
+                    "lost": run.lost,
+                    "duplicates": run.duplicates,
+                    "client_errors": run.client_errors,
+                    "consistent": run.consistent,
+                    "false_suspicions": run.false_suspicions,
+                    "kill_to_first_reply_ms": run.kill_to_first_reply_ms,
+                    "call_ms_max": run.call_ms_max,
+                    "acknowledged": run.acknowledged,
+                    "findings": run.findings,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"runs": runs, "gap_ms_p50": gap_p50, "gap_ms_max": gap_max})
+        );
+    } else {
+        println!(
+            "{} runs: failover gap p50 {} ms, max {} ms; lost {}, duplicates {}, client errors \
+             {}, inconsistent runs {}, false suspicions {}",
+            runs.len(),
+            gap_p50.map_or("-".into(), |gap| format!("{gap:.2}")),
+            gap_max.map_or("-".into(), |gap| format!("{gap:.2}")),
+            runs.iter().map(|run| run.lost).sum::<u64>(),
+            runs.iter().map(|run| run.duplicates).sum::<u64>(),
+            runs.iter().map(|run| run.client_errors).sum::<u64>(),
+            runs.iter().filter(|run| !run.consistent).count(),
+            runs.iter().map(|run| run.false_suspicions).sum::<u64>(),
+        );
+    }
+    for run in &runs {
+        verdict(run)?;
+    }
+    Ok(())
+}
+
+/// A run that lost or duplicated a commit, or ended inconsistent, fails the command.
+fn verdict(run: &FailoverRun) -> Result<(), Failure> {
+    if run.lost > 0 || run.duplicates > 0 || !run.consistent {
+        return Err(Failure::Run(format!(
+            "the failover broke a promise: lost {}, duplicates {}, findings: {}",
+            run.lost,
+            run.duplicates,
+            run.findings.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// One client stub's record of its calls.
+#[derive(Debug, Default)]
+struct ClientLog {
+    /// (ms since the load started, the node that answered).
+    replies: Vec<(f64, u32)>,
+    /// Committed calls per owned account.
+    acknowledged: BTreeMap<u32, u64>,
+    mismatches: u64,
+    errors: u64,
+    retried: u64,
+    call_ms_max: f64,
+    error_last: Option<String>,
+}
+
+impl Scenario {
+    fn say(&self, text: &str) {
+        if !self.quiet {
+            eprintln!("{text}");
+        }
+    }
+
+    fn run(&self) -> Result<FailoverRun, Failure> {
+        let layout = DebitCredit::new(self.db_mib << 20, &DebitCreditConfig::default())
+            .map_err(|err| Failure::Usage(format!("--db-mib {}: {err}", self.db_mib)))?;
+        let accounts = layout.accounts.count();
+        let tellers = layout.tellers.count();
+        let tellers_per_branch = DebitCreditConfig::default().tellers_per_branch;
+        if accounts < self.clients as usize {
+            return Err(Failure::Usage(format!(
+                "--db-mib {}: {accounts} accounts cannot give each of {} clients its own",
+                self.db_mib, self.clients
+            )));
+        }
+        self.say(&format!(
+            "starting 3 nodes under {} ({} MiB Debit-Credit each, 2-safe)",
+            self.dir.display(),
+            self.db_mib
+        ));
+        let mut cluster =
+            LocalCluster::start(&self.dir, &Options::new(3).with_db_mib(self.db_mib))?;
+        let settled = cluster.wait_settled(Duration::from_secs(120))?;
+        self.say(&format!(
+            "node {} is primary of view {}; {} clients start calling",
+            settled.primary, settled.view, self.clients
+        ));
+        let suspicions_start = suspicions(&cluster);
+        let stop = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        let mut workers = Vec::new();
+        for index in 0..self.clients {
+            let mut config = ClientConfig::new(cluster.addresses(), 0, u64::from(index) + 1);
+            config.deadline = Duration::from_secs(5);
+            let mut client = Client::new(config)
+                .map_err(|err| Failure::Run(format!("client {}: {err}", index + 1)))?;
+            let owned: Vec<u32> = (0..ACCOUNTS_PER_CLIENT)
+                .map(|j| index as usize + self.clients as usize * j)
+                .filter(|&account| account < accounts)
+                .map(|account| account as u32)
+                .collect();
+            let stop = Arc::clone(&stop);
+            let seed = u64::from(index) + 1;
+            workers.push(thread::spawn(move || {
+                let mut log = ClientLog::default();
+                let mut rng = Rng::new(seed);
+                let mut args = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let account = owned[rng.below(owned.len() as u64) as usize];
+                    let teller = rng.below(tellers as u64) as u32;
+                    let branch = teller / tellers_per_branch as u32;
+                    DebitCredit::encode_args(&mut args, account, teller, branch, 1);
+                    let call_started = Instant::now();
+                    let outcome = call_definitely(&mut client, &args, &mut log);
+                    let done = Instant::now();
+                    log.call_ms_max = log
+                        .call_ms_max
+                        .max(done.duration_since(call_started).as_secs_f64() * 1000.0);
+                    let Some(outcome) = outcome else { continue };
+                    if outcome.attempts > 1 {
+                        log.retried += 1;
+                    }
+                    log.replies.push((
+                        done.duration_since(started).as_secs_f64() * 1000.0,
+                        outcome.node,
+                    ));
+                    let count = log.acknowledged.entry(account).or_default();
+                    *count += 1;
+                    if balance_of(&outcome) != Some(*count) {
+                        log.mismatches += 1;
+                    }
+                }
+                (client, owned, log)
+            }));
+        }
+        let half = Duration::from_secs_f64(self.seconds / 2.0);
+        thread::sleep(half);
+        let suspicions_at_kill = suspicions(&cluster);
+        let kill_ms = started.elapsed().as_secs_f64() * 1000.0;
+        cluster.kill(settled.primary);
+        self.say(&format!(
+            "killed node {} (the primary) with SIGKILL at {kill_ms:.0} ms",
+            settled.primary
+        ));
+        thread::sleep(half);
+        stop.store(true, Ordering::Relaxed);
+        let mut finished = Vec::new();
+        for worker in workers {
+            finished.push(
+                worker
+                    .join()
+                    .map_err(|_| Failure::Run("a client panicked".into()))?,
+            );
+        }
+        self.say("load stopped; reading every account back through the stub");
+        let after = cluster.wait_settled(Duration::from_secs(30))?;
+        let mut acknowledged = 0;
+        let mut found = 0;
+        let mut lost = 0;
+        let mut duplicates = 0;
+        let mut logs = Vec::new();
+        for (mut client, owned, mut log) in finished {
+            for account in owned {
+                // Zero units: the reply is the balance, and nothing changes.
+                let mut args = Vec::new();
+                DebitCredit::encode_args(&mut args, account, 0, 0, 0);
+                let outcome = call_definitely(&mut client, &args, &mut log)
+                    .ok_or_else(|| Failure::Run(format!("account {account} cannot be read")))?;
+                let balance = balance_of(&outcome).unwrap_or(0);
+                let acked = log.acknowledged.get(&account).copied().unwrap_or(0);
+                acknowledged += acked;
+                found += balance;
+                lost += acked.saturating_sub(balance);
+                duplicates += balance.saturating_sub(acked);
+            }
+            logs.push(log);
+        }
+        let settled_end = cluster.wait_settled(Duration::from_secs(30))?;
+        let mut findings = check_replicas(&cluster, settled.primary);
+        let suspicions_end = suspicions(&cluster);
+        let false_suspicions = false_suspicions(
+            &suspicions_start,
+            &suspicions_at_kill,
+            &suspicions_end,
+            settled.primary,
+        );
+        let replies: Vec<(f64, u32)> = {
+            let mut all: Vec<(f64, u32)> = logs
+                .iter()
+                .flat_map(|log| log.replies.iter().copied())
+                .collect();
+            all.sort_by(|a, b| a.0.total_cmp(&b.0));
+            all
+        };
+        let last_old = replies
+            .iter()
+            .filter(|(_, node)| *node == settled.primary)
+            .map(|(t, _)| *t)
+            .fold(None, |max: Option<f64>, t| {
+                Some(max.map_or(t, |max| max.max(t)))
+            });
+        let first_new = replies
+            .iter()
+            .find(|(t, node)| *node != settled.primary && *t >= kill_ms)
+            .map(|(t, _)| *t);
+        let buckets = ((self.seconds * 1000.0) / f64::from(BUCKET_MS)).ceil() as usize + 1;
+        let mut throughput = vec![0u64; buckets];
+        for (t, _) in &replies {
+            let bucket = (*t / f64::from(BUCKET_MS)) as usize;
+            if let Some(count) = throughput.get_mut(bucket) {
+                *count += 1;
+            }
+        }
+        let reply_mismatches: u64 = logs.iter().map(|log| log.mismatches).sum();
+        if reply_mismatches > 0 {
+            findings.push(format!(
+                "{reply_mismatches} replies did not follow their account"
+            ));
+        }
+        if lost > 0 || duplicates > 0 {
+            findings.push(format!("lost {lost}, duplicates {duplicates}"));
+        }
+        if let Some(error) = logs.iter().find_map(|log| log.error_last.clone()) {
+            self.say(&format!("a client error: {error}"));
+        }
+        let run = FailoverRun {
+            gap_ms: last_old.zip(first_new).map(|(old, new)| new - old),
+            kill_to_first_reply_ms: first_new.map(|new| new - kill_ms),
+            acknowledged,
+            found,
+            lost,
+            duplicates,
+            reply_mismatches,
+            client_errors: logs.iter().map(|log| log.errors).sum(),
+            calls_retried: logs.iter().map(|log| log.retried).sum(),
+            call_ms_max: logs.iter().map(|log| log.call_ms_max).fold(0.0, f64::max),
+            consistent: findings.is_empty(),
+            findings,
+            false_suspicions,
+            killed: settled.primary,
+            new_primary: Some(after.primary),
+            view_before: settled.view,
+            view_after: settled_end.view,
+            throughput_per_10ms: throughput,
+            kill_ms,
+            last_old_ms: last_old,
+            first_new_ms: first_new,
+        };
+        Ok(run)
+    }
+}
+
+/// Calls until the outcome is definite: a deadline error counts as a client-visible error,
+/// and the same call (same seq) is resumed. `None` only if the call was refused.
+fn call_definitely(client: &mut Client, args: &[u8], log: &mut ClientLog) -> Option<Outcome> {
+    let mut result = client.call(DEBIT_CREDIT.0, args, None);
+    loop {
+        match result {
+            Ok(outcome) => return Some(outcome),
+            Err(CallError::Deadline { .. }) => {
+                log.errors += 1;
+                log.error_last = Some(format!("{}", result.as_ref().unwrap_err()));
+                result = client.resume()?;
+            }
+            Err(err) => {
+                log.errors += 1;
+                log.error_last = Some(err.to_string());
+                return None;
+            }
+        }
+    }
+}
+
+/// The account balance a Debit-Credit reply carries.
+fn balance_of(outcome: &Outcome) -> Option<u64> {
+    let bytes: [u8; 4] = outcome.body.get(..4)?.try_into().ok()?;
+    u64::try_from(i32::from_le_bytes(bytes)).ok()
+}
+
+/// Each live node's suspicions so far, by suspected peer.
+fn suspicions(cluster: &LocalCluster) -> BTreeMap<u32, BTreeMap<u32, u64>> {
+    let mut all = BTreeMap::new();
+    for node in &cluster.nodes {
+        let Ok(status) = node.status() else { continue };
+        let mut by_peer = BTreeMap::new();
+        if let Some(map) = status["cluster"]["suspected"].as_object() {
+            for (peer, count) in map {
+                if let (Ok(peer), Some(count)) = (peer.parse::<u32>(), count.as_u64()) {
+                    by_peer.insert(peer, count);
+                }
+            }
+        }
+        all.insert(node.entry.id, by_peer);
+    }
+    all
+}
+
+/// Suspicions of a node that was alive: every one before the kill, and after it every one
+/// of a node other than the killed one.
+fn false_suspicions(
+    start: &BTreeMap<u32, BTreeMap<u32, u64>>,
+    at_kill: &BTreeMap<u32, BTreeMap<u32, u64>>,
+    end: &BTreeMap<u32, BTreeMap<u32, u64>>,
+    killed: u32,
+) -> u64 {
+    let count = |map: &BTreeMap<u32, BTreeMap<u32, u64>>, node: u32, peer: u32| {
+        map.get(&node)
+            .and_then(|peers| peers.get(&peer))
+            .copied()
+            .unwrap_or(0)
+    };
+    let mut total = 0;
+    for (&node, peers) in at_kill {
+        for &peer in peers.keys() {
+            total += count(at_kill, node, peer).saturating_sub(count(start, node, peer));
+        }
+    }
+    for (&node, peers) in end {
+        for &peer in peers.keys().filter(|&&peer| peer != killed) {
+            total += count(end, node, peer).saturating_sub(count(at_kill, node, peer));
+        }
+    }
+    total
+}
+
+/// The survivors' checksums at the same LSN, and each one's consistency check.
+fn check_replicas(cluster: &LocalCluster, killed: u32) -> Vec<String> {
+    let mut findings = Vec::new();
+    let mut seen: Option<(u32, u64, u64)> = None;
+    for node in cluster.nodes.iter().filter(|node| node.entry.id != killed) {
+        let id = node.entry.id;
+        let report = match node.checksum() {
+            Ok(report) => report,
+            Err(_) => {
+                findings.push(format!("node {id} gave no checksum"));
+                continue;
+            }
+        };
+        let checksum = &report["report"]["checksum"];
+        if let Some(check) = checksum["check"].as_str() {
+            findings.push(format!("node {id}: {check}"));
+        }
+        let (Some(lsn), Some(crc)) = (checksum["lsn"].as_u64(), checksum["crc32c"].as_u64()) else {
+            findings.push(format!("node {id} gave no checksum"));
+            continue;
+        };
+        match seen {
+            None => seen = Some((id, lsn, crc)),
+            Some((first, lsn_first, crc_first)) => {
+                if lsn != lsn_first {
+                    findings.push(format!(
+                        "node {id} is at LSN {lsn}, node {first} at {lsn_first}"
+                    ));
+                } else if crc != crc_first {
+                    findings.push(format!("node {id} and node {first} differ at LSN {lsn}"));
+                }
+            }
+        }
+    }
+    findings
+}
+
+fn timeline_of(run: &FailoverRun) -> Timeline {
+    let mut notes = vec![
+        format!(
+            "failover gap {}",
+            run.gap_ms.map_or("-".into(), |gap| format!("{gap:.1} ms"))
+        ),
+        format!("acknowledged {}, lost {}", run.acknowledged, run.lost),
+        format!(
+            "duplicates {}, client errors {}",
+            run.duplicates, run.client_errors
+        ),
+    ];
+    notes.push(if run.consistent {
+        "replicas identical, checks hold".to_string()
+    } else {
+        format!("INCONSISTENT: {}", run.findings.join("; "))
+    });
+    Timeline {
+        title: format!(
+            "tandem demo: node {} killed, node {} took over (replies per {BUCKET_MS} ms)",
+            run.killed,
+            run.new_primary.map_or("?".into(), |node| node.to_string())
+        ),
+        bucket_ms: BUCKET_MS,
+        replies: run.throughput_per_10ms.clone(),
+        kill_ms: Some(run.kill_ms),
+        gap_ms: run.last_old_ms.zip(run.first_new_ms),
+        notes,
+    }
+}
+
+fn print_report(run: &FailoverRun, chart: &Path) {
+    let gap = run.gap_ms.map_or("-".into(), |gap| format!("{gap:.2} ms"));
+    println!(
+        "failover: node {} killed at {:.0} ms; node {} is primary of view {}",
+        run.killed,
+        run.kill_ms,
+        run.new_primary.map_or("?".into(), |node| node.to_string()),
+        run.view_after
+    );
+    println!("  failover gap (last reply of the old primary → first of the new): {gap}");
+    println!(
+        "  kill → first reply of the new primary: {}",
+        run.kill_to_first_reply_ms
+            .map_or("-".into(), |ms| format!("{ms:.2} ms"))
+    );
+    println!(
+        "  longest call as a client waited for it: {:.2} ms",
+        run.call_ms_max
+    );
+    println!();
+    println!("  throughput around the failure (replies per {BUCKET_MS} ms):");
+    let kill_bucket = (run.kill_ms / f64::from(BUCKET_MS)) as usize;
+    let first = kill_bucket.saturating_sub(5);
+    let last = (kill_bucket + 10).min(run.throughput_per_10ms.len().saturating_sub(1));
+    for bucket in first..=last {
+        let count = run.throughput_per_10ms[bucket];
+        let marker = if bucket == kill_bucket {
+            "  ← kill"
+        } else {
+            ""
+        };
+        println!(
+            "    {:>6} ms {:>6}  {}{marker}",
+            bucket as u32 * BUCKET_MS,
+            count,
+            "#".repeat((count / 20).min(60) as usize)
+        );
+    }
+    println!();
+    println!(
+        "  commits acknowledged {}, found afterwards {}",
+        run.acknowledged, run.found
+    );
+    println!("  lost {} (2-safe: must be 0)", run.lost);
+    println!("  duplicates {} (must be 0)", run.duplicates);
+    println!("  client-visible errors {} (must be 0)", run.client_errors);
+    println!("  calls retried across the failover {}", run.calls_retried);
+    println!("  false suspicions {}", run.false_suspicions);
+    if run.consistent {
+        println!(
+            "  consistency: replicas identical at the same LSN; Debit-Credit and dedup checks hold"
+        );
+    } else {
+        println!("  consistency: FAILED: {}", run.findings.join("; "));
+    }
+    println!("  timeline: {}", chart.display());
+}

@@ -1,0 +1,448 @@
+//! A local cluster on loopback: `tandem up`, `tandem status` and `tandem kill`, and the
+//! processes `tandem demo` and `tandem bench failover` run.
+//!
+//! Every node is a `tandem node` child process in cluster mode. Its configuration, log and
+//! config-store state live under the cluster's directory (`./.tandem/` by default):
+//!
+//! ```text
+//! .tandem/cluster.json        the nodes: id, addresses, pid, config and log paths
+//! .tandem/node1/node.toml     node 1's configuration
+//! .tandem/node1/node.log      what node 1 printed
+//! .tandem/node1/raft/         node 1's config-store state
+//! ```
+//!
+//! A child reads its stdin until end-of-file (`--exit-on-stdin-eof`), and this process holds
+//! the other end: however this process ends, Ctrl-C or a crash, its nodes end with it.
+
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tandem_replication::Safety;
+use tandem_runtime::config::{self, ClusterTable, NodeConfig, PeerConfig, Role};
+
+use crate::Failure;
+use crate::bench::replication::{free_address, http_get_json};
+
+/// The file that lists a running local cluster's nodes.
+pub const CLUSTER_FILE: &str = "cluster.json";
+
+/// How a local cluster is set up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub nodes: u32,
+    pub db_mib: usize,
+    pub safety: Safety,
+    /// Tick length and failure-detection timeouts (ticks).
+    pub tick_us: u64,
+    pub heartbeat_ticks: u64,
+    pub suspect_ticks: u64,
+}
+
+impl Options {
+    pub fn new(nodes: u32) -> Options {
+        let tuning = config::Tuning::default();
+        Options {
+            nodes,
+            db_mib: 50,
+            safety: Safety::DEFAULT,
+            tick_us: tuning.tick_us,
+            heartbeat_ticks: tuning.heartbeat_ticks,
+            suspect_ticks: tuning.suspect_ticks,
+        }
+    }
+}
+
+impl Options {
+    pub fn with_db_mib(mut self, db_mib: usize) -> Options {
+        self.db_mib = db_mib;
+        self
+    }
+}
+
+/// One node as `cluster.json` lists it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeEntry {
+    pub id: u32,
+    pub listen: SocketAddr,
+    pub status: SocketAddr,
+    pub pid: u32,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+/// `cluster.json`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ClusterFile {
+    pub nodes: Vec<NodeEntry>,
+}
+
+impl ClusterFile {
+    pub fn load(dir: &Path) -> Result<ClusterFile, Failure> {
+        let path = dir.join(CLUSTER_FILE);
+        let text = fs::read_to_string(&path).map_err(|err| {
+            Failure::Usage(format!(
+                "no local cluster in {} ({}: {err}); start one with `tandem up --nodes 3`",
+                dir.display(),
+                path.display()
+            ))
+        })?;
+        serde_json::from_str(&text)
+            .map_err(|err| Failure::Run(format!("{} is not a cluster file: {err}", path.display())))
+    }
+
+    fn save(&self, dir: &Path) -> Result<(), Failure> {
+        let path = dir.join(CLUSTER_FILE);
+        let text = serde_json::to_string_pretty(self).expect("serializable");
+        fs::write(&path, text)
+            .map_err(|err| Failure::Run(format!("cannot write {}: {err}", path.display())))
+    }
+}
+
+/// A node process of a local cluster.
+pub struct LocalNode {
+    pub entry: NodeEntry,
+    child: Option<Child>,
+    _stdin: Option<ChildStdin>,
+}
+
+impl LocalNode {
+    /// Whether the process still runs.
+    pub fn alive(&mut self) -> bool {
+        match &mut self.child {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// The node's `/status` JSON.
+    pub fn status(&self) -> Result<Value, Failure> {
+        http_get_json(self.entry.status, "/status")
+    }
+
+    /// The node's `/checksum` JSON (status, segment checksum and consistency check).
+    pub fn checksum(&self) -> Result<Value, Failure> {
+        http_get_json(self.entry.status, "/checksum")
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.entry.log).unwrap_or_default()
+    }
+}
+
+impl Drop for LocalNode {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A local cluster whose nodes are this process's children.
+pub struct LocalCluster {
+    pub dir: PathBuf,
+    pub nodes: Vec<LocalNode>,
+    exe: PathBuf,
+}
+
+impl LocalCluster {
+    /// Writes the configurations under `dir` (wiping what a previous cluster left there) and
+    /// starts every node. Node 1 is the first view's primary; the others are its backups.
+    pub fn start(dir: &Path, options: &Options) -> Result<LocalCluster, Failure> {
+        if options.nodes == 0 || options.nodes > 9 {
+            return Err(Failure::Usage(format!(
+                "--nodes {}: a local cluster has 1 to 9 nodes",
+                options.nodes
+            )));
+        }
+        refuse_if_running(dir)?;
+        for id in 1..=9 {
+            let node_dir = dir.join(format!("node{id}"));
+            if node_dir.exists() {
+                fs::remove_dir_all(&node_dir).map_err(|err| {
+                    Failure::Run(format!("cannot clear {}: {err}", node_dir.display()))
+                })?;
+            }
+        }
+        fs::create_dir_all(dir)
+            .map_err(|err| Failure::Run(format!("cannot create {}: {err}", dir.display())))?;
+        let exe = std::env::current_exe()
+            .map_err(|err| Failure::Run(format!("cannot find the tandem binary: {err}")))?;
+        let mut members = Vec::new();
+        for id in 1..=options.nodes {
+            members.push(PeerConfig {
+                node_id: id,
+                address: free_address()?,
+                role: if id == 1 { Role::Primary } else { Role::Backup },
+            });
+        }
+        let mut cluster = LocalCluster {
+            dir: dir.to_path_buf(),
+            nodes: Vec::new(),
+            exe,
+        };
+        for member in &members {
+            let config = node_config(dir, options, member, &members)?;
+            let node_dir = dir.join(format!("node{}", member.node_id));
+            fs::create_dir_all(&node_dir).map_err(|err| {
+                Failure::Run(format!("cannot create {}: {err}", node_dir.display()))
+            })?;
+            let path = node_dir.join("node.toml");
+            fs::write(&path, config.to_toml_string())
+                .map_err(|err| Failure::Run(format!("cannot write {}: {err}", path.display())))?;
+            let entry = NodeEntry {
+                id: member.node_id,
+                listen: member.address,
+                status: config.metrics_listen.expect("local nodes serve /status"),
+                pid: 0,
+                config: path,
+                log: node_dir.join("node.log"),
+            };
+            let node = cluster.spawn(entry)?;
+            cluster.nodes.push(node);
+        }
+        cluster.save()?;
+        Ok(cluster)
+    }
+
+    fn spawn(&self, mut entry: NodeEntry) -> Result<LocalNode, Failure> {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&entry.log)
+            .map_err(|err| Failure::Run(format!("cannot open {}: {err}", entry.log.display())))?;
+        let mut child = Command::new(&self.exe)
+            .arg("node")
+            .arg("--config")
+            .arg(&entry.config)
+            .arg("--exit-on-stdin-eof")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|err| Failure::Run(format!("cannot start node {}: {err}", entry.id)))?;
+        entry.pid = child.id();
+        let stdin = child.stdin.take();
+        Ok(LocalNode {
+            entry,
+            child: Some(child),
+            _stdin: stdin,
+        })
+    }
+
+    fn save(&self) -> Result<(), Failure> {
+        ClusterFile {
+            nodes: self.nodes.iter().map(|node| node.entry.clone()).collect(),
+        }
+        .save(&self.dir)
+    }
+
+    pub fn node(&self, id: u32) -> &LocalNode {
+        self.nodes
+            .iter()
+            .find(|node| node.entry.id == id)
+            .expect("a node of this cluster")
+    }
+
+    fn node_mut(&mut self, id: u32) -> &mut LocalNode {
+        self.nodes
+            .iter_mut()
+            .find(|node| node.entry.id == id)
+            .expect("a node of this cluster")
+    }
+
+    /// The client-facing addresses of every node.
+    pub fn addresses(&self) -> Vec<SocketAddr> {
+        self.nodes.iter().map(|node| node.entry.listen).collect()
+    }
+
+    /// SIGKILL: the node's memory is gone at once, as in a machine failure.
+    pub fn kill(&mut self, id: u32) {
+        let node = self.node_mut(id);
+        if let Some(mut child) = node.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP or SIGCONT: a stopped node is cut off (it neither sends nor answers) until it
+    /// is continued, as in a partition or a long pause.
+    pub fn pause(&mut self, id: u32, paused: bool) -> Result<(), Failure> {
+        let pid = self.node(id).entry.pid;
+        let signal = if paused {
+            nix::sys::signal::Signal::SIGSTOP
+        } else {
+            nix::sys::signal::Signal::SIGCONT
+        };
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
+            .map_err(|err| Failure::Run(format!("cannot signal node {id}: {err}")))
+    }
+
+    /// Starts a killed node again from its configuration and persisted config-store state.
+    pub fn restart(&mut self, id: u32) -> Result<(), Failure> {
+        self.kill(id);
+        let entry = self.node(id).entry.clone();
+        let node = self.spawn(entry)?;
+        *self.node_mut(id) = node;
+        self.save()
+    }
+
+    /// Waits until the cluster serves: one node is primary, and every other live node is a
+    /// backup of its view that has applied everything the primary committed.
+    pub fn wait_settled(&mut self, timeout: Duration) -> Result<Settled, Failure> {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::from("no node answered");
+        loop {
+            match self.settled() {
+                Ok(settled) => return Ok(settled),
+                Err(why) => last = why,
+            }
+            for node in &mut self.nodes {
+                if node.child.is_some() && !node.alive() {
+                    return Err(Failure::Run(format!(
+                        "node {} exited; its log:\n{}",
+                        node.entry.id,
+                        node.log()
+                    )));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(Failure::Run(format!(
+                    "the cluster did not settle within {timeout:?}: {last}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn settled(&self) -> Result<Settled, String> {
+        let mut statuses = Vec::new();
+        for node in self.nodes.iter().filter(|node| node.child.is_some()) {
+            let status = node
+                .status()
+                .map_err(|err| format!("node {}: {}", node.entry.id, failure_text(err)))?;
+            statuses.push((node.entry.id, status));
+        }
+        let primaries: Vec<&(u32, Value)> = statuses
+            .iter()
+            .filter(|(_, status)| status["cluster"]["role"] == "primary")
+            .collect();
+        let [(primary, primary_status)] = primaries.as_slice() else {
+            return Err(format!("{} nodes say they are primary", primaries.len()));
+        };
+        let view = primary_status["cluster"]["view"].as_u64().unwrap_or(0);
+        let lsn = primary_status["report"]["status"]["lsn"]
+            .as_u64()
+            .ok_or("the primary has no LSN yet")?;
+        for (id, status) in &statuses {
+            if id == primary {
+                continue;
+            }
+            let role = status["cluster"]["role"].as_str().unwrap_or("?");
+            if role != "backup" {
+                return Err(format!("node {id} is {role}"));
+            }
+            if status["cluster"]["view"].as_u64() != Some(view) {
+                return Err(format!("node {id} is not in view {view} yet"));
+            }
+            let applied = status["report"]["status"]["lsn_applied"]
+                .as_u64()
+                .unwrap_or(0);
+            if applied != lsn {
+                return Err(format!("node {id} applied {applied} of {lsn}"));
+            }
+        }
+        Ok(Settled {
+            primary: *primary,
+            view,
+            lsn,
+        })
+    }
+}
+
+/// A settled cluster's primary, view and LSN.
+#[derive(Clone, Copy, Debug)]
+pub struct Settled {
+    pub primary: u32,
+    pub view: u64,
+    pub lsn: u64,
+}
+
+fn failure_text(failure: Failure) -> String {
+    match failure {
+        Failure::Usage(text) | Failure::Run(text) => text,
+    }
+}
+
+/// A cluster directory whose `cluster.json` names a live process is in use.
+fn refuse_if_running(dir: &Path) -> Result<(), Failure> {
+    let Ok(file) = ClusterFile::load(dir) else {
+        return Ok(());
+    };
+    for node in &file.nodes {
+        let alive = node.pid != 0
+            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(node.pid as i32), None).is_ok()
+            && fs::read_to_string(format!("/proc/{}/cmdline", node.pid))
+                .is_ok_and(|cmdline| cmdline.contains("node"));
+        if alive {
+            return Err(Failure::Usage(format!(
+                "a local cluster already runs in {} (node {} is pid {}); stop it with Ctrl-C \
+                 in its terminal, or use another --dir",
+                dir.display(),
+                node.id,
+                node.pid
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Node `member`'s configuration in a cluster of `members`.
+fn node_config(
+    dir: &Path,
+    options: &Options,
+    member: &PeerConfig,
+    members: &[PeerConfig],
+) -> Result<NodeConfig, Failure> {
+    let mut config = NodeConfig::from_toml_str(config::EXAMPLE)
+        .map_err(|err| Failure::Run(format!("the example config: {err}")))?;
+    config.node_id = member.node_id;
+    config.listen = member.address;
+    config.role = member.role;
+    config.metrics_listen = Some(free_address()?);
+    config.peers = members
+        .iter()
+        .filter(|peer| peer.node_id != member.node_id)
+        .cloned()
+        .collect();
+    config.group.db_mib = options.db_mib;
+    config.group.safety = if members.len() == 1 {
+        Safety::OneSafe
+    } else {
+        options.safety
+    };
+    config.tuning.tick_us = options.tick_us;
+    config.tuning.heartbeat_ticks = options.heartbeat_ticks;
+    config.tuning.suspect_ticks = options.suspect_ticks;
+    let data_dir = dir
+        .join(format!("node{}", member.node_id))
+        .join("raft")
+        .canonicalize()
+        .unwrap_or_else(|_| {
+            std::env::current_dir()
+                .unwrap_or_default()
+                .join(dir)
+                .join(format!("node{}", member.node_id))
+                .join("raft")
+        });
+    config.cluster = Some(ClusterTable::new(data_dir));
+    config
+        .validate()
+        .map_err(|err| Failure::Usage(format!("node {}: {err}", member.node_id)))?;
+    Ok(config)
+}
