@@ -89,6 +89,10 @@ pub enum ClusterMessage {
         view: u64,
         node: NodeId,
     },
+    /// Primary → coordinator, every tick: the primary of `view` runs. A coordinator that
+    /// hears it does not replace the primary on a backup's suspicion (the fault is that
+    /// backup's link, and the primary has that backup removed instead).
+    Alive { group: GroupId, view: u64 },
 }
 
 /// What the runtime must act on.
@@ -166,6 +170,11 @@ pub struct Cluster {
     tick_membership_proposed: Option<(u64, u64)>,
     tick_join_sent: Option<u64>,
     tick_leader_transferred: Option<u64>,
+    /// Coordinator: the tick the primary of `view` last said it was alive.
+    tick_alive_primary: Option<u64>,
+    /// Whether the runtime runs the role the view gives this node. A node that restarted
+    /// without its memory holds no role: it suspects nobody and never says it is alive.
+    serving: bool,
     ready: ClusterReady,
 }
 
@@ -209,6 +218,8 @@ impl Cluster {
             tick_membership_proposed: None,
             tick_join_sent: None,
             tick_leader_transferred: None,
+            tick_alive_primary: None,
+            serving: true,
             ready: ClusterReady::default(),
         };
         cluster.learn_view();
@@ -281,6 +292,29 @@ impl Cluster {
         self.coordinate();
         self.keep_leader_off_primary();
         self.maybe_join();
+        self.maybe_alive();
+    }
+
+    /// The runtime says whether it runs the role the view gives this node (true until told
+    /// otherwise).
+    pub fn set_serving(&mut self, serving: bool) {
+        self.serving = serving;
+    }
+
+    /// The primary tells the coordinator it runs, every tick.
+    fn maybe_alive(&mut self) {
+        if !self.serving || self.role() != Role::Primary {
+            return;
+        }
+        let view = self.view.as_ref().expect("a primary has a view").number;
+        if self.config.leader() == Some(self.settings.node) {
+            return;
+        }
+        let alive = ClusterMessage::Alive {
+            group: self.settings.group,
+            view,
+        };
+        self.send_coordinator(alive);
     }
 
     /// A message from node `from`. Malformed Raft bytes are an error (counted by the caller),
@@ -306,6 +340,15 @@ impl Cluster {
             }
             ClusterMessage::CaughtUp { group, view, node } if group == self.settings.group => {
                 self.on_caught_up(from, view, node)
+            }
+            ClusterMessage::Alive { group, view }
+                if group == self.settings.group
+                    && self
+                        .view
+                        .as_ref()
+                        .is_some_and(|known| known.number == view && known.primary == from) =>
+            {
+                self.tick_alive_primary = Some(self.tick);
             }
             // Another group's business: this node serves one group.
             _ => {}
@@ -359,6 +402,7 @@ impl Cluster {
         self.collecting = None;
         self.tick_membership_proposed = None;
         self.tick_join_sent = None;
+        self.tick_alive_primary = None;
         self.view = Some(view.clone());
         self.ready.events.push(ClusterEvent::View(view));
     }
@@ -376,6 +420,9 @@ impl Cluster {
     /// The failure detector: silence of `suspect_ticks` makes a suspicion, repeated every
     /// `suspect_ticks` while it lasts.
     fn detect(&mut self) {
+        if !self.serving {
+            return;
+        }
         let Some(view) = self.view.clone() else {
             return;
         };
@@ -448,12 +495,27 @@ impl Cluster {
             // fault is the reporter's link: the primary will suspect that backup and have it
             // removed, which costs less than replacing the primary.
             // A coordinator that is the suspected primary is alive by definition.
+            let fresh = |tick: u64| self.tick - tick < self.settings.suspect_ticks / 2;
             let hears_primary = self.role() == Role::Primary
                 || (self.role() == Role::Backup
                     && self.frozen.is_none()
-                    && self.tick - self.tick_heard_primary < self.settings.suspect_ticks / 2);
+                    && fresh(self.tick_heard_primary))
+                || self.tick_alive_primary.is_some_and(fresh);
             if !hears_primary && view.backups.contains(&from) {
                 self.start_collecting(&view);
+                // A backup that still suspects while a change is collected has not reported:
+                // its Freeze may have been lost, so it is sent again.
+                let reported = self
+                    .collecting
+                    .as_ref()
+                    .is_some_and(|collecting| collecting.reports.contains_key(&from));
+                if !reported && from != self.settings.node {
+                    let freeze = ClusterMessage::Freeze {
+                        group: self.settings.group,
+                        view: view.number,
+                    };
+                    self.ready.messages.push((from, freeze));
+                }
             }
         } else if from == view.primary && view.backups.contains(&suspect) {
             if self.collecting.is_none() {

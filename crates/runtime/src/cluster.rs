@@ -41,6 +41,9 @@ use crate::workload::ServedWorkload;
 use crate::{Checksum, NodeStatus};
 use serde::Serialize;
 
+/// Most ticks replayed at once after the supervisor fell behind the clock.
+const TICKS_REPLAYED_MAX: u32 = 2;
+
 /// What this node currently is in its group.
 #[derive(Debug, Default)]
 enum Slot {
@@ -307,6 +310,13 @@ where
                 Err(RecvTimeoutError::Disconnected) => return,
             }
             let now = Instant::now();
+            // Ticks this thread missed while it was busy (loading a segment, changing role)
+            // or descheduled are skipped, not replayed: replayed at once they would make the
+            // failure detector accuse peers of a silence that was this node's own. Skipping
+            // only ever makes this node wait longer, which keeps its lease promise.
+            if now >= next_tick + tick * TICKS_REPLAYED_MAX {
+                next_tick = now;
+            }
             while now >= next_tick {
                 self.observe_backup_role();
                 self.core.tick();
@@ -473,6 +483,18 @@ where
         } else {
             self.step_down(slot, &view)
         };
+        // A role just started has heard nobody yet: its silence timers start now, not when
+        // the view was learned (starting a role may take a while: a segment's load).
+        match &next {
+            Slot::Backup(_) => self.core.heard_from_primary(),
+            Slot::Primary(_) => {
+                for &node in view.backups.iter().chain(&view.spares) {
+                    self.core.heard_from_backup(node);
+                }
+            }
+            Slot::Outside => {}
+        }
+        self.core.set_serving(!matches!(next, Slot::Outside));
         *self.slot.lock().expect("not poisoned") = next;
     }
 

@@ -126,7 +126,8 @@ pub struct ClusterTable {
     /// < `tuning.suspect_ticks` (default 3).
     #[serde(default = "default_lease_ticks")]
     pub lease_ticks: u64,
-    /// Ticks the coordinator waits for more reports once it has enough (default 1).
+    /// Ticks the coordinator waits for more reports once it has enough (default 4: more than
+    /// `lease_ticks`, so a backup that still heard the primary has time to report).
     #[serde(default = "default_collect_ticks")]
     pub collect_ticks: u64,
     /// Raft election timeout in ticks, ≥ 4 (default 50: every vote is fsynced first, and the
@@ -153,7 +154,7 @@ fn default_lease_ticks() -> u64 {
 }
 
 fn default_collect_ticks() -> u64 {
-    1
+    4
 }
 
 fn default_election_ticks() -> u64 {

@@ -128,6 +128,9 @@ pub enum ReplyTo {
     },
 }
 
+/// How often at most the executor tells the node it heard a backup.
+const OBSERVE_INTERVAL: Duration = Duration::from_micros(200);
+
 /// The in-process driver: the executor generates calls itself, with at most `clients` calls
 /// waiting for their replies at once (each virtual client issues its next call when its reply
 /// is released). What the benchmark reads, it reads from here.
@@ -379,6 +382,7 @@ where
         links,
         link_factory,
         observed,
+        observed_sent: BTreeMap::new(),
         conns: BTreeMap::new(),
         queue: VecDeque::new(),
         local,
@@ -475,6 +479,8 @@ struct Executor<W: ServedWorkload> {
     link_factory: LinkFactory,
     /// Where the node hears about backups (cluster mode), if anywhere.
     observed: Option<Sender<Observed>>,
+    /// When each backup's last sign of life was passed to `observed`.
+    observed_sent: BTreeMap<NodeId, Instant>,
     conns: BTreeMap<ConnId, ConnOut>,
     /// Calls received and not yet run, with the index of the next one in each batch.
     queue: VecDeque<(CallBatch, usize)>,
@@ -602,8 +608,18 @@ where
         match event {
             Inbound::Calls(batch) => self.queue.push_back((batch, 0)),
             Inbound::Peer { from, message } => {
+                // The node's failure detector needs a sign of life per tick, not every ack:
+                // one message per backup per OBSERVE_INTERVAL keeps its threads quiet.
                 if let Some(observed) = &self.observed {
-                    let _ = observed.send(Observed::Heard(from));
+                    let now = Instant::now();
+                    let due = self
+                        .observed_sent
+                        .get(&from)
+                        .is_none_or(|&sent| now.duration_since(sent) >= OBSERVE_INTERVAL);
+                    if due {
+                        self.observed_sent.insert(from, now);
+                        let _ = observed.send(Observed::Heard(from));
+                    }
                 }
                 self.primary.step(from, message);
             }
@@ -1073,29 +1089,35 @@ struct Link {
 
 impl Link {
     fn run(self, outbox: Receiver<Message>) {
+        // A failover makes members refuse a link for a moment (a backup switching to a new
+        // primary holds no role while it does): retry soon, then back off to 20 ms.
+        let mut pause = Duration::from_millis(1);
         loop {
-            let Ok(stream) = TcpStream::connect(self.address) else {
-                // Drop what cannot be sent: the backup's introduction on reconnect makes the
-                // primary ship again from where the backup stands.
-                loop {
-                    match outbox.try_recv() {
-                        Ok(_) => {}
-                        Err(mpsc::TryRecvError::Empty) => break,
-                        // The member left the view (or the executor stopped).
-                        Err(mpsc::TryRecvError::Disconnected) => return,
-                    }
-                }
-                thread::sleep(Duration::from_millis(20));
-                continue;
+            let result = match TcpStream::connect(self.address) {
+                Ok(stream) => self.serve(stream, &outbox),
+                Err(err) => Err(ConnError::Io(err)),
             };
-            match self.serve(stream, &outbox) {
+            match result {
                 Ok(()) => return,
                 Err(err) => {
-                    eprintln!(
-                        "link to backup {} ({}): {err}; reconnecting",
-                        self.node, self.address
-                    );
-                    thread::sleep(Duration::from_millis(20));
+                    // Drop what cannot be sent: the backup's introduction on reconnect makes
+                    // the primary ship again from where the backup stands.
+                    loop {
+                        match outbox.try_recv() {
+                            Ok(_) => {}
+                            Err(mpsc::TryRecvError::Empty) => break,
+                            // The member left the view (or the executor stopped).
+                            Err(mpsc::TryRecvError::Disconnected) => return,
+                        }
+                    }
+                    if pause >= Duration::from_millis(20) {
+                        eprintln!(
+                            "link to backup {} ({}): {err}; reconnecting",
+                            self.node, self.address
+                        );
+                    }
+                    thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(20));
                 }
             }
         }

@@ -29,7 +29,7 @@ use tandem_replication::{NodeId, Safety};
 pub const GROUP: u32 = 1;
 pub const SUSPECT_TICKS: u64 = 5;
 pub const LEASE_TICKS: u64 = 3;
-pub const COLLECT_TICKS: u64 = 1;
+pub const COLLECT_TICKS: u64 = 4;
 pub const ELECTION_TICKS: usize = 10;
 pub const RAFT_HEARTBEAT_TICKS: usize = 2;
 
@@ -247,6 +247,8 @@ impl Harness {
         assert!(node.core.replace(core).is_none(), "node {id} was down");
         node.incarnation += 1;
         node.lost_memory = true;
+        // As the runtime: a node without its memory runs no role.
+        node.core.as_mut().unwrap().set_serving(false);
         self.drive(id);
         self.check();
     }
@@ -444,6 +446,7 @@ impl Harness {
                 if node.lost_memory && view.spares.contains(&id) {
                     // The runtime loads a fresh segment and catches up as a spare.
                     node.lost_memory = false;
+                    node.core.as_mut().unwrap().set_serving(true);
                 }
                 self.record_view(id, view);
             }
