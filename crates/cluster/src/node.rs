@@ -40,6 +40,9 @@ use tandem_replication::{NodeId, Safety};
 
 use crate::rule;
 
+/// How many times the usual silence a peer not yet heard from in a view may stay silent.
+pub const FIRST_CONTACT_GRACE: u64 = 20;
+
 /// How a node's cluster core is set up. Times are in ticks.
 #[derive(Clone, Debug)]
 pub struct ClusterSettings {
@@ -172,6 +175,10 @@ pub struct Cluster {
     tick_leader_transferred: Option<u64>,
     /// Coordinator: the tick the primary of `view` last said it was alive.
     tick_alive_primary: Option<u64>,
+    /// Peers heard from in this view. Until a peer is first heard from, it is suspected only
+    /// after `FIRST_CONTACT_GRACE` times the usual silence: starting a role (loading a
+    /// segment, connecting) takes longer than a heartbeat.
+    contacted: std::collections::BTreeSet<NodeId>,
     /// Whether the runtime runs the role the view gives this node. A node that restarted
     /// without its memory holds no role: it suspects nobody and never says it is alive.
     serving: bool,
@@ -219,6 +226,7 @@ impl Cluster {
             tick_join_sent: None,
             tick_leader_transferred: None,
             tick_alive_primary: None,
+            contacted: std::collections::BTreeSet::new(),
             serving: true,
             ready: ClusterReady::default(),
         };
@@ -251,11 +259,23 @@ impl Cluster {
     /// The backup role heard from its primary (any message).
     pub fn heard_from_primary(&mut self) {
         self.tick_heard_primary = self.tick;
+        self.contacted
+            .insert(self.view.as_ref().map_or(0, |view| view.primary));
     }
 
     /// The primary role heard from member `node` (an ack).
     pub fn heard_from_backup(&mut self, node: NodeId) {
         self.tick_heard.insert(node, self.tick);
+        self.contacted.insert(node);
+    }
+
+    /// The runtime started the role the view gives this node: silence is counted from now,
+    /// and a peer not yet heard from in this view gets the first-contact grace.
+    pub fn role_started(&mut self) {
+        self.tick_heard_primary = self.tick;
+        for tick in self.tick_heard.values_mut() {
+            *tick = self.tick;
+        }
     }
 
     /// The runtime stopped accepting the primary of `view`; the backup holds every record up
@@ -403,6 +423,7 @@ impl Cluster {
         self.tick_membership_proposed = None;
         self.tick_join_sent = None;
         self.tick_alive_primary = None;
+        self.contacted.clear();
         self.view = Some(view.clone());
         self.ready.events.push(ClusterEvent::View(view));
     }
@@ -429,7 +450,7 @@ impl Cluster {
         let suspect_ticks = self.settings.suspect_ticks;
         let suspects: Vec<NodeId> = match self.role() {
             Role::Backup if self.frozen.is_none() => {
-                if self.tick - self.tick_heard_primary >= suspect_ticks {
+                if self.tick - self.tick_heard_primary >= self.silence_ticks(view.primary) {
                     vec![view.primary]
                 } else {
                     Vec::new()
@@ -439,8 +460,9 @@ impl Cluster {
                 .backups
                 .iter()
                 .copied()
-                .filter(|node| {
-                    self.tick - self.tick_heard.get(node).copied().unwrap_or(0) >= suspect_ticks
+                .filter(|&node| {
+                    self.tick - self.tick_heard.get(&node).copied().unwrap_or(0)
+                        >= self.silence_ticks(node)
                 })
                 .collect(),
             _ => Vec::new(),
@@ -466,6 +488,15 @@ impl Cluster {
                 suspect,
             };
             self.send_coordinator(message);
+        }
+    }
+
+    /// The silence after which `peer` is suspected.
+    fn silence_ticks(&self, peer: NodeId) -> u64 {
+        if self.contacted.contains(&peer) {
+            self.settings.suspect_ticks
+        } else {
+            self.settings.suspect_ticks * FIRST_CONTACT_GRACE
         }
     }
 

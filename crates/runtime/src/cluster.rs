@@ -485,14 +485,8 @@ where
         };
         // A role just started has heard nobody yet: its silence timers start now, not when
         // the view was learned (starting a role may take a while: a segment's load).
-        match &next {
-            Slot::Backup(_) => self.core.heard_from_primary(),
-            Slot::Primary(_) => {
-                for &node in view.backups.iter().chain(&view.spares) {
-                    self.core.heard_from_backup(node);
-                }
-            }
-            Slot::Outside => {}
+        if !matches!(next, Slot::Outside) {
+            self.core.role_started();
         }
         self.core.set_serving(!matches!(next, Slot::Outside));
         *self.slot.lock().expect("not poisoned") = next;

@@ -288,11 +288,12 @@ impl Scenario {
         let half = Duration::from_secs_f64(self.seconds / 2.0);
         thread::sleep(half);
         let suspicions_at_kill = suspicions(&cluster);
+        // The primary now, which a false suspicion may have moved since the cluster settled.
+        let killed = current_primary(&cluster).unwrap_or(settled.primary);
         let kill_ms = started.elapsed().as_secs_f64() * 1000.0;
-        cluster.kill(settled.primary);
+        cluster.kill(killed);
         self.say(&format!(
-            "killed node {} (the primary) with SIGKILL at {kill_ms:.0} ms",
-            settled.primary
+            "killed node {killed} (the primary) with SIGKILL at {kill_ms:.0} ms"
         ));
         thread::sleep(half);
         stop.store(true, Ordering::Relaxed);
@@ -328,13 +329,15 @@ impl Scenario {
             logs.push(log);
         }
         let settled_end = cluster.wait_settled(Duration::from_secs(30))?;
-        let mut findings = check_replicas(&cluster, settled.primary);
+        // Suspicions are counted before the checksums: a checksum pauses a node's executor
+        // for tens of milliseconds, long enough to be suspected.
         let suspicions_end = suspicions(&cluster);
+        let mut findings = check_replicas(&cluster, killed);
         let false_suspicions = false_suspicions(
             &suspicions_start,
             &suspicions_at_kill,
             &suspicions_end,
-            settled.primary,
+            killed,
         );
         let replies: Vec<(f64, u32)> = {
             let mut all: Vec<(f64, u32)> = logs
@@ -346,14 +349,14 @@ impl Scenario {
         };
         let last_old = replies
             .iter()
-            .filter(|(_, node)| *node == settled.primary)
+            .filter(|(_, node)| *node == killed)
             .map(|(t, _)| *t)
             .fold(None, |max: Option<f64>, t| {
                 Some(max.map_or(t, |max| max.max(t)))
             });
         let first_new = replies
             .iter()
-            .find(|(t, node)| *node != settled.primary && *t >= kill_ms)
+            .find(|(t, node)| *node != killed && *t >= kill_ms)
             .map(|(t, _)| *t);
         let buckets = ((self.seconds * 1000.0) / f64::from(BUCKET_MS)).ceil() as usize + 1;
         let mut throughput = vec![0u64; buckets];
@@ -389,7 +392,7 @@ impl Scenario {
             consistent: findings.is_empty(),
             findings,
             false_suspicions,
-            killed: settled.primary,
+            killed,
             new_primary: Some(after.primary),
             view_before: settled.view,
             view_after: settled_end.view,
@@ -427,6 +430,24 @@ fn call_definitely(client: &mut Client, args: &[u8], log: &mut ClientLog) -> Opt
 fn balance_of(outcome: &Outcome) -> Option<u64> {
     let bytes: [u8; 4] = outcome.body.get(..4)?.try_into().ok()?;
     u64::try_from(i32::from_le_bytes(bytes)).ok()
+}
+
+/// The node that says it is primary in the highest view.
+fn current_primary(cluster: &LocalCluster) -> Option<u32> {
+    cluster
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let status = node.status().ok()?;
+            (status["cluster"]["role"] == "primary").then(|| {
+                (
+                    status["cluster"]["view"].as_u64().unwrap_or(0),
+                    node.entry.id,
+                )
+            })
+        })
+        .max()
+        .map(|(_, id)| id)
 }
 
 /// Each live node's suspicions so far, by suspected peer.
@@ -479,7 +500,18 @@ fn false_suspicions(
 fn check_replicas(cluster: &LocalCluster, killed: u32) -> Vec<String> {
     let mut findings = Vec::new();
     let mut seen: Option<(u32, u64, u64)> = None;
-    for node in cluster.nodes.iter().filter(|node| node.entry.id != killed) {
+    // Backups first: a checksum stops a node's executor for tens of milliseconds, and a
+    // primary stopped that long may have a backup suspected and removed before it is read.
+    let mut survivors: Vec<_> = cluster
+        .nodes
+        .iter()
+        .filter(|node| node.entry.id != killed)
+        .collect();
+    survivors.sort_by_key(|node| {
+        node.status()
+            .is_ok_and(|status| status["cluster"]["role"] == "primary")
+    });
+    for node in survivors {
         let id = node.entry.id;
         let report = match node.checksum() {
             Ok(report) => report,

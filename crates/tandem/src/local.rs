@@ -242,13 +242,6 @@ impl LocalCluster {
         .save(&self.dir)
     }
 
-    pub fn node(&self, id: u32) -> &LocalNode {
-        self.nodes
-            .iter()
-            .find(|node| node.entry.id == id)
-            .expect("a node of this cluster")
-    }
-
     fn node_mut(&mut self, id: u32) -> &mut LocalNode {
         self.nodes
             .iter_mut()
@@ -270,38 +263,15 @@ impl LocalCluster {
         }
     }
 
-    /// SIGSTOP or SIGCONT: a stopped node is cut off (it neither sends nor answers) until it
-    /// is continued, as in a partition or a long pause.
-    pub fn pause(&mut self, id: u32, paused: bool) -> Result<(), Failure> {
-        let pid = self.node(id).entry.pid;
-        let signal = if paused {
-            nix::sys::signal::Signal::SIGSTOP
-        } else {
-            nix::sys::signal::Signal::SIGCONT
-        };
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
-            .map_err(|err| Failure::Run(format!("cannot signal node {id}: {err}")))
-    }
-
-    /// Starts a killed node again from its configuration and persisted config-store state.
-    pub fn restart(&mut self, id: u32) -> Result<(), Failure> {
-        self.kill(id);
-        let entry = self.node(id).entry.clone();
-        let node = self.spawn(entry)?;
-        *self.node_mut(id) = node;
-        self.save()
-    }
-
     /// Waits until the cluster serves: one node is primary, and every other live node is a
     /// backup of its view that has applied everything the primary committed.
     pub fn wait_settled(&mut self, timeout: Duration) -> Result<Settled, Failure> {
         let deadline = Instant::now() + timeout;
-        let mut last = String::from("no node answered");
         loop {
-            match self.settled() {
+            let last = match self.settled() {
                 Ok(settled) => return Ok(settled),
-                Err(why) => last = why,
-            }
+                Err(why) => why,
+            };
             for node in &mut self.nodes {
                 if node.child.is_some() && !node.alive() {
                     return Err(Failure::Run(format!(
