@@ -81,6 +81,15 @@ struct Scenario {
 
 /// `tandem demo`.
 pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
+    if let Some(path) = &args.timeline {
+        let extension = path.extension().and_then(|ext| ext.to_str());
+        if !matches!(extension, Some("png" | "svg")) {
+            return Err(Failure::Usage(format!(
+                "--timeline {}: the file name must end in .png or .svg",
+                path.display()
+            )));
+        }
+    }
     let scenario = Scenario {
         clients: args.clients,
         seconds: args.seconds,

@@ -1,0 +1,83 @@
+//! Failover end to end, with real processes: `tandem demo` starts three `tandem node`
+//! processes in cluster mode, runs Debit-Credit through the client stub, kills the primary
+//! with SIGKILL under load, and accounts for every call. These tests read its JSON report and
+//! check behaviour only (nothing lost, nothing duplicated, no client error, replicas
+//! identical and consistent, a new primary in a newer view); they never look at the gap's
+//! length, which is a benchmark's business (`tandem bench failover`).
+
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn demo(dir: &std::path::Path, extra: &[&str]) -> (std::process::ExitStatus, Value, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args([
+            "demo",
+            "--json",
+            "--db-mib",
+            "8",
+            "--clients",
+            "4",
+            "--seconds",
+            "1.5",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .expect("tandem runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let report = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    (output.status, report, stderr)
+}
+
+#[test]
+fn killing_the_primary_under_load_loses_and_duplicates_nothing() {
+    let dir = std::env::temp_dir().join(format!("tandem-failover-test-{}", std::process::id()));
+    let chart = dir.join("chart.svg");
+    let (status, report, stderr) = demo(&dir, &["--timeline", chart.to_str().unwrap()]);
+    assert!(status.success(), "tandem demo failed: {stderr}\n{report}");
+    assert_eq!(report["lost"], 0, "{report}");
+    assert_eq!(report["duplicates"], 0, "{report}");
+    assert_eq!(report["reply_mismatches"], 0, "{report}");
+    assert_eq!(report["client_errors"], 0, "{report}");
+    assert_eq!(report["consistent"], true, "{report}");
+    let acknowledged = report["acknowledged"].as_u64().unwrap();
+    assert!(acknowledged > 0, "{report}");
+    assert_eq!(report["found"].as_u64(), Some(acknowledged), "{report}");
+    // The old primary stopped answering and another node answered after the kill.
+    let killed = report["killed"].as_u64().unwrap();
+    assert_ne!(report["new_primary"].as_u64(), Some(killed), "{report}");
+    assert!(report["first_new_ms"].as_f64().unwrap() > report["kill_ms"].as_f64().unwrap());
+    assert!(
+        report["view_after"].as_u64() > report["view_before"].as_u64(),
+        "{report}"
+    );
+    let svg = std::fs::read_to_string(&chart).expect("the timeline was written");
+    assert!(svg.contains("<svg"), "an SVG chart");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_flags_are_refused_with_exit_code_2_before_anything_starts() {
+    let dir = std::env::temp_dir().join(format!("tandem-failover-bad-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(["demo", "--seconds", "0"])
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .expect("tandem runs");
+    assert_eq!(output.status.code(), Some(2));
+    let output = Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(["demo", "--timeline", "chart.jpg"])
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .expect("tandem runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(".png or .svg"), "{stderr}");
+    assert!(!dir.exists(), "nothing started");
+}
