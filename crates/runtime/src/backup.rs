@@ -257,15 +257,11 @@ impl BackupHandle {
     }
 
     pub fn status(&self) -> Option<NodeStatus> {
-        let (reply, answer) = mpsc::channel();
-        self.control.send(Control::Status(reply)).ok()?;
-        answer.recv_timeout(Duration::from_secs(5)).ok()
+        self.probe().status()
     }
 
     pub fn checksum(&self) -> Option<Checksum> {
-        let (reply, answer) = mpsc::channel();
-        self.control.send(Control::Checksum(reply)).ok()?;
-        answer.recv_timeout(Duration::from_secs(30)).ok()
+        self.probe().checksum()
     }
 }
 

@@ -217,20 +217,12 @@ impl PrimaryHandle {
 
     /// Asks the executor for its status.
     pub fn status(&self) -> Option<NodeStatus> {
-        let (reply, answer) = mpsc::channel();
-        self.inbound
-            .send(Inbound::Control(Control::Status(reply)))
-            .ok()?;
-        answer.recv_timeout(Duration::from_secs(5)).ok()
+        self.probe().status()
     }
 
     /// Asks the executor for its segment's checksum.
     pub fn checksum(&self) -> Option<Checksum> {
-        let (reply, answer) = mpsc::channel();
-        self.inbound
-            .send(Inbound::Control(Control::Checksum(reply)))
-            .ok()?;
-        answer.recv_timeout(Duration::from_secs(30)).ok()
+        self.probe().checksum()
     }
 
     /// Stops the executor after it checked the workload's consistency.
