@@ -92,6 +92,10 @@ pub struct DemoArgs {
     /// Where the demo's cluster keeps its files.
     #[arg(long, default_value = ".tandem/demo")]
     pub dir: std::path::PathBuf,
+    /// Ticks (1 ms each) of silence after which a node suspects a peer: 5 on loopback; more
+    /// on a machine too loaded to schedule a node every few milliseconds.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=10_000))]
+    pub suspect_ticks: u64,
     /// Where the timeline chart goes: a .png or .svg path (default: DIR/timeline.png).
     #[arg(long, value_name = "PATH")]
     pub timeline: Option<std::path::PathBuf>,

@@ -72,6 +72,7 @@ pub struct FailoverRun {
 
 /// What `tandem demo` runs: the load, the kill and the accounting.
 struct Scenario {
+    suspect_ticks: u64,
     clients: u32,
     seconds: f64,
     db_mib: usize,
@@ -91,6 +92,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
         }
     }
     let scenario = Scenario {
+        suspect_ticks: args.suspect_ticks,
         clients: args.clients,
         seconds: args.seconds,
         db_mib: args.db_mib as usize,
@@ -118,6 +120,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
     let mut runs = Vec::new();
     for index in 0..args.runs {
         let scenario = Scenario {
+            suspect_ticks: crate::local::Options::new(3).suspect_ticks,
             clients: args.clients,
             seconds: args.seconds,
             db_mib: args.db_mib as usize,
@@ -239,8 +242,9 @@ impl Scenario {
             self.dir.display(),
             self.db_mib
         ));
-        let mut cluster =
-            LocalCluster::start(&self.dir, &Options::new(3).with_db_mib(self.db_mib))?;
+        let mut options = Options::new(3).with_db_mib(self.db_mib);
+        options.suspect_ticks = self.suspect_ticks;
+        let mut cluster = LocalCluster::start(&self.dir, &options)?;
         let settled = cluster.wait_settled(Duration::from_secs(120))?;
         self.say(&format!(
             "node {} is primary of view {}; {} clients start calling",
