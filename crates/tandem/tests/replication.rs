@@ -24,6 +24,9 @@ const PROCESS_LIMIT: Duration = Duration::from_secs(300);
 
 /// Debit-Credit declares three 4-byte balances and a 16-byte history record per txn.
 const DEBIT_CREDIT_BYTES: f64 = 28.0;
+/// A network client's call also writes its dedup slot in the same txn: seq and LSN (8 bytes
+/// each), the reply's length (4) and the 4-byte reply.
+const DEDUP_SLOT_BYTES: f64 = 24.0;
 
 struct Ran {
     status: ExitStatus,
@@ -139,6 +142,11 @@ fn assert_total(run: &Value) {
 
 /// One Debit-Credit active run with `backups` backups.
 fn assert_active_debit_credit(run: &Value, backups: u64, safety: &str) {
+    let data = if run["driver"] == "network" {
+        DEBIT_CREDIT_BYTES + DEDUP_SLOT_BYTES
+    } else {
+        DEBIT_CREDIT_BYTES
+    };
     assert_eq!(
         (&run["mode"], &run["strategy"]),
         (&Value::from("active"), &Value::from("v3")),
@@ -147,7 +155,7 @@ fn assert_active_debit_credit(run: &Value, backups: u64, safety: &str) {
     assert_eq!(run["backups"], backups, "{run}");
     assert_eq!(run["safety"], safety, "{run}");
     assert_replicas_match(run);
-    assert_about(run, "data", DEBIT_CREDIT_BYTES);
+    assert_about(run, "data", data);
     assert_eq!(
         shipped(run, "undo"),
         0.0,
