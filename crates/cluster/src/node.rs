@@ -252,6 +252,11 @@ impl Cluster {
         self.config.leader()
     }
 
+    /// Ticks since the backup role last heard its primary.
+    pub fn ticks_since_heard_primary(&self) -> u64 {
+        self.tick - self.tick_heard_primary
+    }
+
     pub fn is_frozen(&self) -> bool {
         self.frozen.is_some()
     }

@@ -191,15 +191,15 @@ pub struct BackupProbe {
 
 impl BackupProbe {
     pub fn status(&self) -> Option<NodeStatus> {
-        let (reply, answer) = mpsc::channel();
-        self.control.send(Control::Status(reply)).ok()?;
-        answer.recv_timeout(Duration::from_secs(5)).ok()
+        crate::ask(Duration::from_secs(5), |reply| {
+            self.control.send(Control::Status(reply))
+        })
     }
 
     pub fn checksum(&self) -> Option<Checksum> {
-        let (reply, answer) = mpsc::channel();
-        self.control.send(Control::Checksum(reply)).ok()?;
-        answer.recv_timeout(Duration::from_secs(30)).ok()
+        crate::ask(Duration::from_secs(30), |reply| {
+            self.control.send(Control::Checksum(reply))
+        })
     }
 }
 

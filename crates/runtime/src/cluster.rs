@@ -67,8 +67,6 @@ pub struct ClusterInfo {
     /// A backup: how long since it last heard its primary.
     pub heard_primary_ms_ago: Option<f64>,
     pub uptime_ms: f64,
-    /// Peers this node suspected so far (some may have been false suspicions).
-    pub suspicions: u64,
     /// The same, by suspected peer: a benchmark that killed one node counts the rest as
     /// false suspicions.
     pub suspected: BTreeMap<NodeId, u64>,
@@ -209,8 +207,6 @@ where
         segment_spare: None,
         info,
         started: Instant::now(),
-        tick_heard_primary: 0,
-        ticks: 0,
     };
     if restarted {
         eprintln!(
@@ -284,9 +280,6 @@ struct Supervisor<W: ServedWorkload> {
     /// What `/status` says of the cluster, refreshed after every step.
     info: Arc<Mutex<ClusterInfo>>,
     started: Instant,
-    /// The tick the backup role last heard its primary, and the ticks so far.
-    tick_heard_primary: u64,
-    ticks: u64,
 }
 
 impl<W: ServedWorkload> Supervisor<W>
@@ -320,7 +313,6 @@ where
             while now >= next_tick {
                 self.observe_backup_role();
                 self.core.tick();
-                self.ticks += 1;
                 next_tick += tick;
             }
             self.drive();
@@ -345,9 +337,8 @@ where
         info.primary = self.core.view().map(|view| view.primary);
         info.leader = self.core.leader();
         info.heard_primary_ms_ago = (role == "backup" || role == "spare")
-            .then(|| (self.ticks - self.tick_heard_primary) as f64 * tick_us as f64 / 1000.0);
+            .then(|| self.core.ticks_since_heard_primary() as f64 * tick_us as f64 / 1000.0);
         info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
-        info.suspicions = self.metrics.suspicions.get();
     }
 
     fn handle(&mut self, message: ToSupervisor) {
@@ -380,7 +371,6 @@ where
             if frames != self.frames_heard {
                 self.frames_heard = frames;
                 drop(slot);
-                self.tick_heard_primary = self.ticks;
                 self.core.heard_from_primary();
             }
         }

@@ -162,6 +162,21 @@ fn default_election_ticks() -> u64 {
 }
 
 impl NodeConfig {
+    /// This configuration for `member` of a group of `members`: its id, address and role, and
+    /// every other member as a peer.
+    pub fn for_member(&self, member: &PeerConfig, members: &[PeerConfig]) -> NodeConfig {
+        let mut config = self.clone();
+        config.node_id = member.node_id;
+        config.listen = member.address;
+        config.role = member.role;
+        config.peers = members
+            .iter()
+            .filter(|peer| peer.node_id != member.node_id)
+            .cloned()
+            .collect();
+        config
+    }
+
     /// The config store's voters: as configured, or the three lowest node ids.
     pub fn voters(&self) -> Vec<NodeId> {
         if let Some(voters) = self.cluster.as_ref().and_then(|c| c.voters.clone()) {

@@ -19,6 +19,7 @@ pub mod workload;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
+use std::time::Duration;
 
 use serde::Serialize;
 use tandem_replication::NodeId;
@@ -33,6 +34,14 @@ pub enum Control {
     Status(Sender<NodeStatus>),
     Checksum(Sender<Checksum>),
     Stop,
+}
+
+/// Sends a question carrying a reply channel and waits up to `timeout` for the answer; `None`
+/// if the role has stopped or did not answer in time.
+fn ask<T, E>(timeout: Duration, send: impl FnOnce(Sender<T>) -> Result<(), E>) -> Option<T> {
+    let (reply, answer) = std::sync::mpsc::channel();
+    send(reply).ok()?;
+    answer.recv_timeout(timeout).ok()
 }
 
 /// What `/status` reports.

@@ -179,19 +179,16 @@ pub struct PrimaryProbe {
 
 impl PrimaryProbe {
     pub fn status(&self) -> Option<NodeStatus> {
-        let (reply, answer) = mpsc::channel();
-        self.inbound
-            .send(Inbound::Control(Control::Status(reply)))
-            .ok()?;
-        answer.recv_timeout(Duration::from_secs(5)).ok()
+        crate::ask(Duration::from_secs(5), |reply| {
+            self.inbound.send(Inbound::Control(Control::Status(reply)))
+        })
     }
 
     pub fn checksum(&self) -> Option<Checksum> {
-        let (reply, answer) = mpsc::channel();
-        self.inbound
-            .send(Inbound::Control(Control::Checksum(reply)))
-            .ok()?;
-        answer.recv_timeout(Duration::from_secs(30)).ok()
+        crate::ask(Duration::from_secs(30), |reply| {
+            self.inbound
+                .send(Inbound::Control(Control::Checksum(reply)))
+        })
     }
 }
 

@@ -319,7 +319,6 @@ impl Scenario {
             );
         }
         self.say("load stopped; reading every account back through the stub");
-        let after = cluster.wait_settled(Duration::from_secs(30))?;
         let mut acknowledged = 0;
         let mut found = 0;
         let mut lost = 0;
@@ -406,7 +405,7 @@ impl Scenario {
             findings,
             false_suspicions,
             killed,
-            new_primary: Some(after.primary),
+            new_primary: Some(settled_end.primary),
             view_before: settled.view,
             view_after: settled_end.view,
             throughput_per_10ms: throughput,

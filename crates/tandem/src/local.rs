@@ -160,6 +160,9 @@ impl LocalCluster {
                 options.nodes
             )));
         }
+        // Absolute, so that the nodes find their files whatever their working directory.
+        let dir = &std::path::absolute(dir)
+            .map_err(|err| Failure::Run(format!("{}: {err}", dir.display())))?;
         refuse_if_running(dir)?;
         for id in 1..=9 {
             let node_dir = dir.join(format!("node{id}"));
@@ -380,16 +383,9 @@ fn node_config(
     members: &[PeerConfig],
 ) -> Result<NodeConfig, Failure> {
     let mut config = NodeConfig::from_toml_str(config::EXAMPLE)
-        .map_err(|err| Failure::Run(format!("the example config: {err}")))?;
-    config.node_id = member.node_id;
-    config.listen = member.address;
-    config.role = member.role;
+        .map_err(|err| Failure::Run(format!("the example config: {err}")))?
+        .for_member(member, members);
     config.metrics_listen = Some(free_address()?);
-    config.peers = members
-        .iter()
-        .filter(|peer| peer.node_id != member.node_id)
-        .cloned()
-        .collect();
     config.group.db_mib = options.db_mib;
     config.group.safety = if members.len() == 1 {
         Safety::OneSafe
@@ -399,17 +395,7 @@ fn node_config(
     config.tuning.tick_us = options.tick_us;
     config.tuning.heartbeat_ticks = options.heartbeat_ticks;
     config.tuning.suspect_ticks = options.suspect_ticks;
-    let data_dir = dir
-        .join(format!("node{}", member.node_id))
-        .join("raft")
-        .canonicalize()
-        .unwrap_or_else(|_| {
-            std::env::current_dir()
-                .unwrap_or_default()
-                .join(dir)
-                .join(format!("node{}", member.node_id))
-                .join("raft")
-        });
+    let data_dir = dir.join(format!("node{}", member.node_id)).join("raft");
     config.cluster = Some(ClusterTable::new(data_dir));
     config
         .validate()

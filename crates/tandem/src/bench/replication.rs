@@ -499,16 +499,8 @@ impl Group {
             });
         }
         let config_for = |member: &PeerConfig| -> Result<NodeConfig, Failure> {
-            let mut config = base.clone();
-            config.node_id = member.node_id;
-            config.listen = member.address;
-            config.role = member.role;
+            let mut config = base.for_member(member, &members);
             config.metrics_listen = Some(free_address()?);
-            config.peers = members
-                .iter()
-                .filter(|peer| peer.node_id != member.node_id)
-                .cloned()
-                .collect();
             config
                 .validate()
                 .map_err(|err| Failure::Run(format!("bench config: {err}")))?;
