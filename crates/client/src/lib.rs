@@ -24,7 +24,7 @@
 //! or timed-out connect, or garbage move on to the next node, and so does a `Primary` whose
 //! view is older than a view some node already reported (a deposed primary that has not heard
 //! yet). After a round without a primary the stub pauses ([`ClientConfig::retry_backoff`],
-//! doubling up to 16 times it) and goes round again, until the call's deadline.
+//! doubling up to 4 times it: a failover takes milliseconds, and a long pause would add to it) and goes round again, until the call's deadline.
 //!
 //! **Retries.** On the primary's connection, per answer to a sent call:
 //!
@@ -39,7 +39,7 @@
 //! | `UnknownProcedure`, `BadArgs` | returns [`CallError::Refused`] |
 //!
 //! Pauses start at [`ClientConfig::retry_backoff`] and double while failures repeat within a
-//! call, up to 16 times it. Every wait is cut short at the call's deadline.
+//! call, up to 4 times it. Every wait is cut short at the call's deadline.
 //!
 //! **Reads.** Every read-only call goes to the primary for now. DESIGN.md's versioned reads
 //! (a read carries `min_lsn`; a backup serves it once its applied LSN reaches it) need a read
@@ -72,8 +72,9 @@ use tandem_wire::{ErrorFrame, Hello, PeerKind, encode_call, encode_hello};
 /// (type byte and 23-byte header included).
 pub const ARGS_LEN_MAX: usize = conn::MAX_FRAME_LEN - 1 - 23;
 
-/// The factor by which pauses may grow over [`ClientConfig::retry_backoff`].
-const BACKOFF_GROWTH_MAX: u32 = 16;
+/// The factor by which pauses may grow over [`ClientConfig::retry_backoff`]: a round of
+/// connects on loopback costs little next to a failover finished and not seen for 8 ms.
+const BACKOFF_GROWTH_MAX: u32 = 4;
 
 /// The largest number of doublings of the attempt timeout within one call.
 const ATTEMPT_DOUBLINGS_MAX: u32 = 16;

@@ -92,6 +92,10 @@ pub enum ClusterMessage {
         view: u64,
         node: NodeId,
     },
+    /// Leader → every other node: `view` is committed in the config store (the leader has
+    /// applied it). A node adopts it at once if it is newer than the view it knows; its own
+    /// config store applies the same view later.
+    Committed { group: GroupId, view: View },
     /// Primary → coordinator, every tick: the primary of `view` runs. A coordinator that
     /// hears it does not replace the primary on a backup's suspicion (the fault is that
     /// backup's link, and the primary has that backup removed instead).
@@ -175,6 +179,9 @@ pub struct Cluster {
     tick_leader_transferred: Option<u64>,
     /// Coordinator: the tick the primary of `view` last said it was alive.
     tick_alive_primary: Option<u64>,
+    /// Coordinator: the tick of a backup's suspicion of the primary that the coordinator has
+    /// not confirmed yet.
+    suspicion_pending: Option<u64>,
     /// Peers heard from in this view. Until a peer is first heard from, it is suspected only
     /// after `FIRST_CONTACT_GRACE` times the usual silence: starting a role (loading a
     /// segment, connecting) takes longer than a heartbeat.
@@ -226,6 +233,7 @@ impl Cluster {
             tick_join_sent: None,
             tick_leader_transferred: None,
             tick_alive_primary: None,
+            suspicion_pending: None,
             contacted: std::collections::BTreeSet::new(),
             serving: true,
             ready: ClusterReady::default(),
@@ -314,6 +322,7 @@ impl Cluster {
         self.config.tick();
         self.detect();
         self.maybe_report();
+        self.maybe_confirm_suspicion();
         self.coordinate();
         self.keep_leader_off_primary();
         self.maybe_join();
@@ -366,6 +375,15 @@ impl Cluster {
             ClusterMessage::CaughtUp { group, view, node } if group == self.settings.group => {
                 self.on_caught_up(from, view, node)
             }
+            ClusterMessage::Committed { group, view }
+                if group == self.settings.group
+                    && self
+                        .view
+                        .as_ref()
+                        .is_none_or(|known| known.number < view.number) =>
+            {
+                self.adopt(view)
+            }
             ClusterMessage::Alive { group, view }
                 if group == self.settings.group
                     && self
@@ -406,10 +424,34 @@ impl Cluster {
         let Some(view) = self.config.map().groups.get(&self.settings.group) else {
             return;
         };
-        if self.view.as_ref().is_some_and(|known| known == view) {
-            return;
-        }
         let view = view.clone();
+        if let Some(known) = &self.view {
+            if known.number == view.number {
+                assert_eq!(known, &view, "one view per view number");
+            }
+            // Equal, or older than a view the leader already announced: nothing new.
+            if known.number >= view.number {
+                return;
+            }
+        }
+        // The leader applies a view first: it tells every other node at once, so that the
+        // new primary need not wait for Raft to carry the commit index to it.
+        if self.config.is_leader() {
+            let announce = ClusterMessage::Committed {
+                group: self.settings.group,
+                view: view.clone(),
+            };
+            for &node in self.config.map().nodes.keys() {
+                if node != self.settings.node {
+                    self.ready.messages.push((node, announce.clone()));
+                }
+            }
+        }
+        self.adopt(view);
+    }
+
+    /// Takes `view` as the group's current view, newer than any known.
+    fn adopt(&mut self, view: View) {
         assert!(
             self.view
                 .as_ref()
@@ -428,6 +470,7 @@ impl Cluster {
         self.tick_membership_proposed = None;
         self.tick_join_sent = None;
         self.tick_alive_primary = None;
+        self.suspicion_pending = None;
         self.contacted.clear();
         self.view = Some(view.clone());
         self.ready.events.push(ClusterEvent::View(view));
@@ -530,15 +573,18 @@ impl Cluster {
             // A backup lost the primary. If this node is a backup that still hears it, the
             // fault is the reporter's link: the primary will suspect that backup and have it
             // removed, which costs less than replacing the primary.
-            // A coordinator that is the suspected primary is alive by definition.
-            let fresh = |tick: u64| self.tick - tick < self.settings.suspect_ticks / 2;
-            let hears_primary = self.role() == Role::Primary
-                || (self.role() == Role::Backup
-                    && self.frozen.is_none()
-                    && fresh(self.tick_heard_primary))
-                || self.tick_alive_primary.is_some_and(fresh);
-            if !hears_primary && view.backups.contains(&from) {
-                self.start_collecting(&view);
+            // A coordinator that is the suspected primary is alive by definition. Otherwise
+            // the suspicion waits (`suspicion_pending`) until the coordinator has itself
+            // heard nothing of the primary for `suspect_ticks`: a freeze cannot be undone,
+            // so one backup's word is not enough while the primary still says it is alive.
+            if !view.backups.contains(&from) {
+                return;
+            }
+            if self
+                .collecting
+                .as_ref()
+                .is_some_and(|c| c.view == view.number)
+            {
                 // A backup that still suspects while a change is collected has not reported:
                 // its Freeze may have been lost, so it is sent again.
                 let reported = self
@@ -552,7 +598,10 @@ impl Cluster {
                     };
                     self.ready.messages.push((from, freeze));
                 }
+                return;
             }
+            self.suspicion_pending = Some(self.tick);
+            self.maybe_confirm_suspicion();
         } else if from == view.primary && view.backups.contains(&suspect) {
             if self.collecting.is_none() {
                 let new = rule::remove_backup(&view, suspect).expect("checked: a backup");
@@ -568,6 +617,33 @@ impl Cluster {
                 self.propose_membership(&view, new);
             }
         }
+    }
+
+    /// Starts a view change for a backup's recent suspicion of the primary once the
+    /// coordinator hears nothing of the primary either: no frame (when it is a backup that
+    /// is not frozen) and no `Alive` for `suspect_ticks`.
+    fn maybe_confirm_suspicion(&mut self) {
+        let Some(tick_suspected) = self.suspicion_pending else {
+            return;
+        };
+        let suspect_ticks = self.settings.suspect_ticks;
+        if self.tick - tick_suspected > 2 * suspect_ticks || !self.config.is_leader() {
+            // Stale: the backups suspect again while the silence lasts.
+            self.suspicion_pending = None;
+            return;
+        }
+        let fresh = |tick: u64| self.tick - tick < suspect_ticks;
+        let hears_primary = self.role() == Role::Primary
+            || (self.role() == Role::Backup
+                && self.frozen.is_none()
+                && fresh(self.tick_heard_primary))
+            || self.tick_alive_primary.is_some_and(fresh);
+        if hears_primary {
+            return;
+        }
+        self.suspicion_pending = None;
+        let view = self.view.clone().expect("a suspicion is of a view");
+        self.start_collecting(&view);
     }
 
     fn start_collecting(&mut self, view: &View) {

@@ -41,6 +41,25 @@ use crate::workload::ServedWorkload;
 use crate::{Checksum, NodeStatus};
 use serde::Serialize;
 
+/// Prints a line to the node's log, stamped with the wall clock in seconds since the Unix
+/// epoch (microseconds), so that the logs of several nodes line up in a failover.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        eprintln!("{} {}", stamp(), format_args!($($arg)*))
+    };
+}
+
+fn stamp() -> String {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{}.{:06}",
+        since_epoch.as_secs(),
+        since_epoch.subsec_micros()
+    )
+}
+
 /// Most ticks replayed at once after the supervisor fell behind the clock.
 const TICKS_REPLAYED_MAX: u32 = 2;
 
@@ -209,7 +228,7 @@ where
         started: Instant::now(),
     };
     if restarted {
-        eprintln!(
+        say!(
             "node {}: restarted; its memory is gone, so it waits to rejoin as a spare",
             config.node_id
         );
@@ -346,7 +365,7 @@ where
             ToSupervisor::Cluster { from, message } => {
                 if let Err(err) = self.core.step(from, message) {
                     self.metrics.frames_rejected.inc();
-                    eprintln!(
+                    say!(
                         "node {}: a cluster message from node {from}: {err}",
                         self.node()
                     );
@@ -381,7 +400,7 @@ where
         loop {
             if let Err(err) = self.core.take_ready(&mut self.disk, &mut self.ready) {
                 // The config store cannot promise what it persisted: stop, never retry.
-                eprintln!(
+                say!(
                     "node {}: poisoned: the config store's state cannot be persisted ({err}); \
                      the node stops",
                     self.node()
@@ -435,7 +454,7 @@ where
                 if let Slot::Backup(handle) = &*slot {
                     let lsn = handle.freeze();
                     drop(slot);
-                    eprintln!(
+                    say!(
                         "node {}: frozen in view {view} at LSN {lsn}; reporting",
                         self.node()
                     );
@@ -451,7 +470,7 @@ where
                     .suspected
                     .entry(peer)
                     .or_default() += 1;
-                eprintln!("node {}: suspects node {peer} in view {view}", self.node());
+                say!("node {}: suspects node {peer} in view {view}", self.node());
             }
             ClusterEvent::View(view) => self.follow(view),
         }
@@ -460,9 +479,13 @@ where
     /// Brings the role in line with a committed view.
     fn follow(&mut self, view: View) {
         let me = self.node();
-        eprintln!(
+        say!(
             "node {me}: view {}: primary {}, backups {:?}, spares {:?}, truncate LSN {:?}",
-            view.number, view.primary, view.backups, view.spares, view.truncate_lsn
+            view.number,
+            view.primary,
+            view.backups,
+            view.spares,
+            view.truncate_lsn
         );
         let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
         let member = view.backups.contains(&me) || view.spares.contains(&me);
@@ -517,11 +540,11 @@ where
                 let handover = match handle.handover(lsn_received) {
                     Ok(handover) => handover,
                     Err(err) => {
-                        eprintln!("node {}: cannot take over: {err}", self.node());
+                        say!("node {}: cannot take over: {err}", self.node());
                         return Slot::Outside;
                     }
                 };
-                eprintln!(
+                say!(
                     "node {}: primary of view {} from LSN {lsn_received}",
                     self.node(),
                     view.number
@@ -533,7 +556,7 @@ where
                 match self.fresh_segment() {
                     Ok(segment) => self.start_primary(segment, Vec::new(), view),
                     Err(err) => {
-                        eprintln!("node {}: {err}", self.node());
+                        say!("node {}: {err}", self.node());
                         Slot::Outside
                     }
                 }
@@ -576,7 +599,7 @@ where
         ) {
             Ok(handle) => Slot::Primary(handle),
             Err(err) => {
-                eprintln!("node {}: cannot start the primary role: {err}", self.node());
+                say!("node {}: cannot start the primary role: {err}", self.node());
                 Slot::Outside
             }
         }
@@ -597,7 +620,7 @@ where
                 {
                     return self.start_backup(handover.segment, view);
                 }
-                eprintln!(
+                say!(
                     "node {}: discarded {} records above the truncate LSN {truncate}; \
                      reloading to catch up from the primary",
                     self.node(),
@@ -622,7 +645,7 @@ where
         match self.fresh_segment() {
             Ok(segment) => self.start_backup(segment, view),
             Err(err) => {
-                eprintln!("node {}: {err}", self.node());
+                say!("node {}: {err}", self.node());
                 Slot::Outside
             }
         }
@@ -640,7 +663,7 @@ where
         ) {
             Ok(handle) => Slot::Backup(handle),
             Err(err) => {
-                eprintln!("node {}: cannot start the backup role: {err}", self.node());
+                say!("node {}: cannot start the backup role: {err}", self.node());
                 Slot::Outside
             }
         }
@@ -673,7 +696,7 @@ where
         let lsn = status.map(|status| status.lsn)?;
         let truncate = view.truncate_lsn.unwrap_or(lsn);
         let discarded = lsn.saturating_sub(truncate);
-        eprintln!(
+        say!(
             "node {}: replaced by node {} in view {}; discarded {discarded} records above the \
              truncate LSN {truncate}",
             self.node(),

@@ -305,8 +305,13 @@ impl Scenario {
         let killed = current_primary(&cluster).unwrap_or(settled.primary);
         let kill_ms = started.elapsed().as_secs_f64() * 1000.0;
         cluster.kill(killed);
+        let killed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         self.say(&format!(
-            "killed node {killed} (the primary) with SIGKILL at {kill_ms:.0} ms"
+            "killed node {killed} (the primary) with SIGKILL at {kill_ms:.0} ms ({}.{:06})",
+            killed_at.as_secs(),
+            killed_at.subsec_micros()
         ));
         thread::sleep(half);
         stop.store(true, Ordering::Relaxed);
