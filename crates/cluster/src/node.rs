@@ -399,6 +399,25 @@ impl Cluster {
         Ok(())
     }
 
+    /// Hands over what the core queued since the last hand-over that depends on nothing to
+    /// persist: its own messages (a freeze, a report, an announced view) and events. Raft's
+    /// messages are never among them; they leave only through [`Cluster::take_ready`]. A
+    /// driver calls this first, so that a slow save does not delay a failover's steps.
+    pub fn take_early(&mut self, into: &mut ClusterReady) {
+        assert!(
+            into.is_empty(),
+            "the driver must act on and clear the previous Ready"
+        );
+        assert!(
+            self.ready
+                .messages
+                .iter()
+                .all(|(_, message)| !matches!(message, ClusterMessage::Raft(_))),
+            "Raft's messages wait for the save"
+        );
+        std::mem::swap(&mut self.ready, into);
+    }
+
     /// Persists the config store's state through `disk`, then hands over the outputs.
     pub fn take_ready(
         &mut self,

@@ -506,8 +506,17 @@ impl ConfigCore {
                 dirty = true;
             }
             if let Some(hard_state) = ready.hs() {
-                self.node.mut_store().hard_state = hard_state.clone();
-                dirty = true;
+                let store = self.node.mut_store();
+                // Term and vote must be durable before a message leaves. The commit index need
+                // not be (a restarted node learns it again, and re-applies the entries above
+                // the applied index it saved): a change of it alone costs no save, which
+                // keeps two fsyncs off every view change.
+                if hard_state.term != store.hard_state.term
+                    || hard_state.vote != store.hard_state.vote
+                {
+                    dirty = true;
+                }
+                store.hard_state = hard_state.clone();
             }
             // Read states answer read-index requests, which this store never makes.
             drop(ready.take_read_states());
@@ -520,10 +529,10 @@ impl ConfigCore {
             let mut light = self.node.advance_append(ready);
             let mut dirty = false;
             if let Some(commit) = light.commit_index() {
+                // Not saved on its own: see above.
                 let store = self.node.mut_store();
                 assert!(commit > store.hard_state.commit);
                 store.hard_state.commit = commit;
-                dirty = true;
             }
             messages.append(&mut light.take_messages());
             self.apply_entries(light.take_committed_entries(), out);

@@ -60,6 +60,14 @@ fn stamp() -> String {
     )
 }
 
+/// A cluster message in a few words, for `TANDEM_TRACE`.
+fn brief(message: &ClusterMessage) -> String {
+    match message {
+        ClusterMessage::Raft(bytes) => format!("raft ({} bytes)", bytes.len()),
+        other => format!("{other:?}"),
+    }
+}
+
 /// Most ticks replayed at once after the supervisor fell behind the clock.
 const TICKS_REPLAYED_MAX: u32 = 2;
 
@@ -226,6 +234,7 @@ where
         segment_spare: None,
         info,
         started: Instant::now(),
+        trace: std::env::var_os("TANDEM_TRACE").is_some(),
     };
     if restarted {
         say!(
@@ -299,6 +308,8 @@ struct Supervisor<W: ServedWorkload> {
     /// What `/status` says of the cluster, refreshed after every step.
     info: Arc<Mutex<ClusterInfo>>,
     started: Instant,
+    /// `TANDEM_TRACE` set: log every cluster message (but `Alive`) and every slow save.
+    trace: bool,
 }
 
 impl<W: ServedWorkload> Supervisor<W>
@@ -363,6 +374,13 @@ where
     fn handle(&mut self, message: ToSupervisor) {
         match message {
             ToSupervisor::Cluster { from, message } => {
+                if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
+                    say!(
+                        "node {}: trace: from {from}: {}",
+                        self.node(),
+                        brief(&message)
+                    );
+                }
                 if let Err(err) = self.core.step(from, message) {
                     self.metrics.frames_rejected.inc();
                     say!(
@@ -397,7 +415,12 @@ where
 
     /// Persists, sends, and acts on the core's outputs.
     fn drive(&mut self) {
+        // What needs no save first: a freeze, a report or an announced view must not wait
+        // for the config store's fsync.
+        self.core.take_early(&mut self.ready);
+        self.dispatch();
         loop {
+            let started = Instant::now();
             if let Err(err) = self.core.take_ready(&mut self.disk, &mut self.ready) {
                 // The config store cannot promise what it persisted: stop, never retry.
                 say!(
@@ -407,21 +430,36 @@ where
                 );
                 std::process::exit(70);
             }
+            if self.trace && started.elapsed() > Duration::from_micros(300) {
+                say!(
+                    "node {}: trace: the config store's step (saving its state) took {:?}",
+                    self.node(),
+                    started.elapsed()
+                );
+            }
             if self.ready.is_empty() {
                 return;
             }
-            let messages = std::mem::take(&mut self.ready.messages);
-            for (to, message) in messages {
-                self.send(to, &message);
-            }
-            let events = std::mem::take(&mut self.ready.events);
-            for event in events {
-                self.act(event);
-            }
+            self.dispatch();
+        }
+    }
+
+    /// Sends the taken messages, then acts on the taken events.
+    fn dispatch(&mut self) {
+        let messages = std::mem::take(&mut self.ready.messages);
+        for (to, message) in messages {
+            self.send(to, &message);
+        }
+        let events = std::mem::take(&mut self.ready.events);
+        for event in events {
+            self.act(event);
         }
     }
 
     fn send(&mut self, to: NodeId, message: &ClusterMessage) {
+        if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
+            say!("node {}: trace: to {to}: {}", self.node(), brief(message));
+        }
         let Ok(body) = postcard::to_allocvec(message) else {
             return;
         };
