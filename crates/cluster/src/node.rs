@@ -424,11 +424,32 @@ impl Cluster {
         disk: &mut impl Durable,
         into: &mut ClusterReady,
     ) -> std::io::Result<()> {
+        let mut early = Vec::new();
+        let result = self.take_ready_sending(disk, into, &mut |to, message| {
+            early.push((to, message));
+        });
+        early.append(&mut into.messages);
+        into.messages = early;
+        result
+    }
+
+    /// [`Cluster::take_ready`], but the Raft messages that need no save (a leader's appends
+    /// and heartbeats) go to `send_now` before the config store saves: a view change's
+    /// commit then waits for the leader's and a follower's fsync side by side, not in turn.
+    pub fn take_ready_sending(
+        &mut self,
+        disk: &mut impl Durable,
+        into: &mut ClusterReady,
+        send_now: &mut dyn FnMut(NodeId, ClusterMessage),
+    ) -> std::io::Result<()> {
         assert!(
             into.is_empty(),
             "the driver must act on and clear the previous Ready"
         );
-        self.config.ready(disk, &mut self.config_ready)?;
+        self.config
+            .ready_sending(disk, &mut self.config_ready, &mut |to, bytes| {
+                send_now(to, ClusterMessage::Raft(bytes))
+            })?;
         for (to, bytes) in self.config_ready.messages.drain(..) {
             self.ready.messages.push((to, ClusterMessage::Raft(bytes)));
         }

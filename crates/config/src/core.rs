@@ -105,6 +105,11 @@ pub enum Role {
 
 /// What [`ConfigCore::ready`] hands over.
 ///
+/// One exception to the order below: a leader's appends and heartbeats need no save (Raft
+/// lets a leader write its log in parallel with its followers; raft-rs counts the leader
+/// toward a commit only once it saved). [`ConfigCore::ready_sending`] hands them to its
+/// `send_now` before the save; `ready` puts them first in `messages`.
+///
 /// Ordering contract (raft-rs's `Ready` rules, which `ready` follows internally): persist,
 /// then send, then apply.
 /// 1. Persist. raft-rs splits a Ready's messages in two: `messages()`, which a leader may send
@@ -482,6 +487,23 @@ impl ConfigCore {
     /// order). A failed save poisons the core: the error is returned now and on every later
     /// call, and nothing of the unsaved state leaves the node.
     pub fn ready(&mut self, disk: &mut impl Durable, out: &mut ConfigReady) -> io::Result<()> {
+        let mut early = Vec::new();
+        let result = self.ready_sending(disk, out, &mut |to, bytes| early.push((to, bytes)));
+        early.append(&mut out.messages);
+        out.messages = early;
+        result
+    }
+
+    /// [`ConfigCore::ready`], but the messages raft-rs allows to leave before the save (a
+    /// leader's appends and heartbeats: Raft lets a leader write its log in parallel with
+    /// its followers, §10.2.1 of Ongaro's thesis) go to `send_now` before the save starts,
+    /// so the leader's fsync and its followers' overlap.
+    pub fn ready_sending(
+        &mut self,
+        disk: &mut impl Durable,
+        out: &mut ConfigReady,
+        send_now: &mut dyn FnMut(NodeId, Vec<u8>),
+    ) -> io::Result<()> {
         assert!(
             out.messages.is_empty(),
             "the driver must send and drain the previous messages"
@@ -494,7 +516,19 @@ impl ConfigCore {
         self.check_poisoned().map_err(io::Error::other)?;
         while self.node.has_ready() {
             let mut ready = self.node.ready();
-            let mut messages = ready.take_messages();
+            // A snapshot is of applied (so committed) state: it may leave before the save too.
+            let mut snapshots_to = Vec::new();
+            for message in ready.take_messages() {
+                if message.get_msg_type() == MessageType::MsgSnapshot {
+                    snapshots_to.push(message.to);
+                }
+                let to = raft_to_node(message.to);
+                let bytes = message
+                    .write_to_bytes()
+                    .expect("a raft message always encodes");
+                send_now(to, bytes);
+            }
+            let mut messages = Vec::new();
             let mut dirty = false;
             if !ready.snapshot().is_empty() {
                 self.install_snapshot(ready.snapshot(), out);
@@ -543,7 +577,6 @@ impl ConfigCore {
             self.node.advance_apply_to(self.applied);
             assert_eq!(self.node.raft.raft_log.applied, self.applied);
 
-            let mut snapshots_to = Vec::new();
             for message in messages {
                 let to = raft_to_node(message.to);
                 if message.get_msg_type() == MessageType::MsgSnapshot {

@@ -188,6 +188,7 @@ where
     };
     let core =
         Cluster::new(settings, initial, persisted).map_err(|err| format!("config store: {err}"))?;
+    let trace = std::env::var_os("TANDEM_TRACE").is_some();
     let (to_supervisor, inbox) = mpsc::channel();
     let slot = Arc::new(Mutex::new(Slot::Outside));
     let info = Arc::new(Mutex::new(ClusterInfo {
@@ -225,8 +226,13 @@ where
         core,
         disk,
         slot,
-        addresses,
-        outboxes: BTreeMap::new(),
+        outbox: Outbox {
+            node: config.node_id,
+            group: config.group.id,
+            addresses,
+            writers: BTreeMap::new(),
+            trace,
+        },
         to_supervisor,
         ready: ClusterReady::default(),
         frames_heard: 0,
@@ -234,7 +240,7 @@ where
         segment_spare: None,
         info,
         started: Instant::now(),
-        trace: std::env::var_os("TANDEM_TRACE").is_some(),
+        trace,
     };
     if restarted {
         say!(
@@ -294,9 +300,8 @@ struct Supervisor<W: ServedWorkload> {
     core: Cluster,
     disk: FileDurable,
     slot: Arc<Mutex<Slot>>,
-    addresses: BTreeMap<NodeId, SocketAddr>,
-    /// A writer thread per peer for cluster messages, started on first use.
-    outboxes: BTreeMap<NodeId, Sender<Vec<u8>>>,
+    /// Sends cluster messages to the other nodes (and knows their addresses).
+    outbox: Outbox,
     to_supervisor: Sender<ToSupervisor>,
     ready: ClusterReady,
     /// The backup role's frame count at the last tick.
@@ -421,7 +426,13 @@ where
         self.dispatch();
         loop {
             let started = Instant::now();
-            if let Err(err) = self.core.take_ready(&mut self.disk, &mut self.ready) {
+            let outbox = &mut self.outbox;
+            let sent = self.core.take_ready_sending(
+                &mut self.disk,
+                &mut self.ready,
+                &mut |to, message| outbox.send(to, &message),
+            );
+            if let Err(err) = sent {
                 // The config store cannot promise what it persisted: stop, never retry.
                 say!(
                     "node {}: poisoned: the config store's state cannot be persisted ({err}); \
@@ -448,40 +459,11 @@ where
     fn dispatch(&mut self) {
         let messages = std::mem::take(&mut self.ready.messages);
         for (to, message) in messages {
-            self.send(to, &message);
+            self.outbox.send(to, &message);
         }
         let events = std::mem::take(&mut self.ready.events);
         for event in events {
             self.act(event);
-        }
-    }
-
-    fn send(&mut self, to: NodeId, message: &ClusterMessage) {
-        if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
-            say!("node {}: trace: to {to}: {}", self.node(), brief(message));
-        }
-        let Ok(body) = postcard::to_allocvec(message) else {
-            return;
-        };
-        let mut frame = Vec::with_capacity(body.len() + 8);
-        encode_cluster(&mut frame, &body);
-        if !self.outboxes.contains_key(&to) {
-            let Some(&address) = self.addresses.get(&to) else {
-                return;
-            };
-            let (tx, rx) = mpsc::channel();
-            let hello = Hello::new(
-                PeerKind::Cluster,
-                u64::from(self.node()),
-                self.config.group.id,
-            );
-            let _ = thread::Builder::new()
-                .name(format!("cluster-{to}"))
-                .spawn(move || cluster_writer(address, hello, rx));
-            self.outboxes.insert(to, tx);
-        }
-        if let Some(outbox) = self.outboxes.get(&to) {
-            let _ = outbox.send(frame);
         }
     }
 
@@ -551,7 +533,12 @@ where
             spares: view.spares.clone(),
             addresses: members
                 .iter()
-                .filter_map(|node| self.addresses.get(node).map(|&address| (*node, address)))
+                .filter_map(|node| {
+                    self.outbox
+                        .addresses
+                        .get(node)
+                        .map(|&address| (*node, address))
+                })
                 .collect(),
         }
     }
@@ -754,6 +741,44 @@ where
 
 fn handle_follows(handle: &BackupHandle, primary: NodeId) -> bool {
     handle.gate().primary() == primary
+}
+
+/// The writer side of cluster messages: a thread per peer, started on first use.
+#[derive(Debug)]
+struct Outbox {
+    node: NodeId,
+    group: u32,
+    addresses: BTreeMap<NodeId, SocketAddr>,
+    writers: BTreeMap<NodeId, Sender<Vec<u8>>>,
+    /// `TANDEM_TRACE` set: log every message sent (but `Alive`).
+    trace: bool,
+}
+
+impl Outbox {
+    fn send(&mut self, to: NodeId, message: &ClusterMessage) {
+        if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
+            say!("node {}: trace: to {to}: {}", self.node, brief(message));
+        }
+        let Ok(body) = postcard::to_allocvec(message) else {
+            return;
+        };
+        let mut frame = Vec::with_capacity(body.len() + 8);
+        encode_cluster(&mut frame, &body);
+        if !self.writers.contains_key(&to) {
+            let Some(&address) = self.addresses.get(&to) else {
+                return;
+            };
+            let (tx, rx) = mpsc::channel();
+            let hello = Hello::new(PeerKind::Cluster, u64::from(self.node), self.group);
+            let _ = thread::Builder::new()
+                .name(format!("cluster-{to}"))
+                .spawn(move || cluster_writer(address, hello, rx));
+            self.writers.insert(to, tx);
+        }
+        if let Some(outbox) = self.writers.get(&to) {
+            let _ = outbox.send(frame);
+        }
+    }
 }
 
 /// Writes one peer's cluster frames, reconnecting as needed; frames that cannot be written
