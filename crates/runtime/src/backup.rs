@@ -283,7 +283,7 @@ where
         .find(|peer| peer.role == crate::config::Role::Primary)
         .map_or(0, |peer| peer.node_id);
     let gate = Gate::new(config.group.view, primary);
-    let handle = start_role(config, segment, workload, metrics, gate)?;
+    let handle = start_role(config, segment, workload, metrics, gate, Vec::new())?;
     let state = handle.state.clone();
     let to_applier = handle.to_applier.clone();
     thread::Builder::new()
@@ -311,10 +311,16 @@ pub fn start_role<W: ServedWorkload>(
     workload: W,
     metrics: Arc<Metrics>,
     gate: Gate,
+    tail: Vec<SealedBatch>,
 ) -> Result<BackupHandle, String>
 where
     W::Driver: Send,
 {
+    assert!(
+        tail.last()
+            .is_none_or(|last| last.lsn_last() == segment.lsn()),
+        "a backup's retained tail ends at its segment's LSN"
+    );
     let group = &config.group;
     let lsn_start = segment.lsn();
     metrics.lsn_received.set(lsn_start as i64);
@@ -364,7 +370,7 @@ where
     let applier_state = state.clone();
     let applier = thread::Builder::new()
         .name("applier".into())
-        .spawn(move || run_applier(replica, applier_rx, control_rx, applier_state))
+        .spawn(move || run_applier(replica, tail, applier_rx, control_rx, applier_state))
         .map_err(|err| format!("cannot start the applier: {err}"))?;
     Ok(BackupHandle {
         control,
@@ -594,8 +600,11 @@ fn receive_from(
     }
 }
 
+/// `tail_start`: the batches a backup that switched primaries kept (oldest first, ending at its
+/// segment's LSN), so that its retained tail stays whole across a view change.
 fn run_applier(
     mut replica: Replica,
+    tail_start: Vec<SealedBatch>,
     batches: Receiver<ToApplier>,
     control: Receiver<Control>,
     state: Shared,
@@ -605,6 +614,9 @@ fn run_applier(
     // like a primary's tail; the oldest leave first.
     let mut tail: VecDeque<SealedBatch> = VecDeque::new();
     let (mut tail_records, mut tail_bytes) = (0u64, 0usize);
+    for batch in tail_start {
+        keep(&mut tail, &mut tail_records, &mut tail_bytes, batch);
+    }
     loop {
         let first = match batches.recv_timeout(Duration::from_millis(10)) {
             Ok(first) => Some(first),

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
 use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
+use tandem_log::SealedBatch;
 use tandem_memory::Segment;
 use tandem_replication::NodeId;
 use tandem_wire::{
@@ -241,6 +242,7 @@ where
         info,
         started: Instant::now(),
         trace,
+        heard_since_role: std::collections::BTreeSet::new(),
     };
     if restarted {
         say!(
@@ -315,6 +317,8 @@ struct Supervisor<W: ServedWorkload> {
     started: Instant,
     /// `TANDEM_TRACE` set: log every cluster message (but `Alive`) and every slow save.
     trace: bool,
+    /// Backups the primary role heard from since it started (for `TANDEM_TRACE`).
+    heard_since_role: std::collections::BTreeSet<NodeId>,
 }
 
 impl<W: ServedWorkload> Supervisor<W>
@@ -394,7 +398,15 @@ where
                     );
                 }
             }
-            ToSupervisor::Observed(Observed::Heard(node)) => self.core.heard_from_backup(node),
+            ToSupervisor::Observed(Observed::Heard(node)) => {
+                if self.trace && self.heard_since_role.insert(node) {
+                    say!(
+                        "node {}: trace: first ack from node {node} in this role",
+                        self.node()
+                    );
+                }
+                self.core.heard_from_backup(node)
+            }
             ToSupervisor::Observed(Observed::SpareCaughtUp(node)) => {
                 self.core.spare_caught_up(node)
             }
@@ -522,6 +534,7 @@ where
             self.core.role_started();
         }
         self.core.set_serving(!matches!(next, Slot::Outside));
+        self.heard_since_role.clear();
         *self.slot.lock().expect("not poisoned") = next;
     }
 
@@ -592,12 +605,7 @@ where
         }
     }
 
-    fn start_primary(
-        &mut self,
-        segment: Segment,
-        batches: Vec<tandem_log::SealedBatch>,
-        view: &View,
-    ) -> Slot {
+    fn start_primary(&mut self, segment: Segment, batches: Vec<SealedBatch>, view: &View) -> Slot {
         let (observed, observed_rx) = mpsc::channel();
         let to_supervisor = self.to_supervisor.clone();
         let _ = thread::Builder::new()
@@ -643,7 +651,15 @@ where
                 if lsn_received <= truncate
                     && let Ok(handover) = handle.handover(lsn_received)
                 {
-                    return self.start_backup(handover.segment, view);
+                    let slot = self.start_backup(handover.segment, handover.batches, view);
+                    if self.trace {
+                        say!(
+                            "node {}: trace: follows node {} from LSN {lsn_received}",
+                            self.node(),
+                            view.primary
+                        );
+                    }
+                    return slot;
                 }
                 say!(
                     "node {}: discarded {} records above the truncate LSN {truncate}; \
@@ -668,7 +684,7 @@ where
 
     fn fresh_backup(&mut self, view: &View) -> Slot {
         match self.fresh_segment() {
-            Ok(segment) => self.start_backup(segment, view),
+            Ok(segment) => self.start_backup(segment, Vec::new(), view),
             Err(err) => {
                 say!("node {}: {err}", self.node());
                 Slot::Outside
@@ -676,7 +692,9 @@ where
         }
     }
 
-    fn start_backup(&mut self, segment: Segment, view: &View) -> Slot {
+    /// Starts the backup role on `segment`, keeping `tail` (the batches it applied before, if
+    /// it switched primaries) as the start of its retained tail.
+    fn start_backup(&mut self, segment: Segment, tail: Vec<SealedBatch>, view: &View) -> Slot {
         let gate = Gate::new(view.number, view.primary);
         self.frames_heard = 0;
         match backup::start_role(
@@ -685,6 +703,7 @@ where
             self.workload.clone(),
             Arc::clone(&self.metrics),
             gate,
+            tail,
         ) {
             Ok(handle) => Slot::Backup(handle),
             Err(err) => {

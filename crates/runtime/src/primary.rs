@@ -1079,8 +1079,10 @@ struct Link {
 impl Link {
     fn run(self, outbox: Receiver<Message>) {
         // A failover makes members refuse a link for a moment (a backup switching to a new
-        // primary holds no role while it does): retry soon, then back off to 20 ms.
-        let mut pause = Duration::from_millis(1);
+        // primary follows the old one until it learns the view): retry every 500 µs for the
+        // first 10 ms, which is what a failover takes, then back off to 20 ms.
+        let mut failures = 0u32;
+        let mut pause = Duration::from_micros(500);
         loop {
             let result = match TcpStream::connect(self.address) {
                 Ok(stream) => self.serve(stream, &outbox),
@@ -1106,7 +1108,10 @@ impl Link {
                         );
                     }
                     thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(20));
+                    failures += 1;
+                    if failures >= 20 {
+                        pause = (pause * 2).min(Duration::from_millis(20));
+                    }
                 }
             }
         }
