@@ -244,6 +244,12 @@ where
         trace,
         heard_since_role: std::collections::BTreeSet::new(),
     };
+    // The segment is loaded before the core ticks, so that the first view's roles start at
+    // once rather than each node being silent for its own load.
+    supervisor.segment_spare = Some(crate::workload::loaded_segment(
+        &supervisor.config.group,
+        &supervisor.workload,
+    )?);
     if restarted {
         say!(
             "node {}: restarted; its memory is gone, so it waits to rejoin as a spare",
