@@ -883,12 +883,22 @@ impl Cluster {
         {
             return;
         }
+        // While it suspects a backup, the primary keeps leading: a transfer stops proposals
+        // until it completes, and the view change that removes the backup must go through.
+        if !self.tick_suspected.is_empty() {
+            return;
+        }
         let view = self.view.as_ref().expect("a primary has a view");
-        let target = view
-            .backups
-            .iter()
-            .copied()
-            .find(|node| self.settings.voters.contains(node));
+        // Only to a backup heard from lately: a transfer to a dead node would stall the
+        // config store until the transfer times out, and again at every retry.
+        let target = view.backups.iter().copied().find(|node| {
+            self.settings.voters.contains(node)
+                && self.contacted.contains(node)
+                && self
+                    .tick_heard
+                    .get(node)
+                    .is_some_and(|&tick| self.tick - tick < self.settings.suspect_ticks)
+        });
         if let Some(target) = target {
             self.tick_leader_transferred = Some(self.tick);
             self.config.transfer_leader(target);

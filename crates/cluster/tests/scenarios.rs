@@ -93,6 +93,21 @@ fn a_crashed_backup_is_removed_and_rejoins_as_a_spare_after_a_restart() {
     assert_eq!(h.view_of(3), view(3, 1, &[2], &[3]));
 }
 
+/// The backup that leads the config store dies. The primary must win the election and remove
+/// it, never hand leadership back to the dead node (a transfer to it would stall the config
+/// store at every retry).
+#[test]
+fn a_crashed_backup_that_led_the_config_store_is_removed() {
+    let mut h = Harness::three(Safety::DEFAULT);
+    let leader = h.settle();
+    assert_ne!(leader, 1, "the leader is kept off the primary");
+    h.crash(leader);
+    let other = 5 - leader;
+    h.run_until(500, |h| h.all_live_at(2));
+    assert_eq!(h.view_of(1), view(2, 1, &[other], &[]));
+    assert_eq!(h.view_of(other), view(2, 1, &[other], &[]));
+}
+
 /// Cuts the link between primary 1 and backup `cut`; the other backup still hears node 1.
 /// Returns the first view change, the config store leader that made it, and the view the
 /// three agree on once the link healed.

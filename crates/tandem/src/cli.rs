@@ -92,6 +92,10 @@ pub struct DemoArgs {
     /// Where the demo's cluster keeps its files.
     #[arg(long, default_value = ".tandem/demo")]
     pub dir: std::path::PathBuf,
+    /// The failure injected halfway: kill-primary (SIGKILL), kill-backup, pause-primary
+    /// (SIGSTOP for 300 ms, then SIGCONT: a partitioned old primary) or restart-primary.
+    #[arg(long, default_value = "kill-primary", value_parser = crate::demo::Fault::parse)]
+    pub fault: crate::demo::Fault,
     /// Ticks (1 ms each) of silence after which a node suspects a peer: 5 on loopback; more
     /// on a machine too loaded to schedule a node every few milliseconds.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=10_000))]

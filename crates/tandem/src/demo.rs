@@ -58,7 +58,13 @@ pub struct FailoverRun {
     /// Every consistency finding; empty when consistent.
     pub findings: Vec<String>,
     pub false_suspicions: u64,
+    pub fault: Fault,
+    /// The node the fault hit.
     pub killed: u32,
+    /// Replies from the faulty old primary after the new primary's first: must be 0.
+    pub stale_replies: u64,
+    /// The longest time without any reply after the fault (a killed backup's stall).
+    pub stall_ms: Option<f64>,
     pub new_primary: Option<u32>,
     pub view_before: u64,
     pub view_after: u64,
@@ -70,8 +76,52 @@ pub struct FailoverRun {
     pub first_new_ms: Option<f64>,
 }
 
+/// The failure the demo injects halfway through the load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// SIGKILL of the primary: a machine failure.
+    KillPrimary,
+    /// SIGKILL of a backup: commits must keep flowing once a view change removes it.
+    KillBackup,
+    /// SIGSTOP of the primary for `PAUSE_MS`, then SIGCONT: a partitioned old primary. It must
+    /// not have a single call acknowledged once the new primary answered, and it rejoins.
+    PausePrimary,
+    /// SIGKILL of the primary, then a restart `PAUSE_MS` later: it rejoins and catches up.
+    RestartPrimary,
+}
+
+/// How long a paused primary stays stopped, or a killed one down before its restart.
+const PAUSE_MS: u64 = 300;
+/// How long after a paused primary continues its replies are stale for sure: before it could
+/// have rejoined as a spare, caught up, and been promoted again.
+const STALE_WINDOW_MS: u64 = 200;
+
+impl Fault {
+    pub fn parse(text: &str) -> Result<Fault, String> {
+        match text {
+            "kill-primary" => Ok(Fault::KillPrimary),
+            "kill-backup" => Ok(Fault::KillBackup),
+            "pause-primary" => Ok(Fault::PausePrimary),
+            "restart-primary" => Ok(Fault::RestartPrimary),
+            _ => Err("accepted values: kill-primary, kill-backup, pause-primary,                       restart-primary"
+                .to_string()),
+        }
+    }
+
+    fn hits_primary(self) -> bool {
+        self != Fault::KillBackup
+    }
+
+    /// Whether the failed node is back (and must match the others) at the end.
+    fn comes_back(self) -> bool {
+        matches!(self, Fault::PausePrimary | Fault::RestartPrimary)
+    }
+}
+
 /// What `tandem demo` runs: the load, the kill and the accounting.
 struct Scenario {
+    fault: Fault,
     suspect_ticks: u64,
     clients: u32,
     seconds: f64,
@@ -92,6 +142,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
         }
     }
     let scenario = Scenario {
+        fault: args.fault,
         suspect_ticks: args.suspect_ticks,
         clients: args.clients,
         seconds: args.seconds,
@@ -120,6 +171,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
     let mut runs = Vec::new();
     for index in 0..args.runs {
         let scenario = Scenario {
+            fault: Fault::KillPrimary,
             suspect_ticks: crate::local::Options::new(3).suspect_ticks,
             clients: args.clients,
             seconds: args.seconds,
@@ -302,18 +354,45 @@ impl Scenario {
         thread::sleep(half);
         let suspicions_at_kill = suspicions(&cluster);
         // The primary now, which a false suspicion may have moved since the cluster settled.
-        let killed = current_primary(&cluster).unwrap_or(settled.primary);
+        let primary = current_primary(&cluster).unwrap_or(settled.primary);
+        let killed = if self.fault.hits_primary() {
+            primary
+        } else {
+            cluster
+                .nodes
+                .iter()
+                .map(|node| node.entry.id)
+                .find(|&id| id != primary)
+                .expect("three nodes")
+        };
         let kill_ms = started.elapsed().as_secs_f64() * 1000.0;
-        cluster.kill(killed);
+        match self.fault {
+            Fault::PausePrimary => cluster.pause(killed, true)?,
+            _ => cluster.kill(killed),
+        }
         let killed_at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         self.say(&format!(
-            "killed node {killed} (the primary) with SIGKILL at {kill_ms:.0} ms ({}.{:06})",
+            "{:?}: node {killed} at {kill_ms:.0} ms ({}.{:06})",
+            self.fault,
             killed_at.as_secs(),
             killed_at.subsec_micros()
         ));
-        thread::sleep(half);
+        if self.fault.comes_back() {
+            let pause = Duration::from_millis(PAUSE_MS).min(half);
+            thread::sleep(pause);
+            if self.fault == Fault::PausePrimary {
+                cluster.pause(killed, false)?;
+                self.say(&format!("node {killed} continued (SIGCONT)"));
+            } else {
+                cluster.restart(killed)?;
+                self.say(&format!("node {killed} restarted"));
+            }
+            thread::sleep(half - pause);
+        } else {
+            thread::sleep(half);
+        }
         stop.store(true, Ordering::Relaxed);
         let mut finished = Vec::new();
         for worker in workers {
@@ -345,11 +424,17 @@ impl Scenario {
             }
             logs.push(log);
         }
-        let settled_end = cluster.wait_settled(Duration::from_secs(30))?;
+        // A node that came back rejoins as a spare and catches up; it may take a reload.
+        let settled_end = cluster.wait_settled(Duration::from_secs(60))?;
         // Suspicions are counted before the checksums: a checksum pauses a node's executor
         // for tens of milliseconds, long enough to be suspected.
         let suspicions_end = suspicions(&cluster);
-        let mut findings = check_replicas(&cluster, killed);
+        let gone = if self.fault.comes_back() {
+            None
+        } else {
+            Some(killed)
+        };
+        let mut findings = check_replicas(&cluster, gone);
         let false_suspicions = false_suspicions(
             &suspicions_start,
             &suspicions_at_kill,
@@ -364,17 +449,41 @@ impl Scenario {
             all.sort_by(|a, b| a.0.total_cmp(&b.0));
             all
         };
+        let hit_primary = self.fault.hits_primary();
         let last_old = replies
             .iter()
-            .filter(|(_, node)| *node == killed)
+            .filter(|(t, node)| hit_primary && *node == killed && *t <= kill_ms + 1.0)
             .map(|(t, _)| *t)
             .fold(None, |max: Option<f64>, t| {
                 Some(max.map_or(t, |max| max.max(t)))
             });
         let first_new = replies
             .iter()
-            .find(|(t, node)| *node != killed && *t >= kill_ms)
+            .find(|(t, node)| hit_primary && *node != killed && *t >= kill_ms)
             .map(|(t, _)| *t);
+        let stale_replies = first_new.map_or(0, |first_new| {
+            replies
+                .iter()
+                .filter(|(t, node)| {
+                    *node == killed
+                        && *t > first_new
+                        && *t < kill_ms + (PAUSE_MS + STALE_WINDOW_MS) as f64
+                })
+                .count() as u64
+        });
+        if hit_primary && stale_replies > 0 && self.fault != Fault::RestartPrimary {
+            // A restarted node may serve again later, legitimately, in a newer view.
+            findings.push(format!(
+                "the old primary answered {stale_replies} calls after the new one"
+            ));
+        }
+        let stall_ms = replies
+            .windows(2)
+            .filter(|pair| pair[1].0 >= kill_ms)
+            .map(|pair| pair[1].0 - pair[0].0.max(kill_ms))
+            .fold(None, |max: Option<f64>, gap| {
+                Some(max.map_or(gap, |max| max.max(gap)))
+            });
         let buckets = ((self.seconds * 1000.0) / f64::from(BUCKET_MS)).ceil() as usize + 1;
         let mut throughput = vec![0u64; buckets];
         for (t, _) in &replies {
@@ -409,7 +518,10 @@ impl Scenario {
             consistent: findings.is_empty(),
             findings,
             false_suspicions,
+            fault: self.fault,
             killed,
+            stale_replies,
+            stall_ms,
             new_primary: Some(settled_end.primary),
             view_before: settled.view,
             view_after: settled_end.view,
@@ -422,16 +534,22 @@ impl Scenario {
     }
 }
 
+/// How often a call that ended in a deadline error is resumed before the demo gives up on
+/// the cluster (6 × the 5 s deadline).
+const RESUMES_MAX: u32 = 6;
+
 /// Calls until the outcome is definite: a deadline error counts as a client-visible error,
 /// and the same call (same seq) is resumed. `None` only if the call was refused.
 fn call_definitely(client: &mut Client, args: &[u8], log: &mut ClientLog) -> Option<Outcome> {
     let mut result = client.call(DEBIT_CREDIT.0, args, None);
+    let mut resumes = 0;
     loop {
         match result {
             Ok(outcome) => return Some(outcome),
-            Err(CallError::Deadline { .. }) => {
+            Err(CallError::Deadline { .. }) if resumes < RESUMES_MAX => {
                 log.errors += 1;
                 log.error_last = Some(format!("{}", result.as_ref().unwrap_err()));
+                resumes += 1;
                 result = client.resume()?;
             }
             Err(err) => {
@@ -514,7 +632,7 @@ fn false_suspicions(
 }
 
 /// The survivors' checksums at the same LSN, and each one's consistency check.
-fn check_replicas(cluster: &LocalCluster, killed: u32) -> Vec<String> {
+fn check_replicas(cluster: &LocalCluster, gone: Option<u32>) -> Vec<String> {
     let mut findings = Vec::new();
     let mut seen: Option<(u32, u64, u64)> = None;
     // Backups first: a checksum stops a node's executor for tens of milliseconds, and a
@@ -522,7 +640,7 @@ fn check_replicas(cluster: &LocalCluster, killed: u32) -> Vec<String> {
     let mut survivors: Vec<_> = cluster
         .nodes
         .iter()
-        .filter(|node| node.entry.id != killed)
+        .filter(|node| Some(node.entry.id) != gone)
         .collect();
     survivors.sort_by_key(|node| {
         node.status()

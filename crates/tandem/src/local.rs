@@ -266,6 +266,29 @@ impl LocalCluster {
         }
     }
 
+    /// SIGSTOP or SIGCONT: a stopped node neither sends nor answers until it is continued, as
+    /// in a partition or a long pause, and then finds the cluster moved on.
+    pub fn pause(&mut self, id: u32, paused: bool) -> Result<(), Failure> {
+        let node = self.node_mut(id);
+        let signal = if paused {
+            nix::sys::signal::Signal::SIGSTOP
+        } else {
+            nix::sys::signal::Signal::SIGCONT
+        };
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(node.entry.pid as i32), signal)
+            .map_err(|err| Failure::Run(format!("cannot signal node {id}: {err}")))
+    }
+
+    /// Starts a killed node again, from its configuration and its config store's state: its
+    /// memory is gone, so it rejoins as a spare and catches up.
+    pub fn restart(&mut self, id: u32) -> Result<(), Failure> {
+        self.kill(id);
+        let entry = self.node_mut(id).entry.clone();
+        let node = self.spawn(entry)?;
+        *self.node_mut(id) = node;
+        self.save()
+    }
+
     /// Waits until the cluster serves: one node is primary, and every other live node is a
     /// backup of its view that has applied everything the primary committed.
     pub fn wait_settled(&mut self, timeout: Duration) -> Result<Settled, Failure> {

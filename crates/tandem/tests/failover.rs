@@ -60,6 +60,62 @@ fn killing_the_primary_under_load_loses_and_duplicates_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The promises every fault must keep.
+fn assert_safe(report: &Value) {
+    assert_eq!(report["lost"], 0, "{report}");
+    assert_eq!(report["duplicates"], 0, "{report}");
+    assert_eq!(report["reply_mismatches"], 0, "{report}");
+    assert_eq!(report["client_errors"], 0, "{report}");
+    assert_eq!(report["stale_replies"], 0, "{report}");
+    assert_eq!(report["consistent"], true, "{report}");
+    let acknowledged = report["acknowledged"].as_u64().unwrap();
+    assert!(acknowledged > 0, "{report}");
+    assert_eq!(report["found"].as_u64(), Some(acknowledged), "{report}");
+}
+
+fn fault(name: &str) -> Value {
+    let dir = std::env::temp_dir().join(format!("tandem-{name}-test-{}", std::process::id()));
+    let (status, report, stderr) = demo(&dir, &["--fault", name]);
+    assert!(
+        status.success(),
+        "tandem demo --fault {name} failed: {stderr}\n{report}"
+    );
+    assert_eq!(report["fault"], name, "{report}");
+    assert_safe(&report);
+    let _ = std::fs::remove_dir_all(&dir);
+    report
+}
+
+/// The other faults, one after another: each demo runs three debug-build nodes, and the
+/// suite's other tests share the machine's two cores.
+#[test]
+fn every_fault_keeps_the_promises() {
+    // A killed backup: the view changes to remove it, and calls go on after the kill.
+    let report = fault("kill-backup");
+    assert_ne!(report["new_primary"], report["killed"], "{report}");
+    assert!(
+        report["view_after"].as_u64() > report["view_before"].as_u64(),
+        "{report}"
+    );
+    let buckets = report["throughput_per_10ms"].as_array().unwrap();
+    let after_kill = (report["kill_ms"].as_f64().unwrap() / 10.0) as usize + 1;
+    let replies_after: u64 = buckets[after_kill..]
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .sum();
+    assert!(replies_after > 0, "{report}");
+
+    // A paused (partitioned) old primary: a new primary answered, the old one answered
+    // nothing after that (`stale_replies`, in `assert_safe`), and it rejoined: `consistent`
+    // covers all three nodes.
+    let report = fault("pause-primary");
+    assert!(report["first_new_ms"].as_f64().is_some(), "{report}");
+
+    // A restarted old primary rejoins and catches up: all three nodes match at the end.
+    let report = fault("restart-primary");
+    assert!(report["first_new_ms"].as_f64().is_some(), "{report}");
+}
+
 #[test]
 fn bad_flags_are_refused_with_exit_code_2_before_anything_starts() {
     let dir = std::env::temp_dir().join(format!("tandem-failover-bad-{}", std::process::id()));
