@@ -336,12 +336,32 @@ fn scratch_dir() -> Result<PathBuf, String> {
 }
 
 /// A port nobody listens on right now (a child process will bind it).
+///
+/// Drawn from below Linux's ephemeral range (32768–60999): a port the kernel hands out for
+/// `bind(0)` may be taken by any outgoing connection (a client's, or a parallel test's)
+/// before the child binds it. The draw mixes this process's id, a counter and the clock, so
+/// parallel processes rarely try the same port, and a port that is taken is skipped.
 pub(crate) fn free_address() -> Result<SocketAddr, Failure> {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .map_err(|err| Failure::Run(format!("cannot bind a loopback port: {err}")))?;
-    listener
-        .local_addr()
-        .map_err(|err| Failure::Run(err.to_string()))
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const PORT_FIRST: u64 = 20_000;
+    const PORTS: u64 = 12_000;
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| u64::from(since.subsec_nanos()));
+    let mut seed = u64::from(std::process::id()) << 32 ^ nanos;
+    for _ in 0..64 {
+        let draw = DRAWS.fetch_add(1, Ordering::Relaxed);
+        seed = tandem_store::Rng::new(seed ^ draw).next_u64();
+        let port = PORT_FIRST + seed % PORTS;
+        let address = SocketAddr::from(([127, 0, 0, 1], port as u16));
+        if TcpListener::bind(address).is_ok() {
+            return Ok(address);
+        }
+    }
+    Err(Failure::Run(
+        "no free loopback port in 20000..32000 after 64 tries".into(),
+    ))
 }
 
 /// A child process that is killed when dropped.
