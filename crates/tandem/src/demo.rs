@@ -373,9 +373,13 @@ impl Scenario {
         let killed_at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
+        let what = match self.fault {
+            Fault::KillPrimary | Fault::RestartPrimary => "killed the primary with SIGKILL",
+            Fault::KillBackup => "killed a backup with SIGKILL",
+            Fault::PausePrimary => "paused the primary with SIGSTOP",
+        };
         self.say(&format!(
-            "{:?}: node {killed} at {kill_ms:.0} ms ({}.{:06})",
-            self.fault,
+            "{what}: node {killed}, at {kill_ms:.0} ms ({}.{:06})",
             killed_at.as_secs(),
             killed_at.subsec_micros()
         ));
