@@ -767,6 +767,8 @@ impl Cluster {
         self.start_collecting(&view);
         let collecting = self.collecting.as_mut().expect("started above");
         collecting.reports.insert(from, lsn_received);
+        // The last report proposes at once rather than at the next tick.
+        self.coordinate();
     }
 
     fn coordinate(&mut self) {

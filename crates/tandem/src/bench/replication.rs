@@ -340,12 +340,15 @@ fn scratch_dir() -> Result<PathBuf, String> {
 /// Drawn from below Linux's ephemeral range (32768–60999): a port the kernel hands out for
 /// `bind(0)` may be taken by any outgoing connection (a client's, or a parallel test's)
 /// before the child binds it. The draw mixes this process's id, a counter and the clock, so
-/// parallel processes rarely try the same port, and a port that is taken is skipped.
+/// parallel processes rarely try the same port; a port that is taken, or that this process
+/// handed out before, is skipped.
 pub(crate) fn free_address() -> Result<SocketAddr, Failure> {
     use std::sync::atomic::{AtomicU64, Ordering};
     const PORT_FIRST: u64 = 20_000;
     const PORTS: u64 = 12_000;
     static DRAWS: AtomicU64 = AtomicU64::new(0);
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| u64::from(since.subsec_nanos()));
@@ -353,9 +356,13 @@ pub(crate) fn free_address() -> Result<SocketAddr, Failure> {
     for _ in 0..64 {
         let draw = DRAWS.fetch_add(1, Ordering::Relaxed);
         seed = tandem_store::Rng::new(seed ^ draw).next_u64();
-        let port = PORT_FIRST + seed % PORTS;
-        let address = SocketAddr::from(([127, 0, 0, 1], port as u16));
-        if TcpListener::bind(address).is_ok() {
+        let port = (PORT_FIRST + seed % PORTS) as u16;
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        // Nothing binds a port until its child starts: this process must not hand it out
+        // twice either.
+        let mut handed_out = HANDED_OUT.lock().expect("not poisoned");
+        if !handed_out.contains(&port) && TcpListener::bind(address).is_ok() {
+            handed_out.insert(port);
             return Ok(address);
         }
     }
