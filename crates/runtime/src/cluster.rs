@@ -214,7 +214,7 @@ where
         group: config.group.id,
         max_frame_len: config.tuning.max_frame_len,
         slot: Arc::clone(&slot),
-        to_supervisor: to_supervisor.clone(),
+        to_supervisor,
     };
     thread::Builder::new()
         .name("accept".into())
@@ -234,7 +234,6 @@ where
             writers: BTreeMap::new(),
             trace,
         },
-        to_supervisor,
         ready: ClusterReady::default(),
         frames_heard: 0,
         restarted,
@@ -242,6 +241,7 @@ where
         info,
         started: Instant::now(),
         trace,
+        observed: None,
         heard_since_role: std::collections::BTreeSet::new(),
     };
     // The segment is loaded before the core ticks, so that the first view's roles start at
@@ -310,7 +310,6 @@ struct Supervisor<W: ServedWorkload> {
     slot: Arc<Mutex<Slot>>,
     /// Sends cluster messages to the other nodes (and knows their addresses).
     outbox: Outbox,
-    to_supervisor: Sender<ToSupervisor>,
     ready: ClusterReady,
     /// The backup role's frame count at the last tick.
     frames_heard: u64,
@@ -323,6 +322,8 @@ struct Supervisor<W: ServedWorkload> {
     started: Instant,
     /// `TANDEM_TRACE` set: log every cluster message (but `Alive`) and every slow save.
     trace: bool,
+    /// What the primary role observed (acks, caught-up spares), drained at every turn.
+    observed: Option<Receiver<Observed>>,
     /// Backups the primary role heard from since it started (for `TANDEM_TRACE`).
     heard_since_role: std::collections::BTreeSet<NodeId>,
 }
@@ -346,6 +347,9 @@ where
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
+            }
+            while let Some(observed) = self.observed.as_ref().and_then(|rx| rx.try_recv().ok()) {
+                self.handle(ToSupervisor::Observed(observed));
             }
             let now = Instant::now();
             // Ticks this thread missed while it was busy (loading a segment, changing role)
@@ -612,20 +616,10 @@ where
     }
 
     fn start_primary(&mut self, segment: Segment, batches: Vec<SealedBatch>, view: &View) -> Slot {
+        // The supervisor drains what the primary role observed at every turn: a relay thread
+        // would add a wake-up to every sign of life on a loaded machine.
         let (observed, observed_rx) = mpsc::channel();
-        let to_supervisor = self.to_supervisor.clone();
-        let _ = thread::Builder::new()
-            .name("observed".into())
-            .spawn(move || {
-                while let Ok(observed) = observed_rx.recv() {
-                    if to_supervisor
-                        .send(ToSupervisor::Observed(observed))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
+        self.observed = Some(observed_rx);
         match primary::start_role(
             &self.config,
             segment,
