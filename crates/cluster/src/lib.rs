@@ -6,6 +6,7 @@
 //! Time exists only as ticks; there is no socket, thread, clock or random source here.
 
 pub mod node;
+pub mod role;
 pub mod rule;
 
 pub use node::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};

@@ -67,7 +67,8 @@ pub fn promote(
         .fold(
             None,
             |best: Option<(&NodeId, &u64)>, (node, lsn)| match best {
-                Some((_, best_lsn)) if best_lsn >= lsn => best,
+                Some((_, best_lsn)) if best_lsn >= lsn && !promote_lowest() => best,
+                Some((_, best_lsn)) if best_lsn <= lsn && promote_lowest() => best,
                 _ => Some((node, lsn)),
             },
         )
@@ -84,8 +85,17 @@ pub fn promote(
         spares: old.spares.clone(),
         truncate_lsn: Some(lsn_truncate),
     };
-    assert!(reports.values().all(|&lsn| lsn <= lsn_truncate));
+    assert!(promote_lowest() || reports.values().all(|&lsn| lsn <= lsn_truncate));
     Ok(view)
+}
+
+/// Whether the promote-lowest bug is planted.
+fn promote_lowest() -> bool {
+    #[cfg(feature = "inject-bugs")]
+    if tandem_replication::bugs::planted(tandem_replication::bugs::Bug::PromoteLowest) {
+        return true;
+    }
+    false
 }
 
 /// The view without backup `failed`, which stopped acknowledging: commits that need every

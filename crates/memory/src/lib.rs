@@ -19,6 +19,8 @@
 //! This crate never does network I/O, never reads the clock and never starts a thread. `unsafe`
 //! is confined to the segment module (`segment::region`), which maps memory.
 
+#[cfg(feature = "inject-bugs")]
+pub mod bugs;
 mod passive;
 mod redo;
 mod segment;

@@ -41,6 +41,43 @@ fn prefetch_runs(segment: &Segment, record: &RedoRecord) {
     }
 }
 
+/// What [`keep_applied`] did with a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// The batch continues the tail and was appended.
+    Appended,
+    /// The batch holds nothing past the tail's end: dropped.
+    Held,
+    /// The batch left a gap after the tail: the tail was emptied and starts with it.
+    Restarted,
+}
+
+/// Keeps a batch a backup applied, for the retained tail it will serve from if promoted. A
+/// batch a newer connection resent in part starts below the tail's end: only whole batches
+/// that continue the tail are kept, and a gap starts the tail afresh (it stays contiguous,
+/// as [`crate::Primary::resume`] requires).
+pub fn keep_applied(
+    tail: &mut std::collections::VecDeque<tandem_log::SealedBatch>,
+    batch: tandem_log::SealedBatch,
+) -> Kept {
+    let continues = tail
+        .back()
+        .is_none_or(|last| last.lsn_last() + 1 == batch.lsn_base());
+    if continues {
+        tail.push_back(batch);
+        return Kept::Appended;
+    }
+    if tail
+        .back()
+        .is_some_and(|last| batch.lsn_last() <= last.lsn_last())
+    {
+        return Kept::Held;
+    }
+    tail.clear();
+    tail.push_back(batch);
+    Kept::Restarted
+}
+
 /// Applies redo batches to a segment.
 #[derive(Debug)]
 pub struct Applier {

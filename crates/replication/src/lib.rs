@@ -18,12 +18,12 @@
 
 mod applier;
 #[cfg(feature = "inject-bugs")]
-pub mod bugs;
+pub use tandem_memory::bugs;
 mod message;
 mod primary;
 mod receiver;
 
-pub use applier::{Applier, ApplyError, PassiveApplier};
+pub use applier::{Applier, ApplyError, Kept, PassiveApplier, keep_applied};
 pub use message::{AckCount, Message, NodeId, Safety, SafetyError};
 pub use primary::{Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply};
 pub use receiver::{ApplyBatch, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady};

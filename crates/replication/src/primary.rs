@@ -398,6 +398,24 @@ impl<R> Primary<R> {
             .map(|backup| (backup.node, backup.lsn_received, backup.lsn_applied))
     }
 
+    /// Spares that have received everything the slowest backup has (everything committed,
+    /// when there is no backup): each may become a backup without weakening any rule.
+    pub fn spares_caught_up(&self) -> Vec<NodeId> {
+        let slowest_backup = self
+            .backups
+            .iter()
+            .filter(|progress| progress.counts)
+            .map(|progress| progress.lsn_received)
+            .min()
+            .unwrap_or(self.lsn_committed);
+        self.backups
+            .iter()
+            .filter(|progress| !progress.counts && progress.known)
+            .filter(|progress| progress.lsn_received >= slowest_backup)
+            .map(|progress| progress.node)
+            .collect()
+    }
+
     /// Records committed here that some backup has not acknowledged receiving: what a failover
     /// could lose (seed 004's uncertainty counter).
     pub fn uncertainty(&self) -> u64 {
@@ -761,7 +779,7 @@ impl<R> Primary<R> {
     /// The highest LSN whose commits `safety` allows to be acknowledged now.
     fn lsn_releasable(&mut self, safety: Safety) -> u64 {
         #[cfg(feature = "inject-bugs")]
-        if crate::bugs::planted(crate::bugs::Bug::EarlyReply) {
+        if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::EarlyReply) {
             return self.lsn_committed;
         }
         let (applied, acks) = match safety {

@@ -18,8 +18,8 @@ use std::collections::VecDeque;
 use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
 use tandem_replication::{
-    Applier, ApplyBatch, Message, NodeId, PassiveApplier, Receiver as ReceiverCore, ReceiverConfig,
-    ReceiverFault, ReceiverReady,
+    Applier, ApplyBatch, Kept, Message, NodeId, PassiveApplier, Receiver as ReceiverCore,
+    ReceiverConfig, ReceiverFault, ReceiverReady,
 };
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, PeerKind, Role, Welcome, encode_error, encode_peer,
@@ -704,32 +704,25 @@ fn run_applier(
     }
 }
 
-/// Keeps an applied batch for a promotion. A batch a newer connection resent in part starts
-/// below the tail's end: only whole batches that continue the tail are kept, and a gap starts
-/// the tail afresh (it must stay contiguous).
+/// Keeps an applied batch for a promotion ([`tandem_replication::keep_applied`]), counting
+/// what the tail holds against its limits.
 fn keep(
     tail: &mut VecDeque<SealedBatch>,
     records: &mut u64,
     bytes: &mut usize,
     batch: SealedBatch,
 ) {
-    let continues = tail
-        .back()
-        .is_none_or(|last| last.lsn_last() + 1 == batch.lsn_base());
-    if !continues {
-        if tail
-            .back()
-            .is_some_and(|last| batch.lsn_last() <= last.lsn_last())
-        {
-            return;
+    let (batch_records, batch_bytes) = (u64::from(batch.record_count()), batch.len());
+    match tandem_replication::keep_applied(tail, batch) {
+        Kept::Held => return,
+        Kept::Restarted => {
+            *records = 0;
+            *bytes = 0;
         }
-        tail.clear();
-        *records = 0;
-        *bytes = 0;
+        Kept::Appended => {}
     }
-    *records += u64::from(batch.record_count());
-    *bytes += batch.len();
-    tail.push_back(batch);
+    *records += batch_records;
+    *bytes += batch_bytes;
 }
 
 fn answer(replica: &Replica, state: &Shared, request: Control) {

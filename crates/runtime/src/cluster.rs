@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use tandem_cluster::role::{self, Held, Transition};
 use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
 use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
 use tandem_log::SealedBatch;
@@ -518,7 +519,7 @@ where
         }
     }
 
-    /// Brings the role in line with a committed view.
+    /// Brings the role in line with a committed view, as `tandem_cluster::role` decides.
     fn follow(&mut self, view: View) {
         let me = self.node();
         say!(
@@ -530,14 +531,27 @@ where
             view.truncate_lsn
         );
         let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
-        let member = view.backups.contains(&me) || view.spares.contains(&me);
-        let next = if view.primary == me {
-            self.as_primary(slot, &view)
-        } else if member {
-            self.as_backup(slot, &view)
-        } else {
-            self.step_down(slot, &view)
+        let held = match &slot {
+            // A primary that stays needs no status: only a change reads (and logs) its LSN.
+            Slot::Primary(_) if view.primary == me => Held::Primary { lsn_committed: 0 },
+            Slot::Primary(handle) => Held::Primary {
+                lsn_committed: handle.status().map_or(0, |status| status.lsn),
+            },
+            Slot::Backup(handle) if handle_follows(handle, view.primary) => Held::Backup {
+                primary: view.primary,
+                lsn_received: 0,
+            },
+            // Any other change stops the backup accepting its primary first.
+            Slot::Backup(handle) => Held::Backup {
+                primary: handle.gate().primary(),
+                lsn_received: handle.freeze(),
+            },
+            Slot::Outside => Held::Outside {
+                restarted: self.restarted,
+            },
         };
+        let transition = role::transition(me, held, &view, self.config.group.view);
+        let next = self.make(transition, slot, &view);
         // A role just started has heard nobody yet: its silence timers start now, not when
         // the view was learned (starting a role may take a while: a segment's load).
         if !matches!(next, Slot::Outside) {
@@ -546,6 +560,103 @@ where
         self.core.set_serving(!matches!(next, Slot::Outside));
         self.heard_since_role.clear();
         *self.slot.lock().expect("not poisoned") = next;
+    }
+
+    /// Carries out `transition` from the role in `slot`.
+    fn make(&mut self, transition: Transition, slot: Slot, view: &View) -> Slot {
+        let me = self.node();
+        match (transition, slot) {
+            (Transition::StayPrimary, Slot::Primary(handle)) => {
+                let members = self.role_view(view);
+                let _ = handle.inbound.send(primary::Inbound::View {
+                    view: view.number,
+                    backups: members.backups,
+                    spares: members.spares,
+                    addresses: members.addresses,
+                });
+                Slot::Primary(handle)
+            }
+            (Transition::Promote { lsn }, Slot::Backup(handle)) => {
+                let handover = match handle.handover(lsn) {
+                    Ok(handover) => handover,
+                    Err(err) => {
+                        say!("node {me}: cannot take over: {err}");
+                        return Slot::Outside;
+                    }
+                };
+                say!("node {me}: primary of view {} from LSN {lsn}", view.number);
+                self.start_primary(handover.segment, handover.batches, view)
+            }
+            (Transition::StartPrimary, _) => match self.fresh_segment() {
+                Ok(segment) => self.start_primary(segment, Vec::new(), view),
+                Err(err) => {
+                    say!("node {me}: {err}");
+                    Slot::Outside
+                }
+            },
+            (Transition::StayBackup, Slot::Backup(handle)) => {
+                handle.gate().set_view(view.number, view.primary);
+                Slot::Backup(handle)
+            }
+            (Transition::Follow { lsn }, Slot::Backup(handle)) => match handle.handover(lsn) {
+                Ok(handover) => {
+                    if self.trace {
+                        say!(
+                            "node {me}: trace: follows node {} from LSN {lsn}",
+                            view.primary
+                        );
+                    }
+                    self.start_backup(handover.segment, handover.batches, view)
+                }
+                Err(err) => {
+                    say!("node {me}: cannot keep its records ({err}); reloading");
+                    self.fresh_backup(view)
+                }
+            },
+            (Transition::Reload { discarded }, slot) => {
+                self.stop(slot, view, discarded);
+                self.fresh_backup(view)
+            }
+            (Transition::StepDown { discarded }, slot) => {
+                self.stop(slot, view, discarded);
+                // Load the segment it will rejoin with while it waits.
+                if self.segment_spare.is_none() {
+                    self.segment_spare = self.fresh_segment().ok();
+                }
+                Slot::Outside
+            }
+            (Transition::Wait, _) => Slot::Outside,
+            (transition, _) => unreachable!("{transition:?} from a role it does not apply to"),
+        }
+    }
+
+    /// Ends the role in `slot` (a backup is frozen already) and says how many of its records
+    /// the new view discards.
+    fn stop(&self, slot: Slot, view: &View, discarded: u64) {
+        let truncate = view
+            .truncate_lsn
+            .map_or("none".to_owned(), |lsn| lsn.to_string());
+        match slot {
+            Slot::Primary(handle) => {
+                let _ = handle
+                    .inbound
+                    .send(primary::Inbound::Depose { view: view.number });
+                let _ = handle.executor.join();
+                say!(
+                    "node {}: replaced by node {} in view {}; discarded {discarded} records \
+                     above the truncate LSN {truncate}",
+                    self.node(),
+                    view.primary,
+                    view.number
+                );
+            }
+            Slot::Backup(_) if discarded > 0 => say!(
+                "node {}: discarded {discarded} records above the truncate LSN {truncate}; \
+                 reloading to catch up from the primary",
+                self.node()
+            ),
+            Slot::Backup(_) | Slot::Outside => {}
+        }
     }
 
     fn role_view(&self, view: &View) -> RoleView {
@@ -563,55 +674,6 @@ where
                         .map(|&address| (*node, address))
                 })
                 .collect(),
-        }
-    }
-
-    fn as_primary(&mut self, slot: Slot, view: &View) -> Slot {
-        match slot {
-            Slot::Primary(handle) => {
-                let members = self.role_view(view);
-                let _ = handle.inbound.send(primary::Inbound::View {
-                    view: view.number,
-                    backups: members.backups,
-                    spares: members.spares,
-                    addresses: members.addresses,
-                });
-                Slot::Primary(handle)
-            }
-            Slot::Backup(handle) => {
-                let lsn_received = handle.freeze();
-                let lsn = view.truncate_lsn.unwrap_or(lsn_received);
-                assert!(
-                    lsn_received <= lsn,
-                    "the promoted backup holds the highest LSN reported: it is the truncate LSN"
-                );
-                let handover = match handle.handover(lsn_received) {
-                    Ok(handover) => handover,
-                    Err(err) => {
-                        say!("node {}: cannot take over: {err}", self.node());
-                        return Slot::Outside;
-                    }
-                };
-                say!(
-                    "node {}: primary of view {} from LSN {lsn_received}",
-                    self.node(),
-                    view.number
-                );
-                self.start_primary(handover.segment, handover.batches, view)
-            }
-            Slot::Outside if !self.restarted && view.number == self.config.group.view => {
-                // The first view of a fresh cluster.
-                match self.fresh_segment() {
-                    Ok(segment) => self.start_primary(segment, Vec::new(), view),
-                    Err(err) => {
-                        say!("node {}: {err}", self.node());
-                        Slot::Outside
-                    }
-                }
-            }
-            // A restarted node named primary has lost its records: it serves nothing, and the
-            // backups replace it once they suspect it.
-            Slot::Outside => Slot::Outside,
         }
     }
 
@@ -638,60 +700,6 @@ where
         }
     }
 
-    fn as_backup(&mut self, slot: Slot, view: &View) -> Slot {
-        match slot {
-            Slot::Backup(handle) if handle_follows(&handle, view.primary) => {
-                handle.gate().set_view(view.number, view.primary);
-                Slot::Backup(handle)
-            }
-            Slot::Backup(handle) => {
-                // A new primary: keep what was applied if it is all below the truncate LSN.
-                let lsn_received = handle.freeze();
-                let truncate = view.truncate_lsn.unwrap_or(u64::MAX);
-                if lsn_received <= truncate
-                    && let Ok(handover) = handle.handover(lsn_received)
-                {
-                    let slot = self.start_backup(handover.segment, handover.batches, view);
-                    if self.trace {
-                        say!(
-                            "node {}: trace: follows node {} from LSN {lsn_received}",
-                            self.node(),
-                            view.primary
-                        );
-                    }
-                    return slot;
-                }
-                say!(
-                    "node {}: discarded {} records above the truncate LSN {truncate}; \
-                     reloading to catch up from the primary",
-                    self.node(),
-                    lsn_received.saturating_sub(truncate)
-                );
-                self.fresh_backup(view)
-            }
-            Slot::Primary(handle) => {
-                let _ = self.depose(handle, view);
-                self.fresh_backup(view)
-            }
-            Slot::Outside if !self.restarted || !view.backups.contains(&self.node()) => {
-                self.fresh_backup(view)
-            }
-            // A restarted node still listed as a backup holds nothing the view counts on: it
-            // waits to be removed and to rejoin as a spare.
-            Slot::Outside => Slot::Outside,
-        }
-    }
-
-    fn fresh_backup(&mut self, view: &View) -> Slot {
-        match self.fresh_segment() {
-            Ok(segment) => self.start_backup(segment, Vec::new(), view),
-            Err(err) => {
-                say!("node {}: {err}", self.node());
-                Slot::Outside
-            }
-        }
-    }
-
     /// Starts the backup role on `segment`, keeping `tail` (the batches it applied before, if
     /// it switched primaries) as the start of its retained tail.
     fn start_backup(&mut self, segment: Segment, tail: Vec<SealedBatch>, view: &View) -> Slot {
@@ -713,41 +721,14 @@ where
         }
     }
 
-    fn step_down(&mut self, slot: Slot, view: &View) -> Slot {
-        match slot {
-            Slot::Primary(handle) => {
-                let _ = self.depose(handle, view);
+    fn fresh_backup(&mut self, view: &View) -> Slot {
+        match self.fresh_segment() {
+            Ok(segment) => self.start_backup(segment, Vec::new(), view),
+            Err(err) => {
+                say!("node {}: {err}", self.node());
+                Slot::Outside
             }
-            Slot::Backup(handle) => {
-                handle.freeze();
-            }
-            Slot::Outside => {}
         }
-        // Load the segment it will rejoin with while it waits.
-        if self.segment_spare.is_none() {
-            self.segment_spare = self.fresh_segment().ok();
-        }
-        Slot::Outside
-    }
-
-    /// Deposes the primary role and says how many of its records the new view discards.
-    fn depose(&self, handle: PrimaryHandle, view: &View) -> Option<u64> {
-        let status = handle.status();
-        let _ = handle
-            .inbound
-            .send(primary::Inbound::Depose { view: view.number });
-        let _ = handle.executor.join();
-        let lsn = status.map(|status| status.lsn)?;
-        let truncate = view.truncate_lsn.unwrap_or(lsn);
-        let discarded = lsn.saturating_sub(truncate);
-        say!(
-            "node {}: replaced by node {} in view {}; discarded {discarded} records above the \
-             truncate LSN {truncate}",
-            self.node(),
-            view.primary,
-            view.number
-        );
-        Some(discarded)
     }
 
     fn fresh_segment(&mut self) -> Result<Segment, String> {

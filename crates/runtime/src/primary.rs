@@ -1036,18 +1036,8 @@ where
         let Some(observed) = &self.observed else {
             return;
         };
-        let config = self.primary.config();
-        let progress: Vec<(NodeId, u64, u64)> = self.primary.backup_progress().collect();
-        let slowest_backup = progress
-            .iter()
-            .filter(|(node, _, _)| config.backups.contains(node))
-            .map(|&(_, received, _)| received)
-            .min()
-            .unwrap_or(self.primary.lsn_committed());
-        for &(node, received, _) in &progress {
-            if config.spares.contains(&node) && received >= slowest_backup {
-                let _ = observed.send(Observed::SpareCaughtUp(node));
-            }
+        for node in self.primary.spares_caught_up() {
+            let _ = observed.send(Observed::SpareCaughtUp(node));
         }
     }
 

@@ -31,6 +31,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cluster;
+
+pub use cluster::{ClusterFaults, ClusterReport, run_cluster};
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt;

@@ -238,7 +238,7 @@ impl<W> Store<W> {
         }
         let write = match self.dedup.probe(&self.segment, client_id) {
             Probe::Found { index, entry } => {
-                if seq == entry.seq() {
+                if seq == entry.seq() && !skip_dedup() {
                     reply.clear();
                     reply.extend_from_slice(entry.reply());
                     return Ok(Deduped::Duplicate { lsn: entry.lsn() });
@@ -429,4 +429,13 @@ mod prefetch_tests {
         let segment = Segment::anonymous(len, Strategy::V3InlineLog).unwrap();
         prefetch_garbage(&Store::load(segment, order_entry));
     }
+}
+
+/// Whether the skip-dedup bug is planted: a retried call then runs again.
+fn skip_dedup() -> bool {
+    #[cfg(feature = "inject-bugs")]
+    if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::SkipDedup) {
+        return true;
+    }
+    false
 }

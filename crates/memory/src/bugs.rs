@@ -1,0 +1,64 @@
+//! Known bugs that can be planted in the real code of the crates above this one (the store,
+//! the replication core, the cluster core), one at a time, so that the simulator's checkers
+//! can show they catch them. The switch lives in the lowest crate so that every crate above
+//! reads the same one. Compiled only with the `inject-bugs` feature; a normal build has no
+//! switch at all.
+//!
+//! The switch is per thread: a simulation runs in one thread, and tests running side by side
+//! do not plant bugs in each other.
+
+use std::cell::Cell;
+
+/// A bug to plant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// The primary releases a 2-safe reply at commit, before any backup acknowledged it
+    /// (tandem-replication).
+    EarlyReply,
+    /// A member that switches to a new primary keeps records above the view's truncate LSN
+    /// instead of discarding them (tandem-cluster's role rule).
+    SkipTruncate,
+    /// A view change promotes the backup that reported the lowest LSN (tandem-cluster's
+    /// promotion rule).
+    PromoteLowest,
+    /// The store runs a retried call again instead of answering it from the dedup table
+    /// (tandem-store).
+    SkipDedup,
+}
+
+impl Bug {
+    pub const ALL: [Bug; 4] = [
+        Bug::EarlyReply,
+        Bug::SkipTruncate,
+        Bug::PromoteLowest,
+        Bug::SkipDedup,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::EarlyReply => "early-reply",
+            Bug::SkipTruncate => "skip-truncate",
+            Bug::PromoteLowest => "promote-lowest",
+            Bug::SkipDedup => "skip-dedup",
+        }
+    }
+
+    /// The bug named `name`, as [`Bug::name`] spells it.
+    pub fn from_name(name: &str) -> Option<Bug> {
+        Bug::ALL.into_iter().find(|bug| bug.name() == name)
+    }
+}
+
+thread_local! {
+    static PLANTED: Cell<Option<Bug>> = const { Cell::new(None) };
+}
+
+/// Plants `bug` (or none) for the calling thread.
+pub fn plant(bug: Option<Bug>) {
+    PLANTED.with(|planted| planted.set(bug));
+}
+
+/// Whether `bug` is planted on the calling thread.
+pub fn planted(bug: Bug) -> bool {
+    PLANTED.with(|planted| planted.get() == Some(bug))
+}

@@ -1,0 +1,37 @@
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let (from, to, ticks) = (args[0], args[1], args[2]);
+    let started = std::time::Instant::now();
+    let mut calls = 0;
+    for seed in from..to {
+        let report = tandem_sim::run_cluster(seed, ticks);
+        calls += report.calls;
+        if let Some(failure) = &report.failure {
+            println!("seed {seed} FAILED ({}): {failure}", report.faults);
+            if std::env::var("TRACE").is_ok() {
+                println!("{}", report.trace.join("\n"));
+            }
+        } else if std::env::var("VERBOSE").is_ok() {
+            println!(
+                "seed {seed}: calls {} replies {} deadline {} commits {} crashes {} views {} dups {}",
+                report.calls,
+                report.replies,
+                report.deadline_errors,
+                report.commits,
+                report.crashes,
+                report.views,
+                report.duplicates_answered
+            );
+            println!("  ticks {}", report.ticks);
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    println!(
+        "{} seeds, {calls} calls, {wall:.2}s, {:.0} calls/s",
+        to - from,
+        calls as f64 / wall
+    );
+}
