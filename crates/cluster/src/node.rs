@@ -144,6 +144,8 @@ struct Collecting {
     view: u64,
     reports: BTreeMap<NodeId, u64>,
     tick_started: u64,
+    /// The last tick Freeze went to the backups that have not reported.
+    tick_freeze_sent: u64,
     tick_proposed: Option<u64>,
 }
 
@@ -613,7 +615,7 @@ impl Cluster {
             // A backup lost the primary. If this node is a backup that still hears it, the
             // fault is the reporter's link: the primary will suspect that backup and have it
             // removed, which costs less than replacing the primary.
-            // A coordinator that is the suspected primary is alive by definition. Otherwise
+            // A coordinator that is the suspected primary and serves is alive. Otherwise
             // the suspicion waits (`suspicion_pending`) until the coordinator has itself
             // heard nothing of the primary for `suspect_ticks`: a freeze cannot be undone,
             // so one backup's word is not enough while the primary still says it is alive.
@@ -673,7 +675,10 @@ impl Cluster {
             return;
         }
         let fresh = |tick: u64| self.tick - tick < suspect_ticks;
-        let hears_primary = self.role() == Role::Primary
+        // A coordinator that is the primary hears itself, if it serves: one that restarted
+        // without its memory holds the role in name only (the simulator found a cluster
+        // stalled for good by a restarted primary re-elected to lead the config store).
+        let hears_primary = (self.role() == Role::Primary && self.serving)
             || (self.role() == Role::Backup
                 && self.frozen.is_none()
                 && fresh(self.tick_heard_primary))
@@ -698,6 +703,7 @@ impl Cluster {
             view: view.number,
             reports: BTreeMap::new(),
             tick_started: self.tick,
+            tick_freeze_sent: self.tick,
             tick_proposed: None,
         });
         for &backup in &view.backups {
@@ -793,6 +799,26 @@ impl Cluster {
         let waited = self.tick - collecting.tick_started >= self.settings.collect_ticks;
         let needed = rule::reports_needed(view.backups.len(), self.settings.safety);
         if !(all || (waited && collecting.reports.len() >= needed)) {
+            // A lost Freeze would hold the change (and every membership change behind it)
+            // for good if the backup never suspects again: it goes again every suspicion
+            // timeout to the backups that have not reported.
+            if self.tick - collecting.tick_freeze_sent >= self.settings.suspect_ticks {
+                collecting.tick_freeze_sent = self.tick;
+                let silent: Vec<NodeId> = view
+                    .backups
+                    .iter()
+                    .copied()
+                    .filter(|node| !collecting.reports.contains_key(node))
+                    .filter(|&node| node != self.settings.node)
+                    .collect();
+                for backup in silent {
+                    let freeze = ClusterMessage::Freeze {
+                        group: self.settings.group,
+                        view: view.number,
+                    };
+                    self.ready.messages.push((backup, freeze));
+                }
+            }
             return;
         }
         let Ok(new) = rule::promote(&view, &collecting.reports, self.settings.safety) else {

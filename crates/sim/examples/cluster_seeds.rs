@@ -4,6 +4,9 @@ fn main() {
         .map(|a| a.parse().unwrap())
         .collect();
     let (from, to, ticks) = (args[0], args[1], args[2]);
+    if let Ok(bug) = std::env::var("BUG") {
+        tandem_replication::bugs::plant(tandem_replication::bugs::Bug::from_name(&bug));
+    }
     let started = std::time::Instant::now();
     let mut calls = 0;
     for seed in from..to {

@@ -60,12 +60,12 @@ use crate::MICROS_PER_TICK;
 /// The group every node serves.
 const GROUP: u32 = 1;
 /// Small, so that a checksum and a consistency check can run after every applied batch.
-const SEGMENT_LEN: usize = 64 * 1024;
+const SEGMENT_LEN: usize = 128 * 1024;
 /// Clients are addressed as nodes from here on.
 const CLIENT_BASE: NodeId = 1_000;
 /// Ticks the healed cluster has to converge in.
 pub const LIVENESS_TICKS: u64 = 3_000;
-const TRACE_LEN: usize = 60;
+const TRACE_LEN: usize = 400;
 /// Checksums are taken at batch ends whose LSN is a multiple of this: a divergence persists,
 /// so the checker keeps its teeth at a fraction of the cost.
 const CHECKSUM_EVERY_LSN: u64 = 8;
@@ -105,15 +105,18 @@ impl ClusterFaults {
     /// Draws every rate from `rng`.
     pub fn draw(rng: &mut Rng) -> ClusterFaults {
         let nodes = 3 + rng.below(2) as usize;
-        let safety = match rng.below(3) {
+        let backups = nodes as u64 - 1;
+        let safety = match rng.below(4) {
             0 => Safety::TwoSafeApplied(AckCount::All),
-            _ => Safety::TwoSafe(AckCount::All),
+            1 => Safety::TwoSafe(AckCount::All),
+            2 => Safety::TwoSafeApplied(AckCount::Of(1 + rng.below(backups) as u32)),
+            _ => Safety::TwoSafe(AckCount::Of(1 + rng.below(backups) as u32)),
         };
         let delay_min = 10 + rng.below(150);
         let suspect_ticks = 4 + rng.below(8);
         ClusterFaults {
             nodes,
-            clients: 1 + rng.below(6) as usize,
+            clients: 2 + rng.below(13) as usize,
             safety,
             suspect_ticks,
             election_ticks: 10 + rng.below(20) as usize,
@@ -580,8 +583,9 @@ impl World {
                         if role.frozen { " frozen" } else { "" }
                     ),
                 };
+                let leader = node.core.as_ref().and_then(|core| core.leader());
                 format!(
-                    "node {} ({}): {role}; view {:?}",
+                    "node {} ({}): {role}; view {:?}, leader {leader:?}",
                     node.id,
                     if node.core.is_some() { "up" } else { "down" },
                     view.map(|view| (view.number, view.primary, view.backups, view.spares))
@@ -796,15 +800,18 @@ impl World {
         }
     }
 
-    /// Every node up and a member of the newest view, as primary or backup: a crash now
-    /// costs one node's memory, which the 2-safe rules tolerate.
+    /// Every node up, not frozen for a view change, and a member of the newest view, as
+    /// primary or backup: a crash now costs one node's memory, which the 2-safe rules
+    /// tolerate. (A crash of a backup that reported, while the view change that promotes it
+    /// is under way, is a second failure: the new view may hold no other copy.)
     fn whole(&self) -> bool {
         let view = &self.view_latest;
         view.spares.is_empty()
             && view.backups.len() + 1 == self.nodes.len()
             && self.nodes.iter().all(|node| {
-                node.core.is_some()
-                    && !node.restarted
+                node.core.as_ref().is_some_and(|core| {
+                    !core.is_frozen() && core.view().is_some_and(|v| v.number == view.number)
+                }) && !node.restarted
                     && match &node.role {
                         Role::Primary(role) => role.primary.view() == view.number,
                         Role::Backup(role) => {
