@@ -70,11 +70,14 @@ pub struct ClusterSettings {
 pub enum ClusterMessage {
     /// A Raft message of the config store, protobuf-encoded.
     Raft(Vec<u8>),
-    /// Sender suspects `suspect`, a member of `view`.
+    /// Sender suspects `suspect`, a member of `view`. A primary that suspects a backup also
+    /// names the other backups that lack records a reply was released for (`behind`): the
+    /// view that removes the suspect makes them spares until they catch up.
     Suspect {
         group: GroupId,
         view: u64,
         suspect: NodeId,
+        behind: Vec<NodeId>,
     },
     /// Coordinator → backups: stop accepting the primary of `view` and report.
     Freeze { group: GroupId, view: u64 },
@@ -188,6 +191,9 @@ pub struct Cluster {
     /// after `FIRST_CONTACT_GRACE` times the usual silence: starting a role (loading a
     /// segment, connecting) takes longer than a heartbeat.
     contacted: std::collections::BTreeSet<NodeId>,
+    /// Primary: the members the data plane last said hold every record a reply was released
+    /// for (None until it says; then removals are not held back).
+    holding_released: Option<std::collections::BTreeSet<NodeId>>,
     /// Whether the runtime runs the role the view gives this node. A node that restarted
     /// without its memory holds no role: it suspects nobody and never says it is alive.
     serving: bool,
@@ -237,6 +243,7 @@ impl Cluster {
             tick_alive_primary: None,
             suspicion_pending: None,
             contacted: std::collections::BTreeSet::new(),
+            holding_released: None,
             serving: true,
             ready: ClusterReady::default(),
         };
@@ -305,6 +312,32 @@ impl Cluster {
         }
     }
 
+    /// Primary: the members that hold every record a reply was released for. When the
+    /// primary has a silent backup removed, the other backups that lack some of them become
+    /// spares in the same change: otherwise the next promotion could pick a backup without a
+    /// record a client was told is safe (the simulator found this under 2-safe:1: the one
+    /// backup holding a released record crashed and was removed, and the other, behind, was
+    /// promoted later).
+    pub fn released_held_by(&mut self, holders: impl IntoIterator<Item = NodeId>) {
+        self.holding_released = Some(holders.into_iter().collect());
+    }
+
+    /// Primary: the backups of `view` other than `suspect` that lack a record a reply was
+    /// released for. Empty on a backup, and until the data plane has said who holds what.
+    fn behind(&self, view: &View, suspect: NodeId) -> Vec<NodeId> {
+        let Some(holders) = &self.holding_released else {
+            return Vec::new();
+        };
+        if view.primary != self.settings.node {
+            return Vec::new();
+        }
+        view.backups
+            .iter()
+            .copied()
+            .filter(|&node| node != suspect && !holders.contains(&node))
+            .collect()
+    }
+
     /// Primary: spare `node` holds everything committed; it may become a backup.
     pub fn spare_caught_up(&mut self, node: NodeId) {
         let Some(view) = &self.view else { return };
@@ -362,7 +395,8 @@ impl Cluster {
                 group,
                 view,
                 suspect,
-            } if group == self.settings.group => self.on_suspect(from, view, suspect),
+                behind,
+            } if group == self.settings.group => self.on_suspect(from, view, suspect, &behind),
             ClusterMessage::Freeze { group, view } if group == self.settings.group => {
                 self.on_freeze(view)
             }
@@ -514,6 +548,11 @@ impl Cluster {
         self.tick_alive_primary = None;
         self.suspicion_pending = None;
         self.contacted.clear();
+        // What the last primary role said is void; a driver that reports holders reports
+        // them afresh for the new view, and until then no backup is removed.
+        if self.holding_released.is_some() {
+            self.holding_released = Some(std::collections::BTreeSet::new());
+        }
         self.view = Some(view.clone());
         self.ready.events.push(ClusterEvent::View(view));
     }
@@ -572,10 +611,12 @@ impl Cluster {
                 });
             }
             self.tick_suspected.insert(suspect, self.tick);
+            let behind = self.behind(&view, suspect);
             let message = ClusterMessage::Suspect {
                 group: self.settings.group,
                 view: view.number,
                 suspect,
+                behind,
             };
             self.send_coordinator(message);
         }
@@ -604,7 +645,7 @@ impl Cluster {
         }
     }
 
-    fn on_suspect(&mut self, from: NodeId, view_number: u64, suspect: NodeId) {
+    fn on_suspect(&mut self, from: NodeId, view_number: u64, suspect: NodeId, behind: &[NodeId]) {
         let Some(view) = self.view.clone() else {
             return;
         };
@@ -645,8 +686,16 @@ impl Cluster {
             self.suspicion_pending = Some(self.tick);
             self.maybe_confirm_suspicion();
         } else if from == view.primary && view.backups.contains(&suspect) {
-            if self.collecting.is_none() {
-                let new = rule::remove_backup(&view, suspect).expect("checked: a backup");
+            // The primary is alive (it says so). A change collecting reports does not hold the
+            // removal back unless the suspect reported: a backup that lost its memory never
+            // reports, and the collection would wait for it for good (the simulator found
+            // that). Whichever change the config store commits first voids the other.
+            let reported = self
+                .collecting
+                .as_ref()
+                .is_some_and(|collecting| collecting.reports.contains_key(&suspect));
+            if !reported {
+                let new = rule::remove_backup(&view, suspect, behind).expect("checked: a backup");
                 self.propose_membership(&view, new);
             }
         } else if from == view.primary && view.spares.contains(&suspect) {
@@ -917,16 +966,23 @@ impl Cluster {
             return;
         }
         let view = self.view.as_ref().expect("a primary has a view");
-        // Only to a backup heard from lately: a transfer to a dead node would stall the
+        // Only to a member heard from lately: a transfer to a dead node would stall the
         // config store until the transfer times out, and again at every retry.
-        let target = view.backups.iter().copied().find(|node| {
-            self.settings.voters.contains(node)
-                && self.contacted.contains(node)
-                && self
-                    .tick_heard
-                    .get(node)
-                    .is_some_and(|&tick| self.tick - tick < self.settings.suspect_ticks)
-        });
+        // A spare is as good a leader as a backup: what matters is that it is alive and not
+        // the primary.
+        let target = view
+            .backups
+            .iter()
+            .chain(&view.spares)
+            .copied()
+            .find(|node| {
+                self.settings.voters.contains(node)
+                    && self.contacted.contains(node)
+                    && self
+                        .tick_heard
+                        .get(node)
+                        .is_some_and(|&tick| self.tick - tick < self.settings.suspect_ticks)
+            });
         if let Some(target) = target {
             self.tick_leader_transferred = Some(self.tick);
             self.config.transfer_leader(target);

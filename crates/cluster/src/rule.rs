@@ -38,9 +38,16 @@ pub enum RuleError {
 
 /// The view that replaces a failed primary. `reports` holds the received LSN of backups of
 /// `old` that stopped accepting its primary. The backup with the highest LSN is promoted
-/// (ties: the lowest node id); the other reporters stay backups; backups that did not report
-/// leave the view (they rejoin as spares); spares stay spares. Every member discards records
-/// above the promoted backup's LSN, the new view's truncate LSN.
+/// (ties: the lowest node id). The other reporters that hold every record up to its LSN stay
+/// backups; reporters that hold fewer become spares, and backups again only once they have
+/// caught up. Backups that did not report leave the view (they rejoin as spares); spares stay
+/// spares. Every member discards records above the promoted backup's LSN, the new view's
+/// truncate LSN.
+///
+/// Why a reporter behind the truncate LSN cannot stay a backup: the next view change counts
+/// its report as if it held every record replies were released for. Were it promoted before
+/// it caught up, it would lose records an earlier view acknowledged (the simulator found
+/// this: a backup 1,500 records behind was promoted after the primary that had them paused).
 pub fn promote(
     old: &View,
     reports: &BTreeMap<NodeId, u64>,
@@ -74,15 +81,22 @@ pub fn promote(
         )
         .expect("at least one report");
     let backups: Vec<NodeId> = reports
-        .keys()
-        .copied()
-        .filter(|&node| node != primary)
+        .iter()
+        .filter(|&(&node, &lsn)| node != primary && lsn == lsn_truncate)
+        .map(|(&node, _)| node)
         .collect();
+    let mut spares: Vec<NodeId> = reports
+        .iter()
+        .filter(|&(&node, &lsn)| node != primary && lsn != lsn_truncate)
+        .map(|(&node, _)| node)
+        .chain(old.spares.iter().copied())
+        .collect();
+    spares.sort_unstable();
     let view = View {
         number: old.number + 1,
         primary,
         backups,
-        spares: old.spares.clone(),
+        spares,
         truncate_lsn: Some(lsn_truncate),
     };
     assert!(promote_lowest() || reports.values().all(|&lsn| lsn <= lsn_truncate));
@@ -99,14 +113,24 @@ fn promote_lowest() -> bool {
 }
 
 /// The view without backup `failed`, which stopped acknowledging: commits that need every
-/// backup's ack go on without it. The primary keeps all its records (no truncation).
-pub fn remove_backup(old: &View, failed: NodeId) -> Result<View, RuleError> {
+/// backup's ack go on without it. The primary keeps all its records (no truncation). The
+/// backups in `behind` lack records a reply was released for: they become spares, backups
+/// again once caught up, so that a promotion never counts on them meanwhile.
+pub fn remove_backup(old: &View, failed: NodeId, behind: &[NodeId]) -> Result<View, RuleError> {
     if !old.backups.contains(&failed) {
         return Err(RuleError::NotABackup {
             node: failed,
             view: old.number,
         });
     }
+    let mut spares: Vec<NodeId> = old
+        .backups
+        .iter()
+        .copied()
+        .filter(|node| *node != failed && behind.contains(node))
+        .chain(old.spares.iter().copied())
+        .collect();
+    spares.sort_unstable();
     Ok(View {
         number: old.number + 1,
         primary: old.primary,
@@ -114,9 +138,9 @@ pub fn remove_backup(old: &View, failed: NodeId) -> Result<View, RuleError> {
             .backups
             .iter()
             .copied()
-            .filter(|&n| n != failed)
+            .filter(|&n| n != failed && !behind.contains(&n))
             .collect(),
-        spares: old.spares.clone(),
+        spares,
         truncate_lsn: None,
     })
 }
@@ -196,8 +220,15 @@ mod tests {
         let new = promote(&old, &reports, Safety::DEFAULT).unwrap();
         assert_eq!(new.number, 8);
         assert_eq!(new.primary, 3);
-        assert_eq!(new.backups, vec![2, 4]);
         assert_eq!(new.truncate_lsn, Some(100));
+        // Behind the truncate LSN: spares until they catch up.
+        assert_eq!(new.backups, Vec::<NodeId>::new());
+        assert_eq!(new.spares, vec![2, 4]);
+        let level = BTreeMap::from([(2, 100), (3, 100), (4, 95)]);
+        let new = promote(&old, &level, Safety::DEFAULT).unwrap();
+        assert_eq!(new.primary, 2);
+        assert_eq!(new.backups, vec![3]);
+        assert_eq!(new.spares, vec![4]);
     }
 
     #[test]
@@ -262,10 +293,10 @@ mod tests {
     #[test]
     fn membership_changes() {
         let old = view(1, &[2, 3]);
-        let removed = remove_backup(&old, 3).unwrap();
+        let removed = remove_backup(&old, 3, &[]).unwrap();
         assert_eq!((removed.primary, removed.backups.clone()), (1, vec![2]));
         assert_eq!(removed.truncate_lsn, None);
-        assert!(remove_backup(&old, 1).is_err());
+        assert!(remove_backup(&old, 1, &[]).is_err());
         let spare = add_spare(&removed, 3).unwrap();
         assert_eq!(spare.spares, vec![3]);
         assert!(add_spare(&spare, 3).is_err());

@@ -15,7 +15,18 @@ use tandem_replication::{AckCount, NodeId, Safety};
 /// commit. No election is needed: the config store leader is kept off the primary.
 const FAILOVER_TICKS_MAX: u64 = 4 * SUSPECT_TICKS;
 
-fn promoted(number: u64, primary: NodeId, backups: &[NodeId], truncate: u64) -> View {
+/// The view a promotion makes when the other reporters, `behind`, hold fewer records than
+/// the promoted backup: they are spares until they catch up.
+fn promoted(number: u64, primary: NodeId, behind: &[NodeId], truncate: u64) -> View {
+    View {
+        truncate_lsn: Some(truncate),
+        ..view(number, primary, &[], behind)
+    }
+}
+
+/// The view a promotion makes when the other reporters hold as many records as the promoted
+/// backup: they stay backups.
+fn promoted_level(number: u64, primary: NodeId, backups: &[NodeId], truncate: u64) -> View {
     View {
         truncate_lsn: Some(truncate),
         ..view(number, primary, backups, &[])
@@ -67,7 +78,7 @@ fn a_crashed_primary_is_replaced_by_the_backup_with_the_highest_lsn() {
 #[test]
 fn ties_go_to_the_lowest_id_and_the_highest_lsn_wins_whoever_holds_it() {
     let (_, tie, _) = crash_primary(100, 100);
-    assert_eq!(tie, promoted(2, 2, &[3], 100));
+    assert_eq!(tie, promoted_level(2, 2, &[3], 100));
     let (_, higher3, _) = crash_primary(90, 100);
     assert_eq!(higher3, promoted(2, 3, &[2], 100));
 }
@@ -160,7 +171,7 @@ fn a_false_suspicion_ends_in_a_safe_view() {
 fn a_false_suspicion_of_the_primary_keeps_the_healthy_backup() {
     let (first, coordinator, _) = false_suspicion(2);
     assert_eq!(coordinator, 2);
-    assert_eq!(first, promoted(2, 2, &[3], 100));
+    assert_eq!(first, promoted_level(2, 2, &[3], 100));
 }
 
 #[test]
@@ -173,7 +184,7 @@ fn an_old_primary_cut_off_learns_the_new_view_and_rejoins_as_a_spare() {
     h.run_until(200, |h| {
         h.view_of(2).number >= 2 && h.view_of(3).number >= 2
     });
-    assert_eq!(h.view_of(2), promoted(2, 2, &[3], 100));
+    assert_eq!(h.view_of(2), promoted_level(2, 2, &[3], 100));
     // Cut off, node 1 still believes it leads view 1; no backup acks it (they are frozen and
     // then follow node 2), so a 2-safe primary releases nothing.
     assert_eq!(h.view_of(1), view(1, 1, &[2, 3], &[]));
@@ -201,7 +212,7 @@ fn an_old_primary_restarted_learns_the_new_view_and_rejoins_as_a_spare() {
     h.run_until(200, |h| h.view_of(1).number >= 2);
     assert_ne!(h.view_of(1).primary, 1);
     h.run_until(200, |h| h.all_live_at(3));
-    assert_eq!(h.view_of(1), view(3, 2, &[3], &[1]));
+    assert_eq!(h.view_of(1), view(3, 2, &[], &[1, 3]));
     // Its stale suspicions of view 1 changed nothing.
     assert_eq!(h.history().len(), 3);
 }
@@ -220,7 +231,7 @@ fn a_primary_that_restarts_before_it_is_suspected_is_still_replaced() {
     h.run_until(FAILOVER_TICKS_MAX, |h| h.all_live_at(2));
     assert_eq!(h.view_of(1), promoted(2, 2, &[3], 100));
     h.run_until(200, |h| h.all_live_at(3));
-    assert_eq!(h.view_of(1), view(3, 2, &[3], &[1]));
+    assert_eq!(h.view_of(1), view(3, 2, &[], &[1, 3]));
 }
 
 #[test]

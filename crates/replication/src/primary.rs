@@ -239,6 +239,9 @@ pub struct Primary<R> {
     view_newer: Option<u64>,
     /// Scratch for the k-th highest LSN.
     sorted: Vec<u64>,
+    /// The highest LSN a reply was released for (at least the LSN the primary started at:
+    /// earlier views may have released replies up to there).
+    lsn_released: u64,
 }
 
 impl<R> Primary<R> {
@@ -302,6 +305,7 @@ impl<R> Primary<R> {
             deposed: false,
             view_newer: None,
             sorted: Vec::new(),
+            lsn_released: lsn_committed,
         };
         primary.check_invariants();
         primary
@@ -399,6 +403,17 @@ impl<R> Primary<R> {
         self.backups
             .iter()
             .map(|backup| (backup.node, backup.lsn_received, backup.lsn_applied))
+    }
+
+    /// The members (backups and spares) known to have received every record a reply was
+    /// released for. A backup may leave the view only while enough of the others do: the
+    /// next promotion counts on them (`tandem_cluster`'s detector asks this).
+    pub fn holding_released(&self) -> Vec<NodeId> {
+        self.backups
+            .iter()
+            .filter(|progress| progress.known && progress.lsn_received >= self.lsn_released)
+            .map(|progress| progress.node)
+            .collect()
     }
 
     /// Spares that have received everything the slowest backup has (everything committed,
@@ -772,6 +787,7 @@ impl<R> Primary<R> {
                 break;
             }
             let pending = self.pending.pop_front().expect("front exists");
+            self.lsn_released = self.lsn_released.max(pending.lsn);
             self.ready.replies.push(Reply {
                 lsn: pending.lsn,
                 reply: pending.reply,

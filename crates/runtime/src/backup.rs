@@ -94,7 +94,8 @@ impl Gate {
         self.state.lock().expect("not poisoned").primary
     }
 
-    /// Stops accepting the primary for good and returns the last LSN received.
+    /// Stops accepting the primary (for the rest of the view) and returns the last LSN
+    /// received.
     pub fn freeze(&self, lsn_received: &AtomicU64) -> u64 {
         let mut state = self.state.lock().expect("not poisoned");
         state.frozen = true;
@@ -105,6 +106,12 @@ impl Gate {
     pub fn set_view(&self, view: u64, primary: NodeId) {
         let mut state = self.state.lock().expect("not poisoned");
         assert!(view >= state.view, "views only move forward");
+        // A freeze holds for the view it was for: a newer view with the same primary means
+        // no promotion was built on this backup's report (the config store commits one change
+        // per view), so it accepts its primary again.
+        if view > state.view {
+            state.frozen = false;
+        }
         state.view = view;
         state.primary = primary;
         self.view.store(view, Ordering::Release);

@@ -421,6 +421,9 @@ where
             ToSupervisor::Observed(Observed::SpareCaughtUp(node)) => {
                 self.core.spare_caught_up(node)
             }
+            ToSupervisor::Observed(Observed::HoldingReleased(holders)) => {
+                self.core.released_held_by(holders)
+            }
         }
     }
 

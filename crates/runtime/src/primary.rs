@@ -100,6 +100,8 @@ pub enum Observed {
     Heard(NodeId),
     /// A spare holds everything the slowest backup holds: it may become a backup.
     SpareCaughtUp(NodeId),
+    /// The members that hold every record a reply was released for.
+    HoldingReleased(Vec<NodeId>),
 }
 
 /// Where a released reply goes, and when its call started.
@@ -1039,6 +1041,7 @@ where
         for node in self.primary.spares_caught_up() {
             let _ = observed.send(Observed::SpareCaughtUp(node));
         }
+        let _ = observed.send(Observed::HoldingReleased(self.primary.holding_released()));
     }
 
     /// Checks the workload's consistency and the local driver's tallies before stopping.

@@ -1,3 +1,7 @@
+//! Runs a range of seeds of the whole-cluster simulation (a development aid; `tandem sim`
+//! is the user-facing command).
+#![allow(clippy::disallowed_methods)]
+
 fn main() {
     let args: Vec<u64> = std::env::args()
         .skip(1)
@@ -28,7 +32,7 @@ fn main() {
                 report.views,
                 report.duplicates_answered
             );
-            println!("  ticks {}", report.ticks);
+            println!("  ticks {} events {}", report.ticks, report.events);
         }
     }
     let wall = started.elapsed().as_secs_f64();

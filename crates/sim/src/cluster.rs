@@ -39,7 +39,7 @@
 //! backups (2-safe), which the first checker covers.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -68,7 +68,10 @@ pub const LIVENESS_TICKS: u64 = 3_000;
 const TRACE_LEN: usize = 400;
 /// Checksums are taken at batch ends whose LSN is a multiple of this: a divergence persists,
 /// so the checker keeps its teeth at a fraction of the cost.
-const CHECKSUM_EVERY_LSN: u64 = 8;
+const CHECKSUM_EVERY_LSN: u64 = 32;
+/// A backup's conservation check runs when its applied LSN crosses a multiple of this (and
+/// on every replica at the end): a transaction that breaks conservation leaves it broken.
+const CONSERVATION_EVERY_LSN: u64 = 8;
 
 /// Fault rates and timing of one run, drawn from its seed.
 #[derive(Clone, Debug, PartialEq)]
@@ -112,7 +115,10 @@ impl ClusterFaults {
             2 => Safety::TwoSafeApplied(AckCount::Of(1 + rng.below(backups) as u32)),
             _ => Safety::TwoSafe(AckCount::Of(1 + rng.below(backups) as u32)),
         };
-        let delay_min = 10 + rng.below(150);
+        // Mostly loopback-like delays (a small fraction of a tick); one seed in four has a
+        // slow network, with delays up to about a tick and a half.
+        let delay_min = 5 + rng.below(50);
+        let delay_spread = if rng.below(4) == 0 { 1_500 } else { 300 };
         let suspect_ticks = 4 + rng.below(8);
         ClusterFaults {
             nodes,
@@ -121,7 +127,7 @@ impl ClusterFaults {
             suspect_ticks,
             election_ticks: 10 + rng.below(20) as usize,
             delay_min,
-            delay_max: delay_min + rng.below(1_500),
+            delay_max: delay_min + rng.below(delay_spread),
             loss_ppm: rng.below(30_000),
             duplicate_ppm: rng.below(20_000),
             partition_per_tick_ppm: rng.below(3_000),
@@ -190,6 +196,8 @@ pub struct ClusterReport {
     pub views: u64,
     /// Ticks simulated, the liveness phase included.
     pub ticks: u64,
+    /// Events handled: deliveries, ticks, client timers.
+    pub events: u64,
     /// Calls a primary answered from its dedup table (retries of committed calls).
     pub duplicates_answered: u64,
     /// The first checker that failed, with the tick it failed at.
@@ -249,10 +257,6 @@ enum Event {
         attempt: u64,
         rotate: bool,
     },
-    ClientDeadline {
-        client: usize,
-        seq: u64,
-    },
 }
 
 /// What a primary holds for a reply until it is released.
@@ -271,8 +275,8 @@ struct PrimaryRole {
     ready: PrimaryReady<Pending>,
     /// Calls received and waiting for flow control.
     inbox: VecDeque<(usize, u64, Vec<u8>)>,
-    /// Calls committed into this node's records (exactly-once).
-    calls: BTreeSet<CallId>,
+    /// The calls committed into this node's records (exactly-once).
+    calls: CallsHeld,
 }
 
 struct BackupRole {
@@ -284,7 +288,7 @@ struct BackupRole {
     frozen: bool,
     /// The batches applied, for a promotion's retained tail.
     tail: VecDeque<SealedBatch>,
-    calls: BTreeSet<CallId>,
+    calls: CallsHeld,
 }
 
 enum Role {
@@ -314,6 +318,8 @@ struct Client {
     /// The call in flight: (seq, args).
     call: Option<(u64, Vec<u8>)>,
     attempt: u64,
+    /// When the call in flight ends in a deadline error.
+    deadline_at: u64,
     /// The node it believes is the primary.
     target: NodeId,
     lsn_last: u64,
@@ -484,6 +490,7 @@ impl World {
                 crashes: 0,
                 views: 1,
                 ticks: 0,
+                events: 0,
                 duplicates_answered: 0,
                 failure: None,
                 trace: Vec::new(),
@@ -553,6 +560,7 @@ impl World {
                 )));
             }
             let event = self.event_slab[index].take().expect("each event runs once");
+            self.report.events += 1;
             self.free_slots.push(index);
             self.handle(event)?;
         }
@@ -649,6 +657,9 @@ impl World {
             unreachable!("converged on a primary");
         };
         let bytes = primary.store.segment().bytes().to_vec();
+        self.workload
+            .check(primary.store.segment())
+            .map_err(|err| self.fail(format!("primary {}: {err}", view.primary)))?;
         self.check_acked(view.primary)?;
         for &id in &view.backups {
             let Role::Backup(backup) = &self.nodes[index_of(id)].role else {
@@ -727,20 +738,6 @@ impl World {
                 rotate,
             } => {
                 self.client_retry(client, seq, attempt, rotate);
-                Ok(())
-            }
-            Event::ClientDeadline { client, seq } => {
-                let state = &mut self.clients[client];
-                if state
-                    .call
-                    .as_ref()
-                    .is_some_and(|(waiting, _)| *waiting == seq)
-                {
-                    state.call = None;
-                    self.report.deadline_errors += 1;
-                    self.note(format!("client {client} call {seq}: deadline"));
-                    self.schedule_next_call(client);
-                }
                 Ok(())
             }
         }
@@ -932,10 +929,12 @@ impl World {
             Role::Primary(role) => {
                 role.primary.tick();
                 let caught_up = role.primary.spares_caught_up();
+                let holders = role.primary.holding_released();
                 let core = self.nodes[index].core.as_mut().expect("up");
                 for spare in caught_up {
                     core.spare_caught_up(spare);
                 }
+                core.released_held_by(holders);
                 self.drain_inbox(node)?;
                 self.collect_primary(node)?;
             }
@@ -1053,9 +1052,11 @@ impl World {
                 store: Store::open(loaded(&self.workload), self.workload.clone()),
                 ready: PrimaryReady::default(),
                 inbox: VecDeque::new(),
-                calls: BTreeSet::new(),
+                calls: CallsHeld::default(),
             })),
             (Transition::StayBackup, Role::Backup(mut role)) => {
+                // A new view reopens a backup frozen in the old one (the runtime's gate).
+                role.frozen = false;
                 role.receiver.install_view(view.number);
                 Role::Backup(role)
             }
@@ -1079,7 +1080,7 @@ impl World {
                     segment: loaded(&self.workload),
                     frozen: false,
                     tail: VecDeque::new(),
-                    calls: BTreeSet::new(),
+                    calls: CallsHeld::default(),
                 }))
             }
             (Transition::StepDown { .. } | Transition::Wait, _) => Role::Outside,
@@ -1338,6 +1339,7 @@ impl World {
         let mut ready = ReceiverReady::default();
         role.receiver.take_ready(&mut ready);
         let mut applied_any = false;
+        let lsn_before = role.applier.lsn_applied();
         for apply in ready.to_apply.drain(..) {
             let lsn = role
                 .applier
@@ -1345,7 +1347,7 @@ impl World {
                 .map_err(|err| format!("node {node} cannot apply a batch: {err}"))?;
             role.receiver.applied(lsn);
             for &call in role.applier.calls_applied() {
-                if call.client_id != 0 && !role.calls.insert(call) {
+                if !role.calls.insert(call) {
                     return Err(format!(
                         "tick {}: node {node} applied call {call:?} twice",
                         self.now / MICROS_PER_TICK
@@ -1355,7 +1357,13 @@ impl World {
             keep_applied(&mut role.tail, apply.batch);
             applied_any = true;
         }
-        // The receiver acked receipt; a backup that applies at once acks the application too.
+        // The receiver acked receipt; a backup that applies at once acks receipt and
+        // application in one message, as the runtime's applier does.
+        if applied_any {
+            ready
+                .messages
+                .retain(|(_, message)| !matches!(message, Message::Ack { .. }));
+        }
         if applied_any && !role.frozen {
             let lsn = role.applier.lsn_applied();
             ready.messages.push((
@@ -1376,14 +1384,15 @@ impl World {
             self.send(node, to, Wire::Replication(message));
         }
         if applied_any {
-            self.check_backup(node)?;
+            self.check_backup(node, lsn_before)?;
         }
         Ok(())
     }
 
-    /// A backup after it applied: the current primary's bytes at the same LSN (if it follows
-    /// the newest view's primary), and conservation.
-    fn check_backup(&mut self, node: NodeId) -> Result<(), String> {
+    /// A backup after it applied from `lsn_before` on: the current primary's bytes at the
+    /// same LSN (if it follows the newest view's primary), and conservation, each at its
+    /// sampled LSNs.
+    fn check_backup(&mut self, node: NodeId, lsn_before: u64) -> Result<(), String> {
         let Role::Backup(role) = &self.nodes[index_of(node)].role else {
             return Ok(());
         };
@@ -1398,6 +1407,9 @@ impl World {
                      {expected:#010x}"
                 )));
             }
+        }
+        if lsn / CONSERVATION_EVERY_LSN == lsn_before / CONSERVATION_EVERY_LSN {
+            return Ok(());
         }
         self.workload
             .check(&role.segment)
@@ -1444,9 +1456,8 @@ impl World {
             .next_call(&mut args);
         state.call = Some((seq, args));
         state.attempt = 0;
+        state.deadline_at = self.now + self.faults.deadline;
         self.report.calls += 1;
-        let deadline = self.faults.deadline;
-        self.schedule(deadline, Event::ClientDeadline { client, seq });
         self.client_send(client);
     }
 
@@ -1460,12 +1471,13 @@ impl World {
         state.attempt += 1;
         let attempt = state.attempt;
         let target = state.target;
+        let retry = self.faults.retry_after.min(state.deadline_at - self.now);
         self.send(
             CLIENT_BASE + client as NodeId,
             target,
             Wire::Call { seq, args },
         );
-        let retry = self.faults.retry_after;
+        // One timer per attempt: the retry, or the deadline if it comes first.
         self.schedule(
             retry,
             Event::ClientRetry {
@@ -1487,6 +1499,13 @@ impl World {
             .as_ref()
             .is_some_and(|(waiting, _)| *waiting == seq);
         if !waiting || state.attempt != attempt {
+            return;
+        }
+        if self.now >= state.deadline_at {
+            state.call = None;
+            self.report.deadline_errors += 1;
+            self.note(format!("client {client} call {seq}: deadline"));
+            self.schedule_next_call(client);
             return;
         }
         if rotate {
@@ -1524,7 +1543,7 @@ impl World {
                 // backoff, before resending.
                 state.attempt += 1;
                 let attempt = state.attempt;
-                let pause = MICROS_PER_TICK / 2;
+                let pause = (MICROS_PER_TICK / 2).min(state.deadline_at - self.now);
                 self.schedule(
                     pause,
                     Event::ClientRetry {
@@ -1544,6 +1563,31 @@ impl World {
     fn schedule_next_call(&mut self, client: usize) {
         let think = self.rng.below(MICROS_PER_TICK / 4);
         self.schedule(think, Event::ClientNext { client });
+    }
+}
+
+/// The calls in one node's records, as each client's last seq: a client has one call in
+/// flight and moves on only after its reply or deadline (a stale retry is refused by the dedup
+/// table), so within one history its seqs only go up. A seq that does not is a call applied
+/// twice (or applied out of order, as bad).
+#[derive(Clone, Debug, Default)]
+struct CallsHeld {
+    seq_last: Vec<u64>,
+}
+
+impl CallsHeld {
+    /// Records `call`; false if its client's seqs did not go up.
+    fn insert(&mut self, call: CallId) -> bool {
+        if call.client_id == 0 {
+            return true;
+        }
+        let client = (call.client_id - u64::from(CLIENT_BASE)) as usize;
+        if self.seq_last.len() <= client {
+            self.seq_last.resize(client + 1, 0);
+        }
+        let fresh = call.seq > self.seq_last[client];
+        self.seq_last[client] = self.seq_last[client].max(call.seq);
+        fresh
     }
 }
 
