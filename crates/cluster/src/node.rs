@@ -500,16 +500,16 @@ impl Cluster {
         let Some(view) = self.config.map().groups.get(&self.settings.group) else {
             return;
         };
-        let view = view.clone();
         if let Some(known) = &self.view {
             if known.number == view.number {
-                assert_eq!(known, &view, "one view per view number");
+                assert_eq!(known, view, "one view per view number");
             }
             // Equal, or older than a view the leader already announced: nothing new.
             if known.number >= view.number {
                 return;
             }
         }
+        let view = view.clone();
         // The leader applies a view first: it tells every other node at once, so that the
         // new primary need not wait for Raft to carry the commit index to it.
         if self.config.is_leader() {

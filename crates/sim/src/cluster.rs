@@ -9,8 +9,10 @@
 //! view, every backup at the primary's LSN with the same bytes, every client call ended.
 //!
 //! Fault model (every rate drawn from the seed and reported):
-//! - network: per-message delay, loss, duplication, reordering (by delay jitter), and
-//!   partitions that cut one direction or both between two nodes (or a node and a client);
+//! - network: per-message delay, loss, duplication, and partitions that cut one direction or
+//!   both between two nodes (or a node and a client). A link delivers in order, as a TCP
+//!   connection does, except a message that overtakes (drawn per message): reordering within
+//!   a link is a fault too, and across links it is the rule;
 //! - clock: each node ticks at its own rate (drift) and may pause (no ticks, no processing);
 //! - slow nodes: one node's messages, in and out, may take several times longer;
 //! - crashes of any node, the primary and the config store's leader included. A crash loses
@@ -60,7 +62,7 @@ use crate::MICROS_PER_TICK;
 /// The group every node serves.
 const GROUP: u32 = 1;
 /// Small, so that a checksum and a consistency check can run after every applied batch.
-const SEGMENT_LEN: usize = 128 * 1024;
+const SEGMENT_LEN: usize = 64 * 1024;
 /// Clients are addressed as nodes from here on.
 const CLIENT_BASE: NodeId = 1_000;
 /// Ticks the healed cluster has to converge in.
@@ -68,10 +70,10 @@ pub const LIVENESS_TICKS: u64 = 3_000;
 const TRACE_LEN: usize = 400;
 /// Checksums are taken at batch ends whose LSN is a multiple of this: a divergence persists,
 /// so the checker keeps its teeth at a fraction of the cost.
-const CHECKSUM_EVERY_LSN: u64 = 32;
+const CHECKSUM_EVERY_LSN: u64 = 64;
 /// A backup's conservation check runs when its applied LSN crosses a multiple of this (and
 /// on every replica at the end): a transaction that breaks conservation leaves it broken.
-const CONSERVATION_EVERY_LSN: u64 = 8;
+const CONSERVATION_EVERY_LSN: u64 = 16;
 
 /// Fault rates and timing of one run, drawn from its seed.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,6 +89,9 @@ pub struct ClusterFaults {
     /// Chances per million messages.
     pub loss_ppm: u64,
     pub duplicate_ppm: u64,
+    /// Chances per million that a message overtakes those sent before it on its link
+    /// (links are otherwise first-in first-out, as a TCP connection is).
+    pub reorder_ppm: u64,
     /// Chances per million node ticks of a new partition, a crash or a pause.
     pub partition_per_tick_ppm: u64,
     pub partition_ticks_max: u64,
@@ -122,7 +127,7 @@ impl ClusterFaults {
         let suspect_ticks = 4 + rng.below(8);
         ClusterFaults {
             nodes,
-            clients: 2 + rng.below(13) as usize,
+            clients: 2 + rng.below(6) as usize,
             safety,
             suspect_ticks,
             election_ticks: 10 + rng.below(20) as usize,
@@ -130,6 +135,7 @@ impl ClusterFaults {
             delay_max: delay_min + rng.below(delay_spread),
             loss_ppm: rng.below(30_000),
             duplicate_ppm: rng.below(20_000),
+            reorder_ppm: rng.below(20_000),
             partition_per_tick_ppm: rng.below(3_000),
             partition_ticks_max: 1 + rng.below(40),
             crash_per_tick_ppm: rng.below(3_000),
@@ -151,7 +157,7 @@ impl fmt::Display for ClusterFaults {
         write!(
             f,
             "{} nodes, {} clients, {}, suspect {} ticks, election {} ticks; delay {}..{} µt, \
-             loss {} ppm, dup {} ppm, partitions {} ppm/tick ≤{} ticks, crashes {} ppm/tick \
+             loss {} ppm, dup {} ppm, reorder {} ppm, partitions {} ppm/tick ≤{} ticks, crashes {} ppm/tick \
              restart ≤{} ticks, pauses {} ppm/tick ≤{} ticks, drift ±{} µt/tick, slow {}, \
              deadline {} µt, retry {} µt, batches ≤{} B",
             self.nodes,
@@ -163,6 +169,7 @@ impl fmt::Display for ClusterFaults {
             self.delay_max,
             self.loss_ppm,
             self.duplicate_ppm,
+            self.reorder_ppm,
             self.partition_per_tick_ppm,
             self.partition_ticks_max,
             self.crash_per_tick_ppm,
@@ -342,6 +349,8 @@ struct World {
     period: BTreeMap<NodeId, u64>,
     paused_until: BTreeMap<NodeId, u64>,
     cut_until: BTreeMap<(NodeId, NodeId), u64>,
+    /// The latest delivery time scheduled on each directed link: what keeps links FIFO.
+    link_last: BTreeMap<(NodeId, NodeId), u64>,
     faults_on: bool,
     /// The newest view any node applied.
     view_latest: View,
@@ -352,14 +361,42 @@ struct World {
     /// The current primary's checksum at sealed batch ends (LSN → CRC32C).
     checksums: BTreeMap<u64, u32>,
     cluster_ready: ClusterReady,
+    sabotage: Option<ClusterSabotage>,
+    /// Batches sent to node 2 so far (for the sabotage).
+    batches_to_2: u64,
     report: ClusterReport,
     trace: VecDeque<String>,
+}
+
+/// Damage done by the simulated world itself, to show that the checkers the planted bugs do
+/// not reach can fail too (a checker that cannot fail is a defect).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterSabotage {
+    /// The fifth batch node 2 receives has one data byte changed and its checksum recomputed:
+    /// a primary that ships wrong bytes. The checksum checker must see it.
+    ForgeBatch,
+    /// As `ForgeBatch`, with the first byte of every run of the record changed: balances
+    /// move without their counterparts. The conservation checker must see it.
+    ForgeBalances,
+    /// A deposed primary is not told: it goes on as the primary of the new view, with no
+    /// backups to wait for. The two-primaries checker must see it.
+    IgnoreDepose,
 }
 
 /// Runs seed `seed` for `ticks` ticks of faults, then heals and waits for convergence. A
 /// panic in the real code is a failure of the seed like any other.
 pub fn run_cluster(seed: u64, ticks: u64) -> ClusterReport {
+    run_cluster_sabotaged(seed, ticks, None)
+}
+
+/// Runs like [`run_cluster`] with `sabotage` done along the way.
+pub fn run_cluster_sabotaged(
+    seed: u64,
+    ticks: u64,
+    sabotage: Option<ClusterSabotage>,
+) -> ClusterReport {
     let mut world = World::new(seed);
+    world.sabotage = sabotage;
     let result = panic::catch_unwind(AssertUnwindSafe(|| world.simulate(ticks)));
     let failure = match result {
         Ok(Ok(())) => None,
@@ -474,12 +511,15 @@ impl World {
             period,
             paused_until: BTreeMap::new(),
             cut_until: BTreeMap::new(),
+            link_last: BTreeMap::new(),
             faults_on: true,
             view_latest: view,
             released_by: BTreeMap::new(),
             acked: BTreeMap::new(),
             checksums: BTreeMap::new(),
             cluster_ready: ClusterReady::default(),
+            sabotage: None,
+            batches_to_2: 0,
             report: ClusterReport {
                 seed,
                 faults: faults.clone(),
@@ -854,6 +894,7 @@ impl World {
     // ---- the network ----
 
     fn send(&mut self, from: NodeId, to: NodeId, wire: Wire) {
+        let wire = self.maybe_forge(to, wire);
         let link = self.link(from, to, &wire);
         if self.faults_on {
             if self
@@ -873,12 +914,39 @@ impl World {
         self.deliver_later(from, to, link, wire);
     }
 
+    fn maybe_forge(&mut self, to: NodeId, wire: Wire) -> Wire {
+        let Wire::Replication(Message::Batch(bytes)) = &wire else {
+            return wire;
+        };
+        let every_run = match self.sabotage {
+            Some(ClusterSabotage::ForgeBatch) => false,
+            Some(ClusterSabotage::ForgeBalances) => true,
+            _ => return wire,
+        };
+        if to != 2 {
+            return wire;
+        }
+        self.batches_to_2 += 1;
+        if self.batches_to_2 != 5 {
+            return wire;
+        }
+        self.note("sabotage: a forged batch for node 2".into());
+        Wire::Replication(Message::Batch(crate::forge_batch(bytes, every_run)))
+    }
+
     fn deliver_later(&mut self, from: NodeId, to: NodeId, link: (u64, u64), wire: Wire) {
         let (delay_min, delay_max) = (self.faults.delay_min, self.faults.delay_max);
         let mut delay = delay_min + self.rng.below(delay_max - delay_min + 1);
         let slow = self.faults.slow_node;
         if self.faults_on && (slow == Some(from) || slow == Some(to)) {
             delay *= self.faults.slow_factor;
+        }
+        let overtakes = self.faults_on && self.rng.below(1_000_000) < self.faults.reorder_ppm;
+        let last = self.link_last.entry((from, to)).or_insert(0);
+        if !overtakes {
+            // Behind whatever the link carries already.
+            delay = delay.max((*last + 1).saturating_sub(self.now));
+            *last = self.now + delay;
         }
         self.schedule(
             delay,
@@ -965,8 +1033,7 @@ impl World {
             for (to, message) in ready.messages.drain(..) {
                 self.send(node, to, Wire::Cluster(message));
             }
-            let events: Vec<ClusterEvent> = ready.events.drain(..).collect();
-            for event in events {
+            for event in ready.events.drain(..) {
                 self.act(node, event)?;
             }
         }
@@ -1018,6 +1085,23 @@ impl World {
             Role::Outside => Held::Outside { restarted },
         };
         let transition = role::transition(node, held, &view, self.view_first);
+        let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose)
+            && view.primary != node
+            && matches!(role, Role::Primary(_));
+        if ignore_depose {
+            let Role::Primary(mut stale) = role else {
+                unreachable!("checked: a primary")
+            };
+            if !stale.primary.is_deposed() && stale.primary.view() < view.number {
+                self.note(format!(
+                    "sabotage: node {node} stays primary in view {}",
+                    view.number
+                ));
+                stale.primary.install_view(view.number, &[], &[]);
+            }
+            self.nodes[index].role = Role::Primary(stale);
+            return self.collect_primary(node);
+        }
         let next = match (transition, role) {
             (Transition::StayPrimary, Role::Primary(mut role)) => {
                 role.primary
@@ -1298,12 +1382,7 @@ impl World {
         for (to, message) in ready.messages.drain(..) {
             self.send(node, to, Wire::Replication(message));
         }
-        let replies: Vec<_> = ready.replies.drain(..).collect();
-        ready.clear();
-        if let Role::Primary(role) = &mut self.nodes[index_of(node)].role {
-            role.ready = ready;
-        }
-        for reply in replies {
+        for reply in ready.replies.drain(..) {
             let releaser = *self.released_by.entry(view).or_insert(node);
             if releaser != node {
                 return Err(self.fail(format!(
@@ -1328,6 +1407,11 @@ impl World {
                 CLIENT_BASE + client as NodeId,
                 Wire::Reply { seq, lsn },
             );
+        }
+        // The buffers go back for the next collection (capacity kept).
+        ready.clear();
+        if let Role::Primary(role) = &mut self.nodes[index_of(node)].role {
+            role.ready = ready;
         }
         Ok(())
     }
@@ -1397,6 +1481,11 @@ impl World {
             return Ok(());
         };
         let lsn = role.segment.lsn();
+        if lsn / CONSERVATION_EVERY_LSN != lsn_before / CONSERVATION_EVERY_LSN {
+            self.workload
+                .check(&role.segment)
+                .map_err(|err| self.fail(format!("node {node} at LSN {lsn}: {err}")))?;
+        }
         let current = role.primary == self.view_latest.primary
             && role.receiver.view() == self.view_latest.number;
         if current && let Some(&expected) = self.checksums.get(&lsn) {
@@ -1408,12 +1497,7 @@ impl World {
                 )));
             }
         }
-        if lsn / CONSERVATION_EVERY_LSN == lsn_before / CONSERVATION_EVERY_LSN {
-            return Ok(());
-        }
-        self.workload
-            .check(&role.segment)
-            .map_err(|err| self.fail(format!("node {node} at LSN {lsn}: {err}")))
+        Ok(())
     }
 
     /// Every client's last acknowledged commit is in primary `node`'s dedup table.
@@ -1561,7 +1645,8 @@ impl World {
     }
 
     fn schedule_next_call(&mut self, client: usize) {
-        let think = self.rng.below(MICROS_PER_TICK / 4);
+        // Closed-loop clients: a short think between calls.
+        let think = self.rng.below(MICROS_PER_TICK / 10);
         self.schedule(think, Event::ClientNext { client });
     }
 }

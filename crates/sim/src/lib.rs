@@ -33,7 +33,9 @@
 
 pub mod cluster;
 
-pub use cluster::{ClusterFaults, ClusterReport, run_cluster};
+pub use cluster::{
+    ClusterFaults, ClusterReport, ClusterSabotage, run_cluster, run_cluster_sabotaged,
+};
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
@@ -604,32 +606,13 @@ impl World {
         if self.batches_to_first != 5 {
             return wire;
         }
-        let batch = tandem_log::BatchRef::parse(bytes).expect("sealed by the primary");
-        let (mut records, mut calls) = (Vec::new(), Vec::new());
-        batch
-            .decode_redo_into(&mut records, &mut calls)
-            .expect("the primary's records decode");
-        let mut builder = BatchBuilder::new(
-            BatchKind::Redo,
-            batch.group(),
-            batch.view(),
-            batch.lsn_base(),
-        );
-        for (index, (record, call)) in records.iter().zip(&calls).enumerate() {
-            let mut data = record.data().to_vec();
-            if index == 0 && !data.is_empty() {
-                data[0] ^= 0x01;
-            }
-            let forged =
-                tandem_memory::RedoRecord::from_parts(record.lsn(), record.runs().to_vec(), data)
-                    .expect("same shape");
-            builder.push_redo(*call, &forged);
-        }
+        let lsn_base = tandem_log::BatchRef::parse(bytes)
+            .expect("sealed by the primary")
+            .lsn_base();
         self.note(format!(
-            "sabotage: forged batch at LSN {} for backup {to}",
-            batch.lsn_base()
+            "sabotage: forged batch at LSN {lsn_base} for backup {to}"
         ));
-        Wire::Replication(Message::Batch(builder.seal().shared()))
+        Wire::Replication(Message::Batch(forge_batch(bytes, false)))
     }
 
     /// The current incarnations of both ends of a link.
@@ -1066,6 +1049,42 @@ impl World {
             },
         );
     }
+}
+
+/// The batch `bytes` with data of its first record changed (the first byte, or with
+/// `every_run` the first byte of each run) and its checksum recomputed: what a primary that
+/// ships wrong bytes sends, which no checksum can notice.
+pub(crate) fn forge_batch(bytes: &[u8], every_run: bool) -> std::sync::Arc<[u8]> {
+    let batch = tandem_log::BatchRef::parse(bytes).expect("sealed by the primary");
+    let (mut records, mut calls) = (Vec::new(), Vec::new());
+    batch
+        .decode_redo_into(&mut records, &mut calls)
+        .expect("the primary's records decode");
+    let mut builder = BatchBuilder::new(
+        BatchKind::Redo,
+        batch.group(),
+        batch.view(),
+        batch.lsn_base(),
+    );
+    for (index, (record, call)) in records.iter().zip(&calls).enumerate() {
+        let mut data = record.data().to_vec();
+        if index == 0 && !data.is_empty() {
+            data[0] ^= 0x01;
+            if every_run {
+                let mut start = 0;
+                for run in record.runs() {
+                    data[start] ^= 0x01;
+                    start += run.len as usize;
+                }
+                data[0] ^= 0x01;
+            }
+        }
+        let forged =
+            tandem_memory::RedoRecord::from_parts(record.lsn(), record.runs().to_vec(), data)
+                .expect("same shape");
+        builder.push_redo(*call, &forged);
+    }
+    builder.seal().shared()
 }
 
 /// Every backup's receiver: group 0, view 1, the one primary.

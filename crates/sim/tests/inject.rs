@@ -1,4 +1,4 @@
-//! Teeth: each bug planted in the real core is caught by the checkers within its budget of
+//! Teeth (the one-group simulator): each bug planted in the replication core is caught by the checkers within its budget of
 //! seeds. A checker that cannot fail is a defect.
 
 use tandem_replication::bugs::{self, Bug};
@@ -7,13 +7,13 @@ use tandem_replication::bugs::{self, Bug};
 const BUDGET: u64 = 50;
 
 #[test]
-fn every_planted_bug_is_caught_within_its_budget() {
-    for bug in Bug::ALL {
-        bugs::plant(Some(bug));
-        let caught = (0..BUDGET).find(|&seed| tandem_sim::run(seed, 300).failure.is_some());
-        bugs::plant(None);
-        assert!(caught.is_some(), "{} survived {BUDGET} seeds", bug.name());
-    }
+fn the_early_reply_bug_is_caught_within_its_budget() {
+    // The one bug this layer reaches; the others live in the cluster core and the store's
+    // dedup table, which only the whole-cluster simulator runs (tests/cluster.rs).
+    bugs::plant(Some(Bug::EarlyReply));
+    let caught = (0..BUDGET).find(|&seed| tandem_sim::run(seed, 300).failure.is_some());
+    bugs::plant(None);
+    assert!(caught.is_some(), "early-reply survived {BUDGET} seeds");
 }
 
 #[test]

@@ -116,15 +116,27 @@ pub struct SimArgs {
     /// A range of seeds, A..B (B excluded).
     #[arg(long, value_parser = parse_seed_range)]
     pub seeds: Option<std::ops::Range<u64>>,
-    /// Ticks of faults before the group is healed and must converge.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    /// Ticks of faults before the cluster is healed and must converge.
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub ticks: u64,
-    /// Plant a known bug in the core (builds with the inject-bugs feature): early-reply.
+    /// What runs: the whole cluster (cluster cores, config store, failover, retrying
+    /// clients) or one replication group with a fixed primary.
+    #[arg(long, value_enum, default_value_t = SimLayer::Cluster)]
+    pub layer: SimLayer,
+    /// Plant a known bug in the real code (builds with the inject-bugs feature):
+    /// early-reply, skip-truncate, promote-lowest or skip-dedup.
     #[arg(long, value_name = "BUG")]
     pub inject: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What `tandem sim` simulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimLayer {
+    Cluster,
+    Group,
 }
 
 fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {

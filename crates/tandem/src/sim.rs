@@ -1,4 +1,5 @@
-//! `tandem sim`: runs the deterministic simulation for one seed or a range of seeds.
+//! `tandem sim`: runs the deterministic simulation for one seed or a range of seeds, of the
+//! whole cluster (the default) or of one replication group with a fixed primary.
 
 use std::time::Instant;
 
@@ -6,17 +7,20 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::Failure;
-use crate::cli::SimArgs;
+use crate::cli::{SimArgs, SimLayer};
 
 #[derive(Debug, Serialize)]
 struct SeedReport {
     seed: u64,
+    layer: &'static str,
     faults: String,
     calls: u64,
     replies: u64,
     deadline_errors: u64,
     commits: u64,
     crashes: u64,
+    /// The last view number (1 for the group layer, which has no view changes).
+    views: u64,
     ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     failure: Option<String>,
@@ -42,6 +46,51 @@ struct InjectReport {
     seeds_run: u64,
 }
 
+/// Runs one seed of `layer`.
+fn run_seed(layer: SimLayer, seed: u64, ticks: u64) -> SeedReport {
+    let report = match layer {
+        SimLayer::Cluster => {
+            let report = tandem_sim::run_cluster(seed, ticks);
+            SeedReport {
+                seed,
+                layer: "cluster",
+                faults: report.faults.to_string(),
+                calls: report.calls,
+                replies: report.replies,
+                deadline_errors: report.deadline_errors,
+                commits: report.commits,
+                crashes: report.crashes,
+                views: report.views,
+                ok: report.failure.is_none(),
+                failure: report.failure,
+                trace: report.trace,
+            }
+        }
+        SimLayer::Group => {
+            let report = tandem_sim::run(seed, ticks);
+            SeedReport {
+                seed,
+                layer: "group",
+                faults: report.faults.to_string(),
+                calls: report.calls,
+                replies: report.replies,
+                deadline_errors: report.deadline_errors,
+                commits: report.commits,
+                crashes: report.crashes,
+                views: 1,
+                ok: report.failure.is_none(),
+                failure: report.failure,
+                trace: report.trace,
+            }
+        }
+    };
+    // The trace is for a failure; a passing seed's would only be noise.
+    SeedReport {
+        trace: if report.ok { Vec::new() } else { report.trace },
+        ..report
+    }
+}
+
 pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let seeds = match (&args.seeds, args.seed) {
         (Some(range), _) => range.clone(),
@@ -49,26 +98,13 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         (None, None) => 0..1,
     };
     plant(args.inject.as_deref())?;
+    // A panic in the real code fails its seed, and the report carries its message; the
+    // default hook would print it (and a backtrace) over the progress bar as well.
+    std::panic::set_hook(Box::new(|_| {}));
     let single = seeds.end - seeds.start == 1;
     if single {
         let seed = seeds.start;
-        let report = tandem_sim::run(seed, args.ticks);
-        let out = SeedReport {
-            seed,
-            faults: report.faults.to_string(),
-            calls: report.calls,
-            replies: report.replies,
-            deadline_errors: report.deadline_errors,
-            commits: report.commits,
-            crashes: report.crashes,
-            ok: report.failure.is_none(),
-            failure: report.failure.clone(),
-            trace: if report.failure.is_some() {
-                report.trace.clone()
-            } else {
-                Vec::new()
-            },
-        };
+        let out = run_seed(args.layer, seed, args.ticks);
         if args.json {
             println!(
                 "{}",
@@ -77,8 +113,8 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         } else {
             println!("seed {seed}: {}", out.faults);
             println!(
-                "{} calls, {} replies, {} deadline errors, {} commits, {} backup crashes",
-                out.calls, out.replies, out.deadline_errors, out.commits, out.crashes
+                "{} calls, {} replies, {} deadline errors, {} commits, {} crashes, {} views",
+                out.calls, out.replies, out.deadline_errors, out.commits, out.crashes, out.views
             );
             match &out.failure {
                 None => println!("every checker held"),
@@ -110,7 +146,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut calls = 0;
     let mut seeds_run = 0;
     for seed in seeds.clone() {
-        let report = tandem_sim::run(seed, args.ticks);
+        let report = run_seed(args.layer, seed, args.ticks);
         seeds_run += 1;
         calls += report.calls;
         progress.inc(1);
@@ -191,16 +227,13 @@ fn plant(bug: Option<&str>) -> Result<(), Failure> {
         bugs::plant(None);
         return Ok(());
     };
-    let bug = Bug::ALL
-        .into_iter()
-        .find(|bug| bug.name() == name)
-        .ok_or_else(|| {
-            let names: Vec<&str> = Bug::ALL.iter().map(|bug| bug.name()).collect();
-            Failure::Usage(format!(
-                "--inject: unknown bug '{name}'; accepted: {}",
-                names.join(", ")
-            ))
-        })?;
+    let bug = Bug::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Bug::ALL.iter().map(|bug| bug.name()).collect();
+        Failure::Usage(format!(
+            "--inject: unknown bug '{name}'; accepted: {}",
+            names.join(", ")
+        ))
+    })?;
     bugs::plant(Some(bug));
     Ok(())
 }
