@@ -3,8 +3,7 @@
 //! The whole state is one small value, [`Persisted`]: Raft's hard state and membership, the
 //! last snapshot of the map, and the log entries after it. The map is tiny and the log is
 //! compacted every [`crate::SNAPSHOT_INTERVAL_ENTRIES`] applied entries, so every save writes
-//! the whole value; a save is then atomic by construction (one file, renamed into place), and
-//! there is no log-structured format to recover.
+//! the whole value, and there is no log-structured format to recover.
 //!
 //! ```text
 //! state image (FileDurable's file, MemDurable's bytes)
@@ -15,15 +14,27 @@
 //!                    varint length then its items, an Option is a 0/1 byte then the value
 //! ```
 //!
-//! Crash points of a save ([`FileDurable`]): before the rename, the old file is intact and
-//! the temporary file is ignored (and removed) at the next open; after the rename and before
-//! the directory fsync, either file may be found, each whole and checksummed. A file whose
-//! length or checksum does not match (a torn write, a flipped bit) is reported as corrupt,
-//! naming the file; it is never taken for an empty state, which could let the node vote
-//! twice in a term.
+//! [`FileDurable`] keeps two slot files, `config.state.0` and `config.state.1`, and writes
+//! each save over the slot that does not hold the last one, in place: one `fdatasync` of
+//! blocks already allocated, no file created or renamed, so a save costs one device flush
+//! and no journal commit (a view change waits for it on the failover path).
+//!
+//! ```text
+//! slot file
+//!  0   8  generation u64 LE: 1 for the first save, +1 per save
+//!  8   4  crc        u32 LE, CRC32C of bytes 0..8
+//! 12   …  state image (above), then zeros to the slot's allocated length
+//! ```
+//!
+//! Crash points of a save: a save tears only the slot it writes; the other slot holds the
+//! last completed save, whole. At open, the newest slot whose image checks out is the state;
+//! a newer slot whose header checks out but whose image does not is the torn save (the
+//! state before it stands). Anything else that does not check out (a header that does not,
+//! or no slot that does) is reported as corrupt, naming the file: never taken for an empty
+//! state, which could let the node vote twice in a term.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -195,70 +206,203 @@ impl Durable for MemDurable {
     }
 }
 
-/// The runtime's disk: one state file in a directory, replaced atomically on every save.
+/// The runtime's disk: two slot files in a directory, written in turn (see the module
+/// documentation).
 #[derive(Debug)]
 pub struct FileDurable {
-    dir: PathBuf,
-    path: PathBuf,
-    path_tmp: PathBuf,
+    slots: [File; 2],
+    paths: [PathBuf; 2],
+    /// The generation of the last completed save (0: none).
+    generation: u64,
+    /// Bytes allocated to each slot file: a save that fits writes over allocated blocks.
+    allocated: [u64; 2],
+}
+
+/// Bytes of a slot header.
+const SLOT_HEADER_LEN: usize = 12;
+/// A slot file is allocated in steps of this many bytes.
+const SLOT_ALLOCATION_STEP: u64 = 64 * 1024;
+
+/// What one slot file held at open.
+enum Slot {
+    /// No file, or an empty one: never written.
+    Empty,
+    /// A whole save.
+    Good { generation: u64, state: Persisted },
+    /// The header checks out but the image does not: a torn save, if it is the newest.
+    Torn {
+        generation: u64,
+        error: CorruptState,
+    },
+    /// The header does not check out.
+    Corrupt { reason: String },
 }
 
 impl FileDurable {
-    pub const FILE_NAME: &'static str = "config.state";
-    const FILE_NAME_TMP: &'static str = "config.state.tmp";
+    pub const FILE_NAMES: [&'static str; 2] = ["config.state.0", "config.state.1"];
 
-    /// Opens (creating it if needed) the directory and reads the state saved there: None on a
-    /// node's first start. A corrupt or torn file is an `InvalidData` error naming the file;
-    /// the operator decides (restore it, or wipe the node and let it rejoin), never this code.
+    /// Opens (creating them if needed) the directory and its slot files and reads the state
+    /// saved there: None on a node's first start. A corrupt slot is an `InvalidData` error
+    /// naming the file; the operator decides (restore it, or wipe the node and let it rejoin),
+    /// never this code.
     pub fn open(dir: impl AsRef<Path>) -> io::Result<(FileDurable, Option<Persisted>)> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir)?;
-        let durable = FileDurable {
-            path: dir.join(Self::FILE_NAME),
-            path_tmp: dir.join(Self::FILE_NAME_TMP),
-            dir,
-        };
-        // A temporary file is a save that crashed before its rename: the state file (or its
-        // absence) is still the last completed save.
-        match fs::remove_file(&durable.path_tmp) {
-            Ok(()) => {}
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error),
+        let paths = Self::FILE_NAMES.map(|name| dir.join(name));
+        let mut slots = Vec::with_capacity(2);
+        let mut found = Vec::with_capacity(2);
+        let mut allocated = [0; 2];
+        for (index, path) in paths.iter().enumerate() {
+            let mut file = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(|error| named(path, error))?;
+            let mut bytes = Vec::new();
+            io::Read::read_to_end(&mut file, &mut bytes).map_err(|error| named(path, error))?;
+            allocated[index] = bytes.len() as u64;
+            found.push(read_slot(&bytes));
+            slots.push(file);
         }
-        let image = match fs::read(&durable.path) {
-            Ok(image) => image,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok((durable, None)),
-            Err(error) => {
-                let message = format!("reading {}: {error}", durable.path.display());
-                return Err(io::Error::new(error.kind(), message));
-            }
-        };
-        let persisted = Persisted::decode(&image).map_err(|error| {
+        // Both slot files exist now: their directory entries must survive a crash before a
+        // save in them can.
+        File::open(&dir)?.sync_all()?;
+        let corrupt = |index: usize, reason: String| {
             let message = format!(
-                "{} is corrupt: {error}; restore it from a backup or wipe this node's config \
+                "{} is corrupt: {reason}; restore it from a backup or wipe this node's config \
                  directory so it rejoins",
-                durable.path.display()
+                paths[index].display()
             );
             io::Error::new(io::ErrorKind::InvalidData, message)
-        })?;
-        Ok((durable, Some(persisted)))
+        };
+        let (state, generation) = match (&found[0], &found[1]) {
+            (Slot::Corrupt { reason }, _) => return Err(corrupt(0, reason.clone())),
+            (_, Slot::Corrupt { reason }) => return Err(corrupt(1, reason.clone())),
+            (Slot::Empty, Slot::Empty) => (legacy_state(&dir)?, 0),
+            (Slot::Good { generation: a, .. }, Slot::Good { generation: b, .. }) => {
+                let newest = if a > b { 0 } else { 1 };
+                let Slot::Good { generation, state } = &found[newest] else {
+                    unreachable!("both good")
+                };
+                (Some(state.clone()), *generation)
+            }
+            (Slot::Good { generation, state }, other)
+            | (other, Slot::Good { generation, state }) => {
+                let torn_index = usize::from(matches!(found[0], Slot::Good { .. }));
+                match other {
+                    Slot::Empty => {}
+                    Slot::Torn {
+                        generation: torn, ..
+                    } if torn > generation => {}
+                    Slot::Torn { error, .. } => return Err(corrupt(torn_index, error.to_string())),
+                    Slot::Good { .. } | Slot::Corrupt { .. } => unreachable!("matched above"),
+                }
+                (Some(state.clone()), *generation)
+            }
+            (Slot::Torn { error, .. }, _) => return Err(corrupt(0, error.to_string())),
+            (_, Slot::Torn { error, .. }) => return Err(corrupt(1, error.to_string())),
+        };
+        let slots: [File; 2] = slots.try_into().expect("two slots");
+        let durable = FileDurable {
+            slots,
+            paths,
+            generation,
+            allocated,
+        };
+        Ok((durable, state))
     }
 
-    /// The state file.
+    /// The slot file the last completed save went to (the first slot before any save).
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.paths[(self.generation.max(1) - 1) as usize % 2]
+    }
+}
+
+/// The state an earlier version saved in one file, `config.state` (written whole and renamed
+/// into place), read once when no slot has been written: the next save goes to a slot.
+fn legacy_state(dir: &Path) -> io::Result<Option<Persisted>> {
+    let path = dir.join("config.state");
+    let image = match fs::read(&path) {
+        Ok(image) => image,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(named(&path, error)),
+    };
+    Persisted::decode(&image).map(Some).map_err(|error| {
+        let message = format!(
+            "{} is corrupt: {error}; restore it from a backup or wipe this node's config \
+             directory so it rejoins",
+            path.display()
+        );
+        io::Error::new(io::ErrorKind::InvalidData, message)
+    })
+}
+
+fn named(path: &Path, error: io::Error) -> io::Error {
+    io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
+
+fn read_slot(bytes: &[u8]) -> Slot {
+    if bytes.iter().all(|&byte| byte == 0) {
+        return Slot::Empty;
+    }
+    if bytes.len() < SLOT_HEADER_LEN {
+        return Slot::Corrupt {
+            reason: format!("{} bytes, shorter than a slot header", bytes.len()),
+        };
+    }
+    let generation = u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes"));
+    let stored = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    let computed = crc32c::crc32c(&bytes[0..8]);
+    if stored != computed || generation == 0 {
+        return Slot::Corrupt {
+            reason: format!(
+                "slot header checksum {stored:#010x}, computed {computed:#010x} (generation \
+                 {generation})"
+            ),
+        };
+    }
+    let image = &bytes[SLOT_HEADER_LEN..];
+    // The image says its own length; the rest of the slot is padding.
+    let image = match image.get(8..12) {
+        Some(len) => {
+            let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+            &image[..(HEADER_LEN + len).min(image.len())]
+        }
+        None => image,
+    };
+    match Persisted::decode(image) {
+        Ok(state) => Slot::Good { generation, state },
+        Err(error) => Slot::Torn { generation, error },
     }
 }
 
 impl Durable for FileDurable {
     fn save(&mut self, state: &Persisted) -> io::Result<()> {
-        let image = state.encode();
-        let mut file = File::create(&self.path_tmp)?;
-        file.write_all(&image)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&self.path_tmp, &self.path)?;
-        // The rename is durable only once the directory entry is.
-        File::open(&self.dir)?.sync_all()
+        use std::os::unix::fs::FileExt;
+        let generation = self.generation + 1;
+        let index = ((generation - 1) % 2) as usize;
+        let mut slot = Vec::with_capacity(SLOT_HEADER_LEN + 256);
+        slot.extend_from_slice(&generation.to_le_bytes());
+        slot.extend_from_slice(&crc32c::crc32c(&generation.to_le_bytes()).to_le_bytes());
+        slot.extend_from_slice(&state.encode());
+        let file = &self.slots[index];
+        if slot.len() as u64 > self.allocated[index] {
+            // Growing the file changes its metadata: allocate a step ahead, zeroed, and sync
+            // it whole, so that the saves after this one overwrite allocated blocks only.
+            let len = (slot.len() as u64).div_ceil(SLOT_ALLOCATION_STEP) * SLOT_ALLOCATION_STEP;
+            file.set_len(len)?;
+            file.write_all_at(&slot, 0)?;
+            file.sync_all()?;
+            self.allocated[index] = len;
+        } else {
+            // Bytes a longer earlier save left after the image stay: the image says its
+            // own length.
+            file.write_all_at(&slot, 0)?;
+            file.sync_data()?;
+        }
+        self.generation = generation;
+        Ok(())
     }
 }

@@ -329,34 +329,66 @@ fn some_state() -> Persisted {
 }
 
 #[test]
-fn file_durable_round_trips_and_replaces_atomically() {
+fn file_durable_round_trips_and_alternates_slots() {
     let dir = temp_dir("round-trip");
     let (mut disk, found) = FileDurable::open(&dir).unwrap();
     assert_eq!(found, None, "first start");
     let state = some_state();
     disk.save(&state).unwrap();
+    assert!(disk.path().ends_with(FileDurable::FILE_NAMES[0]));
     let (_, found) = FileDurable::open(&dir).unwrap();
     assert_eq!(found.as_ref(), Some(&state));
-
-    // A save that crashed before its rename leaves a temporary file: ignored and removed.
-    fs::write(dir.join("config.state.tmp"), b"half a state").unwrap();
-    let (mut disk, found) = FileDurable::open(&dir).unwrap();
-    assert_eq!(found.as_ref(), Some(&state));
-    assert!(!dir.join("config.state.tmp").exists());
 
     // A restart from the file rebuilds the same map as the node had.
     let core = ConfigCore::new(settings(2), map_of(&[1, 2, 3]), found).unwrap();
     assert_eq!(core.map().groups[&1], common::view(1, 1, &[2, 3]));
 
+    // Each save goes to the slot that does not hold the last one; the newest wins.
+    let (mut disk, _) = FileDurable::open(&dir).unwrap();
     let mut newer = state.clone();
-    newer.term += 1;
-    disk.save(&newer).unwrap();
-    assert_eq!(FileDurable::open(&dir).unwrap().1, Some(newer));
+    for round in 0..5 {
+        newer.term += 1;
+        disk.save(&newer).unwrap();
+        assert!(
+            disk.path()
+                .ends_with(FileDurable::FILE_NAMES[(round + 1) % 2])
+        );
+        assert_eq!(FileDurable::open(&dir).unwrap().1.as_ref(), Some(&newer));
+    }
     fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
-fn file_durable_reports_every_flipped_byte_and_torn_write() {
+fn a_torn_save_leaves_the_save_before_it() {
+    let dir = temp_dir("torn");
+    let (mut disk, _) = FileDurable::open(&dir).unwrap();
+    let old = some_state();
+    disk.save(&old).unwrap();
+    let mut new = old.clone();
+    new.term += 1;
+    disk.save(&new).unwrap();
+    let path = disk.path().to_path_buf();
+    let good = fs::read(&path).unwrap();
+    // The save of `new` torn anywhere after its 12-byte header (the bytes after the tear
+    // are whatever the slot held): `old` stands.
+    let image_len = 12 + new.encode().len();
+    for len in [13, 20, image_len / 2, image_len - 1] {
+        let mut torn = good.clone();
+        torn[len..image_len]
+            .iter_mut()
+            .for_each(|byte| *byte ^= 0xa5);
+        fs::write(&path, &torn).unwrap();
+        assert_eq!(
+            FileDurable::open(&dir).unwrap().1.as_ref(),
+            Some(&old),
+            "torn at {len}"
+        );
+    }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn file_durable_reports_every_flipped_byte_it_cannot_recover_from() {
     let dir = temp_dir("corrupt");
     let (mut disk, _) = FileDurable::open(&dir).unwrap();
     disk.save(&some_state()).unwrap();
@@ -372,17 +404,21 @@ fn file_durable_reports_every_flipped_byte_and_torn_write() {
             "{what}: {message}"
         );
     };
-    for position in 0..good.len() {
+    // One save: no earlier state to fall back on, so any damage is an error, never an empty
+    // state (which could let the node vote twice in a term).
+    let image_len = 12 + some_state().encode().len();
+    for position in 0..image_len {
         let mut image = good.clone();
         image[position] ^= 0x04;
         expect_corrupt(&image, &format!("byte {position} flipped"));
     }
-    for len in [0, 1, 15, 16, good.len() / 2, good.len() - 1] {
-        expect_corrupt(&good[..len], &format!("torn at {len}"));
+    for len in [1, 11, 12, 20, image_len / 2, image_len - 1] {
+        let mut torn = good.clone();
+        torn[len..image_len]
+            .iter_mut()
+            .for_each(|byte| *byte ^= 0xa5);
+        expect_corrupt(&torn, &format!("torn at {len}"));
     }
-    let mut longer = good.clone();
-    longer.push(0);
-    expect_corrupt(&longer, "trailing byte");
     fs::remove_dir_all(&dir).unwrap();
 }
 
