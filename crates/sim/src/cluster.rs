@@ -40,8 +40,7 @@
 //! The primary lease is not simulated: no node has one yet. Replies are fenced by the frozen
 //! backups (2-safe), which the first checker covers.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -58,6 +57,7 @@ use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig, Debi
 use tandem_store::{CallError, Deduped, Driver, ProcId, Rng, Store, Workload};
 
 use crate::MICROS_PER_TICK;
+use crate::event::{EventQueue, Trace};
 
 /// The group every node serves.
 const GROUP: u32 = 1;
@@ -67,7 +67,7 @@ const SEGMENT_LEN: usize = 64 * 1024;
 const CLIENT_BASE: NodeId = 1_000;
 /// Ticks the healed cluster has to converge in.
 pub const LIVENESS_TICKS: u64 = 3_000;
-const TRACE_LEN: usize = 400;
+const TRACE_LEN: usize = 100;
 /// Checksums are taken at batch ends whose LSN is a multiple of this: a divergence persists,
 /// so the checker keeps its teeth at a fraction of the cost.
 const CHECKSUM_EVERY_LSN: u64 = 64;
@@ -336,10 +336,7 @@ struct World {
     rng: Rng,
     faults: ClusterFaults,
     now: u64,
-    events: BinaryHeap<Reverse<(u64, u64, usize)>>,
-    event_slab: Vec<Option<Event>>,
-    free_slots: Vec<usize>,
-    event_seq: u64,
+    queue: EventQueue<Event>,
     workload: DebitCredit,
     initial: ClusterMap,
     view_first: u64,
@@ -365,7 +362,7 @@ struct World {
     /// Batches sent to node 2 so far (for the sabotage).
     batches_to_2: u64,
     report: ClusterReport,
-    trace: VecDeque<String>,
+    trace: Trace,
 }
 
 /// Damage done by the simulated world itself, to show that the checkers the planted bugs do
@@ -411,7 +408,7 @@ pub fn run_cluster_sabotaged(
         }
     };
     world.report.failure = failure;
-    world.report.trace = world.trace.iter().cloned().collect();
+    world.report.trace = world.trace.lines();
     world.report.views = world.view_latest.number;
     world.report.ticks = world.now / MICROS_PER_TICK;
     world.report.commits = world
@@ -498,10 +495,7 @@ impl World {
         let mut world = World {
             rng,
             now: 0,
-            events: BinaryHeap::new(),
-            event_slab: Vec::new(),
-            free_slots: Vec::new(),
-            event_seq: 0,
+            queue: EventQueue::new(),
             workload,
             initial,
             view_first: 1,
@@ -536,7 +530,7 @@ impl World {
                 trace: Vec::new(),
             },
             faults,
-            trace: VecDeque::new(),
+            trace: Trace::new(TRACE_LEN),
         };
         for id in ids {
             let first = world.rng.below(MICROS_PER_TICK);
@@ -552,30 +546,11 @@ impl World {
     // ---- the event loop ----
 
     fn schedule(&mut self, after: u64, event: Event) {
-        let index = match self.free_slots.pop() {
-            Some(index) => {
-                self.event_slab[index] = Some(event);
-                index
-            }
-            None => {
-                self.event_slab.push(Some(event));
-                self.event_slab.len() - 1
-            }
-        };
-        self.event_seq += 1;
-        self.events
-            .push(Reverse((self.now + after, self.event_seq, index)));
+        self.queue.schedule_at(self.now + after, event);
     }
 
     fn note(&mut self, line: String) {
-        if self.trace.len() == TRACE_LEN {
-            self.trace.pop_front();
-        }
-        self.trace.push_back(format!(
-            "t={}.{:03} {line}",
-            self.now / MICROS_PER_TICK,
-            self.now % MICROS_PER_TICK
-        ));
+        self.trace.note(self.now, line);
     }
 
     fn fail(&self, what: String) -> String {
@@ -585,7 +560,7 @@ impl World {
     fn simulate(&mut self, ticks: u64) -> Result<(), String> {
         let safety_end = ticks * MICROS_PER_TICK;
         let liveness_end = safety_end + LIVENESS_TICKS * MICROS_PER_TICK;
-        while let Some(Reverse((at, _, index))) = self.events.pop() {
+        while let Some((at, event)) = self.queue.pop() {
             self.now = at;
             if self.faults_on && self.now >= safety_end {
                 self.heal();
@@ -599,9 +574,7 @@ impl World {
                     self.describe()
                 )));
             }
-            let event = self.event_slab[index].take().expect("each event runs once");
             self.report.events += 1;
-            self.free_slots.push(index);
             self.handle(event)?;
         }
         Err(self.fail("the event queue ran dry".into()))

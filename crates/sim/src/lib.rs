@@ -32,14 +32,16 @@
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+mod event;
 
 pub use cluster::{
     ClusterFaults, ClusterReport, ClusterSabotage, run_cluster, run_cluster_sabotaged,
 };
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
+
+use event::{EventQueue, Trace};
 
 use tandem_log::{BatchBuilder, BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
@@ -243,11 +245,7 @@ struct World {
     rng: Rng,
     faults: Faults,
     now: u64,
-    events: BinaryHeap<Reverse<(u64, u64, usize)>>,
-    /// Events by slot; slots are reused through `free_slots`.
-    event_slab: Vec<Option<Event>>,
-    free_slots: Vec<usize>,
-    event_seq: u64,
+    queue: EventQueue<Event>,
     store: Store<DebitCredit>,
     primary: Primary<Pending>,
     ready: PrimaryReady<Pending>,
@@ -273,7 +271,7 @@ struct World {
     lsn_loaded: u64,
     last_released: u64,
     report: Report,
-    trace: VecDeque<String>,
+    trace: Trace,
 }
 
 const TRACE_LEN: usize = 40;
@@ -298,7 +296,7 @@ pub fn run_sabotaged(seed: u64, ticks: u64, sabotage: Option<Sabotage>) -> Repor
     world.sabotage = sabotage;
     let result = world.simulate(ticks);
     world.report.failure = result.err();
-    world.report.trace = world.trace.iter().cloned().collect();
+    world.report.trace = world.trace.lines();
     world.report.commits = world.store.segment().lsn() - world.lsn_loaded;
     world.report
 }
@@ -366,10 +364,7 @@ impl World {
         let mut world = World {
             rng,
             now: 0,
-            events: BinaryHeap::new(),
-            event_slab: Vec::new(),
-            free_slots: Vec::new(),
-            event_seq: 0,
+            queue: EventQueue::new(),
             store: Store::open(segment, workload),
             primary: Primary::new(primary_config, lsn_loaded),
             ready: PrimaryReady::default(),
@@ -400,7 +395,7 @@ impl World {
                 trace: Vec::new(),
             },
             faults,
-            trace: VecDeque::new(),
+            trace: Trace::new(TRACE_LEN),
         };
         let nodes: Vec<NodeId> = world.period.keys().copied().collect();
         for node in nodes {
@@ -427,30 +422,11 @@ impl World {
     }
 
     fn schedule(&mut self, after: u64, event: Event) {
-        let index = match self.free_slots.pop() {
-            Some(index) => {
-                self.event_slab[index] = Some(event);
-                index
-            }
-            None => {
-                self.event_slab.push(Some(event));
-                self.event_slab.len() - 1
-            }
-        };
-        self.event_seq += 1;
-        self.events
-            .push(Reverse((self.now + after, self.event_seq, index)));
+        self.queue.schedule_at(self.now + after, event);
     }
 
     fn note(&mut self, line: String) {
-        if self.trace.len() == TRACE_LEN {
-            self.trace.pop_front();
-        }
-        self.trace.push_back(format!(
-            "t={}.{:03} {line}",
-            self.now / MICROS_PER_TICK,
-            self.now % MICROS_PER_TICK
-        ));
+        self.trace.note(self.now, line);
     }
 
     fn fail(&self, what: String) -> String {
@@ -459,7 +435,7 @@ impl World {
 
     fn simulate(&mut self, ticks: u64) -> Result<(), String> {
         let safety_end = ticks * MICROS_PER_TICK;
-        while let Some(Reverse((at, _, index))) = self.events.pop() {
+        while let Some((at, event)) = self.queue.pop() {
             self.now = at;
             if self.faults_on && self.now >= safety_end {
                 self.heal();
@@ -483,8 +459,6 @@ impl World {
                     self.primary.pending_replies()
                 )));
             }
-            let event = self.event_slab[index].take().expect("each event runs once");
-            self.free_slots.push(index);
             self.handle(event)?;
         }
         Err(self.fail("the event queue ran dry".into()))
