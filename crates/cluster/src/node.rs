@@ -534,11 +534,25 @@ impl Cluster {
                 .is_none_or(|known| known.number < view.number),
             "views only move forward"
         );
-        // A new view starts every timer afresh: members are heard from as of now.
-        self.tick_heard_primary = self.tick;
-        self.tick_heard.clear();
+        // A view with a new primary starts every timer afresh: members are heard from as of
+        // now. A membership change under the same primary keeps the silence already counted
+        // (and who was heard from): the links carry on, and a primary that died just as a
+        // member joined or left must not win a fresh timeout, nor the first-contact grace
+        // (the demo once waited 100 ms on that grace after a spare joined at the kill).
+        let same_primary = self
+            .view
+            .as_ref()
+            .is_some_and(|known| known.primary == view.primary);
+        let heard_before = std::mem::take(&mut self.tick_heard);
+        if !same_primary {
+            self.tick_heard_primary = self.tick;
+        }
         for &node in view.backups.iter().chain(&view.spares) {
-            self.tick_heard.insert(node, self.tick);
+            let tick = match heard_before.get(&node) {
+                Some(&tick) if same_primary => tick,
+                _ => self.tick,
+            };
+            self.tick_heard.insert(node, tick);
         }
         self.tick_suspected.clear();
         self.frozen = None;
@@ -547,7 +561,12 @@ impl Cluster {
         self.tick_join_sent = None;
         self.tick_alive_primary = None;
         self.suspicion_pending = None;
-        self.contacted.clear();
+        if same_primary {
+            let members: Vec<NodeId> = view.members().collect();
+            self.contacted.retain(|node| members.contains(node));
+        } else {
+            self.contacted.clear();
+        }
         // What the last primary role said is void; a driver that reports holders reports
         // them afresh for the new view, and until then no backup is removed.
         if self.holding_released.is_some() {

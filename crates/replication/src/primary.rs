@@ -44,6 +44,12 @@ pub struct PrimaryConfig {
     /// An idle executor's partial batch is sealed only while some backup has fewer batches
     /// than this in flight (see [`Primary::flush`]).
     pub flush_batches_in_flight_max: usize,
+    /// The group has no other node (a one-node cluster, or a primary configured without
+    /// backups): a 2-safe rule then releases at commit. In a group with other nodes, a view
+    /// left without backups (failures removed them) releases no new 2-safe reply until a
+    /// backup holds it again (a spare that catches up becomes one): a reply released with no
+    /// copy but the primary's could be lost by the next promotion (the simulator found this).
+    pub lone: bool,
 }
 
 impl PrimaryConfig {
@@ -813,8 +819,12 @@ impl<R> Primary<R> {
             AckCount::All => n,
             AckCount::Of(k) => (k as usize).min(n),
         };
-        if k == 0 {
+        if k == 0 && self.config.lone {
             return self.lsn_committed;
+        }
+        if k == 0 {
+            // No backup left in a group that has other nodes: nothing new leaves.
+            return self.lsn_released;
         }
         self.sorted.clear();
         self.sorted

@@ -64,6 +64,7 @@ fn config(backups: usize, safety: Safety) -> PrimaryConfig {
         resend_ticks: 2,
         kind: BatchKind::Redo,
         flush_batches_in_flight_max: 1,
+        lone: backups == 0,
     }
 }
 

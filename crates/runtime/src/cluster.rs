@@ -556,8 +556,10 @@ where
         let transition = role::transition(me, held, &view, self.config.group.view);
         let next = self.make(transition, slot, &view);
         // A role just started has heard nobody yet: its silence timers start now, not when
-        // the view was learned (starting a role may take a while: a segment's load).
-        if !matches!(next, Slot::Outside) {
+        // the view was learned (starting a role may take a while: a segment's load). A role
+        // that stays keeps counting the silence it was counting.
+        let stays = matches!(transition, Transition::StayPrimary | Transition::StayBackup);
+        if !matches!(next, Slot::Outside) && !stays {
             self.core.role_started();
         }
         self.core.set_serving(!matches!(next, Slot::Outside));

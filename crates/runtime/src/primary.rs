@@ -327,6 +327,7 @@ where
         heartbeat_ticks: tuning.heartbeat_ticks,
         resend_ticks: tuning.heartbeat_ticks.max(2),
         flush_batches_in_flight_max: FLUSH_BATCHES_IN_FLIGHT_MAX,
+        lone: config.peers.is_empty(),
         kind: if passive {
             BatchKind::Passive
         } else {

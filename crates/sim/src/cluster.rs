@@ -375,8 +375,9 @@ pub enum ClusterSabotage {
     /// As `ForgeBatch`, with the first byte of every run of the record changed: balances
     /// move without their counterparts. The conservation checker must see it.
     ForgeBalances,
-    /// A deposed primary is not told: it goes on as the primary of the new view, with no
-    /// backups to wait for. The two-primaries checker must see it.
+    /// A deposed primary is not told: it goes on as the primary of the new view, believing
+    /// itself alone in the group (no backup to wait for). The two-primaries checker must see
+    /// it.
     IgnoreDepose,
 }
 
@@ -1070,7 +1071,14 @@ impl World {
                     "sabotage: node {node} stays primary in view {}",
                     view.number
                 ));
-                stale.primary.install_view(view.number, &[], &[]);
+                // It believes it is alone in the new view: it releases at commit.
+                let config = PrimaryConfig {
+                    backups: Vec::new(),
+                    spares: Vec::new(),
+                    lone: true,
+                    ..self.primary_config(&view)
+                };
+                stale.primary = Primary::resume(config, stale.primary.lsn_committed(), Vec::new());
             }
             self.nodes[index].role = Role::Primary(stale);
             return self.collect_primary(node);
@@ -1165,7 +1173,8 @@ impl World {
         }
         self.nodes[index].role = next;
         let core = self.core_mut(node);
-        if serving {
+        // As the runtime: a role that stays keeps counting the silence it was counting.
+        if serving && new_role {
             core.role_started();
         }
         core.set_serving(serving);
@@ -1195,6 +1204,7 @@ impl World {
             resend_ticks: 3,
             kind: BatchKind::Redo,
             flush_batches_in_flight_max: 2,
+            lone: false,
         }
     }
 
@@ -1235,7 +1245,10 @@ impl World {
     fn call(&mut self, from: NodeId, to: NodeId, seq: u64, args: Vec<u8>) -> Result<(), String> {
         let client = (from - CLIENT_BASE) as usize;
         let index = index_of(to);
+        // The sabotaged stale primary serves whatever its node's view says.
+        let stale_serves = self.sabotage == Some(ClusterSabotage::IgnoreDepose);
         let serving = match &self.nodes[index].role {
+            Role::Primary(role) if stale_serves => !role.primary.is_deposed(),
             Role::Primary(role) => {
                 !role.primary.is_deposed()
                     && self.nodes[index]

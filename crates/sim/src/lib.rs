@@ -335,6 +335,7 @@ impl World {
             resend_ticks: 3,
             kind: BatchKind::Redo,
             flush_batches_in_flight_max: 1 + rng.below(4) as usize,
+            lone: false,
         };
         let backups = backup_ids
             .iter()
