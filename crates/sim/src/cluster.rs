@@ -1221,8 +1221,9 @@ impl World {
                 if let Role::Primary(role) = &mut self.nodes[index].role {
                     role.primary.flush();
                 }
-                self.collect_primary(to)?;
-                self.drive(to)
+                // Hearing a member changes only the core's timers: nothing for it to hand over
+                // until its next tick or message.
+                self.collect_primary(to)
             }
             Role::Backup(role) => {
                 // A frozen backup has closed its primary's links; a stranger's message goes
@@ -1235,8 +1236,7 @@ impl World {
                 if heard {
                     self.core_mut(to).heard_from_primary();
                 }
-                self.collect_backup(to)?;
-                self.drive(to)
+                self.collect_backup(to)
             }
             Role::Outside => Ok(()),
         }
