@@ -715,7 +715,14 @@ impl Cluster {
                 .is_some_and(|collecting| collecting.reports.contains_key(&suspect));
             if !reported {
                 let new = rule::remove_backup(&view, suspect, behind).expect("checked: a backup");
-                self.propose_membership(&view, new);
+                // A view without a backup cannot survive its primary: no one could report,
+                // and with 2-safe nothing new is acknowledged in it anyway. The last backup
+                // stays (a spare that catches up joins it; if the primary dies, this backup
+                // is promoted). Found in a benchmark: a primary removed its last backup on a
+                // false suspicion just before it was killed, and the group never recovered.
+                if !new.backups.is_empty() {
+                    self.propose_membership(&view, new);
+                }
             }
         } else if from == view.primary && view.spares.contains(&suspect) {
             // A silent spare simply leaves; it asks to join again when it is back.
