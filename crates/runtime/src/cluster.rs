@@ -534,17 +534,21 @@ where
             view.truncate_lsn
         );
         let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
+        let member = view.backups.contains(&me) || view.spares.contains(&me);
         let held = match &slot {
             // A primary that stays needs no status: only a change reads (and logs) its LSN.
             Slot::Primary(_) if view.primary == me => Held::Primary { lsn_committed: 0 },
             Slot::Primary(handle) => Held::Primary {
                 lsn_committed: handle.status().map_or(0, |status| status.lsn),
             },
-            Slot::Backup(handle) if handle_follows(handle, view.primary) => Held::Backup {
-                primary: view.primary,
-                lsn_received: 0,
-            },
-            // Any other change stops the backup accepting its primary first.
+            Slot::Backup(handle) if member && handle_follows(handle, view.primary) => {
+                Held::Backup {
+                    primary: view.primary,
+                    lsn_received: 0,
+                }
+            }
+            // Any other change (a new primary, or leaving the view) stops the backup accepting
+            // its primary first.
             Slot::Backup(handle) => Held::Backup {
                 primary: handle.gate().primary(),
                 lsn_received: handle.freeze(),
