@@ -236,7 +236,7 @@ impl Client {
             // The stub does not know the group's size, so the primary checks ack counts
             // against it; here only the rules the wire cannot carry at all are refused.
             safety
-                .validate(usize::MAX)
+                .validate_form()
                 .map_err(|source| CallError::Safety { safety, source })?;
         }
         self.pending = None;

@@ -72,6 +72,13 @@ impl Safety {
     /// The default: received by every backup.
     pub const DEFAULT: Safety = Safety::TwoSafe(AckCount::All);
 
+    /// Checks the rule in itself, whatever the group: a zero bound or a zero ack count is
+    /// never meaningful. (A view may hold fewer backups than k after failures; the primary
+    /// then waits for every backup there is.)
+    pub fn validate_form(self) -> Result<(), SafetyError> {
+        self.validate(usize::MAX)
+    }
+
     /// Checks the rule against a group with `backups` backups: a count larger than the group
     /// could never be met.
     pub fn validate(self, backups: usize) -> Result<(), SafetyError> {

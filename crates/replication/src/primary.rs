@@ -76,7 +76,7 @@ impl PrimaryConfig {
         // A view may hold fewer backups than the rule's k after failures: the rule then
         // waits for every backup there is, as the promotion rule counts it
         // (`tandem_cluster::reports_needed`). Only a rule that is wrong in itself is refused.
-        if let Err(err) = self.safety.validate(usize::MAX) {
+        if let Err(err) = self.safety.validate_form() {
             panic!("invalid group safety: {err}");
         }
     }
@@ -521,7 +521,7 @@ impl<R> Primary<R> {
         assert_eq!(lsn, self.lsn_committed + 1, "commits arrive in LSN order");
         assert_eq!(self.builder.lsn_next(), lsn);
         // Well-formed; a view with fewer backups than its k waits for all of them.
-        debug_assert_eq!(safety.validate(usize::MAX), Ok(()));
+        debug_assert_eq!(safety.validate_form(), Ok(()));
     }
 
     fn after_commit(&mut self, lsn: u64, safety: Safety, reply: R) {

@@ -61,6 +61,8 @@ use crate::event::{EventQueue, Trace};
 
 /// The group every node serves.
 const GROUP: u32 = 1;
+/// The group's view when the cluster is created.
+const VIEW_FIRST: u64 = 1;
 /// Small, so that a checksum and a consistency check can run after every applied batch.
 const SEGMENT_LEN: usize = 64 * 1024;
 /// Clients are addressed as nodes from here on.
@@ -339,7 +341,6 @@ struct World {
     queue: EventQueue<Event>,
     workload: DebitCredit,
     initial: ClusterMap,
-    view_first: u64,
     lsn_loaded: u64,
     nodes: Vec<Node>,
     clients: Vec<Client>,
@@ -439,7 +440,7 @@ impl World {
         let lsn_loaded = loaded(&workload).lsn();
         let ids: Vec<NodeId> = (1..=faults.nodes as NodeId).collect();
         let view = View {
-            number: 1,
+            number: VIEW_FIRST,
             primary: 1,
             backups: ids[1..].to_vec(),
             spares: Vec::new(),
@@ -499,7 +500,6 @@ impl World {
             queue: EventQueue::new(),
             workload,
             initial,
-            view_first: 1,
             lsn_loaded,
             nodes,
             clients,
@@ -1058,7 +1058,7 @@ impl World {
             },
             Role::Outside => Held::Outside { restarted },
         };
-        let transition = role::transition(node, held, &view, self.view_first);
+        let transition = role::transition(node, held, &view, VIEW_FIRST);
         let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose)
             && view.primary != node
             && matches!(role, Role::Primary(_));
