@@ -117,6 +117,10 @@ pub enum ClusterEvent {
     /// The node suspected a peer (counted: on a loaded machine some suspicions are false,
     /// and they are safe, but a benchmark reports them).
     Suspected { peer: NodeId, view: u64 },
+    /// This frozen backup reported for a new view: it has given up on the primary of `view`,
+    /// whose lease it no longer upholds (the simulator checks that primary released nothing
+    /// that needed the lease from then on).
+    Reported { view: u64 },
 }
 
 /// The outputs of a step.
@@ -828,7 +832,11 @@ impl Cluster {
             return;
         }
         let view = frozen.view;
+        let first_report = frozen.tick_reported.is_none();
         self.frozen.as_mut().expect("checked").tick_reported = Some(self.tick);
+        if first_report {
+            self.ready.events.push(ClusterEvent::Reported { view });
+        }
         let report = ClusterMessage::Report {
             group: self.settings.group,
             view,

@@ -24,14 +24,18 @@ pub enum Bug {
     /// The store runs a retried call again instead of answering it from the dedup table
     /// (tandem-store).
     SkipDedup,
+    /// The primary releases 1-safe replies and answers calls without a commit of their own
+    /// whether or not its lease holds (tandem-replication).
+    IgnoreLease,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 4] = [
+    pub const ALL: [Bug; 5] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
         Bug::SkipDedup,
+        Bug::IgnoreLease,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +44,7 @@ impl Bug {
             Bug::SkipTruncate => "skip-truncate",
             Bug::PromoteLowest => "promote-lowest",
             Bug::SkipDedup => "skip-dedup",
+            Bug::IgnoreLease => "ignore-lease",
         }
     }
 

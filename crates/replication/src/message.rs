@@ -16,14 +16,23 @@ pub type NodeId = u32;
 pub enum Message {
     /// Primary → backup: a sealed batch's wire bytes, verified by the receiver before use.
     Batch(Arc<[u8]>),
-    /// Primary → backup, sent when the primary has had nothing to ship for a while.
-    Heartbeat { view: u64, lsn_committed: u64 },
+    /// Primary → backup, every `heartbeat_ticks`: what has been shipped so far, and the
+    /// primary's tick when it sent this (`tick_sent`), which the backup echoes to renew the
+    /// primary's lease.
+    Heartbeat {
+        view: u64,
+        lsn_committed: u64,
+        tick_sent: u64,
+    },
     /// Backup → primary: every record up to `lsn_received` is held, up to `lsn_applied`
-    /// applied. Also the backup's introduction when it connects.
+    /// applied. Also the backup's introduction when it connects. `tick_echoed` is the
+    /// `tick_sent` of the newest heartbeat it accepted in this view (0: none yet): the backup
+    /// heard the primary no earlier than that, so its lease promise runs from there.
     Ack {
         view: u64,
         lsn_received: u64,
         lsn_applied: u64,
+        tick_echoed: u64,
     },
     /// Backup → primary: a batch was missing or corrupt; send again everything after
     /// `lsn_received`.

@@ -34,8 +34,18 @@ pub struct PrimaryConfig {
     pub tail: TailLimits,
     /// A batch is sealed once its payload reaches this many bytes.
     pub batch_bytes_max: usize,
-    /// A backup that has been sent nothing for this many ticks gets a heartbeat.
+    /// Every backup and spare gets a heartbeat this often, busy or not: its echo renews the
+    /// lease.
     pub heartbeat_ticks: u64,
+    /// The primary lease (DESIGN.md, "Fencing and leases"), or `None` where no other node can
+    /// ever take over (a group without a config store). Replies that are not fenced by backup
+    /// acks (1-safe and bounded commits, and calls with no commit of their own, which may
+    /// be reads) leave only while every backup's lease holds: backup b's lease holds at tick
+    /// q if b echoed a heartbeat sent at tick g with q < g + `lease_ticks`. A backup promises
+    /// to report for a new view only some time after it last heard the primary; the driver
+    /// sets `lease_ticks` short enough that the primary's count runs out first, allowing for
+    /// tick granularity and clock drift.
+    pub lease_ticks: Option<u64>,
     /// A repeated Nack for the same LSN rewinds the shipper again only after this many ticks,
     /// so the batches already in flight behind a gap do not each cause a resend.
     pub resend_ticks: u64,
@@ -60,6 +70,7 @@ impl PrimaryConfig {
             self.heartbeat_ticks >= 1,
             "heartbeat_ticks must be at least 1"
         );
+        assert_ne!(self.lease_ticks, Some(0), "a lease of 0 ticks never holds");
         assert!(self.resend_ticks >= 1, "resend_ticks must be at least 1");
         assert!(
             self.batch_bytes_max >= 1,
@@ -103,6 +114,8 @@ pub enum PrimaryFault {
     NewerView { from: NodeId, view: u64 },
     /// A backup claims records this primary never committed; ignored.
     BackupAhead { from: NodeId, lsn_received: u64 },
+    /// A backup echoes a heartbeat tick this primary has not reached; the ack is ignored.
+    EchoAhead { from: NodeId, tick_echoed: u64 },
     /// A backup needs records that have left the retained tail: it needs a state transfer.
     TailMissed {
         from: NodeId,
@@ -196,19 +209,22 @@ struct Progress {
     lsn_sent: u64,
     lsn_received: u64,
     lsn_applied: u64,
-    tick_last_sent: u64,
     /// (tick, LSN) of the last rewind after a Nack.
     rewind: Option<(u64, u64)>,
     /// It needs records the tail no longer holds: nothing more is shipped to it.
     needs_transfer: bool,
     /// A backup (its acks count for the rules) rather than a spare.
     counts: bool,
+    /// The `tick_sent` of the newest heartbeat it echoed: its lease runs from there.
+    tick_lease_from: Option<u64>,
 }
 
 #[derive(Debug)]
 struct Pending<R> {
     lsn: u64,
     safety: Safety,
+    /// Released only under a valid lease: no backup ack fences this reply.
+    needs_lease: bool,
     reply: R,
 }
 
@@ -221,9 +237,9 @@ impl Progress {
             lsn_sent: 0,
             lsn_received: 0,
             lsn_applied: 0,
-            tick_last_sent: 0,
             rewind: None,
             needs_transfer: false,
+            tick_lease_from: None,
         }
     }
 }
@@ -357,6 +373,10 @@ impl<R> Primary<R> {
                 Some(index) => self.backups[index].clone(),
                 None => Progress::unknown(node, counts),
             };
+            if counts && !progress.counts {
+                // A spare made a backup: its echoes so far were not a backup's promise.
+                progress.tick_lease_from = None;
+            }
             progress.counts = counts;
             kept.push(progress);
         }
@@ -526,7 +546,13 @@ impl<R> Primary<R> {
 
     fn after_commit(&mut self, lsn: u64, safety: Safety, reply: R) {
         self.lsn_committed = lsn;
-        self.pending.push_back(Pending { lsn, safety, reply });
+        let needs_lease = matches!(safety, Safety::OneSafe | Safety::Bounded(_));
+        self.pending.push_back(Pending {
+            lsn,
+            safety,
+            needs_lease,
+            reply,
+        });
         if self.builder.payload_len() >= self.config.batch_bytes_max {
             self.seal_and_ship();
         }
@@ -538,13 +564,41 @@ impl<R> Primary<R> {
         debug_assert!(self.check_invariants());
     }
 
-    /// Holds a reply that has no commit of its own (a call that rolled back). It may have read
-    /// the latest commit, so it is released with that commit, once the commit's rule holds.
+    /// Holds a reply that has no commit of its own (a read, a call that rolled back, a retry
+    /// answered from the dedup table). It may have read the latest commit, so it is released
+    /// with that commit, once the commit's rule holds, and only under a valid lease: a primary
+    /// that a new view replaced must not answer from its stale state.
     pub fn defer(&mut self, safety: Safety, reply: R) {
         assert!(!self.deposed, "a deposed primary takes no calls");
         let lsn = self.lsn_committed;
-        self.pending.push_back(Pending { lsn, safety, reply });
+        self.pending.push_back(Pending {
+            lsn,
+            safety,
+            needs_lease: true,
+            reply,
+        });
         self.release();
+    }
+
+    /// Whether the lease holds now: every backup echoed a heartbeat sent less than
+    /// `lease_ticks` ago. Without a lease setting, or without backups (nobody could build
+    /// a new view), it always holds.
+    pub fn lease_holds(&self) -> bool {
+        #[cfg(feature = "inject-bugs")]
+        if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::IgnoreLease) {
+            return true;
+        }
+        let Some(lease_ticks) = self.config.lease_ticks else {
+            return true;
+        };
+        self.backups
+            .iter()
+            .filter(|backup| backup.counts)
+            .all(|backup| {
+                backup
+                    .tick_lease_from
+                    .is_some_and(|tick| self.tick < tick + lease_ticks)
+            })
     }
 
     /// The link to `node` was re-established: batches in flight on the old one may be lost.
@@ -593,12 +647,12 @@ impl<R> Primary<R> {
         }
         self.flush_now();
         let lsn_shipped = self.tail.lsn_next() - 1;
-        for backup in &mut self.backups {
-            if self.tick - backup.tick_last_sent >= self.config.heartbeat_ticks {
-                backup.tick_last_sent = self.tick;
+        if self.tick.is_multiple_of(self.config.heartbeat_ticks) {
+            for backup in &mut self.backups {
                 let heartbeat = Message::Heartbeat {
                     view: self.config.view,
                     lsn_committed: lsn_shipped,
+                    tick_sent: self.tick,
                 };
                 self.ready.messages.push((backup.node, heartbeat));
             }
@@ -638,8 +692,20 @@ impl<R> Primary<R> {
             Message::Ack {
                 lsn_received,
                 lsn_applied,
+                tick_echoed,
                 ..
             } => {
+                if tick_echoed > self.tick {
+                    // A heartbeat this primary never sent: the echo proves nothing.
+                    self.ready
+                        .faults
+                        .push(PrimaryFault::EchoAhead { from, tick_echoed });
+                    return;
+                }
+                if tick_echoed > 0 {
+                    let backup = &mut self.backups[index];
+                    backup.tick_lease_from = backup.tick_lease_from.max(Some(tick_echoed));
+                }
                 if self.learn_progress(index, lsn_received, lsn_applied) {
                     self.catch_up(index);
                     self.release();
@@ -753,7 +819,6 @@ impl<R> Primary<R> {
                 .push((backup.node, Message::Batch(batch.shared())));
             backup.lsn_sent = batch.lsn_last();
         }
-        backup.tick_last_sent = self.tick;
     }
 
     fn seal_and_ship(&mut self) {
@@ -764,7 +829,6 @@ impl<R> Primary<R> {
                     .messages
                     .push((backup.node, Message::Batch(batch.shared())));
                 backup.lsn_sent = batch.lsn_last();
-                backup.tick_last_sent = self.tick;
             }
         }
         self.tail.push(batch);
@@ -779,7 +843,11 @@ impl<R> Primary<R> {
         }
         // Most replies share one rule: compute its threshold once per release, not per reply.
         let mut memo: Option<(Safety, u64)> = None;
+        let lease_holds = self.lease_holds();
         while let Some(front) = self.pending.front() {
+            if front.needs_lease && !lease_holds {
+                break;
+            }
             let releasable = match memo {
                 Some((safety, lsn)) if safety == front.safety => lsn,
                 _ => {

@@ -82,6 +82,9 @@ pub struct Receiver {
     /// As last reported by the applier; carried on acks.
     lsn_applied: u64,
     tick: u64,
+    /// The primary's `tick_sent` on the newest heartbeat accepted (0: none yet), echoed on
+    /// every ack. It only grows: a late heartbeat renews nothing.
+    tick_echoed: u64,
     /// (tick, lsn_received) of the last Nack sent.
     nack: Option<(u64, u64)>,
     ready: ReceiverReady,
@@ -96,6 +99,7 @@ impl Receiver {
             lsn_received,
             lsn_applied: lsn_received,
             tick: 0,
+            tick_echoed: 0,
             nack: None,
             ready: ReceiverReady::default(),
         }
@@ -111,6 +115,11 @@ impl Receiver {
 
     pub fn lsn_applied(&self) -> u64 {
         self.lsn_applied
+    }
+
+    /// The newest heartbeat tick accepted, which acks echo (0: none yet).
+    pub fn tick_echoed(&self) -> u64 {
+        self.tick_echoed
     }
 
     /// The config store committed view `view` with the same primary (a backup joined or left):
@@ -156,13 +165,15 @@ impl Receiver {
             Message::Heartbeat {
                 view,
                 lsn_committed,
+                tick_sent,
             } => {
                 if self.check_view(from, view) {
+                    self.tick_echoed = self.tick_echoed.max(tick_sent);
+                    // Every heartbeat is answered, gap or not: the echo renews the lease.
+                    self.push_ack();
                     if lsn_committed > self.lsn_received {
                         // Something shipped never arrived.
                         self.maybe_nack();
-                    } else {
-                        self.push_ack();
                     }
                 }
             }
@@ -291,6 +302,7 @@ impl Receiver {
             view: self.config.view,
             lsn_received: self.lsn_received,
             lsn_applied: self.lsn_applied,
+            tick_echoed: self.tick_echoed,
         };
         self.ready.messages.push((self.config.primary, ack));
     }

@@ -65,6 +65,7 @@ fn config(backups: usize, safety: Safety) -> PrimaryConfig {
         kind: BatchKind::Redo,
         flush_batches_in_flight_max: 1,
         lone: backups == 0,
+        lease_ticks: None,
     }
 }
 
@@ -153,6 +154,7 @@ impl Harness {
                     view: backup.receiver.view(),
                     lsn_received: lsn_applied,
                     lsn_applied,
+                    tick_echoed: backup.receiver.tick_echoed(),
                 };
                 self.network.push_back((backup.node, PRIMARY, ack));
             }
@@ -648,6 +650,9 @@ fn a_backup_far_behind_is_caught_up_a_window_at_a_time() {
     }
     let (from, to, heartbeat) = harness.network.pop_front().unwrap();
     harness.deliver_one(from, to, heartbeat);
+    // The heartbeat is answered with an ack (its echo renews the lease), then a Nack.
+    let (_, _, ack) = harness.network.pop_front().unwrap();
+    assert!(matches!(ack, Message::Ack { .. }));
     let (from, to, nack) = harness.network.pop_front().unwrap();
     assert!(matches!(nack, Message::Nack { .. }));
     harness.deliver_one(from, to, nack);
@@ -668,6 +673,7 @@ fn acks_from_strangers_and_claims_beyond_the_log_are_ignored() {
         view: 1,
         lsn_received: lsn,
         lsn_applied: lsn,
+        tick_echoed: 0,
     };
     harness.primary.step(99, ack(0));
     harness.primary.step(2, ack(5));
@@ -855,4 +861,141 @@ fn a_spare_is_shipped_to_but_counts_for_no_rule() {
         "backup 3 now counts, and it holds nothing"
     );
     assert!(harness.primary.pending_replies() == 1 && next > lsn);
+}
+
+/// A primary with a lease of two ticks and a heartbeat every tick.
+fn leased(backups: usize) -> Harness {
+    let config = PrimaryConfig {
+        heartbeat_ticks: 1,
+        lease_ticks: Some(2),
+        ..config(backups, Safety::DEFAULT)
+    };
+    let mut harness = Harness::new(config);
+    harness.deliver_all();
+    harness
+}
+
+fn drop_heartbeats(harness: &mut Harness) {
+    harness
+        .network
+        .retain(|(_, _, message)| !matches!(message, Message::Heartbeat { .. }));
+}
+
+#[test]
+fn one_safe_replies_and_replies_without_a_commit_wait_for_the_lease() {
+    let mut harness = leased(2);
+    // No backup has echoed a heartbeat yet: no lease.
+    assert!(!harness.primary.lease_holds());
+    let first = harness.commit(Safety::OneSafe);
+    assert!(
+        harness.released.is_empty(),
+        "a 1-safe reply waits for the lease"
+    );
+    harness.tick();
+    harness.deliver_all();
+    assert!(harness.primary.lease_holds());
+    assert_eq!(harness.released, vec![first]);
+    // A call with no commit of its own (a read) is answered at once under the lease.
+    harness
+        .primary
+        .defer(Safety::DEFAULT, (first, Safety::OneSafe));
+    harness.collect();
+    assert_eq!(harness.released, vec![first, first]);
+
+    // Two ticks without an echo: the lease (counted from tick 1) has run out.
+    harness.tick();
+    drop_heartbeats(&mut harness);
+    harness.tick();
+    drop_heartbeats(&mut harness);
+    assert!(!harness.primary.lease_holds());
+    harness
+        .primary
+        .defer(Safety::DEFAULT, (first, Safety::OneSafe));
+    harness.collect();
+    assert_eq!(
+        harness.released.len(),
+        2,
+        "no read is answered without the lease"
+    );
+    harness.tick();
+    harness.deliver_all();
+    assert_eq!(harness.released.len(), 3, "the renewed lease releases it");
+}
+
+#[test]
+fn two_safe_replies_need_no_lease() {
+    let mut harness = leased(1);
+    assert!(!harness.primary.lease_holds());
+    let lsn = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    drop_heartbeats(&mut harness);
+    harness.deliver_all();
+    assert!(!harness.primary.lease_holds());
+    assert_eq!(
+        harness.released,
+        vec![lsn],
+        "the backup's ack fences a 2-safe reply"
+    );
+}
+
+#[test]
+fn the_lease_needs_every_backup_and_an_echo_from_the_future_is_refused() {
+    let mut harness = leased(2);
+    harness.tick();
+    // Only backup 2 hears the heartbeat.
+    harness
+        .network
+        .retain(|(_, to, message)| !matches!(message, Message::Heartbeat { .. }) || *to == 2);
+    harness.deliver_all();
+    assert!(!harness.primary.lease_holds(), "backup 3 granted nothing");
+    let echo_ahead = Message::Ack {
+        view: 1,
+        lsn_received: 0,
+        lsn_applied: 0,
+        tick_echoed: 50,
+    };
+    harness.primary.step(3, echo_ahead);
+    harness.collect();
+    assert!(!harness.primary.lease_holds());
+    assert_eq!(
+        harness.primary_faults,
+        vec![PrimaryFault::EchoAhead {
+            from: 3,
+            tick_echoed: 50
+        }]
+    );
+}
+
+#[test]
+fn a_spare_made_a_backup_grants_no_lease_until_it_echoes_as_one() {
+    let config = PrimaryConfig {
+        heartbeat_ticks: 1,
+        lease_ticks: Some(2),
+        spares: vec![3],
+        ..config(1, Safety::DEFAULT)
+    };
+    let mut harness = Harness::new(config);
+    // The harness made only backup 2; the spare answers heartbeats with hand-made acks.
+    let to_spare = |harness: &mut Harness| harness.network.retain(|(_, to, _)| *to != 3);
+    to_spare(&mut harness);
+    harness.deliver_all();
+    harness.tick();
+    to_spare(&mut harness);
+    harness.deliver_all();
+    let spare_ack = Message::Ack {
+        view: 1,
+        lsn_received: 0,
+        lsn_applied: 0,
+        tick_echoed: 1,
+    };
+    harness.primary.step(3, spare_ack);
+    assert!(
+        harness.primary.lease_holds(),
+        "a spare's lease does not count"
+    );
+    harness.primary.install_view(2, &[2, 3], &[]);
+    assert!(
+        !harness.primary.lease_holds(),
+        "node 3's echo as a spare counts for nothing"
+    );
 }

@@ -696,10 +696,12 @@ fn run_applier(
         }
         if applied_any {
             let lsn = replica.lsn_applied();
+            // The receiver's own acks carry the lease echo; 0 here renews nothing.
             let ack = Message::Ack {
                 view: state.gate.view(),
                 lsn_received: lsn,
                 lsn_applied: lsn,
+                tick_echoed: 0,
             };
             frame.clear();
             encode_peer(&mut frame, &ack);

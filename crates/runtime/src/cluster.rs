@@ -519,6 +519,7 @@ where
                 say!("node {}: suspects node {peer} in view {view}", self.node());
             }
             ClusterEvent::View(view) => self.follow(view),
+            ClusterEvent::Reported { .. } => {}
         }
     }
 

@@ -123,7 +123,9 @@ pub struct ClusterTable {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voters: Option<Vec<NodeId>>,
     /// A backup reports for a new view only this many ticks after it last heard the primary,
-    /// < `tuning.suspect_ticks` (default 3).
+    /// ≥ 2 and < `tuning.suspect_ticks` (default 3). The primary serves 1-safe replies and
+    /// calls without a commit (reads) only within `lease_ticks − 1` ticks of a heartbeat
+    /// every backup echoed.
     #[serde(default = "default_lease_ticks")]
     pub lease_ticks: u64,
     /// Ticks the coordinator waits for more reports once it has enough (default 4: more than
@@ -194,12 +196,13 @@ impl NodeConfig {
         let Some(cluster) = &self.cluster else {
             return Ok(());
         };
-        if cluster.lease_ticks == 0 || cluster.lease_ticks >= self.tuning.suspect_ticks {
+        if cluster.lease_ticks < 2 || cluster.lease_ticks >= self.tuning.suspect_ticks {
             return Err(invalid(
                 "cluster.lease_ticks",
                 format!(
-                    "{} must be ≥ 1 and below tuning.suspect_ticks ({}), so a lease runs out \
-                     before its holder is suspected",
+                    "{} must be ≥ 2 (the primary keeps one tick less) and below \
+                     tuning.suspect_ticks ({}), so a lease runs out before its holder is \
+                     suspected",
                     cluster.lease_ticks, self.tuning.suspect_ticks
                 ),
             ));

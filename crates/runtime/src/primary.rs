@@ -328,6 +328,13 @@ where
         resend_ticks: tuning.heartbeat_ticks.max(2),
         flush_batches_in_flight_max: FLUSH_BATCHES_IN_FLIGHT_MAX,
         lone: config.peers.is_empty(),
+        // A backup counts its promise from the supervisor tick at which it noticed the
+        // primary's frames, which is after they arrived; one tick less leaves room for the
+        // time between this thread's tick and the reply leaving.
+        lease_ticks: config
+            .cluster
+            .as_ref()
+            .map(|cluster| cluster.lease_ticks - 1),
         kind: if passive {
             BatchKind::Passive
         } else {
@@ -539,18 +546,8 @@ where
     fn run(mut self, inbound: Receiver<Inbound>) {
         let mut next_tick = Instant::now() + self.tick;
         loop {
-            // 1. Everything that arrived.
-            loop {
-                match inbound.try_recv() {
-                    Ok(Inbound::Control(Control::Stop)) => {
-                        self.finish();
-                        return;
-                    }
-                    Ok(event) => self.handle(event),
-                    Err(_) => break,
-                }
-            }
-            // 2. Ticks.
+            // 1. Ticks, every one missed replayed: the lease is measured in them, so the
+            // primary's tick must be current before an ack can release a reply.
             let now = Instant::now();
             let mut ticked = false;
             while now >= next_tick {
@@ -560,6 +557,17 @@ where
             }
             if ticked {
                 self.observe_spares();
+            }
+            // 2. Everything that arrived.
+            loop {
+                match inbound.try_recv() {
+                    Ok(Inbound::Control(Control::Stop)) => {
+                        self.finish();
+                        return;
+                    }
+                    Ok(event) => self.handle(event),
+                    Err(_) => break,
+                }
             }
             // 3. Calls.
             let ran = self.run_calls();

@@ -116,17 +116,21 @@ impl ClusterFaults {
     pub fn draw(rng: &mut Rng) -> ClusterFaults {
         let nodes = 3 + rng.below(2) as usize;
         let backups = nodes as u64 - 1;
-        let safety = match rng.below(4) {
+        let safety = match rng.below(6) {
             0 => Safety::TwoSafeApplied(AckCount::All),
             1 => Safety::TwoSafe(AckCount::All),
             2 => Safety::TwoSafeApplied(AckCount::Of(1 + rng.below(backups) as u32)),
-            _ => Safety::TwoSafe(AckCount::Of(1 + rng.below(backups) as u32)),
+            3 => Safety::TwoSafe(AckCount::Of(1 + rng.below(backups) as u32)),
+            4 => Safety::OneSafe,
+            _ => Safety::Bounded(1 + rng.below(16)),
         };
         // Mostly loopback-like delays (a small fraction of a tick); one seed in four has a
         // slow network, with delays up to about a tick and a half.
         let delay_min = 5 + rng.below(50);
         let delay_spread = if rng.below(4) == 0 { 1_500 } else { 300 };
-        let suspect_ticks = 4 + rng.below(8);
+        // A backup's lease promise is suspect_ticks − 2 ≥ 3 ticks: with the drift below, the
+        // primary's share of it is at least one tick.
+        let suspect_ticks = 5 + rng.below(8);
         ClusterFaults {
             nodes,
             clients: 2 + rng.below(6) as usize,
@@ -144,7 +148,7 @@ impl ClusterFaults {
             restart_ticks_max: 1 + rng.below(80),
             pause_per_tick_ppm: rng.below(3_000),
             pause_ticks_max: 1 + rng.below(20),
-            drift_max: rng.below(200),
+            drift_max: rng.below(100),
             slow_node: (rng.below(3) == 0).then(|| 1 + rng.below(nodes as u64) as NodeId),
             slow_factor: 2 + rng.below(5),
             deadline: (20 + rng.below(200)) * MICROS_PER_TICK,
@@ -276,6 +280,9 @@ struct Pending {
     committed: bool,
     /// A retried call answered from the dedup table: the LSN it committed at first.
     lsn_first: Option<u64>,
+    /// No backup ack fences the reply (a 1-safe or bounded commit, or no commit of its
+    /// own): the primary may release it only under its lease.
+    needs_lease: bool,
 }
 
 struct PrimaryRole {
@@ -318,6 +325,10 @@ struct Node {
     incarnation: u64,
     /// Bumped with every role the node starts: its replication links are new connections.
     role_epoch: u64,
+    /// Ticks that passed while the node was paused. A primary's data plane counts them when it
+    /// resumes, before it does anything else, as the runtime's primary replays missed ticks:
+    /// its lease is measured against the clock, and a pause does not stop the clock.
+    ticks_missed: u64,
 }
 
 #[derive(Default)]
@@ -354,6 +365,9 @@ struct World {
     view_latest: View,
     /// The node that released replies as the primary of each view.
     released_by: BTreeMap<u64, NodeId>,
+    /// The first backup of each view to report for a new one, and when: from then on, the
+    /// primary of that view holds no lease.
+    reported: BTreeMap<u64, (NodeId, u64)>,
     /// Each client's last acknowledged commit: (seq, LSN).
     acked: BTreeMap<usize, (u64, u64)>,
     /// The current primary's checksum at sealed batch ends (LSN → CRC32C).
@@ -479,6 +493,7 @@ impl World {
                     restarted: false,
                     incarnation: 0,
                     role_epoch: 0,
+                    ticks_missed: 0,
                 }
             })
             .collect();
@@ -510,6 +525,7 @@ impl World {
             faults_on: true,
             view_latest: view,
             released_by: BTreeMap::new(),
+            reported: BTreeMap::new(),
             acked: BTreeMap::new(),
             checksums: BTreeMap::new(),
             cluster_ready: ClusterReady::default(),
@@ -701,7 +717,11 @@ impl World {
             Event::Tick { node } => {
                 let period = self.period[&node];
                 self.schedule(period, Event::Tick { node });
-                if self.paused(node) || self.nodes[index_of(node)].core.is_none() {
+                if self.nodes[index_of(node)].core.is_none() {
+                    return Ok(());
+                }
+                if self.paused(node) {
+                    self.nodes[index_of(node)].ticks_missed += 1;
                     return Ok(());
                 }
                 if self.faults_on {
@@ -837,6 +857,7 @@ impl World {
         let state = &mut self.nodes[index_of(node)];
         state.core = None;
         state.role = Role::Outside;
+        state.ticks_missed = 0;
         self.report.crashes += 1;
         self.note(format!("crash {node}"));
     }
@@ -940,6 +961,7 @@ impl World {
         if self.nodes[index_of(to)].core.is_none() {
             return Ok(());
         }
+        self.catch_up_ticks(to);
         match wire {
             Wire::Cluster(message) => {
                 let core = self.core_mut(to);
@@ -964,7 +986,20 @@ impl World {
 
     // ---- a node ----
 
+    /// Replays, into a primary's data plane, the ticks it missed while paused (the cluster
+    /// core skips them, as the runtime's supervisor does: that only delays its reports).
+    fn catch_up_ticks(&mut self, node: NodeId) {
+        let state = &mut self.nodes[index_of(node)];
+        let missed = std::mem::take(&mut state.ticks_missed);
+        if let Role::Primary(role) = &mut state.role {
+            for _ in 0..missed {
+                role.primary.tick();
+            }
+        }
+    }
+
     fn tick(&mut self, node: NodeId) -> Result<(), String> {
+        self.catch_up_ticks(node);
         self.core_mut(node).tick();
         let index = index_of(node);
         match &mut self.nodes[index].role {
@@ -1030,6 +1065,11 @@ impl World {
             }
             ClusterEvent::Suspected { peer, view } => {
                 self.note(format!("node {node}: suspects {peer} in view {view}"));
+                Ok(())
+            }
+            ClusterEvent::Reported { view } => {
+                self.note(format!("node {node}: reported for a view after {view}"));
+                self.reported.entry(view).or_insert((node, self.now));
                 Ok(())
             }
             ClusterEvent::View(view) => self.follow(node, view),
@@ -1205,7 +1245,22 @@ impl World {
             kind: BatchKind::Redo,
             flush_batches_in_flight_max: 2,
             lone: false,
+            lease_ticks: Some(self.primary_lease_ticks()),
         }
+    }
+
+    /// The primary's share of the backups' lease promise. A backup reports no earlier than
+    /// `lease_ticks − 1` of its own ticks after it heard the primary (it heard it at some
+    /// point inside a tick); the primary's ticks may be longer than the backup's by the drift.
+    /// A lease of ℓ primary ticks ends within ℓ of its ticks of the heartbeat it was counted
+    /// from, so ℓ · period_max ≤ (lease_ticks − 1) · period_min keeps it inside the promise.
+    fn primary_lease_ticks(&self) -> u64 {
+        let promise_ticks = self.nodes[0].settings.lease_ticks;
+        let period_min = *self.period.values().min().expect("nodes");
+        let period_max = *self.period.values().max().expect("nodes");
+        let lease_ticks = (promise_ticks - 1) * period_min / period_max;
+        assert!(lease_ticks >= 1, "the faults leave the primary no lease");
+        lease_ticks
     }
 
     // ---- the data plane ----
@@ -1302,6 +1357,7 @@ impl World {
                 seq,
                 committed: true,
                 lsn_first: None,
+                needs_lease: !fenced_by_acks(safety),
             };
             match role
                 .store
@@ -1320,6 +1376,7 @@ impl World {
                     self.report.duplicates_answered += 1;
                     let pending = Pending {
                         lsn_first: Some(lsn),
+                        needs_lease: true,
                         ..pending
                     };
                     role.primary.defer(safety, pending);
@@ -1327,6 +1384,7 @@ impl World {
                 Err(CallError::Proc(_)) => {
                     let pending = Pending {
                         committed: false,
+                        needs_lease: true,
                         ..pending
                     };
                     role.primary.defer(safety, pending);
@@ -1380,9 +1438,18 @@ impl World {
                 seq,
                 committed,
                 lsn_first,
+                needs_lease,
             } = reply.reply;
+            if needs_lease && let Some(&(reporter, at)) = self.reported.get(&view) {
+                let at = at / MICROS_PER_TICK;
+                return Err(self.fail(format!(
+                    "node {node} released a reply to client {client} (call {seq}) \
+                     that needed its lease as primary of view {view}, but node {reporter} \
+                     reported for a new view at tick {at}: the lease had run out"
+                )));
+            }
             let lsn = lsn_first.unwrap_or(reply.lsn);
-            if committed {
+            if committed && fenced_by_acks(self.faults.safety) {
                 let acked = self.acked.entry(client).or_insert((0, 0));
                 if seq > acked.0 {
                     *acked = (seq, lsn);
@@ -1442,6 +1509,7 @@ impl World {
                     view: role.receiver.view(),
                     lsn_received: lsn,
                     lsn_applied: lsn,
+                    tick_echoed: role.receiver.tick_echoed(),
                 },
             ));
         }
@@ -1589,7 +1657,9 @@ impl World {
         let waiting = |seq: u64| state.call.as_ref().is_some_and(|(w, _)| *w == seq);
         match wire {
             Wire::Reply { seq, lsn, .. } if waiting(seq) => {
-                if lsn < state.lsn_last {
+                // Under a 1-safe rule a new view may rightly lose released commits, and
+                // LSNs go back with them.
+                if lsn < state.lsn_last && fenced_by_acks(self.faults.safety) {
                     let last = state.lsn_last;
                     return Err(self.fail(format!(
                         "client {client} got LSN {lsn} for call {seq} after LSN {last}"
@@ -1660,6 +1730,11 @@ impl CallsHeld {
         self.seq_last[client] = self.seq_last[client].max(call.seq);
         fresh
     }
+}
+
+/// Whether a reply under `safety` waits for backup acks (and so needs no lease).
+fn fenced_by_acks(safety: Safety) -> bool {
+    matches!(safety, Safety::TwoSafe(_) | Safety::TwoSafeApplied(_))
 }
 
 fn index_of(node: NodeId) -> usize {

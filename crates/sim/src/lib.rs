@@ -336,6 +336,8 @@ impl World {
             kind: BatchKind::Redo,
             flush_batches_in_flight_max: 1 + rng.below(4) as usize,
             lone: false,
+            // The primary is never replaced in this layer: no lease to keep.
+            lease_ticks: None,
         };
         let backups = backup_ids
             .iter()
@@ -934,6 +936,7 @@ impl World {
                 view: backup.receiver.view(),
                 lsn_received: lsn,
                 lsn_applied: lsn,
+                tick_echoed: backup.receiver.tick_echoed(),
             });
         }
         for (to, message) in ready.messages.drain(..) {

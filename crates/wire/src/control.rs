@@ -267,9 +267,15 @@ mod tests {
 
         // A later version may lay out the rest differently: only magic and version are read.
         let mut body = MAGIC.to_vec();
-        body.extend_from_slice(&[2, 0xff, 0xff]);
+        let later = PROTOCOL_VERSION as u8 + 1;
+        body.extend_from_slice(&[later, 0xff, 0xff]);
         let err = decode(&with_body(TYPE_HELLO, &body)).unwrap_err();
-        assert_eq!(err, FrameError::UnsupportedVersion { found: 2 });
+        assert_eq!(
+            err,
+            FrameError::UnsupportedVersion {
+                found: u16::from(later)
+            }
+        );
         assert_eq!(err.code(), ErrorCode::UnsupportedVersion);
 
         let mut welcome = Vec::new();
@@ -290,7 +296,7 @@ mod tests {
     #[test]
     fn control_errors_name_the_field() {
         let mut body = MAGIC.to_vec();
-        body.extend_from_slice(&[1, 7]); // version 1, peer kind 7
+        body.extend_from_slice(&[PROTOCOL_VERSION as u8, 7]); // this version, peer kind 7
         let err = decode(&with_body(TYPE_HELLO, &body)).unwrap_err();
         assert!(
             err.to_string().starts_with("Hello frame, field 'peer': "),

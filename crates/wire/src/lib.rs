@@ -82,7 +82,8 @@ pub use frame::{Frame, FrameError, decode_frame, encode_cluster};
 pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 
 /// The protocol version this build speaks; a server refuses any other in a `Hello`.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version 2: heartbeats carry the primary's tick and acks echo it (the primary lease).
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

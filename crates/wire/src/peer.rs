@@ -22,6 +22,7 @@ const TAG_STALE_VIEW: u8 = 5;
 struct Heartbeat {
     view: U64,
     lsn_committed: U64,
+    tick_sent: U64,
 }
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
@@ -30,6 +31,7 @@ struct Ack {
     view: U64,
     lsn_received: U64,
     lsn_applied: U64,
+    tick_echoed: U64,
 }
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
@@ -56,10 +58,12 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
         Message::Heartbeat {
             view,
             lsn_committed,
+            tick_sent,
         } => {
             let fields = Heartbeat {
                 view: view.into(),
                 lsn_committed: lsn_committed.into(),
+                tick_sent: tick_sent.into(),
             };
             encode_fixed(out, TAG_HEARTBEAT, fields.as_bytes());
         }
@@ -67,11 +71,13 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
             view,
             lsn_received,
             lsn_applied,
+            tick_echoed,
         } => {
             let fields = Ack {
                 view: view.into(),
                 lsn_received: lsn_received.into(),
                 lsn_applied: lsn_applied.into(),
+                tick_echoed: tick_echoed.into(),
             };
             encode_fixed(out, TAG_ACK, fields.as_bytes());
         }
@@ -128,6 +134,7 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
             Message::Heartbeat {
                 view: fields.view.get(),
                 lsn_committed: fields.lsn_committed.get(),
+                tick_sent: fields.tick_sent.get(),
             }
         }
         TAG_ACK => {
@@ -136,6 +143,7 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
                 view: fields.view.get(),
                 lsn_received: fields.lsn_received.get(),
                 lsn_applied: fields.lsn_applied.get(),
+                tick_echoed: fields.tick_echoed.get(),
             }
         }
         TAG_NACK => {
@@ -186,11 +194,13 @@ mod tests {
             Message::Heartbeat {
                 view: 1,
                 lsn_committed: 2,
+                tick_sent: 8,
             },
             Message::Ack {
                 view: 3,
                 lsn_received: 4,
                 lsn_applied: 5,
+                tick_echoed: 9,
             },
             Message::Nack {
                 view: 6,

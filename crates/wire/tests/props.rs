@@ -27,14 +27,20 @@ fn safety() -> impl Strategy<Value = Option<Safety>> {
 fn message() -> impl Strategy<Value = Message> {
     prop_oneof![
         prop::collection::vec(any::<u8>(), 0..300).prop_map(|b| Message::Batch(Arc::from(b))),
-        (any::<u64>(), any::<u64>()).prop_map(|(view, lsn_committed)| Message::Heartbeat {
-            view,
-            lsn_committed
+        (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(view, lsn_committed, tick)| {
+            Message::Heartbeat {
+                view,
+                lsn_committed,
+                tick_sent: tick,
+            }
         }),
-        (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(view, r, a)| Message::Ack {
-            view,
-            lsn_received: r,
-            lsn_applied: a
+        (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(view, r, a, tick)| {
+            Message::Ack {
+                view,
+                lsn_received: r,
+                lsn_applied: a,
+                tick_echoed: tick,
+            }
         }),
         (any::<u64>(), any::<u64>())
             .prop_map(|(view, lsn_received)| Message::Nack { view, lsn_received }),

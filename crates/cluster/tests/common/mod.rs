@@ -442,6 +442,7 @@ impl Harness {
                 }
             }
             ClusterEvent::Suspected { peer, view } => node.suspected.push((peer, view)),
+            ClusterEvent::Reported { .. } => {}
             ClusterEvent::View(view) => {
                 if node.lost_memory && view.spares.contains(&id) {
                     // The runtime loads a fresh segment and catches up as a spare.
