@@ -27,15 +27,19 @@ pub enum Bug {
     /// The primary releases 1-safe replies and answers calls without a commit of their own
     /// whether or not its lease holds (tandem-replication).
     IgnoreLease,
+    /// A state transfer leaves out the first page that changed after the member's LSN
+    /// (tandem-replication).
+    TransferShort,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
         Bug::SkipDedup,
         Bug::IgnoreLease,
+        Bug::TransferShort,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +49,7 @@ impl Bug {
             Bug::PromoteLowest => "promote-lowest",
             Bug::SkipDedup => "skip-dedup",
             Bug::IgnoreLease => "ignore-lease",
+            Bug::TransferShort => "transfer-short",
         }
     }
 

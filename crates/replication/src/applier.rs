@@ -9,6 +9,7 @@ use tandem_log::{BatchError, BatchKind, CallId};
 use tandem_memory::{PassiveError, PassiveMirror, PassiveTrace, RedoError, RedoRecord, Segment};
 
 use crate::receiver::ApplyBatch;
+use crate::transfer::{PageImage, TransferError};
 
 /// Why a batch could not be applied.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -29,6 +30,8 @@ pub enum ApplyError {
         found: BatchKind,
         expected: BatchKind,
     },
+    #[error("a state transfer to LSN {lsn} cannot be installed: {source}")]
+    Transfer { lsn: u64, source: TransferError },
 }
 
 /// Records between the one being applied and the one whose lines are being prefetched.
@@ -109,6 +112,26 @@ impl Applier {
     /// no call behind it has client id 0). The dedup table will be fed from these.
     pub fn calls_applied(&self) -> &[CallId] {
         &self.calls[self.calls_applied_from..]
+    }
+
+    /// Installs a state transfer: `segment` goes to `image.lsn` in one step. Returns that LSN.
+    /// A refused image leaves the segment as it was.
+    pub fn install(&mut self, segment: &mut Segment, image: &PageImage) -> Result<u64, ApplyError> {
+        assert_eq!(
+            segment.lsn(),
+            self.lsn_applied,
+            "the segment is the applier's"
+        );
+        image
+            .install(segment)
+            .map_err(|source| ApplyError::Transfer {
+                lsn: image.lsn,
+                source,
+            })?;
+        self.lsn_applied = image.lsn;
+        self.calls.clear();
+        self.calls_applied_from = 0;
+        Ok(self.lsn_applied)
     }
 
     /// Applies the new records of `apply` to `segment` and returns the LSN applied through.

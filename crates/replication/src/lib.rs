@@ -22,8 +22,9 @@ pub use tandem_memory::bugs;
 mod message;
 mod primary;
 mod receiver;
+pub mod transfer;
 
 pub use applier::{Applier, ApplyError, Kept, PassiveApplier, keep_applied};
 pub use message::{AckCount, Message, NodeId, Safety, SafetyError};
-pub use primary::{Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply};
+pub use primary::{Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply, TransferSent};
 pub use receiver::{ApplyBatch, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady};

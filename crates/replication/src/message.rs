@@ -39,6 +39,17 @@ pub enum Message {
     Nack { view: u64, lsn_received: u64 },
     /// Either way: the sender's view is older than `view`, which the receiver knows.
     StaleView { view: u64 },
+    /// Primary → member, a state transfer's chunk `index` of `count`: pages changed after
+    /// `lsn_from`, as they stood at `lsn` (see [`crate::transfer`]), with their CRC32C.
+    Pages {
+        view: u64,
+        lsn_from: u64,
+        lsn: u64,
+        index: u32,
+        count: u32,
+        crc: u32,
+        pages: Arc<[u8]>,
+    },
 }
 
 impl Message {
@@ -49,7 +60,8 @@ impl Message {
             Message::Heartbeat { view, .. }
             | Message::Ack { view, .. }
             | Message::Nack { view, .. }
-            | Message::StaleView { view } => Some(view),
+            | Message::StaleView { view }
+            | Message::Pages { view, .. } => Some(view),
         }
     }
 }

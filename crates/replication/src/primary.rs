@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use tandem_log::{
     BatchBuilder, BatchKind, CallId, EncodedSize, RetainedTail, SealedBatch, TailLimits,
 };
-use tandem_memory::RedoRecord;
+use tandem_memory::{RedoRecord, Segment};
 
 use crate::message::{AckCount, Message, NodeId, Safety};
 
@@ -116,14 +116,24 @@ pub enum PrimaryFault {
     BackupAhead { from: NodeId, lsn_received: u64 },
     /// A backup echoes a heartbeat tick this primary has not reached; the ack is ignored.
     EchoAhead { from: NodeId, tick_echoed: u64 },
-    /// A backup needs records that have left the retained tail: it needs a state transfer.
+    /// A member needs records that have left the retained tail, and this primary ships
+    /// passive traces, which a page transfer cannot replace: it must be restarted from a load.
     TailMissed {
         from: NodeId,
         lsn_received: u64,
         lsn_first: u64,
     },
-    /// A message a primary never expects (a batch, a heartbeat); ignored.
+    /// A message a primary never expects (a batch, a heartbeat, pages); ignored.
     Unexpected { from: NodeId },
+}
+
+/// A state transfer [`Primary::transfer`] sent: the pages changed after `lsn_from`, as of
+/// `lsn`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransferSent {
+    pub lsn_from: u64,
+    pub lsn: u64,
+    pub pages: usize,
 }
 
 /// What the driver must do after feeding the primary.
@@ -140,6 +150,9 @@ pub struct PrimaryReady<R> {
     /// committed is for the new primary to say; the client retries there with the same
     /// (client id, seq).
     pub abandoned: Vec<Reply<R>>,
+    /// Members that need records the retained tail no longer holds: the driver calls
+    /// [`Primary::transfer`] for each, with the segment, before it feeds the primary again.
+    pub transfers: Vec<NodeId>,
     pub faults: Vec<PrimaryFault>,
 }
 
@@ -149,6 +162,7 @@ impl<R> Default for PrimaryReady<R> {
             messages: Vec::new(),
             replies: Vec::new(),
             abandoned: Vec::new(),
+            transfers: Vec::new(),
             faults: Vec::new(),
         }
     }
@@ -159,6 +173,7 @@ impl<R> PrimaryReady<R> {
         self.messages.is_empty()
             && self.replies.is_empty()
             && self.abandoned.is_empty()
+            && self.transfers.is_empty()
             && self.faults.is_empty()
     }
 
@@ -167,6 +182,7 @@ impl<R> PrimaryReady<R> {
         self.messages.clear();
         self.replies.clear();
         self.abandoned.clear();
+        self.transfers.clear();
         self.faults.clear();
     }
 }
@@ -611,6 +627,60 @@ impl<R> Primary<R> {
         }
     }
 
+    /// Sends `node`, which [`PrimaryReady::transfers`] named, the pages of `segment` changed
+    /// after the LSN it holds, as they stand at this primary's last commit; from there on it
+    /// is shipped batches as usual. Returns what was sent, or `None` if `node` no longer needs
+    /// a transfer (its link was reset, it left the view).
+    ///
+    /// Precondition: `segment` is this primary's, at [`Primary::lsn_committed`].
+    pub fn transfer(&mut self, node: NodeId, segment: &Segment) -> Option<TransferSent> {
+        assert_eq!(
+            self.config.kind,
+            BatchKind::Redo,
+            "passive traces are not pages"
+        );
+        assert_eq!(
+            segment.lsn(),
+            self.lsn_committed,
+            "a transfer carries the segment at the last commit"
+        );
+        let index = self.backups.iter().position(|backup| backup.node == node)?;
+        if !self.backups[index].needs_transfer || self.deposed {
+            return None;
+        }
+        // Batches sealed from here on start after the transferred LSN.
+        self.flush_now();
+        let lsn = self.lsn_committed;
+        let view = self.config.view;
+        let backup = &mut self.backups[index];
+        let lsn_from = backup.lsn_received;
+        let chunks = crate::transfer::capture(segment, lsn_from);
+        let count = u32::try_from(chunks.len()).expect("fewer than 2^32 chunks");
+        let mut pages = 0;
+        for (index, chunk) in chunks.into_iter().enumerate() {
+            pages += chunk.len() / crate::transfer::ENTRY_LEN;
+            let message = Message::Pages {
+                view,
+                lsn_from,
+                lsn,
+                index: index as u32,
+                count,
+                crc: crc32c::crc32c(&chunk),
+                pages: chunk,
+            };
+            self.ready.messages.push((node, message));
+        }
+        backup.needs_transfer = false;
+        backup.lsn_sent = lsn;
+        backup.rewind = None;
+        self.check_invariants();
+        Some(TransferSent {
+            lsn_from,
+            lsn,
+            pages,
+        })
+    }
+
     /// The executor has nothing more to run: seals and ships the open batch, unless every
     /// backup already has `flush_batches_in_flight_max` batches in flight. Then the records
     /// keep gathering until an ack arrives (or the batch fills, or the tick comes), so under
@@ -728,7 +798,7 @@ impl<R> Primary<R> {
             }
             // A StaleView of our own view carries no news.
             Message::StaleView { .. } => {}
-            Message::Batch(_) | Message::Heartbeat { .. } => {
+            Message::Batch(_) | Message::Heartbeat { .. } | Message::Pages { .. } => {
                 self.ready.faults.push(PrimaryFault::Unexpected { from });
             }
         }
@@ -801,11 +871,15 @@ impl<R> Primary<R> {
         }
         if !self.tail.covers(backup.lsn_sent) {
             backup.needs_transfer = true;
-            self.ready.faults.push(PrimaryFault::TailMissed {
-                from: backup.node,
-                lsn_received: backup.lsn_sent,
-                lsn_first: self.tail.lsn_first(),
-            });
+            if self.config.kind == BatchKind::Redo {
+                self.ready.transfers.push(backup.node);
+            } else {
+                self.ready.faults.push(PrimaryFault::TailMissed {
+                    from: backup.node,
+                    lsn_received: backup.lsn_sent,
+                    lsn_first: self.tail.lsn_first(),
+                });
+            }
             return;
         }
         // A backup that is behind gets a window of batches at a time, the next as its acks

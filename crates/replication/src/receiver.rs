@@ -5,10 +5,18 @@
 //! held is trimmed; one entirely held is a duplicate and only re-acked). A gap or a corrupt
 //! batch is answered with a Nack asking for everything after the last record held. Nothing from
 //! a refused batch ever reaches the applier.
+//!
+//! A state transfer ([`crate::transfer`]) arrives as `Pages` chunks in order. They are staged
+//! until the last one, then handed over whole; a chunk out of order or corrupt drops the
+//! staged ones and asks again with a Nack, as does a heartbeat that finds a transfer
+//! unfinished (the link is FIFO, so its remaining chunks were lost).
+
+use std::sync::Arc;
 
 use tandem_log::{BatchError, SealedBatch};
 
 use crate::message::{Message, NodeId};
+use crate::transfer::PageImage;
 
 /// How a receiver is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,14 +57,19 @@ pub enum ReceiverFault {
     Duplicate { lsn_base: u64, lsn_last: u64 },
     /// A message a backup never expects (an Ack, a Nack).
     Unexpected { from: NodeId },
+    /// A state transfer's chunk failed its checksum, came out of order, or was built for
+    /// records this member does not hold; the staged chunks are dropped.
+    TransferRefused { from: NodeId, lsn: u64, index: u32 },
 }
 
 /// What the driver must do after feeding the receiver.
 ///
-/// Order: hand `to_apply` to the applier (in order), then send `messages`. An ack claims the
-/// records are held, so they must be held before it leaves.
+/// Order: hand `to_install` to the applier (it follows every batch handed over before this
+/// Ready and replaces what they would have done), then `to_apply` (in order), then send
+/// `messages`. An ack claims the records are held, so they must be held before it leaves.
 #[derive(Debug, Default)]
 pub struct ReceiverReady {
+    pub to_install: Option<PageImage>,
     pub to_apply: Vec<ApplyBatch>,
     pub messages: Vec<(NodeId, Message)>,
     pub faults: Vec<ReceiverFault>,
@@ -64,14 +77,27 @@ pub struct ReceiverReady {
 
 impl ReceiverReady {
     pub fn is_empty(&self) -> bool {
-        self.to_apply.is_empty() && self.messages.is_empty() && self.faults.is_empty()
+        self.to_install.is_none()
+            && self.to_apply.is_empty()
+            && self.messages.is_empty()
+            && self.faults.is_empty()
     }
 
     pub fn clear(&mut self) {
+        self.to_install = None;
         self.to_apply.clear();
         self.messages.clear();
         self.faults.clear();
     }
+}
+
+/// The chunks of a state transfer received so far.
+#[derive(Debug)]
+struct Staging {
+    lsn_from: u64,
+    lsn: u64,
+    count: u32,
+    chunks: Vec<Arc<[u8]>>,
 }
 
 /// The receiving half of a backup.
@@ -87,6 +113,8 @@ pub struct Receiver {
     tick_echoed: u64,
     /// (tick, lsn_received) of the last Nack sent.
     nack: Option<(u64, u64)>,
+    /// A state transfer under way.
+    staging: Option<Staging>,
     ready: ReceiverReady,
 }
 
@@ -101,6 +129,7 @@ impl Receiver {
             tick: 0,
             tick_echoed: 0,
             nack: None,
+            staging: None,
             ready: ReceiverReady::default(),
         }
     }
@@ -169,12 +198,35 @@ impl Receiver {
             } => {
                 if self.check_view(from, view) {
                     self.tick_echoed = self.tick_echoed.max(tick_sent);
+                    // Chunks sent before this heartbeat would have arrived before it.
+                    self.staging = None;
                     // Every heartbeat is answered, gap or not: the echo renews the lease.
                     self.push_ack();
                     if lsn_committed > self.lsn_received {
                         // Something shipped never arrived.
                         self.maybe_nack();
                     }
+                }
+            }
+            Message::Pages {
+                view,
+                lsn_from,
+                lsn,
+                index,
+                count,
+                crc,
+                pages,
+            } => {
+                if self.check_view(from, view) {
+                    let chunk = Chunk {
+                        lsn_from,
+                        lsn,
+                        index,
+                        count,
+                        crc,
+                        pages,
+                    };
+                    self.on_pages(from, chunk);
                 }
             }
             Message::StaleView { view } => {
@@ -243,12 +295,72 @@ impl Receiver {
                 lsn_expected: self.lsn_received + 1,
                 lsn_base,
             });
-            self.maybe_nack();
+            // During a transfer the gap is expected: the transfer fills it.
+            if self.staging.is_none() {
+                self.maybe_nack();
+            }
             return;
         }
         let lsn_from = self.lsn_received + 1;
         self.ready.to_apply.push(ApplyBatch { batch, lsn_from });
         self.lsn_received = lsn_last;
+        self.nack = None;
+        self.push_ack();
+    }
+
+    fn on_pages(&mut self, from: NodeId, chunk: Chunk) {
+        let refuse = |receiver: &mut Receiver| {
+            receiver.staging = None;
+            receiver.ready.faults.push(ReceiverFault::TransferRefused {
+                from,
+                lsn: chunk.lsn,
+                index: chunk.index,
+            });
+            receiver.maybe_nack();
+        };
+        if chunk.lsn <= self.lsn_received {
+            // A transfer to where this member already is: a late duplicate.
+            return;
+        }
+        let whole = chunk.count >= 1 && chunk.index < chunk.count;
+        if !whole || crc32c::crc32c(&chunk.pages) != chunk.crc || chunk.lsn_from > self.lsn_received
+        {
+            refuse(self);
+            return;
+        }
+        if chunk.index == 0 {
+            self.staging = Some(Staging {
+                lsn_from: chunk.lsn_from,
+                lsn: chunk.lsn,
+                count: chunk.count,
+                chunks: Vec::with_capacity(chunk.count as usize),
+            });
+        }
+        let Some(staging) = self.staging.as_mut() else {
+            refuse(self);
+            return;
+        };
+        let next = staging.chunks.len() as u32;
+        if (staging.lsn_from, staging.lsn, staging.count, next)
+            != (chunk.lsn_from, chunk.lsn, chunk.count, chunk.index)
+        {
+            refuse(self);
+            return;
+        }
+        staging.chunks.push(chunk.pages);
+        if staging.chunks.len() < staging.count as usize {
+            return;
+        }
+        let staging = self.staging.take().expect("staged above");
+        // The image brings the segment to `lsn`: batches of this Ready that were not handed
+        // over yet are inside it.
+        self.ready.to_apply.clear();
+        self.ready.to_install = Some(PageImage {
+            lsn_from: staging.lsn_from,
+            lsn: staging.lsn,
+            chunks: staging.chunks,
+        });
+        self.lsn_received = staging.lsn;
         self.nack = None;
         self.push_ack();
     }
@@ -327,6 +439,22 @@ impl Receiver {
         assert!(self.lsn_applied <= self.lsn_received);
         if let Some(last) = self.ready.to_apply.last() {
             assert_eq!(last.batch.lsn_last(), self.lsn_received);
+        } else if let Some(image) = &self.ready.to_install {
+            assert_eq!(image.lsn, self.lsn_received);
+        }
+        if let Some(staging) = &self.staging {
+            assert!(staging.chunks.len() < staging.count as usize);
+            assert!(staging.lsn_from <= self.lsn_received);
         }
     }
+}
+
+/// One `Pages` message's fields.
+struct Chunk {
+    lsn_from: u64,
+    lsn: u64,
+    index: u32,
+    count: u32,
+    crc: u32,
+    pages: Arc<[u8]>,
 }

@@ -37,6 +37,8 @@ struct Harness {
     released: Vec<u64>,
     abandoned: Vec<u64>,
     primary_faults: Vec<PrimaryFault>,
+    /// Pages sent by state transfers.
+    pages_transferred: usize,
 }
 
 fn receiver_config(view: u64) -> ReceiverConfig {
@@ -103,6 +105,7 @@ impl Harness {
             released: Vec::new(),
             abandoned: Vec::new(),
             primary_faults: Vec::new(),
+            pages_transferred: 0,
         };
         for backup in &mut harness.backups {
             backup.receiver.introduce();
@@ -144,9 +147,25 @@ impl Harness {
         self.abandoned
             .extend(ready.abandoned.drain(..).map(|reply| reply.reply.0));
         self.primary_faults.append(&mut ready.faults);
+        let transfers: Vec<NodeId> = ready.transfers.drain(..).collect();
+        for node in transfers {
+            if let Some(sent) = self.primary.transfer(node, &self.segment) {
+                self.pages_transferred += sent.pages;
+            }
+            let mut ready = PrimaryReady::default();
+            self.primary.take_ready(&mut ready);
+            assert!(ready.replies.is_empty() && ready.transfers.is_empty());
+            for (to, message) in ready.messages.drain(..) {
+                self.network.push_back((PRIMARY, to, message));
+            }
+        }
         for backup in &mut self.backups {
             let mut ready = ReceiverReady::default();
             backup.receiver.take_ready(&mut ready);
+            if let Some(image) = ready.to_install.take() {
+                let lsn = backup.applier.install(&mut backup.segment, &image).unwrap();
+                backup.receiver.applied(lsn);
+            }
             for apply in ready.to_apply.drain(..) {
                 let lsn_applied = backup.applier.apply(&mut backup.segment, &apply).unwrap();
                 backup.receiver.applied(lsn_applied);
@@ -218,6 +237,20 @@ impl Harness {
         self.primary.link_reset(node);
         self.backups[index].receiver.introduce();
         self.collect();
+    }
+
+    /// Delivers messages in order until the network is quiet, dropping those `lost` picks.
+    fn deliver_all_but(&mut self, lost: impl Fn(&Message) -> bool) {
+        while let Some((from, to, message)) = self.network.pop_front() {
+            if !lost(&message) {
+                self.deliver_one(from, to, message);
+            }
+        }
+    }
+
+    fn assert_behind(&self) {
+        let backup = &self.backups[0];
+        assert!(backup.segment.lsn() < self.segment.lsn());
     }
 
     /// Delivers messages in order until the network is quiet.
@@ -998,4 +1031,83 @@ fn a_spare_made_a_backup_grants_no_lease_until_it_echoes_as_one() {
         !harness.primary.lease_holds(),
         "node 3's echo as a spare counts for nothing"
     );
+}
+
+/// A primary whose tail keeps only `records_max` records.
+fn short_tail(records_max: u64) -> Harness {
+    let config = PrimaryConfig {
+        tail: TailLimits {
+            records_max,
+            bytes_max: 1 << 20,
+        },
+        ..config(1, Safety::DEFAULT)
+    };
+    let mut harness = Harness::new(config);
+    harness.deliver_all();
+    for _ in 0..30 {
+        harness.commit(Safety::DEFAULT);
+        harness.flush();
+        harness.deliver_all();
+    }
+    assert!(
+        harness.primary.tail().lsn_first() > 1,
+        "the tail let go of LSN 1"
+    );
+    harness
+}
+
+#[test]
+fn a_backup_the_tail_no_longer_covers_gets_the_pages_changed_and_goes_on_from_there() {
+    let mut harness = short_tail(8);
+    harness.restart_backup(0);
+    harness.deliver_all();
+    assert!(harness.pages_transferred > 0);
+    assert!(
+        harness.pages_transferred < SEGMENT_LEN / 4096,
+        "only the pages changed since the backup's LSN go"
+    );
+    harness.assert_replicas_match();
+    // Commits after the transfer are shipped as batches again.
+    let lsn = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    harness.deliver_all();
+    assert_eq!(harness.released.last(), Some(&lsn));
+    harness.assert_replicas_match();
+}
+
+#[test]
+fn a_lost_or_corrupted_transfer_is_asked_for_again() {
+    let mut harness = short_tail(8);
+    harness.restart_backup(0);
+    // The introduction reaches the primary; the transfer it starts is lost.
+    harness.deliver_all_but(|message| matches!(message, Message::Pages { .. }));
+    harness.assert_behind();
+    // A heartbeat shows the gap; the Nack brings a new transfer, corrupted on the way.
+    for _ in 0..3 {
+        harness.tick();
+    }
+    let mut corrupted = false;
+    while let Some((from, to, mut message)) = harness.network.pop_front() {
+        if let Message::Pages { crc, .. } = &mut message
+            && !corrupted
+        {
+            *crc ^= 1;
+            corrupted = true;
+        }
+        harness.deliver_one(from, to, message);
+    }
+    assert!(corrupted, "the Nack started a new transfer");
+    assert!(
+        harness.backups[0]
+            .faults
+            .iter()
+            .any(|fault| matches!(fault, ReceiverFault::TransferRefused { .. }))
+    );
+    harness.assert_behind();
+    // The next rounds of heartbeats and Nacks bring a whole one.
+    for _ in 0..6 {
+        harness.tick();
+        harness.deliver_all();
+    }
+    harness.assert_replicas_match();
 }

@@ -19,7 +19,7 @@ use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
 use tandem_replication::{
     Applier, ApplyBatch, Kept, Message, NodeId, PassiveApplier, Receiver as ReceiverCore,
-    ReceiverConfig, ReceiverFault, ReceiverReady,
+    ReceiverConfig, ReceiverFault, ReceiverReady, transfer::PageImage,
 };
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, PeerKind, Role, Welcome, encode_error, encode_peer,
@@ -38,6 +38,8 @@ const APPLIER_QUEUE_BATCHES: usize = 1024;
 /// What the applier thread receives from the receivers and the node.
 enum ToApplier {
     Batch(ApplyBatch),
+    /// A state transfer, installed in one step after the batches before it.
+    Install(PageImage),
     /// The node was promoted: once every record up to `lsn` is applied, give the segment and
     /// the retained batches back (see [`BackupHandle::handover`]).
     Handover {
@@ -149,6 +151,19 @@ impl Replica {
                 segment, applier, ..
             } => applier.apply(segment, batch),
             Replica::Passive { mirror, applier } => applier.apply(mirror, batch),
+        }
+    }
+
+    fn install(&mut self, image: &PageImage) -> Result<u64, String> {
+        match self {
+            Replica::Active {
+                segment, applier, ..
+            } => applier
+                .install(segment, image)
+                .map_err(|err| err.to_string()),
+            Replica::Passive { .. } => {
+                Err("a passive backup was sent pages; its mirror takes only traces".into())
+            }
         }
     }
 
@@ -572,6 +587,11 @@ fn receive_from(
             next_tick += state.tick;
         }
         core.take_ready(&mut ready);
+        if let Some(image) = ready.to_install.take()
+            && to_applier.send(ToApplier::Install(image)).is_err()
+        {
+            return Ok(());
+        }
         for apply in ready.to_apply.drain(..) {
             if to_applier.send(ToApplier::Batch(apply)).is_err() {
                 return Ok(());
@@ -663,6 +683,37 @@ fn run_applier(
                             eprintln!(
                                 "node {}: poisoned: a batch that passed its checksum cannot be \
                                  applied ({err}); this backup stops applying",
+                                state.node_id
+                            );
+                            return;
+                        }
+                    }
+                }
+                ToApplier::Install(image) => {
+                    // An older connection's transfer that a newer one overtook.
+                    if image.lsn <= replica.lsn_applied() {
+                        next = batches.try_recv().ok();
+                        continue;
+                    }
+                    match replica.install(&image) {
+                        Ok(lsn) => {
+                            applied_any = true;
+                            state.lsn_applied.store(lsn, Ordering::Release);
+                            state.metrics.lsn_applied.set(lsn as i64);
+                            // The retained batches end below the image: none continues it.
+                            tail.clear();
+                            (tail_records, tail_bytes) = (0, 0);
+                            eprintln!(
+                                "node {}: installed a state transfer of {} pages, LSN {} → {lsn}",
+                                state.node_id,
+                                image.page_count(),
+                                image.lsn_from
+                            );
+                        }
+                        Err(err) => {
+                            eprintln!(
+                                "node {}: poisoned: a state transfer that passed its checksums \
+                                 cannot be installed ({err}); this backup stops applying",
                                 state.node_id
                             );
                             return;

@@ -897,9 +897,37 @@ where
         self.primary.defer(Safety::OneSafe, refused);
     }
 
+    /// Sends the state transfers the core asked for, from the segment as it stands (at the
+    /// last commit: this thread runs the calls, so none is half done). The pages are copied
+    /// into the messages while the executor waits: a transfer costs a pause proportional to
+    /// the pages changed since the member's LSN.
+    fn start_transfers(&mut self) {
+        if self.ready.transfers.is_empty() {
+            return;
+        }
+        let transfers = std::mem::take(&mut self.ready.transfers);
+        for node in transfers {
+            if let Some(sent) = self.primary.transfer(node, self.store.segment()) {
+                eprintln!(
+                    "node {}: state transfer to node {node}: {} pages changed after LSN {}, \
+                     as of LSN {}",
+                    self.node_id, sent.pages, sent.lsn_from, sent.lsn
+                );
+            }
+        }
+        let mut more = PrimaryReady::default();
+        self.primary.take_ready(&mut more);
+        self.ready.messages.append(&mut more.messages);
+        self.ready.replies.append(&mut more.replies);
+        self.ready.abandoned.append(&mut more.abandoned);
+        self.ready.faults.append(&mut more.faults);
+        assert!(more.transfers.is_empty(), "a transfer asks for no other");
+    }
+
     /// Acts on the core's outputs: messages to the links, replies to their clients.
     fn dispatch(&mut self) {
         self.primary.take_ready(&mut self.ready);
+        self.start_transfers();
         for (to, message) in self.ready.messages.drain(..) {
             if let Message::Batch(bytes) = &message {
                 self.metrics.batches_shipped.inc();
@@ -975,8 +1003,9 @@ where
         for fault in self.ready.faults.drain(..) {
             if let PrimaryFault::TailMissed { from, .. } = fault {
                 eprintln!(
-                    "node {}: backup {from} needs records that left the retained tail; it needs \
-                     a state transfer (restart it from the same load, or raise tail limits)",
+                    "node {}: passive backup {from} needs records that left the retained tail; \
+                     restart it from the same load, or raise tuning.tail_records_max and \
+                     tuning.tail_bytes_max",
                     self.node_id
                 );
             }

@@ -109,6 +109,9 @@ pub struct ClusterFaults {
     pub deadline: u64,
     pub retry_after: u64,
     pub batch_bytes_max: usize,
+    /// Records a primary's retained tail keeps: small in some seeds, so that members that
+    /// come back find it moved on and need a state transfer.
+    pub tail_records_max: u64,
 }
 
 impl ClusterFaults {
@@ -154,6 +157,11 @@ impl ClusterFaults {
             deadline: (20 + rng.below(200)) * MICROS_PER_TICK,
             retry_after: (2 + rng.below(6)) * MICROS_PER_TICK,
             batch_bytes_max: 64 + rng.below(4_096) as usize,
+            tail_records_max: if rng.below(3) == 0 {
+                8 + rng.below(64)
+            } else {
+                1 << 20
+            },
         }
     }
 }
@@ -165,7 +173,7 @@ impl fmt::Display for ClusterFaults {
             "{} nodes, {} clients, {}, suspect {} ticks, election {} ticks; delay {}..{} µt, \
              loss {} ppm, dup {} ppm, reorder {} ppm, partitions {} ppm/tick ≤{} ticks, crashes {} ppm/tick \
              restart ≤{} ticks, pauses {} ppm/tick ≤{} ticks, drift ±{} µt/tick, slow {}, \
-             deadline {} µt, retry {} µt, batches ≤{} B",
+             deadline {} µt, retry {} µt, batches ≤{} B, tail ≤{} records",
             self.nodes,
             self.clients,
             self.safety,
@@ -189,7 +197,8 @@ impl fmt::Display for ClusterFaults {
             },
             self.deadline,
             self.retry_after,
-            self.batch_bytes_max
+            self.batch_bytes_max,
+            self.tail_records_max
         )
     }
 }
@@ -213,6 +222,8 @@ pub struct ClusterReport {
     pub events: u64,
     /// Calls a primary answered from its dedup table (retries of committed calls).
     pub duplicates_answered: u64,
+    /// State transfers installed (a member the primary's retained tail no longer covered).
+    pub transfers: u64,
     /// The first checker that failed, with the tick it failed at.
     pub failure: Option<String>,
     /// The last events before the end (or the failure), oldest first.
@@ -543,6 +554,7 @@ impl World {
                 ticks: 0,
                 events: 0,
                 duplicates_answered: 0,
+                transfers: 0,
                 failure: None,
                 trace: Vec::new(),
             },
@@ -1236,7 +1248,7 @@ impl World {
             spares: view.spares.clone(),
             safety: self.faults.safety,
             tail: TailLimits {
-                records_max: 1 << 20,
+                records_max: self.faults.tail_records_max,
                 bytes_max: 256 << 20,
             },
             batch_bytes_max: self.faults.batch_bytes_max,
@@ -1409,6 +1421,23 @@ impl World {
         };
         let mut ready = std::mem::take(&mut role.ready);
         role.primary.take_ready(&mut ready);
+        if !ready.transfers.is_empty() {
+            for to in std::mem::take(&mut ready.transfers) {
+                if let Some(sent) = role.primary.transfer(to, role.store.segment()) {
+                    self.trace.note(
+                        self.now,
+                        format!(
+                            "node {node}: transfer to {to}: {} pages, LSN {} → {}",
+                            sent.pages, sent.lsn_from, sent.lsn
+                        ),
+                    );
+                }
+            }
+            let mut more = PrimaryReady::default();
+            role.primary.take_ready(&mut more);
+            ready.messages.append(&mut more.messages);
+            ready.replies.append(&mut more.replies);
+        }
         let view = role.primary.view();
         // The primary's bytes at the end of its last sealed batch: what a backup must hold
         // once it has applied that batch. Only the newest view's primary writes history.
@@ -1477,6 +1506,18 @@ impl World {
         role.receiver.take_ready(&mut ready);
         let mut applied_any = false;
         let lsn_before = role.applier.lsn_applied();
+        if let Some(image) = ready.to_install.take() {
+            let lsn = role
+                .applier
+                .install(&mut role.segment, &image)
+                .map_err(|err| format!("node {node} cannot install a transfer: {err}"))?;
+            role.receiver.applied(lsn);
+            // The kept batches end below the image. The calls inside it are not seen here;
+            // those after it come later in the history, so their seqs still only go up.
+            role.tail.clear();
+            applied_any = true;
+            self.report.transfers += 1;
+        }
         for apply in ready.to_apply.drain(..) {
             let lsn = role
                 .applier

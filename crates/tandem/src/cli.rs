@@ -124,7 +124,7 @@ pub struct SimArgs {
     #[arg(long, value_enum, default_value_t = SimLayer::Cluster)]
     pub layer: SimLayer,
     /// Plant a known bug in the real code (builds with the inject-bugs feature):
-    /// early-reply, skip-truncate, promote-lowest, skip-dedup or ignore-lease.
+    /// early-reply, skip-truncate, promote-lowest, skip-dedup, ignore-lease or transfer-short.
     #[arg(long, value_name = "BUG")]
     pub inject: Option<String>,
     /// Print the report as JSON.

@@ -21,6 +21,8 @@ struct SeedReport {
     crashes: u64,
     /// The last view number (1 for the group layer, which has no view changes).
     views: u64,
+    /// State transfers installed (0 for the group layer).
+    transfers: u64,
     ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     failure: Option<String>,
@@ -61,6 +63,7 @@ fn run_seed(layer: SimLayer, seed: u64, ticks: u64) -> SeedReport {
                 commits: report.commits,
                 crashes: report.crashes,
                 views: report.views,
+                transfers: report.transfers,
                 ok: report.failure.is_none(),
                 failure: report.failure,
                 trace: report.trace,
@@ -78,6 +81,7 @@ fn run_seed(layer: SimLayer, seed: u64, ticks: u64) -> SeedReport {
                 commits: report.commits,
                 crashes: report.crashes,
                 views: 1,
+                transfers: 0,
                 ok: report.failure.is_none(),
                 failure: report.failure,
                 trace: report.trace,
@@ -113,8 +117,15 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         } else {
             println!("seed {seed}: {}", out.faults);
             println!(
-                "{} calls, {} replies, {} deadline errors, {} commits, {} crashes, {} views",
-                out.calls, out.replies, out.deadline_errors, out.commits, out.crashes, out.views
+                "{} calls, {} replies, {} deadline errors, {} commits, {} crashes, {} views, \
+                 {} state transfers",
+                out.calls,
+                out.replies,
+                out.deadline_errors,
+                out.commits,
+                out.crashes,
+                out.views,
+                out.transfers
             );
             match &out.failure {
                 None => println!("every checker held"),

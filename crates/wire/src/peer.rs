@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tandem_replication::Message;
-use zerocopy::little_endian::U64;
+use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 use crate::frame::{self, ENVELOPE_LEN, FrameError, TYPE_PEER, bad_body};
@@ -16,6 +16,7 @@ const TAG_HEARTBEAT: u8 = 2;
 const TAG_ACK: u8 = 3;
 const TAG_NACK: u8 = 4;
 const TAG_STALE_VIEW: u8 = 5;
+const TAG_PAGES: u8 = 6;
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
@@ -45,6 +46,18 @@ struct Nack {
 #[repr(C)]
 struct StaleView {
     view: U64,
+}
+
+/// The fixed fields of a `Pages` message; the page entries follow.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct PagesHeader {
+    view: U64,
+    lsn_from: U64,
+    lsn: U64,
+    index: U32,
+    count: U32,
+    crc: U32,
 }
 
 /// Appends a `Peer` frame carrying `message`. A batch's bytes are copied into `out`; to send a
@@ -94,6 +107,29 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
                 TAG_STALE_VIEW,
                 StaleView { view: view.into() }.as_bytes(),
             );
+        }
+        Message::Pages {
+            view,
+            lsn_from,
+            lsn,
+            index,
+            count,
+            crc,
+            ref pages,
+        } => {
+            let header = PagesHeader {
+                view: view.into(),
+                lsn_from: lsn_from.into(),
+                lsn: lsn.into(),
+                index: index.into(),
+                count: count.into(),
+                crc: crc.into(),
+            };
+            let start = frame::begin(out, TYPE_PEER);
+            out.push(TAG_PAGES);
+            out.extend_from_slice(header.as_bytes());
+            out.extend_from_slice(pages);
+            frame::finish(out, start);
         }
     }
 }
@@ -156,8 +192,27 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
         TAG_STALE_VIEW => Message::StaleView {
             view: fixed::<StaleView>("StaleView", rest)?.view.get(),
         },
+        TAG_PAGES => {
+            let Ok((header, pages)) = PagesHeader::ref_from_prefix(rest) else {
+                let detail = format!(
+                    "Pages takes at least {} bytes after the sub-tag, got {}",
+                    size_of::<PagesHeader>(),
+                    rest.len()
+                );
+                return Err(bad_body("Peer", "body", detail));
+            };
+            Message::Pages {
+                view: header.view.get(),
+                lsn_from: header.lsn_from.get(),
+                lsn: header.lsn.get(),
+                index: header.index.get(),
+                count: header.count.get(),
+                crc: header.crc.get(),
+                pages: Arc::from(pages),
+            }
+        }
         _ => {
-            let detail = format!("unknown message {tag}; 1 to 5 are defined");
+            let detail = format!("unknown message {tag}; 1 to 6 are defined");
             return Err(bad_body("Peer", "sub_tag", detail));
         }
     };
@@ -207,6 +262,15 @@ mod tests {
                 lsn_received: 7,
             },
             Message::StaleView { view: u64::MAX },
+            Message::Pages {
+                view: 10,
+                lsn_from: 11,
+                lsn: 12,
+                index: 1,
+                count: 3,
+                crc: 0xdead_beef,
+                pages: Arc::from(&b"page entries"[..]),
+            },
         ] {
             let mut out = Vec::new();
             encode_peer(&mut out, &message);
@@ -241,10 +305,15 @@ mod tests {
             decode(&empty).unwrap_err().to_string(),
             "Peer frame, field 'sub_tag': missing: the body is empty"
         );
-        let unknown = [2, 0, 0, 0, TYPE_PEER, 6];
+        let unknown = [2, 0, 0, 0, TYPE_PEER, 7];
         assert_eq!(
             decode(&unknown).unwrap_err().to_string(),
-            "Peer frame, field 'sub_tag': unknown message 6; 1 to 5 are defined"
+            "Peer frame, field 'sub_tag': unknown message 7; 1 to 6 are defined"
+        );
+        let short_pages = [3, 0, 0, 0, TYPE_PEER, 6, 0];
+        assert_eq!(
+            decode(&short_pages).unwrap_err().to_string(),
+            "Peer frame, field 'body': Pages takes at least 36 bytes after the sub-tag, got 1"
         );
     }
 }

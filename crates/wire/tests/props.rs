@@ -45,6 +45,22 @@ fn message() -> impl Strategy<Value = Message> {
         (any::<u64>(), any::<u64>())
             .prop_map(|(view, lsn_received)| Message::Nack { view, lsn_received }),
         any::<u64>().prop_map(|view| Message::StaleView { view }),
+        (
+            (any::<u64>(), any::<u64>(), any::<u64>()),
+            (any::<u32>(), any::<u32>(), any::<u32>()),
+            prop::collection::vec(any::<u8>(), 0..300)
+        )
+            .prop_map(|((view, lsn_from, lsn), (index, count, crc), pages)| {
+                Message::Pages {
+                    view,
+                    lsn_from,
+                    lsn,
+                    index,
+                    count,
+                    crc,
+                    pages: Arc::from(pages),
+                }
+            }),
     ]
 }
 

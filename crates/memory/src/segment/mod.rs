@@ -35,6 +35,19 @@ pub enum SegmentError {
     Map(#[from] io::Error),
 }
 
+/// Why pages from another segment could not be installed; nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InstallError {
+    #[error("the pages are of LSN {lsn}, behind this segment's LSN {lsn_segment}")]
+    Behind { lsn: u64, lsn_segment: u64 },
+    #[error("page {page} is outside this segment of {pages} pages")]
+    PageOutOfRange { page: usize, pages: usize },
+    #[error("page {page} holds {len} bytes, not {PAGE_SIZE}")]
+    PageLen { page: usize, len: usize },
+    #[error("page {page} has version {version}, above the pages' LSN {lsn}")]
+    VersionAhead { page: usize, version: u64, lsn: u64 },
+}
+
 /// A fixed-size region of 4 KiB pages with transactional updates and redo capture.
 pub struct Segment {
     region: Region,
@@ -208,6 +221,55 @@ impl Segment {
         }
         stamp_pages(&mut self.page_versions, record);
         self.lsn = expected;
+        Ok(())
+    }
+
+    /// Brings this segment to LSN `lsn` with pages of a segment at that LSN: `(page, version,
+    /// bytes)` for every page changed after this segment's LSN (a state transfer). Pages not
+    /// given must be the same in both segments, which holds when this segment's state is the
+    /// other's history at this segment's LSN. Every page is checked before any byte is
+    /// written, so a refused install leaves the segment untouched.
+    ///
+    /// Panics on a segment with the passive trace enabled, as [`Segment::apply_redo`] does.
+    pub fn install_pages(
+        &mut self,
+        lsn: u64,
+        pages: &[(usize, u64, &[u8])],
+    ) -> Result<(), InstallError> {
+        assert!(
+            self.undo.is_empty(),
+            "install_pages called while a txn has ranges declared"
+        );
+        assert!(
+            self.passive.is_none(),
+            "install_pages on a segment with the passive trace enabled"
+        );
+        if lsn < self.lsn {
+            return Err(InstallError::Behind {
+                lsn,
+                lsn_segment: self.lsn,
+            });
+        }
+        for &(page, version, bytes) in pages {
+            if page >= self.pages() {
+                let pages = self.pages();
+                return Err(InstallError::PageOutOfRange { page, pages });
+            }
+            if bytes.len() != PAGE_SIZE {
+                let len = bytes.len();
+                return Err(InstallError::PageLen { page, len });
+            }
+            if version > lsn {
+                return Err(InstallError::VersionAhead { page, version, lsn });
+            }
+        }
+        for &(page, version, bytes) in pages {
+            let offset = page * PAGE_SIZE;
+            self.region.bytes_mut()[offset..offset + PAGE_SIZE].copy_from_slice(bytes);
+            self.undo.after_apply(offset, bytes);
+            self.page_versions[page] = version;
+        }
+        self.lsn = lsn;
         Ok(())
     }
 
@@ -429,6 +491,105 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The pages changed after `lsn_from`, as a state transfer sends them.
+    fn changed_pages(segment: &Segment, lsn_from: u64) -> Vec<(usize, u64, &[u8])> {
+        (0..segment.pages())
+            .filter(|&page| segment.page_version(page) > lsn_from)
+            .map(|page| {
+                let bytes = segment.read(page * PAGE_SIZE, PAGE_SIZE);
+                (page, segment.page_version(page), bytes)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn installing_the_pages_changed_since_its_lsn_makes_a_segment_equal() {
+        for strategy in Strategy::ALL {
+            let mut source = segment(strategy);
+            let mut behind = segment(strategy);
+            for value in 1..=3u32 {
+                let mut txn = source.begin();
+                *txn.set_pod::<u32>(value as usize * 8) = value;
+                let record = txn.commit().clone();
+                if value == 1 {
+                    behind.apply_redo(&record).unwrap();
+                }
+                let mut txn = source.begin();
+                *txn.set_pod::<u32>(3 * PAGE_SIZE) = value;
+                let record = txn.commit().clone();
+                if value == 1 {
+                    behind.apply_redo(&record).unwrap();
+                }
+            }
+            let pages = changed_pages(&source, behind.lsn());
+            assert_eq!(pages.len(), 2, "pages 0 and 3 changed after LSN 2");
+            behind.install_pages(source.lsn(), &pages).unwrap();
+            assert_eq!(behind.lsn(), source.lsn());
+            assert!(behind.bytes() == source.bytes(), "{strategy}");
+            assert_eq!(behind.page_versions(), source.page_versions());
+            if let Some(mirror) = behind.mirror() {
+                assert_eq!(
+                    mirror,
+                    behind.bytes(),
+                    "{strategy} mirror follows the install"
+                );
+            }
+            // The installed segment goes on with txns and aborts like any other.
+            let mut txn = behind.begin();
+            txn.set_range(0, 4).fill(9);
+            txn.abort();
+            assert!(
+                behind.bytes() == source.bytes(),
+                "{strategy} abort after install"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_install_writes_nothing() {
+        let mut target = segment(Strategy::V3InlineLog);
+        let page = [7u8; PAGE_SIZE];
+        let short = [7u8; 10];
+        type Page<'a> = (usize, u64, &'a [u8]);
+        let cases: [(u64, Vec<Page>, InstallError); 3] = [
+            (
+                5,
+                vec![(0, 5, &page[..]), (4, 5, &page[..])],
+                InstallError::PageOutOfRange { page: 4, pages: 4 },
+            ),
+            (
+                5,
+                vec![(1, 5, &page[..]), (2, 5, &short[..])],
+                InstallError::PageLen { page: 2, len: 10 },
+            ),
+            (
+                5,
+                vec![(1, 6, &page[..])],
+                InstallError::VersionAhead {
+                    page: 1,
+                    version: 6,
+                    lsn: 5,
+                },
+            ),
+        ];
+        for (lsn, pages, expected) in cases {
+            assert_eq!(target.install_pages(lsn, &pages), Err(expected));
+            assert!(target.bytes().iter().all(|&byte| byte == 0));
+            assert_eq!(target.lsn(), 0);
+            assert_eq!(target.page_versions(), &[0, 0, 0, 0]);
+        }
+        let mut txn = target.begin();
+        txn.set_range(0, 1).fill(1);
+        txn.commit();
+        assert_eq!(
+            target.install_pages(0, &[]),
+            Err(InstallError::Behind {
+                lsn: 0,
+                lsn_segment: 1
+            })
+        );
     }
 
     #[test]
