@@ -21,24 +21,28 @@
 //!   happens only while every node is up and in the view: a second memory loss before the
 //!   first healed could lose a 2-safe commit by the rule's own terms (k backups hold it).
 //!
-//! Not simulated: torn writes of the config store's state (the file store writes a new file
-//! and renames it, so a crash leaves the old state or the new one; a torn image is refused at
-//! start by its checksum, which `tandem-config`'s tests cover).
+//! A third of the seeds give the primary a short retained tail, so members that come back
+//! find it moved on and catch up by state transfer. Seeds run under every safety rule:
+//! 2-safe (all or k backups, received or applied), 1-safe and bounded.
+//!
+//! Not simulated: torn writes of the config store's state (the file store alternates between
+//! two slot files, each with a checksum, so a crash mid-write leaves the other slot's state;
+//! `tandem-config`'s tests cover it).
 //!
 //! Checkers, after every step that could break them:
 //! - no acknowledged 2-safe commit is lost: when a backup takes over, and at the end, the
 //!   primary's dedup table holds every client's last acknowledged call;
 //! - never two nodes release replies as the primary of the same view;
+//! - no reply that needs the primary's lease (a 1-safe or bounded commit, a call with no
+//!   commit of its own) leaves after a backup of that view reported for a new one: the
+//!   backup's promise is what the lease stands on, and a report ends it;
 //! - replicas at the same LSN hold identical bytes (a backup of the current view against the
 //!   current primary's checksums, taken at some batch ends), and at the end every
 //!   replica equals the primary;
 //! - Debit-Credit's conservation holds on every node after every batch it applies;
 //! - exactly-once: no (client id, seq) is committed twice into one node's records;
-//! - every client call ends with a reply or a deadline error, and a client's replies never go
-//!   back in LSN.
-//!
-//! The primary lease is not simulated: no node has one yet. Replies are fenced by the frozen
-//! backups (2-safe), which the first checker covers.
+//! - every client call ends with a reply or a deadline error, and under a 2-safe rule a
+//!   client's replies never go back in LSN (a 1-safe rule may lose released commits).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;

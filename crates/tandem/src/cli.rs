@@ -100,6 +100,10 @@ pub struct DemoArgs {
     /// on a machine too loaded to schedule a node every few milliseconds.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=10_000))]
     pub suspect_ticks: u64,
+    /// Records each primary's retained tail keeps. A small tail makes a node that comes back
+    /// (restart-primary) catch up by state transfer instead of from the tail.
+    #[arg(long = "tail-records", value_name = "N", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tail_records_max: u64,
     /// Where the timeline chart goes: a .png or .svg path (default: DIR/timeline.png).
     #[arg(long, value_name = "PATH")]
     pub timeline: Option<std::path::PathBuf>,

@@ -123,6 +123,7 @@ impl Fault {
 struct Scenario {
     fault: Fault,
     suspect_ticks: u64,
+    tail_records_max: u64,
     clients: u32,
     seconds: f64,
     db_mib: usize,
@@ -144,6 +145,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
     let scenario = Scenario {
         fault: args.fault,
         suspect_ticks: args.suspect_ticks,
+        tail_records_max: args.tail_records_max,
         clients: args.clients,
         seconds: args.seconds,
         db_mib: args.db_mib as usize,
@@ -173,6 +175,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
         let scenario = Scenario {
             fault: Fault::KillPrimary,
             suspect_ticks: crate::local::Options::new(3).suspect_ticks,
+            tail_records_max: crate::local::Options::new(3).tail_records_max,
             clients: args.clients,
             seconds: args.seconds,
             db_mib: args.db_mib as usize,
@@ -296,6 +299,7 @@ impl Scenario {
         ));
         let mut options = Options::new(3).with_db_mib(self.db_mib);
         options.suspect_ticks = self.suspect_ticks;
+        options.tail_records_max = self.tail_records_max;
         let mut cluster = LocalCluster::start(&self.dir, &options)?;
         let settled = cluster.wait_settled(Duration::from_secs(120))?;
         self.say(&format!(

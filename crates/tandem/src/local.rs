@@ -41,6 +41,8 @@ pub struct Options {
     pub tick_us: u64,
     pub heartbeat_ticks: u64,
     pub suspect_ticks: u64,
+    /// Records a primary's retained tail keeps.
+    pub tail_records_max: u64,
 }
 
 impl Options {
@@ -53,6 +55,7 @@ impl Options {
             tick_us: tuning.tick_us,
             heartbeat_ticks: tuning.heartbeat_ticks,
             suspect_ticks: tuning.suspect_ticks,
+            tail_records_max: tuning.tail_records_max,
         }
     }
 }
@@ -418,6 +421,7 @@ fn node_config(
     config.tuning.tick_us = options.tick_us;
     config.tuning.heartbeat_ticks = options.heartbeat_ticks;
     config.tuning.suspect_ticks = options.suspect_ticks;
+    config.tuning.tail_records_max = options.tail_records_max;
     let data_dir = dir.join(format!("node{}", member.node_id)).join("raft");
     config.cluster = Some(ClusterTable::new(data_dir));
     config

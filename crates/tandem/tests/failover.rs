@@ -67,17 +67,24 @@ fn assert_safe(report: &Value) {
     assert_eq!(report["found"].as_u64(), Some(acknowledged), "{report}");
 }
 
-fn fault(name: &str) -> Value {
+/// Runs the demo with fault `name`; returns its report and what the nodes printed.
+fn fault(name: &str, extra: &[&str]) -> (Value, String) {
     let dir = std::env::temp_dir().join(format!("tandem-{name}-test-{}", std::process::id()));
-    let (status, report, stderr) = demo(&dir, &["--fault", name]);
+    let mut args = vec!["--fault", name];
+    args.extend_from_slice(extra);
+    let (status, report, stderr) = demo(&dir, &args);
     assert!(
         status.success(),
         "tandem demo --fault {name} failed: {stderr}\n{report}"
     );
     assert_eq!(report["fault"], name, "{report}");
     assert_safe(&report);
+    let logs = (1..=3)
+        .map(|node| dir.join(format!("node{node}/node.log")))
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .collect();
     let _ = std::fs::remove_dir_all(&dir);
-    report
+    (report, logs)
 }
 
 /// The other faults, one after another: each demo runs three debug-build nodes, and the
@@ -85,7 +92,7 @@ fn fault(name: &str) -> Value {
 #[test]
 fn every_fault_keeps_the_promises() {
     // A killed backup: the view changes to remove it, and calls go on after the kill.
-    let report = fault("kill-backup");
+    let (report, _) = fault("kill-backup", &[]);
     assert_ne!(report["new_primary"], report["killed"], "{report}");
     assert!(
         report["view_after"].as_u64() > report["view_before"].as_u64(),
@@ -102,12 +109,18 @@ fn every_fault_keeps_the_promises() {
     // A paused (partitioned) old primary: a new primary answered, the old one answered
     // nothing after that (`stale_replies`, in `assert_safe`), and it rejoined: `consistent`
     // covers all three nodes.
-    let report = fault("pause-primary");
+    let (report, _) = fault("pause-primary", &[]);
     assert!(report["first_new_ms"].as_f64().is_some(), "{report}");
 
-    // A restarted old primary rejoins and catches up: all three nodes match at the end.
-    let report = fault("restart-primary");
+    // A restarted old primary rejoins and catches up: all three nodes match at the end. The
+    // tail keeps so few records that it has moved on by then: the node catches up by state
+    // transfer.
+    let (report, logs) = fault("restart-primary", &["--tail-records", "64"]);
     assert!(report["first_new_ms"].as_f64().is_some(), "{report}");
+    assert!(
+        logs.contains("installed a state transfer"),
+        "the restarted node caught up without a state transfer:\n{logs}"
+    );
 }
 
 #[test]
