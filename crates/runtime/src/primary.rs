@@ -802,6 +802,19 @@ where
                 };
                 self.primary.defer(safety, reply);
             }
+            Ok(Deduped::Read) => {
+                // A read-only call: it read the latest commit, so its reply waits behind it,
+                // and leaves only under the lease.
+                let reply = ReplyTo::Remote {
+                    conn,
+                    seq: slot.seq,
+                    status: ReplyStatus::Committed,
+                    body: std::mem::take(&mut self.reply),
+                    started,
+                    lsn_repeated: None,
+                };
+                self.primary.defer(safety, reply);
+            }
             Err(CallError::Proc(err)) => {
                 self.rollbacks += 1;
                 let reply = ReplyTo::Remote {

@@ -1388,6 +1388,9 @@ impl World {
                     }
                     role.primary.commit(call, record, safety, pending);
                 }
+                Ok(Deduped::Read) => {
+                    return Err(format!("node {node}: the simulated clients issue no reads"));
+                }
                 Ok(Deduped::Duplicate { lsn }) => {
                     self.report.duplicates_answered += 1;
                     let pending = Pending {

@@ -20,7 +20,10 @@ mod table;
 pub mod workloads;
 
 pub use dedup::{DEDUP_REPLY_LEN_MAX, DedupEntry, DedupTable};
-pub use registry::{CallError, Deduped, Prefetch, ProcError, ProcId, Procedure, Registry, Store};
+pub use registry::{
+    CallError, Deduped, Prefetch, ProcError, ProcId, Procedure, ReadProcedure, Registry, Store,
+    read,
+};
 pub use rng::Rng;
 pub use table::{Layout, LayoutError, Table};
 

@@ -11,6 +11,26 @@ use crate::dedup::{DEDUP_REPLY_LEN_MAX, DedupEntry, DedupTable, Probe};
 /// its reply. Returning `Err` rolls the whole txn back.
 pub type Procedure<W> = fn(&W, &mut Txn<'_>, &[u8], &mut Vec<u8>) -> Result<(), ProcError>;
 
+/// A read-only procedure: reads the workload's tables from the segment (it cannot write, by
+/// its type), reads its arguments, writes its reply. It takes no LSN and leaves no dedup slot:
+/// running it again is harmless. A backup may run it on its own copy (DESIGN.md, "Versioned
+/// reads").
+pub type ReadProcedure<W> = fn(&W, &Segment, &[u8], &mut Vec<u8>) -> Result<(), ProcError>;
+
+/// What a registered procedure is.
+enum Kind<W> {
+    Write(Procedure<W>),
+    Read(ReadProcedure<W>),
+}
+
+impl<W> Clone for Kind<W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W> Copy for Kind<W> {}
+
 /// A hint for a procedure: starts loading the cache lines that a call with these arguments will
 /// touch, so an executor can overlap memory latency with the call before it. It changes
 /// nothing and must ignore arguments it cannot read.
@@ -36,6 +56,10 @@ pub enum CallError {
     UnknownProcedure(u16),
     #[error(transparent)]
     Proc(#[from] ProcError),
+    /// The procedure only reads: it runs on a replica's segment, not in a txn (see
+    /// [`Store::read`]).
+    #[error("procedure {0} is read-only: it runs with Store::read")]
+    ReadOnly(u16),
     /// The client already committed a later call, so this one is an old duplicate: its reply
     /// was superseded and is no longer kept. Only a client with more than one call in flight,
     /// or a message delayed past its retry, sees this.
@@ -58,6 +82,9 @@ pub enum Deduped<'a> {
     /// The call had committed before, at `lsn`: nothing ran, no LSN was taken, and the reply
     /// it stored then is in the reply buffer.
     Duplicate { lsn: u64 },
+    /// The procedure is read-only: it read the segment at its LSN and wrote the reply; no LSN
+    /// was taken and no dedup slot written.
+    Read,
 }
 
 /// A procedure's index in its registry: cheap to send and to dispatch.
@@ -66,7 +93,7 @@ pub struct ProcId(pub u16);
 
 /// Procedures of a workload by name and by id.
 pub struct Registry<W> {
-    procedures: Vec<(&'static str, Procedure<W>)>,
+    procedures: Vec<(&'static str, Kind<W>)>,
     prefetches: Vec<Option<Prefetch<W>>>,
     by_name: BTreeMap<&'static str, ProcId>,
 }
@@ -96,10 +123,20 @@ impl<W> Registry<W> {
 
     /// Adds a procedure; its id is its registration order. Panics on a duplicate name.
     pub fn register(&mut self, name: &'static str, procedure: Procedure<W>) -> ProcId {
+        self.add(name, Kind::Write(procedure))
+    }
+
+    /// Adds a read-only procedure; its id is its registration order. Panics on a duplicate
+    /// name.
+    pub fn register_read(&mut self, name: &'static str, procedure: ReadProcedure<W>) -> ProcId {
+        self.add(name, Kind::Read(procedure))
+    }
+
+    fn add(&mut self, name: &'static str, kind: Kind<W>) -> ProcId {
         let id = ProcId(u16::try_from(self.procedures.len()).expect("at most 65536 procedures"));
         let previous = self.by_name.insert(name, id);
         assert!(previous.is_none(), "procedure '{name}' registered twice");
-        self.procedures.push((name, procedure));
+        self.procedures.push((name, kind));
         self.prefetches.push(None);
         id
     }
@@ -119,10 +156,25 @@ impl<W> Registry<W> {
             .map(|(name, _)| *name)
     }
 
+    /// The procedure `id` if it writes (runs in a txn).
     pub fn get(&self, id: ProcId) -> Option<Procedure<W>> {
-        self.procedures
-            .get(usize::from(id.0))
-            .map(|(_, procedure)| *procedure)
+        match self.procedures.get(usize::from(id.0)) {
+            Some((_, Kind::Write(procedure))) => Some(*procedure),
+            _ => None,
+        }
+    }
+
+    /// The procedure `id` if it is read-only.
+    pub fn get_read(&self, id: ProcId) -> Option<ReadProcedure<W>> {
+        match self.procedures.get(usize::from(id.0)) {
+            Some((_, Kind::Read(procedure))) => Some(*procedure),
+            _ => None,
+        }
+    }
+
+    /// Whether procedure `id` is registered and read-only.
+    pub fn is_read(&self, id: ProcId) -> bool {
+        self.get_read(id).is_some()
     }
 
     pub fn prefetch(&self, id: ProcId) -> Option<Prefetch<W>> {
@@ -233,6 +285,9 @@ impl<W> Store<W> {
         args: &[u8],
         reply: &mut Vec<u8>,
     ) -> Result<Deduped<'_>, CallError> {
+        if self.registry.is_read(id) {
+            return self.read(id, args, reply).map(|()| Deduped::Read);
+        }
         if client_id == 0 {
             return self.run(id, args, reply, None).map(Deduped::Committed);
         }
@@ -285,6 +340,18 @@ impl<W> Store<W> {
         &self.dedup
     }
 
+    /// Runs read-only procedure `id` on the segment as it stands.
+    pub fn read(&self, id: ProcId, args: &[u8], reply: &mut Vec<u8>) -> Result<(), CallError> {
+        read(
+            &self.workload,
+            &self.registry,
+            &self.segment,
+            id,
+            args,
+            reply,
+        )
+    }
+
     /// Runs procedure `id` in a txn that, when it commits, also writes `dedup`'s slot.
     fn run(
         &mut self,
@@ -293,10 +360,12 @@ impl<W> Store<W> {
         reply: &mut Vec<u8>,
         dedup: Option<DedupWrite>,
     ) -> Result<&RedoRecord, CallError> {
-        let procedure = self
-            .registry
-            .get(id)
-            .ok_or(CallError::UnknownProcedure(id.0))?;
+        let Some(procedure) = self.registry.get(id) else {
+            if self.registry.is_read(id) {
+                return Err(CallError::ReadOnly(id.0));
+            }
+            return Err(CallError::UnknownProcedure(id.0));
+        };
         reply.clear();
         let lsn_before = self.segment.lsn();
         let mut txn = self.segment.begin();
@@ -438,4 +507,32 @@ fn skip_dedup() -> bool {
         return true;
     }
     false
+}
+
+/// Runs read-only procedure `id` of `workload` on `segment`: what a backup, which holds a
+/// segment and no store, runs for a read. A reply too long for a dedup slot is refused like a
+/// write's, so every procedure's reply fits the same frame.
+pub fn read<W>(
+    workload: &W,
+    registry: &Registry<W>,
+    segment: &Segment,
+    id: ProcId,
+    args: &[u8],
+    reply: &mut Vec<u8>,
+) -> Result<(), CallError> {
+    let Some(procedure) = registry.get_read(id) else {
+        return Err(CallError::UnknownProcedure(id.0));
+    };
+    reply.clear();
+    if let Err(err) = procedure(workload, segment, args, reply) {
+        reply.clear();
+        return Err(err.into());
+    }
+    assert!(
+        reply.len() <= DEDUP_REPLY_LEN_MAX,
+        "procedure '{}' wrote a {}-byte reply, more than {DEDUP_REPLY_LEN_MAX}",
+        registry.name(id).unwrap_or("?"),
+        reply.len()
+    );
+    Ok(())
 }

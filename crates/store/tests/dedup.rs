@@ -285,6 +285,7 @@ fn order_entry_replies_are_stored_whole() {
             Err(CallError::Proc(err)) => driver.observe(id, &args, Err(&err)),
             Err(err) => panic!("{err}"),
             Ok(Deduped::Duplicate { .. }) => panic!("every seq is new"),
+            Ok(Deduped::Read) => panic!("order-entry's driver issues no read-only call"),
         }
     }
     assert_eq!(
@@ -557,4 +558,38 @@ proptest! {
     ) {
         run_steps(strategy, &steps)?;
     }
+}
+
+/// A read-only procedure runs on the segment as it stands, takes no LSN, writes no dedup slot
+/// (a retry runs it again), and is refused by the write path.
+#[test]
+fn a_read_only_call_reads_the_latest_commit_and_leaves_nothing_behind() {
+    use tandem_store::workloads::debit_credit::BALANCE;
+    let segment = Segment::anonymous(1 << 20, Logging::V3InlineLog).unwrap();
+    let workload = DebitCredit::new(1 << 20, &DebitCreditConfig::default()).unwrap();
+    let mut store = Store::load(segment, workload);
+    let mut reply = Vec::new();
+    let mut deposit = Vec::new();
+    for field in [3u32, 0, 0] {
+        deposit.extend_from_slice(&field.to_le_bytes());
+    }
+    deposit.extend_from_slice(&250i32.to_le_bytes());
+    store
+        .call_once(7, 1, DEBIT_CREDIT, &deposit, &mut reply)
+        .unwrap();
+    let lsn = store.segment().lsn();
+    let account = 3u32.to_le_bytes();
+    for seq in [2, 2, 3] {
+        let outcome = store.call_once(7, seq, BALANCE, &account, &mut reply);
+        assert!(matches!(outcome, Ok(Deduped::Read)));
+        assert_eq!(reply, 250i32.to_le_bytes());
+    }
+    assert_eq!(store.segment().lsn(), lsn, "a read takes no LSN");
+    assert_eq!(store.dedup_entry(7).unwrap().seq(), 1, "nor a dedup slot");
+    assert_eq!(
+        store.call(BALANCE, &account, &mut reply).unwrap_err(),
+        CallError::ReadOnly(BALANCE.0)
+    );
+    let bad = store.call_once(7, 4, BALANCE, &[1, 2], &mut reply);
+    assert!(matches!(bad, Err(CallError::Proc(_))));
 }

@@ -117,8 +117,10 @@ pub struct DebitCredit {
     overdraft_limit: Option<i32>,
 }
 
-/// The one procedure's id.
+/// The Debit-Credit transaction's id.
 pub const DEBIT_CREDIT: ProcId = ProcId(0);
+/// The read-only balance query's id: arguments an account id (u32), reply its balance (i32).
+pub const BALANCE: ProcId = ProcId(1);
 /// Bytes of the procedure's reply: the account's new balance.
 pub const REPLY_LEN: usize = size_of::<i32>();
 const _: () = assert!(REPLY_LEN <= DEDUP_REPLY_LEN_MAX);
@@ -194,6 +196,24 @@ impl DebitCredit {
 
     /// The txn: adds `delta` to an account, a teller and the teller's branch, and appends a
     /// history record. Replies with the account's new balance.
+    /// The balance of one account, as last committed.
+    fn balance(
+        &self,
+        segment: &Segment,
+        args: &[u8],
+        reply: &mut Vec<u8>,
+    ) -> Result<(), ProcError> {
+        let mut reader = ArgReader::new(args);
+        let account = reader.u32()? as usize;
+        reader.finish()?;
+        if account >= self.accounts.count() {
+            return Err(ProcError::BadArgs("account id out of range"));
+        }
+        let balance = self.accounts.get_committed(segment, account).balance;
+        reply.extend_from_slice(&balance.to_le_bytes());
+        Ok(())
+    }
+
     fn debit_credit(
         &self,
         txn: &mut Txn<'_>,
@@ -280,6 +300,11 @@ impl Workload for DebitCredit {
                 segment.prefetch(workload.accounts.record_offset(account as usize));
             }
         });
+        let id = registry
+            .register_read("balance", |workload: &DebitCredit, segment, args, reply| {
+                workload.balance(segment, args, reply)
+            });
+        assert_eq!(id, BALANCE);
         registry
     }
 
