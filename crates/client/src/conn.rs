@@ -32,10 +32,8 @@ pub(crate) struct Conn {
 #[derive(Debug)]
 pub(crate) enum Greeting {
     Primary(Conn),
-    Backup {
-        node: NodeId,
-        view: u64,
-    },
+    /// A backup welcomed the client: it serves reads.
+    Backup(Conn),
     /// An `Error` frame: `NotPrimary` from a backup, or a refusal of the `Hello` itself.
     Refused(ErrorFrame),
 }
@@ -108,16 +106,11 @@ impl Conn {
         loop {
             match conn.buffer.next_frame() {
                 Ok(Some(Frame::Welcome(welcome))) => {
+                    conn.node = welcome.node_id;
+                    conn.view = welcome.view;
                     return Ok(match welcome.role {
-                        Role::Primary => {
-                            conn.node = welcome.node_id;
-                            conn.view = welcome.view;
-                            Greeting::Primary(conn)
-                        }
-                        Role::Backup => Greeting::Backup {
-                            node: welcome.node_id,
-                            view: welcome.view,
-                        },
+                        Role::Primary => Greeting::Primary(conn),
+                        Role::Backup => Greeting::Backup(conn),
                     });
                 }
                 Ok(Some(Frame::Error(error))) => return Ok(Greeting::Refused(error)),
@@ -215,6 +208,7 @@ fn kind(frame: &Frame<'_>) -> &'static str {
         Frame::Error(_) => "Error",
         Frame::Call(_) => "Call",
         Frame::Reply(_) => "Reply",
+        Frame::Read(_) => "Read",
         Frame::Peer(_) => "Peer",
         Frame::Cluster(_) => "Cluster",
     }

@@ -41,11 +41,15 @@
 //! Pauses start at [`ClientConfig::retry_backoff`] and double while failures repeat within a
 //! call, up to 4 times it. Every wait is cut short at the call's deadline.
 //!
-//! **Reads.** Every read-only call goes to the primary for now. DESIGN.md's versioned reads
-//! (a read carries `min_lsn`; a backup serves it once its applied LSN reaches it) need a read
-//! frame the wire protocol does not have yet. [`Client::lsn_seen`] is the `min_lsn` such a
-//! read will carry: the highest commit LSN this client has been told about, which gives
-//! read-your-writes on any node.
+//! **Reads.** [`Client::read`] runs a read-only procedure on a backup (DESIGN.md, "Versioned
+//! reads"). The `Read` frame carries `min_lsn` = [`Client::lsn_seen`], the highest LSN any
+//! reply has carried to this client, so the answer reflects every commit this client saw
+//! acknowledged (its own writes, and what its earlier reads saw): read-your-writes and
+//! monotonic reads on any node. A backup shows only state the primary has released, so a
+//! read never sees a record a view change could discard. It gets one attempt on a backup; if
+//! the backup is behind (`Busy`), not a backup any more, or silent, the read goes to the
+//! primary like a call, which answers it under its lease. A read never fails for a reason a
+//! call would not.
 //!
 //! The stub may use the clock, threads' sleep and sockets; it has its own `clippy.toml`.
 
@@ -66,7 +70,7 @@ pub use tandem_replication::{NodeId, Safety, SafetyError};
 pub use tandem_wire::{ErrorCode, ReplyStatus};
 
 use conn::{Answer, Conn, Failure, Greeting};
-use tandem_wire::{ErrorFrame, Hello, PeerKind, encode_call, encode_hello};
+use tandem_wire::{ErrorFrame, Hello, PeerKind, encode_call, encode_hello, encode_read};
 
 /// The largest `args` a call may carry: the `Call` frame must fit the default frame limit
 /// (type byte and 23-byte header included).
@@ -156,6 +160,10 @@ pub struct ClientStats {
     pub deadlines: u64,
     /// Calls that ended in [`CallError::Refused`].
     pub refused: u64,
+    /// Reads a backup answered.
+    pub reads_at_backups: u64,
+    /// Reads a backup could not answer (behind, not a backup, silent), sent to the primary.
+    pub reads_redirected: u64,
 }
 
 /// A call that ended in a deadline error and may be resumed.
@@ -173,6 +181,10 @@ pub struct Client {
     /// The encoded `Hello` frame every connection starts with.
     hello: Vec<u8>,
     conn: Option<Conn>,
+    /// The connection to a backup, for reads.
+    reader: Option<Conn>,
+    /// The index in `config.nodes` where the next search for a backup starts.
+    read_from: usize,
     /// The index in `config.nodes` where the next search for the primary starts.
     route_from: usize,
     seq_last: u64,
@@ -209,6 +221,8 @@ impl Client {
             config,
             hello,
             conn: None,
+            reader: None,
+            read_from: 1,
             route_from: 0,
             seq_last: 0,
             pending: None,
@@ -245,6 +259,85 @@ impl Client {
         let mut frame = Vec::with_capacity(args.len() + 28);
         encode_call(&mut frame, seq, proc_id, safety, args);
         self.run(Pending { seq, frame })
+    }
+
+    /// Runs read-only procedure `proc_id` with `args` on a backup that has applied everything
+    /// this client has seen (see the module doc), or else on the primary. Gives up a call
+    /// left pending by a deadline error, as [`Client::call`] does.
+    pub fn read(&mut self, proc_id: u16, args: &[u8]) -> Result<Outcome, CallError> {
+        if args.len() > ARGS_LEN_MAX {
+            return Err(CallError::ArgsTooLarge { len: args.len() });
+        }
+        self.pending = None;
+        self.seq_last += 1;
+        let seq = self.seq_last;
+        let mut frame = Vec::with_capacity(args.len() + 28);
+        encode_read(&mut frame, seq, proc_id, self.lsn_seen, args);
+        if let Some(outcome) = self.read_at_backup(seq, &frame) {
+            self.stats.calls += 1;
+            self.stats.reads_at_backups += 1;
+            return Ok(outcome);
+        }
+        self.stats.reads_redirected += 1;
+        self.run(Pending { seq, frame })
+    }
+
+    /// One attempt at a backup; `None` if none answered with a reply.
+    fn read_at_backup(&mut self, seq: u64, frame: &[u8]) -> Option<Outcome> {
+        if self.reader.is_none() {
+            self.reader = self.find_backup();
+        }
+        let conn = self.reader.as_mut()?;
+        let until = Instant::now() + self.config.attempt_timeout;
+        self.stats.attempts += 1;
+        match conn.attempt(frame, seq, until, &mut self.stats.stale_replies) {
+            Ok(Answer::Reply { lsn, status, body }) => {
+                self.lsn_seen = self.lsn_seen.max(lsn);
+                Some(Outcome {
+                    seq,
+                    lsn,
+                    status,
+                    body,
+                    node: conn.node,
+                    view: conn.view,
+                    attempts: 1,
+                })
+            }
+            // Behind for now: the connection stays for the next read.
+            Ok(Answer::Error(ErrorFrame {
+                code: ErrorCode::Busy,
+                ..
+            })) => None,
+            Ok(Answer::Error(_)) | Err(_) => {
+                let conn = self.reader.take().expect("attempted on it");
+                self.read_from = (conn.index + 1) % self.config.nodes.len();
+                None
+            }
+        }
+    }
+
+    /// One round of the nodes, from `read_from`, for one that welcomes this client as a
+    /// backup; the primary's node is skipped when it is known.
+    fn find_backup(&mut self) -> Option<Conn> {
+        let count = self.config.nodes.len();
+        let primary = self.conn.as_ref().map(|conn| conn.index);
+        for k in 0..count {
+            let index = (self.read_from + k) % count;
+            if Some(index) == primary {
+                continue;
+            }
+            let until = Instant::now() + self.config.attempt_timeout;
+            self.stats.connects += 1;
+            match Conn::open(self.config.nodes[index], index, &self.hello, until) {
+                Ok(Greeting::Backup(conn)) => {
+                    self.view_seen = self.view_seen.max(conn.view);
+                    self.read_from = index;
+                    return Some(conn);
+                }
+                Ok(_) | Err(_) => {}
+            }
+        }
+        None
     }
 
     /// Resends the call that last ended in [`CallError::Deadline`], with its seq and a fresh
@@ -424,11 +517,13 @@ impl Client {
                         self.conn = Some(conn);
                         return true;
                     }
-                    Ok(Greeting::Backup { node, view }) => {
+                    Ok(Greeting::Backup(conn)) => {
                         self.stats.not_primary += 1;
-                        self.view_seen = self.view_seen.max(view);
-                        progress.last_error =
-                            format!("node {node} at {addr} is a backup in view {view}");
+                        self.view_seen = self.view_seen.max(conn.view);
+                        progress.last_error = format!(
+                            "node {} at {addr} is a backup in view {}",
+                            conn.node, conn.view
+                        );
                     }
                     Ok(Greeting::Refused(ErrorFrame { code, message })) => {
                         if matches!(code, ErrorCode::NotPrimary | ErrorCode::StaleView) {

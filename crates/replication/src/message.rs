@@ -16,12 +16,14 @@ pub type NodeId = u32;
 pub enum Message {
     /// Primary → backup: a sealed batch's wire bytes, verified by the receiver before use.
     Batch(Arc<[u8]>),
-    /// Primary → backup, every `heartbeat_ticks`: what has been shipped so far, and the
-    /// primary's tick when it sent this (`tick_sent`), which the backup echoes to renew the
-    /// primary's lease.
+    /// Primary → backup, every `heartbeat_ticks`: what has been shipped so far, the highest
+    /// LSN a reply was released for (`lsn_released`: state a backup may show a reader), and
+    /// the primary's tick when it sent this (`tick_sent`), which the backup echoes to renew
+    /// the primary's lease.
     Heartbeat {
         view: u64,
         lsn_committed: u64,
+        lsn_released: u64,
         tick_sent: u64,
     },
     /// Backup → primary: every record up to `lsn_received` is held, up to `lsn_applied`

@@ -722,6 +722,7 @@ impl<R> Primary<R> {
                 let heartbeat = Message::Heartbeat {
                     view: self.config.view,
                     lsn_committed: lsn_shipped,
+                    lsn_released: self.lsn_released,
                     tick_sent: self.tick,
                 };
                 self.ready.messages.push((backup.node, heartbeat));

@@ -115,6 +115,9 @@ pub struct Receiver {
     nack: Option<(u64, u64)>,
     /// A state transfer under way.
     staging: Option<Staging>,
+    /// The highest LSN the primary said it released a reply for: records up to here hold
+    /// under the group's rule, so a reader may see them.
+    lsn_released: u64,
     ready: ReceiverReady,
 }
 
@@ -130,6 +133,7 @@ impl Receiver {
             tick_echoed: 0,
             nack: None,
             staging: None,
+            lsn_released: 0,
             ready: ReceiverReady::default(),
         }
     }
@@ -144,6 +148,13 @@ impl Receiver {
 
     pub fn lsn_applied(&self) -> u64 {
         self.lsn_applied
+    }
+
+    /// The highest LSN the primary has released a reply for, as its heartbeats said (0: none
+    /// heard in this view yet). A backup shows readers no state beyond it: records above it
+    /// may still be discarded by a view change.
+    pub fn lsn_released(&self) -> u64 {
+        self.lsn_released
     }
 
     /// The newest heartbeat tick accepted, which acks echo (0: none yet).
@@ -194,10 +205,12 @@ impl Receiver {
             Message::Heartbeat {
                 view,
                 lsn_committed,
+                lsn_released,
                 tick_sent,
             } => {
                 if self.check_view(from, view) {
                     self.tick_echoed = self.tick_echoed.max(tick_sent);
+                    self.lsn_released = self.lsn_released.max(lsn_released);
                     // Chunks sent before this heartbeat would have arrived before it.
                     self.staging = None;
                     // Every heartbeat is answered, gap or not: the echo renews the lease.

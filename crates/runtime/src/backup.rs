@@ -4,6 +4,14 @@
 //! ones for the applier and acks receipt at once (a 2-safe ack never waits for application,
 //! seed 004 §3.2). The applier thread owns the segment (or, in passive mode, the mirror
 //! memory), applies batches in order and acks what it applied, once per drained queue.
+//!
+//! **Reads** (DESIGN.md, "Versioned reads"). A client may send a backup `Read` frames: a
+//! read-only procedure and `min_lsn`. The applier runs it between batches, once it has applied
+//! `min_lsn` and while everything applied is at or below the LSN the primary last said it
+//! released (its heartbeats carry it), so a reader never sees a record a view change could
+//! still discard. While a read waits only for that release, the applier holds further batches
+//! back, for at most [`READ_WAIT`]; a read it cannot serve by then is answered `Busy`, and the
+//! stub asks the primary.
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -21,9 +29,10 @@ use tandem_replication::{
     Applier, ApplyBatch, Kept, Message, NodeId, PassiveApplier, Receiver as ReceiverCore,
     ReceiverConfig, ReceiverFault, ReceiverReady, transfer::PageImage,
 };
+use tandem_store::{CallError, ProcId};
 use tandem_wire::{
-    ErrorCode, Frame, FrameBuffer, PeerKind, Role, Welcome, encode_error, encode_peer,
-    encode_welcome,
+    ErrorCode, Frame, FrameBuffer, PeerKind, ReplyStatus, Role, Welcome, encode_error, encode_peer,
+    encode_reply, encode_welcome,
 };
 
 use crate::config::{Mode, NodeConfig};
@@ -35,11 +44,41 @@ use crate::{Checksum, Control, NodeStatus};
 /// Batches received and not yet applied, at most (64 MiB of 64 KiB batches).
 const APPLIER_QUEUE_BATCHES: usize = 1024;
 
+/// How long a read may wait for the backup to reach its `min_lsn` and for the primary to
+/// release what the backup applied. A few heartbeats: longer, and asking the primary is
+/// faster.
+const READ_WAIT: Duration = Duration::from_millis(10);
+
+/// A read waiting for the applier.
+struct ReadRequest {
+    seq: u64,
+    proc_id: u16,
+    min_lsn: u64,
+    args: Vec<u8>,
+    deadline: Instant,
+    /// The encoded answer (a `Reply` or an `Error` frame) goes back here.
+    answer: Sender<Vec<u8>>,
+}
+
+/// How a read-only procedure ran on a backup.
+enum ReadOutcome {
+    Read,
+    RolledBack(String),
+    /// The procedure writes: only the primary runs it.
+    Writes,
+    Unknown,
+}
+
+/// Runs read-only procedure `proc_id` on a segment, writing the reply.
+type ReadFn = Box<dyn Fn(u16, &Segment, &[u8], &mut Vec<u8>) -> ReadOutcome + Send>;
+
 /// What the applier thread receives from the receivers and the node.
 enum ToApplier {
     Batch(ApplyBatch),
     /// A state transfer, installed in one step after the batches before it.
     Install(PageImage),
+    /// A client's read.
+    Read(ReadRequest),
     /// The node was promoted: once every record up to `lsn` is applied, give the segment and
     /// the retained batches back (see [`BackupHandle::handover`]).
     Handover {
@@ -130,6 +169,8 @@ enum Replica {
         applier: Applier,
         /// The workload's consistency check.
         check: ConsistencyCheck,
+        /// Runs the workload's read-only procedures.
+        reader: ReadFn,
     },
     Passive {
         mirror: PassiveMirror,
@@ -151,6 +192,15 @@ impl Replica {
                 segment, applier, ..
             } => applier.apply(segment, batch),
             Replica::Passive { mirror, applier } => applier.apply(mirror, batch),
+        }
+    }
+
+    fn read(&self, proc_id: u16, args: &[u8], body: &mut Vec<u8>) -> ReadOutcome {
+        match self {
+            Replica::Active {
+                segment, reader, ..
+            } => reader(proc_id, segment, args, body),
+            Replica::Passive { .. } => ReadOutcome::Writes,
         }
     }
 
@@ -226,6 +276,28 @@ impl BackupProbe {
 }
 
 impl BackupHandle {
+    /// Serves a client's connection (the node's acceptor read its Hello): `Read` frames are
+    /// answered here, `Call` frames with `NotPrimary`.
+    pub fn serve_reader(&self, stream: TcpStream, buffer: FrameBuffer) {
+        let state = self.state.clone();
+        let to_applier = self.to_applier.clone();
+        let _ = thread::Builder::new().name("reader".into()).spawn(move || {
+            let mut stream = stream;
+            if let Err(err) = serve_reads(&mut stream, buffer, &state, &to_applier)
+                && !matches!(err, ConnError::Closed | ConnError::Io(_))
+            {
+                let mut frame = Vec::new();
+                let code = match &err {
+                    ConnError::Frame(err) => err.code(),
+                    _ => ErrorCode::BadFrame,
+                };
+                encode_error(&mut frame, code, &err.to_string());
+                let _ = net::write_all(&mut stream, &frame);
+            }
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        });
+    }
+
     /// Serves a connection from a primary (the node's acceptor read its Hello).
     pub fn serve(&self, stream: TcpStream, buffer: FrameBuffer, primary: NodeId) {
         let state = self.state.clone();
@@ -350,10 +422,24 @@ where
     let replica = match group.mode {
         Mode::Active => {
             let checked = workload.clone();
+            let registry = W::registry();
+            let read_by = workload.clone();
+            let reader: ReadFn = Box::new(move |proc_id, segment, args, body| {
+                let id = ProcId(proc_id);
+                if registry.get(id).is_some() {
+                    return ReadOutcome::Writes;
+                }
+                match tandem_store::read(&read_by, &registry, segment, id, args, body) {
+                    Ok(()) => ReadOutcome::Read,
+                    Err(CallError::Proc(err)) => ReadOutcome::RolledBack(err.to_string()),
+                    Err(_) => ReadOutcome::Unknown,
+                }
+            });
             Replica::Active {
                 segment,
                 applier: Applier::new(lsn_start),
                 check: Box::new(move |segment| checked.check(segment).err().map(|e| e.to_string())),
+                reader,
             }
         }
         Mode::Passive => {
@@ -384,6 +470,7 @@ where
         },
         lsn_applied: Arc::new(AtomicU64::new(lsn_start)),
         lsn_received: Arc::new(AtomicU64::new(lsn_start)),
+        lsn_released: Arc::new(AtomicU64::new(0)),
         frames_heard: Arc::new(AtomicU64::new(0)),
         gate: Arc::new(gate),
         ack_writer: Arc::new(Mutex::new(None)),
@@ -416,6 +503,8 @@ struct Shared {
     tail_limits: TailLimits,
     lsn_applied: Arc<AtomicU64>,
     lsn_received: Arc<AtomicU64>,
+    /// The highest LSN the primary said it released a reply for: readers see no further.
+    lsn_released: Arc<AtomicU64>,
     frames_heard: Arc<AtomicU64>,
     gate: Arc<Gate>,
     /// The connection to the current primary, shared by the receiver (receipt acks) and the
@@ -600,6 +689,9 @@ fn receive_from(
         state
             .lsn_received
             .store(core.lsn_received(), Ordering::Release);
+        state
+            .lsn_released
+            .fetch_max(core.lsn_released(), Ordering::AcqRel);
         state.metrics.lsn_received.set(core.lsn_received() as i64);
         for fault in ready.faults.drain(..) {
             let reason = match fault {
@@ -627,6 +719,128 @@ fn receive_from(
     }
 }
 
+/// Welcomes a client as a backup, then answers its reads one at a time through the applier.
+fn serve_reads(
+    stream: &mut TcpStream,
+    mut buffer: FrameBuffer,
+    state: &Shared,
+    to_applier: &SyncSender<ToApplier>,
+) -> Result<(), ConnError> {
+    let mut out = Vec::new();
+    encode_welcome(
+        &mut out,
+        &Welcome {
+            version: tandem_wire::PROTOCOL_VERSION,
+            node_id: state.node_id,
+            role: Role::Backup,
+            view: state.gate.view(),
+            lsn: state.lsn_applied.load(Ordering::Acquire),
+        },
+    );
+    net::write_all(stream, &out)?;
+    stream.set_read_timeout(None)?;
+    loop {
+        while let Some(frame) = buffer.next_frame().map_err(ConnError::Frame)? {
+            out.clear();
+            match frame {
+                Frame::Read(read) => {
+                    let (answer, answered) = mpsc::channel();
+                    let request = ReadRequest {
+                        seq: read.seq,
+                        proc_id: read.proc_id,
+                        min_lsn: read.min_lsn,
+                        args: read.args.to_vec(),
+                        deadline: Instant::now() + READ_WAIT,
+                        answer,
+                    };
+                    if to_applier.send(ToApplier::Read(request)).is_err() {
+                        return Err(ConnError::Closed);
+                    }
+                    // The applier answers every read by its deadline, or stops (a role change).
+                    out = answered.recv().map_err(|_| ConnError::Closed)?;
+                }
+                Frame::Call(_) => {
+                    let message = format!(
+                        "node {} is a backup: it serves reads only; send calls to the primary",
+                        state.node_id
+                    );
+                    encode_error(&mut out, ErrorCode::NotPrimary, &message);
+                }
+                _ => {
+                    return Err(ConnError::Protocol(
+                        "after its Hello a client sends only Call and Read frames".into(),
+                    ));
+                }
+            }
+            net::write_all(stream, &out)?;
+        }
+        net::fill(stream, &mut buffer)?;
+    }
+}
+
+/// Answers the reads that can be answered now: those whose `min_lsn` is applied while nothing
+/// applied is beyond what the primary released, and those past their deadline (`Busy`).
+fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Vec<ReadRequest>) {
+    if reads.is_empty() {
+        return;
+    }
+    let lsn = replica.lsn_applied();
+    let lsn_released = state.lsn_released.load(Ordering::Acquire);
+    let now = Instant::now();
+    let mut body = Vec::new();
+    reads.retain(|read| {
+        let mut frame = Vec::new();
+        if read.min_lsn <= lsn && lsn <= lsn_released {
+            match replica.read(read.proc_id, &read.args, &mut body) {
+                ReadOutcome::Read => {
+                    encode_reply(&mut frame, read.seq, lsn, ReplyStatus::Committed, &body);
+                    state.metrics.reads_served.inc();
+                }
+                ReadOutcome::RolledBack(reason) => {
+                    let status = ReplyStatus::RolledBack;
+                    encode_reply(&mut frame, read.seq, lsn, status, reason.as_bytes());
+                }
+                ReadOutcome::Writes => {
+                    let message = format!(
+                        "procedure {} writes: send it to the primary, not to backup {}",
+                        read.proc_id, state.node_id
+                    );
+                    encode_error(&mut frame, ErrorCode::NotPrimary, &message);
+                }
+                ReadOutcome::Unknown => {
+                    let message = format!("no procedure has id {}", read.proc_id);
+                    encode_error(&mut frame, ErrorCode::UnknownProcedure, &message);
+                }
+            }
+        } else if now >= read.deadline {
+            let message = format!(
+                "node {} has applied LSN {lsn} and may show up to LSN {lsn_released}; the read \
+                 needs LSN {}: ask the primary",
+                state.node_id, read.min_lsn
+            );
+            encode_error(&mut frame, ErrorCode::Busy, &message);
+            state.metrics.reads_refused.inc();
+        } else {
+            return true;
+        }
+        let _ = read.answer.send(frame);
+        false
+    });
+}
+
+/// Whether a waiting read needs only the primary to release what is applied: applying more
+/// would move the state past what it may show, so the applier holds batches back.
+fn holding_for_reads(replica: &Replica, state: &Shared, reads: &[ReadRequest]) -> bool {
+    let lsn = replica.lsn_applied();
+    lsn > state.lsn_released.load(Ordering::Acquire) && reads.iter().any(|read| read.min_lsn <= lsn)
+}
+
+/// Whether some waiting read's `min_lsn` is applied: the applier stops applying to serve it.
+fn read_could_be_served(replica: &Replica, reads: &[ReadRequest]) -> bool {
+    let lsn = replica.lsn_applied();
+    reads.iter().any(|read| read.min_lsn <= lsn)
+}
+
 /// `tail_start`: the batches a backup that switched primaries kept (oldest first, ending at its
 /// segment's LSN), so that its retained tail stays whole across a view change.
 fn run_applier(
@@ -644,22 +858,62 @@ fn run_applier(
     for batch in tail_start {
         keep(&mut tail, &mut tail_records, &mut tail_bytes, batch);
     }
+    // Items taken off the channel while batches were held back for a read, in order.
+    let mut held: VecDeque<ToApplier> = VecDeque::new();
+    let mut reads: Vec<ReadRequest> = Vec::new();
     loop {
-        let first = match batches.recv_timeout(Duration::from_millis(10)) {
-            Ok(first) => Some(first),
-            Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        serve_reads_waiting(&replica, &state, &mut reads);
+        if holding_for_reads(&replica, &state, &reads) {
+            // Take what arrives without applying it: reads join the waiting ones; anything
+            // but a batch (a transfer, a handover) cannot wait, and ends the hold.
+            let wait = Duration::from_micros(200);
+            let first = match batches.recv_timeout(wait) {
+                Ok(item) => Some(item),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            };
+            for item in first
+                .into_iter()
+                .chain(std::iter::from_fn(|| batches.try_recv().ok()))
+            {
+                match item {
+                    ToApplier::Read(read) => reads.push(read),
+                    other => held.push_back(other),
+                }
+            }
+            if held.iter().all(|item| matches!(item, ToApplier::Batch(_))) {
+                continue;
+            }
+            for read in &mut reads {
+                read.deadline = Instant::now();
+            }
+            serve_reads_waiting(&replica, &state, &mut reads);
+        }
+        let first = match held.pop_front() {
+            Some(item) => Some(item),
+            None => match batches.recv_timeout(Duration::from_millis(10)) {
+                Ok(first) => Some(first),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            },
         };
         let mut applied_any = false;
         let mut next = first;
         while let Some(item) = next {
             match item {
+                ToApplier::Read(read) => {
+                    reads.push(read);
+                    // Stop applying while it could be served as things stand.
+                    if read_could_be_served(&replica, &reads) {
+                        break;
+                    }
+                }
                 ToApplier::Batch(batch) => {
                     if batch.lsn_from != replica.lsn_applied() + 1 {
                         // A batch accepted by an older connection's receiver that a newer one
                         // also accepted; the receiver guarantees continuity per connection.
                         if batch.batch.lsn_last() <= replica.lsn_applied() {
-                            next = batches.try_recv().ok();
+                            next = held.pop_front().or_else(|| batches.try_recv().ok());
                             continue;
                         }
                     }
@@ -692,7 +946,7 @@ fn run_applier(
                 ToApplier::Install(image) => {
                     // An older connection's transfer that a newer one overtook.
                     if image.lsn <= replica.lsn_applied() {
-                        next = batches.try_recv().ok();
+                        next = held.pop_front().or_else(|| batches.try_recv().ok());
                         continue;
                     }
                     match replica.install(&image) {
@@ -740,7 +994,7 @@ fn run_applier(
                     return;
                 }
             }
-            next = batches.try_recv().ok();
+            next = held.pop_front().or_else(|| batches.try_recv().ok());
         }
         while let Ok(request) = control.try_recv() {
             answer(&replica, &state, request);

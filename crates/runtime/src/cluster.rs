@@ -881,7 +881,10 @@ impl Acceptor {
                         let _ = stream.set_read_timeout(None);
                         handle.serve_client(stream, buffer, hello.id);
                     }
-                    _ => {
+                    // A backup (or spare) serves reads; it welcomes the client as a backup,
+                    // which tells a stub looking for the primary to go on.
+                    Slot::Backup(handle) => handle.serve_reader(stream, buffer),
+                    Slot::Outside => {
                         drop(slot);
                         let message = format!("node {} is not the primary", self.node_id);
                         refuse(&mut stream, ErrorCode::NotPrimary, &message);

@@ -94,6 +94,10 @@ pub struct Metrics {
     pub suspicions: Counter,
     /// `tandem_duplicates_answered_total`: retried calls answered from the dedup table.
     pub duplicates_answered: Counter,
+    /// `tandem_reads_served_total`: reads a backup answered from its own copy.
+    pub reads_served: Counter,
+    /// `tandem_reads_refused_total`: reads a backup could not serve in time (`Busy`).
+    pub reads_refused: Counter,
 
     // Backup.
     /// `tandem_lsn_received`: the last LSN this backup holds.
@@ -134,6 +138,8 @@ impl Metrics {
             flow_control_stalls: Counter::default(),
             suspicions: Counter::default(),
             duplicates_answered: Counter::default(),
+            reads_served: Counter::default(),
+            reads_refused: Counter::default(),
             lsn_received: Gauge::default(),
             lsn_applied: Gauge::default(),
             batches_received: Counter::default(),
@@ -199,6 +205,16 @@ impl Metrics {
             "duplicates_answered",
             "Retried calls answered from the dedup table without running again",
             m.duplicates_answered.clone(),
+        );
+        r.register(
+            "reads_served",
+            "Reads this backup answered from its own copy",
+            m.reads_served.clone(),
+        );
+        r.register(
+            "reads_refused",
+            "Reads this backup could not serve within the wait and answered Busy",
+            m.reads_refused.clone(),
         );
         r.register(
             "lsn_received",

@@ -54,6 +54,8 @@ struct CallSlot {
     proc_id: u16,
     safety: Option<Safety>,
     args: Range<usize>,
+    /// Sent as a `Read`: refused if the procedure writes.
+    read_only: bool,
 }
 
 /// What reaches the executor from other threads.
@@ -764,6 +766,14 @@ where
         args: &[u8],
     ) {
         let started = Instant::now();
+        if slot.read_only && !self.store.registry().is_read(ProcId(slot.proc_id)) {
+            let message = format!(
+                "procedure {} writes: a Read frame runs only read-only procedures; send a Call",
+                slot.proc_id
+            );
+            self.send_error(conn, ErrorCode::BadArgs, &message);
+            return;
+        }
         let outcome = self.store.call_once(
             client_id,
             slot.seq,
@@ -1466,11 +1476,25 @@ impl Client {
                             proc_id: call.proc_id,
                             safety: call.safety,
                             args: start..batch.bytes.len(),
+                            read_only: false,
+                        });
+                    }
+                    // A read-only call runs here like any call: the primary holds every commit,
+                    // so `min_lsn` is met.
+                    Ok(Some(Frame::Read(read))) => {
+                        let start = batch.bytes.len();
+                        batch.bytes.extend_from_slice(read.args);
+                        batch.calls.push(CallSlot {
+                            seq: read.seq,
+                            proc_id: read.proc_id,
+                            safety: None,
+                            args: start..batch.bytes.len(),
+                            read_only: true,
                         });
                     }
                     Ok(Some(_)) => {
                         break Err(ConnError::Protocol(
-                            "after its Hello a client sends only Call frames".into(),
+                            "after its Hello a client sends only Call and Read frames".into(),
                         ));
                     }
                     Ok(None) => break Ok(()),

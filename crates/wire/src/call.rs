@@ -4,7 +4,7 @@ use tandem_replication::{AckCount, Safety};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use crate::frame::{self, FrameError, TYPE_CALL, TYPE_REPLY, bad_body};
+use crate::frame::{self, FrameError, TYPE_CALL, TYPE_READ, TYPE_REPLY, bad_body};
 
 /// A client's request to run procedure `proc_id` with `args`, borrowed from the frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +14,18 @@ pub struct Call<'a> {
     pub proc_id: u16,
     /// `None` means the group's default rule.
     pub safety: Option<Safety>,
+    pub args: &'a [u8],
+}
+
+/// A read-only call any node may serve: a backup answers it once it has applied `min_lsn`
+/// (DESIGN.md, "Versioned reads"); the primary answers it as a call. The payload is borrowed
+/// from the frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Read<'a> {
+    pub seq: u64,
+    pub proc_id: u16,
+    /// The oldest state the reader accepts: the reply reflects every commit up to here.
+    pub min_lsn: u64,
     pub args: &'a [u8],
 }
 
@@ -42,6 +54,15 @@ struct CallHeader {
     proc_id: U16,
     safety_tag: u8,
     safety_param: U64,
+    args_len: U32,
+}
+
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct ReadHeader {
+    seq: U64,
+    proc_id: U16,
+    min_lsn: U64,
     args_len: U32,
 }
 
@@ -78,6 +99,22 @@ pub fn encode_call(out: &mut Vec<u8>, seq: u64, proc_id: u16, safety: Option<Saf
     frame::finish(out, start);
 }
 
+/// Appends a `Read` frame.
+pub fn encode_read(out: &mut Vec<u8>, seq: u64, proc_id: u16, min_lsn: u64, args: &[u8]) {
+    let header = ReadHeader {
+        seq: seq.into(),
+        proc_id: proc_id.into(),
+        min_lsn: min_lsn.into(),
+        args_len: u32::try_from(args.len())
+            .expect("read args fit in u32 bytes")
+            .into(),
+    };
+    let start = frame::begin(out, TYPE_READ);
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(args);
+    frame::finish(out, start);
+}
+
 /// Appends a `Reply` frame.
 pub fn encode_reply(out: &mut Vec<u8>, seq: u64, lsn: u64, status: ReplyStatus, body: &[u8]) {
     let header = ReplyHeader {
@@ -104,6 +141,17 @@ pub(crate) fn decode_call(body: &[u8]) -> Result<Call<'_>, FrameError> {
         seq: header.seq.get(),
         proc_id: header.proc_id.get(),
         safety: safety_from_wire(header.safety_tag, header.safety_param.get())?,
+        args,
+    })
+}
+
+pub(crate) fn decode_read(body: &[u8]) -> Result<Read<'_>, FrameError> {
+    let (header, args) = header_and_payload::<ReadHeader>("Read", body)?;
+    check_payload_len("Read", "args_len", header.args_len, args)?;
+    Ok(Read {
+        seq: header.seq.get(),
+        proc_id: header.proc_id.get(),
+        min_lsn: header.min_lsn.get(),
         args,
     })
 }

@@ -2,7 +2,7 @@
 
 use tandem_replication::Message;
 
-use crate::call::{self, Call, Reply};
+use crate::call::{self, Call, Read, Reply};
 use crate::control::{self, ErrorCode, ErrorFrame, Hello, Welcome};
 use crate::{PROTOCOL_VERSION, peer};
 
@@ -11,6 +11,7 @@ pub(crate) const TYPE_WELCOME: u8 = 0x02;
 pub(crate) const TYPE_ERROR: u8 = 0x03;
 pub(crate) const TYPE_CALL: u8 = 0x10;
 pub(crate) const TYPE_REPLY: u8 = 0x11;
+pub(crate) const TYPE_READ: u8 = 0x12;
 pub(crate) const TYPE_PEER: u8 = 0x20;
 pub(crate) const TYPE_CLUSTER: u8 = 0x30;
 
@@ -25,6 +26,7 @@ pub enum Frame<'a> {
     Error(ErrorFrame),
     Call(Call<'a>),
     Reply(Reply<'a>),
+    Read(Read<'a>),
     Peer(Message),
     /// A cluster-core message between two nodes, its bytes decoded by the cluster layer
     /// (the wire does not know its types).
@@ -40,6 +42,7 @@ impl Frame<'_> {
             Frame::Error(error) => control::encode_error(out, error.code, &error.message),
             Frame::Call(c) => call::encode_call(out, c.seq, c.proc_id, c.safety, c.args),
             Frame::Reply(r) => call::encode_reply(out, r.seq, r.lsn, r.status, r.body),
+            Frame::Read(r) => call::encode_read(out, r.seq, r.proc_id, r.min_lsn, r.args),
             Frame::Peer(message) => peer::encode_peer(out, message),
             Frame::Cluster(body) => encode_cluster(out, body),
         }
@@ -114,7 +117,14 @@ pub fn decode_frame(
     };
     if !matches!(
         ty,
-        TYPE_HELLO | TYPE_WELCOME | TYPE_ERROR | TYPE_CALL | TYPE_REPLY | TYPE_PEER | TYPE_CLUSTER
+        TYPE_HELLO
+            | TYPE_WELCOME
+            | TYPE_ERROR
+            | TYPE_CALL
+            | TYPE_REPLY
+            | TYPE_READ
+            | TYPE_PEER
+            | TYPE_CLUSTER
     ) {
         return Err(FrameError::UnknownType { found: ty });
     }
@@ -128,6 +138,7 @@ pub fn decode_frame(
         TYPE_ERROR => Frame::Error(control::decode_error(body)?),
         TYPE_CALL => Frame::Call(call::decode_call(body)?),
         TYPE_REPLY => Frame::Reply(call::decode_reply(body)?),
+        TYPE_READ => Frame::Read(call::decode_read(body)?),
         TYPE_CLUSTER => Frame::Cluster(body),
         _ => Frame::Peer(peer::decode_peer(body)?),
     };

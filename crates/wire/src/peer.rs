@@ -23,6 +23,7 @@ const TAG_PAGES: u8 = 6;
 struct Heartbeat {
     view: U64,
     lsn_committed: U64,
+    lsn_released: U64,
     tick_sent: U64,
 }
 
@@ -71,11 +72,13 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
         Message::Heartbeat {
             view,
             lsn_committed,
+            lsn_released,
             tick_sent,
         } => {
             let fields = Heartbeat {
                 view: view.into(),
                 lsn_committed: lsn_committed.into(),
+                lsn_released: lsn_released.into(),
                 tick_sent: tick_sent.into(),
             };
             encode_fixed(out, TAG_HEARTBEAT, fields.as_bytes());
@@ -170,6 +173,7 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
             Message::Heartbeat {
                 view: fields.view.get(),
                 lsn_committed: fields.lsn_committed.get(),
+                lsn_released: fields.lsn_released.get(),
                 tick_sent: fields.tick_sent.get(),
             }
         }
@@ -249,6 +253,7 @@ mod tests {
             Message::Heartbeat {
                 view: 1,
                 lsn_committed: 2,
+                lsn_released: 13,
                 tick_sent: 8,
             },
             Message::Ack {

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use tandem_replication::{AckCount, Message, Safety};
 use tandem_wire::{
-    Call, ErrorCode, Frame, FrameBuffer, FrameError, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, Reply,
-    ReplyStatus, Role, Welcome, decode_frame, encode_call, encode_error, encode_hello, encode_peer,
-    encode_reply, encode_welcome,
+    Call, ErrorCode, Frame, FrameBuffer, FrameError, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, Read,
+    Reply, ReplyStatus, Role, Welcome, decode_frame, encode_call, encode_error, encode_hello,
+    encode_peer, encode_read, encode_reply, encode_welcome,
 };
 
 fn acks() -> impl Strategy<Value = AckCount> {
@@ -27,13 +27,14 @@ fn safety() -> impl Strategy<Value = Option<Safety>> {
 fn message() -> impl Strategy<Value = Message> {
     prop_oneof![
         prop::collection::vec(any::<u8>(), 0..300).prop_map(|b| Message::Batch(Arc::from(b))),
-        (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(view, lsn_committed, tick)| {
-            Message::Heartbeat {
+        (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+            |(view, lsn_committed, lsn_released, tick)| Message::Heartbeat {
                 view,
                 lsn_committed,
+                lsn_released,
                 tick_sent: tick,
             }
-        }),
+        ),
         (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(view, r, a, tick)| {
             Message::Ack {
                 view,
@@ -138,6 +139,19 @@ proptest! {
         encode_call(&mut out, seq, proc_id, safety, &args);
         let call = Call { seq, proc_id, safety, args: &args };
         prop_assert_eq!(decode_whole(&out), Frame::Call(call));
+    }
+
+    #[test]
+    fn read_round_trips(
+        seq in any::<u64>(),
+        proc_id in any::<u16>(),
+        min_lsn in any::<u64>(),
+        args in prop::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let mut out = Vec::new();
+        encode_read(&mut out, seq, proc_id, min_lsn, &args);
+        let read = Read { seq, proc_id, min_lsn, args: &args };
+        prop_assert_eq!(decode_whole(&out), Frame::Read(read));
     }
 
     #[test]

@@ -1,0 +1,127 @@
+//! Reads on backups, end to end: `tandem up` starts three nodes, a client stub writes with
+//! calls and reads with `Client::read`. Every read must see the client's own last write
+//! (read-your-writes through `min_lsn`), backups must answer reads, and a read-only frame
+//! must not run a procedure that writes.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use tandem_client::{CallError, Client, ClientConfig, ErrorCode};
+use tandem_store::workloads::debit_credit::{BALANCE, DEBIT_CREDIT};
+
+/// A local cluster from `tandem up`, stopped with Ctrl-C (SIGINT) when dropped.
+struct Up {
+    child: Child,
+    dir: std::path::PathBuf,
+    clients_at: Vec<SocketAddr>,
+}
+
+impl Up {
+    fn start(name: &str) -> Up {
+        let dir = std::env::temp_dir().join(format!("tandem-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
+            .args(["up", "--nodes", "3", "--db-mib", "8", "--dir"])
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tandem up starts");
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut clients_at = Vec::new();
+        for line in stdout.lines() {
+            let line = line.expect("tandem up prints lines");
+            // "  node 2: clients at 127.0.0.1:40001, status at ..."
+            if let Some(rest) = line.split("clients at ").nth(1) {
+                let address = rest.split(',').next().expect("an address");
+                clients_at.push(address.parse().expect("a socket address"));
+            }
+            if clients_at.len() == 3 {
+                break;
+            }
+        }
+        assert_eq!(clients_at.len(), 3, "tandem up did not list its nodes");
+        Up {
+            child,
+            dir,
+            clients_at,
+        }
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn deposit(account: u32, amount: i32) -> Vec<u8> {
+    let mut args = Vec::new();
+    // Account, teller 0 of branch 0, delta.
+    for field in [account, 0, 0] {
+        args.extend_from_slice(&field.to_le_bytes());
+    }
+    args.extend_from_slice(&amount.to_le_bytes());
+    args
+}
+
+#[test]
+fn backups_serve_reads_that_see_the_clients_own_writes() {
+    let up = Up::start("reads");
+    let mut config = ClientConfig::new(up.clients_at.clone(), 0, 1);
+    config.deadline = Duration::from_secs(10);
+    let mut client = Client::new(config).expect("a valid config");
+    let account = 7u32;
+    let mut read_by_backup = 0;
+    for round in 1..=40 {
+        let written = client
+            .call(DEBIT_CREDIT.0, &deposit(account, 3), None)
+            .expect("the deposit commits");
+        assert!(written.committed());
+        let balance_written = i32::from_le_bytes(written.body[..4].try_into().unwrap());
+        assert_eq!(balance_written, 3 * round);
+        let read = client
+            .read(BALANCE.0, &account.to_le_bytes())
+            .expect("the read answers");
+        assert!(read.committed(), "{read:?}");
+        let balance_read = i32::from_le_bytes(read.body[..4].try_into().unwrap());
+        assert_eq!(
+            balance_read, balance_written,
+            "the read missed the client's own write"
+        );
+        assert!(
+            read.lsn >= written.lsn,
+            "the read's state predates the write"
+        );
+        if read.node != written.node {
+            read_by_backup += 1;
+        }
+    }
+    assert!(read_by_backup > 0, "no backup answered a read");
+    assert_eq!(client.stats().reads_at_backups, read_by_backup);
+
+    // A Read frame never runs a procedure that writes: the backup sends it on to the
+    // primary, which refuses it.
+    let refused = client.read(DEBIT_CREDIT.0, &deposit(account, 1000));
+    assert!(
+        matches!(
+            refused,
+            Err(CallError::Refused {
+                code: ErrorCode::BadArgs,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let balance = client
+        .read(BALANCE.0, &account.to_le_bytes())
+        .expect("the read answers");
+    assert_eq!(balance.body[..4], (3 * 40i32).to_le_bytes());
+}
