@@ -328,13 +328,12 @@ impl Client {
             }
             let until = Instant::now() + self.config.attempt_timeout;
             self.stats.connects += 1;
-            match Conn::open(self.config.nodes[index], index, &self.hello, until) {
-                Ok(Greeting::Backup(conn)) => {
-                    self.view_seen = self.view_seen.max(conn.view);
-                    self.read_from = index;
-                    return Some(conn);
-                }
-                Ok(_) | Err(_) => {}
+            if let Ok(Greeting::Backup(conn)) =
+                Conn::open(self.config.nodes[index], index, &self.hello, until)
+            {
+                self.view_seen = self.view_seen.max(conn.view);
+                self.read_from = index;
+                return Some(conn);
             }
         }
         None

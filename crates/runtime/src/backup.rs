@@ -163,6 +163,8 @@ impl Gate {
 type ConsistencyCheck = Box<dyn Fn(&Segment) -> Option<String> + Send>;
 
 /// The applier's state: an active backup's segment or a passive backup's mirror.
+// One per backup role, built once and never moved on a hot path: the size is harmless.
+#[allow(clippy::large_enum_variant)]
 enum Replica {
     Active {
         segment: Segment,
