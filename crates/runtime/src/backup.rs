@@ -248,6 +248,30 @@ impl Replica {
     }
 }
 
+/// An active backup's replica of `workload` on `segment`, applied up to the segment's LSN.
+fn active_replica<W: ServedWorkload>(segment: Segment, workload: &W) -> Replica {
+    let checked = workload.clone();
+    let registry = W::registry();
+    let read_by = workload.clone();
+    let reader: ReadFn = Box::new(move |proc_id, segment, args, body| {
+        let id = ProcId(proc_id);
+        if registry.get(id).is_some() {
+            return ReadOutcome::Writes;
+        }
+        match tandem_store::read(&read_by, &registry, segment, id, args, body) {
+            Ok(()) => ReadOutcome::Read,
+            Err(CallError::Proc(err)) => ReadOutcome::RolledBack(err.to_string()),
+            Err(_) => ReadOutcome::Unknown,
+        }
+    });
+    Replica::Active {
+        applier: Applier::new(segment.lsn()),
+        segment,
+        check: Box::new(move |segment| checked.check(segment).err().map(|e| e.to_string())),
+        reader,
+    }
+}
+
 /// A running backup.
 #[derive(Debug)]
 pub struct BackupHandle {
@@ -422,28 +446,7 @@ where
     metrics.lsn_received.set(lsn_start as i64);
     metrics.lsn_applied.set(lsn_start as i64);
     let replica = match group.mode {
-        Mode::Active => {
-            let checked = workload.clone();
-            let registry = W::registry();
-            let read_by = workload.clone();
-            let reader: ReadFn = Box::new(move |proc_id, segment, args, body| {
-                let id = ProcId(proc_id);
-                if registry.get(id).is_some() {
-                    return ReadOutcome::Writes;
-                }
-                match tandem_store::read(&read_by, &registry, segment, id, args, body) {
-                    Ok(()) => ReadOutcome::Read,
-                    Err(CallError::Proc(err)) => ReadOutcome::RolledBack(err.to_string()),
-                    Err(_) => ReadOutcome::Unknown,
-                }
-            });
-            Replica::Active {
-                segment,
-                applier: Applier::new(lsn_start),
-                check: Box::new(move |segment| checked.check(segment).err().map(|e| e.to_string())),
-                reader,
-            }
-        }
+        Mode::Active => active_replica(segment, &workload),
         Mode::Passive => {
             let layout = segment
                 .enable_passive_trace(group.undo_log_kib << 10)
@@ -1065,5 +1068,130 @@ fn answer(replica: &Replica, state: &Shared, request: Control) {
             let _ = reply.send(replica.checksum());
         }
         Control::Stop => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tandem_store::workloads::debit_credit::{BALANCE, DEBIT_CREDIT, DebitCredit};
+    use tandem_store::{Store, Workload};
+    use tandem_wire::{Reply, decode_frame};
+
+    use super::*;
+
+    const SEGMENT_LEN: usize = 1 << 20;
+
+    fn state(lsn_released: u64) -> Shared {
+        Shared {
+            node_id: 2,
+            group: 0,
+            tick: Duration::from_millis(1),
+            max_frame_len: tandem_wire::MAX_FRAME_LEN_DEFAULT,
+            tail_limits: TailLimits {
+                records_max: 100,
+                bytes_max: 1 << 20,
+            },
+            lsn_applied: Arc::new(AtomicU64::new(0)),
+            lsn_received: Arc::new(AtomicU64::new(0)),
+            lsn_released: Arc::new(AtomicU64::new(lsn_released)),
+            frames_heard: Arc::new(AtomicU64::new(0)),
+            gate: Arc::new(Gate::new(1, 1)),
+            ack_writer: Arc::new(Mutex::new(None)),
+            metrics: Arc::new(Metrics::new(2, "backup")),
+        }
+    }
+
+    /// A replica whose account 0 holds 7, after the load and one deposit.
+    fn replica() -> Replica {
+        let workload = DebitCredit::new(SEGMENT_LEN, &Default::default()).unwrap();
+        let segment = Segment::anonymous(SEGMENT_LEN, tandem_memory::Strategy::V3InlineLog);
+        let mut store = Store::load(segment.unwrap(), workload.clone());
+        let mut args = Vec::new();
+        for field in [0u32, 0, 0] {
+            args.extend_from_slice(&field.to_le_bytes());
+        }
+        args.extend_from_slice(&7i32.to_le_bytes());
+        store.call(DEBIT_CREDIT, &args, &mut Vec::new()).unwrap();
+        let (segment, _) = store.into_parts();
+        active_replica(segment, &workload)
+    }
+
+    fn read(min_lsn: u64, proc_id: u16, deadline: Instant) -> (ReadRequest, Receiver<Vec<u8>>) {
+        let (answer, answered) = mpsc::channel();
+        let request = ReadRequest {
+            seq: 9,
+            proc_id,
+            min_lsn,
+            args: 0u32.to_le_bytes().to_vec(),
+            deadline,
+            answer,
+        };
+        (request, answered)
+    }
+
+    fn decoded(bytes: &[u8]) -> Frame<'_> {
+        decode_frame(bytes, tandem_wire::MAX_FRAME_LEN_DEFAULT)
+            .unwrap()
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn a_read_waits_for_its_min_lsn_and_for_the_primary_to_release_what_is_applied() {
+        let replica = replica();
+        let lsn = replica.lsn_applied();
+        let later = Instant::now() + Duration::from_secs(60);
+        // Applied beyond what the primary released: nothing is shown yet.
+        let state = state(lsn - 1);
+        let (request, answered) = read(lsn - 1, BALANCE.0, later);
+        let mut reads = vec![request];
+        serve_reads_waiting(&replica, &state, &mut reads);
+        assert_eq!(
+            reads.len(),
+            1,
+            "served a state the primary had not released"
+        );
+        assert!(holding_for_reads(&replica, &state, &reads));
+        // Released: served, at the applied LSN.
+        state.lsn_released.store(lsn, Ordering::Release);
+        serve_reads_waiting(&replica, &state, &mut reads);
+        assert!(reads.is_empty());
+        let bytes = answered.try_recv().unwrap();
+        let Frame::Reply(Reply {
+            seq, lsn: at, body, ..
+        }) = decoded(&bytes)
+        else {
+            panic!("not a reply");
+        };
+        assert_eq!((seq, at, body), (9, lsn, &7i32.to_le_bytes()[..]));
+
+        // A read that needs a later LSN waits, then is told to ask the primary.
+        let (request, answered) = read(lsn + 1, BALANCE.0, later);
+        let mut reads = vec![request];
+        serve_reads_waiting(&replica, &state, &mut reads);
+        assert_eq!(reads.len(), 1, "served a state older than min_lsn");
+        assert!(!holding_for_reads(&replica, &state, &reads));
+        reads[0].deadline = Instant::now();
+        serve_reads_waiting(&replica, &state, &mut reads);
+        let bytes = answered.try_recv().unwrap();
+        assert!(
+            matches!(decoded(&bytes), Frame::Error(error) if error.code == ErrorCode::Busy),
+            "a late read is answered Busy"
+        );
+    }
+
+    #[test]
+    fn a_backup_runs_no_procedure_that_writes() {
+        let replica = replica();
+        let state = state(u64::MAX);
+        let (request, answered) = read(0, DEBIT_CREDIT.0, Instant::now());
+        let mut reads = vec![request];
+        serve_reads_waiting(&replica, &state, &mut reads);
+        let bytes = answered.try_recv().unwrap();
+        assert!(matches!(
+            decoded(&bytes),
+            Frame::Error(error) if error.code == ErrorCode::NotPrimary
+        ));
+        assert!(DebitCredit::registry().get(DEBIT_CREDIT).is_some());
     }
 }
