@@ -309,18 +309,8 @@ impl BackupHandle {
         let to_applier = self.to_applier.clone();
         let _ = thread::Builder::new().name("reader".into()).spawn(move || {
             let mut stream = stream;
-            if let Err(err) = serve_reads(&mut stream, buffer, &state, &to_applier)
-                && !matches!(err, ConnError::Closed | ConnError::Io(_))
-            {
-                let mut frame = Vec::new();
-                let code = match &err {
-                    ConnError::Frame(err) => err.code(),
-                    _ => ErrorCode::BadFrame,
-                };
-                encode_error(&mut frame, code, &err.to_string());
-                let _ = net::write_all(&mut stream, &frame);
-            }
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+            let result = serve_reads(&mut stream, buffer, &state, &to_applier);
+            close(stream, result, &state);
         });
     }
 
@@ -519,7 +509,13 @@ struct Shared {
 }
 
 fn serve_connection(mut stream: TcpStream, state: Shared, to_applier: SyncSender<ToApplier>) {
-    if let Err(err) = receive(&mut stream, &state, &to_applier)
+    let result = receive(&mut stream, &state, &to_applier);
+    close(stream, result, &state);
+}
+
+/// Ends a connection: one that broke the protocol is told why in an Error frame first.
+fn close(mut stream: TcpStream, result: Result<(), ConnError>, state: &Shared) {
+    if let Err(err) = result
         && !matches!(err, ConnError::Closed | ConnError::Io(_))
     {
         state.metrics.frames_rejected.inc();
@@ -579,19 +575,8 @@ fn serve_accepted(
     to_applier: SyncSender<ToApplier>,
 ) {
     let _ = net::tune(&stream);
-    if let Err(err) = receive_from(&mut stream, buffer, primary, &state, &to_applier)
-        && !matches!(err, ConnError::Closed | ConnError::Io(_))
-    {
-        state.metrics.frames_rejected.inc();
-        let mut frame = Vec::new();
-        let code = match &err {
-            ConnError::Frame(err) => err.code(),
-            _ => ErrorCode::BadFrame,
-        };
-        encode_error(&mut frame, code, &err.to_string());
-        let _ = net::write_all(&mut stream, &frame);
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let result = receive_from(&mut stream, buffer, primary, &state, &to_applier);
+    close(stream, result, &state);
 }
 
 /// Runs the receiver core on a connection from node `primary`, after its Hello.

@@ -785,16 +785,17 @@ where
             client_id,
             seq: slot.seq,
         };
+        let answered = |body, lsn_repeated| ReplyTo::Remote {
+            conn,
+            seq: slot.seq,
+            status: ReplyStatus::Committed,
+            body,
+            started,
+            lsn_repeated,
+        };
         match outcome {
             Ok(Deduped::Committed(_)) => {
-                let reply = ReplyTo::Remote {
-                    conn,
-                    seq: slot.seq,
-                    status: ReplyStatus::Committed,
-                    body: std::mem::take(&mut self.reply),
-                    started,
-                    lsn_repeated: None,
-                };
+                let reply = answered(std::mem::take(&mut self.reply), None);
                 self.commit_last(call, safety, reply);
             }
             Ok(Deduped::Duplicate { lsn }) => {
@@ -802,27 +803,13 @@ where
                 // waits behind the latest commit under the call's rule, which then also holds
                 // for the earlier LSN the reply carries.
                 self.metrics.duplicates_answered.inc();
-                let reply = ReplyTo::Remote {
-                    conn,
-                    seq: slot.seq,
-                    status: ReplyStatus::Committed,
-                    body: std::mem::take(&mut self.reply),
-                    started,
-                    lsn_repeated: Some(lsn),
-                };
+                let reply = answered(std::mem::take(&mut self.reply), Some(lsn));
                 self.primary.defer(safety, reply);
             }
             Ok(Deduped::Read) => {
                 // A read-only call: it read the latest commit, so its reply waits behind it,
                 // and leaves only under the lease.
-                let reply = ReplyTo::Remote {
-                    conn,
-                    seq: slot.seq,
-                    status: ReplyStatus::Committed,
-                    body: std::mem::take(&mut self.reply),
-                    started,
-                    lsn_repeated: None,
-                };
+                let reply = answered(std::mem::take(&mut self.reply), None);
                 self.primary.defer(safety, reply);
             }
             Err(CallError::Proc(err)) => {

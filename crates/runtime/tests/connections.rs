@@ -394,7 +394,7 @@ fn malformed_input_closes_that_one_connection_and_nothing_else() {
         (
             "a second Hello",
             hello_bytes(&Hello::new(PeerKind::Client, 3, 0)),
-            "only Call frames",
+            "only Call and Read frames",
         ),
         (
             "garbage: an unknown frame type",
@@ -430,7 +430,7 @@ fn an_unknown_procedure_is_refused_and_the_connection_stays_usable() {
     let node = Node::start();
     let (lsn_start, _) = node.progress();
     let mut client = Client::welcomed(node.address, 9);
-    for proc_id in [1, 99, u16::MAX] {
+    for proc_id in [2, 99, u16::MAX] {
         let mut frame = Vec::new();
         encode_call(&mut frame, 1, proc_id, None, &args(1, 1));
         client.send(&frame);
