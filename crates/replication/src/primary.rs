@@ -339,7 +339,8 @@ impl<R> Primary<R> {
             backups,
             pending: VecDeque::new(),
             ready: PrimaryReady::default(),
-            tick: 0,
+            // Tick 0 is never sent: an echo of 0 means no heartbeat was heard.
+            tick: 1,
             deposed: false,
             view_newer: None,
             sorted: Vec::new(),
@@ -580,17 +581,30 @@ impl<R> Primary<R> {
         debug_assert!(self.check_invariants());
     }
 
-    /// Holds a reply that has no commit of its own (a read, a call that rolled back, a retry
-    /// answered from the dedup table). It may have read the latest commit, so it is released
-    /// with that commit, once the commit's rule holds, and only under a valid lease: a primary
-    /// that a new view replaced must not answer from its stale state.
+    /// Holds a reply that has no commit of its own (a read, a call that rolled back). It may
+    /// have read the latest commit, so it is released with that commit, once the commit's
+    /// rule holds, and only under a valid lease: a primary that a new view replaced must not
+    /// answer from its stale state.
     pub fn defer(&mut self, safety: Safety, reply: R) {
+        self.hold(safety, true, reply);
+    }
+
+    /// Holds the answer to a retry of a call that committed before (found in the dedup
+    /// table): released with the latest commit once its rule holds. The answer states a fact
+    /// of this primary's history, which that rule makes durable, so under a 2-safe rule no
+    /// lease is needed; under 1-safe and bounded rules it is, as for any of their replies.
+    pub fn repeat(&mut self, safety: Safety, reply: R) {
+        let needs_lease = matches!(safety, Safety::OneSafe | Safety::Bounded(_));
+        self.hold(safety, needs_lease, reply);
+    }
+
+    fn hold(&mut self, safety: Safety, needs_lease: bool, reply: R) {
         assert!(!self.deposed, "a deposed primary takes no calls");
         let lsn = self.lsn_committed;
         self.pending.push_back(Pending {
             lsn,
             safety,
-            needs_lease: true,
+            needs_lease,
             reply,
         });
         self.release();
@@ -717,7 +731,8 @@ impl<R> Primary<R> {
         }
         self.flush_now();
         let lsn_shipped = self.tail.lsn_next() - 1;
-        if self.tick.is_multiple_of(self.config.heartbeat_ticks) {
+        // Ticks count from 1 (see `resume`): every `heartbeat_ticks` ticks since the start.
+        if (self.tick - 1).is_multiple_of(self.config.heartbeat_ticks) {
             for backup in &mut self.backups {
                 let heartbeat = Message::Heartbeat {
                     view: self.config.view,
@@ -777,7 +792,13 @@ impl<R> Primary<R> {
                     let backup = &mut self.backups[index];
                     backup.tick_lease_from = backup.tick_lease_from.max(Some(tick_echoed));
                 }
+                let introduced = !self.backups[index].known;
                 if self.learn_progress(index, lsn_received, lsn_applied) {
+                    if introduced {
+                        // A heartbeat at once: its echo starts the lease without waiting
+                        // for the next tick (a new primary's first replies need it).
+                        self.greet(index);
+                    }
                     self.catch_up(index);
                     self.release();
                 }
@@ -814,6 +835,18 @@ impl<R> Primary<R> {
             "the driver must act on and clear the previous Ready"
         );
         std::mem::swap(&mut self.ready, into);
+    }
+
+    fn greet(&mut self, index: usize) {
+        let heartbeat = Message::Heartbeat {
+            view: self.config.view,
+            lsn_committed: self.tail.lsn_next() - 1,
+            lsn_released: self.lsn_released,
+            tick_sent: self.tick,
+        };
+        self.ready
+            .messages
+            .push((self.backups[index].node, heartbeat));
     }
 
     /// Records what a backup says it holds. Returns false if the claim was refused.

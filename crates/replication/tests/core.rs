@@ -914,9 +914,31 @@ fn drop_heartbeats(harness: &mut Harness) {
         .retain(|(_, _, message)| !matches!(message, Message::Heartbeat { .. }));
 }
 
+/// A leased primary whose backups' introductions were lost, so none has echoed a heartbeat.
+fn unleased(backups: usize) -> Harness {
+    let config = PrimaryConfig {
+        heartbeat_ticks: 1,
+        lease_ticks: Some(2),
+        ..config(backups, Safety::DEFAULT)
+    };
+    let mut harness = Harness::new(config);
+    harness.network.clear();
+    harness
+}
+
+#[test]
+fn a_backup_that_introduces_itself_is_greeted_and_its_echo_starts_the_lease() {
+    let mut harness = unleased(1);
+    assert!(!harness.primary.lease_holds());
+    harness.backups[0].receiver.introduce();
+    harness.collect();
+    harness.deliver_all();
+    assert!(harness.primary.lease_holds(), "no tick was needed");
+}
+
 #[test]
 fn one_safe_replies_and_replies_without_a_commit_wait_for_the_lease() {
-    let mut harness = leased(2);
+    let mut harness = unleased(2);
     // No backup has echoed a heartbeat yet: no lease.
     assert!(!harness.primary.lease_holds());
     let first = harness.commit(Safety::OneSafe);
@@ -935,7 +957,7 @@ fn one_safe_replies_and_replies_without_a_commit_wait_for_the_lease() {
     harness.collect();
     assert_eq!(harness.released, vec![first, first]);
 
-    // Two ticks without an echo: the lease (counted from tick 1) has run out.
+    // Two ticks without an echo: the lease (counted from the heartbeat before) has run out.
     harness.tick();
     drop_heartbeats(&mut harness);
     harness.tick();
@@ -957,7 +979,10 @@ fn one_safe_replies_and_replies_without_a_commit_wait_for_the_lease() {
 
 #[test]
 fn two_safe_replies_need_no_lease() {
-    let mut harness = leased(1);
+    let mut harness = unleased(1);
+    harness.backups[0].receiver.introduce();
+    harness.collect();
+    harness.deliver_all_but(|message| matches!(message, Message::Heartbeat { .. }));
     assert!(!harness.primary.lease_holds());
     let lsn = harness.commit(Safety::DEFAULT);
     harness.flush();
@@ -973,7 +998,12 @@ fn two_safe_replies_need_no_lease() {
 
 #[test]
 fn the_lease_needs_every_backup_and_an_echo_from_the_future_is_refused() {
-    let mut harness = leased(2);
+    let mut harness = unleased(2);
+    for backup in &mut harness.backups {
+        backup.receiver.introduce();
+    }
+    harness.collect();
+    harness.deliver_all_but(|message| matches!(message, Message::Heartbeat { .. }));
     harness.tick();
     // Only backup 2 hears the heartbeat.
     harness
@@ -1110,4 +1140,26 @@ fn a_lost_or_corrupted_transfer_is_asked_for_again() {
         harness.deliver_all();
     }
     harness.assert_replicas_match();
+}
+
+#[test]
+fn a_repeated_answer_needs_the_lease_only_under_a_rule_without_acks() {
+    let mut harness = unleased(1);
+    let lsn = harness.primary.lsn_committed();
+    // 2-safe: the answer waits for the latest commit's acks, not for a lease.
+    harness
+        .primary
+        .repeat(Safety::DEFAULT, (lsn, Safety::DEFAULT));
+    harness.collect();
+    assert_eq!(harness.released, vec![lsn]);
+    // 1-safe: nothing fences it but the lease.
+    harness
+        .primary
+        .repeat(Safety::OneSafe, (lsn, Safety::OneSafe));
+    harness.collect();
+    assert_eq!(harness.released, vec![lsn], "released without a lease");
+    harness.backups[0].receiver.introduce();
+    harness.collect();
+    harness.deliver_all();
+    assert_eq!(harness.released, vec![lsn, lsn]);
 }

@@ -804,7 +804,7 @@ where
                 // for the earlier LSN the reply carries.
                 self.metrics.duplicates_answered.inc();
                 let reply = answered(std::mem::take(&mut self.reply), Some(lsn));
-                self.primary.defer(safety, reply);
+                self.primary.repeat(safety, reply);
             }
             Ok(Deduped::Read) => {
                 // A read-only call: it read the latest commit, so its reply waits behind it,

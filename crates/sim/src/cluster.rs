@@ -1395,10 +1395,10 @@ impl World {
                     self.report.duplicates_answered += 1;
                     let pending = Pending {
                         lsn_first: Some(lsn),
-                        needs_lease: true,
+                        needs_lease: !fenced_by_acks(safety),
                         ..pending
                     };
-                    role.primary.defer(safety, pending);
+                    role.primary.repeat(safety, pending);
                 }
                 Err(CallError::Proc(_)) => {
                     let pending = Pending {
