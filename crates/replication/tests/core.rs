@@ -896,17 +896,6 @@ fn a_spare_is_shipped_to_but_counts_for_no_rule() {
     assert!(harness.primary.pending_replies() == 1 && next > lsn);
 }
 
-/// A primary with a lease of two ticks and a heartbeat every tick.
-fn leased(backups: usize) -> Harness {
-    let config = PrimaryConfig {
-        heartbeat_ticks: 1,
-        lease_ticks: Some(2),
-        ..config(backups, Safety::DEFAULT)
-    };
-    let mut harness = Harness::new(config);
-    harness.deliver_all();
-    harness
-}
 
 fn drop_heartbeats(harness: &mut Harness) {
     harness
