@@ -896,7 +896,6 @@ fn a_spare_is_shipped_to_but_counts_for_no_rule() {
     assert!(harness.primary.pending_replies() == 1 && next > lsn);
 }
 
-
 fn drop_heartbeats(harness: &mut Harness) {
     harness
         .network

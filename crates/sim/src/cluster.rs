@@ -25,9 +25,11 @@
 //! find it moved on and catch up by state transfer. Seeds run under every safety rule:
 //! 2-safe (all or k backups, received or applied), 1-safe and bounded.
 //!
-//! Not simulated: torn writes of the config store's state (the file store alternates between
-//! two slot files, each with a checksum, so a crash mid-write leaves the other slot's state;
-//! `tandem-config`'s tests cover it).
+//! - disk: the config store's state survives a crash as last saved (a save returns once
+//!   durable, and nothing that depends on it is sent before). Half the crashes happen in the
+//!   middle of a save instead: the save tears, the disk keeps the state saved before (the file
+//!   store alternates two checksummed slots, so a torn slot is refused and the other read, as
+//!   `tandem-config`'s tests show), and nothing the torn save held back is sent.
 //!
 //! Checkers, after every step that could break them:
 //! - no acknowledged 2-safe commit is lost: when a backup takes over, and at the end, the
@@ -228,6 +230,8 @@ pub struct ClusterReport {
     pub duplicates_answered: u64,
     /// State transfers installed (a member the primary's retained tail no longer covered).
     pub transfers: u64,
+    /// Crashes in the middle of a save of the config store's state (counted in `crashes`).
+    pub torn_saves: u64,
     /// The first checker that failed, with the tick it failed at.
     pub failure: Option<String>,
     /// The last events before the end (or the failure), oldest first.
@@ -344,6 +348,10 @@ struct Node {
     /// resumes, before it does anything else, as the runtime's primary replays missed ticks:
     /// its lease is measured against the clock, and a pause does not stop the clock.
     ticks_missed: u64,
+    /// The node crashes in the middle of its next save of the config store's state: the
+    /// save tears, and the disk keeps the state saved before (the file store's torn slot is
+    /// refused by its checksum and the other slot read).
+    tear_next_save: bool,
 }
 
 #[derive(Default)]
@@ -509,6 +517,7 @@ impl World {
                     incarnation: 0,
                     role_epoch: 0,
                     ticks_missed: 0,
+                    tear_next_save: false,
                 }
             })
             .collect();
@@ -559,6 +568,7 @@ impl World {
                 events: 0,
                 duplicates_answered: 0,
                 transfers: 0,
+                torn_saves: 0,
                 failure: None,
                 trace: Vec::new(),
             },
@@ -841,9 +851,16 @@ impl World {
             self.note(format!("pause {node}"));
         }
         if self.rng.below(1_000_000) < faults.crash_per_tick_ppm && self.whole() {
-            self.crash(node);
-            let restart = (1 + self.rng.below(faults.restart_ticks_max)) * MICROS_PER_TICK;
-            self.schedule(restart, Event::Restart { node });
+            if self.rng.below(2) == 0 {
+                let state = &mut self.nodes[index_of(node)];
+                state.tear_next_save = true;
+                state.disk.set_failing(true);
+                self.note(format!(
+                    "node {node} will crash in the middle of its next save"
+                ));
+            } else {
+                self.crash_and_restart(node);
+            }
         }
     }
 
@@ -869,11 +886,19 @@ impl World {
             })
     }
 
+    fn crash_and_restart(&mut self, node: NodeId) {
+        self.crash(node);
+        let restart = (1 + self.rng.below(self.faults.restart_ticks_max)) * MICROS_PER_TICK;
+        self.schedule(restart, Event::Restart { node });
+    }
+
     fn crash(&mut self, node: NodeId) {
         let state = &mut self.nodes[index_of(node)];
         state.core = None;
         state.role = Role::Outside;
         state.ticks_missed = 0;
+        state.tear_next_save = false;
+        state.disk.set_failing(false);
         self.report.crashes += 1;
         self.note(format!("crash {node}"));
     }
@@ -1045,13 +1070,27 @@ impl World {
     /// Saves and sends what the node's cluster core produced, then acts on its events.
     fn drive(&mut self, node: NodeId) -> Result<(), String> {
         let mut ready = std::mem::take(&mut self.cluster_ready);
+        // A crash now would cost a second node's memory: the save goes through after all.
+        if self.nodes[index_of(node)].tear_next_save && !self.whole() {
+            let state = &mut self.nodes[index_of(node)];
+            state.tear_next_save = false;
+            state.disk.set_failing(false);
+        }
         loop {
             let state = &mut self.nodes[index_of(node)];
             let Some(core) = state.core.as_mut() else {
                 break;
             };
-            core.take_ready(&mut state.disk, &mut ready)
-                .map_err(|err| format!("node {node}: the config store cannot save: {err}"))?;
+            let saved = core.take_ready(&mut state.disk, &mut ready);
+            if saved.is_err() && state.tear_next_save {
+                // The save tore: nothing that depended on it was sent, and the node is gone.
+                ready.clear();
+                self.note(format!("node {node}: crash in the middle of a save"));
+                self.report.torn_saves += 1;
+                self.crash_and_restart(node);
+                break;
+            }
+            saved.map_err(|err| format!("node {node}: the config store cannot save: {err}"))?;
             if ready.is_empty() {
                 break;
             }

@@ -23,6 +23,8 @@ struct SeedReport {
     views: u64,
     /// State transfers installed (0 for the group layer).
     transfers: u64,
+    /// Crashes in the middle of a config-store save (0 for the group layer).
+    torn_saves: u64,
     ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     failure: Option<String>,
@@ -64,6 +66,7 @@ fn run_seed(layer: SimLayer, seed: u64, ticks: u64) -> SeedReport {
                 crashes: report.crashes,
                 views: report.views,
                 transfers: report.transfers,
+                torn_saves: report.torn_saves,
                 ok: report.failure.is_none(),
                 failure: report.failure,
                 trace: report.trace,
@@ -82,6 +85,7 @@ fn run_seed(layer: SimLayer, seed: u64, ticks: u64) -> SeedReport {
                 crashes: report.crashes,
                 views: 1,
                 transfers: 0,
+                torn_saves: 0,
                 ok: report.failure.is_none(),
                 failure: report.failure,
                 trace: report.trace,
@@ -117,13 +121,14 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         } else {
             println!("seed {seed}: {}", out.faults);
             println!(
-                "{} calls, {} replies, {} deadline errors, {} commits, {} crashes, {} views, \
-                 {} state transfers",
+                "{} calls, {} replies, {} deadline errors, {} commits, {} crashes ({} in a save), \
+                 {} views, {} state transfers",
                 out.calls,
                 out.replies,
                 out.deadline_errors,
                 out.commits,
                 out.crashes,
+                out.torn_saves,
                 out.views,
                 out.transfers
             );
