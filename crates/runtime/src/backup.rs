@@ -281,6 +281,23 @@ pub struct BackupHandle {
     state: Shared,
 }
 
+/// Serves clients' reads for a backup role; outlives the role harmlessly (its reads are then
+/// refused and the connection closed).
+#[derive(Clone, Debug)]
+pub struct Reader {
+    state: Shared,
+    to_applier: SyncSender<ToApplier>,
+}
+
+impl Reader {
+    /// Serves a client's connection on the calling thread (the node's acceptor read its
+    /// Hello): `Read` frames are answered, `Call` frames get `NotPrimary`.
+    pub fn serve(self, mut stream: TcpStream, buffer: FrameBuffer) {
+        let result = serve_reads(&mut stream, buffer, &self.state, &self.to_applier);
+        close(stream, result, &self.state);
+    }
+}
+
 /// Asks a backup role for its status and checksum; outlives the role harmlessly.
 #[derive(Clone, Debug)]
 pub struct BackupProbe {
@@ -302,16 +319,12 @@ impl BackupProbe {
 }
 
 impl BackupHandle {
-    /// Serves a client's connection (the node's acceptor read its Hello): `Read` frames are
-    /// answered here, `Call` frames with `NotPrimary`.
-    pub fn serve_reader(&self, stream: TcpStream, buffer: FrameBuffer) {
-        let state = self.state.clone();
-        let to_applier = self.to_applier.clone();
-        let _ = thread::Builder::new().name("reader".into()).spawn(move || {
-            let mut stream = stream;
-            let result = serve_reads(&mut stream, buffer, &state, &to_applier);
-            close(stream, result, &state);
-        });
+    /// What serves clients' reads, apart from the role (so the caller need not hold it).
+    pub fn reader(&self) -> Reader {
+        Reader {
+            state: self.state.clone(),
+            to_applier: self.to_applier.clone(),
+        }
     }
 
     /// Serves a connection from a primary (the node's acceptor read its Hello).

@@ -882,8 +882,14 @@ impl Acceptor {
                         handle.serve_client(stream, buffer, hello.id);
                     }
                     // A backup (or spare) serves reads; it welcomes the client as a backup,
-                    // which tells a stub looking for the primary to go on.
-                    Slot::Backup(handle) => handle.serve_reader(stream, buffer),
+                    // which tells a stub looking for the primary to go on. The role's lock is
+                    // not held meanwhile: a promotion must not wait for a reader.
+                    Slot::Backup(handle) => {
+                        let reader = handle.reader();
+                        drop(slot);
+                        let _ = stream.set_read_timeout(None);
+                        reader.serve(stream, buffer);
+                    }
                     Slot::Outside => {
                         drop(slot);
                         let message = format!("node {} is not the primary", self.node_id);
