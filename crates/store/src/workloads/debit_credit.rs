@@ -273,6 +273,33 @@ impl DebitCredit {
         Ok(())
     }
 
+    /// Conservation alone: accounts, tellers and branches hold the same total (mod 2^32).
+    /// The cheap part of [`Workload::check`], for checkers that run it after every batch.
+    pub fn conservation(&self, segment: &Segment) -> Result<(), Inconsistency> {
+        let accounts = self.account_total(segment);
+        let tellers = self
+            .tellers
+            .iter_committed(segment)
+            .fold(0i32, |sum, t| sum.wrapping_add(t.balance));
+        let branches = self
+            .branches
+            .iter_committed(segment)
+            .fold(0i32, |sum, b| sum.wrapping_add(b.balance));
+        if accounts != tellers {
+            return Err(Inconsistency {
+                check: "accounts = tellers",
+                detail: format!("account balances sum to {accounts}, teller balances to {tellers}"),
+            });
+        }
+        if tellers != branches {
+            return Err(Inconsistency {
+                check: "tellers = branches",
+                detail: format!("teller balances sum to {tellers}, branch balances to {branches}"),
+            });
+        }
+        Ok(())
+    }
+
     /// Sum of all account balances, modulo 2^32.
     pub fn account_total(&self, segment: &Segment) -> i32 {
         self.accounts
@@ -347,27 +374,7 @@ impl Workload for DebitCredit {
     /// every history record names a teller of the branch it names, and the dedup table is
     /// well formed.
     fn check(&self, segment: &Segment) -> Result<(), Inconsistency> {
-        let accounts = self.account_total(segment);
-        let tellers = self
-            .tellers
-            .iter_committed(segment)
-            .fold(0i32, |sum, t| sum.wrapping_add(t.balance));
-        let branches = self
-            .branches
-            .iter_committed(segment)
-            .fold(0i32, |sum, b| sum.wrapping_add(b.balance));
-        if accounts != tellers {
-            return Err(Inconsistency {
-                check: "accounts = tellers",
-                detail: format!("account balances sum to {accounts}, teller balances to {tellers}"),
-            });
-        }
-        if tellers != branches {
-            return Err(Inconsistency {
-                check: "tellers = branches",
-                detail: format!("teller balances sum to {tellers}, branch balances to {branches}"),
-            });
-        }
+        self.conservation(segment)?;
         for (slot, history) in self.history.iter_committed(segment).enumerate() {
             if history == History::zeroed() {
                 continue;
