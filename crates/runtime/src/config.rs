@@ -64,7 +64,7 @@ undo_log_kib = 1024
 [tuning]
 # Length of one tick in microseconds, 10 to 1000000. Timeouts below count ticks.
 tick_us = 1000
-# The primary sends a heartbeat after this many idle ticks (≥ 1).
+# The primary sends every backup a heartbeat every this many ticks (≥ 1).
 heartbeat_ticks = 1
 # A backup suspects the primary after this many silent ticks (> heartbeat_ticks).
 suspect_ticks = 5
@@ -123,12 +123,14 @@ pub struct ClusterTable {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voters: Option<Vec<NodeId>>,
     /// A backup reports for a new view only this many ticks after it last heard the primary,
-    /// ≥ 2 and < `tuning.suspect_ticks` (default 3). The primary serves 1-safe replies and
-    /// calls without a commit (reads) only within `lease_ticks − 1` ticks of a heartbeat
-    /// every backup echoed.
+    /// ≥ 3 and < `tuning.suspect_ticks` (default 4). The primary serves 1-safe replies and
+    /// calls without a commit (reads) only within `lease_ticks − 2` ticks of a heartbeat
+    /// every backup echoed: a backup notices frames at its next tick (one tick), and a reply
+    /// the primary releases leaves at the end of its executor's turn (bounded to well under a
+    /// tick).
     #[serde(default = "default_lease_ticks")]
     pub lease_ticks: u64,
-    /// Ticks the coordinator waits for more reports once it has enough (default 4: more than
+    /// Ticks the coordinator waits for more reports once it has enough (default 5: more than
     /// `lease_ticks`, so a backup that still heard the primary has time to report).
     #[serde(default = "default_collect_ticks")]
     pub collect_ticks: u64,
@@ -152,11 +154,11 @@ impl ClusterTable {
 }
 
 fn default_lease_ticks() -> u64 {
-    3
+    4
 }
 
 fn default_collect_ticks() -> u64 {
-    4
+    5
 }
 
 fn default_election_ticks() -> u64 {
@@ -196,13 +198,13 @@ impl NodeConfig {
         let Some(cluster) = &self.cluster else {
             return Ok(());
         };
-        if cluster.lease_ticks < 2 || cluster.lease_ticks >= self.tuning.suspect_ticks {
+        if cluster.lease_ticks < 3 || cluster.lease_ticks >= self.tuning.suspect_ticks {
             return Err(invalid(
                 "cluster.lease_ticks",
                 format!(
-                    "{} must be ≥ 2 (the primary keeps one tick less) and below \
+                    "{} must be ≥ 3 (the primary keeps two ticks less) and below \
                      tuning.suspect_ticks ({}), so a lease runs out before its holder is \
-                     suspected",
+                     suspected (tuning.suspect_ticks must then be ≥ 4)",
                     cluster.lease_ticks, self.tuning.suspect_ticks
                 ),
             ));
@@ -1238,5 +1240,24 @@ mod tests {
         );
 
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_lease_the_primary_cannot_keep_or_that_outlasts_suspicion_is_refused() {
+        let mut config = example();
+        config.cluster = Some(ClusterTable::new(PathBuf::from("raft")));
+        assert!(
+            config.validate().is_ok(),
+            "the defaults: lease 4, suspicion 5"
+        );
+        for lease_ticks in [2, 5] {
+            let mut bad = config.clone();
+            bad.cluster.as_mut().unwrap().lease_ticks = lease_ticks;
+            let err = bad.validate().unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { field, .. } if field == "cluster.lease_ticks"),
+                "{err}"
+            );
+        }
     }
 }

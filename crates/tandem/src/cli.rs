@@ -96,9 +96,10 @@ pub struct DemoArgs {
     /// (SIGSTOP for 300 ms, then SIGCONT: a partitioned old primary) or restart-primary.
     #[arg(long, default_value = "kill-primary", value_parser = crate::demo::Fault::parse)]
     pub fault: crate::demo::Fault,
-    /// Ticks (1 ms each) of silence after which a node suspects a peer: 5 on loopback; more
-    /// on a machine too loaded to schedule a node every few milliseconds.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..=10_000))]
+    /// Ticks (1 ms each) of silence after which a node suspects a peer, ≥ 4 (the lease,
+    /// shorter, must run out first): 5 on loopback; more on a machine too loaded to schedule
+    /// a node every few milliseconds.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(4..=10_000))]
     pub suspect_ticks: u64,
     /// Records each primary's retained tail keeps. A small tail makes a node that comes back
     /// (restart-primary) catch up by state transfer instead of from the tail.

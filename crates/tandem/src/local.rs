@@ -423,7 +423,11 @@ fn node_config(
     config.tuning.suspect_ticks = options.suspect_ticks;
     config.tuning.tail_records_max = options.tail_records_max;
     let data_dir = dir.join(format!("node{}", member.node_id)).join("raft");
-    config.cluster = Some(ClusterTable::new(data_dir));
+    let mut cluster = ClusterTable::new(data_dir);
+    // The lease must run out before a silent primary is suspected.
+    cluster.lease_ticks = cluster.lease_ticks.min(options.suspect_ticks - 1);
+    cluster.collect_ticks = cluster.lease_ticks + 1;
+    config.cluster = Some(cluster);
     config
         .validate()
         .map_err(|err| Failure::Usage(format!("node {}: {err}", member.node_id)))?;
