@@ -723,7 +723,7 @@ where
         // The clock is read every 16 calls: a read costs a fifth of a Debit-Credit call.
         let turn_over = |ran: usize| {
             ran >= CALLS_PER_TURN
-                || (ran % 16 == 0 && ran > 0 && turn_started.elapsed() >= turn_max)
+                || (ran.is_multiple_of(16) && ran > 0 && turn_started.elapsed() >= turn_max)
         };
         // The front batch is taken out of the queue while its calls run (they borrow its
         // bytes), and put back if flow control stops the turn half-way.
