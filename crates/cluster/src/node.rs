@@ -201,6 +201,10 @@ pub struct Cluster {
     /// Whether the runtime runs the role the view gives this node. A node that restarted
     /// without its memory holds no role: it suspects nobody and never says it is alive.
     serving: bool,
+    /// Whether the data plane has a database to rejoin with. While it loads one (off the
+    /// thread that steps this core, which must keep answering the config store), a node
+    /// outside the view does not ask to join.
+    loaded: bool,
     ready: ClusterReady,
 }
 
@@ -249,6 +253,7 @@ impl Cluster {
             contacted: std::collections::BTreeSet::new(),
             holding_released: None,
             serving: true,
+            loaded: true,
             ready: ClusterReady::default(),
         };
         cluster.learn_view();
@@ -372,6 +377,12 @@ impl Cluster {
     /// otherwise).
     pub fn set_serving(&mut self, serving: bool) {
         self.serving = serving;
+    }
+
+    /// The runtime says whether it has a database ready for the role a join would give
+    /// (true until told otherwise); a node outside the view asks to join only then.
+    pub fn set_loaded(&mut self, loaded: bool) {
+        self.loaded = loaded;
     }
 
     /// The primary tells the coordinator it runs, every tick.
@@ -962,7 +973,7 @@ impl Cluster {
 
     /// A node outside the view asks to join, every few suspicion timeouts.
     fn maybe_join(&mut self) {
-        if self.role() != Role::Outside {
+        if self.role() != Role::Outside || !self.loaded {
             return;
         }
         let Some(view) = &self.view else { return };

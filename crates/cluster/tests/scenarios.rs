@@ -261,6 +261,23 @@ fn a_node_outside_the_view_joins_as_a_spare_then_becomes_a_backup() {
 }
 
 #[test]
+fn a_node_still_loading_its_database_asks_to_join_only_once_it_is_loaded() {
+    let mut h = Harness::new(
+        &[1, 2, 3, 4],
+        &[1, 2, 3],
+        view(1, 1, &[2, 3], &[]),
+        Safety::DEFAULT,
+    );
+    h.core_mut(4).set_loaded(false);
+    h.settle();
+    h.run(20 * SUSPECT_TICKS);
+    assert_eq!(h.history().len(), 1, "it joined before it had a database");
+    h.core_mut(4).set_loaded(true);
+    h.run_until(200, |h| h.all_live_at(2));
+    assert_eq!(h.view_of(4), view(2, 1, &[2, 3], &[4]));
+}
+
+#[test]
 fn the_config_store_leader_crashing_mid_change_delays_but_does_not_stop_a_failover() {
     // Five voters, so that the primary and the leader may both fail.
     let mut h = Harness::new(

@@ -238,7 +238,7 @@ where
         ready: ClusterReady::default(),
         frames_heard: 0,
         restarted,
-        segment_spare: None,
+        segment_spare: Spare::None,
         info,
         started: Instant::now(),
         trace,
@@ -247,7 +247,7 @@ where
     };
     // The segment is loaded before the core ticks, so that the first view's roles start at
     // once rather than each node being silent for its own load.
-    supervisor.segment_spare = Some(crate::workload::loaded_segment(
+    supervisor.segment_spare = Spare::Ready(crate::workload::loaded_segment(
         &supervisor.config.group,
         &supervisor.workload,
     )?);
@@ -317,7 +317,7 @@ struct Supervisor<W: ServedWorkload> {
     /// Set when the node started from persisted state: it holds no role until it rejoins.
     restarted: bool,
     /// A freshly loaded segment, if one is ready (loading takes a while).
-    segment_spare: Option<Segment>,
+    segment_spare: Spare,
     /// What `/status` says of the cluster, refreshed after every step.
     info: Arc<Mutex<ClusterInfo>>,
     started: Instant,
@@ -352,6 +352,7 @@ where
             while let Some(observed) = self.observed.as_ref().and_then(|rx| rx.try_recv().ok()) {
                 self.handle(ToSupervisor::Observed(observed));
             }
+            self.poll_spare();
             let now = Instant::now();
             // Ticks this thread missed while it was busy (loading a segment, changing role)
             // or descheduled are skipped, not replayed: replayed at once they would make the
@@ -629,10 +630,7 @@ where
             }
             (Transition::StepDown { discarded }, slot) => {
                 self.stop(slot, view, discarded);
-                // Load the segment it will rejoin with while it waits.
-                if self.segment_spare.is_none() {
-                    self.segment_spare = self.fresh_segment().ok();
-                }
+                self.load_spare();
                 Slot::Outside
             }
             (Transition::Wait, _) => Slot::Outside,
@@ -742,11 +740,69 @@ where
     }
 
     fn fresh_segment(&mut self) -> Result<Segment, String> {
-        if let Some(segment) = self.segment_spare.take() {
-            return Ok(segment);
+        match std::mem::replace(&mut self.segment_spare, Spare::None) {
+            Spare::Ready(segment) => Ok(segment),
+            Spare::Loading(loader) => {
+                self.core.set_loaded(true);
+                loader
+                    .join()
+                    .map_err(|_| "the segment's loader panicked".to_string())?
+            }
+            Spare::None => crate::workload::loaded_segment(&self.config.group, &self.workload),
         }
-        crate::workload::loaded_segment(&self.config.group, &self.workload)
     }
+
+    /// Starts loading the segment this node will rejoin with, on a thread of its own: a load
+    /// takes long (a tenth of a second for 50 MiB), and this thread must keep answering the
+    /// config store meanwhile, whose quorum may need this node. The core asks to join once
+    /// the segment is ready ([`Supervisor::poll_spare`]).
+    fn load_spare(&mut self) {
+        if !matches!(self.segment_spare, Spare::None) {
+            return;
+        }
+        let group = self.config.group.clone();
+        let workload = self.workload.clone();
+        let loader = thread::Builder::new()
+            .name("load".into())
+            .spawn(move || crate::workload::loaded_segment(&group, &workload));
+        match loader {
+            Ok(loader) => {
+                self.segment_spare = Spare::Loading(loader);
+                self.core.set_loaded(false);
+            }
+            Err(err) => say!(
+                "node {}: cannot start loading a segment: {err}",
+                self.node()
+            ),
+        }
+    }
+
+    /// Takes the loaded segment once its loader has finished.
+    fn poll_spare(&mut self) {
+        let Spare::Loading(loader) = &self.segment_spare else {
+            return;
+        };
+        if !loader.is_finished() {
+            return;
+        }
+        let Spare::Loading(loader) = std::mem::replace(&mut self.segment_spare, Spare::None) else {
+            unreachable!("checked above");
+        };
+        match loader.join() {
+            Ok(Ok(segment)) => self.segment_spare = Spare::Ready(segment),
+            Ok(Err(err)) => say!("node {}: cannot load a segment: {err}", self.node()),
+            Err(_) => say!("node {}: the segment's loader panicked", self.node()),
+        }
+        // A failed load is retried by the next role that needs a segment, on this thread.
+        self.core.set_loaded(true);
+    }
+}
+
+/// The segment a node that left the view will rejoin with.
+enum Spare {
+    None,
+    Loading(thread::JoinHandle<Result<Segment, String>>),
+    Ready(Segment),
 }
 
 fn handle_follows(handle: &BackupHandle, primary: NodeId) -> bool {
