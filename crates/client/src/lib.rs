@@ -265,6 +265,18 @@ impl Client {
     /// this client has seen (see the module doc), or else on the primary. Gives up a call
     /// left pending by a deadline error, as [`Client::call`] does.
     pub fn read(&mut self, proc_id: u16, args: &[u8]) -> Result<Outcome, CallError> {
+        self.read_after(proc_id, args, 0)
+    }
+
+    /// [`Client::read`] that also sees every commit up to `min_lsn`: an LSN another client
+    /// was told (a reply's `lsn`, passed along by the application), for a read that must
+    /// follow that client's write.
+    pub fn read_after(
+        &mut self,
+        proc_id: u16,
+        args: &[u8],
+        min_lsn: u64,
+    ) -> Result<Outcome, CallError> {
         if args.len() > ARGS_LEN_MAX {
             return Err(CallError::ArgsTooLarge { len: args.len() });
         }
@@ -272,7 +284,7 @@ impl Client {
         self.seq_last += 1;
         let seq = self.seq_last;
         let mut frame = Vec::with_capacity(args.len() + 28);
-        encode_read(&mut frame, seq, proc_id, self.lsn_seen, args);
+        encode_read(&mut frame, seq, proc_id, self.lsn_seen.max(min_lsn), args);
         if let Some(outcome) = self.read_at_backup(seq, &frame) {
             self.stats.calls += 1;
             self.stats.reads_at_backups += 1;

@@ -124,4 +124,18 @@ fn backups_serve_reads_that_see_the_clients_own_writes() {
         .read(BALANCE.0, &account.to_le_bytes())
         .expect("the read answers");
     assert_eq!(balance.body[..4], (3 * 40i32).to_le_bytes());
+
+    // Another client sees the first one's write when it reads after the LSN it was told.
+    let mut config = ClientConfig::new(up.clients_at.clone(), 0, 2);
+    config.deadline = Duration::from_secs(10);
+    let mut other = Client::new(config).expect("a valid config");
+    for round in 1..=20 {
+        let written = client
+            .call(DEBIT_CREDIT.0, &deposit(account, 1), None)
+            .expect("the deposit commits");
+        let read = other
+            .read_after(BALANCE.0, &account.to_le_bytes(), written.lsn)
+            .expect("the read answers");
+        assert_eq!(read.body[..4], written.body[..4], "round {round}");
+    }
 }
