@@ -25,6 +25,6 @@ mod receiver;
 pub mod transfer;
 
 pub use applier::{Applier, ApplyError, Kept, PassiveApplier, keep_applied};
-pub use message::{AckCount, Message, NodeId, Safety, SafetyError};
+pub use message::{AckCount, Message, NodeId, PagesChunk, Safety, SafetyError};
 pub use primary::{Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply, TransferSent};
 pub use receiver::{ApplyBatch, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady};

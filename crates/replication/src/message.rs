@@ -41,17 +41,21 @@ pub enum Message {
     Nack { view: u64, lsn_received: u64 },
     /// Either way: the sender's view is older than `view`, which the receiver knows.
     StaleView { view: u64 },
-    /// Primary → member, a state transfer's chunk `index` of `count`: pages changed after
-    /// `lsn_from`, as they stood at `lsn` (see [`crate::transfer`]), with their CRC32C.
-    Pages {
-        view: u64,
-        lsn_from: u64,
-        lsn: u64,
-        index: u32,
-        count: u32,
-        crc: u32,
-        pages: Arc<[u8]>,
-    },
+    /// Primary → member: one chunk of a state transfer.
+    Pages(PagesChunk),
+}
+
+/// A state transfer's chunk `index` of `count`: pages changed after `lsn_from`, as they stood
+/// at `lsn` (see [`crate::transfer`]), with their CRC32C.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PagesChunk {
+    pub view: u64,
+    pub lsn_from: u64,
+    pub lsn: u64,
+    pub index: u32,
+    pub count: u32,
+    pub crc: u32,
+    pub pages: Arc<[u8]>,
 }
 
 impl Message {
@@ -63,7 +67,7 @@ impl Message {
             | Message::Ack { view, .. }
             | Message::Nack { view, .. }
             | Message::StaleView { view }
-            | Message::Pages { view, .. } => Some(view),
+            | Message::Pages(PagesChunk { view, .. }) => Some(view),
         }
     }
 }

@@ -17,7 +17,7 @@ use tandem_log::{
 };
 use tandem_memory::{RedoRecord, Segment};
 
-use crate::message::{AckCount, Message, NodeId, Safety};
+use crate::message::{AckCount, Message, NodeId, PagesChunk, Safety};
 
 /// How a primary is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -673,7 +673,7 @@ impl<R> Primary<R> {
         let mut pages = 0;
         for (index, chunk) in chunks.into_iter().enumerate() {
             pages += chunk.len() / crate::transfer::ENTRY_LEN;
-            let message = Message::Pages {
+            let message = Message::Pages(PagesChunk {
                 view,
                 lsn_from,
                 lsn,
@@ -681,7 +681,7 @@ impl<R> Primary<R> {
                 count,
                 crc: crc32c::crc32c(&chunk),
                 pages: chunk,
-            };
+            });
             self.ready.messages.push((node, message));
         }
         backup.needs_transfer = false;
@@ -820,7 +820,7 @@ impl<R> Primary<R> {
             }
             // A StaleView of our own view carries no news.
             Message::StaleView { .. } => {}
-            Message::Batch(_) | Message::Heartbeat { .. } | Message::Pages { .. } => {
+            Message::Batch(_) | Message::Heartbeat { .. } | Message::Pages(_) => {
                 self.ready.faults.push(PrimaryFault::Unexpected { from });
             }
         }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use tandem_log::{BatchError, SealedBatch};
 
-use crate::message::{Message, NodeId};
+use crate::message::{Message, NodeId, PagesChunk};
 use crate::transfer::PageImage;
 
 /// How a receiver is set up.
@@ -221,24 +221,8 @@ impl Receiver {
                     }
                 }
             }
-            Message::Pages {
-                view,
-                lsn_from,
-                lsn,
-                index,
-                count,
-                crc,
-                pages,
-            } => {
-                if self.check_view(from, view) {
-                    let chunk = Chunk {
-                        lsn_from,
-                        lsn,
-                        index,
-                        count,
-                        crc,
-                        pages,
-                    };
+            Message::Pages(chunk) => {
+                if self.check_view(from, chunk.view) {
                     self.on_pages(from, chunk);
                 }
             }
@@ -321,7 +305,7 @@ impl Receiver {
         self.push_ack();
     }
 
-    fn on_pages(&mut self, from: NodeId, chunk: Chunk) {
+    fn on_pages(&mut self, from: NodeId, chunk: PagesChunk) {
         let refuse = |receiver: &mut Receiver| {
             receiver.staging = None;
             receiver.ready.faults.push(ReceiverFault::TransferRefused {
@@ -460,14 +444,4 @@ impl Receiver {
             assert!(staging.lsn_from <= self.lsn_received);
         }
     }
-}
-
-/// One `Pages` message's fields.
-struct Chunk {
-    lsn_from: u64,
-    lsn: u64,
-    index: u32,
-    count: u32,
-    crc: u32,
-    pages: Arc<[u8]>,
 }

@@ -1098,7 +1098,7 @@ fn a_lost_or_corrupted_transfer_is_asked_for_again() {
     let mut harness = short_tail(8);
     harness.restart_backup(0);
     // The introduction reaches the primary; the transfer it starts is lost.
-    harness.deliver_all_but(|message| matches!(message, Message::Pages { .. }));
+    harness.deliver_all_but(|message| matches!(message, Message::Pages(_)));
     harness.assert_behind();
     // A heartbeat shows the gap; the Nack brings a new transfer, corrupted on the way.
     for _ in 0..3 {
@@ -1106,10 +1106,10 @@ fn a_lost_or_corrupted_transfer_is_asked_for_again() {
     }
     let mut corrupted = false;
     while let Some((from, to, mut message)) = harness.network.pop_front() {
-        if let Message::Pages { crc, .. } = &mut message
+        if let Message::Pages(chunk) = &mut message
             && !corrupted
         {
-            *crc ^= 1;
+            chunk.crc ^= 1;
             corrupted = true;
         }
         harness.deliver_one(from, to, message);

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tandem_replication::Message;
+use tandem_replication::{Message, PagesChunk};
 use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
@@ -111,27 +111,19 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
                 StaleView { view: view.into() }.as_bytes(),
             );
         }
-        Message::Pages {
-            view,
-            lsn_from,
-            lsn,
-            index,
-            count,
-            crc,
-            ref pages,
-        } => {
+        Message::Pages(ref chunk) => {
             let header = PagesHeader {
-                view: view.into(),
-                lsn_from: lsn_from.into(),
-                lsn: lsn.into(),
-                index: index.into(),
-                count: count.into(),
-                crc: crc.into(),
+                view: chunk.view.into(),
+                lsn_from: chunk.lsn_from.into(),
+                lsn: chunk.lsn.into(),
+                index: chunk.index.into(),
+                count: chunk.count.into(),
+                crc: chunk.crc.into(),
             };
             let start = frame::begin(out, TYPE_PEER);
             out.push(TAG_PAGES);
             out.extend_from_slice(header.as_bytes());
-            out.extend_from_slice(pages);
+            out.extend_from_slice(&chunk.pages);
             frame::finish(out, start);
         }
     }
@@ -205,7 +197,7 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
                 );
                 return Err(bad_body("Peer", "body", detail));
             };
-            Message::Pages {
+            Message::Pages(PagesChunk {
                 view: header.view.get(),
                 lsn_from: header.lsn_from.get(),
                 lsn: header.lsn.get(),
@@ -213,7 +205,7 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
                 count: header.count.get(),
                 crc: header.crc.get(),
                 pages: Arc::from(pages),
-            }
+            })
         }
         _ => {
             let detail = format!("unknown message {tag}; 1 to 6 are defined");
@@ -267,7 +259,7 @@ mod tests {
                 lsn_received: 7,
             },
             Message::StaleView { view: u64::MAX },
-            Message::Pages {
+            Message::Pages(PagesChunk {
                 view: 10,
                 lsn_from: 11,
                 lsn: 12,
@@ -275,7 +267,7 @@ mod tests {
                 count: 3,
                 crc: 0xdead_beef,
                 pages: Arc::from(&b"page entries"[..]),
-            },
+            }),
         ] {
             let mut out = Vec::new();
             encode_peer(&mut out, &message);

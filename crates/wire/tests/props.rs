@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use tandem_replication::{AckCount, Message, Safety};
+use tandem_replication::{AckCount, Message, PagesChunk, Safety};
 use tandem_wire::{
     Call, ErrorCode, Frame, FrameBuffer, FrameError, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, Read,
     Reply, ReplyStatus, Role, Welcome, decode_frame, encode_call, encode_error, encode_hello,
@@ -52,7 +52,7 @@ fn message() -> impl Strategy<Value = Message> {
             prop::collection::vec(any::<u8>(), 0..300)
         )
             .prop_map(|((view, lsn_from, lsn), (index, count, crc), pages)| {
-                Message::Pages {
+                Message::Pages(PagesChunk {
                     view,
                     lsn_from,
                     lsn,
@@ -60,7 +60,7 @@ fn message() -> impl Strategy<Value = Message> {
                     count,
                     crc,
                     pages: Arc::from(pages),
-                }
+                })
             }),
     ]
 }
