@@ -98,6 +98,11 @@ impl PrimaryConfig {
 pub struct Reply<R> {
     pub lsn: u64,
     pub reply: R,
+    /// For a reply released under the lease: the tick at which the lease runs out. The
+    /// reply was released before it; a driver that sends replies some time after the
+    /// primary released them withholds one it would send at or after this tick (its client
+    /// retries), so no reply leaves on a lease that ran out in between.
+    pub lease_end: Option<u64>,
 }
 
 /// Something the primary noticed that needs no action from the driver but is worth counting.
@@ -427,6 +432,7 @@ impl<R> Primary<R> {
             self.ready.abandoned.push(Reply {
                 lsn: pending.lsn,
                 reply: pending.reply,
+                lease_end: None,
             });
         }
     }
@@ -614,21 +620,22 @@ impl<R> Primary<R> {
     /// `lease_ticks` ago. Without a lease setting, or without backups (nobody could build
     /// a new view), it always holds.
     pub fn lease_holds(&self) -> bool {
+        self.lease_end().is_none_or(|end| self.tick < end)
+    }
+
+    /// The tick at which the lease runs out (it holds while the tick is below it), or `None`
+    /// if it never does (no lease setting, or no backup that could build a new view).
+    pub fn lease_end(&self) -> Option<u64> {
         #[cfg(feature = "inject-bugs")]
         if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::IgnoreLease) {
-            return true;
+            return None;
         }
-        let Some(lease_ticks) = self.config.lease_ticks else {
-            return true;
-        };
+        let lease_ticks = self.config.lease_ticks?;
         self.backups
             .iter()
             .filter(|backup| backup.counts)
-            .all(|backup| {
-                backup
-                    .tick_lease_from
-                    .is_some_and(|tick| self.tick < tick + lease_ticks)
-            })
+            .map(|backup| backup.tick_lease_from.map_or(0, |tick| tick + lease_ticks))
+            .min()
     }
 
     /// The link to `node` was re-established: batches in flight on the old one may be lost.
@@ -951,7 +958,8 @@ impl<R> Primary<R> {
         }
         // Most replies share one rule: compute its threshold once per release, not per reply.
         let mut memo: Option<(Safety, u64)> = None;
-        let lease_holds = self.lease_holds();
+        let lease_end = self.lease_end();
+        let lease_holds = lease_end.is_none_or(|end| self.tick < end);
         while let Some(front) = self.pending.front() {
             if front.needs_lease && !lease_holds {
                 break;
@@ -974,6 +982,7 @@ impl<R> Primary<R> {
             self.ready.replies.push(Reply {
                 lsn: pending.lsn,
                 reply: pending.reply,
+                lease_end: if pending.needs_lease { lease_end } else { None },
             });
         }
     }

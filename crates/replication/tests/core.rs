@@ -39,6 +39,8 @@ struct Harness {
     primary_faults: Vec<PrimaryFault>,
     /// Pages sent by state transfers.
     pages_transferred: usize,
+    /// Each released reply's `lease_end`, in release order.
+    lease_ends: Vec<Option<u64>>,
 }
 
 fn receiver_config(view: u64) -> ReceiverConfig {
@@ -106,6 +108,7 @@ impl Harness {
             abandoned: Vec::new(),
             primary_faults: Vec::new(),
             pages_transferred: 0,
+            lease_ends: Vec::new(),
         };
         for backup in &mut harness.backups {
             backup.receiver.introduce();
@@ -143,6 +146,7 @@ impl Harness {
             assert_eq!(lsn, reply.lsn);
             self.check_rule_holds(safety, lsn);
             self.released.push(lsn);
+            self.lease_ends.push(reply.lease_end);
         }
         self.abandoned
             .extend(ready.abandoned.drain(..).map(|reply| reply.reply.0));
@@ -1150,4 +1154,26 @@ fn a_repeated_answer_needs_the_lease_only_under_a_rule_without_acks() {
     harness.collect();
     harness.deliver_all();
     assert_eq!(harness.released, vec![lsn, lsn]);
+}
+
+#[test]
+fn a_reply_released_under_the_lease_says_when_the_lease_runs_out() {
+    let mut harness = unleased(2);
+    for backup in &mut harness.backups {
+        backup.receiver.introduce();
+    }
+    harness.collect();
+    harness.deliver_all();
+    // Both backups echoed the greeting sent at tick 1; the lease is 2 ticks.
+    assert_eq!(harness.primary.lease_end(), Some(3));
+    harness.commit(Safety::OneSafe);
+    let two_safe = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    harness.deliver_all();
+    assert_eq!(harness.released.last(), Some(&two_safe));
+    assert_eq!(
+        harness.lease_ends,
+        vec![Some(3), None],
+        "the 1-safe reply carries the lease's end, the 2-safe one none"
+    );
 }

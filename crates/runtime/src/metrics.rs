@@ -98,6 +98,9 @@ pub struct Metrics {
     pub reads_served: Counter,
     /// `tandem_reads_refused_total`: reads a backup could not serve in time (`Busy`).
     pub reads_refused: Counter,
+    /// `tandem_replies_withheld_total`: replies the primary released under its lease but did
+    /// not send, the lease having run out before they could leave.
+    pub replies_withheld: Counter,
 
     // Backup.
     /// `tandem_lsn_received`: the last LSN this backup holds.
@@ -140,6 +143,7 @@ impl Metrics {
             duplicates_answered: Counter::default(),
             reads_served: Counter::default(),
             reads_refused: Counter::default(),
+            replies_withheld: Counter::default(),
             lsn_received: Gauge::default(),
             lsn_applied: Gauge::default(),
             batches_received: Counter::default(),
@@ -215,6 +219,11 @@ impl Metrics {
             "reads_refused",
             "Reads this backup could not serve within the wait and answered Busy",
             m.reads_refused.clone(),
+        );
+        r.register(
+            "replies_withheld",
+            "Replies released under the lease and withheld because it ran out before they left",
+            m.replies_withheld.clone(),
         );
         r.register(
             "lsn_received",

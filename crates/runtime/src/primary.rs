@@ -392,6 +392,7 @@ where
         metrics,
         passive,
         tick: Duration::from_micros(tuning.tick_us),
+        tick_origin: Instant::now(),
         reply: Vec::new(),
         replies_local: Vec::new(),
         shipped: ClassBytes::default(),
@@ -491,6 +492,8 @@ struct Executor<W: ServedWorkload> {
     metrics: Arc<Metrics>,
     passive: bool,
     tick: Duration,
+    /// When the core's tick 1 began: the clock's tick at any instant counts from here.
+    tick_origin: Instant,
     reply: Vec<u8>,
     /// Latencies of local replies released in this turn, in nanoseconds.
     replies_local: Vec<u64>,
@@ -551,7 +554,8 @@ where
     W::Driver: Send,
 {
     fn run(mut self, inbound: Receiver<Inbound>) {
-        let mut next_tick = Instant::now() + self.tick;
+        self.tick_origin = Instant::now();
+        let mut next_tick = self.tick_origin + self.tick;
         loop {
             // 1. Ticks, every one missed replayed: the lease is measured in them, so the
             // primary's tick must be current before an ack can release a reply.
@@ -975,7 +979,21 @@ where
             .rollbacks
             .inc_by(self.rollbacks - self.rollbacks_reported);
         self.rollbacks_reported = self.rollbacks;
+        // The core released these at its tick, earlier in the turn: one under a lease that has
+        // run out since is withheld (its client retries), so no reply outlives the lease.
+        let tick_now = 1
+            + (now.duration_since(self.tick_origin).as_nanos() / self.tick.as_nanos().max(1))
+                as u64;
         for reply in self.ready.replies.drain(..) {
+            if reply.lease_end.is_some_and(|end| tick_now >= end) {
+                self.metrics.replies_withheld.inc();
+                if let ReplyTo::Remote { conn, .. } | ReplyTo::Refused { conn, .. } = reply.reply
+                    && let Some(out) = self.conns.get_mut(&conn)
+                {
+                    out.answered();
+                }
+                continue;
+            }
             match reply.reply {
                 ReplyTo::Local { started } => {
                     self.replies_local
