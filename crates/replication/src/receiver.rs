@@ -330,7 +330,8 @@ impl Receiver {
                 lsn_from: chunk.lsn_from,
                 lsn: chunk.lsn,
                 count: chunk.count,
-                chunks: Vec::with_capacity(chunk.count as usize),
+                // The count comes off the wire: it sizes nothing before the chunks arrive.
+                chunks: Vec::with_capacity((chunk.count as usize).min(16)),
             });
         }
         let Some(staging) = self.staging.as_mut() else {
