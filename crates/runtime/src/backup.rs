@@ -521,6 +521,14 @@ struct Shared {
     metrics: Arc<Metrics>,
 }
 
+impl Shared {
+    /// The applier reached `lsn`: what the receivers, the readers and `/metrics` read.
+    fn note_applied(&self, lsn: u64) {
+        self.lsn_applied.store(lsn, Ordering::Release);
+        self.metrics.lsn_applied.set(lsn as i64);
+    }
+}
+
 fn serve_connection(mut stream: TcpStream, state: Shared, to_applier: SyncSender<ToApplier>) {
     let result = receive(&mut stream, &state, &to_applier);
     close(stream, result, &state);
@@ -834,8 +842,8 @@ fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Vec<ReadRe
 /// Whether a waiting read needs only the primary to release what is applied: applying more
 /// would move the state past what it may show, so the applier holds batches back.
 fn holding_for_reads(replica: &Replica, state: &Shared, reads: &[ReadRequest]) -> bool {
-    let lsn = replica.lsn_applied();
-    lsn > state.lsn_released.load(Ordering::Acquire) && reads.iter().any(|read| read.min_lsn <= lsn)
+    replica.lsn_applied() > state.lsn_released.load(Ordering::Acquire)
+        && read_could_be_served(replica, reads)
 }
 
 /// Whether some waiting read's `min_lsn` is applied: the applier stops applying to serve it.
@@ -901,6 +909,7 @@ fn run_applier(
             },
         };
         let mut applied_any = false;
+        let mut take_next = || held.pop_front().or_else(|| batches.try_recv().ok());
         let mut next = first;
         while let Some(item) = next {
             match item {
@@ -916,15 +925,14 @@ fn run_applier(
                         // A batch accepted by an older connection's receiver that a newer one
                         // also accepted; the receiver guarantees continuity per connection.
                         if batch.batch.lsn_last() <= replica.lsn_applied() {
-                            next = held.pop_front().or_else(|| batches.try_recv().ok());
+                            next = take_next();
                             continue;
                         }
                     }
                     match replica.apply(&batch) {
                         Ok(lsn) => {
                             applied_any = true;
-                            state.lsn_applied.store(lsn, Ordering::Release);
-                            state.metrics.lsn_applied.set(lsn as i64);
+                            state.note_applied(lsn);
                             keep(&mut tail, &mut tail_records, &mut tail_bytes, batch.batch);
                             let limits = state.tail_limits;
                             while tail.len() > 1
@@ -949,14 +957,13 @@ fn run_applier(
                 ToApplier::Install(image) => {
                     // An older connection's transfer that a newer one overtook.
                     if image.lsn <= replica.lsn_applied() {
-                        next = held.pop_front().or_else(|| batches.try_recv().ok());
+                        next = take_next();
                         continue;
                     }
                     match replica.install(&image) {
                         Ok(lsn) => {
                             applied_any = true;
-                            state.lsn_applied.store(lsn, Ordering::Release);
-                            state.metrics.lsn_applied.set(lsn as i64);
+                            state.note_applied(lsn);
                             // The retained batches end below the image: none continues it.
                             tail.clear();
                             (tail_records, tail_bytes) = (0, 0);
@@ -997,7 +1004,7 @@ fn run_applier(
                     return;
                 }
             }
-            next = held.pop_front().or_else(|| batches.try_recv().ok());
+            next = take_next();
         }
         while let Ok(request) = control.try_recv() {
             answer(&replica, &state, request);
