@@ -730,24 +730,19 @@ impl<R> Primary<R> {
         }
     }
 
-    /// Advances logical time: seals the open batch and sends heartbeats to idle backups.
+    /// Advances logical time: seals the open batch and, every `heartbeat_ticks`, sends every
+    /// member a heartbeat.
     pub fn tick(&mut self) {
         self.tick += 1;
         if self.deposed {
             return;
         }
         self.flush_now();
-        let lsn_shipped = self.tail.lsn_next() - 1;
         // Ticks count from 1 (see `resume`): every `heartbeat_ticks` ticks since the start.
         if (self.tick - 1).is_multiple_of(self.config.heartbeat_ticks) {
-            for backup in &mut self.backups {
-                let heartbeat = Message::Heartbeat {
-                    view: self.config.view,
-                    lsn_committed: lsn_shipped,
-                    lsn_released: self.lsn_released,
-                    tick_sent: self.tick,
-                };
-                self.ready.messages.push((backup.node, heartbeat));
+            let heartbeat = self.heartbeat();
+            for backup in &self.backups {
+                self.ready.messages.push((backup.node, heartbeat.clone()));
             }
         }
         self.check_invariants();
@@ -845,15 +840,20 @@ impl<R> Primary<R> {
     }
 
     fn greet(&mut self, index: usize) {
-        let heartbeat = Message::Heartbeat {
+        let heartbeat = self.heartbeat();
+        self.ready
+            .messages
+            .push((self.backups[index].node, heartbeat));
+    }
+
+    /// What has been shipped and released, and this tick (which echoes renew the lease).
+    fn heartbeat(&self) -> Message {
+        Message::Heartbeat {
             view: self.config.view,
             lsn_committed: self.tail.lsn_next() - 1,
             lsn_released: self.lsn_released,
             tick_sent: self.tick,
-        };
-        self.ready
-            .messages
-            .push((self.backups[index].node, heartbeat));
+        }
     }
 
     /// Records what a backup says it holds. Returns false if the claim was refused.
