@@ -21,9 +21,11 @@
 //! on its LSN, and acking the old primary again could let that primary release replies the new
 //! view does not hold. It reports again to whoever leads until a new view is committed.
 //!
-//! A primary that has not heard a backup for `suspect_ticks` sends `Suspect` about it; the
-//! coordinator removes it ([`crate::rule::remove_backup`]) so commits that need every ack go
-//! on. A node outside the view asks to `Join`: it becomes a spare, and once the primary reports
+//! A primary that has not heard a backup for `suspect_ticks` asks its data plane to prepare
+//! the removal ([`ClusterEvent::RemovalWanted`]): the replication core names the backups that
+//! lack a released record and holds back replies the remaining backups could not keep; then
+//! [`Cluster::ask_removal`] sends `Suspect` and the coordinator removes the backup
+//! ([`crate::rule::remove_backup`]) so commits that need every ack go on. A node outside the view asks to `Join`: it becomes a spare, and once the primary reports
 //! it caught up, a backup.
 //!
 //! The Raft leader is kept off the group's primary (leadership is handed to a backup), so that
@@ -121,6 +123,12 @@ pub enum ClusterEvent {
     /// whose lease it no longer upholds (the simulator checks that primary released nothing
     /// that needed the lease from then on).
     Reported { view: u64 },
+    /// The primary of `view` wants backup `backup` removed (it stopped acknowledging). The
+    /// driver has the replication core prepare the removal (`Primary::prepare_removal`, which
+    /// names the backups `behind` and from then on releases only what the remaining backups
+    /// hold) and then calls [`Cluster::ask_removal`]. Repeated every `suspect_ticks` while
+    /// the silence lasts.
+    RemovalWanted { view: u64, backup: NodeId },
 }
 
 /// The outputs of a step.
@@ -195,9 +203,6 @@ pub struct Cluster {
     /// after `FIRST_CONTACT_GRACE` times the usual silence: starting a role (loading a
     /// segment, connecting) takes longer than a heartbeat.
     contacted: std::collections::BTreeSet<NodeId>,
-    /// Primary: the members the data plane last said hold every record a reply was released
-    /// for (None until it says; then removals are not held back).
-    holding_released: Option<std::collections::BTreeSet<NodeId>>,
     /// Whether the runtime runs the role the view gives this node. A node that restarted
     /// without its memory holds no role: it suspects nobody and never says it is alive.
     serving: bool,
@@ -251,7 +256,6 @@ impl Cluster {
             tick_alive_primary: None,
             suspicion_pending: None,
             contacted: std::collections::BTreeSet::new(),
-            holding_released: None,
             serving: true,
             loaded: true,
             ready: ClusterReady::default(),
@@ -321,38 +325,38 @@ impl Cluster {
         }
     }
 
-    /// Primary: the members that hold every record a reply was released for. When the
-    /// primary has a silent backup removed, the other backups that lack some of them become
-    /// spares in the same change: otherwise the next promotion could pick a backup without a
-    /// record a client was told is safe (the simulator found this under 2-safe:1: the one
-    /// backup holding a released record crashed and was removed, and the other, behind, was
-    /// promoted later).
-    pub fn released_held_by(&mut self, holders: impl IntoIterator<Item = NodeId>) {
-        self.holding_released = Some(holders.into_iter().collect());
-    }
-
-    /// Primary: the backups of `view` other than `suspect` that lack a record a reply was
-    /// released for. Empty on a backup, and until the data plane has said who holds what.
-    fn behind(&self, view: &View, suspect: NodeId) -> Vec<NodeId> {
-        let Some(holders) = &self.holding_released else {
-            return Vec::new();
-        };
-        if view.primary != self.settings.node {
-            return Vec::new();
-        }
-        view.backups
-            .iter()
-            .copied()
-            .filter(|&node| node != suspect && !holders.contains(&node))
-            .collect()
-    }
-
-    /// Primary: spare `node` holds everything committed; it may become a backup.
-    pub fn spare_caught_up(&mut self, node: NodeId) {
-        let Some(view) = &self.view else { return };
-        if view.primary != self.settings.node || !view.spares.contains(&node) {
+    /// Primary: the data plane prepared the removal of `backup` from `view` (see
+    /// [`ClusterEvent::RemovalWanted`]); `behind` are the other backups that lack a record a
+    /// reply was released for, made spares by the same change. Sends `Suspect` to the
+    /// coordinator, unless the view moved on meanwhile.
+    pub fn ask_removal(&mut self, view: u64, backup: NodeId, behind: Vec<NodeId>) {
+        let Some(current) = &self.view else { return };
+        if current.number != view
+            || current.primary != self.settings.node
+            || !current.backups.contains(&backup)
+        {
             return;
         }
+        let message = ClusterMessage::Suspect {
+            group: self.settings.group,
+            view,
+            suspect: backup,
+            behind,
+        };
+        self.send_coordinator(message);
+    }
+
+    /// Primary: spare `node` of `view` has caught up and the replication core now holds back
+    /// replies it lacks (`Primary::prepare_spare_promotions`); it may become a backup.
+    pub fn spare_caught_up(&mut self, view: u64, node: NodeId) {
+        let Some(current) = &self.view else { return };
+        if current.number != view
+            || current.primary != self.settings.node
+            || !current.spares.contains(&node)
+        {
+            return;
+        }
+        let view = current;
         let message = ClusterMessage::CaughtUp {
             group: self.settings.group,
             view: view.number,
@@ -582,11 +586,6 @@ impl Cluster {
         } else {
             self.contacted.clear();
         }
-        // What the last primary role said is void; a driver that reports holders reports
-        // them afresh for the new view, and until then no backup is removed.
-        if self.holding_released.is_some() {
-            self.holding_released = Some(std::collections::BTreeSet::new());
-        }
         self.view = Some(view.clone());
         self.ready.events.push(ClusterEvent::View(view));
     }
@@ -645,14 +644,22 @@ impl Cluster {
                 });
             }
             self.tick_suspected.insert(suspect, self.tick);
-            let behind = self.behind(&view, suspect);
-            let message = ClusterMessage::Suspect {
-                group: self.settings.group,
-                view: view.number,
-                suspect,
-                behind,
-            };
-            self.send_coordinator(message);
+            if suspect == view.primary {
+                let message = ClusterMessage::Suspect {
+                    group: self.settings.group,
+                    view: view.number,
+                    suspect,
+                    behind: Vec::new(),
+                };
+                self.send_coordinator(message);
+            } else {
+                // Which backups lack released records is the replication core's to say, at
+                // the moment it starts holding replies back for the view asked for.
+                self.ready.events.push(ClusterEvent::RemovalWanted {
+                    view: view.number,
+                    backup: suspect,
+                });
+            }
         }
     }
 

@@ -220,6 +220,23 @@ fn batches_in_flight(tail: &RetainedTail, lsn_received: u64, lsn_sent: u64, limi
     }
 }
 
+/// How many of `backups` backups a rule with `acks` waits for: k, or every backup there is
+/// when failures left fewer than k.
+fn acks_needed(acks: AckCount, backups: usize) -> usize {
+    match acks {
+        AckCount::All => backups,
+        AckCount::Of(k) => (k as usize).min(backups),
+    }
+}
+
+/// The k-th highest of `lsns` (k ≥ 1): k of them are at least this LSN. Reorders `lsns`.
+fn kth_highest(lsns: &mut [u64], k: usize) -> u64 {
+    assert!(k >= 1, "a rule waits for at least one backup");
+    assert!(k <= lsns.len(), "a rule waits for at most every backup");
+    lsns.sort_unstable_by(|a, b| b.cmp(a));
+    lsns[k - 1]
+}
+
 /// What the primary knows about one backup.
 #[derive(Clone, Debug)]
 struct Progress {
@@ -285,6 +302,12 @@ pub struct Primary<R> {
     /// The highest LSN a reply was released for (at least the LSN the primary started at:
     /// earlier views may have released replies up to there).
     lsn_released: u64,
+    /// The backups of each view this primary asked the config store for, from its current
+    /// view (a removal, a spare made a backup). The store commits at most one of them, and
+    /// this primary cannot know which until it installs the next view: until then a reply
+    /// leaves only once its rule holds in the current view and among the backups of every
+    /// view asked for, so the promotion rule stays sound in whichever view comes next.
+    prospects: Vec<Vec<NodeId>>,
 }
 
 impl<R> Primary<R> {
@@ -350,6 +373,7 @@ impl<R> Primary<R> {
             view_newer: None,
             sorted: Vec::new(),
             lsn_released: lsn_committed,
+            prospects: Vec::new(),
         };
         primary.check_invariants();
         primary
@@ -403,6 +427,8 @@ impl<R> Primary<R> {
             kept.push(progress);
         }
         self.backups = kept;
+        // Whatever was asked for from the old view is committed (this view) or void.
+        self.prospects.clear();
         self.config.view = view;
         self.config.backups = backups.to_vec();
         self.config.spares = spares.to_vec();
@@ -428,6 +454,7 @@ impl<R> Primary<R> {
             return;
         }
         self.deposed = true;
+        self.prospects.clear();
         for pending in self.pending.drain(..) {
             self.ready.abandoned.push(Reply {
                 lsn: pending.lsn,
@@ -454,20 +481,47 @@ impl<R> Primary<R> {
             .map(|backup| (backup.node, backup.lsn_received, backup.lsn_applied))
     }
 
-    /// The members (backups and spares) known to have received every record a reply was
-    /// released for. A backup may leave the view only while enough of the others do: the
-    /// next promotion counts on them (`tandem_cluster`'s detector asks this).
-    pub fn holding_released(&self) -> Vec<NodeId> {
-        self.backups
+    /// Prepares asking the config store to remove backup `suspect` from view `view`, which
+    /// stopped acknowledging. Returns the other backups that lack a record a reply was
+    /// released for: the same change makes them spares, so every backup of the view asked
+    /// for holds every released record. From now until the next view is installed, a reply
+    /// leaves only once its rule also holds among the backups that would remain (see
+    /// `prospects`): the simulator found acknowledged commits lost when a removal was asked
+    /// for on what the backups held a moment earlier, and the suspect's late acks released
+    /// records the remaining backups lacked.
+    ///
+    /// `None` when there is nothing to ask: `view` is not this primary's current view, it was
+    /// deposed, `suspect` is not a backup, or no other backup holds every released record (a
+    /// view without a backup could not survive its primary; the coordinator refuses one).
+    pub fn prepare_removal(&mut self, view: u64, suspect: NodeId) -> Option<Vec<NodeId>> {
+        if view != self.config.view || self.deposed || !self.config.backups.contains(&suspect) {
+            return None;
+        }
+        let (remaining, behind): (Vec<NodeId>, Vec<NodeId>) = self
+            .config
+            .backups
             .iter()
-            .filter(|progress| progress.known && progress.lsn_received >= self.lsn_released)
-            .map(|progress| progress.node)
-            .collect()
+            .copied()
+            .filter(|&node| node != suspect)
+            .partition(|&node| self.received(node) >= self.lsn_released);
+        if remaining.is_empty() {
+            return None;
+        }
+        self.expect_view(remaining);
+        Some(behind)
     }
 
-    /// Spares that have received everything the slowest backup has (everything committed,
-    /// when there is no backup): each may become a backup without weakening any rule.
-    pub fn spares_caught_up(&self) -> Vec<NodeId> {
+    /// Spares that may become backups in view `view` without weakening any rule: each has
+    /// received everything the slowest backup has (everything committed, when there is no
+    /// backup), and the group's rule holds for every released record among the backups of
+    /// the view that adds it. From now until the next view is installed, a reply leaves only
+    /// once its rule also holds among those backups (see [`Primary::prepare_removal`]):
+    /// under `2-safe` with every backup acking, a spare made a backup must hold every record
+    /// released before the change commits. Empty when `view` is not the current view.
+    pub fn prepare_spare_promotions(&mut self, view: u64) -> Vec<NodeId> {
+        if view != self.config.view || self.deposed {
+            return Vec::new();
+        }
         let slowest_backup = self
             .backups
             .iter()
@@ -475,12 +529,66 @@ impl<R> Primary<R> {
             .map(|progress| progress.lsn_received)
             .min()
             .unwrap_or(self.lsn_committed);
-        self.backups
+        let caught_up: Vec<NodeId> = self
+            .backups
             .iter()
             .filter(|progress| !progress.counts && progress.known)
             .filter(|progress| progress.lsn_received >= slowest_backup)
             .map(|progress| progress.node)
-            .collect()
+            .collect();
+        let mut promotable = Vec::with_capacity(caught_up.len());
+        for spare in caught_up {
+            let mut backups = self.config.backups.clone();
+            backups.push(spare);
+            backups.sort_unstable();
+            if self.rule_holds_among(&backups, self.lsn_released) {
+                self.expect_view(backups);
+                promotable.push(spare);
+            }
+        }
+        promotable
+    }
+
+    /// Registers the backups of a view asked for (once per distinct set).
+    fn expect_view(&mut self, mut backups: Vec<NodeId>) {
+        backups.sort_unstable();
+        assert!(
+            self.rule_holds_among(&backups, self.lsn_released),
+            "a view is asked for only while its backups hold what was released"
+        );
+        for &node in &backups {
+            assert!(
+                self.backups.iter().any(|progress| progress.node == node),
+                "a view asked for names only members of the current one"
+            );
+        }
+        if !self.prospects.contains(&backups) {
+            self.prospects.push(backups);
+        }
+    }
+
+    /// The LSN member `node` is known to have received (0 if unknown).
+    fn received(&self, node: NodeId) -> u64 {
+        self.backups
+            .iter()
+            .find(|progress| progress.node == node)
+            .filter(|progress| progress.known)
+            .map_or(0, |progress| progress.lsn_received)
+    }
+
+    /// Whether the group's rule would hold for `lsn` with `backups` as the view's backups:
+    /// as many of them as the rule counts (all of them, when there are fewer) received it.
+    fn rule_holds_among(&self, backups: &[NodeId], lsn: u64) -> bool {
+        let acks = match self.config.safety {
+            Safety::OneSafe | Safety::Bounded(_) => return true,
+            Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) => acks,
+        };
+        let k = acks_needed(acks, backups.len());
+        let holding = backups
+            .iter()
+            .filter(|&&node| self.received(node) >= lsn)
+            .count();
+        k > 0 && holding >= k
     }
 
     /// Records committed here that some backup has not acknowledged receiving: what a failover
@@ -999,11 +1107,7 @@ impl<R> Primary<R> {
             Safety::TwoSafeApplied(acks) => (true, acks),
         };
         let n = self.config.backups.len();
-        // Fewer backups than k (failures removed some): every backup there is.
-        let k = match acks {
-            AckCount::All => n,
-            AckCount::Of(k) => (k as usize).min(n),
-        };
+        let k = acks_needed(acks, n);
         if k == 0 && self.config.lone {
             return self.lsn_committed;
         }
@@ -1011,18 +1115,35 @@ impl<R> Primary<R> {
             // No backup left in a group that has other nodes: nothing new leaves.
             return self.lsn_released;
         }
+        let progress_lsn = |backup: &Progress| {
+            if applied {
+                backup.lsn_applied
+            } else {
+                backup.lsn_received
+            }
+        };
         self.sorted.clear();
-        self.sorted
-            .extend(self.backups.iter().filter(|b| b.counts).map(|backup| {
-                if applied {
-                    backup.lsn_applied
-                } else {
-                    backup.lsn_received
-                }
+        self.sorted.extend(
+            self.backups
+                .iter()
+                .filter(|backup| backup.counts)
+                .map(progress_lsn),
+        );
+        let mut releasable = kth_highest(&mut self.sorted, k);
+        // Every view asked for must hold the record too (see `prospects`).
+        for prospect in &self.prospects {
+            let k = acks_needed(acks, prospect.len());
+            assert!(k > 0, "a view asked for has a backup");
+            self.sorted.clear();
+            self.sorted.extend(prospect.iter().map(|&node| {
+                self.backups
+                    .iter()
+                    .find(|backup| backup.node == node)
+                    .map_or(0, progress_lsn)
             }));
-        // The k-th highest: k backups hold at least this LSN.
-        self.sorted.sort_unstable_by(|a, b| b.cmp(a));
-        self.sorted[k - 1]
+            releasable = releasable.min(kth_highest(&mut self.sorted, k));
+        }
+        releasable
     }
 
     /// Records every backup has received may leave the tail.

@@ -38,7 +38,7 @@ use crate::backup::{self, BackupHandle, Gate};
 use crate::config::{NodeConfig, Role};
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
-use crate::primary::{self, Observed, PrimaryHandle, RoleView};
+use crate::primary::{self, Inbound, Observed, PrimaryHandle, RoleView};
 use crate::workload::ServedWorkload;
 use crate::{Checksum, NodeStatus};
 use serde::Serialize;
@@ -419,12 +419,14 @@ where
                 }
                 self.core.heard_from_backup(node)
             }
-            ToSupervisor::Observed(Observed::SpareCaughtUp(node)) => {
-                self.core.spare_caught_up(node)
+            ToSupervisor::Observed(Observed::SpareCaughtUp { view, node }) => {
+                self.core.spare_caught_up(view, node)
             }
-            ToSupervisor::Observed(Observed::HoldingReleased(holders)) => {
-                self.core.released_held_by(holders)
-            }
+            ToSupervisor::Observed(Observed::RemovalPrepared {
+                view,
+                backup,
+                behind,
+            }) => self.core.ask_removal(view, backup, behind),
         }
     }
 
@@ -518,6 +520,15 @@ where
                     .entry(peer)
                     .or_default() += 1;
                 say!("node {}: suspects node {peer} in view {view}", self.node());
+            }
+            ClusterEvent::RemovalWanted { view, backup } => {
+                let slot = self.slot.lock().expect("not poisoned");
+                if let Slot::Primary(handle) = &*slot {
+                    // A role that stopped answers nothing; the wish repeats next suspicion.
+                    let _ = handle
+                        .inbound
+                        .send(Inbound::PrepareRemoval { view, backup });
+                }
             }
             ClusterEvent::View(view) => self.follow(view),
             ClusterEvent::Reported { .. } => {}

@@ -92,6 +92,13 @@ pub enum Inbound {
     Depose {
         view: u64,
     },
+    /// The node's cluster core wants backup `backup` removed from view `view`: the
+    /// replication core prepares the removal (`Primary::prepare_removal`) and the executor
+    /// answers with [`Observed::RemovalPrepared`].
+    PrepareRemoval {
+        view: u64,
+        backup: NodeId,
+    },
     Control(Control),
 }
 
@@ -100,10 +107,15 @@ pub enum Inbound {
 pub enum Observed {
     /// A backup or spare acknowledged something.
     Heard(NodeId),
-    /// A spare holds everything the slowest backup holds: it may become a backup.
-    SpareCaughtUp(NodeId),
-    /// The members that hold every record a reply was released for.
-    HoldingReleased(Vec<NodeId>),
+    /// A spare of view `view` holds everything the slowest backup holds, and replies it
+    /// lacks are held back: it may become a backup.
+    SpareCaughtUp { view: u64, node: NodeId },
+    /// The removal of `backup` from `view` is prepared: `behind` lack a released record.
+    RemovalPrepared {
+        view: u64,
+        backup: NodeId,
+        behind: Vec<NodeId>,
+    },
 }
 
 /// Where a released reply goes, and when its call started.
@@ -696,6 +708,19 @@ where
                     self.primary.depose(view);
                 }
             }
+            Inbound::PrepareRemoval { view, backup } => {
+                if let Some(behind) = self.primary.prepare_removal(view, backup)
+                    && let Some(observed) = &self.observed
+                {
+                    let prepared = Observed::RemovalPrepared {
+                        view,
+                        backup,
+                        behind,
+                    };
+                    // The supervisor outlives its roles; if it is gone, so is the node.
+                    let _ = observed.send(prepared);
+                }
+            }
             Inbound::Control(Control::Stop) => unreachable!("handled by the loop"),
         }
     }
@@ -1117,10 +1142,10 @@ where
         let Some(observed) = &self.observed else {
             return;
         };
-        for node in self.primary.spares_caught_up() {
-            let _ = observed.send(Observed::SpareCaughtUp(node));
+        let view = self.primary.view();
+        for node in self.primary.prepare_spare_promotions(view) {
+            let _ = observed.send(Observed::SpareCaughtUp { view, node });
         }
-        let _ = observed.send(Observed::HoldingReleased(self.primary.holding_released()));
     }
 
     /// Checks the workload's consistency and the local driver's tallies before stopping.

@@ -1047,13 +1047,12 @@ impl World {
         match &mut self.nodes[index].role {
             Role::Primary(role) => {
                 role.primary.tick();
-                let caught_up = role.primary.spares_caught_up();
-                let holders = role.primary.holding_released();
+                let view = role.primary.view();
+                let caught_up = role.primary.prepare_spare_promotions(view);
                 let core = self.nodes[index].core.as_mut().expect("up");
                 for spare in caught_up {
-                    core.spare_caught_up(spare);
+                    core.spare_caught_up(view, spare);
                 }
-                core.released_held_by(holders);
                 self.drain_inbox(node)?;
                 self.collect_primary(node)?;
             }
@@ -1126,6 +1125,15 @@ impl World {
             ClusterEvent::Reported { view } => {
                 self.note(format!("node {node}: reported for a view after {view}"));
                 self.reported.entry(view).or_insert((node, self.now));
+                Ok(())
+            }
+            ClusterEvent::RemovalWanted { view, backup } => {
+                let index = index_of(node);
+                if let Role::Primary(role) = &mut self.nodes[index].role
+                    && let Some(behind) = role.primary.prepare_removal(view, backup)
+                {
+                    self.core_mut(node).ask_removal(view, backup, behind);
+                }
                 Ok(())
             }
             ClusterEvent::View(view) => self.follow(node, view),

@@ -270,7 +270,9 @@ impl Harness {
 
     /// The primary role of `primary` reports that spare `spare` caught up.
     pub fn spare_caught_up(&mut self, primary: NodeId, spare: NodeId) {
-        self.core_mut(primary).spare_caught_up(spare);
+        let core = self.core_mut(primary);
+        let view = core.view().expect("a primary knows its view").number;
+        core.spare_caught_up(view, spare);
         self.drive(primary);
         self.deliver();
         self.check();
@@ -443,6 +445,13 @@ impl Harness {
             }
             ClusterEvent::Suspected { peer, view } => node.suspected.push((peer, view)),
             ClusterEvent::Reported { .. } => {}
+            ClusterEvent::RemovalWanted { view, backup } => {
+                // No data plane here: every other backup holds what was released.
+                node.core
+                    .as_mut()
+                    .unwrap()
+                    .ask_removal(view, backup, Vec::new());
+            }
             ClusterEvent::View(view) => {
                 if node.lost_memory && view.spares.contains(&id) {
                     // The runtime loads a fresh segment and catches up as a spare.
