@@ -618,9 +618,12 @@ impl Cluster {
                     Vec::new()
                 }
             }
+            // Spares too: a silent spare leaves (a restarted node the view names as a spare
+            // waits to be left out before it rejoins).
             Role::Primary => view
                 .backups
                 .iter()
+                .chain(&view.spares)
                 .copied()
                 .filter(|&node| {
                     self.tick - self.tick_heard.get(&node).copied().unwrap_or(0)
@@ -644,7 +647,8 @@ impl Cluster {
                 });
             }
             self.tick_suspected.insert(suspect, self.tick);
-            if suspect == view.primary {
+            if !view.backups.contains(&suspect) {
+                // The primary, or a spare: no rule counts on a spare, nothing to prepare.
                 let message = ClusterMessage::Suspect {
                     group: self.settings.group,
                     view: view.number,
@@ -752,7 +756,6 @@ impl Cluster {
                 let mut new = view.clone();
                 new.number += 1;
                 new.spares.retain(|&node| node != suspect);
-                new.truncate_lsn = None;
                 self.propose_membership(&view, new);
             }
         }

@@ -3,11 +3,21 @@
 //! in both.
 //!
 //! A backup applies the records it receives as they arrive, and a segment cannot take a redo
-//! record back. So a member that holds records above the view's truncate LSN discards all of
-//! its records and reloads the initial database, then catches up from the new primary's
-//! retained tail. A member whose records all lie at or below the truncate LSN keeps them.
+//! record back. So a member that holds records above the truncate LSN of the first promotion
+//! since the view it followed discards all of its records and reloads the initial database,
+//! then catches up from the new primary. A member whose records all lie at or below it keeps
+//! them. The view carries its recent promotions ([`View::since`]), so a member that missed
+//! views (it learned a later one directly) still discards what a promotion it never saw
+//! discarded.
+//!
+//! A node that restarted without its memory holds nothing any view made before its restart
+//! counts on, and it cannot tell which views those are: until a view leaves it out
+//! ([`still_restarted`]), it serves no role in a view that names it (the simulator found a
+//! restarted node that replayed an old view naming it a spare, then stayed on as a backup in
+//! the next view, made for its lost incarnation, and reported for a promotion holding
+//! nothing).
 
-use tandem_config::View;
+use tandem_config::{SinceView, View};
 use tandem_replication::NodeId;
 
 /// The role a node's data plane runs when a view arrives.
@@ -15,9 +25,13 @@ use tandem_replication::NodeId;
 pub enum Held {
     /// The primary role, with its records up to `lsn_committed`.
     Primary { lsn_committed: u64 },
-    /// A backup (or spare) role following `primary`, holding every record up to
-    /// `lsn_received`.
-    Backup { primary: NodeId, lsn_received: u64 },
+    /// A backup (or spare) role following `primary` in view `view`, holding every record up
+    /// to `lsn_received`.
+    Backup {
+        primary: NodeId,
+        view: u64,
+        lsn_received: u64,
+    },
     /// No role. `restarted`: the node came back without its memory, so it holds nothing a
     /// view counts on.
     Outside { restarted: bool },
@@ -34,7 +48,8 @@ pub enum Transition {
     StartPrimary,
     /// Keep following the same primary, in the new view.
     StayBackup,
-    /// Follow a new primary, keeping the records held: none lies above the truncate LSN.
+    /// Follow the primary of a new reign, keeping the records held: none lies above the
+    /// truncate LSN.
     Follow { lsn: u64 },
     /// Discard every record held (`discarded` of them lie above the truncate LSN), reload
     /// the initial database and catch up from the primary.
@@ -46,22 +61,37 @@ pub enum Transition {
     Wait,
 }
 
+/// Whether a node that restarted without its memory (`restarted`) still does after `view`:
+/// until a view leaves it out, any view naming it may count on its lost incarnation. Once
+/// out, every later view that names it was made for this incarnation (it joins as a spare).
+pub fn still_restarted(me: NodeId, restarted: bool, view: &View) -> bool {
+    restarted && view.members().any(|node| node == me)
+}
+
 /// The transition node `me`, holding `held`, makes to follow `view`. `view_first` is the
 /// group's view number when the cluster was created.
 pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Transition {
     let member = view.backups.contains(&me) || view.spares.contains(&me);
-    let truncate = view.truncate_lsn.unwrap_or(u64::MAX);
-    let above = |lsn: u64| lsn.saturating_sub(truncate);
+    // Only for the count of discarded records a node reports.
+    let above = |lsn: u64| lsn.saturating_sub(view.truncate_lsn().unwrap_or(u64::MAX));
     if view.primary == me {
         return match held {
             Held::Primary { .. } => Transition::StayPrimary,
-            Held::Backup { lsn_received, .. } => {
-                assert!(
-                    lsn_received <= truncate,
-                    "the promoted backup holds the highest LSN reported: it is the truncate LSN"
-                );
-                Transition::Promote { lsn: lsn_received }
-            }
+            Held::Backup {
+                view: view_held,
+                lsn_received,
+                ..
+            } => match view.since(view_held) {
+                SinceView::TruncatedAt(truncate) => {
+                    assert!(
+                        lsn_received <= truncate,
+                        "the promoted backup holds the highest LSN reported: the truncate LSN"
+                    );
+                    Transition::Promote { lsn: lsn_received }
+                }
+                SinceView::Kept => unreachable!("a backup becomes primary only by a promotion"),
+                SinceView::Unknown => unreachable!("a backup is promoted from the view it held"),
+            },
             Held::Outside { restarted: false } if view.number == view_first => {
                 Transition::StartPrimary
             }
@@ -82,22 +112,32 @@ pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Trans
         };
     }
     match held {
-        Held::Backup { primary, .. } if primary == view.primary => Transition::StayBackup,
-        Held::Backup { lsn_received, .. } if lsn_received <= truncate || skip_truncate() => {
-            Transition::Follow { lsn: lsn_received }
-        }
-        Held::Backup { lsn_received, .. } => Transition::Reload {
-            discarded: above(lsn_received),
+        Held::Backup {
+            primary,
+            view: view_held,
+            lsn_received,
+        } => match view.since(view_held) {
+            SinceView::Kept => {
+                assert_eq!(primary, view.primary, "no promotion since: the same primary");
+                Transition::StayBackup
+            }
+            SinceView::TruncatedAt(truncate) if lsn_received <= truncate || skip_truncate() => {
+                Transition::Follow { lsn: lsn_received }
+            }
+            SinceView::TruncatedAt(truncate) => Transition::Reload {
+                discarded: lsn_received - truncate,
+            },
+            SinceView::Unknown => Transition::Reload {
+                discarded: lsn_received,
+            },
         },
         // A primary's records cannot be split at the truncate LSN once it applied them: the
         // deposed primary reloads whatever it held.
         Held::Primary { lsn_committed } => Transition::Reload {
             discarded: above(lsn_committed),
         },
-        Held::Outside { restarted } if !restarted || !view.backups.contains(&me) => {
-            Transition::Reload { discarded: 0 }
-        }
-        Held::Outside { .. } => Transition::Wait,
+        Held::Outside { restarted: false } => Transition::Reload { discarded: 0 },
+        Held::Outside { restarted: true } => Transition::Wait,
     }
 }
 
@@ -113,6 +153,7 @@ fn skip_truncate() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tandem_config::Promotion;
 
     fn view(primary: NodeId, backups: &[NodeId], spares: &[NodeId], truncate: u64) -> View {
         View {
@@ -120,7 +161,10 @@ mod tests {
             primary,
             backups: backups.to_vec(),
             spares: spares.to_vec(),
-            truncate_lsn: Some(truncate),
+            promotions: vec![Promotion {
+                view: 5,
+                truncate_lsn: truncate,
+            }],
         }
     }
 
@@ -129,10 +173,12 @@ mod tests {
         let next = view(2, &[3], &[4], 100);
         let behind = Held::Backup {
             primary: 1,
+            view: 4,
             lsn_received: 100,
         };
         let ahead = Held::Backup {
             primary: 1,
+            view: 4,
             lsn_received: 107,
         };
         assert_eq!(
@@ -150,6 +196,7 @@ mod tests {
         let next = view(2, &[1, 3], &[], 100);
         let backup = Held::Backup {
             primary: 1,
+            view: 4,
             lsn_received: 100,
         };
         assert_eq!(
@@ -169,26 +216,105 @@ mod tests {
         let restarted = Held::Outside { restarted: true };
         assert_eq!(transition(3, restarted, &next, 1), Transition::Wait);
         assert_eq!(transition(2, restarted, &next, 1), Transition::Wait);
+        // Seed 28840: named a spare by a view it replays after its restart, the node waits
+        // too: the next view may make it a backup on its lost incarnation's progress.
         let spare = view(2, &[], &[3], 100);
-        assert_eq!(
-            transition(3, restarted, &spare, 1),
-            Transition::Reload { discarded: 0 }
-        );
+        assert_eq!(transition(3, restarted, &spare, 1), Transition::Wait);
+        assert!(still_restarted(3, true, &spare));
         assert_eq!(
             transition(4, restarted, &spare, 1),
             Transition::StepDown { discarded: 0 }
+        );
+        // Left out once, it is a fresh node: a later view naming it was made for it.
+        assert!(!still_restarted(4, true, &spare));
+        let fresh = Held::Outside { restarted: false };
+        let joined = view(2, &[3], &[4], 100);
+        assert_eq!(
+            transition(4, fresh, &joined, 1),
+            Transition::Reload { discarded: 0 }
+        );
+    }
+
+    /// Seed 28184: a spare of view 9 held records of primary 1 above the truncate LSN of view
+    /// 10, which promoted node 2; it learned view 11 (a membership change) directly and kept
+    /// them, then applied a retried call a second time.
+    #[test]
+    fn a_member_that_missed_a_promotion_still_truncates() {
+        let promoted = View {
+            number: 10,
+            primary: 2,
+            backups: Vec::new(),
+            spares: vec![3],
+            promotions: vec![Promotion {
+                view: 10,
+                truncate_lsn: 623,
+            }],
+        };
+        let joined = View {
+            number: 11,
+            spares: vec![1, 3],
+            ..promoted.clone()
+        };
+        assert_eq!(joined.truncate_lsn(), None);
+        let spare = Held::Backup {
+            primary: 1,
+            view: 9,
+            lsn_received: 625,
+        };
+        assert_eq!(
+            transition(3, spare, &joined, 1),
+            Transition::Reload { discarded: 2 }
+        );
+        // A backup that followed node 2 in view 10 stays in view 11.
+        let follower = Held::Backup {
+            primary: 2,
+            view: 10,
+            lsn_received: 640,
+        };
+        assert_eq!(transition(3, follower, &joined, 1), Transition::StayBackup);
+        // The primary changed twice while it was away and came back to its old primary:
+        // the first promotion's truncate LSN decides, not the last one's.
+        let twice = View {
+            number: 14,
+            primary: 1,
+            backups: vec![3],
+            spares: Vec::new(),
+            promotions: vec![
+                Promotion {
+                    view: 10,
+                    truncate_lsn: 623,
+                },
+                Promotion {
+                    view: 13,
+                    truncate_lsn: 700,
+                },
+            ],
+        };
+        assert_eq!(
+            transition(3, spare, &twice, 1),
+            Transition::Reload { discarded: 2 }
+        );
+        let behind = Held::Backup {
+            primary: 1,
+            view: 9,
+            lsn_received: 600,
+        };
+        assert_eq!(
+            transition(3, behind, &twice, 1),
+            Transition::Follow { lsn: 600 }
         );
     }
 
     #[test]
     fn membership_changes_keep_roles() {
         let next = View {
-            truncate_lsn: None,
+            promotions: Vec::new(),
             ..view(1, &[2, 3], &[], 0)
         };
         let primary = Held::Primary { lsn_committed: 50 };
         let backup = Held::Backup {
             primary: 1,
+            view: 4,
             lsn_received: 40,
         };
         assert_eq!(transition(1, primary, &next, 1), Transition::StayPrimary);

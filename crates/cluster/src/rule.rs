@@ -97,7 +97,7 @@ pub fn promote(
         primary,
         backups,
         spares,
-        truncate_lsn: Some(lsn_truncate),
+        promotions: old.promotions_with(old.number + 1, lsn_truncate),
     };
     assert!(promote_lowest() || reports.values().all(|&lsn| lsn <= lsn_truncate));
     Ok(view)
@@ -141,7 +141,7 @@ pub fn remove_backup(old: &View, failed: NodeId, behind: &[NodeId]) -> Result<Vi
             .filter(|&n| n != failed && !behind.contains(&n))
             .collect(),
         spares,
-        truncate_lsn: None,
+        promotions: old.promotions.clone(),
     })
 }
 
@@ -162,7 +162,7 @@ pub fn add_spare(old: &View, node: NodeId) -> Result<View, RuleError> {
         primary: old.primary,
         backups: old.backups.clone(),
         spares,
-        truncate_lsn: None,
+        promotions: old.promotions.clone(),
     })
 }
 
@@ -182,7 +182,7 @@ pub fn promote_spare(old: &View, node: NodeId) -> Result<View, RuleError> {
         primary: old.primary,
         backups,
         spares: old.spares.iter().copied().filter(|&n| n != node).collect(),
-        truncate_lsn: None,
+        promotions: old.promotions.clone(),
     })
 }
 
@@ -196,7 +196,7 @@ mod tests {
             primary,
             backups: backups.to_vec(),
             spares: Vec::new(),
-            truncate_lsn: None,
+            promotions: Vec::new(),
         }
     }
 
@@ -220,7 +220,7 @@ mod tests {
         let new = promote(&old, &reports, Safety::DEFAULT).unwrap();
         assert_eq!(new.number, 8);
         assert_eq!(new.primary, 3);
-        assert_eq!(new.truncate_lsn, Some(100));
+        assert_eq!(new.truncate_lsn(), Some(100));
         // Behind the truncate LSN: spares until they catch up.
         assert_eq!(new.backups, Vec::<NodeId>::new());
         assert_eq!(new.spares, vec![2, 4]);
@@ -282,7 +282,7 @@ mod tests {
                         .collect();
                     let new = promote(&view(1, &backups), &reports, safety).unwrap();
                     assert!(
-                        new.truncate_lsn.unwrap() >= acknowledged,
+                        new.truncate_lsn().unwrap() >= acknowledged,
                         "k={k} reports={reports:?} lost acknowledged LSN {acknowledged}"
                     );
                 }
@@ -295,7 +295,7 @@ mod tests {
         let old = view(1, &[2, 3]);
         let removed = remove_backup(&old, 3, &[]).unwrap();
         assert_eq!((removed.primary, removed.backups.clone()), (1, vec![2]));
-        assert_eq!(removed.truncate_lsn, None);
+        assert_eq!(removed.truncate_lsn(), None);
         assert!(remove_backup(&old, 1, &[]).is_err());
         let spare = add_spare(&removed, 3).unwrap();
         assert_eq!(spare.spares, vec![3]);

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use tandem_cluster::rule;
-use tandem_config::View;
+use tandem_config::{Promotion, View};
 use tandem_replication::{AckCount, NodeId, Safety};
 
 /// A failover bound: detection (`SUSPECT_TICKS`), one round of freeze and reports, one Raft
@@ -19,7 +19,10 @@ const FAILOVER_TICKS_MAX: u64 = 4 * SUSPECT_TICKS;
 /// the promoted backup: they are spares until they catch up.
 fn promoted(number: u64, primary: NodeId, behind: &[NodeId], truncate: u64) -> View {
     View {
-        truncate_lsn: Some(truncate),
+        promotions: vec![Promotion {
+            view: number,
+            truncate_lsn: truncate,
+        }],
         ..view(number, primary, &[], behind)
     }
 }
@@ -28,8 +31,23 @@ fn promoted(number: u64, primary: NodeId, behind: &[NodeId], truncate: u64) -> V
 /// backup: they stay backups.
 fn promoted_level(number: u64, primary: NodeId, backups: &[NodeId], truncate: u64) -> View {
     View {
-        truncate_lsn: Some(truncate),
+        promotions: vec![Promotion {
+            view: number,
+            truncate_lsn: truncate,
+        }],
         ..view(number, primary, backups, &[])
+    }
+}
+
+/// `view` in the reign a promotion began at view `number` with `truncate`: later views carry
+/// the promotion on.
+fn since_promotion(view: View, number: u64, truncate: u64) -> View {
+    View {
+        promotions: vec![Promotion {
+            view: number,
+            truncate_lsn: truncate,
+        }],
+        ..view
     }
 }
 
@@ -147,7 +165,7 @@ fn a_false_suspicion_ends_in_a_safe_view() {
         let removed = view(2, 1, &[other], &[]);
         let promotion = first.number == 2
             && [cut, other].contains(&first.primary)
-            && first.truncate_lsn == Some(100)
+            && first.truncate_lsn() == Some(100)
             && first.backups.iter().all(|&b| b != 1 && b != first.primary);
         assert!(first == removed || promotion, "cut 1–{cut}: {first:?}");
         // The harness is deterministic: node 2 leads the config store. A coordinator that
@@ -192,7 +210,10 @@ fn an_old_primary_cut_off_learns_the_new_view_and_rejoins_as_a_spare() {
     h.run_until(200, |h| h.view_of(1).number >= 2);
     assert_ne!(h.view_of(1).primary, 1);
     h.run_until(200, |h| h.all_live_at(3));
-    assert_eq!(h.view_of(1), view(3, 2, &[3], &[1]));
+    assert_eq!(
+        h.view_of(1),
+        since_promotion(view(3, 2, &[3], &[1]), 2, 100)
+    );
 }
 
 #[test]
@@ -212,7 +233,10 @@ fn an_old_primary_restarted_learns_the_new_view_and_rejoins_as_a_spare() {
     h.run_until(200, |h| h.view_of(1).number >= 2);
     assert_ne!(h.view_of(1).primary, 1);
     h.run_until(200, |h| h.all_live_at(3));
-    assert_eq!(h.view_of(1), view(3, 2, &[], &[1, 3]));
+    assert_eq!(
+        h.view_of(1),
+        since_promotion(view(3, 2, &[], &[1, 3]), 2, 100)
+    );
     // Its stale suspicions of view 1 changed nothing.
     assert_eq!(h.history().len(), 3);
 }
@@ -231,7 +255,10 @@ fn a_primary_that_restarts_before_it_is_suspected_is_still_replaced() {
     h.run_until(FAILOVER_TICKS_MAX, |h| h.all_live_at(2));
     assert_eq!(h.view_of(1), promoted(2, 2, &[3], 100));
     h.run_until(200, |h| h.all_live_at(3));
-    assert_eq!(h.view_of(1), view(3, 2, &[], &[1, 3]));
+    assert_eq!(
+        h.view_of(1),
+        since_promotion(view(3, 2, &[], &[1, 3]), 2, 100)
+    );
 }
 
 #[test]

@@ -30,7 +30,8 @@ pub use crate::core::{
     SNAPSHOT_INTERVAL_ENTRIES, StartError, StepError, default_voters,
 };
 pub use crate::map::{
-    ClusterMap, Command, GroupId, MapError, NodeId, NodeInfo, Rejection, View, ViewError,
+    ClusterMap, Command, GroupId, MapError, NodeId, NodeInfo, PROMOTIONS_KEPT, Promotion,
+    Rejection, SinceView, View, ViewError,
 };
 pub use crate::persist::{
     CorruptState, Durable, FileDurable, MemDurable, Persisted, PersistedEntry, STATE_MAGIC,

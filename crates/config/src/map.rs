@@ -25,12 +25,77 @@ pub struct View {
     pub primary: NodeId,
     pub backups: Vec<NodeId>,
     pub spares: Vec<NodeId>,
-    /// Every member discards records above this LSN before serving in this view (DESIGN.md,
-    /// "Promotion rule"); None when the view change kept the primary.
-    pub truncate_lsn: Option<u64>,
+    /// The group's most recent promotions, oldest first, at most [`PROMOTIONS_KEPT`]; every
+    /// view change carries them on, a promotion appends itself. A member that follows a
+    /// new primary keeps only its records up to the truncate LSN of the first promotion after
+    /// the view it followed, however many views it missed (a node that learned a later view
+    /// directly once kept records a skipped promotion had discarded; the simulator found a
+    /// call applied twice that way).
+    pub promotions: Vec<Promotion>,
+}
+
+/// A view change that made a backup the primary (DESIGN.md, "Promotion rule").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Promotion {
+    /// The view it made.
+    pub view: u64,
+    /// The promoted backup's received LSN: every member discards records above it.
+    pub truncate_lsn: u64,
+}
+
+/// How many promotions a view remembers. A member that missed more than this many since the
+/// view it followed cannot tell which of its records survive: it reloads.
+pub const PROMOTIONS_KEPT: usize = 16;
+
+/// What happened to the records a member held as of an earlier view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SinceView {
+    /// No promotion since: the same primary reigns and every record stands.
+    Kept,
+    /// Records above this LSN were discarded by the first promotion since.
+    TruncatedAt(u64),
+    /// More promotions happened than the view remembers: no record can be trusted.
+    Unknown,
 }
 
 impl View {
+    /// The truncate LSN of the promotion that made this view, if it made one.
+    pub fn truncate_lsn(&self) -> Option<u64> {
+        self.promotions
+            .last()
+            .filter(|promotion| promotion.view == self.number)
+            .map(|promotion| promotion.truncate_lsn)
+    }
+
+    /// What became of the records a member held as of view `view` (older than this one).
+    pub fn since(&self, view: u64) -> SinceView {
+        assert!(view <= self.number, "a view is asked only about older views");
+        match self.promotions.iter().find(|promotion| promotion.view > view) {
+            None => SinceView::Kept,
+            Some(first) if first == &self.promotions[0]
+                && self.promotions.len() == PROMOTIONS_KEPT =>
+            {
+                // Older promotions may have been dropped, and one of them may be the first.
+                SinceView::Unknown
+            }
+            Some(first) => SinceView::TruncatedAt(first.truncate_lsn),
+        }
+    }
+
+    /// This view's promotions followed by one that makes view `number` at `truncate_lsn`.
+    pub fn promotions_with(&self, number: u64, truncate_lsn: u64) -> Vec<Promotion> {
+        assert!(number > self.number, "a promotion makes a newer view");
+        let mut promotions = self.promotions.clone();
+        promotions.push(Promotion {
+            view: number,
+            truncate_lsn,
+        });
+        if promotions.len() > PROMOTIONS_KEPT {
+            promotions.remove(0);
+        }
+        promotions
+    }
+
     /// Primary first, then backups, then spares.
     pub fn members(&self) -> impl Iterator<Item = NodeId> + '_ {
         std::iter::once(self.primary)
@@ -56,6 +121,20 @@ impl View {
                 return Err(ViewError::UnknownNode { node });
             }
         }
+        if self.promotions.len() > PROMOTIONS_KEPT {
+            return Err(ViewError::TooManyPromotions {
+                count: self.promotions.len(),
+            });
+        }
+        let mut after = 0;
+        for promotion in &self.promotions {
+            if promotion.view <= after || promotion.view > self.number {
+                return Err(ViewError::PromotionsOutOfOrder {
+                    view: promotion.view,
+                });
+            }
+            after = promotion.view;
+        }
         Ok(())
     }
 }
@@ -70,6 +149,13 @@ pub enum ViewError {
     PrimaryAlsoListed { node: NodeId },
     #[error("node {node} is listed twice among the backups and spares")]
     Duplicate { node: NodeId },
+    #[error("{count} promotions; a view keeps at most {PROMOTIONS_KEPT}")]
+    TooManyPromotions { count: usize },
+    #[error(
+        "the promotion of view {view} is out of order: promotions must be listed oldest \
+         first, each older than the view"
+    )]
+    PromotionsOutOfOrder { view: u64 },
     #[error("node {node} is not a node of the cluster map")]
     UnknownNode { node: NodeId },
 }
@@ -245,7 +331,7 @@ mod tests {
             primary,
             backups: backups.to_vec(),
             spares: spares.to_vec(),
-            truncate_lsn: None,
+            promotions: Vec::new(),
         }
     }
 

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use tandem_cluster::role::{self, Held, Transition};
 use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
-use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
+use tandem_config::{ClusterMap, FileDurable, NodeInfo, SinceView, View};
 use tandem_log::SealedBatch;
 use tandem_memory::Segment;
 use tandem_replication::NodeId;
@@ -296,7 +296,7 @@ fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) ->
             primary,
             backups,
             spares: Vec::new(),
-            truncate_lsn: None,
+            promotions: Vec::new(),
         },
     );
     map
@@ -544,7 +544,7 @@ where
             view.primary,
             view.backups,
             view.spares,
-            view.truncate_lsn
+            view.truncate_lsn()
         );
         let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
         let member = view.backups.contains(&me) || view.spares.contains(&me);
@@ -554,9 +554,13 @@ where
             Slot::Primary(handle) => Held::Primary {
                 lsn_committed: handle.status().map_or(0, |status| status.lsn),
             },
-            Slot::Backup(handle) if member && handle_follows(handle, view.primary) => {
+            // The same reign goes on: a backup that stays needs no LSN.
+            Slot::Backup(handle)
+                if member && view.since(handle.gate().view()) == SinceView::Kept =>
+            {
                 Held::Backup {
                     primary: view.primary,
+                    view: handle.gate().view(),
                     lsn_received: 0,
                 }
             }
@@ -564,12 +568,14 @@ where
             // its primary first.
             Slot::Backup(handle) => Held::Backup {
                 primary: handle.gate().primary(),
+                view: handle.gate().view(),
                 lsn_received: handle.freeze(),
             },
             Slot::Outside => Held::Outside {
                 restarted: self.restarted,
             },
         };
+        self.restarted = role::still_restarted(me, self.restarted, &view);
         let transition = role::transition(me, held, &view, self.config.group.view);
         let next = self.make(transition, slot, &view);
         // A role just started has heard nobody yet: its silence timers start now, not when
@@ -653,7 +659,7 @@ where
     /// the new view discards.
     fn stop(&self, slot: Slot, view: &View, discarded: u64) {
         let truncate = view
-            .truncate_lsn
+            .truncate_lsn()
             .map_or("none".to_owned(), |lsn| lsn.to_string());
         match slot {
             Slot::Primary(handle) => {
@@ -814,10 +820,6 @@ enum Spare {
     None,
     Loading(thread::JoinHandle<Result<Segment, String>>),
     Ready(Segment),
-}
-
-fn handle_follows(handle: &BackupHandle, primary: NodeId) -> bool {
-    handle.gate().primary() == primary
 }
 
 /// The writer side of cluster messages: a thread per peer, started on first use.

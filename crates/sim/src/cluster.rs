@@ -482,7 +482,7 @@ impl World {
             primary: 1,
             backups: ids[1..].to_vec(),
             spares: Vec::new(),
-            truncate_lsn: None,
+            promotions: Vec::new(),
         };
         let mut initial = ClusterMap::default();
         for &id in &ids {
@@ -1144,7 +1144,7 @@ impl World {
     fn follow(&mut self, node: NodeId, view: View) -> Result<(), String> {
         self.note(format!(
             "node {node}: view {} primary {} backups {:?} spares {:?} truncate {:?}",
-            view.number, view.primary, view.backups, view.spares, view.truncate_lsn
+            view.number, view.primary, view.backups, view.spares, view.truncate_lsn()
         ));
         if view.number > self.view_latest.number {
             self.view_latest = view.clone();
@@ -1158,10 +1158,12 @@ impl World {
             },
             Role::Backup(role) => Held::Backup {
                 primary: role.primary,
+                view: role.receiver.view(),
                 lsn_received: role.receiver.lsn_received(),
             },
             Role::Outside => Held::Outside { restarted },
         };
+        self.nodes[index].restarted = role::still_restarted(node, restarted, &view);
         let transition = role::transition(node, held, &view, VIEW_FIRST);
         let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose)
             && view.primary != node
@@ -1271,10 +1273,10 @@ impl World {
             }
         }
         let serving = !matches!(next, Role::Outside);
-        if serving {
-            // A role with a segment holds what the view counts on.
-            self.nodes[index].restarted = false;
-        }
+        assert!(
+            !(serving && self.nodes[index].restarted),
+            "a restarted node serves no view made before it was left out"
+        );
         self.nodes[index].role = next;
         let core = self.core_mut(node);
         // As the runtime: a role that stays keeps counting the silence it was counting.

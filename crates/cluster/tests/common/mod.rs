@@ -12,7 +12,7 @@
 //! - on `ClusterEvent::Freeze` the backup calls `frozen(view, lsn_received)` with the LSN the
 //!   test set for it (unless the test stalls that node's freeze);
 //! - a restarted node has lost its memory: it holds no role (is neither heard nor acks) until a
-//!   view names it a spare.
+//!   view leaves it out (`tandem_cluster::role::still_restarted`) and a later one names it.
 //!
 //! Checker (`check`, after every step, and on every `View` event): each node's views (per
 //! incarnation) only move forward; every node that applied view number v applied the same
@@ -39,7 +39,7 @@ pub fn view(number: u64, primary: NodeId, backups: &[NodeId], spares: &[NodeId])
         primary,
         backups: backups.to_vec(),
         spares: spares.to_vec(),
-        truncate_lsn: None,
+        promotions: Vec::new(),
     }
 }
 
@@ -453,9 +453,10 @@ impl Harness {
                     .ask_removal(view, backup, Vec::new());
             }
             ClusterEvent::View(view) => {
-                if node.lost_memory && view.spares.contains(&id) {
-                    // The runtime loads a fresh segment and catches up as a spare.
-                    node.lost_memory = false;
+                if node.lost_memory {
+                    node.lost_memory = tandem_cluster::role::still_restarted(id, true, &view);
+                } else if view.members().any(|member| member == id) {
+                    // The runtime loads a fresh segment and catches up (as the role says).
                     node.core.as_mut().unwrap().set_serving(true);
                 }
                 self.record_view(id, view);
@@ -486,7 +487,7 @@ impl Harness {
             ),
         }
         if view.primary == id
-            && let Some(truncate) = view.truncate_lsn
+            && let Some(truncate) = view.truncate_lsn()
             && !node.lost_memory
         {
             // What the runtime asserts when it promotes a backup.

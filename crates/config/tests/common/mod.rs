@@ -75,7 +75,7 @@ pub fn view(number: u64, primary: NodeId, backups: &[NodeId]) -> View {
         primary,
         backups: backups.to_vec(),
         spares: Vec::new(),
-        truncate_lsn: None,
+        promotions: Vec::new(),
     }
 }
 
