@@ -45,6 +45,10 @@ use crate::rule;
 /// How many times the usual silence a peer not yet heard from in a view may stay silent.
 pub const FIRST_CONTACT_GRACE: u64 = 20;
 
+/// A view change that cannot gather its reports ends, if the primary runs, this many
+/// suspicion timeouts after it started (and no sooner than `collect_ticks`).
+pub const RESUME_AFTER_SUSPICIONS: u64 = 4;
+
 /// How a node's cluster core is set up. Times are in ticks.
 #[derive(Clone, Debug)]
 pub struct ClusterSettings {
@@ -903,6 +907,34 @@ impl Cluster {
         let waited = self.tick - collecting.tick_started >= self.settings.collect_ticks;
         let needed = rule::reports_needed(view.backups.len(), self.settings.safety);
         if !(all || (waited && collecting.reports.len() >= needed)) {
+            // No view change waits for good on a member that cannot answer. A backup that
+            // lost its memory never reports; while the primary says it runs, a view under the
+            // same primary ends the change: it unfreezes the backups that reported, and the
+            // primary then has the silent one removed (the simulator found clusters stuck for
+            // good: a restarted backup could not report, the other was frozen, and the live
+            // primary could commit nothing). Nothing is truncated, so no report is needed.
+            let stalled = self.tick - collecting.tick_started
+                >= self
+                    .settings
+                    .collect_ticks
+                    .max(RESUME_AFTER_SUSPICIONS * self.settings.suspect_ticks);
+            let primary_runs = self
+                .tick_alive_primary
+                .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks);
+            if stalled && primary_runs {
+                collecting.tick_proposed = Some(self.tick);
+                let resumed = View {
+                    number: view.number + 1,
+                    ..view.clone()
+                };
+                let command = Command::ChangeView {
+                    group: self.settings.group,
+                    from_view: view.number,
+                    view: resumed,
+                };
+                let _ = self.config.propose(command);
+                return;
+            }
             // A lost Freeze would hold the change (and every membership change behind it)
             // for good if the backup never suspects again: it goes again every suspicion
             // timeout to the backups that have not reported.

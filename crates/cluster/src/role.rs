@@ -118,7 +118,10 @@ pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Trans
             lsn_received,
         } => match view.since(view_held) {
             SinceView::Kept => {
-                assert_eq!(primary, view.primary, "no promotion since: the same primary");
+                assert_eq!(
+                    primary, view.primary,
+                    "no promotion since: the same primary"
+                );
                 Transition::StayBackup
             }
             SinceView::TruncatedAt(truncate) if lsn_received <= truncate || skip_truncate() => {

@@ -122,6 +122,35 @@ fn a_crashed_backup_is_removed_and_rejoins_as_a_spare_after_a_restart() {
     assert_eq!(h.view_of(3), view(3, 1, &[2], &[3]));
 }
 
+/// Seeds 13144 and 54935: a backup restarts without its memory (it can never report), and the
+/// other, which leads the config store, loses the primary for a while, freezes and reports.
+/// A promotion needs both reports under `2-safe:1`, and no removal can be prepared (the
+/// frozen backup lacks released records): the cluster stayed stuck for good though the
+/// primary ran. Once the coordinator hears the primary again, a view under the same primary
+/// ends the change.
+#[test]
+fn a_change_that_cannot_gather_its_reports_ends_while_the_primary_runs() {
+    let mut h = Harness::three(Safety::TwoSafe(AckCount::Of(1)));
+    let leader = h.settle();
+    let other = 5 - leader;
+    h.refuse_removals();
+    h.crash(other);
+    h.restart(other);
+    h.cut_link(1, leader);
+    h.run_until(200, |h| h.node(leader).core().is_frozen());
+    h.run(100);
+    assert_eq!(h.history().len(), 1, "no promotion without both reports");
+    h.heal();
+    h.run_until(200, |h| h.history().len() >= 2);
+    let resumed = h.history().get(&2).expect("a second view").clone();
+    assert_eq!(
+        resumed,
+        view(2, 1, &[2, 3], &[]),
+        "the same primary and members"
+    );
+    h.run_until(50, |h| !h.node(leader).core().is_frozen());
+}
+
 /// The backup that leads the config store dies. The primary must win the election and remove
 /// it, never hand leadership back to the dead node (a transfer to it would stall the config
 /// store at every retry).

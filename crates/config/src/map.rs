@@ -69,11 +69,18 @@ impl View {
 
     /// What became of the records a member held as of view `view` (older than this one).
     pub fn since(&self, view: u64) -> SinceView {
-        assert!(view <= self.number, "a view is asked only about older views");
-        match self.promotions.iter().find(|promotion| promotion.view > view) {
+        assert!(
+            view <= self.number,
+            "a view is asked only about older views"
+        );
+        match self
+            .promotions
+            .iter()
+            .find(|promotion| promotion.view > view)
+        {
             None => SinceView::Kept,
-            Some(first) if first == &self.promotions[0]
-                && self.promotions.len() == PROMOTIONS_KEPT =>
+            Some(first)
+                if first == &self.promotions[0] && self.promotions.len() == PROMOTIONS_KEPT =>
             {
                 // Older promotions may have been dropped, and one of them may be the first.
                 SinceView::Unknown

@@ -1177,3 +1177,99 @@ fn a_reply_released_under_the_lease_says_when_the_lease_runs_out() {
         "the 1-safe reply carries the lease's end, the 2-safe one none"
     );
 }
+
+/// Seeds 3184 and 107 (`--ticks 2000`): a primary asked for a backup's removal on what the
+/// backups held, then a late ack from a backup the new view demotes released a record the
+/// backup that stays lacked; promoted later, it lost an acknowledged commit. Once a removal
+/// is prepared, a reply leaves only when its rule also holds among the remaining backups.
+#[test]
+fn a_prepared_removal_holds_back_replies_the_remaining_backups_lack() {
+    let safety = Safety::TwoSafe(AckCount::Of(1));
+    let mut harness = Harness::new(config(3, safety));
+    harness.deliver_all();
+    // LSN a reaches node 4 only, and is released on its ack.
+    let a = harness.commit(safety);
+    harness.flush();
+    let mut held = Vec::new();
+    for (from, to, message) in harness.take_batches() {
+        if to == 4 {
+            harness.deliver_one(from, to, message);
+        } else {
+            held.push((from, to, message));
+        }
+    }
+    harness.deliver_all();
+    assert_eq!(harness.released, [a]);
+    // Node 3 fell silent: node 2 lacks LSN a, so the view asked for keeps node 4 alone.
+    let behind = harness
+        .primary
+        .prepare_removal(1, 3)
+        .expect("node 4 holds LSN a");
+    assert_eq!(behind, [2]);
+    // LSN b reaches nodes 2 and 3, not node 4: under the old view's rule one ack would do,
+    // but node 4, the only backup of the view asked for, lacks it.
+    let b = harness.commit(safety);
+    harness.flush();
+    for (from, to, message) in harness.take_batches() {
+        if to == 4 {
+            held.push((from, to, message));
+        } else {
+            harness.network.push_back((from, to, message));
+        }
+    }
+    let (to_4, to_others): (Vec<_>, Vec<_>) = held.into_iter().partition(|(_, to, _)| *to == 4);
+    for (from, to, message) in to_others {
+        harness.deliver_one(from, to, message);
+    }
+    harness.deliver_all();
+    assert_eq!(
+        harness.released,
+        [a],
+        "released LSN b before node 4 held it"
+    );
+    for (from, to, message) in to_4 {
+        harness.deliver_one(from, to, message);
+    }
+    harness.deliver_all();
+    assert_eq!(harness.released, [a, b]);
+    // The view that commits voids what was asked for.
+    harness.primary.install_view(2, &[4], &[2]);
+    assert_eq!(harness.primary.prepare_removal(1, 3), None, "an old view");
+}
+
+/// With every backup acking, a spare made a backup must hold every record released before
+/// the change commits: the next promotion may rest on its report alone.
+#[test]
+fn a_prepared_spare_promotion_holds_back_replies_the_spare_lacks() {
+    let mut harness = Harness::new(config(2, Safety::DEFAULT));
+    harness.deliver_all();
+    // Node 3 becomes a spare of view 2 (it holds everything so far).
+    harness.primary.install_view(2, &[2], &[3]);
+    for backup in &mut harness.backups {
+        backup.receiver.install_view(2);
+    }
+    assert_eq!(
+        harness.primary.prepare_spare_promotions(1),
+        Vec::<NodeId>::new()
+    );
+    assert_eq!(harness.primary.prepare_spare_promotions(2), [3]);
+    let lsn = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    let (to_spare, rest): (Vec<_>, Vec<_>) = harness
+        .take_batches()
+        .into_iter()
+        .partition(|(_, to, _)| *to == 3);
+    for (from, to, message) in rest {
+        harness.deliver_one(from, to, message);
+    }
+    harness.deliver_all();
+    assert!(
+        harness.released.is_empty(),
+        "released before the spare held it"
+    );
+    for (from, to, message) in to_spare {
+        harness.deliver_one(from, to, message);
+    }
+    harness.deliver_all();
+    assert_eq!(harness.released, [lsn]);
+}

@@ -1144,7 +1144,11 @@ impl World {
     fn follow(&mut self, node: NodeId, view: View) -> Result<(), String> {
         self.note(format!(
             "node {node}: view {} primary {} backups {:?} spares {:?} truncate {:?}",
-            view.number, view.primary, view.backups, view.spares, view.truncate_lsn()
+            view.number,
+            view.primary,
+            view.backups,
+            view.spares,
+            view.truncate_lsn()
         ));
         if view.number > self.view_latest.number {
             self.view_latest = view.clone();

@@ -86,6 +86,8 @@ pub struct Harness {
     /// View number → the view as first applied anywhere.
     applied: BTreeMap<u64, View>,
     ready: ClusterReady,
+    /// See [`Harness::refuse_removals`].
+    removals_refused: bool,
 }
 
 impl Harness {
@@ -104,6 +106,7 @@ impl Harness {
         }
         initial.groups.insert(GROUP, first);
         let mut harness = Harness {
+            removals_refused: false,
             nodes: BTreeMap::new(),
             initial,
             queue: VecDeque::new(),
@@ -251,6 +254,12 @@ impl Harness {
         node.core.as_mut().unwrap().set_serving(false);
         self.drive(id);
         self.check();
+    }
+
+    /// From now on the primary's data plane prepares no removal, as when no other backup
+    /// holds every record a reply was released for (`Primary::prepare_removal` says `None`).
+    pub fn refuse_removals(&mut self) {
+        self.removals_refused = true;
     }
 
     pub fn stall_freeze(&mut self, id: NodeId) {
@@ -445,6 +454,7 @@ impl Harness {
             }
             ClusterEvent::Suspected { peer, view } => node.suspected.push((peer, view)),
             ClusterEvent::Reported { .. } => {}
+            ClusterEvent::RemovalWanted { .. } if self.removals_refused => {}
             ClusterEvent::RemovalWanted { view, backup } => {
                 // No data plane here: every other backup holds what was released.
                 node.core
