@@ -116,7 +116,7 @@ pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Trans
             primary,
             view: view_held,
             lsn_received,
-        } => match view.since(view_held) {
+        } => match since(view, view_held, primary) {
             SinceView::Kept => {
                 assert_eq!(
                     primary, view.primary,
@@ -139,9 +139,36 @@ pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Trans
         Held::Primary { lsn_committed } => Transition::Reload {
             discarded: above(lsn_committed),
         },
-        Held::Outside { restarted: false } => Transition::Reload { discarded: 0 },
-        Held::Outside { restarted: true } => Transition::Wait,
+        Held::Outside { restarted } if !restarted || restarted_serves(view, me) => {
+            Transition::Reload { discarded: 0 }
+        }
+        Held::Outside { .. } => Transition::Wait,
     }
+}
+
+/// `view.since(view_held)`, unless the missed-promotion bug is planted: then the rule before
+/// views carried their promotions (the same primary keeps everything; another truncates at
+/// the newest view's own truncate LSN, if it has one).
+fn since(view: &View, view_held: u64, primary_held: NodeId) -> SinceView {
+    #[cfg(feature = "inject-bugs")]
+    if tandem_replication::bugs::planted(tandem_replication::bugs::Bug::MissedPromotion) {
+        if primary_held == view.primary {
+            return SinceView::Kept;
+        }
+        return SinceView::TruncatedAt(view.truncate_lsn().unwrap_or(u64::MAX));
+    }
+    let _ = primary_held;
+    view.since(view_held)
+}
+
+/// Whether the restarted-serves bug is planted and `view` names `me` a spare (the old rule).
+fn restarted_serves(view: &View, me: NodeId) -> bool {
+    #[cfg(feature = "inject-bugs")]
+    if tandem_replication::bugs::planted(tandem_replication::bugs::Bug::RestartedServes) {
+        return !view.backups.contains(&me);
+    }
+    let _ = (view, me);
+    false
 }
 
 /// Whether the skip-truncate bug is planted.

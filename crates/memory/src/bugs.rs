@@ -30,16 +30,32 @@ pub enum Bug {
     /// A state transfer leaves out the first page that changed after the member's LSN
     /// (tandem-replication).
     TransferShort,
+    /// The primary releases replies by the current view's rule alone, ignoring the views it
+    /// asked for (tandem-replication; seeds 3184 and 107 lost commits so).
+    IgnoreViewsAskedFor,
+    /// A member that missed views truncates at the newest view's own truncate LSN, not at the
+    /// first promotion since the view it followed (tandem-cluster's role rule; seed 28184).
+    MissedPromotion,
+    /// A restarted node named a spare by a view it replays serves at once (tandem-cluster's
+    /// role rule; seed 28840).
+    RestartedServes,
+    /// The primary's lease is one tick longer than its backups' promise allows
+    /// (tandem-replication's lease margin, which the runtime once computed on its own).
+    LeaseMarginOffByOne,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 6] = [
+    pub const ALL: [Bug; 10] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
         Bug::SkipDedup,
         Bug::IgnoreLease,
         Bug::TransferShort,
+        Bug::IgnoreViewsAskedFor,
+        Bug::MissedPromotion,
+        Bug::RestartedServes,
+        Bug::LeaseMarginOffByOne,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +66,10 @@ impl Bug {
             Bug::SkipDedup => "skip-dedup",
             Bug::IgnoreLease => "ignore-lease",
             Bug::TransferShort => "transfer-short",
+            Bug::IgnoreViewsAskedFor => "ignore-views-asked-for",
+            Bug::MissedPromotion => "missed-promotion",
+            Bug::RestartedServes => "restarted-serves",
+            Bug::LeaseMarginOffByOne => "lease-margin-off-by-one",
         }
     }
 

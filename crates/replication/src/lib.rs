@@ -19,12 +19,14 @@
 mod applier;
 #[cfg(feature = "inject-bugs")]
 pub use tandem_memory::bugs;
+pub mod lease;
 mod message;
 mod primary;
 mod receiver;
 pub mod transfer;
 
 pub use applier::{Applier, ApplyError, Kept, PassiveApplier, keep_applied};
+pub use lease::{LeaseMargins, primary_lease_ticks};
 pub use message::{AckCount, Message, NodeId, PagesChunk, Safety, SafetyError};
 pub use primary::{Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply, TransferSent};
 pub use receiver::{ApplyBatch, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady};

@@ -198,7 +198,12 @@ impl NodeConfig {
         let Some(cluster) = &self.cluster else {
             return Ok(());
         };
-        if cluster.lease_ticks < 3 || cluster.lease_ticks >= self.tuning.suspect_ticks {
+        let leaves_a_lease = tandem_replication::primary_lease_ticks(
+            cluster.lease_ticks,
+            crate::primary::RUNTIME_LEASE_MARGINS,
+        )
+        .is_some();
+        if !leaves_a_lease || cluster.lease_ticks >= self.tuning.suspect_ticks {
             return Err(invalid(
                 "cluster.lease_ticks",
                 format!(

@@ -22,7 +22,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tandem_log::{BatchKind, CallId, TailLimits, encode_passive};
 use tandem_memory::ClassBytes;
 use tandem_replication::{
-    Message, NodeId, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Safety,
+    LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Safety,
 };
 use tandem_store::{CallError, Deduped, Driver, ProcId, Store};
 use tandem_wire::{
@@ -245,6 +245,23 @@ impl PrimaryHandle {
     }
 }
 
+/// What the runtime's lease allows for: a backup's supervisor notices the primary's frames at
+/// its next tick (one tick), and a reply released in an executor's turn leaves at its end
+/// (`TURN_MAX` later at most, well under a tick: one tick covers it). The node's clocks are
+/// taken to run at the same speed.
+pub const RUNTIME_LEASE_MARGINS: LeaseMargins = LeaseMargins {
+    notice_ticks: 1,
+    send_ticks: 1,
+    period_min: 1,
+    period_max: 1,
+};
+
+/// The primary's lease for a backup promise of `promise_ticks` (validated to leave one).
+fn runtime_lease_ticks(promise_ticks: u64) -> u64 {
+    tandem_replication::primary_lease_ticks(promise_ticks, RUNTIME_LEASE_MARGINS)
+        .expect("cluster.lease_ticks is validated to leave the primary a lease")
+}
+
 /// Starts a primary serving `workload` on `listener`, loaded into a fresh segment. With
 /// `local`, the executor also drives its own calls (the in-process benchmark driver).
 pub fn start<W: ServedWorkload>(
@@ -342,15 +359,10 @@ where
         resend_ticks: tuning.heartbeat_ticks.max(2),
         flush_batches_in_flight_max: FLUSH_BATCHES_IN_FLIGHT_MAX,
         lone: config.peers.is_empty(),
-        // A backup's promise runs `lease_ticks` of its ticks from the tick at which its
-        // supervisor noticed the primary's frames, which may have arrived up to a tick
-        // later: at least `lease_ticks − 1` from their arrival. This thread's tick count is
-        // current at the start of a turn, and a reply released in the turn leaves at its end
-        // (`TURN_MAX` later at most): one more tick covers that.
         lease_ticks: config
             .cluster
             .as_ref()
-            .map(|cluster| cluster.lease_ticks - 2),
+            .map(|cluster| runtime_lease_ticks(cluster.lease_ticks)),
         kind: if passive {
             BatchKind::Passive
         } else {

@@ -56,8 +56,8 @@ use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, SealedBatch, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_replication::{
-    AckCount, Applier, Message, NodeId, Primary, PrimaryConfig, PrimaryReady, Receiver,
-    ReceiverConfig, ReceiverReady, Safety, keep_applied,
+    AckCount, Applier, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryReady,
+    Receiver, ReceiverConfig, ReceiverReady, Safety, keep_applied, primary_lease_ticks,
 };
 use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig, DebitCreditDriver};
 use tandem_store::{CallError, Deduped, Driver, ProcId, Rng, Store, Workload};
@@ -121,9 +121,47 @@ pub struct ClusterFaults {
     pub tail_records_max: u64,
 }
 
+/// Which part of the fault space a seed's rates are drawn from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mix {
+    /// Every safety rule, every fault at its usual rates (what `tandem sim` runs by default).
+    #[default]
+    Every,
+    /// Where the rarest bugs hid past the CI budget: `2-safe` or `2-safe-applied` with fewer
+    /// acks than backups, frequent crashes with quick restarts (restarted nodes rejoin as
+    /// spares and catch up), frequent partitions and pauses (removals, frozen backups),
+    /// short tails (state transfers). The seeds of one mix are unrelated to the other's.
+    KOfN,
+}
+
 impl ClusterFaults {
-    /// Draws every rate from `rng`.
-    pub fn draw(rng: &mut Rng) -> ClusterFaults {
+    /// Draws every rate from `rng`, from the part of the fault space `mix` names.
+    pub fn draw(rng: &mut Rng, mix: Mix) -> ClusterFaults {
+        let mut faults = ClusterFaults::draw_every(rng);
+        if mix == Mix::KOfN {
+            // Drawn after the usual rates, so the seeds of `Mix::Every` stay as they were.
+            faults.nodes = 3 + rng.below(2) as usize;
+            let backups = faults.nodes as u64 - 1;
+            let k = 1 + rng.below(backups - 1) as u32;
+            faults.safety = if rng.below(2) == 0 {
+                Safety::TwoSafe(AckCount::Of(k))
+            } else {
+                Safety::TwoSafeApplied(AckCount::Of(k))
+            };
+            faults.crash_per_tick_ppm = 1_000 + rng.below(4_000);
+            faults.restart_ticks_max = 1 + rng.below(30);
+            faults.partition_per_tick_ppm = 1_000 + rng.below(4_000);
+            faults.pause_per_tick_ppm = 500 + rng.below(3_000);
+            if rng.below(2) == 0 {
+                faults.tail_records_max = 8 + rng.below(64);
+            }
+            faults.slow_node =
+                (rng.below(3) == 0).then(|| 1 + rng.below(faults.nodes as u64) as NodeId);
+        }
+        faults
+    }
+
+    fn draw_every(rng: &mut Rng) -> ClusterFaults {
         let nodes = 3 + rng.below(2) as usize;
         let backups = nodes as u64 - 1;
         let safety = match rng.below(6) {
@@ -392,6 +430,13 @@ struct World {
     /// The first backup of each view to report for a new one, and when: from then on, the
     /// primary of that view holds no lease.
     reported: BTreeMap<u64, (NodeId, u64)>,
+    /// When each node's next tick event fires (paused or not).
+    tick_next_at: BTreeMap<NodeId, u64>,
+    /// (backup, primary) → the time before which the backup cannot report for a new view,
+    /// by the lease it promised when it last heard that primary: its report waits until its
+    /// tick count is `lease_ticks` past the count when it heard, which its next tick raises
+    /// by one (a pause only delays that).
+    promise_end: BTreeMap<(NodeId, NodeId), u64>,
     /// Each client's last acknowledged commit: (seq, LSN).
     acked: BTreeMap<usize, (u64, u64)>,
     /// The current primary's checksum at sealed batch ends (LSN → CRC32C).
@@ -423,16 +468,22 @@ pub enum ClusterSabotage {
 /// Runs seed `seed` for `ticks` ticks of faults, then heals and waits for convergence. A
 /// panic in the real code is a failure of the seed like any other.
 pub fn run_cluster(seed: u64, ticks: u64) -> ClusterReport {
-    run_cluster_sabotaged(seed, ticks, None)
+    run_cluster_mixed(seed, ticks, Mix::Every)
 }
 
-/// Runs like [`run_cluster`] with `sabotage` done along the way.
+/// Runs like [`run_cluster`], with the seed's rates drawn from `mix`.
+pub fn run_cluster_mixed(seed: u64, ticks: u64, mix: Mix) -> ClusterReport {
+    run_cluster_sabotaged(seed, ticks, mix, None)
+}
+
+/// Runs like [`run_cluster_mixed`] with `sabotage` done along the way.
 pub fn run_cluster_sabotaged(
     seed: u64,
     ticks: u64,
+    mix: Mix,
     sabotage: Option<ClusterSabotage>,
 ) -> ClusterReport {
-    let mut world = World::new(seed);
+    let mut world = World::new(seed, mix);
     world.sabotage = sabotage;
     let result = panic::catch_unwind(AssertUnwindSafe(|| world.simulate(ticks)));
     let failure = match result {
@@ -465,9 +516,9 @@ pub fn run_cluster_sabotaged(
 }
 
 impl World {
-    fn new(seed: u64) -> World {
+    fn new(seed: u64, mix: Mix) -> World {
         let mut rng = Rng::new(seed);
-        let faults = ClusterFaults::draw(&mut rng);
+        let faults = ClusterFaults::draw(&mut rng, mix);
         let config = DebitCreditConfig {
             tellers_per_branch: 4,
             accounts_per_branch: 100,
@@ -551,6 +602,8 @@ impl World {
             view_latest: view,
             released_by: BTreeMap::new(),
             reported: BTreeMap::new(),
+            tick_next_at: BTreeMap::new(),
+            promise_end: BTreeMap::new(),
             acked: BTreeMap::new(),
             checksums: BTreeMap::new(),
             cluster_ready: ClusterReady::default(),
@@ -579,6 +632,7 @@ impl World {
         for id in ids {
             let first = world.rng.below(MICROS_PER_TICK);
             world.schedule(first, Event::Tick { node: id });
+            world.tick_next_at.insert(id, first);
         }
         for client in 0..world.clients.len() {
             let first = world.rng.below(MICROS_PER_TICK);
@@ -744,6 +798,7 @@ impl World {
             Event::Tick { node } => {
                 let period = self.period[&node];
                 self.schedule(period, Event::Tick { node });
+                self.tick_next_at.insert(node, self.now + period);
                 if self.nodes[index_of(node)].core.is_none() {
                     return Ok(());
                 }
@@ -1277,10 +1332,6 @@ impl World {
             }
         }
         let serving = !matches!(next, Role::Outside);
-        assert!(
-            !(serving && self.nodes[index].restarted),
-            "a restarted node serves no view made before it was left out"
-        );
         self.nodes[index].role = next;
         let core = self.core_mut(node);
         // As the runtime: a role that stays keeps counting the silence it was counting.
@@ -1296,6 +1347,23 @@ impl World {
             Role::Backup(_) => self.collect_backup(node),
             Role::Outside => Ok(()),
         }
+    }
+
+    /// A backup of `primary`'s view whose lease promise to it has run out by now, if any:
+    /// such a backup may already have reported for a new view, so a reply that needs the
+    /// lease must not leave (a sharper check than waiting for an actual report, which
+    /// usually comes ticks after the promise ran out).
+    fn promise_broken(&self, primary: NodeId, view: u64) -> Option<(NodeId, u64)> {
+        let Role::Primary(role) = &self.nodes[index_of(primary)].role else {
+            return None;
+        };
+        debug_assert_eq!(role.primary.view(), view);
+        role.primary.config().backups.iter().find_map(|&backup| {
+            self.promise_end
+                .get(&(backup, primary))
+                .filter(|&&end| self.now >= end)
+                .map(|&end| (backup, end))
+        })
     }
 
     fn primary_config(&self, view: &View) -> PrimaryConfig {
@@ -1319,18 +1387,18 @@ impl World {
         }
     }
 
-    /// The primary's share of the backups' lease promise. A backup reports no earlier than
-    /// `lease_ticks − 1` of its own ticks after it heard the primary (it heard it at some
-    /// point inside a tick); the primary's ticks may be longer than the backup's by the drift.
-    /// A lease of ℓ primary ticks ends within ℓ of its ticks of the heartbeat it was counted
-    /// from, so ℓ · period_max ≤ (lease_ticks − 1) · period_min keeps it inside the promise.
+    /// The primary's share of the backups' lease promise (`tandem_replication::lease`): a
+    /// backup notices a message at some point inside a tick, a released reply leaves at
+    /// once, and the nodes' ticks differ by their drift.
     fn primary_lease_ticks(&self) -> u64 {
+        let margins = LeaseMargins {
+            notice_ticks: 1,
+            send_ticks: 0,
+            period_min: *self.period.values().min().expect("nodes"),
+            period_max: *self.period.values().max().expect("nodes"),
+        };
         let promise_ticks = self.nodes[0].settings.lease_ticks;
-        let period_min = *self.period.values().min().expect("nodes");
-        let period_max = *self.period.values().max().expect("nodes");
-        let lease_ticks = (promise_ticks - 1) * period_min / period_max;
-        assert!(lease_ticks >= 1, "the faults leave the primary no lease");
-        lease_ticks
+        primary_lease_ticks(promise_ticks, margins).expect("the faults leave the primary a lease")
     }
 
     // ---- the data plane ----
@@ -1360,6 +1428,10 @@ impl World {
                 role.receiver.step(from, message);
                 if heard {
                     self.core_mut(to).heard_from_primary();
+                    let promise_ticks = self.nodes[index_of(to)].settings.lease_ticks;
+                    let end = self.tick_next_at[&to] + (promise_ticks - 1) * self.period[&to];
+                    let promise = self.promise_end.entry((to, from)).or_insert(0);
+                    *promise = (*promise).max(end);
                 }
                 self.collect_backup(to)
             }
@@ -1530,6 +1602,14 @@ impl World {
                 lsn_first,
                 needs_lease,
             } = reply.reply;
+            if needs_lease && let Some((backup, end)) = self.promise_broken(node, view) {
+                return Err(self.fail(format!(
+                    "node {node} released a reply to client {client} (call {seq}) that \
+                     needed its lease as primary of view {view} at {} µt, after backup \
+                     {backup}'s promise ran out at {end} µt: the lease outlived the promise",
+                    self.now
+                )));
+            }
             if needs_lease && let Some(&(reporter, at)) = self.reported.get(&view) {
                 let at = at / MICROS_PER_TICK;
                 return Err(self.fail(format!(

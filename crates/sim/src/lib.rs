@@ -35,7 +35,8 @@ pub mod cluster;
 mod event;
 
 pub use cluster::{
-    ClusterFaults, ClusterReport, ClusterSabotage, run_cluster, run_cluster_sabotaged,
+    ClusterFaults, ClusterReport, ClusterSabotage, Mix, run_cluster, run_cluster_mixed,
+    run_cluster_sabotaged,
 };
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

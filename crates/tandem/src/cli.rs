@@ -128,13 +128,27 @@ pub struct SimArgs {
     /// clients) or one replication group with a fixed primary.
     #[arg(long, value_enum, default_value_t = SimLayer::Cluster)]
     pub layer: SimLayer,
+    /// Which part of the fault space the cluster seeds draw from: every rule at the usual
+    /// rates, or 2-safe with fewer acks than backups under frequent crashes, restarts and
+    /// partitions (where the rarest bugs hid).
+    #[arg(long, value_enum, default_value_t = SimMix::Every)]
+    pub mix: SimMix,
     /// Plant a known bug in the real code (builds with the inject-bugs feature):
-    /// early-reply, skip-truncate, promote-lowest, skip-dedup, ignore-lease or transfer-short.
+    /// early-reply, skip-truncate, promote-lowest, skip-dedup, ignore-lease, transfer-short,
+    /// ignore-views-asked-for, missed-promotion, restarted-serves or lease-margin-off-by-one.
     #[arg(long, value_name = "BUG")]
     pub inject: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The part of the fault space `tandem sim` draws cluster seeds from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimMix {
+    Every,
+    #[value(name = "k-of-n")]
+    KOfN,
 }
 
 /// What `tandem sim` simulates.

@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::Failure;
-use crate::cli::{SimArgs, SimLayer};
+use crate::cli::{SimArgs, SimLayer, SimMix};
 
 #[derive(Debug, Serialize)]
 struct SeedReport {
@@ -51,10 +51,14 @@ struct InjectReport {
 }
 
 /// Runs one seed of `layer`.
-fn run_seed(layer: SimLayer, seed: u64, ticks: u64) -> SeedReport {
+fn run_seed(layer: SimLayer, mix: SimMix, seed: u64, ticks: u64) -> SeedReport {
     let report = match layer {
         SimLayer::Cluster => {
-            let report = tandem_sim::run_cluster(seed, ticks);
+            let mix = match mix {
+                SimMix::Every => tandem_sim::Mix::Every,
+                SimMix::KOfN => tandem_sim::Mix::KOfN,
+            };
+            let report = tandem_sim::run_cluster_mixed(seed, ticks, mix);
             SeedReport {
                 seed,
                 layer: "cluster",
@@ -112,7 +116,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let single = seeds.end - seeds.start == 1;
     if single {
         let seed = seeds.start;
-        let out = run_seed(args.layer, seed, args.ticks);
+        let out = run_seed(args.layer, args.mix, seed, args.ticks);
         if args.json {
             println!(
                 "{}",
@@ -162,7 +166,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut calls = 0;
     let mut seeds_run = 0;
     for seed in seeds.clone() {
-        let report = run_seed(args.layer, seed, args.ticks);
+        let report = run_seed(args.layer, args.mix, seed, args.ticks);
         seeds_run += 1;
         calls += report.calls;
         progress.inc(1);
