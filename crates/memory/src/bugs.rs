@@ -42,10 +42,14 @@ pub enum Bug {
     /// The primary's lease is one tick longer than its backups' promise allows
     /// (tandem-replication's lease margin, which the runtime once computed on its own).
     LeaseMarginOffByOne,
+    /// A deposed primary sends its abandoned replies as if their rule had held, instead of
+    /// "not primary" (tandem-replication's reply disposition, which the runtime once decided
+    /// on its own).
+    AbandonedSent,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 11] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
@@ -56,6 +60,7 @@ impl Bug {
         Bug::MissedPromotion,
         Bug::RestartedServes,
         Bug::LeaseMarginOffByOne,
+        Bug::AbandonedSent,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +75,7 @@ impl Bug {
             Bug::MissedPromotion => "missed-promotion",
             Bug::RestartedServes => "restarted-serves",
             Bug::LeaseMarginOffByOne => "lease-margin-off-by-one",
+            Bug::AbandonedSent => "abandoned-sent",
         }
     }
 

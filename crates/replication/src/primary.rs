@@ -173,7 +173,49 @@ impl<R> Default for PrimaryReady<R> {
     }
 }
 
+/// What the driver does with a reply the primary handed over
+/// ([`PrimaryReady::drain_replies`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Disposition<R> {
+    /// Send it: its rule held, and its lease, if it needs one, still runs.
+    Send(Reply<R>),
+    /// Drop it: it was released under a lease that ran out before it could leave. The
+    /// client retries (and a new primary, or this one with a renewed lease, answers).
+    Withhold(Reply<R>),
+    /// Answer "not primary": this primary was deposed before the reply's rule held; whether
+    /// the call committed is for the new primary to say, where the client retries with the
+    /// same (client id, seq).
+    NotPrimary(Reply<R>),
+}
+
 impl<R> PrimaryReady<R> {
+    /// Every reply handed over, the released ones in LSN order and then the abandoned ones,
+    /// each with what the driver must do with it when it sends at primary tick `tick_now`
+    /// (by its clock, at the moment of sending; a driver that sends at once passes
+    /// [`Primary::tick_count`]). The one decision of when a reply may leave, for the runtime
+    /// and the simulator alike.
+    pub fn drain_replies(&mut self, tick_now: u64) -> impl Iterator<Item = Disposition<R>> + '_ {
+        let abandoned_sent = abandoned_sent();
+        let PrimaryReady {
+            replies, abandoned, ..
+        } = self;
+        let released = replies.drain(..).map(move |reply| {
+            if reply.lease_end.is_some_and(|end| tick_now >= end) {
+                Disposition::Withhold(reply)
+            } else {
+                Disposition::Send(reply)
+            }
+        });
+        let abandoned = abandoned.drain(..).map(move |reply| {
+            if abandoned_sent {
+                Disposition::Send(reply)
+            } else {
+                Disposition::NotPrimary(reply)
+            }
+        });
+        released.chain(abandoned)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
             && self.replies.is_empty()
@@ -190,6 +232,15 @@ impl<R> PrimaryReady<R> {
         self.transfers.clear();
         self.faults.clear();
     }
+}
+
+/// Whether the abandoned-sent bug is planted.
+fn abandoned_sent() -> bool {
+    #[cfg(feature = "inject-bugs")]
+    if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::AbandonedSent) {
+        return true;
+    }
+    false
 }
 
 /// Batches a backup that is catching up may have in flight from the tail.
@@ -945,6 +996,48 @@ impl<R> Primary<R> {
             "the driver must act on and clear the previous Ready"
         );
         std::mem::swap(&mut self.ready, into);
+    }
+
+    /// Carries out the state transfers `ready` names ([`PrimaryReady::transfers`]) from
+    /// `segment`, this primary's at its last commit, and appends what they produced (the
+    /// `Pages` messages, anything else released meanwhile) to `ready`, whose `transfers` are
+    /// then empty. Returns each transfer sent, for the driver's log. The runtime and the
+    /// simulator both call this, so no output is lost on the way (the simulator once dropped
+    /// the abandoned replies and faults a transfer's round trip produced).
+    pub fn transfer_named(
+        &mut self,
+        ready: &mut PrimaryReady<R>,
+        segment: &Segment,
+    ) -> Vec<(NodeId, TransferSent)> {
+        if ready.transfers.is_empty() {
+            return Vec::new();
+        }
+        let mut sent = Vec::with_capacity(ready.transfers.len());
+        for node in std::mem::take(&mut ready.transfers) {
+            if let Some(transfer) = self.transfer(node, segment) {
+                sent.push((node, transfer));
+            }
+        }
+        let more = std::mem::take(&mut self.ready);
+        assert!(more.transfers.is_empty(), "a transfer asks for no other");
+        let PrimaryReady {
+            mut messages,
+            mut replies,
+            mut abandoned,
+            transfers: _,
+            mut faults,
+        } = more;
+        ready.messages.append(&mut messages);
+        ready.replies.append(&mut replies);
+        ready.abandoned.append(&mut abandoned);
+        ready.faults.append(&mut faults);
+        sent
+    }
+
+    /// The primary's tick count: a driver that sends replies as soon as they are released
+    /// passes it to [`PrimaryReady::drain_replies`].
+    pub fn tick_count(&self) -> u64 {
+        self.tick
     }
 
     fn greet(&mut self, index: usize) {

@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_replication::{
-    AckCount, Applier, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, PrimaryReady,
-    Receiver, ReceiverConfig, ReceiverFault, ReceiverReady, Safety,
+    AckCount, Applier, Disposition, Message, NodeId, Primary, PrimaryConfig, PrimaryFault,
+    PrimaryReady, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady, Reply, Safety,
 };
 use tandem_store::Rng;
 use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
@@ -1272,4 +1272,78 @@ fn a_prepared_spare_promotion_holds_back_replies_the_spare_lacks() {
     }
     harness.deliver_all();
     assert_eq!(harness.released, [lsn]);
+}
+
+/// The one decision of when a reply may leave, shared by the runtime and the simulator: a
+/// reply released under the lease is withheld if it would leave at or after the lease's end,
+/// and a deposed primary's pending replies are answered "not primary", never sent.
+#[test]
+fn replies_leave_withheld_or_refused_as_drain_replies_says() {
+    let config = PrimaryConfig {
+        heartbeat_ticks: 1,
+        lease_ticks: Some(2),
+        ..config(1, Safety::OneSafe)
+    };
+    let mut primary: Primary<u64> = Primary::new(config, 0);
+    let mut ready = PrimaryReady::default();
+    primary.take_ready(&mut ready);
+    ready.clear();
+    // The backup introduces itself and echoes the greeting: the lease runs to tick 1 + 2.
+    primary.step(
+        2,
+        Message::Ack {
+            view: 1,
+            lsn_received: 0,
+            lsn_applied: 0,
+            tick_echoed: 0,
+        },
+    );
+    primary.take_ready(&mut ready);
+    ready.clear();
+    primary.step(
+        2,
+        Message::Ack {
+            view: 1,
+            lsn_received: 0,
+            lsn_applied: 0,
+            tick_echoed: primary.tick_count(),
+        },
+    );
+    assert!(primary.lease_holds());
+    primary.defer(Safety::OneSafe, 7);
+    primary.take_ready(&mut ready);
+    let end = ready.replies[0]
+        .lease_end
+        .expect("released under the lease");
+    let sent: Vec<_> = ready.drain_replies(end - 1).collect();
+    assert!(matches!(
+        sent[..],
+        [Disposition::Send(Reply { reply: 7, .. })]
+    ));
+    ready.clear();
+    primary.defer(Safety::OneSafe, 8);
+    primary.take_ready(&mut ready);
+    let late: Vec<_> = ready.drain_replies(end).collect();
+    assert!(matches!(
+        late[..],
+        [Disposition::Withhold(Reply { reply: 8, .. })]
+    ));
+    ready.clear();
+    // A reply pending when the primary is deposed (here: waiting for a lease that ran out)
+    // is refused, not sent.
+    primary.tick();
+    primary.tick();
+    primary.tick();
+    assert!(!primary.lease_holds());
+    primary.defer(Safety::OneSafe, 9);
+    primary.take_ready(&mut ready);
+    assert!(ready.replies.is_empty());
+    ready.clear();
+    primary.depose(2);
+    primary.take_ready(&mut ready);
+    let refused: Vec<_> = ready.drain_replies(0).collect();
+    assert!(matches!(
+        refused[..],
+        [Disposition::NotPrimary(Reply { reply: 9, .. })]
+    ));
 }

@@ -22,7 +22,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use tandem_log::{BatchKind, CallId, TailLimits, encode_passive};
 use tandem_memory::ClassBytes;
 use tandem_replication::{
-    LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Safety,
+    Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, PrimaryReady,
+    Safety,
 };
 use tandem_store::{CallError, Deduped, Driver, ProcId, Store};
 use tandem_wire::{
@@ -966,26 +967,16 @@ where
     /// into the messages while the executor waits: a transfer costs a pause proportional to
     /// the pages changed since the member's LSN.
     fn start_transfers(&mut self) {
-        if self.ready.transfers.is_empty() {
-            return;
+        let sent = self
+            .primary
+            .transfer_named(&mut self.ready, self.store.segment());
+        for (node, sent) in sent {
+            eprintln!(
+                "node {}: state transfer to node {node}: {} pages changed after LSN {}, as of \
+                 LSN {}",
+                self.node_id, sent.pages, sent.lsn_from, sent.lsn
+            );
         }
-        let transfers = std::mem::take(&mut self.ready.transfers);
-        for node in transfers {
-            if let Some(sent) = self.primary.transfer(node, self.store.segment()) {
-                eprintln!(
-                    "node {}: state transfer to node {node}: {} pages changed after LSN {}, \
-                     as of LSN {}",
-                    self.node_id, sent.pages, sent.lsn_from, sent.lsn
-                );
-            }
-        }
-        let mut more = PrimaryReady::default();
-        self.primary.take_ready(&mut more);
-        self.ready.messages.append(&mut more.messages);
-        self.ready.replies.append(&mut more.replies);
-        self.ready.abandoned.append(&mut more.abandoned);
-        self.ready.faults.append(&mut more.faults);
-        assert!(more.transfers.is_empty(), "a transfer asks for no other");
     }
 
     /// Acts on the core's outputs: messages to the links, replies to their clients.
@@ -1016,68 +1007,73 @@ where
             .rollbacks
             .inc_by(self.rollbacks - self.rollbacks_reported);
         self.rollbacks_reported = self.rollbacks;
-        // The core released these at its tick, earlier in the turn: one under a lease that has
-        // run out since is withheld (its client retries), so no reply outlives the lease.
+        // The core released these at its tick, earlier in the turn: it says which to send
+        // now, which to withhold (a lease that ran out since: its client retries) and which
+        // to answer "not primary" (abandoned by a deposed primary).
         let tick_now = 1
             + (now.duration_since(self.tick_origin).as_nanos() / self.tick.as_nanos().max(1))
                 as u64;
-        for reply in self.ready.replies.drain(..) {
-            if reply.lease_end.is_some_and(|end| tick_now >= end) {
-                self.metrics.replies_withheld.inc();
-                if let ReplyTo::Remote { conn, .. } | ReplyTo::Refused { conn, .. } = reply.reply
-                    && let Some(out) = self.conns.get_mut(&conn)
-                {
-                    out.answered();
-                }
-                continue;
-            }
-            match reply.reply {
-                ReplyTo::Local { started } => {
-                    self.replies_local
-                        .push(now.duration_since(started).as_nanos() as u64);
-                }
-                ReplyTo::Remote {
-                    conn,
-                    seq,
-                    status,
-                    body,
-                    started,
-                    lsn_repeated,
-                } => {
-                    let latency = now.duration_since(started);
-                    self.metrics
-                        .ack_latency_seconds
-                        .observe(latency.as_secs_f64());
-                    if let Some(out) = self.conns.get_mut(&conn) {
-                        let lsn = lsn_repeated.unwrap_or(reply.lsn);
-                        encode_reply(&mut out.buf, seq, lsn, status, &body);
+        let mut withheld = 0;
+        for disposition in self.ready.drain_replies(tick_now) {
+            match disposition {
+                Disposition::Send(reply) => match reply.reply {
+                    ReplyTo::Local { started } => {
+                        self.replies_local
+                            .push(now.duration_since(started).as_nanos() as u64);
+                    }
+                    ReplyTo::Remote {
+                        conn,
+                        seq,
+                        status,
+                        body,
+                        started,
+                        lsn_repeated,
+                    } => {
+                        let latency = now.duration_since(started);
+                        self.metrics
+                            .ack_latency_seconds
+                            .observe(latency.as_secs_f64());
+                        if let Some(out) = self.conns.get_mut(&conn) {
+                            let lsn = lsn_repeated.unwrap_or(reply.lsn);
+                            encode_reply(&mut out.buf, seq, lsn, status, &body);
+                            out.answered();
+                        }
+                    }
+                    ReplyTo::Refused {
+                        conn,
+                        code,
+                        message,
+                    } => {
+                        if let Some(out) = self.conns.get_mut(&conn) {
+                            encode_error(&mut out.buf, code, &message);
+                            out.answered();
+                        }
+                    }
+                },
+                Disposition::Withhold(reply) => {
+                    withheld += 1;
+                    if let ReplyTo::Remote { conn, .. } | ReplyTo::Refused { conn, .. } =
+                        reply.reply
+                        && let Some(out) = self.conns.get_mut(&conn)
+                    {
                         out.answered();
                     }
                 }
-                ReplyTo::Refused {
-                    conn,
-                    code,
-                    message,
-                } => {
-                    if let Some(out) = self.conns.get_mut(&conn) {
-                        encode_error(&mut out.buf, code, &message);
+                Disposition::NotPrimary(reply) => {
+                    if let ReplyTo::Remote { conn, .. } = reply.reply
+                        && let Some(out) = self.conns.get_mut(&conn)
+                    {
+                        encode_error(
+                            &mut out.buf,
+                            ErrorCode::NotPrimary,
+                            "this primary was replaced",
+                        );
                         out.answered();
                     }
                 }
             }
         }
-        for reply in self.ready.abandoned.drain(..) {
-            if let ReplyTo::Remote { conn, .. } = reply.reply
-                && let Some(out) = self.conns.get_mut(&conn)
-            {
-                encode_error(
-                    &mut out.buf,
-                    ErrorCode::NotPrimary,
-                    "this primary was replaced",
-                );
-                out.answered();
-            }
-        }
+        self.metrics.replies_withheld.inc_by(withheld);
         for fault in self.ready.faults.drain(..) {
             if let PrimaryFault::TailMissed { from, .. } = fault {
                 eprintln!(

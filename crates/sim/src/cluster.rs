@@ -56,8 +56,9 @@ use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, SealedBatch, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_replication::{
-    AckCount, Applier, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryReady,
-    Receiver, ReceiverConfig, ReceiverReady, Safety, keep_applied, primary_lease_ticks,
+    AckCount, Applier, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig,
+    PrimaryReady, Receiver, ReceiverConfig, ReceiverReady, Safety, keep_applied,
+    primary_lease_ticks,
 };
 use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig, DebitCreditDriver};
 use tandem_store::{CallError, Deduped, Driver, ProcId, Rng, Store, Workload};
@@ -1209,6 +1210,18 @@ impl World {
             self.view_latest = view.clone();
         }
         let index = index_of(node);
+        // As the runtime: a primary that a view replaces is deposed, and its pending replies
+        // are answered as the core says (abandoned: "not primary").
+        let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose);
+        if let Role::Primary(role) = &mut self.nodes[index].role
+            && view.primary != node
+            && !ignore_depose
+            && !role.primary.is_deposed()
+            && role.primary.view() < view.number
+        {
+            role.primary.depose(view.number);
+            self.collect_primary(node)?;
+        }
         let restarted = self.nodes[index].restarted;
         let role = std::mem::replace(&mut self.nodes[index].role, Role::Outside);
         let held = match &role {
@@ -1554,23 +1567,19 @@ impl World {
         };
         let mut ready = std::mem::take(&mut role.ready);
         role.primary.take_ready(&mut ready);
-        if !ready.transfers.is_empty() {
-            for to in std::mem::take(&mut ready.transfers) {
-                if let Some(sent) = role.primary.transfer(to, role.store.segment()) {
-                    self.trace.note(
-                        self.now,
-                        format!(
-                            "node {node}: transfer to {to}: {} pages, LSN {} → {}",
-                            sent.pages, sent.lsn_from, sent.lsn
-                        ),
-                    );
-                }
-            }
-            let mut more = PrimaryReady::default();
-            role.primary.take_ready(&mut more);
-            ready.messages.append(&mut more.messages);
-            ready.replies.append(&mut more.replies);
+        for (to, sent) in role
+            .primary
+            .transfer_named(&mut ready, role.store.segment())
+        {
+            self.trace.note(
+                self.now,
+                format!(
+                    "node {node}: transfer to {to}: {} pages, LSN {} → {}",
+                    sent.pages, sent.lsn_from, sent.lsn
+                ),
+            );
         }
+        let tick_now = role.primary.tick_count();
         let view = role.primary.view();
         // The primary's bytes at the end of its last sealed batch: what a backup must hold
         // once it has applied that batch. Only the newest view's primary writes history.
@@ -1588,7 +1597,24 @@ impl World {
         for (to, message) in ready.messages.drain(..) {
             self.send(node, to, Wire::Replication(message));
         }
-        for reply in ready.replies.drain(..) {
+        for disposition in ready.drain_replies(tick_now) {
+            let reply = match disposition {
+                Disposition::Send(reply) => reply,
+                // Replies leave as soon as they are released here: the lease they were
+                // released under still runs.
+                Disposition::Withhold(_) => unreachable!("a reply leaves as it is released"),
+                Disposition::NotPrimary(reply) => {
+                    let primary = self.nodes[index_of(node)]
+                        .core
+                        .as_ref()
+                        .and_then(|core| core.view())
+                        .map_or(node, |view| view.primary);
+                    let Pending { client, seq, .. } = reply.reply;
+                    let client = CLIENT_BASE + client as NodeId;
+                    self.send(node, client, Wire::NotPrimary { seq, primary });
+                    continue;
+                }
+            };
             let releaser = *self.released_by.entry(view).or_insert(node);
             if releaser != node {
                 return Err(self.fail(format!(

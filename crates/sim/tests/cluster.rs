@@ -144,6 +144,8 @@ fn budget(bug: Bug) -> Option<(Mix, u64)> {
         // early in its tick, while the primary serves replies that need its lease: the
         // lease checker compares them with each backup's promise (first caught: 448).
         Bug::LeaseMarginOffByOne => return Some((Mix::KOfN, 1_000)),
+        // Any deposed primary with a reply pending (first caught: 5).
+        Bug::AbandonedSent => 100,
         Bug::MissedPromotion | Bug::RestartedServes => return None,
     };
     Some((Mix::Every, seeds))
