@@ -331,9 +331,9 @@ impl BackupHandle {
     pub fn serve(&self, stream: TcpStream, buffer: FrameBuffer, primary: NodeId) {
         let state = self.state.clone();
         let to_applier = self.to_applier.clone();
-        let _ = thread::Builder::new()
-            .name("receiver".into())
-            .spawn(move || serve_accepted(stream, buffer, primary, state, to_applier));
+        crate::spawn_or_say("receiver".into(), move || {
+            serve_accepted(stream, buffer, primary, state, to_applier)
+        });
     }
 
     pub fn gate(&self) -> &Gate {
@@ -416,9 +416,9 @@ where
                 let Ok(stream) = stream else { continue };
                 let state = state.clone();
                 let to_applier = to_applier.clone();
-                let _ = thread::Builder::new()
-                    .name("receiver".into())
-                    .spawn(move || serve_connection(stream, state, to_applier));
+                crate::spawn_or_say("receiver".into(), move || {
+                    serve_connection(stream, state, to_applier)
+                });
             }
         })
         .map_err(|err| format!("cannot start the accept thread: {err}"))?;

@@ -666,7 +666,7 @@ where
                 let _ = handle
                     .inbound
                     .send(primary::Inbound::Depose { view: view.number });
-                let _ = handle.executor.join();
+                crate::join_or_say("the deposed primary's executor", handle.executor);
                 say!(
                     "node {}: replaced by node {} in view {}; discarded {discarded} records \
                      above the truncate LSN {truncate}",
@@ -849,9 +849,13 @@ impl Outbox {
             };
             let (tx, rx) = mpsc::channel();
             let hello = Hello::new(PeerKind::Cluster, u64::from(self.node), self.group);
-            let _ = thread::Builder::new()
-                .name(format!("cluster-{to}"))
-                .spawn(move || cluster_writer(address, hello, rx));
+            // Without its writer a peer would hear nothing from this node for good: the
+            // writer is kept only if its thread started, and the next message tries again.
+            if !crate::spawn_or_say(format!("cluster-{to}"), move || {
+                cluster_writer(address, hello, rx)
+            }) {
+                return;
+            }
             self.writers.insert(to, tx);
         }
         if let Some(outbox) = self.writers.get(&to) {
@@ -905,9 +909,7 @@ impl Acceptor {
         for stream in listener.incoming() {
             let Ok(stream) = stream else { continue };
             let this = Arc::clone(&this);
-            let _ = thread::Builder::new()
-                .name("hello".into())
-                .spawn(move || this.dispatch(stream));
+            crate::spawn_or_say("hello".into(), move || this.dispatch(stream));
         }
     }
 

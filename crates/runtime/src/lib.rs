@@ -38,6 +38,27 @@ pub enum Control {
 
 /// Sends a question carrying a reply channel and waits up to `timeout` for the answer; `None`
 /// if the role has stopped or did not answer in time.
+/// Starts a thread that serves one connection or peer. If the system refuses one (out of
+/// threads or memory), says so and returns false: the closure, with the connection it owns, is
+/// dropped, so the other side sees the connection close and retries.
+fn spawn_or_say(name: String, work: impl FnOnce() + Send + 'static) -> bool {
+    match std::thread::Builder::new().name(name.clone()).spawn(work) {
+        Ok(_) => true,
+        Err(err) => {
+            eprintln!("cannot start thread {name}: {err}; its connection is closed");
+            false
+        }
+    }
+}
+
+/// Waits for a role's thread; a thread that panicked is said, not hidden (the panic message
+/// was printed when it happened).
+fn join_or_say(what: &str, handle: std::thread::JoinHandle<()>) {
+    if handle.join().is_err() {
+        eprintln!("{what} panicked and stopped");
+    }
+}
+
 fn ask<T, E>(timeout: Duration, send: impl FnOnce(Sender<T>) -> Result<(), E>) -> Option<T> {
     let (reply, answer) = std::sync::mpsc::channel();
     send(reply).ok()?;

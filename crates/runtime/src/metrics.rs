@@ -325,12 +325,10 @@ fn accept_loop(listener: &TcpListener, metrics: &Arc<Metrics>, status: &Status) 
         let status = Arc::clone(status);
         // If the thread cannot start, the closure (with the stream and the slot) is dropped:
         // the connection closes and the slot is given back.
-        let _ = thread::Builder::new()
-            .name("metrics-conn".to_owned())
-            .spawn(move || {
-                let _slot = slot;
-                handle(stream, &metrics, &*status);
-            });
+        crate::spawn_or_say("metrics-conn".to_owned(), move || {
+            let _slot = slot;
+            handle(stream, &metrics, &*status);
+        });
     }
 }
 

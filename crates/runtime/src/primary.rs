@@ -217,9 +217,9 @@ impl PrimaryHandle {
             conn,
             context: self.context.clone(),
         };
-        let _ = thread::Builder::new()
-            .name(format!("client-{conn}"))
-            .spawn(move || client.run_accepted(stream, buffer, client_id));
+        crate::spawn_or_say(format!("client-{conn}"), move || {
+            client.run_accepted(stream, buffer, client_id)
+        });
     }
 
     /// A handle that asks for status and checksum without holding the role.
@@ -241,8 +241,9 @@ impl PrimaryHandle {
 
     /// Stops the executor after it checked the workload's consistency.
     pub fn stop(self) {
+        // An executor that already stopped has dropped its receiver: nothing to tell it.
         let _ = self.inbound.send(Inbound::Control(Control::Stop));
-        let _ = self.executor.join();
+        crate::join_or_say("the primary's executor", self.executor);
     }
 }
 
@@ -1360,9 +1361,7 @@ impl Acceptor {
                 conn,
                 context: self.context.clone(),
             };
-            let _ = thread::Builder::new()
-                .name(format!("client-{conn}"))
-                .spawn(move || client.run(stream));
+            crate::spawn_or_say(format!("client-{conn}"), move || client.run(stream));
         }
     }
 }
