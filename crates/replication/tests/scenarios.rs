@@ -44,7 +44,7 @@ fn parse(text: &str) -> Vec<Block> {
     loop {
         let mut comments = Vec::new();
         let mut command = None;
-        while let Some(line) = lines.next() {
+        for line in lines.by_ref() {
             if line.starts_with('#') {
                 comments.push(line.to_owned());
             } else if !line.trim().is_empty() {
