@@ -1,0 +1,169 @@
+//! The checkers: what a run must show (no acknowledged commit lost, lease promises kept,
+//! replicas equal, conservation, exactly-once, convergence after healing).
+
+use super::*;
+
+impl World {
+    pub(super) fn describe(&self) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| {
+                let view = node.core.as_ref().and_then(|core| core.view().cloned());
+                let role = match &node.role {
+                    Role::Outside => "outside".to_owned(),
+                    Role::Primary(role) => format!(
+                        "primary v{} lsn {} pending {} inbox {} backups {:?}",
+                        role.primary.view(),
+                        role.primary.lsn_committed(),
+                        role.primary.pending_replies(),
+                        role.inbox.len(),
+                        role.primary.backup_progress().collect::<Vec<_>>()
+                    ),
+                    Role::Backup(role) => format!(
+                        "backup of {} v{} lsn {}{}",
+                        role.primary,
+                        role.receiver.view(),
+                        role.applier.lsn_applied(),
+                        if role.frozen { " frozen" } else { "" }
+                    ),
+                };
+                let leader = node.core.as_ref().and_then(|core| core.leader());
+                format!(
+                    "node {} ({}): {role}; view {:?}, leader {leader:?}",
+                    node.id,
+                    if node.core.is_some() { "up" } else { "down" },
+                    view.map(|view| (view.number, view.primary, view.backups, view.spares))
+                )
+            })
+            .collect();
+        let calls: Vec<Option<u64>> = self
+            .clients
+            .iter()
+            .map(|client| client.call.as_ref().map(|(seq, _)| *seq))
+            .collect();
+        format!("{}; calls in flight {calls:?}", nodes.join("; "))
+    }
+
+    /// One primary of the newest view, every other node its backup at its LSN, nothing in
+    /// flight.
+    pub(super) fn converged(&self) -> bool {
+        if self.clients.iter().any(|client| client.call.is_some()) {
+            return false;
+        }
+        let view = &self.view_latest;
+        if !view.spares.is_empty() || view.backups.len() + 1 != self.nodes.len() {
+            return false;
+        }
+        let Role::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
+            return false;
+        };
+        if primary.primary.view() != view.number
+            || primary.primary.pending_replies() > 0
+            || !primary.inbox.is_empty()
+        {
+            return false;
+        }
+        let lsn = primary.primary.lsn_committed();
+        view.backups.iter().all(|&id| {
+            let node = &self.nodes[index_of(id)];
+            node.core
+                .as_ref()
+                .is_some_and(|core| core.view().is_some_and(|v| v.number == view.number))
+                && matches!(&node.role, Role::Backup(backup)
+                    if backup.primary == view.primary && backup.applier.lsn_applied() == lsn)
+        })
+    }
+
+    pub(super) fn final_checks(&mut self) -> Result<(), String> {
+        let view = self.view_latest.clone();
+        let Role::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
+            unreachable!("converged on a primary");
+        };
+        let bytes = primary.store.segment().bytes().to_vec();
+        self.workload
+            .check(primary.store.segment())
+            .map_err(|err| self.fail(format!("primary {}: {err}", view.primary)))?;
+        self.check_acked(view.primary)?;
+        for &id in &view.backups {
+            let Role::Backup(backup) = &self.nodes[index_of(id)].role else {
+                unreachable!("converged on backups");
+            };
+            if backup.segment.bytes() != bytes.as_slice() {
+                return Err(self.fail(format!(
+                    "backup {id} differs from primary {} at LSN {}",
+                    view.primary,
+                    backup.segment.lsn()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A backup of `primary`'s view whose lease promise to it has run out by now, if any:
+    /// such a backup may already have reported for a new view, so a reply that needs the
+    /// lease must not leave (a sharper check than waiting for an actual report, which
+    /// usually comes ticks after the promise ran out).
+    pub(super) fn promise_broken(&self, primary: NodeId, view: u64) -> Option<(NodeId, u64)> {
+        let Role::Primary(role) = &self.nodes[index_of(primary)].role else {
+            return None;
+        };
+        debug_assert_eq!(role.primary.view(), view);
+        role.primary.config().backups.iter().find_map(|&backup| {
+            self.promise_end
+                .get(&(backup, primary))
+                .filter(|&&end| self.now >= end)
+                .map(|&end| (backup, end))
+        })
+    }
+
+    /// A backup after it applied from `lsn_before` on: the current primary's bytes at the
+    /// same LSN (if it follows the newest view's primary), and conservation, each at its
+    /// sampled LSNs.
+    pub(super) fn check_backup(&mut self, node: NodeId, lsn_before: u64) -> Result<(), String> {
+        let Role::Backup(role) = &self.nodes[index_of(node)].role else {
+            return Ok(());
+        };
+        let lsn = role.segment.lsn();
+        let checked = if lsn / FULL_CHECK_EVERY_LSN != lsn_before / FULL_CHECK_EVERY_LSN {
+            self.workload.check(&role.segment)
+        } else {
+            self.workload.conservation(&role.segment)
+        };
+        checked.map_err(|err| self.fail(format!("node {node} at LSN {lsn}: {err}")))?;
+        let current = role.primary == self.view_latest.primary
+            && role.receiver.view() == self.view_latest.number;
+        if current && let Some(&expected) = self.checksums.get(&lsn) {
+            let actual = crc32c::crc32c(role.segment.bytes());
+            if actual != expected {
+                return Err(self.fail(format!(
+                    "node {node} at LSN {lsn} has checksum {actual:#010x}, its primary had \
+                     {expected:#010x}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every client's last acknowledged commit is in primary `node`'s dedup table.
+    pub(super) fn check_acked(&self, node: NodeId) -> Result<(), String> {
+        let Role::Primary(role) = &self.nodes[index_of(node)].role else {
+            return Ok(());
+        };
+        for (&client, &(seq, lsn)) in &self.acked {
+            let held = role
+                .store
+                .dedup_entry(client_id(client))
+                .map_or(0, |entry| entry.seq());
+            if held < seq {
+                return Err(self.fail(format!(
+                    "lost an acknowledged commit: client {client}'s call {seq} (LSN {lsn}) is \
+                     not in node {node}'s records (it holds the client's call {held}, up to \
+                     LSN {})",
+                    role.primary.lsn_committed()
+                )));
+            }
+        }
+        Ok(())
+    }
+}

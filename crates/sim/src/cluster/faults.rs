@@ -1,0 +1,387 @@
+//! The world's faults: the rates a seed draws ([`ClusterFaults`], [`Mix`]), and the
+//! network, crashes, restarts and pauses that carry them out.
+
+use super::*;
+
+/// Fault rates and timing of one run, drawn from its seed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterFaults {
+    pub nodes: usize,
+    pub clients: usize,
+    pub safety: Safety,
+    pub suspect_ticks: u64,
+    pub election_ticks: usize,
+    /// Message delay range, micro-ticks.
+    pub delay_min: u64,
+    pub delay_max: u64,
+    /// Chances per million messages.
+    pub loss_ppm: u64,
+    pub duplicate_ppm: u64,
+    /// Chances per million that a message overtakes those sent before it on its link
+    /// (links are otherwise first-in first-out, as a TCP connection is).
+    pub reorder_ppm: u64,
+    /// Chances per million node ticks of a new partition, a crash or a pause.
+    pub partition_per_tick_ppm: u64,
+    pub partition_ticks_max: u64,
+    pub crash_per_tick_ppm: u64,
+    pub restart_ticks_max: u64,
+    pub pause_per_tick_ppm: u64,
+    pub pause_ticks_max: u64,
+    /// Each node's tick lasts MICROS_PER_TICK ± this many micro-ticks.
+    pub drift_max: u64,
+    pub slow_node: Option<NodeId>,
+    pub slow_factor: u64,
+    /// A client's deadline for one call, and its wait before resending it, in micro-ticks.
+    pub deadline: u64,
+    pub retry_after: u64,
+    pub batch_bytes_max: usize,
+    /// Records a primary's retained tail keeps: small in some seeds, so that members that
+    /// come back find it moved on and need a state transfer.
+    pub tail_records_max: u64,
+}
+
+/// Which part of the fault space a seed's rates are drawn from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mix {
+    /// Every safety rule, every fault at its usual rates (what `tandem sim` runs by default).
+    #[default]
+    Every,
+    /// Where the rarest bugs hid past the CI budget: `2-safe` or `2-safe-applied` with fewer
+    /// acks than backups, frequent crashes with quick restarts (restarted nodes rejoin as
+    /// spares and catch up), frequent partitions and pauses (removals, frozen backups),
+    /// short tails (state transfers). The seeds of one mix are unrelated to the other's.
+    KOfN,
+}
+
+impl ClusterFaults {
+    /// Draws every rate from `rng`, from the part of the fault space `mix` names.
+    pub fn draw(rng: &mut Rng, mix: Mix) -> ClusterFaults {
+        let mut faults = ClusterFaults::draw_every(rng);
+        if mix == Mix::KOfN {
+            // Drawn after the usual rates, so the seeds of `Mix::Every` stay as they were.
+            faults.nodes = 3 + rng.below(2) as usize;
+            let backups = faults.nodes as u64 - 1;
+            let k = 1 + rng.below(backups - 1) as u32;
+            faults.safety = if rng.below(2) == 0 {
+                Safety::TwoSafe(AckCount::Of(k))
+            } else {
+                Safety::TwoSafeApplied(AckCount::Of(k))
+            };
+            faults.crash_per_tick_ppm = 1_000 + rng.below(4_000);
+            faults.restart_ticks_max = 1 + rng.below(30);
+            faults.partition_per_tick_ppm = 1_000 + rng.below(4_000);
+            faults.pause_per_tick_ppm = 500 + rng.below(3_000);
+            if rng.below(2) == 0 {
+                faults.tail_records_max = 8 + rng.below(64);
+            }
+            faults.slow_node =
+                (rng.below(3) == 0).then(|| 1 + rng.below(faults.nodes as u64) as NodeId);
+        }
+        faults
+    }
+
+    fn draw_every(rng: &mut Rng) -> ClusterFaults {
+        let nodes = 3 + rng.below(2) as usize;
+        let backups = nodes as u64 - 1;
+        let safety = match rng.below(6) {
+            0 => Safety::TwoSafeApplied(AckCount::All),
+            1 => Safety::TwoSafe(AckCount::All),
+            2 => Safety::TwoSafeApplied(AckCount::Of(1 + rng.below(backups) as u32)),
+            3 => Safety::TwoSafe(AckCount::Of(1 + rng.below(backups) as u32)),
+            4 => Safety::OneSafe,
+            _ => Safety::Bounded(1 + rng.below(16)),
+        };
+        // Mostly loopback-like delays (a small fraction of a tick); one seed in four has a
+        // slow network, with delays up to about a tick and a half.
+        let delay_min = 5 + rng.below(50);
+        let delay_spread = if rng.below(4) == 0 { 1_500 } else { 300 };
+        // A backup's lease promise is suspect_ticks − 2 ≥ 3 ticks: with the drift below, the
+        // primary's share of it is at least one tick.
+        let suspect_ticks = 5 + rng.below(8);
+        ClusterFaults {
+            nodes,
+            clients: 2 + rng.below(6) as usize,
+            safety,
+            suspect_ticks,
+            election_ticks: 10 + rng.below(20) as usize,
+            delay_min,
+            delay_max: delay_min + rng.below(delay_spread),
+            loss_ppm: rng.below(30_000),
+            duplicate_ppm: rng.below(20_000),
+            reorder_ppm: rng.below(20_000),
+            partition_per_tick_ppm: rng.below(3_000),
+            partition_ticks_max: 1 + rng.below(40),
+            crash_per_tick_ppm: rng.below(3_000),
+            restart_ticks_max: 1 + rng.below(80),
+            pause_per_tick_ppm: rng.below(3_000),
+            pause_ticks_max: 1 + rng.below(20),
+            drift_max: rng.below(100),
+            slow_node: (rng.below(3) == 0).then(|| 1 + rng.below(nodes as u64) as NodeId),
+            slow_factor: 2 + rng.below(5),
+            deadline: (20 + rng.below(200)) * MICROS_PER_TICK,
+            retry_after: (2 + rng.below(6)) * MICROS_PER_TICK,
+            batch_bytes_max: 64 + rng.below(4_096) as usize,
+            tail_records_max: if rng.below(3) == 0 {
+                8 + rng.below(64)
+            } else {
+                1 << 20
+            },
+        }
+    }
+}
+
+impl fmt::Display for ClusterFaults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} nodes, {} clients, {}, suspect {} ticks, election {} ticks; delay {}..{} µt, \
+             loss {} ppm, dup {} ppm, reorder {} ppm, partitions {} ppm/tick ≤{} ticks, crashes {} ppm/tick \
+             restart ≤{} ticks, pauses {} ppm/tick ≤{} ticks, drift ±{} µt/tick, slow {}, \
+             deadline {} µt, retry {} µt, batches ≤{} B, tail ≤{} records",
+            self.nodes,
+            self.clients,
+            self.safety,
+            self.suspect_ticks,
+            self.election_ticks,
+            self.delay_min,
+            self.delay_max,
+            self.loss_ppm,
+            self.duplicate_ppm,
+            self.reorder_ppm,
+            self.partition_per_tick_ppm,
+            self.partition_ticks_max,
+            self.crash_per_tick_ppm,
+            self.restart_ticks_max,
+            self.pause_per_tick_ppm,
+            self.pause_ticks_max,
+            self.drift_max,
+            match self.slow_node {
+                Some(node) => format!("node {node} ×{}", self.slow_factor),
+                None => "none".to_owned(),
+            },
+            self.deadline,
+            self.retry_after,
+            self.batch_bytes_max,
+            self.tail_records_max
+        )
+    }
+}
+
+impl World {
+    pub(super) fn paused(&self, node: NodeId) -> bool {
+        self.paused_until
+            .get(&node)
+            .is_some_and(|&until| until > self.now)
+    }
+
+    /// The epochs of both ends of the connection `wire` travels on.
+    pub(super) fn link(&self, from: NodeId, to: NodeId, wire: &Wire) -> (u64, u64) {
+        let replication = matches!(wire, Wire::Replication(_));
+        let epoch = |node: NodeId| {
+            if node >= CLIENT_BASE {
+                return 0;
+            }
+            let node = &self.nodes[index_of(node)];
+            if replication {
+                node.role_epoch
+            } else {
+                node.incarnation
+            }
+        };
+        (epoch(from), epoch(to))
+    }
+
+    /// Per tick of `node`, maybe start a partition, a pause or a crash.
+    pub(super) fn maybe_fault(&mut self, node: NodeId) {
+        let faults = self.faults.clone();
+        if self.rng.below(1_000_000) < faults.partition_per_tick_ppm {
+            // A partition from another node or (one time in four) from a client.
+            let other = if self.rng.below(4) == 0 {
+                CLIENT_BASE + self.rng.below(faults.clients as u64) as NodeId
+            } else {
+                let pick = self.rng.below(faults.nodes as u64 - 1) as NodeId + 1;
+                if pick >= node { pick + 1 } else { pick }
+            };
+            let until =
+                self.now + (1 + self.rng.below(faults.partition_ticks_max)) * MICROS_PER_TICK;
+            let both = self.rng.below(2) == 0;
+            self.cut_until.insert((node, other), until);
+            if both {
+                self.cut_until.insert((other, node), until);
+            }
+            self.note(format!(
+                "partition {node}{}{other}",
+                if both { "|" } else { "->|" }
+            ));
+        }
+        if self.rng.below(1_000_000) < faults.pause_per_tick_ppm {
+            let until = self.now + (1 + self.rng.below(faults.pause_ticks_max)) * MICROS_PER_TICK;
+            self.paused_until.insert(node, until);
+            self.note(format!("pause {node}"));
+        }
+        if self.rng.below(1_000_000) < faults.crash_per_tick_ppm && self.whole() {
+            if self.rng.below(2) == 0 {
+                let state = &mut self.nodes[index_of(node)];
+                state.tear_next_save = true;
+                state.disk.set_failing(true);
+                self.note(format!(
+                    "node {node} will crash in the middle of its next save"
+                ));
+            } else {
+                self.crash_and_restart(node);
+            }
+        }
+    }
+
+    /// Every node up, not frozen for a view change, and a member of the newest view, as
+    /// primary or backup: a crash now costs one node's memory, which the 2-safe rules
+    /// tolerate. (A crash of a backup that reported, while the view change that promotes it
+    /// is under way, is a second failure: the new view may hold no other copy.)
+    pub(super) fn whole(&self) -> bool {
+        let view = &self.view_latest;
+        view.spares.is_empty()
+            && view.backups.len() + 1 == self.nodes.len()
+            && self.nodes.iter().all(|node| {
+                node.core.as_ref().is_some_and(|core| {
+                    !core.is_frozen() && core.view().is_some_and(|v| v.number == view.number)
+                }) && !node.restarted
+                    && match &node.role {
+                        Role::Primary(role) => role.primary.view() == view.number,
+                        Role::Backup(role) => {
+                            role.primary == view.primary && role.receiver.view() == view.number
+                        }
+                        Role::Outside => false,
+                    }
+            })
+    }
+
+    pub(super) fn crash_and_restart(&mut self, node: NodeId) {
+        self.crash(node);
+        let restart = (1 + self.rng.below(self.faults.restart_ticks_max)) * MICROS_PER_TICK;
+        self.schedule(restart, Event::Restart { node });
+    }
+
+    pub(super) fn crash(&mut self, node: NodeId) {
+        let state = &mut self.nodes[index_of(node)];
+        state.core = None;
+        state.role = Role::Outside;
+        state.ticks_missed = 0;
+        state.tear_next_save = false;
+        state.disk.set_failing(false);
+        self.report.crashes += 1;
+        self.note(format!("crash {node}"));
+    }
+
+    /// The node starts again from its config store's saved state, with its memory gone.
+    pub(super) fn restart(&mut self, node: NodeId) -> Result<(), String> {
+        let initial = self.initial.clone();
+        let state = &mut self.nodes[index_of(node)];
+        let persisted = state
+            .disk
+            .load()
+            .map_err(|err| format!("node {node}: the saved state does not decode: {err}"))?;
+        let core = Cluster::new(state.settings.clone(), initial, persisted)
+            .map_err(|err| format!("node {node} cannot restart: {err}"))?;
+        state.core = Some(core);
+        state.incarnation += 1;
+        state.role_epoch += 1;
+        state.restarted = true;
+        // As the runtime: a node without its memory runs no role.
+        state
+            .core
+            .as_mut()
+            .expect("just started")
+            .set_serving(false);
+        self.note(format!("restart {node}"));
+        self.drive(node)
+    }
+
+    pub(super) fn send(&mut self, from: NodeId, to: NodeId, wire: Wire) {
+        let wire = self.maybe_forge(to, wire);
+        let link = self.link(from, to, &wire);
+        if self.faults_on {
+            if self
+                .cut_until
+                .get(&(from, to))
+                .is_some_and(|&until| until > self.now)
+            {
+                return;
+            }
+            if self.rng.below(1_000_000) < self.faults.loss_ppm {
+                return;
+            }
+            if self.rng.below(1_000_000) < self.faults.duplicate_ppm {
+                self.deliver_later(from, to, link, wire.clone());
+            }
+        }
+        self.deliver_later(from, to, link, wire);
+    }
+
+    pub(super) fn maybe_forge(&mut self, to: NodeId, wire: Wire) -> Wire {
+        let Wire::Replication(Message::Batch(bytes)) = &wire else {
+            return wire;
+        };
+        let every_run = match self.sabotage {
+            Some(ClusterSabotage::ForgeBatch) => false,
+            Some(ClusterSabotage::ForgeBalances) => true,
+            _ => return wire,
+        };
+        if to != 2 {
+            return wire;
+        }
+        self.batches_to_2 += 1;
+        if self.batches_to_2 != 5 {
+            return wire;
+        }
+        self.note("sabotage: a forged batch for node 2".into());
+        Wire::Replication(Message::Batch(crate::forge_batch(bytes, every_run)))
+    }
+
+    pub(super) fn deliver_later(&mut self, from: NodeId, to: NodeId, link: (u64, u64), wire: Wire) {
+        let (delay_min, delay_max) = (self.faults.delay_min, self.faults.delay_max);
+        let mut delay = delay_min + self.rng.below(delay_max - delay_min + 1);
+        let slow = self.faults.slow_node;
+        if self.faults_on && (slow == Some(from) || slow == Some(to)) {
+            delay *= self.faults.slow_factor;
+        }
+        let overtakes = self.faults_on && self.rng.below(1_000_000) < self.faults.reorder_ppm;
+        let last = self.link_last.entry((from, to)).or_insert(0);
+        if !overtakes {
+            // Behind whatever the link carries already.
+            delay = delay.max((*last + 1).saturating_sub(self.now));
+            *last = self.now + delay;
+        }
+        self.schedule(
+            delay,
+            Event::Deliver {
+                from,
+                to,
+                link,
+                wire,
+            },
+        );
+    }
+
+    pub(super) fn deliver(&mut self, from: NodeId, to: NodeId, wire: Wire) -> Result<(), String> {
+        if to >= CLIENT_BASE {
+            return self.client_receive((to - CLIENT_BASE) as usize, from, wire);
+        }
+        if self.nodes[index_of(to)].core.is_none() {
+            return Ok(());
+        }
+        self.catch_up_ticks(to);
+        match wire {
+            Wire::Cluster(message) => {
+                let core = self.core_mut(to);
+                // A malformed message is refused and counted by the runtime; here every
+                // message was encoded by a real core, so a refusal is a bug.
+                core.step(from, message)
+                    .map_err(|err| format!("node {to} refused a cluster message: {err}"))?;
+                self.drive(to)
+            }
+            Wire::Replication(message) => self.replicate(from, to, message),
+            Wire::Call { seq, args } => self.call(from, to, seq, args),
+            wire => Err(self.fail(format!("misrouted {wire:?} to node {to}"))),
+        }
+    }
+}

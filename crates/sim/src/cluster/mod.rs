@@ -1,0 +1,655 @@
+//! Deterministic simulation of a whole cluster: every node runs the real cluster core (the
+//! config store's Raft member, the failure detector, the view-change coordinator), the real
+//! role rule ([`tandem_cluster::role`]), the real replication core and the real store with its
+//! dedup table; clients retry like the stub, with the same (client id, seq). One thread, one
+//! seed.
+//!
+//! A run has two phases. In the safety phase faults are on; in the liveness phase they are
+//! healed and the cluster must converge within [`LIVENESS_TICKS`]: every node up and in the
+//! view, every backup at the primary's LSN with the same bytes, every client call ended.
+//!
+//! Fault model (every rate drawn from the seed and reported):
+//! - network: per-message delay, loss, duplication, and partitions that cut one direction or
+//!   both between two nodes (or a node and a client). A link delivers in order, as a TCP
+//!   connection does, except a message that overtakes (drawn per message): reordering within
+//!   a link is a fault too, and across links it is the rule;
+//! - clock: each node ticks at its own rate (drift) and may pause (no ticks, no processing);
+//! - slow nodes: one node's messages, in and out, may take several times longer;
+//! - crashes of any node, the primary and the config store's leader included. A crash loses
+//!   the node's memory (its records: segments are in memory) and keeps what its config store
+//!   saved (the save returns once durable, so nothing unsaved was ever acted on). A crash
+//!   happens only while every node is up and in the view: a second memory loss before the
+//!   first healed could lose a 2-safe commit by the rule's own terms (k backups hold it).
+//!
+//! A third of the seeds give the primary a short retained tail, so members that come back
+//! find it moved on and catch up by state transfer. Seeds run under every safety rule:
+//! 2-safe (all or k backups, received or applied), 1-safe and bounded.
+//!
+//! - disk: the config store's state survives a crash as last saved (a save returns once
+//!   durable, and nothing that depends on it is sent before). Half the crashes happen in the
+//!   middle of a save instead: the save tears, the disk keeps the state saved before (the file
+//!   store alternates two checksummed slots, so a torn slot is refused and the other read, as
+//!   `tandem-config`'s tests show), and nothing the torn save held back is sent.
+//!
+//! Checkers, after every step that could break them:
+//! - no acknowledged 2-safe commit is lost: when a backup takes over, and at the end, the
+//!   primary's dedup table holds every client's last acknowledged call;
+//! - never two nodes release replies as the primary of the same view;
+//! - no reply that needs the primary's lease (a 1-safe or bounded commit, a call with no
+//!   commit of its own) leaves after a backup of that view reported for a new one: the
+//!   backup's promise is what the lease stands on, and a report ends it;
+//! - replicas at the same LSN hold identical bytes (a backup of the current view against the
+//!   current primary's checksums, taken at some batch ends), and at the end every
+//!   replica equals the primary;
+//! - Debit-Credit's conservation holds on every node after every batch it applies;
+//! - exactly-once: no (client id, seq) is committed twice into one node's records;
+//! - every client call ends with a reply or a deadline error, and under a 2-safe rule a
+//!   client's replies never go back in LSN (a 1-safe rule may lose released commits).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+
+use tandem_cluster::role::{self, Held, Transition};
+use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
+use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
+use tandem_log::{BatchKind, CallId, SealedBatch, TailLimits};
+use tandem_memory::{Segment, Strategy};
+use tandem_replication::{
+    AckCount, Applier, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig,
+    PrimaryReady, Receiver, ReceiverConfig, ReceiverReady, Safety, keep_applied,
+    primary_lease_ticks,
+};
+use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig, DebitCreditDriver};
+use tandem_store::{CallError, Deduped, Driver, ProcId, Rng, Store, Workload};
+
+use crate::MICROS_PER_TICK;
+use crate::event::{EventQueue, Trace};
+
+mod checkers;
+mod clients;
+mod faults;
+mod node;
+
+pub use faults::{ClusterFaults, Mix};
+
+/// The group every node serves.
+const GROUP: u32 = 1;
+/// The group's view when the cluster is created.
+const VIEW_FIRST: u64 = 1;
+/// Small, so that a checksum and a consistency check can run after every applied batch.
+const SEGMENT_LEN: usize = 64 * 1024;
+/// Clients are addressed as nodes from here on.
+const CLIENT_BASE: NodeId = 1_000;
+/// Ticks the healed cluster has to converge in.
+pub const LIVENESS_TICKS: u64 = 3_000;
+const TRACE_LEN: usize = 100;
+/// Checksums are taken at batch ends whose LSN is a multiple of this: a divergence persists,
+/// so the checker keeps its teeth at a fraction of the cost.
+const CHECKSUM_EVERY_LSN: u64 = 64;
+/// Conservation is checked after every batch a backup applies; the workload's whole check
+/// (history, dedup table) when its applied LSN crosses a multiple of this, and on every
+/// replica at the end: a transaction that breaks it leaves it broken.
+const FULL_CHECK_EVERY_LSN: u64 = 16;
+
+/// What a run did and whether every checker held.
+#[derive(Clone, Debug)]
+pub struct ClusterReport {
+    pub seed: u64,
+    pub faults: ClusterFaults,
+    pub calls: u64,
+    pub replies: u64,
+    pub deadline_errors: u64,
+    /// Records the final primary holds past the loaded database.
+    pub commits: u64,
+    pub crashes: u64,
+    /// The last view number committed.
+    pub views: u64,
+    /// Ticks simulated, the liveness phase included.
+    pub ticks: u64,
+    /// Events handled: deliveries, ticks, client timers.
+    pub events: u64,
+    /// Calls a primary answered from its dedup table (retries of committed calls).
+    pub duplicates_answered: u64,
+    /// State transfers installed (a member the primary's retained tail no longer covered).
+    pub transfers: u64,
+    /// Crashes in the middle of a save of the config store's state (counted in `crashes`).
+    pub torn_saves: u64,
+    /// The first checker that failed, with the tick it failed at.
+    pub failure: Option<String>,
+    /// The last events before the end (or the failure), oldest first.
+    pub trace: Vec<String>,
+}
+
+/// A message on the wire.
+#[derive(Clone, Debug)]
+enum Wire {
+    Replication(Message),
+    Cluster(ClusterMessage),
+    Call {
+        seq: u64,
+        args: Vec<u8>,
+    },
+    /// The call's outcome: the LSN of its commit (or of the latest commit a rolled-back call
+    /// saw).
+    Reply {
+        seq: u64,
+        lsn: u64,
+    },
+    /// The node is not the primary; `primary` is whom it believes is.
+    NotPrimary {
+        seq: u64,
+        primary: NodeId,
+    },
+}
+
+#[derive(Debug)]
+enum Event {
+    /// `link` is the pair of link epochs the message was sent between: a restart (or, for
+    /// replication, a new role) starts new connections, and what was in flight on the old
+    /// ones never arrives (as with TCP).
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+        link: (u64, u64),
+        wire: Wire,
+    },
+    Tick {
+        node: NodeId,
+    },
+    Restart {
+        node: NodeId,
+    },
+    /// A client's next call.
+    ClientNext {
+        client: usize,
+    },
+    /// Resend a client's call `seq` (unless attempt `attempt` was answered or superseded),
+    /// to the next node if `rotate` (no answer in time), else to the node it was told of.
+    ClientRetry {
+        client: usize,
+        seq: u64,
+        attempt: u64,
+        rotate: bool,
+    },
+}
+
+/// What a primary holds for a reply until it is released.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    client: usize,
+    seq: u64,
+    committed: bool,
+    /// A retried call answered from the dedup table: the LSN it committed at first.
+    lsn_first: Option<u64>,
+    /// No backup ack fences the reply (a 1-safe or bounded commit, or no commit of its
+    /// own): the primary may release it only under its lease.
+    needs_lease: bool,
+}
+
+struct PrimaryRole {
+    primary: Primary<Pending>,
+    store: Store<DebitCredit>,
+    ready: PrimaryReady<Pending>,
+    /// Calls received and waiting for flow control.
+    inbox: VecDeque<(usize, u64, Vec<u8>)>,
+    /// The calls committed into this node's records (exactly-once).
+    calls: CallsHeld,
+}
+
+struct BackupRole {
+    primary: NodeId,
+    receiver: Receiver,
+    applier: Applier,
+    segment: Segment,
+    /// Stopped accepting its primary (frozen for a view change).
+    frozen: bool,
+    /// The batches applied, for a promotion's retained tail.
+    tail: VecDeque<SealedBatch>,
+    calls: CallsHeld,
+}
+
+enum Role {
+    Outside,
+    Primary(Box<PrimaryRole>),
+    Backup(Box<BackupRole>),
+}
+
+struct Node {
+    id: NodeId,
+    settings: ClusterSettings,
+    /// None while crashed.
+    core: Option<Cluster>,
+    disk: MemDurable,
+    role: Role,
+    /// Came back from a crash without its memory.
+    restarted: bool,
+    incarnation: u64,
+    /// Bumped with every role the node starts: its replication links are new connections.
+    role_epoch: u64,
+    /// Ticks that passed while the node was paused. A primary's data plane counts them when it
+    /// resumes, before it does anything else, as the runtime's primary replays missed ticks:
+    /// its lease is measured against the clock, and a pause does not stop the clock.
+    ticks_missed: u64,
+    /// The node crashes in the middle of its next save of the config store's state: the
+    /// save tears, and the disk keeps the state saved before (the file store's torn slot is
+    /// refused by its checksum and the other slot read).
+    tear_next_save: bool,
+}
+
+#[derive(Default)]
+struct Client {
+    driver: Option<DebitCreditDriver>,
+    seq: u64,
+    /// The call in flight: (seq, args).
+    call: Option<(u64, Vec<u8>)>,
+    attempt: u64,
+    /// When the call in flight ends in a deadline error.
+    deadline_at: u64,
+    /// The node it believes is the primary.
+    target: NodeId,
+    lsn_last: u64,
+}
+
+struct World {
+    rng: Rng,
+    faults: ClusterFaults,
+    now: u64,
+    queue: EventQueue<Event>,
+    workload: DebitCredit,
+    initial: ClusterMap,
+    lsn_loaded: u64,
+    nodes: Vec<Node>,
+    clients: Vec<Client>,
+    period: BTreeMap<NodeId, u64>,
+    paused_until: BTreeMap<NodeId, u64>,
+    cut_until: BTreeMap<(NodeId, NodeId), u64>,
+    /// The latest delivery time scheduled on each directed link: what keeps links FIFO.
+    link_last: BTreeMap<(NodeId, NodeId), u64>,
+    faults_on: bool,
+    /// The newest view any node applied.
+    view_latest: View,
+    /// The node that released replies as the primary of each view.
+    released_by: BTreeMap<u64, NodeId>,
+    /// The first backup of each view to report for a new one, and when: from then on, the
+    /// primary of that view holds no lease.
+    reported: BTreeMap<u64, (NodeId, u64)>,
+    /// When each node's next tick event fires (paused or not).
+    tick_next_at: BTreeMap<NodeId, u64>,
+    /// (backup, primary) → the time before which the backup cannot report for a new view,
+    /// by the lease it promised when it last heard that primary: its report waits until its
+    /// tick count is `lease_ticks` past the count when it heard, which its next tick raises
+    /// by one (a pause only delays that).
+    promise_end: BTreeMap<(NodeId, NodeId), u64>,
+    /// Each client's last acknowledged commit: (seq, LSN).
+    acked: BTreeMap<usize, (u64, u64)>,
+    /// The current primary's checksum at sealed batch ends (LSN → CRC32C).
+    checksums: BTreeMap<u64, u32>,
+    cluster_ready: ClusterReady,
+    sabotage: Option<ClusterSabotage>,
+    /// Batches sent to node 2 so far (for the sabotage).
+    batches_to_2: u64,
+    report: ClusterReport,
+    trace: Trace,
+}
+
+/// Damage done by the simulated world itself, to show that the checkers the planted bugs do
+/// not reach can fail too (a checker that cannot fail is a defect).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterSabotage {
+    /// The fifth batch node 2 receives has one data byte changed and its checksum recomputed:
+    /// a primary that ships wrong bytes. The checksum checker must see it.
+    ForgeBatch,
+    /// As `ForgeBatch`, with the first byte of every run of the record changed: balances
+    /// move without their counterparts. The conservation checker must see it.
+    ForgeBalances,
+    /// A deposed primary is not told: it goes on as the primary of the new view, believing
+    /// itself alone in the group (no backup to wait for). The two-primaries checker must see
+    /// it.
+    IgnoreDepose,
+}
+
+/// Runs seed `seed` for `ticks` ticks of faults, then heals and waits for convergence. A
+/// panic in the real code is a failure of the seed like any other.
+pub fn run_cluster(seed: u64, ticks: u64) -> ClusterReport {
+    run_cluster_mixed(seed, ticks, Mix::Every)
+}
+
+/// Runs like [`run_cluster`], with the seed's rates drawn from `mix`.
+pub fn run_cluster_mixed(seed: u64, ticks: u64, mix: Mix) -> ClusterReport {
+    run_cluster_sabotaged(seed, ticks, mix, None)
+}
+
+/// Runs like [`run_cluster_mixed`] with `sabotage` done along the way.
+pub fn run_cluster_sabotaged(
+    seed: u64,
+    ticks: u64,
+    mix: Mix,
+    sabotage: Option<ClusterSabotage>,
+) -> ClusterReport {
+    let mut world = World::new(seed, mix);
+    world.sabotage = sabotage;
+    let result = panic::catch_unwind(AssertUnwindSafe(|| world.simulate(ticks)));
+    let failure = match result {
+        Ok(Ok(())) => None,
+        Ok(Err(failure)) => Some(failure),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            Some(world.fail(format!("panicked: {message}")))
+        }
+    };
+    world.report.failure = failure;
+    world.report.trace = world.trace.lines();
+    world.report.views = world.view_latest.number;
+    world.report.ticks = world.now / MICROS_PER_TICK;
+    world.report.commits = world
+        .nodes
+        .iter()
+        .find_map(|node| match &node.role {
+            Role::Primary(role) if role.primary.view() == world.view_latest.number => {
+                Some(role.store.segment().lsn() - world.lsn_loaded)
+            }
+            _ => None,
+        })
+        .unwrap_or(0);
+    world.report
+}
+
+impl World {
+    fn new(seed: u64, mix: Mix) -> World {
+        let mut rng = Rng::new(seed);
+        let faults = ClusterFaults::draw(&mut rng, mix);
+        let config = DebitCreditConfig {
+            tellers_per_branch: 4,
+            accounts_per_branch: 100,
+            history_bytes: 2048,
+            overdraft_limit: Some(2_000_000),
+        };
+        let workload = DebitCredit::new(SEGMENT_LEN, &config).expect("fits");
+        let lsn_loaded = loaded(&workload).lsn();
+        let ids: Vec<NodeId> = (1..=faults.nodes as NodeId).collect();
+        let view = View {
+            number: VIEW_FIRST,
+            primary: 1,
+            backups: ids[1..].to_vec(),
+            spares: Vec::new(),
+            promotions: Vec::new(),
+        };
+        let mut initial = ClusterMap::default();
+        for &id in &ids {
+            let address = format!("sim:{id}");
+            initial.nodes.insert(id, NodeInfo { id, address });
+        }
+        initial.groups.insert(GROUP, view.clone());
+        let voters: Vec<NodeId> = ids.iter().copied().take(3).collect();
+        let nodes = ids
+            .iter()
+            .map(|&id| {
+                let settings = ClusterSettings {
+                    node: id,
+                    group: GROUP,
+                    voters: voters.clone(),
+                    safety: faults.safety,
+                    suspect_ticks: faults.suspect_ticks,
+                    lease_ticks: faults.suspect_ticks - 2,
+                    collect_ticks: 4,
+                    election_ticks: faults.election_ticks,
+                    raft_heartbeat_ticks: 2,
+                    jitter_seed: rng.next_u64(),
+                };
+                let core = Cluster::new(settings.clone(), initial.clone(), None)
+                    .expect("a fresh node starts");
+                Node {
+                    id,
+                    settings,
+                    core: Some(core),
+                    disk: MemDurable::new(),
+                    role: Role::Outside,
+                    restarted: false,
+                    incarnation: 0,
+                    role_epoch: 0,
+                    ticks_missed: 0,
+                    tear_next_save: false,
+                }
+            })
+            .collect();
+        let clients = (0..faults.clients)
+            .map(|index| Client {
+                driver: Some(workload.driver(seed ^ (0x9e37 + index as u64))),
+                target: 1,
+                ..Client::default()
+            })
+            .collect();
+        let mut period = BTreeMap::new();
+        for &id in &ids {
+            let drift = rng.below(2 * faults.drift_max + 1);
+            period.insert(id, MICROS_PER_TICK - faults.drift_max + drift);
+        }
+        let mut world = World {
+            rng,
+            now: 0,
+            queue: EventQueue::new(),
+            workload,
+            initial,
+            lsn_loaded,
+            nodes,
+            clients,
+            period,
+            paused_until: BTreeMap::new(),
+            cut_until: BTreeMap::new(),
+            link_last: BTreeMap::new(),
+            faults_on: true,
+            view_latest: view,
+            released_by: BTreeMap::new(),
+            reported: BTreeMap::new(),
+            tick_next_at: BTreeMap::new(),
+            promise_end: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            checksums: BTreeMap::new(),
+            cluster_ready: ClusterReady::default(),
+            sabotage: None,
+            batches_to_2: 0,
+            report: ClusterReport {
+                seed,
+                faults: faults.clone(),
+                calls: 0,
+                replies: 0,
+                deadline_errors: 0,
+                commits: 0,
+                crashes: 0,
+                views: 1,
+                ticks: 0,
+                events: 0,
+                duplicates_answered: 0,
+                transfers: 0,
+                torn_saves: 0,
+                failure: None,
+                trace: Vec::new(),
+            },
+            faults,
+            trace: Trace::new(TRACE_LEN),
+        };
+        for id in ids {
+            let first = world.rng.below(MICROS_PER_TICK);
+            world.schedule(first, Event::Tick { node: id });
+            world.tick_next_at.insert(id, first);
+        }
+        for client in 0..world.clients.len() {
+            let first = world.rng.below(MICROS_PER_TICK);
+            world.schedule(first, Event::ClientNext { client });
+        }
+        world
+    }
+
+    fn schedule(&mut self, after: u64, event: Event) {
+        self.queue.schedule_at(self.now + after, event);
+    }
+
+    fn note(&mut self, line: String) {
+        self.trace.note(self.now, line);
+    }
+
+    fn fail(&self, what: String) -> String {
+        format!("tick {}: {what}", self.now / MICROS_PER_TICK)
+    }
+
+    fn simulate(&mut self, ticks: u64) -> Result<(), String> {
+        let safety_end = ticks * MICROS_PER_TICK;
+        let liveness_end = safety_end + LIVENESS_TICKS * MICROS_PER_TICK;
+        while let Some((at, event)) = self.queue.pop() {
+            self.now = at;
+            if self.faults_on && self.now >= safety_end {
+                self.heal();
+            }
+            if !self.faults_on && self.converged() {
+                return self.final_checks();
+            }
+            if self.now > liveness_end {
+                return Err(self.fail(format!(
+                    "no convergence {LIVENESS_TICKS} ticks after healing: {}",
+                    self.describe()
+                )));
+            }
+            self.report.events += 1;
+            self.handle(event)?;
+        }
+        Err(self.fail("the event queue ran dry".into()))
+    }
+
+    fn heal(&mut self) {
+        self.faults_on = false;
+        self.cut_until.clear();
+        self.paused_until.clear();
+        self.note("heal: faults off".into());
+        for index in 0..self.nodes.len() {
+            if self.nodes[index].core.is_none() {
+                let node = self.nodes[index].id;
+                self.schedule(0, Event::Restart { node });
+            }
+        }
+    }
+
+    fn handle(&mut self, event: Event) -> Result<(), String> {
+        match event {
+            Event::Tick { node } => {
+                let period = self.period[&node];
+                self.schedule(period, Event::Tick { node });
+                self.tick_next_at.insert(node, self.now + period);
+                if self.nodes[index_of(node)].core.is_none() {
+                    return Ok(());
+                }
+                if self.paused(node) {
+                    self.nodes[index_of(node)].ticks_missed += 1;
+                    return Ok(());
+                }
+                if self.faults_on {
+                    self.maybe_fault(node);
+                    if self.nodes[index_of(node)].core.is_none() {
+                        return Ok(());
+                    }
+                }
+                self.tick(node)
+            }
+            Event::Deliver {
+                from,
+                to,
+                link,
+                wire,
+            } => {
+                if link != self.link(from, to, &wire) {
+                    return Ok(());
+                }
+                if to < CLIENT_BASE && self.paused(to) {
+                    // A paused node reads its socket later.
+                    let resume = self.paused_until[&to] - self.now;
+                    let wire = Event::Deliver {
+                        from,
+                        to,
+                        link,
+                        wire,
+                    };
+                    self.schedule(resume, wire);
+                    return Ok(());
+                }
+                self.deliver(from, to, wire)
+            }
+            Event::Restart { node } => {
+                if self.nodes[index_of(node)].core.is_none() {
+                    self.restart(node)?;
+                }
+                Ok(())
+            }
+            Event::ClientNext { client } => {
+                self.client_next(client);
+                Ok(())
+            }
+            Event::ClientRetry {
+                client,
+                seq,
+                attempt,
+                rotate,
+            } => {
+                self.client_retry(client, seq, attempt, rotate);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The calls in one node's records, as each client's last seq: a client has one call in
+/// flight and moves on only after its reply or deadline (a stale retry is refused by the dedup
+/// table), so within one history its seqs only go up. A seq that does not is a call applied
+/// twice (or applied out of order, as bad).
+#[derive(Clone, Debug, Default)]
+struct CallsHeld {
+    seq_last: Vec<u64>,
+}
+
+impl CallsHeld {
+    /// Records `call`; false if its client's seqs did not go up.
+    fn insert(&mut self, call: CallId) -> bool {
+        if call.client_id == 0 {
+            return true;
+        }
+        let client = (call.client_id - u64::from(CLIENT_BASE)) as usize;
+        if self.seq_last.len() <= client {
+            self.seq_last.resize(client + 1, 0);
+        }
+        let fresh = call.seq > self.seq_last[client];
+        self.seq_last[client] = self.seq_last[client].max(call.seq);
+        fresh
+    }
+}
+
+/// Whether a reply under `safety` waits for backup acks (and so needs no lease).
+fn fenced_by_acks(safety: Safety) -> bool {
+    matches!(safety, Safety::TwoSafe(_) | Safety::TwoSafeApplied(_))
+}
+
+fn index_of(node: NodeId) -> usize {
+    (node - 1) as usize
+}
+
+fn client_id(client: usize) -> u64 {
+    u64::from(CLIENT_BASE) + client as u64
+}
+
+/// A segment with the initial database: every node loads the same one.
+fn loaded(workload: &DebitCredit) -> Segment {
+    let mut segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).expect("map");
+    workload.load(&mut segment);
+    segment
+}
+
+fn receiver_config(view: &View) -> ReceiverConfig {
+    ReceiverConfig {
+        group: GROUP,
+        view: view.number,
+        primary: view.primary,
+        nack_ticks: 2,
+    }
+}

@@ -1,0 +1,657 @@
+//! One node as the runtime drives it: ticks, the cluster core's outputs, the role rule on
+//! each committed view, and the data plane (the primary's and the backup's cores and the
+//! store). Nothing here decides what a node does: the cores do.
+
+use super::*;
+
+impl World {
+    pub(super) fn core_mut(&mut self, node: NodeId) -> &mut Cluster {
+        self.nodes[index_of(node)]
+            .core
+            .as_mut()
+            .expect("the node is up")
+    }
+
+    /// Replays, into a primary's data plane, the ticks it missed while paused (the cluster
+    /// core skips them, as the runtime's supervisor does: that only delays its reports).
+    pub(super) fn catch_up_ticks(&mut self, node: NodeId) {
+        let state = &mut self.nodes[index_of(node)];
+        let missed = std::mem::take(&mut state.ticks_missed);
+        if let Role::Primary(role) = &mut state.role {
+            for _ in 0..missed {
+                role.primary.tick();
+            }
+        }
+    }
+
+    pub(super) fn tick(&mut self, node: NodeId) -> Result<(), String> {
+        self.catch_up_ticks(node);
+        self.core_mut(node).tick();
+        let index = index_of(node);
+        match &mut self.nodes[index].role {
+            Role::Primary(role) => {
+                role.primary.tick();
+                let view = role.primary.view();
+                let caught_up = role.primary.prepare_spare_promotions(view);
+                let core = self.nodes[index].core.as_mut().expect("up");
+                for spare in caught_up {
+                    core.spare_caught_up(view, spare);
+                }
+                self.drain_inbox(node)?;
+                self.collect_primary(node)?;
+            }
+            Role::Backup(role) => {
+                if !role.frozen {
+                    role.receiver.tick();
+                }
+                self.collect_backup(node)?;
+            }
+            Role::Outside => {}
+        }
+        self.drive(node)
+    }
+
+    /// Saves and sends what the node's cluster core produced, then acts on its events.
+    pub(super) fn drive(&mut self, node: NodeId) -> Result<(), String> {
+        let mut ready = std::mem::take(&mut self.cluster_ready);
+        // A crash now would cost a second node's memory: the save goes through after all.
+        if self.nodes[index_of(node)].tear_next_save && !self.whole() {
+            let state = &mut self.nodes[index_of(node)];
+            state.tear_next_save = false;
+            state.disk.set_failing(false);
+        }
+        loop {
+            let state = &mut self.nodes[index_of(node)];
+            let Some(core) = state.core.as_mut() else {
+                break;
+            };
+            let saved = core.take_ready(&mut state.disk, &mut ready);
+            if saved.is_err() && state.tear_next_save {
+                // The save tore: nothing that depended on it was sent, and the node is gone.
+                ready.clear();
+                self.note(format!("node {node}: crash in the middle of a save"));
+                self.report.torn_saves += 1;
+                self.crash_and_restart(node);
+                break;
+            }
+            saved.map_err(|err| format!("node {node}: the config store cannot save: {err}"))?;
+            if ready.is_empty() {
+                break;
+            }
+            for (to, message) in ready.messages.drain(..) {
+                self.send(node, to, Wire::Cluster(message));
+            }
+            for event in ready.events.drain(..) {
+                self.act(node, event)?;
+            }
+        }
+        ready.clear();
+        self.cluster_ready = ready;
+        Ok(())
+    }
+
+    pub(super) fn act(&mut self, node: NodeId, event: ClusterEvent) -> Result<(), String> {
+        match event {
+            ClusterEvent::Freeze { view } => {
+                let index = index_of(node);
+                if let Role::Backup(role) = &mut self.nodes[index].role {
+                    role.frozen = true;
+                    let lsn = role.receiver.lsn_received();
+                    self.note(format!("node {node}: frozen in view {view} at LSN {lsn}"));
+                    self.core_mut(node).frozen(view, lsn);
+                }
+                Ok(())
+            }
+            ClusterEvent::Suspected { peer, view } => {
+                self.note(format!("node {node}: suspects {peer} in view {view}"));
+                Ok(())
+            }
+            ClusterEvent::Reported { view } => {
+                self.note(format!("node {node}: reported for a view after {view}"));
+                self.reported.entry(view).or_insert((node, self.now));
+                Ok(())
+            }
+            ClusterEvent::RemovalWanted { view, backup } => {
+                let index = index_of(node);
+                if let Role::Primary(role) = &mut self.nodes[index].role
+                    && let Some(behind) = role.primary.prepare_removal(view, backup)
+                {
+                    self.core_mut(node).ask_removal(view, backup, behind);
+                }
+                Ok(())
+            }
+            ClusterEvent::View(view) => self.follow(node, view),
+        }
+    }
+
+    /// Brings the node's role in line with a committed view, through the runtime's rule.
+    pub(super) fn follow(&mut self, node: NodeId, view: View) -> Result<(), String> {
+        self.note(format!(
+            "node {node}: view {} primary {} backups {:?} spares {:?} truncate {:?}",
+            view.number,
+            view.primary,
+            view.backups,
+            view.spares,
+            view.truncate_lsn()
+        ));
+        if view.number > self.view_latest.number {
+            self.view_latest = view.clone();
+        }
+        let index = index_of(node);
+        // As the runtime: a primary that a view replaces is deposed, and its pending replies
+        // are answered as the core says (abandoned: "not primary").
+        let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose);
+        if let Role::Primary(role) = &mut self.nodes[index].role
+            && view.primary != node
+            && !ignore_depose
+            && !role.primary.is_deposed()
+            && role.primary.view() < view.number
+        {
+            role.primary.depose(view.number);
+            self.collect_primary(node)?;
+        }
+        let restarted = self.nodes[index].restarted;
+        let role = std::mem::replace(&mut self.nodes[index].role, Role::Outside);
+        let held = match &role {
+            Role::Primary(role) => Held::Primary {
+                lsn_committed: role.primary.lsn_committed(),
+            },
+            Role::Backup(role) => Held::Backup {
+                primary: role.primary,
+                view: role.receiver.view(),
+                lsn_received: role.receiver.lsn_received(),
+            },
+            Role::Outside => Held::Outside { restarted },
+        };
+        self.nodes[index].restarted = role::still_restarted(node, restarted, &view);
+        let transition = role::transition(node, held, &view, VIEW_FIRST);
+        let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose)
+            && view.primary != node
+            && matches!(role, Role::Primary(_));
+        if ignore_depose {
+            let Role::Primary(mut stale) = role else {
+                unreachable!("checked: a primary")
+            };
+            if !stale.primary.is_deposed() && stale.primary.view() < view.number {
+                self.note(format!(
+                    "sabotage: node {node} stays primary in view {}",
+                    view.number
+                ));
+                // It believes it is alone in the new view: it releases at commit.
+                let config = PrimaryConfig {
+                    backups: Vec::new(),
+                    spares: Vec::new(),
+                    lone: true,
+                    ..self.primary_config(&view)
+                };
+                stale.primary = Primary::resume(config, stale.primary.lsn_committed(), Vec::new());
+            }
+            self.nodes[index].role = Role::Primary(stale);
+            return self.collect_primary(node);
+        }
+        let next = match (transition, role) {
+            (Transition::StayPrimary, Role::Primary(mut role)) => {
+                role.primary
+                    .install_view(view.number, &view.backups, &view.spares);
+                Role::Primary(role)
+            }
+            (Transition::Promote { lsn }, Role::Backup(role)) => {
+                let role = *role;
+                assert_eq!(
+                    role.applier.lsn_applied(),
+                    lsn,
+                    "a backup applies what it gets"
+                );
+                // The checksums of records above the truncate LSN described a history the
+                // new view discards.
+                self.checksums.split_off(&(lsn + 1));
+                let primary = Primary::resume(
+                    self.primary_config(&view),
+                    lsn,
+                    role.tail.into_iter().collect(),
+                );
+                Role::Primary(Box::new(PrimaryRole {
+                    primary,
+                    store: Store::open(role.segment, self.workload.clone()),
+                    ready: PrimaryReady::default(),
+                    inbox: VecDeque::new(),
+                    calls: role.calls,
+                }))
+            }
+            (Transition::StartPrimary, _) => Role::Primary(Box::new(PrimaryRole {
+                primary: Primary::new(self.primary_config(&view), self.lsn_loaded),
+                store: Store::open(loaded(&self.workload), self.workload.clone()),
+                ready: PrimaryReady::default(),
+                inbox: VecDeque::new(),
+                calls: CallsHeld::default(),
+            })),
+            (Transition::StayBackup, Role::Backup(mut role)) => {
+                // A new view reopens a backup frozen in the old one (the runtime's gate).
+                role.frozen = false;
+                role.receiver.install_view(view.number);
+                Role::Backup(role)
+            }
+            (Transition::Follow { lsn }, Role::Backup(mut role)) => {
+                role.receiver = Receiver::new(receiver_config(&view), lsn);
+                role.receiver.introduce();
+                role.primary = view.primary;
+                role.frozen = false;
+                Role::Backup(role)
+            }
+            (Transition::Reload { discarded }, _) => {
+                if discarded > 0 {
+                    self.note(format!("node {node}: discards {discarded} records"));
+                }
+                let mut receiver = Receiver::new(receiver_config(&view), self.lsn_loaded);
+                receiver.introduce();
+                Role::Backup(Box::new(BackupRole {
+                    primary: view.primary,
+                    receiver,
+                    applier: Applier::new(self.lsn_loaded),
+                    segment: loaded(&self.workload),
+                    frozen: false,
+                    tail: VecDeque::new(),
+                    calls: CallsHeld::default(),
+                }))
+            }
+            (Transition::StepDown { .. } | Transition::Wait, _) => Role::Outside,
+            (transition, _) => unreachable!("{transition:?} from a role it does not apply to"),
+        };
+        let promoted = matches!(transition, Transition::Promote { .. });
+        let new_role = !matches!(
+            transition,
+            Transition::StayPrimary | Transition::StayBackup | Transition::Wait
+        );
+        if new_role {
+            self.nodes[index].role_epoch += 1;
+            // The primary accepts the new role's connection: what it knew of the old one is
+            // void, and the backup's introduction says where it stands now.
+            if let Role::Backup(_) = &next
+                && let Role::Primary(primary) = &mut self.nodes[index_of(view.primary)].role
+            {
+                primary.primary.link_reset(node);
+            }
+        }
+        let serving = !matches!(next, Role::Outside);
+        self.nodes[index].role = next;
+        let core = self.core_mut(node);
+        // As the runtime: a role that stays keeps counting the silence it was counting.
+        if serving && new_role {
+            core.role_started();
+        }
+        core.set_serving(serving);
+        if promoted {
+            self.check_acked(node)?;
+        }
+        match &self.nodes[index].role {
+            Role::Primary(_) => self.collect_primary(node),
+            Role::Backup(_) => self.collect_backup(node),
+            Role::Outside => Ok(()),
+        }
+    }
+
+    pub(super) fn primary_config(&self, view: &View) -> PrimaryConfig {
+        PrimaryConfig {
+            group: GROUP,
+            view: view.number,
+            backups: view.backups.clone(),
+            spares: view.spares.clone(),
+            safety: self.faults.safety,
+            tail: TailLimits {
+                records_max: self.faults.tail_records_max,
+                bytes_max: 256 << 20,
+            },
+            batch_bytes_max: self.faults.batch_bytes_max,
+            heartbeat_ticks: 1,
+            resend_ticks: 3,
+            kind: BatchKind::Redo,
+            flush_batches_in_flight_max: 2,
+            lone: false,
+            lease_ticks: Some(self.primary_lease_ticks()),
+        }
+    }
+
+    /// The primary's share of the backups' lease promise (`tandem_replication::lease`): a
+    /// backup notices a message at some point inside a tick, a released reply leaves at
+    /// once, and the nodes' ticks differ by their drift.
+    pub(super) fn primary_lease_ticks(&self) -> u64 {
+        let margins = LeaseMargins {
+            notice_ticks: 1,
+            send_ticks: 0,
+            period_min: *self.period.values().min().expect("nodes"),
+            period_max: *self.period.values().max().expect("nodes"),
+        };
+        let promise_ticks = self.nodes[0].settings.lease_ticks;
+        primary_lease_ticks(promise_ticks, margins).expect("the faults leave the primary a lease")
+    }
+
+    pub(super) fn replicate(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        message: Message,
+    ) -> Result<(), String> {
+        let index = index_of(to);
+        match &mut self.nodes[index].role {
+            Role::Primary(role) => {
+                role.primary.step(from, message);
+                self.core_mut(to).heard_from_backup(from);
+                // An ack may lift flow control: the executor runs what was waiting.
+                self.drain_inbox(to)?;
+                if let Role::Primary(role) = &mut self.nodes[index].role {
+                    role.primary.flush();
+                }
+                // Hearing a member changes only the core's timers: nothing for it to hand over
+                // until its next tick or message.
+                self.collect_primary(to)
+            }
+            Role::Backup(role) => {
+                // A frozen backup has closed its primary's links; a stranger's message goes
+                // to the receiver, which fences an older view's primary.
+                if role.frozen && from == role.primary {
+                    return Ok(());
+                }
+                let heard = from == role.primary;
+                role.receiver.step(from, message);
+                if heard {
+                    self.core_mut(to).heard_from_primary();
+                    let promise_ticks = self.nodes[index_of(to)].settings.lease_ticks;
+                    let end = self.tick_next_at[&to] + (promise_ticks - 1) * self.period[&to];
+                    let promise = self.promise_end.entry((to, from)).or_insert(0);
+                    *promise = (*promise).max(end);
+                }
+                self.collect_backup(to)
+            }
+            Role::Outside => Ok(()),
+        }
+    }
+
+    pub(super) fn call(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        seq: u64,
+        args: Vec<u8>,
+    ) -> Result<(), String> {
+        let client = (from - CLIENT_BASE) as usize;
+        let index = index_of(to);
+        // The sabotaged stale primary serves whatever its node's view says.
+        let stale_serves = self.sabotage == Some(ClusterSabotage::IgnoreDepose);
+        let serving = match &self.nodes[index].role {
+            Role::Primary(role) if stale_serves => !role.primary.is_deposed(),
+            Role::Primary(role) => {
+                !role.primary.is_deposed()
+                    && self.nodes[index]
+                        .core
+                        .as_ref()
+                        .and_then(|core| core.view())
+                        .is_some_and(|view| {
+                            view.number == role.primary.view() && view.primary == to
+                        })
+            }
+            _ => false,
+        };
+        if !serving {
+            let primary = self.nodes[index]
+                .core
+                .as_ref()
+                .and_then(|core| core.view())
+                .map_or(to, |view| view.primary);
+            self.send(to, from, Wire::NotPrimary { seq, primary });
+            return Ok(());
+        }
+        if let Role::Primary(role) = &mut self.nodes[index].role {
+            role.inbox.push_back((client, seq, args));
+        }
+        self.drain_inbox(to)?;
+        if let Role::Primary(role) = &mut self.nodes[index].role {
+            // The executor has run dry: ship what is open.
+            role.primary.flush();
+        }
+        self.collect_primary(to)
+    }
+
+    /// Runs the calls waiting at primary `node` while flow control allows.
+    pub(super) fn drain_inbox(&mut self, node: NodeId) -> Result<(), String> {
+        let safety = self.faults.safety;
+        let Role::Primary(role) = &mut self.nodes[index_of(node)].role else {
+            return Ok(());
+        };
+        let mut reply = Vec::new();
+        while let Some((client, seq, args)) = role.inbox.front().cloned() {
+            if !role.primary.can_commit(safety) {
+                break;
+            }
+            role.inbox.pop_front();
+            let call = CallId {
+                client_id: client_id(client),
+                seq,
+            };
+            let pending = Pending {
+                client,
+                seq,
+                committed: true,
+                lsn_first: None,
+                needs_lease: !fenced_by_acks(safety),
+            };
+            match role
+                .store
+                .call_once(call.client_id, seq, ProcId(0), &args, &mut reply)
+            {
+                Ok(Deduped::Committed(record)) => {
+                    if !role.calls.insert(call) {
+                        return Err(format!(
+                            "tick {}: node {node} committed call {call:?} twice",
+                            self.now / MICROS_PER_TICK
+                        ));
+                    }
+                    role.primary.commit(call, record, safety, pending);
+                }
+                Ok(Deduped::Read) => {
+                    return Err(format!("node {node}: the simulated clients issue no reads"));
+                }
+                Ok(Deduped::Duplicate { lsn }) => {
+                    self.report.duplicates_answered += 1;
+                    let pending = Pending {
+                        lsn_first: Some(lsn),
+                        needs_lease: !fenced_by_acks(safety),
+                        ..pending
+                    };
+                    role.primary.repeat(safety, pending);
+                }
+                Err(CallError::Proc(_)) => {
+                    let pending = Pending {
+                        committed: false,
+                        needs_lease: true,
+                        ..pending
+                    };
+                    role.primary.defer(safety, pending);
+                }
+                // The client gave up on this call and moved on: nobody waits for it.
+                Err(CallError::StaleSeq { .. }) => {}
+                Err(err) => {
+                    return Err(format!(
+                        "tick {}: node {node} cannot run a call: {err}",
+                        self.now / MICROS_PER_TICK
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn collect_primary(&mut self, node: NodeId) -> Result<(), String> {
+        let authoritative_view = self.view_latest.number;
+        let Role::Primary(role) = &mut self.nodes[index_of(node)].role else {
+            return Ok(());
+        };
+        let mut ready = std::mem::take(&mut role.ready);
+        role.primary.take_ready(&mut ready);
+        for (to, sent) in role
+            .primary
+            .transfer_named(&mut ready, role.store.segment())
+        {
+            self.trace.note(
+                self.now,
+                format!(
+                    "node {node}: transfer to {to}: {} pages, LSN {} → {}",
+                    sent.pages, sent.lsn_from, sent.lsn
+                ),
+            );
+        }
+        let tick_now = role.primary.tick_count();
+        let view = role.primary.view();
+        // The primary's bytes at the end of its last sealed batch: what a backup must hold
+        // once it has applied that batch. Only the newest view's primary writes history.
+        let segment = role.store.segment();
+        let lsn_sealed = role.primary.tail().lsn_next() - 1;
+        if view == authoritative_view
+            && lsn_sealed == segment.lsn()
+            && lsn_sealed > self.lsn_loaded
+            && lsn_sealed.is_multiple_of(CHECKSUM_EVERY_LSN)
+        {
+            self.checksums
+                .entry(lsn_sealed)
+                .or_insert_with(|| crc32c::crc32c(segment.bytes()));
+        }
+        for (to, message) in ready.messages.drain(..) {
+            self.send(node, to, Wire::Replication(message));
+        }
+        for disposition in ready.drain_replies(tick_now) {
+            let reply = match disposition {
+                Disposition::Send(reply) => reply,
+                // Replies leave as soon as they are released here: the lease they were
+                // released under still runs.
+                Disposition::Withhold(_) => unreachable!("a reply leaves as it is released"),
+                Disposition::NotPrimary(reply) => {
+                    let primary = self.nodes[index_of(node)]
+                        .core
+                        .as_ref()
+                        .and_then(|core| core.view())
+                        .map_or(node, |view| view.primary);
+                    let Pending { client, seq, .. } = reply.reply;
+                    let client = CLIENT_BASE + client as NodeId;
+                    self.send(node, client, Wire::NotPrimary { seq, primary });
+                    continue;
+                }
+            };
+            let releaser = *self.released_by.entry(view).or_insert(node);
+            if releaser != node {
+                return Err(self.fail(format!(
+                    "nodes {releaser} and {node} both released replies as primary of view {view}"
+                )));
+            }
+            let Pending {
+                client,
+                seq,
+                committed,
+                lsn_first,
+                needs_lease,
+            } = reply.reply;
+            if needs_lease && let Some((backup, end)) = self.promise_broken(node, view) {
+                return Err(self.fail(format!(
+                    "node {node} released a reply to client {client} (call {seq}) that \
+                     needed its lease as primary of view {view} at {} µt, after backup \
+                     {backup}'s promise ran out at {end} µt: the lease outlived the promise",
+                    self.now
+                )));
+            }
+            if needs_lease && let Some(&(reporter, at)) = self.reported.get(&view) {
+                let at = at / MICROS_PER_TICK;
+                return Err(self.fail(format!(
+                    "node {node} released a reply to client {client} (call {seq}) \
+                     that needed its lease as primary of view {view}, but node {reporter} \
+                     reported for a new view at tick {at}: the lease had run out"
+                )));
+            }
+            let lsn = lsn_first.unwrap_or(reply.lsn);
+            if committed && fenced_by_acks(self.faults.safety) {
+                let acked = self.acked.entry(client).or_insert((0, 0));
+                if seq > acked.0 {
+                    *acked = (seq, lsn);
+                }
+            }
+            self.send(
+                node,
+                CLIENT_BASE + client as NodeId,
+                Wire::Reply { seq, lsn },
+            );
+        }
+        // The buffers go back for the next collection (capacity kept).
+        ready.clear();
+        if let Role::Primary(role) = &mut self.nodes[index_of(node)].role {
+            role.ready = ready;
+        }
+        Ok(())
+    }
+
+    pub(super) fn collect_backup(&mut self, node: NodeId) -> Result<(), String> {
+        let Role::Backup(role) = &mut self.nodes[index_of(node)].role else {
+            return Ok(());
+        };
+        let mut ready = ReceiverReady::default();
+        role.receiver.take_ready(&mut ready);
+        let mut applied_any = false;
+        let lsn_before = role.applier.lsn_applied();
+        if let Some(image) = ready.to_install.take() {
+            let lsn = role
+                .applier
+                .install(&mut role.segment, &image)
+                .map_err(|err| format!("node {node} cannot install a transfer: {err}"))?;
+            role.receiver.applied(lsn);
+            // The kept batches end below the image. The calls inside it are not seen here;
+            // those after it come later in the history, so their seqs still only go up.
+            role.tail.clear();
+            applied_any = true;
+            self.report.transfers += 1;
+        }
+        for apply in ready.to_apply.drain(..) {
+            let lsn = role
+                .applier
+                .apply(&mut role.segment, &apply)
+                .map_err(|err| format!("node {node} cannot apply a batch: {err}"))?;
+            role.receiver.applied(lsn);
+            for &call in role.applier.calls_applied() {
+                if !role.calls.insert(call) {
+                    return Err(format!(
+                        "tick {}: node {node} applied call {call:?} twice",
+                        self.now / MICROS_PER_TICK
+                    ));
+                }
+            }
+            keep_applied(&mut role.tail, apply.batch);
+            applied_any = true;
+        }
+        // The receiver acked receipt; a backup that applies at once acks receipt and
+        // application in one message, as the runtime's applier does.
+        if applied_any {
+            ready
+                .messages
+                .retain(|(_, message)| !matches!(message, Message::Ack { .. }));
+        }
+        if applied_any && !role.frozen {
+            let lsn = role.applier.lsn_applied();
+            ready.messages.push((
+                role.primary,
+                Message::Ack {
+                    view: role.receiver.view(),
+                    lsn_received: lsn,
+                    lsn_applied: lsn,
+                    tick_echoed: role.receiver.tick_echoed(),
+                },
+            ));
+        }
+        let frozen = role.frozen;
+        let primary = role.primary;
+        for (to, message) in ready.messages.drain(..) {
+            if frozen && to == primary {
+                continue;
+            }
+            self.send(node, to, Wire::Replication(message));
+        }
+        if applied_any {
+            self.check_backup(node, lsn_before)?;
+        }
+        Ok(())
+    }
+}
