@@ -25,8 +25,9 @@
 //! the removal ([`ClusterEvent::RemovalWanted`]): the replication core names the backups that
 //! lack a released record and holds back replies the remaining backups could not keep; then
 //! [`Cluster::ask_removal`] sends `Suspect` and the coordinator removes the backup
-//! ([`crate::rule::remove_backup`]) so commits that need every ack go on. A node outside the view asks to `Join`: it becomes a spare, and once the primary reports
-//! it caught up, a backup.
+//! ([`crate::rule::remove_backup`]) so commits that need every ack go on. A node outside the
+//! view asks to `Join`: it becomes a spare, and once the primary reports it caught up, a
+//! backup.
 //!
 //! The Raft leader is kept off the group's primary (leadership is handed to a backup), so that
 //! the failure of the primary never waits for a Raft election before its view change.
