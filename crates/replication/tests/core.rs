@@ -1288,27 +1288,17 @@ fn replies_leave_withheld_or_refused_as_drain_replies_says() {
     let mut ready = PrimaryReady::default();
     primary.take_ready(&mut ready);
     ready.clear();
+    let introduction = |tick_echoed| Message::Ack {
+        view: 1,
+        lsn_received: 0,
+        lsn_applied: 0,
+        tick_echoed,
+    };
     // The backup introduces itself and echoes the greeting: the lease runs to tick 1 + 2.
-    primary.step(
-        2,
-        Message::Ack {
-            view: 1,
-            lsn_received: 0,
-            lsn_applied: 0,
-            tick_echoed: 0,
-        },
-    );
+    primary.step(2, introduction(0));
     primary.take_ready(&mut ready);
     ready.clear();
-    primary.step(
-        2,
-        Message::Ack {
-            view: 1,
-            lsn_received: 0,
-            lsn_applied: 0,
-            tick_echoed: primary.tick_count(),
-        },
-    );
+    primary.step(2, introduction(primary.tick_count()));
     assert!(primary.lease_holds());
     primary.defer(Safety::OneSafe, 7);
     primary.take_ready(&mut ready);

@@ -11,16 +11,16 @@ const TICKS: u64 = 400;
 /// The CI budget: a thousand seeds, about a minute in a debug build.
 const SEEDS: u64 = 1_000;
 
-#[test]
-fn a_budget_of_seeds_passes_every_checker() {
+/// Runs seeds `0..seeds` of `mix`, failing on the first that fails a checker; returns the
+/// calls made and the views reached over all of them.
+fn run_budget(mix: Mix, seeds: u64) -> (u64, u64) {
     bugs::plant(None);
-    let mut calls = 0;
-    let mut views = 0;
-    for seed in 0..SEEDS {
-        let report = run_cluster(seed, TICKS);
+    let (mut calls, mut views) = (0, 0);
+    for seed in 0..seeds {
+        let report = run_cluster_mixed(seed, TICKS, mix);
         assert!(
             report.failure.is_none(),
-            "seed {seed} ({}) failed: {}\n{}",
+            "{mix:?} seed {seed} ({}) failed: {}\n{}",
             report.faults,
             report.failure.unwrap_or_default(),
             report.trace.join("\n")
@@ -28,6 +28,12 @@ fn a_budget_of_seeds_passes_every_checker() {
         calls += report.calls;
         views += report.views;
     }
+    (calls, views)
+}
+
+#[test]
+fn a_budget_of_seeds_passes_every_checker() {
+    let (calls, views) = run_budget(Mix::Every, SEEDS);
     // The budget exercises what it claims: many calls, and failovers in most seeds.
     assert!(calls > 1_000_000, "the clients made only {calls} calls");
     assert!(views > 3 * SEEDS, "only {views} views over {SEEDS} seeds");
@@ -91,19 +97,7 @@ const SEEDS_K_OF_N: u64 = 500;
 
 #[test]
 fn a_budget_of_k_of_n_seeds_passes_every_checker() {
-    bugs::plant(None);
-    let mut views = 0;
-    for seed in 0..SEEDS_K_OF_N {
-        let report = run_cluster_mixed(seed, TICKS, Mix::KOfN);
-        assert!(
-            report.failure.is_none(),
-            "k-of-n seed {seed} ({}) failed: {}\n{}",
-            report.faults,
-            report.failure.unwrap_or_default(),
-            report.trace.join("\n")
-        );
-        views += report.views;
-    }
+    let (_, views) = run_budget(Mix::KOfN, SEEDS_K_OF_N);
     assert!(
         views > 5 * SEEDS_K_OF_N,
         "only {views} views over {SEEDS_K_OF_N} seeds"
