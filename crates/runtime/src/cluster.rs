@@ -38,10 +38,11 @@ use crate::backup::{self, BackupHandle, Gate};
 use crate::config::{NodeConfig, Role};
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
-use crate::primary::{self, Inbound, Observed, PrimaryHandle, RoleView};
+use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
 use crate::workload::ServedWorkload;
 use crate::{Checksum, NodeStatus};
 use serde::Serialize;
+use tandem_node::Observed;
 
 /// Prints a line to the node's log, stamped with the wall clock in seconds since the Unix
 /// epoch (microseconds), so that the logs of several nodes line up in a failover.

@@ -19,13 +19,13 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use prometheus_client::metrics::gauge::Gauge;
-use tandem_log::{BatchKind, CallId, TailLimits, encode_passive};
+use tandem_log::{BatchKind, TailLimits};
 use tandem_memory::ClassBytes;
+use tandem_node::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};
 use tandem_replication::{
-    Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, PrimaryReady,
-    Safety,
+    Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, Safety,
 };
-use tandem_store::{CallError, Deduped, Driver, ProcId, Store};
+use tandem_store::{CallError, Driver, ProcId, Store};
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, Role, Welcome, encode_error,
     encode_hello, encode_peer, encode_reply, encode_welcome,
@@ -103,46 +103,13 @@ pub enum Inbound {
     Control(Control),
 }
 
-/// What the executor tells the node about its backups (the failure detector's input).
-#[derive(Debug)]
-pub enum Observed {
-    /// A backup or spare acknowledged something.
-    Heard(NodeId),
-    /// A spare of view `view` holds everything the slowest backup holds, and replies it
-    /// lacks are held back: it may become a backup.
-    SpareCaughtUp { view: u64, node: NodeId },
-    /// The removal of `backup` from `view` is prepared: `behind` lack a released record.
-    RemovalPrepared {
-        view: u64,
-        backup: NodeId,
-        behind: Vec<NodeId>,
-    },
-}
-
-/// Where a released reply goes, and when its call started.
-#[derive(Debug)]
+/// Where a released answer goes, and when its call started.
+#[derive(Debug, Clone, Copy)]
 pub enum ReplyTo {
-    Local {
-        started: Instant,
-    },
-    Remote {
-        conn: ConnId,
-        seq: u64,
-        status: ReplyStatus,
-        body: Vec<u8>,
-        started: Instant,
-        /// The LSN of the earlier commit a duplicate's stored reply repeats; the reply
-        /// carries it instead of the LSN it was released behind.
-        lsn_repeated: Option<u64>,
-    },
-    /// A call refused before it ran (unknown procedure, a rule the group cannot meet). Its
-    /// Error frame waits behind the replies of earlier calls, so a client that pipelines sees
-    /// answers in call order.
-    Refused {
-        conn: ConnId,
-        code: ErrorCode,
-        message: String,
-    },
+    /// A call of the in-process load.
+    Local { started: Instant },
+    /// A client connection's call.
+    Remote { conn: ConnId, started: Instant },
 }
 
 /// How often at most the executor tells the node it heard a backup.
@@ -405,9 +372,11 @@ where
     });
     let mut executor = Executor {
         node_id: config.node_id,
-        store: Store::open(segment, workload),
-        primary: Primary::resume(primary_config, lsn_start, batches),
-        ready: PrimaryReady::default(),
+        role: PrimaryRole::new(
+            Store::open(segment, workload),
+            Primary::resume(primary_config, lsn_start, batches),
+        ),
+        ready: RoleReady::default(),
         links,
         link_factory,
         observed,
@@ -416,10 +385,8 @@ where
         queue: VecDeque::new(),
         local,
         metrics,
-        passive,
         tick: Duration::from_micros(tuning.tick_us),
         tick_origin: Instant::now(),
-        reply: Vec::new(),
         replies_local: Vec::new(),
         shipped: ClassBytes::default(),
         wire_bytes: 0,
@@ -502,9 +469,9 @@ impl ConnOut {
 
 struct Executor<W: ServedWorkload> {
     node_id: NodeId,
-    store: Store<W>,
-    primary: Primary<ReplyTo>,
-    ready: PrimaryReady<ReplyTo>,
+    /// The primary role's decisions: the store, the replication core, each call's outcome.
+    role: PrimaryRole<W, ReplyTo>,
+    ready: RoleReady<ReplyTo>,
     links: BTreeMap<NodeId, Sender<Message>>,
     link_factory: LinkFactory,
     /// Where the node hears about backups (cluster mode), if anywhere.
@@ -516,11 +483,9 @@ struct Executor<W: ServedWorkload> {
     queue: VecDeque<(CallBatch, usize)>,
     local: Option<LocalDriver<W>>,
     metrics: Arc<Metrics>,
-    passive: bool,
     tick: Duration,
     /// When the core's tick 1 began: the clock's tick at any instant counts from here.
     tick_origin: Instant,
-    reply: Vec<u8>,
     /// Latencies of local replies released in this turn, in nanoseconds.
     replies_local: Vec<u64>,
     /// Payload bytes of every record shipped, by class (an active record's are data and
@@ -586,14 +551,9 @@ where
             // 1. Ticks, every one missed replayed: the lease is measured in them, so the
             // primary's tick must be current before an ack can release a reply.
             let now = Instant::now();
-            let mut ticked = false;
             while now >= next_tick {
-                self.primary.tick();
+                self.role.tick();
                 next_tick += self.tick;
-                ticked = true;
-            }
-            if ticked {
-                self.observe_spares();
             }
             // 2. Everything that arrived.
             loop {
@@ -611,10 +571,10 @@ where
             // 4. Nothing more to run right now: ship what is open.
             let idle = self.queue.is_empty() && !self.local_can_issue();
             if idle || ran == 0 {
-                self.primary.flush();
+                self.role.flush();
             }
             self.dispatch();
-            if self.primary.is_deposed() {
+            if self.role.primary().is_deposed() {
                 self.refuse_queued();
                 return;
             }
@@ -644,23 +604,8 @@ where
     fn handle(&mut self, event: Inbound) {
         match event {
             Inbound::Calls(batch) => self.queue.push_back((batch, 0)),
-            Inbound::Peer { from, message } => {
-                // The node's failure detector needs a sign of life per tick, not every ack:
-                // one message per backup per OBSERVE_INTERVAL keeps its threads quiet.
-                if let Some(observed) = &self.observed {
-                    let now = Instant::now();
-                    let due = self
-                        .observed_sent
-                        .get(&from)
-                        .is_none_or(|&sent| now.duration_since(sent) >= OBSERVE_INTERVAL);
-                    if due {
-                        self.observed_sent.insert(from, now);
-                        let _ = observed.send(Observed::Heard(from));
-                    }
-                }
-                self.primary.step(from, message);
-            }
-            Inbound::LinkUp { node } => self.primary.link_reset(node),
+            Inbound::Peer { from, message } => self.role.step(from, message),
+            Inbound::LinkUp { node } => self.role.link_reset(node),
             Inbound::ConnOpened {
                 conn,
                 out,
@@ -682,14 +627,10 @@ where
                 let _ = reply.send(self.status());
             }
             Inbound::Control(Control::Checksum(reply)) => {
-                let segment = self.store.segment();
+                let store = self.role.store();
+                let segment = store.segment();
                 let mut checksum = Checksum::of(segment.bytes(), segment.lsn());
-                checksum.check = self
-                    .store
-                    .workload()
-                    .check(segment)
-                    .err()
-                    .map(|e| e.to_string());
+                checksum.check = store.workload().check(segment).err().map(|e| e.to_string());
                 let _ = reply.send(checksum);
             }
             Inbound::View {
@@ -698,8 +639,7 @@ where
                 spares,
                 addresses,
             } => {
-                if view > self.primary.view() && !self.primary.is_deposed() {
-                    self.primary.install_view(view, &backups, &spares);
+                if self.role.install_view(view, &backups, &spares) {
                     self.view_shared.store(view, Ordering::Release);
                     let members: Vec<NodeId> = backups.iter().chain(&spares).copied().collect();
                     // A link whose member left ends when its sender is dropped.
@@ -717,43 +657,29 @@ where
                     self.refresh_gauges();
                 }
             }
-            Inbound::Depose { view } => {
-                if view > self.primary.view() {
-                    self.primary.depose(view);
-                }
-            }
-            Inbound::PrepareRemoval { view, backup } => {
-                if let Some(behind) = self.primary.prepare_removal(view, backup)
-                    && let Some(observed) = &self.observed
-                {
-                    let prepared = Observed::RemovalPrepared {
-                        view,
-                        backup,
-                        behind,
-                    };
-                    // The supervisor outlives its roles; if it is gone, so is the node.
-                    let _ = observed.send(prepared);
-                }
-            }
+            Inbound::Depose { view } => self.role.depose(view),
+            Inbound::PrepareRemoval { view, backup } => self.role.prepare_removal(view, backup),
             Inbound::Control(Control::Stop) => unreachable!("handled by the loop"),
         }
     }
 
     fn status(&self) -> NodeStatus {
+        let primary = self.role.primary();
+        let lsn = self.role.store().segment().lsn();
         NodeStatus {
             node_id: self.node_id,
             role: "primary",
-            view: self.primary.view(),
-            lsn: self.store.segment().lsn(),
-            lsn_applied: self.store.segment().lsn(),
-            pending_replies: self.primary.pending_replies() as u64,
+            view: primary.view(),
+            lsn,
+            lsn_applied: lsn,
+            pending_replies: primary.pending_replies() as u64,
             commits: self.commits,
             shipped_data_bytes: self.shipped.data,
             shipped_undo_bytes: self.shipped.undo,
             shipped_meta_bytes: self.shipped.meta,
             shipped_wire_bytes: self.wire_bytes,
             check: None,
-            backups: self.primary.backup_progress().collect(),
+            backups: primary.backup_progress().collect(),
         }
     }
 
@@ -777,17 +703,33 @@ where
             let mut stalled = false;
             while next < batch.calls.len() && !turn_over(ran) {
                 let slot = &batch.calls[next];
-                let safety = self.primary.effective_safety(slot.safety);
-                if let Err(err) = safety.validate(self.primary.config().backups.len()) {
-                    let message = format!("call {}: {err}", slot.seq);
-                    self.send_error(batch.conn, ErrorCode::BadArgs, &message);
-                } else if !self.primary.can_commit(safety) {
-                    self.metrics.flow_control_stalls.inc();
-                    stalled = true;
-                    break;
-                } else {
-                    let args = &batch.bytes[slot.args.clone()];
-                    self.run_remote(batch.conn, batch.client_id, slot, safety, args);
+                let call = Call {
+                    client_id: batch.client_id,
+                    seq: slot.seq,
+                    proc_id: ProcId(slot.proc_id),
+                    args: &batch.bytes[slot.args.clone()],
+                    read_only: slot.read_only,
+                    safety: slot.safety,
+                };
+                let to = ReplyTo::Remote {
+                    conn: batch.conn,
+                    started: Instant::now(),
+                };
+                match self.role.run_call(&call, to) {
+                    Ran::Stalled => {
+                        self.metrics.flow_control_stalls.inc();
+                        stalled = true;
+                        break;
+                    }
+                    Ran::Committed { shipped, .. } => {
+                        self.commits += 1;
+                        self.shipped += shipped;
+                    }
+                    Ran::Duplicate { .. } => {
+                        self.metrics.duplicates_answered.inc();
+                    }
+                    Ran::RolledBack => self.rollbacks += 1,
+                    Ran::Read | Ran::Refused(_) => {}
                 }
                 next += 1;
                 ran += 1;
@@ -800,8 +742,8 @@ where
             }
         }
         while !turn_over(ran) && self.local_can_issue() {
-            let safety = self.primary.effective_safety(None);
-            if !self.primary.can_commit(safety) {
+            let safety = self.role.primary().effective_safety(None);
+            if !self.role.can_commit(safety) {
                 self.metrics.flow_control_stalls.inc();
                 break;
             }
@@ -809,85 +751,6 @@ where
             ran += 1;
         }
         ran
-    }
-
-    /// Runs a client's call exactly once: a (client id, seq) the dedup table already holds is
-    /// answered with the reply stored when it committed, at that commit's LSN, and runs nothing.
-    fn run_remote(
-        &mut self,
-        conn: ConnId,
-        client_id: u64,
-        slot: &CallSlot,
-        safety: Safety,
-        args: &[u8],
-    ) {
-        let started = Instant::now();
-        if slot.read_only && !self.store.registry().is_read(ProcId(slot.proc_id)) {
-            let message = format!(
-                "procedure {} writes: a Read frame runs only read-only procedures; send a Call",
-                slot.proc_id
-            );
-            self.send_error(conn, ErrorCode::BadArgs, &message);
-            return;
-        }
-        let outcome = self.store.call_once(
-            client_id,
-            slot.seq,
-            ProcId(slot.proc_id),
-            args,
-            &mut self.reply,
-        );
-        let call = CallId {
-            client_id,
-            seq: slot.seq,
-        };
-        let answered = |body, lsn_repeated| ReplyTo::Remote {
-            conn,
-            seq: slot.seq,
-            status: ReplyStatus::Committed,
-            body,
-            started,
-            lsn_repeated,
-        };
-        match outcome {
-            Ok(Deduped::Committed(_)) => {
-                let reply = answered(std::mem::take(&mut self.reply), None);
-                self.commit_last(call, safety, reply);
-            }
-            Ok(Deduped::Duplicate { lsn }) => {
-                // The call committed before (a retry after a timeout or a failover). Its reply
-                // waits behind the latest commit under the call's rule, which then also holds
-                // for the earlier LSN the reply carries.
-                self.metrics.duplicates_answered.inc();
-                let reply = answered(std::mem::take(&mut self.reply), Some(lsn));
-                self.primary.repeat(safety, reply);
-            }
-            Ok(Deduped::Read) => {
-                // A read-only call: it read the latest commit, so its reply waits behind it,
-                // and leaves only under the lease.
-                let reply = answered(std::mem::take(&mut self.reply), None);
-                self.primary.defer(safety, reply);
-            }
-            Err(CallError::Proc(err)) => {
-                self.rollbacks += 1;
-                let reply = ReplyTo::Remote {
-                    conn,
-                    seq: slot.seq,
-                    status: ReplyStatus::RolledBack,
-                    body: err.to_string().into_bytes(),
-                    started,
-                    lsn_repeated: None,
-                };
-                self.primary.defer(safety, reply);
-            }
-            Err(err @ CallError::UnknownProcedure(_)) => {
-                self.send_error(conn, ErrorCode::UnknownProcedure, &err.to_string());
-            }
-            Err(err @ (CallError::StaleSeq { .. } | CallError::DedupFull { .. })) => {
-                self.send_error(conn, ErrorCode::BadArgs, &err.to_string());
-            }
-            Err(err) => self.send_error(conn, ErrorCode::Internal, &err.to_string()),
-        }
     }
 
     fn run_local(&mut self, safety: Safety) {
@@ -906,85 +769,40 @@ where
         std::mem::swap(&mut local.args, &mut local.args_next);
         // Work one call ahead: the next call's records start loading while this one runs.
         let id_next = local.driver.next_call(&mut local.args_next);
-        self.store.prefetch(id_next, &local.args_next);
+        self.role.store().prefetch(id_next, &local.args_next);
         local.id_next = Some(id_next);
         local.load.outstanding.fetch_add(1, Ordering::Relaxed);
-        let outcome = self.store.call(id, &local.args, &mut self.reply);
-        let local = self.local.as_mut().expect("local load");
-        let args = &local.args;
+        let outcome = self
+            .role
+            .run_local(id, &local.args, safety, ReplyTo::Local { started });
         match outcome {
-            Ok(_) => {
-                local.driver.observe(id, args, Ok(()));
-                self.commit_last(CallId::default(), safety, ReplyTo::Local { started });
+            Ok(shipped) => {
+                local.driver.observe(id, &local.args, Ok(()));
+                self.commits += 1;
+                self.shipped += shipped;
             }
             Err(CallError::Proc(err)) => {
-                local.driver.observe(id, args, Err(&err));
+                local.driver.observe(id, &local.args, Err(&err));
                 self.rollbacks += 1;
-                self.primary.defer(safety, ReplyTo::Local { started });
             }
-            Err(err) => panic!("the local driver produced a call the store cannot run: {err}"),
+            Err(err) => unreachable!("the core panics on {err}"),
         }
     }
 
-    /// Hands the store's last commit to the replication core.
-    fn commit_last(&mut self, call: CallId, safety: Safety, reply: ReplyTo) {
-        self.commits += 1;
-        let segment = self.store.segment();
-        if self.passive {
-            let trace = segment.passive_trace();
-            let lsn = trace.lsn();
-            let mut classes = ClassBytes::default();
-            self.primary.commit_encoded(lsn, safety, reply, |out| {
-                classes = encode_passive(trace, out);
-            });
-            self.shipped += classes;
-        } else {
-            let record = segment.last_redo();
-            let size = self.primary.commit(call, record, safety, reply);
-            self.shipped.data += size.data as u64;
-            self.shipped.meta += size.meta as u64;
-        }
-    }
-
-    /// Refuses a call, in call order (see `ReplyTo::Refused`).
-    fn send_error(&mut self, conn: ConnId, code: ErrorCode, message: &str) {
-        if self.primary.is_deposed() {
-            if let Some(out) = self.conns.get_mut(&conn) {
-                encode_error(&mut out.buf, code, message);
-                out.answered();
-            }
-            return;
-        }
-        let refused = ReplyTo::Refused {
-            conn,
-            code,
-            message: message.to_owned(),
-        };
-        self.primary.defer(Safety::OneSafe, refused);
-    }
-
-    /// Sends the state transfers the core asked for, from the segment as it stands (at the
-    /// last commit: this thread runs the calls, so none is half done). The pages are copied
-    /// into the messages while the executor waits: a transfer costs a pause proportional to
-    /// the pages changed since the member's LSN.
-    fn start_transfers(&mut self) {
-        let sent = self
-            .primary
-            .transfer_named(&mut self.ready, self.store.segment());
-        for (node, sent) in sent {
+    /// Acts on the core's outputs: messages to the links, replies to their clients.
+    fn dispatch(&mut self) {
+        self.role.take_ready(&mut self.ready);
+        // A transfer's pages were copied into its messages while the executor waited: it
+        // costs a pause proportional to the pages changed since the member's LSN.
+        for (node, sent) in self.ready.transfers_sent.drain(..) {
             eprintln!(
                 "node {}: state transfer to node {node}: {} pages changed after LSN {}, as of \
                  LSN {}",
                 self.node_id, sent.pages, sent.lsn_from, sent.lsn
             );
         }
-    }
-
-    /// Acts on the core's outputs: messages to the links, replies to their clients.
-    fn dispatch(&mut self) {
-        self.primary.take_ready(&mut self.ready);
-        self.start_transfers();
-        for (to, message) in self.ready.messages.drain(..) {
+        self.pass_observed();
+        for (to, message) in self.ready.replication.messages.drain(..) {
             if let Message::Batch(bytes) = &message {
                 self.metrics.batches_shipped.inc();
                 self.metrics.bytes_shipped.inc_by(bytes.len() as u64);
@@ -999,7 +817,7 @@ where
         // much as a tenth of a Debit-Credit call.
         self.metrics
             .replies_released
-            .inc_by(self.ready.replies.len() as u64);
+            .inc_by(self.ready.replication.replies.len() as u64);
         self.metrics
             .commits
             .inc_by(self.commits - self.commits_reported);
@@ -1017,51 +835,49 @@ where
         let mut withheld = 0;
         for disposition in self.ready.drain_replies(tick_now) {
             match disposition {
-                Disposition::Send(reply) => match reply.reply {
-                    ReplyTo::Local { started } => {
-                        self.replies_local
-                            .push(now.duration_since(started).as_nanos() as u64);
-                    }
-                    ReplyTo::Remote {
-                        conn,
-                        seq,
-                        status,
-                        body,
-                        started,
-                        lsn_repeated,
-                    } => {
-                        let latency = now.duration_since(started);
-                        self.metrics
-                            .ack_latency_seconds
-                            .observe(latency.as_secs_f64());
-                        if let Some(out) = self.conns.get_mut(&conn) {
+                Disposition::Send(reply) => {
+                    let Answer { to, seq, kind } = reply.reply;
+                    let (conn, started) = match to {
+                        ReplyTo::Local { started } => {
+                            self.replies_local
+                                .push(now.duration_since(started).as_nanos() as u64);
+                            continue;
+                        }
+                        ReplyTo::Remote { conn, started } => (conn, started),
+                    };
+                    let Some(out) = self.conns.get_mut(&conn) else {
+                        continue;
+                    };
+                    match kind {
+                        AnswerKind::Committed { body, lsn_repeated } => {
                             let lsn = lsn_repeated.unwrap_or(reply.lsn);
-                            encode_reply(&mut out.buf, seq, lsn, status, &body);
+                            encode_reply(&mut out.buf, seq, lsn, ReplyStatus::Committed, &body);
+                        }
+                        AnswerKind::RolledBack { message } => {
+                            let status = ReplyStatus::RolledBack;
+                            encode_reply(&mut out.buf, seq, reply.lsn, status, message.as_bytes());
+                        }
+                        AnswerKind::Refused { refusal, message } => {
+                            encode_error(&mut out.buf, error_code(refusal), &message);
                             out.answered();
+                            continue;
                         }
                     }
-                    ReplyTo::Refused {
-                        conn,
-                        code,
-                        message,
-                    } => {
-                        if let Some(out) = self.conns.get_mut(&conn) {
-                            encode_error(&mut out.buf, code, &message);
-                            out.answered();
-                        }
-                    }
-                },
+                    out.answered();
+                    self.metrics
+                        .ack_latency_seconds
+                        .observe(now.duration_since(started).as_secs_f64());
+                }
                 Disposition::Withhold(reply) => {
                     withheld += 1;
-                    if let ReplyTo::Remote { conn, .. } | ReplyTo::Refused { conn, .. } =
-                        reply.reply
+                    if let ReplyTo::Remote { conn, .. } = reply.reply.to
                         && let Some(out) = self.conns.get_mut(&conn)
                     {
                         out.answered();
                     }
                 }
                 Disposition::NotPrimary(reply) => {
-                    if let ReplyTo::Remote { conn, .. } = reply.reply
+                    if let ReplyTo::Remote { conn, .. } = reply.reply.to
                         && let Some(out) = self.conns.get_mut(&conn)
                     {
                         encode_error(
@@ -1075,7 +891,7 @@ where
             }
         }
         self.metrics.replies_withheld.inc_by(withheld);
-        for fault in self.ready.faults.drain(..) {
+        for fault in self.ready.replication.faults.drain(..) {
             if let PrimaryFault::TailMissed { from, .. } = fault {
                 eprintln!(
                     "node {}: passive backup {from} needs records that left the retained tail; \
@@ -1104,11 +920,11 @@ where
             local.load.outstanding.fetch_sub(count, Ordering::Relaxed);
             self.replies_local.clear();
         }
-        let lsn = self.primary.lsn_committed();
+        let lsn = self.role.primary().lsn_committed();
         self.lsn_committed.store(lsn, Ordering::Release);
         self.metrics.lsn_committed.set(lsn as i64);
         let gauges = self.backup_gauges.iter();
-        for ((_, received, applied), gauges) in self.primary.backup_progress().zip(gauges) {
+        for ((_, received, applied), gauges) in self.role.primary().backup_progress().zip(gauges) {
             gauges.lsn_received.set(received as i64);
             gauges.lsn_applied.set(applied as i64);
             gauges.lag_records.set(lsn.saturating_sub(applied) as i64);
@@ -1140,32 +956,47 @@ where
     /// Looks up the gauges of the view's backups and spares, in `backup_progress` order.
     fn refresh_gauges(&mut self) {
         self.backup_gauges = self
-            .primary
+            .role
+            .primary()
             .backup_progress()
             .map(|(node, _, _)| BackupGauges::new(&self.metrics, node))
             .collect();
     }
 
-    /// Tells the node which spares have caught up with the slowest backup.
-    fn observe_spares(&mut self) {
+    /// Tells the node's supervisor what the role observed. The failure detector needs a
+    /// sign of life per tick, not every ack: one `Heard` per backup per `OBSERVE_INTERVAL`
+    /// keeps its thread quiet.
+    fn pass_observed(&mut self) {
         let Some(observed) = &self.observed else {
+            self.ready.observed.clear();
             return;
         };
-        let view = self.primary.view();
-        for node in self.primary.prepare_spare_promotions(view) {
-            let _ = observed.send(Observed::SpareCaughtUp { view, node });
+        let now = Instant::now();
+        for event in self.ready.observed.drain(..) {
+            if let Observed::Heard(node) = event {
+                let due = self
+                    .observed_sent
+                    .get(&node)
+                    .is_none_or(|&sent| now.duration_since(sent) >= OBSERVE_INTERVAL);
+                if !due {
+                    continue;
+                }
+                self.observed_sent.insert(node, now);
+            }
+            // The supervisor outlives its roles; if it is gone, so is the node.
+            let _ = observed.send(event);
         }
     }
 
     /// Checks the workload's consistency and the local driver's tallies before stopping.
     fn finish(&mut self) {
         if let Some(local) = &self.local {
-            let segment = self.store.segment();
-            let result = self
-                .store
+            let store = self.role.store();
+            let segment = store.segment();
+            let result = store
                 .workload()
                 .check(segment)
-                .and_then(|()| local.driver.check(self.store.workload(), segment))
+                .and_then(|()| local.driver.check(store.workload(), segment))
                 .map_err(|err| err.to_string());
             *local.load.check.lock().expect("not poisoned") = Some(result);
         }
@@ -1565,5 +1396,16 @@ impl Client {
             }
             net::fill(stream, buffer)?;
         }
+    }
+}
+
+/// The Error frame's code for a refused call.
+fn error_code(refusal: Refusal) -> ErrorCode {
+    match refusal {
+        Refusal::UnknownProcedure => ErrorCode::UnknownProcedure,
+        Refusal::WritesOnRead | Refusal::RuleUnmet | Refusal::StaleSeq | Refusal::DedupFull => {
+            ErrorCode::BadArgs
+        }
+        Refusal::Internal => ErrorCode::Internal,
     }
 }

@@ -14,11 +14,11 @@ impl World {
                     Role::Outside => "outside".to_owned(),
                     Role::Primary(role) => format!(
                         "primary v{} lsn {} pending {} inbox {} backups {:?}",
-                        role.primary.view(),
-                        role.primary.lsn_committed(),
-                        role.primary.pending_replies(),
+                        role.primary().view(),
+                        role.primary().lsn_committed(),
+                        role.primary().pending_replies(),
                         role.inbox.len(),
-                        role.primary.backup_progress().collect::<Vec<_>>()
+                        role.primary().backup_progress().collect::<Vec<_>>()
                     ),
                     Role::Backup(role) => format!(
                         "backup of {} v{} lsn {}{}",
@@ -58,13 +58,13 @@ impl World {
         let Role::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
             return false;
         };
-        if primary.primary.view() != view.number
-            || primary.primary.pending_replies() > 0
+        if primary.primary().view() != view.number
+            || primary.primary().pending_replies() > 0
             || !primary.inbox.is_empty()
         {
             return false;
         }
-        let lsn = primary.primary.lsn_committed();
+        let lsn = primary.primary().lsn_committed();
         view.backups.iter().all(|&id| {
             let node = &self.nodes[index_of(id)];
             node.core
@@ -80,9 +80,9 @@ impl World {
         let Role::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
             unreachable!("converged on a primary");
         };
-        let bytes = primary.store.segment().bytes().to_vec();
+        let bytes = primary.role.store().segment().bytes().to_vec();
         self.workload
-            .check(primary.store.segment())
+            .check(primary.role.store().segment())
             .map_err(|err| self.fail(format!("primary {}: {err}", view.primary)))?;
         self.check_acked(view.primary)?;
         for &id in &view.backups {
@@ -108,8 +108,8 @@ impl World {
         let Role::Primary(role) = &self.nodes[index_of(primary)].role else {
             return None;
         };
-        debug_assert_eq!(role.primary.view(), view);
-        role.primary.config().backups.iter().find_map(|&backup| {
+        debug_assert_eq!(role.primary().view(), view);
+        role.primary().config().backups.iter().find_map(|&backup| {
             self.promise_end
                 .get(&(backup, primary))
                 .filter(|&&end| self.now >= end)
@@ -152,7 +152,8 @@ impl World {
         };
         for (&client, &(seq, lsn)) in &self.acked {
             let held = role
-                .store
+                .role
+                .store()
                 .dedup_entry(client_id(client))
                 .map_or(0, |entry| entry.seq());
             if held < seq {
@@ -160,7 +161,7 @@ impl World {
                     "lost an acknowledged commit: client {client}'s call {seq} (LSN {lsn}) is \
                      not in node {node}'s records (it holds the client's call {held}, up to \
                      LSN {})",
-                    role.primary.lsn_committed()
+                    role.primary().lsn_committed()
                 )));
             }
         }

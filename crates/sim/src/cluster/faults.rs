@@ -246,7 +246,7 @@ impl World {
                     !core.is_frozen() && core.view().is_some_and(|v| v.number == view.number)
                 }) && !node.restarted
                     && match &node.role {
-                        Role::Primary(role) => role.primary.view() == view.number,
+                        Role::Primary(role) => role.primary().view() == view.number,
                         Role::Backup(role) => {
                             role.primary == view.primary && role.receiver.view() == view.number
                         }

@@ -55,13 +55,13 @@ use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, Cluste
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, SealedBatch, TailLimits};
 use tandem_memory::{Segment, Strategy};
+use tandem_node::{Answer, AnswerKind, Call, Observed, Ran, Refusal, RoleReady};
 use tandem_replication::{
     AckCount, Applier, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig,
-    PrimaryReady, Receiver, ReceiverConfig, ReceiverReady, Safety, keep_applied,
-    primary_lease_ticks,
+    Receiver, ReceiverConfig, ReceiverReady, Safety, keep_applied, primary_lease_ticks,
 };
 use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig, DebitCreditDriver};
-use tandem_store::{CallError, Deduped, Driver, ProcId, Rng, Store, Workload};
+use tandem_store::{Driver, ProcId, Rng, Store, Workload};
 
 use crate::MICROS_PER_TICK;
 use crate::event::{EventQueue, Trace};
@@ -174,27 +174,30 @@ enum Event {
     },
 }
 
-/// What a primary holds for a reply until it is released.
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    client: usize,
-    seq: u64,
-    committed: bool,
-    /// A retried call answered from the dedup table: the LSN it committed at first.
-    lsn_first: Option<u64>,
-    /// No backup ack fences the reply (a 1-safe or bounded commit, or no commit of its
-    /// own): the primary may release it only under its lease.
-    needs_lease: bool,
-}
-
+/// A primary role as the simulator holds it: the node core's role (answers go to a client by
+/// its index), the calls waiting for flow control, and what the checkers watch.
 struct PrimaryRole {
-    primary: Primary<Pending>,
-    store: Store<DebitCredit>,
-    ready: PrimaryReady<Pending>,
+    role: tandem_node::PrimaryRole<DebitCredit, usize>,
+    ready: RoleReady<usize>,
     /// Calls received and waiting for flow control.
     inbox: VecDeque<(usize, u64, Vec<u8>)>,
     /// The calls committed into this node's records (exactly-once).
     calls: CallsHeld,
+}
+
+impl PrimaryRole {
+    fn new(role: tandem_node::PrimaryRole<DebitCredit, usize>, calls: CallsHeld) -> PrimaryRole {
+        PrimaryRole {
+            role,
+            ready: RoleReady::default(),
+            inbox: VecDeque::new(),
+            calls,
+        }
+    }
+
+    fn primary(&self) -> &Primary<Answer<usize>> {
+        self.role.primary()
+    }
 }
 
 struct BackupRole {
@@ -350,8 +353,8 @@ pub fn run_cluster_sabotaged(
         .nodes
         .iter()
         .find_map(|node| match &node.role {
-            Role::Primary(role) if role.primary.view() == world.view_latest.number => {
-                Some(role.store.segment().lsn() - world.lsn_loaded)
+            Role::Primary(role) if role.primary().view() == world.view_latest.number => {
+                Some(role.role.store().segment().lsn() - world.lsn_loaded)
             }
             _ => None,
         })

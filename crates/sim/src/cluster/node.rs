@@ -19,7 +19,7 @@ impl World {
         let missed = std::mem::take(&mut state.ticks_missed);
         if let Role::Primary(role) = &mut state.role {
             for _ in 0..missed {
-                role.primary.tick();
+                role.role.tick();
             }
         }
     }
@@ -30,13 +30,7 @@ impl World {
         let index = index_of(node);
         match &mut self.nodes[index].role {
             Role::Primary(role) => {
-                role.primary.tick();
-                let view = role.primary.view();
-                let caught_up = role.primary.prepare_spare_promotions(view);
-                let core = self.nodes[index].core.as_mut().expect("up");
-                for spare in caught_up {
-                    core.spare_caught_up(view, spare);
-                }
+                role.role.tick();
                 self.drain_inbox(node)?;
                 self.collect_primary(node)?;
             }
@@ -113,10 +107,9 @@ impl World {
             }
             ClusterEvent::RemovalWanted { view, backup } => {
                 let index = index_of(node);
-                if let Role::Primary(role) = &mut self.nodes[index].role
-                    && let Some(behind) = role.primary.prepare_removal(view, backup)
-                {
-                    self.core_mut(node).ask_removal(view, backup, behind);
+                if let Role::Primary(role) = &mut self.nodes[index].role {
+                    role.role.prepare_removal(view, backup);
+                    return self.collect_primary(node);
                 }
                 Ok(())
             }
@@ -144,17 +137,15 @@ impl World {
         if let Role::Primary(role) = &mut self.nodes[index].role
             && view.primary != node
             && !ignore_depose
-            && !role.primary.is_deposed()
-            && role.primary.view() < view.number
         {
-            role.primary.depose(view.number);
+            role.role.depose(view.number);
             self.collect_primary(node)?;
         }
         let restarted = self.nodes[index].restarted;
         let role = std::mem::replace(&mut self.nodes[index].role, Role::Outside);
         let held = match &role {
             Role::Primary(role) => Held::Primary {
-                lsn_committed: role.primary.lsn_committed(),
+                lsn_committed: role.primary().lsn_committed(),
             },
             Role::Backup(role) => Held::Backup {
                 primary: role.primary,
@@ -172,7 +163,7 @@ impl World {
             let Role::Primary(mut stale) = role else {
                 unreachable!("checked: a primary")
             };
-            if !stale.primary.is_deposed() && stale.primary.view() < view.number {
+            if !stale.primary().is_deposed() && stale.primary().view() < view.number {
                 self.note(format!(
                     "sabotage: node {node} stays primary in view {}",
                     view.number
@@ -184,19 +175,22 @@ impl World {
                     lone: true,
                     ..self.primary_config(&view)
                 };
-                stale.primary = Primary::resume(config, stale.primary.lsn_committed(), Vec::new());
+                stale.role.restart_replication(config);
             }
             self.nodes[index].role = Role::Primary(stale);
             return self.collect_primary(node);
         }
         let next = match (transition, role) {
             (Transition::StayPrimary, Role::Primary(mut role)) => {
-                role.primary
+                let installed = role
+                    .role
                     .install_view(view.number, &view.backups, &view.spares);
+                assert!(installed, "a primary that stays learns a newer view");
                 Role::Primary(role)
             }
             (Transition::Promote { lsn }, Role::Backup(role)) => {
                 let role = *role;
+                let role_calls = role.calls;
                 assert_eq!(
                     role.applier.lsn_applied(),
                     lsn,
@@ -210,21 +204,16 @@ impl World {
                     lsn,
                     role.tail.into_iter().collect(),
                 );
-                Role::Primary(Box::new(PrimaryRole {
-                    primary,
-                    store: Store::open(role.segment, self.workload.clone()),
-                    ready: PrimaryReady::default(),
-                    inbox: VecDeque::new(),
-                    calls: role.calls,
-                }))
+                let store = Store::open(role.segment, self.workload.clone());
+                let role = tandem_node::PrimaryRole::new(store, primary);
+                Role::Primary(Box::new(PrimaryRole::new(role, role_calls)))
             }
-            (Transition::StartPrimary, _) => Role::Primary(Box::new(PrimaryRole {
-                primary: Primary::new(self.primary_config(&view), self.lsn_loaded),
-                store: Store::open(loaded(&self.workload), self.workload.clone()),
-                ready: PrimaryReady::default(),
-                inbox: VecDeque::new(),
-                calls: CallsHeld::default(),
-            })),
+            (Transition::StartPrimary, _) => {
+                let primary = Primary::new(self.primary_config(&view), self.lsn_loaded);
+                let store = Store::open(loaded(&self.workload), self.workload.clone());
+                let role = tandem_node::PrimaryRole::new(store, primary);
+                Role::Primary(Box::new(PrimaryRole::new(role, CallsHeld::default())))
+            }
             (Transition::StayBackup, Role::Backup(mut role)) => {
                 // A new view reopens a backup frozen in the old one (the runtime's gate).
                 role.frozen = false;
@@ -269,7 +258,7 @@ impl World {
             if let Role::Backup(_) = &next
                 && let Role::Primary(primary) = &mut self.nodes[index_of(view.primary)].role
             {
-                primary.primary.link_reset(node);
+                primary.role.link_reset(node);
             }
         }
         let serving = !matches!(next, Role::Outside);
@@ -334,12 +323,11 @@ impl World {
         let index = index_of(to);
         match &mut self.nodes[index].role {
             Role::Primary(role) => {
-                role.primary.step(from, message);
-                self.core_mut(to).heard_from_backup(from);
+                role.role.step(from, message);
                 // An ack may lift flow control: the executor runs what was waiting.
                 self.drain_inbox(to)?;
                 if let Role::Primary(role) = &mut self.nodes[index].role {
-                    role.primary.flush();
+                    role.role.flush();
                 }
                 // Hearing a member changes only the core's timers: nothing for it to hand over
                 // until its next tick or message.
@@ -378,15 +366,15 @@ impl World {
         // The sabotaged stale primary serves whatever its node's view says.
         let stale_serves = self.sabotage == Some(ClusterSabotage::IgnoreDepose);
         let serving = match &self.nodes[index].role {
-            Role::Primary(role) if stale_serves => !role.primary.is_deposed(),
+            Role::Primary(role) if stale_serves => !role.primary().is_deposed(),
             Role::Primary(role) => {
-                !role.primary.is_deposed()
+                !role.primary().is_deposed()
                     && self.nodes[index]
                         .core
                         .as_ref()
                         .and_then(|core| core.view())
                         .is_some_and(|view| {
-                            view.number == role.primary.view() && view.primary == to
+                            view.number == role.primary().view() && view.primary == to
                         })
             }
             _ => false,
@@ -406,76 +394,51 @@ impl World {
         self.drain_inbox(to)?;
         if let Role::Primary(role) = &mut self.nodes[index].role {
             // The executor has run dry: ship what is open.
-            role.primary.flush();
+            role.role.flush();
         }
         self.collect_primary(to)
     }
 
     /// Runs the calls waiting at primary `node` while flow control allows.
     pub(super) fn drain_inbox(&mut self, node: NodeId) -> Result<(), String> {
-        let safety = self.faults.safety;
         let Role::Primary(role) = &mut self.nodes[index_of(node)].role else {
             return Ok(());
         };
-        let mut reply = Vec::new();
-        while let Some((client, seq, args)) = role.inbox.front().cloned() {
-            if !role.primary.can_commit(safety) {
-                break;
-            }
-            role.inbox.pop_front();
-            let call = CallId {
-                client_id: client_id(client),
-                seq,
+        while let Some((client, seq, args)) = role.inbox.front() {
+            let call = Call {
+                client_id: client_id(*client),
+                seq: *seq,
+                proc_id: ProcId(0),
+                args,
+                read_only: false,
+                safety: None,
             };
-            let pending = Pending {
-                client,
-                seq,
-                committed: true,
-                lsn_first: None,
-                needs_lease: !fenced_by_acks(safety),
-            };
-            match role
-                .store
-                .call_once(call.client_id, seq, ProcId(0), &args, &mut reply)
-            {
-                Ok(Deduped::Committed(record)) => {
+            let ran = role.role.run_call(&call, *client);
+            match ran {
+                Ran::Stalled => break,
+                Ran::Committed { call, .. } => {
                     if !role.calls.insert(call) {
                         return Err(format!(
                             "tick {}: node {node} committed call {call:?} twice",
                             self.now / MICROS_PER_TICK
                         ));
                     }
-                    role.primary.commit(call, record, safety, pending);
                 }
-                Ok(Deduped::Read) => {
+                Ran::Duplicate { .. } => self.report.duplicates_answered += 1,
+                Ran::RolledBack => {}
+                // The client gave up on this call and moved on: nobody waits for it.
+                Ran::Refused(Refusal::StaleSeq) => {}
+                Ran::Read => {
                     return Err(format!("node {node}: the simulated clients issue no reads"));
                 }
-                Ok(Deduped::Duplicate { lsn }) => {
-                    self.report.duplicates_answered += 1;
-                    let pending = Pending {
-                        lsn_first: Some(lsn),
-                        needs_lease: !fenced_by_acks(safety),
-                        ..pending
-                    };
-                    role.primary.repeat(safety, pending);
-                }
-                Err(CallError::Proc(_)) => {
-                    let pending = Pending {
-                        committed: false,
-                        needs_lease: true,
-                        ..pending
-                    };
-                    role.primary.defer(safety, pending);
-                }
-                // The client gave up on this call and moved on: nobody waits for it.
-                Err(CallError::StaleSeq { .. }) => {}
-                Err(err) => {
+                Ran::Refused(refusal) => {
                     return Err(format!(
-                        "tick {}: node {node} cannot run a call: {err}",
+                        "tick {}: node {node} refused a call: {refusal:?}",
                         self.now / MICROS_PER_TICK
                     ));
                 }
             }
+            role.inbox.pop_front();
         }
         Ok(())
     }
@@ -486,11 +449,8 @@ impl World {
             return Ok(());
         };
         let mut ready = std::mem::take(&mut role.ready);
-        role.primary.take_ready(&mut ready);
-        for (to, sent) in role
-            .primary
-            .transfer_named(&mut ready, role.store.segment())
-        {
+        role.role.take_ready(&mut ready);
+        for (to, sent) in ready.transfers_sent.drain(..) {
             self.trace.note(
                 self.now,
                 format!(
@@ -499,12 +459,12 @@ impl World {
                 ),
             );
         }
-        let tick_now = role.primary.tick_count();
-        let view = role.primary.view();
+        let tick_now = role.primary().tick_count();
+        let view = role.primary().view();
         // The primary's bytes at the end of its last sealed batch: what a backup must hold
         // once it has applied that batch. Only the newest view's primary writes history.
-        let segment = role.store.segment();
-        let lsn_sealed = role.primary.tail().lsn_next() - 1;
+        let segment = role.role.store().segment();
+        let lsn_sealed = role.primary().tail().lsn_next() - 1;
         if view == authoritative_view
             && lsn_sealed == segment.lsn()
             && lsn_sealed > self.lsn_loaded
@@ -514,7 +474,7 @@ impl World {
                 .entry(lsn_sealed)
                 .or_insert_with(|| crc32c::crc32c(segment.bytes()));
         }
-        for (to, message) in ready.messages.drain(..) {
+        for (to, message) in ready.replication.messages.drain(..) {
             self.send(node, to, Wire::Replication(message));
         }
         for disposition in ready.drain_replies(tick_now) {
@@ -529,8 +489,8 @@ impl World {
                         .as_ref()
                         .and_then(|core| core.view())
                         .map_or(node, |view| view.primary);
-                    let Pending { client, seq, .. } = reply.reply;
-                    let client = CLIENT_BASE + client as NodeId;
+                    let Answer { to, seq, .. } = reply.reply;
+                    let client = CLIENT_BASE + to as NodeId;
                     self.send(node, client, Wire::NotPrimary { seq, primary });
                     continue;
                 }
@@ -541,13 +501,19 @@ impl World {
                     "nodes {releaser} and {node} both released replies as primary of view {view}"
                 )));
             }
-            let Pending {
-                client,
+            let Answer {
+                to: client,
                 seq,
-                committed,
-                lsn_first,
-                needs_lease,
+                kind,
             } = reply.reply;
+            let (committed, lsn_first) = match kind {
+                AnswerKind::Committed { lsn_repeated, .. } => (true, lsn_repeated),
+                AnswerKind::RolledBack { .. } | AnswerKind::Refused { .. } => (false, None),
+            };
+            // No backup ack fences the answer (a 1-safe or bounded commit, or no commit of
+            // its own): the primary may release it only under its lease. Worked out here,
+            // not taken from the core, so that a core that forgets the lease is caught.
+            let needs_lease = !(committed && fenced_by_acks(self.faults.safety));
             if needs_lease && let Some((backup, end)) = self.promise_broken(node, view) {
                 return Err(self.fail(format!(
                     "node {node} released a reply to client {client} (call {seq}) that \
@@ -564,6 +530,10 @@ impl World {
                      reported for a new view at tick {at}: the lease had run out"
                 )));
             }
+            // A refused call is one its client gave up on (a stale seq): nobody waits for it.
+            if matches!(kind, AnswerKind::Refused { .. }) {
+                continue;
+            }
             let lsn = lsn_first.unwrap_or(reply.lsn);
             if committed && fenced_by_acks(self.faults.safety) {
                 let acked = self.acked.entry(client).or_insert((0, 0));
@@ -576,6 +546,18 @@ impl World {
                 CLIENT_BASE + client as NodeId,
                 Wire::Reply { seq, lsn },
             );
+        }
+        let core = self.core_mut(node);
+        for observed in ready.observed.drain(..) {
+            match observed {
+                Observed::Heard(backup) => core.heard_from_backup(backup),
+                Observed::SpareCaughtUp { view, node } => core.spare_caught_up(view, node),
+                Observed::RemovalPrepared {
+                    view,
+                    backup,
+                    behind,
+                } => core.ask_removal(view, backup, behind),
+            }
         }
         // The buffers go back for the next collection (capacity kept).
         ready.clear();

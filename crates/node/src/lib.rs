@@ -1,0 +1,14 @@
+//! One node's decisions, sans-I/O. The runtime's threads and the simulator both drive these
+//! types; neither decides anything a node does in their place.
+//!
+//! - [`PrimaryRole`] is the primary role: it runs each client call exactly once on the store,
+//!   hands its commit and its answer to the replication core, applies the node's orders (a new
+//!   view, a deposition, a removal to prepare) and hands everything that must leave the node in
+//!   one [`RoleReady`].
+//!
+//! Nothing here reads a clock, opens a socket or starts a thread: ticks and tick numbers come
+//! from the driver.
+
+mod primary;
+
+pub use primary::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};

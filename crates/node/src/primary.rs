@@ -1,0 +1,461 @@
+//! The primary role: what a primary decides about each client call and each order from its
+//! node, whichever driver carries the bytes.
+//!
+//! The runtime's executor thread and the simulator's nodes both hold a [`PrimaryRole`]. They
+//! feed it calls ([`PrimaryRole::run_call`]), peers' messages, ticks and the node's orders, and
+//! after each turn take one [`RoleReady`]:
+//!
+//! 1. `replication.messages`: batches, heartbeats and transfers for the backups, in the order
+//!    the replication core produced them (a link sends them in that order);
+//! 2. the answers, through [`RoleReady::drain_replies`]: released ones in LSN order (each
+//!    to send, or to withhold if the lease it was released under ran out since), then those a
+//!    deposed primary abandoned (answer "not primary");
+//! 3. `transfers_sent`: state transfers already copied into `replication.messages`, for the log;
+//! 4. `observed`: what the node's cluster core must hear (backups heard, spares caught up,
+//!    removals prepared), in the order it happened.
+//!
+//! The driver carries them out in that order. Nothing in the ready depends on when the driver
+//! does so, except the lease check, which takes the driver's tick at the moment it sends.
+
+use tandem_log::{BatchKind, CallId, encode_passive};
+use tandem_memory::ClassBytes;
+use tandem_replication::{
+    Disposition, Message, NodeId, Primary, PrimaryReady, Safety, TransferSent,
+};
+use tandem_store::{CallError, Deduped, ProcId, Store, Workload};
+
+/// A client's call, as the driver read it.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// The client's id: 0 is an anonymous client, not deduplicated.
+    pub client_id: u64,
+    pub seq: u64,
+    pub proc_id: ProcId,
+    pub args: &'a [u8],
+    /// Sent as a read (a Read frame): it may run only a read-only procedure.
+    pub read_only: bool,
+    /// The rule the call asks for, if it overrides the group's.
+    pub safety: Option<Safety>,
+}
+
+/// An answer the replication core holds until the rule of its call lets it go.
+#[derive(Debug)]
+pub struct Answer<T> {
+    /// Where the driver sends it (a connection, a simulated client, an in-process caller).
+    pub to: T,
+    pub seq: u64,
+    pub kind: AnswerKind,
+}
+
+/// What an answer says.
+#[derive(Debug)]
+pub enum AnswerKind {
+    /// The call committed, read, or repeated an earlier commit. `lsn_repeated` is the LSN of
+    /// that earlier commit, which the reply carries instead of the LSN it was released behind.
+    Committed {
+        body: Vec<u8>,
+        lsn_repeated: Option<u64>,
+    },
+    /// The procedure failed and its txn rolled back: nothing changed.
+    RolledBack { message: String },
+    /// Refused before it ran. It still waits behind the answers of earlier calls, so a client
+    /// that pipelines sees its answers in call order.
+    Refused { refusal: Refusal, message: String },
+}
+
+/// Why a call was refused before it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No procedure has the call's id.
+    UnknownProcedure,
+    /// A read (Read frame) named a procedure that writes.
+    WritesOnRead,
+    /// The rule the call asks for is malformed, or needs backups a lone primary lacks.
+    RuleUnmet,
+    /// The client already committed a later call: this one is an old duplicate.
+    StaleSeq,
+    /// A new client, and the dedup table is full.
+    DedupFull,
+    /// The store could not run it for a reason no client caused.
+    Internal,
+}
+
+/// What [`PrimaryRole::run_call`] did with a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    /// Nothing ran: flow control holds the call, or the primary was deposed
+    /// ([`Primary::is_deposed`]). Offer it again after the next ack or tick, or, deposed,
+    /// answer "not primary" (the client resends it to the new primary).
+    Stalled,
+    /// The call committed; `shipped` is its record's payload by class.
+    Committed { call: CallId, shipped: ClassBytes },
+    /// A retry of a call that committed before at `lsn`: answered from the dedup table.
+    Duplicate { lsn: u64 },
+    /// A read-only procedure read the latest commit.
+    Read,
+    /// The procedure failed; its txn rolled back.
+    RolledBack,
+    /// Refused before it ran.
+    Refused(Refusal),
+}
+
+impl Ran {
+    /// Whether the call was consumed (answered now or later), as opposed to left waiting.
+    pub fn consumed(self) -> bool {
+        self != Ran::Stalled
+    }
+}
+
+/// What the node's cluster core must hear from its primary role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    /// A backup or spare sent something (once per node between two takes).
+    Heard(NodeId),
+    /// A spare of view `view` holds everything the slowest backup holds, and replies it
+    /// lacks are held back: it may become a backup.
+    SpareCaughtUp { view: u64, node: NodeId },
+    /// The removal of `backup` from `view` is prepared: `behind` lack a released record.
+    RemovalPrepared {
+        view: u64,
+        backup: NodeId,
+        behind: Vec<NodeId>,
+    },
+}
+
+/// Everything a primary role hands its driver after a turn (ordering contract: see the
+/// module).
+#[derive(Debug)]
+pub struct RoleReady<T> {
+    pub replication: PrimaryReady<Answer<T>>,
+    pub transfers_sent: Vec<(NodeId, TransferSent)>,
+    pub observed: Vec<Observed>,
+}
+
+impl<T> Default for RoleReady<T> {
+    fn default() -> RoleReady<T> {
+        RoleReady {
+            replication: PrimaryReady::default(),
+            transfers_sent: Vec::new(),
+            observed: Vec::new(),
+        }
+    }
+}
+
+impl<T> RoleReady<T> {
+    /// The answers, each with what to do with it at the driver's tick `tick_now` (see
+    /// [`PrimaryReady::drain_replies`]).
+    pub fn drain_replies(
+        &mut self,
+        tick_now: u64,
+    ) -> impl Iterator<Item = Disposition<Answer<T>>> + '_ {
+        self.replication.drain_replies(tick_now)
+    }
+
+    /// Empties every field, keeping their capacity.
+    pub fn clear(&mut self) {
+        self.replication.clear();
+        self.transfers_sent.clear();
+        self.observed.clear();
+    }
+}
+
+/// The primary role of one node: its store and its replication core.
+#[derive(Debug)]
+pub struct PrimaryRole<W, T> {
+    store: Store<W>,
+    primary: Primary<Answer<T>>,
+    /// What the cluster core must hear, since the last take.
+    observed: Vec<Observed>,
+    /// A procedure's reply, written by the store.
+    reply: Vec<u8>,
+}
+
+impl<W: Workload, T> PrimaryRole<W, T> {
+    /// A primary role serving `store`, replicating through `primary` (whose last commit is
+    /// the store's).
+    pub fn new(store: Store<W>, primary: Primary<Answer<T>>) -> PrimaryRole<W, T> {
+        assert_eq!(
+            store.segment().lsn(),
+            primary.lsn_committed(),
+            "the replication core starts at the store's last commit"
+        );
+        PrimaryRole {
+            store,
+            primary,
+            observed: Vec::new(),
+            reply: Vec::new(),
+        }
+    }
+
+    pub fn store(&self) -> &Store<W> {
+        &self.store
+    }
+
+    pub fn primary(&self) -> &Primary<Answer<T>> {
+        &self.primary
+    }
+
+    /// Runs a client's call exactly once and hands its answer to the replication core.
+    ///
+    /// A (client id, seq) the dedup table holds is answered with the reply stored when it
+    /// committed, at that commit's LSN, and runs nothing. A read runs on the segment as it
+    /// stands and waits behind the latest commit (and, as any answer without a commit of its
+    /// own, for the lease). A refusal waits behind earlier answers too.
+    pub fn run_call(&mut self, call: &Call<'_>, to: T) -> Ran {
+        if self.primary.is_deposed() {
+            return Ran::Stalled;
+        }
+        let safety = self.primary.effective_safety(call.safety);
+        if let Some(refused) = self.check_rule(call, safety) {
+            return self.refuse(to, call.seq, Refusal::RuleUnmet, refused);
+        }
+        if !self.primary.can_commit(safety) {
+            return Ran::Stalled;
+        }
+        if call.read_only && !self.store.registry().is_read(call.proc_id) {
+            let message = format!(
+                "procedure {} writes: a Read frame runs only read-only procedures; send a Call",
+                call.proc_id.0
+            );
+            return self.refuse(to, call.seq, Refusal::WritesOnRead, message);
+        }
+        let outcome = self.store.call_once(
+            call.client_id,
+            call.seq,
+            call.proc_id,
+            call.args,
+            &mut self.reply,
+        );
+        let answer = |body, lsn_repeated| AnswerKind::Committed { body, lsn_repeated };
+        match outcome {
+            Ok(Deduped::Committed(_)) => {
+                let kind = answer(std::mem::take(&mut self.reply), None);
+                let call_id = CallId {
+                    client_id: call.client_id,
+                    seq: call.seq,
+                };
+                let shipped = self.commit_last(
+                    call_id,
+                    safety,
+                    Answer {
+                        to,
+                        seq: call.seq,
+                        kind,
+                    },
+                );
+                Ran::Committed {
+                    call: call_id,
+                    shipped,
+                }
+            }
+            Ok(Deduped::Duplicate { lsn }) => {
+                // The call committed before (a retry after a timeout or a failover). Its
+                // answer waits behind the latest commit under the call's rule, which then also
+                // holds for the earlier LSN the answer carries.
+                let kind = answer(std::mem::take(&mut self.reply), Some(lsn));
+                let seq = call.seq;
+                self.primary.repeat(safety, Answer { to, seq, kind });
+                Ran::Duplicate { lsn }
+            }
+            Ok(Deduped::Read) => {
+                let kind = answer(std::mem::take(&mut self.reply), None);
+                let seq = call.seq;
+                self.primary.defer(safety, Answer { to, seq, kind });
+                Ran::Read
+            }
+            Err(CallError::Proc(err)) => {
+                let kind = AnswerKind::RolledBack {
+                    message: err.to_string(),
+                };
+                let seq = call.seq;
+                self.primary.defer(safety, Answer { to, seq, kind });
+                Ran::RolledBack
+            }
+            Err(err) => {
+                let refusal = match err {
+                    CallError::UnknownProcedure(_) => Refusal::UnknownProcedure,
+                    CallError::StaleSeq { .. } => Refusal::StaleSeq,
+                    CallError::DedupFull { .. } => Refusal::DedupFull,
+                    _ => Refusal::Internal,
+                };
+                self.refuse(to, call.seq, refusal, err.to_string())
+            }
+        }
+    }
+
+    /// Runs a call of the in-process load (client 0: not deduplicated, no reply body kept).
+    /// A failed procedure's answer is held as any other; its error is returned for the load's
+    /// own tally.
+    ///
+    /// Panics if the call cannot run at all: the in-process load only makes valid calls.
+    pub fn run_local(
+        &mut self,
+        proc_id: ProcId,
+        args: &[u8],
+        safety: Safety,
+        to: T,
+    ) -> Result<ClassBytes, CallError> {
+        assert!(
+            !self.primary.is_deposed(),
+            "a deposed primary runs no calls"
+        );
+        let committed = self.store.call(proc_id, args, &mut self.reply).map(|_| ());
+        let empty = AnswerKind::Committed {
+            body: Vec::new(),
+            lsn_repeated: None,
+        };
+        match committed {
+            Ok(()) => {
+                let answer = Answer {
+                    to,
+                    seq: 0,
+                    kind: empty,
+                };
+                Ok(self.commit_last(CallId::default(), safety, answer))
+            }
+            Err(err @ CallError::Proc(_)) => {
+                let answer = Answer {
+                    to,
+                    seq: 0,
+                    kind: AnswerKind::RolledBack {
+                        message: String::new(),
+                    },
+                };
+                self.primary.defer(safety, answer);
+                Err(err)
+            }
+            Err(err) => panic!("the in-process load made a call the store cannot run: {err}"),
+        }
+    }
+
+    /// Whether a call with rule `safety` may run now (flow control, deposition).
+    pub fn can_commit(&mut self, safety: Safety) -> bool {
+        self.primary.can_commit(safety)
+    }
+
+    /// Why the rule a call names cannot be met, if it cannot. The group's own rule was
+    /// checked when the node started; a view with fewer backups than its k waits for every
+    /// backup there is.
+    fn check_rule(&self, call: &Call<'_>, safety: Safety) -> Option<String> {
+        call.safety?;
+        let backups = if self.primary.config().lone {
+            0
+        } else {
+            usize::MAX
+        };
+        safety
+            .validate(backups)
+            .err()
+            .map(|err| format!("call {}: {err}", call.seq))
+    }
+
+    /// Holds a refusal behind the answers of earlier calls.
+    fn refuse(&mut self, to: T, seq: u64, refusal: Refusal, message: String) -> Ran {
+        let kind = AnswerKind::Refused { refusal, message };
+        self.primary
+            .defer(Safety::OneSafe, Answer { to, seq, kind });
+        Ran::Refused(refusal)
+    }
+
+    /// Hands the store's last commit to the replication core; returns its payload by class.
+    fn commit_last(&mut self, call: CallId, safety: Safety, answer: Answer<T>) -> ClassBytes {
+        let segment = self.store.segment();
+        if self.primary.config().kind == BatchKind::Passive {
+            let trace = segment.passive_trace();
+            let lsn = trace.lsn();
+            let mut classes = ClassBytes::default();
+            self.primary.commit_encoded(lsn, safety, answer, |out| {
+                classes = encode_passive(trace, out);
+            });
+            classes
+        } else {
+            let size = self
+                .primary
+                .commit(call, segment.last_redo(), safety, answer);
+            ClassBytes {
+                data: size.data as u64,
+                undo: 0,
+                meta: size.meta as u64,
+            }
+        }
+    }
+
+    /// Seals the open batch and ships it, within flow control (the executor ran dry).
+    pub fn flush(&mut self) {
+        self.primary.flush();
+    }
+
+    /// One tick of the node's clock: heartbeats, resends, the lease; then the spares that
+    /// caught up are observed.
+    pub fn tick(&mut self) {
+        self.primary.tick();
+        let view = self.primary.view();
+        for node in self.primary.prepare_spare_promotions(view) {
+            self.observed.push(Observed::SpareCaughtUp { view, node });
+        }
+    }
+
+    /// A message from a backup or spare.
+    pub fn step(&mut self, from: NodeId, message: Message) {
+        if !self.observed.contains(&Observed::Heard(from)) {
+            self.observed.push(Observed::Heard(from));
+        }
+        self.primary.step(from, message);
+    }
+
+    /// The link to `node` was established anew: what was in flight on the old one is lost.
+    pub fn link_reset(&mut self, node: NodeId) {
+        self.primary.link_reset(node);
+    }
+
+    /// The node committed view `view` with this primary in it. Returns whether it was
+    /// installed: a view not newer than the role's, or one reaching a deposed primary, is
+    /// ignored.
+    pub fn install_view(&mut self, view: u64, backups: &[NodeId], spares: &[NodeId]) -> bool {
+        if view <= self.primary.view() || self.primary.is_deposed() {
+            return false;
+        }
+        self.primary.install_view(view, backups, spares);
+        true
+    }
+
+    /// View `view` replaced this primary: every pending answer is abandoned.
+    pub fn depose(&mut self, view: u64) {
+        if view > self.primary.view() && !self.primary.is_deposed() {
+            self.primary.depose(view);
+        }
+    }
+
+    /// The node's cluster core wants `backup` out of `view`: hold back what it must, and
+    /// observe who lacks a released record. Nothing is observed if the removal cannot be
+    /// prepared in this role (another view, a deposed primary).
+    pub fn prepare_removal(&mut self, view: u64, backup: NodeId) {
+        if let Some(behind) = self.primary.prepare_removal(view, backup) {
+            self.observed.push(Observed::RemovalPrepared {
+                view,
+                backup,
+                behind,
+            });
+        }
+    }
+
+    /// Starts the replication core over under `config`, from the last commit and with an
+    /// empty tail. Only the simulator's sabotage of a primary that ignores its deposition
+    /// does this.
+    pub fn restart_replication(&mut self, config: tandem_replication::PrimaryConfig) {
+        let lsn = self.primary.lsn_committed();
+        self.primary = Primary::resume(config, lsn, Vec::new());
+    }
+
+    /// Everything to carry out after a turn, in the order of the module's contract. State
+    /// transfers the replication core asked for are copied from the segment as it stands
+    /// (at the last commit: no call is half done between turns).
+    pub fn take_ready(&mut self, ready: &mut RoleReady<T>) {
+        self.primary.take_ready(&mut ready.replication);
+        let sent = self
+            .primary
+            .transfer_named(&mut ready.replication, self.store.segment());
+        ready.transfers_sent.extend(sent);
+        ready.observed.append(&mut self.observed);
+    }
+}
