@@ -5,10 +5,15 @@
 //!   hands its commit and its answer to the replication core, applies the node's orders (a new
 //!   view, a deposition, a removal to prepare) and hands everything that must leave the node in
 //!   one [`RoleReady`].
+//! - [`ApplierRole`] is a backup's applier: it applies what the receiver core accepted, skips
+//!   what an older connection delivered again, keeps the applied batches a promotion serves
+//!   from, acks what it applied, and hands the segment over to the node's next role.
 //!
 //! Nothing here reads a clock, opens a socket or starts a thread: ticks and tick numbers come
 //! from the driver.
 
+mod backup;
 mod primary;
 
+pub use backup::{ApplierRole, Handover, HandoverError, Replica};
 pub use primary::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};

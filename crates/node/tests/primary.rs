@@ -120,7 +120,11 @@ fn a_retry_is_answered_from_the_dedup_table_at_its_first_lsn() {
         role.run_call(&call(1, &args), "retry"),
         Ran::Duplicate { lsn }
     );
-    assert_eq!(role.primary().lsn_committed(), lsn, "a retry commits nothing");
+    assert_eq!(
+        role.primary().lsn_committed(),
+        lsn,
+        "a retry commits nothing"
+    );
     let (sent, _) = answers(&mut role);
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].reply.to, "retry");
@@ -175,7 +179,10 @@ fn a_deposed_role_runs_nothing_and_abandons_what_it_held() {
     assert!(sent.is_empty());
     let abandoned: Vec<&str> = not_primary.iter().map(|answer| answer.to).collect();
     assert_eq!(abandoned, ["held"]);
-    assert!(!role.install_view(3, &[BACKUP], &[]), "a deposed role installs nothing");
+    assert!(
+        !role.install_view(3, &[BACKUP], &[]),
+        "a deposed role installs nothing"
+    );
 }
 
 #[test]
@@ -226,12 +233,18 @@ fn a_lone_primary_refuses_a_call_that_asks_for_backups() {
         safety: Some(Safety::TwoSafe(AckCount::Of(1))),
         ..call(1, &args)
     };
-    assert_eq!(role.run_call(&asks, "asks"), Ran::Refused(Refusal::RuleUnmet));
+    assert_eq!(
+        role.run_call(&asks, "asks"),
+        Ran::Refused(Refusal::RuleUnmet)
+    );
     let (sent, _) = answers(&mut role);
     let AnswerKind::Refused { message, .. } = &sent[0].reply.kind else {
         panic!("refused");
     };
-    assert!(message.contains("call 1"), "the message names the call: {message}");
+    assert!(
+        message.contains("call 1"),
+        "the message names the call: {message}"
+    );
 }
 
 #[test]

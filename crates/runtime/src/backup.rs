@@ -25,9 +25,10 @@ use std::collections::VecDeque;
 
 use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
+use tandem_node::{ApplierRole, Replica as NodeReplica};
 use tandem_replication::{
-    Applier, ApplyBatch, Kept, Message, NodeId, PassiveApplier, Receiver as ReceiverCore,
-    ReceiverConfig, ReceiverFault, ReceiverReady, transfer::PageImage,
+    ApplyBatch, Message, NodeId, Receiver as ReceiverCore, ReceiverConfig, ReceiverFault,
+    ReceiverReady, transfer::PageImage,
 };
 use tandem_store::{CallError, ProcId};
 use tandem_wire::{
@@ -87,13 +88,7 @@ enum ToApplier {
     },
 }
 
-/// What a promoted backup hands to its new primary role.
-#[derive(Debug)]
-pub struct Handover {
-    pub segment: Segment,
-    /// The batches it received, contiguous and ending at the segment's LSN, oldest first.
-    pub batches: Vec<SealedBatch>,
-}
+pub use tandem_node::Handover;
 
 /// Who a backup accepts batches from, and whether it still does. Receivers take the lock
 /// around everything they do with a read (accept, queue for the applier, ack), and
@@ -162,80 +157,33 @@ impl Gate {
 /// A workload's consistency check: None when the segment is consistent.
 type ConsistencyCheck = Box<dyn Fn(&Segment) -> Option<String> + Send>;
 
-/// The applier's state: an active backup's segment or a passive backup's mirror.
-// One per backup role, built once and never moved on a hot path: the size is harmless.
-#[allow(clippy::large_enum_variant)]
-enum Replica {
-    Active {
-        segment: Segment,
-        applier: Applier,
-        /// The workload's consistency check.
-        check: ConsistencyCheck,
-        /// Runs the workload's read-only procedures.
-        reader: ReadFn,
-    },
-    Passive {
-        mirror: PassiveMirror,
-        applier: PassiveApplier,
-    },
+/// The applier thread's state: the node core's applier, and an active backup's workload (its
+/// consistency check and read-only procedures).
+struct Replica {
+    applier: ApplierRole,
+    workload: Option<(ConsistencyCheck, ReadFn)>,
 }
 
 impl Replica {
     fn lsn_applied(&self) -> u64 {
-        match self {
-            Replica::Active { applier, .. } => applier.lsn_applied(),
-            Replica::Passive { applier, .. } => applier.lsn_applied(),
-        }
-    }
-
-    fn apply(&mut self, batch: &ApplyBatch) -> Result<u64, tandem_replication::ApplyError> {
-        match self {
-            Replica::Active {
-                segment, applier, ..
-            } => applier.apply(segment, batch),
-            Replica::Passive { mirror, applier } => applier.apply(mirror, batch),
-        }
+        self.applier.lsn_applied()
     }
 
     fn read(&self, proc_id: u16, args: &[u8], body: &mut Vec<u8>) -> ReadOutcome {
-        match self {
-            Replica::Active {
-                segment, reader, ..
-            } => reader(proc_id, segment, args, body),
-            Replica::Passive { .. } => ReadOutcome::Writes,
-        }
-    }
-
-    fn install(&mut self, image: &PageImage) -> Result<u64, String> {
-        match self {
-            Replica::Active {
-                segment, applier, ..
-            } => applier
-                .install(segment, image)
-                .map_err(|err| err.to_string()),
-            Replica::Passive { .. } => {
-                Err("a passive backup was sent pages; its mirror takes only traces".into())
-            }
-        }
-    }
-
-    fn into_segment(self) -> Result<Segment, String> {
-        match self {
-            Replica::Active { segment, .. } => Ok(segment),
-            Replica::Passive { .. } => {
-                Err("a passive backup cannot be promoted: it executes nothing".into())
-            }
+        match (self.applier.segment(), &self.workload) {
+            (Some(segment), Some((_, reader))) => reader(proc_id, segment, args, body),
+            _ => ReadOutcome::Writes,
         }
     }
 
     fn checksum(&self) -> Checksum {
-        match self {
-            Replica::Active { segment, check, .. } => {
+        match self.applier.replica() {
+            NodeReplica::Active { segment, .. } => {
                 let mut checksum = Checksum::of(segment.bytes(), segment.lsn());
-                checksum.check = check(segment);
+                checksum.check = self.workload.as_ref().and_then(|(check, _)| check(segment));
                 checksum
             }
-            Replica::Passive { mirror, applier } => match mirror.recover() {
+            NodeReplica::Passive { mirror, applier } => match mirror.recover() {
                 Ok(image) => Checksum::of(&image, applier.lsn_applied()),
                 Err(err) => Checksum {
                     lsn: applier.lsn_applied(),
@@ -248,8 +196,14 @@ impl Replica {
     }
 }
 
-/// An active backup's replica of `workload` on `segment`, applied up to the segment's LSN.
-fn active_replica<W: ServedWorkload>(segment: Segment, workload: &W) -> Replica {
+/// An active backup's replica of `workload` on `segment`, applied up to the segment's LSN,
+/// with `tail` (batches applied in an earlier role) as the start of its retained tail.
+fn active_replica<W: ServedWorkload>(
+    segment: Segment,
+    workload: &W,
+    tail: Vec<SealedBatch>,
+    limits: TailLimits,
+) -> Replica {
     let checked = workload.clone();
     let registry = W::registry();
     let read_by = workload.clone();
@@ -264,11 +218,11 @@ fn active_replica<W: ServedWorkload>(segment: Segment, workload: &W) -> Replica 
             Err(_) => ReadOutcome::Unknown,
         }
     });
-    Replica::Active {
-        applier: Applier::new(segment.lsn()),
-        segment,
-        check: Box::new(move |segment| checked.check(segment).err().map(|e| e.to_string())),
-        reader,
+    let check: ConsistencyCheck =
+        Box::new(move |segment| checked.check(segment).err().map(|e| e.to_string()));
+    Replica {
+        applier: ApplierRole::active(segment, tail, limits),
+        workload: Some((check, reader)),
     }
 }
 
@@ -439,17 +393,16 @@ pub fn start_role<W: ServedWorkload>(
 where
     W::Driver: Send,
 {
-    assert!(
-        tail.last()
-            .is_none_or(|last| last.lsn_last() == segment.lsn()),
-        "a backup's retained tail ends at its segment's LSN"
-    );
     let group = &config.group;
     let lsn_start = segment.lsn();
     metrics.lsn_received.set(lsn_start as i64);
     metrics.lsn_applied.set(lsn_start as i64);
+    let tail_limits = TailLimits {
+        records_max: config.tuning.tail_records_max,
+        bytes_max: config.tuning.tail_bytes_max,
+    };
     let replica = match group.mode {
-        Mode::Active => active_replica(segment, &workload),
+        Mode::Active => active_replica(segment, &workload, tail, tail_limits),
         Mode::Passive => {
             let layout = segment
                 .enable_passive_trace(group.undo_log_kib << 10)
@@ -457,9 +410,9 @@ where
             let mirror = PassiveMirror::from_image(layout, &segment.passive_image())
                 .map_err(|err| format!("group.mode: {err}"))?;
             drop(segment);
-            Replica::Passive {
-                mirror,
-                applier: PassiveApplier::new(lsn_start),
+            Replica {
+                applier: ApplierRole::passive(mirror, lsn_start, tail_limits),
+                workload: None,
             }
         }
     };
@@ -472,10 +425,6 @@ where
         group: group.id,
         tick: Duration::from_micros(config.tuning.tick_us),
         max_frame_len: config.tuning.max_frame_len,
-        tail_limits: TailLimits {
-            records_max: config.tuning.tail_records_max,
-            bytes_max: config.tuning.tail_bytes_max,
-        },
         lsn_applied: Arc::new(AtomicU64::new(lsn_start)),
         lsn_received: Arc::new(AtomicU64::new(lsn_start)),
         lsn_released: Arc::new(AtomicU64::new(0)),
@@ -487,7 +436,7 @@ where
     let applier_state = state.clone();
     let applier = thread::Builder::new()
         .name("applier".into())
-        .spawn(move || run_applier(replica, tail, applier_rx, control_rx, applier_state))
+        .spawn(move || run_applier(replica, applier_rx, control_rx, applier_state))
         .map_err(|err| format!("cannot start the applier: {err}"))?;
     Ok(BackupHandle {
         control,
@@ -507,8 +456,6 @@ struct Shared {
     group: u32,
     tick: Duration,
     max_frame_len: usize,
-    /// How many received batches the applier keeps for a promotion.
-    tail_limits: TailLimits,
     lsn_applied: Arc<AtomicU64>,
     lsn_received: Arc<AtomicU64>,
     /// The highest LSN the primary said it released a reply for: readers see no further.
@@ -856,19 +803,11 @@ fn read_could_be_served(replica: &Replica, reads: &[ReadRequest]) -> bool {
 /// segment's LSN), so that its retained tail stays whole across a view change.
 fn run_applier(
     mut replica: Replica,
-    tail_start: Vec<SealedBatch>,
     batches: Receiver<ToApplier>,
     control: Receiver<Control>,
     state: Shared,
 ) {
     let mut frame = Vec::new();
-    // The batches applied, kept for a promotion (the new primary's retained tail), bounded
-    // like a primary's tail; the oldest leave first.
-    let mut tail: VecDeque<SealedBatch> = VecDeque::new();
-    let (mut tail_records, mut tail_bytes) = (0u64, 0usize);
-    for batch in tail_start {
-        keep(&mut tail, &mut tail_records, &mut tail_bytes, batch);
-    }
     // Items taken off the channel while batches were held back for a read, in order.
     let mut held: VecDeque<ToApplier> = VecDeque::new();
     let mut reads: Vec<ReadRequest> = Vec::new();
@@ -908,7 +847,6 @@ fn run_applier(
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             },
         };
-        let mut applied_any = false;
         let mut take_next = || held.pop_front().or_else(|| batches.try_recv().ok());
         let mut next = first;
         while let Some(item) = next {
@@ -920,87 +858,43 @@ fn run_applier(
                         break;
                     }
                 }
-                ToApplier::Batch(batch) => {
-                    if batch.lsn_from != replica.lsn_applied() + 1 {
-                        // A batch accepted by an older connection's receiver that a newer one
-                        // also accepted; the receiver guarantees continuity per connection.
-                        if batch.batch.lsn_last() <= replica.lsn_applied() {
-                            next = take_next();
-                            continue;
-                        }
-                    }
-                    match replica.apply(&batch) {
-                        Ok(lsn) => {
-                            applied_any = true;
-                            state.note_applied(lsn);
-                            keep(&mut tail, &mut tail_records, &mut tail_bytes, batch.batch);
-                            let limits = state.tail_limits;
-                            while tail.len() > 1
-                                && (tail_records > limits.records_max
-                                    || tail_bytes > limits.bytes_max)
-                            {
-                                let oldest = tail.pop_front().expect("not empty");
-                                tail_records -= u64::from(oldest.record_count());
-                                tail_bytes -= oldest.len();
-                            }
-                        }
-                        Err(err) => {
-                            eprintln!(
-                                "node {}: poisoned: a batch that passed its checksum cannot be \
-                                 applied ({err}); this backup stops applying",
-                                state.node_id
-                            );
-                            return;
-                        }
-                    }
-                }
-                ToApplier::Install(image) => {
-                    // An older connection's transfer that a newer one overtook.
-                    if image.lsn <= replica.lsn_applied() {
-                        next = take_next();
-                        continue;
-                    }
-                    match replica.install(&image) {
-                        Ok(lsn) => {
-                            applied_any = true;
-                            state.note_applied(lsn);
-                            // The retained batches end below the image: none continues it.
-                            tail.clear();
-                            (tail_records, tail_bytes) = (0, 0);
-                            eprintln!(
-                                "node {}: installed a state transfer of {} pages, LSN {} → {lsn}",
-                                state.node_id,
-                                image.page_count(),
-                                image.lsn_from
-                            );
-                        }
-                        Err(err) => {
-                            eprintln!(
-                                "node {}: poisoned: a state transfer that passed its checksums \
-                                 cannot be installed ({err}); this backup stops applying",
-                                state.node_id
-                            );
-                            return;
-                        }
-                    }
-                }
-                ToApplier::Handover { lsn, reply } => {
-                    if replica.lsn_applied() < lsn {
-                        // Not there yet: the batches up to `lsn` are still queued behind.
-                        let _ = reply.send(Err(format!(
-                            "the applier is at LSN {} and was asked to hand over at {lsn} with \
-                             nothing more queued",
-                            replica.lsn_applied()
-                        )));
+                ToApplier::Batch(batch) => match replica.applier.apply(batch) {
+                    Ok(Some(lsn)) => state.note_applied(lsn),
+                    Ok(None) => {}
+                    Err(err) => {
+                        eprintln!(
+                            "node {}: poisoned: a batch that passed its checksum cannot be \
+                             applied ({err}); this backup stops applying",
+                            state.node_id
+                        );
                         return;
                     }
-                    assert_eq!(replica.lsn_applied(), lsn, "handover at the LSN applied");
-                    let batches: Vec<SealedBatch> = tail.drain(..).collect();
-                    let _ = reply.send(
-                        replica
-                            .into_segment()
-                            .map(|segment| Handover { segment, batches }),
-                    );
+                },
+                ToApplier::Install(image) => match replica.applier.install(&image) {
+                    Ok(Some(lsn)) => {
+                        state.note_applied(lsn);
+                        eprintln!(
+                            "node {}: installed a state transfer of {} pages, LSN {} → {lsn}",
+                            state.node_id,
+                            image.page_count(),
+                            image.lsn_from
+                        );
+                    }
+                    Ok(None) => {}
+                    Err(err) => {
+                        eprintln!(
+                            "node {}: poisoned: a state transfer that passed its checksums \
+                             cannot be installed ({err}); this backup stops applying",
+                            state.node_id
+                        );
+                        return;
+                    }
+                },
+                ToApplier::Handover { lsn, reply } => {
+                    // Not there yet means the batches up to `lsn` were never queued: the
+                    // role ends either way.
+                    let handover = replica.applier.handover(lsn).map_err(|err| err.to_string());
+                    let _ = reply.send(handover);
                     return;
                 }
             }
@@ -1009,15 +903,7 @@ fn run_applier(
         while let Ok(request) = control.try_recv() {
             answer(&replica, &state, request);
         }
-        if applied_any {
-            let lsn = replica.lsn_applied();
-            // The receiver's own acks carry the lease echo; 0 here renews nothing.
-            let ack = Message::Ack {
-                view: state.gate.view(),
-                lsn_received: lsn,
-                lsn_applied: lsn,
-                tick_echoed: 0,
-            };
+        if let Some(ack) = replica.applier.take_ack(state.gate.view()) {
             frame.clear();
             encode_peer(&mut frame, &ack);
             let writer = state.ack_writer.lock().expect("not poisoned").clone();
@@ -1026,27 +912,6 @@ fn run_applier(
             }
         }
     }
-}
-
-/// Keeps an applied batch for a promotion ([`tandem_replication::keep_applied`]), counting
-/// what the tail holds against its limits.
-fn keep(
-    tail: &mut VecDeque<SealedBatch>,
-    records: &mut u64,
-    bytes: &mut usize,
-    batch: SealedBatch,
-) {
-    let (batch_records, batch_bytes) = (u64::from(batch.record_count()), batch.len());
-    match tandem_replication::keep_applied(tail, batch) {
-        Kept::Held => return,
-        Kept::Restarted => {
-            *records = 0;
-            *bytes = 0;
-        }
-        Kept::Appended => {}
-    }
-    *records += batch_records;
-    *bytes += batch_bytes;
 }
 
 fn answer(replica: &Replica, state: &Shared, request: Control) {
@@ -1092,10 +957,6 @@ mod tests {
             group: 0,
             tick: Duration::from_millis(1),
             max_frame_len: tandem_wire::MAX_FRAME_LEN_DEFAULT,
-            tail_limits: TailLimits {
-                records_max: 100,
-                bytes_max: 1 << 20,
-            },
             lsn_applied: Arc::new(AtomicU64::new(0)),
             lsn_received: Arc::new(AtomicU64::new(0)),
             lsn_released: Arc::new(AtomicU64::new(lsn_released)),
@@ -1118,7 +979,15 @@ mod tests {
         args.extend_from_slice(&7i32.to_le_bytes());
         store.call(DEBIT_CREDIT, &args, &mut Vec::new()).unwrap();
         let (segment, _) = store.into_parts();
-        active_replica(segment, &workload)
+        active_replica(
+            segment,
+            &workload,
+            Vec::new(),
+            TailLimits {
+                records_max: 1_000,
+                bytes_max: 1 << 20,
+            },
+        )
     }
 
     fn read(min_lsn: u64, proc_id: u16, deadline: Instant) -> (ReadRequest, Receiver<Vec<u8>>) {

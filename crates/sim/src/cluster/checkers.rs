@@ -89,11 +89,11 @@ impl World {
             let Role::Backup(backup) = &self.nodes[index_of(id)].role else {
                 unreachable!("converged on backups");
             };
-            if backup.segment.bytes() != bytes.as_slice() {
+            if backup.segment().bytes() != bytes.as_slice() {
                 return Err(self.fail(format!(
                     "backup {id} differs from primary {} at LSN {}",
                     view.primary,
-                    backup.segment.lsn()
+                    backup.segment().lsn()
                 )));
             }
         }
@@ -124,17 +124,17 @@ impl World {
         let Role::Backup(role) = &self.nodes[index_of(node)].role else {
             return Ok(());
         };
-        let lsn = role.segment.lsn();
+        let lsn = role.segment().lsn();
         let checked = if lsn / FULL_CHECK_EVERY_LSN != lsn_before / FULL_CHECK_EVERY_LSN {
-            self.workload.check(&role.segment)
+            self.workload.check(role.segment())
         } else {
-            self.workload.conservation(&role.segment)
+            self.workload.conservation(role.segment())
         };
         checked.map_err(|err| self.fail(format!("node {node} at LSN {lsn}: {err}")))?;
         let current = role.primary == self.view_latest.primary
             && role.receiver.view() == self.view_latest.number;
         if current && let Some(&expected) = self.checksums.get(&lsn) {
-            let actual = crc32c::crc32c(role.segment.bytes());
+            let actual = crc32c::crc32c(role.segment().bytes());
             if actual != expected {
                 return Err(self.fail(format!(
                     "node {node} at LSN {lsn} has checksum {actual:#010x}, its primary had \

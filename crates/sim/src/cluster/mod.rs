@@ -53,12 +53,12 @@ use std::panic::{self, AssertUnwindSafe};
 use tandem_cluster::role::{self, Held, Transition};
 use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
-use tandem_log::{BatchKind, CallId, SealedBatch, TailLimits};
+use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
-use tandem_node::{Answer, AnswerKind, Call, Observed, Ran, Refusal, RoleReady};
+use tandem_node::{Answer, AnswerKind, ApplierRole, Call, Observed, Ran, Refusal, RoleReady};
 use tandem_replication::{
-    AckCount, Applier, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig,
-    Receiver, ReceiverConfig, ReceiverReady, Safety, keep_applied, primary_lease_ticks,
+    AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, Receiver,
+    ReceiverConfig, ReceiverReady, Safety, primary_lease_ticks,
 };
 use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig, DebitCreditDriver};
 use tandem_store::{Driver, ProcId, Rng, Store, Workload};
@@ -200,16 +200,24 @@ impl PrimaryRole {
     }
 }
 
+/// A backup role as the simulator holds it: the receiver core (the runtime's receiver
+/// thread), the node core's applier (the runtime's applier thread), the gate, and what the
+/// checkers watch.
 struct BackupRole {
     primary: NodeId,
     receiver: Receiver,
-    applier: Applier,
-    segment: Segment,
+    applier: ApplierRole,
     /// Stopped accepting its primary (frozen for a view change).
     frozen: bool,
-    /// The batches applied, for a promotion's retained tail.
-    tail: VecDeque<SealedBatch>,
     calls: CallsHeld,
+}
+
+impl BackupRole {
+    fn segment(&self) -> &Segment {
+        self.applier
+            .segment()
+            .expect("the simulated backups are active")
+    }
 }
 
 enum Role {

@@ -191,20 +191,15 @@ impl World {
             (Transition::Promote { lsn }, Role::Backup(role)) => {
                 let role = *role;
                 let role_calls = role.calls;
-                assert_eq!(
-                    role.applier.lsn_applied(),
-                    lsn,
-                    "a backup applies what it gets"
-                );
+                let handover = role
+                    .applier
+                    .handover(lsn)
+                    .map_err(|err| format!("node {node} cannot take over: {err}"))?;
                 // The checksums of records above the truncate LSN described a history the
                 // new view discards.
                 self.checksums.split_off(&(lsn + 1));
-                let primary = Primary::resume(
-                    self.primary_config(&view),
-                    lsn,
-                    role.tail.into_iter().collect(),
-                );
-                let store = Store::open(role.segment, self.workload.clone());
+                let primary = Primary::resume(self.primary_config(&view), lsn, handover.batches);
+                let store = Store::open(handover.segment, self.workload.clone());
                 let role = tandem_node::PrimaryRole::new(store, primary);
                 Role::Primary(Box::new(PrimaryRole::new(role, role_calls)))
             }
@@ -233,13 +228,13 @@ impl World {
                 }
                 let mut receiver = Receiver::new(receiver_config(&view), self.lsn_loaded);
                 receiver.introduce();
+                let applier =
+                    ApplierRole::active(loaded(&self.workload), Vec::new(), self.tail_limits());
                 Role::Backup(Box::new(BackupRole {
                     primary: view.primary,
                     receiver,
-                    applier: Applier::new(self.lsn_loaded),
-                    segment: loaded(&self.workload),
+                    applier,
                     frozen: false,
-                    tail: VecDeque::new(),
                     calls: CallsHeld::default(),
                 }))
             }
@@ -279,6 +274,15 @@ impl World {
         }
     }
 
+    /// A retained tail's limits, a primary's and a backup's alike (as the runtime's
+    /// `tuning.tail_records_max` and `tail_bytes_max` bound both).
+    pub(super) fn tail_limits(&self) -> TailLimits {
+        TailLimits {
+            records_max: self.faults.tail_records_max,
+            bytes_max: 256 << 20,
+        }
+    }
+
     pub(super) fn primary_config(&self, view: &View) -> PrimaryConfig {
         PrimaryConfig {
             group: GROUP,
@@ -286,10 +290,7 @@ impl World {
             backups: view.backups.clone(),
             spares: view.spares.clone(),
             safety: self.faults.safety,
-            tail: TailLimits {
-                records_max: self.faults.tail_records_max,
-                bytes_max: 256 << 20,
-            },
+            tail: self.tail_limits(),
             batch_bytes_max: self.faults.batch_bytes_max,
             heartbeat_ticks: 1,
             resend_ticks: 3,
@@ -573,25 +574,27 @@ impl World {
         };
         let mut ready = ReceiverReady::default();
         role.receiver.take_ready(&mut ready);
-        let mut applied_any = false;
         let lsn_before = role.applier.lsn_applied();
         if let Some(image) = ready.to_install.take() {
-            let lsn = role
+            let installed = role
                 .applier
-                .install(&mut role.segment, &image)
+                .install(&image)
                 .map_err(|err| format!("node {node} cannot install a transfer: {err}"))?;
-            role.receiver.applied(lsn);
-            // The kept batches end below the image. The calls inside it are not seen here;
-            // those after it come later in the history, so their seqs still only go up.
-            role.tail.clear();
-            applied_any = true;
-            self.report.transfers += 1;
+            // The calls inside the image are not seen here; those after it come later in the
+            // history, so their seqs still only go up.
+            if let Some(lsn) = installed {
+                role.receiver.applied(lsn);
+                self.report.transfers += 1;
+            }
         }
         for apply in ready.to_apply.drain(..) {
-            let lsn = role
+            let applied = role
                 .applier
-                .apply(&mut role.segment, &apply)
+                .apply(apply)
                 .map_err(|err| format!("node {node} cannot apply a batch: {err}"))?;
+            let Some(lsn) = applied else {
+                continue;
+            };
             role.receiver.applied(lsn);
             for &call in role.applier.calls_applied() {
                 if !role.calls.insert(call) {
@@ -601,28 +604,13 @@ impl World {
                     ));
                 }
             }
-            keep_applied(&mut role.tail, apply.batch);
-            applied_any = true;
         }
-        // The receiver acked receipt; a backup that applies at once acks receipt and
-        // application in one message, as the runtime's applier does.
-        if applied_any {
-            ready
-                .messages
-                .retain(|(_, message)| !matches!(message, Message::Ack { .. }));
+        // The receiver's acks first, then the applier's, as the runtime's threads send them.
+        let applied_any = role.applier.lsn_applied() > lsn_before;
+        if let Some(ack) = role.applier.take_ack(role.receiver.view()) {
+            ready.messages.push((role.primary, ack));
         }
-        if applied_any && !role.frozen {
-            let lsn = role.applier.lsn_applied();
-            ready.messages.push((
-                role.primary,
-                Message::Ack {
-                    view: role.receiver.view(),
-                    lsn_received: lsn,
-                    lsn_applied: lsn,
-                    tick_echoed: role.receiver.tick_echoed(),
-                },
-            ));
-        }
+        // A frozen backup has closed its primary's links.
         let frozen = role.frozen;
         let primary = role.primary;
         for (to, message) in ready.messages.drain(..) {

@@ -1,0 +1,232 @@
+//! A backup's applier on batches a real primary role ships through a real receiver core:
+//! what it skips, what it keeps for a promotion, what it acks and when it hands over.
+
+use tandem_log::{BatchKind, TailLimits};
+use tandem_memory::{Segment, Strategy};
+use tandem_node::{ApplierRole, Call, HandoverError, PrimaryRole, Ran, RoleReady};
+use tandem_replication::{
+    AckCount, ApplyBatch, Message, NodeId, Primary, PrimaryConfig, Receiver, ReceiverConfig,
+    ReceiverReady, Safety,
+};
+use tandem_store::workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
+use tandem_store::{Store, Workload};
+
+const PRIMARY: NodeId = 1;
+const BACKUP: NodeId = 2;
+const SEGMENT_LEN: usize = 64 * 1024;
+
+fn workload() -> DebitCredit {
+    DebitCredit::new(
+        SEGMENT_LEN,
+        &DebitCreditConfig {
+            tellers_per_branch: 4,
+            accounts_per_branch: 100,
+            history_bytes: 2048,
+            overdraft_limit: None,
+        },
+    )
+    .expect("fits")
+}
+
+fn loaded() -> Segment {
+    let mut segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).expect("map");
+    workload().load(&mut segment);
+    segment
+}
+
+/// A primary whose every call ships in a batch of its own, and the receiver of its backup.
+struct Pair {
+    primary: PrimaryRole<DebitCredit, ()>,
+    receiver: Receiver,
+    seq: u64,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let segment = loaded();
+        let config = PrimaryConfig {
+            group: 0,
+            view: 1,
+            backups: vec![BACKUP],
+            spares: Vec::new(),
+            safety: Safety::TwoSafe(AckCount::All),
+            tail: TailLimits {
+                records_max: 1_000,
+                bytes_max: 1 << 20,
+            },
+            batch_bytes_max: 1 << 16,
+            heartbeat_ticks: 3,
+            resend_ticks: 2,
+            kind: BatchKind::Redo,
+            flush_batches_in_flight_max: 8,
+            lone: false,
+            lease_ticks: None,
+        };
+        let primary = Primary::new(config, segment.lsn());
+        let receiver_config = ReceiverConfig {
+            group: 0,
+            view: 1,
+            primary: PRIMARY,
+            nack_ticks: 2,
+        };
+        let mut pair = Pair {
+            primary: PrimaryRole::new(Store::open(segment, workload()), primary),
+            receiver: Receiver::new(receiver_config, loaded().lsn()),
+            seq: 0,
+        };
+        pair.receiver.introduce();
+        pair.accepted();
+        pair
+    }
+
+    /// Commits one call and ships it; returns the batches the receiver accepted.
+    fn commit(&mut self) -> Vec<ApplyBatch> {
+        self.seq += 1;
+        let mut args = Vec::new();
+        DebitCredit::encode_args(&mut args, 3, 1, 0, 5);
+        let call = Call {
+            client_id: 9,
+            seq: self.seq,
+            proc_id: DEBIT_CREDIT,
+            args: &args,
+            read_only: false,
+            safety: None,
+        };
+        assert!(matches!(
+            self.primary.run_call(&call, ()),
+            Ran::Committed { .. }
+        ));
+        self.primary.flush();
+        self.accepted()
+    }
+
+    /// Carries messages both ways until none is left; returns the batches accepted.
+    fn accepted(&mut self) -> Vec<ApplyBatch> {
+        let mut accepted = Vec::new();
+        loop {
+            let mut ready = ReceiverReady::default();
+            self.receiver.take_ready(&mut ready);
+            accepted.append(&mut ready.to_apply);
+            let to_primary: Vec<Message> = ready.messages.drain(..).map(|(_, m)| m).collect();
+            for message in to_primary {
+                self.primary.step(BACKUP, message);
+            }
+            let mut role_ready = RoleReady::default();
+            self.primary.take_ready(&mut role_ready);
+            let to_backup: Vec<Message> = role_ready
+                .replication
+                .messages
+                .drain(..)
+                .map(|(_, m)| m)
+                .collect();
+            if to_backup.is_empty() {
+                return accepted;
+            }
+            for message in to_backup {
+                self.receiver.step(PRIMARY, message);
+            }
+        }
+    }
+}
+
+fn limits(records_max: u64) -> TailLimits {
+    TailLimits {
+        records_max,
+        bytes_max: 1 << 20,
+    }
+}
+
+#[test]
+fn a_batch_applied_already_is_skipped_and_acked_once() {
+    let mut pair = Pair::new();
+    let mut applier = ApplierRole::active(loaded(), Vec::new(), limits(100));
+    assert_eq!(applier.take_ack(1), None, "nothing applied, nothing to ack");
+    let batches = pair.commit();
+    assert_eq!(batches.len(), 1);
+    let again = ApplyBatch {
+        lsn_from: batches[0].lsn_from,
+        batch: batches[0].batch.clone(),
+    };
+    let lsn = applier.apply(batches.into_iter().next().unwrap()).unwrap();
+    assert_eq!(lsn, Some(pair.primary.primary().lsn_committed()));
+    assert_eq!(applier.calls_applied().len(), 1);
+    let Some(Message::Ack {
+        view: 1,
+        lsn_applied,
+        tick_echoed: 0,
+        ..
+    }) = applier.take_ack(1)
+    else {
+        panic!("an ack of what was applied, echoing no tick");
+    };
+    assert_eq!(Some(lsn_applied), lsn);
+    assert_eq!(
+        applier.apply(again).unwrap(),
+        None,
+        "applied already: skipped"
+    );
+    assert_eq!(applier.take_ack(1), None);
+}
+
+#[test]
+fn the_tail_kept_for_a_promotion_is_bounded_and_ends_at_the_segment() {
+    let mut pair = Pair::new();
+    let mut applier = ApplierRole::active(loaded(), Vec::new(), limits(3));
+    for _ in 0..6 {
+        for batch in pair.commit() {
+            applier.apply(batch).unwrap();
+        }
+    }
+    let lsn = applier.lsn_applied();
+    assert_eq!(lsn, pair.primary.primary().lsn_committed());
+    let handover = applier.handover(lsn).unwrap();
+    assert_eq!(handover.segment.lsn(), lsn);
+    assert_eq!(
+        handover.segment.bytes(),
+        pair.primary.store().segment().bytes()
+    );
+    let records: u64 = handover
+        .batches
+        .iter()
+        .map(|batch| u64::from(batch.record_count()))
+        .sum();
+    assert!(records <= 3, "{records} records kept over a limit of 3");
+    assert!(!handover.batches.is_empty());
+    assert_eq!(handover.batches.last().unwrap().lsn_last(), lsn);
+    for pair in handover.batches.windows(2) {
+        assert_eq!(pair[0].lsn_last() + 1, pair[1].lsn_base(), "contiguous");
+    }
+    // A new primary can resume from what was handed over.
+    let config = PrimaryConfig {
+        group: 0,
+        view: 2,
+        backups: Vec::new(),
+        spares: Vec::new(),
+        safety: Safety::OneSafe,
+        tail: limits(100),
+        batch_bytes_max: 1 << 16,
+        heartbeat_ticks: 3,
+        resend_ticks: 2,
+        kind: BatchKind::Redo,
+        flush_batches_in_flight_max: 1,
+        lone: true,
+        lease_ticks: None,
+    };
+    let resumed: Primary<()> = Primary::resume(config, lsn, handover.batches);
+    assert_eq!(resumed.lsn_committed(), lsn);
+}
+
+#[test]
+fn a_handover_before_everything_is_applied_is_refused() {
+    let mut pair = Pair::new();
+    let applier = ApplierRole::active(loaded(), Vec::new(), limits(100));
+    let lsn = applier.lsn_applied();
+    pair.commit();
+    assert_eq!(
+        applier.handover(lsn + 1).unwrap_err(),
+        HandoverError::Behind {
+            lsn_applied: lsn,
+            lsn: lsn + 1
+        }
+    );
+}
