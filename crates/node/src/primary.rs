@@ -20,7 +20,7 @@
 use tandem_log::{BatchKind, CallId, encode_passive};
 use tandem_memory::ClassBytes;
 use tandem_replication::{
-    Disposition, Message, NodeId, Primary, PrimaryReady, Safety, TransferSent,
+    DrainReplies, Message, NodeId, Primary, PrimaryReady, Safety, TransferSent,
 };
 use tandem_store::{CallError, Deduped, ProcId, Store, Workload};
 
@@ -144,10 +144,7 @@ impl<T> Default for RoleReady<T> {
 impl<T> RoleReady<T> {
     /// The answers, each with what to do with it at the driver's tick `tick_now` (see
     /// [`PrimaryReady::drain_replies`]).
-    pub fn drain_replies(
-        &mut self,
-        tick_now: u64,
-    ) -> impl Iterator<Item = Disposition<Answer<T>>> + '_ {
+    pub fn drain_replies(&mut self, tick_now: u64) -> DrainReplies<'_, Answer<T>> {
         self.replication.drain_replies(tick_now)
     }
 
@@ -299,29 +296,20 @@ impl<W: Workload, T> PrimaryRole<W, T> {
             !self.primary.is_deposed(),
             "a deposed primary runs no calls"
         );
-        let committed = self.store.call(proc_id, args, &mut self.reply).map(|_| ());
-        let empty = AnswerKind::Committed {
-            body: Vec::new(),
-            lsn_repeated: None,
-        };
-        match committed {
-            Ok(()) => {
-                let answer = Answer {
-                    to,
-                    seq: 0,
-                    kind: empty,
+        match self.store.call(proc_id, args, &mut self.reply) {
+            Ok(_) => {
+                let kind = AnswerKind::Committed {
+                    body: Vec::new(),
+                    lsn_repeated: None,
                 };
+                let answer = Answer { to, seq: 0, kind };
                 Ok(self.commit_last(CallId::default(), safety, answer))
             }
             Err(err @ CallError::Proc(_)) => {
-                let answer = Answer {
-                    to,
-                    seq: 0,
-                    kind: AnswerKind::RolledBack {
-                        message: String::new(),
-                    },
+                let kind = AnswerKind::RolledBack {
+                    message: String::new(),
                 };
-                self.primary.defer(safety, answer);
+                self.primary.defer(safety, Answer { to, seq: 0, kind });
                 Err(err)
             }
             Err(err) => panic!("the in-process load made a call the store cannot run: {err}"),

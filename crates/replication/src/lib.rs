@@ -29,6 +29,7 @@ pub use applier::{Applier, ApplyError, Kept, PassiveApplier, keep_applied};
 pub use lease::{LeaseMargins, primary_lease_ticks};
 pub use message::{AckCount, Message, NodeId, PagesChunk, Safety, SafetyError};
 pub use primary::{
-    Disposition, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply, TransferSent,
+    Disposition, DrainReplies, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply,
+    TransferSent,
 };
 pub use receiver::{ApplyBatch, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady};

@@ -194,26 +194,13 @@ impl<R> PrimaryReady<R> {
     /// (by its clock, at the moment of sending; a driver that sends at once passes
     /// [`Primary::tick_count`]). The one decision of when a reply may leave, for the runtime
     /// and the simulator alike.
-    pub fn drain_replies(&mut self, tick_now: u64) -> impl Iterator<Item = Disposition<R>> + '_ {
-        let abandoned_sent = abandoned_sent();
-        let PrimaryReady {
-            replies, abandoned, ..
-        } = self;
-        let released = replies.drain(..).map(move |reply| {
-            if reply.lease_end.is_some_and(|end| tick_now >= end) {
-                Disposition::Withhold(reply)
-            } else {
-                Disposition::Send(reply)
-            }
-        });
-        let abandoned = abandoned.drain(..).map(move |reply| {
-            if abandoned_sent {
-                Disposition::Send(reply)
-            } else {
-                Disposition::NotPrimary(reply)
-            }
-        });
-        released.chain(abandoned)
+    pub fn drain_replies(&mut self, tick_now: u64) -> DrainReplies<'_, R> {
+        DrainReplies {
+            released: self.replies.drain(..),
+            abandoned: self.abandoned.drain(..),
+            tick_now,
+            abandoned_sent: abandoned_sent(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -231,6 +218,37 @@ impl<R> PrimaryReady<R> {
         self.abandoned.clear();
         self.transfers.clear();
         self.faults.clear();
+    }
+}
+
+/// The answers of a [`PrimaryReady`], each with what to do with it: released ones first, in
+/// LSN order, then abandoned ones. (A hand-written iterator: a `Chain` of two `Map`s costs
+/// the executor's hot loop a few percent of its throughput.)
+#[derive(Debug)]
+pub struct DrainReplies<'a, R> {
+    released: std::vec::Drain<'a, Reply<R>>,
+    abandoned: std::vec::Drain<'a, Reply<R>>,
+    tick_now: u64,
+    abandoned_sent: bool,
+}
+
+impl<R> Iterator for DrainReplies<'_, R> {
+    type Item = Disposition<R>;
+
+    fn next(&mut self) -> Option<Disposition<R>> {
+        if let Some(reply) = self.released.next() {
+            return Some(if reply.lease_end.is_some_and(|end| self.tick_now >= end) {
+                Disposition::Withhold(reply)
+            } else {
+                Disposition::Send(reply)
+            });
+        }
+        let reply = self.abandoned.next()?;
+        Some(if self.abandoned_sent {
+            Disposition::Send(reply)
+        } else {
+            Disposition::NotPrimary(reply)
+        })
     }
 }
 

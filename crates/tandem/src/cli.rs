@@ -135,7 +135,8 @@ pub struct SimArgs {
     pub mix: SimMix,
     /// Plant a known bug in the real code (builds with the inject-bugs feature):
     /// early-reply, skip-truncate, promote-lowest, skip-dedup, ignore-lease, transfer-short,
-    /// ignore-views-asked-for, missed-promotion, restarted-serves or lease-margin-off-by-one.
+    /// ignore-views-asked-for, missed-promotion, restarted-serves, lease-margin-off-by-one or
+    /// abandoned-sent.
     #[arg(long, value_name = "BUG")]
     pub inject: Option<String>,
     /// Print the report as JSON.
