@@ -46,10 +46,13 @@ pub enum Bug {
     /// "not primary" (tandem-replication's reply disposition, which the runtime once decided
     /// on its own).
     AbandonedSent,
+    /// The primary takes commits under `bounded:n` however many records its backups lack
+    /// (tandem-replication's flow control).
+    IgnoreBound,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
@@ -61,6 +64,7 @@ impl Bug {
         Bug::RestartedServes,
         Bug::LeaseMarginOffByOne,
         Bug::AbandonedSent,
+        Bug::IgnoreBound,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +80,7 @@ impl Bug {
             Bug::RestartedServes => "restarted-serves",
             Bug::LeaseMarginOffByOne => "lease-margin-off-by-one",
             Bug::AbandonedSent => "abandoned-sent",
+            Bug::IgnoreBound => "ignore-bound",
         }
     }
 

@@ -252,6 +252,15 @@ impl<R> Iterator for DrainReplies<'_, R> {
     }
 }
 
+/// Whether the ignore-bound bug is planted.
+fn ignore_bound() -> bool {
+    #[cfg(feature = "inject-bugs")]
+    if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::IgnoreBound) {
+        return true;
+    }
+    false
+}
+
 /// Whether the abandoned-sent bug is planted.
 fn abandoned_sent() -> bool {
     #[cfg(feature = "inject-bugs")]
@@ -682,11 +691,13 @@ impl<R> Primary<R> {
         }
         if let Safety::Bounded(n) = safety
             && self.uncertainty() >= n
+            && !ignore_bound()
         {
             return false;
         }
         if let Safety::Bounded(n) = self.config.safety
             && self.uncertainty() >= n
+            && !ignore_bound()
         {
             return false;
         }

@@ -140,6 +140,8 @@ fn budget(bug: Bug) -> Option<(Mix, u64)> {
         Bug::LeaseMarginOffByOne => 500,
         // Any deposed primary with a reply pending (first caught: 5).
         Bug::AbandonedSent => 100,
+        // Any bounded seed whose backups fall behind (first caught: 4).
+        Bug::IgnoreBound => 50,
         Bug::MissedPromotion | Bug::RestartedServes => return None,
     };
     Some((Mix::Every, seeds))
@@ -151,6 +153,24 @@ fn first_catch(bug: Bug, mix: Mix, seeds: u64) -> Option<u64> {
     let caught = (0..seeds).find(|&seed| run_cluster_mixed(seed, TICKS, mix).failure.is_some());
     bugs::plant(None);
     caught
+}
+
+/// The failure the first catching seed of `bug` reports.
+fn first_failure(bug: Bug, seeds: u64) -> String {
+    bugs::plant(Some(bug));
+    let failure = (0..seeds).find_map(|seed| run_cluster_mixed(seed, TICKS, Mix::Every).failure);
+    bugs::plant(None);
+    failure.unwrap_or_else(|| panic!("{} survived {seeds} seeds", bug.name()))
+}
+
+#[test]
+fn the_release_rule_and_the_bound_are_checked_against_what_backups_really_hold() {
+    // A reply released before its backups had the record is caught as it leaves, not only
+    // when a failover loses it.
+    let early = first_failure(Bug::EarlyReply, 50);
+    assert!(early.contains("released a reply at LSN"), "{early}");
+    let unbounded = first_failure(Bug::IgnoreBound, 50);
+    assert!(unbounded.contains("under bounded:"), "{unbounded}");
 }
 
 #[test]

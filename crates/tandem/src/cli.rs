@@ -27,8 +27,8 @@ pub enum Command {
     },
     /// Run one node of a group from a TOML configuration file, until killed.
     Node(NodeArgs),
-    /// Simulate a group deterministically from a seed (or a range of seeds), with faults,
-    /// and run the checkers.
+    /// Simulate a whole cluster deterministically from a seed (or a range of seeds), with
+    /// faults, and run the checkers.
     Sim(SimArgs),
     /// Start a local cluster on loopback (child processes, data under ./.tandem/) and keep it
     /// running until Ctrl-C.
@@ -124,10 +124,6 @@ pub struct SimArgs {
     /// Ticks of faults before the cluster is healed and must converge.
     #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub ticks: u64,
-    /// What runs: the whole cluster (cluster cores, config store, failover, retrying
-    /// clients) or one replication group with a fixed primary.
-    #[arg(long, value_enum, default_value_t = SimLayer::Cluster)]
-    pub layer: SimLayer,
     /// Which part of the fault space the cluster seeds draw from: every rule at the usual
     /// rates, or 2-safe with fewer acks than backups under frequent crashes, restarts and
     /// partitions (where the rarest bugs hid).
@@ -135,8 +131,8 @@ pub struct SimArgs {
     pub mix: SimMix,
     /// Plant a known bug in the real code (builds with the inject-bugs feature):
     /// early-reply, skip-truncate, promote-lowest, skip-dedup, ignore-lease, transfer-short,
-    /// ignore-views-asked-for, missed-promotion, restarted-serves, lease-margin-off-by-one or
-    /// abandoned-sent.
+    /// ignore-views-asked-for, missed-promotion, restarted-serves, lease-margin-off-by-one,
+    /// abandoned-sent or ignore-bound.
     #[arg(long, value_name = "BUG")]
     pub inject: Option<String>,
     /// Print the report as JSON.
@@ -150,13 +146,6 @@ pub enum SimMix {
     Every,
     #[value(name = "k-of-n")]
     KOfN,
-}
-
-/// What `tandem sim` simulates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SimLayer {
-    Cluster,
-    Group,
 }
 
 fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {

@@ -1,5 +1,5 @@
-//! `tandem sim`: runs the deterministic simulation for one seed or a range of seeds, of the
-//! whole cluster (the default) or of one replication group with a fixed primary.
+//! `tandem sim`: runs the deterministic simulation of the whole cluster for one seed or a range
+//! of seeds.
 
 use std::time::Instant;
 
@@ -7,23 +7,22 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::Failure;
-use crate::cli::{SimArgs, SimLayer, SimMix};
+use crate::cli::{SimArgs, SimMix};
 
 #[derive(Debug, Serialize)]
 struct SeedReport {
     seed: u64,
-    layer: &'static str,
     faults: String,
     calls: u64,
     replies: u64,
     deadline_errors: u64,
     commits: u64,
     crashes: u64,
-    /// The last view number (1 for the group layer, which has no view changes).
+    /// The last view number.
     views: u64,
-    /// State transfers installed (0 for the group layer).
+    /// State transfers installed.
     transfers: u64,
-    /// Crashes in the middle of a config-store save (0 for the group layer).
+    /// Crashes in the middle of a config-store save.
     torn_saves: u64,
     ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,51 +49,27 @@ struct InjectReport {
     seeds_run: u64,
 }
 
-/// Runs one seed of `layer`.
-fn run_seed(layer: SimLayer, mix: SimMix, seed: u64, ticks: u64) -> SeedReport {
-    let report = match layer {
-        SimLayer::Cluster => {
-            let mix = match mix {
-                SimMix::Every => tandem_sim::Mix::Every,
-                SimMix::KOfN => tandem_sim::Mix::KOfN,
-            };
-            let report = tandem_sim::run_cluster_mixed(seed, ticks, mix);
-            SeedReport {
-                seed,
-                layer: "cluster",
-                faults: report.faults.to_string(),
-                calls: report.calls,
-                replies: report.replies,
-                deadline_errors: report.deadline_errors,
-                commits: report.commits,
-                crashes: report.crashes,
-                views: report.views,
-                transfers: report.transfers,
-                torn_saves: report.torn_saves,
-                ok: report.failure.is_none(),
-                failure: report.failure,
-                trace: report.trace,
-            }
-        }
-        SimLayer::Group => {
-            let report = tandem_sim::run(seed, ticks);
-            SeedReport {
-                seed,
-                layer: "group",
-                faults: report.faults.to_string(),
-                calls: report.calls,
-                replies: report.replies,
-                deadline_errors: report.deadline_errors,
-                commits: report.commits,
-                crashes: report.crashes,
-                views: 1,
-                transfers: 0,
-                torn_saves: 0,
-                ok: report.failure.is_none(),
-                failure: report.failure,
-                trace: report.trace,
-            }
-        }
+/// Runs one seed.
+fn run_seed(mix: SimMix, seed: u64, ticks: u64) -> SeedReport {
+    let mix = match mix {
+        SimMix::Every => tandem_sim::Mix::Every,
+        SimMix::KOfN => tandem_sim::Mix::KOfN,
+    };
+    let report = tandem_sim::run_cluster_mixed(seed, ticks, mix);
+    let report = SeedReport {
+        seed,
+        faults: report.faults.to_string(),
+        calls: report.calls,
+        replies: report.replies,
+        deadline_errors: report.deadline_errors,
+        commits: report.commits,
+        crashes: report.crashes,
+        views: report.views,
+        transfers: report.transfers,
+        torn_saves: report.torn_saves,
+        ok: report.failure.is_none(),
+        failure: report.failure,
+        trace: report.trace,
     };
     // The trace is for a failure; a passing seed's would only be noise.
     SeedReport {
@@ -116,7 +91,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let single = seeds.end - seeds.start == 1;
     if single {
         let seed = seeds.start;
-        let out = run_seed(args.layer, args.mix, seed, args.ticks);
+        let out = run_seed(args.mix, seed, args.ticks);
         if args.json {
             println!(
                 "{}",
@@ -166,7 +141,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut calls = 0;
     let mut seeds_run = 0;
     for seed in seeds.clone() {
-        let report = run_seed(args.layer, args.mix, seed, args.ticks);
+        let report = run_seed(args.mix, seed, args.ticks);
         seeds_run += 1;
         calls += report.calls;
         progress.inc(1);

@@ -167,4 +167,72 @@ impl World {
         }
         Ok(())
     }
+
+    /// A reply that primary `node` released under a 2-safe rule at `lsn`: the rule held. At
+    /// least k of its view's backups (every one, for a rule of all) had really received (or,
+    /// for 2-safe-applied, applied) the record, whatever the acks said.
+    pub(super) fn check_release(&self, node: NodeId, lsn: u64) -> Result<(), String> {
+        let (applied, acks) = match self.faults.safety {
+            Safety::TwoSafe(acks) => (false, acks),
+            Safety::TwoSafeApplied(acks) => (true, acks),
+            Safety::OneSafe | Safety::Bounded(_) => return Ok(()),
+        };
+        let Role::Primary(role) = &self.nodes[index_of(node)].role else {
+            unreachable!("released by a primary");
+        };
+        let backups = &role.primary().config().backups;
+        let needed = match acks {
+            AckCount::All => backups.len(),
+            AckCount::Of(k) => (k as usize).min(backups.len()),
+        };
+        let holding: Vec<NodeId> = backups
+            .iter()
+            .copied()
+            .filter(|&backup| {
+                self.received_ever
+                    .get(&(backup, node))
+                    .is_some_and(|&(received, applied_lsn)| {
+                        (if applied { applied_lsn } else { received }) >= lsn
+                    })
+            })
+            .collect();
+        if holding.len() < needed {
+            return Err(self.fail(format!(
+                "node {node} released a reply at LSN {lsn} under {} with backups {backups:?}, \
+                 but only {holding:?} {} it",
+                self.faults.safety,
+                if applied {
+                    "had applied"
+                } else {
+                    "had received"
+                }
+            )));
+        }
+        Ok(())
+    }
+
+    /// After primary `node` committed under a `bounded:n` rule: no backup of its view lacks
+    /// more than n of its records.
+    pub(super) fn check_bounded(&self, node: NodeId) -> Result<(), String> {
+        let Safety::Bounded(bound) = self.faults.safety else {
+            return Ok(());
+        };
+        let Role::Primary(role) = &self.nodes[index_of(node)].role else {
+            unreachable!("committed by a primary");
+        };
+        let lsn = role.primary().lsn_committed();
+        for &backup in &role.primary().config().backups {
+            let received = self
+                .received_ever
+                .get(&(backup, node))
+                .map_or(0, |&(received, _)| received);
+            if lsn.saturating_sub(received) > bound {
+                return Err(self.fail(format!(
+                    "node {node} committed LSN {lsn} under bounded:{bound} while backup \
+                     {backup} had received only up to LSN {received}"
+                )));
+            }
+        }
+        Ok(())
+    }
 }

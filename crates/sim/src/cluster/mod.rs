@@ -294,6 +294,9 @@ struct World {
     promise_end: BTreeMap<(NodeId, NodeId), u64>,
     /// Each client's last acknowledged commit: (seq, LSN).
     acked: BTreeMap<usize, (u64, u64)>,
+    /// (backup, primary) → the highest LSN the backup ever received and applied while it
+    /// followed that primary's current role: what its acks to it could truthfully claim.
+    received_ever: BTreeMap<(NodeId, NodeId), (u64, u64)>,
     /// The current primary's checksum at sealed batch ends (LSN → CRC32C).
     checksums: BTreeMap<u64, u32>,
     cluster_ready: ClusterReady,
@@ -459,6 +462,7 @@ impl World {
             reported: BTreeMap::new(),
             tick_next_at: BTreeMap::new(),
             promise_end: BTreeMap::new(),
+            received_ever: BTreeMap::new(),
             acked: BTreeMap::new(),
             checksums: BTreeMap::new(),
             cluster_ready: ClusterReady::default(),

@@ -248,6 +248,12 @@ impl World {
         );
         if new_role {
             self.nodes[index].role_epoch += 1;
+            // A new primary role starts a new history: what backups received from this
+            // node's earlier reign says nothing of it.
+            if let Role::Primary(_) = &next {
+                self.received_ever
+                    .retain(|&(_, primary), _| primary != node);
+            }
             // The primary accepts the new role's connection: what it knew of the old one is
             // void, and the backup's introduction says where it stands now.
             if let Role::Backup(_) = &next
@@ -402,10 +408,13 @@ impl World {
 
     /// Runs the calls waiting at primary `node` while flow control allows.
     pub(super) fn drain_inbox(&mut self, node: NodeId) -> Result<(), String> {
-        let Role::Primary(role) = &mut self.nodes[index_of(node)].role else {
-            return Ok(());
-        };
-        while let Some((client, seq, args)) = role.inbox.front() {
+        loop {
+            let Role::Primary(role) = &mut self.nodes[index_of(node)].role else {
+                return Ok(());
+            };
+            let Some((client, seq, args)) = role.inbox.front() else {
+                return Ok(());
+            };
             let call = Call {
                 client_id: client_id(*client),
                 seq: *seq,
@@ -416,7 +425,7 @@ impl World {
             };
             let ran = role.role.run_call(&call, *client);
             match ran {
-                Ran::Stalled => break,
+                Ran::Stalled => return Ok(()),
                 Ran::Committed { call, .. } => {
                     if !role.calls.insert(call) {
                         return Err(format!(
@@ -440,8 +449,10 @@ impl World {
                 }
             }
             role.inbox.pop_front();
+            if let Ran::Committed { .. } = ran {
+                self.check_bounded(node)?;
+            }
         }
-        Ok(())
     }
 
     pub(super) fn collect_primary(&mut self, node: NodeId) -> Result<(), String> {
@@ -532,9 +543,11 @@ impl World {
                 )));
             }
             // A refused call is one its client gave up on (a stale seq): nobody waits for it.
+            // It was held under 1-safe; every other answer under the group's rule.
             if matches!(kind, AnswerKind::Refused { .. }) {
                 continue;
             }
+            self.check_release(node, reply.lsn)?;
             let lsn = lsn_first.unwrap_or(reply.lsn);
             if committed && fenced_by_acks(self.faults.safety) {
                 let acked = self.acked.entry(client).or_insert((0, 0));
@@ -605,6 +618,12 @@ impl World {
                 }
             }
         }
+        let ever = self
+            .received_ever
+            .entry((node, role.primary))
+            .or_insert((0, 0));
+        ever.0 = ever.0.max(role.receiver.lsn_received());
+        ever.1 = ever.1.max(role.applier.lsn_applied());
         // The receiver's acks first, then the applier's, as the runtime's threads send them.
         let applied_any = role.applier.lsn_applied() > lsn_before;
         if let Some(ack) = role.applier.take_ack(role.receiver.view()) {
