@@ -8,12 +8,16 @@
 //! - [`ApplierRole`] is a backup's applier: it applies what the receiver core accepted, skips
 //!   what an older connection delivered again, keeps the applied batches a promotion serves
 //!   from, acks what it applied, and hands the segment over to the node's next role.
+//! - [`RoleRule`] is the order in which a node follows a committed view into a role
+//!   (`tandem_cluster::role` decides which), and whether it restarted without its memory.
 //!
 //! Nothing here reads a clock, opens a socket or starts a thread: ticks and tick numbers come
 //! from the driver.
 
 mod backup;
 mod primary;
+mod rule;
 
 pub use backup::{ApplierRole, Handover, HandoverError, Replica};
 pub use primary::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};
+pub use rule::RoleRule;

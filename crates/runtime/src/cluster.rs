@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tandem_cluster::role::{self, Held, Transition};
+use tandem_cluster::role::{Held, Transition};
 use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
 use tandem_config::{ClusterMap, FileDurable, NodeInfo, SinceView, View};
 use tandem_log::SealedBatch;
@@ -42,7 +42,7 @@ use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
 use crate::workload::ServedWorkload;
 use crate::{Checksum, NodeStatus};
 use serde::Serialize;
-use tandem_node::Observed;
+use tandem_node::{Observed, RoleRule};
 
 /// Prints a line to the node's log, stamped with the wall clock in seconds since the Unix
 /// epoch (microseconds), so that the logs of several nodes line up in a failover.
@@ -238,7 +238,7 @@ where
         },
         ready: ClusterReady::default(),
         frames_heard: 0,
-        restarted,
+        rule: RoleRule::new(config.node_id, config.group.view, restarted),
         segment_spare: Spare::None,
         info,
         started: Instant::now(),
@@ -315,8 +315,9 @@ struct Supervisor<W: ServedWorkload> {
     ready: ClusterReady,
     /// The backup role's frame count at the last tick.
     frames_heard: u64,
-    /// Set when the node started from persisted state: it holds no role until it rejoins.
-    restarted: bool,
+    /// How the node follows views into roles; it knows whether the node started from
+    /// persisted state (its memory lost: no role until it rejoins).
+    rule: RoleRule,
     /// A freshly loaded segment, if one is ready (loading takes a while).
     segment_spare: Spare,
     /// What `/status` says of the cluster, refreshed after every step.
@@ -551,42 +552,33 @@ where
         let member = view.backups.contains(&me) || view.spares.contains(&me);
         let held = match &slot {
             // A primary that stays needs no status: only a change reads (and logs) its LSN.
-            Slot::Primary(_) if view.primary == me => Held::Primary { lsn_committed: 0 },
-            Slot::Primary(handle) => Held::Primary {
+            Slot::Primary(_) if view.primary == me => Some(Held::Primary { lsn_committed: 0 }),
+            Slot::Primary(handle) => Some(Held::Primary {
                 lsn_committed: handle.status().map_or(0, |status| status.lsn),
-            },
+            }),
             // The same reign goes on: a backup that stays needs no LSN.
             Slot::Backup(handle)
                 if member && view.since(handle.gate().view()) == SinceView::Kept =>
             {
-                Held::Backup {
+                Some(Held::Backup {
                     primary: view.primary,
                     view: handle.gate().view(),
                     lsn_received: 0,
-                }
+                })
             }
             // Any other change (a new primary, or leaving the view) stops the backup accepting
             // its primary first.
-            Slot::Backup(handle) => Held::Backup {
+            Slot::Backup(handle) => Some(Held::Backup {
                 primary: handle.gate().primary(),
                 view: handle.gate().view(),
                 lsn_received: handle.freeze(),
-            },
-            Slot::Outside => Held::Outside {
-                restarted: self.restarted,
-            },
+            }),
+            Slot::Outside => None,
         };
-        self.restarted = role::still_restarted(me, self.restarted, &view);
-        let transition = role::transition(me, held, &view, self.config.group.view);
+        let transition = self.rule.decide(held, &view);
         let next = self.make(transition, slot, &view);
-        // A role just started has heard nobody yet: its silence timers start now, not when
-        // the view was learned (starting a role may take a while: a segment's load). A role
-        // that stays keeps counting the silence it was counting.
-        let stays = matches!(transition, Transition::StayPrimary | Transition::StayBackup);
-        if !matches!(next, Slot::Outside) && !stays {
-            self.core.role_started();
-        }
-        self.core.set_serving(!matches!(next, Slot::Outside));
+        let serving = !matches!(next, Slot::Outside);
+        self.rule.carried_out(&mut self.core, transition, serving);
         self.heard_since_role.clear();
         *self.slot.lock().expect("not poisoned") = next;
     }

@@ -244,7 +244,7 @@ impl World {
             && self.nodes.iter().all(|node| {
                 node.core.as_ref().is_some_and(|core| {
                     !core.is_frozen() && core.view().is_some_and(|v| v.number == view.number)
-                }) && !node.restarted
+                }) && !node.rule.restarted()
                     && match &node.role {
                         Role::Primary(role) => role.primary().view() == view.number,
                         Role::Backup(role) => {
@@ -285,7 +285,7 @@ impl World {
         state.core = Some(core);
         state.incarnation += 1;
         state.role_epoch += 1;
-        state.restarted = true;
+        state.rule = RoleRule::new(node, VIEW_FIRST, true);
         // As the runtime: a node without its memory runs no role.
         state
             .core

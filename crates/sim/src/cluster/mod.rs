@@ -50,12 +50,14 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
-use tandem_cluster::role::{self, Held, Transition};
+use tandem_cluster::role::{Held, Transition};
 use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
-use tandem_node::{Answer, AnswerKind, ApplierRole, Call, Observed, Ran, Refusal, RoleReady};
+use tandem_node::{
+    Answer, AnswerKind, ApplierRole, Call, Observed, Ran, Refusal, RoleReady, RoleRule,
+};
 use tandem_replication::{
     AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, Receiver,
     ReceiverConfig, ReceiverReady, Safety, primary_lease_ticks,
@@ -233,8 +235,9 @@ struct Node {
     core: Option<Cluster>,
     disk: MemDurable,
     role: Role,
-    /// Came back from a crash without its memory.
-    restarted: bool,
+    /// How the node follows views into roles (it knows whether the node came back from a
+    /// crash without its memory).
+    rule: RoleRule,
     incarnation: u64,
     /// Bumped with every role the node starts: its replication links are new connections.
     role_epoch: u64,
@@ -423,7 +426,7 @@ impl World {
                     core: Some(core),
                     disk: MemDurable::new(),
                     role: Role::Outside,
-                    restarted: false,
+                    rule: RoleRule::new(id, VIEW_FIRST, false),
                     incarnation: 0,
                     role_epoch: 0,
                     ticks_missed: 0,

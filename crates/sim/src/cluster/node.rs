@@ -141,21 +141,19 @@ impl World {
             role.role.depose(view.number);
             self.collect_primary(node)?;
         }
-        let restarted = self.nodes[index].restarted;
         let role = std::mem::replace(&mut self.nodes[index].role, Role::Outside);
         let held = match &role {
-            Role::Primary(role) => Held::Primary {
+            Role::Primary(role) => Some(Held::Primary {
                 lsn_committed: role.primary().lsn_committed(),
-            },
-            Role::Backup(role) => Held::Backup {
+            }),
+            Role::Backup(role) => Some(Held::Backup {
                 primary: role.primary,
                 view: role.receiver.view(),
                 lsn_received: role.receiver.lsn_received(),
-            },
-            Role::Outside => Held::Outside { restarted },
+            }),
+            Role::Outside => None,
         };
-        self.nodes[index].restarted = role::still_restarted(node, restarted, &view);
-        let transition = role::transition(node, held, &view, VIEW_FIRST);
+        let transition = self.nodes[index].rule.decide(held, &view);
         let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose)
             && view.primary != node
             && matches!(role, Role::Primary(_));
@@ -264,12 +262,9 @@ impl World {
         }
         let serving = !matches!(next, Role::Outside);
         self.nodes[index].role = next;
-        let core = self.core_mut(node);
-        // As the runtime: a role that stays keeps counting the silence it was counting.
-        if serving && new_role {
-            core.role_started();
-        }
-        core.set_serving(serving);
+        let state = &mut self.nodes[index];
+        let core = state.core.as_mut().expect("the node is up");
+        state.rule.carried_out(core, transition, serving);
         if promoted {
             self.check_acked(node)?;
         }

@@ -1,0 +1,122 @@
+//! The role rule as a node follows it across views: the order of the steps that turn a
+//! committed view into a role, and the node's one piece of state between views (whether it
+//! restarted without its memory). The runtime's supervisor and the simulator's nodes both
+//! follow every view through a [`RoleRule`]:
+//!
+//! 1. the driver reads what its role holds (freezing a backup that must stop accepting its
+//!    primary first) and asks [`RoleRule::decide`] for the transition;
+//! 2. the driver carries the transition out (starts, keeps, reloads or stops a role);
+//! 3. [`RoleRule::carried_out`] tells the cluster core whether the node serves now, and
+//!    starts its silence timers afresh for a role that just started.
+
+use tandem_cluster::Cluster;
+use tandem_cluster::role::{self, Held, Transition};
+use tandem_config::View;
+use tandem_replication::NodeId;
+
+/// One node's side of the role rule.
+#[derive(Debug, Clone)]
+pub struct RoleRule {
+    me: NodeId,
+    /// The group's view number when the cluster was created.
+    view_first: u64,
+    /// The node came back without its memory and no view has left it out since.
+    restarted: bool,
+}
+
+impl RoleRule {
+    /// The rule for node `me`; `restarted` if it started from persisted state (its memory
+    /// lost).
+    pub fn new(me: NodeId, view_first: u64, restarted: bool) -> RoleRule {
+        RoleRule {
+            me,
+            view_first,
+            restarted,
+        }
+    }
+
+    /// Whether the node holds nothing any view it is named in may count on.
+    pub fn restarted(&self) -> bool {
+        self.restarted
+    }
+
+    /// The transition that follows `view`, from the role `held` (`None`: no role).
+    pub fn decide(&mut self, held: Option<Held>, view: &View) -> Transition {
+        let held = held.unwrap_or(Held::Outside {
+            restarted: self.restarted,
+        });
+        if !matches!(held, Held::Outside { .. }) {
+            assert!(
+                !self.restarted,
+                "a restarted node holds no role until a view leaves it out"
+            );
+        }
+        self.restarted = role::still_restarted(self.me, self.restarted, view);
+        role::transition(self.me, held, view, self.view_first)
+    }
+
+    /// The driver carried `transition` out and the node serves a role now (`serving`) or not.
+    /// A role just started has heard nobody yet: its silence timers start now, not when the
+    /// view was learned (starting a role may take a while). A role that stays keeps counting
+    /// the silence it was counting.
+    pub fn carried_out(&self, core: &mut Cluster, transition: Transition, serving: bool) {
+        let stays = matches!(transition, Transition::StayPrimary | Transition::StayBackup);
+        if serving && !stays {
+            core.role_started();
+        }
+        core.set_serving(serving);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(number: u64, primary: NodeId, backups: &[NodeId], spares: &[NodeId]) -> View {
+        View {
+            number,
+            primary,
+            backups: backups.to_vec(),
+            spares: spares.to_vec(),
+            promotions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_restarted_node_waits_until_a_view_leaves_it_out_then_joins_as_a_spare() {
+        let mut rule = RoleRule::new(3, 1, true);
+        // Replayed views that name it were made for its lost incarnation.
+        assert_eq!(rule.decide(None, &view(4, 1, &[2, 3], &[])), Transition::Wait);
+        assert!(rule.restarted());
+        assert_eq!(rule.decide(None, &view(5, 1, &[2], &[3])), Transition::Wait);
+        assert!(rule.restarted());
+        // Left out: whatever names it from now on was made for this incarnation.
+        assert_eq!(
+            rule.decide(None, &view(6, 1, &[2], &[])),
+            Transition::StepDown { discarded: 0 }
+        );
+        assert!(!rule.restarted());
+        assert!(matches!(
+            rule.decide(None, &view(7, 1, &[2], &[3])),
+            Transition::Reload { .. }
+        ));
+    }
+
+    #[test]
+    fn a_node_that_kept_its_memory_follows_the_view_at_once() {
+        let mut rule = RoleRule::new(3, 1, false);
+        assert!(matches!(
+            rule.decide(None, &view(2, 1, &[2, 3], &[])),
+            Transition::Reload { .. }
+        ));
+        let held = Held::Backup {
+            primary: 1,
+            view: 2,
+            lsn_received: 10,
+        };
+        assert_eq!(
+            rule.decide(Some(held), &view(3, 1, &[2, 3], &[])),
+            Transition::StayBackup
+        );
+    }
+}
