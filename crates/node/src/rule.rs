@@ -86,7 +86,10 @@ mod tests {
     fn a_restarted_node_waits_until_a_view_leaves_it_out_then_joins_as_a_spare() {
         let mut rule = RoleRule::new(3, 1, true);
         // Replayed views that name it were made for its lost incarnation.
-        assert_eq!(rule.decide(None, &view(4, 1, &[2, 3], &[])), Transition::Wait);
+        assert_eq!(
+            rule.decide(None, &view(4, 1, &[2, 3], &[])),
+            Transition::Wait
+        );
         assert!(rule.restarted());
         assert_eq!(rule.decide(None, &view(5, 1, &[2], &[3])), Transition::Wait);
         assert!(rule.restarted());

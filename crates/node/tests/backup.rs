@@ -1,38 +1,20 @@
 //! A backup's applier on batches a real primary role ships through a real receiver core:
 //! what it skips, what it keeps for a promotion, what it acks and when it hands over.
 
-use tandem_log::{BatchKind, TailLimits};
-use tandem_memory::{Segment, Strategy};
+use tandem_log::TailLimits;
 use tandem_node::{ApplierRole, Call, HandoverError, PrimaryRole, Ran, RoleReady};
 use tandem_replication::{
-    AckCount, ApplyBatch, Message, NodeId, Primary, PrimaryConfig, Receiver, ReceiverConfig,
-    ReceiverReady, Safety,
+    AckCount, ApplyBatch, Message, NodeId, Primary, Receiver, ReceiverConfig, ReceiverReady, Safety,
 };
-use tandem_store::workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
-use tandem_store::{Store, Workload};
+use tandem_store::Store;
+use tandem_store::workloads::debit_credit::{DEBIT_CREDIT, DebitCredit};
+
+mod common;
+
+use common::loaded;
 
 const PRIMARY: NodeId = 1;
 const BACKUP: NodeId = 2;
-const SEGMENT_LEN: usize = 64 * 1024;
-
-fn workload() -> DebitCredit {
-    DebitCredit::new(
-        SEGMENT_LEN,
-        &DebitCreditConfig {
-            tellers_per_branch: 4,
-            accounts_per_branch: 100,
-            history_bytes: 2048,
-            overdraft_limit: None,
-        },
-    )
-    .expect("fits")
-}
-
-fn loaded() -> Segment {
-    let mut segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).expect("map");
-    workload().load(&mut segment);
-    segment
-}
 
 /// A primary whose every call ships in a batch of its own, and the receiver of its backup.
 struct Pair {
@@ -44,24 +26,7 @@ struct Pair {
 impl Pair {
     fn new() -> Pair {
         let segment = loaded();
-        let config = PrimaryConfig {
-            group: 0,
-            view: 1,
-            backups: vec![BACKUP],
-            spares: Vec::new(),
-            safety: Safety::TwoSafe(AckCount::All),
-            tail: TailLimits {
-                records_max: 1_000,
-                bytes_max: 1 << 20,
-            },
-            batch_bytes_max: 1 << 16,
-            heartbeat_ticks: 3,
-            resend_ticks: 2,
-            kind: BatchKind::Redo,
-            flush_batches_in_flight_max: 8,
-            lone: false,
-            lease_ticks: None,
-        };
+        let config = common::config(1, &[BACKUP], Safety::TwoSafe(AckCount::All));
         let primary = Primary::new(config, segment.lsn());
         let receiver_config = ReceiverConfig {
             group: 0,
@@ -70,7 +35,7 @@ impl Pair {
             nack_ticks: 2,
         };
         let mut pair = Pair {
-            primary: PrimaryRole::new(Store::open(segment, workload()), primary),
+            primary: PrimaryRole::new(Store::open(segment, common::workload()), primary),
             receiver: Receiver::new(receiver_config, loaded().lsn()),
             seq: 0,
         };
@@ -197,21 +162,7 @@ fn the_tail_kept_for_a_promotion_is_bounded_and_ends_at_the_segment() {
         assert_eq!(pair[0].lsn_last() + 1, pair[1].lsn_base(), "contiguous");
     }
     // A new primary can resume from what was handed over.
-    let config = PrimaryConfig {
-        group: 0,
-        view: 2,
-        backups: Vec::new(),
-        spares: Vec::new(),
-        safety: Safety::OneSafe,
-        tail: limits(100),
-        batch_bytes_max: 1 << 16,
-        heartbeat_ticks: 3,
-        resend_ticks: 2,
-        kind: BatchKind::Redo,
-        flush_batches_in_flight_max: 1,
-        lone: true,
-        lease_ticks: None,
-    };
+    let config = common::config(2, &[], Safety::OneSafe);
     let resumed: Primary<()> = Primary::resume(config, lsn, handover.batches);
     assert_eq!(resumed.lsn_committed(), lsn);
 }

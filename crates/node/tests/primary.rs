@@ -1,56 +1,22 @@
 //! The primary role's decisions on scripted calls: exactly-once, answers in call order, a
 //! deposed primary, refusals, and what the node's cluster core is told.
 
-use tandem_log::{BatchKind, TailLimits};
-use tandem_memory::{Segment, Strategy};
 use tandem_node::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};
-use tandem_replication::{
-    AckCount, Disposition, Message, NodeId, Primary, PrimaryConfig, Reply, Safety,
-};
-use tandem_store::workloads::debit_credit::{
-    BALANCE, DEBIT_CREDIT, DebitCredit, DebitCreditConfig,
-};
-use tandem_store::{ProcId, Store, Workload};
+use tandem_replication::{AckCount, Disposition, Message, NodeId, Primary, Reply, Safety};
+use tandem_store::workloads::debit_credit::{BALANCE, DEBIT_CREDIT, DebitCredit};
+use tandem_store::{ProcId, Store};
+
+mod common;
 
 const BACKUP: NodeId = 2;
-const SEGMENT_LEN: usize = 64 * 1024;
 const CLIENT: u64 = 7;
 
 type Role = PrimaryRole<DebitCredit, &'static str>;
 
 fn role(backups: &[NodeId], safety: Safety) -> Role {
-    let workload = DebitCredit::new(
-        SEGMENT_LEN,
-        &DebitCreditConfig {
-            tellers_per_branch: 4,
-            accounts_per_branch: 100,
-            history_bytes: 2048,
-            overdraft_limit: None,
-        },
-    )
-    .expect("fits");
-    let mut segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).expect("map");
-    workload.load(&mut segment);
-    let config = PrimaryConfig {
-        group: 0,
-        view: 1,
-        backups: backups.to_vec(),
-        spares: Vec::new(),
-        safety,
-        tail: TailLimits {
-            records_max: 1_000,
-            bytes_max: 1 << 20,
-        },
-        batch_bytes_max: 1 << 16,
-        heartbeat_ticks: 3,
-        resend_ticks: 2,
-        kind: BatchKind::Redo,
-        flush_batches_in_flight_max: 1,
-        lone: backups.is_empty(),
-        lease_ticks: None,
-    };
-    let primary = Primary::new(config, segment.lsn());
-    PrimaryRole::new(Store::open(segment, workload), primary)
+    let segment = common::loaded();
+    let primary = Primary::new(common::config(1, backups, safety), segment.lsn());
+    PrimaryRole::new(Store::open(segment, common::workload()), primary)
 }
 
 fn args() -> Vec<u8> {

@@ -185,7 +185,7 @@ fn every_planted_bug_is_caught_within_its_budget() {
 }
 
 /// The planted bugs too rare for the CI budget, each with the long run that catches it
-/// (first caught at k-of-n seeds 18,751 and 3,072; `cargo test --release -p tandem-sim --test
+/// (first caught at k-of-n seeds 8,131 and 2,780; `cargo test --release -p tandem-sim --test
 /// cluster -- --ignored`, several minutes; or
 /// `tandem sim --inject BUG --mix k-of-n --seeds 0..N`). Their fixes are guarded in CI by
 /// scripted tests beside the code (`tandem_cluster::role`'s tests).
