@@ -1,0 +1,240 @@
+//! A primary's client connections: an acceptor, and per connection a reader thread that
+//! parses calls for the executor and a writer thread that sends the answers.
+
+use super::*;
+
+/// What every client connection of this primary needs to know.
+#[derive(Clone, Debug)]
+pub(super) struct ClientContext {
+    pub(super) node_id: NodeId,
+    pub(super) group: u32,
+    pub(super) view: Arc<AtomicU64>,
+    /// Numbers client connections (shared by every acceptor of this primary).
+    pub(super) conn_next: Arc<AtomicU64>,
+    /// The last committed LSN, for Welcome frames.
+    pub(super) lsn_committed: Arc<AtomicU64>,
+    pub(super) max_frame_len: usize,
+    pub(super) inbound: Sender<Inbound>,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+/// Accepts client connections and runs a reader and a writer thread for each.
+pub(super) struct Acceptor {
+    pub(super) context: ClientContext,
+}
+
+impl Acceptor {
+    pub(super) fn run(self, listener: TcpListener) {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let conn = self.context.conn_next.fetch_add(1, Ordering::Relaxed);
+            let client = Client {
+                conn,
+                context: self.context.clone(),
+            };
+            crate::spawn_or_say(format!("client-{conn}"), move || client.run(stream));
+        }
+    }
+}
+
+pub(super) struct Client {
+    pub(super) conn: ConnId,
+    pub(super) context: ClientContext,
+}
+
+impl Client {
+    pub(super) fn run(self, stream: TcpStream) {
+        self.run_with(stream, |client, stream, writer| {
+            client.serve(stream, writer)
+        });
+    }
+
+    /// Serves a connection whose Hello the node's acceptor already read.
+    pub(super) fn run_accepted(self, stream: TcpStream, buffer: FrameBuffer, client_id: u64) {
+        self.run_with(stream, move |client, stream, writer| {
+            net::tune(stream)?;
+            client.serve_after_hello(stream, buffer, client_id, writer)
+        });
+    }
+
+    fn run_with(
+        self,
+        mut stream: TcpStream,
+        serve: impl FnOnce(
+            &Client,
+            &mut TcpStream,
+            &mut Option<(Sender<Vec<u8>>, JoinHandle<()>)>,
+        ) -> Result<(), ConnError>,
+    ) {
+        self.context.metrics.client_connections.inc();
+        let mut writer: Option<(Sender<Vec<u8>>, JoinHandle<()>)> = None;
+        if let Err(err) = serve(&self, &mut stream, &mut writer)
+            && !matches!(err, ConnError::Closed | ConnError::Io(_))
+        {
+            self.context.metrics.frames_rejected.inc();
+            let code = match &err {
+                ConnError::Frame(err) => err.code(),
+                _ => ErrorCode::BadFrame,
+            };
+            let mut frame = Vec::new();
+            encode_error(&mut frame, code, &err.to_string());
+            // Once the writer thread exists, it alone writes: the Error frame goes after the
+            // replies already queued.
+            match &writer {
+                Some((out, _)) => {
+                    let _ = out.send(frame);
+                }
+                None => {
+                    let _ = net::write_all(&mut stream, &frame);
+                }
+            }
+        }
+        let _ = self
+            .context
+            .inbound
+            .send(Inbound::ConnClosed { conn: self.conn });
+        if let Some((out, handle)) = writer {
+            // The writer ends once the executor has dropped its sender too.
+            drop(out);
+            let _ = handle.join();
+        }
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        self.context.metrics.client_connections.dec();
+    }
+
+    fn serve(
+        &self,
+        stream: &mut TcpStream,
+        writer: &mut Option<(Sender<Vec<u8>>, JoinHandle<()>)>,
+    ) -> Result<(), ConnError> {
+        net::tune(stream)?;
+        let mut buffer = FrameBuffer::new(self.context.max_frame_len);
+        let group = self.context.group;
+        let hello_timeout = Duration::from_secs(10);
+        let client_id = net::read_one(stream, &mut buffer, hello_timeout, |frame| match frame {
+            Frame::Hello(hello) if hello.peer != PeerKind::Client => Err(ConnError::Protocol(
+                "this node is a primary: replicas do not connect to it".into(),
+            )),
+            Frame::Hello(hello) if hello.group != group => Err(ConnError::Protocol(format!(
+                "this node serves group {group}, not group {}",
+                hello.group
+            ))),
+            Frame::Hello(hello) => Ok(hello.id),
+            _ => Err(ConnError::Protocol(
+                "the first frame must be a Hello".into(),
+            )),
+        })?;
+        self.serve_after_hello(stream, buffer, client_id, writer)
+    }
+
+    fn serve_after_hello(
+        &self,
+        stream: &mut TcpStream,
+        mut buffer: FrameBuffer,
+        client_id: u64,
+        writer: &mut Option<(Sender<Vec<u8>>, JoinHandle<()>)>,
+    ) -> Result<(), ConnError> {
+        stream.set_read_timeout(None)?;
+        let mut welcome = Vec::new();
+        encode_welcome(
+            &mut welcome,
+            &Welcome {
+                version: tandem_wire::PROTOCOL_VERSION,
+                node_id: self.context.node_id,
+                role: Role::Primary,
+                view: self.context.view.load(Ordering::Acquire),
+                lsn: self.context.lsn_committed.load(Ordering::Acquire),
+            },
+        );
+        net::write_all(stream, &welcome)?;
+        let (out, out_rx) = mpsc::channel::<Vec<u8>>();
+        let mut writer_stream = stream.try_clone()?;
+        let handle = thread::Builder::new()
+            .name(format!("client-{}-out", self.conn))
+            .spawn(move || {
+                while let Ok(bytes) = out_rx.recv() {
+                    if writer_stream.write_all(&bytes).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        *writer = Some((out.clone(), handle));
+        let unanswered = Arc::new(AtomicU64::new(0));
+        let opened = Inbound::ConnOpened {
+            conn: self.conn,
+            out,
+            unanswered: Arc::clone(&unanswered),
+        };
+        if self.context.inbound.send(opened).is_err() {
+            return Ok(());
+        }
+        self.read_calls(stream, &mut buffer, client_id, &unanswered)
+    }
+
+    fn read_calls(
+        &self,
+        stream: &mut TcpStream,
+        buffer: &mut FrameBuffer,
+        client_id: u64,
+        unanswered: &AtomicU64,
+    ) -> Result<(), ConnError> {
+        loop {
+            let mut batch = CallBatch {
+                conn: self.conn,
+                client_id,
+                bytes: Vec::new(),
+                calls: Vec::new(),
+            };
+            // Calls parsed before a malformed frame still run: what a client sent correctly
+            // does not depend on how TCP split its bytes.
+            let parsed = loop {
+                match buffer.next_frame() {
+                    Ok(Some(Frame::Call(call))) => {
+                        let start = batch.bytes.len();
+                        batch.bytes.extend_from_slice(call.args);
+                        batch.calls.push(CallSlot {
+                            seq: call.seq,
+                            proc_id: call.proc_id,
+                            safety: call.safety,
+                            args: start..batch.bytes.len(),
+                            read_only: false,
+                        });
+                    }
+                    // A read-only call runs here like any call: the primary holds every commit,
+                    // so `min_lsn` is met.
+                    Ok(Some(Frame::Read(read))) => {
+                        let start = batch.bytes.len();
+                        batch.bytes.extend_from_slice(read.args);
+                        batch.calls.push(CallSlot {
+                            seq: read.seq,
+                            proc_id: read.proc_id,
+                            safety: None,
+                            args: start..batch.bytes.len(),
+                            read_only: true,
+                        });
+                    }
+                    Ok(Some(_)) => {
+                        break Err(ConnError::Protocol(
+                            "after its Hello a client sends only Call and Read frames".into(),
+                        ));
+                    }
+                    Ok(None) => break Ok(()),
+                    Err(err) => break Err(ConnError::Frame(err)),
+                }
+            };
+            if !batch.calls.is_empty() {
+                unanswered.fetch_add(batch.calls.len() as u64, Ordering::Relaxed);
+                if self.context.inbound.send(Inbound::Calls(batch)).is_err() {
+                    return Ok(());
+                }
+            }
+            parsed?;
+            // A client that sends and never reads is not read either: its calls stop at TCP,
+            // so the executor's queue and the reply buffers stay bounded.
+            while unanswered.load(Ordering::Relaxed) > UNANSWERED_MAX {
+                thread::sleep(Duration::from_micros(200));
+            }
+            net::fill(stream, buffer)?;
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The links to a primary's backups: a writer thread per member that sends batches (and
+//! reconnects forever), and a reader thread that hands the member's acks to the executor.
+
+use super::*;
+
+/// Starts link threads to backups, one per member.
+#[derive(Clone)]
+pub(super) struct LinkFactory {
+    pub(super) node_id: NodeId,
+    pub(super) group: u32,
+    pub(super) max_frame_len: usize,
+    pub(super) inbound: Sender<Inbound>,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+impl LinkFactory {
+    pub(super) fn spawn(
+        &self,
+        node: NodeId,
+        address: SocketAddr,
+    ) -> Result<Sender<Message>, String> {
+        let (tx, rx) = mpsc::channel();
+        let link = Link {
+            node,
+            address,
+            hello: Hello::new(PeerKind::Replica, u64::from(self.node_id), self.group),
+            max_frame_len: self.max_frame_len,
+            inbound: self.inbound.clone(),
+            metrics: Arc::clone(&self.metrics),
+        };
+        thread::Builder::new()
+            .name(format!("link-{node}"))
+            .spawn(move || link.run(rx))
+            .map_err(|err| format!("cannot start a link thread: {err}"))?;
+        Ok(tx)
+    }
+}
+
+/// The writer side of the link to one backup, reconnecting forever.
+struct Link {
+    node: NodeId,
+    address: SocketAddr,
+    hello: Hello,
+    max_frame_len: usize,
+    inbound: Sender<Inbound>,
+    metrics: Arc<Metrics>,
+}
+
+impl Link {
+    fn run(self, outbox: Receiver<Message>) {
+        // A failover makes members refuse a link for a moment (a backup switching to a new
+        // primary follows the old one until it learns the view): retry every 500 µs for the
+        // first 10 ms, which is what a failover takes, then back off to 20 ms.
+        let mut failures = 0u32;
+        let mut pause = Duration::from_micros(500);
+        loop {
+            let result = match TcpStream::connect(self.address) {
+                Ok(stream) => self.serve(stream, &outbox),
+                Err(err) => Err(ConnError::Io(err)),
+            };
+            match result {
+                Ok(()) => return,
+                Err(err) => {
+                    // Drop what cannot be sent: the backup's introduction on reconnect makes
+                    // the primary ship again from where the backup stands.
+                    loop {
+                        match outbox.try_recv() {
+                            Ok(_) => {}
+                            Err(mpsc::TryRecvError::Empty) => break,
+                            // The member left the view (or the executor stopped).
+                            Err(mpsc::TryRecvError::Disconnected) => return,
+                        }
+                    }
+                    if pause >= Duration::from_millis(20) {
+                        eprintln!(
+                            "link to backup {} ({}): {err}; reconnecting",
+                            self.node, self.address
+                        );
+                    }
+                    thread::sleep(pause);
+                    failures += 1;
+                    if failures >= 20 {
+                        pause = (pause * 2).min(Duration::from_millis(20));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Returns Ok when the executor has gone (the outbox is closed).
+    fn serve(&self, mut stream: TcpStream, outbox: &Receiver<Message>) -> Result<(), ConnError> {
+        net::tune(&stream)?;
+        let mut hello = Vec::new();
+        encode_hello(&mut hello, &self.hello);
+        net::write_all(&mut stream, &hello)?;
+        let mut buffer = FrameBuffer::new(self.max_frame_len);
+        net::read_one(
+            &mut stream,
+            &mut buffer,
+            Duration::from_secs(5),
+            |frame| match frame {
+                Frame::Welcome(_) => Ok(()),
+                Frame::Error(err) => Err(ConnError::Protocol(format!("refused: {}", err.message))),
+                _ => Err(ConnError::Protocol("expected a Welcome".into())),
+            },
+        )?;
+        stream.set_read_timeout(None)?;
+        // What was queued for the old connection is stale: the backup introduces itself again.
+        while outbox.try_recv().is_ok() {}
+        if self
+            .inbound
+            .send(Inbound::LinkUp { node: self.node })
+            .is_err()
+        {
+            return Ok(());
+        }
+        let reader_stream = stream.try_clone()?;
+        let (node, inbound, metrics) = (self.node, self.inbound.clone(), Arc::clone(&self.metrics));
+        let reader = thread::Builder::new()
+            .name(format!("acks-{}", self.node))
+            .spawn(move || read_acks(node, reader_stream, buffer, inbound, metrics))
+            .map_err(ConnError::Io)?;
+        let mut writer = BufWriter::with_capacity(256 * 1024, stream.try_clone()?);
+        let mut frame = Vec::new();
+        let result = loop {
+            let Ok(message) = outbox.recv() else {
+                break Ok(());
+            };
+            let mut next = Some(message);
+            while let Some(message) = next {
+                frame.clear();
+                if let Message::Batch(bytes) = &message {
+                    tandem_wire::encode_batch_frame_header(&mut frame, bytes.len());
+                    if let Err(_err) = writer
+                        .write_all(&frame)
+                        .and_then(|()| writer.write_all(bytes))
+                    {
+                        break;
+                    }
+                } else {
+                    encode_peer(&mut frame, &message);
+                    if writer.write_all(&frame).is_err() {
+                        break;
+                    }
+                }
+                next = outbox.try_recv().ok();
+            }
+            if let Err(err) = writer.flush() {
+                break Err(ConnError::Io(err));
+            }
+            if reader.is_finished() {
+                break Err(ConnError::Closed);
+            }
+        };
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        let _ = reader.join();
+        result
+    }
+}
+
+fn read_acks(
+    node: NodeId,
+    mut stream: TcpStream,
+    mut buffer: FrameBuffer,
+    inbound: Sender<Inbound>,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        loop {
+            match buffer.next_frame() {
+                Ok(Some(Frame::Peer(message))) => {
+                    if inbound
+                        .send(Inbound::Peer {
+                            from: node,
+                            message,
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                Ok(Some(_)) => {
+                    metrics.frames_rejected.inc();
+                    return;
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    metrics.frames_rejected.inc();
+                    return;
+                }
+            }
+        }
+        if net::fill(&mut stream, &mut buffer).is_err() {
+            return;
+        }
+    }
+}
