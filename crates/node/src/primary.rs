@@ -99,13 +99,6 @@ pub enum Ran {
     Refused(Refusal),
 }
 
-impl Ran {
-    /// Whether the call was consumed (answered now or later), as opposed to left waiting.
-    pub fn consumed(self) -> bool {
-        self != Ran::Stalled
-    }
-}
-
 /// What the node's cluster core must hear from its primary role.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observed {
