@@ -147,7 +147,11 @@ fn budget(bug: Bug) -> Option<(Mix, u64)> {
         Bug::AbandonedSent => 100,
         // Any bounded seed whose backups fall behind (first caught: 4).
         Bug::IgnoreBound => 50,
-        Bug::MissedPromotion | Bug::RestartedServes => return None,
+        // The role rule's own assertion (a restarted node holds no role until a view leaves
+        // it out) catches it as soon as a restarted node is named again (first caught: 8; a
+        // long run found it first, at k-of-n seed 3,072).
+        Bug::RestartedServes => 50,
+        Bug::MissedPromotion => return None,
     };
     Some((Mix::Every, seeds))
 }
@@ -190,21 +194,17 @@ fn every_planted_bug_is_caught_within_its_budget() {
 }
 
 /// The planted bugs too rare for the CI budget, each with the long run that catches it
-/// (first caught at k-of-n seeds 8,131 and 2,780; `cargo test --release -p tandem-sim --test
-/// cluster -- --ignored`, several minutes; or
-/// `tandem sim --inject BUG --mix k-of-n --seeds 0..N`). Their fixes are guarded in CI by
-/// scripted tests beside the code (`tandem_cluster::role`'s tests).
+/// (missed-promotion: first caught at k-of-n seed 8,131; `cargo test --release -p tandem-sim
+/// --test cluster -- --ignored`, several minutes; or `tandem sim --inject BUG --mix k-of-n
+/// --seeds 0..N`). Their fixes are guarded in CI by scripted tests beside the code
+/// (`tandem_cluster::role`'s tests).
 #[test]
 #[ignore = "a long run: minutes in a release build"]
 fn the_rare_planted_bugs_are_caught_in_a_long_run() {
-    for (bug, seeds) in [
-        (Bug::MissedPromotion, 20_000),
-        (Bug::RestartedServes, 5_000),
-    ] {
-        assert_eq!(budget(bug), None, "{} has a CI budget", bug.name());
-        let caught = first_catch(bug, Mix::KOfN, seeds);
-        assert!(caught.is_some(), "{} survived {seeds} seeds", bug.name());
-    }
+    let (bug, seeds) = (Bug::MissedPromotion, 20_000);
+    assert_eq!(budget(bug), None, "{} has a CI budget", bug.name());
+    let caught = first_catch(bug, Mix::KOfN, seeds);
+    assert!(caught.is_some(), "{} survived {seeds} seeds", bug.name());
 }
 
 /// Each checker the planted bugs do not reach fails on some seed of a sabotaged world,
