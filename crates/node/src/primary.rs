@@ -59,7 +59,8 @@ pub enum AnswerKind {
     /// The procedure failed and its txn rolled back: nothing changed.
     RolledBack { message: String },
     /// Refused before it ran. It still waits behind the answers of earlier calls, so a client
-    /// that pipelines sees its answers in call order.
+    /// that pipelines sees its answers in call order, but for no lease: it acknowledges
+    /// nothing.
     Refused { refusal: Refusal, message: String },
 }
 
@@ -330,11 +331,11 @@ impl<W: Workload, T> PrimaryRole<W, T> {
             .map(|err| format!("call {}: {err}", call.seq))
     }
 
-    /// Holds a refusal behind the answers of earlier calls.
+    /// Holds a refusal behind the answers of earlier calls (for no lease: it acknowledges
+    /// nothing).
     fn refuse(&mut self, to: T, seq: u64, refusal: Refusal, message: String) -> Ran {
         let kind = AnswerKind::Refused { refusal, message };
-        self.primary
-            .defer(Safety::OneSafe, Answer { to, seq, kind });
+        self.primary.refuse(Answer { to, seq, kind });
         Ran::Refused(refusal)
     }
 

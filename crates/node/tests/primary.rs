@@ -130,6 +130,35 @@ fn a_refused_call_is_answered_behind_the_calls_before_it() {
 }
 
 #[test]
+fn a_refusal_waits_for_no_lease_and_holds_back_no_answer_behind_it() {
+    // A lease the backup never renews (its acks echo no heartbeat): answers that need it
+    // would never leave.
+    let mut config = common::config(1, &[BACKUP], Safety::TwoSafe(AckCount::All));
+    config.lease_ticks = Some(2);
+    let segment = common::loaded();
+    let primary = Primary::new(config, segment.lsn());
+    let mut role: Role = PrimaryRole::new(Store::open(segment, common::workload()), primary);
+    let args = args();
+    assert!(matches!(
+        role.run_call(&call(2, &args), "second"),
+        Ran::Committed { .. }
+    ));
+    assert_eq!(
+        role.run_call(&call(1, &args), "stale"),
+        Ran::Refused(Refusal::StaleSeq)
+    );
+    assert!(matches!(
+        role.run_call(&call(3, &args), "third"),
+        Ran::Committed { .. }
+    ));
+    let lsn = role.primary().lsn_committed();
+    ack(&mut role, lsn);
+    let (sent, _) = answers(&mut role);
+    let order: Vec<&str> = sent.iter().map(|reply| reply.reply.to).collect();
+    assert_eq!(order, ["second", "stale", "third"]);
+}
+
+#[test]
 fn a_deposed_role_runs_nothing_and_abandons_what_it_held() {
     let mut role = role(&[BACKUP], Safety::TwoSafe(AckCount::All));
     let args = args();

@@ -792,6 +792,14 @@ impl<R> Primary<R> {
         self.hold(safety, needs_lease, reply);
     }
 
+    /// Holds the answer to a call refused before it ran (an unknown procedure, a stale seq):
+    /// it leaves in call order, behind the answers held before it, and waits for no rule and
+    /// no lease. It acknowledges nothing, so a primary that a new view replaced may still send
+    /// it, and a lapsed lease must not hold back the answers queued behind it.
+    pub fn refuse(&mut self, reply: R) {
+        self.hold(Safety::OneSafe, false, reply);
+    }
+
     fn hold(&mut self, safety: Safety, needs_lease: bool, reply: R) {
         assert!(!self.deposed, "a deposed primary takes no calls");
         let lsn = self.lsn_committed;

@@ -518,9 +518,11 @@ impl World {
                 AnswerKind::RolledBack { .. } | AnswerKind::Refused { .. } => (false, None),
             };
             // No backup ack fences the answer (a 1-safe or bounded commit, or no commit of
-            // its own): the primary may release it only under its lease. Worked out here,
-            // not taken from the core, so that a core that forgets the lease is caught.
-            let needs_lease = !(committed && fenced_by_acks(self.faults.safety));
+            // its own): the primary may release it only under its lease. A refusal
+            // acknowledges nothing and needs none. Worked out here, not taken from the core,
+            // so that a core that forgets the lease is caught.
+            let refused = matches!(kind, AnswerKind::Refused { .. });
+            let needs_lease = !refused && !(committed && fenced_by_acks(self.faults.safety));
             if needs_lease && let Some((backup, end)) = self.promise_broken(node, view) {
                 return Err(self.fail(format!(
                     "node {node} released a reply to client {client} (call {seq}) that \
