@@ -522,7 +522,8 @@ impl World {
             // acknowledges nothing and needs none. Worked out here, not taken from the core,
             // so that a core that forgets the lease is caught.
             let refused = matches!(kind, AnswerKind::Refused { .. });
-            let needs_lease = !refused && !(committed && fenced_by_acks(self.faults.safety));
+            let fenced = committed && fenced_by_acks(self.faults.safety);
+            let needs_lease = !(refused || fenced);
             if needs_lease && let Some((backup, end)) = self.promise_broken(node, view) {
                 return Err(self.fail(format!(
                     "node {node} released a reply to client {client} (call {seq}) that \
