@@ -101,18 +101,23 @@ fn a_retry_is_answered_from_the_dedup_table_at_its_first_lsn() {
     assert_eq!(body, first, "the reply stored at the commit");
 }
 
+/// Commits the client's call 2 ("second"), then gets its call 1 again ("stale"): refused.
+fn commit_then_stale(role: &mut Role, args: &[u8]) {
+    assert!(matches!(
+        role.run_call(&call(2, args), "second"),
+        Ran::Committed { .. }
+    ));
+    assert_eq!(
+        role.run_call(&call(1, args), "stale"),
+        Ran::Refused(Refusal::StaleSeq)
+    );
+}
+
 #[test]
 fn a_refused_call_is_answered_behind_the_calls_before_it() {
     let mut role = role(&[BACKUP], Safety::TwoSafe(AckCount::All));
     let args = args();
-    assert!(matches!(
-        role.run_call(&call(2, &args), "second"),
-        Ran::Committed { .. }
-    ));
-    assert_eq!(
-        role.run_call(&call(1, &args), "stale"),
-        Ran::Refused(Refusal::StaleSeq)
-    );
+    commit_then_stale(&mut role, &args);
     let (sent, _) = answers(&mut role);
     assert!(sent.is_empty(), "both wait for the backup's ack");
     let lsn = role.primary().lsn_committed();
@@ -139,14 +144,7 @@ fn a_refusal_waits_for_no_lease_and_holds_back_no_answer_behind_it() {
     let primary = Primary::new(config, segment.lsn());
     let mut role: Role = PrimaryRole::new(Store::open(segment, common::workload()), primary);
     let args = args();
-    assert!(matches!(
-        role.run_call(&call(2, &args), "second"),
-        Ran::Committed { .. }
-    ));
-    assert_eq!(
-        role.run_call(&call(1, &args), "stale"),
-        Ran::Refused(Refusal::StaleSeq)
-    );
+    commit_then_stale(&mut role, &args);
     assert!(matches!(
         role.run_call(&call(3, &args), "third"),
         Ran::Committed { .. }
