@@ -22,7 +22,7 @@ use tandem_memory::ClassBytes;
 use tandem_replication::{
     DrainReplies, Message, NodeId, Primary, PrimaryReady, Safety, TransferSent,
 };
-use tandem_store::{CallError, Deduped, ProcId, Store, Workload};
+use tandem_store::{CallError, Deduped, ProcError, ProcId, Store, Workload};
 
 /// A client's call, as the driver read it.
 #[derive(Debug, Clone, Copy)]
@@ -285,7 +285,7 @@ impl<W: Workload, T> PrimaryRole<W, T> {
         args: &[u8],
         safety: Safety,
         to: T,
-    ) -> Result<ClassBytes, CallError> {
+    ) -> Result<ClassBytes, ProcError> {
         assert!(
             !self.primary.is_deposed(),
             "a deposed primary runs no calls"
@@ -299,7 +299,7 @@ impl<W: Workload, T> PrimaryRole<W, T> {
                 let answer = Answer { to, seq: 0, kind };
                 Ok(self.commit_last(CallId::default(), safety, answer))
             }
-            Err(err @ CallError::Proc(_)) => {
+            Err(CallError::Proc(err)) => {
                 let kind = AnswerKind::RolledBack {
                     message: String::new(),
                 };

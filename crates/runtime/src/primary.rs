@@ -26,7 +26,7 @@ use tandem_node::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal,
 use tandem_replication::{
     Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, Safety,
 };
-use tandem_store::{CallError, Driver, ProcId, Store};
+use tandem_store::{Driver, ProcId, Store};
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, Role, Welcome, encode_error,
     encode_hello, encode_peer, encode_reply, encode_welcome,
@@ -759,11 +759,10 @@ where
                 self.commits += 1;
                 self.shipped += shipped;
             }
-            Err(CallError::Proc(err)) => {
+            Err(err) => {
                 local.driver.observe(id, &local.args, Err(&err));
                 self.rollbacks += 1;
             }
-            Err(err) => unreachable!("the core panics on {err}"),
         }
     }
 
