@@ -758,19 +758,25 @@ impl<R> Primary<R> {
     fn after_commit(&mut self, lsn: u64, safety: Safety, reply: R) {
         self.lsn_committed = lsn;
         let needs_lease = matches!(safety, Safety::OneSafe | Safety::Bounded(_));
-        self.pending.push_back(Pending {
+        if self.builder.payload_len() >= self.config.batch_bytes_max {
+            self.seal_and_ship();
+        }
+        let pending = Pending {
             lsn,
             safety,
             needs_lease,
             reply,
-        });
-        if self.builder.payload_len() >= self.config.batch_bytes_max {
-            self.seal_and_ship();
-        }
-        // Only a reply at the front can go, and the front changed only if this is the sole
-        // pending reply: no ack arrived since the last release.
-        if self.pending.len() == 1 {
-            self.release();
+        };
+        if self.pending.is_empty() {
+            // The common case under a lone primary or a 1-safe rule: the reply may leave at
+            // once, so it skips the queue (a reply is large; each copy shows in throughput).
+            if let Some(pending) = self.release_front(pending) {
+                self.pending.push_back(pending);
+            }
+        } else {
+            // Only a reply at the front can go, and the front did not change: no ack arrived
+            // since the last release, or the queue would have been released then.
+            self.pending.push_back(pending);
         }
         debug_assert!(self.check_invariants());
     }
@@ -802,14 +808,20 @@ impl<R> Primary<R> {
 
     fn hold(&mut self, safety: Safety, needs_lease: bool, reply: R) {
         assert!(!self.deposed, "a deposed primary takes no calls");
-        let lsn = self.lsn_committed;
-        self.pending.push_back(Pending {
-            lsn,
+        let pending = Pending {
+            lsn: self.lsn_committed,
             safety,
             needs_lease,
             reply,
-        });
-        self.release();
+        };
+        if self.pending.is_empty() {
+            if let Some(pending) = self.release_front(pending) {
+                self.pending.push_back(pending);
+            }
+        } else {
+            self.pending.push_back(pending);
+            self.release();
+        }
     }
 
     /// Whether the lease holds now: every backup echoed a heartbeat sent less than
@@ -1185,6 +1197,33 @@ impl<R> Primary<R> {
             }
         }
         self.tail.push(batch);
+    }
+
+    /// Releases `pending`, a reply with nothing held before it, if its rule holds now; hands
+    /// it back to be held if not. The same decision as [`Primary::release`] makes for the
+    /// front of the queue, without the trip through it.
+    fn release_front(&mut self, pending: Pending<R>) -> Option<Pending<R>> {
+        assert!(
+            self.pending.is_empty(),
+            "a reply skips the queue only when it is empty"
+        );
+        if self.view_newer.is_some() || self.deposed {
+            return Some(pending);
+        }
+        let lease_end = self.lease_end();
+        if pending.needs_lease && !lease_end.is_none_or(|end| self.tick < end) {
+            return Some(pending);
+        }
+        if pending.lsn > self.lsn_releasable(pending.safety) {
+            return Some(pending);
+        }
+        self.lsn_released = self.lsn_released.max(pending.lsn);
+        self.ready.replies.push(Reply {
+            lsn: pending.lsn,
+            reply: pending.reply,
+            lease_end: if pending.needs_lease { lease_end } else { None },
+        });
+        None
     }
 
     /// Releases, in LSN order, every pending reply whose rule holds.
