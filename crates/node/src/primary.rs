@@ -22,7 +22,7 @@ use tandem_memory::ClassBytes;
 use tandem_replication::{
     DrainReplies, Message, NodeId, Primary, PrimaryReady, Safety, TransferSent,
 };
-use tandem_store::{CallError, Deduped, ProcError, ProcId, Store, Workload};
+use tandem_store::{CallError, Deduped, ProcError, ProcId, ProcKind, Store};
 
 /// A client's call, as the driver read it.
 #[derive(Debug, Clone, Copy)]
@@ -152,8 +152,8 @@ impl<T> RoleReady<T> {
 
 /// The primary role of one node: its store and its replication core.
 #[derive(Debug)]
-pub struct PrimaryRole<W, T> {
-    store: Store<W>,
+pub struct PrimaryRole<T> {
+    store: Store,
     primary: Primary<Answer<T>>,
     /// What the cluster core must hear, since the last take.
     observed: Vec<Observed>,
@@ -161,10 +161,10 @@ pub struct PrimaryRole<W, T> {
     reply: Vec<u8>,
 }
 
-impl<W: Workload, T> PrimaryRole<W, T> {
+impl<T> PrimaryRole<T> {
     /// A primary role serving `store`, replicating through `primary` (whose last commit is
     /// the store's).
-    pub fn new(store: Store<W>, primary: Primary<Answer<T>>) -> PrimaryRole<W, T> {
+    pub fn new(store: Store, primary: Primary<Answer<T>>) -> PrimaryRole<T> {
         assert_eq!(
             store.segment().lsn(),
             primary.lsn_committed(),
@@ -178,7 +178,7 @@ impl<W: Workload, T> PrimaryRole<W, T> {
         }
     }
 
-    pub fn store(&self) -> &Store<W> {
+    pub fn store(&self) -> &Store {
         &self.store
     }
 
@@ -203,7 +203,7 @@ impl<W: Workload, T> PrimaryRole<W, T> {
         if !self.primary.can_commit(safety) {
             return Ran::Stalled;
         }
-        if call.read_only && !self.store.registry().is_read(call.proc_id) {
+        if call.read_only && self.store.model().kind(call.proc_id) != Some(ProcKind::Read) {
             let message = format!(
                 "procedure {} writes: a Read frame runs only read-only procedures; send a Call",
                 call.proc_id.0

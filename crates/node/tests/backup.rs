@@ -6,8 +6,8 @@ use tandem_node::{ApplierRole, Call, HandoverError, PrimaryRole, Ran, RoleReady}
 use tandem_replication::{
     AckCount, ApplyBatch, Message, NodeId, Primary, Receiver, ReceiverConfig, ReceiverReady, Safety,
 };
-use tandem_store::Store;
-use tandem_store::workloads::debit_credit::{DEBIT_CREDIT, DebitCredit};
+use tandem_store::{Compiled, Store};
+use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit};
 
 mod common;
 
@@ -18,7 +18,7 @@ const BACKUP: NodeId = 2;
 
 /// A primary whose every call ships in a batch of its own, and the receiver of its backup.
 struct Pair {
-    primary: PrimaryRole<DebitCredit, ()>,
+    primary: PrimaryRole<()>,
     receiver: Receiver,
     seq: u64,
 }
@@ -35,7 +35,10 @@ impl Pair {
             nack_ticks: 2,
         };
         let mut pair = Pair {
-            primary: PrimaryRole::new(Store::open(segment, common::workload()), primary),
+            primary: PrimaryRole::new(
+                Store::open(segment, Compiled::boxed(common::workload())),
+                primary,
+            ),
             receiver: Receiver::new(receiver_config, loaded().lsn()),
             seq: 0,
         };

@@ -3,20 +3,23 @@
 
 use tandem_node::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};
 use tandem_replication::{AckCount, Disposition, Message, NodeId, Primary, Reply, Safety};
-use tandem_store::workloads::debit_credit::{BALANCE, DEBIT_CREDIT, DebitCredit};
-use tandem_store::{ProcId, Store};
+use tandem_store::{Compiled, ProcId, Store};
+use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT, DebitCredit};
 
 mod common;
 
 const BACKUP: NodeId = 2;
 const CLIENT: u64 = 7;
 
-type Role = PrimaryRole<DebitCredit, &'static str>;
+type Role = PrimaryRole<&'static str>;
 
 fn role(backups: &[NodeId], safety: Safety) -> Role {
     let segment = common::loaded();
     let primary = Primary::new(common::config(1, backups, safety), segment.lsn());
-    PrimaryRole::new(Store::open(segment, common::workload()), primary)
+    PrimaryRole::new(
+        Store::open(segment, Compiled::boxed(common::workload())),
+        primary,
+    )
 }
 
 fn args() -> Vec<u8> {
@@ -142,7 +145,10 @@ fn a_refusal_waits_for_no_lease_and_holds_back_no_answer_behind_it() {
     config.lease_ticks = Some(2);
     let segment = common::loaded();
     let primary = Primary::new(config, segment.lsn());
-    let mut role: Role = PrimaryRole::new(Store::open(segment, common::workload()), primary);
+    let mut role: Role = PrimaryRole::new(
+        Store::open(segment, Compiled::boxed(common::workload())),
+        primary,
+    );
     let args = args();
     commit_then_stale(&mut role, &args);
     assert!(matches!(

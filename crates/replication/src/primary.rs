@@ -1211,7 +1211,8 @@ impl<R> Primary<R> {
             return Some(pending);
         }
         let lease_end = self.lease_end();
-        if pending.needs_lease && !lease_end.is_none_or(|end| self.tick < end) {
+        let lease_holds = lease_end.is_none_or(|end| self.tick < end);
+        if pending.needs_lease && !lease_holds {
             return Some(pending);
         }
         if pending.lsn > self.lsn_releasable(pending.safety) {

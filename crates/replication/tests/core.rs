@@ -13,8 +13,8 @@ use tandem_replication::{
     PrimaryReady, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady, Reply, Safety,
 };
 use tandem_store::Rng;
-use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
 use tandem_store::{Driver, Store, Workload};
+use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};
 
 const PRIMARY: NodeId = 1;
 const SEGMENT_LEN: usize = 16 * 4096;
@@ -750,8 +750,8 @@ fn debit_credit_over_a_lossy_network_converges() {
             Segment::anonymous(4096, Strategy::V3InlineLog).unwrap(),
         );
         // The primary's segment already holds the load.
-        let mut store = Store::open(segment, workload.clone());
-        let mut driver = store.workload().driver(seed);
+        let mut store = Store::open(segment, tandem_store::Compiled::boxed(workload.clone()));
+        let mut driver = workload.driver(seed);
         let (mut args, mut reply) = (Vec::new(), Vec::new());
         let mut calls = 0u64;
         for _ in 0..3_000 {
@@ -816,7 +816,7 @@ fn debit_credit_over_a_lossy_network_converges() {
         harness.assert_replicas_match();
         for backup in &harness.backups {
             workload.check(&backup.segment).unwrap();
-            driver.check(&workload, &backup.segment).unwrap();
+            driver.check(&backup.segment).unwrap();
         }
         let released: Vec<u64> = harness.released.clone();
         assert!(released.windows(2).all(|pair| pair[0] < pair[1]));

@@ -30,7 +30,7 @@ use tandem_replication::{
     ApplyBatch, Message, NodeId, Receiver as ReceiverCore, ReceiverConfig, ReceiverFault,
     ReceiverReady, transfer::PageImage,
 };
-use tandem_store::{CallError, ProcId};
+use tandem_store::{CallError, DataModel, ProcId, ProcKind};
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, PeerKind, ReplyStatus, Role, Welcome, encode_error, encode_peer,
     encode_reply, encode_welcome,
@@ -39,7 +39,6 @@ use tandem_wire::{
 use crate::config::{Mode, NodeConfig};
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::net::{self, ConnError};
-use crate::workload::ServedWorkload;
 use crate::{Checksum, Control, NodeStatus};
 
 /// Batches received and not yet applied, at most (64 MiB of 64 KiB batches).
@@ -69,9 +68,6 @@ enum ReadOutcome {
     Writes,
     Unknown,
 }
-
-/// Runs read-only procedure `proc_id` on a segment, writing the reply.
-type ReadFn = Box<dyn Fn(u16, &Segment, &[u8], &mut Vec<u8>) -> ReadOutcome + Send>;
 
 /// What the applier thread receives from the receivers and the node.
 enum ToApplier {
@@ -154,14 +150,11 @@ impl Gate {
     }
 }
 
-/// A workload's consistency check: None when the segment is consistent.
-type ConsistencyCheck = Box<dyn Fn(&Segment) -> Option<String> + Send>;
-
-/// The applier thread's state: the node core's applier, and an active backup's workload (its
-/// consistency check and read-only procedures).
+/// The applier thread's state: the node core's applier, and an active backup's data model
+/// (its consistency check and read-only procedures).
 struct Replica {
     applier: ApplierRole,
-    workload: Option<(ConsistencyCheck, ReadFn)>,
+    model: Option<Box<dyn DataModel>>,
 }
 
 impl Replica {
@@ -170,9 +163,17 @@ impl Replica {
     }
 
     fn read(&self, proc_id: u16, args: &[u8], body: &mut Vec<u8>) -> ReadOutcome {
-        match (self.applier.segment(), &self.workload) {
-            (Some(segment), Some((_, reader))) => reader(proc_id, segment, args, body),
-            _ => ReadOutcome::Writes,
+        let (Some(segment), Some(model)) = (self.applier.segment(), &self.model) else {
+            return ReadOutcome::Writes;
+        };
+        let id = ProcId(proc_id);
+        if model.kind(id) == Some(ProcKind::Write) {
+            return ReadOutcome::Writes;
+        }
+        match tandem_store::read(&**model, segment, id, args, body) {
+            Ok(()) => ReadOutcome::Read,
+            Err(CallError::Proc(err)) => ReadOutcome::RolledBack(err.to_string()),
+            Err(_) => ReadOutcome::Unknown,
         }
     }
 
@@ -180,7 +181,11 @@ impl Replica {
         match self.applier.replica() {
             NodeReplica::Active { segment, .. } => {
                 let mut checksum = Checksum::of(segment.bytes(), segment.lsn());
-                checksum.check = self.workload.as_ref().and_then(|(check, _)| check(segment));
+                checksum.check = self
+                    .model
+                    .as_ref()
+                    .and_then(|model| model.check(segment).err())
+                    .map(|err| err.to_string());
                 checksum
             }
             NodeReplica::Passive { mirror, applier } => match mirror.recover() {
@@ -196,33 +201,17 @@ impl Replica {
     }
 }
 
-/// An active backup's replica of `workload` on `segment`, applied up to the segment's LSN,
-/// with `tail` (batches applied in an earlier role) as the start of its retained tail.
-fn active_replica<W: ServedWorkload>(
+/// An active backup's replica of `model` on `segment`, applied up to the segment's LSN, with
+/// `tail` (batches applied in an earlier role) as the start of its retained tail.
+fn active_replica(
     segment: Segment,
-    workload: &W,
+    model: Box<dyn DataModel>,
     tail: Vec<SealedBatch>,
     limits: TailLimits,
 ) -> Replica {
-    let checked = workload.clone();
-    let registry = W::registry();
-    let read_by = workload.clone();
-    let reader: ReadFn = Box::new(move |proc_id, segment, args, body| {
-        let id = ProcId(proc_id);
-        if registry.get(id).is_some() {
-            return ReadOutcome::Writes;
-        }
-        match tandem_store::read(&read_by, &registry, segment, id, args, body) {
-            Ok(()) => ReadOutcome::Read,
-            Err(CallError::Proc(err)) => ReadOutcome::RolledBack(err.to_string()),
-            Err(_) => ReadOutcome::Unknown,
-        }
-    });
-    let check: ConsistencyCheck =
-        Box::new(move |segment| checked.check(segment).err().map(|e| e.to_string()));
     Replica {
         applier: ApplierRole::active(segment, tail, limits),
-        workload: Some((check, reader)),
+        model: Some(model),
     }
 }
 
@@ -344,23 +333,20 @@ impl BackupHandle {
 
 /// Starts a backup of `workload`: loads the same initial database as the primary (the load is
 /// deterministic), then accepts the primary's connection on `listener`.
-pub fn start<W: ServedWorkload>(
+pub fn start(
     config: &NodeConfig,
     listener: TcpListener,
-    workload: W,
+    model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
-) -> Result<BackupHandle, String>
-where
-    W::Driver: Send,
-{
-    let segment = crate::workload::loaded_segment(&config.group, &workload)?;
+) -> Result<BackupHandle, String> {
+    let segment = crate::workload::loaded_segment(&config.group, &*model)?;
     let primary = config
         .peers
         .iter()
         .find(|peer| peer.role == crate::config::Role::Primary)
         .map_or(0, |peer| peer.node_id);
     let gate = Gate::new(config.group.view, primary);
-    let handle = start_role(config, segment, workload, metrics, gate, Vec::new())?;
+    let handle = start_role(config, segment, model, metrics, gate, Vec::new())?;
     let state = handle.state.clone();
     let to_applier = handle.to_applier.clone();
     thread::Builder::new()
@@ -382,17 +368,14 @@ where
 /// Starts the backup role on `segment` (freshly loaded, or kept from an earlier role), taking
 /// batches from the primary `gate` names. Connections are handed to it with
 /// [`BackupHandle::serve`].
-pub fn start_role<W: ServedWorkload>(
+pub fn start_role(
     config: &NodeConfig,
     mut segment: Segment,
-    workload: W,
+    model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
     gate: Gate,
     tail: Vec<SealedBatch>,
-) -> Result<BackupHandle, String>
-where
-    W::Driver: Send,
-{
+) -> Result<BackupHandle, String> {
     let group = &config.group;
     let lsn_start = segment.lsn();
     metrics.lsn_received.set(lsn_start as i64);
@@ -402,7 +385,7 @@ where
         bytes_max: config.tuning.tail_bytes_max,
     };
     let replica = match group.mode {
-        Mode::Active => active_replica(segment, &workload, tail, tail_limits),
+        Mode::Active => active_replica(segment, model, tail, tail_limits),
         Mode::Passive => {
             let layout = segment
                 .enable_passive_trace(group.undo_log_kib << 10)
@@ -412,7 +395,7 @@ where
             drop(segment);
             Replica {
                 applier: ApplierRole::passive(mirror, lsn_start, tail_limits),
-                workload: None,
+                model: None,
             }
         }
     };
@@ -943,9 +926,9 @@ fn answer(replica: &Replica, state: &Shared, request: Control) {
 
 #[cfg(test)]
 mod tests {
-    use tandem_store::workloads::debit_credit::{BALANCE, DEBIT_CREDIT, DebitCredit};
-    use tandem_store::{Store, Workload};
+    use tandem_store::{Compiled, Store, Workload};
     use tandem_wire::{Reply, decode_frame};
+    use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT, DebitCredit};
 
     use super::*;
 
@@ -971,7 +954,7 @@ mod tests {
     fn replica() -> Replica {
         let workload = DebitCredit::new(SEGMENT_LEN, &Default::default()).unwrap();
         let segment = Segment::anonymous(SEGMENT_LEN, tandem_memory::Strategy::V3InlineLog);
-        let mut store = Store::load(segment.unwrap(), workload.clone());
+        let mut store = Store::load(segment.unwrap(), Compiled::boxed(workload.clone()));
         let mut args = Vec::new();
         for field in [0u32, 0, 0] {
             args.extend_from_slice(&field.to_le_bytes());
@@ -981,7 +964,7 @@ mod tests {
         let (segment, _) = store.into_parts();
         active_replica(
             segment,
-            &workload,
+            Compiled::boxed(workload.clone()),
             Vec::new(),
             TailLimits {
                 records_max: 1_000,

@@ -30,6 +30,7 @@ use tandem_config::{ClusterMap, FileDurable, NodeInfo, SinceView, View};
 use tandem_log::SealedBatch;
 use tandem_memory::Segment;
 use tandem_replication::NodeId;
+use tandem_store::DataModel;
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_cluster, encode_error, encode_hello,
 };
@@ -39,7 +40,6 @@ use crate::config::{NodeConfig, Role};
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
 use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
-use crate::workload::ServedWorkload;
 use crate::{Checksum, NodeStatus};
 use serde::Serialize;
 use tandem_node::{Observed, RoleRule};
@@ -148,16 +148,13 @@ enum ToSupervisor {
 }
 
 /// Runs a cluster-mode node until the process is stopped.
-pub fn run<W: ServedWorkload>(
+pub fn run(
     config: &NodeConfig,
     listener: TcpListener,
     metrics_listener: Option<TcpListener>,
-    workload: W,
+    model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
-) -> Result<(), String>
-where
-    W::Driver: Send,
-{
+) -> Result<(), String> {
     let table = config
         .cluster
         .as_ref()
@@ -224,7 +221,7 @@ where
         .map_err(|err| format!("cannot start the accept thread: {err}"))?;
     let mut supervisor = Supervisor {
         config: config.clone(),
-        workload,
+        model,
         metrics,
         core,
         disk,
@@ -250,7 +247,7 @@ where
     // once rather than each node being silent for its own load.
     supervisor.segment_spare = Spare::Ready(crate::workload::loaded_segment(
         &supervisor.config.group,
-        &supervisor.workload,
+        &*supervisor.model,
     )?);
     if restarted {
         say!(
@@ -303,9 +300,10 @@ fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) ->
     map
 }
 
-struct Supervisor<W: ServedWorkload> {
+struct Supervisor {
     config: NodeConfig,
-    workload: W,
+    /// The data model this node's roles serve; each role gets a replica of it.
+    model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
     core: Cluster,
     disk: FileDurable,
@@ -331,10 +329,7 @@ struct Supervisor<W: ServedWorkload> {
     heard_since_role: std::collections::BTreeSet<NodeId>,
 }
 
-impl<W: ServedWorkload> Supervisor<W>
-where
-    W::Driver: Send,
-{
+impl Supervisor {
     fn run(&mut self, inbox: Receiver<ToSupervisor>) {
         let tick = Duration::from_micros(self.config.tuning.tick_us);
         let mut next_tick = Instant::now() + tick;
@@ -705,7 +700,7 @@ where
             segment,
             batches,
             self.role_view(view),
-            self.workload.clone(),
+            self.model.replica(),
             Arc::clone(&self.metrics),
             None,
             Some(observed),
@@ -726,7 +721,7 @@ where
         match backup::start_role(
             &self.config,
             segment,
-            self.workload.clone(),
+            self.model.replica(),
             Arc::clone(&self.metrics),
             gate,
             tail,
@@ -758,7 +753,7 @@ where
                     .join()
                     .map_err(|_| "the segment's loader panicked".to_string())?
             }
-            Spare::None => crate::workload::loaded_segment(&self.config.group, &self.workload),
+            Spare::None => crate::workload::loaded_segment(&self.config.group, &*self.model),
         }
     }
 
@@ -771,10 +766,10 @@ where
             return;
         }
         let group = self.config.group.clone();
-        let workload = self.workload.clone();
+        let model = self.model.replica();
         let loader = thread::Builder::new()
             .name("load".into())
-            .spawn(move || crate::workload::loaded_segment(&group, &workload));
+            .spawn(move || crate::workload::loaded_segment(&group, &*model));
         match loader {
             Ok(loader) => {
                 self.segment_spare = Spare::Loading(loader);

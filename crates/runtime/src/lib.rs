@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tandem_replication::NodeId;
+use tandem_store::DataModel;
 
 use crate::config::{NodeConfig, Role};
 use crate::metrics::Metrics;
-use crate::workload::{ServedWorkload, WithWorkload, with_workload};
 
 /// A request to the thread that owns a node's segment.
 #[derive(Debug)]
@@ -119,9 +119,9 @@ impl Checksum {
     }
 }
 
-/// Runs a node until the process is stopped. Errors are setup failures, with the field or
-/// resource named.
-pub fn run_node(config: NodeConfig) -> Result<(), String> {
+/// Runs a node serving `model` until the process is stopped. Errors are setup failures, with
+/// the field or resource named.
+pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), String> {
     let listener = TcpListener::bind(config.listen)
         .map_err(|err| format!("listen: cannot bind {}: {err}", config.listen))?;
     let metrics_listener = match config.metrics_listen {
@@ -141,22 +141,23 @@ pub fn run_node(config: NodeConfig) -> Result<(), String> {
             "node {} serving group {} in cluster mode on {}",
             config.node_id, config.group.id, config.listen
         );
-        let cluster = RunCluster {
-            config: &config,
-            listener,
-            metrics_listener,
-            metrics,
-        };
-        return with_workload(config.group.workload, config.group.db_mib << 20, cluster)
-            .map_err(|err| format!("group.workload: {err}"))?;
+        return cluster::run(&config, listener, metrics_listener, model, metrics);
     }
-    let start = Start {
-        config: &config,
-        listener,
-        metrics: Arc::clone(&metrics),
-    };
-    let node = with_workload(config.group.workload, config.group.db_mib << 20, start)
-        .map_err(|err| format!("group.workload: {err}"))??;
+    let node = Arc::new(match config.role {
+        Role::Primary => Node::Primary(primary::start(
+            &config,
+            listener,
+            model,
+            Arc::clone(&metrics),
+            None,
+        )?),
+        Role::Backup => Node::Backup(backup::start(
+            &config,
+            listener,
+            model,
+            Arc::clone(&metrics),
+        )?),
+    });
     eprintln!(
         "node {} ({role}) serving group {} view {} on {}",
         config.node_id, config.group.id, config.group.view, config.listen
@@ -208,65 +209,5 @@ impl Node {
         loop {
             std::thread::park();
         }
-    }
-}
-
-struct Start<'a> {
-    config: &'a NodeConfig,
-    listener: TcpListener,
-    metrics: Arc<Metrics>,
-}
-
-impl WithWorkload for Start<'_> {
-    type Output = Result<Arc<Node>, String>;
-
-    fn run<W: ServedWorkload>(self, workload: W) -> Self::Output
-    where
-        W::Driver: Send,
-    {
-        if self.config.cluster.is_some() {
-            return Err(CLUSTER_MODE.into());
-        }
-        Ok(Arc::new(match self.config.role {
-            Role::Primary => Node::Primary(primary::start(
-                self.config,
-                self.listener,
-                workload,
-                self.metrics,
-                None,
-            )?),
-            Role::Backup => Node::Backup(backup::start(
-                self.config,
-                self.listener,
-                workload,
-                self.metrics,
-            )?),
-        }))
-    }
-}
-
-const CLUSTER_MODE: &str = "a cluster-mode node is run by cluster::run";
-
-struct RunCluster<'a> {
-    config: &'a NodeConfig,
-    listener: TcpListener,
-    metrics_listener: Option<TcpListener>,
-    metrics: Arc<Metrics>,
-}
-
-impl WithWorkload for RunCluster<'_> {
-    type Output = Result<(), String>;
-
-    fn run<W: ServedWorkload>(self, workload: W) -> Self::Output
-    where
-        W::Driver: Send,
-    {
-        cluster::run(
-            self.config,
-            self.listener,
-            self.metrics_listener,
-            workload,
-            self.metrics,
-        )
     }
 }

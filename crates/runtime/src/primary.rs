@@ -26,7 +26,7 @@ use tandem_node::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal,
 use tandem_replication::{
     Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, Safety,
 };
-use tandem_store::{Driver, ProcId, Store};
+use tandem_store::{DataModel, Driver, ProcId, Store};
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, Role, Welcome, encode_error,
     encode_hello, encode_peer, encode_reply, encode_welcome,
@@ -35,7 +35,6 @@ use tandem_wire::{
 use crate::config::{Mode, NodeConfig};
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
-use crate::workload::ServedWorkload;
 use crate::{Checksum, Control, NodeStatus};
 
 mod client;
@@ -238,19 +237,16 @@ fn runtime_lease_ticks(promise_ticks: u64) -> u64 {
         .expect("cluster.lease_ticks is validated to leave the primary a lease")
 }
 
-/// Starts a primary serving `workload` on `listener`, loaded into a fresh segment. With
+/// Starts a primary serving `model` on `listener`, loaded into a fresh segment. With
 /// `local`, the executor also drives its own calls (the in-process benchmark driver).
-pub fn start<W: ServedWorkload>(
+pub fn start(
     config: &NodeConfig,
     listener: TcpListener,
-    workload: W,
+    model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
     local: Option<Arc<LocalLoad>>,
-) -> Result<PrimaryHandle, String>
-where
-    W::Driver: Send,
-{
-    let segment = crate::workload::loaded_segment(&config.group, &workload)?;
+) -> Result<PrimaryHandle, String> {
+    let segment = crate::workload::loaded_segment(&config.group, &*model)?;
     let members = RoleView {
         view: config.group.view,
         backups: config.backups().map(|peer| peer.node_id).collect(),
@@ -268,7 +264,7 @@ where
         segment,
         Vec::new(),
         members,
-        workload,
+        model,
         metrics,
         local,
         None,
@@ -297,19 +293,16 @@ pub struct RoleView {
 /// backup's; empty for a fresh load). Client connections are handed to it with
 /// [`PrimaryHandle::serve_client`]; `observed` hears about the backups.
 #[allow(clippy::too_many_arguments)]
-pub fn start_role<W: ServedWorkload>(
+pub fn start_role(
     config: &NodeConfig,
     mut segment: tandem_memory::Segment,
     batches: Vec<tandem_log::SealedBatch>,
     members: RoleView,
-    workload: W,
+    model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
     local: Option<Arc<LocalLoad>>,
     observed: Option<Sender<Observed>>,
-) -> Result<PrimaryHandle, String>
-where
-    W::Driver: Send,
-{
+) -> Result<PrimaryHandle, String> {
     let group = &config.group;
     let passive = group.mode == Mode::Passive;
     if passive {
@@ -368,19 +361,27 @@ where
         metrics: Arc::clone(&metrics),
         conn_next: Arc::new(AtomicU64::new(1)),
     };
-    let local = local.map(|load| LocalDriver {
-        driver: workload.driver(group.seed),
-        load,
-        args: Vec::new(),
-        id_next: None,
-        args_next: Vec::new(),
-        started: Instant::now(),
-        calls_since_clock: 0,
-    });
+    let local = match local {
+        Some(load) => Some(LocalDriver {
+            driver: model.driver(group.seed).ok_or_else(|| {
+                format!(
+                    "the data model '{}' has no in-process load; drive it over the network",
+                    model.name()
+                )
+            })?,
+            load,
+            args: Vec::new(),
+            id_next: None,
+            args_next: Vec::new(),
+            started: Instant::now(),
+            calls_since_clock: 0,
+        }),
+        None => None,
+    };
     let mut executor = Executor {
         node_id: config.node_id,
         role: PrimaryRole::new(
-            Store::open(segment, workload),
+            Store::open(segment, model),
             Primary::resume(primary_config, lsn_start, batches),
         ),
         ready: RoleReady::default(),
@@ -418,8 +419,8 @@ where
     })
 }
 
-struct LocalDriver<W: ServedWorkload> {
-    driver: W::Driver,
+struct LocalDriver {
+    driver: Box<dyn Driver>,
     load: Arc<LocalLoad>,
     args: Vec<u8>,
     /// The call generated ahead and prefetched (the executor works one call ahead).
@@ -445,10 +446,10 @@ impl ConnOut {
     }
 }
 
-struct Executor<W: ServedWorkload> {
+struct Executor {
     node_id: NodeId,
     /// The primary role's decisions: the store, the replication core, each call's outcome.
-    role: PrimaryRole<W, ReplyTo>,
+    role: PrimaryRole<ReplyTo>,
     ready: RoleReady<ReplyTo>,
     links: BTreeMap<NodeId, Sender<Message>>,
     link_factory: LinkFactory,
@@ -459,7 +460,7 @@ struct Executor<W: ServedWorkload> {
     conns: BTreeMap<ConnId, ConnOut>,
     /// Calls received and not yet run, with the index of the next one in each batch.
     queue: VecDeque<(CallBatch, usize)>,
-    local: Option<LocalDriver<W>>,
+    local: Option<LocalDriver>,
     metrics: Arc<Metrics>,
     tick: Duration,
     /// When the core's tick 1 began: the clock's tick at any instant counts from here.
@@ -518,10 +519,7 @@ const CALLS_PER_TURN: usize = 512;
 /// leave at its end, and the lease allows them a tick at most (see `lease_ticks` in `start`).
 const TURN_MAX: Duration = Duration::from_micros(250);
 
-impl<W: ServedWorkload> Executor<W>
-where
-    W::Driver: Send,
-{
+impl Executor {
     fn run(mut self, inbound: Receiver<Inbound>) {
         self.tick_origin = Instant::now();
         let mut next_tick = self.tick_origin + self.tick;
@@ -608,7 +606,7 @@ where
                 let store = self.role.store();
                 let segment = store.segment();
                 let mut checksum = Checksum::of(segment.bytes(), segment.lsn());
-                checksum.check = store.workload().check(segment).err().map(|e| e.to_string());
+                checksum.check = store.model().check(segment).err().map(|e| e.to_string());
                 let _ = reply.send(checksum);
             }
             Inbound::View {
@@ -965,15 +963,15 @@ where
         }
     }
 
-    /// Checks the workload's consistency and the local driver's tallies before stopping.
+    /// Checks the data model's consistency and the local driver's tallies before stopping.
     fn finish(&mut self) {
         if let Some(local) = &self.local {
             let store = self.role.store();
             let segment = store.segment();
             let result = store
-                .workload()
+                .model()
                 .check(segment)
-                .and_then(|()| local.driver.check(store.workload(), segment))
+                .and_then(|()| local.driver.check(segment))
                 .map_err(|err| err.to_string());
             *local.load.check.lock().expect("not poisoned") = Some(result);
         }

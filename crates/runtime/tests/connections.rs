@@ -18,11 +18,11 @@ use tandem_replication::{AckCount, Safety};
 use tandem_runtime::config::{EXAMPLE, NodeConfig};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, PrimaryHandle};
-use tandem_store::workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, PROTOCOL_VERSION, PeerKind,
     ReplyStatus, Role, Welcome, encode_call, encode_hello,
 };
+use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
 
 /// How long a test waits for any one frame from the primary.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,8 +50,14 @@ impl Node {
         let workload = DebitCredit::new(config.group.db_mib << 20, &DebitCreditConfig::default())
             .expect("Debit-Credit fits in 4 MiB");
         let metrics = Arc::new(Metrics::new(config.node_id, "primary"));
-        let handle =
-            primary::start(&config, listener, workload, metrics, None).expect("the primary starts");
+        let handle = primary::start(
+            &config,
+            listener,
+            tandem_store::Compiled::boxed(workload),
+            metrics,
+            None,
+        )
+        .expect("the primary starts");
         let address = handle.address;
         Node { handle, address }
     }

@@ -1,25 +1,32 @@
-//! The store: typed record tables on a segment, the procedure registry, and the workloads.
+//! The store: the data model boundary, typed record tables on a segment, the procedure
+//! registry, and the store that runs a model's procedures in txns.
 //!
-//! A [`Table`] places fixed-size plain-old-data records at a fixed offset of a segment; a
-//! [`Layout`] hands out table positions. A procedure is a Rust function that runs inside one
-//! txn; the [`Registry`] maps its name to it, and [`Store::call`] runs it: commit when it returns
-//! `Ok`, abort when it returns `Err`. [`Store::call_once`] runs a client's call exactly once,
-//! through the [`DedupTable`] at the end of the segment, which it writes in the call's own txn.
-//! The workloads (Debit-Credit and Order-Entry) are built only from these pieces, leave the
-//! dedup table's region free, and come with their consistency checks.
+//! A [`DataModel`] is what a group serves: procedures by name and id, an initial database, a
+//! consistency check. [`Store::call`] runs a write procedure inside one txn: commit when it
+//! returns `Ok`, abort when it returns `Err`. [`Store::call_once`] runs a client's call exactly
+//! once, through the [`DedupTable`] at the end of the segment, which it writes in the call's
+//! own txn.
+//!
+//! A model compiled into the binary is a [`Workload`]: a [`Table`] places fixed-size
+//! plain-old-data records at a fixed offset of a segment, a [`Layout`] hands out table
+//! positions, a [`Registry`] names Rust functions as procedures, and [`Compiled`] makes the
+//! whole a model. The benchmark workloads (the `tandem-workloads` crate) are built only from
+//! these pieces and leave the dedup table's region free.
 //!
 //! Like the memory crate below it, the store never does I/O, never reads the clock and never
 //! draws from an unseeded random source: the same calls give the same bytes everywhere.
 
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod dedup;
+mod model;
 mod registry;
 mod rng;
 mod table;
-pub mod workloads;
 
 pub use dedup::{DEDUP_REPLY_LEN_MAX, DedupEntry, DedupTable};
+pub use model::{Compiled, DataModel, ProcKind};
 pub use registry::{
     CallError, Deduped, Prefetch, ProcError, ProcId, Procedure, ReadProcedure, Registry, Store,
     read,
@@ -27,12 +34,13 @@ pub use registry::{
 pub use rng::Rng;
 pub use table::{Layout, LayoutError, Table};
 
-/// What a workload is: its tables, its procedures, how to load it and how to check it.
-pub trait Workload: Sized + 'static {
+/// A data model written in Rust: its tables, its procedures, how to load it and how to check
+/// it. [`Compiled`] makes one a [`DataModel`].
+pub trait Workload: Sized + Clone + Send + 'static {
     /// The name used on the command line and in reports.
     const NAME: &'static str;
     /// Generates calls and remembers what it needs to check their effects.
-    type Driver: Driver<Self>;
+    type Driver: Driver + 'static;
 
     /// The workload's procedures.
     fn registry() -> Registry<Self>;
@@ -46,7 +54,7 @@ pub trait Workload: Sized + 'static {
 }
 
 /// Produces the stream of calls a benchmark or a client issues.
-pub trait Driver<W: Workload> {
+pub trait Driver: Send {
     /// Writes the next call's arguments into `args` (cleared first) and names its procedure.
     fn next_call(&mut self, args: &mut Vec<u8>) -> ProcId;
     /// Learns whether a call it produced committed (`Ok`) or rolled back (`Err`); `id` and
@@ -55,16 +63,16 @@ pub trait Driver<W: Workload> {
     /// call ahead.
     fn observe(&mut self, id: ProcId, args: &[u8], outcome: Result<(), &ProcError>);
     /// Checks what only the driver knows, such as the sum of the deltas that committed.
-    fn check(&self, workload: &W, segment: &tandem_memory::Segment) -> Result<(), Inconsistency>;
+    fn check(&self, segment: &tandem_memory::Segment) -> Result<(), Inconsistency>;
 }
 
 /// Runs `calls` calls from `driver` on `store`, one after another, telling the driver each
 /// outcome; `on_commit` sees every committed redo record (to feed a replica, say).
 ///
 /// Panics if the driver names a procedure the store does not have: that is a bug in the driver.
-pub fn drive<W: Workload>(
-    store: &mut Store<W>,
-    driver: &mut W::Driver,
+pub fn drive(
+    store: &mut Store,
+    driver: &mut dyn Driver,
     calls: usize,
     mut on_commit: impl FnMut(&tandem_memory::RedoRecord),
 ) {

@@ -6,6 +6,7 @@ use std::fmt;
 use tandem_memory::{RedoRecord, Segment, Txn};
 
 use crate::dedup::{DEDUP_REPLY_LEN_MAX, DedupEntry, DedupTable, Probe};
+use crate::model::{DataModel, ProcKind};
 
 /// A procedure: runs inside one txn on the workload `W`'s tables, reads its arguments, writes
 /// its reply. Returning `Err` rolls the whole txn back.
@@ -177,6 +178,15 @@ impl<W> Registry<W> {
         self.get_read(id).is_some()
     }
 
+    /// What procedure `id` is, if it is registered.
+    pub fn kind(&self, id: ProcId) -> Option<ProcKind> {
+        match self.procedures.get(usize::from(id.0)) {
+            Some((_, Kind::Write(_))) => Some(ProcKind::Write),
+            Some((_, Kind::Read(_))) => Some(ProcKind::Read),
+            None => None,
+        }
+    }
+
     pub fn prefetch(&self, id: ProcId) -> Option<Prefetch<W>> {
         self.prefetches.get(usize::from(id.0)).copied().flatten()
     }
@@ -190,15 +200,14 @@ impl<W> Registry<W> {
     }
 }
 
-/// A segment holding one workload's tables and the dedup table, with the procedures that run
-/// on it.
+/// A segment holding one data model's database and the dedup table, with the model whose
+/// procedures run on it.
 ///
 /// Calls are serial: one txn at a time, no locks (the group's executor model).
 #[derive(Debug)]
-pub struct Store<W> {
+pub struct Store {
     segment: Segment,
-    workload: W,
-    registry: Registry<W>,
+    model: Box<dyn DataModel>,
     dedup: DedupTable,
     /// Clients with a slot in `dedup`: counted from the segment when the store opens, and
     /// kept up to date by `call_once`, the only writer of slots.
@@ -214,11 +223,11 @@ struct DedupWrite {
     client_new: bool,
 }
 
-impl<W: crate::Workload> Store<W> {
-    /// Loads the workload's initial database into `segment` and wraps both.
-    pub fn load(mut segment: Segment, workload: W) -> Store<W> {
-        workload.load(&mut segment);
-        Store::open(segment, workload)
+impl Store {
+    /// Loads the model's initial database into `segment` and wraps both.
+    pub fn load(mut segment: Segment, model: Box<dyn DataModel>) -> Store {
+        model.load(&mut segment);
+        Store::open(segment, model)
     }
 
     /// A store over a segment that already holds the workload's database (a replica that
@@ -226,7 +235,7 @@ impl<W: crate::Workload> Store<W> {
     ///
     /// Counts the dedup table's clients, one read per slot: a backup promoted to primary opens
     /// its segment this way and carries on with the table its records built.
-    pub fn open(segment: Segment, workload: W) -> Store<W> {
+    pub fn open(segment: Segment, model: Box<dyn DataModel>) -> Store {
         let dedup = DedupTable::for_segment_len(segment.len());
         let dedup_clients = dedup.clients(&segment);
         assert!(
@@ -235,15 +244,12 @@ impl<W: crate::Workload> Store<W> {
         );
         Store {
             segment,
-            workload,
-            registry: W::registry(),
+            model,
             dedup,
             dedup_clients,
         }
     }
-}
 
-impl<W> Store<W> {
     /// Runs procedure `id` in a txn: commits and returns the redo record when it succeeds,
     /// aborts (restoring every byte) when it fails. Nothing is deduplicated: this is
     /// [`call_once`](Store::call_once) for client 0.
@@ -256,7 +262,8 @@ impl<W> Store<W> {
         args: &[u8],
         reply: &mut Vec<u8>,
     ) -> Result<&RedoRecord, CallError> {
-        self.run(id, args, reply, None)
+        let kind = self.model.kind(id);
+        self.run(id, kind, args, reply, None)
     }
 
     /// Runs a client's call exactly once: call `seq` of client `client_id`, to procedure `id`.
@@ -285,11 +292,16 @@ impl<W> Store<W> {
         args: &[u8],
         reply: &mut Vec<u8>,
     ) -> Result<Deduped<'_>, CallError> {
-        if self.registry.is_read(id) {
+        // One dispatch per call to learn what the procedure is: a model is asked every time,
+        // since it may add procedures while it serves.
+        let kind = self.model.kind(id);
+        if kind == Some(ProcKind::Read) {
             return self.read(id, args, reply).map(|()| Deduped::Read);
         }
         if client_id == 0 {
-            return self.run(id, args, reply, None).map(Deduped::Committed);
+            return self
+                .run(id, kind, args, reply, None)
+                .map(Deduped::Committed);
         }
         let write = match self.dedup.probe(&self.segment, client_id) {
             Probe::Found { index, entry } => {
@@ -325,7 +337,7 @@ impl<W> Store<W> {
                 });
             }
         };
-        self.run(id, args, reply, Some(write))
+        self.run(id, kind, args, reply, Some(write))
             .map(Deduped::Committed)
     }
 
@@ -342,34 +354,28 @@ impl<W> Store<W> {
 
     /// Runs read-only procedure `id` on the segment as it stands.
     pub fn read(&self, id: ProcId, args: &[u8], reply: &mut Vec<u8>) -> Result<(), CallError> {
-        read(
-            &self.workload,
-            &self.registry,
-            &self.segment,
-            id,
-            args,
-            reply,
-        )
+        read(&*self.model, &self.segment, id, args, reply)
     }
 
-    /// Runs procedure `id` in a txn that, when it commits, also writes `dedup`'s slot.
+    /// Runs procedure `id`, which is a `kind`, in a txn that, when it commits, also writes
+    /// `dedup`'s slot.
     fn run(
         &mut self,
         id: ProcId,
+        kind: Option<ProcKind>,
         args: &[u8],
         reply: &mut Vec<u8>,
         dedup: Option<DedupWrite>,
     ) -> Result<&RedoRecord, CallError> {
-        let Some(procedure) = self.registry.get(id) else {
-            if self.registry.is_read(id) {
-                return Err(CallError::ReadOnly(id.0));
-            }
-            return Err(CallError::UnknownProcedure(id.0));
-        };
+        match kind {
+            Some(ProcKind::Write) => {}
+            Some(ProcKind::Read) => return Err(CallError::ReadOnly(id.0)),
+            None => return Err(CallError::UnknownProcedure(id.0)),
+        }
         reply.clear();
         let lsn_before = self.segment.lsn();
         let mut txn = self.segment.begin();
-        if let Err(err) = procedure(&self.workload, &mut txn, args, reply) {
+        if let Err(err) = self.model.call(id, &mut txn, args, reply) {
             // The segment asserts that an abort restores every declared byte and takes no LSN.
             txn.abort();
             reply.clear();
@@ -378,7 +384,7 @@ impl<W> Store<W> {
         if reply.len() > DEDUP_REPLY_LEN_MAX {
             // Abort first, so that the segment stays whole for whoever catches the panic.
             txn.abort();
-            let name = self.registry.name(id).unwrap_or("?");
+            let name = self.model.procedure_name(id).unwrap_or("?");
             panic!(
                 "procedure '{name}' wrote a {}-byte reply, but a dedup slot holds at most \
                  {DEDUP_REPLY_LEN_MAX}: shorten the reply or raise DEDUP_REPLY_LEN_MAX",
@@ -401,27 +407,77 @@ impl<W> Store<W> {
     /// Starts loading what a later call to `id` with `args` will touch; changes nothing.
     #[inline]
     pub fn prefetch(&self, id: ProcId, args: &[u8]) {
-        if let Some(prefetch) = self.registry.prefetch(id) {
-            prefetch(&self.workload, &self.segment, args);
-        }
+        self.model.prefetch(id, &self.segment, args);
     }
 
-    /// Gives the segment and the workload back, ending the store.
-    pub fn into_parts(self) -> (Segment, W) {
-        (self.segment, self.workload)
+    /// Gives the segment and the model back, ending the store.
+    pub fn into_parts(self) -> (Segment, Box<dyn DataModel>) {
+        (self.segment, self.model)
     }
 
     pub fn segment(&self) -> &Segment {
         &self.segment
     }
 
-    pub fn workload(&self) -> &W {
-        &self.workload
+    pub fn model(&self) -> &dyn DataModel {
+        &*self.model
     }
 
-    pub fn registry(&self) -> &Registry<W> {
-        &self.registry
+    /// The workload of a model compiled from `W` (tests and benchmarks read its tables).
+    /// Panics if the store's model is another one: asking for the wrong type is a bug.
+    pub fn workload<W: crate::Workload>(&self) -> &W {
+        let model: &dyn std::any::Any = &*self.model;
+        match model.downcast_ref::<crate::Compiled<W>>() {
+            Some(compiled) => compiled.workload(),
+            None => panic!(
+                "the store serves '{}', not a compiled '{}'",
+                self.model.name(),
+                W::NAME
+            ),
+        }
     }
+
+    /// The model, to add procedures to while it serves.
+    pub fn model_mut(&mut self) -> &mut dyn DataModel {
+        &mut *self.model
+    }
+}
+
+/// Whether the skip-dedup bug is planted: a retried call then runs again.
+fn skip_dedup() -> bool {
+    #[cfg(feature = "inject-bugs")]
+    if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::SkipDedup) {
+        return true;
+    }
+    false
+}
+
+/// Runs read-only procedure `id` of `model` on `segment`: what a backup, which holds a
+/// segment and no store, runs for a read. A reply too long for a dedup slot is refused like a
+/// write's, so every procedure's reply fits the same frame.
+pub fn read(
+    model: &dyn DataModel,
+    segment: &Segment,
+    id: ProcId,
+    args: &[u8],
+    reply: &mut Vec<u8>,
+) -> Result<(), CallError> {
+    match model.kind(id) {
+        Some(ProcKind::Read) => {}
+        Some(ProcKind::Write) | None => return Err(CallError::UnknownProcedure(id.0)),
+    }
+    reply.clear();
+    if let Err(err) = model.read(id, segment, args, reply) {
+        reply.clear();
+        return Err(err.into());
+    }
+    assert!(
+        reply.len() <= DEDUP_REPLY_LEN_MAX,
+        "procedure '{}' wrote a {}-byte reply, more than {DEDUP_REPLY_LEN_MAX}",
+        model.procedure_name(id).unwrap_or("?"),
+        reply.len()
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -452,87 +508,4 @@ mod tests {
         registry.register("a", nothing);
         registry.register("a", nothing);
     }
-}
-
-#[cfg(test)]
-mod prefetch_tests {
-    use super::*;
-    use crate::Workload;
-    use crate::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
-    use crate::workloads::order_entry::{OrderEntry, OrderEntryConfig};
-    use tandem_memory::Strategy;
-
-    /// Prefetch hints read arguments from outside; garbage must neither panic nor change a byte.
-    fn prefetch_garbage<W: Workload>(store: &Store<W>) {
-        let before = store.segment().bytes().to_vec();
-        let mut rng = crate::Rng::new(3);
-        for len in 0..80 {
-            let args: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-            for id in 0..=store.registry().len() as u16 {
-                store.prefetch(ProcId(id), &args);
-                store.prefetch(ProcId(id), &[0xff; 64]);
-            }
-        }
-        assert_eq!(store.segment().bytes(), &before[..]);
-    }
-
-    #[test]
-    fn prefetch_hints_ignore_garbage_and_change_nothing() {
-        let len = 4 << 20;
-        let config = DebitCreditConfig {
-            accounts_per_branch: 1000,
-            ..Default::default()
-        };
-        let debit_credit = DebitCredit::new(len, &config).unwrap();
-        let segment = Segment::anonymous(len, Strategy::V3InlineLog).unwrap();
-        prefetch_garbage(&Store::load(segment, debit_credit));
-
-        let config = OrderEntryConfig {
-            item_count: 1000,
-            customers_per_district: 100,
-            orders_per_district: 64,
-            history_per_warehouse: 256,
-            ..Default::default()
-        };
-        let order_entry = OrderEntry::new(len, &config).unwrap();
-        let segment = Segment::anonymous(len, Strategy::V3InlineLog).unwrap();
-        prefetch_garbage(&Store::load(segment, order_entry));
-    }
-}
-
-/// Whether the skip-dedup bug is planted: a retried call then runs again.
-fn skip_dedup() -> bool {
-    #[cfg(feature = "inject-bugs")]
-    if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::SkipDedup) {
-        return true;
-    }
-    false
-}
-
-/// Runs read-only procedure `id` of `workload` on `segment`: what a backup, which holds a
-/// segment and no store, runs for a read. A reply too long for a dedup slot is refused like a
-/// write's, so every procedure's reply fits the same frame.
-pub fn read<W>(
-    workload: &W,
-    registry: &Registry<W>,
-    segment: &Segment,
-    id: ProcId,
-    args: &[u8],
-    reply: &mut Vec<u8>,
-) -> Result<(), CallError> {
-    let Some(procedure) = registry.get_read(id) else {
-        return Err(CallError::UnknownProcedure(id.0));
-    };
-    reply.clear();
-    if let Err(err) = procedure(workload, segment, args, reply) {
-        reply.clear();
-        return Err(err.into());
-    }
-    assert!(
-        reply.len() <= DEDUP_REPLY_LEN_MAX,
-        "procedure '{}' wrote a {}-byte reply, more than {DEDUP_REPLY_LEN_MAX}",
-        registry.name(id).unwrap_or("?"),
-        reply.len()
-    );
-    Ok(())
 }

@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tandem_client::{CallError, Client, ClientConfig, Outcome};
 use tandem_store::Rng;
-use tandem_store::workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
+use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
 
 use crate::Failure;
 use crate::bench::median;

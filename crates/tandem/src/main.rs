@@ -65,7 +65,13 @@ fn node(args: &cli::NodeArgs) -> Result<(), Failure> {
             std::process::exit(0);
         });
     }
-    tandem_runtime::run_node(config).map_err(Failure::Run)
+    // The binary, not the runtime, knows which data models exist: the runtime serves the one
+    // it is given.
+    let model = tandem_workloads::model(config.group.workload.as_str(), config.group.db_mib << 20)
+        .map_err(|err| {
+            Failure::Usage(format!("{}: group.workload: {err}", args.config.display()))
+        })?;
+    tandem_runtime::run_node(config, model).map_err(Failure::Run)
 }
 
 /// Why a command failed: a flag value that cannot work (exit code 2, like a parse error) or a

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use tandem_client::{CallError, Client, ClientConfig, ErrorCode};
-use tandem_store::workloads::debit_credit::{BALANCE, DEBIT_CREDIT};
+use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT};
 
 /// A local cluster from `tandem up`, stopped with Ctrl-C (SIGINT) when dropped.
 struct Up {

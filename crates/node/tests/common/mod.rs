@@ -4,7 +4,7 @@ use tandem_log::{BatchKind, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_replication::{NodeId, PrimaryConfig, Safety};
 use tandem_store::Workload;
-use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
+use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};
 
 pub const SEGMENT_LEN: usize = 64 * 1024;
 

@@ -62,8 +62,8 @@ use tandem_replication::{
     AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, Receiver,
     ReceiverConfig, ReceiverReady, Safety, primary_lease_ticks,
 };
-use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig, DebitCreditDriver};
-use tandem_store::{Driver, ProcId, Rng, Store, Workload};
+use tandem_store::{Compiled, Driver, ProcId, Rng, Store, Workload};
+use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig, DebitCreditDriver};
 
 use crate::MICROS_PER_TICK;
 use crate::event::{EventQueue, Trace};
@@ -179,7 +179,7 @@ enum Event {
 /// A primary role as the simulator holds it: the node core's role (answers go to a client by
 /// its index), the calls waiting for flow control, and what the checkers watch.
 struct PrimaryRole {
-    role: tandem_node::PrimaryRole<DebitCredit, usize>,
+    role: tandem_node::PrimaryRole<usize>,
     ready: RoleReady<usize>,
     /// Calls received and waiting for flow control.
     inbox: VecDeque<(usize, u64, Vec<u8>)>,
@@ -188,7 +188,7 @@ struct PrimaryRole {
 }
 
 impl PrimaryRole {
-    fn new(role: tandem_node::PrimaryRole<DebitCredit, usize>, calls: CallsHeld) -> PrimaryRole {
+    fn new(role: tandem_node::PrimaryRole<usize>, calls: CallsHeld) -> PrimaryRole {
         PrimaryRole {
             role,
             ready: RoleReady::default(),

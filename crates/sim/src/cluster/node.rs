@@ -197,13 +197,16 @@ impl World {
                 // new view discards.
                 self.checksums.split_off(&(lsn + 1));
                 let primary = Primary::resume(self.primary_config(&view), lsn, handover.batches);
-                let store = Store::open(handover.segment, self.workload.clone());
+                let store = Store::open(handover.segment, Compiled::boxed(self.workload.clone()));
                 let role = tandem_node::PrimaryRole::new(store, primary);
                 Role::Primary(Box::new(PrimaryRole::new(role, role_calls)))
             }
             (Transition::StartPrimary, _) => {
                 let primary = Primary::new(self.primary_config(&view), self.lsn_loaded);
-                let store = Store::open(loaded(&self.workload), self.workload.clone());
+                let store = Store::open(
+                    loaded(&self.workload),
+                    Compiled::boxed(self.workload.clone()),
+                );
                 let role = tandem_node::PrimaryRole::new(store, primary);
                 Role::Primary(Box::new(PrimaryRole::new(role, CallsHeld::default())))
             }

@@ -17,9 +17,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tandem_log::{CallId, encoded_size};
 use tandem_memory::{Segment, Strategy};
-use tandem_store::workloads::debit_credit::{DebitCredit, DebitCreditConfig};
-use tandem_store::workloads::order_entry::{OrderEntry, OrderEntryConfig};
-use tandem_store::{CallError, Driver, ProcId, Store, Workload};
+use tandem_store::{CallError, Compiled, Driver, ProcId, Store, Workload};
+use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};
+use tandem_workloads::order_entry::{OrderEntry, OrderEntryConfig};
 
 use crate::Failure;
 use crate::bench::median;
@@ -104,10 +104,10 @@ fn count(n: usize, one: &str, many: &str) -> String {
 }
 
 /// One strategy's store, driver and tallies.
-struct Contender<W: Workload> {
+struct Contender {
     strategy: Strategy,
-    store: Store<W>,
-    driver: W::Driver,
+    store: Store,
+    driver: Box<dyn Driver>,
     prefetch: bool,
     /// The call produced ahead of the one running.
     id_next: ProcId,
@@ -122,7 +122,7 @@ struct Contender<W: Workload> {
     slice_rates: Vec<f64>,
 }
 
-impl<W: Workload> Contender<W> {
+impl Contender {
     /// Issues calls for `duration`; returns the number that committed.
     fn run_for(&mut self, duration: Duration) -> u64 {
         let committed_before = self.committed;
@@ -163,12 +163,12 @@ impl<W: Workload> Contender<W> {
     }
 
     fn check(&self) -> Result<(), String> {
-        let workload = self.store.workload();
-        workload
+        self.store
+            .model()
             .check(self.store.segment())
             .map_err(|err| err.to_string())?;
         self.driver
-            .check(workload, self.store.segment())
+            .check(self.store.segment())
             .map_err(|err| err.to_string())
     }
 }
@@ -183,12 +183,12 @@ fn bench<W: Workload + Clone>(
     for &strategy in strategies {
         let segment = Segment::anonymous(args.db_bytes, strategy)
             .map_err(|err| Failure::Run(format!("cannot create a {strategy} segment: {err}")))?;
-        let mut driver = workload.driver(args.seed);
+        let mut driver: Box<dyn Driver> = Box::new(workload.driver(args.seed));
         let mut args_next = Vec::new();
         let id_next = driver.next_call(&mut args_next);
         contenders.push(Contender {
             strategy,
-            store: Store::load(segment, workload.clone()),
+            store: Store::load(segment, Compiled::boxed(workload.clone())),
             driver,
             prefetch: !args.no_prefetch,
             id_next,

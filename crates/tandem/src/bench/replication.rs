@@ -33,8 +33,6 @@ use tandem_replication::Safety;
 use tandem_runtime::config::{self, Mode, NodeConfig, PeerConfig, Role};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, LocalLoad, PrimaryHandle};
-use tandem_runtime::workload::{ServedWorkload, WithWorkload, with_workload};
-use tandem_store::Driver;
 use tandem_wire::{Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, encode_call, encode_hello};
 
 use crate::Failure;
@@ -155,7 +153,7 @@ pub fn run(args: &ReplicationArgs) -> Result<(), Failure> {
     };
     let db_bytes = (args.db_mib as usize) << 20;
     // Fail fast, with the right flag named, if the database does not fit.
-    with_workload(workload, db_bytes, Nothing)
+    tandem_workloads::model(workload.as_str(), db_bytes)
         .map_err(|err| Failure::Usage(format!("--db-mib: {err}")))?;
     let dir = scratch_dir().map_err(Failure::Run)?;
     let exe = std::env::current_exe()
@@ -315,18 +313,6 @@ fn print_table(report: &Report) {
     println!(
         "bytes are shipped payload per txn (data, undo, meta-data), as the paper's Tables 5 and 7 count them"
     );
-}
-
-/// Checks only that the workload fits.
-struct Nothing;
-
-impl WithWorkload for Nothing {
-    type Output = ();
-    fn run<W: ServedWorkload>(self, _workload: W) -> Self::Output
-    where
-        W::Driver: Send,
-    {
-    }
 }
 
 fn scratch_dir() -> Result<PathBuf, String> {
@@ -544,14 +530,18 @@ impl Group {
                 let load = LocalLoad::new(clients as usize);
                 let listener = TcpListener::bind(primary_listen)
                     .map_err(|err| Failure::Run(format!("cannot bind {primary_listen}: {err}")))?;
-                let start = StartPrimary {
-                    config: &primary_config,
+                let model =
+                    tandem_workloads::model(workload.as_str(), (args.db_mib as usize) << 20)
+                        .map_err(Failure::Usage)?;
+                let metrics = Arc::new(Metrics::new(primary_config.node_id, "primary"));
+                let handle = primary::start(
+                    &primary_config,
                     listener,
-                    load: Arc::clone(&load),
-                };
-                let handle = with_workload(workload, (args.db_mib as usize) << 20, start)
-                    .map_err(Failure::Usage)?
-                    .map_err(Failure::Run)?;
+                    model,
+                    metrics,
+                    Some(Arc::clone(&load)),
+                )
+                .map_err(Failure::Run)?;
                 Load::InProcess {
                     handle: Some(handle),
                     load,
@@ -844,30 +834,6 @@ fn latency_of(histogram: &Histogram<u64>) -> Latency {
     }
 }
 
-struct StartPrimary<'a> {
-    config: &'a NodeConfig,
-    listener: TcpListener,
-    load: Arc<LocalLoad>,
-}
-
-impl WithWorkload for StartPrimary<'_> {
-    type Output = Result<PrimaryHandle, String>;
-
-    fn run<W: ServedWorkload>(self, workload: W) -> Self::Output
-    where
-        W::Driver: Send,
-    {
-        let metrics = Arc::new(Metrics::new(self.config.node_id, "primary"));
-        primary::start(
-            self.config,
-            self.listener,
-            workload,
-            metrics,
-            Some(self.load),
-        )
-    }
-}
-
 /// A generator of calls: writes the next call's arguments and returns its procedure.
 type CallSource = Box<dyn FnMut(&mut Vec<u8>) -> u16 + Send>;
 
@@ -889,27 +855,6 @@ struct NetworkClients {
     stopping: AtomicBool,
 }
 
-struct MakeSources {
-    count: u32,
-    seed: u64,
-}
-
-impl WithWorkload for MakeSources {
-    type Output = Vec<CallSource>;
-
-    fn run<W: ServedWorkload>(self, workload: W) -> Self::Output
-    where
-        W::Driver: Send,
-    {
-        (0..self.count)
-            .map(|index| {
-                let mut driver = workload.driver(self.seed.wrapping_add(1 + u64::from(index)));
-                Box::new(move |args: &mut Vec<u8>| driver.next_call(args).0) as CallSource
-            })
-            .collect()
-    }
-}
-
 impl NetworkClients {
     fn new(
         workload: config::WorkloadName,
@@ -919,15 +864,20 @@ impl NetworkClients {
         window: u32,
         seed: u64,
     ) -> Result<Arc<NetworkClients>, Failure> {
-        let sources = with_workload(
-            workload,
-            db_bytes,
-            MakeSources {
-                count: connections,
-                seed,
-            },
-        )
-        .map_err(Failure::Usage)?;
+        let model = tandem_workloads::model(workload.as_str(), db_bytes).map_err(Failure::Usage)?;
+        let sources = (0..connections)
+            .map(|index| {
+                let mut driver = model
+                    .driver(seed.wrapping_add(1 + u64::from(index)))
+                    .ok_or_else(|| {
+                        Failure::Usage(format!(
+                            "the data model '{}' has no call generator",
+                            model.name()
+                        ))
+                    })?;
+                Ok(Box::new(move |args: &mut Vec<u8>| driver.next_call(args).0) as CallSource)
+            })
+            .collect::<Result<Vec<CallSource>, Failure>>()?;
         Ok(Arc::new(NetworkClients {
             active: AtomicBool::new(false),
             replies: AtomicU64::new(0),

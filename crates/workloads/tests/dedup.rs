@@ -8,12 +8,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use proptest::prelude::*;
 use tandem_memory::{PAGE_SIZE, Segment, Strategy as Logging};
-use tandem_store::workloads::debit_credit::{self, DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
-use tandem_store::workloads::order_entry::{self, NEW_ORDER, OrderEntry, OrderEntryConfig};
 use tandem_store::{
-    CallError, DEDUP_REPLY_LEN_MAX, DedupTable, Deduped, Driver, Inconsistency, Layout, ProcError,
-    ProcId, Registry, Store, Table, Workload,
+    CallError, Compiled, DEDUP_REPLY_LEN_MAX, DedupTable, Deduped, Driver, Inconsistency, Layout,
+    ProcError, ProcId, Registry, Store, Table, Workload,
 };
+use tandem_workloads::debit_credit::{self, DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
+use tandem_workloads::order_entry::{self, NEW_ORDER, OrderEntry, OrderEntryConfig};
 
 /// 128 dedup slots, 112 clients.
 const SEGMENT_LEN: usize = 1 << 20;
@@ -27,11 +27,11 @@ fn debit_credit_config() -> DebitCreditConfig {
     }
 }
 
-fn debit_credit(len: usize) -> Store<DebitCredit> {
+fn debit_credit(len: usize) -> Store {
     let workload = DebitCredit::new(len, &debit_credit_config()).unwrap();
     Store::load(
         Segment::anonymous(len, Logging::V3InlineLog).unwrap(),
-        workload,
+        Compiled::boxed(workload),
     )
 }
 
@@ -72,7 +72,12 @@ fn a_duplicate_returns_the_stored_reply_and_takes_no_lsn() {
     }
     assert_eq!(store.segment().lsn(), lsn);
     assert_eq!(store.segment().bytes(), &before[..]);
-    assert_eq!(store.workload().account_total(store.segment()), 500);
+    assert_eq!(
+        store
+            .workload::<DebitCredit>()
+            .account_total(store.segment()),
+        500
+    );
 
     // The next seq runs, and replaces the stored call.
     let lsn_next =
@@ -83,7 +88,10 @@ fn a_duplicate_returns_the_stored_reply_and_takes_no_lsn() {
         (entry.seq(), entry.lsn(), entry.reply()),
         (2, lsn_next, &501i32.to_le_bytes()[..])
     );
-    store.workload().check(store.segment()).unwrap();
+    store
+        .workload::<DebitCredit>()
+        .check(store.segment())
+        .unwrap();
 }
 
 #[test]
@@ -143,8 +151,16 @@ fn a_rolled_back_call_leaves_no_entry_and_runs_again_on_retry() {
     let lsn_retry = committed(store.call_once(9, 2, DEBIT_CREDIT, &retry, &mut reply));
     assert_eq!(lsn_retry, lsn + 2);
     assert_eq!(store.dedup_entry(9).unwrap().seq(), 2);
-    assert_eq!(store.workload().account_total(store.segment()), -999_997);
-    store.workload().check(store.segment()).unwrap();
+    assert_eq!(
+        store
+            .workload::<DebitCredit>()
+            .account_total(store.segment()),
+        -999_997
+    );
+    store
+        .workload::<DebitCredit>()
+        .check(store.segment())
+        .unwrap();
 }
 
 #[test]
@@ -178,7 +194,10 @@ fn a_full_table_refuses_new_clients_and_changes_nothing() {
     committed(store.call_once(5, 2, DEBIT_CREDIT, &args, &mut reply));
     committed(store.call_once(0, 1, DEBIT_CREDIT, &args, &mut reply));
     assert_eq!(store.dedup_entry(0), None);
-    store.workload().check(store.segment()).unwrap();
+    store
+        .workload::<DebitCredit>()
+        .check(store.segment())
+        .unwrap();
 
     // The count survives reopening: a reopened store refuses the same client.
     let (segment, workload) = store.into_parts();
@@ -197,14 +216,19 @@ fn a_segment_too_small_for_a_table_serves_only_client_zero() {
     assert_eq!(err.unwrap_err(), CallError::DedupFull { clients_max: 0 });
     committed(store.call_once(0, 1, DEBIT_CREDIT, &args, &mut reply));
     committed(store.call_once(0, 1, DEBIT_CREDIT, &args, &mut reply));
-    assert_eq!(store.workload().account_total(store.segment()), 2);
+    assert_eq!(
+        store
+            .workload::<DebitCredit>()
+            .account_total(store.segment()),
+        2
+    );
 }
 
 #[test]
 fn slots_replicate_and_a_promoted_backup_answers_retries_from_them() {
     let mut primary = debit_credit(SEGMENT_LEN);
     let mut backup = Segment::anonymous(SEGMENT_LEN, Logging::V1MirrorCopy).unwrap();
-    primary.workload().load(&mut backup);
+    primary.workload::<DebitCredit>().load(&mut backup);
     let mut reply = Vec::new();
     let mut replies = BTreeMap::new();
     for round in 1..=3u64 {
@@ -230,9 +254,9 @@ fn slots_replicate_and_a_promoted_backup_answers_retries_from_them() {
     }
 
     // The primary dies; the backup takes over and the stubs resend their last calls.
-    let workload = primary.workload().clone();
+    let workload = primary.workload::<DebitCredit>().clone();
     drop(primary);
-    let mut promoted = Store::open(backup, workload);
+    let mut promoted = Store::open(backup, Compiled::boxed(workload));
     let lsn_promoted = promoted.segment().lsn();
     for (&client_id, (lsn, stored)) in &replies {
         let args = debit_credit_args(0, 1);
@@ -244,7 +268,10 @@ fn slots_replicate_and_a_promoted_backup_answers_retries_from_them() {
     let lsn_next =
         committed(promoted.call_once(3, 4, DEBIT_CREDIT, &debit_credit_args(3, 1), &mut reply));
     assert_eq!(lsn_next, lsn_promoted + 1);
-    promoted.workload().check(promoted.segment()).unwrap();
+    promoted
+        .workload::<DebitCredit>()
+        .check(promoted.segment())
+        .unwrap();
 }
 
 #[test]
@@ -259,9 +286,9 @@ fn order_entry_replies_are_stored_whole() {
     let workload = OrderEntry::new(SEGMENT_LEN, &config).unwrap();
     let mut store = Store::load(
         Segment::anonymous(SEGMENT_LEN, Logging::V3InlineLog).unwrap(),
-        workload,
+        Compiled::boxed(workload),
     );
-    let mut driver = store.workload().driver(5);
+    let mut driver = store.workload::<OrderEntry>().driver(5);
     let mut args = Vec::new();
     let mut reply = Vec::new();
     let mut lengths = BTreeSet::new();
@@ -293,14 +320,17 @@ fn order_entry_replies_are_stored_whole() {
         BTreeSet::from([4, 8, 12]),
         "all three procedures committed"
     );
-    store.workload().check(store.segment()).unwrap();
-    driver.check(store.workload(), store.segment()).unwrap();
+    store
+        .workload::<OrderEntry>()
+        .check(store.segment())
+        .unwrap();
+    driver.check(store.segment()).unwrap();
 }
 
 #[test]
 fn the_debit_credit_driver_runs_through_call_once_and_every_check_holds() {
     let mut store = debit_credit(SEGMENT_LEN);
-    let mut driver = store.workload().driver(11);
+    let mut driver = store.workload::<DebitCredit>().driver(11);
     let (mut args, mut reply) = (Vec::new(), Vec::new());
     for seq in 1..=2_000u64 {
         let id = driver.next_call(&mut args);
@@ -315,8 +345,11 @@ fn the_debit_credit_driver_runs_through_call_once_and_every_check_holds() {
     }
     assert!(driver.rolled_back() > 0);
     assert_eq!(store.dedup().clients(store.segment()), 50);
-    store.workload().check(store.segment()).unwrap();
-    driver.check(store.workload(), store.segment()).unwrap();
+    store
+        .workload::<DebitCredit>()
+        .check(store.segment())
+        .unwrap();
+    driver.check(store.segment()).unwrap();
 }
 
 /// A workload for the table alone: each call adds 1 to its client's counter and replies with
@@ -379,7 +412,7 @@ impl Workload for Echo {
 #[derive(Debug)]
 struct EchoDriver;
 
-impl Driver<Echo> for EchoDriver {
+impl Driver for EchoDriver {
     fn next_call(&mut self, args: &mut Vec<u8>) -> ProcId {
         args.clear();
         args.push(0);
@@ -388,13 +421,16 @@ impl Driver<Echo> for EchoDriver {
 
     fn observe(&mut self, _: ProcId, _: &[u8], _: Result<(), &ProcError>) {}
 
-    fn check(&self, _: &Echo, _: &Segment) -> Result<(), Inconsistency> {
+    fn check(&self, _: &Segment) -> Result<(), Inconsistency> {
         Ok(())
     }
 }
 
-fn echo(len: usize, strategy: Logging) -> Store<Echo> {
-    Store::load(Segment::anonymous(len, strategy).unwrap(), Echo::new(len))
+fn echo(len: usize, strategy: Logging) -> Store {
+    Store::load(
+        Segment::anonymous(len, strategy).unwrap(),
+        Compiled::boxed(Echo::new(len)),
+    )
 }
 
 #[test]
@@ -519,7 +555,7 @@ fn run_steps(strategy: Logging, steps: &[Step]) -> Result<(), TestCaseError> {
             }
         }
     }
-    let echo = store.workload();
+    let echo = store.workload::<Echo>();
     for (index, &client_id) in CLIENT_IDS.iter().enumerate() {
         // Every committed call added 1 to its client's counter, and only those did.
         prop_assert_eq!(echo.counter(store.segment(), index), runs[index]);
@@ -564,10 +600,10 @@ proptest! {
 /// (a retry runs it again), and is refused by the write path.
 #[test]
 fn a_read_only_call_reads_the_latest_commit_and_leaves_nothing_behind() {
-    use tandem_store::workloads::debit_credit::BALANCE;
+    use tandem_workloads::debit_credit::BALANCE;
     let segment = Segment::anonymous(1 << 20, Logging::V3InlineLog).unwrap();
     let workload = DebitCredit::new(1 << 20, &DebitCreditConfig::default()).unwrap();
-    let mut store = Store::load(segment, workload);
+    let mut store = Store::load(segment, Compiled::boxed(workload));
     let mut reply = Vec::new();
     let mut deposit = Vec::new();
     for field in [3u32, 0, 0] {

@@ -37,7 +37,7 @@
 //!
 //! [`OrderEntry::check`](Workload::check) verifies TPC-C's consistency conditions 1 to 4 (clause
 //! 3.3.2), adapted to the rings, plus 5, 7 and the shape of the rings, and then checks the
-//! store's dedup table ([`DedupTable::check`](crate::DedupTable::check)). For a district, the live
+//! store's dedup table ([`DedupTable::check`](tandem_store::DedupTable::check)). For a district, the live
 //! orders are the occupied slots of its order ring (O_ID ≠ 0), the live order lines are the line
 //! slots of a live order that carry that order's O_ID, and the new-order rows are the valid rows
 //! of its new-order ring.
@@ -73,8 +73,8 @@ use std::mem::offset_of;
 use bytemuck::{Pod, Zeroable};
 use tandem_memory::{Segment, Txn};
 
-use crate::workloads::args::{ArgReader, ArgWriter};
-use crate::{
+use tandem_store::args::{ArgReader, ArgWriter};
+use tandem_store::{
     DEDUP_REPLY_LEN_MAX, DedupTable, Driver, Inconsistency, Layout, LayoutError, ProcError, ProcId,
     Registry, Rng, Table, Workload,
 };
@@ -1310,6 +1310,7 @@ impl Workload for OrderEntry {
         let customer_nurand = NuRand::new(&mut rng, self.customers_per_district, 1023, 3_000);
         let item_nurand = NuRand::new(&mut rng, self.item_count, 8191, 100_000);
         OrderEntryDriver {
+            workload: self.clone(),
             rng,
             warehouse_count: self.warehouse_count as u32,
             item_count: self.item_count as u32,
@@ -1339,6 +1340,8 @@ pub struct CallCounts {
 /// A configured share of new-orders (TPC-C's 1%) names the unused item id last.
 #[derive(Clone, Debug)]
 pub struct OrderEntryDriver {
+    /// The layout its check reads the districts through.
+    workload: OrderEntry,
     rng: Rng,
     warehouse_count: u32,
     item_count: u32,
@@ -1511,7 +1514,7 @@ fn prefetch_payment(workload: &OrderEntry, segment: &Segment, args: &[u8]) {
     }
 }
 
-impl Driver<OrderEntry> for OrderEntryDriver {
+impl Driver for OrderEntryDriver {
     fn next_call(&mut self, args: &mut Vec<u8>) -> ProcId {
         let draw = self
             .rng
@@ -1549,8 +1552,8 @@ impl Driver<OrderEntry> for OrderEntryDriver {
     }
 
     /// Every committed new-order entered one order, and W_YTD grew by the committed payments.
-    fn check(&self, workload: &OrderEntry, segment: &Segment) -> Result<(), Inconsistency> {
-        let orders_entered = workload.orders_entered(segment);
+    fn check(&self, segment: &Segment) -> Result<(), Inconsistency> {
+        let orders_entered = self.workload.orders_entered(segment);
         let new_orders = self.counts(NEW_ORDER).committed;
         if orders_entered != new_orders {
             return Err(Inconsistency {
@@ -1561,7 +1564,7 @@ impl Driver<OrderEntry> for OrderEntryDriver {
                 ),
             });
         }
-        let payments_cents = workload.payments_total_cents(segment);
+        let payments_cents = self.workload.payments_total_cents(segment);
         if payments_cents != self.payment_total_cents {
             return Err(Inconsistency {
                 check: "W_YTD growth = committed payments",

@@ -25,8 +25,8 @@ use std::mem::offset_of;
 use bytemuck::{Pod, Zeroable};
 use tandem_memory::{Segment, Txn};
 
-use crate::workloads::args::{ArgReader, ArgWriter};
-use crate::{
+use tandem_store::args::{ArgReader, ArgWriter};
+use tandem_store::{
     DEDUP_REPLY_LEN_MAX, DedupTable, Driver, Inconsistency, Layout, LayoutError, ProcError, ProcId,
     Registry, Rng, Table, Workload,
 };
@@ -394,6 +394,7 @@ impl Workload for DebitCredit {
 
     fn driver(&self, seed: u64) -> DebitCreditDriver {
         DebitCreditDriver {
+            workload: self.clone(),
             rng: Rng::new(seed),
             accounts: self.accounts.count() as u64,
             branches: self.branches.count() as u64,
@@ -411,6 +412,8 @@ impl Workload for DebitCredit {
 /// committed, which the balances must add up to.
 #[derive(Clone, Debug)]
 pub struct DebitCreditDriver {
+    /// The layout its check reads balances through.
+    workload: DebitCredit,
     rng: Rng,
     accounts: u64,
     branches: u64,
@@ -436,7 +439,7 @@ impl DebitCreditDriver {
     }
 }
 
-impl Driver<DebitCredit> for DebitCreditDriver {
+impl Driver for DebitCreditDriver {
     fn next_call(&mut self, args: &mut Vec<u8>) -> ProcId {
         let branch = self.rng.below(self.branches);
         let teller = branch * self.tellers_per_branch + self.rng.below(self.tellers_per_branch);
@@ -481,8 +484,8 @@ impl Driver<DebitCredit> for DebitCreditDriver {
         }
     }
 
-    fn check(&self, workload: &DebitCredit, segment: &Segment) -> Result<(), Inconsistency> {
-        let accounts = workload.account_total(segment);
+    fn check(&self, segment: &Segment) -> Result<(), Inconsistency> {
+        let accounts = self.workload.account_total(segment);
         if accounts != self.delta_total {
             return Err(Inconsistency {
                 check: "balances = committed deltas",
@@ -499,8 +502,8 @@ impl Driver<DebitCredit> for DebitCreditDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Store;
     use tandem_memory::{PAGE_SIZE, Strategy};
+    use tandem_store::Store;
 
     fn small_config() -> DebitCreditConfig {
         DebitCreditConfig {
@@ -511,15 +514,18 @@ mod tests {
         }
     }
 
-    fn run(strategy: Strategy, calls: usize) -> (Store<DebitCredit>, DebitCreditDriver, Segment) {
+    fn run(strategy: Strategy, calls: usize) -> (Store, DebitCreditDriver, Segment) {
         let len = 256 * PAGE_SIZE;
         let workload = DebitCredit::new(len, &small_config()).unwrap();
         let mut driver = workload.driver(42);
-        let mut store = Store::load(Segment::anonymous(len, strategy).unwrap(), workload.clone());
+        let mut store = Store::load(
+            Segment::anonymous(len, strategy).unwrap(),
+            tandem_store::Compiled::boxed(workload.clone()),
+        );
         // A replica that starts from the same load and replays every committed record.
         let mut replica = Segment::anonymous(len, Strategy::V3InlineLog).unwrap();
         workload.load(&mut replica);
-        crate::drive(&mut store, &mut driver, calls, |redo| {
+        tandem_store::drive(&mut store, &mut driver, calls, |redo| {
             replica.apply_redo(redo).unwrap();
         });
         (store, driver, replica)
@@ -555,8 +561,11 @@ mod tests {
                 "{strategy}: the overdraft rule rolled back txns"
             );
             assert!(driver.committed() > 10_000);
-            store.workload().check(store.segment()).unwrap();
-            driver.check(store.workload(), store.segment()).unwrap();
+            store
+                .workload::<DebitCredit>()
+                .check(store.segment())
+                .unwrap();
+            driver.check(store.segment()).unwrap();
             assert_eq!(replica.bytes(), store.segment().bytes(), "{strategy}");
         }
     }
@@ -568,7 +577,8 @@ mod tests {
         plant: impl FnOnce(&DebitCredit, &mut Txn<'_>),
     ) -> &'static str {
         let (store, _, _) = run(strategy, 100);
-        let (mut segment, workload) = store.into_parts();
+        let workload = store.workload::<DebitCredit>().clone();
+        let (mut segment, _) = store.into_parts();
         let mut txn = segment.begin();
         plant(&workload, &mut txn);
         txn.commit();
@@ -616,8 +626,11 @@ mod tests {
         let mut args = Vec::new();
         DebitCredit::encode_args(&mut args, 0, 0, 0, 77);
         store.call(DEBIT_CREDIT, &args, &mut Vec::new()).unwrap();
-        store.workload().check(store.segment()).unwrap();
-        let err = driver.check(store.workload(), store.segment()).unwrap_err();
+        store
+            .workload::<DebitCredit>()
+            .check(store.segment())
+            .unwrap();
+        let err = driver.check(store.segment()).unwrap_err();
         assert_eq!(err.check, "balances = committed deltas");
     }
 
@@ -627,7 +640,7 @@ mod tests {
         let before = store.segment().bytes().to_vec();
         let lsn = store.segment().lsn();
         let mut args = Vec::new();
-        let accounts = store.workload().accounts.count() as u32;
+        let accounts = store.workload::<DebitCredit>().accounts.count() as u32;
         let cases = [
             (accounts, 0, 0, 1),
             (0, 1_000, 0, 1),
@@ -640,14 +653,17 @@ mod tests {
                 .call(DEBIT_CREDIT, &args, &mut Vec::new())
                 .unwrap_err();
             assert!(
-                matches!(err, crate::CallError::Proc(ProcError::BadArgs(_))),
+                matches!(err, tandem_store::CallError::Proc(ProcError::BadArgs(_))),
                 "{err}"
             );
         }
         let err = store
             .call(DEBIT_CREDIT, &args[..5], &mut Vec::new())
             .unwrap_err();
-        assert!(matches!(err, crate::CallError::Proc(ProcError::BadArgs(_))));
+        assert!(matches!(
+            err,
+            tandem_store::CallError::Proc(ProcError::BadArgs(_))
+        ));
         assert_eq!(store.segment().bytes(), &before[..]);
         assert_eq!(store.segment().lsn(), lsn);
     }

@@ -5,14 +5,14 @@
 use std::mem::offset_of;
 
 use tandem_memory::{PAGE_SIZE, Segment, Strategy, Txn};
-use tandem_store::workloads::args::ArgReader;
-use tandem_store::workloads::order_entry::{
+use tandem_store::args::ArgReader;
+use tandem_store::{CallError, Compiled, Driver, ProcError, ProcId, Store, Workload};
+use tandem_workloads::order_entry::{
     CHECK_CARRIER, CHECK_DELIVERY_LSN, CHECK_NEW_ORDER_RANGE, CHECK_NEXT_ORDER_ID,
     CHECK_ORDER_LINE_COUNT, CHECK_RING_SLOTS, CHECK_WAREHOUSE_YTD, Customer, DELIVERY,
     DISTRICTS_PER_WAREHOUSE, District, NEW_ORDER, NewOrder, NewOrderLine, ORDER_LINES_MAX, Order,
     OrderEntry, OrderEntryConfig, OrderEntryDriver, OrderLine, PAYMENT,
 };
-use tandem_store::{CallError, Driver, ProcError, ProcId, Store, Workload};
 
 /// One MiB holds two warehouses of the small configuration.
 const SEGMENT_LEN: usize = 1 << 20;
@@ -28,25 +28,28 @@ fn small_config() -> OrderEntryConfig {
     }
 }
 
-fn load(strategy: Strategy) -> Store<OrderEntry> {
+fn load(strategy: Strategy) -> Store {
     let workload = OrderEntry::new(SEGMENT_LEN, &small_config()).unwrap();
-    Store::load(Segment::anonymous(SEGMENT_LEN, strategy).unwrap(), workload)
+    Store::load(
+        Segment::anonymous(SEGMENT_LEN, strategy).unwrap(),
+        Compiled::boxed(workload),
+    )
 }
 
 /// Issues `calls` driver calls; returns the store, the driver and a replica that loaded the
 /// same database and applied every committed redo record.
-fn run(strategy: Strategy, calls: usize) -> (Store<OrderEntry>, OrderEntryDriver, Segment) {
+fn run(strategy: Strategy, calls: usize) -> (Store, OrderEntryDriver, Segment) {
     let mut store = load(strategy);
     let mut replica = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
-    store.workload().load(&mut replica);
-    let mut driver = store.workload().driver(7);
+    store.workload::<OrderEntry>().load(&mut replica);
+    let mut driver = store.workload::<OrderEntry>().driver(7);
     tandem_store::drive(&mut store, &mut driver, calls, |redo| {
         replica.apply_redo(redo).unwrap();
     });
     (store, driver, replica)
 }
 
-fn call(store: &mut Store<OrderEntry>, id: ProcId, args: &[u8]) -> Result<Vec<u8>, CallError> {
+fn call(store: &mut Store, id: ProcId, args: &[u8]) -> Result<Vec<u8>, CallError> {
     let mut reply = Vec::new();
     store.call(id, args, &mut reply)?;
     Ok(reply)
@@ -54,10 +57,11 @@ fn call(store: &mut Store<OrderEntry>, id: ProcId, args: &[u8]) -> Result<Vec<u8
 
 /// Commits `plant`, a buggy txn, on the store's segment and returns what the check says.
 fn check_after(
-    store: Store<OrderEntry>,
+    store: Store,
     plant: impl FnOnce(&OrderEntry, &mut Txn<'_>),
 ) -> tandem_store::Inconsistency {
-    let (mut segment, workload) = store.into_parts();
+    let workload = store.workload::<OrderEntry>().clone();
+    let (mut segment, _) = store.into_parts();
     workload.check(&segment).unwrap();
     let mut txn = segment.begin();
     plant(&workload, &mut txn);
@@ -77,8 +81,8 @@ fn district(
 }
 
 /// A district of the store with at least `undelivered` undelivered orders.
-fn district_with_backlog(store: &Store<OrderEntry>, undelivered: u32) -> (usize, usize) {
-    let workload = store.workload();
+fn district_with_backlog(store: &Store, undelivered: u32) -> (usize, usize) {
+    let workload = store.workload::<OrderEntry>();
     for warehouse in 0..workload.warehouses() {
         for district_id in 0..DISTRICTS_PER_WAREHOUSE {
             let record = district(workload, store.segment(), warehouse, district_id);
@@ -146,13 +150,13 @@ fn runs_stay_consistent_and_replicate_on_every_strategy() {
         assert_eq!(driver.counts(DELIVERY).rolled_back, 0, "{strategy}");
         assert!(driver.counts(DELIVERY).committed > 100, "{strategy}");
         assert_eq!(driver.rollbacks(), new_orders.rolled_back);
-        let workload = store.workload();
+        let workload = store.workload::<OrderEntry>();
         assert!(
             workload.orders_delivered(store.segment()) > 1_000,
             "{strategy}"
         );
         workload.check(store.segment()).unwrap();
-        driver.check(workload, store.segment()).unwrap();
+        driver.check(store.segment()).unwrap();
         assert_eq!(replica.lsn(), store.segment().lsn(), "{strategy}");
         assert_eq!(replica.bytes(), store.segment().bytes(), "{strategy}");
         assert_eq!(
@@ -176,7 +180,7 @@ fn an_unknown_last_item_rolls_back_every_earlier_line() {
         let mut store = load(strategy);
         let before = store.segment().bytes().to_vec();
         let lsn = store.segment().lsn();
-        let item_count = store.workload().item_count() as u32;
+        let item_count = store.workload::<OrderEntry>().item_count() as u32;
         let mut order = lines(ORDER_LINES_MAX, 0);
         order.last_mut().unwrap().item_id = item_count;
         let mut args = Vec::new();
@@ -199,7 +203,7 @@ fn an_unknown_last_item_rolls_back_every_earlier_line() {
         let order_id = reader.u32().unwrap();
         assert!(reader.i64().unwrap() > 0);
         reader.finish().unwrap();
-        let workload = store.workload();
+        let workload = store.workload::<OrderEntry>();
         assert_eq!(
             order_id as usize,
             workload.preloaded_orders_per_district() + 1
@@ -216,7 +220,7 @@ fn an_unknown_last_item_rolls_back_every_earlier_line() {
 fn new_order_updates_stock_and_writes_priced_lines() {
     let mut store = load(Strategy::V3InlineLog);
     let order = lines(6, 1);
-    let workload = store.workload().clone();
+    let workload = store.workload::<OrderEntry>().clone();
     let stock_before: Vec<_> = order
         .iter()
         .map(|line| {
@@ -274,7 +278,7 @@ fn new_order_updates_stock_and_writes_priced_lines() {
 #[test]
 fn a_full_district_backlog_rolls_back_new_order_until_a_delivery() {
     let mut store = load(Strategy::V0LinkedUndo);
-    let workload = store.workload().clone();
+    let workload = store.workload::<OrderEntry>().clone();
     let room = workload.orders_per_district() - workload.preloaded_undelivered_per_district();
     let mut args = Vec::new();
     OrderEntry::encode_new_order(&mut args, 1, 7, 0, &lines(5, 1));
@@ -301,7 +305,7 @@ fn a_full_district_backlog_rolls_back_new_order_until_a_delivery() {
 #[test]
 fn delivery_delivers_the_oldest_order_of_each_district() {
     let mut store = load(Strategy::V2MirrorDiff);
-    let workload = store.workload().clone();
+    let workload = store.workload::<OrderEntry>().clone();
     let mut args = Vec::new();
     OrderEntry::encode_delivery(&mut args, 0, 3);
     for round in 0..workload.preloaded_undelivered_per_district() {
@@ -370,7 +374,7 @@ fn delivery_delivers_the_oldest_order_of_each_district() {
 #[test]
 fn payment_moves_the_amount_and_appends_history() {
     let mut store = load(Strategy::V3InlineLog);
-    let workload = store.workload().clone();
+    let workload = store.workload::<OrderEntry>().clone();
     let customer_index = workload.customer_index(1, 5, 42);
     let before: Customer = workload
         .customer
@@ -432,7 +436,7 @@ fn bad_arguments_are_refused_and_change_nothing() {
     let (mut store, _, _) = run(Strategy::V1MirrorCopy, 200);
     let before = store.segment().bytes().to_vec();
     let lsn = store.segment().lsn();
-    let workload = store.workload().clone();
+    let workload = store.workload::<OrderEntry>().clone();
     let warehouses = workload.warehouses() as u32;
     let customers = workload.customers_per_district() as u32;
     let mut args = Vec::new();
@@ -507,17 +511,20 @@ fn bad_arguments_are_refused_and_change_nothing() {
 #[test]
 fn the_driver_check_catches_commits_it_did_not_observe() {
     let (mut store, driver, _) = run(Strategy::V3InlineLog, 300);
-    driver.check(store.workload(), store.segment()).unwrap();
+    driver.check(store.segment()).unwrap();
     let mut args = Vec::new();
     OrderEntry::encode_payment(&mut args, 0, 0, 0, 0, 0, 100);
     call(&mut store, PAYMENT, &args).unwrap();
-    store.workload().check(store.segment()).unwrap();
-    let err = driver.check(store.workload(), store.segment()).unwrap_err();
+    store
+        .workload::<OrderEntry>()
+        .check(store.segment())
+        .unwrap();
+    let err = driver.check(store.segment()).unwrap_err();
     assert_eq!(err.check, "W_YTD growth = committed payments");
 
     OrderEntry::encode_new_order(&mut args, 0, 0, 0, &lines(5, 0));
     call(&mut store, NEW_ORDER, &args).unwrap();
-    let err = driver.check(store.workload(), store.segment()).unwrap_err();
+    let err = driver.check(store.segment()).unwrap_err();
     assert_eq!(err.check, "orders entered = committed new-orders");
 }
 
@@ -654,10 +661,16 @@ fn the_default_scale_loads_and_runs_consistently() {
     let mut driver = workload.driver(1);
     let mut store = Store::load(
         Segment::anonymous(len, Strategy::V3InlineLog).unwrap(),
-        workload,
+        Compiled::boxed(workload),
     );
-    store.workload().check(store.segment()).unwrap();
+    store
+        .workload::<OrderEntry>()
+        .check(store.segment())
+        .unwrap();
     tandem_store::drive(&mut store, &mut driver, 2_000, |_| {});
-    store.workload().check(store.segment()).unwrap();
-    driver.check(store.workload(), store.segment()).unwrap();
+    store
+        .workload::<OrderEntry>()
+        .check(store.segment())
+        .unwrap();
+    driver.check(store.segment()).unwrap();
 }
