@@ -262,8 +262,7 @@ impl Store {
         args: &[u8],
         reply: &mut Vec<u8>,
     ) -> Result<&RedoRecord, CallError> {
-        let kind = self.model.kind(id);
-        self.run(id, kind, args, reply, None)
+        self.run(id, args, reply, None)
     }
 
     /// Runs a client's call exactly once: call `seq` of client `client_id`, to procedure `id`.
@@ -292,16 +291,13 @@ impl Store {
         args: &[u8],
         reply: &mut Vec<u8>,
     ) -> Result<Deduped<'_>, CallError> {
-        // One dispatch per call to learn what the procedure is: a model is asked every time,
-        // since it may add procedures while it serves.
-        let kind = self.model.kind(id);
-        if kind == Some(ProcKind::Read) {
+        // A model is asked what a procedure is at every call: it may add procedures while it
+        // serves.
+        if self.model.kind(id) == Some(ProcKind::Read) {
             return self.read(id, args, reply).map(|()| Deduped::Read);
         }
         if client_id == 0 {
-            return self
-                .run(id, kind, args, reply, None)
-                .map(Deduped::Committed);
+            return self.run(id, args, reply, None).map(Deduped::Committed);
         }
         let write = match self.dedup.probe(&self.segment, client_id) {
             Probe::Found { index, entry } => {
@@ -337,7 +333,7 @@ impl Store {
                 });
             }
         };
-        self.run(id, kind, args, reply, Some(write))
+        self.run(id, args, reply, Some(write))
             .map(Deduped::Committed)
     }
 
@@ -357,17 +353,15 @@ impl Store {
         read(&*self.model, &self.segment, id, args, reply)
     }
 
-    /// Runs procedure `id`, which is a `kind`, in a txn that, when it commits, also writes
-    /// `dedup`'s slot.
+    /// Runs procedure `id` in a txn that, when it commits, also writes `dedup`'s slot.
     fn run(
         &mut self,
         id: ProcId,
-        kind: Option<ProcKind>,
         args: &[u8],
         reply: &mut Vec<u8>,
         dedup: Option<DedupWrite>,
     ) -> Result<&RedoRecord, CallError> {
-        match kind {
+        match self.model.kind(id) {
             Some(ProcKind::Write) => {}
             Some(ProcKind::Read) => return Err(CallError::ReadOnly(id.0)),
             None => return Err(CallError::UnknownProcedure(id.0)),
