@@ -254,7 +254,13 @@ impl<T> PrimaryRole<T> {
                 self.primary.defer(safety, Answer { to, seq, kind });
                 Ran::Read
             }
-            Err(CallError::Proc(err)) => {
+            // The procedure failed, or its reply was too long to keep for a retry: either way
+            // its txn rolled back and nothing changed.
+            Err(
+                err @ (CallError::Proc(_)
+                | CallError::ReplyHeapFull { .. }
+                | CallError::ReplyTooLong { .. }),
+            ) => {
                 let kind = AnswerKind::RolledBack {
                     message: err.to_string(),
                 };

@@ -732,7 +732,18 @@ fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Vec<ReadRe
     reads.retain(|read| {
         let mut frame = Vec::new();
         if read.min_lsn <= lsn && lsn <= lsn_released {
-            match replica.read(read.proc_id, &read.args, &mut body) {
+            let mut outcome = replica.read(read.proc_id, &read.args, &mut body);
+            let body_len_max = tandem_wire::reply_body_len_max(state.max_frame_len);
+            if matches!(outcome, ReadOutcome::Read) && body.len() > body_len_max {
+                outcome = ReadOutcome::RolledBack(
+                    CallError::ReplyTooLong {
+                        reply_len: body.len(),
+                        reply_len_max: body_len_max,
+                    }
+                    .to_string(),
+                );
+            }
+            match outcome {
                 ReadOutcome::Read => {
                     encode_reply(&mut frame, read.seq, lsn, ReplyStatus::Committed, &body);
                     state.metrics.reads_served.inc();

@@ -378,12 +378,11 @@ pub fn start_role(
         }),
         None => None,
     };
+    let mut store = Store::open(segment, model);
+    store.set_reply_len_max(tandem_wire::reply_body_len_max(tuning.max_frame_len));
     let mut executor = Executor {
         node_id: config.node_id,
-        role: PrimaryRole::new(
-            Store::open(segment, model),
-            Primary::resume(primary_config, lsn_start, batches),
-        ),
+        role: PrimaryRole::new(store, Primary::resume(primary_config, lsn_start, batches)),
         ready: RoleReady::default(),
         links,
         link_factory,

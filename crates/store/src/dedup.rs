@@ -13,11 +13,13 @@
 //! The table is the last [`DedupTable::region_len`] bytes of the segment (the region starts on a
 //! cache line); workloads lay their tables out before it through [`Layout::workload`]. Its size
 //! is a function of the segment's length alone, so a primary and its backups, whose segments
-//! have the same length, agree on it without being told:
-//! [`DedupTable::for_segment_len`] gives it at most 1/128 of the segment, as the largest power
-//! of two of 64-byte slots that fits, and at most [`DEDUP_SLOTS_MAX`] slots. That is 4,096
-//! slots (256 KiB) in the default 50 MiB database, 16,384 (1 MiB) from 128 MiB on, and none in
-//! a segment under 8 KiB.
+//! have the same length, agree on it without being told. It has two parts:
+//! - the slots, last: at most 1/128 of the segment, as the largest power of two of 64-byte
+//!   slots that fits, and at most [`DEDUP_SLOTS_MAX`] slots. That is 4,096 slots (256 KiB) in
+//!   the default 50 MiB database, 16,384 (1 MiB) from 128 MiB on, and none in a segment under
+//!   8 KiB;
+//! - before them, a [`Heap`] of 1/1024 of the segment (51,200 bytes in 50 MiB) for the replies
+//!   too long for a slot.
 //!
 //! # Slots
 //!
@@ -27,15 +29,20 @@
 //! offset  0: client id   u64   0 = empty slot
 //! offset  8: seq         u64   the client's last committed seq
 //! offset 16: lsn         u64   the LSN that call committed at
-//! offset 24: reply len   u32   at most DEDUP_REPLY_LEN_MAX
-//! offset 28: reply       [u8; 36], zero past reply len
+//! offset 24: reply len   u32
+//! offset 28: reply       [u8; 36]: the reply, zero past reply len, when it is at most
+//!                        DEDUP_REPLY_INLINE_MAX bytes; else the segment offset (u64) of the
+//!                        reply's first chunk in the heap, then zeros
 //! ```
 //!
-//! The largest reply of the registered procedures is new-order's 12 bytes (order id and
-//! total); 36 is what is left of the cache line, three times that. Every procedure's reply
-//! must fit, deduplicated or not: [`Store::call`](crate::Store::call) aborts the txn and panics
-//! on a longer one, so such a bug fails the first test that makes that reply rather than the
-//! first client that retries it.
+//! The benchmark procedures' replies fit the slot (new-order's 12 bytes is the largest), so a
+//! lookup that finds its client costs one miss. A longer reply is a chain of heap blocks, each
+//! the segment offset (u64) of the next (0 ends it) followed by as much of the reply as the
+//! block holds; a chunk is one block of the smallest class that holds the rest of the reply,
+//! or a largest block. The call that writes a client's slot frees the chain of the reply it
+//! replaces, in the same txn, so the table still holds only each client's last reply. A reply
+//! the heap cannot hold rolls its call back with
+//! [`CallError::ReplyHeapFull`](crate::CallError::ReplyHeapFull).
 //!
 //! Slots are found by open addressing with linear probing from a client's home slot, chosen by
 //! a fixed multiplicative (Fibonacci) hash: no random seed, so every replica probes the same
@@ -54,6 +61,7 @@ use bytemuck::{Pod, Zeroable};
 use tandem_memory::{Segment, Txn};
 
 use crate::Inconsistency;
+use crate::heap::{HEAP_BLOCK_MAX, HEAP_LEN_MIN, Heap, HeapFull};
 
 /// Most slots a dedup table has: 1 MiB, reached by segments of 128 MiB. A group's executor
 /// serves its clients' calls one at a time; 14,336 client stubs (7/8 of the slots) per group is
@@ -61,8 +69,13 @@ use crate::Inconsistency;
 pub const DEDUP_SLOTS_MAX: usize = 16_384;
 /// Bytes of one slot: one cache line.
 pub const DEDUP_SLOT_BYTES: usize = 64;
-/// Longest reply a slot stores, and so the longest reply any procedure may write.
-pub const DEDUP_REPLY_LEN_MAX: usize = 36;
+/// Longest reply a slot stores itself; a longer one goes to the heap.
+pub const DEDUP_REPLY_INLINE_MAX: usize = 36;
+/// Bytes of a chunk's link to the next chunk.
+const CHUNK_LINK_BYTES: usize = 8;
+/// The heap takes 1/1024 of the segment: room for long replies that costs the benchmark
+/// workloads nothing of their scale (Debit-Credit keeps its 5 branches in 50 MiB).
+const HEAP_SHARE_DIVISOR: usize = 1024;
 /// The table takes at most 1/128 of its segment, so it never costs a workload more than a
 /// rounding of its scale (Debit-Credit keeps its 5 branches in 50 MiB).
 const SEGMENT_SHARE_DIVISOR: usize = 128;
@@ -75,6 +88,8 @@ pub const CHECK_DEDUP_SLOT: &str = "dedup slots are well formed";
 pub const CHECK_DEDUP_REACHABLE: &str = "dedup slots are reachable from their home slot";
 /// The name under which a client with two slots, or too many clients, is reported.
 pub const CHECK_DEDUP_CLIENTS: &str = "dedup clients are unique and within the limit";
+/// The name under which a long reply's chain that leaves the heap is reported.
+pub const CHECK_DEDUP_CHAIN: &str = "dedup long replies are whole chains in the heap";
 
 /// One slot, exactly as it lies in the segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
@@ -85,51 +100,83 @@ struct Slot {
     seq: u64,
     lsn: u64,
     reply_len: u32,
-    reply: [u8; DEDUP_REPLY_LEN_MAX],
+    reply: [u8; DEDUP_REPLY_INLINE_MAX],
 }
 
 const _: () = assert!(size_of::<Slot>() == DEDUP_SLOT_BYTES);
 const _: () = assert!(DEDUP_SLOTS_MAX.is_power_of_two());
 
+impl Slot {
+    fn reply_len(&self) -> usize {
+        self.reply_len as usize
+    }
+
+    fn reply_is_inline(&self) -> bool {
+        self.reply_len() <= DEDUP_REPLY_INLINE_MAX
+    }
+
+    /// The segment offset of a long reply's first chunk.
+    fn chain(&self) -> usize {
+        assert!(!self.reply_is_inline(), "an inline reply has no chain");
+        u64::from_le_bytes(self.reply[..8].try_into().expect("8 bytes")) as usize
+    }
+}
+
 /// What the table holds for one client: its last committed call.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DedupEntry {
-    slot: Slot,
+    seq: u64,
+    lsn: u64,
+    reply: Vec<u8>,
 }
 
 impl DedupEntry {
     /// The seq of the client's last committed call.
     pub fn seq(&self) -> u64 {
-        self.slot.seq
+        self.seq
     }
 
     /// The LSN that call committed at: the LSN its reply depends on.
     pub fn lsn(&self) -> u64 {
-        self.slot.lsn
+        self.lsn
     }
 
     /// That call's reply.
     pub fn reply(&self) -> &[u8] {
-        &self.slot.reply[..self.slot.reply_len as usize]
+        &self.reply
     }
 }
 
-impl std::fmt::Debug for DedupEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DedupEntry")
-            .field("client_id", &self.slot.client_id)
-            .field("seq", &self.slot.seq)
-            .field("lsn", &self.slot.lsn)
-            .field("reply", &self.reply())
-            .finish()
+/// The chunk a long reply's `remaining` bytes start with: the bytes of its block's
+/// allocation (link included) and how many of the reply's bytes it holds.
+fn chunk_for(remaining: usize) -> (usize, usize) {
+    assert!(remaining > 0, "a chunk holds at least one byte");
+    if remaining + CHUNK_LINK_BYTES <= HEAP_BLOCK_MAX {
+        (remaining + CHUNK_LINK_BYTES, remaining)
+    } else {
+        (HEAP_BLOCK_MAX, HEAP_BLOCK_MAX - CHUNK_LINK_BYTES)
+    }
+}
+
+/// A client's slot as a probe found it: its last call, and where its reply is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DedupSlot(Slot);
+
+impl DedupSlot {
+    pub(crate) fn seq(&self) -> u64 {
+        self.0.seq
+    }
+
+    pub(crate) fn lsn(&self) -> u64 {
+        self.0.lsn
     }
 }
 
 /// Where a client's slot is, or would go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Probe {
-    /// The client has slot `index`.
-    Found { index: usize, entry: DedupEntry },
+    /// The client has slot `index`, which holds `slot`.
+    Found { index: usize, slot: DedupSlot },
     /// The client has no slot; `index` is the empty slot it would take.
     Vacant { index: usize },
     /// The client has no slot and every slot is taken (only in tables too small for the 7/8
@@ -140,7 +187,10 @@ pub(crate) enum Probe {
 /// The position and size of a segment's dedup table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DedupTable {
+    /// Segment offset of the region: the heap, then the slots.
     offset: usize,
+    heap: Heap,
+    slots_offset: usize,
     slot_count: usize,
 }
 
@@ -149,24 +199,41 @@ impl DedupTable {
     pub fn for_segment_len(segment_len: usize) -> DedupTable {
         let fit = (segment_len / SEGMENT_SHARE_DIVISOR / DEDUP_SLOT_BYTES).min(DEDUP_SLOTS_MAX);
         let slot_count = if fit == 0 { 0 } else { 1 << fit.ilog2() };
-        let region_len = slot_count * DEDUP_SLOT_BYTES;
+        let slots_len = slot_count * DEDUP_SLOT_BYTES;
         // Segments are whole pages, so this rounding only matters for the unbounded lengths
         // that size computations use.
-        let offset = (segment_len - region_len) / 64 * 64;
+        let slots_offset = (segment_len - slots_len) / 64 * 64;
+        let heap_share = segment_len / HEAP_SHARE_DIVISOR / 64 * 64;
+        let heap_len = if slot_count > 0 && heap_share >= HEAP_LEN_MIN {
+            heap_share
+        } else {
+            0
+        };
+        let offset = slots_offset - heap_len;
         assert!(slot_count <= DEDUP_SLOTS_MAX);
         assert!(slot_count == 0 || slot_count.is_power_of_two());
-        assert!(offset + region_len <= segment_len);
-        DedupTable { offset, slot_count }
+        assert!(slots_offset + slots_len <= segment_len);
+        DedupTable {
+            offset,
+            heap: Heap::new(offset, heap_len),
+            slots_offset,
+            slot_count,
+        }
     }
 
-    /// Segment offset of the first slot; every byte before it is the workload's.
+    /// Segment offset of the region; every byte before it is the workload's.
     pub fn offset(&self) -> usize {
         self.offset
     }
 
-    /// Bytes of the region, from [`offset`](DedupTable::offset).
+    /// Bytes of the region, from [`offset`](DedupTable::offset): the heap and the slots.
     pub fn region_len(&self) -> usize {
-        self.slot_count * DEDUP_SLOT_BYTES
+        self.heap.len() + self.slot_count * DEDUP_SLOT_BYTES
+    }
+
+    /// The heap that holds replies too long for a slot.
+    pub fn heap(&self) -> &Heap {
+        &self.heap
     }
 
     pub fn slot_count(&self) -> usize {
@@ -186,7 +253,7 @@ impl DedupTable {
             "dedup slot {index} is past the table's {} slots",
             self.slot_count
         );
-        self.offset + index * DEDUP_SLOT_BYTES
+        self.slots_offset + index * DEDUP_SLOT_BYTES
     }
 
     /// The slot where a lookup for `client_id` starts: the top bits of a fixed multiplicative
@@ -213,10 +280,9 @@ impl DedupTable {
             let offset = self.slot_offset(index);
             let slot_client_id: u64 = segment.read_pod(offset);
             if slot_client_id == client_id {
-                let slot: Slot = segment.read_pod(offset);
                 return Probe::Found {
                     index,
-                    entry: DedupEntry { slot },
+                    slot: DedupSlot(segment.read_pod(offset)),
                 };
             }
             if slot_client_id == 0 {
@@ -233,9 +299,70 @@ impl DedupTable {
             return None;
         }
         match self.probe(segment, client_id) {
-            Probe::Found { entry, .. } => Some(entry),
+            Probe::Found { slot, .. } => {
+                let mut reply = Vec::new();
+                self.read_reply(segment, &slot, &mut reply);
+                Some(DedupEntry {
+                    seq: slot.seq(),
+                    lsn: slot.lsn(),
+                    reply,
+                })
+            }
             Probe::Vacant { .. } | Probe::Full => None,
         }
+    }
+
+    /// Copies the reply `slot` holds into `reply` (cleared first).
+    pub(crate) fn read_reply(&self, segment: &Segment, slot: &DedupSlot, reply: &mut Vec<u8>) {
+        let slot = &slot.0;
+        reply.clear();
+        if slot.reply_is_inline() {
+            reply.extend_from_slice(&slot.reply[..slot.reply_len()]);
+            return;
+        }
+        let mut chunk = slot.chain();
+        while reply.len() < slot.reply_len() {
+            let (_, held) = chunk_for(slot.reply_len() - reply.len());
+            reply.extend_from_slice(segment.read(chunk + CHUNK_LINK_BYTES, held));
+            chunk = segment.read_pod::<u64>(chunk) as usize;
+        }
+        assert_eq!(chunk, 0, "a long reply's chain ends with its last byte");
+    }
+
+    /// The chunks of the long reply `slot` holds, as (segment offset, allocated bytes);
+    /// `Err` names what is wrong with a chain that leaves the heap or ends early or late.
+    fn chain(
+        &self,
+        read_u64: impl Fn(usize) -> u64,
+        slot: &Slot,
+    ) -> Result<Vec<(usize, usize)>, String> {
+        let mut chunks = Vec::new();
+        if slot.reply_is_inline() {
+            return Ok(chunks);
+        }
+        let heap_end = self.heap.offset() + self.heap.len();
+        let mut chunk = slot.chain();
+        let mut remaining = slot.reply_len();
+        while remaining > 0 {
+            let (allocated, held) = chunk_for(remaining);
+            if chunk < self.heap.offset() || chunk + allocated > heap_end {
+                return Err(format!(
+                    "a chunk at {chunk} of client {}'s reply is outside the heap",
+                    slot.client_id
+                ));
+            }
+            chunks.push((chunk, allocated));
+            remaining -= held;
+            chunk = read_u64(chunk) as usize;
+        }
+        if chunk != 0 {
+            return Err(format!(
+                "client {}'s reply chain goes on past its {} bytes",
+                slot.client_id,
+                slot.reply_len()
+            ));
+        }
+        Ok(chunks)
     }
 
     /// Number of clients with a slot in `segment`.
@@ -246,7 +373,9 @@ impl DedupTable {
     }
 
     /// Writes slot `index` in `txn`: `client_id` committed `seq` at the txn's LSN with
-    /// `reply`. The slot must be empty or already the client's.
+    /// `reply`. The slot must be empty or already the client's. The chain of the reply it
+    /// replaces goes back to the heap; a long `reply` takes a new one, or `Err` when the heap
+    /// cannot hold it (the caller aborts the txn, which undoes the freeing too).
     pub(crate) fn record(
         &self,
         txn: &mut Txn<'_>,
@@ -254,30 +383,62 @@ impl DedupTable {
         client_id: u64,
         seq: u64,
         reply: &[u8],
-    ) {
+    ) -> Result<(), HeapFull> {
         assert_ne!(client_id, 0, "client id 0 is never deduplicated");
-        assert!(
-            reply.len() <= DEDUP_REPLY_LEN_MAX,
-            "a {}-byte reply does not fit a dedup slot",
-            reply.len()
-        );
+        let reply_len = u32::try_from(reply.len()).expect("a reply is under 4 GiB");
         let offset = self.slot_offset(index);
-        let slot_client_id: u64 = txn.read_pod(offset);
+        let old: Slot = txn.read_pod(offset);
         assert!(
-            slot_client_id == 0 || slot_client_id == client_id,
-            "dedup slot {index} belongs to client {slot_client_id}, not {client_id}"
+            old.client_id == 0 || old.client_id == client_id,
+            "dedup slot {index} belongs to client {}, not {client_id}",
+            old.client_id
         );
+        if !old.reply_is_inline() {
+            let chunks = self
+                .chain(|at| txn.read_pod(at), &old)
+                .expect("a slot's chain is whole");
+            for (chunk, allocated) in chunks {
+                self.heap.free(txn, chunk, allocated);
+            }
+        }
         let mut slot = Slot {
             client_id,
             seq,
             lsn: txn.lsn_next(),
-            reply_len: reply.len() as u32,
-            reply: [0; DEDUP_REPLY_LEN_MAX],
+            reply_len,
+            reply: [0; DEDUP_REPLY_INLINE_MAX],
         };
-        slot.reply[..reply.len()].copy_from_slice(reply);
+        if reply.len() <= DEDUP_REPLY_INLINE_MAX {
+            slot.reply[..reply.len()].copy_from_slice(reply);
+        } else {
+            slot.reply[..8].copy_from_slice(&(self.write_chain(txn, reply)? as u64).to_le_bytes());
+        }
         // Declaring the whole line costs one 64-byte undo copy; the redo capture diffs it
         // against that copy, so only the words that changed (seq, LSN, the reply's) ship.
         *txn.set_pod::<Slot>(offset) = slot;
+        Ok(())
+    }
+
+    /// Writes `reply` into a new chain of heap chunks in `txn`; returns its first chunk's
+    /// segment offset.
+    fn write_chain(&self, txn: &mut Txn<'_>, reply: &[u8]) -> Result<usize, HeapFull> {
+        let mut first = 0;
+        let mut previous: Option<usize> = None;
+        let mut rest = reply;
+        while !rest.is_empty() {
+            let (allocated, held) = chunk_for(rest.len());
+            let chunk = self.heap.alloc(txn, allocated)?;
+            let bytes = txn.set_range(chunk, CHUNK_LINK_BYTES + held);
+            bytes[..CHUNK_LINK_BYTES].copy_from_slice(&0u64.to_le_bytes());
+            bytes[CHUNK_LINK_BYTES..].copy_from_slice(&rest[..held]);
+            match previous {
+                Some(previous) => *txn.set_pod::<u64>(previous) = chunk as u64,
+                None => first = chunk,
+            }
+            previous = Some(chunk);
+            rest = &rest[held..];
+        }
+        Ok(first)
     }
 
     /// Checks every slot: an empty slot is all zero; an occupied one has a reply that fits
@@ -299,15 +460,12 @@ impl DedupTable {
                 }
                 continue;
             }
-            let reply_len = slot.reply_len as usize;
-            if reply_len > DEDUP_REPLY_LEN_MAX {
-                return Err(malformed(
-                    index,
-                    slot,
-                    "has a reply longer than a slot holds",
-                ));
-            }
-            if slot.reply[reply_len..].iter().any(|&byte| byte != 0) {
+            let inline_len = if slot.reply_is_inline() {
+                slot.reply_len()
+            } else {
+                8
+            };
+            if slot.reply[inline_len..].iter().any(|&byte| byte != 0) {
                 return Err(malformed(index, slot, "has bytes after its reply"));
             }
             if slot.lsn == 0 || slot.lsn > segment.lsn() {
@@ -367,6 +525,20 @@ impl DedupTable {
                 ),
             });
         }
+
+        // Every long reply is a whole chain in the heap, and the chains and the free blocks
+        // account for every carved byte of it: nothing leaked, nothing owned twice.
+        let mut owned = Vec::new();
+        for slot in slots.iter().filter(|slot| slot.client_id != 0) {
+            let chunks = self
+                .chain(|at| segment.read_pod(at), slot)
+                .map_err(|detail| Inconsistency {
+                    check: CHECK_DEDUP_CHAIN,
+                    detail,
+                })?;
+            owned.extend(chunks);
+        }
+        self.heap.check(segment, &owned)?;
         Ok(())
     }
 }
@@ -391,14 +563,20 @@ mod tests {
             let table = DedupTable::for_segment_len(segment_len);
             assert_eq!(table.slot_count(), slot_count, "{segment_len}");
             assert_eq!(table.offset() + table.region_len(), segment_len);
-            assert!(table.region_len() <= segment_len / SEGMENT_SHARE_DIVISOR);
+            let slots_len = table.region_len() - table.heap().len();
+            assert!(slots_len <= segment_len / SEGMENT_SHARE_DIVISOR);
+            assert!(table.heap().len() <= segment_len / HEAP_SHARE_DIVISOR);
             assert_eq!(table.offset() % 64, 0);
         }
         assert_eq!(DedupTable::for_segment_len(50 << 20).clients_max(), 3584);
         assert_eq!(DedupTable::for_segment_len(16 << 10).clients_max(), 2);
         let unbounded = DedupTable::for_segment_len(usize::MAX);
         assert_eq!(unbounded.slot_count(), DEDUP_SLOTS_MAX);
-        assert_eq!(unbounded.offset(), (usize::MAX - (1 << 20)) / 64 * 64);
+        let unbounded_heap = usize::MAX / HEAP_SHARE_DIVISOR / 64 * 64;
+        assert_eq!(
+            unbounded.offset(),
+            (usize::MAX - (1 << 20)) / 64 * 64 - unbounded_heap
+        );
     }
 
     #[test]
@@ -421,7 +599,9 @@ mod tests {
                 panic!("client {client_id} is new");
             };
             let mut txn = segment.begin();
-            table.record(&mut txn, index, client_id, 1, &[7; 12]);
+            table
+                .record(&mut txn, index, client_id, 1, &[7; 12])
+                .unwrap();
             txn.commit();
         }
         table.check(&segment).unwrap();
@@ -460,7 +640,7 @@ mod tests {
     fn the_check_catches_malformed_slots() {
         let index = index_of(&[5], 5);
         let err = check_after(&[5], |table, txn| {
-            slot_mut(table, txn, index).reply_len = DEDUP_REPLY_LEN_MAX as u32 + 1;
+            slot_mut(table, txn, index).reply_len = DEDUP_REPLY_INLINE_MAX as u32 + 1;
         });
         assert_eq!(err.check, CHECK_DEDUP_SLOT);
         let err = check_after(&[5], |table, txn| {
@@ -506,12 +686,45 @@ mod tests {
             .collect();
         let (segment, table) = segment_with(&colliding);
         for (step, &client_id) in colliding.iter().enumerate() {
-            let Probe::Found { index, entry } = table.probe(&segment, client_id) else {
+            let Probe::Found { index, slot } = table.probe(&segment, client_id) else {
                 panic!("client {client_id} has a slot");
             };
             assert_eq!(index, (home + step) % table.slot_count());
+            let entry = table.entry(&segment, client_id).unwrap();
+            assert_eq!(slot.seq(), 1);
             assert_eq!((entry.seq(), entry.reply()), (1, &[7; 12][..]));
         }
         assert_eq!(table.clients(&segment), 3);
+    }
+
+    #[test]
+    fn a_reply_longer_than_the_largest_block_is_a_chain_and_is_freed_whole() {
+        // 2 GiB: a 2 MiB heap. The segment is mapped lazily; only the pages written are
+        // touched.
+        let len = 2 << 30;
+        let mut segment = Segment::anonymous(len, Strategy::V3InlineLog).unwrap();
+        let table = DedupTable::for_segment_len(len);
+        assert_eq!(table.heap().len(), 2 << 20);
+        let reply: Vec<u8> = (0..HEAP_BLOCK_MAX + 1000)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let Probe::Vacant { index } = table.probe(&segment, 9) else {
+            panic!("client 9 is new");
+        };
+        let mut txn = segment.begin();
+        table.record(&mut txn, index, 9, 1, &reply).unwrap();
+        txn.commit();
+        assert_eq!(table.entry(&segment, 9).unwrap().reply(), &reply[..]);
+        let stats = table.heap().check(&segment, &[]).err();
+        assert!(stats.is_some(), "two chunks are owned");
+        table.check(&segment).unwrap();
+        // The next call's short reply frees both chunks.
+        let mut txn = segment.begin();
+        table.record(&mut txn, index, 9, 2, &[5; 3]).unwrap();
+        txn.commit();
+        table.check(&segment).unwrap();
+        let stats = table.heap().stats(&segment).unwrap();
+        assert_eq!(stats.free_bytes, stats.carved_bytes);
+        assert_eq!(stats.free_blocks, 2);
     }
 }

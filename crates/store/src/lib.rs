@@ -20,12 +20,14 @@
 
 pub mod args;
 pub mod dedup;
+pub mod heap;
 mod model;
 mod registry;
 mod rng;
 mod table;
 
-pub use dedup::{DEDUP_REPLY_LEN_MAX, DedupEntry, DedupTable};
+pub use dedup::{DEDUP_REPLY_INLINE_MAX, DedupEntry, DedupTable};
+pub use heap::{Heap, HeapFull, HeapStats};
 pub use model::{Compiled, DataModel, ProcKind};
 pub use registry::{
     CallError, Deduped, Prefetch, ProcError, ProcId, Procedure, ReadProcedure, Registry, Store,

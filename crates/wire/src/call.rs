@@ -4,7 +4,7 @@ use tandem_replication::{AckCount, Safety};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-use crate::frame::{self, FrameError, TYPE_CALL, TYPE_READ, TYPE_REPLY, bad_body};
+use crate::frame::{self, ENVELOPE_LEN, FrameError, TYPE_CALL, TYPE_READ, TYPE_REPLY, bad_body};
 
 /// A client's request to run procedure `proc_id` with `args`, borrowed from the frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +113,12 @@ pub fn encode_read(out: &mut Vec<u8>, seq: u64, proc_id: u16, min_lsn: u64, args
     out.extend_from_slice(header.as_bytes());
     out.extend_from_slice(args);
     frame::finish(out, start);
+}
+
+/// The longest reply body a `Reply` frame carries when frames are at most `max_frame_len`
+/// bytes: a node must not commit a call whose answer its client could not read.
+pub fn reply_body_len_max(max_frame_len: usize) -> usize {
+    max_frame_len.saturating_sub(ENVELOPE_LEN + size_of::<ReplyHeader>())
 }
 
 /// Appends a `Reply` frame.

@@ -73,7 +73,9 @@ mod frame;
 mod peer;
 
 pub use buffer::FrameBuffer;
-pub use call::{Call, Read, Reply, ReplyStatus, encode_call, encode_read, encode_reply};
+pub use call::{
+    Call, Read, Reply, ReplyStatus, encode_call, encode_read, encode_reply, reply_body_len_max,
+};
 pub use control::{
     ErrorCode, ErrorFrame, Hello, MAGIC, MESSAGE_LEN_MAX, PeerKind, Role, Welcome, encode_error,
     encode_hello, encode_welcome,

@@ -4,13 +4,12 @@
 //! whatever order retries arrive in.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use proptest::prelude::*;
 use tandem_memory::{PAGE_SIZE, Segment, Strategy as Logging};
 use tandem_store::{
-    CallError, Compiled, DEDUP_REPLY_LEN_MAX, DedupTable, Deduped, Driver, Inconsistency, Layout,
-    ProcError, ProcId, Registry, Store, Table, Workload,
+    CallError, Compiled, DEDUP_REPLY_INLINE_MAX, DedupTable, Deduped, Driver, Inconsistency,
+    Layout, ProcError, ProcId, Registry, Store, Table, Workload,
 };
 use tandem_workloads::debit_credit::{self, DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
 use tandem_workloads::order_entry::{self, NEW_ORDER, OrderEntry, OrderEntryConfig};
@@ -246,7 +245,7 @@ fn slots_replicate_and_a_promoted_backup_answers_retries_from_them() {
     let table = DedupTable::for_segment_len(SEGMENT_LEN);
     for (&client_id, (lsn, reply)) in &replies {
         let entry = table.entry(&backup, client_id).unwrap();
-        assert_eq!(Some(entry), primary.dedup_entry(client_id));
+        assert_eq!(Some(entry.clone()), primary.dedup_entry(client_id));
         assert_eq!(
             (entry.seq(), entry.lsn(), entry.reply()),
             (3, *lsn, &reply[..])
@@ -434,28 +433,66 @@ fn echo(len: usize, strategy: Logging) -> Store {
 }
 
 #[test]
-fn a_reply_too_long_for_a_slot_panics_after_aborting() {
+fn replies_of_any_length_are_kept_for_a_retry_until_the_heap_is_full() {
+    // 1 MiB: a 1 KiB heap, 896 bytes of arena.
     let mut store = echo(SEGMENT_LEN, Logging::V3InlineLog);
     let mut reply = Vec::new();
-    let fits = [1; DEDUP_REPLY_LEN_MAX];
+    let fits = [1; DEDUP_REPLY_INLINE_MAX];
     committed(store.call_once(1, 1, ProcId(0), &fits, &mut reply));
     assert_eq!(store.dedup_entry(1).unwrap().reply(), &fits[..]);
+    // Longer than a slot: the reply goes to the heap, and a retry gets it whole.
+    for (seq, len) in [(2, DEDUP_REPLY_INLINE_MAX + 1), (3, 500), (4, 40)] {
+        let args: Vec<u8> = (0..len).map(|byte| byte as u8 | 1).collect();
+        let lsn = committed(store.call_once(1, seq, ProcId(0), &args, &mut reply));
+        assert_eq!(reply, args);
+        let retry = store.call_once(1, seq, ProcId(0), &args, &mut reply);
+        assert!(matches!(retry, Ok(Deduped::Duplicate { lsn: at }) if at == lsn));
+        assert_eq!(reply, args);
+        // The check accounts for every heap byte: the replaced reply's chunks were freed.
+        store.workload::<Echo>().check(store.segment()).unwrap();
+    }
+    // Too long for the heap: the call rolls back and changes nothing; the slot still answers
+    // the last call. A call that is not deduplicated keeps no reply, so any length commits.
     let before = store.segment().bytes().to_vec();
     let lsn = store.segment().lsn();
+    let huge = vec![1; 5000];
+    let err = store
+        .call_once(1, 5, ProcId(0), &huge, &mut reply)
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        CallError::ReplyHeapFull {
+            reply_len: 5000,
+            heap_len: 1024
+        }
+    ));
+    assert!(
+        err.to_string().contains("give a larger database size"),
+        "{err}"
+    );
+    assert!(reply.is_empty());
+    assert_eq!(store.segment().lsn(), lsn);
+    assert_eq!(store.segment().bytes(), &before[..]);
+    assert_eq!(store.dedup_entry(1).unwrap().seq(), 4);
+    committed(store.call_once(0, 1, ProcId(0), &huge, &mut reply));
+    assert_eq!(reply, huge);
+
+    // A node limits replies to what a frame carries: a longer one rolls its call back too,
+    // deduplicated or not.
+    store.set_reply_len_max(100);
+    let lsn = store.segment().lsn();
     for client_id in [0, 1] {
-        let too_long = [1; DEDUP_REPLY_LEN_MAX + 1];
-        let panic = catch_unwind(AssertUnwindSafe(|| {
-            let _ = store.call_once(client_id, 2, ProcId(0), &too_long, &mut reply);
-        }))
-        .expect_err("a reply longer than a slot is a bug");
-        let message = panic.downcast_ref::<String>().unwrap();
-        assert!(
-            message.contains("'echo' wrote a 37-byte reply, but a dedup slot holds at most 36"),
-            "{message}"
+        let err = store.call_once(client_id, 6, ProcId(0), &[3; 101], &mut reply);
+        assert_eq!(
+            err.unwrap_err(),
+            CallError::ReplyTooLong {
+                reply_len: 101,
+                reply_len_max: 100
+            }
         );
         assert_eq!(store.segment().lsn(), lsn);
-        assert_eq!(store.segment().bytes(), &before[..]);
     }
+    committed(store.call_once(1, 6, ProcId(0), &[3; 100], &mut reply));
 }
 
 /// One call of a property run: which client, how its seq moves, whether it rolls back.
@@ -465,19 +502,26 @@ struct Step {
     /// 0: resend the last seq; 1: the next; 2: skip two; 3: a delayed older one.
     seq_move: u8,
     roll_back: bool,
+    /// Bytes of padding after the seq: past 27, the reply is too long for a slot.
+    padding: usize,
 }
 
 /// Client 0 is not deduplicated; two ids share high bits to exercise the hash.
 const CLIENT_IDS: [u64; 5] = [0, 1, 2, 1 << 40 | 1, u64::MAX];
 
 fn step() -> impl proptest::strategy::Strategy<Value = Step> {
-    (0..CLIENT_IDS.len(), 0..4u8, prop::bool::weighted(0.2)).prop_map(
-        |(client, seq_move, roll_back)| Step {
+    (
+        0..CLIENT_IDS.len(),
+        0..4u8,
+        prop::bool::weighted(0.2),
+        prop::sample::select(vec![0, 10, 27, 28, 60, 150]),
+    )
+        .prop_map(|(client, seq_move, roll_back, padding)| Step {
             client,
             seq_move,
             roll_back,
-        },
-    )
+            padding,
+        })
 }
 
 /// What the model expects the table to hold for one client.
@@ -488,9 +532,10 @@ struct Expected {
     reply: Vec<u8>,
 }
 
-fn run_steps(strategy: Logging, steps: &[Step]) -> Result<(), TestCaseError> {
-    // 64 KiB: 8 slots for 4 clients, so probes collide.
-    let len = 16 * PAGE_SIZE;
+/// Runs `steps` on a store of `len` bytes: 64 KiB has 8 slots for 4 clients, so probes
+/// collide, and no heap, so every long reply rolls back; 512 KiB has a 512-byte heap that
+/// holds some long replies and not others.
+fn run_steps(strategy: Logging, len: usize, steps: &[Step]) -> Result<(), TestCaseError> {
     let mut store = echo(len, strategy);
     let mut backup = Segment::anonymous(len, Logging::V3InlineLog).unwrap();
     let mut seq_next = [1u64; CLIENT_IDS.len()];
@@ -515,6 +560,7 @@ fn run_steps(strategy: Logging, steps: &[Step]) -> Result<(), TestCaseError> {
         };
         let mut args = vec![first];
         args.extend_from_slice(&seq.to_le_bytes());
+        args.resize(args.len() + step.padding, step.client as u8);
         let lsn_before = store.segment().lsn();
         let outcome = store.call_once(client_id, seq, ProcId(0), &args, &mut reply);
         let stored = model.get(&client_id).filter(|_| client_id != 0).cloned();
@@ -529,6 +575,13 @@ fn run_steps(strategy: Logging, steps: &[Step]) -> Result<(), TestCaseError> {
                 prop_assert_eq!(store.segment().lsn(), lsn_before);
             }
             (Err(CallError::Proc(ProcError::Rollback(_))), stored) if step.roll_back => {
+                prop_assert!(stored.is_none_or(|expected| seq > expected.seq));
+                prop_assert_eq!(store.segment().lsn(), lsn_before);
+            }
+            (Err(CallError::ReplyHeapFull { reply_len, .. }), stored)
+                if args.len() > DEDUP_REPLY_INLINE_MAX && client_id != 0 =>
+            {
+                prop_assert_eq!(reply_len, args.len());
                 prop_assert!(stored.is_none_or(|expected| seq > expected.seq));
                 prop_assert_eq!(store.segment().lsn(), lsn_before);
             }
@@ -562,7 +615,9 @@ fn run_steps(strategy: Logging, steps: &[Step]) -> Result<(), TestCaseError> {
         let expected = model.get(&client_id);
         let entry = store.dedup_entry(client_id);
         prop_assert_eq!(
-            entry.map(|e| (e.seq(), e.lsn(), e.reply().to_vec())),
+            entry
+                .clone()
+                .map(|e| (e.seq(), e.lsn(), e.reply().to_vec())),
             expected.map(|e| (e.seq, e.lsn, e.reply.clone()))
         );
         prop_assert_eq!(
@@ -590,9 +645,10 @@ proptest! {
     #[test]
     fn retries_in_any_order_apply_each_call_at_most_once(
         strategy in prop::sample::select(Logging::ALL.to_vec()),
+        len in prop::sample::select(vec![16 * PAGE_SIZE, 128 * PAGE_SIZE]),
         steps in prop::collection::vec(step(), 1..120),
     ) {
-        run_steps(strategy, &steps)?;
+        run_steps(strategy, len, &steps)?;
     }
 }
 
