@@ -57,10 +57,10 @@
 
 mod config;
 mod conn;
+pub mod route;
 
-use std::cmp;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use config::{
     ATTEMPT_TIMEOUT_DEFAULT, ClientConfig, ConfigError, DEADLINE_DEFAULT, DURATION_MAX,
@@ -70,18 +70,12 @@ pub use tandem_replication::{NodeId, Safety, SafetyError};
 pub use tandem_wire::{ErrorCode, ReplyStatus};
 
 use conn::{Answer, Conn, Failure, Greeting};
+use route::{Action, Answered, Greeted, Router, RouterConfig};
 use tandem_wire::{ErrorFrame, Hello, PeerKind, encode_call, encode_hello, encode_read};
 
 /// The largest `args` a call may carry: the `Call` frame must fit the default frame limit
 /// (type byte and 23-byte header included).
 pub const ARGS_LEN_MAX: usize = conn::MAX_FRAME_LEN - 1 - 23;
-
-/// The factor by which pauses may grow over [`ClientConfig::retry_backoff`]: a round of
-/// connects on loopback costs little next to a failover finished and not seen for 8 ms.
-const BACKOFF_GROWTH_MAX: u32 = 4;
-
-/// The largest number of doublings of the attempt timeout within one call.
-const ATTEMPT_DOUBLINGS_MAX: u32 = 16;
 
 /// How a call ended, when it ended in an answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,37 +169,21 @@ struct Pending {
 }
 
 /// The stub. One call at a time (`&mut self`): the dedup table keeps only a client's last seq.
+/// It moves bytes and reads the clock; what to do next is its [`Router`]'s to say.
 #[derive(Debug)]
 pub struct Client {
     config: ClientConfig,
     /// The encoded `Hello` frame every connection starts with.
     hello: Vec<u8>,
+    router: Router,
+    /// The connection to the router's primary, when it has one.
     conn: Option<Conn>,
     /// The connection to a backup, for reads.
     reader: Option<Conn>,
     /// The index in `config.nodes` where the next search for a backup starts.
     read_from: usize,
-    /// The index in `config.nodes` where the next search for the primary starts.
-    route_from: usize,
     seq_last: u64,
     pending: Option<Pending>,
-    lsn_seen: u64,
-    /// The highest view any node reported: a primary in an older view is deposed.
-    view_seen: u64,
-    primaries_connected: u64,
-    reply_node_last: Option<NodeId>,
-    stats: ClientStats,
-}
-
-/// What one call carries through its attempts.
-struct Progress {
-    seq: u64,
-    deadline: Instant,
-    attempts: u32,
-    last_error: String,
-    /// The next pause after a failure, and how long pauses may grow.
-    pause: Duration,
-    pause_max: Duration,
 }
 
 impl Client {
@@ -217,20 +195,21 @@ impl Client {
             &mut hello,
             &Hello::new(PeerKind::Client, config.client_id, config.group),
         );
+        let router = Router::new(RouterConfig {
+            nodes: config.nodes.iter().map(|addr| addr.to_string()).collect(),
+            attempt_timeout: config.attempt_timeout,
+            retry_backoff: config.retry_backoff,
+            deadline: config.deadline,
+        });
         Ok(Client {
             config,
             hello,
+            router,
             conn: None,
             reader: None,
             read_from: 1,
-            route_from: 0,
             seq_last: 0,
             pending: None,
-            lsn_seen: 0,
-            view_seen: 0,
-            primaries_connected: 0,
-            reply_node_last: None,
-            stats: ClientStats::default(),
         })
     }
 
@@ -284,13 +263,15 @@ impl Client {
         self.seq_last += 1;
         let seq = self.seq_last;
         let mut frame = Vec::with_capacity(args.len() + 28);
-        encode_read(&mut frame, seq, proc_id, self.lsn_seen.max(min_lsn), args);
+        let lsn_seen = self.router.lsn_seen();
+        encode_read(&mut frame, seq, proc_id, lsn_seen.max(min_lsn), args);
         if let Some(outcome) = self.read_at_backup(seq, &frame) {
-            self.stats.calls += 1;
-            self.stats.reads_at_backups += 1;
+            let stats = self.router.stats_mut();
+            stats.calls += 1;
+            stats.reads_at_backups += 1;
             return Ok(outcome);
         }
-        self.stats.reads_redirected += 1;
+        self.router.stats_mut().reads_redirected += 1;
         self.run(Pending { seq, frame })
     }
 
@@ -301,10 +282,11 @@ impl Client {
         }
         let conn = self.reader.as_mut()?;
         let until = Instant::now() + self.config.attempt_timeout;
-        self.stats.attempts += 1;
-        match conn.attempt(frame, seq, until, &mut self.stats.stale_replies) {
+        let stats = self.router.stats_mut();
+        stats.attempts += 1;
+        match conn.attempt(frame, seq, until, &mut stats.stale_replies) {
             Ok(Answer::Reply { lsn, status, body }) => {
-                self.lsn_seen = self.lsn_seen.max(lsn);
+                self.router.see_lsn(lsn);
                 Some(Outcome {
                     seq,
                     lsn,
@@ -332,18 +314,18 @@ impl Client {
     /// backup; the primary's node is skipped when it is known.
     fn find_backup(&mut self) -> Option<Conn> {
         let count = self.config.nodes.len();
-        let primary = self.conn.as_ref().map(|conn| conn.index);
+        let primary = self.router.primary().map(|route| route.index);
         for k in 0..count {
             let index = (self.read_from + k) % count;
             if Some(index) == primary {
                 continue;
             }
             let until = Instant::now() + self.config.attempt_timeout;
-            self.stats.connects += 1;
+            self.router.stats_mut().connects += 1;
             if let Ok(Greeting::Backup(conn)) =
                 Conn::open(self.config.nodes[index], index, &self.hello, until)
             {
-                self.view_seen = self.view_seen.max(conn.view);
+                self.router.see_view(conn.view);
                 self.read_from = index;
                 return Some(conn);
             }
@@ -367,229 +349,88 @@ impl Client {
     /// The primary the stub is connected to, and its view; `None` before the first call and
     /// after the connection failed (the next call looks again).
     pub fn primary(&self) -> Option<(NodeId, u64)> {
-        self.conn.as_ref().map(|conn| (conn.node, conn.view))
+        self.router.primary().map(|route| (route.node, route.view))
     }
 
     /// The highest commit LSN any reply has carried: a read that must see this client's
     /// writes needs a node that has applied at least this far.
     pub fn lsn_seen(&self) -> u64 {
-        self.lsn_seen
+        self.router.lsn_seen()
     }
 
     pub fn stats(&self) -> &ClientStats {
-        &self.stats
+        self.router.stats()
     }
 
     pub fn config(&self) -> &ClientConfig {
         &self.config
     }
 
+    /// Carries out the router's actions for `pending` until it says the call is over.
     fn run(&mut self, pending: Pending) -> Result<Outcome, CallError> {
-        self.stats.calls += 1;
-        let mut progress = Progress {
-            seq: pending.seq,
-            deadline: Instant::now() + self.config.deadline,
-            attempts: 0,
-            last_error: String::from("no node was reached"),
-            pause: self.config.retry_backoff,
-            pause_max: self.backoff_max(),
-        };
-        let result = self.attempts(&pending.frame, &mut progress);
-        match &result {
-            Ok(outcome) => {
-                assert_eq!(outcome.seq, pending.seq);
-                assert!(outcome.attempts >= 1);
-            }
-            Err(CallError::Deadline { .. }) => {
-                self.stats.deadlines += 1;
-                self.pending = Some(pending);
-            }
-            Err(CallError::Refused { .. }) => self.stats.refused += 1,
-            Err(_) => unreachable!("argument errors are returned before the call runs"),
-        }
-        result
-    }
-
-    /// Sends the call until it gets a definite answer or its deadline passes.
-    fn attempts(&mut self, frame: &[u8], progress: &mut Progress) -> Result<Outcome, CallError> {
-        let mut timeouts: u32 = 0;
+        let origin = Instant::now();
+        let mut call = self.router.begin(pending.seq, origin.elapsed());
         loop {
-            if Instant::now() >= progress.deadline {
-                return Err(progress.deadline_error());
-            }
-            if self.conn.is_none() && !self.find_primary(progress) {
-                return Err(progress.deadline_error());
-            }
-            let Some(conn) = self.conn.as_mut() else {
-                unreachable!("find_primary connected");
-            };
-            let now = Instant::now();
-            let wait = self
-                .config
-                .attempt_timeout
-                .saturating_mul(1 << timeouts.min(ATTEMPT_DOUBLINGS_MAX));
-            let until = cmp::min(
-                now.checked_add(wait).unwrap_or(progress.deadline),
-                progress.deadline,
-            );
-            progress.attempts = progress.attempts.saturating_add(1);
-            self.stats.attempts += 1;
-            let (node, view) = (conn.node, conn.view);
-            let answer = conn.attempt(frame, progress.seq, until, &mut self.stats.stale_replies);
-            match answer {
-                Ok(Answer::Reply { lsn, status, body }) => {
-                    if status == ReplyStatus::Committed {
-                        self.lsn_seen = self.lsn_seen.max(lsn);
-                    }
-                    if self.reply_node_last.is_some_and(|last| last != node) {
-                        self.stats.failovers += 1;
-                    }
-                    self.reply_node_last = Some(node);
-                    return Ok(Outcome {
-                        seq: progress.seq,
-                        lsn,
-                        status,
-                        body,
-                        node,
-                        view,
-                        attempts: progress.attempts,
-                    });
-                }
-                Ok(Answer::Error(ErrorFrame { code, message })) => match code {
-                    ErrorCode::UnknownProcedure | ErrorCode::BadArgs => {
-                        return Err(CallError::Refused { code, message });
-                    }
-                    ErrorCode::NotPrimary | ErrorCode::StaleView => {
-                        self.stats.not_primary += 1;
-                        progress.last_error = self.node_said(code, &message);
-                        self.drop_conn();
-                    }
-                    ErrorCode::Busy => {
-                        self.stats.busy += 1;
-                        progress.last_error = self.node_said(code, &message);
-                        progress.pause();
-                    }
-                    // The node closes the connection after these (BadFrame, Internal,
-                    // UnsupportedVersion, and codes newer than this build).
-                    _ => {
-                        progress.last_error = self.node_said(code, &message);
-                        self.drop_conn();
-                        progress.pause();
-                    }
-                },
-                Err(failure) => {
-                    progress.last_error = self.conn_failed(&failure);
-                    self.drop_conn();
-                    if let Failure::Timeout = failure {
-                        // The attempt already waited: look elsewhere at once.
-                        self.stats.timeouts += 1;
-                        timeouts += 1;
-                    } else {
-                        progress.pause();
-                    }
-                }
-            }
-        }
-    }
-
-    /// Goes round the nodes until one welcomes this client as primary (true) or the deadline
-    /// passes (false).
-    fn find_primary(&mut self, progress: &mut Progress) -> bool {
-        let count = self.config.nodes.len();
-        let mut pause = self.config.retry_backoff;
-        loop {
-            for k in 0..count {
-                let index = (self.route_from + k) % count;
-                let addr = self.config.nodes[index];
-                let now = Instant::now();
-                if now >= progress.deadline {
-                    return false;
-                }
-                let until = now
-                    .checked_add(self.config.attempt_timeout)
-                    .map_or(progress.deadline, |until| until.min(progress.deadline));
-                self.stats.connects += 1;
-                match Conn::open(addr, index, &self.hello, until) {
-                    Ok(Greeting::Primary(conn)) if conn.view < self.view_seen => {
-                        self.stats.not_primary += 1;
-                        progress.last_error = format!(
-                            "node {} at {addr} says it is primary in view {}, but view {} was \
-                             seen: it was deposed",
-                            conn.node, conn.view, self.view_seen
-                        );
-                    }
-                    Ok(Greeting::Primary(conn)) => {
-                        self.view_seen = conn.view;
-                        if self.primaries_connected > 0 {
-                            self.stats.reconnects += 1;
+            match self.router.next(&mut call, origin.elapsed()) {
+                Action::Connect { index, until } => {
+                    let addr = self.config.nodes[index];
+                    let greeted = match Conn::open(addr, index, &self.hello, origin + until) {
+                        Ok(Greeting::Primary(conn)) => {
+                            let (node, view) = (conn.node, conn.view);
+                            self.conn = Some(conn);
+                            Greeted::Welcome {
+                                primary: true,
+                                node,
+                                view,
+                            }
                         }
-                        self.primaries_connected += 1;
-                        self.route_from = index;
-                        self.conn = Some(conn);
-                        return true;
+                        Ok(Greeting::Backup(conn)) => Greeted::Welcome {
+                            primary: false,
+                            node: conn.node,
+                            view: conn.view,
+                        },
+                        Ok(Greeting::Refused(error)) => Greeted::Refused(error),
+                        Err(failure) => Greeted::Failed(failure.to_string()),
+                    };
+                    self.router.greeted(&mut call, index, greeted);
+                    if self.router.primary().is_none() {
+                        // Not the primary after all (a deposed one): the connection goes.
+                        self.conn = None;
                     }
-                    Ok(Greeting::Backup(conn)) => {
-                        self.stats.not_primary += 1;
-                        self.view_seen = self.view_seen.max(conn.view);
-                        progress.last_error = format!(
-                            "node {} at {addr} is a backup in view {}",
-                            conn.node, conn.view
-                        );
+                }
+                Action::Send { until } => {
+                    let conn = self
+                        .conn
+                        .as_mut()
+                        .expect("the router sends only to the primary it greeted");
+                    let stale = &mut self.router.stats_mut().stale_replies;
+                    let answered =
+                        match conn.attempt(&pending.frame, call.seq(), origin + until, stale) {
+                            Ok(Answer::Reply { lsn, status, body }) => Answered::Reply {
+                                seq: call.seq(),
+                                lsn,
+                                status,
+                                body,
+                            },
+                            Ok(Answer::Error(error)) => Answered::Error(error),
+                            Err(Failure::Timeout) => Answered::Timeout,
+                            Err(failure) => Answered::Failed(failure.to_string()),
+                        };
+                    self.router.answered(&mut call, answered, origin.elapsed());
+                    if self.router.primary().is_none() {
+                        self.conn = None;
                     }
-                    Ok(Greeting::Refused(ErrorFrame { code, message })) => {
-                        if matches!(code, ErrorCode::NotPrimary | ErrorCode::StaleView) {
-                            self.stats.not_primary += 1;
-                        }
-                        progress.last_error =
-                            format!("{addr} refused the Hello ({code:?}): {message}");
+                }
+                Action::Sleep { until } => {
+                    thread::sleep(until.saturating_sub(origin.elapsed()));
+                }
+                Action::Done(result) => {
+                    if let Err(CallError::Deadline { .. }) = &result {
+                        self.pending = Some(pending);
                     }
-                    Err(failure) => progress.last_error = format!("{addr}: {failure}"),
+                    return result;
                 }
             }
-            let left = progress.deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            thread::sleep(pause.min(left));
-            pause = cmp::min(pause.saturating_mul(2), self.backoff_max());
         }
-    }
-
-    /// Forgets the connection; the next search for a primary starts after its node.
-    fn drop_conn(&mut self) {
-        let conn = self.conn.take().expect("a connection to drop");
-        self.route_from = (conn.index + 1) % self.config.nodes.len();
-    }
-
-    fn backoff_max(&self) -> Duration {
-        self.config.retry_backoff.saturating_mul(BACKOFF_GROWTH_MAX)
-    }
-
-    fn node_said(&self, code: ErrorCode, message: &str) -> String {
-        let conn = self.conn.as_ref().expect("an answer came on a connection");
-        format!("node {} answered {code:?}: {message}", conn.node)
-    }
-
-    fn conn_failed(&self, failure: &Failure) -> String {
-        let conn = self.conn.as_ref().expect("a failure on a connection");
-        let addr = self.config.nodes[conn.index];
-        format!("node {} at {addr}: {failure}", conn.node)
-    }
-}
-
-impl Progress {
-    fn deadline_error(&self) -> CallError {
-        CallError::Deadline {
-            seq: self.seq,
-            attempts: self.attempts,
-            last_error: self.last_error.clone(),
-        }
-    }
-
-    /// Sleeps the current pause, cut short at the deadline, and doubles it for the next one.
-    fn pause(&mut self) {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        thread::sleep(self.pause.min(left));
-        self.pause = cmp::min(self.pause.saturating_mul(2), self.pause_max);
     }
 }
