@@ -67,11 +67,11 @@ pub use config::{
     RETRY_BACKOFF_DEFAULT,
 };
 pub use tandem_replication::{NodeId, Safety, SafetyError};
-pub use tandem_wire::{ErrorCode, ReplyStatus};
+pub use tandem_wire::{ErrorCode, ErrorFrame, ReplyStatus};
 
 use conn::{Answer, Conn, Failure, Greeting};
 use route::{Action, Answered, Greeted, Router, RouterConfig};
-use tandem_wire::{ErrorFrame, Hello, PeerKind, encode_call, encode_hello, encode_read};
+use tandem_wire::{Hello, PeerKind, encode_call, encode_hello, encode_read};
 
 /// The largest `args` a call may carry: the `Call` frame must fit the default frame limit
 /// (type byte and 23-byte header included).

@@ -8,6 +8,8 @@
 //! - [`ApplierRole`] is a backup's applier: it applies what the receiver core accepted, skips
 //!   what an older connection delivered again, keeps the applied batches a promotion serves
 //!   from, acks what it applied, and hands the segment over to the node's next role.
+//! - [`GateRule`] is whom a backup takes batches from, and whether a freeze for a view change
+//!   still holds.
 //! - [`RoleRule`] is the order in which a node follows a committed view into a role
 //!   (`tandem_cluster::role` decides which), and whether it restarted without its memory.
 //!
@@ -15,9 +17,11 @@
 //! from the driver.
 
 mod backup;
+mod gate;
 mod primary;
 mod rule;
 
 pub use backup::{ApplierRole, Handover, HandoverError, Replica};
+pub use gate::GateRule;
 pub use primary::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};
 pub use rule::RoleRule;

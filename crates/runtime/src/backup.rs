@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 
 use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
-use tandem_node::{ApplierRole, Replica as NodeReplica};
+use tandem_node::{ApplierRole, GateRule, Replica as NodeReplica};
 use tandem_replication::{
     ApplyBatch, Message, NodeId, Receiver as ReceiverCore, ReceiverConfig, ReceiverFault,
     ReceiverReady, transfer::PageImage,
@@ -90,29 +90,19 @@ pub use tandem_node::Handover;
 /// around everything they do with a read (accept, queue for the applier, ack), and
 /// [`Gate::freeze`] takes it too: once it returns, no receiver acks anything more, so the LSN
 /// it returns is exactly what this backup ever acknowledged.
+/// The rule itself is the node core's [`GateRule`]; this is its lock.
 #[derive(Debug)]
 pub struct Gate {
-    state: Mutex<GateState>,
+    state: Mutex<GateRule>,
     /// The view, readable without the lock (the applier's acks carry it; the applier must
     /// never wait for a receiver that may itself wait for the applier's queue).
     view: AtomicU64,
 }
 
-#[derive(Debug)]
-struct GateState {
-    view: u64,
-    primary: NodeId,
-    frozen: bool,
-}
-
 impl Gate {
     pub fn new(view: u64, primary: NodeId) -> Gate {
         Gate {
-            state: Mutex::new(GateState {
-                view,
-                primary,
-                frozen: false,
-            }),
+            state: Mutex::new(GateRule::new(view, primary)),
             view: AtomicU64::new(view),
         }
     }
@@ -123,29 +113,21 @@ impl Gate {
 
     /// The primary this backup follows.
     pub fn primary(&self) -> NodeId {
-        self.state.lock().expect("not poisoned").primary
+        self.state.lock().expect("not poisoned").primary()
     }
 
     /// Stops accepting the primary (for the rest of the view) and returns the last LSN
     /// received.
     pub fn freeze(&self, lsn_received: &AtomicU64) -> u64 {
         let mut state = self.state.lock().expect("not poisoned");
-        state.frozen = true;
+        state.freeze();
         lsn_received.load(Ordering::Acquire)
     }
 
     /// A new view with the same primary (members joined or left): receivers speak it now.
     pub fn set_view(&self, view: u64, primary: NodeId) {
         let mut state = self.state.lock().expect("not poisoned");
-        assert!(view >= state.view, "views only move forward");
-        // A freeze holds for the view it was for: a newer view with the same primary means
-        // no promotion was built on this backup's report (the config store commits one change
-        // per view), so it accepts its primary again.
-        if view > state.view {
-            state.frozen = false;
-        }
-        state.view = view;
-        state.primary = primary;
+        state.set_view(view, primary);
         self.view.store(view, Ordering::Release);
     }
 }
@@ -540,18 +522,20 @@ fn receive_from(
 ) -> Result<(), ConnError> {
     let view = {
         let gate = state.gate.state.lock().expect("not poisoned");
-        if gate.frozen || gate.primary != primary {
+        if !gate.accepts(primary) {
             let mut frame = Vec::new();
             let message = format!(
                 "node {} follows node {} in view {}, not node {primary}",
-                state.node_id, gate.primary, gate.view
+                state.node_id,
+                gate.primary(),
+                gate.view()
             );
             encode_error(&mut frame, ErrorCode::StaleView, &message);
             drop(gate);
             let _ = net::write_all(stream, &frame);
             return Err(ConnError::Closed);
         }
-        gate.view
+        gate.view()
     };
     let lsn_received = state.lsn_received.load(Ordering::Acquire);
     let mut welcome = Vec::new();
@@ -585,11 +569,11 @@ fn receive_from(
         // Everything done with what was read happens under the gate: a freeze waits for it,
         // and after a freeze nothing more is accepted or acknowledged.
         let gate = state.gate.state.lock().expect("not poisoned");
-        if gate.frozen || gate.primary != primary {
+        if !gate.accepts(primary) {
             return Err(ConnError::Closed);
         }
-        if gate.view > core.view() {
-            core.install_view(gate.view);
+        if gate.view() > core.view() {
+            core.install_view(gate.view());
         }
         let lsn_applied = state.lsn_applied.load(Ordering::Acquire);
         if lsn_applied > core.lsn_applied() && lsn_applied <= core.lsn_received() {

@@ -137,18 +137,19 @@ fn budget(bug: Bug) -> Option<(Mix, u64)> {
         // Needs a seed with a short tail and a member that comes back after it moved on.
         Bug::TransferShort => 100,
         // Needs a removal asked for while a backup it demotes still acks: k < n, and a
-        // partition or pause that heals before the change commits (first caught: 2,724).
-        Bug::IgnoreViewsAskedFor => return Some((Mix::KOfN, 3_000)),
+        // partition or pause that heals before the change commits (first caught: 4,883
+        // since the clients run the stub's router; 2,724 before).
+        Bug::IgnoreViewsAskedFor => return Some((Mix::KOfN, 5_000)),
         // Needs a backup that stops hearing the primary just after a heartbeat that arrived
         // early in its tick, while the primary serves replies that need its lease: the
-        // lease checker compares them with each backup's promise (first caught: 222).
+        // lease checker compares them with each backup's promise (first caught: 160).
         Bug::LeaseMarginOffByOne => 500,
         // Any deposed primary with a reply pending (first caught: 5).
         Bug::AbandonedSent => 100,
         // Any bounded seed whose backups fall behind (first caught: 4).
         Bug::IgnoreBound => 50,
         // The role rule's own assertion (a restarted node holds no role until a view leaves
-        // it out) catches it as soon as a restarted node is named again (first caught: 8; a
+        // it out) catches it as soon as a restarted node is named again (first caught: 10; a
         // long run found it first, at k-of-n seed 3,072).
         Bug::RestartedServes => 50,
         Bug::MissedPromotion => return None,
@@ -212,14 +213,17 @@ fn the_rare_planted_bugs_are_caught_in_a_long_run() {
 #[test]
 fn each_sabotage_is_caught_by_its_checker() {
     bugs::plant(None);
+    // A client follows a deposed primary only until it sees the new view (the stub's router
+    // refuses an older view's primary), so the stale primary's answers reach a client that
+    // later sees lower LSNs more rarely: first at seed 520.
     let cases = [
-        (ClusterSabotage::ForgeBatch, "checksum"),
-        (ClusterSabotage::ForgeBalances, "consistency check"),
-        (ClusterSabotage::IgnoreDepose, "both released replies"),
-        (ClusterSabotage::IgnoreDepose, "after LSN"),
+        (ClusterSabotage::ForgeBatch, "checksum", 300),
+        (ClusterSabotage::ForgeBalances, "consistency check", 300),
+        (ClusterSabotage::IgnoreDepose, "both released replies", 300),
+        (ClusterSabotage::IgnoreDepose, "after LSN", 600),
     ];
-    for (sabotage, checker) in cases {
-        let caught = (0..300).any(|seed| {
+    for (sabotage, checker, seeds) in cases {
+        let caught = (0..seeds).any(|seed| {
             run_cluster_sabotaged(seed, TICKS, Mix::Every, Some(sabotage))
                 .failure
                 .is_some_and(|failure| failure.contains(checker))

@@ -22,10 +22,10 @@ impl World {
                     ),
                     Role::Backup(role) => format!(
                         "backup of {} v{} lsn {}{}",
-                        role.primary,
+                        role.gate.primary(),
                         role.receiver.view(),
                         role.applier.lsn_applied(),
-                        if role.frozen { " frozen" } else { "" }
+                        if role.gate.is_frozen() { " frozen" } else { "" }
                     ),
                 };
                 let leader = node.core.as_ref().and_then(|core| core.leader());
@@ -40,7 +40,7 @@ impl World {
         let calls: Vec<Option<u64>> = self
             .clients
             .iter()
-            .map(|client| client.call.as_ref().map(|(seq, _)| *seq))
+            .map(|client| client.call.as_ref().map(|(route, _)| route.seq()))
             .collect();
         format!("{}; calls in flight {calls:?}", nodes.join("; "))
     }
@@ -71,7 +71,7 @@ impl World {
                 .as_ref()
                 .is_some_and(|core| core.view().is_some_and(|v| v.number == view.number))
                 && matches!(&node.role, Role::Backup(backup)
-                    if backup.primary == view.primary && backup.applier.lsn_applied() == lsn)
+                    if backup.gate.primary() == view.primary && backup.applier.lsn_applied() == lsn)
         })
     }
 
@@ -131,7 +131,7 @@ impl World {
             self.workload.conservation(role.segment())
         };
         checked.map_err(|err| self.fail(format!("node {node} at LSN {lsn}: {err}")))?;
-        let current = role.primary == self.view_latest.primary
+        let current = role.gate.primary() == self.view_latest.primary
             && role.receiver.view() == self.view_latest.number;
         if current && let Some(&expected) = self.checksums.get(&lsn) {
             let actual = crc32c::crc32c(role.segment().bytes());

@@ -1,5 +1,7 @@
-//! The clients: closed loops that call like the stub, resending the same (client id, seq)
-//! to the next node on a timeout or to the named primary on "not primary".
+//! The clients: closed loops of calls, each routed by the stub's own `Router`
+//! (`tandem_client::route`), which decides whom to greet, when to resend the same
+//! (client id, seq), when to pause and when a call is over. This module only carries its
+//! actions out on the simulated network and clock, as the blocking `Client` does over TCP.
 
 use super::*;
 
@@ -9,73 +11,97 @@ impl World {
             // After healing, clients finish what they started and start nothing new.
             return;
         }
+        let now = self.now_duration();
         let state = &mut self.clients[client];
         state.seq += 1;
-        let seq = state.seq;
         let mut args = Vec::new();
-        state
-            .driver
-            .as_mut()
-            .expect("a client has a driver")
-            .next_call(&mut args);
-        state.call = Some((seq, args));
-        state.attempt = 0;
-        state.deadline_at = self.now + self.faults.deadline;
+        state.driver.next_call(&mut args);
+        let route = state.router.begin(state.seq, now);
+        state.call = Some((route, args));
         self.report.calls += 1;
-        self.client_send(client);
+        self.client_act(client);
     }
 
-    /// Sends the call in flight to the node the client believes is the primary, and sets the
-    /// retry timer.
-    pub(super) fn client_send(&mut self, client: usize) {
+    /// Asks the client's router what to do next and does it: greets a node, sends the call,
+    /// pauses, or ends the call.
+    fn client_act(&mut self, client: usize) {
+        let now = self.now_duration();
         let state = &mut self.clients[client];
-        let Some((seq, args)) = state.call.clone() else {
+        let Some((route, _)) = state.call.as_mut() else {
             return;
         };
-        state.attempt += 1;
-        let attempt = state.attempt;
-        let target = state.target;
-        let retry = self.faults.retry_after.min(state.deadline_at - self.now);
-        self.send(
-            CLIENT_BASE + client as NodeId,
-            target,
-            Wire::Call { seq, args },
-        );
-        // One timer per attempt: the retry, or the deadline if it comes first.
-        self.schedule(
-            retry,
-            Event::ClientRetry {
-                client,
-                seq,
-                attempt,
-                rotate: true,
-            },
-        );
+        state.epoch += 1;
+        let epoch = state.epoch;
+        let from = CLIENT_BASE + client as NodeId;
+        match state.router.next(route, now) {
+            Action::Connect { index, until } => {
+                state.conn += 1;
+                state.waiting = Waiting::Greeting { index };
+                let conn = state.conn;
+                self.send(from, index as NodeId + 1, Wire::Hello { conn });
+                self.schedule_client_timer(client, epoch, until);
+            }
+            Action::Send { until } => {
+                let primary = state.router.primary().expect("a call goes to the primary");
+                let (route, args) = state.call.as_ref().expect("a call in flight");
+                let wire = Wire::Call {
+                    conn: state.conn,
+                    seq: route.seq(),
+                    args: args.clone(),
+                };
+                state.waiting = Waiting::Answer;
+                self.send(from, primary.index as NodeId + 1, wire);
+                self.schedule_client_timer(client, epoch, until);
+            }
+            Action::Sleep { until } => {
+                state.waiting = Waiting::Pause;
+                self.schedule_client_timer(client, epoch, until);
+            }
+            Action::Done(result) => {
+                state.waiting = Waiting::Nothing;
+                let (route, _) = state.call.take().expect("a call in flight");
+                match result {
+                    Ok(_) => self.report.replies += 1,
+                    Err(err) => {
+                        self.report.deadline_errors += 1;
+                        self.note(format!("client {client} call {}: {err}", route.seq()));
+                    }
+                }
+                self.schedule_next_call(client);
+            }
+        }
     }
 
-    /// Like the stub: resend with the same (client id, seq), to the next node when the last
-    /// attempt got no answer in time.
-    pub(super) fn client_retry(&mut self, client: usize, seq: u64, attempt: u64, rotate: bool) {
-        let nodes = self.faults.nodes as NodeId;
+    fn schedule_client_timer(&mut self, client: usize, epoch: u64, until: Duration) {
+        let at = until.as_micros() as u64;
+        assert!(at >= self.now, "a client's timer is not in the past");
+        self.schedule(at - self.now, Event::ClientTimer { client, epoch });
+    }
+
+    /// What the client waited for did not come in time (or its pause is over).
+    pub(super) fn client_timer(&mut self, client: usize, epoch: u64) {
+        let now = self.now_duration();
         let state = &mut self.clients[client];
-        let waiting = state
-            .call
-            .as_ref()
-            .is_some_and(|(waiting, _)| *waiting == seq);
-        if !waiting || state.attempt != attempt {
+        if state.epoch != epoch {
             return;
         }
-        if self.now >= state.deadline_at {
-            state.call = None;
-            self.report.deadline_errors += 1;
-            self.note(format!("client {client} call {seq}: deadline"));
-            self.schedule_next_call(client);
+        let Some((route, _)) = state.call.as_mut() else {
             return;
+        };
+        match state.waiting {
+            Waiting::Greeting { index } => {
+                // The connection is given up: whatever it still brings is void.
+                state.conn += 1;
+                let failed = Greeted::Failed("no greeting within the attempt timeout".into());
+                state.router.greeted(route, index, failed);
+            }
+            Waiting::Answer => {
+                state.conn += 1;
+                state.router.answered(route, Answered::Timeout, now);
+            }
+            Waiting::Pause | Waiting::Nothing => {}
         }
-        if rotate {
-            state.target = state.target % nodes + 1;
-        }
-        self.client_send(client);
+        self.client_act(client);
     }
 
     pub(super) fn client_receive(
@@ -84,10 +110,47 @@ impl World {
         from: NodeId,
         wire: Wire,
     ) -> Result<(), String> {
+        let now = self.now_duration();
         let state = &mut self.clients[client];
-        let waiting = |seq: u64| state.call.as_ref().is_some_and(|(w, _)| *w == seq);
-        match wire {
-            Wire::Reply { seq, lsn, .. } if waiting(seq) => {
+        let current = state.conn;
+        let Some((route, _)) = state.call.as_mut() else {
+            // A late answer to a call the client finished or gave up on.
+            return Ok(());
+        };
+        match (wire, state.waiting) {
+            (
+                Wire::Welcome {
+                    conn,
+                    primary,
+                    view,
+                },
+                Waiting::Greeting { index },
+            ) if conn == current => {
+                assert_eq!(
+                    from,
+                    index as NodeId + 1,
+                    "a greeting comes from the node greeted"
+                );
+                let greeted = Greeted::Welcome {
+                    primary,
+                    node: from,
+                    view,
+                };
+                state.router.greeted(route, index, greeted);
+                if state.router.primary().is_none() {
+                    state.conn += 1;
+                }
+            }
+            (Wire::Reply { conn, seq, lsn }, Waiting::Answer) if conn == current => {
+                let reply = Answered::Reply {
+                    seq,
+                    lsn,
+                    status: ReplyStatus::Committed,
+                    body: Vec::new(),
+                };
+                if state.router.answered(route, reply, now) == Report::Ignored {
+                    return Ok(());
+                }
                 // Under a 1-safe rule a new view may rightly lose released commits, and
                 // LSNs go back with them.
                 if lsn < state.lsn_last && fenced_by_acks(self.faults.safety) {
@@ -97,37 +160,19 @@ impl World {
                     )));
                 }
                 state.lsn_last = lsn;
-                state.call = None;
-                state.target = from;
-                self.report.replies += 1;
-                self.schedule_next_call(client);
             }
-            Wire::NotPrimary { seq, primary } if waiting(seq) => {
-                // Follow the hint, or move on if the node named itself (it is not serving).
-                let nodes = self.faults.nodes as NodeId;
-                state.target = if primary == from {
-                    from % nodes + 1
-                } else {
-                    primary
-                };
-                // The timer of this attempt is void now; a short pause, like the stub's
-                // backoff, before resending.
-                state.attempt += 1;
-                let attempt = state.attempt;
-                let pause = (MICROS_PER_TICK / 2).min(state.deadline_at - self.now);
-                self.schedule(
-                    pause,
-                    Event::ClientRetry {
-                        client,
-                        seq,
-                        attempt,
-                        rotate: false,
-                    },
-                );
+            (Wire::NotPrimary { conn }, Waiting::Answer) if conn == current => {
+                state.conn += 1;
+                let not_primary = Answered::Error(ErrorFrame {
+                    code: ErrorCode::NotPrimary,
+                    message: format!("node {from} is not the primary"),
+                });
+                state.router.answered(route, not_primary, now);
             }
-            // A late answer to a call the client finished or gave up on.
-            _ => {}
+            // On a connection the client gave up, or not what it waits for.
+            _ => return Ok(()),
         }
+        self.client_act(client);
         Ok(())
     }
 
@@ -135,5 +180,9 @@ impl World {
         // Closed-loop clients: a short think between calls.
         let think = self.rng.below(MICROS_PER_TICK / 10);
         self.schedule(think, Event::ClientNext { client });
+    }
+
+    fn now_duration(&self) -> Duration {
+        Duration::from_micros(self.now)
     }
 }

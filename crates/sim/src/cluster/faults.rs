@@ -255,7 +255,8 @@ impl World {
                     && match &node.role {
                         Role::Primary(role) => role.primary().view() == view.number,
                         Role::Backup(role) => {
-                            role.primary == view.primary && role.receiver.view() == view.number
+                            role.gate.primary() == view.primary
+                                && role.receiver.view() == view.number
                         }
                         Role::Outside => false,
                     }
@@ -387,7 +388,11 @@ impl World {
                 self.drive(to)
             }
             Wire::Replication(message) => self.replicate(from, to, message),
-            Wire::Call { seq, args } => self.call(from, to, seq, args),
+            Wire::Hello { conn } => {
+                self.greet(from, to, conn);
+                Ok(())
+            }
+            Wire::Call { conn, seq, args } => self.call(from, to, conn, seq, args),
             wire => Err(self.fail(format!("misrouted {wire:?} to node {to}"))),
         }
     }

@@ -49,14 +49,17 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
+use std::time::Duration;
 
+use tandem_client::route::{Action, Answered, CallRoute, Greeted, Report, Router, RouterConfig};
+use tandem_client::{ErrorCode, ErrorFrame, ReplyStatus};
 use tandem_cluster::role::{Held, Transition};
 use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, Call, Observed, Ran, Refusal, RoleReady, RoleRule,
+    Answer, AnswerKind, ApplierRole, Call, GateRule, Observed, Ran, Refusal, RoleReady, RoleRule,
 };
 use tandem_replication::{
     AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, Receiver,
@@ -128,20 +131,33 @@ pub struct ClusterReport {
 enum Wire {
     Replication(Message),
     Cluster(ClusterMessage),
+    /// A client opens connection `conn` to a node and greets it. Client messages carry the
+    /// connection they travel on: a client that drops a connection (a timeout, "not
+    /// primary") never hears what was in flight on it, as with TCP.
+    Hello {
+        conn: u64,
+    },
+    /// The node's answer to a `Hello`: whether it serves as its group's primary, in `view`.
+    Welcome {
+        conn: u64,
+        primary: bool,
+        view: u64,
+    },
     Call {
+        conn: u64,
         seq: u64,
         args: Vec<u8>,
     },
     /// The call's outcome: the LSN of its commit (or of the latest commit a rolled-back call
     /// saw).
     Reply {
+        conn: u64,
         seq: u64,
         lsn: u64,
     },
-    /// The node is not the primary; `primary` is whom it believes is.
+    /// The node is not the primary (an `Error` frame `NotPrimary`).
     NotPrimary {
-        seq: u64,
-        primary: NodeId,
+        conn: u64,
     },
 }
 
@@ -166,29 +182,34 @@ enum Event {
     ClientNext {
         client: usize,
     },
-    /// Resend a client's call `seq` (unless attempt `attempt` was answered or superseded),
-    /// to the next node if `rotate` (no answer in time), else to the node it was told of.
-    ClientRetry {
+    /// The time a client's router set for what it waits for (a greeting, an answer, the end
+    /// of a pause) has come, unless the client moved on since (`epoch`).
+    ClientTimer {
         client: usize,
-        seq: u64,
-        attempt: u64,
-        rotate: bool,
+        epoch: u64,
     },
 }
 
-/// A primary role as the simulator holds it: the node core's role (answers go to a client by
-/// its index), the calls waiting for flow control, and what the checkers watch.
+/// Where an answer goes: a client by its index, on one of its connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ClientConn {
+    client: usize,
+    conn: u64,
+}
+
+/// A primary role as the simulator holds it: the node core's role (answers go to a client's
+/// connection), the calls waiting for flow control, and what the checkers watch.
 struct PrimaryRole {
-    role: tandem_node::PrimaryRole<usize>,
-    ready: RoleReady<usize>,
-    /// Calls received and waiting for flow control.
-    inbox: VecDeque<(usize, u64, Vec<u8>)>,
+    role: tandem_node::PrimaryRole<ClientConn>,
+    ready: RoleReady<ClientConn>,
+    /// Calls received and waiting for flow control: where from, seq, args.
+    inbox: VecDeque<(ClientConn, u64, Vec<u8>)>,
     /// The calls committed into this node's records (exactly-once).
     calls: CallsHeld,
 }
 
 impl PrimaryRole {
-    fn new(role: tandem_node::PrimaryRole<usize>, calls: CallsHeld) -> PrimaryRole {
+    fn new(role: tandem_node::PrimaryRole<ClientConn>, calls: CallsHeld) -> PrimaryRole {
         PrimaryRole {
             role,
             ready: RoleReady::default(),
@@ -197,7 +218,7 @@ impl PrimaryRole {
         }
     }
 
-    fn primary(&self) -> &Primary<Answer<usize>> {
+    fn primary(&self) -> &Primary<Answer<ClientConn>> {
         self.role.primary()
     }
 }
@@ -206,11 +227,10 @@ impl PrimaryRole {
 /// thread), the node core's applier (the runtime's applier thread), the gate, and what the
 /// checkers watch.
 struct BackupRole {
-    primary: NodeId,
+    /// Whom it follows, and whether it stopped accepting them for a view change.
+    gate: GateRule,
     receiver: Receiver,
     applier: ApplierRole,
-    /// Stopped accepting its primary (frozen for a view change).
-    frozen: bool,
     calls: CallsHeld,
 }
 
@@ -251,18 +271,34 @@ struct Node {
     tear_next_save: bool,
 }
 
-#[derive(Default)]
+/// A simulated client: a closed loop of Debit-Credit calls, routed by the stub's own
+/// [`Router`] (the same decisions `tandem_client::Client` makes over TCP).
 struct Client {
-    driver: Option<DebitCreditDriver>,
+    driver: DebitCreditDriver,
+    router: Router,
     seq: u64,
-    /// The call in flight: (seq, args).
-    call: Option<(u64, Vec<u8>)>,
-    attempt: u64,
-    /// When the call in flight ends in a deadline error.
-    deadline_at: u64,
-    /// The node it believes is the primary.
-    target: NodeId,
+    /// The call in flight: its route and its args.
+    call: Option<(CallRoute, Vec<u8>)>,
+    /// The client's latest connection; messages on an older one are void.
+    conn: u64,
+    waiting: Waiting,
+    /// Bumped whenever what the client waits for changes: a timer of an older epoch is void.
+    epoch: u64,
     lsn_last: u64,
+}
+
+/// What a client waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waiting {
+    Nothing,
+    /// The greeting of node `index` (0-based), on the client's latest connection.
+    Greeting {
+        index: usize,
+    },
+    /// The primary's answer, on the client's latest connection.
+    Answer,
+    /// The end of a pause.
+    Pause,
 }
 
 struct World {
@@ -434,11 +470,23 @@ impl World {
                 }
             })
             .collect();
+        let router_config = RouterConfig {
+            nodes: ids.iter().map(|id| format!("sim:{id}")).collect(),
+            attempt_timeout: Duration::from_micros(faults.retry_after),
+            // A short pause, about half a tick, between rounds of greetings and after `Busy`.
+            retry_backoff: Duration::from_micros(MICROS_PER_TICK / 2),
+            deadline: Duration::from_micros(faults.deadline),
+        };
         let clients = (0..faults.clients)
             .map(|index| Client {
-                driver: Some(workload.driver(seed ^ (0x9e37 + index as u64))),
-                target: 1,
-                ..Client::default()
+                driver: workload.driver(seed ^ (0x9e37 + index as u64)),
+                router: Router::new(router_config.clone()),
+                seq: 0,
+                call: None,
+                conn: 0,
+                waiting: Waiting::Nothing,
+                epoch: 0,
+                lsn_last: 0,
             })
             .collect();
         let mut period = BTreeMap::new();
@@ -605,13 +653,8 @@ impl World {
                 self.client_next(client);
                 Ok(())
             }
-            Event::ClientRetry {
-                client,
-                seq,
-                attempt,
-                rotate,
-            } => {
-                self.client_retry(client, seq, attempt, rotate);
+            Event::ClientTimer { client, epoch } => {
+                self.client_timer(client, epoch);
                 Ok(())
             }
         }

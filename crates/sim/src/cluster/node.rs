@@ -35,7 +35,7 @@ impl World {
                 self.collect_primary(node)?;
             }
             Role::Backup(role) => {
-                if !role.frozen {
+                if !role.gate.is_frozen() {
                     role.receiver.tick();
                 }
                 self.collect_backup(node)?;
@@ -89,7 +89,7 @@ impl World {
             ClusterEvent::Freeze { view } => {
                 let index = index_of(node);
                 if let Role::Backup(role) = &mut self.nodes[index].role {
-                    role.frozen = true;
+                    role.gate.freeze();
                     let lsn = role.receiver.lsn_received();
                     self.note(format!("node {node}: frozen in view {view} at LSN {lsn}"));
                     self.core_mut(node).frozen(view, lsn);
@@ -147,7 +147,7 @@ impl World {
                 lsn_committed: role.primary().lsn_committed(),
             }),
             Role::Backup(role) => Some(Held::Backup {
-                primary: role.primary,
+                primary: role.gate.primary(),
                 view: role.receiver.view(),
                 lsn_received: role.receiver.lsn_received(),
             }),
@@ -211,16 +211,15 @@ impl World {
                 Role::Primary(Box::new(PrimaryRole::new(role, CallsHeld::default())))
             }
             (Transition::StayBackup, Role::Backup(mut role)) => {
-                // A new view reopens a backup frozen in the old one (the runtime's gate).
-                role.frozen = false;
+                // A new view reopens a backup frozen in the old one.
+                role.gate.set_view(view.number, view.primary);
                 role.receiver.install_view(view.number);
                 Role::Backup(role)
             }
             (Transition::Follow { lsn }, Role::Backup(mut role)) => {
                 role.receiver = Receiver::new(receiver_config(&view), lsn);
                 role.receiver.introduce();
-                role.primary = view.primary;
-                role.frozen = false;
+                role.gate.set_view(view.number, view.primary);
                 Role::Backup(role)
             }
             (Transition::Reload { discarded }, _) => {
@@ -232,10 +231,9 @@ impl World {
                 let applier =
                     ApplierRole::active(loaded(&self.workload), Vec::new(), self.tail_limits());
                 Role::Backup(Box::new(BackupRole {
-                    primary: view.primary,
+                    gate: GateRule::new(view.number, view.primary),
                     receiver,
                     applier,
-                    frozen: false,
                     calls: CallsHeld::default(),
                 }))
             }
@@ -341,10 +339,10 @@ impl World {
             Role::Backup(role) => {
                 // A frozen backup has closed its primary's links; a stranger's message goes
                 // to the receiver, which fences an older view's primary.
-                if role.frozen && from == role.primary {
+                if role.gate.is_frozen() && from == role.gate.primary() {
                     return Ok(());
                 }
-                let heard = from == role.primary;
+                let heard = from == role.gate.primary();
                 role.receiver.step(from, message);
                 if heard {
                     self.core_mut(to).heard_from_primary();
@@ -359,18 +357,13 @@ impl World {
         }
     }
 
-    pub(super) fn call(
-        &mut self,
-        from: NodeId,
-        to: NodeId,
-        seq: u64,
-        args: Vec<u8>,
-    ) -> Result<(), String> {
-        let client = (from - CLIENT_BASE) as usize;
-        let index = index_of(to);
-        // The sabotaged stale primary serves whatever its node's view says.
+    /// Whether primary `node` serves clients now: its role is not deposed and its node's
+    /// view names it primary of the role's view (the sabotaged stale primary serves
+    /// whatever its role says).
+    fn serving(&self, node: NodeId) -> bool {
+        let index = index_of(node);
         let stale_serves = self.sabotage == Some(ClusterSabotage::IgnoreDepose);
-        let serving = match &self.nodes[index].role {
+        match &self.nodes[index].role {
             Role::Primary(role) if stale_serves => !role.primary().is_deposed(),
             Role::Primary(role) => {
                 !role.primary().is_deposed()
@@ -379,18 +372,55 @@ impl World {
                         .as_ref()
                         .and_then(|core| core.view())
                         .is_some_and(|view| {
-                            view.number == role.primary().view() && view.primary == to
+                            view.number == role.primary().view() && view.primary == node
                         })
             }
             _ => false,
+        }
+    }
+
+    /// A client greets node `to` on connection `conn`: the node says whether it serves as
+    /// primary, and its view, as a node's `Welcome` does.
+    pub(super) fn greet(&mut self, from: NodeId, to: NodeId, conn: u64) {
+        let index = index_of(to);
+        let (primary, view) = match &self.nodes[index].role {
+            Role::Primary(role) if self.serving(to) => (true, role.primary().view()),
+            _ => {
+                let view = self.nodes[index]
+                    .core
+                    .as_ref()
+                    .and_then(|core| core.view())
+                    .map_or(0, |view| view.number);
+                (false, view)
+            }
         };
+        self.send(
+            to,
+            from,
+            Wire::Welcome {
+                conn,
+                primary,
+                view,
+            },
+        );
+    }
+
+    pub(super) fn call(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        conn: u64,
+        seq: u64,
+        args: Vec<u8>,
+    ) -> Result<(), String> {
+        let client = ClientConn {
+            client: (from - CLIENT_BASE) as usize,
+            conn,
+        };
+        let index = index_of(to);
+        let serving = self.serving(to);
         if !serving {
-            let primary = self.nodes[index]
-                .core
-                .as_ref()
-                .and_then(|core| core.view())
-                .map_or(to, |view| view.primary);
-            self.send(to, from, Wire::NotPrimary { seq, primary });
+            self.send(to, from, Wire::NotPrimary { conn });
             return Ok(());
         }
         if let Role::Primary(role) = &mut self.nodes[index].role {
@@ -414,7 +444,7 @@ impl World {
                 return Ok(());
             };
             let call = Call {
-                client_id: client_id(*client),
+                client_id: client_id(client.client),
                 seq: *seq,
                 proc_id: ProcId(0),
                 args,
@@ -494,14 +524,12 @@ impl World {
                 // released under still runs.
                 Disposition::Withhold(_) => unreachable!("a reply leaves as it is released"),
                 Disposition::NotPrimary(reply) => {
-                    let primary = self.nodes[index_of(node)]
-                        .core
-                        .as_ref()
-                        .and_then(|core| core.view())
-                        .map_or(node, |view| view.primary);
-                    let Answer { to, seq, .. } = reply.reply;
-                    let client = CLIENT_BASE + to as NodeId;
-                    self.send(node, client, Wire::NotPrimary { seq, primary });
+                    let ClientConn { client, conn } = reply.reply.to;
+                    self.send(
+                        node,
+                        CLIENT_BASE + client as NodeId,
+                        Wire::NotPrimary { conn },
+                    );
                     continue;
                 }
             };
@@ -512,7 +540,7 @@ impl World {
                 )));
             }
             let Answer {
-                to: client,
+                to: ClientConn { client, conn },
                 seq,
                 kind,
             } = reply.reply;
@@ -559,7 +587,7 @@ impl World {
             self.send(
                 node,
                 CLIENT_BASE + client as NodeId,
-                Wire::Reply { seq, lsn },
+                Wire::Reply { conn, seq, lsn },
             );
         }
         let core = self.core_mut(node);
@@ -621,18 +649,18 @@ impl World {
         }
         let ever = self
             .received_ever
-            .entry((node, role.primary))
+            .entry((node, role.gate.primary()))
             .or_insert((0, 0));
         ever.0 = ever.0.max(role.receiver.lsn_received());
         ever.1 = ever.1.max(role.applier.lsn_applied());
         // The receiver's acks first, then the applier's, as the runtime's threads send them.
         let applied_any = role.applier.lsn_applied() > lsn_before;
         if let Some(ack) = role.applier.take_ack(role.receiver.view()) {
-            ready.messages.push((role.primary, ack));
+            ready.messages.push((role.gate.primary(), ack));
         }
         // A frozen backup has closed its primary's links.
-        let frozen = role.frozen;
-        let primary = role.primary;
+        let frozen = role.gate.is_frozen();
+        let primary = role.gate.primary();
         for (to, message) in ready.messages.drain(..) {
             if frozen && to == primary {
                 continue;
