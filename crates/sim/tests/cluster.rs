@@ -195,9 +195,9 @@ fn every_planted_bug_is_caught_within_its_budget() {
 }
 
 /// The planted bugs too rare for the CI budget, each with the long run that catches it
-/// (missed-promotion: first caught at k-of-n seed 12,709 since the clients run the stub's router, 8,131 before; `cargo test --release -p tandem-sim
-/// --test cluster -- --ignored`, several minutes; or `tandem sim --inject BUG --mix k-of-n
-/// --seeds 0..N`). Their fixes are guarded in CI by scripted tests beside the code
+/// (missed-promotion: first caught at k-of-n seed 12,709 since the clients run the stub's
+/// router, 8,131 before; `cargo test --release -p tandem-sim --test cluster -- --ignored`,
+/// several minutes; or `tandem sim --inject BUG --mix k-of-n --seeds 0..N`). Their fixes are guarded in CI by scripted tests beside the code
 /// (`tandem_cluster::role`'s tests).
 #[test]
 #[ignore = "a long run: minutes in a release build"]
