@@ -23,5 +23,7 @@ mod rule;
 
 pub use backup::{ApplierRole, Handover, HandoverError, Replica};
 pub use gate::GateRule;
-pub use primary::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};
+pub use primary::{
+    Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,
+};
 pub use rule::RoleRule;

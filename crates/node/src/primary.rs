@@ -161,6 +161,16 @@ pub struct PrimaryRole<T> {
     reply: Vec<u8>,
 }
 
+/// The longest reply a primary may commit when frames are at most `max_frame_len` bytes and
+/// batches are sealed past `batch_bytes_max`: the reply leaves in a Reply frame, and a
+/// deduplicated one also travels in its commit's redo record, which must fit one batch frame
+/// together with the batch it joins and the procedure's own writes (half of what a frame
+/// leaves beyond a batch). A driver hands it to [`Store::set_reply_len_max`].
+pub fn reply_len_max(max_frame_len: usize, batch_bytes_max: usize) -> usize {
+    tandem_wire::reply_body_len_max(max_frame_len)
+        .min(max_frame_len.saturating_sub(batch_bytes_max) / 2)
+}
+
 impl<T> PrimaryRole<T> {
     /// A primary role serving `store`, replicating through `primary` (whose last commit is
     /// the store's).

@@ -282,3 +282,20 @@ fn only_a_newer_view_is_installed() {
     assert!(role.install_view(2, &[BACKUP], &[]));
     assert_eq!(role.primary().view(), 2);
 }
+
+#[test]
+fn a_reply_fits_its_frame_and_half_of_what_a_batch_leaves() {
+    // The defaults: 4 MiB frames, batches sealed past 64 KiB.
+    let (frame, batch) = (4 << 20, 64 << 10);
+    assert_eq!(
+        tandem_node::reply_len_max(frame, batch),
+        (frame - batch) / 2
+    );
+    // With batches nearly as large as frames, the batch bound rules; with none, the frame.
+    assert_eq!(tandem_node::reply_len_max(frame, frame - 100), 50);
+    assert_eq!(
+        tandem_node::reply_len_max(frame, 0),
+        tandem_wire::reply_body_len_max(frame).min(frame / 2)
+    );
+    assert_eq!(tandem_node::reply_len_max(100, 200), 0);
+}

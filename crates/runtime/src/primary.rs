@@ -379,12 +379,10 @@ pub fn start_role(
         None => None,
     };
     let mut store = Store::open(segment, model);
-    // A reply leaves in a Reply frame, and a deduplicated one also travels in its commit's
-    // redo record, which must fit one batch frame together with the batch it joins (up to
-    // batch_bytes_max) and the procedure's own writes: half of what is left of a frame.
-    let reply_len_max = tandem_wire::reply_body_len_max(tuning.max_frame_len)
-        .min(tuning.max_frame_len.saturating_sub(tuning.batch_bytes_max) / 2);
-    store.set_reply_len_max(reply_len_max);
+    store.set_reply_len_max(tandem_node::reply_len_max(
+        tuning.max_frame_len,
+        tuning.batch_bytes_max,
+    ));
     let mut executor = Executor {
         node_id: config.node_id,
         role: PrimaryRole::new(store, Primary::resume(primary_config, lsn_start, batches)),

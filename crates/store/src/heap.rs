@@ -247,17 +247,22 @@ impl Heap {
     /// How the arena is used, from the free lists (a walk of every free block).
     pub fn stats(&self, segment: &Segment) -> Result<HeapStats, Inconsistency> {
         let blocks = self.free_blocks(segment)?;
+        Ok(self.stats_of(segment, &blocks))
+    }
+
+    /// How the arena is used, given its free blocks.
+    fn stats_of(&self, segment: &Segment, blocks: &[(usize, usize)]) -> HeapStats {
         let header: Header = if self.is_empty() {
             Header::zeroed()
         } else {
             segment.read_pod(self.offset)
         };
-        Ok(HeapStats {
+        HeapStats {
             arena_bytes: self.len.saturating_sub(HEADER_BYTES),
             carved_bytes: (header.bump as usize).saturating_sub(HEADER_BYTES),
             free_bytes: blocks.iter().map(|&(_, len)| len).sum(),
             free_blocks: blocks.len(),
-        })
+        }
     }
 
     /// Checks the free lists, then that `owned` (every block an owner holds, as segment
@@ -268,8 +273,9 @@ impl Heap {
         segment: &Segment,
         owned: &[(usize, usize)],
     ) -> Result<HeapStats, Inconsistency> {
-        let stats = self.stats(segment)?;
+        // One walk of the free lists serves both the stats and the tiling.
         let mut blocks = self.free_blocks(segment)?;
+        let stats = self.stats_of(segment, &blocks);
         for &(block, len) in owned {
             let Some(block_len) = Self::block_len_for(len) else {
                 return Err(Inconsistency {
