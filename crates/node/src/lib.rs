@@ -10,6 +10,8 @@
 //!   from, acks what it applied, and hands the segment over to the node's next role.
 //! - [`GateRule`] is whom a backup takes batches from, and whether a freeze for a view change
 //!   still holds.
+//! - [`Supervisor`] owns the node's cluster core and role rule and carries their outputs out
+//!   through the driver's [`Roles`], in one documented order (see its module).
 //! - [`RoleRule`] is the order in which a node follows a committed view into a role
 //!   (`tandem_cluster::role` decides which), and whether it restarted without its memory.
 //!
@@ -20,6 +22,7 @@ mod backup;
 mod gate;
 mod primary;
 mod rule;
+mod supervisor;
 
 pub use backup::{ApplierRole, Handover, HandoverError, Replica};
 pub use gate::GateRule;
@@ -27,3 +30,4 @@ pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,
 };
 pub use rule::RoleRule;
+pub use supervisor::{DriveError, Notice, RoleHeld, Roles, Supervisor};

@@ -6,11 +6,12 @@
 //!   gets `StaleView`;
 //! - another node's cluster core gets a reader that feeds the supervisor.
 //!
-//! The supervisor thread owns the cluster core ([`tandem_cluster::Cluster`], with the config
-//! store's Raft member) and the role. It ticks the core, feeds it what the roles observe
-//! (acks, frames from the primary), sends its messages, and carries out its events: a freeze
-//! (stop accepting the old primary, report the LSN received), and a committed view (promote,
-//! follow a new primary, install a membership change, or step down).
+//! The supervisor thread is a pump around the node's [`tandem_node::Supervisor`], which owns
+//! the cluster core ([`tandem_cluster::Cluster`], with the config store's Raft member) and
+//! the role rule, and decides. The thread reads the clock and its inbox, ticks the core,
+//! feeds it what the roles observe (acks, frames from the primary), and has
+//! [`RuntimeRoles`] carry out the supervisor's orders: send a message, freeze a backup,
+//! start, keep or end a role thread. The simulator carries out the same orders in memory.
 //!
 //! A node that restarts with persisted config-store state never resumes a role: its memory
 //! is gone. It stays out of the view until it is added as a spare, and catches up from the
@@ -24,9 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tandem_cluster::role::{Held, Transition};
-use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
-use tandem_config::{ClusterMap, FileDurable, NodeInfo, SinceView, View};
+use tandem_cluster::role::Transition;
+use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
+use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
 use tandem_log::SealedBatch;
 use tandem_memory::Segment;
 use tandem_replication::NodeId;
@@ -42,7 +43,7 @@ use crate::net::{self, ConnError};
 use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
 use crate::{Checksum, NodeStatus};
 use serde::Serialize;
-use tandem_node::{Observed, RoleRule};
+use tandem_node::{DriveError, Notice, Observed, RoleHeld, RoleRule};
 
 /// Prints a line to the node's log, stamped with the wall clock in seconds since the Unix
 /// epoch (microseconds), so that the logs of several nodes line up in a failover.
@@ -219,12 +220,13 @@ pub fn run(
         .name("accept".into())
         .spawn(move || acceptor.run(listener))
         .map_err(|err| format!("cannot start the accept thread: {err}"))?;
-    let mut supervisor = Supervisor {
+    // The segment is loaded before the core ticks, so that the first view's roles start at
+    // once rather than each node being silent for its own load.
+    let segment = crate::workload::loaded_segment(&config.group, &*model)?;
+    let roles = RuntimeRoles {
         config: config.clone(),
         model,
         metrics,
-        core,
-        disk,
         slot,
         outbox: Outbox {
             node: config.node_id,
@@ -233,22 +235,26 @@ pub fn run(
             writers: BTreeMap::new(),
             trace,
         },
-        ready: ClusterReady::default(),
         frames_heard: 0,
-        rule: RoleRule::new(config.node_id, config.group.view, restarted),
-        segment_spare: Spare::None,
-        info,
-        started: Instant::now(),
+        segment_spare: Spare::Ready(segment),
+        loaded: None,
+        info: Arc::clone(&info),
         trace,
         observed: None,
         heard_since_role: std::collections::BTreeSet::new(),
     };
-    // The segment is loaded before the core ticks, so that the first view's roles start at
-    // once rather than each node being silent for its own load.
-    supervisor.segment_spare = Spare::Ready(crate::workload::loaded_segment(
-        &supervisor.config.group,
-        &*supervisor.model,
-    )?);
+    let mut supervisor = SupervisorThread {
+        node: tandem_node::Supervisor::new(
+            core,
+            RoleRule::new(config.node_id, config.group.view, restarted),
+        ),
+        disk,
+        roles,
+        tick_us: config.tuning.tick_us,
+        info,
+        started: Instant::now(),
+        trace,
+    };
     if restarted {
         say!(
             "node {}: restarted; its memory is gone, so it waits to rejoin as a spare",
@@ -300,38 +306,23 @@ fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) ->
     map
 }
 
-struct Supervisor {
-    config: NodeConfig,
-    /// The data model this node's roles serve; each role gets a replica of it.
-    model: Box<dyn DataModel>,
-    metrics: Arc<Metrics>,
-    core: Cluster,
+/// The supervisor thread: it reads the clock and its inbox, feeds the node's
+/// [`tandem_node::Supervisor`], and has [`RuntimeRoles`] carry out what that decides.
+struct SupervisorThread {
+    node: tandem_node::Supervisor,
     disk: FileDurable,
-    slot: Arc<Mutex<Slot>>,
-    /// Sends cluster messages to the other nodes (and knows their addresses).
-    outbox: Outbox,
-    ready: ClusterReady,
-    /// The backup role's frame count at the last tick.
-    frames_heard: u64,
-    /// How the node follows views into roles; it knows whether the node started from
-    /// persisted state (its memory lost: no role until it rejoins).
-    rule: RoleRule,
-    /// A freshly loaded segment, if one is ready (loading takes a while).
-    segment_spare: Spare,
+    roles: RuntimeRoles,
+    tick_us: u64,
     /// What `/status` says of the cluster, refreshed after every step.
     info: Arc<Mutex<ClusterInfo>>,
     started: Instant,
     /// `TANDEM_TRACE` set: log every cluster message (but `Alive`) and every slow save.
     trace: bool,
-    /// What the primary role observed (acks, caught-up spares), drained at every turn.
-    observed: Option<Receiver<Observed>>,
-    /// Backups the primary role heard from since it started (for `TANDEM_TRACE`).
-    heard_since_role: std::collections::BTreeSet<NodeId>,
 }
 
-impl Supervisor {
+impl SupervisorThread {
     fn run(&mut self, inbox: Receiver<ToSupervisor>) {
-        let tick = Duration::from_micros(self.config.tuning.tick_us);
+        let tick = Duration::from_micros(self.tick_us);
         let mut next_tick = Instant::now() + tick;
         self.drive();
         loop {
@@ -346,10 +337,15 @@ impl Supervisor {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
-            while let Some(observed) = self.observed.as_ref().and_then(|rx| rx.try_recv().ok()) {
+            while let Some(observed) = self
+                .roles
+                .observed
+                .as_ref()
+                .and_then(|rx| rx.try_recv().ok())
+            {
                 self.handle(ToSupervisor::Observed(observed));
             }
-            self.poll_spare();
+            self.roles.poll_spare();
             let now = Instant::now();
             // Ticks this thread missed while it was busy (loading a segment, changing role)
             // or descheduled are skipped, not replayed: replayed at once they would make the
@@ -359,8 +355,10 @@ impl Supervisor {
                 next_tick = now;
             }
             while now >= next_tick {
-                self.observe_backup_role();
-                self.core.tick();
+                if self.roles.heard_primary() {
+                    self.node.core_mut().heard_from_primary();
+                }
+                self.node.core_mut().tick();
                 next_tick += tick;
             }
             self.drive();
@@ -370,144 +368,159 @@ impl Supervisor {
 
     /// Refreshes what `/status` says of the cluster.
     fn publish(&self) {
-        let role = match &*self.slot.lock().expect("not poisoned") {
+        let core = self.node.core();
+        let role = match &*self.roles.slot.lock().expect("not poisoned") {
             Slot::Outside => "outside",
             Slot::Primary(_) => "primary",
-            Slot::Backup(_) => match self.core.view() {
-                Some(view) if view.spares.contains(&self.node()) => "spare",
+            Slot::Backup(_) => match core.view() {
+                Some(view) if view.spares.contains(&core.node()) => "spare",
                 _ => "backup",
             },
         };
-        let tick_us = self.config.tuning.tick_us;
         let mut info = self.info.lock().expect("not poisoned");
         info.role = role.to_string();
-        info.view = self.core.view().map_or(0, |view| view.number);
-        info.primary = self.core.view().map(|view| view.primary);
-        info.leader = self.core.leader();
+        info.view = core.view().map_or(0, |view| view.number);
+        info.primary = core.view().map(|view| view.primary);
+        info.leader = core.leader();
         info.heard_primary_ms_ago = (role == "backup" || role == "spare")
-            .then(|| self.core.ticks_since_heard_primary() as f64 * tick_us as f64 / 1000.0);
+            .then(|| core.ticks_since_heard_primary() as f64 * self.tick_us as f64 / 1000.0);
         info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
     }
 
     fn handle(&mut self, message: ToSupervisor) {
+        let me = self.node.node();
         match message {
             ToSupervisor::Cluster { from, message } => {
                 if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
-                    say!(
-                        "node {}: trace: from {from}: {}",
-                        self.node(),
-                        brief(&message)
-                    );
+                    say!("node {me}: trace: from {from}: {}", brief(&message));
                 }
-                if let Err(err) = self.core.step(from, message) {
-                    self.metrics.frames_rejected.inc();
-                    say!(
-                        "node {}: a cluster message from node {from}: {err}",
-                        self.node()
-                    );
+                if let Err(err) = self.node.core_mut().step(from, message) {
+                    self.roles.metrics.frames_rejected.inc();
+                    say!("node {me}: a cluster message from node {from}: {err}");
                 }
             }
-            ToSupervisor::Observed(Observed::Heard(node)) => {
-                if self.trace && self.heard_since_role.insert(node) {
-                    say!(
-                        "node {}: trace: first ack from node {node} in this role",
-                        self.node()
-                    );
+            ToSupervisor::Observed(observed) => {
+                if let Observed::Heard(backup) = observed
+                    && self.trace
+                    && self.roles.heard_since_role.insert(backup)
+                {
+                    say!("node {me}: trace: first ack from node {backup} in this role");
                 }
-                self.core.heard_from_backup(node)
-            }
-            ToSupervisor::Observed(Observed::SpareCaughtUp { view, node }) => {
-                self.core.spare_caught_up(view, node)
-            }
-            ToSupervisor::Observed(Observed::RemovalPrepared {
-                view,
-                backup,
-                behind,
-            }) => self.core.ask_removal(view, backup, behind),
-        }
-    }
-
-    fn node(&self) -> NodeId {
-        self.config.node_id
-    }
-
-    /// Frames from the primary since the last tick count as hearing it.
-    fn observe_backup_role(&mut self) {
-        let slot = self.slot.lock().expect("not poisoned");
-        if let Slot::Backup(handle) = &*slot {
-            let frames = handle.frames_heard();
-            if frames != self.frames_heard {
-                self.frames_heard = frames;
-                drop(slot);
-                self.core.heard_from_primary();
+                self.node.observe(observed);
             }
         }
     }
 
-    /// Persists, sends, and acts on the core's outputs.
+    /// Has the node's supervisor save, send and act on what its core produced.
     fn drive(&mut self) {
-        // What needs no save first: a freeze, a report or an announced view must not wait
-        // for the config store's fsync.
-        self.core.take_early(&mut self.ready);
-        self.dispatch();
-        loop {
-            let started = Instant::now();
-            let outbox = &mut self.outbox;
-            let sent = self.core.take_ready_sending(
-                &mut self.disk,
-                &mut self.ready,
-                &mut |to, message| outbox.send(to, &message),
-            );
-            if let Err(err) = sent {
+        let started = Instant::now();
+        let driven = self.node.drive(&mut self.disk, &mut self.roles);
+        if let Some(loaded) = self.roles.loaded.take() {
+            self.node.core_mut().set_loaded(loaded);
+        }
+        match driven {
+            Ok(()) => {}
+            Err(DriveError::Save(err)) => {
                 // The config store cannot promise what it persisted: stop, never retry.
                 say!(
                     "node {}: poisoned: the config store's state cannot be persisted ({err}); \
                      the node stops",
-                    self.node()
+                    self.node.node()
                 );
                 std::process::exit(70);
             }
-            if self.trace && started.elapsed() > Duration::from_micros(300) {
-                say!(
-                    "node {}: trace: the config store's step (saving its state) took {:?}",
-                    self.node(),
-                    started.elapsed()
-                );
-            }
-            if self.ready.is_empty() {
-                return;
-            }
-            self.dispatch();
+            Err(DriveError::Role(never)) => match never {},
+        }
+        if self.trace && started.elapsed() > Duration::from_micros(300) {
+            say!(
+                "node {}: trace: a step of the supervisor (saving the config store's state) \
+                 took {:?}",
+                self.node.node(),
+                started.elapsed()
+            );
+        }
+    }
+}
+
+/// The node's roles as threads: carries out the supervisor's orders, deciding nothing.
+struct RuntimeRoles {
+    config: NodeConfig,
+    /// The data model this node's roles serve; each role gets a replica of it.
+    model: Box<dyn DataModel>,
+    metrics: Arc<Metrics>,
+    slot: Arc<Mutex<Slot>>,
+    /// Sends cluster messages to the other nodes (and knows their addresses).
+    outbox: Outbox,
+    /// The backup role's frame count when last read.
+    frames_heard: u64,
+    /// A freshly loaded segment, if one is ready (loading takes a while).
+    segment_spare: Spare,
+    /// Whether a segment is ready for a join, when that changed; the thread tells the core
+    /// after the drive.
+    loaded: Option<bool>,
+    info: Arc<Mutex<ClusterInfo>>,
+    trace: bool,
+    /// What the primary role observed (acks, caught-up spares), drained at every turn.
+    observed: Option<Receiver<Observed>>,
+    /// Backups the primary role heard from since it started (for `TANDEM_TRACE`).
+    heard_since_role: std::collections::BTreeSet<NodeId>,
+}
+
+impl tandem_node::Roles for RuntimeRoles {
+    type Error = std::convert::Infallible;
+
+    fn held(&self) -> RoleHeld {
+        match &*self.slot.lock().expect("not poisoned") {
+            Slot::Outside => RoleHeld::Outside,
+            Slot::Primary(_) => RoleHeld::Primary,
+            Slot::Backup(handle) => RoleHeld::Backup {
+                view: handle.gate().view(),
+                primary: handle.gate().primary(),
+            },
         }
     }
 
-    /// Sends the taken messages, then acts on the taken events.
-    fn dispatch(&mut self) {
-        let messages = std::mem::take(&mut self.ready.messages);
-        for (to, message) in messages {
-            self.outbox.send(to, &message);
-        }
-        let events = std::mem::take(&mut self.ready.events);
-        for event in events {
-            self.act(event);
+    fn lsn_committed(&mut self) -> u64 {
+        match &*self.slot.lock().expect("not poisoned") {
+            Slot::Primary(handle) => handle.status().map_or(0, |status| status.lsn),
+            _ => unreachable!("only a primary is asked its committed LSN"),
         }
     }
 
-    fn act(&mut self, event: ClusterEvent) {
-        match event {
-            ClusterEvent::Freeze { view } => {
-                let slot = self.slot.lock().expect("not poisoned");
-                if let Slot::Backup(handle) = &*slot {
-                    let lsn = handle.freeze();
-                    drop(slot);
-                    say!(
-                        "node {}: frozen in view {view} at LSN {lsn}; reporting",
-                        self.node()
-                    );
-                    self.core.frozen(view, lsn);
-                }
-            }
-            ClusterEvent::Suspected { peer, view } => {
+    fn freeze(&mut self) -> u64 {
+        match &*self.slot.lock().expect("not poisoned") {
+            Slot::Backup(handle) => handle.freeze(),
+            _ => unreachable!("only a backup is frozen"),
+        }
+    }
+
+    fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), Self::Error> {
+        if let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") {
+            // A role that stopped answers nothing; the wish repeats next suspicion.
+            let _ = handle
+                .inbound
+                .send(Inbound::PrepareRemoval { view, backup });
+        }
+        Ok(())
+    }
+
+    fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, Self::Error> {
+        let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
+        let next = self.make(transition, slot, view);
+        let serving = !matches!(next, Slot::Outside);
+        self.heard_since_role.clear();
+        *self.slot.lock().expect("not poisoned") = next;
+        Ok(serving)
+    }
+
+    fn send(&mut self, to: NodeId, message: ClusterMessage) {
+        self.outbox.send(to, &message);
+    }
+
+    fn notice(&mut self, notice: Notice<'_>) {
+        let me = self.node();
+        match notice {
+            Notice::Suspected { peer, view } => {
                 self.metrics.suspicions.inc();
                 *self
                     .info
@@ -516,66 +529,40 @@ impl Supervisor {
                     .suspected
                     .entry(peer)
                     .or_default() += 1;
-                say!("node {}: suspects node {peer} in view {view}", self.node());
+                say!("node {me}: suspects node {peer} in view {view}");
             }
-            ClusterEvent::RemovalWanted { view, backup } => {
-                let slot = self.slot.lock().expect("not poisoned");
-                if let Slot::Primary(handle) = &*slot {
-                    // A role that stopped answers nothing; the wish repeats next suspicion.
-                    let _ = handle
-                        .inbound
-                        .send(Inbound::PrepareRemoval { view, backup });
-                }
+            Notice::Frozen { view, lsn_received } => {
+                say!("node {me}: frozen in view {view} at LSN {lsn_received}; reporting");
             }
-            ClusterEvent::View(view) => self.follow(view),
-            ClusterEvent::Reported { .. } => {}
+            Notice::Reported { .. } => {}
+            Notice::Following { view, transition } => say!(
+                "node {me}: view {}: primary {}, backups {:?}, spares {:?}, truncate LSN {:?}: \
+                 {transition:?}",
+                view.number,
+                view.primary,
+                view.backups,
+                view.spares,
+                view.truncate_lsn()
+            ),
         }
     }
+}
 
-    /// Brings the role in line with a committed view, as `tandem_cluster::role` decides.
-    fn follow(&mut self, view: View) {
-        let me = self.node();
-        say!(
-            "node {me}: view {}: primary {}, backups {:?}, spares {:?}, truncate LSN {:?}",
-            view.number,
-            view.primary,
-            view.backups,
-            view.spares,
-            view.truncate_lsn()
-        );
-        let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
-        let member = view.backups.contains(&me) || view.spares.contains(&me);
-        let held = match &slot {
-            // A primary that stays needs no status: only a change reads (and logs) its LSN.
-            Slot::Primary(_) if view.primary == me => Some(Held::Primary { lsn_committed: 0 }),
-            Slot::Primary(handle) => Some(Held::Primary {
-                lsn_committed: handle.status().map_or(0, |status| status.lsn),
-            }),
-            // The same reign goes on: a backup that stays needs no LSN.
-            Slot::Backup(handle)
-                if member && view.since(handle.gate().view()) == SinceView::Kept =>
-            {
-                Some(Held::Backup {
-                    primary: view.primary,
-                    view: handle.gate().view(),
-                    lsn_received: 0,
-                })
-            }
-            // Any other change (a new primary, or leaving the view) stops the backup accepting
-            // its primary first.
-            Slot::Backup(handle) => Some(Held::Backup {
-                primary: handle.gate().primary(),
-                view: handle.gate().view(),
-                lsn_received: handle.freeze(),
-            }),
-            Slot::Outside => None,
+impl RuntimeRoles {
+    fn node(&self) -> NodeId {
+        self.config.node_id
+    }
+
+    /// Whether the backup role received frames from its primary since the last call.
+    fn heard_primary(&mut self) -> bool {
+        let slot = self.slot.lock().expect("not poisoned");
+        let Slot::Backup(handle) = &*slot else {
+            return false;
         };
-        let transition = self.rule.decide(held, &view);
-        let next = self.make(transition, slot, &view);
-        let serving = !matches!(next, Slot::Outside);
-        self.rule.carried_out(&mut self.core, transition, serving);
-        self.heard_since_role.clear();
-        *self.slot.lock().expect("not poisoned") = next;
+        let frames = handle.frames_heard();
+        let heard = frames != self.frames_heard;
+        self.frames_heard = frames;
+        heard
     }
 
     /// Carries out `transition` from the role in `slot`.
@@ -748,7 +735,7 @@ impl Supervisor {
         match std::mem::replace(&mut self.segment_spare, Spare::None) {
             Spare::Ready(segment) => Ok(segment),
             Spare::Loading(loader) => {
-                self.core.set_loaded(true);
+                self.loaded = Some(true);
                 loader
                     .join()
                     .map_err(|_| "the segment's loader panicked".to_string())?
@@ -773,7 +760,7 @@ impl Supervisor {
         match loader {
             Ok(loader) => {
                 self.segment_spare = Spare::Loading(loader);
-                self.core.set_loaded(false);
+                self.loaded = Some(false);
             }
             Err(err) => say!(
                 "node {}: cannot start loading a segment: {err}",
@@ -799,10 +786,9 @@ impl Supervisor {
             Err(_) => say!("node {}: the segment's loader panicked", self.node()),
         }
         // A failed load is retried by the next role that needs a segment, on this thread.
-        self.core.set_loaded(true);
+        self.loaded = Some(true);
     }
 }
-
 /// The segment a node that left the view will rejoin with.
 enum Spare {
     None,

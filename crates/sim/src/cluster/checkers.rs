@@ -9,7 +9,7 @@ impl World {
             .nodes
             .iter()
             .map(|node| {
-                let view = node.core.as_ref().and_then(|core| core.view().cloned());
+                let view = node.core().and_then(|core| core.view().cloned());
                 let role = match &node.role {
                     Role::Outside => "outside".to_owned(),
                     Role::Primary(role) => format!(
@@ -28,11 +28,11 @@ impl World {
                         if role.gate.is_frozen() { " frozen" } else { "" }
                     ),
                 };
-                let leader = node.core.as_ref().and_then(|core| core.leader());
+                let leader = node.core().and_then(|core| core.leader());
                 format!(
                     "node {} ({}): {role}; view {:?}, leader {leader:?}",
                     node.id,
-                    if node.core.is_some() { "up" } else { "down" },
+                    if node.core().is_some() { "up" } else { "down" },
                     view.map(|view| (view.number, view.primary, view.backups, view.spares))
                 )
             })
@@ -67,8 +67,7 @@ impl World {
         let lsn = primary.primary().lsn_committed();
         view.backups.iter().all(|&id| {
             let node = &self.nodes[index_of(id)];
-            node.core
-                .as_ref()
+            node.core()
                 .is_some_and(|core| core.view().is_some_and(|v| v.number == view.number))
                 && matches!(&node.role, Role::Backup(backup)
                     if backup.gate.primary() == view.primary && backup.applier.lsn_applied() == lsn)

@@ -249,9 +249,12 @@ impl World {
         view.spares.is_empty()
             && view.backups.len() + 1 == self.nodes.len()
             && self.nodes.iter().all(|node| {
-                node.core.as_ref().is_some_and(|core| {
+                node.core().is_some_and(|core| {
                     !core.is_frozen() && core.view().is_some_and(|v| v.number == view.number)
-                }) && !node.rule.restarted()
+                }) && node
+                    .supervisor
+                    .as_ref()
+                    .is_some_and(|supervisor| !supervisor.rule().restarted())
                     && match &node.role {
                         Role::Primary(role) => role.primary().view() == view.number,
                         Role::Backup(role) => {
@@ -271,7 +274,8 @@ impl World {
 
     pub(super) fn crash(&mut self, node: NodeId) {
         let state = &mut self.nodes[index_of(node)];
-        state.core = None;
+        state.supervisor = None;
+        state.observed_pending.clear();
         state.role = Role::Outside;
         state.ticks_missed = 0;
         state.tear_next_save = false;
@@ -290,16 +294,12 @@ impl World {
             .map_err(|err| format!("node {node}: the saved state does not decode: {err}"))?;
         let core = Cluster::new(state.settings.clone(), initial, persisted)
             .map_err(|err| format!("node {node} cannot restart: {err}"))?;
-        state.core = Some(core);
+        let mut supervisor = Supervisor::new(core, RoleRule::new(node, VIEW_FIRST, true));
+        // As the runtime: a node without its memory runs no role.
+        supervisor.core_mut().set_serving(false);
+        state.supervisor = Some(supervisor);
         state.incarnation += 1;
         state.role_epoch += 1;
-        state.rule = RoleRule::new(node, VIEW_FIRST, true);
-        // As the runtime: a node without its memory runs no role.
-        state
-            .core
-            .as_mut()
-            .expect("just started")
-            .set_serving(false);
         self.note(format!("restart {node}"));
         self.drive(node)
     }
@@ -374,7 +374,7 @@ impl World {
         if to >= CLIENT_BASE {
             return self.client_receive((to - CLIENT_BASE) as usize, from, wire);
         }
-        if self.nodes[index_of(to)].core.is_none() {
+        if self.nodes[index_of(to)].supervisor.is_none() {
             return Ok(());
         }
         self.catch_up_ticks(to);

@@ -53,13 +53,14 @@ use std::time::Duration;
 
 use tandem_client::route::{Action, Answered, CallRoute, Greeted, Report, Router, RouterConfig};
 use tandem_client::{ErrorCode, ErrorFrame, ReplyStatus};
-use tandem_cluster::role::{Held, Transition};
-use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
+use tandem_cluster::role::Transition;
+use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, Call, GateRule, Observed, Ran, Refusal, RoleReady, RoleRule,
+    Answer, AnswerKind, ApplierRole, Call, DriveError, GateRule, Notice, Observed, Ran, Refusal,
+    RoleHeld, RoleReady, RoleRule, Roles, Supervisor,
 };
 use tandem_replication::{
     AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, Receiver,
@@ -234,6 +235,13 @@ struct BackupRole {
     calls: CallsHeld,
 }
 
+impl Node {
+    /// The node's cluster core, if it is up.
+    fn core(&self) -> Option<&Cluster> {
+        self.supervisor.as_ref().map(Supervisor::core)
+    }
+}
+
 impl BackupRole {
     fn segment(&self) -> &Segment {
         self.applier
@@ -251,13 +259,12 @@ enum Role {
 struct Node {
     id: NodeId,
     settings: ClusterSettings,
-    /// None while crashed.
-    core: Option<Cluster>,
+    /// The node's cluster core and role rule; None while crashed, and while it drives.
+    supervisor: Option<Supervisor>,
+    /// What the primary role observed while the supervisor drove, for the core afterwards.
+    observed_pending: Vec<Observed>,
     disk: MemDurable,
     role: Role,
-    /// How the node follows views into roles (it knows whether the node came back from a
-    /// crash without its memory).
-    rule: RoleRule,
     incarnation: u64,
     /// Bumped with every role the node starts: its replication links are new connections.
     role_epoch: u64,
@@ -338,7 +345,6 @@ struct World {
     received_ever: BTreeMap<(NodeId, NodeId), (u64, u64)>,
     /// The current primary's checksum at sealed batch ends (LSN → CRC32C).
     checksums: BTreeMap<u64, u32>,
-    cluster_ready: ClusterReady,
     sabotage: Option<ClusterSabotage>,
     /// Batches sent to node 2 so far (for the sabotage).
     batches_to_2: u64,
@@ -459,10 +465,10 @@ impl World {
                 Node {
                     id,
                     settings,
-                    core: Some(core),
+                    supervisor: Some(Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false))),
+                    observed_pending: Vec::new(),
                     disk: MemDurable::new(),
                     role: Role::Outside,
-                    rule: RoleRule::new(id, VIEW_FIRST, false),
                     incarnation: 0,
                     role_epoch: 0,
                     ticks_missed: 0,
@@ -516,7 +522,6 @@ impl World {
             received_ever: BTreeMap::new(),
             acked: BTreeMap::new(),
             checksums: BTreeMap::new(),
-            cluster_ready: ClusterReady::default(),
             sabotage: None,
             batches_to_2: 0,
             report: ClusterReport {
@@ -592,7 +597,7 @@ impl World {
         self.paused_until.clear();
         self.note("heal: faults off".into());
         for index in 0..self.nodes.len() {
-            if self.nodes[index].core.is_none() {
+            if self.nodes[index].supervisor.is_none() {
                 let node = self.nodes[index].id;
                 self.schedule(0, Event::Restart { node });
             }
@@ -605,7 +610,7 @@ impl World {
                 let period = self.period[&node];
                 self.schedule(period, Event::Tick { node });
                 self.tick_next_at.insert(node, self.now + period);
-                if self.nodes[index_of(node)].core.is_none() {
+                if self.nodes[index_of(node)].supervisor.is_none() {
                     return Ok(());
                 }
                 if self.paused(node) {
@@ -614,7 +619,7 @@ impl World {
                 }
                 if self.faults_on {
                     self.maybe_fault(node);
-                    if self.nodes[index_of(node)].core.is_none() {
+                    if self.nodes[index_of(node)].supervisor.is_none() {
                         return Ok(());
                     }
                 }
@@ -644,7 +649,7 @@ impl World {
                 self.deliver(from, to, wire)
             }
             Event::Restart { node } => {
-                if self.nodes[index_of(node)].core.is_none() {
+                if self.nodes[index_of(node)].supervisor.is_none() {
                     self.restart(node)?;
                 }
                 Ok(())

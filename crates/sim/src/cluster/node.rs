@@ -1,15 +1,17 @@
-//! One node as the runtime drives it: ticks, the cluster core's outputs, the role rule on
-//! each committed view, and the data plane (the primary's and the backup's cores and the
-//! store). Nothing here decides what a node does: the cores do.
+//! One node as the runtime drives it: ticks, the data plane (the primary's and the backup's
+//! cores and the store), and the node's [`Supervisor`] (the cluster core and the role rule),
+//! whose orders [`SimRoles`] carries out in memory as the runtime's `RuntimeRoles` does with
+//! threads. Nothing here decides what a node does: the cores do.
 
 use super::*;
 
 impl World {
     pub(super) fn core_mut(&mut self, node: NodeId) -> &mut Cluster {
         self.nodes[index_of(node)]
-            .core
+            .supervisor
             .as_mut()
-            .expect("the node is up")
+            .expect("the node is up, and its supervisor not driving")
+            .core_mut()
     }
 
     /// Replays, into a primary's data plane, the ticks it missed while paused (the cluster
@@ -45,9 +47,10 @@ impl World {
         self.drive(node)
     }
 
-    /// Saves and sends what the node's cluster core produced, then acts on its events.
+    /// Has the node's supervisor save, send and act on what its cluster core produced, as the
+    /// runtime's supervisor thread does; then tells it what the primary role observed
+    /// meanwhile, and drives again until nothing is left.
     pub(super) fn drive(&mut self, node: NodeId) -> Result<(), String> {
-        let mut ready = std::mem::take(&mut self.cluster_ready);
         // A crash now would cost a second node's memory: the save goes through after all.
         if self.nodes[index_of(node)].tear_next_save && !self.whole() {
             let state = &mut self.nodes[index_of(node)];
@@ -56,107 +59,78 @@ impl World {
         }
         loop {
             let state = &mut self.nodes[index_of(node)];
-            let Some(core) = state.core.as_mut() else {
-                break;
+            let Some(mut supervisor) = state.supervisor.take() else {
+                return Ok(());
             };
-            let saved = core.take_ready(&mut state.disk, &mut ready);
-            if saved.is_err() && state.tear_next_save {
-                // The save tore: nothing that depended on it was sent, and the node is gone.
-                ready.clear();
-                self.note(format!("node {node}: crash in the middle of a save"));
-                self.report.torn_saves += 1;
-                self.crash_and_restart(node);
-                break;
-            }
-            saved.map_err(|err| format!("node {node}: the config store cannot save: {err}"))?;
-            if ready.is_empty() {
-                break;
-            }
-            for (to, message) in ready.messages.drain(..) {
-                self.send(node, to, Wire::Cluster(message));
-            }
-            for event in ready.events.drain(..) {
-                self.act(node, event)?;
-            }
-        }
-        ready.clear();
-        self.cluster_ready = ready;
-        Ok(())
-    }
-
-    pub(super) fn act(&mut self, node: NodeId, event: ClusterEvent) -> Result<(), String> {
-        match event {
-            ClusterEvent::Freeze { view } => {
-                let index = index_of(node);
-                if let Role::Backup(role) = &mut self.nodes[index].role {
-                    role.gate.freeze();
-                    let lsn = role.receiver.lsn_received();
-                    self.note(format!("node {node}: frozen in view {view} at LSN {lsn}"));
-                    self.core_mut(node).frozen(view, lsn);
+            let mut disk = std::mem::take(&mut state.disk);
+            let driven = supervisor.drive(&mut disk, &mut SimRoles { world: self, node });
+            let state = &mut self.nodes[index_of(node)];
+            state.disk = disk;
+            match driven {
+                Ok(()) => {}
+                Err(DriveError::Save(_)) if state.tear_next_save => {
+                    // The save tore: nothing that depended on it was sent, and the node is
+                    // gone.
+                    self.note(format!("node {node}: crash in the middle of a save"));
+                    self.report.torn_saves += 1;
+                    self.crash_and_restart(node);
+                    return Ok(());
                 }
-                Ok(())
-            }
-            ClusterEvent::Suspected { peer, view } => {
-                self.note(format!("node {node}: suspects {peer} in view {view}"));
-                Ok(())
-            }
-            ClusterEvent::Reported { view } => {
-                self.note(format!("node {node}: reported for a view after {view}"));
-                self.reported.entry(view).or_insert((node, self.now));
-                Ok(())
-            }
-            ClusterEvent::RemovalWanted { view, backup } => {
-                let index = index_of(node);
-                if let Role::Primary(role) = &mut self.nodes[index].role {
-                    role.role.prepare_removal(view, backup);
-                    return self.collect_primary(node);
+                Err(DriveError::Save(err)) => {
+                    return Err(format!("node {node}: the config store cannot save: {err}"));
                 }
-                Ok(())
+                Err(DriveError::Role(err)) => return Err(err),
             }
-            ClusterEvent::View(view) => self.follow(node, view),
+            let observed = std::mem::take(&mut state.observed_pending);
+            let nothing_new = observed.is_empty();
+            for observed in observed {
+                supervisor.observe(observed);
+            }
+            state.supervisor = Some(supervisor);
+            if nothing_new {
+                return Ok(());
+            }
         }
     }
 
-    /// Brings the node's role in line with a committed view, through the runtime's rule.
-    pub(super) fn follow(&mut self, node: NodeId, view: View) -> Result<(), String> {
-        self.note(format!(
-            "node {node}: view {} primary {} backups {:?} spares {:?} truncate {:?}",
-            view.number,
-            view.primary,
-            view.backups,
-            view.spares,
-            view.truncate_lsn()
-        ));
-        if view.number > self.view_latest.number {
-            self.view_latest = view.clone();
+    /// Tells node `node`'s cluster core what its primary role observed; while the supervisor
+    /// drives, that waits for the end of the drive (as the runtime's channel makes it wait).
+    pub(super) fn observe(&mut self, node: NodeId, observed: Observed) {
+        let state = &mut self.nodes[index_of(node)];
+        match state.supervisor.as_mut() {
+            Some(supervisor) => supervisor.observe(observed),
+            None => state.observed_pending.push(observed),
         }
+    }
+
+    /// A primary role that the view replaced gives up its replies, as the core says
+    /// (abandoned: "not primary").
+    fn depose(&mut self, node: NodeId, view: &View) -> Result<(), String> {
         let index = index_of(node);
-        // As the runtime: a primary that a view replaces is deposed, and its pending replies
-        // are answered as the core says (abandoned: "not primary").
-        let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose);
         if let Role::Primary(role) = &mut self.nodes[index].role
             && view.primary != node
-            && !ignore_depose
         {
             role.role.depose(view.number);
             self.collect_primary(node)?;
         }
-        let role = std::mem::replace(&mut self.nodes[index].role, Role::Outside);
-        let held = match &role {
-            Role::Primary(role) => Some(Held::Primary {
-                lsn_committed: role.primary().lsn_committed(),
-            }),
-            Role::Backup(role) => Some(Held::Backup {
-                primary: role.gate.primary(),
-                view: role.receiver.view(),
-                lsn_received: role.receiver.lsn_received(),
-            }),
-            Role::Outside => None,
-        };
-        let transition = self.nodes[index].rule.decide(held, &view);
+        Ok(())
+    }
+
+    /// Carries `transition` out on node `node` to follow `view`; whether the node serves.
+    fn carry_out(
+        &mut self,
+        node: NodeId,
+        transition: Transition,
+        view: &View,
+    ) -> Result<bool, String> {
+        let index = index_of(node);
         let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose)
             && view.primary != node
-            && matches!(role, Role::Primary(_));
+            && matches!(self.nodes[index].role, Role::Primary(_));
+        if !ignore_depose {
+            self.depose(node, view)?;
+        }
+        let role = std::mem::replace(&mut self.nodes[index].role, Role::Outside);
         if ignore_depose {
             let Role::Primary(mut stale) = role else {
                 unreachable!("checked: a primary")
@@ -171,12 +145,13 @@ impl World {
                     backups: Vec::new(),
                     spares: Vec::new(),
                     lone: true,
-                    ..self.primary_config(&view)
+                    ..self.primary_config(view)
                 };
                 stale.role.restart_replication(config);
             }
             self.nodes[index].role = Role::Primary(stale);
-            return self.collect_primary(node);
+            self.collect_primary(node)?;
+            return Ok(true);
         }
         let next = match (transition, role) {
             (Transition::StayPrimary, Role::Primary(mut role)) => {
@@ -196,13 +171,13 @@ impl World {
                 // The checksums of records above the truncate LSN described a history the
                 // new view discards.
                 self.checksums.split_off(&(lsn + 1));
-                let primary = Primary::resume(self.primary_config(&view), lsn, handover.batches);
+                let primary = Primary::resume(self.primary_config(view), lsn, handover.batches);
                 let store = Store::open(handover.segment, Compiled::boxed(self.workload.clone()));
                 let role = tandem_node::PrimaryRole::new(store, primary);
                 Role::Primary(Box::new(PrimaryRole::new(role, role_calls)))
             }
             (Transition::StartPrimary, _) => {
-                let primary = Primary::new(self.primary_config(&view), self.lsn_loaded);
+                let primary = Primary::new(self.primary_config(view), self.lsn_loaded);
                 let store = Store::open(
                     loaded(&self.workload),
                     Compiled::boxed(self.workload.clone()),
@@ -217,7 +192,7 @@ impl World {
                 Role::Backup(role)
             }
             (Transition::Follow { lsn }, Role::Backup(mut role)) => {
-                role.receiver = Receiver::new(receiver_config(&view), lsn);
+                role.receiver = Receiver::new(receiver_config(view), lsn);
                 role.receiver.introduce();
                 role.gate.set_view(view.number, view.primary);
                 Role::Backup(role)
@@ -226,7 +201,7 @@ impl World {
                 if discarded > 0 {
                     self.note(format!("node {node}: discards {discarded} records"));
                 }
-                let mut receiver = Receiver::new(receiver_config(&view), self.lsn_loaded);
+                let mut receiver = Receiver::new(receiver_config(view), self.lsn_loaded);
                 receiver.introduce();
                 let applier =
                     ApplierRole::active(loaded(&self.workload), Vec::new(), self.tail_limits());
@@ -263,17 +238,15 @@ impl World {
         }
         let serving = !matches!(next, Role::Outside);
         self.nodes[index].role = next;
-        let state = &mut self.nodes[index];
-        let core = state.core.as_mut().expect("the node is up");
-        state.rule.carried_out(core, transition, serving);
         if promoted {
             self.check_acked(node)?;
         }
         match &self.nodes[index].role {
-            Role::Primary(_) => self.collect_primary(node),
-            Role::Backup(_) => self.collect_backup(node),
-            Role::Outside => Ok(()),
+            Role::Primary(_) => self.collect_primary(node)?,
+            Role::Backup(_) => self.collect_backup(node)?,
+            Role::Outside => {}
         }
+        Ok(serving)
     }
 
     /// A retained tail's limits, a primary's and a backup's alike (as the runtime's
@@ -368,8 +341,7 @@ impl World {
             Role::Primary(role) => {
                 !role.primary().is_deposed()
                     && self.nodes[index]
-                        .core
-                        .as_ref()
+                        .core()
                         .and_then(|core| core.view())
                         .is_some_and(|view| {
                             view.number == role.primary().view() && view.primary == node
@@ -387,8 +359,7 @@ impl World {
             Role::Primary(role) if self.serving(to) => (true, role.primary().view()),
             _ => {
                 let view = self.nodes[index]
-                    .core
-                    .as_ref()
+                    .core()
                     .and_then(|core| core.view())
                     .map_or(0, |view| view.number);
                 (false, view)
@@ -590,17 +561,8 @@ impl World {
                 Wire::Reply { conn, seq, lsn },
             );
         }
-        let core = self.core_mut(node);
         for observed in ready.observed.drain(..) {
-            match observed {
-                Observed::Heard(backup) => core.heard_from_backup(backup),
-                Observed::SpareCaughtUp { view, node } => core.spare_caught_up(view, node),
-                Observed::RemovalPrepared {
-                    view,
-                    backup,
-                    behind,
-                } => core.ask_removal(view, backup, behind),
-            }
+            self.observe(node, observed);
         }
         // The buffers go back for the next collection (capacity kept).
         ready.clear();
@@ -671,5 +633,91 @@ impl World {
             self.check_backup(node, lsn_before)?;
         }
         Ok(())
+    }
+}
+
+/// Node `node`'s roles as the simulated world runs them, for its supervisor's drive.
+struct SimRoles<'a> {
+    world: &'a mut World,
+    node: NodeId,
+}
+
+impl Roles for SimRoles<'_> {
+    type Error = String;
+
+    fn held(&self) -> RoleHeld {
+        match &self.world.nodes[index_of(self.node)].role {
+            Role::Outside => RoleHeld::Outside,
+            Role::Primary(_) => RoleHeld::Primary,
+            Role::Backup(role) => RoleHeld::Backup {
+                view: role.gate.view(),
+                primary: role.gate.primary(),
+            },
+        }
+    }
+
+    fn lsn_committed(&mut self) -> u64 {
+        match &self.world.nodes[index_of(self.node)].role {
+            Role::Primary(role) => role.primary().lsn_committed(),
+            _ => unreachable!("only a primary is asked its committed LSN"),
+        }
+    }
+
+    fn freeze(&mut self) -> u64 {
+        match &mut self.world.nodes[index_of(self.node)].role {
+            Role::Backup(role) => {
+                role.gate.freeze();
+                role.receiver.lsn_received()
+            }
+            _ => unreachable!("only a backup is frozen"),
+        }
+    }
+
+    fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), String> {
+        if let Role::Primary(role) = &mut self.world.nodes[index_of(self.node)].role {
+            role.role.prepare_removal(view, backup);
+        }
+        self.world.collect_primary(self.node)
+    }
+
+    fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, String> {
+        self.world.carry_out(self.node, transition, view)
+    }
+
+    fn send(&mut self, to: NodeId, message: ClusterMessage) {
+        self.world.send(self.node, to, Wire::Cluster(message));
+    }
+
+    fn notice(&mut self, notice: Notice<'_>) {
+        let node = self.node;
+        let world = &mut *self.world;
+        match notice {
+            Notice::Suspected { peer, view } => {
+                world.note(format!("node {node}: suspects {peer} in view {view}"));
+            }
+            Notice::Reported { view } => {
+                world.note(format!("node {node}: reported for a view after {view}"));
+                world.reported.entry(view).or_insert((node, world.now));
+            }
+            Notice::Frozen { view, lsn_received } => {
+                world.note(format!(
+                    "node {node}: frozen in view {view} at LSN {lsn_received}"
+                ));
+            }
+            Notice::Following { view, transition } => {
+                world.note(format!(
+                    "node {node}: view {} primary {} backups {:?} spares {:?} truncate {:?}: \
+                     {transition:?}",
+                    view.number,
+                    view.primary,
+                    view.backups,
+                    view.spares,
+                    view.truncate_lsn()
+                ));
+                if view.number > world.view_latest.number {
+                    world.view_latest = view.clone();
+                }
+            }
+        }
     }
 }

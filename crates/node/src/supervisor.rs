@@ -1,0 +1,279 @@
+//! The supervisor: a node's cluster core and the role rule, and the one loop that turns the
+//! core's outputs into the node's actions. The runtime's supervisor thread and the
+//! simulator's nodes both run it; each gives it their roles through [`Roles`], which only
+//! carries orders out (starts a thread, or builds a role in memory) and decides nothing.
+//!
+//! # Ordering contract of [`Supervisor::drive`]
+//!
+//! 1. What needs no save leaves first, so that a slow fsync does not delay a failover's
+//!    steps: the core's own messages ([`Roles::send`]) and then its events, in order.
+//! 2. The config store saves its state through the driver's [`Durable`]. Raft messages that
+//!    need no save (a leader's appends) go to [`Roles::send`] before the save, so that a
+//!    view change's commit waits for the leader's and a follower's fsync side by side.
+//! 3. The messages that needed the save, then the events, in order.
+//! 4. Acting on an event may queue more (a freeze's report, a view's first `Alive`): steps
+//!    2 and 3 repeat until the core has nothing left.
+//!
+//! An event is acted on as follows:
+//! - `Freeze`: a backup stops accepting its primary ([`Roles::freeze`]); the core hears the
+//!   last LSN it received.
+//! - `RemovalWanted`: a primary prepares the removal ([`Roles::prepare_removal`]); what it
+//!   prepared comes back later as [`Observed::RemovalPrepared`].
+//! - `View`: the node reads what its role holds (a backup that changes reign is frozen
+//!   first), the [`RoleRule`] picks the transition, the driver carries it out
+//!   ([`Roles::carry_out`]), and the core hears whether the node serves now.
+//! - `Suspected` and `Reported` are told to the driver ([`Roles::notice`]) for its counters
+//!   and checkers.
+//!
+//! A save that fails poisons the node: [`Supervisor::drive`] returns the error and the
+//! driver must stop the node (the config store cannot promise what it persisted).
+
+use tandem_cluster::role::{Held, Transition};
+use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady};
+use tandem_config::{Durable, SinceView, View};
+use tandem_replication::NodeId;
+
+use crate::primary::Observed;
+use crate::rule::RoleRule;
+
+/// The role a node runs, as the supervisor reads it before following a view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleHeld {
+    /// No role.
+    Outside,
+    /// The primary role.
+    Primary,
+    /// A backup (or spare) role following `primary`, admitted by view `view`.
+    Backup { view: u64, primary: NodeId },
+}
+
+/// What the supervisor tells the driver, for its counters, logs and checkers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Notice<'a> {
+    /// The core suspected `peer` in `view`.
+    Suspected { peer: NodeId, view: u64 },
+    /// This frozen backup reported for a view after `view`: it no longer upholds the lease
+    /// of that view's primary.
+    Reported { view: u64 },
+    /// The backup stopped accepting its primary in `view`, holding records up to
+    /// `lsn_received`.
+    Frozen { view: u64, lsn_received: u64 },
+    /// The node follows `view`, by `transition`.
+    Following {
+        view: &'a View,
+        transition: Transition,
+    },
+}
+
+/// A node's roles as its driver runs them. Every method carries an order out; none decides.
+pub trait Roles {
+    /// What carrying an order out may fail with that the driver must hear about (the
+    /// simulator's checkers; the runtime reports and goes on).
+    type Error;
+
+    /// The role the node runs now.
+    fn held(&self) -> RoleHeld;
+
+    /// The primary role's last committed LSN (asked only of a primary that the view
+    /// replaces: the count of records it discards is reported).
+    fn lsn_committed(&mut self) -> u64;
+
+    /// The backup role stops accepting its primary: it closes the primary's links and
+    /// refuses new ones until a view reopens it. Returns the last LSN it received. Asked
+    /// only of a backup.
+    fn freeze(&mut self) -> u64;
+
+    /// The primary role prepares the removal of `backup` from `view` (asked only of a
+    /// primary; a role that stopped meanwhile does nothing, and the wish repeats).
+    fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), Self::Error>;
+
+    /// Carries `transition` out to follow `view`: keeps, starts, reloads or ends a role. A
+    /// primary the view replaces is deposed here, before its role ends. Returns whether the
+    /// node serves a role afterwards (starting one can fail).
+    fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, Self::Error>;
+
+    /// Sends a cluster message to node `to` (best effort: the core repeats what matters).
+    fn send(&mut self, to: NodeId, message: ClusterMessage);
+
+    /// Something the driver may count, log or check.
+    fn notice(&mut self, notice: Notice<'_>);
+}
+
+/// Why [`Supervisor::drive`] stopped.
+#[derive(Debug)]
+pub enum DriveError<E> {
+    /// The config store's state could not be saved: the node is poisoned.
+    Save(std::io::Error),
+    /// The driver failed to carry an order out.
+    Role(E),
+}
+
+/// A node's cluster core, its role rule, and the loop that carries their outputs out.
+#[derive(Debug)]
+pub struct Supervisor {
+    core: Cluster,
+    rule: RoleRule,
+    /// The buffers of the last drive, kept for their capacity.
+    ready: ClusterReady,
+}
+
+impl Supervisor {
+    /// The supervisor of a node whose core is `core`; `rule` knows whether the node
+    /// restarted without its memory.
+    pub fn new(core: Cluster, rule: RoleRule) -> Supervisor {
+        Supervisor {
+            core,
+            rule,
+            ready: ClusterReady::default(),
+        }
+    }
+
+    pub fn core(&self) -> &Cluster {
+        &self.core
+    }
+
+    /// The core, for inputs the supervisor does not wrap (a step, a tick).
+    pub fn core_mut(&mut self) -> &mut Cluster {
+        &mut self.core
+    }
+
+    pub fn rule(&self) -> &RoleRule {
+        &self.rule
+    }
+
+    pub fn node(&self) -> NodeId {
+        self.core.node()
+    }
+
+    /// Tells the core what the primary role observed.
+    pub fn observe(&mut self, observed: Observed) {
+        match observed {
+            Observed::Heard(node) => self.core.heard_from_backup(node),
+            Observed::SpareCaughtUp { view, node } => self.core.spare_caught_up(view, node),
+            Observed::RemovalPrepared {
+                view,
+                backup,
+                behind,
+            } => self.core.ask_removal(view, backup, behind),
+        }
+    }
+
+    /// Saves, sends and acts on everything the core has produced, as the module's ordering
+    /// contract says, until it has nothing left.
+    pub fn drive<R: Roles>(
+        &mut self,
+        disk: &mut impl Durable,
+        roles: &mut R,
+    ) -> Result<(), DriveError<R::Error>> {
+        let mut ready = std::mem::take(&mut self.ready);
+        let result = self.drive_with(disk, roles, &mut ready);
+        ready.clear();
+        self.ready = ready;
+        result
+    }
+
+    fn drive_with<R: Roles>(
+        &mut self,
+        disk: &mut impl Durable,
+        roles: &mut R,
+        ready: &mut ClusterReady,
+    ) -> Result<(), DriveError<R::Error>> {
+        self.core.take_early(ready);
+        self.dispatch(roles, ready)?;
+        loop {
+            self.core
+                .take_ready_sending(disk, ready, &mut |to, message| roles.send(to, message))
+                .map_err(DriveError::Save)?;
+            if ready.is_empty() {
+                return Ok(());
+            }
+            self.dispatch(roles, ready)?;
+        }
+    }
+
+    /// Sends the taken messages, then acts on the taken events, leaving `ready` empty.
+    fn dispatch<R: Roles>(
+        &mut self,
+        roles: &mut R,
+        ready: &mut ClusterReady,
+    ) -> Result<(), DriveError<R::Error>> {
+        for (to, message) in ready.messages.drain(..) {
+            roles.send(to, message);
+        }
+        // Acting may not queue into `ready`: what it produces waits in the core for the next
+        // take. The events are taken out so that an error leaves nothing half-read.
+        let events = std::mem::take(&mut ready.events);
+        let mut result = Ok(());
+        for event in events {
+            if result.is_ok() {
+                result = self.act(roles, event);
+            }
+        }
+        result.map_err(DriveError::Role)
+    }
+
+    fn act<R: Roles>(&mut self, roles: &mut R, event: ClusterEvent) -> Result<(), R::Error> {
+        match event {
+            ClusterEvent::Freeze { view } => {
+                if let RoleHeld::Backup { .. } = roles.held() {
+                    let lsn_received = roles.freeze();
+                    roles.notice(Notice::Frozen { view, lsn_received });
+                    self.core.frozen(view, lsn_received);
+                }
+                Ok(())
+            }
+            ClusterEvent::Suspected { peer, view } => {
+                roles.notice(Notice::Suspected { peer, view });
+                Ok(())
+            }
+            ClusterEvent::Reported { view } => {
+                roles.notice(Notice::Reported { view });
+                Ok(())
+            }
+            ClusterEvent::RemovalWanted { view, backup } => {
+                if let RoleHeld::Primary = roles.held() {
+                    roles.prepare_removal(view, backup)?;
+                }
+                Ok(())
+            }
+            ClusterEvent::View(view) => self.follow(roles, &view),
+        }
+    }
+
+    /// Brings the node's role in line with a committed view.
+    fn follow<R: Roles>(&mut self, roles: &mut R, view: &View) -> Result<(), R::Error> {
+        let me = self.node();
+        let member = view.backups.contains(&me) || view.spares.contains(&me);
+        let held = match roles.held() {
+            RoleHeld::Outside => None,
+            // A primary that stays needs no LSN: only a change reports what it discards.
+            RoleHeld::Primary if view.primary == me => Some(Held::Primary { lsn_committed: 0 }),
+            RoleHeld::Primary => Some(Held::Primary {
+                lsn_committed: roles.lsn_committed(),
+            }),
+            // The same reign goes on: a backup that stays needs no LSN.
+            RoleHeld::Backup {
+                view: view_held, ..
+            } if member && view.since(view_held) == SinceView::Kept => Some(Held::Backup {
+                primary: view.primary,
+                view: view_held,
+                lsn_received: 0,
+            }),
+            // Any other change (a new primary, or leaving the view) stops the backup
+            // accepting its primary first: the LSN it reports must not move afterwards.
+            RoleHeld::Backup {
+                view: view_held,
+                primary,
+            } => Some(Held::Backup {
+                primary,
+                view: view_held,
+                lsn_received: roles.freeze(),
+            }),
+        };
+        let transition = self.rule.decide(held, view);
+        roles.notice(Notice::Following { view, transition });
+        let serving = roles.carry_out(transition, view)?;
+        self.rule.carried_out(&mut self.core, transition, serving);
+        Ok(())
+    }
+}
