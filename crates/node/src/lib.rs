@@ -8,6 +8,8 @@
 //! - [`ApplierRole`] is a backup's applier: it applies what the receiver core accepted, skips
 //!   what an older connection delivered again, keeps the applied batches a promotion serves
 //!   from, acks what it applied, and hands the segment over to the node's next role.
+//! - [`ReceiverRole`] is a backup's receiver on its primary's connection, kept in line with
+//!   the gate and the applier.
 //! - [`GateRule`] is whom a backup takes batches from, and whether a freeze for a view change
 //!   still holds.
 //! - [`Supervisor`] owns the node's cluster core and role rule and carries their outputs out
@@ -21,6 +23,7 @@
 mod backup;
 mod gate;
 mod primary;
+mod receiver;
 mod rule;
 mod supervisor;
 
@@ -29,5 +32,6 @@ pub use gate::GateRule;
 pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,
 };
+pub use receiver::ReceiverRole;
 pub use rule::RoleRule;
 pub use supervisor::{DriveError, Notice, RoleHeld, Roles, Supervisor};

@@ -138,8 +138,27 @@ impl Receiver {
         }
     }
 
+    /// A receiver on a backup that holds every record up to `lsn_received`, of which its
+    /// applier has applied those up to `lsn_applied` (a new connection while the applier
+    /// still works through what the last one received).
+    pub fn resume(config: ReceiverConfig, lsn_received: u64, lsn_applied: u64) -> Receiver {
+        assert!(
+            lsn_applied <= lsn_received,
+            "applied beyond what was received"
+        );
+        Receiver {
+            lsn_applied,
+            ..Receiver::new(config, lsn_received)
+        }
+    }
+
     pub fn view(&self) -> u64 {
         self.config.view
+    }
+
+    /// The primary this receiver takes records from.
+    pub fn primary(&self) -> NodeId {
+        self.config.primary
     }
 
     pub fn lsn_received(&self) -> u64 {

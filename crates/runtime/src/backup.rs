@@ -25,10 +25,9 @@ use std::collections::VecDeque;
 
 use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
-use tandem_node::{ApplierRole, GateRule, Replica as NodeReplica};
+use tandem_node::{ApplierRole, GateRule, ReceiverRole, Replica as NodeReplica};
 use tandem_replication::{
-    ApplyBatch, Message, NodeId, Receiver as ReceiverCore, ReceiverConfig, ReceiverFault,
-    ReceiverReady, transfer::PageImage,
+    ApplyBatch, Message, NodeId, ReceiverConfig, ReceiverFault, ReceiverReady, transfer::PageImage,
 };
 use tandem_store::{CallError, DataModel, ProcId, ProcKind};
 use tandem_wire::{
@@ -558,9 +557,8 @@ fn receive_from(
         primary,
         nack_ticks: 2,
     };
-    let mut core = ReceiverCore::new(receiver_config, lsn_received);
-    core.applied(state.lsn_applied.load(Ordering::Acquire).min(lsn_received));
-    core.introduce();
+    let lsn_applied = state.lsn_applied.load(Ordering::Acquire);
+    let mut core = ReceiverRole::new(receiver_config, lsn_received, lsn_applied);
     let mut ready = ReceiverReady::default();
     let mut out = Vec::new();
     stream.set_read_timeout(Some(state.tick))?;
@@ -569,15 +567,8 @@ fn receive_from(
         // Everything done with what was read happens under the gate: a freeze waits for it,
         // and after a freeze nothing more is accepted or acknowledged.
         let gate = state.gate.state.lock().expect("not poisoned");
-        if !gate.accepts(primary) {
+        if !core.follow(&gate, state.lsn_applied.load(Ordering::Acquire)) {
             return Err(ConnError::Closed);
-        }
-        if gate.view() > core.view() {
-            core.install_view(gate.view());
-        }
-        let lsn_applied = state.lsn_applied.load(Ordering::Acquire);
-        if lsn_applied > core.lsn_applied() && lsn_applied <= core.lsn_received() {
-            core.applied(lsn_applied);
         }
         let mut frames = 0;
         while let Some(frame) = buffer.next_frame()? {
@@ -611,13 +602,17 @@ fn receive_from(
                 return Ok(());
             }
         }
+        let received = core.core();
         state
             .lsn_received
-            .store(core.lsn_received(), Ordering::Release);
+            .store(received.lsn_received(), Ordering::Release);
         state
             .lsn_released
-            .fetch_max(core.lsn_released(), Ordering::AcqRel);
-        state.metrics.lsn_received.set(core.lsn_received() as i64);
+            .fetch_max(received.lsn_released(), Ordering::AcqRel);
+        state
+            .metrics
+            .lsn_received
+            .set(received.lsn_received() as i64);
         for fault in ready.faults.drain(..) {
             let reason = match fault {
                 ReceiverFault::Corrupt { .. } => "corrupt",

@@ -23,7 +23,7 @@ impl World {
                     Role::Backup(role) => format!(
                         "backup of {} v{} lsn {}{}",
                         role.gate.primary(),
-                        role.receiver.view(),
+                        role.receiver.core().view(),
                         role.applier.lsn_applied(),
                         if role.gate.is_frozen() { " frozen" } else { "" }
                     ),
@@ -131,7 +131,7 @@ impl World {
         };
         checked.map_err(|err| self.fail(format!("node {node} at LSN {lsn}: {err}")))?;
         let current = role.gate.primary() == self.view_latest.primary
-            && role.receiver.view() == self.view_latest.number;
+            && role.receiver.core().view() == self.view_latest.number;
         if current && let Some(&expected) = self.checksums.get(&lsn) {
             let actual = crc32c::crc32c(role.segment().bytes());
             if actual != expected {

@@ -259,7 +259,7 @@ impl World {
                         Role::Primary(role) => role.primary().view() == view.number,
                         Role::Backup(role) => {
                             role.gate.primary() == view.primary
-                                && role.receiver.view() == view.number
+                                && role.receiver.core().view() == view.number
                         }
                         Role::Outside => false,
                     }

@@ -59,12 +59,12 @@ use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, Call, DriveError, GateRule, Notice, Observed, Ran, Refusal,
-    RoleHeld, RoleReady, RoleRule, Roles, Supervisor,
+    Answer, AnswerKind, ApplierRole, Call, DriveError, GateRule, Notice, Observed, Ran,
+    ReceiverRole, Refusal, RoleHeld, RoleReady, RoleRule, Roles, Supervisor,
 };
 use tandem_replication::{
-    AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, Receiver,
-    ReceiverConfig, ReceiverReady, Safety, primary_lease_ticks,
+    AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, ReceiverConfig,
+    ReceiverReady, Safety, primary_lease_ticks,
 };
 use tandem_store::{Compiled, Driver, ProcId, Rng, Store, Workload};
 use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig, DebitCreditDriver};
@@ -230,7 +230,7 @@ impl PrimaryRole {
 struct BackupRole {
     /// Whom it follows, and whether it stopped accepting them for a view change.
     gate: GateRule,
-    receiver: Receiver,
+    receiver: ReceiverRole,
     applier: ApplierRole,
     calls: CallsHeld,
 }

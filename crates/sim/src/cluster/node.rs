@@ -188,12 +188,14 @@ impl World {
             (Transition::StayBackup, Role::Backup(mut role)) => {
                 // A new view reopens a backup frozen in the old one.
                 role.gate.set_view(view.number, view.primary);
-                role.receiver.install_view(view.number);
+                let lsn_applied = role.applier.lsn_applied();
+                let accepted = role.receiver.follow(&role.gate, lsn_applied);
+                assert!(accepted, "a backup that stays follows the same primary");
                 Role::Backup(role)
             }
             (Transition::Follow { lsn }, Role::Backup(mut role)) => {
-                role.receiver = Receiver::new(receiver_config(view), lsn);
-                role.receiver.introduce();
+                let lsn_applied = role.applier.lsn_applied();
+                role.receiver = ReceiverRole::new(receiver_config(view), lsn, lsn_applied);
                 role.gate.set_view(view.number, view.primary);
                 Role::Backup(role)
             }
@@ -201,8 +203,8 @@ impl World {
                 if discarded > 0 {
                     self.note(format!("node {node}: discards {discarded} records"));
                 }
-                let mut receiver = Receiver::new(receiver_config(view), self.lsn_loaded);
-                receiver.introduce();
+                let lsn = self.lsn_loaded;
+                let receiver = ReceiverRole::new(receiver_config(view), lsn, lsn);
                 let applier =
                     ApplierRole::active(loaded(&self.workload), Vec::new(), self.tail_limits());
                 Role::Backup(Box::new(BackupRole {
@@ -312,7 +314,8 @@ impl World {
             Role::Backup(role) => {
                 // A frozen backup has closed its primary's links; a stranger's message goes
                 // to the receiver, which fences an older view's primary.
-                if role.gate.is_frozen() && from == role.gate.primary() {
+                let lsn_applied = role.applier.lsn_applied();
+                if !role.receiver.follow(&role.gate, lsn_applied) && from == role.gate.primary() {
                     return Ok(());
                 }
                 let heard = from == role.gate.primary();
@@ -613,11 +616,11 @@ impl World {
             .received_ever
             .entry((node, role.gate.primary()))
             .or_insert((0, 0));
-        ever.0 = ever.0.max(role.receiver.lsn_received());
+        ever.0 = ever.0.max(role.receiver.core().lsn_received());
         ever.1 = ever.1.max(role.applier.lsn_applied());
         // The receiver's acks first, then the applier's, as the runtime's threads send them.
         let applied_any = role.applier.lsn_applied() > lsn_before;
-        if let Some(ack) = role.applier.take_ack(role.receiver.view()) {
+        if let Some(ack) = role.applier.take_ack(role.receiver.core().view()) {
             ready.messages.push((role.gate.primary(), ack));
         }
         // A frozen backup has closed its primary's links.
@@ -667,7 +670,7 @@ impl Roles for SimRoles<'_> {
         match &mut self.world.nodes[index_of(self.node)].role {
             Role::Backup(role) => {
                 role.gate.freeze();
-                role.receiver.lsn_received()
+                role.receiver.core().lsn_received()
             }
             _ => unreachable!("only a backup is frozen"),
         }
