@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tandem_config::{
     ClusterMap, Command, ConfigCore, ConfigError, ConfigReady, ConfigSettings, Durable, GroupId,
-    Persisted, View,
+    Member, Persisted, View,
 };
 use tandem_replication::{NodeId, Safety};
 
@@ -396,7 +396,7 @@ impl Cluster {
 
     /// The primary tells the coordinator it runs, every tick.
     fn maybe_alive(&mut self) {
-        if !self.serving || self.role() != Role::Primary {
+        if !self.serving || self.member() != Member::Primary {
             return;
         }
         let view = self.view.as_ref().expect("a primary has a view").number;
@@ -595,14 +595,11 @@ impl Cluster {
         self.ready.events.push(ClusterEvent::View(view));
     }
 
-    fn role(&self) -> Role {
-        match &self.view {
-            None => Role::Outside,
-            Some(view) if view.primary == self.settings.node => Role::Primary,
-            Some(view) if view.backups.contains(&self.settings.node) => Role::Backup,
-            Some(view) if view.spares.contains(&self.settings.node) => Role::Spare,
-            Some(_) => Role::Outside,
-        }
+    /// What this node is in the view it knows.
+    pub fn member(&self) -> Member {
+        self.view
+            .as_ref()
+            .map_or(Member::Outside, |view| view.member(self.settings.node))
     }
 
     /// The failure detector: silence of `suspect_ticks` makes a suspicion, repeated every
@@ -615,8 +612,8 @@ impl Cluster {
             return;
         };
         let suspect_ticks = self.settings.suspect_ticks;
-        let suspects: Vec<NodeId> = match self.role() {
-            Role::Backup if self.frozen.is_none() => {
+        let suspects: Vec<NodeId> = match self.member() {
+            Member::Backup if self.frozen.is_none() => {
                 if self.tick - self.tick_heard_primary >= self.silence_ticks(view.primary) {
                     vec![view.primary]
                 } else {
@@ -625,7 +622,7 @@ impl Cluster {
             }
             // Spares too: a silent spare leaves (a restarted node the view names as a spare
             // waits to be left out before it rejoins).
-            Role::Primary => view
+            Member::Primary => view
                 .backups
                 .iter()
                 .chain(&view.spares)
@@ -783,8 +780,8 @@ impl Cluster {
         // A coordinator that is the primary hears itself, if it serves: one that restarted
         // without its memory holds the role in name only (the simulator found a cluster
         // stalled for good by a restarted primary re-elected to lead the config store).
-        let hears_primary = (self.role() == Role::Primary && self.serving)
-            || (self.role() == Role::Backup
+        let hears_primary = (self.member() == Member::Primary && self.serving)
+            || (self.member() == Member::Backup
                 && self.frozen.is_none()
                 && fresh(self.tick_heard_primary))
             || self.tick_alive_primary.is_some_and(fresh);
@@ -826,7 +823,7 @@ impl Cluster {
 
     fn on_freeze(&mut self, view_number: u64) {
         let Some(view) = &self.view else { return };
-        if view.number != view_number || self.role() != Role::Backup {
+        if view.number != view_number || self.member() != Member::Backup {
             return;
         }
         if self.frozen.is_none() {
@@ -1016,7 +1013,7 @@ impl Cluster {
 
     /// A node outside the view asks to join, every few suspicion timeouts.
     fn maybe_join(&mut self) {
-        if self.role() != Role::Outside || !self.loaded {
+        if self.member() != Member::Outside || !self.loaded {
             return;
         }
         let Some(view) = &self.view else { return };
@@ -1038,7 +1035,7 @@ impl Cluster {
     /// A leader that is also the group's primary hands leadership to a voter that is a
     /// backup: if the primary fails, the view change then needs no Raft election first.
     fn keep_leader_off_primary(&mut self) {
-        if !self.config.is_leader() || self.role() != Role::Primary {
+        if !self.config.is_leader() || self.member() != Member::Primary {
             return;
         }
         let period = 10 * self.settings.suspect_ticks;
@@ -1083,12 +1080,4 @@ impl Cluster {
             self.config.transfer_leader(target);
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Role {
-    Primary,
-    Backup,
-    Spare,
-    Outside,
 }

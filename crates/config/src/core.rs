@@ -96,7 +96,7 @@ pub struct Applied {
 
 /// The Raft role of a member, as it believes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub enum RaftRole {
     Follower,
     PreCandidate,
     Candidate,
@@ -437,12 +437,12 @@ impl ConfigCore {
         self.node.raft.state == StateRole::Leader
     }
 
-    pub fn role(&self) -> Role {
+    pub fn role(&self) -> RaftRole {
         match self.node.raft.state {
-            StateRole::Follower => Role::Follower,
-            StateRole::PreCandidate => Role::PreCandidate,
-            StateRole::Candidate => Role::Candidate,
-            StateRole::Leader => Role::Leader,
+            StateRole::Follower => RaftRole::Follower,
+            StateRole::PreCandidate => RaftRole::PreCandidate,
+            StateRole::Candidate => RaftRole::Candidate,
+            StateRole::Leader => RaftRole::Leader,
         }
     }
 

@@ -26,11 +26,11 @@ mod persist;
 mod storage;
 
 pub use crate::core::{
-    Applied, ConfigCore, ConfigError, ConfigReady, ConfigSettings, Proposal, ProposeError, Role,
-    SNAPSHOT_INTERVAL_ENTRIES, StartError, StepError, default_voters,
+    Applied, ConfigCore, ConfigError, ConfigReady, ConfigSettings, Proposal, ProposeError,
+    RaftRole, SNAPSHOT_INTERVAL_ENTRIES, StartError, StepError, default_voters,
 };
 pub use crate::map::{
-    ClusterMap, Command, GroupId, MapError, NodeId, NodeInfo, PROMOTIONS_KEPT, Promotion,
+    ClusterMap, Command, GroupId, MapError, Member, NodeId, NodeInfo, PROMOTIONS_KEPT, Promotion,
     Rejection, SinceView, View, ViewError,
 };
 pub use crate::persist::{

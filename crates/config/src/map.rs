@@ -58,7 +58,46 @@ pub enum SinceView {
     Unknown,
 }
 
+/// What a node is in a view: one name for the place the view gives it, used wherever a
+/// node's place is asked (the cluster core's failure detector, `/status`, the simulator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Member {
+    Primary,
+    /// Its acks count for the release rules.
+    Backup,
+    /// It catches up from the primary; its acks count for nothing until a view makes it a
+    /// backup.
+    Spare,
+    /// The view does not name it.
+    Outside,
+}
+
+impl Member {
+    /// The lowercase name `/status` reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Member::Primary => "primary",
+            Member::Backup => "backup",
+            Member::Spare => "spare",
+            Member::Outside => "outside",
+        }
+    }
+}
+
 impl View {
+    /// What node `node` is in this view.
+    pub fn member(&self, node: NodeId) -> Member {
+        if self.primary == node {
+            Member::Primary
+        } else if self.backups.contains(&node) {
+            Member::Backup
+        } else if self.spares.contains(&node) {
+            Member::Spare
+        } else {
+            Member::Outside
+        }
+    }
+
     /// The truncate LSN of the promotion that made this view, if it made one.
     pub fn truncate_lsn(&self) -> Option<u64> {
         self.promotions

@@ -3,7 +3,9 @@
 mod common;
 
 use common::{ELECTION_TICKS, Faults, Net, change_view, view};
-use tandem_config::{Applied, ProposeError, Rejection, Role, SNAPSHOT_INTERVAL_ENTRIES, ViewError};
+use tandem_config::{
+    Applied, ProposeError, RaftRole, Rejection, SNAPSHOT_INTERVAL_ENTRIES, ViewError,
+};
 
 const ELECTION: u64 = ELECTION_TICKS as u64;
 
@@ -28,9 +30,9 @@ fn three_nodes_elect_one_leader_commit_and_agree() {
     assert!(net.tick < 3 * ELECTION, "elected at tick {}", net.tick);
     for id in net.live() {
         let expected = if id == leader {
-            Role::Leader
+            RaftRole::Leader
         } else {
-            Role::Follower
+            RaftRole::Follower
         };
         assert_eq!(net.core(id).role(), expected);
     }
@@ -153,7 +155,7 @@ fn leader_crash_new_leader_commits_and_the_old_leader_catches_up() {
         rebuilt.is_none() || rebuilt == Some(view(1, 1, &[2, 3])),
         "{rebuilt:?}"
     );
-    assert_eq!(net.core(old).role(), Role::Follower);
+    assert_eq!(net.core(old).role(), RaftRole::Follower);
     net.run_until(10 * ELECTION, |net| {
         net.core(old).applied_index() == net.core(new).applied_index()
     });
@@ -270,7 +272,7 @@ fn an_isolated_leader_steps_down_and_a_returning_follower_does_not_disturb() {
     net.isolated.insert(follower);
     net.run(20 * ELECTION);
     assert_eq!(net.core(follower).term(), term, "pre-vote keeps the term");
-    assert_ne!(net.core(follower).role(), Role::Leader);
+    assert_ne!(net.core(follower).role(), RaftRole::Leader);
     net.isolated.clear();
     net.run(4 * ELECTION);
     assert_eq!(net.stable_leader(), Some(leader));

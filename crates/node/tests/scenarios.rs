@@ -1,8 +1,8 @@
 //! Data-driven scenarios for the node's supervisor, in the style of etcd's raft tests: each
-//! file in `testdata/` is a script of inputs to a small cluster of real supervisors (cluster
-//! core, config store, role rule) and, under each input, what the nodes did: every order the
-//! supervisors gave their roles, every notice, and the cluster messages but Raft's and the
-//! primary's `Alive`. A change of behaviour shows as a diff of these files;
+//! file in `tests/testdata/supervisor/` is a script of inputs to a small cluster of real
+//! supervisors (cluster core, config store, role rule) and, under each input, what the nodes
+//! did: every order the supervisors gave their roles, every notice, and the cluster messages
+//! but Raft's and the primary's `Alive`. A change of behaviour shows as a diff of these files;
 //! `TANDEM_REWRITE=1 cargo test -p tandem-node --test scenarios` rewrites them to what the
 //! code does now, for review.
 //!
@@ -475,10 +475,10 @@ fn replay(path: &Path) -> String {
 
 #[test]
 fn the_scenarios_in_testdata_produce_what_they_record() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/supervisor");
     let rewrite = std::env::var_os("TANDEM_REWRITE").is_some();
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .expect("crates/node/testdata")
+        .expect("crates/node/tests/testdata/supervisor")
         .map(|entry| entry.expect("a directory entry").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "txt"))
         .collect();

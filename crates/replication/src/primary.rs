@@ -329,8 +329,8 @@ struct Progress {
     rewind: Option<(u64, u64)>,
     /// It needs records the tail no longer holds: nothing more is shipped to it.
     needs_transfer: bool,
-    /// A backup (its acks count for the rules) rather than a spare.
-    counts: bool,
+    /// A backup (its acks count for the rules) or a spare (it only catches up).
+    kind: MemberKind,
     /// The `tick_sent` of the newest heartbeat it echoed: its lease runs from there.
     tick_lease_from: Option<u64>,
 }
@@ -344,10 +344,19 @@ struct Pending<R> {
     reply: R,
 }
 
+/// What a member of the view is to the primary's rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MemberKind {
+    /// Its acks count for the release rules and the bound.
+    Backup,
+    /// It catches up; its acks count for nothing until a view makes it a backup.
+    Spare,
+}
+
 impl Progress {
-    fn unknown(node: NodeId, counts: bool) -> Progress {
+    fn unknown(node: NodeId, kind: MemberKind) -> Progress {
         Progress {
-            counts,
+            kind,
             node,
             known: false,
             lsn_sent: 0,
@@ -358,6 +367,11 @@ impl Progress {
             tick_lease_from: None,
         }
     }
+
+    /// Whether its acks count for the rules: it is a backup, not a spare.
+    fn counts(&self) -> bool {
+        self.kind == MemberKind::Backup
+    }
 }
 
 /// The primary of one group in one view.
@@ -367,7 +381,8 @@ pub struct Primary<R> {
     lsn_committed: u64,
     builder: BatchBuilder,
     tail: RetainedTail,
-    backups: Vec<Progress>,
+    /// The view's backups and spares, in the view's order, each with its progress.
+    members: Vec<Progress>,
     /// Replies not yet released, in LSN order.
     pending: VecDeque<Pending<R>>,
     ready: PrimaryReady<R>,
@@ -405,15 +420,15 @@ impl<R> Primary<R> {
         batches: Vec<SealedBatch>,
     ) -> Primary<R> {
         config.assert_valid();
-        let backups = config
+        let members = config
             .backups
             .iter()
-            .map(|&node| Progress::unknown(node, true))
+            .map(|&node| Progress::unknown(node, MemberKind::Backup))
             .chain(
                 config
                     .spares
                     .iter()
-                    .map(|&node| Progress::unknown(node, false)),
+                    .map(|&node| Progress::unknown(node, MemberKind::Spare)),
             )
             .collect();
         let lsn_first = batches
@@ -442,7 +457,7 @@ impl<R> Primary<R> {
             tail,
             config,
             lsn_committed,
-            backups,
+            members,
             pending: VecDeque::new(),
             ready: PrimaryReady::default(),
             // Tick 0 is never sent: an echo of 0 means no heartbeat was heard.
@@ -491,20 +506,20 @@ impl<R> Primary<R> {
         // The open batch carries the old view in its header: seal it first.
         self.flush_now();
         let mut kept = Vec::with_capacity(backups.len() + spares.len());
-        let members = backups.iter().map(|&node| (node, true));
-        for (node, counts) in members.chain(spares.iter().map(|&node| (node, false))) {
-            let mut progress = match self.backups.iter().position(|backup| backup.node == node) {
-                Some(index) => self.backups[index].clone(),
-                None => Progress::unknown(node, counts),
+        let kinds = backups.iter().map(|&node| (node, MemberKind::Backup));
+        for (node, kind) in kinds.chain(spares.iter().map(|&node| (node, MemberKind::Spare))) {
+            let mut progress = match self.members.iter().position(|member| member.node == node) {
+                Some(index) => self.members[index].clone(),
+                None => Progress::unknown(node, kind),
             };
-            if counts && !progress.counts {
+            if kind == MemberKind::Backup && progress.kind == MemberKind::Spare {
                 // A spare made a backup: its echoes so far were not a backup's promise.
                 progress.tick_lease_from = None;
             }
-            progress.counts = counts;
+            progress.kind = kind;
             kept.push(progress);
         }
-        self.backups = kept;
+        self.members = kept;
         // Whatever was asked for from the old view is committed (this view) or void.
         self.prospects.clear();
         self.config.view = view;
@@ -554,7 +569,7 @@ impl<R> Primary<R> {
     /// (node, lsn_received, lsn_applied) of each backup and then each spare, as last
     /// acknowledged.
     pub fn backup_progress(&self) -> impl Iterator<Item = (NodeId, u64, u64)> + '_ {
-        self.backups
+        self.members
             .iter()
             .map(|backup| (backup.node, backup.lsn_received, backup.lsn_applied))
     }
@@ -601,16 +616,16 @@ impl<R> Primary<R> {
             return Vec::new();
         }
         let slowest_backup = self
-            .backups
+            .members
             .iter()
-            .filter(|progress| progress.counts)
+            .filter(|progress| progress.counts())
             .map(|progress| progress.lsn_received)
             .min()
             .unwrap_or(self.lsn_committed);
         let caught_up: Vec<NodeId> = self
-            .backups
+            .members
             .iter()
-            .filter(|progress| !progress.counts && progress.known)
+            .filter(|progress| !progress.counts() && progress.known)
             .filter(|progress| progress.lsn_received >= slowest_backup)
             .map(|progress| progress.node)
             .collect();
@@ -636,7 +651,7 @@ impl<R> Primary<R> {
         );
         for &node in &backups {
             assert!(
-                self.backups.iter().any(|progress| progress.node == node),
+                self.members.iter().any(|progress| progress.node == node),
                 "a view asked for names only members of the current one"
             );
         }
@@ -647,7 +662,7 @@ impl<R> Primary<R> {
 
     /// The LSN member `node` is known to have received (0 if unknown).
     fn received(&self, node: NodeId) -> u64 {
-        self.backups
+        self.members
             .iter()
             .find(|progress| progress.node == node)
             .filter(|progress| progress.known)
@@ -673,9 +688,9 @@ impl<R> Primary<R> {
     /// could lose (seed 004's uncertainty counter).
     pub fn uncertainty(&self) -> u64 {
         let received_by_all = self
-            .backups
+            .members
             .iter()
-            .filter(|backup| backup.counts)
+            .filter(|member| member.counts())
             .map(|backup| backup.lsn_received)
             .min()
             .unwrap_or(self.lsn_committed);
@@ -839,9 +854,9 @@ impl<R> Primary<R> {
             return None;
         }
         let lease_ticks = self.config.lease_ticks?;
-        self.backups
+        self.members
             .iter()
-            .filter(|backup| backup.counts)
+            .filter(|member| member.counts())
             .map(|backup| backup.tick_lease_from.map_or(0, |tick| tick + lease_ticks))
             .min()
     }
@@ -849,7 +864,7 @@ impl<R> Primary<R> {
     /// The link to `node` was re-established: batches in flight on the old one may be lost.
     /// Nothing more is shipped to it until it introduces itself again with an Ack.
     pub fn link_reset(&mut self, node: NodeId) {
-        if let Some(backup) = self.backups.iter_mut().find(|backup| backup.node == node) {
+        if let Some(backup) = self.members.iter_mut().find(|backup| backup.node == node) {
             backup.known = false;
             backup.needs_transfer = false;
             backup.rewind = None;
@@ -873,15 +888,15 @@ impl<R> Primary<R> {
             self.lsn_committed,
             "a transfer carries the segment at the last commit"
         );
-        let index = self.backups.iter().position(|backup| backup.node == node)?;
-        if !self.backups[index].needs_transfer || self.deposed {
+        let index = self.members.iter().position(|backup| backup.node == node)?;
+        if !self.members[index].needs_transfer || self.deposed {
             return None;
         }
         // Batches sealed from here on start after the transferred LSN.
         self.flush_now();
         let lsn = self.lsn_committed;
         let view = self.config.view;
-        let backup = &mut self.backups[index];
+        let backup = &mut self.members[index];
         let lsn_from = backup.lsn_received;
         let chunks = crate::transfer::capture(segment, lsn_from);
         let count = u32::try_from(chunks.len()).expect("fewer than 2^32 chunks");
@@ -921,11 +936,11 @@ impl<R> Primary<R> {
         }
         let window = self.config.flush_batches_in_flight_max;
         let tail = &self.tail;
-        let room = self.backups.iter().any(|backup| {
+        let room = self.members.iter().any(|backup| {
             backup.known
                 && batches_in_flight(tail, backup.lsn_received, backup.lsn_sent, window) < window
         });
-        let none_known = self.backups.iter().all(|backup| !backup.known);
+        let none_known = self.members.iter().all(|backup| !backup.known);
         if room || none_known {
             self.seal_and_ship();
         }
@@ -949,7 +964,7 @@ impl<R> Primary<R> {
         // Ticks count from 1 (see `resume`): every `heartbeat_ticks` ticks since the start.
         if (self.tick - 1).is_multiple_of(self.config.heartbeat_ticks) {
             let heartbeat = self.heartbeat();
-            for backup in &self.backups {
+            for backup in &self.members {
                 self.ready.messages.push((backup.node, heartbeat.clone()));
             }
         }
@@ -958,7 +973,7 @@ impl<R> Primary<R> {
 
     /// Handles a message from node `from`.
     pub fn step(&mut self, from: NodeId, message: Message) {
-        let Some(index) = self.backups.iter().position(|backup| backup.node == from) else {
+        let Some(index) = self.members.iter().position(|backup| backup.node == from) else {
             self.ready.faults.push(PrimaryFault::UnknownPeer { from });
             return;
         };
@@ -999,10 +1014,10 @@ impl<R> Primary<R> {
                     return;
                 }
                 if tick_echoed > 0 {
-                    let backup = &mut self.backups[index];
+                    let backup = &mut self.members[index];
                     backup.tick_lease_from = backup.tick_lease_from.max(Some(tick_echoed));
                 }
-                let introduced = !self.backups[index].known;
+                let introduced = !self.members[index].known;
                 if self.learn_progress(index, lsn_received, lsn_applied) {
                     if introduced {
                         // A heartbeat at once: its echo starts the lease without waiting
@@ -1016,7 +1031,7 @@ impl<R> Primary<R> {
             Message::Nack { lsn_received, .. } => {
                 // A Nack does not say what is applied: keep what is known, never above what
                 // the backup holds (after a restart that is less than before).
-                let backup = &self.backups[index];
+                let backup = &self.members[index];
                 let lsn_applied = if backup.known {
                     backup.lsn_applied.min(lsn_received)
                 } else {
@@ -1093,7 +1108,7 @@ impl<R> Primary<R> {
         let heartbeat = self.heartbeat();
         self.ready
             .messages
-            .push((self.backups[index].node, heartbeat));
+            .push((self.members[index].node, heartbeat));
     }
 
     /// What has been shipped and released, and this tick (which echoes renew the lease).
@@ -1108,7 +1123,7 @@ impl<R> Primary<R> {
 
     /// Records what a backup says it holds. Returns false if the claim was refused.
     fn learn_progress(&mut self, index: usize, lsn_received: u64, lsn_applied: u64) -> bool {
-        let backup = &mut self.backups[index];
+        let backup = &mut self.members[index];
         if lsn_received > self.lsn_committed || lsn_applied > lsn_received {
             self.ready.faults.push(PrimaryFault::BackupAhead {
                 from: backup.node,
@@ -1136,7 +1151,7 @@ impl<R> Primary<R> {
     fn maybe_rewind(&mut self, index: usize, lsn_received: u64) {
         let tick = self.tick;
         let resend_ticks = self.config.resend_ticks;
-        let backup = &mut self.backups[index];
+        let backup = &mut self.members[index];
         // A late or duplicated Nack may name less than the backup is known to hold in this
         // incarnation: never ship again from below that.
         let lsn_received = lsn_received.max(backup.lsn_received);
@@ -1155,7 +1170,7 @@ impl<R> Primary<R> {
 
     /// Ships to one backup every sealed batch it has not been sent.
     fn catch_up(&mut self, index: usize) {
-        let backup = &mut self.backups[index];
+        let backup = &mut self.members[index];
         let lsn_shipped = self.tail.lsn_next() - 1;
         if !backup.known || backup.needs_transfer || backup.lsn_sent >= lsn_shipped {
             return;
@@ -1188,7 +1203,7 @@ impl<R> Primary<R> {
 
     fn seal_and_ship(&mut self) {
         let batch: SealedBatch = self.builder.seal();
-        for backup in &mut self.backups {
+        for backup in &mut self.members {
             if backup.known && !backup.needs_transfer && backup.lsn_sent + 1 == batch.lsn_base() {
                 self.ready
                     .messages
@@ -1294,9 +1309,9 @@ impl<R> Primary<R> {
         };
         self.sorted.clear();
         self.sorted.extend(
-            self.backups
+            self.members
                 .iter()
-                .filter(|backup| backup.counts)
+                .filter(|member| member.counts())
                 .map(progress_lsn),
         );
         let mut releasable = kth_highest(&mut self.sorted, k);
@@ -1310,7 +1325,7 @@ impl<R> Primary<R> {
             assert!(k > 0, "a view asked for has a backup");
             self.sorted.clear();
             self.sorted.extend(prospect.iter().map(|&node| {
-                self.backups
+                self.members
                     .iter()
                     .find(|backup| backup.node == node)
                     .map_or(0, progress_lsn)
@@ -1322,9 +1337,9 @@ impl<R> Primary<R> {
 
     /// Records every backup has received may leave the tail.
     fn lsn_evictable(&self) -> u64 {
-        self.backups
+        self.members
             .iter()
-            .filter(|backup| backup.counts)
+            .filter(|member| member.counts())
             .map(|backup| backup.lsn_received)
             .min()
             .unwrap_or(self.lsn_committed)
@@ -1339,7 +1354,7 @@ impl<R> Primary<R> {
             "every committed record is sealed in the tail or waiting in the open batch"
         );
         let lsn_shipped = self.tail.lsn_next() - 1;
-        for backup in &self.backups {
+        for backup in &self.members {
             assert!(backup.lsn_applied <= backup.lsn_received);
             assert!(backup.lsn_received <= self.lsn_committed);
             assert!(backup.lsn_sent <= lsn_shipped.max(backup.lsn_received));

@@ -38,7 +38,7 @@ use tandem_wire::{
 use crate::config::{Mode, NodeConfig};
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::net::{self, ConnError};
-use crate::{Checksum, Control, NodeStatus};
+use crate::{Checksum, Control, HandoverFailure, NodeStatus, StartError};
 
 /// Batches received and not yet applied, at most (64 MiB of 64 KiB batches).
 const APPLIER_QUEUE_BATCHES: usize = 1024;
@@ -79,7 +79,7 @@ enum ToApplier {
     /// the retained batches back (see [`BackupHandle::handover`]).
     Handover {
         lsn: u64,
-        reply: Sender<Result<Handover, String>>,
+        reply: Sender<Result<Handover, tandem_node::HandoverError>>,
     },
 }
 
@@ -286,14 +286,13 @@ impl BackupHandle {
 
     /// Ends the backup role once every record up to `lsn` is applied, handing over the segment
     /// and the batches received. Call it frozen, with `lsn` at most what was received.
-    pub fn handover(self, lsn: u64) -> Result<Handover, String> {
+    pub fn handover(self, lsn: u64) -> Result<Handover, HandoverFailure> {
         let (reply, answer) = mpsc::channel();
         self.to_applier
             .send(ToApplier::Handover { lsn, reply })
-            .map_err(|_| "the applier has stopped".to_string())?;
-        answer
-            .recv()
-            .map_err(|_| "the applier has stopped".to_string())?
+            .map_err(|_| HandoverFailure::ApplierStopped)?;
+        let handover = answer.recv().map_err(|_| HandoverFailure::ApplierStopped)?;
+        Ok(handover?)
     }
 
     /// A handle that asks for status and checksum without holding the role.
@@ -319,7 +318,7 @@ pub fn start(
     listener: TcpListener,
     model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
-) -> Result<BackupHandle, String> {
+) -> Result<BackupHandle, StartError> {
     let segment = crate::workload::loaded_segment(&config.group, &*model)?;
     let primary = config
         .peers
@@ -342,7 +341,10 @@ pub fn start(
                 });
             }
         })
-        .map_err(|err| format!("cannot start the accept thread: {err}"))?;
+        .map_err(|source| StartError::Thread {
+            thread: "the accept thread",
+            source,
+        })?;
     Ok(handle)
 }
 
@@ -356,7 +358,7 @@ pub fn start_role(
     metrics: Arc<Metrics>,
     gate: Gate,
     tail: Vec<SealedBatch>,
-) -> Result<BackupHandle, String> {
+) -> Result<BackupHandle, StartError> {
     let group = &config.group;
     let lsn_start = segment.lsn();
     metrics.lsn_received.set(lsn_start as i64);
@@ -370,9 +372,9 @@ pub fn start_role(
         Mode::Passive => {
             let layout = segment
                 .enable_passive_trace(group.undo_log_kib << 10)
-                .map_err(|err| format!("group.mode: {err}"))?;
+                .map_err(StartError::Passive)?;
             let mirror = PassiveMirror::from_image(layout, &segment.passive_image())
-                .map_err(|err| format!("group.mode: {err}"))?;
+                .map_err(StartError::Passive)?;
             drop(segment);
             Replica {
                 applier: ApplierRole::passive(mirror, lsn_start, tail_limits),
@@ -401,7 +403,10 @@ pub fn start_role(
     let applier = thread::Builder::new()
         .name("applier".into())
         .spawn(move || run_applier(replica, applier_rx, control_rx, applier_state))
-        .map_err(|err| format!("cannot start the applier: {err}"))?;
+        .map_err(|source| StartError::Thread {
+            thread: "the applier",
+            source,
+        })?;
     Ok(BackupHandle {
         control,
         applier,
@@ -866,8 +871,7 @@ fn run_applier(
                 ToApplier::Handover { lsn, reply } => {
                     // Not there yet means the batches up to `lsn` were never queued: the
                     // role ends either way.
-                    let handover = replica.applier.handover(lsn).map_err(|err| err.to_string());
-                    let _ = reply.send(handover);
+                    let _ = reply.send(replica.applier.handover(lsn));
                     return;
                 }
             }

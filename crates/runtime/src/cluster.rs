@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use tandem_cluster::role::Transition;
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
-use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
+use tandem_config::{ClusterMap, FileDurable, Member, NodeInfo, View};
 use tandem_log::SealedBatch;
 use tandem_memory::Segment;
 use tandem_replication::NodeId;
@@ -41,7 +41,7 @@ use crate::config::{NodeConfig, Role};
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
 use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
-use crate::{Checksum, NodeStatus};
+use crate::{Checksum, NodeStatus, StartError};
 use serde::Serialize;
 use tandem_node::{DriveError, Notice, Observed, RoleHeld, RoleRule};
 
@@ -81,7 +81,8 @@ enum Slot {
     #[default]
     Outside,
     Primary(PrimaryHandle),
-    /// A backup or a spare (a spare is a backup whose acks count for no rule).
+    /// The backup role, which serves the view's backups and spares alike (a spare's acks count
+    /// for no rule until a view makes it a backup).
     Backup(BackupHandle),
 }
 
@@ -155,19 +156,17 @@ pub fn run(
     metrics_listener: Option<TcpListener>,
     model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let table = config
         .cluster
         .as_ref()
         .expect("cluster mode has a cluster table");
-    std::fs::create_dir_all(&table.data_dir).map_err(|err| {
-        format!(
-            "cluster.data_dir: cannot create {}: {err}",
-            table.data_dir.display()
-        )
+    std::fs::create_dir_all(&table.data_dir).map_err(|source| StartError::DataDir {
+        path: table.data_dir.clone(),
+        source,
     })?;
     let (disk, persisted) =
-        FileDurable::open(&table.data_dir).map_err(|err| format!("cluster.data_dir: {err}"))?;
+        FileDurable::open(&table.data_dir).map_err(StartError::ConfigStoreDisk)?;
     let restarted = persisted.is_some();
     let mut addresses: BTreeMap<NodeId, SocketAddr> = BTreeMap::new();
     addresses.insert(config.node_id, config.listen);
@@ -187,8 +186,7 @@ pub fn run(
         raft_heartbeat_ticks: 2,
         jitter_seed: u64::from(config.node_id),
     };
-    let core =
-        Cluster::new(settings, initial, persisted).map_err(|err| format!("config store: {err}"))?;
+    let core = Cluster::new(settings, initial, persisted).map_err(StartError::ConfigStore)?;
     let trace = std::env::var_os("TANDEM_TRACE").is_some();
     let (to_supervisor, inbox) = mpsc::channel();
     let slot = Arc::new(Mutex::new(Slot::Outside));
@@ -219,7 +217,10 @@ pub fn run(
     thread::Builder::new()
         .name("accept".into())
         .spawn(move || acceptor.run(listener))
-        .map_err(|err| format!("cannot start the accept thread: {err}"))?;
+        .map_err(|source| StartError::Thread {
+            thread: "the accept thread",
+            source,
+        })?;
     // The segment is loaded before the core ticks, so that the first view's roles start at
     // once rather than each node being silent for its own load.
     let segment = crate::workload::loaded_segment(&config.group, &*model)?;
@@ -236,7 +237,7 @@ pub fn run(
             trace,
         },
         frames_heard: 0,
-        segment_spare: Spare::Ready(segment),
+        segment_next: NextSegment::Ready(segment),
         loaded: None,
         info: Arc::clone(&info),
         trace,
@@ -372,8 +373,9 @@ impl SupervisorThread {
         let role = match &*self.roles.slot.lock().expect("not poisoned") {
             Slot::Outside => "outside",
             Slot::Primary(_) => "primary",
-            Slot::Backup(_) => match core.view() {
-                Some(view) if view.spares.contains(&core.node()) => "spare",
+            // A backup role serves a backup or a spare, as the view says.
+            Slot::Backup(_) => match core.member() {
+                Member::Spare => "spare",
                 _ => "backup",
             },
         };
@@ -454,7 +456,7 @@ struct RuntimeRoles {
     /// The backup role's frame count when last read.
     frames_heard: u64,
     /// A freshly loaded segment, if one is ready (loading takes a while).
-    segment_spare: Spare,
+    segment_next: NextSegment,
     /// Whether a segment is ready for a join, when that changed; the thread tells the core
     /// after the drive.
     loaded: Option<bool>,
@@ -571,12 +573,22 @@ impl RuntimeRoles {
         match (transition, slot) {
             (Transition::StayPrimary, Slot::Primary(handle)) => {
                 let members = self.role_view(view);
-                let _ = handle.inbound.send(primary::Inbound::View {
+                let installed = handle.inbound.send(primary::Inbound::View {
                     view: view.number,
                     backups: members.backups,
                     spares: members.spares,
                     addresses: members.addresses,
                 });
+                if installed.is_err() {
+                    // The executor is gone (it panicked): the node serves nothing, and the
+                    // backups replace it once they suspect it.
+                    say!(
+                        "node {me}: the primary role's executor stopped; it cannot take view {}",
+                        view.number
+                    );
+                    crate::join_or_say("the primary's executor", handle.executor);
+                    return Slot::Outside;
+                }
                 Slot::Primary(handle)
             }
             (Transition::Promote { lsn }, Slot::Backup(handle)) => {
@@ -731,16 +743,14 @@ impl RuntimeRoles {
         }
     }
 
-    fn fresh_segment(&mut self) -> Result<Segment, String> {
-        match std::mem::replace(&mut self.segment_spare, Spare::None) {
-            Spare::Ready(segment) => Ok(segment),
-            Spare::Loading(loader) => {
+    fn fresh_segment(&mut self) -> Result<Segment, StartError> {
+        match std::mem::replace(&mut self.segment_next, NextSegment::None) {
+            NextSegment::Ready(segment) => Ok(segment),
+            NextSegment::Loading(loader) => {
                 self.loaded = Some(true);
-                loader
-                    .join()
-                    .map_err(|_| "the segment's loader panicked".to_string())?
+                loader.join().map_err(|_| StartError::LoaderPanicked)?
             }
-            Spare::None => crate::workload::loaded_segment(&self.config.group, &*self.model),
+            NextSegment::None => crate::workload::loaded_segment(&self.config.group, &*self.model),
         }
     }
 
@@ -749,7 +759,7 @@ impl RuntimeRoles {
     /// config store meanwhile, whose quorum may need this node. The core asks to join once
     /// the segment is ready ([`Supervisor::poll_spare`]).
     fn load_spare(&mut self) {
-        if !matches!(self.segment_spare, Spare::None) {
+        if !matches!(self.segment_next, NextSegment::None) {
             return;
         }
         let group = self.config.group.clone();
@@ -759,7 +769,7 @@ impl RuntimeRoles {
             .spawn(move || crate::workload::loaded_segment(&group, &*model));
         match loader {
             Ok(loader) => {
-                self.segment_spare = Spare::Loading(loader);
+                self.segment_next = NextSegment::Loading(loader);
                 self.loaded = Some(false);
             }
             Err(err) => say!(
@@ -771,28 +781,31 @@ impl RuntimeRoles {
 
     /// Takes the loaded segment once its loader has finished.
     fn poll_spare(&mut self) {
-        let Spare::Loading(loader) = &self.segment_spare else {
+        let NextSegment::Loading(loader) = &self.segment_next else {
             return;
         };
         if !loader.is_finished() {
             return;
         }
-        let Spare::Loading(loader) = std::mem::replace(&mut self.segment_spare, Spare::None) else {
+        let NextSegment::Loading(loader) =
+            std::mem::replace(&mut self.segment_next, NextSegment::None)
+        else {
             unreachable!("checked above");
         };
         match loader.join() {
-            Ok(Ok(segment)) => self.segment_spare = Spare::Ready(segment),
+            Ok(Ok(segment)) => self.segment_next = NextSegment::Ready(segment),
             Ok(Err(err)) => say!("node {}: cannot load a segment: {err}", self.node()),
-            Err(_) => say!("node {}: the segment's loader panicked", self.node()),
+            Err(_) => say!("node {}: {}", self.node(), StartError::LoaderPanicked),
         }
         // A failed load is retried by the next role that needs a segment, on this thread.
         self.loaded = Some(true);
     }
 }
-/// The segment a node that left the view will rejoin with.
-enum Spare {
+
+/// The segment the node's next role starts from, loaded ahead (a load takes a while).
+enum NextSegment {
     None,
-    Loading(thread::JoinHandle<Result<Segment, String>>),
+    Loading(thread::JoinHandle<Result<Segment, StartError>>),
     Ready(Segment),
 }
 

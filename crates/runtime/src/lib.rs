@@ -11,10 +11,13 @@
 pub mod backup;
 pub mod cluster;
 pub mod config;
+mod error;
 pub mod metrics;
 mod net;
 pub mod primary;
 pub mod workload;
+
+pub use error::{HandoverFailure, StartError};
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -121,13 +124,19 @@ impl Checksum {
 
 /// Runs a node serving `model` until the process is stopped. Errors are setup failures, with
 /// the field or resource named.
-pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), String> {
-    let listener = TcpListener::bind(config.listen)
-        .map_err(|err| format!("listen: cannot bind {}: {err}", config.listen))?;
+pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), StartError> {
+    let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Bind {
+        field: "listen",
+        address: config.listen,
+        source,
+    })?;
     let metrics_listener = match config.metrics_listen {
         Some(address) => Some(
-            TcpListener::bind(address)
-                .map_err(|err| format!("metrics_listen: cannot bind {address}: {err}"))?,
+            TcpListener::bind(address).map_err(|source| StartError::Bind {
+                field: "metrics_listen",
+                address,
+                source,
+            })?,
         ),
         None => None,
     };

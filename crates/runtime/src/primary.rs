@@ -8,7 +8,7 @@
 //! `RoleReady`: batches go to the links' queues, answers to the connections' writers, what the
 //! cluster core must hear to the supervisor. Ticks come from the clock, checked every turn.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::ops::Range;
@@ -35,7 +35,7 @@ use tandem_wire::{
 use crate::config::{Mode, NodeConfig};
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
-use crate::{Checksum, Control, NodeStatus};
+use crate::{Checksum, Control, NodeStatus, StartError};
 
 mod client;
 mod link;
@@ -245,7 +245,7 @@ pub fn start(
     model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
     local: Option<Arc<LocalLoad>>,
-) -> Result<PrimaryHandle, String> {
+) -> Result<PrimaryHandle, StartError> {
     let segment = crate::workload::loaded_segment(&config.group, &*model)?;
     let members = RoleView {
         view: config.group.view,
@@ -256,9 +256,7 @@ pub fn start(
             .map(|peer| (peer.node_id, peer.address))
             .collect(),
     };
-    let address = listener
-        .local_addr()
-        .map_err(|err| format!("listen: {err}"))?;
+    let address = listener.local_addr().map_err(StartError::ListenAddress)?;
     let handle = start_role(
         config,
         segment,
@@ -275,7 +273,10 @@ pub fn start(
     thread::Builder::new()
         .name("accept".into())
         .spawn(move || acceptor.run(listener))
-        .map_err(|err| format!("cannot start the accept thread: {err}"))?;
+        .map_err(|source| StartError::Thread {
+            thread: "the accept thread",
+            source,
+        })?;
     Ok(PrimaryHandle { address, ..handle })
 }
 
@@ -302,13 +303,13 @@ pub fn start_role(
     metrics: Arc<Metrics>,
     local: Option<Arc<LocalLoad>>,
     observed: Option<Sender<Observed>>,
-) -> Result<PrimaryHandle, String> {
+) -> Result<PrimaryHandle, StartError> {
     let group = &config.group;
     let passive = group.mode == Mode::Passive;
     if passive {
         segment
             .enable_passive_trace(group.undo_log_kib << 10)
-            .map_err(|err| format!("group.mode: {err}"))?;
+            .map_err(StartError::Passive)?;
     }
     let lsn_start = segment.lsn();
     metrics.lsn_committed.set(lsn_start as i64);
@@ -363,12 +364,11 @@ pub fn start_role(
     };
     let local = match local {
         Some(load) => Some(LocalDriver {
-            driver: model.driver(group.seed).ok_or_else(|| {
-                format!(
-                    "the data model '{}' has no in-process load; drive it over the network",
-                    model.name()
-                )
-            })?,
+            driver: model
+                .driver(group.seed)
+                .ok_or_else(|| StartError::NoLocalLoad {
+                    model: model.name().to_owned(),
+                })?,
             load,
             args: Vec::new(),
             id_next: None,
@@ -388,6 +388,7 @@ pub fn start_role(
         role: PrimaryRole::new(store, Primary::resume(primary_config, lsn_start, batches)),
         ready: RoleReady::default(),
         links,
+        links_lost: BTreeSet::new(),
         link_factory,
         observed,
         observed_sent: BTreeMap::new(),
@@ -412,7 +413,10 @@ pub fn start_role(
     let handle = thread::Builder::new()
         .name("executor".into())
         .spawn(move || executor.run(inbound_rx))
-        .map_err(|err| format!("cannot start the executor: {err}"))?;
+        .map_err(|source| StartError::Thread {
+            thread: "the executor",
+            source,
+        })?;
     Ok(PrimaryHandle {
         inbound,
         executor: handle,
@@ -454,6 +458,8 @@ struct Executor {
     role: PrimaryRole<ReplyTo>,
     ready: RoleReady<ReplyTo>,
     links: BTreeMap<NodeId, Sender<Message>>,
+    /// Links whose thread stopped (said once each).
+    links_lost: BTreeSet<NodeId>,
     link_factory: LinkFactory,
     /// Where the node hears about backups (cluster mode), if anywhere.
     observed: Option<Sender<Observed>>,
@@ -785,8 +791,17 @@ impl Executor {
                 self.metrics.bytes_shipped.inc_by(bytes.len() as u64);
                 self.wire_bytes += bytes.len() as u64;
             }
-            if let Some(link) = self.links.get(&to) {
-                let _ = link.send(message);
+            // A link reconnects for as long as the role runs: a send fails only if its
+            // thread panicked, and then that backup hears nothing more and is removed once
+            // the primary suspects it. Said once per link.
+            if let Some(link) = self.links.get(&to)
+                && link.send(message).is_err()
+                && self.links_lost.insert(to)
+            {
+                eprintln!(
+                    "node {}: the link to node {to} stopped; that backup will be suspected",
+                    self.node_id
+                );
             }
         }
         let now = Instant::now();

@@ -3,13 +3,14 @@
 use tandem_memory::Segment;
 use tandem_store::DataModel;
 
+use crate::StartError;
 use crate::config::GroupConfig;
 
 /// A fresh segment for `group`, loaded with `model`'s initial database. The load is
 /// deterministic, so a primary and its backups start from the same bytes at the same LSN.
-pub fn loaded_segment(group: &GroupConfig, model: &dyn DataModel) -> Result<Segment, String> {
-    let mut segment = Segment::anonymous(group.db_mib << 20, group.strategy)
-        .map_err(|err| format!("group.db_mib: {err}"))?;
+pub fn loaded_segment(group: &GroupConfig, model: &dyn DataModel) -> Result<Segment, StartError> {
+    let mut segment =
+        Segment::anonymous(group.db_mib << 20, group.strategy).map_err(StartError::Segment)?;
     model.load(&mut segment);
     Ok(segment)
 }

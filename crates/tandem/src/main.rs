@@ -71,7 +71,7 @@ fn node(args: &cli::NodeArgs) -> Result<(), Failure> {
         .map_err(|err| {
             Failure::Usage(format!("{}: group.workload: {err}", args.config.display()))
         })?;
-    tandem_runtime::run_node(config, model).map_err(Failure::Run)
+    tandem_runtime::run_node(config, model).map_err(|err| Failure::Run(err.to_string()))
 }
 
 /// Why a command failed: a flag value that cannot work (exit code 2, like a parse error) or a

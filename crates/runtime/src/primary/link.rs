@@ -18,7 +18,7 @@ impl LinkFactory {
         &self,
         node: NodeId,
         address: SocketAddr,
-    ) -> Result<Sender<Message>, String> {
+    ) -> Result<Sender<Message>, StartError> {
         let (tx, rx) = mpsc::channel();
         let link = Link {
             node,
@@ -31,7 +31,10 @@ impl LinkFactory {
         thread::Builder::new()
             .name(format!("link-{node}"))
             .spawn(move || link.run(rx))
-            .map_err(|err| format!("cannot start a link thread: {err}"))?;
+            .map_err(|source| StartError::Thread {
+                thread: "a link thread",
+                source,
+            })?;
         Ok(tx)
     }
 }

@@ -11,8 +11,8 @@ impl World {
             .map(|node| {
                 let view = node.core().and_then(|core| core.view().cloned());
                 let role = match &node.role {
-                    Role::Outside => "outside".to_owned(),
-                    Role::Primary(role) => format!(
+                    Slot::Outside => "outside".to_owned(),
+                    Slot::Primary(role) => format!(
                         "primary v{} lsn {} pending {} inbox {} backups {:?}",
                         role.primary().view(),
                         role.primary().lsn_committed(),
@@ -20,7 +20,7 @@ impl World {
                         role.inbox.len(),
                         role.primary().backup_progress().collect::<Vec<_>>()
                     ),
-                    Role::Backup(role) => format!(
+                    Slot::Backup(role) => format!(
                         "backup of {} v{} lsn {}{}",
                         role.gate.primary(),
                         role.receiver.core().view(),
@@ -55,7 +55,7 @@ impl World {
         if !view.spares.is_empty() || view.backups.len() + 1 != self.nodes.len() {
             return false;
         }
-        let Role::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
+        let Slot::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
             return false;
         };
         if primary.primary().view() != view.number
@@ -69,14 +69,14 @@ impl World {
             let node = &self.nodes[index_of(id)];
             node.core()
                 .is_some_and(|core| core.view().is_some_and(|v| v.number == view.number))
-                && matches!(&node.role, Role::Backup(backup)
+                && matches!(&node.role, Slot::Backup(backup)
                     if backup.gate.primary() == view.primary && backup.applier.lsn_applied() == lsn)
         })
     }
 
     pub(super) fn final_checks(&mut self) -> Result<(), String> {
         let view = self.view_latest.clone();
-        let Role::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
+        let Slot::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
             unreachable!("converged on a primary");
         };
         let bytes = primary.role.store().segment().bytes().to_vec();
@@ -85,7 +85,7 @@ impl World {
             .map_err(|err| self.fail(format!("primary {}: {err}", view.primary)))?;
         self.check_acked(view.primary)?;
         for &id in &view.backups {
-            let Role::Backup(backup) = &self.nodes[index_of(id)].role else {
+            let Slot::Backup(backup) = &self.nodes[index_of(id)].role else {
                 unreachable!("converged on backups");
             };
             if backup.segment().bytes() != bytes.as_slice() {
@@ -104,7 +104,7 @@ impl World {
     /// lease must not leave (a sharper check than waiting for an actual report, which
     /// usually comes ticks after the promise ran out).
     pub(super) fn promise_broken(&self, primary: NodeId, view: u64) -> Option<(NodeId, u64)> {
-        let Role::Primary(role) = &self.nodes[index_of(primary)].role else {
+        let Slot::Primary(role) = &self.nodes[index_of(primary)].role else {
             return None;
         };
         debug_assert_eq!(role.primary().view(), view);
@@ -120,7 +120,7 @@ impl World {
     /// same LSN (if it follows the newest view's primary), and conservation, each at its
     /// sampled LSNs.
     pub(super) fn check_backup(&mut self, node: NodeId, lsn_before: u64) -> Result<(), String> {
-        let Role::Backup(role) = &self.nodes[index_of(node)].role else {
+        let Slot::Backup(role) = &self.nodes[index_of(node)].role else {
             return Ok(());
         };
         let lsn = role.segment().lsn();
@@ -146,7 +146,7 @@ impl World {
 
     /// Every client's last acknowledged commit is in primary `node`'s dedup table.
     pub(super) fn check_acked(&self, node: NodeId) -> Result<(), String> {
-        let Role::Primary(role) = &self.nodes[index_of(node)].role else {
+        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
             return Ok(());
         };
         for (&client, &(seq, lsn)) in &self.acked {
@@ -176,7 +176,7 @@ impl World {
             Safety::TwoSafeApplied(acks) => (true, acks),
             Safety::OneSafe | Safety::Bounded(_) => return Ok(()),
         };
-        let Role::Primary(role) = &self.nodes[index_of(node)].role else {
+        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
             unreachable!("released by a primary");
         };
         let backups = &role.primary().config().backups;
@@ -216,7 +216,7 @@ impl World {
         let Safety::Bounded(bound) = self.faults.safety else {
             return Ok(());
         };
-        let Role::Primary(role) = &self.nodes[index_of(node)].role else {
+        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
             unreachable!("committed by a primary");
         };
         let lsn = role.primary().lsn_committed();

@@ -256,12 +256,12 @@ impl World {
                     .as_ref()
                     .is_some_and(|supervisor| !supervisor.rule().restarted())
                     && match &node.role {
-                        Role::Primary(role) => role.primary().view() == view.number,
-                        Role::Backup(role) => {
+                        Slot::Primary(role) => role.primary().view() == view.number,
+                        Slot::Backup(role) => {
                             role.gate.primary() == view.primary
                                 && role.receiver.core().view() == view.number
                         }
-                        Role::Outside => false,
+                        Slot::Outside => false,
                     }
             })
     }
@@ -276,7 +276,7 @@ impl World {
         let state = &mut self.nodes[index_of(node)];
         state.supervisor = None;
         state.observed_pending.clear();
-        state.role = Role::Outside;
+        state.role = Slot::Outside;
         state.ticks_missed = 0;
         state.tear_next_save = false;
         state.disk.set_failing(false);

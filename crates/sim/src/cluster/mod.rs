@@ -250,7 +250,8 @@ impl BackupRole {
     }
 }
 
-enum Role {
+/// The role a node's data plane runs, as the runtime's supervisor holds it in its slot.
+enum Slot {
     Outside,
     Primary(Box<PrimaryRole>),
     Backup(Box<BackupRole>),
@@ -264,7 +265,7 @@ struct Node {
     /// What the primary role observed while the supervisor drove, for the core afterwards.
     observed_pending: Vec<Observed>,
     disk: MemDurable,
-    role: Role,
+    role: Slot,
     incarnation: u64,
     /// Bumped with every role the node starts: its replication links are new connections.
     role_epoch: u64,
@@ -409,7 +410,7 @@ pub fn run_cluster_sabotaged(
         .nodes
         .iter()
         .find_map(|node| match &node.role {
-            Role::Primary(role) if role.primary().view() == world.view_latest.number => {
+            Slot::Primary(role) if role.primary().view() == world.view_latest.number => {
                 Some(role.role.store().segment().lsn() - world.lsn_loaded)
             }
             _ => None,
@@ -468,7 +469,7 @@ impl World {
                     supervisor: Some(Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false))),
                     observed_pending: Vec::new(),
                     disk: MemDurable::new(),
-                    role: Role::Outside,
+                    role: Slot::Outside,
                     incarnation: 0,
                     role_epoch: 0,
                     ticks_missed: 0,

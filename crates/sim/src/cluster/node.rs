@@ -19,7 +19,7 @@ impl World {
     pub(super) fn catch_up_ticks(&mut self, node: NodeId) {
         let state = &mut self.nodes[index_of(node)];
         let missed = std::mem::take(&mut state.ticks_missed);
-        if let Role::Primary(role) = &mut state.role {
+        if let Slot::Primary(role) = &mut state.role {
             for _ in 0..missed {
                 role.role.tick();
             }
@@ -31,18 +31,18 @@ impl World {
         self.core_mut(node).tick();
         let index = index_of(node);
         match &mut self.nodes[index].role {
-            Role::Primary(role) => {
+            Slot::Primary(role) => {
                 role.role.tick();
                 self.drain_inbox(node)?;
                 self.collect_primary(node)?;
             }
-            Role::Backup(role) => {
+            Slot::Backup(role) => {
                 if !role.gate.is_frozen() {
                     role.receiver.tick();
                 }
                 self.collect_backup(node)?;
             }
-            Role::Outside => {}
+            Slot::Outside => {}
         }
         self.drive(node)
     }
@@ -107,7 +107,7 @@ impl World {
     /// (abandoned: "not primary").
     fn depose(&mut self, node: NodeId, view: &View) -> Result<(), String> {
         let index = index_of(node);
-        if let Role::Primary(role) = &mut self.nodes[index].role
+        if let Slot::Primary(role) = &mut self.nodes[index].role
             && view.primary != node
         {
             role.role.depose(view.number);
@@ -126,13 +126,13 @@ impl World {
         let index = index_of(node);
         let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose)
             && view.primary != node
-            && matches!(self.nodes[index].role, Role::Primary(_));
+            && matches!(self.nodes[index].role, Slot::Primary(_));
         if !ignore_depose {
             self.depose(node, view)?;
         }
-        let role = std::mem::replace(&mut self.nodes[index].role, Role::Outside);
+        let role = std::mem::replace(&mut self.nodes[index].role, Slot::Outside);
         if ignore_depose {
-            let Role::Primary(mut stale) = role else {
+            let Slot::Primary(mut stale) = role else {
                 unreachable!("checked: a primary")
             };
             if !stale.primary().is_deposed() && stale.primary().view() < view.number {
@@ -149,19 +149,19 @@ impl World {
                 };
                 stale.role.restart_replication(config);
             }
-            self.nodes[index].role = Role::Primary(stale);
+            self.nodes[index].role = Slot::Primary(stale);
             self.collect_primary(node)?;
             return Ok(true);
         }
         let next = match (transition, role) {
-            (Transition::StayPrimary, Role::Primary(mut role)) => {
+            (Transition::StayPrimary, Slot::Primary(mut role)) => {
                 let installed = role
                     .role
                     .install_view(view.number, &view.backups, &view.spares);
                 assert!(installed, "a primary that stays learns a newer view");
-                Role::Primary(role)
+                Slot::Primary(role)
             }
-            (Transition::Promote { lsn }, Role::Backup(role)) => {
+            (Transition::Promote { lsn }, Slot::Backup(role)) => {
                 let role = *role;
                 let role_calls = role.calls;
                 let handover = role
@@ -174,7 +174,7 @@ impl World {
                 let primary = Primary::resume(self.primary_config(view), lsn, handover.batches);
                 let store = Store::open(handover.segment, Compiled::boxed(self.workload.clone()));
                 let role = tandem_node::PrimaryRole::new(store, primary);
-                Role::Primary(Box::new(PrimaryRole::new(role, role_calls)))
+                Slot::Primary(Box::new(PrimaryRole::new(role, role_calls)))
             }
             (Transition::StartPrimary, _) => {
                 let primary = Primary::new(self.primary_config(view), self.lsn_loaded);
@@ -183,21 +183,21 @@ impl World {
                     Compiled::boxed(self.workload.clone()),
                 );
                 let role = tandem_node::PrimaryRole::new(store, primary);
-                Role::Primary(Box::new(PrimaryRole::new(role, CallsHeld::default())))
+                Slot::Primary(Box::new(PrimaryRole::new(role, CallsHeld::default())))
             }
-            (Transition::StayBackup, Role::Backup(mut role)) => {
+            (Transition::StayBackup, Slot::Backup(mut role)) => {
                 // A new view reopens a backup frozen in the old one.
                 role.gate.set_view(view.number, view.primary);
                 let lsn_applied = role.applier.lsn_applied();
                 let accepted = role.receiver.follow(&role.gate, lsn_applied);
                 assert!(accepted, "a backup that stays follows the same primary");
-                Role::Backup(role)
+                Slot::Backup(role)
             }
-            (Transition::Follow { lsn }, Role::Backup(mut role)) => {
+            (Transition::Follow { lsn }, Slot::Backup(mut role)) => {
                 let lsn_applied = role.applier.lsn_applied();
                 role.receiver = ReceiverRole::new(receiver_config(view), lsn, lsn_applied);
                 role.gate.set_view(view.number, view.primary);
-                Role::Backup(role)
+                Slot::Backup(role)
             }
             (Transition::Reload { discarded }, _) => {
                 if discarded > 0 {
@@ -207,14 +207,14 @@ impl World {
                 let receiver = ReceiverRole::new(receiver_config(view), lsn, lsn);
                 let applier =
                     ApplierRole::active(loaded(&self.workload), Vec::new(), self.tail_limits());
-                Role::Backup(Box::new(BackupRole {
+                Slot::Backup(Box::new(BackupRole {
                     gate: GateRule::new(view.number, view.primary),
                     receiver,
                     applier,
                     calls: CallsHeld::default(),
                 }))
             }
-            (Transition::StepDown { .. } | Transition::Wait, _) => Role::Outside,
+            (Transition::StepDown { .. } | Transition::Wait, _) => Slot::Outside,
             (transition, _) => unreachable!("{transition:?} from a role it does not apply to"),
         };
         let promoted = matches!(transition, Transition::Promote { .. });
@@ -226,27 +226,27 @@ impl World {
             self.nodes[index].role_epoch += 1;
             // A new primary role starts a new history: what backups received from this
             // node's earlier reign says nothing of it.
-            if let Role::Primary(_) = &next {
+            if let Slot::Primary(_) = &next {
                 self.received_ever
                     .retain(|&(_, primary), _| primary != node);
             }
             // The primary accepts the new role's connection: what it knew of the old one is
             // void, and the backup's introduction says where it stands now.
-            if let Role::Backup(_) = &next
-                && let Role::Primary(primary) = &mut self.nodes[index_of(view.primary)].role
+            if let Slot::Backup(_) = &next
+                && let Slot::Primary(primary) = &mut self.nodes[index_of(view.primary)].role
             {
                 primary.role.link_reset(node);
             }
         }
-        let serving = !matches!(next, Role::Outside);
+        let serving = !matches!(next, Slot::Outside);
         self.nodes[index].role = next;
         if promoted {
             self.check_acked(node)?;
         }
         match &self.nodes[index].role {
-            Role::Primary(_) => self.collect_primary(node)?,
-            Role::Backup(_) => self.collect_backup(node)?,
-            Role::Outside => {}
+            Slot::Primary(_) => self.collect_primary(node)?,
+            Slot::Backup(_) => self.collect_backup(node)?,
+            Slot::Outside => {}
         }
         Ok(serving)
     }
@@ -300,18 +300,18 @@ impl World {
     ) -> Result<(), String> {
         let index = index_of(to);
         match &mut self.nodes[index].role {
-            Role::Primary(role) => {
+            Slot::Primary(role) => {
                 role.role.step(from, message);
                 // An ack may lift flow control: the executor runs what was waiting.
                 self.drain_inbox(to)?;
-                if let Role::Primary(role) = &mut self.nodes[index].role {
+                if let Slot::Primary(role) = &mut self.nodes[index].role {
                     role.role.flush();
                 }
                 // Hearing a member changes only the core's timers: nothing for it to hand over
                 // until its next tick or message.
                 self.collect_primary(to)
             }
-            Role::Backup(role) => {
+            Slot::Backup(role) => {
                 // A frozen backup has closed its primary's links; a stranger's message goes
                 // to the receiver, which fences an older view's primary.
                 let lsn_applied = role.applier.lsn_applied();
@@ -329,7 +329,7 @@ impl World {
                 }
                 self.collect_backup(to)
             }
-            Role::Outside => Ok(()),
+            Slot::Outside => Ok(()),
         }
     }
 
@@ -340,8 +340,8 @@ impl World {
         let index = index_of(node);
         let stale_serves = self.sabotage == Some(ClusterSabotage::IgnoreDepose);
         match &self.nodes[index].role {
-            Role::Primary(role) if stale_serves => !role.primary().is_deposed(),
-            Role::Primary(role) => {
+            Slot::Primary(role) if stale_serves => !role.primary().is_deposed(),
+            Slot::Primary(role) => {
                 !role.primary().is_deposed()
                     && self.nodes[index]
                         .core()
@@ -359,7 +359,7 @@ impl World {
     pub(super) fn greet(&mut self, from: NodeId, to: NodeId, conn: u64) {
         let index = index_of(to);
         let (primary, view) = match &self.nodes[index].role {
-            Role::Primary(role) if self.serving(to) => (true, role.primary().view()),
+            Slot::Primary(role) if self.serving(to) => (true, role.primary().view()),
             _ => {
                 let view = self.nodes[index]
                     .core()
@@ -397,11 +397,11 @@ impl World {
             self.send(to, from, Wire::NotPrimary { conn });
             return Ok(());
         }
-        if let Role::Primary(role) = &mut self.nodes[index].role {
+        if let Slot::Primary(role) = &mut self.nodes[index].role {
             role.inbox.push_back((client, seq, args));
         }
         self.drain_inbox(to)?;
-        if let Role::Primary(role) = &mut self.nodes[index].role {
+        if let Slot::Primary(role) = &mut self.nodes[index].role {
             // The executor has run dry: ship what is open.
             role.role.flush();
         }
@@ -411,7 +411,7 @@ impl World {
     /// Runs the calls waiting at primary `node` while flow control allows.
     pub(super) fn drain_inbox(&mut self, node: NodeId) -> Result<(), String> {
         loop {
-            let Role::Primary(role) = &mut self.nodes[index_of(node)].role else {
+            let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
                 return Ok(());
             };
             let Some((client, seq, args)) = role.inbox.front() else {
@@ -459,7 +459,7 @@ impl World {
 
     pub(super) fn collect_primary(&mut self, node: NodeId) -> Result<(), String> {
         let authoritative_view = self.view_latest.number;
-        let Role::Primary(role) = &mut self.nodes[index_of(node)].role else {
+        let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
             return Ok(());
         };
         let mut ready = std::mem::take(&mut role.ready);
@@ -569,14 +569,14 @@ impl World {
         }
         // The buffers go back for the next collection (capacity kept).
         ready.clear();
-        if let Role::Primary(role) = &mut self.nodes[index_of(node)].role {
+        if let Slot::Primary(role) = &mut self.nodes[index_of(node)].role {
             role.ready = ready;
         }
         Ok(())
     }
 
     pub(super) fn collect_backup(&mut self, node: NodeId) -> Result<(), String> {
-        let Role::Backup(role) = &mut self.nodes[index_of(node)].role else {
+        let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
             return Ok(());
         };
         let mut ready = ReceiverReady::default();
@@ -650,9 +650,9 @@ impl Roles for SimRoles<'_> {
 
     fn held(&self) -> RoleHeld {
         match &self.world.nodes[index_of(self.node)].role {
-            Role::Outside => RoleHeld::Outside,
-            Role::Primary(_) => RoleHeld::Primary,
-            Role::Backup(role) => RoleHeld::Backup {
+            Slot::Outside => RoleHeld::Outside,
+            Slot::Primary(_) => RoleHeld::Primary,
+            Slot::Backup(role) => RoleHeld::Backup {
                 view: role.gate.view(),
                 primary: role.gate.primary(),
             },
@@ -661,14 +661,14 @@ impl Roles for SimRoles<'_> {
 
     fn lsn_committed(&mut self) -> u64 {
         match &self.world.nodes[index_of(self.node)].role {
-            Role::Primary(role) => role.primary().lsn_committed(),
+            Slot::Primary(role) => role.primary().lsn_committed(),
             _ => unreachable!("only a primary is asked its committed LSN"),
         }
     }
 
     fn freeze(&mut self) -> u64 {
         match &mut self.world.nodes[index_of(self.node)].role {
-            Role::Backup(role) => {
+            Slot::Backup(role) => {
                 role.gate.freeze();
                 role.receiver.core().lsn_received()
             }
@@ -677,7 +677,7 @@ impl Roles for SimRoles<'_> {
     }
 
     fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), String> {
-        if let Role::Primary(role) = &mut self.world.nodes[index_of(self.node)].role {
+        if let Slot::Primary(role) = &mut self.world.nodes[index_of(self.node)].role {
             role.role.prepare_removal(view, backup);
         }
         self.world.collect_primary(self.node)

@@ -541,7 +541,7 @@ impl Group {
                     metrics,
                     Some(Arc::clone(&load)),
                 )
-                .map_err(Failure::Run)?;
+                .map_err(|err| Failure::Run(err.to_string()))?;
                 Load::InProcess {
                     handle: Some(handle),
                     load,
