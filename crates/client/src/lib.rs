@@ -57,6 +57,7 @@
 
 mod config;
 mod conn;
+pub mod load;
 pub mod route;
 
 use std::thread;

@@ -19,8 +19,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -28,12 +28,12 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::Value;
+use tandem_client::load::{CallSource, LoadClients};
 use tandem_memory::Strategy;
 use tandem_replication::Safety;
 use tandem_runtime::config::{self, Mode, NodeConfig, PeerConfig, Role};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, LocalLoad, PrimaryHandle};
-use tandem_wire::{Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, encode_call, encode_hello};
 
 use crate::Failure;
 use crate::bench::median;
@@ -43,8 +43,6 @@ use crate::cli::{BenchMode, DriverKind, ReplicationArgs, WorkloadName};
 const SLICE: Duration = Duration::from_millis(250);
 /// Unmeasured turn each contender takes first.
 const WARMUP: Duration = Duration::from_millis(250);
-/// The open-loop clients' pacing step (see `NetworkClients::pace`).
-const PACING_QUANTUM: Duration = Duration::from_micros(200);
 /// How long a group may take to load its database and connect.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -448,7 +446,7 @@ enum Load {
     },
     Network {
         process: NodeProcess,
-        clients: Arc<NetworkClients>,
+        clients: Arc<LoadClients>,
     },
 }
 
@@ -550,14 +548,9 @@ impl Group {
             DriverKind::Network => {
                 let name = format!("group{index}-node1");
                 let process = NodeProcess::spawn(exe, &primary_config, dir, &name)?;
-                let clients = NetworkClients::new(
-                    workload,
-                    (args.db_mib as usize) << 20,
-                    primary_listen,
-                    clients,
-                    args.window,
-                    args.seed,
-                )?;
+                let sources =
+                    call_sources(workload, (args.db_mib as usize) << 20, clients, args.seed)?;
+                let clients = LoadClients::new(primary_listen, args.window, sources);
                 Load::Network { process, clients }
             }
         };
@@ -598,7 +591,9 @@ impl Group {
                 if lsn > 0 && known == self.backup_ids.len() {
                     self.lsn_start = lsn;
                     if let Load::Network { clients, .. } = &self.load {
-                        clients.connect()?;
+                        clients
+                            .connect()
+                            .map_err(|err| Failure::Run(err.to_string()))?;
                     }
                     return Ok(());
                 }
@@ -622,34 +617,47 @@ impl Group {
 
     /// Runs the load for `length`, drains it, and returns replies per second.
     fn slice(&mut self, length: Duration) -> Result<f64, Failure> {
-        let (active, replies) = match &self.load {
-            Load::InProcess { load, .. } => (&load.active, &load.replies),
-            Load::Network { clients, .. } => (&clients.active, &clients.replies),
-        };
-        let before = replies.load(Ordering::Relaxed);
+        let before = self.replies();
         let start = Instant::now();
-        active.store(true, Ordering::Release);
+        self.set_active(true);
         thread::sleep(length);
-        let after = replies.load(Ordering::Relaxed);
+        let after = self.replies();
         let elapsed = start.elapsed();
-        active.store(false, Ordering::Release);
+        self.set_active(false);
         self.drain()?;
         Ok((after - before) as f64 / elapsed.as_secs_f64())
     }
 
+    fn replies(&self) -> u64 {
+        match &self.load {
+            Load::InProcess { load, .. } => load.replies.load(Ordering::Relaxed),
+            Load::Network { clients, .. } => clients.replies(),
+        }
+    }
+
+    fn set_active(&self, active: bool) {
+        match &self.load {
+            Load::InProcess { load, .. } => load.active.store(active, Ordering::Release),
+            Load::Network { clients, .. } => clients.set_active(active),
+        }
+    }
+
+    fn outstanding(&self) -> u64 {
+        match &self.load {
+            Load::InProcess { load, .. } => load.outstanding.load(Ordering::Acquire),
+            Load::Network { clients, .. } => clients.outstanding(),
+        }
+    }
+
     /// Waits until no call is waiting for its reply.
     fn drain(&self) -> Result<(), Failure> {
-        let outstanding = match &self.load {
-            Load::InProcess { load, .. } => &load.outstanding,
-            Load::Network { clients, .. } => &clients.outstanding,
-        };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while outstanding.load(Ordering::Acquire) > 0 {
+        while self.outstanding() > 0 {
             if Instant::now() > deadline {
                 return Err(Failure::Run(format!(
                     "{} group: {} replies still missing after 30 s",
                     self.kind.mode(),
-                    outstanding.load(Ordering::Acquire)
+                    self.outstanding()
                 )));
             }
             thread::sleep(Duration::from_micros(200));
@@ -660,18 +668,14 @@ impl Group {
     fn reset_latency(&self) {
         match &self.load {
             Load::InProcess { load, .. } => load.latency_ns.lock().expect("not poisoned").reset(),
-            Load::Network { clients, .. } => {
-                clients.latency_ns.lock().expect("not poisoned").reset()
-            }
+            Load::Network { clients, .. } => clients.reset_latency(),
         }
     }
 
     fn latency(&self) -> Latency {
         let histogram = match &self.load {
             Load::InProcess { load, .. } => load.latency_ns.lock().expect("not poisoned").clone(),
-            Load::Network { clients, .. } => {
-                clients.latency_ns.lock().expect("not poisoned").clone()
-            }
+            Load::Network { clients, .. } => clients.latency_ns(),
         };
         latency_of(&histogram)
     }
@@ -681,20 +685,18 @@ impl Group {
             unreachable!("half load is measured with the network driver");
         };
         let clients = Arc::clone(clients);
-        clients.latency_ns.lock().expect("not poisoned").reset();
-        let before = clients.replies.load(Ordering::Relaxed);
-        clients
-            .rate_per_s
-            .store(rate.max(1.0) as u64, Ordering::Release);
+        clients.reset_latency();
+        let before = clients.replies();
+        clients.set_rate_per_s(rate.max(1.0) as u64);
         let start = Instant::now();
-        clients.active.store(true, Ordering::Release);
+        clients.set_active(true);
         thread::sleep(Duration::from_secs_f64(seconds));
-        let after = clients.replies.load(Ordering::Relaxed);
+        let after = clients.replies();
         let elapsed = start.elapsed();
-        clients.active.store(false, Ordering::Release);
+        clients.set_active(false);
         self.drain()?;
-        clients.rate_per_s.store(0, Ordering::Release);
-        let histogram = clients.latency_ns.lock().expect("not poisoned").clone();
+        clients.set_rate_per_s(0);
+        let histogram = clients.latency_ns();
         Ok(HalfLoad {
             offered_tx_per_s: rate,
             tx_per_s: (after - before) as f64 / elapsed.as_secs_f64(),
@@ -705,7 +707,7 @@ impl Group {
     /// Stops the load, waits for every backup to apply everything, compares checksums.
     fn finish(&mut self, args: &ReplicationArgs, clients: u32) -> Result<ReplicationRun, Failure> {
         if let Load::Network { clients, .. } = &self.load {
-            clients.stopping.store(true, Ordering::Release);
+            clients.stop();
         }
         let mut problems = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -822,6 +824,29 @@ impl Group {
     }
 }
 
+/// One call generator per client connection, from the data model's seeded driver.
+fn call_sources(
+    workload: config::WorkloadName,
+    db_bytes: usize,
+    connections: u32,
+    seed: u64,
+) -> Result<Vec<CallSource>, Failure> {
+    let model = tandem_workloads::model(workload.as_str(), db_bytes).map_err(Failure::Usage)?;
+    (0..connections)
+        .map(|index| {
+            let mut driver = model
+                .driver(seed.wrapping_add(1 + u64::from(index)))
+                .ok_or_else(|| {
+                    Failure::Usage(format!(
+                        "the data model '{}' has no call generator",
+                        model.name()
+                    ))
+                })?;
+            Ok(Box::new(move |args: &mut Vec<u8>| driver.next_call(args).0) as CallSource)
+        })
+        .collect()
+}
+
 fn latency_of(histogram: &Histogram<u64>) -> Latency {
     if histogram.is_empty() {
         return Latency::default();
@@ -831,293 +856,5 @@ fn latency_of(histogram: &Histogram<u64>) -> Latency {
         p50: us(0.5),
         p99: us(0.99),
         p999: us(0.999),
-    }
-}
-
-/// A generator of calls: writes the next call's arguments and returns its procedure.
-type CallSource = Box<dyn FnMut(&mut Vec<u8>) -> u16 + Send>;
-
-/// The network driver's client connections for one group.
-struct NetworkClients {
-    active: AtomicBool,
-    replies: AtomicU64,
-    outstanding: AtomicU64,
-    /// 0: closed loop with `window` calls in flight per connection; otherwise an open-loop
-    /// rate for all connections together, in calls per second.
-    rate_per_s: AtomicU64,
-    latency_ns: Mutex<Histogram<u64>>,
-    address: SocketAddr,
-    connections: u32,
-    window: u32,
-    sources: Mutex<Vec<CallSource>>,
-    welcomed: AtomicBool,
-    /// Set when the benchmark ends, so closed connections are not reported as errors.
-    stopping: AtomicBool,
-}
-
-impl NetworkClients {
-    fn new(
-        workload: config::WorkloadName,
-        db_bytes: usize,
-        address: SocketAddr,
-        connections: u32,
-        window: u32,
-        seed: u64,
-    ) -> Result<Arc<NetworkClients>, Failure> {
-        let model = tandem_workloads::model(workload.as_str(), db_bytes).map_err(Failure::Usage)?;
-        let sources = (0..connections)
-            .map(|index| {
-                let mut driver = model
-                    .driver(seed.wrapping_add(1 + u64::from(index)))
-                    .ok_or_else(|| {
-                        Failure::Usage(format!(
-                            "the data model '{}' has no call generator",
-                            model.name()
-                        ))
-                    })?;
-                Ok(Box::new(move |args: &mut Vec<u8>| driver.next_call(args).0) as CallSource)
-            })
-            .collect::<Result<Vec<CallSource>, Failure>>()?;
-        Ok(Arc::new(NetworkClients {
-            active: AtomicBool::new(false),
-            replies: AtomicU64::new(0),
-            outstanding: AtomicU64::new(0),
-            rate_per_s: AtomicU64::new(0),
-            latency_ns: Mutex::new(Histogram::new(3).expect("valid")),
-            address,
-            connections,
-            window,
-            sources: Mutex::new(sources),
-            welcomed: AtomicBool::new(false),
-            stopping: AtomicBool::new(false),
-        }))
-    }
-
-    /// Opens the connections. Each has a receiver thread, which reads replies and, in closed
-    /// loop, sends the next calls at once. One pacer thread for all of them starts the closed
-    /// loop and sends on schedule in open loop. (Socket read timeouts are rounded to the
-    /// kernel's jiffies, so pacing cannot ride on them.)
-    fn connect(self: &Arc<Self>) -> Result<(), Failure> {
-        let sources: Vec<CallSource> =
-            std::mem::take(&mut *self.sources.lock().expect("not poisoned"));
-        let mut connections = Vec::new();
-        for (index, source) in sources.into_iter().enumerate() {
-            let mut stream = TcpStream::connect(self.address).map_err(|err| {
-                Failure::Run(format!("cannot connect to {}: {err}", self.address))
-            })?;
-            stream
-                .set_nodelay(true)
-                .map_err(|err| Failure::Run(err.to_string()))?;
-            let mut hello = Vec::new();
-            encode_hello(
-                &mut hello,
-                &Hello::new(PeerKind::Client, 1000 + index as u64, 0),
-            );
-            stream
-                .write_all(&hello)
-                .map_err(|err| Failure::Run(err.to_string()))?;
-            let writer = stream
-                .try_clone()
-                .map_err(|err| Failure::Run(err.to_string()))?;
-            let connection = Arc::new(Connection {
-                sender: Mutex::new(Sender {
-                    stream: writer,
-                    source,
-                    seq: 0,
-                    args: Vec::new(),
-                    out: Vec::new(),
-                }),
-                in_flight: Mutex::new(std::collections::VecDeque::new()),
-            });
-            let (clients, receiving) = (Arc::clone(self), Arc::clone(&connection));
-            thread::Builder::new()
-                .name(format!("bench-client-{index}"))
-                .spawn(move || {
-                    if let Err(err) = clients.receive(stream, &receiving)
-                        && !clients.stopping.load(Ordering::Acquire)
-                    {
-                        eprintln!("bench client {index}: {err}");
-                    }
-                })
-                .map_err(|err| Failure::Run(err.to_string()))?;
-            connections.push(connection);
-        }
-        let clients = Arc::clone(self);
-        thread::Builder::new()
-            .name("bench-pacer".into())
-            .spawn(move || clients.pace(&connections))
-            .map_err(|err| Failure::Run(err.to_string()))?;
-        Ok(())
-    }
-
-    /// Sends `count` calls in one write; the i-th counts its latency from `started(i)`.
-    fn send(
-        &self,
-        connection: &Connection,
-        count: usize,
-        started: impl Fn(usize) -> Instant,
-    ) -> Result<(), String> {
-        let mut sender = connection.sender.lock().expect("not poisoned");
-        let sender = &mut *sender;
-        sender.out.clear();
-        for _ in 0..count {
-            sender.seq += 1;
-            let proc_id = (sender.source)(&mut sender.args);
-            encode_call(&mut sender.out, sender.seq, proc_id, None, &sender.args);
-        }
-        {
-            let mut in_flight = connection.in_flight.lock().expect("not poisoned");
-            in_flight.extend((0..count).map(started));
-        }
-        self.outstanding.fetch_add(count as u64, Ordering::AcqRel);
-        sender
-            .stream
-            .write_all(&sender.out)
-            .map_err(|err| err.to_string())
-    }
-
-    /// Starts the closed loop when the load turns on; sends on schedule in open loop, each
-    /// connection carrying an equal share of the rate.
-    fn pace(&self, connections: &[Arc<Connection>]) {
-        let mut next_send = vec![Instant::now(); connections.len()];
-        loop {
-            if self.stopping.load(Ordering::Acquire) {
-                return;
-            }
-            let active = self.active.load(Ordering::Acquire);
-            let rate = self.rate_per_s.load(Ordering::Acquire);
-            if !active || !self.welcomed.load(Ordering::Acquire) {
-                next_send.fill(Instant::now());
-                thread::sleep(Duration::from_micros(500));
-                continue;
-            }
-            if rate == 0 {
-                for connection in connections {
-                    let idle = connection
-                        .in_flight
-                        .lock()
-                        .expect("not poisoned")
-                        .is_empty();
-                    let now = Instant::now();
-                    if idle
-                        && self
-                            .send(connection, self.window as usize, |_| now)
-                            .is_err()
-                    {
-                        return;
-                    }
-                }
-                thread::sleep(Duration::from_millis(1));
-                continue;
-            }
-            // Open loop: each call leaves on its schedule, and its latency counts from the
-            // schedule, so a late send is charged to the system (no coordinated omission).
-            let interval = Duration::from_secs_f64(f64::from(self.connections) / rate as f64);
-            let now = Instant::now();
-            for (connection, next) in connections.iter().zip(&mut next_send) {
-                if *next + Duration::from_millis(100) < now {
-                    *next = now;
-                }
-                let mut due = 0usize;
-                while *next + interval * due as u32 <= now {
-                    due += 1;
-                }
-                let first = *next;
-                if due > 0
-                    && self
-                        .send(connection, due, |i| first + interval * i as u32)
-                        .is_err()
-                {
-                    return;
-                }
-                *next += interval * due as u32;
-            }
-            // Wake at most every PACING_QUANTUM: each wake is a send per connection, and on a
-            // 2-core machine the load generator competes with the system it measures. Calls
-            // that fall due between wakes wait for the next one, and that wait counts in their
-            // latency.
-            let earliest = next_send.iter().min().copied().unwrap_or(now);
-            thread::sleep(
-                earliest
-                    .saturating_duration_since(Instant::now())
-                    .max(PACING_QUANTUM),
-            );
-        }
-    }
-
-    fn receive(&self, mut stream: TcpStream, connection: &Connection) -> Result<(), String> {
-        let mut buffer = FrameBuffer::new(tandem_wire::MAX_FRAME_LEN_DEFAULT);
-        let mut histogram = Histogram::<u64>::new(3).expect("valid");
-        loop {
-            match stream.read(buffer.spare()) {
-                Ok(0) => return Err("the primary closed the connection".into()),
-                Ok(n) => buffer.filled(n),
-                Err(err) => return Err(err.to_string()),
-            }
-            let mut answered = 0usize;
-            let now = Instant::now();
-            while let Some(frame) = buffer.next_frame().map_err(|err| err.to_string())? {
-                match frame {
-                    Frame::Welcome(_) => self.welcomed.store(true, Ordering::Release),
-                    Frame::Reply(reply) => {
-                        let started = connection
-                            .in_flight
-                            .lock()
-                            .expect("not poisoned")
-                            .pop_front()
-                            .ok_or("a reply nobody asked for")?;
-                        if matches!(
-                            reply.status,
-                            ReplyStatus::Committed | ReplyStatus::RolledBack
-                        ) {
-                            let latency = now.duration_since(started).as_nanos().max(1) as u64;
-                            let _ = histogram.record(latency);
-                        }
-                        answered += 1;
-                    }
-                    Frame::Error(err) => return Err(format!("error frame: {}", err.message)),
-                    _ => return Err("unexpected frame".into()),
-                }
-            }
-            if answered == 0 {
-                continue;
-            }
-            self.replies.fetch_add(answered as u64, Ordering::Relaxed);
-            self.outstanding
-                .fetch_sub(answered as u64, Ordering::AcqRel);
-            let closed_loop = self.rate_per_s.load(Ordering::Acquire) == 0;
-            if closed_loop && self.active.load(Ordering::Acquire) {
-                let now = Instant::now();
-                self.send(connection, answered, |_| now)?;
-            }
-            if histogram.len() > 4096 || self.outstanding.load(Ordering::Acquire) == 0 {
-                let _ = self
-                    .latency_ns
-                    .lock()
-                    .expect("not poisoned")
-                    .add(&histogram);
-                histogram.reset();
-            }
-        }
-    }
-}
-
-/// One client connection's sending half and the start times of its calls in flight.
-struct Connection {
-    sender: Mutex<Sender>,
-    in_flight: Mutex<std::collections::VecDeque<Instant>>,
-}
-
-struct Sender {
-    stream: TcpStream,
-    source: CallSource,
-    seq: u64,
-    args: Vec<u8>,
-    out: Vec<u8>,
-}
-
-impl Drop for NetworkClients {
-    fn drop(&mut self) {
-        self.stopping.store(true, Ordering::Release);
     }
 }
