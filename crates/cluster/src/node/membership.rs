@@ -1,0 +1,70 @@
+//! Membership under the same primary: removing a suspected backup, a node outside the view
+//! asking to join as a spare, and a spare that caught up becoming a backup.
+
+use super::*;
+
+impl Cluster {
+    pub(super) fn propose_membership(&mut self, view: &View, new: View) {
+        if self.tick_membership_proposed.is_some_and(|(number, tick)| {
+            number == view.number && self.tick - tick < 10 * self.settings.suspect_ticks
+        }) {
+            return;
+        }
+        self.tick_membership_proposed = Some((view.number, self.tick));
+        let command = Command::ChangeView {
+            group: self.settings.group,
+            from_view: view.number,
+            view: new,
+        };
+        let _ = self.config.propose(command);
+    }
+
+    pub(super) fn on_join(&mut self, from: NodeId, view_number: u64) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader() || view.number != view_number || self.collecting.is_some() {
+            return;
+        }
+        if let Ok(new) = rule::add_spare(&view, from) {
+            self.propose_membership(&view, new);
+        }
+    }
+
+    pub(super) fn on_caught_up(&mut self, from: NodeId, view_number: u64, node: NodeId) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader()
+            || view.number != view_number
+            || from != view.primary
+            || self.collecting.is_some()
+        {
+            return;
+        }
+        if let Ok(new) = rule::promote_spare(&view, node) {
+            self.propose_membership(&view, new);
+        }
+    }
+
+    /// A node outside the view asks to join, every few suspicion timeouts.
+    pub(super) fn maybe_join(&mut self) {
+        if self.member() != Member::Outside || !self.loaded {
+            return;
+        }
+        let Some(view) = &self.view else { return };
+        let period = 10 * self.settings.suspect_ticks;
+        if self
+            .tick_join_sent
+            .is_some_and(|tick| self.tick - tick < period)
+        {
+            return;
+        }
+        self.tick_join_sent = Some(self.tick);
+        let join = ClusterMessage::Join {
+            group: self.settings.group,
+            view: view.number,
+        };
+        self.send_coordinator(join);
+    }
+}

@@ -1,0 +1,258 @@
+//! The view change for a failed primary, as the coordinator runs it and the backups take
+//! part: suspicions, the freeze, the reports, and the promotion proposed through Raft.
+
+use super::*;
+
+impl Cluster {
+    pub(super) fn on_suspect(
+        &mut self,
+        from: NodeId,
+        view_number: u64,
+        suspect: NodeId,
+        behind: &[NodeId],
+    ) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader() || view.number != view_number {
+            return;
+        }
+        if suspect == view.primary {
+            // A backup lost the primary. If this node is a backup that still hears it, the
+            // fault is the reporter's link: the primary will suspect that backup and have it
+            // removed, which costs less than replacing the primary.
+            // A coordinator that is the suspected primary and serves is alive. Otherwise
+            // the suspicion waits (`suspicion_pending`) until the coordinator has itself
+            // heard nothing of the primary for `suspect_ticks`: a freeze cannot be undone,
+            // so one backup's word is not enough while the primary still says it is alive.
+            if !view.backups.contains(&from) {
+                return;
+            }
+            if self
+                .collecting
+                .as_ref()
+                .is_some_and(|c| c.view == view.number)
+            {
+                // A backup that still suspects while a change is collected has not reported:
+                // its Freeze may have been lost, so it is sent again.
+                let reported = self
+                    .collecting
+                    .as_ref()
+                    .is_some_and(|collecting| collecting.reports.contains_key(&from));
+                if !reported && from != self.settings.node {
+                    let freeze = ClusterMessage::Freeze {
+                        group: self.settings.group,
+                        view: view.number,
+                    };
+                    self.ready.messages.push((from, freeze));
+                }
+                return;
+            }
+            self.suspicion_pending = Some(self.tick);
+            self.maybe_confirm_suspicion();
+        } else if from == view.primary && view.backups.contains(&suspect) {
+            // The primary is alive (it says so). A change collecting reports does not hold the
+            // removal back unless the suspect reported: a backup that lost its memory never
+            // reports, and the collection would wait for it for good (the simulator found
+            // that). Whichever change the config store commits first voids the other.
+            let reported = self
+                .collecting
+                .as_ref()
+                .is_some_and(|collecting| collecting.reports.contains_key(&suspect));
+            if !reported {
+                let new = rule::remove_backup(&view, suspect, behind).expect("checked: a backup");
+                // A view without a backup cannot survive its primary: no one could report,
+                // and with 2-safe nothing new is acknowledged in it anyway. The last backup
+                // stays (a spare that catches up joins it; if the primary dies, this backup
+                // is promoted). Found in a benchmark: a primary removed its last backup on a
+                // false suspicion just before it was killed, and the group never recovered.
+                if !new.backups.is_empty() {
+                    self.propose_membership(&view, new);
+                }
+            }
+        } else if from == view.primary && view.spares.contains(&suspect) {
+            // A silent spare simply leaves; it asks to join again when it is back.
+            if self.collecting.is_none() {
+                let mut new = view.clone();
+                new.number += 1;
+                new.spares.retain(|&node| node != suspect);
+                self.propose_membership(&view, new);
+            }
+        }
+    }
+
+    pub(super) fn start_collecting(&mut self, view: &View) {
+        if self
+            .collecting
+            .as_ref()
+            .is_some_and(|c| c.view == view.number)
+        {
+            return;
+        }
+        self.collecting = Some(Collecting {
+            view: view.number,
+            reports: BTreeMap::new(),
+            tick_started: self.tick,
+            tick_freeze_sent: self.tick,
+            tick_proposed: None,
+        });
+        for &backup in &view.backups {
+            let freeze = ClusterMessage::Freeze {
+                group: self.settings.group,
+                view: view.number,
+            };
+            if backup == self.settings.node {
+                self.on_freeze(view.number);
+            } else {
+                self.ready.messages.push((backup, freeze));
+            }
+        }
+    }
+
+    pub(super) fn on_freeze(&mut self, view_number: u64) {
+        let Some(view) = &self.view else { return };
+        if view.number != view_number || self.member() != Member::Backup {
+            return;
+        }
+        if self.frozen.is_none() {
+            self.frozen = Some(Frozen {
+                view: view_number,
+                lsn_received: None,
+                tick_reported: None,
+            });
+            self.ready
+                .events
+                .push(ClusterEvent::Freeze { view: view_number });
+        }
+    }
+
+    /// Reports a frozen backup's LSN once its lease ran out, and again every `suspect_ticks`
+    /// until a new view is committed (the coordinator may have changed).
+    pub(super) fn maybe_report(&mut self) {
+        let Some(frozen) = &self.frozen else { return };
+        let Some(lsn_received) = frozen.lsn_received else {
+            return;
+        };
+        if self.tick - self.tick_heard_primary < self.settings.lease_ticks {
+            return;
+        }
+        if frozen
+            .tick_reported
+            .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)
+        {
+            return;
+        }
+        let view = frozen.view;
+        let first_report = frozen.tick_reported.is_none();
+        self.frozen.as_mut().expect("checked").tick_reported = Some(self.tick);
+        if first_report {
+            self.ready.events.push(ClusterEvent::Reported { view });
+        }
+        let report = ClusterMessage::Report {
+            group: self.settings.group,
+            view,
+            lsn_received,
+        };
+        self.send_coordinator(report);
+    }
+
+    pub(super) fn on_report(&mut self, from: NodeId, view_number: u64, lsn_received: u64) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader() || view.number != view_number || !view.backups.contains(&from) {
+            return;
+        }
+        // A report is a suspicion too: a coordinator that took over mid-change continues it.
+        self.start_collecting(&view);
+        let collecting = self.collecting.as_mut().expect("started above");
+        collecting.reports.insert(from, lsn_received);
+        // The last report proposes at once rather than at the next tick.
+        self.coordinate();
+    }
+
+    pub(super) fn coordinate(&mut self) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader() {
+            return;
+        }
+        let Some(collecting) = &mut self.collecting else {
+            return;
+        };
+        if let Some(tick) = collecting.tick_proposed {
+            // Raft lost it (a leader change in between) or it was refused: try again.
+            if self.tick - tick >= 10 * self.settings.suspect_ticks {
+                collecting.tick_proposed = None;
+            } else {
+                return;
+            }
+        }
+        let all = collecting.reports.len() == view.backups.len();
+        let waited = self.tick - collecting.tick_started >= self.settings.collect_ticks;
+        let needed = rule::reports_needed(view.backups.len(), self.settings.safety);
+        if !(all || (waited && collecting.reports.len() >= needed)) {
+            // No view change waits for good on a member that cannot answer. A backup that
+            // lost its memory never reports; while the primary says it runs, a view under the
+            // same primary ends the change: it unfreezes the backups that reported, and the
+            // primary then has the silent one removed (the simulator found clusters stuck for
+            // good: a restarted backup could not report, the other was frozen, and the live
+            // primary could commit nothing). Nothing is truncated, so no report is needed.
+            let stalled = self.tick - collecting.tick_started
+                >= self
+                    .settings
+                    .collect_ticks
+                    .max(RESUME_AFTER_SUSPICIONS * self.settings.suspect_ticks);
+            let primary_runs = self
+                .tick_alive_primary
+                .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks);
+            if stalled && primary_runs {
+                collecting.tick_proposed = Some(self.tick);
+                let resumed = View {
+                    number: view.number + 1,
+                    ..view.clone()
+                };
+                let command = Command::ChangeView {
+                    group: self.settings.group,
+                    from_view: view.number,
+                    view: resumed,
+                };
+                let _ = self.config.propose(command);
+                return;
+            }
+            // A lost Freeze would hold the change (and every membership change behind it)
+            // for good if the backup never suspects again: it goes again every suspicion
+            // timeout to the backups that have not reported.
+            if self.tick - collecting.tick_freeze_sent >= self.settings.suspect_ticks {
+                collecting.tick_freeze_sent = self.tick;
+                let silent: Vec<NodeId> = view
+                    .backups
+                    .iter()
+                    .copied()
+                    .filter(|node| !collecting.reports.contains_key(node))
+                    .filter(|&node| node != self.settings.node)
+                    .collect();
+                for backup in silent {
+                    let freeze = ClusterMessage::Freeze {
+                        group: self.settings.group,
+                        view: view.number,
+                    };
+                    self.ready.messages.push((backup, freeze));
+                }
+            }
+            return;
+        }
+        let Ok(new) = rule::promote(&view, &collecting.reports, self.settings.safety) else {
+            return;
+        };
+        collecting.tick_proposed = Some(self.tick);
+        let command = Command::ChangeView {
+            group: self.settings.group,
+            from_view: view.number,
+            view: new,
+        };
+        // Not the leader any more: the next leader collects again from the repeated reports.
+        let _ = self.config.propose(command);
+    }
+}

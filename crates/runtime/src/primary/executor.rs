@@ -1,0 +1,577 @@
+//! The executor thread: it drives the node core's primary role (the store and the
+//! replication core) and carries out its `RoleReady` (see the parent module).
+
+use super::*;
+
+pub(super) struct LocalDriver {
+    pub(super) driver: Box<dyn Driver>,
+    pub(super) load: Arc<LocalLoad>,
+    pub(super) args: Vec<u8>,
+    /// The call generated ahead and prefetched (the executor works one call ahead).
+    pub(super) id_next: Option<ProcId>,
+    pub(super) args_next: Vec<u8>,
+    pub(super) started: Instant,
+    pub(super) calls_since_clock: usize,
+}
+
+/// Local calls that share one reading of the clock as their start time.
+const LOCAL_CALLS_PER_CLOCK_READ: usize = 16;
+
+pub(super) struct ConnOut {
+    pub(super) out: Sender<Vec<u8>>,
+    pub(super) buf: Vec<u8>,
+    pub(super) unanswered: Arc<AtomicU64>,
+}
+
+impl ConnOut {
+    /// Counts one call answered (a reply or an Error frame).
+    pub(super) fn answered(&self) {
+        self.unanswered.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pub(super) struct Executor {
+    pub(super) node_id: NodeId,
+    /// The primary role's decisions: the store, the replication core, each call's outcome.
+    pub(super) role: PrimaryRole<ReplyTo>,
+    pub(super) ready: RoleReady<ReplyTo>,
+    pub(super) links: BTreeMap<NodeId, Sender<Message>>,
+    /// Links whose thread stopped (said once each).
+    pub(super) links_lost: BTreeSet<NodeId>,
+    pub(super) link_factory: LinkFactory,
+    /// Where the node hears about backups (cluster mode), if anywhere.
+    pub(super) observed: Option<Sender<Observed>>,
+    /// When each backup's last sign of life was passed to `observed`.
+    pub(super) observed_sent: BTreeMap<NodeId, Instant>,
+    pub(super) conns: BTreeMap<ConnId, ConnOut>,
+    /// Calls received and not yet run, with the index of the next one in each batch.
+    pub(super) queue: VecDeque<(CallBatch, usize)>,
+    pub(super) local: Option<LocalDriver>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) tick: Duration,
+    /// When the core's tick 1 began: the clock's tick at any instant counts from here.
+    pub(super) tick_origin: Instant,
+    /// Latencies of local replies released in this turn, in nanoseconds.
+    pub(super) replies_local: Vec<u64>,
+    /// Payload bytes of every record shipped, by class (an active record's are data and
+    /// meta; a passive trace's are data, undo and meta).
+    pub(super) shipped: ClassBytes,
+    /// Batch bytes handed to the links, framing included (once per backup).
+    pub(super) wire_bytes: u64,
+    pub(super) commits: u64,
+    /// What the metrics have been told of `commits` and `rollbacks` so far.
+    pub(super) commits_reported: u64,
+    pub(super) rollbacks: u64,
+    pub(super) rollbacks_reported: u64,
+    /// The last committed LSN, for the client threads' Welcome frames.
+    pub(super) lsn_committed: Arc<AtomicU64>,
+    /// Each backup's gauges, in the order of the view's backups (looked up once, not per turn).
+    pub(super) backup_gauges: Vec<BackupGauges>,
+    /// The view, for the client threads' Welcome frames.
+    pub(super) view_shared: Arc<AtomicU64>,
+}
+
+/// Handles on one backup's labelled gauges.
+pub(super) struct BackupGauges {
+    pub(super) lsn_received: Gauge,
+    pub(super) lsn_applied: Gauge,
+    pub(super) lag_records: Gauge,
+}
+
+impl BackupGauges {
+    pub(super) fn new(metrics: &Metrics, node: NodeId) -> BackupGauges {
+        let label = crate::metrics::BackupLabel {
+            backup: node.to_string(),
+        };
+        BackupGauges {
+            lsn_received: metrics.backup_lsn_received.get_or_create(&label).clone(),
+            lsn_applied: metrics.backup_lsn_applied.get_or_create(&label).clone(),
+            lag_records: metrics.backup_lag_records.get_or_create(&label).clone(),
+        }
+    }
+}
+
+/// Calls run per turn before the executor looks at its inbox again.
+const CALLS_PER_TURN: usize = 512;
+/// The longest a turn runs calls (or a quarter of a tick, if less): replies released in it
+/// leave at its end, and the lease allows them a tick at most (see `lease_ticks` in `start`).
+const TURN_MAX: Duration = Duration::from_micros(250);
+
+impl Executor {
+    pub(super) fn run(mut self, inbound: Receiver<Inbound>) {
+        self.tick_origin = Instant::now();
+        let mut next_tick = self.tick_origin + self.tick;
+        loop {
+            // 1. Ticks, every one missed replayed: the lease is measured in them, so the
+            // primary's tick must be current before an ack can release a reply.
+            let now = Instant::now();
+            while now >= next_tick {
+                self.role.tick();
+                next_tick += self.tick;
+            }
+            // 2. Everything that arrived.
+            loop {
+                match inbound.try_recv() {
+                    Ok(Inbound::Control(Control::Stop)) => {
+                        self.finish();
+                        return;
+                    }
+                    Ok(event) => self.handle(event),
+                    Err(_) => break,
+                }
+            }
+            // 3. Calls.
+            let ran = self.run_calls();
+            // 4. Nothing more to run right now: ship what is open.
+            let idle = self.queue.is_empty() && !self.local_can_issue();
+            if idle || ran == 0 {
+                self.role.flush();
+            }
+            self.dispatch();
+            if self.role.primary().is_deposed() {
+                self.refuse_queued();
+                return;
+            }
+            // 5. Wait for work when there is none.
+            if ran == 0 {
+                let timeout = next_tick.saturating_duration_since(Instant::now());
+                match inbound.recv_timeout(timeout) {
+                    Ok(Inbound::Control(Control::Stop)) => {
+                        self.finish();
+                        return;
+                    }
+                    Ok(event) => self.handle(event),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        }
+    }
+
+    pub(super) fn local_can_issue(&self) -> bool {
+        self.local.as_ref().is_some_and(|local| {
+            local.load.active.load(Ordering::Relaxed)
+                && (local.load.outstanding.load(Ordering::Relaxed) as usize) < local.load.clients
+        })
+    }
+
+    pub(super) fn handle(&mut self, event: Inbound) {
+        match event {
+            Inbound::Calls(batch) => self.queue.push_back((batch, 0)),
+            Inbound::Peer { from, message } => self.role.step(from, message),
+            Inbound::LinkUp { node } => self.role.link_reset(node),
+            Inbound::ConnOpened {
+                conn,
+                out,
+                unanswered,
+            } => {
+                self.conns.insert(
+                    conn,
+                    ConnOut {
+                        out,
+                        buf: Vec::new(),
+                        unanswered,
+                    },
+                );
+            }
+            Inbound::ConnClosed { conn } => {
+                self.conns.remove(&conn);
+            }
+            Inbound::Control(Control::Status(reply)) => {
+                let _ = reply.send(self.status());
+            }
+            Inbound::Control(Control::Checksum(reply)) => {
+                let store = self.role.store();
+                let segment = store.segment();
+                let mut checksum = Checksum::of(segment.bytes(), segment.lsn());
+                checksum.check = store.model().check(segment).err().map(|e| e.to_string());
+                let _ = reply.send(checksum);
+            }
+            Inbound::View {
+                view,
+                backups,
+                spares,
+                addresses,
+            } => {
+                if self.role.install_view(view, &backups, &spares) {
+                    self.view_shared.store(view, Ordering::Release);
+                    let members: Vec<NodeId> = backups.iter().chain(&spares).copied().collect();
+                    // A link whose member left ends when its sender is dropped.
+                    self.links.retain(|node, _| members.contains(node));
+                    for (node, address) in addresses {
+                        if members.contains(&node) && !self.links.contains_key(&node) {
+                            match self.link_factory.spawn(node, address) {
+                                Ok(link) => {
+                                    self.links.insert(node, link);
+                                }
+                                Err(err) => eprintln!("node {}: {err}", self.node_id),
+                            }
+                        }
+                    }
+                    self.refresh_gauges();
+                }
+            }
+            Inbound::Depose { view } => self.role.depose(view),
+            Inbound::PrepareRemoval { view, backup } => self.role.prepare_removal(view, backup),
+            Inbound::Control(Control::Stop) => unreachable!("handled by the loop"),
+        }
+    }
+
+    pub(super) fn status(&self) -> NodeStatus {
+        let primary = self.role.primary();
+        let lsn = self.role.store().segment().lsn();
+        NodeStatus {
+            node_id: self.node_id,
+            role: "primary",
+            view: primary.view(),
+            lsn,
+            lsn_applied: lsn,
+            pending_replies: primary.pending_replies() as u64,
+            commits: self.commits,
+            shipped_data_bytes: self.shipped.data,
+            shipped_undo_bytes: self.shipped.undo,
+            shipped_meta_bytes: self.shipped.meta,
+            shipped_wire_bytes: self.wire_bytes,
+            check: None,
+            backups: primary.backup_progress().collect(),
+        }
+    }
+
+    /// Runs queued calls, then local ones, for at most `CALLS_PER_TURN` calls or `TURN_MAX`.
+    /// Returns how many ran.
+    pub(super) fn run_calls(&mut self) -> usize {
+        let mut ran = 0;
+        let turn_started = Instant::now();
+        let turn_max = (self.tick / 4).min(TURN_MAX);
+        // The clock is read every 16 calls: a read costs a fifth of a Debit-Credit call.
+        let turn_over = |ran: usize| {
+            ran >= CALLS_PER_TURN
+                || (ran.is_multiple_of(16) && ran > 0 && turn_started.elapsed() >= turn_max)
+        };
+        // The front batch is taken out of the queue while its calls run (they borrow its
+        // bytes), and put back if flow control stops the turn half-way.
+        while !turn_over(ran) {
+            let Some((batch, mut next)) = self.queue.pop_front() else {
+                break;
+            };
+            let mut stalled = false;
+            while next < batch.calls.len() && !turn_over(ran) {
+                let slot = &batch.calls[next];
+                let call = Call {
+                    client_id: batch.client_id,
+                    seq: slot.seq,
+                    proc_id: ProcId(slot.proc_id),
+                    args: &batch.bytes[slot.args.clone()],
+                    read_only: slot.read_only,
+                    safety: slot.safety,
+                };
+                let to = ReplyTo::Remote {
+                    conn: batch.conn,
+                    started: Instant::now(),
+                };
+                match self.role.run_call(&call, to) {
+                    Ran::Stalled => {
+                        self.metrics.flow_control_stalls.inc();
+                        stalled = true;
+                        break;
+                    }
+                    Ran::Committed { shipped, .. } => {
+                        self.commits += 1;
+                        self.shipped += shipped;
+                    }
+                    Ran::Duplicate { .. } => {
+                        self.metrics.duplicates_answered.inc();
+                    }
+                    Ran::RolledBack => self.rollbacks += 1,
+                    Ran::Read | Ran::Refused(_) => {}
+                }
+                next += 1;
+                ran += 1;
+            }
+            if next < batch.calls.len() {
+                self.queue.push_front((batch, next));
+            }
+            if stalled {
+                return ran;
+            }
+        }
+        while !turn_over(ran) && self.local_can_issue() {
+            let safety = self.role.primary().effective_safety(None);
+            if !self.role.can_commit(safety) {
+                self.metrics.flow_control_stalls.inc();
+                break;
+            }
+            self.run_local(safety);
+            ran += 1;
+        }
+        ran
+    }
+
+    pub(super) fn run_local(&mut self, safety: Safety) {
+        let local = self.local.as_mut().expect("local load");
+        // Reading the clock costs as much as a fifth of a Debit-Credit call, so local calls
+        // share a start time per run of LOCAL_CALLS_PER_CLOCK_READ (a few microseconds).
+        if local.calls_since_clock == 0 {
+            local.started = Instant::now();
+        }
+        local.calls_since_clock = (local.calls_since_clock + 1) % LOCAL_CALLS_PER_CLOCK_READ;
+        let started = local.started;
+        let id = match local.id_next.take() {
+            Some(id) => id,
+            None => local.driver.next_call(&mut local.args_next),
+        };
+        std::mem::swap(&mut local.args, &mut local.args_next);
+        // Work one call ahead: the next call's records start loading while this one runs.
+        let id_next = local.driver.next_call(&mut local.args_next);
+        self.role.store().prefetch(id_next, &local.args_next);
+        local.id_next = Some(id_next);
+        local.load.outstanding.fetch_add(1, Ordering::Relaxed);
+        let outcome = self
+            .role
+            .run_local(id, &local.args, safety, ReplyTo::Local { started });
+        match outcome {
+            Ok(shipped) => {
+                local.driver.observe(id, &local.args, Ok(()));
+                self.commits += 1;
+                self.shipped += shipped;
+            }
+            Err(err) => {
+                local.driver.observe(id, &local.args, Err(&err));
+                self.rollbacks += 1;
+            }
+        }
+    }
+
+    /// Acts on the core's outputs: messages to the links, replies to their clients.
+    pub(super) fn dispatch(&mut self) {
+        self.role.take_ready(&mut self.ready);
+        // A transfer's pages were copied into its messages while the executor waited: it
+        // costs a pause proportional to the pages changed since the member's LSN.
+        for (node, sent) in self.ready.transfers_sent.drain(..) {
+            eprintln!(
+                "node {}: state transfer to node {node}: {} pages changed after LSN {}, as of \
+                 LSN {}",
+                self.node_id, sent.pages, sent.lsn_from, sent.lsn
+            );
+        }
+        self.pass_observed();
+        for (to, message) in self.ready.replication.messages.drain(..) {
+            if let Message::Batch(bytes) = &message {
+                self.metrics.batches_shipped.inc();
+                self.metrics.bytes_shipped.inc_by(bytes.len() as u64);
+                self.wire_bytes += bytes.len() as u64;
+            }
+            // A link reconnects for as long as the role runs: a send fails only if its
+            // thread panicked, and then that backup hears nothing more and is removed once
+            // the primary suspects it. Said once per link.
+            if let Some(link) = self.links.get(&to)
+                && link.send(message).is_err()
+                && self.links_lost.insert(to)
+            {
+                eprintln!(
+                    "node {}: the link to node {to} stopped; that backup will be suspected",
+                    self.node_id
+                );
+            }
+        }
+        let now = Instant::now();
+        // Counters move once per turn, not once per call: an atomic add per call costs as
+        // much as a tenth of a Debit-Credit call.
+        self.metrics
+            .replies_released
+            .inc_by(self.ready.replication.replies.len() as u64);
+        self.metrics
+            .commits
+            .inc_by(self.commits - self.commits_reported);
+        self.commits_reported = self.commits;
+        self.metrics
+            .rollbacks
+            .inc_by(self.rollbacks - self.rollbacks_reported);
+        self.rollbacks_reported = self.rollbacks;
+        // The core released these at its tick, earlier in the turn: it says which to send
+        // now, which to withhold (a lease that ran out since: its client retries) and which
+        // to answer "not primary" (abandoned by a deposed primary).
+        let tick_now = 1
+            + (now.duration_since(self.tick_origin).as_nanos() / self.tick.as_nanos().max(1))
+                as u64;
+        let mut withheld = 0;
+        for disposition in self.ready.drain_replies(tick_now) {
+            match disposition {
+                Disposition::Send(reply) => {
+                    let Answer { to, seq, kind } = reply.reply;
+                    let (conn, started) = match to {
+                        ReplyTo::Local { started } => {
+                            self.replies_local
+                                .push(now.duration_since(started).as_nanos() as u64);
+                            continue;
+                        }
+                        ReplyTo::Remote { conn, started } => (conn, started),
+                    };
+                    let Some(out) = self.conns.get_mut(&conn) else {
+                        continue;
+                    };
+                    match kind {
+                        AnswerKind::Committed { body, lsn_repeated } => {
+                            let lsn = lsn_repeated.unwrap_or(reply.lsn);
+                            encode_reply(&mut out.buf, seq, lsn, ReplyStatus::Committed, &body);
+                        }
+                        AnswerKind::RolledBack { message } => {
+                            let status = ReplyStatus::RolledBack;
+                            encode_reply(&mut out.buf, seq, reply.lsn, status, message.as_bytes());
+                        }
+                        AnswerKind::Refused { refusal, message } => {
+                            encode_error(&mut out.buf, error_code(refusal), &message);
+                            out.answered();
+                            continue;
+                        }
+                    }
+                    out.answered();
+                    self.metrics
+                        .ack_latency_seconds
+                        .observe(now.duration_since(started).as_secs_f64());
+                }
+                Disposition::Withhold(reply) => {
+                    withheld += 1;
+                    if let ReplyTo::Remote { conn, .. } = reply.reply.to
+                        && let Some(out) = self.conns.get_mut(&conn)
+                    {
+                        out.answered();
+                    }
+                }
+                Disposition::NotPrimary(reply) => {
+                    if let ReplyTo::Remote { conn, .. } = reply.reply.to
+                        && let Some(out) = self.conns.get_mut(&conn)
+                    {
+                        encode_error(
+                            &mut out.buf,
+                            ErrorCode::NotPrimary,
+                            "this primary was replaced",
+                        );
+                        out.answered();
+                    }
+                }
+            }
+        }
+        self.metrics.replies_withheld.inc_by(withheld);
+        for fault in self.ready.replication.faults.drain(..) {
+            if let PrimaryFault::TailMissed { from, .. } = fault {
+                eprintln!(
+                    "node {}: passive backup {from} needs records that left the retained tail; \
+                     restart it from the same load, or raise tuning.tail_records_max and \
+                     tuning.tail_bytes_max",
+                    self.node_id
+                );
+            }
+        }
+        self.ready.clear();
+        for out in self.conns.values_mut() {
+            if !out.buf.is_empty() {
+                let _ = out.out.send(std::mem::take(&mut out.buf));
+            }
+        }
+        if let Some(local) = &self.local
+            && !self.replies_local.is_empty()
+        {
+            let count = self.replies_local.len() as u64;
+            let mut histogram = local.load.latency_ns.lock().expect("not poisoned");
+            for &latency in &self.replies_local {
+                let _ = histogram.record(latency.max(1));
+            }
+            drop(histogram);
+            local.load.replies.fetch_add(count, Ordering::Relaxed);
+            local.load.outstanding.fetch_sub(count, Ordering::Relaxed);
+            self.replies_local.clear();
+        }
+        let lsn = self.role.primary().lsn_committed();
+        self.lsn_committed.store(lsn, Ordering::Release);
+        self.metrics.lsn_committed.set(lsn as i64);
+        let gauges = self.backup_gauges.iter();
+        for ((_, received, applied), gauges) in self.role.primary().backup_progress().zip(gauges) {
+            gauges.lsn_received.set(received as i64);
+            gauges.lsn_applied.set(applied as i64);
+            gauges.lag_records.set(lsn.saturating_sub(applied) as i64);
+        }
+    }
+
+    /// A deposed primary answers the calls it never ran: another node is the primary now,
+    /// and the client resends them there with the same (client id, seq).
+    pub(super) fn refuse_queued(&mut self) {
+        for (batch, next) in self.queue.drain(..) {
+            if let Some(out) = self.conns.get_mut(&batch.conn) {
+                for _ in next..batch.calls.len() {
+                    encode_error(
+                        &mut out.buf,
+                        ErrorCode::NotPrimary,
+                        "this primary was replaced",
+                    );
+                    out.answered();
+                }
+            }
+        }
+        for out in self.conns.values_mut() {
+            if !out.buf.is_empty() {
+                let _ = out.out.send(std::mem::take(&mut out.buf));
+            }
+        }
+    }
+
+    /// Looks up the gauges of the view's backups and spares, in `backup_progress` order.
+    pub(super) fn refresh_gauges(&mut self) {
+        self.backup_gauges = self
+            .role
+            .primary()
+            .backup_progress()
+            .map(|(node, _, _)| BackupGauges::new(&self.metrics, node))
+            .collect();
+    }
+
+    /// Tells the node's supervisor what the role observed. The failure detector needs a
+    /// sign of life per tick, not every ack: one `Heard` per backup per `OBSERVE_INTERVAL`
+    /// keeps its thread quiet.
+    pub(super) fn pass_observed(&mut self) {
+        let Some(observed) = &self.observed else {
+            self.ready.observed.clear();
+            return;
+        };
+        let now = Instant::now();
+        for event in self.ready.observed.drain(..) {
+            if let Observed::Heard(node) = event {
+                let due = self
+                    .observed_sent
+                    .get(&node)
+                    .is_none_or(|&sent| now.duration_since(sent) >= OBSERVE_INTERVAL);
+                if !due {
+                    continue;
+                }
+                self.observed_sent.insert(node, now);
+            }
+            // The supervisor outlives its roles; if it is gone, so is the node.
+            let _ = observed.send(event);
+        }
+    }
+
+    /// Checks the data model's consistency and the local driver's tallies before stopping.
+    pub(super) fn finish(&mut self) {
+        if let Some(local) = &self.local {
+            let store = self.role.store();
+            let segment = store.segment();
+            let result = store
+                .model()
+                .check(segment)
+                .and_then(|()| local.driver.check(segment))
+                .map_err(|err| err.to_string());
+            *local.load.check.lock().expect("not poisoned") = Some(result);
+        }
+    }
+}
+
+/// The Error frame's code for a refused call.
+pub(super) fn error_code(refusal: Refusal) -> ErrorCode {
+    match refusal {
+        Refusal::UnknownProcedure => ErrorCode::UnknownProcedure,
+        Refusal::WritesOnRead | Refusal::RuleUnmet | Refusal::StaleSeq | Refusal::DedupFull => {
+            ErrorCode::BadArgs
+        }
+        Refusal::Internal => ErrorCode::Internal,
+    }
+}
