@@ -10,6 +10,8 @@
 //!   from, acks what it applied, and hands the segment over to the node's next role.
 //! - [`ReceiverRole`] is a backup's receiver on its primary's connection, kept in line with
 //!   the gate and the applier.
+//! - [`BackupReads`] is when a client's read on a backup may be served, what it gets, and
+//!   when the applier holds batches back for it.
 //! - [`GateRule`] is whom a backup takes batches from, and whether a freeze for a view change
 //!   still holds.
 //! - [`Supervisor`] owns the node's cluster core and role rule and carries their outputs out
@@ -23,6 +25,7 @@
 mod backup;
 mod gate;
 mod primary;
+mod reads;
 mod receiver;
 mod rule;
 mod supervisor;
@@ -32,6 +35,7 @@ pub use gate::GateRule;
 pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,
 };
+pub use reads::{BackupReads, ReadAnswer, WaitingRead};
 pub use receiver::ReceiverRole;
 pub use rule::RoleRule;
 pub use supervisor::{DriveError, Notice, RoleHeld, Roles, Supervisor};

@@ -25,11 +25,14 @@ use std::collections::VecDeque;
 
 use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
-use tandem_node::{ApplierRole, GateRule, ReceiverRole, Replica as NodeReplica};
+use tandem_node::{
+    ApplierRole, BackupReads, GateRule, ReadAnswer, ReceiverRole, Replica as NodeReplica,
+    WaitingRead,
+};
 use tandem_replication::{
     ApplyBatch, Message, NodeId, ReceiverConfig, ReceiverFault, ReceiverReady, transfer::PageImage,
 };
-use tandem_store::{CallError, DataModel, ProcId, ProcKind};
+use tandem_store::DataModel;
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, PeerKind, ReplyStatus, Role, Welcome, encode_error, encode_peer,
     encode_reply, encode_welcome,
@@ -48,25 +51,9 @@ const APPLIER_QUEUE_BATCHES: usize = 1024;
 /// faster.
 const READ_WAIT: Duration = Duration::from_millis(10);
 
-/// A read waiting for the applier.
-struct ReadRequest {
-    seq: u64,
-    proc_id: u16,
-    min_lsn: u64,
-    args: Vec<u8>,
-    deadline: Instant,
-    /// The encoded answer (a `Reply` or an `Error` frame) goes back here.
-    answer: Sender<Vec<u8>>,
-}
-
-/// How a read-only procedure ran on a backup.
-enum ReadOutcome {
-    Read,
-    RolledBack(String),
-    /// The procedure writes: only the primary runs it.
-    Writes,
-    Unknown,
-}
+/// A read waiting for the applier; its encoded answer (a `Reply` or an `Error` frame) goes
+/// back through the sender.
+type ReadRequest = WaitingRead<Sender<Vec<u8>>, Instant>;
 
 /// What the applier thread receives from the receivers and the node.
 enum ToApplier {
@@ -141,21 +128,6 @@ struct Replica {
 impl Replica {
     fn lsn_applied(&self) -> u64 {
         self.applier.lsn_applied()
-    }
-
-    fn read(&self, proc_id: u16, args: &[u8], body: &mut Vec<u8>) -> ReadOutcome {
-        let (Some(segment), Some(model)) = (self.applier.segment(), &self.model) else {
-            return ReadOutcome::Writes;
-        };
-        let id = ProcId(proc_id);
-        if model.kind(id) == Some(ProcKind::Write) {
-            return ReadOutcome::Writes;
-        }
-        match tandem_store::read(&**model, segment, id, args, body) {
-            Ok(()) => ReadOutcome::Read,
-            Err(CallError::Proc(err)) => ReadOutcome::RolledBack(err.to_string()),
-            Err(_) => ReadOutcome::Unknown,
-        }
     }
 
     fn checksum(&self) -> Checksum {
@@ -676,7 +648,7 @@ fn serve_reads(
                         min_lsn: read.min_lsn,
                         args: read.args.to_vec(),
                         deadline: Instant::now() + READ_WAIT,
-                        answer,
+                        to: answer,
                     };
                     if to_applier.send(ToApplier::Read(request)).is_err() {
                         return Err(ConnError::Closed);
@@ -703,79 +675,71 @@ fn serve_reads(
     }
 }
 
-/// Answers the reads that can be answered now: those whose `min_lsn` is applied while nothing
-/// applied is beyond what the primary released, and those past their deadline (`Busy`).
-fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Vec<ReadRequest>) {
+/// Answers the reads the node core's rule says can be answered now (see
+/// [`tandem_node::BackupReads::answer`]), each as a frame to its reader thread.
+fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Reads) {
     if reads.is_empty() {
         return;
     }
-    let lsn = replica.lsn_applied();
     let lsn_released = state.lsn_released.load(Ordering::Acquire);
-    let now = Instant::now();
-    let mut body = Vec::new();
-    reads.retain(|read| {
-        let mut frame = Vec::new();
-        if read.min_lsn <= lsn && lsn <= lsn_released {
-            let mut outcome = replica.read(read.proc_id, &read.args, &mut body);
-            let body_len_max = tandem_wire::reply_body_len_max(state.max_frame_len);
-            if matches!(outcome, ReadOutcome::Read) && body.len() > body_len_max {
-                outcome = ReadOutcome::RolledBack(
-                    CallError::ReplyTooLong {
-                        reply_len: body.len(),
-                        reply_len_max: body_len_max,
-                    }
-                    .to_string(),
-                );
-            }
-            match outcome {
-                ReadOutcome::Read => {
-                    encode_reply(&mut frame, read.seq, lsn, ReplyStatus::Committed, &body);
+    let model = replica.model.as_deref();
+    reads.answer(
+        &replica.applier,
+        model,
+        lsn_released,
+        Instant::now(),
+        |to, seq, answer| {
+            let mut frame = Vec::new();
+            match answer {
+                ReadAnswer::Served { lsn, body } => {
+                    encode_reply(&mut frame, seq, lsn, ReplyStatus::Committed, &body);
                     state.metrics.reads_served.inc();
                 }
-                ReadOutcome::RolledBack(reason) => {
+                ReadAnswer::RolledBack { lsn, reason } => {
                     let status = ReplyStatus::RolledBack;
-                    encode_reply(&mut frame, read.seq, lsn, status, reason.as_bytes());
+                    encode_reply(&mut frame, seq, lsn, status, reason.as_bytes());
                 }
-                ReadOutcome::Writes => {
+                ReadAnswer::Writes { proc_id } => {
                     let message = format!(
-                        "procedure {} writes: send it to the primary, not to backup {}",
-                        read.proc_id, state.node_id
+                        "procedure {proc_id} writes: send it to the primary, not to backup {}",
+                        state.node_id
                     );
                     encode_error(&mut frame, ErrorCode::NotPrimary, &message);
                 }
-                ReadOutcome::Unknown => {
-                    let message = format!("no procedure has id {}", read.proc_id);
+                ReadAnswer::Unknown { proc_id } => {
+                    let message = format!("no procedure has id {proc_id}");
                     encode_error(&mut frame, ErrorCode::UnknownProcedure, &message);
                 }
+                ReadAnswer::Busy {
+                    lsn_applied,
+                    lsn_released,
+                    min_lsn,
+                } => {
+                    let message = format!(
+                        "node {} has applied LSN {lsn_applied} and may show up to LSN \
+                     {lsn_released}; the read needs LSN {min_lsn}: ask the primary",
+                        state.node_id
+                    );
+                    encode_error(&mut frame, ErrorCode::Busy, &message);
+                    state.metrics.reads_refused.inc();
+                }
             }
-        } else if now >= read.deadline {
-            let message = format!(
-                "node {} has applied LSN {lsn} and may show up to LSN {lsn_released}; the read \
-                 needs LSN {}: ask the primary",
-                state.node_id, read.min_lsn
-            );
-            encode_error(&mut frame, ErrorCode::Busy, &message);
-            state.metrics.reads_refused.inc();
-        } else {
-            return true;
-        }
-        let _ = read.answer.send(frame);
-        false
-    });
+            // A reader that left (its client closed) needs no answer.
+            let _ = to.send(frame);
+        },
+    );
 }
 
-/// Whether a waiting read needs only the primary to release what is applied: applying more
-/// would move the state past what it may show, so the applier holds batches back.
-fn holding_for_reads(replica: &Replica, state: &Shared, reads: &[ReadRequest]) -> bool {
-    replica.lsn_applied() > state.lsn_released.load(Ordering::Acquire)
-        && read_could_be_served(replica, reads)
+/// Whether the applier holds further batches back for a waiting read.
+fn holding_for_reads(replica: &Replica, state: &Shared, reads: &Reads) -> bool {
+    reads.holding(
+        replica.lsn_applied(),
+        state.lsn_released.load(Ordering::Acquire),
+    )
 }
 
-/// Whether some waiting read's `min_lsn` is applied: the applier stops applying to serve it.
-fn read_could_be_served(replica: &Replica, reads: &[ReadRequest]) -> bool {
-    let lsn = replica.lsn_applied();
-    reads.iter().any(|read| read.min_lsn <= lsn)
-}
+/// The reads waiting at the applier.
+type Reads = BackupReads<Sender<Vec<u8>>, Instant>;
 
 /// `tail_start`: the batches a backup that switched primaries kept (oldest first, ending at its
 /// segment's LSN), so that its retained tail stays whole across a view change.
@@ -788,7 +752,7 @@ fn run_applier(
     let mut frame = Vec::new();
     // Items taken off the channel while batches were held back for a read, in order.
     let mut held: VecDeque<ToApplier> = VecDeque::new();
-    let mut reads: Vec<ReadRequest> = Vec::new();
+    let mut reads = Reads::new(tandem_wire::reply_body_len_max(state.max_frame_len));
     loop {
         serve_reads_waiting(&replica, &state, &mut reads);
         if holding_for_reads(&replica, &state, &reads) {
@@ -812,9 +776,7 @@ fn run_applier(
             if held.iter().all(|item| matches!(item, ToApplier::Batch(_))) {
                 continue;
             }
-            for read in &mut reads {
-                read.deadline = Instant::now();
-            }
+            reads.expire(Instant::now());
             serve_reads_waiting(&replica, &state, &mut reads);
         }
         let first = match held.pop_front() {
@@ -832,7 +794,7 @@ fn run_applier(
                 ToApplier::Read(read) => {
                     reads.push(read);
                     // Stop applying while it could be served as things stand.
-                    if read_could_be_served(&replica, &reads) {
+                    if reads.could_be_served(replica.lsn_applied()) {
                         break;
                     }
                 }
@@ -975,9 +937,17 @@ mod tests {
             min_lsn,
             args: 0u32.to_le_bytes().to_vec(),
             deadline,
-            answer,
+            to: answer,
         };
         (request, answered)
+    }
+
+    fn reads_with(request: ReadRequest) -> Reads {
+        let mut reads = Reads::new(tandem_wire::reply_body_len_max(
+            tandem_wire::MAX_FRAME_LEN_DEFAULT,
+        ));
+        reads.push(request);
+        reads
     }
 
     fn decoded(bytes: &[u8]) -> Frame<'_> {
@@ -995,7 +965,7 @@ mod tests {
         // Applied beyond what the primary released: nothing is shown yet.
         let state = state(lsn - 1);
         let (request, answered) = read(lsn - 1, BALANCE.0, later);
-        let mut reads = vec![request];
+        let mut reads = reads_with(request);
         serve_reads_waiting(&replica, &state, &mut reads);
         assert_eq!(
             reads.len(),
@@ -1018,11 +988,11 @@ mod tests {
 
         // A read that needs a later LSN waits, then is told to ask the primary.
         let (request, answered) = read(lsn + 1, BALANCE.0, later);
-        let mut reads = vec![request];
+        let mut reads = reads_with(request);
         serve_reads_waiting(&replica, &state, &mut reads);
         assert_eq!(reads.len(), 1, "served a state older than min_lsn");
         assert!(!holding_for_reads(&replica, &state, &reads));
-        reads[0].deadline = Instant::now();
+        reads.expire(Instant::now());
         serve_reads_waiting(&replica, &state, &mut reads);
         let bytes = answered.try_recv().unwrap();
         assert!(
@@ -1036,7 +1006,7 @@ mod tests {
         let replica = replica();
         let state = state(u64::MAX);
         let (request, answered) = read(0, DEBIT_CREDIT.0, Instant::now());
-        let mut reads = vec![request];
+        let mut reads = reads_with(request);
         serve_reads_waiting(&replica, &state, &mut reads);
         let bytes = answered.try_recv().unwrap();
         assert!(matches!(
