@@ -18,7 +18,6 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use tandem_memory::Strategy;
@@ -283,8 +282,10 @@ pub struct GroupConfig {
     /// The view the listed membership belongs to, ≥ 1 (default 1).
     #[serde(default = "default_view")]
     pub view: u64,
-    /// The workload whose procedures the group runs (required).
-    pub workload: WorkloadName,
+    /// The name of the data model the group serves (required). The runtime never resolves
+    /// it: the program that starts the node does (`tandem` knows `debit-credit` and
+    /// `order-entry`) and hands the runtime the model itself.
+    pub workload: String,
     /// The segment's size in MiB, 1 to 65536 (default 50).
     #[serde(default = "default_db_mib")]
     pub db_mib: usize,
@@ -330,51 +331,6 @@ impl Mode {
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// The workloads a group can run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WorkloadName {
-    /// TPC-B as Vista runs it.
-    DebitCredit,
-    /// TPC-C's new-order, payment and delivery.
-    OrderEntry,
-}
-
-impl WorkloadName {
-    /// Every workload, in the order they are listed to users.
-    pub const ALL: [WorkloadName; 2] = [WorkloadName::DebitCredit, WorkloadName::OrderEntry];
-
-    /// The name used in configuration files and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkloadName::DebitCredit => "debit-credit",
-            WorkloadName::OrderEntry => "order-entry",
-        }
-    }
-}
-
-impl fmt::Display for WorkloadName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A workload name that is neither `debit-credit` nor `order-entry`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown workload '{0}'; accepted values: debit-credit, order-entry")]
-pub struct ParseWorkloadError(pub String);
-
-impl FromStr for WorkloadName {
-    type Err = ParseWorkloadError;
-
-    fn from_str(text: &str) -> Result<WorkloadName, ParseWorkloadError> {
-        WorkloadName::ALL
-            .into_iter()
-            .find(|workload| workload.as_str() == text)
-            .ok_or_else(|| ParseWorkloadError(text.to_owned()))
     }
 }
 
@@ -601,6 +557,12 @@ impl NodeConfig {
         let group = &self.group;
         if group.view == 0 {
             return Err(invalid("group.view", "views start at 1; use a view ≥ 1"));
+        }
+        if group.workload.trim().is_empty() {
+            return Err(invalid(
+                "group.workload",
+                "name the data model the group serves, for example \"debit-credit\"",
+            ));
         }
         if group.db_mib == 0 || group.db_mib > DB_MIB_MAX {
             return Err(invalid(
@@ -897,7 +859,7 @@ mod tests {
     #[test]
     fn round_trips_through_toml() {
         let mut config = example();
-        config.group.workload = WorkloadName::OrderEntry;
+        config.group.workload = "order-entry".into();
         config.group.strategy = Strategy::V1MirrorCopy;
         config.group.safety = Safety::TwoSafeApplied(AckCount::Of(2));
         config.group.mode = Mode::Passive;
@@ -923,19 +885,6 @@ mod tests {
             NodeConfig::from_toml_str(&text).unwrap(),
             example(),
             "{text}"
-        );
-    }
-
-    #[test]
-    fn workload_names() {
-        for workload in WorkloadName::ALL {
-            assert_eq!(workload.as_str().parse::<WorkloadName>(), Ok(workload));
-            assert_eq!(workload.to_string(), workload.as_str());
-        }
-        let error = "tpc-b".parse::<WorkloadName>().unwrap_err();
-        assert!(
-            error.to_string().contains("debit-credit, order-entry"),
-            "{error}"
         );
     }
 
@@ -1138,11 +1087,6 @@ mod tests {
                 "`active` or `passive`",
             ),
             (
-                "workload = \"debit-credit\"",
-                "workload = \"tpcb\"",
-                "order-entry",
-            ),
-            (
                 "role = \"primary\"",
                 "role = \"leader\"",
                 "`primary` or `backup`",
@@ -1154,6 +1098,9 @@ mod tests {
             ),
             ("db_mib = 50", "db_mib = -1", "db_mib"),
         ];
+        let unnamed = EXAMPLE.replacen("workload = \"debit-credit\"", "workload = \" \"", 1);
+        let error = NodeConfig::from_toml_str(&unnamed).unwrap_err().to_string();
+        assert!(error.contains("group.workload"), "{error}");
         for (from, to, expected) in cases {
             assert!(EXAMPLE.contains(from), "{from}");
             let error = NodeConfig::from_toml_str(&EXAMPLE.replacen(from, to, 1)).unwrap_err();

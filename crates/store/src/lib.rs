@@ -51,6 +51,12 @@ pub trait Workload: Sized + Clone + Send + 'static {
     /// The workload's consistency conditions, checked on the segment alone. The workloads'
     /// checks end with the dedup table's ([`DedupTable::check`]).
     fn check(&self, segment: &tandem_memory::Segment) -> Result<(), Inconsistency>;
+    /// The part of [`Workload::check`] cheap enough to run after every batch a replica
+    /// applies (a checker's sampling; none by default).
+    fn check_quick(&self, segment: &tandem_memory::Segment) -> Result<(), Inconsistency> {
+        let _ = segment;
+        Ok(())
+    }
     /// A call generator drawing from a generator seeded with `seed`.
     fn driver(&self, seed: u64) -> Self::Driver;
 }

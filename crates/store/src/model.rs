@@ -86,6 +86,10 @@ pub trait DataModel: Any + Send {
     /// dedup table's ([`DedupTable::check`](crate::DedupTable::check)).
     fn check(&self, segment: &Segment) -> Result<(), Inconsistency>;
 
+    /// The part of [`DataModel::check`] cheap enough to run after every batch a replica
+    /// applies (the simulator's checkers run it then, and the whole check at intervals).
+    fn check_quick(&self, segment: &Segment) -> Result<(), Inconsistency>;
+
     /// A model for another replica of the same group (a backup's reads, a node that takes
     /// over): the same procedures under the same ids.
     fn replica(&self) -> Box<dyn DataModel>;
@@ -201,6 +205,10 @@ impl<W: Workload> DataModel for Compiled<W> {
 
     fn check(&self, segment: &Segment) -> Result<(), Inconsistency> {
         self.workload.check(segment)
+    }
+
+    fn check_quick(&self, segment: &Segment) -> Result<(), Inconsistency> {
+        self.workload.check_quick(segment)
     }
 
     fn replica(&self) -> Box<dyn DataModel> {

@@ -333,6 +333,17 @@ pub enum WorkloadName {
     OrderEntry,
 }
 
+impl WorkloadName {
+    /// The data model's name, as `tandem_workloads::model` and a node's `group.workload` take
+    /// it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadName::DebitCredit => "debit-credit",
+            WorkloadName::OrderEntry => "order-entry",
+        }
+    }
+}
+
 /// The strategies a benchmark runs, in version order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Strategies(pub Vec<Strategy>);

@@ -56,6 +56,22 @@ fn bad_values_are_refused_in_one_line_with_exit_code_2() {
 }
 
 #[test]
+fn a_node_config_naming_an_unknown_data_model_is_refused_before_anything_starts() {
+    let dir = std::env::temp_dir().join(format!("tandem-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = include_str!("../../../examples/primary.toml");
+    assert!(example.contains("workload = \"debit-credit\""));
+    let path = dir.join("tpcb.toml");
+    std::fs::write(&path, example.replace("debit-credit", "tpcb")).unwrap();
+    assert_refused(
+        &["node", "--config", path.to_str().unwrap()],
+        "group.workload",
+        "debit-credit, order-entry",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_database_too_small_for_the_workload_says_how_large_it_must_be() {
     let args = [
         "bench",

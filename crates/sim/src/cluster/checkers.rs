@@ -80,7 +80,7 @@ impl World {
             unreachable!("converged on a primary");
         };
         let bytes = primary.role.store().segment().bytes().to_vec();
-        self.workload
+        self.model
             .check(primary.role.store().segment())
             .map_err(|err| self.fail(format!("primary {}: {err}", view.primary)))?;
         self.check_acked(view.primary)?;
@@ -125,9 +125,9 @@ impl World {
         };
         let lsn = role.segment().lsn();
         let checked = if lsn / FULL_CHECK_EVERY_LSN != lsn_before / FULL_CHECK_EVERY_LSN {
-            self.workload.check(role.segment())
+            self.model.check(role.segment())
         } else {
-            self.workload.conservation(role.segment())
+            self.model.check_quick(role.segment())
         };
         checked.map_err(|err| self.fail(format!("node {node} at LSN {lsn}: {err}")))?;
         let current = role.gate.primary() == self.view_latest.primary

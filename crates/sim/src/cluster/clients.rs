@@ -15,9 +15,9 @@ impl World {
         let state = &mut self.clients[client];
         state.seq += 1;
         let mut args = Vec::new();
-        state.driver.next_call(&mut args);
+        let proc_id = state.driver.next_call(&mut args);
         let route = state.router.begin(state.seq, now);
-        state.call = Some((route, args));
+        state.call = Some((route, SimCall { proc_id, args }));
         self.report.calls += 1;
         self.client_act(client);
     }
@@ -43,11 +43,11 @@ impl World {
             }
             Action::Send { until } => {
                 let primary = state.router.primary().expect("a call goes to the primary");
-                let (route, args) = state.call.as_ref().expect("a call in flight");
+                let (route, call) = state.call.as_ref().expect("a call in flight");
                 let wire = Wire::Call {
                     conn: state.conn,
                     seq: route.seq(),
-                    args: args.clone(),
+                    call: call.clone(),
                 };
                 state.waiting = Waiting::Answer;
                 self.send(from, primary.index as NodeId + 1, wire);

@@ -392,7 +392,7 @@ impl World {
                 self.greet(from, to, conn);
                 Ok(())
             }
-            Wire::Call { conn, seq, args } => self.call(from, to, conn, seq, args),
+            Wire::Call { conn, seq, call } => self.call(from, to, conn, seq, call),
             wire => Err(self.fail(format!("misrouted {wire:?} to node {to}"))),
         }
     }

@@ -41,7 +41,8 @@
 //! - replicas at the same LSN hold identical bytes (a backup of the current view against the
 //!   current primary's checksums, taken at some batch ends), and at the end every
 //!   replica equals the primary;
-//! - Debit-Credit's conservation holds on every node after every batch it applies;
+//! - the data model's quick check (Debit-Credit's conservation) holds on every node after
+//!   every batch it applies, and its whole check at intervals and at the end;
 //! - exactly-once: no (client id, seq) is committed twice into one node's records;
 //! - every client call ends with a reply or a deadline error, and under a 2-safe rule a
 //!   client's replies never go back in LSN (a 1-safe rule may lose released commits).
@@ -66,8 +67,8 @@ use tandem_replication::{
     AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, ReceiverConfig,
     ReceiverReady, Safety, primary_lease_ticks,
 };
-use tandem_store::{Compiled, Driver, ProcId, Rng, Store, Workload};
-use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig, DebitCreditDriver};
+use tandem_store::{Compiled, DataModel, Driver, ProcId, Rng, Store};
+use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};
 
 use crate::MICROS_PER_TICK;
 use crate::event::{EventQueue, Trace};
@@ -147,7 +148,7 @@ enum Wire {
     Call {
         conn: u64,
         seq: u64,
-        args: Vec<u8>,
+        call: SimCall,
     },
     /// The call's outcome: the LSN of its commit (or of the latest commit a rolled-back call
     /// saw).
@@ -204,7 +205,7 @@ struct PrimaryRole {
     role: tandem_node::PrimaryRole<ClientConn>,
     ready: RoleReady<ClientConn>,
     /// Calls received and waiting for flow control: where from, seq, args.
-    inbox: VecDeque<(ClientConn, u64, Vec<u8>)>,
+    inbox: VecDeque<(ClientConn, u64, SimCall)>,
     /// The calls committed into this node's records (exactly-once).
     calls: CallsHeld,
 }
@@ -282,17 +283,24 @@ struct Node {
 /// A simulated client: a closed loop of Debit-Credit calls, routed by the stub's own
 /// [`Router`] (the same decisions `tandem_client::Client` makes over TCP).
 struct Client {
-    driver: DebitCreditDriver,
+    driver: Box<dyn Driver>,
     router: Router,
     seq: u64,
     /// The call in flight: its route and its args.
-    call: Option<(CallRoute, Vec<u8>)>,
+    call: Option<(CallRoute, SimCall)>,
     /// The client's latest connection; messages on an older one are void.
     conn: u64,
     waiting: Waiting,
     /// Bumped whenever what the client waits for changes: a timer of an older epoch is void.
     epoch: u64,
     lsn_last: u64,
+}
+
+/// A call as a client sends it: the procedure its driver chose, and the arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SimCall {
+    proc_id: ProcId,
+    args: Vec<u8>,
 }
 
 /// What a client waits for.
@@ -314,7 +322,8 @@ struct World {
     faults: ClusterFaults,
     now: u64,
     queue: EventQueue<Event>,
-    workload: DebitCredit,
+    /// The data model every node serves (each role gets a replica of it).
+    model: Box<dyn DataModel>,
     initial: ClusterMap,
     lsn_loaded: u64,
     nodes: Vec<Node>,
@@ -429,8 +438,8 @@ impl World {
             history_bytes: 2048,
             overdraft_limit: Some(2_000_000),
         };
-        let workload = DebitCredit::new(SEGMENT_LEN, &config).expect("fits");
-        let lsn_loaded = loaded(&workload).lsn();
+        let model = Compiled::boxed(DebitCredit::new(SEGMENT_LEN, &config).expect("fits"));
+        let lsn_loaded = loaded(&*model).lsn();
         let ids: Vec<NodeId> = (1..=faults.nodes as NodeId).collect();
         let view = View {
             number: VIEW_FIRST,
@@ -486,7 +495,9 @@ impl World {
         };
         let clients = (0..faults.clients)
             .map(|index| Client {
-                driver: workload.driver(seed ^ (0x9e37 + index as u64)),
+                driver: model
+                    .driver(seed ^ (0x9e37 + index as u64))
+                    .expect("the simulated model generates calls"),
                 router: Router::new(router_config.clone()),
                 seq: 0,
                 call: None,
@@ -505,7 +516,7 @@ impl World {
             rng,
             now: 0,
             queue: EventQueue::new(),
-            workload,
+            model,
             initial,
             lsn_loaded,
             nodes,
@@ -706,9 +717,9 @@ fn client_id(client: usize) -> u64 {
 }
 
 /// A segment with the initial database: every node loads the same one.
-fn loaded(workload: &DebitCredit) -> Segment {
+fn loaded(model: &dyn DataModel) -> Segment {
     let mut segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).expect("map");
-    workload.load(&mut segment);
+    model.load(&mut segment);
     segment
 }
 

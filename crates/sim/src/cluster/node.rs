@@ -172,16 +172,13 @@ impl World {
                 // new view discards.
                 self.checksums.split_off(&(lsn + 1));
                 let primary = Primary::resume(self.primary_config(view), lsn, handover.batches);
-                let store = Store::open(handover.segment, Compiled::boxed(self.workload.clone()));
+                let store = Store::open(handover.segment, self.model.replica());
                 let role = tandem_node::PrimaryRole::new(store, primary);
                 Slot::Primary(Box::new(PrimaryRole::new(role, role_calls)))
             }
             (Transition::StartPrimary, _) => {
                 let primary = Primary::new(self.primary_config(view), self.lsn_loaded);
-                let store = Store::open(
-                    loaded(&self.workload),
-                    Compiled::boxed(self.workload.clone()),
-                );
+                let store = Store::open(loaded(&*self.model), self.model.replica());
                 let role = tandem_node::PrimaryRole::new(store, primary);
                 Slot::Primary(Box::new(PrimaryRole::new(role, CallsHeld::default())))
             }
@@ -206,7 +203,7 @@ impl World {
                 let lsn = self.lsn_loaded;
                 let receiver = ReceiverRole::new(receiver_config(view), lsn, lsn);
                 let applier =
-                    ApplierRole::active(loaded(&self.workload), Vec::new(), self.tail_limits());
+                    ApplierRole::active(loaded(&*self.model), Vec::new(), self.tail_limits());
                 Slot::Backup(Box::new(BackupRole {
                     gate: GateRule::new(view.number, view.primary),
                     receiver,
@@ -385,7 +382,7 @@ impl World {
         to: NodeId,
         conn: u64,
         seq: u64,
-        args: Vec<u8>,
+        sim_call: SimCall,
     ) -> Result<(), String> {
         let client = ClientConn {
             client: (from - CLIENT_BASE) as usize,
@@ -398,7 +395,7 @@ impl World {
             return Ok(());
         }
         if let Slot::Primary(role) = &mut self.nodes[index].role {
-            role.inbox.push_back((client, seq, args));
+            role.inbox.push_back((client, seq, sim_call));
         }
         self.drain_inbox(to)?;
         if let Slot::Primary(role) = &mut self.nodes[index].role {
@@ -414,14 +411,14 @@ impl World {
             let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
                 return Ok(());
             };
-            let Some((client, seq, args)) = role.inbox.front() else {
+            let Some((client, seq, sim_call)) = role.inbox.front() else {
                 return Ok(());
             };
             let call = Call {
                 client_id: client_id(client.client),
                 seq: *seq,
-                proc_id: ProcId(0),
-                args,
+                proc_id: sim_call.proc_id,
+                args: &sim_call.args,
                 read_only: false,
                 safety: None,
             };

@@ -145,10 +145,7 @@ pub fn run(args: &ReplicationArgs) -> Result<(), Failure> {
     args.safety
         .validate(args.backups as usize)
         .map_err(|err| Failure::Usage(format!("--safety: {err}")))?;
-    let workload = match args.workload {
-        WorkloadName::DebitCredit => config::WorkloadName::DebitCredit,
-        WorkloadName::OrderEntry => config::WorkloadName::OrderEntry,
-    };
+    let workload = args.workload;
     let db_bytes = (args.db_mib as usize) << 20;
     // Fail fast, with the right flag named, if the database does not fit.
     tandem_workloads::model(workload.as_str(), db_bytes)
@@ -464,7 +461,7 @@ impl Group {
     fn start(
         args: &ReplicationArgs,
         kind: Kind,
-        workload: config::WorkloadName,
+        workload: WorkloadName,
         clients: u32,
         index: usize,
         dir: &Path,
@@ -477,7 +474,7 @@ impl Group {
         };
         let mut base = NodeConfig::from_toml_str(config::EXAMPLE)
             .map_err(|err| Failure::Run(format!("the example config: {err}")))?;
-        base.group.workload = workload;
+        base.group.workload = workload.as_str().to_owned();
         base.group.db_mib = args.db_mib as usize;
         base.group.strategy = kind.strategy();
         base.group.seed = args.seed;
@@ -826,7 +823,7 @@ impl Group {
 
 /// One call generator per client connection, from the data model's seeded driver.
 fn call_sources(
-    workload: config::WorkloadName,
+    workload: WorkloadName,
     db_bytes: usize,
     connections: u32,
     seed: u64,
