@@ -28,6 +28,8 @@
 //! A save that fails poisons the node: [`Supervisor::drive`] returns the error and the
 //! driver must stop the node (the config store cannot promise what it persisted).
 
+use std::fmt;
+
 use tandem_cluster::role::{Held, Transition};
 use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady};
 use tandem_config::{Durable, SinceView, View};
@@ -63,6 +65,29 @@ pub enum Notice<'a> {
         view: &'a View,
         transition: Transition,
     },
+}
+
+/// One line for a node's log, the same in every driver (the driver adds the node).
+impl fmt::Display for Notice<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Notice::Suspected { peer, view } => write!(f, "suspects node {peer} in view {view}"),
+            Notice::Reported { view } => write!(f, "reported for a view after {view}"),
+            Notice::Frozen { view, lsn_received } => {
+                write!(f, "frozen in view {view} at LSN {lsn_received}")
+            }
+            Notice::Following { view, transition } => write!(
+                f,
+                "follows view {} (primary {}, backups {:?}, spares {:?}, truncate LSN {:?}) by \
+                 {transition:?}",
+                view.number,
+                view.primary,
+                view.backups,
+                view.spares,
+                view.truncate_lsn()
+            ),
+        }
+    }
 }
 
 /// A node's roles as its driver runs them. Every method carries an order out; none decides.

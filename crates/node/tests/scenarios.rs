@@ -110,26 +110,7 @@ impl Roles for StandIn {
     }
 
     fn notice(&mut self, notice: Notice<'_>) {
-        let node = self.node;
-        let line = match notice {
-            Notice::Suspected { peer, view } => {
-                format!("node {node}: suspects {peer} in view {view}")
-            }
-            Notice::Reported { view } => format!("node {node}: reported for a view after {view}"),
-            Notice::Frozen { view, lsn_received } => {
-                format!("node {node}: frozen in view {view} at LSN {lsn_received}")
-            }
-            Notice::Following { view, transition } => format!(
-                "node {node}: follows view {} (primary {}, backups {:?}, spares {:?}, truncate \
-                 LSN {:?}) by {transition:?}",
-                view.number,
-                view.primary,
-                view.backups,
-                view.spares,
-                view.truncate_lsn()
-            ),
-        };
-        self.log.push(line);
+        self.log.push(format!("node {}: {notice}", self.node));
     }
 }
 

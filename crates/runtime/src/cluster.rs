@@ -520,33 +520,17 @@ impl tandem_node::Roles for RuntimeRoles {
     }
 
     fn notice(&mut self, notice: Notice<'_>) {
-        let me = self.node();
-        match notice {
-            Notice::Suspected { peer, view } => {
-                self.metrics.suspicions.inc();
-                *self
-                    .info
-                    .lock()
-                    .expect("not poisoned")
-                    .suspected
-                    .entry(peer)
-                    .or_default() += 1;
-                say!("node {me}: suspects node {peer} in view {view}");
-            }
-            Notice::Frozen { view, lsn_received } => {
-                say!("node {me}: frozen in view {view} at LSN {lsn_received}; reporting");
-            }
-            Notice::Reported { .. } => {}
-            Notice::Following { view, transition } => say!(
-                "node {me}: view {}: primary {}, backups {:?}, spares {:?}, truncate LSN {:?}: \
-                 {transition:?}",
-                view.number,
-                view.primary,
-                view.backups,
-                view.spares,
-                view.truncate_lsn()
-            ),
+        if let Notice::Suspected { peer, .. } = notice {
+            self.metrics.suspicions.inc();
+            *self
+                .info
+                .lock()
+                .expect("not poisoned")
+                .suspected
+                .entry(peer)
+                .or_default() += 1;
         }
+        say!("node {}: {notice}", self.node());
     }
 }
 

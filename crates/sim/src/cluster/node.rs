@@ -691,33 +691,15 @@ impl Roles for SimRoles<'_> {
     fn notice(&mut self, notice: Notice<'_>) {
         let node = self.node;
         let world = &mut *self.world;
+        world.note(format!("node {node}: {notice}"));
         match notice {
-            Notice::Suspected { peer, view } => {
-                world.note(format!("node {node}: suspects {peer} in view {view}"));
-            }
             Notice::Reported { view } => {
-                world.note(format!("node {node}: reported for a view after {view}"));
                 world.reported.entry(view).or_insert((node, world.now));
             }
-            Notice::Frozen { view, lsn_received } => {
-                world.note(format!(
-                    "node {node}: frozen in view {view} at LSN {lsn_received}"
-                ));
+            Notice::Following { view, .. } if view.number > world.view_latest.number => {
+                world.view_latest = view.clone();
             }
-            Notice::Following { view, transition } => {
-                world.note(format!(
-                    "node {node}: view {} primary {} backups {:?} spares {:?} truncate {:?}: \
-                     {transition:?}",
-                    view.number,
-                    view.primary,
-                    view.backups,
-                    view.spares,
-                    view.truncate_lsn()
-                ));
-                if view.number > world.view_latest.number {
-                    world.view_latest = view.clone();
-                }
-            }
+            _ => {}
         }
     }
 }
