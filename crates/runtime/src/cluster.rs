@@ -99,9 +99,12 @@ pub struct ClusterInfo {
     /// A backup: how long since it last heard its primary.
     pub heard_primary_ms_ago: Option<f64>,
     pub uptime_ms: f64,
-    /// The same, by suspected peer: a benchmark that killed one node counts the rest as
-    /// false suspicions.
+    /// The suspicions this node raised, by suspected peer: a benchmark that killed one node
+    /// counts the rest as false suspicions.
     pub suspected: BTreeMap<NodeId, u64>,
+    /// The first view this node followed: `view` − `view_first` view changes since it
+    /// started (`tandem_view_changes_total` in `/metrics`).
+    pub view_first: u64,
 }
 
 /// `/status` (and `/checksum`) in cluster mode: the cluster info and, when the node holds a
@@ -520,6 +523,14 @@ impl tandem_node::Roles for RuntimeRoles {
     }
 
     fn notice(&mut self, notice: Notice<'_>) {
+        if let Notice::Following { view, .. } = notice {
+            let mut info = self.info.lock().expect("not poisoned");
+            if info.view_first == 0 {
+                info.view_first = view.number;
+            } else {
+                self.metrics.view_changes.inc();
+            }
+        }
         if let Notice::Suspected { peer, .. } = notice {
             self.metrics.suspicions.inc();
             *self

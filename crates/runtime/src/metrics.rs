@@ -92,6 +92,9 @@ pub struct Metrics {
     /// `tandem_suspicions_total`: peers this node suspected (some may be false on a loaded
     /// machine; fencing makes them safe).
     pub suspicions: Counter,
+    /// `tandem_view_changes_total`: views this node followed after its first (each a
+    /// committed view change, whether a failure asked for it or a false suspicion did).
+    pub view_changes: Counter,
     /// `tandem_duplicates_answered_total`: retried calls answered from the dedup table.
     pub duplicates_answered: Counter,
     /// `tandem_reads_served_total`: reads a backup answered from its own copy.
@@ -140,6 +143,7 @@ impl Metrics {
             backup_lag_records: Family::default(),
             flow_control_stalls: Counter::default(),
             suspicions: Counter::default(),
+            view_changes: Counter::default(),
             duplicates_answered: Counter::default(),
             reads_served: Counter::default(),
             reads_refused: Counter::default(),
@@ -204,6 +208,11 @@ impl Metrics {
             "suspicions",
             "Peers this node suspected of having failed",
             m.suspicions.clone(),
+        );
+        r.register(
+            "view_changes",
+            "Views this node followed after its first",
+            m.view_changes.clone(),
         );
         r.register(
             "duplicates_answered",

@@ -40,6 +40,9 @@ pub enum Command {
     /// Start 3 nodes, run Debit-Credit through the client stub, kill the primary midway and
     /// report the failover: gap, lost and duplicate commits, client errors, consistency.
     Demo(DemoArgs),
+    /// Spin one core until standard input closes (the noise of `bench failover --noise`).
+    #[command(hide = true)]
+    Burn,
 }
 
 #[derive(Debug, Args)]
@@ -210,6 +213,10 @@ pub struct FailoverArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Keep one core busy with another process during the runs, as other work on the machine
+    /// would.
+    #[arg(long)]
+    pub noise: bool,
 }
 
 #[derive(Debug, Args)]

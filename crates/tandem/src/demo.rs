@@ -68,6 +68,10 @@ pub struct FailoverRun {
     pub new_primary: Option<u32>,
     pub view_before: u64,
     pub view_after: u64,
+    /// Views committed from the settled start to the settled end: the fault's own (a
+    /// promotion, the killed node's return as a spare and then as a backup) and any that false
+    /// suspicions caused.
+    pub view_changes: u64,
     /// Replies per 10 ms bucket from the start of the load.
     pub throughput_per_10ms: Vec<u64>,
     pub kill_ms: f64,
@@ -170,6 +174,11 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
 
 /// `tandem bench failover --runs N`.
 pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
+    let _noise = if args.noise {
+        Some(Noise::start()?)
+    } else {
+        None
+    };
     let mut runs = Vec::new();
     for index in 0..args.runs {
         let scenario = Scenario {
@@ -186,7 +195,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
         if !args.json {
             eprintln!(
                 "run {}/{}: gap {} ms, lost {}, duplicates {}, client errors {}, consistent {}, \
-                 false suspicions {}",
+                 false suspicions {}, view changes {}",
                 index + 1,
                 args.runs,
                 run.gap_ms.map_or("-".into(), |gap| format!("{gap:.2}")),
@@ -194,7 +203,8 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
                 run.duplicates,
                 run.client_errors,
                 run.consistent,
-                run.false_suspicions
+                run.false_suspicions,
+                run.view_changes
             );
         }
         runs.push(run);
@@ -215,6 +225,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
                     "client_errors": run.client_errors,
                     "consistent": run.consistent,
                     "false_suspicions": run.false_suspicions,
+                    "view_changes": run.view_changes,
                     "kill_to_first_reply_ms": run.kill_to_first_reply_ms,
                     "call_ms_max": run.call_ms_max,
                     "acknowledged": run.acknowledged,
@@ -224,12 +235,17 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
             .collect();
         println!(
             "{}",
-            serde_json::json!({"runs": runs, "gap_ms_p50": gap_p50, "gap_ms_max": gap_max})
+            serde_json::json!({
+                "runs": runs,
+                "gap_ms_p50": gap_p50,
+                "gap_ms_max": gap_max,
+                "noise": args.noise,
+            })
         );
     } else {
         println!(
             "{} runs: failover gap p50 {} ms, max {} ms; lost {}, duplicates {}, client errors \
-             {}, inconsistent runs {}, false suspicions {}",
+             {}, inconsistent runs {}, false suspicions {}, view changes {}",
             runs.len(),
             gap_p50.map_or("-".into(), |gap| format!("{gap:.2}")),
             gap_max.map_or("-".into(), |gap| format!("{gap:.2}")),
@@ -238,6 +254,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
             runs.iter().map(|run| run.client_errors).sum::<u64>(),
             runs.iter().filter(|run| !run.consistent).count(),
             runs.iter().map(|run| run.false_suspicions).sum::<u64>(),
+            runs.iter().map(|run| run.view_changes).sum::<u64>(),
         );
     }
     for run in &runs {
@@ -543,12 +560,40 @@ impl Scenario {
             new_primary: Some(settled_end.primary),
             view_before: settled.view,
             view_after: settled_end.view,
+            view_changes: settled_end.view.saturating_sub(settled.view),
             throughput_per_10ms: throughput,
             kill_ms,
             last_old_ms: last_old,
             first_new_ms: first_new,
         };
         Ok(run)
+    }
+}
+
+/// Another process that keeps one core busy (`tandem burn`) until dropped.
+struct Noise {
+    child: std::process::Child,
+}
+
+impl Noise {
+    fn start() -> Result<Noise, Failure> {
+        let exe = std::env::current_exe()
+            .map_err(|err| Failure::Run(format!("--noise: cannot find myself: {err}")))?;
+        let child = std::process::Command::new(exe)
+            .arg("burn")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|err| Failure::Run(format!("--noise: cannot start the noise: {err}")))?;
+        Ok(Noise { child })
+    }
+}
+
+impl Drop for Noise {
+    fn drop(&mut self) {
+        // Closing its stdin ends it too, should the kill fail.
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -789,6 +834,10 @@ fn print_report(run: &FailoverRun, chart: &Path) {
     println!("  client-visible errors {} (must be 0)", run.client_errors);
     println!("  calls retried across the failover {}", run.calls_retried);
     println!("  false suspicions {}", run.false_suspicions);
+    println!(
+        "  view changes {} (view {} → {})",
+        run.view_changes, run.view_before, run.view_after
+    );
     if run.consistent {
         println!(
             "  consistency: replicas identical at the same LSN; Debit-Credit and dedup checks hold"

@@ -40,6 +40,7 @@ fn main() -> ExitCode {
         Command::Status(args) => up::status(&args),
         Command::Kill(args) => up::kill(&args),
         Command::Demo(args) => demo::demo(&args),
+        Command::Burn => burn(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -51,6 +52,24 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `tandem burn`: spins one core until its standard input closes, which happens when the
+/// process that started it ends, however it ends.
+fn burn() -> Result<(), Failure> {
+    std::thread::spawn(|| {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        std::process::exit(0);
+    });
+    let mut state = 1u64;
+    loop {
+        state = std::hint::black_box(
+            state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1),
+        );
     }
 }
 
