@@ -129,7 +129,7 @@ pub enum ReplyTo {
     Remote { conn: ConnId, started: Instant },
 }
 
-/// How often at most the executor tells the node it heard a backup.
+/// How often at most a link tells the node it heard its backup.
 const OBSERVE_INTERVAL: Duration = Duration::from_micros(200);
 
 /// The in-process driver: the executor generates calls itself, with at most `clients` calls
@@ -352,6 +352,7 @@ pub fn start_role(
     };
     let (inbound, inbound_rx) = mpsc::channel();
     let link_factory = LinkFactory {
+        observed: observed.clone(),
         node_id: config.node_id,
         group: group.id,
         max_frame_len: tuning.max_frame_len,
@@ -402,7 +403,6 @@ pub fn start_role(
         links_lost: BTreeSet::new(),
         link_factory,
         observed,
-        observed_sent: BTreeMap::new(),
         conns: BTreeMap::new(),
         queue: VecDeque::new(),
         local,

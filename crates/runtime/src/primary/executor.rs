@@ -41,8 +41,6 @@ pub(super) struct Executor {
     pub(super) link_factory: LinkFactory,
     /// Where the node hears about backups (cluster mode), if anywhere.
     pub(super) observed: Option<Sender<Observed>>,
-    /// When each backup's last sign of life was passed to `observed`.
-    pub(super) observed_sent: BTreeMap<NodeId, Instant>,
     pub(super) conns: BTreeMap<ConnId, ConnOut>,
     /// Calls received and not yet run, with the index of the next one in each batch.
     pub(super) queue: VecDeque<(CallBatch, usize)>,
@@ -525,25 +523,17 @@ impl Executor {
             .collect();
     }
 
-    /// Tells the node's supervisor what the role observed. The failure detector needs a
-    /// sign of life per tick, not every ack: one `Heard` per backup per `OBSERVE_INTERVAL`
-    /// keeps its thread quiet.
+    /// Tells the node's supervisor what the role observed: a spare caught up, a removal
+    /// prepared. That a backup was heard the links tell it themselves (`link.rs`), so that a
+    /// busy executor does not look like silent backups.
     pub(super) fn pass_observed(&mut self) {
         let Some(observed) = &self.observed else {
             self.ready.observed.clear();
             return;
         };
-        let now = Instant::now();
         for event in self.ready.observed.drain(..) {
-            if let Observed::Heard(node) = event {
-                let due = self
-                    .observed_sent
-                    .get(&node)
-                    .is_none_or(|&sent| now.duration_since(sent) >= OBSERVE_INTERVAL);
-                if !due {
-                    continue;
-                }
-                self.observed_sent.insert(node, now);
+            if let Observed::Heard(_) = event {
+                continue;
             }
             // The supervisor outlives its roles; if it is gone, so is the node.
             let _ = observed.send(event);

@@ -1,5 +1,9 @@
 //! The links to a primary's backups: a writer thread per member that sends batches (and
 //! reconnects forever), and a reader thread that hands the member's acks to the executor.
+//!
+//! The reader also tells the node's supervisor that it heard the member, itself rather than
+//! through the executor: a failure detector must not take a busy executor (a long call, a
+//! checksum, a starved thread on a loaded machine) for a silent backup.
 
 use super::*;
 
@@ -11,6 +15,8 @@ pub(super) struct LinkFactory {
     pub(super) max_frame_len: usize,
     pub(super) inbound: Sender<Inbound>,
     pub(super) metrics: Arc<Metrics>,
+    /// Where the node hears about backups (cluster mode), if anywhere.
+    pub(super) observed: Option<Sender<Observed>>,
 }
 
 impl LinkFactory {
@@ -27,6 +33,7 @@ impl LinkFactory {
             max_frame_len: self.max_frame_len,
             inbound: self.inbound.clone(),
             metrics: Arc::clone(&self.metrics),
+            observed: self.observed.clone(),
         };
         thread::Builder::new()
             .name(format!("link-{node}"))
@@ -47,6 +54,7 @@ struct Link {
     max_frame_len: usize,
     inbound: Sender<Inbound>,
     metrics: Arc<Metrics>,
+    observed: Option<Sender<Observed>>,
 }
 
 impl Link {
@@ -118,10 +126,15 @@ impl Link {
             return Ok(());
         }
         let reader_stream = stream.try_clone()?;
-        let (node, inbound, metrics) = (self.node, self.inbound.clone(), Arc::clone(&self.metrics));
+        let acks = AckReader {
+            node: self.node,
+            inbound: self.inbound.clone(),
+            metrics: Arc::clone(&self.metrics),
+            observed: self.observed.clone(),
+        };
         let reader = thread::Builder::new()
             .name(format!("acks-{}", self.node))
-            .spawn(move || read_acks(node, reader_stream, buffer, inbound, metrics))
+            .spawn(move || acks.run(reader_stream, buffer))
             .map_err(ConnError::Io)?;
         let mut writer = BufWriter::with_capacity(256 * 1024, stream.try_clone()?);
         let mut frame = Vec::new();
@@ -161,40 +174,52 @@ impl Link {
     }
 }
 
-fn read_acks(
+/// The reader side of the link to one backup.
+struct AckReader {
     node: NodeId,
-    mut stream: TcpStream,
-    mut buffer: FrameBuffer,
     inbound: Sender<Inbound>,
     metrics: Arc<Metrics>,
-) {
-    loop {
+    observed: Option<Sender<Observed>>,
+}
+
+impl AckReader {
+    /// Hands every message the backup sends to the executor, and tells the supervisor it
+    /// heard the backup (at most once per `OBSERVE_INTERVAL`), until the connection or the
+    /// executor ends.
+    fn run(self, mut stream: TcpStream, mut buffer: FrameBuffer) {
+        let mut told: Option<Instant> = None;
         loop {
-            match buffer.next_frame() {
-                Ok(Some(Frame::Peer(message))) => {
-                    if inbound
-                        .send(Inbound::Peer {
-                            from: node,
+            let mut heard = false;
+            loop {
+                match buffer.next_frame() {
+                    Ok(Some(Frame::Peer(message))) => {
+                        heard = true;
+                        let peer = Inbound::Peer {
+                            from: self.node,
                             message,
-                        })
-                        .is_err()
-                    {
+                        };
+                        if self.inbound.send(peer).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Some(_)) | Err(_) => {
+                        self.metrics.frames_rejected.inc();
                         return;
                     }
-                }
-                Ok(Some(_)) => {
-                    metrics.frames_rejected.inc();
-                    return;
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    metrics.frames_rejected.inc();
-                    return;
+                    Ok(None) => break,
                 }
             }
-        }
-        if net::fill(&mut stream, &mut buffer).is_err() {
-            return;
+            if heard && let Some(observed) = &self.observed {
+                let now = Instant::now();
+                if told.is_none_or(|at| now.duration_since(at) >= OBSERVE_INTERVAL) {
+                    told = Some(now);
+                    // The supervisor outlives its roles; if it is gone, so is the node.
+                    let _ = observed.send(Observed::Heard(self.node));
+                }
+            }
+            if net::fill(&mut stream, &mut buffer).is_err() {
+                return;
+            }
         }
     }
 }
