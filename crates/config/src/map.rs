@@ -72,18 +72,6 @@ pub enum Member {
     Outside,
 }
 
-impl Member {
-    /// The lowercase name `/status` reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Member::Primary => "primary",
-            Member::Backup => "backup",
-            Member::Spare => "spare",
-            Member::Outside => "outside",
-        }
-    }
-}
-
 impl View {
     /// What node `node` is in this view.
     pub fn member(&self, node: NodeId) -> Member {

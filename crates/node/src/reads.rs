@@ -54,7 +54,6 @@ pub struct BackupReads<T, I> {
     waiting: Vec<WaitingRead<T, I>>,
     /// The longest reply body a read may return.
     reply_len_max: usize,
-    body: Vec<u8>,
 }
 
 impl<T, I: Ord + Copy> BackupReads<T, I> {
@@ -63,7 +62,6 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
         BackupReads {
             waiting: Vec::new(),
             reply_len_max,
-            body: Vec::new(),
         }
     }
 
@@ -103,7 +101,7 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
         while index < self.waiting.len() {
             let read = &self.waiting[index];
             let answer = if read.min_lsn <= lsn_applied && lsn_applied <= lsn_released {
-                run_read(applier, model, read, self.reply_len_max, &mut self.body)
+                run_read(applier, model, read, self.reply_len_max)
             } else if now >= read.deadline {
                 ReadAnswer::Busy {
                     lsn_applied,
@@ -139,7 +137,6 @@ fn run_read<T, I>(
     model: Option<&dyn DataModel>,
     read: &WaitingRead<T, I>,
     reply_len_max: usize,
-    body: &mut Vec<u8>,
 ) -> ReadAnswer {
     let writes = ReadAnswer::Writes {
         proc_id: read.proc_id,
@@ -152,7 +149,9 @@ fn run_read<T, I>(
         return writes;
     }
     let lsn = applier.lsn_applied();
-    match tandem_store::read(model, segment, id, &read.args, body) {
+    // The body moves into the answer: a buffer kept for reuse would be copied out anyway.
+    let mut body = Vec::new();
+    match tandem_store::read(model, segment, id, &read.args, &mut body) {
         Ok(()) if body.len() > reply_len_max => ReadAnswer::RolledBack {
             lsn,
             reason: CallError::ReplyTooLong {
@@ -161,10 +160,7 @@ fn run_read<T, I>(
             }
             .to_string(),
         },
-        Ok(()) => ReadAnswer::Served {
-            lsn,
-            body: body.clone(),
-        },
+        Ok(()) => ReadAnswer::Served { lsn, body },
         Err(CallError::Proc(err)) => ReadAnswer::RolledBack {
             lsn,
             reason: err.to_string(),

@@ -226,15 +226,11 @@ impl Supervisor {
             roles.send(to, message);
         }
         // Acting may not queue into `ready`: what it produces waits in the core for the next
-        // take. The events are taken out so that an error leaves nothing half-read.
-        let events = std::mem::take(&mut ready.events);
-        let mut result = Ok(());
-        for event in events {
-            if result.is_ok() {
-                result = self.act(roles, event);
-            }
+        // take. The events are taken out, so that an error leaves `ready` empty.
+        for event in std::mem::take(&mut ready.events) {
+            self.act(roles, event).map_err(DriveError::Role)?;
         }
-        result.map_err(DriveError::Role)
+        Ok(())
     }
 
     fn act<R: Roles>(&mut self, roles: &mut R, event: ClusterEvent) -> Result<(), R::Error> {
