@@ -58,6 +58,10 @@ pub const FIRST_CONTACT_GRACE: u64 = 20;
 /// suspicion timeouts after it started (and no sooner than `collect_ticks`).
 pub const RESUME_AFTER_SUSPICIONS: u64 = 4;
 
+/// The silence after which a peer is suspected grows with the jitter observed, up to this
+/// many times `suspect_ticks` (see `detect::Arrivals`).
+pub const SILENCE_STRETCH_MAX: u64 = 4;
+
 /// How a node's cluster core is set up. Times are in ticks.
 #[derive(Clone, Debug)]
 pub struct ClusterSettings {
@@ -219,6 +223,21 @@ pub struct Cluster {
     /// Whether the runtime runs the role the view gives this node. A node that restarted
     /// without its memory holds no role: it suspects nobody and never says it is alive.
     serving: bool,
+    /// Primary: the data plane made no progress for longer than its bound (an executor
+    /// stuck in one call). The node stops saying it is alive, so that a backup's suspicion
+    /// is confirmed and the primary replaced.
+    stalled: bool,
+    /// Peers whose connection to this node was closed from their side (the kernel closes a
+    /// dead process's sockets at once) and that have not been heard from since: a strong
+    /// sign, acted on without waiting for the silence to last.
+    closed: std::collections::BTreeSet<NodeId>,
+    /// How irregularly each peer is heard: the silence it is allowed grows with it.
+    arrivals: BTreeMap<NodeId, detect::Arrivals>,
+    /// Coordinator: the tick each node last sent this node anything.
+    tick_heard_node: BTreeMap<NodeId, u64>,
+    /// Coordinator: the ticks the primary first and last asked for the removal of each
+    /// backup (a removal the coordinator cannot confirm waits, but not for good).
+    removal_asked: BTreeMap<NodeId, (u64, u64)>,
     /// Whether the data plane has a database to rejoin with. While it loads one (off the
     /// thread that steps this core, which must keep answering the config store), a node
     /// outside the view does not ask to join.
@@ -270,6 +289,11 @@ impl Cluster {
             suspicion_pending: None,
             contacted: std::collections::BTreeSet::new(),
             serving: true,
+            stalled: false,
+            closed: std::collections::BTreeSet::new(),
+            arrivals: BTreeMap::new(),
+            tick_heard_node: BTreeMap::new(),
+            removal_asked: BTreeMap::new(),
             loaded: true,
             ready: ClusterReady::default(),
         };
@@ -306,15 +330,48 @@ impl Cluster {
 
     /// The backup role heard from its primary (any message).
     pub fn heard_from_primary(&mut self) {
+        let primary = self.view.as_ref().map_or(0, |view| view.primary);
+        if self.contacted.contains(&primary) {
+            self.arrivals
+                .entry(primary)
+                .or_default()
+                .heard(self.tick, self.tick_heard_primary);
+        }
         self.tick_heard_primary = self.tick;
-        self.contacted
-            .insert(self.view.as_ref().map_or(0, |view| view.primary));
+        self.contacted.insert(primary);
+        self.closed.remove(&primary);
     }
 
     /// The primary role heard from member `node` (an ack).
     pub fn heard_from_backup(&mut self, node: NodeId) {
+        if self.contacted.contains(&node)
+            && let Some(&last) = self.tick_heard.get(&node)
+        {
+            self.arrivals
+                .entry(node)
+                .or_default()
+                .heard(self.tick, last);
+        }
         self.tick_heard.insert(node, self.tick);
         self.contacted.insert(node);
+        self.closed.remove(&node);
+    }
+
+    /// The connection from `peer` was closed from its side (end of stream or a reset, not a
+    /// close of this node's own): a strong sign that its process died. The suspicion it
+    /// raises leaves now, not at the next tick; hearing from `peer` again takes it back.
+    pub fn peer_closed(&mut self, peer: NodeId) {
+        if peer == self.settings.node {
+            return;
+        }
+        self.closed.insert(peer);
+        self.detect();
+        self.maybe_confirm_suspicion();
+    }
+
+    /// Primary: whether its data plane makes progress (see `stalled`).
+    pub fn set_stalled(&mut self, stalled: bool) {
+        self.stalled = stalled;
     }
 
     /// The runtime started the role the view gives this node: silence is counted from now,
@@ -405,6 +462,7 @@ impl Cluster {
     /// A message from node `from`. Malformed Raft bytes are an error (counted by the caller),
     /// never a panic.
     pub fn step(&mut self, from: NodeId, message: ClusterMessage) -> Result<(), ConfigError> {
+        self.tick_heard_node.insert(from, self.tick);
         match message {
             ClusterMessage::Raft(bytes) => self.config.step(from, &bytes)?,
             ClusterMessage::Suspect {
@@ -444,6 +502,7 @@ impl Cluster {
                         .is_some_and(|known| known.number == view && known.primary == from) =>
             {
                 self.tick_alive_primary = Some(self.tick);
+                self.closed.remove(&from);
             }
             // Another group's business: this node serves one group.
             _ => {}
@@ -577,12 +636,17 @@ impl Cluster {
         self.tick_join_sent = None;
         self.tick_alive_primary = None;
         self.suspicion_pending = None;
+        self.removal_asked.clear();
         if same_primary {
             let members: Vec<NodeId> = view.members().collect();
             self.contacted.retain(|node| members.contains(node));
         } else {
             self.contacted.clear();
         }
+        // A closed connection speaks of a peer this view had contact with; a node that
+        // comes back into the view is first heard afresh.
+        let contacted = &self.contacted;
+        self.closed.retain(|node| contacted.contains(node));
         self.view = Some(view.clone());
         self.ready.events.push(ClusterEvent::View(view));
     }

@@ -183,6 +183,18 @@ impl Supervisor {
         }
     }
 
+    /// The driver saw the connection from `peer` closed from `peer`'s side (end of stream or
+    /// a reset, not a close of its own): a strong sign of a dead process, acted on at once.
+    pub fn peer_closed(&mut self, peer: NodeId) {
+        self.core.peer_closed(peer);
+    }
+
+    /// Primary: whether the data plane is stuck (no progress for longer than its bound); a
+    /// stuck primary stops saying it is alive, so that it is replaced.
+    pub fn set_stalled(&mut self, stalled: bool) {
+        self.core.set_stalled(stalled);
+    }
+
     /// Saves, sends and acts on everything the core has produced, as the module's ordering
     /// contract says, until it has nothing left.
     pub fn drive<R: Roles>(

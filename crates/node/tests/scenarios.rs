@@ -308,6 +308,24 @@ impl Harness {
         roles.outbox.clear();
     }
 
+    /// Every node `node` is not cut from sees its connection from `node` closed.
+    fn closed(&mut self, node: NodeId, out: &mut String) {
+        for peer in self.ids() {
+            if peer != node && !self.cuts.contains(&(node, peer)) {
+                self.close_one(node, peer);
+            }
+        }
+        self.deliver_all(out);
+    }
+
+    fn close_one(&mut self, from: NodeId, to: NodeId) {
+        let Some(supervisor) = self.supervisors[index(to)].as_mut() else {
+            return;
+        };
+        supervisor.core_mut().peer_closed(from);
+        self.drive(to);
+    }
+
     fn restart(&mut self, node: NodeId) {
         let i = index(node);
         assert!(self.supervisors[i].is_none(), "restart a crashed node");
@@ -406,6 +424,18 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
             harness.deliver_all(&mut out);
         }
         "crash" => harness.crash(number("node") as NodeId),
+        // A crash the peers learn of at once: the kernel closes a dead process's sockets.
+        "kill" => {
+            let node = number("node") as NodeId;
+            harness.crash(node);
+            harness.closed(node, &mut out);
+        }
+        // Node `to` sees its connection from `from` closed (`from` may live on).
+        "closed" => {
+            let to = number("to") as NodeId;
+            harness.close_one(number("from") as NodeId, to);
+            harness.deliver_all(&mut out);
+        }
         "restart" => {
             let node = number("node") as NodeId;
             harness.restart(node);

@@ -26,6 +26,12 @@ pub enum Message {
         lsn_released: u64,
         tick_sent: u64,
     },
+    /// Primary → backup: the primary's process runs and its executor made progress lately.
+    /// Sent by the link itself when the executor gave it nothing for a heartbeat's interval
+    /// (a long call, a checksum), so that a busy primary is not taken for a dead one. It
+    /// renews no lease and says nothing of LSNs; the backup answers with an ack, so that
+    /// the primary keeps hearing its backups too.
+    Pulse { view: u64 },
     /// Backup → primary: every record up to `lsn_received` is held, up to `lsn_applied`
     /// applied. Also the backup's introduction when it connects. `tick_echoed` is the
     /// `tick_sent` of the newest heartbeat it accepted in this view (0: none yet): the backup
@@ -64,6 +70,7 @@ impl Message {
         match *self {
             Message::Batch(_) => None,
             Message::Heartbeat { view, .. }
+            | Message::Pulse { view }
             | Message::Ack { view, .. }
             | Message::Nack { view, .. }
             | Message::StaleView { view }

@@ -1045,7 +1045,10 @@ impl<R> Primary<R> {
             }
             // A StaleView of our own view carries no news.
             Message::StaleView { .. } => {}
-            Message::Batch(_) | Message::Heartbeat { .. } | Message::Pages(_) => {
+            Message::Batch(_)
+            | Message::Heartbeat { .. }
+            | Message::Pulse { .. }
+            | Message::Pages(_) => {
                 self.ready.faults.push(PrimaryFault::Unexpected { from });
             }
         }

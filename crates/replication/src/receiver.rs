@@ -240,6 +240,13 @@ impl Receiver {
                     }
                 }
             }
+            Message::Pulse { view } => {
+                // The primary runs: answered so that it hears this backup too. The ack
+                // echoes no newer tick, so it renews no lease.
+                if self.check_view(from, view) {
+                    self.push_ack();
+                }
+            }
             Message::Pages(chunk) => {
                 if self.check_view(from, chunk.view) {
                     self.on_pages(from, chunk);

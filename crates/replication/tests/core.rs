@@ -1337,3 +1337,44 @@ fn replies_leave_withheld_or_refused_as_drain_replies_says() {
         [Disposition::NotPrimary(Reply { reply: 9, .. })]
     ));
 }
+
+#[test]
+fn a_pulse_is_answered_with_an_ack_that_renews_no_lease() {
+    let mut receiver = Receiver::new(receiver_config(1), 0);
+    let mut ready = ReceiverReady::default();
+    let heartbeat = Message::Heartbeat {
+        view: 1,
+        lsn_committed: 0,
+        lsn_released: 0,
+        tick_sent: 5,
+    };
+    receiver.step(PRIMARY, heartbeat);
+    receiver.take_ready(&mut ready);
+    ready.clear();
+    receiver.step(PRIMARY, Message::Pulse { view: 1 });
+    receiver.take_ready(&mut ready);
+    assert_eq!(
+        ready.messages,
+        vec![(
+            PRIMARY,
+            Message::Ack {
+                view: 1,
+                lsn_received: 0,
+                lsn_applied: 0,
+                tick_echoed: 5,
+            }
+        )],
+        "the ack echoes the last heartbeat's tick, not a newer one"
+    );
+    ready.clear();
+    // A pulse of another view is not this primary's word.
+    receiver.step(PRIMARY, Message::Pulse { view: 0 });
+    receiver.take_ready(&mut ready);
+    assert!(
+        ready
+            .messages
+            .iter()
+            .all(|(_, message)| !matches!(message, Message::Ack { .. })),
+        "a stale pulse gets no ack"
+    );
+}

@@ -298,7 +298,7 @@ pub fn start(
         .find(|peer| peer.role == crate::config::Role::Primary)
         .map_or(0, |peer| peer.node_id);
     let gate = Gate::new(config.group.view, primary);
-    let handle = start_role(config, segment, model, metrics, gate, Vec::new())?;
+    let handle = start_role(config, segment, model, metrics, gate, Vec::new(), None)?;
     let state = handle.state.clone();
     let to_applier = handle.to_applier.clone();
     thread::Builder::new()
@@ -330,6 +330,7 @@ pub fn start_role(
     metrics: Arc<Metrics>,
     gate: Gate,
     tail: Vec<SealedBatch>,
+    peer_closed: Option<crate::PeerClosed>,
 ) -> Result<BackupHandle, StartError> {
     let group = &config.group;
     let lsn_start = segment.lsn();
@@ -370,6 +371,7 @@ pub fn start_role(
         gate: Arc::new(gate),
         ack_writer: Arc::new(Mutex::new(None)),
         metrics: Arc::clone(&metrics),
+        peer_closed,
     };
     let applier_state = state.clone();
     let applier = thread::Builder::new()
@@ -407,6 +409,8 @@ struct Shared {
     /// applier (application acks).
     ack_writer: Arc<Mutex<Option<SharedWriter>>>,
     metrics: Arc<Metrics>,
+    /// Whom to tell that the current primary closed its connection (cluster mode).
+    peer_closed: Option<crate::PeerClosed>,
 }
 
 impl Shared {
@@ -612,7 +616,23 @@ fn receive_from(
             writer.lock().expect("not poisoned").write_all(&out)?;
         }
         drop(gate);
-        net::fill(stream, &mut buffer)?;
+        if let Err(err) = net::fill(stream, &mut buffer) {
+            // The primary's side ended the connection: if it is still the one the acks go
+            // to (not one a newer connection replaced), its process may have died.
+            let current = state
+                .ack_writer
+                .lock()
+                .expect("not poisoned")
+                .as_ref()
+                .is_some_and(|current| Arc::ptr_eq(current, &writer));
+            if current
+                && matches!(err, ConnError::Closed | ConnError::Io(_))
+                && let Some(peer_closed) = &state.peer_closed
+            {
+                peer_closed.tell(primary);
+            }
+            return Err(err);
+        }
     }
 }
 
@@ -903,6 +923,7 @@ mod tests {
             gate: Arc::new(Gate::new(1, 1)),
             ack_writer: Arc::new(Mutex::new(None)),
             metrics: Arc::new(Metrics::new(2, "backup")),
+            peer_closed: None,
         }
     }
 

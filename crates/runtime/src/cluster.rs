@@ -150,6 +150,8 @@ enum ToSupervisor {
         message: ClusterMessage,
     },
     Observed(Observed),
+    /// The connection from a peer was closed from its side.
+    PeerClosed(NodeId),
 }
 
 /// Runs a cluster-mode node until the process is stopped.
@@ -210,6 +212,13 @@ pub fn run(
             .unwrap_or_else(|_| "null".into())
         });
     }
+    let peer_closed = {
+        let to_supervisor = to_supervisor.clone();
+        crate::PeerClosed::new(move |peer| {
+            // The supervisor outlives the roles; if it is gone, so is the node.
+            let _ = to_supervisor.send(ToSupervisor::PeerClosed(peer));
+        })
+    };
     let acceptor = Acceptor {
         node_id: config.node_id,
         group: config.group.id,
@@ -246,6 +255,7 @@ pub fn run(
         trace,
         observed: None,
         heard_since_role: std::collections::BTreeSet::new(),
+        peer_closed,
     };
     let mut supervisor = SupervisorThread {
         node: tandem_node::Supervisor::new(
@@ -362,6 +372,7 @@ impl SupervisorThread {
                 if self.roles.heard_primary() {
                     self.node.core_mut().heard_from_primary();
                 }
+                self.node.set_stalled(self.roles.primary_stalled());
                 self.node.core_mut().tick();
                 next_tick += tick;
             }
@@ -412,6 +423,12 @@ impl SupervisorThread {
                     say!("node {me}: trace: first ack from node {backup} in this role");
                 }
                 self.node.observe(observed);
+            }
+            ToSupervisor::PeerClosed(peer) => {
+                if self.trace {
+                    say!("node {me}: trace: node {peer} closed its connection");
+                }
+                self.node.peer_closed(peer);
             }
         }
     }
@@ -469,6 +486,8 @@ struct RuntimeRoles {
     observed: Option<Receiver<Observed>>,
     /// Backups the primary role heard from since it started (for `TANDEM_TRACE`).
     heard_since_role: std::collections::BTreeSet<NodeId>,
+    /// How the roles' threads tell the supervisor a peer closed its connection.
+    peer_closed: crate::PeerClosed,
 }
 
 impl tandem_node::Roles for RuntimeRoles {
@@ -560,6 +579,18 @@ impl RuntimeRoles {
         let heard = frames != self.frames_heard;
         self.frames_heard = frames;
         heard
+    }
+
+    /// Whether the primary role's executor has not begun a turn for longer than
+    /// `tuning.executor_stall_ms`.
+    fn primary_stalled(&self) -> bool {
+        match &*self.slot.lock().expect("not poisoned") {
+            Slot::Primary(handle) => {
+                handle.progress.since_turn()
+                    >= Duration::from_millis(self.config.tuning.executor_stall_ms)
+            }
+            _ => false,
+        }
     }
 
     /// Carries out `transition` from the role in `slot`.
@@ -698,6 +729,7 @@ impl RuntimeRoles {
             Arc::clone(&self.metrics),
             None,
             Some(observed),
+            Some(self.peer_closed.clone()),
         ) {
             Ok(handle) => Slot::Primary(handle),
             Err(err) => {
@@ -719,6 +751,7 @@ impl RuntimeRoles {
             Arc::clone(&self.metrics),
             gate,
             tail,
+            Some(self.peer_closed.clone()),
         ) {
             Ok(handle) => Slot::Backup(handle),
             Err(err) => {

@@ -65,8 +65,11 @@ undo_log_kib = 1024
 tick_us = 1000
 # The primary sends every backup a heartbeat every this many ticks (≥ 1).
 heartbeat_ticks = 1
-# A backup suspects the primary after this many silent ticks (> heartbeat_ticks).
+# A backup suspects the primary after this many silent ticks (> heartbeat_ticks); the
+# silence allowed grows with the jitter observed, up to 4 times this.
 suspect_ticks = 5
+# A primary whose executor is stuck in one call this many milliseconds is replaced (≥ 10).
+executor_stall_ms = 1000
 # The largest batch of records shipped at once, in bytes (≥ 64).
 batch_bytes_max = 65536
 # The retained tail keeps at most this many records (≥ 1) ...
@@ -354,8 +357,14 @@ pub struct Tuning {
     /// Idle ticks after which the primary sends a heartbeat, ≥ 1 (default 1).
     pub heartbeat_ticks: u64,
     /// Silent ticks after which a backup suspects the primary, > `heartbeat_ticks`
-    /// (default 5).
+    /// (default 5). The silence allowed grows with the jitter observed, up to 4 times this;
+    /// a connection the primary's process closed is acted on at once.
     pub suspect_ticks: u64,
+    /// A primary whose executor has not begun a turn for this many milliseconds (one call
+    /// that runs for ever) stops saying it is alive, and its backups replace it, ≥ 10
+    /// (default 1000). Shorter stalls (a checksum, a long script) only delay replies: the
+    /// links keep the backups hearing the primary meanwhile.
+    pub executor_stall_ms: u64,
     /// The largest batch shipped at once in bytes, ≥ 64 (default 65536).
     pub batch_bytes_max: usize,
     /// Most records the retained tail holds, ≥ 1 (default 1,000,000).
@@ -373,6 +382,7 @@ impl Default for Tuning {
             tick_us: 1000,
             heartbeat_ticks: 1,
             suspect_ticks: 5,
+            executor_stall_ms: 1000,
             batch_bytes_max: 64 << 10,
             tail_records_max: 1_000_000,
             tail_bytes_max: 256 << 20,
@@ -386,6 +396,8 @@ const UNDO_LOG_KIB_MIN: usize = 4;
 const TICK_US_MIN: u64 = 10;
 const TICK_US_MAX: u64 = 1_000_000;
 const BATCH_BYTES_MIN: usize = 64;
+/// The shortest executor stall that replaces a primary.
+const EXECUTOR_STALL_MS_MIN: u64 = 10;
 /// Room a frame needs beyond its batch: the envelope, the batch header and slack for
 /// control fields.
 const FRAME_OVERHEAD: usize = 4096;
@@ -609,6 +621,16 @@ impl NodeConfig {
                     "{} ticks would suspect a primary before its heartbeat (every {} ticks) is \
                      due; use more than tuning.heartbeat_ticks",
                     t.suspect_ticks, t.heartbeat_ticks
+                ),
+            ));
+        }
+        if t.executor_stall_ms < EXECUTOR_STALL_MS_MIN {
+            return Err(invalid(
+                "tuning.executor_stall_ms",
+                format!(
+                    "{} ms would replace a primary for an ordinary long call; use at least \
+                     {EXECUTOR_STALL_MS_MIN}",
+                    t.executor_stall_ms
                 ),
             ));
         }
@@ -919,6 +941,11 @@ mod tests {
                 "at least 1",
             ),
             (
+                "`tuning.executor_stall_ms`",
+                |c| c.tuning.executor_stall_ms = 9,
+                "at least 10",
+            ),
+            (
                 "`tuning.suspect_ticks`",
                 |c| c.tuning.suspect_ticks = 1,
                 "more than",
@@ -1051,6 +1078,7 @@ mod tests {
             tick_us: 10,
             heartbeat_ticks: 1,
             suspect_ticks: 2,
+            executor_stall_ms: 10,
             batch_bytes_max: 64,
             tail_records_max: 1,
             tail_bytes_max: 128,

@@ -5,8 +5,8 @@
 //! the client connections ([`primary`]); a backup runs a receiver per primary connection and
 //! the applier ([`backup`]). Both serve `/metrics` and `/status` over HTTP when configured.
 //!
-//! Roles are static here: the configuration names the primary. Failure detection and view
-//! changes come with the cluster core.
+//! Roles are static here: the configuration names the primary. In cluster mode ([`cluster`])
+//! the config store names it, and the roles follow its views.
 
 pub mod backup;
 pub mod cluster;
@@ -30,6 +30,30 @@ use tandem_store::DataModel;
 
 use crate::config::{NodeConfig, Role};
 use crate::metrics::Metrics;
+
+/// Tells a cluster-mode node's supervisor, waking it, that the connection from a peer was
+/// closed from the peer's side (end of stream or a reset; never a close of this node's own).
+/// The kernel closes a killed process's sockets at once, so this is how a node learns of a
+/// peer's death in microseconds rather than after a silence.
+#[derive(Clone)]
+pub struct PeerClosed(Arc<dyn Fn(NodeId) + Send + Sync>);
+
+impl PeerClosed {
+    pub fn new(tell: impl Fn(NodeId) + Send + Sync + 'static) -> PeerClosed {
+        PeerClosed(Arc::new(tell))
+    }
+
+    /// The connection from `peer` was closed from its side.
+    pub fn tell(&self, peer: NodeId) {
+        (self.0)(peer)
+    }
+}
+
+impl std::fmt::Debug for PeerClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerClosed")
+    }
+}
 
 /// A request to the thread that owns a node's segment.
 #[derive(Debug)]

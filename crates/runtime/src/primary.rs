@@ -132,6 +132,36 @@ pub enum ReplyTo {
 /// How often at most a link tells the node it heard its backup.
 const OBSERVE_INTERVAL: Duration = Duration::from_micros(200);
 
+/// When the executor last began a turn: the links send pulses only while it is recent, and
+/// the supervisor takes a primary whose executor is stuck past `tuning.executor_stall_ms` as
+/// failed.
+#[derive(Debug)]
+pub struct Progress {
+    origin: Instant,
+    turn_us: AtomicU64,
+}
+
+impl Progress {
+    fn new() -> Arc<Progress> {
+        Arc::new(Progress {
+            origin: Instant::now(),
+            turn_us: AtomicU64::new(0),
+        })
+    }
+
+    /// The executor begins a turn.
+    fn turn(&self) {
+        let now_us = self.origin.elapsed().as_micros() as u64;
+        self.turn_us.store(now_us, Ordering::Relaxed);
+    }
+
+    /// How long since the executor last began a turn.
+    pub fn since_turn(&self) -> Duration {
+        let turn = Duration::from_micros(self.turn_us.load(Ordering::Relaxed));
+        self.origin.elapsed().saturating_sub(turn)
+    }
+}
+
 /// The in-process driver: the executor generates calls itself, with at most `clients` calls
 /// waiting for their replies at once (each virtual client issues its next call when its reply
 /// is released). What the benchmark reads, it reads from here.
@@ -167,6 +197,8 @@ impl LocalLoad {
 pub struct PrimaryHandle {
     pub inbound: Sender<Inbound>,
     pub executor: JoinHandle<()>,
+    /// When the executor last began a turn.
+    pub progress: Arc<Progress>,
     pub address: SocketAddr,
     context: ClientContext,
 }
@@ -277,6 +309,7 @@ pub fn start(
         metrics,
         local,
         None,
+        None,
     )?;
     let acceptor = Acceptor {
         context: handle.context.clone(),
@@ -314,6 +347,7 @@ pub fn start_role(
     metrics: Arc<Metrics>,
     local: Option<Arc<LocalLoad>>,
     observed: Option<Sender<Observed>>,
+    peer_closed: Option<crate::PeerClosed>,
 ) -> Result<PrimaryHandle, StartError> {
     let group = &config.group;
     let passive = group.mode == Mode::Passive;
@@ -351,8 +385,13 @@ pub fn start_role(
         },
     };
     let (inbound, inbound_rx) = mpsc::channel();
+    let progress = Progress::new();
     let link_factory = LinkFactory {
         observed: observed.clone(),
+        peer_closed,
+        progress: Arc::clone(&progress),
+        pulse_interval: Duration::from_micros(tuning.tick_us * tuning.heartbeat_ticks),
+        stall_max: Duration::from_millis(tuning.executor_stall_ms),
         node_id: config.node_id,
         group: group.id,
         max_frame_len: tuning.max_frame_len,
@@ -419,6 +458,7 @@ pub fn start_role(
         rollbacks_reported: 0,
         lsn_committed,
         view_shared: Arc::clone(&context.view),
+        progress: Arc::clone(&progress),
     };
     executor.refresh_gauges();
     let handle = thread::Builder::new()
@@ -431,6 +471,7 @@ pub fn start_role(
     Ok(PrimaryHandle {
         inbound,
         executor: handle,
+        progress,
         address: SocketAddr::from(([0, 0, 0, 0], 0)),
         context,
     })

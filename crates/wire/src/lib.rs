@@ -62,6 +62,8 @@
 //!         3 Ack         view u64, lsn_received u64, lsn_applied u64
 //!         4 Nack        view u64, lsn_received u64
 //!         5 StaleView   view u64
+//!         6 Pages       view, lsn_from, lsn u64, index, count, crc u32, then the pages
+//!         7 Pulse       view u64
 //! ```
 
 #![forbid(unsafe_code)]
@@ -85,7 +87,8 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 
 /// The protocol version this build speaks; a server refuses any other in a `Hello`.
 /// Version 2: heartbeats carry the primary's tick and acks echo it (the primary lease).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// Version 3: a primary's links send `Pulse` while its executor is busy.
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

@@ -17,6 +17,7 @@ const TAG_ACK: u8 = 3;
 const TAG_NACK: u8 = 4;
 const TAG_STALE_VIEW: u8 = 5;
 const TAG_PAGES: u8 = 6;
+const TAG_PULSE: u8 = 7;
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
@@ -111,6 +112,10 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
                 StaleView { view: view.into() }.as_bytes(),
             );
         }
+        Message::Pulse { view } => {
+            // The same layout as StaleView: one view number.
+            encode_fixed(out, TAG_PULSE, StaleView { view: view.into() }.as_bytes());
+        }
         Message::Pages(ref chunk) => {
             let header = PagesHeader {
                 view: chunk.view.into(),
@@ -188,6 +193,9 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
         TAG_STALE_VIEW => Message::StaleView {
             view: fixed::<StaleView>("StaleView", rest)?.view.get(),
         },
+        TAG_PULSE => Message::Pulse {
+            view: fixed::<StaleView>("Pulse", rest)?.view.get(),
+        },
         TAG_PAGES => {
             let Ok((header, pages)) = PagesHeader::ref_from_prefix(rest) else {
                 let detail = format!(
@@ -208,7 +216,7 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
             })
         }
         _ => {
-            let detail = format!("unknown message {tag}; 1 to 6 are defined");
+            let detail = format!("unknown message {tag}; 1 to {TAG_PULSE} are defined");
             return Err(bad_body("Peer", "sub_tag", detail));
         }
     };
@@ -259,6 +267,7 @@ mod tests {
                 lsn_received: 7,
             },
             Message::StaleView { view: u64::MAX },
+            Message::Pulse { view: 14 },
             Message::Pages(PagesChunk {
                 view: 10,
                 lsn_from: 11,
@@ -302,10 +311,10 @@ mod tests {
             decode(&empty).unwrap_err().to_string(),
             "Peer frame, field 'sub_tag': missing: the body is empty"
         );
-        let unknown = [2, 0, 0, 0, TYPE_PEER, 7];
+        let unknown = [2, 0, 0, 0, TYPE_PEER, 8];
         assert_eq!(
             decode(&unknown).unwrap_err().to_string(),
-            "Peer frame, field 'sub_tag': unknown message 7; 1 to 6 are defined"
+            "Peer frame, field 'sub_tag': unknown message 8; 1 to 7 are defined"
         );
         let short_pages = [3, 0, 0, 0, TYPE_PEER, 6, 0];
         assert_eq!(

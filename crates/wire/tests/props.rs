@@ -46,6 +46,7 @@ fn message() -> impl Strategy<Value = Message> {
         (any::<u64>(), any::<u64>())
             .prop_map(|(view, lsn_received)| Message::Nack { view, lsn_received }),
         any::<u64>().prop_map(|view| Message::StaleView { view }),
+        any::<u64>().prop_map(|view| Message::Pulse { view }),
         (
             (any::<u64>(), any::<u64>(), any::<u64>()),
             (any::<u32>(), any::<u32>(), any::<u32>()),

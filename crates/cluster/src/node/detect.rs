@@ -3,10 +3,54 @@
 
 use super::*;
 
+/// Ticks over which the longest gap between two arrivals from a peer is taken as one sample.
+const ARRIVAL_WINDOW_TICKS: u64 = 64;
+
+/// How irregularly a peer is heard, for the silence it is allowed.
+///
+/// A peer normally speaks every tick (heartbeats, acks). On a loaded machine a process may
+/// not run for several ticks at a time, and a detector that ignores that accuses live peers
+/// (each false suspicion on a 2-core machine with one core busy cost up to three view
+/// changes). Like TigerBeetle's detector, the allowed silence is a multiple of a moving
+/// average: here of the longest gap seen in each window of `ARRIVAL_WINDOW_TICKS`, averaged
+/// over windows with weight 1/4, so that stalls that recur every few hundred ticks are
+/// remembered. It never drops below `suspect_ticks` and never exceeds
+/// `SILENCE_STRETCH_MAX` times it, so a silent dead peer is still found within a bound (and
+/// a closed connection is acted on at once whatever the silence).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Arrivals {
+    window_started: u64,
+    window_gap_max: u64,
+    /// The average of the windows' longest gaps, in sixteenths of a tick.
+    gap_max_avg_x16: u64,
+}
+
+impl Arrivals {
+    /// The peer was heard at `tick`, last before at `tick_last`.
+    pub(super) fn heard(&mut self, tick: u64, tick_last: u64) {
+        let gap = tick.saturating_sub(tick_last);
+        self.window_gap_max = self.window_gap_max.max(gap);
+        if tick - self.window_started.min(tick) >= ARRIVAL_WINDOW_TICKS {
+            let sample = self.window_gap_max * 16;
+            // avg += (sample − avg) / 4, in unsigned arithmetic.
+            self.gap_max_avg_x16 = (3 * self.gap_max_avg_x16 + sample) / 4;
+            self.window_started = tick;
+            self.window_gap_max = 0;
+        }
+    }
+
+    /// The silence after which the peer is suspected: twice the average longest gap,
+    /// within `[suspect_ticks, SILENCE_STRETCH_MAX × suspect_ticks]`.
+    pub(super) fn silence_ticks(&self, suspect_ticks: u64) -> u64 {
+        let stretched = (2 * self.gap_max_avg_x16).div_ceil(16);
+        stretched.clamp(suspect_ticks, SILENCE_STRETCH_MAX * suspect_ticks)
+    }
+}
+
 impl Cluster {
     /// The primary tells the coordinator it runs, every tick.
     pub(super) fn maybe_alive(&mut self) {
-        if !self.serving || self.member() != Member::Primary {
+        if !self.serving || self.stalled || self.member() != Member::Primary {
             return;
         }
         let view = self.view.as_ref().expect("a primary has a view").number;
@@ -32,7 +76,9 @@ impl Cluster {
         let suspect_ticks = self.settings.suspect_ticks;
         let suspects: Vec<NodeId> = match self.member() {
             Member::Backup if self.frozen.is_none() => {
-                if self.tick - self.tick_heard_primary >= self.silence_ticks(view.primary) {
+                if self.closed.contains(&view.primary)
+                    || self.tick - self.tick_heard_primary >= self.silence_ticks(view.primary)
+                {
                     vec![view.primary]
                 } else {
                     Vec::new()
@@ -46,8 +92,9 @@ impl Cluster {
                 .chain(&view.spares)
                 .copied()
                 .filter(|&node| {
-                    self.tick - self.tick_heard.get(&node).copied().unwrap_or(0)
-                        >= self.silence_ticks(node)
+                    self.closed.contains(&node)
+                        || self.tick - self.tick_heard.get(&node).copied().unwrap_or(0)
+                            >= self.silence_ticks(node)
                 })
                 .collect(),
             _ => Vec::new(),
@@ -87,12 +134,16 @@ impl Cluster {
         }
     }
 
-    /// The silence after which `peer` is suspected.
+    /// The silence after which `peer` is suspected: `suspect_ticks`, stretched by the jitter
+    /// observed from it, or the first-contact grace while it has not been heard in the view.
     pub(super) fn silence_ticks(&self, peer: NodeId) -> u64 {
+        let suspect_ticks = self.settings.suspect_ticks;
         if self.contacted.contains(&peer) {
-            self.settings.suspect_ticks
+            self.arrivals.get(&peer).map_or(suspect_ticks, |arrivals| {
+                arrivals.silence_ticks(suspect_ticks)
+            })
         } else {
-            self.settings.suspect_ticks * FIRST_CONTACT_GRACE
+            suspect_ticks * FIRST_CONTACT_GRACE
         }
     }
 
@@ -109,11 +160,18 @@ impl Cluster {
             self.suspicion_pending = None;
             return;
         }
-        let fresh = |tick: u64| self.tick - tick < suspect_ticks;
-        // A coordinator that is the primary hears itself, if it serves: one that restarted
-        // without its memory holds the role in name only (the simulator found a cluster
-        // stalled for good by a restarted primary re-elected to lead the config store).
-        let hears_primary = (self.member() == Member::Primary && self.serving)
+        let view = self.view.as_ref().expect("a suspicion is of a view");
+        // The coordinator's own silence threshold for the primary: a suspicion is confirmed
+        // only when the coordinator, by its own measure, lost the primary too. A closed
+        // connection from the primary confirms at once.
+        let silence_ticks = self.silence_ticks(view.primary);
+        let lost = self.closed.contains(&view.primary);
+        let fresh = |tick: u64| !lost && self.tick - tick < silence_ticks;
+        // A coordinator that is the primary hears itself, if it serves and its data plane
+        // makes progress: one that restarted without its memory holds the role in name only
+        // (the simulator found a cluster stalled for good by a restarted primary re-elected
+        // to lead the config store).
+        let hears_primary = (self.member() == Member::Primary && self.serving && !self.stalled)
             || (self.member() == Member::Backup
                 && self.frozen.is_none()
                 && fresh(self.tick_heard_primary))

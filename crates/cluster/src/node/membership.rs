@@ -47,13 +47,15 @@ impl Cluster {
         }
     }
 
-    /// A node outside the view asks to join, every few suspicion timeouts.
+    /// A node outside the view asks to join, every two suspicion timeouts: the group may be
+    /// short of a backup until it does (a Join sent before the coordinator applied the view
+    /// it names is dropped, and a retry 10 timeouts later left the primary alone that long).
     pub(super) fn maybe_join(&mut self) {
         if self.member() != Member::Outside || !self.loaded {
             return;
         }
         let Some(view) = &self.view else { return };
-        let period = 10 * self.settings.suspect_ticks;
+        let period = 2 * self.settings.suspect_ticks;
         if self
             .tick_join_sent
             .is_some_and(|tick| self.tick - tick < period)

@@ -59,7 +59,7 @@ impl Cluster {
                 .collecting
                 .as_ref()
                 .is_some_and(|collecting| collecting.reports.contains_key(&suspect));
-            if !reported {
+            if !reported && self.removal_confirmed(suspect) {
                 let new = rule::remove_backup(&view, suspect, behind).expect("checked: a backup");
                 // A view without a backup cannot survive its primary: no one could report,
                 // and with 2-safe nothing new is acknowledged in it anyway. The last backup
@@ -79,6 +79,34 @@ impl Cluster {
                 self.propose_membership(&view, new);
             }
         }
+    }
+
+    /// Whether the coordinator confirms the primary's suspicion of backup `suspect`: the
+    /// coordinator lost it too (its connection closed, or it sent nothing, not even Raft's
+    /// answers, for `suspect_ticks`), or the primary has asked for `RESUME_AFTER_SUSPICIONS`
+    /// suspicion timeouts in a row. A removal on one word would turn every stall of a loaded
+    /// backup into two view changes (out, then back in); waiting for good would leave a
+    /// primary whose link to a live backup is cut unable to shed it.
+    fn removal_confirmed(&mut self, suspect: NodeId) -> bool {
+        let suspect_ticks = self.settings.suspect_ticks;
+        let tick = self.tick;
+        let asked = self.removal_asked.entry(suspect).or_insert((tick, tick));
+        if tick - asked.1 > 2 * suspect_ticks {
+            // The primary stopped asking in between: this is a new suspicion.
+            *asked = (tick, tick);
+        }
+        asked.1 = tick;
+        let overdue = tick - asked.0 >= RESUME_AFTER_SUSPICIONS * suspect_ticks;
+        let hears_suspect = if suspect == self.settings.node {
+            self.serving
+        } else {
+            !self.closed.contains(&suspect)
+                && self
+                    .tick_heard_node
+                    .get(&suspect)
+                    .is_some_and(|&heard| tick - heard < suspect_ticks)
+        };
+        overdue || !hears_suspect
     }
 
     pub(super) fn start_collecting(&mut self, view: &View) {

@@ -67,6 +67,8 @@ pub(super) struct Executor {
     pub(super) backup_gauges: Vec<BackupGauges>,
     /// The view, for the client threads' Welcome frames.
     pub(super) view_shared: Arc<AtomicU64>,
+    /// When this thread last began a turn (for the links' pulses and the watchdog).
+    pub(super) progress: Arc<Progress>,
 }
 
 /// Handles on one backup's labelled gauges.
@@ -100,6 +102,7 @@ impl Executor {
         self.tick_origin = Instant::now();
         let mut next_tick = self.tick_origin + self.tick;
         loop {
+            self.progress.turn();
             // 1. Ticks, every one missed replayed: the lease is measured in them, so the
             // primary's tick must be current before an ack can release a reply.
             let now = Instant::now();

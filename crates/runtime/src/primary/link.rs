@@ -3,7 +3,11 @@
 //!
 //! The reader also tells the node's supervisor that it heard the member, itself rather than
 //! through the executor: a failure detector must not take a busy executor (a long call, a
-//! checksum, a starved thread on a loaded machine) for a silent backup.
+//! checksum, a starved thread on a loaded machine) for a silent backup. For the same reason
+//! the writer sends a `Pulse` when the executor gave it nothing for a heartbeat's interval,
+//! as long as the executor began a turn within `tuning.executor_stall_ms`: the backups keep
+//! hearing a busy primary, and stop hearing a stuck one. A connection the backup closed (its
+//! process died) is reported to the supervisor at once.
 
 use super::*;
 
@@ -17,6 +21,13 @@ pub(super) struct LinkFactory {
     pub(super) metrics: Arc<Metrics>,
     /// Where the node hears about backups (cluster mode), if anywhere.
     pub(super) observed: Option<Sender<Observed>>,
+    /// Whom to tell that a backup closed its connection (cluster mode).
+    pub(super) peer_closed: Option<crate::PeerClosed>,
+    pub(super) progress: Arc<Progress>,
+    /// A link given nothing for this long sends a pulse.
+    pub(super) pulse_interval: Duration,
+    /// ... unless the executor has not begun a turn for this long.
+    pub(super) stall_max: Duration,
 }
 
 impl LinkFactory {
@@ -34,6 +45,10 @@ impl LinkFactory {
             inbound: self.inbound.clone(),
             metrics: Arc::clone(&self.metrics),
             observed: self.observed.clone(),
+            peer_closed: self.peer_closed.clone(),
+            progress: Arc::clone(&self.progress),
+            pulse_interval: self.pulse_interval,
+            stall_max: self.stall_max,
         };
         thread::Builder::new()
             .name(format!("link-{node}"))
@@ -55,6 +70,10 @@ struct Link {
     inbound: Sender<Inbound>,
     metrics: Arc<Metrics>,
     observed: Option<Sender<Observed>>,
+    peer_closed: Option<crate::PeerClosed>,
+    progress: Arc<Progress>,
+    pulse_interval: Duration,
+    stall_max: Duration,
 }
 
 impl Link {
@@ -126,11 +145,16 @@ impl Link {
             return Ok(());
         }
         let reader_stream = stream.try_clone()?;
+        // Set before this side shuts the connection, so that the reader does not report the
+        // end of stream that follows as the backup's doing.
+        let closing = Arc::new(AtomicBool::new(false));
         let acks = AckReader {
             node: self.node,
             inbound: self.inbound.clone(),
             metrics: Arc::clone(&self.metrics),
             observed: self.observed.clone(),
+            peer_closed: self.peer_closed.clone(),
+            closing: Arc::clone(&closing),
         };
         let reader = thread::Builder::new()
             .name(format!("acks-{}", self.node))
@@ -138,13 +162,31 @@ impl Link {
             .map_err(ConnError::Io)?;
         let mut writer = BufWriter::with_capacity(256 * 1024, stream.try_clone()?);
         let mut frame = Vec::new();
+        // The view of the last heartbeat sent: pulses speak for it.
+        let mut view = None;
         let result = loop {
-            let Ok(message) = outbox.recv() else {
-                break Ok(());
+            let message = match outbox.recv_timeout(self.pulse_interval) {
+                Ok(message) => message,
+                Err(RecvTimeoutError::Timeout) => {
+                    if reader.is_finished() {
+                        break Err(ConnError::Closed);
+                    }
+                    // A stuck executor sends no pulse: the backups hear the silence.
+                    match view {
+                        Some(view) if self.progress.since_turn() < self.stall_max => {
+                            Message::Pulse { view }
+                        }
+                        _ => continue,
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => break Ok(()),
             };
             let mut next = Some(message);
             while let Some(message) = next {
                 frame.clear();
+                if let Message::Heartbeat { view: sent, .. } = message {
+                    view = Some(sent);
+                }
                 if let Message::Batch(bytes) = &message {
                     tandem_wire::encode_batch_frame_header(&mut frame, bytes.len());
                     if let Err(_err) = writer
@@ -168,6 +210,7 @@ impl Link {
                 break Err(ConnError::Closed);
             }
         };
+        closing.store(true, Ordering::Release);
         let _ = stream.shutdown(std::net::Shutdown::Both);
         let _ = reader.join();
         result
@@ -180,6 +223,8 @@ struct AckReader {
     inbound: Sender<Inbound>,
     metrics: Arc<Metrics>,
     observed: Option<Sender<Observed>>,
+    peer_closed: Option<crate::PeerClosed>,
+    closing: Arc<AtomicBool>,
 }
 
 impl AckReader {
@@ -217,7 +262,14 @@ impl AckReader {
                     let _ = observed.send(Observed::Heard(self.node));
                 }
             }
-            if net::fill(&mut stream, &mut buffer).is_err() {
+            if let Err(err) = net::fill(&mut stream, &mut buffer) {
+                let by_peer = matches!(err, ConnError::Closed | ConnError::Io(_));
+                if by_peer
+                    && !self.closing.load(Ordering::Acquire)
+                    && let Some(peer_closed) = &self.peer_closed
+                {
+                    peer_closed.tell(self.node);
+                }
                 return;
             }
         }

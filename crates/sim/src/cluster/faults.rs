@@ -282,6 +282,11 @@ impl World {
         state.disk.set_failing(false);
         self.report.crashes += 1;
         self.note(format!("crash {node}"));
+        for other in 1..=self.faults.nodes as NodeId {
+            if other != node {
+                self.send(node, other, Wire::Closed);
+            }
+        }
     }
 
     /// The node starts again from its config store's saved state, with its memory gone.
@@ -393,6 +398,14 @@ impl World {
                 Ok(())
             }
             Wire::Call { conn, seq, call } => self.call(from, to, conn, seq, call),
+            Wire::Closed => {
+                self.nodes[index_of(to)]
+                    .supervisor
+                    .as_mut()
+                    .expect("checked: up")
+                    .peer_closed(from);
+                self.drive(to)
+            }
             wire => Err(self.fail(format!("misrouted {wire:?} to node {to}"))),
         }
     }

@@ -161,6 +161,9 @@ enum Wire {
     NotPrimary {
         conn: u64,
     },
+    /// The sender's process died and its kernel closed the connection (a FIN or a reset):
+    /// the receiver learns it as soon as the packet arrives, unless a partition drops it.
+    Closed,
 }
 
 #[derive(Debug)]
