@@ -213,9 +213,11 @@ pub struct Cluster {
     tick_leader_transferred: Option<u64>,
     /// Coordinator: the tick the primary of `view` last said it was alive.
     tick_alive_primary: Option<u64>,
-    /// Coordinator: the tick of a backup's suspicion of the primary that the coordinator has
-    /// not confirmed yet.
-    suspicion_pending: Option<u64>,
+    /// Coordinator: the first and the latest tick of the backups' suspicions of the primary
+    /// that the coordinator has not confirmed yet.
+    suspicion_pending: Option<(u64, u64)>,
+    /// Coordinator: the tick each backup last said it suspects the primary of the view.
+    tick_backup_suspected: BTreeMap<NodeId, u64>,
     /// Peers heard from in this view. Until a peer is first heard from, it is suspected only
     /// after `FIRST_CONTACT_GRACE` times the usual silence: starting a role (loading a
     /// segment, connecting) takes longer than a heartbeat.
@@ -287,6 +289,7 @@ impl Cluster {
             tick_leader_transferred: None,
             tick_alive_primary: None,
             suspicion_pending: None,
+            tick_backup_suspected: BTreeMap::new(),
             contacted: std::collections::BTreeSet::new(),
             serving: true,
             stalled: false,
@@ -636,6 +639,7 @@ impl Cluster {
         self.tick_join_sent = None;
         self.tick_alive_primary = None;
         self.suspicion_pending = None;
+        self.tick_backup_suspected.clear();
         self.removal_asked.clear();
         if same_primary {
             let members: Vec<NodeId> = view.members().collect();

@@ -148,10 +148,11 @@ impl Cluster {
     }
 
     /// Starts a view change for a backup's recent suspicion of the primary once the
-    /// coordinator hears nothing of the primary either: no frame (when it is a backup that
-    /// is not frozen) and no `Alive` for `suspect_ticks`.
+    /// coordinator lost the primary too (no frame when it is a backup that is not frozen, no
+    /// `Alive`, for its silence threshold, or a closed connection) and so did every other
+    /// backup it hears from, or the suspicion has lasted `RESUME_AFTER_SUSPICIONS` timeouts.
     pub(super) fn maybe_confirm_suspicion(&mut self) {
-        let Some(tick_suspected) = self.suspicion_pending else {
+        let Some((tick_first, tick_suspected)) = self.suspicion_pending else {
             return;
         };
         let suspect_ticks = self.settings.suspect_ticks;
@@ -177,6 +178,31 @@ impl Cluster {
                 && fresh(self.tick_heard_primary))
             || self.tick_alive_primary.is_some_and(fresh);
         if hears_primary {
+            return;
+        }
+        // Every other backup the coordinator hears from must have lost the primary too: a
+        // backup that is itself starved of CPU (a checksum, a long script, another process)
+        // hears nothing of a healthy primary, and when it leads the config store its own
+        // word confirmed its own suspicion (a 2-core machine moved its primary several times
+        // a second that way). A backup the coordinator no longer hears does not hold the
+        // change back: it may be the fault. Nor does one that goes on hearing the primary
+        // for `RESUME_AFTER_SUSPICIONS` timeouts while the suspicion lasts: a primary whose
+        // link to this coordinator is cut one way can neither reach it to shed this backup
+        // nor commit without it.
+        let lasting = self.tick - tick_first >= RESUME_AFTER_SUSPICIONS * suspect_ticks;
+        let agreeing = |backup: &NodeId| {
+            let suspects = self
+                .tick_backup_suspected
+                .get(backup)
+                .is_some_and(|&tick| self.tick - tick <= 2 * suspect_ticks);
+            let silent = *backup != self.settings.node
+                && self
+                    .tick_heard_node
+                    .get(backup)
+                    .is_none_or(|&tick| self.tick - tick >= suspect_ticks);
+            suspects || silent
+        };
+        if !lasting && !view.backups.iter().all(agreeing) {
             return;
         }
         self.suspicion_pending = None;

@@ -48,7 +48,9 @@ impl Cluster {
                 }
                 return;
             }
-            self.suspicion_pending = Some(self.tick);
+            self.tick_backup_suspected.insert(from, self.tick);
+            let tick_first = self.suspicion_pending.map_or(self.tick, |(first, _)| first);
+            self.suspicion_pending = Some((tick_first, self.tick));
             self.maybe_confirm_suspicion();
         } else if from == view.primary && view.backups.contains(&suspect) {
             // The primary is alive (it says so). A change collecting reports does not hold the
