@@ -128,8 +128,10 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub ticks: u64,
     /// Which part of the fault space the cluster seeds draw from: every rule at the usual
-    /// rates, or 2-safe with fewer acks than backups under frequent crashes, restarts and
-    /// partitions (where the rarest bugs hid).
+    /// rates, 2-safe with fewer acks than backups under frequent crashes, restarts and
+    /// partitions (where the rarest bugs hid), or the usual rates with crashes at any time,
+    /// not only while the cluster is whole (recovery is then required whenever a node holding
+    /// every acknowledged record is up).
     #[arg(long, value_enum, default_value_t = SimMix::Every)]
     pub mix: SimMix,
     /// Plant a known bug in the real code (builds with the inject-bugs feature):
@@ -149,6 +151,9 @@ pub enum SimMix {
     Every,
     #[value(name = "k-of-n")]
     KOfN,
+    /// Crashes at any time, not only while the cluster is whole.
+    #[value(name = "any-time")]
+    AnyTime,
 }
 
 fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {

@@ -24,6 +24,8 @@ struct SeedReport {
     transfers: u64,
     /// Crashes in the middle of a config-store save.
     torn_saves: u64,
+    /// Crashes of a node that held the only copy of acknowledged records.
+    sole_copy_crashes: u64,
     ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     failure: Option<String>,
@@ -35,6 +37,9 @@ struct SeedReport {
 struct RangeReport {
     seeds: u64,
     failed: Vec<u64>,
+    /// Seeds in which a crash took the only copy of acknowledged records (a second failure:
+    /// the run then holds the cluster to neither those records nor recovery).
+    seeds_sole_copy_crashed: u64,
     calls: u64,
     wall_s: f64,
     calls_per_wall_s: f64,
@@ -54,6 +59,7 @@ fn run_seed(mix: SimMix, seed: u64, ticks: u64) -> SeedReport {
     let mix = match mix {
         SimMix::Every => tandem_sim::Mix::Every,
         SimMix::KOfN => tandem_sim::Mix::KOfN,
+        SimMix::AnyTime => tandem_sim::Mix::AnyTime,
     };
     let report = tandem_sim::run_cluster_mixed(seed, ticks, mix);
     let report = SeedReport {
@@ -67,6 +73,7 @@ fn run_seed(mix: SimMix, seed: u64, ticks: u64) -> SeedReport {
         views: report.views,
         transfers: report.transfers,
         torn_saves: report.torn_saves,
+        sole_copy_crashes: report.sole_copy_crashes,
         ok: report.failure.is_none(),
         failure: report.failure,
         trace: report.trace,
@@ -100,14 +107,15 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         } else {
             println!("seed {seed}: {}", out.faults);
             println!(
-                "{} calls, {} replies, {} deadline errors, {} commits, {} crashes ({} in a save), \
-                 {} views, {} state transfers",
+                "{} calls, {} replies, {} deadline errors, {} commits, {} crashes ({} in a save, \
+                 {} holding the only copy of acknowledged records), {} views, {} state transfers",
                 out.calls,
                 out.replies,
                 out.deadline_errors,
                 out.commits,
                 out.crashes,
                 out.torn_saves,
+                out.sole_copy_crashes,
                 out.views,
                 out.transfers
             );
@@ -140,10 +148,14 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut failed = Vec::new();
     let mut calls = 0;
     let mut seeds_run = 0;
+    let mut seeds_sole_copy_crashed = 0;
     for seed in seeds.clone() {
         let report = run_seed(args.mix, seed, args.ticks);
         seeds_run += 1;
         calls += report.calls;
+        if report.sole_copy_crashes > 0 {
+            seeds_sole_copy_crashed += 1;
+        }
         progress.inc(1);
         if let Some(failure) = &report.failure {
             failed.push(seed);
@@ -181,6 +193,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let report = RangeReport {
         seeds: seeds_run,
         failed: failed.clone(),
+        seeds_sole_copy_crashed,
         calls,
         wall_s,
         calls_per_wall_s: calls as f64 / wall_s,
@@ -189,9 +202,11 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         println!("{}", serde_json::to_string(&report).expect("serializable"));
     } else {
         println!(
-            "{} seeds, {} failed, {} client calls in {:.1} s ({:.0} calls per second)",
+            "{} seeds, {} failed ({} lost the only copy of acknowledged records in a crash), {} \
+             client calls in {:.1} s ({:.0} calls per second)",
             report.seeds,
             failed.len(),
+            report.seeds_sole_copy_crashed,
             calls,
             wall_s,
             report.calls_per_wall_s

@@ -149,6 +149,9 @@ impl World {
         let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
             return Ok(());
         };
+        if self.sole_copy_lost {
+            return Ok(());
+        }
         for (&client, &(seq, lsn)) in &self.acked {
             let held = role
                 .role
