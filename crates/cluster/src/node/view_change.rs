@@ -234,9 +234,14 @@ impl Cluster {
                     .settings
                     .collect_ticks
                     .max(RESUME_AFTER_SUSPICIONS * self.settings.suspect_ticks);
-            let primary_runs = self
-                .tick_alive_primary
-                .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks);
+            // A coordinator that is the primary, serving and not stuck, runs: it never sends
+            // itself `Alive` (seed 199407 found a primary that took the config store's lead
+            // while a frozen backup kept reporting, and collected against itself for good).
+            let primary_runs =
+                (view.primary == self.settings.node && self.serving && !self.stalled)
+                    || self
+                        .tick_alive_primary
+                        .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks);
             if stalled && primary_runs {
                 collecting.tick_proposed = Some(self.tick);
                 let resumed = View {
