@@ -82,6 +82,11 @@ pub struct ClusterSettings {
     pub election_ticks: usize,
     pub raft_heartbeat_ticks: usize,
     pub jitter_seed: u64,
+    /// Primary: a data plane that reports no progress ([`Cluster::executor_turned`]) for
+    /// this many ticks is stuck (an executor in one call for ever); the node then stops
+    /// saying it is alive, so that it is replaced. `None`: the driver does not watch its
+    /// data plane.
+    pub executor_stall_ticks: Option<u64>,
 }
 
 /// A message between the cluster cores of two nodes.
@@ -225,10 +230,8 @@ pub struct Cluster {
     /// Whether the runtime runs the role the view gives this node. A node that restarted
     /// without its memory holds no role: it suspects nobody and never says it is alive.
     serving: bool,
-    /// Primary: the data plane made no progress for longer than its bound (an executor
-    /// stuck in one call). The node stops saying it is alive, so that a backup's suspicion
-    /// is confirmed and the primary replaced.
-    stalled: bool,
+    /// Primary: the tick its data plane last reported progress.
+    tick_executor_turned: u64,
     /// Peers whose connection to this node was closed from their side (the kernel closes a
     /// dead process's sockets at once) and that have not been heard from since: a strong
     /// sign, acted on without waiting for the silence to last.
@@ -292,7 +295,7 @@ impl Cluster {
             tick_backup_suspected: BTreeMap::new(),
             contacted: std::collections::BTreeSet::new(),
             serving: true,
-            stalled: false,
+            tick_executor_turned: 0,
             closed: std::collections::BTreeSet::new(),
             arrivals: BTreeMap::new(),
             tick_heard_node: BTreeMap::new(),
@@ -372,15 +375,27 @@ impl Cluster {
         self.maybe_confirm_suspicion();
     }
 
-    /// Primary: whether its data plane makes progress (see `stalled`).
-    pub fn set_stalled(&mut self, stalled: bool) {
-        self.stalled = stalled;
+    /// Primary: its data plane made progress (the executor began a turn).
+    pub fn executor_turned(&mut self) {
+        self.tick_executor_turned = self.tick;
+    }
+
+    /// Primary: whether its data plane has reported no progress for
+    /// `executor_stall_ticks`. A stuck primary says it is not alive; its driver also stops
+    /// whatever else speaks for it (the runtime's links stop their pulses).
+    pub fn is_stalled(&self) -> bool {
+        self.member() == Member::Primary
+            && self
+                .settings
+                .executor_stall_ticks
+                .is_some_and(|ticks| self.tick - self.tick_executor_turned >= ticks)
     }
 
     /// The runtime started the role the view gives this node: silence is counted from now,
     /// and a peer not yet heard from in this view gets the first-contact grace.
     pub fn role_started(&mut self) {
         self.tick_heard_primary = self.tick;
+        self.tick_executor_turned = self.tick;
         for tick in self.tick_heard.values_mut() {
             *tick = self.tick;
         }

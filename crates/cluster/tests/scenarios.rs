@@ -151,6 +151,26 @@ fn a_change_that_cannot_gather_its_reports_ends_while_the_primary_runs() {
     h.run_until(50, |h| !h.node(leader).core().is_frozen());
 }
 
+/// A primary whose executor is stuck in one call keeps its process, its sockets and its
+/// supervisor: only the core's watch on its progress gives it away. Once stuck for
+/// `EXECUTOR_STALL_TICKS` it says neither `Alive` nor anything to its backups, and a backup
+/// takes over. Not before: a long call is not a failure.
+#[test]
+fn a_primary_whose_executor_is_stuck_is_replaced() {
+    let mut h = Harness::three(Safety::DEFAULT);
+    h.settle();
+    h.set_lsn(2, 100);
+    h.set_lsn(3, 100);
+    h.stick_executor(1);
+    // The last progress was reported before the tick that ended the settling.
+    h.run(EXECUTOR_STALL_TICKS - 2);
+    assert!(!h.node(1).core().is_stalled());
+    assert_eq!(h.history().len(), 1, "a long call is not a failure");
+    h.run_until(200, |h| h.history().len() >= 2);
+    let next = h.history()[&2].clone();
+    assert_ne!(next.primary, 1, "the stuck primary is replaced: {next:?}");
+}
+
 /// The backup that leads the config store dies. The primary must win the election and remove
 /// it, never hand leadership back to the dead node (a transfer to it would stall the config
 /// store at every retry).

@@ -189,10 +189,10 @@ impl Supervisor {
         self.core.peer_closed(peer);
     }
 
-    /// Primary: whether the data plane is stuck (no progress for longer than its bound); a
-    /// stuck primary stops saying it is alive, so that it is replaced.
-    pub fn set_stalled(&mut self, stalled: bool) {
-        self.core.set_stalled(stalled);
+    /// Primary: the data plane made progress (its executor began a turn). The core decides
+    /// when its silence makes the primary stuck ([`Cluster::is_stalled`]).
+    pub fn executor_turned(&mut self) {
+        self.core.executor_turned();
     }
 
     /// Saves, sends and acts on everything the core has produced, as the module's ordering

@@ -154,6 +154,7 @@ impl Harness {
                 election_ticks: 10,
                 raft_heartbeat_ticks: 2,
                 jitter_seed: u64::from(id),
+                executor_stall_ticks: None,
             })
             .collect();
         let mut harness = Harness {

@@ -190,6 +190,9 @@ pub fn run(
         election_ticks: table.election_ticks as usize,
         raft_heartbeat_ticks: 2,
         jitter_seed: u64::from(config.node_id),
+        executor_stall_ticks: Some(
+            (config.tuning.executor_stall_ms * 1000).div_ceil(config.tuning.tick_us),
+        ),
     };
     let core = Cluster::new(settings, initial, persisted).map_err(StartError::ConfigStore)?;
     let trace = std::env::var_os("TANDEM_TRACE").is_some();
@@ -249,6 +252,7 @@ pub fn run(
             trace,
         },
         frames_heard: 0,
+        executor_turns: 0,
         segment_next: NextSegment::Ready(segment),
         loaded: None,
         info: Arc::clone(&info),
@@ -372,10 +376,13 @@ impl SupervisorThread {
                 if self.roles.heard_primary() {
                     self.node.core_mut().heard_from_primary();
                 }
-                self.node.set_stalled(self.roles.primary_stalled());
+                if self.roles.executor_turned() {
+                    self.node.executor_turned();
+                }
                 self.node.core_mut().tick();
                 next_tick += tick;
             }
+            self.roles.publish_stuck(self.node.core().is_stalled());
             self.drive();
             self.publish();
         }
@@ -475,6 +482,8 @@ struct RuntimeRoles {
     outbox: Outbox,
     /// The backup role's frame count when last read.
     frames_heard: u64,
+    /// The primary role's executor turns when last read.
+    executor_turns: u64,
     /// A freshly loaded segment, if one is ready (loading takes a while).
     segment_next: NextSegment,
     /// Whether a segment is ready for a join, when that changed; the thread tells the core
@@ -581,15 +590,22 @@ impl RuntimeRoles {
         heard
     }
 
-    /// Whether the primary role's executor has not begun a turn for longer than
-    /// `tuning.executor_stall_ms`.
-    fn primary_stalled(&self) -> bool {
-        match &*self.slot.lock().expect("not poisoned") {
-            Slot::Primary(handle) => {
-                handle.progress.since_turn()
-                    >= Duration::from_millis(self.config.tuning.executor_stall_ms)
-            }
-            _ => false,
+    /// Whether the primary role's executor began a turn since the last call.
+    fn executor_turned(&mut self) -> bool {
+        let slot = self.slot.lock().expect("not poisoned");
+        let Slot::Primary(handle) = &*slot else {
+            return false;
+        };
+        let turns = handle.progress.turns();
+        let turned = turns != self.executor_turns;
+        self.executor_turns = turns;
+        turned
+    }
+
+    /// Tells the primary role's links whether the cluster core takes its executor as stuck.
+    fn publish_stuck(&self, stuck: bool) {
+        if let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") {
+            handle.progress.set_stuck(stuck);
         }
     }
 

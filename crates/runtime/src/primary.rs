@@ -132,33 +132,34 @@ pub enum ReplyTo {
 /// How often at most a link tells the node it heard its backup.
 const OBSERVE_INTERVAL: Duration = Duration::from_micros(200);
 
-/// When the executor last began a turn: the links send pulses only while it is recent, and
-/// the supervisor takes a primary whose executor is stuck past `tuning.executor_stall_ms` as
-/// failed.
-#[derive(Debug)]
+/// The executor's progress, shared with the supervisor and the links: the executor counts
+/// its turns, the supervisor tells the cluster core when the count moved and publishes the
+/// core's verdict (`Cluster::is_stalled`), and the links send pulses only while it is not
+/// stuck.
+#[derive(Debug, Default)]
 pub struct Progress {
-    origin: Instant,
-    turn_us: AtomicU64,
+    turns: AtomicU64,
+    stuck: AtomicBool,
 }
 
 impl Progress {
-    fn new() -> Arc<Progress> {
-        Arc::new(Progress {
-            origin: Instant::now(),
-            turn_us: AtomicU64::new(0),
-        })
-    }
-
     /// The executor begins a turn.
     fn turn(&self) {
-        let now_us = self.origin.elapsed().as_micros() as u64;
-        self.turn_us.store(now_us, Ordering::Relaxed);
+        self.turns.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// How long since the executor last began a turn.
-    pub fn since_turn(&self) -> Duration {
-        let turn = Duration::from_micros(self.turn_us.load(Ordering::Relaxed));
-        self.origin.elapsed().saturating_sub(turn)
+    /// Turns begun so far.
+    pub fn turns(&self) -> u64 {
+        self.turns.load(Ordering::Relaxed)
+    }
+
+    /// The cluster core's verdict on whether the executor is stuck.
+    pub fn set_stuck(&self, stuck: bool) {
+        self.stuck.store(stuck, Ordering::Relaxed);
+    }
+
+    fn is_stuck(&self) -> bool {
+        self.stuck.load(Ordering::Relaxed)
     }
 }
 
@@ -197,7 +198,7 @@ impl LocalLoad {
 pub struct PrimaryHandle {
     pub inbound: Sender<Inbound>,
     pub executor: JoinHandle<()>,
-    /// When the executor last began a turn.
+    /// The executor's turns, and whether the cluster core takes it as stuck.
     pub progress: Arc<Progress>,
     pub address: SocketAddr,
     context: ClientContext,
@@ -385,13 +386,12 @@ pub fn start_role(
         },
     };
     let (inbound, inbound_rx) = mpsc::channel();
-    let progress = Progress::new();
+    let progress = Arc::new(Progress::default());
     let link_factory = LinkFactory {
         observed: observed.clone(),
         peer_closed,
         progress: Arc::clone(&progress),
         pulse_interval: Duration::from_micros(tuning.tick_us * tuning.heartbeat_ticks),
-        stall_max: Duration::from_millis(tuning.executor_stall_ms),
         node_id: config.node_id,
         group: group.id,
         max_frame_len: tuning.max_frame_len,

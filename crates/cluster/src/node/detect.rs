@@ -50,7 +50,7 @@ impl Arrivals {
 impl Cluster {
     /// The primary tells the coordinator it runs, every tick.
     pub(super) fn maybe_alive(&mut self) {
-        if !self.serving || self.stalled || self.member() != Member::Primary {
+        if !self.serving || self.is_stalled() || self.member() != Member::Primary {
             return;
         }
         let view = self.view.as_ref().expect("a primary has a view").number;
@@ -172,11 +172,12 @@ impl Cluster {
         // makes progress: one that restarted without its memory holds the role in name only
         // (the simulator found a cluster stalled for good by a restarted primary re-elected
         // to lead the config store).
-        let hears_primary = (self.member() == Member::Primary && self.serving && !self.stalled)
-            || (self.member() == Member::Backup
-                && self.frozen.is_none()
-                && fresh(self.tick_heard_primary))
-            || self.tick_alive_primary.is_some_and(fresh);
+        let hears_primary =
+            (self.member() == Member::Primary && self.serving && !self.is_stalled())
+                || (self.member() == Member::Backup
+                    && self.frozen.is_none()
+                    && fresh(self.tick_heard_primary))
+                || self.tick_alive_primary.is_some_and(fresh);
         if hears_primary {
             return;
         }

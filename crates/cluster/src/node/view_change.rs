@@ -208,6 +208,7 @@ impl Cluster {
         if !self.config.is_leader() {
             return;
         }
+        let executor_stuck = self.is_stalled();
         let Some(collecting) = &mut self.collecting else {
             return;
         };
@@ -238,7 +239,7 @@ impl Cluster {
             // itself `Alive` (seed 199407 found a primary that took the config store's lead
             // while a frozen backup kept reporting, and collected against itself for good).
             let primary_runs =
-                (view.primary == self.settings.node && self.serving && !self.stalled)
+                (view.primary == self.settings.node && self.serving && !executor_stuck)
                     || self
                         .tick_alive_primary
                         .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks);

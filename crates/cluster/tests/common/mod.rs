@@ -32,6 +32,8 @@ pub const LEASE_TICKS: u64 = 3;
 pub const COLLECT_TICKS: u64 = 4;
 pub const ELECTION_TICKS: usize = 10;
 pub const RAFT_HEARTBEAT_TICKS: usize = 2;
+/// A primary whose executor reports no progress for this long is stuck.
+pub const EXECUTOR_STALL_TICKS: u64 = 8 * SUSPECT_TICKS;
 
 pub fn view(number: u64, primary: NodeId, backups: &[NodeId], spares: &[NodeId]) -> View {
     View {
@@ -53,6 +55,8 @@ pub struct Node {
     pub lsn_received: u64,
     /// Restarted: its memory is gone, it holds no role until it is made a spare.
     pub lost_memory: bool,
+    /// The primary role's executor is stuck in one call: it reports no progress.
+    pub executor_stuck: bool,
     /// The runtime is slow to freeze: `frozen` waits until `release_freeze`.
     pub freeze_stalled: bool,
     pending_freeze: Option<u64>,
@@ -127,6 +131,7 @@ impl Harness {
                 election_ticks: ELECTION_TICKS,
                 raft_heartbeat_ticks: RAFT_HEARTBEAT_TICKS,
                 jitter_seed: u64::from(id),
+                executor_stall_ticks: Some(EXECUTOR_STALL_TICKS),
             };
             let core = Cluster::new(settings.clone(), harness.initial.clone(), None)
                 .expect("a fresh node starts");
@@ -137,6 +142,7 @@ impl Harness {
                 incarnation: 0,
                 lsn_received: 0,
                 lost_memory: false,
+                executor_stuck: false,
                 freeze_stalled: false,
                 pending_freeze: None,
                 views: Vec::new(),
@@ -258,6 +264,11 @@ impl Harness {
 
     /// From now on the primary's data plane prepares no removal, as when no other backup
     /// holds every record a reply was released for (`Primary::prepare_removal` says `None`).
+    /// The executor of `id` is stuck in one call from now on: it reports no progress.
+    pub fn stick_executor(&mut self, id: NodeId) {
+        self.nodes.get_mut(&id).unwrap().executor_stuck = true;
+    }
+
     pub fn refuse_removals(&mut self) {
         self.removals_refused = true;
     }
@@ -387,8 +398,10 @@ impl Harness {
         let (p, m) = (self.node(primary), self.node(member));
         let (pv, mv) = (p.view(), m.view());
         let lists = |v: &View| v.backups.contains(&member) || v.spares.contains(&member);
+        // A stuck executor's links send no pulses once the core takes it as stuck.
         !p.lost_memory
             && !m.lost_memory
+            && !p.core().is_stalled()
             && pv.primary == primary
             && lists(pv)
             && mv.primary == primary
@@ -399,6 +412,9 @@ impl Harness {
     /// What the data plane of `id` saw since the last tick.
     fn observe(&mut self, id: NodeId) {
         let view = self.view_of(id);
+        if view.primary == id && !self.node(id).executor_stuck {
+            self.core_mut(id).executor_turned();
+        }
         if view.primary == id {
             let heard: Vec<NodeId> = view
                 .backups

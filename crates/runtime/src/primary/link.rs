@@ -5,8 +5,9 @@
 //! through the executor: a failure detector must not take a busy executor (a long call, a
 //! checksum, a starved thread on a loaded machine) for a silent backup. For the same reason
 //! the writer sends a `Pulse` when the executor gave it nothing for a heartbeat's interval,
-//! as long as the executor began a turn within `tuning.executor_stall_ms`: the backups keep
-//! hearing a busy primary, and stop hearing a stuck one. A connection the backup closed (its
+//! unless the cluster core took the executor as stuck (no turn for
+//! `tuning.executor_stall_ms`): the backups keep hearing a busy primary, and stop hearing a
+//! stuck one. A connection the backup closed (its
 //! process died) is reported to the supervisor at once.
 
 use super::*;
@@ -24,10 +25,8 @@ pub(super) struct LinkFactory {
     /// Whom to tell that a backup closed its connection (cluster mode).
     pub(super) peer_closed: Option<crate::PeerClosed>,
     pub(super) progress: Arc<Progress>,
-    /// A link given nothing for this long sends a pulse.
+    /// A link given nothing for this long sends a pulse (unless the executor is stuck).
     pub(super) pulse_interval: Duration,
-    /// ... unless the executor has not begun a turn for this long.
-    pub(super) stall_max: Duration,
 }
 
 impl LinkFactory {
@@ -48,7 +47,6 @@ impl LinkFactory {
             peer_closed: self.peer_closed.clone(),
             progress: Arc::clone(&self.progress),
             pulse_interval: self.pulse_interval,
-            stall_max: self.stall_max,
         };
         thread::Builder::new()
             .name(format!("link-{node}"))
@@ -73,7 +71,6 @@ struct Link {
     peer_closed: Option<crate::PeerClosed>,
     progress: Arc<Progress>,
     pulse_interval: Duration,
-    stall_max: Duration,
 }
 
 impl Link {
@@ -173,9 +170,7 @@ impl Link {
                     }
                     // A stuck executor sends no pulse: the backups hear the silence.
                     match view {
-                        Some(view) if self.progress.since_turn() < self.stall_max => {
-                            Message::Pulse { view }
-                        }
+                        Some(view) if !self.progress.is_stuck() => Message::Pulse { view },
                         _ => continue,
                     }
                 }

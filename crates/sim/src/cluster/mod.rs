@@ -478,6 +478,8 @@ impl World {
                     election_ticks: faults.election_ticks,
                     raft_heartbeat_ticks: 2,
                     jitter_seed: rng.next_u64(),
+                    // A simulated executor runs every call at once; the watch still runs.
+                    executor_stall_ticks: Some(faults.suspect_ticks),
                 };
                 let core = Cluster::new(settings.clone(), initial.clone(), None)
                     .expect("a fresh node starts");

@@ -28,6 +28,9 @@ impl World {
 
     pub(super) fn tick(&mut self, node: NodeId) -> Result<(), String> {
         self.catch_up_ticks(node);
+        if matches!(self.nodes[index_of(node)].role, Slot::Primary(_)) {
+            self.core_mut(node).executor_turned();
+        }
         self.core_mut(node).tick();
         let index = index_of(node);
         match &mut self.nodes[index].role {
