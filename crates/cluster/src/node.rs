@@ -186,6 +186,41 @@ struct Collecting {
     tick_proposed: Option<u64>,
 }
 
+/// A wish repeated every suspicion timeout while its cause lasts (a backup's suspicion of
+/// the primary, the primary's request to remove a backup): when it was first and last made.
+#[derive(Clone, Copy, Debug)]
+struct Repeated {
+    tick_first: u64,
+    tick_last: u64,
+}
+
+impl Repeated {
+    /// `previous` made again at `tick`; after a gap of more than two timeouts the cause is
+    /// taken to have ended in between, and this is a new wish.
+    fn renew(previous: Option<Repeated>, tick: u64, suspect_ticks: u64) -> Repeated {
+        match previous {
+            Some(previous) if !previous.is_stale(tick, suspect_ticks) => Repeated {
+                tick_last: tick,
+                ..previous
+            },
+            _ => Repeated {
+                tick_first: tick,
+                tick_last: tick,
+            },
+        }
+    }
+
+    /// Not made again for more than two timeouts.
+    fn is_stale(&self, tick: u64, suspect_ticks: u64) -> bool {
+        tick - self.tick_last > 2 * suspect_ticks
+    }
+
+    /// Made for `RESUME_AFTER_SUSPICIONS` timeouts in a row: it stands without confirmation.
+    fn has_lasted(&self, tick: u64, suspect_ticks: u64) -> bool {
+        tick - self.tick_first >= RESUME_AFTER_SUSPICIONS * suspect_ticks
+    }
+}
+
 /// This node's own freeze in a view.
 #[derive(Debug)]
 struct Frozen {
@@ -220,7 +255,7 @@ pub struct Cluster {
     tick_alive_primary: Option<u64>,
     /// Coordinator: the first and the latest tick of the backups' suspicions of the primary
     /// that the coordinator has not confirmed yet.
-    suspicion_pending: Option<(u64, u64)>,
+    suspicion_pending: Option<Repeated>,
     /// Coordinator: the tick each backup last said it suspects the primary of the view.
     tick_backup_suspected: BTreeMap<NodeId, u64>,
     /// Peers heard from in this view. Until a peer is first heard from, it is suspected only
@@ -242,7 +277,7 @@ pub struct Cluster {
     tick_heard_node: BTreeMap<NodeId, u64>,
     /// Coordinator: the ticks the primary first and last asked for the removal of each
     /// backup (a removal the coordinator cannot confirm waits, but not for good).
-    removal_asked: BTreeMap<NodeId, (u64, u64)>,
+    removal_asked: BTreeMap<NodeId, Repeated>,
     /// Whether the data plane has a database to rejoin with. While it loads one (off the
     /// thread that steps this core, which must keep answering the config store), a node
     /// outside the view does not ask to join.

@@ -30,7 +30,7 @@ impl Arrivals {
     pub(super) fn heard(&mut self, tick: u64, tick_last: u64) {
         let gap = tick.saturating_sub(tick_last);
         self.window_gap_max = self.window_gap_max.max(gap);
-        if tick - self.window_started.min(tick) >= ARRIVAL_WINDOW_TICKS {
+        if tick - self.window_started >= ARRIVAL_WINDOW_TICKS {
             let sample = self.window_gap_max * 16;
             // avg += (sample − avg) / 4, in unsigned arithmetic.
             self.gap_max_avg_x16 = (3 * self.gap_max_avg_x16 + sample) / 4;
@@ -152,11 +152,11 @@ impl Cluster {
     /// `Alive`, for its silence threshold, or a closed connection) and so did every other
     /// backup it hears from, or the suspicion has lasted `RESUME_AFTER_SUSPICIONS` timeouts.
     pub(super) fn maybe_confirm_suspicion(&mut self) {
-        let Some((tick_first, tick_suspected)) = self.suspicion_pending else {
+        let Some(pending) = self.suspicion_pending else {
             return;
         };
         let suspect_ticks = self.settings.suspect_ticks;
-        if self.tick - tick_suspected > 2 * suspect_ticks || !self.config.is_leader() {
+        if pending.is_stale(self.tick, suspect_ticks) || !self.config.is_leader() {
             // Stale: the backups suspect again while the silence lasts.
             self.suspicion_pending = None;
             return;
@@ -190,7 +190,7 @@ impl Cluster {
         // for `RESUME_AFTER_SUSPICIONS` timeouts while the suspicion lasts: a primary whose
         // link to this coordinator is cut one way can neither reach it to shed this backup
         // nor commit without it.
-        let lasting = self.tick - tick_first >= RESUME_AFTER_SUSPICIONS * suspect_ticks;
+        let lasting = pending.has_lasted(self.tick, suspect_ticks);
         let agreeing = |backup: &NodeId| {
             let suspects = self
                 .tick_backup_suspected

@@ -49,8 +49,9 @@ impl Cluster {
                 return;
             }
             self.tick_backup_suspected.insert(from, self.tick);
-            let tick_first = self.suspicion_pending.map_or(self.tick, |(first, _)| first);
-            self.suspicion_pending = Some((tick_first, self.tick));
+            let suspect_ticks = self.settings.suspect_ticks;
+            let pending = Repeated::renew(self.suspicion_pending, self.tick, suspect_ticks);
+            self.suspicion_pending = Some(pending);
             self.maybe_confirm_suspicion();
         } else if from == view.primary && view.backups.contains(&suspect) {
             // The primary is alive (it says so). A change collecting reports does not hold the
@@ -92,13 +93,13 @@ impl Cluster {
     fn removal_confirmed(&mut self, suspect: NodeId) -> bool {
         let suspect_ticks = self.settings.suspect_ticks;
         let tick = self.tick;
-        let asked = self.removal_asked.entry(suspect).or_insert((tick, tick));
-        if tick - asked.1 > 2 * suspect_ticks {
-            // The primary stopped asking in between: this is a new suspicion.
-            *asked = (tick, tick);
-        }
-        asked.1 = tick;
-        let overdue = tick - asked.0 >= RESUME_AFTER_SUSPICIONS * suspect_ticks;
+        let asked = Repeated::renew(
+            self.removal_asked.get(&suspect).copied(),
+            tick,
+            suspect_ticks,
+        );
+        self.removal_asked.insert(suspect, asked);
+        let overdue = asked.has_lasted(tick, suspect_ticks);
         let hears_suspect = if suspect == self.settings.node {
             self.serving
         } else {
