@@ -34,6 +34,36 @@ pub enum RuleError {
     AlreadyMember { node: NodeId, view: u64 },
     #[error("node {node} is not a spare of view {view}")]
     NotASpare { node: NodeId, view: u64 },
+    #[error(
+        "the spares of view {view} hold records up to LSN {lsn}, short of the truncate LSN \
+         {floor} of its last promotion"
+    )]
+    SparesBehind { view: u64, lsn: u64, floor: u64 },
+}
+
+/// The members of `view` whose reports a change of its primary counts: its backups, or, in
+/// a view without backups, its spares. A view has no backups only after a promotion whose
+/// other reporters were behind (a removal never takes the last backup), and under a 2-safe
+/// rule nothing new is released in it: a spare that holds the records up to that
+/// promotion's truncate LSN holds every acknowledged record, and may take over. Without
+/// this a primary that died before a spare caught up and became a backup left the group
+/// down for good, though a spare held every record.
+pub fn reporters(view: &View) -> &[NodeId] {
+    if view.backups.is_empty() {
+        &view.spares
+    } else {
+        &view.backups
+    }
+}
+
+/// How many reports a change of `view`'s primary needs before it may go ahead without
+/// waiting for the rest.
+pub fn reports_needed_in(view: &View, safety: Safety) -> usize {
+    if view.backups.is_empty() {
+        1
+    } else {
+        reports_needed(view.backups.len(), safety)
+    }
 }
 
 /// The view that replaces a failed primary. `reports` holds the received LSN of backups of
@@ -53,6 +83,9 @@ pub fn promote(
     reports: &BTreeMap<NodeId, u64>,
     safety: Safety,
 ) -> Result<View, RuleError> {
+    if old.backups.is_empty() {
+        return promote_spare_over_lone_primary(old, reports, safety);
+    }
     for &node in reports.keys() {
         if !old.backups.contains(&node) {
             return Err(RuleError::NotABackup {
@@ -101,6 +134,67 @@ pub fn promote(
     };
     assert!(promote_lowest() || reports.values().all(|&lsn| lsn <= lsn_truncate));
     Ok(view)
+}
+
+/// The view that replaces the failed primary of `old`, a view without backups, with the
+/// reporting spare holding the highest LSN (ties: the lowest id), if that LSN reaches the
+/// truncate LSN of the last promotion under a 2-safe rule (see [`reporters`]; 1-safe and
+/// bounded rules may lose what they released, and any spare will do). Reporters at its LSN
+/// become backups, every other spare stays a spare.
+fn promote_spare_over_lone_primary(
+    old: &View,
+    reports: &BTreeMap<NodeId, u64>,
+    safety: Safety,
+) -> Result<View, RuleError> {
+    assert!(old.backups.is_empty(), "only a view without backups");
+    for &node in reports.keys() {
+        if !old.spares.contains(&node) {
+            return Err(RuleError::NotASpare {
+                node,
+                view: old.number,
+            });
+        }
+    }
+    let Some((&primary, &lsn_truncate)) = reports.iter().fold(
+        None,
+        |best: Option<(&NodeId, &u64)>, (node, lsn)| match best {
+            Some((_, best_lsn)) if best_lsn >= lsn => best,
+            _ => Some((node, lsn)),
+        },
+    ) else {
+        return Err(RuleError::TooFewReports { got: 0, needed: 1 });
+    };
+    let floor = match safety {
+        Safety::TwoSafe(_) | Safety::TwoSafeApplied(_) => {
+            old.promotions.last().map_or(u64::MAX, |p| p.truncate_lsn)
+        }
+        Safety::OneSafe | Safety::Bounded(_) => 0,
+    };
+    if lsn_truncate < floor {
+        return Err(RuleError::SparesBehind {
+            view: old.number,
+            lsn: lsn_truncate,
+            floor,
+        });
+    }
+    let backups: Vec<NodeId> = reports
+        .iter()
+        .filter(|&(&node, &lsn)| node != primary && lsn == lsn_truncate)
+        .map(|(&node, _)| node)
+        .collect();
+    let spares: Vec<NodeId> = old
+        .spares
+        .iter()
+        .copied()
+        .filter(|node| *node != primary && !backups.contains(node))
+        .collect();
+    Ok(View {
+        number: old.number + 1,
+        primary,
+        backups,
+        spares,
+        promotions: old.promotions_with(old.number + 1, lsn_truncate),
+    })
 }
 
 /// Whether the promote-lowest bug is planted.
@@ -198,6 +292,46 @@ mod tests {
             spares: Vec::new(),
             promotions: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_spare_replaces_a_primary_without_backups_only_from_the_truncate_lsn_on() {
+        let old = View {
+            number: 5,
+            primary: 1,
+            backups: Vec::new(),
+            spares: vec![2, 3, 4],
+            promotions: vec![tandem_config::Promotion {
+                view: 5,
+                truncate_lsn: 100,
+            }],
+        };
+        let reports = |pairs: &[(NodeId, u64)]| pairs.iter().copied().collect();
+        let next = promote(
+            &old,
+            &reports(&[(2, 100), (3, 100), (4, 90)]),
+            Safety::DEFAULT,
+        )
+        .expect("a spare holds the truncate LSN");
+        assert_eq!((next.number, next.primary), (6, 2));
+        assert_eq!(next.backups, vec![3], "a spare at the same LSN is a backup");
+        assert_eq!(next.spares, vec![4]);
+        assert_eq!(next.truncate_lsn(), Some(100));
+        assert_eq!(
+            promote(&old, &reports(&[(2, 99)]), Safety::DEFAULT),
+            Err(RuleError::SparesBehind {
+                view: 5,
+                lsn: 99,
+                floor: 100
+            })
+        );
+        // 1-safe may lose what it released: any spare will do.
+        let lossy = promote(&old, &reports(&[(2, 99)]), Safety::OneSafe).unwrap();
+        assert_eq!((lossy.primary, lossy.truncate_lsn()), (2, Some(99)));
+        assert_eq!(
+            promote(&old, &reports(&[(7, 100)]), Safety::DEFAULT),
+            Err(RuleError::NotASpare { node: 7, view: 5 })
+        );
     }
 
     #[test]

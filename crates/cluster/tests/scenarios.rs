@@ -171,6 +171,49 @@ fn a_primary_whose_executor_is_stuck_is_replaced() {
     assert_ne!(next.primary, 1, "the stuck primary is replaced: {next:?}");
 }
 
+/// Seeds 9 and 892 of `--mix any-time`: a promotion left the new primary without backups
+/// (the other reporters were behind), and it died before a spare became a backup. Nothing new
+/// is released in a view without backups, so the spare that holds the promotion's truncate
+/// LSN holds every acknowledged record: it takes over. One short of it does not.
+#[test]
+fn a_caught_up_spare_replaces_a_primary_without_backups() {
+    for (lsn2, promoted) in [(100, true), (99, false)] {
+        let first = since_promotion(view(3, 1, &[], &[2, 3]), 3, 100);
+        let mut h = Harness::new(&[1, 2, 3], &[1, 2, 3], first, Safety::DEFAULT);
+        h.settle();
+        h.set_lsn(2, lsn2);
+        h.set_lsn(3, 90);
+        h.crash(1);
+        h.run(300);
+        if promoted {
+            let next = h.history().get(&4).expect("a spare takes over").clone();
+            assert_eq!(
+                next,
+                View {
+                    promotions: vec![
+                        Promotion {
+                            view: 3,
+                            truncate_lsn: 100
+                        },
+                        Promotion {
+                            view: 4,
+                            truncate_lsn: 100
+                        },
+                    ],
+                    ..view(4, 2, &[], &[3])
+                }
+            );
+        } else {
+            assert_eq!(
+                h.history().len(),
+                1,
+                "no spare holds LSN 100: {:?}",
+                h.history()
+            );
+        }
+    }
+}
+
 /// The backup that leads the config store dies. The primary must win the election and remove
 /// it, never hand leadership back to the dead node (a transfer to it would stall the config
 /// store at every retry).

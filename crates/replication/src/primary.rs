@@ -839,24 +839,26 @@ impl<R> Primary<R> {
         }
     }
 
-    /// Whether the lease holds now: every backup echoed a heartbeat sent less than
-    /// `lease_ticks` ago. Without a lease setting, or without backups (nobody could build
-    /// a new view), it always holds.
+    /// Whether the lease holds now: every member that could report for a new view echoed a
+    /// heartbeat sent less than `lease_ticks` ago. Those are the backups, or the spares in a
+    /// view without backups (a caught-up spare may then replace the primary). Without a
+    /// lease setting, or without members, it always holds.
     pub fn lease_holds(&self) -> bool {
         self.lease_end().is_none_or(|end| self.tick < end)
     }
 
     /// The tick at which the lease runs out (it holds while the tick is below it), or `None`
-    /// if it never does (no lease setting, or no backup that could build a new view).
+    /// if it never does (no lease setting, or no member that could build a new view).
     pub fn lease_end(&self) -> Option<u64> {
         #[cfg(feature = "inject-bugs")]
         if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::IgnoreLease) {
             return None;
         }
         let lease_ticks = self.config.lease_ticks?;
+        let backups = self.members.iter().any(Progress::counts);
         self.members
             .iter()
-            .filter(|member| member.counts())
+            .filter(|member| member.counts() || !backups)
             .map(|backup| backup.tick_lease_from.map_or(0, |tick| tick + lease_ticks))
             .min()
     }

@@ -75,7 +75,11 @@ impl Cluster {
         };
         let suspect_ticks = self.settings.suspect_ticks;
         let suspects: Vec<NodeId> = match self.member() {
-            Member::Backup if self.frozen.is_none() => {
+            // A spare too, in a view without backups (it may take over: `rule::reporters`).
+            Member::Backup | Member::Spare
+                if self.frozen.is_none()
+                    && rule::reporters(&view).contains(&self.settings.node) =>
+            {
                 if self.closed.contains(&view.primary)
                     || self.tick - self.tick_heard_primary >= self.silence_ticks(view.primary)
                 {
@@ -174,7 +178,7 @@ impl Cluster {
         // to lead the config store).
         let hears_primary =
             (self.member() == Member::Primary && self.serving && !self.is_stalled())
-                || (self.member() == Member::Backup
+                || (rule::reporters(view).contains(&self.settings.node)
                     && self.frozen.is_none()
                     && fresh(self.tick_heard_primary))
                 || self.tick_alive_primary.is_some_and(fresh);
@@ -203,7 +207,7 @@ impl Cluster {
                     .is_none_or(|&tick| self.tick - tick >= suspect_ticks);
             suspects || silent
         };
-        if !lasting && !view.backups.iter().all(agreeing) {
+        if !lasting && !rule::reporters(view).iter().all(agreeing) {
             return;
         }
         self.suspicion_pending = None;

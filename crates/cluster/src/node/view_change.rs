@@ -25,7 +25,7 @@ impl Cluster {
             // the suspicion waits (`suspicion_pending`) until the coordinator has itself
             // heard nothing of the primary for `suspect_ticks`: a freeze cannot be undone,
             // so one backup's word is not enough while the primary still says it is alive.
-            if !view.backups.contains(&from) {
+            if !rule::reporters(&view).contains(&from) {
                 return;
             }
             if self
@@ -127,7 +127,7 @@ impl Cluster {
             tick_freeze_sent: self.tick,
             tick_proposed: None,
         });
-        for &backup in &view.backups {
+        for &backup in rule::reporters(view) {
             let freeze = ClusterMessage::Freeze {
                 group: self.settings.group,
                 view: view.number,
@@ -142,7 +142,7 @@ impl Cluster {
 
     pub(super) fn on_freeze(&mut self, view_number: u64) {
         let Some(view) = &self.view else { return };
-        if view.number != view_number || self.member() != Member::Backup {
+        if view.number != view_number || !rule::reporters(view).contains(&self.settings.node) {
             return;
         }
         if self.frozen.is_none() {
@@ -191,7 +191,10 @@ impl Cluster {
         let Some(view) = self.view.clone() else {
             return;
         };
-        if !self.config.is_leader() || view.number != view_number || !view.backups.contains(&from) {
+        if !self.config.is_leader()
+            || view.number != view_number
+            || !rule::reporters(&view).contains(&from)
+        {
             return;
         }
         // A report is a suspicion too: a coordinator that took over mid-change continues it.
@@ -221,75 +224,78 @@ impl Cluster {
                 return;
             }
         }
-        let all = collecting.reports.len() == view.backups.len();
+        let reporters = rule::reporters(&view);
+        let all = collecting.reports.len() == reporters.len();
         let waited = self.tick - collecting.tick_started >= self.settings.collect_ticks;
-        let needed = rule::reports_needed(view.backups.len(), self.settings.safety);
-        if !(all || (waited && collecting.reports.len() >= needed)) {
-            // No view change waits for good on a member that cannot answer. A backup that
-            // lost its memory never reports; while the primary says it runs, a view under the
-            // same primary ends the change: it unfreezes the backups that reported, and the
-            // primary then has the silent one removed (the simulator found clusters stuck for
-            // good: a restarted backup could not report, the other was frozen, and the live
-            // primary could commit nothing). Nothing is truncated, so no report is needed.
-            let stalled = self.tick - collecting.tick_started
-                >= self
-                    .settings
-                    .collect_ticks
-                    .max(RESUME_AFTER_SUSPICIONS * self.settings.suspect_ticks);
-            // A coordinator that is the primary, serving and not stuck, runs: it never sends
-            // itself `Alive` (seed 199407 found a primary that took the config store's lead
-            // while a frozen backup kept reporting, and collected against itself for good).
-            let primary_runs =
-                (view.primary == self.settings.node && self.serving && !executor_stuck)
-                    || self
-                        .tick_alive_primary
-                        .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks);
-            if stalled && primary_runs {
-                collecting.tick_proposed = Some(self.tick);
-                let resumed = View {
-                    number: view.number + 1,
-                    ..view.clone()
-                };
-                let command = Command::ChangeView {
-                    group: self.settings.group,
-                    from_view: view.number,
-                    view: resumed,
-                };
-                let _ = self.config.propose(command);
-                return;
-            }
-            // A lost Freeze would hold the change (and every membership change behind it)
-            // for good if the backup never suspects again: it goes again every suspicion
-            // timeout to the backups that have not reported.
-            if self.tick - collecting.tick_freeze_sent >= self.settings.suspect_ticks {
-                collecting.tick_freeze_sent = self.tick;
-                let silent: Vec<NodeId> = view
-                    .backups
-                    .iter()
-                    .copied()
-                    .filter(|node| !collecting.reports.contains_key(node))
-                    .filter(|&node| node != self.settings.node)
-                    .collect();
-                for backup in silent {
-                    let freeze = ClusterMessage::Freeze {
-                        group: self.settings.group,
-                        view: view.number,
-                    };
-                    self.ready.messages.push((backup, freeze));
-                }
-            }
+        let needed = rule::reports_needed_in(&view, self.settings.safety);
+        let decided = all || (waited && collecting.reports.len() >= needed);
+        // Spares that all reported may still be short of what was acknowledged: then the
+        // change cannot go ahead either.
+        let promoted = decided
+            .then(|| rule::promote(&view, &collecting.reports, self.settings.safety).ok())
+            .flatten();
+        if let Some(new) = promoted {
+            collecting.tick_proposed = Some(self.tick);
+            let command = Command::ChangeView {
+                group: self.settings.group,
+                from_view: view.number,
+                view: new,
+            };
+            // Not the leader any more: the next leader collects again from the repeated
+            // reports.
+            let _ = self.config.propose(command);
             return;
         }
-        let Ok(new) = rule::promote(&view, &collecting.reports, self.settings.safety) else {
+        // No view change waits for good on a member that cannot answer. A backup that
+        // lost its memory never reports; while the primary says it runs, a view under the
+        // same primary ends the change: it unfreezes the backups that reported, and the
+        // primary then has the silent one removed (the simulator found clusters stuck for
+        // good: a restarted backup could not report, the other was frozen, and the live
+        // primary could commit nothing). Nothing is truncated, so no report is needed.
+        let stalled = self.tick - collecting.tick_started
+            >= self
+                .settings
+                .collect_ticks
+                .max(RESUME_AFTER_SUSPICIONS * self.settings.suspect_ticks);
+        // A coordinator that is the primary, serving and not stuck, runs: it never sends
+        // itself `Alive` (seed 199407 found a primary that took the config store's lead
+        // while a frozen backup kept reporting, and collected against itself for good).
+        let primary_runs = (view.primary == self.settings.node && self.serving && !executor_stuck)
+            || self
+                .tick_alive_primary
+                .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks);
+        if stalled && primary_runs {
+            collecting.tick_proposed = Some(self.tick);
+            let resumed = View {
+                number: view.number + 1,
+                ..view.clone()
+            };
+            let command = Command::ChangeView {
+                group: self.settings.group,
+                from_view: view.number,
+                view: resumed,
+            };
+            let _ = self.config.propose(command);
             return;
-        };
-        collecting.tick_proposed = Some(self.tick);
-        let command = Command::ChangeView {
-            group: self.settings.group,
-            from_view: view.number,
-            view: new,
-        };
-        // Not the leader any more: the next leader collects again from the repeated reports.
-        let _ = self.config.propose(command);
+        }
+        // A lost Freeze would hold the change (and every membership change behind it)
+        // for good if the backup never suspects again: it goes again every suspicion
+        // timeout to the backups that have not reported.
+        if self.tick - collecting.tick_freeze_sent >= self.settings.suspect_ticks {
+            collecting.tick_freeze_sent = self.tick;
+            let silent: Vec<NodeId> = reporters
+                .iter()
+                .copied()
+                .filter(|node| !collecting.reports.contains_key(node))
+                .filter(|&node| node != self.settings.node)
+                .collect();
+            for backup in silent {
+                let freeze = ClusterMessage::Freeze {
+                    group: self.settings.group,
+                    view: view.number,
+                };
+                self.ready.messages.push((backup, freeze));
+            }
+        }
     }
 }

@@ -108,7 +108,15 @@ impl World {
             return None;
         };
         debug_assert_eq!(role.primary().view(), view);
-        role.primary().config().backups.iter().find_map(|&backup| {
+        // Those who could report for a new view: the backups, or the spares when there are
+        // none (a caught-up spare may then replace the primary).
+        let config = role.primary().config();
+        let reporters = if config.backups.is_empty() {
+            &config.spares
+        } else {
+            &config.backups
+        };
+        reporters.iter().find_map(|&backup| {
             self.promise_end
                 .get(&(backup, primary))
                 .filter(|&&end| self.now >= end)

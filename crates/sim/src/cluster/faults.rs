@@ -25,7 +25,8 @@ pub struct ClusterFaults {
     pub partition_ticks_max: u64,
     pub crash_per_tick_ppm: u64,
     /// Crashes may also land while the cluster is not whole: in a view change, while a view
-    /// has no caught-up backup, while another node is down. Such a crash may take the only
+    /// has no caught-up backup, while a member catches up (but not while another node is
+    /// without its memory: down, or restarted and not yet rejoined). Such a crash may take the only
     /// copy of acknowledged records (counted, and then neither the lost-commit checker nor
     /// the liveness phase holds the run to them); otherwise the cluster must recover.
     pub crash_any_time: bool,
@@ -57,11 +58,9 @@ pub enum Mix {
     /// short tails (state transfers). The seeds of one mix are unrelated to the other's.
     KOfN,
     /// `Every`'s rates, and crashes that may land at any time (`crash_any_time`): in a view
-    /// change, while a view has no caught-up backup, while another node is down. The
-    /// liveness phase then requires recovery whenever a node holding every acknowledged
-    /// record is up. Not yet in the CI budget: a node removed or deposed reloads its
-    /// database instead of keeping its records, and a primary without backups cannot be
-    /// replaced by a caught-up spare, so some seeds stay down (issue 13's section 2).
+    /// change, while a view has no caught-up backup, while a member catches up. The liveness
+    /// phase then requires recovery unless the crash took the only copy of acknowledged
+    /// records.
     AnyTime,
 }
 
@@ -246,7 +245,7 @@ impl World {
             self.note(format!("pause {node}"));
         }
         if self.rng.below(1_000_000) < faults.crash_per_tick_ppm
-            && (self.whole() || faults.crash_any_time)
+            && (self.whole() || (faults.crash_any_time && self.others_hold_memory(node)))
         {
             if self.rng.below(2) == 0 {
                 let state = &mut self.nodes[index_of(node)];
@@ -284,6 +283,22 @@ impl World {
                         }
                         Slot::Outside => false,
                     }
+            })
+    }
+
+    /// Every node but `node` is up and holds its memory (it is not a restarted node waiting
+    /// to be left out of the view): a crash of `node` now is one failure, whatever the views
+    /// are doing. A second memory loss before the first healed is beyond what the rules
+    /// promise (with k of n acks a promotion needs n − k + 1 reports).
+    fn others_hold_memory(&self, node: NodeId) -> bool {
+        self.nodes
+            .iter()
+            .filter(|other| other.id != node)
+            .all(|other| {
+                other
+                    .supervisor
+                    .as_ref()
+                    .is_some_and(|supervisor| !supervisor.rule().restarted())
             })
     }
 
