@@ -105,6 +105,9 @@ pub struct ClusterInfo {
     /// The first view this node followed: `view` − `view_first` view changes since it
     /// started (`tandem_view_changes_total` in `/metrics`).
     pub view_first: u64,
+    /// How long this node served as primary of a view without a backup, in milliseconds
+    /// since it started (`tandem_primary_alone_seconds_total`).
+    pub alone_ms: f64,
 }
 
 /// `/status` (and `/checksum`) in cluster mode: the cluster info and, when the node holds a
@@ -271,6 +274,7 @@ pub fn run(
         tick_us: config.tuning.tick_us,
         info,
         started: Instant::now(),
+        alone_since: None,
         trace,
     };
     if restarted {
@@ -334,6 +338,8 @@ struct SupervisorThread {
     /// What `/status` says of the cluster, refreshed after every step.
     info: Arc<Mutex<ClusterInfo>>,
     started: Instant,
+    /// Since when this node is primary of a view without a backup, if it is.
+    alone_since: Option<Instant>,
     /// `TANDEM_TRACE` set: log every cluster message (but `Alive`) and every slow save.
     trace: bool,
 }
@@ -389,7 +395,8 @@ impl SupervisorThread {
     }
 
     /// Refreshes what `/status` says of the cluster.
-    fn publish(&self) {
+    fn publish(&mut self) {
+        self.count_alone();
         let core = self.node.core();
         let role = match &*self.roles.slot.lock().expect("not poisoned") {
             Slot::Outside => "outside",
@@ -408,6 +415,28 @@ impl SupervisorThread {
         info.heard_primary_ms_ago = (role == "backup" || role == "spare")
             .then(|| core.ticks_since_heard_primary() as f64 * self.tick_us as f64 / 1000.0);
         info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        info.alone_ms = self.roles.metrics.primary_alone_seconds.get() * 1000.0;
+    }
+
+    /// Adds the time since the last turn to `tandem_primary_alone_seconds_total` while this
+    /// node serves as primary of a view without a backup.
+    fn count_alone(&mut self) {
+        let now = Instant::now();
+        if let Some(since) = self.alone_since.take() {
+            let alone = now.duration_since(since).as_secs_f64();
+            self.roles.metrics.primary_alone_seconds.inc_by(alone);
+        }
+        let alone = matches!(
+            &*self.roles.slot.lock().expect("not poisoned"),
+            Slot::Primary(_)
+        ) && self
+            .node
+            .core()
+            .view()
+            .is_some_and(|view| view.backups.is_empty() && !self.roles.config.peers.is_empty());
+        if alone {
+            self.alone_since = Some(now);
+        }
     }
 
     fn handle(&mut self, message: ToSupervisor) {

@@ -95,6 +95,10 @@ pub struct Metrics {
     /// `tandem_view_changes_total`: views this node followed after its first (each a
     /// committed view change, whether a failure asked for it or a false suspicion did).
     pub view_changes: Counter,
+    /// `tandem_primary_alone_seconds_total`: time this node served as primary of a view
+    /// without a backup (its crash then would lose what only it holds, and 2-safe commits
+    /// wait).
+    pub primary_alone_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
     /// `tandem_duplicates_answered_total`: retried calls answered from the dedup table.
     pub duplicates_answered: Counter,
     /// `tandem_reads_served_total`: reads a backup answered from its own copy.
@@ -144,6 +148,7 @@ impl Metrics {
             flow_control_stalls: Counter::default(),
             suspicions: Counter::default(),
             view_changes: Counter::default(),
+            primary_alone_seconds: Counter::default(),
             duplicates_answered: Counter::default(),
             reads_served: Counter::default(),
             reads_refused: Counter::default(),
@@ -213,6 +218,11 @@ impl Metrics {
             "view_changes",
             "Views this node followed after its first",
             m.view_changes.clone(),
+        );
+        r.register(
+            "primary_alone_seconds",
+            "Time this node served as primary of a view without a backup",
+            m.primary_alone_seconds.clone(),
         );
         r.register(
             "duplicates_answered",

@@ -72,6 +72,10 @@ pub struct FailoverRun {
     /// promotion; a backup it left a spare made a backup again; a node that comes back
     /// rejoining as a spare and then as a backup) and any that false suspicions caused.
     pub view_changes: u64,
+    /// How long a primary served a view without a backup, from the settled start to the
+    /// settled end, summed over the nodes that lived through both (the time a second crash
+    /// would have lost what one node alone held).
+    pub alone_ms: f64,
     /// Replies per 10 ms bucket from the start of the load.
     pub throughput_per_10ms: Vec<u64>,
     pub kill_ms: f64,
@@ -195,7 +199,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
         if !args.json {
             eprintln!(
                 "run {}/{}: gap {} ms, lost {}, duplicates {}, client errors {}, consistent {}, \
-                 false suspicions {}, view changes {}",
+                 false suspicions {}, view changes {}, primary alone {:.1} ms",
                 index + 1,
                 args.runs,
                 run.gap_ms.map_or("-".into(), |gap| format!("{gap:.2}")),
@@ -204,7 +208,8 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
                 run.client_errors,
                 run.consistent,
                 run.false_suspicions,
-                run.view_changes
+                run.view_changes,
+                run.alone_ms
             );
         }
         runs.push(run);
@@ -214,6 +219,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
     let gap_max = gaps.iter().copied().fold(None, |max: Option<f64>, gap| {
         Some(max.map_or(gap, |max| max.max(gap)))
     });
+    let alone_max = runs.iter().map(|run| run.alone_ms).fold(0.0, f64::max);
     if args.json {
         let runs: Vec<Value> = runs
             .iter()
@@ -226,6 +232,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
                     "consistent": run.consistent,
                     "false_suspicions": run.false_suspicions,
                     "view_changes": run.view_changes,
+                    "alone_ms": run.alone_ms,
                     "kill_to_first_reply_ms": run.kill_to_first_reply_ms,
                     "call_ms_max": run.call_ms_max,
                     "acknowledged": run.acknowledged,
@@ -239,6 +246,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
                 "runs": runs,
                 "gap_ms_p50": gap_p50,
                 "gap_ms_max": gap_max,
+                "alone_ms_max": alone_max,
                 "noise": args.noise,
             })
         );
@@ -324,6 +332,7 @@ impl Scenario {
             settled.primary, settled.view, self.clients
         ));
         let suspicions_start = suspicions(&cluster);
+        let alone_start = alone_ms(&cluster);
         let stop = Arc::new(AtomicBool::new(false));
         let started = Instant::now();
         let mut workers = Vec::new();
@@ -454,6 +463,7 @@ impl Scenario {
         // Suspicions are counted before the checksums: a checksum pauses a node's executor
         // for tens of milliseconds, long enough to be suspected.
         let suspicions_end = suspicions(&cluster);
+        let alone_end = alone_ms(&cluster);
         let gone = if self.fault.comes_back() {
             None
         } else {
@@ -561,6 +571,10 @@ impl Scenario {
             view_before: settled.view,
             view_after: settled_end.view,
             view_changes: settled_end.view.saturating_sub(settled.view),
+            alone_ms: alone_end
+                .iter()
+                .filter_map(|(node, end)| alone_start.get(node).map(|start| (end - start).max(0.0)))
+                .sum(),
             throughput_per_10ms: throughput,
             kill_ms,
             last_old_ms: last_old,
@@ -662,6 +676,18 @@ fn current_primary(cluster: &LocalCluster) -> Option<u32> {
 }
 
 /// Each live node's suspicions so far, by suspected peer.
+/// Each node's time as primary of a view without a backup, in milliseconds since it started.
+fn alone_ms(cluster: &LocalCluster) -> BTreeMap<u32, f64> {
+    cluster
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let status = node.status().ok()?;
+            Some((node.entry.id, status["cluster"]["alone_ms"].as_f64()?))
+        })
+        .collect()
+}
+
 fn suspicions(cluster: &LocalCluster) -> BTreeMap<u32, BTreeMap<u32, u64>> {
     let mut all = BTreeMap::new();
     for node in &cluster.nodes {
@@ -837,6 +863,11 @@ fn print_report(run: &FailoverRun, chart: &Path) {
     println!(
         "  view changes {} (view {} → {})",
         run.view_changes, run.view_before, run.view_after
+    );
+    println!(
+        "  a primary without a backup for {:.1} ms (a second crash then loses what one node \
+         holds)",
+        run.alone_ms
     );
     if run.consistent {
         println!(
