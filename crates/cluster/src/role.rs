@@ -54,8 +54,15 @@ pub enum Transition {
     /// Discard every record held (`discarded` of them lie above the truncate LSN), reload
     /// the initial database and catch up from the primary.
     Reload { discarded: u64 },
-    /// Stop serving: the node is outside the view (a deposed primary, a removed backup).
+    /// Stop serving: the node is outside the view (a deposed primary; a node that holds no
+    /// role).
     StepDown { discarded: u64 },
+    /// A backup or spare left out of the view (removed, or it did not report for a
+    /// promotion) keeps its records, frozen, instead of discarding them: when it is made a
+    /// spare again it keeps following the same primary, or follows a new one from its
+    /// records if none lies above the truncate LSN, and catches up from the tail rather
+    /// than from a reloaded database.
+    StandBy,
     /// Hold no role: a restarted node that the view still names holds nothing the view counts
     /// on. It waits to be removed, then rejoins as a spare.
     Wait,
@@ -105,9 +112,7 @@ pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Trans
             Held::Primary { lsn_committed } => Transition::StepDown {
                 discarded: above(lsn_committed),
             },
-            Held::Backup { lsn_received, .. } => Transition::StepDown {
-                discarded: above(lsn_received),
-            },
+            Held::Backup { .. } => Transition::StandBy,
             Held::Outside { .. } => Transition::StepDown { discarded: 0 },
         };
     }

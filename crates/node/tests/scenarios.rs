@@ -95,6 +95,8 @@ impl Roles for StandIn {
                     primary: view.primary,
                 }
             }
+            // Its role stays, frozen (the supervisor froze it before deciding).
+            Transition::StandBy => self.held,
             Transition::StepDown { .. } | Transition::Wait => RoleHeld::Outside,
         };
         let serving = self.held != RoleHeld::Outside;

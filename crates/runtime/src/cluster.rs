@@ -703,6 +703,14 @@ impl RuntimeRoles {
                 self.stop(slot, view, discarded);
                 self.fresh_backup(view)
             }
+            // Frozen already (the supervisor froze it before deciding): it keeps its records.
+            // A segment loads meanwhile in case the next view truncates them, but the node
+            // asks to join at once.
+            (Transition::StandBy, slot @ Slot::Backup(_)) => {
+                self.load_spare();
+                self.loaded = Some(true);
+                slot
+            }
             (Transition::StepDown { discarded }, slot) => {
                 self.stop(slot, view, discarded);
                 self.load_spare();
@@ -807,6 +815,19 @@ impl RuntimeRoles {
     }
 
     fn fresh_backup(&mut self, view: &View) -> Slot {
+        // A node that stood by asked to join before its spare segment was loaded: it serves
+        // nothing until the load is done (the primary has it leave, and it asks again).
+        if let NextSegment::Loading(loader) = &self.segment_next
+            && !loader.is_finished()
+        {
+            say!(
+                "node {}: its records lie above the truncate LSN and its database is still \
+                 loading; it rejoins once loaded",
+                self.node()
+            );
+            self.loaded = Some(false);
+            return Slot::Outside;
+        }
         match self.fresh_segment() {
             Ok(segment) => self.start_backup(segment, Vec::new(), view),
             Err(err) => {

@@ -333,8 +333,8 @@ impl World {
     }
 
     /// Whether `node` holds every acknowledged record and no other node that is up does:
-    /// a node holds them when it serves the newest view (its primary, or a member following
-    /// that primary) with every record up to the highest acknowledged LSN.
+    /// a node holds them when it serves the newest view (its primary, or a backup or spare
+    /// following that primary) with every record up to the highest acknowledged LSN.
     fn holds_sole_copy(&self, node: NodeId) -> bool {
         let Some(lsn_acked) = self.acked.values().map(|&(_, lsn)| lsn).max() else {
             return false;
@@ -347,8 +347,11 @@ impl World {
                     Slot::Primary(role) => {
                         id == view.primary && role.primary().lsn_committed() >= lsn_acked
                     }
+                    // A node left out of the view (standing by) holds records no view
+                    // change can use.
                     Slot::Backup(role) => {
-                        role.gate.primary() == view.primary
+                        view.members().any(|member| member == id)
+                            && role.gate.primary() == view.primary
                             && role.receiver.core().lsn_received() >= lsn_acked
                     }
                     Slot::Outside => false,

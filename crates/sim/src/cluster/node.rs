@@ -214,6 +214,8 @@ impl World {
                     calls: CallsHeld::default(),
                 }))
             }
+            // Frozen already (the supervisor froze it before deciding): it keeps its records.
+            (Transition::StandBy, role @ Slot::Backup(_)) => role,
             (Transition::StepDown { .. } | Transition::Wait, _) => Slot::Outside,
             (transition, _) => unreachable!("{transition:?} from a role it does not apply to"),
         };
