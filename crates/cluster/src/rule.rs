@@ -35,10 +35,10 @@ pub enum RuleError {
     #[error("node {node} is not a spare of view {view}")]
     NotASpare { node: NodeId, view: u64 },
     #[error(
-        "the spares of view {view} hold records up to LSN {lsn}, short of the truncate LSN \
-         {floor} of its last promotion"
+        "the reporters of view {view} hold records up to LSN {lsn}, short of the truncate \
+         LSN {floor} of its last promotion"
     )]
-    SparesBehind { view: u64, lsn: u64, floor: u64 },
+    BehindTruncate { view: u64, lsn: u64, floor: u64 },
 }
 
 /// The members of `view` whose reports a change of its primary counts: its backups, or, in
@@ -66,35 +66,42 @@ pub fn reports_needed_in(view: &View, safety: Safety) -> usize {
     }
 }
 
-/// The view that replaces a failed primary. `reports` holds the received LSN of backups of
-/// `old` that stopped accepting its primary. The backup with the highest LSN is promoted
-/// (ties: the lowest node id). The other reporters that hold every record up to its LSN stay
-/// backups; reporters that hold fewer become spares, and backups again only once they have
-/// caught up. Backups that did not report leave the view (they rejoin as spares); spares stay
-/// spares. Every member discards records above the promoted backup's LSN, the new view's
-/// truncate LSN.
+/// The view that replaces a failed primary. `reports` holds the received LSN of the members
+/// of `old` that stopped accepting its primary: its backups, or its spares if it has none
+/// ([`reporters`]). The reporter with the highest LSN is promoted (ties: the lowest node id);
+/// that LSN is the new view's truncate LSN, above which every member discards its records.
+/// The other reporters that hold as much stay backups. If none does, the one closest to it
+/// stays a backup all the same, and so does not leave the new primary alone for a second
+/// view change (2-safe commits wait in a view without backups); the other reporters become
+/// spares, and backups once caught up. Backups that did not report leave the view (they
+/// stand by, and rejoin as spares); spares stay spares.
 ///
-/// Why a reporter behind the truncate LSN cannot stay a backup: the next view change counts
-/// its report as if it held every record replies were released for. Were it promoted before
-/// it caught up, it would lose records an earlier view acknowledged (the simulator found
-/// this: a backup 1,500 records behind was promoted after the primary that had them paused).
+/// A backup kept behind the truncate LSN counts for the next change only once it holds it:
+/// under a 2-safe rule no reporter below the truncate LSN of `old`'s last promotion is
+/// promoted (`BehindTruncate`; the change waits for more reports). Promoted before it
+/// caught up, it would lose records an earlier view acknowledged (the simulator found this:
+/// a backup 1,500 records behind was promoted after the primary that had them paused). A
+/// reporter that holds that LSN holds every record released up to `old`'s start, and the
+/// n − k + 1 reports include one that holds every record released in `old` since: an ack
+/// of a record means every record below it was received. 1-safe and bounded rules may
+/// lose what they released, and take the best reporter they have.
 pub fn promote(
     old: &View,
     reports: &BTreeMap<NodeId, u64>,
     safety: Safety,
 ) -> Result<View, RuleError> {
-    if old.backups.is_empty() {
-        return promote_spare_over_lone_primary(old, reports, safety);
-    }
+    let reporters = reporters(old);
     for &node in reports.keys() {
-        if !old.backups.contains(&node) {
-            return Err(RuleError::NotABackup {
-                node,
-                view: old.number,
+        if !reporters.contains(&node) {
+            let view = old.number;
+            return Err(if old.backups.is_empty() {
+                RuleError::NotASpare { node, view }
+            } else {
+                RuleError::NotABackup { node, view }
             });
         }
     }
-    let needed = reports_needed(old.backups.len(), safety);
+    let needed = reports_needed_in(old, safety);
     if reports.len() < needed || reports.is_empty() {
         return Err(RuleError::TooFewReports {
             got: reports.len(),
@@ -113,18 +120,43 @@ pub fn promote(
             },
         )
         .expect("at least one report");
-    let backups: Vec<NodeId> = reports
-        .iter()
-        .filter(|&(&node, &lsn)| node != primary && lsn == lsn_truncate)
+    let floor = match safety {
+        Safety::TwoSafe(_) | Safety::TwoSafeApplied(_) => old
+            .promotions
+            .last()
+            .map_or(0, |promotion| promotion.truncate_lsn),
+        Safety::OneSafe | Safety::Bounded(_) => 0,
+    };
+    if lsn_truncate < floor && !promote_lowest() {
+        return Err(RuleError::BehindTruncate {
+            view: old.number,
+            lsn: lsn_truncate,
+            floor,
+        });
+    }
+    let others = || reports.iter().filter(|&(&node, _)| node != primary);
+    let mut backups: Vec<NodeId> = others()
+        .filter(|&(_, &lsn)| lsn == lsn_truncate)
         .map(|(&node, _)| node)
         .collect();
-    let mut spares: Vec<NodeId> = reports
-        .iter()
-        .filter(|&(&node, &lsn)| node != primary && lsn != lsn_truncate)
+    if backups.is_empty() {
+        // The closest behind (ties: the lowest id).
+        let closest = others().fold(
+            None,
+            |best: Option<(&NodeId, &u64)>, (node, lsn)| match best {
+                Some((_, best_lsn)) if best_lsn >= lsn => best,
+                _ => Some((node, lsn)),
+            },
+        );
+        backups.extend(closest.map(|(&node, _)| node));
+    }
+    let mut spares: Vec<NodeId> = others()
         .map(|(&node, _)| node)
         .chain(old.spares.iter().copied())
+        .filter(|node| *node != primary && !backups.contains(node))
         .collect();
     spares.sort_unstable();
+    spares.dedup();
     let view = View {
         number: old.number + 1,
         primary,
@@ -134,67 +166,6 @@ pub fn promote(
     };
     assert!(promote_lowest() || reports.values().all(|&lsn| lsn <= lsn_truncate));
     Ok(view)
-}
-
-/// The view that replaces the failed primary of `old`, a view without backups, with the
-/// reporting spare holding the highest LSN (ties: the lowest id), if that LSN reaches the
-/// truncate LSN of the last promotion under a 2-safe rule (see [`reporters`]; 1-safe and
-/// bounded rules may lose what they released, and any spare will do). Reporters at its LSN
-/// become backups, every other spare stays a spare.
-fn promote_spare_over_lone_primary(
-    old: &View,
-    reports: &BTreeMap<NodeId, u64>,
-    safety: Safety,
-) -> Result<View, RuleError> {
-    assert!(old.backups.is_empty(), "only a view without backups");
-    for &node in reports.keys() {
-        if !old.spares.contains(&node) {
-            return Err(RuleError::NotASpare {
-                node,
-                view: old.number,
-            });
-        }
-    }
-    let Some((&primary, &lsn_truncate)) = reports.iter().fold(
-        None,
-        |best: Option<(&NodeId, &u64)>, (node, lsn)| match best {
-            Some((_, best_lsn)) if best_lsn >= lsn => best,
-            _ => Some((node, lsn)),
-        },
-    ) else {
-        return Err(RuleError::TooFewReports { got: 0, needed: 1 });
-    };
-    let floor = match safety {
-        Safety::TwoSafe(_) | Safety::TwoSafeApplied(_) => {
-            old.promotions.last().map_or(u64::MAX, |p| p.truncate_lsn)
-        }
-        Safety::OneSafe | Safety::Bounded(_) => 0,
-    };
-    if lsn_truncate < floor {
-        return Err(RuleError::SparesBehind {
-            view: old.number,
-            lsn: lsn_truncate,
-            floor,
-        });
-    }
-    let backups: Vec<NodeId> = reports
-        .iter()
-        .filter(|&(&node, &lsn)| node != primary && lsn == lsn_truncate)
-        .map(|(&node, _)| node)
-        .collect();
-    let spares: Vec<NodeId> = old
-        .spares
-        .iter()
-        .copied()
-        .filter(|node| *node != primary && !backups.contains(node))
-        .collect();
-    Ok(View {
-        number: old.number + 1,
-        primary,
-        backups,
-        spares,
-        promotions: old.promotions_with(old.number + 1, lsn_truncate),
-    })
 }
 
 /// Whether the promote-lowest bug is planted.
@@ -319,7 +290,7 @@ mod tests {
         assert_eq!(next.truncate_lsn(), Some(100));
         assert_eq!(
             promote(&old, &reports(&[(2, 99)]), Safety::DEFAULT),
-            Err(RuleError::SparesBehind {
+            Err(RuleError::BehindTruncate {
                 view: 5,
                 lsn: 99,
                 floor: 100
@@ -355,9 +326,24 @@ mod tests {
         assert_eq!(new.number, 8);
         assert_eq!(new.primary, 3);
         assert_eq!(new.truncate_lsn(), Some(100));
-        // Behind the truncate LSN: spares until they catch up.
-        assert_eq!(new.backups, Vec::<NodeId>::new());
-        assert_eq!(new.spares, vec![2, 4]);
+        // Behind the truncate LSN: the closest stays a backup rather than leave the primary
+        // alone; the other is a spare until it catches up.
+        assert_eq!(new.backups, vec![4]);
+        assert_eq!(new.spares, vec![2]);
+        // That backup counts for the next change only once it holds the truncate LSN.
+        assert_eq!(
+            promote(&new, &BTreeMap::from([(4, 99)]), Safety::DEFAULT),
+            Err(RuleError::BehindTruncate {
+                view: 8,
+                lsn: 99,
+                floor: 100
+            })
+        );
+        let caught_up = promote(&new, &BTreeMap::from([(4, 104)]), Safety::DEFAULT).unwrap();
+        assert_eq!(
+            (caught_up.primary, caught_up.truncate_lsn()),
+            (4, Some(104))
+        );
         let level = BTreeMap::from([(2, 100), (3, 100), (4, 95)]);
         let new = promote(&old, &level, Safety::DEFAULT).unwrap();
         assert_eq!(new.primary, 2);

@@ -15,15 +15,16 @@ use tandem_replication::{AckCount, NodeId, Safety};
 /// commit. No election is needed: the config store leader is kept off the primary.
 const FAILOVER_TICKS_MAX: u64 = 4 * SUSPECT_TICKS;
 
-/// The view a promotion makes when the other reporters, `behind`, hold fewer records than
-/// the promoted backup: they are spares until they catch up.
-fn promoted(number: u64, primary: NodeId, behind: &[NodeId], truncate: u64) -> View {
+/// The view a promotion makes when the other reporters hold fewer records than the promoted
+/// backup: the closest, `kept`, stays a backup (the primary is not left alone), the others,
+/// `behind`, are spares until they catch up.
+fn promoted(number: u64, primary: NodeId, kept: NodeId, behind: &[NodeId], truncate: u64) -> View {
     View {
         promotions: vec![Promotion {
             view: number,
             truncate_lsn: truncate,
         }],
-        ..view(number, primary, &[], behind)
+        ..view(number, primary, &[kept], behind)
     }
 }
 
@@ -68,7 +69,7 @@ fn crash_primary(lsn2: u64, lsn3: u64) -> (Harness, View, u64) {
 #[test]
 fn a_crashed_primary_is_replaced_by_the_backup_with_the_highest_lsn() {
     let (mut h, new, ticks) = crash_primary(100, 90);
-    assert_eq!(new, promoted(2, 2, &[3], 100));
+    assert_eq!(new, promoted(2, 2, 3, &[], 100));
     assert!(ticks <= FAILOVER_TICKS_MAX, "failover took {ticks} ticks");
     for id in [2, 3] {
         assert_eq!(
@@ -98,7 +99,7 @@ fn ties_go_to_the_lowest_id_and_the_highest_lsn_wins_whoever_holds_it() {
     let (_, tie, _) = crash_primary(100, 100);
     assert_eq!(tie, promoted_level(2, 2, &[3], 100));
     let (_, higher3, _) = crash_primary(90, 100);
-    assert_eq!(higher3, promoted(2, 3, &[2], 100));
+    assert_eq!(higher3, promoted(2, 3, 2, &[], 100));
 }
 
 #[test]
@@ -200,7 +201,9 @@ fn a_caught_up_spare_replaces_a_primary_without_backups() {
                             truncate_lsn: 100
                         },
                     ],
-                    ..view(4, 2, &[], &[3])
+                    // The other spare, behind, is kept as a backup (not a spare) so that
+                    // the new primary is not alone.
+                    ..view(4, 2, &[3], &[])
                 }
             );
         } else {
@@ -327,7 +330,7 @@ fn an_old_primary_restarted_learns_the_new_view_and_rejoins_as_a_spare() {
     h.run_until(200, |h| h.all_live_at(3));
     assert_eq!(
         h.view_of(1),
-        since_promotion(view(3, 2, &[], &[1, 3]), 2, 100)
+        since_promotion(view(3, 2, &[3], &[1]), 2, 100)
     );
     // Its stale suspicions of view 1 changed nothing.
     assert_eq!(h.history().len(), 3);
@@ -345,11 +348,11 @@ fn a_primary_that_restarts_before_it_is_suspected_is_still_replaced() {
     h.restart(1);
     // Its disk names it primary of view 1, but its records are gone: it serves nothing.
     h.run_until(FAILOVER_TICKS_MAX, |h| h.all_live_at(2));
-    assert_eq!(h.view_of(1), promoted(2, 2, &[3], 100));
+    assert_eq!(h.view_of(1), promoted(2, 2, 3, &[], 100));
     h.run_until(200, |h| h.all_live_at(3));
     assert_eq!(
         h.view_of(1),
-        since_promotion(view(3, 2, &[], &[1, 3]), 2, 100)
+        since_promotion(view(3, 2, &[3], &[1]), 2, 100)
     );
 }
 
@@ -437,8 +440,15 @@ fn the_config_store_leader_crashing_mid_change_delays_but_does_not_stop_a_failov
         .copied()
         .max_by_key(|id| (lsns[id], u32::MAX - id))
         .unwrap();
-    let backups: Vec<NodeId> = survivors.iter().copied().filter(|&id| id != best).collect();
-    assert_eq!(new, promoted(2, best, &backups, lsns[&best]));
+    // The closest behind it stays a backup; the other is a spare.
+    let others: Vec<NodeId> = survivors.iter().copied().filter(|&id| id != best).collect();
+    let kept = others
+        .iter()
+        .copied()
+        .max_by_key(|id| (lsns[id], u32::MAX - id))
+        .unwrap();
+    let behind: Vec<NodeId> = others.iter().copied().filter(|&id| id != kept).collect();
+    assert_eq!(new, promoted(2, best, kept, &behind, lsns[&best]));
     h.run(100);
     assert_eq!(h.history().len(), 2);
 }
@@ -477,13 +487,13 @@ fn a_promotion_waits_for_n_minus_k_plus_one_reports() {
     // The third report: node 4, the only one that may hold the single acknowledged copy.
     h.release_freeze(4);
     h.run_until(50, |h| h.all_live_at(2));
-    assert_eq!(h.view_of(2), promoted(2, 4, &[2, 3], 120));
+    assert_eq!(h.view_of(2), promoted(2, 4, 2, &[3], 120));
 
     // The same script under the default rule (every backup acks) promotes without node 4:
     // any one report holds every acknowledged record. This is what the wait above is for.
     let mut h = failover_with_a_slow_backup(Safety::DEFAULT);
     h.run_until(FAILOVER_TICKS_MAX, |h| h.all_live_at(2));
-    assert_eq!(h.view_of(2), promoted(2, 2, &[3], 100));
+    assert_eq!(h.view_of(2), promoted(2, 2, 3, &[], 100));
 }
 
 /// A lost Freeze is sent again while the backup keeps suspecting.
@@ -510,7 +520,7 @@ fn a_backup_that_missed_the_freeze_is_frozen_once_it_is_heard_again() {
     h.heal();
     // Node 4 now reaches the coordinator: it suspects the primary every SUSPECT_TICKS.
     h.run_until(200, |h| h.all_live_at(2));
-    assert_eq!(h.view_of(2), promoted(2, 4, &[2, 3], 120));
+    assert_eq!(h.view_of(2), promoted(2, 4, 2, &[3], 120));
 }
 
 #[test]
@@ -520,8 +530,8 @@ fn the_rule_depends_on_the_reports() {
     let swapped = BTreeMap::from([(2, 90), (3, 100)]);
     let a = rule::promote(&old, &reports, Safety::DEFAULT).unwrap();
     let b = rule::promote(&old, &swapped, Safety::DEFAULT).unwrap();
-    assert_eq!(a, promoted(2, 2, &[3], 100));
-    assert_eq!(b, promoted(2, 3, &[2], 100));
+    assert_eq!(a, promoted(2, 2, 3, &[], 100));
+    assert_eq!(b, promoted(2, 3, 2, &[], 100));
     assert_ne!(a.primary, b.primary);
 }
 

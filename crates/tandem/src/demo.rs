@@ -69,8 +69,8 @@ pub struct FailoverRun {
     pub view_before: u64,
     pub view_after: u64,
     /// Views committed from the settled start to the settled end: the fault's own (a
-    /// promotion; a backup it left a spare made a backup again; a node that comes back
-    /// rejoining as a spare and then as a backup) and any that false suspicions caused.
+    /// promotion; a node that comes back rejoining as a spare and then as a backup) and any
+    /// that false suspicions caused.
     pub view_changes: u64,
     /// How long a primary served a view without a backup, from the settled start to the
     /// settled end, summed over the nodes that lived through both (the time a second crash
