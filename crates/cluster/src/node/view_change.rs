@@ -229,8 +229,9 @@ impl Cluster {
         let waited = self.tick - collecting.tick_started >= self.settings.collect_ticks;
         let needed = rule::reports_needed_in(&view, self.settings.safety);
         let decided = all || (waited && collecting.reports.len() >= needed);
-        // Spares that all reported may still be short of what was acknowledged: then the
-        // change cannot go ahead either.
+        // Enough reports may still all lie below the last promotion's truncate LSN
+        // (`RuleError::BehindTruncate`): then the change cannot go ahead either, and waits
+        // for more reports or ends under the same primary as below.
         let promoted = decided
             .then(|| rule::promote(&view, &collecting.reports, self.settings.safety).ok())
             .flatten();
