@@ -235,18 +235,6 @@ impl Cluster {
         let promoted = decided
             .then(|| rule::promote(&view, &collecting.reports, self.settings.safety).ok())
             .flatten();
-        if let Some(new) = promoted {
-            collecting.tick_proposed = Some(self.tick);
-            let command = Command::ChangeView {
-                group: self.settings.group,
-                from_view: view.number,
-                view: new,
-            };
-            // Not the leader any more: the next leader collects again from the repeated
-            // reports.
-            let _ = self.config.propose(command);
-            return;
-        }
         // No view change waits for good on a member that cannot answer. A backup that
         // lost its memory never reports; while the primary says it runs, a view under the
         // same primary ends the change: it unfreezes the backups that reported, and the
@@ -265,17 +253,20 @@ impl Cluster {
             || self
                 .tick_alive_primary
                 .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks);
-        if stalled && primary_runs {
+        let resumed = || View {
+            number: view.number + 1,
+            ..view.clone()
+        };
+        let next = promoted.or_else(|| (stalled && primary_runs).then(resumed));
+        if let Some(new) = next {
             collecting.tick_proposed = Some(self.tick);
-            let resumed = View {
-                number: view.number + 1,
-                ..view.clone()
-            };
             let command = Command::ChangeView {
                 group: self.settings.group,
                 from_view: view.number,
-                view: resumed,
+                view: new,
             };
+            // Not the leader any more: the next leader collects again from the repeated
+            // reports.
             let _ = self.config.propose(command);
             return;
         }
