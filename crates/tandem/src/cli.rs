@@ -212,7 +212,7 @@ pub struct FailoverArgs {
     /// Database (segment) size in whole MiB.
     #[arg(long = "db-mib", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub db_mib: u32,
-    /// Where the clusters keep their files.
+    /// Where the clusters keep their files, one directory per run (run-1, run-2, …).
     #[arg(long, default_value = ".tandem/bench-failover")]
     pub dir: std::path::PathBuf,
     /// Print the report as JSON.

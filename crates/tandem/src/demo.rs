@@ -192,7 +192,9 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
             clients: args.clients,
             seconds: args.seconds,
             db_mib: args.db_mib as usize,
-            dir: args.dir.clone(),
+            // Each run's nodes keep their logs in a directory of their own, so that a run that
+            // went wrong can be read afterwards.
+            dir: args.dir.join(format!("run-{}", index + 1)),
             quiet: true,
         };
         let run = scenario.run()?;
