@@ -49,7 +49,22 @@ pub enum Message {
     StaleView { view: u64 },
     /// Primary → member: one chunk of a state transfer.
     Pages(PagesChunk),
+    /// Member → primary, instead of an Ack: the introduction of a member that kept its
+    /// segment through a view change that discarded some of its records (a deposed primary,
+    /// a node that stood by). It holds the group's history at `lsn_received` except on
+    /// `pages` (ascending), which those records changed: it needs a state transfer of the
+    /// pages changed after `lsn_received` and of these, before any batch. At most
+    /// [`DIVERGED_PAGES_MAX`] pages; a member with more reloads instead.
+    Diverged {
+        view: u64,
+        lsn_received: u64,
+        pages: Arc<[u32]>,
+    },
 }
+
+/// The most diverged pages a [`Message::Diverged`] names: 256 KiB of page numbers, no more
+/// than one chunk of a state transfer carries.
+pub const DIVERGED_PAGES_MAX: usize = 64 * 1024;
 
 /// A state transfer's chunk `index` of `count`: pages changed after `lsn_from`, as they stood
 /// at `lsn` (see [`crate::transfer`]), with their CRC32C.
@@ -74,7 +89,8 @@ impl Message {
             | Message::Ack { view, .. }
             | Message::Nack { view, .. }
             | Message::StaleView { view }
-            | Message::Pages(PagesChunk { view, .. }) => Some(view),
+            | Message::Pages(PagesChunk { view, .. })
+            | Message::Diverged { view, .. } => Some(view),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! record back for longer than the call that made it idle.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use tandem_log::{
     BatchBuilder, BatchKind, CallId, EncodedSize, RetainedTail, SealedBatch, TailLimits,
@@ -128,6 +129,9 @@ pub enum PrimaryFault {
         lsn_received: u64,
         lsn_first: u64,
     },
+    /// A member's `Diverged` introduction names page `page`, outside this primary's segment
+    /// (it runs another segment size); no transfer is sent.
+    DivergedOutside { from: NodeId, page: u32 },
     /// A message a primary never expects (a batch, a heartbeat, pages); ignored.
     Unexpected { from: NodeId },
 }
@@ -329,6 +333,10 @@ struct Progress {
     rewind: Option<(u64, u64)>,
     /// It needs records the tail no longer holds: nothing more is shipped to it.
     needs_transfer: bool,
+    /// Its `Diverged` introduction, until a transfer answers it: the LSN whose history its
+    /// segment holds, and the pages where it does not (changed by records the group
+    /// discarded), which the transfer carries too. Meanwhile it counts as holding nothing.
+    diverged: Option<(u64, Arc<[u32]>)>,
     /// A backup (its acks count for the rules) or a spare (it only catches up).
     kind: MemberKind,
     /// The `tick_sent` of the newest heartbeat it echoed: its lease runs from there.
@@ -364,6 +372,7 @@ impl Progress {
             lsn_applied: 0,
             rewind: None,
             needs_transfer: false,
+            diverged: None,
             tick_lease_from: None,
         }
     }
@@ -869,6 +878,7 @@ impl<R> Primary<R> {
         if let Some(backup) = self.members.iter_mut().find(|backup| backup.node == node) {
             backup.known = false;
             backup.needs_transfer = false;
+            backup.diverged = None;
             backup.rewind = None;
         }
     }
@@ -899,8 +909,25 @@ impl<R> Primary<R> {
         let lsn = self.lsn_committed;
         let view = self.config.view;
         let backup = &mut self.members[index];
-        let lsn_from = backup.lsn_received;
-        let chunks = crate::transfer::capture(segment, lsn_from);
+        let (lsn_from, diverged) = match backup.diverged.take() {
+            Some((lsn_from, pages)) => (lsn_from, Some(pages)),
+            None => (backup.lsn_received, None),
+        };
+        let diverged = diverged.as_deref().unwrap_or_default();
+        if let Some(&page) = diverged.last()
+            && page as usize >= segment.pages()
+        {
+            // Pages this segment does not have: the member runs another configuration.
+            backup.needs_transfer = false;
+            let from = backup.node;
+            self.ready
+                .faults
+                .push(PrimaryFault::DivergedOutside { from, page });
+            return None;
+        }
+        // A diverged member is shipped batches after its transfer, like any other.
+        backup.known = true;
+        let chunks = crate::transfer::capture(segment, lsn_from, diverged);
         let count = u32::try_from(chunks.len()).expect("fewer than 2^32 chunks");
         let mut pages = 0;
         for (index, chunk) in chunks.into_iter().enumerate() {
@@ -1045,6 +1072,11 @@ impl<R> Primary<R> {
                     self.release();
                 }
             }
+            Message::Diverged {
+                lsn_received,
+                pages,
+                ..
+            } => self.on_diverged(index, lsn_received, pages),
             // A StaleView of our own view carries no news.
             Message::StaleView { .. } => {}
             Message::Batch(_)
@@ -1149,6 +1181,38 @@ impl<R> Primary<R> {
         backup.lsn_applied = backup.lsn_applied.max(lsn_applied);
         backup.lsn_sent = backup.lsn_sent.max(backup.lsn_received);
         true
+    }
+
+    /// A member introduced itself with `Diverged`: whatever it said before, it holds the
+    /// group's history at `lsn_received` except on `pages`, and gets a transfer of those and
+    /// of the pages changed after `lsn_received` before any batch. Until that transfer is
+    /// sent it counts as holding nothing (it could not take over), and until it acks the
+    /// transfer, as holding nothing new. Asked again (its introduction or the transfer was
+    /// lost), it gets another.
+    fn on_diverged(&mut self, index: usize, lsn_received: u64, pages: Arc<[u32]>) {
+        let backup = &mut self.members[index];
+        let from = backup.node;
+        if lsn_received > self.lsn_committed {
+            self.ready
+                .faults
+                .push(PrimaryFault::BackupAhead { from, lsn_received });
+            return;
+        }
+        if self.config.kind != BatchKind::Redo {
+            // A passive backup's mirror takes no pages; a passive member never rewinds.
+            self.ready.faults.push(PrimaryFault::Unexpected { from });
+            return;
+        }
+        backup.known = false;
+        backup.lsn_received = 0;
+        backup.lsn_applied = 0;
+        backup.lsn_sent = 0;
+        backup.rewind = None;
+        backup.diverged = Some((lsn_received, pages));
+        if !backup.needs_transfer {
+            backup.needs_transfer = true;
+            self.ready.transfers.push(from);
+        }
     }
 
     /// After a Nack, ship again from `lsn_received` unless a rewind to the same place happened

@@ -10,6 +10,12 @@
 //! until the last one, then handed over whole; a chunk out of order or corrupt drops the
 //! staged ones and asks again with a Nack, as does a heartbeat that finds a transfer
 //! unfinished (the link is FIFO, so its remaining chunks were lost).
+//!
+//! A member whose segment was rewound ([`Receiver::rejoin`]: it kept its segment through a view
+//! change that discarded some of its records) introduces itself with `Diverged` instead of an
+//! Ack, and takes nothing but a state transfer that replaces every diverged page; until then
+//! it acks nothing and takes no batch, and a heartbeat that finds no transfer under way asks
+//! again.
 
 use std::sync::Arc;
 
@@ -60,6 +66,9 @@ pub enum ReceiverFault {
     /// A state transfer's chunk failed its checksum, came out of order, or was built for
     /// records this member does not hold; the staged chunks are dropped.
     TransferRefused { from: NodeId, lsn: u64, index: u32 },
+    /// A batch or a transfer that leaves a diverged page unreplaced, sent to a member that
+    /// introduced itself with `Diverged`: dropped, and the member asks again.
+    DivergedLeft { from: NodeId },
 }
 
 /// What the driver must do after feeding the receiver.
@@ -118,6 +127,9 @@ pub struct Receiver {
     /// The highest LSN the primary said it released a reply for: records up to here hold
     /// under the group's rule, so a reader may see them.
     lsn_released: u64,
+    /// The pages of a rewound segment that a transfer must replace before anything else is
+    /// taken ([`Receiver::rejoin`]); `None` once one has.
+    diverged: Option<Arc<[u32]>>,
     ready: ReceiverReady,
 }
 
@@ -134,10 +146,36 @@ impl Receiver {
             nack: None,
             staging: None,
             lsn_released: 0,
+            diverged: None,
             ready: ReceiverReady::default(),
         }
     }
 
+    /// A receiver on a member whose segment was rewound to `lsn_received` and differs from the
+    /// group's history at that LSN on `diverged` (ascending, non-empty, at most
+    /// [`crate::DIVERGED_PAGES_MAX`]; see `Segment::rewind`). It introduces itself with
+    /// `Diverged` and takes only a transfer that replaces those pages.
+    pub fn rejoin(config: ReceiverConfig, lsn_received: u64, diverged: Arc<[u32]>) -> Receiver {
+        assert!(!diverged.is_empty(), "a rejoin has diverged pages");
+        assert!(
+            diverged.len() <= crate::DIVERGED_PAGES_MAX,
+            "{} diverged pages, more than a Diverged message names",
+            diverged.len()
+        );
+        assert!(
+            diverged.is_sorted_by(|a, b| a < b),
+            "diverged pages are strictly ascending"
+        );
+        Receiver {
+            diverged: Some(diverged),
+            ..Receiver::new(config, lsn_received)
+        }
+    }
+
+    /// Whether this member still waits for a transfer that replaces its diverged pages.
+    pub fn is_diverged(&self) -> bool {
+        self.diverged.is_some()
+    }
     /// A receiver on a backup that holds every record up to `lsn_received`, of which its
     /// applier has applied those up to `lsn_applied` (a new connection while the applier
     /// still works through what the last one received).
@@ -191,8 +229,12 @@ impl Receiver {
         }
     }
 
-    /// Tells the primary where this backup stands: sent on (re)connecting.
+    /// Tells the primary where this backup stands: sent on (re)connecting. A diverged member
+    /// asks for its transfer, and asks again only after `nack_ticks`.
     pub fn introduce(&mut self) {
+        if self.diverged.is_some() {
+            self.nack = Some((self.tick, self.lsn_received));
+        }
         self.push_ack();
     }
 
@@ -232,6 +274,13 @@ impl Receiver {
                     self.lsn_released = self.lsn_released.max(lsn_released);
                     // Chunks sent before this heartbeat would have arrived before it.
                     self.staging = None;
+                    if self.diverged.is_some() {
+                        // No transfer came: the introduction was lost, or is still on its
+                        // way (asked again only after `nack_ticks`).
+                        self.maybe_nack();
+                        self.check_invariants();
+                        return;
+                    }
                     // Every heartbeat is answered, gap or not: the echo renews the lease.
                     self.push_ack();
                     if lsn_committed > self.lsn_received {
@@ -244,7 +293,11 @@ impl Receiver {
                 // The primary runs: answered so that it hears this backup too. The ack
                 // echoes no newer tick, so it renews no lease.
                 if self.check_view(from, view) {
-                    self.push_ack();
+                    if self.diverged.is_some() {
+                        self.maybe_nack();
+                    } else {
+                        self.push_ack();
+                    }
                 }
             }
             Message::Pages(chunk) => {
@@ -259,7 +312,7 @@ impl Receiver {
                         .push(ReceiverFault::FutureView { from, view });
                 }
             }
-            Message::Ack { .. } | Message::Nack { .. } => {
+            Message::Ack { .. } | Message::Nack { .. } | Message::Diverged { .. } => {
                 self.ready.faults.push(ReceiverFault::Unexpected { from });
             }
         }
@@ -276,6 +329,12 @@ impl Receiver {
     }
 
     fn on_batch(&mut self, from: NodeId, bytes: std::sync::Arc<[u8]>) {
+        if self.diverged.is_some() {
+            // Sent before the primary heard the introduction: nothing applies before the
+            // diverged pages are replaced.
+            self.ready.faults.push(ReceiverFault::DivergedLeft { from });
+            return;
+        }
         // Checked once, checksum included; the applier reads the header without checking again.
         let batch = match SealedBatch::verify(bytes) {
             Ok(batch) => batch,
@@ -376,6 +435,14 @@ impl Receiver {
             return;
         }
         let staging = self.staging.take().expect("staged above");
+        if let Some(diverged) = &self.diverged {
+            if !crate::transfer::covers(&staging.chunks, diverged) {
+                self.ready.faults.push(ReceiverFault::DivergedLeft { from });
+                self.maybe_nack();
+                return;
+            }
+            self.diverged = None;
+        }
         // The image brings the segment to `lsn`: batches of this Ready that were not handed
         // over yet are inside it.
         self.ready.to_apply.clear();
@@ -434,6 +501,15 @@ impl Receiver {
     }
 
     fn push_ack(&mut self) {
+        if let Some(pages) = &self.diverged {
+            let diverged = Message::Diverged {
+                view: self.config.view,
+                lsn_received: self.lsn_received,
+                pages: Arc::clone(pages),
+            };
+            self.ready.messages.push((self.config.primary, diverged));
+            return;
+        }
         let ack = Message::Ack {
             view: self.config.view,
             lsn_received: self.lsn_received,
@@ -452,6 +528,11 @@ impl Receiver {
             return;
         }
         self.nack = Some((self.tick, self.lsn_received));
+        if self.diverged.is_some() {
+            // A diverged member's Nack is its introduction again.
+            self.push_ack();
+            return;
+        }
         let nack = Message::Nack {
             view: self.config.view,
             lsn_received: self.lsn_received,
@@ -461,6 +542,14 @@ impl Receiver {
 
     fn check_invariants(&self) {
         assert!(self.lsn_applied <= self.lsn_received);
+        if self.diverged.is_some() {
+            assert!(
+                self.ready.to_apply.is_empty(),
+                "a diverged member applies no batch"
+            );
+            assert!(self.ready.to_install.is_none());
+            assert_eq!(self.lsn_applied, self.lsn_received, "nothing taken yet");
+        }
         if let Some(last) = self.ready.to_apply.last() {
             assert_eq!(last.batch.lsn_last(), self.lsn_received);
         } else if let Some(image) = &self.ready.to_install {

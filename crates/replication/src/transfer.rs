@@ -69,24 +69,27 @@ impl PageImage {
     }
 }
 
-/// The pages of `segment` changed after `lsn_from`, in chunks of at most
+/// The pages of `segment` changed after `lsn_from`, and the pages `diverged` (ascending: the
+/// member's own, which records the group discarded changed), in chunks of at most
 /// [`PAGES_PER_CHUNK`] pages; at least one chunk (empty if nothing changed), so the member
 /// always learns the LSN it is brought to.
-pub fn capture(segment: &Segment, lsn_from: u64) -> Vec<Arc<[u8]>> {
+pub fn capture(segment: &Segment, lsn_from: u64, diverged: &[u32]) -> Vec<Arc<[u8]>> {
     let mut chunks = Vec::new();
     let mut chunk = Vec::new();
+    let mut diverged = diverged.iter().copied().peekable();
     #[cfg(feature = "inject-bugs")]
     let mut skip_one = tandem_memory::bugs::planted(tandem_memory::bugs::Bug::TransferShort);
     for page in 0..segment.pages() {
         let version = segment.page_version(page);
-        if version <= lsn_from {
+        let index = u32::try_from(page).expect("a segment has fewer than 2^32 pages");
+        let wanted = diverged.next_if_eq(&index).is_some();
+        if version <= lsn_from && !wanted {
             continue;
         }
         #[cfg(feature = "inject-bugs")]
         if std::mem::take(&mut skip_one) {
             continue;
         }
-        let index = u32::try_from(page).expect("a segment has fewer than 2^32 pages");
         chunk.extend_from_slice(&index.to_le_bytes());
         chunk.extend_from_slice(&version.to_le_bytes());
         chunk.extend_from_slice(segment.read(page * PAGE_SIZE, PAGE_SIZE));
@@ -94,10 +97,36 @@ pub fn capture(segment: &Segment, lsn_from: u64) -> Vec<Arc<[u8]>> {
             chunks.push(Arc::from(std::mem::take(&mut chunk)));
         }
     }
+    assert!(
+        diverged.next().is_none(),
+        "the diverged pages are ascending and inside the segment"
+    );
     if !chunk.is_empty() || chunks.is_empty() {
         chunks.push(Arc::from(chunk));
     }
     chunks
+}
+
+/// Whether the pages `chunks` carry include every page of `wanted` (ascending): a member
+/// whose segment diverged checks a transfer before it takes it. Chunks must be whole
+/// entries (a chunk that is not counts as covering nothing).
+pub fn covers(chunks: &[Arc<[u8]>], wanted: &[u32]) -> bool {
+    if wanted.is_empty() {
+        return true;
+    }
+    let mut carried = Vec::new();
+    for chunk in chunks {
+        if !chunk.len().is_multiple_of(ENTRY_LEN) {
+            return false;
+        }
+        for entry in chunk.chunks_exact(ENTRY_LEN) {
+            carried.push(u32::from_le_bytes(entry[..4].try_into().expect("4 bytes")));
+        }
+    }
+    carried.sort_unstable();
+    wanted
+        .iter()
+        .all(|page| carried.binary_search(page).is_ok())
 }
 
 fn decode_chunk<'a>(
@@ -131,6 +160,26 @@ mod tests {
     }
 
     #[test]
+    fn a_capture_carries_the_diverged_pages_and_covers_says_so() {
+        let mut segment = Segment::anonymous(8 * PAGE_SIZE, Strategy::V3InlineLog).unwrap();
+        commit(&mut segment, 0, 1);
+        commit(&mut segment, 5 * PAGE_SIZE, 2);
+        // Changed after LSN 1: page 5; diverged on the member: pages 3 and 5.
+        let chunks = capture(&segment, 1, &[3, 5]);
+        let mut pages = Vec::new();
+        for (index, chunk) in chunks.iter().enumerate() {
+            decode_chunk(index, chunk, &mut pages).unwrap();
+        }
+        let carried: Vec<(usize, u64)> = pages.iter().map(|&(page, v, _)| (page, v)).collect();
+        assert_eq!(carried, vec![(3, 0), (5, 2)]);
+        assert!(covers(&chunks, &[3, 5]));
+        assert!(covers(&chunks, &[]));
+        assert!(!covers(&chunks, &[0, 3]));
+        let plain = capture(&segment, 1, &[]);
+        assert!(!covers(&plain, &[3]));
+    }
+
+    #[test]
     fn a_member_behind_gets_only_the_pages_changed_and_ends_equal() {
         let pages = 3 * PAGES_PER_CHUNK;
         let mut primary = Segment::anonymous(pages * PAGE_SIZE, Strategy::V3InlineLog).unwrap();
@@ -144,7 +193,7 @@ mod tests {
             commit(&mut primary, page * PAGE_SIZE, 7);
         }
         commit(&mut primary, PAGE_SIZE, 8);
-        let chunks = capture(&primary, member.lsn());
+        let chunks = capture(&primary, member.lsn(), &[]);
         let image = PageImage {
             lsn_from: member.lsn(),
             lsn: primary.lsn(),
@@ -166,7 +215,7 @@ mod tests {
     fn nothing_changed_is_one_empty_chunk_that_moves_the_lsn() {
         let mut segment = Segment::anonymous(4 * PAGE_SIZE, Strategy::V3InlineLog).unwrap();
         commit(&mut segment, 0, 1);
-        let chunks = capture(&segment, 1);
+        let chunks = capture(&segment, 1, &[]);
         assert_eq!(chunks.len(), 1);
         assert!(chunks[0].is_empty());
     }

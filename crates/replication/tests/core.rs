@@ -1134,6 +1134,100 @@ fn a_lost_or_corrupted_transfer_is_asked_for_again() {
     harness.assert_replicas_match();
 }
 
+/// Backup `index` ran `extra` records of its own that the group discards (as a deposed
+/// primary did), rewound its segment to the LSN it shares with the primary, and comes back
+/// on a new link introducing itself with `Diverged`; the introduction waits in the network.
+fn rejoin_diverged(harness: &mut Harness, index: usize, extra: usize) -> Vec<u32> {
+    let backup = &mut harness.backups[index];
+    let lsn_shared = backup.segment.lsn();
+    for value in 0..extra {
+        let mut txn = backup.segment.begin();
+        // Pages the primary's own commits (at LSN × 8 bytes) do not reach.
+        *txn.set_pod::<u64>(SEGMENT_LEN - 4096 * (1 + value)) = 0xdead;
+        txn.commit();
+    }
+    let diverged = backup.segment.rewind(lsn_shared).to_vec();
+    assert_eq!(diverged.len(), extra);
+    backup.receiver = Receiver::rejoin(receiver_config(1), lsn_shared, diverged.clone().into());
+    backup.applier = Applier::new(lsn_shared);
+    let node = backup.node;
+    harness.primary.link_reset(node);
+    harness.backups[index].receiver.introduce();
+    harness.collect();
+    diverged
+}
+
+#[test]
+fn a_member_that_rewound_gets_its_diverged_pages_with_the_changed_ones_and_goes_on() {
+    let mut harness = Harness::new(config(1, Safety::DEFAULT));
+    harness.deliver_all();
+    for _ in 0..3 {
+        harness.commit(Safety::DEFAULT);
+        harness.flush();
+        harness.deliver_all();
+    }
+    let diverged = rejoin_diverged(&mut harness, 0, 2);
+    assert!(matches!(
+        harness.network.back(),
+        Some((2, PRIMARY, Message::Diverged { lsn_received: 3, .. }))
+    ));
+    // The primary goes on meanwhile: a 2-safe reply now waits for the member, which holds
+    // nothing until its transfer is installed.
+    let lsn = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    assert!(!harness.released.contains(&lsn));
+    harness.deliver_all();
+    // The tail covered the member's LSN, yet it got pages: the diverged ones with the rest.
+    assert!(harness.pages_transferred >= diverged.len() + 1);
+    assert!(harness.backups[0].segment.diverged().is_empty());
+    harness.assert_replicas_match();
+    assert!(harness.released.contains(&lsn));
+    // Then it is shipped batches again.
+    let lsn = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    harness.deliver_all();
+    assert_eq!(harness.released.last(), Some(&lsn));
+    harness.assert_replicas_match();
+}
+
+#[test]
+fn a_diverged_member_takes_no_batch_and_asks_again_when_its_transfer_is_lost() {
+    let mut harness = Harness::new(config(1, Safety::DEFAULT));
+    harness.deliver_all();
+    harness.commit(Safety::DEFAULT);
+    harness.flush();
+    harness.deliver_all();
+    // A batch still in flight when the member rewinds arrives after its introduction left:
+    // it is refused.
+    harness.commit(Safety::OneSafe);
+    harness.flush();
+    let batch = harness
+        .take_batches()
+        .into_iter()
+        .next()
+        .expect("a batch in flight")
+        .2;
+    rejoin_diverged(&mut harness, 0, 1);
+    harness.deliver_one(PRIMARY, 2, batch);
+    assert!(
+        harness.backups[0]
+            .faults
+            .iter()
+            .any(|fault| matches!(fault, ReceiverFault::DivergedLeft { .. }))
+    );
+    assert_eq!(harness.backups[0].receiver.lsn_received(), 1);
+    // The introduction arrives; its transfer is lost.
+    harness.deliver_all_but(|message| matches!(message, Message::Pages(_)));
+    assert!(harness.backups[0].receiver.is_diverged());
+    // Heartbeats find no transfer under way: the member asks again, and gets one.
+    for _ in 0..6 {
+        harness.tick();
+        harness.deliver_all();
+    }
+    assert!(!harness.backups[0].receiver.is_diverged());
+    harness.assert_replicas_match();
+}
+
 #[test]
 fn a_repeated_answer_needs_the_lease_only_under_a_rule_without_acks() {
     let mut harness = unleased(1);

@@ -88,7 +88,9 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 /// The protocol version this build speaks; a server refuses any other in a `Hello`.
 /// Version 2: heartbeats carry the primary's tick and acks echo it (the primary lease).
 /// Version 3: a primary's links send `Pulse` while its executor is busy.
-pub const PROTOCOL_VERSION: u16 = 3;
+/// Version 4: a member that kept its segment through a truncation introduces itself with
+/// `Diverged`.
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

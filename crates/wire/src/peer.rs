@@ -18,6 +18,7 @@ const TAG_NACK: u8 = 4;
 const TAG_STALE_VIEW: u8 = 5;
 const TAG_PAGES: u8 = 6;
 const TAG_PULSE: u8 = 7;
+const TAG_DIVERGED: u8 = 8;
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
@@ -48,6 +49,14 @@ struct Nack {
 #[repr(C)]
 struct StaleView {
     view: U64,
+}
+
+/// The fixed fields of a `Diverged` message; the page numbers follow, u32 LE each.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct DivergedHeader {
+    view: U64,
+    lsn_received: U64,
 }
 
 /// The fixed fields of a `Pages` message; the page entries follow.
@@ -129,6 +138,23 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
             out.push(TAG_PAGES);
             out.extend_from_slice(header.as_bytes());
             out.extend_from_slice(&chunk.pages);
+            frame::finish(out, start);
+        }
+        Message::Diverged {
+            view,
+            lsn_received,
+            ref pages,
+        } => {
+            let header = DivergedHeader {
+                view: view.into(),
+                lsn_received: lsn_received.into(),
+            };
+            let start = frame::begin(out, TYPE_PEER);
+            out.push(TAG_DIVERGED);
+            out.extend_from_slice(header.as_bytes());
+            for &page in pages.iter() {
+                out.extend_from_slice(&page.to_le_bytes());
+            }
             frame::finish(out, start);
         }
     }
@@ -215,12 +241,52 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
                 pages: Arc::from(pages),
             })
         }
+        TAG_DIVERGED => decode_diverged(rest)?,
         _ => {
-            let detail = format!("unknown message {tag}; 1 to {TAG_PULSE} are defined");
+            let detail = format!("unknown message {tag}; 1 to {TAG_DIVERGED} are defined");
             return Err(bad_body("Peer", "sub_tag", detail));
         }
     };
     Ok(message)
+}
+
+fn decode_diverged(rest: &[u8]) -> Result<Message, FrameError> {
+    let Ok((header, pages)) = DivergedHeader::ref_from_prefix(rest) else {
+        let detail = format!(
+            "Diverged takes at least {} bytes after the sub-tag, got {}",
+            size_of::<DivergedHeader>(),
+            rest.len()
+        );
+        return Err(bad_body("Peer", "body", detail));
+    };
+    if !pages.len().is_multiple_of(4) {
+        let detail = format!(
+            "Diverged's page numbers take 4 bytes each, got {} bytes",
+            pages.len()
+        );
+        return Err(bad_body("Peer", "pages", detail));
+    }
+    let pages: Vec<u32> = pages
+        .chunks_exact(4)
+        .map(|page| u32::from_le_bytes(page.try_into().expect("4 bytes")))
+        .collect();
+    if pages.len() > tandem_replication::DIVERGED_PAGES_MAX {
+        let detail = format!(
+            "{} page numbers, more than the {} a member sends",
+            pages.len(),
+            tandem_replication::DIVERGED_PAGES_MAX
+        );
+        return Err(bad_body("Peer", "pages", detail));
+    }
+    if !pages.is_sorted_by(|a, b| a < b) {
+        let detail = "page numbers must be strictly ascending".to_owned();
+        return Err(bad_body("Peer", "pages", detail));
+    }
+    Ok(Message::Diverged {
+        view: header.view.get(),
+        lsn_received: header.lsn_received.get(),
+        pages: Arc::from(pages),
+    })
 }
 
 /// The fields of a fixed-size message, which must fill the rest of the body exactly.
@@ -268,6 +334,16 @@ mod tests {
             },
             Message::StaleView { view: u64::MAX },
             Message::Pulse { view: 14 },
+            Message::Diverged {
+                view: 15,
+                lsn_received: 16,
+                pages: Arc::from(&[0, 3, 70_000][..]),
+            },
+            Message::Diverged {
+                view: 15,
+                lsn_received: 16,
+                pages: Arc::from(&[][..]),
+            },
             Message::Pages(PagesChunk {
                 view: 10,
                 lsn_from: 11,

@@ -46,6 +46,11 @@ pub enum InstallError {
     PageLen { page: usize, len: usize },
     #[error("page {page} has version {version}, above the pages' LSN {lsn}")]
     VersionAhead { page: usize, version: u64, lsn: u64 },
+    #[error(
+        "page {page} diverged from the group's history when this segment was rewound, and the \
+         pages given do not replace it"
+    )]
+    DivergedLeft { page: usize },
 }
 
 /// A fixed-size region of 4 KiB pages with transactional updates and redo capture.
@@ -62,6 +67,11 @@ pub struct Segment {
     /// The passive backup's write-through trace, when enabled; boxed so the common case costs
     /// one pointer and one branch per commit.
     passive: Option<Box<Tracer>>,
+    /// Pages changed by records above the LSN this segment was rewound to, in ascending
+    /// order (see [`Segment::rewind`]); empty unless rewound. Until pages replace them all
+    /// ([`Segment::install_pages`]), the segment's bytes are no state of any history: it runs
+    /// no txn and applies no record.
+    diverged: Vec<u32>,
 }
 
 impl fmt::Debug for Segment {
@@ -105,6 +115,7 @@ impl Segment {
             redo: RedoRecord::empty(0),
             scratch: Scratch::default(),
             passive: None,
+            diverged: Vec::new(),
         })
     }
 
@@ -115,6 +126,10 @@ impl Segment {
             self.undo.is_empty(),
             "a previous txn on this segment was leaked (mem::forget) with ranges declared; \
              its writes can no longer be undone"
+        );
+        assert!(
+            self.diverged.is_empty(),
+            "a txn on a rewound segment whose diverged pages were never replaced"
         );
         Txn::new(self)
     }
@@ -203,6 +218,10 @@ impl Segment {
             "apply_redo on a segment with the passive trace enabled: its passive backup would \
              miss these bytes; replay records on a segment without the trace"
         );
+        assert!(
+            self.diverged.is_empty(),
+            "apply_redo on a rewound segment whose diverged pages were never replaced"
+        );
         let expected = self.lsn + 1;
         if record.lsn() != expected {
             return Err(RedoError::LsnGap {
@@ -263,14 +282,70 @@ impl Segment {
                 return Err(InstallError::VersionAhead { page, version, lsn });
             }
         }
+        if let Some(page) = self.diverged_left(pages) {
+            return Err(InstallError::DivergedLeft { page });
+        }
         for &(page, version, bytes) in pages {
             let offset = page * PAGE_SIZE;
             self.region.bytes_mut()[offset..offset + PAGE_SIZE].copy_from_slice(bytes);
             self.undo.after_apply(offset, bytes);
             self.page_versions[page] = version;
         }
+        self.diverged.clear();
         self.lsn = lsn;
         Ok(())
+    }
+
+    /// Takes back every record above `lsn` without touching a byte: the segment's LSN goes
+    /// back to `lsn`, and the pages those records changed (version above `lsn`) are marked
+    /// diverged. Returns the diverged pages, ascending.
+    ///
+    /// A node whose records above a view's truncate LSN were discarded keeps its segment this
+    /// way: every other page is the group's history at `lsn` (no record at or below `lsn`
+    /// changed it since), so a state transfer of the pages changed after `lsn` plus the
+    /// diverged ones brings it to the primary's state ([`Segment::install_pages`], which
+    /// refuses pages that leave a diverged one unreplaced). Until then the segment runs no
+    /// txn and applies no record. Rewinding again, to a lower LSN, adds to the diverged pages.
+    ///
+    /// Panics if `lsn` is above the segment's LSN, or on a segment with the passive trace
+    /// enabled (its passive backup holds the diverged bytes too).
+    pub fn rewind(&mut self, lsn: u64) -> &[u32] {
+        assert!(
+            lsn <= self.lsn,
+            "rewind to LSN {lsn}, above the segment's LSN {}",
+            self.lsn
+        );
+        assert!(self.undo.is_empty(), "rewind called while a txn has ranges declared");
+        assert!(self.passive.is_none(), "rewind on a segment with the passive trace enabled");
+        for (page, &version) in self.page_versions.iter().enumerate() {
+            if version > lsn {
+                let page = u32::try_from(page).expect("a segment has fewer than 2^32 pages");
+                if let Err(at) = self.diverged.binary_search(&page) {
+                    self.diverged.insert(at, page);
+                }
+            }
+        }
+        self.lsn = lsn;
+        &self.diverged
+    }
+
+    /// The pages a rewind left diverged that no install has replaced yet, ascending (empty
+    /// for a segment that holds a state of the group's history).
+    pub fn diverged(&self) -> &[u32] {
+        &self.diverged
+    }
+
+    /// The first diverged page that `pages` does not replace.
+    fn diverged_left(&self, pages: &[(usize, u64, &[u8])]) -> Option<usize> {
+        if self.diverged.is_empty() {
+            return None;
+        }
+        let mut given: Vec<usize> = pages.iter().map(|&(page, _, _)| page).collect();
+        given.sort_unstable();
+        self.diverged
+            .iter()
+            .map(|&page| page as usize)
+            .find(|page| given.binary_search(page).is_err())
     }
 
     /// Writes a file-backed segment's dirty pages back to its file.
@@ -545,6 +620,72 @@ mod tests {
                 "{strategy} abort after install"
             );
         }
+    }
+
+    #[test]
+    fn a_rewound_segment_takes_back_its_records_by_installing_the_diverged_pages_too() {
+        for strategy in Strategy::ALL {
+            let mut primary = segment(strategy);
+            let mut deposed = segment(strategy);
+            let commit = |segment: &mut Segment, offset: usize, value: u32| {
+                let mut txn = segment.begin();
+                *txn.set_pod::<u32>(offset) = value;
+                txn.commit().clone()
+            };
+            // A common history up to LSN 2.
+            for (offset, value) in [(0, 1), (PAGE_SIZE, 2)] {
+                let record = commit(&mut primary, offset, value);
+                deposed.apply_redo(&record).unwrap();
+            }
+            // The deposed node ran two records the group discards; page 2 only it changed.
+            commit(&mut deposed, 2 * PAGE_SIZE, 9);
+            commit(&mut deposed, PAGE_SIZE + 8, 9);
+            // The new primary went on from LSN 2 elsewhere.
+            commit(&mut primary, 3 * PAGE_SIZE, 3);
+            assert_eq!(deposed.rewind(2), &[1, 2]);
+            assert_eq!(deposed.lsn(), 2);
+            // Rewinding again to the same LSN marks nothing new.
+            assert_eq!(deposed.rewind(2), &[1, 2]);
+            // The pages changed after LSN 2 alone leave page 2 as the discarded record left it.
+            let changed = changed_pages(&primary, 2);
+            assert_eq!(
+                deposed.install_pages(primary.lsn(), &changed),
+                Err(InstallError::DivergedLeft { page: 1 })
+            );
+            let mut wanted: Vec<usize> = changed.iter().map(|&(page, _, _)| page).collect();
+            wanted.extend(deposed.diverged().iter().map(|&page| page as usize));
+            wanted.sort_unstable();
+            wanted.dedup();
+            let pages: Vec<(usize, u64, &[u8])> = wanted
+                .into_iter()
+                .map(|page| {
+                    let bytes = primary.read(page * PAGE_SIZE, PAGE_SIZE);
+                    (page, primary.page_version(page), bytes)
+                })
+                .collect();
+            deposed.install_pages(primary.lsn(), &pages).unwrap();
+            assert!(deposed.diverged().is_empty());
+            assert!(deposed.bytes() == primary.bytes(), "{strategy}");
+            assert_eq!(deposed.page_versions(), primary.page_versions());
+            if let Some(mirror) = deposed.mirror() {
+                assert_eq!(mirror, deposed.bytes(), "{strategy} mirror follows");
+            }
+            // It replays the primary's next record like any backup.
+            let record = commit(&mut primary, 8, 4);
+            deposed.apply_redo(&record).unwrap();
+            assert!(deposed.bytes() == primary.bytes(), "{strategy}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "rewound segment")]
+    fn a_rewound_segment_runs_no_txn_until_its_diverged_pages_are_replaced() {
+        let mut segment = segment(Strategy::V3InlineLog);
+        let mut txn = segment.begin();
+        *txn.set_pod::<u32>(0) = 1;
+        txn.commit();
+        segment.rewind(0);
+        let _ = segment.begin();
     }
 
     #[test]
