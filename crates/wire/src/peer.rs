@@ -387,10 +387,36 @@ mod tests {
             decode(&empty).unwrap_err().to_string(),
             "Peer frame, field 'sub_tag': missing: the body is empty"
         );
-        let unknown = [2, 0, 0, 0, TYPE_PEER, 8];
+        let unknown = [2, 0, 0, 0, TYPE_PEER, 9];
         assert_eq!(
             decode(&unknown).unwrap_err().to_string(),
-            "Peer frame, field 'sub_tag': unknown message 8; 1 to 7 are defined"
+            "Peer frame, field 'sub_tag': unknown message 9; 1 to 8 are defined"
+        );
+        let mut ragged = Vec::new();
+        let pages = std::sync::Arc::from(&[1, 2][..]);
+        let diverged = Message::Diverged {
+            view: 1,
+            lsn_received: 2,
+            pages,
+        };
+        encode_peer(&mut ragged, &diverged);
+        ragged.push(0);
+        ragged[0] += 1;
+        assert_eq!(
+            decode(&ragged).unwrap_err().to_string(),
+            "Peer frame, field 'pages': Diverged's page numbers take 4 bytes each, got 9 bytes"
+        );
+        let mut unsorted = Vec::new();
+        let pages = std::sync::Arc::from(&[2, 2][..]);
+        let diverged = Message::Diverged {
+            view: 1,
+            lsn_received: 2,
+            pages,
+        };
+        encode_peer(&mut unsorted, &diverged);
+        assert_eq!(
+            decode(&unsorted).unwrap_err().to_string(),
+            "Peer frame, field 'pages': page numbers must be strictly ascending"
         );
         let short_pages = [3, 0, 0, 0, TYPE_PEER, 6, 0];
         assert_eq!(
