@@ -3,12 +3,18 @@
 //! in both.
 //!
 //! A backup applies the records it receives as they arrive, and a segment cannot take a redo
-//! record back. So a member that holds records above the truncate LSN of the first promotion
-//! since the view it followed discards all of its records and reloads the initial database,
-//! then catches up from the new primary. A member whose records all lie at or below it keeps
-//! them. The view carries its recent promotions ([`View::since`]), so a member that missed
-//! views (it learned a later one directly) still discards what a promotion it never saw
-//! discarded.
+//! record back byte by byte. So a member that holds records above the truncate LSN of the
+//! promotions since the view it followed rewinds its segment to that LSN and fetches from the
+//! new primary the pages those records changed, with the pages changed after the truncate LSN
+//! ([`Transition::Rejoin`]; seed 003's reintegration by page versions), then catches up from
+//! the tail. A member whose records all lie at or below it keeps them. The view carries its
+//! recent promotions ([`View::since`]), so a member that missed views (it learned a later one
+//! directly) still discards what a promotion it never saw discarded; one that missed more
+//! promotions than a view remembers reloads the initial database.
+//!
+//! A deposed primary is no different: left out of the view, it stands by with its records
+//! like a backup that was ([`Transition::StandBy`]), and rejoins the same way once a view
+//! names it again.
 //!
 //! A node that restarted without its memory holds nothing any view made before its restart
 //! counts on, and it cannot tell which views those are: until a view leaves it out
@@ -23,8 +29,8 @@ use tandem_replication::NodeId;
 /// The role a node's data plane runs when a view arrives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Held {
-    /// The primary role, with its records up to `lsn_committed`.
-    Primary { lsn_committed: u64 },
+    /// The primary role of view `view`, with its records up to `lsn_committed`.
+    Primary { view: u64, lsn_committed: u64 },
     /// A backup (or spare) role following `primary` in view `view`, holding every record up
     /// to `lsn_received`.
     Backup {
@@ -51,17 +57,22 @@ pub enum Transition {
     /// Follow the primary of a new reign, keeping the records held: none lies above the
     /// truncate LSN.
     Follow { lsn: u64 },
+    /// Follow the primary of a new reign from the segment held, rewound to the truncate LSN
+    /// `lsn` (`discarded` records lie above it): the pages they changed come back with a
+    /// state transfer of those changed after `lsn`, before any batch.
+    Rejoin { lsn: u64, discarded: u64 },
     /// Discard every record held (`discarded` of them lie above the truncate LSN), reload
-    /// the initial database and catch up from the primary.
+    /// the initial database and catch up from the primary: the records' fate is unknown
+    /// (more promotions than a view remembers), or the node held none.
     Reload { discarded: u64 },
-    /// Stop serving: the node is outside the view (a deposed primary; a node that holds no
-    /// role).
+    /// Stop serving: the node is outside the view and holds no role.
     StepDown { discarded: u64 },
-    /// A backup or spare left out of the view (removed, or it did not report for a
-    /// promotion) keeps its records, frozen, instead of discarding them: when it is made a
-    /// spare again it keeps following the same primary, or follows a new one from its
-    /// records if none lies above the truncate LSN, and catches up from the tail rather
-    /// than from a reloaded database.
+    /// A backup, spare or primary left out of the view (removed, deposed, or it did not
+    /// report for a promotion) keeps its records, frozen, instead of discarding them: when
+    /// it is made a spare again it keeps following the same primary, or follows a new one
+    /// from its records ([`Transition::Follow`] or [`Transition::Rejoin`]), and catches up
+    /// from the tail rather than from a reloaded database. A deposed primary's records are
+    /// held as a backup's of its own reign.
     StandBy,
     /// Hold no role: a restarted node that the view still names holds nothing the view counts
     /// on. It waits to be removed, then rejoins as a spare.
@@ -79,8 +90,6 @@ pub fn still_restarted(me: NodeId, restarted: bool, view: &View) -> bool {
 /// group's view number when the cluster was created.
 pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Transition {
     let member = view.backups.contains(&me) || view.spares.contains(&me);
-    // Only for the count of discarded records a node reports.
-    let above = |lsn: u64| lsn.saturating_sub(view.truncate_lsn().unwrap_or(u64::MAX));
     if view.primary == me {
         return match held {
             Held::Primary { .. } => Transition::StayPrimary,
@@ -109,10 +118,7 @@ pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Trans
     }
     if !member {
         return match held {
-            Held::Primary { lsn_committed } => Transition::StepDown {
-                discarded: above(lsn_committed),
-            },
-            Held::Backup { .. } => Transition::StandBy,
+            Held::Primary { .. } | Held::Backup { .. } => Transition::StandBy,
             Held::Outside { .. } => Transition::StepDown { discarded: 0 },
         };
     }
@@ -129,25 +135,41 @@ pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Trans
                 );
                 Transition::StayBackup
             }
-            SinceView::TruncatedAt(truncate) if lsn_received <= truncate || skip_truncate() => {
-                Transition::Follow { lsn: lsn_received }
-            }
-            SinceView::TruncatedAt(truncate) => Transition::Reload {
-                discarded: lsn_received - truncate,
-            },
+            SinceView::TruncatedAt(truncate) => keep_or_rejoin(lsn_received, truncate),
             SinceView::Unknown => Transition::Reload {
                 discarded: lsn_received,
             },
         },
-        // A primary's records cannot be split at the truncate LSN once it applied them: the
-        // deposed primary reloads whatever it held.
-        Held::Primary { lsn_committed } => Transition::Reload {
-            discarded: above(lsn_committed),
+        // A deposed primary that a view names a member at once: its records are its reign's.
+        Held::Primary {
+            view: view_held,
+            lsn_committed,
+        } => match view.since(view_held) {
+            SinceView::TruncatedAt(truncate) => keep_or_rejoin(lsn_committed, truncate),
+            // Another primary reigns only after a promotion, so a primary that claims this
+            // view without one ignored its deposition (the simulator plants that): its
+            // records prove nothing.
+            SinceView::Kept | SinceView::Unknown => Transition::Reload {
+                discarded: lsn_committed,
+            },
         },
         Held::Outside { restarted } if !restarted || restarted_serves(view, me) => {
             Transition::Reload { discarded: 0 }
         }
         Held::Outside { .. } => Transition::Wait,
+    }
+}
+
+/// A member holding records up to `lsn` follows a new primary whose history agrees with
+/// them up to `truncate`: it keeps them all, or rewinds to `truncate`.
+fn keep_or_rejoin(lsn: u64, truncate: u64) -> Transition {
+    if lsn <= truncate || skip_truncate() {
+        Transition::Follow { lsn }
+    } else {
+        Transition::Rejoin {
+            lsn: truncate,
+            discarded: lsn - truncate,
+        }
     }
 }
 
@@ -204,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn a_member_above_the_truncate_lsn_reloads_and_one_at_or_below_keeps_its_records() {
+    fn a_member_above_the_truncate_lsn_rewinds_and_one_at_or_below_keeps_its_records() {
         let next = view(2, &[3], &[4], 100);
         let behind = Held::Backup {
             primary: 1,
@@ -222,12 +244,15 @@ mod tests {
         );
         assert_eq!(
             transition(4, ahead, &next, 1),
-            Transition::Reload { discarded: 7 }
+            Transition::Rejoin {
+                lsn: 100,
+                discarded: 7
+            }
         );
     }
 
     #[test]
-    fn the_promoted_backup_takes_over_and_the_deposed_primary_reloads() {
+    fn the_promoted_backup_takes_over_and_the_deposed_primary_stands_by_then_rejoins() {
         let next = view(2, &[1, 3], &[], 100);
         let backup = Held::Backup {
             primary: 1,
@@ -238,10 +263,36 @@ mod tests {
             transition(2, backup, &next, 1),
             Transition::Promote { lsn: 100 }
         );
-        let deposed = Held::Primary { lsn_committed: 104 };
+        let deposed = Held::Primary {
+            view: 4,
+            lsn_committed: 104,
+        };
         assert_eq!(
             transition(1, deposed, &next, 1),
-            Transition::Reload { discarded: 4 }
+            Transition::Rejoin {
+                lsn: 100,
+                discarded: 4
+            }
+        );
+        // Left out, it keeps its records; as a backup of its own reign they rejoin later.
+        let without = view(2, &[3], &[], 100);
+        assert_eq!(transition(1, deposed, &without, 1), Transition::StandBy);
+        let stood_by = Held::Backup {
+            primary: 1,
+            view: 4,
+            lsn_received: 104,
+        };
+        let joined = View {
+            number: 6,
+            spares: vec![1],
+            ..without
+        };
+        assert_eq!(
+            transition(1, stood_by, &joined, 1),
+            Transition::Rejoin {
+                lsn: 100,
+                discarded: 4
+            }
         );
     }
 
@@ -298,7 +349,10 @@ mod tests {
         };
         assert_eq!(
             transition(3, spare, &joined, 1),
-            Transition::Reload { discarded: 2 }
+            Transition::Rejoin {
+                lsn: 623,
+                discarded: 2
+            }
         );
         // A backup that followed node 2 in view 10 stays in view 11.
         let follower = Held::Backup {
@@ -308,7 +362,7 @@ mod tests {
         };
         assert_eq!(transition(3, follower, &joined, 1), Transition::StayBackup);
         // The primary changed twice while it was away and came back to its old primary:
-        // the first promotion's truncate LSN decides, not the last one's.
+        // the lowest truncate LSN of the two decides, not the last one's.
         let twice = View {
             number: 14,
             primary: 1,
@@ -327,7 +381,10 @@ mod tests {
         };
         assert_eq!(
             transition(3, spare, &twice, 1),
-            Transition::Reload { discarded: 2 }
+            Transition::Rejoin {
+                lsn: 623,
+                discarded: 2
+            }
         );
         let behind = Held::Backup {
             primary: 1,
@@ -338,6 +395,28 @@ mod tests {
             transition(3, behind, &twice, 1),
             Transition::Follow { lsn: 600 }
         );
+        // A later promotion that truncated lower (a member behind took over under a rule
+        // that allows it) discarded records of the first reign too.
+        let lower = View {
+            promotions: vec![
+                Promotion {
+                    view: 10,
+                    truncate_lsn: 623,
+                },
+                Promotion {
+                    view: 13,
+                    truncate_lsn: 590,
+                },
+            ],
+            ..twice
+        };
+        assert_eq!(
+            transition(3, behind, &lower, 1),
+            Transition::Rejoin {
+                lsn: 590,
+                discarded: 10
+            }
+        );
     }
 
     #[test]
@@ -346,7 +425,10 @@ mod tests {
             promotions: Vec::new(),
             ..view(1, &[2, 3], &[], 0)
         };
-        let primary = Held::Primary { lsn_committed: 50 };
+        let primary = Held::Primary {
+            view: 4,
+            lsn_committed: 50,
+        };
         let backup = Held::Backup {
             primary: 1,
             view: 4,

@@ -52,7 +52,9 @@ pub const PROMOTIONS_KEPT: usize = 16;
 pub enum SinceView {
     /// No promotion since: the same primary reigns and every record stands.
     Kept,
-    /// Records above this LSN were discarded by the first promotion since.
+    /// Records above this LSN were discarded by a promotion since: the lowest truncate LSN
+    /// of those promotions (a later promotion may truncate below an earlier one, under a
+    /// rule that lets a member behind take over).
     TruncatedAt(u64),
     /// More promotions happened than the view remembers: no record can be trusted.
     Unknown,
@@ -112,7 +114,14 @@ impl View {
                 // Older promotions may have been dropped, and one of them may be the first.
                 SinceView::Unknown
             }
-            Some(first) => SinceView::TruncatedAt(first.truncate_lsn),
+            Some(_) => SinceView::TruncatedAt(
+                self.promotions
+                    .iter()
+                    .filter(|promotion| promotion.view > view)
+                    .map(|promotion| promotion.truncate_lsn)
+                    .min()
+                    .expect("one was found"),
+            ),
         }
     }
 

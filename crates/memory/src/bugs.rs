@@ -49,10 +49,14 @@ pub enum Bug {
     /// The primary takes commits under `bounded:n` however many records its backups lack
     /// (tandem-replication's flow control).
     IgnoreBound,
+    /// A rewound segment marks no page diverged, so a member that rejoins fetches only the
+    /// pages changed after the truncate LSN and keeps what its discarded records wrote
+    /// (tandem-memory's `Segment::rewind`).
+    RewindForgets,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 13] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
@@ -65,6 +69,7 @@ impl Bug {
         Bug::LeaseMarginOffByOne,
         Bug::AbandonedSent,
         Bug::IgnoreBound,
+        Bug::RewindForgets,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +86,7 @@ impl Bug {
             Bug::LeaseMarginOffByOne => "lease-margin-off-by-one",
             Bug::AbandonedSent => "abandoned-sent",
             Bug::IgnoreBound => "ignore-bound",
+            Bug::RewindForgets => "rewind-forgets",
         }
     }
 

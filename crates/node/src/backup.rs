@@ -16,6 +16,14 @@ use tandem_replication::{
     transfer::PageImage,
 };
 
+/// Rewinds `segment` to the truncate LSN `lsn` for a [`tandem_cluster::role::Transition::Rejoin`].
+/// False when its diverged pages are more than a `Diverged` introduction names
+/// ([`tandem_replication::DIVERGED_PAGES_MAX`]): the driver reloads the initial database
+/// instead.
+pub fn rewind_to_rejoin(segment: &mut Segment, lsn: u64) -> bool {
+    segment.rewind(lsn).len() <= tandem_replication::DIVERGED_PAGES_MAX
+}
+
 /// What a backup applies records to.
 #[derive(Debug)]
 // One per backup role, built once and never moved on a hot path: the size is harmless.
@@ -107,6 +115,13 @@ impl ApplierRole {
             Replica::Active { segment, .. } => Some(segment),
             Replica::Passive { .. } => None,
         }
+    }
+
+    /// Whether the segment was rewound and waits for the transfer that replaces its diverged
+    /// pages (see `Segment::rewind`): it shows no state of the group's history meanwhile.
+    pub fn is_diverged(&self) -> bool {
+        self.segment()
+            .is_some_and(|segment| !segment.diverged().is_empty())
     }
 
     pub fn lsn_applied(&self) -> u64 {

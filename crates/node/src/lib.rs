@@ -30,7 +30,7 @@ mod receiver;
 mod rule;
 mod supervisor;
 
-pub use backup::{ApplierRole, Handover, HandoverError, Replica};
+pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin};
 pub use gate::GateRule;
 pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,

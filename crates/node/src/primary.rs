@@ -192,6 +192,17 @@ impl<T> PrimaryRole<T> {
         &self.store
     }
 
+    /// Ends a deposed primary role and gives its segment back, at its last commit: the node
+    /// keeps its records and stands by ([`tandem_cluster::role::Transition::StandBy`]) until
+    /// a view names it again and they are rewound to that view's truncate LSN.
+    pub fn into_segment(self) -> tandem_memory::Segment {
+        assert!(
+            self.primary.is_deposed(),
+            "only a deposed primary gives its segment up"
+        );
+        self.store.into_parts().0
+    }
+
     pub fn primary(&self) -> &Primary<Answer<T>> {
         &self.primary
     }

@@ -86,7 +86,8 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
     }
 
     /// Answers every read that can be answered at `now`: those whose `min_lsn` is applied
-    /// while nothing applied lies beyond `lsn_released` run on the applier's segment with
+    /// while nothing applied lies beyond `lsn_released` (and the segment is no rewound one
+    /// waiting for its transfer) run on the applier's segment with
     /// `model`; those past their deadline get `Busy`. The rest keep waiting.
     pub fn answer(
         &mut self,
@@ -97,10 +98,13 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
         mut send: impl FnMut(T, u64, ReadAnswer),
     ) {
         let lsn_applied = applier.lsn_applied();
+        // A rewound segment shows no state of the group's history until its transfer.
+        let consistent = !applier.is_diverged();
         let mut index = 0;
         while index < self.waiting.len() {
             let read = &self.waiting[index];
-            let answer = if read.min_lsn <= lsn_applied && lsn_applied <= lsn_released {
+            let answer = if consistent && read.min_lsn <= lsn_applied && lsn_applied <= lsn_released
+            {
                 run_read(applier, model, read, self.reply_len_max)
             } else if now >= read.deadline {
                 ReadAnswer::Busy {

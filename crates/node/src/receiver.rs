@@ -25,6 +25,39 @@ impl ReceiverRole {
         ReceiverRole { core }
     }
 
+    /// A receiver on a member whose segment was rewound to `lsn_received` and diverges from
+    /// the group's history on `diverged` (see [`Receiver::rejoin`]): it introduces itself
+    /// with `Diverged` and takes only a transfer that replaces those pages.
+    pub fn rejoin(
+        config: ReceiverConfig,
+        lsn_received: u64,
+        diverged: std::sync::Arc<[u32]>,
+    ) -> ReceiverRole {
+        let mut core = Receiver::rejoin(config, lsn_received, diverged);
+        core.introduce();
+        ReceiverRole { core }
+    }
+
+    /// A receiver for a backup role whose applier holds `segment_diverged` (the rewound
+    /// segment's diverged pages, empty if it was not rewound): [`ReceiverRole::rejoin`] or
+    /// [`ReceiverRole::new`].
+    pub fn for_segment(
+        config: ReceiverConfig,
+        lsn_received: u64,
+        lsn_applied: u64,
+        segment_diverged: &[u32],
+    ) -> ReceiverRole {
+        if segment_diverged.is_empty() {
+            ReceiverRole::new(config, lsn_received, lsn_applied)
+        } else {
+            assert_eq!(
+                lsn_received, lsn_applied,
+                "a rewound segment received nothing yet"
+            );
+            ReceiverRole::rejoin(config, lsn_received, segment_diverged.into())
+        }
+    }
+
     /// The receiver core, read-only.
     pub fn core(&self) -> &Receiver {
         &self.core

@@ -43,8 +43,8 @@ use crate::rule::RoleRule;
 pub enum RoleHeld {
     /// No role.
     Outside,
-    /// The primary role.
-    Primary,
+    /// The primary role of view `view`.
+    Primary { view: u64 },
     /// A backup (or spare) role following `primary`, admitted by view `view`.
     Backup { view: u64, primary: NodeId },
 }
@@ -107,6 +107,12 @@ pub trait Roles {
     /// refuses new ones until a view reopens it. Returns the last LSN it received. Asked
     /// only of a backup.
     fn freeze(&mut self) -> u64;
+
+    /// Whether the backup role's segment was rewound and still waits for the transfer that
+    /// replaces its diverged pages ([`tandem_cluster::role::Transition::Rejoin`]): it holds
+    /// no state a promotion could start from, so it does not report for one. False for any
+    /// other role.
+    fn diverged(&self) -> bool;
 
     /// The primary role prepares the removal of `backup` from `view` (asked only of a
     /// primary; a role that stopped meanwhile does nothing, and the wish repeats).
@@ -248,7 +254,9 @@ impl Supervisor {
     fn act<R: Roles>(&mut self, roles: &mut R, event: ClusterEvent) -> Result<(), R::Error> {
         match event {
             ClusterEvent::Freeze { view } => {
-                if let RoleHeld::Backup { .. } = roles.held() {
+                if let RoleHeld::Backup { .. } = roles.held()
+                    && !roles.diverged()
+                {
                     let lsn_received = roles.freeze();
                     roles.notice(Notice::Frozen { view, lsn_received });
                     self.core.frozen(view, lsn_received);
@@ -264,7 +272,7 @@ impl Supervisor {
                 Ok(())
             }
             ClusterEvent::RemovalWanted { view, backup } => {
-                if let RoleHeld::Primary = roles.held() {
+                if let RoleHeld::Primary { .. } = roles.held() {
                     roles.prepare_removal(view, backup)?;
                 }
                 Ok(())
@@ -280,8 +288,12 @@ impl Supervisor {
         let held = match roles.held() {
             RoleHeld::Outside => None,
             // A primary that stays needs no LSN: only a change reports what it discards.
-            RoleHeld::Primary if view.primary == me => Some(Held::Primary { lsn_committed: 0 }),
-            RoleHeld::Primary => Some(Held::Primary {
+            RoleHeld::Primary { view: view_held } if view.primary == me => Some(Held::Primary {
+                view: view_held,
+                lsn_committed: 0,
+            }),
+            RoleHeld::Primary { view: view_held } => Some(Held::Primary {
+                view: view_held,
                 lsn_committed: roles.lsn_committed(),
             }),
             // The same reign goes on: a backup that stays needs no LSN.

@@ -66,6 +66,10 @@ impl Roles for StandIn {
         self.lsn_received
     }
 
+    fn diverged(&self) -> bool {
+        false
+    }
+
     fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), String> {
         self.log.push(format!(
             "node {}: prepare the removal of {backup} from view {view}",
@@ -81,22 +85,38 @@ impl Roles for StandIn {
 
     fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, String> {
         self.held = match transition {
-            Transition::StayPrimary | Transition::StartPrimary => RoleHeld::Primary,
-            Transition::Promote { lsn } => {
-                self.lsn_committed = lsn;
-                RoleHeld::Primary
+            Transition::StayPrimary | Transition::StartPrimary | Transition::Promote { .. } => {
+                if let Transition::Promote { lsn } = transition {
+                    self.lsn_committed = lsn;
+                }
+                RoleHeld::Primary { view: view.number }
             }
-            Transition::StayBackup | Transition::Follow { .. } | Transition::Reload { .. } => {
-                if let Transition::Reload { .. } = transition {
-                    self.lsn_received = 0;
+            Transition::StayBackup
+            | Transition::Follow { .. }
+            | Transition::Rejoin { .. }
+            | Transition::Reload { .. } => {
+                match transition {
+                    Transition::Reload { .. } => self.lsn_received = 0,
+                    Transition::Rejoin { lsn, .. } => self.lsn_received = lsn,
+                    _ => {}
                 }
                 RoleHeld::Backup {
                     view: view.number,
                     primary: view.primary,
                 }
             }
-            // Its role stays, frozen (the supervisor froze it before deciding).
-            Transition::StandBy => self.held,
+            // A deposed primary keeps its records as a backup of its own reign.
+            Transition::StandBy => match self.held {
+                RoleHeld::Primary { view: view_held } => {
+                    self.lsn_received = self.lsn_committed;
+                    RoleHeld::Backup {
+                        view: view_held,
+                        primary: self.node,
+                    }
+                }
+                // Its role stays, frozen (the supervisor froze it before deciding).
+                held => held,
+            },
             Transition::StepDown { .. } | Transition::Wait => RoleHeld::Outside,
         };
         let serving = self.held != RoleHeld::Outside;
@@ -243,13 +263,14 @@ impl Harness {
             .and_then(|supervisor| supervisor.core().view().cloned());
         match held {
             RoleHeld::Backup { primary, .. } => {
-                let primary_serves = self.roles[index(primary)].held == RoleHeld::Primary;
+                let primary_serves =
+                    matches!(self.roles[index(primary)].held, RoleHeld::Primary { .. });
                 if primary_serves && self.connected(primary, node) {
                     let supervisor = self.supervisors[index(node)].as_mut().expect("up");
                     supervisor.core_mut().heard_from_primary();
                 }
             }
-            RoleHeld::Primary => {
+            RoleHeld::Primary { .. } => {
                 let Some(view) = view else { return };
                 for member in view.backups.iter().chain(&view.spares).copied() {
                     let follows = matches!(

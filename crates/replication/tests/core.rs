@@ -1169,7 +1169,14 @@ fn a_member_that_rewound_gets_its_diverged_pages_with_the_changed_ones_and_goes_
     let diverged = rejoin_diverged(&mut harness, 0, 2);
     assert!(matches!(
         harness.network.back(),
-        Some((2, PRIMARY, Message::Diverged { lsn_received: 3, .. }))
+        Some((
+            2,
+            PRIMARY,
+            Message::Diverged {
+                lsn_received: 3,
+                ..
+            }
+        ))
     ));
     // The primary goes on meanwhile: a 2-safe reply now waits for the member, which holds
     // nothing until its transfer is installed.
@@ -1178,7 +1185,7 @@ fn a_member_that_rewound_gets_its_diverged_pages_with_the_changed_ones_and_goes_
     assert!(!harness.released.contains(&lsn));
     harness.deliver_all();
     // The tail covered the member's LSN, yet it got pages: the diverged ones with the rest.
-    assert!(harness.pages_transferred >= diverged.len() + 1);
+    assert!(harness.pages_transferred > diverged.len());
     assert!(harness.backups[0].segment.diverged().is_empty());
     harness.assert_replicas_match();
     assert!(harness.released.contains(&lsn));

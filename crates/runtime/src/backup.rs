@@ -251,6 +251,12 @@ impl BackupHandle {
         self.state.frames_heard.load(Ordering::Relaxed)
     }
 
+    /// Whether the segment was rewound and no receiver has taken the transfer that replaces
+    /// its diverged pages yet.
+    pub fn is_diverged(&self) -> bool {
+        self.state.diverged.lock().expect("not poisoned").is_some()
+    }
+
     /// Stops accepting the primary for good; returns the last LSN received.
     pub fn freeze(&self) -> u64 {
         self.state.gate.freeze(&self.state.lsn_received)
@@ -334,6 +340,9 @@ pub fn start_role(
 ) -> Result<BackupHandle, StartError> {
     let group = &config.group;
     let lsn_start = segment.lsn();
+    let diverged: Option<Arc<[u32]>> = Some(segment.diverged())
+        .filter(|pages| !pages.is_empty())
+        .map(Arc::from);
     metrics.lsn_received.set(lsn_start as i64);
     metrics.lsn_applied.set(lsn_start as i64);
     let tail_limits = TailLimits {
@@ -372,6 +381,7 @@ pub fn start_role(
         ack_writer: Arc::new(Mutex::new(None)),
         metrics: Arc::clone(&metrics),
         peer_closed,
+        diverged: Arc::new(Mutex::new(diverged)),
     };
     let applier_state = state.clone();
     let applier = thread::Builder::new()
@@ -411,6 +421,10 @@ struct Shared {
     metrics: Arc<Metrics>,
     /// Whom to tell that the current primary closed its connection (cluster mode).
     peer_closed: Option<crate::PeerClosed>,
+    /// The diverged pages of a rewound segment (`Transition::Rejoin`), until a receiver
+    /// takes the transfer that replaces them: each new connection's receiver introduces
+    /// itself with them.
+    diverged: Arc<Mutex<Option<Arc<[u32]>>>>,
 }
 
 impl Shared {
@@ -539,7 +553,11 @@ fn receive_from(
         nack_ticks: 2,
     };
     let lsn_applied = state.lsn_applied.load(Ordering::Acquire);
-    let mut core = ReceiverRole::new(receiver_config, lsn_received, lsn_applied);
+    let diverged = state.diverged.lock().expect("not poisoned").clone();
+    let mut core = match diverged {
+        Some(pages) => ReceiverRole::rejoin(receiver_config, lsn_received, pages),
+        None => ReceiverRole::new(receiver_config, lsn_received, lsn_applied),
+    };
     let mut ready = ReceiverReady::default();
     let mut out = Vec::new();
     stream.set_read_timeout(Some(state.tick))?;
@@ -573,10 +591,14 @@ fn receive_from(
             next_tick += state.tick;
         }
         core.take_ready(&mut ready);
-        if let Some(image) = ready.to_install.take()
-            && to_applier.send(ToApplier::Install(image)).is_err()
-        {
-            return Ok(());
+        if let Some(image) = ready.to_install.take() {
+            if to_applier.send(ToApplier::Install(image)).is_err() {
+                return Ok(());
+            }
+            // Its diverged pages are replaced: a later connection introduces itself plainly.
+            if !core.core().is_diverged() {
+                *state.diverged.lock().expect("not poisoned") = None;
+            }
         }
         for apply in ready.to_apply.drain(..) {
             if to_applier.send(ToApplier::Batch(apply)).is_err() {
@@ -924,6 +946,7 @@ mod tests {
             ack_writer: Arc::new(Mutex::new(None)),
             metrics: Arc::new(Metrics::new(2, "backup")),
             peer_closed: None,
+            diverged: Arc::new(Mutex::new(None)),
         }
     }
 

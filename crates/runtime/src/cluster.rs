@@ -534,7 +534,9 @@ impl tandem_node::Roles for RuntimeRoles {
     fn held(&self) -> RoleHeld {
         match &*self.slot.lock().expect("not poisoned") {
             Slot::Outside => RoleHeld::Outside,
-            Slot::Primary(_) => RoleHeld::Primary,
+            Slot::Primary(handle) => RoleHeld::Primary {
+                view: handle.view(),
+            },
             Slot::Backup(handle) => RoleHeld::Backup {
                 view: handle.gate().view(),
                 primary: handle.gate().primary(),
@@ -546,6 +548,13 @@ impl tandem_node::Roles for RuntimeRoles {
         match &*self.slot.lock().expect("not poisoned") {
             Slot::Primary(handle) => handle.status().map_or(0, |status| status.lsn),
             _ => unreachable!("only a primary is asked its committed LSN"),
+        }
+    }
+
+    fn diverged(&self) -> bool {
+        match &*self.slot.lock().expect("not poisoned") {
+            Slot::Backup(handle) => handle.is_diverged(),
+            _ => false,
         }
     }
 
@@ -699,6 +708,51 @@ impl RuntimeRoles {
                     self.fresh_backup(view)
                 }
             },
+            (Transition::Follow { lsn }, slot @ Slot::Primary(_)) => {
+                // A deposed primary named a member at once, with nothing above the truncate
+                // LSN: it keeps every record.
+                match self.depose(slot, view) {
+                    Some(segment) => {
+                        assert_eq!(segment.lsn(), lsn, "it follows from its last commit");
+                        self.start_backup(segment, Vec::new(), view)
+                    }
+                    None => self.fresh_backup(view),
+                }
+            }
+            (Transition::Rejoin { lsn, discarded }, slot) => {
+                let segment = match slot {
+                    Slot::Primary(_) => self.depose(slot, view),
+                    Slot::Backup(handle) => match handle.handover(lsn + discarded) {
+                        Ok(handover) => Some(handover.segment),
+                        Err(err) => {
+                            say!("node {me}: cannot keep its records ({err}); reloading");
+                            None
+                        }
+                    },
+                    Slot::Outside => unreachable!("a rejoin keeps a role's records"),
+                };
+                let rewound = segment.and_then(|mut segment| {
+                    tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
+                });
+                match rewound {
+                    Some(segment) => {
+                        say!(
+                            "node {me}: takes back {discarded} records above the truncate LSN \
+                             {lsn}; fetches the {} pages they changed from node {}",
+                            segment.diverged().len(),
+                            view.primary
+                        );
+                        self.start_backup(segment, Vec::new(), view)
+                    }
+                    None => {
+                        say!(
+                            "node {me}: discarded {discarded} records above the truncate LSN \
+                             {lsn}; reloading to catch up from the primary"
+                        );
+                        self.fresh_backup(view)
+                    }
+                }
+            }
             (Transition::Reload { discarded }, slot) => {
                 self.stop(slot, view, discarded);
                 self.fresh_backup(view)
@@ -711,6 +765,22 @@ impl RuntimeRoles {
                 self.loaded = Some(true);
                 slot
             }
+            // A deposed primary keeps its records as a frozen backup of its own reign.
+            (Transition::StandBy, slot @ Slot::Primary(_)) => {
+                let view_held = match &slot {
+                    Slot::Primary(handle) => handle.view(),
+                    _ => unreachable!("matched above"),
+                };
+                let Some(segment) = self.depose(slot, view) else {
+                    self.load_spare();
+                    return Slot::Outside;
+                };
+                let gate = Gate::new(view_held, me);
+                let _ = gate.freeze(&std::sync::atomic::AtomicU64::new(0));
+                self.load_spare();
+                self.loaded = Some(true);
+                self.start_backup_gated(segment, Vec::new(), gate)
+            }
             (Transition::StepDown { discarded }, slot) => {
                 self.stop(slot, view, discarded);
                 self.load_spare();
@@ -719,6 +789,27 @@ impl RuntimeRoles {
             (Transition::Wait, _) => Slot::Outside,
             (transition, _) => unreachable!("{transition:?} from a role it does not apply to"),
         }
+    }
+
+    /// Deposes the primary role in `slot` and takes its segment back, at its last commit;
+    /// `None` if its executor had stopped, or in passive mode (the segment carries the
+    /// passive trace, which a backup's mirror replaces): the node then reloads.
+    fn depose(&self, slot: Slot, view: &View) -> Option<Segment> {
+        let Slot::Primary(handle) = slot else {
+            unreachable!("only a primary is deposed");
+        };
+        let _ = handle
+            .inbound
+            .send(primary::Inbound::Depose { view: view.number });
+        let segment = crate::join_or_say("the deposed primary's executor", handle.executor)??;
+        say!(
+            "node {}: replaced by node {} in view {}; keeps its records up to LSN {}",
+            self.node(),
+            view.primary,
+            view.number,
+            segment.lsn()
+        );
+        (self.config.group.mode == crate::config::Mode::Active).then_some(segment)
     }
 
     /// Ends the role in `slot` (a backup is frozen already) and says how many of its records
@@ -795,7 +886,12 @@ impl RuntimeRoles {
     /// Starts the backup role on `segment`, keeping `tail` (the batches it applied before, if
     /// it switched primaries) as the start of its retained tail.
     fn start_backup(&mut self, segment: Segment, tail: Vec<SealedBatch>, view: &View) -> Slot {
-        let gate = Gate::new(view.number, view.primary);
+        self.start_backup_gated(segment, tail, Gate::new(view.number, view.primary))
+    }
+
+    /// Starts the backup role on `segment`, taking batches from the primary `gate` names
+    /// while it is open.
+    fn start_backup_gated(&mut self, segment: Segment, tail: Vec<SealedBatch>, gate: Gate) -> Slot {
         self.frames_heard = 0;
         match backup::start_role(
             &self.config,
@@ -897,6 +993,8 @@ impl RuntimeRoles {
 }
 
 /// The segment the node's next role starts from, loaded ahead (a load takes a while).
+// One per node, moved only when a role changes: the size is harmless.
+#[allow(clippy::large_enum_variant)]
 enum NextSegment {
     None,
     Loading(thread::JoinHandle<Result<Segment, StartError>>),

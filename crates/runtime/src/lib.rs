@@ -80,10 +80,12 @@ fn spawn_or_say(name: String, work: impl FnOnce() + Send + 'static) -> bool {
 
 /// Waits for a role's thread; a thread that panicked is said, not hidden (the panic message
 /// was printed when it happened).
-fn join_or_say(what: &str, handle: std::thread::JoinHandle<()>) {
-    if handle.join().is_err() {
+fn join_or_say<T>(what: &str, handle: std::thread::JoinHandle<T>) -> Option<T> {
+    let joined = handle.join();
+    if joined.is_err() {
         eprintln!("{what} panicked and stopped");
     }
+    joined.ok()
 }
 
 fn ask<T, E>(timeout: Duration, send: impl FnOnce(Sender<T>) -> Result<(), E>) -> Option<T> {

@@ -197,11 +197,19 @@ impl LocalLoad {
 #[derive(Debug)]
 pub struct PrimaryHandle {
     pub inbound: Sender<Inbound>,
-    pub executor: JoinHandle<()>,
+    /// The executor, which gives the segment back when deposed.
+    pub executor: JoinHandle<Option<tandem_memory::Segment>>,
     /// The executor's turns, and whether the cluster core takes it as stuck.
     pub progress: Arc<Progress>,
     pub address: SocketAddr,
     context: ClientContext,
+}
+
+impl PrimaryHandle {
+    /// The view the role serves.
+    pub fn view(&self) -> u64 {
+        self.context.view.load(Ordering::Acquire)
+    }
 }
 
 /// Asks a primary role for its status and checksum; outlives the role harmlessly (its

@@ -61,7 +61,9 @@ pub struct FailoverRun {
     pub fault: Fault,
     /// The node the fault hit.
     pub killed: u32,
-    /// Replies from the faulty old primary after the new primary's first: must be 0.
+    /// Replies from the faulty old primary, in a view older than the new primary's, after the
+    /// new primary's first reply: must be 0. (The old node may legitimately serve again in a
+    /// newer view: it rejoins in milliseconds and may be promoted again.)
     pub stale_replies: u64,
     /// The longest time without any reply after the fault (a killed backup's stall).
     pub stall_ms: Option<f64>,
@@ -101,9 +103,6 @@ pub enum Fault {
 
 /// How long a paused primary stays stopped, or a killed one down before its restart.
 const PAUSE_MS: u64 = 300;
-/// How long after a paused primary continues its replies are stale for sure: before it could
-/// have rejoined as a spare, caught up, and been promoted again.
-const STALE_WINDOW_MS: u64 = 200;
 
 impl Fault {
     pub fn parse(text: &str) -> Result<Fault, String> {
@@ -290,7 +289,8 @@ fn verdict(run: &FailoverRun) -> Result<(), Failure> {
 #[derive(Debug, Default)]
 struct ClientLog {
     /// (ms since the load started, the node that answered).
-    replies: Vec<(f64, u32)>,
+    /// (ms since the start, node, the node's view) of each reply.
+    replies: Vec<(f64, u32, u64)>,
     /// Committed calls per owned account.
     acknowledged: BTreeMap<u32, u64>,
     mismatches: u64,
@@ -372,6 +372,7 @@ impl Scenario {
                     log.replies.push((
                         done.duration_since(started).as_secs_f64() * 1000.0,
                         outcome.node,
+                        outcome.view,
                     ));
                     let count = log.acknowledged.entry(account).or_default();
                     *count += 1;
@@ -488,8 +489,8 @@ impl Scenario {
             &suspicions_end,
             killed,
         );
-        let replies: Vec<(f64, u32)> = {
-            let mut all: Vec<(f64, u32)> = logs
+        let replies: Vec<(f64, u32, u64)> = {
+            let mut all: Vec<(f64, u32, u64)> = logs
                 .iter()
                 .flat_map(|log| log.replies.iter().copied())
                 .collect();
@@ -499,31 +500,30 @@ impl Scenario {
         let hit_primary = self.fault.hits_primary();
         let last_old = replies
             .iter()
-            .filter(|(t, node)| hit_primary && *node == killed && *t <= kill_ms + 1.0)
-            .map(|(t, _)| *t)
+            .filter(|(t, node, _)| hit_primary && *node == killed && *t <= kill_ms + 1.0)
+            .map(|(t, _, _)| *t)
             .fold(None, |max: Option<f64>, t| {
                 Some(max.map_or(t, |max| max.max(t)))
             });
         let first_new = replies
             .iter()
-            .find(|(t, node)| hit_primary && *node != killed && *t >= kill_ms)
-            .map(|(t, _)| *t);
-        let stale_replies = first_new.map_or(0, |first_new| {
+            .find(|(t, node, _)| hit_primary && *node != killed && *t >= kill_ms)
+            .map(|&(t, _, view)| (t, view));
+        // The old primary answering in its old view after a newer view answered: two
+        // primaries at once.
+        let stale_replies = first_new.map_or(0, |(first_new, view_new)| {
             replies
                 .iter()
-                .filter(|(t, node)| {
-                    *node == killed
-                        && *t > first_new
-                        && *t < kill_ms + (PAUSE_MS + STALE_WINDOW_MS) as f64
-                })
+                .filter(|(t, node, view)| *node == killed && *t > first_new && *view < view_new)
                 .count() as u64
         });
-        if hit_primary && stale_replies > 0 && self.fault != Fault::RestartPrimary {
-            // A restarted node may serve again later, legitimately, in a newer view.
+        if hit_primary && stale_replies > 0 {
             findings.push(format!(
-                "the old primary answered {stale_replies} calls after the new one"
+                "the old primary answered {stale_replies} calls in its old view after the new \
+                 one answered"
             ));
         }
+        let first_new = first_new.map(|(t, _)| t);
         let stall_ms = replies
             .windows(2)
             .filter(|pair| pair[1].0 >= kill_ms)
@@ -533,7 +533,7 @@ impl Scenario {
             });
         let buckets = ((self.seconds * 1000.0) / f64::from(BUCKET_MS)).ceil() as usize + 1;
         let mut throughput = vec![0u64; buckets];
-        for (t, _) in &replies {
+        for (t, _, _) in &replies {
             let bucket = (*t / f64::from(BUCKET_MS)) as usize;
             if let Some(count) = throughput.get_mut(bucket) {
                 *count += 1;

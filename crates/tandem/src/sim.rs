@@ -22,6 +22,8 @@ struct SeedReport {
     views: u64,
     /// State transfers installed.
     transfers: u64,
+    /// Members that rejoined from their own segment, rewound to a truncate LSN.
+    rejoins: u64,
     /// Crashes in the middle of a config-store save.
     torn_saves: u64,
     /// Crashes of a node that held the only copy of acknowledged records.
@@ -72,6 +74,7 @@ fn run_seed(mix: SimMix, seed: u64, ticks: u64) -> SeedReport {
         crashes: report.crashes,
         views: report.views,
         transfers: report.transfers,
+        rejoins: report.rejoins,
         torn_saves: report.torn_saves,
         sole_copy_crashes: report.sole_copy_crashes,
         ok: report.failure.is_none(),
@@ -108,7 +111,8 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
             println!("seed {seed}: {}", out.faults);
             println!(
                 "{} calls, {} replies, {} deadline errors, {} commits, {} crashes ({} in a save, \
-                 {} holding the only copy of acknowledged records), {} views, {} state transfers",
+                 {} holding the only copy of acknowledged records), {} views, {} state transfers, \
+                 {} rejoins",
                 out.calls,
                 out.replies,
                 out.deadline_errors,
@@ -117,7 +121,8 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
                 out.torn_saves,
                 out.sole_copy_crashes,
                 out.views,
-                out.transfers
+                out.transfers,
+                out.rejoins
             );
             match &out.failure {
                 None => println!("every checker held"),

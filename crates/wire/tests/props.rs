@@ -47,13 +47,16 @@ fn message() -> impl Strategy<Value = Message> {
             .prop_map(|(view, lsn_received)| Message::Nack { view, lsn_received }),
         any::<u64>().prop_map(|view| Message::StaleView { view }),
         any::<u64>().prop_map(|view| Message::Pulse { view }),
-        (any::<u64>(), any::<u64>(), prop::collection::btree_set(any::<u32>(), 0..50)).prop_map(
-            |(view, lsn_received, pages)| Message::Diverged {
+        (
+            any::<u64>(),
+            any::<u64>(),
+            prop::collection::btree_set(any::<u32>(), 0..50)
+        )
+            .prop_map(|(view, lsn_received, pages)| Message::Diverged {
                 view,
                 lsn_received,
                 pages: pages.into_iter().collect(),
-            }
-        ),
+            }),
         (
             (any::<u64>(), any::<u64>(), any::<u64>()),
             (any::<u32>(), any::<u32>(), any::<u32>()),

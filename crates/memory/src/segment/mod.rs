@@ -315,10 +315,20 @@ impl Segment {
             "rewind to LSN {lsn}, above the segment's LSN {}",
             self.lsn
         );
-        assert!(self.undo.is_empty(), "rewind called while a txn has ranges declared");
-        assert!(self.passive.is_none(), "rewind on a segment with the passive trace enabled");
+        assert!(
+            self.undo.is_empty(),
+            "rewind called while a txn has ranges declared"
+        );
+        assert!(
+            self.passive.is_none(),
+            "rewind on a segment with the passive trace enabled"
+        );
+        #[cfg(feature = "inject-bugs")]
+        let forget = crate::bugs::planted(crate::bugs::Bug::RewindForgets);
+        #[cfg(not(feature = "inject-bugs"))]
+        let forget = false;
         for (page, &version) in self.page_versions.iter().enumerate() {
-            if version > lsn {
+            if version > lsn && !forget {
                 let page = u32::try_from(page).expect("a segment has fewer than 2^32 pages");
                 if let Err(at) = self.diverged.binary_search(&page) {
                     self.diverged.insert(at, page);

@@ -98,7 +98,9 @@ const CALLS_PER_TURN: usize = 512;
 const TURN_MAX: Duration = Duration::from_micros(250);
 
 impl Executor {
-    pub(super) fn run(mut self, inbound: Receiver<Inbound>) {
+    /// Runs the primary role until it is stopped (`None`) or deposed: then it gives its
+    /// segment back, at its last commit, for the node to stand by with.
+    pub(super) fn run(mut self, inbound: Receiver<Inbound>) -> Option<tandem_memory::Segment> {
         self.tick_origin = Instant::now();
         let mut next_tick = self.tick_origin + self.tick;
         loop {
@@ -115,7 +117,7 @@ impl Executor {
                 match inbound.try_recv() {
                     Ok(Inbound::Control(Control::Stop)) => {
                         self.finish();
-                        return;
+                        return None;
                     }
                     Ok(event) => self.handle(event),
                     Err(_) => break,
@@ -131,7 +133,7 @@ impl Executor {
             self.dispatch();
             if self.role.primary().is_deposed() {
                 self.refuse_queued();
-                return;
+                return Some(self.role.into_segment());
             }
             // 5. Wait for work when there is none.
             if ran == 0 {
@@ -139,11 +141,11 @@ impl Executor {
                 match inbound.recv_timeout(timeout) {
                     Ok(Inbound::Control(Control::Stop)) => {
                         self.finish();
-                        return;
+                        return None;
                     }
                     Ok(event) => self.handle(event),
                     Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => return,
+                    Err(RecvTimeoutError::Disconnected) => return None,
                 }
             }
         }

@@ -118,8 +118,12 @@ pub struct ClusterReport {
     pub events: u64,
     /// Calls a primary answered from its dedup table (retries of committed calls).
     pub duplicates_answered: u64,
-    /// State transfers installed (a member the primary's retained tail no longer covered).
+    /// State transfers installed (a member the primary's retained tail no longer covered, or
+    /// one that rejoined).
     pub transfers: u64,
+    /// Members that kept their segment through a truncation and rejoined from it (rewound to
+    /// the truncate LSN) instead of reloading the initial database.
+    pub rejoins: u64,
     /// Crashes in the middle of a save of the config store's state (counted in `crashes`).
     pub torn_saves: u64,
     /// Crashes of a node that held the only copy of acknowledged records (possible only with
@@ -561,6 +565,7 @@ impl World {
                 events: 0,
                 duplicates_answered: 0,
                 transfers: 0,
+                rejoins: 0,
                 torn_saves: 0,
                 sole_copy_crashes: 0,
                 failure: None,

@@ -195,23 +195,67 @@ impl World {
             }
             (Transition::Follow { lsn }, Slot::Backup(mut role)) => {
                 let lsn_applied = role.applier.lsn_applied();
-                role.receiver = ReceiverRole::new(receiver_config(view), lsn, lsn_applied);
+                let diverged = role.applier.segment().expect("active").diverged();
+                role.receiver =
+                    ReceiverRole::for_segment(receiver_config(view), lsn, lsn_applied, diverged);
                 role.gate.set_view(view.number, view.primary);
                 Slot::Backup(role)
+            }
+            (Transition::Follow { lsn }, Slot::Primary(role)) => {
+                // A deposed primary named a member at once, with nothing above the truncate
+                // LSN: its records, and the calls in them, stand.
+                let PrimaryRole { role, calls, .. } = *role;
+                let segment = role.into_segment();
+                assert_eq!(segment.lsn(), lsn, "it follows from its last commit");
+                self.backup_on(segment, view, calls)
+            }
+            (Transition::Rejoin { lsn, discarded }, role) => {
+                let mut segment = match role {
+                    Slot::Primary(role) => role.role.into_segment(),
+                    Slot::Backup(role) => {
+                        role.applier
+                            .handover(lsn + discarded)
+                            .map_err(|err| format!("node {node} cannot rejoin: {err}"))?
+                            .segment
+                    }
+                    Slot::Outside => unreachable!("a rejoin keeps a role's records"),
+                };
+                self.note(format!(
+                    "node {node}: takes back {discarded} records above LSN {lsn}"
+                ));
+                if tandem_node::rewind_to_rejoin(&mut segment, lsn) {
+                    self.report.rejoins += 1;
+                    // The calls of the records taken back may run again in the new history;
+                    // those in the transfer are not seen (as after a reload).
+                    self.backup_on(segment, view, CallsHeld::default())
+                } else {
+                    self.reloaded(view)
+                }
             }
             (Transition::Reload { discarded }, _) => {
                 if discarded > 0 {
                     self.note(format!("node {node}: discards {discarded} records"));
                 }
-                let lsn = self.lsn_loaded;
-                let receiver = ReceiverRole::new(receiver_config(view), lsn, lsn);
-                let applier =
-                    ApplierRole::active(loaded(&*self.model), Vec::new(), self.tail_limits());
+                self.reloaded(view)
+            }
+            // A deposed primary keeps its records as a backup of its own reign, frozen.
+            (Transition::StandBy, Slot::Primary(role)) => {
+                let PrimaryRole { role, calls, .. } = *role;
+                let view_held = role.primary().view();
+                let segment = role.into_segment();
+                let lsn = segment.lsn();
+                let config = ReceiverConfig {
+                    view: view_held,
+                    primary: node,
+                    ..receiver_config(view)
+                };
+                let mut gate = GateRule::new(view_held, node);
+                gate.freeze();
                 Slot::Backup(Box::new(BackupRole {
-                    gate: GateRule::new(view.number, view.primary),
-                    receiver,
-                    applier,
-                    calls: CallsHeld::default(),
+                    gate,
+                    receiver: ReceiverRole::new(config, lsn, lsn),
+                    applier: ApplierRole::active(segment, Vec::new(), self.tail_limits()),
+                    calls,
                 }))
             }
             // Frozen already (the supervisor froze it before deciding): it keeps its records.
@@ -251,6 +295,25 @@ impl World {
             Slot::Outside => {}
         }
         Ok(serving)
+    }
+
+    /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound),
+    /// whose records hold `calls`.
+    fn backup_on(&self, segment: Segment, view: &View, calls: CallsHeld) -> Slot {
+        let lsn = segment.lsn();
+        let receiver =
+            ReceiverRole::for_segment(receiver_config(view), lsn, lsn, segment.diverged());
+        Slot::Backup(Box::new(BackupRole {
+            gate: GateRule::new(view.number, view.primary),
+            receiver,
+            applier: ApplierRole::active(segment, Vec::new(), self.tail_limits()),
+            calls,
+        }))
+    }
+
+    /// A backup role of `view` on a freshly loaded segment.
+    fn reloaded(&self, view: &View) -> Slot {
+        self.backup_on(loaded(&*self.model), view, CallsHeld::default())
     }
 
     /// A retained tail's limits, a primary's and a backup's alike (as the runtime's
@@ -653,7 +716,9 @@ impl Roles for SimRoles<'_> {
     fn held(&self) -> RoleHeld {
         match &self.world.nodes[index_of(self.node)].role {
             Slot::Outside => RoleHeld::Outside,
-            Slot::Primary(_) => RoleHeld::Primary,
+            Slot::Primary(role) => RoleHeld::Primary {
+                view: role.primary().view(),
+            },
             Slot::Backup(role) => RoleHeld::Backup {
                 view: role.gate.view(),
                 primary: role.gate.primary(),
@@ -675,6 +740,13 @@ impl Roles for SimRoles<'_> {
                 role.receiver.core().lsn_received()
             }
             _ => unreachable!("only a backup is frozen"),
+        }
+    }
+
+    fn diverged(&self) -> bool {
+        match &self.world.nodes[index_of(self.node)].role {
+            Slot::Backup(role) => role.applier.is_diverged(),
+            _ => false,
         }
     }
 
