@@ -241,6 +241,12 @@ pub struct Cluster {
     view: Option<View>,
     /// Backup: the tick it last heard the primary of `view`.
     tick_heard_primary: u64,
+    /// The tick until which the lease this node granted the primary it last froze against
+    /// holds (`tick_heard_primary` then, plus `lease_ticks`): a report may leave before it,
+    /// but if this node is promoted its primary role releases nothing until it has passed
+    /// ([`Cluster::lease_owed_ticks`]), so the old primary's lease has surely run out before
+    /// the new primary's first answer.
+    tick_lease_owed_until: u64,
     /// Primary: the tick each member last heard from.
     tick_heard: BTreeMap<NodeId, u64>,
     /// The tick of the last suspicion sent about each peer.
@@ -318,6 +324,7 @@ impl Cluster {
             tick: 0,
             view: None,
             tick_heard_primary: 0,
+            tick_lease_owed_until: 0,
             tick_heard: BTreeMap::new(),
             tick_suspected: BTreeMap::new(),
             frozen: None,
@@ -437,15 +444,28 @@ impl Cluster {
     }
 
     /// The runtime stopped accepting the primary of `view`; the backup holds every record up
-    /// to `lsn_received`. The report leaves once the lease this backup granted has run out.
+    /// to `lsn_received`. The report leaves at once; the lease this backup granted the old
+    /// primary is honoured by the new primary instead, should this node become it
+    /// ([`Cluster::lease_owed_ticks`]).
     pub fn frozen(&mut self, view: u64, lsn_received: u64) {
         if let Some(frozen) = &mut self.frozen
             && frozen.view == view
             && frozen.lsn_received.is_none()
         {
             frozen.lsn_received = Some(lsn_received);
+            // Nothing is heard from the old primary from now on: the promise ends here.
+            self.tick_lease_owed_until = self.tick_heard_primary + self.settings.lease_ticks;
             self.maybe_report();
         }
+    }
+
+    /// Ticks from now until the lease this node granted the primary it last froze against
+    /// runs out (0 if it has). A primary role started by a promotion releases no reply
+    /// before then: the old primary may answer under that lease until it ends, and an answer
+    /// of the new primary before it could be missed by one of the old primary's. Waiting
+    /// here rather than before the report lets the wait run alongside the view change.
+    pub fn lease_owed_ticks(&self) -> u64 {
+        self.tick_lease_owed_until.saturating_sub(self.tick)
     }
 
     /// Primary: the data plane prepared the removal of `backup` from `view` (see

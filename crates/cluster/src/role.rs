@@ -48,8 +48,10 @@ pub enum Held {
 pub enum Transition {
     /// Stay primary in the new view (a member joined or left).
     StayPrimary,
-    /// Take over as primary from the records held, which end at the truncate LSN.
-    Promote { lsn: u64 },
+    /// Take over as primary from the records held, which end at the truncate LSN, releasing
+    /// no reply for `lease_owed_ticks` (the rest of the lease this node granted the old
+    /// primary: [`crate::Cluster::lease_owed_ticks`], which the supervisor fills in).
+    Promote { lsn: u64, lease_owed_ticks: u64 },
     /// The first view of a fresh cluster names this node primary: serve the loaded database.
     StartPrimary,
     /// Keep following the same primary, in the new view.
@@ -103,7 +105,10 @@ pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Trans
                         lsn_received <= truncate,
                         "the promoted backup holds the highest LSN reported: the truncate LSN"
                     );
-                    Transition::Promote { lsn: lsn_received }
+                    Transition::Promote {
+                        lsn: lsn_received,
+                        lease_owed_ticks: 0,
+                    }
                 }
                 SinceView::Kept => unreachable!("a backup becomes primary only by a promotion"),
                 SinceView::Unknown => unreachable!("a backup is promoted from the view it held"),
@@ -261,7 +266,10 @@ mod tests {
         };
         assert_eq!(
             transition(2, backup, &next, 1),
-            Transition::Promote { lsn: 100 }
+            Transition::Promote {
+                lsn: 100,
+                lease_owed_ticks: 0
+            }
         );
         let deposed = Held::Primary {
             view: 4,

@@ -53,10 +53,13 @@ pub enum Bug {
     /// pages changed after the truncate LSN and keeps what its discarded records wrote
     /// (tandem-memory's `Segment::rewind`).
     RewindForgets,
+    /// A promoted primary releases replies at once instead of after the rest of the lease its
+    /// node granted the old primary (tandem-replication's `Primary::hold_releases`).
+    IgnoreLeaseOwed,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 14] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
@@ -70,6 +73,7 @@ impl Bug {
         Bug::AbandonedSent,
         Bug::IgnoreBound,
         Bug::RewindForgets,
+        Bug::IgnoreLeaseOwed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +91,7 @@ impl Bug {
             Bug::AbandonedSent => "abandoned-sent",
             Bug::IgnoreBound => "ignore-bound",
             Bug::RewindForgets => "rewind-forgets",
+            Bug::IgnoreLeaseOwed => "ignore-lease-owed",
         }
     }
 

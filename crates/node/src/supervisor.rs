@@ -315,7 +315,13 @@ impl Supervisor {
                 lsn_received: roles.freeze(),
             }),
         };
-        let transition = self.rule.decide(held, view);
+        let mut transition = self.rule.decide(held, view);
+        if let Transition::Promote {
+            lease_owed_ticks, ..
+        } = &mut transition
+        {
+            *lease_owed_ticks = self.core.lease_owed_ticks();
+        }
         roles.notice(Notice::Following { view, transition });
         let serving = roles.carry_out(transition, view)?;
         self.rule.carried_out(&mut self.core, transition, serving);

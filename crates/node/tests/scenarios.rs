@@ -86,7 +86,7 @@ impl Roles for StandIn {
     fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, String> {
         self.held = match transition {
             Transition::StayPrimary | Transition::StartPrimary | Transition::Promote { .. } => {
-                if let Transition::Promote { lsn } = transition {
+                if let Transition::Promote { lsn, .. } = transition {
                     self.lsn_committed = lsn;
                 }
                 RoleHeld::Primary { view: view.number }

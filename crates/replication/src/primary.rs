@@ -404,6 +404,9 @@ pub struct Primary<R> {
     /// The highest LSN a reply was released for (at least the LSN the primary started at:
     /// earlier views may have released replies up to there).
     lsn_released: u64,
+    /// While set, no reply leaves before this tick: a promoted primary honours the rest of
+    /// the lease its node granted the old primary ([`Primary::hold_releases`]).
+    tick_release_from: Option<u64>,
     /// The backups of each view this primary asked the config store for, from its current
     /// view (a removal, a spare made a backup). The store commits at most one of them, and
     /// this primary cannot know which until it installs the next view: until then a reply
@@ -475,6 +478,7 @@ impl<R> Primary<R> {
             view_newer: None,
             sorted: Vec::new(),
             lsn_released: lsn_committed,
+            tick_release_from: None,
             prospects: Vec::new(),
         };
         primary.check_invariants();
@@ -990,6 +994,10 @@ impl<R> Primary<R> {
             return;
         }
         self.flush_now();
+        if self.tick_release_from.is_some_and(|tick| self.tick >= tick) {
+            self.tick_release_from = None;
+            self.release();
+        }
         // Ticks count from 1 (see `resume`): every `heartbeat_ticks` ticks since the start.
         if (self.tick - 1).is_multiple_of(self.config.heartbeat_ticks) {
             let heartbeat = self.heartbeat();
@@ -1283,6 +1291,26 @@ impl<R> Primary<R> {
         self.tail.push(batch);
     }
 
+    /// Releases no reply for the next `ticks` ticks (they leave at the first tick after).
+    /// A primary started by a promotion calls it with the rest of the lease its node granted
+    /// the old primary: the old primary may still answer under that lease (a read, a 1-safe
+    /// commit), and no answer of this one may come before such an answer it does not reflect.
+    /// Commits and shipping go on meanwhile.
+    pub fn hold_releases(&mut self, ticks: u64) {
+        #[cfg(feature = "inject-bugs")]
+        if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::IgnoreLeaseOwed) {
+            return;
+        }
+        if ticks > 0 {
+            self.tick_release_from = Some(self.tick + ticks);
+        }
+    }
+
+    /// Whether replies are held back for the lease a promotion owes ([`Primary::hold_releases`]).
+    fn holding(&self) -> bool {
+        self.tick_release_from.is_some_and(|tick| self.tick < tick)
+    }
+
     /// Releases `pending`, a reply with nothing held before it, if its rule holds now; hands
     /// it back to be held if not. The same decision as [`Primary::release`] makes for the
     /// front of the queue, without the trip through it.
@@ -1291,7 +1319,7 @@ impl<R> Primary<R> {
             self.pending.is_empty(),
             "a reply skips the queue only when it is empty"
         );
-        if self.view_newer.is_some() || self.deposed {
+        if self.view_newer.is_some() || self.deposed || self.holding() {
             return Some(pending);
         }
         let lease_end = self.lease_end();
@@ -1315,7 +1343,7 @@ impl<R> Primary<R> {
     fn release(&mut self) {
         // Under a newer view this node may have been replaced: acks it counted may come from
         // backups that have since moved on, so nothing leaves until the view is resolved.
-        if self.view_newer.is_some() || self.deposed {
+        if self.view_newer.is_some() || self.deposed || self.holding() {
             return;
         }
         // Most replies share one rule: compute its threshold once per release, not per reply.

@@ -671,7 +671,13 @@ impl RuntimeRoles {
                 }
                 Slot::Primary(handle)
             }
-            (Transition::Promote { lsn }, Slot::Backup(handle)) => {
+            (
+                Transition::Promote {
+                    lsn,
+                    lease_owed_ticks,
+                },
+                Slot::Backup(handle),
+            ) => {
                 let handover = match handle.handover(lsn) {
                     Ok(handover) => handover,
                     Err(err) => {
@@ -680,10 +686,10 @@ impl RuntimeRoles {
                     }
                 };
                 say!("node {me}: primary of view {} from LSN {lsn}", view.number);
-                self.start_primary(handover.segment, handover.batches, view)
+                self.start_primary(handover.segment, handover.batches, view, lease_owed_ticks)
             }
             (Transition::StartPrimary, _) => match self.fresh_segment() {
-                Ok(segment) => self.start_primary(segment, Vec::new(), view),
+                Ok(segment) => self.start_primary(segment, Vec::new(), view, 0),
                 Err(err) => {
                     say!("node {me}: {err}");
                     Slot::Outside
@@ -844,6 +850,7 @@ impl RuntimeRoles {
     fn role_view(&self, view: &View) -> RoleView {
         let members: Vec<NodeId> = view.backups.iter().chain(&view.spares).copied().collect();
         RoleView {
+            lease_owed_ticks: 0,
             view: view.number,
             backups: view.backups.clone(),
             spares: view.spares.clone(),
@@ -859,16 +866,26 @@ impl RuntimeRoles {
         }
     }
 
-    fn start_primary(&mut self, segment: Segment, batches: Vec<SealedBatch>, view: &View) -> Slot {
+    fn start_primary(
+        &mut self,
+        segment: Segment,
+        batches: Vec<SealedBatch>,
+        view: &View,
+        lease_owed_ticks: u64,
+    ) -> Slot {
         // The supervisor drains what the primary role observed at every turn: a relay thread
         // would add a wake-up to every sign of life on a loaded machine.
         let (observed, observed_rx) = mpsc::channel();
         self.observed = Some(observed_rx);
+        let members = RoleView {
+            lease_owed_ticks,
+            ..self.role_view(view)
+        };
         match primary::start_role(
             &self.config,
             segment,
             batches,
-            self.role_view(view),
+            members,
             self.model.replica(),
             Arc::clone(&self.metrics),
             None,

@@ -159,6 +159,9 @@ fn budget(bug: Bug) -> (Mix, u64) {
         Bug::SkipTruncate => 50,
         // A deposed primary that rejoins from its own segment (first caught: 0).
         Bug::RewindForgets => 50,
+        // A promotion while the old primary's lease still runs: a connection reset (a strong
+        // sign that lies) on a seed that has them (first caught: 9).
+        Bug::IgnoreLeaseOwed => 50,
         // Needs a 1-safe or bounded seed, or a retry answered from the dedup table, while
         // the primary is cut off from a backup that reported.
         Bug::IgnoreLease => 100,

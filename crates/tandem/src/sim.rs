@@ -24,6 +24,8 @@ struct SeedReport {
     transfers: u64,
     /// Members that rejoined from their own segment, rewound to a truncate LSN.
     rejoins: u64,
+    /// Promotions whose new primary waited out the rest of the old primary's lease.
+    lease_waits: u64,
     /// Crashes in the middle of a config-store save.
     torn_saves: u64,
     /// Crashes of a node that held the only copy of acknowledged records.
@@ -75,6 +77,7 @@ fn run_seed(mix: SimMix, seed: u64, ticks: u64) -> SeedReport {
         views: report.views,
         transfers: report.transfers,
         rejoins: report.rejoins,
+        lease_waits: report.lease_waits,
         torn_saves: report.torn_saves,
         sole_copy_crashes: report.sole_copy_crashes,
         ok: report.failure.is_none(),

@@ -157,16 +157,15 @@ impl Cluster {
         }
     }
 
-    /// Reports a frozen backup's LSN once its lease ran out, and again every `suspect_ticks`
-    /// until a new view is committed (the coordinator may have changed).
+    /// Reports a frozen backup's LSN at once, and again every `suspect_ticks` until a new
+    /// view is committed (the coordinator may have changed). The lease it granted the old
+    /// primary need not run out first: a new primary it might become honours it
+    /// ([`Cluster::lease_owed_ticks`]).
     pub(super) fn maybe_report(&mut self) {
         let Some(frozen) = &self.frozen else { return };
         let Some(lsn_received) = frozen.lsn_received else {
             return;
         };
-        if self.tick - self.tick_heard_primary < self.settings.lease_ticks {
-            return;
-        }
         if frozen
             .tick_reported
             .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)

@@ -24,6 +24,11 @@ pub struct ClusterFaults {
     pub partition_per_tick_ppm: u64,
     pub partition_ticks_max: u64,
     pub crash_per_tick_ppm: u64,
+    /// Chances per million node ticks that every connection of a live node is reset (both
+    /// ends see it closed, as after a TCP reset): a strong sign that lies. Drawn from a
+    /// generator of its own (see [`ClusterFaults::draw_resets`]), so that seeds without
+    /// resets run as they did before resets existed.
+    pub reset_per_tick_ppm: u64,
     /// Crashes may also land while the cluster is not whole: in a view change, while a view
     /// has no caught-up backup, while a member catches up (but not while another node is
     /// without its memory: down, or restarted and not yet rejoined). Such a crash may take the only
@@ -65,6 +70,16 @@ pub enum Mix {
 }
 
 impl ClusterFaults {
+    /// Draws the reset rate from `rng`, the generator resets use: one seed in three has
+    /// them.
+    pub fn draw_resets(&mut self, rng: &mut Rng) {
+        self.reset_per_tick_ppm = if rng.below(3) == 0 {
+            200 + rng.below(3_000)
+        } else {
+            0
+        };
+    }
+
     /// Draws every rate from `rng`, from the part of the fault space `mix` names.
     pub fn draw(rng: &mut Rng, mix: Mix) -> ClusterFaults {
         let mut faults = ClusterFaults::draw_every(rng);
@@ -124,6 +139,7 @@ impl ClusterFaults {
             partition_per_tick_ppm: rng.below(3_000),
             partition_ticks_max: 1 + rng.below(40),
             crash_per_tick_ppm: rng.below(3_000),
+            reset_per_tick_ppm: 0,
             crash_any_time: false,
             restart_ticks_max: 1 + rng.below(80),
             pause_per_tick_ppm: rng.below(3_000),
@@ -155,7 +171,7 @@ impl fmt::Display for ClusterFaults {
         write!(
             f,
             "{} nodes, {} clients, {}, suspect {} ticks, election {} ticks; delay {}..{} µt, \
-             loss {} ppm, dup {} ppm, reorder {} ppm, partitions {} ppm/tick ≤{} ticks, crashes {} ppm/tick{} \
+             loss {} ppm, dup {} ppm, reorder {} ppm, partitions {} ppm/tick ≤{} ticks, resets {} ppm/tick, crashes {} ppm/tick{} \
              restart ≤{} ticks, pauses {} ppm/tick ≤{} ticks, drift ±{} µt/tick, slow {}, \
              deadline {} µt, retry {} µt, batches ≤{} B, tail ≤{} records",
             self.nodes,
@@ -170,6 +186,7 @@ impl fmt::Display for ClusterFaults {
             self.reorder_ppm,
             self.partition_per_tick_ppm,
             self.partition_ticks_max,
+            self.reset_per_tick_ppm,
             self.crash_per_tick_ppm,
             if self.crash_any_time {
                 " (any time)"
@@ -238,6 +255,17 @@ impl World {
                 "partition {node}{}{other}",
                 if both { "|" } else { "->|" }
             ));
+        }
+        if faults.reset_per_tick_ppm > 0
+            && self.reset_rng.below(1_000_000) < faults.reset_per_tick_ppm
+        {
+            self.note(format!("reset of node {node}'s connections"));
+            for other in 1..=faults.nodes as NodeId {
+                if other != node {
+                    self.send(node, other, Wire::Closed);
+                    self.send(other, node, Wire::Closed);
+                }
+            }
         }
         if self.rng.below(1_000_000) < faults.pause_per_tick_ppm {
             let until = self.now + (1 + self.rng.below(faults.pause_ticks_max)) * MICROS_PER_TICK;

@@ -36,8 +36,10 @@
 //!   primary's dedup table holds every client's last acknowledged call;
 //! - never two nodes release replies as the primary of the same view;
 //! - no reply that needs the primary's lease (a 1-safe or bounded commit, a call with no
-//!   commit of its own) leaves after a backup of that view reported for a new one: the
-//!   backup's promise is what the lease stands on, and a report ends it;
+//!   commit of its own) leaves after a backup's promise to that primary ran out, nor after
+//!   the primary of a newer view released a reply (a backup reports at once when it freezes;
+//!   a promoted one releases nothing until its own promise ran out, so no answer of the new
+//!   primary comes before an answer of the old one that could miss it);
 //! - replicas at the same LSN hold identical bytes (a backup of the current view against the
 //!   current primary's checksums, taken at some batch ends), and at the end every
 //!   replica equals the primary;
@@ -99,6 +101,9 @@ const CHECKSUM_EVERY_LSN: u64 = 64;
 /// replica at the end: a transaction that breaks it leaves it broken.
 const FULL_CHECK_EVERY_LSN: u64 = 16;
 
+/// Mixed into a seed for the generator of connection resets.
+const RESET_SEED: u64 = 0x7265_7365_7473;
+
 /// What a run did and whether every checker held.
 #[derive(Clone, Debug)]
 pub struct ClusterReport {
@@ -124,6 +129,9 @@ pub struct ClusterReport {
     /// Members that kept their segment through a truncation and rejoined from it (rewound to
     /// the truncate LSN) instead of reloading the initial database.
     pub rejoins: u64,
+    /// Promotions whose new primary held its replies back for the rest of the lease its node
+    /// had granted the old primary.
+    pub lease_waits: u64,
     /// Crashes in the middle of a save of the config store's state (counted in `crashes`).
     pub torn_saves: u64,
     /// Crashes of a node that held the only copy of acknowledged records (possible only with
@@ -329,6 +337,8 @@ enum Waiting {
 
 struct World {
     rng: Rng,
+    /// The generator of connection resets alone, so that seeds without them run as before.
+    reset_rng: Rng,
     faults: ClusterFaults,
     now: u64,
     queue: EventQueue<Event>,
@@ -346,11 +356,8 @@ struct World {
     faults_on: bool,
     /// The newest view any node applied.
     view_latest: View,
-    /// The node that released replies as the primary of each view.
-    released_by: BTreeMap<u64, NodeId>,
-    /// The first backup of each view to report for a new one, and when: from then on, the
-    /// primary of that view holds no lease.
-    reported: BTreeMap<u64, (NodeId, u64)>,
+    /// The node that released replies as the primary of each view, and when it first did.
+    released_by: BTreeMap<u64, (NodeId, u64)>,
     /// When each node's next tick event fires (paused or not).
     tick_next_at: BTreeMap<NodeId, u64>,
     /// (backup, primary) → the time before which the backup cannot report for a new view,
@@ -444,7 +451,9 @@ pub fn run_cluster_sabotaged(
 impl World {
     fn new(seed: u64, mix: Mix) -> World {
         let mut rng = Rng::new(seed);
-        let faults = ClusterFaults::draw(&mut rng, mix);
+        let mut faults = ClusterFaults::draw(&mut rng, mix);
+        let mut reset_rng = Rng::new(seed ^ RESET_SEED);
+        faults.draw_resets(&mut reset_rng);
         let config = DebitCreditConfig {
             tellers_per_branch: 4,
             accounts_per_branch: 100,
@@ -529,6 +538,7 @@ impl World {
         }
         let mut world = World {
             rng,
+            reset_rng,
             now: 0,
             queue: EventQueue::new(),
             model,
@@ -543,7 +553,6 @@ impl World {
             faults_on: true,
             view_latest: view,
             released_by: BTreeMap::new(),
-            reported: BTreeMap::new(),
             tick_next_at: BTreeMap::new(),
             promise_end: BTreeMap::new(),
             received_ever: BTreeMap::new(),
@@ -566,6 +575,7 @@ impl World {
                 duplicates_answered: 0,
                 transfers: 0,
                 rejoins: 0,
+                lease_waits: 0,
                 torn_saves: 0,
                 sole_copy_crashes: 0,
                 failure: None,

@@ -164,7 +164,13 @@ impl World {
                 assert!(installed, "a primary that stays learns a newer view");
                 Slot::Primary(role)
             }
-            (Transition::Promote { lsn }, Slot::Backup(role)) => {
+            (
+                Transition::Promote {
+                    lsn,
+                    lease_owed_ticks,
+                },
+                Slot::Backup(role),
+            ) => {
                 let role = *role;
                 let role_calls = role.calls;
                 let handover = role
@@ -174,7 +180,11 @@ impl World {
                 // The checksums of records above the truncate LSN described a history the
                 // new view discards.
                 self.checksums.split_off(&(lsn + 1));
-                let primary = Primary::resume(self.primary_config(view), lsn, handover.batches);
+                let mut primary = Primary::resume(self.primary_config(view), lsn, handover.batches);
+                primary.hold_releases(lease_owed_ticks);
+                if lease_owed_ticks > 0 {
+                    self.report.lease_waits += 1;
+                }
                 let store = Store::open(handover.segment, self.model.replica());
                 let role = tandem_node::PrimaryRole::new(store, primary);
                 Slot::Primary(Box::new(PrimaryRole::new(role, role_calls)))
@@ -572,7 +582,7 @@ impl World {
                     continue;
                 }
             };
-            let releaser = *self.released_by.entry(view).or_insert(node);
+            let (releaser, _) = *self.released_by.entry(view).or_insert((node, self.now));
             if releaser != node {
                 return Err(self.fail(format!(
                     "nodes {releaser} and {node} both released replies as primary of view {view}"
@@ -602,12 +612,31 @@ impl World {
                     self.now
                 )));
             }
-            if needs_lease && let Some(&(reporter, at)) = self.reported.get(&view) {
-                let at = at / MICROS_PER_TICK;
+            // A promoted primary waits out the lease its node granted the old primary: the
+            // old one may answer under it until then (a sharper check than the one below,
+            // which needs the old primary to answer late).
+            let owed = self.promise_end.iter().find(|&(&(backup, primary), &end)| {
+                backup == node && primary != node && end > self.now
+            });
+            if let Some((&(_, old), &end)) = owed {
+                return Err(self.fail(format!(
+                    "node {node} released a reply to client {client} (call {seq}) as primary \
+                     of view {view} at {} µt, before the lease it had granted node {old} ran \
+                     out at {end} µt",
+                    self.now
+                )));
+            }
+            let newer = self
+                .released_by
+                .range(view + 1..)
+                .find(|(_, (_, at))| *at <= self.now);
+            if needs_lease && let Some((&newer, &(newer_primary, at))) = newer {
                 return Err(self.fail(format!(
                     "node {node} released a reply to client {client} (call {seq}) \
-                     that needed its lease as primary of view {view}, but node {reporter} \
-                     reported for a new view at tick {at}: the lease had run out"
+                     that needed its lease as primary of view {view} at {} µt, but node \
+                     {newer_primary} had released a reply as primary of view {newer} at {at} \
+                     µt: the new primary did not wait out the lease",
+                    self.now
                 )));
             }
             // A refused call is one its client gave up on (a stale seq): nobody waits for it.
@@ -770,9 +799,6 @@ impl Roles for SimRoles<'_> {
         let world = &mut *self.world;
         world.note(format!("node {node}: {notice}"));
         match notice {
-            Notice::Reported { view } => {
-                world.reported.entry(view).or_insert((node, world.now));
-            }
             Notice::Following { view, .. } if view.number > world.view_latest.number => {
                 world.view_latest = view.clone();
             }
