@@ -171,7 +171,9 @@ impl ApplierRole {
     /// Installs a state transfer the receiver accepted: the segment goes to the image's LSN
     /// in one step. Returns that LSN, or `None` for an image a newer connection overtook.
     pub fn install(&mut self, image: &PageImage) -> Result<Option<u64>, String> {
-        if image.lsn <= self.lsn_applied() {
+        // A rewound segment takes an image even to the LSN it is at: it replaces the
+        // diverged pages.
+        if image.lsn <= self.lsn_applied() && !self.is_diverged() {
             return Ok(None);
         }
         let Replica::Active { segment, applier } = &mut self.replica else {

@@ -400,8 +400,9 @@ impl Receiver {
             });
             receiver.maybe_nack();
         };
-        if chunk.lsn <= self.lsn_received {
-            // A transfer to where this member already is: a late duplicate.
+        if chunk.lsn <= self.lsn_received && self.diverged.is_none() {
+            // A transfer to where this member already is: a late duplicate. (A rewound
+            // member needs one even to the LSN it holds: its diverged pages are not it.)
             return;
         }
         let whole = chunk.count >= 1 && chunk.index < chunk.count;

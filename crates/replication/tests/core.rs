@@ -1197,6 +1197,23 @@ fn a_member_that_rewound_gets_its_diverged_pages_with_the_changed_ones_and_goes_
     harness.assert_replicas_match();
 }
 
+/// Seed 3465: a member rewound to the LSN the primary is still at got a transfer to that
+/// same LSN, dropped it as a duplicate of what it held, and asked again, for good.
+#[test]
+fn a_member_rewound_to_the_primarys_own_lsn_takes_its_transfer() {
+    let mut harness = Harness::new(config(1, Safety::DEFAULT));
+    harness.deliver_all();
+    harness.commit(Safety::DEFAULT);
+    harness.flush();
+    harness.deliver_all();
+    rejoin_diverged(&mut harness, 0, 2);
+    assert_eq!(harness.backups[0].segment.lsn(), harness.segment.lsn());
+    harness.deliver_all();
+    assert!(!harness.backups[0].receiver.is_diverged());
+    assert!(harness.backups[0].segment.diverged().is_empty());
+    harness.assert_replicas_match();
+}
+
 #[test]
 fn a_diverged_member_takes_no_batch_and_asks_again_when_its_transfer_is_lost() {
     let mut harness = Harness::new(config(1, Safety::DEFAULT));
