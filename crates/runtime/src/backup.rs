@@ -97,6 +97,16 @@ impl Gate {
         self.view.load(Ordering::Acquire)
     }
 
+    /// Whether receivers take batches from `primary` now.
+    pub fn accepts(&self, primary: NodeId) -> bool {
+        self.state.lock().expect("not poisoned").accepts(primary)
+    }
+
+    /// Whether the backup stopped accepting its primary for a view change.
+    pub fn is_frozen(&self) -> bool {
+        self.state.lock().expect("not poisoned").is_frozen()
+    }
+
     /// The primary this backup follows.
     pub fn primary(&self) -> NodeId {
         self.state.lock().expect("not poisoned").primary()

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -201,6 +201,7 @@ pub fn run(
     let trace = std::env::var_os("TANDEM_TRACE").is_some();
     let (to_supervisor, inbox) = mpsc::channel();
     let slot = Arc::new(Mutex::new(Slot::Outside));
+    let slot_changed = Arc::new(Condvar::new());
     let info = Arc::new(Mutex::new(ClusterInfo {
         node: config.node_id,
         ..ClusterInfo::default()
@@ -230,6 +231,7 @@ pub fn run(
         group: config.group.id,
         max_frame_len: config.tuning.max_frame_len,
         slot: Arc::clone(&slot),
+        slot_changed: Arc::clone(&slot_changed),
         to_supervisor,
     };
     thread::Builder::new()
@@ -247,6 +249,7 @@ pub fn run(
         model,
         metrics,
         slot,
+        slot_changed,
         outbox: Outbox {
             node: config.node_id,
             group: config.group.id,
@@ -502,6 +505,9 @@ impl SupervisorThread {
 
 /// The node's roles as threads: carries out the supervisor's orders, deciding nothing.
 struct RuntimeRoles {
+    /// Notified whenever the role in `slot` changes: a primary's link parked by the acceptor
+    /// waits on it.
+    slot_changed: Arc<Condvar>,
     config: NodeConfig,
     /// The data model this node's roles serve; each role gets a replica of it.
     model: Box<dyn DataModel>,
@@ -581,6 +587,7 @@ impl tandem_node::Roles for RuntimeRoles {
         let serving = !matches!(next, Slot::Outside);
         self.heard_since_role.clear();
         *self.slot.lock().expect("not poisoned") = next;
+        self.slot_changed.notify_all();
         Ok(serving)
     }
 
@@ -1090,12 +1097,19 @@ fn cluster_writer(address: SocketAddr, hello: Hello, outbox: Receiver<Vec<u8>>) 
     }
 }
 
+/// The longest a primary's link or a client waits at a node that is changing roles (frozen
+/// for a view change, or between two roles) for the role it will have: about what a failover
+/// takes, and less than a stub's attempt timeout.
+const ROLE_WAIT_MAX: Duration = Duration::from_millis(10);
+
 /// Reads first frames and hands each connection to whoever serves it.
 struct Acceptor {
     node_id: NodeId,
     group: u32,
     max_frame_len: usize,
     slot: Arc<Mutex<Slot>>,
+    /// Notified when the role in `slot` changes.
+    slot_changed: Arc<Condvar>,
     to_supervisor: Sender<ToSupervisor>,
 }
 
@@ -1142,7 +1156,13 @@ impl Acceptor {
         let peer = NodeId::try_from(hello.id);
         match hello.peer {
             PeerKind::Client => {
-                let slot = self.slot.lock().expect("not poisoned");
+                // A node in the middle of a view change may be the next primary: the stub
+                // waits here for its role rather than going round the nodes and pausing.
+                let slot = self.wait_for_role(|slot| match slot {
+                    Slot::Primary(_) => true,
+                    Slot::Backup(handle) => !handle.gate().is_frozen(),
+                    Slot::Outside => false,
+                });
                 match &*slot {
                     Slot::Primary(handle) => {
                         let _ = stream.set_read_timeout(None);
@@ -1169,7 +1189,13 @@ impl Acceptor {
                     refuse(&mut stream, ErrorCode::BadFrame, "node ids fit 32 bits");
                     return;
                 };
-                let slot = self.slot.lock().expect("not poisoned");
+                // A node in the middle of a view change is most likely about to follow the
+                // primary that connects: the connection waits for its new role rather than
+                // being refused and tried again (a primary's link retries only every 500 µs,
+                // and a failover is a few milliseconds).
+                let slot = self.wait_for_role(
+                    |slot| matches!(slot, Slot::Backup(handle) if handle.gate().accepts(primary)),
+                );
                 match &*slot {
                     Slot::Backup(handle) => {
                         let _ = stream.set_read_timeout(None);
@@ -1190,6 +1216,30 @@ impl Acceptor {
                 let _ = stream.set_read_timeout(None);
                 self.read_cluster(stream, buffer, from);
             }
+        }
+    }
+
+    /// The node's role once `ready` holds for it, or once it is no longer changing roles (a
+    /// frozen backup, or no role: the moment between two roles), or after
+    /// [`ROLE_WAIT_MAX`], whichever comes first. The lock is held on return.
+    fn wait_for_role(&self, ready: impl Fn(&Slot) -> bool) -> std::sync::MutexGuard<'_, Slot> {
+        let deadline = Instant::now() + ROLE_WAIT_MAX;
+        let mut slot = self.slot.lock().expect("not poisoned");
+        loop {
+            let changing = match &*slot {
+                Slot::Backup(handle) => handle.gate().is_frozen(),
+                Slot::Outside => true,
+                Slot::Primary(_) => false,
+            };
+            let now = Instant::now();
+            if ready(&slot) || !changing || now >= deadline {
+                return slot;
+            }
+            slot = self
+                .slot_changed
+                .wait_timeout(slot, deadline - now)
+                .expect("not poisoned")
+                .0;
         }
     }
 
