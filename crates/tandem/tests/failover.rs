@@ -109,8 +109,18 @@ fn every_fault_keeps_the_promises() {
     // A paused (partitioned) old primary: a new primary answered, the old one answered
     // nothing after that (`stale_replies`, in `assert_safe`), and it rejoined: `consistent`
     // covers all three nodes.
-    let (report, _) = fault("pause-primary", &[]);
+    // It keeps its segment and takes back only what lies above the truncate LSN: it never
+    // reloads the database.
+    let (report, logs) = fault("pause-primary", &[]);
     assert!(report["first_new_ms"].as_f64().is_some(), "{report}");
+    assert!(
+        logs.contains("keeps its records up to LSN"),
+        "the deposed primary did not keep its segment:\n{logs}"
+    );
+    assert!(
+        !logs.contains("reloading"),
+        "a node reloaded the database:\n{logs}"
+    );
 
     // A restarted old primary rejoins and catches up: all three nodes match at the end. The
     // tail keeps so few records that it has moved on by then: the node catches up by state
