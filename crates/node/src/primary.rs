@@ -396,6 +396,12 @@ impl<T> PrimaryRole<T> {
 
     /// One tick of the node's clock: heartbeats, resends, the lease; then the spares that
     /// caught up are observed.
+    /// Releases no reply for the next `ticks` ticks: see [`Primary::hold_releases`] (a role a
+    /// promotion started honours the rest of the old primary's lease).
+    pub fn hold_releases(&mut self, ticks: u64) {
+        self.primary.hold_releases(ticks);
+    }
+
     pub fn tick(&mut self) {
         self.primary.tick();
         let view = self.primary.view();

@@ -857,7 +857,7 @@ impl RuntimeRoles {
     fn role_view(&self, view: &View) -> RoleView {
         let members: Vec<NodeId> = view.backups.iter().chain(&view.spares).copied().collect();
         RoleView {
-            lease_owed_ticks: 0,
+            answer_from: None,
             view: view.number,
             backups: view.backups.clone(),
             spares: view.spares.clone(),
@@ -884,8 +884,15 @@ impl RuntimeRoles {
         // would add a wake-up to every sign of life on a loaded machine.
         let (observed, observed_rx) = mpsc::channel();
         self.observed = Some(observed_rx);
+        // The cluster core counts the lease owed in its ticks, from the one it is at: as many
+        // from now (when the old code would have reported, had it waited here) keep it whole.
+        let answer_from = (lease_owed_ticks > 0).then(|| {
+            let tick = Duration::from_micros(self.config.tuning.tick_us);
+            let owed = u32::try_from(lease_owed_ticks).unwrap_or(u32::MAX);
+            Instant::now() + tick.saturating_mul(owed)
+        });
         let members = RoleView {
-            lease_owed_ticks,
+            answer_from,
             ..self.role_view(view)
         };
         match primary::start_role(

@@ -301,7 +301,7 @@ pub fn start(
     let segment = crate::workload::loaded_segment(&config.group, &*model)?;
     let members = RoleView {
         view: config.group.view,
-        lease_owed_ticks: 0,
+        answer_from: None,
         backups: config.backups().map(|peer| peer.node_id).collect(),
         spares: Vec::new(),
         addresses: config
@@ -338,10 +338,10 @@ pub fn start(
 #[derive(Clone, Debug)]
 pub struct RoleView {
     pub view: u64,
-    /// Ticks the role releases no reply for: the rest of the lease the node granted the old
-    /// primary, when a promotion starts the role (0 otherwise; see
+    /// The role releases no reply before this instant: the end of the lease the node granted
+    /// the old primary, when a promotion starts the role (see
     /// `tandem_replication::Primary::hold_releases`).
-    pub lease_owed_ticks: u64,
+    pub answer_from: Option<Instant>,
     pub backups: Vec<NodeId>,
     pub spares: Vec<NodeId>,
     /// Where each backup and spare listens.
@@ -449,15 +449,8 @@ pub fn start_role(
     ));
     let mut executor = Executor {
         node_id: config.node_id,
-        role: PrimaryRole::new(store, {
-            let mut primary = Primary::resume(primary_config, lsn_start, batches);
-            // The supervisor counted the lease on its own ticks, which the executor's are
-            // out of phase with by up to one: one more keeps the wait whole.
-            if members.lease_owed_ticks > 0 {
-                primary.hold_releases(members.lease_owed_ticks + 1);
-            }
-            primary
-        }),
+        role: PrimaryRole::new(store, Primary::resume(primary_config, lsn_start, batches)),
+        answer_from: members.answer_from,
         ready: RoleReady::default(),
         links,
         links_lost: BTreeSet::new(),

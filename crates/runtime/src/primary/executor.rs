@@ -32,6 +32,8 @@ impl ConnOut {
 
 pub(super) struct Executor {
     pub(super) node_id: NodeId,
+    /// Until when the role answers nothing (a promotion's lease owed), taken at the start.
+    pub(super) answer_from: Option<Instant>,
     /// The primary role's decisions: the store, the replication core, each call's outcome.
     pub(super) role: PrimaryRole<ReplyTo>,
     pub(super) ready: RoleReady<ReplyTo>,
@@ -103,6 +105,14 @@ impl Executor {
     pub(super) fn run(mut self, inbound: Receiver<Inbound>) -> Option<tandem_memory::Segment> {
         self.tick_origin = Instant::now();
         let mut next_tick = self.tick_origin + self.tick;
+        // The replication core holds replies in its own ticks: until the first of them that
+        // falls at or after the instant the old primary's lease surely ended.
+        if let Some(answer_from) = self.answer_from.take() {
+            let wait = answer_from.saturating_duration_since(self.tick_origin);
+            let ticks = wait.as_nanos().div_ceil(self.tick.as_nanos());
+            self.role
+                .hold_releases(u64::try_from(ticks).unwrap_or(u64::MAX));
+        }
         loop {
             self.progress.turn();
             // 1. Ticks, every one missed replayed: the lease is measured in them, so the
