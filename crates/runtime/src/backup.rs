@@ -204,6 +204,23 @@ impl Reader {
     }
 }
 
+/// Serves a primary's connection to a backup role; outlives the role harmlessly (the role's
+/// gate then refuses the primary, or its applier is gone and the connection ends).
+#[derive(Clone, Debug)]
+pub struct ReplicaServer {
+    state: Shared,
+    to_applier: SyncSender<ToApplier>,
+}
+
+impl ReplicaServer {
+    /// Runs the receiver on a connection from `primary` on the calling thread (the node's
+    /// acceptor read its Hello), until the connection ends: a thread less to start in a
+    /// failover.
+    pub fn serve(self, stream: TcpStream, buffer: FrameBuffer, primary: NodeId) {
+        serve_accepted(stream, buffer, primary, self.state, self.to_applier);
+    }
+}
+
 /// Asks a backup role for its status and checksum; outlives the role harmlessly.
 #[derive(Clone, Debug)]
 pub struct BackupProbe {
@@ -233,13 +250,13 @@ impl BackupHandle {
         }
     }
 
-    /// Serves a connection from a primary (the node's acceptor read its Hello).
-    pub fn serve(&self, stream: TcpStream, buffer: FrameBuffer, primary: NodeId) {
-        let state = self.state.clone();
-        let to_applier = self.to_applier.clone();
-        crate::spawn_or_say("receiver".into(), move || {
-            serve_accepted(stream, buffer, primary, state, to_applier)
-        });
+    /// What serves a connection from a primary on the caller's thread, apart from the role
+    /// (so that the caller need not hold it).
+    pub fn replica_server(&self) -> ReplicaServer {
+        ReplicaServer {
+            state: self.state.clone(),
+            to_applier: self.to_applier.clone(),
+        }
     }
 
     pub fn gate(&self) -> &Gate {

@@ -1205,8 +1205,10 @@ impl Acceptor {
                 );
                 match &*slot {
                     Slot::Backup(handle) => {
+                        let server = handle.replica_server();
+                        drop(slot);
                         let _ = stream.set_read_timeout(None);
-                        handle.serve(stream, buffer, primary);
+                        server.serve(stream, buffer, primary);
                     }
                     _ => {
                         drop(slot);
