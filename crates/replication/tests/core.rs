@@ -1197,15 +1197,21 @@ fn a_member_that_rewound_gets_its_diverged_pages_with_the_changed_ones_and_goes_
     harness.assert_replicas_match();
 }
 
-/// Seed 3465: a member rewound to the LSN the primary is still at got a transfer to that
-/// same LSN, dropped it as a duplicate of what it held, and asked again, for good.
-#[test]
-fn a_member_rewound_to_the_primarys_own_lsn_takes_its_transfer() {
+/// A primary and one backup that both hold one 2-safe commit.
+fn one_commit_held_by_both() -> Harness {
     let mut harness = Harness::new(config(1, Safety::DEFAULT));
     harness.deliver_all();
     harness.commit(Safety::DEFAULT);
     harness.flush();
     harness.deliver_all();
+    harness
+}
+
+/// Seed 3465: a member rewound to the LSN the primary is still at got a transfer to that
+/// same LSN, dropped it as a duplicate of what it held, and asked again, for good.
+#[test]
+fn a_member_rewound_to_the_primarys_own_lsn_takes_its_transfer() {
+    let mut harness = one_commit_held_by_both();
     rejoin_diverged(&mut harness, 0, 2);
     assert_eq!(harness.backups[0].segment.lsn(), harness.segment.lsn());
     harness.deliver_all();
@@ -1216,11 +1222,7 @@ fn a_member_rewound_to_the_primarys_own_lsn_takes_its_transfer() {
 
 #[test]
 fn a_diverged_member_takes_no_batch_and_asks_again_when_its_transfer_is_lost() {
-    let mut harness = Harness::new(config(1, Safety::DEFAULT));
-    harness.deliver_all();
-    harness.commit(Safety::DEFAULT);
-    harness.flush();
-    harness.deliver_all();
+    let mut harness = one_commit_held_by_both();
     // A batch still in flight when the member rewinds arrives after its introduction left:
     // it is refused.
     harness.commit(Safety::OneSafe);
