@@ -93,6 +93,14 @@ impl Gate {
         }
     }
 
+    /// A gate that accepts nobody: the role of a node that stands by with the records it
+    /// held in view `view` under `primary` (a deposed primary: itself).
+    pub fn frozen(view: u64, primary: NodeId) -> Gate {
+        let gate = Gate::new(view, primary);
+        gate.state.lock().expect("not poisoned").freeze();
+        gate
+    }
+
     pub fn view(&self) -> u64 {
         self.view.load(Ordering::Acquire)
     }

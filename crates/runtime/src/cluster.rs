@@ -505,8 +505,8 @@ impl SupervisorThread {
 
 /// The node's roles as threads: carries out the supervisor's orders, deciding nothing.
 struct RuntimeRoles {
-    /// Notified whenever the role in `slot` changes: a primary's link parked by the acceptor
-    /// waits on it.
+    /// Notified whenever the role in `slot` changes: a primary's link or a client's greeting
+    /// that the acceptor holds while the node changes roles waits on it.
     slot_changed: Arc<Condvar>,
     config: NodeConfig,
     /// The data model this node's roles serve; each role gets a replica of it.
@@ -788,8 +788,7 @@ impl RuntimeRoles {
                     self.load_spare();
                     return Slot::Outside;
                 };
-                let gate = Gate::new(view_held, me);
-                let _ = gate.freeze(&std::sync::atomic::AtomicU64::new(0));
+                let gate = Gate::frozen(view_held, me);
                 self.load_spare();
                 self.loaded = Some(true);
                 self.start_backup_gated(segment, Vec::new(), gate)
@@ -815,6 +814,16 @@ impl RuntimeRoles {
             .inbound
             .send(primary::Inbound::Depose { view: view.number });
         let segment = crate::join_or_say("the deposed primary's executor", handle.executor)??;
+        if self.config.group.mode != crate::config::Mode::Active {
+            say!(
+                "node {}: replaced by node {} in view {}; a passive primary's segment carries \
+                 its trace, so it reloads",
+                self.node(),
+                view.primary,
+                view.number
+            );
+            return None;
+        }
         say!(
             "node {}: replaced by node {} in view {}; keeps its records up to LSN {}",
             self.node(),
@@ -822,7 +831,7 @@ impl RuntimeRoles {
             view.number,
             segment.lsn()
         );
-        (self.config.group.mode == crate::config::Mode::Active).then_some(segment)
+        Some(segment)
     }
 
     /// Ends the role in `slot` (a backup is frozen already) and says how many of its records
