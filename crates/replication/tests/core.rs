@@ -1197,6 +1197,26 @@ fn a_member_that_rewound_gets_its_diverged_pages_with_the_changed_ones_and_goes_
     harness.assert_replicas_match();
 }
 
+#[test]
+fn a_promoted_primary_holds_its_replies_for_the_lease_its_node_owed_the_old_one() {
+    let mut harness = Harness::new(config(1, Safety::DEFAULT));
+    harness.deliver_all();
+    harness.primary.hold_releases(2);
+    // A 2-safe commit acked by the backup, and a 1-safe one: neither leaves while held.
+    let two_safe = harness.commit(Safety::DEFAULT);
+    let one_safe = harness.commit(Safety::OneSafe);
+    harness.flush();
+    harness.deliver_all();
+    assert!(harness.released.is_empty(), "{:?}", harness.released);
+    harness.tick();
+    harness.deliver_all();
+    assert!(harness.released.is_empty(), "one tick of two");
+    // The hold ends at the second tick: both leave then, in LSN order, without another ack.
+    harness.primary.tick();
+    harness.collect();
+    assert_eq!(harness.released, vec![two_safe, one_safe]);
+}
+
 /// A primary and one backup that both hold one 2-safe commit.
 fn one_commit_held_by_both() -> Harness {
     let mut harness = Harness::new(config(1, Safety::DEFAULT));
