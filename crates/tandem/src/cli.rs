@@ -100,9 +100,10 @@ pub struct DemoArgs {
     #[arg(long, default_value = "kill-primary", value_parser = crate::demo::Fault::parse)]
     pub fault: crate::demo::Fault,
     /// Ticks (1 ms each) of silence after which a node suspects a peer, ≥ 4 (the lease,
-    /// shorter, must run out first): 5 on loopback; more on a machine too loaded to schedule
-    /// a node every few milliseconds.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(4..=10_000))]
+    /// shorter, must run out first): a killed node is seen at once by its closed connection,
+    /// so silence only finds a paused or cut-off one; fewer ticks find it sooner and suspect
+    /// falsely more often on a loaded machine.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(4..=10_000))]
     pub suspect_ticks: u64,
     /// Records each primary's retained tail keeps. A small tail makes a node that comes back
     /// (restart-primary) catch up by state transfer instead of from the tail.
