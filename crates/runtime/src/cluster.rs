@@ -1181,8 +1181,10 @@ impl Acceptor {
                 });
                 match &*slot {
                     Slot::Primary(handle) => {
+                        let server = handle.client_server();
+                        drop(slot);
                         let _ = stream.set_read_timeout(None);
-                        handle.serve_client(stream, buffer, hello.id);
+                        server.serve(stream, buffer, hello.id);
                     }
                     // A backup (or spare) serves reads; it welcomes the client as a backup,
                     // which tells a stub looking for the primary to go on. The role's lock is

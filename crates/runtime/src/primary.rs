@@ -205,6 +205,27 @@ pub struct PrimaryHandle {
     context: ClientContext,
 }
 
+/// Serves one client's connection to a primary role on the calling thread; outlives the role
+/// harmlessly (its calls are then answered "not primary" or the connection ends).
+pub struct ClientServer {
+    client: Client,
+}
+
+impl std::fmt::Debug for ClientServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientServer")
+            .field("conn", &self.client.conn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientServer {
+    /// Runs the connection whose Hello the node's acceptor read, until it ends.
+    pub fn serve(self, stream: TcpStream, buffer: FrameBuffer, client_id: u64) {
+        self.client.run_accepted(stream, buffer, client_id);
+    }
+}
+
 impl PrimaryHandle {
     /// The view the role serves.
     pub fn view(&self) -> u64 {
@@ -236,15 +257,17 @@ impl PrimaryProbe {
 
 impl PrimaryHandle {
     /// Serves a client connection whose Hello (with `client_id`) the node's acceptor read.
-    pub fn serve_client(&self, stream: TcpStream, buffer: FrameBuffer, client_id: u64) {
+    /// What serves a client's connection on the caller's thread, apart from the role (so
+    /// that the caller need not hold it): a node's acceptor already runs a thread for each
+    /// connection, and a failover lets the clients it held all go at once.
+    pub fn client_server(&self) -> ClientServer {
         let conn = self.context.conn_next.fetch_add(1, Ordering::Relaxed);
-        let client = Client {
-            conn,
-            context: self.context.clone(),
-        };
-        crate::spawn_or_say(format!("client-{conn}"), move || {
-            client.run_accepted(stream, buffer, client_id)
-        });
+        ClientServer {
+            client: Client {
+                conn,
+                context: self.context.clone(),
+            },
+        }
     }
 
     /// A handle that asks for status and checksum without holding the role.
@@ -350,7 +373,7 @@ pub struct RoleView {
 
 /// Starts the primary role on `segment`, whose last records are `batches` (a promoted
 /// backup's; empty for a fresh load). Client connections are handed to it with
-/// [`PrimaryHandle::serve_client`]; `observed` hears about the backups.
+/// [`PrimaryHandle::client_server`]; `observed` hears about the backups.
 #[allow(clippy::too_many_arguments)]
 pub fn start_role(
     config: &NodeConfig,
