@@ -67,8 +67,9 @@ pub enum Transition {
     /// the initial database and catch up from the primary: the records' fate is unknown
     /// (more promotions than a view remembers), or the node held none.
     Reload { discarded: u64 },
-    /// Stop serving: the node is outside the view and holds no role.
-    StepDown { discarded: u64 },
+    /// Hold no role: the node is outside the view and held none (a node that holds one
+    /// stands by instead).
+    StepDown,
     /// A backup, spare or primary left out of the view (removed, deposed, or it did not
     /// report for a promotion) keeps its records, frozen, instead of discarding them: when
     /// it is made a spare again it keeps following the same primary, or follows a new one
@@ -124,7 +125,7 @@ pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Trans
     if !member {
         return match held {
             Held::Primary { .. } | Held::Backup { .. } => Transition::StandBy,
-            Held::Outside { .. } => Transition::StepDown { discarded: 0 },
+            Held::Outside { .. } => Transition::StepDown,
         };
     }
     match held {
@@ -315,10 +316,7 @@ mod tests {
         let spare = view(2, &[], &[3], 100);
         assert_eq!(transition(3, restarted, &spare, 1), Transition::Wait);
         assert!(still_restarted(3, true, &spare));
-        assert_eq!(
-            transition(4, restarted, &spare, 1),
-            Transition::StepDown { discarded: 0 }
-        );
+        assert_eq!(transition(4, restarted, &spare, 1), Transition::StepDown);
         // Left out once, it is a fresh node: a later view naming it was made for it.
         assert!(!still_restarted(4, true, &spare));
         let fresh = Held::Outside { restarted: false };

@@ -96,7 +96,7 @@ mod tests {
         // Left out: whatever names it from now on was made for this incarnation.
         assert_eq!(
             rule.decide(None, &view(6, 1, &[2], &[])),
-            Transition::StepDown { discarded: 0 }
+            Transition::StepDown
         );
         assert!(!rule.restarted());
         assert!(matches!(

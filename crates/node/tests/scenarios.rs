@@ -117,7 +117,7 @@ impl Roles for StandIn {
                 // Its role stays, frozen (the supervisor froze it before deciding).
                 held => held,
             },
-            Transition::StepDown { .. } | Transition::Wait => RoleHeld::Outside,
+            Transition::StepDown | Transition::Wait => RoleHeld::Outside,
         };
         let serving = self.held != RoleHeld::Outside;
         self.log.push(format!(

@@ -793,8 +793,7 @@ impl RuntimeRoles {
                 self.loaded = Some(true);
                 self.start_backup_gated(segment, Vec::new(), gate)
             }
-            (Transition::StepDown { discarded }, slot) => {
-                self.stop(slot, view, discarded);
+            (Transition::StepDown, Slot::Outside) => {
                 self.load_spare();
                 Slot::Outside
             }

@@ -270,7 +270,7 @@ impl World {
             }
             // Frozen already (the supervisor froze it before deciding): it keeps its records.
             (Transition::StandBy, role @ Slot::Backup(_)) => role,
-            (Transition::StepDown { .. } | Transition::Wait, _) => Slot::Outside,
+            (Transition::StepDown | Transition::Wait, _) => Slot::Outside,
             (transition, _) => unreachable!("{transition:?} from a role it does not apply to"),
         };
         let promoted = matches!(transition, Transition::Promote { .. });
