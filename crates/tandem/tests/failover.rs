@@ -5,26 +5,16 @@
 //! identical and consistent, a new primary in a newer view); they never look at the gap's
 //! length, which is a benchmark's business (`tandem bench failover`).
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
+mod common;
+
+use common::assert_safe;
 use serde_json::Value;
 
 fn demo(dir: &std::path::Path, extra: &[&str]) -> (std::process::ExitStatus, Value, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_tandem"))
-        .args([
-            "demo",
-            "--json",
-            "--db-mib",
-            "8",
-            "--clients",
-            "4",
-            "--seconds",
-            "1.5",
-        ])
-        .arg("--dir")
-        .arg(dir)
+    let output = common::demo_command(dir, "1.5")
         .args(extra)
-        .stdin(Stdio::null())
         .output()
         .expect("tandem runs");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -52,19 +42,6 @@ fn killing_the_primary_under_load_loses_and_duplicates_nothing() {
     let svg = std::fs::read_to_string(&chart).expect("the timeline was written");
     assert!(svg.contains("<svg"), "an SVG chart");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The promises every fault must keep.
-fn assert_safe(report: &Value) {
-    assert_eq!(report["lost"], 0, "{report}");
-    assert_eq!(report["duplicates"], 0, "{report}");
-    assert_eq!(report["reply_mismatches"], 0, "{report}");
-    assert_eq!(report["client_errors"], 0, "{report}");
-    assert_eq!(report["stale_replies"], 0, "{report}");
-    assert_eq!(report["consistent"], true, "{report}");
-    let acknowledged = report["acknowledged"].as_u64().unwrap();
-    assert!(acknowledged > 0, "{report}");
-    assert_eq!(report["found"].as_u64(), Some(acknowledged), "{report}");
 }
 
 /// Runs the demo with fault `name`; returns its report and what the nodes printed.
