@@ -257,6 +257,8 @@ pub struct Cluster {
     tick_membership_proposed: Option<(u64, u64)>,
     tick_join_sent: Option<u64>,
     tick_leader_transferred: Option<u64>,
+    /// The config store's leader when this core last looked.
+    leader_known: Option<NodeId>,
     /// Coordinator: the tick the primary of `view` last said it was alive.
     tick_alive_primary: Option<u64>,
     /// Coordinator: the first and the latest tick of the backups' suspicions of the primary
@@ -332,6 +334,7 @@ impl Cluster {
             tick_membership_proposed: None,
             tick_join_sent: None,
             tick_leader_transferred: None,
+            leader_known: None,
             tick_alive_primary: None,
             suspicion_pending: None,
             tick_backup_suspected: BTreeMap::new(),
@@ -360,6 +363,12 @@ impl Cluster {
 
     pub fn map(&self) -> &ClusterMap {
         self.config.map()
+    }
+
+    /// Asks the config store to hand its leadership to voter `to` (an operator's request, or
+    /// a test's; the core itself moves it off the primary, see `keep_leader_off_primary`).
+    pub fn transfer_leader(&mut self, to: NodeId) {
+        self.config.transfer_leader(to);
     }
 
     /// The config store's leader as this node knows it.
@@ -413,6 +422,7 @@ impl Cluster {
             return;
         }
         self.closed.insert(peer);
+        self.campaign_if_leader_closed(peer);
         self.detect();
         self.maybe_confirm_suspicion();
     }
@@ -511,6 +521,7 @@ impl Cluster {
     pub fn tick(&mut self) {
         self.tick += 1;
         self.config.tick();
+        self.follow_leader_change();
         self.detect();
         self.maybe_report();
         self.maybe_confirm_suspicion();
@@ -537,7 +548,10 @@ impl Cluster {
     pub fn step(&mut self, from: NodeId, message: ClusterMessage) -> Result<(), ConfigError> {
         self.tick_heard_node.insert(from, self.tick);
         match message {
-            ClusterMessage::Raft(bytes) => self.config.step(from, &bytes)?,
+            ClusterMessage::Raft(bytes) => {
+                self.config.step(from, &bytes)?;
+                self.follow_leader_change();
+            }
             ClusterMessage::Suspect {
                 group,
                 view,

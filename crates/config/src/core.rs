@@ -471,6 +471,31 @@ impl ConfigCore {
         self.node.transfer_leader(u64::from(to));
     }
 
+    /// Campaigns at once, as a leadership transfer's target does: no election timeout, no
+    /// pre-vote round, and votes granted even by members that heard the leader lately. For a
+    /// follower that saw the leader's process die (its connection closed): waiting out the
+    /// election timeout would hold every view change that long. Raft's safety does not depend
+    /// on when a node campaigns; a false alarm costs the live leader its term. A leader, a
+    /// poisoned core or a node that cannot lead does nothing.
+    pub fn campaign_now(&mut self) {
+        if self.poisoned.is_some()
+            || self.node.raft.state == StateRole::Leader
+            || !self.node.raft.promotable()
+        {
+            return;
+        }
+        // raft-rs campaigns this way only on the leader's `TimeoutNow`; a message of that
+        // type for the current term from the leader we know is what it acts on.
+        let mut message = Message::default();
+        message.set_msg_type(MessageType::MsgTimeoutNow);
+        message.from = self.node.raft.leader_id;
+        message.to = u64::from(self.id);
+        message.term = self.node.raft.term;
+        self.node
+            .step(message)
+            .expect("a TimeoutNow of the current term is not a local message");
+    }
+
     /// The cluster map as of [`ConfigCore::applied_index`].
     pub fn map(&self) -> &ClusterMap {
         &self.map

@@ -235,6 +235,30 @@ fn a_restarted_follower_catches_up_through_a_snapshot_after_compaction() {
 }
 
 #[test]
+fn a_follower_that_saw_the_leader_die_is_elected_without_waiting_out_the_timeout() {
+    let mut net = Net::new(3, 3, 5);
+    let old = net.elect();
+    net.commit(change_view(1, 0, view(1, 1, &[2, 3])));
+    net.crash(old);
+    let campaigner = net.live()[0];
+    net.core_mut(campaigner).campaign_now();
+    net.ready(campaigner);
+    // The other follower heard the dead leader within its election timeout: only a campaign
+    // that needs no pre-vote and overrides that lease wins before the timeout.
+    let ticks = net.run_until(ELECTION, |net| net.stable_leader() == Some(campaigner));
+    assert!(ticks < ELECTION, "elected after {ticks} ticks");
+    let applied = net.commit(change_view(1, 1, view(2, 2, &[3])));
+    assert_eq!(applied.outcome, Ok(()));
+    net.assert_agree();
+
+    // A leader's own call does nothing.
+    let term = net.core(campaigner).term();
+    net.core_mut(campaigner).campaign_now();
+    assert!(net.core(campaigner).is_leader());
+    assert_eq!(net.core(campaigner).term(), term);
+}
+
+#[test]
 fn leadership_transfers_on_request() {
     let mut net = Net::new(3, 3, 7);
     let leader = net.elect();

@@ -471,6 +471,18 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
                 .insert((number("from") as NodeId, number("to") as NodeId));
         }
         "heal" => harness.cuts.clear(),
+        // Node `node` asks for the config store's leadership to go to `to`.
+        "lead" => {
+            let node = number("node") as NodeId;
+            let supervisor = harness.supervisors[index(node)]
+                .as_mut()
+                .expect("a node that is up");
+            supervisor
+                .core_mut()
+                .transfer_leader(number("to") as NodeId);
+            harness.drive(node);
+            harness.deliver_all(&mut out);
+        }
         "view" => harness.describe(&mut out),
         other => panic!("unknown command `{other}`"),
     }

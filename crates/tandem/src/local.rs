@@ -338,6 +338,20 @@ impl LocalCluster {
         let lsn = primary_status["report"]["status"]["lsn"]
             .as_u64()
             .ok_or("the primary has no LSN yet")?;
+        // The config store's leader is kept off the primary, so that the primary's death
+        // needs no Raft election before its view change: until it has moved (a start-up
+        // election may land on the primary), a kill would measure an election too.
+        for (id, status) in &statuses {
+            match status["cluster"]["leader"].as_u64() {
+                Some(leader) if leader as u32 == *primary => {
+                    return Err(format!(
+                        "node {id} sees the primary {primary} lead the config store"
+                    ));
+                }
+                Some(_) => {}
+                None => return Err(format!("node {id} knows no config store leader")),
+            }
+        }
         for (id, status) in &statuses {
             if id == primary {
                 continue;

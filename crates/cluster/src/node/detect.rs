@@ -215,6 +215,58 @@ impl Cluster {
         self.start_collecting(&view);
     }
 
+    /// The config store's leader `peer` closed its connection to this node: its process most
+    /// likely died, and every view change now waits for a new leader. Rather than wait out
+    /// the election timeout (50 ms and more), one node campaigns at once: the voter with the
+    /// lowest id among those that hold a connection to the dead node and so see it close
+    /// (every member if it was the primary, the primary if it was a backup or a spare). One
+    /// campaigner, so that two never split the vote. A false alarm (a connection reset
+    /// between live nodes) costs the live leader its term, nothing more.
+    pub(super) fn campaign_if_leader_closed(&mut self, peer: NodeId) {
+        if self.config.leader() != Some(peer) {
+            return;
+        }
+        let Some(view) = &self.view else { return };
+        let observers: Vec<NodeId> = if peer == view.primary {
+            view.members().filter(|&node| node != peer).collect()
+        } else {
+            vec![view.primary]
+        };
+        let campaigner = observers
+            .into_iter()
+            .filter(|node| self.settings.voters.contains(node))
+            .min();
+        if campaigner == Some(self.settings.node) {
+            self.config.campaign_now();
+        }
+    }
+
+    /// A new config store leader hears at once the suspicions and the report this node
+    /// repeats every `suspect_ticks`: those sent since the last one went to a leader that
+    /// may be the dead primary, and waiting for the next repetition would add up to a
+    /// suspicion timeout to the view change.
+    pub(super) fn follow_leader_change(&mut self) {
+        let leader = self.config.leader();
+        if leader == self.leader_known {
+            return;
+        }
+        self.leader_known = leader;
+        if leader.is_none() {
+            return;
+        }
+        let due = self.tick.saturating_sub(self.settings.suspect_ticks);
+        for tick in self.tick_suspected.values_mut() {
+            *tick = (*tick).min(due);
+        }
+        if let Some(frozen) = &mut self.frozen
+            && let Some(tick) = &mut frozen.tick_reported
+        {
+            *tick = (*tick).min(due);
+        }
+        self.detect();
+        self.maybe_report();
+    }
+
     /// A leader that is also the group's primary hands leadership to a voter that is a
     /// backup: if the primary fails, the view change then needs no Raft election first.
     pub(super) fn keep_leader_off_primary(&mut self) {
