@@ -105,11 +105,13 @@ pub enum ClusterMessage {
     },
     /// Coordinator → backups: stop accepting the primary of `view` and report.
     Freeze { group: GroupId, view: u64 },
-    /// Backup → coordinator: frozen in `view`, holding every record up to `lsn_received`.
+    /// Backup → coordinator: frozen in `view`, holding every record up to `lsn_received`
+    /// of the history of view `view_held` (see [`crate::rule::Reported`]).
     Report {
         group: GroupId,
         view: u64,
         lsn_received: u64,
+        view_held: u64,
     },
     /// A node outside `view` asks to become a spare.
     Join { group: GroupId, view: u64 },
@@ -179,7 +181,7 @@ impl ClusterReady {
 #[derive(Debug)]
 struct Collecting {
     view: u64,
-    reports: BTreeMap<NodeId, u64>,
+    reports: BTreeMap<NodeId, rule::Reported>,
     tick_started: u64,
     /// The last tick Freeze went to the backups that have not reported.
     tick_freeze_sent: u64,
@@ -227,6 +229,8 @@ struct Frozen {
     view: u64,
     /// Set by the runtime once it stopped accepting the old primary.
     lsn_received: Option<u64>,
+    /// The view whose history those records follow (set with `lsn_received`).
+    view_held: u64,
     tick_reported: Option<u64>,
 }
 
@@ -454,15 +458,21 @@ impl Cluster {
     }
 
     /// The runtime stopped accepting the primary of `view`; the backup holds every record up
-    /// to `lsn_received`. The report leaves at once; the lease this backup granted the old
-    /// primary is honoured by the new primary instead, should this node become it
-    /// ([`Cluster::lease_owed_ticks`]).
-    pub fn frozen(&mut self, view: u64, lsn_received: u64) {
+    /// to `lsn_received` of the history of view `view_held` (`view`, or an older view a
+    /// rewound member held before it rewound: [`crate::rule::Reported`]). The report leaves
+    /// at once; the lease this backup granted the old primary is honoured by the new primary
+    /// instead, should this node become it ([`Cluster::lease_owed_ticks`]).
+    pub fn frozen(&mut self, view: u64, lsn_received: u64, view_held: u64) {
+        assert!(
+            view_held <= view,
+            "a member holds no view newer than its own"
+        );
         if let Some(frozen) = &mut self.frozen
             && frozen.view == view
             && frozen.lsn_received.is_none()
         {
             frozen.lsn_received = Some(lsn_received);
+            frozen.view_held = view_held;
             // Nothing is heard from the old primary from now on: the promise ends here.
             self.tick_lease_owed_until = self.tick_heard_primary + self.settings.lease_ticks;
             self.maybe_report();
@@ -565,7 +575,14 @@ impl Cluster {
                 group,
                 view,
                 lsn_received,
-            } if group == self.settings.group => self.on_report(from, view, lsn_received),
+                view_held,
+            } if group == self.settings.group => {
+                let reported = rule::Reported {
+                    lsn_received,
+                    view_held,
+                };
+                self.on_report(from, view, reported)
+            }
             ClusterMessage::Join { group, view } if group == self.settings.group => {
                 self.on_join(from, view)
             }

@@ -227,6 +227,7 @@ mod tests {
             promotions: vec![Promotion {
                 view: 5,
                 truncate_lsn: truncate,
+                based_on: None,
             }],
         }
     }
@@ -340,6 +341,7 @@ mod tests {
             promotions: vec![Promotion {
                 view: 10,
                 truncate_lsn: 623,
+                based_on: None,
             }],
         };
         let joined = View {
@@ -378,10 +380,12 @@ mod tests {
                 Promotion {
                     view: 10,
                     truncate_lsn: 623,
+                    based_on: None,
                 },
                 Promotion {
                     view: 13,
                     truncate_lsn: 700,
+                    based_on: None,
                 },
             ],
         };
@@ -408,10 +412,12 @@ mod tests {
                 Promotion {
                     view: 10,
                     truncate_lsn: 623,
+                    based_on: None,
                 },
                 Promotion {
                     view: 13,
                     truncate_lsn: 590,
+                    based_on: None,
                 },
             ],
             ..twice
@@ -423,6 +429,92 @@ mod tests {
                 discarded: 10
             }
         );
+    }
+
+    /// Any-time seed 20550: view 4 promoted node 3 at LSN 1450, but node 3 restarted
+    /// without its memory before view 4 was committed, so it never served. View 5 recovers
+    /// from the deposed primary, node 1, which holds the records of view 3 up to 1454.
+    #[test]
+    fn a_recovery_keeps_the_records_of_the_view_it_is_based_on() {
+        let passed_over = Promotion {
+            view: 4,
+            truncate_lsn: 1450,
+            based_on: None,
+        };
+        let recovery = View {
+            number: 5,
+            primary: 1,
+            backups: Vec::new(),
+            spares: vec![2],
+            promotions: vec![
+                passed_over,
+                Promotion {
+                    view: 5,
+                    truncate_lsn: 1454,
+                    based_on: Some(3),
+                },
+            ],
+        };
+        assert_eq!(recovery.since(3), SinceView::TruncatedAt(1454));
+        // The deposed primary keeps every record it holds.
+        let deposed = Held::Backup {
+            primary: 1,
+            view: 3,
+            lsn_received: 1454,
+        };
+        assert_eq!(
+            transition(1, deposed, &recovery, 1),
+            Transition::Promote {
+                lsn: 1454,
+                lease_owed_ticks: 0
+            }
+        );
+        // A spare of view 3 keeps what node 1 sent it, whatever view 4 said.
+        let spare_of_3 = Held::Backup {
+            primary: 1,
+            view: 3,
+            lsn_received: 1452,
+        };
+        assert_eq!(
+            transition(2, spare_of_3, &recovery, 1),
+            Transition::Follow { lsn: 1452 }
+        );
+        // A member of view 4 may hold records node 3 made above 1450 in an incarnation
+        // that served: they are not node 1's, so it keeps only what views 3 and 4 share.
+        let member_of_4 = Held::Backup {
+            primary: 3,
+            view: 4,
+            lsn_received: 1460,
+        };
+        assert_eq!(recovery.since(4), SinceView::TruncatedAt(1450));
+        assert_eq!(
+            transition(2, member_of_4, &recovery, 1),
+            Transition::Rejoin {
+                lsn: 1450,
+                discarded: 10
+            }
+        );
+        // Promotions before the base still count for a member older than it.
+        let older = View {
+            promotions: vec![
+                Promotion {
+                    view: 2,
+                    truncate_lsn: 1000,
+                    based_on: None,
+                },
+                passed_over,
+                Promotion {
+                    view: 5,
+                    truncate_lsn: 1454,
+                    based_on: Some(3),
+                },
+            ],
+            ..recovery.clone()
+        };
+        assert_eq!(older.since(1), SinceView::TruncatedAt(1000));
+        assert_eq!(older.since(2), SinceView::TruncatedAt(1454));
+        assert_eq!(older.since(4), SinceView::TruncatedAt(1450));
+        assert_eq!(older.since(5), SinceView::Kept);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use tandem_config::View;
+use tandem_config::{SinceView, View};
 use tandem_replication::{AckCount, NodeId, Safety};
 
 /// Reports a promotion needs from the old view's backups: n − k + 1, so at least one of the
@@ -66,28 +66,71 @@ pub fn reports_needed_in(view: &View, safety: Safety) -> usize {
     }
 }
 
-/// The view that replaces a failed primary. `reports` holds the received LSN of the members
-/// of `old` that stopped accepting its primary: its backups, or its spares if it has none
-/// ([`reporters`]). The reporter with the highest LSN is promoted (ties: the lowest node id);
-/// that LSN is the new view's truncate LSN, above which every member discards its records.
-/// The other reporters that hold as much stay backups. If none does, the one closest to it
-/// stays a backup all the same, and so does not leave the new primary alone for a second
-/// view change (2-safe commits wait in a view without backups); the other reporters become
+/// What a reporter holds: every record up to `lsn_received` of the history of view
+/// `view_held` (the old view itself, or one the same primary reigned over, for a backup
+/// that stopped accepting its primary; an older view for a member that rewound to follow a
+/// primary that never served, and reports the records it held before).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reported {
+    pub lsn_received: u64,
+    pub view_held: u64,
+}
+
+/// [`promote_from`] with reports from members that all hold the old view's history.
+pub fn promote(
+    old: &View,
+    reports: &BTreeMap<NodeId, u64>,
+    safety: Safety,
+) -> Result<View, RuleError> {
+    let reports: BTreeMap<NodeId, Reported> = reports
+        .iter()
+        .map(|(&node, &lsn_received)| {
+            let view_held = old.number;
+            (
+                node,
+                Reported {
+                    lsn_received,
+                    view_held,
+                },
+            )
+        })
+        .collect();
+    promote_from(old, &reports, safety)
+}
+
+/// The view that replaces a failed primary. `reports` holds what the members of `old` that
+/// stopped accepting its primary hold: its backups, or its spares if it has none
+/// ([`reporters`]). The reporter that holds the most of `old`'s history is promoted (then
+/// the most records; ties: the lowest node id); its LSN is the new view's truncate LSN,
+/// above which every member discards the records that are not the new primary's. The other
+/// reporters that hold as much stay backups. If none does, the one closest to it stays a
+/// backup all the same, and so does not leave the new primary alone for a second view
+/// change (2-safe commits wait in a view without backups); the other reporters become
 /// spares, and backups once caught up. Backups that did not report leave the view (they
 /// stand by, and rejoin as spares); spares stay spares.
 ///
 /// A backup kept behind the truncate LSN counts for the next change only once it holds it:
-/// under a 2-safe rule no reporter below the truncate LSN of `old`'s last promotion is
-/// promoted (`BehindTruncate`; the change waits for more reports). Promoted before it
-/// caught up, it would lose records an earlier view acknowledged (the simulator found this:
-/// a backup 1,500 records behind was promoted after the primary that had them paused). A
-/// reporter that holds that LSN holds every record released up to `old`'s start, and the
-/// n − k + 1 reports include one that holds every record released in `old` since: an ack
-/// of a record means every record below it was received. 1-safe and bounded rules may
-/// lose what they released, and take the best reporter they have.
-pub fn promote(
+/// under a 2-safe rule no reporter that holds less of `old`'s history than the truncate LSN
+/// of `old`'s last promotion is promoted (`BehindTruncate`; the change waits for more
+/// reports). Promoted before it caught up, it would lose records an earlier view
+/// acknowledged (the simulator found this: a backup 1,500 records behind was promoted after
+/// the primary that had them paused). A reporter that holds that LSN holds every record
+/// released up to `old`'s start, and the n − k + 1 reports include one that holds every
+/// record released in `old` since: an ack of a record means every record below it was
+/// received. 1-safe and bounded rules may lose what they released, and take the best
+/// reporter they have.
+///
+/// A spare that rewound to follow `old`'s primary, which never served (it restarted
+/// without its memory before `old` was committed), reports the records it held before
+/// (`view_held` older than `old`): `old`'s history agrees with them up to its truncate LSN,
+/// which is all an acknowledgement can have reached, since no backup served in `old`. The
+/// promotion then names that view as its base ([`tandem_config::Promotion::based_on`]), so
+/// that the new primary keeps its records above `old`'s truncate LSN and the members
+/// that followed `old` do not (the simulator found a cluster down for good: the only node
+/// holding every acknowledged record had rewound for a primary that never came).
+pub fn promote_from(
     old: &View,
-    reports: &BTreeMap<NodeId, u64>,
+    reports: &BTreeMap<NodeId, Reported>,
     safety: Safety,
 ) -> Result<View, RuleError> {
     let reporters = reporters(old);
@@ -101,6 +144,23 @@ pub fn promote(
             });
         }
     }
+    // How much of `old`'s history each reporter holds; a reporter whose records' fate is
+    // unknown (more promotions since its view than `old` remembers) holds none of it.
+    let of_old = |reported: &Reported| -> Option<u64> {
+        assert!(
+            reported.view_held <= old.number,
+            "a reporter holds no view newer than the one it reports in"
+        );
+        match old.since(reported.view_held) {
+            SinceView::Kept => Some(reported.lsn_received),
+            SinceView::TruncatedAt(lsn) => Some(lsn.min(reported.lsn_received)),
+            SinceView::Unknown => None,
+        }
+    };
+    let reports: BTreeMap<NodeId, (Reported, u64)> = reports
+        .iter()
+        .filter_map(|(&node, reported)| Some((node, (*reported, of_old(reported)?))))
+        .collect();
     let needed = reports_needed_in(old, safety);
     if reports.len() < needed || reports.is_empty() {
         return Err(RuleError::TooFewReports {
@@ -108,15 +168,24 @@ pub fn promote(
             needed: needed.max(1),
         });
     }
-    // BTreeMap iterates by node id, so on equal LSNs the first (lowest id) wins.
-    let (&primary, &lsn_truncate) = reports
+    // BTreeMap iterates by node id, so on equal holdings the first (lowest id) wins.
+    let rank = |(reported, held): &(Reported, u64)| (*held, reported.lsn_received);
+    let (&primary, &(promoted, held_of_old)) = reports
         .iter()
         .fold(
             None,
-            |best: Option<(&NodeId, &u64)>, (node, lsn)| match best {
-                Some((_, best_lsn)) if best_lsn >= lsn && !promote_lowest() => best,
-                Some((_, best_lsn)) if best_lsn <= lsn && promote_lowest() => best,
-                _ => Some((node, lsn)),
+            |best: Option<(&NodeId, &(Reported, u64))>, entry| match best {
+                Some((_, best_report))
+                    if rank(best_report) >= rank(entry.1) && !promote_lowest() =>
+                {
+                    best
+                }
+                Some((_, best_report))
+                    if rank(best_report) <= rank(entry.1) && promote_lowest() =>
+                {
+                    best
+                }
+                _ => Some(entry),
             },
         )
         .expect("at least one report");
@@ -127,45 +196,71 @@ pub fn promote(
             .map_or(0, |promotion| promotion.truncate_lsn),
         Safety::OneSafe | Safety::Bounded(_) => 0,
     };
-    if lsn_truncate < floor && !promote_lowest() {
+    if held_of_old < floor && !promote_lowest() {
         return Err(RuleError::BehindTruncate {
             view: old.number,
-            lsn: lsn_truncate,
+            lsn: held_of_old,
             floor,
         });
     }
-    let others = || reports.iter().filter(|&(&node, _)| node != primary);
+    let lsn_truncate = promoted.lsn_received;
+    let based_on = (old.since(promoted.view_held) != SinceView::Kept).then_some(promoted.view_held);
+    let promotions = old.promotions_with(old.number + 1, lsn_truncate, based_on);
+    let next = View {
+        number: old.number + 1,
+        primary,
+        backups: Vec::new(),
+        spares: Vec::new(),
+        promotions,
+    };
+    // Whether each other reporter holds a prefix of the new primary's records, and so
+    // follows it without rewinding.
+    let keeps_all = |reported: &Reported| -> bool {
+        match next.since(reported.view_held) {
+            SinceView::Kept => true,
+            SinceView::TruncatedAt(lsn) => reported.lsn_received <= lsn,
+            SinceView::Unknown => false,
+        }
+    };
+    let others = || {
+        reports
+            .iter()
+            .filter(|&(&node, _)| node != primary)
+            .map(|(&node, (reported, _))| (node, *reported))
+    };
     let mut backups: Vec<NodeId> = others()
-        .filter(|&(_, &lsn)| lsn == lsn_truncate)
-        .map(|(&node, _)| node)
+        .filter(|(_, reported)| keeps_all(reported) && reported.lsn_received == lsn_truncate)
+        .map(|(node, _)| node)
         .collect();
     if backups.is_empty() {
         // The closest behind (ties: the lowest id).
         let closest = others().fold(
             None,
-            |best: Option<(&NodeId, &u64)>, (node, lsn)| match best {
-                Some((_, best_lsn)) if best_lsn >= lsn => best,
-                _ => Some((node, lsn)),
+            |best: Option<(NodeId, u64)>, (node, reported)| match best {
+                Some((_, best_lsn)) if best_lsn >= reported.lsn_received => best,
+                _ => Some((node, reported.lsn_received)),
             },
         );
-        backups.extend(closest.map(|(&node, _)| node));
+        backups.extend(closest.map(|(node, _)| node));
     }
     let mut spares: Vec<NodeId> = others()
-        .map(|(&node, _)| node)
+        .map(|(node, _)| node)
         .chain(old.spares.iter().copied())
         .filter(|node| *node != primary && !backups.contains(node))
         .collect();
     spares.sort_unstable();
     spares.dedup();
-    let view = View {
-        number: old.number + 1,
-        primary,
+    assert!(
+        promote_lowest()
+            || others().all(|(_, reported)| {
+                keeps_all(&reported) || old.since(reported.view_held) != SinceView::Kept
+            })
+    );
+    Ok(View {
         backups,
         spares,
-        promotions: old.promotions_with(old.number + 1, lsn_truncate),
-    };
-    assert!(promote_lowest() || reports.values().all(|&lsn| lsn <= lsn_truncate));
-    Ok(view)
+        ..next
+    })
 }
 
 /// Whether the promote-lowest bug is planted.
@@ -275,6 +370,7 @@ mod tests {
             promotions: vec![tandem_config::Promotion {
                 view: 5,
                 truncate_lsn: 100,
+                based_on: None,
             }],
         };
         let reports = |pairs: &[(NodeId, u64)]| pairs.iter().copied().collect();

@@ -23,6 +23,7 @@ fn promoted(number: u64, primary: NodeId, kept: NodeId, behind: &[NodeId], trunc
         promotions: vec![Promotion {
             view: number,
             truncate_lsn: truncate,
+            based_on: None,
         }],
         ..view(number, primary, &[kept], behind)
     }
@@ -35,6 +36,7 @@ fn promoted_level(number: u64, primary: NodeId, backups: &[NodeId], truncate: u6
         promotions: vec![Promotion {
             view: number,
             truncate_lsn: truncate,
+            based_on: None,
         }],
         ..view(number, primary, backups, &[])
     }
@@ -47,6 +49,7 @@ fn since_promotion(view: View, number: u64, truncate: u64) -> View {
         promotions: vec![Promotion {
             view: number,
             truncate_lsn: truncate,
+            based_on: None,
         }],
         ..view
     }
@@ -194,11 +197,13 @@ fn a_caught_up_spare_replaces_a_primary_without_backups() {
                     promotions: vec![
                         Promotion {
                             view: 3,
-                            truncate_lsn: 100
+                            truncate_lsn: 100,
+                            based_on: None,
                         },
                         Promotion {
                             view: 4,
-                            truncate_lsn: 100
+                            truncate_lsn: 100,
+                            based_on: None,
                         },
                     ],
                     // The other spare, behind, is kept as a backup (not a spare) so that

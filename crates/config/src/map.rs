@@ -41,6 +41,30 @@ pub struct Promotion {
     pub view: u64,
     /// The promoted backup's received LSN: every member discards records above it.
     pub truncate_lsn: u64,
+    /// The view whose history the promoted node's records follow. `None`: the view before
+    /// this one, whose backup reported (every promotion of a failed primary). `Some(view)`:
+    /// an older one, for a recovery that passes over a promotion whose primary never
+    /// served (it restarted without its memory before the view that named it was
+    /// committed): the new primary holds the records of the view it last followed.
+    pub based_on: Option<u64>,
+}
+
+impl Promotion {
+    /// The view whose history the promoted node's records follow.
+    pub fn based_on(&self) -> u64 {
+        self.based_on.unwrap_or(self.view - 1)
+    }
+}
+
+/// Up to where the histories of two views agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Agreement {
+    /// No promotion lies between them: one history.
+    Whole,
+    /// They agree up to this LSN.
+    UpTo(u64),
+    /// A promotion between them may have been dropped from the view's list.
+    Unknown,
 }
 
 /// How many promotions a view remembers. A member that missed more than this many since the
@@ -102,36 +126,62 @@ impl View {
             view <= self.number,
             "a view is asked only about older views"
         );
-        match self
+        match self.agreement(view, self.number) {
+            Agreement::Whole => SinceView::Kept,
+            Agreement::UpTo(lsn) => SinceView::TruncatedAt(lsn),
+            Agreement::Unknown => SinceView::Unknown,
+        }
+    }
+
+    /// Up to where the histories of views `a` and `b` (neither newer than this view) agree.
+    /// The last promotion between them made the newer one's history from its base view's,
+    /// cut at its truncate LSN; the base and the older view agree as far as the promotions
+    /// between those two allow. Every promotion's base is older than it, so this ends.
+    fn agreement(&self, a: u64, b: u64) -> Agreement {
+        let (older, newer) = (a.min(b), a.max(b));
+        if older == newer {
+            return Agreement::Whole;
+        }
+        let last = self
             .promotions
             .iter()
-            .find(|promotion| promotion.view > view)
-        {
-            None => SinceView::Kept,
-            Some(first)
-                if first == &self.promotions[0] && self.promotions.len() == PROMOTIONS_KEPT =>
-            {
-                // Older promotions may have been dropped, and one of them may be the first.
-                SinceView::Unknown
-            }
-            Some(_) => SinceView::TruncatedAt(
-                self.promotions
-                    .iter()
-                    .filter(|promotion| promotion.view > view)
-                    .map(|promotion| promotion.truncate_lsn)
-                    .min()
-                    .expect("one was found"),
-            ),
+            .rev()
+            .find(|promotion| promotion.view > older && promotion.view <= newer);
+        let Some(last) = last else {
+            // Promotions older than the first kept may have been dropped, and one of them
+            // may lie between the two.
+            let dropped =
+                self.promotions.len() == PROMOTIONS_KEPT && older < self.promotions[0].view;
+            return if dropped {
+                Agreement::Unknown
+            } else {
+                Agreement::Whole
+            };
+        };
+        match self.agreement(last.based_on(), older) {
+            Agreement::Whole => Agreement::UpTo(last.truncate_lsn),
+            Agreement::UpTo(lsn) => Agreement::UpTo(lsn.min(last.truncate_lsn)),
+            Agreement::Unknown => Agreement::Unknown,
         }
     }
 
     /// This view's promotions followed by one that makes view `number` at `truncate_lsn`.
-    pub fn promotions_with(&self, number: u64, truncate_lsn: u64) -> Vec<Promotion> {
+    /// `based_on`: see [`Promotion::based_on`].
+    pub fn promotions_with(
+        &self,
+        number: u64,
+        truncate_lsn: u64,
+        based_on: Option<u64>,
+    ) -> Vec<Promotion> {
         assert!(number > self.number, "a promotion makes a newer view");
+        if let Some(base) = based_on {
+            assert!(base < number, "a promotion's base view is older than it");
+        }
         let mut promotions = self.promotions.clone();
         promotions.push(Promotion {
             view: number,
             truncate_lsn,
+            based_on,
         });
         if promotions.len() > PROMOTIONS_KEPT {
             promotions.remove(0);
@@ -176,6 +226,14 @@ impl View {
                     view: promotion.view,
                 });
             }
+            if promotion
+                .based_on
+                .is_some_and(|base| base >= promotion.view)
+            {
+                return Err(ViewError::PromotionBaseNotOlder {
+                    view: promotion.view,
+                });
+            }
             after = promotion.view;
         }
         Ok(())
@@ -199,6 +257,8 @@ pub enum ViewError {
          first, each older than the view"
     )]
     PromotionsOutOfOrder { view: u64 },
+    #[error("the promotion of view {view} is based on a view that is not older than it")]
+    PromotionBaseNotOlder { view: u64 },
     #[error("node {node} is not a node of the cluster map")]
     UnknownNode { node: NodeId },
 }

@@ -124,6 +124,12 @@ impl ApplierRole {
             .is_some_and(|segment| !segment.diverged().is_empty())
     }
 
+    /// A rewound segment's LSN before its first rewind, while nothing has replaced its
+    /// diverged pages (see `Segment::lsn_before_rewind`).
+    pub fn lsn_before_rewind(&self) -> Option<u64> {
+        self.segment().and_then(Segment::lsn_before_rewind)
+    }
+
     pub fn lsn_applied(&self) -> u64 {
         match &self.replica {
             Replica::Active { applier, .. } => applier.lsn_applied(),
@@ -206,7 +212,23 @@ impl ApplierRole {
 
     /// Gives the segment and the retained batches back, once every record up to `lsn` is
     /// applied (the receiver accepted nothing past it: the gate was frozen).
-    pub fn handover(self, lsn: u64) -> Result<Handover, HandoverError> {
+    pub fn handover(mut self, lsn: u64) -> Result<Handover, HandoverError> {
+        // A rewound member promoted from the records it held before it rewound (it reported
+        // those: `tandem_cluster::rule::Reported`) takes the rewind back; nothing touched
+        // them since. Its tail ends at the rewound LSN, so none is handed over.
+        if let Replica::Active { segment, .. } = &mut self.replica
+            && segment.lsn_before_rewind() == Some(lsn)
+            && segment.lsn() < lsn
+        {
+            segment.undo_rewind();
+            let Replica::Active { segment, .. } = self.replica else {
+                unreachable!("matched above")
+            };
+            return Ok(Handover {
+                segment,
+                batches: Vec::new(),
+            });
+        }
         let lsn_applied = self.lsn_applied();
         if lsn_applied < lsn {
             return Err(HandoverError::Behind { lsn_applied, lsn });

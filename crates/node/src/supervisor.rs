@@ -114,6 +114,11 @@ pub trait Roles {
     /// other role.
     fn diverged(&self) -> bool;
 
+    /// A diverged backup role's LSN before its segment's first rewind, while no install has
+    /// touched the segment since (`Segment::lsn_before_rewind`): the records it held then are
+    /// intact, and it reports those for a promotion. `None` for any other role.
+    fn lsn_before_rewind(&self) -> Option<u64>;
+
     /// The primary role prepares the removal of `backup` from `view` (asked only of a
     /// primary; a role that stopped meanwhile does nothing, and the wish repeats).
     fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), Self::Error>;
@@ -144,6 +149,10 @@ pub enum DriveError<E> {
 pub struct Supervisor {
     core: Cluster,
     rule: RoleRule,
+    /// The view whose history the records of a rewound segment followed before its first
+    /// rewind (with [`Roles::lsn_before_rewind`], what a diverged member reports). `None`
+    /// unless the role holds a diverged segment.
+    view_before_rewind: Option<u64>,
     /// The buffers of the last drive, kept for their capacity.
     ready: ClusterReady,
 }
@@ -155,6 +164,7 @@ impl Supervisor {
         Supervisor {
             core,
             rule,
+            view_before_rewind: None,
             ready: ClusterReady::default(),
         }
     }
@@ -254,12 +264,24 @@ impl Supervisor {
     fn act<R: Roles>(&mut self, roles: &mut R, event: ClusterEvent) -> Result<(), R::Error> {
         match event {
             ClusterEvent::Freeze { view } => {
-                if let RoleHeld::Backup { .. } = roles.held()
-                    && !roles.diverged()
-                {
-                    let lsn_received = roles.freeze();
+                let RoleHeld::Backup { .. } = roles.held() else {
+                    return Ok(());
+                };
+                // What it reports: the records it received, of `view`'s history; a diverged
+                // role, those it held before its first rewind, of the view it held then, if
+                // they are intact. Without them it holds no state a promotion could start
+                // from, and does not report.
+                // The freeze comes first: once it returns, no transfer is taken that could
+                // replace the diverged pages (and so the records held before the rewind).
+                let lsn_received = roles.freeze();
+                let holding = if roles.diverged() {
+                    roles.lsn_before_rewind().zip(self.view_before_rewind)
+                } else {
+                    Some((lsn_received, view))
+                };
+                if let Some((lsn_received, view_held)) = holding {
                     roles.notice(Notice::Frozen { view, lsn_received });
-                    self.core.frozen(view, lsn_received);
+                    self.core.frozen(view, lsn_received, view_held);
                 }
                 Ok(())
             }
@@ -285,6 +307,15 @@ impl Supervisor {
     fn follow<R: Roles>(&mut self, roles: &mut R, view: &View) -> Result<(), R::Error> {
         let me = self.node();
         let member = view.backups.contains(&me) || view.spares.contains(&me);
+        if !roles.diverged() {
+            self.view_before_rewind = None;
+        }
+        let diverged_before = roles.diverged();
+        // Promoted from what it reported: a diverged member reported the records it held
+        // before it rewound (its handover takes the rewind back).
+        let restored = (view.primary == me && diverged_before)
+            .then(|| Some((roles.lsn_before_rewind()?, self.view_before_rewind?)))
+            .flatten();
         let held = match roles.held() {
             RoleHeld::Outside => None,
             // A primary that stays needs no LSN: only a change reports what it discards.
@@ -315,7 +346,25 @@ impl Supervisor {
                 lsn_received: roles.freeze(),
             }),
         };
+        let held = match (held, restored) {
+            (Some(Held::Backup { primary, .. }), Some((lsn_received, view_held))) => {
+                Some(Held::Backup {
+                    primary,
+                    view: view_held,
+                    lsn_received,
+                })
+            }
+            (held, _) => held,
+        };
         let mut transition = self.rule.decide(held, view);
+        if let (Transition::Rejoin { .. }, false) = (transition, diverged_before) {
+            // The records it rewinds are of the view it held: a diverged member reports
+            // them, should the primary it rewinds for never serve.
+            self.view_before_rewind = match held {
+                Some(Held::Backup { view, .. } | Held::Primary { view, .. }) => Some(view),
+                _ => None,
+            };
+        }
         if let Transition::Promote {
             lease_owed_ticks, ..
         } = &mut transition

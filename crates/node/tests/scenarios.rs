@@ -70,6 +70,10 @@ impl Roles for StandIn {
         false
     }
 
+    fn lsn_before_rewind(&self) -> Option<u64> {
+        None
+    }
+
     fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), String> {
         self.log.push(format!(
             "node {}: prepare the removal of {backup} from view {view}",

@@ -292,6 +292,12 @@ impl BackupHandle {
         self.state.diverged.lock().expect("not poisoned").is_some()
     }
 
+    /// A diverged role's LSN before its segment's first rewind, while no transfer has
+    /// replaced its diverged pages (`Segment::lsn_before_rewind`).
+    pub fn lsn_before_rewind(&self) -> Option<u64> {
+        self.state.lsn_before_rewind.filter(|_| self.is_diverged())
+    }
+
     /// Stops accepting the primary for good; returns the last LSN received.
     pub fn freeze(&self) -> u64 {
         self.state.gate.freeze(&self.state.lsn_received)
@@ -378,6 +384,7 @@ pub fn start_role(
     let diverged: Option<Arc<[u32]>> = Some(segment.diverged())
         .filter(|pages| !pages.is_empty())
         .map(Arc::from);
+    let lsn_before_rewind = segment.lsn_before_rewind();
     metrics.lsn_received.set(lsn_start as i64);
     metrics.lsn_applied.set(lsn_start as i64);
     let tail_limits = TailLimits {
@@ -417,6 +424,7 @@ pub fn start_role(
         metrics: Arc::clone(&metrics),
         peer_closed,
         diverged: Arc::new(Mutex::new(diverged)),
+        lsn_before_rewind,
     };
     let applier_state = state.clone();
     let applier = thread::Builder::new()
@@ -460,6 +468,9 @@ struct Shared {
     /// takes the transfer that replaces them: each new connection's receiver introduces
     /// itself with them.
     diverged: Arc<Mutex<Option<Arc<[u32]>>>>,
+    /// A rewound segment's LSN before its first rewind (`Segment::lsn_before_rewind`), as
+    /// the role started: it holds while `diverged` is set.
+    lsn_before_rewind: Option<u64>,
 }
 
 impl Shared {
@@ -982,6 +993,7 @@ mod tests {
             metrics: Arc::new(Metrics::new(2, "backup")),
             peer_closed: None,
             diverged: Arc::new(Mutex::new(None)),
+            lsn_before_rewind: None,
         }
     }
 

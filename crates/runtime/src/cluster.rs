@@ -564,6 +564,13 @@ impl tandem_node::Roles for RuntimeRoles {
         }
     }
 
+    fn lsn_before_rewind(&self) -> Option<u64> {
+        match &*self.slot.lock().expect("not poisoned") {
+            Slot::Backup(handle) => handle.lsn_before_rewind(),
+            _ => None,
+        }
+    }
+
     fn freeze(&mut self) -> u64 {
         match &*self.slot.lock().expect("not poisoned") {
             Slot::Backup(handle) => handle.freeze(),

@@ -90,7 +90,9 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 /// Version 3: a primary's links send `Pulse` while its executor is busy.
 /// Version 4: a member that kept its segment through a truncation introduces itself with
 /// `Diverged`.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// Version 5: a frozen member's cluster `Report` names the view whose history its records
+/// follow, and a view's promotions name the view they are based on.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

@@ -149,6 +149,7 @@ impl Cluster {
             self.frozen = Some(Frozen {
                 view: view_number,
                 lsn_received: None,
+                view_held: view_number,
                 tick_reported: None,
             });
             self.ready
@@ -173,6 +174,7 @@ impl Cluster {
             return;
         }
         let view = frozen.view;
+        let view_held = frozen.view_held;
         let first_report = frozen.tick_reported.is_none();
         self.frozen.as_mut().expect("checked").tick_reported = Some(self.tick);
         if first_report {
@@ -182,24 +184,26 @@ impl Cluster {
             group: self.settings.group,
             view,
             lsn_received,
+            view_held,
         };
         self.send_coordinator(report);
     }
 
-    pub(super) fn on_report(&mut self, from: NodeId, view_number: u64, lsn_received: u64) {
+    pub(super) fn on_report(&mut self, from: NodeId, view_number: u64, reported: rule::Reported) {
         let Some(view) = self.view.clone() else {
             return;
         };
         if !self.config.is_leader()
             || view.number != view_number
             || !rule::reporters(&view).contains(&from)
+            || reported.view_held > view_number
         {
             return;
         }
         // A report is a suspicion too: a coordinator that took over mid-change continues it.
         self.start_collecting(&view);
         let collecting = self.collecting.as_mut().expect("started above");
-        collecting.reports.insert(from, lsn_received);
+        collecting.reports.insert(from, reported);
         // The last report proposes at once rather than at the next tick.
         self.coordinate();
     }
@@ -232,7 +236,7 @@ impl Cluster {
         // (`RuleError::BehindTruncate`): then the change cannot go ahead either, and waits
         // for more reports or ends under the same primary as below.
         let promoted = decided
-            .then(|| rule::promote(&view, &collecting.reports, self.settings.safety).ok())
+            .then(|| rule::promote_from(&view, &collecting.reports, self.settings.safety).ok())
             .flatten();
         // No view change waits for good on a member that cannot answer. A backup that
         // lost its memory never reports; while the primary says it runs, a view under the

@@ -283,7 +283,10 @@ impl Harness {
         node.freeze_stalled = false;
         if let Some(view) = node.pending_freeze.take() {
             let lsn = node.lsn_received;
-            node.core.as_mut().expect("node is up").frozen(view, lsn);
+            node.core
+                .as_mut()
+                .expect("node is up")
+                .frozen(view, lsn, view);
             self.drive(id);
         }
     }
@@ -465,7 +468,7 @@ impl Harness {
                     node.pending_freeze = Some(view);
                 } else {
                     let lsn = node.lsn_received;
-                    node.core.as_mut().unwrap().frozen(view, lsn);
+                    node.core.as_mut().unwrap().frozen(view, lsn, view);
                 }
             }
             ClusterEvent::Suspected { peer, view } => node.suspected.push((peer, view)),

@@ -72,6 +72,10 @@ pub struct Segment {
     /// ([`Segment::install_pages`]), the segment's bytes are no state of any history: it runs
     /// no txn and applies no record.
     diverged: Vec<u32>,
+    /// The LSN a rewound segment had before its first rewind: while no install has touched
+    /// its bytes since, they are that state exactly ([`Segment::undo_rewind`]). Meaningless
+    /// while `diverged` is empty.
+    lsn_before_rewind: u64,
 }
 
 impl fmt::Debug for Segment {
@@ -116,6 +120,7 @@ impl Segment {
             scratch: Scratch::default(),
             passive: None,
             diverged: Vec::new(),
+            lsn_before_rewind: 0,
         })
     }
 
@@ -323,6 +328,9 @@ impl Segment {
             self.passive.is_none(),
             "rewind on a segment with the passive trace enabled"
         );
+        if self.diverged.is_empty() {
+            self.lsn_before_rewind = self.lsn;
+        }
         #[cfg(feature = "inject-bugs")]
         let forget = crate::bugs::planted(crate::bugs::Bug::RewindForgets);
         #[cfg(not(feature = "inject-bugs"))]
@@ -337,6 +345,28 @@ impl Segment {
         }
         self.lsn = lsn;
         &self.diverged
+    }
+
+    /// A rewound segment's LSN before its first rewind (`None` if it is not rewound). No
+    /// install has touched it since (an install replaces every diverged page or nothing), so
+    /// its bytes still are that state, and [`Segment::undo_rewind`] takes the rewind back.
+    pub fn lsn_before_rewind(&self) -> Option<u64> {
+        (!self.diverged.is_empty()).then_some(self.lsn_before_rewind)
+    }
+
+    /// Takes back the rewinds since the segment last held a state of some history: its LSN
+    /// is again the one before the first of them, and no page is diverged. For a node that
+    /// rewound to follow a primary that never served, and is promoted from the records it
+    /// held before (a recovery: `tandem_config::Promotion::based_on`).
+    ///
+    /// Panics on a segment that is not rewound.
+    pub fn undo_rewind(&mut self) {
+        let lsn = self
+            .lsn_before_rewind()
+            .expect("undo_rewind on a segment that is not rewound");
+        assert!(lsn >= self.lsn, "a rewind only lowers the LSN");
+        self.diverged.clear();
+        self.lsn = lsn;
     }
 
     /// The pages a rewind left diverged that no install has replaced yet, ascending (empty
@@ -684,6 +714,33 @@ mod tests {
             let record = commit(&mut primary, 8, 4);
             deposed.apply_redo(&record).unwrap();
             assert!(deposed.bytes() == primary.bytes(), "{strategy}");
+        }
+    }
+
+    #[test]
+    fn a_rewind_nothing_touched_since_is_taken_back_to_the_state_before_it() {
+        for strategy in Strategy::ALL {
+            let mut deposed = segment(strategy);
+            let mut twin = segment(strategy);
+            for (offset, value) in [(0, 1), (PAGE_SIZE, 2), (2 * PAGE_SIZE, 3)] {
+                let mut txn = deposed.begin();
+                *txn.set_pod::<u32>(offset) = value;
+                let record = txn.commit().clone();
+                twin.apply_redo(&record).unwrap();
+            }
+            assert_eq!(deposed.lsn_before_rewind(), None);
+            deposed.rewind(2);
+            deposed.rewind(1);
+            assert_eq!(deposed.lsn_before_rewind(), Some(3));
+            deposed.undo_rewind();
+            assert_eq!(deposed.lsn(), 3);
+            assert!(deposed.diverged().is_empty());
+            assert_eq!(deposed.lsn_before_rewind(), None);
+            assert!(deposed.bytes() == twin.bytes(), "{strategy}");
+            // It runs txns again, from the state before the rewind.
+            let mut txn = deposed.begin();
+            *txn.set_pod::<u32>(8) = 4;
+            assert_eq!(txn.commit().lsn(), 4);
         }
     }
 

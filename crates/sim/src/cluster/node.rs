@@ -781,6 +781,13 @@ impl Roles for SimRoles<'_> {
         }
     }
 
+    fn lsn_before_rewind(&self) -> Option<u64> {
+        match &self.world.nodes[index_of(self.node)].role {
+            Slot::Backup(role) => role.applier.lsn_before_rewind(),
+            _ => None,
+        }
+    }
+
     fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), String> {
         if let Slot::Primary(role) = &mut self.world.nodes[index_of(self.node)].role {
             role.role.prepare_removal(view, backup);
