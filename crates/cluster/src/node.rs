@@ -97,11 +97,14 @@ pub enum ClusterMessage {
     /// Sender suspects `suspect`, a member of `view`. A primary that suspects a backup also
     /// names the other backups that lack records a reply was released for (`behind`): the
     /// view that removes the suspect makes them spares until they catch up.
+    /// A primary that asks to remove its last able backup names the spares that take its
+    /// place (`joining`: they hold every released record).
     Suspect {
         group: GroupId,
         view: u64,
         suspect: NodeId,
         behind: Vec<NodeId>,
+        joining: Vec<NodeId>,
     },
     /// Coordinator → backups: stop accepting the primary of `view` and report.
     Freeze { group: GroupId, view: u64 },
@@ -492,7 +495,13 @@ impl Cluster {
     /// [`ClusterEvent::RemovalWanted`]); `behind` are the other backups that lack a record a
     /// reply was released for, made spares by the same change. Sends `Suspect` to the
     /// coordinator, unless the view moved on meanwhile.
-    pub fn ask_removal(&mut self, view: u64, backup: NodeId, behind: Vec<NodeId>) {
+    pub fn ask_removal(
+        &mut self,
+        view: u64,
+        backup: NodeId,
+        behind: Vec<NodeId>,
+        joining: Vec<NodeId>,
+    ) {
         let Some(current) = &self.view else { return };
         if current.number != view
             || current.primary != self.settings.node
@@ -505,6 +514,7 @@ impl Cluster {
             view,
             suspect: backup,
             behind,
+            joining,
         };
         self.send_coordinator(message);
     }
@@ -567,7 +577,10 @@ impl Cluster {
                 view,
                 suspect,
                 behind,
-            } if group == self.settings.group => self.on_suspect(from, view, suspect, &behind),
+                joining,
+            } if group == self.settings.group => {
+                self.on_suspect(from, view, suspect, &behind, &joining)
+            }
             ClusterMessage::Freeze { group, view } if group == self.settings.group => {
                 self.on_freeze(view)
             }

@@ -275,11 +275,23 @@ fn promote_lowest() -> bool {
 /// The view without backup `failed`, which stopped acknowledging: commits that need every
 /// backup's ack go on without it. The primary keeps all its records (no truncation). The
 /// backups in `behind` lack records a reply was released for: they become spares, backups
-/// again once caught up, so that a promotion never counts on them meanwhile.
-pub fn remove_backup(old: &View, failed: NodeId, behind: &[NodeId]) -> Result<View, RuleError> {
+/// again once caught up, so that a promotion never counts on them meanwhile. The spares in
+/// `joining` hold every released record (the primary says so) and become backups.
+pub fn remove_backup(
+    old: &View,
+    failed: NodeId,
+    behind: &[NodeId],
+    joining: &[NodeId],
+) -> Result<View, RuleError> {
     if !old.backups.contains(&failed) {
         return Err(RuleError::NotABackup {
             node: failed,
+            view: old.number,
+        });
+    }
+    if let Some(&node) = joining.iter().find(|node| !old.spares.contains(node)) {
+        return Err(RuleError::NotASpare {
+            node,
             view: old.number,
         });
     }
@@ -289,17 +301,20 @@ pub fn remove_backup(old: &View, failed: NodeId, behind: &[NodeId]) -> Result<Vi
         .copied()
         .filter(|node| *node != failed && behind.contains(node))
         .chain(old.spares.iter().copied())
+        .filter(|node| !joining.contains(node))
         .collect();
     spares.sort_unstable();
+    let backups: Vec<NodeId> = old
+        .backups
+        .iter()
+        .copied()
+        .filter(|&n| n != failed && !behind.contains(&n))
+        .chain(joining.iter().copied())
+        .collect();
     Ok(View {
         number: old.number + 1,
         primary: old.primary,
-        backups: old
-            .backups
-            .iter()
-            .copied()
-            .filter(|&n| n != failed && !behind.contains(&n))
-            .collect(),
+        backups,
         spares,
         promotions: old.promotions.clone(),
     })
@@ -509,10 +524,10 @@ mod tests {
     #[test]
     fn membership_changes() {
         let old = view(1, &[2, 3]);
-        let removed = remove_backup(&old, 3, &[]).unwrap();
+        let removed = remove_backup(&old, 3, &[], &[]).unwrap();
         assert_eq!((removed.primary, removed.backups.clone()), (1, vec![2]));
         assert_eq!(removed.truncate_lsn(), None);
-        assert!(remove_backup(&old, 1, &[]).is_err());
+        assert!(remove_backup(&old, 1, &[], &[]).is_err());
         let spare = add_spare(&removed, 3).unwrap();
         assert_eq!(spare.spares, vec![3]);
         assert!(add_spare(&spare, 3).is_err());

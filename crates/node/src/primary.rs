@@ -108,11 +108,13 @@ pub enum Observed {
     /// A spare of view `view` holds everything the slowest backup holds, and replies it
     /// lacks are held back: it may become a backup.
     SpareCaughtUp { view: u64, node: NodeId },
-    /// The removal of `backup` from `view` is prepared: `behind` lack a released record.
+    /// The removal of `backup` from `view` is prepared: `behind` lack a released record;
+    /// the spares `joining` take its place (see `Primary::prepare_removal`).
     RemovalPrepared {
         view: u64,
         backup: NodeId,
         behind: Vec<NodeId>,
+        joining: Vec<NodeId>,
     },
 }
 
@@ -445,11 +447,12 @@ impl<T> PrimaryRole<T> {
     /// observe who lacks a released record. Nothing is observed if the removal cannot be
     /// prepared in this role (another view, a deposed primary).
     pub fn prepare_removal(&mut self, view: u64, backup: NodeId) {
-        if let Some(behind) = self.primary.prepare_removal(view, backup) {
+        if let Some(removal) = self.primary.prepare_removal(view, backup) {
             self.observed.push(Observed::RemovalPrepared {
                 view,
                 backup,
-                behind,
+                behind: removal.behind,
+                joining: removal.joining,
             });
         }
     }

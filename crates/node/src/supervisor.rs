@@ -195,7 +195,8 @@ impl Supervisor {
                 view,
                 backup,
                 behind,
-            } => self.core.ask_removal(view, backup, behind),
+                joining,
+            } => self.core.ask_removal(view, backup, behind, joining),
         }
     }
 

@@ -83,6 +83,7 @@ impl Roles for StandIn {
             view,
             backup,
             behind: Vec::new(),
+            joining: Vec::new(),
         });
         Ok(())
     }

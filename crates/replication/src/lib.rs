@@ -29,7 +29,7 @@ pub use applier::{Applier, ApplyError, Kept, PassiveApplier, keep_applied};
 pub use lease::{LeaseMargins, primary_lease_ticks};
 pub use message::{AckCount, DIVERGED_PAGES_MAX, Message, NodeId, PagesChunk, Safety, SafetyError};
 pub use primary::{
-    Disposition, DrainReplies, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Reply,
+    Disposition, DrainReplies, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Removal, Reply,
     TransferSent,
 };
 pub use receiver::{ApplyBatch, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady};

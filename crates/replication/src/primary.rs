@@ -136,6 +136,17 @@ pub enum PrimaryFault {
     Unexpected { from: NodeId },
 }
 
+/// A removal the primary prepared ([`Primary::prepare_removal`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Removal {
+    /// Other backups that lack a record a reply was released for: the change makes them
+    /// spares.
+    pub behind: Vec<NodeId>,
+    /// Spares that hold every released record and become backups in the same change, when
+    /// no other backup would remain.
+    pub joining: Vec<NodeId>,
+}
+
 /// A state transfer [`Primary::transfer`] sent: the pages changed after `lsn_from`, as of
 /// `lsn`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -596,10 +607,18 @@ impl<R> Primary<R> {
     /// for on what the backups held a moment earlier, and the suspect's late acks released
     /// records the remaining backups lacked.
     ///
+    /// When no other backup holds every released record, the spares that do take the
+    /// suspect's place in the same change (`Removal::joining`): a primary whose last backup
+    /// died right after a promotion (it reported, then crashed before the view was
+    /// committed) otherwise could neither remove it nor make a spare a backup (the rule
+    /// would need the dead one's acks), and commits nothing for good; the simulator found
+    /// clusters down that way.
+    ///
     /// `None` when there is nothing to ask: `view` is not this primary's current view, it was
-    /// deposed, `suspect` is not a backup, or no other backup holds every released record (a
-    /// view without a backup could not survive its primary; the coordinator refuses one).
-    pub fn prepare_removal(&mut self, view: u64, suspect: NodeId) -> Option<Vec<NodeId>> {
+    /// deposed, `suspect` is not a backup, or neither another backup nor a spare holds every
+    /// released record (a view without a backup could not survive its primary; the
+    /// coordinator refuses one).
+    pub fn prepare_removal(&mut self, view: u64, suspect: NodeId) -> Option<Removal> {
         if view != self.config.view || self.deposed || !self.config.backups.contains(&suspect) {
             return None;
         }
@@ -610,14 +629,28 @@ impl<R> Primary<R> {
             .copied()
             .filter(|&node| node != suspect)
             .partition(|&node| self.received(node) >= self.lsn_released);
-        if remaining.is_empty() {
+        if !remaining.is_empty() {
+            self.expect_view(remaining);
+            return Some(Removal {
+                behind,
+                joining: Vec::new(),
+            });
+        }
+        let joining: Vec<NodeId> = self
+            .members
+            .iter()
+            .filter(|progress| !progress.counts() && progress.known)
+            .filter(|progress| progress.lsn_received >= self.lsn_released)
+            .map(|progress| progress.node)
+            .collect();
+        if joining.is_empty() || !self.rule_holds_among(&joining, self.lsn_released) {
             return None;
         }
-        self.expect_view(remaining);
-        Some(behind)
+        self.expect_view(joining.clone());
+        Some(Removal { behind, joining })
     }
 
-    /// Spares that may become backups in view `view` without weakening any rule: each has
+    /// Registers the backups of a view asked for (once per distinct set).    /// Spares that may become backups in view `view` without weakening any rule: each has
     /// received everything the slowest backup has (everything committed, when there is no
     /// backup), and the group's rule holds for every released record among the backups of
     /// the view that adds it. From now until the next view is installed, a reply leaves only

@@ -1341,11 +1341,12 @@ fn a_prepared_removal_holds_back_replies_the_remaining_backups_lack() {
     harness.deliver_all();
     assert_eq!(harness.released, [a]);
     // Node 3 fell silent: node 2 lacks LSN a, so the view asked for keeps node 4 alone.
-    let behind = harness
+    let removal = harness
         .primary
         .prepare_removal(1, 3)
         .expect("node 4 holds LSN a");
-    assert_eq!(behind, [2]);
+    assert_eq!(removal.behind, [2]);
+    assert!(removal.joining.is_empty(), "node 4 remains");
     // LSN b reaches nodes 2 and 3, not node 4: under the old view's rule one ack would do,
     // but node 4, the only backup of the view asked for, lacks it.
     let b = harness.commit(safety);
@@ -1375,6 +1376,50 @@ fn a_prepared_removal_holds_back_replies_the_remaining_backups_lack() {
     // The view that commits voids what was asked for.
     harness.primary.install_view(2, &[4], &[2]);
     assert_eq!(harness.primary.prepare_removal(1, 3), None, "an old view");
+}
+
+/// Any-time seeds 42226, 46053 and 70648: a promotion kept a backup that crashed just after
+/// it reported. Its primary could not remove its only backup, nor make a caught-up spare a
+/// backup (the rule would count the dead one's acks): the group committed nothing for good.
+/// The removal now names the spares that hold every released record, to take its place.
+#[test]
+fn a_removal_of_the_last_backup_names_the_spares_that_take_its_place() {
+    let mut harness = Harness::new(config(2, Safety::DEFAULT));
+    harness.deliver_all();
+    let lsn = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    harness.deliver_all();
+    assert_eq!(harness.released, [lsn]);
+    // Node 3 is a spare of view 2 (it holds everything so far); node 2, the only backup,
+    // falls silent.
+    harness.primary.install_view(2, &[2], &[3]);
+    for backup in &mut harness.backups {
+        backup.receiver.install_view(2);
+    }
+    harness.deliver_all();
+    let removal = harness
+        .primary
+        .prepare_removal(2, 2)
+        .expect("spare 3 holds every released record");
+    assert!(removal.behind.is_empty());
+    assert_eq!(removal.joining, [3]);
+    // From now a reply leaves only once the spare holds it too.
+    let next = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    let (to_spare, rest): (Vec<_>, Vec<_>) = harness
+        .take_batches()
+        .into_iter()
+        .partition(|(_, to, _)| *to == 3);
+    for (from, to, message) in rest {
+        harness.deliver_one(from, to, message);
+    }
+    harness.deliver_all();
+    assert_eq!(harness.released, [lsn], "released before the spare held it");
+    for (from, to, message) in to_spare {
+        harness.deliver_one(from, to, message);
+    }
+    harness.deliver_all();
+    assert_eq!(harness.released, [lsn, next]);
 }
 
 /// With every backup acking, a spare made a backup must hold every record released before

@@ -225,7 +225,7 @@ impl Script {
                 let answer = self
                     .primary()
                     .prepare_removal(view.parse().unwrap(), node.parse().unwrap());
-                let _ = writeln!(out, "behind: {answer:?}");
+                let _ = writeln!(out, "removal: {answer:?}");
             }
             ["prepare-spares", view] => {
                 let answer = self

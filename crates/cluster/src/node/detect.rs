@@ -125,6 +125,7 @@ impl Cluster {
                     view: view.number,
                     suspect,
                     behind: Vec::new(),
+                    joining: Vec::new(),
                 };
                 self.send_coordinator(message);
             } else {

@@ -10,6 +10,7 @@ impl Cluster {
         view_number: u64,
         suspect: NodeId,
         behind: &[NodeId],
+        joining: &[NodeId],
     ) {
         let Some(view) = self.view.clone() else {
             return;
@@ -63,7 +64,10 @@ impl Cluster {
                 .as_ref()
                 .is_some_and(|collecting| collecting.reports.contains_key(&suspect));
             if !reported && self.removal_confirmed(suspect) {
-                let new = rule::remove_backup(&view, suspect, behind).expect("checked: a backup");
+                let new = rule::remove_backup(&view, suspect, behind, joining);
+                // A spare named to join may have left the view meanwhile: the primary asks
+                // again next suspicion.
+                let Ok(new) = new else { return };
                 // A view without a backup cannot survive its primary: no one could report,
                 // and with 2-safe nothing new is acknowledged in it anyway. The last backup
                 // stays (a spare that catches up joins it; if the primary dies, this backup

@@ -479,7 +479,7 @@ impl Harness {
                 node.core
                     .as_mut()
                     .unwrap()
-                    .ask_removal(view, backup, Vec::new());
+                    .ask_removal(view, backup, Vec::new(), Vec::new());
             }
             ClusterEvent::View(view) => {
                 if node.lost_memory {
