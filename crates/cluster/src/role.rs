@@ -228,6 +228,7 @@ mod tests {
                 view: 5,
                 truncate_lsn: truncate,
                 based_on: None,
+                lsn_released_max: truncate,
             }],
         }
     }
@@ -342,6 +343,7 @@ mod tests {
                 view: 10,
                 truncate_lsn: 623,
                 based_on: None,
+                lsn_released_max: 623,
             }],
         };
         let joined = View {
@@ -381,11 +383,13 @@ mod tests {
                     view: 10,
                     truncate_lsn: 623,
                     based_on: None,
+                    lsn_released_max: 623,
                 },
                 Promotion {
                     view: 13,
                     truncate_lsn: 700,
                     based_on: None,
+                    lsn_released_max: 700,
                 },
             ],
         };
@@ -413,11 +417,13 @@ mod tests {
                     view: 10,
                     truncate_lsn: 623,
                     based_on: None,
+                    lsn_released_max: 623,
                 },
                 Promotion {
                     view: 13,
                     truncate_lsn: 590,
                     based_on: None,
+                    lsn_released_max: 590,
                 },
             ],
             ..twice
@@ -440,6 +446,7 @@ mod tests {
             view: 4,
             truncate_lsn: 1450,
             based_on: None,
+            lsn_released_max: 1450,
         };
         let recovery = View {
             number: 5,
@@ -452,6 +459,7 @@ mod tests {
                     view: 5,
                     truncate_lsn: 1454,
                     based_on: Some(3),
+                    lsn_released_max: 1454,
                 },
             ],
         };
@@ -501,12 +509,14 @@ mod tests {
                     view: 2,
                     truncate_lsn: 1000,
                     based_on: None,
+                    lsn_released_max: 1000,
                 },
                 passed_over,
                 Promotion {
                     view: 5,
                     truncate_lsn: 1454,
                     based_on: Some(3),
+                    lsn_released_max: 1454,
                 },
             ],
             ..recovery.clone()

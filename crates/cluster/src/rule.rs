@@ -189,13 +189,7 @@ pub fn promote_from(
             },
         )
         .expect("at least one report");
-    let floor = match safety {
-        Safety::TwoSafe(_) | Safety::TwoSafeApplied(_) => old
-            .promotions
-            .last()
-            .map_or(0, |promotion| promotion.truncate_lsn),
-        Safety::OneSafe | Safety::Bounded(_) => 0,
-    };
+    let floor = released_max_before(old, safety);
     if held_of_old < floor && !promote_lowest() {
         return Err(RuleError::BehindTruncate {
             view: old.number,
@@ -205,7 +199,11 @@ pub fn promote_from(
     }
     let lsn_truncate = promoted.lsn_received;
     let based_on = (old.since(promoted.view_held) != SinceView::Kept).then_some(promoted.view_held);
-    let promotions = old.promotions_with(old.number + 1, lsn_truncate, based_on);
+    let held: Vec<u64> = reports.values().map(|&(_, held)| held).collect();
+    let lsn_released_max = released_max(old, &held, safety)
+        .max(floor)
+        .min(lsn_truncate);
+    let promotions = old.promotions_with(old.number + 1, lsn_truncate, based_on, lsn_released_max);
     let next = View {
         number: old.number + 1,
         primary,
@@ -261,6 +259,50 @@ pub fn promote_from(
         spares,
         ..next
     })
+}
+
+/// The LSN at or below which every record released before `old`'s primary failed lies, as
+/// far as `old`'s last promotion showed: what a reporter must hold (0 under a rule that
+/// releases before any backup holds a record, or before any promotion).
+fn released_max_before(old: &View, safety: Safety) -> u64 {
+    match safety {
+        Safety::TwoSafe(_) | Safety::TwoSafeApplied(_) => old
+            .promotions
+            .last()
+            .map_or(0, |promotion| promotion.lsn_released_max),
+        Safety::OneSafe | Safety::Bounded(_) => 0,
+    }
+}
+
+/// The LSN at or below which every released record lies, from how much of `old`'s history
+/// each reporter holds (`held`). Every released record is held by at least k of `old`'s n
+/// backups (the replication core keeps that true across membership changes: a spare made a
+/// backup holds every released record, and a removal keeps the rule among the backups that
+/// remain); at most n − r of them did not report, so at least k − (n − r) reporters hold it:
+/// it lies at or below the (k − (n − r))-th highest holding. A view without backups releases
+/// nothing (2-safe), nor does a 1-safe or bounded rule promise anything: 0.
+fn released_max(old: &View, held: &[u64], safety: Safety) -> u64 {
+    let acks = match safety {
+        Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) => acks,
+        Safety::OneSafe | Safety::Bounded(_) => return 0,
+    };
+    let backups = old.backups.len();
+    if backups == 0 {
+        return 0;
+    }
+    let k = match acks {
+        AckCount::All => backups,
+        AckCount::Of(k) => (k as usize).min(backups),
+    };
+    let silent = backups.saturating_sub(held.len());
+    let holders = k.saturating_sub(silent);
+    assert!(
+        holders >= 1,
+        "a promotion has the n − k + 1 reports it needs"
+    );
+    let mut held = held.to_vec();
+    held.sort_unstable_by(|a, b| b.cmp(a));
+    held[holders - 1]
 }
 
 /// Whether the promote-lowest bug is planted.
@@ -386,6 +428,7 @@ mod tests {
                 view: 5,
                 truncate_lsn: 100,
                 based_on: None,
+                lsn_released_max: 100,
             }],
         };
         let reports = |pairs: &[(NodeId, u64)]| pairs.iter().copied().collect();
@@ -441,9 +484,28 @@ mod tests {
         // alone; the other is a spare until it catches up.
         assert_eq!(new.backups, vec![4]);
         assert_eq!(new.spares, vec![2]);
-        // That backup counts for the next change only once it holds the truncate LSN.
+        // Every backup acked each released record, so none lies above the lowest report,
+        // 90: that backup may take over holding 99 (any-time seed 58033: the promoted node
+        // died at once, and refusing the backup one record short of the truncate LSN left
+        // the group down for good), but not holding less than 90.
+        assert_eq!(new.promotions[0].lsn_released_max, 90);
+        let next = promote(&new, &BTreeMap::from([(4, 99)]), Safety::DEFAULT).unwrap();
+        assert_eq!((next.primary, next.truncate_lsn()), (4, Some(99)));
         assert_eq!(
-            promote(&new, &BTreeMap::from([(4, 99)]), Safety::DEFAULT),
+            promote(&new, &BTreeMap::from([(4, 89)]), Safety::DEFAULT),
+            Err(RuleError::BehindTruncate {
+                view: 8,
+                lsn: 89,
+                floor: 90
+            })
+        );
+        // With one ack of three, a record only the promoted node held may have been
+        // released: the backup counts only once it holds the truncate LSN.
+        let one_of_three = Safety::TwoSafe(AckCount::Of(1));
+        let new = promote(&old, &reports, one_of_three).unwrap();
+        assert_eq!(new.promotions[0].lsn_released_max, 100);
+        assert_eq!(
+            promote(&new, &BTreeMap::from([(4, 99)]), one_of_three),
             Err(RuleError::BehindTruncate {
                 view: 8,
                 lsn: 99,

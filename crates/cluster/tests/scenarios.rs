@@ -18,12 +18,19 @@ const FAILOVER_TICKS_MAX: u64 = 4 * SUSPECT_TICKS;
 /// The view a promotion makes when the other reporters hold fewer records than the promoted
 /// backup: the closest, `kept`, stays a backup (the primary is not left alone), the others,
 /// `behind`, are spares until they catch up.
-fn promoted(number: u64, primary: NodeId, kept: NodeId, behind: &[NodeId], truncate: u64) -> View {
+fn promoted(
+    number: u64,
+    primary: NodeId,
+    kept: NodeId,
+    behind: &[NodeId],
+    (truncate, released): (u64, u64),
+) -> View {
     View {
         promotions: vec![Promotion {
             view: number,
             truncate_lsn: truncate,
             based_on: None,
+            lsn_released_max: released,
         }],
         ..view(number, primary, &[kept], behind)
     }
@@ -31,12 +38,18 @@ fn promoted(number: u64, primary: NodeId, kept: NodeId, behind: &[NodeId], trunc
 
 /// The view a promotion makes when the other reporters hold as many records as the promoted
 /// backup: they stay backups.
-fn promoted_level(number: u64, primary: NodeId, backups: &[NodeId], truncate: u64) -> View {
+fn promoted_level(
+    number: u64,
+    primary: NodeId,
+    backups: &[NodeId],
+    (truncate, released): (u64, u64),
+) -> View {
     View {
         promotions: vec![Promotion {
             view: number,
             truncate_lsn: truncate,
             based_on: None,
+            lsn_released_max: released,
         }],
         ..view(number, primary, backups, &[])
     }
@@ -44,12 +57,13 @@ fn promoted_level(number: u64, primary: NodeId, backups: &[NodeId], truncate: u6
 
 /// `view` in the reign a promotion began at view `number` with `truncate`: later views carry
 /// the promotion on.
-fn since_promotion(view: View, number: u64, truncate: u64) -> View {
+fn since_promotion(view: View, number: u64, (truncate, released): (u64, u64)) -> View {
     View {
         promotions: vec![Promotion {
             view: number,
             truncate_lsn: truncate,
             based_on: None,
+            lsn_released_max: released,
         }],
         ..view
     }
@@ -72,7 +86,7 @@ fn crash_primary(lsn2: u64, lsn3: u64) -> (Harness, View, u64) {
 #[test]
 fn a_crashed_primary_is_replaced_by_the_backup_with_the_highest_lsn() {
     let (mut h, new, ticks) = crash_primary(100, 90);
-    assert_eq!(new, promoted(2, 2, 3, &[], 100));
+    assert_eq!(new, promoted(2, 2, 3, &[], (100, 90)));
     assert!(ticks <= FAILOVER_TICKS_MAX, "failover took {ticks} ticks");
     for id in [2, 3] {
         assert_eq!(
@@ -100,9 +114,9 @@ fn a_crashed_primary_is_replaced_by_the_backup_with_the_highest_lsn() {
 #[test]
 fn ties_go_to_the_lowest_id_and_the_highest_lsn_wins_whoever_holds_it() {
     let (_, tie, _) = crash_primary(100, 100);
-    assert_eq!(tie, promoted_level(2, 2, &[3], 100));
+    assert_eq!(tie, promoted_level(2, 2, &[3], (100, 100)));
     let (_, higher3, _) = crash_primary(90, 100);
-    assert_eq!(higher3, promoted(2, 3, 2, &[], 100));
+    assert_eq!(higher3, promoted(2, 3, 2, &[], (100, 90)));
 }
 
 #[test]
@@ -182,7 +196,7 @@ fn a_primary_whose_executor_is_stuck_is_replaced() {
 #[test]
 fn a_caught_up_spare_replaces_a_primary_without_backups() {
     for (lsn2, promoted) in [(100, true), (99, false)] {
-        let first = since_promotion(view(3, 1, &[], &[2, 3]), 3, 100);
+        let first = since_promotion(view(3, 1, &[], &[2, 3]), 3, (100, 100));
         let mut h = Harness::new(&[1, 2, 3], &[1, 2, 3], first, Safety::DEFAULT);
         h.settle();
         h.set_lsn(2, lsn2);
@@ -199,11 +213,13 @@ fn a_caught_up_spare_replaces_a_primary_without_backups() {
                             view: 3,
                             truncate_lsn: 100,
                             based_on: None,
+                            lsn_released_max: 100,
                         },
                         Promotion {
                             view: 4,
                             truncate_lsn: 100,
                             based_on: None,
+                            lsn_released_max: 100,
                         },
                     ],
                     // The other spare, behind, is kept as a backup (not a spare) so that
@@ -289,7 +305,7 @@ fn a_false_suspicion_ends_in_a_safe_view() {
 fn a_false_suspicion_of_the_primary_keeps_the_healthy_backup() {
     let (first, coordinator, _) = false_suspicion(2);
     assert_eq!(coordinator, 2);
-    assert_eq!(first, promoted_level(2, 2, &[3], 100));
+    assert_eq!(first, promoted_level(2, 2, &[3], (100, 100)));
 }
 
 #[test]
@@ -302,7 +318,7 @@ fn an_old_primary_cut_off_learns_the_new_view_and_rejoins_as_a_spare() {
     h.run_until(200, |h| {
         h.view_of(2).number >= 2 && h.view_of(3).number >= 2
     });
-    assert_eq!(h.view_of(2), promoted_level(2, 2, &[3], 100));
+    assert_eq!(h.view_of(2), promoted_level(2, 2, &[3], (100, 100)));
     // Cut off, node 1 still believes it leads view 1; no backup acks it (they are frozen and
     // then follow node 2), so a 2-safe primary releases nothing.
     assert_eq!(h.view_of(1), view(1, 1, &[2, 3], &[]));
@@ -312,7 +328,7 @@ fn an_old_primary_cut_off_learns_the_new_view_and_rejoins_as_a_spare() {
     h.run_until(200, |h| h.all_live_at(3));
     assert_eq!(
         h.view_of(1),
-        since_promotion(view(3, 2, &[3], &[1]), 2, 100)
+        since_promotion(view(3, 2, &[3], &[1]), 2, (100, 100))
     );
 }
 
@@ -335,7 +351,7 @@ fn an_old_primary_restarted_learns_the_new_view_and_rejoins_as_a_spare() {
     h.run_until(200, |h| h.all_live_at(3));
     assert_eq!(
         h.view_of(1),
-        since_promotion(view(3, 2, &[3], &[1]), 2, 100)
+        since_promotion(view(3, 2, &[3], &[1]), 2, (100, 90))
     );
     // Its stale suspicions of view 1 changed nothing.
     assert_eq!(h.history().len(), 3);
@@ -353,11 +369,11 @@ fn a_primary_that_restarts_before_it_is_suspected_is_still_replaced() {
     h.restart(1);
     // Its disk names it primary of view 1, but its records are gone: it serves nothing.
     h.run_until(FAILOVER_TICKS_MAX, |h| h.all_live_at(2));
-    assert_eq!(h.view_of(1), promoted(2, 2, 3, &[], 100));
+    assert_eq!(h.view_of(1), promoted(2, 2, 3, &[], (100, 90)));
     h.run_until(200, |h| h.all_live_at(3));
     assert_eq!(
         h.view_of(1),
-        since_promotion(view(3, 2, &[3], &[1]), 2, 100)
+        since_promotion(view(3, 2, &[3], &[1]), 2, (100, 90))
     );
 }
 
@@ -453,7 +469,13 @@ fn the_config_store_leader_crashing_mid_change_delays_but_does_not_stop_a_failov
         .max_by_key(|id| (lsns[id], u32::MAX - id))
         .unwrap();
     let behind: Vec<NodeId> = others.iter().copied().filter(|&id| id != kept).collect();
-    assert_eq!(new, promoted(2, best, kept, &behind, lsns[&best]));
+    // Every backup acked each released record, and three of the four reported: none lies
+    // above the lowest of their LSNs.
+    let released = survivors.iter().map(|id| lsns[id]).min().unwrap();
+    assert_eq!(
+        new,
+        promoted(2, best, kept, &behind, (lsns[&best], released))
+    );
     h.run(100);
     assert_eq!(h.history().len(), 2);
 }
@@ -492,13 +514,13 @@ fn a_promotion_waits_for_n_minus_k_plus_one_reports() {
     // The third report: node 4, the only one that may hold the single acknowledged copy.
     h.release_freeze(4);
     h.run_until(50, |h| h.all_live_at(2));
-    assert_eq!(h.view_of(2), promoted(2, 4, 2, &[3], 120));
+    assert_eq!(h.view_of(2), promoted(2, 4, 2, &[3], (120, 120)));
 
     // The same script under the default rule (every backup acks) promotes without node 4:
     // any one report holds every acknowledged record. This is what the wait above is for.
     let mut h = failover_with_a_slow_backup(Safety::DEFAULT);
     h.run_until(FAILOVER_TICKS_MAX, |h| h.all_live_at(2));
-    assert_eq!(h.view_of(2), promoted(2, 2, 3, &[], 100));
+    assert_eq!(h.view_of(2), promoted(2, 2, 3, &[], (100, 90)));
 }
 
 /// A lost Freeze is sent again while the backup keeps suspecting.
@@ -525,7 +547,7 @@ fn a_backup_that_missed_the_freeze_is_frozen_once_it_is_heard_again() {
     h.heal();
     // Node 4 now reaches the coordinator: it suspects the primary every SUSPECT_TICKS.
     h.run_until(200, |h| h.all_live_at(2));
-    assert_eq!(h.view_of(2), promoted(2, 4, 2, &[3], 120));
+    assert_eq!(h.view_of(2), promoted(2, 4, 2, &[3], (120, 120)));
 }
 
 #[test]
@@ -535,8 +557,8 @@ fn the_rule_depends_on_the_reports() {
     let swapped = BTreeMap::from([(2, 90), (3, 100)]);
     let a = rule::promote(&old, &reports, Safety::DEFAULT).unwrap();
     let b = rule::promote(&old, &swapped, Safety::DEFAULT).unwrap();
-    assert_eq!(a, promoted(2, 2, 3, &[], 100));
-    assert_eq!(b, promoted(2, 3, 2, &[], 100));
+    assert_eq!(a, promoted(2, 2, 3, &[], (100, 90)));
+    assert_eq!(b, promoted(2, 3, 2, &[], (100, 90)));
     assert_ne!(a.primary, b.primary);
 }
 

@@ -47,6 +47,14 @@ pub struct Promotion {
     /// served (it restarted without its memory before the view that named it was
     /// committed): the new primary holds the records of the view it last followed.
     pub based_on: Option<u64>,
+    /// Every record a reply was released for up to this promotion lies at or below this
+    /// LSN, as the reports it was made from show (0 under a rule that releases before any
+    /// backup holds a record: it promises nothing). A later promotion needs a reporter that
+    /// holds it. Below `truncate_lsn` when the reporters held different LSNs: the highest is
+    /// promoted, but a record only it held reached too few backups to be released (the
+    /// simulator found a group down for good: the promoted node died at once, and the
+    /// remaining backup, one record short of the truncate LSN, was refused).
+    pub lsn_released_max: u64,
 }
 
 impl Promotion {
@@ -172,8 +180,13 @@ impl View {
         number: u64,
         truncate_lsn: u64,
         based_on: Option<u64>,
+        lsn_released_max: u64,
     ) -> Vec<Promotion> {
         assert!(number > self.number, "a promotion makes a newer view");
+        assert!(
+            lsn_released_max <= truncate_lsn,
+            "the promoted node holds every released record"
+        );
         if let Some(base) = based_on {
             assert!(base < number, "a promotion's base view is older than it");
         }
@@ -182,6 +195,7 @@ impl View {
             view: number,
             truncate_lsn,
             based_on,
+            lsn_released_max,
         });
         if promotions.len() > PROMOTIONS_KEPT {
             promotions.remove(0);
