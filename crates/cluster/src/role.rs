@@ -437,31 +437,28 @@ mod tests {
         );
     }
 
+    /// A promotion whose released bound is its truncate LSN.
+    fn promotion(view: u64, truncate_lsn: u64, based_on: Option<u64>) -> Promotion {
+        Promotion {
+            view,
+            truncate_lsn,
+            based_on,
+            lsn_released_max: truncate_lsn,
+        }
+    }
+
     /// Any-time seed 20550: view 4 promoted node 3 at LSN 1450, but node 3 restarted
     /// without its memory before view 4 was committed, so it never served. View 5 recovers
     /// from the deposed primary, node 1, which holds the records of view 3 up to 1454.
     #[test]
     fn a_recovery_keeps_the_records_of_the_view_it_is_based_on() {
-        let passed_over = Promotion {
-            view: 4,
-            truncate_lsn: 1450,
-            based_on: None,
-            lsn_released_max: 1450,
-        };
+        let passed_over = promotion(4, 1450, None);
         let recovery = View {
             number: 5,
             primary: 1,
             backups: Vec::new(),
             spares: vec![2],
-            promotions: vec![
-                passed_over,
-                Promotion {
-                    view: 5,
-                    truncate_lsn: 1454,
-                    based_on: Some(3),
-                    lsn_released_max: 1454,
-                },
-            ],
+            promotions: vec![passed_over, promotion(5, 1454, Some(3))],
         };
         assert_eq!(recovery.since(3), SinceView::TruncatedAt(1454));
         // The deposed primary keeps every record it holds.
@@ -505,19 +502,9 @@ mod tests {
         // Promotions before the base still count for a member older than it.
         let older = View {
             promotions: vec![
-                Promotion {
-                    view: 2,
-                    truncate_lsn: 1000,
-                    based_on: None,
-                    lsn_released_max: 1000,
-                },
+                promotion(2, 1000, None),
                 passed_over,
-                Promotion {
-                    view: 5,
-                    truncate_lsn: 1454,
-                    based_on: Some(3),
-                    lsn_released_max: 1454,
-                },
+                promotion(5, 1454, Some(3)),
             ],
             ..recovery.clone()
         };

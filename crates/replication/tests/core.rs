@@ -1406,20 +1406,28 @@ fn a_removal_of_the_last_backup_names_the_spares_that_take_its_place() {
     // From now a reply leaves only once the spare holds it too.
     let next = harness.commit(Safety::DEFAULT);
     harness.flush();
-    let (to_spare, rest): (Vec<_>, Vec<_>) = harness
+    let released_before = deliver_to_last(&mut harness, 3);
+    assert_eq!(released_before, [lsn], "released before the spare held it");
+    assert_eq!(harness.released, [lsn, next]);
+}
+
+/// Delivers the batches in flight to every node but `last`, then to `last`; returns what was
+/// released before `last` had them.
+fn deliver_to_last(harness: &mut Harness, last: NodeId) -> Vec<u64> {
+    let (to_last, rest): (Vec<_>, Vec<_>) = harness
         .take_batches()
         .into_iter()
-        .partition(|(_, to, _)| *to == 3);
+        .partition(|(_, to, _)| *to == last);
     for (from, to, message) in rest {
         harness.deliver_one(from, to, message);
     }
     harness.deliver_all();
-    assert_eq!(harness.released, [lsn], "released before the spare held it");
-    for (from, to, message) in to_spare {
+    let released_before = harness.released.clone();
+    for (from, to, message) in to_last {
         harness.deliver_one(from, to, message);
     }
     harness.deliver_all();
-    assert_eq!(harness.released, [lsn, next]);
+    released_before
 }
 
 /// With every backup acking, a spare made a backup must hold every record released before
@@ -1440,22 +1448,11 @@ fn a_prepared_spare_promotion_holds_back_replies_the_spare_lacks() {
     assert_eq!(harness.primary.prepare_spare_promotions(2), [3]);
     let lsn = harness.commit(Safety::DEFAULT);
     harness.flush();
-    let (to_spare, rest): (Vec<_>, Vec<_>) = harness
-        .take_batches()
-        .into_iter()
-        .partition(|(_, to, _)| *to == 3);
-    for (from, to, message) in rest {
-        harness.deliver_one(from, to, message);
-    }
-    harness.deliver_all();
+    let released_before = deliver_to_last(&mut harness, 3);
     assert!(
-        harness.released.is_empty(),
+        released_before.is_empty(),
         "released before the spare held it"
     );
-    for (from, to, message) in to_spare {
-        harness.deliver_one(from, to, message);
-    }
-    harness.deliver_all();
     assert_eq!(harness.released, [lsn]);
 }
 
