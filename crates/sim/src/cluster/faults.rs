@@ -337,6 +337,7 @@ impl World {
     }
 
     pub(super) fn crash(&mut self, node: NodeId) {
+        self.note_releasable();
         if self.holds_sole_copy(node) {
             self.report.sole_copy_crashes += 1;
             self.sole_copy_lost = true;
@@ -360,13 +361,63 @@ impl World {
         }
     }
 
-    /// Whether `node` holds every acknowledged record and no other node that is up does:
+    /// Raises `lsn_releasable_max` to what k backups of the newest view hold now.
+    pub(super) fn note_releasable(&mut self) {
+        let (applied, acks) = match self.faults.safety {
+            Safety::TwoSafe(acks) => (false, acks),
+            Safety::TwoSafeApplied(acks) => (true, acks),
+            Safety::OneSafe | Safety::Bounded(_) => return,
+        };
+        let view = &self.view_latest;
+        let needed = match acks {
+            AckCount::All => view.backups.len(),
+            AckCount::Of(k) => (k as usize).min(view.backups.len()),
+        };
+        if needed == 0 {
+            return;
+        }
+        let mut held: Vec<u64> = view
+            .backups
+            .iter()
+            .filter_map(|&backup| {
+                let state = &self.nodes[index_of(backup)];
+                let Slot::Backup(role) = &state.role else {
+                    return None;
+                };
+                let follows = state.supervisor.is_some()
+                    && role.gate.primary() == view.primary
+                    && role.gate.view() == view.number;
+                follows.then(|| {
+                    if applied {
+                        role.applier.lsn_applied()
+                    } else {
+                        role.receiver.core().lsn_received()
+                    }
+                })
+            })
+            .collect();
+        if held.len() < needed {
+            return;
+        }
+        held.sort_unstable_by(|a, b| b.cmp(a));
+        self.lsn_releasable_max = self.lsn_releasable_max.max(held[needed - 1]);
+    }
+
+    /// Whether `node` holds every acknowledged record (or one a reply may have been released
+    /// for: `lsn_releasable_max`) and no other node that is up does:
     /// a node holds them when it serves the newest view (its primary, or a backup or spare
     /// following that primary) with every record up to the highest acknowledged LSN.
     fn holds_sole_copy(&self, node: NodeId) -> bool {
-        let Some(lsn_acked) = self.acked.values().map(|&(_, lsn)| lsn).max() else {
+        let lsn_acked = self
+            .acked
+            .values()
+            .map(|&(_, lsn)| lsn)
+            .max()
+            .unwrap_or(0)
+            .max(self.lsn_releasable_max);
+        if lsn_acked == 0 {
             return false;
-        };
+        }
         let view = &self.view_latest;
         let holds = |id: NodeId| {
             let state = &self.nodes[index_of(id)];

@@ -367,6 +367,13 @@ struct World {
     promise_end: BTreeMap<(NodeId, NodeId), u64>,
     /// Each client's last acknowledged commit: (seq, LSN).
     acked: BTreeMap<usize, (u64, u64)>,
+    /// The highest LSN that k backups of the newest view really held at once under a 2-safe
+    /// rule of k acks: a reply for it may have been released, and no node can tell, so the
+    /// view change keeps it like an acknowledged record. A crash that takes its only copy
+    /// may leave the cluster down by the rules' own terms (any-time seed 101179: nothing was
+    /// released, but the one backup of two that held a record became primary and died with
+    /// it, and the other backup may not take over without it).
+    lsn_releasable_max: u64,
     /// A crash took the only copy of acknowledged records: they may be lost, and the cluster
     /// may never serve again, by the rules' own terms.
     sole_copy_lost: bool,
@@ -557,6 +564,7 @@ impl World {
             promise_end: BTreeMap::new(),
             received_ever: BTreeMap::new(),
             acked: BTreeMap::new(),
+            lsn_releasable_max: 0,
             sole_copy_lost: false,
             checksums: BTreeMap::new(),
             sabotage: None,
@@ -663,6 +671,7 @@ impl World {
                     return Ok(());
                 }
                 if self.faults_on {
+                    self.note_releasable();
                     self.maybe_fault(node);
                     if self.nodes[index_of(node)].supervisor.is_none() {
                         return Ok(());
