@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use tandem_config::{SinceView, View};
-use tandem_replication::{AckCount, NodeId, Safety};
+use tandem_replication::{NodeId, Safety};
 
 /// Reports a promotion needs from the old view's backups: n − k + 1, so at least one of the
 /// reporters holds every record a reply was released for. A rule that acknowledges before any
@@ -16,10 +16,7 @@ pub fn reports_needed(backups: usize, safety: Safety) -> usize {
         Safety::OneSafe | Safety::Bounded(_) => return 1.min(backups),
         Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) => acks,
     };
-    let k = match acks {
-        AckCount::All => backups,
-        AckCount::Of(k) => (k as usize).min(backups),
-    };
+    let k = acks.needed(backups);
     backups - k + 1
 }
 
@@ -290,10 +287,7 @@ fn released_max(old: &View, held: &[u64], safety: Safety) -> u64 {
     if backups == 0 {
         return 0;
     }
-    let k = match acks {
-        AckCount::All => backups,
-        AckCount::Of(k) => (k as usize).min(backups),
-    };
+    let k = acks.needed(backups);
     let silent = backups.saturating_sub(held.len());
     let holders = k.saturating_sub(silent);
     assert!(
@@ -406,6 +400,7 @@ pub fn promote_spare(old: &View, node: NodeId) -> Result<View, RuleError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tandem_replication::AckCount;
 
     fn view(primary: NodeId, backups: &[NodeId]) -> View {
         View {

@@ -212,33 +212,29 @@ impl ApplierRole {
 
     /// Gives the segment and the retained batches back, once every record up to `lsn` is
     /// applied (the receiver accepted nothing past it: the gate was frozen).
-    pub fn handover(mut self, lsn: u64) -> Result<Handover, HandoverError> {
+    pub fn handover(self, lsn: u64) -> Result<Handover, HandoverError> {
+        let lsn_applied = self.lsn_applied();
         // A rewound member promoted from the records it held before it rewound (it reported
         // those: `tandem_cluster::rule::Reported`) takes the rewind back; nothing touched
         // them since. Its tail ends at the rewound LSN, so none is handed over.
-        if let Replica::Active { segment, .. } = &mut self.replica
-            && segment.lsn_before_rewind() == Some(lsn)
-            && segment.lsn() < lsn
-        {
-            segment.undo_rewind();
-            let Replica::Active { segment, .. } = self.replica else {
-                unreachable!("matched above")
-            };
-            return Ok(Handover {
-                segment,
-                batches: Vec::new(),
-            });
-        }
-        let lsn_applied = self.lsn_applied();
-        if lsn_applied < lsn {
+        let restores = lsn_applied < lsn && self.lsn_before_rewind() == Some(lsn);
+        if lsn_applied < lsn && !restores {
             return Err(HandoverError::Behind { lsn_applied, lsn });
         }
-        assert_eq!(lsn_applied, lsn, "handover at the LSN applied");
+        assert!(
+            restores || lsn_applied == lsn,
+            "handover at the LSN applied"
+        );
         match self.replica {
-            Replica::Active { segment, .. } => Ok(Handover {
-                segment,
-                batches: self.tail.into_iter().collect(),
-            }),
+            Replica::Active { mut segment, .. } => {
+                let batches = if restores {
+                    segment.undo_rewind();
+                    Vec::new()
+                } else {
+                    self.tail.into_iter().collect()
+                };
+                Ok(Handover { segment, batches })
+            }
             Replica::Passive { .. } => Err(HandoverError::Passive),
         }
     }

@@ -276,7 +276,7 @@ impl Supervisor {
                 // replace the diverged pages (and so the records held before the rewind).
                 let lsn_received = roles.freeze();
                 let holding = if roles.diverged() {
-                    roles.lsn_before_rewind().zip(self.view_before_rewind)
+                    self.held_before_rewind(roles)
                 } else {
                     Some((lsn_received, view))
                 };
@@ -304,19 +304,27 @@ impl Supervisor {
         }
     }
 
+    /// A diverged role's LSN before its first rewind and the view it held then, if no install
+    /// has touched those records since.
+    fn held_before_rewind<R: Roles>(&self, roles: &R) -> Option<(u64, u64)> {
+        roles.lsn_before_rewind().zip(self.view_before_rewind)
+    }
+
     /// Brings the node's role in line with a committed view.
     fn follow<R: Roles>(&mut self, roles: &mut R, view: &View) -> Result<(), R::Error> {
         let me = self.node();
         let member = view.backups.contains(&me) || view.spares.contains(&me);
-        if !roles.diverged() {
+        let diverged_before = roles.diverged();
+        if !diverged_before {
             self.view_before_rewind = None;
         }
-        let diverged_before = roles.diverged();
         // Promoted from what it reported: a diverged member reported the records it held
         // before it rewound (its handover takes the rewind back).
-        let restored = (view.primary == me && diverged_before)
-            .then(|| Some((roles.lsn_before_rewind()?, self.view_before_rewind?)))
-            .flatten();
+        let restored = if view.primary == me && diverged_before {
+            self.held_before_rewind(roles)
+        } else {
+            None
+        };
         let held = match roles.held() {
             RoleHeld::Outside => None,
             // A primary that stays needs no LSN: only a change reports what it discards.

@@ -104,6 +104,17 @@ pub enum AckCount {
     Of(u32),
 }
 
+impl AckCount {
+    /// How many of `backups` backups must hold a record: k, or every backup there is when
+    /// failures left fewer than k.
+    pub fn needed(self, backups: usize) -> usize {
+        match self {
+            AckCount::All => backups,
+            AckCount::Of(k) => (k as usize).min(backups),
+        }
+    }
+}
+
 /// When a commit may be acknowledged (DESIGN.md, safety rules).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Safety {

@@ -18,7 +18,7 @@ use tandem_log::{
 };
 use tandem_memory::{RedoRecord, Segment};
 
-use crate::message::{AckCount, Message, NodeId, PagesChunk, Safety};
+use crate::message::{Message, NodeId, PagesChunk, Safety};
 
 /// How a primary is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -310,15 +310,6 @@ fn batches_in_flight(tail: &RetainedTail, lsn_received: u64, lsn_sent: u64, limi
             .take_while(|batch| batch.lsn_base() <= lsn_sent)
             .take(limit)
             .count()
-    }
-}
-
-/// How many of `backups` backups a rule with `acks` waits for: k, or every backup there is
-/// when failures left fewer than k.
-fn acks_needed(acks: AckCount, backups: usize) -> usize {
-    match acks {
-        AckCount::All => backups,
-        AckCount::Of(k) => (k as usize).min(backups),
     }
 }
 
@@ -722,7 +713,7 @@ impl<R> Primary<R> {
             Safety::OneSafe | Safety::Bounded(_) => return true,
             Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) => acks,
         };
-        let k = acks_needed(acks, backups.len());
+        let k = acks.needed(backups.len());
         let holding = backups
             .iter()
             .filter(|&&node| self.received(node) >= lsn)
@@ -1422,7 +1413,7 @@ impl<R> Primary<R> {
             Safety::TwoSafeApplied(acks) => (true, acks),
         };
         let n = self.config.backups.len();
-        let k = acks_needed(acks, n);
+        let k = acks.needed(n);
         if k == 0 && self.config.lone {
             return self.lsn_committed;
         }
@@ -1451,7 +1442,7 @@ impl<R> Primary<R> {
             return releasable;
         }
         for prospect in &self.prospects {
-            let k = acks_needed(acks, prospect.len());
+            let k = acks.needed(prospect.len());
             assert!(k > 0, "a view asked for has a backup");
             self.sorted.clear();
             self.sorted.extend(prospect.iter().map(|&node| {

@@ -470,15 +470,9 @@ impl SupervisorThread {
                 // The frames the backup role counted before its primary's connection closed
                 // came before the close: taken now, the next tick does not count them as the
                 // primary heard again, which took the closed connection back and made the
-                // view change wait out the silence (8 ms, in two failovers of 40).
-                if self
-                    .node
-                    .core()
-                    .view()
-                    .is_some_and(|view| view.primary == peer)
-                {
-                    let _ = self.roles.heard_primary();
-                }
+                // view change wait out the silence (8 ms, in two failovers of 40). (A backup
+                // role's only peer connection is its primary's; any other role counts none.)
+                let _ = self.roles.heard_primary();
                 self.node.peer_closed(peer);
             }
         }

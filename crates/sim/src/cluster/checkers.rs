@@ -191,10 +191,7 @@ impl World {
             unreachable!("released by a primary");
         };
         let backups = &role.primary().config().backups;
-        let needed = match acks {
-            AckCount::All => backups.len(),
-            AckCount::Of(k) => (k as usize).min(backups.len()),
-        };
+        let needed = acks.needed(backups.len());
         let holding: Vec<NodeId> = backups
             .iter()
             .copied()

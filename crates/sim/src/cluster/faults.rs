@@ -369,10 +369,7 @@ impl World {
             Safety::OneSafe | Safety::Bounded(_) => return,
         };
         let view = &self.view_latest;
-        let needed = match acks {
-            AckCount::All => view.backups.len(),
-            AckCount::Of(k) => (k as usize).min(view.backups.len()),
-        };
+        let needed = acks.needed(view.backups.len());
         if needed == 0 {
             return;
         }
