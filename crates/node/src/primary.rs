@@ -194,6 +194,12 @@ impl<T> PrimaryRole<T> {
         &self.store
     }
 
+    /// Tells the data model the time by the driver's clock, in Unix milliseconds (a model
+    /// whose data expires measures against it; see `DataModel::set_time_ms`).
+    pub fn set_time_ms(&mut self, now_ms: u64) {
+        self.store.model_mut().set_time_ms(now_ms);
+    }
+
     /// Ends a deposed primary role and gives its segment back, at its last commit: the node
     /// keeps its records and stands by ([`tandem_cluster::role::Transition::StandBy`]) until
     /// a view names it again and they are rewound to that view's truncate LSN.

@@ -94,6 +94,11 @@ pub struct ClusterInfo {
     pub role: String,
     pub view: u64,
     pub primary: Option<NodeId>,
+    /// Backups in the view.
+    pub backups: usize,
+    /// Where this node serves RESP, if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resp: Option<SocketAddr>,
     /// The config store's leader as this node knows it.
     pub leader: Option<NodeId>,
     /// A backup: how long since it last heard its primary.
@@ -162,6 +167,7 @@ pub fn run(
     config: &NodeConfig,
     listener: TcpListener,
     metrics_listener: Option<TcpListener>,
+    resp_listener: Option<TcpListener>,
     model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
 ) -> Result<(), StartError> {
@@ -204,8 +210,26 @@ pub fn run(
     let slot_changed = Arc::new(Condvar::new());
     let info = Arc::new(Mutex::new(ClusterInfo {
         node: config.node_id,
+        resp: config.resp_listen,
         ..ClusterInfo::default()
     }));
+    if let Some(listener) = resp_listener {
+        let node = ClusterResp {
+            node_id: config.node_id,
+            resp_port: listener.local_addr().map_or(0, |a| a.port()),
+            resp_by_node: config
+                .peers
+                .iter()
+                .filter_map(|peer| Some((peer.node_id, peer.resp?)))
+                .chain(config.resp_listen.map(|a| (config.node_id, a)))
+                .collect(),
+            maxmemory: config.group.db_mib << 20,
+            safety: config.group.safety.to_string(),
+            slot: Arc::clone(&slot),
+            info: Arc::clone(&info),
+        };
+        crate::resp::spawn(listener, Arc::new(node))?;
+    }
     if let Some(listener) = metrics_listener {
         let slot = Arc::clone(&slot);
         let info = Arc::clone(&info);
@@ -288,6 +312,43 @@ pub fn run(
     }
     supervisor.run(inbox);
     Ok(())
+}
+
+/// What a RESP connection knows of a cluster-mode node.
+struct ClusterResp {
+    node_id: NodeId,
+    resp_port: u16,
+    resp_by_node: BTreeMap<NodeId, SocketAddr>,
+    maxmemory: usize,
+    safety: String,
+    slot: Arc<Mutex<Slot>>,
+    info: Arc<Mutex<ClusterInfo>>,
+}
+
+impl crate::resp::RespNode for ClusterResp {
+    fn info(&self) -> tandem_redis::session::ServerInfo {
+        let primary = matches!(&*self.slot.lock().expect("not poisoned"), Slot::Primary(_));
+        let info = self.info.lock().expect("not poisoned");
+        tandem_redis::session::ServerInfo {
+            node_id: u64::from(self.node_id),
+            primary,
+            primary_resp: info
+                .primary
+                .and_then(|node| self.resp_by_node.get(&node))
+                .map(ToString::to_string),
+            resp_port: self.resp_port,
+            backups: info.backups,
+            maxmemory: self.maxmemory,
+            safety: self.safety.clone(),
+            memory_lines: Vec::new(),
+        }
+    }
+
+    fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {
+        if let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") {
+            with(handle);
+        }
+    }
 }
 
 /// The cluster map of a fresh cluster: every configured node, and the group's first view
@@ -414,6 +475,7 @@ impl SupervisorThread {
         info.role = role.to_string();
         info.view = core.view().map_or(0, |view| view.number);
         info.primary = core.view().map(|view| view.primary);
+        info.backups = core.view().map_or(0, |view| view.backups.len());
         info.leader = core.leader();
         info.heard_primary_ms_ago = (role == "backup" || role == "spare")
             .then(|| core.ticks_since_heard_primary() as f64 * self.tick_us as f64 / 1000.0);

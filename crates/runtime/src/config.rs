@@ -99,6 +99,10 @@ pub struct NodeConfig {
     /// Where HTTP `/metrics` and `/status` are served, if anywhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Where Redis clients connect (RESP), if anywhere; only a group whose workload is
+    /// `redis` serves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resp_listen: Option<SocketAddr>,
     /// This node's role in the group's current view.
     pub role: Role,
     /// The group this node replicates.
@@ -175,6 +179,7 @@ impl NodeConfig {
         let mut config = self.clone();
         config.node_id = member.node_id;
         config.listen = member.address;
+        config.resp_listen = member.resp;
         config.role = member.role;
         config.peers = members
             .iter()
@@ -346,6 +351,10 @@ pub struct PeerConfig {
     /// Where the member listens (its own `listen`).
     pub address: SocketAddr,
     pub role: Role,
+    /// Where the member serves RESP (its own `resp_listen`), so that a node that is not the
+    /// primary can tell a Redis client where the primary is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resp: Option<SocketAddr>,
 }
 
 /// Limits and timeouts. Every field has a default; the relations between them are checked
@@ -753,6 +762,9 @@ impl NodeConfig {
         if let Some(metrics_listen) = self.metrics_listen {
             addresses.push(("metrics_listen".to_owned(), metrics_listen));
         }
+        if let Some(resp_listen) = self.resp_listen {
+            addresses.push(("resp_listen".to_owned(), resp_listen));
+        }
         for (i, peer) in self.peers.iter().enumerate() {
             let field = format!("peers[{i}].address");
             if peer.address.port() == 0 {
@@ -833,7 +845,8 @@ mod tests {
             vec![PeerConfig {
                 node_id: 2,
                 address: address(7002),
-                role: Role::Backup
+                role: Role::Backup,
+                resp: None,
             }]
         );
         assert_eq!(config.tuning, Tuning::default());
@@ -893,6 +906,7 @@ mod tests {
             node_id: 3,
             address: "[::1]:7003".parse().unwrap(),
             role: Role::Backup,
+            resp: None,
         });
         config.tuning.tail_bytes_max = 1 << 30;
         let text = config.to_toml_string();
@@ -1048,6 +1062,7 @@ mod tests {
                 node_id,
                 address: address(port),
                 role,
+                resp: None,
             }
         }
         for (field, edit, fix) in cases {

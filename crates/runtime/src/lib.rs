@@ -15,6 +15,7 @@ mod error;
 pub mod metrics;
 mod net;
 pub mod primary;
+pub mod resp;
 pub mod workload;
 
 pub use error::{HandoverFailure, StartError};
@@ -166,6 +167,25 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
         ),
         None => None,
     };
+    let resp_listener = match config.resp_listen {
+        Some(address) if model.name() == "redis" => Some(TcpListener::bind(address).map_err(
+            |source| StartError::Bind {
+                field: "resp_listen",
+                address,
+                source,
+            },
+        )?),
+        Some(_) => {
+            eprintln!(
+                "node {}: resp_listen is set but the workload is {}, which Redis clients cannot \
+                 use; the RESP port stays closed",
+                config.node_id,
+                model.name()
+            );
+            None
+        }
+        None => None,
+    };
     let role = match config.role {
         Role::Primary => "primary",
         Role::Backup => "backup",
@@ -176,7 +196,14 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
             "node {} serving group {} in cluster mode on {}",
             config.node_id, config.group.id, config.listen
         );
-        return cluster::run(&config, listener, metrics_listener, model, metrics);
+        return cluster::run(
+            &config,
+            listener,
+            metrics_listener,
+            resp_listener,
+            model,
+            metrics,
+        );
     }
     let node = Arc::new(match config.role {
         Role::Primary => Node::Primary(primary::start(
@@ -197,6 +224,30 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
         "node {} ({role}) serving group {} view {} on {}",
         config.node_id, config.group.id, config.group.view, config.listen
     );
+    if let Some(listener) = resp_listener {
+        let resp_node = StaticResp {
+            node: Arc::clone(&node),
+            resp_port: listener.local_addr().map_or(0, |a| a.port()),
+            primary_resp: match config.role {
+                Role::Primary => config.resp_listen,
+                Role::Backup => config
+                    .peers
+                    .iter()
+                    .find(|peer| peer.role == Role::Primary)
+                    .and_then(|peer| peer.resp),
+            },
+            node_id: config.node_id,
+            backups: config
+                .peers
+                .iter()
+                .filter(|p| p.role == Role::Backup)
+                .count()
+                + usize::from(config.role == Role::Backup),
+            maxmemory: config.group.db_mib << 20,
+            safety: config.group.safety.to_string(),
+        };
+        resp::spawn(listener, Arc::new(resp_node))?;
+    }
     if let Some(listener) = metrics_listener {
         let status_node = Arc::clone(&node);
         metrics::serve(listener, metrics, move |_| {
@@ -206,6 +257,38 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
     }
     node.wait();
     Ok(())
+}
+
+/// What a RESP connection knows of a node whose role the configuration fixes.
+struct StaticResp {
+    node: Arc<Node>,
+    node_id: NodeId,
+    resp_port: u16,
+    primary_resp: Option<std::net::SocketAddr>,
+    backups: usize,
+    maxmemory: usize,
+    safety: String,
+}
+
+impl resp::RespNode for StaticResp {
+    fn info(&self) -> tandem_redis::session::ServerInfo {
+        tandem_redis::session::ServerInfo {
+            node_id: u64::from(self.node_id),
+            primary: matches!(*self.node, Node::Primary(_)),
+            primary_resp: self.primary_resp.map(|a| a.to_string()),
+            resp_port: self.resp_port,
+            backups: self.backups,
+            maxmemory: self.maxmemory,
+            safety: self.safety.clone(),
+            memory_lines: Vec::new(),
+        }
+    }
+
+    fn with_primary(&self, with: &mut dyn FnMut(&primary::PrimaryHandle)) {
+        if let Node::Primary(handle) = &*self.node {
+            with(handle);
+        }
+    }
 }
 
 /// A running node of either role.

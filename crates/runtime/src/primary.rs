@@ -40,6 +40,9 @@ use crate::{Checksum, Control, NodeStatus, StartError};
 mod client;
 mod executor;
 mod link;
+mod local;
+
+pub use local::{LocalClient, LocalOutcome, RoleGone};
 
 use executor::{Executor, LocalDriver};
 
@@ -93,6 +96,10 @@ pub enum Inbound {
         out: Sender<Vec<u8>>,
         /// Calls of this connection not yet answered (see `UNANSWERED_MAX`).
         unanswered: Arc<AtomicU64>,
+        /// Whether a reply withheld (released under a lease that ran out before it could
+        /// leave) is answered "not primary" at once. A stub's connection gets nothing and
+        /// retries after its timeout; a RESP connection has no timeout of its own.
+        answer_withheld: bool,
     },
     ConnClosed {
         conn: ConnId,
@@ -268,6 +275,12 @@ impl PrimaryHandle {
                 context: self.context.clone(),
             },
         }
+    }
+
+    /// A client inside this node (a RESP connection) whose calls go to this role's executor.
+    pub fn local_client(&self) -> LocalClient {
+        let conn = self.context.conn_next.fetch_add(1, Ordering::Relaxed);
+        LocalClient::open(conn, &self.context)
     }
 
     /// A handle that asks for status and checksum without holding the role.

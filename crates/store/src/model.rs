@@ -78,6 +78,14 @@ pub trait DataModel: Any + Send {
         let _ = (id, segment, args);
     }
 
+    /// Tells the model the time, in Unix milliseconds, by the clock of the node that runs its
+    /// calls (a primary's executor calls it before each turn of calls). A model whose data
+    /// expires measures expiry against it; the store never reads a clock, so a model that is
+    /// never told the time sees none pass. The default ignores it.
+    fn set_time_ms(&mut self, now_ms: u64) {
+        let _ = now_ms;
+    }
+
     /// Writes the initial database into a fresh segment, through txns. Deterministic: a
     /// primary and its backups load the same bytes at the same LSN.
     fn load(&self, segment: &mut Segment);

@@ -47,6 +47,10 @@ pub enum ProcError {
     /// The procedure decided to roll back, as TPC-C's new-order does for an unknown item.
     #[error("rolled back: {0}")]
     Rollback(&'static str),
+    /// The procedure refused the call with this message for its caller, and wrote nothing
+    /// that stays (the Redis model's error replies: "WRONGTYPE …", "ERR syntax error").
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// Why [`Store::call`] or [`Store::call_once`] did not commit. Nothing was written.

@@ -59,6 +59,21 @@ pub struct UpArgs {
     /// Where the cluster keeps its files.
     #[arg(long, default_value = ".tandem")]
     pub dir: std::path::PathBuf,
+    /// The data model every node serves: redis (your own data, through Redis clients on each
+    /// node's RESP port), debit-credit or order-entry.
+    #[arg(long, default_value = "redis", value_parser = parse_model_name)]
+    pub workload: String,
+}
+
+fn parse_model_name(text: &str) -> Result<String, String> {
+    if tandem_workloads::MODEL_NAMES.contains(&text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "unknown data model '{text}'; accepted values: {}",
+            tandem_workloads::MODEL_NAMES.join(", ")
+        ))
+    }
 }
 
 #[derive(Debug, Args)]

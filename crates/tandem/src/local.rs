@@ -43,6 +43,8 @@ pub struct Options {
     pub suspect_ticks: u64,
     /// Records a primary's retained tail keeps.
     pub tail_records_max: u64,
+    /// The data model the nodes serve; `redis` also opens each node's RESP port.
+    pub workload: String,
 }
 
 impl Options {
@@ -56,6 +58,7 @@ impl Options {
             heartbeat_ticks: tuning.heartbeat_ticks,
             suspect_ticks: tuning.suspect_ticks,
             tail_records_max: tuning.tail_records_max,
+            workload: "debit-credit".to_string(),
         }
     }
 }
@@ -73,6 +76,9 @@ pub struct NodeEntry {
     pub id: u32,
     pub listen: SocketAddr,
     pub status: SocketAddr,
+    /// Where Redis clients connect, for the `redis` model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resp: Option<SocketAddr>,
     pub pid: u32,
     pub config: PathBuf,
     pub log: PathBuf,
@@ -185,6 +191,11 @@ impl LocalCluster {
                 node_id: id,
                 address: free_address()?,
                 role: if id == 1 { Role::Primary } else { Role::Backup },
+                resp: if options.workload == "redis" {
+                    Some(free_address()?)
+                } else {
+                    None
+                },
             });
         }
         let mut cluster = LocalCluster {
@@ -205,6 +216,7 @@ impl LocalCluster {
                 id: member.node_id,
                 listen: member.address,
                 status: config.metrics_listen.expect("local nodes serve /status"),
+                resp: member.resp,
                 pid: 0,
                 config: path,
                 log: node_dir.join("node.log"),
@@ -427,6 +439,7 @@ fn node_config(
         .for_member(member, members);
     config.metrics_listen = Some(free_address()?);
     config.group.db_mib = options.db_mib;
+    config.group.workload = options.workload.clone();
     config.group.safety = if members.len() == 1 {
         Safety::OneSafe
     } else {

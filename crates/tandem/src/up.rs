@@ -19,11 +19,13 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
     let mut options = Options::new(args.nodes);
     options.db_mib = args.db_mib as usize;
     options.safety = args.safety;
+    options.workload = args.workload.clone();
     eprintln!(
-        "starting {} nodes under {} ({} MiB Debit-Credit each, {})",
+        "starting {} nodes under {} ({} MiB of {} each, {})",
         args.nodes,
         args.dir.display(),
         args.db_mib,
+        args.workload,
         args.safety
     );
     let mut cluster = LocalCluster::start(&args.dir, &options)?;
@@ -33,12 +35,25 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
         settled.primary, settled.view, settled.lsn
     );
     for node in &cluster.nodes {
+        let resp = node
+            .entry
+            .resp
+            .map_or(String::new(), |resp| format!("Redis clients at {resp}, "));
         println!(
-            "  node {}: clients at {}, status at http://{}/status, log {}",
+            "  node {}: {resp}stub clients at {}, status at http://{}/status, log {}",
             node.entry.id,
             node.entry.listen,
             node.entry.status,
             node.entry.log.display()
+        );
+    }
+    if let Some(primary) = cluster.nodes.iter().find(|n| n.entry.id == settled.primary)
+        && let Some(resp) = primary.entry.resp
+    {
+        println!(
+            "try: redis-cli -h {} -p {} (the primary; a backup answers writes with READONLY)",
+            resp.ip(),
+            resp.port()
         );
     }
     println!(
@@ -76,7 +91,15 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
     if args.json {
         let nodes: Vec<Value> = rows
             .iter()
-            .map(|(id, status)| json!({"node": id, "status": status}))
+            .map(|(id, status)| {
+                let entry = file.nodes.iter().find(|node| node.id == *id);
+                json!({
+                    "node": id,
+                    "role": status.as_ref().map(|s| s["cluster"]["role"].clone()),
+                    "resp": entry.and_then(|node| node.resp).map(|a| a.to_string()),
+                    "status": status,
+                })
+            })
             .collect();
         println!("{}", json!({ "nodes": nodes }));
         return Ok(());

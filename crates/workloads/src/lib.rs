@@ -1,7 +1,8 @@
 //! The benchmark data models of seed 000 (section 2.4), Debit-Credit and Order-Entry, with
 //! their call generators and consistency checks. Each is a [`tandem_store::Workload`] built
 //! only from the store's tables, layout and registry, and reaches the rest of the system as a
-//! [`tandem_store::DataModel`] through [`tandem_store::Compiled`].
+//! [`tandem_store::DataModel`] through [`tandem_store::Compiled`]. [`model`] also builds the
+//! Redis model (crate `tandem-redis`) by name, so a config can name any of them.
 
 pub mod debit_credit;
 pub mod order_entry;
@@ -15,7 +16,7 @@ use crate::debit_credit::{DebitCredit, DebitCreditConfig};
 use crate::order_entry::{OrderEntry, OrderEntryConfig};
 
 /// The names of the models [`model`] builds, in the order they are listed to users.
-pub const MODEL_NAMES: [&str; 2] = ["debit-credit", "order-entry"];
+pub const MODEL_NAMES: [&str; 3] = ["debit-credit", "order-entry", "redis"];
 
 /// The data model called `name`, laid out with its default scale in a segment of `db_bytes`.
 /// The error names what to change.
@@ -35,6 +36,11 @@ pub fn model(name: &str, db_bytes: usize) -> Result<Box<dyn DataModel>, String> 
                 )
             })?;
             Ok(Compiled::boxed(workload))
+        }
+        "redis" => {
+            let model = tandem_redis::RedisModel::new(db_bytes)
+                .map_err(|err| format!("redis does not fit: {err}"))?;
+            Ok(Box::new(model))
         }
         _ => Err(format!(
             "unknown data model '{name}'; accepted values: {}",

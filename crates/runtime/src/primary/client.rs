@@ -164,6 +164,7 @@ impl Client {
             conn: self.conn,
             out,
             unanswered: Arc::clone(&unanswered),
+            answer_withheld: false,
         };
         if self.context.inbound.send(opened).is_err() {
             return Ok(());

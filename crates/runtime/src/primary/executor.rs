@@ -21,6 +21,7 @@ pub(super) struct ConnOut {
     pub(super) out: Sender<Vec<u8>>,
     pub(super) buf: Vec<u8>,
     pub(super) unanswered: Arc<AtomicU64>,
+    pub(super) answer_withheld: bool,
 }
 
 impl ConnOut {
@@ -177,6 +178,7 @@ impl Executor {
                 conn,
                 out,
                 unanswered,
+                answer_withheld,
             } => {
                 self.conns.insert(
                     conn,
@@ -184,6 +186,7 @@ impl Executor {
                         out,
                         buf: Vec::new(),
                         unanswered,
+                        answer_withheld,
                     },
                 );
             }
@@ -255,6 +258,12 @@ impl Executor {
     pub(super) fn run_calls(&mut self) -> usize {
         let mut ran = 0;
         let turn_started = Instant::now();
+        // Expiry is measured against the primary's clock (backups get the deletions as redo).
+        // A clock set before 1970 reads as 0: nothing expires until it is set right.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64);
+        self.role.set_time_ms(now_ms);
         let turn_max = (self.tick / 4).min(TURN_MAX);
         // The clock is read every 16 calls: a read costs a fifth of a Debit-Credit call.
         let turn_over = |ran: usize| {
@@ -448,6 +457,13 @@ impl Executor {
                     if let ReplyTo::Remote { conn, .. } = reply.reply.to
                         && let Some(out) = self.conns.get_mut(&conn)
                     {
+                        if out.answer_withheld {
+                            encode_error(
+                                &mut out.buf,
+                                ErrorCode::NotPrimary,
+                                "this primary's lease ran out before the reply could leave",
+                            );
+                        }
                         out.answered();
                     }
                 }

@@ -498,12 +498,14 @@ impl Group {
             node_id: 1,
             address: primary_listen,
             role: Role::Primary,
+            resp: None,
         }];
         for backup in 0..backups {
             members.push(PeerConfig {
                 node_id: 2 + backup,
                 address: free_address()?,
                 role: Role::Backup,
+                resp: None,
             });
         }
         let config_for = |member: &PeerConfig| -> Result<NodeConfig, Failure> {

@@ -1,0 +1,411 @@
+//! Commands on keys of any type (db.c, expire.c): existence, deletion, renaming, expiry,
+//! listing.
+
+use tandem_memory::Txn;
+
+use super::{CmdError, Ctx, arg, int_arg};
+use crate::db::{KEY_HEAD_BYTES, Key, KeyHead, Kind, Layout};
+use crate::dict::Found;
+use crate::glob;
+use crate::mem::Mem;
+use crate::resp::{Argv, ReplyWriter};
+
+/// Frees the blocks `key`'s value holds beyond its entry (a string has none).
+pub fn free_value(txn: &mut Txn<'_>, layout: &Layout, key: &Key) {
+    match key.kind() {
+        Kind::String => {}
+        other => panic!("no value of type {} exists yet", other.name()),
+    }
+    let _ = (txn, layout);
+}
+
+pub fn del(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    let mut deleted = 0;
+    for key in argv.iter().skip(1) {
+        if let Some(found) = ctx.find_for_write(key) {
+            ctx.delete(&found);
+            deleted += 1;
+        }
+    }
+    out.integer(deleted);
+    Ok(())
+}
+
+pub fn exists(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let count = argv
+        .iter()
+        .skip(1)
+        .filter(|key| ctx.find(key).is_some())
+        .count();
+    out.integer(count as i64);
+    Ok(())
+}
+
+pub fn type_(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    match ctx.find(arg(argv, 1)) {
+        Some(found) => out.simple(found.kind().name()),
+        None => out.simple("none"),
+    }
+    Ok(())
+}
+
+pub fn dbsize(
+    ctx: &mut Ctx<'_, '_>,
+    _argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    // Like Redis, keys that expired but were not yet deleted still count.
+    out.integer(ctx.layout.keyspace.len(&ctx.access) as i64);
+    Ok(())
+}
+
+pub fn flushall(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    match argv.get(1).map(|a| a.to_ascii_uppercase()) {
+        None => {}
+        Some(mode) if argv.len() == 2 && (mode == b"ASYNC" || mode == b"SYNC") => {}
+        Some(_) => return Err(CmdError::SYNTAX),
+    }
+    let layout = ctx.layout;
+    let txn = ctx.txn();
+    layout.keyspace.clear(txn, &layout.alloc, |txn, entry| {
+        let head: KeyHead = txn.pod(entry);
+        let key = Key {
+            found: Found { link: 0, entry },
+            head,
+        };
+        free_value(txn, &layout, &key);
+        layout.alloc.free(txn, entry, head.block_len as usize);
+    });
+    out.ok();
+    Ok(())
+}
+
+/// Renames `from` to `to`; `Ok(false)` if `nx` and `to` exists.
+fn rename_key(ctx: &mut Ctx<'_, '_>, argv: &Argv, nx: bool) -> Result<bool, CmdError> {
+    let (from, to) = (arg(argv, 1), arg(argv, 2));
+    if ctx.find_for_write(from).is_none() {
+        return Err(CmdError::NO_SUCH_KEY);
+    }
+    if from == to {
+        return Ok(!nx);
+    }
+    if let Some(target) = ctx.find_for_write(to) {
+        if nx {
+            return Ok(false);
+        }
+        ctx.delete(&target);
+    }
+    // The value stays where it is: only the entry (head, key, a string's bytes) moves.
+    let layout = ctx.layout;
+    let source = ctx.find_for_write(from).expect("the source is still there");
+    let txn = ctx.txn();
+    let kind = source.kind();
+    let value_bytes = if kind == Kind::String {
+        source.head.value_len as usize
+    } else {
+        0
+    };
+    let value = txn.bytes(source.string_at(), value_bytes).to_vec();
+    let head = source.head;
+    let target = layout.create(txn, to, kind, value_bytes)?;
+    txn.set_range(target.string_at(), value_bytes)
+        .copy_from_slice(&value);
+    layout.set_value(txn, &target, head.value);
+    layout.set_value_len(txn, &target, head.value_len);
+    layout.set_expire(txn, &target, head.expire_at_ms);
+    let source = layout
+        .find_any(txn, from)
+        .expect("the source is still there");
+    layout.unlink(txn, &source);
+    Ok(true)
+}
+
+pub fn rename(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    rename_key(ctx, argv, false)?;
+    out.ok();
+    Ok(())
+}
+
+pub fn renamenx(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let renamed = rename_key(ctx, argv, true)?;
+    out.integer(renamed as i64);
+    Ok(())
+}
+
+/// `EXPIRE` and its relatives: `unit_ms` per unit, relative or absolute.
+fn expire_generic(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+    unit_ms: i64,
+    absolute: bool,
+) -> Result<(), CmdError> {
+    let key = arg(argv, 1);
+    let n = int_arg(argv, 2)?;
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for option in argv.iter().skip(3) {
+        match option.to_ascii_uppercase().as_slice() {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"GT" => gt = true,
+            b"LT" => lt = true,
+            _ => {
+                return Err(CmdError::owned(format!(
+                    "ERR Unsupported option {}",
+                    String::from_utf8_lossy(option)
+                )));
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(CmdError::fixed(
+            "ERR NX and XX, GT or LT options at the same time are not compatible",
+        ));
+    }
+    if gt && lt {
+        return Err(CmdError::fixed(
+            "ERR GT and LT options at the same time are not compatible",
+        ));
+    }
+    let command = String::from_utf8_lossy(arg(argv, 0)).to_lowercase();
+    let invalid = || CmdError::owned(format!("ERR invalid expire time in '{command}' command"));
+    let mut at = n.checked_mul(unit_ms).ok_or_else(invalid)?;
+    if !absolute {
+        at = at.checked_add(ctx.now_ms as i64).ok_or_else(invalid)?;
+    }
+    let Some(found) = ctx.find_for_write(key) else {
+        out.integer(0);
+        return Ok(());
+    };
+    let current = found.head.expire_at_ms;
+    // A key without a TTL counts as an infinite one for GT and LT.
+    let refused = (nx && current != 0)
+        || (xx && current == 0)
+        || (gt && (current == 0 || at <= current as i64))
+        || (lt && current != 0 && at >= current as i64);
+    if refused {
+        out.integer(0);
+        return Ok(());
+    }
+    let layout = ctx.layout;
+    if at <= ctx.now_ms as i64 {
+        ctx.delete(&found);
+    } else {
+        let txn = ctx.txn();
+        layout.set_expire(txn, &found, at as u64);
+        layout.touch(txn, &found);
+    }
+    out.integer(1);
+    Ok(())
+}
+
+pub fn expire(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    expire_generic(ctx, argv, out, 1000, false)
+}
+
+pub fn pexpire(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    expire_generic(ctx, argv, out, 1, false)
+}
+
+pub fn expireat(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    expire_generic(ctx, argv, out, 1000, true)
+}
+
+pub fn pexpireat(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    expire_generic(ctx, argv, out, 1, true)
+}
+
+pub fn persist(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let removed = match ctx.find_for_write(arg(argv, 1)) {
+        Some(found) if found.head.expire_at_ms != 0 => {
+            let layout = ctx.layout;
+            let txn = ctx.txn();
+            layout.set_expire(txn, &found, 0);
+            layout.touch(txn, &found);
+            true
+        }
+        _ => false,
+    };
+    out.integer(removed as i64);
+    Ok(())
+}
+
+/// Time to live in milliseconds: -2 without the key, -1 without an expiry.
+fn ttl_ms(ctx: &Ctx<'_, '_>, key: &[u8]) -> i64 {
+    match ctx.find(key) {
+        None => -2,
+        Some(found) if found.head.expire_at_ms == 0 => -1,
+        Some(found) => (found.head.expire_at_ms - ctx.now_ms) as i64,
+    }
+}
+
+pub fn ttl(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    let ms = ttl_ms(ctx, arg(argv, 1));
+    out.integer(if ms < 0 { ms } else { (ms + 500) / 1000 });
+    Ok(())
+}
+
+pub fn pttl(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    out.integer(ttl_ms(ctx, arg(argv, 1)));
+    Ok(())
+}
+
+fn expire_time(ctx: &Ctx<'_, '_>, key: &[u8]) -> i64 {
+    match ctx.find(key) {
+        None => -2,
+        Some(found) if found.head.expire_at_ms == 0 => -1,
+        Some(found) => found.head.expire_at_ms as i64,
+    }
+}
+
+pub fn expiretime(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let at = expire_time(ctx, arg(argv, 1));
+    out.integer(if at < 0 { at } else { at / 1000 });
+    Ok(())
+}
+
+pub fn pexpiretime(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    out.integer(expire_time(ctx, arg(argv, 1)));
+    Ok(())
+}
+
+/// The key bytes of the entry at `entry`.
+fn entry_key(mem: &impl Mem, entry: usize) -> &[u8] {
+    let head: KeyHead = mem.pod(entry);
+    mem.bytes(entry + KEY_HEAD_BYTES, head.link.key_len as usize)
+}
+
+/// Whether the entry at `entry` is live at `now_ms`.
+fn entry_live(mem: &impl Mem, entry: usize, now_ms: u64) -> bool {
+    let head: KeyHead = mem.pod(entry);
+    head.expire_at_ms == 0 || head.expire_at_ms > now_ms
+}
+
+pub fn keys(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    let pattern = arg(argv, 1);
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    let now_ms = ctx.now_ms;
+    ctx.layout.keyspace.for_each(&ctx.access, |entry| {
+        let key = entry_key(&ctx.access, entry);
+        if entry_live(&ctx.access, entry, now_ms) && glob::matches(pattern, key) {
+            found.push(key.to_vec());
+        }
+    });
+    out.array(found.len());
+    for key in &found {
+        out.bulk(key);
+    }
+    Ok(())
+}
+
+pub fn scan(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    let cursor = std::str::from_utf8(arg(argv, 1))
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+        .ok_or(CmdError::fixed("ERR invalid cursor"))?;
+    let (mut pattern, mut count, mut kind): (Option<&[u8]>, i64, Option<Vec<u8>>) =
+        (None, 10, None);
+    let mut i = 2;
+    while i < argv.len() {
+        let option = arg(argv, i).to_ascii_uppercase();
+        let Some(value) = argv.get(i + 1) else {
+            return Err(CmdError::SYNTAX);
+        };
+        match option.as_slice() {
+            b"MATCH" => pattern = Some(value),
+            b"COUNT" => {
+                count = crate::num::parse_i64(value).ok_or(CmdError::NOT_INTEGER)?;
+                if count < 1 {
+                    return Err(CmdError::SYNTAX);
+                }
+            }
+            b"TYPE" => kind = Some(value.to_ascii_lowercase()),
+            _ => return Err(CmdError::SYNTAX),
+        }
+        i += 2;
+    }
+    let now_ms = ctx.now_ms;
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    let mut next = cursor;
+    // Like Redis, visit about `count` buckets' worth (at most ten times as many empty ones).
+    let mut visits = 0i64;
+    loop {
+        next = ctx.layout.keyspace.scan(&ctx.access, next, |entry| {
+            let key = entry_key(&ctx.access, entry);
+            let head: KeyHead = ctx.access.pod(entry);
+            let kind_ok = kind.as_deref().is_none_or(|want| {
+                let kind = Key {
+                    found: Found { link: 0, entry },
+                    head,
+                }
+                .kind();
+                kind.name().as_bytes() == want
+            });
+            if entry_live(&ctx.access, entry, now_ms)
+                && kind_ok
+                && pattern.is_none_or(|p| glob::matches(p, key))
+            {
+                found.push(key.to_vec());
+            }
+        });
+        visits += 1;
+        if next == 0 || visits >= count.saturating_mul(10) || found.len() as i64 >= count {
+            break;
+        }
+    }
+    out.array(2);
+    out.bulk(next.to_string().as_bytes());
+    out.array(found.len());
+    for key in &found {
+        out.bulk(key);
+    }
+    Ok(())
+}

@@ -1,0 +1,368 @@
+//! Commands on the database: the table of every command a node knows, and the context a
+//! command runs in.
+//!
+//! A data command runs in a [`Ctx`]: a write command inside the txn of its call (or of the
+//! `EXEC` or script it is part of), a read-only command on a segment (a primary's or a
+//! backup's) or inside a txn alike. **Every command checks everything it can refuse before
+//! its first write**, so a command that answers an error has changed nothing: `EXEC` can then
+//! answer one queued command's error and keep the others' effects, as Redis does, in one txn.
+//! The one error found after writing is running out of memory, which fails the whole call.
+//!
+//! Connection commands (`PING`, `HELLO`, `MULTI`, …) are in the table too, for `COMMAND`
+//! and arity checks, but run in the connection's [`crate::session::Session`], not here.
+
+mod keys;
+mod strings;
+
+use std::borrow::Cow;
+
+use tandem_memory::{Segment, Txn};
+
+use crate::alloc::OutOfMemory;
+use crate::db::{Key, Kind, Layout};
+use crate::mem::Mem;
+use crate::resp::{Argv, ReplyWriter};
+
+pub use keys::free_value;
+
+/// Where a command reads and writes.
+#[derive(Debug)]
+pub enum Access<'a, 't> {
+    /// A read-only command on a segment as it stands.
+    Read(&'a Segment),
+    /// Any command inside an open txn.
+    Write(&'a mut Txn<'t>),
+}
+
+impl Mem for Access<'_, '_> {
+    #[inline]
+    fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        match self {
+            Access::Read(segment) => segment.read(offset, len),
+            Access::Write(txn) => txn.read(offset, len),
+        }
+    }
+}
+
+/// What a command runs with.
+#[derive(Debug)]
+pub struct Ctx<'a, 't> {
+    pub access: Access<'a, 't>,
+    pub layout: Layout,
+    /// The primary's time, in Unix milliseconds: what expiry is measured against.
+    pub now_ms: u64,
+}
+
+impl<'t> Ctx<'_, 't> {
+    /// The open txn. Panics in a read-only command: the table marks it wrong.
+    pub fn txn(&mut self) -> &mut Txn<'t> {
+        match &mut self.access {
+            Access::Write(txn) => txn,
+            Access::Read(_) => panic!("a command the table marks read-only wrote"),
+        }
+    }
+
+    /// `key`, if it exists and has not expired.
+    pub fn find(&self, key: &[u8]) -> Option<Key> {
+        self.layout.find(&self.access, key, self.now_ms)
+    }
+
+    /// `key` for a write: an expired entry is deleted first (in this txn), so the caller sees
+    /// only a live key or none.
+    pub fn find_for_write(&mut self, key: &[u8]) -> Option<Key> {
+        let found = self.layout.find_any(&self.access, key)?;
+        if found.head.expire_at_ms != 0 && found.head.expire_at_ms <= self.now_ms {
+            self.delete(&found);
+            return None;
+        }
+        Some(found)
+    }
+
+    /// `key` if it exists and is of type `kind`; `WRONGTYPE` if it is of another.
+    pub fn find_typed(&self, key: &[u8], kind: Kind) -> Result<Option<Key>, CmdError> {
+        match self.find(key) {
+            Some(found) if found.kind() != kind => Err(CmdError::WRONGTYPE),
+            other => Ok(other),
+        }
+    }
+
+    /// Deletes `key` and its value.
+    pub fn delete(&mut self, key: &Key) {
+        let layout = self.layout;
+        let txn = self.txn();
+        free_value(txn, &layout, key);
+        layout.unlink(txn, key);
+    }
+
+    /// The bytes of string `key`.
+    pub fn string<'m>(&'m self, key: &Key) -> &'m [u8] {
+        assert_eq!(key.kind(), Kind::String, "a string read of another type");
+        self.access
+            .bytes(key.string_at(), key.head.value_len as usize)
+    }
+}
+
+/// Why a command answered an error. Nothing was written (but for `Oom`, which fails the
+/// whole call).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmdError {
+    /// An error reply, its code first ("ERR …", "WRONGTYPE …").
+    Reply(Cow<'static, str>),
+    /// The database is full: the call changes nothing.
+    Oom,
+}
+
+impl CmdError {
+    pub const WRONGTYPE: CmdError =
+        CmdError::fixed("WRONGTYPE Operation against a key holding the wrong kind of value");
+    pub const NOT_INTEGER: CmdError =
+        CmdError::fixed("ERR value is not an integer or out of range");
+    pub const NOT_FLOAT: CmdError = CmdError::fixed("ERR value is not a valid float");
+    pub const SYNTAX: CmdError = CmdError::fixed("ERR syntax error");
+    pub const NO_SUCH_KEY: CmdError = CmdError::fixed("ERR no such key");
+    pub const OVERFLOW: CmdError = CmdError::fixed("ERR increment or decrement would overflow");
+    pub const TOO_LONG: CmdError =
+        CmdError::fixed("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+
+    pub const fn fixed(text: &'static str) -> CmdError {
+        CmdError::Reply(Cow::Borrowed(text))
+    }
+
+    pub fn owned(text: String) -> CmdError {
+        CmdError::Reply(Cow::Owned(text))
+    }
+
+    /// The error reply's text, code first.
+    pub fn text(&self) -> &str {
+        match self {
+            CmdError::Reply(text) => text,
+            CmdError::Oom => OOM_TEXT,
+        }
+    }
+}
+
+/// Redis's reply to a write that does not fit.
+pub const OOM_TEXT: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+impl From<OutOfMemory> for CmdError {
+    fn from(_: OutOfMemory) -> CmdError {
+        CmdError::Oom
+    }
+}
+
+/// The longest string Redis accepts (`proto-max-bulk-len`).
+pub const STRING_LEN_MAX: usize = 512 * 1024 * 1024;
+
+/// A command's body.
+pub type Run = fn(&mut Ctx<'_, '_>, &Argv, &mut ReplyWriter<'_>) -> Result<(), CmdError>;
+
+/// What a command is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Changes the database: runs in a txn on the primary.
+    Write,
+    /// Only reads the database.
+    Read,
+    /// Runs in the connection (no database access): `PING`, `HELLO`, `MULTI`, …
+    Connection,
+}
+
+/// One command of the table.
+#[derive(Clone, Copy)]
+pub struct Command {
+    /// Upper case, as the procedure is named.
+    pub name: &'static str,
+    /// Redis's arity: `n` exactly n arguments (the name included), `-n` at least n.
+    pub arity: i32,
+    pub class: Class,
+    /// Redis's key positions (first, last, step; 0 for no key), for `COMMAND`.
+    pub keys: (i32, i32, i32),
+    /// Whether the command may need more memory (`denyoom`).
+    pub grows: bool,
+    pub run: Option<Run>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Command")
+            .field("name", &self.name)
+            .field("arity", &self.arity)
+            .field("class", &self.class)
+            .finish()
+    }
+}
+
+impl Command {
+    /// Whether `argc` arguments (the name included) fit the arity.
+    pub fn arity_fits(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let arity = self.arity as i64;
+        if arity >= 0 {
+            argc == arity
+        } else {
+            argc >= -arity
+        }
+    }
+}
+
+const fn data(
+    name: &'static str,
+    arity: i32,
+    class: Class,
+    keys: (i32, i32, i32),
+    grows: bool,
+    run: Run,
+) -> Command {
+    Command {
+        name,
+        arity,
+        class,
+        keys,
+        grows,
+        run: Some(run),
+    }
+}
+
+const fn conn(name: &'static str, arity: i32) -> Command {
+    Command {
+        name,
+        arity,
+        class: Class::Connection,
+        keys: (0, 0, 0),
+        grows: false,
+        run: None,
+    }
+}
+
+use Class::{Read, Write};
+
+/// Every command a node knows, sorted by name (the procedure ids are indices here).
+pub static COMMANDS: &[Command] = &[
+    data("APPEND", 3, Write, (1, 1, 1), true, strings::append),
+    conn("AUTH", -2),
+    conn("CLIENT", -2),
+    conn("COMMAND", -1),
+    conn("CONFIG", -2),
+    data("DBSIZE", 1, Read, (0, 0, 0), false, keys::dbsize),
+    data("DECR", 2, Write, (1, 1, 1), true, strings::decr),
+    data("DECRBY", 3, Write, (1, 1, 1), true, strings::decrby),
+    data("DEL", -2, Write, (1, -1, 1), false, keys::del),
+    conn("DISCARD", 1),
+    conn("ECHO", 2),
+    conn("EXEC", 1),
+    data("EXISTS", -2, Read, (1, -1, 1), false, keys::exists),
+    data("EXPIRE", -3, Write, (1, 1, 1), false, keys::expire),
+    data("EXPIREAT", -3, Write, (1, 1, 1), false, keys::expireat),
+    data("EXPIRETIME", 2, Read, (1, 1, 1), false, keys::expiretime),
+    data("FLUSHALL", -1, Write, (0, 0, 0), false, keys::flushall),
+    data("FLUSHDB", -1, Write, (0, 0, 0), false, keys::flushall),
+    data("GET", 2, Read, (1, 1, 1), false, strings::get),
+    data("GETDEL", 2, Write, (1, 1, 1), false, strings::getdel),
+    data("GETEX", -2, Write, (1, 1, 1), false, strings::getex),
+    data("GETRANGE", 4, Read, (1, 1, 1), false, strings::getrange),
+    data("GETSET", 3, Write, (1, 1, 1), true, strings::getset),
+    conn("HELLO", -1),
+    data("INCR", 2, Write, (1, 1, 1), true, strings::incr),
+    data("INCRBY", 3, Write, (1, 1, 1), true, strings::incrby),
+    data(
+        "INCRBYFLOAT",
+        3,
+        Write,
+        (1, 1, 1),
+        true,
+        strings::incrbyfloat,
+    ),
+    conn("INFO", -1),
+    data("KEYS", 2, Read, (0, 0, 0), false, keys::keys),
+    data("MGET", -2, Read, (1, -1, 1), false, strings::mget),
+    data("MSET", -3, Write, (1, -1, 2), true, strings::mset),
+    data("MSETNX", -3, Write, (1, -1, 2), true, strings::msetnx),
+    conn("MULTI", 1),
+    data("PERSIST", 2, Write, (1, 1, 1), false, keys::persist),
+    data("PEXPIRE", -3, Write, (1, 1, 1), false, keys::pexpire),
+    data("PEXPIREAT", -3, Write, (1, 1, 1), false, keys::pexpireat),
+    data("PEXPIRETIME", 2, Read, (1, 1, 1), false, keys::pexpiretime),
+    conn("PING", -1),
+    data("PSETEX", 4, Write, (1, 1, 1), true, strings::psetex),
+    data("PTTL", 2, Read, (1, 1, 1), false, keys::pttl),
+    conn("QUIT", -1),
+    data("RENAME", 3, Write, (1, 2, 1), false, keys::rename),
+    data("RENAMENX", 3, Write, (1, 2, 1), false, keys::renamenx),
+    conn("RESET", 1),
+    data("SCAN", -2, Read, (0, 0, 0), false, keys::scan),
+    conn("SELECT", 2),
+    data("SET", -3, Write, (1, 1, 1), true, strings::set),
+    data("SETEX", 4, Write, (1, 1, 1), true, strings::setex),
+    data("SETNX", 3, Write, (1, 1, 1), true, strings::setnx),
+    data("SETRANGE", 4, Write, (1, 1, 1), true, strings::setrange),
+    data("STRLEN", 2, Read, (1, 1, 1), false, strings::strlen),
+    data("TOUCH", -2, Read, (1, -1, 1), false, keys::exists),
+    data("TTL", 2, Read, (1, 1, 1), false, keys::ttl),
+    data("TYPE", 2, Read, (1, 1, 1), false, keys::type_),
+    data("UNLINK", -2, Write, (1, -1, 1), false, keys::del),
+    conn("UNWATCH", 1),
+    conn("WAIT", 3),
+    conn("WATCH", -2),
+];
+
+/// The command called `name` (any case).
+pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
+    let mut upper = [0u8; 32];
+    if name.len() > upper.len() {
+        return None;
+    }
+    for (to, from) in upper.iter_mut().zip(name) {
+        *to = from.to_ascii_uppercase();
+    }
+    let upper = &upper[..name.len()];
+    COMMANDS
+        .binary_search_by(|command| command.name.as_bytes().cmp(upper))
+        .ok()
+        .map(|index| (index, &COMMANDS[index]))
+}
+
+/// Redis's error for a wrong argument count.
+pub fn arity_error(name: &[u8]) -> CmdError {
+    CmdError::owned(format!(
+        "ERR wrong number of arguments for '{}' command",
+        String::from_utf8_lossy(name).to_lowercase()
+    ))
+}
+
+/// Parses argument `i` as Redis's `string2ll` does, or answers "not an integer".
+pub fn int_arg(argv: &Argv, i: usize) -> Result<i64, CmdError> {
+    crate::num::parse_i64(argv.get(i).expect("the arity was checked")).ok_or(CmdError::NOT_INTEGER)
+}
+
+/// Argument `i` (which the arity guarantees).
+pub fn arg(argv: &Argv, i: usize) -> &[u8] {
+    argv.get(i).expect("the arity was checked")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_is_sorted_and_every_data_command_runs() {
+        for pair in COMMANDS.windows(2) {
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} before {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+        for command in COMMANDS {
+            assert_eq!(
+                command.run.is_some(),
+                command.class != Class::Connection,
+                "{}",
+                command.name
+            );
+            assert_eq!(command.name, command.name.to_ascii_uppercase());
+        }
+        assert_eq!(lookup(b"get").map(|(_, c)| c.name), Some("GET"));
+        assert!(lookup(b"nosuchcommand").is_none());
+    }
+}

@@ -1,0 +1,525 @@
+//! String commands (t_string.c): `GET`, `SET` and its relatives, counters, ranges.
+
+use super::{CmdError, Ctx, STRING_LEN_MAX, arg, arity_error, int_arg};
+use crate::db::{Key, Kind};
+use crate::mem::Mem;
+use crate::num;
+use crate::resp::{Argv, ReplyWriter};
+
+/// What a write does to a key's time to live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ttl {
+    /// The key no longer expires (`SET` without `KEEPTTL`).
+    Clear,
+    /// The key keeps its expiry (`KEEPTTL`, `INCR`, `APPEND`, `SETRANGE`).
+    Keep,
+    /// The key expires at this Unix millisecond.
+    At(u64),
+}
+
+/// Sets `key` to the string `value`, replacing whatever value it held.
+fn put(ctx: &mut Ctx<'_, '_>, key: &[u8], value: &[u8], ttl: Ttl) -> Result<(), CmdError> {
+    let layout = ctx.layout;
+    let existing = ctx.find_for_write(key);
+    let expire_at_ms = match (ttl, &existing) {
+        (Ttl::Keep, Some(old)) => old.head.expire_at_ms,
+        (Ttl::At(at), _) => at,
+        _ => 0,
+    };
+    let target = match existing {
+        Some(old) if old.kind() == Kind::String && value.len() <= old.string_capacity() => old,
+        Some(old) => {
+            ctx.delete(&old);
+            layout.create(ctx.txn(), key, Kind::String, value.len())?
+        }
+        None => layout.create(ctx.txn(), key, Kind::String, value.len())?,
+    };
+    let txn = ctx.txn();
+    txn.set_range(target.string_at(), value.len())
+        .copy_from_slice(value);
+    layout.set_value_len(txn, &target, value.len() as u64);
+    layout.touch(txn, &target);
+    if target.head.expire_at_ms != expire_at_ms {
+        layout.set_expire(txn, &target, expire_at_ms);
+    }
+    Ok(())
+}
+
+/// The string `key` holds: `None` if it does not exist, `WRONGTYPE` if it is not a string.
+fn get_string(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Option<Key>, CmdError> {
+    ctx.find_typed(key, Kind::String)
+}
+
+pub fn get(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    match get_string(ctx, arg(argv, 1))? {
+        Some(key) => out.bulk(ctx.string(&key)),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+/// An expiry given in `unit_ms` units by argument `i`, as an absolute Unix millisecond, with
+/// Redis's checks (`command` names the command in the error, lower case).
+fn expiry_arg(
+    ctx: &Ctx<'_, '_>,
+    value: &[u8],
+    unit_ms: i64,
+    absolute: bool,
+    command: &str,
+) -> Result<u64, CmdError> {
+    let n = num::parse_i64(value).ok_or(CmdError::NOT_INTEGER)?;
+    let invalid = || CmdError::owned(format!("ERR invalid expire time in '{command}' command"));
+    if n <= 0 {
+        return Err(invalid());
+    }
+    let ms = n.checked_mul(unit_ms).ok_or_else(invalid)?;
+    let at = if absolute {
+        ms
+    } else {
+        ms.checked_add(ctx.now_ms as i64).ok_or_else(invalid)?
+    };
+    Ok(at as u64)
+}
+
+pub fn set(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    let key = arg(argv, 1);
+    let value = arg(argv, 2);
+    let (mut nx, mut xx, mut get, mut keep_ttl) = (false, false, false, false);
+    let mut expire: Option<u64> = None;
+    let mut i = 3;
+    while i < argv.len() {
+        let option = arg(argv, i).to_ascii_uppercase();
+        let next = argv.get(i + 1);
+        match (option.as_slice(), next) {
+            (b"NX", _) if !xx => nx = true,
+            (b"XX", _) if !nx => xx = true,
+            (b"GET", _) => get = true,
+            (b"KEEPTTL", _) if expire.is_none() => keep_ttl = true,
+            (b"EX" | b"PX" | b"EXAT" | b"PXAT", Some(n)) if expire.is_none() && !keep_ttl => {
+                let (unit, absolute) = match option.as_slice() {
+                    b"EX" => (1000, false),
+                    b"PX" => (1, false),
+                    b"EXAT" => (1000, true),
+                    _ => (1, true),
+                };
+                expire = Some(expiry_arg(ctx, n, unit, absolute, "set")?);
+                i += 1;
+            }
+            _ => return Err(CmdError::SYNTAX),
+        }
+        i += 1;
+    }
+    let existing = ctx.find(key);
+    if get
+        && let Some(old) = &existing
+        && old.kind() != Kind::String
+    {
+        return Err(CmdError::WRONGTYPE);
+    }
+    let old_value = match (&existing, get) {
+        (Some(old), true) => Some(ctx.string(old).to_vec()),
+        _ => None,
+    };
+    let condition_holds = !(nx && existing.is_some() || xx && existing.is_none());
+    if condition_holds {
+        let ttl = match expire {
+            Some(at) => Ttl::At(at),
+            None if keep_ttl => Ttl::Keep,
+            None => Ttl::Clear,
+        };
+        put(ctx, key, value, ttl)?;
+        if let Some(at) = expire
+            && at <= ctx.now_ms
+        {
+            // An absolute time already past: Redis sets and deletes at once.
+            let key = ctx.find_for_write(key);
+            debug_assert!(
+                key.is_none(),
+                "a key whose time passed is deleted on access"
+            );
+        }
+    }
+    match (get, old_value) {
+        (true, Some(old)) => out.bulk(&old),
+        (true, None) => out.null(),
+        (false, _) if condition_holds => out.ok(),
+        (false, _) => out.null(),
+    }
+    Ok(())
+}
+
+pub fn setnx(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let key = arg(argv, 1);
+    if ctx.find(key).is_some() {
+        out.integer(0);
+        return Ok(());
+    }
+    put(ctx, key, arg(argv, 2), Ttl::Clear)?;
+    out.integer(1);
+    Ok(())
+}
+
+fn setex_unit(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+    unit_ms: i64,
+    command: &str,
+) -> Result<(), CmdError> {
+    let at = expiry_arg(ctx, arg(argv, 2), unit_ms, false, command)?;
+    put(ctx, arg(argv, 1), arg(argv, 3), Ttl::At(at))?;
+    out.ok();
+    Ok(())
+}
+
+pub fn setex(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    setex_unit(ctx, argv, out, 1000, "setex")
+}
+
+pub fn psetex(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    setex_unit(ctx, argv, out, 1, "psetex")
+}
+
+pub fn getdel(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    match get_string(ctx, arg(argv, 1))? {
+        Some(key) => {
+            out.bulk(ctx.string(&key));
+            ctx.delete(&key);
+        }
+        None => out.null(),
+    }
+    Ok(())
+}
+
+pub fn getset(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let key = arg(argv, 1);
+    let old = get_string(ctx, key)?.map(|old| ctx.string(&old).to_vec());
+    put(ctx, key, arg(argv, 2), Ttl::Clear)?;
+    match old {
+        Some(old) => out.bulk(&old),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+pub fn getex(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let key = arg(argv, 1);
+    // None: leave the expiry; Some(0): persist; Some(at): expire at.
+    let mut change: Option<u64> = None;
+    let mut i = 2;
+    while i < argv.len() {
+        let option = arg(argv, i).to_ascii_uppercase();
+        match (option.as_slice(), argv.get(i + 1)) {
+            (b"PERSIST", _) if change.is_none() => change = Some(0),
+            (b"EX" | b"PX" | b"EXAT" | b"PXAT", Some(n)) if change.is_none() => {
+                let (unit, absolute) = match option.as_slice() {
+                    b"EX" => (1000, false),
+                    b"PX" => (1, false),
+                    b"EXAT" => (1000, true),
+                    _ => (1, true),
+                };
+                change = Some(expiry_arg(ctx, n, unit, absolute, "getex")?);
+                i += 1;
+            }
+            _ => return Err(CmdError::SYNTAX),
+        }
+        i += 1;
+    }
+    let Some(found) = get_string(ctx, key)? else {
+        out.null();
+        return Ok(());
+    };
+    out.bulk(ctx.string(&found));
+    if let Some(at) = change {
+        let layout = ctx.layout;
+        if at != 0 && at <= ctx.now_ms {
+            ctx.delete(&found);
+        } else if found.head.expire_at_ms != at {
+            let txn = ctx.txn();
+            layout.set_expire(txn, &found, at);
+            layout.touch(txn, &found);
+        }
+    }
+    Ok(())
+}
+
+pub fn mget(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    out.array(argv.len() - 1);
+    for key in argv.iter().skip(1) {
+        match ctx.find(key) {
+            Some(found) if found.kind() == Kind::String => out.bulk(ctx.string(&found)),
+            _ => out.null(),
+        }
+    }
+    Ok(())
+}
+
+pub fn mset(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    if argv.len().is_multiple_of(2) {
+        return Err(arity_error(arg(argv, 0)));
+    }
+    for pair in (1..argv.len()).step_by(2) {
+        put(ctx, arg(argv, pair), arg(argv, pair + 1), Ttl::Clear)?;
+    }
+    out.ok();
+    Ok(())
+}
+
+pub fn msetnx(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    if argv.len().is_multiple_of(2) {
+        return Err(arity_error(arg(argv, 0)));
+    }
+    let any_exists = (1..argv.len())
+        .step_by(2)
+        .any(|i| ctx.find(arg(argv, i)).is_some());
+    if any_exists {
+        out.integer(0);
+        return Ok(());
+    }
+    for pair in (1..argv.len()).step_by(2) {
+        put(ctx, arg(argv, pair), arg(argv, pair + 1), Ttl::Clear)?;
+    }
+    out.integer(1);
+    Ok(())
+}
+
+pub fn strlen(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let len = get_string(ctx, arg(argv, 1))?.map_or(0, |key| key.head.value_len);
+    out.integer(len as i64);
+    Ok(())
+}
+
+pub fn getrange(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let mut start = int_arg(argv, 2)?;
+    let mut end = int_arg(argv, 3)?;
+    let Some(key) = get_string(ctx, arg(argv, 1))? else {
+        out.bulk(b"");
+        return Ok(());
+    };
+    let bytes = ctx.string(&key);
+    let len = bytes.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        out.bulk(b"");
+        return Ok(());
+    }
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        out.bulk(b"");
+    } else {
+        out.bulk(&bytes[start as usize..=end as usize]);
+    }
+    Ok(())
+}
+
+pub fn setrange(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let key = arg(argv, 1);
+    let offset = int_arg(argv, 2)?;
+    let value = arg(argv, 3);
+    if offset < 0 {
+        return Err(CmdError::fixed("ERR offset is out of range"));
+    }
+    let existing = get_string(ctx, key)?;
+    let old_len = existing.map_or(0, |k| k.head.value_len as usize);
+    if value.is_empty() {
+        out.integer(old_len as i64);
+        return Ok(());
+    }
+    let offset = offset as usize;
+    let end = offset
+        .checked_add(value.len())
+        .filter(|&end| end <= STRING_LEN_MAX)
+        .ok_or(CmdError::TOO_LONG)?;
+    let new_len = end.max(old_len);
+    let key = write_span(ctx, key, existing, new_len, offset, value)?;
+    out.integer(key.head.value_len as i64);
+    Ok(())
+}
+
+pub fn append(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let key = arg(argv, 1);
+    let value = arg(argv, 2);
+    let existing = get_string(ctx, key)?;
+    let old_len = existing.map_or(0, |k| k.head.value_len as usize);
+    let new_len = old_len + value.len();
+    if new_len > STRING_LEN_MAX {
+        return Err(CmdError::TOO_LONG);
+    }
+    let key = write_span(ctx, key, existing, new_len, old_len, value)?;
+    out.integer(key.head.value_len as i64);
+    Ok(())
+}
+
+/// Makes string `key` `new_len` bytes long (zero-filled past its old end, its TTL kept) and
+/// writes `bytes` at `offset`. Returns the key entry, which may have moved.
+fn write_span(
+    ctx: &mut Ctx<'_, '_>,
+    key: &[u8],
+    existing: Option<Key>,
+    new_len: usize,
+    offset: usize,
+    bytes: &[u8],
+) -> Result<Key, CmdError> {
+    let layout = ctx.layout;
+    let (found, old_len) = match existing {
+        None => {
+            let found = layout.create(ctx.txn(), key, Kind::String, new_len)?;
+            (found, 0)
+        }
+        Some(_) => {
+            let found = ctx.find_for_write(key).expect("a live key stays live");
+            let old_len = found.head.value_len as usize;
+            if new_len <= found.string_capacity() {
+                (found, old_len)
+            } else {
+                // Grow with room to spare, as Redis's sds does, so that a run of APPENDs
+                // copies the string a logarithmic number of times.
+                let room = new_len.saturating_mul(2).min(new_len + 1024 * 1024);
+                let room = room.min(STRING_LEN_MAX).max(new_len);
+                let moved = layout.grow(ctx.txn(), &found, room, old_len)?;
+                (moved, old_len)
+            }
+        }
+    };
+    let txn = ctx.txn();
+    if new_len > old_len {
+        txn.set_range(found.string_at() + old_len, new_len - old_len)
+            .fill(0);
+    }
+    txn.set_range(found.string_at() + offset, bytes.len())
+        .copy_from_slice(bytes);
+    layout.set_value_len(txn, &found, new_len as u64);
+    layout.touch(txn, &found);
+    let head = txn.pod(found.entry());
+    Ok(Key { head, ..found })
+}
+
+fn incr_by(ctx: &mut Ctx<'_, '_>, key: &[u8], delta: i64) -> Result<i64, CmdError> {
+    let existing = get_string(ctx, key)?;
+    let old = match &existing {
+        Some(found) => num::parse_i64(ctx.string(found)).ok_or(CmdError::NOT_INTEGER)?,
+        None => 0,
+    };
+    let new = old.checked_add(delta).ok_or(CmdError::OVERFLOW)?;
+    let mut text = Vec::with_capacity(20);
+    num::format_i64(new, &mut text);
+    put(ctx, key, &text, Ttl::Keep)?;
+    Ok(new)
+}
+
+pub fn incr(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    let n = incr_by(ctx, arg(argv, 1), 1)?;
+    out.integer(n);
+    Ok(())
+}
+
+pub fn decr(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    let n = incr_by(ctx, arg(argv, 1), -1)?;
+    out.integer(n);
+    Ok(())
+}
+
+pub fn incrby(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let delta = int_arg(argv, 2)?;
+    let n = incr_by(ctx, arg(argv, 1), delta)?;
+    out.integer(n);
+    Ok(())
+}
+
+pub fn decrby(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let delta = int_arg(argv, 2)?;
+    let delta = delta
+        .checked_neg()
+        .ok_or(CmdError::fixed("ERR decrement would overflow"))?;
+    let n = incr_by(ctx, arg(argv, 1), delta)?;
+    out.integer(n);
+    Ok(())
+}
+
+pub fn incrbyfloat(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    // Redis adds in 80-bit long double and prints the sum with `%.17Lf`; `LongDouble` does
+    // both exactly as Redis's machine does, so `0.1 + 0.2` answers "0.3" here too.
+    let key = arg(argv, 1);
+    let delta = num::LongDouble::parse(arg(argv, 2)).ok_or(CmdError::NOT_FLOAT)?;
+    let existing = get_string(ctx, key)?;
+    let old = match &existing {
+        Some(found) => num::LongDouble::parse(ctx.string(found)).ok_or(CmdError::NOT_FLOAT)?,
+        None => num::LongDouble::parse(b"0").expect("zero parses"),
+    };
+    let sum = old + delta;
+    if !sum.is_finite() {
+        return Err(CmdError::fixed(
+            "ERR increment would produce NaN or Infinity",
+        ));
+    }
+    let mut text = Vec::with_capacity(32);
+    sum.format_human(&mut text);
+    put(ctx, key, &text, Ttl::Keep)?;
+    out.bulk(&text);
+    Ok(())
+}

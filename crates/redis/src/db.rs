@@ -1,0 +1,325 @@
+//! The database in the segment: its header, the keyspace, and the key entries.
+//!
+//! # Layout
+//!
+//! ```text
+//! offset   0  DbHeader (64 bytes): magic, layout version, hash seed, the primary's clock
+//!             high-water mark
+//! offset  64  the keyspace's DictHeader (64 bytes)
+//! offset 256  the allocator's region, up to the dedup table the store keeps at the end
+//! ```
+//!
+//! Every key is an entry of the keyspace ([`Dict`]): a [`KeyHead`] (its link, type, expiry,
+//! the LSN of its last change, its value's place and length), the key's bytes, and for a
+//! string the value's bytes too, so a string key is one block. Other types keep their value
+//! in blocks of their own that `KeyHead::value` points to.
+
+use bytemuck::{Pod, Zeroable};
+use tandem_memory::{Segment, Txn};
+use tandem_store::DedupTable;
+
+use crate::alloc::{Alloc, OutOfMemory};
+use crate::dict::{DICT_HEADER_BYTES, Dict, Found, LINK_BYTES, Link};
+use crate::mem::{Mem, set_word};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"tandemrd");
+const LAYOUT_VERSION: u64 = 1;
+const KEYSPACE_AT: usize = 64;
+const ALLOC_AT: usize = 256;
+
+/// The database header, as it lies at the segment's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+struct DbHeader {
+    magic: u64,
+    layout_version: u64,
+    /// Keys the hash of every table ([`crate::dict::hash`]).
+    seed: u64,
+    /// The latest time, in Unix milliseconds, a primary stamped on a write that depends on
+    /// time. A new primary whose clock is behind uses this instead, so a key that expired
+    /// never comes back after a failover.
+    clock_ms: u64,
+    reserved: [u64; 4],
+}
+
+const CLOCK_AT: usize = 24;
+
+/// A value's type, as `TYPE` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    String = 0,
+    List = 1,
+    Set = 2,
+    ZSet = 3,
+    Hash = 4,
+}
+
+impl Kind {
+    fn from_u8(byte: u8) -> Kind {
+        match byte {
+            0 => Kind::String,
+            1 => Kind::List,
+            2 => Kind::Set,
+            3 => Kind::ZSet,
+            4 => Kind::Hash,
+            _ => panic!("a key entry holds type byte {byte}, which no type has"),
+        }
+    }
+
+    /// The name `TYPE` answers.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+            Kind::Hash => "hash",
+        }
+    }
+}
+
+/// A key entry's fixed part, as it lies in the segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct KeyHead {
+    pub link: Link,
+    /// Unix milliseconds at which the key expires; 0: never.
+    pub expire_at_ms: u64,
+    /// The LSN of the txn that last changed the key (`WATCH` compares it).
+    pub version: u64,
+    /// For a type other than string, the segment offset of its value's block.
+    pub value: u64,
+    /// A string's length, or a collection's element count.
+    pub value_len: u64,
+    /// The bytes asked of the allocator for this entry (what `free` is given back).
+    pub block_len: u64,
+}
+
+pub const KEY_HEAD_BYTES: usize = size_of::<KeyHead>();
+const _: () = assert!(KEY_HEAD_BYTES == 64);
+const _: () = assert!(LINK_BYTES == 24);
+
+const EXPIRE_AT: usize = 24;
+const VERSION_AT: usize = 32;
+const VALUE_AT: usize = 40;
+const VALUE_LEN_AT: usize = 48;
+
+/// A key that exists and has not expired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key {
+    pub found: Found,
+    pub head: KeyHead,
+}
+
+impl Key {
+    pub fn kind(&self) -> Kind {
+        Kind::from_u8(self.head.link.aux as u8)
+    }
+
+    pub fn entry(&self) -> usize {
+        self.found.entry
+    }
+
+    /// Segment offset of a string's bytes.
+    pub fn string_at(&self) -> usize {
+        self.found.entry + KEY_HEAD_BYTES + self.head.link.key_len as usize
+    }
+
+    /// Bytes a string may grow to in place.
+    pub fn string_capacity(&self) -> usize {
+        let block = Alloc::block_len_for(self.head.block_len as usize)
+            .expect("an allocated entry has a class");
+        block - KEY_HEAD_BYTES - self.head.link.key_len as usize
+    }
+}
+
+/// Where the database lies in a segment. Holds no state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub alloc: Alloc,
+    pub keyspace: Dict,
+}
+
+/// The database does not fit the segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a {segment_len}-byte segment leaves no room for the database after its dedup table; give \
+     a larger database size"
+)]
+pub struct TooSmall {
+    pub segment_len: usize,
+}
+
+impl Layout {
+    /// The layout of a segment of `segment_len` bytes.
+    pub fn for_segment_len(segment_len: usize) -> Result<Layout, TooSmall> {
+        let end = DedupTable::for_segment_len(segment_len).offset() & !15;
+        if end < ALLOC_AT + 4096 {
+            return Err(TooSmall { segment_len });
+        }
+        Ok(Layout {
+            alloc: Alloc::new(ALLOC_AT, end - ALLOC_AT),
+            keyspace: Dict::new(KEYSPACE_AT, KEY_HEAD_BYTES),
+        })
+    }
+
+    /// Writes a fresh database's header in `txn` (the rest of a fresh segment is zero, an
+    /// empty keyspace and allocator).
+    pub fn format(&self, txn: &mut Txn<'_>, seed: u64) {
+        let header = DbHeader {
+            magic: MAGIC,
+            layout_version: LAYOUT_VERSION,
+            seed,
+            clock_ms: 0,
+            reserved: [0; 4],
+        };
+        *txn.set_pod::<DbHeader>(0) = header;
+        const _: () = assert!(KEYSPACE_AT + DICT_HEADER_BYTES <= ALLOC_AT);
+    }
+
+    /// Whether the segment holds a database of this layout.
+    pub fn is_formatted(&self, segment: &Segment) -> bool {
+        let header: DbHeader = segment.read_pod(0);
+        header.magic == MAGIC && header.layout_version == LAYOUT_VERSION
+    }
+
+    pub fn seed(&self, mem: &impl Mem) -> u64 {
+        mem.pod::<DbHeader>(0).seed
+    }
+
+    pub fn clock_ms(&self, mem: &impl Mem) -> u64 {
+        mem.word(CLOCK_AT)
+    }
+
+    /// Raises the clock's high-water mark to `now_ms`.
+    pub fn advance_clock(&self, txn: &mut Txn<'_>, now_ms: u64) {
+        if now_ms > self.clock_ms(txn) {
+            set_word(txn, CLOCK_AT, now_ms);
+        }
+    }
+
+    /// The entry of `key`, expired or not.
+    pub fn find_any(&self, mem: &impl Mem, key: &[u8]) -> Option<Key> {
+        let hash = crate::dict::hash(self.seed(mem), key);
+        self.keyspace.find(mem, key, hash).map(|found| Key {
+            found,
+            head: mem.pod(found.entry),
+        })
+    }
+
+    /// The entry of `key` if it exists at `now_ms` (an expired key reads as missing).
+    pub fn find(&self, mem: &impl Mem, key: &[u8], now_ms: u64) -> Option<Key> {
+        self.find_any(mem, key)
+            .filter(|k| k.head.expire_at_ms == 0 || k.head.expire_at_ms > now_ms)
+    }
+
+    /// Allocates a key entry for `key` of type `kind` with `extra` bytes after the key (a
+    /// string's value), writes its head and key, and links it into the keyspace. Its value
+    /// bytes are the caller's to write. The key must not be in the keyspace.
+    pub fn create(
+        &self,
+        txn: &mut Txn<'_>,
+        key: &[u8],
+        kind: Kind,
+        extra: usize,
+    ) -> Result<Key, OutOfMemory> {
+        let hash = crate::dict::hash(self.seed(txn), key);
+        let block_len = KEY_HEAD_BYTES + key.len() + extra;
+        let entry = self.alloc.alloc(txn, block_len)?;
+        let head = KeyHead {
+            link: Link {
+                next: 0,
+                hash,
+                key_len: u32::try_from(key.len()).expect("a key is shorter than 4 GiB"),
+                aux: kind as u32,
+            },
+            expire_at_ms: 0,
+            version: txn.lsn_next(),
+            value: 0,
+            value_len: 0,
+            block_len: block_len as u64,
+        };
+        let bytes = txn.set_range(entry, KEY_HEAD_BYTES + key.len());
+        bytes[..KEY_HEAD_BYTES].copy_from_slice(bytemuck::bytes_of(&head));
+        bytes[KEY_HEAD_BYTES..].copy_from_slice(key);
+        if let Err(err) = self.keyspace.insert(txn, &self.alloc, entry) {
+            self.alloc.free(txn, entry, block_len);
+            return Err(err);
+        }
+        let found = self
+            .keyspace
+            .find(txn, key, hash)
+            .expect("a key just inserted is found");
+        Ok(Key { found, head })
+    }
+
+    /// Unlinks `key` and frees its entry; the caller has freed its value's blocks.
+    pub fn unlink(&self, txn: &mut Txn<'_>, key: &Key) {
+        self.keyspace.remove(txn, &self.alloc, key.found);
+        self.alloc
+            .free(txn, key.found.entry, key.head.block_len as usize);
+    }
+
+    /// Marks `key` as changed by this txn (for `WATCH`).
+    pub fn touch(&self, txn: &mut Txn<'_>, key: &Key) {
+        set_word(txn, key.entry() + VERSION_AT, txn.lsn_next());
+    }
+
+    pub fn set_expire(&self, txn: &mut Txn<'_>, key: &Key, expire_at_ms: u64) {
+        set_word(txn, key.entry() + EXPIRE_AT, expire_at_ms);
+    }
+
+    pub fn set_value(&self, txn: &mut Txn<'_>, key: &Key, value: u64) {
+        set_word(txn, key.entry() + VALUE_AT, value);
+    }
+
+    pub fn set_value_len(&self, txn: &mut Txn<'_>, key: &Key, value_len: u64) {
+        set_word(txn, key.entry() + VALUE_LEN_AT, value_len);
+    }
+
+    /// The key entry after `key`'s was moved to a block of `block_len` bytes (with
+    /// `value_len` set and the old block's head, key and the first `keep` value bytes copied),
+    /// or `OutOfMemory` with nothing changed.
+    pub fn grow(
+        &self,
+        txn: &mut Txn<'_>,
+        key: &Key,
+        value_len: usize,
+        keep: usize,
+    ) -> Result<Key, OutOfMemory> {
+        let key_len = key.head.link.key_len as usize;
+        let block_len = KEY_HEAD_BYTES + key_len + value_len;
+        let entry = self.alloc.alloc(txn, block_len)?;
+        let copy_len = KEY_HEAD_BYTES + key_len + keep;
+        let old = txn.read(key.entry(), copy_len).to_vec();
+        let bytes = txn.set_range(entry, copy_len);
+        bytes.copy_from_slice(&old);
+        let mut head = key.head;
+        head.block_len = block_len as u64;
+        head.value_len = value_len as u64;
+        head.version = txn.lsn_next();
+        *txn.set_pod::<KeyHead>(entry) = head;
+        self.keyspace.replace(txn, key.found, entry);
+        self.alloc
+            .free(txn, key.entry(), key.head.block_len as usize);
+        Ok(Key {
+            found: Found {
+                link: key.found.link,
+                entry,
+            },
+            head,
+        })
+    }
+
+    /// Every block the database owns, as (segment offset, bytes asked for): the allocator's
+    /// check proves they and the free blocks tile what it carved.
+    pub fn owned_blocks(&self, mem: &impl Mem, owned: &mut Vec<(usize, usize)>) {
+        self.keyspace
+            .blocks(mem, |block, len| owned.push((block, len)));
+        self.keyspace.for_each(mem, |entry| {
+            let head: KeyHead = mem.pod(entry);
+            owned.push((entry, head.block_len as usize));
+        });
+    }
+}

@@ -1,0 +1,272 @@
+//! The Redis data model as the store's [`DataModel`].
+//!
+//! Every data command of [`COMMANDS`] is a procedure, its id the command's index in the
+//! table, its kind the command's class; two more run what a connection asks for on its own
+//! behalf: [`PROC_EXEC`] (a `MULTI` … `EXEC` block, one txn) and [`PROC_WATCH`] (the versions
+//! of the keys a `WATCH` names). A call's arguments are [`CallArgs`]: the connection's
+//! protocol and the command's arguments; its reply is the RESP reply, in that protocol. A
+//! command that answers an error fails the call ([`ProcError::Failed`] with the error's
+//! text), so it takes no LSN; it has written nothing (see [`crate::cmd`]).
+
+use tandem_memory::{Segment, Txn};
+use tandem_store::{DataModel, DedupTable, Driver, Inconsistency, ProcError, ProcId, ProcKind};
+
+use crate::cmd::{Access, COMMANDS, Class, CmdError, Ctx};
+use crate::db::Layout;
+use crate::mem::Mem;
+use crate::resp::{Argv, ReplyWriter};
+use crate::wire::{CallArgs, ExecArgs, encode_versions};
+
+/// The procedure of a `MULTI` … `EXEC` block.
+pub const PROC_EXEC: ProcId = ProcId(COMMANDS.len() as u16);
+/// The read procedure that answers the versions of `WATCH`ed keys.
+pub const PROC_WATCH: ProcId = ProcId(COMMANDS.len() as u16 + 1);
+const PROC_EXEC_NAME: &str = "tandem.exec";
+const PROC_WATCH_NAME: &str = "tandem.watch";
+
+/// How stale the database's clock high-water mark may get before a write raises it.
+const CLOCK_STEP_MS: u64 = 100;
+
+/// The seed of a fresh database's hash function.
+const SEED_DEFAULT: u64 = 0x7461_6e64_656d_0001;
+
+/// The Redis model of a group.
+#[derive(Debug)]
+pub struct RedisModel {
+    layout: Layout,
+    /// The node's clock, as the executor last told it.
+    clock_ms: u64,
+    /// Scratch space for a call's arguments.
+    argv: Argv,
+}
+
+impl RedisModel {
+    /// The model for a segment of `segment_len` bytes.
+    pub fn new(segment_len: usize) -> Result<RedisModel, crate::db::TooSmall> {
+        Ok(RedisModel {
+            layout: Layout::for_segment_len(segment_len)?,
+            clock_ms: 0,
+            argv: Argv::new(),
+        })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The time a call runs at: the node's clock, but never behind the latest time a primary
+    /// stamped in the database.
+    fn now_ms(&self, mem: &impl Mem) -> u64 {
+        self.clock_ms.max(self.layout.clock_ms(mem))
+    }
+
+    fn command(id: ProcId) -> Option<&'static crate::cmd::Command> {
+        COMMANDS
+            .get(id.0 as usize)
+            .filter(|c| c.class != Class::Connection)
+    }
+
+    /// Runs a `MULTI` block in `txn`, writing `EXEC`'s reply: a null array if a watched key
+    /// changed (nothing ran), else each command's reply, an error for a command that refused
+    /// (it wrote nothing; the others' effects stay, as in Redis). Running out of memory fails
+    /// the whole block.
+    fn exec(
+        &mut self,
+        txn: &mut Txn<'_>,
+        args: &ExecArgs,
+        reply: &mut Vec<u8>,
+    ) -> Result<(), CmdError> {
+        let proto = args.proto();
+        let now_ms = self.now_ms(txn);
+        let mut ctx = Ctx {
+            access: Access::Write(txn),
+            layout: self.layout,
+            now_ms,
+        };
+        for (key, version) in args.watched() {
+            let current = ctx.find(key).map_or(0, |k| k.head.version);
+            if current != version {
+                ReplyWriter::new(reply, proto).null_array();
+                return Ok(());
+            }
+        }
+        ReplyWriter::new(reply, proto).array(args.commands().len());
+        let mut one = Vec::new();
+        for argv in args.commands() {
+            let command = crate::cmd::lookup(argv.get(0).unwrap_or_default())
+                .map(|(_, c)| c)
+                .filter(|c| c.class != Class::Connection);
+            one.clear();
+            let result = match command {
+                Some(command) if command.arity_fits(argv.len()) => {
+                    let run = command.run.expect("a data command runs");
+                    run(&mut ctx, argv, &mut ReplyWriter::new(&mut one, proto))
+                }
+                Some(command) => Err(crate::cmd::arity_error(command.name.as_bytes())),
+                None => Err(CmdError::fixed(
+                    "ERR a queued command is not a data command",
+                )),
+            };
+            match result {
+                Ok(()) => reply.extend_from_slice(&one),
+                Err(CmdError::Oom) => return Err(CmdError::Oom),
+                Err(CmdError::Reply(text)) => ReplyWriter::new(reply, proto).error(&text),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DataModel for RedisModel {
+    fn name(&self) -> &str {
+        "redis"
+    }
+
+    fn lookup(&self, name: &str) -> Option<ProcId> {
+        match name {
+            PROC_EXEC_NAME => Some(PROC_EXEC),
+            PROC_WATCH_NAME => Some(PROC_WATCH),
+            _ => crate::cmd::lookup(name.as_bytes())
+                .filter(|(_, c)| c.class != Class::Connection)
+                .map(|(index, _)| ProcId(index as u16)),
+        }
+    }
+
+    fn procedure_name(&self, id: ProcId) -> Option<&str> {
+        match id {
+            PROC_EXEC => Some(PROC_EXEC_NAME),
+            PROC_WATCH => Some(PROC_WATCH_NAME),
+            _ => Self::command(id).map(|c| c.name),
+        }
+    }
+
+    fn kind(&self, id: ProcId) -> Option<ProcKind> {
+        match id {
+            PROC_EXEC => Some(ProcKind::Write),
+            PROC_WATCH => Some(ProcKind::Read),
+            _ => Self::command(id).map(|c| match c.class {
+                Class::Write => ProcKind::Write,
+                _ => ProcKind::Read,
+            }),
+        }
+    }
+
+    fn procedure_count(&self) -> usize {
+        COMMANDS.len() + 2
+    }
+
+    fn call(
+        &mut self,
+        id: ProcId,
+        txn: &mut Txn<'_>,
+        args: &[u8],
+        reply: &mut Vec<u8>,
+    ) -> Result<(), ProcError> {
+        let now_ms = self.now_ms(txn);
+        if now_ms >= self.layout.clock_ms(txn) + CLOCK_STEP_MS {
+            self.layout.advance_clock(txn, now_ms);
+        }
+        if id == PROC_EXEC {
+            let exec =
+                ExecArgs::decode(args).map_err(|_| ProcError::BadArgs("a malformed EXEC"))?;
+            return self.exec(txn, &exec, reply).map_err(failed);
+        }
+        let command = Self::command(id).ok_or(ProcError::BadArgs("no such command"))?;
+        let proto = CallArgs::decode_into(args, &mut self.argv)
+            .map_err(|_| ProcError::BadArgs("malformed command arguments"))?;
+        if !command.arity_fits(self.argv.len()) {
+            return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
+        }
+        let mut ctx = Ctx {
+            access: Access::Write(txn),
+            layout: self.layout,
+            now_ms,
+        };
+        let mut out = ReplyWriter::new(reply, proto);
+        let run = command.run.expect("a data command runs");
+        run(&mut ctx, &self.argv, &mut out).map_err(failed)
+    }
+
+    fn read(
+        &self,
+        id: ProcId,
+        segment: &Segment,
+        args: &[u8],
+        reply: &mut Vec<u8>,
+    ) -> Result<(), ProcError> {
+        let now_ms = self.now_ms(segment);
+        if id == PROC_WATCH {
+            let mut argv = Argv::new();
+            CallArgs::decode_into(args, &mut argv)
+                .map_err(|_| ProcError::BadArgs("malformed WATCH arguments"))?;
+            let versions: Vec<u64> = argv
+                .iter()
+                .map(|key| {
+                    self.layout
+                        .find(segment, key, now_ms)
+                        .map_or(0, |k| k.head.version)
+                })
+                .collect();
+            encode_versions(&versions, reply);
+            return Ok(());
+        }
+        let command = Self::command(id).ok_or(ProcError::BadArgs("no such command"))?;
+        let mut argv = Argv::new();
+        let proto = CallArgs::decode_into(args, &mut argv)
+            .map_err(|_| ProcError::BadArgs("malformed command arguments"))?;
+        if !command.arity_fits(argv.len()) {
+            return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
+        }
+        let mut ctx = Ctx {
+            access: Access::Read(segment),
+            layout: self.layout,
+            now_ms,
+        };
+        let mut out = ReplyWriter::new(reply, proto);
+        let run = command.run.expect("a data command runs");
+        run(&mut ctx, &argv, &mut out).map_err(failed)
+    }
+
+    fn set_time_ms(&mut self, now_ms: u64) {
+        self.clock_ms = now_ms;
+    }
+
+    fn load(&self, segment: &mut Segment) {
+        let mut txn = segment.begin();
+        self.layout.format(&mut txn, SEED_DEFAULT);
+        txn.commit();
+    }
+
+    fn check(&self, segment: &Segment) -> Result<(), Inconsistency> {
+        if !self.layout.is_formatted(segment) {
+            return Err(Inconsistency {
+                check: "the segment holds a Redis database",
+                detail: "its header's magic or layout version is wrong".into(),
+            });
+        }
+        let mut owned = Vec::new();
+        self.layout.owned_blocks(segment, &mut owned);
+        self.layout.alloc.check(segment, &mut owned.into_iter())?;
+        DedupTable::for_segment_len(segment.len()).check(segment)
+    }
+
+    fn check_quick(&self, _segment: &Segment) -> Result<(), Inconsistency> {
+        Ok(())
+    }
+
+    fn replica(&self) -> Box<dyn DataModel> {
+        Box::new(RedisModel {
+            layout: self.layout,
+            clock_ms: 0,
+            argv: Argv::new(),
+        })
+    }
+
+    fn driver(&self, _seed: u64) -> Option<Box<dyn Driver>> {
+        None
+    }
+}
+
+fn failed(err: CmdError) -> ProcError {
+    ProcError::Failed(err.text().to_string())
+}

@@ -1,0 +1,611 @@
+//! One RESP connection's state, sans-I/O: what each command does before (and after) it
+//! reaches the database.
+//!
+//! The runtime parses a request into an [`Argv`] and hands it to [`Session::handle`], which
+//! either answers at once (connection commands, refusals, `MULTI`'s `+QUEUED`) or asks for
+//! a call ([`Step::Call`]): a data command, a whole `MULTI` block, or the versions of keys a
+//! `WATCH` names. The runtime runs the call on the primary (in order with the connection's
+//! other calls) and hands the outcome to [`Session::called`], which writes the reply.
+
+use tandem_store::{DataModel, ProcId, ProcKind};
+
+use crate::cmd::{self, COMMANDS, Class, Command};
+use crate::model::{PROC_EXEC, PROC_WATCH};
+use crate::resp::{Argv, Proto, ReplyWriter};
+use crate::wire::{CallArgs, ExecArgs, decode_versions};
+
+/// The version this server reports (`HELLO`, `INFO`): the Redis release whose commands and
+/// replies it follows.
+pub const REDIS_VERSION: &str = "7.0.15";
+
+/// What a session knows of the node it runs on.
+#[derive(Clone, Debug, Default)]
+pub struct ServerInfo {
+    /// This node's id in the cluster.
+    pub node_id: u64,
+    /// Whether it is its group's primary now.
+    pub primary: bool,
+    /// Where the primary serves RESP, if known.
+    pub primary_resp: Option<String>,
+    /// The port this node serves RESP on.
+    pub resp_port: u16,
+    /// Backups in the current view.
+    pub backups: usize,
+    /// The segment's size: the most the database may hold.
+    pub maxmemory: usize,
+    /// The group's safety rule, as the config names it.
+    pub safety: String,
+    /// Extra `INFO` lines for the `memory` section (the allocator's figures).
+    pub memory_lines: Vec<(String, String)>,
+}
+
+/// Why a call came to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    Command,
+    Exec,
+    /// The keys whose versions the call reads.
+    Watch(Vec<Vec<u8>>),
+}
+
+/// A call the session asks the runtime to make.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub proc_id: ProcId,
+    pub kind: ProcKind,
+    pub args: Vec<u8>,
+    pub purpose: Purpose,
+}
+
+/// What to do after [`Session::handle`].
+#[derive(Debug)]
+pub enum Step {
+    /// The reply is written.
+    Replied,
+    /// Make this call; hand its outcome to [`Session::called`].
+    Call(Call),
+    /// The reply is written; close the connection once it is sent.
+    Close,
+}
+
+/// How a call ended.
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome<'a> {
+    /// The call committed or read: its reply, in RESP.
+    Reply(&'a [u8]),
+    /// The command refused: its error text, code first.
+    Failed(&'a str),
+}
+
+/// A connection's state.
+#[derive(Debug)]
+pub struct Session {
+    id: u64,
+    proto: Proto,
+    name: Option<Vec<u8>>,
+    /// Inside `MULTI`: the queued commands, and whether one was refused (`EXEC` then aborts).
+    multi: Option<(Vec<Argv>, bool)>,
+    watched: Vec<(Vec<u8>, u64)>,
+}
+
+impl Session {
+    pub fn new(id: u64) -> Session {
+        Session {
+            id,
+            proto: Proto::Resp2,
+            name: None,
+            multi: None,
+            watched: Vec::new(),
+        }
+    }
+
+    pub fn proto(&self) -> Proto {
+        self.proto
+    }
+
+    /// Handles one request; its reply (if any now) is appended to `out`.
+    pub fn handle(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
+        let name = argv.get(0).unwrap_or_default();
+        let Some((index, command)) = cmd::lookup(name) else {
+            self.refuse_in_multi();
+            ReplyWriter::new(out, self.proto).error(&unknown_command(argv));
+            return Step::Replied;
+        };
+        if !command.arity_fits(argv.len()) {
+            self.refuse_in_multi();
+            ReplyWriter::new(out, self.proto).error(cmd::arity_error(name).text());
+            return Step::Replied;
+        }
+        if self.multi.is_some()
+            && !matches!(
+                command.name,
+                "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
+            )
+        {
+            if command.class == Class::Connection {
+                self.refuse_in_multi();
+                ReplyWriter::new(out, self.proto)
+                    .error("ERR Command not allowed inside a transaction");
+                return Step::Replied;
+            }
+            let (queued, _) = self.multi.as_mut().expect("inside MULTI");
+            queued.push(argv.clone());
+            ReplyWriter::new(out, self.proto).simple("QUEUED");
+            return Step::Replied;
+        }
+        if command.class != Class::Connection {
+            return self.data_call(index, command, argv, info, out);
+        }
+        self.connection_command(command, argv, info, out)
+    }
+
+    fn refuse_in_multi(&mut self) {
+        if let Some((_, refused)) = &mut self.multi {
+            *refused = true;
+        }
+    }
+
+    fn data_call(
+        &mut self,
+        index: usize,
+        command: &Command,
+        argv: &Argv,
+        info: &ServerInfo,
+        out: &mut Vec<u8>,
+    ) -> Step {
+        if !info.primary {
+            ReplyWriter::new(out, self.proto).error(&not_primary(info));
+            return Step::Replied;
+        }
+        let mut args = Vec::new();
+        CallArgs::encode(self.proto, argv, &mut args);
+        let kind = match command.class {
+            Class::Write => ProcKind::Write,
+            _ => ProcKind::Read,
+        };
+        Step::Call(Call {
+            proc_id: ProcId(index as u16),
+            kind,
+            args,
+            purpose: Purpose::Command,
+        })
+    }
+
+    /// Writes the reply of a call made for `purpose`.
+    pub fn called(&mut self, purpose: Purpose, outcome: Outcome<'_>, out: &mut Vec<u8>) {
+        match (purpose, outcome) {
+            (Purpose::Watch(keys), Outcome::Reply(bytes)) => match decode_versions(bytes) {
+                Ok(versions) if versions.len() == keys.len() => {
+                    for (key, version) in keys.into_iter().zip(versions) {
+                        if !self.watched.iter().any(|(k, _)| *k == key) {
+                            self.watched.push((key, version));
+                        }
+                    }
+                    ReplyWriter::new(out, self.proto).ok();
+                }
+                _ => ReplyWriter::new(out, self.proto)
+                    .error("ERR the node answered WATCH with malformed versions"),
+            },
+            (_, Outcome::Reply(bytes)) => out.extend_from_slice(bytes),
+            (_, Outcome::Failed(text)) => ReplyWriter::new(out, self.proto).error(text),
+        }
+    }
+
+    fn connection_command(
+        &mut self,
+        command: &Command,
+        argv: &Argv,
+        info: &ServerInfo,
+        out: &mut Vec<u8>,
+    ) -> Step {
+        let proto = self.proto;
+        let arg = |i: usize| argv.get(i).unwrap_or_default();
+        match command.name {
+            "PING" => {
+                let mut w = ReplyWriter::new(out, proto);
+                match argv.get(1) {
+                    Some(message) => w.bulk(message),
+                    None => w.simple("PONG"),
+                }
+            }
+            "ECHO" => ReplyWriter::new(out, proto).bulk(arg(1)),
+            "QUIT" => {
+                ReplyWriter::new(out, proto).ok();
+                return Step::Close;
+            }
+            "SELECT" => {
+                let mut w = ReplyWriter::new(out, proto);
+                match crate::num::parse_i64(arg(1)) {
+                    None => w.error(cmd::CmdError::NOT_INTEGER.text()),
+                    Some(0) => w.ok(),
+                    Some(_) => w.error("ERR DB index is out of range"),
+                }
+            }
+            "AUTH" => {
+                let mut w = ReplyWriter::new(out, proto);
+                if argv.len() == 2 {
+                    w.error(
+                        "ERR AUTH <password> called without any password configured for the \
+                         default user. Are you sure your configuration is correct?",
+                    );
+                } else if argv.len() == 3 && arg(1) == b"default" {
+                    w.ok();
+                } else if argv.len() == 3 {
+                    w.error("WRONGPASS invalid username-password pair or user is disabled.");
+                } else {
+                    w.error(cmd::CmdError::SYNTAX.text());
+                }
+            }
+            "HELLO" => return self.hello(argv, info, out),
+            "RESET" => {
+                self.proto = Proto::Resp2;
+                self.name = None;
+                self.multi = None;
+                self.watched.clear();
+                ReplyWriter::new(out, Proto::Resp2).simple("RESET");
+            }
+            "CLIENT" => self.client(argv, out),
+            "COMMAND" => command_command(argv, proto, out),
+            "CONFIG" => config(argv, info, proto, out),
+            "INFO" => {
+                let text = info_text(info, self.id);
+                let mut w = ReplyWriter::new(out, proto);
+                w.verbatim("txt", &text);
+            }
+            "WAIT" => {
+                let mut w = ReplyWriter::new(out, proto);
+                match (crate::num::parse_i64(arg(1)), crate::num::parse_i64(arg(2))) {
+                    (Some(_), Some(timeout)) if timeout >= 0 => {
+                        // A reply leaves only once its rule holds: under 2-safe every backup
+                        // of the view already holds this connection's last write.
+                        w.integer(info.backups as i64)
+                    }
+                    (Some(_), Some(_)) => w.error("ERR timeout is negative"),
+                    _ => w.error(cmd::CmdError::NOT_INTEGER.text()),
+                }
+            }
+            "MULTI" => {
+                let mut w = ReplyWriter::new(out, proto);
+                if self.multi.is_some() {
+                    w.error("ERR MULTI calls can not be nested");
+                } else {
+                    self.multi = Some((Vec::new(), false));
+                    w.ok();
+                }
+            }
+            "DISCARD" => {
+                let mut w = ReplyWriter::new(out, proto);
+                if self.multi.take().is_some() {
+                    self.watched.clear();
+                    w.ok();
+                } else {
+                    w.error("ERR DISCARD without MULTI");
+                }
+            }
+            "EXEC" => return self.exec(info, out),
+            "WATCH" => {
+                if self.multi.is_some() {
+                    ReplyWriter::new(out, proto).error("ERR WATCH inside MULTI is not allowed");
+                    return Step::Replied;
+                }
+                if !info.primary {
+                    ReplyWriter::new(out, proto).error(&not_primary(info));
+                    return Step::Replied;
+                }
+                let keys: Vec<Vec<u8>> = argv.iter().skip(1).map(<[u8]>::to_vec).collect();
+                let mut key_argv = Argv::new();
+                for key in &keys {
+                    key_argv.push(key);
+                }
+                let mut args = Vec::new();
+                CallArgs::encode(proto, &key_argv, &mut args);
+                return Step::Call(Call {
+                    proc_id: PROC_WATCH,
+                    kind: ProcKind::Read,
+                    args,
+                    purpose: Purpose::Watch(keys),
+                });
+            }
+            "UNWATCH" => {
+                self.watched.clear();
+                ReplyWriter::new(out, proto).ok();
+            }
+            other => {
+                ReplyWriter::new(out, proto).error(&format!(
+                    "ERR the connection command '{other}' is not served here"
+                ));
+            }
+        }
+        Step::Replied
+    }
+
+    fn exec(&mut self, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
+        let proto = self.proto;
+        let Some((queued, refused)) = self.multi.take() else {
+            ReplyWriter::new(out, proto).error("ERR EXEC without MULTI");
+            return Step::Replied;
+        };
+        let watched = std::mem::take(&mut self.watched);
+        if refused {
+            ReplyWriter::new(out, proto)
+                .error("EXECABORT Transaction discarded because of previous errors.");
+            return Step::Replied;
+        }
+        if queued.is_empty() && watched.is_empty() {
+            ReplyWriter::new(out, proto).array(0);
+            return Step::Replied;
+        }
+        if !info.primary {
+            ReplyWriter::new(out, proto).error(&not_primary(info));
+            return Step::Replied;
+        }
+        // A block runs as one call, so it sees one state and its writes land together; a
+        // block of reads only takes an LSN too (rare enough not to have a procedure of its
+        // own).
+        let mut args = Vec::new();
+        ExecArgs::encode(proto, &watched, &queued, &mut args);
+        Step::Call(Call {
+            proc_id: PROC_EXEC,
+            kind: ProcKind::Write,
+            args,
+            purpose: Purpose::Exec,
+        })
+    }
+
+    fn hello(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
+        let mut proto = self.proto;
+        let mut i = 1;
+        if let Some(version) = argv.get(1) {
+            match crate::num::parse_i64(version) {
+                Some(2) => proto = Proto::Resp2,
+                Some(3) => proto = Proto::Resp3,
+                Some(_) => {
+                    ReplyWriter::new(out, self.proto).error("NOPROTO unsupported protocol version");
+                    return Step::Replied;
+                }
+                None => {
+                    ReplyWriter::new(out, self.proto)
+                        .error("ERR Protocol version is not an integer or out of range");
+                    return Step::Replied;
+                }
+            }
+            i = 2;
+        }
+        let mut name = None;
+        while i < argv.len() {
+            let option = argv.get(i).unwrap_or_default().to_ascii_uppercase();
+            match option.as_slice() {
+                b"AUTH" if i + 2 < argv.len() => i += 3,
+                b"SETNAME" if i + 1 < argv.len() => {
+                    name = Some(argv.get(i + 1).unwrap_or_default().to_vec());
+                    i += 2;
+                }
+                _ => {
+                    ReplyWriter::new(out, self.proto).error(&format!(
+                        "ERR Syntax error in HELLO option '{}'",
+                        String::from_utf8_lossy(&option)
+                    ));
+                    return Step::Replied;
+                }
+            }
+        }
+        self.proto = proto;
+        if name.is_some() {
+            self.name = name;
+        }
+        let mut w = ReplyWriter::new(out, proto);
+        w.map(7);
+        w.bulk(b"server");
+        w.bulk(b"redis");
+        w.bulk(b"version");
+        w.bulk(REDIS_VERSION.as_bytes());
+        w.bulk(b"proto");
+        w.integer(if proto == Proto::Resp3 { 3 } else { 2 });
+        w.bulk(b"id");
+        w.integer(self.id as i64);
+        w.bulk(b"mode");
+        w.bulk(b"standalone");
+        w.bulk(b"role");
+        w.bulk(if info.primary { b"master" } else { b"replica" });
+        w.bulk(b"modules");
+        w.array(0);
+        Step::Replied
+    }
+
+    fn client(&mut self, argv: &Argv, out: &mut Vec<u8>) {
+        let mut w = ReplyWriter::new(out, self.proto);
+        let sub = argv.get(1).unwrap_or_default().to_ascii_uppercase();
+        match (sub.as_slice(), argv.len()) {
+            (b"SETNAME", 3) => {
+                let name = argv.get(2).unwrap_or_default();
+                if name.iter().any(|&b| b <= b' ' || b > b'~') {
+                    w.error(
+                        "ERR Client names cannot contain spaces, newlines or special characters.",
+                    );
+                } else {
+                    self.name = (!name.is_empty()).then(|| name.to_vec());
+                    w.ok();
+                }
+            }
+            (b"GETNAME", 2) => match &self.name {
+                Some(name) => w.bulk(name),
+                None => w.null(),
+            },
+            (b"ID", 2) => w.integer(self.id as i64),
+            (b"SETINFO", 4) => {
+                let attr = argv.get(2).unwrap_or_default().to_ascii_uppercase();
+                if attr == b"LIB-NAME" || attr == b"LIB-VER" {
+                    w.ok();
+                } else {
+                    w.error(&format!(
+                        "ERR Unrecognized option '{}'",
+                        String::from_utf8_lossy(argv.get(2).unwrap_or_default())
+                    ));
+                }
+            }
+            _ => w.error(&format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(argv.get(1).unwrap_or_default())
+            )),
+        }
+    }
+}
+
+/// Redis's reply to a command it does not know.
+fn unknown_command(argv: &Argv) -> String {
+    let name = String::from_utf8_lossy(argv.get(0).unwrap_or_default());
+    let name: String = name.chars().take(128).collect();
+    let mut text = format!("ERR unknown command '{name}', with args beginning with: ");
+    let mut budget = 128usize;
+    for arg in argv.iter().skip(1) {
+        if budget == 0 {
+            break;
+        }
+        let take = arg.len().min(budget);
+        budget -= take;
+        text.push('\'');
+        text.push_str(&String::from_utf8_lossy(&arg[..take]));
+        text.push_str("' ");
+    }
+    text
+}
+
+/// A backup's answer to a data command: Redis's `READONLY`, naming the primary.
+fn not_primary(info: &ServerInfo) -> String {
+    match &info.primary_resp {
+        Some(address) => format!(
+            "READONLY You can't write against a read only replica. The primary serves at \
+             {address}"
+        ),
+        None => "READONLY You can't write against a read only replica. No primary is known \
+                 now; retry shortly"
+            .to_string(),
+    }
+}
+
+fn command_info(command: &Command, w: &mut ReplyWriter<'_>) {
+    w.array(10);
+    w.bulk(command.name.to_ascii_lowercase().as_bytes());
+    w.integer(i64::from(command.arity));
+    let mut flags: Vec<&str> = Vec::new();
+    match command.class {
+        Class::Write => flags.push("write"),
+        Class::Read => flags.push("readonly"),
+        Class::Connection => {}
+    }
+    if command.grows {
+        flags.push("denyoom");
+    }
+    w.set(flags.len());
+    for flag in flags {
+        w.simple(flag);
+    }
+    w.integer(i64::from(command.keys.0));
+    w.integer(i64::from(command.keys.1));
+    w.integer(i64::from(command.keys.2));
+    w.set(0);
+    w.set(0);
+    w.array(0);
+    w.array(0);
+}
+
+fn command_command(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
+    let mut w = ReplyWriter::new(out, proto);
+    let sub = argv.get(1).map(|s| s.to_ascii_uppercase());
+    match sub.as_deref() {
+        None => {
+            w.array(COMMANDS.len());
+            for command in COMMANDS {
+                command_info(command, &mut w);
+            }
+        }
+        Some(b"COUNT") => w.integer(COMMANDS.len() as i64),
+        Some(b"INFO") => {
+            w.array(argv.len() - 2);
+            for name in argv.iter().skip(2) {
+                match cmd::lookup(name) {
+                    Some((_, command)) => command_info(command, &mut w),
+                    None => w.null_array(),
+                }
+            }
+        }
+        // redis-cli asks for the docs to show hints; it does without.
+        Some(b"DOCS") => w.map(0),
+        Some(_) => w.error(&format!(
+            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+            String::from_utf8_lossy(argv.get(1).unwrap_or_default())
+        )),
+    }
+}
+
+fn config(argv: &Argv, info: &ServerInfo, proto: Proto, out: &mut Vec<u8>) {
+    let mut w = ReplyWriter::new(out, proto);
+    let sub = argv.get(1).unwrap_or_default().to_ascii_uppercase();
+    match sub.as_slice() {
+        b"GET" if argv.len() >= 3 => {
+            let maxmemory = info.maxmemory.to_string();
+            let known: [(&str, &str); 5] = [
+                ("save", ""),
+                ("appendonly", "no"),
+                ("maxmemory", &maxmemory),
+                ("maxmemory-policy", "noeviction"),
+                ("databases", "1"),
+            ];
+            let mut found = Vec::new();
+            for pattern in argv.iter().skip(2) {
+                for (name, value) in known {
+                    if crate::glob::matches(&pattern.to_ascii_lowercase(), name.as_bytes())
+                        && !found.iter().any(|(n, _)| *n == name)
+                    {
+                        found.push((name, value));
+                    }
+                }
+            }
+            w.map(found.len());
+            for (name, value) in found {
+                w.bulk(name.as_bytes());
+                w.bulk(value.as_bytes());
+            }
+        }
+        b"RESETSTAT" if argv.len() == 2 => w.ok(),
+        b"SET" => w.error(
+            "ERR CONFIG SET is not supported: a tandem node is configured by its config file",
+        ),
+        _ => w.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
+            String::from_utf8_lossy(argv.get(1).unwrap_or_default())
+        )),
+    }
+}
+
+fn info_text(info: &ServerInfo, client_id: u64) -> String {
+    let mut text = String::new();
+    text.push_str("# Server\r\n");
+    text.push_str(&format!("redis_version:{REDIS_VERSION}\r\n"));
+    text.push_str("redis_mode:standalone\r\n");
+    text.push_str(&format!("tandem_node:{}\r\n", info.node_id));
+    text.push_str(&format!("tcp_port:{}\r\n", info.resp_port));
+    text.push_str("\r\n# Clients\r\n");
+    text.push_str(&format!("client_id:{client_id}\r\n"));
+    text.push_str("\r\n# Memory\r\n");
+    text.push_str(&format!("maxmemory:{}\r\n", info.maxmemory));
+    text.push_str("maxmemory_policy:noeviction\r\n");
+    for (key, value) in &info.memory_lines {
+        text.push_str(&format!("{key}:{value}\r\n"));
+    }
+    text.push_str("\r\n# Persistence\r\n");
+    text.push_str("loading:0\r\n");
+    text.push_str("\r\n# Replication\r\n");
+    text.push_str(&format!(
+        "role:{}\r\n",
+        if info.primary { "master" } else { "slave" }
+    ));
+    text.push_str(&format!("connected_slaves:{}\r\n", info.backups));
+    text.push_str(&format!("tandem_safety:{}\r\n", info.safety));
+    text
+}
+
+/// Whether `model` is the Redis model (the runtime serves RESP only for it).
+pub fn is_redis(model: &dyn DataModel) -> bool {
+    model.name() == "redis"
+}

@@ -1,0 +1,356 @@
+//! The Redis model run in process, as a primary's executor runs it: each command a call on a
+//! `Store`, every commit's redo applied to a replica that must stay byte-identical, and the
+//! model's consistency check (the allocator's accounting included) after every command.
+
+use tandem_memory::{Segment, Strategy};
+use tandem_redis::RedisModel;
+use tandem_redis::resp::{Argv, Proto, Value, parse_reply};
+use tandem_redis::session::{Outcome, ServerInfo, Session, Step};
+use tandem_store::{CallError, DataModel, ProcKind, Store};
+
+struct Node {
+    store: Store,
+    replica: Segment,
+    session: Session,
+    now_ms: u64,
+}
+
+impl Node {
+    fn new(db_bytes: usize) -> Node {
+        let model = RedisModel::new(db_bytes).unwrap();
+        let segment = Segment::anonymous(db_bytes, Strategy::V3InlineLog).unwrap();
+        let store = Store::load(segment, Box::new(model));
+        let mut replica = Segment::anonymous(db_bytes, Strategy::V3InlineLog).unwrap();
+        let loader = RedisModel::new(db_bytes).unwrap();
+        loader.load(&mut replica);
+        assert_eq!(replica.bytes(), store.segment().bytes());
+        let mut node = Node {
+            store,
+            replica,
+            session: Session::new(1),
+            now_ms: 1_700_000_000_000,
+        };
+        node.store.model_mut().set_time_ms(node.now_ms);
+        node
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.now_ms += ms;
+        self.store.model_mut().set_time_ms(self.now_ms);
+    }
+
+    /// Sends one command as a connection would and returns the parsed reply.
+    fn cmd(&mut self, args: &[&[u8]]) -> Value {
+        let mut argv = Argv::new();
+        for arg in args {
+            argv.push(arg);
+        }
+        let info = ServerInfo {
+            primary: true,
+            maxmemory: self.replica.len(),
+            ..ServerInfo::default()
+        };
+        let mut out = Vec::new();
+        match self.session.handle(&argv, &info, &mut out) {
+            Step::Replied | Step::Close => {}
+            Step::Call(call) => {
+                let mut reply = Vec::new();
+                let result = match call.kind {
+                    ProcKind::Read => self.store.read(call.proc_id, &call.args, &mut reply),
+                    ProcKind::Write => {
+                        match self.store.call(call.proc_id, &call.args, &mut reply) {
+                            Ok(redo) => {
+                                let redo = redo.clone();
+                                self.replica.apply_redo(&redo).unwrap();
+                                Ok(())
+                            }
+                            Err(err) => Err(err),
+                        }
+                    }
+                };
+                let failed;
+                let outcome = match &result {
+                    Ok(()) => Outcome::Reply(&reply),
+                    Err(CallError::Proc(err)) => {
+                        failed = err.to_string();
+                        Outcome::Failed(&failed)
+                    }
+                    Err(err) => panic!("the store refused the call: {err}"),
+                };
+                self.session.called(call.purpose, outcome, &mut out);
+            }
+        }
+        assert_eq!(
+            self.replica.bytes(),
+            self.store.segment().bytes(),
+            "the replica diverged"
+        );
+        self.store
+            .model()
+            .check(self.store.segment())
+            .unwrap_or_else(|err| panic!("after {:?}: {err}", show(args)));
+        let (value, used) = parse_reply(&out).unwrap().expect("a whole reply");
+        assert_eq!(used, out.len(), "one reply per command");
+        value
+    }
+
+    fn s(&mut self, line: &str) -> Value {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        self.cmd(&args)
+    }
+}
+
+fn show(args: &[&[u8]]) -> Vec<String> {
+    args.iter()
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+fn bulk(text: &str) -> Value {
+    Value::Bulk(text.as_bytes().to_vec())
+}
+
+fn ok() -> Value {
+    Value::Simple(b"OK".to_vec())
+}
+
+fn err(text: &str) -> Value {
+    Value::Error(text.as_bytes().to_vec())
+}
+
+const DB: usize = 8 << 20;
+
+#[test]
+fn strings_set_get_and_overwrite_in_place_or_moved() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("GET k"), Value::Null);
+    assert_eq!(node.s("SET k v1"), ok());
+    assert_eq!(node.s("GET k"), bulk("v1"));
+    assert_eq!(node.s("SET k v2"), ok());
+    let long = "x".repeat(5000);
+    assert_eq!(node.s(&format!("SET k {long}")), ok());
+    assert_eq!(node.s("GET k"), bulk(&long));
+    assert_eq!(node.s("STRLEN k"), Value::Integer(5000));
+    assert_eq!(node.s("APPEND k yz"), Value::Integer(5002));
+    assert_eq!(node.s("GETRANGE k -2 -1"), bulk("yz"));
+    assert_eq!(node.s("SETRANGE k 1 AB"), Value::Integer(5002));
+    assert_eq!(node.s("GETRANGE k 0 3"), bulk("xABx"));
+    assert_eq!(node.s("SETRANGE new 3 z"), Value::Integer(4));
+    assert_eq!(node.s("GET new"), Value::Bulk(b"\0\0\0z".to_vec()));
+    assert_eq!(node.s("DEL k new missing"), Value::Integer(2));
+    assert_eq!(node.s("DBSIZE"), Value::Integer(0));
+}
+
+#[test]
+fn set_options_follow_redis() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("SET k v NX"), ok());
+    assert_eq!(node.s("SET k w NX"), Value::Null);
+    assert_eq!(node.s("SET k w XX GET"), bulk("v"));
+    assert_eq!(node.s("SET other w XX"), Value::Null);
+    assert_eq!(node.s("SET k v NX XX"), err("ERR syntax error"));
+    assert_eq!(
+        node.s("SET k v EX 0"),
+        err("ERR invalid expire time in 'set' command")
+    );
+    assert_eq!(
+        node.s("SET k v EX ten"),
+        err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(node.s("SET k v EX 10 PX 10"), err("ERR syntax error"));
+    assert_eq!(node.s("SET k v EX 10"), ok());
+    assert_eq!(node.s("TTL k"), Value::Integer(10));
+    assert_eq!(node.s("SET k v2 KEEPTTL"), ok());
+    assert_eq!(node.s("TTL k"), Value::Integer(10));
+    assert_eq!(node.s("SET k v3"), ok());
+    assert_eq!(node.s("TTL k"), Value::Integer(-1));
+}
+
+#[test]
+fn counters_parse_strictly_and_refuse_overflow() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("INCR c"), Value::Integer(1));
+    assert_eq!(node.s("INCRBY c 41"), Value::Integer(42));
+    assert_eq!(node.s("DECRBY c 2"), Value::Integer(40));
+    assert_eq!(node.s("DECR c"), Value::Integer(39));
+    assert_eq!(node.s("SET c 9223372036854775807"), ok());
+    assert_eq!(
+        node.s("INCR c"),
+        err("ERR increment or decrement would overflow")
+    );
+    assert_eq!(node.s("GET c"), bulk("9223372036854775807"));
+    assert_eq!(node.s("SET s abc"), ok());
+    assert_eq!(
+        node.s("INCR s"),
+        err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(node.s("SET f 10.5"), ok());
+    assert_eq!(node.s("INCRBYFLOAT f 0.1"), bulk("10.6"));
+    assert_eq!(node.s("INCRBYFLOAT f 5.0e3"), bulk("5010.6"));
+}
+
+#[test]
+fn expiry_is_measured_against_the_primary_clock() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("SET k v PX 100"), ok());
+    assert_eq!(node.s("PTTL k"), Value::Integer(100));
+    node.advance(99);
+    assert_eq!(node.s("GET k"), bulk("v"));
+    node.advance(1);
+    assert_eq!(node.s("GET k"), Value::Null);
+    assert_eq!(node.s("EXISTS k"), Value::Integer(0));
+    assert_eq!(node.s("TTL k"), Value::Integer(-2));
+    // A write finds the expired entry and replaces it.
+    assert_eq!(node.s("SET k again"), ok());
+    assert_eq!(node.s("GET k"), bulk("again"));
+    assert_eq!(node.s("EXPIRE k 5"), Value::Integer(1));
+    assert_eq!(node.s("EXPIRE k 50 GT"), Value::Integer(1));
+    assert_eq!(node.s("EXPIRE k 5 GT"), Value::Integer(0));
+    assert_eq!(node.s("TTL k"), Value::Integer(50));
+    assert_eq!(node.s("PERSIST k"), Value::Integer(1));
+    assert_eq!(node.s("PERSIST k"), Value::Integer(0));
+    assert_eq!(node.s("EXPIRE k -1"), Value::Integer(1));
+    assert_eq!(node.s("EXISTS k"), Value::Integer(0));
+}
+
+#[test]
+fn multi_exec_runs_as_one_call_and_watch_aborts_on_a_change() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("MULTI"), ok());
+    assert_eq!(node.s("SET a 1"), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(node.s("INCR a"), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(
+        node.s("INCR nosuch extra"),
+        err("ERR wrong number of arguments for 'incr' command")
+    );
+    assert_eq!(
+        node.s("EXEC"),
+        err("EXECABORT Transaction discarded because of previous errors.")
+    );
+    assert_eq!(node.s("GET a"), Value::Null);
+    assert_eq!(node.s("SET s text"), ok());
+    assert_eq!(node.s("MULTI"), ok());
+    node.s("SET a 1");
+    node.s("INCR s");
+    node.s("INCR a");
+    assert_eq!(
+        node.s("EXEC"),
+        Value::Array(vec![
+            ok(),
+            err("ERR value is not an integer or out of range"),
+            Value::Integer(2)
+        ])
+    );
+    assert_eq!(node.s("WATCH a"), ok());
+    assert_eq!(node.s("SET a 10"), ok());
+    assert_eq!(node.s("MULTI"), ok());
+    node.s("INCR a");
+    assert_eq!(node.s("EXEC"), Value::NullArray);
+    assert_eq!(node.s("GET a"), bulk("10"));
+    assert_eq!(node.s("WATCH a"), ok());
+    assert_eq!(node.s("MULTI"), ok());
+    node.s("INCR a");
+    assert_eq!(node.s("EXEC"), Value::Array(vec![Value::Integer(11)]));
+}
+
+#[test]
+fn keys_rename_and_scan_visit_every_key() {
+    let mut node = Node::new(DB);
+    for i in 0..300 {
+        assert_eq!(node.s(&format!("SET key:{i} {i}")), ok());
+    }
+    assert_eq!(node.s("DBSIZE"), Value::Integer(300));
+    assert_eq!(node.s("RENAME key:7 seven"), ok());
+    assert_eq!(node.s("GET seven"), bulk("7"));
+    assert_eq!(node.s("RENAME nosuch x"), err("ERR no such key"));
+    assert_eq!(node.s("RENAMENX seven key:8"), Value::Integer(0));
+    assert_eq!(node.s("TYPE seven"), Value::Simple(b"string".to_vec()));
+    let Value::Array(keys) = node.s("KEYS key:1*") else {
+        panic!("KEYS answers an array")
+    };
+    assert_eq!(keys.len(), 1 + 10 + 100);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let Value::Array(reply) = node.s(&format!("SCAN {cursor} COUNT 7")) else {
+            panic!("SCAN answers an array")
+        };
+        let [Value::Bulk(next), Value::Array(batch)] = &reply[..] else {
+            panic!("SCAN answers a cursor and keys")
+        };
+        for key in batch {
+            let Value::Bulk(key) = key else { panic!() };
+            seen.insert(key.clone());
+        }
+        cursor = String::from_utf8(next.clone()).unwrap();
+        // Deleting keys while scanning shrinks the table under the cursor.
+        if seen.len() > 50 && seen.len() < 60 {
+            for i in 200..300 {
+                node.s(&format!("DEL key:{i}"));
+            }
+        }
+        if cursor == "0" {
+            break;
+        }
+    }
+    for i in 0..200 {
+        if i != 7 {
+            assert!(
+                seen.contains(format!("key:{i}").as_bytes()),
+                "key:{i} was not visited"
+            );
+        }
+    }
+    assert_eq!(node.s("FLUSHALL"), ok());
+    assert_eq!(node.s("DBSIZE"), Value::Integer(0));
+}
+
+#[test]
+fn a_full_database_answers_oom_and_changes_nothing() {
+    let mut node = Node::new(1 << 20);
+    let value = "v".repeat(4000);
+    let mut stored = 0;
+    loop {
+        match node.s(&format!("SET k{stored} {value}")) {
+            Value::Simple(_) => stored += 1,
+            Value::Error(text) => {
+                assert_eq!(
+                    text,
+                    b"OOM command not allowed when used memory > 'maxmemory'.".to_vec()
+                );
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(stored > 100, "only {stored} values fit");
+    assert_eq!(node.s("DBSIZE"), Value::Integer(stored));
+    // Deleting makes room again.
+    assert_eq!(node.s("DEL k0 k1"), Value::Integer(2));
+    assert_eq!(node.s(&format!("SET again {value}")), ok());
+}
+
+#[test]
+fn connection_commands_answer_in_the_session() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("PING"), Value::Simple(b"PONG".to_vec()));
+    assert_eq!(node.s("ECHO hi"), bulk("hi"));
+    assert_eq!(
+        node.s("NOSUCH a b"),
+        err("ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' ")
+    );
+    assert_eq!(
+        node.s("GET"),
+        err("ERR wrong number of arguments for 'get' command")
+    );
+    assert_eq!(node.s("SELECT 0"), ok());
+    assert_eq!(node.s("SELECT 1"), err("ERR DB index is out of range"));
+    let Value::Map(hello) = node.s("HELLO 3") else {
+        panic!("HELLO 3 answers a map")
+    };
+    assert_eq!(hello[0], (bulk("server"), bulk("redis")));
+    assert_eq!(node.session.proto(), Proto::Resp3);
+    assert_eq!(node.s("GET missing"), Value::Null);
+    assert_eq!(node.s("CLIENT SETNAME me"), ok());
+    assert_eq!(node.s("CLIENT GETNAME"), bulk("me"));
+}
