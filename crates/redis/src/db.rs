@@ -320,6 +320,11 @@ impl Layout {
         self.keyspace.for_each(mem, |entry| {
             let head: KeyHead = mem.pod(entry);
             owned.push((entry, head.block_len as usize));
+            let key = Key {
+                found: Found { link: 0, entry },
+                head,
+            };
+            crate::cmd::value_blocks(mem, self, &key, owned);
         });
     }
 }

@@ -1,8 +1,8 @@
 //! The Redis data model as the store's [`DataModel`].
 //!
-//! Every data command of [`COMMANDS`] is a procedure, its id the command's index in the
-//! table, its kind the command's class; two more run what a connection asks for on its own
-//! behalf: [`PROC_EXEC`] (a `MULTI` … `EXEC` block, one txn) and [`PROC_WATCH`] (the versions
+//! Every data command of [`commands`] is a procedure, its id [`FIRST_COMMAND`] plus the
+//! command's index in the table, its kind the command's class; the two ids below it run
+//! what a connection asks for on its own behalf: [`PROC_EXEC`] (a `MULTI` … `EXEC` block, one txn) and [`PROC_WATCH`] (the versions
 //! of the keys a `WATCH` names). A call's arguments are [`CallArgs`]: the connection's
 //! protocol and the command's arguments; its reply is the RESP reply, in that protocol. A
 //! command that answers an error fails the call ([`ProcError::Failed`] with the error's
@@ -11,16 +11,23 @@
 use tandem_memory::{Segment, Txn};
 use tandem_store::{DataModel, DedupTable, Driver, Inconsistency, ProcError, ProcId, ProcKind};
 
-use crate::cmd::{Access, COMMANDS, Class, CmdError, Ctx};
+use crate::cmd::{Access, Class, CmdError, Ctx, commands};
 use crate::db::Layout;
 use crate::mem::Mem;
 use crate::resp::{Argv, ReplyWriter};
 use crate::wire::{CallArgs, ExecArgs, encode_versions};
 
 /// The procedure of a `MULTI` … `EXEC` block.
-pub const PROC_EXEC: ProcId = ProcId(COMMANDS.len() as u16);
+pub const PROC_EXEC: ProcId = ProcId(0);
 /// The read procedure that answers the versions of `WATCH`ed keys.
-pub const PROC_WATCH: ProcId = ProcId(COMMANDS.len() as u16 + 1);
+pub const PROC_WATCH: ProcId = ProcId(1);
+/// The procedure id of the first command of the table.
+pub const FIRST_COMMAND: u16 = 2;
+
+/// The procedure id of the command at `index` in [`commands`].
+pub fn command_proc(index: usize) -> ProcId {
+    ProcId(FIRST_COMMAND + u16::try_from(index).expect("fewer than 65,534 commands"))
+}
 const PROC_EXEC_NAME: &str = "tandem.exec";
 const PROC_WATCH_NAME: &str = "tandem.watch";
 
@@ -61,8 +68,9 @@ impl RedisModel {
     }
 
     fn command(id: ProcId) -> Option<&'static crate::cmd::Command> {
-        COMMANDS
-            .get(id.0 as usize)
+        let index = id.0.checked_sub(FIRST_COMMAND)? as usize;
+        commands()
+            .get(index)
             .filter(|c| c.class != Class::Connection)
     }
 
@@ -128,7 +136,7 @@ impl DataModel for RedisModel {
             PROC_WATCH_NAME => Some(PROC_WATCH),
             _ => crate::cmd::lookup(name.as_bytes())
                 .filter(|(_, c)| c.class != Class::Connection)
-                .map(|(index, _)| ProcId(index as u16)),
+                .map(|(index, _)| command_proc(index)),
         }
     }
 
@@ -152,7 +160,7 @@ impl DataModel for RedisModel {
     }
 
     fn procedure_count(&self) -> usize {
-        COMMANDS.len() + 2
+        commands().len() + usize::from(FIRST_COMMAND)
     }
 
     fn call(

@@ -9,8 +9,8 @@
 
 use tandem_store::{DataModel, ProcId, ProcKind};
 
-use crate::cmd::{self, COMMANDS, Class, Command};
-use crate::model::{PROC_EXEC, PROC_WATCH};
+use crate::cmd::{self, Class, Command, commands};
+use crate::model::{PROC_EXEC, PROC_WATCH, command_proc};
 use crate::resp::{Argv, Proto, ReplyWriter};
 use crate::wire::{CallArgs, ExecArgs, decode_versions};
 
@@ -164,7 +164,7 @@ impl Session {
             _ => ProcKind::Read,
         };
         Step::Call(Call {
-            proc_id: ProcId(index as u16),
+            proc_id: command_proc(index),
             kind,
             args,
             purpose: Purpose::Command,
@@ -514,12 +514,12 @@ fn command_command(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
     let sub = argv.get(1).map(|s| s.to_ascii_uppercase());
     match sub.as_deref() {
         None => {
-            w.array(COMMANDS.len());
-            for command in COMMANDS {
+            w.array(commands().len());
+            for command in commands() {
                 command_info(command, &mut w);
             }
         }
-        Some(b"COUNT") => w.integer(COMMANDS.len() as i64),
+        Some(b"COUNT") => w.integer(commands().len() as i64),
         Some(b"INFO") => {
             w.array(argv.len() - 2);
             for name in argv.iter().skip(2) {

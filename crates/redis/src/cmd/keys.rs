@@ -14,9 +14,23 @@ use crate::resp::{Argv, ReplyWriter};
 pub fn free_value(txn: &mut Txn<'_>, layout: &Layout, key: &Key) {
     match key.kind() {
         Kind::String => {}
-        other => panic!("no value of type {} exists yet", other.name()),
+        Kind::Hash => super::hashes::free(txn, layout, key),
+        Kind::List => super::lists::free(txn, layout, key),
+        Kind::Set => super::sets::free(txn, layout, key),
+        Kind::ZSet => super::zsets::free(txn, layout, key),
     }
-    let _ = (txn, layout);
+}
+
+/// Every block `key`'s value holds beyond its entry, as (segment offset, bytes asked for),
+/// for the allocator's check.
+pub fn value_blocks(mem: &impl Mem, layout: &Layout, key: &Key, owned: &mut Vec<(usize, usize)>) {
+    match key.kind() {
+        Kind::String => {}
+        Kind::Hash => super::hashes::owned(mem, layout, key, owned),
+        Kind::List => super::lists::owned(mem, layout, key, owned),
+        Kind::Set => super::sets::owned(mem, layout, key, owned),
+        Kind::ZSet => super::zsets::owned(mem, layout, key, owned),
+    }
 }
 
 pub fn del(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {

@@ -11,10 +11,16 @@
 //! Connection commands (`PING`, `HELLO`, `MULTI`, …) are in the table too, for `COMMAND`
 //! and arity checks, but run in the connection's [`crate::session::Session`], not here.
 
+pub mod hashes;
 mod keys;
+pub mod lists;
+pub mod scripts;
+pub mod sets;
 mod strings;
+pub mod zsets;
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use tandem_memory::{Segment, Txn};
 
@@ -23,7 +29,7 @@ use crate::db::{Key, Kind, Layout};
 use crate::mem::Mem;
 use crate::resp::{Argv, ReplyWriter};
 
-pub use keys::free_value;
+pub use keys::{free_value, value_blocks};
 
 /// Where a command reads and writes.
 #[derive(Debug)]
@@ -205,7 +211,7 @@ impl Command {
     }
 }
 
-const fn data(
+pub const fn data(
     name: &'static str,
     arity: i32,
     class: Class,
@@ -223,7 +229,7 @@ const fn data(
     }
 }
 
-const fn conn(name: &'static str, arity: i32) -> Command {
+pub const fn conn(name: &'static str, arity: i32) -> Command {
     Command {
         name,
         arity,
@@ -234,10 +240,33 @@ const fn conn(name: &'static str, arity: i32) -> Command {
     }
 }
 
-use Class::{Read, Write};
+pub use Class::{Read, Write};
 
-/// Every command a node knows, sorted by name (the procedure ids are indices here).
-pub static COMMANDS: &[Command] = &[
+/// Every command a node knows, sorted by name: the procedure ids are indices here, the same
+/// on every node of a build.
+pub fn commands() -> &'static [Command] {
+    static TABLE: OnceLock<Vec<Command>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut all: Vec<Command> = BASE.to_vec();
+        for family in [
+            hashes::COMMANDS,
+            lists::COMMANDS,
+            scripts::COMMANDS,
+            sets::COMMANDS,
+            zsets::COMMANDS,
+        ] {
+            all.extend_from_slice(family);
+        }
+        all.sort_by_key(|command| command.name);
+        for pair in all.windows(2) {
+            assert_ne!(pair[0].name, pair[1].name, "a command is in two families");
+        }
+        all
+    })
+}
+
+/// The connection, string and key commands.
+static BASE: &[Command] = &[
     data("APPEND", 3, Write, (1, 1, 1), true, strings::append),
     conn("AUTH", -2),
     conn("CLIENT", -2),
@@ -315,10 +344,11 @@ pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
         *to = from.to_ascii_uppercase();
     }
     let upper = &upper[..name.len()];
-    COMMANDS
+    let table = commands();
+    table
         .binary_search_by(|command| command.name.as_bytes().cmp(upper))
         .ok()
-        .map(|index| (index, &COMMANDS[index]))
+        .map(|index| (index, &table[index]))
 }
 
 /// Redis's error for a wrong argument count.
@@ -345,7 +375,8 @@ mod tests {
 
     #[test]
     fn the_table_is_sorted_and_every_data_command_runs() {
-        for pair in COMMANDS.windows(2) {
+        let table = commands();
+        for pair in table.windows(2) {
             assert!(
                 pair[0].name < pair[1].name,
                 "{} before {}",
@@ -353,7 +384,7 @@ mod tests {
                 pair[1].name
             );
         }
-        for command in COMMANDS {
+        for command in table {
             assert_eq!(
                 command.run.is_some(),
                 command.class != Class::Connection,
