@@ -6,6 +6,7 @@
 //! offset   0  DbHeader (64 bytes): magic, layout version, hash seed, the primary's clock
 //!             high-water mark
 //! offset  64  the keyspace's DictHeader (64 bytes)
+//! offset 128  the script store's DictHeader (64 bytes)
 //! offset 256  the allocator's region, up to the dedup table the store keeps at the end
 //! ```
 //!
@@ -25,6 +26,9 @@ use crate::mem::{Mem, set_word};
 const MAGIC: u64 = u64::from_le_bytes(*b"tandemrd");
 const LAYOUT_VERSION: u64 = 1;
 const KEYSPACE_AT: usize = 64;
+/// The scripts `SCRIPT LOAD` and `EVAL` stored, by SHA-1: in the segment, so that a backup
+/// promoted to primary knows them.
+const SCRIPTS_AT: usize = 128;
 const ALLOC_AT: usize = 256;
 
 /// The database header, as it lies at the segment's start.
@@ -139,6 +143,8 @@ impl Key {
 pub struct Layout {
     pub alloc: Alloc,
     pub keyspace: Dict,
+    /// The script store's table; its entries' layout is the scripts family's.
+    pub scripts_at: usize,
 }
 
 /// The database does not fit the segment.
@@ -161,6 +167,7 @@ impl Layout {
         Ok(Layout {
             alloc: Alloc::new(ALLOC_AT, end - ALLOC_AT),
             keyspace: Dict::new(KEYSPACE_AT, KEY_HEAD_BYTES),
+            scripts_at: SCRIPTS_AT,
         })
     }
 
@@ -175,7 +182,8 @@ impl Layout {
             reserved: [0; 4],
         };
         *txn.set_pod::<DbHeader>(0) = header;
-        const _: () = assert!(KEYSPACE_AT + DICT_HEADER_BYTES <= ALLOC_AT);
+        const _: () = assert!(KEYSPACE_AT + DICT_HEADER_BYTES <= SCRIPTS_AT);
+        const _: () = assert!(SCRIPTS_AT + DICT_HEADER_BYTES <= ALLOC_AT);
     }
 
     /// Whether the segment holds a database of this layout.
@@ -326,5 +334,6 @@ impl Layout {
             };
             crate::cmd::value_blocks(mem, self, &key, owned);
         });
+        crate::cmd::scripts::owned(mem, self, owned);
     }
 }

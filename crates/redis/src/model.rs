@@ -45,6 +45,8 @@ pub struct RedisModel {
     clock_ms: u64,
     /// Scratch space for a call's arguments.
     argv: Argv,
+    /// Calls run so far: mixed into each call's random seed.
+    calls: std::cell::Cell<u64>,
 }
 
 impl RedisModel {
@@ -54,6 +56,7 @@ impl RedisModel {
             layout: Layout::for_segment_len(segment_len)?,
             clock_ms: 0,
             argv: Argv::new(),
+            calls: std::cell::Cell::new(0),
         })
     }
 
@@ -65,6 +68,13 @@ impl RedisModel {
     /// stamped in the database.
     fn now_ms(&self, mem: &impl Mem) -> u64 {
         self.clock_ms.max(self.layout.clock_ms(mem))
+    }
+
+    /// A seed for one call's generator: different for every call this model runs.
+    fn rng_seed(&self) -> u64 {
+        let calls = self.calls.get().wrapping_add(1);
+        self.calls.set(calls);
+        calls ^ self.clock_ms.rotate_left(32)
     }
 
     fn command(id: ProcId) -> Option<&'static crate::cmd::Command> {
@@ -86,11 +96,7 @@ impl RedisModel {
     ) -> Result<(), CmdError> {
         let proto = args.proto();
         let now_ms = self.now_ms(txn);
-        let mut ctx = Ctx {
-            access: Access::Write(txn),
-            layout: self.layout,
-            now_ms,
-        };
+        let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, self.rng_seed());
         for (key, version) in args.watched() {
             let current = ctx.find(key).map_or(0, |k| k.head.version);
             if current != version {
@@ -101,20 +107,8 @@ impl RedisModel {
         ReplyWriter::new(reply, proto).array(args.commands().len());
         let mut one = Vec::new();
         for argv in args.commands() {
-            let command = crate::cmd::lookup(argv.get(0).unwrap_or_default())
-                .map(|(_, c)| c)
-                .filter(|c| c.class != Class::Connection);
             one.clear();
-            let result = match command {
-                Some(command) if command.arity_fits(argv.len()) => {
-                    let run = command.run.expect("a data command runs");
-                    run(&mut ctx, argv, &mut ReplyWriter::new(&mut one, proto))
-                }
-                Some(command) => Err(crate::cmd::arity_error(command.name.as_bytes())),
-                None => Err(CmdError::fixed(
-                    "ERR a queued command is not a data command",
-                )),
-            };
+            let result = crate::cmd::run_in(&mut ctx, argv, &mut ReplyWriter::new(&mut one, proto));
             match result {
                 Ok(()) => reply.extend_from_slice(&one),
                 Err(CmdError::Oom) => return Err(CmdError::Oom),
@@ -185,11 +179,7 @@ impl DataModel for RedisModel {
         if !command.arity_fits(self.argv.len()) {
             return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
         }
-        let mut ctx = Ctx {
-            access: Access::Write(txn),
-            layout: self.layout,
-            now_ms,
-        };
+        let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, self.rng_seed());
         let mut out = ReplyWriter::new(reply, proto);
         let run = command.run.expect("a data command runs");
         run(&mut ctx, &self.argv, &mut out).map_err(failed)
@@ -225,11 +215,7 @@ impl DataModel for RedisModel {
         if !command.arity_fits(argv.len()) {
             return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
         }
-        let mut ctx = Ctx {
-            access: Access::Read(segment),
-            layout: self.layout,
-            now_ms,
-        };
+        let mut ctx = Ctx::new(Access::Read(segment), self.layout, now_ms, self.rng_seed());
         let mut out = ReplyWriter::new(reply, proto);
         let run = command.run.expect("a data command runs");
         run(&mut ctx, &argv, &mut out).map_err(failed)
@@ -267,6 +253,7 @@ impl DataModel for RedisModel {
             layout: self.layout,
             clock_ms: 0,
             argv: Argv::new(),
+            calls: std::cell::Cell::new(0),
         })
     }
 

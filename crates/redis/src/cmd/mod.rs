@@ -57,6 +57,37 @@ pub struct Ctx<'a, 't> {
     pub layout: Layout,
     /// The primary's time, in Unix milliseconds: what expiry is measured against.
     pub now_ms: u64,
+    /// The state of the generator [`Ctx::random`] draws from (SplitMix64). What a write draws
+    /// reaches the backups as the redo of its effects, so no replica draws again; it only
+    /// needs to differ between calls.
+    pub rng: u64,
+}
+
+impl<'a, 't> Ctx<'a, 't> {
+    /// A context for one call.
+    pub fn new(access: Access<'a, 't>, layout: Layout, now_ms: u64, rng_seed: u64) -> Self {
+        Ctx {
+            access,
+            layout,
+            now_ms,
+            rng: rng_seed,
+        }
+    }
+
+    /// The next number of the call's generator.
+    pub fn random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n` (> 0), nearly uniform.
+    pub fn random_below(&mut self, n: u64) -> u64 {
+        assert!(n > 0, "a number below zero");
+        ((u128::from(self.random()) * u128::from(n)) >> 64) as u64
+    }
 }
 
 impl<'t> Ctx<'_, 't> {
@@ -349,6 +380,38 @@ pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
         .binary_search_by(|command| command.name.as_bytes().cmp(upper))
         .ok()
         .map(|index| (index, &table[index]))
+}
+
+/// Runs the data command `argv` in `ctx` as a command of a `MULTI` block or a script does:
+/// found by name, its arity checked; a connection command is refused. Its reply goes to
+/// `out`; an error is returned, not written.
+pub fn run_in(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let name = argv.get(0).unwrap_or_default();
+    let Some((_, command)) = lookup(name) else {
+        return Err(CmdError::owned(format!(
+            "ERR unknown command '{}'",
+            String::from_utf8_lossy(name)
+        )));
+    };
+    let Some(run) = command.run else {
+        return Err(CmdError::owned(format!(
+            "ERR '{}' is a connection command: it cannot run here",
+            command.name.to_ascii_lowercase()
+        )));
+    };
+    if !command.arity_fits(argv.len()) {
+        return Err(arity_error(name));
+    }
+    if command.class == Class::Write && matches!(ctx.access, Access::Read(_)) {
+        return Err(CmdError::fixed(
+            "ERR Write commands are not allowed from read-only scripts.",
+        ));
+    }
+    run(ctx, argv, out)
 }
 
 /// Redis's error for a wrong argument count.

@@ -1,0 +1,122 @@
+//! The Redis model run in process, as a primary's executor runs it: each command a call on a
+//! `Store`, every commit's redo applied to a replica that must stay byte-identical, and the
+//! model's consistency check (the allocator's accounting included) after every command.
+//! Shared by the families' tests (`mod common;`).
+
+#![allow(dead_code)]
+
+use tandem_memory::{Segment, Strategy};
+use tandem_redis::RedisModel;
+use tandem_redis::resp::{Argv, Value, parse_reply};
+use tandem_redis::session::{Outcome, ServerInfo, Session, Step};
+use tandem_store::{CallError, DataModel, ProcKind, Store};
+
+pub struct Node {
+    pub store: Store,
+    pub replica: Segment,
+    pub session: Session,
+    pub now_ms: u64,
+}
+
+impl Node {
+    pub fn new(db_bytes: usize) -> Node {
+        let model = RedisModel::new(db_bytes).unwrap();
+        let segment = Segment::anonymous(db_bytes, Strategy::V3InlineLog).unwrap();
+        let store = Store::load(segment, Box::new(model));
+        let mut replica = Segment::anonymous(db_bytes, Strategy::V3InlineLog).unwrap();
+        let loader = RedisModel::new(db_bytes).unwrap();
+        loader.load(&mut replica);
+        assert_eq!(replica.bytes(), store.segment().bytes());
+        let mut node = Node {
+            store,
+            replica,
+            session: Session::new(1),
+            now_ms: 1_700_000_000_000,
+        };
+        node.store.model_mut().set_time_ms(node.now_ms);
+        node
+    }
+
+    pub fn advance(&mut self, ms: u64) {
+        self.now_ms += ms;
+        self.store.model_mut().set_time_ms(self.now_ms);
+    }
+
+    /// Sends one command as a connection would and returns the parsed reply.
+    pub fn cmd(&mut self, args: &[&[u8]]) -> Value {
+        let mut argv = Argv::new();
+        for arg in args {
+            argv.push(arg);
+        }
+        let info = ServerInfo {
+            primary: true,
+            maxmemory: self.replica.len(),
+            ..ServerInfo::default()
+        };
+        let mut out = Vec::new();
+        match self.session.handle(&argv, &info, &mut out) {
+            Step::Replied | Step::Close => {}
+            Step::Call(call) => {
+                let mut reply = Vec::new();
+                let result = match call.kind {
+                    ProcKind::Read => self.store.read(call.proc_id, &call.args, &mut reply),
+                    ProcKind::Write => {
+                        match self.store.call(call.proc_id, &call.args, &mut reply) {
+                            Ok(redo) => {
+                                let redo = redo.clone();
+                                self.replica.apply_redo(&redo).unwrap();
+                                Ok(())
+                            }
+                            Err(err) => Err(err),
+                        }
+                    }
+                };
+                let failed;
+                let outcome = match &result {
+                    Ok(()) => Outcome::Reply(&reply),
+                    Err(CallError::Proc(err)) => {
+                        failed = err.to_string();
+                        Outcome::Failed(&failed)
+                    }
+                    Err(err) => panic!("the store refused the call: {err}"),
+                };
+                self.session.called(call.purpose, outcome, &mut out);
+            }
+        }
+        assert_eq!(
+            self.replica.bytes(),
+            self.store.segment().bytes(),
+            "the replica diverged"
+        );
+        self.store
+            .model()
+            .check(self.store.segment())
+            .unwrap_or_else(|err| panic!("after {:?}: {err}", show(args)));
+        let (value, used) = parse_reply(&out).unwrap().expect("a whole reply");
+        assert_eq!(used, out.len(), "one reply per command");
+        value
+    }
+
+    pub fn s(&mut self, line: &str) -> Value {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        self.cmd(&args)
+    }
+}
+
+pub fn show(args: &[&[u8]]) -> Vec<String> {
+    args.iter()
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+pub fn bulk(text: &str) -> Value {
+    Value::Bulk(text.as_bytes().to_vec())
+}
+
+pub fn ok() -> Value {
+    Value::Simple(b"OK".to_vec())
+}
+
+pub fn err(text: &str) -> Value {
+    Value::Error(text.as_bytes().to_vec())
+}
