@@ -7,6 +7,8 @@
 //!             high-water mark
 //! offset  64  the keyspace's DictHeader (64 bytes)
 //! offset 128  the script store's DictHeader (64 bytes)
+//! offset 192  the expiry index's DictHeader (64 bytes): an entry per key that has an
+//!             expiry, `[Link][key]`, kept by `set_expire` and `unlink`
 //! offset 256  the allocator's region, up to the dedup table the store keeps at the end
 //! ```
 //!
@@ -29,7 +31,12 @@ const KEYSPACE_AT: usize = 64;
 /// The scripts `SCRIPT LOAD` and `EVAL` stored, by SHA-1: in the segment, so that a backup
 /// promoted to primary knows them.
 const SCRIPTS_AT: usize = 128;
+/// The index of keys that have an expiry, by key: what the active sweep samples.
+const EXPIRES_AT: usize = 192;
 const ALLOC_AT: usize = 256;
+
+/// The name under which an expiry index that disagrees with the keys is reported.
+pub const CHECK_EXPIRY_INDEX: &str = "the expiry index holds exactly the keys that expire";
 
 /// The database header, as it lies at the segment's start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
@@ -145,6 +152,9 @@ pub struct Layout {
     pub keyspace: Dict,
     /// The script store's table; its entries' layout is the scripts family's.
     pub scripts_at: usize,
+    /// Every key with an expiry, by key (entries `[Link][key]`): the active sweep samples it
+    /// instead of the whole keyspace.
+    pub expires: Dict,
 }
 
 /// The database does not fit the segment.
@@ -168,6 +178,7 @@ impl Layout {
             alloc: Alloc::new(ALLOC_AT, end - ALLOC_AT),
             keyspace: Dict::new(KEYSPACE_AT, KEY_HEAD_BYTES),
             scripts_at: SCRIPTS_AT,
+            expires: Dict::new(EXPIRES_AT, LINK_BYTES),
         })
     }
 
@@ -183,7 +194,8 @@ impl Layout {
         };
         *txn.set_pod::<DbHeader>(0) = header;
         const _: () = assert!(KEYSPACE_AT + DICT_HEADER_BYTES <= SCRIPTS_AT);
-        const _: () = assert!(SCRIPTS_AT + DICT_HEADER_BYTES <= ALLOC_AT);
+        const _: () = assert!(SCRIPTS_AT + DICT_HEADER_BYTES <= EXPIRES_AT);
+        const _: () = assert!(EXPIRES_AT + DICT_HEADER_BYTES <= ALLOC_AT);
     }
 
     /// Whether the segment holds a database of this layout.
@@ -264,6 +276,9 @@ impl Layout {
 
     /// Unlinks `key` and frees its entry; the caller has freed its value's blocks.
     pub fn unlink(&self, txn: &mut Txn<'_>, key: &Key) {
+        if txn.word(key.entry() + EXPIRE_AT) != 0 {
+            self.unindex_expiry(txn, key);
+        }
         self.keyspace.remove(txn, &self.alloc, key.found);
         self.alloc
             .free(txn, key.found.entry, key.head.block_len as usize);
@@ -274,8 +289,60 @@ impl Layout {
         set_word(txn, key.entry() + VERSION_AT, txn.lsn_next());
     }
 
-    pub fn set_expire(&self, txn: &mut Txn<'_>, key: &Key, expire_at_ms: u64) {
+    /// Sets when `key` expires (0: never), keeping the expiry index. Fails only if a first
+    /// expiry's index entry does not fit; then nothing changed.
+    pub fn set_expire(
+        &self,
+        txn: &mut Txn<'_>,
+        key: &Key,
+        expire_at_ms: u64,
+    ) -> Result<(), OutOfMemory> {
+        let before = txn.word(key.entry() + EXPIRE_AT);
+        if before == expire_at_ms {
+            return Ok(());
+        }
+        if before == 0 {
+            self.index_expiry(txn, key)?;
+        } else if expire_at_ms == 0 {
+            self.unindex_expiry(txn, key);
+        }
         set_word(txn, key.entry() + EXPIRE_AT, expire_at_ms);
+        Ok(())
+    }
+
+    /// The bytes of `key`'s name.
+    pub fn key_bytes<'m>(&self, mem: &'m impl Mem, key: &Key) -> &'m [u8] {
+        self.keyspace.key(mem, key.entry())
+    }
+
+    fn index_expiry(&self, txn: &mut Txn<'_>, key: &Key) -> Result<(), OutOfMemory> {
+        let name = self.key_bytes(txn, key).to_vec();
+        let block_len = LINK_BYTES + name.len();
+        let entry = self.alloc.alloc(txn, block_len)?;
+        let link = Link {
+            next: 0,
+            hash: key.head.link.hash,
+            key_len: key.head.link.key_len,
+            aux: 0,
+        };
+        let bytes = txn.set_range(entry, block_len);
+        bytes[..LINK_BYTES].copy_from_slice(bytemuck::bytes_of(&link));
+        bytes[LINK_BYTES..].copy_from_slice(&name);
+        if let Err(err) = self.expires.insert(txn, &self.alloc, entry) {
+            self.alloc.free(txn, entry, block_len);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    fn unindex_expiry(&self, txn: &mut Txn<'_>, key: &Key) {
+        let name = self.key_bytes(txn, key).to_vec();
+        let found = self
+            .expires
+            .find(txn, &name, key.head.link.hash)
+            .expect("a key with an expiry is in the expiry index");
+        self.expires.remove(txn, &self.alloc, found);
+        self.alloc.free(txn, found.entry, LINK_BYTES + name.len());
     }
 
     pub fn set_value(&self, txn: &mut Txn<'_>, key: &Key, value: u64) {
@@ -320,6 +387,36 @@ impl Layout {
         })
     }
 
+    /// The expiry index holds exactly the keys that have an expiry.
+    pub fn check_expiry_index(&self, mem: &impl Mem) -> Result<(), tandem_store::Inconsistency> {
+        let mut volatile = 0u64;
+        let mut missing = None;
+        self.keyspace.for_each(mem, |entry| {
+            let head: KeyHead = mem.pod(entry);
+            if head.expire_at_ms != 0 {
+                volatile += 1;
+                let name = self.keyspace.key(mem, entry);
+                if self.expires.find(mem, name, head.link.hash).is_none() {
+                    missing = Some(String::from_utf8_lossy(name).into_owned());
+                }
+            }
+        });
+        let indexed = self.expires.len(mem);
+        if let Some(name) = missing {
+            return Err(tandem_store::Inconsistency {
+                check: CHECK_EXPIRY_INDEX,
+                detail: format!("key '{name}' expires but is not in the expiry index"),
+            });
+        }
+        if indexed != volatile {
+            return Err(tandem_store::Inconsistency {
+                check: CHECK_EXPIRY_INDEX,
+                detail: format!("{volatile} keys expire, the index holds {indexed}"),
+            });
+        }
+        Ok(())
+    }
+
     /// Every block the database owns, as (segment offset, bytes asked for): the allocator's
     /// check proves they and the free blocks tile what it carved.
     pub fn owned_blocks(&self, mem: &impl Mem, owned: &mut Vec<(usize, usize)>) {
@@ -335,5 +432,11 @@ impl Layout {
             crate::cmd::value_blocks(mem, self, &key, owned);
         });
         crate::cmd::scripts::owned(mem, self, owned);
+        self.expires
+            .blocks(mem, |block, len| owned.push((block, len)));
+        self.expires.for_each(mem, |entry| {
+            let link: Link = mem.pod(entry);
+            owned.push((entry, LINK_BYTES + link.key_len as usize));
+        });
     }
 }

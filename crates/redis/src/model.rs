@@ -21,8 +21,13 @@ use crate::wire::{CallArgs, ExecArgs, encode_versions};
 pub const PROC_EXEC: ProcId = ProcId(0);
 /// The read procedure that answers the versions of `WATCH`ed keys.
 pub const PROC_WATCH: ProcId = ProcId(1);
+/// The write procedure the primary runs every [`SWEEP_INTERVAL_MS`]: the active expiry sweep.
+pub const PROC_SWEEP: ProcId = ProcId(2);
 /// The procedure id of the first command of the table.
-pub const FIRST_COMMAND: u16 = 2;
+pub const FIRST_COMMAND: u16 = 3;
+const PROC_SWEEP_NAME: &str = "tandem.sweep";
+/// How often the primary sweeps expired keys (Redis's default `hz` is 10).
+pub const SWEEP_INTERVAL_MS: u64 = 100;
 
 /// The procedure id of the command at `index` in [`commands`].
 pub fn command_proc(index: usize) -> ProcId {
@@ -128,6 +133,7 @@ impl DataModel for RedisModel {
         match name {
             PROC_EXEC_NAME => Some(PROC_EXEC),
             PROC_WATCH_NAME => Some(PROC_WATCH),
+            PROC_SWEEP_NAME => Some(PROC_SWEEP),
             _ => crate::cmd::lookup(name.as_bytes())
                 .filter(|(_, c)| c.class != Class::Connection)
                 .map(|(index, _)| command_proc(index)),
@@ -138,6 +144,7 @@ impl DataModel for RedisModel {
         match id {
             PROC_EXEC => Some(PROC_EXEC_NAME),
             PROC_WATCH => Some(PROC_WATCH_NAME),
+            PROC_SWEEP => Some(PROC_SWEEP_NAME),
             _ => Self::command(id).map(|c| c.name),
         }
     }
@@ -146,6 +153,7 @@ impl DataModel for RedisModel {
         match id {
             PROC_EXEC => Some(ProcKind::Write),
             PROC_WATCH => Some(ProcKind::Read),
+            PROC_SWEEP => Some(ProcKind::Write),
             _ => Self::command(id).map(|c| match c.class {
                 Class::Write => ProcKind::Write,
                 _ => ProcKind::Read,
@@ -167,6 +175,16 @@ impl DataModel for RedisModel {
         let now_ms = self.now_ms(txn);
         if now_ms >= self.layout.clock_ms(txn) + CLOCK_STEP_MS {
             self.layout.advance_clock(txn, now_ms);
+        }
+        if id == PROC_SWEEP {
+            let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, self.rng_seed());
+            let deleted = crate::cmd::sweep(&mut ctx);
+            if deleted == 0 {
+                // Nothing to replicate: no LSN taken ten times a second for nothing.
+                return Err(ProcError::Rollback("no key had expired"));
+            }
+            ReplyWriter::new(reply, crate::resp::Proto::Resp2).integer(deleted as i64);
+            return Ok(());
         }
         if id == PROC_EXEC {
             let exec =
@@ -221,6 +239,10 @@ impl DataModel for RedisModel {
         run(&mut ctx, &argv, &mut out).map_err(failed)
     }
 
+    fn periodic(&self) -> Option<(ProcId, u64)> {
+        Some((PROC_SWEEP, SWEEP_INTERVAL_MS))
+    }
+
     fn set_time_ms(&mut self, now_ms: u64) {
         self.clock_ms = now_ms;
     }
@@ -241,6 +263,7 @@ impl DataModel for RedisModel {
         let mut owned = Vec::new();
         self.layout.owned_blocks(segment, &mut owned);
         self.layout.alloc.check(segment, &mut owned.into_iter())?;
+        self.layout.check_expiry_index(segment)?;
         DedupTable::for_segment_len(segment.len()).check(segment)
     }
 

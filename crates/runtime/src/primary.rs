@@ -44,7 +44,7 @@ mod local;
 
 pub use local::{LocalClient, LocalOutcome, RoleGone};
 
-use executor::{Executor, LocalDriver};
+use executor::{Executor, LocalDriver, Periodic};
 
 /// Partial batches an idle executor may have in flight to a backup before records gather for
 /// the next one: enough to keep a lightly loaded link busy without an extra round trip, few
@@ -134,6 +134,8 @@ pub enum ReplyTo {
     Local { started: Instant },
     /// A client connection's call.
     Remote { conn: ConnId, started: Instant },
+    /// The model's periodic procedure (`DataModel::periodic`): nobody waits for its answer.
+    Periodic,
 }
 
 /// How often at most a link tells the node it heard its backup.
@@ -483,7 +485,13 @@ pub fn start_role(
         tuning.max_frame_len,
         tuning.batch_bytes_max,
     ));
+    let periodic = store.model().periodic().map(|(id, interval_ms)| Periodic {
+        proc_id: id,
+        interval: Duration::from_millis(interval_ms.max(1)),
+        due: Instant::now(),
+    });
     let mut executor = Executor {
+        periodic,
         node_id: config.node_id,
         role: PrimaryRole::new(store, Primary::resume(primary_config, lsn_start, batches)),
         answer_from: members.answer_from,

@@ -86,6 +86,13 @@ pub trait DataModel: Any + Send {
         let _ = now_ms;
     }
 
+    /// A write procedure the primary runs on its own, with empty arguments, every so many
+    /// milliseconds (the Redis model's sweep of expired keys), and that interval; none by
+    /// default. A run that rolls back (nothing to do) takes no LSN.
+    fn periodic(&self) -> Option<(ProcId, u64)> {
+        None
+    }
+
     /// Writes the initial database into a fresh segment, through txns. Deterministic: a
     /// primary and its backups load the same bytes at the same LSN.
     fn load(&self, segment: &mut Segment);

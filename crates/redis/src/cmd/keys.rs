@@ -5,7 +5,7 @@ use tandem_memory::Txn;
 
 use super::{CmdError, Ctx, arg, int_arg};
 use crate::db::{KEY_HEAD_BYTES, Key, KeyHead, Kind, Layout};
-use crate::dict::Found;
+use crate::dict::{Found, LINK_BYTES, Link};
 use crate::glob;
 use crate::mem::Mem;
 use crate::resp::{Argv, ReplyWriter};
@@ -102,6 +102,12 @@ pub fn flushall(
         free_value(txn, &layout, &key);
         layout.alloc.free(txn, entry, head.block_len as usize);
     });
+    layout.expires.clear(txn, &layout.alloc, |txn, entry| {
+        let link: Link = txn.pod(entry);
+        layout
+            .alloc
+            .free(txn, entry, LINK_BYTES + link.key_len as usize);
+    });
     out.ok();
     Ok(())
 }
@@ -138,7 +144,7 @@ fn rename_key(ctx: &mut Ctx<'_, '_>, argv: &Argv, nx: bool) -> Result<bool, CmdE
         .copy_from_slice(&value);
     layout.set_value(txn, &target, head.value);
     layout.set_value_len(txn, &target, head.value_len);
-    layout.set_expire(txn, &target, head.expire_at_ms);
+    layout.set_expire(txn, &target, head.expire_at_ms)?;
     let source = layout
         .find_any(txn, from)
         .expect("the source is still there");
@@ -226,7 +232,7 @@ fn expire_generic(
         ctx.delete(&found);
     } else {
         let txn = ctx.txn();
-        layout.set_expire(txn, &found, at as u64);
+        layout.set_expire(txn, &found, at as u64)?;
         layout.touch(txn, &found);
     }
     out.integer(1);
@@ -274,7 +280,7 @@ pub fn persist(
         Some(found) if found.head.expire_at_ms != 0 => {
             let layout = ctx.layout;
             let txn = ctx.txn();
-            layout.set_expire(txn, &found, 0);
+            layout.set_expire(txn, &found, 0)?;
             layout.touch(txn, &found);
             true
         }
@@ -422,4 +428,51 @@ pub fn scan(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         out.bulk(key);
     }
     Ok(())
+}
+
+/// Keys of the expiry index one round of the sweep samples (Redis's
+/// `ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP`).
+const SWEEP_SAMPLE: usize = 20;
+/// Rounds one sweep runs at most: the sweep is one txn, and a txn must stay short.
+const SWEEP_ROUNDS_MAX: usize = 16;
+
+/// The active expiry sweep, Redis's `activeExpireCycle` as one txn: samples keys of the
+/// expiry index and deletes those whose time passed, round after round while a quarter or
+/// more of a round's sample had expired. Returns how many keys it deleted. Only the primary
+/// runs it; backups get the deletions as redo and never read a clock.
+pub fn sweep(ctx: &mut Ctx<'_, '_>) -> usize {
+    let layout = ctx.layout;
+    let mut deleted = 0;
+    for _ in 0..SWEEP_ROUNDS_MAX {
+        if layout.expires.is_empty(&ctx.access) {
+            break;
+        }
+        let mut sample: Vec<Vec<u8>> = Vec::new();
+        let mut cursor = ctx.random();
+        for _ in 0..4 * SWEEP_SAMPLE {
+            if sample.len() >= SWEEP_SAMPLE {
+                break;
+            }
+            cursor = layout.expires.scan(&ctx.access, cursor, |entry| {
+                sample.push(layout.expires.key(&ctx.access, entry).to_vec());
+            });
+        }
+        sample.sort();
+        sample.dedup();
+        let mut expired = 0;
+        for name in &sample {
+            let Some(key) = layout.find_any(&ctx.access, name) else {
+                continue;
+            };
+            if key.head.expire_at_ms != 0 && key.head.expire_at_ms <= ctx.now_ms {
+                ctx.delete(&key);
+                expired += 1;
+            }
+        }
+        deleted += expired;
+        if expired * 4 < sample.len() {
+            break;
+        }
+    }
+    deleted
 }

@@ -29,7 +29,7 @@ use crate::db::{Key, Kind, Layout};
 use crate::mem::Mem;
 use crate::resp::{Argv, ReplyWriter};
 
-pub use keys::{free_value, value_blocks};
+pub use keys::{free_value, sweep, value_blocks};
 
 /// Where a command reads and writes.
 #[derive(Debug)]

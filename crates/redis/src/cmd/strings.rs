@@ -39,9 +39,7 @@ fn put(ctx: &mut Ctx<'_, '_>, key: &[u8], value: &[u8], ttl: Ttl) -> Result<(), 
         .copy_from_slice(value);
     layout.set_value_len(txn, &target, value.len() as u64);
     layout.touch(txn, &target);
-    if target.head.expire_at_ms != expire_at_ms {
-        layout.set_expire(txn, &target, expire_at_ms);
-    }
+    layout.set_expire(txn, &target, expire_at_ms)?;
     Ok(())
 }
 
@@ -260,7 +258,7 @@ pub fn getex(
             ctx.delete(&found);
         } else if found.head.expire_at_ms != at {
             let txn = ctx.txn();
-            layout.set_expire(txn, &found, at);
+            layout.set_expire(txn, &found, at)?;
             layout.touch(txn, &found);
         }
     }

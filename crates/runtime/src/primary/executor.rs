@@ -31,8 +31,17 @@ impl ConnOut {
     }
 }
 
+/// The model's periodic procedure and when it is next due.
+pub(super) struct Periodic {
+    pub(super) proc_id: ProcId,
+    pub(super) interval: Duration,
+    pub(super) due: Instant,
+}
+
 pub(super) struct Executor {
     pub(super) node_id: NodeId,
+    /// The model's periodic procedure (the Redis model's expiry sweep), if it has one.
+    pub(super) periodic: Option<Periodic>,
     /// Until when the role answers nothing (a promotion's lease owed), taken at the start.
     pub(super) answer_from: Option<Instant>,
     /// The primary role's decisions: the store, the replication core, each call's outcome.
@@ -317,6 +326,7 @@ impl Executor {
                 return ran;
             }
         }
+        self.run_periodic(turn_started);
         while !turn_over(ran) && self.local_can_issue() {
             let safety = self.role.primary().effective_safety(None);
             if !self.role.can_commit(safety) {
@@ -327,6 +337,28 @@ impl Executor {
             ran += 1;
         }
         ran
+    }
+
+    /// Runs the model's periodic procedure if it is due and flow control lets it. It runs as
+    /// a call of no client: nothing is deduplicated, and its answer goes nowhere.
+    fn run_periodic(&mut self, now: Instant) {
+        let Some(periodic) = &mut self.periodic else {
+            return;
+        };
+        if now < periodic.due {
+            return;
+        }
+        periodic.due = now + periodic.interval;
+        let proc_id = periodic.proc_id;
+        let safety = self.role.primary().effective_safety(None);
+        if self.role.primary().is_deposed() || !self.role.can_commit(safety) {
+            return;
+        }
+        // An error means nothing to do this time: it rolled back and took no LSN.
+        if let Ok(shipped) = self.role.run_local(proc_id, &[], safety, ReplyTo::Periodic) {
+            self.commits += 1;
+            self.shipped += shipped;
+        }
     }
 
     pub(super) fn run_local(&mut self, safety: Safety) {
@@ -428,6 +460,7 @@ impl Executor {
                             continue;
                         }
                         ReplyTo::Remote { conn, started } => (conn, started),
+                        ReplyTo::Periodic => continue,
                     };
                     let Some(out) = self.conns.get_mut(&conn) else {
                         continue;
