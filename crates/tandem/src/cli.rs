@@ -212,6 +212,93 @@ pub enum BenchCommand {
     Replication(ReplicationArgs),
     /// Kill the primary of a 3-node cluster under load, N times, and report each failover.
     Failover(FailoverArgs),
+    /// The same Redis commands against tandem (2-safe, one backup), a standalone
+    /// redis-server and a redis-server with a replica and WAIT after each write, interleaved.
+    Resp(RespArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RespArgs {
+    /// Systems, comma-separated: tandem, redis, redis-wait.
+    #[arg(long, default_value = "tandem,redis,redis-wait", value_parser = parse_systems)]
+    pub systems: Systems,
+    /// Tests, comma-separated: SET, GET, INCR, LPUSH, HSET, EVALSHA, MULTI.
+    #[arg(long, default_value = "SET,GET,INCR,LPUSH,HSET,EVALSHA,MULTI", value_parser = parse_tests)]
+    pub tests: Tests,
+    /// Operations each connection keeps in flight, comma-separated.
+    #[arg(long, default_value = "1,16", value_parser = parse_pipelines)]
+    pub pipelines: Pipelines,
+    /// Client connections.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub clients: u32,
+    /// Seconds of each slice; every system gets one slice per round.
+    #[arg(long, value_name = "S", default_value = "0.5", value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Rounds of slices (the report gives the median).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// tandem's database (segment) size in whole MiB.
+    #[arg(long = "db-mib", value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(16..=65536))]
+    pub db_mib: u32,
+    /// Where tandem's cluster keeps its files.
+    #[arg(long, default_value = ".tandem/bench-resp")]
+    pub dir: std::path::PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A list of systems (a newtype, so clap takes the whole list as one value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Systems(pub Vec<crate::bench::resp::System>);
+/// A list of tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tests(pub Vec<crate::bench::resp::Test>);
+/// A list of pipeline depths.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pipelines(pub Vec<usize>);
+
+fn parse_systems(text: &str) -> Result<Systems, String> {
+    use crate::bench::resp::System;
+    text.split(',')
+        .map(|name| match name.trim() {
+            "tandem" => Ok(System::Tandem),
+            "redis" => Ok(System::Redis),
+            "redis-wait" => Ok(System::RedisWait),
+            other => Err(format!(
+                "unknown system '{other}'; accepted values: tandem, redis, redis-wait"
+            )),
+        })
+        .collect::<Result<_, _>>()
+        .map(Systems)
+}
+
+fn parse_tests(text: &str) -> Result<Tests, String> {
+    use crate::bench::resp::Test;
+    text.split(',')
+        .map(|name| {
+            Test::parse(name.trim()).ok_or_else(|| {
+                let names: Vec<&str> = Test::ALL.iter().map(|t| t.name()).collect();
+                format!(
+                    "unknown test '{name}'; accepted values: {}",
+                    names.join(", ")
+                )
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map(Tests)
+}
+
+fn parse_pipelines(text: &str) -> Result<Pipelines, String> {
+    text.split(',')
+        .map(|n| match n.trim().parse::<usize>() {
+            Ok(n) if (1..=1024).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "pipeline depth '{n}': give whole numbers from 1 to 1024"
+            )),
+        })
+        .collect::<Result<_, _>>()
+        .map(Pipelines)
 }
 
 #[derive(Debug, Args)]

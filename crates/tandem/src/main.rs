@@ -34,6 +34,9 @@ fn main() -> ExitCode {
         Command::Bench {
             command: BenchCommand::Failover(args),
         } => demo::bench_failover(&args),
+        Command::Bench {
+            command: BenchCommand::Resp(args),
+        } => bench::resp::run(&args),
         Command::Node(args) => node(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Up(args) => up::up(&args),

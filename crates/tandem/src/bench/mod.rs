@@ -5,6 +5,7 @@
 
 pub mod engine;
 pub mod replication;
+pub mod resp;
 
 /// Median of a non-empty list of samples.
 pub fn median(samples: &[f64]) -> f64 {
