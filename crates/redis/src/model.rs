@@ -239,6 +239,33 @@ impl DataModel for RedisModel {
         run(&mut ctx, &argv, &mut out).map_err(failed)
     }
 
+    fn stats(&self, segment: &Segment) -> Vec<(&'static str, f64)> {
+        let alloc = self.layout.alloc.stats(segment);
+        let used = alloc.used_bytes as f64;
+        vec![
+            ("used_memory", used),
+            ("maxmemory", segment.len() as f64),
+            ("allocator_carved_bytes", alloc.carved_bytes as f64),
+            ("allocator_free_bytes", alloc.free_bytes as f64),
+            ("allocator_free_blocks", alloc.free_blocks as f64),
+            (
+                "allocator_allocatable_bytes",
+                alloc.allocatable_bytes as f64,
+            ),
+            // Carved over used: 1 when no freed block waits for reuse.
+            (
+                "allocator_frag_ratio",
+                if used > 0.0 {
+                    alloc.carved_bytes as f64 / used
+                } else {
+                    1.0
+                },
+            ),
+            ("keys", self.layout.keyspace.len(segment) as f64),
+            ("expires", self.layout.expires.len(segment) as f64),
+        ]
+    }
+
     fn periodic(&self) -> Option<(ProcId, u64)> {
         Some((PROC_SWEEP, SWEEP_INTERVAL_MS))
     }

@@ -588,7 +588,9 @@ fn info_text(info: &ServerInfo, client_id: u64) -> String {
     text.push_str("\r\n# Clients\r\n");
     text.push_str(&format!("client_id:{client_id}\r\n"));
     text.push_str("\r\n# Memory\r\n");
-    text.push_str(&format!("maxmemory:{}\r\n", info.maxmemory));
+    if !info.memory_lines.iter().any(|(key, _)| key == "maxmemory") {
+        text.push_str(&format!("maxmemory:{}\r\n", info.maxmemory));
+    }
     text.push_str("maxmemory_policy:noeviction\r\n");
     for (key, value) in &info.memory_lines {
         text.push_str(&format!("{key}:{value}\r\n"));

@@ -227,6 +227,7 @@ pub fn run(
             safety: config.group.safety.to_string(),
             slot: Arc::clone(&slot),
             info: Arc::clone(&info),
+            metrics: Arc::clone(&metrics),
         };
         crate::resp::spawn(listener, Arc::new(node))?;
     }
@@ -323,6 +324,7 @@ struct ClusterResp {
     safety: String,
     slot: Arc<Mutex<Slot>>,
     info: Arc<Mutex<ClusterInfo>>,
+    metrics: Arc<Metrics>,
 }
 
 impl crate::resp::RespNode for ClusterResp {
@@ -340,7 +342,7 @@ impl crate::resp::RespNode for ClusterResp {
             backups: info.backups,
             maxmemory: self.maxmemory,
             safety: self.safety.clone(),
-            memory_lines: Vec::new(),
+            memory_lines: crate::resp::memory_lines(&self.metrics),
         }
     }
 

@@ -245,6 +245,7 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
                 + usize::from(config.role == Role::Backup),
             maxmemory: config.group.db_mib << 20,
             safety: config.group.safety.to_string(),
+            metrics: Arc::clone(&metrics),
         };
         resp::spawn(listener, Arc::new(resp_node))?;
     }
@@ -268,6 +269,7 @@ struct StaticResp {
     backups: usize,
     maxmemory: usize,
     safety: String,
+    metrics: Arc<Metrics>,
 }
 
 impl resp::RespNode for StaticResp {
@@ -280,7 +282,7 @@ impl resp::RespNode for StaticResp {
             backups: self.backups,
             maxmemory: self.maxmemory,
             safety: self.safety.clone(),
-            memory_lines: Vec::new(),
+            memory_lines: resp::memory_lines(&self.metrics),
         }
     }
 

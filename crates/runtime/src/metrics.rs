@@ -124,9 +124,43 @@ pub struct Metrics {
     pub client_connections: Gauge,
     /// `tandem_frames_rejected_total`: frames refused as malformed or too long.
     pub frames_rejected: Counter,
+
+    // The data model.
+    /// `tandem_model{stat}`: what the primary's data model reports of its database
+    /// (`DataModel::stats`: the Redis model's memory in use, its allocator's free bytes and
+    /// fragmentation, its keys), refreshed every tenth of a second.
+    pub model_stats: Family<StatLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// The same figures, in the model's order, for `INFO`.
+    model_stats_latest: std::sync::Mutex<Vec<(&'static str, f64)>>,
+}
+
+/// The `stat` label of `tandem_model`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatLabel {
+    pub stat: String,
 }
 
 impl Metrics {
+    /// Records what the data model reports of its database.
+    pub fn set_model_stats(&self, stats: Vec<(&'static str, f64)>) {
+        for (stat, value) in &stats {
+            self.model_stats
+                .get_or_create(&StatLabel {
+                    stat: (*stat).to_string(),
+                })
+                .set(*value);
+        }
+        *self.model_stats_latest.lock().expect("not poisoned") = stats;
+    }
+
+    /// What the data model last reported.
+    pub fn model_stats(&self) -> Vec<(&'static str, f64)> {
+        self.model_stats_latest
+            .lock()
+            .expect("not poisoned")
+            .clone()
+    }
+
     /// A registry for node `node_id` in `role` (`primary` or `backup`), every metric at zero.
     pub fn new(node_id: NodeId, role: &str) -> Metrics {
         let labels = [
@@ -159,7 +193,14 @@ impl Metrics {
             batches_rejected: Family::default(),
             client_connections: Gauge::default(),
             frames_rejected: Counter::default(),
+            model_stats: Family::default(),
+            model_stats_latest: std::sync::Mutex::new(Vec::new()),
         };
+        m.registry.register(
+            "model",
+            "What the data model reports of its database, by stat",
+            m.model_stats.clone(),
+        );
         let r = &mut m.registry;
         r.register("commits", "Txns committed", m.commits.clone());
         r.register("rollbacks", "Calls rolled back", m.rollbacks.clone());

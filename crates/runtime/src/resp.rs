@@ -34,6 +34,22 @@ pub trait RespNode: Send + Sync + 'static {
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle));
 }
 
+/// `INFO`'s lines for what the data model reported (`Metrics::model_stats`).
+pub fn memory_lines(metrics: &crate::metrics::Metrics) -> Vec<(String, String)> {
+    metrics
+        .model_stats()
+        .into_iter()
+        .map(|(name, value)| {
+            let text = if value.fract() == 0.0 {
+                format!("{}", value as i64)
+            } else {
+                format!("{value:.2}")
+            };
+            (name.to_string(), text)
+        })
+        .collect()
+}
+
 /// How long a read whose reply was withheld is tried again before the client gets an error.
 const READ_RETRY_MAX: Duration = Duration::from_secs(1);
 /// The pause between two tries: about a heartbeat, so the lease may be renewed meanwhile.

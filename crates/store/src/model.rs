@@ -93,6 +93,13 @@ pub trait DataModel: Any + Send {
         None
     }
 
+    /// Figures about the database for operators (memory in use, fragmentation, keys), by
+    /// name; none by default. Cheap: the primary asks ten times a second.
+    fn stats(&self, segment: &Segment) -> Vec<(&'static str, f64)> {
+        let _ = segment;
+        Vec::new()
+    }
+
     /// Writes the initial database into a fresh segment, through txns. Deterministic: a
     /// primary and its backups load the same bytes at the same LSN.
     fn load(&self, segment: &mut Segment);

@@ -350,6 +350,9 @@ impl Executor {
         }
         periodic.due = now + periodic.interval;
         let proc_id = periodic.proc_id;
+        let store = self.role.store();
+        self.metrics
+            .set_model_stats(store.model().stats(store.segment()));
         let safety = self.role.primary().effective_safety(None);
         if self.role.primary().is_deposed() || !self.role.can_commit(safety) {
             return;
