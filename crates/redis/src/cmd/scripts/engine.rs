@@ -29,7 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use mlua::{
     Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table, Value, VmState,
@@ -114,6 +114,8 @@ struct Vm {
     budget: Arc<Budget>,
     /// The state of `math.random`'s generator, seeded from the call's for each run.
     rng: Arc<AtomicU64>,
+    /// The protocol the running script chose with `redis.setresp` (2 or 3).
+    resp: Arc<AtomicU8>,
 }
 
 /// What a run's `redis.call`s leave for the end of the run.
@@ -225,27 +227,102 @@ impl Vm {
             lua.create_function(move |_, ()| Ok(budget.spent.load(Ordering::Relaxed)))?
         };
         let handler = lua.create_function(error_handler)?;
-        let sha1hex = lua.create_function(|lua, args: MultiValue| {
-            if args.len() != 1 {
-                return Ok((
-                    false,
-                    Value::String(lua.create_string("wrong number of arguments")?),
-                ));
-            }
-            let bytes = match lua.coerce_string(args[0].clone())? {
-                Some(s) => s.as_bytes().to_vec(),
-                None => Vec::new(),
-            };
-            Ok((
-                true,
-                Value::String(lua.create_string(super::sha1_hex(&bytes))?),
-            ))
-        })?;
+        let resp = Arc::new(AtomicU8::new(2));
+        let redis = lua.create_table()?;
+        redis.set(
+            "sha1hex",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raise_reply("ERR wrong number of arguments"));
+                }
+                let bytes = match lua.coerce_string(args[0].clone())? {
+                    Some(s) => s.as_bytes().to_vec(),
+                    None => Vec::new(),
+                };
+                lua.create_string(super::sha1_hex(&bytes))
+            })?,
+        )?;
+        redis.set(
+            "log",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() < 2 {
+                    return Err(raise_reply(
+                        "ERR redis.log() requires two arguments or more.",
+                    ));
+                }
+                let Some(level) = lua.coerce_number(args[0].clone())? else {
+                    return Err(raise_reply(
+                        "ERR First argument must be a number (log level).",
+                    ));
+                };
+                if !(0.0..4.0).contains(&level.trunc()) {
+                    return Err(raise_reply("ERR Invalid debug level."));
+                }
+                // A script's log lines go nowhere: a node keeps no Redis log file.
+                Ok(())
+            })?,
+        )?;
+        {
+            let resp = resp.clone();
+            redis.set(
+                "setresp",
+                lua.create_function(move |lua, args: MultiValue| {
+                    if args.len() != 1 {
+                        return Err(raise_reply("ERR redis.setresp() requires one argument."));
+                    }
+                    let version = lua.coerce_number(args[0].clone())?.map(f64::trunc);
+                    if version == Some(2.0) {
+                        resp.store(2, Ordering::Relaxed);
+                    } else if version == Some(3.0) {
+                        resp.store(3, Ordering::Relaxed);
+                    } else {
+                        return Err(raise_reply("ERR RESP version must be 2 or 3."));
+                    }
+                    Ok(())
+                })?,
+            )?;
+        }
+        redis.set(
+            "set_repl",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raise_reply("ERR redis.set_repl() requires two arguments."));
+                }
+                let flags = lua.coerce_number(args[0].clone())?.unwrap_or(0.0) as i64;
+                if flags & !3 != 0 {
+                    return Err(raise_reply(
+                        "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or \
+                         REPL_NONE.",
+                    ));
+                }
+                // Every write replicates as the redo of its effects: there is nothing to pick.
+                Ok(())
+            })?,
+        )?;
+        redis.set(
+            "acl_check_cmd",
+            lua.create_function(|lua, args: MultiValue| {
+                let Some(name) = args.front() else {
+                    return Err(raise_reply(
+                        "ERR Please specify at least one argument for this redis lib call",
+                    ));
+                };
+                let known = match lua.coerce_string(name.clone())? {
+                    Some(name) => lookup(&name.as_bytes()).is_some(),
+                    None => false,
+                };
+                if !known {
+                    return Err(raise_reply(
+                        "ERR Invalid command passed to redis.acl_check_cmd()",
+                    ));
+                }
+                // There is no user but the default one, which may run every command.
+                Ok(true)
+            })?,
+        )?;
         let error_text = lua.create_function(|lua, text: LuaString| {
             lua.create_string(lua_error_text(&text.as_bytes()))
         })?;
-        let known_command =
-            lua.create_function(|_, name: LuaString| Ok(lookup(&name.as_bytes()).is_some()))?;
         let cjson_table = lua.create_table()?;
         cjson_table.set(
             "encode",
@@ -355,9 +432,8 @@ impl Vm {
         parts.set("bridge", bridge.clone())?;
         parts.set("handler", handler)?;
         parts.set("spent", spent)?;
-        parts.set("sha1hex", sha1hex)?;
         parts.set("error_text", error_text)?;
-        parts.set("known_command", known_command)?;
+        parts.set("redis", redis)?;
         parts.set("cjson", cjson_table)?;
         parts.set("cmsgpack", msgpack_table)?;
         parts.set("unwrap_error", lua.create_function(unwrap_error)?)?;
@@ -397,6 +473,7 @@ impl Vm {
             compiled: BTreeMap::new(),
             budget,
             rng,
+            resp,
         })
     }
 
@@ -452,6 +529,7 @@ impl Vm {
             .store(instruction_budget, Ordering::Relaxed);
         self.budget.spent.store(false, Ordering::Relaxed);
         self.rng.store(ctx.random(), Ordering::Relaxed);
+        self.resp.store(2, Ordering::Relaxed);
         let state = std::cell::RefCell::new(RunState::default());
         let lua = &self.lua;
         let prepared = (|| -> mlua::Result<()> {
@@ -476,11 +554,11 @@ impl Vm {
         let ctx = std::cell::RefCell::new(ctx);
         let outcome = lua.scope(|scope| {
             let state = &state;
-            let resp_of = |bridge: &Table| match bridge.raw_get::<i64>("resp") {
-                Ok(3) => Proto::Resp3,
+            let resp = &self.resp;
+            let resp_of = move || match resp.load(Ordering::Relaxed) {
+                3 => Proto::Resp3,
                 _ => Proto::Resp2,
             };
-            let bridge = &self.bridge;
             let ctx = &ctx;
             let call = scope.create_function(move |lua, args: MultiValue| {
                 let (ok, reply) = bridge_call(
@@ -488,7 +566,7 @@ impl Vm {
                     &mut ctx.borrow_mut(),
                     &mut state.borrow_mut(),
                     no_writes,
-                    resp_of(bridge),
+                    resp_of(),
                     args,
                 )?;
                 if ok {
@@ -508,14 +586,15 @@ impl Vm {
                     &mut ctx.borrow_mut(),
                     &mut state.borrow_mut(),
                     no_writes,
-                    resp_of(bridge),
+                    resp_of(),
                     args,
                 )?;
                 Ok(reply)
             })?;
             self.redis.raw_set("call", call)?;
             self.redis.raw_set("pcall", pcall)?;
-            let outcome: (bool, Value, i64) = self.runner.call(compiled.function.clone())?;
+            let (ok, value): (bool, Value) = self.runner.call(compiled.function.clone())?;
+            let outcome = (ok, value, i64::from(resp.load(Ordering::Relaxed)));
             self.redis.raw_set("call", Value::Nil)?;
             self.redis.raw_set("pcall", Value::Nil)?;
             Ok(outcome)
@@ -524,6 +603,11 @@ impl Vm {
         let _ = self.redis.raw_set("pcall", Value::Nil);
         let _ = self.bridge.raw_set("env", Value::Nil);
         let state = state.into_inner();
+        if !matches!(outcome, Ok((true, _, _))) {
+            // What a failed script left (a table grown to the memory limit, say) is garbage
+            // now: collect it before the next script needs the room.
+            let _ = lua.gc_collect();
+        }
         let fail = |text: String| {
             if state.dirty {
                 CmdError::Abort(text.into())
@@ -586,6 +670,11 @@ impl std::fmt::Display for RaisedReply {
 }
 
 impl std::error::Error for RaisedReply {}
+
+/// An error table with `text`, raised from Rust (Redis's `luaPushError` then `luaError`).
+fn raise_reply(text: &str) -> mlua::Error {
+    mlua::Error::external(RaisedReply(text.to_string()))
+}
 
 /// An error raised from Rust as `luaL_error` raises it: the message after the position of
 /// the Lua code that called.
@@ -1081,7 +1170,7 @@ fn math_random(lua: &Lua, rng: &AtomicU64, args: &MultiValue) -> mlua::Result<f6
 const PRELUDE: &str = r##"
 local parts = ...
 local bridge, handler, spent = parts.bridge, parts.handler, parts.spent
-local sha1hex, error_text, known_command = parts.sha1hex, parts.error_text, parts.known_command
+local error_text = parts.error_text
 local cjson, cmsgpack, bit, unwrap_error = parts.cjson, parts.cmsgpack, parts.bit, parts.unwrap_error
 local G = _G
 local type, error, select, tostring, rawget, rawset, setmetatable, getmetatable, unpack =
@@ -1147,13 +1236,7 @@ math.random = parts.random
 math.randomseed = parts.randomseed
 
 -- redis.*
-local redis = {}
-local function raise(message) error({err = "ERR " .. message}, 0) end
-function redis.sha1hex(...)
-  local ok, digest = sha1hex(...)
-  if not ok then raise(digest) end
-  return digest
-end
+local redis = parts.redis
 function redis.error_reply(...)
   if select("#", ...) ~= 1 or type((...)) ~= "string" then
     return {err = "ERR wrong number or type of arguments"}
@@ -1168,38 +1251,12 @@ function redis.status_reply(...)
   end
   return {ok = (...)}
 end
-function redis.log(...)
-  local n = select("#", ...)
-  if n < 2 then raise("redis.log() requires two arguments or more.") end
-  local level = ...
-  if type(level) ~= "number" then raise("First argument must be a number (log level).") end
-  if level < 0 or level > 3 then raise("Invalid debug level.") end
-end
 redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
-function redis.setresp(...)
-  if select("#", ...) ~= 1 then raise("redis.setresp() requires one argument.") end
-  local resp = tonumber((...))
-  if resp ~= 2 and resp ~= 3 then raise("RESP version must be 2 or 3.") end
-  bridge.resp = resp
-end
-function redis.set_repl(...)
-  if select("#", ...) ~= 1 then raise("redis.set_repl() requires two arguments.") end
-  local flags = tonumber((...)) or 0
-  if flags < 0 or flags > 3 or flags % 1 ~= 0 then
-    raise("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.")
-  end
-end
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL =
   0, 1, 2, 2, 3
 function redis.replicate_commands() return true end
 function redis.breakpoint() return false end
 function redis.debug() end
-function redis.acl_check_cmd(name, ...)
-  if type(name) ~= "string" or not known_command(name) then
-    raise("Invalid command passed to redis.acl_check_cmd()")
-  end
-  return true
-end
 redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = parts.version, parts.version_num
 
 -- What scripts may not reach.
@@ -1239,9 +1296,8 @@ local function new_env(keys, argv)
   return env
 end
 local function runner(f)
-  bridge.resp = 2
   local ok, value = raw_xpcall(f, handler)
-  return ok, value, bridge.resp
+  return ok, value
 end
 return new_env, runner, redis
 "##;
