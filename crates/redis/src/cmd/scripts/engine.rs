@@ -1010,7 +1010,7 @@ fn reply_to_lua(lua: &Lua, reply: &resp::Value, proto: Proto) -> mlua::Result<Va
 /// value (i64::MIN) for NaN and anything out of range.
 fn c_cast_i64(d: f64) -> i64 {
     const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    if d.is_nan() || d >= TWO_63 || d < -TWO_63 {
+    if d.is_nan() || !(-TWO_63..TWO_63).contains(&d) {
         i64::MIN
     } else {
         d as i64

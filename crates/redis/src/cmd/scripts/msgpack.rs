@@ -165,6 +165,9 @@ impl Cursor<'_> {
     }
 }
 
+/// What an unpack gives: the values, and the offset after them when one was asked for.
+pub type Unpacked = (Vec<Value>, Option<i64>);
+
 /// `cmsgpack.unpack`, `unpack_one` and `unpack_limit`: up to `limit` values (all if 0)
 /// from byte `offset`, and the offset after them (-1 at the end) when a limit or an offset
 /// was given; or lua_cmsgpack's error message.
@@ -173,7 +176,7 @@ pub fn unpack(
     bytes: &[u8],
     limit: i64,
     offset: i64,
-) -> mlua::Result<Result<(Vec<Value>, Option<i64>), String>> {
+) -> mlua::Result<Result<Unpacked, String>> {
     let decode_all = limit == 0 && offset == 0;
     if offset < 0 || limit < 0 {
         return Ok(Err(format!(
@@ -200,12 +203,10 @@ pub fn unpack(
             Err(Bad::Format) => return Ok(Err("Bad data format in input.".to_string())),
         }
     }
-    let next = (!decode_all).then(|| {
-        if cursor.at == bytes.len() {
-            -1
-        } else {
-            cursor.at as i64
-        }
+    let next = (!decode_all).then_some(if cursor.at == bytes.len() {
+        -1
+    } else {
+        cursor.at as i64
     });
     Ok(Ok((values, next)))
 }
