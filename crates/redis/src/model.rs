@@ -11,6 +11,7 @@
 use tandem_memory::{Segment, Txn};
 use tandem_store::{DataModel, DedupTable, Driver, Inconsistency, ProcError, ProcId, ProcKind};
 
+use crate::cmd::scripts::ScriptEngine;
 use crate::cmd::{Access, Class, CmdError, Ctx, commands};
 use crate::db::Layout;
 use crate::mem::Mem;
@@ -52,6 +53,9 @@ pub struct RedisModel {
     argv: Argv,
     /// Calls run so far: mixed into each call's random seed.
     calls: std::cell::Cell<u64>,
+    /// The Lua VM scripts run in (a cache of the script store; made on the first script).
+    /// In a `RefCell` because read-only scripts (`EVAL_RO`) run in [`DataModel::read`].
+    scripts: std::cell::RefCell<ScriptEngine>,
 }
 
 impl RedisModel {
@@ -62,6 +66,7 @@ impl RedisModel {
             clock_ms: 0,
             argv: Argv::new(),
             calls: std::cell::Cell::new(0),
+            scripts: std::cell::RefCell::new(ScriptEngine::default()),
         })
     }
 
@@ -101,7 +106,9 @@ impl RedisModel {
     ) -> Result<(), CmdError> {
         let proto = args.proto();
         let now_ms = self.now_ms(txn);
-        let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, self.rng_seed());
+        let rng_seed = self.rng_seed();
+        let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
+            .with_scripts(self.scripts.get_mut());
         for (key, version) in args.watched() {
             let current = ctx.find(key).map_or(0, |k| k.head.version);
             if current != version {
@@ -116,7 +123,8 @@ impl RedisModel {
             let result = crate::cmd::run_in(&mut ctx, argv, &mut ReplyWriter::new(&mut one, proto));
             match result {
                 Ok(()) => reply.extend_from_slice(&one),
-                Err(CmdError::Oom) => return Err(CmdError::Oom),
+                // A script that failed after writing cannot be undone alone: the block fails.
+                Err(err @ (CmdError::Oom | CmdError::Abort(_))) => return Err(err),
                 Err(CmdError::Reply(text)) => ReplyWriter::new(reply, proto).error(&text),
             }
         }
@@ -197,7 +205,9 @@ impl DataModel for RedisModel {
         if !command.arity_fits(self.argv.len()) {
             return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
         }
-        let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, self.rng_seed());
+        let rng_seed = self.rng_seed();
+        let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
+            .with_scripts(self.scripts.get_mut());
         let mut out = ReplyWriter::new(reply, proto);
         let run = command.run.expect("a data command runs");
         run(&mut ctx, &self.argv, &mut out).map_err(failed)
@@ -233,7 +243,9 @@ impl DataModel for RedisModel {
         if !command.arity_fits(argv.len()) {
             return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
         }
-        let mut ctx = Ctx::new(Access::Read(segment), self.layout, now_ms, self.rng_seed());
+        let mut scripts = self.scripts.borrow_mut();
+        let mut ctx = Ctx::new(Access::Read(segment), self.layout, now_ms, self.rng_seed())
+            .with_scripts(&mut scripts);
         let mut out = ReplyWriter::new(reply, proto);
         let run = command.run.expect("a data command runs");
         run(&mut ctx, &argv, &mut out).map_err(failed)
@@ -304,6 +316,7 @@ impl DataModel for RedisModel {
             clock_ms: 0,
             argv: Argv::new(),
             calls: std::cell::Cell::new(0),
+            scripts: std::cell::RefCell::new(ScriptEngine::default()),
         })
     }
 

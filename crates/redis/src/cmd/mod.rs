@@ -61,6 +61,9 @@ pub struct Ctx<'a, 't> {
     /// reaches the backups as the redo of its effects, so no replica draws again; it only
     /// needs to differ between calls.
     pub rng: u64,
+    /// The node's script engine, for `EVAL` and its relatives; `None` while a script runs
+    /// (a script cannot start another) or where no engine was given.
+    pub scripts: Option<&'a mut scripts::ScriptEngine>,
 }
 
 impl<'a, 't> Ctx<'a, 't> {
@@ -71,7 +74,14 @@ impl<'a, 't> Ctx<'a, 't> {
             layout,
             now_ms,
             rng: rng_seed,
+            scripts: None,
         }
+    }
+
+    /// The context with the node's script engine, so that it can run scripts.
+    pub fn with_scripts(mut self, engine: &'a mut scripts::ScriptEngine) -> Self {
+        self.scripts = Some(engine);
+        self
     }
 
     /// The next number of the call's generator.
@@ -139,14 +149,18 @@ impl<'t> Ctx<'_, 't> {
     }
 }
 
-/// Why a command answered an error. Nothing was written (but for `Oom`, which fails the
-/// whole call).
+/// Why a command answered an error. Nothing was written (but for `Oom` and `Abort`, which
+/// fail the whole call).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CmdError {
     /// An error reply, its code first ("ERR …", "WRONGTYPE …").
     Reply(Cow<'static, str>),
     /// The database is full: the call changes nothing.
     Oom,
+    /// A script failed after it wrote: the whole call fails with this error reply (so its
+    /// writes are undone), even inside `EXEC`, where a command's error otherwise leaves the
+    /// block's other effects in place.
+    Abort(Cow<'static, str>),
 }
 
 impl CmdError {
@@ -172,7 +186,7 @@ impl CmdError {
     /// The error reply's text, code first.
     pub fn text(&self) -> &str {
         match self {
-            CmdError::Reply(text) => text,
+            CmdError::Reply(text) | CmdError::Abort(text) => text,
             CmdError::Oom => OOM_TEXT,
         }
     }

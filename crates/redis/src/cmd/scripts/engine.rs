@@ -1,0 +1,1327 @@
+//! The Lua 5.1 VM scripts run in, as Redis 7.0 sets it up (script_lua.c, eval.c).
+//!
+//! One VM per [`ScriptEngine`], and one engine per model (so per node): it is made on the
+//! first script a node runs, and holds nothing the segment does not (the compiled functions
+//! are a cache keyed by SHA-1). It is `Send` (mlua's `send` feature), as a model must be.
+//!
+//! # The sandbox
+//!
+//! Scripts see what Redis 7.0.15 gives them: the base library without `print`, `dofile`,
+//! `loadfile`, `setfenv`, `getfenv`, `newproxy`, `module` and `require`; `string`, `table`,
+//! `math` (its `random` drawn from the call's generator), `coroutine`; `cjson`, `bit`,
+//! `cmsgpack`; and `redis`. No `os`, `io`, `debug` or `package`. Globals are read-only: a
+//! script runs in an environment of its own whose reads fall through to the globals (a
+//! missing one is Redis's "Script attempted to access nonexistent global variable") and whose
+//! writes are refused ("Attempt to modify a readonly table"); the library tables are
+//! read-only proxies, and `rawset`, `table.insert`, `table.remove` and `table.sort` refuse
+//! them, so no script can leave state behind for the next (Redis patches Lua for this; here
+//! the same holds without a patch). `loadstring` and `load` give the chunks they compile the
+//! script's environment.
+//!
+//! # Budgets
+//!
+//! A count hook runs every [`HOOK_INTERVAL`] instructions. Once a script has run its
+//! instruction budget the hook raises an error at every call, and `pcall`, `xpcall` and
+//! `coroutine.resume` raise it again as they return, so no script can catch its way past
+//! the budget; the call then fails with the budget's error whatever the script returned.
+//! Lua's allocations are capped by `Lua::set_memory_limit`; a script that runs out fails
+//! with the memory budget's error.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table, Value, VmState,
+};
+
+use super::{ScriptFlags, ScriptRef, Sha, cjson, msgpack, shebang_flags, stored_body};
+use crate::cmd::{Access, Class, CmdError, Ctx, OOM_TEXT, lookup, run_in};
+use crate::resp::{self, Argv, Proto, ReplyWriter};
+
+/// Lua instructions a script may run, by default: a few seconds at most.
+pub const INSTRUCTION_BUDGET_DEFAULT: u64 = 100_000_000;
+/// Bytes the Lua VM may hold, by default (the libraries and the compiled scripts included).
+pub const MEMORY_LIMIT_DEFAULT: usize = 64 << 20;
+/// Instructions between two runs of the budget hook.
+const HOOK_INTERVAL: u32 = 1000;
+/// Compiled functions kept at most; past it the cache starts over (it is only a cache).
+const COMPILED_MAX: usize = 10_000;
+/// How deeply a script's reply may nest before it is cut with an error element.
+const REPLY_DEPTH_MAX: usize = 1000;
+/// The chunk name scripts compile under, as Redis's (errors say "user_script:LINE:").
+const SCRIPT_CHUNK: &str = "@user_script";
+/// What Redis 7.0.15 reports as its version to scripts.
+const REDIS_VERSION_NUM: i64 = 0x0007_000f;
+
+/// The node's script VM and its budgets.
+pub struct ScriptEngine {
+    instruction_budget: u64,
+    memory_limit: usize,
+    vm: Option<Vm>,
+}
+
+impl std::fmt::Debug for ScriptEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptEngine")
+            .field("instruction_budget", &self.instruction_budget)
+            .field("memory_limit", &self.memory_limit)
+            .field("started", &self.vm.is_some())
+            .field(
+                "compiled",
+                &self.vm.as_ref().map_or(0, |vm| vm.compiled.len()),
+            )
+            .finish()
+    }
+}
+
+impl Default for ScriptEngine {
+    fn default() -> Self {
+        ScriptEngine::new(INSTRUCTION_BUDGET_DEFAULT, MEMORY_LIMIT_DEFAULT)
+    }
+}
+
+/// A compiled script and what its shebang line declared.
+#[derive(Clone, Debug)]
+struct Compiled {
+    function: Function,
+    flags: ScriptFlags,
+}
+
+/// What the budget hook counts, shared with it.
+#[derive(Debug, Default)]
+struct Budget {
+    used: AtomicU64,
+    limit: AtomicU64,
+    spent: AtomicBool,
+}
+
+#[derive(Debug)]
+struct Vm {
+    lua: Lua,
+    /// A private table shared with the Lua side: `env` is the running script's environment,
+    /// `resp` the protocol it chose with `redis.setresp`.
+    bridge: Table,
+    /// The real `redis` table (scripts see a read-only proxy): `call` and `pcall` are set in
+    /// it for the length of a run, functions scoped to the call's context.
+    redis: Table,
+    /// Makes a run's environment from its KEYS and ARGV tables.
+    new_env: Function,
+    /// Runs a script function under Redis's error handler: returns ok, the value, and the
+    /// protocol the script chose with `redis.setresp`.
+    runner: Function,
+    compiled: BTreeMap<Sha, Compiled>,
+    budget: Arc<Budget>,
+    /// The state of `math.random`'s generator, seeded from the call's for each run.
+    rng: Arc<AtomicU64>,
+    /// The protocol the running script chose with `redis.setresp` (2 or 3).
+    resp: Arc<AtomicU8>,
+}
+
+/// What a run's `redis.call`s leave for the end of the run.
+#[derive(Debug, Default)]
+struct RunState {
+    /// A write command succeeded: the run has written.
+    dirty: bool,
+    /// A command ran out of memory: the whole call fails.
+    oom: bool,
+}
+
+impl ScriptEngine {
+    /// An engine whose scripts may run `instruction_budget` Lua instructions and whose VM
+    /// may hold `memory_limit` bytes. The VM is made on first use.
+    pub fn new(instruction_budget: u64, memory_limit: usize) -> ScriptEngine {
+        ScriptEngine {
+            instruction_budget,
+            memory_limit,
+            vm: None,
+        }
+    }
+
+    /// Drops every compiled function (`SCRIPT FLUSH`).
+    pub fn forget_compiled(&mut self) {
+        if let Some(vm) = &mut self.vm {
+            vm.compiled.clear();
+            let _ = vm.lua.gc_collect();
+        }
+    }
+
+    fn vm(&mut self) -> Result<&mut Vm, CmdError> {
+        if self.vm.is_none() {
+            let vm = Vm::start(self.memory_limit)
+                .map_err(|err| CmdError::owned(format!("ERR the Lua VM could not start: {err}")))?;
+            self.vm = Some(vm);
+        }
+        Ok(self.vm.as_mut().expect("just started"))
+    }
+
+    /// Compiles `body` (named `sha`) into the cache, or answers Redis's compile error
+    /// (`SCRIPT LOAD` checks a script this way before storing it).
+    pub fn compile(&mut self, sha: &Sha, body: &[u8]) -> Result<(), CmdError> {
+        let vm = self.vm()?;
+        vm.compiled_or_compile(sha, body).map(|_| ())
+    }
+
+    /// Runs `script` with `keys` and `args` in `ctx`, writing its reply to `out`.
+    /// `read_only` is true for `EVAL_RO`/`EVALSHA_RO`.
+    pub fn run(
+        &mut self,
+        ctx: &mut Ctx<'_, '_>,
+        script: ScriptRef<'_>,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        read_only: bool,
+        out: &mut ReplyWriter<'_>,
+    ) -> Result<(), CmdError> {
+        let instruction_budget = self.instruction_budget;
+        let memory_limit = self.memory_limit;
+        let vm = self.vm()?;
+        let compiled = match vm.compiled.get(&script.sha) {
+            Some(compiled) => compiled.clone(),
+            None => {
+                let body = match script.body {
+                    Some(body) => body.to_vec(),
+                    None => stored_body(&ctx.access, &ctx.layout, &script.sha).ok_or(
+                        CmdError::fixed("NOSCRIPT No matching script. Please use EVAL."),
+                    )?,
+                };
+                vm.compiled_or_compile(&script.sha, &body)?
+            }
+        };
+        if read_only && compiled.flags.shebang && !compiled.flags.no_writes {
+            return Err(CmdError::fixed(
+                "ERR Can not execute a script with write flag using *_ro command.",
+            ));
+        }
+        let no_writes = read_only || compiled.flags.no_writes;
+        let result = vm.execute(
+            ctx,
+            &compiled,
+            &script.sha,
+            keys,
+            args,
+            no_writes,
+            (instruction_budget, memory_limit),
+            out,
+        );
+        if vm.lua.used_memory() > memory_limit / 2 {
+            // Mostly compiled scripts: start the cache over rather than starve scripts.
+            vm.compiled.clear();
+            let _ = vm.lua.gc_collect();
+        }
+        result
+    }
+}
+
+impl Vm {
+    fn start(memory_limit: usize) -> mlua::Result<Vm> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        let bridge = lua.create_table()?;
+        let budget = Arc::new(Budget::default());
+        let rng = Arc::new(AtomicU64::new(0));
+        let spent = {
+            let budget = budget.clone();
+            lua.create_function(move |_, ()| Ok(budget.spent.load(Ordering::Relaxed)))?
+        };
+        let handler = lua.create_function(error_handler)?;
+        let resp = Arc::new(AtomicU8::new(2));
+        let redis = lua.create_table()?;
+        redis.set(
+            "sha1hex",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raise_reply("ERR wrong number of arguments"));
+                }
+                let bytes = match lua.coerce_string(args[0].clone())? {
+                    Some(s) => s.as_bytes().to_vec(),
+                    None => Vec::new(),
+                };
+                lua.create_string(super::sha1_hex(&bytes))
+            })?,
+        )?;
+        redis.set(
+            "log",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() < 2 {
+                    return Err(raise_reply(
+                        "ERR redis.log() requires two arguments or more.",
+                    ));
+                }
+                let Some(level) = lua.coerce_number(args[0].clone())? else {
+                    return Err(raise_reply(
+                        "ERR First argument must be a number (log level).",
+                    ));
+                };
+                if !(0.0..4.0).contains(&level.trunc()) {
+                    return Err(raise_reply("ERR Invalid debug level."));
+                }
+                // A script's log lines go nowhere: a node keeps no Redis log file.
+                Ok(())
+            })?,
+        )?;
+        {
+            let resp = resp.clone();
+            redis.set(
+                "setresp",
+                lua.create_function(move |lua, args: MultiValue| {
+                    if args.len() != 1 {
+                        return Err(raise_reply("ERR redis.setresp() requires one argument."));
+                    }
+                    let version = lua.coerce_number(args[0].clone())?.map(f64::trunc);
+                    if version == Some(2.0) {
+                        resp.store(2, Ordering::Relaxed);
+                    } else if version == Some(3.0) {
+                        resp.store(3, Ordering::Relaxed);
+                    } else {
+                        return Err(raise_reply("ERR RESP version must be 2 or 3."));
+                    }
+                    Ok(())
+                })?,
+            )?;
+        }
+        redis.set(
+            "set_repl",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raise_reply("ERR redis.set_repl() requires two arguments."));
+                }
+                let flags = lua.coerce_number(args[0].clone())?.unwrap_or(0.0) as i64;
+                if flags & !3 != 0 {
+                    return Err(raise_reply(
+                        "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or \
+                         REPL_NONE.",
+                    ));
+                }
+                // Every write replicates as the redo of its effects: there is nothing to pick.
+                Ok(())
+            })?,
+        )?;
+        redis.set(
+            "acl_check_cmd",
+            lua.create_function(|lua, args: MultiValue| {
+                let Some(name) = args.front() else {
+                    return Err(raise_reply(
+                        "ERR Please specify at least one argument for this redis lib call",
+                    ));
+                };
+                let known = match lua.coerce_string(name.clone())? {
+                    Some(name) => lookup(&name.as_bytes()).is_some(),
+                    None => false,
+                };
+                if !known {
+                    return Err(raise_reply(
+                        "ERR Invalid command passed to redis.acl_check_cmd()",
+                    ));
+                }
+                // There is no user but the default one, which may run every command.
+                Ok(true)
+            })?,
+        )?;
+        let error_text = lua.create_function(|lua, text: LuaString| {
+            lua.create_string(lua_error_text(&text.as_bytes()))
+        })?;
+        let cjson_table = lua.create_table()?;
+        cjson_table.set(
+            "encode",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raised(
+                        lua,
+                        "bad argument #1 to 'encode' (expected 1 argument)",
+                    ));
+                }
+                match cjson::encode(&args[0])? {
+                    Ok(text) => lua.create_string(text),
+                    Err(message) => Err(raised(lua, &message)),
+                }
+            })?,
+        )?;
+        cjson_table.set(
+            "decode",
+            lua.create_function(|lua, args: MultiValue| {
+                let text = match args.front() {
+                    Some(value @ (Value::String(_) | Value::Integer(_) | Value::Number(_)))
+                        if args.len() == 1 =>
+                    {
+                        lua.coerce_string(value.clone())?
+                            .map(|s| s.as_bytes().to_vec())
+                            .unwrap_or_default()
+                    }
+                    _ => return Err(raised(lua, "bad argument #1 to 'decode' (string expected)")),
+                };
+                match cjson::decode(lua, &text)? {
+                    Ok(value) => Ok(value),
+                    Err(message) => Err(raised(lua, &message)),
+                }
+            })?,
+        )?;
+        cjson_table.set("null", cjson::null())?;
+        let msgpack_table = lua.create_table()?;
+        msgpack_table.set(
+            "pack",
+            lua.create_function(|lua, args: MultiValue| {
+                if args.is_empty() {
+                    return Err(raised(
+                        lua,
+                        "bad argument #0 to 'pack' (MessagePack pack needs input.)",
+                    ));
+                }
+                let values: Vec<Value> = args.into_iter().collect();
+                lua.create_string(msgpack::pack(&values)?)
+            })?,
+        )?;
+        for (name, takes_limit) in [
+            ("unpack", None),
+            ("unpack_one", Some(false)),
+            ("unpack_limit", Some(true)),
+        ] {
+            msgpack_table.set(
+                name,
+                lua.create_function(move |lua, args: MultiValue| {
+                    let number = |index: usize| match args.get(index) {
+                        Some(Value::Integer(i)) => *i,
+                        Some(Value::Number(n)) => *n as i64,
+                        _ => 0,
+                    };
+                    let (limit, offset) = match takes_limit {
+                        None => (0, 0),
+                        Some(false) => (1, number(1)),
+                        Some(true) => (number(1), number(2)),
+                    };
+                    let text = match args.front() {
+                        Some(value) => lua.coerce_string(value.clone())?,
+                        None => None,
+                    };
+                    let Some(text) = text else {
+                        return Err(raised(
+                            lua,
+                            &format!("bad argument #1 to '{name}' (string expected)"),
+                        ));
+                    };
+                    match msgpack::unpack(lua, &text.as_bytes(), limit, offset)? {
+                        Ok((values, next)) => {
+                            let mut results: Vec<Value> = Vec::with_capacity(values.len() + 1);
+                            if let Some(next) = next {
+                                results.push(Value::Number(next as f64));
+                            }
+                            results.extend(values);
+                            Ok(MultiValue::from_vec(results))
+                        }
+                        Err(message) => Err(raised(lua, &message)),
+                    }
+                })?,
+            )?;
+        }
+        let random = {
+            let rng = rng.clone();
+            lua.create_function(move |lua, args: MultiValue| math_random(lua, &rng, &args))?
+        };
+        let randomseed = {
+            let rng = rng.clone();
+            lua.create_function(move |_, seed: f64| {
+                rng.store(seed as i64 as u64, Ordering::Relaxed);
+                Ok(())
+            })?
+        };
+        let bit = super::bit::library(&lua)?;
+        let setup: Function = lua.load(PRELUDE).set_name("=tandem").into_function()?;
+        let parts = lua.create_table()?;
+        parts.set("bridge", bridge.clone())?;
+        parts.set("handler", handler)?;
+        parts.set("spent", spent)?;
+        parts.set("error_text", error_text)?;
+        parts.set("redis", redis)?;
+        parts.set("cjson", cjson_table)?;
+        parts.set("cmsgpack", msgpack_table)?;
+        parts.set("unwrap_error", lua.create_function(unwrap_error)?)?;
+        parts.set("bit", bit)?;
+        parts.set("random", random)?;
+        parts.set("randomseed", randomseed)?;
+        parts.set("version", crate::session::REDIS_VERSION)?;
+        parts.set("version_num", REDIS_VERSION_NUM)?;
+        let (new_env, runner, redis): (Function, Function, Table) = setup.call(parts)?;
+        {
+            let budget = budget.clone();
+            lua.set_global_hook(
+                HookTriggers::new().every_nth_instruction(HOOK_INTERVAL),
+                move |_, _| {
+                    let used = budget
+                        .used
+                        .fetch_add(u64::from(HOOK_INTERVAL), Ordering::Relaxed)
+                        + u64::from(HOOK_INTERVAL);
+                    if used > budget.limit.load(Ordering::Relaxed) {
+                        budget.spent.store(true, Ordering::Relaxed);
+                        return Err(mlua::Error::runtime(
+                            "the script's instruction budget is spent",
+                        ));
+                    }
+                    Ok(VmState::Continue)
+                },
+            )?;
+        }
+        lua.gc_collect()?;
+        lua.set_memory_limit(memory_limit)?;
+        Ok(Vm {
+            lua,
+            bridge,
+            redis,
+            new_env,
+            runner,
+            compiled: BTreeMap::new(),
+            budget,
+            rng,
+            resp,
+        })
+    }
+
+    fn compiled_or_compile(&mut self, sha: &Sha, body: &[u8]) -> Result<Compiled, CmdError> {
+        if let Some(compiled) = self.compiled.get(sha) {
+            return Ok(compiled.clone());
+        }
+        let (flags, shebang_len) = shebang_flags(body)?;
+        let function = self
+            .lua
+            .load(&body[shebang_len..])
+            .set_name(SCRIPT_CHUNK)
+            .into_function()
+            .map_err(|err| {
+                let message = match &err {
+                    mlua::Error::SyntaxError { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                CmdError::owned(format!(
+                    "ERR Error compiling script (new function): {message}"
+                ))
+            })?;
+        if self.compiled.len() >= COMPILED_MAX {
+            self.compiled.clear();
+        }
+        let compiled = Compiled { function, flags };
+        self.compiled.insert(*sha, compiled.clone());
+        Ok(compiled)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &mut self,
+        ctx: &mut Ctx<'_, '_>,
+        compiled: &Compiled,
+        sha: &Sha,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        no_writes: bool,
+        (instruction_budget, memory_limit): (u64, usize),
+        out: &mut ReplyWriter<'_>,
+    ) -> Result<(), CmdError> {
+        let sha_text = String::from_utf8_lossy(sha).into_owned();
+        let memory_error = || {
+            CmdError::owned(format!(
+                "ERR Script killed: it needed more than the {memory_limit} bytes of Lua memory \
+                 scripts may use (its writes are undone) script: {sha_text}"
+            ))
+        };
+        self.budget.used.store(0, Ordering::Relaxed);
+        self.budget
+            .limit
+            .store(instruction_budget, Ordering::Relaxed);
+        self.budget.spent.store(false, Ordering::Relaxed);
+        self.rng.store(ctx.random(), Ordering::Relaxed);
+        self.resp.store(2, Ordering::Relaxed);
+        let state = std::cell::RefCell::new(RunState::default());
+        let lua = &self.lua;
+        let prepared = (|| -> mlua::Result<()> {
+            let keys = lua.create_sequence_from(
+                keys.iter()
+                    .map(|k| lua.create_string(k))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
+            let args = lua.create_sequence_from(
+                args.iter()
+                    .map(|a| lua.create_string(a))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
+            let env: Table = self.new_env.call((keys, args))?;
+            compiled.function.set_environment(env)?;
+            Ok(())
+        })();
+        if prepared.is_err() {
+            let _ = lua.gc_collect();
+            return Err(memory_error());
+        }
+        let ctx = std::cell::RefCell::new(ctx);
+        let outcome = lua.scope(|scope| {
+            let state = &state;
+            let resp = &self.resp;
+            let resp_of = move || match resp.load(Ordering::Relaxed) {
+                3 => Proto::Resp3,
+                _ => Proto::Resp2,
+            };
+            let ctx = &ctx;
+            let call = scope.create_function(move |lua, args: MultiValue| {
+                let (ok, reply) = bridge_call(
+                    lua,
+                    &mut ctx.borrow_mut(),
+                    &mut state.borrow_mut(),
+                    no_writes,
+                    resp_of(),
+                    args,
+                )?;
+                if ok {
+                    return Ok(reply);
+                }
+                let Value::Table(table) = &reply else {
+                    unreachable!("a refused call answers an error table")
+                };
+                let text: LuaString = table.raw_get("err")?;
+                Err(mlua::Error::external(RaisedReply(
+                    String::from_utf8_lossy(&text.as_bytes()).into_owned(),
+                )))
+            })?;
+            let pcall = scope.create_function(move |lua, args: MultiValue| {
+                let (_, reply) = bridge_call(
+                    lua,
+                    &mut ctx.borrow_mut(),
+                    &mut state.borrow_mut(),
+                    no_writes,
+                    resp_of(),
+                    args,
+                )?;
+                Ok(reply)
+            })?;
+            self.redis.raw_set("call", call)?;
+            self.redis.raw_set("pcall", pcall)?;
+            let (ok, value): (bool, Value) = self.runner.call(compiled.function.clone())?;
+            let outcome = (ok, value, i64::from(resp.load(Ordering::Relaxed)));
+            self.redis.raw_set("call", Value::Nil)?;
+            self.redis.raw_set("pcall", Value::Nil)?;
+            Ok(outcome)
+        });
+        let _ = self.redis.raw_set("call", Value::Nil);
+        let _ = self.redis.raw_set("pcall", Value::Nil);
+        let _ = self.bridge.raw_set("env", Value::Nil);
+        let state = state.into_inner();
+        if !matches!(outcome, Ok((true, _, _))) {
+            // What a failed script left (a table grown to the memory limit, say) is garbage
+            // now: collect it before the next script needs the room.
+            let _ = lua.gc_collect();
+        }
+        let fail = |text: String| {
+            if state.dirty {
+                CmdError::Abort(text.into())
+            } else {
+                CmdError::owned(text)
+            }
+        };
+        if self.budget.spent.load(Ordering::Relaxed) {
+            return Err(fail(format!(
+                "ERR Script killed: it ran more than the {instruction_budget} Lua instructions \
+                 a script may run (its writes are undone) script: {sha_text}"
+            )));
+        }
+        if state.oom {
+            return Err(CmdError::Oom);
+        }
+        match outcome {
+            Err(err) if is_memory_error(&err) => {
+                let _ = lua.gc_collect();
+                Err(fail(memory_error().text().to_string()))
+            }
+            Err(err) => Err(fail(format!(
+                "ERR Error running script {sha_text}, {}",
+                error_message(&err)
+            ))),
+            Ok((true, value, resp)) => {
+                let lua_proto = if resp == 3 {
+                    Proto::Resp3
+                } else {
+                    Proto::Resp2
+                };
+                write_reply(&value, lua_proto, out, 0);
+                Ok(())
+            }
+            Ok((false, value, _)) => {
+                if let Value::String(text) = &value
+                    && text
+                        .as_bytes()
+                        .windows(17)
+                        .any(|w| w == b"not enough memory")
+                {
+                    let _ = lua.gc_collect();
+                    return Err(fail(memory_error().text().to_string()));
+                }
+                Err(fail(failure_text(&value, &sha_text)))
+            }
+        }
+    }
+}
+
+/// An error table raised by `redis.call` (its `err` text), carried through Lua as an error
+/// value, since a Rust function cannot raise a table.
+#[derive(Debug)]
+struct RaisedReply(String);
+
+impl std::fmt::Display for RaisedReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RaisedReply {}
+
+/// An error table with `text`, raised from Rust (Redis's `luaPushError` then `luaError`).
+fn raise_reply(text: &str) -> mlua::Error {
+    mlua::Error::external(RaisedReply(text.to_string()))
+}
+
+/// An error raised from Rust as `luaL_error` raises it: the message after the position of
+/// the Lua code that called.
+fn raised(lua: &Lua, message: &str) -> mlua::Error {
+    mlua::Error::runtime(format!("{}{message}", caller_position(lua)))
+}
+
+/// What Redis's `pcall` gives a script for an error raised from Rust: the error table's text
+/// for a `redis.call` error, the message for any other; other values unchanged.
+fn unwrap_error(lua: &Lua, value: Value) -> mlua::Result<Value> {
+    match &value {
+        Value::Error(err) => {
+            let text = match err.downcast_ref::<RaisedReply>() {
+                Some(RaisedReply(text)) => text.clone(),
+                None => error_message(err),
+            };
+            Ok(Value::String(lua.create_string(text)?))
+        }
+        _ => Ok(value),
+    }
+}
+
+/// Whether an mlua error is Lua running out of memory (the memory budget).
+fn is_memory_error(err: &mlua::Error) -> bool {
+    match err {
+        mlua::Error::MemoryError(_) => true,
+        mlua::Error::CallbackError { cause, .. } => is_memory_error(cause),
+        _ => false,
+    }
+}
+
+/// The message of an mlua error, without the tracebacks mlua adds to callback errors.
+fn error_message(err: &mlua::Error) -> String {
+    match err {
+        mlua::Error::CallbackError { cause, .. } => error_message(cause),
+        mlua::Error::RuntimeError(message) => message.clone(),
+        mlua::Error::MemoryError(message) => message.clone(),
+        mlua::Error::WithContext { cause, .. } => error_message(cause),
+        other => other.to_string(),
+    }
+}
+
+/// The text of a failed script's error reply, from the value its error handler returned
+/// (luaCallFunction): "<err> script: <sha>, on <source>:<line>." for an error table that
+/// knows where it was raised.
+fn failure_text(value: &Value, sha: &str) -> String {
+    match value {
+        Value::Table(table) => {
+            let err: Option<LuaString> = table.get("err").ok();
+            let Some(err) = err else {
+                return format!("ERR Error running script {sha}, execution failure");
+            };
+            let mut text = String::from_utf8_lossy(&err.as_bytes()).into_owned();
+            let source: Option<LuaString> = table.get("source").ok();
+            let line: Option<i64> = table.get("line").ok();
+            if let (Some(source), Some(line)) = (source, line) {
+                text.push_str(&format!(
+                    " script: {sha}, on {}:{line}.",
+                    String::from_utf8_lossy(&source.as_bytes())
+                ));
+            }
+            text
+        }
+        Value::String(message) => format!(
+            "ERR Error running script {sha}, {}",
+            String::from_utf8_lossy(&message.as_bytes())
+        ),
+        _ => format!("ERR Error running script {sha}, execution failure"),
+    }
+}
+
+/// Where the Lua code that called the running Rust function is, as `luaL_where` prints it
+/// ("user_script:3: "), for errors raised from Rust.
+pub fn caller_position(lua: &Lua) -> String {
+    lua.inspect_stack(1, |debug| {
+        let source = debug.source();
+        match (source.short_src, debug.current_line()) {
+            (Some(short), Some(line)) => format!("{short}:{line}: "),
+            _ => String::new(),
+        }
+    })
+    .unwrap_or_default()
+}
+
+/// Redis's `__redis__err__handler`: turns what a script raised into an error table that
+/// says where (the innermost frame of the script itself).
+fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
+    let mut position = None;
+    for level in 1..200 {
+        let Some(found) = lua.inspect_stack(level, |debug| {
+            let source = debug.source().source.map(|s| s.into_owned());
+            (source, debug.current_line())
+        }) else {
+            break;
+        };
+        if let (Some(source), Some(line)) = found
+            && source == SCRIPT_CHUNK
+        {
+            position = Some((source, line));
+            break;
+        }
+    }
+    let table = match err {
+        Value::Table(table) if matches!(table.raw_get::<Value>("err"), Ok(Value::String(_))) => {
+            table
+        }
+        Value::Table(table) if matches!(table.get::<Value>("err"), Ok(Value::String(_))) => table,
+        other => {
+            if let Value::Error(err) = &other
+                && let Some(RaisedReply(text)) = err.downcast_ref::<RaisedReply>()
+            {
+                let table = lua.create_table()?;
+                table.raw_set("err", text.as_str())?;
+                if let Some((source, line)) = position {
+                    table.raw_set("source", source)?;
+                    table.raw_set("line", line)?;
+                }
+                return Ok(Value::Table(table));
+            }
+            let message = match &other {
+                Value::Error(err) => error_message(err),
+                Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+                Value::Integer(_) | Value::Number(_) => lua
+                    .coerce_string(other.clone())?
+                    .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
+                    .unwrap_or_default(),
+                Value::Nil => "nil".to_string(),
+                Value::Boolean(b) => b.to_string(),
+                _ => format!(
+                    "{}: {:?}",
+                    super::bit::lua_type_name(&other),
+                    other.to_pointer()
+                ),
+            };
+            let table = lua.create_table()?;
+            table.raw_set("err", format!("ERR {message}"))?;
+            table
+        }
+    };
+    if let Some((source, line)) = position {
+        table.raw_set("source", source)?;
+        table.raw_set("line", line)?;
+    }
+    Ok(Value::Table(table))
+}
+
+/// The error text Redis's `luaPushErrorBuff` makes of an error reply's text: "CODE message",
+/// with "ERR" when the text has no code, CR and LF trimmed from the message's ends.
+pub fn lua_error_text(reply: &[u8]) -> Vec<u8> {
+    let (code, message): (&[u8], &[u8]) = match reply.strip_prefix(b"-") {
+        Some(rest) => match rest.iter().position(|&b| b == b' ') {
+            Some(space) => (&rest[..space], &rest[space + 1..]),
+            None => (b"ERR", rest),
+        },
+        None => (b"ERR", reply),
+    };
+    let start = message
+        .iter()
+        .position(|b| !matches!(b, b'\r' | b'\n'))
+        .unwrap_or(message.len());
+    let end = message
+        .iter()
+        .rposition(|b| !matches!(b, b'\r' | b'\n'))
+        .map_or(start, |last| last + 1);
+    let mut text = code.to_vec();
+    text.push(b' ');
+    text.extend_from_slice(&message[start..end]);
+    text
+}
+
+fn error_table(lua: &Lua, reply_text: &[u8]) -> mlua::Result<Value> {
+    let table = lua.create_table()?;
+    table.raw_set("err", lua.create_string(lua_error_text(reply_text))?)?;
+    Ok(Value::Table(table))
+}
+
+/// The commands a script may not call (Redis's `noscript` flag, and those served by the
+/// connection here).
+fn refused_in_scripts(name: &str) -> bool {
+    matches!(
+        name,
+        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT"
+    )
+}
+
+/// `redis.call` and `redis.pcall`: runs one command on the script's context. Returns true
+/// and the reply as Lua sees it, or false and an error table (the Lua side raises it for
+/// `call`).
+fn bridge_call(
+    lua: &Lua,
+    ctx: &mut Ctx<'_, '_>,
+    state: &mut RunState,
+    no_writes: bool,
+    proto: Proto,
+    args: MultiValue,
+) -> mlua::Result<(bool, Value)> {
+    let refuse = |text: &str| Ok((false, error_table(lua, text.as_bytes())?));
+    let mut argv = Argv::new();
+    for value in args {
+        match value {
+            Value::String(s) => argv.push(&s.as_bytes()),
+            Value::Integer(i) => {
+                let mut text = Vec::new();
+                crate::num::format_double(i as f64, &mut text);
+                argv.push(&text);
+            }
+            Value::Number(n) => {
+                let mut text = Vec::new();
+                crate::num::format_double(n, &mut text);
+                argv.push(&text);
+            }
+            _ => return refuse("Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    if argv.is_empty() {
+        return refuse("Please specify at least one argument for this redis lib call");
+    }
+    let Some((_, command)) = lookup(argv.get(0).unwrap_or_default()) else {
+        return refuse("Unknown Redis command called from script");
+    };
+    if !command.arity_fits(argv.len()) {
+        return refuse("Wrong number of args calling Redis command from script");
+    }
+    let mut reply = Vec::new();
+    match command.name {
+        "PING" => {
+            let mut out = ReplyWriter::new(&mut reply, proto);
+            match argv.get(1) {
+                Some(message) => out.bulk(message),
+                None => out.simple("PONG"),
+            }
+        }
+        "ECHO" => ReplyWriter::new(&mut reply, proto).bulk(argv.get(1).unwrap_or_default()),
+        name if command.run.is_none() || refused_in_scripts(name) => {
+            return refuse("This Redis command is not allowed from script");
+        }
+        _ => {
+            let writes = command.class == Class::Write;
+            if writes && (no_writes || matches!(ctx.access, Access::Read(_))) {
+                return refuse("Write commands are not allowed from read-only scripts.");
+            }
+            match run_in(ctx, &argv, &mut ReplyWriter::new(&mut reply, proto)) {
+                Ok(()) => state.dirty |= writes,
+                Err(CmdError::Oom) => {
+                    state.oom = true;
+                    return Ok((false, error_table(lua, format!("-{OOM_TEXT}").as_bytes())?));
+                }
+                Err(err) => {
+                    if matches!(err, CmdError::Abort(_)) {
+                        state.dirty = true;
+                    }
+                    let text = format!("-{}", err.text());
+                    return Ok((false, error_table(lua, text.as_bytes())?));
+                }
+            }
+        }
+    }
+    let parsed = resp::parse_reply(&reply)
+        .ok()
+        .flatten()
+        .map(|(value, _)| value)
+        .unwrap_or(resp::Value::Null);
+    if let resp::Value::Error(text) = &parsed {
+        let mut dashed = b"-".to_vec();
+        dashed.extend_from_slice(text);
+        return Ok((false, error_table(lua, &dashed)?));
+    }
+    Ok((true, reply_to_lua(lua, &parsed, proto)?))
+}
+
+/// A command's reply as Lua sees it (redisProtocolToLuaType).
+/// `proto` is the protocol the command replied in: RESP2's null bulk string and null array
+/// are `false`, RESP3's null is `nil` (the parser reads `$-1` and `_` alike).
+fn reply_to_lua(lua: &Lua, reply: &resp::Value, proto: Proto) -> mlua::Result<Value> {
+    use resp::Value as R;
+    let tagged = |tag: &str, value: Value| -> mlua::Result<Value> {
+        let table = lua.create_table()?;
+        table.raw_set(tag, value)?;
+        Ok(Value::Table(table))
+    };
+    Ok(match reply {
+        R::Integer(n) => Value::Number(*n as f64),
+        R::Bulk(bytes) => Value::String(lua.create_string(bytes)?),
+        R::Null if proto == Proto::Resp3 => Value::Nil,
+        R::Null => Value::Boolean(false),
+        R::NullArray => Value::Boolean(false),
+        R::Simple(text) => tagged("ok", Value::String(lua.create_string(text)?))?,
+        R::Error(text) => {
+            let mut dashed = b"-".to_vec();
+            dashed.extend_from_slice(text);
+            error_table(lua, &dashed)?
+        }
+        R::Array(items) | R::Push(items) => {
+            let table = lua.create_table_with_capacity(items.len(), 0)?;
+            for (index, item) in items.iter().enumerate() {
+                table.raw_set(index + 1, reply_to_lua(lua, item, proto)?)?;
+            }
+            Value::Table(table)
+        }
+        R::Map(pairs) => {
+            let map = lua.create_table()?;
+            for (key, value) in pairs {
+                map.raw_set(
+                    reply_to_lua(lua, key, proto)?,
+                    reply_to_lua(lua, value, proto)?,
+                )?;
+            }
+            tagged("map", Value::Table(map))?
+        }
+        R::Set(items) => {
+            let set = lua.create_table()?;
+            for item in items {
+                set.raw_set(reply_to_lua(lua, item, proto)?, true)?;
+            }
+            tagged("set", Value::Table(set))?
+        }
+        R::Double(text) => {
+            let d = crate::num::parse_f64(text).unwrap_or(f64::NAN);
+            tagged("double", Value::Number(d))?
+        }
+        R::Boolean(b) => Value::Boolean(*b),
+        R::BigNumber(text) => tagged("big_number", Value::String(lua.create_string(text)?))?,
+        R::Verbatim(format, text) => {
+            let inner = lua.create_table()?;
+            inner.raw_set("string", lua.create_string(text)?)?;
+            inner.raw_set("format", lua.create_string(format)?)?;
+            tagged("verbatim_string", Value::Table(inner))?
+        }
+    })
+}
+
+/// C's `(long long)` cast of a double on x86-64: truncation, and the "integer indefinite"
+/// value (i64::MIN) for NaN and anything out of range.
+fn c_cast_i64(d: f64) -> i64 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if d.is_nan() || !(-TWO_63..TWO_63).contains(&d) {
+        i64::MIN
+    } else {
+        d as i64
+    }
+}
+
+/// Writes a script's return value as Redis's reply (luaReplyToRedisReply). `lua_proto` is
+/// the protocol the script chose with `redis.setresp`.
+fn write_reply(value: &Value, lua_proto: Proto, out: &mut ReplyWriter<'_>, depth: usize) {
+    if depth > REPLY_DEPTH_MAX {
+        out.error("ERR reached lua stack limit");
+        return;
+    }
+    match value {
+        Value::String(s) => out.bulk(&s.as_bytes()),
+        Value::Boolean(b) => match lua_proto {
+            Proto::Resp2 if *b => out.integer(1),
+            Proto::Resp2 => out.null(),
+            Proto::Resp3 => out.boolean(*b),
+        },
+        Value::Integer(i) => out.integer(*i),
+        Value::Number(n) => out.integer(c_cast_i64(*n)),
+        Value::Table(table) => write_table(table, lua_proto, out, depth),
+        _ => out.null(),
+    }
+}
+
+fn write_table(table: &Table, lua_proto: Proto, out: &mut ReplyWriter<'_>, depth: usize) {
+    let field = |name: &str| table.raw_get::<Value>(name).unwrap_or(Value::Nil);
+    if let Value::String(err) = field("err") {
+        out.error_bytes(&err.as_bytes());
+        return;
+    }
+    if let Value::String(ok) = field("ok") {
+        let text: String = String::from_utf8_lossy(&ok.as_bytes())
+            .chars()
+            .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+            .collect();
+        out.simple(&text);
+        return;
+    }
+    if let Value::Integer(_) | Value::Number(_) = field("double") {
+        let d = match field("double") {
+            Value::Integer(i) => i as f64,
+            Value::Number(n) => n,
+            _ => unreachable!("matched a number"),
+        };
+        out.double(d);
+        return;
+    }
+    if let Value::String(big) = field("big_number") {
+        // A big number travels as a bulk string: RESP2's form (RESP3 callers get it too).
+        out.bulk(&big.as_bytes());
+        return;
+    }
+    if let Value::Table(verbatim) = field("verbatim_string")
+        && let (Ok(Value::String(format)), Ok(Value::String(text))) = (
+            verbatim.raw_get::<Value>("format"),
+            verbatim.raw_get::<Value>("string"),
+        )
+    {
+        out.verbatim(
+            &String::from_utf8_lossy(&format.as_bytes()),
+            &String::from_utf8_lossy(&text.as_bytes()),
+        );
+        return;
+    }
+    if let Value::Table(map) = field("map") {
+        let pairs: Vec<(Value, Value)> =
+            map.pairs::<Value, Value>().filter_map(Result::ok).collect();
+        out.map(pairs.len());
+        for (key, value) in &pairs {
+            write_reply(key, lua_proto, out, depth + 1);
+            write_reply(value, lua_proto, out, depth + 1);
+        }
+        return;
+    }
+    if let Value::Table(set) = field("set") {
+        let members: Vec<Value> = set
+            .pairs::<Value, Value>()
+            .filter_map(Result::ok)
+            .map(|(key, _)| key)
+            .collect();
+        out.set(members.len());
+        for member in &members {
+            write_reply(member, lua_proto, out, depth + 1);
+        }
+        return;
+    }
+    let mut elements = Vec::new();
+    for index in 1.. {
+        match table.raw_get::<Value>(index) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(element) => elements.push(element),
+        }
+    }
+    out.array(elements.len());
+    for element in &elements {
+        write_reply(element, lua_proto, out, depth + 1);
+    }
+}
+
+/// `math.random` as Lua 5.1 defines it, over the call's generator (Redis replaces libc's
+/// `rand` with its own generator for the same reason: the same on every machine).
+fn math_random(lua: &Lua, rng: &AtomicU64, args: &MultiValue) -> mlua::Result<f64> {
+    let mut state = rng
+        .load(Ordering::Relaxed)
+        .wrapping_add(0x9e37_79b9_7f4a_7c15);
+    rng.store(state, Ordering::Relaxed);
+    state = (state ^ (state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    state = (state ^ (state >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    state ^= state >> 31;
+    let r = (state >> 11) as f64 / (1u64 << 53) as f64;
+    let int_arg = |index: usize| -> mlua::Result<f64> {
+        match args.get(index) {
+            Some(Value::Integer(i)) => Ok(*i as f64),
+            Some(Value::Number(n)) => Ok(n.trunc()),
+            other => Err(mlua::Error::runtime(format!(
+                "{}bad argument #{} to 'random' (number expected, got {})",
+                caller_position(lua),
+                index + 1,
+                other.map_or("no value", super::bit::lua_type_name)
+            ))),
+        }
+    };
+    let empty = |index: usize| {
+        mlua::Error::runtime(format!(
+            "{}bad argument #{index} to 'random' (interval is empty)",
+            caller_position(lua)
+        ))
+    };
+    match args.len() {
+        0 => Ok(r),
+        1 => {
+            let upper = int_arg(0)?;
+            if upper < 1.0 {
+                return Err(empty(1));
+            }
+            Ok((r * upper).floor() + 1.0)
+        }
+        2 => {
+            let (lower, upper) = (int_arg(0)?, int_arg(1)?);
+            if lower > upper {
+                return Err(empty(2));
+            }
+            Ok((r * (upper - lower + 1.0)).floor() + lower)
+        }
+        _ => Err(mlua::Error::runtime(format!(
+            "{}wrong number of arguments",
+            caller_position(lua)
+        ))),
+    }
+}
+
+/// The Lua side of the sandbox, run once when the VM starts. It receives the Rust pieces
+/// and returns `new_env` and `runner`.
+const PRELUDE: &str = r##"
+local parts = ...
+local bridge, handler, spent = parts.bridge, parts.handler, parts.spent
+local error_text = parts.error_text
+local cjson, cmsgpack, bit, unwrap_error = parts.cjson, parts.cmsgpack, parts.bit, parts.unwrap_error
+local G = _G
+local type, error, select, tostring, rawget, rawset, setmetatable, getmetatable, unpack =
+      type, error, select, tostring, rawget, rawset, setmetatable, getmetatable, unpack
+local setfenv, raw_pcall, raw_xpcall, raw_loadstring, raw_load =
+      setfenv, pcall, xpcall, loadstring, load
+local resume = coroutine.resume
+
+local READONLY = "Attempt to modify a readonly table"
+local readonly = setmetatable({}, {__mode = "k"})
+local function refuse_write() error(READONLY, 2) end
+local function protect(lib)
+  local proxy = setmetatable({}, {__index = lib, __newindex = refuse_write, __metatable = false})
+  readonly[proxy] = true
+  return proxy
+end
+
+local SPENT = "the script's instruction budget is spent"
+-- Every protected call raises the budget's error again as it returns, once it is spent.
+local function after_protected(...)
+  if spent() then error(SPENT, 0) end
+  return ...
+end
+
+-- Redis's pcall: an error table becomes its message.
+local function pcall_results(ok, ...)
+  if spent() then error(SPENT, 0) end
+  if ok then return true, ... end
+  local err = unwrap_error((...))
+  if type(err) == "table" then
+    local message = rawget(err, "err")
+    if type(message) == "string" then err = message end
+  end
+  return false, err
+end
+G.pcall = function(f, ...) return pcall_results(raw_pcall(f, ...)) end
+G.xpcall = function(f, h) return after_protected(raw_xpcall(f, h)) end
+coroutine.resume = function(co, ...) return after_protected(resume(co, ...)) end
+
+G.rawset = function(t, k, v)
+  if readonly[t] then error(READONLY, 0) end
+  return rawset(t, k, v)
+end
+for _, name in ipairs({"insert", "remove", "sort"}) do
+  local f = table[name]
+  table[name] = function(t, ...)
+    if readonly[t] then error(READONLY, 0) end
+    return f(t, ...)
+  end
+end
+G.loadstring = function(text, name)
+  local f, err = raw_loadstring(text, name)
+  if f and bridge.env then setfenv(f, bridge.env) end
+  return f, err
+end
+G.load = function(reader, name)
+  local f, err = raw_load(reader, name)
+  if f and bridge.env then setfenv(f, bridge.env) end
+  return f, err
+end
+
+math.random = parts.random
+math.randomseed = parts.randomseed
+
+-- redis.*
+local redis = parts.redis
+function redis.error_reply(...)
+  if select("#", ...) ~= 1 or type((...)) ~= "string" then
+    return {err = "ERR wrong number or type of arguments"}
+  end
+  local text = ...
+  if text:sub(1, 1) ~= "-" then text = "-" .. text end
+  return {err = error_text(text)}
+end
+function redis.status_reply(...)
+  if select("#", ...) ~= 1 or type((...)) ~= "string" then
+    return {err = "ERR wrong number or type of arguments"}
+  end
+  return {ok = (...)}
+end
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL =
+  0, 1, 2, 2, 3
+function redis.replicate_commands() return true end
+function redis.breakpoint() return false end
+function redis.debug() end
+redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = parts.version, parts.version_num
+
+-- What scripts may not reach.
+for _, name in ipairs({"print", "dofile", "loadfile", "setfenv", "getfenv", "newproxy",
+                       "module", "require", "package", "os", "io", "debug"}) do
+  G[name] = nil
+end
+
+local string_lib = protect(string)
+G.string = string_lib
+G.table = protect(table)
+G.math = protect(math)
+G.coroutine = protect(coroutine)
+G.redis = protect(redis)
+G.cjson = protect(cjson)
+G.bit = protect(bit)
+G.cmsgpack = protect(cmsgpack)
+-- getmetatable("") shows a read-only table whose __index is the read-only string library.
+getmetatable("").__metatable = protect({__index = string_lib})
+
+local env_meta = {
+  __index = function(env, name)
+    if name == "_G" then return env end
+    local value = G[name]
+    if value == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+    end
+    return value
+  end,
+  __newindex = refuse_write,
+  __metatable = false,
+}
+local function new_env(keys, argv)
+  local env = setmetatable({KEYS = keys, ARGV = argv}, env_meta)
+  readonly[env] = true
+  bridge.env = env
+  return env
+end
+local function runner(f)
+  local ok, value = raw_xpcall(f, handler)
+  return ok, value
+end
+return new_env, runner, redis
+"##;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_texts_follow_lua_push_error_buff() {
+        assert_eq!(
+            lua_error_text(b"-WRONGTYPE Operation"),
+            b"WRONGTYPE Operation"
+        );
+        assert_eq!(lua_error_text(b"-oops"), b"ERR oops");
+        assert_eq!(lua_error_text(b"-MY oops\r\n"), b"MY oops");
+        assert_eq!(lua_error_text(b"plain words"), b"ERR plain words");
+    }
+
+    #[test]
+    fn casts_follow_c_on_x86() {
+        assert_eq!(c_cast_i64(3.99), 3);
+        assert_eq!(c_cast_i64(-3.99), -3);
+        assert_eq!(c_cast_i64(1e20), i64::MIN);
+        assert_eq!(c_cast_i64(f64::NAN), i64::MIN);
+    }
+}

@@ -1,0 +1,1489 @@
+//! Lua scripts (`EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO`, `SCRIPT`), run in process (see
+//! `common`): every script's writes replicate byte for byte and the allocator's check (the
+//! script store's blocks included) runs after every command.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{Node, bulk, err, ok};
+use tandem_redis::resp::{Proto, Value, parse_reply};
+
+const DB: usize = 8 << 20;
+
+fn eval(node: &mut Node, script: &str, keys: &[&str], args: &[&str]) -> Value {
+    run(node, "EVAL", script, keys, args)
+}
+
+fn run(node: &mut Node, command: &str, script: &str, keys: &[&str], args: &[&str]) -> Value {
+    let numkeys = keys.len().to_string();
+    let mut argv: Vec<&[u8]> = vec![command.as_bytes(), script.as_bytes(), numkeys.as_bytes()];
+    argv.extend(keys.iter().map(|k| k.as_bytes()));
+    argv.extend(args.iter().map(|a| a.as_bytes()));
+    node.cmd(&argv)
+}
+
+fn int(n: i64) -> Value {
+    Value::Integer(n)
+}
+
+fn error_text(value: &Value) -> String {
+    match value {
+        Value::Error(text) => String::from_utf8_lossy(text).into_owned(),
+        other => panic!("expected an error, got {other}"),
+    }
+}
+
+fn sha_of(node: &mut Node, body: &str) -> String {
+    match node.cmd(&[b"SCRIPT", b"LOAD", body.as_bytes()]) {
+        Value::Bulk(sha) => String::from_utf8(sha).unwrap(),
+        other => panic!("SCRIPT LOAD answered {other}"),
+    }
+}
+
+/// Scripts and what redis-server 7.0.15 answered, each run after `FLUSHALL` and `SET s abc`,
+/// `SET n 10`, `SET str hello`: (script, keys, args, reply, then `MGET s n str x y`).
+/// Recorded from the live server (`redis-server --port 6414`) by a script that sends these
+/// exact commands.
+#[allow(clippy::type_complexity)]
+const RECORDED: &[(&str, &[&str], &[&str], &[u8], &[u8])] = &[
+    (
+        "return 1",
+        &[],
+        &[],
+        b":1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return 'hello'",
+        &[],
+        &[],
+        b"$5\r\nhello\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return 3.99",
+        &[],
+        &[],
+        b":3\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return -3.99",
+        &[],
+        &[],
+        b":-3\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return 1e20",
+        &[],
+        &[],
+        b":-9223372036854775808\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return true",
+        &[],
+        &[],
+        b":1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return false",
+        &[],
+        &[],
+        b"$-1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return nil",
+        &[],
+        &[],
+        b"$-1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return",
+        &[],
+        &[],
+        b"$-1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {1, 2, {3, 'x'}, nil, 5}",
+        &[],
+        &[],
+        b"*3\r\n:1\r\n:2\r\n*2\r\n:3\r\n$1\r\nx\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {}",
+        &[],
+        &[],
+        b"*0\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {ok = 'FINE'}",
+        &[],
+        &[],
+        b"+FINE\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {err = 'MY err'}",
+        &[],
+        &[],
+        b"-MY err\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {ok = 1}",
+        &[],
+        &[],
+        b"*0\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.status_reply('DONE')",
+        &[],
+        &[],
+        b"+DONE\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.error_reply('oops')",
+        &[],
+        &[],
+        b"-ERR oops\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.error_reply('-CODE oops')",
+        &[],
+        &[],
+        b"-CODE oops\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.error_reply(1)",
+        &[],
+        &[],
+        b"-ERR wrong number or type of arguments\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {KEYS[1], KEYS[2], ARGV[1], ARGV[2], #KEYS, #ARGV}",
+        &["a", "b"],
+        &["c", "d"],
+        b"*6\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n:2\r\n:2\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('GET', KEYS[1])",
+        &["str"],
+        &[],
+        b"$5\r\nhello\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('GET', KEYS[1])",
+        &["missing"],
+        &[],
+        b"$-1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('SET', KEYS[1], ARGV[1])",
+        &["x"],
+        &["1"],
+        b"+OK\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$1\r\n1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('INCR', KEYS[1])",
+        &["n"],
+        &[],
+        b":11\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n11\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('INCRBY', KEYS[1], 2.5)",
+        &["n"],
+        &[],
+        b"-ERR value is not an integer or out of range script: 08f3b51ae3245309966983281c25543881b4e7fe, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('INCRBY', KEYS[1], 5)",
+        &["n"],
+        &[],
+        b":15\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n15\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('INCR', KEYS[1])",
+        &["s"],
+        &[],
+        b"-ERR value is not an integer or out of range script: 61636018f4e6b5817b89791bbed242f93fa089e3, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.pcall('INCR', KEYS[1])",
+        &["s"],
+        &[],
+        b"-ERR value is not an integer or out of range\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "local r = redis.pcall('INCR', KEYS[1]) return r.err",
+        &["s"],
+        &[],
+        b"$43\r\nERR value is not an integer or out of range\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {pcall(redis.call, 'INCR', KEYS[1])}",
+        &["s"],
+        &[],
+        b"*2\r\n$-1\r\n$43\r\nERR value is not an integer or out of range\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "redis.call('SET', 'x', 'written') return redis.call('INCR', KEYS[1])",
+        &["s"],
+        &[],
+        b"-ERR value is not an integer or out of range script: 477906d41e7db0e7486c936079cfb881b1a1b520, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$7\r\nwritten\r\n$-1\r\n",
+    ),
+    (
+        "redis.call('SET', 'x', 'written') error('boom')",
+        &[],
+        &[],
+        b"-ERR user_script:1: boom script: 3c86eaa9f3cbbe0cdd58213ad8a4d4fa2a4cfe8a, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$7\r\nwritten\r\n$-1\r\n",
+    ),
+    (
+        "redis.call('SET', 'x', 'written') return redis.error_reply('ERR mine')",
+        &[],
+        &[],
+        b"-ERR mine\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$7\r\nwritten\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('MGET', 'str', 'missing', 'n')",
+        &[],
+        &[],
+        b"*3\r\n$5\r\nhello\r\n$-1\r\n$2\r\n10\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('GET', KEYS[1]) == false",
+        &["missing"],
+        &[],
+        b":1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return type(redis.call('GET', 'missing'))",
+        &[],
+        &[],
+        b"$7\r\nboolean\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('nosuchcommand')",
+        &[],
+        &[],
+        b"-ERR Unknown Redis command called from script script: 60e6252e19199d82f2bea24345497fd1b735ed32, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.pcall('nosuchcommand')",
+        &[],
+        &[],
+        b"-ERR Unknown Redis command called from script\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('GET')",
+        &[],
+        &[],
+        b"-ERR Wrong number of args calling Redis command from script script: 72273adc3c5955bf8543f1ad6ce893355b89617d, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call()",
+        &[],
+        &[],
+        b"-ERR Please specify at least one argument for this redis lib call script: 0a907e1429221a4d85516cab7fd219a82a9439d8, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('GET', {})",
+        &[],
+        &[],
+        b"-ERR Lua redis lib command arguments must be strings or integers script: 1343dc154e60f8f7264d986cb42bf48ba973e527, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('EVAL', 'return 1', 0)",
+        &[],
+        &[],
+        b"-ERR This Redis command is not allowed from script script: 51af7d9e69c8a140be715186c1d9c1fa012744cf, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('PING')",
+        &[],
+        &[],
+        b"+PONG\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('EXISTS', 'str', 'n', 'missing')",
+        &[],
+        &[],
+        b":2\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('TYPE', 'str')",
+        &[],
+        &[],
+        b"+string\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('DEL', 'str', 'n')",
+        &[],
+        &[],
+        b":2\r\n",
+        b"*5\r\n$3\r\nabc\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "redis.call('EXPIRE', 'str', 100) return redis.call('TTL', 'str')",
+        &[],
+        &[],
+        b":100\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "local b = tonumber(redis.call('GET', KEYS[1])) if b < tonumber(ARGV[1]) then return redis.error_reply('insufficient funds') end redis.call('DECRBY', KEYS[1], ARGV[1]) return redis.call('INCRBY', KEYS[2], ARGV[1])",
+        &["n", "y"],
+        &["4"],
+        b":4\r\n",
+        b"*5\r\n$3\r\nabc\r\n$1\r\n6\r\n$5\r\nhello\r\n$-1\r\n$1\r\n4\r\n",
+    ),
+    (
+        "local b = tonumber(redis.call('GET', KEYS[1])) if b < tonumber(ARGV[1]) then return redis.error_reply('insufficient funds') end redis.call('DECRBY', KEYS[1], ARGV[1]) return redis.call('INCRBY', KEYS[2], ARGV[1])",
+        &["n", "y"],
+        &["40"],
+        b"-insufficient funds\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {unpack({1, 2, 3})}",
+        &[],
+        &[],
+        b"*3\r\n:1\r\n:2\r\n:3\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return select('#', unpack({1, 2, 3}))",
+        &[],
+        &[],
+        b":3\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "x = 1",
+        &[],
+        &[],
+        b"-ERR user_script:1: Attempt to modify a readonly table script: 34bce5f775de97f557a34088509c8bfe1ea17e52, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return undefined_global",
+        &[],
+        &[],
+        b"-ERR user_script:1: Script attempted to access nonexistent global variable 'undefined_global' script: 66079c13a0dbe54bee8cb53ac72311504271983b, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "error('boom')",
+        &[],
+        &[],
+        b"-ERR user_script:1: boom script: 82903a0434f1503e152f89c03c9acd881a0e8150, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "error({err = 'MY boom'})",
+        &[],
+        &[],
+        b"-MY boom script: 6a2433265a41c3c71f9b5baf0976749ddb25a024, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "local function f() error('deep') end\nf()",
+        &[],
+        &[],
+        b"-ERR user_script:1: deep script: 5534f9391a35c19fc34744875ed4a820d7666369, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "\n\nerror('line three')",
+        &[],
+        &[],
+        b"-ERR user_script:3: line three script: 813480392a2c85c754f404c02c1ac87a51d39bc2, on @user_script:3.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return 1 +",
+        &[],
+        &[],
+        b"-ERR Error compiling script (new function): user_script:1: unexpected symbol near '<eof>'\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode({1, 2, 3})",
+        &[],
+        &[],
+        b"$7\r\n[1,2,3]\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode({a = 1})",
+        &[],
+        &[],
+        b"$7\r\n{\"a\":1}\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode({})",
+        &[],
+        &[],
+        b"$2\r\n{}\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode({[1] = 1, [3] = 3})",
+        &[],
+        &[],
+        b"$10\r\n[1,null,3]\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode({[1] = 1, [20] = 3})",
+        &[],
+        &[],
+        b"-ERR user_script:1: Cannot serialise table: excessively sparse array script: f9b469f6f5a2ae2369422192bb4f35af055b49d1, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode('a/b\"\\n\\1')",
+        &[],
+        &[],
+        b"$16\r\n\"a\\/b\\\"\\n\\u0001\"\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode({0.1, 1e20, 3, -0.5, 123456789012345, 2^53})",
+        &[],
+        &[],
+        b"$57\r\n[0.1,1e+20,3,-0.5,1.2345678901234e+14,9.007199254741e+15]\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode(1/0)",
+        &[],
+        &[],
+        b"-ERR user_script:1: Cannot serialise number: must not be NaN or Inf script: 08ffdaa5e7f117332da21c3b5222c2ede9492c60, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode({a = {b = {1, 'x', true, false}}})",
+        &[],
+        &[],
+        b"$30\r\n{\"a\":{\"b\":[1,\"x\",true,false]}}\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.encode(cjson.decode('{\"a\":[1,2.5,\"x\",null,true]}'))",
+        &[],
+        &[],
+        b"$27\r\n{\"a\":[1,2.5,\"x\",null,true]}\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.decode('[1,2,null,4]')",
+        &[],
+        &[],
+        b"*4\r\n:1\r\n:2\r\n$-1\r\n:4\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.decode('{\"a\":[1,2.5,\"x\"]}').a[2] * 2",
+        &[],
+        &[],
+        b":5\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.decode('[1,2')",
+        &[],
+        &[],
+        b"-ERR user_script:1: Expected comma or array end but found T_END at character 5 script: c107001b5ba2ff860ee2557f64da37c4767ef4bd, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.decode('{\"a\" 1}')",
+        &[],
+        &[],
+        b"-ERR user_script:1: Expected colon but found T_NUMBER at character 6 script: 3486ee24bfdfc100c738c73355e99954ef01d92f, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.decode('tru')",
+        &[],
+        &[],
+        b"-ERR user_script:1: Expected value but found invalid token at character 1 script: b0ae6f0426d6ff93bdff3364f547baa19aa4171b, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.decode('\"\\\\u00e9\\\\ud83d\\\\ude00\"')",
+        &[],
+        &[],
+        b"$6\r\n\xc3\xa9\xf0\x9f\x98\x80\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {pcall(cjson.decode, '[1,2')}",
+        &[],
+        &[],
+        b"*2\r\n$-1\r\n$58\r\nExpected comma or array end but found T_END at character 5\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.decode('1.5e3')",
+        &[],
+        &[],
+        b":1500\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cjson.decode(cjson.encode({x = {1, 2, {y = 'z'}}})).x[3].y",
+        &[],
+        &[],
+        b"$1\r\nz\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {bit.tobit(4294967295), bit.tobit(2^32 + 5), bit.bnot(0), bit.band(0xff, 0x0f, 0x3), bit.bor(1, 2, 4), bit.bxor(5, 3)}",
+        &[],
+        &[],
+        b"*6\r\n:-1\r\n:5\r\n:-1\r\n:3\r\n:7\r\n:6\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {bit.lshift(1, 31), bit.rshift(-1, 28), bit.arshift(-256, 4), bit.rol(0x12345678, 8), bit.ror(0x12345678, 8), bit.bswap(0x12345678)}",
+        &[],
+        &[],
+        b"*6\r\n:-2147483648\r\n:15\r\n:-16\r\n:878082066\r\n:2014458966\r\n:2018915346\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {bit.tohex(255), bit.tohex(-1), bit.tohex(255, 2), bit.tohex(255, -4), bit.tohex(0x12345678, 10)}",
+        &[],
+        &[],
+        b"*5\r\n$8\r\n000000ff\r\n$8\r\nffffffff\r\n$2\r\nff\r\n$4\r\n00FF\r\n$8\r\n12345678\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cmsgpack.pack(1, -1, 200, -200, 70000, 2^40, 0.5, 0.1, 'abc', {1, 2}, {a = 1}, true, false)",
+        &[],
+        &[],
+        b"$48\r\n\x01\xff\xcc\xc8\xd1\xff8\xce\x00\x01\x11p\xcf\x00\x00\x01\x00\x00\x00\x00\x00\xca?\x00\x00\x00\xcb?\xb9\x99\x99\x99\x99\x99\x9a\xa3abc\x92\x01\x02\x81\xa1a\x01\xc3\xc2\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {cmsgpack.unpack(cmsgpack.pack(1, 'two', {3, 4}, {k = 'v'}))}",
+        &[],
+        &[],
+        b"*4\r\n:1\r\n$3\r\ntwo\r\n*2\r\n:3\r\n:4\r\n*0\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "local t = cmsgpack.unpack(cmsgpack.pack({a = {b = {1, 2, 3}}})) return t.a.b",
+        &[],
+        &[],
+        b"*3\r\n:1\r\n:2\r\n:3\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cmsgpack.pack(string.rep('x', 40), string.rep('y', 300))",
+        &[],
+        &[],
+        b"$345\r\n\xd9(xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\xda\x01,yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {cmsgpack.unpack_one(cmsgpack.pack(1, 2, 3))}",
+        &[],
+        &[],
+        b"*2\r\n:1\r\n:1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2)}",
+        &[],
+        &[],
+        b"*3\r\n:2\r\n:1\r\n:2\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return cmsgpack.unpack('\\205')",
+        &[],
+        &[],
+        b"-ERR user_script:1: Missing bytes in input. script: 79144aeb216f1ca3fa978037eb658eedc72dc864, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.sha1hex('')",
+        &[],
+        &[],
+        b"$40\r\nda39a3ee5e6b4b0d3255bfef95601890afd80709\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.sha1hex('Pizza & Mandolino')",
+        &[],
+        &[],
+        b"$40\r\n74822d82031af7493c20eefa13bd07ec4fada82f\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING}",
+        &[],
+        &[],
+        b"*4\r\n:0\r\n:1\r\n:2\r\n:3\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "redis.log(redis.LOG_WARNING, 'hello') return 1",
+        &[],
+        &[],
+        b":1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.REDIS_VERSION",
+        &[],
+        &[],
+        b"$6\r\n7.0.15\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return type(os)",
+        &[],
+        &[],
+        b"-ERR user_script:1: Script attempted to access nonexistent global variable 'os' script: 88bfcb2247db0b6fa4925f3cddc3fd0651459f99, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return type(io)",
+        &[],
+        &[],
+        b"-ERR user_script:1: Script attempted to access nonexistent global variable 'io' script: 918bbded8bab006be53c3db116d9c93508fc799a, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return type(loadfile)",
+        &[],
+        &[],
+        b"-ERR user_script:1: Script attempted to access nonexistent global variable 'loadfile' script: dc6fbc079d0e6ef2af8c376dda4f3d362fa30d87, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return type(dofile)",
+        &[],
+        &[],
+        b"-ERR user_script:1: Script attempted to access nonexistent global variable 'dofile' script: f14b399205539f5db37113032a1a25c72b8c6743, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return type(print)",
+        &[],
+        &[],
+        b"-ERR user_script:1: Script attempted to access nonexistent global variable 'print' script: 296aa29e565df267b5e30e498f3872c9f9e8e8cc, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return string.x",
+        &[],
+        &[],
+        b"$-1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "string.x = 1",
+        &[],
+        &[],
+        b"-ERR user_script:1: Attempt to modify a readonly table script: c3eb0a2a15b3d4790b323c4104029c1ae425a769, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {string.format('%d-%s', 5, 'x'), string.upper('abc'), ('abc'):rep(2)}",
+        &[],
+        &[],
+        b"*3\r\n$3\r\n5-x\r\n$3\r\nABC\r\n$6\r\nabcabc\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {tostring(12.5), tonumber('0x10'), math.floor(3.7), math.max(1, 5, 3)}",
+        &[],
+        &[],
+        b"*4\r\n$4\r\n12.5\r\n:16\r\n:3\r\n:5\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return table.concat({'a', 'b', 'c'}, ',')",
+        &[],
+        &[],
+        b"$5\r\na,b,c\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "local t = {3, 1, 2} table.sort(t) return t",
+        &[],
+        &[],
+        b"*3\r\n:1\r\n:2\r\n:3\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return _VERSION",
+        &[],
+        &[],
+        b"$7\r\nLua 5.1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return pcall(error)",
+        &[],
+        &[],
+        b"$-1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {pcall(function() error({err = 'X'}) end)}",
+        &[],
+        &[],
+        b"*2\r\n$-1\r\n$1\r\nX\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {pcall(function() error('plain') end)}",
+        &[],
+        &[],
+        b"*2\r\n$-1\r\n$20\r\nuser_script:1: plain\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "local co = coroutine.create(function(a) coroutine.yield(a + 1) return 'done' end) local _, x = coroutine.resume(co, 1) local _, y = coroutine.resume(co) return {x, y}",
+        &[],
+        &[],
+        b"*2\r\n:2\r\n$4\r\ndone\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return loadstring('return 1 + 1')()",
+        &[],
+        &[],
+        b":2\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "redis.setresp(3) return redis.call('GET', 'missing') == nil",
+        &[],
+        &[],
+        b":1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.setresp(4)",
+        &[],
+        &[],
+        b"-ERR RESP version must be 2 or 3. script: 921c0a48021d97dfd5884aeea41875972c7804d9, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('SET', 'x', 'v', 'GET')",
+        &[],
+        &[],
+        b"$-1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$1\r\nv\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('GETEX', 'str', 'PERSIST')",
+        &[],
+        &[],
+        b"$5\r\nhello\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "local k = redis.call('KEYS', '*') table.sort(k) return k",
+        &[],
+        &[],
+        b"*3\r\n$1\r\nn\r\n$1\r\ns\r\n$3\r\nstr\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('INCRBYFLOAT', 'n', '0.1')",
+        &[],
+        &[],
+        b"$4\r\n10.1\r\n",
+        b"*5\r\n$3\r\nabc\r\n$4\r\n10.1\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('SET', 'x', 1.5) and redis.call('GET', 'x')",
+        &[],
+        &[],
+        b"$3\r\n1.5\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$3\r\n1.5\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('SET', 'x', 12345678901234567) and redis.call('GET', 'x')",
+        &[],
+        &[],
+        b"$17\r\n12345678901234568\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$17\r\n12345678901234568\r\n$-1\r\n",
+    ),
+    (
+        "return redis.call('SET', 'x', 0.1) and redis.call('GET', 'x')",
+        &[],
+        &[],
+        b"$19\r\n0.10000000000000001\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$19\r\n0.10000000000000001\r\n$-1\r\n",
+    ),
+    (
+        "return #KEYS + #ARGV",
+        &[],
+        &[],
+        b":0\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return ARGV",
+        &[],
+        &["a", "b", "c"],
+        b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "return {redis.call('ECHO', 'hi')}",
+        &[],
+        &[],
+        b"*1\r\n$2\r\nhi\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+];
+
+fn parse(bytes: &[u8]) -> Value {
+    let (value, used) = parse_reply(bytes).unwrap().expect("a whole reply");
+    assert_eq!(used, bytes.len());
+    value
+}
+
+#[test]
+fn replies_match_redis_7_0_15_for_a_table_of_scripts() {
+    for &(script, keys, args, reply, after) in RECORDED {
+        let mut node = Node::new(DB);
+        for line in ["SET s abc", "SET n 10", "SET str hello"] {
+            assert_eq!(node.s(line), ok());
+        }
+        let got = eval(&mut node, script, keys, args);
+        let expected = parse(reply);
+        let state = node.s("MGET s n str x y");
+        // Unlike Redis, a script that fails after writing rolls back: its writes are gone.
+        let rolled_back = matches!(&got, Value::Error(text) if text.windows(7).any(|w| w == b"script:"))
+            && script.contains("'written'");
+        if script.contains("math.random") {
+            continue;
+        }
+        assert_eq!(got, expected, "the reply to {script:?}");
+        if rolled_back {
+            assert_eq!(
+                state,
+                parse(b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n"),
+                "{script:?} rolled back"
+            );
+            assert_ne!(state, parse(after), "Redis kept {script:?}'s writes");
+        } else {
+            assert_eq!(state, parse(after), "the database after {script:?}");
+        }
+    }
+}
+
+/// The same table against a live server, when `TANDEM_REDIS_LIVE_PORT` names one (as
+/// `redis-server --port 6414 --save '' --appendonly no`): re-records what the table says.
+#[test]
+fn the_recorded_table_matches_a_live_server_when_one_is_given() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let Ok(port) = std::env::var("TANDEM_REDIS_LIVE_PORT") else {
+        return;
+    };
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    let mut command = |args: &[&[u8]]| -> Vec<u8> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            out.extend_from_slice(arg);
+            out.extend_from_slice(b"\r\n");
+        }
+        writer.write_all(&out).unwrap();
+        let mut reply = Vec::new();
+        loop {
+            let mut line = Vec::new();
+            reader.read_until(b'\n', &mut line).unwrap();
+            reply.extend_from_slice(&line);
+            if line.starts_with(b"$") && !line.starts_with(b"$-") {
+                let len: usize = std::str::from_utf8(&line[1..line.len() - 2])
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let mut body = vec![0; len + 2];
+                reader.read_exact(&mut body).unwrap();
+                reply.extend_from_slice(&body);
+            }
+            if let Ok(Some(_)) = parse_reply(&reply) {
+                return reply;
+            }
+        }
+    };
+    for &(script, keys, args, reply, _) in RECORDED {
+        command(&[b"FLUSHALL"]);
+        command(&[b"SCRIPT", b"FLUSH"]);
+        for line in [
+            ["SET", "s", "abc"],
+            ["SET", "n", "10"],
+            ["SET", "str", "hello"],
+        ] {
+            let argv: Vec<&[u8]> = line.iter().map(|a| a.as_bytes()).collect();
+            command(&argv);
+        }
+        let numkeys = keys.len().to_string();
+        let mut argv: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), numkeys.as_bytes()];
+        argv.extend(keys.iter().map(|k| k.as_bytes()));
+        argv.extend(args.iter().map(|a| a.as_bytes()));
+        let live = command(&argv);
+        if !script.contains("math.random") {
+            assert_eq!(parse(&live), parse(reply), "{script:?}");
+        }
+    }
+}
+
+#[test]
+fn a_debit_credit_transfer_moves_money_and_refuses_overdrafts() {
+    let mut node = Node::new(DB);
+    let transfer = "local b = tonumber(redis.call('GET', KEYS[1]))\n\
+                    if b < tonumber(ARGV[1]) then return redis.error_reply('insufficient funds') end\n\
+                    redis.call('DECRBY', KEYS[1], ARGV[1])\n\
+                    return redis.call('INCRBY', KEYS[2], ARGV[1])";
+    for account in 0..10 {
+        node.s(&format!("SET acct:{account} 100"));
+    }
+    let sha = sha_of(&mut node, transfer);
+    let mut seed = 7u64;
+    let mut balances = [100i64; 10];
+    for _ in 0..300 {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let from = (seed >> 33) as usize % 10;
+        let to = (seed >> 17) as usize % 10;
+        let amount = (seed >> 40) as i64 % 60;
+        let (from_key, to_key, amount_text) = (
+            format!("acct:{from}"),
+            format!("acct:{to}"),
+            amount.to_string(),
+        );
+        let reply = run(
+            &mut node,
+            "EVALSHA",
+            &sha,
+            &[&from_key, &to_key],
+            &[&amount_text],
+        );
+        if balances[from] < amount {
+            // Redis reads "insufficient" as the error's code.
+            assert_eq!(reply, err("insufficient funds"));
+        } else {
+            balances[from] -= amount;
+            balances[to] += amount;
+            assert_eq!(reply, int(balances[to]));
+        }
+    }
+    let total: i64 = (0..10)
+        .map(|a| match node.s(&format!("GET acct:{a}")) {
+            Value::Bulk(b) => String::from_utf8(b).unwrap().parse::<i64>().unwrap(),
+            other => panic!("{other}"),
+        })
+        .sum();
+    assert_eq!(total, 1000);
+}
+
+#[test]
+fn a_failing_script_leaves_nothing_written() {
+    let mut node = Node::new(DB);
+    node.s("SET keep 1");
+    let before = node.s("DBSIZE");
+    for script in [
+        "redis.call('SET', 'a', '1') redis.call('DEL', 'keep') error('boom')",
+        "redis.call('SET', 'a', '1') redis.call('DEL', 'keep') return redis.call('INCR', 'nosuch', 'x')",
+        "redis.call('SET', 'a', '1') redis.call('DEL', 'keep') return redis.call('nosuchcommand')",
+        "redis.call('SET', 'a', '1') redis.call('DEL', 'keep') local t = nil return t.x",
+        "for i = 1, 100 do redis.call('SET', 'k' .. i, i) end redis.call('DEL', 'keep') while true do end",
+    ] {
+        let reply = eval(&mut node, script, &[], &[]);
+        assert!(matches!(reply, Value::Error(_)), "{script}: {reply}");
+        assert_eq!(node.s("GET a"), Value::Null, "{script}");
+        assert_eq!(node.s("GET k1"), Value::Null, "{script}");
+        assert_eq!(node.s("GET keep"), bulk("1"), "{script}");
+        assert_eq!(node.s("DBSIZE"), before, "{script}");
+    }
+    // A script that returns an error reply did not fail: its writes stay, as in Redis.
+    assert_eq!(
+        eval(
+            &mut node,
+            "redis.call('SET', 'a', '1') return redis.error_reply('ERR mine')",
+            &[],
+            &[]
+        ),
+        err("ERR mine")
+    );
+    assert_eq!(node.s("GET a"), bulk("1"));
+    // So does one that caught a command's error with pcall.
+    assert_eq!(
+        eval(
+            &mut node,
+            "redis.call('SET', 'b', '1') local r = redis.pcall('INCR', 'keep', 'x') return r.err",
+            &[],
+            &[]
+        ),
+        bulk("ERR Wrong number of args calling Redis command from script")
+    );
+    assert_eq!(node.s("GET b"), bulk("1"));
+}
+
+#[test]
+fn budgets_stop_runaway_scripts_and_roll_them_back() {
+    let mut node = Node::new(DB);
+    for script in [
+        "redis.call('SET', 'w', '1') while true do end",
+        "redis.call('SET', 'w', '1') while true do pcall(function() while true do end end) end",
+        "redis.call('SET', 'w', '1') while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
+    ] {
+        let text = error_text(&eval(&mut node, script, &[], &[]));
+        assert!(
+            text.starts_with("ERR Script killed: it ran more than the 100000000 Lua instructions"),
+            "{text}"
+        );
+        assert_eq!(node.s("GET w"), Value::Null);
+    }
+    for script in [
+        "redis.call('SET', 'w', '1') local t = {} while true do t[#t + 1] = 'grow' .. #t end",
+        "redis.call('SET', 'w', '1') local s = 'x' while true do s = s .. s end",
+        "redis.call('SET', 'w', '1') local t = {} while true do pcall(function() t[#t + 1] = {1, 2, 3} end) end",
+    ] {
+        let text = error_text(&eval(&mut node, script, &[], &[]));
+        assert!(text.starts_with("ERR Script killed"), "{text}");
+        assert_eq!(node.s("GET w"), Value::Null);
+    }
+    // The VM serves the next script as before.
+    assert_eq!(
+        eval(
+            &mut node,
+            "return redis.call('SET', 'w', ARGV[1])",
+            &[],
+            &["2"]
+        ),
+        ok()
+    );
+    assert_eq!(node.s("GET w"), bulk("2"));
+}
+
+#[test]
+fn evalsha_runs_what_script_load_and_eval_stored() {
+    let mut node = Node::new(DB);
+    let sha = sha_of(&mut node, "return ARGV[1]");
+    assert_eq!(sha, "098e0f0d1448c0a81dafe820f66d460eb09263da");
+    assert_eq!(run(&mut node, "EVALSHA", &sha, &[], &["x"]), bulk("x"));
+    assert_eq!(
+        run(&mut node, "EVALSHA", &sha.to_uppercase(), &[], &["y"]),
+        bulk("y")
+    );
+    let nosuch = err("NOSCRIPT No matching script. Please use EVAL.");
+    assert_eq!(run(&mut node, "EVALSHA", "abc", &[], &[]), nosuch);
+    assert_eq!(run(&mut node, "EVALSHA", &"0".repeat(40), &[], &[]), nosuch);
+    // EVAL stores the script too.
+    assert_eq!(eval(&mut node, "return 2", &[], &[]), int(2));
+    let two = "7f923f79fe76194c868d7e1d0820de36700eb649";
+    assert_eq!(run(&mut node, "EVALSHA", two, &[], &[]), int(2));
+    assert_eq!(
+        node.cmd(&[
+            b"SCRIPT",
+            b"EXISTS",
+            sha.as_bytes(),
+            two.to_uppercase().as_bytes(),
+            b"nope"
+        ]),
+        Value::Array(vec![int(1), int(1), int(0)])
+    );
+    assert_eq!(node.s("SCRIPT FLUSH"), ok());
+    assert_eq!(run(&mut node, "EVALSHA", &sha, &[], &[]), nosuch);
+    assert_eq!(
+        node.cmd(&[b"SCRIPT", b"EXISTS", sha.as_bytes()]),
+        Value::Array(vec![int(0)])
+    );
+    assert_eq!(node.s("SCRIPT FLUSH ASYNC"), ok());
+    assert_eq!(node.s("SCRIPT FLUSH sync"), ok());
+    // A script that does not compile is neither run nor stored.
+    assert_eq!(
+        node.cmd(&[b"SCRIPT", b"LOAD", b"return +"]),
+        err("ERR Error compiling script (new function): user_script:1: unexpected symbol near '+'")
+    );
+    assert_eq!(
+        eval(&mut node, "return x y", &[], &[]),
+        err("ERR Error compiling script (new function): user_script:1: '<eof>' expected near 'y'")
+    );
+    // FLUSHALL leaves scripts, as in Redis.
+    let sha = sha_of(&mut node, "return 'kept'");
+    assert_eq!(node.s("FLUSHALL"), ok());
+    assert_eq!(run(&mut node, "EVALSHA", &sha, &[], &[]), bulk("kept"));
+}
+
+#[test]
+fn script_and_eval_errors_follow_redis() {
+    let mut node = Node::new(DB);
+    assert_eq!(
+        node.s("SCRIPT"),
+        err("ERR wrong number of arguments for 'script' command")
+    );
+    assert_eq!(
+        node.s("SCRIPT foo"),
+        err("ERR unknown subcommand 'foo'. Try SCRIPT HELP.")
+    );
+    assert_eq!(
+        node.s("SCRIPT FLUSH x"),
+        err("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+    );
+    assert_eq!(
+        node.s("SCRIPT FLUSH SYNC x"),
+        err("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+    );
+    assert_eq!(
+        node.s("SCRIPT EXISTS"),
+        err("ERR wrong number of arguments for 'script|exists' command")
+    );
+    assert_eq!(
+        node.s("SCRIPT LOAD"),
+        err("ERR wrong number of arguments for 'script|load' command")
+    );
+    assert_eq!(
+        node.s("SCRIPT LOAD a b"),
+        err("ERR wrong number of arguments for 'script|load' command")
+    );
+    assert_eq!(
+        node.s("SCRIPT KILL"),
+        err("NOTBUSY No scripts in execution right now.")
+    );
+    match node.s("SCRIPT HELP") {
+        Value::Array(lines) => assert_eq!(lines.len(), 17),
+        other => panic!("{other}"),
+    }
+    assert_eq!(
+        node.s("EVAL return"),
+        err("ERR wrong number of arguments for 'eval' command")
+    );
+    assert_eq!(
+        node.s("EVAL return x"),
+        err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        node.s("EVAL return 2 a"),
+        err("ERR Number of keys can't be greater than number of args")
+    );
+    assert_eq!(
+        node.s("EVAL return -1"),
+        err("ERR Number of keys can't be negative")
+    );
+    assert_eq!(
+        node.s("EVALSHA abc -1"),
+        err("NOSCRIPT No matching script. Please use EVAL.")
+    );
+    for (body, text) in [
+        ("#!lua", "ERR Invalid script shebang"),
+        (
+            "#!py\nreturn 1",
+            "ERR Unexpected engine in script shebang: #!py",
+        ),
+        (
+            "#!lua flags=bad\nreturn 1",
+            "ERR Unexpected flag in script shebang: bad",
+        ),
+        ("#!lua x=1\nreturn 1", "ERR Unknown lua shebang option: x=1"),
+    ] {
+        assert_eq!(eval(&mut node, body, &[], &[]), err(text));
+    }
+    assert_eq!(
+        eval(
+            &mut node,
+            "#!lua flags=no-writes,allow-oom\nreturn 2",
+            &[],
+            &[]
+        ),
+        int(2)
+    );
+}
+
+#[test]
+fn read_only_scripts_read_and_refuse_writes() {
+    let mut node = Node::new(DB);
+    node.s("SET k v");
+    assert_eq!(
+        run(
+            &mut node,
+            "EVAL_RO",
+            "return redis.call('GET', KEYS[1])",
+            &["k"],
+            &[]
+        ),
+        bulk("v")
+    );
+    assert_eq!(
+        run(
+            &mut node,
+            "EVAL_RO",
+            "return redis.call('set','a','b')",
+            &[],
+            &[]
+        ),
+        err(
+            "ERR Write commands are not allowed from read-only scripts. script: ff967d0ae0e68b4f9e360fa91c54598bc25ad9b6, on @user_script:1."
+        )
+    );
+    assert_eq!(
+        run(&mut node, "EVAL_RO", "#!lua\nreturn 1", &[], &[]),
+        err("ERR Can not execute a script with write flag using *_ro command.")
+    );
+    assert_eq!(
+        eval(
+            &mut node,
+            "#!lua flags=no-writes\nreturn redis.call('set','a','b')",
+            &[],
+            &[]
+        ),
+        err(
+            "ERR Write commands are not allowed from read-only scripts. script: 6acb400a50fe96e33eca4e0af6e9dcfb21193726, on @user_script:2."
+        )
+    );
+    let sha = sha_of(&mut node, "return redis.call('GET', KEYS[1])");
+    assert_eq!(run(&mut node, "EVALSHA_RO", &sha, &["k"], &[]), bulk("v"));
+    assert_eq!(node.s("GET a"), Value::Null);
+}
+
+#[test]
+fn scripts_in_multi_exec_keep_the_block_whole() {
+    let mut node = Node::new(DB);
+    let queued = Value::Simple(b"QUEUED".to_vec());
+    // A script that fails before writing answers its error; the block's other effects stay.
+    assert_eq!(node.s("MULTI"), ok());
+    assert_eq!(node.s("SET a 1"), queued);
+    assert_eq!(
+        node.cmd(&[b"EVAL", b"error('no writes yet')", b"0"]),
+        queued
+    );
+    assert_eq!(
+        node.cmd(&[b"EVAL", b"return redis.call('INCR', KEYS[1])", b"1", b"a"]),
+        queued
+    );
+    match node.s("EXEC") {
+        Value::Array(replies) => {
+            assert_eq!(replies[0], ok());
+            assert!(error_text(&replies[1]).starts_with("ERR user_script:1: no writes yet"));
+            assert_eq!(replies[2], int(2));
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(node.s("GET a"), bulk("2"));
+    // One that fails after writing fails the whole block: nothing of it is applied.
+    assert_eq!(node.s("MULTI"), ok());
+    assert_eq!(node.s("SET b 1"), queued);
+    assert_eq!(
+        node.cmd(&[
+            b"EVAL",
+            b"redis.call('SET', 'c', '1') error('after a write')",
+            b"0"
+        ]),
+        queued
+    );
+    let text = error_text(&node.s("EXEC"));
+    assert!(
+        text.starts_with("ERR user_script:1: after a write script:"),
+        "{text}"
+    );
+    assert_eq!(node.s("GET b"), Value::Null);
+    assert_eq!(node.s("GET c"), Value::Null);
+    assert_eq!(node.s("GET a"), bulk("2"));
+}
+
+#[test]
+fn resp3_connections_get_resp3_shapes() {
+    let mut node = Node::new(DB);
+    node.s("HELLO 3");
+    assert_eq!(node.session.proto(), Proto::Resp3);
+    assert_eq!(eval(&mut node, "return true", &[], &[]), int(1));
+    assert_eq!(eval(&mut node, "return false", &[], &[]), Value::Null);
+    assert_eq!(
+        eval(&mut node, "redis.setresp(3) return true", &[], &[]),
+        Value::Boolean(true)
+    );
+    assert_eq!(
+        eval(&mut node, "return {double = 1.5}", &[], &[]),
+        Value::Double(b"1.5".to_vec())
+    );
+    assert_eq!(
+        eval(&mut node, "return {map = {a = 1}}", &[], &[]),
+        Value::Map(vec![(bulk("a"), int(1))])
+    );
+    assert_eq!(
+        eval(&mut node, "return {set = {x = true}}", &[], &[]),
+        Value::Set(vec![bulk("x")])
+    );
+    assert_eq!(
+        eval(
+            &mut node,
+            "redis.setresp(3) return redis.call('GET', 'missing') == nil",
+            &[],
+            &[]
+        ),
+        Value::Boolean(true)
+    );
+    node.s("HELLO 2");
+    assert_eq!(
+        eval(&mut node, "return {map = {a = 1}}", &[], &[]),
+        Value::Array(vec![bulk("a"), int(1)])
+    );
+    assert_eq!(
+        eval(&mut node, "return {double = 1.5}", &[], &[]),
+        bulk("1.5")
+    );
+}
+
+#[test]
+fn cjson_bit_and_cmsgpack_round_trip() {
+    let mut node = Node::new(DB);
+    let script = "local v = cjson.decode(ARGV[1]) return cjson.encode(v)";
+    for json in [
+        "[1,2,3]",
+        "{\"a\":[1,2.5,\"x\"]}",
+        "\"\\/\\\"\\n\"",
+        "[[],{}]",
+        "true",
+        "null",
+        "[1,null,3]",
+    ] {
+        let expected = match json {
+            "[[],{}]" => "[{},{}]",
+            other => other,
+        };
+        assert_eq!(
+            eval(&mut node, script, &[], &[json]),
+            bulk(expected),
+            "{json}"
+        );
+    }
+    let script = "local t = {cmsgpack.unpack(cmsgpack.pack(unpack(cjson.decode(ARGV[1]))))} return cjson.encode(t)";
+    for json in ["[1,-5,300,70000,1.5,\"s\"]", "[{\"k\":[1,2]},true,false]"] {
+        assert_eq!(eval(&mut node, script, &[], &[json]), bulk(json), "{json}");
+    }
+    let script = "return {bit.band(ARGV[1], 0xff), bit.tobit(bit.bxor(bit.bnot(ARGV[1]), -1)), bit.tohex(bit.bswap(bit.bswap(ARGV[1])))}";
+    assert_eq!(
+        eval(&mut node, script, &[], &["305419896"]),
+        Value::Array(vec![int(0x78), int(305_419_896), bulk("12345678")])
+    );
+}
+
+#[test]
+fn the_store_grows_rehashes_and_empties_and_the_replica_holds_it() {
+    let mut node = Node::new(32 << 20);
+    let mut shas = Vec::new();
+    for i in 0..3000 {
+        shas.push(sha_of(&mut node, &format!("return {i}")));
+    }
+    for (i, sha) in shas.iter().enumerate().step_by(97) {
+        assert_eq!(run(&mut node, "EVALSHA", sha, &[], &[]), int(i as i64));
+    }
+    let layout = tandem_redis::db::Layout::for_segment_len(node.replica.len()).unwrap();
+    let stored = tandem_redis::cmd::scripts::stored_scripts(&node.replica, &layout);
+    assert_eq!(stored.len(), 3000);
+    let bodies: BTreeMap<Vec<u8>, Vec<u8>> = stored
+        .into_iter()
+        .map(|(sha, body)| (sha.to_vec(), body))
+        .collect();
+    assert_eq!(bodies[shas[42].as_bytes()], b"return 42");
+    assert_eq!(node.s("SCRIPT FLUSH"), ok());
+    assert!(tandem_redis::cmd::scripts::stored_scripts(&node.replica, &layout).is_empty());
+}
+
+#[test]
+fn random_script_commands_agree_with_a_model_of_the_store() {
+    let mut node = Node::new(DB);
+    let mut model: BTreeMap<String, i64> = BTreeMap::new();
+    let mut seed = 99u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    for _ in 0..1500 {
+        let i = next(60) as i64;
+        let body = format!("redis.call('INCRBY', 'total', {i}) return {i}");
+        let sha = tandem_redis::cmd::scripts::sha1_hex(body.as_bytes());
+        let sha = String::from_utf8(sha.to_vec()).unwrap();
+        match next(10) {
+            0..=2 => {
+                assert_eq!(sha_of(&mut node, &body), sha);
+                model.insert(sha, i);
+            }
+            3..=5 => {
+                let reply = run(&mut node, "EVALSHA", &sha, &[], &[]);
+                match model.get(&sha) {
+                    Some(&n) => assert_eq!(reply, int(n)),
+                    None => assert_eq!(reply, err("NOSCRIPT No matching script. Please use EVAL.")),
+                }
+            }
+            6 | 7 => {
+                assert_eq!(eval(&mut node, &body, &[], &[]), int(i));
+                model.insert(sha, i);
+            }
+            8 => {
+                let known = node.cmd(&[b"SCRIPT", b"EXISTS", sha.as_bytes()]);
+                assert_eq!(
+                    known,
+                    Value::Array(vec![int(i64::from(model.contains_key(&sha)))])
+                );
+            }
+            _ => {
+                if next(10) == 0 {
+                    assert_eq!(node.s("SCRIPT FLUSH"), ok());
+                    model.clear();
+                }
+            }
+        }
+    }
+}
