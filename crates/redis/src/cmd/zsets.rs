@@ -56,14 +56,24 @@
 //! its nodes are the table's entries.
 //!
 //! The price is a pointer chase per step and the dependence on the hash: members chosen to
-//! all hash to level 1 would make walks linear, as colliding members make chains long in
-//! any hash table, and the seed is what prevents both.
+//! all hash to level 1 would make walks linear, as members chosen to collide make the
+//! table's chains long. Both are kept from an attacker only by the database's hash seed,
+//! which today is a fixed default.
+//!
+//! ## Where this differs from Redis's small sets
+//!
+//! Redis keeps a set of up to 128 short members in a listpack and answers from it; every
+//! set here is in the form of Redis's skiplist encoding, and answers as Redis does for a set
+//! in that encoding. Two differences can be seen. A score is kept as given, so `ZSCORE`
+//! answers "-0" for a member added with -0, where a listpack loses the sign ("0"). And
+//! `ZSCAN` walks the table with a cursor, in hash order, where Redis answers a listpack
+//! whole, in order, in one call. Member ranges over members of different scores are
+//! unspecified in Redis; here they follow this list's walk, and may differ from Redis's.
 //!
 //! ## Scores
 //!
-//! A score is an `f64`, never NaN. -0.0 and 0.0 compare equal, as in Redis, and a score is
-//! kept as given: `ZSCORE` answers "-0" for a member added with -0, as Redis does for a set
-//! in its skiplist encoding (its listpack encoding, for small sets, loses the sign).
+//! A score is an `f64`, never NaN. -0.0 and 0.0 compare equal, as in Redis, so the order
+//! does not see the sign, and an update to an equal score changes nothing.
 
 use std::collections::BTreeMap;
 
