@@ -143,6 +143,47 @@ pub fn parse_f64(bytes: &[u8]) -> Option<f64> {
     })
 }
 
+/// Parses a number as Redis 7.0 parses the bounds of a score range (`zslParseRange`, for
+/// `ZCOUNT`, `ZRANGEBYSCORE`, …): glibc's `strtod` on the argument read as a C string, which
+/// must consume all of it, and whose result must not be NaN.
+///
+/// So, unlike [`parse_f64`]: leading white space is skipped (`" 1"`), an empty text is 0
+/// (strtod converts nothing and stops at the terminating NUL), a value beyond a double's
+/// range saturates instead of being refused (`1e400` is infinity, `1e-400` zero), and the
+/// text ends at its first NUL byte, as C sees it. White space alone is refused (strtod then
+/// stops at the first byte, which is not the end).
+pub fn parse_f64_strtod(bytes: &[u8]) -> Option<f64> {
+    let text = bytes.split(|&byte| byte == 0).next().unwrap_or_default();
+    if text.is_empty() {
+        return Some(0.0);
+    }
+    let start = text
+        .iter()
+        .position(|&byte| !matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))?;
+    let scanned = scan_c_float(&text[start..])?;
+    let magnitude = match scanned.form {
+        FloatForm::Infinity => f64::INFINITY,
+        FloatForm::Hex(mantissa) => {
+            match round_binary(&mantissa.into_unrounded(), BinaryFormat::DOUBLE) {
+                Rounded::Zero => 0.0,
+                Rounded::Overflow => f64::INFINITY,
+                Rounded::Finite { mantissa, exponent } => f64_from_parts(mantissa, exponent),
+            }
+        }
+        // Rust's parser saturates as strtod does: to infinity above the range, to zero
+        // below it.
+        FloatForm::Decimal(_) => std::str::from_utf8(scanned.unsigned_text)
+            .ok()?
+            .parse()
+            .ok()?,
+    };
+    Some(if scanned.negative {
+        -magnitude
+    } else {
+        magnitude
+    })
+}
+
 /// Appends `d` as C's `printf("%.17g")` prints it with glibc, which is what Redis 7.0 sends
 /// for double replies: 0.1 is "0.10000000000000001", 1.5 is "1.5", 1e20 is "1e+20",
 /// 3.0 is "3", -0.0 is "-0", and infinities are "inf" and "-inf".
