@@ -447,38 +447,47 @@ fn capture_overlapping(
     data: &[u8],
     runs: &mut Vec<Run>,
 ) {
-    // Claimed byte intervals, sorted and disjoint.
-    let mut claimed: Vec<(usize, usize)> = Vec::new();
+    // Claimed byte intervals, start to end, disjoint and not touching. A map keeps each
+    // range's work logarithmic: a txn of many small overlapping declarations (an allocator
+    // header declared once per freed block) stays O(k log k), not O(k²).
+    let mut claimed: std::collections::BTreeMap<usize, usize> = std::collections::BTreeMap::new();
+    let mut absorbed: Vec<usize> = Vec::new();
     for (offset, old) in in_declaration_order {
         let end = offset + old.len();
+        // The first interval that may overlap or touch: the last one starting at or before
+        // the range, if it reaches it.
+        let first = match claimed.range(..=offset).next_back() {
+            Some((&start, &stop)) if stop >= offset => start,
+            _ => offset,
+        };
+        let (mut merged_start, mut merged_end) = (offset, end);
         let mut cursor = offset;
-        for &(claimed_start, claimed_end) in &claimed {
-            if claimed_end <= cursor {
-                continue;
-            }
-            if claimed_start >= end {
+        absorbed.clear();
+        for (&start, &stop) in claimed.range(first..) {
+            if start > end {
                 break;
             }
-            if claimed_start > cursor {
-                let gap = cursor..claimed_start;
-                let image = &old[gap.start - offset..gap.end - offset];
-                diff_words(gap.start, &data[gap], image, runs);
+            // The bytes before this interval are the new range's to claim.
+            if start > cursor {
+                let gap_end = start.min(end);
+                let image = &old[cursor - offset..gap_end - offset];
+                diff_words(cursor, &data[cursor..gap_end], image, runs);
+                cursor = gap_end;
             }
-            cursor = cursor.max(claimed_end);
+            if start < end {
+                cursor = cursor.max(stop.min(end));
+            }
+            merged_start = merged_start.min(start);
+            merged_end = merged_end.max(stop);
+            absorbed.push(start);
         }
         if cursor < end {
             diff_words(cursor, &data[cursor..end], &old[cursor - offset..], runs);
         }
-        claimed.push((offset, end));
-        claimed.sort_unstable();
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(claimed.len());
-        for (start, stop) in claimed.drain(..) {
-            match merged.last_mut() {
-                Some(last) if last.1 >= start => last.1 = last.1.max(stop),
-                _ => merged.push((start, stop)),
-            }
+        for start in &absorbed {
+            claimed.remove(start);
         }
-        claimed = merged;
+        claimed.insert(merged_start, merged_end);
     }
     normalize_runs(runs);
 }
