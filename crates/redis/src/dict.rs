@@ -357,6 +357,52 @@ impl Dict {
         next_cursor(cursor, small)
     }
 
+    /// How many bucket slots [`Dict::slot_first`] takes: the old array's buckets, then, while
+    /// a rehash runs, the new array's. A random entry is picked as Redis's `dictGetRandomKey`
+    /// picks one: a random slot until one holds a chain, then a random entry of that chain.
+    /// The caller draws the numbers, so that the table needs no generator of its own.
+    pub fn bucket_slots(&self, mem: &impl Mem) -> u64 {
+        let header = self.header(mem);
+        if header.buckets[0] == 0 {
+            return 0;
+        }
+        let new_size = if header.buckets[1] != 0 {
+            header.mask[1] + 1
+        } else {
+            0
+        };
+        header.mask[0] + 1 + new_size
+    }
+
+    /// The first entry of the chain in slot `slot` (below [`Dict::bucket_slots`]), or `None`
+    /// if the bucket is empty or holds no live chain: an old bucket the rehash moved, or a
+    /// new bucket not written yet (whose bytes are not a chain).
+    pub fn slot_first(&self, mem: &impl Mem, slot: u64) -> Option<usize> {
+        let header = self.header(mem);
+        assert_ne!(header.buckets[0], 0, "a slot of a table without buckets");
+        let old_size = header.mask[0] + 1;
+        let bucket = if slot < old_size {
+            if header.buckets[1] != 0 && slot < header.rehash_next {
+                return None;
+            }
+            header.buckets[0] + 8 * slot
+        } else {
+            let new = slot - old_size;
+            assert!(
+                header.buckets[1] != 0 && new <= header.mask[1],
+                "slot {slot} lies past the table"
+            );
+            if !Self::new_bucket_written(&header, new) {
+                return None;
+            }
+            header.buckets[1] + 8 * new
+        };
+        match mem.word(bucket as usize) {
+            0 => None,
+            entry => Some(entry as usize),
+        }
+    }
+
     /// Whether new bucket `new` has been written: the first old bucket that reaches it
     /// moved.
     fn new_bucket_written(header: &DictHeader, new: u64) -> bool {

@@ -11,6 +11,7 @@
 //! Connection commands (`PING`, `HELLO`, `MULTI`, …) are in the table too, for `COMMAND`
 //! and arity checks, but run in the connection's [`crate::session::Session`], not here.
 
+mod collection;
 pub mod hashes;
 mod keys;
 pub mod lists;
