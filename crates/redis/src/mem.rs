@@ -13,11 +13,13 @@ pub trait Mem {
     fn bytes(&self, offset: usize, len: usize) -> &[u8];
 
     /// A plain-old-data value at `offset` (any alignment).
+    #[inline]
     fn pod<T: Pod>(&self, offset: usize) -> T {
         bytemuck::pod_read_unaligned(self.bytes(offset, size_of::<T>()))
     }
 
     /// The little-endian `u64` at `offset`.
+    #[inline]
     fn word(&self, offset: usize) -> u64 {
         self.pod::<u64>(offset)
     }

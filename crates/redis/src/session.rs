@@ -108,7 +108,7 @@ impl Session {
         let name = argv.get(0).unwrap_or_default();
         let Some((index, command)) = cmd::lookup(name) else {
             self.refuse_in_multi();
-            ReplyWriter::new(out, self.proto).error(&unknown_command(argv));
+            ReplyWriter::new(out, self.proto).error_bytes(&unknown_command(argv));
             return Step::Replied;
         };
         if !command.arity_fits(argv.len()) {
@@ -200,10 +200,18 @@ impl Session {
     ) -> Step {
         let proto = self.proto;
         let arg = |i: usize| argv.get(i).unwrap_or_default();
+        if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG")
+            && argv.len() >= 2
+            && let Some(refusal) = subcommand_refusal(command.name, argv)
+        {
+            ReplyWriter::new(out, proto).error_bytes(&refusal);
+            return Step::Replied;
+        }
         match command.name {
             "PING" => {
                 let mut w = ReplyWriter::new(out, proto);
                 match argv.get(1) {
+                    _ if argv.len() > 2 => w.error(cmd::arity_error(arg(0)).text()),
                     Some(message) => w.bulk(message),
                     None => w.simple("PONG"),
                 }
@@ -261,7 +269,8 @@ impl Session {
                         w.integer(info.backups as i64)
                     }
                     (Some(_), Some(_)) => w.error("ERR timeout is negative"),
-                    _ => w.error(cmd::CmdError::NOT_INTEGER.text()),
+                    (Some(_), None) => w.error("ERR timeout is not an integer or out of range"),
+                    (None, _) => w.error(cmd::CmdError::NOT_INTEGER.text()),
                 }
             }
             "MULTI" => {
@@ -371,28 +380,39 @@ impl Session {
             }
             i = 2;
         }
-        let mut name = None;
+        // Like Redis 7.0, each option takes effect as it is read: a name set before a later
+        // option is refused stays set.
         while i < argv.len() {
-            let option = argv.get(i).unwrap_or_default().to_ascii_uppercase();
-            match option.as_slice() {
-                b"AUTH" if i + 2 < argv.len() => i += 3,
+            let option = argv.get(i).unwrap_or_default();
+            match option.to_ascii_uppercase().as_slice() {
+                b"AUTH" if i + 2 < argv.len() => {
+                    // As AUTH: no password is configured, so the default user takes any.
+                    if argv.get(i + 1) != Some(b"default".as_slice()) {
+                        ReplyWriter::new(out, self.proto)
+                            .error("WRONGPASS invalid username-password pair or user is disabled.");
+                        return Step::Replied;
+                    }
+                    i += 3;
+                }
                 b"SETNAME" if i + 1 < argv.len() => {
-                    name = Some(argv.get(i + 1).unwrap_or_default().to_vec());
+                    let name = argv.get(i + 1).unwrap_or_default();
+                    if !valid_client_name(name) {
+                        ReplyWriter::new(out, self.proto).error(BAD_CLIENT_NAME);
+                        return Step::Replied;
+                    }
+                    self.name = (!name.is_empty()).then(|| name.to_vec());
                     i += 2;
                 }
                 _ => {
-                    ReplyWriter::new(out, self.proto).error(&format!(
-                        "ERR Syntax error in HELLO option '{}'",
-                        String::from_utf8_lossy(&option)
-                    ));
+                    let mut text = b"ERR Syntax error in HELLO option '".to_vec();
+                    text.extend_from_slice(c_string(option, usize::MAX));
+                    text.push(b'\'');
+                    ReplyWriter::new(out, self.proto).error_bytes(&text);
                     return Step::Replied;
                 }
             }
         }
         self.proto = proto;
-        if name.is_some() {
-            self.name = name;
-        }
         let mut w = ReplyWriter::new(out, proto);
         w.map(7);
         w.bulk(b"server");
@@ -418,10 +438,8 @@ impl Session {
         match (sub.as_slice(), argv.len()) {
             (b"SETNAME", 3) => {
                 let name = argv.get(2).unwrap_or_default();
-                if name.iter().any(|&b| b <= b' ' || b > b'~') {
-                    w.error(
-                        "ERR Client names cannot contain spaces, newlines or special characters.",
-                    );
+                if !valid_client_name(name) {
+                    w.error(BAD_CLIENT_NAME);
                 } else {
                     self.name = (!name.is_empty()).then(|| name.to_vec());
                     w.ok();
@@ -451,24 +469,88 @@ impl Session {
     }
 }
 
-/// Redis's reply to a command it does not know.
-fn unknown_command(argv: &Argv) -> String {
-    let name = String::from_utf8_lossy(argv.get(0).unwrap_or_default());
-    let name: String = name.chars().take(128).collect();
-    let mut text = format!("ERR unknown command '{name}', with args beginning with: ");
-    let mut budget = 128usize;
+/// The bytes C's `%.*s` prints of `bytes`: at most `max`, and none from a NUL on. Redis
+/// quotes a client's bytes in its errors this way, other bytes as they are.
+fn c_string(bytes: &[u8], max: usize) -> &[u8] {
+    let end = bytes
+        .iter()
+        .position(|&byte| byte == 0)
+        .unwrap_or(bytes.len());
+    &bytes[..end.min(max)]
+}
+
+/// Redis's reply to a command it does not know: the name, then the arguments quoted while
+/// the quoted text (quotes and spaces included) is shorter than 128 bytes, each cut to what
+/// is left of those 128.
+fn unknown_command(argv: &Argv) -> Vec<u8> {
+    let mut quoted = Vec::new();
     for arg in argv.iter().skip(1) {
-        if budget == 0 {
+        if quoted.len() >= 128 {
             break;
         }
-        let take = arg.len().min(budget);
-        budget -= take;
-        text.push('\'');
-        text.push_str(&String::from_utf8_lossy(&arg[..take]));
-        text.push_str("' ");
+        let room = 128 - quoted.len();
+        quoted.push(b'\'');
+        quoted.extend_from_slice(c_string(arg, room));
+        quoted.extend_from_slice(b"' ");
     }
+    let mut text = b"ERR unknown command '".to_vec();
+    text.extend_from_slice(c_string(argv.get(0).unwrap_or_default(), 128));
+    text.extend_from_slice(b"', with args beginning with: ");
+    text.extend_from_slice(&quoted);
     text
 }
+
+/// The subcommands served here, with Redis's arity for each (the command's name included),
+/// so that a wrong one is refused in Redis's words.
+const SUBCOMMANDS: &[(&str, &str, i32)] = &[
+    ("CLIENT", "GETNAME", 2),
+    ("CLIENT", "ID", 2),
+    ("CLIENT", "SETINFO", 4),
+    ("CLIENT", "SETNAME", 3),
+    ("COMMAND", "COUNT", 2),
+    ("COMMAND", "DOCS", -2),
+    ("COMMAND", "INFO", -2),
+    ("CONFIG", "GET", -3),
+    ("CONFIG", "RESETSTAT", 2),
+    ("CONFIG", "SET", -4),
+];
+
+/// Redis's refusal of subcommand `argv[1]` of `container`, if it is unknown here or has the
+/// wrong number of arguments.
+fn subcommand_refusal(container: &str, argv: &Argv) -> Option<Vec<u8>> {
+    let sub = argv.get(1).unwrap_or_default();
+    let Some(&(_, name, arity)) = SUBCOMMANDS
+        .iter()
+        .find(|(of, name, _)| *of == container && name.as_bytes().eq_ignore_ascii_case(sub))
+    else {
+        let mut text = b"ERR unknown subcommand '".to_vec();
+        text.extend_from_slice(c_string(sub, 128));
+        text.extend_from_slice(format!("'. Try {container} HELP.").as_bytes());
+        return Some(text);
+    };
+    let argc = argv.len() as i64;
+    let fits = if arity >= 0 {
+        argc == i64::from(arity)
+    } else {
+        argc >= -i64::from(arity)
+    };
+    (!fits).then(|| {
+        format!(
+            "ERR wrong number of arguments for '{}|{}' command",
+            container.to_ascii_lowercase(),
+            name.to_ascii_lowercase()
+        )
+        .into_bytes()
+    })
+}
+
+/// Redis's check of a client name (`clientSetNameOrReply`).
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+const BAD_CLIENT_NAME: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
 
 /// A backup's answer to a data command: Redis's `READONLY`, naming the primary.
 fn not_primary(info: &ServerInfo) -> String {
@@ -551,19 +633,26 @@ fn config(argv: &Argv, info: &ServerInfo, proto: Proto, out: &mut Vec<u8>) {
                 ("maxmemory-policy", "noeviction"),
                 ("databases", "1"),
             ];
-            let mut found = Vec::new();
+            // (the name as answered, the parameter's own name, its value)
+            let mut found: Vec<(&[u8], &str, &str)> = Vec::new();
             for pattern in argv.iter().skip(2) {
+                // Like Redis, a name without glob characters is answered as it was asked.
+                let exact = !pattern.iter().any(|b| matches!(b, b'[' | b'*' | b'?'));
                 for (name, value) in known {
-                    if crate::glob::matches(&pattern.to_ascii_lowercase(), name.as_bytes())
-                        && !found.iter().any(|(n, _)| *n == name)
-                    {
-                        found.push((name, value));
+                    let matched = if exact {
+                        pattern.eq_ignore_ascii_case(name.as_bytes())
+                    } else {
+                        crate::glob::matches(&pattern.to_ascii_lowercase(), name.as_bytes())
+                    };
+                    if matched && !found.iter().any(|(_, n, _)| *n == name) {
+                        let answered = if exact { pattern } else { name.as_bytes() };
+                        found.push((answered, name, value));
                     }
                 }
             }
             w.map(found.len());
-            for (name, value) in found {
-                w.bulk(name.as_bytes());
+            for (answered, _, value) in found {
+                w.bulk(answered);
                 w.bulk(value.as_bytes());
             }
         }

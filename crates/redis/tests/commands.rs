@@ -290,4 +290,72 @@ fn the_sweep_deletes_expired_keys_and_the_index_follows_every_change() {
     assert!(node.store.call(sweep, &[], &mut Vec::new()).is_err());
     assert_eq!(node.store.segment().lsn(), lsn);
     assert_eq!(node.s("FLUSHALL"), ok());
+
+/// Connection commands refuse in Redis 7.0.15's own words (each reply here is what
+/// redis-server 7.0.15 answers; `crates/tandem/tests/redis_diff.rs` compares them live).
+#[test]
+fn connection_commands_refuse_as_redis_does() {
+    let mut node = Node::new(DB);
+    assert_eq!(
+        node.s("PING a b"),
+        err("ERR wrong number of arguments for 'ping' command")
+    );
+    assert_eq!(
+        node.s("CLIENT BOGUS x"),
+        err("ERR unknown subcommand 'BOGUS'. Try CLIENT HELP.")
+    );
+    assert_eq!(
+        node.s("client setname a b"),
+        err("ERR wrong number of arguments for 'client|setname' command")
+    );
+    assert_eq!(
+        node.s("CONFIG RESETSTAT x"),
+        err("ERR wrong number of arguments for 'config|resetstat' command")
+    );
+    assert_eq!(
+        node.s("CONFIG GET"),
+        err("ERR wrong number of arguments for 'config|get' command")
+    );
+    assert_eq!(
+        node.s("WAIT 0 x"),
+        err("ERR timeout is not an integer or out of range")
+    );
+    // A name without glob characters is answered as it was asked.
+    assert_eq!(
+        node.s("CONFIG GET SAVE save"),
+        Value::Array(vec![bulk("SAVE"), bulk("")])
+    );
+    // Redis quotes a client's bytes with C's %s: up to a NUL, other bytes as they are.
+    assert_eq!(
+        node.cmd(&[b"NOSUCH", b"a\0b", b"\xff"]),
+        Value::Error(
+            b"ERR unknown command 'NOSUCH', with args beginning with: 'a' '\xff' ".to_vec()
+        )
+    );
+    // The quoted text, quotes and spaces included, stops once it reaches 128 bytes.
+    let long = "x".repeat(100);
+    let Value::Error(text) = node.s(&format!("NOSUCH {long} {long}")) else {
+        panic!("an error")
+    };
+    let quoted = format!("'{long}' '{}' ", &long[..25]);
+    assert_eq!(
+        String::from_utf8(text).unwrap(),
+        format!("ERR unknown command 'NOSUCH', with args beginning with: {quoted}")
+    );
+    // HELLO takes each option as it reads it: a name set before a bad option stays set.
+    assert_eq!(
+        node.s("HELLO 3 SETNAME app bogus"),
+        err("ERR Syntax error in HELLO option 'bogus'")
+    );
+    assert_eq!(node.s("CLIENT GETNAME"), bulk("app"));
+    assert_eq!(
+        node.s("HELLO 3 SETNAME a\nb"),
+        err("ERR Client names cannot contain spaces, newlines or special characters.")
+    );
+    assert_eq!(
+        node.s("HELLO 2 AUTH nobody pw"),
+        err("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    // None of the refused HELLOs switched the protocol.
+    assert_eq!(node.session.proto(), Proto::Resp2);
 }

@@ -110,17 +110,18 @@ impl Connection {
         let mut want = 1;
         let mut out = Vec::new();
         let mut argv = Argv::new();
+        let mut chunk = vec![0u8; READ_CHUNK];
         loop {
             if start > 0 {
                 input.drain(..start);
                 start = 0;
             }
             while input.len() < want {
-                let len = input.len();
-                input.resize(len + READ_CHUNK.max(want - len), 0);
-                match stream.read(&mut input[len..]) {
+                // Read into a chunk and append what came: growing `input` by a chunk of
+                // zeros first would cost a 64 KiB memset per read.
+                match stream.read(&mut chunk[..]) {
                     Ok(0) | Err(_) => return,
-                    Ok(n) => input.truncate(len + n),
+                    Ok(n) => input.extend_from_slice(&chunk[..n]),
                 }
             }
             let info = self.node.info();

@@ -63,6 +63,16 @@ pub struct UpArgs {
     /// node's RESP port), debit-credit or order-entry.
     #[arg(long, default_value = "redis", value_parser = parse_model_name)]
     pub workload: String,
+    /// Ticks (1 ms each) of silence after which a node suspects a peer, ≥ 4: fewer find a
+    /// paused node sooner, and suspect falsely more often on a loaded machine, where each false
+    /// suspicion may move the primary (a Redis client of the old one then gets READONLY).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(4..=10_000))]
+    pub suspect_ticks: u64,
+    /// The primary's lease in ticks, ≥ 3 and below --suspect-ticks: it answers reads, and
+    /// writes that change nothing, only within it of a heartbeat every backup echoed, so a
+    /// longer one rides out a loaded machine's late echoes, and a failover waits it out.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(3..=9_999))]
+    pub lease_ticks: u64,
 }
 
 fn parse_model_name(text: &str) -> Result<String, String> {

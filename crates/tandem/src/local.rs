@@ -41,6 +41,8 @@ pub struct Options {
     pub tick_us: u64,
     pub heartbeat_ticks: u64,
     pub suspect_ticks: u64,
+    /// The primary's lease (ticks), cut to below `suspect_ticks`.
+    pub lease_ticks: u64,
     /// Records a primary's retained tail keeps.
     pub tail_records_max: u64,
     /// The data model the nodes serve; `redis` also opens each node's RESP port.
@@ -57,6 +59,7 @@ impl Options {
             tick_us: tuning.tick_us,
             heartbeat_ticks: tuning.heartbeat_ticks,
             suspect_ticks: tuning.suspect_ticks,
+            lease_ticks: ClusterTable::new(PathBuf::new()).lease_ticks,
             tail_records_max: tuning.tail_records_max,
             workload: "debit-credit".to_string(),
         }
@@ -453,7 +456,7 @@ fn node_config(
     let data_dir = dir.join(format!("node{}", member.node_id)).join("raft");
     let mut cluster = ClusterTable::new(data_dir);
     // The lease must run out before a silent primary is suspected.
-    cluster.lease_ticks = cluster.lease_ticks.min(options.suspect_ticks - 1);
+    cluster.lease_ticks = options.lease_ticks.min(options.suspect_ticks - 1);
     cluster.collect_ticks = cluster.lease_ticks + 1;
     config.cluster = Some(cluster);
     config

@@ -20,6 +20,8 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
     options.db_mib = args.db_mib as usize;
     options.safety = args.safety;
     options.workload = args.workload.clone();
+    options.suspect_ticks = args.suspect_ticks;
+    options.lease_ticks = args.lease_ticks;
     eprintln!(
         "starting {} nodes under {} ({} MiB of {} each, {})",
         args.nodes,

@@ -1,0 +1,418 @@
+//! Real Redis clients against a 3-node local cluster serving the Redis model (`tandem up`):
+//!
+//! - `redis-cli`: single commands in its raw and formatted output, commands piped to its
+//!   stdin, `-x`, RESP3 (`-3`), `--pipe` mass insertion, and a backup's `READONLY`;
+//! - `redis-benchmark -P 16 -t set,get,incr -n 20000 -q`, then the rest of its default tests
+//!   whose commands tandem serves ([`BENCHMARK_TESTS`]): each must end without an error, and
+//!   the 20,000 pipelined `INCR`s must count to exactly 20,000;
+//! - a redis-py script from the virtualenv `.ci/setup` makes (`tests/redis_clients.py`): RESP2
+//!   and RESP3, pipelines, transactions, `WATCH`, `HELLO`.
+//!
+//! Then every replica's checksum must match at the same LSN. Each client is skipped with a
+//! message where it is missing (`.ci/setup` installs redis-tools and the virtualenv); the
+//! cluster and the replicas' comparison run regardless. Each check is also shown failing on a
+//! planted difference.
+
+mod redis_support;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use redis_support::{Cluster, Conn, Mismatch, judge_checksums, tool, workspace_root};
+use serde_json::json;
+use tandem_redis::resp::Value;
+
+/// Requests per redis-benchmark test.
+const BENCHMARK_REQUESTS: u32 = 20_000;
+
+/// redis-benchmark's default tests: each test's name for `-t`, the commands it sends, and
+/// how its report lines begin. A test runs once tandem serves all its commands, so the
+/// families being written join by themselves.
+const BENCHMARK_TESTS: &[(&str, &[&str], &[&str])] = &[
+    ("ping_inline", &["PING"], &["PING_INLINE"]),
+    ("ping_mbulk", &["PING"], &["PING_MBULK"]),
+    ("set", &["SET"], &["SET"]),
+    ("get", &["GET"], &["GET"]),
+    ("incr", &["INCR"], &["INCR"]),
+    ("lpush", &["LPUSH"], &["LPUSH"]),
+    ("rpush", &["RPUSH"], &["RPUSH"]),
+    ("lpop", &["LPOP"], &["LPOP"]),
+    ("rpop", &["RPOP"], &["RPOP"]),
+    ("sadd", &["SADD"], &["SADD"]),
+    ("hset", &["HSET"], &["HSET"]),
+    ("spop", &["SPOP"], &["SPOP"]),
+    ("zadd", &["ZADD"], &["ZADD"]),
+    ("zpopmin", &["ZPOPMIN"], &["ZPOPMIN"]),
+    (
+        "lrange",
+        &["LPUSH", "LRANGE"],
+        &["LRANGE_100", "LRANGE_300", "LRANGE_500", "LRANGE_600"],
+    ),
+    ("mset", &["MSET"], &["MSET"]),
+];
+
+/// The first three, which the test always runs (pipelined, 16 at a time).
+const BENCHMARK_FIRST: &[&str] = &["set", "get", "incr"];
+
+/// One redis-cli run: its arguments after `-p PORT`, what it reads on stdin, and what it must
+/// print (Redis 7.0's redis-cli, its output not a terminal).
+struct CliCase {
+    args: &'static [&'static str],
+    stdin: &'static str,
+    stdout: &'static str,
+}
+
+const fn cli(args: &'static [&'static str], stdin: &'static str, stdout: &'static str) -> CliCase {
+    CliCase {
+        args,
+        stdin,
+        stdout,
+    }
+}
+
+/// What redis-cli prints against Redis 7.0.15 for each, checked in order on one database.
+const CLI_CASES: &[CliCase] = &[
+    cli(&["SET", "greeting", "hello world"], "", "OK\n"),
+    cli(&["GET", "greeting"], "", "hello world\n"),
+    cli(&["--no-raw", "GET", "greeting"], "", "\"hello world\"\n"),
+    cli(&["--no-raw", "INCR", "visits"], "", "(integer) 1\n"),
+    cli(&["--raw", "INCRBY", "visits", "41"], "", "42\n"),
+    cli(&["--no-raw", "GET", "missing"], "", "(nil)\n"),
+    cli(
+        &["--raw", "MGET", "greeting", "missing", "visits"],
+        "",
+        "hello world\n\n42\n",
+    ),
+    cli(
+        &["--no-raw", "INCR", "greeting"],
+        "",
+        "(error) ERR value is not an integer or out of range\n",
+    ),
+    cli(
+        &["--no-raw", "EXPIRE", "greeting", "100000"],
+        "",
+        "(integer) 1\n",
+    ),
+    cli(&["--no-raw", "PERSIST", "greeting"], "", "(integer) 1\n"),
+    cli(&["--no-raw", "TTL", "greeting"], "", "(integer) -1\n"),
+    // Commands piped to its stdin, one a line, run in order on one connection.
+    cli(&[], "SET a 1\nINCR a\nGET a\nPING\n", "OK\n2\n2\nPONG\n"),
+    cli(&["-x", "SET", "fromstdin"], "data", "OK\n"),
+    cli(&["--no-raw", "GET", "fromstdin"], "", "\"data\"\n"),
+    cli(&["-3", "--no-raw", "GET", "missing"], "", "(nil)\n"),
+    cli(
+        &["-3", "--no-raw", "EXISTS", "a", "visits"],
+        "",
+        "(integer) 2\n",
+    ),
+];
+
+/// The output of `program args` with `stdin`, and whether it exited with success.
+fn run(program: &PathBuf, args: &[String], stdin: &[u8]) -> (String, String, bool) {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| panic!("{} cannot start: {err}", program.display()));
+    let mut input = child.stdin.take().expect("piped stdin");
+    input.write_all(stdin).expect("stdin taken");
+    drop(input);
+    let output = child.wait_with_output().expect("it ends");
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        output.status.success(),
+    )
+}
+
+/// Runs one redis-cli case against `port`; `Err` says how its output differed.
+fn check_cli(redis_cli: &PathBuf, port: u16, case: &CliCase) -> Result<(), String> {
+    let mut args = vec!["-p".to_string(), port.to_string()];
+    args.extend(case.args.iter().map(|arg| arg.to_string()));
+    let (stdout, stderr, _) = run(redis_cli, &args, case.stdin.as_bytes());
+    if stdout == case.stdout {
+        Ok(())
+    } else {
+        Err(format!(
+            "redis-cli {} (stdin {:?}) printed {stdout:?}, not {:?}; stderr: {stderr}",
+            args.join(" "),
+            case.stdin,
+            case.stdout
+        ))
+    }
+}
+
+/// The redis-cli part: every case, mass insertion, RESP3's HELLO, a backup's refusal.
+fn redis_cli_part(cluster: &Cluster, redis_cli: &PathBuf) {
+    let port = cluster.primary_resp().port();
+    for case in CLI_CASES {
+        check_cli(redis_cli, port, case).unwrap_or_else(|why| panic!("{why}"));
+    }
+    // The check catches a planted difference: a second INCR of a fresh key is not 1.
+    let planted = cli(&["--no-raw", "INCR", "planted"], "", "(integer) 1\n");
+    check_cli(redis_cli, port, &planted).expect("the first INCR answers 1");
+    let caught = check_cli(redis_cli, port, &planted);
+    assert!(caught.is_err(), "a second INCR printed what the first did");
+
+    // HELLO 3 in RESP3, printed as a map.
+    let args = ["-p", &port.to_string(), "-3", "--no-raw", "HELLO", "3"].map(String::from);
+    let (stdout, _, ok) = run(redis_cli, &args, b"");
+    assert!(ok, "redis-cli -3 HELLO 3 failed: {stdout}");
+    assert!(
+        stdout.starts_with("1# \"server\" => \"redis\"\n")
+            && stdout.contains("\"proto\" => (integer) 3"),
+        "redis-cli -3 HELLO 3 printed {stdout:?}"
+    );
+
+    // Mass insertion: the RESP of 1,000 SETs through --pipe.
+    let mut protocol = Vec::new();
+    for i in 0..1000 {
+        let (key, value) = (format!("mass:{i}"), format!("value-{i}"));
+        write!(
+            protocol,
+            "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
+            key.len(),
+            value.len()
+        )
+        .expect("a Vec takes it");
+    }
+    let args = ["-p".to_string(), port.to_string(), "--pipe".to_string()];
+    let (stdout, stderr, ok) = run(redis_cli, &args, &protocol);
+    assert!(
+        ok && stdout.contains("errors: 0, replies: 1000"),
+        "redis-cli --pipe: {stdout}{stderr}"
+    );
+    let mut conn = Conn::connect(cluster.primary_resp());
+    assert_eq!(conn.cmd("GET mass:999"), Value::Bulk(b"value-999".to_vec()));
+
+    // A backup refuses writes, naming the primary.
+    let backup = cluster
+        .nodes
+        .iter()
+        .find(|node| node.id != cluster.primary)
+        .expect("a backup");
+    let args = ["-p", &backup.resp.port().to_string(), "SET", "x", "1"].map(String::from);
+    let (stdout, _, _) = run(redis_cli, &args, b"");
+    assert!(
+        stdout.starts_with("READONLY You can't write against a read only replica.")
+            && stdout.contains(&cluster.primary_resp().to_string()),
+        "a backup answered SET with {stdout:?}"
+    );
+}
+
+/// A redis-benchmark run's verdict: the report lines (name, requests per second), or why the
+/// run failed: it exited with an error (redis-benchmark stops at the first error reply), its
+/// output mentions an error, or a test in `expected` (line names) reported nothing.
+fn judge_benchmark(
+    output: &str,
+    ok: bool,
+    expected: &[&str],
+) -> Result<Vec<(String, f64)>, String> {
+    if !ok || output.contains("Error") || output.contains("ERR") {
+        return Err(format!("redis-benchmark failed:\n{output}"));
+    }
+    // Progress lines end in \r; each test's report is "NAME: N requests per second, …".
+    let reports: Vec<(String, f64)> = output
+        .split(['\r', '\n'])
+        .filter_map(|line| {
+            let (name, rest) = line.trim().split_once(": ")?;
+            let rate = rest.strip_suffix(" requests per second").or_else(|| {
+                rest.split_once(" requests per second")
+                    .map(|(rate, _)| rate)
+            })?;
+            Some((name.to_string(), rate.parse().ok()?))
+        })
+        .collect();
+    for name in expected {
+        if !reports.iter().any(|(line, _)| line.starts_with(name)) {
+            return Err(format!("redis-benchmark reported no {name}:\n{output}"));
+        }
+    }
+    Ok(reports)
+}
+
+/// Runs redis-benchmark against `port` with `args`; its judged report.
+fn benchmark(
+    redis_benchmark: &PathBuf,
+    port: u16,
+    args: &[&str],
+    expected: &[&str],
+) -> Result<Vec<(String, f64)>, String> {
+    let mut all = vec!["-p".to_string(), port.to_string()];
+    all.extend(args.iter().map(|arg| arg.to_string()));
+    let (stdout, stderr, ok) = run(redis_benchmark, &all, b"");
+    judge_benchmark(&format!("{stdout}{stderr}"), ok, expected)
+        .map_err(|why| format!("redis-benchmark {}: {why}", all.join(" ")))
+}
+
+/// The redis-benchmark part.
+fn redis_benchmark_part(cluster: &Cluster, redis_benchmark: &PathBuf) {
+    let port = cluster.primary_resp().port();
+    let requests = BENCHMARK_REQUESTS.to_string();
+    let tests = |names: &[&str]| -> (String, Vec<&'static str>) {
+        let chosen: Vec<_> = BENCHMARK_TESTS
+            .iter()
+            .filter(|(test, _, _)| names.contains(test))
+            .collect();
+        let lines = chosen
+            .iter()
+            .flat_map(|(_, _, lines)| lines.iter().copied())
+            .collect();
+        (names.join(","), lines)
+    };
+    let (first, lines) = tests(BENCHMARK_FIRST);
+    let args = ["-P", "16", "-t", &first, "-n", &requests, "-q"];
+    let reports =
+        benchmark(redis_benchmark, port, &args, &lines).unwrap_or_else(|why| panic!("{why}"));
+    eprintln!("redis-benchmark {}: {reports:?}", args.join(" "));
+    // Without -r every INCR hits one key: 20,000 pipelined INCRs count to exactly 20,000.
+    let mut conn = Conn::connect(cluster.primary_resp());
+    assert_eq!(
+        conn.cmd("GET counter:__rand_int__"),
+        Value::Bulk(requests.clone().into_bytes()),
+        "the pipelined INCRs did not count to {requests}"
+    );
+
+    // The rest of its default tests whose commands tandem serves.
+    let served = |commands: &[&str]| {
+        commands
+            .iter()
+            .all(|name| tandem_redis::cmd::lookup(name.as_bytes()).is_some())
+    };
+    let rest: Vec<&str> = BENCHMARK_TESTS
+        .iter()
+        .filter(|(test, commands, _)| !BENCHMARK_FIRST.contains(test) && served(commands))
+        .map(|(test, _, _)| *test)
+        .collect();
+    let waiting: Vec<&str> = BENCHMARK_TESTS
+        .iter()
+        .filter(|(_, commands, _)| !served(commands))
+        .map(|(test, _, _)| *test)
+        .collect();
+    if !waiting.is_empty() {
+        eprintln!(
+            "redis-benchmark tests waiting for their commands: {}",
+            waiting.join(", ")
+        );
+    }
+    let (rest, lines) = tests(&rest);
+    let args = ["-P", "16", "-t", &rest, "-n", &requests, "-q"];
+    let reports =
+        benchmark(redis_benchmark, port, &args, &lines).unwrap_or_else(|why| panic!("{why}"));
+    eprintln!("redis-benchmark {}: {reports:?}", args.join(" "));
+
+    // The judge catches a planted failure: INCR of a value that is not a number.
+    assert_eq!(
+        conn.cmd("SET bench:text abc"),
+        Value::Simple(b"OK".to_vec())
+    );
+    let planted = benchmark(
+        redis_benchmark,
+        port,
+        &["-n", "10", "-q", "INCR", "bench:text"],
+        &[],
+    );
+    let why = planted.expect_err("redis-benchmark's error went unseen");
+    assert!(why.contains("not an integer"), "{why}");
+}
+
+/// The redis-py part: the script from the virtualenv, then planted (it must fail).
+fn redis_py_part(cluster: &Cluster, python: &PathBuf) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/redis_clients.py");
+    let port = cluster.primary_resp().port().to_string();
+    let args = [script.display().to_string(), port.clone()];
+    let (stdout, stderr, ok) = run(python, &args, b"");
+    assert!(ok, "redis-py: {stdout}{stderr}");
+    eprintln!("{}", stdout.trim());
+    let args = [script.display().to_string(), port, "--plant".to_string()];
+    let (_, stderr, ok) = run(python, &args, b"");
+    assert!(
+        !ok && stderr.contains("mismatch: INCR"),
+        "the planted redis-py mismatch went unseen: {stderr}"
+    );
+}
+
+/// The virtualenv's python with redis-py, or why there is none.
+fn pyenv_python() -> Result<PathBuf, String> {
+    let root = std::env::var_os("TANDEM_PYENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/pyenv"));
+    let python = root.join("bin/python");
+    let imports = Command::new(&python)
+        .args(["-c", "import redis"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if imports {
+        Ok(python)
+    } else {
+        Err(format!(
+            "{} cannot import redis (.ci/setup makes the virtualenv)",
+            python.display()
+        ))
+    }
+}
+
+#[test]
+fn real_clients_work_against_a_three_node_cluster_and_the_replicas_match() {
+    let cluster = Cluster::start("redis-clients", 3, 64);
+    match tool("redis-cli") {
+        Ok(redis_cli) => redis_cli_part(&cluster, &redis_cli),
+        Err(why) => eprintln!("skipped redis-cli: {why}"),
+    }
+    match tool("redis-benchmark") {
+        Ok(redis_benchmark) => redis_benchmark_part(&cluster, &redis_benchmark),
+        Err(why) => eprintln!("skipped redis-benchmark: {why}"),
+    }
+    match pyenv_python() {
+        Ok(python) => redis_py_part(&cluster, &python),
+        Err(why) => eprintln!("skipped redis-py: {why}"),
+    }
+    let lsn = cluster.assert_replicas_identical();
+    eprintln!("the three replicas are identical at LSN {lsn}");
+}
+
+/// The benchmark's judge on redis-benchmark 7.0's own output: a clean run passes, and an
+/// error, a failed exit or a missing test's report is caught.
+#[test]
+fn the_benchmark_judge_catches_errors_and_missing_reports() {
+    let clean = "SET: rps=0.0 (overall: 0.0) avg_msec=-nan (overall: -nan)\r\
+                 SET: 121951.22 requests per second, p50=3.543 msec\n\
+                 GET: 281690.12 requests per second, p50=2.135 msec\n\
+                 MSET (10 keys): 98039.22 requests per second, p50=7.199 msec\n";
+    let reports = judge_benchmark(clean, true, &["SET", "GET", "MSET"]).expect("a clean run");
+    assert_eq!(reports.len(), 3, "{reports:?}");
+    assert_eq!(reports[0], ("SET".to_string(), 121951.22));
+    assert!(
+        judge_benchmark(clean, true, &["SET", "INCR"]).is_err(),
+        "INCR is missing"
+    );
+    assert!(
+        judge_benchmark(clean, false, &["SET"]).is_err(),
+        "it exited with an error"
+    );
+    let error = "INCR nan: rps=0.0 (overall: 0.0)\rError from server: ERR value is not an integer \
+                 or out of range\n";
+    assert!(judge_benchmark(error, true, &[]).is_err());
+}
+
+/// The replicas' judge: identical checksums pass, a different checksum or a failed
+/// consistency check is a difference, different LSNs are not settled yet.
+#[test]
+fn the_checksum_judge_catches_a_planted_mismatch() {
+    let report = |lsn: u64, crc: u64| json!({"report": {"checksum": {"lsn": lsn, "crc32c": crc}}});
+    let same = [(1, report(7, 42)), (2, report(7, 42)), (3, report(7, 42))];
+    assert!(judge_checksums(&same).is_ok());
+    let differ = [(1, report(7, 42)), (2, report(7, 43))];
+    assert!(matches!(judge_checksums(&differ), Err(Mismatch::Differ(_))));
+    let behind = [(1, report(7, 42)), (2, report(6, 41))];
+    assert!(matches!(judge_checksums(&behind), Err(Mismatch::NotYet(_))));
+    let broken = [(
+        1,
+        json!({"report": {"checksum": {"lsn": 7, "crc32c": 42, "check": "bad"}}}),
+    )];
+    assert!(matches!(judge_checksums(&broken), Err(Mismatch::Differ(_))));
+}

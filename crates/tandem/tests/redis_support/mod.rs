@@ -1,0 +1,456 @@
+//! What the Redis tests share: a local tandem cluster serving the Redis model (`tandem up`),
+//! a throwaway `redis-server`, a small blocking RESP client, and the lookups that let a test
+//! skip, with a message, where a tool is missing (`.ci/setup` installs them).
+
+// Each test binary that includes this module uses only part of it.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+use tandem_redis::resp::{Value, parse_reply};
+
+/// How long a reply may take before the client gives up: far above any real reply, so that a
+/// server that never answers fails the test with a message instead of hanging it.
+const REPLY_WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// The executable `name` on `PATH`, or why it is not there.
+pub fn tool(name: &str) -> Result<PathBuf, String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| format!("`{name}` is not on PATH (.ci/setup installs it)"))
+}
+
+/// The workspace's root: `target/pyenv` and `.ci/` are found from here.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A directory of the test's own under the system's temporary directory, emptied first.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tandem-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// Waits until something accepts connections at `address`; `false` if it never did.
+fn wait_listening(address: SocketAddr, child: &mut Child, within: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if TcpStream::connect(address).is_ok() {
+            return true;
+        }
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A `redis-server` of this test's own on a free port, with no persistence (nothing is
+/// written to disk), killed when dropped.
+pub struct RedisServer {
+    child: Child,
+    pub address: SocketAddr,
+    pub version: String,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts one, or says why it cannot be started here.
+    pub fn start() -> Result<RedisServer, String> {
+        let exe = tool("redis-server")?;
+        let version = Command::new(&exe)
+            .arg("--version")
+            .output()
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
+            .map_err(|err| format!("redis-server --version: {err}"))?;
+        let port = free_port();
+        let dir = scratch_dir(&format!("redis-server-{port}"));
+        let log = std::fs::File::create(dir.join("redis.log"))
+            .map_err(|err| format!("redis.log: {err}"))?;
+        let mut child = Command::new(&exe)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|err| format!("redis-server cannot start: {err}"))?;
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        if !wait_listening(address, &mut child, Duration::from_secs(30)) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("redis-server did not listen on {address}"));
+        }
+        Ok(RedisServer {
+            child,
+            address,
+            version,
+            dir,
+        })
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // A failed test leaves the server's log behind.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The silence (ticks of 1 ms) after which a node of a test cluster suspects a peer, and the
+/// primary's lease: these tests check what clients see of the data model, not failover. On a
+/// machine busy with other builds the defaults (10 and 4) suspect falsely now and then, which
+/// would move the primary under a client that cannot follow it (a plain Redis client gets
+/// READONLY), and let the lease lapse between two late heartbeat echoes, which holds back
+/// the reply of a read or of a write that changed nothing.
+const SUSPECT_TICKS: &str = "2000";
+const LEASE_TICKS: &str = "1000";
+
+/// One node of a [`Cluster`], as its `cluster.json` lists it.
+#[derive(Clone, Debug)]
+pub struct ClusterNode {
+    pub id: u64,
+    pub resp: SocketAddr,
+    pub status: SocketAddr,
+    pub log: PathBuf,
+}
+
+/// A local cluster serving the Redis model: `tandem up` with a RESP port on every node. The
+/// nodes read their stdin until `tandem up` ends, so killing it when dropped ends them too.
+pub struct Cluster {
+    up: Child,
+    pub dir: PathBuf,
+    pub nodes: Vec<ClusterNode>,
+    /// The node that was primary when the cluster came up.
+    pub primary: u64,
+}
+
+impl Cluster {
+    /// Starts `nodes` nodes of `db_mib` MiB each and waits until the cluster serves. The
+    /// binary is the one under test, so a failure here fails the test.
+    pub fn start(name: &str, nodes: u32, db_mib: u32) -> Cluster {
+        let dir = scratch_dir(name);
+        // Into files, not pipes: `tandem up` prints as long as it runs, and a pipe nobody
+        // reads would end it.
+        let stdout = std::fs::File::create(dir.join("up.out")).expect("up.out");
+        let stderr = std::fs::File::create(dir.join("up.log")).expect("up.log");
+        let mut up = Command::new(env!("CARGO_BIN_EXE_tandem"))
+            .args(["up", "--workload", "redis"])
+            .args([
+                "--suspect-ticks",
+                SUSPECT_TICKS,
+                "--lease-ticks",
+                LEASE_TICKS,
+            ])
+            .args([
+                "--nodes",
+                &nodes.to_string(),
+                "--db-mib",
+                &db_mib.to_string(),
+            ])
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("tandem up runs");
+        // `tandem up` prints "cluster up: node N is primary of view V, LSN L" once it serves,
+        // or exits with the reason (it gives up by itself if the cluster does not settle).
+        let mut primary = None;
+        while primary.is_none() && matches!(up.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
+            let text = std::fs::read_to_string(dir.join("up.out")).unwrap_or_default();
+            primary = text
+                .lines()
+                .find_map(|line| line.strip_prefix("cluster up: node "))
+                .and_then(|rest| rest.split(' ').next()?.parse::<u64>().ok());
+        }
+        let Some(primary) = primary else {
+            let _ = up.kill();
+            let _ = up.wait();
+            let log = std::fs::read_to_string(dir.join("up.log")).unwrap_or_default();
+            panic!("tandem up did not bring the cluster up:\n{log}");
+        };
+        let text = std::fs::read_to_string(dir.join("cluster.json")).expect("cluster.json");
+        let file: Json = serde_json::from_str(&text).expect("cluster.json is JSON");
+        let address = |value: &Json| -> SocketAddr {
+            value
+                .as_str()
+                .and_then(|text| text.parse().ok())
+                .expect("an address")
+        };
+        let nodes = file["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .map(|node| ClusterNode {
+                id: node["id"].as_u64().expect("an id"),
+                resp: address(&node["resp"]),
+                status: address(&node["status"]),
+                log: PathBuf::from(node["log"].as_str().expect("a log path")),
+            })
+            .collect();
+        Cluster {
+            up,
+            dir,
+            nodes,
+            primary,
+        }
+    }
+
+    /// Where the primary serves RESP.
+    pub fn primary_resp(&self) -> SocketAddr {
+        self.node(self.primary).resp
+    }
+
+    pub fn node(&self, id: u64) -> &ClusterNode {
+        self.nodes
+            .iter()
+            .find(|node| node.id == id)
+            .expect("a node of the cluster")
+    }
+
+    /// Every node's log, for a failure's message.
+    pub fn logs(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|node| {
+                let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+                format!("--- node {} ---\n{log}", node.id)
+            })
+            .collect()
+    }
+
+    /// Waits until every backup has applied everything the primary committed, then requires
+    /// every replica to have the same checksum at the same LSN and to pass its consistency
+    /// check. Returns that LSN.
+    pub fn assert_replicas_identical(&self) -> u64 {
+        let started = Instant::now();
+        let mut last = String::new();
+        // The deadline only turns a cluster that never settles into a failure with a reason.
+        while started.elapsed() < Duration::from_secs(60) {
+            match self.replicas_identical() {
+                Ok(lsn) => return lsn,
+                Err(Mismatch::NotYet(why)) => last = why,
+                Err(Mismatch::Differ(why)) => panic!("replicas differ: {why}\n{}", self.logs()),
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the replicas did not settle: {last}\n{}", self.logs());
+    }
+
+    fn replicas_identical(&self) -> Result<u64, Mismatch> {
+        let not_yet = Mismatch::NotYet;
+        let mut primary_lsn = None;
+        let mut statuses = Vec::new();
+        for node in &self.nodes {
+            let status = http_get_json(node.status, "/status").map_err(not_yet)?;
+            if status["cluster"]["role"] == "primary" {
+                primary_lsn = status["report"]["status"]["lsn"].as_u64();
+            }
+            statuses.push((node, status));
+        }
+        let lsn = primary_lsn.ok_or_else(|| not_yet("no primary with an LSN".into()))?;
+        for (node, status) in &statuses {
+            let applied = status["report"]["status"]["lsn_applied"].as_u64();
+            if status["cluster"]["role"] == "backup" && applied != Some(lsn) {
+                return Err(not_yet(format!(
+                    "node {} applied {applied:?} of {lsn}",
+                    node.id
+                )));
+            }
+        }
+        // Backups first: a checksum pauses a node's executor, and a primary paused for long
+        // might have a backup suspected meanwhile.
+        let mut order: Vec<&ClusterNode> = statuses
+            .iter()
+            .filter(|(_, status)| status["cluster"]["role"] != "primary")
+            .map(|(node, _)| *node)
+            .collect();
+        order.extend(
+            statuses
+                .iter()
+                .filter(|(_, status)| status["cluster"]["role"] == "primary")
+                .map(|(node, _)| *node),
+        );
+        let mut checksums = Vec::new();
+        for node in order {
+            let report = http_get_json(node.status, "/checksum").map_err(not_yet)?;
+            checksums.push((node.id, report));
+        }
+        judge_checksums(&checksums)?;
+        Ok(lsn)
+    }
+}
+
+/// Whether the `/checksum` reports of `nodes` (node id, report) show identical replicas: each
+/// passed its consistency check, and all have one checksum at one LSN. Different LSNs mean
+/// not settled yet.
+pub fn judge_checksums(nodes: &[(u64, Json)]) -> Result<(), Mismatch> {
+    let mut first: Option<(u64, u64, u64)> = None;
+    for (id, report) in nodes {
+        let checksum = &report["report"]["checksum"];
+        if let Some(check) = checksum["check"].as_str() {
+            return Err(Mismatch::Differ(format!("node {id}: {check}")));
+        }
+        let (Some(at), Some(crc)) = (checksum["lsn"].as_u64(), checksum["crc32c"].as_u64()) else {
+            return Err(Mismatch::NotYet(format!(
+                "node {id} gave no checksum: {report}"
+            )));
+        };
+        match first {
+            None => first = Some((*id, at, crc)),
+            Some((_, first_at, _)) if first_at != at => {
+                return Err(Mismatch::NotYet(format!("LSNs {first_at} and {at}")));
+            }
+            Some((first_id, _, first_crc)) if first_crc != crc => {
+                return Err(Mismatch::Differ(format!(
+                    "node {id} and node {first_id} differ at LSN {at}"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Why replicas are not (yet) identical.
+#[derive(Debug)]
+pub enum Mismatch {
+    /// Not settled yet: ask again.
+    NotYet(String),
+    /// Settled, and different.
+    Differ(String),
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.up.kill();
+        let _ = self.up.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// `GET path` from a node's HTTP responder, as JSON.
+pub fn http_get_json(address: SocketAddr, path: &str) -> Result<Json, String> {
+    let fail = |what: String| format!("GET http://{address}{path}: {what}");
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))
+        .map_err(|e| fail(e.to_string()))?;
+    stream
+        .set_read_timeout(Some(REPLY_WAIT_MAX))
+        .map_err(|e| fail(e.to_string()))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: tandem\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| fail(e.to_string()))?;
+    let (_, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| fail("no HTTP body".into()))?;
+    serde_json::from_str(body).map_err(|e| fail(format!("bad JSON: {e}")))
+}
+
+/// A blocking RESP client: one request written as a multibulk, one reply read back with the
+/// crate's own reply parser.
+pub struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    pub address: SocketAddr,
+}
+
+impl Conn {
+    pub fn connect(address: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(address)
+            .unwrap_or_else(|err| panic!("cannot connect to {address}: {err}"));
+        stream
+            .set_read_timeout(Some(REPLY_WAIT_MAX))
+            .expect("a timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        Conn {
+            stream,
+            buf: Vec::new(),
+            address,
+        }
+    }
+
+    /// Sends `args` and reads the reply; `Err` if the connection closed or broke.
+    pub fn call(&mut self, args: &[Vec<u8>]) -> Result<Value, String> {
+        self.send(args)?;
+        self.read()
+    }
+
+    /// [`Conn::call`] for arguments written as text, split on spaces.
+    pub fn cmd(&mut self, text: &str) -> Value {
+        let args: Vec<Vec<u8>> = text.split(' ').map(|arg| arg.as_bytes().to_vec()).collect();
+        self.call(&args)
+            .unwrap_or_else(|err| panic!("{text} to {}: {err}", self.address))
+    }
+
+    pub fn send(&mut self, args: &[Vec<u8>]) -> Result<(), String> {
+        let mut out = format!("*{}\r\n", args.len()).into_bytes();
+        for arg in args {
+            out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            out.extend_from_slice(arg);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.stream
+            .write_all(&out)
+            .map_err(|err| format!("write: {err}"))
+    }
+
+    /// Reads one reply.
+    pub fn read(&mut self) -> Result<Value, String> {
+        loop {
+            match parse_reply(&self.buf) {
+                Ok(Some((value, used))) => {
+                    self.buf.drain(..used);
+                    return Ok(value);
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    return Err(format!(
+                        "unparsable reply ({err}): {:?}",
+                        String::from_utf8_lossy(&self.buf)
+                    ));
+                }
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err("the connection closed".into()),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(err) => return Err(format!("read: {err}")),
+            }
+        }
+    }
+}
