@@ -122,7 +122,11 @@ impl Session {
                 "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
             )
         {
-            if command.class == Class::Connection {
+            // PING, ECHO and UNWATCH run inside the block (`cmd::run_in` answers them); the
+            // other connection commands are refused there, where Redis queues them.
+            if command.class == Class::Connection
+                && !matches!(command.name, "PING" | "ECHO" | "UNWATCH")
+            {
                 self.refuse_in_multi();
                 ReplyWriter::new(out, self.proto)
                     .error("ERR Command not allowed inside a transaction");

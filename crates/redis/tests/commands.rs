@@ -290,6 +290,7 @@ fn the_sweep_deletes_expired_keys_and_the_index_follows_every_change() {
     assert!(node.store.call(sweep, &[], &mut Vec::new()).is_err());
     assert_eq!(node.store.segment().lsn(), lsn);
     assert_eq!(node.s("FLUSHALL"), ok());
+}
 
 /// Connection commands refuse in Redis 7.0.15's own words (each reply here is what
 /// redis-server 7.0.15 answers; `crates/tandem/tests/redis_diff.rs` compares them live).

@@ -181,7 +181,7 @@ fn expire_generic(
     absolute: bool,
 ) -> Result<(), CmdError> {
     let key = arg(argv, 1);
-    let n = int_arg(argv, 2)?;
+    // As Redis's expireGenericCommand: the options first, then the number.
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for option in argv.iter().skip(3) {
         match option.to_ascii_uppercase().as_slice() {
@@ -190,9 +190,11 @@ fn expire_generic(
             b"GT" => gt = true,
             b"LT" => lt = true,
             _ => {
+                // Redis prints the option as a C string: it ends at a NUL.
+                let shown = option.split(|&b| b == 0).next().unwrap_or_default();
                 return Err(CmdError::owned(format!(
                     "ERR Unsupported option {}",
-                    String::from_utf8_lossy(option)
+                    String::from_utf8_lossy(shown)
                 )));
             }
         }
@@ -207,6 +209,7 @@ fn expire_generic(
             "ERR GT and LT options at the same time are not compatible",
         ));
     }
+    let n = int_arg(argv, 2)?;
     let command = String::from_utf8_lossy(arg(argv, 0)).to_lowercase();
     let invalid = || CmdError::owned(format!("ERR invalid expire time in '{command}' command"));
     let mut at = n.checked_mul(unit_ms).ok_or_else(invalid)?;
@@ -367,10 +370,7 @@ pub fn keys(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
 }
 
 pub fn scan(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
-    let cursor = std::str::from_utf8(arg(argv, 1))
-        .ok()
-        .and_then(|text| text.parse::<u64>().ok())
-        .ok_or(CmdError::fixed("ERR invalid cursor"))?;
+    let cursor = super::collection::parse_cursor(arg(argv, 1))?;
     let (mut pattern, mut count, mut kind): (Option<&[u8]>, i64, Option<Vec<u8>>) =
         (None, 10, None);
     let mut i = 2;

@@ -412,6 +412,26 @@ pub fn run_in(
             String::from_utf8_lossy(name)
         )));
     };
+    // The connection commands a `MULTI` block queues, answered as the connection would
+    // (`UNWATCH` in a block has nothing left to do: `EXEC` unwatches).
+    match command.name {
+        "PING" if argv.len() <= 2 => {
+            match argv.get(1) {
+                Some(message) => out.bulk(message),
+                None => out.simple("PONG"),
+            }
+            return Ok(());
+        }
+        "ECHO" if argv.len() == 2 => {
+            out.bulk(argv.get(1).unwrap_or_default());
+            return Ok(());
+        }
+        "UNWATCH" if argv.len() == 1 => {
+            out.ok();
+            return Ok(());
+        }
+        _ => {}
+    }
     let Some(run) = command.run else {
         return Err(CmdError::owned(format!(
             "ERR '{}' is a connection command: it cannot run here",

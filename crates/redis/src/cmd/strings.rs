@@ -56,25 +56,80 @@ pub fn get(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Res
     Ok(())
 }
 
-/// An expiry given in `unit_ms` units by argument `i`, as an absolute Unix millisecond, with
-/// Redis's checks (`command` names the command in the error, lower case).
-fn expiry_arg(
-    ctx: &Ctx<'_, '_>,
-    value: &[u8],
-    unit_ms: i64,
-    absolute: bool,
-    command: &str,
-) -> Result<u64, CmdError> {
+/// How an expiry option counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    /// `EX`: seconds from now.
+    Ex,
+    /// `PX`: milliseconds from now.
+    Px,
+    /// `EXAT`: a Unix time in seconds.
+    Exat,
+    /// `PXAT`: a Unix time in milliseconds.
+    Pxat,
+}
+
+/// The options of `SET` (from argument 3) or `GETEX` (from argument 2), read as Redis's
+/// `parseExtendedStringArgumentsOrReply` reads them: every option first (an expiry's number
+/// is only kept, and an option may repeat, the last one counting), the number afterwards.
+#[derive(Debug, Default)]
+struct StringOptions<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keep_ttl: bool,
+    persist: bool,
+    expire: Option<(Unit, &'a [u8])>,
+}
+
+fn string_options(argv: &Argv, from: usize, set: bool) -> Result<StringOptions<'_>, CmdError> {
+    let mut o = StringOptions::default();
+    let mut i = from;
+    while i < argv.len() {
+        let option = arg(argv, i).to_ascii_uppercase();
+        let next = argv.get(i + 1);
+        let unit = match option.as_slice() {
+            b"EX" => Some(Unit::Ex),
+            b"PX" => Some(Unit::Px),
+            b"EXAT" => Some(Unit::Exat),
+            b"PXAT" => Some(Unit::Pxat),
+            _ => None,
+        };
+        // An expiry option excludes the other expiry options, KEEPTTL and PERSIST, but not
+        // itself.
+        let expire_fits =
+            |unit: Unit| !o.keep_ttl && !o.persist && o.expire.is_none_or(|(u, _)| u == unit);
+        match (option.as_slice(), unit, next) {
+            (b"NX", _, _) if set && !o.xx => o.nx = true,
+            (b"XX", _, _) if set && !o.nx => o.xx = true,
+            (b"GET", _, _) if set => o.get = true,
+            (b"KEEPTTL", _, _) if set && o.expire.is_none() => o.keep_ttl = true,
+            (b"PERSIST", _, _) if !set && o.expire.is_none() => o.persist = true,
+            (_, Some(unit), Some(value)) if expire_fits(unit) => {
+                o.expire = Some((unit, value));
+                i += 1;
+            }
+            _ => return Err(CmdError::SYNTAX),
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+/// An expiry option's number as an absolute Unix millisecond, with Redis's checks
+/// (`getExpireMillisecondsOrReply`; `command` names the command in the error).
+fn expire_at(ctx: &Ctx<'_, '_>, unit: Unit, value: &[u8], command: &str) -> Result<u64, CmdError> {
     let n = num::parse_i64(value).ok_or(CmdError::NOT_INTEGER)?;
     let invalid = || CmdError::owned(format!("ERR invalid expire time in '{command}' command"));
-    if n <= 0 {
+    let seconds = matches!(unit, Unit::Ex | Unit::Exat);
+    if n <= 0 || (seconds && n > i64::MAX / 1000) {
         return Err(invalid());
     }
-    let ms = n.checked_mul(unit_ms).ok_or_else(invalid)?;
-    let at = if absolute {
-        ms
-    } else {
+    let ms = if seconds { n * 1000 } else { n };
+    let at = if matches!(unit, Unit::Ex | Unit::Px) {
         ms.checked_add(ctx.now_ms as i64).ok_or_else(invalid)?
+    } else {
+        ms
     };
     Ok(at as u64)
 }
@@ -82,31 +137,12 @@ fn expiry_arg(
 pub fn set(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
     let key = arg(argv, 1);
     let value = arg(argv, 2);
-    let (mut nx, mut xx, mut get, mut keep_ttl) = (false, false, false, false);
-    let mut expire: Option<u64> = None;
-    let mut i = 3;
-    while i < argv.len() {
-        let option = arg(argv, i).to_ascii_uppercase();
-        let next = argv.get(i + 1);
-        match (option.as_slice(), next) {
-            (b"NX", _) if !xx => nx = true,
-            (b"XX", _) if !nx => xx = true,
-            (b"GET", _) => get = true,
-            (b"KEEPTTL", _) if expire.is_none() => keep_ttl = true,
-            (b"EX" | b"PX" | b"EXAT" | b"PXAT", Some(n)) if expire.is_none() && !keep_ttl => {
-                let (unit, absolute) = match option.as_slice() {
-                    b"EX" => (1000, false),
-                    b"PX" => (1, false),
-                    b"EXAT" => (1000, true),
-                    _ => (1, true),
-                };
-                expire = Some(expiry_arg(ctx, n, unit, absolute, "set")?);
-                i += 1;
-            }
-            _ => return Err(CmdError::SYNTAX),
-        }
-        i += 1;
-    }
+    let options = string_options(argv, 3, true)?;
+    let (nx, xx, get, keep_ttl) = (options.nx, options.xx, options.get, options.keep_ttl);
+    let expire = match options.expire {
+        Some((unit, n)) => Some(expire_at(ctx, unit, n, "set")?),
+        None => None,
+    };
     let existing = ctx.find(key);
     if get
         && let Some(old) = &existing
@@ -165,10 +201,10 @@ fn setex_unit(
     ctx: &mut Ctx<'_, '_>,
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
-    unit_ms: i64,
+    unit: Unit,
     command: &str,
 ) -> Result<(), CmdError> {
-    let at = expiry_arg(ctx, arg(argv, 2), unit_ms, false, command)?;
+    let at = expire_at(ctx, unit, arg(argv, 2), command)?;
     put(ctx, arg(argv, 1), arg(argv, 3), Ttl::At(at))?;
     out.ok();
     Ok(())
@@ -179,7 +215,7 @@ pub fn setex(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    setex_unit(ctx, argv, out, 1000, "setex")
+    setex_unit(ctx, argv, out, Unit::Ex, "setex")
 }
 
 pub fn psetex(
@@ -187,7 +223,7 @@ pub fn psetex(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    setex_unit(ctx, argv, out, 1, "psetex")
+    setex_unit(ctx, argv, out, Unit::Px, "psetex")
 }
 
 pub fn getdel(
@@ -226,30 +262,18 @@ pub fn getex(
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
     let key = arg(argv, 1);
-    // None: leave the expiry; Some(0): persist; Some(at): expire at.
-    let mut change: Option<u64> = None;
-    let mut i = 2;
-    while i < argv.len() {
-        let option = arg(argv, i).to_ascii_uppercase();
-        match (option.as_slice(), argv.get(i + 1)) {
-            (b"PERSIST", _) if change.is_none() => change = Some(0),
-            (b"EX" | b"PX" | b"EXAT" | b"PXAT", Some(n)) if change.is_none() => {
-                let (unit, absolute) = match option.as_slice() {
-                    b"EX" => (1000, false),
-                    b"PX" => (1, false),
-                    b"EXAT" => (1000, true),
-                    _ => (1, true),
-                };
-                change = Some(expiry_arg(ctx, n, unit, absolute, "getex")?);
-                i += 1;
-            }
-            _ => return Err(CmdError::SYNTAX),
-        }
-        i += 1;
-    }
+    let options = string_options(argv, 2, false)?;
+    // As Redis: the options, then the key (a missing one answers null before the number is
+    // read), its type, then the expiry's number.
     let Some(found) = get_string(ctx, key)? else {
         out.null();
         return Ok(());
+    };
+    // None: leave the expiry; Some(0): persist; Some(at): expire at.
+    let change = match (options.expire, options.persist) {
+        (Some((unit, n)), _) => Some(expire_at(ctx, unit, n, "getex")?),
+        (None, true) => Some(0),
+        (None, false) => None,
     };
     out.bulk(ctx.string(&found));
     if let Some(at) = change {
