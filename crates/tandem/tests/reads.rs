@@ -23,7 +23,8 @@ impl Up {
         let dir = std::env::temp_dir().join(format!("tandem-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
-            .args(["up", "--nodes", "3", "--db-mib", "8", "--dir"])
+            .args(["up", "--workload", "debit-credit", "--nodes", "3", "--db-mib", "8"])
+            .arg("--dir")
             .arg(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -34,8 +35,8 @@ impl Up {
         let mut clients_at = Vec::new();
         for line in stdout.lines() {
             let line = line.expect("tandem up prints lines");
-            // "  node 2: clients at 127.0.0.1:40001, status at ..."
-            if let Some(rest) = line.split("clients at ").nth(1) {
+            // "  node 2: stub clients at 127.0.0.1:40001, status at ..."
+            if let Some(rest) = line.split("stub clients at ").nth(1) {
                 let address = rest.split(',').next().expect("an address");
                 clients_at.push(address.parse().expect("a socket address"));
             }
