@@ -23,7 +23,15 @@ impl Up {
         let dir = std::env::temp_dir().join(format!("tandem-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
-            .args(["up", "--workload", "debit-credit", "--nodes", "3", "--db-mib", "8"])
+            .args([
+                "up",
+                "--workload",
+                "debit-credit",
+                "--nodes",
+                "3",
+                "--db-mib",
+                "8",
+            ])
             .arg("--dir")
             .arg(&dir)
             .stdin(Stdio::null())
