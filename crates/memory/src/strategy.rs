@@ -301,7 +301,13 @@ impl Undo {
                 let images = &mut scratch.images;
                 images.clear();
                 images.extend(undo.entry_positions());
-                sort_small_by_key(images, |&(offset, _, _)| offset);
+                // By offset, and among ranges at one offset in declaration order (a later
+                // entry lies further into the log): a range declared again with the same
+                // length adds nothing, since the first image holds the true old bytes, so
+                // repeats are dropped and the txn stays on the fast path (a script declares
+                // the same header words many times).
+                sort_small_by_key(images, |&(offset, _, start)| (offset, start));
+                images.dedup_by(|later, first| later.0 == first.0 && later.1 == first.1);
                 let overlapping = images
                     .windows(2)
                     .any(|pair| pair[0].0 + pair[0].1 > pair[1].0);
