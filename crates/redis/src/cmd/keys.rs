@@ -190,8 +190,14 @@ fn expire_generic(
             b"GT" => gt = true,
             b"LT" => lt = true,
             _ => {
-                // Redis prints the option as a C string: it ends at a NUL.
+                // Redis prints the option as a C string (it ends at a NUL), and its
+                // addReplyErrorFormat trims CR and LF from the end of the text.
                 let shown = option.split(|&b| b == 0).next().unwrap_or_default();
+                let end = shown
+                    .iter()
+                    .rposition(|&b| b != b'\r' && b != b'\n')
+                    .map_or(0, |last| last + 1);
+                let shown = &shown[..end];
                 return Err(CmdError::owned(format!(
                     "ERR Unsupported option {}",
                     String::from_utf8_lossy(shown)

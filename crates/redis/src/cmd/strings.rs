@@ -527,12 +527,13 @@ pub fn incrbyfloat(
     // Redis adds in 80-bit long double and prints the sum with `%.17Lf`; `LongDouble` does
     // both exactly as Redis's machine does, so `0.1 + 0.2` answers "0.3" here too.
     let key = arg(argv, 1);
-    let delta = num::LongDouble::parse(arg(argv, 2)).ok_or(CmdError::NOT_FLOAT)?;
+    // As Redis's incrbyfloatCommand: the key's type, its value, then the increment.
     let existing = get_string(ctx, key)?;
     let old = match &existing {
         Some(found) => num::LongDouble::parse(ctx.string(found)).ok_or(CmdError::NOT_FLOAT)?,
         None => num::LongDouble::parse(b"0").expect("zero parses"),
     };
+    let delta = num::LongDouble::parse(arg(argv, 2)).ok_or(CmdError::NOT_FLOAT)?;
     let sum = old + delta;
     if !sum.is_finite() {
         return Err(CmdError::fixed(
