@@ -345,6 +345,20 @@ impl<T> PrimaryRole<T> {
         }
     }
 
+    /// Runs the model's periodic procedure (`DataModel::periodic`, the Redis model's expiry
+    /// sweep) once, as a call of no client under the group's rule, if the role may commit
+    /// now; its answer goes to `to`. Returns what its record shipped if it committed; `None`
+    /// if the model has none, the role is deposed or flow control holds, or it found nothing
+    /// to do (it rolled back and took no LSN). The driver decides only when it is due.
+    pub fn run_periodic(&mut self, to: T) -> Option<ClassBytes> {
+        let (proc_id, _) = self.store.model().periodic()?;
+        let safety = self.primary.effective_safety(None);
+        if self.primary.is_deposed() || !self.primary.can_commit(safety) {
+            return None;
+        }
+        self.run_local(proc_id, &[], safety, to).ok()
+    }
+
     /// Whether a call with rule `safety` may run now (flow control, deposition).
     pub fn can_commit(&mut self, safety: Safety) -> bool {
         self.primary.can_commit(safety)

@@ -57,6 +57,22 @@ pub struct Call {
     pub purpose: Purpose,
 }
 
+impl Call {
+    /// Whether this call must not join a batch holding `pending`: a read whose reply the
+    /// primary withholds runs again ([`Call::runs_again`]), so no write may follow it in
+    /// its batch, or the read run again would see that write.
+    pub fn starts_batch_after(&self, pending: &[Call]) -> bool {
+        self.kind == ProcKind::Write && pending.iter().any(|p| p.kind == ProcKind::Read)
+    }
+
+    /// Whether the call may simply run again when the primary could not answer it (its
+    /// lease ran out before the reply could leave): a read changes nothing; a write may
+    /// have committed, so its client is told instead.
+    pub fn runs_again(&self) -> bool {
+        self.kind == ProcKind::Read
+    }
+}
+
 /// What to do after [`Session::handle`].
 #[derive(Debug)]
 pub enum Step {

@@ -485,8 +485,7 @@ pub fn start_role(
         tuning.max_frame_len,
         tuning.batch_bytes_max,
     ));
-    let periodic = store.model().periodic().map(|(id, interval_ms)| Periodic {
-        proc_id: id,
+    let periodic = store.model().periodic().map(|(_, interval_ms)| Periodic {
         interval: Duration::from_millis(interval_ms.max(1)),
         due: Instant::now(),
     });

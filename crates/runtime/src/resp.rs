@@ -145,11 +145,7 @@ impl Connection {
                                 self.flush(&mut pending, &mut out);
                             }
                             Step::Call(call) => {
-                                // A read may have to run again (below), so no write that
-                                // follows it runs in the same batch: the read must not see it.
-                                if call.kind == ProcKind::Write
-                                    && pending.iter().any(|p| p.kind == ProcKind::Read)
-                                {
+                                if call.starts_batch_after(&pending) {
                                     self.flush(&mut pending, &mut out);
                                 }
                                 pending.push(call);
@@ -208,7 +204,8 @@ impl Connection {
         loop {
             let retry: Vec<usize> = (0..calls.len())
                 .filter(|&i| {
-                    calls[i].2 && matches!(outcomes.get(i), Some(LocalOutcome::Unanswered { .. }))
+                    pending[i].runs_again()
+                        && matches!(outcomes.get(i), Some(LocalOutcome::Unanswered { .. }))
                 })
                 .collect();
             if retry.is_empty() || started.elapsed() > READ_RETRY_MAX {

@@ -31,9 +31,9 @@ impl ConnOut {
     }
 }
 
-/// The model's periodic procedure and when it is next due.
+/// When the model's periodic procedure is next due (what it runs, and whether it may, is
+/// `PrimaryRole::run_periodic`'s to decide).
 pub(super) struct Periodic {
-    pub(super) proc_id: ProcId,
     pub(super) interval: Duration,
     pub(super) due: Instant,
 }
@@ -339,8 +339,8 @@ impl Executor {
         ran
     }
 
-    /// Runs the model's periodic procedure if it is due and flow control lets it. It runs as
-    /// a call of no client: nothing is deduplicated, and its answer goes nowhere.
+    /// Runs the model's periodic procedure if it is due (and refreshes the model's figures
+    /// for `/metrics` and `INFO`). Its answer goes nowhere.
     fn run_periodic(&mut self, now: Instant) {
         let Some(periodic) = &mut self.periodic else {
             return;
@@ -349,16 +349,10 @@ impl Executor {
             return;
         }
         periodic.due = now + periodic.interval;
-        let proc_id = periodic.proc_id;
         let store = self.role.store();
         self.metrics
             .set_model_stats(store.model().stats(store.segment()));
-        let safety = self.role.primary().effective_safety(None);
-        if self.role.primary().is_deposed() || !self.role.can_commit(safety) {
-            return;
-        }
-        // An error means nothing to do this time: it rolled back and took no LSN.
-        if let Ok(shipped) = self.role.run_local(proc_id, &[], safety, ReplyTo::Periodic) {
+        if let Some(shipped) = self.role.run_periodic(ReplyTo::Periodic) {
             self.commits += 1;
             self.shipped += shipped;
         }
