@@ -58,11 +58,21 @@ pub struct Call {
 }
 
 impl Call {
-    /// Whether this call must not join a batch holding `pending`: a read whose reply the
-    /// primary withholds runs again ([`Call::runs_again`]), so no write may follow it in
-    /// its batch, or the read run again would see that write.
-    pub fn starts_batch_after(&self, pending: &[Call]) -> bool {
-        self.kind == ProcKind::Write && pending.iter().any(|p| p.kind == ProcKind::Read)
+    /// Whether this call must wait until the connection's earlier calls (`unanswered`) are
+    /// answered before it is sent. A read whose reply the primary withholds runs again
+    /// ([`Call::runs_again`]), so no write may be sent before it is answered, or the read
+    /// run again would see that write; and a WATCH reads versions as of every earlier call.
+    pub fn waits_for<'a>(&self, mut unanswered: impl Iterator<Item = &'a Call>) -> bool {
+        match self.purpose {
+            Purpose::Watch(_) => unanswered.next().is_some(),
+            _ => self.kind == ProcKind::Write && unanswered.any(|p| p.kind == ProcKind::Read),
+        }
+    }
+
+    /// Whether the connection's later commands must wait for this call's outcome before the
+    /// session handles them: a WATCH's versions decide what a later EXEC sends.
+    pub fn holds_later(&self) -> bool {
+        matches!(self.purpose, Purpose::Watch(_))
     }
 
     /// Whether the call may simply run again when the primary could not answer it (its

@@ -351,6 +351,10 @@ impl crate::resp::RespNode for ClusterResp {
             with(handle);
         }
     }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
 }
 
 /// The cluster map of a fresh cluster: every configured node, and the group's first view

@@ -54,6 +54,9 @@ pub enum StartError {
         #[source]
         source: io::Error,
     },
+    /// The RESP port's event loop (`resp_listen`) could not be set up.
+    #[error("resp_listen: cannot set up the event loop: {0}")]
+    RespPort(#[source] io::Error),
     /// The thread that loaded a spare segment panicked (its message was printed then).
     #[error("the segment's loader panicked")]
     LoaderPanicked,

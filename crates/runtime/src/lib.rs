@@ -291,6 +291,10 @@ impl resp::RespNode for StaticResp {
             with(handle);
         }
     }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
 }
 
 /// A running node of either role.

@@ -42,7 +42,7 @@ mod executor;
 mod link;
 mod local;
 
-pub use local::{LocalClient, LocalOutcome, RoleGone};
+pub use local::{ConnSink, LocalAnswer, LocalOutcome, LocalPort, RoleGone};
 
 use executor::{Executor, LocalDriver, Periodic};
 
@@ -93,7 +93,7 @@ pub enum Inbound {
     },
     ConnOpened {
         conn: ConnId,
-        out: Sender<Vec<u8>>,
+        out: ConnSink,
         /// Calls of this connection not yet answered (see `UNANSWERED_MAX`).
         unanswered: Arc<AtomicU64>,
         /// Whether a reply withheld (released under a lease that ran out before it could
@@ -279,10 +279,11 @@ impl PrimaryHandle {
         }
     }
 
-    /// A client inside this node (a RESP connection) whose calls go to this role's executor.
-    pub fn local_client(&self) -> LocalClient {
+    /// A port inside this node (the RESP front end) whose calls go to this role's executor;
+    /// `wake` is called whenever answers are handed over.
+    pub fn local_port(&self, wake: Arc<dyn Fn() + Send + Sync>) -> LocalPort {
         let conn = self.context.conn_next.fetch_add(1, Ordering::Relaxed);
-        LocalClient::open(conn, &self.context)
+        LocalPort::open(conn, &self.context, wake)
     }
 
     /// A handle that asks for status and checksum without holding the role.

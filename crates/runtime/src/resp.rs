@@ -1,41 +1,54 @@
 //! The RESP port: Redis clients (redis-cli, redis-py, go-redis, redis-benchmark) talk to a
 //! node that serves the Redis model.
 //!
-//! One thread per connection reads what the client sent, parses every whole request in it
-//! (pipelining), lets the connection's [`Session`] answer or turn each into a call, runs the
-//! calls on the node's primary role as one batch (in order, through a [`LocalClient`]), and
-//! writes every reply in request order. What a command means is the session's and the model's
-//! to say; this module only moves bytes.
+//! One thread, `resp-io`, serves every connection of the node, as Redis's own event loop
+//! does: it waits on all sockets at once (epoll, through `mio`), reads what clients sent,
+//! parses every whole request (pipelining), lets each connection's [`Session`] answer or turn
+//! each into a call, and sends the calls of every connection gathered in one pass to the
+//! primary role's executor as one batch, through a [`LocalPort`]. The executor hands back a
+//! turn's answers at once and wakes the thread; each connection's replies are written in
+//! request order. One channel send and one wake-up per pass, not per connection, is what
+//! keeps this path cheap: with a thread per connection, the switches between fifty threads
+//! and the executor cost more than the commands.
+//!
+//! What a command means is the session's and the model's to say; which call must wait for
+//! which is the session's ([`Call::waits_for`], [`Call::holds_later`]); this module only
+//! moves bytes and keeps each connection's replies in order.
 //!
 //! A node that is not the primary answers data commands with `-READONLY`, naming the primary
 //! (strongly consistent reads on backups come with the reads issue). A connection gets no
 //! dedup slot: a plain Redis client cannot resend a command under the same (client id, seq),
 //! so exactly-once across a failover is the proxy's to give.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
 use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
-use tandem_redis::session::{Call, Outcome, Purpose, ServerInfo, Session, Step};
+use tandem_redis::session::{Call, Outcome, ServerInfo, Session, Step};
 use tandem_store::ProcKind;
 use tandem_wire::ErrorCode;
 
-use crate::primary::{LocalClient, LocalOutcome, PrimaryHandle};
+use crate::metrics::Metrics;
+use crate::primary::{LocalAnswer, LocalOutcome, LocalPort, PrimaryHandle};
 
-/// What a RESP connection needs of its node.
+/// What the RESP front end needs of its node.
 pub trait RespNode: Send + Sync + 'static {
-    /// What the session should know of the node now.
+    /// What the sessions should know of the node now.
     fn info(&self) -> ServerInfo;
 
     /// Calls `with` on the node's primary role, if it holds one now.
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle));
+
+    /// The node's metrics (the front end counts its connections there).
+    fn metrics(&self) -> &Metrics;
 }
 
 /// `INFO`'s lines for what the data model reported (`Metrics::model_stats`).
-pub fn memory_lines(metrics: &crate::metrics::Metrics) -> Vec<(String, String)> {
+pub fn memory_lines(metrics: &Metrics) -> Vec<(String, String)> {
     metrics
         .model_stats()
         .into_iter()
@@ -57,210 +70,617 @@ const READ_RETRY_PAUSE: Duration = Duration::from_micros(500);
 
 /// Bytes read from a connection at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// Replies a connection has not taken yet before its requests are left unparsed (and so
+/// unread: TCP then pushes back on the client), as Redis's output buffer limits do.
+const UNSENT_MAX: usize = 4 << 20;
+/// Calls sent to the executor and not yet answered, across connections, before requests are
+/// left unparsed.
+const UNANSWERED_MAX: u64 = 65_536;
 
-/// Starts the thread that accepts RESP connections on `listener`.
-pub fn spawn(listener: TcpListener, node: Arc<dyn RespNode>) -> Result<(), crate::StartError> {
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const FIRST_CONN: usize = 2;
+
+/// What a caller whose call's outcome is unknown is told.
+const PRIMARY_CHANGED: &str =
+    "ERR the primary changed before the reply left; the command may have run";
+
+/// Starts the thread that serves RESP connections accepted on `listener`.
+pub fn spawn(
+    listener: std::net::TcpListener,
+    node: Arc<dyn RespNode>,
+) -> Result<(), crate::StartError> {
+    let io = crate::StartError::RespPort;
+    listener.set_nonblocking(true).map_err(io)?;
+    let mut listener = TcpListener::from_std(listener);
+    let poll = Poll::new().map_err(io)?;
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)
+        .map_err(io)?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io)?);
+    let front = Front {
+        poll,
+        listener,
+        waker,
+        node,
+        conns: BTreeMap::new(),
+        token_next: FIRST_CONN,
+        port: None,
+        inflight: VecDeque::new(),
+        inflight_seq_first: 0,
+        retries: VecDeque::new(),
+        visit: BTreeSet::new(),
+        starved: BTreeSet::new(),
+        limits: RequestLimits::default(),
+        argv: Argv::new(),
+        chunk: vec![0; READ_CHUNK],
+        answers: Vec::new(),
+    };
     std::thread::Builder::new()
-        .name("resp-accept".into())
-        .spawn(move || serve(listener, node))
+        .name("resp-io".into())
+        .spawn(move || front.run())
         .map(drop)
         .map_err(|source| crate::StartError::Thread {
-            thread: "the RESP accept thread",
+            thread: "the RESP thread",
             source,
         })
 }
 
-/// Serves RESP connections accepted on `listener` until the process ends.
-pub fn serve(listener: TcpListener, node: Arc<dyn RespNode>) {
-    let ids = Arc::new(AtomicU64::new(1));
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let node = Arc::clone(&node);
-        let id = ids.fetch_add(1, Ordering::Relaxed);
-        crate::spawn_or_say(format!("resp-{id}"), move || {
-            let _ = stream.set_nodelay(true);
-            Connection::new(id, node).run(stream);
-        });
-    }
+/// A call of a connection: which connection, and the call's place among its replies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Owner {
+    token: Token,
+    serial: u64,
 }
 
-struct Connection {
+/// A read whose reply was withheld, to be sent again at `due`.
+#[derive(Debug)]
+struct Retry {
+    owner: Owner,
+    due: Instant,
+}
+
+/// A reply in a connection's order: written by the session at once, or a call's.
+#[derive(Debug)]
+enum Slot {
+    Written(Vec<u8>),
+    Call {
+        call: Call,
+        outcome: Option<Resolved>,
+        /// When it was first sent (a withheld read is tried again for a while from then).
+        sent: Instant,
+    },
+}
+
+/// A call's outcome, ready for [`Session::called`].
+#[derive(Debug)]
+enum Resolved {
+    Reply(Vec<u8>),
+    Failed(String),
+}
+
+#[derive(Debug)]
+struct Conn {
+    stream: TcpStream,
     session: Session,
-    node: Arc<dyn RespNode>,
-    client: Option<LocalClient>,
-    limits: RequestLimits,
+    /// Unparsed bytes are `input[start..]`; the parser needs `want` of them before it can get
+    /// further (a large bulk string arrives in many reads, and parsing it again after each
+    /// would be quadratic).
+    input: Vec<u8>,
+    start: usize,
+    want: usize,
+    /// The socket may have more to read (edge-triggered: until a read would block).
+    readable: bool,
+    /// Replies not yet written, from `written` on.
+    out: Vec<u8>,
+    written: usize,
+    /// Replies not yet in `out`, in request order; the first is `slot_first`'s.
+    slots: VecDeque<Slot>,
+    slot_first: u64,
+    /// Calls among `slots` without an outcome.
+    unanswered: usize,
+    /// A call that waits for the earlier ones to be answered before it is sent.
+    held: Option<Call>,
+    /// Nothing more is handled until every call is answered (after a WATCH).
+    holding: bool,
+    /// Nothing more is read: close once every reply is written (QUIT, a protocol error).
+    closing: bool,
 }
 
-impl Connection {
-    fn new(id: u64, node: Arc<dyn RespNode>) -> Connection {
-        Connection {
-            session: Session::new(id),
-            node,
-            client: None,
-            limits: RequestLimits::default(),
+impl Conn {
+    fn serial_next(&self) -> u64 {
+        self.slot_first + self.slots.len() as u64
+    }
+
+    /// Whether the connection may handle another request now.
+    fn may_handle(&self) -> bool {
+        self.held.is_none()
+            && !self.holding
+            && !self.closing
+            && self.out.len() - self.written < UNSENT_MAX
+    }
+
+    /// The session's reply to a request, in order behind the replies still awaited.
+    fn push_written(&mut self, reply: Vec<u8>) {
+        if self.slots.is_empty() {
+            self.out.extend_from_slice(&reply);
+        } else {
+            self.slots.push_back(Slot::Written(reply));
         }
     }
 
-    fn run(mut self, mut stream: TcpStream) {
-        // Unparsed bytes are `input[start..]`; `want` is how many of them the parser needs
-        // before it can get further (a large bulk string arrives in many reads, and parsing
-        // it again after each would be quadratic).
-        let mut input: Vec<u8> = Vec::new();
-        let mut start = 0;
-        let mut want = 1;
-        let mut out = Vec::new();
-        let mut argv = Argv::new();
-        let mut chunk = vec![0u8; READ_CHUNK];
+    /// Moves the replies at the front whose outcome is known into `out`.
+    fn drain_slots(&mut self) {
+        while let Some(front) = self.slots.front() {
+            if matches!(front, Slot::Call { outcome: None, .. }) {
+                break;
+            }
+            let slot = self.slots.pop_front().expect("a front slot");
+            self.slot_first += 1;
+            match slot {
+                Slot::Written(reply) => self.out.extend_from_slice(&reply),
+                Slot::Call { call, outcome, .. } => {
+                    let outcome = outcome.expect("answered");
+                    let outcome = match &outcome {
+                        Resolved::Reply(body) => Outcome::Reply(body),
+                        Resolved::Failed(text) => Outcome::Failed(text),
+                    };
+                    self.session.called(call.purpose, outcome, &mut self.out);
+                }
+            }
+        }
+        if self.unanswered == 0 {
+            self.holding = false;
+        }
+    }
+
+    fn unanswered_calls(&self) -> impl Iterator<Item = &Call> {
+        self.slots.iter().filter_map(|slot| match slot {
+            Slot::Call {
+                call,
+                outcome: None,
+                ..
+            } => Some(call),
+            _ => None,
+        })
+    }
+
+    /// Writes what it can of `out`. Fails if the client is gone.
+    fn write_out(&mut self) -> std::io::Result<()> {
+        while self.written < self.out.len() {
+            match self.stream.write(&self.out[self.written..]) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        self.out.clear();
+        self.written = 0;
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.closing && self.slots.is_empty() && self.out.is_empty()
+    }
+}
+
+/// The event loop's state.
+struct Front {
+    poll: Poll,
+    listener: TcpListener,
+    waker: Arc<Waker>,
+    node: Arc<dyn RespNode>,
+    conns: BTreeMap<Token, Conn>,
+    token_next: usize,
+    /// The port into the primary role the calls go to, while this node holds one.
+    port: Option<LocalPort>,
+    /// The calls sent on `port` and not yet answered, by seq from `inflight_seq_first`;
+    /// `None` once answered out of turn, or for a connection that closed.
+    inflight: VecDeque<Option<Owner>>,
+    inflight_seq_first: u64,
+    /// Withheld reads to send again, in the order they fall due.
+    retries: VecDeque<Retry>,
+    /// Connections to look at in this pass: readable, writable, or with new replies.
+    visit: BTreeSet<Token>,
+    /// Connections that stopped handling requests because too many calls were unanswered.
+    starved: BTreeSet<Token>,
+    limits: RequestLimits,
+    argv: Argv,
+    chunk: Vec<u8>,
+    answers: Vec<LocalAnswer>,
+}
+
+impl Front {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
         loop {
-            if start > 0 {
-                input.drain(..start);
-                start = 0;
-            }
-            while input.len() < want {
-                // Read into a chunk and append what came: growing `input` by a chunk of
-                // zeros first would cost a 64 KiB memset per read.
-                match stream.read(&mut chunk[..]) {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => input.extend_from_slice(&chunk[..n]),
+            let timeout = self
+                .retries
+                .front()
+                .map(|retry| retry.due.saturating_duration_since(Instant::now()));
+            if let Err(err) = self.poll.poll(&mut events, timeout) {
+                if err.kind() == ErrorKind::Interrupted {
+                    continue;
                 }
-            }
-            let info = self.node.info();
-            let mut pending: Vec<Call> = Vec::new();
-            let mut close = false;
-            loop {
-                match parse_request(&input[start..], &self.limits, &mut argv) {
-                    Ok(Parsed::Incomplete { at_least }) => {
-                        want = at_least.max(input.len() - start + 1);
-                        break;
-                    }
-                    Ok(Parsed::Skip { consumed }) => start += consumed,
-                    Ok(Parsed::Command { consumed }) => {
-                        start += consumed;
-                        let mut immediate = Vec::new();
-                        match self.session.handle(&argv, &info, &mut immediate) {
-                            Step::Call(call) if matches!(call.purpose, Purpose::Watch(_)) => {
-                                // A WATCH's versions decide what a later EXEC sends.
-                                self.flush(&mut pending, &mut out);
-                                pending.push(call);
-                                self.flush(&mut pending, &mut out);
-                            }
-                            Step::Call(call) => {
-                                if call.starts_batch_after(&pending) {
-                                    self.flush(&mut pending, &mut out);
-                                }
-                                pending.push(call);
-                            }
-                            Step::Replied => {
-                                self.flush(&mut pending, &mut out);
-                                out.extend_from_slice(&immediate);
-                            }
-                            Step::Close => {
-                                self.flush(&mut pending, &mut out);
-                                out.extend_from_slice(&immediate);
-                                close = true;
-                                break;
-                            }
-                        }
-                    }
-                    Err(err) => {
-                        self.flush(&mut pending, &mut out);
-                        out.extend_from_slice(format!("-ERR {err}\r\n").as_bytes());
-                        close = true;
-                        break;
-                    }
-                }
-            }
-            self.flush(&mut pending, &mut out);
-            if stream.write_all(&out).is_err() || close {
-                let _ = stream.flush();
+                eprintln!("the RESP port stopped: waiting for its sockets failed: {err}");
                 return;
             }
-            out.clear();
+            for event in &events {
+                match event.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    token => {
+                        if let Some(conn) = self.conns.get_mut(&token) {
+                            conn.readable |= event.is_readable() || event.is_read_closed();
+                            self.visit.insert(token);
+                        }
+                    }
+                }
+            }
+            self.pass();
         }
     }
 
-    /// Runs the pending calls as one batch and writes their replies to `out`.
-    fn flush(&mut self, pending: &mut Vec<Call>, out: &mut Vec<u8>) {
-        if pending.is_empty() {
-            return;
-        }
-        let calls: Vec<(u16, &[u8], bool)> = pending
-            .iter()
-            .map(|call| (call.proc_id.0, &call.args[..], call.kind == ProcKind::Read))
-            .collect();
-        let mut outcomes = Vec::with_capacity(calls.len());
-        let ran = match self.client_for_primary() {
-            Some(client) => client.run(&calls, &mut outcomes).is_ok(),
-            None => false,
-        };
-        if !ran {
-            self.client = None;
-        }
-        // A read whose reply the primary withheld (its lease ran out before the reply could
-        // leave: under heavy load a backup's echo came late) runs again: a read changes
-        // nothing, and no write of this batch follows it. A write's withheld reply is not
-        // retried: it may have committed.
-        let started = Instant::now();
+    fn accept(&mut self) {
         loop {
-            let retry: Vec<usize> = (0..calls.len())
-                .filter(|&i| {
-                    pending[i].runs_again()
-                        && matches!(outcomes.get(i), Some(LocalOutcome::Unanswered { .. }))
-                })
-                .collect();
-            if retry.is_empty() || started.elapsed() > READ_RETRY_MAX {
-                break;
-            }
-            std::thread::sleep(READ_RETRY_PAUSE);
-            let again: Vec<(u16, &[u8], bool)> = retry.iter().map(|&i| calls[i]).collect();
-            let mut fresh = Vec::with_capacity(again.len());
-            let ok = match self.client_for_primary() {
-                Some(client) => client.run(&again, &mut fresh).is_ok(),
-                None => false,
-            };
-            if !ok {
-                self.client = None;
-                break;
-            }
-            for (&i, outcome) in retry.iter().zip(fresh) {
-                outcomes[i] = outcome;
-            }
-        }
-        for (index, call) in pending.drain(..).enumerate() {
-            let outcome = outcomes.get(index);
-            let failed;
-            let outcome = match outcome {
-                Some(LocalOutcome::Committed(body)) => Outcome::Reply(body),
-                Some(LocalOutcome::RolledBack(message)) => {
-                    failed = with_code(message);
-                    Outcome::Failed(&failed)
+            match self.listener.accept() {
+                Ok((mut stream, _)) => {
+                    let token = Token(self.token_next);
+                    self.token_next += 1;
+                    let _ = stream.set_nodelay(true);
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    if self
+                        .poll
+                        .registry()
+                        .register(&mut stream, token, interest)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    self.node.metrics().client_connections.inc();
+                    self.conns.insert(
+                        token,
+                        Conn {
+                            stream,
+                            session: Session::new(token.0 as u64 - FIRST_CONN as u64 + 1),
+                            input: Vec::new(),
+                            start: 0,
+                            want: 1,
+                            readable: true,
+                            out: Vec::new(),
+                            written: 0,
+                            slots: VecDeque::new(),
+                            slot_first: 0,
+                            unanswered: 0,
+                            held: None,
+                            holding: false,
+                            closing: false,
+                        },
+                    );
+                    self.visit.insert(token);
                 }
-                Some(LocalOutcome::Unanswered { code, message }) => {
-                    failed = unanswered(*code, message);
-                    Outcome::Failed(&failed)
-                }
-                None => Outcome::Failed(
-                    "ERR the primary changed before the reply left; the command may have run",
-                ),
-            };
-            self.session.called(call.purpose, outcome, out);
+                Err(err) if err.kind() == ErrorKind::WouldBlock => return,
+                // A connection that failed as it was accepted, or no file descriptors
+                // left: the listener stays registered and the next event tries again.
+                Err(_) => return,
+            }
         }
     }
 
-    /// The client of the node's primary role now, opened anew if the role changed.
-    fn client_for_primary(&mut self) -> Option<&mut LocalClient> {
-        let mut current = None;
-        let existing = self.client.take();
-        let mut existing = Some(existing);
+    /// One pass: the answers that came, the retries due, every connection to look at, and
+    /// the calls gathered sent as one batch.
+    fn pass(&mut self) {
+        self.take_answers();
+        self.retry_due();
+        if !self.visit.is_empty() {
+            let info = self.node.info();
+            self.refresh_port();
+            while let Some(token) = self.visit.pop_first() {
+                self.serve(token, &info);
+            }
+        }
+        self.send_calls();
+        if self
+            .port
+            .as_ref()
+            .is_none_or(|port| port.unanswered() < UNANSWERED_MAX)
+        {
+            self.visit.append(&mut self.starved);
+            if !self.visit.is_empty() {
+                // Their requests wait in buffers already read: no event will come for them.
+                let _ = self.waker.wake();
+            }
+        }
+    }
+
+    /// Keeps `port` leading to the node's primary role now: a new role gets a new port, and
+    /// the calls the old one left unanswered get an error (their outcome is unknown).
+    fn refresh_port(&mut self) {
+        let mut port = self.port.take();
+        let had_port = port.is_some();
+        let (mut holds_role, mut replaced) = (false, false);
+        let waker = &self.waker;
         self.node.with_primary(&mut |handle| {
-            let kept = existing
-                .take()
-                .flatten()
-                .filter(|client| client.is_of(handle));
-            current = Some(kept.unwrap_or_else(|| handle.local_client()));
+            holds_role = true;
+            if port.as_ref().is_none_or(|port| !port.is_of(handle)) {
+                let waker = Arc::clone(waker);
+                port = Some(handle.local_port(Arc::new(move || {
+                    let _ = waker.wake();
+                })));
+                replaced = true;
+            }
         });
-        self.client = current;
-        self.client.as_mut()
+        if !holds_role {
+            port = None;
+        }
+        if had_port && (replaced || !holds_role) {
+            self.fail_inflight();
+        }
+        self.port = port;
+    }
+
+    /// Every call in flight gets an error: the role that had them is gone.
+    fn fail_inflight(&mut self) {
+        let owners: Vec<Owner> = self.inflight.drain(..).flatten().collect();
+        self.inflight_seq_first = 0;
+        for owner in owners {
+            self.resolve(owner, Resolved::Failed(PRIMARY_CHANGED.into()));
+        }
+        let retries: Vec<Retry> = self.retries.drain(..).collect();
+        for retry in retries {
+            self.resolve(retry.owner, Resolved::Failed(PRIMARY_CHANGED.into()));
+        }
+    }
+
+    fn take_answers(&mut self) {
+        let Some(port) = self.port.as_mut() else {
+            return;
+        };
+        let mut answers = std::mem::take(&mut self.answers);
+        let gone = port.take(&mut answers).is_err();
+        for answer in answers.drain(..) {
+            let index = answer
+                .seq
+                .checked_sub(self.inflight_seq_first)
+                .expect("an answer to a call sent");
+            let owner = self
+                .inflight
+                .get_mut(index as usize)
+                .and_then(Option::take)
+                .expect("one answer per call sent");
+            self.answered(owner, answer.outcome);
+        }
+        self.answers = answers;
+        while self.inflight.front().is_some_and(Option::is_none) {
+            self.inflight.pop_front();
+            self.inflight_seq_first += 1;
+        }
+        if gone {
+            self.port = None;
+            self.fail_inflight();
+        }
+    }
+
+    /// A call's outcome came: a withheld read is tried again for a while, everything else is
+    /// the caller's reply.
+    fn answered(&mut self, owner: Owner, outcome: LocalOutcome) {
+        let resolved = match outcome {
+            LocalOutcome::Committed(body) => Resolved::Reply(body),
+            LocalOutcome::RolledBack(message) => Resolved::Failed(with_code(&message)),
+            LocalOutcome::Unanswered { code, message } => {
+                // A read whose reply the primary withheld (its lease ran out before the reply
+                // could leave: under heavy load a backup's echo came late) runs again: a read
+                // changes nothing, and no write of its connection was sent after it.
+                let runs_again = matches!(self.slot(owner), Some(Slot::Call { call, sent, .. })
+                    if call.runs_again() && sent.elapsed() < READ_RETRY_MAX);
+                if runs_again {
+                    let due = Instant::now() + READ_RETRY_PAUSE;
+                    self.retries.push_back(Retry { owner, due });
+                    return;
+                }
+                Resolved::Failed(unanswered(code, &message))
+            }
+        };
+        self.resolve(owner, resolved);
+    }
+
+    fn slot(&mut self, owner: Owner) -> Option<&mut Slot> {
+        let conn = self.conns.get_mut(&owner.token)?;
+        let index = owner.serial.checked_sub(conn.slot_first)?;
+        conn.slots.get_mut(index as usize)
+    }
+
+    /// Settles a call's outcome, and moves its connection's replies along.
+    fn resolve(&mut self, owner: Owner, resolved: Resolved) {
+        let Some(Slot::Call { outcome, .. }) = self.slot(owner) else {
+            // Its connection closed.
+            return;
+        };
+        assert!(outcome.is_none(), "a call is answered once");
+        *outcome = Some(resolved);
+        let conn = self
+            .conns
+            .get_mut(&owner.token)
+            .expect("the slot's connection");
+        conn.unanswered -= 1;
+        conn.drain_slots();
+        self.visit.insert(owner.token);
+    }
+
+    fn retry_due(&mut self) {
+        let now = Instant::now();
+        while self.retries.front().is_some_and(|retry| retry.due <= now) {
+            let retry = self.retries.pop_front().expect("a due retry");
+            let Some(Slot::Call { call, .. }) = self.slot(retry.owner) else {
+                continue;
+            };
+            let (proc_id, read_only) = (call.proc_id.0, call.kind == ProcKind::Read);
+            let args = call.args.clone();
+            match self.port.as_mut() {
+                Some(port) => {
+                    let seq = port.push(proc_id, &args, read_only);
+                    self.track(seq, retry.owner);
+                }
+                None => self.resolve(retry.owner, Resolved::Failed(PRIMARY_CHANGED.into())),
+            }
+        }
+    }
+
+    fn track(&mut self, seq: u64, owner: Owner) {
+        if self.inflight.is_empty() {
+            self.inflight_seq_first = seq;
+        }
+        assert_eq!(
+            self.inflight_seq_first + self.inflight.len() as u64,
+            seq,
+            "calls are numbered in the order sent"
+        );
+        self.inflight.push_back(Some(owner));
+    }
+
+    fn send_calls(&mut self) {
+        let Some(port) = self.port.as_mut() else {
+            return;
+        };
+        if port.send().is_err() {
+            self.port = None;
+            self.fail_inflight();
+        }
+    }
+
+    /// Reads, handles and writes what one connection has, then closes it if it is done.
+    fn serve(&mut self, token: Token, info: &ServerInfo) {
+        let Some(mut conn) = self.conns.remove(&token) else {
+            return;
+        };
+        let alive = self.handle_requests(token, &mut conn, info) && conn.write_out().is_ok();
+        if alive && !conn.done() {
+            self.conns.insert(token, conn);
+        } else {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            self.node.metrics().client_connections.dec();
+        }
+    }
+
+    /// Handles every whole request the connection may handle now, reading more while the
+    /// socket has it. Returns false once the connection failed.
+    fn handle_requests(&mut self, token: Token, conn: &mut Conn, info: &ServerInfo) -> bool {
+        loop {
+            if let Some(call) = conn.release_held() {
+                self.send(token, conn, call);
+            }
+            while conn.input.len() - conn.start >= conn.want && conn.may_handle() {
+                if self
+                    .port
+                    .as_ref()
+                    .is_some_and(|port| port.unanswered() >= UNANSWERED_MAX)
+                {
+                    self.starved.insert(token);
+                    return true;
+                }
+                self.handle_one(token, conn, info);
+            }
+            if !conn.may_handle() || !conn.readable {
+                return true;
+            }
+            if conn.start > 0 {
+                conn.input.drain(..conn.start);
+                conn.start = 0;
+            }
+            // Read into a chunk and append what came: growing `input` by a chunk of zeros
+            // first would cost a 64 KiB memset per read.
+            match conn.stream.read(&mut self.chunk) {
+                // The client sent all it will: its replies still go out (`printf … | nc`),
+                // then the connection closes.
+                Ok(0) => {
+                    conn.readable = false;
+                    conn.closing = true;
+                }
+                Ok(n) => conn.input.extend_from_slice(&self.chunk[..n]),
+                Err(err) if err.kind() == ErrorKind::WouldBlock => conn.readable = false,
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Parses and handles one request (or learns how many more bytes it needs).
+    fn handle_one(&mut self, token: Token, conn: &mut Conn, info: &ServerInfo) {
+        match parse_request(&conn.input[conn.start..], &self.limits, &mut self.argv) {
+            Ok(Parsed::Incomplete { at_least }) => {
+                conn.want = at_least.max(conn.input.len() - conn.start + 1);
+            }
+            Ok(Parsed::Skip { consumed }) => {
+                conn.start += consumed;
+                conn.want = 1;
+            }
+            Ok(Parsed::Command { consumed }) => {
+                conn.start += consumed;
+                conn.want = 1;
+                let mut written = Vec::new();
+                match conn.session.handle(&self.argv, info, &mut written) {
+                    Step::Call(call) => {
+                        if call.waits_for(conn.unanswered_calls()) {
+                            conn.held = Some(call);
+                        } else {
+                            self.send(token, conn, call);
+                        }
+                    }
+                    Step::Replied => conn.push_written(written),
+                    Step::Close => {
+                        conn.push_written(written);
+                        conn.closing = true;
+                    }
+                }
+            }
+            Err(err) => {
+                conn.push_written(format!("-ERR {err}\r\n").into_bytes());
+                conn.closing = true;
+            }
+        }
+    }
+
+    /// Adds a call to this pass's batch, in its place among the connection's replies.
+    fn send(&mut self, token: Token, conn: &mut Conn, call: Call) {
+        let owner = Owner {
+            token,
+            serial: conn.serial_next(),
+        };
+        conn.holding = call.holds_later();
+        let read_only = call.kind == ProcKind::Read;
+        match self.port.as_mut() {
+            Some(port) => {
+                let seq = port.push(call.proc_id.0, &call.args, read_only);
+                self.track(seq, owner);
+                conn.unanswered += 1;
+                conn.slots.push_back(Slot::Call {
+                    call,
+                    outcome: None,
+                    sent: Instant::now(),
+                });
+            }
+            None => {
+                conn.slots.push_back(Slot::Call {
+                    call,
+                    outcome: Some(Resolved::Failed(PRIMARY_CHANGED.into())),
+                    sent: Instant::now(),
+                });
+                conn.drain_slots();
+            }
+        }
+    }
+}
+
+impl Conn {
+    /// After an answer: the call held back goes out once every earlier one is answered.
+    fn release_held(&mut self) -> Option<Call> {
+        if self.unanswered == 0 {
+            self.held.take()
+        } else {
+            None
+        }
     }
 }
 

@@ -162,7 +162,7 @@ impl Client {
         let unanswered = Arc::new(AtomicU64::new(0));
         let opened = Inbound::ConnOpened {
             conn: self.conn,
-            out,
+            out: ConnSink::Frames(out),
             unanswered: Arc::clone(&unanswered),
             answer_withheld: false,
         };

@@ -18,15 +18,100 @@ pub(super) struct LocalDriver {
 const LOCAL_CALLS_PER_CLOCK_READ: usize = 16;
 
 pub(super) struct ConnOut {
-    pub(super) out: Sender<Vec<u8>>,
-    pub(super) buf: Vec<u8>,
+    pub(super) sink: ConnSink,
+    /// Answers of this turn not yet handed over: frames for a TCP client, answers for a
+    /// local port (only the one its sink takes is used).
+    pub(super) frames: Vec<u8>,
+    pub(super) answers: Vec<LocalAnswer>,
     pub(super) unanswered: Arc<AtomicU64>,
     pub(super) answer_withheld: bool,
 }
 
 impl ConnOut {
-    /// Counts one call answered (a reply or an Error frame).
-    pub(super) fn answered(&self) {
+    pub(super) fn new(sink: ConnSink, unanswered: Arc<AtomicU64>, answer_withheld: bool) -> Self {
+        ConnOut {
+            sink,
+            frames: Vec::new(),
+            answers: Vec::new(),
+            unanswered,
+            answer_withheld,
+        }
+    }
+
+    /// Answers call `seq`: committed (or read, or repeated) at `lsn` with `body`.
+    pub(super) fn committed(&mut self, seq: u64, lsn: u64, body: Vec<u8>) {
+        match self.sink {
+            ConnSink::Frames(_) => {
+                encode_reply(&mut self.frames, seq, lsn, ReplyStatus::Committed, &body);
+            }
+            ConnSink::Local { .. } => self.answers.push(LocalAnswer {
+                seq,
+                outcome: LocalOutcome::Committed(body),
+            }),
+        }
+        self.answered();
+    }
+
+    /// Answers call `seq`: its procedure refused with `message` and wrote nothing.
+    pub(super) fn rolled_back(&mut self, seq: u64, lsn: u64, message: String) {
+        match self.sink {
+            ConnSink::Frames(_) => {
+                let status = ReplyStatus::RolledBack;
+                encode_reply(&mut self.frames, seq, lsn, status, message.as_bytes());
+            }
+            ConnSink::Local { .. } => self.answers.push(LocalAnswer {
+                seq,
+                outcome: LocalOutcome::RolledBack(message),
+            }),
+        }
+        self.answered();
+    }
+
+    /// Answers call `seq` with an error: it did not run, or it cannot be said that it did.
+    pub(super) fn error(&mut self, seq: u64, code: ErrorCode, message: &str) {
+        match self.sink {
+            ConnSink::Frames(_) => encode_error(&mut self.frames, code, message),
+            ConnSink::Local { .. } => self.answers.push(LocalAnswer {
+                seq,
+                outcome: LocalOutcome::Unanswered {
+                    code,
+                    message: message.to_string(),
+                },
+            }),
+        }
+        self.answered();
+    }
+
+    /// A withheld reply of call `seq` (its lease ran out before it could leave): answered
+    /// "not primary" if the connection asked for it, else left to the client's timeout.
+    pub(super) fn withheld(&mut self, seq: u64) {
+        if self.answer_withheld {
+            let message = "this primary's lease ran out before the reply could leave";
+            self.error(seq, ErrorCode::NotPrimary, message);
+        } else {
+            self.answered();
+        }
+    }
+
+    /// Hands this turn's answers over.
+    pub(super) fn hand_over(&mut self) {
+        match &self.sink {
+            ConnSink::Frames(out) => {
+                if !self.frames.is_empty() {
+                    let _ = out.send(std::mem::take(&mut self.frames));
+                }
+            }
+            ConnSink::Local { answers, wake } => {
+                if !self.answers.is_empty() {
+                    let _ = answers.send(std::mem::take(&mut self.answers));
+                    wake();
+                }
+            }
+        }
+    }
+
+    /// Counts one call answered.
+    fn answered(&self) {
         self.unanswered.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -189,15 +274,8 @@ impl Executor {
                 unanswered,
                 answer_withheld,
             } => {
-                self.conns.insert(
-                    conn,
-                    ConnOut {
-                        out,
-                        buf: Vec::new(),
-                        unanswered,
-                        answer_withheld,
-                    },
-                );
+                self.conns
+                    .insert(conn, ConnOut::new(out, unanswered, answer_withheld));
             }
             Inbound::ConnClosed { conn } => {
                 self.conns.remove(&conn);
@@ -464,20 +542,16 @@ impl Executor {
                     };
                     match kind {
                         AnswerKind::Committed { body, lsn_repeated } => {
-                            let lsn = lsn_repeated.unwrap_or(reply.lsn);
-                            encode_reply(&mut out.buf, seq, lsn, ReplyStatus::Committed, &body);
+                            out.committed(seq, lsn_repeated.unwrap_or(reply.lsn), body);
                         }
                         AnswerKind::RolledBack { message } => {
-                            let status = ReplyStatus::RolledBack;
-                            encode_reply(&mut out.buf, seq, reply.lsn, status, message.as_bytes());
+                            out.rolled_back(seq, reply.lsn, message);
                         }
                         AnswerKind::Refused { refusal, message } => {
-                            encode_error(&mut out.buf, error_code(refusal), &message);
-                            out.answered();
+                            out.error(seq, error_code(refusal), &message);
                             continue;
                         }
                     }
-                    out.answered();
                     self.metrics
                         .ack_latency_seconds
                         .observe(now.duration_since(started).as_secs_f64());
@@ -487,26 +561,15 @@ impl Executor {
                     if let ReplyTo::Remote { conn, .. } = reply.reply.to
                         && let Some(out) = self.conns.get_mut(&conn)
                     {
-                        if out.answer_withheld {
-                            encode_error(
-                                &mut out.buf,
-                                ErrorCode::NotPrimary,
-                                "this primary's lease ran out before the reply could leave",
-                            );
-                        }
-                        out.answered();
+                        out.withheld(reply.reply.seq);
                     }
                 }
                 Disposition::NotPrimary(reply) => {
                     if let ReplyTo::Remote { conn, .. } = reply.reply.to
                         && let Some(out) = self.conns.get_mut(&conn)
                     {
-                        encode_error(
-                            &mut out.buf,
-                            ErrorCode::NotPrimary,
-                            "this primary was replaced",
-                        );
-                        out.answered();
+                        let message = "this primary was replaced";
+                        out.error(reply.reply.seq, ErrorCode::NotPrimary, message);
                     }
                 }
             }
@@ -524,9 +587,7 @@ impl Executor {
         }
         self.ready.clear();
         for out in self.conns.values_mut() {
-            if !out.buf.is_empty() {
-                let _ = out.out.send(std::mem::take(&mut out.buf));
-            }
+            out.hand_over();
         }
         if let Some(local) = &self.local
             && !self.replies_local.is_empty()
@@ -557,20 +618,13 @@ impl Executor {
     pub(super) fn refuse_queued(&mut self) {
         for (batch, next) in self.queue.drain(..) {
             if let Some(out) = self.conns.get_mut(&batch.conn) {
-                for _ in next..batch.calls.len() {
-                    encode_error(
-                        &mut out.buf,
-                        ErrorCode::NotPrimary,
-                        "this primary was replaced",
-                    );
-                    out.answered();
+                for slot in &batch.calls[next..] {
+                    out.error(slot.seq, ErrorCode::NotPrimary, "this primary was replaced");
                 }
             }
         }
         for out in self.conns.values_mut() {
-            if !out.buf.is_empty() {
-                let _ = out.out.send(std::mem::take(&mut out.buf));
-            }
+            out.hand_over();
         }
     }
 

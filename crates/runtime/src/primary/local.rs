@@ -1,11 +1,14 @@
-//! A client inside the node: a RESP connection's calls go to the primary role's executor the
-//! way a stub's do (a connection number, calls in order, answers in order), without a socket
-//! between them.
+//! A port into the primary role from inside the node: the RESP front end's calls go to the
+//! executor the way a stub's do (a connection number, calls in order, answers in order),
+//! without a socket or a frame encoding between them. The front end gathers the calls of
+//! every RESP connection it serves into one batch per pass, and the executor hands back the
+//! answers of a turn as one vector, then wakes the front end (which waits on its sockets,
+//! not on the channel).
 
 use super::*;
 
-/// The primary role this client was opened on has stopped (deposed, or the node is shutting
-/// down): its calls' outcomes are unknown.
+/// The primary role this port was opened on has stopped (deposed, or the node is shutting
+/// down): the outcomes of its unanswered calls are unknown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the primary role stopped before it answered")]
 pub struct RoleGone;
@@ -22,132 +25,143 @@ pub enum LocalOutcome {
     Unanswered { code: ErrorCode, message: String },
 }
 
-/// One connection's way to a primary role's executor.
-#[derive(Debug)]
-pub struct LocalClient {
-    conn: ConnId,
-    inbound: Sender<Inbound>,
-    replies: Receiver<Vec<u8>>,
-    unanswered: Arc<AtomicU64>,
-    /// Tells the roles apart: a node deposed and promoted again gets a new role.
-    role: usize,
-    max_frame_len: usize,
-    pending: Vec<u8>,
-    metrics: Arc<Metrics>,
+/// One call's answer: the seq [`LocalPort::push`] gave the call, and how it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalAnswer {
+    pub seq: u64,
+    pub outcome: LocalOutcome,
 }
 
-impl LocalClient {
-    pub(super) fn open(conn: ConnId, context: &ClientContext) -> LocalClient {
-        let (out, replies) = mpsc::channel();
+/// Where a connection's answers go.
+pub enum ConnSink {
+    /// A client over TCP: answers as frames, for its writer thread.
+    Frames(Sender<Vec<u8>>),
+    /// A port inside the node: answers as they are, and `wake` once they are handed over.
+    Local {
+        answers: Sender<Vec<LocalAnswer>>,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    },
+}
+
+impl std::fmt::Debug for ConnSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConnSink::Frames(_) => "ConnSink::Frames",
+            ConnSink::Local { .. } => "ConnSink::Local",
+        })
+    }
+}
+
+/// A port into one primary role's executor. Calls are numbered from 0 in the order they are
+/// pushed; the executor answers them in that order.
+#[derive(Debug)]
+pub struct LocalPort {
+    conn: ConnId,
+    inbound: Sender<Inbound>,
+    answers: Receiver<Vec<LocalAnswer>>,
+    /// Tells the roles apart: a node deposed and promoted again gets a new role.
+    role: usize,
+    /// The calls pushed since the last send.
+    batch: CallBatch,
+    seq_next: u64,
+    /// Calls sent and not yet answered.
+    unanswered: Arc<AtomicU64>,
+}
+
+impl LocalPort {
+    pub(super) fn open(
+        conn: ConnId,
+        context: &ClientContext,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> LocalPort {
+        let (answers_in, answers) = mpsc::channel();
         let unanswered = Arc::new(AtomicU64::new(0));
-        // If the role has stopped, the calls below find the channel closed.
+        // If the role has stopped, the sends below find the channel closed.
         let _ = context.inbound.send(Inbound::ConnOpened {
             conn,
-            out,
+            out: ConnSink::Local {
+                answers: answers_in,
+                wake,
+            },
             unanswered: Arc::clone(&unanswered),
             answer_withheld: true,
         });
-        context.metrics.client_connections.inc();
-        LocalClient {
+        LocalPort {
             conn,
             inbound: context.inbound.clone(),
-            replies,
-            unanswered,
+            answers,
             role: Arc::as_ptr(&context.view) as usize,
-            max_frame_len: context.max_frame_len,
-            pending: Vec::new(),
-            metrics: Arc::clone(&context.metrics),
+            batch: CallBatch {
+                conn,
+                client_id: 0,
+                bytes: Vec::new(),
+                calls: Vec::new(),
+            },
+            seq_next: 0,
+            unanswered,
         }
     }
 
-    /// Whether this client talks to the role `handle` runs.
+    /// Whether this port leads to the role `handle` runs.
     pub fn is_of(&self, handle: &PrimaryHandle) -> bool {
         self.role == Arc::as_ptr(&handle.context.view) as usize
     }
 
-    /// Runs `calls` (procedure, arguments, read-only) in order, as one batch, and appends
-    /// their outcomes to `outcomes` in the same order.
-    pub fn run(
-        &mut self,
-        calls: &[(u16, &[u8], bool)],
-        outcomes: &mut Vec<LocalOutcome>,
-    ) -> Result<(), RoleGone> {
-        if calls.is_empty() {
-            return Ok(());
-        }
-        let mut batch = CallBatch {
-            conn: self.conn,
-            client_id: 0,
-            bytes: Vec::new(),
-            calls: Vec::with_capacity(calls.len()),
-        };
-        for (seq, &(proc_id, args, read_only)) in calls.iter().enumerate() {
-            let start = batch.bytes.len();
-            batch.bytes.extend_from_slice(args);
-            batch.calls.push(CallSlot {
-                seq: seq as u64,
-                proc_id,
-                safety: None,
-                args: start..batch.bytes.len(),
-                read_only,
-            });
-        }
-        self.unanswered
-            .fetch_add(calls.len() as u64, Ordering::Relaxed);
-        self.inbound
-            .send(Inbound::Calls(batch))
-            .map_err(|_| RoleGone)?;
-        let wanted = outcomes.len() + calls.len();
-        while outcomes.len() < wanted {
-            self.decode_pending(outcomes, wanted)?;
-            if outcomes.len() == wanted {
-                break;
-            }
-            let bytes = self.replies.recv().map_err(|_| RoleGone)?;
-            self.pending.extend_from_slice(&bytes);
-        }
-        Ok(())
+    /// Adds a call (procedure, arguments, read-only) to the next batch and returns its seq.
+    pub fn push(&mut self, proc_id: u16, args: &[u8], read_only: bool) -> u64 {
+        let seq = self.seq_next;
+        self.seq_next += 1;
+        let start = self.batch.bytes.len();
+        self.batch.bytes.extend_from_slice(args);
+        self.batch.calls.push(CallSlot {
+            seq,
+            proc_id,
+            safety: None,
+            args: start..self.batch.bytes.len(),
+            read_only,
+        });
+        seq
     }
 
-    fn decode_pending(
-        &mut self,
-        outcomes: &mut Vec<LocalOutcome>,
-        wanted: usize,
-    ) -> Result<(), RoleGone> {
-        let mut at = 0;
-        while outcomes.len() < wanted {
-            let decoded = tandem_wire::decode_frame(&self.pending[at..], self.max_frame_len);
-            let Ok(Some((frame, len))) = decoded else {
-                // The executor writes only whole, valid frames: a bad one means it is gone.
-                if decoded.is_err() {
-                    return Err(RoleGone);
-                }
-                break;
-            };
-            let outcome = match frame {
-                Frame::Reply(reply) => match reply.status {
-                    ReplyStatus::Committed => LocalOutcome::Committed(reply.body.to_vec()),
-                    ReplyStatus::RolledBack => {
-                        LocalOutcome::RolledBack(String::from_utf8_lossy(reply.body).into_owned())
-                    }
-                },
-                Frame::Error(error) => LocalOutcome::Unanswered {
-                    code: error.code,
-                    message: error.message,
-                },
-                _ => return Err(RoleGone),
-            };
-            outcomes.push(outcome);
-            at += len;
+    /// Sends the calls pushed since the last send, as one batch.
+    pub fn send(&mut self) -> Result<(), RoleGone> {
+        if self.batch.calls.is_empty() {
+            return Ok(());
         }
-        self.pending.drain(..at);
-        Ok(())
+        let batch = CallBatch {
+            conn: self.conn,
+            client_id: 0,
+            bytes: Vec::with_capacity(self.batch.bytes.len()),
+            calls: Vec::with_capacity(self.batch.calls.len()),
+        };
+        let batch = std::mem::replace(&mut self.batch, batch);
+        self.unanswered
+            .fetch_add(batch.calls.len() as u64, Ordering::Relaxed);
+        self.inbound
+            .send(Inbound::Calls(batch))
+            .map_err(|_| RoleGone)
+    }
+
+    /// Calls sent and not yet answered.
+    pub fn unanswered(&self) -> u64 {
+        self.unanswered.load(Ordering::Relaxed)
+    }
+
+    /// Appends the answers that arrived to `into`, without waiting. Fails once the role has
+    /// stopped and every answer it sent has been taken.
+    pub fn take(&mut self, into: &mut Vec<LocalAnswer>) -> Result<(), RoleGone> {
+        loop {
+            match self.answers.try_recv() {
+                Ok(mut answers) => into.append(&mut answers),
+                Err(mpsc::TryRecvError::Empty) => return Ok(()),
+                Err(mpsc::TryRecvError::Disconnected) => return Err(RoleGone),
+            }
+        }
     }
 }
 
-impl Drop for LocalClient {
+impl Drop for LocalPort {
     fn drop(&mut self) {
         let _ = self.inbound.send(Inbound::ConnClosed { conn: self.conn });
-        self.metrics.client_connections.dec();
     }
 }

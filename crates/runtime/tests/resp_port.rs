@@ -1,0 +1,381 @@
+//! The RESP port's event loop, over real TCP on loopback: one thread serves every
+//! connection, gathers their calls into one batch per pass and writes each connection's
+//! replies in request order.
+//!
+//! Each test starts its own standalone primary (no backups, 1-safe, the Redis model in
+//! 16 MiB) with a RESP port in this process. The rules under test: every connection gets its
+//! replies in the order it sent its requests, however the calls of many connections
+//! interleave on the executor; a WATCH is answered before the EXEC after it is decided; a
+//! client that stops sending still gets its replies; a client that vanishes with calls in
+//! flight disturbs no one; a protocol error closes that one connection after the replies
+//! before it; a reply larger than a wire frame arrives whole.
+//!
+//! Every socket has a read timeout, so a node that never answers fails the test instead of
+//! hanging it.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use tandem_redis::model::RedisModel;
+use tandem_redis::resp::{Value, parse_reply};
+use tandem_redis::session::ServerInfo;
+use tandem_replication::Safety;
+use tandem_runtime::config::{EXAMPLE, NodeConfig};
+use tandem_runtime::metrics::Metrics;
+use tandem_runtime::primary::{self, PrimaryHandle};
+use tandem_runtime::resp::{self, RespNode};
+
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A standalone primary serving the Redis model, as the RESP port sees it.
+struct TestNode {
+    handle: PrimaryHandle,
+    metrics: Arc<Metrics>,
+    resp_port: u16,
+}
+
+impl RespNode for TestNode {
+    fn info(&self) -> ServerInfo {
+        ServerInfo {
+            node_id: 1,
+            primary: true,
+            primary_resp: None,
+            resp_port: self.resp_port,
+            backups: 0,
+            maxmemory: 16 << 20,
+            safety: "1-safe".into(),
+            memory_lines: Vec::new(),
+        }
+    }
+
+    fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {
+        with(&self.handle);
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}
+
+/// Starts a node and returns its RESP address and its metrics.
+fn start() -> (SocketAddr, Arc<Metrics>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
+    config.listen = listener.local_addr().expect("bound");
+    config.metrics_listen = None;
+    config.peers = vec![];
+    config.group.safety = Safety::OneSafe;
+    config.group.db_mib = 16;
+    config.validate().expect("a standalone primary is valid");
+    let model = RedisModel::new(config.group.db_mib << 20).expect("the database fits");
+    let metrics = Arc::new(Metrics::new(config.node_id, "primary"));
+    let handle = primary::start(
+        &config,
+        listener,
+        Box::new(model),
+        Arc::clone(&metrics),
+        None,
+    )
+    .expect("the primary starts");
+    let resp_listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let address = resp_listener.local_addr().expect("bound");
+    let node = TestNode {
+        handle,
+        metrics: Arc::clone(&metrics),
+        resp_port: address.port(),
+    };
+    resp::spawn(resp_listener, Arc::new(node)).expect("the RESP port starts");
+    (address, metrics)
+}
+
+struct Conn {
+    stream: TcpStream,
+    input: Vec<u8>,
+}
+
+impl Conn {
+    fn open(address: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(address).expect("connects");
+        stream
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("a timeout");
+        Conn {
+            stream,
+            input: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, commands: &[&[&[u8]]]) {
+        let mut out = Vec::new();
+        for args in commands {
+            out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for arg in *args {
+                out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+                out.extend_from_slice(arg);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        self.stream.write_all(&out).expect("sends");
+    }
+
+    fn reply(&mut self) -> Value {
+        loop {
+            if let Some((value, used)) = parse_reply(&self.input).expect("well-formed RESP") {
+                self.input.drain(..used);
+                return value;
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            let n = self
+                .stream
+                .read(&mut chunk)
+                .expect("a reply before the timeout");
+            assert!(n > 0, "the node closed the connection before replying");
+            self.input.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads until the node closes the connection; returns whatever came first.
+    fn rest_until_closed(&mut self) -> Vec<u8> {
+        self.stream
+            .read_to_end(&mut self.input)
+            .expect("the node closes the connection");
+        std::mem::take(&mut self.input)
+    }
+}
+
+fn int(value: Value) -> i64 {
+    match value {
+        Value::Integer(n) => n,
+        other => panic!("expected an integer, got {other:?}"),
+    }
+}
+
+fn bulk(text: &str) -> Value {
+    Value::Bulk(text.as_bytes().to_vec())
+}
+
+fn ok() -> Value {
+    Value::Simple(b"OK".to_vec())
+}
+
+#[test]
+fn each_connection_gets_its_replies_in_request_order_while_many_interleave() {
+    let (address, _) = start();
+    const CONNS: usize = 12;
+    const ROUNDS: usize = 40;
+    const PIPELINE: usize = 25;
+    let workers: Vec<_> = (0..CONNS)
+        .map(|c| {
+            thread::spawn(move || {
+                let mut conn = Conn::open(address);
+                let own = format!("own-{c}");
+                let mut shared_seen = Vec::new();
+                for round in 0..ROUNDS {
+                    let mut commands: Vec<Vec<&[u8]>> = Vec::new();
+                    for _ in 0..PIPELINE {
+                        commands.push(vec![b"INCR", own.as_bytes()]);
+                        commands.push(vec![b"INCR", b"shared"]);
+                        commands.push(vec![b"GET", own.as_bytes()]);
+                    }
+                    let borrowed: Vec<&[&[u8]]> = commands.iter().map(Vec::as_slice).collect();
+                    conn.send(&borrowed);
+                    for i in 0..PIPELINE {
+                        let expected = (round * PIPELINE + i + 1) as i64;
+                        assert_eq!(int(conn.reply()), expected, "conn {c}: own counter");
+                        shared_seen.push(int(conn.reply()));
+                        assert_eq!(conn.reply(), bulk(&expected.to_string()), "conn {c}: GET");
+                    }
+                }
+                shared_seen
+            })
+        })
+        .collect();
+    let mut shared: Vec<i64> = workers
+        .into_iter()
+        .flat_map(|worker| worker.join().expect("a worker"))
+        .collect();
+    shared.sort_unstable();
+    let total = (CONNS * ROUNDS * PIPELINE) as i64;
+    assert_eq!(
+        shared,
+        (1..=total).collect::<Vec<_>>(),
+        "every INCR answered once"
+    );
+}
+
+#[test]
+fn reads_writes_and_a_watch_in_one_pipeline_are_answered_in_order() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    let mut other = Conn::open(address);
+    conn.send(&[
+        &[b"SET", b"k", b"v1"],
+        &[b"GET", b"k"],
+        &[b"SET", b"k", b"v2"],
+        &[b"GET", b"k"],
+        &[b"WATCH", b"k"],
+        &[b"MULTI"],
+        &[b"SET", b"k", b"v3"],
+        &[b"EXEC"],
+        &[b"GET", b"k"],
+        &[b"PING"],
+    ]);
+    let expected = [
+        ok(),
+        bulk("v1"),
+        ok(),
+        bulk("v2"),
+        ok(),
+        ok(),
+        Value::Simple(b"QUEUED".to_vec()),
+        Value::Array(vec![ok()]),
+        bulk("v3"),
+        Value::Simple(b"PONG".to_vec()),
+    ];
+    for want in expected {
+        assert_eq!(conn.reply(), want);
+    }
+    // A write after the WATCH in the same pipeline (the connection's own, as in Redis)
+    // aborts the EXEC: the WATCH's versions are in before anything after it is handled.
+    let mut conn = Conn::open(address);
+    conn.send(&[
+        &[b"WATCH", b"k"],
+        &[b"SET", b"k", b"changed"],
+        &[b"MULTI"],
+        &[b"SET", b"k", b"lost"],
+        &[b"EXEC"],
+        &[b"GET", b"k"],
+    ]);
+    for want in [
+        ok(),
+        ok(),
+        ok(),
+        Value::Simple(b"QUEUED".to_vec()),
+        Value::NullArray,
+        bulk("changed"),
+    ] {
+        assert_eq!(conn.reply(), want);
+    }
+    // A write by another connection between WATCH and EXEC aborts the EXEC.
+    conn.send(&[&[b"WATCH", b"k"]]);
+    assert_eq!(conn.reply(), ok());
+    other.send(&[&[b"SET", b"k", b"theirs"]]);
+    assert_eq!(other.reply(), ok());
+    conn.send(&[
+        &[b"MULTI"],
+        &[b"SET", b"k", b"mine"],
+        &[b"EXEC"],
+        &[b"GET", b"k"],
+    ]);
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(conn.reply(), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(conn.reply(), Value::NullArray, "the EXEC is aborted");
+    assert_eq!(conn.reply(), bulk("theirs"));
+}
+
+#[test]
+fn a_client_that_stops_sending_still_gets_every_reply() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    conn.send(&[
+        &[b"SET", b"half", b"1"],
+        &[b"INCR", b"half"],
+        &[b"GET", b"half"],
+    ]);
+    conn.stream.shutdown(Shutdown::Write).expect("half-closes");
+    assert_eq!(
+        conn.rest_until_closed(),
+        b"+OK\r\n:2\r\n$1\r\n2\r\n".to_vec(),
+        "every reply, then the node closes"
+    );
+}
+
+#[test]
+fn a_client_that_vanishes_with_calls_in_flight_disturbs_no_one() {
+    let (address, metrics) = start();
+    for _ in 0..20 {
+        let mut gone = Conn::open(address);
+        let incr: &[&[u8]] = &[b"INCR", b"c"];
+        let commands: Vec<&[&[u8]]> = (0..500).map(|_| incr).collect();
+        gone.send(&commands);
+        drop(gone);
+    }
+    let mut conn = Conn::open(address);
+    conn.send(&[&[b"INCR", b"c"]]);
+    let after = int(conn.reply());
+    assert!(
+        (1..=10_001).contains(&after),
+        "the counter holds what committed: {after}"
+    );
+    conn.send(&[&[b"GET", b"c"]]);
+    assert_eq!(conn.reply(), bulk(&after.to_string()));
+    // The vanished connections are counted closed (the one open remains).
+    for _ in 0..100 {
+        if metrics.client_connections.get() == 1 {
+            return;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    panic!(
+        "connections still counted: {}",
+        metrics.client_connections.get()
+    );
+}
+
+#[test]
+fn a_protocol_error_closes_that_connection_after_the_replies_before_it() {
+    let (address, _) = start();
+    let mut bystander = Conn::open(address);
+    let mut conn = Conn::open(address);
+    conn.stream
+        .write_all(b"SET p 1\r\nINCR p\r\n*2\r\n$3\r\nGET\r\n$-5\r\nPING\r\n")
+        .expect("sends");
+    assert_eq!(
+        conn.rest_until_closed(),
+        b"+OK\r\n:2\r\n-ERR Protocol error: invalid bulk length\r\n".to_vec()
+    );
+    bystander.send(&[&[b"GET", b"p"]]);
+    assert_eq!(bystander.reply(), bulk("2"));
+}
+
+#[test]
+fn a_long_reply_arrives_whole_and_one_past_the_limit_is_refused_clearly() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    // Far more than one socket write takes: the rest goes out as the client reads.
+    let value: Vec<u8> = (0..1 << 20).map(|i: u32| b'a' + (i % 26) as u8).collect();
+    conn.send(&[&[b"SET", b"big", &value], &[b"GET", b"big"]]);
+    assert_eq!(conn.reply(), ok());
+    let got = conn.reply();
+    assert!(
+        got == Value::Bulk(value.clone()),
+        "the 1 MiB value came back changed"
+    );
+    // A reply must fit the frame a deduplicated call's reply travels in
+    // (`tuning.max_frame_len`, 4 MiB here): longer ones are refused, and the connection
+    // stays usable.
+    let longer = vec![b'x'; 3 << 20];
+    conn.send(&[
+        &[b"SET", b"bigger", &longer],
+        &[b"GET", b"bigger"],
+        &[b"STRLEN", b"bigger"],
+    ]);
+    assert_eq!(conn.reply(), ok());
+    match conn.reply() {
+        Value::Error(text) => {
+            let text = String::from_utf8_lossy(&text).into_owned();
+            assert!(
+                text.starts_with("ERR the call's") && text.contains("tuning.max_frame_len"),
+                "{text}"
+            );
+        }
+        other => panic!(
+            "expected the limit's error, got a {}-byte reply",
+            format!("{other:?}").len()
+        ),
+    }
+    assert_eq!(int(conn.reply()), longer.len() as i64);
+}
