@@ -115,6 +115,7 @@ pub fn spawn(
         argv: Argv::new(),
         chunk: vec![0; READ_CHUNK],
         answers: Vec::new(),
+        pass_started: Instant::now(),
     };
     std::thread::Builder::new()
         .name("resp-io".into())
@@ -290,6 +291,8 @@ struct Front {
     argv: Argv,
     chunk: Vec<u8>,
     answers: Vec<LocalAnswer>,
+    /// When the current pass began.
+    pass_started: Instant,
 }
 
 impl Front {
@@ -372,6 +375,9 @@ impl Front {
     /// One pass: the answers that came, the retries due, every connection to look at, and
     /// the calls gathered sent as one batch.
     fn pass(&mut self) {
+        // One reading of the clock serves the pass: a call's send time only bounds how long
+        // a withheld read is tried again.
+        self.pass_started = Instant::now();
         self.take_answers();
         self.retry_due();
         if !self.visit.is_empty() {
@@ -658,14 +664,14 @@ impl Front {
                 conn.slots.push_back(Slot::Call {
                     call,
                     outcome: None,
-                    sent: Instant::now(),
+                    sent: self.pass_started,
                 });
             }
             None => {
                 conn.slots.push_back(Slot::Call {
                     call,
                     outcome: Some(Resolved::Failed(PRIMARY_CHANGED.into())),
-                    sent: Instant::now(),
+                    sent: self.pass_started,
                 });
                 conn.drain_slots();
             }
