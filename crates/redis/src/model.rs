@@ -1,12 +1,15 @@
 //! The Redis data model as the store's [`DataModel`].
 //!
 //! Every data command of [`commands`] is a procedure, its id [`FIRST_COMMAND`] plus the
-//! command's index in the table, its kind the command's class; the two ids below it run
-//! what a connection asks for on its own behalf: [`PROC_EXEC`] (a `MULTI` … `EXEC` block, one txn) and [`PROC_WATCH`] (what a
-//! `WATCH` saw of each key it names: its version, or the LSN at which it was absent). A call's arguments are [`CallArgs`]: the connection's
-//! protocol and the command's arguments; its reply is the RESP reply, in that protocol. A
-//! command that answers an error fails the call ([`ProcError::Failed`] with the error's
-//! text), so it takes no LSN; it has written nothing (see [`crate::cmd`]).
+//! command's index in the table, its kind the command's class; the ids below it run what a
+//! connection asks for on its own behalf, [`PROC_EXEC`] (a `MULTI` … `EXEC` block, one txn)
+//! and [`PROC_WATCH`] (what a `WATCH` saw of each key it names: its version, or the LSN at
+//! which it was absent), and the primary's expiry sweep ([`PROC_SWEEP`]). A call's arguments
+//! are [`CallArgs`]: the connection's protocol and the command's arguments; its reply is the
+//! RESP reply, in that protocol. A command that answers an error fails the call
+//! ([`ProcError::Failed`] with the error's text), so it takes no LSN; it has written nothing
+//! (see [`crate::cmd`]). The one error reply that commits is that of an `EVAL` whose script
+//! failed before writing: it keeps the script, as Redis does (see [`crate::cmd::scripts`]).
 
 use tandem_memory::{Segment, Txn};
 use tandem_store::{DataModel, DedupTable, Driver, Inconsistency, ProcError, ProcId, ProcKind};
@@ -21,7 +24,7 @@ use crate::wire::{CallArgs, ExecArgs, encode_versions};
 /// The procedure of a `MULTI` … `EXEC` block.
 pub const PROC_EXEC: ProcId = ProcId(0);
 /// The read procedure that answers what `EXEC` will compare of `WATCH`ed keys (a word per
-/// key, see [`Watched`]).
+/// key, see `Watched` in this module).
 pub const PROC_WATCH: ProcId = ProcId(1);
 /// The write procedure the primary runs every [`SWEEP_INTERVAL_MS`]: the active expiry sweep.
 pub const PROC_SWEEP: ProcId = ProcId(2);

@@ -3,9 +3,11 @@
 //!
 //! The runtime parses a request into an [`Argv`] and hands it to [`Session::handle`], which
 //! either answers at once (connection commands, refusals, `MULTI`'s `+QUEUED`) or asks for
-//! a call ([`Step::Call`]): a data command, a whole `MULTI` block, or the versions of keys a
-//! `WATCH` names. The runtime runs the call on the primary (in order with the connection's
-//! other calls) and hands the outcome to [`Session::called`], which writes the reply.
+//! a call ([`Step::Call`]): a data command, a `MULTI` block's data commands (the session
+//! answers the block's connection commands itself, see `BlockAnswers`), or what a `WATCH`
+//! records of the keys it names. The runtime runs the call on the primary (in order with the
+//! connection's other calls) and hands the outcome to [`Session::called`], which writes the
+//! reply.
 
 use tandem_store::{DataModel, ProcId, ProcKind};
 
@@ -162,7 +164,7 @@ impl Session {
             // Like Redis, every other command is queued, connection commands too (`EXEC`
             // answers them, see `BlockAnswers`); a subcommand Redis does not know, or one
             // given the wrong number of arguments, is refused now, as an unknown command is.
-            if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG")
+            if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG" | "SCRIPT")
                 && argv.len() >= 2
                 && let Some(refusal) = subcommand_refusal(command.name, argv)
             {
@@ -665,6 +667,14 @@ const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("CONFIG", "GET", -3),
     ("CONFIG", "RESETSTAT", 2),
     ("CONFIG", "SET", -4),
+    // A data command, which the model answers; inside `MULTI` its subcommand is checked
+    // when queued, as Redis checks every container command's.
+    ("SCRIPT", "DEBUG", 3),
+    ("SCRIPT", "EXISTS", -3),
+    ("SCRIPT", "FLUSH", -2),
+    ("SCRIPT", "HELP", 2),
+    ("SCRIPT", "KILL", 2),
+    ("SCRIPT", "LOAD", 3),
 ];
 
 /// Redis's refusal of subcommand `argv[1]` of `container`, if it is unknown here or has the
