@@ -202,7 +202,14 @@ impl Session {
             return Step::Replied;
         }
         let mut args = Vec::new();
-        CallArgs::encode(self.proto, argv, &mut args);
+        // A command pipelined behind an `EXEC` whose block switched the protocol (`HELLO`)
+        // may be sent before that `EXEC`'s outcome is back: it answers in the protocol the
+        // block leaves, as in Redis, unless a `WATCH` then aborts the block.
+        let proto = self
+            .exec_in_flight
+            .as_ref()
+            .map_or(self.proto, |answers| answers.proto);
+        CallArgs::encode(proto, argv, &mut args);
         let kind = match command.class {
             Class::Write => ProcKind::Write,
             _ => ProcKind::Read,

@@ -289,6 +289,30 @@ fn the_session_weaves_its_replies_into_the_models_and_only_on_success() {
     session.handle(&argv("CLIENT GETNAME"), &primary, &mut out);
     assert_eq!(out, b"$1\r\nx\r\n");
 
+    // A command pipelined behind an EXEC whose block says HELLO 3 answers in RESP3 (its call
+    // is encoded before the EXEC's outcome is back).
+    for line in ["MULTI", "HELLO 3", "GET k"] {
+        session.handle(&argv(line), &primary, &mut out);
+    }
+    let Step::Call(_) = session.handle(&argv("EXEC"), &primary, &mut out) else {
+        panic!("a call")
+    };
+    let Step::Call(pipelined) = session.handle(&argv("GET k"), &primary, &mut out) else {
+        panic!("a call")
+    };
+    assert_eq!(
+        pipelined.args[0], 3,
+        "the protocol byte of the call's arguments"
+    );
+    out.clear();
+    session.called(Purpose::Exec, Outcome::Reply(b"*1\r\n_\r\n"), &mut out);
+    assert!(
+        out.starts_with(b"*2\r\n%7\r\n"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    assert_eq!(session.proto(), Proto::Resp3);
+
     let backup = ServerInfo::default();
     out.clear();
     for line in ["MULTI", "PING", "ECHO e", "EXEC"] {
