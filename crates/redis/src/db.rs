@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! offset   0  DbHeader (64 bytes): magic, layout version, hash seed, the primary's clock
-//!             high-water mark
+//!             high-water mark, the highest version a deleted key had
 //! offset  64  the keyspace's DictHeader (64 bytes)
 //! offset 128  the script store's DictHeader (64 bytes)
 //! offset 192  the expiry index's DictHeader (64 bytes): an entry per key that has an
@@ -50,10 +50,23 @@ struct DbHeader {
     /// time. A new primary whose clock is behind uses this instead, so a key that expired
     /// never comes back after a failover.
     clock_ms: u64,
-    reserved: [u64; 4],
+    /// The highest [`KeyHead::version`] of any key deleted so far (by a command, expiry or
+    /// `FLUSHALL`); 0 in a database formatted before this field was kept, which is correct
+    /// for every `WATCH` made since. `WATCH` of a key that does not exist has no version to
+    /// compare, and a key created and deleted again before `EXEC` leaves no entry: its entry
+    /// had a version newer than the `WATCH`, so this word rises past the LSN the `WATCH`
+    /// saw, and `EXEC` aborts (see [`crate::model`]). Deleting a key nobody changed since
+    /// the `WATCH` leaves it below that LSN, so such a deletion aborts nothing.
+    deleted_version_max: u64,
+    reserved: [u64; 3],
 }
 
 const CLOCK_AT: usize = 24;
+const DELETED_VERSION_MAX_AT: usize = 32;
+const _: () = assert!(std::mem::offset_of!(DbHeader, clock_ms) == CLOCK_AT);
+const _: () =
+    assert!(std::mem::offset_of!(DbHeader, deleted_version_max) == DELETED_VERSION_MAX_AT);
+const _: () = assert!(size_of::<DbHeader>() == KEYSPACE_AT);
 
 /// A value's type, as `TYPE` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,7 +203,8 @@ impl Layout {
             layout_version: LAYOUT_VERSION,
             seed,
             clock_ms: 0,
-            reserved: [0; 4],
+            deleted_version_max: 0,
+            reserved: [0; 3],
         };
         *txn.set_pod::<DbHeader>(0) = header;
         const _: () = assert!(KEYSPACE_AT + DICT_HEADER_BYTES <= SCRIPTS_AT);
@@ -216,6 +230,18 @@ impl Layout {
     pub fn advance_clock(&self, txn: &mut Txn<'_>, now_ms: u64) {
         if now_ms > self.clock_ms(txn) {
             set_word(txn, CLOCK_AT, now_ms);
+        }
+    }
+
+    /// The highest version any deleted key had (see `DbHeader::deleted_version_max`).
+    pub fn deleted_version_max(&self, mem: &impl Mem) -> u64 {
+        mem.word(DELETED_VERSION_MAX_AT)
+    }
+
+    /// Records in `txn` that a key whose version was `version` is deleted.
+    pub fn note_deleted(&self, txn: &mut Txn<'_>, version: u64) {
+        if version > self.deleted_version_max(txn) {
+            set_word(txn, DELETED_VERSION_MAX_AT, version);
         }
     }
 
@@ -276,6 +302,10 @@ impl Layout {
 
     /// Unlinks `key` and frees its entry; the caller has freed its value's blocks.
     pub fn unlink(&self, txn: &mut Txn<'_>, key: &Key) {
+        // The version `key` was read with, not one this command may have touched it to since:
+        // a key created after a `WATCH` was read with a version newer than the `WATCH`, and a
+        // key that existed then need not abort an `EXEC` because it is deleted.
+        self.note_deleted(txn, key.head.version);
         if txn.word(key.entry() + EXPIRE_AT) != 0 {
             self.unindex_expiry(txn, key);
         }

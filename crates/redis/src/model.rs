@@ -1,12 +1,15 @@
 //! The Redis data model as the store's [`DataModel`].
 //!
 //! Every data command of [`commands`] is a procedure, its id [`FIRST_COMMAND`] plus the
-//! command's index in the table, its kind the command's class; the two ids below it run
-//! what a connection asks for on its own behalf: [`PROC_EXEC`] (a `MULTI` … `EXEC` block, one txn) and [`PROC_WATCH`] (the versions
-//! of the keys a `WATCH` names). A call's arguments are [`CallArgs`]: the connection's
-//! protocol and the command's arguments; its reply is the RESP reply, in that protocol. A
-//! command that answers an error fails the call ([`ProcError::Failed`] with the error's
-//! text), so it takes no LSN; it has written nothing (see [`crate::cmd`]).
+//! command's index in the table, its kind the command's class; the ids below it run what a
+//! connection asks for on its own behalf, [`PROC_EXEC`] (a `MULTI` … `EXEC` block, one txn)
+//! and [`PROC_WATCH`] (what a `WATCH` saw of each key it names: its version, or the LSN at
+//! which it was absent), and the primary's expiry sweep ([`PROC_SWEEP`]). A call's arguments
+//! are [`CallArgs`]: the connection's protocol and the command's arguments; its reply is the
+//! RESP reply, in that protocol. A command that answers an error fails the call
+//! ([`ProcError::Failed`] with the error's text), so it takes no LSN; it has written nothing
+//! (see [`crate::cmd`]). The one error reply that commits is that of an `EVAL` whose script
+//! failed before writing: it keeps the script, as Redis does (see [`crate::cmd::scripts`]).
 
 use tandem_memory::{Segment, Txn};
 use tandem_store::{DataModel, DedupTable, Driver, Inconsistency, ProcError, ProcId, ProcKind};
@@ -20,7 +23,8 @@ use crate::wire::{CallArgs, ExecArgs, encode_versions};
 
 /// The procedure of a `MULTI` … `EXEC` block.
 pub const PROC_EXEC: ProcId = ProcId(0);
-/// The read procedure that answers the versions of `WATCH`ed keys.
+/// The read procedure that answers what `EXEC` will compare of `WATCH`ed keys (a word per
+/// key, see `Watched` in this module).
 pub const PROC_WATCH: ProcId = ProcId(1);
 /// The write procedure the primary runs every [`SWEEP_INTERVAL_MS`]: the active expiry sweep.
 pub const PROC_SWEEP: ProcId = ProcId(2);
@@ -94,8 +98,9 @@ impl RedisModel {
             .filter(|c| c.class != Class::Connection)
     }
 
-    /// Runs a `MULTI` block in `txn`, writing `EXEC`'s reply: a null array if a watched key
-    /// changed (nothing ran), else each command's reply, an error for a command that refused
+    /// Runs a `MULTI` block's data commands in `txn`, writing `EXEC`'s reply: a null array if
+    /// a watched key changed (nothing ran), else each command's reply (the session weaves in
+    /// those of the block's connection commands), an error for a command that refused
     /// (it wrote nothing; the others' effects stay, as in Redis). Running out of memory fails
     /// the whole block.
     fn exec(
@@ -109,23 +114,23 @@ impl RedisModel {
         let rng_seed = self.rng_seed();
         let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
             .with_scripts(self.scripts.get_mut());
-        for (key, version) in args.watched() {
-            let current = ctx.find(key).map_or(0, |k| k.head.version);
-            if current != version {
+        for (key, word) in args.watched() {
+            if Watched::from_word(word).changed(&self.layout, &ctx.access, key, now_ms) {
                 ReplyWriter::new(reply, proto).null_array();
                 return Ok(());
             }
         }
         ReplyWriter::new(reply, proto).array(args.commands().len());
         let mut one = Vec::new();
-        for argv in args.commands() {
+        for (command_proto, argv) in args.commands() {
             one.clear();
-            let result = crate::cmd::run_in(&mut ctx, argv, &mut ReplyWriter::new(&mut one, proto));
+            let mut writer = ReplyWriter::new(&mut one, *command_proto);
+            let result = crate::cmd::run_in(&mut ctx, argv, &mut writer);
             match result {
                 Ok(()) => reply.extend_from_slice(&one),
                 // A script that failed after writing cannot be undone alone: the block fails.
                 Err(err @ (CmdError::Oom | CmdError::Abort(_))) => return Err(err),
-                Err(CmdError::Reply(text)) => ReplyWriter::new(reply, proto).error(&text),
+                Err(CmdError::Reply(text)) => ReplyWriter::new(reply, *command_proto).error(&text),
             }
         }
         Ok(())
@@ -225,15 +230,11 @@ impl DataModel for RedisModel {
             let mut argv = Argv::new();
             CallArgs::decode_into(args, &mut argv)
                 .map_err(|_| ProcError::BadArgs("malformed WATCH arguments"))?;
-            let versions: Vec<u64> = argv
+            let words: Vec<u64> = argv
                 .iter()
-                .map(|key| {
-                    self.layout
-                        .find(segment, key, now_ms)
-                        .map_or(0, |k| k.head.version)
-                })
+                .map(|key| Watched::read(&self.layout, segment, key, now_ms).word())
                 .collect();
-            encode_versions(&versions, reply);
+            encode_versions(&words, reply);
             return Ok(());
         }
         let command = Self::command(id).ok_or(ProcError::BadArgs("no such command"))?;
@@ -322,6 +323,76 @@ impl DataModel for RedisModel {
 
     fn driver(&self, _seed: u64) -> Option<Box<dyn Driver>> {
         None
+    }
+}
+
+/// What a `WATCH` saw of a key, as the one word per key the session keeps and `EXEC` sends
+/// back ([`PROC_WATCH`]'s reply): the key's version if it existed, else the LSN the database
+/// stood at, so that `EXEC` can tell a key created and deleted again since (which Redis
+/// counts as a change) from one nobody touched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watched {
+    /// The key existed with this version (the LSN of its last change).
+    Version(u64),
+    /// The key did not exist (or had expired) when the database stood at this LSN.
+    AbsentAt(u64),
+}
+
+/// The bit of a [`Watched`] word that marks an absent key; LSNs stay far below it.
+const ABSENT_BIT: u64 = 1 << 63;
+
+impl Watched {
+    fn read(layout: &Layout, segment: &Segment, key: &[u8], now_ms: u64) -> Watched {
+        match layout.find(segment, key, now_ms) {
+            Some(found) => Watched::Version(found.head.version),
+            None => Watched::AbsentAt(segment.lsn()),
+        }
+    }
+
+    fn word(self) -> u64 {
+        match self {
+            Watched::Version(version) => {
+                assert!(version & ABSENT_BIT == 0, "a version below 2^63");
+                version
+            }
+            Watched::AbsentAt(lsn) => {
+                assert!(lsn & ABSENT_BIT == 0, "an LSN below 2^63");
+                lsn | ABSENT_BIT
+            }
+        }
+    }
+
+    fn from_word(word: u64) -> Watched {
+        if word & ABSENT_BIT == 0 {
+            Watched::Version(word)
+        } else {
+            Watched::AbsentAt(word & !ABSENT_BIT)
+        }
+    }
+
+    /// Whether `key` may have been written since the `WATCH` (Redis then aborts `EXEC`). A
+    /// key that existed changed if its version did, or if it is gone or expired. A key that
+    /// did not exist changed if it exists now, if its entry (live or expired) was written
+    /// after the `WATCH`, or if some key written after the `WATCH` was deleted since: that
+    /// may have been this key, created and deleted again. The last test is conservative (the
+    /// deleted key may have been another), and an `EXEC` aborted for nothing is a correct
+    /// outcome under optimistic locking; one run after a change would not be.
+    fn changed(self, layout: &Layout, mem: &impl Mem, key: &[u8], now_ms: u64) -> bool {
+        match self {
+            Watched::Version(version) => {
+                layout
+                    .find(mem, key, now_ms)
+                    .map(|found| found.head.version)
+                    != Some(version)
+            }
+            Watched::AbsentAt(lsn) => {
+                layout.find(mem, key, now_ms).is_some()
+                    || layout
+                        .find_any(mem, key)
+                        .is_some_and(|found| found.head.version > lsn)
+                    || layout.deleted_version_max(mem) > lsn
+            }
+        }
     }
 }
 

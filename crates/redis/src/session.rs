@@ -3,9 +3,11 @@
 //!
 //! The runtime parses a request into an [`Argv`] and hands it to [`Session::handle`], which
 //! either answers at once (connection commands, refusals, `MULTI`'s `+QUEUED`) or asks for
-//! a call ([`Step::Call`]): a data command, a whole `MULTI` block, or the versions of keys a
-//! `WATCH` names. The runtime runs the call on the primary (in order with the connection's
-//! other calls) and hands the outcome to [`Session::called`], which writes the reply.
+//! a call ([`Step::Call`]): a data command, a `MULTI` block's data commands (the session
+//! answers the block's connection commands itself, see `BlockAnswers`), or what a `WATCH`
+//! records of the keys it names. The runtime runs the call on the primary (in order with the
+//! connection's other calls) and hands the outcome to [`Session::called`], which writes the
+//! reply.
 
 use tandem_store::{DataModel, ProcId, ProcKind};
 
@@ -112,6 +114,26 @@ pub struct Session {
     /// Inside `MULTI`: the queued commands, and whether one was refused (`EXEC` then aborts).
     multi: Option<(Vec<Argv>, bool)>,
     watched: Vec<(Vec<u8>, u64)>,
+    /// The session's part of the `EXEC` whose call is under way, if its block held connection
+    /// commands: used when the call's outcome comes back ([`Session::called`]).
+    exec_in_flight: Option<BlockAnswers>,
+}
+
+/// What the connection commands of a `MULTI` block answered, and the connection's state
+/// after them. Redis queues them with the data commands and runs them in `EXEC`, in order; a
+/// block is still one txn here, so the session answers its own commands when `EXEC` is sent
+/// (none reads the database, and no data command reads the connection's state) and weaves
+/// their replies into the model's array once the call is back. Their effects (a name, a
+/// protocol) take hold only if `EXEC` ran: a `WATCH` that aborts it undoes them, as in Redis.
+#[derive(Debug)]
+struct BlockAnswers {
+    /// Per queued command, in order: the session's reply, or `None` for a data command (the
+    /// model's reply goes there).
+    replies: Vec<Option<Vec<u8>>>,
+    /// The protocol after the block (`HELLO` may switch it).
+    proto: Proto,
+    /// The client name after the block (`CLIENT SETNAME`, `HELLO … SETNAME`).
+    name: Option<Vec<u8>>,
 }
 
 impl Session {
@@ -122,6 +144,7 @@ impl Session {
             name: None,
             multi: None,
             watched: Vec::new(),
+            exec_in_flight: None,
         }
     }
 
@@ -148,14 +171,15 @@ impl Session {
                 "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
             )
         {
-            // PING, ECHO and UNWATCH run inside the block (`cmd::run_in` answers them); the
-            // other connection commands are refused there, where Redis queues them.
-            if command.class == Class::Connection
-                && !matches!(command.name, "PING" | "ECHO" | "UNWATCH")
+            // Like Redis, every other command is queued, connection commands too (`EXEC`
+            // answers them, see `BlockAnswers`); a subcommand Redis does not know, or one
+            // given the wrong number of arguments, is refused now, as an unknown command is.
+            if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG" | "SCRIPT")
+                && argv.len() >= 2
+                && let Some(refusal) = subcommand_refusal(command.name, argv)
             {
                 self.refuse_in_multi();
-                ReplyWriter::new(out, self.proto)
-                    .error("ERR Command not allowed inside a transaction");
+                ReplyWriter::new(out, self.proto).error_bytes(&refusal);
                 return Step::Replied;
             }
             let (queued, _) = self.multi.as_mut().expect("inside MULTI");
@@ -188,7 +212,14 @@ impl Session {
             return Step::Replied;
         }
         let mut args = Vec::new();
-        CallArgs::encode(self.proto, argv, &mut args);
+        // A command pipelined behind an `EXEC` whose block switched the protocol (`HELLO`)
+        // may be sent before that `EXEC`'s outcome is back: it answers in the protocol the
+        // block leaves, as in Redis, unless a `WATCH` then aborts the block.
+        let proto = self
+            .exec_in_flight
+            .as_ref()
+            .map_or(self.proto, |answers| answers.proto);
+        CallArgs::encode(proto, argv, &mut args);
         let kind = match command.class {
             Class::Write => ProcKind::Write,
             _ => ProcKind::Read,
@@ -203,6 +234,13 @@ impl Session {
 
     /// Writes the reply of a call made for `purpose`.
     pub fn called(&mut self, purpose: Purpose, outcome: Outcome<'_>, out: &mut Vec<u8>) {
+        if purpose == Purpose::Exec
+            && let Some(answers) = self.exec_in_flight.take()
+            && let Outcome::Reply(bytes) = outcome
+        {
+            self.finish_exec(answers, bytes, out);
+            return;
+        }
         match (purpose, outcome) {
             (Purpose::Watch(keys), Outcome::Reply(bytes)) => match decode_versions(bytes) {
                 Ok(versions) if versions.len() == keys.len() => {
@@ -370,25 +408,110 @@ impl Session {
                 .error("EXECABORT Transaction discarded because of previous errors.");
             return Step::Replied;
         }
-        if queued.is_empty() && watched.is_empty() {
-            ReplyWriter::new(out, proto).array(0);
+        let (answers, data) = self.answer_block(&queued, info);
+        if data.is_empty() && watched.is_empty() {
+            // Nothing for the database to run or check: the session answers the block.
+            let mut w = ReplyWriter::new(out, proto);
+            w.array(answers.replies.len());
+            for reply in answers.replies.iter().flatten() {
+                out.extend_from_slice(reply);
+            }
+            self.proto = answers.proto;
+            self.name = answers.name;
             return Step::Replied;
         }
         if !info.primary {
             ReplyWriter::new(out, proto).error(&not_primary(info));
             return Step::Replied;
         }
+        // Set or cleared: no `EXEC` can follow before this one's outcome is back (a block
+        // starts with `MULTI`, which the session answers after the calls before it).
+        self.exec_in_flight = answers
+            .replies
+            .iter()
+            .any(Option::is_some)
+            .then_some(answers);
         // A block runs as one call, so it sees one state and its writes land together; a
         // block of reads only takes an LSN too (rare enough not to have a procedure of its
         // own).
         let mut args = Vec::new();
-        ExecArgs::encode(proto, &watched, &queued, &mut args);
+        ExecArgs::encode(proto, &watched, &data, &mut args);
         Step::Call(Call {
             proc_id: PROC_EXEC,
             kind: ProcKind::Write,
             args,
             purpose: Purpose::Exec,
         })
+    }
+
+    /// Answers the connection commands of the block `queued` as they will run in `EXEC`, on
+    /// a copy of this session's state; returns those answers and the block's data commands,
+    /// each with the protocol it answers in (a `HELLO` before it may have switched it).
+    fn answer_block(
+        &self,
+        queued: &[Argv],
+        info: &ServerInfo,
+    ) -> (BlockAnswers, Vec<(Proto, Argv)>) {
+        let mut scratch = Session {
+            id: self.id,
+            proto: self.proto,
+            name: self.name.clone(),
+            multi: None,
+            watched: Vec::new(),
+            exec_in_flight: None,
+        };
+        let mut replies = Vec::with_capacity(queued.len());
+        let mut data = Vec::new();
+        for argv in queued {
+            let (_, command) =
+                cmd::lookup(argv.get(0).unwrap_or_default()).expect("a queued command is known");
+            if command.class == Class::Connection {
+                let mut reply = Vec::new();
+                let step = scratch.connection_command(command, argv, info, &mut reply);
+                // The commands that call, close or end the block are never queued.
+                assert!(
+                    matches!(step, Step::Replied),
+                    "{} ran in a block",
+                    command.name
+                );
+                replies.push(Some(reply));
+            } else {
+                data.push((scratch.proto, argv.clone()));
+                replies.push(None);
+            }
+        }
+        let answers = BlockAnswers {
+            replies,
+            proto: scratch.proto,
+            name: scratch.name,
+        };
+        (answers, data)
+    }
+
+    /// Writes `EXEC`'s reply from the model's `reply` (a null array if a watched key
+    /// changed, else one reply per data command) and the session's `answers`, and applies
+    /// the block's effects on the connection if it ran.
+    fn finish_exec(&mut self, answers: BlockAnswers, reply: &[u8], out: &mut Vec<u8>) {
+        if reply == b"*-1\r\n" || reply == b"_\r\n" {
+            out.extend_from_slice(reply);
+            return;
+        }
+        let data_count = answers.replies.iter().filter(|r| r.is_none()).count();
+        let Some(mut data_replies) = split_array(reply).filter(|r| r.len() == data_count) else {
+            ReplyWriter::new(out, self.proto)
+                .error("ERR the node answered EXEC with a malformed reply");
+            return;
+        };
+        data_replies.reverse();
+        ReplyWriter::new(out, self.proto).array(answers.replies.len());
+        for reply in &answers.replies {
+            match reply {
+                Some(reply) => out.extend_from_slice(reply),
+                None => out.extend_from_slice(data_replies.pop().expect("counted")),
+            }
+        }
+        self.proto = answers.proto;
+        self.name = answers.name;
     }
 
     fn hello(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
@@ -499,6 +622,24 @@ impl Session {
     }
 }
 
+/// The elements of the RESP array `reply`, each as its bytes; `None` if `reply` is not one
+/// whole array.
+fn split_array(reply: &[u8]) -> Option<Vec<&[u8]>> {
+    let header_end = reply.windows(2).position(|pair| pair == b"\r\n")?;
+    let count: usize = std::str::from_utf8(reply.strip_prefix(b"*")?.get(..header_end - 1)?)
+        .ok()?
+        .parse()
+        .ok()?;
+    let mut at = header_end + 2;
+    let mut elements = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (_, used) = crate::resp::parse_reply(&reply[at..]).ok()??;
+        elements.push(&reply[at..at + used]);
+        at += used;
+    }
+    (at == reply.len()).then_some(elements)
+}
+
 /// The bytes C's `%.*s` prints of `bytes`: at most `max`, and none from a NUL on. Redis
 /// quotes a client's bytes in its errors this way, other bytes as they are.
 fn c_string(bytes: &[u8], max: usize) -> &[u8] {
@@ -543,6 +684,14 @@ const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("CONFIG", "GET", -3),
     ("CONFIG", "RESETSTAT", 2),
     ("CONFIG", "SET", -4),
+    // A data command, which the model answers; inside `MULTI` its subcommand is checked
+    // when queued, as Redis checks every container command's.
+    ("SCRIPT", "DEBUG", 3),
+    ("SCRIPT", "EXISTS", -3),
+    ("SCRIPT", "FLUSH", -2),
+    ("SCRIPT", "HELP", 2),
+    ("SCRIPT", "KILL", 2),
+    ("SCRIPT", "LOAD", 3),
 ];
 
 /// Redis's refusal of subcommand `argv[1]` of `container`, if it is unknown here or has the

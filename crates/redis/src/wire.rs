@@ -7,9 +7,12 @@
 //! ```text
 //! a command   [proto u8: 2 | 3][argv]                        (argv: Argv::encode)
 //! an EXEC     [proto u8][watched keys: argv][versions: u64 LE × keys]
-//!             [command count: varint]([byte length: varint][argv])×count
+//!             [command count: varint]([proto u8][byte length: varint][argv])×count
 //! versions    [count: varint][u64 LE × count]                (the WATCH procedure's reply)
 //! ```
+//!
+//! A watched key's "version" word is the model's to read (`model::Watched`: the key's
+//! version, or the LSN at which it was absent); the session keeps it and sends it back.
 
 use crate::resp::{Argv, Proto};
 
@@ -78,17 +81,24 @@ impl CallArgs {
     }
 }
 
-/// A `MULTI` … `EXEC` block: the keys it watched with the versions seen, and its commands.
+/// A `MULTI` … `EXEC` block: the keys it watched with the versions seen, and its data
+/// commands, each with the protocol it answers in (a `HELLO` queued before it may have
+/// switched the connection's). The block's first protocol answers an aborted `EXEC`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ExecArgs {
     proto: Option<Proto>,
     watched_keys: Argv,
     versions: Vec<u64>,
-    commands: Vec<Argv>,
+    commands: Vec<(Proto, Argv)>,
 }
 
 impl ExecArgs {
-    pub fn encode(proto: Proto, watched: &[(Vec<u8>, u64)], commands: &[Argv], out: &mut Vec<u8>) {
+    pub fn encode(
+        proto: Proto,
+        watched: &[(Vec<u8>, u64)],
+        commands: &[(Proto, Argv)],
+        out: &mut Vec<u8>,
+    ) {
         out.push(proto_byte(proto));
         let mut keys = Argv::new();
         for (key, _) in watched {
@@ -100,9 +110,10 @@ impl ExecArgs {
         }
         put_varint(commands.len() as u64, out);
         let mut one = Vec::new();
-        for argv in commands {
+        for (command_proto, argv) in commands {
             one.clear();
             argv.encode(&mut one);
+            out.push(proto_byte(*command_proto));
             put_varint(one.len() as u64, out);
             out.extend_from_slice(&one);
         }
@@ -136,6 +147,12 @@ impl ExecArgs {
         let count = get_varint(bytes, &mut at)?;
         let mut commands = Vec::new();
         for _ in 0..count {
+            let command_proto = proto_from(
+                *bytes
+                    .get(at)
+                    .ok_or(Malformed("a command's protocol runs past the end"))?,
+            )?;
+            at += 1;
             let len = usize::try_from(get_varint(bytes, &mut at)?)
                 .map_err(|_| Malformed("a command is too long"))?;
             let end = at
@@ -144,7 +161,7 @@ impl ExecArgs {
                 .ok_or(Malformed("a command runs past the end"))?;
             let argv = Argv::decode(&bytes[at..end])
                 .map_err(|_| Malformed("a queued command does not decode"))?;
-            commands.push(argv);
+            commands.push((command_proto, argv));
             at = end;
         }
         if at != bytes.len() {
@@ -166,7 +183,7 @@ impl ExecArgs {
         self.watched_keys.iter().zip(self.versions.iter().copied())
     }
 
-    pub fn commands(&self) -> &[Argv] {
+    pub fn commands(&self) -> &[(Proto, Argv)] {
         &self.commands
     }
 }
@@ -206,7 +223,10 @@ mod tests {
     #[test]
     fn an_exec_round_trips_and_refuses_every_truncation() {
         let watched = vec![(b"a".to_vec(), 7), (b"bb".to_vec(), 0)];
-        let commands = vec![argv(&["SET", "a", "1"]), argv(&["INCR", "bb"])];
+        let commands = vec![
+            (Proto::Resp3, argv(&["SET", "a", "1"])),
+            (Proto::Resp2, argv(&["INCR", "bb"])),
+        ];
         let mut bytes = Vec::new();
         ExecArgs::encode(Proto::Resp3, &watched, &commands, &mut bytes);
         let exec = ExecArgs::decode(&bytes).unwrap();

@@ -1487,3 +1487,172 @@ fn random_script_commands_agree_with_a_model_of_the_store() {
         }
     }
 }
+
+/// Like Redis, `EVAL` keeps a script that compiled even when it then fails (`EVALSHA` and
+/// `SCRIPT EXISTS` find it): the call commits the store's entry alone and answers the error.
+/// A script that does not compile is not kept, and one already kept fails taking no LSN.
+#[test]
+fn eval_keeps_a_script_that_compiled_and_failed() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("SET s text"), ok());
+    let body = "return redis.call('INCR', KEYS[1])";
+    let sha =
+        String::from_utf8(tandem_redis::cmd::scripts::sha1_hex(body.as_bytes()).to_vec()).unwrap();
+    let refused = err(&format!(
+        "ERR value is not an integer or out of range script: {sha}, on @user_script:1."
+    ));
+    let lsn = node.store.segment().lsn();
+    assert_eq!(eval(&mut node, body, &["s"], &[]), refused);
+    assert_eq!(
+        node.store.segment().lsn(),
+        lsn + 1,
+        "the entry is committed"
+    );
+    assert_eq!(
+        node.cmd(&[b"SCRIPT", b"EXISTS", sha.as_bytes()]),
+        Value::Array(vec![int(1)])
+    );
+    assert_eq!(run(&mut node, "EVALSHA", &sha, &["s"], &[]), refused);
+    let lsn = node.store.segment().lsn();
+    assert_eq!(eval(&mut node, body, &["s"], &[]), refused);
+    assert_eq!(
+        node.store.segment().lsn(),
+        lsn,
+        "kept already: nothing to commit"
+    );
+    assert_eq!(node.s("GET s"), bulk("text"));
+
+    // Inside MULTI too, where the error is one element of EXEC's array.
+    let boom = "error('boom')";
+    let boom_sha =
+        String::from_utf8(tandem_redis::cmd::scripts::sha1_hex(boom.as_bytes()).to_vec()).unwrap();
+    assert_eq!(node.s("MULTI"), ok());
+    assert_eq!(
+        eval(&mut node, boom, &[], &[]),
+        Value::Simple(b"QUEUED".to_vec())
+    );
+    assert_eq!(node.s("INCR n"), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(
+        node.s("EXEC"),
+        Value::Array(vec![
+            err(&format!(
+                "ERR user_script:1: boom script: {boom_sha}, on @user_script:1."
+            )),
+            int(1)
+        ])
+    );
+    assert_eq!(
+        node.cmd(&[b"SCRIPT", b"EXISTS", boom_sha.as_bytes()]),
+        Value::Array(vec![int(1)])
+    );
+
+    // Not a script that does not compile, nor one whose writes were rolled back (tandem's
+    // difference: Redis keeps both those writes and the script).
+    let broken = "return +";
+    assert!(matches!(eval(&mut node, broken, &[], &[]), Value::Error(_)));
+    let wrote = "redis.call('SET', 'w', 1) error('after a write')";
+    assert!(matches!(eval(&mut node, wrote, &[], &[]), Value::Error(_)));
+    let shas: Vec<Vec<u8>> = [broken, wrote]
+        .iter()
+        .map(|body| tandem_redis::cmd::scripts::sha1_hex(body.as_bytes()).to_vec())
+        .collect();
+    assert_eq!(
+        node.cmd(&[b"SCRIPT", b"EXISTS", &shas[0], &shas[1]]),
+        Value::Array(vec![int(0), int(0)])
+    );
+    assert_eq!(node.s("EXISTS w"), int(0));
+}
+
+/// `cjson.decode` and `cmsgpack.unpack` name the type they were given instead of a string,
+/// as Lua's `luaL_checklstring` does (replies recorded from redis-server 7.0.15).
+#[test]
+fn library_argument_errors_name_the_type_given() {
+    let mut node = Node::new(DB);
+    let cases = [
+        (
+            "return cjson.decode(ARGV[1])",
+            "bad argument #1 to 'decode' (string expected, got nil)",
+        ),
+        (
+            "return cjson.decode()",
+            "bad argument #1 to 'decode' (expected 1 argument)",
+        ),
+        (
+            "return cjson.decode('1', 2)",
+            "bad argument #1 to 'decode' (expected 1 argument)",
+        ),
+        (
+            "return cjson.decode({})",
+            "bad argument #1 to 'decode' (string expected, got table)",
+        ),
+        (
+            "return cjson.decode(true)",
+            "bad argument #1 to 'decode' (string expected, got boolean)",
+        ),
+        (
+            "return cjson.decode(cjson.null)",
+            "bad argument #1 to 'decode' (string expected, got userdata)",
+        ),
+        (
+            "return cjson.decode(coroutine.create(function() end))",
+            "bad argument #1 to 'decode' (string expected, got thread)",
+        ),
+        (
+            "return cmsgpack.unpack(nil)",
+            "bad argument #1 to 'unpack' (string expected, got nil)",
+        ),
+        (
+            "return cmsgpack.unpack({})",
+            "bad argument #1 to 'unpack' (string expected, got table)",
+        ),
+        (
+            "return cmsgpack.unpack()",
+            "bad argument #1 to 'unpack' (string expected, got no value)",
+        ),
+    ];
+    for (body, message) in cases {
+        let sha = String::from_utf8(tandem_redis::cmd::scripts::sha1_hex(body.as_bytes()).to_vec())
+            .unwrap();
+        assert_eq!(
+            eval(&mut node, body, &[], &[]),
+            err(&format!(
+                "ERR user_script:1: {message} script: {sha}, on @user_script:1."
+            )),
+            "{body}"
+        );
+    }
+}
+
+/// Inside `MULTI`, a `SCRIPT` subcommand Redis does not know, or one given the wrong number
+/// of arguments, is refused when queued (and the block with it), as Redis refuses it.
+#[test]
+fn script_subcommands_are_checked_when_queued() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("MULTI"), ok());
+    assert_eq!(node.s("SCRIPT FLUSH"), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(
+        node.s("SCRIPT BOGUS"),
+        err("ERR unknown subcommand 'BOGUS'. Try SCRIPT HELP.")
+    );
+    assert_eq!(
+        node.s("SCRIPT LOAD"),
+        err("ERR wrong number of arguments for 'script|load' command")
+    );
+    assert_eq!(
+        node.s("SCRIPT KILL x y"),
+        err("ERR wrong number of arguments for 'script|kill' command")
+    );
+    assert_eq!(
+        node.s("SCRIPT EXISTS"),
+        err("ERR wrong number of arguments for 'script|exists' command")
+    );
+    assert_eq!(
+        node.s("EXEC"),
+        err("EXECABORT Transaction discarded because of previous errors.")
+    );
+    // Outside a block the model answers the same.
+    assert_eq!(
+        node.s("SCRIPT HELP x"),
+        err("ERR wrong number of arguments for 'script|help' command")
+    );
+}

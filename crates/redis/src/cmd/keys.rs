@@ -93,8 +93,10 @@ pub fn flushall(
     }
     let layout = ctx.layout;
     let txn = ctx.txn();
+    let mut version_max = 0;
     layout.keyspace.clear(txn, &layout.alloc, |txn, entry| {
         let head: KeyHead = txn.pod(entry);
+        version_max = version_max.max(head.version);
         let key = Key {
             found: Found { link: 0, entry },
             head,
@@ -102,6 +104,8 @@ pub fn flushall(
         free_value(txn, &layout, &key);
         layout.alloc.free(txn, entry, head.block_len as usize);
     });
+    // What `unlink` records for each key it deletes (a `WATCH` of an absent key reads it).
+    layout.note_deleted(txn, version_max);
     layout.expires.clear(txn, &layout.alloc, |txn, entry| {
         let link: Link = txn.pod(entry);
         layout

@@ -32,6 +32,11 @@
 //! Inside `MULTI` a failing script that had written fails the whole `EXEC`
 //! ([`CmdError::Abort`]), since its writes cannot be undone alone; one that had written
 //! nothing answers its error in `EXEC`'s array, as in Redis.
+//!
+//! As in Redis, `EVAL` keeps a script that compiled for `EVALSHA` whether it then succeeded
+//! or failed: a failed script that wrote nothing answers its error in a call that commits the
+//! store's entry alone (if the store lacked it); one that wrote is rolled back, the entry
+//! with it. `EVAL_RO` runs on a segment and keeps nothing (Redis keeps its script too).
 
 mod bit;
 mod cjson;
@@ -273,13 +278,31 @@ fn eval(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result
         sha: sha1_hex(body),
         body: Some(body),
     };
-    run(ctx, argv, numkeys, script, out)?;
-    // Like Redis, EVAL leaves the script for EVALSHA; only a write can, and only once the
-    // script succeeded (a failed one rolls back, and would roll this back too).
-    if let Access::Write(txn) = &mut ctx.access {
-        put(txn, &ctx.layout, &script.sha, body)?;
+    // Compiled first, as Redis does before it runs: a script that does not compile is not
+    // kept, one that does is, whatever it does next.
+    if let Some(engine) = ctx.scripts.as_deref_mut() {
+        engine.compile(&script.sha, body)?;
     }
-    Ok(())
+    let result = run(ctx, argv, numkeys, script, out);
+    // Like Redis, EVAL leaves the script for EVALSHA, even when it then failed; only a write
+    // can (not EVAL_RO, which runs on a segment). A script that failed after writing rolls
+    // its call back, this entry with it (`CmdError::Abort`); one that wrote nothing answers
+    // its error in a call that commits the entry alone, if the store lacked it.
+    let Access::Write(txn) = &mut ctx.access else {
+        return result;
+    };
+    match result {
+        Ok(()) => {
+            put(txn, &ctx.layout, &script.sha, body)?;
+            Ok(())
+        }
+        Err(CmdError::Reply(text)) if !is_stored(&**txn, &ctx.layout, &script.sha) => {
+            put(txn, &ctx.layout, &script.sha, body)?;
+            out.error(&text);
+            Ok(())
+        }
+        Err(err) => Err(err),
+    }
 }
 
 fn evalsha(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {

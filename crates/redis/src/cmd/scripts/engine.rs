@@ -342,15 +342,24 @@ impl Vm {
         cjson_table.set(
             "decode",
             lua.create_function(|lua, args: MultiValue| {
+                if args.len() != 1 {
+                    return Err(raised(
+                        lua,
+                        "bad argument #1 to 'decode' (expected 1 argument)",
+                    ));
+                }
                 let text = match args.front() {
-                    Some(value @ (Value::String(_) | Value::Integer(_) | Value::Number(_)))
-                        if args.len() == 1 =>
-                    {
-                        lua.coerce_string(value.clone())?
-                            .map(|s| s.as_bytes().to_vec())
-                            .unwrap_or_default()
+                    Some(value @ (Value::String(_) | Value::Integer(_) | Value::Number(_))) => lua
+                        .coerce_string(value.clone())?
+                        .map(|s| s.as_bytes().to_vec())
+                        .unwrap_or_default(),
+                    other => {
+                        let message = format!(
+                            "bad argument #1 to 'decode' (string expected, got {})",
+                            lua_type_name(other)
+                        );
+                        return Err(raised(lua, &message));
                     }
-                    _ => return Err(raised(lua, "bad argument #1 to 'decode' (string expected)")),
                 };
                 match cjson::decode(lua, &text)? {
                     Ok(value) => Ok(value),
@@ -396,10 +405,11 @@ impl Vm {
                         None => None,
                     };
                     let Some(text) = text else {
-                        return Err(raised(
-                            lua,
-                            &format!("bad argument #1 to '{name}' (string expected)"),
-                        ));
+                        let message = format!(
+                            "bad argument #1 to '{name}' (string expected, got {})",
+                            lua_type_name(args.front())
+                        );
+                        return Err(raised(lua, &message));
                     };
                     match msgpack::unpack(lua, &text.as_bytes(), limit, offset)? {
                         Ok((values, next)) => {
@@ -674,6 +684,22 @@ impl std::error::Error for RaisedReply {}
 /// An error table with `text`, raised from Rust (Redis's `luaPushError` then `luaError`).
 fn raise_reply(text: &str) -> mlua::Error {
     mlua::Error::external(RaisedReply(text.to_string()))
+}
+
+/// The type Lua's `luaL_typerror` names in "string expected, got …" for an argument
+/// (`None`: the argument was not given).
+fn lua_type_name(value: Option<&Value>) -> &'static str {
+    match value {
+        None => "no value",
+        Some(Value::Nil) => "nil",
+        Some(Value::Boolean(_)) => "boolean",
+        Some(Value::Integer(_) | Value::Number(_)) => "number",
+        Some(Value::String(_)) => "string",
+        Some(Value::Table(_)) => "table",
+        Some(Value::Function(_)) => "function",
+        Some(Value::Thread(_)) => "thread",
+        Some(_) => "userdata",
+    }
 }
 
 /// An error raised from Rust as `luaL_error` raises it: the message after the position of
