@@ -1387,7 +1387,11 @@ mod tests {
             (-1e16, "-10000000000000000"),
         ];
         for (value, expected) in cases {
-            assert_eq!(text_of(|out| format_double(value, out)), expected, "{value:e}");
+            assert_eq!(
+                text_of(|out| format_double(value, out)),
+                expected,
+                "{value:e}"
+            );
         }
     }
 

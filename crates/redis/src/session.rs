@@ -45,7 +45,9 @@ pub struct ServerInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Purpose {
     Command,
-    Exec,
+    /// An `EXEC`, with the session's answers to its block's connection commands if it had
+    /// any (they are woven into the model's reply when the call is back).
+    Exec(Option<Box<BlockAnswers>>),
     /// The keys whose versions the call reads.
     Watch(Vec<Vec<u8>>),
 }
@@ -66,15 +68,17 @@ impl Call {
     /// run again would see that write; and a WATCH reads versions as of every earlier call.
     pub fn waits_for<'a>(&self, mut unanswered: impl Iterator<Item = &'a Call>) -> bool {
         match self.purpose {
-            Purpose::Watch(_) => unanswered.next().is_some(),
+            Purpose::Watch(_) | Purpose::Exec(Some(_)) => unanswered.next().is_some(),
             _ => self.kind == ProcKind::Write && unanswered.any(|p| p.kind == ProcKind::Read),
         }
     }
 
     /// Whether the connection's later commands must wait for this call's outcome before the
-    /// session handles them: a WATCH's versions decide what a later EXEC sends.
+    /// session handles them: a WATCH's versions decide what a later EXEC sends, and an EXEC
+    /// whose block holds connection commands may change the connection's protocol or name,
+    /// which take hold only if it ran.
     pub fn holds_later(&self) -> bool {
-        matches!(self.purpose, Purpose::Watch(_))
+        matches!(self.purpose, Purpose::Watch(_) | Purpose::Exec(Some(_)))
     }
 
     /// Whether the call may simply run again when the primary could not answer it (its
@@ -114,9 +118,6 @@ pub struct Session {
     /// Inside `MULTI`: the queued commands, and whether one was refused (`EXEC` then aborts).
     multi: Option<(Vec<Argv>, bool)>,
     watched: Vec<(Vec<u8>, u64)>,
-    /// The session's part of the `EXEC` whose call is under way, if its block held connection
-    /// commands: used when the call's outcome comes back ([`Session::called`]).
-    exec_in_flight: Option<BlockAnswers>,
 }
 
 /// What the connection commands of a `MULTI` block answered, and the connection's state
@@ -125,8 +126,8 @@ pub struct Session {
 /// (none reads the database, and no data command reads the connection's state) and weaves
 /// their replies into the model's array once the call is back. Their effects (a name, a
 /// protocol) take hold only if `EXEC` ran: a `WATCH` that aborts it undoes them, as in Redis.
-#[derive(Debug)]
-struct BlockAnswers {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockAnswers {
     /// Per queued command, in order: the session's reply, or `None` for a data command (the
     /// model's reply goes there).
     replies: Vec<Option<Vec<u8>>>,
@@ -144,7 +145,6 @@ impl Session {
             name: None,
             multi: None,
             watched: Vec::new(),
-            exec_in_flight: None,
         }
     }
 
@@ -212,14 +212,7 @@ impl Session {
             return Step::Replied;
         }
         let mut args = Vec::new();
-        // A command pipelined behind an `EXEC` whose block switched the protocol (`HELLO`)
-        // may be sent before that `EXEC`'s outcome is back: it answers in the protocol the
-        // block leaves, as in Redis, unless a `WATCH` then aborts the block.
-        let proto = self
-            .exec_in_flight
-            .as_ref()
-            .map_or(self.proto, |answers| answers.proto);
-        CallArgs::encode(proto, argv, &mut args);
+        CallArgs::encode(self.proto, argv, &mut args);
         let kind = match command.class {
             Class::Write => ProcKind::Write,
             _ => ProcKind::Read,
@@ -234,14 +227,10 @@ impl Session {
 
     /// Writes the reply of a call made for `purpose`.
     pub fn called(&mut self, purpose: Purpose, outcome: Outcome<'_>, out: &mut Vec<u8>) {
-        if purpose == Purpose::Exec
-            && let Some(answers) = self.exec_in_flight.take()
-            && let Outcome::Reply(bytes) = outcome
-        {
-            self.finish_exec(answers, bytes, out);
-            return;
-        }
         match (purpose, outcome) {
+            (Purpose::Exec(Some(answers)), Outcome::Reply(bytes)) => {
+                self.finish_exec(*answers, bytes, out);
+            }
             (Purpose::Watch(keys), Outcome::Reply(bytes)) => match decode_versions(bytes) {
                 Ok(versions) if versions.len() == keys.len() => {
                     for (key, version) in keys.into_iter().zip(versions) {
@@ -424,13 +413,14 @@ impl Session {
             ReplyWriter::new(out, proto).error(&not_primary(info));
             return Step::Replied;
         }
-        // Set or cleared: no `EXEC` can follow before this one's outcome is back (a block
-        // starts with `MULTI`, which the session answers after the calls before it).
-        self.exec_in_flight = answers
+        // The session's answers travel with the call; the runtime handles nothing after it
+        // until its outcome is back (`Call::holds_later`), so the commands after a block
+        // that set a name or a protocol see it, if the block ran.
+        let answers = answers
             .replies
             .iter()
             .any(Option::is_some)
-            .then_some(answers);
+            .then(|| Box::new(answers));
         // A block runs as one call, so it sees one state and its writes land together; a
         // block of reads only takes an LSN too (rare enough not to have a procedure of its
         // own).
@@ -440,7 +430,7 @@ impl Session {
             proc_id: PROC_EXEC,
             kind: ProcKind::Write,
             args,
-            purpose: Purpose::Exec,
+            purpose: Purpose::Exec(answers),
         })
     }
 
@@ -458,7 +448,6 @@ impl Session {
             name: self.name.clone(),
             multi: None,
             watched: Vec::new(),
-            exec_in_flight: None,
         };
         let mut replies = Vec::with_capacity(queued.len());
         let mut data = Vec::new();

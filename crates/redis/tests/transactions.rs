@@ -264,9 +264,16 @@ fn the_session_weaves_its_replies_into_the_models_and_only_on_success() {
     let Step::Call(call) = session.handle(&argv("EXEC"), &primary, &mut out) else {
         panic!("EXEC of a block with a data command calls the model")
     };
-    assert_eq!(call.purpose, Purpose::Exec);
+    assert!(
+        matches!(call.purpose, Purpose::Exec(Some(_))),
+        "the session's answers travel with the call"
+    );
+    assert!(
+        call.holds_later(),
+        "nothing after it is handled before its outcome (the name takes hold only if it ran)"
+    );
     out.clear();
-    session.called(Purpose::Exec, Outcome::Failed("OOM no room"), &mut out);
+    session.called(call.purpose, Outcome::Failed("OOM no room"), &mut out);
     assert_eq!(out, b"-OOM no room\r\n");
     out.clear();
     session.handle(&argv("CLIENT GETNAME"), &primary, &mut out);
@@ -275,43 +282,51 @@ fn the_session_weaves_its_replies_into_the_models_and_only_on_success() {
     for line in ["MULTI", "CLIENT SETNAME x", "GET k"] {
         session.handle(&argv(line), &primary, &mut out);
     }
-    let Step::Call(_) = session.handle(&argv("EXEC"), &primary, &mut out) else {
+    let Step::Call(call) = session.handle(&argv("EXEC"), &primary, &mut out) else {
         panic!("a call")
     };
     out.clear();
-    session.called(
-        Purpose::Exec,
-        Outcome::Reply(b"*1\r\n$1\r\nv\r\n"),
-        &mut out,
-    );
+    session.called(call.purpose, Outcome::Reply(b"*1\r\n$1\r\nv\r\n"), &mut out);
     assert_eq!(out, b"*2\r\n+OK\r\n$1\r\nv\r\n");
     out.clear();
     session.handle(&argv("CLIENT GETNAME"), &primary, &mut out);
     assert_eq!(out, b"$1\r\nx\r\n");
 
-    // A command pipelined behind an EXEC whose block says HELLO 3 answers in RESP3 (its call
-    // is encoded before the EXEC's outcome is back).
+    // A command after an EXEC whose block says HELLO 3 answers in RESP3: it is handled once
+    // the EXEC's outcome is back.
     for line in ["MULTI", "HELLO 3", "GET k"] {
         session.handle(&argv(line), &primary, &mut out);
     }
-    let Step::Call(_) = session.handle(&argv("EXEC"), &primary, &mut out) else {
+    let Step::Call(call) = session.handle(&argv("EXEC"), &primary, &mut out) else {
         panic!("a call")
     };
-    let Step::Call(pipelined) = session.handle(&argv("GET k"), &primary, &mut out) else {
-        panic!("a call")
-    };
-    assert_eq!(
-        pipelined.args[0], 3,
-        "the protocol byte of the call's arguments"
-    );
+    assert!(call.holds_later());
     out.clear();
-    session.called(Purpose::Exec, Outcome::Reply(b"*1\r\n_\r\n"), &mut out);
+    session.called(call.purpose, Outcome::Reply(b"*1\r\n_\r\n"), &mut out);
     assert!(
         out.starts_with(b"*2\r\n%7\r\n"),
         "{}",
         String::from_utf8_lossy(&out)
     );
     assert_eq!(session.proto(), Proto::Resp3);
+    let Step::Call(after) = session.handle(&argv("GET k"), &primary, &mut out) else {
+        panic!("a call")
+    };
+    assert_eq!(
+        after.args[0], 3,
+        "the protocol byte of the call's arguments"
+    );
+
+    // A block of data commands only needs nothing of the session: what follows it is not
+    // held back.
+    for line in ["MULTI", "GET k"] {
+        session.handle(&argv(line), &primary, &mut out);
+    }
+    let Step::Call(call) = session.handle(&argv("EXEC"), &primary, &mut out) else {
+        panic!("a call")
+    };
+    assert_eq!(call.purpose, Purpose::Exec(None));
+    assert!(!call.holds_later());
 
     let backup = ServerInfo::default();
     out.clear();

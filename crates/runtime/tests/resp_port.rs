@@ -277,6 +277,39 @@ fn reads_writes_and_a_watch_in_one_pipeline_are_answered_in_order() {
 }
 
 #[test]
+fn what_a_block_sets_holds_for_the_commands_pipelined_after_it() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    conn.send(&[
+        &[b"MULTI"],
+        &[b"CLIENT", b"SETNAME", b"first"],
+        &[b"INCR", b"n"],
+        &[b"EXEC"],
+        &[b"CLIENT", b"GETNAME"],
+        &[b"MULTI"],
+        &[b"CLIENT", b"SETNAME", b"second"],
+        &[b"INCR", b"n"],
+        &[b"EXEC"],
+        &[b"CLIENT", b"GETNAME"],
+    ]);
+    let queued = || Value::Simple(b"QUEUED".to_vec());
+    for want in [
+        ok(),
+        queued(),
+        queued(),
+        Value::Array(vec![ok(), Value::Integer(1)]),
+        bulk("first"),
+        ok(),
+        queued(),
+        queued(),
+        Value::Array(vec![ok(), Value::Integer(2)]),
+        bulk("second"),
+    ] {
+        assert_eq!(conn.reply(), want);
+    }
+}
+
+#[test]
 fn a_client_that_stops_sending_still_gets_every_reply() {
     let (address, _) = start();
     let mut conn = Conn::open(address);
