@@ -1,0 +1,54 @@
+//! Bugs that the crate's own tests plant in the real writer and recovery, one at a time, to show
+//! that the checkers catch them. The switch exists only in this crate's test build: a normal
+//! build asks a function that always answers `false`, which the compiler folds away.
+//!
+//! The switch is per thread, so tests running side by side do not plant bugs in each other.
+
+/// A bug to plant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bug {
+    /// `Wal::sync` writes the buffered batches but reports them durable without syncing the file.
+    AckBeforeSync,
+    /// Recovery accepts a batch that parses whether or not its first LSN continues the previous
+    /// batch (within a segment and across segments).
+    SkipSuccessorCheck,
+}
+
+#[cfg(test)]
+thread_local! {
+    static PLANTED: std::cell::Cell<Option<Bug>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether `bug` is planted in this thread.
+pub(crate) fn planted(bug: Bug) -> bool {
+    #[cfg(test)]
+    {
+        PLANTED.with(|planted| planted.get()) == Some(bug)
+    }
+    #[cfg(not(test))]
+    {
+        let _ = bug;
+        false
+    }
+}
+
+/// Plants a bug until the returned guard is dropped.
+#[cfg(test)]
+pub(crate) fn plant(bug: Bug) -> Planted {
+    PLANTED.with(|planted| {
+        assert_eq!(planted.get(), None, "one bug at a time");
+        planted.set(Some(bug));
+    });
+    Planted
+}
+
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Planted;
+
+#[cfg(test)]
+impl Drop for Planted {
+    fn drop(&mut self) {
+        PLANTED.with(|planted| planted.set(None));
+    }
+}

@@ -1,0 +1,109 @@
+//! The few file operations the log needs, behind a trait so the same writer and recovery run on
+//! the real file system ([`FsDisk`]) and on the simulated disk ([`crate::SimDisk`]).
+//!
+//! The contract every implementation keeps, and the writer relies on:
+//! - `append` may only reach the page cache; bytes are durable once `sync` of that file
+//!   returned `Ok`.
+//! - A file's directory entry (its creation or its removal) is durable once `sync_dir` of its
+//!   directory returned `Ok`; until then a crash may undo it.
+//! - `truncate` is durable when it returns `Ok` (recovery cuts and then continues at once).
+//! - After any `Err`, nothing is known about what reached the disk: the caller must not retry
+//!   and must not assume the bytes are either there or gone (see [`crate::Wal`] on poisoning).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// File operations of the write-ahead log.
+pub trait Disk: std::fmt::Debug {
+    /// An open file the log appends to.
+    type File: std::fmt::Debug;
+
+    /// Creates `dir` and its parents if they are missing.
+    fn create_dir_all(&mut self, dir: &Path) -> io::Result<()>;
+    /// Names of the files in `dir`, in no particular order.
+    fn list(&mut self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Creates an empty file at `path` (emptying any file already there) and opens it to append.
+    fn create(&mut self, path: &Path) -> io::Result<Self::File>;
+    /// Opens an existing file to append at its end.
+    fn open_append(&mut self, path: &Path) -> io::Result<Self::File>;
+    /// Appends `bytes` at the file's end; they may stay cached until [`Disk::sync`].
+    fn append(&mut self, file: &mut Self::File, bytes: &[u8]) -> io::Result<()>;
+    /// Makes the file's appended bytes durable (`fdatasync`).
+    fn sync(&mut self, file: &mut Self::File) -> io::Result<()>;
+    /// The whole contents of the file at `path`.
+    fn read(&mut self, path: &Path) -> io::Result<Vec<u8>>;
+    /// Cuts the file at `path` to `len` bytes, durably.
+    fn truncate(&mut self, path: &Path, len: u64) -> io::Result<()>;
+    /// Removes the file at `path`; durable after [`Disk::sync_dir`].
+    fn remove(&mut self, path: &Path) -> io::Result<()>;
+    /// Makes the creations and removals of entries in `dir` durable.
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()>;
+}
+
+/// The real file system through `std::fs`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FsDisk;
+
+impl Disk for FsDisk {
+    type File = File;
+
+    fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn list(&mut self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            // A name that is not UTF-8 is no segment of ours; the log leaves it alone.
+            if entry.file_type()?.is_file()
+                && let Ok(name) = entry.file_name().into_string()
+            {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
+    fn create(&mut self, path: &Path) -> io::Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+    }
+
+    fn open_append(&mut self, path: &Path) -> io::Result<File> {
+        OpenOptions::new().append(true).open(path)
+    }
+
+    fn append(&mut self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+        file.write_all(bytes)
+    }
+
+    fn sync(&mut self, file: &mut File) -> io::Result<()> {
+        // fdatasync: the data and the metadata needed to read it back (the file's size, which
+        // appends change), not the timestamps.
+        file.sync_data()
+    }
+
+    fn read(&mut self, path: &Path) -> io::Result<Vec<u8>> {
+        fs::read(path)
+    }
+
+    fn truncate(&mut self, path: &Path, len: u64) -> io::Result<()> {
+        let file = OpenOptions::new().write(true).open(path)?;
+        file.set_len(len)?;
+        file.sync_all()
+    }
+
+    fn remove(&mut self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
+        // On Linux a directory opened read-only can be fsynced, which makes its entries durable.
+        File::open(dir)?.sync_all()
+    }
+}
