@@ -340,10 +340,10 @@ impl<D: Disk> Wal<D> {
             current.as_ref().map(|s| s.lsn_first)
         );
         if !planted(Bug::SkipSuccessorCheck) {
-            for (before, after) in recovered.batches.iter().zip(&recovered.batches[1..]) {
+            for pair in recovered.batches.windows(2) {
                 assert_eq!(
-                    before.lsn_last() + 1,
-                    after.lsn_base(),
+                    pair[0].lsn_last() + 1,
+                    pair[1].lsn_base(),
                     "recovery kept a gap"
                 );
             }
@@ -368,6 +368,8 @@ impl<D: Disk> Wal<D> {
     /// one): a caller that appends out of order has a bug. The first batch of an empty log may
     /// start anywhere, since a checkpoint may cover what came before.
     pub fn append(&mut self, batch: &SealedBatch) -> Result<(), WalError> {
+        // A poisoned log takes nothing, so it no longer knows what would continue it.
+        self.refuse_if_poisoned()?;
         if self.lsn_appended > 0 {
             assert_eq!(
                 batch.lsn_base(),
@@ -376,7 +378,6 @@ impl<D: Disk> Wal<D> {
             );
         }
         assert!(self.lsn_durable <= self.lsn_appended);
-        self.refuse_if_poisoned()?;
         self.lsn_appended = batch.lsn_last();
         self.buffered.push(batch.clone());
         Ok(())
