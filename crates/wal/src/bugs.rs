@@ -12,6 +12,9 @@ pub(crate) enum Bug {
     /// Recovery accepts a batch that parses whether or not its first LSN continues the previous
     /// batch (within a segment and across segments).
     SkipSuccessorCheck,
+    /// `Wal::remove_below` removes all its segment files and then syncs the directory once,
+    /// so a crash may bring back an older segment while a newer one stays removed.
+    RemoveWithOneDirectorySync,
 }
 
 #[cfg(test)]

@@ -86,17 +86,44 @@ fn open(disk: SimDisk, options: WalOptions) -> (Wal<SimDisk>, Recovered) {
     Wal::open(disk, dir(), options).expect("the log opens")
 }
 
-/// Recovery's promise, checked against what a run appended and what its syncs reported durable:
-/// the recovered batches are a prefix of the appended ones, byte for byte, holding at least
-/// every batch reported durable.
+/// Recovery's promise, checked against what a run appended, what its syncs reported durable and
+/// the highest LSN it asked `remove_below` to drop: the recovered batches are a contiguous run
+/// of the appended ones, byte for byte, that starts no later than the first batch it was never
+/// allowed to drop and holds at least every batch reported durable.
 fn check_recovered(
     appended: &[SealedBatch],
     lsn_durable_reported: u64,
+    lsn_removable: u64,
     recovered: &[SealedBatch],
 ) -> Result<(), String> {
+    let Some(first) = recovered.first() else {
+        // The newest segment is never removed, so a log that held a durable batch never empties.
+        if lsn_durable_reported > 0 {
+            return Err(format!(
+                "lost durable batches: a sync reported LSN {lsn_durable_reported} durable, \
+                 recovery found an empty log"
+            ));
+        }
+        return Ok(());
+    };
+    let start = appended
+        .iter()
+        .position(|batch| batch.lsn_base() == first.lsn_base());
+    let Some(start) = start else {
+        let (lsn_base, lsn_last) = (first.lsn_base(), first.lsn_last());
+        return Err(format!(
+            "recovered batch {lsn_base}..={lsn_last} never appended"
+        ));
+    };
+    if first.lsn_base() - 1 > lsn_removable {
+        return Err(format!(
+            "lost batches below LSN {}: only up to {lsn_removable} could be removed",
+            first.lsn_base()
+        ));
+    }
     for (index, batch) in recovered.iter().enumerate() {
         let (lsn_base, lsn_last) = (batch.lsn_base(), batch.lsn_last());
-        match appended.get(index) {
+        match appended.get(start + index) {
             None => {
                 return Err(format!(
                     "recovered batch {lsn_base}..={lsn_last} never appended"
@@ -104,8 +131,8 @@ fn check_recovered(
             }
             Some(expected) if expected != batch => {
                 return Err(format!(
-                    "recovered batch #{index} ({lsn_base}..={lsn_last}) differs from the one \
-                     appended there ({}..={})",
+                    "recovered batch {lsn_base}..={lsn_last} differs from the one appended in \
+                     its place ({}..={})",
                     expected.lsn_base(),
                     expected.lsn_last()
                 ));
@@ -424,7 +451,7 @@ fn log_with_a_stale_segment() -> (SimDisk, Vec<SealedBatch>) {
 fn recovery_stops_at_a_batch_that_does_not_continue() {
     let (disk, appended) = log_with_a_stale_batch();
     let (wal, recovered) = open(disk, WalOptions::default());
-    check_recovered(&appended, 4, &recovered.batches).unwrap();
+    check_recovered(&appended, 4, 0, &recovered.batches).unwrap();
     assert_eq!(recovered.batches, appended);
     let expected = (20, 5);
     let Some(Stop::NotContinuing {
@@ -454,7 +481,7 @@ fn planted_skip_successor_check_is_caught() {
         ("stale segment", log_with_a_stale_segment()),
     ] {
         let (_, recovered) = open(disk, WalOptions::default());
-        let error = check_recovered(&appended, 4, &recovered.batches)
+        let error = check_recovered(&appended, 4, 0, &recovered.batches)
             .expect_err("the planted bug is caught");
         assert!(error.contains("never appended"), "{name}: {error}");
     }
@@ -578,6 +605,8 @@ struct Run {
     disk: SimDisk,
     appended: Vec<SealedBatch>,
     lsn_durable_reported: u64,
+    /// The highest LSN the run asked `remove_below` to drop (whether or not the call succeeded).
+    lsn_removable: u64,
     /// Disk operations the run did (or tried) after opening the log.
     ops: u64,
 }
@@ -594,11 +623,17 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
         wal.disk_mut().halt_after_ops(ops);
     }
     let mut batches = Batches::starting_at(1);
-    let (mut appended, mut lsn_durable_reported) = (Vec::new(), 0);
+    let (mut appended, mut lsn_durable_reported, mut lsn_removable) = (Vec::new(), 0u64, 0u64);
     // The steps are drawn from the seed alone, whatever the disk answers, so every halted run
     // is a prefix of the run that was not halted.
-    for _ in 0..rng.between(4, 10) {
-        if rng.between(0, 2) < 2 {
+    for _ in 0..rng.between(6, 14) {
+        let step = rng.between(0, 5);
+        if step == 5 {
+            // A checkpoint covers the log up to about the durable LSN.
+            let lsn = lsn_durable_reported.saturating_sub(rng.between(0, 3) as u64);
+            lsn_removable = lsn_removable.max(lsn);
+            let _ = wal.remove_below(lsn);
+        } else if step < 3 {
             for _ in 0..rng.between(1, 3) {
                 let batch = batches.next_drawn(&mut rng);
                 if wal.append(&batch).is_ok() {
@@ -618,6 +653,7 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
         disk: wal.into_disk(),
         appended,
         lsn_durable_reported,
+        lsn_removable,
         ops,
     }
 }
@@ -632,6 +668,8 @@ struct Coverage {
     /// Crashes after which recovery found more than the syncs had reported durable (unsynced
     /// bytes that happened to reach the disk): the prefix may end anywhere past the durable LSN.
     kept_beyond_durable: usize,
+    /// Crashes after which the log began after LSN 1: `remove_below` had removed segments.
+    started_after_removal: usize,
     stops: BTreeMap<&'static str, usize>,
 }
 
@@ -657,8 +695,13 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
         let context = |error: String| format!("seed {seed}, crash after op {halt}: {error}");
         let (mut wal, recovered) =
             Wal::open(disk, dir(), CRASH_OPTIONS).map_err(|error| context(error.to_string()))?;
-        check_recovered(&run.appended, run.lsn_durable_reported, &recovered.batches)
-            .map_err(context)?;
+        check_recovered(
+            &run.appended,
+            run.lsn_durable_reported,
+            run.lsn_removable,
+            &recovered.batches,
+        )
+        .map_err(context)?;
         coverage.crash_points += 1;
         coverage.recoveries_that_cut += usize::from(recovered.bytes_cut > 0);
         *coverage
@@ -668,6 +711,7 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
         coverage.unsynced_batches_lost += usize::from(recovered.batches.len() < run.appended.len());
         let lsn_recovered = recovered.lsn_last().unwrap_or(0);
         coverage.kept_beyond_durable += usize::from(lsn_recovered > run.lsn_durable_reported);
+        coverage.started_after_removal += usize::from(recovered.lsn_first() > Some(1));
         // The recovered log continues: two more batches, synced, come back after it.
         let lsn_next = recovered.lsn_last().map_or(1, |lsn| lsn + 1);
         let mut batches = Batches::starting_at(lsn_next);
@@ -711,6 +755,7 @@ fn recovery_after_a_crash_at_every_disk_operation_keeps_a_prefix_holding_all_dur
     );
     assert!(coverage.recoveries_that_cut > 100, "{coverage:?}");
     assert!(coverage.kept_beyond_durable > 100, "{coverage:?}");
+    assert!(coverage.started_after_removal > 100, "{coverage:?}");
     for stop in ["none", "torn segment header", "torn frame", "corrupt batch"] {
         assert!(
             coverage.stops.get(stop).is_some_and(|&n| n > 10),
@@ -727,4 +772,14 @@ fn planted_ack_before_sync_is_caught_by_the_crash_test() {
     let error = caught.expect("the planted bug is caught");
     eprintln!("caught: {error}");
     assert!(error.contains("lost durable batches"), "{error}");
+}
+
+#[test]
+fn planted_remove_with_one_directory_sync_is_caught_by_the_crash_test() {
+    let _planted = plant(Bug::RemoveWithOneDirectorySync);
+    let mut coverage = Coverage::default();
+    let caught = (0..CRASH_SEEDS).find_map(|seed| check_crashes(seed, &mut coverage).err());
+    let error = caught.expect("the planted bug is caught");
+    eprintln!("caught: {error}");
+    assert!(error.contains("lost"), "{error}");
 }

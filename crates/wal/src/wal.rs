@@ -481,8 +481,14 @@ impl<D: Disk> Wal<D> {
     /// Removes the segment files all of whose batches are at or below `lsn` (a checkpoint covers
     /// them), oldest first, and returns how many. The newest segment file is always kept, so the
     /// log still knows where it ends.
+    ///
+    /// Each removal is made durable (the directory synced) before the next one begins. Removals
+    /// that are not yet durable may be undone by a crash independently of each other, so
+    /// removing segments 1 and 2 with one directory sync could leave segment 1 back and 2 gone:
+    /// a gap, at which recovery would stop and cut every later, durable segment.
     pub fn remove_below(&mut self, lsn: u64) -> Result<usize, WalError> {
         self.refuse_if_poisoned()?;
+        let sync_each = !planted(Bug::RemoveWithOneDirectorySync);
         let mut removed = 0;
         // A segment's batches end where the next segment's begin.
         while self.segments.len() >= 2 && self.segments[1] <= lsn.saturating_add(1) {
@@ -490,10 +496,15 @@ impl<D: Disk> Wal<D> {
             if let Err(error) = self.disk.remove(&path) {
                 return Err(self.poison(io_cause("removing segment", &path, error)));
             }
+            if sync_each && let Err(error) = self.disk.sync_dir(&self.dir) {
+                let cause = io_cause("syncing log directory", &self.dir, error);
+                return Err(self.poison(cause));
+            }
             self.segments.pop_front();
             removed += 1;
         }
-        if removed > 0
+        if !sync_each
+            && removed > 0
             && let Err(error) = self.disk.sync_dir(&self.dir)
         {
             let cause = io_cause("syncing log directory", &self.dir, error);
