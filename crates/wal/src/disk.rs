@@ -107,3 +107,49 @@ impl Disk for FsDisk {
         File::open(dir)?.sync_all()
     }
 }
+
+/// A borrowed disk is a disk, so a caller keeps its disk across a [`crate::Wal::open`] that
+/// fails (a test crashing recovery itself, say).
+impl<D: Disk + ?Sized> Disk for &mut D {
+    type File = D::File;
+
+    fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
+        (**self).create_dir_all(dir)
+    }
+
+    fn list(&mut self, dir: &Path) -> io::Result<Vec<String>> {
+        (**self).list(dir)
+    }
+
+    fn create(&mut self, path: &Path) -> io::Result<D::File> {
+        (**self).create(path)
+    }
+
+    fn open_append(&mut self, path: &Path) -> io::Result<D::File> {
+        (**self).open_append(path)
+    }
+
+    fn append(&mut self, file: &mut D::File, bytes: &[u8]) -> io::Result<()> {
+        (**self).append(file, bytes)
+    }
+
+    fn sync(&mut self, file: &mut D::File) -> io::Result<()> {
+        (**self).sync(file)
+    }
+
+    fn read(&mut self, path: &Path) -> io::Result<Vec<u8>> {
+        (**self).read(path)
+    }
+
+    fn truncate(&mut self, path: &Path, len: u64) -> io::Result<()> {
+        (**self).truncate(path, len)
+    }
+
+    fn remove(&mut self, path: &Path) -> io::Result<()> {
+        (**self).remove(path)
+    }
+
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
+        (**self).sync_dir(dir)
+    }
+}

@@ -662,6 +662,8 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
 #[derive(Debug, Default)]
 struct Coverage {
     crash_points: usize,
+    /// Crash points of recovery itself, each followed by another recovery.
+    recovery_crash_points: usize,
     recoveries_that_cut: usize,
     /// Crashes after which recovery found fewer batches than were appended (unsynced ones).
     unsynced_batches_lost: usize,
@@ -690,11 +692,11 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
     let ops = run(seed, None).ops;
     for halt in 0..=ops {
         let run = run(seed, Some(halt));
-        let mut disk = run.disk;
+        let mut disk = run.disk.clone();
         disk.crash(seed.wrapping_mul(1_000_003).wrapping_add(halt));
         let context = |error: String| format!("seed {seed}, crash after op {halt}: {error}");
-        let (mut wal, recovered) =
-            Wal::open(disk, dir(), CRASH_OPTIONS).map_err(|error| context(error.to_string()))?;
+        let (mut wal, recovered) = Wal::open(disk.clone(), dir(), CRASH_OPTIONS)
+            .map_err(|error| context(error.to_string()))?;
         check_recovered(
             &run.appended,
             run.lsn_durable_reported,
@@ -702,6 +704,9 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
             &recovered.batches,
         )
         .map_err(context)?;
+        if seed < RECOVERY_CRASH_SEEDS {
+            check_crashes_during_recovery(seed, halt, &disk, &run, coverage).map_err(context)?;
+        }
         coverage.crash_points += 1;
         coverage.recoveries_that_cut += usize::from(recovered.bytes_cut > 0);
         *coverage
@@ -737,6 +742,44 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
     Ok(())
 }
 
+/// Seeds whose every crash point also has its recovery crashed after each disk operation.
+const RECOVERY_CRASH_SEEDS: u64 = 100;
+
+/// Crashes the recovery of a crashed disk after each of its disk operations (it truncates and
+/// removes files, and syncs the directory), then checks that the next recovery still keeps
+/// recovery's promise: recovery is itself crash-safe.
+fn check_crashes_during_recovery(
+    seed: u64,
+    halt: u64,
+    crashed: &SimDisk,
+    run: &Run,
+    coverage: &mut Coverage,
+) -> Result<(), String> {
+    let mut probe = crashed.clone();
+    let ops_before = probe.ops();
+    Wal::open(&mut probe, dir(), CRASH_OPTIONS).map_err(|error| error.to_string())?;
+    let recovery_ops = probe.ops() - ops_before;
+    for recovery_halt in 0..recovery_ops {
+        let mut disk = crashed.clone();
+        disk.halt_after_ops(recovery_halt);
+        // Halted, this recovery fails part-way; what it did before is what the crash keeps.
+        let _ = Wal::open(&mut disk, dir(), CRASH_OPTIONS);
+        disk.crash(seed ^ halt.rotate_left(32) ^ recovery_halt.rotate_left(48));
+        let context = |error: String| format!("recovery crashed after op {recovery_halt}: {error}");
+        let (_, recovered) =
+            Wal::open(disk, dir(), CRASH_OPTIONS).map_err(|error| context(error.to_string()))?;
+        check_recovered(
+            &run.appended,
+            run.lsn_durable_reported,
+            run.lsn_removable,
+            &recovered.batches,
+        )
+        .map_err(context)?;
+        coverage.recovery_crash_points += 1;
+    }
+    Ok(())
+}
+
 /// Seeds of the crash-consistency test: each crashes its run after every disk operation.
 const CRASH_SEEDS: u64 = 300;
 
@@ -754,6 +797,7 @@ fn recovery_after_a_crash_at_every_disk_operation_keeps_a_prefix_holding_all_dur
         "{coverage:?}"
     );
     assert!(coverage.recoveries_that_cut > 100, "{coverage:?}");
+    assert!(coverage.recovery_crash_points > 1000, "{coverage:?}");
     assert!(coverage.kept_beyond_durable > 100, "{coverage:?}");
     assert!(coverage.started_after_removal > 100, "{coverage:?}");
     for stop in ["none", "torn segment header", "torn frame", "corrupt batch"] {
