@@ -46,7 +46,10 @@
 //! - after recovery the files hold exactly that prefix (the rest is cut, durably), so the log
 //!   can be appended to again.
 //!
-//! An I/O error poisons the writer: see [`Wal`] on why a failed sync is never retried.
+//! Segment files are removed oldest first, each removal made durable before the next, so a
+//! crash never leaves a gap between segments. An I/O error poisons the writer: see [`Wal`] on
+//! why a failed sync is never retried. `docs/wal.md` lists the commit path's crash points and
+//! what survives each; `src/tests.rs` holds the crash test and the bugs it is shown to catch.
 
 #![forbid(unsafe_code)]
 

@@ -15,7 +15,7 @@
 //! modelled). `truncate` is durable when it returns, as [`crate::Disk`] says.
 //!
 //! Further faults: [`SimDisk::fail_next_sync`] and [`SimDisk::fail_next_append`] make the next
-//! such call fail (a failed sync makes nothing durable), and [`SimDisk::halt_after_ops`] makes
+//! such call fail (a failed sync, of a file or of a directory, makes nothing durable), and [`SimDisk::halt_after_ops`] makes
 //! every operation after the given number fail, which stops a run at any chosen point so that a
 //! test can crash the disk there.
 //!
@@ -99,7 +99,8 @@ impl SimDisk {
         SimDisk::default()
     }
 
-    /// Makes the next `sync` fail without making anything durable.
+    /// Makes the next `sync` or `sync_dir`, whichever comes first, fail without making anything
+    /// durable.
     pub fn fail_next_sync(&mut self) {
         self.fail_next_sync = true;
     }

@@ -181,6 +181,10 @@ fn many_batches_of_varying_sizes_come_back_identical_across_segments() {
     let (wal, recovered) = open(disk, small_segments());
     assert_eq!(recovered.batches, appended);
     assert_eq!(recovered.lsn_first(), Some(1));
+    assert!(
+        recovered.batches.iter().all(|batch| batch.view() == 7),
+        "views kept as sealed"
+    );
     assert_eq!(
         (recovered.stop, recovered.bytes_cut, recovered.files_removed),
         (None, 0, 0)
