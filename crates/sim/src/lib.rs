@@ -10,6 +10,7 @@
 
 pub mod cluster;
 mod event;
+mod redis;
 
 pub use cluster::{
     ClusterFaults, ClusterReport, ClusterSabotage, Mix, run_cluster, run_cluster_mixed,
