@@ -13,8 +13,8 @@ mod event;
 mod redis;
 
 pub use cluster::{
-    ClusterFaults, ClusterReport, ClusterSabotage, Mix, run_cluster, run_cluster_mixed,
-    run_cluster_sabotaged,
+    ClusterFaults, ClusterReport, ClusterSabotage, Mix, Model, RunOptions, run_cluster,
+    run_cluster_mixed, run_cluster_sabotaged, run_cluster_with,
 };
 
 use tandem_log::{BatchBuilder, BatchKind};

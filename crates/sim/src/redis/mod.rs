@@ -15,7 +15,6 @@ use tandem_store::DataModel;
 pub use reference::{Dump, Outcome, Reference};
 pub use workload::{RedisCall, Workload};
 
-
 /// A RESP reply as `redis-cli` would show it, for failure messages.
 pub fn render(reply: &[u8]) -> String {
     match parse_reply(reply) {
@@ -85,7 +84,10 @@ pub fn dump_database(model: &RedisModel, segment: &Segment) -> Result<Dump, Stri
                 pairs.sort();
                 pairs.into_iter().flat_map(|(f, v)| [f, v]).collect()
             }
-            "list" => bulks(read(model, segment, &[b"LRANGE", &key, b"0", b"-1"])?, "LRANGE")?,
+            "list" => bulks(
+                read(model, segment, &[b"LRANGE", &key, b"0", b"-1"])?,
+                "LRANGE",
+            )?,
             "set" => {
                 let mut members = bulks(read(model, segment, &[b"SMEMBERS", &key])?, "SMEMBERS")?;
                 members.sort();
@@ -97,7 +99,14 @@ pub fn dump_database(model: &RedisModel, segment: &Segment) -> Result<Dump, Stri
             }
             other => return Err(format!("TYPE answered an unknown type {other}")),
         };
-        dump.insert(key, (kind, expire, contents));
+        if let Some(twice) = dump.insert(key.clone(), (kind, expire, contents)) {
+            return Err(format!(
+                "KEYS lists {} twice (one of them {} {:?})",
+                String::from_utf8_lossy(&key),
+                twice.0,
+                twice.2
+            ));
+        }
     }
     Ok(dump)
 }
@@ -146,7 +155,6 @@ mod tests {
         let mut segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
         let model = RedisModel::new(SEGMENT_LEN).unwrap();
         model.load(&mut segment);
-        let encoder = RedisModel::new(SEGMENT_LEN).unwrap();
         let mut store = Store::open(segment, Box::new(model));
         let mut reference = Reference::default();
         let mut clients: Vec<Workload> = (0..4).map(|i| Workload::new(77 + i)).collect();
@@ -168,16 +176,16 @@ mod tests {
             let client = rng.below(4) as usize;
             seqs[client] += 1;
             let call = clients[client].next_call();
-            let (proc_id, args) = call.encode(&encoder);
+            let (proc_id, args) = call.encode();
             let expected = reference.call(&call, now_ms);
             let client_id = 1000 + client as u64;
-            let actual =
-                match store.call_once(client_id, seqs[client], proc_id, &args, &mut reply) {
-                    Ok(Deduped::Committed(_)) => Outcome::Committed(reply.clone()),
-                    Ok(Deduped::Read) => Outcome::Read(reply.clone()),
-                    Err(CallError::Proc(ProcError::Failed(text))) => Outcome::Failed(text),
-                    other => panic!("{call}: {other:?}"),
-                };
+            let actual = match store.call_once(client_id, seqs[client], proc_id, &args, &mut reply)
+            {
+                Ok(Deduped::Committed(_)) => Outcome::Committed(reply.clone()),
+                Ok(Deduped::Read) => Outcome::Read(reply.clone()),
+                Err(CallError::Proc(ProcError::Failed(text))) => Outcome::Failed(text),
+                other => panic!("{call}: {other:?}"),
+            };
             match &actual {
                 Outcome::Committed(_) => committed += 1,
                 Outcome::Read(_) => reads += 1,
@@ -195,7 +203,7 @@ mod tests {
                 shown(&actual),
                 shown(&expected)
             );
-            if round % 500 == 0 {
+            if round % 20 == 0 {
                 let mut model = RedisModel::new(SEGMENT_LEN).unwrap();
                 model.set_time_ms(now_ms);
                 let dump = dump_database(&model, store.segment()).unwrap();
@@ -204,7 +212,10 @@ mod tests {
             }
         }
         // The mix reaches every outcome, and the sweep finds expired keys.
-        assert!(committed > 10_000 && failed > 500 && reads > 3_000, "{committed} {failed} {reads}");
+        assert!(
+            committed > 10_000 && failed > 500 && reads > 3_000,
+            "{committed} {failed} {reads}"
+        );
         assert!(sweeps > 50, "{sweeps} sweeps");
     }
 }

@@ -174,7 +174,9 @@ impl Reference {
         empty: Value,
     ) -> Result<&mut Value, String> {
         match self.live(key, now_ms) {
-            Some(entry) if std::mem::discriminant(&entry.value) != std::mem::discriminant(&empty) => {
+            Some(entry)
+                if std::mem::discriminant(&entry.value) != std::mem::discriminant(&empty) =>
+            {
                 return Err(WRONGTYPE.into());
             }
             Some(_) => {}
@@ -235,7 +237,8 @@ impl Reference {
                 integer(out, deleted);
             }
             b"HSET" => {
-                let Value::Hash(fields) = self.live_or_create(key, now, Value::Hash(BTreeMap::new()))?
+                let Value::Hash(fields) =
+                    self.live_or_create(key, now, Value::Hash(BTreeMap::new()))?
                 else {
                     unreachable!("checked: a hash")
                 };
@@ -259,7 +262,8 @@ impl Reference {
                     Some(_) => return Err(WRONGTYPE.into()),
                 };
                 let sum = current.checked_add(by).ok_or(OVERFLOW)?;
-                let Value::Hash(fields) = self.live_or_create(key, now, Value::Hash(BTreeMap::new()))?
+                let Value::Hash(fields) =
+                    self.live_or_create(key, now, Value::Hash(BTreeMap::new()))?
                 else {
                     unreachable!("checked: a hash")
                 };
@@ -275,7 +279,8 @@ impl Reference {
                 Some(_) => return Err(WRONGTYPE.into()),
             },
             b"LPUSH" => {
-                let Value::List(items) = self.live_or_create(key, now, Value::List(VecDeque::new()))?
+                let Value::List(items) =
+                    self.live_or_create(key, now, Value::List(VecDeque::new()))?
                 else {
                     unreachable!("checked: a list")
                 };
@@ -324,7 +329,8 @@ impl Reference {
                 simple(out, "OK");
             }
             b"SADD" => {
-                let Value::Set(members) = self.live_or_create(key, now, Value::Set(BTreeSet::new()))?
+                let Value::Set(members) =
+                    self.live_or_create(key, now, Value::Set(BTreeSet::new()))?
                 else {
                     unreachable!("checked: a set")
                 };
@@ -353,7 +359,8 @@ impl Reference {
             },
             b"ZADD" => {
                 let score = integer_arg(&words[2]) as f64;
-                let Value::ZSet(scores) = self.live_or_create(key, now, Value::ZSet(BTreeMap::new()))?
+                let Value::ZSet(scores) =
+                    self.live_or_create(key, now, Value::ZSet(BTreeMap::new()))?
                 else {
                     unreachable!("checked: a sorted set")
                 };
@@ -362,7 +369,8 @@ impl Reference {
             }
             b"ZINCRBY" => {
                 let by = integer_arg(&words[2]) as f64;
-                let Value::ZSet(scores) = self.live_or_create(key, now, Value::ZSet(BTreeMap::new()))?
+                let Value::ZSet(scores) =
+                    self.live_or_create(key, now, Value::ZSet(BTreeMap::new()))?
                 else {
                     unreachable!("checked: a sorted set")
                 };
@@ -452,8 +460,8 @@ impl Reference {
     /// command it names, and a failure undoes the script's writes.
     fn script(&mut self, words: &[Vec<u8>], now: u64) -> Outcome {
         let body = words[1].as_slice();
-        let sha = String::from_utf8(tandem_redis::cmd::scripts::sha1_hex(body).to_vec())
-            .expect("hex");
+        let sha =
+            String::from_utf8(tandem_redis::cmd::scripts::sha1_hex(body).to_vec()).expect("hex");
         let keys = &words[3..];
         let before = self.keys.clone();
         let mut reply = Vec::new();

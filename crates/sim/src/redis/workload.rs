@@ -8,10 +8,11 @@
 //! the errors Redis answers for a wrong type or a value that is not a number are part of the
 //! mix, and so are the calls they roll back.
 
+use tandem_redis::PROC_EXEC;
+use tandem_redis::model::command_proc;
 use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::wire::{CallArgs, ExecArgs};
-use tandem_redis::{PROC_EXEC, RedisModel};
-use tandem_store::{DataModel, ProcId, Rng};
+use tandem_store::{ProcId, Rng};
 
 /// A script that moves `ARGV[1]` from counter `KEYS[1]` to counter `KEYS[2]` and counts the
 /// transfer in hash `KEYS[3]`. It fails after its first two writes when the source would go
@@ -46,14 +47,13 @@ pub enum RedisCall {
 impl RedisCall {
     /// The procedure and wire arguments a connection sends for the call (RESP2), as
     /// `tandem_redis::session` makes them.
-    pub fn encode(&self, model: &RedisModel) -> (ProcId, Vec<u8>) {
+    pub fn encode(&self) -> (ProcId, Vec<u8>) {
         let mut args = Vec::new();
         match self {
             RedisCall::Command(words) => {
-                let name = std::str::from_utf8(&words[0]).expect("the workload's names are ASCII");
-                let proc_id = model
-                    .lookup(name)
+                let (index, _) = tandem_redis::cmd::lookup(&words[0])
                     .expect("the workload uses commands of the table");
+                let proc_id = command_proc(index);
                 CallArgs::encode(Proto::Resp2, &argv(words), &mut args);
                 (proc_id, args)
             }
@@ -166,13 +166,7 @@ impl Workload {
             14..18 => {
                 let list = self.key(LISTS);
                 let set = self.key(SETS);
-                RedisCall::Command(words(&[
-                    b"EVAL",
-                    MOVE_SCRIPT.as_bytes(),
-                    b"2",
-                    &list,
-                    &set,
-                ]))
+                RedisCall::Command(words(&[b"EVAL", MOVE_SCRIPT.as_bytes(), b"2", &list, &set]))
             }
             _ => RedisCall::Command(self.command()),
         }
