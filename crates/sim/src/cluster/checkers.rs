@@ -215,7 +215,7 @@ impl World {
             for &(client, ack) in others.get(&lsn).into_iter().flatten() {
                 checked += 1;
                 let call = self.sent_call(client, ack.seq);
-                let expected = reference.clone().call(call, ack.witness.ran_at_ms);
+                let expected = reference.answer(call, ack.witness.ran_at_ms);
                 let actual = match ack.status {
                     ReplyStatus::Committed => Outcome::Read(ack.body.clone()),
                     ReplyStatus::RolledBack => {
@@ -292,7 +292,8 @@ impl World {
             return Ok(());
         };
         let lsn = role.segment().lsn();
-        let checked = if lsn / FULL_CHECK_EVERY_LSN != lsn_before / FULL_CHECK_EVERY_LSN {
+        let every = self.full_check_every_lsn;
+        let checked = if lsn / every != lsn_before / every {
             self.model.check(role.segment())
         } else {
             self.model.check_quick(role.segment())

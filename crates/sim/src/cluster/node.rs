@@ -707,7 +707,7 @@ impl World {
         if view == authoritative_view
             && lsn_sealed == segment.lsn()
             && lsn_sealed > self.lsn_loaded
-            && lsn_sealed.is_multiple_of(CHECKSUM_EVERY_LSN)
+            && lsn_sealed.is_multiple_of(self.checksum_every_lsn)
         {
             self.checksums
                 .entry(lsn_sealed)

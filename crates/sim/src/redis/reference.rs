@@ -92,6 +92,7 @@ impl Reference {
     pub fn call(&mut self, call: &RedisCall, now_ms: u64) -> Outcome {
         match call {
             RedisCall::Command(words) if words[0] == b"EVAL" => self.script(words, now_ms),
+            RedisCall::Command(words) if Reference::is_read(call) => self.read(words, now_ms),
             RedisCall::Command(words) => {
                 let mut reply = Vec::new();
                 match self.command(words, now_ms, &mut reply) {
@@ -112,6 +113,24 @@ impl Reference {
                 }
                 Outcome::Committed(reply)
             }
+        }
+    }
+
+    /// What `call` answers at `now_ms` on the database as it stands, which it leaves as it
+    /// is (a read, or a call that fails, changes nothing anyway).
+    pub fn answer(&self, call: &RedisCall, now_ms: u64) -> Outcome {
+        match call {
+            RedisCall::Command(words) if Reference::is_read(call) => self.read(words, now_ms),
+            _ => self.clone().call(call, now_ms),
+        }
+    }
+
+    /// A read-only command's answer.
+    fn read(&self, words: &[Vec<u8>], now_ms: u64) -> Outcome {
+        let mut reply = Vec::new();
+        match self.read_command(words, now_ms, &mut reply) {
+            Ok(()) => Outcome::Read(reply),
+            Err(text) => Outcome::Failed(text),
         }
     }
 
@@ -151,6 +170,14 @@ impl Reference {
             dump.insert(key.clone(), (kind, expire, contents));
         }
         dump
+    }
+
+    /// The entry of `key` if it exists at `now_ms`.
+    fn visible(&self, key: &[u8], now_ms: u64) -> Option<&Value> {
+        self.keys
+            .get(key)
+            .filter(|entry| entry.expire_at_ms == 0 || entry.expire_at_ms > now_ms)
+            .map(|entry| &entry.value)
     }
 
     /// The entry of `key` if it exists at `now_ms`; an expired one is deleted.
@@ -210,11 +237,6 @@ impl Reference {
                 self.keys.insert(key.to_vec(), entry);
                 simple(out, "OK");
             }
-            b"GET" => match self.live(key, now).map(|entry| &entry.value) {
-                None => null(out),
-                Some(Value::String(bytes)) => bulk(out, bytes),
-                Some(_) => return Err(WRONGTYPE.into()),
-            },
             b"INCR" => self.add(key, 1, now, out)?,
             b"INCRBY" => self.add(key, integer_arg(&words[2]), now, out)?,
             b"DECRBY" => self.add(key, -integer_arg(&words[2]), now, out)?,
@@ -270,14 +292,6 @@ impl Reference {
                 fields.insert(words[2].clone(), sum.to_string().into_bytes());
                 integer(out, sum);
             }
-            b"HGET" => match self.live(key, now).map(|entry| &entry.value) {
-                None => null(out),
-                Some(Value::Hash(fields)) => match fields.get(&words[2]) {
-                    None => null(out),
-                    Some(value) => bulk(out, value),
-                },
-                Some(_) => return Err(WRONGTYPE.into()),
-            },
             b"LPUSH" => {
                 let Value::List(items) =
                     self.live_or_create(key, now, Value::List(VecDeque::new()))?
@@ -299,20 +313,6 @@ impl Reference {
                 match popped {
                     Some(item) => bulk(out, &item),
                     None => null(out),
-                }
-            }
-            b"LRANGE" => {
-                let (start, stop) = (integer_arg(&words[2]), integer_arg(&words[3]));
-                match self.live(key, now).map(|entry| &entry.value) {
-                    None => array(out, 0),
-                    Some(Value::List(items)) => {
-                        let range = range(items.len(), start, stop);
-                        array(out, range.len());
-                        for item in items.range(range) {
-                            bulk(out, item);
-                        }
-                    }
-                    Some(_) => return Err(WRONGTYPE.into()),
                 }
             }
             b"LTRIM" => {
@@ -352,11 +352,6 @@ impl Reference {
                 self.delete_if_empty(key);
                 integer(out, removed as i64);
             }
-            b"SCARD" => match self.live(key, now).map(|entry| &entry.value) {
-                None => integer(out, 0),
-                Some(Value::Set(members)) => integer(out, members.len() as i64),
-                Some(_) => return Err(WRONGTYPE.into()),
-            },
             b"ZADD" => {
                 let score = integer_arg(&words[2]) as f64;
                 let Value::ZSet(scores) =
@@ -378,6 +373,57 @@ impl Reference {
                 *score += by;
                 bulk(out, score_text(*score).as_bytes());
             }
+            b"PEXPIRE" => {
+                let at = now + positive(&words[2]);
+                match self.live(key, now) {
+                    None => integer(out, 0),
+                    Some(entry) => {
+                        entry.expire_at_ms = at;
+                        integer(out, 1);
+                    }
+                }
+            }
+            _ => return self.read_command(words, now, out),
+        }
+        Ok(())
+    }
+
+    /// Runs a read-only command, writing its reply to `out`, or returns its error.
+    fn read_command(&self, words: &[Vec<u8>], now: u64, out: &mut Vec<u8>) -> Result<(), String> {
+        let key = words[1].as_slice();
+        match words[0].as_slice() {
+            b"GET" => match self.visible(key, now) {
+                None => null(out),
+                Some(Value::String(bytes)) => bulk(out, bytes),
+                Some(_) => return Err(WRONGTYPE.into()),
+            },
+            b"HGET" => match self.visible(key, now) {
+                None => null(out),
+                Some(Value::Hash(fields)) => match fields.get(&words[2]) {
+                    None => null(out),
+                    Some(value) => bulk(out, value),
+                },
+                Some(_) => return Err(WRONGTYPE.into()),
+            },
+            b"LRANGE" => {
+                let (start, stop) = (integer_arg(&words[2]), integer_arg(&words[3]));
+                match self.visible(key, now) {
+                    None => array(out, 0),
+                    Some(Value::List(items)) => {
+                        let range = range(items.len(), start, stop);
+                        array(out, range.len());
+                        for item in items.range(range) {
+                            bulk(out, item);
+                        }
+                    }
+                    Some(_) => return Err(WRONGTYPE.into()),
+                }
+            }
+            b"SCARD" => match self.visible(key, now) {
+                None => integer(out, 0),
+                Some(Value::Set(members)) => integer(out, members.len() as i64),
+                Some(_) => return Err(WRONGTYPE.into()),
+            },
             b"ZRANGE" => {
                 let (start, stop) = (integer_arg(&words[2]), integer_arg(&words[3]));
                 let with_scores = match words.get(4).map(Vec::as_slice) {
@@ -385,7 +431,7 @@ impl Reference {
                     Some(b"WITHSCORES") => true,
                     Some(other) => panic!("the workload's ZRANGE has no option {other:?}"),
                 };
-                match self.live(key, now).map(|entry| &entry.value) {
+                match self.visible(key, now) {
                     None => array(out, 0),
                     Some(Value::ZSet(scores)) => {
                         let ranked = ranked(scores);
@@ -402,20 +448,12 @@ impl Reference {
                     Some(_) => return Err(WRONGTYPE.into()),
                 }
             }
-            b"PEXPIRE" => {
-                let at = now + positive(&words[2]);
-                match self.live(key, now) {
-                    None => integer(out, 0),
-                    Some(entry) => {
-                        entry.expire_at_ms = at;
-                        integer(out, 1);
-                    }
-                }
-            }
-            b"PTTL" => match self.live(key, now) {
-                None => integer(out, -2),
-                Some(entry) if entry.expire_at_ms == 0 => integer(out, -1),
-                Some(entry) => integer(out, (entry.expire_at_ms - now) as i64),
+            b"PTTL" => match self.keys.get(key) {
+                Some(entry) if self.visible(key, now).is_some() => match entry.expire_at_ms {
+                    0 => integer(out, -1),
+                    at => integer(out, (at - now) as i64),
+                },
+                _ => integer(out, -2),
             },
             other => panic!(
                 "the reference has no command {}",

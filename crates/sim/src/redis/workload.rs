@@ -148,7 +148,7 @@ impl Workload {
                 }
                 RedisCall::Exec(commands)
             }
-            8..14 => {
+            8..12 => {
                 let from = self.key(COUNTERS);
                 let to = self.key(COUNTERS);
                 let hash = self.key(HASHES);
@@ -163,7 +163,7 @@ impl Workload {
                     &amount,
                 ]))
             }
-            14..18 => {
+            12..14 => {
                 let list = self.key(LISTS);
                 let set = self.key(SETS);
                 RedisCall::Command(words(&[b"EVAL", MOVE_SCRIPT.as_bytes(), b"2", &list, &set]))
