@@ -1,7 +1,8 @@
 //! Deterministic simulation of a whole tandem cluster: the real cores of every node (the
 //! cluster core with its Raft config store, the node core's primary role and applier, the
 //! receiver, the store), driven by a simulated network, clock, disk and set of clients, all
-//! from one seed. See [`cluster`] for the fault model and the checkers.
+//! from one seed. See [`cluster`] for the fault model and the checkers; the Redis model's
+//! workload and the reference model its replies are checked against are in `redis`.
 //!
 //! Time: the simulation's clock counts micro-ticks; a node's tick lasts about
 //! [`MICROS_PER_TICK`] of them, more or less by its drift.

@@ -4,6 +4,13 @@
 //! dedup table; clients retry like the stub, with the same (client id, seq). One thread, one
 //! seed.
 //!
+//! Two data models ([`Model`]): Debit-Credit (the default, what every seed ran first), and
+//! the Redis model, whose clients draw a seeded mix of commands on a small key space,
+//! `MULTI` … `EXEC` blocks (the `EXEC` procedure) and Lua scripts (`EVAL`) from
+//! [`crate::redis::workload`], and whose primaries run the model's expiry sweep every 100 ms
+//! of a clock all nodes share (a tick is 10 ms of it), as the runtime's executor runs
+//! the periodic procedure. A seed's faults are the same under both models.
+//!
 //! A run has two phases. In the safety phase faults are on; in the liveness phase they are
 //! healed and the cluster must converge within [`LIVENESS_TICKS`]: every node up and in the
 //! view, every backup at the primary's LSN with the same bytes, every client call ended.
@@ -43,11 +50,25 @@
 //! - replicas at the same LSN hold identical bytes (a backup of the current view against the
 //!   current primary's checksums, taken at some batch ends), and at the end every
 //!   replica equals the primary;
-//! - the data model's quick check (Debit-Credit's conservation) holds on every node after
-//!   every batch it applies, and its whole check at intervals and at the end;
+//! - the data model's quick check (Debit-Credit's conservation; the Redis model has none)
+//!   holds on every node after every batch it applies, and its whole check (the Redis
+//!   model's: every allocator block owned once, the expiry index, the dedup table) at
+//!   intervals and at the end;
 //! - exactly-once: no (client id, seq) is committed twice into one node's records;
 //! - every client call ends with a reply or a deadline error, and under a 2-safe rule a
-//!   client's replies never go back in LSN (a 1-safe rule may lose released commits).
+//!   client's replies never go back in LSN (a 1-safe rule may lose released commits);
+//! - on the Redis model, every acknowledged reply agrees with a plain model of the final
+//!   history ([`crate::redis::Reference`]): at the end, the final primary's records are
+//!   replayed on it in LSN order (each client call at the time it ran, each sweep), and every
+//!   reply a client accepted is compared with it: a commit's with the reference's reply to
+//!   that call at its LSN, a read's or a failed call's with the reference's answer on the
+//!   state after every record up to the LSN the reply carries, at the time the call ran; then
+//!   the final database with the reference's, key by key (type, value, expiry time). A reply
+//!   from a history a failover discarded is not judged under a 1-safe or bounded rule (it may
+//!   be lost by the rule's own terms) and fails the run under a 2-safe rule. What each LSN
+//!   holds is kept beside each node's segment as a ghost ([`history`]): the records carry no
+//!   time, and a state transfer carries no records, so the entries travel with the bytes
+//!   (batches and transfers), and a rewind or reload drops them with the records.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -99,10 +120,13 @@ const DEBIT_CREDIT_SEGMENT_LEN: usize = 64 * 1024;
 /// The Redis model's segment: the dedup table's heap, which keeps the replies too long for a
 /// slot (`EXEC`'s arrays), is 1/1024 of it, and must hold every client's last such reply.
 const REDIS_SEGMENT_LEN: usize = 2 << 20;
-/// The Unix time (ms) the Redis model's primaries' clock starts at: a tick is a
-/// millisecond of it, and every node reads the same clock, so that time never goes back
-/// along a history (the reference model relies on it).
+/// The Unix time (ms) the Redis model's primaries' clock starts at. Every node reads the
+/// same clock, so that time never goes back along a history (the reference model relies on
+/// it).
 const CLOCK_BASE_MS: u64 = 1_700_000_000_000;
+/// Milliseconds of that clock per tick: the expiry sweep, every 100 ms, runs every ten
+/// ticks, some forty times in a run of the default 400.
+const CLOCK_MS_PER_TICK: u64 = 10;
 /// Clients are addressed as nodes from here on.
 const CLIENT_BASE: NodeId = 1_000;
 /// Ticks the healed cluster has to converge in.
@@ -825,7 +849,7 @@ impl World {
 
     /// The primaries' clock now, Unix ms (what the Redis model's expiry measures against).
     fn clock_ms(&self) -> u64 {
-        CLOCK_BASE_MS + self.now / MICROS_PER_TICK
+        CLOCK_BASE_MS + self.now * CLOCK_MS_PER_TICK / MICROS_PER_TICK
     }
 
     fn schedule(&mut self, after: u64, event: Event) {

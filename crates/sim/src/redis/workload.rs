@@ -115,9 +115,9 @@ const SETS: &[&str] = &["t:0", "t:1"];
 const ZSETS: &[&str] = &["z:0", "z:1"];
 /// Chances in a hundred that a command's key is drawn from the whole key space.
 const ANY_KEY_PERCENT: u64 = 4;
-/// The longest a `PX` or `PEXPIRE` sets, in ms: a few sweeps' intervals, so that keys expire
-/// within a run of the default 400 ticks (a tick is a millisecond of the primary's clock).
-const EXPIRE_MS_MAX: i64 = 250;
+/// The longest a `PX` or `PEXPIRE` sets, in ms: a few dozen sweeps' intervals, so that keys
+/// expire well within a run of the default 400 ticks (4 s of the primaries' clock).
+const EXPIRE_MS_MAX: i64 = 2_500;
 
 /// One client's generator of calls.
 #[derive(Debug)]
