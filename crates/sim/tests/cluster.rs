@@ -337,7 +337,7 @@ fn a_budget_of_redis_seeds_passes_every_checker() {
     // The budget checks what it claims: most replies, sweeps replicated, failovers.
     let seeds = SEEDS_REDIS + SEEDS_REDIS_ANY_TIME;
     assert!(replies > 1_000 * seeds, "only {replies} replies checked");
-    assert!(sweeps > seeds, "only {sweeps} sweeps");
+    assert!(sweeps > 5 * seeds, "only {sweeps} sweeps");
     assert!(views > 3 * seeds, "only {views} views over {seeds} seeds");
 }
 

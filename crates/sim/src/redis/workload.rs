@@ -4,7 +4,9 @@
 //! the rollback of a script's writes is exercised on most seeds).
 //!
 //! Each key holds one type by its name (`s:` strings, `n:` counters, `h:` hashes, `l:`
-//! lists, `t:` sets, `z:` sorted sets), except that a few calls in a hundred aim at any key:
+//! lists, `t:` sets, `z:` sorted sets, and `x:` strings that only `SET … PX` writes, so that
+//! many expire untouched and wait for the primary's sweep), except that a few calls in a
+//! hundred aim at any key:
 //! the errors Redis answers for a wrong type or a value that is not a number are part of the
 //! mix, and so are the calls they roll back.
 
@@ -113,11 +115,13 @@ const HASHES: &[&str] = &["h:0", "h:1"];
 const LISTS: &[&str] = &["l:0", "l:1"];
 const SETS: &[&str] = &["t:0", "t:1"];
 const ZSETS: &[&str] = &["z:0", "z:1"];
+const VOLATILE: &[&str] = &["x:0", "x:1", "x:2", "x:3", "x:4", "x:5"];
 /// Chances in a hundred that a command's key is drawn from the whole key space.
 const ANY_KEY_PERCENT: u64 = 4;
-/// The longest a `PX` or `PEXPIRE` sets, in ms: a few dozen sweeps' intervals, so that keys
-/// expire well within a run of the default 400 ticks (4 s of the primaries' clock).
-const EXPIRE_MS_MAX: i64 = 2_500;
+/// The longest a `PX` or `PEXPIRE` sets, in ms: ten sweeps' intervals, about as long as a
+/// volatile key goes between two `SET`s, so that half of them expire and wait for a sweep
+/// (a run of the default 400 ticks is 4 s of the primaries' clock).
+const EXPIRE_MS_MAX: i64 = 1_000;
 
 /// One client's generator of calls.
 #[derive(Debug)]
@@ -181,16 +185,20 @@ impl Workload {
                 words(&[b"SET", &key, &value])
             }
             6..9 => {
-                let key = self.key(STRINGS);
+                let key = if self.rng.percent(50) {
+                    self.key(STRINGS)
+                } else {
+                    self.key(VOLATILE)
+                };
                 let value = self.value("v", 100);
                 let ms = self.number(1, EXPIRE_MS_MAX);
                 words(&[b"SET", &key, &value, b"PX", &ms])
             }
             9..13 => {
-                let key = if self.rng.percent(50) {
-                    self.key(STRINGS)
-                } else {
-                    self.key(COUNTERS)
+                let key = match self.rng.below(3) {
+                    0 => self.key(STRINGS),
+                    1 => self.key(COUNTERS),
+                    _ => self.key(VOLATILE),
                 };
                 words(&[b"GET", &key])
             }
@@ -337,7 +345,7 @@ impl Workload {
     }
 
     fn any_key(&mut self) -> Vec<u8> {
-        let kinds = [STRINGS, COUNTERS, HASHES, LISTS, SETS, ZSETS];
+        let kinds = [STRINGS, COUNTERS, HASHES, LISTS, SETS, ZSETS, VOLATILE];
         let kind = kinds[self.rng.below(kinds.len() as u64) as usize];
         kind[self.rng.below(kind.len() as u64) as usize]
             .as_bytes()
