@@ -400,3 +400,26 @@ fn skip_dedup_is_caught_on_the_redis_model() {
     bugs::plant(None);
     assert!(!failures.is_empty(), "skip-dedup survived 50 Redis seeds");
 }
+
+/// The ghost histories that the reply checker reads are checked as they travel, and those
+/// checks catch planted bugs of their own: a member that kept records a truncation should
+/// have discarded applies the new primary's records on top of them, and a state transfer
+/// that misses pages leaves bytes no primary held at its LSN.
+#[test]
+fn the_redis_history_checks_catch_planted_bugs() {
+    let cases = [
+        (
+            Bug::SkipTruncate,
+            "on top of a history they do not continue",
+            30,
+        ),
+        (Bug::TransferShort, "holds bytes no primary held", 30),
+    ];
+    for (bug, checker, seeds) in cases {
+        bugs::plant(Some(bug));
+        let failure = (0..seeds).find_map(|seed| run_redis(seed, Mix::Every, None).failure);
+        bugs::plant(None);
+        let failure = failure.unwrap_or_else(|| panic!("{} survived {seeds} seeds", bug.name()));
+        assert!(failure.contains(checker), "{}: {failure}", bug.name());
+    }
+}
