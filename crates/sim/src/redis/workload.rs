@@ -152,7 +152,7 @@ impl Workload {
                 }
                 RedisCall::Exec(commands)
             }
-            8..12 => {
+            8..11 => {
                 let from = self.key(COUNTERS);
                 let to = self.key(COUNTERS);
                 let hash = self.key(HASHES);
@@ -167,7 +167,7 @@ impl Workload {
                     &amount,
                 ]))
             }
-            12..14 => {
+            11..13 => {
                 let list = self.key(LISTS);
                 let set = self.key(SETS);
                 RedisCall::Command(words(&[b"EVAL", MOVE_SCRIPT.as_bytes(), b"2", &list, &set]))
