@@ -167,6 +167,7 @@ pub enum Model {
 }
 
 impl Model {
+    /// The name `tandem sim --model` takes and its reports print.
     pub fn name(self) -> &'static str {
         match self {
             Model::DebitCredit => "debit-credit",
