@@ -105,6 +105,24 @@ fn expiry_is_measured_against_the_primary_clock() {
     assert_eq!(node.s("EXISTS k"), Value::Integer(0));
 }
 
+/// Found by the cluster simulator (Redis seed 36): APPEND on a key whose time had passed
+/// created a second entry for the key beside the expired one, and the expired entry came
+/// back once the new one was deleted.
+#[test]
+fn append_and_setrange_on_an_expired_key_replace_its_entry() {
+    let mut node = Node::new(DB);
+    for (command, length) in [("APPEND k ab", 2), ("SETRANGE k 1 ab", 3)] {
+        assert_eq!(node.s("SET k old PX 10"), ok());
+        node.advance(10);
+        assert_eq!(node.s(command), Value::Integer(length), "{command}");
+        assert_eq!(node.s("DBSIZE"), Value::Integer(1), "{command}");
+        assert_eq!(node.s("PTTL k"), Value::Integer(-1), "{command}");
+        assert_eq!(node.s("DEL k"), Value::Integer(1), "{command}");
+        assert_eq!(node.s("DBSIZE"), Value::Integer(0), "{command}");
+        assert_eq!(node.s("GET k"), Value::Null, "{command}");
+    }
+}
+
 #[test]
 fn multi_exec_runs_as_one_call_and_watch_aborts_on_a_change() {
     let mut node = Node::new(DB);

@@ -1,7 +1,8 @@
 //! Deterministic simulation of a whole tandem cluster: the real cores of every node (the
 //! cluster core with its Raft config store, the node core's primary role and applier, the
 //! receiver, the store), driven by a simulated network, clock, disk and set of clients, all
-//! from one seed. See [`cluster`] for the fault model and the checkers.
+//! from one seed. See [`cluster`] for the fault model and the checkers; the Redis model's
+//! workload and the reference model its replies are checked against are in `redis`.
 //!
 //! Time: the simulation's clock counts micro-ticks; a node's tick lasts about
 //! [`MICROS_PER_TICK`] of them, more or less by its drift.
@@ -10,10 +11,11 @@
 
 pub mod cluster;
 mod event;
+mod redis;
 
 pub use cluster::{
-    ClusterFaults, ClusterReport, ClusterSabotage, Mix, run_cluster, run_cluster_mixed,
-    run_cluster_sabotaged,
+    ClusterFaults, ClusterReport, ClusterSabotage, Mix, Model, RunOptions, run_cluster,
+    run_cluster_mixed, run_cluster_sabotaged, run_cluster_with,
 };
 
 use tandem_log::{BatchBuilder, BatchKind};

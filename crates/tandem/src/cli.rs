@@ -160,6 +160,12 @@ pub struct SimArgs {
     /// every acknowledged record is up).
     #[arg(long, value_enum, default_value_t = SimMix::Every)]
     pub mix: SimMix,
+    /// The data model the nodes serve and the clients call: Debit-Credit (conservation of
+    /// money checked on every replica), or Redis (a seeded mix of commands, MULTI/EXEC
+    /// blocks and Lua scripts, every acknowledged reply checked against a plain model of the
+    /// final history). A seed's faults are the same under both.
+    #[arg(long, value_enum, default_value_t = SimModel::DebitCredit)]
+    pub model: SimModel,
     /// Plant a known bug in the real code (builds with the inject-bugs feature):
     /// early-reply, skip-truncate, promote-lowest, skip-dedup, ignore-lease, transfer-short,
     /// ignore-views-asked-for, missed-promotion, restarted-serves, lease-margin-off-by-one,
@@ -169,6 +175,14 @@ pub struct SimArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The data model `tandem sim` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimModel {
+    #[value(name = "debit-credit")]
+    DebitCredit,
+    Redis,
 }
 
 /// The part of the fault space `tandem sim` draws cluster seeds from.

@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::Failure;
-use crate::cli::{SimArgs, SimMix};
+use crate::cli::{SimArgs, SimMix, SimModel};
 
 #[derive(Debug, Serialize)]
 struct SeedReport {
@@ -30,11 +30,25 @@ struct SeedReport {
     torn_saves: u64,
     /// Crashes of a node that held the only copy of acknowledged records.
     sole_copy_crashes: u64,
+    /// The Redis model's figures (absent for Debit-Credit, whose reports stay as they were).
+    #[serde(flatten)]
+    redis: Option<RedisFigures>,
     ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     failure: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     trace: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct RedisFigures {
+    model: &'static str,
+    /// Acknowledged replies compared with the reference's replay of the final history.
+    replies_checked: u64,
+    /// Acknowledged replies from a history a failover rightly discarded (1-safe, bounded).
+    replies_discarded: u64,
+    /// Expiry sweeps committed.
+    sweeps: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -59,13 +73,28 @@ struct InjectReport {
 }
 
 /// Runs one seed.
-fn run_seed(mix: SimMix, seed: u64, ticks: u64) -> SeedReport {
-    let mix = match mix {
+fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
+    let mix = match args.mix {
         SimMix::Every => tandem_sim::Mix::Every,
         SimMix::KOfN => tandem_sim::Mix::KOfN,
         SimMix::AnyTime => tandem_sim::Mix::AnyTime,
     };
-    let report = tandem_sim::run_cluster_mixed(seed, ticks, mix);
+    let model = match args.model {
+        SimModel::DebitCredit => tandem_sim::Model::DebitCredit,
+        SimModel::Redis => tandem_sim::Model::Redis,
+    };
+    let options = tandem_sim::RunOptions {
+        mix,
+        model,
+        sabotage: None,
+    };
+    let report = tandem_sim::run_cluster_with(seed, args.ticks, options);
+    let redis = (model == tandem_sim::Model::Redis).then(|| RedisFigures {
+        model: model.name(),
+        replies_checked: report.replies_checked,
+        replies_discarded: report.replies_discarded,
+        sweeps: report.sweeps,
+    });
     let report = SeedReport {
         seed,
         faults: report.faults.to_string(),
@@ -80,6 +109,7 @@ fn run_seed(mix: SimMix, seed: u64, ticks: u64) -> SeedReport {
         lease_waits: report.lease_waits,
         torn_saves: report.torn_saves,
         sole_copy_crashes: report.sole_copy_crashes,
+        redis,
         ok: report.failure.is_none(),
         failure: report.failure,
         trace: report.trace,
@@ -104,7 +134,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let single = seeds.end - seeds.start == 1;
     if single {
         let seed = seeds.start;
-        let out = run_seed(args.mix, seed, args.ticks);
+        let out = run_seed(args, seed);
         if args.json {
             println!(
                 "{}",
@@ -127,6 +157,13 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
                 out.transfers,
                 out.rejoins
             );
+            if let Some(redis) = &out.redis {
+                println!(
+                    "redis: {} acknowledged replies checked against the reference ({} from \
+                     histories a failover discarded), {} expiry sweeps",
+                    redis.replies_checked, redis.replies_discarded, redis.sweeps
+                );
+            }
             match &out.failure {
                 None => println!("every checker held"),
                 Some(failure) => {
@@ -158,7 +195,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut seeds_run = 0;
     let mut seeds_sole_copy_crashed = 0;
     for seed in seeds.clone() {
-        let report = run_seed(args.mix, seed, args.ticks);
+        let report = run_seed(args, seed);
         seeds_run += 1;
         calls += report.calls;
         if report.sole_copy_crashes > 0 {

@@ -148,6 +148,23 @@ fn the_simulator_reports_a_seed_and_a_range_as_json() {
 }
 
 #[test]
+fn the_simulator_runs_the_redis_model_and_reports_its_replies_checked() {
+    let output = tandem(&[
+        "sim", "--seed", "4", "--ticks", "100", "--model", "redis", "--json",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["model"], "redis");
+    assert!(report["replies_checked"].as_u64().unwrap() > 0);
+    // Debit-Credit's report stays as it was.
+    let output = tandem(&["sim", "--seed", "4", "--ticks", "100", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(report.get("model").is_none() && report.get("replies_checked").is_none());
+    assert_refused(&["sim", "--model", "memcached"], "--model", "redis");
+}
+
+#[test]
 fn the_simulator_refuses_bad_ranges_and_bugs_it_was_not_built_with() {
     assert_refused(&["sim", "--seeds", "5..5"], "--seeds", "A..B");
     assert_refused(&["sim", "--seeds", "x"], "--seeds", "A..B");

@@ -438,6 +438,10 @@ fn write_span(
     let layout = ctx.layout;
     let (found, old_len) = match existing {
         None => {
+            // A key whose time passed is still in the keyspace: it goes first (as Redis's
+            // lookupKeyWrite deletes it), or the key would have two entries.
+            let expired = ctx.find_for_write(key);
+            assert!(expired.is_none(), "the caller found no live key");
             let found = layout.create(ctx.txn(), key, Kind::String, new_len)?;
             (found, 0)
         }

@@ -1,7 +1,9 @@
 //! The checkers: what a run must show (no acknowledged commit lost, lease promises kept,
-//! replicas equal, conservation, exactly-once, convergence after healing).
+//! replicas equal, conservation, exactly-once, convergence after healing, and on the Redis
+//! model every acknowledged reply as a plain model of the final history answers it).
 
 use super::*;
+use crate::redis::{Outcome, Reference, dump_database, dump_difference, render};
 
 impl World {
     pub(super) fn describe(&self) -> String {
@@ -96,7 +98,165 @@ impl World {
                 )));
             }
         }
+        if self.redis.is_some() {
+            self.check_replies(view.primary)?;
+        }
         Ok(())
+    }
+
+    /// The Redis model's reply checker, on the converged cluster whose primary is `node`:
+    /// replays the primary's history (every committed call in LSN order, at the time it ran,
+    /// and the sweeps) on the [`Reference`], and compares with it every reply a client
+    /// accepted: a commit's with the reference's reply to that call at its LSN, and a read's
+    /// or a failed call's with the reference's answer on the state after every record up to
+    /// the LSN the reply carries, at the time the call ran. Then the final database with the
+    /// reference's, key by key.
+    ///
+    /// An answer from a history a failover discarded (its fingerprint at its LSN is not the
+    /// final history's) is lost by the rules' own terms under a 1-safe or bounded rule, and
+    /// is not judged; under a 2-safe rule it fails the run.
+    pub(super) fn check_replies(&mut self, node: NodeId) -> Result<(), String> {
+        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
+            unreachable!("converged on a primary");
+        };
+        let segment = role.role.store().segment();
+        let history = &role.history;
+        assert_eq!(
+            history.lsn(),
+            segment.lsn(),
+            "the history follows the segment"
+        );
+        let judged_strictly = fenced_by_acks(self.faults.safety) && !self.sole_copy_lost;
+        // The answers each LSN must be judged at: commits at their record, the others
+        // on the state after it.
+        let mut commits: BTreeMap<u64, Vec<(usize, &AckedReply)>> = BTreeMap::new();
+        let mut others: BTreeMap<u64, Vec<(usize, &AckedReply)>> = BTreeMap::new();
+        let mut discarded = 0;
+        for (client, state) in self.clients.iter().enumerate() {
+            let ClientCalls::Redis(redis) = &state.calls else {
+                unreachable!("a Redis run's clients");
+            };
+            for ack in &redis.acked {
+                let call = &redis.sent[ack.seq as usize - 1];
+                let same_history =
+                    ack.lsn <= history.lsn() && history.chain_at(ack.lsn) == ack.witness.chain;
+                if !same_history {
+                    if judged_strictly {
+                        return Err(self.fail(format!(
+                            "client {client}'s call {} ({call}) was answered at LSN {} from a \
+                             history the final primary {node} does not hold, under {}",
+                            ack.seq, ack.lsn, self.faults.safety
+                        )));
+                    }
+                    discarded += 1;
+                    continue;
+                }
+                let commit = ack.status == ReplyStatus::Committed && !Reference::is_read(call);
+                let at = if commit { &mut commits } else { &mut others };
+                at.entry(ack.lsn).or_default().push((client, ack));
+            }
+        }
+        let mut reference = Reference::default();
+        // Each client's last call applied, and what it answered: a call the records hold
+        // twice is answered the second time from the dedup table, as exactly-once requires.
+        let mut last_applied: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
+        let mut checked = 0;
+        let lsn_first = history.lsn() - history.entries().len() as u64;
+        for lsn in lsn_first..=history.lsn() {
+            if lsn > lsn_first {
+                let entry = history.entries()[(lsn - lsn_first - 1) as usize];
+                if entry.call.client_id == 0 {
+                    reference.sweep(entry.time_ms);
+                    continue;
+                }
+                let client = (entry.call.client_id - u64::from(CLIENT_BASE)) as usize;
+                let ClientCalls::Redis(redis) = &self.clients[client].calls else {
+                    unreachable!("a Redis run's clients");
+                };
+                let call = &redis.sent[entry.call.seq as usize - 1];
+                let reply = match last_applied.get(&entry.call.client_id) {
+                    Some((seq, reply)) if *seq >= entry.call.seq => reply.clone(),
+                    _ => match reference.call(call, entry.time_ms) {
+                        Outcome::Committed(reply) => reply,
+                        outcome => {
+                            return Err(self.fail(format!(
+                                "LSN {lsn} holds client {client}'s call {} ({call}), which the \
+                                 reference does not commit: it answers {}",
+                                entry.call.seq,
+                                show(&outcome)
+                            )));
+                        }
+                    },
+                };
+                last_applied.insert(entry.call.client_id, (entry.call.seq, reply.clone()));
+                for &(client, ack) in commits.get(&lsn).into_iter().flatten() {
+                    checked += 1;
+                    let call = self.sent_call(client, ack.seq);
+                    if entry.call.client_id != client_id(client) || entry.call.seq != ack.seq {
+                        return Err(self.fail(format!(
+                            "client {client}'s call {} ({call}) was acknowledged as committed at \
+                             LSN {lsn}, which holds client {}'s call {}",
+                            ack.seq,
+                            entry.call.client_id - u64::from(CLIENT_BASE),
+                            entry.call.seq
+                        )));
+                    }
+                    if ack.body != reply {
+                        return Err(self.fail(format!(
+                            "client {client}'s call {} ({call}) committed at LSN {lsn}: the \
+                             primary answered {}, the reference {}",
+                            ack.seq,
+                            render(&ack.body),
+                            render(&reply)
+                        )));
+                    }
+                }
+            }
+            for &(client, ack) in others.get(&lsn).into_iter().flatten() {
+                checked += 1;
+                let call = self.sent_call(client, ack.seq);
+                let expected = reference.answer(call, ack.witness.ran_at_ms);
+                let actual = match ack.status {
+                    ReplyStatus::Committed => Outcome::Read(ack.body.clone()),
+                    ReplyStatus::RolledBack => {
+                        Outcome::Failed(String::from_utf8_lossy(&ack.body).into_owned())
+                    }
+                };
+                if actual != expected {
+                    return Err(self.fail(format!(
+                        "client {client}'s call {} ({call}) at LSN {lsn}: the primary answered \
+                         {}, the reference {}",
+                        ack.seq,
+                        show(&actual),
+                        show(&expected)
+                    )));
+                }
+            }
+        }
+        self.report.replies_checked = checked;
+        self.report.replies_discarded = discarded;
+        let now_ms = self.clock_ms();
+        let mut model = RedisModel::new(self.segment_len).expect("fits");
+        model.set_time_ms(now_ms);
+        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
+            unreachable!("converged on a primary");
+        };
+        let actual = dump_database(&model, role.role.store().segment())
+            .map_err(|err| self.fail(format!("the final database cannot be read: {err}")))?;
+        if let Some(difference) = dump_difference(&actual, &reference.dump(now_ms)) {
+            return Err(self.fail(format!(
+                "the final database differs from the reference's replay of its history: \
+                 {difference}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn sent_call(&self, client: usize, seq: u64) -> &RedisCall {
+        let ClientCalls::Redis(redis) = &self.clients[client].calls else {
+            unreachable!("a Redis run's clients");
+        };
+        &redis.sent[seq as usize - 1]
     }
 
     /// A backup of `primary`'s view whose lease promise to it has run out by now, if any:
@@ -132,7 +292,8 @@ impl World {
             return Ok(());
         };
         let lsn = role.segment().lsn();
-        let checked = if lsn / FULL_CHECK_EVERY_LSN != lsn_before / FULL_CHECK_EVERY_LSN {
+        let every = self.full_check_every_lsn;
+        let checked = if lsn / every != lsn_before / every {
             self.model.check(role.segment())
         } else {
             self.model.check_quick(role.segment())
@@ -241,5 +402,14 @@ impl World {
             }
         }
         Ok(())
+    }
+}
+
+/// An outcome as a failure message shows it.
+fn show(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Committed(reply) => format!("{} (a commit)", render(reply)),
+        Outcome::Read(reply) => render(reply),
+        Outcome::Failed(text) => format!("the error \"{text}\""),
     }
 }

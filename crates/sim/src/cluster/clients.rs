@@ -14,8 +14,20 @@ impl World {
         let now = self.now_duration();
         let state = &mut self.clients[client];
         state.seq += 1;
-        let mut args = Vec::new();
-        let proc_id = state.driver.next_call(&mut args);
+        let (proc_id, args) = match &mut state.calls {
+            ClientCalls::Driver(driver) => {
+                let mut args = Vec::new();
+                let proc_id = driver.next_call(&mut args);
+                (proc_id, args)
+            }
+            ClientCalls::Redis(redis) => {
+                let call = redis.workload.next_call();
+                let encoded = call.encode();
+                redis.sent.push(call);
+                assert_eq!(redis.sent.len() as u64, state.seq, "a call per seq");
+                encoded
+            }
+        };
         let route = state.router.begin(state.seq, now);
         state.call = Some((route, SimCall { proc_id, args }));
         self.report.calls += 1;
@@ -141,15 +153,38 @@ impl World {
                     state.conn += 1;
                 }
             }
-            (Wire::Reply { conn, seq, lsn }, Waiting::Answer) if conn == current => {
+            (
+                Wire::Reply {
+                    conn,
+                    seq,
+                    lsn,
+                    status,
+                    body,
+                    witness,
+                },
+                Waiting::Answer,
+            ) if conn == current => {
+                let kept = match &state.calls {
+                    ClientCalls::Redis(_) => Some(body.clone()),
+                    ClientCalls::Driver(_) => None,
+                };
                 let reply = Answered::Reply {
                     seq,
                     lsn,
-                    status: ReplyStatus::Committed,
-                    body: Vec::new(),
+                    status,
+                    body,
                 };
                 if state.router.answered(route, reply, now) == Report::Ignored {
                     return Ok(());
+                }
+                if let (ClientCalls::Redis(redis), Some(body)) = (&mut state.calls, kept) {
+                    redis.acked.push(AckedReply {
+                        seq,
+                        lsn,
+                        status,
+                        body,
+                        witness,
+                    });
                 }
                 // Under a 1-safe rule a new view may rightly lose released commits, and
                 // LSNs go back with them.

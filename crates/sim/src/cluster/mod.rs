@@ -4,6 +4,13 @@
 //! dedup table; clients retry like the stub, with the same (client id, seq). One thread, one
 //! seed.
 //!
+//! Two data models ([`Model`]): Debit-Credit (the default, what every seed ran first), and
+//! the Redis model, whose clients draw a seeded mix of commands on a small key space,
+//! `MULTI` … `EXEC` blocks (the `EXEC` procedure) and Lua scripts (`EVAL`) from
+//! [`crate::redis::workload`], and whose primaries run the model's expiry sweep every 100 ms
+//! of a clock all nodes share (a tick is 10 ms of it), as the runtime's executor runs
+//! the periodic procedure. A seed's faults are the same under both models.
+//!
 //! A run has two phases. In the safety phase faults are on; in the liveness phase they are
 //! healed and the cluster must converge within [`LIVENESS_TICKS`]: every node up and in the
 //! view, every backup at the primary's LSN with the same bytes, every client call ended.
@@ -43,11 +50,25 @@
 //! - replicas at the same LSN hold identical bytes (a backup of the current view against the
 //!   current primary's checksums, taken at some batch ends), and at the end every
 //!   replica equals the primary;
-//! - the data model's quick check (Debit-Credit's conservation) holds on every node after
-//!   every batch it applies, and its whole check at intervals and at the end;
+//! - the data model's quick check (Debit-Credit's conservation; the Redis model has none)
+//!   holds on every node after every batch it applies, and its whole check (the Redis
+//!   model's: every allocator block owned once, the expiry index, the dedup table) at
+//!   intervals and at the end;
 //! - exactly-once: no (client id, seq) is committed twice into one node's records;
 //! - every client call ends with a reply or a deadline error, and under a 2-safe rule a
-//!   client's replies never go back in LSN (a 1-safe rule may lose released commits).
+//!   client's replies never go back in LSN (a 1-safe rule may lose released commits);
+//! - on the Redis model, every acknowledged reply agrees with a plain model of the final
+//!   history ([`crate::redis::Reference`]): at the end, the final primary's records are
+//!   replayed on it in LSN order (each client call at the time it ran, each sweep), and every
+//!   reply a client accepted is compared with it: a commit's with the reference's reply to
+//!   that call at its LSN, a read's or a failed call's with the reference's answer on the
+//!   state after every record up to the LSN the reply carries, at the time the call ran; then
+//!   the final database with the reference's, key by key (type, value, expiry time). A reply
+//!   from a history a failover discarded is not judged under a 1-safe or bounded rule (it may
+//!   be lost by the rule's own terms) and fails the run under a 2-safe rule. What each LSN
+//!   holds is kept beside each node's segment as a ghost ([`history`]): the records carry no
+//!   time, and a state transfer carries no records, so the entries travel with the bytes
+//!   (batches and transfers), and a rewind or reload drops them with the records.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -65,20 +86,27 @@ use tandem_node::{
     Answer, AnswerKind, ApplierRole, Call, DriveError, GateRule, Notice, Observed, Ran,
     ReceiverRole, Refusal, RoleHeld, RoleReady, RoleRule, Roles, Supervisor,
 };
+use tandem_redis::RedisModel;
+use tandem_redis::resp::{Argv, Proto};
+use tandem_redis::wire::CallArgs;
 use tandem_replication::{
     AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, ReceiverConfig,
     ReceiverReady, Safety, primary_lease_ticks,
 };
-use tandem_store::{Compiled, DataModel, Driver, ProcId, Rng, Store};
+use tandem_store::{Compiled, DataModel, Driver, ProcId, ProcKind, Rng, Store};
 use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};
 
 use crate::MICROS_PER_TICK;
 use crate::event::{EventQueue, Trace};
+use crate::redis::{RedisCall, Workload};
 
 mod checkers;
 mod clients;
 mod faults;
+mod history;
 mod node;
+
+use history::{History, HistoryEntry};
 
 pub use faults::{ClusterFaults, Mix};
 
@@ -86,8 +114,19 @@ pub use faults::{ClusterFaults, Mix};
 const GROUP: u32 = 1;
 /// The group's view when the cluster is created.
 const VIEW_FIRST: u64 = 1;
-/// Small, so that a checksum and a consistency check can run after every applied batch.
-const SEGMENT_LEN: usize = 64 * 1024;
+/// Debit-Credit's segment: small, so that a checksum and a consistency check can run after
+/// every applied batch.
+const DEBIT_CREDIT_SEGMENT_LEN: usize = 64 * 1024;
+/// The Redis model's segment: the dedup table's heap, which keeps the replies too long for a
+/// slot (`EXEC`'s arrays), is 1/1024 of it, and must hold every client's last such reply.
+const REDIS_SEGMENT_LEN: usize = 2 << 20;
+/// The Unix time (ms) the Redis model's primaries' clock starts at. Every node reads the
+/// same clock, so that time never goes back along a history (the reference model relies on
+/// it).
+const CLOCK_BASE_MS: u64 = 1_700_000_000_000;
+/// Milliseconds of that clock per tick: the expiry sweep, every 100 ms, runs every ten
+/// ticks, some forty times in a run of the default 400.
+const CLOCK_MS_PER_TICK: u64 = 10;
 /// Clients are addressed as nodes from here on.
 const CLIENT_BASE: NodeId = 1_000;
 /// Ticks the healed cluster has to converge in.
@@ -96,18 +135,60 @@ const TRACE_LEN: usize = 100;
 /// Checksums are taken at batch ends whose LSN is a multiple of this: a divergence persists,
 /// so the checker keeps its teeth at a fraction of the cost.
 const CHECKSUM_EVERY_LSN: u64 = 64;
+/// The same for the Redis model, whose segment is 32 times larger: its checksums would
+/// otherwise take a fifth of a seed's time.
+const CHECKSUM_EVERY_LSN_REDIS: u64 = 256;
 /// Conservation is checked after every batch a backup applies; the workload's whole check
 /// (history, dedup table) when its applied LSN crosses a multiple of this, and on every
 /// replica at the end: a transaction that breaks it leaves it broken.
 const FULL_CHECK_EVERY_LSN: u64 = 16;
+/// The same for the Redis model, whose whole check (every block of the allocator, the
+/// expiry index, the dedup table) costs more, and whose quick check is none.
+const FULL_CHECK_EVERY_LSN_REDIS: u64 = 64;
+
+/// The `IncrementTwice` sabotage strikes the primary's tenth `INCR`.
+const INCREMENT_TWICE_AT: u64 = 10;
+/// The `AlterReply` sabotage strikes the twentieth reply with a digit in its body.
+const ALTER_REPLY_AT: u64 = 20;
 
 /// Mixed into a seed for the generator of connection resets.
 const RESET_SEED: u64 = 0x7265_7365_7473;
+
+/// The data model a run's nodes serve and its clients call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Model {
+    /// TPC-B as in Vista (what every seed ran before the Redis model joined): conservation
+    /// of money is the model's own check.
+    #[default]
+    DebitCredit,
+    /// The Redis data model: a seeded mix of commands, `MULTI` … `EXEC` blocks and Lua
+    /// scripts, every acknowledged reply checked against a plain model of the final history.
+    Redis,
+}
+
+impl Model {
+    /// The name `tandem sim --model` takes and its reports print.
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::DebitCredit => "debit-credit",
+            Model::Redis => "redis",
+        }
+    }
+}
+
+/// How a seed runs, beyond its seed and ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    pub mix: Mix,
+    pub model: Model,
+    pub sabotage: Option<ClusterSabotage>,
+}
 
 /// What a run did and whether every checker held.
 #[derive(Clone, Debug)]
 pub struct ClusterReport {
     pub seed: u64,
+    pub model: Model,
     pub faults: ClusterFaults,
     pub calls: u64,
     pub replies: u64,
@@ -137,6 +218,13 @@ pub struct ClusterReport {
     /// Crashes of a node that held the only copy of acknowledged records (possible only with
     /// `crash_any_time`): a second failure the safety rules do not cover.
     pub sole_copy_crashes: u64,
+    /// Acknowledged replies compared with the reference model (the Redis model only).
+    pub replies_checked: u64,
+    /// Acknowledged replies from a history a failover rightly discarded (a 1-safe or
+    /// bounded rule), which the reference cannot judge (the Redis model only).
+    pub replies_discarded: u64,
+    /// Expiry sweeps the primaries committed (the Redis model only).
+    pub sweeps: u64,
     /// The first checker that failed, with the tick it failed at.
     pub failure: Option<String>,
     /// The last events before the end (or the failure), oldest first.
@@ -165,12 +253,17 @@ enum Wire {
         seq: u64,
         call: SimCall,
     },
-    /// The call's outcome: the LSN of its commit (or of the latest commit a rolled-back call
-    /// saw).
+    /// The call's outcome: the LSN of its commit (or of the latest commit a read or a
+    /// rolled-back call saw), whether it committed, and the procedure's reply (its reason,
+    /// rolled back).
     Reply {
         conn: u64,
         seq: u64,
         lsn: u64,
+        status: ReplyStatus,
+        body: Vec<u8>,
+        /// Not on a real wire: what the simulator knows of how the answer came to be.
+        witness: Witness,
     },
     /// The node is not the primary (an `Error` frame `NotPrimary`).
     NotPrimary {
@@ -210,11 +303,37 @@ enum Event {
     },
 }
 
-/// Where an answer goes: a client by its index, on one of its connections.
+/// Where an answer goes: a client by its index, on one of its connections; and what the
+/// answer is about: when its call ran (the reply checker judges a read or a failed call at
+/// that time), and whether it ran a read-only procedure (its answer carries the latest
+/// commit's LSN, but no commit of its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct ClientConn {
     client: usize,
     conn: u64,
+    ran_at_ms: u64,
+    reads: bool,
+}
+
+impl ClientConn {
+    /// Where the answer of the primary's own periodic procedure (the expiry sweep) goes:
+    /// nowhere, as the runtime's `ReplyTo::Periodic`.
+    const PERIODIC: ClientConn = ClientConn {
+        client: usize::MAX,
+        conn: 0,
+        ran_at_ms: 0,
+        reads: false,
+    };
+}
+
+/// What the simulator knows of how an answer came to be, for the reply checker: the time its
+/// call ran, and the fingerprint of the releasing primary's history up to the LSN the
+/// answer carries (an answer from a history that a failover discarded does not match the
+/// final one's). Zero for Debit-Credit, whose replies are not checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Witness {
+    ran_at_ms: u64,
+    chain: u64,
 }
 
 /// A primary role as the simulator holds it: the node core's role (answers go to a client's
@@ -226,15 +345,26 @@ struct PrimaryRole {
     inbox: VecDeque<(ClientConn, u64, SimCall)>,
     /// The calls committed into this node's records (exactly-once).
     calls: CallsHeld,
+    /// What its records hold, LSN by LSN (kept for the Redis model only).
+    history: History,
+    /// When the model's periodic procedure (the Redis model's expiry sweep) is next due, by
+    /// the primary's clock.
+    periodic_due_ms: u64,
 }
 
 impl PrimaryRole {
-    fn new(role: tandem_node::PrimaryRole<ClientConn>, calls: CallsHeld) -> PrimaryRole {
+    fn new(
+        role: tandem_node::PrimaryRole<ClientConn>,
+        calls: CallsHeld,
+        history: History,
+    ) -> PrimaryRole {
         PrimaryRole {
             role,
             ready: RoleReady::default(),
             inbox: VecDeque::new(),
             calls,
+            history,
+            periodic_due_ms: 0,
         }
     }
 
@@ -252,6 +382,8 @@ struct BackupRole {
     receiver: ReceiverRole,
     applier: ApplierRole,
     calls: CallsHeld,
+    /// What its records hold, LSN by LSN (kept for the Redis model only).
+    history: History,
 }
 
 impl Node {
@@ -298,10 +430,10 @@ struct Node {
     tear_next_save: bool,
 }
 
-/// A simulated client: a closed loop of Debit-Credit calls, routed by the stub's own
+/// A simulated client: a closed loop of calls of the run's model, routed by the stub's own
 /// [`Router`] (the same decisions `tandem_client::Client` makes over TCP).
 struct Client {
-    driver: Box<dyn Driver>,
+    calls: ClientCalls,
     router: Router,
     seq: u64,
     /// The call in flight: its route and its args.
@@ -312,6 +444,32 @@ struct Client {
     /// Bumped whenever what the client waits for changes: a timer of an older epoch is void.
     epoch: u64,
     lsn_last: u64,
+}
+
+/// Where a client's calls come from.
+enum ClientCalls {
+    /// The model's own driver (Debit-Credit's).
+    Driver(Box<dyn Driver>),
+    Redis(Box<RedisClient>),
+}
+
+/// A client of the Redis model: its workload, what it sent, and what it was answered.
+struct RedisClient {
+    workload: Workload,
+    /// The call of each seq, from seq 1 on.
+    sent: Vec<RedisCall>,
+    /// The answers its router accepted, in order.
+    acked: Vec<AckedReply>,
+}
+
+/// An answer a client accepted, for the reply checker.
+#[derive(Clone, Debug)]
+struct AckedReply {
+    seq: u64,
+    lsn: u64,
+    status: ReplyStatus,
+    body: Vec<u8>,
+    witness: Witness,
 }
 
 /// A call as a client sends it: the procedure its driver chose, and the arguments.
@@ -344,6 +502,15 @@ struct World {
     queue: EventQueue<Event>,
     /// The data model every node serves (each role gets a replica of it).
     model: Box<dyn DataModel>,
+    /// Its segments' length.
+    segment_len: usize,
+    /// The current primary's bytes are checksummed at batch ends whose LSN is a multiple
+    /// of this.
+    checksum_every_lsn: u64,
+    /// A backup runs the model's whole check when its applied LSN crosses a multiple of this.
+    full_check_every_lsn: u64,
+    /// What a run of the Redis model keeps for its reply checker; `None` for Debit-Credit.
+    redis: Option<Box<RedisRun>>,
     initial: ClusterMap,
     lsn_loaded: u64,
     nodes: Vec<Node>,
@@ -389,6 +556,22 @@ struct World {
     trace: Trace,
 }
 
+/// What a run of the Redis model keeps beside the world for its reply checker.
+struct RedisRun {
+    /// The entries of every batch a primary sent, by the batch's (view, first LSN,
+    /// checksum): a backup that applies it takes them into its history.
+    batches: BTreeMap<(u64, u64, u32), Vec<HistoryEntry>>,
+    /// The history of every state transfer a primary sent, by its LSN and the checksum of
+    /// the segment it was copied from: a member that installs it (and then holds the same
+    /// bytes) takes it as its history.
+    transfers: BTreeMap<(u64, u32), History>,
+    /// How often the primary runs the model's periodic procedure, ms.
+    periodic_interval_ms: u64,
+    /// Replies sent to clients so far, and INCRs run so far (for the sabotages).
+    replies_sent: u64,
+    increments_run: u64,
+}
+
 /// Damage done by the simulated world itself, to show that the checkers the planted bugs do
 /// not reach can fail too (a checker that cannot fail is a defect).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -403,6 +586,14 @@ pub enum ClusterSabotage {
     /// itself alone in the group (no backup to wait for). The two-primaries checker must see
     /// it.
     IgnoreDepose,
+    /// (Redis model.) The twentieth reply sent to a client with a digit in its body has that
+    /// digit changed on the way: the client is told something the primary's history does
+    /// not say. The reply checker must see it.
+    AlterReply,
+    /// (Redis model.) The primary runs the tenth `INCR` it is sent as `INCRBY 2`: a call
+    /// applied twice within one record, which no dedup table and no exactly-once checker can
+    /// see. The reply checker must see it.
+    IncrementTwice,
 }
 
 /// Runs seed `seed` for `ticks` ticks of faults, then heals and waits for convergence. A
@@ -423,8 +614,19 @@ pub fn run_cluster_sabotaged(
     mix: Mix,
     sabotage: Option<ClusterSabotage>,
 ) -> ClusterReport {
-    let mut world = World::new(seed, mix);
-    world.sabotage = sabotage;
+    let options = RunOptions {
+        mix,
+        model: Model::DebitCredit,
+        sabotage,
+    };
+    run_cluster_with(seed, ticks, options)
+}
+
+/// Runs seed `seed` as `options` say: its fault rates drawn from their mix, its nodes
+/// serving their model, their sabotage done along the way.
+pub fn run_cluster_with(seed: u64, ticks: u64, options: RunOptions) -> ClusterReport {
+    let mut world = World::new(seed, options.mix, options.model);
+    world.sabotage = options.sabotage;
     let result = panic::catch_unwind(AssertUnwindSafe(|| world.simulate(ticks)));
     let failure = match result {
         Ok(Ok(())) => None,
@@ -456,19 +658,38 @@ pub fn run_cluster_sabotaged(
 }
 
 impl World {
-    fn new(seed: u64, mix: Mix) -> World {
+    fn new(seed: u64, mix: Mix, model_kind: Model) -> World {
         let mut rng = Rng::new(seed);
         let mut faults = ClusterFaults::draw(&mut rng, mix);
         let mut reset_rng = Rng::new(seed ^ RESET_SEED);
         faults.draw_resets(&mut reset_rng);
-        let config = DebitCreditConfig {
-            tellers_per_branch: 4,
-            accounts_per_branch: 100,
-            history_bytes: 2048,
-            overdraft_limit: Some(2_000_000),
+        let (model, segment_len): (Box<dyn DataModel>, usize) = match model_kind {
+            Model::DebitCredit => {
+                let config = DebitCreditConfig {
+                    tellers_per_branch: 4,
+                    accounts_per_branch: 100,
+                    history_bytes: 2048,
+                    overdraft_limit: Some(2_000_000),
+                };
+                let model = DebitCredit::new(DEBIT_CREDIT_SEGMENT_LEN, &config).expect("fits");
+                (Compiled::boxed(model), DEBIT_CREDIT_SEGMENT_LEN)
+            }
+            Model::Redis => {
+                let model = RedisModel::new(REDIS_SEGMENT_LEN).expect("fits");
+                (Box::new(model), REDIS_SEGMENT_LEN)
+            }
         };
-        let model = Compiled::boxed(DebitCredit::new(SEGMENT_LEN, &config).expect("fits"));
-        let lsn_loaded = loaded(&*model).lsn();
+        let redis = (model_kind == Model::Redis).then(|| {
+            let (_, interval_ms) = model.periodic().expect("the Redis model sweeps");
+            Box::new(RedisRun {
+                batches: BTreeMap::new(),
+                transfers: BTreeMap::new(),
+                periodic_interval_ms: interval_ms,
+                replies_sent: 0,
+                increments_run: 0,
+            })
+        });
+        let lsn_loaded = loaded(&*model, segment_len).lsn();
         let ids: Vec<NodeId> = (1..=faults.nodes as NodeId).collect();
         let view = View {
             number: VIEW_FIRST,
@@ -526,9 +747,18 @@ impl World {
         };
         let clients = (0..faults.clients)
             .map(|index| Client {
-                driver: model
-                    .driver(seed ^ (0x9e37 + index as u64))
-                    .expect("the simulated model generates calls"),
+                calls: match model_kind {
+                    Model::DebitCredit => ClientCalls::Driver(
+                        model
+                            .driver(seed ^ (0x9e37 + index as u64))
+                            .expect("the simulated model generates calls"),
+                    ),
+                    Model::Redis => ClientCalls::Redis(Box::new(RedisClient {
+                        workload: Workload::new(seed ^ (0x9e37 + index as u64)),
+                        sent: Vec::new(),
+                        acked: Vec::new(),
+                    })),
+                },
                 router: Router::new(router_config.clone()),
                 seq: 0,
                 call: None,
@@ -549,6 +779,16 @@ impl World {
             now: 0,
             queue: EventQueue::new(),
             model,
+            segment_len,
+            checksum_every_lsn: match model_kind {
+                Model::DebitCredit => CHECKSUM_EVERY_LSN,
+                Model::Redis => CHECKSUM_EVERY_LSN_REDIS,
+            },
+            full_check_every_lsn: match model_kind {
+                Model::DebitCredit => FULL_CHECK_EVERY_LSN,
+                Model::Redis => FULL_CHECK_EVERY_LSN_REDIS,
+            },
+            redis,
             initial,
             lsn_loaded,
             nodes,
@@ -571,6 +811,7 @@ impl World {
             batches_to_2: 0,
             report: ClusterReport {
                 seed,
+                model: model_kind,
                 faults: faults.clone(),
                 calls: 0,
                 replies: 0,
@@ -586,6 +827,9 @@ impl World {
                 lease_waits: 0,
                 torn_saves: 0,
                 sole_copy_crashes: 0,
+                replies_checked: 0,
+                replies_discarded: 0,
+                sweeps: 0,
                 failure: None,
                 trace: Vec::new(),
             },
@@ -602,6 +846,11 @@ impl World {
             world.schedule(first, Event::ClientNext { client });
         }
         world
+    }
+
+    /// The primaries' clock now, Unix ms (what the Redis model's expiry measures against).
+    fn clock_ms(&self) -> u64 {
+        CLOCK_BASE_MS + self.now * CLOCK_MS_PER_TICK / MICROS_PER_TICK
     }
 
     fn schedule(&mut self, after: u64, event: Event) {
@@ -759,10 +1008,29 @@ fn client_id(client: usize) -> u64 {
 }
 
 /// A segment with the initial database: every node loads the same one.
-fn loaded(model: &dyn DataModel) -> Segment {
-    let mut segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).expect("map");
+fn loaded(model: &dyn DataModel, segment_len: usize) -> Segment {
+    let mut segment = Segment::anonymous(segment_len, Strategy::V3InlineLog).expect("map");
     model.load(&mut segment);
     segment
+}
+
+/// The procedure of the Redis command `name`.
+fn command_proc_of(name: &[u8]) -> ProcId {
+    let (index, _) = tandem_redis::cmd::lookup(name).expect("a command of the table");
+    tandem_redis::model::command_proc(index)
+}
+
+/// A sealed batch's identity (its view, first LSN and checksum: a primary seals each batch
+/// once, and the checksum tells a forged one apart), its first and its last LSN. Read from
+/// the header as `tandem_log::batch` lays it out, without checking the checksum again: the
+/// primary sealed it, and a receiver checks it before anything is applied.
+fn batch_key(bytes: &[u8]) -> ((u64, u64, u32), u64, u64) {
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("a header"));
+    let half = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("a header"));
+    let (view, lsn_base, records, crc) = (word(8), word(16), half(24), half(32));
+    assert!(records > 0, "a sealed batch holds records");
+    let lsn_last = lsn_base + u64::from(records) - 1;
+    ((view, lsn_base, crc), lsn_base, lsn_last)
 }
 
 fn receiver_config(view: &View) -> ReceiverConfig {

@@ -36,6 +36,7 @@ impl World {
         match &mut self.nodes[index].role {
             Slot::Primary(role) => {
                 role.role.tick();
+                self.maybe_run_periodic(node)?;
                 self.drain_inbox(node)?;
                 self.collect_primary(node)?;
             }
@@ -173,10 +174,16 @@ impl World {
             ) => {
                 let role = *role;
                 let role_calls = role.calls;
+                let mut history = role.history;
                 let handover = role
                     .applier
                     .handover(lsn)
                     .map_err(|err| format!("node {node} cannot take over: {err}"))?;
+                // A rewound member promoted from the records it held before the rewind takes
+                // them back, and their entries with them.
+                if self.redis.is_some() {
+                    history.set_lsn(handover.segment.lsn());
+                }
                 // The checksums of records above the truncate LSN described a history the
                 // new view discards.
                 self.checksums.split_off(&(lsn + 1));
@@ -187,13 +194,19 @@ impl World {
                 }
                 let store = Store::open(handover.segment, self.model.replica());
                 let role = tandem_node::PrimaryRole::new(store, primary);
-                Slot::Primary(Box::new(PrimaryRole::new(role, role_calls)))
+                Slot::Primary(Box::new(PrimaryRole::new(role, role_calls, history)))
             }
             (Transition::StartPrimary, _) => {
                 let primary = Primary::new(self.primary_config(view), self.lsn_loaded);
-                let store = Store::open(loaded(&*self.model), self.model.replica());
+                let segment = loaded(&*self.model, self.segment_len);
+                let store = Store::open(segment, self.model.replica());
                 let role = tandem_node::PrimaryRole::new(store, primary);
-                Slot::Primary(Box::new(PrimaryRole::new(role, CallsHeld::default())))
+                let history = History::new(self.lsn_loaded);
+                Slot::Primary(Box::new(PrimaryRole::new(
+                    role,
+                    CallsHeld::default(),
+                    history,
+                )))
             }
             (Transition::StayBackup, Slot::Backup(mut role)) => {
                 // A new view reopens a backup frozen in the old one.
@@ -214,19 +227,26 @@ impl World {
             (Transition::Follow { lsn }, Slot::Primary(role)) => {
                 // A deposed primary named a member at once, with nothing above the truncate
                 // LSN: its records, and the calls in them, stand.
-                let PrimaryRole { role, calls, .. } = *role;
+                let PrimaryRole {
+                    role,
+                    calls,
+                    history,
+                    ..
+                } = *role;
                 let segment = role.into_segment();
                 assert_eq!(segment.lsn(), lsn, "it follows from its last commit");
-                self.backup_on(segment, view, calls)
+                self.backup_on(segment, view, calls, history)
             }
             (Transition::Rejoin { lsn, discarded }, role) => {
-                let mut segment = match role {
-                    Slot::Primary(role) => role.role.into_segment(),
+                let (mut segment, mut history) = match role {
+                    Slot::Primary(role) => (role.role.into_segment(), role.history),
                     Slot::Backup(role) => {
-                        role.applier
+                        let segment = role
+                            .applier
                             .handover(lsn + discarded)
                             .map_err(|err| format!("node {node} cannot rejoin: {err}"))?
-                            .segment
+                            .segment;
+                        (segment, role.history)
                     }
                     Slot::Outside => unreachable!("a rejoin keeps a role's records"),
                 };
@@ -235,9 +255,12 @@ impl World {
                 ));
                 if tandem_node::rewind_to_rejoin(&mut segment, lsn) {
                     self.report.rejoins += 1;
+                    if self.redis.is_some() {
+                        history.set_lsn(lsn);
+                    }
                     // The calls of the records taken back may run again in the new history;
                     // those in the transfer are not seen (as after a reload).
-                    self.backup_on(segment, view, CallsHeld::default())
+                    self.backup_on(segment, view, CallsHeld::default(), history)
                 } else {
                     self.reloaded(view)
                 }
@@ -250,7 +273,12 @@ impl World {
             }
             // A deposed primary keeps its records as a backup of its own reign, frozen.
             (Transition::StandBy, Slot::Primary(role)) => {
-                let PrimaryRole { role, calls, .. } = *role;
+                let PrimaryRole {
+                    role,
+                    calls,
+                    history,
+                    ..
+                } = *role;
                 let view_held = role.primary().view();
                 let segment = role.into_segment();
                 let lsn = segment.lsn();
@@ -266,6 +294,7 @@ impl World {
                     receiver: ReceiverRole::new(config, lsn, lsn),
                     applier: ApplierRole::active(segment, Vec::new(), self.tail_limits()),
                     calls,
+                    history,
                 }))
             }
             // Frozen already (the supervisor froze it before deciding): it keeps its records.
@@ -295,6 +324,18 @@ impl World {
             }
         }
         let serving = !matches!(next, Slot::Outside);
+        if self.redis.is_some() {
+            let (history, lsn) = match &next {
+                Slot::Primary(role) => (&role.history, role.role.store().segment().lsn()),
+                Slot::Backup(role) => (&role.history, role.segment().lsn()),
+                Slot::Outside => (&History::new(0), 0),
+            };
+            assert_eq!(
+                history.lsn(),
+                lsn,
+                "node {node}'s history follows its segment"
+            );
+        }
         self.nodes[index].role = next;
         if promoted {
             self.check_acked(node)?;
@@ -308,8 +349,8 @@ impl World {
     }
 
     /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound),
-    /// whose records hold `calls`.
-    fn backup_on(&self, segment: Segment, view: &View, calls: CallsHeld) -> Slot {
+    /// whose records hold `calls` and `history`.
+    fn backup_on(&self, segment: Segment, view: &View, calls: CallsHeld, history: History) -> Slot {
         let lsn = segment.lsn();
         let receiver =
             ReceiverRole::for_segment(receiver_config(view), lsn, lsn, segment.diverged());
@@ -318,12 +359,15 @@ impl World {
             receiver,
             applier: ApplierRole::active(segment, Vec::new(), self.tail_limits()),
             calls,
+            history,
         }))
     }
 
     /// A backup role of `view` on a freshly loaded segment.
     fn reloaded(&self, view: &View) -> Slot {
-        self.backup_on(loaded(&*self.model), view, CallsHeld::default())
+        let segment = loaded(&*self.model, self.segment_len);
+        let history = History::new(self.lsn_loaded);
+        self.backup_on(segment, view, CallsHeld::default(), history)
     }
 
     /// A retained tail's limits, a primary's and a backup's alike (as the runtime's
@@ -465,6 +509,8 @@ impl World {
         let client = ClientConn {
             client: (from - CLIENT_BASE) as usize,
             conn,
+            ran_at_ms: 0,
+            reads: false,
         };
         let index = index_of(to);
         let serving = self.serving(to);
@@ -485,22 +531,44 @@ impl World {
 
     /// Runs the calls waiting at primary `node` while flow control allows.
     pub(super) fn drain_inbox(&mut self, node: NodeId) -> Result<(), String> {
+        let time_ms = self.clock_ms();
         loop {
+            let redis = self.redis.is_some();
+            let sabotaged = self.increment_twice(node);
             let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
                 return Ok(());
             };
             let Some((client, seq, sim_call)) = role.inbox.front() else {
                 return Ok(());
             };
+            let incr = redis && sim_call.proc_id == command_proc_of(b"INCR");
+            let (proc_id, args) = match &sabotaged {
+                Some((proc_id, args)) => (*proc_id, args.as_slice()),
+                None => (sim_call.proc_id, sim_call.args.as_slice()),
+            };
             let call = Call {
                 client_id: client_id(client.client),
                 seq: *seq,
-                proc_id: sim_call.proc_id,
-                args: &sim_call.args,
+                proc_id,
+                args,
                 read_only: false,
                 safety: None,
             };
-            let ran = role.role.run_call(&call, *client);
+            let to = ClientConn {
+                ran_at_ms: time_ms,
+                reads: self.model.kind(proc_id) == Some(ProcKind::Read),
+                ..*client
+            };
+            if redis {
+                role.role.set_time_ms(time_ms);
+            }
+            let ran = role.role.run_call(&call, to);
+            if incr
+                && ran != Ran::Stalled
+                && let Some(redis) = self.redis.as_mut()
+            {
+                redis.increments_run += 1;
+            }
             match ran {
                 Ran::Stalled => return Ok(()),
                 Ran::Committed { call, .. } => {
@@ -510,11 +578,16 @@ impl World {
                             self.now / MICROS_PER_TICK
                         ));
                     }
+                    if redis {
+                        role.history.push(call, time_ms);
+                    }
                 }
                 Ran::Duplicate { .. } => self.report.duplicates_answered += 1,
                 Ran::RolledBack => {}
                 // The client gave up on this call and moved on: nobody waits for it.
                 Ran::Refused(Refusal::StaleSeq) => {}
+                // A read-only command of the Redis model: answered behind the latest commit.
+                Ran::Read if redis => {}
                 Ran::Read => {
                     return Err(format!("node {node}: the simulated clients issue no reads"));
                 }
@@ -532,6 +605,62 @@ impl World {
         }
     }
 
+    /// Under the `IncrementTwice` sabotage, the procedure and arguments the call at the front
+    /// of primary `node`'s inbox runs with instead of its own, if it is the tenth `INCR`:
+    /// `INCRBY key 2`.
+    fn increment_twice(&mut self, node: NodeId) -> Option<(ProcId, Vec<u8>)> {
+        if self.sabotage != Some(ClusterSabotage::IncrementTwice)
+            || self.redis.as_ref()?.increments_run != INCREMENT_TWICE_AT - 1
+        {
+            return None;
+        }
+        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
+            return None;
+        };
+        let (_, _, call) = role.inbox.front()?;
+        if call.proc_id != command_proc_of(b"INCR") {
+            return None;
+        }
+        let mut argv = Argv::new();
+        CallArgs::decode_into(&call.args, &mut argv).expect("the workload's encoding");
+        let key = argv.get(1).expect("INCR names its key").to_vec();
+        let mut twice = Argv::new();
+        for word in [b"INCRBY".as_slice(), &key, b"2"] {
+            twice.push(word);
+        }
+        let mut args = Vec::new();
+        CallArgs::encode(Proto::Resp2, &twice, &mut args);
+        let key = String::from_utf8_lossy(&key).into_owned();
+        self.note(format!("sabotage: node {node} runs INCR {key} as INCRBY 2"));
+        Some((command_proc_of(b"INCRBY"), args))
+    }
+
+    /// Runs the model's periodic procedure (the Redis model's expiry sweep) on primary
+    /// `node` if it is due, as the runtime's executor does at the start of a turn; a sweep
+    /// that found nothing to delete takes no LSN.
+    fn maybe_run_periodic(&mut self, node: NodeId) -> Result<(), String> {
+        let Some(redis) = self.redis.as_ref() else {
+            return Ok(());
+        };
+        let interval_ms = redis.periodic_interval_ms;
+        let now_ms = self.clock_ms();
+        let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
+            return Ok(());
+        };
+        if now_ms < role.periodic_due_ms {
+            return Ok(());
+        }
+        role.periodic_due_ms = now_ms + interval_ms;
+        role.role.set_time_ms(now_ms);
+        if role.role.run_periodic(ClientConn::PERIODIC).is_none() {
+            return Ok(());
+        }
+        role.history.push(CallId::default(), now_ms);
+        role.role.flush();
+        self.report.sweeps += 1;
+        self.check_bounded(node)
+    }
+
     pub(super) fn collect_primary(&mut self, node: NodeId) -> Result<(), String> {
         let authoritative_view = self.view_latest.number;
         let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
@@ -547,6 +676,27 @@ impl World {
                     sent.pages, sent.lsn_from, sent.lsn
                 ),
             );
+            if let Some(redis) = self.redis.as_mut() {
+                // Copied from the segment as it stands: its history is the role's.
+                let segment = role.role.store().segment();
+                assert_eq!(sent.lsn, segment.lsn(), "a transfer of the last commit");
+                let key = (sent.lsn, crc32c::crc32c(segment.bytes()));
+                redis
+                    .transfers
+                    .entry(key)
+                    .or_insert_with(|| role.history.prefix(sent.lsn));
+            }
+        }
+        if let Some(redis) = self.redis.as_mut() {
+            for (_, message) in &ready.replication.messages {
+                if let Message::Batch(bytes) = message {
+                    let (key, lsn_base, lsn_last) = batch_key(bytes);
+                    redis
+                        .batches
+                        .entry(key)
+                        .or_insert_with(|| role.history.range(lsn_base, lsn_last).to_vec());
+                }
+            }
         }
         let tick_now = role.primary().tick_count();
         let view = role.primary().view();
@@ -557,7 +707,7 @@ impl World {
         if view == authoritative_view
             && lsn_sealed == segment.lsn()
             && lsn_sealed > self.lsn_loaded
-            && lsn_sealed.is_multiple_of(CHECKSUM_EVERY_LSN)
+            && lsn_sealed.is_multiple_of(self.checksum_every_lsn)
         {
             self.checksums
                 .entry(lsn_sealed)
@@ -574,8 +724,11 @@ impl World {
                 // replies at a tick the replay then passes (seed 22594). Not sent, as the
                 // runtime withholds it: the client retries.
                 Disposition::Withhold(_) => continue,
+                Disposition::NotPrimary(reply) if reply.reply.to == ClientConn::PERIODIC => {
+                    continue;
+                }
                 Disposition::NotPrimary(reply) => {
-                    let ClientConn { client, conn } = reply.reply.to;
+                    let ClientConn { client, conn, .. } = reply.reply.to;
                     self.send(
                         node,
                         CLIENT_BASE + client as NodeId,
@@ -584,6 +737,10 @@ impl World {
                     continue;
                 }
             };
+            // The primary's own periodic procedure answers nobody.
+            if reply.reply.to == ClientConn::PERIODIC {
+                continue;
+            }
             let (releaser, _) = *self.released_by.entry(view).or_insert((node, self.now));
             if releaser != node {
                 return Err(self.fail(format!(
@@ -591,12 +748,19 @@ impl World {
                 )));
             }
             let Answer {
-                to: ClientConn { client, conn },
+                to:
+                    ClientConn {
+                        client,
+                        conn,
+                        ran_at_ms,
+                        reads,
+                    },
                 seq,
                 kind,
             } = reply.reply;
+            // A read answers with the latest commit's LSN, but has no commit of its own.
             let (committed, lsn_first) = match kind {
-                AnswerKind::Committed { lsn_repeated, .. } => (true, lsn_repeated),
+                AnswerKind::Committed { lsn_repeated, .. } => (!reads, lsn_repeated),
                 AnswerKind::RolledBack { .. } | AnswerKind::Refused { .. } => (false, None),
             };
             // No backup ack fences the answer (a 1-safe or bounded commit, or no commit of
@@ -654,11 +818,32 @@ impl World {
                     *acked = (seq, lsn);
                 }
             }
-            self.send(
-                node,
-                CLIENT_BASE + client as NodeId,
-                Wire::Reply { conn, seq, lsn },
-            );
+            let (status, mut body) = match kind {
+                AnswerKind::Committed { body, .. } => (ReplyStatus::Committed, body),
+                AnswerKind::RolledBack { message } => {
+                    (ReplyStatus::RolledBack, message.into_bytes())
+                }
+                AnswerKind::Refused { .. } => unreachable!("a refusal is not sent"),
+            };
+            let witness = match &self.nodes[index_of(node)].role {
+                Slot::Primary(role) if self.redis.is_some() => Witness {
+                    ran_at_ms,
+                    chain: role.history.chain_at(lsn),
+                },
+                _ => Witness::default(),
+            };
+            if status == ReplyStatus::Committed {
+                self.maybe_alter_reply(&mut body);
+            }
+            let wire = Wire::Reply {
+                conn,
+                seq,
+                lsn,
+                status,
+                body,
+                witness,
+            };
+            self.send(node, CLIENT_BASE + client as NodeId, wire);
         }
         for observed in ready.observed.drain(..) {
             self.observe(node, observed);
@@ -669,6 +854,25 @@ impl World {
             role.ready = ready;
         }
         Ok(())
+    }
+
+    /// Under the `AlterReply` sabotage, changes the last digit of the twentieth reply body
+    /// with a digit that goes to a client (a bulk string's or an integer's, not a length).
+    fn maybe_alter_reply(&mut self, body: &mut [u8]) {
+        if self.sabotage != Some(ClusterSabotage::AlterReply) {
+            return;
+        }
+        let Some(redis) = self.redis.as_mut() else {
+            return;
+        };
+        let Some(digit) = body.iter().rposition(u8::is_ascii_digit) else {
+            return;
+        };
+        redis.replies_sent += 1;
+        if redis.replies_sent == ALTER_REPLY_AT {
+            body[digit] = b'0' + (body[digit] - b'0' + 1) % 10;
+            self.note("sabotage: a reply's digit changed on the way".into());
+        }
     }
 
     pub(super) fn collect_backup(&mut self, node: NodeId) -> Result<(), String> {
@@ -688,9 +892,24 @@ impl World {
             if let Some(lsn) = installed {
                 role.receiver.applied(lsn);
                 self.report.transfers += 1;
+                // The member now holds the bytes of the sender's segment at `lsn`: its
+                // records are the sender's.
+                if let Some(redis) = self.redis.as_ref() {
+                    let key = (lsn, crc32c::crc32c(role.segment().bytes()));
+                    let Some(history) = redis.transfers.get(&key) else {
+                        return Err(format!(
+                            "tick {}: node {node} installed a state transfer to LSN {lsn} and \
+                             holds bytes no primary held at that LSN",
+                            self.now / MICROS_PER_TICK
+                        ));
+                    };
+                    role.history = history.clone();
+                }
             }
         }
         for apply in ready.to_apply.drain(..) {
+            let key = self.redis.is_some().then(|| batch_key(apply.batch.bytes()));
+            let lsn_before_batch = role.applier.lsn_applied();
             let applied = role
                 .applier
                 .apply(apply)
@@ -699,6 +918,27 @@ impl World {
                 continue;
             };
             role.receiver.applied(lsn);
+            if let (Some(redis), Some((key, lsn_base, _))) = (self.redis.as_ref(), key) {
+                assert_eq!(role.history.lsn(), lsn_before_batch, "the history follows");
+                let Some(entries) = redis.batches.get(&key) else {
+                    return Err(format!(
+                        "tick {}: node {node} applied a batch (view {}, LSN {lsn_base}) that no \
+                         primary sent",
+                        self.now / MICROS_PER_TICK,
+                        key.0
+                    ));
+                };
+                let first = (lsn_before_batch + 1 - lsn_base) as usize;
+                let last = (lsn - lsn_base) as usize;
+                if !role.history.extend(&entries[first..=last]) {
+                    return Err(format!(
+                        "tick {}: node {node} applied records from LSN {} on top of a history \
+                         they do not continue",
+                        self.now / MICROS_PER_TICK,
+                        lsn_before_batch + 1
+                    ));
+                }
+            }
             for &call in role.applier.calls_applied() {
                 if !role.calls.insert(call) {
                     return Err(format!(

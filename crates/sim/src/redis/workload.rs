@@ -1,0 +1,375 @@
+//! The simulated clients' Redis workload: a seeded mix of commands on a key space small
+//! enough that calls collide, `MULTI` … `EXEC` blocks, and two Lua scripts that write
+//! several keys (one of them fails after writing whenever a balance would go negative, so
+//! the rollback of a script's writes is exercised on most seeds).
+//!
+//! Each key holds one type by its name (`s:` strings, `n:` counters, `h:` hashes, `l:`
+//! lists, `t:` sets, `z:` sorted sets, and `x:` strings that only `SET … PX` writes, so that
+//! many expire untouched and wait for the primary's sweep), except that a few calls in a
+//! hundred aim at any key:
+//! the errors Redis answers for a wrong type or a value that is not a number are part of the
+//! mix, and so are the calls they roll back.
+
+use tandem_redis::PROC_EXEC;
+use tandem_redis::model::command_proc;
+use tandem_redis::resp::{Argv, Proto};
+use tandem_redis::wire::{CallArgs, ExecArgs};
+use tandem_store::{ProcId, Rng};
+
+/// A script that moves `ARGV[1]` from counter `KEYS[1]` to counter `KEYS[2]` and counts the
+/// transfer in hash `KEYS[3]`. It fails after its first two writes when the source would go
+/// negative (tandem then undoes both, where Redis would keep them), and a `redis.call` that
+/// meets a wrong type fails it at that line.
+pub const TRANSFER_SCRIPT: &str = "local from = redis.call('DECRBY', KEYS[1], ARGV[1])
+local to = redis.call('INCRBY', KEYS[2], ARGV[1])
+if from < 0 then
+  error({err = 'ERR insufficient funds'})
+end
+redis.call('HINCRBY', KEYS[3], 'transfers', 1)
+return {from, to}
+";
+
+/// A script that pops the tail of list `KEYS[1]` into set `KEYS[2]` and answers it (nil for
+/// an empty list). A set key holding another type fails it after the pop.
+pub const MOVE_SCRIPT: &str = "local item = redis.call('RPOP', KEYS[1])
+if item then
+  redis.call('SADD', KEYS[2], item)
+end
+return item
+";
+
+/// A call as a client makes it: one command (a script is an `EVAL` command), or a
+/// `MULTI` … `EXEC` block of commands that runs as one call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedisCall {
+    Command(Vec<Vec<u8>>),
+    Exec(Vec<Vec<Vec<u8>>>),
+}
+
+impl RedisCall {
+    /// The procedure and wire arguments a connection sends for the call (RESP2), as
+    /// `tandem_redis::session` makes them.
+    pub fn encode(&self) -> (ProcId, Vec<u8>) {
+        let mut args = Vec::new();
+        match self {
+            RedisCall::Command(words) => {
+                let (index, _) = tandem_redis::cmd::lookup(&words[0])
+                    .expect("the workload uses commands of the table");
+                let proc_id = command_proc(index);
+                CallArgs::encode(Proto::Resp2, &argv(words), &mut args);
+                (proc_id, args)
+            }
+            RedisCall::Exec(commands) => {
+                let commands: Vec<Argv> = commands.iter().map(|words| argv(words)).collect();
+                ExecArgs::encode(Proto::Resp2, &[], &commands, &mut args);
+                (PROC_EXEC, args)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for RedisCall {
+    /// The call as a terminal session would show it: `INCR n:1`, or `MULTI; SET s:0 v3;
+    /// GET s:0; EXEC`; a script's body is shown by its name.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let command = |formatter: &mut std::fmt::Formatter<'_>, words: &[Vec<u8>]| {
+            for (index, word) in words.iter().enumerate() {
+                if index > 0 {
+                    formatter.write_str(" ")?;
+                }
+                let shown = match word.as_slice() {
+                    body if body == TRANSFER_SCRIPT.as_bytes() => "<transfer script>".into(),
+                    body if body == MOVE_SCRIPT.as_bytes() => "<move script>".into(),
+                    other => String::from_utf8_lossy(other),
+                };
+                formatter.write_str(&shown)?;
+            }
+            Ok(())
+        };
+        match self {
+            RedisCall::Command(words) => command(formatter, words),
+            RedisCall::Exec(commands) => {
+                formatter.write_str("MULTI; ")?;
+                for words in commands {
+                    command(formatter, words)?;
+                    formatter.write_str("; ")?;
+                }
+                formatter.write_str("EXEC")
+            }
+        }
+    }
+}
+
+fn argv(words: &[Vec<u8>]) -> Argv {
+    let mut argv = Argv::new();
+    for word in words {
+        argv.push(word);
+    }
+    argv
+}
+
+/// Keys of each type.
+const STRINGS: &[&str] = &["s:0", "s:1", "s:2"];
+const COUNTERS: &[&str] = &["n:0", "n:1", "n:2", "n:3"];
+const HASHES: &[&str] = &["h:0", "h:1"];
+const LISTS: &[&str] = &["l:0", "l:1"];
+const SETS: &[&str] = &["t:0", "t:1"];
+const ZSETS: &[&str] = &["z:0", "z:1"];
+const VOLATILE: &[&str] = &["x:0", "x:1", "x:2", "x:3", "x:4", "x:5"];
+/// Chances in a hundred that a command's key is drawn from the whole key space.
+const ANY_KEY_PERCENT: u64 = 4;
+/// The longest a `PX` or `PEXPIRE` sets, in ms: ten sweeps' intervals, about as long as a
+/// volatile key goes between two `SET`s, so that half of them expire and wait for a sweep
+/// (a run of the default 400 ticks is 4 s of the primaries' clock).
+const EXPIRE_MS_MAX: i64 = 1_000;
+
+/// One client's generator of calls.
+#[derive(Debug)]
+pub struct Workload {
+    rng: Rng,
+}
+
+impl Workload {
+    pub fn new(seed: u64) -> Workload {
+        Workload {
+            rng: Rng::new(seed),
+        }
+    }
+
+    /// The next call.
+    pub fn next_call(&mut self) -> RedisCall {
+        match self.rng.below(100) {
+            0..8 => {
+                let count = 2 + self.rng.below(3);
+                let mut commands = Vec::new();
+                while commands.len() < count as usize {
+                    let command = self.command();
+                    // EXEC's reply is kept in the dedup table for a retry, and the table's
+                    // heap is small in a small segment: no whole ranges in a block.
+                    if !matches!(command[0].as_slice(), b"LRANGE" | b"ZRANGE") {
+                        commands.push(command);
+                    }
+                }
+                RedisCall::Exec(commands)
+            }
+            8..11 => {
+                let from = self.key(COUNTERS);
+                let to = self.key(COUNTERS);
+                let hash = self.key(HASHES);
+                let amount = self.number(1, 15);
+                RedisCall::Command(words(&[
+                    b"EVAL",
+                    TRANSFER_SCRIPT.as_bytes(),
+                    b"3",
+                    &from,
+                    &to,
+                    &hash,
+                    &amount,
+                ]))
+            }
+            11..13 => {
+                let list = self.key(LISTS);
+                let set = self.key(SETS);
+                RedisCall::Command(words(&[b"EVAL", MOVE_SCRIPT.as_bytes(), b"2", &list, &set]))
+            }
+            _ => RedisCall::Command(self.command()),
+        }
+    }
+
+    /// One command of the mix (what a `MULTI` block queues too).
+    fn command(&mut self) -> Vec<Vec<u8>> {
+        match self.rng.below(80) {
+            0..6 => {
+                let key = self.key(STRINGS);
+                let value = self.value("v", 100);
+                words(&[b"SET", &key, &value])
+            }
+            6..9 => {
+                let key = if self.rng.percent(50) {
+                    self.key(STRINGS)
+                } else {
+                    self.key(VOLATILE)
+                };
+                let value = self.value("v", 100);
+                let ms = self.number(1, EXPIRE_MS_MAX);
+                words(&[b"SET", &key, &value, b"PX", &ms])
+            }
+            9..13 => {
+                let key = match self.rng.below(3) {
+                    0 => self.key(STRINGS),
+                    1 => self.key(COUNTERS),
+                    _ => self.key(VOLATILE),
+                };
+                words(&[b"GET", &key])
+            }
+            13..19 => {
+                let key = self.key(COUNTERS);
+                words(&[b"INCR", &key])
+            }
+            19..23 => {
+                let key = self.key(COUNTERS);
+                let by = self.number(-5, 20);
+                words(&[b"INCRBY", &key, &by])
+            }
+            23..26 => {
+                let key = self.key(STRINGS);
+                let value = self.value("a", 10);
+                words(&[b"APPEND", &key, &value])
+            }
+            26..29 => {
+                let mut command = vec![b"DEL".to_vec(), self.any_key()];
+                if self.rng.percent(30) {
+                    command.push(self.any_key());
+                }
+                command
+            }
+            29..33 => {
+                let key = self.key(HASHES);
+                let mut command = vec![b"HSET".to_vec(), key];
+                for _ in 0..1 + self.rng.below(2) {
+                    let field = self.value("f", 4);
+                    // Mostly numbers, so that HINCRBY mostly works on what HSET wrote.
+                    let value = if self.rng.percent(75) {
+                        self.number(0, 50)
+                    } else {
+                        self.value("v", 100)
+                    };
+                    command.push(field);
+                    command.push(value);
+                }
+                command
+            }
+            33..37 => {
+                let key = self.key(HASHES);
+                let field = self.value("f", 4);
+                let by = self.number(-5, 10);
+                words(&[b"HINCRBY", &key, &field, &by])
+            }
+            37..40 => {
+                let key = self.key(HASHES);
+                let field = self.value("f", 4);
+                words(&[b"HGET", &key, &field])
+            }
+            40..44 => {
+                let key = self.key(LISTS);
+                let mut command = vec![b"LPUSH".to_vec(), key];
+                for _ in 0..1 + self.rng.below(3) {
+                    command.push(self.value("e", 100));
+                }
+                command
+            }
+            44..47 => {
+                let key = self.key(LISTS);
+                words(&[b"RPOP", &key])
+            }
+            47..50 => {
+                let key = self.key(LISTS);
+                let (start, stop) = self.range();
+                words(&[b"LRANGE", &key, &start, &stop])
+            }
+            50..52 => {
+                let key = self.key(LISTS);
+                let (start, stop) = if self.rng.percent(60) {
+                    (b"0".to_vec(), self.number(0, 6))
+                } else {
+                    self.range()
+                };
+                words(&[b"LTRIM", &key, &start, &stop])
+            }
+            52..56 => {
+                let key = self.key(SETS);
+                let mut command = vec![b"SADD".to_vec(), key];
+                for _ in 0..1 + self.rng.below(3) {
+                    command.push(self.value("m", 8));
+                }
+                command
+            }
+            56..59 => {
+                let key = self.key(SETS);
+                let mut command = vec![b"SREM".to_vec(), key];
+                for _ in 0..1 + self.rng.below(2) {
+                    command.push(self.value("m", 8));
+                }
+                command
+            }
+            59..61 => {
+                let key = self.key(SETS);
+                words(&[b"SCARD", &key])
+            }
+            61..65 => {
+                let key = self.key(ZSETS);
+                let score = self.number(-10, 30);
+                let member = self.value("m", 6);
+                words(&[b"ZADD", &key, &score, &member])
+            }
+            65..68 => {
+                let key = self.key(ZSETS);
+                let by = self.number(-5, 10);
+                let member = self.value("m", 6);
+                words(&[b"ZINCRBY", &key, &by, &member])
+            }
+            68..71 => {
+                let key = self.key(ZSETS);
+                let (start, stop) = self.range();
+                let mut command = words(&[b"ZRANGE", &key, &start, &stop]);
+                if self.rng.percent(50) {
+                    command.push(b"WITHSCORES".to_vec());
+                }
+                command
+            }
+            71..75 => {
+                let key = self.any_key();
+                let ms = self.number(1, EXPIRE_MS_MAX);
+                words(&[b"PEXPIRE", &key, &ms])
+            }
+            75..78 => {
+                let key = self.any_key();
+                words(&[b"PTTL", &key])
+            }
+            _ => {
+                let key = self.key(COUNTERS);
+                let by = self.number(1, 10);
+                words(&[b"DECRBY", &key, &by])
+            }
+        }
+    }
+
+    /// A key of `kind`, or now and then one of any type.
+    fn key(&mut self, kind: &[&str]) -> Vec<u8> {
+        if self.rng.percent(ANY_KEY_PERCENT) {
+            return self.any_key();
+        }
+        kind[self.rng.below(kind.len() as u64) as usize]
+            .as_bytes()
+            .to_vec()
+    }
+
+    fn any_key(&mut self) -> Vec<u8> {
+        let kinds = [STRINGS, COUNTERS, HASHES, LISTS, SETS, ZSETS, VOLATILE];
+        let kind = kinds[self.rng.below(kinds.len() as u64) as usize];
+        kind[self.rng.below(kind.len() as u64) as usize]
+            .as_bytes()
+            .to_vec()
+    }
+
+    /// `prefix` followed by a number below `count`.
+    fn value(&mut self, prefix: &str, count: u64) -> Vec<u8> {
+        format!("{prefix}{}", self.rng.below(count)).into_bytes()
+    }
+
+    fn number(&mut self, low: i64, high: i64) -> Vec<u8> {
+        self.rng.between(low, high).to_string().into_bytes()
+    }
+
+    /// A range's start and stop, negative ones counting from the end.
+    fn range(&mut self) -> (Vec<u8>, Vec<u8>) {
+        if self.rng.percent(40) {
+            return (b"0".to_vec(), b"-1".to_vec());
+        }
+        (self.number(-4, 3), self.number(-3, 5))
+    }
+}
+
+fn words(parts: &[&[u8]]) -> Vec<Vec<u8>> {
+    parts.iter().map(|part| part.to_vec()).collect()
+}
