@@ -7,6 +7,8 @@
 //! `MULTI` … `EXEC` block a command's error is answered in its place in the array and the
 //! others' effects stay; the two scripts are interpreted here as what they do, and a script
 //! that fails undoes every write it made (tandem's documented behaviour, unlike Redis's).
+//! `EVAL` keeps a script that compiled, as Redis does: one that failed before its first write
+//! answers its error in a call that commits the script's entry alone, if the store lacked it.
 //!
 //! Expiry: a key whose expiry time is at or before the call's time does not exist for it.
 //! The simulation's clock never goes back along a history, so a key that expired for one call
@@ -66,6 +68,9 @@ struct Entry {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Reference {
     keys: BTreeMap<Vec<u8>, Entry>,
+    /// The SHA-1s of the scripts the database keeps: as in Redis, `EVAL` keeps a script that
+    /// compiled, whether it then succeeded or failed.
+    scripts: BTreeSet<String>,
 }
 
 /// One key of a dump: its type, its expiry time (Unix ms, -1 for none) and its contents in
@@ -511,10 +516,24 @@ impl Reference {
             panic!("the reference knows no such script");
         };
         match result {
-            Ok(()) => Outcome::Committed(reply),
+            Ok(()) => {
+                self.scripts.insert(sha);
+                Outcome::Committed(reply)
+            }
             Err((text, line)) => {
                 self.keys = before;
-                Outcome::Failed(format!("{text} script: {sha}, on @user_script:{line}."))
+                let text = format!("{text} script: {sha}, on @user_script:{line}.");
+                // Each script's first line is a write: a failure there wrote nothing, and the
+                // call commits the script's entry alone if the store lacked it (tandem rolls
+                // back a script that failed after a write, its entry with it).
+                let wrote = line > 1;
+                if !wrote && self.scripts.insert(sha) {
+                    let mut reply = Vec::new();
+                    error_line(&mut reply, &text);
+                    Outcome::Committed(reply)
+                } else {
+                    Outcome::Failed(text)
+                }
             }
         }
     }

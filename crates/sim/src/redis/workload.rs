@@ -60,7 +60,10 @@ impl RedisCall {
                 (proc_id, args)
             }
             RedisCall::Exec(commands) => {
-                let commands: Vec<Argv> = commands.iter().map(|words| argv(words)).collect();
+                let commands: Vec<(Proto, Argv)> = commands
+                    .iter()
+                    .map(|words| (Proto::Resp2, argv(words)))
+                    .collect();
                 ExecArgs::encode(Proto::Resp2, &[], &commands, &mut args);
                 (PROC_EXEC, args)
             }
