@@ -812,22 +812,24 @@ fn recovery_after_a_crash_at_every_disk_operation_keeps_a_prefix_holding_all_dur
     }
 }
 
-#[test]
-fn planted_ack_before_sync_is_caught_by_the_crash_test() {
-    let _planted = plant(Bug::AckBeforeSync);
+/// The crash test's first complaint with `bug` planted.
+fn caught_by_the_crash_test(bug: Bug) -> String {
+    let _planted = plant(bug);
     let mut coverage = Coverage::default();
     let caught = (0..CRASH_SEEDS).find_map(|seed| check_crashes(seed, &mut coverage).err());
     let error = caught.expect("the planted bug is caught");
     eprintln!("caught: {error}");
+    error
+}
+
+#[test]
+fn planted_ack_before_sync_is_caught_by_the_crash_test() {
+    let error = caught_by_the_crash_test(Bug::AckBeforeSync);
     assert!(error.contains("lost durable batches"), "{error}");
 }
 
 #[test]
 fn planted_remove_with_one_directory_sync_is_caught_by_the_crash_test() {
-    let _planted = plant(Bug::RemoveWithOneDirectorySync);
-    let mut coverage = Coverage::default();
-    let caught = (0..CRASH_SEEDS).find_map(|seed| check_crashes(seed, &mut coverage).err());
-    let error = caught.expect("the planted bug is caught");
-    eprintln!("caught: {error}");
+    let error = caught_by_the_crash_test(Bug::RemoveWithOneDirectorySync);
     assert!(error.contains("lost"), "{error}");
 }
