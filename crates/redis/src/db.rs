@@ -417,6 +417,27 @@ impl Layout {
         })
     }
 
+    /// No key has two entries in the keyspace (a write that creates a key must first delete
+    /// an expired entry of it: the simulator found APPEND that did not).
+    pub fn check_keys_unique(&self, mem: &impl Mem) -> Result<(), tandem_store::Inconsistency> {
+        let mut keys = std::collections::BTreeSet::new();
+        let mut twice = None;
+        self.keyspace.for_each(mem, |entry| {
+            let link: Link = mem.pod(entry);
+            let key = mem.bytes(entry + KEY_HEAD_BYTES, link.key_len as usize).to_vec();
+            if !keys.insert(key.clone()) && twice.is_none() {
+                twice = Some(key);
+            }
+        });
+        match twice {
+            None => Ok(()),
+            Some(key) => Err(tandem_store::Inconsistency {
+                check: "every key has one entry",
+                detail: format!("key {:?} has two", String::from_utf8_lossy(&key)),
+            }),
+        }
+    }
+
     /// The expiry index holds exactly the keys that have an expiry.
     pub fn check_expiry_index(&self, mem: &impl Mem) -> Result<(), tandem_store::Inconsistency> {
         let mut volatile = 0u64;

@@ -304,6 +304,7 @@ impl DataModel for RedisModel {
         self.layout.owned_blocks(segment, &mut owned);
         self.layout.alloc.check(segment, &mut owned.into_iter())?;
         self.layout.check_expiry_index(segment)?;
+        self.layout.check_keys_unique(segment)?;
         DedupTable::for_segment_len(segment.len()).check(segment)
     }
 
