@@ -19,12 +19,6 @@ use clap::Parser;
 
 use cli::{BenchCommand, Cli, Command};
 
-/// mimalloc, as Redis uses jemalloc: glibc's allocator serialised the RESP thread's frees of
-/// replies the executor allocated (a lock per arena) and spent a tenth of the executor's time
-/// in `malloc_consolidate` and friends (see docs/measurements.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
