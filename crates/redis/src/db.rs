@@ -424,7 +424,9 @@ impl Layout {
         let mut twice = None;
         self.keyspace.for_each(mem, |entry| {
             let link: Link = mem.pod(entry);
-            let key = mem.bytes(entry + KEY_HEAD_BYTES, link.key_len as usize).to_vec();
+            let key = mem
+                .bytes(entry + KEY_HEAD_BYTES, link.key_len as usize)
+                .to_vec();
             if !keys.insert(key.clone()) && twice.is_none() {
                 twice = Some(key);
             }
