@@ -61,6 +61,13 @@ struct RangeReport {
     calls: u64,
     wall_s: f64,
     calls_per_wall_s: f64,
+    /// Acknowledged replies compared with the reference, over every seed (the Redis model
+    /// only: Debit-Credit's report stays as it was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replies_checked: Option<u64>,
+    /// Expiry sweeps committed, over every seed (the Redis model only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sweeps: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -194,10 +201,15 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut calls = 0;
     let mut seeds_run = 0;
     let mut seeds_sole_copy_crashed = 0;
+    let (mut replies_checked, mut sweeps) = (None, None);
     for seed in seeds.clone() {
         let report = run_seed(args, seed);
         seeds_run += 1;
         calls += report.calls;
+        if let Some(redis) = &report.redis {
+            *replies_checked.get_or_insert(0) += redis.replies_checked;
+            *sweeps.get_or_insert(0) += redis.sweeps;
+        }
         if report.sole_copy_crashes > 0 {
             seeds_sole_copy_crashed += 1;
         }
@@ -242,6 +254,8 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         calls,
         wall_s,
         calls_per_wall_s: calls as f64 / wall_s,
+        replies_checked,
+        sweeps,
     };
     if args.json {
         println!("{}", serde_json::to_string(&report).expect("serializable"));
@@ -256,6 +270,12 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
             wall_s,
             report.calls_per_wall_s
         );
+        if let (Some(replies), Some(sweeps)) = (report.replies_checked, report.sweeps) {
+            println!(
+                "redis: {replies} acknowledged replies checked against the reference, {sweeps} \
+                 expiry sweeps"
+            );
+        }
     }
     verdict(args, !failed.is_empty(), failed.first().copied(), seeds_run)
 }
