@@ -267,11 +267,21 @@ impl Drop for RedisProcess {
     }
 }
 
-fn start_redis(replica_of: Option<SocketAddr>) -> Result<(RedisProcess, SocketAddr), Failure> {
+/// Starts a `redis-server` that keeps whatever it writes (a replica's copy of its primary's
+/// snapshot) in a folder of its own under `dir`, not in the working directory.
+fn start_redis(
+    replica_of: Option<SocketAddr>,
+    dir: &Path,
+) -> Result<(RedisProcess, SocketAddr), Failure> {
     let address = free_address()?;
+    let folder = dir.join(format!("redis-{}", address.port()));
+    std::fs::create_dir_all(&folder)
+        .map_err(|err| Failure::Run(format!("cannot create {}: {err}", folder.display())))?;
     let mut command = Command::new("redis-server");
     command
         .args(["--port", &address.port().to_string()])
+        .arg("--dir")
+        .arg(&folder)
         .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -309,12 +319,12 @@ fn wait_for_pong(address: SocketAddr) -> Result<(), Failure> {
 fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> {
     let (address, redis, cluster) = match system {
         System::Redis => {
-            let (process, address) = start_redis(None)?;
+            let (process, address) = start_redis(None, dir)?;
             (address, vec![process], None)
         }
         System::RedisWait => {
-            let (primary, address) = start_redis(None)?;
-            let (replica, replica_address) = start_redis(Some(address))?;
+            let (primary, address) = start_redis(None, dir)?;
+            let (replica, replica_address) = start_redis(Some(address), dir)?;
             let deadline = Instant::now() + Duration::from_secs(10);
             let mut conn = Conn::open(replica_address)?;
             loop {
