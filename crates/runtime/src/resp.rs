@@ -235,6 +235,15 @@ impl Conn {
         }
     }
 
+    /// After an answer: the call held back goes out once every earlier one is answered.
+    fn release_held(&mut self) -> Option<Call> {
+        if self.unanswered == 0 {
+            self.held.take()
+        } else {
+            None
+        }
+    }
+
     fn unanswered_calls(&self) -> impl Iterator<Item = &Call> {
         self.slots.iter().filter_map(|slot| match slot {
             Slot::Call {
@@ -675,17 +684,6 @@ impl Front {
                 });
                 conn.drain_slots();
             }
-        }
-    }
-}
-
-impl Conn {
-    /// After an answer: the call held back goes out once every earlier one is answered.
-    fn release_held(&mut self) -> Option<Call> {
-        if self.unanswered == 0 {
-            self.held.take()
-        } else {
-            None
         }
     }
 }
