@@ -9,6 +9,8 @@
 //! connection's other calls) and hands the outcome to [`Session::called`], which writes the
 //! reply.
 
+use std::time::Duration;
+
 use tandem_store::{DataModel, ProcId, ProcKind};
 
 use crate::cmd::{self, Class, Command, commands};
@@ -61,10 +63,15 @@ pub struct Call {
     pub purpose: Purpose,
 }
 
+/// How long a read whose reply was withheld is tried again before its client gets an error.
+pub const READ_RETRY_MAX: Duration = Duration::from_secs(1);
+/// The pause between two tries of a withheld read: about a heartbeat.
+pub const READ_RETRY_PAUSE: Duration = Duration::from_micros(500);
+
 impl Call {
     /// Whether this call must wait until the connection's earlier calls (`unanswered`) are
     /// answered before it is sent. A read whose reply the primary withholds runs again
-    /// ([`Call::runs_again`]), so no write may be sent before it is answered, or the read
+    /// ([`Call::runs_again_after`]), so no write may be sent before it is answered, or the read
     /// run again would see that write; and a WATCH reads versions as of every earlier call.
     pub fn waits_for<'a>(&self, mut unanswered: impl Iterator<Item = &'a Call>) -> bool {
         match self.purpose {
@@ -81,11 +88,13 @@ impl Call {
         matches!(self.purpose, Purpose::Watch(_) | Purpose::Exec(Some(_)))
     }
 
-    /// Whether the call may simply run again when the primary could not answer it (its
-    /// lease ran out before the reply could leave): a read changes nothing; a write may
-    /// have committed, so its client is told instead.
-    pub fn runs_again(&self) -> bool {
-        self.kind == ProcKind::Read
+    /// When the primary could not answer the call (its lease ran out before the reply could
+    /// leave) `waited` after it was first sent: the pause after which it runs again, or
+    /// `None` if its client is told instead. A read changes nothing and runs again, for up to
+    /// [`READ_RETRY_MAX`], a heartbeat apart so the lease may be renewed meanwhile; a write
+    /// may have committed.
+    pub fn runs_again_after(&self, waited: Duration) -> Option<Duration> {
+        (self.kind == ProcKind::Read && waited < READ_RETRY_MAX).then_some(READ_RETRY_PAUSE)
     }
 }
 

@@ -484,3 +484,35 @@ fn watch_follows_redis_through_expiry_and_flushall() {
     assert_eq!(node.s("FLUSHALL"), ok());
     assert_eq!(block(&mut node, &["SET done 1"]), Value::Array(vec![ok()]));
 }
+
+/// A read whose reply the primary withheld runs again, a heartbeat later, until the bound;
+/// a write, which may have committed, never does.
+#[test]
+fn only_a_withheld_read_runs_again_and_only_for_a_while() {
+    use std::time::Duration;
+    use tandem_redis::session::{READ_RETRY_MAX, READ_RETRY_PAUSE};
+    let primary = ServerInfo {
+        primary: true,
+        ..ServerInfo::default()
+    };
+    let mut session = Session::new(1);
+    let mut out = Vec::new();
+    let call = |session: &mut Session, line: &str, out: &mut Vec<u8>| {
+        let mut argv = Argv::new();
+        for arg in line.split(' ') {
+            argv.push(arg.as_bytes());
+        }
+        match session.handle(&argv, &primary, out) {
+            Step::Call(call) => call,
+            other => panic!("{line} makes a call, not {other:?}"),
+        }
+    };
+    let read = call(&mut session, "GET k", &mut out);
+    assert_eq!(
+        read.runs_again_after(Duration::ZERO),
+        Some(READ_RETRY_PAUSE)
+    );
+    assert_eq!(read.runs_again_after(READ_RETRY_MAX), None);
+    let write = call(&mut session, "SET k v", &mut out);
+    assert_eq!(write.runs_again_after(Duration::ZERO), None);
+}

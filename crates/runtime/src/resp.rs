@@ -12,7 +12,8 @@
 //! and the executor cost more than the commands.
 //!
 //! What a command means is the session's and the model's to say; which call must wait for
-//! which is the session's ([`Call::waits_for`], [`Call::holds_later`]); this module only
+//! which is the session's ([`Call::waits_for`], [`Call::holds_later`],
+//! [`Call::runs_again_after`]); this module only
 //! moves bytes and keeps each connection's replies in order.
 //!
 //! A node that is not the primary answers data commands with `-READONLY`, naming the primary
@@ -23,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -62,11 +63,6 @@ pub fn memory_lines(metrics: &Metrics) -> Vec<(String, String)> {
         })
         .collect()
 }
-
-/// How long a read whose reply was withheld is tried again before the client gets an error.
-const READ_RETRY_MAX: Duration = Duration::from_secs(1);
-/// The pause between two tries: about a heartbeat, so the lease may be renewed meanwhile.
-const READ_RETRY_PAUSE: Duration = Duration::from_micros(500);
 
 /// Bytes read from a connection at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -485,13 +481,14 @@ impl Front {
             LocalOutcome::Committed(body) => Resolved::Reply(body),
             LocalOutcome::RolledBack(message) => Resolved::Failed(with_code(&message)),
             LocalOutcome::Unanswered { code, message } => {
-                // A read whose reply the primary withheld (its lease ran out before the reply
-                // could leave: under heavy load a backup's echo came late) runs again: a read
-                // changes nothing, and no write of its connection was sent after it.
-                let runs_again = matches!(self.slot(owner), Some(Slot::Call { call, sent, .. })
-                    if call.runs_again() && sent.elapsed() < READ_RETRY_MAX);
-                if runs_again {
-                    let due = Instant::now() + READ_RETRY_PAUSE;
+                // Whether a withheld reply's call runs again is the session's to say (a read
+                // does, for a while: no write of its connection was sent after it).
+                let pause = match self.slot(owner) {
+                    Some(Slot::Call { call, sent, .. }) => call.runs_again_after(sent.elapsed()),
+                    _ => None,
+                };
+                if let Some(pause) = pause {
+                    let due = Instant::now() + pause;
                     self.retries.push_back(Retry { owner, due });
                     return;
                 }
