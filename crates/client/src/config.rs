@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tandem_replication::ReadConsistency;
+
 /// Default [`ClientConfig::attempt_timeout`]: well above a healthy primary's reply latency
 /// (tens to hundreds of microseconds on a LAN), well below a failover (< 50 ms), so a hung
 /// primary costs one short wait before the stub looks elsewhere.
@@ -40,6 +42,11 @@ pub struct ClientConfig {
     /// attempt on the primary itself (busy, closed, malformed). It doubles while failures
     /// repeat within one call, up to 16 times this value.
     pub retry_backoff: Duration,
+    /// What [`Client::read`](crate::Client::read) promises when a backup serves it:
+    /// linearizable by default (the backup asks the primary what was acknowledged, one
+    /// round trip), or session (read-your-writes and monotonic reads) or bounded staleness
+    /// for less latency.
+    pub read_consistency: ReadConsistency,
 }
 
 impl ClientConfig {
@@ -52,6 +59,7 @@ impl ClientConfig {
             attempt_timeout: ATTEMPT_TIMEOUT_DEFAULT,
             deadline: DEADLINE_DEFAULT,
             retry_backoff: RETRY_BACKOFF_DEFAULT,
+            read_consistency: ReadConsistency::Linearizable,
         }
     }
 

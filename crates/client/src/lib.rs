@@ -42,11 +42,14 @@
 //! call, up to 4 times it. Every wait is cut short at the call's deadline.
 //!
 //! **Reads.** [`Client::read`] runs a read-only procedure on a backup (DESIGN.md, "Versioned
-//! reads"). The `Read` frame carries `min_lsn` = [`Client::lsn_seen`], the highest LSN any
-//! reply has carried to this client, so the answer reflects every commit this client saw
-//! acknowledged (its own writes, and what its earlier reads saw): read-your-writes and
-//! monotonic reads on any node. A backup shows only state the primary has released, so a
-//! read never sees a record a view change could discard. It gets one attempt on a backup; if
+//! reads"). By default ([`ReadConsistency::Linearizable`]) the answer reflects every write
+//! acknowledged to any client before the read was sent: the backup asks the primary what it
+//! released and waits until it has applied that. The `Read` frame also carries `min_lsn` =
+//! [`Client::lsn_seen`], the highest LSN any reply has carried to this client, which alone
+//! gives read-your-writes and monotonic reads on any node ([`ReadConsistency::Session`],
+//! chosen in [`ClientConfig::read_consistency`], saves the round trip). A backup shows only
+//! state the primary has released, so a read never sees a record a view change could
+//! discard. It gets one attempt on a backup; if
 //! the backup is behind (`Busy`), not a backup any more, or silent, the read goes to the
 //! primary like a call, which answers it under its lease. A read never fails for a reason a
 //! call would not.
@@ -67,7 +70,7 @@ pub use config::{
     ATTEMPT_TIMEOUT_DEFAULT, ClientConfig, ConfigError, DEADLINE_DEFAULT, DURATION_MAX,
     RETRY_BACKOFF_DEFAULT,
 };
-pub use tandem_replication::{NodeId, Safety, SafetyError};
+pub use tandem_replication::{NodeId, ReadConsistency, Safety, SafetyError};
 pub use tandem_wire::{ErrorCode, ErrorFrame, ReplyStatus};
 
 use conn::{Answer, Conn, Failure, Greeting};
@@ -265,7 +268,15 @@ impl Client {
         let seq = self.seq_last;
         let mut frame = Vec::with_capacity(args.len() + 28);
         let lsn_seen = self.router.lsn_seen();
-        encode_read(&mut frame, seq, proc_id, lsn_seen.max(min_lsn), args);
+        let consistency = self.config.read_consistency;
+        encode_read(
+            &mut frame,
+            seq,
+            proc_id,
+            lsn_seen.max(min_lsn),
+            consistency,
+            args,
+        );
         if let Some(outcome) = self.read_at_backup(seq, &frame) {
             let stats = self.router.stats_mut();
             stats.calls += 1;

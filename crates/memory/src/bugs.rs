@@ -56,10 +56,14 @@ pub enum Bug {
     /// A promoted primary releases replies at once instead of after the rest of the lease its
     /// node granted the old primary (tandem-replication's `Primary::hold_releases`).
     IgnoreLeaseOwed,
+    /// A backup serves a linearizable read as soon as it has applied the reader's own
+    /// `min_lsn`, without asking the primary what was acknowledged (tandem-node's
+    /// `BackupReads`).
+    SkipReadIndex,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 15] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
@@ -74,6 +78,7 @@ impl Bug {
         Bug::IgnoreBound,
         Bug::RewindForgets,
         Bug::IgnoreLeaseOwed,
+        Bug::SkipReadIndex,
     ];
 
     pub fn name(self) -> &'static str {
@@ -92,6 +97,7 @@ impl Bug {
             Bug::IgnoreBound => "ignore-bound",
             Bug::RewindForgets => "rewind-forgets",
             Bug::IgnoreLeaseOwed => "ignore-lease-owed",
+            Bug::SkipReadIndex => "skip-read-index",
         }
     }
 

@@ -1,16 +1,31 @@
 //! Reads on a backup (DESIGN.md, "Versioned reads"): when a client's read may be served, what
-//! it gets, and when the applier must hold further batches back for it.
+//! it gets, when the backup must ask the primary something for it, and when the applier must
+//! hold further batches back for it.
 //!
-//! A read names `min_lsn`, the highest LSN its client has seen. The backup serves it once it
-//! has applied `min_lsn` and nothing it applied lies beyond the LSN the primary says it
-//! released: a record above that may still be discarded by a view change, and a reader must
-//! never see one. While a waiting read needs only that release, applying more would move the
-//! state past what it may show, so the applier holds batches back ([`BackupReads::holding`]).
-//! A read still waiting at its deadline is answered `Busy` (the stub then asks the primary).
+//! A read names `min_lsn`, the highest LSN its client has seen, and a [`ReadConsistency`]:
+//! - linearizable (the default): the backup asks its primary a `ReadIndex` question after the
+//!   read arrived and raises `min_lsn` to the answer, the primary's released LSN, which is at
+//!   least every write acknowledged before the read started (see
+//!   `tandem_replication::Primary`'s answer for why). One question serves every read that
+//!   arrived since the previous one, and several may be on their way (Raft's ReadIndex);
+//! - session: `min_lsn` alone (read-your-writes and monotonic reads);
+//! - bounded: `min_lsn` raised to a released LSN the backup heard no earlier than the read's
+//!   staleness before it arrived; it waits for the next heartbeat if none was heard since.
 //!
-//! The runtime's applier thread keeps one [`BackupReads`] and turns each [`ReadAnswer`] into
-//! a frame; time is the driver's (`I` is any ordered instant, the runtime's `Instant`).
+//! The backup then serves it once it has applied `min_lsn` and nothing it applied lies beyond
+//! the LSN the primary says it released: a record above that may still be discarded by a view
+//! change, and a reader must never see one. While a waiting read needs only that release,
+//! applying more would move the state past what it may show, so the applier holds batches
+//! back ([`BackupReads::holding`]). A read still waiting at its deadline is answered `Busy`
+//! (the stub then asks the primary).
+//!
+//! The runtime's applier thread and the simulator's backups keep one [`BackupReads`] each and
+//! carry out what it says: send the questions [`BackupReads::question`] hands out, pass the
+//! answers to [`BackupReads::indexed`] and the released LSNs heard to
+//! [`BackupReads::heard_released`], and turn each [`ReadAnswer`] into a frame. Time is the
+//! driver's (`I` is any ordered instant, the runtime's `Instant`).
 
+use tandem_replication::ReadConsistency;
 use tandem_store::{CallError, DataModel, ProcId, ProcKind};
 
 use crate::backup::ApplierRole;
@@ -24,6 +39,33 @@ pub struct WaitingRead<T, I> {
     pub args: Vec<u8>,
     pub deadline: I,
     pub to: T,
+    /// What the backup must learn before `min_lsn` is final.
+    pub needs: Needs<I>,
+}
+
+/// What a read needs to learn from the primary before its `min_lsn` is final.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs<I> {
+    /// Nothing: `min_lsn` is final (a session read, or a read whose question was answered).
+    Nothing,
+    /// The answer to a `ReadIndex` question asked after it arrived (linearizable).
+    ReadIndex,
+    /// A released LSN heard at or after this instant (bounded staleness).
+    HeardSince(I),
+}
+
+impl<I> Needs<I> {
+    /// What a read of `consistency` needs; `fresh_from(staleness_ms)` is the driver's instant
+    /// that long before the read arrived.
+    pub fn of(consistency: ReadConsistency, fresh_from: impl FnOnce(u32) -> I) -> Needs<I> {
+        match consistency {
+            ReadConsistency::Linearizable => Needs::ReadIndex,
+            ReadConsistency::Session => Needs::Nothing,
+            ReadConsistency::Bounded { staleness_ms } => {
+                Needs::HeardSince(fresh_from(staleness_ms))
+            }
+        }
+    }
 }
 
 /// What a read gets.
@@ -40,20 +82,36 @@ pub enum ReadAnswer {
     /// No procedure has id `proc_id`.
     Unknown { proc_id: u16 },
     /// The deadline passed before the backup could serve it: it had applied `lsn_applied`
-    /// and may show up to `lsn_released`, and the read needs `min_lsn`.
+    /// and may show up to `lsn_released`, and the read needs `min_lsn` (`None`: the primary
+    /// had not yet said what it needs).
     Busy {
         lsn_applied: u64,
         lsn_released: u64,
-        min_lsn: u64,
+        min_lsn: Option<u64>,
     },
 }
 
-/// The reads waiting at a backup.
+/// A read as the backup holds it: with, for a linearizable one, the first question asked
+/// after it arrived (`question`), whose answer or any later one settles its `min_lsn`.
+#[derive(Debug)]
+struct Held<T, I> {
+    read: WaitingRead<T, I>,
+    question: u64,
+}
+
+/// The reads waiting at a backup, and its `ReadIndex` questions.
 #[derive(Debug)]
 pub struct BackupReads<T, I> {
-    waiting: Vec<WaitingRead<T, I>>,
+    waiting: Vec<Held<T, I>>,
     /// The longest reply body a read may return.
     reply_len_max: usize,
+    /// The id the next question carries (from 1): reads that arrive now wait for it.
+    question_next: u64,
+    /// The last question sent, and when to ask again if no answer came (it or its answer
+    /// may be lost: a connection reset, a new primary).
+    asked: Option<(u64, I)>,
+    /// The newest released LSN heard from the primary, and when.
+    heard: Option<(I, u64)>,
 }
 
 impl<T, I: Ord + Copy> BackupReads<T, I> {
@@ -62,11 +120,24 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
         BackupReads {
             waiting: Vec::new(),
             reply_len_max,
+            question_next: 1,
+            asked: None,
+            heard: None,
         }
     }
 
-    pub fn push(&mut self, read: WaitingRead<T, I>) {
-        self.waiting.push(read);
+    pub fn push(&mut self, mut read: WaitingRead<T, I>) {
+        #[cfg(feature = "inject-bugs")]
+        if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::SkipReadIndex)
+            && read.needs == Needs::ReadIndex
+        {
+            read.needs = Needs::Nothing;
+        }
+        self.settle_heard(&mut read);
+        self.waiting.push(Held {
+            read,
+            question: self.question_next,
+        });
     }
 
     pub fn len(&self) -> usize {
@@ -77,18 +148,76 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
         self.waiting.is_empty()
     }
 
-    /// Every waiting read ends now, at its next answer: its deadline becomes `now` (the
-    /// applier cannot hold batches any longer, for a transfer or a handover).
-    pub fn expire(&mut self, now: I) {
-        for read in &mut self.waiting {
-            read.deadline = read.deadline.min(now);
+    /// The `ReadIndex` question to send now, if any: one for the linearizable reads that
+    /// arrived since the last question, or, once `now` reaches the time set when the last
+    /// was sent, again for those still unanswered. `retry_at` is when to ask again if this
+    /// one goes unanswered. The driver sends `Message::ReadIndex { id, .. }` to the primary.
+    pub fn question(&mut self, now: I, retry_at: I) -> Option<u64> {
+        let unsettled = self
+            .waiting
+            .iter()
+            .filter(|held| held.read.needs == Needs::ReadIndex);
+        let mut arrived_since = false;
+        let mut any = false;
+        for held in unsettled {
+            any = true;
+            arrived_since |= held.question == self.question_next;
+        }
+        let retry_due = self.asked.is_some_and(|(_, at)| now >= at);
+        if !(arrived_since || any && retry_due) {
+            return None;
+        }
+        let id = self.question_next;
+        self.question_next += 1;
+        self.asked = Some((id, retry_at));
+        Some(id)
+    }
+
+    /// The primary answered question `id` with `lsn_released`: every read that arrived
+    /// before it was asked needs at least that LSN.
+    pub fn indexed(&mut self, id: u64, lsn_released: u64) {
+        assert!(
+            id < self.question_next,
+            "an answer to question {id}, never asked"
+        );
+        for held in &mut self.waiting {
+            if held.read.needs == Needs::ReadIndex && held.question <= id {
+                held.read.min_lsn = held.read.min_lsn.max(lsn_released);
+                held.read.needs = Needs::Nothing;
+            }
+        }
+        if self.asked.is_some_and(|(asked, _)| asked <= id) {
+            self.asked = None;
         }
     }
 
-    /// Answers every read that can be answered at `now`: those whose `min_lsn` is applied
-    /// while nothing applied lies beyond `lsn_released` (and the segment is no rewound one
-    /// waiting for its transfer) run on the applier's segment with
-    /// `model`; those past their deadline get `Busy`. The rest keep waiting.
+    /// The primary said at `at` (a heartbeat, an answer) that it released up to `lsn`.
+    pub fn heard_released(&mut self, at: I, lsn: u64) {
+        let lsn = self.heard.map_or(lsn, |(_, heard)| heard.max(lsn));
+        let at = self.heard.map_or(at, |(heard, _)| heard.max(at));
+        self.heard = Some((at, lsn));
+        let heard = self.heard;
+        for held in &mut self.waiting {
+            settle(heard, &mut held.read);
+        }
+    }
+
+    fn settle_heard(&self, read: &mut WaitingRead<T, I>) {
+        settle(self.heard, read);
+    }
+
+    /// Every waiting read ends now, at its next answer: its deadline becomes `now` (the
+    /// applier cannot hold batches any longer, for a transfer or a handover).
+    pub fn expire(&mut self, now: I) {
+        for held in &mut self.waiting {
+            held.read.deadline = held.read.deadline.min(now);
+        }
+    }
+
+    /// Answers every read that can be answered at `now`: those whose `min_lsn` is final and
+    /// applied while nothing applied lies beyond `lsn_released` (and the segment is no
+    /// rewound one waiting for its transfer) run on the applier's segment with `model`;
+    /// those past their deadline get `Busy`. The rest keep waiting.
     pub fn answer(
         &mut self,
         applier: &ApplierRole,
@@ -102,22 +231,26 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
         let consistent = !applier.is_diverged();
         let mut index = 0;
         while index < self.waiting.len() {
-            let read = &self.waiting[index];
-            let answer = if consistent && read.min_lsn <= lsn_applied && lsn_applied <= lsn_released
+            let read = &self.waiting[index].read;
+            let settled = read.needs == Needs::Nothing;
+            let answer = if settled
+                && consistent
+                && read.min_lsn <= lsn_applied
+                && lsn_applied <= lsn_released
             {
                 run_read(applier, model, read, self.reply_len_max)
             } else if now >= read.deadline {
                 ReadAnswer::Busy {
                     lsn_applied,
                     lsn_released,
-                    min_lsn: read.min_lsn,
+                    min_lsn: settled.then_some(read.min_lsn),
                 }
             } else {
                 index += 1;
                 continue;
             };
-            let read = self.waiting.swap_remove(index);
-            send(read.to, read.seq, answer);
+            let held = self.waiting.swap_remove(index);
+            send(held.read.to, held.read.seq, answer);
         }
     }
 
@@ -127,10 +260,22 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
         lsn_applied > lsn_released && self.could_be_served(lsn_applied)
     }
 
-    /// Whether some waiting read's `min_lsn` is applied: the applier stops applying to serve
-    /// it.
+    /// Whether some waiting read's `min_lsn` is final and applied: the applier stops applying
+    /// to serve it.
     pub fn could_be_served(&self, lsn_applied: u64) -> bool {
-        self.waiting.iter().any(|read| read.min_lsn <= lsn_applied)
+        self.waiting
+            .iter()
+            .any(|held| held.read.needs == Needs::Nothing && held.read.min_lsn <= lsn_applied)
+    }
+}
+
+/// Settles a bounded read once a released LSN was heard recently enough for it.
+fn settle<T, I: Ord + Copy>(heard: Option<(I, u64)>, read: &mut WaitingRead<T, I>) {
+    if let (Needs::HeardSince(since), Some((at, lsn))) = (read.needs, heard)
+        && at >= since
+    {
+        read.min_lsn = read.min_lsn.max(lsn);
+        read.needs = Needs::Nothing;
     }
 }
 
@@ -214,6 +359,7 @@ mod tests {
             args: 0u32.to_le_bytes().to_vec(),
             deadline,
             to: 1,
+            needs: Needs::Nothing,
         }
     }
 
@@ -251,7 +397,102 @@ mod tests {
         assert!(answers(&mut reads, &applier, model, lsn, 99).is_empty());
         assert!(!reads.holding(lsn, lsn));
         let busy = answers(&mut reads, &applier, model, lsn, 100);
-        assert!(matches!(busy[..], [ReadAnswer::Busy { min_lsn, .. }] if min_lsn == lsn + 1));
+        assert!(matches!(busy[..], [ReadAnswer::Busy { min_lsn, .. }] if min_lsn == Some(lsn + 1)));
+    }
+
+    #[test]
+    fn a_linearizable_read_waits_for_the_answer_to_a_question_asked_after_it_arrived() {
+        let (applier, model) = applier();
+        let model = Some(&*model);
+        let lsn = applier.lsn_applied();
+        let mut reads = BackupReads::new(1 << 20);
+        assert_eq!(reads.question(0, 10), None, "no read, no question");
+        let linearizable = |min_lsn| WaitingRead {
+            needs: Needs::ReadIndex,
+            ..read(BALANCE.0, min_lsn, 100)
+        };
+        reads.push(linearizable(0));
+        // Applied and released, but the primary has not said what was acknowledged.
+        assert!(answers(&mut reads, &applier, model, lsn, 0).is_empty());
+        assert!(
+            !reads.could_be_served(lsn),
+            "applying stops for no unsettled read"
+        );
+        assert_eq!(reads.question(0, 10), Some(1));
+        assert_eq!(reads.question(1, 11), None, "asked already");
+        // A read that arrives after question 1 left needs a question of its own.
+        reads.push(linearizable(0));
+        assert_eq!(reads.question(2, 12), Some(2));
+        // The answer to 1 settles the first read only: it now needs LSN `lsn`.
+        reads.indexed(1, lsn);
+        let served = answers(&mut reads, &applier, model, lsn, 3);
+        assert!(matches!(served[..], [ReadAnswer::Served { .. }]));
+        assert_eq!(reads.len(), 1);
+        // The answer to 2 says more was acknowledged than is applied: it waits, then Busy.
+        reads.indexed(2, lsn + 1);
+        assert!(answers(&mut reads, &applier, model, lsn, 4).is_empty());
+        let busy = answers(&mut reads, &applier, model, lsn, 100);
+        assert!(matches!(busy[..], [ReadAnswer::Busy { min_lsn, .. }] if min_lsn == Some(lsn + 1)));
+    }
+
+    #[test]
+    fn a_lost_question_is_asked_again_and_a_later_answer_settles_earlier_reads() {
+        let (applier, model) = applier();
+        let model = Some(&*model);
+        let lsn = applier.lsn_applied();
+        let mut reads = BackupReads::new(1 << 20);
+        reads.push(WaitingRead {
+            needs: Needs::ReadIndex,
+            ..read(BALANCE.0, 0, 100)
+        });
+        assert_eq!(reads.question(0, 10), Some(1));
+        assert_eq!(reads.question(9, 19), None);
+        // No answer by 10: asked again under a new id.
+        assert_eq!(reads.question(10, 20), Some(2));
+        reads.indexed(2, lsn);
+        let served = answers(&mut reads, &applier, model, lsn, 11);
+        assert!(matches!(served[..], [ReadAnswer::Served { .. }]));
+        // A late answer to 1 finds nothing to settle.
+        reads.indexed(1, lsn);
+        // An unsettled read at its deadline is Busy, saying the primary never answered.
+        reads.push(WaitingRead {
+            needs: Needs::ReadIndex,
+            ..read(BALANCE.0, 0, 50)
+        });
+        let busy = answers(&mut reads, &applier, model, lsn, 50);
+        assert!(matches!(busy[..], [ReadAnswer::Busy { min_lsn: None, .. }]));
+    }
+
+    #[test]
+    fn a_bounded_read_takes_a_release_heard_recently_enough_or_waits_for_the_next() {
+        let (applier, model) = applier();
+        let model = Some(&*model);
+        let lsn = applier.lsn_applied();
+        let mut reads = BackupReads::new(1 << 20);
+        reads.heard_released(5, lsn - 1);
+        // Heard at 5, the read accepts what was heard from 3 on: it needs lsn - 1.
+        reads.push(WaitingRead {
+            needs: Needs::HeardSince(3),
+            ..read(BALANCE.0, 0, 100)
+        });
+        let served = answers(&mut reads, &applier, model, lsn, 6);
+        assert!(matches!(served[..], [ReadAnswer::Served { .. }]));
+        // From 8 on: nothing heard since, so it waits for the next heartbeat, which says
+        // more was released than is applied.
+        reads.push(WaitingRead {
+            needs: Needs::HeardSince(8),
+            ..read(BALANCE.0, 0, 100)
+        });
+        assert!(answers(&mut reads, &applier, model, lsn, 9).is_empty());
+        reads.heard_released(10, lsn + 2);
+        assert!(answers(&mut reads, &applier, model, lsn, 11).is_empty());
+        let busy = answers(&mut reads, &applier, model, lsn, 100);
+        assert!(matches!(busy[..], [ReadAnswer::Busy { min_lsn, .. }] if min_lsn == Some(lsn + 2)));
+        assert_eq!(
+            reads.question(100, 110),
+            None,
+            "a bounded read asks nothing"
+        );
     }
 
     #[test]

@@ -27,7 +27,10 @@ pub mod transfer;
 
 pub use applier::{Applier, ApplyError, Kept, PassiveApplier, keep_applied};
 pub use lease::{LeaseMargins, primary_lease_ticks};
-pub use message::{AckCount, DIVERGED_PAGES_MAX, Message, NodeId, PagesChunk, Safety, SafetyError};
+pub use message::{
+    AckCount, DIVERGED_PAGES_MAX, Message, NodeId, PagesChunk, ReadConsistency,
+    ReadConsistencyError, Safety, SafetyError,
+};
 pub use primary::{
     Disposition, DrainReplies, Primary, PrimaryConfig, PrimaryFault, PrimaryReady, Removal, Reply,
     TransferSent,

@@ -60,6 +60,18 @@ pub enum Message {
         lsn_received: u64,
         pages: Arc<[u32]>,
     },
+    /// Member → primary: which LSN must a linearizable read wait for? Asked for the reads
+    /// that reached the member before it sent this; `id` (from 1, rising per member) names
+    /// the question in the answer.
+    ReadIndex { view: u64, id: u64 },
+    /// Primary → member: the answer to `ReadIndex` `id`: when the primary took the question,
+    /// its lease held and it had released replies up to `lsn_released` and none beyond, so
+    /// every write acknowledged before the question was asked lies at or below it.
+    ReadIndexed {
+        view: u64,
+        id: u64,
+        lsn_released: u64,
+    },
 }
 
 /// The most diverged pages a [`Message::Diverged`] names: 256 KiB of page numbers, no more
@@ -90,7 +102,9 @@ impl Message {
             | Message::Nack { view, .. }
             | Message::StaleView { view }
             | Message::Pages(PagesChunk { view, .. })
-            | Message::Diverged { view, .. } => Some(view),
+            | Message::Diverged { view, .. }
+            | Message::ReadIndex { view, .. }
+            | Message::ReadIndexed { view, .. } => Some(view),
         }
     }
 }
@@ -227,6 +241,60 @@ impl FromStr for Safety {
     }
 }
 
+/// What a read served by a backup promises about the state it shows (DESIGN.md, "Versioned
+/// reads"). Every mode shows only state the primary released, which no view change discards,
+/// and never older state than the reader's own `min_lsn`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ReadConsistency {
+    /// The read reflects every write acknowledged, to any client, before it started: the
+    /// backup asks the primary for its released LSN after the read arrived (one round trip,
+    /// shared by the reads that arrived meanwhile) and waits until it has applied it.
+    #[default]
+    Linearizable,
+    /// Read-your-writes and monotonic reads for one client: only the client's `min_lsn`.
+    Session,
+    /// The read reflects every write the primary had released `staleness_ms` before it
+    /// arrived at the backup (plus the time the primary's last word took to arrive): the
+    /// backup serves at once while it heard the primary that recently, and waits for the
+    /// next heartbeat otherwise.
+    Bounded { staleness_ms: u32 },
+}
+
+impl fmt::Display for ReadConsistency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadConsistency::Linearizable => f.write_str("linearizable"),
+            ReadConsistency::Session => f.write_str("session"),
+            ReadConsistency::Bounded { staleness_ms } => write!(f, "bounded:{staleness_ms}"),
+        }
+    }
+}
+
+/// A read consistency name that is not one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown read consistency '{0}'; accepted: linearizable, session, bounded:MS (MS from 1 \
+     to 4294967295 milliseconds)"
+)]
+pub struct ReadConsistencyError(pub String);
+
+impl FromStr for ReadConsistency {
+    type Err = ReadConsistencyError;
+
+    fn from_str(text: &str) -> Result<ReadConsistency, ReadConsistencyError> {
+        let unknown = || ReadConsistencyError(text.to_owned());
+        match text.split_once(':') {
+            None if text == "linearizable" => Ok(ReadConsistency::Linearizable),
+            None if text == "session" => Ok(ReadConsistency::Session),
+            Some(("bounded", ms)) => match ms.parse::<u32>() {
+                Ok(0) | Err(_) => Err(unknown()),
+                Ok(staleness_ms) => Ok(ReadConsistency::Bounded { staleness_ms }),
+            },
+            _ => Err(unknown()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,5 +327,24 @@ mod tests {
             Err(SafetyError::TooManyAcks { k: 3, backups: 2 })
         );
         assert_eq!(Safety::DEFAULT.validate(0), Ok(()));
+    }
+
+    #[test]
+    fn read_consistency_names_round_trip_and_bad_ones_say_what_is_accepted() {
+        for text in ["linearizable", "session", "bounded:1", "bounded:250"] {
+            let consistency: ReadConsistency = text.parse().unwrap();
+            assert_eq!(consistency.to_string(), text);
+        }
+        for text in [
+            "",
+            "strong",
+            "bounded",
+            "bounded:0",
+            "bounded:-1",
+            "session:3",
+        ] {
+            let err = text.parse::<ReadConsistency>().unwrap_err();
+            assert!(err.to_string().contains("accepted"), "{text}: {err}");
+        }
     }
 }

@@ -415,6 +415,9 @@ pub struct Primary<R> {
     /// leaves only once its rule holds in the current view and among the backups of every
     /// view asked for, so the promotion rule stays sound in whichever view comes next.
     prospects: Vec<Vec<NodeId>>,
+    /// `ReadIndex` questions not answered yet (member, id), oldest first: they wait while no
+    /// reply that needs the lease could leave ([`Primary::answer_read_indexes`]).
+    read_indexes: Vec<(NodeId, u64)>,
 }
 
 impl<R> Primary<R> {
@@ -478,6 +481,7 @@ impl<R> Primary<R> {
             tick: 1,
             deposed: false,
             view_newer: None,
+            read_indexes: Vec::new(),
             sorted: Vec::new(),
             lsn_released: lsn_committed,
             tick_release_from: None,
@@ -550,7 +554,11 @@ impl<R> Primary<R> {
         if self.view_newer.is_some_and(|newer| newer <= view) {
             self.view_newer = None;
         }
+        let members = &self.members;
+        self.read_indexes
+            .retain(|(node, _)| members.iter().any(|member| member.node == *node));
         self.release();
+        self.answer_read_indexes();
         self.check_invariants();
     }
 
@@ -563,6 +571,9 @@ impl<R> Primary<R> {
         }
         self.deposed = true;
         self.prospects.clear();
+        // Its askers time out and ask the next primary: an answer now could miss writes the
+        // new view acknowledges.
+        self.read_indexes.clear();
         for pending in self.pending.drain(..) {
             self.ready.abandoned.push(Reply {
                 lsn: pending.lsn,
@@ -1022,6 +1033,7 @@ impl<R> Primary<R> {
             self.tick_release_from = None;
             self.release();
         }
+        self.answer_read_indexes();
         // Ticks count from 1 (see `resume`): every `heartbeat_ticks` ticks since the start.
         if (self.tick - 1).is_multiple_of(self.config.heartbeat_ticks) {
             let heartbeat = self.heartbeat();
@@ -1088,6 +1100,8 @@ impl<R> Primary<R> {
                     self.catch_up(index);
                     self.release();
                 }
+                // The echo may have renewed the lease that questions wait for.
+                self.answer_read_indexes();
             }
             Message::Nack { lsn_received, .. } => {
                 // A Nack does not say what is applied: keep what is known, never above what
@@ -1109,12 +1123,17 @@ impl<R> Primary<R> {
                 pages,
                 ..
             } => self.on_diverged(index, lsn_received, pages),
+            Message::ReadIndex { id, .. } => {
+                self.read_indexes.push((from, id));
+                self.answer_read_indexes();
+            }
             // A StaleView of our own view carries no news.
             Message::StaleView { .. } => {}
             Message::Batch(_)
             | Message::Heartbeat { .. }
             | Message::Pulse { .. }
-            | Message::Pages(_) => {
+            | Message::Pages(_)
+            | Message::ReadIndexed { .. } => {
                 self.ready.faults.push(PrimaryFault::Unexpected { from });
             }
         }
@@ -1330,6 +1349,32 @@ impl<R> Primary<R> {
         }
     }
 
+    /// Answers every waiting `ReadIndex` with the released LSN, if a reply that needs the
+    /// lease could leave now: this node is the primary of the newest view it knows, owes no
+    /// earlier primary its lease, and its own lease holds. Then no other node can have
+    /// acknowledged a write this primary does not hold (a new view needs reports that the
+    /// lease forbids until after it ends), and every write this one acknowledged lies at or
+    /// below its released LSN. Otherwise the questions wait; the member's reads time out
+    /// and their clients ask the primary itself.
+    fn answer_read_indexes(&mut self) {
+        if self.read_indexes.is_empty() {
+            return;
+        }
+        if self.view_newer.is_some() || self.deposed || self.holding() || !self.lease_holds() {
+            return;
+        }
+        let lsn_released = self.lsn_released;
+        let view = self.config.view;
+        for (node, id) in self.read_indexes.drain(..) {
+            let answer = Message::ReadIndexed {
+                view,
+                id,
+                lsn_released,
+            };
+            self.ready.messages.push((node, answer));
+        }
+    }
+
     /// Whether replies are held back for the lease a promotion owes ([`Primary::hold_releases`]).
     fn holding(&self) -> bool {
         self.tick_release_from.is_some_and(|tick| self.tick < tick)
@@ -1484,6 +1529,8 @@ impl<R> Primary<R> {
             assert!(first.lsn <= last.lsn);
             assert!(last.lsn <= self.lsn_committed);
         }
+        // A deposed primary answers no read index: a new view may acknowledge what it lacks.
+        assert!(!self.deposed || self.read_indexes.is_empty());
         true
     }
 }

@@ -74,13 +74,16 @@ pub enum ReceiverFault {
 /// What the driver must do after feeding the receiver.
 ///
 /// Order: hand `to_install` to the applier (it follows every batch handed over before this
-/// Ready and replaces what they would have done), then `to_apply` (in order), then send
-/// `messages`. An ack claims the records are held, so they must be held before it leaves.
+/// Ready and replaces what they would have done), then `to_apply` (in order), then
+/// `read_indexes` (to whatever holds the member's reads), then send `messages`. An ack claims the records are held, so they must be held before it leaves.
 #[derive(Debug, Default)]
 pub struct ReceiverReady {
     pub to_install: Option<PageImage>,
     pub to_apply: Vec<ApplyBatch>,
     pub messages: Vec<(NodeId, Message)>,
+    /// The primary's answers to `ReadIndex` questions, as (id, released LSN), in arrival
+    /// order: for the member's reads, after the batches before them.
+    pub read_indexes: Vec<(u64, u64)>,
     pub faults: Vec<ReceiverFault>,
 }
 
@@ -89,6 +92,7 @@ impl ReceiverReady {
         self.to_install.is_none()
             && self.to_apply.is_empty()
             && self.messages.is_empty()
+            && self.read_indexes.is_empty()
             && self.faults.is_empty()
     }
 
@@ -96,6 +100,7 @@ impl ReceiverReady {
         self.to_install = None;
         self.to_apply.clear();
         self.messages.clear();
+        self.read_indexes.clear();
         self.faults.clear();
     }
 }
@@ -127,6 +132,9 @@ pub struct Receiver {
     /// The highest LSN the primary said it released a reply for: records up to here hold
     /// under the group's rule, so a reader may see them.
     lsn_released: u64,
+    /// How many messages saying what the primary released were accepted (heartbeats and
+    /// read index answers): a driver that sees it move knows `lsn_released` is fresh.
+    released_heard: u64,
     /// The pages of a rewound segment that a transfer must replace before anything else is
     /// taken ([`Receiver::rejoin`]); `None` once one has.
     diverged: Option<Arc<[u32]>>,
@@ -146,6 +154,7 @@ impl Receiver {
             nack: None,
             staging: None,
             lsn_released: 0,
+            released_heard: 0,
             diverged: None,
             ready: ReceiverReady::default(),
         }
@@ -214,6 +223,12 @@ impl Receiver {
         self.lsn_released
     }
 
+    /// How many messages saying what the primary released were accepted so far; each one
+    /// (even one that repeats the LSN) says `lsn_released` held when the primary sent it.
+    pub fn released_heard(&self) -> u64 {
+        self.released_heard
+    }
+
     /// The newest heartbeat tick accepted, which acks echo (0: none yet).
     pub fn tick_echoed(&self) -> u64 {
         self.tick_echoed
@@ -272,6 +287,7 @@ impl Receiver {
                 if self.check_view(from, view) {
                     self.tick_echoed = self.tick_echoed.max(tick_sent);
                     self.lsn_released = self.lsn_released.max(lsn_released);
+                    self.released_heard += 1;
                     // Chunks sent before this heartbeat would have arrived before it.
                     self.staging = None;
                     if self.diverged.is_some() {
@@ -312,7 +328,23 @@ impl Receiver {
                         .push(ReceiverFault::FutureView { from, view });
                 }
             }
-            Message::Ack { .. } | Message::Nack { .. } | Message::Diverged { .. } => {
+            Message::ReadIndexed {
+                view,
+                id,
+                lsn_released,
+            } => {
+                // It answers questions asked in this view only: an answer from an older view
+                // says nothing of what the current one acknowledged.
+                if self.check_view(from, view) {
+                    self.lsn_released = self.lsn_released.max(lsn_released);
+                    self.released_heard += 1;
+                    self.ready.read_indexes.push((id, lsn_released));
+                }
+            }
+            Message::Ack { .. }
+            | Message::Nack { .. }
+            | Message::Diverged { .. }
+            | Message::ReadIndex { .. } => {
                 self.ready.faults.push(ReceiverFault::Unexpected { from });
             }
         }

@@ -1560,3 +1560,94 @@ fn a_pulse_is_answered_with_an_ack_that_renews_no_lease() {
         "a stale pulse gets no ack"
     );
 }
+
+/// The answers to `ReadIndex` questions in flight to `node`, as (id, released LSN).
+fn read_indexes_to(harness: &Harness, node: NodeId) -> Vec<(u64, u64)> {
+    harness
+        .network
+        .iter()
+        .filter_map(|(_, to, message)| match *message {
+            Message::ReadIndexed {
+                id, lsn_released, ..
+            } if *to == node => Some((id, lsn_released)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_read_index_is_the_released_lsn_answered_only_under_the_lease() {
+    let mut harness = unleased(1);
+    harness.backups[0].receiver.introduce();
+    harness.collect();
+    harness.deliver_all();
+    assert!(harness.primary.lease_holds());
+    // A 1-safe commit is released at once; a 2-safe one only once the backup acks it.
+    let released = harness.commit(Safety::OneSafe);
+    let unreleased = harness.commit(Safety::DEFAULT);
+    assert_eq!(harness.released, vec![released]);
+    harness.network.clear();
+    harness
+        .primary
+        .step(2, Message::ReadIndex { view: 1, id: 7 });
+    harness.collect();
+    assert_eq!(
+        read_indexes_to(&harness, 2),
+        vec![(7, released)],
+        "the answer is what was released, not what was committed ({unreleased})"
+    );
+    // The lease runs out: the next question waits, and the renewed lease answers it with
+    // what was released by then.
+    harness.network.clear();
+    harness.tick();
+    drop_heartbeats(&mut harness);
+    harness.tick();
+    drop_heartbeats(&mut harness);
+    assert!(!harness.primary.lease_holds());
+    harness
+        .primary
+        .step(2, Message::ReadIndex { view: 1, id: 8 });
+    harness.collect();
+    assert_eq!(read_indexes_to(&harness, 2), vec![]);
+    harness.flush();
+    harness.tick();
+    harness.deliver_all();
+    assert!(harness.released.contains(&unreleased));
+    // The answer is on its way to the backup, whose receiver passed it on.
+    let mut ready = ReceiverReady::default();
+    harness.backups[0].receiver.take_ready(&mut ready);
+    assert!(harness.primary.lease_holds());
+    let answer = Message::ReadIndexed {
+        view: 1,
+        id: 8,
+        lsn_released: unreleased,
+    };
+    harness.backups[0].receiver.step(PRIMARY, answer);
+    harness.backups[0].receiver.take_ready(&mut ready);
+    assert_eq!(ready.read_indexes, vec![(8, unreleased)]);
+    assert_eq!(harness.backups[0].receiver.lsn_released(), unreleased);
+}
+
+#[test]
+fn a_deposed_primary_answers_no_read_index() {
+    let mut harness = Harness::new(config(1, Safety::DEFAULT));
+    harness.deliver_all();
+    harness.network.clear();
+    // No lease setting: a question is answered at once.
+    harness
+        .primary
+        .step(2, Message::ReadIndex { view: 1, id: 1 });
+    harness.collect();
+    assert_eq!(read_indexes_to(&harness, 2).len(), 1);
+    // A newer view seen: the primary waits to learn whether it still is one, then is deposed.
+    harness.network.clear();
+    harness.primary.step(2, Message::StaleView { view: 2 });
+    harness
+        .primary
+        .step(2, Message::ReadIndex { view: 1, id: 2 });
+    harness.collect();
+    assert_eq!(read_indexes_to(&harness, 2), vec![]);
+    harness.primary.depose(2);
+    harness.tick();
+    assert_eq!(read_indexes_to(&harness, 2), vec![]);
+}

@@ -6,12 +6,15 @@
 //! memory), applies batches in order and acks what it applied, once per drained queue.
 //!
 //! **Reads** (DESIGN.md, "Versioned reads"). A client may send a backup `Read` frames: a
-//! read-only procedure and `min_lsn`. The applier runs it between batches, once it has applied
-//! `min_lsn` and while everything applied is at or below the LSN the primary last said it
-//! released (its heartbeats carry it), so a reader never sees a record a view change could
-//! still discard. While a read waits only for that release, the applier holds further batches
-//! back, for at most [`READ_WAIT`]; a read it cannot serve by then is answered `Busy`, and the
-//! stub asks the primary.
+//! read-only procedure, `min_lsn` and a consistency. The applier keeps them in the node core's
+//! `BackupReads`, which says what to do: for a linearizable read it sends the primary the
+//! `ReadIndex` questions the core hands out (on the connection acks use) and feeds it the
+//! answers the receiver passes on; it runs a read between batches once its `min_lsn` is final
+//! and applied and while everything applied is at or below the LSN the primary last said it
+//! released (heartbeats and answers carry it), so a reader never sees a record a view change
+//! could still discard. While a read waits only for that release, the applier holds further
+//! batches back, for at most [`READ_WAIT`]; a read it cannot serve by then is answered `Busy`,
+//! and the stub asks the primary.
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -26,7 +29,7 @@ use std::collections::VecDeque;
 use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
 use tandem_node::{
-    ApplierRole, BackupReads, GateRule, ReadAnswer, ReceiverRole, Replica as NodeReplica,
+    ApplierRole, BackupReads, GateRule, Needs, ReadAnswer, ReceiverRole, Replica as NodeReplica,
     WaitingRead,
 };
 use tandem_replication::{
@@ -51,6 +54,11 @@ const APPLIER_QUEUE_BATCHES: usize = 1024;
 /// faster.
 const READ_WAIT: Duration = Duration::from_millis(10);
 
+/// How long a `ReadIndex` question may go unanswered before the applier asks again (it or its
+/// answer may have been lost with a connection): a fifth of [`READ_WAIT`], so a read whose
+/// first question was lost still has time for a second.
+const READ_INDEX_RETRY: Duration = Duration::from_millis(2);
+
 /// A read waiting for the applier; its encoded answer (a `Reply` or an `Error` frame) goes
 /// back through the sender.
 type ReadRequest = WaitingRead<Sender<Vec<u8>>, Instant>;
@@ -62,6 +70,11 @@ enum ToApplier {
     Install(PageImage),
     /// A client's read.
     Read(ReadRequest),
+    /// The primary's answer to `ReadIndex` question `id`: it had released up to `lsn`.
+    ReadIndexed {
+        id: u64,
+        lsn: u64,
+    },
     /// The node was promoted: once every record up to `lsn` is applied, give the segment and
     /// the retained batches back (see [`BackupHandle::handover`]).
     Handover {
@@ -418,6 +431,8 @@ pub fn start_role(
         lsn_applied: Arc::new(AtomicU64::new(lsn_start)),
         lsn_received: Arc::new(AtomicU64::new(lsn_start)),
         lsn_released: Arc::new(AtomicU64::new(0)),
+        released_heard: Arc::new(Mutex::new(None)),
+        started: Instant::now(),
         frames_heard: Arc::new(AtomicU64::new(0)),
         gate: Arc::new(gate),
         ack_writer: Arc::new(Mutex::new(None)),
@@ -456,6 +471,11 @@ struct Shared {
     lsn_received: Arc<AtomicU64>,
     /// The highest LSN the primary said it released a reply for: readers see no further.
     lsn_released: Arc<AtomicU64>,
+    /// When the receiver last heard the primary say what it released, and the LSN then (for
+    /// bounded-staleness reads).
+    released_heard: Arc<Mutex<Option<(Instant, u64)>>>,
+    /// When the role started: a bounded read's window never reaches further back.
+    started: Instant,
     frames_heard: Arc<AtomicU64>,
     gate: Arc<Gate>,
     /// The connection to the current primary, shared by the receiver (receipt acks) and the
@@ -606,6 +626,7 @@ fn receive_from(
     };
     let mut ready = ReceiverReady::default();
     let mut out = Vec::new();
+    let mut released_heard = 0;
     stream.set_read_timeout(Some(state.tick))?;
     let mut next_tick = Instant::now() + state.tick;
     loop {
@@ -637,6 +658,17 @@ fn receive_from(
             next_tick += state.tick;
         }
         core.take_ready(&mut ready);
+        // What the primary released is published before the answers that carry it reach the
+        // applier, which reads it when it serves them.
+        let received = core.core();
+        state
+            .lsn_released
+            .fetch_max(received.lsn_released(), Ordering::AcqRel);
+        if received.released_heard() != released_heard {
+            released_heard = received.released_heard();
+            let heard = (now, received.lsn_released());
+            *state.released_heard.lock().expect("not poisoned") = Some(heard);
+        }
         if let Some(image) = ready.to_install.take() {
             if to_applier.send(ToApplier::Install(image)).is_err() {
                 return Ok(());
@@ -651,13 +683,15 @@ fn receive_from(
                 return Ok(());
             }
         }
+        for (id, lsn) in ready.read_indexes.drain(..) {
+            if to_applier.send(ToApplier::ReadIndexed { id, lsn }).is_err() {
+                return Ok(());
+            }
+        }
         let received = core.core();
         state
             .lsn_received
             .store(received.lsn_received(), Ordering::Release);
-        state
-            .lsn_released
-            .fetch_max(received.lsn_released(), Ordering::AcqRel);
         state
             .metrics
             .lsn_received
@@ -730,13 +764,20 @@ fn serve_reads(
             match frame {
                 Frame::Read(read) => {
                     let (answer, answered) = mpsc::channel();
+                    let now = Instant::now();
+                    let needs = Needs::of(read.consistency, |staleness_ms| {
+                        let staleness = Duration::from_millis(u64::from(staleness_ms));
+                        now.checked_sub(staleness)
+                            .map_or(state.started, |from| from.max(state.started))
+                    });
                     let request = ReadRequest {
                         seq: read.seq,
                         proc_id: read.proc_id,
                         min_lsn: read.min_lsn,
                         args: read.args.to_vec(),
-                        deadline: Instant::now() + READ_WAIT,
+                        deadline: now + READ_WAIT,
                         to: answer,
+                        needs,
                     };
                     if to_applier.send(ToApplier::Read(request)).is_err() {
                         return Err(ConnError::Closed);
@@ -768,6 +809,10 @@ fn serve_reads(
 fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Reads) {
     if reads.is_empty() {
         return;
+    }
+    let heard = *state.released_heard.lock().expect("not poisoned");
+    if let Some((at, lsn)) = heard {
+        reads.heard_released(at, lsn);
     }
     let lsn_released = state.lsn_released.load(Ordering::Acquire);
     let model = replica.model.as_deref();
@@ -803,9 +848,13 @@ fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Reads) {
                     lsn_released,
                     min_lsn,
                 } => {
+                    let needs = match min_lsn {
+                        Some(lsn) => format!("the read needs LSN {lsn}"),
+                        None => "the primary did not say what the read needs in time".into(),
+                    };
                     let message = format!(
                         "node {} has applied LSN {lsn_applied} and may show up to LSN \
-                     {lsn_released}; the read needs LSN {min_lsn}: ask the primary",
+                     {lsn_released}; {needs}: ask the primary",
                         state.node_id
                     );
                     encode_error(&mut frame, ErrorCode::Busy, &message);
@@ -858,9 +907,11 @@ fn run_applier(
             {
                 match item {
                     ToApplier::Read(read) => reads.push(read),
+                    ToApplier::ReadIndexed { id, lsn } => reads.indexed(id, lsn),
                     other => held.push_back(other),
                 }
             }
+            ask_read_index(&state, &mut reads, &mut frame);
             if held.iter().all(|item| matches!(item, ToApplier::Batch(_))) {
                 continue;
             }
@@ -869,7 +920,12 @@ fn run_applier(
         }
         let first = match held.pop_front() {
             Some(item) => Some(item),
-            None => match batches.recv_timeout(Duration::from_millis(10)) {
+            // Waiting reads need their deadlines and questions looked at soon.
+            None => match batches.recv_timeout(if reads.is_empty() {
+                Duration::from_millis(10)
+            } else {
+                READ_INDEX_RETRY
+            }) {
                 Ok(first) => Some(first),
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
@@ -881,7 +937,14 @@ fn run_applier(
             match item {
                 ToApplier::Read(read) => {
                     reads.push(read);
+                    ask_read_index(&state, &mut reads, &mut frame);
                     // Stop applying while it could be served as things stand.
+                    if reads.could_be_served(replica.lsn_applied()) {
+                        break;
+                    }
+                }
+                ToApplier::ReadIndexed { id, lsn } => {
+                    reads.indexed(id, lsn);
                     if reads.could_be_served(replica.lsn_applied()) {
                         break;
                     }
@@ -930,6 +993,7 @@ fn run_applier(
         while let Ok(request) = control.try_recv() {
             answer(&replica, &state, request);
         }
+        ask_read_index(&state, &mut reads, &mut frame);
         if let Some(ack) = replica.applier.take_ack(state.gate.view()) {
             frame.clear();
             encode_peer(&mut frame, &ack);
@@ -938,6 +1002,22 @@ fn run_applier(
                 let _ = writer.lock().expect("not poisoned").write_all(&frame);
             }
         }
+    }
+}
+
+/// Sends the primary the `ReadIndex` question the node core hands out, if any, on the
+/// connection acks use (none while no primary is connected: the core asks again later).
+fn ask_read_index(state: &Shared, reads: &mut Reads, frame: &mut Vec<u8>) {
+    let now = Instant::now();
+    let Some(id) = reads.question(now, now + READ_INDEX_RETRY) else {
+        return;
+    };
+    let view = state.gate.view();
+    frame.clear();
+    encode_peer(frame, &Message::ReadIndex { view, id });
+    let writer = state.ack_writer.lock().expect("not poisoned").clone();
+    if let Some(writer) = writer {
+        let _ = writer.lock().expect("not poisoned").write_all(frame);
     }
 }
 
@@ -987,6 +1067,8 @@ mod tests {
             lsn_applied: Arc::new(AtomicU64::new(0)),
             lsn_received: Arc::new(AtomicU64::new(0)),
             lsn_released: Arc::new(AtomicU64::new(lsn_released)),
+            released_heard: Arc::new(Mutex::new(None)),
+            started: Instant::now(),
             frames_heard: Arc::new(AtomicU64::new(0)),
             gate: Arc::new(Gate::new(1, 1)),
             ack_writer: Arc::new(Mutex::new(None)),
@@ -1029,6 +1111,7 @@ mod tests {
             args: 0u32.to_le_bytes().to_vec(),
             deadline,
             to: answer,
+            needs: Needs::Nothing,
         };
         (request, answered)
     }

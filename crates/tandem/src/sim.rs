@@ -30,6 +30,10 @@ struct SeedReport {
     torn_saves: u64,
     /// Crashes of a node that held the only copy of acknowledged records.
     sole_copy_crashes: u64,
+    /// Readers' reads a backup served (each checked against its consistency), and reads
+    /// none did (busy, sent to a node that is no backup, lost).
+    reads_served: u64,
+    reads_unserved: u64,
     /// The Redis model's figures (absent for Debit-Credit, whose reports stay as they were).
     #[serde(flatten)]
     redis: Option<RedisFigures>,
@@ -116,6 +120,8 @@ fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
         lease_waits: report.lease_waits,
         torn_saves: report.torn_saves,
         sole_copy_crashes: report.sole_copy_crashes,
+        reads_served: report.reads_served,
+        reads_unserved: report.reads_unserved,
         redis,
         ok: report.failure.is_none(),
         failure: report.failure,
@@ -152,7 +158,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
             println!(
                 "{} calls, {} replies, {} deadline errors, {} commits, {} crashes ({} in a save, \
                  {} holding the only copy of acknowledged records), {} views, {} state transfers, \
-                 {} rejoins",
+                 {} rejoins; {} reads served by backups and checked, {} not served",
                 out.calls,
                 out.replies,
                 out.deadline_errors,
@@ -162,7 +168,9 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
                 out.sole_copy_crashes,
                 out.views,
                 out.transfers,
-                out.rejoins
+                out.rejoins,
+                out.reads_served,
+                out.reads_unserved
             );
             if let Some(redis) = &out.redis {
                 println!(

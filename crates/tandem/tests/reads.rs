@@ -1,14 +1,15 @@
 //! Reads on backups, end to end: `tandem up` starts three nodes, a client stub writes with
 //! calls and reads with `Client::read`. Every read must see the client's own last write
-//! (read-your-writes through `min_lsn`), backups must answer reads, and a read-only frame
-//! must not run a procedure that writes.
+//! (read-your-writes through `min_lsn`), a linearizable read by another client must see
+//! every write acknowledged before it (the backup asks the primary), backups must answer
+//! reads, and a read-only frame must not run a procedure that writes.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use tandem_client::{CallError, Client, ClientConfig, ErrorCode};
+use tandem_client::{CallError, Client, ClientConfig, ErrorCode, ReadConsistency};
 use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT};
 
 /// A local cluster from `tandem up`, stopped with Ctrl-C (SIGINT) when dropped.
@@ -156,4 +157,23 @@ fn backups_serve_reads_that_see_the_clients_own_writes() {
             .expect("the read answers");
         assert_eq!(read.body[..4], written.body[..4], "round {round}");
     }
+
+    // A third client, told nothing, sees each write acknowledged to the first before its
+    // read: its reads are linearizable (the default), whichever backup serves them.
+    let mut config = ClientConfig::new(up.clients_at.clone(), 0, 3);
+    config.deadline = Duration::from_secs(10);
+    assert_eq!(config.read_consistency, ReadConsistency::Linearizable);
+    let mut stranger = Client::new(config).expect("a valid config");
+    for round in 1..=40 {
+        let written = client
+            .call(DEBIT_CREDIT.0, &deposit(account, 1), None)
+            .expect("the deposit commits");
+        let read = stranger
+            .read(BALANCE.0, &account.to_le_bytes())
+            .expect("the read answers");
+        assert_eq!(read.body[..4], written.body[..4], "round {round}");
+        assert!(read.lsn >= written.lsn, "round {round}: {read:?}");
+    }
+    let stats = stranger.stats();
+    assert!(stats.reads_at_backups > 0, "{stats:?}");
 }

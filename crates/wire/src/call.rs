@@ -1,6 +1,6 @@
 //! `Call` and `Reply`: the client's hot path, fixed little-endian headers and a borrowed payload.
 
-use tandem_replication::{AckCount, Safety};
+use tandem_replication::{AckCount, ReadConsistency, Safety};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
@@ -26,6 +26,8 @@ pub struct Read<'a> {
     pub proc_id: u16,
     /// The oldest state the reader accepts: the reply reflects every commit up to here.
     pub min_lsn: u64,
+    /// What a backup promises beyond `min_lsn` (the primary's own answer is linearizable).
+    pub consistency: ReadConsistency,
     pub args: &'a [u8],
 }
 
@@ -63,6 +65,8 @@ struct ReadHeader {
     seq: U64,
     proc_id: U16,
     min_lsn: U64,
+    consistency_tag: u8,
+    staleness_ms: U32,
     args_len: U32,
 }
 
@@ -77,6 +81,7 @@ struct ReplyHeader {
 
 const _: () = assert!(size_of::<CallHeader>() == 23);
 const _: () = assert!(size_of::<ReplyHeader>() == 21);
+const _: () = assert!(size_of::<ReadHeader>() == 27);
 
 /// Appends a `Call` frame.
 ///
@@ -100,11 +105,31 @@ pub fn encode_call(out: &mut Vec<u8>, seq: u64, proc_id: u16, safety: Option<Saf
 }
 
 /// Appends a `Read` frame.
-pub fn encode_read(out: &mut Vec<u8>, seq: u64, proc_id: u16, min_lsn: u64, args: &[u8]) {
+pub fn encode_read(
+    out: &mut Vec<u8>,
+    seq: u64,
+    proc_id: u16,
+    min_lsn: u64,
+    consistency: ReadConsistency,
+    args: &[u8],
+) {
+    let (consistency_tag, staleness_ms) = match consistency {
+        ReadConsistency::Linearizable => (0, 0),
+        ReadConsistency::Session => (1, 0),
+        ReadConsistency::Bounded { staleness_ms } => {
+            assert!(
+                staleness_ms >= 1,
+                "bounded staleness of 0 ms is linearizable"
+            );
+            (2, staleness_ms)
+        }
+    };
     let header = ReadHeader {
         seq: seq.into(),
         proc_id: proc_id.into(),
         min_lsn: min_lsn.into(),
+        consistency_tag,
+        staleness_ms: staleness_ms.into(),
         args_len: u32::try_from(args.len())
             .expect("read args fit in u32 bytes")
             .into(),
@@ -154,10 +179,30 @@ pub(crate) fn decode_call(body: &[u8]) -> Result<Call<'_>, FrameError> {
 pub(crate) fn decode_read(body: &[u8]) -> Result<Read<'_>, FrameError> {
     let (header, args) = header_and_payload::<ReadHeader>("Read", body)?;
     check_payload_len("Read", "args_len", header.args_len, args)?;
+    let staleness_ms = header.staleness_ms.get();
+    let consistency = match (header.consistency_tag, staleness_ms) {
+        (0, 0) => ReadConsistency::Linearizable,
+        (1, 0) => ReadConsistency::Session,
+        (2, 1..) => ReadConsistency::Bounded { staleness_ms },
+        (0 | 1, _) => {
+            let detail = format!("{staleness_ms}; only tag 2 (bounded) takes a staleness");
+            return Err(bad_body("Read", "staleness_ms", detail));
+        }
+        (2, 0) => {
+            let detail = "0; a bounded read takes at least 1 ms".to_owned();
+            return Err(bad_body("Read", "staleness_ms", detail));
+        }
+        (tag, _) => {
+            let detail =
+                format!("unknown tag {tag}; 0 linearizable, 1 session and 2 bounded are defined");
+            return Err(bad_body("Read", "consistency_tag", detail));
+        }
+    };
     Ok(Read {
         seq: header.seq.get(),
         proc_id: header.proc_id.get(),
         min_lsn: header.min_lsn.get(),
+        consistency,
         args,
     })
 }
@@ -264,6 +309,34 @@ mod tests {
     use crate::Frame;
 
     use crate::frame::decode_whole as decode;
+
+    #[test]
+    fn a_read_names_a_known_consistency_and_only_a_bounded_one_a_staleness() {
+        let mut out = Vec::new();
+        let bounded = ReadConsistency::Bounded { staleness_ms: 250 };
+        encode_read(&mut out, 1, 2, 3, bounded, b"a");
+        // Envelope 5, seq 8, proc_id 2, min_lsn 8: the tag is byte 23, the staleness 24..28.
+        assert_eq!(out[23], 2);
+        assert_eq!(out[24..28], 250u32.to_le_bytes());
+        let mut unknown = out.clone();
+        unknown[23] = 3;
+        let err = decode(&unknown).unwrap_err().to_string();
+        assert!(
+            err.contains("'consistency_tag'") && err.contains("unknown tag 3"),
+            "{err}"
+        );
+        let mut zero = out.clone();
+        zero[24..28].copy_from_slice(&0u32.to_le_bytes());
+        let err = decode(&zero).unwrap_err().to_string();
+        assert!(
+            err.contains("'staleness_ms'") && err.contains("at least 1 ms"),
+            "{err}"
+        );
+        let mut session_with_staleness = out;
+        session_with_staleness[23] = 1;
+        let err = decode(&session_with_staleness).unwrap_err().to_string();
+        assert!(err.contains("only tag 2"), "{err}");
+    }
 
     #[test]
     fn call_layout_is_fixed() {

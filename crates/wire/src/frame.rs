@@ -42,7 +42,9 @@ impl Frame<'_> {
             Frame::Error(error) => control::encode_error(out, error.code, &error.message),
             Frame::Call(c) => call::encode_call(out, c.seq, c.proc_id, c.safety, c.args),
             Frame::Reply(r) => call::encode_reply(out, r.seq, r.lsn, r.status, r.body),
-            Frame::Read(r) => call::encode_read(out, r.seq, r.proc_id, r.min_lsn, r.args),
+            Frame::Read(r) => {
+                call::encode_read(out, r.seq, r.proc_id, r.min_lsn, r.consistency, r.args)
+            }
             Frame::Peer(message) => peer::encode_peer(out, message),
             Frame::Cluster(body) => encode_cluster(out, body),
         }

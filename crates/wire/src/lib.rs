@@ -48,7 +48,16 @@
 //! 19   4  args_len      = body length - 23
 //! 23   …  args
 //!
-//! 0x11 Reply, primary → client (fixed layout)
+//! 0x12 Read, client → any node (fixed layout): a read-only call
+//!  0   8  seq
+//!  8   2  proc_id
+//! 10   8  min_lsn       the reply reflects every commit up to here
+//! 18   1  consistency   0 linearizable, 1 session, 2 bounded
+//! 19   4  staleness_ms  tag 2: ≥ 1; tags 0, 1: 0
+//! 23   4  args_len      = body length - 27
+//! 27   …  args
+//!
+//! 0x11 Reply, node → client (fixed layout)
 //!  0   8  seq
 //!  8   8  lsn           the call's commit LSN (RolledBack: whatever the sender put)
 //! 16   1  status        0 Committed, 1 RolledBack (body = the procedure's reason)
@@ -58,12 +67,15 @@
 //! 0x20 Peer, between the primary and a backup (a tandem_replication::Message)
 //!  0   1  sub_tag       then, with exact lengths for the fixed ones:
 //!         1 Batch       the batch's bytes verbatim (tandem_log's batch layout)
-//!         2 Heartbeat   view u64, lsn_committed u64
-//!         3 Ack         view u64, lsn_received u64, lsn_applied u64
+//!         2 Heartbeat   view u64, lsn_committed u64, lsn_released u64, tick_sent u64
+//!         3 Ack         view u64, lsn_received u64, lsn_applied u64, tick_echoed u64
 //!         4 Nack        view u64, lsn_received u64
 //!         5 StaleView   view u64
 //!         6 Pages       view, lsn_from, lsn u64, index, count, crc u32, then the pages
 //!         7 Pulse       view u64
+//!         8 Diverged    view u64, lsn_received u64, then page numbers u32 each
+//!         9 ReadIndex   view u64, id u64
+//!        10 ReadIndexed view u64, id u64, lsn_released u64
 //! ```
 
 #![forbid(unsafe_code)]
@@ -92,7 +104,9 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 /// `Diverged`.
 /// Version 5: a frozen member's cluster `Report` names the view whose history its records
 /// follow, and a view's promotions name the view they are based on.
-pub const PROTOCOL_VERSION: u16 = 5;
+/// Version 6: a `Read` names its consistency; members ask the primary `ReadIndex` for
+/// linearizable reads.
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

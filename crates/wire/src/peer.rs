@@ -19,6 +19,8 @@ const TAG_STALE_VIEW: u8 = 5;
 const TAG_PAGES: u8 = 6;
 const TAG_PULSE: u8 = 7;
 const TAG_DIVERGED: u8 = 8;
+const TAG_READ_INDEX: u8 = 9;
+const TAG_READ_INDEXED: u8 = 10;
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
@@ -49,6 +51,21 @@ struct Nack {
 #[repr(C)]
 struct StaleView {
     view: U64,
+}
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct ReadIndex {
+    view: U64,
+    id: U64,
+}
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct ReadIndexed {
+    view: U64,
+    id: U64,
+    lsn_released: U64,
 }
 
 /// The fixed fields of a `Diverged` message; the page numbers follow, u32 LE each.
@@ -124,6 +141,25 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
         Message::Pulse { view } => {
             // The same layout as StaleView: one view number.
             encode_fixed(out, TAG_PULSE, StaleView { view: view.into() }.as_bytes());
+        }
+        Message::ReadIndex { view, id } => {
+            let fields = ReadIndex {
+                view: view.into(),
+                id: id.into(),
+            };
+            encode_fixed(out, TAG_READ_INDEX, fields.as_bytes());
+        }
+        Message::ReadIndexed {
+            view,
+            id,
+            lsn_released,
+        } => {
+            let fields = ReadIndexed {
+                view: view.into(),
+                id: id.into(),
+                lsn_released: lsn_released.into(),
+            };
+            encode_fixed(out, TAG_READ_INDEXED, fields.as_bytes());
         }
         Message::Pages(ref chunk) => {
             let header = PagesHeader {
@@ -242,8 +278,23 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
             })
         }
         TAG_DIVERGED => decode_diverged(rest)?,
+        TAG_READ_INDEX => {
+            let fields = fixed::<ReadIndex>("ReadIndex", rest)?;
+            Message::ReadIndex {
+                view: fields.view.get(),
+                id: fields.id.get(),
+            }
+        }
+        TAG_READ_INDEXED => {
+            let fields = fixed::<ReadIndexed>("ReadIndexed", rest)?;
+            Message::ReadIndexed {
+                view: fields.view.get(),
+                id: fields.id.get(),
+                lsn_released: fields.lsn_released.get(),
+            }
+        }
         _ => {
-            let detail = format!("unknown message {tag}; 1 to {TAG_DIVERGED} are defined");
+            let detail = format!("unknown message {tag}; 1 to {TAG_READ_INDEXED} are defined");
             return Err(bad_body("Peer", "sub_tag", detail));
         }
     };
@@ -334,6 +385,12 @@ mod tests {
             },
             Message::StaleView { view: u64::MAX },
             Message::Pulse { view: 14 },
+            Message::ReadIndex { view: 17, id: 18 },
+            Message::ReadIndexed {
+                view: 19,
+                id: 20,
+                lsn_released: u64::MAX,
+            },
             Message::Diverged {
                 view: 15,
                 lsn_received: 16,
@@ -387,10 +444,10 @@ mod tests {
             decode(&empty).unwrap_err().to_string(),
             "Peer frame, field 'sub_tag': missing: the body is empty"
         );
-        let unknown = [2, 0, 0, 0, TYPE_PEER, 9];
+        let unknown = [2, 0, 0, 0, TYPE_PEER, 11];
         assert_eq!(
             decode(&unknown).unwrap_err().to_string(),
-            "Peer frame, field 'sub_tag': unknown message 9; 1 to 8 are defined"
+            "Peer frame, field 'sub_tag': unknown message 11; 1 to 10 are defined"
         );
         let mut ragged = Vec::new();
         let pages = std::sync::Arc::from(&[1, 2][..]);

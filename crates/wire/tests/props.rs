@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use tandem_replication::{AckCount, Message, PagesChunk, Safety};
+use tandem_replication::{AckCount, Message, PagesChunk, ReadConsistency, Safety};
 use tandem_wire::{
     Call, ErrorCode, Frame, FrameBuffer, FrameError, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, Read,
     Reply, ReplyStatus, Role, Welcome, decode_frame, encode_call, encode_error, encode_hello,
@@ -47,6 +47,14 @@ fn message() -> impl Strategy<Value = Message> {
             .prop_map(|(view, lsn_received)| Message::Nack { view, lsn_received }),
         any::<u64>().prop_map(|view| Message::StaleView { view }),
         any::<u64>().prop_map(|view| Message::Pulse { view }),
+        (any::<u64>(), any::<u64>()).prop_map(|(view, id)| Message::ReadIndex { view, id }),
+        (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(view, id, lsn_released)| {
+            Message::ReadIndexed {
+                view,
+                id,
+                lsn_released,
+            }
+        }),
         (
             any::<u64>(),
             any::<u64>(),
@@ -157,11 +165,16 @@ proptest! {
         seq in any::<u64>(),
         proc_id in any::<u16>(),
         min_lsn in any::<u64>(),
+        consistency in prop_oneof![
+            Just(ReadConsistency::Linearizable),
+            Just(ReadConsistency::Session),
+            (1..=u32::MAX).prop_map(|staleness_ms| ReadConsistency::Bounded { staleness_ms }),
+        ],
         args in prop::collection::vec(any::<u8>(), 0..300),
     ) {
         let mut out = Vec::new();
-        encode_read(&mut out, seq, proc_id, min_lsn, &args);
-        let read = Read { seq, proc_id, min_lsn, args: &args };
+        encode_read(&mut out, seq, proc_id, min_lsn, consistency, &args);
+        let read = Read { seq, proc_id, min_lsn, consistency, args: &args };
         prop_assert_eq!(decode_whole(&out), Frame::Read(read));
     }
 

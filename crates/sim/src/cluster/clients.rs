@@ -177,6 +177,8 @@ impl World {
                 if state.router.answered(route, reply, now) == Report::Ignored {
                     return Ok(());
                 }
+                // Answered: a linearizable read sent from now on must reflect it.
+                self.lsn_answered_max = self.lsn_answered_max.max(lsn);
                 if let (ClientCalls::Redis(redis), Some(body)) = (&mut state.calls, kept) {
                     redis.acked.push(AckedReply {
                         seq,

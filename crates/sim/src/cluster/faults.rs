@@ -527,6 +527,9 @@ impl World {
     }
 
     pub(super) fn deliver(&mut self, from: NodeId, to: NodeId, wire: Wire) -> Result<(), String> {
+        if to >= READER_BASE {
+            return self.reader_receive((to - READER_BASE) as usize, wire);
+        }
         if to >= CLIENT_BASE {
             return self.client_receive((to - CLIENT_BASE) as usize, from, wire);
         }
@@ -549,6 +552,13 @@ impl World {
                 Ok(())
             }
             Wire::Call { conn, seq, call } => self.call(from, to, conn, seq, call),
+            Wire::Read {
+                conn,
+                seq,
+                call,
+                min_lsn,
+                consistency,
+            } => self.read_at(from, to, conn, seq, call, min_lsn, consistency),
             Wire::Closed => {
                 self.nodes[index_of(to)]
                     .supervisor

@@ -83,15 +83,16 @@ use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, Call, DriveError, GateRule, Notice, Observed, Ran,
-    ReceiverRole, Refusal, RoleHeld, RoleReady, RoleRule, Roles, Supervisor,
+    Answer, AnswerKind, ApplierRole, BackupReads, Call, DriveError, GateRule, Needs, Notice,
+    Observed, Ran, ReadAnswer, ReceiverRole, Refusal, RoleHeld, RoleReady, RoleRule, Roles,
+    Supervisor, WaitingRead,
 };
 use tandem_redis::RedisModel;
 use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::wire::CallArgs;
 use tandem_replication::{
-    AckCount, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, ReceiverConfig,
-    ReceiverReady, Safety, primary_lease_ticks,
+    AckCount, ApplyBatch, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig,
+    ReadConsistency, ReceiverConfig, ReceiverReady, Safety, primary_lease_ticks,
 };
 use tandem_store::{Compiled, DataModel, Driver, ProcId, ProcKind, Rng, Store};
 use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};
@@ -105,6 +106,7 @@ mod clients;
 mod faults;
 mod history;
 mod node;
+mod readers;
 
 use history::{History, HistoryEntry};
 
@@ -129,6 +131,17 @@ const CLOCK_BASE_MS: u64 = 1_700_000_000_000;
 const CLOCK_MS_PER_TICK: u64 = 10;
 /// Clients are addressed as nodes from here on.
 const CLIENT_BASE: NodeId = 1_000;
+/// Readers (clients that read on backups) are addressed as nodes from here on.
+const READER_BASE: NodeId = 2_000;
+/// Readers per run.
+const READERS: usize = 2;
+/// How long a backup holds a read before it answers `Busy` (the runtime's `READ_WAIT` is
+/// ten heartbeats; here a heartbeat is a tick).
+const READ_WAIT_MICROS: u64 = 4 * MICROS_PER_TICK;
+/// How long a backup's `ReadIndex` question may go unanswered before it asks again.
+const READ_INDEX_RETRY_MICROS: u64 = MICROS_PER_TICK;
+/// How long a reader waits for an answer before it gives the read up.
+const READER_TIMEOUT_MICROS: u64 = 6 * MICROS_PER_TICK;
 /// Ticks the healed cluster has to converge in.
 pub const LIVENESS_TICKS: u64 = 3_000;
 const TRACE_LEN: usize = 100;
@@ -218,6 +231,9 @@ pub struct ClusterReport {
     /// Crashes of a node that held the only copy of acknowledged records (possible only with
     /// `crash_any_time`): a second failure the safety rules do not cover.
     pub sole_copy_crashes: u64,
+    /// Reads backups served, and reads they did not (busy, not a backup, lost).
+    pub reads_served: u64,
+    pub reads_unserved: u64,
     /// Acknowledged replies compared with the reference model (the Redis model only).
     pub replies_checked: u64,
     /// Acknowledged replies from a history a failover rightly discarded (a 1-safe or
@@ -269,6 +285,20 @@ enum Wire {
     NotPrimary {
         conn: u64,
     },
+    /// A reader's read-only call to a backup (a `Read` frame).
+    Read {
+        conn: u64,
+        seq: u64,
+        call: SimCall,
+        min_lsn: u64,
+        consistency: ReadConsistency,
+    },
+    /// A backup's answer to a `Read`: served at `lsn`, or not (`Busy`, not a backup).
+    ReadAnswer {
+        conn: u64,
+        seq: u64,
+        served_at: Option<u64>,
+    },
     /// The sender's process died and its kernel closed the connection (a FIN or a reset):
     /// the receiver learns it as soon as the packet arrives, unless a partition drops it.
     Closed,
@@ -294,6 +324,15 @@ enum Event {
     /// A client's next call.
     ClientNext {
         client: usize,
+    },
+    /// A reader's next read.
+    ReaderNext {
+        reader: usize,
+    },
+    /// A reader gives its read up, unless it moved on since (`epoch`).
+    ReaderTimer {
+        reader: usize,
+        epoch: u64,
     },
     /// The time a client's router set for what it waits for (a greeting, an answer, the end
     /// of a pause) has come, unless the client moved on since (`epoch`).
@@ -384,6 +423,12 @@ struct BackupRole {
     calls: CallsHeld,
     /// What its records hold, LSN by LSN (kept for the Redis model only).
     history: History,
+    /// Readers' reads waiting at this backup (the runtime's applier thread keeps them).
+    reads: BackupReads<(usize, u64), u64>,
+    /// Batches received but held back for a read (the runtime's applier queue).
+    held: VecDeque<ApplyBatch>,
+    /// The receiver's count of released LSNs heard, as last passed to `reads`.
+    released_heard: u64,
 }
 
 impl Node {
@@ -394,6 +439,25 @@ impl Node {
 }
 
 impl BackupRole {
+    fn new(
+        gate: GateRule,
+        receiver: ReceiverRole,
+        applier: ApplierRole,
+        calls: CallsHeld,
+        history: History,
+    ) -> BackupRole {
+        BackupRole {
+            gate,
+            receiver,
+            applier,
+            calls,
+            history,
+            reads: BackupReads::new(usize::MAX),
+            held: VecDeque::new(),
+            released_heard: 0,
+        }
+    }
+
     fn segment(&self) -> &Segment {
         self.applier
             .segment()
@@ -493,6 +557,32 @@ enum Waiting {
     Pause,
 }
 
+/// A reader: a closed loop of read-only calls, each to the next node in turn, as a stub's
+/// `read` sends them to a backup; it gives up a read nobody serves and never retries it on
+/// the primary (the writers' calls cover the primary).
+struct Reader {
+    seq: u64,
+    conn: u64,
+    /// The next node to ask, as an index.
+    node_next: usize,
+    /// The highest LSN its reads were served at: its `min_lsn`.
+    lsn_seen: u64,
+    /// Bumped whenever it moves on: a timer of an older epoch is void.
+    epoch: u64,
+    in_flight: Option<ReadSent>,
+}
+
+/// A read on its way, with what the checker judges its answer by.
+#[derive(Clone, Copy, Debug)]
+struct ReadSent {
+    seq: u64,
+    conn: u64,
+    min_lsn: u64,
+    consistency: ReadConsistency,
+    /// The highest LSN any client had been answered with when the read was sent.
+    lsn_acked_before: u64,
+}
+
 struct World {
     rng: Rng,
     /// The generator of connection resets alone, so that seeds without them run as before.
@@ -515,6 +605,10 @@ struct World {
     lsn_loaded: u64,
     nodes: Vec<Node>,
     clients: Vec<Client>,
+    readers: Vec<Reader>,
+    /// The highest LSN any client was answered with (a commit, a read): a linearizable read
+    /// sent after that answer must reflect it.
+    lsn_answered_max: u64,
     period: BTreeMap<NodeId, u64>,
     paused_until: BTreeMap<NodeId, u64>,
     cut_until: BTreeMap<(NodeId, NodeId), u64>,
@@ -793,6 +887,17 @@ impl World {
             lsn_loaded,
             nodes,
             clients,
+            readers: (0..READERS)
+                .map(|reader| Reader {
+                    seq: 0,
+                    conn: 0,
+                    node_next: reader,
+                    lsn_seen: 0,
+                    epoch: 0,
+                    in_flight: None,
+                })
+                .collect(),
+            lsn_answered_max: 0,
             period,
             paused_until: BTreeMap::new(),
             cut_until: BTreeMap::new(),
@@ -827,6 +932,8 @@ impl World {
                 lease_waits: 0,
                 torn_saves: 0,
                 sole_copy_crashes: 0,
+                reads_served: 0,
+                reads_unserved: 0,
                 replies_checked: 0,
                 replies_discarded: 0,
                 sweeps: 0,
@@ -844,6 +951,10 @@ impl World {
         for client in 0..world.clients.len() {
             let first = world.rng.below(MICROS_PER_TICK);
             world.schedule(first, Event::ClientNext { client });
+        }
+        for reader in 0..world.readers.len() {
+            let first = world.rng.below(MICROS_PER_TICK);
+            world.schedule(first, Event::ReaderNext { reader });
         }
         world
     }
@@ -963,6 +1074,14 @@ impl World {
             }
             Event::ClientTimer { client, epoch } => {
                 self.client_timer(client, epoch);
+                Ok(())
+            }
+            Event::ReaderNext { reader } => {
+                self.reader_next(reader);
+                Ok(())
+            }
+            Event::ReaderTimer { reader, epoch } => {
+                self.reader_timer(reader, epoch);
                 Ok(())
             }
         }

@@ -134,6 +134,9 @@ impl World {
         if !ignore_depose {
             self.depose(node, view)?;
         }
+        // Whatever the node becomes, the batches a backup held back for reads come first: a
+        // role change cannot wait (the runtime's applier ends the hold for a handover).
+        self.release_held(node)?;
         let role = std::mem::replace(&mut self.nodes[index].role, Slot::Outside);
         if ignore_depose {
             let Slot::Primary(mut stale) = role else {
@@ -289,13 +292,13 @@ impl World {
                 };
                 let mut gate = GateRule::new(view_held, node);
                 gate.freeze();
-                Slot::Backup(Box::new(BackupRole {
+                Slot::Backup(Box::new(BackupRole::new(
                     gate,
-                    receiver: ReceiverRole::new(config, lsn, lsn),
-                    applier: ApplierRole::active(segment, Vec::new(), self.tail_limits()),
+                    ReceiverRole::new(config, lsn, lsn),
+                    ApplierRole::active(segment, Vec::new(), self.tail_limits()),
                     calls,
                     history,
-                }))
+                )))
             }
             // Frozen already (the supervisor froze it before deciding): it keeps its records.
             (Transition::StandBy, role @ Slot::Backup(_)) => role,
@@ -354,13 +357,13 @@ impl World {
         let lsn = segment.lsn();
         let receiver =
             ReceiverRole::for_segment(receiver_config(view), lsn, lsn, segment.diverged());
-        Slot::Backup(Box::new(BackupRole {
-            gate: GateRule::new(view.number, view.primary),
+        Slot::Backup(Box::new(BackupRole::new(
+            GateRule::new(view.number, view.primary),
             receiver,
-            applier: ApplierRole::active(segment, Vec::new(), self.tail_limits()),
+            ApplierRole::active(segment, Vec::new(), self.tail_limits()),
             calls,
             history,
-        }))
+        )))
     }
 
     /// A backup role of `view` on a freshly loaded segment.
@@ -875,14 +878,47 @@ impl World {
         }
     }
 
+    /// Ends every read waiting at backup `node` and applies the batches it held back for them.
+    fn release_held(&mut self, node: NodeId) -> Result<(), String> {
+        let now = self.now;
+        let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
+            return Ok(());
+        };
+        if role.held.is_empty() && role.reads.is_empty() {
+            return Ok(());
+        }
+        role.reads.expire(now);
+        self.collect_backup(node)
+    }
+
     pub(super) fn collect_backup(&mut self, node: NodeId) -> Result<(), String> {
+        let now = self.now;
         let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
             return Ok(());
         };
         let mut ready = ReceiverReady::default();
         role.receiver.take_ready(&mut ready);
+        // What the primary said for the reads: its answers to their questions, and its
+        // released LSN whenever a message said it.
+        for (id, lsn) in ready.read_indexes.drain(..) {
+            role.reads.indexed(id, lsn);
+        }
+        let heard = role.receiver.core().released_heard();
+        if heard != role.released_heard {
+            role.released_heard = heard;
+            let lsn_released = role.receiver.core().lsn_released();
+            role.reads.heard_released(now, lsn_released);
+        }
+        let mut answers = Vec::new();
         let lsn_before = role.applier.lsn_applied();
+        let redis = self.redis.as_deref();
         if let Some(image) = ready.to_install.take() {
+            // A transfer cannot wait: the reads end, and the batches held go first.
+            role.reads.expire(now);
+            answer_reads(role, &*self.model, now, &mut answers);
+            while let Some(apply) = role.held.pop_front() {
+                apply_batch(role, redis, node, now, apply)?;
+            }
             let installed = role
                 .applier
                 .install(&image)
@@ -894,59 +930,32 @@ impl World {
                 self.report.transfers += 1;
                 // The member now holds the bytes of the sender's segment at `lsn`: its
                 // records are the sender's.
-                if let Some(redis) = self.redis.as_ref() {
+                if let Some(redis) = redis {
                     let key = (lsn, crc32c::crc32c(role.segment().bytes()));
                     let Some(history) = redis.transfers.get(&key) else {
                         return Err(format!(
                             "tick {}: node {node} installed a state transfer to LSN {lsn} and \
                              holds bytes no primary held at that LSN",
-                            self.now / MICROS_PER_TICK
+                            now / MICROS_PER_TICK
                         ));
                     };
                     role.history = history.clone();
                 }
             }
         }
-        for apply in ready.to_apply.drain(..) {
-            let key = self.redis.is_some().then(|| batch_key(apply.batch.bytes()));
-            let lsn_before_batch = role.applier.lsn_applied();
-            let applied = role
-                .applier
-                .apply(apply)
-                .map_err(|err| format!("node {node} cannot apply a batch: {err}"))?;
-            let Some(lsn) = applied else {
-                continue;
+        role.held.extend(ready.to_apply.drain(..));
+        // Apply batch by batch while no waiting read needs the state where it is (the
+        // runtime's applier does the same between batches).
+        loop {
+            answer_reads(role, &*self.model, now, &mut answers);
+            let lsn_released = role.receiver.core().lsn_released();
+            if role.reads.holding(role.applier.lsn_applied(), lsn_released) {
+                break;
+            }
+            let Some(apply) = role.held.pop_front() else {
+                break;
             };
-            role.receiver.applied(lsn);
-            if let (Some(redis), Some((key, lsn_base, _))) = (self.redis.as_ref(), key) {
-                assert_eq!(role.history.lsn(), lsn_before_batch, "the history follows");
-                let Some(entries) = redis.batches.get(&key) else {
-                    return Err(format!(
-                        "tick {}: node {node} applied a batch (view {}, LSN {lsn_base}) that no \
-                         primary sent",
-                        self.now / MICROS_PER_TICK,
-                        key.0
-                    ));
-                };
-                let first = (lsn_before_batch + 1 - lsn_base) as usize;
-                let last = (lsn - lsn_base) as usize;
-                if !role.history.extend(&entries[first..=last]) {
-                    return Err(format!(
-                        "tick {}: node {node} applied records from LSN {} on top of a history \
-                         they do not continue",
-                        self.now / MICROS_PER_TICK,
-                        lsn_before_batch + 1
-                    ));
-                }
-            }
-            for &call in role.applier.calls_applied() {
-                if !role.calls.insert(call) {
-                    return Err(format!(
-                        "tick {}: node {node} applied call {call:?} twice",
-                        self.now / MICROS_PER_TICK
-                    ));
-                }
-            }
+            apply_batch(role, redis, node, now, apply)?;
         }
         let ever = self
             .received_ever
@@ -959,6 +968,12 @@ impl World {
         if let Some(ack) = role.applier.take_ack(role.receiver.core().view()) {
             ready.messages.push((role.gate.primary(), ack));
         }
+        if let Some(id) = role.reads.question(now, now + READ_INDEX_RETRY_MICROS) {
+            let view = role.receiver.core().view();
+            ready
+                .messages
+                .push((role.gate.primary(), Message::ReadIndex { view, id }));
+        }
         // A frozen backup has closed its primary's links.
         let frozen = role.gate.is_frozen();
         let primary = role.gate.primary();
@@ -968,11 +983,100 @@ impl World {
             }
             self.send(node, to, Wire::Replication(message));
         }
+        for ((reader, conn), seq, answer) in answers {
+            let served_at = match answer {
+                // A refusal by the procedure (a `GET` of a key that became a list) is an
+                // answer about the state at its LSN all the same.
+                ReadAnswer::Served { lsn, .. } | ReadAnswer::RolledBack { lsn, .. } => Some(lsn),
+                ReadAnswer::Writes { proc_id } | ReadAnswer::Unknown { proc_id } => {
+                    return Err(self.fail(format!(
+                        "node {node} refused a reader's read of procedure {proc_id}"
+                    )));
+                }
+                ReadAnswer::Busy { .. } => None,
+            };
+            let wire = Wire::ReadAnswer {
+                conn,
+                seq,
+                served_at,
+            };
+            self.send(node, READER_BASE + reader as NodeId, wire);
+        }
         if applied_any {
             self.check_backup(node, lsn_before)?;
         }
         Ok(())
     }
+}
+
+/// Answers the reads backup `role` can answer at `now`, into `answers`.
+fn answer_reads(
+    role: &mut BackupRole,
+    model: &dyn DataModel,
+    now: u64,
+    answers: &mut Vec<((usize, u64), u64, ReadAnswer)>,
+) {
+    let lsn_released = role.receiver.core().lsn_released();
+    role.reads.answer(
+        &role.applier,
+        Some(model),
+        lsn_released,
+        now,
+        |to, seq, answer| {
+            answers.push((to, seq, answer));
+        },
+    );
+}
+
+/// Applies one received batch on backup `role`, and checks what it applied: the Redis
+/// model's history must continue, and no call may be applied twice.
+fn apply_batch(
+    role: &mut BackupRole,
+    redis: Option<&RedisRun>,
+    node: NodeId,
+    now: u64,
+    apply: ApplyBatch,
+) -> Result<(), String> {
+    let key = redis.is_some().then(|| batch_key(apply.batch.bytes()));
+    let lsn_before_batch = role.applier.lsn_applied();
+    let applied = role
+        .applier
+        .apply(apply)
+        .map_err(|err| format!("node {node} cannot apply a batch: {err}"))?;
+    let Some(lsn) = applied else {
+        return Ok(());
+    };
+    role.receiver.applied(lsn);
+    if let (Some(redis), Some((key, lsn_base, _))) = (redis, key) {
+        assert_eq!(role.history.lsn(), lsn_before_batch, "the history follows");
+        let Some(entries) = redis.batches.get(&key) else {
+            return Err(format!(
+                "tick {}: node {node} applied a batch (view {}, LSN {lsn_base}) that no primary \
+                 sent",
+                now / MICROS_PER_TICK,
+                key.0
+            ));
+        };
+        let first = (lsn_before_batch + 1 - lsn_base) as usize;
+        let last = (lsn - lsn_base) as usize;
+        if !role.history.extend(&entries[first..=last]) {
+            return Err(format!(
+                "tick {}: node {node} applied records from LSN {} on top of a history they do \
+                 not continue",
+                now / MICROS_PER_TICK,
+                lsn_before_batch + 1
+            ));
+        }
+    }
+    for &call in role.applier.calls_applied() {
+        if !role.calls.insert(call) {
+            return Err(format!(
+                "tick {}: node {node} applied call {call:?} twice",
+                now / MICROS_PER_TICK
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Node `node`'s roles as the simulated world runs them, for its supervisor's drive.
