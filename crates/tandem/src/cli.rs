@@ -37,6 +37,11 @@ pub enum Command {
     Status(StatusArgs),
     /// Kill a node of the local cluster with SIGKILL, as a machine failure would.
     Kill(KillArgs),
+    /// Start a killed node of the local cluster again, with its configuration: it comes back
+    /// without its memory and rejoins as a spare, then a backup once caught up.
+    Start(StartArgs),
+    /// Stop every node of the local cluster (SIGTERM, then SIGKILL if one lingers).
+    Down(DownArgs),
     /// Start 3 nodes, run Debit-Credit through the client stub, kill the primary midway and
     /// report the failover: gap, lost and duplicate commits, client errors, consistency.
     Demo(DemoArgs),
@@ -101,6 +106,23 @@ pub struct KillArgs {
     /// The node id to kill.
     #[arg(value_name = "NODE", value_parser = clap::value_parser!(u32).range(1..=9))]
     pub node: u32,
+    /// The local cluster's directory.
+    #[arg(long, default_value = ".tandem")]
+    pub dir: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// The node id to start again.
+    #[arg(value_name = "NODE", value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub node: u32,
+    /// The local cluster's directory.
+    #[arg(long, default_value = ".tandem")]
+    pub dir: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct DownArgs {
     /// The local cluster's directory.
     #[arg(long, default_value = ".tandem")]
     pub dir: std::path::PathBuf,

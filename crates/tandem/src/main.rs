@@ -42,6 +42,8 @@ fn main() -> ExitCode {
         Command::Up(args) => up::up(&args),
         Command::Status(args) => up::status(&args),
         Command::Kill(args) => up::kill(&args),
+        Command::Start(args) => up::start(&args),
+        Command::Down(args) => up::down(&args),
         Command::Demo(args) => demo::demo(&args),
         Command::Burn => burn(),
     };
