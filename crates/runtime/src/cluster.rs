@@ -477,6 +477,8 @@ impl SupervisorThread {
                 _ => "backup",
             },
         };
+        // `/metrics` follows the same role as `/status`, however it changed.
+        self.roles.metrics.set_role(role);
         let mut info = self.info.lock().expect("not poisoned");
         info.role = role.to_string();
         info.view = core.view().map_or(0, |view| view.number);
