@@ -246,6 +246,34 @@ pub struct NodeArgs {
     /// takes its children down with it, even when it is killed.
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,
+    /// The least severe log lines the node writes: warn (problems only), info (also role and
+    /// view changes, the default), debug, or trace (also every cluster message). Wins over
+    /// RUST_LOG, which takes tracing's filter syntax (e.g. `RUST_LOG=tandem_runtime=debug`).
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
+}
+
+/// A log level of `--log-level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    /// The level as a filter directive.
+    pub fn directive(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
