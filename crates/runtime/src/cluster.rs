@@ -680,7 +680,13 @@ impl tandem_node::Roles for RuntimeRoles {
                 .entry(peer)
                 .or_default() += 1;
         }
-        tracing::info!("node {}: {notice}", self.node());
+        let view = match &notice {
+            Notice::Suspected { view, .. }
+            | Notice::Reported { view }
+            | Notice::Frozen { view, .. } => *view,
+            Notice::Following { view, .. } => view.number,
+        };
+        tracing::info!(view, "node {}: {notice}", self.node());
     }
 }
 
