@@ -510,7 +510,7 @@ pub fn not_running_reason(entry: &NodeEntry, holder: &PidHolder) -> String {
 }
 
 /// How long a node has after SIGTERM before SIGKILL, and after SIGKILL before giving up.
-const STOP_GRACE: Duration = Duration::from_secs(2);
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Stops every listed node that `probe` finds running: SIGTERM to each, then SIGKILL to those
 /// still running after `STOP_GRACE`. Returns the nodes it stopped; a pid that is no node of
@@ -546,7 +546,7 @@ pub fn stop_nodes(entries: &[NodeEntry]) -> Result<Vec<NodeEntry>, Failure> {
 }
 
 /// Waits until none of `entries` runs any more, at most `within`; whether they all ended.
-fn wait_gone(entries: &[&NodeEntry], within: Duration) -> bool {
+pub fn wait_gone(entries: &[&NodeEntry], within: Duration) -> bool {
     let deadline = Instant::now() + within;
     loop {
         if entries.iter().all(|entry| probe(entry) != PidHolder::Node) {

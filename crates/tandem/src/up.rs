@@ -214,6 +214,15 @@ pub fn kill(args: &KillArgs) -> Result<(), Failure> {
         }
     }
     local::signal(node, nix::sys::signal::Signal::SIGKILL)?;
+    // Said once the process is gone, so that a `tandem status` right after finds it down.
+    if !local::wait_gone(&[node], local::STOP_GRACE) {
+        return Err(Failure::Run(format!(
+            "node {} (pid {}) still runs {:?} after SIGKILL",
+            node.id,
+            node.pid,
+            local::STOP_GRACE
+        )));
+    }
     println!("killed node {} (pid {})", node.id, node.pid);
     Ok(())
 }
