@@ -31,7 +31,7 @@ pub enum Command {
     /// faults, and run the checkers.
     Sim(SimArgs),
     /// Start a local cluster on loopback (child processes, data under ./.tandem/) and keep it
-    /// running until Ctrl-C.
+    /// running until Ctrl-C or `tandem down`.
     Up(UpArgs),
     /// Show each node of the local cluster: role, view, LSN, lag and last heartbeat.
     Status(StatusArgs),
