@@ -953,7 +953,7 @@ fn run_applier(
                     Ok(Some(lsn)) => state.note_applied(lsn),
                     Ok(None) => {}
                     Err(err) => {
-                        eprintln!(
+                        tracing::error!(
                             "node {}: poisoned: a batch that passed its checksum cannot be \
                              applied ({err}); this backup stops applying",
                             state.node_id
@@ -964,7 +964,7 @@ fn run_applier(
                 ToApplier::Install(image) => match replica.applier.install(&image) {
                     Ok(Some(lsn)) => {
                         state.note_applied(lsn);
-                        eprintln!(
+                        tracing::info!(
                             "node {}: installed a state transfer of {} pages, LSN {} → {lsn}",
                             state.node_id,
                             image.page_count(),
@@ -973,7 +973,7 @@ fn run_applier(
                     }
                     Ok(None) => {}
                     Err(err) => {
-                        eprintln!(
+                        tracing::error!(
                             "node {}: poisoned: a state transfer that passed its checksums \
                              cannot be installed ({err}); this backup stops applying",
                             state.node_id

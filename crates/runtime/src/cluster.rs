@@ -45,26 +45,7 @@ use crate::{Checksum, NodeStatus, StartError};
 use serde::Serialize;
 use tandem_node::{DriveError, Notice, Observed, RoleHeld, RoleRule};
 
-/// Prints a line to the node's log, stamped with the wall clock in seconds since the Unix
-/// epoch (microseconds), so that the logs of several nodes line up in a failover.
-macro_rules! say {
-    ($($arg:tt)*) => {
-        eprintln!("{} {}", stamp(), format_args!($($arg)*))
-    };
-}
-
-fn stamp() -> String {
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!(
-        "{}.{:06}",
-        since_epoch.as_secs(),
-        since_epoch.subsec_micros()
-    )
-}
-
-/// A cluster message in a few words, for `TANDEM_TRACE`.
+/// A cluster message in a few words, for the trace lines.
 fn brief(message: &ClusterMessage) -> String {
     match message {
         ClusterMessage::Raft(bytes) => format!("raft ({} bytes)", bytes.len()),
@@ -204,7 +185,9 @@ pub fn run(
         ),
     };
     let core = Cluster::new(settings, initial, persisted).map_err(StartError::ConfigStore)?;
-    let trace = std::env::var_os("TANDEM_TRACE").is_some();
+    // The trace lines cost a formatted message per cluster message: they are built only when
+    // the log level lets them through (`--log-level trace`, `RUST_LOG=trace`, `TANDEM_TRACE`).
+    let trace = tracing::enabled!(tracing::Level::TRACE);
     let (to_supervisor, inbox) = mpsc::channel();
     let slot = Arc::new(Mutex::new(Slot::Outside));
     let slot_changed = Arc::new(Condvar::new());
@@ -306,7 +289,7 @@ pub fn run(
         trace,
     };
     if restarted {
-        say!(
+        tracing::info!(
             "node {}: restarted; its memory is gone, so it waits to rejoin as a spare",
             config.node_id
         );
@@ -410,7 +393,7 @@ struct SupervisorThread {
     started: Instant,
     /// Since when this node is primary of a view without a backup, if it is.
     alone_since: Option<Instant>,
-    /// `TANDEM_TRACE` set: log every cluster message (but `Alive`) and every slow save.
+    /// Trace level on: log every cluster message (but `Alive`) and every slow save.
     trace: bool,
 }
 
@@ -477,6 +460,8 @@ impl SupervisorThread {
                 _ => "backup",
             },
         };
+        // `/metrics` follows the same role as `/status`, however it changed.
+        self.roles.metrics.set_role(role);
         let mut info = self.info.lock().expect("not poisoned");
         info.role = role.to_string();
         info.view = core.view().map_or(0, |view| view.number);
@@ -515,11 +500,11 @@ impl SupervisorThread {
         match message {
             ToSupervisor::Cluster { from, message } => {
                 if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
-                    say!("node {me}: trace: from {from}: {}", brief(&message));
+                    tracing::trace!("node {me}: from {from}: {}", brief(&message));
                 }
                 if let Err(err) = self.node.core_mut().step(from, message) {
                     self.roles.metrics.frames_rejected.inc();
-                    say!("node {me}: a cluster message from node {from}: {err}");
+                    tracing::warn!("node {me}: a cluster message from node {from}: {err}");
                 }
             }
             ToSupervisor::Observed(observed) => {
@@ -527,13 +512,13 @@ impl SupervisorThread {
                     && self.trace
                     && self.roles.heard_since_role.insert(backup)
                 {
-                    say!("node {me}: trace: first ack from node {backup} in this role");
+                    tracing::trace!("node {me}: first ack from node {backup} in this role");
                 }
                 self.node.observe(observed);
             }
             ToSupervisor::PeerClosed(peer) => {
                 if self.trace {
-                    say!("node {me}: trace: node {peer} closed its connection");
+                    tracing::trace!("node {me}: node {peer} closed its connection");
                 }
                 // The frames the backup role counted before its primary's connection closed
                 // came before the close: taken now, the next tick does not count them as the
@@ -557,7 +542,7 @@ impl SupervisorThread {
             Ok(()) => {}
             Err(DriveError::Save(err)) => {
                 // The config store cannot promise what it persisted: stop, never retry.
-                say!(
+                tracing::error!(
                     "node {}: poisoned: the config store's state cannot be persisted ({err}); \
                      the node stops",
                     self.node.node()
@@ -567,8 +552,8 @@ impl SupervisorThread {
             Err(DriveError::Role(never)) => match never {},
         }
         if self.trace && started.elapsed() > Duration::from_micros(300) {
-            say!(
-                "node {}: trace: a step of the supervisor (saving the config store's state) \
+            tracing::trace!(
+                "node {}: a step of the supervisor (saving the config store's state) \
                  took {:?}",
                 self.node.node(),
                 started.elapsed()
@@ -602,7 +587,7 @@ struct RuntimeRoles {
     trace: bool,
     /// What the primary role observed (acks, caught-up spares), drained at every turn.
     observed: Option<Receiver<Observed>>,
-    /// Backups the primary role heard from since it started (for `TANDEM_TRACE`).
+    /// Backups the primary role heard from since it started (for the trace lines).
     heard_since_role: std::collections::BTreeSet<NodeId>,
     /// How the roles' threads tell the supervisor a peer closed its connection.
     peer_closed: crate::PeerClosed,
@@ -695,7 +680,13 @@ impl tandem_node::Roles for RuntimeRoles {
                 .entry(peer)
                 .or_default() += 1;
         }
-        say!("node {}: {notice}", self.node());
+        let view = match &notice {
+            Notice::Suspected { view, .. }
+            | Notice::Reported { view }
+            | Notice::Frozen { view, .. } => *view,
+            Notice::Following { view, .. } => view.number,
+        };
+        tracing::info!(view, "node {}: {notice}", self.node());
     }
 }
 
@@ -750,7 +741,7 @@ impl RuntimeRoles {
                 if installed.is_err() {
                     // The executor is gone (it panicked): the node serves nothing, and the
                     // backups replace it once they suspect it.
-                    say!(
+                    tracing::error!(
                         "node {me}: the primary role's executor stopped; it cannot take view {}",
                         view.number
                     );
@@ -769,17 +760,22 @@ impl RuntimeRoles {
                 let handover = match handle.handover(lsn) {
                     Ok(handover) => handover,
                     Err(err) => {
-                        say!("node {me}: cannot take over: {err}");
+                        tracing::error!("node {me}: cannot take over: {err}");
                         return Slot::Outside;
                     }
                 };
-                say!("node {me}: primary of view {} from LSN {lsn}", view.number);
+                tracing::info!(
+                    view = view.number,
+                    lsn,
+                    "node {me}: primary of view {} from LSN {lsn}",
+                    view.number
+                );
                 self.start_primary(handover.segment, handover.batches, view, lease_owed_ticks)
             }
             (Transition::StartPrimary, _) => match self.fresh_segment() {
                 Ok(segment) => self.start_primary(segment, Vec::new(), view, 0),
                 Err(err) => {
-                    say!("node {me}: {err}");
+                    tracing::warn!("node {me}: {err}");
                     Slot::Outside
                 }
             },
@@ -790,15 +786,12 @@ impl RuntimeRoles {
             (Transition::Follow { lsn }, Slot::Backup(handle)) => match handle.handover(lsn) {
                 Ok(handover) => {
                     if self.trace {
-                        say!(
-                            "node {me}: trace: follows node {} from LSN {lsn}",
-                            view.primary
-                        );
+                        tracing::trace!("node {me}: follows node {} from LSN {lsn}", view.primary);
                     }
                     self.start_backup(handover.segment, handover.batches, view)
                 }
                 Err(err) => {
-                    say!("node {me}: cannot keep its records ({err}); reloading");
+                    tracing::warn!("node {me}: cannot keep its records ({err}); reloading");
                     self.fresh_backup(view)
                 }
             },
@@ -819,7 +812,7 @@ impl RuntimeRoles {
                     Slot::Backup(handle) => match handle.handover(lsn + discarded) {
                         Ok(handover) => Some(handover.segment),
                         Err(err) => {
-                            say!("node {me}: cannot keep its records ({err}); reloading");
+                            tracing::warn!("node {me}: cannot keep its records ({err}); reloading");
                             None
                         }
                     },
@@ -830,7 +823,7 @@ impl RuntimeRoles {
                 });
                 match rewound {
                     Some(segment) => {
-                        say!(
+                        tracing::info!(
                             "node {me}: takes back {discarded} records above the truncate LSN \
                              {lsn}; fetches the {} pages they changed from node {}",
                             segment.diverged().len(),
@@ -839,7 +832,7 @@ impl RuntimeRoles {
                         self.start_backup(segment, Vec::new(), view)
                     }
                     None => {
-                        say!(
+                        tracing::info!(
                             "node {me}: discarded {discarded} records above the truncate LSN \
                              {lsn}; reloading to catch up from the primary"
                         );
@@ -895,7 +888,7 @@ impl RuntimeRoles {
             .send(primary::Inbound::Depose { view: view.number });
         let segment = crate::join_or_say("the deposed primary's executor", handle.executor)??;
         if self.config.group.mode != crate::config::Mode::Active {
-            say!(
+            tracing::info!(
                 "node {}: replaced by node {} in view {}; a passive primary's segment carries \
                  its trace, so it reloads",
                 self.node(),
@@ -904,7 +897,7 @@ impl RuntimeRoles {
             );
             return None;
         }
-        say!(
+        tracing::info!(
             "node {}: replaced by node {} in view {}; keeps its records up to LSN {}",
             self.node(),
             view.primary,
@@ -926,7 +919,7 @@ impl RuntimeRoles {
                     .inbound
                     .send(primary::Inbound::Depose { view: view.number });
                 crate::join_or_say("the deposed primary's executor", handle.executor);
-                say!(
+                tracing::info!(
                     "node {}: replaced by node {} in view {}; discarded {discarded} records \
                      above the truncate LSN {truncate}",
                     self.node(),
@@ -934,7 +927,7 @@ impl RuntimeRoles {
                     view.number
                 );
             }
-            Slot::Backup(_) if discarded > 0 => say!(
+            Slot::Backup(_) if discarded > 0 => tracing::info!(
                 "node {}: discarded {discarded} records above the truncate LSN {truncate}; \
                  reloading to catch up from the primary",
                 self.node()
@@ -997,7 +990,7 @@ impl RuntimeRoles {
         ) {
             Ok(handle) => Slot::Primary(handle),
             Err(err) => {
-                say!("node {}: cannot start the primary role: {err}", self.node());
+                tracing::error!("node {}: cannot start the primary role: {err}", self.node());
                 Slot::Outside
             }
         }
@@ -1024,7 +1017,7 @@ impl RuntimeRoles {
         ) {
             Ok(handle) => Slot::Backup(handle),
             Err(err) => {
-                say!("node {}: cannot start the backup role: {err}", self.node());
+                tracing::error!("node {}: cannot start the backup role: {err}", self.node());
                 Slot::Outside
             }
         }
@@ -1036,7 +1029,7 @@ impl RuntimeRoles {
         if let NextSegment::Loading(loader) = &self.segment_next
             && !loader.is_finished()
         {
-            say!(
+            tracing::info!(
                 "node {}: its records lie above the truncate LSN and its database is still \
                  loading; it rejoins once loaded",
                 self.node()
@@ -1047,7 +1040,7 @@ impl RuntimeRoles {
         match self.fresh_segment() {
             Ok(segment) => self.start_backup(segment, Vec::new(), view),
             Err(err) => {
-                say!("node {}: {err}", self.node());
+                tracing::warn!("node {}: {err}", self.node());
                 Slot::Outside
             }
         }
@@ -1082,7 +1075,7 @@ impl RuntimeRoles {
                 self.segment_next = NextSegment::Loading(loader);
                 self.loaded = Some(false);
             }
-            Err(err) => say!(
+            Err(err) => tracing::warn!(
                 "node {}: cannot start loading a segment: {err}",
                 self.node()
             ),
@@ -1104,8 +1097,8 @@ impl RuntimeRoles {
         };
         match loader.join() {
             Ok(Ok(segment)) => self.segment_next = NextSegment::Ready(segment),
-            Ok(Err(err)) => say!("node {}: cannot load a segment: {err}", self.node()),
-            Err(_) => say!("node {}: {}", self.node(), StartError::LoaderPanicked),
+            Ok(Err(err)) => tracing::warn!("node {}: cannot load a segment: {err}", self.node()),
+            Err(_) => tracing::warn!("node {}: {}", self.node(), StartError::LoaderPanicked),
         }
         // A failed load is retried by the next role that needs a segment, on this thread.
         self.loaded = Some(true);
@@ -1128,14 +1121,14 @@ struct Outbox {
     group: u32,
     addresses: BTreeMap<NodeId, SocketAddr>,
     writers: BTreeMap<NodeId, Sender<Vec<u8>>>,
-    /// `TANDEM_TRACE` set: log every message sent (but `Alive`).
+    /// Trace level on: log every message sent (but `Alive`).
     trace: bool,
 }
 
 impl Outbox {
     fn send(&mut self, to: NodeId, message: &ClusterMessage) {
         if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
-            say!("node {}: trace: to {to}: {}", self.node, brief(message));
+            tracing::trace!("node {}: to {to}: {}", self.node, brief(message));
         }
         let Ok(body) = postcard::to_allocvec(message) else {
             return;

@@ -367,7 +367,7 @@ pub struct Tuning {
     /// Idle ticks after which the primary sends a heartbeat, ≥ 1 (default 1).
     pub heartbeat_ticks: u64,
     /// Silent ticks after which a backup suspects the primary, > `heartbeat_ticks`
-    /// (default 5). The silence allowed grows with the jitter observed, up to 4 times this;
+    /// (default 10). The silence allowed grows with the jitter observed, up to 4 times this;
     /// a connection the primary's process closed is acted on at once.
     pub suspect_ticks: u64,
     /// A primary whose executor has not begun a turn for this many milliseconds (one call

@@ -73,7 +73,7 @@ fn spawn_or_say(name: String, work: impl FnOnce() + Send + 'static) -> bool {
     match std::thread::Builder::new().name(name.clone()).spawn(work) {
         Ok(_) => true,
         Err(err) => {
-            eprintln!("cannot start thread {name}: {err}; its connection is closed");
+            tracing::error!("cannot start thread {name}: {err}; its connection is closed");
             false
         }
     }
@@ -84,7 +84,7 @@ fn spawn_or_say(name: String, work: impl FnOnce() + Send + 'static) -> bool {
 fn join_or_say<T>(what: &str, handle: std::thread::JoinHandle<T>) -> Option<T> {
     let joined = handle.join();
     if joined.is_err() {
-        eprintln!("{what} panicked and stopped");
+        tracing::error!("{what} panicked and stopped");
     }
     joined.ok()
 }
@@ -176,7 +176,7 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
             },
         )?),
         Some(_) => {
-            eprintln!(
+            tracing::warn!(
                 "node {}: resp_listen is set but the workload is {}, which Redis clients cannot \
                  use; the RESP port stays closed",
                 config.node_id,
@@ -192,9 +192,11 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
     };
     let metrics = Arc::new(Metrics::new(config.node_id, role));
     if config.cluster.is_some() {
-        eprintln!(
+        tracing::info!(
             "node {} serving group {} in cluster mode on {}",
-            config.node_id, config.group.id, config.listen
+            config.node_id,
+            config.group.id,
+            config.listen
         );
         return cluster::run(
             &config,
@@ -220,9 +222,12 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
             Arc::clone(&metrics),
         )?),
     });
-    eprintln!(
+    tracing::info!(
         "node {} ({role}) serving group {} view {} on {}",
-        config.node_id, config.group.id, config.group.view, config.listen
+        config.node_id,
+        config.group.id,
+        config.group.view,
+        config.listen
     );
     if let Some(listener) = resp_listener {
         let resp_node = StaticResp {

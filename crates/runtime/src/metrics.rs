@@ -1,7 +1,10 @@
 //! A node's Prometheus metrics, and the small HTTP responder that serves them.
 //!
 //! [`Metrics`] holds one registry whose metrics all start with `tandem_` and carry the
-//! constant labels `node` (the node id) and `role`. The handles are public fields: the
+//! constant label `node` (the node id). The node's role is no constant label, since a
+//! failover changes it and a registry's constant labels never change: `tandem_role{role}` is
+//! 1 for the current role and 0 for every other one ([`Metrics::set_role`]). The handles are
+//! public fields: the
 //! threads that commit, ship, receive and apply update them directly (they are atomics, so
 //! updating never blocks). [`Metrics::encode`] renders the OpenMetrics text format.
 //!
@@ -46,6 +49,16 @@ pub const CONNECTIONS_MAX: usize = 8;
 /// The values of the `reason` label of `tandem_batches_rejected_total`.
 pub const REJECT_REASONS: [&str; 5] = ["corrupt", "gap", "duplicate", "stale_view", "other"];
 
+/// The values of the `role` label of `tandem_role`: what a node serves as now (`outside`: in
+/// no view yet, or left out of the current one).
+pub const ROLES: [&str; 4] = ["primary", "backup", "spare", "outside"];
+
+/// The `role` label: one of [`ROLES`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RoleLabel {
+    pub role: String,
+}
+
 /// The `backup` label: a backup's node id, in decimal.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BackupLabel {
@@ -63,6 +76,11 @@ pub struct ReasonLabel {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+
+    /// `tandem_role{role}`: 1 for the role the node serves as now, 0 for the others.
+    role: Family<RoleLabel, Gauge>,
+    /// The role `role` says is current, so that an unchanged role costs no update.
+    role_current: std::sync::Mutex<&'static str>,
 
     // Primary.
     /// `tandem_commits_total`: txns committed by the executor.
@@ -161,14 +179,33 @@ impl Metrics {
             .clone()
     }
 
-    /// A registry for node `node_id` in `role` (`primary` or `backup`), every metric at zero.
+    /// Says `role` (one of [`ROLES`]) is the node's role now: `tandem_role` sets it to 1 and
+    /// the role before to 0.
+    pub fn set_role(&self, role: &str) {
+        let role = ROLES
+            .into_iter()
+            .find(|known| *known == role)
+            .unwrap_or_else(|| panic!("{role} is not one of {ROLES:?}"));
+        let mut current = self.role_current.lock().expect("not poisoned");
+        if *current == role {
+            return;
+        }
+        let label = |role: &str| RoleLabel {
+            role: role.to_owned(),
+        };
+        self.role.get_or_create(&label(&current)).set(0);
+        self.role.get_or_create(&label(role)).set(1);
+        *current = role;
+    }
+
+    /// A registry for node `node_id` starting in `role` (one of [`ROLES`]), every other
+    /// metric at zero.
     pub fn new(node_id: NodeId, role: &str) -> Metrics {
-        let labels = [
-            (Cow::Borrowed("node"), Cow::Owned(node_id.to_string())),
-            (Cow::Borrowed("role"), Cow::Owned(role.to_owned())),
-        ];
+        let labels = [(Cow::Borrowed("node"), Cow::Owned(node_id.to_string()))];
         let mut m = Metrics {
             registry: Registry::with_prefix_and_labels("tandem", labels.into_iter()),
+            role: Family::default(),
+            role_current: std::sync::Mutex::new(ROLES[0]),
             commits: Counter::default(),
             rollbacks: Counter::default(),
             lsn_committed: Gauge::default(),
@@ -201,6 +238,23 @@ impl Metrics {
             "What the data model reports of its database, by stat",
             m.model_stats.clone(),
         );
+        m.registry.register(
+            "role",
+            "1 for the role this node serves as now (primary, backup, spare, outside), else 0",
+            m.role.clone(),
+        );
+        // Every role is exported from the start, so that a query for one never finds nothing.
+        for known in ROLES {
+            drop(m.role.get_or_create(&RoleLabel {
+                role: known.to_owned(),
+            }));
+        }
+        m.role
+            .get_or_create(&RoleLabel {
+                role: ROLES[0].to_owned(),
+            })
+            .set(1);
+        m.set_role(role);
         let r = &mut m.registry;
         r.register("commits", "Txns committed", m.commits.clone());
         r.register("rollbacks", "Calls rolled back", m.rollbacks.clone());
@@ -656,7 +710,7 @@ mod tests {
         metrics.frames_rejected.inc();
 
         let text = metrics.encode();
-        let labels = r#"node="7",role="primary""#;
+        let labels = r#"node="7""#;
         for line in [
             format!("tandem_commits_total{{{labels}}} 1"),
             format!("tandem_rollbacks_total{{{labels}}} 1"),
@@ -694,6 +748,50 @@ mod tests {
             .filter(|l| l.starts_with("tandem_ack_latency_seconds_bucket"));
         assert_eq!(buckets.count(), 17, "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// The value of `tandem_role{role}` in the rendered text.
+    fn role_value(text: &str, role: &str) -> Option<i64> {
+        let prefix = format!("tandem_role{{node=\"3\",role=\"{role}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .map(|value| value.parse().expect("an integer"))
+    }
+
+    #[test]
+    fn the_role_follows_a_failover_and_the_old_role_reads_zero() {
+        let metrics = Metrics::new(3, "backup");
+        let text = metrics.encode();
+        assert_eq!(role_value(&text, "backup"), Some(1), "{text}");
+        for other in ["primary", "spare", "outside"] {
+            assert_eq!(role_value(&text, other), Some(0), "{other} in:\n{text}");
+        }
+        // No metric carries a role label of its own that could go stale.
+        assert!(
+            text.lines()
+                .filter(|line| !line.starts_with('#') && !line.starts_with("tandem_role"))
+                .all(|line| !line.contains("role=")),
+            "{text}"
+        );
+
+        metrics.set_role("primary");
+        let text = metrics.encode();
+        assert_eq!(role_value(&text, "primary"), Some(1), "{text}");
+        assert_eq!(role_value(&text, "backup"), Some(0), "{text}");
+        let ones = ROLES
+            .iter()
+            .filter(|role| role_value(&text, role) == Some(1))
+            .count();
+        assert_eq!(ones, 1, "exactly one current role:\n{text}");
+
+        // An unchanged role changes nothing; a deposed primary that rejoins as a spare moves
+        // the 1 again.
+        metrics.set_role("primary");
+        assert_eq!(metrics.encode(), text);
+        metrics.set_role("spare");
+        let text = metrics.encode();
+        assert_eq!(role_value(&text, "spare"), Some(1), "{text}");
+        assert_eq!(role_value(&text, "primary"), Some(0), "{text}");
     }
 
     /// Sends `request`, reads until the server closes, returns (status code, headers, body).
@@ -734,7 +832,7 @@ mod tests {
             head.contains(&format!("Content-Type: {METRICS_CONTENT_TYPE}")),
             "{head}"
         );
-        assert!(body.contains(r#"tandem_batches_received_total{node="1",role="backup"} 4"#));
+        assert!(body.contains(r#"tandem_batches_received_total{node="1"} 4"#));
         assert!(body.ends_with("# EOF\n"));
 
         let (code, head, body) = exchange(address, b"GET /status?pretty HTTP/1.0\r\n\r\n");

@@ -312,7 +312,7 @@ impl Front {
                 if err.kind() == ErrorKind::Interrupted {
                     continue;
                 }
-                eprintln!("the RESP port stopped: waiting for its sockets failed: {err}");
+                tracing::error!("the RESP port stopped: waiting for its sockets failed: {err}");
                 return;
             }
             for event in &events {

@@ -31,12 +31,17 @@ pub enum Command {
     /// faults, and run the checkers.
     Sim(SimArgs),
     /// Start a local cluster on loopback (child processes, data under ./.tandem/) and keep it
-    /// running until Ctrl-C.
+    /// running until Ctrl-C or `tandem down`.
     Up(UpArgs),
     /// Show each node of the local cluster: role, view, LSN, lag and last heartbeat.
     Status(StatusArgs),
     /// Kill a node of the local cluster with SIGKILL, as a machine failure would.
     Kill(KillArgs),
+    /// Start a killed node of the local cluster again, with its configuration: it comes back
+    /// without its memory and rejoins as a spare, then a backup once caught up.
+    Start(StartArgs),
+    /// Stop every node of the local cluster (SIGTERM, then SIGKILL if one lingers).
+    Down(DownArgs),
     /// Start 3 nodes, run Debit-Credit through the client stub, kill the primary midway and
     /// report the failover: gap, lost and duplicate commits, client errors, consistency.
     Demo(DemoArgs),
@@ -101,6 +106,23 @@ pub struct KillArgs {
     /// The node id to kill.
     #[arg(value_name = "NODE", value_parser = clap::value_parser!(u32).range(1..=9))]
     pub node: u32,
+    /// The local cluster's directory.
+    #[arg(long, default_value = ".tandem")]
+    pub dir: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// The node id to start again.
+    #[arg(value_name = "NODE", value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub node: u32,
+    /// The local cluster's directory.
+    #[arg(long, default_value = ".tandem")]
+    pub dir: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct DownArgs {
     /// The local cluster's directory.
     #[arg(long, default_value = ".tandem")]
     pub dir: std::path::PathBuf,
@@ -224,6 +246,34 @@ pub struct NodeArgs {
     /// takes its children down with it, even when it is killed.
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,
+    /// The least severe log lines the node writes: warn (problems only), info (also role and
+    /// view changes, the default), debug, or trace (also every cluster message). Wins over
+    /// RUST_LOG, which takes tracing's filter syntax (e.g. `RUST_LOG=tandem_runtime=debug`).
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
+}
+
+/// A log level of `--log-level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    /// The level as a filter directive.
+    pub fn directive(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -13,9 +13,19 @@
 //!
 //! A child reads its stdin until end-of-file (`--exit-on-stdin-eof`), and this process holds
 //! the other end: however this process ends, Ctrl-C or a crash, its nodes end with it.
+//!
+//! `tandem start N` brings a killed node back as a detached process (no stdin tie: the
+//! `tandem start` that spawned it exits at once) and writes its new pid into `cluster.json`;
+//! `tandem down`, and `tandem up` on Ctrl-C, stop such nodes through that file. Before
+//! anything signals a pid from `cluster.json`, `probe` checks that the pid still is that node
+//! (`/proc/PID/cmdline` reads `tandem node --config <its config>`): the file outlives its
+//! processes, and a pid is reused.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -107,7 +117,7 @@ impl ClusterFile {
             .map_err(|err| Failure::Run(format!("{} is not a cluster file: {err}", path.display())))
     }
 
-    fn save(&self, dir: &Path) -> Result<(), Failure> {
+    pub fn save(&self, dir: &Path) -> Result<(), Failure> {
         let path = dir.join(CLUSTER_FILE);
         let text = serde_json::to_string_pretty(self).expect("serializable");
         fs::write(&path, text)
@@ -408,27 +418,191 @@ fn failure_text(failure: Failure) -> String {
     }
 }
 
-/// A cluster directory whose `cluster.json` names a live process is in use.
+/// A cluster directory whose `cluster.json` names a live node is in use.
 fn refuse_if_running(dir: &Path) -> Result<(), Failure> {
     let Ok(file) = ClusterFile::load(dir) else {
         return Ok(());
     };
     for node in &file.nodes {
-        let alive = node.pid != 0
-            && nix::sys::signal::kill(nix::unistd::Pid::from_raw(node.pid as i32), None).is_ok()
-            && fs::read_to_string(format!("/proc/{}/cmdline", node.pid))
-                .is_ok_and(|cmdline| cmdline.contains("node"));
-        if alive {
+        if probe(node) == PidHolder::Node {
             return Err(Failure::Usage(format!(
-                "a local cluster already runs in {} (node {} is pid {}); stop it with Ctrl-C \
-                 in its terminal, or use another --dir",
+                "a local cluster already runs in {} (node {} is pid {}); stop it with \
+                 `tandem down --dir {}` (or Ctrl-C in the terminal of its `tandem up`), or use \
+                 another --dir",
                 dir.display(),
                 node.id,
-                node.pid
+                node.pid,
+                dir.display()
             )));
         }
     }
     Ok(())
+}
+
+/// What holds the pid `cluster.json` names for a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PidHolder {
+    /// The node itself: `tandem node --config <the node's config>`.
+    Node,
+    /// No process any more (or a zombie, which has ended and only waits to be reaped).
+    Gone,
+    /// Another program, which took the pid after the node ended: its command line.
+    Other { command: String },
+}
+
+/// Who holds `entry.pid` now, read from `/proc/PID/cmdline`.
+pub fn probe(entry: &NodeEntry) -> PidHolder {
+    if entry.pid == 0 {
+        return PidHolder::Gone;
+    }
+    match fs::read(format!("/proc/{}/cmdline", entry.pid)) {
+        // A zombie's command line is empty.
+        Ok(cmdline) if cmdline.is_empty() => PidHolder::Gone,
+        Ok(cmdline) if is_node_command(&cmdline, &entry.config) => PidHolder::Node,
+        Ok(cmdline) => PidHolder::Other {
+            command: command_text(&cmdline),
+        },
+        Err(_) => PidHolder::Gone,
+    }
+}
+
+/// Whether a NUL-separated command line (as in `/proc/PID/cmdline`) runs the tandem binary as
+/// `node --config CONFIG`: the check that a pid is this cluster's node and not whatever
+/// process took the number since (config paths are absolute and differ per node and per
+/// cluster directory).
+pub fn is_node_command(cmdline: &[u8], config: &Path) -> bool {
+    let args: Vec<&[u8]> = cmdline
+        .strip_suffix(b"\0")
+        .unwrap_or(cmdline)
+        .split(|&byte| byte == 0)
+        .collect();
+    let Some(program) = args.first() else {
+        return false;
+    };
+    let named_tandem =
+        Path::new(OsStr::from_bytes(program)).file_name() == Some(OsStr::new("tandem"));
+    let runs_node = args.get(1) == Some(&b"node".as_slice());
+    let with_config = args
+        .windows(2)
+        .any(|pair| pair[0] == b"--config" && Path::new(OsStr::from_bytes(pair[1])) == config);
+    named_tandem && runs_node && with_config
+}
+
+/// A command line for a message: arguments separated by spaces.
+fn command_text(cmdline: &[u8]) -> String {
+    let text = String::from_utf8_lossy(cmdline.strip_suffix(b"\0").unwrap_or(cmdline));
+    text.replace('\0', " ")
+}
+
+/// Why a node does not answer, in words: "not running (process 1234 is gone)".
+pub fn not_running_reason(entry: &NodeEntry, holder: &PidHolder) -> String {
+    match holder {
+        PidHolder::Gone => format!("not running (process {} is gone)", entry.pid),
+        PidHolder::Other { command } => format!(
+            "not running (pid {} now belongs to another program: {command})",
+            entry.pid
+        ),
+        PidHolder::Node => format!(
+            "running as process {} but not answering at http://{}/status",
+            entry.pid, entry.status
+        ),
+    }
+}
+
+/// How long a node has after SIGTERM before SIGKILL, and after SIGKILL before giving up.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// Stops every listed node that `probe` finds running: SIGTERM to each, then SIGKILL to those
+/// still running after `STOP_GRACE`. Returns the nodes it stopped; a pid that is no node of
+/// this cluster is never signalled.
+pub fn stop_nodes(entries: &[NodeEntry]) -> Result<Vec<NodeEntry>, Failure> {
+    let running: Vec<&NodeEntry> = entries
+        .iter()
+        .filter(|entry| probe(entry) == PidHolder::Node)
+        .collect();
+    for entry in &running {
+        signal(entry, nix::sys::signal::Signal::SIGTERM)?;
+    }
+    if !wait_gone(&running, STOP_GRACE) {
+        for entry in running
+            .iter()
+            .filter(|entry| probe(entry) == PidHolder::Node)
+        {
+            signal(entry, nix::sys::signal::Signal::SIGKILL)?;
+        }
+        if !wait_gone(&running, STOP_GRACE) {
+            let left: Vec<String> = running
+                .iter()
+                .filter(|entry| probe(entry) == PidHolder::Node)
+                .map(|entry| format!("node {} (pid {})", entry.id, entry.pid))
+                .collect();
+            return Err(Failure::Run(format!(
+                "{} still running {STOP_GRACE:?} after SIGKILL",
+                left.join(", ")
+            )));
+        }
+    }
+    Ok(running.into_iter().cloned().collect())
+}
+
+/// Waits until none of `entries` runs any more, at most `within`; whether they all ended.
+pub fn wait_gone(entries: &[&NodeEntry], within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if entries.iter().all(|entry| probe(entry) != PidHolder::Node) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `signal` to a node `probe` found running. A process that ended meanwhile is not an
+/// error; any other refusal is said in words (a raw errno means nothing to a user).
+pub fn signal(entry: &NodeEntry, signal: nix::sys::signal::Signal) -> Result<(), Failure> {
+    use nix::errno::Errno;
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(entry.pid as i32), signal) {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(Errno::EPERM) => Err(Failure::Run(format!(
+            "not allowed to signal node {} (pid {}): it runs as another user; run this \
+             command as that user",
+            entry.id, entry.pid
+        ))),
+        Err(err) => Err(Failure::Run(format!(
+            "cannot signal node {} (pid {}): {}",
+            entry.id,
+            entry.pid,
+            err.desc()
+        ))),
+    }
+}
+
+/// Starts node `entry` again as a detached process (its own process group, no stdin, its
+/// output appended to its log), from the same configuration: its memory is gone, so it
+/// rejoins the cluster as a spare and catches up. Returns the child, whose pid the caller
+/// writes into `cluster.json`.
+pub fn spawn_detached(entry: &NodeEntry) -> Result<Child, Failure> {
+    let exe = std::env::current_exe()
+        .map_err(|err| Failure::Run(format!("cannot find the tandem binary: {err}")))?;
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&entry.log)
+        .map_err(|err| Failure::Run(format!("cannot open {}: {err}", entry.log.display())))?;
+    Command::new(exe)
+        .arg("node")
+        .arg("--config")
+        .arg(&entry.config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        // Its own process group: a Ctrl-C in the terminal that ran `tandem start` does not
+        // reach it.
+        .process_group(0)
+        .spawn()
+        .map_err(|err| Failure::Run(format!("cannot start node {}: {err}", entry.id)))
 }
 
 /// Node `member`'s configuration in a cluster of `members`.
@@ -463,4 +637,53 @@ fn node_config(
         .validate()
         .map_err(|err| Failure::Usage(format!("node {}: {err}", member.node_id)))?;
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_tandem_binary_running_this_nodes_config_is_the_node() {
+        let config = Path::new("/tmp/c/.tandem/node2/node.toml");
+        let node = b"/usr/local/bin/tandem\0node\0--config\0/tmp/c/.tandem/node2/node.toml\0";
+        assert!(is_node_command(node, config));
+        let with_stdin_tie =
+            b"./target/release/tandem\0node\0--config\0/tmp/c/.tandem/node2/node.toml\0--exit-on-stdin-eof\0";
+        assert!(is_node_command(with_stdin_tie, config));
+        let other_node = b"tandem\0node\0--config\0/tmp/c/.tandem/node3/node.toml\0";
+        assert!(!is_node_command(other_node, config));
+        let other_cluster = b"tandem\0node\0--config\0/tmp/d/.tandem/node2/node.toml\0";
+        assert!(!is_node_command(other_cluster, config));
+        assert!(!is_node_command(b"sleep\0infinity\0", config));
+        let not_tandem = b"/bin/mytandem\0node\0--config\0/tmp/c/.tandem/node2/node.toml\0";
+        assert!(!is_node_command(not_tandem, config));
+        let up = b"tandem\0up\0--config\0/tmp/c/.tandem/node2/node.toml\0";
+        assert!(!is_node_command(up, config));
+        assert!(!is_node_command(b"", config));
+    }
+
+    #[test]
+    fn a_node_that_does_not_answer_is_explained_in_words() {
+        let entry = NodeEntry {
+            id: 2,
+            listen: "127.0.0.1:7001".parse().unwrap(),
+            status: "127.0.0.1:7002".parse().unwrap(),
+            resp: None,
+            pid: 1234,
+            config: PathBuf::from("/tmp/node2/node.toml"),
+            log: PathBuf::from("/tmp/node2/node.log"),
+        };
+        assert_eq!(
+            not_running_reason(&entry, &PidHolder::Gone),
+            "not running (process 1234 is gone)"
+        );
+        let other = PidHolder::Other {
+            command: command_text(b"sleep\0infinity\0"),
+        };
+        assert_eq!(
+            not_running_reason(&entry, &other),
+            "not running (pid 1234 now belongs to another program: sleep infinity)"
+        );
+    }
 }

@@ -9,6 +9,7 @@ mod bench;
 mod cli;
 mod demo;
 mod local;
+mod logging;
 mod sim;
 mod timeline;
 mod up;
@@ -24,6 +25,14 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return cli::exit_on_parse_error(err),
     };
+    let log_level = match &cli.command {
+        Command::Node(args) => args.log_level,
+        _ => None,
+    };
+    if let Err(message) = logging::init(log_level) {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Bench {
             command: BenchCommand::Engine(args),
@@ -42,6 +51,8 @@ fn main() -> ExitCode {
         Command::Up(args) => up::up(&args),
         Command::Status(args) => up::status(&args),
         Command::Kill(args) => up::kill(&args),
+        Command::Start(args) => up::start(&args),
+        Command::Down(args) => up::down(&args),
         Command::Demo(args) => demo::demo(&args),
         Command::Burn => burn(),
     };

@@ -1,4 +1,8 @@
-//! `tandem up`, `tandem status` and `tandem kill`: a local cluster to try by hand.
+//! `tandem up`, `tandem status`, `tandem kill`, `tandem start` and `tandem down`: a local
+//! cluster to try by hand.
+//!
+//! `up` runs in the foreground and supervises: it ends on Ctrl-C (stopping every node, those
+//! `start` brought back included) or once no node of its cluster runs any more (after `down`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,10 +11,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::Failure;
-use crate::cli::{KillArgs, StatusArgs, UpArgs};
-use crate::local::{ClusterFile, LocalCluster, Options};
+use crate::cli::{DownArgs, KillArgs, StartArgs, StatusArgs, UpArgs};
+use crate::local::{self, ClusterFile, LocalCluster, NodeEntry, Options, PidHolder};
 
-/// Starts the cluster, prints where it is, and waits for Ctrl-C (then stops every node).
+/// Starts the cluster, prints where it is, and waits for Ctrl-C (then stops every node) or
+/// for every node to have stopped.
 pub fn up(args: &UpArgs) -> Result<(), Failure> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
@@ -59,7 +64,8 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
         );
     }
     println!(
-        "`tandem status` shows the nodes, `tandem kill N` kills one; Ctrl-C stops the cluster"
+        "`tandem status` shows the nodes, `tandem kill N` kills one, `tandem start N` brings it \
+         back; Ctrl-C or `tandem down` stops the cluster"
     );
     let mut reported = vec![false; cluster.nodes.len()];
     while !stop.load(Ordering::SeqCst) {
@@ -70,13 +76,31 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
                 eprintln!("node {} exited", node.entry.id);
             }
         }
+        // Once every child has exited, only nodes `tandem start` brought back can keep the
+        // cluster going; with none of those either, there is nothing left to supervise.
+        if reported.iter().all(|&exited| exited) {
+            let file = ClusterFile::load(&cluster.dir)?;
+            if file
+                .nodes
+                .iter()
+                .all(|node| local::probe(node) != PidHolder::Node)
+            {
+                eprintln!("every node has stopped; tandem up ends");
+                return Ok(());
+            }
+        }
     }
     eprintln!("stopping {} nodes", cluster.nodes.len());
+    // Nodes `tandem start` brought back are not this process's children: the cluster file
+    // names them.
+    if let Ok(file) = ClusterFile::load(&cluster.dir) {
+        local::stop_nodes(&file.nodes)?;
+    }
     drop(cluster);
     Ok(())
 }
 
-/// Prints a row per node.
+/// Prints a row per node; fails (exit code 1) when no node answers.
 pub fn status(args: &StatusArgs) -> Result<(), Failure> {
     let file = ClusterFile::load(&args.dir)?;
     let mut rows = Vec::new();
@@ -84,6 +108,22 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
         let status = crate::bench::replication::http_get_json(node.status, "/status").ok();
         rows.push((node.id, status));
     }
+    let none_answers = rows.iter().all(|(_, status)| status.is_none());
+    let no_node_answers = || {
+        Failure::Run(format!(
+            "no node of the local cluster in {} answers; start a cluster with `tandem up`, or \
+             bring a killed node back with `tandem start N`",
+            args.dir.display()
+        ))
+    };
+    let reason = |id: u32| {
+        let entry = file
+            .nodes
+            .iter()
+            .find(|node| node.id == id)
+            .expect("listed");
+        local::not_running_reason(entry, &local::probe(entry))
+    };
     // Lag is measured against the primary's LSN.
     let lsn_primary = rows
         .iter()
@@ -100,11 +140,16 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
                     "role": status.as_ref().map(|s| s["cluster"]["role"].clone()),
                     "resp": entry.and_then(|node| node.resp).map(|a| a.to_string()),
                     "status": status,
+                    "down": status.is_none().then(|| reason(*id)),
                 })
             })
             .collect();
         println!("{}", json!({ "nodes": nodes }));
-        return Ok(());
+        return if none_answers {
+            Err(no_node_answers())
+        } else {
+            Ok(())
+        };
     }
     println!(
         "{:<5} {:<8} {:>5} {:>10} {:>10} {:>15}",
@@ -112,7 +157,7 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
     );
     for (id, status) in &rows {
         let Some(status) = status else {
-            println!("{id:<5} {:<8}", "down");
+            println!("{id:<5} {:<8} {}", "down", reason(*id));
             continue;
         };
         let cluster = &status["cluster"];
@@ -131,34 +176,137 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
         };
         println!("{id:<5} {role:<8} {view:>5} {lsn:>10} {lag:>10} {heartbeat:>15}");
     }
+    if none_answers {
+        return Err(no_node_answers());
+    }
     Ok(())
 }
 
-/// SIGKILL to one node of the local cluster.
+/// The entry of node `id`, or a usage error that lists the cluster's nodes.
+fn entry(file: &ClusterFile, id: u32) -> Result<&NodeEntry, Failure> {
+    file.nodes.iter().find(|node| node.id == id).ok_or_else(|| {
+        let ids: Vec<String> = file.nodes.iter().map(|node| node.id.to_string()).collect();
+        Failure::Usage(format!(
+            "NODE {id}: the cluster's nodes are {}",
+            ids.join(", ")
+        ))
+    })
+}
+
+/// SIGKILL to one node of the local cluster, once its pid is found to be that node.
 pub fn kill(args: &KillArgs) -> Result<(), Failure> {
     let file = ClusterFile::load(&args.dir)?;
-    let node = file
-        .nodes
-        .iter()
-        .find(|node| node.id == args.node)
-        .ok_or_else(|| {
-            let ids: Vec<String> = file.nodes.iter().map(|node| node.id.to_string()).collect();
-            Failure::Usage(format!(
-                "NODE {}: the cluster's nodes are {}",
-                args.node,
-                ids.join(", ")
-            ))
-        })?;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(node.pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .map_err(|err| {
-        Failure::Run(format!(
-            "cannot kill node {} (pid {}): {err}",
-            node.id, node.pid
-        ))
-    })?;
+    let node = entry(&file, args.node)?;
+    match local::probe(node) {
+        PidHolder::Node => {}
+        PidHolder::Gone => {
+            return Err(Failure::Run(format!(
+                "node {} is not running (process {} is gone); nothing was killed",
+                node.id, node.pid
+            )));
+        }
+        PidHolder::Other { command } => {
+            return Err(Failure::Run(format!(
+                "node {} is not running: pid {} is another program ({command}), so it was left \
+                 alone; `tandem start {}` brings the node back",
+                node.id, node.pid, node.id
+            )));
+        }
+    }
+    local::signal(node, nix::sys::signal::Signal::SIGKILL)?;
+    // Said once the process is gone, so that a `tandem status` right after finds it down.
+    if !local::wait_gone(&[node], local::STOP_GRACE) {
+        return Err(Failure::Run(format!(
+            "node {} (pid {}) still runs {:?} after SIGKILL",
+            node.id,
+            node.pid,
+            local::STOP_GRACE
+        )));
+    }
     println!("killed node {} (pid {})", node.id, node.pid);
+    Ok(())
+}
+
+/// Starts a killed node again, detached, and waits until it answers `/status`.
+pub fn start(args: &StartArgs) -> Result<(), Failure> {
+    let dir = &args.dir;
+    let mut file = ClusterFile::load(dir)?;
+    let node = entry(&file, args.node)?.clone();
+    if local::probe(&node) == PidHolder::Node {
+        return Err(Failure::Run(format!(
+            "node {} is still running (pid {}); to restart it, `tandem kill {}` first",
+            node.id, node.pid, node.id
+        )));
+    }
+    let mut child = local::spawn_detached(&node)?;
+    let pid = child.id();
+    for listed in &mut file.nodes {
+        if listed.id == node.id {
+            listed.pid = pid;
+        }
+    }
+    file.save(dir)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(Some(exit)) = child.try_wait() {
+            return Err(Failure::Run(format!(
+                "node {} exited at once ({exit}); the end of its log {}:\n{}",
+                node.id,
+                node.log.display(),
+                log_tail(&node.log, 20)
+            )));
+        }
+        if crate::bench::replication::http_get_json(node.status, "/status").is_ok() {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(Failure::Run(format!(
+                "node {} (pid {pid}) runs but does not answer at http://{}/status; its log is \
+                 {}",
+                node.id,
+                node.status,
+                node.log.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!(
+        "started node {} (pid {pid}); it rejoins as a spare and becomes a backup once caught \
+         up (`tandem status` shows it); log {}",
+        node.id,
+        node.log.display()
+    );
+    Ok(())
+}
+
+/// The last `lines` lines of a log file.
+fn log_tail(path: &std::path::Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Stops every node of the local cluster whose pid still is that node.
+pub fn down(args: &DownArgs) -> Result<(), Failure> {
+    let file = ClusterFile::load(&args.dir)?;
+    for node in &file.nodes {
+        if let PidHolder::Other { command } = local::probe(node) {
+            println!(
+                "node {}: not running (pid {} now belongs to another program, left alone: \
+                 {command})",
+                node.id, node.pid
+            );
+        }
+    }
+    let stopped = local::stop_nodes(&file.nodes)?;
+    if stopped.is_empty() {
+        println!(
+            "no node of the local cluster in {} was running",
+            args.dir.display()
+        );
+    }
+    for node in &stopped {
+        println!("stopped node {} (pid {})", node.id, node.pid);
+    }
     Ok(())
 }

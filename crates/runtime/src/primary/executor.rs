@@ -307,7 +307,7 @@ impl Executor {
                                 Ok(link) => {
                                     self.links.insert(node, link);
                                 }
-                                Err(err) => eprintln!("node {}: {err}", self.node_id),
+                                Err(err) => tracing::error!("node {}: {err}", self.node_id),
                             }
                         }
                     }
@@ -477,10 +477,13 @@ impl Executor {
         // A transfer's pages were copied into its messages while the executor waited: it
         // costs a pause proportional to the pages changed since the member's LSN.
         for (node, sent) in self.ready.transfers_sent.drain(..) {
-            eprintln!(
+            tracing::info!(
                 "node {}: state transfer to node {node}: {} pages changed after LSN {}, as of \
                  LSN {}",
-                self.node_id, sent.pages, sent.lsn_from, sent.lsn
+                self.node_id,
+                sent.pages,
+                sent.lsn_from,
+                sent.lsn
             );
         }
         self.pass_observed();
@@ -497,7 +500,7 @@ impl Executor {
                 && link.send(message).is_err()
                 && self.links_lost.insert(to)
             {
-                eprintln!(
+                tracing::error!(
                     "node {}: the link to node {to} stopped; that backup will be suspected",
                     self.node_id
                 );
@@ -577,7 +580,7 @@ impl Executor {
         self.metrics.replies_withheld.inc_by(withheld);
         for fault in self.ready.replication.faults.drain(..) {
             if let PrimaryFault::TailMissed { from, .. } = fault {
-                eprintln!(
+                tracing::warn!(
                     "node {}: passive backup {from} needs records that left the retained tail; \
                      restart it from the same load, or raise tuning.tail_records_max and \
                      tuning.tail_bytes_max",

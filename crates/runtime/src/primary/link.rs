@@ -9,6 +9,12 @@
 //! `tuning.executor_stall_ms`): the backups keep hearing a busy primary, and stop hearing a
 //! stuck one. A connection the backup closed (its
 //! process died) is reported to the supervisor at once.
+//!
+//! A link that cannot reach its member retries every 500 µs for the first 10 ms (a failover
+//! makes members refuse links for about that long, and its speed depends on retrying at
+//! once), then backs off, doubling from 1 ms to 100 ms. `Retry` decides the pauses and what
+//! is logged: the first failure, then at most one summary per `RETRY_SUMMARY_INTERVAL`, and
+//! the reconnection; never a line per attempt.
 
 use super::*;
 
@@ -75,14 +81,10 @@ struct Link {
 
 impl Link {
     fn run(self, outbox: Receiver<Message>) {
-        // A failover makes members refuse a link for a moment (a backup switching to a new
-        // primary follows the old one until it learns the view): retry every 500 µs for the
-        // first 10 ms, which is what a failover takes, then back off to 20 ms.
-        let mut failures = 0u32;
-        let mut pause = Duration::from_micros(500);
+        let mut retry = Retry::default();
         loop {
             let result = match TcpStream::connect(self.address) {
-                Ok(stream) => self.serve(stream, &outbox),
+                Ok(stream) => self.serve(stream, &outbox, &mut retry),
                 Err(err) => Err(ConnError::Io(err)),
             };
             match result {
@@ -98,24 +100,39 @@ impl Link {
                             Err(mpsc::TryRecvError::Disconnected) => return,
                         }
                     }
-                    if pause >= Duration::from_millis(20) {
-                        eprintln!(
-                            "link to backup {} ({}): {err}; reconnecting",
-                            self.node, self.address
-                        );
+                    let (pause, said) = retry.failed(Instant::now());
+                    let why = error_words(&err);
+                    match said {
+                        RetrySay::Nothing => {}
+                        RetrySay::FirstFailure => tracing::info!(
+                            backup = self.node,
+                            address = %self.address,
+                            "cannot reach backup {} at {}: {why}; retrying",
+                            self.node,
+                            self.address
+                        ),
+                        RetrySay::StillFailing { attempts } => tracing::warn!(
+                            backup = self.node,
+                            address = %self.address,
+                            attempts,
+                            "still cannot reach backup {} at {} after {attempts} attempts: {why}",
+                            self.node,
+                            self.address
+                        ),
                     }
                     thread::sleep(pause);
-                    failures += 1;
-                    if failures >= 20 {
-                        pause = (pause * 2).min(Duration::from_millis(20));
-                    }
                 }
             }
         }
     }
 
     /// Returns Ok when the executor has gone (the outbox is closed).
-    fn serve(&self, mut stream: TcpStream, outbox: &Receiver<Message>) -> Result<(), ConnError> {
+    fn serve(
+        &self,
+        mut stream: TcpStream,
+        outbox: &Receiver<Message>,
+        retry: &mut Retry,
+    ) -> Result<(), ConnError> {
         net::tune(&stream)?;
         let mut hello = Vec::new();
         encode_hello(&mut hello, &self.hello);
@@ -132,6 +149,16 @@ impl Link {
             },
         )?;
         stream.set_read_timeout(None)?;
+        if let Some(attempts) = retry.connected() {
+            tracing::info!(
+                backup = self.node,
+                address = %self.address,
+                attempts,
+                "reached backup {} at {} after {attempts} attempts",
+                self.node,
+                self.address
+            );
+        }
         // What was queued for the old connection is stale: the backup introduces itself again.
         while outbox.try_recv().is_ok() {}
         if self
@@ -268,5 +295,136 @@ impl AckReader {
                 return;
             }
         }
+    }
+}
+
+/// Attempts at the fastest pace: 20 × 500 µs covers the 10 ms a failover takes.
+const RETRY_FAST_ATTEMPTS: u64 = 20;
+const RETRY_FAST_PAUSE: Duration = Duration::from_micros(500);
+/// After the fast attempts, the pause doubles from `RETRY_PAUSE_MIN` up to `RETRY_PAUSE_MAX`.
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(1);
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(100);
+/// A link that keeps failing says so at most once per this interval.
+const RETRY_SUMMARY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What a link says about a failed attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RetrySay {
+    Nothing,
+    /// The first failure since the link last connected (or started).
+    FirstFailure,
+    /// A summary: `attempts` failed in a row so far.
+    StillFailing {
+        attempts: u64,
+    },
+}
+
+/// The pace of a link's reconnection attempts and what it says about them. Time is handed in,
+/// so the schedule is a pure function of the attempts and the instants they failed at.
+#[derive(Debug, Default)]
+struct Retry {
+    /// Attempts failed since the link last connected.
+    failures: u64,
+    /// The pause before the next attempt, once past the fast ones.
+    pause: Option<Duration>,
+    /// When the last line about the failures was said.
+    said_at: Option<Instant>,
+}
+
+impl Retry {
+    /// An attempt failed at `now`: how long to pause before the next, and what to say.
+    fn failed(&mut self, now: Instant) -> (Duration, RetrySay) {
+        self.failures += 1;
+        let said = match self.said_at {
+            None => RetrySay::FirstFailure,
+            Some(at) if now.duration_since(at) >= RETRY_SUMMARY_INTERVAL => {
+                RetrySay::StillFailing {
+                    attempts: self.failures,
+                }
+            }
+            Some(_) => RetrySay::Nothing,
+        };
+        if said != RetrySay::Nothing {
+            self.said_at = Some(now);
+        }
+        if self.failures <= RETRY_FAST_ATTEMPTS {
+            return (RETRY_FAST_PAUSE, said);
+        }
+        let pause = self
+            .pause
+            .map_or(RETRY_PAUSE_MIN, |pause| (pause * 2).min(RETRY_PAUSE_MAX));
+        self.pause = Some(pause);
+        (pause, said)
+    }
+
+    /// The link connected: the attempts it took, if a failure was said (so the reconnection
+    /// is said too), and a fresh start for the next failure.
+    fn connected(&mut self) -> Option<u64> {
+        let attempts = self.said_at.map(|_| self.failures + 1);
+        *self = Retry::default();
+        attempts
+    }
+}
+
+/// Why an attempt failed, in words: an I/O error's kind ("connection refused") rather than
+/// its errno.
+fn error_words(err: &ConnError) -> String {
+    match err {
+        ConnError::Io(io) => io.kind().to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_that_keeps_failing_says_so_once_then_a_summary_per_interval() {
+        let mut retry = Retry::default();
+        let start = Instant::now();
+        let mut said = Vec::new();
+        let mut pauses = Vec::new();
+        let mut now = start;
+        // 94 attempts over 12 s of (simulated) time.
+        for _ in 0..94 {
+            let (pause, say) = retry.failed(now);
+            pauses.push(pause);
+            if say != RetrySay::Nothing {
+                said.push((now.duration_since(start), say));
+            }
+            now += Duration::from_millis(130);
+        }
+        assert_eq!(said[0], (Duration::ZERO, RetrySay::FirstFailure));
+        assert_eq!(said.len(), 3, "first failure and two summaries: {said:?}");
+        for pair in said.windows(2) {
+            assert!(pair[1].0 - pair[0].0 >= RETRY_SUMMARY_INTERVAL, "{said:?}");
+        }
+        assert!(matches!(said[1].1, RetrySay::StillFailing { attempts } if attempts > 1));
+        // Fast for a failover's first 10 ms, then doubling from 1 ms up to the cap.
+        assert!(pauses[..20].iter().all(|&pause| pause == RETRY_FAST_PAUSE));
+        assert_eq!(pauses[20..24], [1, 2, 4, 8].map(Duration::from_millis));
+        assert_eq!(*pauses.last().unwrap(), RETRY_PAUSE_MAX);
+        assert!(pauses.iter().all(|&pause| pause <= RETRY_PAUSE_MAX));
+
+        // The reconnection is said with the attempts it took, and the next failure is a first
+        // failure again, retried fast.
+        assert_eq!(retry.connected(), Some(95));
+        assert_eq!(
+            retry.failed(now),
+            (RETRY_FAST_PAUSE, RetrySay::FirstFailure)
+        );
+    }
+
+    #[test]
+    fn a_link_that_connects_at_once_says_nothing() {
+        let mut retry = Retry::default();
+        assert_eq!(retry.connected(), None);
+    }
+
+    #[test]
+    fn an_io_error_is_said_without_its_errno() {
+        let refused = ConnError::Io(std::io::Error::from_raw_os_error(111));
+        assert_eq!(error_words(&refused), "connection refused");
     }
 }
