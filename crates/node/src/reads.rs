@@ -105,7 +105,9 @@ pub struct BackupReads<T, I> {
     waiting: Vec<Held<T, I>>,
     /// The longest reply body a read may return.
     reply_len_max: usize,
-    /// The id the next question carries (from 1): reads that arrive now wait for it.
+    /// The id of the first question (answers to lower ids are another role's).
+    question_first: u64,
+    /// The id the next question carries: reads that arrive now wait for it.
     question_next: u64,
     /// The last question sent, and when to ask again if no answer came (it or its answer
     /// may be lost: a connection reset, a new primary).
@@ -115,12 +117,19 @@ pub struct BackupReads<T, I> {
 }
 
 impl<T, I: Ord + Copy> BackupReads<T, I> {
-    /// No read waiting; a reply longer than `reply_len_max` is refused.
-    pub fn new(reply_len_max: usize) -> BackupReads<T, I> {
+    /// No read waiting; a reply longer than `reply_len_max` is refused; questions are
+    /// numbered from `question_first`. The driver gives each `BackupReads` of a node ids no
+    /// other one used (the runtime a range per role from a process-wide counter, the
+    /// simulator one per role epoch): an answer to an earlier role's question may still
+    /// arrive, and taken for one of this role's it would settle reads that arrived after the
+    /// primary answered.
+    pub fn new(reply_len_max: usize, question_first: u64) -> BackupReads<T, I> {
+        assert!(question_first >= 1, "question ids start at 1");
         BackupReads {
             waiting: Vec::new(),
             reply_len_max,
-            question_next: 1,
+            question_first,
+            question_next: question_first,
             asked: None,
             heard: None,
         }
@@ -174,12 +183,13 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
     }
 
     /// The primary answered question `id` with `lsn_released`: every read that arrived
-    /// before it was asked needs at least that LSN.
-    pub fn indexed(&mut self, id: u64, lsn_released: u64) {
-        assert!(
-            id < self.question_next,
-            "an answer to question {id}, never asked"
-        );
+    /// before it was asked needs at least that LSN. An answer to a question this
+    /// `BackupReads` never asked (an earlier role's, a peer's mistake) settles nothing;
+    /// returns whether the answer was to one of its questions.
+    pub fn indexed(&mut self, id: u64, lsn_released: u64) -> bool {
+        if !(self.question_first..self.question_next).contains(&id) {
+            return false;
+        }
         for held in &mut self.waiting {
             if held.read.needs == Needs::ReadIndex && held.question <= id {
                 held.read.min_lsn = held.read.min_lsn.max(lsn_released);
@@ -189,6 +199,7 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
         if self.asked.is_some_and(|(asked, _)| asked <= id) {
             self.asked = None;
         }
+        true
     }
 
     /// The primary said at `at` (a heartbeat, an answer) that it released up to `lsn`.
@@ -382,7 +393,7 @@ mod tests {
         let (applier, model) = applier();
         let model = Some(&*model);
         let lsn = applier.lsn_applied();
-        let mut reads = BackupReads::new(1 << 20);
+        let mut reads = BackupReads::new(1 << 20, 1);
         reads.push(read(BALANCE.0, lsn - 1, 100));
         // Applied beyond what the primary released: nothing is shown, and batches wait.
         assert!(answers(&mut reads, &applier, model, lsn - 1, 0).is_empty());
@@ -405,7 +416,7 @@ mod tests {
         let (applier, model) = applier();
         let model = Some(&*model);
         let lsn = applier.lsn_applied();
-        let mut reads = BackupReads::new(1 << 20);
+        let mut reads = BackupReads::new(1 << 20, 1);
         assert_eq!(reads.question(0, 10), None, "no read, no question");
         let linearizable = |min_lsn| WaitingRead {
             needs: Needs::ReadIndex,
@@ -440,7 +451,7 @@ mod tests {
         let (applier, model) = applier();
         let model = Some(&*model);
         let lsn = applier.lsn_applied();
-        let mut reads = BackupReads::new(1 << 20);
+        let mut reads = BackupReads::new(1 << 20, 1);
         reads.push(WaitingRead {
             needs: Needs::ReadIndex,
             ..read(BALANCE.0, 0, 100)
@@ -452,8 +463,18 @@ mod tests {
         reads.indexed(2, lsn);
         let served = answers(&mut reads, &applier, model, lsn, 11);
         assert!(matches!(served[..], [ReadAnswer::Served { .. }]));
-        // A late answer to 1 finds nothing to settle.
-        reads.indexed(1, lsn);
+        // A late answer to 1 finds nothing to settle; answers to questions never asked (an
+        // earlier role's) are ignored.
+        assert!(reads.indexed(1, lsn));
+        assert!(!reads.indexed(3, lsn));
+        let mut later_role: BackupReads<u32, u64> = BackupReads::new(1 << 20, 100);
+        later_role.push(WaitingRead {
+            needs: Needs::ReadIndex,
+            ..read(BALANCE.0, 0, 100)
+        });
+        assert!(!later_role.indexed(1, lsn), "another role's answer");
+        assert_eq!(later_role.question(0, 10), Some(100));
+        assert!(later_role.indexed(100, lsn));
         // An unsettled read at its deadline is Busy, saying the primary never answered.
         reads.push(WaitingRead {
             needs: Needs::ReadIndex,
@@ -468,7 +489,7 @@ mod tests {
         let (applier, model) = applier();
         let model = Some(&*model);
         let lsn = applier.lsn_applied();
-        let mut reads = BackupReads::new(1 << 20);
+        let mut reads = BackupReads::new(1 << 20, 1);
         reads.heard_released(5, lsn - 1);
         // Heard at 5, the read accepts what was heard from 3 on: it needs lsn - 1.
         reads.push(WaitingRead {
@@ -499,7 +520,7 @@ mod tests {
     fn a_backup_runs_no_writer_and_caps_what_a_read_returns() {
         let (applier, model) = applier();
         let lsn = applier.lsn_applied();
-        let mut reads = BackupReads::new(1 << 20);
+        let mut reads = BackupReads::new(1 << 20, 1);
         reads.push(read(DEBIT_CREDIT.0, 0, 0));
         let writes = answers(&mut reads, &applier, Some(&*model), lsn, 0);
         assert_eq!(
@@ -509,12 +530,12 @@ mod tests {
             }]
         );
         // A reply longer than the cap rolls back instead of leaving.
-        let mut capped = BackupReads::new(2);
+        let mut capped = BackupReads::new(2, 1);
         capped.push(read(BALANCE.0, 0, 0));
         let answer = answers(&mut capped, &applier, Some(&*model), lsn, 0);
         assert!(matches!(answer[..], [ReadAnswer::RolledBack { .. }]));
         // Expired reads end at the next answer.
-        let mut expiring = BackupReads::new(1 << 20);
+        let mut expiring = BackupReads::new(1 << 20, 1);
         expiring.push(read(BALANCE.0, lsn + 5, 1_000));
         expiring.expire(3);
         assert!(matches!(

@@ -59,6 +59,16 @@ const READ_WAIT: Duration = Duration::from_millis(10);
 /// first question was lost still has time for a second.
 const READ_INDEX_RETRY: Duration = Duration::from_millis(2);
 
+/// Backup roles this process started: each numbers its `ReadIndex` questions in a range of
+/// its own (see [`BackupReads::new`]), so a late answer to an earlier role's question is
+/// never taken for one of its own.
+static BACKUP_ROLES_STARTED: AtomicU64 = AtomicU64::new(0);
+
+/// The first question id of a new backup role's reads.
+fn question_first() -> u64 {
+    (BACKUP_ROLES_STARTED.fetch_add(1, Ordering::Relaxed) << 32) + 1
+}
+
 /// A read waiting for the applier; its encoded answer (a `Reply` or an `Error` frame) goes
 /// back through the sender.
 type ReadRequest = WaitingRead<Sender<Vec<u8>>, Instant>;
@@ -889,7 +899,10 @@ fn run_applier(
     let mut frame = Vec::new();
     // Items taken off the channel while batches were held back for a read, in order.
     let mut held: VecDeque<ToApplier> = VecDeque::new();
-    let mut reads = Reads::new(tandem_wire::reply_body_len_max(state.max_frame_len));
+    let mut reads = Reads::new(
+        tandem_wire::reply_body_len_max(state.max_frame_len),
+        question_first(),
+    );
     loop {
         serve_reads_waiting(&replica, &state, &mut reads);
         if holding_for_reads(&replica, &state, &reads) {
@@ -907,7 +920,9 @@ fn run_applier(
             {
                 match item {
                     ToApplier::Read(read) => reads.push(read),
-                    ToApplier::ReadIndexed { id, lsn } => reads.indexed(id, lsn),
+                    ToApplier::ReadIndexed { id, lsn } => {
+                        reads.indexed(id, lsn);
+                    }
                     other => held.push_back(other),
                 }
             }
@@ -1117,9 +1132,10 @@ mod tests {
     }
 
     fn reads_with(request: ReadRequest) -> Reads {
-        let mut reads = Reads::new(tandem_wire::reply_body_len_max(
-            tandem_wire::MAX_FRAME_LEN_DEFAULT,
-        ));
+        let mut reads = Reads::new(
+            tandem_wire::reply_body_len_max(tandem_wire::MAX_FRAME_LEN_DEFAULT),
+            question_first(),
+        );
         reads.push(request);
         reads
     }

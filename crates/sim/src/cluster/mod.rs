@@ -439,12 +439,15 @@ impl Node {
 }
 
 impl BackupRole {
+    /// A backup role; `role_epoch` is the count of roles its node will have started with
+    /// it, which numbers its read index questions apart from every other role's of the node.
     fn new(
         gate: GateRule,
         receiver: ReceiverRole,
         applier: ApplierRole,
         calls: CallsHeld,
         history: History,
+        role_epoch: u64,
     ) -> BackupRole {
         BackupRole {
             gate,
@@ -452,7 +455,7 @@ impl BackupRole {
             applier,
             calls,
             history,
-            reads: BackupReads::new(usize::MAX),
+            reads: BackupReads::new(usize::MAX, (role_epoch << 32) + 1),
             held: VecDeque::new(),
             released_heard: 0,
         }

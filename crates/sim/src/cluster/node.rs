@@ -238,7 +238,7 @@ impl World {
                 } = *role;
                 let segment = role.into_segment();
                 assert_eq!(segment.lsn(), lsn, "it follows from its last commit");
-                self.backup_on(segment, view, calls, history)
+                self.backup_on(node, segment, view, calls, history)
             }
             (Transition::Rejoin { lsn, discarded }, role) => {
                 let (mut segment, mut history) = match role {
@@ -263,16 +263,16 @@ impl World {
                     }
                     // The calls of the records taken back may run again in the new history;
                     // those in the transfer are not seen (as after a reload).
-                    self.backup_on(segment, view, CallsHeld::default(), history)
+                    self.backup_on(node, segment, view, CallsHeld::default(), history)
                 } else {
-                    self.reloaded(view)
+                    self.reloaded(node, view)
                 }
             }
             (Transition::Reload { discarded }, _) => {
                 if discarded > 0 {
                     self.note(format!("node {node}: discards {discarded} records"));
                 }
-                self.reloaded(view)
+                self.reloaded(node, view)
             }
             // A deposed primary keeps its records as a backup of its own reign, frozen.
             (Transition::StandBy, Slot::Primary(role)) => {
@@ -298,6 +298,7 @@ impl World {
                     ApplierRole::active(segment, Vec::new(), self.tail_limits()),
                     calls,
                     history,
+                    self.nodes[index].role_epoch + 1,
                 )))
             }
             // Frozen already (the supervisor froze it before deciding): it keeps its records.
@@ -353,7 +354,14 @@ impl World {
 
     /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound),
     /// whose records hold `calls` and `history`.
-    fn backup_on(&self, segment: Segment, view: &View, calls: CallsHeld, history: History) -> Slot {
+    fn backup_on(
+        &self,
+        node: NodeId,
+        segment: Segment,
+        view: &View,
+        calls: CallsHeld,
+        history: History,
+    ) -> Slot {
         let lsn = segment.lsn();
         let receiver =
             ReceiverRole::for_segment(receiver_config(view), lsn, lsn, segment.diverged());
@@ -363,14 +371,15 @@ impl World {
             ApplierRole::active(segment, Vec::new(), self.tail_limits()),
             calls,
             history,
+            self.nodes[index_of(node)].role_epoch + 1,
         )))
     }
 
     /// A backup role of `view` on a freshly loaded segment.
-    fn reloaded(&self, view: &View) -> Slot {
+    fn reloaded(&self, node: NodeId, view: &View) -> Slot {
         let segment = loaded(&*self.model, self.segment_len);
         let history = History::new(self.lsn_loaded);
-        self.backup_on(segment, view, CallsHeld::default(), history)
+        self.backup_on(node, segment, view, CallsHeld::default(), history)
     }
 
     /// A retained tail's limits, a primary's and a backup's alike (as the runtime's
