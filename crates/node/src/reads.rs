@@ -158,10 +158,20 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
     }
 
     /// The `ReadIndex` question to send now, if any: one for the linearizable reads that
-    /// arrived since the last question, or, once `now` reaches the time set when the last
-    /// was sent, again for those still unanswered. `retry_at` is when to ask again if this
-    /// one goes unanswered. The driver sends `Message::ReadIndex { id, .. }` to the primary.
-    pub fn question(&mut self, now: I, retry_at: I) -> Option<u64> {
+    /// arrived since the last question; one for a read that waits only for the primary to
+    /// release what is applied (`lsn_applied` above `lsn_released`: the answer carries the
+    /// released LSN one round trip from now, where the next heartbeat may be a tick away),
+    /// unless a question is on its way already; and, once `now` reaches the time set when
+    /// the last was sent, again for those still unanswered. `retry_at` is when to ask again
+    /// if this one goes unanswered. The driver sends `Message::ReadIndex { id, .. }` to the
+    /// primary.
+    pub fn question(
+        &mut self,
+        now: I,
+        retry_at: I,
+        lsn_applied: u64,
+        lsn_released: u64,
+    ) -> Option<u64> {
         let unsettled = self
             .waiting
             .iter()
@@ -173,7 +183,9 @@ impl<T, I: Ord + Copy> BackupReads<T, I> {
             arrived_since |= held.question == self.question_next;
         }
         let retry_due = self.asked.is_some_and(|(_, at)| now >= at);
-        if !(arrived_since || any && retry_due) {
+        let idle = self.asked.is_none() || retry_due;
+        let release_awaited = self.holding(lsn_applied, lsn_released);
+        if !(arrived_since || idle && (any || release_awaited)) {
             return None;
         }
         let id = self.question_next;
@@ -417,7 +429,7 @@ mod tests {
         let model = Some(&*model);
         let lsn = applier.lsn_applied();
         let mut reads = BackupReads::new(1 << 20, 1);
-        assert_eq!(reads.question(0, 10), None, "no read, no question");
+        assert_eq!(reads.question(0, 10, 0, 0), None, "no read, no question");
         let linearizable = |min_lsn| WaitingRead {
             needs: Needs::ReadIndex,
             ..read(BALANCE.0, min_lsn, 100)
@@ -429,11 +441,11 @@ mod tests {
             !reads.could_be_served(lsn),
             "applying stops for no unsettled read"
         );
-        assert_eq!(reads.question(0, 10), Some(1));
-        assert_eq!(reads.question(1, 11), None, "asked already");
+        assert_eq!(reads.question(0, 10, 0, 0), Some(1));
+        assert_eq!(reads.question(1, 11, 0, 0), None, "asked already");
         // A read that arrives after question 1 left needs a question of its own.
         reads.push(linearizable(0));
-        assert_eq!(reads.question(2, 12), Some(2));
+        assert_eq!(reads.question(2, 12, 0, 0), Some(2));
         // The answer to 1 settles the first read only: it now needs LSN `lsn`.
         reads.indexed(1, lsn);
         let served = answers(&mut reads, &applier, model, lsn, 3);
@@ -447,6 +459,27 @@ mod tests {
     }
 
     #[test]
+    fn a_read_waiting_only_for_the_release_asks_the_primary_once() {
+        let (applier, model) = applier();
+        let model = Some(&*model);
+        let lsn = applier.lsn_applied();
+        let mut reads = BackupReads::new(1 << 20, 1);
+        reads.push(read(BALANCE.0, lsn, 100));
+        // Applied beyond what is known released: ask, rather than wait for a heartbeat.
+        assert!(answers(&mut reads, &applier, model, lsn - 1, 0).is_empty());
+        assert_eq!(reads.question(0, 10, lsn, lsn - 1), Some(1));
+        assert_eq!(reads.question(1, 11, lsn, lsn - 1), None, "one on its way");
+        assert_eq!(
+            reads.question(10, 20, lsn, lsn - 1),
+            Some(2),
+            "lost: asked again"
+        );
+        // Released as far as applied: nothing to ask.
+        assert!(reads.indexed(2, lsn));
+        assert_eq!(reads.question(11, 21, lsn, lsn), None);
+    }
+
+    #[test]
     fn a_lost_question_is_asked_again_and_a_later_answer_settles_earlier_reads() {
         let (applier, model) = applier();
         let model = Some(&*model);
@@ -456,10 +489,10 @@ mod tests {
             needs: Needs::ReadIndex,
             ..read(BALANCE.0, 0, 100)
         });
-        assert_eq!(reads.question(0, 10), Some(1));
-        assert_eq!(reads.question(9, 19), None);
+        assert_eq!(reads.question(0, 10, 0, 0), Some(1));
+        assert_eq!(reads.question(9, 19, 0, 0), None);
         // No answer by 10: asked again under a new id.
-        assert_eq!(reads.question(10, 20), Some(2));
+        assert_eq!(reads.question(10, 20, 0, 0), Some(2));
         reads.indexed(2, lsn);
         let served = answers(&mut reads, &applier, model, lsn, 11);
         assert!(matches!(served[..], [ReadAnswer::Served { .. }]));
@@ -473,7 +506,7 @@ mod tests {
             ..read(BALANCE.0, 0, 100)
         });
         assert!(!later_role.indexed(1, lsn), "another role's answer");
-        assert_eq!(later_role.question(0, 10), Some(100));
+        assert_eq!(later_role.question(0, 10, 0, 0), Some(100));
         assert!(later_role.indexed(100, lsn));
         // An unsettled read at its deadline is Busy, saying the primary never answered.
         reads.push(WaitingRead {
@@ -510,7 +543,7 @@ mod tests {
         let busy = answers(&mut reads, &applier, model, lsn, 100);
         assert!(matches!(busy[..], [ReadAnswer::Busy { min_lsn, .. }] if min_lsn == Some(lsn + 2)));
         assert_eq!(
-            reads.question(100, 110),
+            reads.question(100, 110, 0, 0),
             None,
             "a bounded read asks nothing"
         );

@@ -926,7 +926,7 @@ fn run_applier(
                     other => held.push_back(other),
                 }
             }
-            ask_read_index(&state, &mut reads, &mut frame);
+            ask_read_index(&replica, &state, &mut reads, &mut frame);
             if held.iter().all(|item| matches!(item, ToApplier::Batch(_))) {
                 continue;
             }
@@ -952,7 +952,7 @@ fn run_applier(
             match item {
                 ToApplier::Read(read) => {
                     reads.push(read);
-                    ask_read_index(&state, &mut reads, &mut frame);
+                    ask_read_index(&replica, &state, &mut reads, &mut frame);
                     // Stop applying while it could be served as things stand.
                     if reads.could_be_served(replica.lsn_applied()) {
                         break;
@@ -1008,7 +1008,7 @@ fn run_applier(
         while let Ok(request) = control.try_recv() {
             answer(&replica, &state, request);
         }
-        ask_read_index(&state, &mut reads, &mut frame);
+        ask_read_index(&replica, &state, &mut reads, &mut frame);
         if let Some(ack) = replica.applier.take_ack(state.gate.view()) {
             frame.clear();
             encode_peer(&mut frame, &ack);
@@ -1022,9 +1022,16 @@ fn run_applier(
 
 /// Sends the primary the `ReadIndex` question the node core hands out, if any, on the
 /// connection acks use (none while no primary is connected: the core asks again later).
-fn ask_read_index(state: &Shared, reads: &mut Reads, frame: &mut Vec<u8>) {
+fn ask_read_index(replica: &Replica, state: &Shared, reads: &mut Reads, frame: &mut Vec<u8>) {
     let now = Instant::now();
-    let Some(id) = reads.question(now, now + READ_INDEX_RETRY) else {
+    let lsn_released = state.lsn_released.load(Ordering::Acquire);
+    let question = reads.question(
+        now,
+        now + READ_INDEX_RETRY,
+        replica.lsn_applied(),
+        lsn_released,
+    );
+    let Some(id) = question else {
         return;
     };
     let view = state.gate.view();

@@ -977,7 +977,13 @@ impl World {
         if let Some(ack) = role.applier.take_ack(role.receiver.core().view()) {
             ready.messages.push((role.gate.primary(), ack));
         }
-        if let Some(id) = role.reads.question(now, now + READ_INDEX_RETRY_MICROS) {
+        let lsn_applied = role.applier.lsn_applied();
+        let lsn_released = role.receiver.core().lsn_released();
+        let retry_at = now + READ_INDEX_RETRY_MICROS;
+        if let Some(id) = role
+            .reads
+            .question(now, retry_at, lsn_applied, lsn_released)
+        {
             let view = role.receiver.core().view();
             ready
                 .messages
