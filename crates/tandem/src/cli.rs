@@ -289,6 +289,53 @@ pub enum BenchCommand {
     /// The same Redis commands against tandem (2-safe, one backup), a standalone
     /// redis-server and a redis-server with a replica and WAIT after each write, interleaved.
     Resp(RespArgs),
+    /// Read throughput of a local Debit-Credit cluster with reads served by backups
+    /// (linearizable, session, bounded:10) against reads sent to the primary, under a stream
+    /// of writes, interleaved; linearizable reads are checked against acknowledged writes.
+    Reads(ReadsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReadsArgs {
+    /// Nodes in the cluster, 2 to 9: a primary and at least one backup to read from.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=9))]
+    pub nodes: u32,
+    /// Reader threads, 1 to 256, each with one client stub per contender and one read in
+    /// flight.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub clients: u32,
+    /// Writer threads, 0 to 64, depositing to random accounts throughout, so that reads
+    /// compete with a live stream of commits.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub writers: u32,
+    /// Measured seconds in all, which the contenders share in 250 ms slices: at least 1.
+    #[arg(long, value_name = "S", default_value = "8", value_parser = parse_reads_seconds)]
+    pub seconds: f64,
+    /// Database (segment) size of each node in whole MiB.
+    #[arg(long = "db-mib", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub db_mib: u32,
+    /// Where the cluster keeps its files (its node logs stay there after the run).
+    #[arg(long, default_value = ".tandem/bench-reads")]
+    pub dir: std::path::PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Seconds for `bench reads`: enough for one slice of every contender.
+fn parse_reads_seconds(text: &str) -> Result<f64, String> {
+    use crate::bench::reads::{CONTENDERS, SLICE};
+    let seconds = parse_seconds(text)?;
+    let least = SLICE.as_secs_f64() * CONTENDERS.len() as f64;
+    if seconds < least {
+        return Err(format!(
+            "less than one {} ms slice for each of the {} contenders; give {least} or more \
+             seconds, e.g. 8",
+            SLICE.as_millis(),
+            CONTENDERS.len()
+        ));
+    }
+    Ok(seconds)
 }
 
 #[derive(Debug, Args)]
@@ -679,6 +726,22 @@ mod tests {
             parse_workload("tpcc")
                 .unwrap_err()
                 .contains("debit-credit, order-entry")
+        );
+    }
+
+    #[test]
+    fn reads_seconds_give_every_contender_a_slice() {
+        assert_eq!(parse_reads_seconds("8"), Ok(8.0));
+        assert_eq!(parse_reads_seconds("1"), Ok(1.0));
+        assert!(
+            parse_reads_seconds("0.5")
+                .unwrap_err()
+                .contains("give 1 or more seconds")
+        );
+        assert!(
+            parse_reads_seconds("0")
+                .unwrap_err()
+                .contains("greater than zero")
         );
     }
 

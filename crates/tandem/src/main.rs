@@ -46,6 +46,9 @@ fn main() -> ExitCode {
         Command::Bench {
             command: BenchCommand::Resp(args),
         } => bench::resp::run(&args),
+        Command::Bench {
+            command: BenchCommand::Reads(args),
+        } => bench::reads::run(&args),
         Command::Node(args) => node(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Up(args) => up::up(&args),

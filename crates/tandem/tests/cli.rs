@@ -53,6 +53,17 @@ fn bad_values_are_refused_in_one_line_with_exit_code_2() {
         "debit-credit, order-entry",
     );
     assert_refused(&with(&["--sekonds", "1"]), "--sekonds", "--seconds");
+
+    let reads = ["bench", "reads"];
+    let with = |extra: &[&'static str]| [&reads[..], extra].concat();
+    assert_refused(&with(&["--nodes", "1"]), "--nodes", "2..=9");
+    assert_refused(&with(&["--clients", "0"]), "--clients", "1..=256");
+    assert_refused(&with(&["--writers", "65"]), "--writers", "0..=64");
+    assert_refused(
+        &with(&["--seconds", "0.5"]),
+        "--seconds",
+        "1 or more seconds",
+    );
 }
 
 #[test]

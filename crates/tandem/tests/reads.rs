@@ -177,3 +177,76 @@ fn backups_serve_reads_that_see_the_clients_own_writes() {
     let stats = stranger.stats();
     assert!(stats.reads_at_backups > 0, "{stats:?}");
 }
+
+/// `tandem bench reads`, briefly: the documented JSON, every contender measured, backups
+/// serving the reads sent to them, and no linearizable read older than an acknowledged write.
+#[test]
+fn the_reads_benchmark_reports_every_contender_and_no_violation() {
+    let dir = std::env::temp_dir().join(format!("tandem-bench-reads-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args([
+            "bench",
+            "reads",
+            "--seconds",
+            "1",
+            "--clients",
+            "2",
+            "--db-mib",
+            "8",
+            "--json",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .expect("tandem runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(report["nodes"], 3);
+    assert_eq!(report["clients"], 2);
+    assert_eq!(report["writers"], 1);
+    assert_eq!(report["violations"], 0, "{report}");
+    let contenders = report["contenders"].as_array().expect("a list");
+    let names: Vec<&str> = contenders
+        .iter()
+        .map(|contender| contender["name"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(names, ["primary", "linearizable", "session", "bounded:10"]);
+    for contender in contenders {
+        for field in [
+            "reads_per_s",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "share_at_backups",
+            "writes_per_s",
+        ] {
+            assert!(
+                contender[field].as_f64().is_some(),
+                "{field} in {contender}"
+            );
+        }
+        assert!(
+            contender["reads_per_s"].as_f64().unwrap() > 0.0,
+            "{contender}"
+        );
+        assert!(
+            contender["ratio_to_primary"].as_f64().is_some(),
+            "{contender}"
+        );
+        assert!(contender["stale_reads"].as_u64().is_some(), "{contender}");
+    }
+    assert_eq!(contenders[0]["share_at_backups"], 0.0);
+    assert_eq!(contenders[0]["ratio_to_primary"], 1.0);
+    // Backups answer reads sent to them, unless the machine is loaded enough that each one
+    // was behind: a share of zero for all three would mean they never serve.
+    let served_at_backups: f64 = contenders[1..]
+        .iter()
+        .map(|contender| contender["share_at_backups"].as_f64().unwrap())
+        .sum();
+    assert!(served_at_backups > 0.0, "{report}");
+}

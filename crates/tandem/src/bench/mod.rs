@@ -4,6 +4,7 @@
 //! noise of a shared machine falls on all of them alike; reports give medians and ratios.
 
 pub mod engine;
+pub mod reads;
 pub mod replication;
 pub mod resp;
 
