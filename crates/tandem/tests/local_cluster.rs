@@ -3,10 +3,12 @@
 //! killed node back into the cluster, and `down` stops every node (and so ends `up`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+mod up_support;
 
 fn tandem(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tandem"))
@@ -140,24 +142,6 @@ fn start_and_kill_name_the_nodes_when_given_an_unknown_one() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `tandem up` in the foreground, as a user runs it in a terminal.
-struct Up {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        if self.child.try_wait().is_ok_and(|exit| exit.is_none()) {
-            let _ = Command::new("kill")
-                .args(["-INT", &self.child.id().to_string()])
-                .status();
-        }
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// Node `id`'s role as `tandem status --json` reports it, if it answers.
 fn role(dir: &Path, id: u64) -> Option<String> {
     let output = tandem(dir, &["status", "--json"]);
@@ -183,36 +167,9 @@ fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn a_killed_node_started_again_rejoins_and_down_stops_every_node() {
-    let dir = test_dir("start-down");
-    let child = Command::new(env!("CARGO_BIN_EXE_tandem"))
-        .args([
-            "up",
-            "--workload",
-            "debit-credit",
-            "--nodes",
-            "3",
-            "--db-mib",
-            "8",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tandem up starts");
-    let mut up = Up {
-        child,
-        dir: dir.clone(),
-    };
-    // `up` prints "cluster up" once the cluster has settled.
-    let stdout = up.child.stdout.take().expect("piped");
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
-    assert!(
-        lines.any(|line| line.is_ok_and(|line| line.starts_with("cluster up"))),
-        "tandem up did not settle"
-    );
-
+    // `up` lists the nodes once the cluster has settled.
+    let mut up = up_support::Up::start("start-down");
+    let dir = up.dir.clone();
     let output = tandem(&dir, &["kill", "2"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let output = tandem(&dir, &["status"]);

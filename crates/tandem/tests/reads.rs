@@ -4,73 +4,14 @@
 //! every write acknowledged before it (the backup asks the primary), backups must answer
 //! reads, and a read-only frame must not run a procedure that writes.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use tandem_client::{CallError, Client, ClientConfig, ErrorCode, ReadConsistency};
 use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT};
+use up_support::Up;
 
-/// A local cluster from `tandem up`, stopped with Ctrl-C (SIGINT) when dropped.
-struct Up {
-    child: Child,
-    dir: std::path::PathBuf,
-    clients_at: Vec<SocketAddr>,
-}
-
-impl Up {
-    fn start(name: &str) -> Up {
-        let dir = std::env::temp_dir().join(format!("tandem-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
-            .args([
-                "up",
-                "--workload",
-                "debit-credit",
-                "--nodes",
-                "3",
-                "--db-mib",
-                "8",
-            ])
-            .arg("--dir")
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tandem up starts");
-        let stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut clients_at = Vec::new();
-        for line in stdout.lines() {
-            let line = line.expect("tandem up prints lines");
-            // "  node 2: stub clients at 127.0.0.1:40001, status at ..."
-            if let Some(rest) = line.split("stub clients at ").nth(1) {
-                let address = rest.split(',').next().expect("an address");
-                clients_at.push(address.parse().expect("a socket address"));
-            }
-            if clients_at.len() == 3 {
-                break;
-            }
-        }
-        assert_eq!(clients_at.len(), 3, "tandem up did not list its nodes");
-        Up {
-            child,
-            dir,
-            clients_at,
-        }
-    }
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+mod up_support;
 
 fn deposit(account: u32, amount: i32) -> Vec<u8> {
     let mut args = Vec::new();
