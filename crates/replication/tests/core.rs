@@ -906,6 +906,15 @@ fn drop_heartbeats(harness: &mut Harness) {
         .retain(|(_, _, message)| !matches!(message, Message::Heartbeat { .. }));
 }
 
+/// Two ticks whose heartbeats are lost: a lease of two ticks, counted from the heartbeat
+/// before, runs out.
+fn lapse_lease(harness: &mut Harness) {
+    for _ in 0..2 {
+        harness.tick();
+        drop_heartbeats(harness);
+    }
+}
+
 /// A leased primary whose backups' introductions were lost, so none has echoed a heartbeat.
 fn unleased(backups: usize) -> Harness {
     let config = PrimaryConfig {
@@ -950,10 +959,7 @@ fn one_safe_replies_and_replies_without_a_commit_wait_for_the_lease() {
     assert_eq!(harness.released, vec![first, first]);
 
     // Two ticks without an echo: the lease (counted from the heartbeat before) has run out.
-    harness.tick();
-    drop_heartbeats(&mut harness);
-    harness.tick();
-    drop_heartbeats(&mut harness);
+    lapse_lease(&mut harness);
     assert!(!harness.primary.lease_holds());
     harness
         .primary
@@ -1599,10 +1605,7 @@ fn a_read_index_is_the_released_lsn_answered_only_under_the_lease() {
     // The lease runs out: the next question waits, and the renewed lease answers it with
     // what was released by then.
     harness.network.clear();
-    harness.tick();
-    drop_heartbeats(&mut harness);
-    harness.tick();
-    drop_heartbeats(&mut harness);
+    lapse_lease(&mut harness);
     assert!(!harness.primary.lease_holds());
     harness
         .primary
