@@ -12,7 +12,7 @@
 //!
 //! A link that cannot reach its member retries every 500 µs for the first 10 ms (a failover
 //! makes members refuse links for about that long, and its speed depends on retrying at
-//! once), then backs off, doubling from 1 ms to 100 ms. `Retry` decides the pauses and what
+//! once), then backs off, doubling from 1 ms to 20 ms. `Retry` decides the pauses and what
 //! is logged: the first failure, then at most one summary per `RETRY_SUMMARY_INTERVAL`, and
 //! the reconnection; never a line per attempt.
 
@@ -301,9 +301,12 @@ impl AckReader {
 /// Attempts at the fastest pace: 20 × 500 µs covers the 10 ms a failover takes.
 const RETRY_FAST_ATTEMPTS: u64 = 20;
 const RETRY_FAST_PAUSE: Duration = Duration::from_micros(500);
-/// After the fast attempts, the pause doubles from `RETRY_PAUSE_MIN` up to `RETRY_PAUSE_MAX`.
+/// After the fast attempts, the pause doubles from `RETRY_PAUSE_MIN` up to `RETRY_PAUSE_MAX`:
+/// a node that comes back after a long absence is reached within 20 ms, so it rejoins in
+/// milliseconds (an attempt costs a refused connect, and what floods a log is a line per
+/// attempt, which `Retry` no longer says).
 const RETRY_PAUSE_MIN: Duration = Duration::from_millis(1);
-const RETRY_PAUSE_MAX: Duration = Duration::from_millis(100);
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(20);
 /// A link that keeps failing says so at most once per this interval.
 const RETRY_SUMMARY_INTERVAL: Duration = Duration::from_secs(5);
 
