@@ -449,6 +449,35 @@ fn backups_serve_reads_linearizably_and_refuse_writes() {
         }
     }
 
+    // Bursts of long writes (a SET's reply waits for the backups to receive it, not to
+    // apply it): a read sent as soon as the last reply is in sees the last, however far the
+    // backup's applier got by then.
+    for round in 0..10u8 {
+        let burst = 40;
+        for i in 0..burst {
+            let value = vec![b'a' + round; 256 << 10];
+            let set = [b"SET".to_vec(), format!("long:{i}").into_bytes(), value];
+            primary.send(&set).expect("sent");
+        }
+        for _ in 0..burst {
+            assert_eq!(primary.read().expect("a reply"), ok);
+        }
+        let last = format!("long:{}", burst - 1);
+        for backup in &mut backups {
+            let (got, tries) = read_on_backup(
+                backup,
+                &[&["STRLEN", &last], &["GETRANGE", &last, "0", "0"]],
+            );
+            retries += tries;
+            assert_eq!(
+                got,
+                [Value::Integer(256 << 10), Value::Bulk(vec![b'a' + round])],
+                "round {round}: backup at {} answered for {last}",
+                backup.address
+            );
+        }
+    }
+
     // Other families and read-only scripts, pipelined: the replies come in request order.
     assert_eq!(primary.cmd("HSET h f hv"), Value::Integer(1));
     assert_eq!(primary.cmd("RPUSH l a b c"), Value::Integer(3));
