@@ -1356,4 +1356,61 @@ mod tests {
         ));
         assert!(DebitCredit::registry().get(DEBIT_CREDIT).is_some());
     }
+
+    /// The RESP front end's reads: each is answered exactly once, the front end is woken once
+    /// until it takes the answers, and a read the applier could not take (its queue full) or
+    /// dropped unanswered (its role ended) is answered as lost, never left waiting.
+    #[test]
+    fn a_local_read_is_answered_once_and_one_never_served_as_lost() {
+        let woken = Arc::new(AtomicU64::new(0));
+        let wake = {
+            let woken = Arc::clone(&woken);
+            Arc::new(move || {
+                woken.fetch_add(1, Ordering::Relaxed);
+            })
+        };
+        let (to_applier, applier) = mpsc::sync_channel(1);
+        let mut port = BackupPort {
+            to_applier,
+            answers: Arc::new(LocalAnswers {
+                answers: Mutex::new(Vec::new()),
+                woken: AtomicBool::new(false),
+                wake,
+            }),
+            role: 0,
+            seq_next: 0,
+        };
+        let first = port.push(7, vec![1]);
+        let full = port.push(7, vec![2]);
+        let mut answers = Vec::new();
+        port.take(&mut answers);
+        assert_eq!(answers, [(full, None)], "the queue held one read");
+        assert_eq!(woken.load(Ordering::Relaxed), 1);
+
+        let Ok(ToApplier::Read(read)) = applier.try_recv() else {
+            panic!("the first read reached the applier")
+        };
+        assert_eq!(read.needs, Needs::ReadIndex, "a RESP read is linearizable");
+        assert_eq!(read.args, [1]);
+        let ReadTo::Local(local) = read.to else {
+            panic!("its answer goes back to the port")
+        };
+        local.answer(ReadAnswer::Unknown { proc_id: 7 });
+        let dropped = port.push(7, vec![3]);
+        drop(applier.try_recv().expect("the third read"));
+        answers.clear();
+        port.take(&mut answers);
+        assert_eq!(
+            answers,
+            [
+                (first, Some(ReadAnswer::Unknown { proc_id: 7 })),
+                (dropped, None)
+            ]
+        );
+        assert_eq!(
+            woken.load(Ordering::Relaxed),
+            2,
+            "one wake-up for both answers taken together"
+        );
+    }
 }
