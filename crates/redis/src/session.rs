@@ -5,9 +5,14 @@
 //! either answers at once (connection commands, refusals, `MULTI`'s `+QUEUED`) or asks for
 //! a call ([`Step::Call`]): a data command, a `MULTI` block's data commands (the session
 //! answers the block's connection commands itself, see `BlockAnswers`), or what a `WATCH`
-//! records of the keys it names. The runtime runs the call on the primary (in order with the
-//! connection's other calls) and hands the outcome to [`Session::called`], which writes the
-//! reply.
+//! records of the keys it names. The runtime runs the call where [`Call::runs_on`] says (in
+//! order with the connection's other calls) and hands the outcome to [`Session::called`],
+//! which writes the reply.
+//!
+//! On a backup, a read-only command (GET, HGET, LRANGE, EVAL_RO, …) is a call too, served by
+//! the backup's applier linearizably (it reflects every write acknowledged before it
+//! arrived); a write, a `MULTI` block's `EXEC` and a `WATCH` are refused with `-READONLY`,
+//! naming the primary, as a Redis replica refuses writes.
 
 use std::time::Duration;
 
@@ -29,6 +34,8 @@ pub struct ServerInfo {
     pub node_id: u64,
     /// Whether it is its group's primary now.
     pub primary: bool,
+    /// Whether it holds a backup role now, which serves read-only commands.
+    pub backup: bool,
     /// Where the primary serves RESP, if known.
     pub primary_resp: Option<String>,
     /// The port this node serves RESP on.
@@ -54,6 +61,17 @@ pub enum Purpose {
     Watch(Vec<Vec<u8>>),
 }
 
+/// Where a call runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunsOn {
+    /// The primary's executor: every call on the primary.
+    Primary,
+    /// The backup's applier, as a linearizable read: a read-only command on a backup. It is
+    /// never run again; if the backup cannot serve it in time its client is told to retry
+    /// ([`backup_busy`]).
+    Backup,
+}
+
 /// A call the session asks the runtime to make.
 #[derive(Clone, Debug)]
 pub struct Call {
@@ -61,6 +79,7 @@ pub struct Call {
     pub kind: ProcKind,
     pub args: Vec<u8>,
     pub purpose: Purpose,
+    pub runs_on: RunsOn,
 }
 
 /// How long a read whose reply was withheld is tried again before its client gets an error.
@@ -94,7 +113,8 @@ impl Call {
     /// [`READ_RETRY_MAX`], a heartbeat apart so the lease may be renewed meanwhile; a write
     /// may have committed.
     pub fn runs_again_after(&self, waited: Duration) -> Option<Duration> {
-        (self.kind == ProcKind::Read && waited < READ_RETRY_MAX).then_some(READ_RETRY_PAUSE)
+        (self.runs_on == RunsOn::Primary && self.kind == ProcKind::Read && waited < READ_RETRY_MAX)
+            .then_some(READ_RETRY_PAUSE)
     }
 }
 
@@ -216,21 +236,28 @@ impl Session {
         info: &ServerInfo,
         out: &mut Vec<u8>,
     ) -> Step {
-        if !info.primary {
-            ReplyWriter::new(out, self.proto).error(&not_primary(info));
-            return Step::Replied;
-        }
-        let mut args = Vec::new();
-        CallArgs::encode(self.proto, argv, &mut args);
         let kind = match command.class {
             Class::Write => ProcKind::Write,
             _ => ProcKind::Read,
         };
+        // A Redis replica serves reads by default (`replica-read-only` is about writes);
+        // a backup serves them linearizably, through its applier.
+        let runs_on = if info.primary {
+            RunsOn::Primary
+        } else if info.backup && kind == ProcKind::Read {
+            RunsOn::Backup
+        } else {
+            ReplyWriter::new(out, self.proto).error(&not_primary(info));
+            return Step::Replied;
+        };
+        let mut args = Vec::new();
+        CallArgs::encode(self.proto, argv, &mut args);
         Step::Call(Call {
             proc_id: command_proc(index),
             kind,
             args,
             purpose: Purpose::Command,
+            runs_on,
         })
     }
 
@@ -379,8 +406,13 @@ impl Session {
                     kind: ProcKind::Read,
                     args,
                     purpose: Purpose::Watch(keys),
+                    runs_on: RunsOn::Primary,
                 });
             }
+            // Redis Cluster clients send these before reading from a replica; every node
+            // here serves reads (a backup linearizably) and refuses writes it cannot take,
+            // whatever the connection asked.
+            "READONLY" | "READWRITE" => ReplyWriter::new(out, proto).ok(),
             "UNWATCH" => {
                 self.watched.clear();
                 ReplyWriter::new(out, proto).ok();
@@ -440,6 +472,7 @@ impl Session {
             kind: ProcKind::Write,
             args,
             purpose: Purpose::Exec(answers),
+            runs_on: RunsOn::Primary,
         })
     }
 
@@ -729,8 +762,26 @@ fn valid_client_name(name: &[u8]) -> bool {
 const BAD_CLIENT_NAME: &str =
     "ERR Client names cannot contain spaces, newlines or special characters.";
 
-/// A backup's answer to a data command: Redis's `READONLY`, naming the primary.
-fn not_primary(info: &ServerInfo) -> String {
+/// A backup's answer to a read it could not serve in time (the primary did not answer its
+/// question, or the backup could not catch up, within the read's wait): Redis's `TRYAGAIN`,
+/// naming the primary, which the client may read from instead.
+pub fn backup_busy(info: &ServerInfo) -> String {
+    let node = info.node_id;
+    match &info.primary_resp {
+        Some(address) => format!(
+            "TRYAGAIN backup {node} could not serve the read in time; retry, or read from the \
+             primary at {address}"
+        ),
+        None => format!(
+            "TRYAGAIN backup {node} could not serve the read in time, and no primary is known \
+             now; retry shortly"
+        ),
+    }
+}
+
+/// A node's answer to a data command it does not run: Redis's `READONLY`, naming the
+/// primary (a write on a backup, or any command on a node with no role).
+pub fn not_primary(info: &ServerInfo) -> String {
     match &info.primary_resp {
         Some(address) => format!(
             "READONLY You can't write against a read only replica. The primary serves at \
@@ -876,4 +927,114 @@ fn info_text(info: &ServerInfo, client_id: u64) -> String {
 /// Whether `model` is the Redis model (the runtime serves RESP only for it).
 pub fn is_redis(model: &dyn DataModel) -> bool {
     model.name() == "redis"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(line: &str) -> Argv {
+        let mut argv = Argv::new();
+        for arg in line.split(' ') {
+            argv.push(arg.as_bytes());
+        }
+        argv
+    }
+
+    fn backup() -> ServerInfo {
+        ServerInfo {
+            node_id: 2,
+            backup: true,
+            primary_resp: Some("127.0.0.1:7001".into()),
+            ..ServerInfo::default()
+        }
+    }
+
+    /// What `line` answers at once on `info`'s node, as text.
+    fn replied(session: &mut Session, line: &str, info: &ServerInfo) -> String {
+        let mut out = Vec::new();
+        let step = session.handle(&argv(line), info, &mut out);
+        assert!(matches!(step, Step::Replied), "{line} was answered at once");
+        String::from_utf8(out).expect("text")
+    }
+
+    const READONLY: &str = "-READONLY You can't write against a read only replica. The primary \
+                            serves at 127.0.0.1:7001\r\n";
+
+    #[test]
+    fn a_read_on_a_backup_is_a_call_its_applier_serves() {
+        let mut session = Session::new(1);
+        for line in ["GET k", "HGET h f", "LRANGE l 0 -1", "EVAL_RO return 1 0"] {
+            let Step::Call(call) = session.handle(&argv(line), &backup(), &mut Vec::new()) else {
+                panic!("{line} on a backup is a call")
+            };
+            assert_eq!(call.runs_on, RunsOn::Backup, "{line}");
+            assert_eq!(call.kind, ProcKind::Read);
+            assert_eq!(call.purpose, Purpose::Command);
+            assert_eq!(
+                call.runs_again_after(Duration::ZERO),
+                None,
+                "a backup read is never sent again: its client is told to retry"
+            );
+        }
+        let primary = ServerInfo {
+            primary: true,
+            ..ServerInfo::default()
+        };
+        let Step::Call(call) = session.handle(&argv("GET k"), &primary, &mut Vec::new()) else {
+            panic!("a call")
+        };
+        assert_eq!(call.runs_on, RunsOn::Primary);
+    }
+
+    #[test]
+    fn a_write_a_script_that_may_write_and_a_watch_on_a_backup_get_readonly() {
+        let mut session = Session::new(1);
+        for line in ["SET k v", "EVAL return 1 0", "DEL k", "WATCH k"] {
+            assert_eq!(replied(&mut session, line, &backup()), READONLY, "{line}");
+        }
+        // A node with no role serves nothing, reads included.
+        let outside = ServerInfo {
+            backup: false,
+            ..backup()
+        };
+        assert_eq!(replied(&mut session, "GET k", &outside), READONLY);
+    }
+
+    /// As before backups served reads: a block is queued, and `EXEC` (one call on the
+    /// primary, which takes an LSN) is refused, whatever the block holds.
+    #[test]
+    fn a_block_on_a_backup_is_refused_at_exec() {
+        let mut session = Session::new(1);
+        for block in [["MULTI", "SET k v", "EXEC"], ["MULTI", "GET k", "EXEC"]] {
+            assert_eq!(replied(&mut session, block[0], &backup()), "+OK\r\n");
+            assert_eq!(replied(&mut session, block[1], &backup()), "+QUEUED\r\n");
+            assert_eq!(replied(&mut session, block[2], &backup()), READONLY);
+        }
+        assert_eq!(
+            replied(&mut session, "EXEC", &backup()),
+            "-ERR EXEC without MULTI\r\n",
+            "the refused EXEC ended the block"
+        );
+    }
+
+    #[test]
+    fn readonly_and_readwrite_are_accepted_as_a_cluster_client_sends_them() {
+        let mut session = Session::new(1);
+        assert_eq!(replied(&mut session, "READONLY", &backup()), "+OK\r\n");
+        assert_eq!(replied(&mut session, "READWRITE", &backup()), "+OK\r\n");
+        assert_eq!(
+            replied(&mut session, "readonly x", &backup()),
+            "-ERR wrong number of arguments for 'readonly' command\r\n"
+        );
+    }
+
+    #[test]
+    fn a_busy_backup_says_to_retry_and_names_the_primary() {
+        assert_eq!(
+            backup_busy(&backup()),
+            "TRYAGAIN backup 2 could not serve the read in time; retry, or read from the \
+             primary at 127.0.0.1:7001"
+        );
+    }
 }

@@ -14,11 +14,13 @@
 //! released (heartbeats and answers carry it), so a reader never sees a record a view change
 //! could still discard. While a read waits only for that release, the applier holds further
 //! batches back, for at most [`READ_WAIT`]; a read it cannot serve by then is answered `Busy`,
-//! and the stub asks the primary.
+//! and the stub asks the primary. The RESP front end's reads on a backup (a Redis client's
+//! `GET`) reach the applier the same way, as linearizable reads, through a [`BackupPort`]
+//! instead of a reader thread.
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -69,9 +71,124 @@ fn question_first() -> u64 {
     (BACKUP_ROLES_STARTED.fetch_add(1, Ordering::Relaxed) << 32) + 1
 }
 
-/// A read waiting for the applier; its encoded answer (a `Reply` or an `Error` frame) goes
-/// back through the sender.
-type ReadRequest = WaitingRead<Sender<Vec<u8>>, Instant>;
+/// A read waiting for the applier, and where its answer goes.
+type ReadRequest = WaitingRead<ReadTo, Instant>;
+
+/// Where a read's answer goes.
+#[derive(Debug)]
+enum ReadTo {
+    /// A stub's reader thread: the answer encoded, a `Reply` or an `Error` frame.
+    Frame(Sender<Vec<u8>>),
+    /// The RESP front end, through a [`BackupPort`]: the answer as the node core gave it.
+    Local(LocalRead),
+}
+
+/// The answers of the reads a [`BackupPort`] handed the applier, until the front end takes
+/// them; `None` for a read the applier dropped unanswered (its role ended, or its queue was
+/// full).
+struct LocalAnswers {
+    answers: Mutex<Vec<(u64, Option<ReadAnswer>)>>,
+    /// Whether the front end was woken since it last took the answers: one wake-up serves
+    /// every answer that arrives before it looks.
+    woken: AtomicBool,
+    wake: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for LocalAnswers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LocalAnswers")
+    }
+}
+
+impl LocalAnswers {
+    fn put(&self, seq: u64, answer: Option<ReadAnswer>) {
+        self.answers
+            .lock()
+            .expect("not poisoned")
+            .push((seq, answer));
+        if !self.woken.swap(true, Ordering::AcqRel) {
+            (self.wake)();
+        }
+    }
+}
+
+/// One read of a [`BackupPort`]: answered exactly once, by the applier or, if it is dropped
+/// unanswered, as `None`, so the front end never waits for an answer that cannot come.
+#[derive(Debug)]
+struct LocalRead {
+    seq: u64,
+    to: Arc<LocalAnswers>,
+    answered: bool,
+}
+
+impl LocalRead {
+    fn answer(mut self, answer: ReadAnswer) {
+        self.answered = true;
+        self.to.put(self.seq, Some(answer));
+    }
+}
+
+impl Drop for LocalRead {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.to.put(self.seq, None);
+        }
+    }
+}
+
+/// A port into one backup role's applier from inside the node: the RESP front end's reads
+/// go to the applier as linearizable reads, the way a stub's `Read` frames do, without a
+/// socket or a frame between them. Reads are numbered from 0 in the order they are pushed;
+/// the applier answers them in any order, each within [`READ_WAIT`] (or, if its role ends
+/// first, as dropped), and wakes the front end.
+#[derive(Debug)]
+pub struct BackupPort {
+    to_applier: SyncSender<ToApplier>,
+    answers: Arc<LocalAnswers>,
+    /// Tells the roles apart: a node may hold a new backup role after a restart or a depose.
+    role: usize,
+    seq_next: u64,
+}
+
+impl BackupPort {
+    /// Whether this port leads to the role `handle` runs.
+    pub fn is_of(&self, handle: &BackupHandle) -> bool {
+        self.role == Arc::as_ptr(&handle.state.lsn_applied) as usize
+    }
+
+    /// Hands the applier a linearizable read of read-only procedure `proc_id` and returns its
+    /// seq. Never blocks: if the applier's queue is full, the read is answered `None` at once.
+    pub fn push(&mut self, proc_id: u16, args: Vec<u8>) -> u64 {
+        let seq = self.seq_next;
+        self.seq_next += 1;
+        let now = Instant::now();
+        let request = ReadRequest {
+            seq,
+            proc_id,
+            // A RESP connection has no session LSN: the primary's answer to the read's
+            // question is all it needs.
+            min_lsn: 0,
+            args,
+            deadline: now + READ_WAIT,
+            to: ReadTo::Local(LocalRead {
+                seq,
+                to: Arc::clone(&self.answers),
+                answered: false,
+            }),
+            needs: Needs::ReadIndex,
+        };
+        // A full queue or a stopped applier hands the read back, and dropping it answers it.
+        let _ = self.to_applier.try_send(ToApplier::Read(request));
+        seq
+    }
+
+    /// Appends the answers that arrived to `into`, without waiting: the seq of each read and
+    /// its answer, `None` for one the applier dropped unanswered.
+    pub fn take(&self, into: &mut Vec<(u64, Option<ReadAnswer>)>) {
+        self.answers.woken.store(false, Ordering::Release);
+        into.append(&mut self.answers.answers.lock().expect("not poisoned"));
+    }
+}
 
 /// What the applier thread receives from the receivers and the node.
 enum ToApplier {
@@ -273,6 +390,21 @@ impl BackupProbe {
 }
 
 impl BackupHandle {
+    /// A port for reads from inside the node (the RESP front end); `wake` is called once
+    /// answers wait to be taken.
+    pub fn local_port(&self, wake: Arc<dyn Fn() + Send + Sync>) -> BackupPort {
+        BackupPort {
+            to_applier: self.to_applier.clone(),
+            answers: Arc::new(LocalAnswers {
+                answers: Mutex::new(Vec::new()),
+                woken: AtomicBool::new(false),
+                wake,
+            }),
+            role: Arc::as_ptr(&self.state.lsn_applied) as usize,
+            seq_next: 0,
+        }
+    }
+
     /// What serves clients' reads, apart from the role (so the caller need not hold it).
     pub fn reader(&self) -> Reader {
         Reader {
@@ -786,7 +918,7 @@ fn serve_reads(
                         min_lsn: read.min_lsn,
                         args: read.args.to_vec(),
                         deadline: now + READ_WAIT,
-                        to: answer,
+                        to: ReadTo::Frame(answer),
                         needs,
                     };
                     if to_applier.send(ToApplier::Read(request)).is_err() {
@@ -815,7 +947,8 @@ fn serve_reads(
 }
 
 /// Answers the reads the node core's rule says can be answered now (see
-/// [`tandem_node::BackupReads::answer`]), each as a frame to its reader thread.
+/// [`tandem_node::BackupReads::answer`]), each to where it goes: a frame to a reader
+/// thread, or the answer itself to a [`BackupPort`].
 fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Reads) {
     if reads.is_empty() {
         return;
@@ -832,49 +965,60 @@ fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Reads) {
         lsn_released,
         Instant::now(),
         |to, seq, answer| {
-            let mut frame = Vec::new();
-            match answer {
-                ReadAnswer::Served { lsn, body } => {
-                    encode_reply(&mut frame, seq, lsn, ReplyStatus::Committed, &body);
-                    state.metrics.reads_served.inc();
-                }
-                ReadAnswer::RolledBack { lsn, reason } => {
-                    let status = ReplyStatus::RolledBack;
-                    encode_reply(&mut frame, seq, lsn, status, reason.as_bytes());
-                }
-                ReadAnswer::Writes { proc_id } => {
-                    let message = format!(
-                        "procedure {proc_id} writes: send it to the primary, not to backup {}",
-                        state.node_id
-                    );
-                    encode_error(&mut frame, ErrorCode::NotPrimary, &message);
-                }
-                ReadAnswer::Unknown { proc_id } => {
-                    let message = format!("no procedure has id {proc_id}");
-                    encode_error(&mut frame, ErrorCode::UnknownProcedure, &message);
-                }
-                ReadAnswer::Busy {
-                    lsn_applied,
-                    lsn_released,
-                    min_lsn,
-                } => {
-                    let needs = match min_lsn {
-                        Some(lsn) => format!("the read needs LSN {lsn}"),
-                        None => "the primary did not say what the read needs in time".into(),
-                    };
-                    let message = format!(
-                        "node {} has applied LSN {lsn_applied} and may show up to LSN \
-                     {lsn_released}; {needs}: ask the primary",
-                        state.node_id
-                    );
-                    encode_error(&mut frame, ErrorCode::Busy, &message);
-                    state.metrics.reads_refused.inc();
-                }
+            if matches!(answer, ReadAnswer::Served { .. }) {
+                state.metrics.reads_served.inc();
+            } else if matches!(answer, ReadAnswer::Busy { .. }) {
+                state.metrics.reads_refused.inc();
             }
-            // A reader that left (its client closed) needs no answer.
-            let _ = to.send(frame);
+            match to {
+                ReadTo::Frame(to) => {
+                    // A reader that left (its client closed) needs no answer.
+                    let _ = to.send(answer_frame(state.node_id, seq, answer));
+                }
+                ReadTo::Local(read) => read.answer(answer),
+            }
         },
     );
+}
+
+/// A read's answer as the frame a stub's reader thread sends.
+fn answer_frame(node_id: NodeId, seq: u64, answer: ReadAnswer) -> Vec<u8> {
+    let mut frame = Vec::new();
+    match answer {
+        ReadAnswer::Served { lsn, body } => {
+            encode_reply(&mut frame, seq, lsn, ReplyStatus::Committed, &body);
+        }
+        ReadAnswer::RolledBack { lsn, reason } => {
+            let status = ReplyStatus::RolledBack;
+            encode_reply(&mut frame, seq, lsn, status, reason.as_bytes());
+        }
+        ReadAnswer::Writes { proc_id } => {
+            let message = format!(
+                "procedure {proc_id} writes: send it to the primary, not to backup {node_id}"
+            );
+            encode_error(&mut frame, ErrorCode::NotPrimary, &message);
+        }
+        ReadAnswer::Unknown { proc_id } => {
+            let message = format!("no procedure has id {proc_id}");
+            encode_error(&mut frame, ErrorCode::UnknownProcedure, &message);
+        }
+        ReadAnswer::Busy {
+            lsn_applied,
+            lsn_released,
+            min_lsn,
+        } => {
+            let needs = match min_lsn {
+                Some(lsn) => format!("the read needs LSN {lsn}"),
+                None => "the primary did not say what the read needs in time".into(),
+            };
+            let message = format!(
+                "node {node_id} has applied LSN {lsn_applied} and may show up to LSN \
+                 {lsn_released}; {needs}: ask the primary"
+            );
+            encode_error(&mut frame, ErrorCode::Busy, &message);
+        }
+    }
+    frame
 }
 
 /// Whether the applier holds further batches back for a waiting read.
@@ -886,7 +1030,7 @@ fn holding_for_reads(replica: &Replica, state: &Shared, reads: &Reads) -> bool {
 }
 
 /// The reads waiting at the applier.
-type Reads = BackupReads<Sender<Vec<u8>>, Instant>;
+type Reads = BackupReads<ReadTo, Instant>;
 
 /// `tail_start`: the batches a backup that switched primaries kept (oldest first, ending at its
 /// segment's LSN), so that its retained tail stays whole across a view change.
@@ -1132,7 +1276,7 @@ mod tests {
             min_lsn,
             args: 0u32.to_le_bytes().to_vec(),
             deadline,
-            to: answer,
+            to: ReadTo::Frame(answer),
             needs: Needs::Nothing,
         };
         (request, answered)
@@ -1211,5 +1355,62 @@ mod tests {
             Frame::Error(error) if error.code == ErrorCode::NotPrimary
         ));
         assert!(DebitCredit::registry().get(DEBIT_CREDIT).is_some());
+    }
+
+    /// The RESP front end's reads: each is answered exactly once, the front end is woken once
+    /// until it takes the answers, and a read the applier could not take (its queue full) or
+    /// dropped unanswered (its role ended) is answered as lost, never left waiting.
+    #[test]
+    fn a_local_read_is_answered_once_and_one_never_served_as_lost() {
+        let woken = Arc::new(AtomicU64::new(0));
+        let wake = {
+            let woken = Arc::clone(&woken);
+            Arc::new(move || {
+                woken.fetch_add(1, Ordering::Relaxed);
+            })
+        };
+        let (to_applier, applier) = mpsc::sync_channel(1);
+        let mut port = BackupPort {
+            to_applier,
+            answers: Arc::new(LocalAnswers {
+                answers: Mutex::new(Vec::new()),
+                woken: AtomicBool::new(false),
+                wake,
+            }),
+            role: 0,
+            seq_next: 0,
+        };
+        let first = port.push(7, vec![1]);
+        let full = port.push(7, vec![2]);
+        let mut answers = Vec::new();
+        port.take(&mut answers);
+        assert_eq!(answers, [(full, None)], "the queue held one read");
+        assert_eq!(woken.load(Ordering::Relaxed), 1);
+
+        let Ok(ToApplier::Read(read)) = applier.try_recv() else {
+            panic!("the first read reached the applier")
+        };
+        assert_eq!(read.needs, Needs::ReadIndex, "a RESP read is linearizable");
+        assert_eq!(read.args, [1]);
+        let ReadTo::Local(local) = read.to else {
+            panic!("its answer goes back to the port")
+        };
+        local.answer(ReadAnswer::Unknown { proc_id: 7 });
+        let dropped = port.push(7, vec![3]);
+        drop(applier.try_recv().expect("the third read"));
+        answers.clear();
+        port.take(&mut answers);
+        assert_eq!(
+            answers,
+            [
+                (first, Some(ReadAnswer::Unknown { proc_id: 7 })),
+                (dropped, None)
+            ]
+        );
+        assert_eq!(
+            woken.load(Ordering::Relaxed),
+            2,
+            "one wake-up for both answers taken together"
+        );
     }
 }

@@ -312,11 +312,16 @@ struct ClusterResp {
 
 impl crate::resp::RespNode for ClusterResp {
     fn info(&self) -> tandem_redis::session::ServerInfo {
-        let primary = matches!(&*self.slot.lock().expect("not poisoned"), Slot::Primary(_));
+        let (primary, backup) = match &*self.slot.lock().expect("not poisoned") {
+            Slot::Primary(_) => (true, false),
+            Slot::Backup(_) => (false, true),
+            Slot::Outside => (false, false),
+        };
         let info = self.info.lock().expect("not poisoned");
         tandem_redis::session::ServerInfo {
             node_id: u64::from(self.node_id),
             primary,
+            backup,
             primary_resp: info
                 .primary
                 .and_then(|node| self.resp_by_node.get(&node))
@@ -331,6 +336,12 @@ impl crate::resp::RespNode for ClusterResp {
 
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {
         if let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") {
+            with(handle);
+        }
+    }
+
+    fn with_backup(&self, with: &mut dyn FnMut(&BackupHandle)) {
+        if let Slot::Backup(handle) = &*self.slot.lock().expect("not poisoned") {
             with(handle);
         }
     }

@@ -282,6 +282,7 @@ impl resp::RespNode for StaticResp {
         tandem_redis::session::ServerInfo {
             node_id: u64::from(self.node_id),
             primary: matches!(*self.node, Node::Primary(_)),
+            backup: matches!(*self.node, Node::Backup(_)),
             primary_resp: self.primary_resp.map(|a| a.to_string()),
             resp_port: self.resp_port,
             backups: self.backups,
@@ -293,6 +294,12 @@ impl resp::RespNode for StaticResp {
 
     fn with_primary(&self, with: &mut dyn FnMut(&primary::PrimaryHandle)) {
         if let Node::Primary(handle) = &*self.node {
+            with(handle);
+        }
+    }
+
+    fn with_backup(&self, with: &mut dyn FnMut(&backup::BackupHandle)) {
+        if let Node::Backup(handle) = &*self.node {
             with(handle);
         }
     }

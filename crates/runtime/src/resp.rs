@@ -16,23 +16,33 @@
 //! [`Call::runs_again_after`]); this module only
 //! moves bytes and keeps each connection's replies in order.
 //!
-//! A node that is not the primary answers data commands with `-READONLY`, naming the primary
-//! (strongly consistent reads on backups come with the reads issue). A connection gets no
-//! dedup slot: a plain Redis client cannot resend a command under the same (client id, seq),
-//! so exactly-once across a failover is the proxy's to give.
+//! On a backup, the session turns a read-only command into a call that runs on the backup
+//! ([`RunsOn::Backup`]): the thread hands it to the backup role's applier through a
+//! [`BackupPort`], as a linearizable read (the applier asks the primary a `ReadIndex`
+//! question and serves the read once its state reflects every write acknowledged before the
+//! read arrived), and the applier hands the answer back and wakes the thread; the reply takes
+//! its place among the connection's others. A read the backup cannot serve within its wait
+//! (10 ms) gets `-TRYAGAIN`, naming the primary. Writes, `MULTI` blocks and `WATCH` get
+//! `-READONLY`, naming the primary, as on a node with no role. A connection gets no dedup
+//! slot: a plain Redis client cannot resend a command under the same (client id, seq), so
+//! exactly-once across a failover is the proxy's to give.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
 use std::time::Instant;
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
+use tandem_node::ReadAnswer;
 use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
-use tandem_redis::session::{Call, Outcome, ServerInfo, Session, Step};
+use tandem_redis::session::{
+    Call, Outcome, RunsOn, ServerInfo, Session, Step, backup_busy, not_primary,
+};
 use tandem_store::ProcKind;
 use tandem_wire::ErrorCode;
 
+use crate::backup::{BackupHandle, BackupPort};
 use crate::metrics::Metrics;
 use crate::primary::{LocalAnswer, LocalOutcome, LocalPort, PrimaryHandle};
 
@@ -43,6 +53,9 @@ pub trait RespNode: Send + Sync + 'static {
 
     /// Calls `with` on the node's primary role, if it holds one now.
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle));
+
+    /// Calls `with` on the node's backup role, if it holds one now.
+    fn with_backup(&self, with: &mut dyn FnMut(&BackupHandle));
 
     /// The node's metrics (the front end counts its connections there).
     fn metrics(&self) -> &Metrics;
@@ -81,6 +94,11 @@ const FIRST_CONN: usize = 2;
 const PRIMARY_CHANGED: &str =
     "ERR the primary changed before the reply left; the command may have run";
 
+/// What a reader whose backup role ended before it answered is told (a read changed
+/// nothing: it may simply be sent again).
+const BACKUP_CHANGED: &str =
+    "TRYAGAIN this node's backup role changed before it served the read; retry";
+
 /// Starts the thread that serves RESP connections accepted on `listener`.
 pub fn spawn(
     listener: std::net::TcpListener,
@@ -94,6 +112,7 @@ pub fn spawn(
         .register(&mut listener, LISTENER, Interest::READABLE)
         .map_err(io)?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io)?);
+    let info = node.info();
     let front = Front {
         poll,
         listener,
@@ -104,6 +123,10 @@ pub fn spawn(
         port: None,
         inflight: VecDeque::new(),
         inflight_seq_first: 0,
+        backup: None,
+        backup_inflight: HashMap::new(),
+        backup_answers: Vec::new(),
+        info,
         retries: VecDeque::new(),
         visit: BTreeSet::new(),
         starved: BTreeSet::new(),
@@ -286,6 +309,13 @@ struct Front {
     /// `None` once answered out of turn, or for a connection that closed.
     inflight: VecDeque<Option<Owner>>,
     inflight_seq_first: u64,
+    /// The port into the backup role the reads go to, while this node holds one.
+    backup: Option<BackupPort>,
+    /// The reads sent on `backup` and not yet answered, by seq (answered in any order).
+    backup_inflight: HashMap<u64, Owner>,
+    backup_answers: Vec<(u64, Option<ReadAnswer>)>,
+    /// What the sessions knew of the node at the last pass that looked at a connection.
+    info: ServerInfo,
     /// Withheld reads to send again, in the order they fall due.
     retries: VecDeque<Retry>,
     /// Connections to look at in this pass: readable, writable, or with new replies.
@@ -384,20 +414,19 @@ impl Front {
         // a withheld read is tried again.
         self.pass_started = Instant::now();
         self.take_answers();
+        self.take_backup_answers();
         self.retry_due();
         if !self.visit.is_empty() {
             let info = self.node.info();
             self.refresh_port();
+            self.refresh_backup();
             while let Some(token) = self.visit.pop_first() {
                 self.serve(token, &info);
             }
+            self.info = info;
         }
         self.send_calls();
-        if self
-            .port
-            .as_ref()
-            .is_none_or(|port| port.unanswered() < UNANSWERED_MAX)
-        {
+        if self.unanswered() < UNANSWERED_MAX {
             self.visit.append(&mut self.starved);
             if !self.visit.is_empty() {
                 // Their requests wait in buffers already read: no event will come for them.
@@ -430,6 +459,69 @@ impl Front {
             self.fail_inflight();
         }
         self.port = port;
+    }
+
+    /// Calls sent to either role and not yet answered.
+    fn unanswered(&self) -> u64 {
+        let primary = self.port.as_ref().map_or(0, LocalPort::unanswered);
+        primary + self.backup_inflight.len() as u64
+    }
+
+    /// Keeps `backup` leading to the node's backup role now: a new role gets a new port,
+    /// and the reads the old one left unanswered get an error once its answers are taken.
+    fn refresh_backup(&mut self) {
+        let mut port = self.backup.take();
+        let had_port = port.is_some();
+        let (mut holds_role, mut replaced) = (false, false);
+        let waker = &self.waker;
+        self.node.with_backup(&mut |handle| {
+            holds_role = true;
+            if port.as_ref().is_none_or(|port| !port.is_of(handle)) {
+                let waker = Arc::clone(waker);
+                port = Some(handle.local_port(Arc::new(move || {
+                    let _ = waker.wake();
+                })));
+                replaced = true;
+            }
+        });
+        if !holds_role {
+            port = None;
+        }
+        if had_port && (replaced || !holds_role) {
+            let owners: Vec<Owner> = self.backup_inflight.drain().map(|(_, o)| o).collect();
+            for owner in owners {
+                self.resolve(owner, Resolved::Failed(BACKUP_CHANGED.into()));
+            }
+        }
+        self.backup = port;
+    }
+
+    /// The answers the backup role's applier handed back: each becomes its call's outcome,
+    /// as a read on the primary's does.
+    fn take_backup_answers(&mut self) {
+        let Some(port) = self.backup.as_ref() else {
+            return;
+        };
+        let mut answers = std::mem::take(&mut self.backup_answers);
+        port.take(&mut answers);
+        for (seq, answer) in answers.drain(..) {
+            // A read of a role whose reads were already failed is no longer tracked.
+            let Some(owner) = self.backup_inflight.remove(&seq) else {
+                continue;
+            };
+            let resolved = match answer {
+                Some(ReadAnswer::Served { body, .. }) => Resolved::Reply(body),
+                Some(ReadAnswer::RolledBack { reason, .. }) => Resolved::Failed(with_code(&reason)),
+                // A passive backup runs no procedure.
+                Some(ReadAnswer::Writes { .. }) => Resolved::Failed(not_primary(&self.info)),
+                Some(ReadAnswer::Unknown { proc_id }) => {
+                    Resolved::Failed(format!("ERR no procedure has id {proc_id}"))
+                }
+                Some(ReadAnswer::Busy { .. }) | None => Resolved::Failed(backup_busy(&self.info)),
+            };
+            self.resolve(owner, resolved);
+        }
+        self.backup_answers = answers;
     }
 
     /// Every call in flight gets an error: the role that had them is gone.
@@ -584,11 +676,7 @@ impl Front {
                 self.send(token, conn, call);
             }
             while conn.input.len() - conn.start >= conn.want && conn.may_handle() {
-                if self
-                    .port
-                    .as_ref()
-                    .is_some_and(|port| port.unanswered() >= UNANSWERED_MAX)
-                {
+                if self.unanswered() >= UNANSWERED_MAX {
                     self.starved.insert(token);
                     return true;
                 }
@@ -662,6 +750,10 @@ impl Front {
         };
         conn.holding = call.holds_later();
         let read_only = call.kind == ProcKind::Read;
+        if call.runs_on == RunsOn::Backup {
+            assert!(read_only, "only a read runs on a backup");
+            return self.send_to_backup(owner, conn, call);
+        }
         match self.port.as_mut() {
             Some(port) => {
                 let seq = port.push(call.proc_id.0, &call.args, read_only);
@@ -677,6 +769,33 @@ impl Front {
                 conn.slots.push_back(Slot::Call {
                     call,
                     outcome: Some(Resolved::Failed(PRIMARY_CHANGED.into())),
+                    sent: self.pass_started,
+                });
+                conn.drain_slots();
+            }
+        }
+    }
+
+    /// Hands a read to the backup role's applier, in its place among the connection's
+    /// replies.
+    fn send_to_backup(&mut self, owner: Owner, conn: &mut Conn, mut call: Call) {
+        match self.backup.as_mut() {
+            Some(port) => {
+                // It is never sent again (`Call::runs_again_after`): the port takes the
+                // arguments.
+                let seq = port.push(call.proc_id.0, std::mem::take(&mut call.args));
+                self.backup_inflight.insert(seq, owner);
+                conn.unanswered += 1;
+                conn.slots.push_back(Slot::Call {
+                    call,
+                    outcome: None,
+                    sent: self.pass_started,
+                });
+            }
+            None => {
+                conn.slots.push_back(Slot::Call {
+                    call,
+                    outcome: Some(Resolved::Failed(BACKUP_CHANGED.into())),
                     sent: self.pass_started,
                 });
                 conn.drain_slots();

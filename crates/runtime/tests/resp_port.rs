@@ -23,6 +23,7 @@ use tandem_redis::model::RedisModel;
 use tandem_redis::resp::{Value, parse_reply};
 use tandem_redis::session::ServerInfo;
 use tandem_replication::Safety;
+use tandem_runtime::backup::BackupHandle;
 use tandem_runtime::config::{EXAMPLE, NodeConfig};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, PrimaryHandle};
@@ -42,6 +43,7 @@ impl RespNode for TestNode {
         ServerInfo {
             node_id: 1,
             primary: true,
+            backup: false,
             primary_resp: None,
             resp_port: self.resp_port,
             backups: 0,
@@ -54,6 +56,8 @@ impl RespNode for TestNode {
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {
         with(&self.handle);
     }
+
+    fn with_backup(&self, _: &mut dyn FnMut(&BackupHandle)) {}
 
     fn metrics(&self) -> &Metrics {
         &self.metrics

@@ -8,7 +8,9 @@
 //! - a redis-py script from the virtualenv `.ci/setup` makes (`tests/redis_clients.py`): RESP2
 //!   and RESP3, pipelines, transactions, `WATCH`, `HELLO`.
 //!
-//! Then every replica's checksum must match at the same LSN. Each client is skipped with a
+//! Then every replica's checksum must match at the same LSN. A second cluster shows what a
+//! client sees of a backup: linearizable reads (a `GET` sent to a backup right after a
+//! `SET`'s reply sees it), `EVAL_RO`, and `READONLY` for writes and blocks. Each client is skipped with a
 //! message where it is missing (`.ci/setup` installs redis-tools and the virtualenv); the
 //! cluster and the replicas' comparison run regardless. Each check is also shown failing on a
 //! planted difference.
@@ -371,6 +373,180 @@ fn real_clients_work_against_a_three_node_cluster_and_the_replicas_match() {
         Ok(python) => redis_py_part(&cluster, &python),
         Err(why) => eprintln!("skipped redis-py: {why}"),
     }
+    let lsn = cluster.assert_replicas_identical();
+    eprintln!("the three replicas are identical at LSN {lsn}");
+}
+
+/// Whether `value` is a backup's `TRYAGAIN`: it could not serve the read within its wait
+/// (on a machine busy with other builds it may happen), and the client's part is to retry.
+fn is_tryagain(value: &Value) -> bool {
+    matches!(value, Value::Error(text) if text.starts_with(b"TRYAGAIN "))
+}
+
+/// Sends the pipeline `requests` to a backup and reads the replies, again while any is
+/// `TRYAGAIN`; returns them and the retries.
+fn read_on_backup(backup: &mut Conn, requests: &[&[&str]]) -> (Vec<Value>, u32) {
+    let mut retries = 0;
+    loop {
+        for request in requests {
+            let args: Vec<Vec<u8>> = request.iter().map(|a| a.as_bytes().to_vec()).collect();
+            backup.send(&args).expect("sent");
+        }
+        let replies: Vec<Value> = requests
+            .iter()
+            .map(|_| backup.read().expect("a reply"))
+            .collect();
+        if !replies.iter().any(is_tryagain) || retries == 1_000 {
+            return (replies, retries);
+        }
+        retries += 1;
+    }
+}
+
+fn error_text(value: &Value) -> String {
+    match value {
+        Value::Error(text) => String::from_utf8_lossy(text).into_owned(),
+        other => panic!("not an error: {other:?}"),
+    }
+}
+
+/// What a Redis client sees of a backup: a read right after a write's reply sees it (the
+/// backup asks the primary what it released before it serves the read), pipelined reads of
+/// several families and `EVAL_RO` come back in order, and writes, a script that may write, a
+/// `WATCH` and a block's `EXEC` get `READONLY`, naming the primary.
+#[test]
+fn backups_serve_reads_linearizably_and_refuse_writes() {
+    let cluster = Cluster::start("redis-backup-reads", 3, 64);
+    let mut primary = Conn::connect(cluster.primary_resp());
+    let mut backups: Vec<Conn> = cluster
+        .nodes
+        .iter()
+        .filter(|node| node.id != cluster.primary)
+        .map(|node| Conn::connect(node.resp))
+        .collect();
+    assert_eq!(backups.len(), 2);
+    let ok = Value::Simple(b"OK".to_vec());
+    let mut retries = 0;
+    for backup in &mut backups {
+        // What a Redis Cluster client sends before it reads from a replica.
+        assert_eq!(backup.cmd("READONLY"), ok);
+    }
+
+    // Linearizable: each GET is sent once the SET's reply is in, with no pause, to each
+    // backup in turn, and must see it.
+    for round in 0..100 {
+        let value = format!("v{round}");
+        assert_eq!(primary.cmd(&format!("SET k {value}")), ok);
+        for backup in &mut backups {
+            let (got, tries) = read_on_backup(backup, &[&["GET", "k"]]);
+            retries += tries;
+            assert_eq!(
+                got,
+                [Value::Bulk(value.clone().into_bytes())],
+                "round {round}: backup at {} answered GET k",
+                backup.address
+            );
+        }
+    }
+
+    // Bursts of long writes (a SET's reply waits for the backups to receive it, not to
+    // apply it): a read sent as soon as the last reply is in sees the last, however far the
+    // backup's applier got by then.
+    for round in 0..10u8 {
+        let burst = 40;
+        for i in 0..burst {
+            let value = vec![b'a' + round; 256 << 10];
+            let set = [b"SET".to_vec(), format!("long:{i}").into_bytes(), value];
+            primary.send(&set).expect("sent");
+        }
+        for _ in 0..burst {
+            assert_eq!(primary.read().expect("a reply"), ok);
+        }
+        let last = format!("long:{}", burst - 1);
+        for backup in &mut backups {
+            let (got, tries) = read_on_backup(
+                backup,
+                &[&["STRLEN", &last], &["GETRANGE", &last, "0", "0"]],
+            );
+            retries += tries;
+            assert_eq!(
+                got,
+                [Value::Integer(256 << 10), Value::Bulk(vec![b'a' + round])],
+                "round {round}: backup at {} answered for {last}",
+                backup.address
+            );
+        }
+    }
+
+    // Other families and read-only scripts, pipelined: the replies come in request order.
+    assert_eq!(primary.cmd("HSET h f hv"), Value::Integer(1));
+    assert_eq!(primary.cmd("RPUSH l a b c"), Value::Integer(3));
+    let bulk = |text: &str| Value::Bulk(text.as_bytes().to_vec());
+    for backup in &mut backups {
+        let requests: [&[&str]; 5] = [
+            &["HGET", "h", "f"],
+            &["LRANGE", "l", "0", "-1"],
+            &[
+                "EVAL_RO",
+                "return redis.call('GET', KEYS[1]) .. '!'",
+                "1",
+                "k",
+            ],
+            &["GET", "nothing"],
+            // A read-only script may not write, on a backup as on a primary.
+            &[
+                "EVAL_RO",
+                "return redis.call('SET', KEYS[1], 'x')",
+                "1",
+                "k",
+            ],
+        ];
+        let (mut replies, tries) = read_on_backup(backup, &requests);
+        retries += tries;
+        let refused = error_text(&replies.pop().expect("five replies"));
+        assert!(refused.starts_with("ERR "), "a writing EVAL_RO: {refused}");
+        assert_eq!(
+            replies,
+            [
+                bulk("hv"),
+                Value::Array(vec![bulk("a"), bulk("b"), bulk("c")]),
+                bulk("v99!"),
+                Value::Null,
+            ],
+            "backup at {}",
+            backup.address
+        );
+    }
+
+    // Writes, a script that may write, a block and a WATCH get READONLY, naming the primary.
+    let primary_address = cluster.primary_resp().to_string();
+    for backup in &mut backups {
+        let writes: [&[&str]; 4] = [
+            &["SET", "k", "other"],
+            &["DEL", "k"],
+            &["EVAL", "return 1", "0"],
+            &["WATCH", "k"],
+        ];
+        for request in writes {
+            let args: Vec<Vec<u8>> = request.iter().map(|a| a.as_bytes().to_vec()).collect();
+            let refusal = error_text(&backup.call(&args).expect("a reply"));
+            let text = request.join(" ");
+            assert!(
+                refusal.starts_with("READONLY You can't write against a read only replica.")
+                    && refusal.contains(&primary_address),
+                "{text} on a backup: {refusal}"
+            );
+        }
+        assert_eq!(backup.cmd("MULTI"), ok);
+        assert_eq!(backup.cmd("GET k"), Value::Simple(b"QUEUED".to_vec()));
+        let refusal = error_text(&backup.cmd("EXEC"));
+        assert!(
+            refusal.starts_with("READONLY "),
+            "EXEC on a backup: {refusal}"
+        );
+    }
+    assert_eq!(primary.cmd("GET k"), Value::Bulk(b"v99".to_vec()));
+    eprintln!("reads on backups retried after TRYAGAIN: {retries}");
     let lsn = cluster.assert_replicas_identical();
     eprintln!("the three replicas are identical at LSN {lsn}");
 }

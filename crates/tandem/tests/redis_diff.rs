@@ -99,6 +99,8 @@ struct Allowed {
 /// does, for redis-py), `CLIENT LIST`/`INFO`, `COMMAND` and `COMMAND DOCS` (they describe each
 /// server itself; so is `COMMAND INFO` without names), `WAIT n 0` outside a block (a lone
 /// redis-server waits forever for replicas it lacks; inside one it answers at once),
+/// `READONLY` and `READWRITE` without arguments (Redis outside cluster mode refuses them;
+/// tandem answers `+OK`, for Redis Cluster clients reading from a backup),
 /// relative expiry times shorter than a day (see above), `SET` with an `EXAT` or `PXAT` in
 /// the past (Redis 7.0 keeps the key for its expiry cycle to reclaim, so `DBSIZE` would count
 /// it for a time that cycle decides; tandem deletes it at once), an `EXPIRE` option whose
@@ -1973,6 +1975,9 @@ static CONNECTION: &[Gen] = &[
             [d.pick(&["server", "memory", "bogus", "everything"])],
         ),
     }),
+    // Only with a wrong arity, which both refuse alike (see `ALLOWED`'s doc).
+    g("READONLY", 1, |d| command("READONLY", [d.value()])),
+    g("READWRITE", 1, |d| command("READWRITE", [d.value()])),
     g("WAIT", 1, |d| match d.rng.below(4) {
         0 => command("WAIT", [b"0".to_vec(), b"1".to_vec()]),
         1 => command("WAIT", [d.pick(&["x", "-1"]), b"1".to_vec()]),
@@ -2076,8 +2081,13 @@ fn mutate(d: &mut Draw, args: &mut Args) {
         args[0].to_ascii_uppercase().as_slice(),
         b"SPOP" | b"SRANDMEMBER" | b"HRANDFIELD"
     ) && args.len() <= 3;
+    // `READONLY` and `READWRITE` are sent only with a wrong arity (see `ALLOWED`'s note).
+    let differs_bare = matches!(
+        args[0].to_ascii_uppercase().as_slice(),
+        b"READONLY" | b"READWRITE"
+    );
     match d.rng.below(100) {
-        0..=2 if args.len() > 1 && !picks_at_random => {
+        0..=2 if args.len() > 1 && !picks_at_random && !differs_bare => {
             args.pop();
         }
         3..=5 => {

@@ -361,6 +361,8 @@ static BASE: &[Command] = &[
     data("PSETEX", 4, Write, (1, 1, 1), true, strings::psetex),
     data("PTTL", 2, Read, (1, 1, 1), false, keys::pttl),
     conn("QUIT", -1),
+    conn("READONLY", 1),
+    conn("READWRITE", 1),
     data("RENAME", 3, Write, (1, 2, 1), false, keys::rename),
     data("RENAMENX", 3, Write, (1, 2, 1), false, keys::renamenx),
     conn("RESET", 1),
