@@ -58,7 +58,8 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
         && let Some(resp) = primary.entry.resp
     {
         println!(
-            "try: redis-cli -h {} -p {} (the primary; a backup serves reads, linearizably, and answers writes with READONLY)",
+            "try: redis-cli -h {} -p {} (the primary; a backup serves reads, linearizably, \
+             and answers writes with READONLY)",
             resp.ip(),
             resp.port()
         );
