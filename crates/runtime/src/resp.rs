@@ -438,24 +438,14 @@ impl Front {
     /// Keeps `port` leading to the node's primary role now: a new role gets a new port, and
     /// the calls the old one left unanswered get an error (their outcome is unknown).
     fn refresh_port(&mut self) {
-        let mut port = self.port.take();
-        let had_port = port.is_some();
-        let (mut holds_role, mut replaced) = (false, false);
-        let waker = &self.waker;
-        self.node.with_primary(&mut |handle| {
-            holds_role = true;
-            if port.as_ref().is_none_or(|port| !port.is_of(handle)) {
-                let waker = Arc::clone(waker);
-                port = Some(handle.local_port(Arc::new(move || {
-                    let _ = waker.wake();
-                })));
-                replaced = true;
-            }
-        });
-        if !holds_role {
-            port = None;
-        }
-        if had_port && (replaced || !holds_role) {
+        let wake = self.wake_loop();
+        let (port, orphaned) = follow_role(
+            self.port.take(),
+            |with| self.node.with_primary(with),
+            LocalPort::is_of,
+            |handle: &PrimaryHandle| handle.local_port(Arc::clone(&wake)),
+        );
+        if orphaned {
             self.fail_inflight();
         }
         self.port = port;
@@ -470,30 +460,28 @@ impl Front {
     /// Keeps `backup` leading to the node's backup role now: a new role gets a new port,
     /// and the reads the old one left unanswered get an error once its answers are taken.
     fn refresh_backup(&mut self) {
-        let mut port = self.backup.take();
-        let had_port = port.is_some();
-        let (mut holds_role, mut replaced) = (false, false);
-        let waker = &self.waker;
-        self.node.with_backup(&mut |handle| {
-            holds_role = true;
-            if port.as_ref().is_none_or(|port| !port.is_of(handle)) {
-                let waker = Arc::clone(waker);
-                port = Some(handle.local_port(Arc::new(move || {
-                    let _ = waker.wake();
-                })));
-                replaced = true;
-            }
-        });
-        if !holds_role {
-            port = None;
-        }
-        if had_port && (replaced || !holds_role) {
+        let wake = self.wake_loop();
+        let (port, orphaned) = follow_role(
+            self.backup.take(),
+            |with| self.node.with_backup(with),
+            BackupPort::is_of,
+            |handle: &BackupHandle| handle.local_port(Arc::clone(&wake)),
+        );
+        if orphaned {
             let owners: Vec<Owner> = self.backup_inflight.drain().map(|(_, o)| o).collect();
             for owner in owners {
                 self.resolve(owner, Resolved::Failed(BACKUP_CHANGED.into()));
             }
         }
         self.backup = port;
+    }
+
+    /// What a role calls when it has answers for this loop: a wake-up of its poll.
+    fn wake_loop(&self) -> Arc<dyn Fn() + Send + Sync> {
+        let waker = Arc::clone(&self.waker);
+        Arc::new(move || {
+            let _ = waker.wake();
+        })
     }
 
     /// The answers the backup role's applier handed back: each becomes its call's outcome,
@@ -822,5 +810,29 @@ fn unanswered(code: ErrorCode, message: &str) -> String {
              run"
         ),
         _ => format!("ERR {message}"),
+    }
+}
+
+/// The port to the role the node holds now (`with_role` visits it, if any): `port` if it
+/// still leads there, else one `open` makes for the new role, else none; and whether calls
+/// sent through the old port are orphaned (it led to a role the node no longer holds).
+fn follow_role<H: ?Sized, P>(
+    port: Option<P>,
+    with_role: impl FnOnce(&mut dyn FnMut(&H)),
+    is_of: impl Fn(&P, &H) -> bool,
+    open: impl Fn(&H) -> P,
+) -> (Option<P>, bool) {
+    let had_port = port.is_some();
+    let mut current = None;
+    let mut kept = port;
+    with_role(&mut |handle| {
+        current = Some(match kept.take() {
+            Some(port) if is_of(&port, handle) => (port, false),
+            _ => (open(handle), true),
+        });
+    });
+    match current {
+        Some((port, replaced)) => (Some(port), had_port && replaced),
+        None => (None, had_port),
     }
 }
