@@ -35,7 +35,7 @@ pub use gate::GateRule;
 pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,
 };
-pub use reads::{BackupReads, Needs, ReadAnswer, WaitingRead};
+pub use reads::{BackupReads, Needs, READ_INDEX_RETRY, READ_WAIT, ReadAnswer, WaitingRead};
 pub use receiver::ReceiverRole;
 pub use rule::RoleRule;
 pub use supervisor::{DriveError, Notice, RoleHeld, Roles, Supervisor};

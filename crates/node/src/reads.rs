@@ -25,10 +25,22 @@
 //! [`BackupReads::heard_released`], and turn each [`ReadAnswer`] into a frame. Time is the
 //! driver's (`I` is any ordered instant, the runtime's `Instant`).
 
+use std::time::Duration;
+
 use tandem_replication::ReadConsistency;
 use tandem_store::{CallError, DataModel, ProcId, ProcKind};
 
 use crate::backup::ApplierRole;
+
+/// How long a read may wait at a backup for its `min_lsn`, its question's answer and the
+/// release of what the backup applied, before it is answered `Busy`. A few heartbeats:
+/// longer, and asking the primary is faster. (The simulator scales it to its ticks.)
+pub const READ_WAIT: Duration = Duration::from_millis(10);
+
+/// How long a `ReadIndex` question may go unanswered before the backup asks again (it or its
+/// answer may have been lost with a connection): a fifth of [`READ_WAIT`], so a read whose
+/// first question was lost still has time for a second.
+pub const READ_INDEX_RETRY: Duration = Duration::from_millis(2);
 
 /// A client's read waiting at a backup; `to` is where its answer goes.
 #[derive(Debug)]

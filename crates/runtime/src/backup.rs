@@ -31,8 +31,8 @@ use std::collections::VecDeque;
 use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
 use tandem_node::{
-    ApplierRole, BackupReads, GateRule, Needs, ReadAnswer, ReceiverRole, Replica as NodeReplica,
-    WaitingRead,
+    ApplierRole, BackupReads, GateRule, Needs, READ_INDEX_RETRY, READ_WAIT, ReadAnswer,
+    ReceiverRole, Replica as NodeReplica, WaitingRead,
 };
 use tandem_replication::{
     ApplyBatch, Message, NodeId, ReceiverConfig, ReceiverFault, ReceiverReady, transfer::PageImage,
@@ -50,16 +50,6 @@ use crate::{Checksum, Control, HandoverFailure, NodeStatus, StartError};
 
 /// Batches received and not yet applied, at most (64 MiB of 64 KiB batches).
 const APPLIER_QUEUE_BATCHES: usize = 1024;
-
-/// How long a read may wait for the backup to reach its `min_lsn` and for the primary to
-/// release what the backup applied. A few heartbeats: longer, and asking the primary is
-/// faster.
-const READ_WAIT: Duration = Duration::from_millis(10);
-
-/// How long a `ReadIndex` question may go unanswered before the applier asks again (it or its
-/// answer may have been lost with a connection): a fifth of [`READ_WAIT`], so a read whose
-/// first question was lost still has time for a second.
-const READ_INDEX_RETRY: Duration = Duration::from_millis(2);
 
 /// Backup roles this process started: each numbers its `ReadIndex` questions in a range of
 /// its own (see [`BackupReads::new`]), so a late answer to an earlier role's question is

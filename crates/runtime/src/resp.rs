@@ -730,64 +730,48 @@ impl Front {
         }
     }
 
-    /// Adds a call to this pass's batch, in its place among the connection's replies.
-    fn send(&mut self, token: Token, conn: &mut Conn, call: Call) {
+    /// Adds a call to this pass's batch (or, for a read on a backup, hands it to the backup
+    /// role's applier), in its place among the connection's replies.
+    fn send(&mut self, token: Token, conn: &mut Conn, mut call: Call) {
         let owner = Owner {
             token,
             serial: conn.serial_next(),
         };
         conn.holding = call.holds_later();
         let read_only = call.kind == ProcKind::Read;
-        if call.runs_on == RunsOn::Backup {
+        // Why the call could not be sent: no role of its kind to send it to.
+        let unsent = if call.runs_on == RunsOn::Backup {
             assert!(read_only, "only a read runs on a backup");
-            return self.send_to_backup(owner, conn, call);
+            match self.backup.as_mut() {
+                Some(port) => {
+                    // It is never sent again (`Call::runs_again_after`): the port takes the
+                    // arguments.
+                    let seq = port.push(call.proc_id.0, std::mem::take(&mut call.args));
+                    self.backup_inflight.insert(seq, owner);
+                    None
+                }
+                None => Some(BACKUP_CHANGED),
+            }
+        } else {
+            match self.port.as_mut() {
+                Some(port) => {
+                    let seq = port.push(call.proc_id.0, &call.args, read_only);
+                    self.track(seq, owner);
+                    None
+                }
+                None => Some(PRIMARY_CHANGED),
+            }
+        };
+        if unsent.is_none() {
+            conn.unanswered += 1;
         }
-        match self.port.as_mut() {
-            Some(port) => {
-                let seq = port.push(call.proc_id.0, &call.args, read_only);
-                self.track(seq, owner);
-                conn.unanswered += 1;
-                conn.slots.push_back(Slot::Call {
-                    call,
-                    outcome: None,
-                    sent: self.pass_started,
-                });
-            }
-            None => {
-                conn.slots.push_back(Slot::Call {
-                    call,
-                    outcome: Some(Resolved::Failed(PRIMARY_CHANGED.into())),
-                    sent: self.pass_started,
-                });
-                conn.drain_slots();
-            }
-        }
-    }
-
-    /// Hands a read to the backup role's applier, in its place among the connection's
-    /// replies.
-    fn send_to_backup(&mut self, owner: Owner, conn: &mut Conn, mut call: Call) {
-        match self.backup.as_mut() {
-            Some(port) => {
-                // It is never sent again (`Call::runs_again_after`): the port takes the
-                // arguments.
-                let seq = port.push(call.proc_id.0, std::mem::take(&mut call.args));
-                self.backup_inflight.insert(seq, owner);
-                conn.unanswered += 1;
-                conn.slots.push_back(Slot::Call {
-                    call,
-                    outcome: None,
-                    sent: self.pass_started,
-                });
-            }
-            None => {
-                conn.slots.push_back(Slot::Call {
-                    call,
-                    outcome: Some(Resolved::Failed(BACKUP_CHANGED.into())),
-                    sent: self.pass_started,
-                });
-                conn.drain_slots();
-            }
+        conn.slots.push_back(Slot::Call {
+            call,
+            outcome: unsent.map(|why| Resolved::Failed(why.into())),
+            sent: self.pass_started,
+        });
+        if unsent.is_some() {
+            conn.drain_slots();
         }
     }
 }

@@ -135,10 +135,11 @@ const CLIENT_BASE: NodeId = 1_000;
 const READER_BASE: NodeId = 2_000;
 /// Readers per run.
 const READERS: usize = 2;
-/// How long a backup holds a read before it answers `Busy` (the runtime's `READ_WAIT` is
-/// ten heartbeats; here a heartbeat is a tick).
+/// How long a backup holds a read before it answers `Busy`: `tandem_node::READ_WAIT` is ten
+/// of the runtime's heartbeats; here a heartbeat is a tick, and a round trip up to one.
 const READ_WAIT_MICROS: u64 = 4 * MICROS_PER_TICK;
-/// How long a backup's `ReadIndex` question may go unanswered before it asks again.
+/// How long a backup's `ReadIndex` question may go unanswered before it asks again
+/// (`tandem_node::READ_INDEX_RETRY`, scaled the same way).
 const READ_INDEX_RETRY_MICROS: u64 = MICROS_PER_TICK;
 /// How long a reader waits for an answer before it gives the read up.
 const READER_TIMEOUT_MICROS: u64 = 6 * MICROS_PER_TICK;
