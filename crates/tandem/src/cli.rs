@@ -162,6 +162,26 @@ pub struct DemoArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Who calls: stub (Rust client stubs running Debit-Credit) or redis (redis-py processes
+    /// running INCR and a Lua transfer through `tandem proxy` on a Redis-model cluster; needs
+    /// Python with redis-py: `.ci/setup` makes target/pyenv).
+    #[arg(long, value_enum, default_value_t = DemoClient::Stub)]
+    pub client: DemoClient,
+    /// With --client redis: how many `tandem proxy` processes the clients share (0 to 16;
+    /// default 2). 0 connects each client to the nodes' RESP ports directly, as a plain Redis
+    /// application would: the failover then shows it errors, which the proxy hides.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=16))]
+    pub proxies: Option<u32>,
+}
+
+/// Who calls the cluster in `tandem demo`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DemoClient {
+    /// The Rust client stub, calling Debit-Credit procedures.
+    Stub,
+    /// redis-py applications through `tandem proxy`.
+    Redis,
 }
 
 #[derive(Debug, Args)]

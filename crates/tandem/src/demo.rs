@@ -26,9 +26,11 @@ use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfi
 
 use crate::Failure;
 use crate::bench::median;
-use crate::cli::{DemoArgs, FailoverArgs};
-use crate::local::{LocalCluster, Options};
+use crate::cli::{DemoArgs, DemoClient, FailoverArgs};
+use crate::local::{LocalCluster, Options, Settled};
 use crate::timeline::{self, Timeline};
+
+mod redis;
 
 /// Accounts each client owns (fewer in a database too small for them all).
 const ACCOUNTS_PER_CLIENT: usize = 64;
@@ -50,8 +52,9 @@ pub struct FailoverRun {
     /// duplicate seen as it happened).
     pub reply_mismatches: u64,
     pub client_errors: u64,
-    /// Calls sent more than once by the stub (retries across the failover).
-    pub calls_retried: u64,
+    /// Calls sent more than once by the stub (retries across the failover); unknown (null)
+    /// with Redis clients, whose proxies retry out of their sight.
+    pub calls_retried: Option<u64>,
     /// The longest call, retries included, as its client waited for it.
     pub call_ms_max: f64,
     pub consistent: bool,
@@ -63,8 +66,9 @@ pub struct FailoverRun {
     pub killed: u32,
     /// Replies from the faulty old primary, in a view older than the new primary's, after the
     /// new primary's first reply: must be 0. (The old node may legitimately serve again in a
-    /// newer view: it rejoins in milliseconds and may be promoted again.)
-    pub stale_replies: u64,
+    /// newer view: it rejoins in milliseconds and may be promoted again.) Unknown (null)
+    /// with Redis clients, whose replies do not say which node gave them.
+    pub stale_replies: Option<u64>,
     /// The longest time without any reply after the fault (a killed backup's stall).
     pub stall_ms: Option<f64>,
     pub new_primary: Option<u32>,
@@ -84,6 +88,9 @@ pub struct FailoverRun {
     /// The old primary's last reply and the new primary's first (ms from the load's start).
     pub last_old_ms: Option<f64>,
     pub first_new_ms: Option<f64>,
+    /// What only a run with Redis clients counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis: Option<redis::RedisCounts>,
 }
 
 /// The failure the demo injects halfway through the load.
@@ -149,6 +156,13 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
             )));
         }
     }
+    if args.client == DemoClient::Stub && args.proxies.is_some() {
+        return Err(Failure::Usage(
+            "--proxies: only Redis clients go through proxies; add --client redis, or drop \
+             --proxies"
+                .to_string(),
+        ));
+    }
     let scenario = Scenario {
         fault: args.fault,
         suspect_ticks: args.suspect_ticks,
@@ -159,7 +173,10 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
         dir: args.dir.clone(),
         quiet: args.json,
     };
-    let run = scenario.run()?;
+    let run = match args.client {
+        DemoClient::Stub => scenario.run()?,
+        DemoClient::Redis => redis::run(&scenario, args.proxies.unwrap_or(redis::PROXIES_DEFAULT))?,
+    };
     let chart = args
         .timeline
         .clone()
@@ -272,8 +289,20 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// A run that lost or duplicated a commit, or ended inconsistent, fails the command.
+/// A run that lost or duplicated a commit, or ended inconsistent, fails the command; so does
+/// a client error that a proxy let through to a Redis client.
 fn verdict(run: &FailoverRun) -> Result<(), Failure> {
+    if let Some(counts) = &run.redis
+        && counts.proxies > 0
+        && run.client_errors > 0
+    {
+        return Err(Failure::Run(format!(
+            "{} Redis clients saw {} errors through the proxies (must be 0), e.g. {}",
+            counts.clients,
+            run.client_errors,
+            counts.errors.first().map_or("-", String::as_str)
+        )));
+    }
     if run.lost > 0 || run.duplicates > 0 || !run.consistent {
         return Err(Failure::Run(format!(
             "the failover broke a promise: lost {}, duplicates {}, findings: {}",
@@ -383,53 +412,11 @@ impl Scenario {
                 (client, owned, log)
             }));
         }
-        let half = Duration::from_secs_f64(self.seconds / 2.0);
-        thread::sleep(half);
-        let suspicions_at_kill = suspicions(&cluster);
-        // The primary now, which a false suspicion may have moved since the cluster settled.
-        let primary = current_primary(&cluster).unwrap_or(settled.primary);
-        let killed = if self.fault.hits_primary() {
-            primary
-        } else {
-            cluster
-                .nodes
-                .iter()
-                .map(|node| node.entry.id)
-                .find(|&id| id != primary)
-                .expect("three nodes")
-        };
-        let kill_ms = started.elapsed().as_secs_f64() * 1000.0;
-        match self.fault {
-            Fault::PausePrimary => cluster.pause(killed, true)?,
-            _ => cluster.kill(killed),
-        }
-        let killed_at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        let what = match self.fault {
-            Fault::KillPrimary | Fault::RestartPrimary => "killed the primary with SIGKILL",
-            Fault::KillBackup => "killed a backup with SIGKILL",
-            Fault::PausePrimary => "paused the primary with SIGSTOP",
-        };
-        self.say(&format!(
-            "{what}: node {killed}, at {kill_ms:.0} ms ({}.{:06})",
-            killed_at.as_secs(),
-            killed_at.subsec_micros()
-        ));
-        if self.fault.comes_back() {
-            let pause = Duration::from_millis(PAUSE_MS).min(half);
-            thread::sleep(pause);
-            if self.fault == Fault::PausePrimary {
-                cluster.pause(killed, false)?;
-                self.say(&format!("node {killed} continued (SIGCONT)"));
-            } else {
-                cluster.restart(killed)?;
-                self.say(&format!("node {killed} restarted"));
-            }
-            thread::sleep(half - pause);
-        } else {
-            thread::sleep(half);
-        }
+        let Injected {
+            killed,
+            kill_ms,
+            suspicions_at_kill,
+        } = self.inject(&mut cluster, settled.primary, started)?;
         stop.store(true, Ordering::Relaxed);
         let mut finished = Vec::new();
         for worker in workers {
@@ -461,34 +448,12 @@ impl Scenario {
             }
             logs.push(log);
         }
-        // A node that came back rejoins as a spare and catches up; it may take a reload.
-        let settled_end = cluster.wait_settled(Duration::from_secs(60))?;
-        // Suspicions are counted before the checksums: a checksum pauses a node's executor
-        // for tens of milliseconds, long enough to be suspected.
-        let suspicions_end = suspicions(&cluster);
-        let alone_end = alone_ms(&cluster);
-        let gone = if self.fault.comes_back() {
-            None
-        } else {
-            Some(killed)
-        };
-        // A node that a false suspicion moved out of the view has no checksum to give, or is
-        // still catching up: the cluster settles again and every replica is read again, a few
-        // times at most.
-        let mut findings = check_replicas(&cluster, gone);
-        for _ in 0..CHECK_RETRIES {
-            if !findings.iter().all(|finding| unsettled(finding)) || findings.is_empty() {
-                break;
-            }
-            cluster.wait_settled(Duration::from_secs(60))?;
-            findings = check_replicas(&cluster, gone);
-        }
-        let false_suspicions = false_suspicions(
-            &suspicions_start,
-            &suspicions_at_kill,
-            &suspicions_end,
-            killed,
-        );
+        let Judged {
+            settled_end,
+            alone_end,
+            mut findings,
+            false_suspicions,
+        } = self.judge(&mut cluster, killed, &suspicions_start, &suspicions_at_kill)?;
         let replies: Vec<(f64, u32, u64)> = {
             let mut all: Vec<(f64, u32, u64)> = logs
                 .iter()
@@ -560,14 +525,14 @@ impl Scenario {
             duplicates,
             reply_mismatches,
             client_errors: logs.iter().map(|log| log.errors).sum(),
-            calls_retried: logs.iter().map(|log| log.retried).sum(),
+            calls_retried: Some(logs.iter().map(|log| log.retried).sum()),
             call_ms_max: logs.iter().map(|log| log.call_ms_max).fold(0.0, f64::max),
             consistent: findings.is_empty(),
             findings,
             false_suspicions,
             fault: self.fault,
             killed,
-            stale_replies,
+            stale_replies: Some(stale_replies),
             stall_ms,
             new_primary: Some(settled_end.primary),
             view_before: settled.view,
@@ -581,8 +546,137 @@ impl Scenario {
             kill_ms,
             last_old_ms: last_old,
             first_new_ms: first_new,
+            redis: None,
         };
         Ok(run)
+    }
+}
+
+/// What [`Scenario::inject`] did.
+pub(crate) struct Injected {
+    /// The node the fault hit.
+    pub killed: u32,
+    /// When, in ms since the load started.
+    pub kill_ms: f64,
+    /// Each node's suspicions just before the fault, by suspected peer.
+    pub suspicions_at_kill: BTreeMap<u32, BTreeMap<u32, u64>>,
+}
+
+/// What [`Scenario::judge`] found once the load stopped.
+pub(crate) struct Judged {
+    pub settled_end: Settled,
+    pub alone_end: BTreeMap<u32, f64>,
+    /// Replicas that differ or fail their consistency check.
+    pub findings: Vec<String>,
+    pub false_suspicions: u64,
+}
+
+impl Scenario {
+    /// Lets the load run for half its time, applies the fault, and returns at the end of the
+    /// load's time. `started` is when the load started.
+    pub(crate) fn inject(
+        &self,
+        cluster: &mut LocalCluster,
+        primary_settled: u32,
+        started: Instant,
+    ) -> Result<Injected, Failure> {
+        let half = Duration::from_secs_f64(self.seconds / 2.0);
+        thread::sleep(half);
+        let suspicions_at_kill = suspicions(cluster);
+        // The primary now, which a false suspicion may have moved since the cluster settled.
+        let primary = current_primary(cluster).unwrap_or(primary_settled);
+        let killed = if self.fault.hits_primary() {
+            primary
+        } else {
+            cluster
+                .nodes
+                .iter()
+                .map(|node| node.entry.id)
+                .find(|&id| id != primary)
+                .expect("three nodes")
+        };
+        let kill_ms = started.elapsed().as_secs_f64() * 1000.0;
+        match self.fault {
+            Fault::PausePrimary => cluster.pause(killed, true)?,
+            _ => cluster.kill(killed),
+        }
+        let killed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let what = match self.fault {
+            Fault::KillPrimary | Fault::RestartPrimary => "killed the primary with SIGKILL",
+            Fault::KillBackup => "killed a backup with SIGKILL",
+            Fault::PausePrimary => "paused the primary with SIGSTOP",
+        };
+        self.say(&format!(
+            "{what}: node {killed}, at {kill_ms:.0} ms ({}.{:06})",
+            killed_at.as_secs(),
+            killed_at.subsec_micros()
+        ));
+        if self.fault.comes_back() {
+            let pause = Duration::from_millis(PAUSE_MS).min(half);
+            thread::sleep(pause);
+            if self.fault == Fault::PausePrimary {
+                cluster.pause(killed, false)?;
+                self.say(&format!("node {killed} continued (SIGCONT)"));
+            } else {
+                cluster.restart(killed)?;
+                self.say(&format!("node {killed} restarted"));
+            }
+            thread::sleep(half - pause);
+        } else {
+            thread::sleep(half);
+        }
+        Ok(Injected {
+            killed,
+            kill_ms,
+            suspicions_at_kill,
+        })
+    }
+
+    /// Once the load stopped: waits until the cluster settles, then compares the replicas and
+    /// counts the false suspicions.
+    pub(crate) fn judge(
+        &self,
+        cluster: &mut LocalCluster,
+        killed: u32,
+        suspicions_start: &BTreeMap<u32, BTreeMap<u32, u64>>,
+        suspicions_at_kill: &BTreeMap<u32, BTreeMap<u32, u64>>,
+    ) -> Result<Judged, Failure> {
+        // A node that came back rejoins as a spare and catches up; it may take a reload.
+        let settled_end = cluster.wait_settled(Duration::from_secs(60))?;
+        // Suspicions are counted before the checksums: a checksum pauses a node's executor
+        // for tens of milliseconds, long enough to be suspected.
+        let suspicions_end = suspicions(cluster);
+        let alone_end = alone_ms(cluster);
+        let gone = if self.fault.comes_back() {
+            None
+        } else {
+            Some(killed)
+        };
+        // A node that a false suspicion moved out of the view has no checksum to give, or is
+        // still catching up: the cluster settles again and every replica is read again, a few
+        // times at most.
+        let mut findings = check_replicas(cluster, gone);
+        for _ in 0..CHECK_RETRIES {
+            if !findings.iter().all(|finding| unsettled(finding)) || findings.is_empty() {
+                break;
+            }
+            cluster.wait_settled(Duration::from_secs(60))?;
+            findings = check_replicas(cluster, gone);
+        }
+        let false_suspicions = false_suspicions(
+            suspicions_start,
+            suspicions_at_kill,
+            &suspicions_end,
+            killed,
+        );
+        Ok(Judged {
+            settled_end,
+            alone_end,
+            findings,
+            false_suspicions,
+        })
     }
 }
 
@@ -860,7 +954,9 @@ fn print_report(run: &FailoverRun, chart: &Path) {
     println!("  lost {} (2-safe: must be 0)", run.lost);
     println!("  duplicates {} (must be 0)", run.duplicates);
     println!("  client-visible errors {} (must be 0)", run.client_errors);
-    println!("  calls retried across the failover {}", run.calls_retried);
+    if let Some(retried) = run.calls_retried {
+        println!("  calls retried across the failover {retried}");
+    }
     println!("  false suspicions {}", run.false_suspicions);
     println!(
         "  view changes {} (view {} → {})",
@@ -871,7 +967,31 @@ fn print_report(run: &FailoverRun, chart: &Path) {
          holds)",
         run.alone_ms
     );
-    if run.consistent {
+    if let Some(counts) = &run.redis {
+        let through = if counts.proxies == 0 {
+            "straight to the nodes".to_string()
+        } else {
+            format!("through {} tandem proxies", counts.proxies)
+        };
+        println!(
+            "  redis-py clients {} {through}: {} operations, {} INCRs and {} Lua transfers \
+             acknowledged, {} replies off their client's count",
+            counts.clients,
+            counts.ops,
+            counts.incr_acknowledged,
+            counts.transfers_acknowledged,
+            run.reply_mismatches
+        );
+        if let Some(error) = counts.errors.first() {
+            println!("  a client error: {error}");
+        }
+    }
+    if run.consistent && run.redis.is_some() {
+        println!(
+            "  consistency: replicas identical at the same LSN; every counter, transfer log \
+             and balance accounts for its client's operations; the sum of the balances holds"
+        );
+    } else if run.consistent {
         println!(
             "  consistency: replicas identical at the same LSN; Debit-Credit and dedup checks hold"
         );
