@@ -118,8 +118,10 @@ impl Fault {
             "kill-backup" => Ok(Fault::KillBackup),
             "pause-primary" => Ok(Fault::PausePrimary),
             "restart-primary" => Ok(Fault::RestartPrimary),
-            _ => Err("accepted values: kill-primary, kill-backup, pause-primary,                       restart-primary"
-                .to_string()),
+            _ => Err(
+                "accepted values: kill-primary, kill-backup, pause-primary, restart-primary"
+                    .to_string(),
+            ),
         }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! A local 3-node cluster serves the Redis model; `--proxies` `tandem proxy` processes (this
 //! executable) each speak RESP to the applications and tandem's protocol to every node; each
-//! application is a redis-py process (`redis.py`, embedded here and written next to the
+//! application is a redis-py process (`demo_redis.py`, embedded here and written next to the
 //! cluster) that runs `INCR`s and a Lua transfer through one of them, one operation at a
 //! time, and records each operation. Halfway through, the fault of `tandem demo --fault`
 //! hits. Then the script's `check` reads every key back through a proxy and accounts for
@@ -28,7 +28,7 @@ use crate::Failure;
 use crate::local::{LocalCluster, Options};
 
 /// The workload and its checker.
-const SCRIPT: &str = include_str!("redis.py");
+const SCRIPT: &str = include_str!("demo_redis.py");
 /// Proxies when `--proxies` is not given: more than one, so that clients of different proxies
 /// (whose stubs find the new primary each on its own) share the failover.
 pub(super) const PROXIES_DEFAULT: u32 = 2;
@@ -121,11 +121,12 @@ pub fn python() -> Result<PathBuf, Failure> {
     if let Some(root) = std::env::var_os("TANDEM_PYENV") {
         candidates.push(PathBuf::from(root).join("bin/python"));
     }
-    // target/release/tandem (or target/debug/deps/… for a test's binary) → target/pyenv.
-    if let Ok(exe) = std::env::current_exe() {
-        for target in exe.ancestors().skip(2).take(2) {
-            candidates.push(target.join("pyenv/bin/python"));
-        }
+    // target/release/tandem (or target/debug/tandem, which the tests run) → target/pyenv.
+    if let Some(target) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.ancestors().nth(2).map(Path::to_path_buf))
+    {
+        candidates.push(target.join("pyenv/bin/python"));
     }
     candidates.push(PathBuf::from("target/pyenv/bin/python"));
     candidates.push(PathBuf::from("python3"));
