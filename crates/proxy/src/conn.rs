@@ -461,3 +461,245 @@ fn split_array(body: &[u8], count: usize) -> Option<Vec<&[u8]>> {
     }
     (at == body.len()).then_some(elements)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tandem_redis::wire::ExecArgs;
+
+    fn info() -> ServerInfo {
+        ServerInfo {
+            primary: true,
+            ..ServerInfo::default()
+        }
+    }
+
+    /// Inline requests, one per line.
+    fn requests(lines: &[&str]) -> Vec<u8> {
+        lines
+            .iter()
+            .flat_map(|l| format!("{l}\r\n").into_bytes())
+            .collect()
+    }
+
+    fn commands_of(unit: &Unit) -> Vec<String> {
+        let exec = ExecArgs::decode(&unit.args).expect("a batched unit carries ExecArgs");
+        exec.commands()
+            .iter()
+            .map(|(_, argv)| {
+                argv.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    fn take_out(conn: &mut ProxyConn) -> String {
+        String::from_utf8(std::mem::take(conn.out())).unwrap()
+    }
+
+    #[test]
+    fn a_pipeline_of_reads_is_one_read_call_and_its_replies_keep_their_places() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["GET a", "PING", "GET b", "ECHO x"]));
+        let unit = conn.next_unit(&info()).expect("a unit");
+        assert_eq!(unit.proc_id, PROC_READS);
+        assert_eq!(unit.kind, ProcKind::Read);
+        assert_eq!(unit.target, Target::Primary);
+        assert_eq!(commands_of(&unit), ["GET a", "GET b"]);
+        assert_eq!(take_out(&mut conn), "", "PING's reply waits behind GET a's");
+        conn.finish(unit, Answer::Reply(b"*2\r\n$1\r\n1\r\n$-1\r\n"));
+        assert_eq!(
+            take_out(&mut conn),
+            "$1\r\n1\r\n+PONG\r\n$-1\r\n$1\r\nx\r\n"
+        );
+        assert!(conn.next_unit(&info()).is_none());
+    }
+
+    #[test]
+    fn a_pipeline_with_a_write_is_one_exec_without_watches() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["SET a 1", "INCR a", "GET a"]));
+        let unit = conn.next_unit(&info()).expect("a unit");
+        assert_eq!(unit.proc_id, PROC_EXEC);
+        assert_eq!(unit.kind, ProcKind::Write);
+        assert_eq!(commands_of(&unit), ["SET a 1", "INCR a", "GET a"]);
+        let exec = ExecArgs::decode(&unit.args).unwrap();
+        assert_eq!(exec.watched().count(), 0);
+        conn.finish(unit, Answer::Reply(b"*3\r\n+OK\r\n:2\r\n$1\r\n2\r\n"));
+        assert_eq!(take_out(&mut conn), "+OK\r\n:2\r\n$1\r\n2\r\n");
+    }
+
+    #[test]
+    fn a_lone_command_is_its_own_call() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["INCR n"]));
+        let unit = conn.next_unit(&info()).expect("a unit");
+        assert_eq!(unit.commands(), 1);
+        assert_ne!(unit.proc_id, PROC_EXEC);
+        assert_eq!(unit.kind, ProcKind::Write);
+        conn.finish(
+            unit,
+            Answer::RolledBack("WRONGTYPE Operation against a key"),
+        );
+        assert_eq!(
+            take_out(&mut conn),
+            "-WRONGTYPE Operation against a key\r\n"
+        );
+    }
+
+    #[test]
+    fn a_unit_rolled_back_whole_is_sent_again_one_command_at_a_time() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["INCR a", "PING", "INCR b", "INCR c"]));
+        let unit = conn.next_unit(&info()).expect("a unit");
+        assert_eq!(unit.commands(), 3);
+        conn.finish(unit, Answer::RolledBack("OOM command not allowed"));
+        assert_eq!(take_out(&mut conn), "");
+        let mut replies = String::new();
+        for (n, expected) in [(1, "INCR a"), (2, "INCR b"), (3, "INCR c")] {
+            let unit = conn.next_unit(&info()).expect("a single");
+            assert_eq!(unit.commands(), 1, "{expected}");
+            let mut argv = Argv::new();
+            CallArgs::decode_into(&unit.args, &mut argv).unwrap();
+            assert_eq!(argv.get(1), Some(&expected.as_bytes()[5..]));
+            conn.finish(unit, Answer::Reply(format!(":{n}\r\n").as_bytes()));
+            replies.push_str(&take_out(&mut conn));
+        }
+        assert_eq!(replies, ":1\r\n+PONG\r\n:2\r\n:3\r\n");
+        // Later pipelines are batched again.
+        conn.feed(&requests(&["INCR a", "INCR b"]));
+        assert_eq!(conn.next_unit(&info()).unwrap().commands(), 2);
+    }
+
+    #[test]
+    fn a_failed_unit_tells_each_of_its_commands() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["INCR a", "PING", "GET b"]));
+        let unit = conn.next_unit(&info()).unwrap();
+        conn.finish(unit, Answer::Failed("ERR no answer"));
+        assert_eq!(
+            take_out(&mut conn),
+            "-ERR no answer\r\n+PONG\r\n-ERR no answer\r\n"
+        );
+    }
+
+    #[test]
+    fn a_malformed_batch_reply_is_an_error_not_a_misplaced_reply() {
+        for body in [
+            &b":1\r\n"[..],
+            b"*3\r\n:1\r\n:2\r\n",
+            b"*2\r\n:1\r\n",
+            b"*2\r\n:1\r\n:2\r\n:3\r\n",
+        ] {
+            let mut conn = ProxyConn::new(1);
+            conn.feed(&requests(&["INCR a", "INCR b"]));
+            let unit = conn.next_unit(&info()).unwrap();
+            conn.finish(unit, Answer::Reply(body));
+            let out = take_out(&mut conn);
+            assert_eq!(out.matches("-ERR tandem proxy").count(), 2, "{out}");
+        }
+    }
+
+    #[test]
+    fn multi_blocks_and_watch_are_units_of_their_own_and_watch_holds_later_requests() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&[
+            "GET x", "WATCH k", "MULTI", "INCR k", "EXEC", "GET y",
+        ]));
+        let unit = conn.next_unit(&info()).unwrap();
+        assert_eq!(
+            unit.commands(),
+            1,
+            "GET x alone: WATCH does not join a pipeline"
+        );
+        conn.finish(unit, Answer::Reply(b"$-1\r\n"));
+        let watch = conn.next_unit(&info()).unwrap();
+        assert_eq!(watch.proc_id, tandem_redis::PROC_WATCH);
+        assert!(conn.items.is_empty(), "nothing handled past WATCH");
+        assert!(
+            conn.start < conn.input.len(),
+            "MULTI and the rest wait, unparsed"
+        );
+        let mut versions = Vec::new();
+        tandem_redis::wire::encode_versions(&[7], &mut versions);
+        conn.finish(watch, Answer::Reply(&versions));
+        let exec = conn.next_unit(&info()).unwrap();
+        assert_eq!(exec.proc_id, PROC_EXEC);
+        let args = ExecArgs::decode(&exec.args).unwrap();
+        assert_eq!(args.watched().collect::<Vec<_>>(), [(&b"k"[..], 7)]);
+        conn.finish(exec, Answer::Reply(b"*1\r\n:1\r\n"));
+        let get = conn.next_unit(&info()).unwrap();
+        conn.finish(get, Answer::Reply(b"$-1\r\n"));
+        assert_eq!(
+            take_out(&mut conn),
+            "$-1\r\n+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n:1\r\n$-1\r\n"
+        );
+    }
+
+    #[test]
+    fn reads_go_to_backups_after_readonly_and_writes_never_do() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["READONLY", "GET a", "GET b"]));
+        let reads = conn.next_unit(&info()).unwrap();
+        assert_eq!(reads.target, Target::Backup);
+        conn.finish(reads, Answer::Reply(b"*2\r\n$-1\r\n$-1\r\n"));
+        conn.feed(&requests(&["GET a", "INCR a"]));
+        let mixed = conn.next_unit(&info()).unwrap();
+        assert_eq!(mixed.target, Target::Primary);
+        conn.finish(mixed, Answer::Reply(b"*2\r\n$-1\r\n:1\r\n"));
+        conn.feed(&requests(&["READWRITE", "GET a"]));
+        let read = conn.next_unit(&info()).unwrap();
+        assert_eq!(read.target, Target::Primary);
+        conn.finish(read, Answer::Reply(b"$1\r\n1\r\n"));
+        assert_eq!(
+            take_out(&mut conn),
+            "+OK\r\n$-1\r\n$-1\r\n$-1\r\n:1\r\n+OK\r\n$1\r\n1\r\n"
+        );
+    }
+
+    #[test]
+    fn a_pipeline_is_cut_at_the_unit_limit_and_requests_split_across_reads_wait() {
+        let mut conn = ProxyConn::new(1);
+        let lines: Vec<String> = (0..UNIT_COMMANDS_MAX + 3)
+            .map(|i| format!("INCR k{i}"))
+            .collect();
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let mut bytes = requests(&lines);
+        bytes.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$1\r");
+        conn.feed(&bytes);
+        let first = conn.next_unit(&info()).unwrap();
+        assert_eq!(first.commands(), UNIT_COMMANDS_MAX);
+        let body: Vec<u8> = std::iter::once(format!("*{UNIT_COMMANDS_MAX}\r\n"))
+            .chain((0..UNIT_COMMANDS_MAX).map(|_| ":1\r\n".to_owned()))
+            .flat_map(String::into_bytes)
+            .collect();
+        conn.finish(first, Answer::Reply(&body));
+        let rest = conn.next_unit(&info()).unwrap();
+        assert_eq!(rest.commands(), 3, "the half-sent GET waits for its bytes");
+        conn.finish(rest, Answer::Reply(b"*3\r\n:1\r\n:1\r\n:1\r\n"));
+        assert!(conn.next_unit(&info()).is_none());
+        conn.feed(b"\nk\r\n");
+        let get = conn.next_unit(&info()).unwrap();
+        assert_eq!(get.kind, ProcKind::Read);
+    }
+
+    #[test]
+    fn quit_and_protocol_errors_close_after_the_replies_before_them() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["INCR a", "QUIT", "INCR b"]));
+        let unit = conn.next_unit(&info()).unwrap();
+        assert_eq!(unit.commands(), 1, "nothing after QUIT runs");
+        conn.finish(unit, Answer::Reply(b":1\r\n"));
+        assert!(conn.next_unit(&info()).is_none());
+        assert_eq!(take_out(&mut conn), ":1\r\n+OK\r\n");
+        assert!(conn.done());
+
+        let mut conn = ProxyConn::new(2);
+        conn.feed(b"*1\r\n$x\r\n");
+        assert!(conn.next_unit(&info()).is_none());
+        assert!(take_out(&mut conn).starts_with("-ERR Protocol error"));
+        assert!(conn.done());
+    }
+}
