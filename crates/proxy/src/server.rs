@@ -65,6 +65,7 @@ struct Counters {
     commands: AtomicU64,
     /// Units whose commands were told an error the proxy wrote (deadline, refusal).
     errors: AtomicU64,
+    reads_at_backups: AtomicU64,
 }
 
 /// A snapshot of [`Proxy::stats`].
@@ -78,6 +79,8 @@ pub struct ProxyStats {
     pub commands: u64,
     /// Units whose commands got an error from the proxy itself.
     pub errors: u64,
+    /// Units of reads a backup served (after `READONLY`; the others went to the primary).
+    pub reads_at_backups: u64,
 }
 
 #[derive(Debug)]
@@ -152,6 +155,7 @@ impl Proxy {
             units: c.units.load(Ordering::Relaxed),
             commands: c.commands.load(Ordering::Relaxed),
             errors: c.errors.load(Ordering::Relaxed),
+            reads_at_backups: c.reads_at_backups.load(Ordering::Relaxed),
         }
     }
 
@@ -314,7 +318,15 @@ fn run_unit(conn: &mut ProxyConn, unit: Unit, client: &mut Client, shared: &Shar
         .fetch_add(unit.commands() as u64, Ordering::Relaxed);
     let result = match unit.target {
         Target::Primary => client.call(unit.proc_id.0, &unit.args, None),
-        Target::Backup => client.read(unit.proc_id.0, &unit.args),
+        Target::Backup => {
+            let before = client.stats().reads_at_backups;
+            let result = client.read(unit.proc_id.0, &unit.args);
+            let served = client.stats().reads_at_backups - before;
+            counters
+                .reads_at_backups
+                .fetch_add(served, Ordering::Relaxed);
+            result
+        }
     };
     match result {
         Ok(outcome) if outcome.committed() => conn.finish(unit, Answer::Reply(&outcome.body)),
