@@ -390,8 +390,9 @@ fn parse_reads_seconds(text: &str) -> Result<f64, String> {
 
 #[derive(Debug, Args)]
 pub struct RespArgs {
-    /// Systems, comma-separated: tandem, redis, redis-wait.
-    #[arg(long, default_value = "tandem,redis,redis-wait", value_parser = parse_systems)]
+    /// Systems, comma-separated: tandem (a node's RESP port), tandem-proxy (the same group
+    /// through `tandem proxy`), redis, redis-wait.
+    #[arg(long, default_value = "tandem,tandem-proxy,redis,redis-wait", value_parser = parse_systems)]
     pub systems: Systems,
     /// Tests, comma-separated: SET, GET, INCR, LPUSH, HSET, EVALSHA, MULTI.
     #[arg(long, default_value = "SET,GET,INCR,LPUSH,HSET,EVALSHA,MULTI", value_parser = parse_tests)]
@@ -434,10 +435,12 @@ fn parse_systems(text: &str) -> Result<Systems, String> {
     text.split(',')
         .map(|name| match name.trim() {
             "tandem" => Ok(System::Tandem),
+            "tandem-proxy" => Ok(System::TandemProxy),
             "redis" => Ok(System::Redis),
             "redis-wait" => Ok(System::RedisWait),
             other => Err(format!(
-                "unknown system '{other}'; accepted values: tandem, redis, redis-wait"
+                "unknown system '{other}'; accepted values: tandem, tandem-proxy, redis, \
+                 redis-wait"
             )),
         })
         .collect::<Result<_, _>>()
