@@ -4,7 +4,10 @@
 //! command's index in the table, its kind the command's class; the ids below it run what a
 //! connection asks for on its own behalf, [`PROC_EXEC`] (a `MULTI` … `EXEC` block, one txn)
 //! and [`PROC_WATCH`] (what a `WATCH` saw of each key it names: its version, or the LSN at
-//! which it was absent), and the primary's expiry sweep ([`PROC_SWEEP`]). A call's arguments
+//! which it was absent), the primary's expiry sweep ([`PROC_SWEEP`]), and [`PROC_READS`],
+//! several read-only commands read at one point of the history (what `tandem proxy` sends for
+//! a pipeline of reads; a pipeline with a write goes as a [`PROC_EXEC`] without watched
+//! keys). A call's arguments
 //! are [`CallArgs`]: the connection's protocol and the command's arguments; its reply is the
 //! RESP reply, in that protocol. A command that answers an error fails the call
 //! ([`ProcError::Failed`] with the error's text), so it takes no LSN; it has written nothing
@@ -28,8 +31,13 @@ pub const PROC_EXEC: ProcId = ProcId(0);
 pub const PROC_WATCH: ProcId = ProcId(1);
 /// The write procedure the primary runs every [`SWEEP_INTERVAL_MS`]: the active expiry sweep.
 pub const PROC_SWEEP: ProcId = ProcId(2);
+/// The read procedure that runs several read-only commands at one point of the history and
+/// answers an array of their replies, as `EXEC` does (its arguments are [`ExecArgs`] without
+/// watched keys). A pipeline of reads costs one call this way, and may run on a backup.
+pub const PROC_READS: ProcId = ProcId(3);
 /// The procedure id of the first command of the table.
-pub const FIRST_COMMAND: u16 = 3;
+pub const FIRST_COMMAND: u16 = 4;
+const PROC_READS_NAME: &str = "tandem.reads";
 const PROC_SWEEP_NAME: &str = "tandem.sweep";
 /// How often the primary sweeps expired keys (Redis's default `hz` is 10).
 pub const SWEEP_INTERVAL_MS: u64 = 100;
@@ -137,6 +145,45 @@ impl RedisModel {
     }
 }
 
+impl RedisModel {
+    /// Runs a batch of read-only commands on `segment`, writing an array of their replies (an
+    /// error for a command that refused). A write in the batch is refused as a replica
+    /// refuses one: the proxy sends only read-only commands here, so one means a bug.
+    fn reads(
+        &self,
+        segment: &Segment,
+        args: &ExecArgs,
+        now_ms: u64,
+        reply: &mut Vec<u8>,
+    ) -> Result<(), CmdError> {
+        if args.watched().next().is_some() {
+            return Err(CmdError::Reply("ERR a read batch watches no key".into()));
+        }
+        let mut scripts = self.scripts.borrow_mut();
+        let mut ctx = Ctx::new(Access::Read(segment), self.layout, now_ms, self.rng_seed())
+            .with_scripts(&mut scripts);
+        ReplyWriter::new(reply, args.proto()).array(args.commands().len());
+        let mut one = Vec::new();
+        for (command_proto, argv) in args.commands() {
+            one.clear();
+            let name = argv.get(0).unwrap_or_default();
+            let mut writer = ReplyWriter::new(&mut one, *command_proto);
+            let result = match crate::cmd::lookup(name) {
+                Some((_, command)) if command.class == Class::Write => Err(CmdError::Reply(
+                    "READONLY You can't write against a read only replica.".into(),
+                )),
+                _ => crate::cmd::run_in(&mut ctx, argv, &mut writer),
+            };
+            match result {
+                Ok(()) => reply.extend_from_slice(&one),
+                Err(CmdError::Reply(text)) => ReplyWriter::new(reply, *command_proto).error(&text),
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+}
+
 impl DataModel for RedisModel {
     fn name(&self) -> &str {
         "redis"
@@ -147,6 +194,7 @@ impl DataModel for RedisModel {
             PROC_EXEC_NAME => Some(PROC_EXEC),
             PROC_WATCH_NAME => Some(PROC_WATCH),
             PROC_SWEEP_NAME => Some(PROC_SWEEP),
+            PROC_READS_NAME => Some(PROC_READS),
             _ => crate::cmd::lookup(name.as_bytes())
                 .filter(|(_, c)| c.class != Class::Connection)
                 .map(|(index, _)| command_proc(index)),
@@ -158,6 +206,7 @@ impl DataModel for RedisModel {
             PROC_EXEC => Some(PROC_EXEC_NAME),
             PROC_WATCH => Some(PROC_WATCH_NAME),
             PROC_SWEEP => Some(PROC_SWEEP_NAME),
+            PROC_READS => Some(PROC_READS_NAME),
             _ => Self::command(id).map(|c| c.name),
         }
     }
@@ -167,6 +216,7 @@ impl DataModel for RedisModel {
             PROC_EXEC => Some(ProcKind::Write),
             PROC_WATCH => Some(ProcKind::Read),
             PROC_SWEEP => Some(ProcKind::Write),
+            PROC_READS => Some(ProcKind::Read),
             _ => Self::command(id).map(|c| match c.class {
                 Class::Write => ProcKind::Write,
                 _ => ProcKind::Read,
@@ -236,6 +286,11 @@ impl DataModel for RedisModel {
                 .collect();
             encode_versions(&words, reply);
             return Ok(());
+        }
+        if id == PROC_READS {
+            let reads =
+                ExecArgs::decode(args).map_err(|_| ProcError::BadArgs("a malformed read batch"))?;
+            return self.reads(segment, &reads, now_ms, reply).map_err(failed);
         }
         let command = Self::command(id).ok_or(ProcError::BadArgs("no such command"))?;
         let mut argv = Argv::new();

@@ -516,3 +516,49 @@ fn only_a_withheld_read_runs_again_and_only_for_a_while() {
     let write = call(&mut session, "SET k v", &mut out);
     assert_eq!(write.runs_again_after(Duration::ZERO), None);
 }
+
+/// A read batch (what `tandem proxy` sends for a pipeline of reads) answers each command's
+/// reply in order, an error in place for a command that refused, refuses a write in place,
+/// and takes no LSN.
+#[test]
+fn a_read_batch_answers_each_read_in_order_and_refuses_writes() {
+    use tandem_redis::model::PROC_READS;
+    use tandem_redis::wire::ExecArgs;
+
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("SET k v"), ok());
+    assert_eq!(node.s("RPUSH l a b"), int(2));
+    let lsn = node.store.segment().lsn();
+    let line = |text: &str| {
+        let mut argv = Argv::new();
+        for word in text.split(' ') {
+            argv.push(word.as_bytes());
+        }
+        (Proto::Resp2, argv)
+    };
+    let commands = [
+        line("GET k"),
+        line("GET l"),
+        line("LRANGE l 0 -1"),
+        line("SET k w"),
+        line("EXISTS k nope"),
+    ];
+    let mut args = Vec::new();
+    ExecArgs::encode(Proto::Resp2, &[], &commands, &mut args);
+    let mut reply = Vec::new();
+    node.store.read(PROC_READS, &args, &mut reply).unwrap();
+    let (value, used) = parse_reply(&reply).unwrap().unwrap();
+    assert_eq!(used, reply.len());
+    assert_eq!(
+        value,
+        Value::Array(vec![
+            bulk("v"),
+            err("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            Value::Array(vec![bulk("a"), bulk("b")]),
+            err("READONLY You can't write against a read only replica."),
+            int(1),
+        ])
+    );
+    assert_eq!(node.store.segment().lsn(), lsn, "a read batch takes no LSN");
+    assert_eq!(node.s("GET k"), bulk("v"));
+}

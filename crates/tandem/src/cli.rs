@@ -45,6 +45,9 @@ pub enum Command {
     /// Start 3 nodes, run Debit-Credit through the client stub, kill the primary midway and
     /// report the failover: gap, lost and duplicate commits, client errors, consistency.
     Demo(DemoArgs),
+    /// Serve Redis clients on a local port and run their commands on the cluster through the
+    /// client stub: every command exactly once, failovers seen as a pause, never an error.
+    Proxy(ProxyArgs),
     /// Spin one core until standard input closes (the noise of `bench failover --noise`).
     #[command(hide = true)]
     Burn,
@@ -258,6 +261,53 @@ fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {
 }
 
 #[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// One or more nodes of the cluster, comma-separated: their client address (a node
+    /// config's `listen`; `tandem status` shows them).
+    #[arg(long, value_name = "ADDR[,ADDR...]", value_parser = parse_addresses)]
+    pub cluster: Addresses,
+    /// Where applications connect.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6379")]
+    pub listen: std::net::SocketAddr,
+    /// The replication group the nodes serve (a local cluster's is 0).
+    #[arg(long, default_value_t = 0)]
+    pub group: u32,
+    /// How long a command may wait for the cluster, failovers included, before its
+    /// application is told an error (1 to 3,600,000).
+    #[arg(long = "deadline-ms", value_name = "MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub deadline_ms: u64,
+    /// How reads sent to backups after `READONLY` see the history: linearizable (the
+    /// default), session, or bounded:MS.
+    #[arg(long, value_name = "MODE", default_value = "linearizable", value_parser = parse_read_consistency)]
+    pub reads: tandem_replication::ReadConsistency,
+    /// The least severe log lines the proxy writes (as `tandem node --log-level`).
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
+}
+
+/// A list of socket addresses, as `--cluster` takes them.
+#[derive(Clone, Debug)]
+pub struct Addresses(pub Vec<std::net::SocketAddr>);
+
+fn parse_addresses(text: &str) -> Result<Addresses, String> {
+    let mut addresses = Vec::new();
+    for part in text.split(',') {
+        let part = part.trim();
+        let address = part.parse().map_err(|_| {
+            format!("'{part}' is not an address: give HOST:PORT, e.g. 127.0.0.1:7001")
+        })?;
+        if !addresses.contains(&address) {
+            addresses.push(address);
+        }
+    }
+    Ok(Addresses(addresses))
+}
+
+fn parse_read_consistency(text: &str) -> Result<tandem_replication::ReadConsistency, String> {
+    text.parse().map_err(|err| format!("{err}"))
+}
+
+#[derive(Debug, Args)]
 pub struct NodeArgs {
     /// The node's configuration (crates/runtime/src/config.rs has a commented example).
     #[arg(long, value_name = "FILE")]
@@ -360,8 +410,9 @@ fn parse_reads_seconds(text: &str) -> Result<f64, String> {
 
 #[derive(Debug, Args)]
 pub struct RespArgs {
-    /// Systems, comma-separated: tandem, redis, redis-wait.
-    #[arg(long, default_value = "tandem,redis,redis-wait", value_parser = parse_systems)]
+    /// Systems, comma-separated: tandem (a node's RESP port), tandem-proxy (the same group
+    /// through `tandem proxy`), redis, redis-wait.
+    #[arg(long, default_value = "tandem,tandem-proxy,redis,redis-wait", value_parser = parse_systems)]
     pub systems: Systems,
     /// Tests, comma-separated: SET, GET, INCR, LPUSH, HSET, EVALSHA, MULTI.
     #[arg(long, default_value = "SET,GET,INCR,LPUSH,HSET,EVALSHA,MULTI", value_parser = parse_tests)]
@@ -404,10 +455,12 @@ fn parse_systems(text: &str) -> Result<Systems, String> {
     text.split(',')
         .map(|name| match name.trim() {
             "tandem" => Ok(System::Tandem),
+            "tandem-proxy" => Ok(System::TandemProxy),
             "redis" => Ok(System::Redis),
             "redis-wait" => Ok(System::RedisWait),
             other => Err(format!(
-                "unknown system '{other}'; accepted values: tandem, redis, redis-wait"
+                "unknown system '{other}'; accepted values: tandem, tandem-proxy, redis, \
+                 redis-wait"
             )),
         })
         .collect::<Result<_, _>>()

@@ -10,6 +10,7 @@ mod cli;
 mod demo;
 mod local;
 mod logging;
+mod proxy;
 mod sim;
 mod timeline;
 mod up;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
     };
     let log_level = match &cli.command {
         Command::Node(args) => args.log_level,
+        Command::Proxy(args) => args.log_level,
         _ => None,
     };
     if let Err(message) = logging::init(log_level) {
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Command::Start(args) => up::start(&args),
         Command::Down(args) => up::down(&args),
         Command::Demo(args) => demo::demo(&args),
+        Command::Proxy(args) => proxy::run(&args),
         Command::Burn => burn(),
     };
     match result {

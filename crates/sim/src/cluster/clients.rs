@@ -21,8 +21,33 @@ impl World {
                 (proc_id, args)
             }
             ClientCalls::Redis(redis) => {
-                let call = redis.workload.next_call();
+                let unit = match redis.proxy.next_unit(&proxy_info()) {
+                    Some(unit) => unit,
+                    None => {
+                        // The application has every reply: it sends its next pipeline.
+                        assert_eq!(
+                            redis.requests, redis.replies,
+                            "client {client}: the proxy answers each request once"
+                        );
+                        let mut requests = Vec::new();
+                        for call in redis.workload.next_pipeline() {
+                            redis.requests += call.write_requests(&mut requests) as u64;
+                        }
+                        redis.proxy.feed(&requests);
+                        redis
+                            .proxy
+                            .next_unit(&proxy_info())
+                            .expect("a pipeline of data commands makes a unit")
+                    }
+                };
+                let call = RedisCall::from_unit(unit.proc_id, &unit.args);
                 let encoded = call.encode();
+                assert_eq!(
+                    encoded,
+                    (unit.proc_id, unit.args.clone()),
+                    "the proxy sends what a session would"
+                );
+                redis.unit = Some(unit);
                 redis.sent.push(call);
                 assert_eq!(redis.sent.len() as u64, state.seq, "a call per seq");
                 encoded
@@ -72,6 +97,25 @@ impl World {
             Action::Done(result) => {
                 state.waiting = Waiting::Nothing;
                 let (route, _) = state.call.take().expect("a call in flight");
+                if let ClientCalls::Redis(redis) = &mut state.calls {
+                    let unit = redis.unit.take().expect("a unit per call");
+                    match &result {
+                        Ok(outcome) if outcome.committed() => {
+                            redis.proxy.finish(unit, ProxyAnswer::Reply(&outcome.body));
+                        }
+                        Ok(outcome) => {
+                            let text = String::from_utf8_lossy(&outcome.body);
+                            redis.proxy.finish(unit, ProxyAnswer::RolledBack(&text));
+                        }
+                        Err(err) => {
+                            let text = format!("ERR {err}");
+                            redis.proxy.finish(unit, ProxyAnswer::Failed(&text));
+                        }
+                    }
+                    let out = std::mem::take(redis.proxy.out());
+                    redis.replies += count_replies(&out)
+                        .unwrap_or_else(|err| panic!("client {client}: the proxy wrote {err}"));
+                }
                 match result {
                     Ok(_) => self.report.replies += 1,
                     Err(err) => {
@@ -222,4 +266,33 @@ impl World {
     fn now_duration(&self) -> Duration {
         Duration::from_micros(self.now)
     }
+}
+
+/// What a proxy's sessions know of the cluster: to its applications it is the primary.
+fn proxy_info() -> tandem_redis::session::ServerInfo {
+    tandem_redis::session::ServerInfo {
+        primary: true,
+        ..Default::default()
+    }
+}
+
+/// How many whole RESP replies `out` holds; an error if anything else is in it.
+fn count_replies(mut out: &[u8]) -> Result<u64, String> {
+    let mut count = 0;
+    while !out.is_empty() {
+        match tandem_redis::resp::parse_reply(out) {
+            Ok(Some((_, used))) => {
+                out = &out[used..];
+                count += 1;
+            }
+            Ok(None) => {
+                return Err(format!(
+                    "a partial reply {:?}",
+                    String::from_utf8_lossy(out)
+                ));
+            }
+            Err(err) => return Err(format!("a malformed reply ({err:?})")),
+        }
+    }
+    Ok(count)
 }

@@ -87,6 +87,7 @@ use tandem_node::{
     Observed, Ran, ReadAnswer, ReceiverRole, Refusal, RoleHeld, RoleReady, RoleRule, Roles,
     Supervisor, WaitingRead,
 };
+use tandem_proxy::{Answer as ProxyAnswer, ProxyConn, Unit};
 use tandem_redis::RedisModel;
 use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::wire::CallArgs;
@@ -521,9 +522,18 @@ enum ClientCalls {
     Redis(Box<RedisClient>),
 }
 
-/// A client of the Redis model: its workload, what it sent, and what it was answered.
+/// A client of the Redis model: its workload, what it sent, and what it was answered. It is
+/// an application behind `tandem proxy`: it writes pipelines of RESP requests into a proxy
+/// connection, whose units are its calls, and reads the replies the proxy writes back.
 struct RedisClient {
     workload: Workload,
+    proxy: ProxyConn,
+    /// The unit whose call is in flight.
+    unit: Option<Unit>,
+    /// Requests written into the proxy connection, and replies read back from it: equal
+    /// whenever the connection has nothing left to send.
+    requests: u64,
+    replies: u64,
     /// The call of each seq, from seq 1 on.
     sent: Vec<RedisCall>,
     /// The answers its router accepted, in order.
@@ -853,6 +863,10 @@ impl World {
                     ),
                     Model::Redis => ClientCalls::Redis(Box::new(RedisClient {
                         workload: Workload::new(seed ^ (0x9e37 + index as u64)),
+                        proxy: ProxyConn::new(index as u64 + 1),
+                        unit: None,
+                        requests: 0,
+                        replies: 0,
                         sent: Vec::new(),
                         acked: Vec::new(),
                     })),

@@ -90,6 +90,7 @@ impl Reference {
                 b"GET" | b"HGET" | b"LRANGE" | b"SCARD" | b"ZRANGE" | b"PTTL"
             ),
             RedisCall::Exec(_) => false,
+            RedisCall::Reads(_) => true,
         }
     }
 
@@ -107,9 +108,27 @@ impl Reference {
                 }
             }
             RedisCall::Exec(commands) => {
+                let (keys, scripts) = (self.keys.clone(), self.scripts.clone());
                 let mut reply = Vec::new();
                 array(&mut reply, commands.len());
                 for words in commands {
+                    if words[0] == b"EVAL" {
+                        // A script that fails after writing fails the whole block (its
+                        // writes cannot be undone alone); one that fails at its first line
+                        // answers its error in place, and the block keeps the script.
+                        match self.script(words, now_ms) {
+                            Outcome::Committed(one) => reply.extend_from_slice(&one),
+                            Outcome::Failed(text) if text.ends_with("@user_script:1.") => {
+                                error_line(&mut reply, &text);
+                            }
+                            Outcome::Failed(text) => {
+                                (self.keys, self.scripts) = (keys, scripts);
+                                return Outcome::Failed(text);
+                            }
+                            Outcome::Read(_) => unreachable!("a script writes"),
+                        }
+                        continue;
+                    }
                     let mut one = Vec::new();
                     match self.command(words, now_ms, &mut one) {
                         Ok(()) => reply.extend_from_slice(&one),
@@ -118,6 +137,7 @@ impl Reference {
                 }
                 Outcome::Committed(reply)
             }
+            RedisCall::Reads(_) => self.answer(call, now_ms),
         }
     }
 
@@ -126,6 +146,18 @@ impl Reference {
     pub fn answer(&self, call: &RedisCall, now_ms: u64) -> Outcome {
         match call {
             RedisCall::Command(words) if Reference::is_read(call) => self.read(words, now_ms),
+            RedisCall::Reads(commands) => {
+                let mut reply = Vec::new();
+                array(&mut reply, commands.len());
+                for words in commands {
+                    match self.read(words, now_ms) {
+                        Outcome::Read(one) => reply.extend_from_slice(&one),
+                        Outcome::Failed(text) => error_line(&mut reply, &text),
+                        Outcome::Committed(_) => unreachable!("a read commits nothing"),
+                    }
+                }
+                Outcome::Read(reply)
+            }
             _ => self.clone().call(call, now_ms),
         }
     }

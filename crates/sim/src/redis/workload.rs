@@ -11,7 +11,7 @@
 //! mix, and so are the calls they roll back.
 
 use tandem_redis::PROC_EXEC;
-use tandem_redis::model::command_proc;
+use tandem_redis::model::{PROC_READS, command_proc};
 use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::wire::{CallArgs, ExecArgs};
 use tandem_store::{ProcId, Rng};
@@ -39,14 +39,72 @@ return item
 ";
 
 /// A call as a client makes it: one command (a script is an `EVAL` command), or a
-/// `MULTI` … `EXEC` block of commands that runs as one call.
+/// `MULTI` … `EXEC` block of commands that runs as one call. The clients send their calls as
+/// an application would, in RESP through a proxy connection (`tandem_proxy::ProxyConn`),
+/// which also makes calls of pipelines: a pipeline with a write is an `Exec` (an `EXEC`
+/// without watched keys), one of reads only is `Reads`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RedisCall {
     Command(Vec<Vec<u8>>),
     Exec(Vec<Vec<Vec<u8>>>),
+    /// Read-only commands read at one point of the history ([`PROC_READS`]).
+    Reads(Vec<Vec<Vec<u8>>>),
 }
 
 impl RedisCall {
+    /// The call a proxy's unit makes, from its procedure and arguments.
+    pub fn from_unit(proc_id: ProcId, args: &[u8]) -> RedisCall {
+        let words_of = |argv: &Argv| argv.iter().map(<[u8]>::to_vec).collect::<Vec<_>>();
+        if proc_id == PROC_EXEC || proc_id == PROC_READS {
+            let exec = ExecArgs::decode(args).expect("the proxy encodes its units");
+            assert_eq!(exec.watched().count(), 0, "the workload watches nothing");
+            let commands = exec
+                .commands()
+                .iter()
+                .map(|(_, argv)| words_of(argv))
+                .collect();
+            return if proc_id == PROC_EXEC {
+                RedisCall::Exec(commands)
+            } else {
+                RedisCall::Reads(commands)
+            };
+        }
+        let mut argv = Argv::new();
+        CallArgs::decode_into(args, &mut argv).expect("the proxy encodes its units");
+        RedisCall::Command(words_of(&argv))
+    }
+
+    /// Appends the call as an application sends it in RESP (a block as `MULTI`, its
+    /// commands, `EXEC`); returns how many replies it gets back.
+    pub fn write_requests(&self, out: &mut Vec<u8>) -> usize {
+        let mut request = |words: &[&[u8]]| {
+            out.extend_from_slice(format!("*{}\r\n", words.len()).as_bytes());
+            for word in words {
+                out.extend_from_slice(format!("${}\r\n", word.len()).as_bytes());
+                out.extend_from_slice(word);
+                out.extend_from_slice(b"\r\n");
+            }
+        };
+        fn borrowed(words: &[Vec<u8>]) -> Vec<&[u8]> {
+            words.iter().map(Vec::as_slice).collect()
+        }
+        match self {
+            RedisCall::Command(words) => {
+                request(&borrowed(words));
+                1
+            }
+            RedisCall::Exec(commands) => {
+                request(&[b"MULTI"]);
+                for words in commands {
+                    request(&borrowed(words));
+                }
+                request(&[b"EXEC"]);
+                commands.len() + 2
+            }
+            RedisCall::Reads(_) => unreachable!("only a proxy makes read batches"),
+        }
+    }
+
     /// The procedure and wire arguments a connection sends for the call (RESP2), as
     /// `tandem_redis::session` makes them.
     pub fn encode(&self) -> (ProcId, Vec<u8>) {
@@ -66,6 +124,14 @@ impl RedisCall {
                     .collect();
                 ExecArgs::encode(Proto::Resp2, &[], &commands, &mut args);
                 (PROC_EXEC, args)
+            }
+            RedisCall::Reads(commands) => {
+                let commands: Vec<(Proto, Argv)> = commands
+                    .iter()
+                    .map(|words| (Proto::Resp2, argv(words)))
+                    .collect();
+                ExecArgs::encode(Proto::Resp2, &[], &commands, &mut args);
+                (PROC_READS, args)
             }
         }
     }
@@ -98,6 +164,16 @@ impl std::fmt::Display for RedisCall {
                     formatter.write_str("; ")?;
                 }
                 formatter.write_str("EXEC")
+            }
+            RedisCall::Reads(commands) => {
+                formatter.write_str("reads(")?;
+                for (index, words) in commands.iter().enumerate() {
+                    if index > 0 {
+                        formatter.write_str("; ")?;
+                    }
+                    command(formatter, words)?;
+                }
+                formatter.write_str(")")
             }
         }
     }
@@ -137,6 +213,17 @@ impl Workload {
         Workload {
             rng: Rng::new(seed),
         }
+    }
+
+    /// The calls an application sends before it reads their replies: one call half the
+    /// time, else two to four (a proxy makes one unit of each run of data commands in them).
+    pub fn next_pipeline(&mut self) -> Vec<RedisCall> {
+        let len = match self.rng.below(4) {
+            0 | 1 => 1,
+            2 => 2,
+            _ => 3 + self.rng.below(2) as usize,
+        };
+        (0..len).map(|_| self.next_call()).collect()
     }
 
     /// The next call.

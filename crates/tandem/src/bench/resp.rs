@@ -48,6 +48,8 @@ const CLIENT_THREADS: usize = 2;
 #[serde(rename_all = "kebab-case")]
 pub enum System {
     Tandem,
+    /// The same tandem group, through a `tandem proxy` (in this process) in front of it.
+    TandemProxy,
     Redis,
     RedisWait,
 }
@@ -56,6 +58,7 @@ impl System {
     fn name(self) -> &'static str {
         match self {
             System::Tandem => "tandem",
+            System::TandemProxy => "tandem-proxy",
             System::Redis => "redis",
             System::RedisWait => "redis-wait",
         }
@@ -253,6 +256,7 @@ struct Running {
     sha: String,
     _redis: Vec<RedisProcess>,
     _cluster: Option<LocalCluster>,
+    _proxy: Option<tandem_proxy::Proxy>,
 }
 
 /// A `redis-server` child, stopped when dropped.
@@ -317,6 +321,7 @@ fn wait_for_pong(address: SocketAddr) -> Result<(), Failure> {
 }
 
 fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> {
+    let mut proxy = None;
     let (address, redis, cluster) = match system {
         System::Redis => {
             let (process, address) = start_redis(None, dir)?;
@@ -341,18 +346,33 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
             }
             (address, vec![primary, replica], None)
         }
-        System::Tandem => {
+        System::Tandem | System::TandemProxy => {
             let mut options = Options::new(2).with_db_mib(db_mib);
             options.safety = Safety::DEFAULT;
             options.workload = "redis".into();
-            let mut cluster = LocalCluster::start(&dir.join("tandem"), &options)?;
+            let name = system.name();
+            let mut cluster = LocalCluster::start(&dir.join(name), &options)?;
             let settled = cluster.wait_settled(Duration::from_secs(60))?;
-            let address = cluster
-                .nodes
-                .iter()
-                .find(|node| node.entry.id == settled.primary)
-                .and_then(|node| node.entry.resp)
-                .ok_or_else(|| Failure::Run("the primary has no RESP port".into()))?;
+            let address = if system == System::TandemProxy {
+                let started = tandem_proxy::Proxy::start(tandem_proxy::ProxyConfig {
+                    cluster: cluster.addresses(),
+                    listen: "127.0.0.1:0".parse().expect("an address"),
+                    group: 0,
+                    deadline: Duration::from_secs(5),
+                    read_consistency: tandem_replication::ReadConsistency::Linearizable,
+                })
+                .map_err(|err| Failure::Run(format!("the proxy: {err}")))?;
+                let address = started.local_addr();
+                proxy = Some(started);
+                address
+            } else {
+                cluster
+                    .nodes
+                    .iter()
+                    .find(|node| node.entry.id == settled.primary)
+                    .and_then(|node| node.entry.resp)
+                    .ok_or_else(|| Failure::Run("the primary has no RESP port".into()))?
+            };
             (address, Vec::new(), Some(cluster))
         }
     };
@@ -385,6 +405,7 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
         sha,
         _redis: redis,
         _cluster: cluster,
+        _proxy: proxy,
     })
 }
 

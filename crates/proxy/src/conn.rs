@@ -1,0 +1,705 @@
+//! One application connection, sans-I/O: RESP bytes in, calls for the stub out, replies in
+//! request order back.
+//!
+//! The proxy runs each connection's [`Session`] itself (the node's RESP port runs the same
+//! one), so `MULTI` queues, `WATCH`, `HELLO 3`, client names and refusals behave as on a node;
+//! what reaches the cluster is the session's calls. [`ProxyConn::next_unit`] handles the
+//! requests that arrived and groups the calls they make into a [`Unit`], the next thing the
+//! stub sends; [`ProxyConn::finish`] takes how it ended and writes the replies. One unit is
+//! outstanding at a time per connection, so a connection's commands run in the order they
+//! were sent and each unit is one stub call: exactly once, by its (client id, seq).
+//!
+//! **Pipelines.** Consecutive data commands become one unit: reads only, a
+//! [`PROC_READS`] call (one read of the history, on the primary or, after `READONLY`, on a
+//! backup); with a write among them, a [`PROC_EXEC`] call without watched keys (one txn, one
+//! dedup entry: its reply array is what a retry after a failover gets back). Running them as
+//! one is a valid order of a pipeline (no other client's command comes between them), and a
+//! command that refuses still answers its own error in place, as in Redis. A unit the cluster
+//! rolls back whole (out of memory, a script that failed after writing, a reply too long to
+//! store) ran nothing, so its commands are sent again one at a time, each getting its own
+//! answer. A `MULTI` block's `EXEC`, a `WATCH` and a lone command are units of their own.
+//!
+//! **Reads on backups.** After `READONLY` (what Redis Cluster clients send before reading
+//! from replicas) units of reads only go to a backup ([`Target::Backup`]), linearizable by
+//! default; `READWRITE` sends them to the primary again.
+
+use std::collections::VecDeque;
+
+use tandem_redis::model::{PROC_EXEC, PROC_READS};
+use tandem_redis::resp::{Argv, Parsed, Proto, ReplyWriter, RequestLimits, parse_request};
+use tandem_redis::session::{Call, Outcome, Purpose, ServerInfo, Session, Step};
+use tandem_redis::wire::{CallArgs, ExecArgs};
+use tandem_store::{ProcId, ProcKind};
+
+/// Most commands one pipelined unit carries.
+pub const UNIT_COMMANDS_MAX: usize = 256;
+/// Most argument bytes one pipelined unit carries (a lone command may carry more, up to what
+/// a call frame holds).
+pub const UNIT_ARGS_MAX: usize = 1 << 20;
+
+/// Where a unit goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The primary, as a call: exactly once by (client id, seq).
+    Primary,
+    /// A backup, as a read (the stub falls back to the primary).
+    Backup,
+}
+
+/// The next call the stub makes for a connection.
+#[derive(Debug)]
+pub struct Unit {
+    pub proc_id: ProcId,
+    pub kind: ProcKind,
+    pub args: Vec<u8>,
+    pub target: Target,
+    /// The replies it stands for, in order: the session's own replies to connection commands
+    /// sent between pipelined data commands, and the calls.
+    items: Vec<Item>,
+    /// Whether it carries several commands (its reply is an array to split).
+    batched: bool,
+}
+
+impl Unit {
+    /// The data commands it carries.
+    pub fn commands(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|item| matches!(item, Item::Call(_)))
+            .count()
+    }
+}
+
+/// How a unit ended.
+#[derive(Clone, Copy, Debug)]
+pub enum Answer<'a> {
+    /// The cluster committed or read it: the reply, in RESP.
+    Reply(&'a [u8]),
+    /// The cluster rolled it back (a refused command: its error text, code first). Nothing
+    /// of it ran.
+    RolledBack(&'a str),
+    /// The proxy could not get an answer (the stub's deadline) or the cluster refused the
+    /// call: the error every command of the unit is told, code first.
+    Failed(&'a str),
+}
+
+/// A reply in request order.
+#[derive(Debug)]
+enum Item {
+    /// The session answered it at once.
+    Written(Vec<u8>),
+    /// A call's outcome answers it.
+    Call(Call),
+}
+
+/// One application connection's state.
+#[derive(Debug)]
+pub struct ProxyConn {
+    session: Session,
+    /// `READONLY` was sent: units of reads only go to a backup.
+    readonly: bool,
+    /// Unparsed bytes are `input[start..]`; the parser needs `want` of them to get further.
+    input: Vec<u8>,
+    start: usize,
+    want: usize,
+    limits: RequestLimits,
+    argv: Argv,
+    /// Handled requests not yet sent, in order.
+    items: VecDeque<Item>,
+    /// Calls at the front of `items` to send one at a time (a unit rolled back whole).
+    singles: usize,
+    /// A unit is out: nothing more is sent until it is finished.
+    outstanding: bool,
+    /// Replies ready to send to the application.
+    out: Vec<u8>,
+    /// Nothing more is read: close once `out` is sent (QUIT, a protocol error).
+    closing: bool,
+}
+
+impl ProxyConn {
+    /// A connection whose session answers `CLIENT ID` with `id`.
+    pub fn new(id: u64) -> ProxyConn {
+        ProxyConn {
+            session: Session::new(id),
+            readonly: false,
+            input: Vec::new(),
+            start: 0,
+            want: 1,
+            limits: RequestLimits::default(),
+            argv: Argv::new(),
+            items: VecDeque::new(),
+            singles: 0,
+            outstanding: false,
+            out: Vec::new(),
+            closing: false,
+        }
+    }
+
+    /// Bytes the application sent.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.closing {
+            return;
+        }
+        if self.start > 0 && self.start == self.input.len() {
+            self.input.clear();
+            self.start = 0;
+        }
+        self.input.extend_from_slice(bytes);
+    }
+
+    /// Handles what arrived and returns the next unit to send, if one is ready; replies
+    /// that need no call are moved to [`out`](Self::out) as they come due. At most one unit
+    /// is outstanding: call [`finish`](Self::finish) before asking for the next.
+    pub fn next_unit(&mut self, info: &ServerInfo) -> Option<Unit> {
+        assert!(
+            !self.outstanding,
+            "one unit at a time: finish the last one first"
+        );
+        self.handle_requests(info);
+        self.flush_written();
+        let unit = self.take_unit()?;
+        self.outstanding = true;
+        Some(unit)
+    }
+
+    /// Writes the replies of `unit` as `answer` says.
+    pub fn finish(&mut self, unit: Unit, answer: Answer<'_>) {
+        assert!(self.outstanding, "finish follows next_unit");
+        self.outstanding = false;
+        if !unit.batched {
+            for item in unit.items {
+                match item {
+                    Item::Written(reply) => self.out.extend_from_slice(&reply),
+                    Item::Call(call) => {
+                        let outcome = match answer {
+                            Answer::Reply(body) => Outcome::Reply(body),
+                            Answer::RolledBack(text) | Answer::Failed(text) => {
+                                Outcome::Failed(text)
+                            }
+                        };
+                        self.session.called(call.purpose, outcome, &mut self.out);
+                    }
+                }
+            }
+            self.flush_written();
+            return;
+        }
+        match answer {
+            Answer::Reply(body) => match split_array(body, unit.commands()) {
+                Some(elements) => {
+                    let mut elements = elements.into_iter();
+                    for item in unit.items {
+                        match item {
+                            Item::Written(reply) => self.out.extend_from_slice(&reply),
+                            Item::Call(call) => {
+                                let element = elements.next().expect("one element per call");
+                                self.session.called(
+                                    call.purpose,
+                                    Outcome::Reply(element),
+                                    &mut self.out,
+                                );
+                            }
+                        }
+                    }
+                }
+                None => self.fail_items(
+                    unit.items,
+                    "ERR tandem proxy: the cluster answered a pipeline with a malformed reply",
+                ),
+            },
+            // Nothing ran: each command goes again alone and gets its own answer.
+            Answer::RolledBack(_) => {
+                let calls = unit
+                    .items
+                    .iter()
+                    .filter(|i| matches!(i, Item::Call(_)))
+                    .count();
+                for item in unit.items.into_iter().rev() {
+                    self.items.push_front(item);
+                }
+                self.singles += calls;
+            }
+            Answer::Failed(text) => self.fail_items(unit.items, text),
+        }
+        self.flush_written();
+    }
+
+    /// Replies ready for the application; the caller sends them and clears the buffer.
+    pub fn out(&mut self) -> &mut Vec<u8> {
+        &mut self.out
+    }
+
+    /// Whether the connection is done: nothing more will be read, every reply is out.
+    pub fn done(&self) -> bool {
+        self.closing && self.items.is_empty() && !self.outstanding && self.out.is_empty()
+    }
+
+    /// Whether more input could make a unit or a reply (false while a call holds later
+    /// requests back, or once closing).
+    pub fn wants_input(&self) -> bool {
+        !self.closing && !self.holding()
+    }
+
+    /// The protocol the application speaks (for a reply the proxy writes itself).
+    pub fn proto(&self) -> Proto {
+        self.session.proto()
+    }
+
+    /// A handled call whose outcome decides how later requests are handled (WATCH, an EXEC
+    /// with connection commands) holds the rest back until it is sent and finished (requests
+    /// are handled only in `next_unit`, which never runs while a unit is out).
+    fn holding(&self) -> bool {
+        self.items
+            .iter()
+            .any(|item| matches!(item, Item::Call(call) if call.holds_later()))
+    }
+
+    fn fail_items(&mut self, items: Vec<Item>, text: &str) {
+        for item in items {
+            match item {
+                Item::Written(reply) => self.out.extend_from_slice(&reply),
+                Item::Call(call) => {
+                    self.session
+                        .called(call.purpose, Outcome::Failed(text), &mut self.out)
+                }
+            }
+        }
+    }
+
+    /// Parses and handles whole requests while the connection may take more.
+    fn handle_requests(&mut self, info: &ServerInfo) {
+        while self.wants_input() && self.calls_waiting() < UNIT_COMMANDS_MAX {
+            let buffered = self.input.len() - self.start;
+            if buffered < self.want {
+                return;
+            }
+            match parse_request(&self.input[self.start..], &self.limits, &mut self.argv) {
+                Ok(Parsed::Incomplete { at_least }) => {
+                    self.want = at_least;
+                    return;
+                }
+                Ok(Parsed::Skip { consumed }) => {
+                    self.start += consumed;
+                    self.want = 1;
+                }
+                Ok(Parsed::Command { consumed }) => {
+                    self.start += consumed;
+                    self.want = 1;
+                    self.handle_one(info);
+                }
+                Err(error) => {
+                    let mut reply = Vec::new();
+                    ReplyWriter::new(&mut reply, self.session.proto()).protocol_error(&error);
+                    self.items.push_back(Item::Written(reply));
+                    self.closing = true;
+                }
+            }
+        }
+    }
+
+    fn handle_one(&mut self, info: &ServerInfo) {
+        let name = self.argv.get(0).unwrap_or_default();
+        // The session answers `+OK`; the proxy remembers where reads should go (a `MULTI`
+        // block always runs on the primary, whatever it queued).
+        if name.eq_ignore_ascii_case(b"READONLY") && self.argv.len() == 1 {
+            self.readonly = true;
+        } else if name.eq_ignore_ascii_case(b"READWRITE") && self.argv.len() == 1 {
+            self.readonly = false;
+        }
+        let mut reply = Vec::new();
+        match self.session.handle(&self.argv, info, &mut reply) {
+            Step::Replied => self.items.push_back(Item::Written(reply)),
+            Step::Close => {
+                self.items.push_back(Item::Written(reply));
+                self.closing = true;
+            }
+            Step::Call(call) => {
+                debug_assert!(reply.is_empty(), "a call's reply comes with its outcome");
+                self.items.push_back(Item::Call(call));
+            }
+        }
+    }
+
+    fn calls_waiting(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|item| matches!(item, Item::Call(_)))
+            .count()
+    }
+
+    /// Moves the session's replies at the front of the queue to `out`, unless a unit is out
+    /// (its replies come first).
+    fn flush_written(&mut self) {
+        if self.outstanding {
+            return;
+        }
+        while let Some(Item::Written(_)) = self.items.front() {
+            let Some(Item::Written(reply)) = self.items.pop_front() else {
+                unreachable!("the front is a written reply");
+            };
+            self.out.extend_from_slice(&reply);
+        }
+    }
+
+    /// The next unit from the front of the queue (whose first item is a call), if any.
+    fn take_unit(&mut self) -> Option<Unit> {
+        let Some(Item::Call(first)) = self.items.front() else {
+            return None;
+        };
+        let batchable = |call: &Call| call.purpose == Purpose::Command;
+        if self.singles > 0 || !batchable(first) {
+            self.singles = self.singles.saturating_sub(1);
+            let Some(Item::Call(call)) = self.items.pop_front() else {
+                unreachable!("the front is a call");
+            };
+            return Some(self.single(call));
+        }
+        // The run of data commands (and the session's replies between them) at the front.
+        let mut calls = 0;
+        let mut args_len = 0;
+        let mut run = 0;
+        for item in &self.items {
+            match item {
+                Item::Call(call) if batchable(call) => {
+                    if calls == UNIT_COMMANDS_MAX
+                        || (calls > 0 && args_len + call.args.len() > UNIT_ARGS_MAX)
+                    {
+                        break;
+                    }
+                    calls += 1;
+                    args_len += call.args.len();
+                    run += 1;
+                }
+                Item::Call(_) => break,
+                Item::Written(_) => run += 1,
+            }
+        }
+        // A run never ends on a written reply: those wait for the next unit's turn.
+        while matches!(self.items.get(run - 1), Some(Item::Written(_))) {
+            run -= 1;
+        }
+        let items: Vec<Item> = self.items.drain(..run).collect();
+        if calls == 1 {
+            let mut items = items.into_iter();
+            let Some(Item::Call(call)) = items.next() else {
+                unreachable!("a run starts with a call");
+            };
+            debug_assert!(items.next().is_none(), "a lone call's run is the call");
+            return Some(self.single(call));
+        }
+        let writes = items
+            .iter()
+            .any(|item| matches!(item, Item::Call(call) if call.kind == ProcKind::Write));
+        let mut commands = Vec::with_capacity(calls);
+        for item in &items {
+            if let Item::Call(call) = item {
+                let mut argv = Argv::new();
+                let proto = CallArgs::decode_into(&call.args, &mut argv)
+                    .expect("the session encodes a data command's call");
+                commands.push((proto, argv));
+            }
+        }
+        let mut args = Vec::with_capacity(args_len + 16);
+        ExecArgs::encode(self.session.proto(), &[], &commands, &mut args);
+        let (proc_id, kind, target) = if writes {
+            (PROC_EXEC, ProcKind::Write, Target::Primary)
+        } else {
+            (PROC_READS, ProcKind::Read, self.read_target())
+        };
+        Some(Unit {
+            proc_id,
+            kind,
+            args,
+            target,
+            items,
+            batched: true,
+        })
+    }
+
+    fn single(&self, call: Call) -> Unit {
+        let target = if call.kind == ProcKind::Read && call.purpose == Purpose::Command {
+            self.read_target()
+        } else {
+            Target::Primary
+        };
+        Unit {
+            proc_id: call.proc_id,
+            kind: call.kind,
+            args: call.args.clone(),
+            target,
+            items: vec![Item::Call(call)],
+            batched: false,
+        }
+    }
+
+    fn read_target(&self) -> Target {
+        if self.readonly {
+            Target::Backup
+        } else {
+            Target::Primary
+        }
+    }
+}
+
+/// The byte ranges of the `count` elements of the RESP array `body`, or `None` if it is not
+/// exactly such an array.
+fn split_array(body: &[u8], count: usize) -> Option<Vec<&[u8]>> {
+    let line_end = body.windows(2).position(|pair| pair == b"\r\n")?;
+    if body.first() != Some(&b'*') {
+        return None;
+    }
+    let announced: usize = std::str::from_utf8(&body[1..line_end]).ok()?.parse().ok()?;
+    if announced != count {
+        return None;
+    }
+    let mut at = line_end + 2;
+    let mut elements = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (_, used) = tandem_redis::resp::parse_reply(&body[at..]).ok()??;
+        elements.push(&body[at..at + used]);
+        at += used;
+    }
+    (at == body.len()).then_some(elements)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tandem_redis::wire::ExecArgs;
+
+    fn info() -> ServerInfo {
+        ServerInfo {
+            primary: true,
+            ..ServerInfo::default()
+        }
+    }
+
+    /// Inline requests, one per line.
+    fn requests(lines: &[&str]) -> Vec<u8> {
+        lines
+            .iter()
+            .flat_map(|l| format!("{l}\r\n").into_bytes())
+            .collect()
+    }
+
+    fn commands_of(unit: &Unit) -> Vec<String> {
+        let exec = ExecArgs::decode(&unit.args).expect("a batched unit carries ExecArgs");
+        exec.commands()
+            .iter()
+            .map(|(_, argv)| {
+                argv.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    fn take_out(conn: &mut ProxyConn) -> String {
+        String::from_utf8(std::mem::take(conn.out())).unwrap()
+    }
+
+    #[test]
+    fn a_pipeline_of_reads_is_one_read_call_and_its_replies_keep_their_places() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["GET a", "PING", "GET b", "ECHO x"]));
+        let unit = conn.next_unit(&info()).expect("a unit");
+        assert_eq!(unit.proc_id, PROC_READS);
+        assert_eq!(unit.kind, ProcKind::Read);
+        assert_eq!(unit.target, Target::Primary);
+        assert_eq!(commands_of(&unit), ["GET a", "GET b"]);
+        assert_eq!(take_out(&mut conn), "", "PING's reply waits behind GET a's");
+        conn.finish(unit, Answer::Reply(b"*2\r\n$1\r\n1\r\n$-1\r\n"));
+        assert_eq!(
+            take_out(&mut conn),
+            "$1\r\n1\r\n+PONG\r\n$-1\r\n$1\r\nx\r\n"
+        );
+        assert!(conn.next_unit(&info()).is_none());
+    }
+
+    #[test]
+    fn a_pipeline_with_a_write_is_one_exec_without_watches() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["SET a 1", "INCR a", "GET a"]));
+        let unit = conn.next_unit(&info()).expect("a unit");
+        assert_eq!(unit.proc_id, PROC_EXEC);
+        assert_eq!(unit.kind, ProcKind::Write);
+        assert_eq!(commands_of(&unit), ["SET a 1", "INCR a", "GET a"]);
+        let exec = ExecArgs::decode(&unit.args).unwrap();
+        assert_eq!(exec.watched().count(), 0);
+        conn.finish(unit, Answer::Reply(b"*3\r\n+OK\r\n:2\r\n$1\r\n2\r\n"));
+        assert_eq!(take_out(&mut conn), "+OK\r\n:2\r\n$1\r\n2\r\n");
+    }
+
+    #[test]
+    fn a_lone_command_is_its_own_call() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["INCR n"]));
+        let unit = conn.next_unit(&info()).expect("a unit");
+        assert_eq!(unit.commands(), 1);
+        assert_ne!(unit.proc_id, PROC_EXEC);
+        assert_eq!(unit.kind, ProcKind::Write);
+        conn.finish(
+            unit,
+            Answer::RolledBack("WRONGTYPE Operation against a key"),
+        );
+        assert_eq!(
+            take_out(&mut conn),
+            "-WRONGTYPE Operation against a key\r\n"
+        );
+    }
+
+    #[test]
+    fn a_unit_rolled_back_whole_is_sent_again_one_command_at_a_time() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["INCR a", "PING", "INCR b", "INCR c"]));
+        let unit = conn.next_unit(&info()).expect("a unit");
+        assert_eq!(unit.commands(), 3);
+        conn.finish(unit, Answer::RolledBack("OOM command not allowed"));
+        assert_eq!(take_out(&mut conn), "");
+        let mut replies = String::new();
+        for (n, expected) in [(1, "INCR a"), (2, "INCR b"), (3, "INCR c")] {
+            let unit = conn.next_unit(&info()).expect("a single");
+            assert_eq!(unit.commands(), 1, "{expected}");
+            let mut argv = Argv::new();
+            CallArgs::decode_into(&unit.args, &mut argv).unwrap();
+            assert_eq!(argv.get(1), Some(&expected.as_bytes()[5..]));
+            conn.finish(unit, Answer::Reply(format!(":{n}\r\n").as_bytes()));
+            replies.push_str(&take_out(&mut conn));
+        }
+        assert_eq!(replies, ":1\r\n+PONG\r\n:2\r\n:3\r\n");
+        // Later pipelines are batched again.
+        conn.feed(&requests(&["INCR a", "INCR b"]));
+        assert_eq!(conn.next_unit(&info()).unwrap().commands(), 2);
+    }
+
+    #[test]
+    fn a_failed_unit_tells_each_of_its_commands() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["INCR a", "PING", "GET b"]));
+        let unit = conn.next_unit(&info()).unwrap();
+        conn.finish(unit, Answer::Failed("ERR no answer"));
+        assert_eq!(
+            take_out(&mut conn),
+            "-ERR no answer\r\n+PONG\r\n-ERR no answer\r\n"
+        );
+    }
+
+    #[test]
+    fn a_malformed_batch_reply_is_an_error_not_a_misplaced_reply() {
+        for body in [
+            &b":1\r\n"[..],
+            b"*3\r\n:1\r\n:2\r\n",
+            b"*2\r\n:1\r\n",
+            b"*2\r\n:1\r\n:2\r\n:3\r\n",
+        ] {
+            let mut conn = ProxyConn::new(1);
+            conn.feed(&requests(&["INCR a", "INCR b"]));
+            let unit = conn.next_unit(&info()).unwrap();
+            conn.finish(unit, Answer::Reply(body));
+            let out = take_out(&mut conn);
+            assert_eq!(out.matches("-ERR tandem proxy").count(), 2, "{out}");
+        }
+    }
+
+    #[test]
+    fn multi_blocks_and_watch_are_units_of_their_own_and_watch_holds_later_requests() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&[
+            "GET x", "WATCH k", "MULTI", "INCR k", "EXEC", "GET y",
+        ]));
+        let unit = conn.next_unit(&info()).unwrap();
+        assert_eq!(
+            unit.commands(),
+            1,
+            "GET x alone: WATCH does not join a pipeline"
+        );
+        conn.finish(unit, Answer::Reply(b"$-1\r\n"));
+        let watch = conn.next_unit(&info()).unwrap();
+        assert_eq!(watch.proc_id, tandem_redis::PROC_WATCH);
+        assert!(conn.items.is_empty(), "nothing handled past WATCH");
+        assert!(
+            conn.start < conn.input.len(),
+            "MULTI and the rest wait, unparsed"
+        );
+        let mut versions = Vec::new();
+        tandem_redis::wire::encode_versions(&[7], &mut versions);
+        conn.finish(watch, Answer::Reply(&versions));
+        let exec = conn.next_unit(&info()).unwrap();
+        assert_eq!(exec.proc_id, PROC_EXEC);
+        let args = ExecArgs::decode(&exec.args).unwrap();
+        assert_eq!(args.watched().collect::<Vec<_>>(), [(&b"k"[..], 7)]);
+        conn.finish(exec, Answer::Reply(b"*1\r\n:1\r\n"));
+        let get = conn.next_unit(&info()).unwrap();
+        conn.finish(get, Answer::Reply(b"$-1\r\n"));
+        assert_eq!(
+            take_out(&mut conn),
+            "$-1\r\n+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n:1\r\n$-1\r\n"
+        );
+    }
+
+    #[test]
+    fn reads_go_to_backups_after_readonly_and_writes_never_do() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["READONLY", "GET a", "GET b"]));
+        let reads = conn.next_unit(&info()).unwrap();
+        assert_eq!(reads.target, Target::Backup);
+        conn.finish(reads, Answer::Reply(b"*2\r\n$-1\r\n$-1\r\n"));
+        conn.feed(&requests(&["GET a", "INCR a"]));
+        let mixed = conn.next_unit(&info()).unwrap();
+        assert_eq!(mixed.target, Target::Primary);
+        conn.finish(mixed, Answer::Reply(b"*2\r\n$-1\r\n:1\r\n"));
+        conn.feed(&requests(&["READWRITE", "GET a"]));
+        let read = conn.next_unit(&info()).unwrap();
+        assert_eq!(read.target, Target::Primary);
+        conn.finish(read, Answer::Reply(b"$1\r\n1\r\n"));
+        assert_eq!(
+            take_out(&mut conn),
+            "+OK\r\n$-1\r\n$-1\r\n$-1\r\n:1\r\n+OK\r\n$1\r\n1\r\n"
+        );
+    }
+
+    #[test]
+    fn a_pipeline_is_cut_at_the_unit_limit_and_requests_split_across_reads_wait() {
+        let mut conn = ProxyConn::new(1);
+        let lines: Vec<String> = (0..UNIT_COMMANDS_MAX + 3)
+            .map(|i| format!("INCR k{i}"))
+            .collect();
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let mut bytes = requests(&lines);
+        bytes.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$1\r");
+        conn.feed(&bytes);
+        let first = conn.next_unit(&info()).unwrap();
+        assert_eq!(first.commands(), UNIT_COMMANDS_MAX);
+        let body: Vec<u8> = std::iter::once(format!("*{UNIT_COMMANDS_MAX}\r\n"))
+            .chain((0..UNIT_COMMANDS_MAX).map(|_| ":1\r\n".to_owned()))
+            .flat_map(String::into_bytes)
+            .collect();
+        conn.finish(first, Answer::Reply(&body));
+        let rest = conn.next_unit(&info()).unwrap();
+        assert_eq!(rest.commands(), 3, "the half-sent GET waits for its bytes");
+        conn.finish(rest, Answer::Reply(b"*3\r\n:1\r\n:1\r\n:1\r\n"));
+        assert!(conn.next_unit(&info()).is_none());
+        conn.feed(b"\nk\r\n");
+        let get = conn.next_unit(&info()).unwrap();
+        assert_eq!(get.kind, ProcKind::Read);
+    }
+
+    #[test]
+    fn quit_and_protocol_errors_close_after_the_replies_before_them() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["INCR a", "QUIT", "INCR b"]));
+        let unit = conn.next_unit(&info()).unwrap();
+        assert_eq!(unit.commands(), 1, "nothing after QUIT runs");
+        conn.finish(unit, Answer::Reply(b":1\r\n"));
+        assert!(conn.next_unit(&info()).is_none());
+        assert_eq!(take_out(&mut conn), ":1\r\n+OK\r\n");
+        assert!(conn.done());
+
+        let mut conn = ProxyConn::new(2);
+        conn.feed(b"*1\r\n$x\r\n");
+        assert!(conn.next_unit(&info()).is_none());
+        assert!(take_out(&mut conn).starts_with("-ERR Protocol error"));
+        assert!(conn.done());
+    }
+}

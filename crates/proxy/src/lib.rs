@@ -1,0 +1,15 @@
+//! `tandem proxy`: a local process that speaks RESP to applications and tandem's own protocol
+//! to the cluster, so unmodified Redis clients (redis-cli, redis-py, go-redis, Jedis) get what
+//! the client stub gives Rust programs: every command runs exactly once, and a failover shows
+//! them a latency bump, never an error (DESIGN.md, "Seamless switchover"; seed 004, 4.1-4.4).
+//!
+//! - [`conn`]: one application connection, sans-I/O (the session, pipelining into units,
+//!   replies in order). The simulator can drive it.
+//! - [`server`]: the listener, a reader and a writer thread per connection, and the pool of
+//!   stubs (lanes) the connections borrow.
+
+pub mod conn;
+pub mod server;
+
+pub use conn::{Answer, ProxyConn, Target, Unit};
+pub use server::{Proxy, ProxyConfig, ProxyError};

@@ -1,0 +1,364 @@
+//! The proxy's I/O: a listener thread, and per application connection a reader thread (it
+//! parses, drives the connection's [`ProxyConn`] and makes its calls through a stub) and a
+//! writer thread (so a client that writes a long pipeline before it reads never stalls the
+//! reader on a full socket).
+//!
+//! **Lanes.** A connection borrows a stub ([`Client`]) from the proxy's pool for its life and
+//! gives it back when it closes: the stub's client id names its calls in the primary's dedup
+//! table, whose entries are never removed, so ids are reused by later connections rather than
+//! minted per connection (a stub's seqs keep growing across the connections that borrow it).
+//! Ids start at a random base drawn when the proxy starts, so two proxies never share one.
+
+use std::hash::{BuildHasher, Hasher};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::Duration;
+
+use tandem_client::{CallError, Client, ClientConfig, ConfigError, ReadConsistency};
+use tandem_redis::session::ServerInfo;
+
+use crate::conn::{Answer, ProxyConn, Target, Unit};
+
+/// Bytes read from an application at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// What a proxy needs to know.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    /// Nodes of the cluster (their client address, a node config's `listen`).
+    pub cluster: Vec<SocketAddr>,
+    /// Where applications connect.
+    pub listen: SocketAddr,
+    /// The replication group the cluster's nodes serve.
+    pub group: u32,
+    /// How long a command may wait for the cluster (failovers included) before its
+    /// application is told an error.
+    pub deadline: Duration,
+    /// How reads sent to backups (after `READONLY`) see the history.
+    pub read_consistency: ReadConsistency,
+}
+
+/// Why a proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot listen on {listen}: {source}")]
+    Listen {
+        listen: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the stub's configuration: {0}")]
+    Config(#[from] ConfigError),
+    #[error("cannot start the proxy's listener thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// Counters since the proxy started.
+#[derive(Debug, Default)]
+struct Counters {
+    connections: AtomicU64,
+    connections_open: AtomicU64,
+    units: AtomicU64,
+    commands: AtomicU64,
+    /// Units whose commands were told an error the proxy wrote (deadline, refusal).
+    errors: AtomicU64,
+    reads_at_backups: AtomicU64,
+}
+
+/// A snapshot of [`Proxy::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProxyStats {
+    pub connections: u64,
+    pub connections_open: u64,
+    /// Calls made for applications (a pipelined unit is one call).
+    pub units: u64,
+    /// Data commands those calls carried.
+    pub commands: u64,
+    /// Units whose commands got an error from the proxy itself.
+    pub errors: u64,
+    /// Units of reads a backup served (after `READONLY`; the others went to the primary).
+    pub reads_at_backups: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: ProxyConfig,
+    info: ServerInfo,
+    /// Idle stubs, ready for the next connection.
+    lanes: Mutex<Vec<Client>>,
+    lane_id_base: u64,
+    lane_next: AtomicU64,
+    conn_next: AtomicU64,
+    counters: Counters,
+    stopping: AtomicBool,
+}
+
+/// A running proxy.
+#[derive(Debug)]
+pub struct Proxy {
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    /// Checks `config`, listens, and serves on threads of its own.
+    pub fn start(config: ProxyConfig) -> Result<Proxy, ProxyError> {
+        // The stub checks what it is given (nodes, timeouts) now, not at the first command.
+        ClientConfig::new(config.cluster.clone(), config.group, 1).validate()?;
+        let listener = TcpListener::bind(config.listen).map_err(|source| ProxyError::Listen {
+            listen: config.listen,
+            source,
+        })?;
+        let local_addr = listener.local_addr().map_err(|source| ProxyError::Listen {
+            listen: config.listen,
+            source,
+        })?;
+        let info = ServerInfo {
+            // To its applications the proxy is the primary: it takes writes and reads.
+            primary: true,
+            resp_port: local_addr.port(),
+            backups: config.cluster.len().saturating_sub(1),
+            safety: "the group's".to_owned(),
+            ..ServerInfo::default()
+        };
+        let shared = Arc::new(Shared {
+            config,
+            info,
+            lanes: Mutex::new(Vec::new()),
+            lane_id_base: random_id_base(),
+            lane_next: AtomicU64::new(0),
+            conn_next: AtomicU64::new(1),
+            counters: Counters::default(),
+            stopping: AtomicBool::new(false),
+        });
+        let accepting = Arc::clone(&shared);
+        thread::Builder::new()
+            .name("proxy-accept".into())
+            .spawn(move || accept(&listener, &accepting))
+            .map_err(ProxyError::Thread)?;
+        Ok(Proxy { local_addr, shared })
+    }
+
+    /// Where applications connect.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn stats(&self) -> ProxyStats {
+        let c = &self.shared.counters;
+        ProxyStats {
+            connections: c.connections.load(Ordering::Relaxed),
+            connections_open: c.connections_open.load(Ordering::Relaxed),
+            units: c.units.load(Ordering::Relaxed),
+            commands: c.commands.load(Ordering::Relaxed),
+            errors: c.errors.load(Ordering::Relaxed),
+            reads_at_backups: c.reads_at_backups.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops accepting connections (open ones run until their application closes them).
+    pub fn stop(&self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        // Wakes the listener's blocking accept.
+        drop(TcpStream::connect_timeout(
+            &self.local_addr,
+            Duration::from_millis(100),
+        ));
+    }
+}
+
+/// A random, non-zero base for this proxy's client ids (the top bit set keeps them clear of
+/// the small ids tools and tests use).
+fn random_id_base() -> u64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    if let Ok(since) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(since.as_nanos());
+    }
+    (hasher.finish() | (1 << 63)) & !0xffff_ffff
+}
+
+fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
+    for stream in listener.incoming() {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let stream = match stream {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::warn!("proxy: accept failed: {err}");
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let serving = Arc::clone(shared);
+        let spawned = thread::Builder::new()
+            .name("proxy-conn".into())
+            .spawn(move || serve(stream, &serving));
+        if let Err(err) = spawned {
+            tracing::warn!("proxy: cannot start a connection's thread: {err}");
+        }
+    }
+}
+
+impl Shared {
+    fn borrow_lane(&self) -> Client {
+        if let Some(client) = self.lanes.lock().expect("lanes").pop() {
+            return client;
+        }
+        let lane = self.lane_next.fetch_add(1, Ordering::Relaxed);
+        let mut config = ClientConfig::new(
+            self.config.cluster.clone(),
+            self.config.group,
+            self.lane_id_base + lane + 1,
+        );
+        config.deadline = self.config.deadline;
+        config.read_consistency = self.config.read_consistency;
+        Client::new(config).expect("checked when the proxy started")
+    }
+
+    fn return_lane(&self, client: Client) {
+        self.lanes.lock().expect("lanes").push(client);
+    }
+}
+
+/// Serves one application connection until it closes.
+fn serve(stream: TcpStream, shared: &Arc<Shared>) {
+    let counters = &shared.counters;
+    counters.connections.fetch_add(1, Ordering::Relaxed);
+    counters.connections_open.fetch_add(1, Ordering::Relaxed);
+    let peer = stream.peer_addr().ok();
+    drop(stream.set_nodelay(true));
+    let writer_stream = match stream.try_clone() {
+        Ok(writer_stream) => writer_stream,
+        Err(err) => {
+            tracing::warn!("proxy: cannot use the connection from {peer:?}: {err}");
+            counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+    };
+    let (to_writer, replies) = mpsc::channel::<Vec<u8>>();
+    let writer = thread::Builder::new()
+        .name("proxy-write".into())
+        .spawn(move || write_replies(writer_stream, &replies));
+    if let Err(err) = writer {
+        tracing::warn!("proxy: cannot start a connection's writer thread: {err}");
+        counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    let mut client = shared.borrow_lane();
+    let id = shared.conn_next.fetch_add(1, Ordering::Relaxed);
+    let mut conn = ProxyConn::new(id);
+    run_conn(stream, &mut conn, &mut client, shared, &to_writer);
+    shared.return_lane(client);
+    counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+}
+
+fn run_conn(
+    mut stream: TcpStream,
+    conn: &mut ProxyConn,
+    client: &mut Client,
+    shared: &Shared,
+    to_writer: &mpsc::Sender<Vec<u8>>,
+) {
+    let mut chunk = vec![0; READ_CHUNK];
+    loop {
+        while let Some(unit) = conn.next_unit(&shared.info) {
+            run_unit(conn, unit, client, shared);
+            if !send_out(conn, to_writer) {
+                return;
+            }
+        }
+        if !send_out(conn, to_writer) || conn.done() || !conn.wants_input() {
+            // Closing (QUIT, a protocol error): the writer sends what is left, then closes.
+            return;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => conn.feed(&chunk[..n]),
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Hands the replies ready to the writer; false if it is gone (the application closed).
+fn send_out(conn: &mut ProxyConn, to_writer: &mpsc::Sender<Vec<u8>>) -> bool {
+    let out = conn.out();
+    if out.is_empty() {
+        return true;
+    }
+    to_writer.send(std::mem::take(out)).is_ok()
+}
+
+fn write_replies(mut stream: TcpStream, replies: &mpsc::Receiver<Vec<u8>>) {
+    while let Ok(mut bytes) = replies.recv() {
+        // Gathers what else is ready into one write.
+        while let Ok(more) = replies.try_recv() {
+            bytes.extend_from_slice(&more);
+        }
+        if stream.write_all(&bytes).is_err() {
+            break;
+        }
+    }
+    // The reader is gone or the application stopped reading: close both ways, which also
+    // ends a reader blocked on the socket.
+    drop(stream.shutdown(Shutdown::Both));
+}
+
+/// Makes `unit`'s call through the stub and finishes it on `conn`.
+fn run_unit(conn: &mut ProxyConn, unit: Unit, client: &mut Client, shared: &Shared) {
+    let counters = &shared.counters;
+    counters.units.fetch_add(1, Ordering::Relaxed);
+    counters
+        .commands
+        .fetch_add(unit.commands() as u64, Ordering::Relaxed);
+    let result = match unit.target {
+        Target::Primary => client.call(unit.proc_id.0, &unit.args, None),
+        Target::Backup => {
+            let before = client.stats().reads_at_backups;
+            let result = client.read(unit.proc_id.0, &unit.args);
+            let served = client.stats().reads_at_backups - before;
+            counters
+                .reads_at_backups
+                .fetch_add(served, Ordering::Relaxed);
+            result
+        }
+    };
+    match result {
+        Ok(outcome) if outcome.committed() => conn.finish(unit, Answer::Reply(&outcome.body)),
+        Ok(outcome) => {
+            let text = String::from_utf8_lossy(&outcome.body);
+            conn.finish(unit, Answer::RolledBack(&text));
+        }
+        Err(err) => {
+            counters.errors.fetch_add(1, Ordering::Relaxed);
+            let text = error_text(&err, shared.config.deadline);
+            tracing::warn!("proxy: {text}");
+            conn.finish(unit, Answer::Failed(&text));
+        }
+    }
+}
+
+/// What the application is told when the stub gave up: one line, Redis-style, code first.
+fn error_text(err: &CallError, deadline: Duration) -> String {
+    match err {
+        CallError::Deadline { last_error, .. } => format!(
+            "ERR tandem proxy: no answer from the cluster within {} ms (last error: \
+             {last_error}); the command ran at most once, and whether it ran is unknown",
+            deadline.as_millis()
+        ),
+        CallError::Refused { message, .. } => {
+            format!("ERR tandem proxy: the cluster refused the command: {message}")
+        }
+        CallError::ArgsTooLarge { len } => format!(
+            "ERR tandem proxy: the command's arguments are {len} bytes, more than the {} a \
+             call carries",
+            tandem_client::ARGS_LEN_MAX
+        ),
+        other => format!("ERR tandem proxy: {other}"),
+    }
+}

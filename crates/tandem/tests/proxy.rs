@@ -1,0 +1,266 @@
+//! `tandem proxy` in front of a local 3-node cluster serving the Redis model: pipelined
+//! commands run exactly once and in order through a failover, with no error seen by the
+//! application; reads sent to backups after `READONLY` see every acknowledged write; and the
+//! proxy learns nothing wrong from a node that is gone.
+//!
+//! The proxy runs in process ([`tandem_proxy::Proxy`]); the nodes are processes, so a kill is
+//! a real SIGKILL.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tandem_proxy::{Proxy, ProxyConfig};
+use tandem_redis::resp::{Value, parse_reply};
+
+/// A local cluster started with `tandem up` (default failure detection), stopped when dropped.
+struct Up {
+    child: Child,
+    dir: PathBuf,
+    /// Each node's client (stub) address, in node order.
+    clients_at: Vec<SocketAddr>,
+}
+
+impl Up {
+    fn start(name: &str) -> Up {
+        let dir = std::env::temp_dir().join(format!("tandem-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let stdout = std::fs::File::create(dir.join("up.out")).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
+            .args(["up", "--workload", "redis", "--nodes", "3", "--db-mib", "8"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tandem up starts");
+        let started = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(dir.join("up.out")).unwrap_or_default();
+            if text.contains("cluster up: node ") {
+                break;
+            }
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "tandem up ended: {text}"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no cluster: {text}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        let file: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("cluster.json")).unwrap())
+                .unwrap();
+        let clients_at = file["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|node| node["listen"].as_str().unwrap().parse().unwrap())
+            .collect();
+        Up {
+            child,
+            dir,
+            clients_at,
+        }
+    }
+
+    fn tandem(&self, args: &[&str]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_tandem"))
+            .args(args)
+            .arg("--dir")
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The node `tandem status` shows as primary.
+    fn primary(&self) -> Option<u32> {
+        self.tandem(&["status"]).lines().find_map(|line| {
+            let mut words = line.split_whitespace();
+            let node = words.next()?.parse().ok()?;
+            (words.next()? == "primary").then_some(node)
+        })
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn proxy(up: &Up) -> Proxy {
+    Proxy::start(ProxyConfig {
+        cluster: up.clients_at.clone(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        group: 0,
+        deadline: Duration::from_secs(10),
+        read_consistency: tandem_client::ReadConsistency::Linearizable,
+    })
+    .expect("the proxy starts")
+}
+
+/// A RESP connection that sends several commands before it reads their replies.
+struct Conn {
+    stream: TcpStream,
+    buffer: Vec<u8>,
+}
+
+impl Conn {
+    fn connect(address: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Conn {
+            stream,
+            buffer: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, words: &[&str]) {
+        let mut out = format!("*{}\r\n", words.len()).into_bytes();
+        for word in words {
+            out.extend_from_slice(format!("${}\r\n{word}\r\n", word.len()).as_bytes());
+        }
+        self.stream.write_all(&out).unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        loop {
+            if let Some((value, used)) = parse_reply(&self.buffer).unwrap() {
+                self.buffer.drain(..used);
+                return value;
+            }
+            let mut chunk = [0; 4096];
+            let n = self
+                .stream
+                .read(&mut chunk)
+                .expect("a reply before the timeout");
+            assert!(n > 0, "the proxy closed the connection");
+            self.buffer.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    fn call(&mut self, words: &[&str]) -> Value {
+        self.send(words);
+        self.read()
+    }
+}
+
+/// Commands per pipeline.
+const PIPELINE: usize = 8;
+
+/// Each client pipelines `INCR` of its own counter and checks every reply is one more than
+/// the last; the primary is killed midway. Every acknowledged increment must be in the
+/// counter exactly once, and no client may see an error.
+#[test]
+fn pipelined_commands_run_exactly_once_and_in_order_through_a_failover() {
+    let up = Up::start("proxy-failover");
+    let proxy = proxy(&up);
+    let address = proxy.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked_after_kill = Arc::new(AtomicU64::new(0));
+    let killed = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|client| {
+            let stop = Arc::clone(&stop);
+            let killed = Arc::clone(&killed);
+            let acked_after_kill = Arc::clone(&acked_after_kill);
+            thread::spawn(move || {
+                let key = format!("counter:{client}");
+                let mut conn = Conn::connect(address);
+                let mut acked = 0i64;
+                while !stop.load(Ordering::SeqCst) {
+                    for _ in 0..PIPELINE {
+                        conn.send(&["INCR", &key]);
+                    }
+                    for _ in 0..PIPELINE {
+                        let reply = conn.read();
+                        assert_eq!(
+                            reply,
+                            Value::Integer(acked + 1),
+                            "client {client}: a reply out of turn (lost or doubled)"
+                        );
+                        acked += 1;
+                        if killed.load(Ordering::SeqCst) {
+                            acked_after_kill.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                (key, acked)
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    let primary = up.primary().expect("a primary");
+    killed.store(true, Ordering::SeqCst);
+    up.tandem(&["kill", &primary.to_string()]);
+    thread::sleep(Duration::from_millis(1000));
+    stop.store(true, Ordering::SeqCst);
+    let mut check = Conn::connect(address);
+    for client in clients {
+        let (key, acked) = client.join().expect("a client saw a wrong reply");
+        assert!(acked > 0);
+        assert_eq!(
+            check.call(&["GET", &key]),
+            Value::Bulk(acked.to_string().into_bytes()),
+            "{key}: acknowledged {acked} increments; the counter must hold exactly those"
+        );
+    }
+    assert!(
+        acked_after_kill.load(Ordering::Relaxed) > 0,
+        "the clients made progress after the kill"
+    );
+    assert_ne!(up.primary(), Some(primary), "another node took over");
+    assert_eq!(proxy.stats().errors, 0, "no command was told an error");
+    let _ = up.dir();
+}
+
+/// A write acknowledged to one connection is seen by a read that another connection sends
+/// to a backup (after `READONLY`) at once, pipelined or alone; writes on the read-only
+/// connection still go to the primary.
+#[test]
+fn reads_after_readonly_go_to_backups_and_see_every_acknowledged_write() {
+    let up = Up::start("proxy-reads");
+    let proxy = proxy(&up);
+    let mut writer = Conn::connect(proxy.local_addr());
+    let mut reader = Conn::connect(proxy.local_addr());
+    assert_eq!(reader.call(&["READONLY"]), Value::Simple(b"OK".to_vec()));
+    for round in 0..50 {
+        let value = round.to_string();
+        assert_eq!(
+            writer.call(&["SET", "k", &value]),
+            Value::Simple(b"OK".to_vec())
+        );
+        reader.send(&["GET", "k"]);
+        reader.send(&["STRLEN", "k"]);
+        assert_eq!(reader.read(), Value::Bulk(value.clone().into_bytes()));
+        assert_eq!(reader.read(), Value::Integer(value.len() as i64));
+    }
+    assert!(
+        proxy.stats().reads_at_backups > 0,
+        "backups served reads: {:?}",
+        proxy.stats()
+    );
+    assert_eq!(reader.call(&["INCR", "n"]), Value::Integer(1));
+    assert_eq!(writer.call(&["GET", "n"]), Value::Bulk(b"1".to_vec()));
+}
