@@ -919,9 +919,22 @@ fn print_report(run: &FailoverRun, chart: &Path) {
         run.new_primary.map_or("?".into(), |node| node.to_string()),
         run.view_after
     );
-    println!("  failover gap (last reply of the old primary → first of the new): {gap}");
+    // Redis clients cannot tell which node answered: their gap is the silence across the
+    // fault.
+    let (gap_what, first_what) = if run.redis.is_some() {
+        (
+            "the longest silence across the fault, over all clients",
+            "first acknowledgement after it",
+        )
+    } else {
+        (
+            "last reply of the old primary → first of the new",
+            "first reply of the new primary",
+        )
+    };
+    println!("  failover gap ({gap_what}): {gap}");
     println!(
-        "  kill → first reply of the new primary: {}",
+        "  kill → {first_what}: {}",
         run.kill_to_first_reply_ms
             .map_or("-".into(), |ms| format!("{ms:.2} ms"))
     );

@@ -18,7 +18,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -77,6 +77,9 @@ struct Checked {
 struct Process {
     child: Child,
     stdin: Option<ChildStdin>,
+    /// Kept open after the first line: a process that prints again must not find its stdout
+    /// closed (Rust's `println!` panics on a broken pipe).
+    stdout: Option<BufReader<ChildStdout>>,
     log: PathBuf,
 }
 
@@ -84,8 +87,9 @@ impl Process {
     /// Its first line on stdout, or why there is none (its log then says why it ended).
     fn first_line(&mut self, what: &str) -> Result<String, Failure> {
         let stdout = self.child.stdout.take().expect("a piped stdout");
+        let stdout = self.stdout.insert(BufReader::new(stdout));
         let mut line = String::new();
-        let read = BufReader::new(stdout).read_line(&mut line);
+        let read = stdout.read_line(&mut line);
         if read.is_err() || line.is_empty() {
             let _ = self.child.kill();
             let _ = self.child.wait();
@@ -186,6 +190,7 @@ fn start_proxy(
     let mut proxy = Process {
         child,
         stdin: None,
+        stdout: None,
         log,
     };
     // "tandem proxy: listening on 127.0.0.1:PORT" once it serves.
@@ -263,7 +268,12 @@ pub fn run(scenario: &Scenario, proxies: u32) -> Result<FailoverRun, Failure> {
             .spawn()
             .map_err(|err| Failure::Run(format!("cannot run {}: {err}", python.display())))?;
         let stdin = child.stdin.take();
-        clients.push(Process { child, stdin, log });
+        clients.push(Process {
+            child,
+            stdin,
+            stdout: None,
+            log,
+        });
         records.push(record);
     }
     for (index, client) in clients.iter_mut().enumerate() {
