@@ -11,8 +11,8 @@ project's virtualenv (target/pyenv, made by .ci/setup with the redis-py of
 `client` is one application: it owns a counter, four accounts and a log list (every key
 starts with `demo:K:`, so nobody else writes them), sets them up, prints `ready`, waits for
 `go` on stdin and then, until `stop` (or the end of stdin, or N operations), runs one
-operation at a time: an `INCR` of its counter, or a Lua transfer (EVALSHA, EVAL on
-NOSCRIPT: redis-py's Script) that moves one unit between two of its accounts and RPUSHes the
+operation at a time: an `INCR` of its counter, or a Lua transfer (EVALSHA, and EVAL when the
+server answers NOSCRIPT) that moves one unit between two of its accounts and RPUSHes the
 operation's unique id to its log list, in one script. Each operation's record (its id,
 kind, when it was sent and acknowledged, its reply, and the exception a client would see)
 goes to FILE as JSON when it stops. An operation that raised is in doubt: it may have run
@@ -41,6 +41,7 @@ twice and counted once, which `check` must report as one duplicate.
 
 import argparse
 import collections
+import hashlib
 import json
 import random
 import sys
@@ -59,6 +60,7 @@ redis.call('INCRBY', KEYS[2], 1)
 redis.call('RPUSH', KEYS[3], ARGV[1])
 return balance
 """
+TRANSFER_SHA = hashlib.sha1(TRANSFER.encode()).hexdigest()
 
 
 def keys_of(client_id):
@@ -95,7 +97,14 @@ class Connection:
             socket_connect_timeout=self.timeout_s,
             retry_on_timeout=False,
         )
-        self.transfer = self.redis.register_script(TRANSFER)
+
+    def transfer(self, keys, args):
+        try:
+            return self.redis.evalsha(TRANSFER_SHA, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            # NOSCRIPT means the script did not run, so running it now with EVAL (which also
+            # stores it for the next EVALSHA) runs it once.
+            return self.redis.eval(TRANSFER, len(keys), *keys, *args)
 
     def failed(self):
         if len(self.addresses) > 1:
