@@ -42,8 +42,9 @@ pub enum Command {
     Start(StartArgs),
     /// Stop every node of the local cluster (SIGTERM, then SIGKILL if one lingers).
     Down(DownArgs),
-    /// Start 3 nodes, run Debit-Credit through the client stub, kill the primary midway and
-    /// report the failover: gap, lost and duplicate commits, client errors, consistency.
+    /// Start 3 nodes, run Debit-Credit through the client stub (or, with --client redis,
+    /// redis-py applications through `tandem proxy`), kill the primary midway and report the
+    /// failover: gap, lost and duplicate commits, client errors, consistency.
     Demo(DemoArgs),
     /// Serve Redis clients on a local port and run their commands on the cluster through the
     /// client stub: every command exactly once, failovers seen as a pause, never an error.

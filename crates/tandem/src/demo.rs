@@ -1,5 +1,7 @@
 //! `tandem demo` and `tandem bench failover`: kill the primary of a 3-node cluster under a
-//! Debit-Credit load run through the client stub, and account for every call.
+//! Debit-Credit load run through the client stub, and account for every call. `tandem demo
+//! --client redis` (`redis.rs`) injects the same faults under redis-py applications that go
+//! through `tandem proxy`.
 //!
 //! How calls are accounted for exactly: client stub `c` of `C` owns the accounts `c + C·j`
 //! (nobody else writes them), and every call moves one unit into one of them. So an
@@ -294,6 +296,14 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
 /// A run that lost or duplicated a commit, or ended inconsistent, fails the command; so does
 /// a client error that a proxy let through to a Redis client.
 fn verdict(run: &FailoverRun) -> Result<(), Failure> {
+    if run.lost > 0 || run.duplicates > 0 || !run.consistent {
+        return Err(Failure::Run(format!(
+            "the failover broke a promise: lost {}, duplicates {}, findings: {}",
+            run.lost,
+            run.duplicates,
+            run.findings.join("; ")
+        )));
+    }
     if let Some(counts) = &run.redis
         && counts.proxies > 0
         && run.client_errors > 0
@@ -303,14 +313,6 @@ fn verdict(run: &FailoverRun) -> Result<(), Failure> {
             counts.clients,
             run.client_errors,
             counts.errors.first().map_or("-", String::as_str)
-        )));
-    }
-    if run.lost > 0 || run.duplicates > 0 || !run.consistent {
-        return Err(Failure::Run(format!(
-            "the failover broke a promise: lost {}, duplicates {}, findings: {}",
-            run.lost,
-            run.duplicates,
-            run.findings.join("; ")
         )));
     }
     Ok(())
