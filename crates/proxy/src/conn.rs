@@ -61,6 +61,12 @@ pub struct Unit {
 }
 
 impl Unit {
+    /// Whether it is a pipeline of several commands: rolled back whole, its commands are sent
+    /// again one at a time (a lone command, a `MULTI` block or a `WATCH` is answered as is).
+    pub fn batched(&self) -> bool {
+        self.batched
+    }
+
     /// The data commands it carries.
     pub fn commands(&self) -> usize {
         self.items
@@ -214,6 +220,13 @@ impl ProxyConn {
                     .iter()
                     .filter(|i| matches!(i, Item::Call(_)))
                     .count();
+                for item in unit.items.into_iter().rev() {
+                    self.items.push_front(item);
+                }
+                self.singles += calls;
+            }
+            Answer::Failed(_) if retries_unanswered() => {
+                let calls = unit.commands();
                 for item in unit.items.into_iter().rev() {
                     self.items.push_front(item);
                 }
@@ -439,6 +452,14 @@ impl ProxyConn {
             Target::Primary
         }
     }
+}
+
+/// Whether the planted `proxy-retries-unanswered` bug is on (never, in a normal build).
+fn retries_unanswered() -> bool {
+    #[cfg(feature = "inject-bugs")]
+    return tandem_memory::bugs::planted(tandem_memory::bugs::Bug::ProxyRetriesUnanswered);
+    #[cfg(not(feature = "inject-bugs"))]
+    false
 }
 
 /// The byte ranges of the `count` elements of the RESP array `body`, or `None` if it is not
