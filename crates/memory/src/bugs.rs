@@ -60,10 +60,14 @@ pub enum Bug {
     /// `min_lsn`, without asking the primary what was acknowledged (tandem-node's
     /// `BackupReads`).
     SkipReadIndex,
+    /// The proxy sends a unit that ended without an answer (a deadline error) again as new
+    /// calls, with new seqs, instead of telling its application (tandem-proxy's
+    /// `ProxyConn::finish`): a command that had committed runs twice.
+    ProxyRetriesUnanswered,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 15] = [
+    pub const ALL: [Bug; 16] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
@@ -79,6 +83,7 @@ impl Bug {
         Bug::RewindForgets,
         Bug::IgnoreLeaseOwed,
         Bug::SkipReadIndex,
+        Bug::ProxyRetriesUnanswered,
     ];
 
     pub fn name(self) -> &'static str {
@@ -98,6 +103,7 @@ impl Bug {
             Bug::RewindForgets => "rewind-forgets",
             Bug::IgnoreLeaseOwed => "ignore-lease-owed",
             Bug::SkipReadIndex => "skip-read-index",
+            Bug::ProxyRetriesUnanswered => "proxy-retries-unanswered",
         }
     }
 

@@ -61,6 +61,12 @@ pub struct Unit {
 }
 
 impl Unit {
+    /// Whether it is a pipeline of several commands: rolled back whole, its commands are sent
+    /// again one at a time (a lone command, a `MULTI` block or a `WATCH` is answered as is).
+    pub fn batched(&self) -> bool {
+        self.batched
+    }
+
     /// The data commands it carries.
     pub fn commands(&self) -> usize {
         self.items
@@ -171,10 +177,12 @@ impl ProxyConn {
                 match item {
                     Item::Written(reply) => self.out.extend_from_slice(&reply),
                     Item::Call(call) => {
+                        let coded;
                         let outcome = match answer {
                             Answer::Reply(body) => Outcome::Reply(body),
                             Answer::RolledBack(text) | Answer::Failed(text) => {
-                                Outcome::Failed(text)
+                                coded = with_code(text);
+                                Outcome::Failed(&coded)
                             }
                         };
                         self.session.called(call.purpose, outcome, &mut self.out);
@@ -214,6 +222,13 @@ impl ProxyConn {
                     .iter()
                     .filter(|i| matches!(i, Item::Call(_)))
                     .count();
+                for item in unit.items.into_iter().rev() {
+                    self.items.push_front(item);
+                }
+                self.singles += calls;
+            }
+            Answer::Failed(_) if retries_unanswered() => {
+                let calls = unit.commands();
                 for item in unit.items.into_iter().rev() {
                     self.items.push_front(item);
                 }
@@ -441,6 +456,27 @@ impl ProxyConn {
     }
 }
 
+/// `text` as a Redis error: a command's own error starts with its code (`WRONGTYPE …`); the
+/// store's refusals (a reply too long to keep for a retry) do not, and get `ERR`, so that a
+/// client shows the whole sentence rather than taking its first word for a code.
+fn with_code(text: &str) -> String {
+    let code = text.split(' ').next().unwrap_or_default();
+    let has_code = !code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase());
+    if has_code {
+        text.to_owned()
+    } else {
+        format!("ERR {text}")
+    }
+}
+
+/// Whether the planted `proxy-retries-unanswered` bug is on (never, in a normal build).
+fn retries_unanswered() -> bool {
+    #[cfg(feature = "inject-bugs")]
+    return tandem_memory::bugs::planted(tandem_memory::bugs::Bug::ProxyRetriesUnanswered);
+    #[cfg(not(feature = "inject-bugs"))]
+    false
+}
+
 /// The byte ranges of the `count` elements of the RESP array `body`, or `None` if it is not
 /// exactly such an array.
 fn split_array(body: &[u8], count: usize) -> Option<Vec<&[u8]>> {
@@ -571,6 +607,32 @@ mod tests {
         // Later pipelines are batched again.
         conn.feed(&requests(&["INCR a", "INCR b"]));
         assert_eq!(conn.next_unit(&info()).unwrap().commands(), 2);
+    }
+
+    #[test]
+    fn a_refusal_without_a_code_gets_err() {
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["LPOP big 100000", "INCR n"]));
+        let unit = conn.next_unit(&info()).unwrap();
+        conn.finish(unit, Answer::RolledBack("OOM command not allowed"));
+        let lpop = conn.next_unit(&info()).unwrap();
+        conn.finish(
+            lpop,
+            Answer::RolledBack("the call's 9000-byte reply does not fit"),
+        );
+        assert_eq!(
+            take_out(&mut conn),
+            "-ERR the call's 9000-byte reply does not fit\r\n"
+        );
+        let incr = conn.next_unit(&info()).unwrap();
+        conn.finish(
+            incr,
+            Answer::RolledBack("WRONGTYPE Operation against a key"),
+        );
+        assert_eq!(
+            take_out(&mut conn),
+            "-WRONGTYPE Operation against a key\r\n"
+        );
     }
 
     #[test]

@@ -247,14 +247,31 @@ fn budget(bug: Bug) -> (Mix, u64) {
         // heartbeat said it was released, and after its reply reached a client.
         // (first caught: 0).
         Bug::SkipReadIndex => 50,
+        // Needs a Redis seed (the model whose clients sit behind a proxy connection) where a
+        // unit got no answer before its deadline (first caught: 2).
+        Bug::ProxyRetriesUnanswered => 50,
     };
     (Mix::Every, seeds)
+}
+
+/// The model a planted bug is run on: the proxy's only on the Redis model, whose clients are
+/// applications behind a proxy connection.
+fn model_of(bug: Bug) -> Model {
+    match bug {
+        Bug::ProxyRetriesUnanswered => Model::Redis,
+        _ => Model::DebitCredit,
+    }
 }
 
 /// The first seed of `mix` in `0..seeds` that catches `bug`.
 fn first_catch(bug: Bug, mix: Mix, seeds: u64) -> Option<u64> {
     bugs::plant(Some(bug));
-    let caught = (0..seeds).find(|&seed| run_cluster_mixed(seed, TICKS, mix).failure.is_some());
+    let options = RunOptions {
+        mix,
+        model: model_of(bug),
+        sabotage: None,
+    };
+    let caught = (0..seeds).find(|&seed| run_cluster_with(seed, TICKS, options).failure.is_some());
     bugs::plant(None);
     caught
 }
@@ -265,6 +282,15 @@ fn first_failure(bug: Bug, seeds: u64) -> String {
     let failure = (0..seeds).find_map(|seed| run_cluster_mixed(seed, TICKS, Mix::Every).failure);
     bugs::plant(None);
     failure.unwrap_or_else(|| panic!("{} survived {seeds} seeds", bug.name()))
+}
+
+#[test]
+fn a_command_a_proxy_sends_again_after_its_deadline_is_caught() {
+    bugs::plant(Some(Bug::ProxyRetriesUnanswered));
+    let failure = (0..50).find_map(|seed| run_redis(seed, Mix::Every, None).failure);
+    bugs::plant(None);
+    let failure = failure.expect("proxy-retries-unanswered survived 50 Redis seeds");
+    assert!(failure.contains("a command sent twice"), "{failure}");
 }
 
 #[test]

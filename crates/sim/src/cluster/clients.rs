@@ -6,10 +6,10 @@
 use super::*;
 
 impl World {
-    pub(super) fn client_next(&mut self, client: usize) {
+    pub(super) fn client_next(&mut self, client: usize) -> Result<(), String> {
         if !self.faults_on || self.clients[client].call.is_some() {
             // After healing, clients finish what they started and start nothing new.
-            return;
+            return Ok(());
         }
         let now = self.now_duration();
         let state = &mut self.clients[client];
@@ -32,6 +32,7 @@ impl World {
                         let mut requests = Vec::new();
                         for call in redis.workload.next_pipeline() {
                             redis.requests += call.write_requests(&mut requests) as u64;
+                            redis.unsent.extend(call.commands().iter().cloned());
                         }
                         redis.proxy.feed(&requests);
                         redis
@@ -41,6 +42,19 @@ impl World {
                     }
                 };
                 let call = RedisCall::from_unit(unit.proc_id, &unit.args);
+                for words in call.commands() {
+                    let next = redis.unsent.pop_front();
+                    if next.as_ref() != Some(words) {
+                        let next = next.map_or("nothing".to_owned(), |next| {
+                            RedisCall::Command(next).to_string()
+                        });
+                        return Err(self.fail(format!(
+                            "client {client}'s proxy sent {call}, but the next command its \
+                             application wrote and was not answered for is {next}: a command \
+                             sent twice, or out of order"
+                        )));
+                    }
+                }
                 let encoded = call.encode();
                 assert_eq!(
                     encoded,
@@ -57,6 +71,7 @@ impl World {
         state.call = Some((route, SimCall { proc_id, args }));
         self.report.calls += 1;
         self.client_act(client);
+        Ok(())
     }
 
     /// Asks the client's router what to do next and does it: greets a node, sends the call,
@@ -99,6 +114,14 @@ impl World {
                 let (route, _) = state.call.take().expect("a call in flight");
                 if let ClientCalls::Redis(redis) = &mut state.calls {
                     let unit = redis.unit.take().expect("a unit per call");
+                    let sent = redis.sent.last().expect("the unit's call");
+                    let rolled_back = matches!(&result, Ok(outcome) if !outcome.committed());
+                    if rolled_back && unit.batched() {
+                        // Nothing of it ran: the proxy sends its commands again, one by one.
+                        for words in sent.commands().iter().rev() {
+                            redis.unsent.push_front(words.clone());
+                        }
+                    }
                     match &result {
                         Ok(outcome) if outcome.committed() => {
                             redis.proxy.finish(unit, ProxyAnswer::Reply(&outcome.body));

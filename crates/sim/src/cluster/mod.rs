@@ -534,6 +534,10 @@ struct RedisClient {
     /// whenever the connection has nothing left to send.
     requests: u64,
     replies: u64,
+    /// The data commands written and not yet sent in a unit, in order (a pipeline rolled back
+    /// whole comes back here, since the proxy sends its commands again): each unit must carry
+    /// the next ones, so no command the application was answered for is sent twice.
+    unsent: VecDeque<Vec<Vec<u8>>>,
     /// The call of each seq, from seq 1 on.
     sent: Vec<RedisCall>,
     /// The answers its router accepted, in order.
@@ -867,6 +871,7 @@ impl World {
                         unit: None,
                         requests: 0,
                         replies: 0,
+                        unsent: VecDeque::new(),
                         sent: Vec::new(),
                         acked: Vec::new(),
                     })),
@@ -1086,10 +1091,7 @@ impl World {
                 }
                 Ok(())
             }
-            Event::ClientNext { client } => {
-                self.client_next(client);
-                Ok(())
-            }
+            Event::ClientNext { client } => self.client_next(client),
             Event::ClientTimer { client, epoch } => {
                 self.client_timer(client, epoch);
                 Ok(())

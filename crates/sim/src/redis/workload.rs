@@ -74,6 +74,14 @@ impl RedisCall {
         RedisCall::Command(words_of(&argv))
     }
 
+    /// The data commands it carries, in order.
+    pub fn commands(&self) -> &[Vec<Vec<u8>>] {
+        match self {
+            RedisCall::Command(words) => std::slice::from_ref(words),
+            RedisCall::Exec(commands) | RedisCall::Reads(commands) => commands,
+        }
+    }
+
     /// Appends the call as an application sends it in RESP (a block as `MULTI`, its
     /// commands, `EXEC`); returns how many replies it gets back.
     pub fn write_requests(&self, out: &mut Vec<u8>) -> usize {
