@@ -10,8 +10,9 @@
 //! the acknowledgements' times and compares the replicas as the stub's demo does.
 //!
 //! The clients know no node: the failover gap is the longest time no client had an
-//! acknowledgement, among the silences that end after the fault (the last acknowledgement
-//! before the outage to the first after it, over all clients). With `--proxies 0` the
+//! acknowledgement, among the silences that end after the fault and begin before the load
+//! stops (the last acknowledgement before the outage to the first after it, over all
+//! clients). With `--proxies 0` the
 //! clients connect to the nodes' RESP ports themselves, as a plain Redis application would,
 //! and the report shows the errors the proxy hides.
 
@@ -297,6 +298,7 @@ pub fn run(scenario: &Scenario, proxies: u32) -> Result<FailoverRun, Failure> {
         kill_ms,
         suspicions_at_kill,
     } = scenario.inject(&mut cluster, settled.primary, started)?;
+    let stop_ms = started.elapsed().as_secs_f64() * 1000.0;
     for client in &mut clients {
         client.say("stop")?;
     }
@@ -356,7 +358,7 @@ pub fn run(scenario: &Scenario, proxies: u32) -> Result<FailoverRun, Failure> {
         .iter()
         .map(|ack| (ack - started_s) * 1000.0)
         .collect();
-    let silence = longest_silence(&acks_ms, kill_ms);
+    let silence = longest_silence(&acks_ms, kill_ms, stop_ms);
     let buckets = ((scenario.seconds * 1000.0) / f64::from(BUCKET_MS)).ceil() as usize + 1;
     let mut throughput = vec![0u64; buckets];
     for ack in &acks_ms {
@@ -467,13 +469,14 @@ fn check(
 }
 
 /// The longest time without an acknowledgement (ms, sorted) among those that end after
-/// `fault_ms`: (the last before it, the first after it). `None` if nothing was acknowledged
-/// after the fault.
-fn longest_silence(acks_ms: &[f64], fault_ms: f64) -> Option<(f64, f64)> {
+/// `fault_ms` and begin before `stop_ms`: (the last before it, the first after it). `None` if
+/// nothing was acknowledged after the fault. A silence that begins after the stop is the
+/// clients finishing their last operations one by one, not an outage.
+fn longest_silence(acks_ms: &[f64], fault_ms: f64, stop_ms: f64) -> Option<(f64, f64)> {
     let mut longest: Option<(f64, f64)> = None;
     for pair in acks_ms.windows(2) {
         let (from, to) = (pair[0], pair[1]);
-        if to < fault_ms {
+        if to < fault_ms || from >= stop_ms {
             continue;
         }
         if longest.is_none_or(|(a, b)| to - from > b - a) {
@@ -491,10 +494,15 @@ mod tests {
     fn the_gap_is_the_longest_silence_that_ends_after_the_fault() {
         // A longer silence before the fault does not count; the one across it does.
         let acks = [0.0, 50.0, 51.0, 52.0, 60.0, 61.0];
-        assert_eq!(longest_silence(&acks, 55.0), Some((52.0, 60.0)));
-        assert_eq!(longest_silence(&acks, 100.0), None);
+        assert_eq!(longest_silence(&acks, 55.0, 100.0), Some((52.0, 60.0)));
+        assert_eq!(longest_silence(&acks, 100.0, 200.0), None);
         // A silence after the fault, longer than the one across it, is the gap.
         let acks = [0.0, 1.0, 2.0, 3.0, 10.0, 11.0];
-        assert_eq!(longest_silence(&acks, 2.5), Some((3.0, 10.0)));
+        assert_eq!(longest_silence(&acks, 2.5, 100.0), Some((3.0, 10.0)));
+        // One that begins after the stop (the last operations ending) is not.
+        let acks = [0.0, 1.0, 2.0, 5.0, 6.0, 30.0];
+        assert_eq!(longest_silence(&acks, 1.5, 6.0), Some((2.0, 5.0)));
+        // One that begins before the stop and ends after it is.
+        assert_eq!(longest_silence(&acks, 1.5, 7.0), Some((6.0, 30.0)));
     }
 }
