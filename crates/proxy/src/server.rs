@@ -1,7 +1,8 @@
 //! The proxy's I/O: a listener thread, and per application connection a reader thread (it
-//! parses, drives the connection's [`ProxyConn`] and makes its calls through a stub) and a
-//! writer thread (so a client that writes a long pipeline before it reads never stalls the
-//! reader on a full socket).
+//! parses, drives the connection's [`ProxyConn`], makes its calls through a stub and writes
+//! the replies) and, only once the application stops taking replies for a while (it writes a
+//! long pipeline before it reads), a writer thread, so the reader never stalls on a full
+//! socket (see `Output`).
 //!
 //! **Lanes.** A connection borrows a stub ([`Client`]) from the proxy's pool for its life and
 //! gives it back when it closes: the stub's client id names its calls in the primary's dedup
@@ -232,27 +233,24 @@ fn serve(stream: TcpStream, shared: &Arc<Shared>) {
     counters.connections_open.fetch_add(1, Ordering::Relaxed);
     let peer = stream.peer_addr().ok();
     drop(stream.set_nodelay(true));
-    let writer_stream = match stream.try_clone() {
-        Ok(writer_stream) => writer_stream,
+    let output = stream
+        .try_clone()
+        .and_then(|writer| writer.set_write_timeout(Some(WRITE_WAIT)).map(|()| writer));
+    let mut output = match output {
+        Ok(writer) => Output {
+            stream: writer,
+            spill: None,
+        },
         Err(err) => {
             tracing::warn!("proxy: cannot use the connection from {peer:?}: {err}");
             counters.connections_open.fetch_sub(1, Ordering::Relaxed);
             return;
         }
     };
-    let (to_writer, replies) = mpsc::channel::<Vec<u8>>();
-    let writer = thread::Builder::new()
-        .name("proxy-write".into())
-        .spawn(move || write_replies(writer_stream, &replies));
-    if let Err(err) = writer {
-        tracing::warn!("proxy: cannot start a connection's writer thread: {err}");
-        counters.connections_open.fetch_sub(1, Ordering::Relaxed);
-        return;
-    }
     let mut client = shared.borrow_lane();
     let id = shared.conn_next.fetch_add(1, Ordering::Relaxed);
     let mut conn = ProxyConn::new(id);
-    run_conn(stream, &mut conn, &mut client, shared, &to_writer);
+    run_conn(stream, &mut conn, &mut client, shared, &mut output);
     shared.return_lane(client);
     counters.connections_open.fetch_sub(1, Ordering::Relaxed);
 }
@@ -262,18 +260,18 @@ fn run_conn(
     conn: &mut ProxyConn,
     client: &mut Client,
     shared: &Shared,
-    to_writer: &mpsc::Sender<Vec<u8>>,
+    output: &mut Output,
 ) {
     let mut chunk = vec![0; READ_CHUNK];
     loop {
         while let Some(unit) = conn.next_unit(&shared.info) {
             run_unit(conn, unit, client, shared);
-            if !send_out(conn, to_writer) {
+            if !output.send(conn.out()) {
                 return;
             }
         }
-        if !send_out(conn, to_writer) || conn.done() || !conn.wants_input() {
-            // Closing (QUIT, a protocol error): the writer sends what is left, then closes.
+        if !output.send(conn.out()) || conn.done() || !conn.wants_input() {
+            // Closing (QUIT, a protocol error): what is left is sent, then the socket closes.
             return;
         }
         match stream.read(&mut chunk) {
@@ -285,13 +283,64 @@ fn run_conn(
     }
 }
 
-/// Hands the replies ready to the writer; false if it is gone (the application closed).
-fn send_out(conn: &mut ProxyConn, to_writer: &mpsc::Sender<Vec<u8>>) -> bool {
-    let out = conn.out();
-    if out.is_empty() {
-        return true;
+/// How long the reader thread waits for an application to take its replies before a writer
+/// thread takes over.
+const WRITE_WAIT: Duration = Duration::from_millis(5);
+
+/// Where a connection's replies go. The reader thread writes them itself while the
+/// application takes them (no thread switch per reply); once a write would wait (the
+/// application is still writing a long pipeline and reads only after it), a writer thread of
+/// the connection's own takes that reply and all later ones, so the reader goes on reading
+/// and neither side waits for the other for ever.
+struct Output {
+    stream: TcpStream,
+    spill: Option<mpsc::Sender<Vec<u8>>>,
+}
+
+impl Output {
+    /// Sends what `out` holds and clears it; false once the application is gone.
+    fn send(&mut self, out: &mut Vec<u8>) -> bool {
+        if out.is_empty() {
+            return true;
+        }
+        let bytes = std::mem::take(out);
+        if let Some(spill) = &self.spill {
+            return spill.send(bytes).is_ok();
+        }
+        let mut written = 0;
+        while written < bytes.len() {
+            match self.stream.write(&bytes[written..]) {
+                Ok(0) => return false,
+                Ok(n) => written += n,
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return self.spill(bytes[written..].to_vec());
+                }
+                Err(_) => return false,
+            }
+        }
+        true
     }
-    to_writer.send(std::mem::take(out)).is_ok()
+
+    fn spill(&mut self, rest: Vec<u8>) -> bool {
+        let Ok(stream) = self.stream.try_clone() else {
+            return false;
+        };
+        if stream.set_write_timeout(None).is_err() {
+            return false;
+        }
+        let (to_writer, replies) = mpsc::channel::<Vec<u8>>();
+        let started = thread::Builder::new()
+            .name("proxy-write".into())
+            .spawn(move || write_replies(stream, &replies));
+        if let Err(err) = started {
+            tracing::warn!("proxy: cannot start a connection's writer thread: {err}");
+            return false;
+        }
+        let sent = to_writer.send(rest).is_ok();
+        self.spill = Some(to_writer);
+        sent
+    }
 }
 
 fn write_replies(mut stream: TcpStream, replies: &mpsc::Receiver<Vec<u8>>) {

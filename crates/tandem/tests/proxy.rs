@@ -264,3 +264,45 @@ fn reads_after_readonly_go_to_backups_and_see_every_acknowledged_write() {
     assert_eq!(reader.call(&["INCR", "n"]), Value::Integer(1));
     assert_eq!(writer.call(&["GET", "n"]), Value::Bulk(b"1".to_vec()));
 }
+
+/// An application that writes a whole long pipeline before it reads a reply (as redis-py's
+/// pipeline does) gets every reply: more requests than the sockets' buffers hold, and far
+/// more replies, so a proxy that stopped reading while its replies wait would wait for ever.
+#[test]
+fn a_pipeline_longer_than_the_socket_buffers_is_answered_whole() {
+    const REQUESTS: usize = 400_000;
+    let up = Up::start("proxy-pipeline");
+    let proxy = proxy(&up);
+    let value = "v".repeat(100);
+    let mut conn = Conn::connect(proxy.local_addr());
+    assert_eq!(
+        conn.call(&["SET", "k", &value]),
+        Value::Simple(b"OK".to_vec())
+    );
+    let mut writing = conn.stream.try_clone().unwrap();
+    writing
+        .set_write_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let requests = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".repeat(REQUESTS);
+    let writer = thread::spawn(move || writing.write_all(&requests));
+    writer
+        .join()
+        .unwrap()
+        .expect("the proxy reads the whole pipeline before its replies are read");
+    let reply = format!("${}\r\n{value}\r\n", value.len()).into_bytes();
+    let mut received = conn.buffer.len();
+    let mut chunk = vec![0; 1 << 20];
+    while received < reply.len() * REQUESTS {
+        let n = conn
+            .stream
+            .read(&mut chunk)
+            .expect("replies before the timeout");
+        assert!(n > 0, "the proxy closed the connection");
+        assert!(
+            chunk[..n].iter().all(|b| reply.contains(b)),
+            "only GET's replies"
+        );
+        received += n;
+    }
+    assert_eq!(received, reply.len() * REQUESTS, "one reply per request");
+}
