@@ -209,6 +209,8 @@ fn kind(frame: &Frame<'_>) -> &'static str {
         Frame::Call(_) => "Call",
         Frame::Reply(_) => "Reply",
         Frame::Read(_) => "Read",
+        Frame::Members => "Members",
+        Frame::MembersAnswer(_) => "MembersAnswer",
         Frame::Peer(_) => "Peer",
         Frame::Cluster(_) => "Cluster",
     }
