@@ -309,7 +309,14 @@ proptest! {
         frame.extend_from_slice(&lead);
         frame.extend_from_slice(&body);
         match decode_frame(&frame, MAX_FRAME_LEN_DEFAULT) {
-            Ok(Some((_, used))) => prop_assert_eq!(used, frame.len()),
+            Ok(Some((decoded, used))) => {
+                prop_assert_eq!(used, frame.len());
+                // What decodes is encodable, and decodes again to the same value (as the
+                // fuzz target checks too).
+                let mut again = Vec::new();
+                decoded.encode(&mut again);
+                prop_assert_eq!(decode_whole(&again), decoded);
+            }
             Ok(None) => prop_assert!(false, "a whole frame needs no more bytes"),
             Err(err) => prop_assert!(!err.to_string().is_empty()),
         }
