@@ -18,18 +18,23 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use tandem_client::{CallError, Client, ClientConfig, ConfigError, ReadConsistency};
+use tandem_client::{CallError, Client, ClientConfig, ConfigError, ReadConsistency, discover};
 use tandem_redis::session::ServerInfo;
 
 use crate::conn::{Answer, ProxyConn, Target, Unit};
 
 /// Bytes read from an application at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// How often the proxy asks the cluster for its members again.
+const MEMBERS_EVERY: Duration = Duration::from_secs(2);
+/// How long one node may take to say who the members are.
+const MEMBERS_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// What a proxy needs to know.
 #[derive(Clone, Debug)]
 pub struct ProxyConfig {
-    /// Nodes of the cluster (their client address, a node config's `listen`).
+    /// Nodes of the cluster (their client address, a node config's `listen`): one is
+    /// enough, the proxy asks it for the others.
     pub cluster: Vec<SocketAddr>,
     /// Where applications connect.
     pub listen: SocketAddr,
@@ -88,8 +93,11 @@ pub struct ProxyStats {
 struct Shared {
     config: ProxyConfig,
     info: ServerInfo,
-    /// Idle stubs, ready for the next connection.
-    lanes: Mutex<Vec<Client>>,
+    /// The cluster's members as last learned, and how many times the list changed.
+    members: Mutex<Vec<SocketAddr>>,
+    members_version: AtomicU64,
+    /// Idle stubs, ready for the next connection, each with the members version it knows.
+    lanes: Mutex<Vec<(Client, u64)>>,
     lane_id_base: u64,
     lane_next: AtomicU64,
     conn_next: AtomicU64,
@@ -125,9 +133,23 @@ impl Proxy {
             safety: "the group's".to_owned(),
             ..ServerInfo::default()
         };
+        // Any reachable node names the others; until one does, the proxy goes round the nodes
+        // it was given (and keeps asking).
+        let members = match discover(&config.cluster, config.group, MEMBERS_TIMEOUT) {
+            Ok(members) => {
+                tracing::info!("proxy: the cluster's members are {members:?}");
+                members
+            }
+            Err(err) => {
+                tracing::warn!("proxy: {err}; using the nodes given until one answers");
+                config.cluster.clone()
+            }
+        };
         let shared = Arc::new(Shared {
             config,
             info,
+            members: Mutex::new(members),
+            members_version: AtomicU64::new(0),
             lanes: Mutex::new(Vec::new()),
             lane_id_base: random_id_base(),
             lane_next: AtomicU64::new(0),
@@ -140,7 +162,17 @@ impl Proxy {
             .name("proxy-accept".into())
             .spawn(move || accept(&listener, &accepting))
             .map_err(ProxyError::Thread)?;
+        let learning = Arc::clone(&shared);
+        thread::Builder::new()
+            .name("proxy-members".into())
+            .spawn(move || learn_members(&learning))
+            .map_err(ProxyError::Thread)?;
         Ok(Proxy { local_addr, shared })
+    }
+
+    /// The cluster's members, as the proxy last learned them.
+    pub fn members(&self) -> Vec<SocketAddr> {
+        self.shared.members.lock().expect("members").clone()
     }
 
     /// Where applications connect.
@@ -182,6 +214,30 @@ fn random_id_base() -> u64 {
     (hasher.finish() | (1 << 63)) & !0xffff_ffff
 }
 
+/// Asks the cluster for its members every [`MEMBERS_EVERY`] (the members it knows and the
+/// nodes it was given, in turn), so that a node added to the cluster is used, and a proxy
+/// that started before any node answered learns them.
+fn learn_members(shared: &Shared) {
+    while !shared.stopping.load(Ordering::SeqCst) {
+        thread::sleep(MEMBERS_EVERY);
+        let mut asked = shared.members.lock().expect("members").clone();
+        for seed in &shared.config.cluster {
+            if !asked.contains(seed) {
+                asked.push(*seed);
+            }
+        }
+        let Ok(members) = discover(&asked, shared.config.group, MEMBERS_TIMEOUT) else {
+            continue;
+        };
+        let mut known = shared.members.lock().expect("members");
+        if *known != members {
+            tracing::info!("proxy: the cluster's members are now {members:?}");
+            *known = members;
+            shared.members_version.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
 fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
     for stream in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
@@ -205,24 +261,55 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
+/// A stub a connection borrowed, and the members version it was given.
+struct Lane {
+    client: Client,
+    members_version: u64,
+}
+
 impl Shared {
-    fn borrow_lane(&self) -> Client {
-        if let Some(client) = self.lanes.lock().expect("lanes").pop() {
-            return client;
+    fn borrow_lane(&self) -> Lane {
+        if let Some((client, members_version)) = self.lanes.lock().expect("lanes").pop() {
+            return Lane {
+                client,
+                members_version,
+            };
         }
         let lane = self.lane_next.fetch_add(1, Ordering::Relaxed);
-        let mut config = ClientConfig::new(
-            self.config.cluster.clone(),
-            self.config.group,
-            self.lane_id_base + lane + 1,
-        );
+        let members_version = self.members_version.load(Ordering::SeqCst);
+        let members = self.members.lock().expect("members").clone();
+        let mut config =
+            ClientConfig::new(members, self.config.group, self.lane_id_base + lane + 1);
         config.deadline = self.config.deadline;
         config.read_consistency = self.config.read_consistency;
-        Client::new(config).expect("checked when the proxy started")
+        Lane {
+            client: Client::new(config).expect("checked when the proxy started"),
+            members_version,
+        }
     }
 
-    fn return_lane(&self, client: Client) {
-        self.lanes.lock().expect("lanes").push(client);
+    fn return_lane(&self, lane: Lane) {
+        let Lane {
+            client,
+            members_version,
+        } = lane;
+        self.lanes
+            .lock()
+            .expect("lanes")
+            .push((client, members_version));
+    }
+
+    /// Gives `lane` the members learned since it last looked (its seq and any connection to
+    /// a node still listed stay).
+    fn refresh(&self, lane: &mut Lane) {
+        let version = self.members_version.load(Ordering::SeqCst);
+        if version == lane.members_version {
+            return;
+        }
+        let members = self.members.lock().expect("members").clone();
+        if lane.client.set_nodes(members).is_ok() {
+            lane.members_version = version;
+        }
     }
 }
 
@@ -247,25 +334,26 @@ fn serve(stream: TcpStream, shared: &Arc<Shared>) {
             return;
         }
     };
-    let mut client = shared.borrow_lane();
+    let mut lane = shared.borrow_lane();
     let id = shared.conn_next.fetch_add(1, Ordering::Relaxed);
     let mut conn = ProxyConn::new(id);
-    run_conn(stream, &mut conn, &mut client, shared, &mut output);
-    shared.return_lane(client);
+    run_conn(stream, &mut conn, &mut lane, shared, &mut output);
+    shared.return_lane(lane);
     counters.connections_open.fetch_sub(1, Ordering::Relaxed);
 }
 
 fn run_conn(
     mut stream: TcpStream,
     conn: &mut ProxyConn,
-    client: &mut Client,
+    lane: &mut Lane,
     shared: &Shared,
     output: &mut Output,
 ) {
     let mut chunk = vec![0; READ_CHUNK];
     loop {
         while let Some(unit) = conn.next_unit(&shared.info) {
-            run_unit(conn, unit, client, shared);
+            shared.refresh(lane);
+            run_unit(conn, unit, &mut lane.client, shared);
             if !output.send(conn.out()) {
                 return;
             }
