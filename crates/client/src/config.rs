@@ -65,14 +65,7 @@ impl ClientConfig {
 
     /// Checks every field; the error names the field and the fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.nodes.is_empty() {
-            return Err(ConfigError::NoNodes);
-        }
-        for (i, node) in self.nodes.iter().enumerate() {
-            if self.nodes[..i].contains(node) {
-                return Err(ConfigError::DuplicateNode(*node));
-            }
-        }
+        validate_nodes(&self.nodes)?;
         if self.client_id == 0 {
             return Err(ConfigError::ClientIdZero);
         }
@@ -94,6 +87,19 @@ impl ClientConfig {
         }
         Ok(())
     }
+}
+
+/// Checks a list of nodes: not empty, each node once.
+pub(crate) fn validate_nodes(nodes: &[SocketAddr]) -> Result<(), ConfigError> {
+    if nodes.is_empty() {
+        return Err(ConfigError::NoNodes);
+    }
+    for (i, node) in nodes.iter().enumerate() {
+        if nodes[..i].contains(node) {
+            return Err(ConfigError::DuplicateNode(*node));
+        }
+    }
+    Ok(())
 }
 
 /// Why a [`ClientConfig`] was refused.

@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
 
 use tandem_replication::NodeId;
-use tandem_wire::{ErrorFrame, Frame, FrameBuffer, FrameError, ReplyStatus, Role};
+use tandem_wire::{ErrorFrame, Frame, FrameBuffer, FrameError, MembersAnswer, ReplyStatus, Role};
 
 /// The longest frame the stub accepts from a node. A reply body is bounded by the server's
 /// own frame limit, whose default this is.
@@ -61,6 +61,8 @@ pub(crate) enum Failure {
     Frame(FrameError),
     /// A well-formed frame a node never sends a client at this point.
     Unexpected(&'static str),
+    /// An `Error` frame where a node answers with something else.
+    Refused(ErrorFrame),
 }
 
 impl fmt::Display for Failure {
@@ -76,6 +78,9 @@ impl fmt::Display for Failure {
             Failure::Timeout => f.write_str("no answer within the attempt timeout"),
             Failure::Frame(err) => write!(f, "malformed frame: {err}"),
             Failure::Unexpected(kind) => write!(f, "unexpected {kind} frame"),
+            Failure::Refused(ErrorFrame { code, message }) => {
+                write!(f, "the node answered {code:?}: {message}")
+            }
         }
     }
 }
@@ -152,6 +157,24 @@ impl Conn {
         }
     }
 
+    /// Sends `members` (an encoded `Members` frame) and waits until `until` for the answer.
+    pub(crate) fn members(
+        &mut self,
+        members: &[u8],
+        until: Instant,
+    ) -> Result<MembersAnswer, Failure> {
+        self.write(members, until)?;
+        loop {
+            match self.buffer.next_frame() {
+                Ok(Some(Frame::MembersAnswer(answer))) => return Ok(answer),
+                Ok(Some(Frame::Error(error))) => return Err(Failure::Refused(error)),
+                Ok(Some(other)) => return Err(Failure::Unexpected(kind(&other))),
+                Ok(None) => self.fill(until)?,
+                Err(err) => return Err(Failure::Frame(err)),
+            }
+        }
+    }
+
     fn write(&mut self, bytes: &[u8], until: Instant) -> Result<(), Failure> {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -209,6 +232,8 @@ fn kind(frame: &Frame<'_>) -> &'static str {
         Frame::Call(_) => "Call",
         Frame::Reply(_) => "Reply",
         Frame::Read(_) => "Read",
+        Frame::Members => "Members",
+        Frame::MembersAnswer(_) => "MembersAnswer",
         Frame::Peer(_) => "Peer",
         Frame::Cluster(_) => "Cluster",
     }

@@ -54,15 +54,23 @@
 //! primary like a call, which answers it under its lease. A read never fails for a reason a
 //! call would not.
 //!
+//! **Discovery.** [`discover`] learns the group's nodes from one or a few of them (the
+//! seeds): it asks each in turn, whatever its role, for the members it knows (a `Members`
+//! frame after the `Welcome`) and returns the first answer's addresses. A long-lived client
+//! takes a new list with [`Client::set_nodes`], keeping its seq, its pending call and its
+//! connection to the primary while the primary's address is still listed.
+//!
 //! The stub may use the clock, threads' sleep and sockets; it has its own `clippy.toml`.
 
 #![forbid(unsafe_code)]
 
 mod config;
 mod conn;
+mod discover;
 pub mod load;
 pub mod route;
 
+use std::net::SocketAddr;
 use std::thread;
 use std::time::Instant;
 
@@ -70,8 +78,9 @@ pub use config::{
     ATTEMPT_TIMEOUT_DEFAULT, ClientConfig, ConfigError, DEADLINE_DEFAULT, DURATION_MAX,
     RETRY_BACKOFF_DEFAULT,
 };
+pub use discover::{DiscoverError, Discovery, SeedFailure, discover, discover_members};
 pub use tandem_replication::{NodeId, ReadConsistency, Safety, SafetyError};
-pub use tandem_wire::{ErrorCode, ErrorFrame, ReplyStatus};
+pub use tandem_wire::{ErrorCode, ErrorFrame, Member, ReplyStatus};
 
 use conn::{Answer, Conn, Failure, Greeting};
 use route::{Action, Answered, Greeted, Router, RouterConfig};
@@ -376,6 +385,35 @@ impl Client {
 
     pub fn config(&self) -> &ClientConfig {
         &self.config
+    }
+
+    /// Takes a new list of the group's nodes (say, from [`discover`] after a view change),
+    /// checked as [`ClientConfig::nodes`] is: not empty, each node once. The client keeps
+    /// its seq, the call [`resume`](Self::resume) would resend, and its connection to the
+    /// primary and to a backup when their addresses are still listed; the next search for
+    /// either starts over the new list.
+    pub fn set_nodes(&mut self, nodes: Vec<SocketAddr>) -> Result<(), ConfigError> {
+        config::validate_nodes(&nodes)?;
+        let names = nodes.iter().map(ToString::to_string).collect();
+        match (self.router.set_nodes(names), self.conn.as_mut()) {
+            (Some(index), Some(conn)) => conn.index = index,
+            (Some(_), None) => unreachable!("the router has a primary only while connected"),
+            (None, _) => self.conn = None,
+        }
+        let moved = |index: usize| {
+            nodes
+                .iter()
+                .position(|node| *node == self.config.nodes[index])
+        };
+        if let Some(reader) = self.reader.as_mut() {
+            match moved(reader.index) {
+                Some(index) => reader.index = index,
+                None => self.reader = None,
+            }
+        }
+        self.read_from = moved(self.read_from % self.config.nodes.len()).unwrap_or(0);
+        self.config.nodes = nodes;
+        Ok(())
     }
 
     /// Carries out the router's actions for `pending` until it says the call is over.

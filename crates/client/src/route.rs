@@ -382,6 +382,28 @@ impl Router {
         Report::Concluded
     }
 
+    /// Takes a new list of nodes, named as [`RouterConfig::nodes`] names them (the old list's
+    /// indexes mean nothing after it). The primary stays, at its new index, if its name is
+    /// still listed, and is forgotten otherwise; the next search starts where it would have
+    /// if that node is still listed, else at the first. Returns the primary's new index.
+    /// The highest view and LSN seen, and the counters, are the client's and stay.
+    pub fn set_nodes(&mut self, nodes: Vec<String>) -> Option<usize> {
+        assert!(!nodes.is_empty(), "a client knows at least one node");
+        let old = std::mem::replace(&mut self.config.nodes, nodes);
+        let nodes = &self.config.nodes;
+        let moved = |index: usize| nodes.iter().position(|name| *name == old[index]);
+        let route_from = moved(self.route_from).unwrap_or(0);
+        let primary = self.primary.and_then(|route| {
+            Some(Route {
+                index: moved(route.index)?,
+                ..route
+            })
+        });
+        self.route_from = route_from;
+        self.primary = primary;
+        primary.map(|route| route.index)
+    }
+
     /// The primary the client is connected to.
     pub fn primary(&self) -> Option<Route> {
         self.primary
@@ -617,6 +639,33 @@ mod tests {
         assert_eq!(&pauses[..4], &[MS, 2 * MS, 4 * MS, 4 * MS]);
         assert_eq!(now, 1000 * MS);
         assert_eq!(router.stats().deadlines, 1);
+    }
+
+    #[test]
+    fn a_new_node_list_keeps_the_primary_by_name_or_forgets_it() {
+        let mut router = router(3);
+        let mut call = router.begin(1, Duration::ZERO);
+        connect(&mut router, &mut call, 0, 2, Duration::ZERO);
+        let names = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
+        assert_eq!(router.set_nodes(names(&["n5", "n0"])), Some(1));
+        let route = router.primary().expect("n0 is still listed");
+        assert_eq!((route.index, route.node, route.view), (1, 1, 2));
+        assert!(matches!(
+            router.next(&mut call, Duration::ZERO),
+            Action::Send { .. }
+        ));
+        router.answered(&mut call, reply(1, 4), MS);
+        assert!(matches!(router.next(&mut call, MS), Action::Done(Ok(_))));
+
+        // Without the primary, the next call greets from the first node.
+        assert_eq!(router.set_nodes(names(&["n7", "n8"])), None);
+        assert_eq!(router.primary(), None);
+        let mut call = router.begin(2, MS);
+        assert!(matches!(
+            router.next(&mut call, MS),
+            Action::Connect { index: 0, .. }
+        ));
+        assert_eq!(router.lsn_seen(), 4, "what was seen stays");
     }
 
     #[test]

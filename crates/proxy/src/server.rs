@@ -1,7 +1,8 @@
 //! The proxy's I/O: a listener thread, and per application connection a reader thread (it
-//! parses, drives the connection's [`ProxyConn`] and makes its calls through a stub) and a
-//! writer thread (so a client that writes a long pipeline before it reads never stalls the
-//! reader on a full socket).
+//! parses, drives the connection's [`ProxyConn`], makes its calls through a stub and writes
+//! the replies) and, only once the application stops taking replies for a while (it writes a
+//! long pipeline before it reads), a writer thread, so the reader never stalls on a full
+//! socket (see `Output`).
 //!
 //! **Lanes.** A connection borrows a stub ([`Client`]) from the proxy's pool for its life and
 //! gives it back when it closes: the stub's client id names its calls in the primary's dedup
@@ -17,18 +18,23 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use tandem_client::{CallError, Client, ClientConfig, ConfigError, ReadConsistency};
+use tandem_client::{CallError, Client, ClientConfig, ConfigError, ReadConsistency, discover};
 use tandem_redis::session::ServerInfo;
 
 use crate::conn::{Answer, ProxyConn, Target, Unit};
 
 /// Bytes read from an application at a time.
 const READ_CHUNK: usize = 64 * 1024;
+/// How often the proxy asks the cluster for its members again.
+const MEMBERS_EVERY: Duration = Duration::from_secs(2);
+/// How long one node may take to say who the members are.
+const MEMBERS_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// What a proxy needs to know.
 #[derive(Clone, Debug)]
 pub struct ProxyConfig {
-    /// Nodes of the cluster (their client address, a node config's `listen`).
+    /// Nodes of the cluster (their client address, a node config's `listen`): one is
+    /// enough, the proxy asks it for the others.
     pub cluster: Vec<SocketAddr>,
     /// Where applications connect.
     pub listen: SocketAddr,
@@ -87,8 +93,11 @@ pub struct ProxyStats {
 struct Shared {
     config: ProxyConfig,
     info: ServerInfo,
-    /// Idle stubs, ready for the next connection.
-    lanes: Mutex<Vec<Client>>,
+    /// The cluster's members as last learned, and how many times the list changed.
+    members: Mutex<Vec<SocketAddr>>,
+    members_version: AtomicU64,
+    /// Idle stubs, ready for the next connection, each with the members version it knows.
+    lanes: Mutex<Vec<(Client, u64)>>,
     lane_id_base: u64,
     lane_next: AtomicU64,
     conn_next: AtomicU64,
@@ -124,9 +133,23 @@ impl Proxy {
             safety: "the group's".to_owned(),
             ..ServerInfo::default()
         };
+        // Any reachable node names the others; until one does, the proxy goes round the nodes
+        // it was given (and keeps asking).
+        let members = match discover(&config.cluster, config.group, MEMBERS_TIMEOUT) {
+            Ok(members) => {
+                tracing::info!("proxy: the cluster's members are {members:?}");
+                members
+            }
+            Err(err) => {
+                tracing::warn!("proxy: {err}; using the nodes given until one answers");
+                config.cluster.clone()
+            }
+        };
         let shared = Arc::new(Shared {
             config,
             info,
+            members: Mutex::new(members),
+            members_version: AtomicU64::new(0),
             lanes: Mutex::new(Vec::new()),
             lane_id_base: random_id_base(),
             lane_next: AtomicU64::new(0),
@@ -139,7 +162,17 @@ impl Proxy {
             .name("proxy-accept".into())
             .spawn(move || accept(&listener, &accepting))
             .map_err(ProxyError::Thread)?;
+        let learning = Arc::clone(&shared);
+        thread::Builder::new()
+            .name("proxy-members".into())
+            .spawn(move || learn_members(&learning))
+            .map_err(ProxyError::Thread)?;
         Ok(Proxy { local_addr, shared })
+    }
+
+    /// The cluster's members, as the proxy last learned them.
+    pub fn members(&self) -> Vec<SocketAddr> {
+        self.shared.members.lock().expect("members").clone()
     }
 
     /// Where applications connect.
@@ -181,6 +214,30 @@ fn random_id_base() -> u64 {
     (hasher.finish() | (1 << 63)) & !0xffff_ffff
 }
 
+/// Asks the cluster for its members every [`MEMBERS_EVERY`] (the members it knows and the
+/// nodes it was given, in turn), so that a node added to the cluster is used, and a proxy
+/// that started before any node answered learns them.
+fn learn_members(shared: &Shared) {
+    while !shared.stopping.load(Ordering::SeqCst) {
+        thread::sleep(MEMBERS_EVERY);
+        let mut asked = shared.members.lock().expect("members").clone();
+        for seed in &shared.config.cluster {
+            if !asked.contains(seed) {
+                asked.push(*seed);
+            }
+        }
+        let Ok(members) = discover(&asked, shared.config.group, MEMBERS_TIMEOUT) else {
+            continue;
+        };
+        let mut known = shared.members.lock().expect("members");
+        if *known != members {
+            tracing::info!("proxy: the cluster's members are now {members:?}");
+            *known = members;
+            shared.members_version.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
 fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
     for stream in listener.incoming() {
         if shared.stopping.load(Ordering::SeqCst) {
@@ -204,24 +261,55 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
+/// A stub a connection borrowed, and the members version it was given.
+struct Lane {
+    client: Client,
+    members_version: u64,
+}
+
 impl Shared {
-    fn borrow_lane(&self) -> Client {
-        if let Some(client) = self.lanes.lock().expect("lanes").pop() {
-            return client;
+    fn borrow_lane(&self) -> Lane {
+        if let Some((client, members_version)) = self.lanes.lock().expect("lanes").pop() {
+            return Lane {
+                client,
+                members_version,
+            };
         }
         let lane = self.lane_next.fetch_add(1, Ordering::Relaxed);
-        let mut config = ClientConfig::new(
-            self.config.cluster.clone(),
-            self.config.group,
-            self.lane_id_base + lane + 1,
-        );
+        let members_version = self.members_version.load(Ordering::SeqCst);
+        let members = self.members.lock().expect("members").clone();
+        let mut config =
+            ClientConfig::new(members, self.config.group, self.lane_id_base + lane + 1);
         config.deadline = self.config.deadline;
         config.read_consistency = self.config.read_consistency;
-        Client::new(config).expect("checked when the proxy started")
+        Lane {
+            client: Client::new(config).expect("checked when the proxy started"),
+            members_version,
+        }
     }
 
-    fn return_lane(&self, client: Client) {
-        self.lanes.lock().expect("lanes").push(client);
+    fn return_lane(&self, lane: Lane) {
+        let Lane {
+            client,
+            members_version,
+        } = lane;
+        self.lanes
+            .lock()
+            .expect("lanes")
+            .push((client, members_version));
+    }
+
+    /// Gives `lane` the members learned since it last looked (its seq and any connection to
+    /// a node still listed stay).
+    fn refresh(&self, lane: &mut Lane) {
+        let version = self.members_version.load(Ordering::SeqCst);
+        if version == lane.members_version {
+            return;
+        }
+        let members = self.members.lock().expect("members").clone();
+        if lane.client.set_nodes(members).is_ok() {
+            lane.members_version = version;
+        }
     }
 }
 
@@ -232,48 +320,46 @@ fn serve(stream: TcpStream, shared: &Arc<Shared>) {
     counters.connections_open.fetch_add(1, Ordering::Relaxed);
     let peer = stream.peer_addr().ok();
     drop(stream.set_nodelay(true));
-    let writer_stream = match stream.try_clone() {
-        Ok(writer_stream) => writer_stream,
+    let output = stream
+        .try_clone()
+        .and_then(|writer| writer.set_write_timeout(Some(WRITE_WAIT)).map(|()| writer));
+    let mut output = match output {
+        Ok(writer) => Output {
+            stream: writer,
+            spill: None,
+        },
         Err(err) => {
             tracing::warn!("proxy: cannot use the connection from {peer:?}: {err}");
             counters.connections_open.fetch_sub(1, Ordering::Relaxed);
             return;
         }
     };
-    let (to_writer, replies) = mpsc::channel::<Vec<u8>>();
-    let writer = thread::Builder::new()
-        .name("proxy-write".into())
-        .spawn(move || write_replies(writer_stream, &replies));
-    if let Err(err) = writer {
-        tracing::warn!("proxy: cannot start a connection's writer thread: {err}");
-        counters.connections_open.fetch_sub(1, Ordering::Relaxed);
-        return;
-    }
-    let mut client = shared.borrow_lane();
+    let mut lane = shared.borrow_lane();
     let id = shared.conn_next.fetch_add(1, Ordering::Relaxed);
     let mut conn = ProxyConn::new(id);
-    run_conn(stream, &mut conn, &mut client, shared, &to_writer);
-    shared.return_lane(client);
+    run_conn(stream, &mut conn, &mut lane, shared, &mut output);
+    shared.return_lane(lane);
     counters.connections_open.fetch_sub(1, Ordering::Relaxed);
 }
 
 fn run_conn(
     mut stream: TcpStream,
     conn: &mut ProxyConn,
-    client: &mut Client,
+    lane: &mut Lane,
     shared: &Shared,
-    to_writer: &mpsc::Sender<Vec<u8>>,
+    output: &mut Output,
 ) {
     let mut chunk = vec![0; READ_CHUNK];
     loop {
         while let Some(unit) = conn.next_unit(&shared.info) {
-            run_unit(conn, unit, client, shared);
-            if !send_out(conn, to_writer) {
+            shared.refresh(lane);
+            run_unit(conn, unit, &mut lane.client, shared);
+            if !output.send(conn.out()) {
                 return;
             }
         }
-        if !send_out(conn, to_writer) || conn.done() || !conn.wants_input() {
-            // Closing (QUIT, a protocol error): the writer sends what is left, then closes.
+        if !output.send(conn.out()) || conn.done() || !conn.wants_input() {
+            // Closing (QUIT, a protocol error): what is left is sent, then the socket closes.
             return;
         }
         match stream.read(&mut chunk) {
@@ -285,13 +371,64 @@ fn run_conn(
     }
 }
 
-/// Hands the replies ready to the writer; false if it is gone (the application closed).
-fn send_out(conn: &mut ProxyConn, to_writer: &mpsc::Sender<Vec<u8>>) -> bool {
-    let out = conn.out();
-    if out.is_empty() {
-        return true;
+/// How long the reader thread waits for an application to take its replies before a writer
+/// thread takes over.
+const WRITE_WAIT: Duration = Duration::from_millis(5);
+
+/// Where a connection's replies go. The reader thread writes them itself while the
+/// application takes them (no thread switch per reply); once a write would wait (the
+/// application is still writing a long pipeline and reads only after it), a writer thread of
+/// the connection's own takes that reply and all later ones, so the reader goes on reading
+/// and neither side waits for the other for ever.
+struct Output {
+    stream: TcpStream,
+    spill: Option<mpsc::Sender<Vec<u8>>>,
+}
+
+impl Output {
+    /// Sends what `out` holds and clears it; false once the application is gone.
+    fn send(&mut self, out: &mut Vec<u8>) -> bool {
+        if out.is_empty() {
+            return true;
+        }
+        let bytes = std::mem::take(out);
+        if let Some(spill) = &self.spill {
+            return spill.send(bytes).is_ok();
+        }
+        let mut written = 0;
+        while written < bytes.len() {
+            match self.stream.write(&bytes[written..]) {
+                Ok(0) => return false,
+                Ok(n) => written += n,
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return self.spill(bytes[written..].to_vec());
+                }
+                Err(_) => return false,
+            }
+        }
+        true
     }
-    to_writer.send(std::mem::take(out)).is_ok()
+
+    fn spill(&mut self, rest: Vec<u8>) -> bool {
+        let Ok(stream) = self.stream.try_clone() else {
+            return false;
+        };
+        if stream.set_write_timeout(None).is_err() {
+            return false;
+        }
+        let (to_writer, replies) = mpsc::channel::<Vec<u8>>();
+        let started = thread::Builder::new()
+            .name("proxy-write".into())
+            .spawn(move || write_replies(stream, &replies));
+        if let Err(err) = started {
+            tracing::warn!("proxy: cannot start a connection's writer thread: {err}");
+            return false;
+        }
+        let sent = to_writer.send(rest).is_ok();
+        self.spill = Some(to_writer);
+        sent
+    }
 }
 
 fn write_replies(mut stream: TcpStream, replies: &mpsc::Receiver<Vec<u8>>) {

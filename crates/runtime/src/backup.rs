@@ -44,6 +44,7 @@ use tandem_wire::{
 };
 
 use crate::config::{Mode, NodeConfig};
+use crate::members::MemberList;
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::net::{self, ConnError};
 use crate::{Checksum, Control, HandoverFailure, NodeStatus, StartError};
@@ -572,6 +573,7 @@ pub fn start_role(
         peer_closed,
         diverged: Arc::new(Mutex::new(diverged)),
         lsn_before_rewind,
+        members: MemberList::of(config),
     };
     let applier_state = state.clone();
     let applier = thread::Builder::new()
@@ -623,6 +625,8 @@ struct Shared {
     /// A rewound segment's LSN before its first rewind (`Segment::lsn_before_rewind`), as
     /// the role started: it holds while `diverged` is set.
     lsn_before_rewind: Option<u64>,
+    /// What a client's `Members` frame is answered with.
+    members: MemberList,
 }
 
 impl Shared {
@@ -870,7 +874,8 @@ fn receive_from(
     }
 }
 
-/// Welcomes a client as a backup, then answers its reads one at a time through the applier.
+/// Welcomes a client as a backup, then answers its reads one at a time through the applier,
+/// and its `Members` frames itself.
 fn serve_reads(
     stream: &mut TcpStream,
     mut buffer: FrameBuffer,
@@ -924,9 +929,10 @@ fn serve_reads(
                     );
                     encode_error(&mut out, ErrorCode::NotPrimary, &message);
                 }
+                Frame::Members => state.members.answer(&mut out, state.gate.view(), stream),
                 _ => {
                     return Err(ConnError::Protocol(
-                        "after its Hello a client sends only Call and Read frames".into(),
+                        "after its Hello a client sends only Call, Read and Members frames".into(),
                     ));
                 }
             }
@@ -1232,6 +1238,10 @@ mod tests {
             peer_closed: None,
             diverged: Arc::new(Mutex::new(None)),
             lsn_before_rewind: None,
+            members: MemberList::of(
+                &crate::config::NodeConfig::from_toml_str(crate::config::EXAMPLE)
+                    .expect("the example parses"),
+            ),
         }
     }
 

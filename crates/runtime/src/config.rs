@@ -715,6 +715,19 @@ impl NodeConfig {
 
     fn validate_members(&self) -> Result<(), ConfigError> {
         let members = self.members();
+        // A node names every member in its answer to a client's `Members` frame, which
+        // carries at most MEMBERS_MAX.
+        if members.len() > tandem_wire::MEMBERS_MAX {
+            return Err(invalid(
+                "peers",
+                format!(
+                    "{} members (this node and its peers); a group has at most {}, so list \
+                     fewer peers",
+                    members.len(),
+                    tandem_wire::MEMBERS_MAX
+                ),
+            ));
+        }
         for (i, member) in members.iter().enumerate() {
             if member.node_id == 0 {
                 return Err(invalid(
@@ -995,6 +1008,15 @@ mod tests {
                     c.tuning.max_frame_len = 1 << 33;
                 },
                 "at most 4294967295",
+            ),
+            (
+                "`peers`",
+                |c| {
+                    c.peers = (2..=65)
+                        .map(|id| peer(id, 7000 + id as u16, Role::Backup))
+                        .collect()
+                },
+                "65 members (this node and its peers); a group has at most 64",
             ),
             ("`peers[0].node_id`", |c| c.peers[0].node_id = 0, "≥ 1"),
             (

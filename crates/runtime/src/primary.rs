@@ -464,6 +464,7 @@ pub fn start_role(
         inbound: inbound.clone(),
         metrics: Arc::clone(&metrics),
         conn_next: Arc::new(AtomicU64::new(1)),
+        members: crate::members::MemberList::of(config),
     };
     let local = match local {
         Some(load) => Some(LocalDriver {

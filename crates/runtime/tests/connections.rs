@@ -19,8 +19,9 @@ use tandem_runtime::config::{EXAMPLE, NodeConfig};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, PrimaryHandle};
 use tandem_wire::{
-    ErrorCode, Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, PROTOCOL_VERSION, PeerKind,
-    ReplyStatus, Role, Welcome, encode_call, encode_hello,
+    ErrorCode, Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, Member, MembersAnswer,
+    PROTOCOL_VERSION, PeerKind, ReplyStatus, Role, Welcome, encode_call, encode_hello,
+    encode_members,
 };
 use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
 
@@ -90,6 +91,7 @@ enum Got {
         status: ReplyStatus,
         body: Vec<u8>,
     },
+    Members(MembersAnswer),
     /// End of stream (or a reset): the primary closed the connection.
     Closed,
 }
@@ -148,6 +150,7 @@ impl Client {
                             status: reply.status,
                             body: reply.body.to_vec(),
                         },
+                        Frame::MembersAnswer(answer) => Got::Members(answer),
                         other => panic!("a primary never sends a client {other:?}"),
                     };
                 }
@@ -265,6 +268,43 @@ fn a_client_is_welcomed_and_its_calls_commit_in_order() {
         assert_eq!(got, 1 + i as i32, "{safety}");
     }
     assert_eq!(node.progress(), (lsn_start + 9, 9));
+    node.stop();
+}
+
+#[test]
+fn a_client_asks_for_the_members_between_its_calls() {
+    let node = Node::start();
+    let mut client = Client::welcomed(node.address, 8);
+    let mut frames = Vec::new();
+    encode_call(&mut frames, 1, PROC, None, &args(9, 1));
+    encode_members(&mut frames);
+    encode_call(&mut frames, 2, PROC, None, &args(9, 1));
+    client.send(&frames);
+    // The reader answers Members itself, so its answer may overtake the first reply.
+    let mut got: Vec<Got> = (0..3).map(|_| client.next()).collect();
+    let at = got.iter().position(|g| matches!(g, Got::Members(_)));
+    let Got::Members(answer) = got.remove(at.expect("an answer to Members")) else {
+        unreachable!("found above");
+    };
+    let itself = Member {
+        node_id: 1,
+        address: node.address,
+    };
+    assert_eq!(
+        answer,
+        MembersAnswer {
+            view: 1,
+            members: vec![itself]
+        }
+    );
+    let seqs: Vec<u64> = got
+        .iter()
+        .map(|g| match g {
+            Got::Reply { seq, .. } => *seq,
+            other => panic!("a reply, not {other:?}"),
+        })
+        .collect();
+    assert_eq!(seqs, [1, 2], "the calls around it are answered in order");
     node.stop();
 }
 
@@ -400,7 +440,7 @@ fn malformed_input_closes_that_one_connection_and_nothing_else() {
         (
             "a second Hello",
             hello_bytes(&Hello::new(PeerKind::Client, 3, 0)),
-            "only Call and Read frames",
+            "only Call, Read and Members frames",
         ),
         (
             "garbage: an unknown frame type",

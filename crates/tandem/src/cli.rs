@@ -264,7 +264,8 @@ fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
     /// One or more nodes of the cluster, comma-separated: their client address (a node
-    /// config's `listen`; `tandem status` shows them).
+    /// config's `listen`; `tandem status` shows them). One is enough: the proxy asks it for
+    /// the others, and asks again every 2 s.
     #[arg(long, value_name = "ADDR[,ADDR...]", value_parser = parse_addresses)]
     pub cluster: Addresses,
     /// Where applications connect.

@@ -108,8 +108,12 @@ impl Drop for Up {
 }
 
 fn proxy(up: &Up) -> Proxy {
+    proxy_of(up.clients_at.clone())
+}
+
+fn proxy_of(cluster: Vec<SocketAddr>) -> Proxy {
     Proxy::start(ProxyConfig {
-        cluster: up.clients_at.clone(),
+        cluster,
         listen: "127.0.0.1:0".parse().unwrap(),
         group: 0,
         deadline: Duration::from_secs(10),
@@ -171,11 +175,22 @@ const PIPELINE: usize = 8;
 
 /// Each client pipelines `INCR` of its own counter and checks every reply is one more than
 /// the last; the primary is killed midway. Every acknowledged increment must be in the
-/// counter exactly once, and no client may see an error.
+/// counter exactly once, and no client may see an error. The proxy is given one backup's
+/// address only: it learns the other members from it.
 #[test]
 fn pipelined_commands_run_exactly_once_and_in_order_through_a_failover() {
     let up = Up::start("proxy-failover");
-    let proxy = proxy(&up);
+    let primary_first = up.primary().expect("a primary");
+    let backup = up.clients_at[if primary_first == 1 { 1 } else { 0 }];
+    let proxy = proxy_of(vec![backup]);
+    let mut members = proxy.members();
+    members.sort();
+    let mut all = up.clients_at.clone();
+    all.sort();
+    assert_eq!(
+        members, all,
+        "the proxy learned every member from one backup"
+    );
     let address = proxy.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
     let acked_after_kill = Arc::new(AtomicU64::new(0));
@@ -263,4 +278,46 @@ fn reads_after_readonly_go_to_backups_and_see_every_acknowledged_write() {
     );
     assert_eq!(reader.call(&["INCR", "n"]), Value::Integer(1));
     assert_eq!(writer.call(&["GET", "n"]), Value::Bulk(b"1".to_vec()));
+}
+
+/// An application that writes a whole long pipeline before it reads a reply (as redis-py's
+/// pipeline does) gets every reply: more requests than the sockets' buffers hold, and far
+/// more replies, so a proxy that stopped reading while its replies wait would wait for ever.
+#[test]
+fn a_pipeline_longer_than_the_socket_buffers_is_answered_whole() {
+    const REQUESTS: usize = 400_000;
+    let up = Up::start("proxy-pipeline");
+    let proxy = proxy(&up);
+    let value = "v".repeat(100);
+    let mut conn = Conn::connect(proxy.local_addr());
+    assert_eq!(
+        conn.call(&["SET", "k", &value]),
+        Value::Simple(b"OK".to_vec())
+    );
+    let mut writing = conn.stream.try_clone().unwrap();
+    writing
+        .set_write_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let requests = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".repeat(REQUESTS);
+    let writer = thread::spawn(move || writing.write_all(&requests));
+    writer
+        .join()
+        .unwrap()
+        .expect("the proxy reads the whole pipeline before its replies are read");
+    let reply = format!("${}\r\n{value}\r\n", value.len()).into_bytes();
+    let mut received = conn.buffer.len();
+    let mut chunk = vec![0; 1 << 20];
+    while received < reply.len() * REQUESTS {
+        let n = conn
+            .stream
+            .read(&mut chunk)
+            .expect("replies before the timeout");
+        assert!(n > 0, "the proxy closed the connection");
+        assert!(
+            chunk[..n].iter().all(|b| reply.contains(b)),
+            "only GET's replies"
+        );
+        received += n;
+    }
+    assert_eq!(received, reply.len() * REQUESTS, "one reply per request");
 }

@@ -4,6 +4,7 @@ use tandem_replication::Message;
 
 use crate::call::{self, Call, Read, Reply};
 use crate::control::{self, ErrorCode, ErrorFrame, Hello, Welcome};
+use crate::members::{self, MembersAnswer};
 use crate::{PROTOCOL_VERSION, peer};
 
 pub(crate) const TYPE_HELLO: u8 = 0x01;
@@ -12,6 +13,8 @@ pub(crate) const TYPE_ERROR: u8 = 0x03;
 pub(crate) const TYPE_CALL: u8 = 0x10;
 pub(crate) const TYPE_REPLY: u8 = 0x11;
 pub(crate) const TYPE_READ: u8 = 0x12;
+pub(crate) const TYPE_MEMBERS: u8 = 0x13;
+pub(crate) const TYPE_MEMBERS_ANSWER: u8 = 0x14;
 pub(crate) const TYPE_PEER: u8 = 0x20;
 pub(crate) const TYPE_CLUSTER: u8 = 0x30;
 
@@ -27,6 +30,9 @@ pub enum Frame<'a> {
     Call(Call<'a>),
     Reply(Reply<'a>),
     Read(Read<'a>),
+    /// A client asks which nodes make up the group.
+    Members,
+    MembersAnswer(MembersAnswer),
     Peer(Message),
     /// A cluster-core message between two nodes, its bytes decoded by the cluster layer
     /// (the wire does not know its types).
@@ -44,6 +50,10 @@ impl Frame<'_> {
             Frame::Reply(r) => call::encode_reply(out, r.seq, r.lsn, r.status, r.body),
             Frame::Read(r) => {
                 call::encode_read(out, r.seq, r.proc_id, r.min_lsn, r.consistency, r.args)
+            }
+            Frame::Members => members::encode_members(out),
+            Frame::MembersAnswer(answer) => {
+                members::encode_members_answer(out, answer.view, &answer.members)
             }
             Frame::Peer(message) => peer::encode_peer(out, message),
             Frame::Cluster(body) => encode_cluster(out, body),
@@ -125,6 +135,8 @@ pub fn decode_frame(
             | TYPE_CALL
             | TYPE_REPLY
             | TYPE_READ
+            | TYPE_MEMBERS
+            | TYPE_MEMBERS_ANSWER
             | TYPE_PEER
             | TYPE_CLUSTER
     ) {
@@ -141,6 +153,11 @@ pub fn decode_frame(
         TYPE_CALL => Frame::Call(call::decode_call(body)?),
         TYPE_REPLY => Frame::Reply(call::decode_reply(body)?),
         TYPE_READ => Frame::Read(call::decode_read(body)?),
+        TYPE_MEMBERS => {
+            members::decode_members(body)?;
+            Frame::Members
+        }
+        TYPE_MEMBERS_ANSWER => Frame::MembersAnswer(members::decode_members_answer(body)?),
         TYPE_CLUSTER => Frame::Cluster(body),
         _ => Frame::Peer(peer::decode_peer(body)?),
     };

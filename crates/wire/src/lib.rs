@@ -6,11 +6,13 @@
 //!
 //! Contract of the decoder: it never panics, whatever the bytes; it refuses a frame longer than
 //! the receiver's `max_frame_len` as soon as the 4 length bytes are in, before buffering or
-//! allocating for it; it never allocates more than the frame's own bytes (a batch is copied
-//! once into an `Arc<[u8]>`, `Call` and `Reply` borrow their payload from the buffer). Every
-//! refusal is a [`FrameError`] value saying what was wrong and, for a body, in which frame and
-//! field. After one the stream is no longer known to be at a frame boundary: the receiver
-//! sends an `Error` frame ([`FrameError::code`]) and closes the connection.
+//! allocating for it; it never allocates more than the frame's own bytes describe (a batch is
+//! copied once into an `Arc<[u8]>`, `Call` and `Reply` borrow their payload from the buffer,
+//! a `MembersAnswer`'s list of at most 64 entries is built only once its count matched the
+//! body's length). Every refusal is a [`FrameError`] value saying what was wrong and, for a
+//! body, in which frame and field. After one the stream is no longer known to be at a frame
+//! boundary: the receiver sends an `Error` frame ([`FrameError::code`]) and closes the
+//! connection.
 //!
 //! Integers are little-endian except inside postcard bodies, where they are LEB128 varints
 //! and an enum is the varint index of its variant (in declaration order).
@@ -18,7 +20,8 @@
 //! ```text
 //! envelope (every frame)
 //!  0   4  len        u32 = 1 + body length; 1 ≤ len ≤ max_frame_len
-//!  4   1  type       0x01 Hello, 0x02 Welcome, 0x03 Error, 0x10 Call, 0x11 Reply, 0x20 Peer
+//!  4   1  type       0x01 Hello, 0x02 Welcome, 0x03 Error, 0x10 Call, 0x11 Reply,
+//!                     0x12 Read, 0x13 Members, 0x14 MembersAnswer, 0x20 Peer, 0x30 Cluster
 //!  5   …  body       len - 1 bytes
 //!
 //! 0x01 Hello, connecting side → server, first frame (postcard)
@@ -64,6 +67,18 @@
 //! 17   4  body_len      = body length - 21
 //! 21   …  body
 //!
+//! 0x13 Members, client → any node that welcomed it: no body
+//!
+//! 0x14 MembersAnswer, node → client (fixed layout): the node's own address and its peers'
+//!  0   8  view          the view the node knows; 0 if none
+//!  8   2  count         1 ≤ count ≤ MEMBERS_MAX (64)
+//! 10   …  count entries of 27 bytes, node_id strictly ascending:
+//!      0   4  node_id
+//!      4   2  port      ≥ 1
+//!      6   1  family    4 IPv4, 6 IPv6
+//!      7  16  ip        IPv4: its 4 bytes, then 12 zero bytes
+//!     23   4  scope_id  IPv6's scope id; IPv4: 0 (IPv6 flow info is not carried)
+//!
 //! 0x20 Peer, between the primary and a backup (a tandem_replication::Message)
 //!  0   1  sub_tag       then, with exact lengths for the fixed ones:
 //!         1 Batch       the batch's bytes verbatim (tandem_log's batch layout)
@@ -84,6 +99,7 @@ mod buffer;
 mod call;
 mod control;
 mod frame;
+mod members;
 mod peer;
 
 pub use buffer::FrameBuffer;
@@ -95,6 +111,7 @@ pub use control::{
     encode_hello, encode_welcome,
 };
 pub use frame::{Frame, FrameError, decode_frame, encode_cluster};
+pub use members::{MEMBERS_MAX, Member, MembersAnswer, encode_members, encode_members_answer};
 pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 
 /// The protocol version this build speaks; a server refuses any other in a `Hello`.
@@ -106,7 +123,8 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 /// follow, and a view's promotions name the view they are based on.
 /// Version 6: a `Read` names its consistency; members ask the primary `ReadIndex` for
 /// linearizable reads.
-pub const PROTOCOL_VERSION: u16 = 6;
+/// Version 7: a client asks any node for the group's members (`Members`, `MembersAnswer`).
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

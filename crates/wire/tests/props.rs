@@ -1,13 +1,15 @@
 //! Property tests: round trips, prefixes, arbitrary bytes and split streams.
 
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use tandem_replication::{AckCount, Message, PagesChunk, ReadConsistency, Safety};
 use tandem_wire::{
-    Call, ErrorCode, Frame, FrameBuffer, FrameError, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, Read,
-    Reply, ReplyStatus, Role, Welcome, decode_frame, encode_call, encode_error, encode_hello,
-    encode_peer, encode_read, encode_reply, encode_welcome,
+    Call, ErrorCode, Frame, FrameBuffer, FrameError, Hello, MAX_FRAME_LEN_DEFAULT, MEMBERS_MAX,
+    Member, MembersAnswer, PeerKind, Read, Reply, ReplyStatus, Role, Welcome, decode_frame,
+    encode_call, encode_error, encode_hello, encode_members, encode_members_answer, encode_peer,
+    encode_read, encode_reply, encode_welcome,
 };
 
 fn acks() -> impl Strategy<Value = AckCount> {
@@ -84,6 +86,30 @@ fn message() -> impl Strategy<Value = Message> {
     ]
 }
 
+/// A dialable address of either family (IPv6 with a scope id, without flow info, which the
+/// wire does not carry).
+fn address() -> impl Strategy<Value = SocketAddr> {
+    prop_oneof![
+        (any::<u32>(), 1..=u16::MAX)
+            .prop_map(|(ip, port)| { SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(ip), port)) }),
+        (any::<u128>(), 1..=u16::MAX, any::<u32>()).prop_map(|(ip, port, scope_id)| {
+            SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(ip), port, 0, scope_id))
+        }),
+    ]
+}
+
+/// A valid answer: 1 to `MEMBERS_MAX` members with distinct node ids, sorted.
+fn members_answer() -> impl Strategy<Value = MembersAnswer> {
+    let members = prop::collection::btree_map(any::<u32>(), address(), 1..=MEMBERS_MAX);
+    (any::<u64>(), members).prop_map(|(view, members)| MembersAnswer {
+        view,
+        members: members
+            .into_iter()
+            .map(|(node_id, address)| Member { node_id, address })
+            .collect(),
+    })
+}
+
 fn status() -> impl Strategy<Value = ReplyStatus> {
     prop_oneof![Just(ReplyStatus::Committed), Just(ReplyStatus::RolledBack)]
 }
@@ -135,6 +161,16 @@ fn encoded_frame() -> impl Strategy<Value = Vec<u8>> {
         ".{0,40}".prop_map(|message| {
             let mut out = Vec::new();
             encode_error(&mut out, ErrorCode::BadArgs, &message);
+            out
+        }),
+        Just({
+            let mut out = Vec::new();
+            encode_members(&mut out);
+            out
+        }),
+        members_answer().prop_map(|answer| {
+            let mut out = Vec::new();
+            encode_members_answer(&mut out, answer.view, &answer.members);
             out
         }),
     ]
@@ -192,6 +228,38 @@ proptest! {
     }
 
     #[test]
+    fn members_answer_round_trips(answer in members_answer()) {
+        let mut out = Vec::new();
+        encode_members_answer(&mut out, answer.view, &answer.members);
+        prop_assert_eq!(decode_whole(&out), Frame::MembersAnswer(answer));
+    }
+
+    #[test]
+    fn members_answer_count_is_checked_against_cap_and_length(
+        answer in members_answer(),
+        count in any::<u16>(),
+        cut in 0..27usize,
+    ) {
+        // Any count but the true one is refused, whatever the cap; so is a body cut short.
+        let mut out = Vec::new();
+        encode_members_answer(&mut out, answer.view, &answer.members);
+        let mut recounted = out.clone();
+        recounted[13..15].copy_from_slice(&count.to_le_bytes());
+        let decoded = decode_frame(&recounted, MAX_FRAME_LEN_DEFAULT);
+        if usize::from(count) == answer.members.len() {
+            prop_assert!(decoded.is_ok());
+        } else {
+            let err = decoded.unwrap_err().to_string();
+            prop_assert!(err.contains("'count'") || err.contains("'members'"), "{}", err);
+        }
+        let kept = out.len() - 1 - cut;
+        out.truncate(kept);
+        out[..4].copy_from_slice(&u32::try_from(kept - 4).unwrap().to_le_bytes());
+        let err = decode_frame(&out, MAX_FRAME_LEN_DEFAULT).unwrap_err().to_string();
+        prop_assert!(err.contains("'members'") || err.contains("'header'"), "{}", err);
+    }
+
+    #[test]
     fn peer_round_trips(message in message()) {
         let mut out = Vec::new();
         encode_peer(&mut out, &message);
@@ -228,7 +296,8 @@ proptest! {
     #[test]
     fn arbitrary_bodies_never_panic(
         ty in prop_oneof![
-            Just(0x01u8), Just(0x02), Just(0x03), Just(0x10), Just(0x11), Just(0x20), any::<u8>()
+            Just(0x01u8), Just(0x02), Just(0x03), Just(0x10), Just(0x11), Just(0x12), Just(0x13),
+            Just(0x14), Just(0x20), any::<u8>()
         ],
         lead in prop::collection::vec(0..8u8, 0..3),
         body in prop::collection::vec(any::<u8>(), 0..300),
@@ -240,7 +309,14 @@ proptest! {
         frame.extend_from_slice(&lead);
         frame.extend_from_slice(&body);
         match decode_frame(&frame, MAX_FRAME_LEN_DEFAULT) {
-            Ok(Some((_, used))) => prop_assert_eq!(used, frame.len()),
+            Ok(Some((decoded, used))) => {
+                prop_assert_eq!(used, frame.len());
+                // What decodes is encodable, and decodes again to the same value (as the
+                // fuzz target checks too).
+                let mut again = Vec::new();
+                decoded.encode(&mut again);
+                prop_assert_eq!(decode_whole(&again), decoded);
+            }
             Ok(None) => prop_assert!(false, "a whole frame needs no more bytes"),
             Err(err) => prop_assert!(!err.to_string().is_empty()),
         }

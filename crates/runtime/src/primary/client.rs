@@ -1,7 +1,9 @@
 //! A primary's client connections: an acceptor, and per connection a reader thread that
-//! parses calls for the executor and a writer thread that sends the answers.
+//! parses calls for the executor (and answers `Members` itself) and a writer thread that
+//! sends the executor's answers.
 
 use super::*;
+use crate::members::MemberList;
 
 /// What every client connection of this primary needs to know.
 #[derive(Clone, Debug)]
@@ -16,6 +18,8 @@ pub(super) struct ClientContext {
     pub(super) max_frame_len: usize,
     pub(super) inbound: Sender<Inbound>,
     pub(super) metrics: Arc<Metrics>,
+    /// What a `Members` frame is answered with.
+    pub(super) members: MemberList,
 }
 
 /// Accepts client connections and runs a reader and a writer thread for each.
@@ -148,12 +152,17 @@ impl Client {
         );
         net::write_all(stream, &welcome)?;
         let (out, out_rx) = mpsc::channel::<Vec<u8>>();
-        let mut writer_stream = stream.try_clone()?;
+        // The writer thread sends the executor's answers; the reader sends its own answer to
+        // a `Members` frame under the same lock, so frames never interleave, and a client
+        // that asks and never reads stops the reader at TCP instead of filling a queue.
+        let shared = Arc::new(Mutex::new(stream.try_clone()?));
+        let writer_stream = Arc::clone(&shared);
         let handle = thread::Builder::new()
             .name(format!("client-{}-out", self.conn))
             .spawn(move || {
                 while let Ok(bytes) = out_rx.recv() {
-                    if writer_stream.write_all(&bytes).is_err() {
+                    let mut stream = writer_stream.lock().expect("not poisoned");
+                    if stream.write_all(&bytes).is_err() {
                         return;
                     }
                 }
@@ -169,7 +178,7 @@ impl Client {
         if self.context.inbound.send(opened).is_err() {
             return Ok(());
         }
-        self.read_calls(stream, &mut buffer, client_id, &unanswered)
+        self.read_calls(stream, &mut buffer, client_id, &unanswered, &shared)
     }
 
     fn read_calls(
@@ -178,7 +187,9 @@ impl Client {
         buffer: &mut FrameBuffer,
         client_id: u64,
         unanswered: &AtomicU64,
+        shared: &Mutex<TcpStream>,
     ) -> Result<(), ConnError> {
+        let mut answer = Vec::new();
         loop {
             let mut batch = CallBatch {
                 conn: self.conn,
@@ -214,9 +225,21 @@ impl Client {
                             read_only: true,
                         });
                     }
+                    // Answered at once, not by the executor (it holds no call): it may go
+                    // ahead of replies to calls sent before it.
+                    Ok(Some(Frame::Members)) => {
+                        answer.clear();
+                        let view = self.context.view.load(Ordering::Acquire);
+                        self.context.members.answer(&mut answer, view, stream);
+                        let mut shared = shared.lock().expect("not poisoned");
+                        if let Err(err) = shared.write_all(&answer) {
+                            break Err(ConnError::Io(err));
+                        }
+                    }
                     Ok(Some(_)) => {
                         break Err(ConnError::Protocol(
-                            "after its Hello a client sends only Call and Read frames".into(),
+                            "after its Hello a client sends only Call, Read and Members frames"
+                                .into(),
                         ));
                     }
                     Ok(None) => break Ok(()),

@@ -1,5 +1,6 @@
-//! Arbitrary bytes through `decode_frame` and `FrameBuffer`: neither may panic, and both must
-//! see the same frames. A decoded batch also goes through `BatchRef::parse`.
+//! Arbitrary bytes through `decode_frame` and `FrameBuffer`: neither may panic, both must see
+//! the same frames, and every frame decodes again, equal, from its own encoding. A decoded
+//! batch also goes through `BatchRef::parse`.
 
 #![no_main]
 
@@ -21,6 +22,10 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut out = Vec::new();
         frame.encode(&mut out);
+        // What decodes re-encodes to a frame that decodes to the same value (a member list
+        // and its count, a diverged page list, a safety rule: nothing is lost or reordered).
+        let again = decode_frame(&out, MAX_FRAME_LEN).map(|found| found.map(|(f, _)| f));
+        assert_eq!(again, Ok(Some(frame)));
         direct.push(out);
         at += used;
     }

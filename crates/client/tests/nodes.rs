@@ -1,0 +1,145 @@
+//! A new node list for a long-lived client, and discovery, against a scripted primary: the
+//! client's seqs go on in order, its pending call survives, and its connection to the
+//! primary stays while the primary's address is still listed.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use tandem_client::{CallError, Client, ClientConfig, ConfigError, Member, discover_members};
+use tandem_wire::{Frame, FrameBuffer, MAX_FRAME_LEN_DEFAULT, ReplyStatus, Role, Welcome};
+use tandem_wire::{encode_members_answer, encode_reply, encode_welcome};
+
+/// A primary (node 1 of view 1) that answers every call on any connection with a reply for
+/// its seq and reports the seq, names itself and node 2 to a `Members` frame, and counts the
+/// connections it accepted.
+fn scripted_primary() -> (SocketAddr, mpsc::Receiver<u64>, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let (called, calls) = mpsc::channel();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&accepted);
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            counted.fetch_add(1, Ordering::Relaxed);
+            let called = called.clone();
+            thread::spawn(move || serve(stream, address, &called));
+        }
+    });
+    (address, calls, accepted)
+}
+
+fn serve(mut stream: TcpStream, address: SocketAddr, called: &mpsc::Sender<u64>) {
+    let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+    loop {
+        while let Ok(Some(frame)) = buffer.next_frame() {
+            let mut out = Vec::new();
+            match frame {
+                Frame::Hello(_) => {
+                    let welcome = Welcome {
+                        version: tandem_wire::PROTOCOL_VERSION,
+                        node_id: 1,
+                        role: Role::Primary,
+                        view: 1,
+                        lsn: 0,
+                    };
+                    encode_welcome(&mut out, &welcome);
+                }
+                Frame::Call(call) => {
+                    let _ = called.send(call.seq);
+                    encode_reply(&mut out, call.seq, call.seq, ReplyStatus::Committed, b"");
+                }
+                Frame::Members => {
+                    let members = [
+                        Member {
+                            node_id: 1,
+                            address,
+                        },
+                        Member {
+                            node_id: 2,
+                            address: "[::1]:7002".parse().unwrap(),
+                        },
+                    ];
+                    encode_members_answer(&mut out, 1, &members);
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+            if stream.write_all(&out).is_err() {
+                return;
+            }
+        }
+        match stream.read(buffer.spare()) {
+            Ok(0) | Err(_) => return,
+            Ok(read) => buffer.filled(read),
+        }
+    }
+}
+
+/// A loopback address nothing listens on (bound, then released).
+fn closed_address() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+#[test]
+fn a_new_node_list_keeps_the_seq_the_pending_call_and_the_primarys_connection() {
+    let (primary, seqs, accepted) = scripted_primary();
+    let dead = closed_address();
+    let mut config = ClientConfig::new(vec![dead], 0, 1);
+    config.deadline = Duration::from_millis(50);
+    let mut client = Client::new(config).unwrap();
+    let first = client.call(1, b"a", None);
+    assert!(
+        matches!(first, Err(CallError::Deadline { seq: 1, .. })),
+        "no primary listed: {first:?}"
+    );
+
+    // A list the config would refuse changes nothing.
+    assert_eq!(client.set_nodes(vec![]), Err(ConfigError::NoNodes));
+    let twice = vec![primary, primary];
+    assert_eq!(
+        client.set_nodes(twice),
+        Err(ConfigError::DuplicateNode(primary))
+    );
+    assert_eq!(client.config().nodes, [dead]);
+    assert_eq!(client.pending_seq(), Some(1));
+
+    client.set_nodes(vec![dead, primary]).unwrap();
+    let resumed = client.resume().expect("call 1 is pending");
+    assert_eq!(resumed.unwrap().seq, 1, "the same call, resent");
+
+    // The primary's address moves to another place in the list: its connection stays.
+    let connects = client.stats().connects;
+    client.set_nodes(vec![primary, closed_address()]).unwrap();
+    assert_eq!(client.primary(), Some((1, 1)));
+    assert_eq!(client.call(1, b"b", None).unwrap().seq, 2);
+    assert_eq!(client.stats().connects, connects, "no new connection");
+
+    // Without the primary's address, the next call looks for one in the new list.
+    client.set_nodes(vec![dead]).unwrap();
+    assert_eq!(client.primary(), None);
+    client.set_nodes(vec![primary]).unwrap();
+    assert_eq!(client.call(1, b"c", None).unwrap().seq, 3);
+
+    let seen: Vec<u64> = seqs.try_iter().collect();
+    assert_eq!(seen, [1, 2, 3], "each seq once, in order");
+    assert_eq!(accepted.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn discovery_asks_the_seeds_in_turn_until_one_answers() {
+    let (primary, _, _) = scripted_primary();
+    let dead = closed_address();
+    let discovery = discover_members(&[dead, primary], 0, Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        (discovery.seed, discovery.node, discovery.view),
+        (primary, 1, 1)
+    );
+    let v6: SocketAddr = "[::1]:7002".parse().unwrap();
+    assert_eq!(discovery.addresses(), [primary, v6]);
+}
