@@ -285,6 +285,10 @@ pub struct ProxyArgs {
     /// The least severe log lines the proxy writes (as `tandem node --log-level`).
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,
+    /// Exit when standard input reaches its end (as `tandem node`'s flag: a parent that
+    /// holds the pipe takes the proxy down with it, even when it is killed).
+    #[arg(long, hide = true)]
+    pub exit_on_stdin_eof: bool,
 }
 
 /// A list of socket addresses, as `--cluster` takes them.

@@ -8,6 +8,13 @@ use crate::Failure;
 use crate::cli::ProxyArgs;
 
 pub fn run(args: &ProxyArgs) -> Result<(), Failure> {
+    if args.exit_on_stdin_eof {
+        std::thread::spawn(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            std::process::exit(0);
+        });
+    }
     let config = ProxyConfig {
         cluster: args.cluster.0.clone(),
         listen: args.listen,

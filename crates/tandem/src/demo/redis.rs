@@ -178,19 +178,22 @@ fn start_proxy(
     let stderr = std::fs::File::create(&log)
         .map_err(|err| Failure::Run(format!("cannot create {}: {err}", log.display())))?;
     let addresses: Vec<String> = cluster.iter().map(SocketAddr::to_string).collect();
-    let child = Command::new(exe)
+    let mut child = Command::new(exe)
         .arg("proxy")
         .arg("--cluster")
         .arg(addresses.join(","))
         .args(["--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
+        // The proxy ends when this process does, however it ends (as the nodes do).
+        .arg("--exit-on-stdin-eof")
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()
         .map_err(|err| Failure::Run(format!("cannot start tandem proxy: {err}")))?;
+    let stdin = child.stdin.take();
     let mut proxy = Process {
         child,
-        stdin: None,
+        stdin,
         stdout: None,
         log,
     };
