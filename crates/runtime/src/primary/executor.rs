@@ -82,14 +82,22 @@ impl ConnOut {
         self.answered();
     }
 
-    /// A withheld reply of call `seq` (its lease ran out before it could leave): answered
-    /// "not primary" if the connection asked for it, else left to the client's timeout.
+    /// A withheld reply of call `seq` (its lease ran out before it could leave). A TCP client
+    /// with no other call in flight (a stub) is told `Busy`: it sends the same (client id,
+    /// seq) again on the same connection after a short pause, and a call that committed is
+    /// answered from the dedup table once the lease is back (or the stub learns the node is no
+    /// longer primary), where silence cost it an attempt timeout. An error frame names no
+    /// call, so a connection with several in flight (a pipelined load) is left to its
+    /// timeout. A local port is told "not primary" if it asked for it (the RESP front runs a
+    /// withheld read again and tells a writer its command may have run), else nothing.
     pub(super) fn withheld(&mut self, seq: u64) {
-        if self.answer_withheld {
-            let message = "this primary's lease ran out before the reply could leave";
-            self.error(seq, ErrorCode::NotPrimary, message);
-        } else {
-            self.answered();
+        let message = "this primary's lease ran out before the reply could leave";
+        let alone = self.unanswered.load(Ordering::SeqCst) == 1;
+        match self.sink {
+            ConnSink::Frames(_) if alone => self.error(seq, ErrorCode::Busy, message),
+            ConnSink::Frames(_) => self.answered(),
+            _ if self.answer_withheld => self.error(seq, ErrorCode::NotPrimary, message),
+            _ => self.answered(),
         }
     }
 

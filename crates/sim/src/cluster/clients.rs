@@ -273,6 +273,13 @@ impl World {
                 });
                 state.router.answered(route, not_primary, now);
             }
+            (Wire::Busy { conn }, Waiting::Answer) if conn == current => {
+                let busy = Answered::Error(ErrorFrame {
+                    code: ErrorCode::Busy,
+                    message: format!("node {from} withheld the reply: its lease ran out"),
+                });
+                state.router.answered(route, busy, now);
+            }
             // On a connection the client gave up, or not what it waits for.
             _ => return Ok(()),
         }

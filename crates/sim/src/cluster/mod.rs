@@ -287,6 +287,11 @@ enum Wire {
     NotPrimary {
         conn: u64,
     },
+    /// The primary withheld the call's reply (its lease ran out before the reply could
+    /// leave): an `Error` frame `Busy`, as the runtime answers a stub.
+    Busy {
+        conn: u64,
+    },
     /// A reader's read-only call to a backup (a `Read` frame).
     Read {
         conn: u64,

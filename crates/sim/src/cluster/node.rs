@@ -733,9 +733,16 @@ impl World {
                 Disposition::Send(reply) => reply,
                 // Released under a lease that ran out before it could leave: a paused primary
                 // replays the ticks it missed, and a hold that ends inside them releases
-                // replies at a tick the replay then passes (seed 22594). Not sent, as the
-                // runtime withholds it: the client retries.
-                Disposition::Withhold(_) => continue,
+                // replies at a tick the replay then passes (seed 22594). Not sent: the client
+                // is told `Busy`, as the runtime tells a stub, and sends the call again.
+                Disposition::Withhold(reply) if reply.reply.to == ClientConn::PERIODIC => {
+                    continue;
+                }
+                Disposition::Withhold(reply) => {
+                    let ClientConn { client, conn, .. } = reply.reply.to;
+                    self.send(node, CLIENT_BASE + client as NodeId, Wire::Busy { conn });
+                    continue;
+                }
                 Disposition::NotPrimary(reply) if reply.reply.to == ClientConn::PERIODIC => {
                     continue;
                 }
