@@ -147,7 +147,9 @@ pub struct DemoArgs {
     #[arg(long, default_value = ".tandem/demo")]
     pub dir: std::path::PathBuf,
     /// The failure injected halfway: kill-primary (SIGKILL), kill-backup, pause-primary
-    /// (SIGSTOP for 300 ms, then SIGCONT: a partitioned old primary) or restart-primary.
+    /// (SIGSTOP for 300 ms, then SIGCONT: a partitioned old primary), restart-primary, or
+    /// isolate-primary (every packet it sends dropped for 300 ms: needs root, iptables and
+    /// cgroup v2).
     #[arg(long, default_value = "kill-primary", value_parser = crate::demo::Fault::parse)]
     pub fault: crate::demo::Fault,
     /// Ticks (1 ms each) of silence after which a node suspects a peer, ≥ 4 (the lease,

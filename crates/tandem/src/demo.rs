@@ -108,6 +108,10 @@ pub enum Fault {
     PausePrimary,
     /// SIGKILL of the primary, then a restart `PAUSE_MS` later: it rejoins and catches up.
     RestartPrimary,
+    /// The primary cut off the network for `PAUSE_MS` (every packet it sends dropped), then
+    /// let back on: it keeps running, so it must not have a single call acknowledged once the
+    /// new primary answered, and it rejoins.
+    IsolatePrimary,
 }
 
 /// How long a paused primary stays stopped, or a killed one down before its restart.
@@ -120,8 +124,10 @@ impl Fault {
             "kill-backup" => Ok(Fault::KillBackup),
             "pause-primary" => Ok(Fault::PausePrimary),
             "restart-primary" => Ok(Fault::RestartPrimary),
+            "isolate-primary" => Ok(Fault::IsolatePrimary),
             _ => Err(
-                "accepted values: kill-primary, kill-backup, pause-primary, restart-primary"
+                "accepted values: kill-primary, kill-backup, pause-primary, \
+                 restart-primary, isolate-primary"
                     .to_string(),
             ),
         }
@@ -133,7 +139,10 @@ impl Fault {
 
     /// Whether the failed node is back (and must match the others) at the end.
     fn comes_back(self) -> bool {
-        matches!(self, Fault::PausePrimary | Fault::RestartPrimary)
+        matches!(
+            self,
+            Fault::PausePrimary | Fault::RestartPrimary | Fault::IsolatePrimary
+        )
     }
 }
 
@@ -166,6 +175,13 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
              --proxies"
                 .to_string(),
         ));
+    }
+    if args.fault == Fault::IsolatePrimary
+        && let Some(why) = crate::local::isolation_unavailable()
+    {
+        return Err(Failure::Usage(format!(
+            "--fault isolate-primary cannot run here: {why}"
+        )));
     }
     let scenario = Scenario {
         fault: args.fault,
@@ -602,6 +618,7 @@ impl Scenario {
         let kill_ms = started.elapsed().as_secs_f64() * 1000.0;
         match self.fault {
             Fault::PausePrimary => cluster.pause(killed, true)?,
+            Fault::IsolatePrimary => cluster.isolate(killed, true)?,
             _ => cluster.kill(killed),
         }
         let killed_at = std::time::SystemTime::now()
@@ -611,6 +628,7 @@ impl Scenario {
             Fault::KillPrimary | Fault::RestartPrimary => "killed the primary with SIGKILL",
             Fault::KillBackup => "killed a backup with SIGKILL",
             Fault::PausePrimary => "paused the primary with SIGSTOP",
+            Fault::IsolatePrimary => "cut the primary off the network",
         };
         self.say(&format!(
             "{what}: node {killed}, at {kill_ms:.0} ms ({}.{:06})",
@@ -623,6 +641,9 @@ impl Scenario {
             if self.fault == Fault::PausePrimary {
                 cluster.pause(killed, false)?;
                 self.say(&format!("node {killed} continued (SIGCONT)"));
+            } else if self.fault == Fault::IsolatePrimary {
+                cluster.isolate(killed, false)?;
+                self.say(&format!("node {killed} is back on the network"));
             } else {
                 cluster.restart(killed)?;
                 self.say(&format!("node {killed} restarted"));

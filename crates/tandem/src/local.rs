@@ -130,6 +130,9 @@ pub struct LocalNode {
     pub entry: NodeEntry,
     child: Option<Child>,
     _stdin: Option<ChildStdin>,
+    /// The iptables rules that cut it off the network (`LocalCluster::isolate`), removed
+    /// when it is let back on or dropped.
+    cut_rules: Vec<Vec<String>>,
 }
 
 impl LocalNode {
@@ -158,6 +161,9 @@ impl LocalNode {
 
 impl Drop for LocalNode {
     fn drop(&mut self) {
+        for rule in std::mem::take(&mut self.cut_rules) {
+            let _ = iptables("-D", &rule);
+        }
         if let Some(child) = &mut self.child {
             let _ = child.kill();
             let _ = child.wait();
@@ -263,6 +269,7 @@ impl LocalCluster {
             entry,
             child: Some(child),
             _stdin: stdin,
+            cut_rules: Vec::new(),
         })
     }
 
@@ -305,6 +312,61 @@ impl LocalCluster {
         };
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(node.entry.pid as i32), signal)
             .map_err(|err| Failure::Run(format!("cannot signal node {id}: {err}")))
+    }
+
+    /// Cuts node `id` off the network (`cut`), or lets it back on: every packet its process
+    /// sends is dropped, to peers, clients and the config store alike, as when its machine
+    /// drops off the network; TCP then stalls both ways, since its acknowledgements are
+    /// dropped too. Packets of the sockets it holds are dropped by their local port, and
+    /// those of sockets it opens while cut off by its cgroup: the process goes into a cgroup
+    /// of its own, which iptables matches for sockets made there (a socket keeps the cgroup it
+    /// was made in). Needs root, cgroup v2 and iptables' `cgroup` match
+    /// ([`isolation_unavailable`] says what is missing).
+    pub fn isolate(&mut self, id: u32, cut: bool) -> Result<(), Failure> {
+        let pid = self.node_mut(id).entry.pid;
+        let root = cgroup2_root().ok_or_else(|| {
+            Failure::Run("cannot cut a node off: no cgroup v2 hierarchy is mounted".into())
+        })?;
+        let name = format!("tandem-cut-{pid}");
+        let group = root.join(&name);
+        let io = |what: &str, err: std::io::Error| {
+            Failure::Run(format!("cannot cut node {id} off: {what}: {err}"))
+        };
+        if cut {
+            std::fs::create_dir_all(&group).map_err(|err| io("a cgroup of its own", err))?;
+            std::fs::write(group.join("cgroup.procs"), pid.to_string())
+                .map_err(|err| io("moving it into its cgroup", err))?;
+            let mut rules = vec![vec![
+                "-m".to_owned(),
+                "cgroup".to_owned(),
+                "--path".to_owned(),
+                name.clone(),
+            ]];
+            for port in tcp_ports_of(pid) {
+                rules.push(vec![
+                    "-p".to_owned(),
+                    "tcp".to_owned(),
+                    "--sport".to_owned(),
+                    port.to_string(),
+                ]);
+            }
+            for rule in &rules {
+                iptables("-A", rule)
+                    .map_err(|err| Failure::Run(format!("cannot cut node {id} off: {err}")))?;
+            }
+            self.node_mut(id).cut_rules = rules;
+            Ok(())
+        } else {
+            for rule in std::mem::take(&mut self.node_mut(id).cut_rules) {
+                iptables("-D", &rule)
+                    .map_err(|err| Failure::Run(format!("cannot let node {id} back: {err}")))?;
+            }
+            std::fs::write(root.join("cgroup.procs"), pid.to_string())
+                .map_err(|err| io("moving it back", err))?;
+            // Empty now; a failure leaves an empty directory, which costs nothing.
+            let _ = std::fs::remove_dir(&group);
+            Ok(())
+        }
     }
 
     /// Starts a killed node again, from its configuration and its config store's state: its
@@ -637,6 +699,105 @@ fn node_config(
         .validate()
         .map_err(|err| Failure::Usage(format!("node {}: {err}", member.node_id)))?;
     Ok(config)
+}
+
+/// Runs `iptables ACTION OUTPUT MATCH… -j DROP`.
+fn iptables(action: &str, matching: &[String]) -> Result<(), String> {
+    let status = std::process::Command::new("iptables")
+        .args([action, "OUTPUT"])
+        .args(matching)
+        .args(["-j", "DROP"])
+        .stderr(std::process::Stdio::null())
+        .status();
+    match status {
+        Ok(status) if status.success() => Ok(()),
+        _ => Err(format!(
+            "`iptables {action} OUTPUT {} -j DROP` failed (it needs root)",
+            matching.join(" ")
+        )),
+    }
+}
+
+/// The local ports of the TCP sockets process `pid` holds: its sockets' inodes from
+/// `/proc/PID/fd`, looked up in `/proc/net/tcp` and `tcp6`.
+fn tcp_ports_of(pid: u32) -> Vec<u16> {
+    let mut inodes = std::collections::BTreeSet::new();
+    if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        for fd in fds.flatten() {
+            let Ok(target) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            let target = target.to_string_lossy().into_owned();
+            if let Some(inode) = target
+                .strip_prefix("socket:[")
+                .and_then(|rest| rest.strip_suffix(']'))
+            {
+                inodes.insert(inode.to_owned());
+            }
+        }
+    }
+    let mut ports = std::collections::BTreeSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(inode)) = (fields.get(1), fields.get(9)) else {
+                continue;
+            };
+            if !inodes.contains(*inode) {
+                continue;
+            }
+            if let Some(port) = local
+                .rsplit(':')
+                .next()
+                .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+            {
+                ports.insert(port);
+            }
+        }
+    }
+    ports.into_iter().collect()
+}
+
+/// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified`
+/// beside v1 controllers), from `/proc/self/mounts`.
+fn cgroup2_root() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (_, path, kind) = (fields.next()?, fields.next()?, fields.next()?);
+        (kind == "cgroup2").then(|| PathBuf::from(path))
+    })
+}
+
+/// Why [`LocalCluster::isolate`] cannot work here, if it cannot: it tries the iptables rule
+/// it would add (and removes it).
+pub fn isolation_unavailable() -> Option<String> {
+    let Some(root) = cgroup2_root() else {
+        return Some("no cgroup v2 hierarchy is mounted".into());
+    };
+    let name = format!("tandem-probe-{}", std::process::id());
+    let group = root.join(&name);
+    if let Err(err) = std::fs::create_dir_all(&group) {
+        return Some(format!(
+            "cannot make a cgroup under {}: {err}",
+            root.display()
+        ));
+    }
+    let rule = |action: &str| {
+        std::process::Command::new("iptables")
+            .args([
+                action, "OUTPUT", "-m", "cgroup", "--path", &name, "-j", "DROP",
+            ])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    let works = rule("-A") && rule("-D");
+    let _ = std::fs::remove_dir(&group);
+    (!works).then(|| "iptables cannot drop a cgroup's packets here (it needs root)".into())
 }
 
 #[cfg(test)]
