@@ -615,10 +615,15 @@ impl Scenario {
                 .find(|&id| id != primary)
                 .expect("three nodes")
         };
-        let kill_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let mut kill_ms = started.elapsed().as_secs_f64() * 1000.0;
         match self.fault {
             Fault::PausePrimary => cluster.pause(killed, true)?,
-            Fault::IsolatePrimary => cluster.isolate(killed, true)?,
+            Fault::IsolatePrimary => {
+                cluster.isolate(killed, true)?;
+                // The cut takes hold with its last rule, after the iptables commands that
+                // prepared it.
+                kill_ms = started.elapsed().as_secs_f64() * 1000.0;
+            }
             _ => cluster.kill(killed),
         }
         let killed_at = std::time::SystemTime::now()

@@ -130,9 +130,9 @@ pub struct LocalNode {
     pub entry: NodeEntry,
     child: Option<Child>,
     _stdin: Option<ChildStdin>,
-    /// The iptables rules that cut it off the network (`LocalCluster::isolate`), removed
+    /// The iptables chain that cuts it off the network (`LocalCluster::isolate`), removed
     /// when it is let back on or dropped.
-    cut_rules: Vec<Vec<String>>,
+    cut_chain: Option<String>,
 }
 
 impl LocalNode {
@@ -161,8 +161,8 @@ impl LocalNode {
 
 impl Drop for LocalNode {
     fn drop(&mut self) {
-        for rule in std::mem::take(&mut self.cut_rules) {
-            let _ = iptables("-D", &rule);
+        if let Some(chain) = self.cut_chain.take() {
+            let _ = remove_chain(&chain);
         }
         if let Some(child) = &mut self.child {
             let _ = child.kill();
@@ -269,7 +269,7 @@ impl LocalCluster {
             entry,
             child: Some(child),
             _stdin: stdin,
-            cut_rules: Vec::new(),
+            cut_chain: None,
         })
     }
 
@@ -332,6 +332,9 @@ impl LocalCluster {
         let io = |what: &str, err: std::io::Error| {
             Failure::Run(format!("cannot cut node {id} off: {what}: {err}"))
         };
+        // The rules go into a chain of their own first, and one jump from OUTPUT puts them all
+        // in force at once.
+        let chain = format!("TANDEM-CUT-{pid}");
         if cut {
             std::fs::create_dir_all(&group).map_err(|err| io("a cgroup of its own", err))?;
             std::fs::write(group.join("cgroup.procs"), pid.to_string())
@@ -341,6 +344,8 @@ impl LocalCluster {
                 "cgroup".to_owned(),
                 "--path".to_owned(),
                 name.clone(),
+                "-j".to_owned(),
+                "DROP".to_owned(),
             ]];
             for port in tcp_ports_of(pid) {
                 rules.push(vec![
@@ -348,17 +353,22 @@ impl LocalCluster {
                     "tcp".to_owned(),
                     "--sport".to_owned(),
                     port.to_string(),
+                    "-j".to_owned(),
+                    "DROP".to_owned(),
                 ]);
             }
+            let failed = |err: String| Failure::Run(format!("cannot cut node {id} off: {err}"));
+            iptables(&["-N", &chain]).map_err(failed)?;
+            self.node_mut(id).cut_chain = Some(chain.clone());
             for rule in &rules {
-                iptables("-A", rule)
-                    .map_err(|err| Failure::Run(format!("cannot cut node {id} off: {err}")))?;
+                let mut args = vec!["-A", chain.as_str()];
+                args.extend(rule.iter().map(String::as_str));
+                iptables(&args).map_err(failed)?;
             }
-            self.node_mut(id).cut_rules = rules;
-            Ok(())
+            iptables(&["-I", "OUTPUT", "-j", &chain]).map_err(failed)
         } else {
-            for rule in std::mem::take(&mut self.node_mut(id).cut_rules) {
-                iptables("-D", &rule)
+            if let Some(chain) = self.node_mut(id).cut_chain.take() {
+                remove_chain(&chain)
                     .map_err(|err| Failure::Run(format!("cannot let node {id} back: {err}")))?;
             }
             std::fs::write(root.join("cgroup.procs"), pid.to_string())
@@ -701,21 +711,26 @@ fn node_config(
     Ok(config)
 }
 
-/// Runs `iptables ACTION OUTPUT MATCH… -j DROP`.
-fn iptables(action: &str, matching: &[String]) -> Result<(), String> {
+/// Runs `iptables ARGS…`.
+fn iptables(args: &[&str]) -> Result<(), String> {
     let status = std::process::Command::new("iptables")
-        .args([action, "OUTPUT"])
-        .args(matching)
-        .args(["-j", "DROP"])
+        .args(args)
         .stderr(std::process::Stdio::null())
         .status();
     match status {
         Ok(status) if status.success() => Ok(()),
         _ => Err(format!(
-            "`iptables {action} OUTPUT {} -j DROP` failed (it needs root)",
-            matching.join(" ")
+            "`iptables {}` failed (it needs root)",
+            args.join(" ")
         )),
     }
+}
+
+/// Takes a cut-off node's chain out of OUTPUT, then empties and deletes it.
+fn remove_chain(chain: &str) -> Result<(), String> {
+    iptables(&["-D", "OUTPUT", "-j", chain])?;
+    iptables(&["-F", chain])?;
+    iptables(&["-X", chain])
 }
 
 /// The local ports of the TCP sockets process `pid` holds: its sockets' inodes from
@@ -787,13 +802,10 @@ pub fn isolation_unavailable() -> Option<String> {
         ));
     }
     let rule = |action: &str| {
-        std::process::Command::new("iptables")
-            .args([
-                action, "OUTPUT", "-m", "cgroup", "--path", &name, "-j", "DROP",
-            ])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
+        iptables(&[
+            action, "OUTPUT", "-m", "cgroup", "--path", &name, "-j", "DROP",
+        ])
+        .is_ok()
     };
     let works = rule("-A") && rule("-D");
     let _ = std::fs::remove_dir(&group);
