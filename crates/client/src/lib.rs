@@ -362,6 +362,13 @@ impl Client {
         Some(self.run(pending))
     }
 
+    /// Makes the next search for a backup to read from start at node `index` of
+    /// [`ClientConfig::nodes`] (modulo their count), so that clients given different indexes
+    /// spread their reads over the backups. The primary's node is skipped as always.
+    pub fn prefer_backup(&mut self, index: usize) {
+        self.read_from = index % self.config.nodes.len();
+    }
+
     /// The seq of the call [`resume`](Self::resume) would resend.
     pub fn pending_seq(&self) -> Option<u64> {
         self.pending.as_ref().map(|pending| pending.seq)

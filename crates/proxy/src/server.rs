@@ -282,8 +282,12 @@ impl Shared {
             ClientConfig::new(members, self.config.group, self.lane_id_base + lane + 1);
         config.deadline = self.config.deadline;
         config.read_consistency = self.config.read_consistency;
+        let mut client = Client::new(config).expect("checked when the proxy started");
+        // Lanes start their search for a backup at different nodes: reads after `READONLY`
+        // spread over the backups.
+        client.prefer_backup(lane as usize);
         Lane {
-            client: Client::new(config).expect("checked when the proxy started"),
+            client,
             members_version,
         }
     }
