@@ -52,21 +52,7 @@ fn python() -> Result<PathBuf, String> {
 
 /// `tandem demo --client redis --fault FAULT --json` on a small cluster; its report.
 fn demo(fault: &str) -> Value {
-    let dir =
-        std::env::temp_dir().join(format!("tandem-demo-redis-{fault}-{}", std::process::id()));
-    let output = common::demo_command(&dir, "1.5")
-        .args(["--client", "redis", "--proxies", "2", "--fault", fault])
-        .output()
-        .expect("tandem runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-    assert!(
-        output.status.success(),
-        "tandem demo --client redis --fault {fault} failed: {stderr}\n{report}"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-    report
+    try_demo(fault).unwrap_or_else(|why| panic!("--fault {fault}: {why}"))
 }
 
 /// The promises of the proxy under every fault.
