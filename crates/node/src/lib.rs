@@ -34,6 +34,7 @@ pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin
 pub use gate::GateRule;
 pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,
+    withheld_answer,
 };
 pub use reads::{BackupReads, Needs, READ_INDEX_RETRY, READ_WAIT, ReadAnswer, WaitingRead};
 pub use receiver::ReceiverRole;

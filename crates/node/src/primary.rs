@@ -497,3 +497,12 @@ impl<T> PrimaryRole<T> {
         ready.observed.append(&mut self.observed);
     }
 }
+
+/// What a client is told when the primary withholds its call's reply (the lease ran out
+/// before the reply could leave): `Busy` when the call is the only one its connection has in
+/// flight (a stub, which sends the same (client id, seq) again at once instead of after its
+/// attempt timeout); nothing otherwise, since an error frame names no call and a pipelined
+/// connection could not tell which it answers (it is left to its timeout).
+pub fn withheld_answer(calls_in_flight: u64) -> Option<tandem_wire::ErrorCode> {
+    (calls_in_flight == 1).then_some(tandem_wire::ErrorCode::Busy)
+}

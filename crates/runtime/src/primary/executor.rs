@@ -82,20 +82,19 @@ impl ConnOut {
         self.answered();
     }
 
-    /// A withheld reply of call `seq` (its lease ran out before it could leave). A TCP client
-    /// with no other call in flight (a stub) is told `Busy`: it sends the same (client id,
-    /// seq) again on the same connection after a short pause, and a call that committed is
-    /// answered from the dedup table once the lease is back (or the stub learns the node is no
-    /// longer primary), where silence cost it an attempt timeout. An error frame names no
-    /// call, so a connection with several in flight (a pipelined load) is left to its
-    /// timeout. A local port is told "not primary" if it asked for it (the RESP front runs a
-    /// withheld read again and tells a writer its command may have run), else nothing.
+    /// A withheld reply of call `seq` (its lease ran out before it could leave): a TCP client
+    /// is told what `tandem_node::withheld_answer` says; a local port is told "not primary"
+    /// if it asked for it (the RESP front runs a withheld read again and tells a writer its
+    /// command may have run), else nothing.
     pub(super) fn withheld(&mut self, seq: u64) {
         let message = "this primary's lease ran out before the reply could leave";
-        let alone = self.unanswered.load(Ordering::SeqCst) == 1;
         match self.sink {
-            ConnSink::Frames(_) if alone => self.error(seq, ErrorCode::Busy, message),
-            ConnSink::Frames(_) => self.answered(),
+            ConnSink::Frames(_) => {
+                match tandem_node::withheld_answer(self.unanswered.load(Ordering::SeqCst)) {
+                    Some(code) => self.error(seq, code, message),
+                    None => self.answered(),
+                }
+            }
             _ if self.answer_withheld => self.error(seq, ErrorCode::NotPrimary, message),
             _ => self.answered(),
         }

@@ -739,8 +739,11 @@ impl World {
                     continue;
                 }
                 Disposition::Withhold(reply) => {
-                    let ClientConn { client, conn, .. } = reply.reply.to;
-                    self.send(node, CLIENT_BASE + client as NodeId, Wire::Busy { conn });
+                    // A simulated client has one call in flight.
+                    if tandem_node::withheld_answer(1).is_some() {
+                        let ClientConn { client, conn, .. } = reply.reply.to;
+                        self.send(node, CLIENT_BASE + client as NodeId, Wire::Busy { conn });
+                    }
                     continue;
                 }
                 Disposition::NotPrimary(reply) if reply.reply.to == ClientConn::PERIODIC => {
