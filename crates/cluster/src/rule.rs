@@ -12,9 +12,8 @@ use tandem_replication::{NodeId, Safety};
 /// backup holds the record (1-safe, bounded) promises nothing a report could keep: one
 /// report suffices.
 pub fn reports_needed(backups: usize, safety: Safety) -> usize {
-    let acks = match safety {
-        Safety::OneSafe | Safety::Bounded(_) => return 1.min(backups),
-        Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) => acks,
+    let Some(acks) = safety.backup_acks() else {
+        return 1.min(backups);
     };
     let k = acks.needed(backups);
     backups - k + 1
@@ -262,12 +261,12 @@ pub fn promote_from(
 /// far as `old`'s last promotion showed: what a reporter must hold (0 under a rule that
 /// releases before any backup holds a record, or before any promotion).
 fn released_max_before(old: &View, safety: Safety) -> u64 {
-    match safety {
-        Safety::TwoSafe(_) | Safety::TwoSafeApplied(_) => old
+    match safety.backup_acks() {
+        Some(_) => old
             .promotions
             .last()
             .map_or(0, |promotion| promotion.lsn_released_max),
-        Safety::OneSafe | Safety::Bounded(_) => 0,
+        None => 0,
     }
 }
 
@@ -279,9 +278,8 @@ fn released_max_before(old: &View, safety: Safety) -> u64 {
 /// it lies at or below the (k − (n − r))-th highest holding. A view without backups releases
 /// nothing (2-safe), nor does a 1-safe or bounded rule promise anything: 0.
 fn released_max(old: &View, held: &[u64], safety: Safety) -> u64 {
-    let acks = match safety {
-        Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) => acks,
-        Safety::OneSafe | Safety::Bounded(_) => return 0,
+    let Some(acks) = safety.backup_acks() else {
+        return 0;
     };
     let backups = old.backups.len();
     if backups == 0 {

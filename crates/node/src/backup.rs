@@ -206,6 +206,8 @@ impl ApplierRole {
             view,
             lsn_received: lsn,
             lsn_applied: lsn,
+            // The applier knows nothing of the log; the primary keeps the highest it heard.
+            lsn_durable: 0,
             tick_echoed: 0,
         })
     }

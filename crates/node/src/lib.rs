@@ -24,6 +24,7 @@
 
 mod backup;
 mod gate;
+mod log;
 mod primary;
 mod reads;
 mod receiver;
@@ -32,6 +33,7 @@ mod supervisor;
 
 pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin};
 pub use gate::GateRule;
+pub use log::{LogOrder, SyncPolicy, SyncPolicyError};
 pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,
     withheld_answer,

@@ -47,6 +47,7 @@ fn ack(role: &mut Role, lsn: u64) {
             view: 1,
             lsn_received: lsn,
             lsn_applied: lsn,
+            lsn_durable: 0,
             tick_echoed: 0,
         },
     );

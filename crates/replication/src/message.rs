@@ -33,13 +33,16 @@ pub enum Message {
     /// the primary keeps hearing its backups too.
     Pulse { view: u64 },
     /// Backup → primary: every record up to `lsn_received` is held, up to `lsn_applied`
-    /// applied. Also the backup's introduction when it connects. `tick_echoed` is the
-    /// `tick_sent` of the newest heartbeat it accepted in this view (0: none yet): the backup
-    /// heard the primary no earlier than that, so its lease promise runs from there.
+    /// applied, up to `lsn_durable` synced to its write-ahead log (`lsn_applied` and
+    /// `lsn_durable` are at most `lsn_received`). Also the backup's introduction when it
+    /// connects. `tick_echoed` is the `tick_sent` of the newest heartbeat it accepted in this
+    /// view (0: none yet): the backup heard the primary no earlier than that, so its lease
+    /// promise runs from there.
     Ack {
         view: u64,
         lsn_received: u64,
         lsn_applied: u64,
+        lsn_durable: u64,
         tick_echoed: u64,
     },
     /// Backup → primary: a batch was missing or corrupt; send again everything after
@@ -92,6 +95,21 @@ pub struct PagesChunk {
 }
 
 impl Message {
+    /// The ack a backup's write-ahead log sends the primary of `view` once it synced every
+    /// record up to `lsn_durable`, without waiting for the receiver's next message. It claims
+    /// no more than it knows: the records up to `lsn_durable` are held (so received), and
+    /// applied up to what the applier reached. The primary keeps the highest of each claim,
+    /// and the lease's echo rides on the receiver's own acks (0 here: none is echoed).
+    pub fn durable_ack(view: u64, lsn_durable: u64, lsn_applied: u64) -> Message {
+        Message::Ack {
+            view,
+            lsn_received: lsn_durable,
+            lsn_applied: lsn_applied.min(lsn_durable),
+            lsn_durable,
+            tick_echoed: 0,
+        }
+    }
+
     /// The view a message was sent in (a batch's sits in its header).
     pub fn view(&self) -> Option<u64> {
         match *self {
@@ -141,11 +159,25 @@ pub enum Safety {
     TwoSafe(AckCount),
     /// Once the backups have applied the record.
     TwoSafeApplied(AckCount),
+    /// Once the primary and the backups have synced the record to their write-ahead logs, so
+    /// that it survives every node losing power at once.
+    Durable(AckCount),
 }
 
 impl Safety {
     /// The default: received by every backup.
     pub const DEFAULT: Safety = Safety::TwoSafe(AckCount::All);
+
+    /// How many backups must hold a record before its reply leaves; `None` for a rule that
+    /// releases at the local commit (1-safe, bounded).
+    pub fn backup_acks(self) -> Option<AckCount> {
+        match self {
+            Safety::OneSafe | Safety::Bounded(_) => None,
+            Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) | Safety::Durable(acks) => {
+                Some(acks)
+            }
+        }
+    }
 
     /// Checks the rule in itself, whatever the group: a zero bound or a zero ack count is
     /// never meaningful. (A view may hold fewer backups than k after failures; the primary
@@ -159,7 +191,9 @@ impl Safety {
     pub fn validate(self, backups: usize) -> Result<(), SafetyError> {
         match self {
             Safety::Bounded(0) => Err(SafetyError::BoundedZero),
-            Safety::TwoSafe(AckCount::Of(k)) | Safety::TwoSafeApplied(AckCount::Of(k)) => {
+            Safety::TwoSafe(AckCount::Of(k))
+            | Safety::TwoSafeApplied(AckCount::Of(k))
+            | Safety::Durable(AckCount::Of(k)) => {
                 if k == 0 {
                     Err(SafetyError::ZeroAcks)
                 } else if backups == 0 {
@@ -184,6 +218,8 @@ impl fmt::Display for Safety {
             Safety::TwoSafe(AckCount::Of(k)) => write!(f, "2-safe:{k}"),
             Safety::TwoSafeApplied(AckCount::All) => f.write_str("2-safe-applied"),
             Safety::TwoSafeApplied(AckCount::Of(k)) => write!(f, "2-safe-applied:{k}"),
+            Safety::Durable(AckCount::All) => f.write_str("durable"),
+            Safety::Durable(AckCount::Of(k)) => write!(f, "durable:{k}"),
         }
     }
 }
@@ -194,7 +230,7 @@ impl fmt::Display for Safety {
 pub enum SafetyError {
     #[error(
         "unknown safety '{0}'; accepted: 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied, \
-         2-safe-applied:K"
+         2-safe-applied:K, durable, durable:K"
     )]
     Unknown(String),
     #[error("bounded:0 would stop every commit; use 2-safe, or bounded:N with N ≥ 1")]
@@ -202,12 +238,13 @@ pub enum SafetyError {
     #[error("an ack count of 0 is 1-safe; write 1-safe, or give K ≥ 1")]
     ZeroAcks,
     #[error(
-        "2-safe with {k} acks cannot be met by a group without backups; use 1-safe, or 2-safe \
-         (all backups, none here)"
+        "a rule with {k} backup acks cannot be met by a group without backups; use 1-safe, or \
+         the rule without a count (all backups, none here)"
     )]
     NoBackups { k: u32 },
     #[error(
-        "2-safe with {k} acks cannot be met by a group of {backups} backups; use K ≤ {backups}"
+        "a rule with {k} backup acks cannot be met by a group of {backups} backups; use \
+         K ≤ {backups}"
     )]
     TooManyAcks { k: u32, backups: usize },
 }
@@ -235,6 +272,7 @@ impl FromStr for Safety {
             },
             "2-safe" => Safety::TwoSafe(acks(count)?),
             "2-safe-applied" => Safety::TwoSafeApplied(acks(count)?),
+            "durable" => Safety::Durable(acks(count)?),
             _ => return Err(unknown()),
         };
         Ok(safety)
@@ -308,6 +346,8 @@ mod tests {
             "2-safe:1",
             "2-safe-applied",
             "2-safe-applied:2",
+            "durable",
+            "durable:1",
         ] {
             let safety: Safety = text.parse().unwrap();
             assert_eq!(safety.to_string(), text);
@@ -316,7 +356,15 @@ mod tests {
 
     #[test]
     fn bad_safety_names_say_what_is_accepted() {
-        for text in ["", "3-safe", "bounded", "bounded:x", "1-safe:2", "2-safe:"] {
+        for text in [
+            "",
+            "3-safe",
+            "bounded",
+            "bounded:x",
+            "1-safe:2",
+            "2-safe:",
+            "durable:x",
+        ] {
             let err = text.parse::<Safety>().unwrap_err();
             assert!(err.to_string().contains("accepted"), "{text}: {err}");
         }

@@ -173,6 +173,9 @@ pub struct PrimaryReady<R> {
     /// Members that need records the retained tail no longer holds: the driver calls
     /// [`Primary::transfer`] for each, with the segment, before it feeds the primary again.
     pub transfers: Vec<NodeId>,
+    /// Every batch sealed since the last take, in LSN order: the driver appends them to the
+    /// node's write-ahead log and reports what it synced with [`Primary::log_synced`].
+    pub to_log: Vec<SealedBatch>,
     pub faults: Vec<PrimaryFault>,
 }
 
@@ -183,6 +186,7 @@ impl<R> Default for PrimaryReady<R> {
             replies: Vec::new(),
             abandoned: Vec::new(),
             transfers: Vec::new(),
+            to_log: Vec::new(),
             faults: Vec::new(),
         }
     }
@@ -223,6 +227,7 @@ impl<R> PrimaryReady<R> {
             && self.replies.is_empty()
             && self.abandoned.is_empty()
             && self.transfers.is_empty()
+            && self.to_log.is_empty()
             && self.faults.is_empty()
     }
 
@@ -232,6 +237,7 @@ impl<R> PrimaryReady<R> {
         self.replies.clear();
         self.abandoned.clear();
         self.transfers.clear();
+        self.to_log.clear();
         self.faults.clear();
     }
 }
@@ -331,6 +337,8 @@ struct Progress {
     lsn_sent: u64,
     lsn_received: u64,
     lsn_applied: u64,
+    /// Synced to its write-ahead log (at most `lsn_received`).
+    lsn_durable: u64,
     /// (tick, LSN) of the last rewind after a Nack.
     rewind: Option<(u64, u64)>,
     /// It needs records the tail no longer holds: nothing more is shipped to it.
@@ -343,6 +351,22 @@ struct Progress {
     kind: MemberKind,
     /// The `tick_sent` of the newest heartbeat it echoed: its lease runs from there.
     tick_lease_from: Option<u64>,
+}
+
+/// What a backup's ack says it holds.
+#[derive(Clone, Copy, Debug)]
+struct Claim {
+    lsn_received: u64,
+    lsn_applied: u64,
+    lsn_durable: u64,
+}
+
+/// How far along a record must be on a backup for a rule to count it.
+#[derive(Clone, Copy, Debug)]
+enum Held {
+    Received,
+    Applied,
+    Durable,
 }
 
 #[derive(Debug)]
@@ -372,6 +396,7 @@ impl Progress {
             lsn_sent: 0,
             lsn_received: 0,
             lsn_applied: 0,
+            lsn_durable: 0,
             rewind: None,
             needs_transfer: false,
             diverged: None,
@@ -418,6 +443,9 @@ pub struct Primary<R> {
     /// `ReadIndex` questions not answered yet (member, id), oldest first: they wait while no
     /// reply that needs the lease could leave ([`Primary::answer_read_indexes`]).
     read_indexes: Vec<(NodeId, u64)>,
+    /// What this node's own write-ahead log has synced, as the driver reported it
+    /// ([`Primary::log_synced`]): a `durable` reply needs the primary's copy on disk too.
+    lsn_durable: u64,
 }
 
 impl<R> Primary<R> {
@@ -482,6 +510,7 @@ impl<R> Primary<R> {
             deposed: false,
             view_newer: None,
             read_indexes: Vec::new(),
+            lsn_durable: 0,
             sorted: Vec::new(),
             lsn_released: lsn_committed,
             tick_release_from: None,
@@ -720,9 +749,8 @@ impl<R> Primary<R> {
     /// Whether the group's rule would hold for `lsn` with `backups` as the view's backups:
     /// as many of them as the rule counts (all of them, when there are fewer) received it.
     fn rule_holds_among(&self, backups: &[NodeId], lsn: u64) -> bool {
-        let acks = match self.config.safety {
-            Safety::OneSafe | Safety::Bounded(_) => return true,
-            Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) => acks,
+        let Some(acks) = self.config.safety.backup_acks() else {
+            return true;
         };
         let k = acks.needed(backups.len());
         let holding = backups
@@ -1076,6 +1104,7 @@ impl<R> Primary<R> {
             Message::Ack {
                 lsn_received,
                 lsn_applied,
+                lsn_durable,
                 tick_echoed,
                 ..
             } => {
@@ -1091,7 +1120,12 @@ impl<R> Primary<R> {
                     backup.tick_lease_from = backup.tick_lease_from.max(Some(tick_echoed));
                 }
                 let introduced = !self.members[index].known;
-                if self.learn_progress(index, lsn_received, lsn_applied) {
+                let claim = Claim {
+                    lsn_received,
+                    lsn_applied,
+                    lsn_durable,
+                };
+                if self.learn_progress(index, claim) {
                     if introduced {
                         // A heartbeat at once: its echo starts the lease without waiting
                         // for the next tick (a new primary's first replies need it).
@@ -1107,12 +1141,20 @@ impl<R> Primary<R> {
                 // A Nack does not say what is applied: keep what is known, never above what
                 // the backup holds (after a restart that is less than before).
                 let backup = &self.members[index];
-                let lsn_applied = if backup.known {
-                    backup.lsn_applied.min(lsn_received)
+                let (lsn_applied, lsn_durable) = if backup.known {
+                    (
+                        backup.lsn_applied.min(lsn_received),
+                        backup.lsn_durable.min(lsn_received),
+                    )
                 } else {
-                    0
+                    (0, 0)
                 };
-                if self.learn_progress(index, lsn_received, lsn_applied) {
+                let claim = Claim {
+                    lsn_received,
+                    lsn_applied,
+                    lsn_durable,
+                };
+                if self.learn_progress(index, claim) {
                     self.maybe_rewind(index, lsn_received);
                     self.catch_up(index);
                     self.release();
@@ -1177,8 +1219,10 @@ impl<R> Primary<R> {
             mut replies,
             mut abandoned,
             transfers: _,
+            mut to_log,
             mut faults,
         } = more;
+        ready.to_log.append(&mut to_log);
         ready.messages.append(&mut messages);
         ready.replies.append(&mut replies);
         ready.abandoned.append(&mut abandoned);
@@ -1210,9 +1254,17 @@ impl<R> Primary<R> {
     }
 
     /// Records what a backup says it holds. Returns false if the claim was refused.
-    fn learn_progress(&mut self, index: usize, lsn_received: u64, lsn_applied: u64) -> bool {
+    fn learn_progress(&mut self, index: usize, claim: Claim) -> bool {
+        let Claim {
+            lsn_received,
+            lsn_applied,
+            lsn_durable,
+        } = claim;
         let backup = &mut self.members[index];
-        if lsn_received > self.lsn_committed || lsn_applied > lsn_received {
+        if lsn_received > self.lsn_committed
+            || lsn_applied > lsn_received
+            || lsn_durable > lsn_received
+        {
             self.ready.faults.push(PrimaryFault::BackupAhead {
                 from: backup.node,
                 lsn_received,
@@ -1225,13 +1277,36 @@ impl<R> Primary<R> {
             backup.known = true;
             backup.lsn_received = lsn_received;
             backup.lsn_applied = lsn_applied;
+            backup.lsn_durable = lsn_durable;
             backup.lsn_sent = lsn_received;
             return true;
         }
         backup.lsn_received = backup.lsn_received.max(lsn_received);
         backup.lsn_applied = backup.lsn_applied.max(lsn_applied);
+        backup.lsn_durable = backup.lsn_durable.max(lsn_durable);
         backup.lsn_sent = backup.lsn_sent.max(backup.lsn_received);
         true
+    }
+
+    /// This node's write-ahead log has synced every record up to `lsn` (the driver's report;
+    /// it never goes back within one primary role). Releases the `durable` replies it holds.
+    pub fn log_synced(&mut self, lsn: u64) {
+        assert!(
+            lsn <= self.lsn_committed,
+            "the log synced LSN {lsn}, beyond the last commit {}",
+            self.lsn_committed
+        );
+        if lsn <= self.lsn_durable {
+            return;
+        }
+        self.lsn_durable = lsn;
+        self.release();
+        self.check_invariants();
+    }
+
+    /// What this node's write-ahead log has synced, as last reported.
+    pub fn lsn_durable(&self) -> u64 {
+        self.lsn_durable
     }
 
     /// A member introduced itself with `Diverged`: whatever it said before, it holds the
@@ -1257,6 +1332,7 @@ impl<R> Primary<R> {
         backup.known = false;
         backup.lsn_received = 0;
         backup.lsn_applied = 0;
+        backup.lsn_durable = 0;
         backup.lsn_sent = 0;
         backup.rewind = None;
         backup.diverged = Some((lsn_received, pages));
@@ -1323,6 +1399,7 @@ impl<R> Primary<R> {
 
     fn seal_and_ship(&mut self) {
         let batch: SealedBatch = self.builder.seal();
+        self.ready.to_log.push(batch.clone());
         for backup in &mut self.members {
             if backup.known && !backup.needs_transfer && backup.lsn_sent + 1 == batch.lsn_base() {
                 self.ready
@@ -1452,26 +1529,30 @@ impl<R> Primary<R> {
         if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::EarlyReply) {
             return self.lsn_committed;
         }
-        let (applied, acks) = match safety {
+        let (held, acks) = match safety {
             Safety::OneSafe | Safety::Bounded(_) => return self.lsn_committed,
-            Safety::TwoSafe(acks) => (false, acks),
-            Safety::TwoSafeApplied(acks) => (true, acks),
+            Safety::TwoSafe(acks) => (Held::Received, acks),
+            Safety::TwoSafeApplied(acks) => (Held::Applied, acks),
+            Safety::Durable(acks) => (Held::Durable, acks),
+        };
+        // A durable record must be on this node's disk too.
+        let lsn_local = match held {
+            Held::Durable => self.lsn_durable,
+            Held::Received | Held::Applied => self.lsn_committed,
         };
         let n = self.config.backups.len();
         let k = acks.needed(n);
         if k == 0 && self.config.lone {
-            return self.lsn_committed;
+            return lsn_local;
         }
         if k == 0 {
             // No backup left in a group that has other nodes: nothing new leaves.
             return self.lsn_released;
         }
-        let progress_lsn = |backup: &Progress| {
-            if applied {
-                backup.lsn_applied
-            } else {
-                backup.lsn_received
-            }
+        let progress_lsn = |backup: &Progress| match held {
+            Held::Received => backup.lsn_received,
+            Held::Applied => backup.lsn_applied,
+            Held::Durable => backup.lsn_durable,
         };
         self.sorted.clear();
         self.sorted.extend(
@@ -1498,7 +1579,7 @@ impl<R> Primary<R> {
             }));
             releasable = releasable.min(kth_highest(&mut self.sorted, k));
         }
-        releasable
+        releasable.min(lsn_local)
     }
 
     /// Records every backup has received may leave the tail.
@@ -1522,6 +1603,7 @@ impl<R> Primary<R> {
         let lsn_shipped = self.tail.lsn_next() - 1;
         for backup in &self.members {
             assert!(backup.lsn_applied <= backup.lsn_received);
+            assert!(backup.lsn_durable <= backup.lsn_received);
             assert!(backup.lsn_received <= self.lsn_committed);
             assert!(backup.lsn_sent <= lsn_shipped.max(backup.lsn_received));
         }
@@ -1531,6 +1613,7 @@ impl<R> Primary<R> {
         }
         // A deposed primary answers no read index: a new view may acknowledge what it lacks.
         assert!(!self.deposed || self.read_indexes.is_empty());
+        assert!(self.lsn_durable <= self.lsn_committed);
         true
     }
 }

@@ -121,6 +121,9 @@ pub struct Receiver {
     lsn_received: u64,
     /// As last reported by the applier; carried on acks.
     lsn_applied: u64,
+    /// As last reported by the node's write-ahead log; carried on acks (capped at
+    /// `lsn_received`).
+    lsn_durable: u64,
     tick: u64,
     /// The primary's `tick_sent` on the newest heartbeat accepted (0: none yet), echoed on
     /// every ack. It only grows: a late heartbeat renews nothing.
@@ -149,6 +152,7 @@ impl Receiver {
             config,
             lsn_received,
             lsn_applied: lsn_received,
+            lsn_durable: 0,
             tick: 0,
             tick_echoed: 0,
             nack: None,
@@ -264,6 +268,16 @@ impl Receiver {
             "applied LSNs only move forward"
         );
         self.lsn_applied = lsn_applied;
+    }
+
+    /// The node's write-ahead log has synced every record up to `lsn_durable`; later acks
+    /// say so. No ack leaves for it alone: the driver's log sends its own
+    /// (`tandem_node::durable_ack`), so a sync is acknowledged without waiting for this
+    /// receiver's next message. A log behind what was received is normal; one ahead of it
+    /// holds records of this history the receiver has not taken yet (a new connection):
+    /// acks claim no more than was received.
+    pub fn synced(&mut self, lsn_durable: u64) {
+        self.lsn_durable = self.lsn_durable.max(lsn_durable);
     }
 
     pub fn tick(&mut self) {
@@ -547,6 +561,7 @@ impl Receiver {
             view: self.config.view,
             lsn_received: self.lsn_received,
             lsn_applied: self.lsn_applied,
+            lsn_durable: self.lsn_durable.min(self.lsn_received),
             tick_echoed: self.tick_echoed,
         };
         self.ready.messages.push((self.config.primary, ack));

@@ -25,6 +25,9 @@ struct Backup {
     applier: Applier,
     segment: Segment,
     faults: Vec<ReceiverFault>,
+    /// Its write-ahead log, modelled by LSNs: what it appended (received) and what it synced.
+    logged: u64,
+    synced: u64,
 }
 
 struct Harness {
@@ -41,6 +44,9 @@ struct Harness {
     pages_transferred: usize,
     /// Each released reply's `lease_end`, in release order.
     lease_ends: Vec<Option<u64>>,
+    /// The primary's write-ahead log, modelled by LSNs: what it appended and what it synced.
+    logged: u64,
+    synced: u64,
 }
 
 fn receiver_config(view: u64) -> ReceiverConfig {
@@ -97,6 +103,8 @@ impl Harness {
                 applier: Applier::new(lsn_start),
                 segment: fresh(),
                 faults: Vec::new(),
+                logged: lsn_start,
+                synced: lsn_start,
             })
             .collect();
         let mut harness = Harness {
@@ -109,6 +117,8 @@ impl Harness {
             primary_faults: Vec::new(),
             pages_transferred: 0,
             lease_ends: Vec::new(),
+            logged: lsn_start,
+            synced: lsn_start,
         };
         for backup in &mut harness.backups {
             backup.receiver.introduce();
@@ -151,6 +161,10 @@ impl Harness {
         self.abandoned
             .extend(ready.abandoned.drain(..).map(|reply| reply.reply.0));
         self.primary_faults.append(&mut ready.faults);
+        for batch in ready.to_log.drain(..) {
+            assert_eq!(batch.lsn_base(), self.logged + 1, "the log is fed in order");
+            self.logged = batch.lsn_last();
+        }
         let transfers: Vec<NodeId> = ready.transfers.drain(..).collect();
         for node in transfers {
             if let Some(sent) = self.primary.transfer(node, &self.segment) {
@@ -171,12 +185,14 @@ impl Harness {
                 backup.receiver.applied(lsn);
             }
             for apply in ready.to_apply.drain(..) {
+                backup.logged = backup.logged.max(apply.batch.lsn_last());
                 let lsn_applied = backup.applier.apply(&mut backup.segment, &apply).unwrap();
                 backup.receiver.applied(lsn_applied);
                 let ack = Message::Ack {
                     view: backup.receiver.view(),
                     lsn_received: lsn_applied,
                     lsn_applied,
+                    lsn_durable: 0,
                     tick_echoed: backup.receiver.tick_echoed(),
                 };
                 self.network.push_back((backup.node, PRIMARY, ack));
@@ -209,6 +225,14 @@ impl Harness {
                 let holding = applied.filter(|b| b.applier.lsn_applied() >= lsn).count();
                 (holding, acks)
             }
+            Safety::Durable(acks) => {
+                assert!(
+                    self.synced >= lsn,
+                    "a durable reply before the primary synced"
+                );
+                let holding = counted().filter(|b| b.synced >= lsn).count();
+                (holding, acks)
+            }
         };
         let k = match k {
             AckCount::All => n,
@@ -237,9 +261,32 @@ impl Harness {
         backup.receiver = Receiver::new(receiver_config(1), 0);
         backup.applier = Applier::new(0);
         backup.segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
+        (backup.logged, backup.synced) = (0, 0);
         let node = backup.node;
         self.primary.link_reset(node);
         self.backups[index].receiver.introduce();
+        self.collect();
+    }
+
+    /// The logs of `nodes` (PRIMARY for the primary's) sync what they appended; each backup's
+    /// log says so to the primary at once, as a node's log thread does.
+    fn sync_logs(&mut self, nodes: &[NodeId]) {
+        for &node in nodes {
+            if node == PRIMARY {
+                self.synced = self.logged;
+                self.primary.log_synced(self.synced);
+                continue;
+            }
+            let backup = self.backups.iter_mut().find(|b| b.node == node).unwrap();
+            backup.synced = backup.logged;
+            backup.receiver.synced(backup.synced);
+            let ack = Message::durable_ack(
+                backup.receiver.view(),
+                backup.synced,
+                backup.applier.lsn_applied(),
+            );
+            self.network.push_back((node, PRIMARY, ack));
+        }
         self.collect();
     }
 
@@ -321,6 +368,112 @@ fn one_safe_replies_at_commit_and_two_safe_after_receipt() {
     harness.deliver_all();
     assert_eq!(harness.released, vec![first, second]);
     harness.assert_replicas_match();
+}
+
+#[test]
+fn durable_waits_until_the_primary_and_every_backup_synced_the_record() {
+    let durable = Safety::Durable(AckCount::All);
+    let mut harness = Harness::new(config(2, durable));
+    harness.deliver_all();
+    let first = harness.commit(durable);
+    harness.flush();
+    harness.deliver_all();
+    assert!(
+        harness.released.is_empty(),
+        "received everywhere, synced nowhere"
+    );
+    harness.sync_logs(&[2, 3]);
+    harness.deliver_all();
+    assert!(
+        harness.released.is_empty(),
+        "the primary's own copy is not on disk"
+    );
+    harness.sync_logs(&[PRIMARY]);
+    assert_eq!(harness.released, vec![first]);
+    // The primary may sync first; a 2-safe reply behind a durable one waits in LSN order.
+    let second = harness.commit(durable);
+    let third = harness.commit(Safety::DEFAULT);
+    harness.flush();
+    harness.deliver_all();
+    harness.sync_logs(&[PRIMARY, 2]);
+    harness.deliver_all();
+    assert_eq!(harness.released, vec![first], "backup 3 has not synced");
+    harness.sync_logs(&[3]);
+    harness.deliver_all();
+    assert_eq!(harness.released, vec![first, second, third]);
+    harness.assert_replicas_match();
+}
+
+#[test]
+fn durable_k_of_n_waits_for_k_backups_and_a_lone_primary_for_its_own_disk() {
+    let durable = Safety::Durable(AckCount::Of(1));
+    let mut harness = Harness::new(config(2, durable));
+    harness.deliver_all();
+    let lsn = harness.commit(durable);
+    harness.flush();
+    harness.deliver_all();
+    harness.sync_logs(&[PRIMARY, 3]);
+    harness.deliver_all();
+    assert_eq!(harness.released, vec![lsn], "one backup of two suffices");
+
+    let durable = Safety::Durable(AckCount::All);
+    let mut lone = Harness::new(config(0, durable));
+    let lsn = lone.commit(durable);
+    lone.flush();
+    assert!(
+        lone.released.is_empty(),
+        "a lone primary's record waits for its disk"
+    );
+    lone.sync_logs(&[PRIMARY]);
+    assert_eq!(lone.released, vec![lsn]);
+}
+
+#[test]
+fn a_durable_claim_beyond_what_was_received_is_refused() {
+    let durable = Safety::Durable(AckCount::All);
+    let mut harness = Harness::new(config(1, durable));
+    harness.deliver_all();
+    let lsn = harness.commit(durable);
+    harness.flush();
+    harness.sync_logs(&[PRIMARY]);
+    // Before the batch arrives, an ack claims it durable but not received.
+    let lie = Message::Ack {
+        view: 1,
+        lsn_received: lsn - 1,
+        lsn_applied: lsn - 1,
+        lsn_durable: lsn,
+        tick_echoed: 0,
+    };
+    harness.deliver_one(2, PRIMARY, lie);
+    assert!(harness.released.is_empty());
+    assert!(
+        harness
+            .primary_faults
+            .iter()
+            .any(|fault| matches!(fault, PrimaryFault::BackupAhead { from: 2, .. }))
+    );
+}
+
+/// The checker of the durable rule looks at the backups' own logs, not at what acks claim:
+/// a backup whose ack says it synced what it did not is caught at the release.
+#[test]
+#[should_panic(expected = "under durable released while only 0 backups hold it")]
+fn the_durable_check_catches_a_release_on_a_false_sync_claim() {
+    let durable = Safety::Durable(AckCount::All);
+    let mut harness = Harness::new(config(1, durable));
+    harness.deliver_all();
+    let lsn = harness.commit(durable);
+    harness.flush();
+    harness.deliver_all();
+    harness.sync_logs(&[PRIMARY]);
+    let false_claim = Message::Ack {
+        view: 1,
+        lsn_received: lsn,
+        lsn_applied: lsn,
+        lsn_durable: lsn,
+        tick_echoed: 0,
+    };
+    harness.deliver_one(2, PRIMARY, false_claim);
 }
 
 #[test]
@@ -710,6 +863,7 @@ fn acks_from_strangers_and_claims_beyond_the_log_are_ignored() {
         view: 1,
         lsn_received: lsn,
         lsn_applied: lsn,
+        lsn_durable: 0,
         tick_echoed: 0,
     };
     harness.primary.step(99, ack(0));
@@ -1013,6 +1167,7 @@ fn the_lease_needs_every_backup_and_an_echo_from_the_future_is_refused() {
         view: 1,
         lsn_received: 0,
         lsn_applied: 0,
+        lsn_durable: 0,
         tick_echoed: 50,
     };
     harness.primary.step(3, echo_ahead);
@@ -1047,6 +1202,7 @@ fn a_spare_made_a_backup_grants_no_lease_until_it_echoes_as_one() {
         view: 1,
         lsn_received: 0,
         lsn_applied: 0,
+        lsn_durable: 0,
         tick_echoed: 1,
     };
     harness.primary.step(3, spare_ack);
@@ -1480,6 +1636,7 @@ fn replies_leave_withheld_or_refused_as_drain_replies_says() {
         view: 1,
         lsn_received: 0,
         lsn_applied: 0,
+        lsn_durable: 0,
         tick_echoed,
     };
     // The backup introduces itself and echoes the greeting: the lease runs to tick 1 + 2.
@@ -1549,6 +1706,7 @@ fn a_pulse_is_answered_with_an_ack_that_renews_no_lease() {
                 view: 1,
                 lsn_received: 0,
                 lsn_applied: 0,
+                lsn_durable: 0,
                 tick_echoed: 5,
             }
         )],

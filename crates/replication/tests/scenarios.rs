@@ -210,6 +210,7 @@ impl Script {
                     view,
                     lsn_received,
                     lsn_applied,
+                    lsn_durable: 0,
                     tick_echoed,
                 };
                 self.primary().step(node.parse().expect("a node"), ack);

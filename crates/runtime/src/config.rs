@@ -1058,7 +1058,7 @@ mod tests {
             (
                 "`group.safety`",
                 |c| c.group.safety = Safety::TwoSafe(AckCount::Of(3)),
-                "2-safe with 3 acks cannot be met by a group of 1 backups; use K ≤ 1",
+                "a rule with 3 backup acks cannot be met by a group of 1 backups; use K ≤ 1",
             ),
             (
                 "`group.safety`",

@@ -270,6 +270,7 @@ fn safety_to_wire(safety: Option<Safety>) -> (u8, u64) {
         }
         Some(Safety::TwoSafe(count)) => (3, acks(count)),
         Some(Safety::TwoSafeApplied(count)) => (4, acks(count)),
+        Some(Safety::Durable(count)) => (5, acks(count)),
     }
 }
 
@@ -295,8 +296,9 @@ fn safety_from_wire(tag: u8, param: u64) -> Result<Option<Safety>, FrameError> {
         2 => Some(Safety::Bounded(param)),
         3 => Some(Safety::TwoSafe(acks(param)?)),
         4 => Some(Safety::TwoSafeApplied(acks(param)?)),
+        5 => Some(Safety::Durable(acks(param)?)),
         _ => {
-            let detail = format!("unknown tag {tag}; 0 to 4 are defined");
+            let detail = format!("unknown tag {tag}; 0 to 5 are defined");
             return Err(bad_body("Call", "safety_tag", detail));
         }
     };
@@ -366,6 +368,8 @@ mod tests {
             Some(Safety::TwoSafe(AckCount::Of(2))),
             Some(Safety::TwoSafeApplied(AckCount::All)),
             Some(Safety::TwoSafeApplied(AckCount::Of(u32::MAX))),
+            Some(Safety::Durable(AckCount::All)),
+            Some(Safety::Durable(AckCount::Of(2))),
         ] {
             let mut out = Vec::new();
             encode_call(&mut out, 9, 1, safety, b"args");
@@ -390,8 +394,8 @@ mod tests {
         };
         let param = 5 + 11;
         check(
-            &|b| b[5 + 10] = 5,
-            "Call frame, field 'safety_tag': unknown tag 5; 0 to 4 are defined",
+            &|b| b[5 + 10] = 6,
+            "Call frame, field 'safety_tag': unknown tag 6; 0 to 5 are defined",
         );
         check(
             &|b| b[param] = 1,

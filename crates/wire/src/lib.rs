@@ -46,8 +46,9 @@
 //! 0x10 Call, client → primary (fixed layout)
 //!  0   8  seq
 //!  8   2  proc_id
-//! 10   1  safety_tag    0 group default, 1 1-safe, 2 bounded, 3 2-safe, 4 2-safe-applied
-//! 11   8  safety_param  tags 0, 1: 0; tag 2: n ≥ 1; tags 3, 4: 0 = all backups, else K ≤ u32
+//! 10   1  safety_tag    0 group default, 1 1-safe, 2 bounded, 3 2-safe, 4 2-safe-applied,
+//!                       5 durable
+//! 11   8  safety_param  tags 0, 1: 0; tag 2: n ≥ 1; tags 3–5: 0 = all backups, else K ≤ u32
 //! 19   4  args_len      = body length - 23
 //! 23   …  args
 //!
@@ -83,7 +84,8 @@
 //!  0   1  sub_tag       then, with exact lengths for the fixed ones:
 //!         1 Batch       the batch's bytes verbatim (tandem_log's batch layout)
 //!         2 Heartbeat   view u64, lsn_committed u64, lsn_released u64, tick_sent u64
-//!         3 Ack         view u64, lsn_received u64, lsn_applied u64, tick_echoed u64
+//!         3 Ack         view u64, lsn_received u64, lsn_applied u64, lsn_durable u64,
+//!                       tick_echoed u64
 //!         4 Nack        view u64, lsn_received u64
 //!         5 StaleView   view u64
 //!         6 Pages       view, lsn_from, lsn u64, index, count, crc u32, then the pages
@@ -124,7 +126,9 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 /// Version 6: a `Read` names its consistency; members ask the primary `ReadIndex` for
 /// linearizable reads.
 /// Version 7: a client asks any node for the group's members (`Members`, `MembersAnswer`).
-pub const PROTOCOL_VERSION: u16 = 7;
+/// Version 8: acks say what the backup synced to its write-ahead log (`lsn_durable`), and
+/// calls may ask for the `durable` rule.
+pub const PROTOCOL_VERSION: u16 = 8;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

@@ -37,6 +37,7 @@ struct Ack {
     view: U64,
     lsn_received: U64,
     lsn_applied: U64,
+    lsn_durable: U64,
     tick_echoed: U64,
 }
 
@@ -114,12 +115,14 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
             view,
             lsn_received,
             lsn_applied,
+            lsn_durable,
             tick_echoed,
         } => {
             let fields = Ack {
                 view: view.into(),
                 lsn_received: lsn_received.into(),
                 lsn_applied: lsn_applied.into(),
+                lsn_durable: lsn_durable.into(),
                 tick_echoed: tick_echoed.into(),
             };
             encode_fixed(out, TAG_ACK, fields.as_bytes());
@@ -242,6 +245,7 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
                 view: fields.view.get(),
                 lsn_received: fields.lsn_received.get(),
                 lsn_applied: fields.lsn_applied.get(),
+                lsn_durable: fields.lsn_durable.get(),
                 tick_echoed: fields.tick_echoed.get(),
             }
         }
@@ -377,6 +381,7 @@ mod tests {
                 view: 3,
                 lsn_received: 4,
                 lsn_applied: 5,
+                lsn_durable: 3,
                 tick_echoed: 9,
             },
             Message::Nack {

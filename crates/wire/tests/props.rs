@@ -37,14 +37,20 @@ fn message() -> impl Strategy<Value = Message> {
                 tick_sent: tick,
             }
         ),
-        (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(view, r, a, tick)| {
-            Message::Ack {
+        (
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(view, r, a, d, tick)| Message::Ack {
                 view,
                 lsn_received: r,
                 lsn_applied: a,
+                lsn_durable: d,
                 tick_echoed: tick,
-            }
-        }),
+            }),
         (any::<u64>(), any::<u64>())
             .prop_map(|(view, lsn_received)| Message::Nack { view, lsn_received }),
         any::<u64>().prop_map(|view| Message::StaleView { view }),

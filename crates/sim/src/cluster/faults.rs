@@ -364,7 +364,8 @@ impl World {
     /// Raises `lsn_releasable_max` to what k backups of the newest view hold now.
     pub(super) fn note_releasable(&mut self) {
         let (applied, acks) = match self.faults.safety {
-            Safety::TwoSafe(acks) => (false, acks),
+            // A durable record is received too; what the disks hold is not simulated yet.
+            Safety::TwoSafe(acks) | Safety::Durable(acks) => (false, acks),
             Safety::TwoSafeApplied(acks) => (true, acks),
             Safety::OneSafe | Safety::Bounded(_) => return,
         };

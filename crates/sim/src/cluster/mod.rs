@@ -1140,7 +1140,7 @@ impl CallsHeld {
 
 /// Whether a reply under `safety` waits for backup acks (and so needs no lease).
 fn fenced_by_acks(safety: Safety) -> bool {
-    matches!(safety, Safety::TwoSafe(_) | Safety::TwoSafeApplied(_))
+    safety.backup_acks().is_some()
 }
 
 fn index_of(node: NodeId) -> usize {
