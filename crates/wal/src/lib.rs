@@ -55,6 +55,7 @@
 
 mod bugs;
 mod disk;
+mod entry;
 pub mod format;
 mod sim;
 mod wal;
@@ -63,5 +64,7 @@ mod wal;
 mod tests;
 
 pub use disk::{Disk, FsDisk};
+pub use entry::{Entry, ImageChunk};
+pub use format::ImageError;
 pub use sim::{SECTOR_BYTES, SimDisk, SimHandle};
 pub use wal::{Recovered, Stop, Wal, WalError, WalOptions};
