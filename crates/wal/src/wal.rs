@@ -95,7 +95,8 @@ pub enum Stop {
     },
     /// The log's files end inside an image (its last chunk never reached the disk): the image
     /// is cut away from its first chunk on, as a torn batch would be. `offset` is where that
-    /// first chunk's frame began.
+    /// first chunk's frame began. When another stop ends the log inside an image, that stop is
+    /// reported and the image is cut all the same.
     IncompleteImage { file: String, offset: u64 },
 }
 
