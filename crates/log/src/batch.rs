@@ -260,6 +260,84 @@ impl SealedBatch {
         Arc::clone(&self.bytes)
     }
 
+    /// A new sealed batch of the same kind, group and view holding exactly the records
+    /// `lsn_from..=lsn_last` of this one: what a receiver keeps of a batch that overlaps the
+    /// records it already holds, or what a log keeps of a batch a rewind cuts through. Returns
+    /// a clone when nothing is cut.
+    ///
+    /// The kept records are copied byte for byte, not re-encoded. That is exact because a
+    /// record's encoding depends on nothing outside it: its LSN is implicit (the new header
+    /// carries the new first LSN), a redo record's offsets are delta-coded against the previous
+    /// run of the *same* record (the first run against 0), and a passive trace's addresses are
+    /// absolute. The records are decoded with the crate's decoders only to find where each one
+    /// ends, so the boundaries are the decoder's, never a guess.
+    ///
+    /// Panics unless `lsn_base <= lsn_from <= lsn_last <= self.lsn_last()` (a caller bug), and
+    /// on a batch whose records do not decode: [`SealedBatch::verify`] checks the header and
+    /// checksum only, so a caller holding a batch from outside that it has not decoded uses
+    /// [`SealedBatch::try_trimmed`].
+    pub fn trimmed(&self, lsn_from: u64, lsn_last: u64) -> SealedBatch {
+        self.try_trimmed(lsn_from, lsn_last)
+            .expect("a batch to trim has records that decode")
+    }
+
+    /// [`SealedBatch::trimmed`], returning the decoder's error for a batch whose records do not
+    /// decode (a checksummed batch sealed by a buggy or hostile peer) instead of panicking.
+    pub fn try_trimmed(&self, lsn_from: u64, lsn_last: u64) -> Result<SealedBatch, BatchError> {
+        assert!(
+            self.lsn_base() <= lsn_from,
+            "a trim starts inside the batch"
+        );
+        assert!(
+            lsn_from <= lsn_last,
+            "a trimmed batch holds at least one record"
+        );
+        assert!(lsn_last <= self.lsn_last(), "a trim ends inside the batch");
+        let batch = self.as_ref();
+        // Byte offsets in the payload where the kept records begin and end.
+        let (mut start, mut end) = (None, None);
+        let mut input = batch.payload();
+        let (mut record, mut trace) = (RedoRecord::empty(0), PassiveTrace::default());
+        for lsn in self.lsn_base()..=lsn_last {
+            if lsn == lsn_from {
+                start = Some(batch.payload().len() - input.len());
+            }
+            let decoded = match batch.kind() {
+                BatchKind::Redo => decode_record_into(&mut input, lsn, &mut record).map(|_| ()),
+                BatchKind::Passive => crate::decode_passive_into(&mut input, lsn, &mut trace),
+            };
+            decoded.map_err(|source| BatchError::Record { lsn, source })?;
+            if lsn == lsn_last {
+                end = Some(batch.payload().len() - input.len());
+            }
+        }
+        let (start, end) = (
+            start.expect("lsn_from was reached"),
+            end.expect("lsn_last too"),
+        );
+        assert!(start < end, "every record takes at least one byte");
+        // A payload holds its records and nothing after them, as decode_*_into insist.
+        if lsn_last == self.lsn_last() && end != batch.payload().len() {
+            return Err(BatchError::TrailingBytes {
+                extra: batch.payload().len() - end,
+            });
+        }
+        if lsn_from == self.lsn_base() && lsn_last == self.lsn_last() {
+            return Ok(self.clone());
+        }
+        let mut builder = BatchBuilder::new(batch.kind(), batch.group(), batch.view(), lsn_from);
+        builder
+            .payload_mut()
+            .extend_from_slice(&batch.payload()[start..end]);
+        builder.record_count =
+            u32::try_from(lsn_last - lsn_from + 1).expect("fewer records than the batch held");
+        let trimmed = builder.seal();
+        assert_eq!(trimmed.lsn_base(), lsn_from);
+        assert_eq!(trimmed.lsn_last(), lsn_last);
+        assert_eq!(trimmed.as_ref().kind(), batch.kind());
+        Ok(trimmed)
+    }
+
     /// The checked view of this batch.
     pub fn as_ref(&self) -> BatchRef<'_> {
         // A SealedBatch exists only once its bytes were checked (sealed here or verified), so
@@ -500,7 +578,136 @@ mod tests {
         assert!(BatchRef::parse(&padded).is_err());
     }
 
+    /// Decodes every record of a redo batch with its LSN and call.
+    fn redo_records(batch: &SealedBatch) -> Vec<(u64, CallId, RedoRecord)> {
+        let (mut records, mut calls) = (Vec::new(), Vec::new());
+        batch
+            .as_ref()
+            .decode_redo_into(&mut records, &mut calls)
+            .unwrap();
+        let lsns = batch.lsn_base()..=batch.lsn_last();
+        let count = batch.record_count() as usize;
+        lsns.zip(calls)
+            .zip(records.into_iter().take(count))
+            .map(|((lsn, call), record)| (lsn, call, record))
+            .collect()
+    }
+
+    #[test]
+    fn trimming_keeps_exactly_the_asked_records() {
+        let batch = three_records();
+        assert_eq!(batch.trimmed(10, 12), batch, "nothing cut: a clone");
+        let original = redo_records(&batch);
+        for (lsn_from, lsn_last) in [(10, 10), (10, 11), (11, 12), (11, 11), (12, 12)] {
+            let trimmed = batch.trimmed(lsn_from, lsn_last);
+            let verified = SealedBatch::verify(trimmed.shared()).unwrap();
+            assert_eq!(verified, trimmed);
+            assert_eq!(
+                (trimmed.lsn_base(), trimmed.lsn_last()),
+                (lsn_from, lsn_last)
+            );
+            assert_eq!(trimmed.view(), 3);
+            assert_eq!(trimmed.as_ref().group(), 7);
+            let kept: Vec<_> = original
+                .iter()
+                .filter(|(lsn, ..)| (lsn_from..=lsn_last).contains(lsn))
+                .cloned()
+                .collect();
+            assert_eq!(redo_records(&trimmed), kept);
+        }
+    }
+
+    #[test]
+    fn trimming_a_passive_batch_keeps_its_traces() {
+        let mut builder = BatchBuilder::new(BatchKind::Passive, 2, 9, 5);
+        let mut traces = Vec::new();
+        for lsn in 5..9 {
+            let mut trace = PassiveTrace::default();
+            trace.clear(lsn);
+            trace.push(tandem_memory::WriteClass::Data, lsn * 64, &[lsn as u8; 3]);
+            trace.push(tandem_memory::WriteClass::Meta, 8, &[1, 2]);
+            crate::encode_passive(&trace, builder.payload_mut());
+            builder.commit_encoded();
+            traces.push(trace);
+        }
+        let batch = builder.seal();
+        let trimmed = batch.trimmed(6, 7);
+        assert_eq!(trimmed.as_ref().kind(), BatchKind::Passive);
+        let mut back = Vec::new();
+        trimmed.as_ref().decode_passive_into(&mut back).unwrap();
+        assert_eq!(back[..2], traces[1..3]);
+    }
+
+    #[test]
+    fn trimming_a_batch_whose_records_do_not_decode_is_an_error() {
+        let mut builder = BatchBuilder::new(BatchKind::Redo, 0, 1, 1);
+        // Two "records" whose run count claims far more runs than the bytes hold.
+        builder.payload_mut().extend_from_slice(&[0, 0x7f, 0, 0x7f]);
+        builder.record_count = 2;
+        let batch = builder.seal();
+        assert!(matches!(
+            batch.try_trimmed(2, 2),
+            Err(BatchError::Record { lsn: 1, .. })
+        ));
+    }
+
+    #[test]
+    #[should_panic(expected = "a trim ends inside the batch")]
+    fn trimming_past_the_batch_is_a_bug() {
+        three_records().trimmed(11, 13);
+    }
+
+    fn any_redo_batch() -> impl Strategy<Value = SealedBatch> {
+        let record = (
+            0u64..3,
+            prop::collection::vec(
+                (0u64..5000, prop::collection::vec(any::<u8>(), 1..30)),
+                0..5,
+            ),
+        );
+        (1u64..1000, prop::collection::vec(record, 1..12)).prop_map(|(lsn_base, records)| {
+            let mut builder = BatchBuilder::new(BatchKind::Redo, 4, 11, lsn_base);
+            for (client_id, runs) in records {
+                let lsn = builder.lsn_next();
+                let mut record = RedoRecord::empty(lsn);
+                let mut end = 0;
+                for (gap, bytes) in runs {
+                    record.push_run(end + gap, &bytes).unwrap();
+                    end += gap + bytes.len() as u64;
+                }
+                builder.push_redo(
+                    CallId {
+                        client_id,
+                        seq: lsn * client_id,
+                    },
+                    &record,
+                );
+            }
+            builder.seal()
+        })
+    }
+
     proptest! {
+        #[test]
+        fn every_record_of_a_trimmed_batch_decodes_as_the_original_one(
+            batch in any_redo_batch(),
+            cut in any::<(u16, u16)>(),
+        ) {
+            let count = u64::from(batch.record_count());
+            let (a, b) = (u64::from(cut.0) % count, u64::from(cut.1) % count);
+            let (lsn_from, lsn_last) = (batch.lsn_base() + a.min(b), batch.lsn_base() + a.max(b));
+            let trimmed = batch.trimmed(lsn_from, lsn_last);
+            prop_assert_eq!(SealedBatch::verify(trimmed.shared()).unwrap(), trimmed.clone());
+            prop_assert_eq!((trimmed.lsn_base(), trimmed.lsn_last()), (lsn_from, lsn_last));
+            let original = redo_records(&batch);
+            let kept = redo_records(&trimmed);
+            prop_assert_eq!(kept.len() as u64, lsn_last - lsn_from + 1);
+            for entry in kept {
+                let same = &original[(entry.0 - batch.lsn_base()) as usize];
+                prop_assert_eq!(&entry, same);
+            }
+        }
+
         #[test]
         fn parsing_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
             if let Ok(batch) = BatchRef::parse(&bytes)

@@ -15,6 +15,10 @@ pub(crate) enum Bug {
     /// `Wal::remove_below` removes all its segment files and then syncs the directory once,
     /// so a crash may bring back an older segment while a newer one stays removed.
     RemoveWithOneDirectorySync,
+    /// `Wal::cut_after` truncates the file holding a straddling batch at that batch's frame
+    /// before it has written and synced the batch's prefix to a new segment, so a crash in
+    /// between loses the prefix's records although a sync had reported them durable.
+    CutTruncatesBeforeWritingPrefix,
 }
 
 #[cfg(test)]

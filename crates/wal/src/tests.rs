@@ -1,5 +1,6 @@
-//! The crate's tests: round trips, rollover, removal, poisoning, recovery's cuts, the
-//! crash-consistency test on [`SimDisk`], and the two planted bugs it must catch.
+//! The crate's tests: round trips, rollover, removal, images, overlapping appends, cuts,
+//! poisoning, recovery's cuts, the crash-consistency test on [`SimDisk`], and the planted bugs
+//! it must catch.
 //!
 //! They live inside the crate (not in `tests/`) because the planted bugs are switched on by a
 //! test-only flag of the library itself.
@@ -11,8 +12,8 @@ use tandem_log::{BatchBuilder, BatchKind, CallId, SealedBatch};
 use tandem_memory::RedoRecord;
 
 use crate::bugs::{Bug, plant};
-use crate::format::{encode_frame, encode_segment_header, segment_path};
-use crate::{Disk, FsDisk, Recovered, SimDisk, Stop, Wal, WalError, WalOptions};
+use crate::format::{encode_frame, encode_image_chunk, encode_segment_header, segment_path};
+use crate::{Disk, Entry, FsDisk, ImageChunk, Recovered, SimDisk, Stop, Wal, WalError, WalOptions};
 
 const DIR: &str = "/node/wal";
 
@@ -86,75 +87,11 @@ fn open(disk: SimDisk, options: WalOptions) -> (Wal<SimDisk>, Recovered) {
     Wal::open(disk, dir(), options).expect("the log opens")
 }
 
-/// Recovery's promise, checked against what a run appended, what its syncs reported durable and
-/// the highest LSN it asked `remove_below` to drop: the recovered batches are a contiguous run
-/// of the appended ones, byte for byte, that starts no later than the first batch it was never
-/// allowed to drop and holds at least every batch reported durable.
-fn check_recovered(
-    appended: &[SealedBatch],
-    lsn_durable_reported: u64,
-    lsn_removable: u64,
-    recovered: &[SealedBatch],
-) -> Result<(), String> {
-    let Some(first) = recovered.first() else {
-        // The newest segment is never removed, so a log that held a durable batch never empties.
-        if lsn_durable_reported > 0 {
-            return Err(format!(
-                "lost durable batches: a sync reported LSN {lsn_durable_reported} durable, \
-                 recovery found an empty log"
-            ));
-        }
-        return Ok(());
-    };
-    let start = appended
-        .iter()
-        .position(|batch| batch.lsn_base() == first.lsn_base());
-    let Some(start) = start else {
-        let (lsn_base, lsn_last) = (first.lsn_base(), first.lsn_last());
-        return Err(format!(
-            "recovered batch {lsn_base}..={lsn_last} never appended"
-        ));
-    };
-    if first.lsn_base() - 1 > lsn_removable {
-        return Err(format!(
-            "lost batches below LSN {}: only up to {lsn_removable} could be removed",
-            first.lsn_base()
-        ));
-    }
-    for (index, batch) in recovered.iter().enumerate() {
-        let (lsn_base, lsn_last) = (batch.lsn_base(), batch.lsn_last());
-        match appended.get(start + index) {
-            None => {
-                return Err(format!(
-                    "recovered batch {lsn_base}..={lsn_last} never appended"
-                ));
-            }
-            Some(expected) if expected != batch => {
-                return Err(format!(
-                    "recovered batch {lsn_base}..={lsn_last} differs from the one appended in \
-                     its place ({}..={})",
-                    expected.lsn_base(),
-                    expected.lsn_last()
-                ));
-            }
-            Some(_) => {}
-        }
-    }
-    let lsn_recovered = recovered.last().map_or(0, SealedBatch::lsn_last);
-    if lsn_recovered < lsn_durable_reported {
-        return Err(format!(
-            "lost durable batches: a sync reported LSN {lsn_durable_reported} durable, recovery \
-             found only up to {lsn_recovered}"
-        ));
-    }
-    Ok(())
-}
-
 #[test]
 fn many_batches_of_varying_sizes_come_back_identical_across_segments() {
     let mut rng = TestRng(1);
     let (mut wal, recovered) = open(SimDisk::new(), small_segments());
-    assert!(recovered.batches.is_empty());
+    assert!(recovered.entries.is_empty());
     assert_eq!(recovered.lsn_last(), None);
     let mut batches = Batches::starting_at(1);
     let mut appended = Vec::new();
@@ -168,21 +105,20 @@ fn many_batches_of_varying_sizes_come_back_identical_across_segments() {
         assert_eq!(lsn_durable, appended.last().unwrap().lsn_last());
         assert_eq!(wal.lsn_durable(), wal.lsn_appended());
     }
-    let segments = wal.segments_lsn_first();
+    let segments = wal.segments();
     assert!(segments.len() > 10, "{segments:?}");
+    assert_eq!(segments, (1..=segments.len() as u64).collect::<Vec<_>>());
+    let firsts = wal.segments_lsn_first();
     let disk = wal.into_disk();
-    for &lsn_first in &segments {
-        let len = disk
-            .contents(&segment_path(dir(), lsn_first))
-            .unwrap()
-            .len();
-        assert!(len <= 4096, "segment {lsn_first} holds {len} bytes");
+    for &seq in &segments {
+        let len = disk.contents(&segment_path(dir(), seq)).unwrap().len();
+        assert!(len <= 4096, "segment {seq} holds {len} bytes");
     }
     let (wal, recovered) = open(disk, small_segments());
-    assert_eq!(recovered.batches, appended);
-    assert_eq!(recovered.lsn_first(), Some(1));
+    assert_eq!(recovered.batches(), appended);
+    assert_eq!(recovered.lsn_base(), Some(0));
     assert!(
-        recovered.batches.iter().all(|batch| batch.view() == 7),
+        recovered.batches().iter().all(|batch| batch.view() == 7),
         "views kept as sealed"
     );
     assert_eq!(
@@ -190,9 +126,10 @@ fn many_batches_of_varying_sizes_come_back_identical_across_segments() {
         (None, 0, 0)
     );
     assert_eq!(wal.lsn_durable(), appended.last().unwrap().lsn_last());
-    assert_eq!(wal.segments_lsn_first(), segments);
-    // Every segment begins with a batch, and is named by that batch's first LSN.
-    for lsn_first in segments {
+    assert_eq!(wal.segments(), segments);
+    assert_eq!(wal.segments_lsn_first(), firsts);
+    // Every segment begins with a batch: no batch straddles two files.
+    for lsn_first in firsts {
         assert!(appended.iter().any(|batch| batch.lsn_base() == lsn_first));
     }
 }
@@ -205,12 +142,12 @@ fn a_reopened_log_continues_after_what_it_recovered() {
     first.iter().for_each(|batch| wal.append(batch).unwrap());
     wal.sync().unwrap();
     let (mut wal, recovered) = open(wal.into_disk(), small_segments());
-    assert_eq!(recovered.batches, first);
+    assert_eq!(recovered.batches(), first);
     let second: Vec<_> = (0..5).map(|_| batches.next(1, 900)).collect();
     second.iter().for_each(|batch| wal.append(batch).unwrap());
     assert_eq!(wal.sync().unwrap(), 15);
     let (_, recovered) = open(wal.into_disk(), small_segments());
-    assert_eq!(recovered.batches, [first, second].concat());
+    assert_eq!(recovered.batches(), [first, second].concat());
 }
 
 #[test]
@@ -252,7 +189,7 @@ fn a_batch_larger_than_a_segment_gets_a_segment_of_its_own() {
     wal.sync().unwrap();
     assert_eq!(wal.segments_lsn_first(), [1, 2, 4]);
     let (_, recovered) = open(wal.into_disk(), options);
-    assert_eq!(recovered.batches, appended);
+    assert_eq!(recovered.batches(), appended);
 }
 
 #[test]
@@ -287,8 +224,8 @@ fn remove_below_deletes_whole_segments_only_and_keeps_the_newest() {
     );
     assert!(wal.disk().contents(&segment_path(dir(), 1)).is_none());
     let (mut wal, recovered) = open(wal.into_disk(), options);
-    assert_eq!(recovered.batches, appended[3..]);
-    assert_eq!(recovered.lsn_first(), Some(7));
+    assert_eq!(recovered.batches(), appended[3..]);
+    assert_eq!(recovered.lsn_base(), Some(6));
     wal.append(&batches.next(1, 10)).unwrap();
     assert_eq!(wal.sync().unwrap(), 9);
 }
@@ -365,14 +302,14 @@ fn a_failed_directory_sync_at_rollover_poisons() {
     assert_eq!(wal.lsn_durable(), 2);
 }
 
-/// A segment file holding `frames` after a header naming `lsn_first`, written durably.
-fn put_segment(disk: &mut SimDisk, lsn_first: u64, frames: &[&[u8]]) -> usize {
+/// A segment file holding `frames` after a header naming `seq`, written durably.
+fn put_segment(disk: &mut SimDisk, seq: u64, frames: &[&[u8]]) -> usize {
     let mut bytes = Vec::new();
-    encode_segment_header(lsn_first, &mut bytes);
+    encode_segment_header(seq, &mut bytes);
     for frame in frames {
         encode_frame(frame, &mut bytes);
     }
-    disk.put_durable(&segment_path(dir(), lsn_first), &bytes);
+    disk.put_durable(&segment_path(dir(), seq), &bytes);
     bytes.len()
 }
 
@@ -389,7 +326,7 @@ fn recovery_stops_at_a_torn_batch_even_when_a_valid_one_follows() {
     let mut disk = SimDisk::new();
     let len = put_segment(&mut disk, 1, &[first.bytes(), &torn, third.bytes()]);
     let (mut wal, recovered) = open(disk, WalOptions::default());
-    assert_eq!(recovered.batches, std::slice::from_ref(&first));
+    assert_eq!(recovered.batches(), std::slice::from_ref(&first));
     assert!(matches!(
         recovered.stop,
         Some(Stop::CorruptBatch { offset: 80.., .. })
@@ -404,7 +341,7 @@ fn recovery_stops_at_a_torn_batch_even_when_a_valid_one_follows() {
     wal.append(&second).unwrap();
     wal.sync().unwrap();
     let (_, recovered) = open(wal.into_disk(), WalOptions::default());
-    assert_eq!(recovered.batches, [first, second]);
+    assert_eq!(recovered.batches(), [first, second]);
 }
 
 #[test]
@@ -420,7 +357,7 @@ fn recovery_stops_at_a_torn_length() {
     bytes[frame_second..frame_second + 4].fill(0);
     disk.put_durable(&path, &bytes);
     let (_, recovered) = open(disk, WalOptions::default());
-    assert_eq!(recovered.batches, [first]);
+    assert_eq!(recovered.batches(), [first]);
     assert!(matches!(recovered.stop, Some(Stop::TornFrame { .. })));
 }
 
@@ -447,7 +384,7 @@ fn log_with_a_stale_segment() -> (SimDisk, Vec<SealedBatch>) {
     let stale = Batches::starting_at(9).next(2, 50);
     let mut disk = SimDisk::new();
     put_segment(&mut disk, 1, &[appended[0].bytes(), appended[1].bytes()]);
-    put_segment(&mut disk, 9, &[stale.bytes()]);
+    put_segment(&mut disk, 2, &[stale.bytes()]);
     (disk, appended)
 }
 
@@ -455,8 +392,8 @@ fn log_with_a_stale_segment() -> (SimDisk, Vec<SealedBatch>) {
 fn recovery_stops_at_a_batch_that_does_not_continue() {
     let (disk, appended) = log_with_a_stale_batch();
     let (wal, recovered) = open(disk, WalOptions::default());
-    check_recovered(&appended, 4, 0, &recovered.batches).unwrap();
-    assert_eq!(recovered.batches, appended);
+    check_recovered(&as_entries(&appended), 4, 0, &recovered.entries).unwrap();
+    assert_eq!(recovered.batches(), appended);
     let expected = (20, 5);
     let Some(Stop::NotContinuing {
         lsn_found,
@@ -471,10 +408,10 @@ fn recovery_stops_at_a_batch_that_does_not_continue() {
 
     let (disk, appended) = log_with_a_stale_segment();
     let (wal, recovered) = open(disk, WalOptions::default());
-    assert_eq!(recovered.batches, appended);
+    assert_eq!(recovered.batches(), appended);
     assert_eq!(recovered.files_removed, 1);
     assert_eq!(wal.segments_lsn_first(), [1]);
-    assert!(wal.disk().contents(&segment_path(dir(), 9)).is_none());
+    assert!(wal.disk().contents(&segment_path(dir(), 2)).is_none());
 }
 
 #[test]
@@ -485,7 +422,7 @@ fn planted_skip_successor_check_is_caught() {
         ("stale segment", log_with_a_stale_segment()),
     ] {
         let (_, recovered) = open(disk, WalOptions::default());
-        let error = check_recovered(&appended, 4, 0, &recovered.batches)
+        let error = check_recovered(&as_entries(&appended), 4, 0, &recovered.entries)
             .expect_err("the planted bug is caught");
         assert!(error.contains("never appended"), "{name}: {error}");
     }
@@ -496,7 +433,7 @@ fn an_empty_or_header_only_segment_is_removed() {
     let mut disk = SimDisk::new();
     disk.put_durable(&segment_path(dir(), 1), &[]);
     let (wal, recovered) = open(disk, WalOptions::default());
-    assert!(recovered.batches.is_empty());
+    assert!(recovered.entries.is_empty());
     assert_eq!(
         recovered.stop,
         Some(Stop::TornSegmentHeader {
@@ -524,7 +461,7 @@ fn a_segment_of_another_format_version_is_refused_not_cut() {
     let mut disk = SimDisk::new();
     let mut header = Vec::new();
     encode_segment_header(1, &mut header);
-    header[4] = 2;
+    header[4] = 1;
     let crc = crc32c::crc32c(&header[..20]);
     header[20..24].copy_from_slice(&crc.to_le_bytes());
     header.extend_from_slice(&[1; 100]);
@@ -532,7 +469,7 @@ fn a_segment_of_another_format_version_is_refused_not_cut() {
     disk.put_durable(&path, &header);
     let error = Wal::open(disk.clone(), dir(), WalOptions::default()).unwrap_err();
     assert!(
-        matches!(error, WalError::Version { found: 2, .. }),
+        matches!(error, WalError::Version { found: 1, .. }),
         "{error}"
     );
     assert_eq!(disk.contents(&path).unwrap(), &header[..]);
@@ -543,7 +480,7 @@ fn files_that_are_not_segments_are_left_alone() {
     let mut disk = SimDisk::new();
     disk.put_durable(&dir().join("notes.txt"), b"hello");
     let (mut wal, recovered) = open(disk, WalOptions::default());
-    assert!(recovered.batches.is_empty());
+    assert!(recovered.entries.is_empty());
     wal.append(&Batches::starting_at(1).next(1, 10)).unwrap();
     wal.sync().unwrap();
     assert_eq!(
@@ -576,7 +513,7 @@ fn the_real_file_system_round_trips_and_cuts_a_torn_tail() {
         segment_bytes_max: 2048,
     };
     let (mut wal, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
-    assert!(recovered.batches.is_empty());
+    assert!(recovered.entries.is_empty());
     let mut rng = TestRng(7);
     let mut batches = Batches::starting_at(1);
     let appended: Vec<_> = (0..20).map(|_| batches.next_drawn(&mut rng)).collect();
@@ -584,7 +521,7 @@ fn the_real_file_system_round_trips_and_cuts_a_torn_tail() {
         chunk.iter().for_each(|batch| wal.append(batch).unwrap());
         wal.sync().unwrap();
     }
-    let segments = wal.segments_lsn_first();
+    let segments = wal.segments();
     assert!(segments.len() > 2);
     drop(wal);
     // A torn tail: half a frame after the last batch.
@@ -593,26 +530,697 @@ fn the_real_file_system_round_trips_and_cuts_a_torn_tail() {
     let mut file = disk.open_append(&last).unwrap();
     disk.append(&mut file, &[0x11; 5]).unwrap();
     let (mut wal, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
-    assert_eq!(recovered.batches, appended);
+    assert_eq!(recovered.batches(), appended);
     assert_eq!(recovered.bytes_cut, 5);
     assert!(matches!(recovered.stop, Some(Stop::TornFrame { .. })));
     let more = batches.next(1, 10);
     wal.append(&more).unwrap();
     wal.sync().unwrap();
     let (_, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
-    assert_eq!(recovered.batches, [appended, vec![more]].concat());
+    assert_eq!(recovered.batches(), [appended, vec![more]].concat());
 }
 
-/// One seeded run of appends and syncs, stopped after `halt_after_ops` disk operations (if
-/// given): every operation after that fails, as if the machine had lost power there.
+fn as_entries(batches: &[SealedBatch]) -> Vec<Entry> {
+    batches.iter().cloned().map(Entry::Batch).collect()
+}
+
+/// A batch of `record_count` records from `lsn_base`, sealed in `view`: the crash test moves to a
+/// new view after every cut, as a view change would, so that a batch cut away never has the
+/// bytes of the one appended in its place.
+fn batch_at(lsn_base: u64, record_count: usize, bytes_each: usize, view: u64) -> SealedBatch {
+    let mut builder = BatchBuilder::new(BatchKind::Redo, 3, view, lsn_base);
+    for lsn in lsn_base..lsn_base + record_count as u64 {
+        let mut record = RedoRecord::empty(lsn);
+        let byte = (lsn as u8).wrapping_add(view as u8);
+        record.push_run(lsn * 8, &vec![byte; bytes_each]).unwrap();
+        builder.push_redo(
+            CallId {
+                client_id: 1,
+                seq: lsn,
+            },
+            &record,
+        );
+    }
+    builder.seal()
+}
+
+/// Chunk `index` of an image of `count` chunks, with `pages_len` bytes of pages that depend on
+/// everything about the chunk (and on `view`, like [`batch_at`]).
+fn chunk_of(
+    lsn_from: u64,
+    lsn: u64,
+    index: u32,
+    count: u32,
+    pages_len: usize,
+    view: u64,
+) -> ImageChunk {
+    let seed =
+        lsn_from ^ lsn.rotate_left(16) ^ u64::from(index).rotate_left(32) ^ view.rotate_left(48);
+    let pages: Vec<u8> = (0..pages_len)
+        .map(|at| (seed.wrapping_add(at as u64 * 7)) as u8)
+        .collect();
+    ImageChunk {
+        lsn_from,
+        lsn,
+        index,
+        count,
+        pages: pages.into(),
+    }
+}
+
+/// The LSN of the last complete entry of `entries` (0 for none) and the image left unfinished at
+/// their end, as (lsn_from, lsn, count, index of the next chunk).
+fn model_position(entries: &[Entry]) -> (u64, Option<(u64, u64, u32, u32)>) {
+    let (mut lsn_end, mut open) = (0, None);
+    for entry in entries {
+        match entry {
+            Entry::Batch(batch) => (lsn_end, open) = (batch.lsn_last(), None),
+            Entry::Image(chunk) if chunk.is_last() => (lsn_end, open) = (chunk.lsn, None),
+            Entry::Image(chunk) => {
+                open = Some((chunk.lsn_from, chunk.lsn, chunk.count, chunk.index + 1));
+            }
+        }
+    }
+    (lsn_end, open)
+}
+
+/// What `cut_after(lsn)` must leave of `history`, worked out without the writer: every entry
+/// that ends at or below `lsn`, then the prefix of a batch that straddles it; nothing of an
+/// image that ends above it. Returns the entries and the LSN the log then ends at.
+fn model_cut(history: &[Entry], lsn: u64) -> (Vec<Entry>, u64) {
+    let mut kept = Vec::new();
+    for entry in history {
+        if entry.lsn_last() <= lsn {
+            kept.push(entry.clone());
+            continue;
+        }
+        if let Entry::Batch(batch) = entry
+            && batch.lsn_base() <= lsn
+        {
+            kept.push(Entry::Batch(batch.trimmed(batch.lsn_base(), lsn)));
+        }
+        break;
+    }
+    let lsn_end = model_position(&kept).0;
+    (kept, lsn_end)
+}
+
+fn describe(entry: &Entry) -> String {
+    match entry {
+        Entry::Batch(batch) => format!("batch {}..={}", batch.lsn_base(), batch.lsn_last()),
+        Entry::Image(chunk) => format!(
+            "image ({}, {}] chunk {} of {}",
+            chunk.lsn_from, chunk.lsn, chunk.index, chunk.count
+        ),
+    }
+}
+
+/// Recovery's promise, checked against a history (what was appended, minus what completed cuts
+/// removed), the LSN the syncs (or a completed cut) reported durable and the highest LSN it
+/// asked `remove_below` to drop: the recovered entries are a contiguous run of the history's,
+/// byte for byte, that starts no later than the first entry it was never allowed to drop, at
+/// an entry that begins something (a batch or an image's first chunk), ends with a complete
+/// entry, and reaches at least the durable LSN.
+fn check_recovered(
+    history: &[Entry],
+    lsn_durable: u64,
+    lsn_removable: u64,
+    recovered: &[Entry],
+) -> Result<(), String> {
+    let Some(first) = recovered.first() else {
+        // The newest segment is never removed, so a log that held a durable entry never
+        // empties (only a cut empties it, and then the durable LSN is 0).
+        if lsn_durable > 0 {
+            return Err(format!(
+                "lost durable entries: LSN {lsn_durable} was reported durable, recovery found \
+                 an empty log"
+            ));
+        }
+        return Ok(());
+    };
+    let Some(start) = history.iter().position(|entry| entry == first) else {
+        return Err(format!("recovered {} never appended", describe(first)));
+    };
+    if let Some(lost) = history[..start]
+        .iter()
+        .find(|e| e.lsn_last() > lsn_removable)
+    {
+        return Err(format!(
+            "lost {} below the log's start: only up to {lsn_removable} could be removed",
+            describe(lost)
+        ));
+    }
+    if first.as_image().is_some_and(|chunk| chunk.index > 0) {
+        return Err(format!(
+            "the log starts inside an image: {}",
+            describe(first)
+        ));
+    }
+    for (index, entry) in recovered.iter().enumerate() {
+        match history.get(start + index) {
+            None => return Err(format!("recovered {} never appended", describe(entry))),
+            Some(expected) if expected != entry => {
+                return Err(format!(
+                    "recovered {} differs from the {} appended in its place",
+                    describe(entry),
+                    describe(expected)
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let last = recovered.last().expect("not empty");
+    if last.as_image().is_some_and(|chunk| !chunk.is_last()) {
+        return Err(format!(
+            "recovery kept an unfinished image: {}",
+            describe(last)
+        ));
+    }
+    if last.lsn_last() < lsn_durable {
+        return Err(format!(
+            "lost durable entries: LSN {lsn_durable} was reported durable, recovery found only \
+             up to {}",
+            last.lsn_last()
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_log_of_batches_and_images_comes_back_identical() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    let mut appended = Vec::new();
+    let first = batch_at(1, 3, 100, 1);
+    wal.append(&first).unwrap();
+    appended.push(Entry::Batch(first));
+    // An image of the pages changed after 2 as of 9: it covers the log's end (3) and moves it.
+    for index in 0..3 {
+        let chunk = chunk_of(2, 9, index, 3, 1500, 1);
+        wal.append_chunk(&chunk).unwrap();
+        assert_eq!(wal.lsn_appended(), if index < 2 { 3 } else { 9 });
+        appended.push(Entry::Image(chunk));
+    }
+    let after = batch_at(10, 2, 100, 1);
+    wal.append(&after).unwrap();
+    appended.push(Entry::Batch(after));
+    assert_eq!(wal.sync().unwrap(), 11);
+    assert!(wal.segments().len() >= 2, "the chunks fill segments");
+    let (wal, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.entries, appended);
+    assert_eq!(
+        (recovered.lsn_base(), recovered.lsn_last()),
+        (Some(0), Some(11))
+    );
+    assert_eq!(recovered.stop, None);
+    assert_eq!(wal.lsn_durable(), 11);
+}
+
+#[test]
+fn an_image_is_durable_only_with_its_last_chunk() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    wal.append(&batch_at(1, 2, 50, 1)).unwrap();
+    wal.append_chunk(&chunk_of(1, 20, 0, 2, 300, 1)).unwrap();
+    assert!(wal.image_unfinished());
+    assert_eq!(wal.sync().unwrap(), 2, "half an image is not durable");
+    let (mut wal, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.lsn_last(), Some(2));
+    assert!(matches!(recovered.stop, Some(Stop::IncompleteImage { .. })));
+    assert!(recovered.bytes_cut > 300);
+    // The log continues after the cut image as if it had never begun.
+    wal.append_chunk(&chunk_of(2, 20, 0, 2, 300, 1)).unwrap();
+    wal.append_chunk(&chunk_of(2, 20, 1, 2, 300, 1)).unwrap();
+    assert_eq!(wal.sync().unwrap(), 20);
+    let (_, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.lsn_last(), Some(20));
+    assert_eq!(recovered.entries.len(), 3);
+}
+
+#[test]
+fn an_image_may_begin_an_empty_log_and_a_chunk_larger_than_a_segment_gets_one_alone() {
+    let options = WalOptions {
+        segment_bytes_max: 1024,
+    };
+    let (mut wal, _) = open(SimDisk::new(), options);
+    let chunks = [
+        chunk_of(0, 40, 0, 3, 10, 1),
+        chunk_of(0, 40, 1, 3, 3000, 1),
+        chunk_of(0, 40, 2, 3, 10, 1),
+    ];
+    chunks
+        .iter()
+        .for_each(|chunk| wal.append_chunk(chunk).unwrap());
+    wal.append(&batch_at(41, 1, 10, 1)).unwrap();
+    assert_eq!(wal.sync().unwrap(), 41);
+    assert_eq!(wal.segments().len(), 3);
+    let disk = wal.into_disk();
+    let big = disk.contents(&segment_path(dir(), 2)).unwrap().len();
+    assert!(big > 3000, "{big}");
+    let (_, recovered) = open(disk, options);
+    assert_eq!(recovered.lsn_base(), Some(0));
+    assert_eq!(recovered.entries.len(), 4);
+}
+
+#[test]
+#[should_panic(expected = "not a batch inside an image whose last chunk is missing")]
+fn a_batch_inside_an_unfinished_image_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append(&batch_at(1, 1, 10, 1)).unwrap();
+    wal.append_chunk(&chunk_of(1, 5, 0, 2, 10, 1)).unwrap();
+    wal.append(&batch_at(6, 1, 10, 1)).unwrap();
+}
+
+#[test]
+#[should_panic(expected = "must continue it: expected LSN 6, got 5")]
+fn a_batch_after_an_image_continues_from_its_lsn() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append(&batch_at(1, 1, 10, 1)).unwrap();
+    wal.append_chunk(&chunk_of(1, 5, 0, 1, 10, 1)).unwrap();
+    wal.append(&batch_at(5, 1, 10, 1)).unwrap();
+}
+
+#[test]
+#[should_panic(expected = "an LSN the log does not reach")]
+fn an_image_after_a_gap_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append(&batch_at(1, 2, 10, 1)).unwrap();
+    wal.append_chunk(&chunk_of(3, 9, 0, 1, 10, 1)).unwrap();
+}
+
+#[test]
+#[should_panic(expected = "does not move the log forward")]
+fn an_image_that_does_not_move_the_log_forward_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append(&batch_at(1, 4, 10, 1)).unwrap();
+    wal.append_chunk(&chunk_of(1, 4, 0, 1, 10, 1)).unwrap();
+}
+
+#[test]
+#[should_panic(expected = "not the next one of the unfinished image")]
+fn a_chunk_out_of_order_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append_chunk(&chunk_of(0, 9, 0, 3, 10, 1)).unwrap();
+    wal.append_chunk(&chunk_of(0, 9, 2, 3, 10, 1)).unwrap();
+}
+
+#[test]
+#[should_panic(expected = "not the next one of the unfinished image")]
+fn a_chunk_of_another_image_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append_chunk(&chunk_of(0, 9, 0, 3, 10, 1)).unwrap();
+    wal.append_chunk(&chunk_of(0, 10, 1, 3, 10, 1)).unwrap();
+}
+
+#[test]
+#[should_panic(expected = "a chunk after the first of an image that has not begun")]
+fn an_image_that_starts_past_its_first_chunk_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append_chunk(&chunk_of(0, 9, 1, 3, 10, 1)).unwrap();
+}
+
+#[test]
+#[should_panic(expected = "index is below its image's count")]
+fn a_chunk_past_its_count_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append_chunk(&chunk_of(0, 9, 3, 3, 10, 1)).unwrap();
+}
+
+/// Recovery of a log whose entries are written as `frames` (already encoded payloads) into
+/// one segment, after a batch 1..=4.
+fn recover_after_a_batch(frames: &[Vec<u8>]) -> Recovered {
+    let first = batch_at(1, 4, 10, 1);
+    let mut payloads: Vec<&[u8]> = vec![first.bytes()];
+    payloads.extend(frames.iter().map(Vec::as_slice));
+    let mut disk = SimDisk::new();
+    put_segment(&mut disk, 1, &payloads);
+    let (wal, recovered) = open(disk, WalOptions::default());
+    assert_eq!(recovered.batches(), [first]);
+    assert_eq!(wal.lsn_durable(), 4);
+    let kept = wal.disk().contents(&segment_path(dir(), 1)).unwrap().len();
+    assert_eq!(
+        kept,
+        24 + 8 + recovered.entries[0].as_batch().unwrap().len()
+    );
+    recovered
+}
+
+fn encoded(chunk: &ImageChunk) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    encode_image_chunk(chunk, &mut bytes);
+    bytes
+}
+
+#[test]
+fn recovery_stops_at_each_kind_of_broken_image() {
+    let why = |recovered: Recovered| match recovered.stop {
+        Some(Stop::ImageOutOfOrder { why, offset, .. }) => {
+            assert!(offset > 24);
+            why
+        }
+        other => panic!("{other:?}"),
+    };
+    let gap = recover_after_a_batch(&[encoded(&chunk_of(5, 9, 0, 1, 10, 1))]);
+    assert!(why(gap).contains("does not reach"));
+    let backwards = recover_after_a_batch(&[encoded(&chunk_of(2, 4, 0, 1, 10, 1))]);
+    assert!(why(backwards).contains("forward"));
+    let headless = recover_after_a_batch(&[encoded(&chunk_of(2, 9, 1, 2, 10, 1))]);
+    assert!(why(headless).contains("has not begun"));
+    let skipped = recover_after_a_batch(&[
+        encoded(&chunk_of(2, 9, 0, 3, 10, 1)),
+        encoded(&chunk_of(2, 9, 2, 3, 10, 1)),
+    ]);
+    assert!(why(skipped).contains("not the next one"));
+    let interrupted = recover_after_a_batch(&[
+        encoded(&chunk_of(2, 9, 0, 2, 10, 1)),
+        batch_at(5, 1, 10, 1).bytes().to_vec(),
+    ]);
+    assert!(why(interrupted).contains("a batch inside an image"));
+
+    let mut corrupt = encoded(&chunk_of(2, 9, 0, 1, 10, 1));
+    *corrupt.last_mut().unwrap() ^= 1;
+    let recovered = recover_after_a_batch(&[corrupt]);
+    assert!(matches!(
+        recovered.stop,
+        Some(Stop::CorruptImage {
+            error: crate::ImageError::Checksum { .. },
+            ..
+        })
+    ));
+    let unfinished = recover_after_a_batch(&[
+        encoded(&chunk_of(2, 9, 0, 3, 10, 1)),
+        encoded(&chunk_of(2, 9, 1, 3, 10, 1)),
+    ]);
+    assert!(matches!(
+        unfinished.stop,
+        Some(Stop::IncompleteImage { offset: 80.., .. })
+    ));
+}
+
+#[test]
+fn an_unfinished_image_across_segments_is_cut_from_its_first_chunk() {
+    let first = batch_at(1, 4, 10, 1);
+    let mut disk = SimDisk::new();
+    put_segment(
+        &mut disk,
+        1,
+        &[first.bytes(), &encoded(&chunk_of(2, 9, 0, 3, 10, 1))],
+    );
+    put_segment(&mut disk, 2, &[&encoded(&chunk_of(2, 9, 1, 3, 10, 1))]);
+    let (wal, recovered) = open(disk, WalOptions::default());
+    assert_eq!(recovered.batches(), [first]);
+    assert!(matches!(recovered.stop, Some(Stop::IncompleteImage { .. })));
+    assert_eq!(recovered.files_removed, 1);
+    assert_eq!(wal.segments(), [1]);
+    assert_eq!(wal.lsn_appended(), 4);
+}
+
+#[test]
+fn append_from_stores_only_the_records_the_log_lacks() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    let first = batch_at(1, 4, 10, 1);
+    wal.append(&first).unwrap();
+    let overlapping = batch_at(3, 5, 20, 2);
+    wal.append_from(&overlapping, 5).unwrap();
+    assert_eq!(wal.lsn_appended(), 7);
+    // From its first LSN it is a plain append.
+    let next = batch_at(8, 1, 10, 2);
+    wal.append_from(&next, 8).unwrap();
+    wal.sync().unwrap();
+    let (_, recovered) = open(wal.into_disk(), WalOptions::default());
+    assert_eq!(
+        recovered.batches(),
+        [first, overlapping.trimmed(5, 7), next]
+    );
+}
+
+#[test]
+fn append_from_refuses_a_batch_whose_records_do_not_decode() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append(&batch_at(1, 2, 10, 1)).unwrap();
+    let mut builder = BatchBuilder::new(BatchKind::Redo, 3, 1, 2);
+    builder.payload_mut().extend_from_slice(&[0, 0x7f, 0, 0x7f]);
+    builder.commit_encoded();
+    builder.commit_encoded();
+    let broken = builder.seal();
+    assert!(matches!(
+        wal.append_from(&broken, 3),
+        Err(WalError::Undecodable { lsn_from: 3, .. })
+    ));
+    assert_eq!(wal.lsn_appended(), 2);
+    assert_eq!(wal.poisoned(), None);
+}
+
+#[test]
+#[should_panic(expected = "must continue it")]
+fn append_from_that_leaves_a_gap_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append(&batch_at(1, 2, 10, 1)).unwrap();
+    wal.append_from(&batch_at(2, 4, 10, 1), 4).unwrap();
+}
+
+/// A log of batches 1..=2, 3..=5, 6..=6, an image (6, 12] in two chunks and a batch 13..=14,
+/// every entry in a segment of its own, synced.
+fn log_to_cut(options: WalOptions) -> (Wal<SimDisk>, Vec<Entry>) {
+    let (mut wal, _) = open(SimDisk::new(), options);
+    let history = vec![
+        Entry::Batch(batch_at(1, 2, 400, 1)),
+        Entry::Batch(batch_at(3, 3, 300, 1)),
+        Entry::Batch(batch_at(6, 1, 900, 1)),
+        Entry::Image(chunk_of(6, 12, 0, 2, 900, 1)),
+        Entry::Image(chunk_of(6, 12, 1, 2, 900, 1)),
+        Entry::Batch(batch_at(13, 2, 400, 1)),
+    ];
+    for entry in &history {
+        match entry {
+            Entry::Batch(batch) => wal.append(batch).unwrap(),
+            Entry::Image(chunk) => wal.append_chunk(chunk).unwrap(),
+        }
+    }
+    assert_eq!(wal.sync().unwrap(), 14);
+    (wal, history)
+}
+
+#[test]
+fn cut_after_leaves_exactly_what_the_model_says_for_every_lsn() {
+    for options in [
+        WalOptions {
+            segment_bytes_max: 1024,
+        },
+        WalOptions::default(),
+    ] {
+        for lsn in 0..=16 {
+            let (mut wal, history) = log_to_cut(options);
+            let (kept, lsn_end) = model_cut(&history, lsn);
+            assert_eq!(wal.lsn_base(), Some(0));
+            assert_eq!(wal.cut_after(lsn).unwrap(), lsn_end, "cut at {lsn}");
+            let lsn_base = if lsn_end == 0 { None } else { Some(0) };
+            assert_eq!(wal.lsn_base(), lsn_base);
+            assert_eq!((wal.lsn_durable(), wal.lsn_appended()), (lsn_end, lsn_end));
+            let expected_end = match lsn {
+                0 => 0,
+                6..12 => 6,
+                14.. => 14,
+                _ => lsn,
+            };
+            assert_eq!(lsn_end, expected_end, "cut at {lsn}");
+            let (mut wal, recovered) = open(wal.into_disk(), options);
+            assert_eq!(recovered.entries, kept, "cut at {lsn}");
+            assert_eq!(
+                recovered.stop, None,
+                "a cut leaves nothing for recovery to cut"
+            );
+            // Appends continue from where the cut left the log (an emptied log, anywhere).
+            let next = batch_at(lsn_end + 1, 1, 10, 2);
+            wal.append(&next).unwrap();
+            assert_eq!(wal.sync().unwrap(), lsn_end + 1);
+            let (_, recovered) = open(wal.into_disk(), options);
+            assert_eq!(recovered.entries, [kept, vec![Entry::Batch(next)]].concat());
+        }
+    }
+}
+
+#[test]
+fn a_cut_through_a_batch_whose_records_do_not_decode_goes_before_it() {
+    let mut builder = BatchBuilder::new(BatchKind::Redo, 3, 1, 3);
+    builder.payload_mut().extend_from_slice(&[0, 0x7f, 0, 0x7f]);
+    builder.commit_encoded();
+    builder.commit_encoded();
+    let broken = builder.seal();
+    for written in [false, true] {
+        let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+        wal.append(&batch_at(1, 2, 10, 1)).unwrap();
+        wal.append(&broken).unwrap();
+        if written {
+            wal.sync().unwrap();
+        }
+        assert_eq!(wal.cut_after(3).unwrap(), 2, "written: {written}");
+        let (_, recovered) = open(wal.into_disk(), WalOptions::default());
+        assert_eq!(recovered.lsn_last(), Some(2));
+    }
+}
+
+#[test]
+fn cut_after_in_the_buffer_trims_without_touching_the_files() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    let first = batch_at(1, 2, 10, 1);
+    wal.append(&first).unwrap();
+    wal.sync().unwrap();
+    let second = batch_at(3, 4, 10, 1);
+    wal.append(&second).unwrap();
+    wal.append_chunk(&chunk_of(5, 9, 0, 2, 10, 1)).unwrap();
+    assert_eq!(wal.cut_after(4).unwrap(), 4);
+    assert_eq!(wal.lsn_durable(), 4);
+    assert!(!wal.image_unfinished());
+    let (_, recovered) = open(wal.into_disk(), WalOptions::default());
+    assert_eq!(recovered.batches(), [first, second.trimmed(3, 4)]);
+}
+
+#[test]
+fn cut_after_at_or_above_the_end_cuts_nothing_but_an_unfinished_image_above_it() {
+    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    wal.append(&batch_at(1, 2, 10, 1)).unwrap();
+    assert_eq!(wal.cut_after(2).unwrap(), 2);
+    assert_eq!(
+        wal.cut_after(100).unwrap(),
+        2,
+        "a cut above the end is a no-op"
+    );
+    assert_eq!(wal.lsn_durable(), 2, "but it syncs");
+    wal.append_chunk(&chunk_of(2, 9, 0, 2, 10, 1)).unwrap();
+    assert_eq!(
+        wal.cut_after(9).unwrap(),
+        2,
+        "the image may still finish at 9"
+    );
+    assert!(wal.image_unfinished());
+    assert_eq!(
+        wal.cut_after(8).unwrap(),
+        2,
+        "an image ending above the cut goes"
+    );
+    assert!(!wal.image_unfinished());
+    wal.append(&batch_at(3, 1, 10, 1)).unwrap();
+    assert_eq!(wal.sync().unwrap(), 3);
+}
+
+#[test]
+fn remove_below_never_separates_an_image_from_its_first_chunk() {
+    let options = WalOptions {
+        segment_bytes_max: 1024,
+    };
+    let (mut wal, _) = log_to_cut(options);
+    // Segments: 1..=2 | 3..=5 | 6 | chunk 0 | chunk 1 | 13..=14.
+    assert_eq!(wal.segments().len(), 6);
+    assert_eq!(wal.remove_below(11).unwrap(), 3);
+    assert_eq!(wal.segments_lsn_first(), [6, 6, 13]);
+    assert_eq!(
+        wal.remove_below(100).unwrap(),
+        2,
+        "the image's two segments go together, the newest stays"
+    );
+    assert_eq!(wal.segments_lsn_first(), [13]);
+    let (_, recovered) = open(wal.into_disk(), options);
+    assert_eq!(recovered.lsn_base(), Some(12));
+}
+
+#[test]
+fn recovery_steps_over_the_rest_of_an_image_whose_first_segments_were_removed() {
+    // What a crash leaves when it comes between the removals of an image's two segments.
+    let mut disk = SimDisk::new();
+    let after = batch_at(13, 2, 10, 1);
+    put_segment(&mut disk, 5, &[&encoded(&chunk_of(6, 12, 1, 2, 10, 1))]);
+    put_segment(&mut disk, 6, &[after.bytes()]);
+    let (mut wal, recovered) = open(disk, WalOptions::default());
+    assert_eq!(recovered.entries, [Entry::Batch(after)]);
+    assert_eq!((recovered.chunks_skipped, recovered.files_removed), (1, 1));
+    assert_eq!((recovered.lsn_base(), recovered.stop), (Some(12), None));
+    assert_eq!(wal.segments(), [6]);
+    wal.append(&batch_at(15, 1, 10, 1)).unwrap();
+    assert_eq!(wal.sync().unwrap(), 15);
+
+    // A skipped image must still be whole from where it is found, and end before anything else.
+    let mut disk = SimDisk::new();
+    put_segment(
+        &mut disk,
+        5,
+        &[
+            &encoded(&chunk_of(6, 12, 1, 3, 10, 1)),
+            batch_at(13, 2, 10, 1).bytes(),
+        ],
+    );
+    let (_, recovered) = open(disk, WalOptions::default());
+    assert!(recovered.entries.is_empty());
+    assert!(matches!(
+        recovered.stop,
+        Some(Stop::ImageOutOfOrder { why, .. }) if why.contains("skipped image")
+    ));
+}
+
+#[test]
+fn a_failed_cut_poisons() {
+    let options = WalOptions {
+        segment_bytes_max: 1024,
+    };
+    let (mut wal, _) = log_to_cut(options);
+    wal.disk_mut().fail_next_sync();
+    let Err(WalError::Poisoned { cause }) = wal.cut_after(4) else {
+        panic!("a failed cut must poison");
+    };
+    assert!(cause.contains("syncing log directory"), "{cause}");
+    assert_eq!(wal.cut_after(4), Err(WalError::Poisoned { cause }));
+}
+
+/// One seeded run of appends (batches, overlapping batches, image chunks), syncs, removals and
+/// cuts, stopped after `halt_after_ops` disk operations (if given): every operation after that
+/// fails, as if the machine had lost power there.
 struct Run {
     disk: SimDisk,
-    appended: Vec<SealedBatch>,
+    /// The log's logical history as of the last cut that returned: every entry appended (as
+    /// stored: an overlapping batch trimmed), minus what completed cuts removed, including the
+    /// chunks of an image left unfinished.
+    history: Vec<Entry>,
+    /// The LSN the last successful sync or cut reported durable.
     lsn_durable_reported: u64,
     /// The highest LSN the run asked `remove_below` to drop (whether or not the call succeeded).
     lsn_removable: u64,
+    /// A cut that began but did not return (the disk halted during it).
+    cut_unfinished: Option<CutUnfinished>,
+    /// Cuts that returned.
+    cuts: usize,
     /// Disk operations the run did (or tried) after opening the log.
     ops: u64,
+}
+
+/// A cut the crash interrupted. Until `cut_after` returns, the log on disk may be the history
+/// before the cut or the history after it (or the one, then the other, as its steps land), so
+/// recovery may return a run of either. The durable promise meanwhile covers what both keep:
+/// up to the LSN the cut would have left the log at, if a sync had reported that far. Entries
+/// above that LSN were being cut, so losing them, durable or not, is what the caller asked for.
+struct CutUnfinished {
+    before: Vec<Entry>,
+    after: Vec<Entry>,
+    lsn_durable: u64,
+}
+
+impl Run {
+    fn check(&self, recovered: &[Entry]) -> Result<(), String> {
+        let Some(cut) = &self.cut_unfinished else {
+            return check_recovered(
+                &self.history,
+                self.lsn_durable_reported,
+                self.lsn_removable,
+                recovered,
+            );
+        };
+        let before = check_recovered(&cut.before, cut.lsn_durable, self.lsn_removable, recovered);
+        let after = check_recovered(&cut.after, cut.lsn_durable, self.lsn_removable, recovered);
+        match (before, after) {
+            (Ok(()), _) | (_, Ok(())) => Ok(()),
+            (Err(before), Err(after)) => Err(format!(
+                "during a cut, recovery found neither a log before it ({before}) nor one after \
+                 it ({after})"
+            )),
+        }
+    }
 }
 
 const CRASH_OPTIONS: WalOptions = WalOptions {
@@ -626,40 +1234,132 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
     if let Some(ops) = halt_after_ops {
         wal.disk_mut().halt_after_ops(ops);
     }
-    let mut batches = Batches::starting_at(1);
-    let (mut appended, mut lsn_durable_reported, mut lsn_removable) = (Vec::new(), 0u64, 0u64);
-    // The steps are drawn from the seed alone, whatever the disk answers, so every halted run
-    // is a prefix of the run that was not halted.
-    for _ in 0..rng.between(6, 14) {
-        let step = rng.between(0, 5);
-        if step == 5 {
-            // A checkpoint covers the log up to about the durable LSN.
-            let lsn = lsn_durable_reported.saturating_sub(rng.between(0, 3) as u64);
-            lsn_removable = lsn_removable.max(lsn);
-            let _ = wal.remove_below(lsn);
-        } else if step < 3 {
-            for _ in 0..rng.between(1, 3) {
-                let batch = batches.next_drawn(&mut rng);
-                if wal.append(&batch).is_ok() {
-                    appended.push(batch);
+    let mut run = Run {
+        disk: SimDisk::new(),
+        history: Vec::new(),
+        lsn_durable_reported: 0,
+        lsn_removable: 0,
+        cut_unfinished: None,
+        cuts: 0,
+        ops: 0,
+    };
+    let mut view = 1;
+    // Every draw depends on the seed and on what the log accepted so far; until the first
+    // failed disk operation that is the same in every halted run, and after it every call
+    // fails, so every halted run is a prefix of the run that was not halted.
+    for _ in 0..rng.between(6, 16) {
+        let step = rng.between(0, 9);
+        let (lsn_end, open) = model_position(&run.history);
+        // An append first finishes an unfinished image, as a state transfer would go on.
+        if matches!(step, 0..=2 | 6 | 7)
+            && let Some((lsn_from, lsn, count, index_next)) = open
+        {
+            for index in index_next..count {
+                let chunk = chunk_of(lsn_from, lsn, index, count, rng.between(0, 900), view);
+                if wal.append_chunk(&chunk).is_ok() {
+                    run.history.push(Entry::Image(chunk));
                 }
             }
-        } else if let Ok(lsn) = wal.sync() {
-            lsn_durable_reported = lsn;
+        }
+        let lsn_end = model_position(&run.history).0.max(lsn_end);
+        match step {
+            0..=2 => {
+                let mut lsn_base = lsn_end + 1;
+                for _ in 0..rng.between(1, 3) {
+                    let batch = batch_at(lsn_base, rng.between(1, 3), rng.between(1, 700), view);
+                    lsn_base = batch.lsn_last() + 1;
+                    if wal.append(&batch).is_ok() {
+                        run.history.push(Entry::Batch(batch));
+                    }
+                }
+            }
+            3 | 4 | 9 => {
+                if let Ok(lsn) = wal.sync() {
+                    run.lsn_durable_reported = lsn;
+                }
+            }
+            5 => {
+                // A checkpoint covers the log up to about the durable LSN.
+                let lsn = run
+                    .lsn_durable_reported
+                    .saturating_sub(rng.between(0, 3) as u64);
+                run.lsn_removable = run.lsn_removable.max(lsn);
+                let _ = wal.remove_below(lsn);
+            }
+            6 => {
+                // A batch that overlaps the log's end by up to two records.
+                let overlap = rng.between(0, 2).min(lsn_end.saturating_sub(1) as usize) as u64;
+                let lsn_base = lsn_end + 1 - overlap;
+                let count = overlap as usize + rng.between(1, 2);
+                let batch = batch_at(lsn_base, count, rng.between(1, 500), view);
+                if wal.append_from(&batch, lsn_end + 1).is_ok() {
+                    let stored = batch.trimmed(lsn_end + 1, batch.lsn_last());
+                    run.history.push(Entry::Batch(stored));
+                }
+            }
+            7 => {
+                // An image of what changed after a point at or a little below the log's end,
+                // as of a little above it; one time in three only some of its chunks arrive.
+                let lsn_from = lsn_end.saturating_sub(rng.between(0, 3) as u64);
+                let lsn = lsn_end + rng.between(1, 4) as u64;
+                let count = rng.between(1, 3) as u32;
+                let arrived = if rng.between(0, 2) == 0 {
+                    rng.between(1, count as usize) as u32
+                } else {
+                    count
+                };
+                for index in 0..arrived {
+                    let chunk = chunk_of(lsn_from, lsn, index, count, rng.between(0, 1200), view);
+                    if wal.append_chunk(&chunk).is_ok() {
+                        run.history.push(Entry::Image(chunk));
+                    }
+                }
+            }
+            _ => {
+                // A view change rewinds the member: mostly a little below its end, sometimes
+                // at or above it.
+                let lsn = if rng.between(0, 4) == 0 {
+                    lsn_end + rng.between(0, 2) as u64
+                } else {
+                    lsn_end.saturating_sub(rng.between(0, 8) as u64)
+                };
+                // The log holds the history's newest entries; remove_below took the others.
+                let held = run.history.len() - wal.entries_held();
+                let (kept, lsn_after) = model_cut(&run.history[held..], lsn);
+                let after = [&run.history[..held], &kept[..]].concat();
+                let poisoned_before = wal.poisoned().is_some();
+                match wal.cut_after(lsn) {
+                    Ok(lsn_returned) => {
+                        let history: Vec<String> = run.history.iter().map(describe).collect();
+                        assert_eq!(
+                            lsn_returned, lsn_after,
+                            "seed {seed}: cut at {lsn} of {history:?}"
+                        );
+                        assert_eq!(wal.lsn_durable(), lsn_after);
+                        run.history = after;
+                        run.lsn_durable_reported = lsn_after;
+                        run.cuts += 1;
+                    }
+                    Err(_) if !poisoned_before => {
+                        run.cut_unfinished = Some(CutUnfinished {
+                            lsn_durable: run.lsn_durable_reported.min(lsn_after),
+                            before: run.history.clone(),
+                            after,
+                        });
+                    }
+                    Err(_) => {}
+                }
+                view += 1;
+            }
         }
     }
     if let Ok(lsn) = wal.sync() {
-        lsn_durable_reported = lsn;
+        run.lsn_durable_reported = lsn;
     }
-    assert!(lsn_durable_reported <= wal.lsn_appended());
-    let ops = wal.disk().ops() - ops_at_open;
-    Run {
-        disk: wal.into_disk(),
-        appended,
-        lsn_durable_reported,
-        lsn_removable,
-        ops,
-    }
+    assert!(run.lsn_durable_reported <= wal.lsn_appended());
+    run.ops = wal.disk().ops() - ops_at_open;
+    run.disk = wal.into_disk();
+    run
 }
 
 /// What the crash test saw, to show it reached the cases it is meant to.
@@ -669,13 +1369,25 @@ struct Coverage {
     /// Crash points of recovery itself, each followed by another recovery.
     recovery_crash_points: usize,
     recoveries_that_cut: usize,
-    /// Crashes after which recovery found fewer batches than were appended (unsynced ones).
-    unsynced_batches_lost: usize,
+    /// Crashes after which recovery found less than the history holds (unsynced entries).
+    unsynced_entries_lost: usize,
     /// Crashes after which recovery found more than the syncs had reported durable (unsynced
     /// bytes that happened to reach the disk): the prefix may end anywhere past the durable LSN.
     kept_beyond_durable: usize,
-    /// Crashes after which the log began after LSN 1: `remove_below` had removed segments.
-    started_after_removal: usize,
+    /// Crashes after which the log began after LSN 0: `remove_below` had removed segments, or
+    /// the log began with an image or after a cut that emptied it.
+    started_after_base_zero: usize,
+    /// Crashes after which recovery returned at least one image.
+    images_recovered: usize,
+    /// Crashes after at least one cut had returned.
+    after_a_cut: usize,
+    /// Crashes in the middle of a cut, and those of them whose recovery found the log as the
+    /// cut leaves it (and not as it was before).
+    during_a_cut: usize,
+    during_a_cut_found_after: usize,
+    /// Chunks recovery stepped over: an image's later chunks left by a crash among the
+    /// removals of its segments.
+    chunks_skipped: usize,
     stops: BTreeMap<&'static str, usize>,
 }
 
@@ -686,7 +1398,10 @@ fn stop_name(stop: &Option<Stop>) -> &'static str {
         Some(Stop::MisnamedSegment { .. }) => "misnamed segment",
         Some(Stop::TornFrame { .. }) => "torn frame",
         Some(Stop::CorruptBatch { .. }) => "corrupt batch",
+        Some(Stop::CorruptImage { .. }) => "corrupt image",
         Some(Stop::NotContinuing { .. }) => "not continuing",
+        Some(Stop::ImageOutOfOrder { .. }) => "image out of order",
+        Some(Stop::IncompleteImage { .. }) => "incomplete image",
     }
 }
 
@@ -701,13 +1416,7 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
         let context = |error: String| format!("seed {seed}, crash after op {halt}: {error}");
         let (mut wal, recovered) = Wal::open(disk.clone(), dir(), CRASH_OPTIONS)
             .map_err(|error| context(error.to_string()))?;
-        check_recovered(
-            &run.appended,
-            run.lsn_durable_reported,
-            run.lsn_removable,
-            &recovered.batches,
-        )
-        .map_err(context)?;
+        run.check(&recovered.entries).map_err(context)?;
         if seed < RECOVERY_CRASH_SEEDS {
             check_crashes_during_recovery(seed, halt, &disk, &run, coverage).map_err(context)?;
         }
@@ -717,14 +1426,25 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
             .stops
             .entry(stop_name(&recovered.stop))
             .or_default() += 1;
-        coverage.unsynced_batches_lost += usize::from(recovered.batches.len() < run.appended.len());
+        coverage.unsynced_entries_lost += usize::from(recovered.entries.len() < run.history.len());
         let lsn_recovered = recovered.lsn_last().unwrap_or(0);
         coverage.kept_beyond_durable += usize::from(lsn_recovered > run.lsn_durable_reported);
-        coverage.started_after_removal += usize::from(recovered.lsn_first() > Some(1));
+        coverage.started_after_base_zero += usize::from(recovered.lsn_base() > Some(0));
+        coverage.images_recovered +=
+            usize::from(recovered.entries.iter().any(|e| e.as_image().is_some()));
+        coverage.after_a_cut += usize::from(run.cuts > 0);
+        coverage.chunks_skipped += recovered.chunks_skipped;
+        if let Some(cut) = &run.cut_unfinished {
+            coverage.during_a_cut += 1;
+            let before = check_recovered(&cut.before, 0, run.lsn_removable, &recovered.entries);
+            coverage.during_a_cut_found_after += usize::from(before.is_err());
+        }
         // The recovered log continues: two more batches, synced, come back after it.
         let lsn_next = recovered.lsn_last().map_or(1, |lsn| lsn + 1);
-        let mut batches = Batches::starting_at(lsn_next);
-        let more = [batches.next(1, 100), batches.next(2, 600)];
+        let more = [
+            batch_at(lsn_next, 1, 100, 99),
+            batch_at(lsn_next + 1, 2, 600, 99),
+        ];
         for batch in &more {
             wal.append(batch)
                 .map_err(|error| context(error.to_string()))?;
@@ -732,12 +1452,12 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
         wal.sync().map_err(|error| context(error.to_string()))?;
         let (_, reopened) = Wal::open(wal.into_disk(), dir(), CRASH_OPTIONS)
             .map_err(|error| context(error.to_string()))?;
-        let expected = [recovered.batches, more.to_vec()].concat();
-        if reopened.batches != expected || reopened.stop.is_some() {
+        let expected = [recovered.entries, as_entries(&more)].concat();
+        if reopened.entries != expected || reopened.stop.is_some() {
             return Err(context(format!(
-                "after recovery and two more batches, reopening found {} batches (stop {:?}), \
+                "after recovery and two more batches, reopening found {} entries (stop {:?}), \
                  expected {}",
-                reopened.batches.len(),
+                reopened.entries.len(),
                 reopened.stop,
                 expected.len()
             )));
@@ -772,20 +1492,14 @@ fn check_crashes_during_recovery(
         let context = |error: String| format!("recovery crashed after op {recovery_halt}: {error}");
         let (_, recovered) =
             Wal::open(disk, dir(), CRASH_OPTIONS).map_err(|error| context(error.to_string()))?;
-        check_recovered(
-            &run.appended,
-            run.lsn_durable_reported,
-            run.lsn_removable,
-            &recovered.batches,
-        )
-        .map_err(context)?;
+        run.check(&recovered.entries).map_err(context)?;
         coverage.recovery_crash_points += 1;
     }
     Ok(())
 }
 
 /// Seeds of the crash-consistency test: each crashes its run after every disk operation.
-const CRASH_SEEDS: u64 = 300;
+const CRASH_SEEDS: u64 = 500;
 
 #[test]
 fn recovery_after_a_crash_at_every_disk_operation_keeps_a_prefix_holding_all_durable() {
@@ -803,8 +1517,20 @@ fn recovery_after_a_crash_at_every_disk_operation_keeps_a_prefix_holding_all_dur
     assert!(coverage.recoveries_that_cut > 100, "{coverage:?}");
     assert!(coverage.recovery_crash_points > 1000, "{coverage:?}");
     assert!(coverage.kept_beyond_durable > 100, "{coverage:?}");
-    assert!(coverage.started_after_removal > 100, "{coverage:?}");
-    for stop in ["none", "torn segment header", "torn frame", "corrupt batch"] {
+    assert!(coverage.started_after_base_zero > 100, "{coverage:?}");
+    assert!(coverage.images_recovered > 100, "{coverage:?}");
+    assert!(coverage.after_a_cut > 100, "{coverage:?}");
+    assert!(coverage.chunks_skipped > 5, "{coverage:?}");
+    assert!(coverage.during_a_cut > 100, "{coverage:?}");
+    // Only a cut's last steps make the log differ from a prefix of the one before it.
+    assert!(coverage.during_a_cut_found_after > 5, "{coverage:?}");
+    for stop in [
+        "none",
+        "torn segment header",
+        "torn frame",
+        "corrupt batch",
+        "incomplete image",
+    ] {
         assert!(
             coverage.stops.get(stop).is_some_and(|&n| n > 10),
             "{stop}: {coverage:?}"
@@ -825,11 +1551,17 @@ fn caught_by_the_crash_test(bug: Bug) -> String {
 #[test]
 fn planted_ack_before_sync_is_caught_by_the_crash_test() {
     let error = caught_by_the_crash_test(Bug::AckBeforeSync);
-    assert!(error.contains("lost durable batches"), "{error}");
+    assert!(error.contains("lost durable"), "{error}");
 }
 
 #[test]
 fn planted_remove_with_one_directory_sync_is_caught_by_the_crash_test() {
     let error = caught_by_the_crash_test(Bug::RemoveWithOneDirectorySync);
     assert!(error.contains("lost"), "{error}");
+}
+
+#[test]
+fn planted_cut_that_truncates_before_writing_the_prefix_is_caught_by_the_crash_test() {
+    let error = caught_by_the_crash_test(Bug::CutTruncatesBeforeWritingPrefix);
+    assert!(error.contains("lost durable"), "{error}");
 }

@@ -1,5 +1,6 @@
 //! The writer ([`Wal`]) and recovery ([`Wal::open`], [`Recovered`]).
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -9,17 +10,19 @@ use tandem_log::{BatchError, SealedBatch};
 
 use crate::Disk;
 use crate::bugs::{Bug, planted};
+use crate::entry::{Discontinuity, Entry, ImageChunk, ImageOpen, Position};
 use crate::format::{
-    FRAME_HEADER_LEN, SEGMENT_HEADER_LEN, SEGMENT_VERSION, SegmentHeader, decode_frame_len,
-    decode_segment_header, encode_frame, encode_segment_header, parse_segment_name, segment_name,
-    segment_path,
+    FRAME_HEADER_LEN, FRAME_PAYLOAD_MIN, ImageError, SEGMENT_HEADER_LEN, SEGMENT_VERSION,
+    SegmentHeader, decode_frame_len, decode_image_chunk, decode_segment_header, encode_frame,
+    encode_image_chunk, encode_segment_header, image_chunk_len, is_image, parse_segment_name,
+    segment_name, segment_path,
 };
 
 /// How the log lays out its files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WalOptions {
-    /// A segment file is closed and the next one begun once the next batch would take it past
-    /// this size. A single batch larger than this gets a segment of its own.
+    /// A segment file is closed and the next one begun once the next entry would take it past
+    /// this size. A single entry larger than this gets a segment of its own.
     pub segment_bytes_max: u64,
 }
 
@@ -46,6 +49,10 @@ pub enum WalError {
          {SEGMENT_VERSION}: run the version that wrote it, or move the log away"
     )]
     Version { file: String, found: u16 },
+    /// [`Wal::append_from`] was given a batch whose records do not decode, so it cannot be
+    /// trimmed; nothing was appended and the log is not poisoned (the batch is at fault).
+    #[error("the batch to append from LSN {lsn_from} cannot be trimmed: {error}")]
+    Undecodable { lsn_from: u64, error: BatchError },
 }
 
 /// Where and why recovery ended the log before the end of its files.
@@ -54,8 +61,8 @@ pub enum WalError {
 pub enum Stop {
     /// The segment file is shorter than its header, or the header's checksum fails.
     TornSegmentHeader { file: String },
-    /// The segment header names another first LSN than the file's name.
-    MisnamedSegment { file: String, lsn_header: u64 },
+    /// The segment header names another sequence number than the file's name.
+    MisnamedSegment { file: String, seq_header: u64 },
     /// A frame's length is torn (its check fails) or runs past the end of the file.
     TornFrame { file: String, offset: u64 },
     /// The frame is whole but the batch inside it is not (its checksum, most often).
@@ -64,7 +71,13 @@ pub enum Stop {
         offset: u64,
         error: BatchError,
     },
-    /// The batch is valid but does not continue the one before it (the successor check): a
+    /// The frame is whole but the image chunk inside it is not.
+    CorruptImage {
+        file: String,
+        offset: u64,
+        error: ImageError,
+    },
+    /// The batch is valid but does not continue the entry before it (the successor check): a
     /// stale batch, or one after a gap.
     NotContinuing {
         file: String,
@@ -72,32 +85,58 @@ pub enum Stop {
         lsn_expected: u64,
         lsn_found: u64,
     },
+    /// An image chunk that does not continue the log (a first chunk whose `lsn_from` is past
+    /// the log's end or whose `lsn` is not ahead of it, a chunk out of order or of another
+    /// image), or a batch inside an unfinished image: the successor check for images.
+    ImageOutOfOrder {
+        file: String,
+        offset: u64,
+        why: &'static str,
+    },
+    /// The log's files end inside an image (its last chunk never reached the disk): the image
+    /// is cut away from its first chunk on, as a torn batch would be. `offset` is where that
+    /// first chunk's frame began. When another stop ends the log inside an image, that stop is
+    /// reported and the image is cut all the same.
+    IncompleteImage { file: String, offset: u64 },
 }
 
 /// What recovery found and what it cut.
 #[derive(Debug, Default)]
 pub struct Recovered {
-    /// Every batch of the log, oldest first, each continuing the one before, exactly as sealed
-    /// (views and all).
-    pub batches: Vec<SealedBatch>,
+    /// Every entry of the log, oldest first, each continuing the one before: batches exactly
+    /// as sealed (views and all) and the chunks of complete images only.
+    pub entries: Vec<Entry>,
     /// Why the log ended before its files did, if it did.
     pub stop: Option<Stop>,
     /// Bytes cut from the end of the last kept segment, plus the whole size of every segment
     /// file removed.
     pub bytes_cut: u64,
-    /// Segment files removed: those holding no valid batch and every one after the stop.
+    /// Segment files removed: those holding no valid entry and every one after the stop.
     pub files_removed: usize,
+    /// Chunks stepped over at the log's start: the rest of an image whose first segments
+    /// [`Wal::remove_below`] had removed when the crash came. The log begins after that image.
+    pub chunks_skipped: usize,
 }
 
 impl Recovered {
-    /// LSN of the first record in the log, if it holds any.
-    pub fn lsn_first(&self) -> Option<u64> {
-        self.batches.first().map(SealedBatch::lsn_base)
+    /// The LSN the log's history starts after: the first batch's `lsn_base - 1`, or the first
+    /// image's `lsn_from` (the image holds what changed after it). `None` for an empty log.
+    pub fn lsn_base(&self) -> Option<u64> {
+        self.entries.first().map(|entry| match entry {
+            Entry::Batch(batch) => batch.lsn_base() - 1,
+            Entry::Image(chunk) => chunk.lsn_from,
+        })
     }
 
-    /// LSN of the last record in the log, if it holds any.
+    /// LSN of the last record in the log, or of its last image, if it holds any.
     pub fn lsn_last(&self) -> Option<u64> {
-        self.batches.last().map(SealedBatch::lsn_last)
+        self.entries.last().map(Entry::lsn_last)
+    }
+
+    /// The log's batches, in order, leaving out the images between them.
+    pub fn batches(&self) -> Vec<SealedBatch> {
+        let batches = self.entries.iter().filter_map(Entry::as_batch);
+        batches.cloned().collect()
     }
 }
 
@@ -105,13 +144,82 @@ impl Recovered {
 #[derive(Debug)]
 struct Segment<F> {
     file: F,
-    lsn_first: u64,
+    seq: u64,
     bytes_len: u64,
-    batch_count: u64,
+    entry_count: u64,
 }
 
-/// The write-ahead log's writer: buffers sealed batches, writes and syncs them to segment files
-/// (group commit: one sync for everything buffered), and removes old segments.
+/// Where a written entry sits, so that [`Wal::cut_after`] knows where to cut and
+/// [`Wal::remove_below`] what a segment holds without reading it back. A few dozen bytes per
+/// entry; the entries themselves stay on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Frame {
+    seq: u64,
+    /// Offset of the frame (its length field) in the segment file.
+    offset: u64,
+    /// Bytes of the frame's payload.
+    len: u32,
+    /// A batch's first LSN; an image chunk's `lsn_from`.
+    lsn_first: u64,
+    /// [`Entry::lsn_last`]: a batch's last LSN, an image chunk's image `lsn`.
+    lsn_last: u64,
+    /// An image chunk's index, `None` for a batch.
+    chunk_index: Option<u32>,
+}
+
+impl Frame {
+    fn of(entry: &Entry, seq: u64, offset: u64, len: usize) -> Frame {
+        let len = u32::try_from(len).expect("an entry fits in u32 bytes");
+        let (lsn_first, chunk_index) = match entry {
+            Entry::Batch(batch) => (batch.lsn_base(), None),
+            Entry::Image(chunk) => (chunk.lsn_from, Some(chunk.index)),
+        };
+        Frame {
+            seq,
+            offset,
+            len,
+            lsn_first,
+            lsn_last: entry.lsn_last(),
+            chunk_index,
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.offset + (FRAME_HEADER_LEN as u64) + u64::from(self.len)
+    }
+}
+
+/// The records of `batch` up to `lsn`, which it straddles; `None` when its records do not
+/// decode (a checksummed batch from a buggy peer, appended whole), which cannot be trimmed: the
+/// cut then goes before the whole batch, as it does before an image.
+fn prefix_of(batch: &SealedBatch, lsn: u64) -> Option<SealedBatch> {
+    assert!(batch.lsn_base() <= lsn);
+    assert!(lsn < batch.lsn_last());
+    batch.try_trimmed(batch.lsn_base(), lsn).ok()
+}
+
+/// An entry's bytes as a frame holds them.
+fn entry_bytes(entry: &Entry) -> Cow<'_, [u8]> {
+    match entry {
+        Entry::Batch(batch) => Cow::Borrowed(batch.bytes()),
+        Entry::Image(chunk) => {
+            let mut bytes = Vec::with_capacity(image_chunk_len(chunk));
+            encode_image_chunk(chunk, &mut bytes);
+            Cow::Owned(bytes)
+        }
+    }
+}
+
+fn entry_len(entry: &Entry) -> usize {
+    match entry {
+        Entry::Batch(batch) => batch.len(),
+        Entry::Image(chunk) => image_chunk_len(chunk),
+    }
+}
+
+/// The write-ahead log's writer: buffers sealed batches and image chunks, writes and syncs them
+/// to segment files (group commit: one sync for everything buffered), removes old segments and
+/// cuts the log back when a view change rewinds the member.
 ///
 /// **Poisoning.** Any I/O error poisons the writer: that call and every later one return
 /// [`WalError::Poisoned`] with the first error's text, and nothing appended after the last
@@ -125,12 +233,18 @@ pub struct Wal<D: Disk> {
     disk: D,
     dir: PathBuf,
     options: WalOptions,
-    /// First LSNs of the segment files, oldest first; the last is `current`'s.
+    /// Sequence numbers of the segment files, oldest first; the last is `current`'s.
     segments: VecDeque<u64>,
     current: Option<Segment<D::File>>,
-    /// Batches appended since the last sync, oldest first.
-    buffered: Vec<SealedBatch>,
-    lsn_appended: u64,
+    /// The number the next segment file takes: above every segment this writer has seen, so a
+    /// new file always sorts after every file still on disk.
+    seq_next: u64,
+    /// Every entry written to the segment files, oldest first.
+    frames: VecDeque<Frame>,
+    /// Entries appended since the last sync, oldest first.
+    buffered: Vec<Entry>,
+    /// Where the log stands after the buffered entries.
+    position: Position,
     lsn_durable: u64,
     poisoned: Option<String>,
 }
@@ -142,25 +256,36 @@ fn io_cause(what: &str, path: &Path, error: io::Error) -> String {
 /// The result of reading one segment file.
 #[derive(Debug)]
 struct SegmentScan {
-    batches: Vec<SealedBatch>,
-    /// Bytes up to the end of the last valid batch; 0 when there is none.
+    entries: Vec<Entry>,
+    frames: Vec<Frame>,
+    /// Chunks stepped over at the log's start (see `headless` in [`scan_segment`]).
+    skipped: usize,
+    /// Bytes up to the end of the last valid entry; 0 when there is none.
     len_valid: usize,
     stop: Option<Stop>,
 }
 
-/// Reads the batches of one segment file up to the first torn, corrupt or non-continuing one.
-/// `lsn_next` is the LSN the previous segment's last batch makes the next one (`None` for the
-/// first segment, which may start anywhere: older segments may have been removed).
+/// Reads the entries of one segment file up to the first torn, corrupt or non-continuing one,
+/// moving `position` past each one kept. The first segment read starts from an empty position
+/// and so may start anywhere (older segments may have been removed).
+///
+/// `headless` is the image being skipped at the log's start: `remove_below` removes an image's
+/// segments oldest first, so a crash in the middle leaves the log beginning with the image's
+/// later chunks. They are below a checkpoint and of no use without the first ones; recovery
+/// steps over them, and the log begins after the image (at its `lsn`).
 fn scan_segment(
     file: &str,
-    lsn_name: u64,
+    seq: u64,
     bytes: &[u8],
-    lsn_next: Option<u64>,
+    position: &mut Position,
+    headless: &mut Option<ImageOpen>,
 ) -> Result<SegmentScan, WalError> {
-    assert!(lsn_name >= 1);
+    assert!(seq >= 1);
     let successor_checked = !planted(Bug::SkipSuccessorCheck);
     let mut scan = SegmentScan {
-        batches: Vec::new(),
+        entries: Vec::new(),
+        frames: Vec::new(),
+        skipped: 0,
         len_valid: 0,
         stop: None,
     };
@@ -176,29 +301,14 @@ fn scan_segment(
                 found: version,
             });
         }
-        SegmentHeader::Valid { lsn_first } if lsn_first != lsn_name => {
-            scan.stop = Some(Stop::MisnamedSegment {
-                file,
-                lsn_header: lsn_first,
-            });
+        SegmentHeader::Valid { seq: seq_header } if seq_header != seq => {
+            scan.stop = Some(Stop::MisnamedSegment { file, seq_header });
             return Ok(scan);
         }
         SegmentHeader::Valid { .. } => {}
     }
-    if let Some(lsn_expected) = lsn_next
-        && lsn_expected != lsn_name
-        && successor_checked
-    {
-        scan.stop = Some(Stop::NotContinuing {
-            file,
-            offset: 0,
-            lsn_expected,
-            lsn_found: lsn_name,
-        });
-        return Ok(scan);
-    }
-    let mut lsn_expected = lsn_name;
     let mut offset = SEGMENT_HEADER_LEN;
+    scan.len_valid = offset;
     while offset < bytes.len() {
         let rest = &bytes[offset..];
         let offset_u64 = offset as u64;
@@ -209,56 +319,139 @@ fn scan_segment(
             });
             break;
         };
-        let batch_bytes = &rest[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len];
-        let batch = match SealedBatch::verify(Arc::from(batch_bytes)) {
-            Ok(batch) => batch,
-            Err(error) => {
-                scan.stop = Some(Stop::CorruptBatch {
+        let payload = &rest[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len];
+        let entry = if is_image(payload) {
+            match decode_image_chunk(payload) {
+                Ok(chunk) => Entry::Image(chunk),
+                Err(error) => {
+                    scan.stop = Some(Stop::CorruptImage {
+                        file,
+                        offset: offset_u64,
+                        error,
+                    });
+                    break;
+                }
+            }
+        } else {
+            match SealedBatch::verify(Arc::from(payload)) {
+                Ok(batch) => Entry::Batch(batch),
+                Err(error) => {
+                    scan.stop = Some(Stop::CorruptBatch {
+                        file,
+                        offset: offset_u64,
+                        error,
+                    });
+                    break;
+                }
+            }
+        };
+        let at_start = *position == Position::default();
+        if let Entry::Image(chunk) = &entry
+            && at_start
+            && (chunk.index > 0 || headless.is_some())
+        {
+            let next = headless.is_none_or(|open| {
+                (open.lsn_from, open.lsn, open.count, open.index_next)
+                    == (chunk.lsn_from, chunk.lsn, chunk.count, chunk.index)
+            });
+            if !next {
+                scan.stop = Some(Stop::ImageOutOfOrder {
                     file,
                     offset: offset_u64,
-                    error,
+                    why: "a chunk that is not the next one of the skipped image",
                 });
                 break;
             }
-        };
-        if batch.lsn_base() != lsn_expected && successor_checked {
-            scan.stop = Some(Stop::NotContinuing {
+            *headless = Some(ImageOpen {
+                lsn_from: chunk.lsn_from,
+                lsn: chunk.lsn,
+                count: chunk.count,
+                index_next: chunk.index + 1,
+            });
+            if chunk.is_last() {
+                *headless = None;
+                *position = Position {
+                    lsn_last: Some(chunk.lsn),
+                    image_open: None,
+                };
+            }
+            scan.skipped += 1;
+            offset += FRAME_HEADER_LEN + len;
+            scan.len_valid = offset;
+            continue;
+        }
+        if headless.is_some() {
+            scan.stop = Some(Stop::ImageOutOfOrder {
                 file,
                 offset: offset_u64,
-                lsn_expected,
-                lsn_found: batch.lsn_base(),
+                why: "a batch inside the skipped image",
             });
             break;
         }
-        lsn_expected = batch.lsn_last() + 1;
-        scan.batches.push(batch);
+        if successor_checked && let Err(discontinuity) = position.check(&entry) {
+            scan.stop = Some(match discontinuity {
+                Discontinuity::Lsn {
+                    lsn_expected,
+                    lsn_found,
+                } => Stop::NotContinuing {
+                    file,
+                    offset: offset_u64,
+                    lsn_expected,
+                    lsn_found,
+                },
+                Discontinuity::Image(why) => Stop::ImageOutOfOrder {
+                    file,
+                    offset: offset_u64,
+                    why,
+                },
+            });
+            break;
+        }
+        position.advance(&entry);
+        scan.frames
+            .push(Frame::of(&entry, seq, offset_u64, payload.len()));
+        scan.entries.push(entry);
         offset += FRAME_HEADER_LEN + len;
         scan.len_valid = offset;
     }
+    if scan.entries.is_empty() {
+        // A header alone holds nothing worth keeping: the file goes.
+        scan.len_valid = 0;
+    }
     assert!(scan.len_valid <= bytes.len());
-    assert_eq!(scan.batches.is_empty(), scan.len_valid == 0);
+    assert_eq!(scan.entries.len(), scan.frames.len());
     Ok(scan)
+}
+
+/// A segment file recovery read, with what it keeps of it.
+#[derive(Debug)]
+struct Scanned {
+    seq: u64,
+    bytes_len: usize,
+    len_valid: usize,
+    frames: Vec<Frame>,
 }
 
 impl<D: Disk> Wal<D> {
     /// Recovers the log in `dir` (creating the directory if needed) and returns a writer that
     /// continues after it, with what was recovered.
     ///
-    /// Recovery reads the segment files in LSN order and keeps batches while each one parses
-    /// (its frame's length check and its own CRC32C hold) and continues the one before. At the
+    /// Recovery reads the segment files in order and keeps entries while each one parses (its
+    /// frame's length check and its own CRC32C hold) and continues the one before. At the
     /// first that does not, it cuts the log there, durably: the segment file is truncated after
-    /// its last valid batch (or removed if it holds none), and every later segment file is
-    /// removed, since none of them can continue a log that ended before it.
+    /// its last valid entry (or removed if it holds none), and every later segment file is
+    /// removed, since none of them can continue a log that ended before it. An image whose
+    /// last chunk is not in the log is cut the same way, from its first chunk on, so the log
+    /// ends at its last complete entry.
     pub fn open(
         mut disk: D,
         dir: &Path,
         options: WalOptions,
     ) -> Result<(Wal<D>, Recovered), WalError> {
-        let smallest_segment =
-            SEGMENT_HEADER_LEN + FRAME_HEADER_LEN + tandem_log::batch::HEADER_LEN;
+        let smallest_segment = SEGMENT_HEADER_LEN + FRAME_HEADER_LEN + FRAME_PAYLOAD_MIN;
         assert!(
             options.segment_bytes_max >= smallest_segment as u64,
-            "a segment must hold at least its header and one empty-payload batch"
+            "a segment must hold at least its header and one smallest entry"
         );
         let poisoned = |cause| WalError::Poisoned { cause };
         disk.create_dir_all(dir)
@@ -266,46 +459,92 @@ impl<D: Disk> Wal<D> {
         let names = disk
             .list(dir)
             .map_err(|error| poisoned(io_cause("listing log directory", dir, error)))?;
-        let mut lsns_first: Vec<u64> = names.iter().filter_map(|n| parse_segment_name(n)).collect();
-        lsns_first.sort_unstable();
+        let mut seqs: Vec<u64> = names.iter().filter_map(|n| parse_segment_name(n)).collect();
+        seqs.sort_unstable();
 
         let mut recovered = Recovered::default();
-        let mut segments = VecDeque::new();
-        let mut tail = None;
-        let mut lsn_next = None;
+        let mut scanned: Vec<Scanned> = Vec::new();
+        let mut position = Position::default();
+        let mut headless = None;
+        // Where the unfinished image at the end began, if the log ends inside one: its first
+        // chunk's place in `scanned` and in `recovered.entries`.
+        let mut image_start: Option<(usize, u64, usize)> = None;
         let mut index = 0;
-        while index < lsns_first.len() {
-            let lsn_name = lsns_first[index];
+        while index < seqs.len() {
+            let seq = seqs[index];
             index += 1;
-            let path = segment_path(dir, lsn_name);
+            let path = segment_path(dir, seq);
             let bytes = disk
                 .read(&path)
                 .map_err(|error| poisoned(io_cause("reading segment", &path, error)))?;
-            let scan = scan_segment(&segment_name(lsn_name), lsn_name, &bytes, lsn_next)?;
-            let cut = (bytes.len() - scan.len_valid) as u64;
-            if scan.batches.is_empty() {
-                disk.remove(&path)
-                    .map_err(|error| poisoned(io_cause("removing segment", &path, error)))?;
-                recovered.files_removed += 1;
-            } else {
-                if cut > 0 {
-                    disk.truncate(&path, scan.len_valid as u64)
-                        .map_err(|error| poisoned(io_cause("truncating segment", &path, error)))?;
+            let scan = scan_segment(
+                &segment_name(seq),
+                seq,
+                &bytes,
+                &mut position,
+                &mut headless,
+            )?;
+            recovered.chunks_skipped += scan.skipped;
+            for (frame, entry) in scan.frames.iter().zip(&scan.entries) {
+                if let Entry::Image(chunk) = entry
+                    && chunk.index == 0
+                    && !chunk.is_last()
+                {
+                    image_start = Some((scanned.len(), frame.offset, recovered.entries.len()));
                 }
-                let last = scan.batches.last().expect("not empty");
-                lsn_next = Some(last.lsn_last() + 1);
-                segments.push_back(lsn_name);
-                tail = Some((lsn_name, scan.len_valid as u64, scan.batches.len() as u64));
+                recovered.entries.push(entry.clone());
             }
-            recovered.bytes_cut += cut;
-            recovered.batches.extend(scan.batches);
+            scanned.push(Scanned {
+                seq,
+                bytes_len: bytes.len(),
+                len_valid: scan.len_valid,
+                frames: scan.frames,
+            });
             if scan.stop.is_some() {
                 recovered.stop = scan.stop;
                 break;
             }
         }
-        for &lsn_name in &lsns_first[index..] {
-            let path = segment_path(dir, lsn_name);
+        if let Some(open) = position.image_open {
+            // The log ends inside an image: cut it away from its first chunk, like a torn batch.
+            let (at, offset, entry_index) = image_start.expect("an open image was begun");
+            assert!(open.index_next < open.count);
+            recovered.entries.truncate(entry_index);
+            let file = segment_name(scanned[at].seq);
+            if recovered.stop.is_none() {
+                recovered.stop = Some(Stop::IncompleteImage { file, offset });
+            }
+            let cut = &mut scanned[at];
+            cut.frames.retain(|frame| frame.offset < offset);
+            cut.len_valid = if cut.frames.is_empty() {
+                0
+            } else {
+                offset as usize
+            };
+            for later in &mut scanned[at + 1..] {
+                later.frames.clear();
+                later.len_valid = 0;
+            }
+        }
+
+        // Cut durably: truncations are durable when they return, removals once the directory
+        // is synced. Nothing kept is ever removed, so one directory sync at the end suffices:
+        // whichever removals a crash undoes, the files that come back lie after the cut.
+        for segment in &scanned {
+            let path = segment_path(dir, segment.seq);
+            let cut = (segment.bytes_len - segment.len_valid) as u64;
+            if segment.frames.is_empty() {
+                disk.remove(&path)
+                    .map_err(|error| poisoned(io_cause("removing segment", &path, error)))?;
+                recovered.files_removed += 1;
+            } else if cut > 0 {
+                disk.truncate(&path, segment.len_valid as u64)
+                    .map_err(|error| poisoned(io_cause("truncating segment", &path, error)))?;
+            }
+            recovered.bytes_cut += cut;
+        }
+        for &seq in &seqs[index..] {
+            let path = segment_path(dir, seq);
             let bytes = disk
                 .read(&path)
                 .map_err(|error| poisoned(io_cause("reading segment", &path, error)))?;
@@ -319,34 +558,37 @@ impl<D: Disk> Wal<D> {
                 .map_err(|error| poisoned(io_cause("syncing log directory", dir, error)))?;
         }
 
-        let current = match tail {
+        let kept: Vec<&Scanned> = scanned.iter().filter(|s| !s.frames.is_empty()).collect();
+        let current = match kept.last() {
             None => None,
-            Some((lsn_first, bytes_len, batch_count)) => {
-                let path = segment_path(dir, lsn_first);
+            Some(last) => {
+                let path = segment_path(dir, last.seq);
                 let file = disk
                     .open_append(&path)
                     .map_err(|error| poisoned(io_cause("opening segment", &path, error)))?;
                 Some(Segment {
                     file,
-                    lsn_first,
-                    bytes_len,
-                    batch_count,
+                    seq: last.seq,
+                    bytes_len: last.len_valid as u64,
+                    entry_count: last.frames.len() as u64,
                 })
             }
         };
-        let lsn_last = recovered.lsn_last().unwrap_or(0);
-        assert_eq!(
-            segments.back().copied(),
-            current.as_ref().map(|s| s.lsn_first)
-        );
+        let segments: VecDeque<u64> = kept.iter().map(|s| s.seq).collect();
+        let frames: VecDeque<Frame> = kept.iter().flat_map(|s| s.frames.iter().copied()).collect();
+        assert_eq!(frames.len(), recovered.entries.len());
+        // The position after what was kept: the log ends at its last complete entry.
+        let position = Position {
+            lsn_last: recovered.lsn_last(),
+            image_open: None,
+        };
         if !planted(Bug::SkipSuccessorCheck) {
-            for pair in recovered.batches.windows(2) {
-                assert_eq!(
-                    pair[0].lsn_last() + 1,
-                    pair[1].lsn_base(),
-                    "recovery kept a gap"
-                );
+            let mut check = Position::default();
+            for entry in &recovered.entries {
+                assert_eq!(check.check(entry), Ok(()), "recovery kept a gap");
+                check.advance(entry);
             }
+            assert_eq!(check, position);
         }
         let wal = Wal {
             disk,
@@ -354,9 +596,11 @@ impl<D: Disk> Wal<D> {
             options,
             segments,
             current,
+            seq_next: seqs.last().map_or(1, |&seq| seq + 1),
+            frames,
             buffered: Vec::new(),
-            lsn_appended: lsn_last,
-            lsn_durable: lsn_last,
+            position,
+            lsn_durable: position.lsn(),
             poisoned: None,
         };
         Ok((wal, recovered))
@@ -365,37 +609,91 @@ impl<D: Disk> Wal<D> {
     /// Buffers a batch to be written by the next [`Wal::sync`]; nothing reaches a file yet.
     ///
     /// Panics unless the batch continues the log (its first LSN follows the last appended
-    /// one): a caller that appends out of order has a bug. The first batch of an empty log may
-    /// start anywhere, since a checkpoint may cover what came before.
+    /// one, and no image is unfinished): a caller that appends out of order has a bug. The
+    /// first entry of an empty log may start anywhere, since a checkpoint may cover what came
+    /// before.
     pub fn append(&mut self, batch: &SealedBatch) -> Result<(), WalError> {
+        self.append_entry(Entry::Batch(batch.clone()))
+    }
+
+    /// Buffers the part of `batch` from `lsn_from` on: a receiver that accepts a batch
+    /// overlapping what it already held (`lsn_base <= lsn_appended < lsn_last`) stores only the
+    /// records it did not have, `lsn_from == lsn_appended + 1`. With `lsn_from == lsn_base` this
+    /// is [`Wal::append`].
+    ///
+    /// Panics unless `lsn_base <= lsn_from <= lsn_last` and the trimmed batch continues the log.
+    /// A batch whose records do not decode (checksummed, but sealed by a buggy peer) cannot be
+    /// trimmed: [`WalError::Undecodable`], and nothing is appended.
+    pub fn append_from(&mut self, batch: &SealedBatch, lsn_from: u64) -> Result<(), WalError> {
+        self.refuse_if_poisoned()?;
+        assert!(
+            batch.lsn_base() <= lsn_from,
+            "append_from starts inside the batch"
+        );
+        assert!(
+            lsn_from <= batch.lsn_last(),
+            "append_from starts inside the batch"
+        );
+        if lsn_from == batch.lsn_base() {
+            return self.append(batch);
+        }
+        let trimmed = batch
+            .try_trimmed(lsn_from, batch.lsn_last())
+            .map_err(|error| WalError::Undecodable { lsn_from, error })?;
+        self.append(&trimmed)
+    }
+
+    /// Buffers an image chunk to be written by the next [`Wal::sync`], as [`Wal::append`] does
+    /// a batch.
+    ///
+    /// Panics unless the chunk continues the log (a caller bug): an image's first chunk needs
+    /// `lsn_from <= lsn_appended < lsn` (an empty log takes any first chunk), every later one
+    /// is the next chunk of the same image (same `lsn_from`, `lsn` and `count`, `index + 1`),
+    /// and nothing else may come between them. The log's LSN moves to the image's `lsn` only
+    /// with its last chunk: until then [`Wal::lsn_appended`] and what [`Wal::sync`] reports
+    /// stay where they were.
+    pub fn append_chunk(&mut self, chunk: &ImageChunk) -> Result<(), WalError> {
+        chunk.assert_valid();
+        self.append_entry(Entry::Image(chunk.clone()))
+    }
+
+    fn append_entry(&mut self, entry: Entry) -> Result<(), WalError> {
         // A poisoned log takes nothing, so it no longer knows what would continue it.
         self.refuse_if_poisoned()?;
-        if self.lsn_appended > 0 {
-            assert_eq!(
-                batch.lsn_base(),
-                self.lsn_appended + 1,
-                "a batch appended to the log must continue it"
-            );
+        match self.position.check(&entry) {
+            Ok(()) => {}
+            Err(Discontinuity::Lsn {
+                lsn_expected,
+                lsn_found,
+            }) => panic!(
+                "a batch appended to the log must continue it: expected LSN {lsn_expected}, \
+                 got {lsn_found}"
+            ),
+            Err(Discontinuity::Image(why)) => {
+                panic!("an entry appended to the log must continue it, not {why}")
+            }
         }
-        assert!(self.lsn_durable <= self.lsn_appended);
-        self.lsn_appended = batch.lsn_last();
-        self.buffered.push(batch.clone());
+        assert!(self.lsn_durable <= self.position.lsn());
+        self.position.advance(&entry);
+        self.buffered.push(entry);
         Ok(())
     }
 
-    /// Writes every buffered batch to the segment files, syncs once (and once more per segment
-    /// closed on the way), and returns the durable LSN: every batch appended before this call
-    /// is then on disk.
+    /// Writes every buffered entry to the segment files, syncs once (and once more per segment
+    /// closed on the way), and returns the durable LSN: the end of the last complete entry,
+    /// every entry appended before this call being then on disk. The chunks of an unfinished
+    /// image are written and synced too, but the image is not durable until its last chunk is:
+    /// recovery would cut it away.
     ///
     /// With nothing buffered it does no I/O and returns the durable LSN as it is.
     pub fn sync(&mut self) -> Result<u64, WalError> {
-        assert!(self.lsn_durable <= self.lsn_appended);
+        assert!(self.lsn_durable <= self.position.lsn());
         self.refuse_if_poisoned()?;
         if self.buffered.is_empty() {
-            assert_eq!(self.lsn_durable, self.lsn_appended);
+            assert_eq!(self.lsn_durable, self.position.lsn());
             return Ok(self.lsn_durable);
         }
-        let lsn_target = self.lsn_appended;
+        let lsn_target = self.position.lsn();
         if let Err(cause) = self.write_and_sync() {
             return Err(self.poison(cause));
         }
@@ -405,31 +703,42 @@ impl<D: Disk> Wal<D> {
     }
 
     fn write_and_sync(&mut self) -> Result<(), String> {
-        let batches = std::mem::take(&mut self.buffered);
-        let bytes_total: usize = batches.iter().map(|b| FRAME_HEADER_LEN + b.len()).sum();
+        let entries = std::mem::take(&mut self.buffered);
+        let bytes_total: usize = entries
+            .iter()
+            .map(|e| FRAME_HEADER_LEN + entry_len(e))
+            .sum();
         let mut pending = Vec::with_capacity(bytes_total + SEGMENT_HEADER_LEN);
-        for batch in &batches {
-            let frame_len = (FRAME_HEADER_LEN + batch.len()) as u64;
+        for entry in &entries {
+            let frame_len = (FRAME_HEADER_LEN + entry_len(entry)) as u64;
             let roll = match &self.current {
                 None => true,
                 Some(segment) => {
-                    segment.batch_count > 0
+                    segment.entry_count > 0
                         && segment.bytes_len + frame_len > self.options.segment_bytes_max
                 }
             };
             if roll {
-                self.roll(batch.lsn_base(), &mut pending)?;
+                self.roll(&mut pending)?;
             }
             let segment = self.current.as_mut().expect("a segment was begun above");
-            encode_frame(batch.bytes(), &mut pending);
+            let bytes = entry_bytes(entry);
+            encode_frame(&bytes, &mut pending);
+            let frame = Frame::of(entry, segment.seq, segment.bytes_len, bytes.len());
+            assert!(
+                self.frames
+                    .back()
+                    .is_none_or(|last| last.lsn_last <= frame.lsn_last)
+            );
+            self.frames.push_back(frame);
             segment.bytes_len += frame_len;
-            segment.batch_count += 1;
+            segment.entry_count += 1;
         }
         let segment = self
             .current
             .as_mut()
-            .expect("at least one batch was written");
-        let path = segment_path(&self.dir, segment.lsn_first);
+            .expect("at least one entry was written");
+        let path = segment_path(&self.dir, segment.seq);
         self.disk
             .append(&mut segment.file, &pending)
             .map_err(|error| io_cause("appending to segment", &path, error))?;
@@ -441,13 +750,13 @@ impl<D: Disk> Wal<D> {
         Ok(())
     }
 
-    /// Closes the current segment (writing and syncing what is pending for it) and begins a new
-    /// one whose first batch has LSN `lsn_first`; its header goes into `pending`.
-    fn roll(&mut self, lsn_first: u64, pending: &mut Vec<u8>) -> Result<(), String> {
+    /// Closes the current segment (writing and syncing what is pending for it) and begins the
+    /// next one; its header goes into `pending`.
+    fn roll(&mut self, pending: &mut Vec<u8>) -> Result<(), String> {
         if let Some(segment) = &mut self.current
             && !pending.is_empty()
         {
-            let path = segment_path(&self.dir, segment.lsn_first);
+            let path = segment_path(&self.dir, segment.seq);
             self.disk
                 .append(&mut segment.file, pending)
                 .map_err(|error| io_cause("appending to segment", &path, error))?;
@@ -457,7 +766,22 @@ impl<D: Disk> Wal<D> {
             pending.clear();
         }
         assert!(pending.is_empty());
-        let path = segment_path(&self.dir, lsn_first);
+        let (file, seq) = self.create_segment()?;
+        encode_segment_header(seq, pending);
+        self.current = Some(Segment {
+            file,
+            seq,
+            bytes_len: SEGMENT_HEADER_LEN as u64,
+            entry_count: 0,
+        });
+        Ok(())
+    }
+
+    /// Creates the next segment file, durably (its directory entry synced), and counts it in
+    /// `segments`; the caller writes its header.
+    fn create_segment(&mut self) -> Result<(D::File, u64), String> {
+        let seq = self.seq_next;
+        let path = segment_path(&self.dir, seq);
         let file = self
             .disk
             .create(&path)
@@ -466,33 +790,47 @@ impl<D: Disk> Wal<D> {
         self.disk
             .sync_dir(&self.dir)
             .map_err(|error| io_cause("syncing log directory", &self.dir, error))?;
-        encode_segment_header(lsn_first, pending);
-        assert!(self.segments.back().is_none_or(|&last| last < lsn_first));
-        self.segments.push_back(lsn_first);
-        self.current = Some(Segment {
-            file,
-            lsn_first,
-            bytes_len: SEGMENT_HEADER_LEN as u64,
-            batch_count: 0,
-        });
-        Ok(())
+        assert!(self.segments.back().is_none_or(|&last| last < seq));
+        self.segments.push_back(seq);
+        self.seq_next = seq + 1;
+        Ok((file, seq))
     }
 
-    /// Removes the segment files all of whose batches are at or below `lsn` (a checkpoint covers
+    /// Removes the segment files all of whose entries are at or below `lsn` (a checkpoint covers
     /// them), oldest first, and returns how many. The newest segment file is always kept, so the
-    /// log still knows where it ends.
+    /// log still knows where it ends, and removal stops only before a segment that begins with
+    /// an entry's start (a batch, or an image's first chunk): the segments an image spans go
+    /// together or not at all.
     ///
     /// Each removal is made durable (the directory synced) before the next one begins. Removals
     /// that are not yet durable may be undone by a crash independently of each other, so
     /// removing segments 1 and 2 with one directory sync could leave segment 1 back and 2 gone:
-    /// a gap, at which recovery would stop and cut every later, durable segment.
+    /// a gap, at which recovery would stop and cut every later, durable segment. A crash in the
+    /// middle of an image's segments leaves the log beginning with the image's later chunks,
+    /// which recovery skips (see [`Wal::open`]).
     pub fn remove_below(&mut self, lsn: u64) -> Result<usize, WalError> {
         self.refuse_if_poisoned()?;
         let sync_each = !planted(Bug::RemoveWithOneDirectorySync);
-        let mut removed = 0;
-        // A segment's batches end where the next segment's begin.
-        while self.segments.len() >= 2 && self.segments[1] <= lsn.saturating_add(1) {
-            let path = segment_path(&self.dir, self.segments[0]);
+        // How many of the oldest segments may go: all their entries at or below `lsn`, and the
+        // segment after them beginning where an entry begins.
+        let mut removable = 0;
+        let mut frames = self.frames.iter().peekable();
+        for (index, &seq) in self.segments.iter().enumerate() {
+            let mut below = true;
+            while let Some(frame) = frames.next_if(|frame| frame.seq == seq) {
+                below &= frame.lsn_last <= lsn;
+            }
+            if !below || index + 1 == self.segments.len() {
+                break;
+            }
+            let next_first = frames.peek();
+            if next_first.is_some_and(|frame| frame.chunk_index.is_none_or(|index| index == 0)) {
+                removable = index + 1;
+            }
+        }
+        for _ in 0..removable {
+            let oldest = self.segments[0];
+            let path = segment_path(&self.dir, oldest);
             if let Err(error) = self.disk.remove(&path) {
                 return Err(self.poison(io_cause("removing segment", &path, error)));
             }
@@ -500,18 +838,225 @@ impl<D: Disk> Wal<D> {
                 let cause = io_cause("syncing log directory", &self.dir, error);
                 return Err(self.poison(cause));
             }
+            while self.frames.front().is_some_and(|frame| frame.seq == oldest) {
+                self.frames.pop_front();
+            }
             self.segments.pop_front();
-            removed += 1;
         }
         if !sync_each
-            && removed > 0
+            && removable > 0
             && let Err(error) = self.disk.sync_dir(&self.dir)
         {
             let cause = io_cause("syncing log directory", &self.dir, error);
             return Err(self.poison(cause));
         }
         assert!(!self.segments.is_empty() || self.current.is_none());
-        Ok(removed)
+        assert!(
+            self.frames
+                .front()
+                .is_none_or(|frame| frame.chunk_index.is_none_or(|index| index == 0)),
+            "the log begins where an entry begins"
+        );
+        Ok(removable)
+    }
+
+    /// Cuts the log so that it ends at `lsn`, durably, and returns the LSN it now ends at: a
+    /// member whose segment a view change rewound to `lsn` discards its records above it.
+    ///
+    /// Entries wholly above `lsn` go, buffered or written; a batch that straddles `lsn` is
+    /// replaced by its prefix up to `lsn` ([`SealedBatch::trimmed`]). An image cannot be kept in
+    /// part: a cut below an image's `lsn` cuts before the image, and the log then ends at the
+    /// entry before it, below `lsn`. What it returns:
+    /// - `lsn`, normally;
+    /// - less than `lsn` when `lsn` falls inside an image (or an unfinished image is dropped),
+    ///   or inside a batch whose records do not decode (it cannot be trimmed, so it goes whole);
+    /// - [`Wal::lsn_appended`] when `lsn` is at or above it (nothing is cut but an unfinished
+    ///   image ending above `lsn`);
+    /// - 0 when nothing is left (`lsn` below the log's first record or image): the log is then
+    ///   empty and, as a fresh one, takes its next entry at any LSN.
+    ///
+    /// When it returns `Ok`, everything kept is durable: [`Wal::lsn_durable`] and
+    /// [`Wal::lsn_appended`] equal what it returned, and appends continue from there.
+    ///
+    /// On disk, the order is what makes a crash at any point recover either the log as it was
+    /// before the cut or the log after it (see `docs/wal.md`): the segment files after the one
+    /// holding the first entry to go are removed, newest first, each removal made durable before
+    /// the next; a straddling batch's prefix is written to a new segment file and synced; only
+    /// then is the entry's own file truncated at the entry's frame (or removed, if nothing
+    /// before it is left in it). Truncating first would leave, until the prefix is written, a
+    /// log that ends below `lsn` and has lost records a sync reported durable.
+    pub fn cut_after(&mut self, lsn: u64) -> Result<u64, WalError> {
+        self.refuse_if_poisoned()?;
+        assert!(self.lsn_durable <= self.position.lsn());
+        if let Some(at) = self.frames.iter().position(|frame| frame.lsn_last > lsn) {
+            self.buffered.clear();
+            if let Err(cause) = self.cut_written(at, lsn) {
+                return Err(self.poison(cause));
+            }
+        } else if let Some(at) = self.buffered.iter().position(|e| e.lsn_last() > lsn) {
+            let first_cut = self.buffered[at].clone();
+            self.buffered.truncate(at);
+            let prefix = match &first_cut {
+                Entry::Batch(batch) if batch.lsn_base() <= lsn => prefix_of(batch, lsn),
+                _ => None,
+            };
+            let lsn_end = match prefix {
+                Some(prefix) => {
+                    self.buffered.push(Entry::Batch(prefix));
+                    Some(lsn)
+                }
+                None => match self.buffered.last() {
+                    Some(entry) => Some(entry.lsn_last()),
+                    None => self.frames.back().map(|frame| frame.lsn_last),
+                },
+            };
+            self.position = Position {
+                lsn_last: lsn_end,
+                image_open: None,
+            };
+        }
+        // Whatever is still buffered (kept entries, a trimmed batch) is made durable too.
+        let lsn_end = self.sync()?;
+        assert_eq!(lsn_end, self.position.lsn());
+        assert!(lsn_end <= lsn, "a cut never leaves the log ending above it");
+        Ok(lsn_end)
+    }
+
+    /// The written part of [`Wal::cut_after`]: `frames[at]` is the first written entry ending
+    /// above `lsn`, and the buffer is already empty.
+    fn cut_written(&mut self, at: usize, lsn: u64) -> Result<(), String> {
+        assert!(self.buffered.is_empty());
+        let first_cut = self.frames[at];
+        assert!(first_cut.lsn_last > lsn);
+        // The first entry of an image to go is its first chunk: all its chunks end at its lsn,
+        // and remove_below never leaves an image without its first chunk.
+        assert!(first_cut.chunk_index.is_none_or(|index| index == 0));
+        let path_cut = segment_path(&self.dir, first_cut.seq);
+        // A straddling batch is read back now, before anything is cut.
+        let straddling = first_cut.chunk_index.is_none() && first_cut.lsn_first <= lsn;
+        let prefix = if straddling {
+            let bytes = self
+                .disk
+                .read(&path_cut)
+                .map_err(|error| io_cause("reading segment", &path_cut, error))?;
+            let start = first_cut.offset as usize + FRAME_HEADER_LEN;
+            let payload = bytes
+                .get(start..start + first_cut.len as usize)
+                .ok_or_else(|| format!("segment {} is shorter than written", path_cut.display()))?;
+            let batch = SealedBatch::verify(Arc::from(payload))
+                .map_err(|error| format!("re-reading {}: {error}", path_cut.display()))?;
+            assert_eq!(batch.lsn_base(), first_cut.lsn_first);
+            prefix_of(&batch, lsn)
+        } else {
+            None
+        };
+        let lsn_end = if prefix.is_some() {
+            Some(lsn)
+        } else {
+            at.checked_sub(1).map(|before| self.frames[before].lsn_last)
+        };
+
+        // The later segment files go, newest first, each removal durable before the next.
+        self.current = None;
+        while self.segments.back().is_some_and(|&seq| seq > first_cut.seq) {
+            let seq = self.segments.pop_back().expect("checked above");
+            let path = segment_path(&self.dir, seq);
+            self.disk
+                .remove(&path)
+                .map_err(|error| io_cause("removing segment", &path, error))?;
+            self.disk
+                .sync_dir(&self.dir)
+                .map_err(|error| io_cause("syncing log directory", &self.dir, error))?;
+        }
+        assert_eq!(self.segments.back(), Some(&first_cut.seq));
+        self.frames.truncate(at);
+        let truncate_first = planted(Bug::CutTruncatesBeforeWritingPrefix);
+        if truncate_first {
+            self.truncate_at(first_cut)?;
+        }
+        // The straddling batch's prefix goes to a new segment file, sorting after the cut one.
+        let mut segment_prefix = None;
+        if let Some(prefix) = &prefix {
+            let (mut file, seq) = self.create_segment()?;
+            let path = segment_path(&self.dir, seq);
+            let mut bytes =
+                Vec::with_capacity(SEGMENT_HEADER_LEN + FRAME_HEADER_LEN + prefix.len());
+            encode_segment_header(seq, &mut bytes);
+            encode_frame(prefix.bytes(), &mut bytes);
+            self.disk
+                .append(&mut file, &bytes)
+                .map_err(|error| io_cause("appending to segment", &path, error))?;
+            self.disk
+                .sync(&mut file)
+                .map_err(|error| io_cause("syncing segment", &path, error))?;
+            let entry = Entry::Batch(prefix.clone());
+            let frame = Frame::of(&entry, seq, SEGMENT_HEADER_LEN as u64, prefix.len());
+            segment_prefix = Some((file, seq, frame));
+        }
+        if !truncate_first {
+            self.truncate_at(first_cut)?;
+        }
+
+        // The writer continues in the prefix's segment, or in the last one left.
+        if let Some((file, seq, frame)) = segment_prefix {
+            self.frames.push_back(frame);
+            self.current = Some(Segment {
+                file,
+                seq,
+                bytes_len: frame.end(),
+                entry_count: 1,
+            });
+        } else if let Some(&seq) = self.segments.back() {
+            let path = segment_path(&self.dir, seq);
+            let file = self
+                .disk
+                .open_append(&path)
+                .map_err(|error| io_cause("opening segment", &path, error))?;
+            let held = self.frames.iter().filter(|frame| frame.seq == seq);
+            let (entry_count, bytes_len) = held.fold((0, SEGMENT_HEADER_LEN as u64), |acc, f| {
+                (acc.0 + 1, f.end())
+            });
+            assert!(entry_count > 0, "a kept segment holds an entry");
+            self.current = Some(Segment {
+                file,
+                seq,
+                bytes_len,
+                entry_count,
+            });
+        }
+        assert_eq!(self.frames.back().map(|frame| frame.lsn_last), lsn_end);
+        self.position = Position {
+            lsn_last: lsn_end,
+            image_open: None,
+        };
+        self.lsn_durable = self.position.lsn();
+        Ok(())
+    }
+
+    /// Cuts the segment holding `frame` at the frame's start: truncated (durable on return), or
+    /// removed and the removal synced when no entry before the frame is left in it. The frames
+    /// from `frame` on are already out of `frames`.
+    fn truncate_at(&mut self, frame: Frame) -> Result<(), String> {
+        let path = segment_path(&self.dir, frame.seq);
+        // Bytes before the first kept frame may be the skipped chunks of an image a checkpoint
+        // removed (see `Wal::open`): a file with no kept entry left goes whole.
+        let entries_left = self.frames.iter().any(|kept| kept.seq == frame.seq);
+        if entries_left {
+            assert!(frame.offset > SEGMENT_HEADER_LEN as u64);
+            return self
+                .disk
+                .truncate(&path, frame.offset)
+                .map_err(|error| io_cause("truncating segment", &path, error));
+        }
+        self.disk
+            .remove(&path)
+            .map_err(|error| io_cause("removing segment", &path, error))?;
+        self.disk
+            .sync_dir(&self.dir)
+            .map_err(|error| io_cause("syncing log directory", &self.dir, error))?;
+        let at = self.segments.iter().position(|&seq| seq == frame.seq);
+        self.segments.remove(at.expect("the cut segment is listed"));
+        Ok(())
     }
 
     fn poison(&mut self, cause: String) -> WalError {
@@ -534,24 +1079,64 @@ impl<D: Disk> Wal<D> {
         self.poisoned.as_deref()
     }
 
-    /// LSN of the last record appended (0 for a log that never held one).
+    /// LSN of the last complete entry appended: a batch's last record or a finished image's
+    /// `lsn` (0 for a log that holds none).
     pub fn lsn_appended(&self) -> u64 {
-        self.lsn_appended
+        self.position.lsn()
     }
 
-    /// LSN of the last record known to be on disk: recovered, or written by a successful sync.
+    /// LSN of the last complete entry known to be on disk: recovered, or written by a
+    /// successful sync or cut.
     pub fn lsn_durable(&self) -> u64 {
         self.lsn_durable
     }
 
-    /// Bytes of the batches appended since the last sync, so a caller can bound them.
-    pub fn bytes_buffered(&self) -> usize {
-        self.buffered.iter().map(SealedBatch::len).sum()
+    /// The LSN the log's history starts after (as [`Recovered::lsn_base`]): a cut below it
+    /// leaves an empty log. `None` for a log that holds nothing.
+    pub fn lsn_base(&self) -> Option<u64> {
+        match (self.frames.front(), self.buffered.first()) {
+            (Some(frame), _) if frame.chunk_index.is_none() => Some(frame.lsn_first - 1),
+            (Some(frame), _) => Some(frame.lsn_first),
+            (None, Some(Entry::Batch(batch))) => Some(batch.lsn_base() - 1),
+            (None, Some(Entry::Image(chunk))) => Some(chunk.lsn_from),
+            (None, None) => None,
+        }
     }
 
-    /// First LSNs of the segment files, oldest first.
-    pub fn segments_lsn_first(&self) -> Vec<u64> {
+    /// Entries the log holds, written or buffered: the tests' model of the log needs to know
+    /// how many of the oldest `remove_below` took.
+    #[cfg(test)]
+    pub(crate) fn entries_held(&self) -> usize {
+        self.frames.len() + self.buffered.len()
+    }
+
+    /// Whether an image has begun and its last chunk is not appended yet.
+    pub fn image_unfinished(&self) -> bool {
+        self.position.image_open.is_some()
+    }
+
+    /// Bytes of the entries appended since the last sync, so a caller can bound them.
+    pub fn bytes_buffered(&self) -> usize {
+        self.buffered.iter().map(entry_len).sum()
+    }
+
+    /// Sequence numbers of the segment files, oldest first.
+    pub fn segments(&self) -> Vec<u64> {
         self.segments.iter().copied().collect()
+    }
+
+    /// The first LSN of the first entry of each segment file, oldest first: a batch's first
+    /// record, or an image chunk's `lsn_from` (what its image's history starts after).
+    pub fn segments_lsn_first(&self) -> Vec<u64> {
+        let mut firsts = Vec::new();
+        let mut last_seq = None;
+        for frame in &self.frames {
+            if last_seq != Some(frame.seq) {
+                firsts.push(frame.lsn_first);
+                last_seq = Some(frame.seq);
+            }
+        }
+        firsts
     }
 
     pub fn disk(&self) -> &D {
