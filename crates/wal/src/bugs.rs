@@ -19,6 +19,9 @@ pub(crate) enum Bug {
     /// before it has written and synced the batch's prefix to a new segment, so a crash in
     /// between loses the prefix's records although a sync had reported them durable.
     CutTruncatesBeforeWritingPrefix,
+    /// `Wal::sync` reports an unfinished image's `lsn` durable once its chunks so far are synced,
+    /// before its last chunk is.
+    ImageDurableBeforeLastChunk,
 }
 
 #[cfg(test)]

@@ -1169,6 +1169,43 @@ fn a_failed_cut_poisons() {
     assert_eq!(wal.cut_after(4), Err(WalError::Poisoned { cause }));
 }
 
+#[test]
+fn the_real_file_system_takes_images_and_cuts() {
+    let temp = TempDir::new("cut");
+    let options = WalOptions {
+        segment_bytes_max: 1024,
+    };
+    let (mut wal, _) = Wal::open(FsDisk, &temp.0, options).unwrap();
+    let history = vec![
+        Entry::Batch(batch_at(1, 2, 400, 1)),
+        Entry::Image(chunk_of(1, 8, 0, 2, 900, 1)),
+        Entry::Image(chunk_of(1, 8, 1, 2, 900, 1)),
+        Entry::Batch(batch_at(9, 3, 250, 1)),
+        Entry::Batch(batch_at(12, 2, 400, 1)),
+    ];
+    for entry in &history {
+        match entry {
+            Entry::Batch(batch) => wal.append(batch).unwrap(),
+            Entry::Image(chunk) => wal.append_chunk(chunk).unwrap(),
+        }
+    }
+    assert_eq!(wal.sync().unwrap(), 13);
+    // A straddling batch written in the current segment, then one inside the image.
+    assert_eq!(wal.cut_after(10).unwrap(), 10);
+    let (kept, _) = model_cut(&history, 10);
+    let next = batch_at(11, 1, 10, 2);
+    wal.append(&next).unwrap();
+    assert_eq!(wal.sync().unwrap(), 11);
+    drop(wal);
+    let (mut wal, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
+    assert_eq!(recovered.entries, [kept, vec![Entry::Batch(next)]].concat());
+    assert_eq!(wal.cut_after(5).unwrap(), 2);
+    drop(wal);
+    let (_, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
+    assert_eq!(recovered.entries, history[..1]);
+    assert_eq!(recovered.stop, None);
+}
+
 /// One seeded run of appends (batches, overlapping batches, image chunks), syncs, removals and
 /// cuts, stopped after `halt_after_ops` disk operations (if given): every operation after that
 /// fails, as if the machine had lost power there.
@@ -1186,6 +1223,8 @@ struct Run {
     cut_unfinished: Option<CutUnfinished>,
     /// Cuts that returned.
     cuts: usize,
+    /// What the log said it had appended at the end.
+    lsn_appended: u64,
     /// Disk operations the run did (or tried) after opening the log.
     ops: u64,
 }
@@ -1241,6 +1280,7 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
         lsn_removable: 0,
         cut_unfinished: None,
         cuts: 0,
+        lsn_appended: 0,
         ops: 0,
     };
     let mut view = 1;
@@ -1356,7 +1396,7 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
     if let Ok(lsn) = wal.sync() {
         run.lsn_durable_reported = lsn;
     }
-    assert!(run.lsn_durable_reported <= wal.lsn_appended());
+    run.lsn_appended = wal.lsn_appended();
     run.ops = wal.disk().ops() - ops_at_open;
     run.disk = wal.into_disk();
     run
@@ -1417,6 +1457,12 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
         let (mut wal, recovered) = Wal::open(disk.clone(), dir(), CRASH_OPTIONS)
             .map_err(|error| context(error.to_string()))?;
         run.check(&recovered.entries).map_err(context)?;
+        if run.lsn_durable_reported > run.lsn_appended {
+            return Err(context(format!(
+                "LSN {} was reported durable, beyond the last complete entry appended ({})",
+                run.lsn_durable_reported, run.lsn_appended
+            )));
+        }
         if seed < RECOVERY_CRASH_SEEDS {
             check_crashes_during_recovery(seed, halt, &disk, &run, coverage).map_err(context)?;
         }
@@ -1563,5 +1609,11 @@ fn planted_remove_with_one_directory_sync_is_caught_by_the_crash_test() {
 #[test]
 fn planted_cut_that_truncates_before_writing_the_prefix_is_caught_by_the_crash_test() {
     let error = caught_by_the_crash_test(Bug::CutTruncatesBeforeWritingPrefix);
+    assert!(error.contains("lost durable"), "{error}");
+}
+
+#[test]
+fn planted_image_durable_before_its_last_chunk_is_caught_by_the_crash_test() {
+    let error = caught_by_the_crash_test(Bug::ImageDurableBeforeLastChunk);
     assert!(error.contains("lost durable"), "{error}");
 }

@@ -699,6 +699,11 @@ impl<D: Disk> Wal<D> {
         }
         assert!(self.buffered.is_empty());
         self.lsn_durable = lsn_target;
+        if planted(Bug::ImageDurableBeforeLastChunk)
+            && let Some(open) = self.position.image_open
+        {
+            return Ok(open.lsn);
+        }
         Ok(self.lsn_durable)
     }
 
