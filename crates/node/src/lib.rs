@@ -33,12 +33,14 @@ mod supervisor;
 
 pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin};
 pub use gate::GateRule;
-pub use log::{LogOrder, SyncPolicy, SyncPolicyError};
+pub use log::{
+    Aligned, LogCore, LogOrder, Replayed, SyncPolicy, SyncPolicyError, receiver_orders, replay,
+};
 pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,
     withheld_answer,
 };
 pub use reads::{BackupReads, Needs, READ_INDEX_RETRY, READ_WAIT, ReadAnswer, WaitingRead};
 pub use receiver::ReceiverRole;
-pub use rule::RoleRule;
+pub use rule::{Recovered, RoleRule};
 pub use supervisor::{DriveError, Notice, RoleHeld, Roles, Supervisor};

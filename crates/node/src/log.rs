@@ -12,8 +12,14 @@
 use std::fmt;
 use std::str::FromStr;
 
+use std::path::Path;
+use std::sync::Arc;
+
 use tandem_log::SealedBatch;
+use tandem_memory::Segment;
 use tandem_replication::transfer::PageImage;
+use tandem_replication::{Applier, ApplyBatch, ReceiverReady};
+use tandem_wal::{Disk, Entry, ImageChunk, Recovered, Wal, WalError, WalOptions};
 
 /// What a role hands the log, in the order the log must hold it.
 #[derive(Clone, Debug)]
@@ -29,9 +35,279 @@ pub enum LogOrder {
     Cut { lsn: u64 },
 }
 
-/// When a node syncs its log for rules other than `durable` (`fsync` in the node's config).
-/// A `durable` record is synced as soon as one waits, whatever the policy: the policy says
-/// how much a power loss may take of what the other rules acknowledged.
+/// What a restarted node rebuilt from its log ([`replay`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replayed {
+    /// The segment's LSN after the replay: every record up to it is the log's.
+    pub lsn: u64,
+    /// The newest view a replayed batch was sealed in (0: none): the view whose history the
+    /// records follow, or an older one (a batch keeps the view it was sealed in, and the
+    /// promotions since an older view discard at least as much), which a view change reads
+    /// to decide what the node keeps.
+    pub view: u64,
+    /// Records replayed, and images installed.
+    pub records: u64,
+    pub images: u64,
+}
+
+/// Replays a log's `entries` (a contiguous history, as `tandem_wal` recovers it, starting
+/// at the segment's LSN) onto `segment`: batches are decoded and checked whole, then
+/// applied, as a backup's applier does; images are staged chunk by chunk and installed
+/// whole. The same code runs when a node restarts in the runtime and in the simulator.
+///
+/// An entry that does not continue the segment, or does not apply, stops the replay with an
+/// error naming it; the segment then holds every entry before it.
+pub fn replay(segment: &mut Segment, entries: &[Entry]) -> Result<Replayed, String> {
+    let mut applier = Applier::new(segment.lsn());
+    let mut replayed = Replayed {
+        lsn: segment.lsn(),
+        view: 0,
+        records: 0,
+        images: 0,
+    };
+    let mut staged: Vec<Arc<[u8]>> = Vec::new();
+    for entry in entries {
+        match entry {
+            Entry::Batch(batch) => {
+                if !staged.is_empty() {
+                    return Err(format!(
+                        "a batch at LSN {} follows an image whose chunks are not all there",
+                        batch.lsn_base()
+                    ));
+                }
+                let lsn_next = segment.lsn() + 1;
+                if batch.lsn_base() > lsn_next || batch.lsn_last() < lsn_next {
+                    return Err(format!(
+                        "the batch of LSNs {}..={} does not continue the segment at LSN {}",
+                        batch.lsn_base(),
+                        batch.lsn_last(),
+                        segment.lsn()
+                    ));
+                }
+                let apply = ApplyBatch {
+                    batch: batch.clone(),
+                    lsn_from: lsn_next,
+                };
+                let lsn = applier
+                    .apply(segment, &apply)
+                    .map_err(|err| format!("the batch at LSN {lsn_next}: {err}"))?;
+                replayed.records += lsn - lsn_next + 1;
+                replayed.view = replayed.view.max(batch.view());
+            }
+            Entry::Image(chunk) => {
+                if chunk.index as usize != staged.len() {
+                    return Err(format!(
+                        "image chunk {} of {} arrived after {} chunks",
+                        chunk.index,
+                        chunk.count,
+                        staged.len()
+                    ));
+                }
+                staged.push(Arc::clone(&chunk.pages));
+                if staged.len() == chunk.count as usize {
+                    let image = PageImage {
+                        lsn_from: chunk.lsn_from,
+                        lsn: chunk.lsn,
+                        chunks: std::mem::take(&mut staged),
+                    };
+                    applier.install(segment, &image).map_err(|err| {
+                        format!(
+                            "the image of LSNs {}..={}: {err}",
+                            image.lsn_from, image.lsn
+                        )
+                    })?;
+                    replayed.images += 1;
+                }
+            }
+        }
+        replayed.lsn = segment.lsn();
+    }
+    if !staged.is_empty() {
+        return Err("the log ends inside an image".into());
+    }
+    Ok(replayed)
+}
+
+/// What [`LogCore::align`] did to make the log end at a role's segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aligned {
+    /// The log already ended there (or was empty).
+    AsItWas,
+    /// Records above the segment's LSN were cut (a view change discarded them).
+    Cut { lsn_end_before: u64 },
+    /// The log could not end there (it ended below the segment, or a cut fell inside an
+    /// image) and starts again, unanchored: it reports nothing durable until a checkpoint
+    /// anchors it.
+    Restarted { lsn_end_before: u64 },
+}
+
+/// A node's write-ahead log with its decisions: what each [`LogOrder`] appends, where the log
+/// must end when a role starts ([`LogCore::align`]), when it syncs (the node's
+/// [`SyncPolicy`]), and what a sync is worth ([`LogCore::lsn_durable`]). The runtime's log
+/// thread runs it on the file system, the simulator on a `SimDisk`.
+///
+/// **Anchoring.** A synced LSN is worth something only if a restart could rebuild the state
+/// it names: the log's history must start at a state the node rebuilds without it, the
+/// initial load's LSN (an image from there counts). A log that had to start again past a
+/// gap is not anchored, and reports nothing durable until it is again.
+#[derive(Debug)]
+pub struct LogCore<D: Disk> {
+    wal: Wal<D>,
+    policy: SyncPolicy,
+    /// The LSN of the node's initial load: a history that starts there is rebuilt from it.
+    lsn_load: u64,
+    anchored: bool,
+}
+
+impl<D: Disk> LogCore<D> {
+    /// Opens (recovering) the log in `dir` on `disk`; with what it recovered.
+    pub fn open(
+        disk: D,
+        dir: &Path,
+        options: WalOptions,
+        policy: SyncPolicy,
+        lsn_load: u64,
+    ) -> Result<(LogCore<D>, Recovered), WalError> {
+        let (wal, recovered) = Wal::open(disk, dir, options)?;
+        let anchored = recovered.lsn_base().is_none_or(|base| base == lsn_load);
+        let core = LogCore {
+            wal,
+            policy,
+            lsn_load,
+            anchored,
+        };
+        Ok((core, recovered))
+    }
+
+    pub fn policy(&self) -> SyncPolicy {
+        self.policy
+    }
+
+    /// Every record up to here is synced and a restart could rebuild it (0: nothing).
+    pub fn lsn_durable(&self) -> u64 {
+        if self.anchored && self.wal.poisoned().is_none() {
+            self.wal.lsn_durable()
+        } else {
+            0
+        }
+    }
+
+    /// The last LSN appended (synced or not).
+    pub fn lsn_appended(&self) -> u64 {
+        self.wal.lsn_appended()
+    }
+
+    /// Whether appends wait for a sync.
+    pub fn unsynced(&self) -> bool {
+        self.wal.lsn_appended() > self.wal.lsn_durable()
+    }
+
+    /// Whether the policy says to sync now, `ms_since_sync` after the last one.
+    pub fn sync_due(&self, ms_since_sync: u64) -> bool {
+        self.policy.due(self.unsynced(), ms_since_sync)
+    }
+
+    /// Writes and syncs everything appended (group commit: one sync for all of it).
+    pub fn sync(&mut self) -> Result<(), WalError> {
+        self.wal.sync().map(|_| ())
+    }
+
+    /// Appends what a role hands over. Panics on an order that does not continue the log:
+    /// a role must [`LogCore::align`] the log with its segment before it appends.
+    pub fn carry_out(&mut self, order: LogOrder) -> Result<(), WalError> {
+        match order {
+            LogOrder::Batch { batch, lsn_from } => {
+                assert!(
+                    batch.lsn_base() <= lsn_from && lsn_from <= batch.lsn_last(),
+                    "a batch is logged from one of its own records"
+                );
+                if self.wal.lsn_base().is_none() {
+                    // An empty log starts where the role is: anchored if that is the load.
+                    self.anchored = lsn_from == self.lsn_load + 1;
+                } else {
+                    assert_eq!(
+                        lsn_from,
+                        self.wal.lsn_appended() + 1,
+                        "the log is fed in order (a role started without aligning it)"
+                    );
+                }
+                if lsn_from == batch.lsn_base() {
+                    self.wal.append(&batch)
+                } else {
+                    self.wal.append_from(&batch, lsn_from)
+                }
+            }
+            LogOrder::Image(image) => {
+                if self.wal.lsn_base().is_none() {
+                    self.anchored = image.lsn_from == self.lsn_load;
+                } else if image.lsn <= self.wal.lsn_appended() {
+                    // A rejoining member's transfer to the LSN it was rewound to replaces
+                    // the pages its discarded records changed; the log, cut there, already
+                    // holds the history that rebuilds them.
+                    return Ok(());
+                }
+                let count = u32::try_from(image.chunks.len()).expect("a transfer's chunk count");
+                for (index, pages) in image.chunks.iter().enumerate() {
+                    let chunk = ImageChunk {
+                        lsn_from: image.lsn_from,
+                        lsn: image.lsn,
+                        index: index as u32,
+                        count,
+                        pages: Arc::clone(pages),
+                    };
+                    self.wal.append_chunk(&chunk)?;
+                }
+                Ok(())
+            }
+            LogOrder::Cut { lsn } => self.align(lsn).map(|_| ()),
+        }
+    }
+
+    /// Makes the log end at `lsn`, the LSN of the segment a role starts on, before the role
+    /// appends anything: records above it are cut (a view change discarded them), durably.
+    /// A log that ends below it (the segment holds records the log never got) cannot hold
+    /// the role's records contiguously: it starts again, unanchored.
+    pub fn align(&mut self, lsn: u64) -> Result<Aligned, WalError> {
+        let end = self.wal.lsn_appended();
+        if self.wal.lsn_base().is_none() || end == lsn {
+            return Ok(Aligned::AsItWas);
+        }
+        if end > lsn {
+            let cut = self.wal.cut_after(lsn)?;
+            if cut == lsn {
+                return Ok(Aligned::Cut {
+                    lsn_end_before: end,
+                });
+            }
+        }
+        // Below the segment, or a cut inside an image: the history has a gap.
+        self.wal.cut_after(0)?;
+        assert!(
+            self.wal.lsn_base().is_none(),
+            "a cut below every entry empties the log"
+        );
+        self.anchored = false;
+        Ok(Aligned::Restarted {
+            lsn_end_before: end,
+        })
+    }
+}
+
+/// What a backup's log must hold of what its receiver accepted (`ready`, before the driver
+/// hands it to the applier): the image first, then the batches, as the applier takes them.
+pub fn receiver_orders(ready: &ReceiverReady) -> impl Iterator<Item = LogOrder> + '_ {
+    let image = ready.to_install.iter().cloned().map(LogOrder::Image);
+    let batches = ready.to_apply.iter().map(|apply| LogOrder::Batch {
+        batch: apply.batch.clone(),
+        lsn_from: apply.lsn_from,
+    });
+    image.chain(batches)
+}
+
+/// When a node syncs its log (`fsync` in the node's config): how much a power loss may take
+/// of what the rules other than `durable` acknowledged, and how long a `durable` reply waits
+/// for its sync. A group whose rule is `durable` needs nodes that sync (`Always` or
+/// `EveryMs`); a `durable` call to a primary that never syncs is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncPolicy {
     /// Sync every group of appends as it is written (group commit: one sync for all the
@@ -45,18 +321,22 @@ pub enum SyncPolicy {
 }
 
 impl SyncPolicy {
-    /// Whether the log should sync now: it holds appends not yet synced (`unsynced`), a
-    /// `durable` record waits for them (`durable_waiting`), or the policy's interval has
-    /// passed since the last sync (`ms_since_sync`).
-    pub fn due(self, unsynced: bool, durable_waiting: bool, ms_since_sync: u64) -> bool {
+    /// Whether the log should sync now: it holds appends not yet synced (`unsynced`) and the
+    /// policy's interval has passed since the last sync (`ms_since_sync`).
+    pub fn due(self, unsynced: bool, ms_since_sync: u64) -> bool {
         if !unsynced {
             return false;
         }
         match self {
             SyncPolicy::Always => true,
-            SyncPolicy::EveryMs(ms) => durable_waiting || ms_since_sync >= u64::from(ms),
-            SyncPolicy::Never => durable_waiting,
+            SyncPolicy::EveryMs(ms) => ms_since_sync >= u64::from(ms),
+            SyncPolicy::Never => false,
         }
+    }
+
+    /// Whether records this policy logs are ever synced, so a `durable` reply can leave.
+    pub fn syncs(self) -> bool {
+        self != SyncPolicy::Never
     }
 }
 
@@ -117,18 +397,18 @@ mod tests {
     }
 
     #[test]
-    fn a_durable_record_waiting_syncs_under_every_policy() {
+    fn each_policy_syncs_when_it_says() {
         for policy in [
             SyncPolicy::Always,
             SyncPolicy::EveryMs(1000),
             SyncPolicy::Never,
         ] {
-            assert!(policy.due(true, true, 0), "{policy}");
-            assert!(!policy.due(false, true, 5000), "{policy}: nothing to sync");
+            assert!(!policy.due(false, u64::MAX), "{policy}: nothing to sync");
         }
-        assert!(SyncPolicy::Always.due(true, false, 0));
-        assert!(!SyncPolicy::EveryMs(10).due(true, false, 9));
-        assert!(SyncPolicy::EveryMs(10).due(true, false, 10));
-        assert!(!SyncPolicy::Never.due(true, false, u64::MAX));
+        assert!(SyncPolicy::Always.due(true, 0));
+        assert!(!SyncPolicy::EveryMs(10).due(true, 9));
+        assert!(SyncPolicy::EveryMs(10).due(true, 10));
+        assert!(!SyncPolicy::Never.due(true, u64::MAX));
+        assert!(!SyncPolicy::Never.syncs());
     }
 }

@@ -161,6 +161,9 @@ pub struct PrimaryRole<T> {
     observed: Vec<Observed>,
     /// A procedure's reply, written by the store.
     reply: Vec<u8>,
+    /// Whether this node keeps a write-ahead log that syncs, so that a `durable` reply can
+    /// ever leave ([`PrimaryRole::set_log_syncs`]).
+    log_syncs: bool,
 }
 
 /// The longest reply a primary may commit when frames are at most `max_frame_len` bytes and
@@ -187,7 +190,20 @@ impl<T> PrimaryRole<T> {
             primary,
             observed: Vec::new(),
             reply: Vec::new(),
+            log_syncs: false,
         }
+    }
+
+    /// Says whether this node keeps a write-ahead log that syncs (a node without one, or
+    /// with `fsync = never`, refuses a call that asks for `durable`: it could never answer).
+    pub fn set_log_syncs(&mut self, syncs: bool) {
+        self.log_syncs = syncs;
+    }
+
+    /// The node's write-ahead log has synced every record up to `lsn`: `durable` replies
+    /// whose backups synced too may leave.
+    pub fn log_synced(&mut self, lsn: u64) {
+        self.primary.log_synced(lsn);
     }
 
     pub fn store(&self) -> &Store {
@@ -369,6 +385,13 @@ impl<T> PrimaryRole<T> {
     /// backup there is.
     fn check_rule(&self, call: &Call<'_>, safety: Safety) -> Option<String> {
         call.safety?;
+        if matches!(safety, Safety::Durable(_)) && !self.log_syncs {
+            return Some(format!(
+                "call {}: durable needs a write-ahead log that syncs, and this node keeps none \
+                 (or its fsync is never); use 2-safe, or give the node a [log] table",
+                call.seq
+            ));
+        }
         let backups = if self.primary.config().lone {
             0
         } else {

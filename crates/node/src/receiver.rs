@@ -89,6 +89,11 @@ impl ReceiverRole {
         self.core.applied(lsn_applied);
     }
 
+    /// The node's write-ahead log synced every record up to `lsn_durable`: acks say so.
+    pub fn synced(&mut self, lsn_durable: u64) {
+        self.core.synced(lsn_durable);
+    }
+
     pub fn step(&mut self, from: NodeId, message: Message) {
         self.core.step(from, message);
     }

@@ -22,6 +22,18 @@ pub struct RoleRule {
     view_first: u64,
     /// The node came back without its memory and no view has left it out since.
     restarted: bool,
+    /// What the node's write-ahead log gave back when it restarted: records up to `lsn` of
+    /// the history of view `view` (the newest view a batch it holds was sealed in). Held
+    /// aside, like a role that stood by, until the node may serve again; then followed as
+    /// a backup holding them would be.
+    recovered: Option<Recovered>,
+}
+
+/// Records a restarted node rebuilt from its write-ahead log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recovered {
+    pub view: u64,
+    pub lsn: u64,
 }
 
 impl RoleRule {
@@ -32,7 +44,27 @@ impl RoleRule {
             me,
             view_first,
             restarted,
+            recovered: None,
         }
+    }
+
+    /// A restarted node that rebuilt `recovered` from its log: once a view has left it out
+    /// (it may serve no view made for its lost incarnation: what it acknowledged may exceed
+    /// what its disk kept), the first view that names it again is followed from those
+    /// records, keeping them or rewinding to the truncate LSN, instead of from a reloaded
+    /// database; only the pages changed since then are fetched.
+    pub fn with_recovered(mut self, recovered: Recovered) -> RoleRule {
+        assert!(
+            self.restarted,
+            "records are recovered by a node that restarted"
+        );
+        self.recovered = Some(recovered);
+        self
+    }
+
+    /// The records recovered from the log that no role has taken yet.
+    pub fn recovered(&self) -> Option<Recovered> {
+        self.recovered
     }
 
     /// Whether the node holds nothing any view it is named in may count on.
@@ -52,6 +84,24 @@ impl RoleRule {
             );
         }
         self.restarted = role::still_restarted(self.me, self.restarted, view);
+        let held = match (held, self.recovered) {
+            // Free to serve, named by this view, with records from its log: it follows the
+            // view as a backup that stood by with them (the view's primary stands for the
+            // primary of their view: `since` decides from promotions, not primaries).
+            (Held::Outside { .. }, Some(recovered))
+                if !self.restarted
+                    && view.primary != self.me
+                    && view.members().any(|node| node == self.me) =>
+            {
+                self.recovered = None;
+                Held::Backup {
+                    primary: view.primary,
+                    view: recovered.view,
+                    lsn_received: recovered.lsn,
+                }
+            }
+            (held, _) => held,
+        };
         role::transition(self.me, held, view, self.view_first)
     }
 
@@ -103,6 +153,46 @@ mod tests {
             rule.decide(None, &view(7, 1, &[2], &[3])),
             Transition::Reload { .. }
         ));
+    }
+
+    #[test]
+    fn a_restarted_node_with_records_from_its_log_follows_from_them_once_left_out() {
+        let recovered = Recovered { view: 4, lsn: 90 };
+        let mut rule = RoleRule::new(3, 1, true).with_recovered(recovered);
+        assert_eq!(
+            rule.decide(None, &view(4, 1, &[2, 3], &[])),
+            Transition::Wait,
+            "a view made for its lost incarnation"
+        );
+        assert_eq!(
+            rule.decide(None, &view(6, 1, &[2], &[])),
+            Transition::StepDown
+        );
+        assert_eq!(rule.recovered(), Some(recovered), "kept while outside");
+        // The same primary reigns: every record is kept.
+        assert_eq!(
+            rule.decide(None, &view(7, 1, &[2], &[3])),
+            Transition::StayBackup
+        );
+        assert_eq!(rule.recovered(), None, "taken by the role");
+
+        // A promotion since view 4 truncated at LSN 80: it rewinds to there.
+        let mut rule = RoleRule::new(3, 1, true).with_recovered(recovered);
+        rule.decide(None, &view(6, 1, &[2], &[]));
+        let mut promoted = view(8, 2, &[], &[3]);
+        promoted.promotions = vec![tandem_config::Promotion {
+            view: 8,
+            truncate_lsn: 80,
+            based_on: None,
+            lsn_released_max: 80,
+        }];
+        assert_eq!(
+            rule.decide(None, &promoted),
+            Transition::Rejoin {
+                lsn: 80,
+                discarded: 10
+            }
+        );
     }
 
     #[test]

@@ -599,6 +599,14 @@ impl<R> Primary<R> {
             return;
         }
         self.deposed = true;
+        // The records of the open batch are in the segment, which the node keeps: its log
+        // must hold them too, or it could not continue from the segment's LSN. Sealed for
+        // the log alone: nothing more is shipped.
+        if !self.builder.is_empty() {
+            let batch = self.builder.seal();
+            self.ready.to_log.push(batch.clone());
+            self.tail.push(batch);
+        }
         self.prospects.clear();
         // Its askers time out and ask the next primary: an answer now could miss writes the
         // new view acknowledges.

@@ -44,6 +44,7 @@ use tandem_wire::{
 };
 
 use crate::config::{Mode, NodeConfig};
+use crate::log::NodeLog;
 use crate::members::MemberList;
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::net::{self, ConnError};
@@ -491,7 +492,8 @@ pub fn start(
         .find(|peer| peer.role == crate::config::Role::Primary)
         .map_or(0, |peer| peer.node_id);
     let gate = Gate::new(config.group.view, primary);
-    let handle = start_role(config, segment, model, metrics, gate, Vec::new(), None)?;
+    let log = crate::log::open_fresh(config, segment.lsn(), &metrics)?;
+    let handle = start_role(config, segment, model, metrics, gate, Vec::new(), None, log)?;
     let state = handle.state.clone();
     let to_applier = handle.to_applier.clone();
     thread::Builder::new()
@@ -516,6 +518,7 @@ pub fn start(
 /// Starts the backup role on `segment` (freshly loaded, or kept from an earlier role), taking
 /// batches from the primary `gate` names. Connections are handed to it with
 /// [`BackupHandle::serve`].
+#[allow(clippy::too_many_arguments)]
 pub fn start_role(
     config: &NodeConfig,
     mut segment: Segment,
@@ -524,9 +527,14 @@ pub fn start_role(
     gate: Gate,
     tail: Vec<SealedBatch>,
     peer_closed: Option<crate::PeerClosed>,
+    log: Option<NodeLog>,
 ) -> Result<BackupHandle, StartError> {
     let group = &config.group;
     let lsn_start = segment.lsn();
+    if let Some(log) = &log {
+        // The log must end where the segment does before the role appends to it.
+        log.align(lsn_start).map_err(StartError::Log)?;
+    }
     let diverged: Option<Arc<[u32]>> = Some(segment.diverged())
         .filter(|pages| !pages.is_empty())
         .map(Arc::from);
@@ -574,7 +582,12 @@ pub fn start_role(
         diverged: Arc::new(Mutex::new(diverged)),
         lsn_before_rewind,
         members: MemberList::of(config),
+        log,
     };
+    if let Some(log) = &state.log {
+        let acks = state.clone();
+        log.listen(Some(Box::new(move |lsn| acks.send_durable_ack(lsn))));
+    }
     let applier_state = state.clone();
     let applier = thread::Builder::new()
         .name("applier".into())
@@ -627,9 +640,28 @@ struct Shared {
     lsn_before_rewind: Option<u64>,
     /// What a client's `Members` frame is answered with.
     members: MemberList,
+    /// The node's write-ahead log: it takes what the receivers accept, and its syncs are
+    /// acknowledged to the primary ([`Shared::send_durable_ack`]).
+    log: Option<NodeLog>,
 }
 
 impl Shared {
+    /// Tells the current primary that the log synced every record up to `lsn`, at once (on
+    /// the log's thread), as the applier tells it what it applied.
+    fn send_durable_ack(&self, lsn: u64) {
+        let ack = Message::durable_ack(
+            self.gate.view(),
+            lsn,
+            self.lsn_applied.load(Ordering::Acquire),
+        );
+        let mut frame = Vec::new();
+        encode_peer(&mut frame, &ack);
+        let writer = self.ack_writer.lock().expect("not poisoned").clone();
+        if let Some(writer) = writer {
+            let _ = writer.lock().expect("not poisoned").write_all(&frame);
+        }
+    }
+
     /// The applier reached `lsn`: what the receivers, the readers and `/metrics` read.
     fn note_applied(&self, lsn: u64) {
         self.lsn_applied.store(lsn, Ordering::Release);
@@ -772,6 +804,9 @@ fn receive_from(
         if !core.follow(&gate, state.lsn_applied.load(Ordering::Acquire)) {
             return Err(ConnError::Closed);
         }
+        if let Some(log) = &state.log {
+            core.synced(log.lsn_durable());
+        }
         let mut frames = 0;
         while let Some(frame) = buffer.next_frame()? {
             let Frame::Peer(message) = frame else {
@@ -804,6 +839,12 @@ fn receive_from(
             released_heard = received.released_heard();
             let heard = (now, received.lsn_released());
             *state.released_heard.lock().expect("not poisoned") = Some(heard);
+        }
+        // The log takes them in the order the applier will.
+        if let Some(log) = &state.log {
+            for order in tandem_node::receiver_orders(&ready) {
+                log.order(order);
+            }
         }
         if let Some(image) = ready.to_install.take() {
             if to_applier.send(ToApplier::Install(image)).is_err() {
@@ -1242,6 +1283,7 @@ mod tests {
                 &crate::config::NodeConfig::from_toml_str(crate::config::EXAMPLE)
                     .expect("the example parses"),
             ),
+            log: None,
         }
     }
 

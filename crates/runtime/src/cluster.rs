@@ -38,6 +38,7 @@ use tandem_wire::{
 
 use crate::backup::{self, BackupHandle, Gate};
 use crate::config::{NodeConfig, Role};
+use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
 use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
@@ -251,8 +252,31 @@ pub fn run(
         })?;
     // The segment is loaded before the core ticks, so that the first view's roles start at
     // once rather than each node being silent for its own load.
-    let segment = crate::workload::loaded_segment(&config.group, &*model)?;
+    let mut segment = crate::workload::loaded_segment(&config.group, &*model)?;
+    let lsn_load = segment.lsn();
+    let (log, recovered) = match crate::log::open_configured(config, lsn_load, &metrics)? {
+        Some((log, recovered)) => (Some(log), Some(recovered)),
+        None => (None, None),
+    };
+    // A node that restarts (its config store kept state) rebuilds what its log holds, if
+    // the log starts at the initial load; a node of a fresh cluster starts from the load,
+    // and its first role cuts whatever an older cluster left in the log.
+    let replayed = match recovered {
+        Some(recovered) if restarted && recovered.lsn_base == Some(lsn_load) => {
+            replay_log(config, &mut segment, &recovered)
+        }
+        _ => None,
+    };
+    if replayed.is_none() && segment.lsn() != lsn_load {
+        // A replay that stopped part way leaves a segment no role may start from as loaded.
+        segment = crate::workload::loaded_segment(&config.group, &*model)?;
+    }
+    let segment_next = match replayed {
+        Some(_) => NextSegment::Recovered(segment),
+        None => NextSegment::Ready(segment),
+    };
     let roles = RuntimeRoles {
+        log,
         config: config.clone(),
         model,
         metrics,
@@ -267,7 +291,7 @@ pub fn run(
         },
         frames_heard: 0,
         executor_turns: 0,
-        segment_next: NextSegment::Ready(segment),
+        segment_next,
         loaded: None,
         info: Arc::clone(&info),
         trace,
@@ -275,11 +299,15 @@ pub fn run(
         heard_since_role: std::collections::BTreeSet::new(),
         peer_closed,
     };
+    let mut rule = RoleRule::new(config.node_id, config.group.view, restarted);
+    if let Some(replayed) = replayed {
+        rule = rule.with_recovered(tandem_node::Recovered {
+            view: replayed.view,
+            lsn: replayed.lsn,
+        });
+    }
     let mut supervisor = SupervisorThread {
-        node: tandem_node::Supervisor::new(
-            core,
-            RoleRule::new(config.node_id, config.group.view, restarted),
-        ),
+        node: tandem_node::Supervisor::new(core, rule),
         disk,
         roles,
         tick_us: config.tuning.tick_us,
@@ -288,7 +316,15 @@ pub fn run(
         alone_since: None,
         trace,
     };
-    if restarted {
+    if let Some(replayed) = replayed {
+        tracing::info!(
+            "node {}: restarted; rebuilt LSN {} from its log (records of view {}), it rejoins \
+             as a spare from there and fetches only what changed since",
+            config.node_id,
+            replayed.lsn,
+            replayed.view
+        );
+    } else if restarted {
         tracing::info!(
             "node {}: restarted; its memory is gone, so it waits to rejoin as a spare",
             config.node_id
@@ -602,6 +638,8 @@ struct RuntimeRoles {
     heard_since_role: std::collections::BTreeSet<NodeId>,
     /// How the roles' threads tell the supervisor a peer closed its connection.
     peer_closed: crate::PeerClosed,
+    /// The node's write-ahead log, which every role it takes appends to.
+    log: Option<NodeLog>,
 }
 
 impl tandem_node::Roles for RuntimeRoles {
@@ -794,6 +832,30 @@ impl RuntimeRoles {
                 handle.gate().set_view(view.number, view.primary);
                 Slot::Backup(handle)
             }
+            // A restarted node follows the view from the records its log gave back
+            // (`RoleRule::with_recovered`), kept whole or rewound to the truncate LSN.
+            (Transition::StayBackup | Transition::Follow { .. }, Slot::Outside) => {
+                match self.take_recovered() {
+                    Some(segment) => self.start_backup(segment, Vec::new(), view),
+                    None => unreachable!("only records recovered are followed from outside"),
+                }
+            }
+            (Transition::Rejoin { lsn, discarded }, Slot::Outside) => {
+                let rewound = self.take_recovered().and_then(|mut segment| {
+                    tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
+                });
+                match rewound {
+                    Some(segment) => {
+                        tracing::info!(
+                            "node {me}: takes back {discarded} records of its log above the \
+                             truncate LSN {lsn}; fetches the {} pages they changed",
+                            segment.diverged().len()
+                        );
+                        self.start_backup(segment, Vec::new(), view)
+                    }
+                    None => self.fresh_backup(view),
+                }
+            }
             (Transition::Follow { lsn }, Slot::Backup(handle)) => match handle.handover(lsn) {
                 Ok(handover) => {
                     if self.trace {
@@ -817,7 +879,10 @@ impl RuntimeRoles {
                     None => self.fresh_backup(view),
                 }
             }
-            (Transition::Rejoin { lsn, discarded }, slot) => {
+            (
+                Transition::Rejoin { lsn, discarded },
+                slot @ (Slot::Primary(_) | Slot::Backup(_)),
+            ) => {
                 let segment = match slot {
                     Slot::Primary(_) => self.depose(slot, view),
                     Slot::Backup(handle) => match handle.handover(lsn + discarded) {
@@ -827,7 +892,7 @@ impl RuntimeRoles {
                             None
                         }
                     },
-                    Slot::Outside => unreachable!("a rejoin keeps a role's records"),
+                    Slot::Outside => unreachable!("matched as a role's above"),
                 };
                 let rewound = segment.and_then(|mut segment| {
                     tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
@@ -998,6 +1063,7 @@ impl RuntimeRoles {
             None,
             Some(observed),
             Some(self.peer_closed.clone()),
+            self.log.clone(),
         ) {
             Ok(handle) => Slot::Primary(handle),
             Err(err) => {
@@ -1025,6 +1091,7 @@ impl RuntimeRoles {
             gate,
             tail,
             Some(self.peer_closed.clone()),
+            self.log.clone(),
         ) {
             Ok(handle) => Slot::Backup(handle),
             Err(err) => {
@@ -1057,14 +1124,28 @@ impl RuntimeRoles {
         }
     }
 
+    /// The segment rebuilt from the log at a restart, if no role has taken it.
+    fn take_recovered(&mut self) -> Option<Segment> {
+        match std::mem::replace(&mut self.segment_next, NextSegment::None) {
+            NextSegment::Recovered(segment) => Some(segment),
+            other => {
+                self.segment_next = other;
+                None
+            }
+        }
+    }
+
     fn fresh_segment(&mut self) -> Result<Segment, StartError> {
         match std::mem::replace(&mut self.segment_next, NextSegment::None) {
             NextSegment::Ready(segment) => Ok(segment),
+            // A role that starts from the load does not take records rebuilt from the log.
+            NextSegment::Recovered(_) | NextSegment::None => {
+                crate::workload::loaded_segment(&self.config.group, &*self.model)
+            }
             NextSegment::Loading(loader) => {
                 self.loaded = Some(true);
                 loader.join().map_err(|_| StartError::LoaderPanicked)?
             }
-            NextSegment::None => crate::workload::loaded_segment(&self.config.group, &*self.model),
         }
     }
 
@@ -1123,6 +1204,50 @@ enum NextSegment {
     None,
     Loading(thread::JoinHandle<Result<Segment, StartError>>),
     Ready(Segment),
+    /// Rebuilt from the log at a restart: for the role the records are followed into
+    /// (`RoleRule::with_recovered`), never for one that starts from the initial load.
+    Recovered(Segment),
+}
+
+/// Replays what the node's log recovered onto `segment` (at the initial load); `None` (the
+/// node starts from the load, as without a log) if there is nothing to replay or the replay
+/// fails, which it says.
+fn replay_log(
+    config: &NodeConfig,
+    segment: &mut Segment,
+    recovered: &crate::log::LogRecovered,
+) -> Option<tandem_node::Replayed> {
+    if recovered.entries.is_empty() {
+        return None;
+    }
+    if config.group.mode != crate::config::Mode::Active {
+        tracing::info!(
+            "node {}: a passive node does not replay its log; it rejoins from the load",
+            config.node_id
+        );
+        return None;
+    }
+    let started = Instant::now();
+    match tandem_node::replay(segment, &recovered.entries) {
+        Ok(replayed) => {
+            tracing::info!(
+                "node {}: replayed {} records and {} images from its log in {:.0} ms",
+                config.node_id,
+                replayed.records,
+                replayed.images,
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            Some(replayed)
+        }
+        Err(err) => {
+            // The segment is half replayed: the node reloads before it serves anything.
+            tracing::warn!(
+                "node {}: cannot replay its log ({err}); it rejoins from the initial load",
+                config.node_id
+            );
+            None
+        }
+    }
 }
 
 /// The writer side of cluster messages: a thread per peer, started on first use.

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use tandem_memory::Strategy;
+use tandem_node::SyncPolicy;
 use tandem_replication::{NodeId, Safety};
 
 /// A commented configuration for the primary of group 0 with one backup; every value shown is
@@ -51,7 +52,8 @@ strategy = "v3"
 # Seed of the deterministic initial load and call stream.
 seed = 1
 # When a commit is acknowledged: "1-safe", "bounded:N", "2-safe", "2-safe:K",
-# "2-safe-applied" or "2-safe-applied:K" (K ≤ the number of backups).
+# "2-safe-applied", "2-safe-applied:K", "durable" or "durable:K" (K ≤ the number of
+# backups; durable: synced to the write-ahead log of the primary and K backups).
 safety = "2-safe"
 # "active" (backups apply redo records) or "passive" (backups store the primary's writes;
 # needs strategy v1, v2 or v3).
@@ -79,6 +81,15 @@ tail_records_max = 1000000
 tail_bytes_max = 268435456
 # Longest frame accepted from a client or peer, in bytes (≥ batch_bytes_max + 4096).
 max_frame_len = 4194304
+
+# Optional: the write-ahead log of the batches this node holds (a cluster-mode node always
+# keeps one, under cluster.data_dir unless dir says otherwise).
+# [log]
+# dir = "data/1/log"
+# "always" (sync every group of appends), "every:MS" or "never" (the operating system's).
+# fsync = "always"
+# A segment file is closed at this many MiB (1 to 1024).
+# segment_mib = 64
 
 # The other members of the group, one table each.
 [[peers]]
@@ -117,6 +128,73 @@ pub struct NodeConfig {
     /// detection and view changes through the config store move them on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterTable>,
+    /// The node's write-ahead log (an optional table). In cluster mode a node always keeps
+    /// one, under `cluster.data_dir` unless `log.dir` says where; otherwise only with a
+    /// `[log]` table that names its `dir`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogTable>,
+}
+
+/// Where and how a node keeps its write-ahead log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogTable {
+    /// The directory of the log's segment files (created if missing); default in cluster
+    /// mode `<cluster.data_dir>/log`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+    /// When the log is synced for the rules other than `durable`: "always" (every group of
+    /// appends, the default), "every:MS", or "never" (left to the operating system).
+    #[serde(default = "default_fsync", with = "fsync_text")]
+    pub fsync: SyncPolicy,
+    /// A segment file is closed at this size in MiB, 1 to 1024 (default 64).
+    #[serde(default = "default_segment_mib")]
+    pub segment_mib: u64,
+}
+
+impl Default for LogTable {
+    fn default() -> LogTable {
+        LogTable {
+            dir: None,
+            fsync: default_fsync(),
+            segment_mib: default_segment_mib(),
+        }
+    }
+}
+
+fn default_fsync() -> SyncPolicy {
+    SyncPolicy::Always
+}
+
+fn default_segment_mib() -> u64 {
+    64
+}
+
+/// The largest `log.segment_mib`.
+const SEGMENT_MIB_MAX: u64 = 1024;
+
+/// The write-ahead log a node keeps, with its directory resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogSettings {
+    pub dir: PathBuf,
+    pub fsync: SyncPolicy,
+    pub segment_bytes_max: u64,
+}
+
+mod fsync_text {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tandem_node::SyncPolicy;
+
+    pub fn serialize<S: Serializer>(policy: &SyncPolicy, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(policy)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SyncPolicy, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse()
+            .map_err(|error| D::Error::custom(format!("config field `log.fsync`: {error}")))
+    }
 }
 
 /// How a node takes part in the cluster: where the config store keeps its state, and the
@@ -187,6 +265,67 @@ impl NodeConfig {
             .cloned()
             .collect();
         config
+    }
+
+    /// The write-ahead log this node keeps, if any: `[log]`'s settings, its directory
+    /// defaulting to `<cluster.data_dir>/log` in cluster mode, where a node always keeps one.
+    pub fn log_settings(&self) -> Option<LogSettings> {
+        let table = match (&self.log, &self.cluster) {
+            (Some(table), _) => table.clone(),
+            (None, Some(_)) => LogTable::default(),
+            (None, None) => return None,
+        };
+        let dir = match (&table.dir, &self.cluster) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(cluster)) => cluster.data_dir.join("log"),
+            (None, None) => return None,
+        };
+        Some(LogSettings {
+            dir,
+            fsync: table.fsync,
+            segment_bytes_max: table.segment_mib << 20,
+        })
+    }
+
+    fn validate_log(&self) -> Result<(), ConfigError> {
+        if let Some(table) = &self.log {
+            if table.dir.is_none() && self.cluster.is_none() {
+                return Err(invalid(
+                    "log.dir",
+                    "name the directory of the write-ahead log (in cluster mode it defaults \
+                     to <cluster.data_dir>/log)",
+                ));
+            }
+            if !(1..=SEGMENT_MIB_MAX).contains(&table.segment_mib) {
+                return Err(invalid(
+                    "log.segment_mib",
+                    format!(
+                        "{} MiB is out of range; use 1 to {SEGMENT_MIB_MAX}",
+                        table.segment_mib
+                    ),
+                ));
+            }
+        }
+        if let Safety::Durable(_) = self.group.safety {
+            match self.log_settings() {
+                None => {
+                    return Err(invalid(
+                        "group.safety",
+                        "durable needs a write-ahead log on every member; add a [log] table \
+                         with its dir, or run in cluster mode",
+                    ));
+                }
+                Some(settings) if settings.fsync == SyncPolicy::Never => {
+                    return Err(invalid(
+                        "log.fsync",
+                        "never syncs, so a durable commit would never be acknowledged; use \
+                         \"always\" or \"every:MS\" with group.safety = \"durable\"",
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// The config store's voters: as configured, or the three lowest node ids.
@@ -571,7 +710,8 @@ impl NodeConfig {
         self.validate_members()?;
         self.validate_addresses()?;
         self.validate_replication()?;
-        self.validate_cluster()
+        self.validate_cluster()?;
+        self.validate_log()
     }
 
     fn validate_fields(&self) -> Result<(), ConfigError> {

@@ -37,6 +37,9 @@ pub enum StartError {
     /// The config store refused the initial map or the state it persisted.
     #[error("config store: {0}")]
     ConfigStore(#[source] tandem_config::ConfigError),
+    /// The write-ahead log could not be opened, or failed when a role started on it.
+    #[error("log: {0}")]
+    Log(String),
     /// The group's segment could not be mapped at `group.db_mib`.
     #[error("group.db_mib: {0}")]
     Segment(#[source] SegmentError),

@@ -12,6 +12,7 @@ pub mod backup;
 pub mod cluster;
 pub mod config;
 mod error;
+pub mod log;
 mod members;
 pub mod metrics;
 mod net;

@@ -127,6 +127,16 @@ pub struct Metrics {
     /// not send, the lease having run out before they could leave.
     pub replies_withheld: Counter,
 
+    // The write-ahead log (any role).
+    /// `tandem_log_lsn_durable`: the last LSN the log synced that a restart could rebuild
+    /// (0: none, or the log failed).
+    pub log_lsn_durable: Gauge,
+    /// `tandem_log_syncs_total`: syncs of the log (each covers every batch appended since the
+    /// one before: group commit).
+    pub log_syncs: Counter,
+    /// `tandem_log_sync_seconds`: how long each sync took (the writes and the `fdatasync`).
+    pub log_sync_seconds: Histogram,
+
     // Backup.
     /// `tandem_lsn_received`: the last LSN this backup holds.
     pub lsn_received: Gauge,
@@ -224,6 +234,9 @@ impl Metrics {
             reads_served: Counter::default(),
             reads_refused: Counter::default(),
             replies_withheld: Counter::default(),
+            log_lsn_durable: Gauge::default(),
+            log_syncs: Counter::default(),
+            log_sync_seconds: Histogram::new(exponential_buckets(10e-6, 2.0, 16)),
             lsn_received: Gauge::default(),
             lsn_applied: Gauge::default(),
             batches_received: Counter::default(),
@@ -277,6 +290,22 @@ impl Metrics {
             "bytes_shipped",
             "Batch bytes sent to backups",
             m.bytes_shipped.clone(),
+        );
+        r.register(
+            "log_lsn_durable",
+            "Last LSN the write-ahead log synced that a restart could rebuild",
+            m.log_lsn_durable.clone(),
+        );
+        r.register(
+            "log_syncs",
+            "Syncs of the write-ahead log",
+            m.log_syncs.clone(),
+        );
+        r.register_with_unit(
+            "log_sync",
+            "How long each sync of the write-ahead log took",
+            Unit::Seconds,
+            m.log_sync_seconds.clone(),
         );
         r.register_with_unit(
             "ack_latency",

@@ -33,6 +33,7 @@ use tandem_wire::{
 };
 
 use crate::config::{Mode, NodeConfig};
+use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
 use crate::{Checksum, Control, NodeStatus, StartError};
@@ -123,6 +124,10 @@ pub enum Inbound {
     PrepareRemoval {
         view: u64,
         backup: NodeId,
+    },
+    /// The node's write-ahead log synced every record up to `lsn`.
+    Synced {
+        lsn: u64,
     },
     Control(Control),
 }
@@ -349,6 +354,7 @@ pub fn start(
             .collect(),
     };
     let address = listener.local_addr().map_err(StartError::ListenAddress)?;
+    let log = crate::log::open_fresh(config, segment.lsn(), &metrics)?;
     let handle = start_role(
         config,
         segment,
@@ -359,6 +365,7 @@ pub fn start(
         local,
         None,
         None,
+        log,
     )?;
     let acceptor = Acceptor {
         context: handle.context.clone(),
@@ -401,6 +408,7 @@ pub fn start_role(
     local: Option<Arc<LocalLoad>>,
     observed: Option<Sender<Observed>>,
     peer_closed: Option<crate::PeerClosed>,
+    log: Option<NodeLog>,
 ) -> Result<PrimaryHandle, StartError> {
     let group = &config.group;
     let passive = group.mode == Mode::Passive;
@@ -491,10 +499,21 @@ pub fn start_role(
         interval: Duration::from_millis(interval_ms.max(1)),
         due: Instant::now(),
     });
+    let mut role = PrimaryRole::new(store, Primary::resume(primary_config, lsn_start, batches));
+    if let Some(log) = &log {
+        // The log must end where the segment does before the role appends to it.
+        log.align(lsn_start).map_err(StartError::Log)?;
+        role.set_log_syncs(log.syncs());
+        let inbound = inbound.clone();
+        log.listen(Some(Box::new(move |lsn| {
+            let _ = inbound.send(Inbound::Synced { lsn });
+        })));
+    }
     let mut executor = Executor {
         periodic,
+        log,
         node_id: config.node_id,
-        role: PrimaryRole::new(store, Primary::resume(primary_config, lsn_start, batches)),
+        role,
         answer_from: members.answer_from,
         ready: RoleReady::default(),
         links,

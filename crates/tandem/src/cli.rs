@@ -62,7 +62,8 @@ pub struct UpArgs {
     /// Database (segment) size in whole MiB.
     #[arg(long = "db-mib", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub db_mib: u32,
-    /// The group's safety rule: 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied[:K].
+    /// The group's safety rule: 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied[:K],
+    /// durable[:K] (every acknowledged commit synced to the write-ahead logs).
     #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
     pub safety: tandem_replication::Safety,
     /// Where the cluster keeps its files.
@@ -158,6 +159,10 @@ pub struct DemoArgs {
     /// falsely more often on a loaded machine.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(4..=10_000))]
     pub suspect_ticks: u64,
+    /// The group's safety rule: 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied[:K],
+    /// durable[:K] (every acknowledged commit synced to the write-ahead logs).
+    #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
+    pub safety: tandem_replication::Safety,
     /// Records each primary's retained tail keeps. A small tail makes a node that comes back
     /// (restart-primary) catch up by state transfer instead of from the tail.
     #[arg(long = "tail-records", value_name = "N", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -540,7 +545,7 @@ pub struct ReplicationArgs {
     /// The primary's logging strategy in passive mode: v1, v2 or v3.
     #[arg(long, default_value = "v3", value_parser = parse_passive_strategy)]
     pub strategy: Strategy,
-    /// 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied or 2-safe-applied:K.
+    /// 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied[:K] or durable[:K].
     #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
     pub safety: tandem_replication::Safety,
     /// Backups per group, 1 to 8.

@@ -156,6 +156,7 @@ struct Scenario {
     db_mib: usize,
     dir: PathBuf,
     quiet: bool,
+    safety: tandem_replication::Safety,
 }
 
 /// `tandem demo`.
@@ -192,6 +193,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
         db_mib: args.db_mib as usize,
         dir: args.dir.clone(),
         quiet: args.json,
+        safety: args.safety,
     };
     let run = match args.client {
         DemoClient::Stub => scenario.run()?,
@@ -232,6 +234,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
             // went wrong can be read afterwards.
             dir: args.dir.join(format!("run-{}", index + 1)),
             quiet: true,
+            safety: tandem_replication::Safety::DEFAULT,
         };
         let run = scenario.run()?;
         if !args.json {
@@ -369,11 +372,13 @@ impl Scenario {
             )));
         }
         self.say(&format!(
-            "starting 3 nodes under {} ({} MiB Debit-Credit each, 2-safe)",
+            "starting 3 nodes under {} ({} MiB Debit-Credit each, {})",
             self.dir.display(),
-            self.db_mib
+            self.db_mib,
+            self.safety
         ));
         let mut options = Options::new(3).with_db_mib(self.db_mib);
+        options.safety = self.safety;
         options.suspect_ticks = self.suspect_ticks;
         options.tail_records_max = self.tail_records_max;
         let mut cluster = LocalCluster::start(&self.dir, &options)?;

@@ -9,6 +9,7 @@
 //! .tandem/node1/node.toml     node 1's configuration
 //! .tandem/node1/node.log      what node 1 printed
 //! .tandem/node1/raft/         node 1's config-store state
+//! .tandem/node1/log/          node 1's write-ahead log (the batches it holds)
 //! ```
 //!
 //! A child reads its stdin until end-of-file (`--exit-on-stdin-eof`), and this process holds
@@ -690,16 +691,22 @@ fn node_config(
     config.metrics_listen = Some(free_address()?);
     config.group.db_mib = options.db_mib;
     config.group.workload = options.workload.clone();
-    config.group.safety = if members.len() == 1 {
-        Safety::OneSafe
-    } else {
-        options.safety
+    // A lone node has no backup to wait for: 1-safe, unless its own disk is the point.
+    config.group.safety = match options.safety {
+        Safety::Durable(_) => options.safety,
+        _ if members.len() == 1 => Safety::OneSafe,
+        _ => options.safety,
     };
     config.tuning.tick_us = options.tick_us;
     config.tuning.heartbeat_ticks = options.heartbeat_ticks;
     config.tuning.suspect_ticks = options.suspect_ticks;
     config.tuning.tail_records_max = options.tail_records_max;
     let data_dir = dir.join(format!("node{}", member.node_id)).join("raft");
+    // The write-ahead log beside the config store's state, not inside it.
+    config.log = Some(tandem_runtime::config::LogTable {
+        dir: Some(dir.join(format!("node{}", member.node_id)).join("log")),
+        ..tandem_runtime::config::LogTable::default()
+    });
     let mut cluster = ClusterTable::new(data_dir);
     // The lease must run out before a silent primary is suspected.
     cluster.lease_ticks = options.lease_ticks.min(options.suspect_ticks - 1);

@@ -134,6 +134,8 @@ pub(super) struct Executor {
     pub(super) node_id: NodeId,
     /// The model's periodic procedure (the Redis model's expiry sweep), if it has one.
     pub(super) periodic: Option<Periodic>,
+    /// The node's write-ahead log, which takes every batch the role seals.
+    pub(super) log: Option<NodeLog>,
     /// Until when the role answers nothing (a promotion's lease owed), taken at the start.
     pub(super) answer_from: Option<Instant>,
     /// The primary role's decisions: the store, the replication core, each call's outcome.
@@ -322,6 +324,7 @@ impl Executor {
                 }
             }
             Inbound::Depose { view } => self.role.depose(view),
+            Inbound::Synced { lsn } => self.role.log_synced(lsn),
             Inbound::PrepareRemoval { view, backup } => self.role.prepare_removal(view, backup),
             Inbound::Control(Control::Stop) => unreachable!("handled by the loop"),
         }
@@ -481,6 +484,13 @@ impl Executor {
     /// Acts on the core's outputs: messages to the links, replies to their clients.
     pub(super) fn dispatch(&mut self) {
         self.role.take_ready(&mut self.ready);
+        // The log first: the batches' records are the node's from now on, whatever else
+        // this turn sends.
+        let sealed = self.ready.replication.to_log.drain(..);
+        match &self.log {
+            Some(log) => log.batches(sealed),
+            None => drop(sealed),
+        }
         // A transfer's pages were copied into its messages while the executor waited: it
         // costs a pause proportional to the pages changed since the member's LSN.
         for (node, sent) in self.ready.transfers_sent.drain(..) {

@@ -211,11 +211,13 @@ fn start_proxy(
 pub fn run(scenario: &Scenario, proxies: u32) -> Result<FailoverRun, Failure> {
     let python = python()?;
     scenario.say(&format!(
-        "starting 3 nodes under {} ({} MiB Redis each, 2-safe)",
+        "starting 3 nodes under {} ({} MiB Redis each, {})",
         scenario.dir.display(),
-        scenario.db_mib
+        scenario.db_mib,
+        scenario.safety
     ));
     let mut options = Options::new(3).with_db_mib(scenario.db_mib);
+    options.safety = scenario.safety;
     options.workload = "redis".to_string();
     options.suspect_ticks = scenario.suspect_ticks;
     options.tail_records_max = scenario.tail_records_max;

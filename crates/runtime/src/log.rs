@@ -1,0 +1,365 @@
+//! The node's write-ahead log thread: it runs the node core's `tandem_node::LogCore` (what
+//! each order appends, where the log ends when a role starts, when it syncs, what a sync is
+//! worth) on the file system, and tells the current role what it synced.
+//!
+//! One log per node, outliving its roles: a backup promoted to primary goes on appending to
+//! the log that holds what it received. Group commit: the thread takes every order queued
+//! while the last sync ran and syncs them together, so under load many batches share one
+//! `fdatasync`. The thread only moves orders in, reads the clock for the `every:MS` policy,
+//! and hands syncs out: to the primary's executor (`Primary::log_synced`) or, on a backup,
+//! to the primary as a `Message::durable_ack`.
+//!
+//! **Poisoning.** An I/O error on the log poisons it: the thread stops, says why (an error in
+//! the node's log), and reports nothing durable ever again, so no `durable` reply leaves on
+//! its account. A failed sync is never retried (see tandem-wal). Restart the node.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use tandem_log::SealedBatch;
+use tandem_node::{Aligned, LogCore, LogOrder, SyncPolicy};
+use tandem_wal::{Entry, FsDisk, WalOptions};
+
+use crate::StartError;
+use crate::config::{LogSettings, NodeConfig};
+use crate::metrics::Metrics;
+
+/// Who hears what the log synced: the current role (a primary's executor, a backup's ack).
+pub type SyncListener = Box<dyn Fn(u64) + Send>;
+
+/// What the roles ask of the log thread.
+enum Input {
+    Order(LogOrder),
+    /// Make the log end at `lsn` (a role starts on a segment at that LSN), then answer.
+    Align {
+        lsn: u64,
+        done: mpsc::SyncSender<Result<(), String>>,
+    },
+    Stop,
+}
+
+/// State the log thread shares with the roles.
+struct Shared {
+    /// What is synced and anchored (0 while not anchored, or once poisoned).
+    lsn_durable: AtomicU64,
+    listener: Mutex<Option<SyncListener>>,
+    poisoned: Mutex<Option<String>>,
+}
+
+/// What a node recovered from its log when it opened it.
+#[derive(Debug)]
+pub struct LogRecovered {
+    /// The entries the log holds, oldest first: a contiguous history.
+    pub entries: Vec<Entry>,
+    /// The LSN the history starts after (the state the first entry applies to).
+    pub lsn_base: Option<u64>,
+    /// Bytes recovery cut from a torn or corrupt end, and files it removed.
+    pub bytes_cut: u64,
+    pub files_removed: usize,
+}
+
+/// The handle roles hold: cheap to clone, every method non-blocking but [`NodeLog::align`].
+#[derive(Clone)]
+pub struct NodeLog {
+    syncs: bool,
+    inputs: mpsc::Sender<Input>,
+    shared: Arc<Shared>,
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for NodeLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeLog")
+            .field("lsn_durable", &self.lsn_durable())
+            .field("poisoned", &self.poisoned())
+            .finish()
+    }
+}
+
+impl NodeLog {
+    /// Opens (recovering) the log in `settings.dir` and starts its thread. `lsn_load` is the
+    /// LSN of the node's initial load: a log whose history starts there is anchored.
+    pub fn open(
+        settings: &LogSettings,
+        node: u32,
+        lsn_load: u64,
+        metrics: Arc<Metrics>,
+    ) -> Result<(NodeLog, LogRecovered), String> {
+        let options = WalOptions {
+            segment_bytes_max: settings.segment_bytes_max,
+        };
+        let (core, recovered) =
+            LogCore::open(FsDisk, &settings.dir, options, settings.fsync, lsn_load).map_err(
+                |err| format!("cannot open the log in {}: {err}", settings.dir.display()),
+            )?;
+        if let Some(stop) = &recovered.stop {
+            tracing::warn!(
+                "node {node}: the log in {} ended early ({stop:?}); cut {} bytes and removed \
+                 {} files after the last whole batch",
+                settings.dir.display(),
+                recovered.bytes_cut,
+                recovered.files_removed
+            );
+        }
+        let lsn_base = recovered.lsn_base();
+        let shared = Arc::new(Shared {
+            lsn_durable: AtomicU64::new(core.lsn_durable()),
+            listener: Mutex::new(None),
+            poisoned: Mutex::new(None),
+        });
+        let (inputs, inbox) = mpsc::channel();
+        let state = LogThread {
+            node,
+            core,
+            shared: Arc::clone(&shared),
+            last_sync: Instant::now(),
+            metrics,
+        };
+        let thread = thread::Builder::new()
+            .name("log".into())
+            .spawn(move || state.run(inbox))
+            .map_err(|err| format!("cannot start the log thread: {err}"))?;
+        let log = NodeLog {
+            syncs: settings.fsync.syncs(),
+            inputs,
+            shared,
+            thread: Arc::new(Mutex::new(Some(thread))),
+        };
+        let recovered = LogRecovered {
+            entries: recovered.entries,
+            lsn_base,
+            bytes_cut: recovered.bytes_cut,
+            files_removed: recovered.files_removed,
+        };
+        Ok((log, recovered))
+    }
+
+    /// Hands the log an order; it is carried out after every order given before it.
+    pub fn order(&self, order: LogOrder) {
+        // A stopped thread (poisoned, or the node is stopping) takes nothing: no harm, since
+        // it reports nothing durable either.
+        let _ = self.inputs.send(Input::Order(order));
+    }
+
+    /// Hands the log the batches a primary sealed.
+    pub fn batches(&self, batches: impl IntoIterator<Item = SealedBatch>) {
+        for batch in batches {
+            let lsn_from = batch.lsn_base();
+            self.order(LogOrder::Batch { batch, lsn_from });
+        }
+    }
+
+    /// Makes the log end at `lsn`, the LSN of the segment a role starts on, before the role
+    /// appends anything: records above it are cut (a view change discarded them), durably. A
+    /// log that ends below it cannot hold the role's records contiguously; it starts again
+    /// unanchored. Blocks until done (a truncation and a sync, when there is one).
+    pub fn align(&self, lsn: u64) -> Result<(), String> {
+        let (done, answer) = mpsc::sync_channel(1);
+        self.inputs
+            .send(Input::Align { lsn, done })
+            .map_err(|_| self.stopped_why())?;
+        answer.recv().map_err(|_| self.stopped_why())?
+    }
+
+    fn stopped_why(&self) -> String {
+        self.poisoned()
+            .unwrap_or_else(|| "the log thread has stopped".into())
+    }
+
+    /// Sets who hears each sync from now on (`None`: nobody); it is told the durable LSN at
+    /// once if there is one.
+    pub fn listen(&self, listener: Option<SyncListener>) {
+        let lsn = self.lsn_durable();
+        let mut slot = self.shared.listener.lock().expect("not poisoned");
+        if let Some(listener) = &listener
+            && lsn > 0
+        {
+            listener(lsn);
+        }
+        *slot = listener;
+    }
+
+    /// Whether this log ever syncs (its `fsync` is not `never`), so `durable` can be met.
+    pub fn syncs(&self) -> bool {
+        self.syncs
+    }
+
+    /// Every record up to here is on disk and a restart could rebuild it (0: nothing).
+    pub fn lsn_durable(&self) -> u64 {
+        self.shared.lsn_durable.load(Ordering::Acquire)
+    }
+
+    /// Why the log stopped taking records, if it did.
+    pub fn poisoned(&self) -> Option<String> {
+        self.shared.poisoned.lock().expect("not poisoned").clone()
+    }
+
+    /// Stops the thread after the orders already given (syncing them first).
+    pub fn stop(&self) {
+        let _ = self.inputs.send(Input::Stop);
+        if let Some(thread) = self.thread.lock().expect("not poisoned").take() {
+            crate::join_or_say("the log thread", thread);
+        }
+    }
+}
+
+struct LogThread {
+    node: u32,
+    core: LogCore<FsDisk>,
+    shared: Arc<Shared>,
+    last_sync: Instant,
+    metrics: Arc<Metrics>,
+}
+
+impl LogThread {
+    fn run(mut self, inbox: mpsc::Receiver<Input>) {
+        loop {
+            let first = match self.wait() {
+                None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(wait) => inbox.recv_timeout(wait),
+            };
+            let mut stop = false;
+            let mut next = match first {
+                Ok(input) => Some(input),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    stop = true;
+                    None
+                }
+            };
+            // Group commit: everything queued while the last sync ran goes into this one.
+            while let Some(input) = next.take() {
+                let result = match input {
+                    Input::Order(order) => self.core.carry_out(order).map_err(|e| e.to_string()),
+                    Input::Align { lsn, done } => {
+                        let result = self.align(lsn);
+                        let _ = done.send(result.clone());
+                        result
+                    }
+                    Input::Stop => {
+                        stop = true;
+                        Ok(())
+                    }
+                };
+                if let Err(cause) = result {
+                    self.poison(cause);
+                    return;
+                }
+                next = inbox.try_recv().ok();
+            }
+            let ms_since = self.last_sync.elapsed().as_millis() as u64;
+            // A stopping node syncs what it holds, whatever the policy (a clean shutdown
+            // loses nothing).
+            let due = (stop && self.core.unsynced()) || self.core.sync_due(ms_since);
+            if due && let Err(cause) = self.sync() {
+                self.poison(cause);
+                return;
+            }
+            if stop {
+                return;
+            }
+        }
+    }
+
+    /// How long to wait for the next order: until the policy's next sync is due, or for
+    /// good when nothing waits to be synced.
+    fn wait(&self) -> Option<Duration> {
+        match self.core.policy() {
+            SyncPolicy::EveryMs(ms) if self.core.unsynced() => {
+                Some(Duration::from_millis(u64::from(ms)).saturating_sub(self.last_sync.elapsed()))
+            }
+            _ => None,
+        }
+    }
+
+    fn align(&mut self, lsn: u64) -> Result<(), String> {
+        let aligned = self.core.align(lsn).map_err(|err| err.to_string())?;
+        match aligned {
+            Aligned::AsItWas => {}
+            Aligned::Cut { lsn_end_before } => tracing::info!(
+                "node {}: cut the log from LSN {lsn_end_before} back to the segment's {lsn}",
+                self.node
+            ),
+            Aligned::Restarted { lsn_end_before } => tracing::info!(
+                "node {}: the log ended at LSN {lsn_end_before} and cannot continue to the \
+                 segment's {lsn}; it starts again, reporting nothing durable until a \
+                 checkpoint anchors it",
+                self.node
+            ),
+        }
+        self.publish();
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        self.core.sync().map_err(|err| err.to_string())?;
+        self.last_sync = Instant::now();
+        self.metrics.log_syncs.inc();
+        self.metrics
+            .log_sync_seconds
+            .observe((self.last_sync - started).as_secs_f64());
+        self.publish();
+        Ok(())
+    }
+
+    /// Tells the roles what is durable now.
+    fn publish(&self) {
+        let lsn = self.core.lsn_durable();
+        let before = self.shared.lsn_durable.swap(lsn, Ordering::AcqRel);
+        self.metrics.log_lsn_durable.set(lsn as i64);
+        if lsn > before
+            && let Some(listener) = &*self.shared.listener.lock().expect("not poisoned")
+        {
+            listener(lsn);
+        }
+    }
+
+    fn poison(&self, cause: String) {
+        tracing::error!(
+            "node {}: the write-ahead log failed and takes nothing more; nothing further is \
+             acknowledged as durable. Restart the node to recover from what is on disk. \
+             Cause: {cause}",
+            self.node
+        );
+        self.shared.lsn_durable.store(0, Ordering::Release);
+        self.metrics.log_lsn_durable.set(0);
+        *self.shared.poisoned.lock().expect("not poisoned") = Some(cause);
+    }
+}
+
+/// Opens the write-ahead log `config` asks for, if any (see [`NodeLog::open`]), with what
+/// it recovered.
+pub fn open_configured(
+    config: &NodeConfig,
+    lsn_load: u64,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<(NodeLog, LogRecovered)>, StartError> {
+    let Some(settings) = config.log_settings() else {
+        return Ok(None);
+    };
+    let (log, recovered) = NodeLog::open(&settings, config.node_id, lsn_load, Arc::clone(metrics))
+        .map_err(StartError::Log)?;
+    if let Some(base) = recovered.lsn_base {
+        tracing::info!(
+            "node {}: the log in {} holds {} entries after LSN {base}",
+            config.node_id,
+            settings.dir.display(),
+            recovered.entries.len()
+        );
+    }
+    Ok(Some((log, recovered)))
+}
+
+/// Opens the log `config` asks for, for a node that starts from its initial load whatever
+/// the log holds (static mode: the role it starts aligns the log with its segment).
+pub fn open_fresh(
+    config: &NodeConfig,
+    lsn_load: u64,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<NodeLog>, StartError> {
+    Ok(open_configured(config, lsn_load, metrics)?.map(|(log, _)| log))
+}
