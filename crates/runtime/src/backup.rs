@@ -533,7 +533,7 @@ pub fn start_role(
     let lsn_start = segment.lsn();
     if let Some(log) = &log {
         // The log must end where the segment does before the role appends to it.
-        log.align(lsn_start).map_err(StartError::Log)?;
+        log.align(lsn_start);
     }
     let diverged: Option<Arc<[u32]>> = Some(segment.diverged())
         .filter(|pages| !pages.is_empty())

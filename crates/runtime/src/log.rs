@@ -33,10 +33,11 @@ pub type SyncListener = Box<dyn Fn(u64) + Send>;
 /// What the roles ask of the log thread.
 enum Input {
     Order(LogOrder),
-    /// Make the log end at `lsn` (a role starts on a segment at that LSN), then answer.
+    /// Make the log end at `lsn` (a role starts on a segment at that LSN); `id` names the
+    /// ceiling it lifts once done.
     Align {
         lsn: u64,
-        done: mpsc::SyncSender<Result<(), String>>,
+        id: u64,
     },
     Stop,
 }
@@ -45,6 +46,12 @@ enum Input {
 struct Shared {
     /// What is synced and anchored (0 while not anchored, or once poisoned).
     lsn_durable: AtomicU64,
+    /// While an align is queued, (its id, its LSN): nothing above that LSN is reported
+    /// durable until the log thread carried it out, so a new role never claims records a
+    /// view change discarded but the log still holds. Published values change under it.
+    ceiling: Mutex<Option<(u64, u64)>>,
+    /// The id of the next align.
+    align_next: AtomicU64,
     listener: Mutex<Option<SyncListener>>,
     poisoned: Mutex<Option<String>>,
 }
@@ -107,6 +114,8 @@ impl NodeLog {
         let lsn_base = recovered.lsn_base();
         let shared = Arc::new(Shared {
             lsn_durable: AtomicU64::new(core.lsn_durable()),
+            ceiling: Mutex::new(None),
+            align_next: AtomicU64::new(1),
             listener: Mutex::new(None),
             poisoned: Mutex::new(None),
         });
@@ -152,21 +161,21 @@ impl NodeLog {
         }
     }
 
-    /// Makes the log end at `lsn`, the LSN of the segment a role starts on, before the role
-    /// appends anything: records above it are cut (a view change discarded them), durably. A
-    /// log that ends below it cannot hold the role's records contiguously; it starts again
-    /// unanchored. Blocks until done (a truncation and a sync, when there is one).
-    pub fn align(&self, lsn: u64) -> Result<(), String> {
-        let (done, answer) = mpsc::sync_channel(1);
-        self.inputs
-            .send(Input::Align { lsn, done })
-            .map_err(|_| self.stopped_why())?;
-        answer.recv().map_err(|_| self.stopped_why())?
-    }
-
-    fn stopped_why(&self) -> String {
-        self.poisoned()
-            .unwrap_or_else(|| "the log thread has stopped".into())
+    /// Makes the log end at `lsn`, the LSN of the segment a role starts on, before anything
+    /// the role appends (orders are carried out in the order given): records above it are
+    /// cut (a view change discarded them), durably; a log that ends below it cannot hold
+    /// the role's records contiguously and starts again, unanchored (see `LogCore::align`).
+    ///
+    /// It does not wait: a role must not start later for a sync the log thread is in. From
+    /// now until the thread has carried it out, nothing above `lsn` is reported durable.
+    pub fn align(&self, lsn: u64) {
+        let id = self.shared.align_next.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut ceiling = self.shared.ceiling.lock().expect("not poisoned");
+            *ceiling = Some((id, lsn));
+            self.shared.lsn_durable.fetch_min(lsn, Ordering::AcqRel);
+        }
+        let _ = self.inputs.send(Input::Align { lsn, id });
     }
 
     /// Sets who hears each sync from now on (`None`: nobody); it is told the durable LSN at
@@ -234,11 +243,7 @@ impl LogThread {
             while let Some(input) = next.take() {
                 let result = match input {
                     Input::Order(order) => self.core.carry_out(order).map_err(|e| e.to_string()),
-                    Input::Align { lsn, done } => {
-                        let result = self.align(lsn);
-                        let _ = done.send(result.clone());
-                        result
-                    }
+                    Input::Align { lsn, id } => self.align(lsn, id),
                     Input::Stop => {
                         stop = true;
                         Ok(())
@@ -275,7 +280,7 @@ impl LogThread {
         }
     }
 
-    fn align(&mut self, lsn: u64) -> Result<(), String> {
+    fn align(&mut self, lsn: u64, id: u64) -> Result<(), String> {
         let aligned = self.core.align(lsn).map_err(|err| err.to_string())?;
         match aligned {
             Aligned::AsItWas => {}
@@ -289,6 +294,13 @@ impl LogThread {
                  checkpoint anchors it",
                 self.node
             ),
+        }
+        {
+            // The last align queued lifts the ceiling; an earlier one leaves a later's.
+            let mut ceiling = self.shared.ceiling.lock().expect("not poisoned");
+            if ceiling.is_some_and(|(queued, _)| queued == id) {
+                *ceiling = None;
+            }
         }
         self.publish();
         Ok(())
@@ -308,8 +320,15 @@ impl LogThread {
 
     /// Tells the roles what is durable now.
     fn publish(&self) {
-        let lsn = self.core.lsn_durable();
-        let before = self.shared.lsn_durable.swap(lsn, Ordering::AcqRel);
+        let before;
+        let lsn;
+        {
+            let ceiling = self.shared.ceiling.lock().expect("not poisoned");
+            lsn = ceiling.map_or(self.core.lsn_durable(), |(_, lsn_max)| {
+                self.core.lsn_durable().min(lsn_max)
+            });
+            before = self.shared.lsn_durable.swap(lsn, Ordering::AcqRel);
+        }
         self.metrics.log_lsn_durable.set(lsn as i64);
         if lsn > before
             && let Some(listener) = &*self.shared.listener.lock().expect("not poisoned")

@@ -502,7 +502,7 @@ pub fn start_role(
     let mut role = PrimaryRole::new(store, Primary::resume(primary_config, lsn_start, batches));
     if let Some(log) = &log {
         // The log must end where the segment does before the role appends to it.
-        log.align(lsn_start).map_err(StartError::Log)?;
+        log.align(lsn_start);
         role.set_log_syncs(log.syncs());
         let inbound = inbound.clone();
         log.listen(Some(Box::new(move |lsn| {

@@ -66,6 +66,10 @@ pub struct UpArgs {
     /// durable[:K] (every acknowledged commit synced to the write-ahead logs).
     #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
     pub safety: tandem_replication::Safety,
+    /// When each node syncs its write-ahead log: always (every group of appends), every:MS,
+    /// or never (left to the operating system; durable needs a log that syncs).
+    #[arg(long, default_value = "always", value_parser = parse_fsync)]
+    pub fsync: tandem_node::SyncPolicy,
     /// Where the cluster keeps its files.
     #[arg(long, default_value = ".tandem")]
     pub dir: std::path::PathBuf,
@@ -163,6 +167,9 @@ pub struct DemoArgs {
     /// durable[:K] (every acknowledged commit synced to the write-ahead logs).
     #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
     pub safety: tandem_replication::Safety,
+    /// When each node syncs its write-ahead log: always, every:MS or never.
+    #[arg(long, default_value = "always", value_parser = parse_fsync)]
+    pub fsync: tandem_node::SyncPolicy,
     /// Records each primary's retained tail keeps. A small tail makes a node that comes back
     /// (restart-primary) catch up by state transfer instead of from the tail.
     #[arg(long = "tail-records", value_name = "N", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -620,6 +627,11 @@ fn parse_passive_strategy(text: &str) -> Result<Strategy, String> {
 fn parse_safety(text: &str) -> Result<tandem_replication::Safety, String> {
     text.parse()
         .map_err(|err: tandem_replication::SafetyError| err.to_string())
+}
+
+fn parse_fsync(text: &str) -> Result<tandem_node::SyncPolicy, String> {
+    text.parse()
+        .map_err(|err: tandem_node::SyncPolicyError| err.to_string())
 }
 
 #[derive(Debug, Args)]

@@ -157,6 +157,7 @@ struct Scenario {
     dir: PathBuf,
     quiet: bool,
     safety: tandem_replication::Safety,
+    fsync: tandem_node::SyncPolicy,
 }
 
 /// `tandem demo`.
@@ -194,6 +195,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
         dir: args.dir.clone(),
         quiet: args.json,
         safety: args.safety,
+        fsync: args.fsync,
     };
     let run = match args.client {
         DemoClient::Stub => scenario.run()?,
@@ -235,6 +237,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
             dir: args.dir.join(format!("run-{}", index + 1)),
             quiet: true,
             safety: tandem_replication::Safety::DEFAULT,
+            fsync: crate::local::Options::new(3).fsync,
         };
         let run = scenario.run()?;
         if !args.json {
@@ -379,6 +382,7 @@ impl Scenario {
         ));
         let mut options = Options::new(3).with_db_mib(self.db_mib);
         options.safety = self.safety;
+        options.fsync = self.fsync;
         options.suspect_ticks = self.suspect_ticks;
         options.tail_records_max = self.tail_records_max;
         let mut cluster = LocalCluster::start(&self.dir, &options)?;

@@ -58,6 +58,8 @@ pub struct Options {
     pub tail_records_max: u64,
     /// The data model the nodes serve; `redis` also opens each node's RESP port.
     pub workload: String,
+    /// When each node syncs its write-ahead log.
+    pub fsync: tandem_node::SyncPolicy,
 }
 
 impl Options {
@@ -73,6 +75,7 @@ impl Options {
             lease_ticks: ClusterTable::new(PathBuf::new()).lease_ticks,
             tail_records_max: tuning.tail_records_max,
             workload: "debit-credit".to_string(),
+            fsync: tandem_runtime::config::LogTable::default().fsync,
         }
     }
 }
@@ -705,6 +708,7 @@ fn node_config(
     // The write-ahead log beside the config store's state, not inside it.
     config.log = Some(tandem_runtime::config::LogTable {
         dir: Some(dir.join(format!("node{}", member.node_id)).join("log")),
+        fsync: options.fsync,
         ..tandem_runtime::config::LogTable::default()
     });
     let mut cluster = ClusterTable::new(data_dir);

@@ -24,6 +24,7 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
     let mut options = Options::new(args.nodes);
     options.db_mib = args.db_mib as usize;
     options.safety = args.safety;
+    options.fsync = args.fsync;
     options.workload = args.workload.clone();
     options.suspect_ticks = args.suspect_ticks;
     options.lease_ticks = args.lease_ticks;

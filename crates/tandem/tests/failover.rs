@@ -68,8 +68,10 @@ fn fault(name: &str, extra: &[&str]) -> (Value, String) {
 /// suite's other tests share the machine's two cores.
 #[test]
 fn every_fault_keeps_the_promises() {
-    // A killed backup: the view changes to remove it, and calls go on after the kill.
-    let (report, _) = fault("kill-backup", &[]);
+    // A killed backup, under the durable rule (every reply waits for the primary's and the
+    // backups' write-ahead logs): the view changes to remove it, and calls go on after the
+    // kill, synced by the nodes that remain.
+    let (report, _) = fault("kill-backup", &["--safety", "durable"]);
     assert_ne!(report["new_primary"], report["killed"], "{report}");
     assert!(
         report["view_after"].as_u64() > report["view_before"].as_u64(),
@@ -102,12 +104,33 @@ fn every_fault_keeps_the_promises() {
     // A restarted old primary rejoins and catches up: all three nodes match at the end. The
     // tail keeps so few records that it has moved on by then: the node catches up by state
     // transfer.
+    // It rebuilds what its write-ahead log holds first, so the transfer carries only the
+    // pages changed after the LSN it rebuilt, not every page changed since the load.
     let (report, logs) = fault("restart-primary", &["--tail-records", "64"]);
     assert!(report["first_new_ms"].as_f64().is_some(), "{report}");
     assert!(
         logs.contains("installed a state transfer"),
         "the restarted node caught up without a state transfer:\n{logs}"
     );
+    let rebuilt = number_after(&logs, "rebuilt LSN ")
+        .unwrap_or_else(|| panic!("the restarted node rebuilt nothing from its log:\n{logs}"));
+    assert!(rebuilt > 0, "{logs}");
+    let transferred_after = number_after(&logs, "pages changed after LSN ")
+        .unwrap_or_else(|| panic!("no state transfer was sent:\n{logs}"));
+    assert_eq!(
+        transferred_after, rebuilt,
+        "the transfer did not start where the log left the node:\n{logs}"
+    );
+}
+
+/// The number that follows the first `marker` in `text`.
+fn number_after(text: &str, marker: &str) -> Option<u64> {
+    let start = text.find(marker)? + marker.len();
+    let digits: String = text[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 #[test]
