@@ -64,6 +64,21 @@ fn bad_values_are_refused_in_one_line_with_exit_code_2() {
         "--seconds",
         "1 or more seconds",
     );
+
+    let durability = ["bench", "durability"];
+    let with = |extra: &[&'static str]| [&durability[..], extra].concat();
+    assert_refused(&with(&["--nodes", "1"]), "--nodes", "2..=9");
+    assert_refused(&with(&["--pipeline", "0"]), "--pipeline", "1..=1024");
+    assert_refused(
+        &with(&["--systems", "tandem,redis-always"]),
+        "--systems",
+        "tandem-2safe, tandem-durable, redis-always, redis-everysec",
+    );
+    assert_refused(
+        &with(&["--workloads", "set,set"]),
+        "--workloads",
+        "name each once",
+    );
 }
 
 #[test]
@@ -138,6 +153,73 @@ fn a_short_run_prints_the_documented_json_and_checks_consistency() {
             }
         }
     }
+}
+
+/// `bench durability`, briefly, with the systems this build can run: tandem 2-safe always,
+/// and the two Redis append-only files where `redis-server` is installed (`.ci/setup`
+/// installs it). tandem-durable is left out until its nodes write and sync their logs.
+#[test]
+fn the_durability_benchmark_prints_the_documented_json() {
+    let mut systems = vec!["tandem-2safe"];
+    match Command::new("redis-server").arg("--version").output() {
+        Ok(_) => systems.extend(["redis-always", "redis-everysec"]),
+        Err(err) => eprintln!("no redis-server ({err}): measuring tandem-2safe alone"),
+    }
+    let dir = std::env::temp_dir().join(format!("tandem-bench-durability-{}", std::process::id()));
+    let systems_arg = systems.join(",");
+    let output = tandem(&[
+        "bench",
+        "durability",
+        "--nodes",
+        "2",
+        "--clients",
+        "4",
+        "--seconds",
+        "0.2",
+        "--db-mib",
+        "16",
+        "--systems",
+        &systems_arg,
+        "--dir",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let fields = |value: &serde_json::Value| {
+        let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(fields(&report), ["recovery", "runs"], "{report}");
+    assert_eq!(report["recovery"], serde_json::json!([]));
+    let runs = report["runs"].as_array().unwrap();
+    let mut pairs = Vec::new();
+    for workload in ["set", "debit-credit"] {
+        for system in &systems {
+            pairs.push((system.to_string(), workload.to_string()));
+        }
+    }
+    let reported: Vec<(String, String)> = runs
+        .iter()
+        .map(|run| {
+            assert_eq!(
+                fields(run),
+                ["ops_per_s", "p99_ms", "system", "workload"],
+                "{run}"
+            );
+            assert!(run["ops_per_s"].as_f64().unwrap() > 0.0, "{run}");
+            assert!(run["p99_ms"].as_f64().unwrap() > 0.0, "{run}");
+            let name = |field: &str| run[field].as_str().unwrap().to_string();
+            (name("system"), name("workload"))
+        })
+        .collect();
+    assert_eq!(reported, pairs);
 }
 
 #[test]
