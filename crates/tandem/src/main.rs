@@ -123,3 +123,12 @@ pub enum Failure {
     Usage(String),
     Run(String),
 }
+
+impl Failure {
+    /// What went wrong, in words, whichever kind it is.
+    pub fn text(self) -> String {
+        match self {
+            Failure::Usage(text) | Failure::Run(text) => text,
+        }
+    }
+}

@@ -10,6 +10,17 @@ fn tandem(args: &[&str]) -> Output {
         .expect("tandem runs")
 }
 
+/// Runs `tandem ARGS`, which must succeed, and parses what it printed as JSON.
+fn tandem_json(args: &[&str]) -> serde_json::Value {
+    let output = tandem(args);
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
 fn assert_refused(args: &[&str], flag: &str, accepted: &str) {
     let output = tandem(args);
     assert_eq!(output.status.code(), Some(2), "{args:?} exits with 2");
@@ -114,7 +125,7 @@ fn a_database_too_small_for_the_workload_says_how_large_it_must_be() {
 fn a_short_run_prints_the_documented_json_and_checks_consistency() {
     // One warehouse of Order-Entry at the default scale needs about 18 MiB.
     for (workload, db_mib) in [("debit-credit", "2"), ("order-entry", "18")] {
-        let output = tandem(&[
+        let report = tandem_json(&[
             "bench",
             "engine",
             "--workload",
@@ -125,12 +136,6 @@ fn a_short_run_prints_the_documented_json_and_checks_consistency() {
             "0.05",
             "--json",
         ]);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         let runs = report["runs"].as_array().unwrap();
         let strategies: Vec<&str> = runs
             .iter()
@@ -167,7 +172,7 @@ fn the_durability_benchmark_prints_the_documented_json() {
     }
     let dir = std::env::temp_dir().join(format!("tandem-bench-durability-{}", std::process::id()));
     let systems_arg = systems.join(",");
-    let output = tandem(&[
+    let report = tandem_json(&[
         "bench",
         "durability",
         "--nodes",
@@ -185,12 +190,6 @@ fn the_durability_benchmark_prints_the_documented_json() {
         "--json",
     ]);
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     let fields = |value: &serde_json::Value| {
         let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
         keys.sort();
@@ -224,17 +223,13 @@ fn the_durability_benchmark_prints_the_documented_json() {
 
 #[test]
 fn the_simulator_reports_a_seed_and_a_range_as_json() {
-    let output = tandem(&["sim", "--seed", "4", "--ticks", "100", "--json"]);
-    assert!(output.status.success(), "{output:?}");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = tandem_json(&["sim", "--seed", "4", "--ticks", "100", "--json"]);
     assert_eq!(report["seed"], 4);
     assert_eq!(report["ok"], true);
     assert!(report["faults"].as_str().unwrap().contains("loss"));
     assert!(report["calls"].as_u64().unwrap() > 0);
 
-    let output = tandem(&["sim", "--seeds", "0..5", "--ticks", "100", "--json"]);
-    assert!(output.status.success(), "{output:?}");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = tandem_json(&["sim", "--seeds", "0..5", "--ticks", "100", "--json"]);
     assert_eq!(report["seeds"], 5);
     assert_eq!(report["failed"], serde_json::json!([]));
     assert!(report["wall_s"].as_f64().unwrap() > 0.0);
@@ -242,11 +237,9 @@ fn the_simulator_reports_a_seed_and_a_range_as_json() {
 
 #[test]
 fn the_simulator_runs_the_redis_model_and_reports_its_replies_checked() {
-    let output = tandem(&[
+    let report = tandem_json(&[
         "sim", "--seed", "4", "--ticks", "100", "--model", "redis", "--json",
     ]);
-    assert!(output.status.success(), "{output:?}");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["ok"], true);
     assert_eq!(report["model"], "redis");
     assert!(report["replies_checked"].as_u64().unwrap() > 0);

@@ -200,12 +200,10 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
             dir.join(system.name()).display()
         ));
         let started = start(system, dir, args).map_err(|failure| {
-            let text = match failure {
-                Failure::Usage(text) | Failure::Run(text) => text,
-            };
             Failure::Run(format!(
-                "{} did not start: {text}; leave it out of --systems to measure the others",
-                system.name()
+                "{} did not start: {}; leave it out of --systems to measure the others",
+                system.name(),
+                failure.text()
             ))
         })?;
         running.push(started);
@@ -238,7 +236,15 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
                 clients,
                 length,
                 seed,
-            )?;
+            )
+            .map_err(|failure| {
+                Failure::Run(format!(
+                    "{} on {}: {}",
+                    system.system.name(),
+                    workload.name(),
+                    failure.text()
+                ))
+            })?;
             if let Some(error) = measured.first_error() {
                 return Err(Failure::Run(format!(
                     "{} answered an error to {}: {error}",

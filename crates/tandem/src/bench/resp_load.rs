@@ -257,7 +257,10 @@ impl Target {
     /// on a system without scripts (its `EVALSHA` operations then count errors).
     pub fn load(address: SocketAddr, wait: bool) -> Result<Target, Failure> {
         let mut conn = Conn::open(address)?;
-        let sha = match conn.call(&[b"SCRIPT", b"LOAD", DEBIT_CREDIT_LUA.as_bytes()])? {
+        let loaded = conn
+            .call(&[b"SCRIPT", b"LOAD", DEBIT_CREDIT_LUA.as_bytes()])
+            .map_err(|failure| Failure::Run(format!("SCRIPT LOAD: {}", failure.text())))?;
+        let sha = match loaded {
             Value::Bulk(sha) => String::from_utf8_lossy(&sha).into_owned(),
             _ => String::from("0000000000000000000000000000000000000000"),
         };
