@@ -540,7 +540,7 @@ pub struct RespArgs {
 pub struct Systems(pub Vec<crate::bench::resp::System>);
 /// A list of tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tests(pub Vec<crate::bench::resp::Test>);
+pub struct Tests(pub Vec<crate::bench::resp_load::Test>);
 /// A list of pipeline depths.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pipelines(pub Vec<usize>);
@@ -563,7 +563,7 @@ fn parse_systems(text: &str) -> Result<Systems, String> {
 }
 
 fn parse_tests(text: &str) -> Result<Tests, String> {
-    use crate::bench::resp::Test;
+    use crate::bench::resp_load::Test;
     text.split(',')
         .map(|name| {
             Test::parse(name.trim()).ok_or_else(|| {

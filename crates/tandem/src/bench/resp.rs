@@ -22,8 +22,6 @@ use crate::bench::resp_load::{
 use crate::cli::RespArgs;
 use crate::local::LocalCluster;
 
-pub use crate::bench::resp_load::Test;
-
 /// One system under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
