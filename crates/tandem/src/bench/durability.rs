@@ -5,8 +5,9 @@
 //! `--dir` (on this machine's disk): a tandem cluster of `--nodes` under `2-safe` (a reply
 //! leaves once every backup holds the write in memory), a second one under `durable` (once
 //! the primary and every backup synced it to their logs), a `redis-server` with
-//! `appendfsync always` (an fsync before each reply) and one with `appendfsync everysec`
-//! (an fsync a second, replies before it). Two workloads: `SET` on random keys, and
+//! `appendfsync always` (its file synced before the replies to the writes in it: one fsync
+//! for all the writes of a pass of its event loop) and one with `appendfsync everysec` (an
+//! fsync a second, replies before it). Two workloads: `SET` on random keys, and
 //! Debit-Credit as a Lua script called with `EVALSHA`; both run through `resp_load`'s
 //! client, at the same client settings on every system.
 //!
