@@ -383,6 +383,93 @@ pub enum BenchCommand {
     /// (linearizable, session, bounded:10) against reads sent to the primary, under a stream
     /// of writes, interleaved; linearizable reads are checked against acknowledged writes.
     Reads(ReadsArgs),
+    /// What durability costs: tandem 2-safe (memory), tandem durable (every acknowledged
+    /// write synced to disk on every node), redis-server with appendfsync always and with
+    /// everysec, on SET and on Debit-Credit (a Lua script), interleaved.
+    Durability(DurabilityArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DurabilityArgs {
+    /// Nodes in each tandem cluster, 2 to 9: a primary and at least one backup.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=9))]
+    pub nodes: u32,
+    /// Client connections to each system, 1 to 1000.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub clients: u32,
+    /// Operations each connection keeps in flight, 1 to 1024.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pipeline: u32,
+    /// Measured seconds per system and workload, cut into slices of at most 0.5 s that the
+    /// pairs take in turns.
+    #[arg(long, value_name = "S", default_value = "3", value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Workloads, comma-separated: set (SET on random keys), debit-credit (a Lua transfer
+    /// through EVALSHA).
+    #[arg(long, default_value = "set,debit-credit", value_parser = parse_durability_workloads)]
+    pub workloads: DurabilityWorkloads,
+    /// Systems, comma-separated: tandem-2safe, tandem-durable, redis-always, redis-everysec.
+    #[arg(
+        long,
+        default_value = "tandem-2safe,tandem-durable,redis-always,redis-everysec",
+        value_parser = parse_durability_systems
+    )]
+    pub systems: DurabilitySystems,
+    /// Database (segment) size of each tandem node in whole MiB.
+    #[arg(long = "db-mib", value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(16..=65536))]
+    pub db_mib: u32,
+    /// Where every system keeps its files (logs, append-only files), one folder each; it
+    /// should be on the disk to measure, not a tmpfs.
+    #[arg(long, default_value = ".tandem/bench-durability")]
+    pub dir: std::path::PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The systems of `bench durability`, in the order given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DurabilitySystems(pub Vec<crate::bench::durability::System>);
+/// The workloads of `bench durability`, in the order given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DurabilityWorkloads(pub Vec<crate::bench::durability::Workload>);
+
+fn parse_durability_systems(text: &str) -> Result<DurabilitySystems, String> {
+    use crate::bench::durability::System;
+    let names: Vec<&str> = System::ALL.iter().map(|system| system.name()).collect();
+    parse_names(text, "system", &names, System::parse).map(DurabilitySystems)
+}
+
+fn parse_durability_workloads(text: &str) -> Result<DurabilityWorkloads, String> {
+    use crate::bench::durability::Workload;
+    let names: Vec<&str> = Workload::ALL
+        .iter()
+        .map(|workload| workload.name())
+        .collect();
+    parse_names(text, "workload", &names, Workload::parse).map(DurabilityWorkloads)
+}
+
+/// A comma-separated list of distinct names, each one of `accepted`.
+fn parse_names<T: PartialEq>(
+    text: &str,
+    what: &str,
+    accepted: &[&str],
+    parse: fn(&str) -> Option<T>,
+) -> Result<Vec<T>, String> {
+    let mut items = Vec::new();
+    for name in text.split(',').map(str::trim) {
+        let item = parse(name).ok_or_else(|| {
+            format!(
+                "unknown {what} '{name}'; accepted values, comma-separated: {}",
+                accepted.join(", ")
+            )
+        })?;
+        if items.contains(&item) {
+            return Err(format!("{what} '{name}' is listed twice; name each once"));
+        }
+        items.push(item);
+    }
+    Ok(items)
 }
 
 #[derive(Debug, Args)]
@@ -465,7 +552,7 @@ pub struct RespArgs {
 pub struct Systems(pub Vec<crate::bench::resp::System>);
 /// A list of tests.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tests(pub Vec<crate::bench::resp::Test>);
+pub struct Tests(pub Vec<crate::bench::resp_load::Test>);
 /// A list of pipeline depths.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pipelines(pub Vec<usize>);
@@ -488,7 +575,7 @@ fn parse_systems(text: &str) -> Result<Systems, String> {
 }
 
 fn parse_tests(text: &str) -> Result<Tests, String> {
-    use crate::bench::resp::Test;
+    use crate::bench::resp_load::Test;
     text.split(',')
         .map(|name| {
             Test::parse(name.trim()).ok_or_else(|| {
@@ -841,6 +928,30 @@ mod tests {
                 .unwrap_err()
                 .contains("greater than zero")
         );
+    }
+
+    #[test]
+    fn durability_lists_name_known_systems_and_workloads_once() {
+        use crate::bench::durability::{System, Workload};
+        assert_eq!(
+            parse_durability_systems("tandem-2safe, redis-always")
+                .unwrap()
+                .0,
+            vec![System::TandemTwoSafe, System::RedisAlways]
+        );
+        assert_eq!(
+            parse_durability_workloads("debit-credit").unwrap().0,
+            vec![Workload::DebitCredit]
+        );
+        let unknown = parse_durability_systems("tandem,redis-always").unwrap_err();
+        assert!(unknown.contains("unknown system 'tandem'"), "{unknown}");
+        assert!(
+            unknown.contains("tandem-2safe, tandem-durable"),
+            "{unknown}"
+        );
+        let twice = parse_durability_workloads("set,set").unwrap_err();
+        assert!(twice.contains("listed twice"), "{twice}");
+        assert!(parse_durability_workloads("").is_err());
     }
 
     #[test]

@@ -425,7 +425,7 @@ impl LocalCluster {
         for node in self.nodes.iter().filter(|node| node.child.is_some()) {
             let status = node
                 .status()
-                .map_err(|err| format!("node {}: {}", node.entry.id, failure_text(err)))?;
+                .map_err(|err| format!("node {}: {}", node.entry.id, err.text()))?;
             statuses.push((node.entry.id, status));
         }
         let primaries: Vec<&(u32, Value)> = statuses
@@ -486,12 +486,6 @@ pub struct Settled {
     pub primary: u32,
     pub view: u64,
     pub lsn: u64,
-}
-
-fn failure_text(failure: Failure) -> String {
-    match failure {
-        Failure::Usage(text) | Failure::Run(text) => text,
-    }
 }
 
 /// A cluster directory whose `cluster.json` names a live node is in use.

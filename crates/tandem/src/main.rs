@@ -51,6 +51,9 @@ fn main() -> ExitCode {
         Command::Bench {
             command: BenchCommand::Reads(args),
         } => bench::reads::run(&args),
+        Command::Bench {
+            command: BenchCommand::Durability(args),
+        } => bench::durability::run(&args),
         Command::Node(args) => node(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Up(args) => up::up(&args),
@@ -119,4 +122,13 @@ fn node(args: &cli::NodeArgs) -> Result<(), Failure> {
 pub enum Failure {
     Usage(String),
     Run(String),
+}
+
+impl Failure {
+    /// What went wrong, in words, whichever kind it is.
+    pub fn text(self) -> String {
+        match self {
+            Failure::Usage(text) | Failure::Run(text) => text,
+        }
+    }
 }

@@ -3,10 +3,12 @@
 //! Variants are compared inside one process and interleaved in short slices, so that the
 //! noise of a shared machine falls on all of them alike; reports give medians and ratios.
 
+pub mod durability;
 pub mod engine;
 pub mod reads;
 pub mod replication;
 pub mod resp;
+pub mod resp_load;
 
 /// Median of a non-empty list of samples.
 pub fn median(samples: &[f64]) -> f64 {

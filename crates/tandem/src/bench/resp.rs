@@ -2,46 +2,25 @@
 //! a standalone `redis-server`, and a `redis-server` with one replica where every write is
 //! followed by `WAIT 1 0` (Redis's closest thing to 2-safe), interleaved in short slices.
 //!
-//! One client of the bench's own drives every system alike: `clients` connections spread
-//! over a few threads, each connection keeping `pipeline` operations in flight (a thread
-//! writes a batch to each of its connections, then reads each one's replies). An operation
-//! is one command, or for `MULTI` the block `MULTI; INCR; INCR; EXEC`, and under `WAIT` a
-//! write followed by its `WAIT`. Latency is from a batch's send to the operation's reply.
+//! The client, its operations and its latencies are `resp_load`'s, shared with
+//! `bench durability`. Throughput is the median of a system's slice rates.
 
-use std::io::{BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use serde::Serialize;
-use tandem_redis::resp::{Value, parse_reply};
+use tandem_redis::resp::Value;
 use tandem_replication::Safety;
 
-use super::median;
 use crate::Failure;
-use crate::bench::replication::free_address;
+use crate::bench::resp_load::{
+    Conn, KEYSPACE, RedisProcess, Tally, Target, command, ratio_cell, run_slice, start_redis,
+    start_tandem,
+};
 use crate::cli::RespArgs;
-use crate::local::{LocalCluster, Options};
-
-/// The Debit-Credit transfer as a script: three balances and a bounded history.
-const DEBIT_CREDIT_LUA: &str = "\
-redis.call('HINCRBY', KEYS[1], 'balance', ARGV[1])
-redis.call('HINCRBY', KEYS[2], 'balance', ARGV[1])
-redis.call('HINCRBY', KEYS[3], 'balance', ARGV[1])
-redis.call('LPUSH', 'history', ARGV[2])
-redis.call('LTRIM', 'history', 0, 999)
-return 1";
-
-/// Keys a test draws from (redis-benchmark's `-r 100000`).
-const KEYSPACE: u64 = 100_000;
-
-/// Threads the client's connections are spread over.
-const CLIENT_THREADS: usize = 2;
+use crate::local::LocalCluster;
 
 /// One system under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -65,271 +44,28 @@ impl System {
     }
 }
 
-/// One test: what an operation sends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Test {
-    Set,
-    Get,
-    Incr,
-    Lpush,
-    Hset,
-    EvalshaDebitCredit,
-    MultiExec,
-}
-
-impl Test {
-    pub const ALL: [Test; 7] = [
-        Test::Set,
-        Test::Get,
-        Test::Incr,
-        Test::Lpush,
-        Test::Hset,
-        Test::EvalshaDebitCredit,
-        Test::MultiExec,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Test::Set => "SET",
-            Test::Get => "GET",
-            Test::Incr => "INCR",
-            Test::Lpush => "LPUSH",
-            Test::Hset => "HSET",
-            Test::EvalshaDebitCredit => "EVALSHA",
-            Test::MultiExec => "MULTI",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Test> {
-        Test::ALL
-            .into_iter()
-            .find(|test| test.name().eq_ignore_ascii_case(text))
-    }
-
-    fn writes(self) -> bool {
-        self != Test::Get
-    }
-
-    /// Appends one operation's commands to `out`; returns how many replies it gets.
-    fn write_op(self, out: &mut Vec<u8>, rng: &mut u64, sha: &str, wait: bool) -> usize {
-        let key = next(rng) % KEYSPACE;
-        let replies = match self {
-            Test::Set => {
-                command(out, &[b"SET", format!("key:{key}").as_bytes(), b"xxx"]);
-                1
-            }
-            Test::Get => {
-                command(out, &[b"GET", format!("key:{key}").as_bytes()]);
-                1
-            }
-            Test::Incr => {
-                command(out, &[b"INCR", format!("counter:{key}").as_bytes()]);
-                1
-            }
-            Test::Lpush => {
-                command(out, &[b"LPUSH", b"mylist", b"xxx"]);
-                1
-            }
-            Test::Hset => {
-                command(
-                    out,
-                    &[b"HSET", b"myhash", format!("f:{key}").as_bytes(), b"xxx"],
-                );
-                1
-            }
-            Test::EvalshaDebitCredit => {
-                let account = format!("account:{key}");
-                let teller = format!("teller:{}", key % 100);
-                let branch = format!("branch:{}", key % 10);
-                let delta = (next(rng) % 1999) as i64 - 999;
-                command(
-                    out,
-                    &[
-                        b"EVALSHA",
-                        sha.as_bytes(),
-                        b"3",
-                        account.as_bytes(),
-                        teller.as_bytes(),
-                        branch.as_bytes(),
-                        delta.to_string().as_bytes(),
-                        format!("{account}:{delta}").as_bytes(),
-                    ],
-                );
-                1
-            }
-            Test::MultiExec => {
-                command(out, &[b"MULTI"]);
-                command(out, &[b"INCR", format!("a:{key}").as_bytes()]);
-                command(out, &[b"INCR", format!("b:{key}").as_bytes()]);
-                command(out, &[b"EXEC"]);
-                4
-            }
-        };
-        if wait && self.writes() {
-            command(out, &[b"WAIT", b"1", b"0"]);
-            replies + 1
-        } else {
-            replies
-        }
-    }
-}
-
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Appends a command as a RESP multibulk.
-fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
-/// A connection of the bench's client.
-struct Conn {
-    writer: TcpStream,
-    reader: BufReader<TcpStream>,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    fn open(address: SocketAddr) -> Result<Conn, Failure> {
-        let stream = TcpStream::connect(address)
-            .map_err(|err| Failure::Run(format!("cannot connect to {address}: {err}")))?;
-        let _ = stream.set_nodelay(true);
-        let reader = stream
-            .try_clone()
-            .map_err(|err| Failure::Run(format!("cannot clone a socket: {err}")))?;
-        Ok(Conn {
-            writer: stream,
-            reader: BufReader::with_capacity(1 << 16, reader),
-            buf: Vec::new(),
-        })
-    }
-
-    /// Reads one reply.
-    fn read_reply(&mut self) -> Result<Value, Failure> {
-        loop {
-            match parse_reply(&self.buf) {
-                Ok(Some((value, used))) => {
-                    self.buf.drain(..used);
-                    return Ok(value);
-                }
-                Ok(None) => {}
-                Err(err) => return Err(Failure::Run(format!("a malformed reply: {err:?}"))),
-            }
-            let mut chunk = [0u8; 1 << 16];
-            let n = self
-                .reader
-                .read(&mut chunk)
-                .map_err(|err| Failure::Run(format!("reading a reply: {err}")))?;
-            if n == 0 {
-                return Err(Failure::Run("the server closed the connection".into()));
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    /// Sends one command and reads its reply.
-    fn call(&mut self, args: &[&[u8]]) -> Result<Value, Failure> {
-        let mut out = Vec::new();
-        command(&mut out, args);
-        self.writer
-            .write_all(&out)
-            .map_err(|err| Failure::Run(format!("sending a command: {err}")))?;
-        self.read_reply()
-    }
-}
-
-/// A running system: where to connect, and what to stop at the end.
+/// A running system: where to send, and what to stop at the end.
 struct Running {
     system: System,
-    address: SocketAddr,
-    /// The script's SHA-1 on this system.
-    sha: String,
+    target: Target,
     _redis: Vec<RedisProcess>,
     _cluster: Option<LocalCluster>,
     _proxy: Option<tandem_proxy::Proxy>,
 }
 
-/// A `redis-server` child, stopped when dropped.
-struct RedisProcess {
-    child: Child,
-}
-
-impl Drop for RedisProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts a `redis-server` that keeps whatever it writes (a replica's copy of its primary's
-/// snapshot) in a folder of its own under `dir`, not in the working directory.
-fn start_redis(
-    replica_of: Option<SocketAddr>,
-    dir: &Path,
-) -> Result<(RedisProcess, SocketAddr), Failure> {
-    let address = free_address()?;
-    let folder = dir.join(format!("redis-{}", address.port()));
-    std::fs::create_dir_all(&folder)
-        .map_err(|err| Failure::Run(format!("cannot create {}: {err}", folder.display())))?;
-    let mut command = Command::new("redis-server");
-    command
-        .args(["--port", &address.port().to_string()])
-        .arg("--dir")
-        .arg(&folder)
-        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if let Some(primary) = replica_of {
-        command.args(["--replicaof", "127.0.0.1", &primary.port().to_string()]);
-    }
-    let child = command.spawn().map_err(|err| {
-        Failure::Run(format!(
-            "cannot start redis-server ({err}); install Debian's redis-server to compare"
-        ))
-    })?;
-    let process = RedisProcess { child };
-    wait_for_pong(address)?;
-    Ok((process, address))
-}
-
-fn wait_for_pong(address: SocketAddr) -> Result<(), Failure> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(mut conn) = Conn::open(address)
-            && let Ok(Value::Simple(pong)) = conn.call(&[b"PING"])
-            && pong == b"PONG"
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(Failure::Run(format!(
-                "{address} did not answer PING in 10 s"
-            )));
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-}
+/// Redis without persistence: `bench resp` compares memory with memory.
+const NO_PERSISTENCE: [&str; 2] = ["--appendonly", "no"];
 
 fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> {
     let mut proxy = None;
     let (address, redis, cluster) = match system {
         System::Redis => {
-            let (process, address) = start_redis(None, dir)?;
+            let (process, address) = start_redis(None, dir, &NO_PERSISTENCE)?;
             (address, vec![process], None)
         }
         System::RedisWait => {
-            let (primary, address) = start_redis(None, dir)?;
-            let (replica, replica_address) = start_redis(Some(address), dir)?;
+            let (primary, address) = start_redis(None, dir, &NO_PERSISTENCE)?;
+            let (replica, replica_address) = start_redis(Some(address), dir, &NO_PERSISTENCE)?;
             let deadline = Instant::now() + Duration::from_secs(10);
             let mut conn = Conn::open(replica_address)?;
             loop {
@@ -342,17 +78,13 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
                 if Instant::now() > deadline {
                     return Err(Failure::Run("the Redis replica did not link up".into()));
                 }
-                thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(20));
             }
             (address, vec![primary, replica], None)
         }
         System::Tandem | System::TandemProxy => {
-            let mut options = Options::new(2).with_db_mib(db_mib);
-            options.safety = Safety::DEFAULT;
-            options.workload = "redis".into();
-            let name = system.name();
-            let mut cluster = LocalCluster::start(&dir.join(name), &options)?;
-            let settled = cluster.wait_settled(Duration::from_secs(60))?;
+            let (cluster, primary) =
+                start_tandem(&dir.join(system.name()), 2, Safety::DEFAULT, db_mib)?;
             let address = if system == System::TandemProxy {
                 let started = tandem_proxy::Proxy::start(tandem_proxy::ProxyConfig {
                     cluster: cluster.addresses(),
@@ -366,23 +98,25 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
                 proxy = Some(started);
                 address
             } else {
-                cluster
-                    .nodes
-                    .iter()
-                    .find(|node| node.entry.id == settled.primary)
-                    .and_then(|node| node.entry.resp)
-                    .ok_or_else(|| Failure::Run("the primary has no RESP port".into()))?
+                primary
             };
             (address, Vec::new(), Some(cluster))
         }
     };
+    let target = Target::load(address, system == System::RedisWait)?;
+    fill(target.address)?;
+    Ok(Running {
+        system,
+        target,
+        _redis: redis,
+        _cluster: cluster,
+        _proxy: proxy,
+    })
+}
+
+/// Sets every key of the keyspace, so that GET reads keys that exist.
+fn fill(address: SocketAddr) -> Result<(), Failure> {
     let mut conn = Conn::open(address)?;
-    let sha = match conn.call(&[b"SCRIPT", b"LOAD", DEBIT_CREDIT_LUA.as_bytes()])? {
-        Value::Bulk(sha) => String::from_utf8_lossy(&sha).into_owned(),
-        // A system without scripts runs the other tests; EVALSHA then counts errors.
-        _ => String::from("0000000000000000000000000000000000000000"),
-    };
-    // GET reads keys that exist.
     let mut fill = Vec::new();
     for key in 0..KEYSPACE {
         command(
@@ -399,102 +133,7 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
             }
         }
     }
-    Ok(Running {
-        system,
-        address,
-        sha,
-        _redis: redis,
-        _cluster: cluster,
-        _proxy: proxy,
-    })
-}
-
-/// Microseconds from 1 µs to a minute, three significant digits (a fixed range: recording
-/// clamps rather than grows, and merged histograms must agree).
-fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds")
-}
-
-/// What one slice measured.
-struct Slice {
-    ops: u64,
-    errors: u64,
-    seconds: f64,
-    latency_us: Histogram<u64>,
-}
-
-fn run_slice(
-    running: &Running,
-    test: Test,
-    pipeline: usize,
-    clients: usize,
-    duration: Duration,
-    seed: u64,
-) -> Result<Slice, Failure> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let ops = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    let wait = running.system == System::RedisWait;
-    let mut threads = Vec::new();
-    let started = Instant::now();
-    for t in 0..CLIENT_THREADS.min(clients) {
-        let count = clients / CLIENT_THREADS.min(clients)
-            + usize::from(t < clients % CLIENT_THREADS.min(clients));
-        let mut conns = Vec::new();
-        for _ in 0..count {
-            conns.push(Conn::open(running.address)?);
-        }
-        let (stop, ops, errors) = (Arc::clone(&stop), Arc::clone(&ops), Arc::clone(&errors));
-        let sha = running.sha.clone();
-        let mut rng = seed ^ (t as u64) << 40;
-        threads.push(thread::spawn(move || -> Result<Histogram<u64>, Failure> {
-            let mut latency = latency_histogram();
-            let mut out = Vec::new();
-            let mut expected = vec![0usize; conns.len()];
-            while !stop.load(Ordering::Relaxed) {
-                let sent = Instant::now();
-                for (conn, expected) in conns.iter_mut().zip(&mut expected) {
-                    out.clear();
-                    *expected = 0;
-                    for _ in 0..pipeline {
-                        *expected += test.write_op(&mut out, &mut rng, &sha, wait);
-                    }
-                    conn.writer
-                        .write_all(&out)
-                        .map_err(|err| Failure::Run(format!("sending: {err}")))?;
-                }
-                for (conn, &expected) in conns.iter_mut().zip(&expected) {
-                    for _ in 0..expected {
-                        if let Value::Error(_) = conn.read_reply()? {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    let micros = sent.elapsed().as_micros() as u64;
-                    latency.saturating_record_n(micros.max(1), pipeline as u64);
-                }
-                ops.fetch_add((pipeline * conns.len()) as u64, Ordering::Relaxed);
-            }
-            Ok(latency)
-        }));
-    }
-    thread::sleep(duration);
-    stop.store(true, Ordering::Relaxed);
-    let seconds = started.elapsed().as_secs_f64();
-    let mut latency_us = latency_histogram();
-    for thread in threads {
-        let histogram = thread
-            .join()
-            .map_err(|_| Failure::Run("a client thread panicked".into()))??;
-        latency_us
-            .add(&histogram)
-            .map_err(|err| Failure::Run(format!("merging latencies: {err}")))?;
-    }
-    Ok(Slice {
-        ops: ops.load(Ordering::Relaxed),
-        errors: errors.load(Ordering::Relaxed),
-        seconds,
-        latency_us,
-    })
+    Ok(())
 }
 
 /// One (system, test, pipeline) over every round.
@@ -534,19 +173,12 @@ pub fn run(args: &RespArgs) -> Result<(), Failure> {
     let mut runs = Vec::new();
     for &test in &args.tests.0 {
         for &pipeline in &args.pipelines.0 {
-            let mut rates: Vec<Vec<f64>> = vec![Vec::new(); running.len()];
-            let mut hists: Vec<Histogram<u64>> =
-                (0..running.len()).map(|_| latency_histogram()).collect();
-            let mut errors = vec![0u64; running.len()];
+            let mut tallies: Vec<Tally> = running.iter().map(|_| Tally::default()).collect();
             for round in 0..args.rounds {
                 for (index, system) in running.iter().enumerate() {
                     let seed = (round as u64) << 32 | index as u64;
-                    let measured = run_slice(system, test, pipeline, clients, slice, seed)?;
-                    rates[index].push(measured.ops as f64 / measured.seconds);
-                    hists[index]
-                        .add(&measured.latency_us)
-                        .map_err(|err| Failure::Run(format!("merging latencies: {err}")))?;
-                    errors[index] += measured.errors;
+                    let measured = run_slice(&system.target, test, pipeline, clients, slice, seed)?;
+                    tallies[index].add(measured)?;
                 }
             }
             for (index, system) in running.iter().enumerate() {
@@ -555,10 +187,10 @@ pub fn run(args: &RespArgs) -> Result<(), Failure> {
                     test: test.name(),
                     pipeline,
                     clients,
-                    ops_per_s: median(&rates[index]),
-                    p50_ms: hists[index].value_at_quantile(0.5) as f64 / 1000.0,
-                    p99_ms: hists[index].value_at_quantile(0.99) as f64 / 1000.0,
-                    errors: errors[index],
+                    ops_per_s: tallies[index].ops_per_s(),
+                    p50_ms: tallies[index].latency_ms(0.5),
+                    p99_ms: tallies[index].latency_ms(0.99),
+                    errors: tallies[index].errors,
                 };
                 if !args.json {
                     eprintln!(
@@ -607,18 +239,14 @@ fn print_ratios(runs: &[Run]) {
                 .map(|r| r.ops_per_s)
         };
         let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
-        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-            _ => "-".to_string(),
-        };
         let (t, r, w) = (rate("tandem"), rate("redis"), rate("redis-wait"));
         println!(
             "{test:<8} {pipeline:>3}  {:>12} {:>12} {:>12}  {:>9} {:>9}",
             cell(t),
             cell(r),
             cell(w),
-            ratio(t, r),
-            ratio(t, w)
+            ratio_cell(t, r),
+            ratio_cell(t, w)
         );
     }
 }

@@ -1,0 +1,352 @@
+//! `tandem bench durability`: what keeping every acknowledged write on disk costs, against
+//! keeping it in the backups' memory and against Redis's append-only file.
+//!
+//! Four systems, all up for the whole run, each with its files in a folder of its own under
+//! `--dir` (on this machine's disk): a tandem cluster of `--nodes` under `2-safe` (a reply
+//! leaves once every backup holds the write in memory), a second one under `durable` (once
+//! the primary and every backup synced it to their logs), a `redis-server` with
+//! `appendfsync always` (its file synced before the replies to the writes in it: one fsync
+//! for all the writes of a pass of its event loop) and one with `appendfsync everysec` (an
+//! fsync a second, replies before it). Two workloads: `SET` on random keys, and
+//! Debit-Credit as a Lua script called with `EVALSHA`; both run through `resp_load`'s
+//! client, at the same client settings on every system.
+//!
+//! Every (system, workload) pair gets one unmeasured warm-up slice, then `--seconds` of
+//! measured slices, the pairs taking turns and their order rotated every round, so that the
+//! noise of a shared machine falls on all of them alike. Throughput is the median of a pair's
+//! slice rates; latency comes from an hdrhistogram of all its operations. An error reply
+//! ends the run: a refused operation is no measure of speed.
+//!
+//! Recovery (a restart from the disk, timed) needs nodes that restart from their logs, which
+//! are not built yet: `recovery` in the report stays empty until they are.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+use tandem_replication::{AckCount, Safety};
+
+use crate::Failure;
+use crate::bench::resp_load::{
+    RedisProcess, Tally, Target, Test, ratio_cell, redis_server_version, run_slice, start_redis,
+    start_tandem,
+};
+use crate::cli::DurabilityArgs;
+use crate::local::LocalCluster;
+
+/// The longest measured slice: `--seconds` is split into slices no longer than this.
+const SLICE_MAX: Duration = Duration::from_millis(500);
+
+/// The unmeasured slice each pair runs first (connections, page faults, files created).
+const WARM_UP: Duration = Duration::from_millis(100);
+
+/// One system under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum System {
+    TandemTwoSafe,
+    TandemDurable,
+    RedisAlways,
+    RedisEverysec,
+}
+
+impl System {
+    pub const ALL: [System; 4] = [
+        System::TandemTwoSafe,
+        System::TandemDurable,
+        System::RedisAlways,
+        System::RedisEverysec,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            System::TandemTwoSafe => "tandem-2safe",
+            System::TandemDurable => "tandem-durable",
+            System::RedisAlways => "redis-always",
+            System::RedisEverysec => "redis-everysec",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<System> {
+        System::ALL.into_iter().find(|system| system.name() == text)
+    }
+
+    fn is_redis(self) -> bool {
+        matches!(self, System::RedisAlways | System::RedisEverysec)
+    }
+}
+
+/// One workload: what every operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    Set,
+    DebitCredit,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 2] = [Workload::Set, Workload::DebitCredit];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Set => "set",
+            Workload::DebitCredit => "debit-credit",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Workload> {
+        Workload::ALL
+            .into_iter()
+            .find(|workload| workload.name() == text)
+    }
+
+    fn test(self) -> Test {
+        match self {
+            Workload::Set => Test::Set,
+            Workload::DebitCredit => Test::EvalshaDebitCredit,
+        }
+    }
+}
+
+/// A running system: where to send, and what to stop at the end.
+struct Running {
+    system: System,
+    target: Target,
+    _cluster: Option<LocalCluster>,
+    _redis: Option<RedisProcess>,
+}
+
+fn start(system: System, dir: &Path, args: &DurabilityArgs) -> Result<Running, Failure> {
+    let folder = dir.join(system.name());
+    let (address, cluster, redis) = match system {
+        System::TandemTwoSafe | System::TandemDurable => {
+            let safety = if system == System::TandemDurable {
+                Safety::Durable(AckCount::All)
+            } else {
+                Safety::TwoSafe(AckCount::All)
+            };
+            let (cluster, address) =
+                start_tandem(&folder, args.nodes, safety, args.db_mib as usize)?;
+            (address, Some(cluster), None)
+        }
+        System::RedisAlways | System::RedisEverysec => {
+            let fsync = if system == System::RedisAlways {
+                "always"
+            } else {
+                "everysec"
+            };
+            let persistence = ["--appendonly", "yes", "--appendfsync", fsync];
+            let (process, address) = start_redis(None, &folder, &persistence)?;
+            (address, None, Some(process))
+        }
+    };
+    Ok(Running {
+        system,
+        target: Target::load(address, false)?,
+        _cluster: cluster,
+        _redis: redis,
+    })
+}
+
+/// One (system, workload) pair's line of the report.
+#[derive(Debug, Serialize)]
+pub struct Run {
+    pub system: &'static str,
+    pub workload: &'static str,
+    /// Median over the pair's slices.
+    pub ops_per_s: f64,
+    pub p99_ms: f64,
+    #[serde(skip)]
+    pub p50_ms: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    runs: Vec<Run>,
+    /// Restarts from disk, timed: none yet (see the module's comment).
+    recovery: Vec<serde_json::Value>,
+}
+
+/// How `--seconds` is cut: the number of measured slices per pair, and their length.
+fn slicing(seconds: f64) -> (u32, Duration) {
+    let count = (seconds / SLICE_MAX.as_secs_f64()).ceil().max(1.0) as u32;
+    (count, Duration::from_secs_f64(seconds / f64::from(count)))
+}
+
+pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
+    let systems = &args.systems.0;
+    let workloads = &args.workloads.0;
+    let say = |text: &str| {
+        if !args.json {
+            eprintln!("{text}");
+        }
+    };
+    let redis_systems: Vec<&str> = systems
+        .iter()
+        .filter(|system| system.is_redis())
+        .map(|system| system.name())
+        .collect();
+    if !redis_systems.is_empty() {
+        let version = redis_server_version(&redis_systems.join(" and "))?;
+        say(&format!("comparing with {version}"));
+    }
+    let dir = &args.dir;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .map_err(|err| Failure::Run(format!("cannot clear {}: {err}", dir.display())))?;
+    }
+    let mut running = Vec::new();
+    for &system in systems {
+        say(&format!(
+            "starting {} under {}",
+            system.name(),
+            dir.join(system.name()).display()
+        ));
+        let started = start(system, dir, args).map_err(|failure| {
+            Failure::Run(format!(
+                "{} did not start: {}; leave it out of --systems to measure the others",
+                system.name(),
+                failure.text()
+            ))
+        })?;
+        running.push(started);
+    }
+    let pairs: Vec<(usize, Workload)> = workloads
+        .iter()
+        .flat_map(|&workload| (0..running.len()).map(move |index| (index, workload)))
+        .collect();
+    let clients = args.clients as usize;
+    let pipeline = args.pipeline as usize;
+    let (rounds, slice) = slicing(args.seconds);
+    say(&format!(
+        "{} clients, pipeline {pipeline}: {rounds} slice(s) of {} ms per system and workload",
+        clients,
+        slice.as_millis()
+    ));
+    let mut tallies: Vec<Tally> = pairs.iter().map(|_| Tally::default()).collect();
+    for round in 0..=rounds {
+        for turn in 0..pairs.len() {
+            // The order rotates every round, so no pair always follows the same one.
+            let at = (turn + round as usize) % pairs.len();
+            let (index, workload) = pairs[at];
+            let system = &running[index];
+            let seed = u64::from(round) << 32 | at as u64;
+            let length = if round == 0 { WARM_UP } else { slice };
+            let measured = run_slice(
+                &system.target,
+                workload.test(),
+                pipeline,
+                clients,
+                length,
+                seed,
+            )
+            .map_err(|failure| {
+                Failure::Run(format!(
+                    "{} on {}: {}",
+                    system.system.name(),
+                    workload.name(),
+                    failure.text()
+                ))
+            })?;
+            if let Some(error) = measured.first_error() {
+                return Err(Failure::Run(format!(
+                    "{} answered an error to {}: {error}",
+                    system.system.name(),
+                    workload.name()
+                )));
+            }
+            if round > 0 {
+                tallies[at].add(measured)?;
+            }
+        }
+    }
+    let runs: Vec<Run> = pairs
+        .iter()
+        .zip(&tallies)
+        .map(|(&(index, workload), tally)| Run {
+            system: running[index].system.name(),
+            workload: workload.name(),
+            ops_per_s: tally.ops_per_s(),
+            p99_ms: tally.latency_ms(0.99),
+            p50_ms: tally.latency_ms(0.5),
+        })
+        .collect();
+    if args.json {
+        let report = Report {
+            runs,
+            recovery: Vec::new(),
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("a report serializes")
+        );
+    } else {
+        print_report(&runs, workloads);
+    }
+    Ok(())
+}
+
+/// Each pair's line, then tandem-durable's throughput over each other system's per workload.
+fn print_report(runs: &[Run], workloads: &[Workload]) {
+    println!(
+        "{:<13} {:<15} {:>11} {:>9} {:>9}",
+        "workload", "system", "ops/s", "p50 ms", "p99 ms"
+    );
+    for run in runs {
+        println!(
+            "{:<13} {:<15} {:>11.0} {:>9.3} {:>9.3}",
+            run.workload, run.system, run.ops_per_s, run.p50_ms, run.p99_ms
+        );
+    }
+    println!("(ops/s: the median of the slices' rates; latency: from a batch's send to a reply)");
+    let rate = |system: System, workload: Workload| {
+        runs.iter()
+            .find(|run| run.system == system.name() && run.workload == workload.name())
+            .map(|run| run.ops_per_s)
+    };
+    // What durable is judged by: at least half of 2-safe, twice Redis's fsync-always and as
+    // much as Redis's everysec.
+    let others = [
+        (System::TandemTwoSafe, "0.5x"),
+        (System::RedisAlways, "2x"),
+        (System::RedisEverysec, "1x"),
+    ];
+    println!();
+    for workload in workloads {
+        let durable = rate(System::TandemDurable, *workload);
+        for (other, target) in others {
+            println!(
+                "{:<13} tandem-durable / {:<15} {:>7}  (target ≥ {target})",
+                workload.name(),
+                other.name(),
+                ratio_cell(durable, rate(other, *workload))
+            );
+        }
+    }
+    println!();
+    println!(
+        "recovery: not measured (a restart from disk needs nodes that recover from their \
+         logs, which are not built yet)"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_cut_into_slices_of_at_most_half_a_second() {
+        assert_eq!(slicing(3.0), (6, Duration::from_millis(500)));
+        assert_eq!(slicing(0.2), (1, Duration::from_millis(200)));
+        assert_eq!(slicing(1.5), (3, Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn names_parse_back() {
+        for system in System::ALL {
+            assert_eq!(System::parse(system.name()), Some(system));
+        }
+        for workload in Workload::ALL {
+            assert_eq!(Workload::parse(workload.name()), Some(workload));
+        }
+        assert_eq!(System::parse("redis"), None);
+    }
+}

@@ -1,0 +1,533 @@
+//! What the RESP benchmarks share (`bench resp`, `bench durability`): the bench's own Redis
+//! client, the operations it sends, the systems it drives (a tandem cluster serving the
+//! `redis` model, `redis-server` children) and the tallies of what it measured.
+//!
+//! One client drives every system alike: `clients` connections spread over
+//! [`CLIENT_THREADS`] threads, each connection keeping `pipeline` operations in flight (a
+//! thread writes a batch to each of its connections, then reads each one's replies). An
+//! operation is one command, or for `MULTI` the block `MULTI; INCR; INCR; EXEC`, and under
+//! `WAIT` a write followed by its `WAIT`. Latency is from a batch's send to the operation's
+//! reply, in an hdrhistogram of microseconds.
+
+use std::io::{BufReader, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use tandem_redis::resp::{Value, parse_reply};
+use tandem_replication::Safety;
+
+use super::median;
+use crate::Failure;
+use crate::bench::replication::free_address;
+use crate::local::{LocalCluster, Options};
+
+/// The Debit-Credit transfer as a script: three balances and a bounded history.
+const DEBIT_CREDIT_LUA: &str = "\
+redis.call('HINCRBY', KEYS[1], 'balance', ARGV[1])
+redis.call('HINCRBY', KEYS[2], 'balance', ARGV[1])
+redis.call('HINCRBY', KEYS[3], 'balance', ARGV[1])
+redis.call('LPUSH', 'history', ARGV[2])
+redis.call('LTRIM', 'history', 0, 999)
+return 1";
+
+/// Keys a test draws from (redis-benchmark's `-r 100000`).
+pub const KEYSPACE: u64 = 100_000;
+
+/// Threads the client's connections are spread over.
+const CLIENT_THREADS: usize = 2;
+
+/// How long a reply may take before the bench gives up on a system: far above any real
+/// reply, so that a system that never answers ends the run with a message, not a hang.
+const REPLY_WAIT_MAX: Duration = Duration::from_secs(10);
+
+/// How long a started system may take to load its database and settle.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One test: what an operation sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Test {
+    Set,
+    Get,
+    Incr,
+    Lpush,
+    Hset,
+    EvalshaDebitCredit,
+    MultiExec,
+}
+
+impl Test {
+    pub const ALL: [Test; 7] = [
+        Test::Set,
+        Test::Get,
+        Test::Incr,
+        Test::Lpush,
+        Test::Hset,
+        Test::EvalshaDebitCredit,
+        Test::MultiExec,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Set => "SET",
+            Test::Get => "GET",
+            Test::Incr => "INCR",
+            Test::Lpush => "LPUSH",
+            Test::Hset => "HSET",
+            Test::EvalshaDebitCredit => "EVALSHA",
+            Test::MultiExec => "MULTI",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Test> {
+        Test::ALL
+            .into_iter()
+            .find(|test| test.name().eq_ignore_ascii_case(text))
+    }
+
+    fn writes(self) -> bool {
+        self != Test::Get
+    }
+
+    /// Appends one operation's commands to `out`; returns how many replies it gets.
+    fn write_op(self, out: &mut Vec<u8>, rng: &mut u64, sha: &str, wait: bool) -> usize {
+        let key = next(rng) % KEYSPACE;
+        let replies = match self {
+            Test::Set => {
+                command(out, &[b"SET", format!("key:{key}").as_bytes(), b"xxx"]);
+                1
+            }
+            Test::Get => {
+                command(out, &[b"GET", format!("key:{key}").as_bytes()]);
+                1
+            }
+            Test::Incr => {
+                command(out, &[b"INCR", format!("counter:{key}").as_bytes()]);
+                1
+            }
+            Test::Lpush => {
+                command(out, &[b"LPUSH", b"mylist", b"xxx"]);
+                1
+            }
+            Test::Hset => {
+                command(
+                    out,
+                    &[b"HSET", b"myhash", format!("f:{key}").as_bytes(), b"xxx"],
+                );
+                1
+            }
+            Test::EvalshaDebitCredit => {
+                let account = format!("account:{key}");
+                let teller = format!("teller:{}", key % 100);
+                let branch = format!("branch:{}", key % 10);
+                let delta = (next(rng) % 1999) as i64 - 999;
+                command(
+                    out,
+                    &[
+                        b"EVALSHA",
+                        sha.as_bytes(),
+                        b"3",
+                        account.as_bytes(),
+                        teller.as_bytes(),
+                        branch.as_bytes(),
+                        delta.to_string().as_bytes(),
+                        format!("{account}:{delta}").as_bytes(),
+                    ],
+                );
+                1
+            }
+            Test::MultiExec => {
+                command(out, &[b"MULTI"]);
+                command(out, &[b"INCR", format!("a:{key}").as_bytes()]);
+                command(out, &[b"INCR", format!("b:{key}").as_bytes()]);
+                command(out, &[b"EXEC"]);
+                4
+            }
+        };
+        if wait && self.writes() {
+            command(out, &[b"WAIT", b"1", b"0"]);
+            replies + 1
+        } else {
+            replies
+        }
+    }
+}
+
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Appends a command as a RESP multibulk.
+pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// A connection of the bench's client.
+pub struct Conn {
+    pub writer: TcpStream,
+    reader: BufReader<TcpStream>,
+    buf: Vec<u8>,
+    address: SocketAddr,
+}
+
+impl Conn {
+    pub fn open(address: SocketAddr) -> Result<Conn, Failure> {
+        let stream = TcpStream::connect(address)
+            .map_err(|err| Failure::Run(format!("cannot connect to {address}: {err}")))?;
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_read_timeout(Some(REPLY_WAIT_MAX))
+            .map_err(|err| Failure::Run(format!("cannot set a read timeout: {err}")))?;
+        let reader = stream
+            .try_clone()
+            .map_err(|err| Failure::Run(format!("cannot clone a socket: {err}")))?;
+        Ok(Conn {
+            writer: stream,
+            reader: BufReader::with_capacity(1 << 16, reader),
+            buf: Vec::new(),
+            address,
+        })
+    }
+
+    /// Reads one reply.
+    pub fn read_reply(&mut self) -> Result<Value, Failure> {
+        loop {
+            match parse_reply(&self.buf) {
+                Ok(Some((value, used))) => {
+                    self.buf.drain(..used);
+                    return Ok(value);
+                }
+                Ok(None) => {}
+                Err(err) => return Err(Failure::Run(format!("a malformed reply: {err:?}"))),
+            }
+            let mut chunk = [0u8; 1 << 16];
+            let n = self.reader.read(&mut chunk).map_err(|err| {
+                if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+                    Failure::Run(format!(
+                        "{} sent no reply within {REPLY_WAIT_MAX:?}",
+                        self.address
+                    ))
+                } else {
+                    Failure::Run(format!("reading a reply: {err}"))
+                }
+            })?;
+            if n == 0 {
+                return Err(Failure::Run("the server closed the connection".into()));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Sends one command and reads its reply.
+    pub fn call(&mut self, args: &[&[u8]]) -> Result<Value, Failure> {
+        let mut out = Vec::new();
+        command(&mut out, args);
+        self.writer
+            .write_all(&out)
+            .map_err(|err| Failure::Run(format!("sending a command: {err}")))?;
+        self.read_reply()
+    }
+}
+
+/// Where a slice sends its operations, and how.
+pub struct Target {
+    pub address: SocketAddr,
+    /// The Debit-Credit script's SHA-1 on this system.
+    pub sha: String,
+    /// Whether every write is followed by `WAIT 1 0`.
+    pub wait: bool,
+}
+
+impl Target {
+    /// A target at `address` whose script is loaded (`SCRIPT LOAD`), or the SHA-1 of none
+    /// on a system without scripts (its `EVALSHA` operations then count errors).
+    pub fn load(address: SocketAddr, wait: bool) -> Result<Target, Failure> {
+        let mut conn = Conn::open(address)?;
+        let loaded = conn
+            .call(&[b"SCRIPT", b"LOAD", DEBIT_CREDIT_LUA.as_bytes()])
+            .map_err(|failure| Failure::Run(format!("SCRIPT LOAD: {}", failure.text())))?;
+        let sha = match loaded {
+            Value::Bulk(sha) => String::from_utf8_lossy(&sha).into_owned(),
+            _ => String::from("0000000000000000000000000000000000000000"),
+        };
+        Ok(Target { address, sha, wait })
+    }
+}
+
+/// A `redis-server` child, stopped when dropped.
+pub struct RedisProcess {
+    child: Child,
+}
+
+impl Drop for RedisProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `redis-server --version`'s line, or a usage error that says how to get one: `systems`
+/// names the systems that need it, which the user may leave out instead.
+pub fn redis_server_version(systems: &str) -> Result<String, Failure> {
+    let output = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .map_err(|err| {
+            Failure::Usage(format!(
+                "{systems} need redis-server, which cannot be run here ({err}): install it \
+                 (`.ci/setup` does; on Debian `apt-get install redis-server`), or leave \
+                 {systems} out of --systems"
+            ))
+        })?;
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// Starts a `redis-server` that keeps whatever it writes (a replica's copy of its primary's
+/// snapshot, an append-only file) in a folder of its own under `dir`, not in the working
+/// directory. `persistence` are its `--appendonly`/`--appendfsync` arguments; snapshots are
+/// always off (`--save ""`).
+pub fn start_redis(
+    replica_of: Option<SocketAddr>,
+    dir: &Path,
+    persistence: &[&str],
+) -> Result<(RedisProcess, SocketAddr), Failure> {
+    let address = free_address()?;
+    let folder = dir.join(format!("redis-{}", address.port()));
+    std::fs::create_dir_all(&folder)
+        .map_err(|err| Failure::Run(format!("cannot create {}: {err}", folder.display())))?;
+    let mut command = Command::new("redis-server");
+    command
+        .args(["--port", &address.port().to_string()])
+        .arg("--dir")
+        .arg(&folder)
+        .args(["--bind", "127.0.0.1", "--save", ""])
+        .args(persistence)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(primary) = replica_of {
+        command.args(["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+    }
+    let child = command.spawn().map_err(|err| {
+        Failure::Run(format!(
+            "cannot start redis-server ({err}); install Debian's redis-server to compare"
+        ))
+    })?;
+    let process = RedisProcess { child };
+    wait_for_pong(address)?;
+    Ok((process, address))
+}
+
+fn wait_for_pong(address: SocketAddr) -> Result<(), Failure> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(mut conn) = Conn::open(address)
+            && let Ok(Value::Simple(pong)) = conn.call(&[b"PING"])
+            && pong == b"PONG"
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(Failure::Run(format!(
+                "{address} did not answer PING in 10 s"
+            )));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts a local cluster of `nodes` serving the `redis` model under `safety`, with its
+/// files under `dir`, and waits until it settles; returns it and its primary's RESP address.
+pub fn start_tandem(
+    dir: &Path,
+    nodes: u32,
+    safety: Safety,
+    db_mib: usize,
+) -> Result<(LocalCluster, SocketAddr), Failure> {
+    let mut options = Options::new(nodes).with_db_mib(db_mib);
+    options.safety = safety;
+    options.workload = "redis".into();
+    let mut cluster = LocalCluster::start(dir, &options)?;
+    let settled = cluster.wait_settled(SETTLE_TIMEOUT)?;
+    let address = cluster
+        .nodes
+        .iter()
+        .find(|node| node.entry.id == settled.primary)
+        .and_then(|node| node.entry.resp)
+        .ok_or_else(|| Failure::Run("the primary has no RESP port".into()))?;
+    Ok((cluster, address))
+}
+
+/// Microseconds from 1 µs to a minute, three significant digits (a fixed range: recording
+/// clamps rather than grows, and merged histograms must agree).
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds")
+}
+
+/// What one slice measured.
+pub struct Slice {
+    ops: u64,
+    errors: u64,
+    /// The first error reply, as text.
+    first_error: Option<String>,
+    seconds: f64,
+    latency_us: Histogram<u64>,
+}
+
+impl Slice {
+    /// The first error reply any operation got, as text.
+    pub fn first_error(&self) -> Option<&str> {
+        self.first_error.as_deref()
+    }
+}
+
+/// What a connection's thread measured.
+struct ThreadTally {
+    latency_us: Histogram<u64>,
+    first_error: Option<String>,
+}
+
+/// Runs `test` against `target` for `duration`: `clients` connections, opened for the
+/// slice, each with `pipeline` operations in flight. `seed` varies the keys.
+pub fn run_slice(
+    target: &Target,
+    test: Test,
+    pipeline: usize,
+    clients: usize,
+    duration: Duration,
+    seed: u64,
+) -> Result<Slice, Failure> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let ops = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let wait = target.wait;
+    let mut threads = Vec::new();
+    let started = Instant::now();
+    for t in 0..CLIENT_THREADS.min(clients) {
+        let count = clients / CLIENT_THREADS.min(clients)
+            + usize::from(t < clients % CLIENT_THREADS.min(clients));
+        let mut conns = Vec::new();
+        for _ in 0..count {
+            conns.push(Conn::open(target.address)?);
+        }
+        let (stop, ops, errors) = (Arc::clone(&stop), Arc::clone(&ops), Arc::clone(&errors));
+        let sha = target.sha.clone();
+        let mut rng = seed ^ (t as u64) << 40;
+        threads.push(thread::spawn(move || -> Result<ThreadTally, Failure> {
+            let mut latency = latency_histogram();
+            let mut first_error = None;
+            let mut out = Vec::new();
+            let mut expected = vec![0usize; conns.len()];
+            while !stop.load(Ordering::Relaxed) {
+                let sent = Instant::now();
+                for (conn, expected) in conns.iter_mut().zip(&mut expected) {
+                    out.clear();
+                    *expected = 0;
+                    for _ in 0..pipeline {
+                        *expected += test.write_op(&mut out, &mut rng, &sha, wait);
+                    }
+                    conn.writer
+                        .write_all(&out)
+                        .map_err(|err| Failure::Run(format!("sending: {err}")))?;
+                }
+                for (conn, &expected) in conns.iter_mut().zip(&expected) {
+                    for _ in 0..expected {
+                        if let Value::Error(text) = conn.read_reply()? {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                            first_error
+                                .get_or_insert_with(|| String::from_utf8_lossy(&text).into());
+                        }
+                    }
+                    let micros = sent.elapsed().as_micros() as u64;
+                    latency.saturating_record_n(micros.max(1), pipeline as u64);
+                }
+                ops.fetch_add((pipeline * conns.len()) as u64, Ordering::Relaxed);
+            }
+            Ok(ThreadTally {
+                latency_us: latency,
+                first_error,
+            })
+        }));
+    }
+    thread::sleep(duration);
+    stop.store(true, Ordering::Relaxed);
+    let seconds = started.elapsed().as_secs_f64();
+    let mut latency_us = latency_histogram();
+    let mut first_error = None;
+    for thread in threads {
+        let tally = thread
+            .join()
+            .map_err(|_| Failure::Run("a client thread panicked".into()))??;
+        latency_us
+            .add(&tally.latency_us)
+            .map_err(|err| Failure::Run(format!("merging latencies: {err}")))?;
+        first_error = first_error.or(tally.first_error);
+    }
+    Ok(Slice {
+        ops: ops.load(Ordering::Relaxed),
+        errors: errors.load(Ordering::Relaxed),
+        first_error,
+        seconds,
+        latency_us,
+    })
+}
+
+/// One system's slices of one test, added up.
+pub struct Tally {
+    /// Each slice's operations per second.
+    rates: Vec<f64>,
+    latency_us: Histogram<u64>,
+    /// Error replies seen (a command a system does not serve, a refusal).
+    pub errors: u64,
+}
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally {
+            rates: Vec::new(),
+            latency_us: latency_histogram(),
+            errors: 0,
+        }
+    }
+}
+
+impl Tally {
+    pub fn add(&mut self, slice: Slice) -> Result<(), Failure> {
+        self.rates.push(slice.ops as f64 / slice.seconds);
+        self.latency_us
+            .add(&slice.latency_us)
+            .map_err(|err| Failure::Run(format!("merging latencies: {err}")))?;
+        self.errors += slice.errors;
+        Ok(())
+    }
+
+    /// The median of the slices' rates.
+    pub fn ops_per_s(&self) -> f64 {
+        median(&self.rates)
+    }
+
+    pub fn latency_ms(&self, quantile: f64) -> f64 {
+        self.latency_us.value_at_quantile(quantile) as f64 / 1000.0
+    }
+}
+
+/// `a / b` as a ratio cell ("1.23x"), or "-" where either is missing.
+pub fn ratio_cell(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".to_string(),
+    }
+}
