@@ -33,6 +33,9 @@ pub enum LogOrder {
     /// The node's segment was rewound to `lsn` (a view change discarded the records above
     /// it): the log must end there before anything else is appended.
     Cut { lsn: u64 },
+    /// A `durable` reply waits for records up to `lsn`: sync them at once, whatever the
+    /// node's own schedule (the primary's own wish, or a backup's `Message::SyncWanted`).
+    SyncWanted { lsn: u64 },
 }
 
 /// What a restarted node rebuilt from its log ([`replay`]).
@@ -157,6 +160,8 @@ pub struct LogCore<D: Disk> {
     /// The LSN of the node's initial load: a history that starts there is rebuilt from it.
     lsn_load: u64,
     anchored: bool,
+    /// The highest LSN a `durable` reply waits for ([`LogOrder::SyncWanted`]).
+    lsn_sync_wanted: u64,
 }
 
 impl<D: Disk> LogCore<D> {
@@ -175,6 +180,7 @@ impl<D: Disk> LogCore<D> {
             policy,
             lsn_load,
             anchored,
+            lsn_sync_wanted: 0,
         };
         Ok((core, recovered))
     }
@@ -202,14 +208,22 @@ impl<D: Disk> LogCore<D> {
         self.wal.lsn_appended() > self.wal.lsn_durable()
     }
 
-    /// Whether the policy says to sync now, `ms_since_sync` after the last one.
+    /// Whether to sync now, `ms_since_sync` after the last one: a `durable` reply waits for
+    /// what is appended, or the policy says so.
     pub fn sync_due(&self, ms_since_sync: u64) -> bool {
-        self.policy.due(self.unsynced(), ms_since_sync)
+        let wanted = self.unsynced() && self.lsn_sync_wanted > self.wal.lsn_durable();
+        wanted || self.policy.due(self.unsynced(), ms_since_sync)
     }
 
     /// Writes and syncs everything appended (group commit: one sync for all of it).
     pub fn sync(&mut self) -> Result<(), WalError> {
         self.wal.sync().map(|_| ())
+    }
+
+    /// Writes what was appended to the files without syncing, when no sync is due: a crash
+    /// of the process then loses none of it, and the next sync has little left to write.
+    pub fn write(&mut self) -> Result<(), WalError> {
+        self.wal.write()
     }
 
     /// Appends what a role hands over. Panics on an order that does not continue the log:
@@ -260,6 +274,10 @@ impl<D: Disk> LogCore<D> {
                 Ok(())
             }
             LogOrder::Cut { lsn } => self.align(lsn).map(|_| ()),
+            LogOrder::SyncWanted { lsn } => {
+                self.lsn_sync_wanted = self.lsn_sync_wanted.max(lsn);
+                Ok(())
+            }
         }
     }
 
@@ -268,6 +286,8 @@ impl<D: Disk> LogCore<D> {
     /// A log that ends below it (the segment holds records the log never got) cannot hold
     /// the role's records contiguously: it starts again, unanchored.
     pub fn align(&mut self, lsn: u64) -> Result<Aligned, WalError> {
+        // A wish of the history the log leaves behind names nothing of the next.
+        self.lsn_sync_wanted = self.lsn_sync_wanted.min(lsn);
         let end = self.wal.lsn_appended();
         if self.wal.lsn_base().is_none() || end == lsn {
             return Ok(Aligned::AsItWas);
@@ -294,20 +314,22 @@ impl<D: Disk> LogCore<D> {
 }
 
 /// What a backup's log must hold of what its receiver accepted (`ready`, before the driver
-/// hands it to the applier): the image first, then the batches, as the applier takes them.
+/// hands it to the applier): the image first, then the batches, as the applier takes them;
+/// then the primary's wish that they be synced at once, if it said so.
 pub fn receiver_orders(ready: &ReceiverReady) -> impl Iterator<Item = LogOrder> + '_ {
     let image = ready.to_install.iter().cloned().map(LogOrder::Image);
     let batches = ready.to_apply.iter().map(|apply| LogOrder::Batch {
         batch: apply.batch.clone(),
         lsn_from: apply.lsn_from,
     });
-    image.chain(batches)
+    let sync = ready.sync_wanted.map(|lsn| LogOrder::SyncWanted { lsn });
+    image.chain(batches).chain(sync)
 }
 
-/// When a node syncs its log (`fsync` in the node's config): how much a power loss may take
-/// of what the rules other than `durable` acknowledged, and how long a `durable` reply waits
-/// for its sync. A group whose rule is `durable` needs nodes that sync (`Always` or
-/// `EveryMs`); a `durable` call to a primary that never syncs is refused.
+/// When a node syncs its log on its own (`fsync` in the node's config): how much a power loss
+/// may take of what the rules other than `durable` acknowledged. A record a `durable` reply
+/// waits for is synced at once whatever the policy ([`LogOrder::SyncWanted`]): the policy
+/// decides the cost of the other rules' safety net, not the `durable` rule's promise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyncPolicy {
     /// Sync every group of appends as it is written (group commit: one sync for all the
@@ -332,11 +354,6 @@ impl SyncPolicy {
             SyncPolicy::EveryMs(ms) => ms_since_sync >= u64::from(ms),
             SyncPolicy::Never => false,
         }
-    }
-
-    /// Whether records this policy logs are ever synced, so a `durable` reply can leave.
-    pub fn syncs(self) -> bool {
-        self != SyncPolicy::Never
     }
 }
 
@@ -409,6 +426,5 @@ mod tests {
         assert!(!SyncPolicy::EveryMs(10).due(true, 9));
         assert!(SyncPolicy::EveryMs(10).due(true, 10));
         assert!(!SyncPolicy::Never.due(true, u64::MAX));
-        assert!(!SyncPolicy::Never.syncs());
     }
 }

@@ -161,8 +161,8 @@ pub struct PrimaryRole<T> {
     observed: Vec<Observed>,
     /// A procedure's reply, written by the store.
     reply: Vec<u8>,
-    /// Whether this node keeps a write-ahead log that syncs, so that a `durable` reply can
-    /// ever leave ([`PrimaryRole::set_log_syncs`]).
+    /// Whether this node keeps a write-ahead log, so that a `durable` reply can ever leave
+    /// ([`PrimaryRole::set_log_syncs`]).
     log_syncs: bool,
 }
 
@@ -194,8 +194,8 @@ impl<T> PrimaryRole<T> {
         }
     }
 
-    /// Says whether this node keeps a write-ahead log that syncs (a node without one, or
-    /// with `fsync = never`, refuses a call that asks for `durable`: it could never answer).
+    /// Says whether this node keeps a write-ahead log (a node without one refuses a call that
+    /// asks for `durable`: it could never answer).
     pub fn set_log_syncs(&mut self, syncs: bool) {
         self.log_syncs = syncs;
     }
@@ -387,8 +387,8 @@ impl<T> PrimaryRole<T> {
         call.safety?;
         if matches!(safety, Safety::Durable(_)) && !self.log_syncs {
             return Some(format!(
-                "call {}: durable needs a write-ahead log that syncs, and this node keeps none \
-                 (or its fsync is never); use 2-safe, or give the node a [log] table",
+                "call {}: durable needs a write-ahead log, and this node keeps none; use \
+                 2-safe, or give the node a [log] table (cluster-mode nodes always keep one)",
                 call.seq
             ));
         }

@@ -67,6 +67,9 @@ pub enum Message {
     /// that reached the member before it sent this; `id` (from 1, rising per member) names
     /// the question in the answer.
     ReadIndex { view: u64, id: u64 },
+    /// Primary → backup: a `durable` reply waits for records up to `lsn` to be synced to the
+    /// backup's write-ahead log: sync now, whatever the node's own `fsync` schedule.
+    SyncWanted { view: u64, lsn: u64 },
     /// Primary → member: the answer to `ReadIndex` `id`: when the primary took the question,
     /// its lease held and it had released replies up to `lsn_released` and none beyond, so
     /// every write acknowledged before the question was asked lies at or below it.
@@ -122,6 +125,7 @@ impl Message {
             | Message::Pages(PagesChunk { view, .. })
             | Message::Diverged { view, .. }
             | Message::ReadIndex { view, .. }
+            | Message::SyncWanted { view, .. }
             | Message::ReadIndexed { view, .. } => Some(view),
         }
     }

@@ -446,6 +446,11 @@ pub struct Primary<R> {
     /// What this node's own write-ahead log has synced, as the driver reported it
     /// ([`Primary::log_synced`]): a `durable` reply needs the primary's copy on disk too.
     lsn_durable: u64,
+    /// The highest LSN a `durable` reply waits for, and the highest the backups were asked
+    /// to sync (`Message::SyncWanted`): a log syncs on its own schedule (`fsync`) unless a
+    /// durable reply waits for it.
+    lsn_sync_wanted: u64,
+    lsn_sync_asked: u64,
 }
 
 impl<R> Primary<R> {
@@ -511,6 +516,8 @@ impl<R> Primary<R> {
             view_newer: None,
             read_indexes: Vec::new(),
             lsn_durable: 0,
+            lsn_sync_wanted: 0,
+            lsn_sync_asked: 0,
             sorted: Vec::new(),
             lsn_released: lsn_committed,
             tick_release_from: None,
@@ -856,6 +863,7 @@ impl<R> Primary<R> {
 
     fn after_commit(&mut self, lsn: u64, safety: Safety, reply: R) {
         self.lsn_committed = lsn;
+        self.want_sync(safety, lsn);
         let needs_lease = matches!(safety, Safety::OneSafe | Safety::Bounded(_));
         if self.builder.payload_len() >= self.config.batch_bytes_max {
             self.seal_and_ship();
@@ -907,6 +915,8 @@ impl<R> Primary<R> {
 
     fn hold(&mut self, safety: Safety, needs_lease: bool, reply: R) {
         assert!(!self.deposed, "a deposed primary takes no calls");
+        self.want_sync(safety, self.lsn_committed);
+        self.ask_sync();
         let pending = Pending {
             lsn: self.lsn_committed,
             safety,
@@ -1183,6 +1193,7 @@ impl<R> Primary<R> {
             | Message::Heartbeat { .. }
             | Message::Pulse { .. }
             | Message::Pages(_)
+            | Message::SyncWanted { .. }
             | Message::ReadIndexed { .. } => {
                 self.ready.faults.push(PrimaryFault::Unexpected { from });
             }
@@ -1246,9 +1257,16 @@ impl<R> Primary<R> {
 
     fn greet(&mut self, index: usize) {
         let heartbeat = self.heartbeat();
-        self.ready
-            .messages
-            .push((self.members[index].node, heartbeat));
+        let node = self.members[index].node;
+        self.ready.messages.push((node, heartbeat));
+        // A backup that connects after the ask still owes the replies waiting their sync.
+        if self.lsn_sync_asked > 0 && self.members[index].counts() {
+            let ask = Message::SyncWanted {
+                view: self.config.view,
+                lsn: self.lsn_sync_asked,
+            };
+            self.ready.messages.push((node, ask));
+        }
     }
 
     /// What has been shipped and released, and this tick (which echoes renew the lease).
@@ -1417,6 +1435,38 @@ impl<R> Primary<R> {
             }
         }
         self.tail.push(batch);
+        self.ask_sync();
+    }
+
+    /// A reply under `safety` at `lsn` is held: under `durable` the logs must sync it.
+    fn want_sync(&mut self, safety: Safety, lsn: u64) {
+        if let Safety::Durable(_) = safety {
+            self.lsn_sync_wanted = self.lsn_sync_wanted.max(lsn);
+        }
+    }
+
+    /// Asks the backups to sync what a durable reply waits for, once it is shipped (each
+    /// LSN once: a backup that missed the ask syncs on its own schedule, or at the next).
+    fn ask_sync(&mut self) {
+        let lsn_shipped = self.tail.lsn_next() - 1;
+        let lsn = self.lsn_sync_wanted.min(lsn_shipped);
+        if lsn <= self.lsn_sync_asked {
+            return;
+        }
+        self.lsn_sync_asked = lsn;
+        let view = self.config.view;
+        for backup in &self.members {
+            if backup.known && backup.counts() {
+                let ask = Message::SyncWanted { view, lsn };
+                self.ready.messages.push((backup.node, ask));
+            }
+        }
+    }
+
+    /// The highest LSN a `durable` reply waits for: the driver's own log syncs at least that
+    /// far at once, whatever its schedule.
+    pub fn lsn_sync_wanted(&self) -> u64 {
+        self.lsn_sync_wanted
     }
 
     /// Releases no reply for the next `ticks` ticks (they leave at the first tick after).

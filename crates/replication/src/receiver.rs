@@ -84,6 +84,9 @@ pub struct ReceiverReady {
     /// The primary's answers to `ReadIndex` questions, as (id, released LSN), in arrival
     /// order: for the member's reads, after the batches before them.
     pub read_indexes: Vec<(u64, u64)>,
+    /// The primary asked the node's log to sync records up to this LSN at once (a `durable`
+    /// reply waits for them), if it did since the last take.
+    pub sync_wanted: Option<u64>,
     pub faults: Vec<ReceiverFault>,
 }
 
@@ -93,12 +96,14 @@ impl ReceiverReady {
             && self.to_apply.is_empty()
             && self.messages.is_empty()
             && self.read_indexes.is_empty()
+            && self.sync_wanted.is_none()
             && self.faults.is_empty()
     }
 
     pub fn clear(&mut self) {
         self.to_install = None;
         self.to_apply.clear();
+        self.sync_wanted = None;
         self.messages.clear();
         self.read_indexes.clear();
         self.faults.clear();
@@ -340,6 +345,11 @@ impl Receiver {
                     self.ready
                         .faults
                         .push(ReceiverFault::FutureView { from, view });
+                }
+            }
+            Message::SyncWanted { view, lsn } => {
+                if self.check_view(from, view) {
+                    self.ready.sync_wanted = self.ready.sync_wanted.max(Some(lsn));
                 }
             }
             Message::ReadIndexed {

@@ -405,6 +405,32 @@ fn durable_waits_until_the_primary_and_every_backup_synced_the_record() {
 }
 
 #[test]
+fn a_shipped_durable_record_asks_every_backup_to_sync_it_and_a_2_safe_one_does_not() {
+    let durable = Safety::Durable(AckCount::All);
+    let mut harness = Harness::new(config(2, durable));
+    harness.deliver_all();
+    let asks = |harness: &Harness| -> Vec<(NodeId, u64)> {
+        harness
+            .network
+            .iter()
+            .filter_map(|(_, to, message)| match message {
+                Message::SyncWanted { lsn, .. } => Some((*to, *lsn)),
+                _ => None,
+            })
+            .collect()
+    };
+    harness.commit(Safety::DEFAULT);
+    harness.flush();
+    assert!(asks(&harness).is_empty(), "2-safe waits for no disk");
+    harness.deliver_all();
+    let lsn = harness.commit(durable);
+    assert!(asks(&harness).is_empty(), "asked only once shipped");
+    harness.flush();
+    assert_eq!(asks(&harness), vec![(2, lsn), (3, lsn)]);
+    assert_eq!(harness.primary.lsn_sync_wanted(), lsn, "and its own log");
+}
+
+#[test]
 fn durable_k_of_n_waits_for_k_backups_and_a_lone_primary_for_its_own_disk() {
     let durable = Safety::Durable(AckCount::Of(1));
     let mut harness = Harness::new(config(2, durable));

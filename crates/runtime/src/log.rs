@@ -71,7 +71,6 @@ pub struct LogRecovered {
 /// The handle roles hold: cheap to clone, every method non-blocking but [`NodeLog::align`].
 #[derive(Clone)]
 pub struct NodeLog {
-    syncs: bool,
     inputs: mpsc::Sender<Input>,
     shared: Arc<Shared>,
     thread: Arc<Mutex<Option<JoinHandle<()>>>>,
@@ -132,7 +131,6 @@ impl NodeLog {
             .spawn(move || state.run(inbox))
             .map_err(|err| format!("cannot start the log thread: {err}"))?;
         let log = NodeLog {
-            syncs: settings.fsync.syncs(),
             inputs,
             shared,
             thread: Arc::new(Mutex::new(Some(thread))),
@@ -189,11 +187,6 @@ impl NodeLog {
             listener(lsn);
         }
         *slot = listener;
-    }
-
-    /// Whether this log ever syncs (its `fsync` is not `never`), so `durable` can be met.
-    pub fn syncs(&self) -> bool {
-        self.syncs
     }
 
     /// Every record up to here is on disk and a restart could rebuild it (0: nothing).
@@ -259,7 +252,12 @@ impl LogThread {
             // A stopping node syncs what it holds, whatever the policy (a clean shutdown
             // loses nothing).
             let due = (stop && self.core.unsynced()) || self.core.sync_due(ms_since);
-            if due && let Err(cause) = self.sync() {
+            let done = if due {
+                self.sync()
+            } else {
+                self.core.write().map_err(|err| err.to_string())
+            };
+            if let Err(cause) = done {
                 self.poison(cause);
                 return;
             }

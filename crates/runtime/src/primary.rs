@@ -22,7 +22,9 @@ use hdrhistogram::Histogram;
 use prometheus_client::metrics::gauge::Gauge;
 use tandem_log::{BatchKind, TailLimits};
 use tandem_memory::ClassBytes;
-use tandem_node::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};
+use tandem_node::{
+    Answer, AnswerKind, Call, LogOrder, Observed, PrimaryRole, Ran, Refusal, RoleReady,
+};
 use tandem_replication::{
     Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, Safety,
 };
@@ -503,7 +505,7 @@ pub fn start_role(
     if let Some(log) = &log {
         // The log must end where the segment does before the role appends to it.
         log.align(lsn_start);
-        role.set_log_syncs(log.syncs());
+        role.set_log_syncs(true);
         let inbound = inbound.clone();
         log.listen(Some(Box::new(move |lsn| {
             let _ = inbound.send(Inbound::Synced { lsn });
@@ -512,6 +514,7 @@ pub fn start_role(
     let mut executor = Executor {
         periodic,
         log,
+        lsn_sync_wanted: 0,
         node_id: config.node_id,
         role,
         answer_from: members.answer_from,

@@ -66,9 +66,10 @@ pub struct UpArgs {
     /// durable[:K] (every acknowledged commit synced to the write-ahead logs).
     #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
     pub safety: tandem_replication::Safety,
-    /// When each node syncs its write-ahead log: always (every group of appends), every:MS,
-    /// or never (left to the operating system; durable needs a log that syncs).
-    #[arg(long, default_value = "always", value_parser = parse_fsync)]
+    /// When each node syncs its write-ahead log on its own: always (every group of appends),
+    /// every:MS, or never (left to the operating system). A durable commit is synced at once
+    /// whatever this says.
+    #[arg(long, default_value = "every:100", value_parser = parse_fsync)]
     pub fsync: tandem_node::SyncPolicy,
     /// Where the cluster keeps its files.
     #[arg(long, default_value = ".tandem")]
@@ -167,8 +168,9 @@ pub struct DemoArgs {
     /// durable[:K] (every acknowledged commit synced to the write-ahead logs).
     #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
     pub safety: tandem_replication::Safety,
-    /// When each node syncs its write-ahead log: always, every:MS or never.
-    #[arg(long, default_value = "always", value_parser = parse_fsync)]
+    /// When each node syncs its write-ahead log on its own: always, every:MS or never (a
+    /// durable commit is synced at once whatever this says).
+    #[arg(long, default_value = "every:100", value_parser = parse_fsync)]
     pub fsync: tandem_node::SyncPolicy,
     /// Records each primary's retained tail keeps. A small tail makes a node that comes back
     /// (restart-primary) catch up by state transfer instead of from the tail.

@@ -246,6 +246,10 @@ pub struct Wal<D: Disk> {
     /// Where the log stands after the buffered entries.
     position: Position,
     lsn_durable: u64,
+    /// The current segment holds bytes [`Wal::write`] wrote and no sync has covered yet, up
+    /// to the end of the last complete entry at `lsn_written`.
+    written_unsynced: bool,
+    lsn_written: u64,
     poisoned: Option<String>,
 }
 
@@ -601,6 +605,8 @@ impl<D: Disk> Wal<D> {
             buffered: Vec::new(),
             position,
             lsn_durable: position.lsn(),
+            written_unsynced: false,
+            lsn_written: position.lsn(),
             poisoned: None,
         };
         Ok((wal, recovered))
@@ -689,15 +695,21 @@ impl<D: Disk> Wal<D> {
     pub fn sync(&mut self) -> Result<u64, WalError> {
         assert!(self.lsn_durable <= self.position.lsn());
         self.refuse_if_poisoned()?;
-        if self.buffered.is_empty() {
+        if self.buffered.is_empty() && !self.written_unsynced {
             assert_eq!(self.lsn_durable, self.position.lsn());
             return Ok(self.lsn_durable);
         }
         let lsn_target = self.position.lsn();
-        if let Err(cause) = self.write_and_sync() {
+        let synced = if self.buffered.is_empty() {
+            self.sync_current()
+        } else {
+            self.write_buffered(true)
+        };
+        if let Err(cause) = synced {
             return Err(self.poison(cause));
         }
         assert!(self.buffered.is_empty());
+        self.written_unsynced = false;
         self.lsn_durable = lsn_target;
         if planted(Bug::ImageDurableBeforeLastChunk)
             && let Some(open) = self.position.image_open
@@ -707,7 +719,37 @@ impl<D: Disk> Wal<D> {
         Ok(self.lsn_durable)
     }
 
-    fn write_and_sync(&mut self) -> Result<(), String> {
+    /// Writes every buffered entry to the segment files without syncing the last one (a
+    /// segment closed on the way is synced, as by [`Wal::sync`]): the bytes reach the page
+    /// cache, so a crash of the process loses none of them, but nothing more is durable and
+    /// the durable LSN does not move. A node whose policy leaves syncing to the operating
+    /// system calls it, so that its next sync has little left to write.
+    pub fn write(&mut self) -> Result<(), WalError> {
+        self.refuse_if_poisoned()?;
+        if self.buffered.is_empty() {
+            return Ok(());
+        }
+        if let Err(cause) = self.write_buffered(false) {
+            return Err(self.poison(cause));
+        }
+        self.written_unsynced = true;
+        self.lsn_written = self.position.lsn();
+        Ok(())
+    }
+
+    /// Syncs the current segment, which holds bytes [`Wal::write`] wrote.
+    fn sync_current(&mut self) -> Result<(), String> {
+        let segment = self
+            .current
+            .as_mut()
+            .expect("bytes were written to a current segment");
+        let path = segment_path(&self.dir, segment.seq);
+        self.disk
+            .sync(&mut segment.file)
+            .map_err(|error| io_cause("syncing segment", &path, error))
+    }
+
+    fn write_buffered(&mut self, sync: bool) -> Result<(), String> {
         let entries = std::mem::take(&mut self.buffered);
         let bytes_total: usize = entries
             .iter()
@@ -747,7 +789,7 @@ impl<D: Disk> Wal<D> {
         self.disk
             .append(&mut segment.file, &pending)
             .map_err(|error| io_cause("appending to segment", &path, error))?;
-        if !planted(Bug::AckBeforeSync) {
+        if sync && !planted(Bug::AckBeforeSync) {
             self.disk
                 .sync(&mut segment.file)
                 .map_err(|error| io_cause("syncing segment", &path, error))?;
@@ -758,13 +800,17 @@ impl<D: Disk> Wal<D> {
     /// Closes the current segment (writing and syncing what is pending for it) and begins the
     /// next one; its header goes into `pending`.
     fn roll(&mut self, pending: &mut Vec<u8>) -> Result<(), String> {
+        // The closing segment is synced whole: what `write` left in it unsynced too, since a
+        // later sync only syncs the segment current then.
         if let Some(segment) = &mut self.current
-            && !pending.is_empty()
+            && (!pending.is_empty() || self.written_unsynced)
         {
             let path = segment_path(&self.dir, segment.seq);
-            self.disk
-                .append(&mut segment.file, pending)
-                .map_err(|error| io_cause("appending to segment", &path, error))?;
+            if !pending.is_empty() {
+                self.disk
+                    .append(&mut segment.file, pending)
+                    .map_err(|error| io_cause("appending to segment", &path, error))?;
+            }
             self.disk
                 .sync(&mut segment.file)
                 .map_err(|error| io_cause("syncing segment", &path, error))?;
@@ -893,6 +939,15 @@ impl<D: Disk> Wal<D> {
     pub fn cut_after(&mut self, lsn: u64) -> Result<u64, WalError> {
         self.refuse_if_poisoned()?;
         assert!(self.lsn_durable <= self.position.lsn());
+        // What `write` left unsynced is made durable first: a cut reports all it keeps
+        // durable, and a cut in the buffer alone touches no file.
+        if self.written_unsynced {
+            if let Err(cause) = self.sync_current() {
+                return Err(self.poison(cause));
+            }
+            self.written_unsynced = false;
+            self.lsn_durable = self.lsn_written;
+        }
         if let Some(at) = self.frames.iter().position(|frame| frame.lsn_last > lsn) {
             self.buffered.clear();
             if let Err(cause) = self.cut_written(at, lsn) {
@@ -1035,6 +1090,7 @@ impl<D: Disk> Wal<D> {
             image_open: None,
         };
         self.lsn_durable = self.position.lsn();
+        self.written_unsynced = false;
         Ok(())
     }
 

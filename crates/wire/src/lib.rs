@@ -93,6 +93,7 @@
 //!         8 Diverged    view u64, lsn_received u64, then page numbers u32 each
 //!         9 ReadIndex   view u64, id u64
 //!        10 ReadIndexed view u64, id u64, lsn_released u64
+//!        11 SyncWanted  view u64, lsn u64
 //! ```
 
 #![forbid(unsafe_code)]

@@ -21,6 +21,7 @@ const TAG_PULSE: u8 = 7;
 const TAG_DIVERGED: u8 = 8;
 const TAG_READ_INDEX: u8 = 9;
 const TAG_READ_INDEXED: u8 = 10;
+const TAG_SYNC_WANTED: u8 = 11;
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
@@ -59,6 +60,13 @@ struct StaleView {
 struct ReadIndex {
     view: U64,
     id: U64,
+}
+
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct SyncWanted {
+    view: U64,
+    lsn: U64,
 }
 
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
@@ -163,6 +171,13 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
                 lsn_released: lsn_released.into(),
             };
             encode_fixed(out, TAG_READ_INDEXED, fields.as_bytes());
+        }
+        Message::SyncWanted { view, lsn } => {
+            let fields = SyncWanted {
+                view: view.into(),
+                lsn: lsn.into(),
+            };
+            encode_fixed(out, TAG_SYNC_WANTED, fields.as_bytes());
         }
         Message::Pages(ref chunk) => {
             let header = PagesHeader {
@@ -297,8 +312,15 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
                 lsn_released: fields.lsn_released.get(),
             }
         }
+        TAG_SYNC_WANTED => {
+            let fields = fixed::<SyncWanted>("SyncWanted", rest)?;
+            Message::SyncWanted {
+                view: fields.view.get(),
+                lsn: fields.lsn.get(),
+            }
+        }
         _ => {
-            let detail = format!("unknown message {tag}; 1 to {TAG_READ_INDEXED} are defined");
+            let detail = format!("unknown message {tag}; 1 to {TAG_SYNC_WANTED} are defined");
             return Err(bad_body("Peer", "sub_tag", detail));
         }
     };
@@ -391,6 +413,7 @@ mod tests {
             Message::StaleView { view: u64::MAX },
             Message::Pulse { view: 14 },
             Message::ReadIndex { view: 17, id: 18 },
+            Message::SyncWanted { view: 21, lsn: 22 },
             Message::ReadIndexed {
                 view: 19,
                 id: 20,

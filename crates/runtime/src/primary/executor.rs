@@ -136,6 +136,8 @@ pub(super) struct Executor {
     pub(super) periodic: Option<Periodic>,
     /// The node's write-ahead log, which takes every batch the role seals.
     pub(super) log: Option<NodeLog>,
+    /// The highest LSN the log was asked to sync at once (a `durable` reply waits for it).
+    pub(super) lsn_sync_wanted: u64,
     /// Until when the role answers nothing (a promotion's lease owed), taken at the start.
     pub(super) answer_from: Option<Instant>,
     /// The primary role's decisions: the store, the replication core, each call's outcome.
@@ -488,7 +490,14 @@ impl Executor {
         // this turn sends.
         let sealed = self.ready.replication.to_log.drain(..);
         match &self.log {
-            Some(log) => log.batches(sealed),
+            Some(log) => {
+                log.batches(sealed);
+                let lsn = self.role.primary().lsn_sync_wanted();
+                if lsn > self.lsn_sync_wanted {
+                    self.lsn_sync_wanted = lsn;
+                    log.order(LogOrder::SyncWanted { lsn });
+                }
+            }
             None => drop(sealed),
         }
         // A transfer's pages were copied into its messages while the executor waited: it
