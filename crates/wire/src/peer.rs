@@ -472,10 +472,10 @@ mod tests {
             decode(&empty).unwrap_err().to_string(),
             "Peer frame, field 'sub_tag': missing: the body is empty"
         );
-        let unknown = [2, 0, 0, 0, TYPE_PEER, 11];
+        let unknown = [2, 0, 0, 0, TYPE_PEER, 12];
         assert_eq!(
             decode(&unknown).unwrap_err().to_string(),
-            "Peer frame, field 'sub_tag': unknown message 11; 1 to 10 are defined"
+            "Peer frame, field 'sub_tag': unknown message 12; 1 to 11 are defined"
         );
         let mut ragged = Vec::new();
         let pages = std::sync::Arc::from(&[1, 2][..]);
