@@ -424,9 +424,40 @@ pub struct DurabilityArgs {
     /// should be on the disk to measure, not a tmpfs.
     #[arg(long, default_value = ".tandem/bench-durability")]
     pub dir: std::path::PathBuf,
+    /// Database sizes in MiB, comma-separated, at which a backup is restarted from its
+    /// write-ahead log and timed (each a 3-node cluster of that size); "none" to skip.
+    #[arg(long = "recovery-mib", default_value = "64,256", value_parser = parse_recovery_mib)]
+    pub recovery_mib: RecoveryMib,
+    /// Seconds of SETs (8 connections, 16 in flight each) that fill each recovery cluster's
+    /// logs before the restart.
+    #[arg(long, value_name = "S", default_value = "2", value_parser = parse_seconds)]
+    pub recovery_seconds: f64,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The database sizes `bench durability` times a restart at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryMib(pub Vec<u32>);
+
+fn parse_recovery_mib(text: &str) -> Result<RecoveryMib, String> {
+    if text == "none" {
+        return Ok(RecoveryMib(Vec::new()));
+    }
+    let mut sizes = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        match part.parse::<u32>() {
+            Ok(mib @ 16..=65536) => sizes.push(mib),
+            _ => {
+                return Err(format!(
+                    "'{part}' is not a database size; give MiB from 16 to 65536, \
+                     comma-separated (e.g. 64,256,1024), or none"
+                ));
+            }
+        }
+    }
+    Ok(RecoveryMib(sizes))
 }
 
 /// The systems of `bench durability`, in the order given.

@@ -160,12 +160,12 @@ fn a_short_run_prints_the_documented_json_and_checks_consistency() {
     }
 }
 
-/// `bench durability`, briefly, with the systems this build can run: tandem 2-safe always,
-/// and the two Redis append-only files where `redis-server` is installed (`.ci/setup`
-/// installs it). tandem-durable is left out until its nodes write and sync their logs.
+/// `bench durability`, briefly: tandem under 2-safe and under durable always, the two Redis
+/// append-only files where `redis-server` is installed (`.ci/setup` installs it), and one
+/// restart of a backup from its write-ahead log.
 #[test]
 fn the_durability_benchmark_prints_the_documented_json() {
-    let mut systems = vec!["tandem-2safe"];
+    let mut systems = vec!["tandem-2safe", "tandem-durable"];
     match Command::new("redis-server").arg("--version").output() {
         Ok(_) => systems.extend(["redis-always", "redis-everysec"]),
         Err(err) => eprintln!("no redis-server ({err}): measuring tandem-2safe alone"),
@@ -185,6 +185,10 @@ fn the_durability_benchmark_prints_the_documented_json() {
         "16",
         "--systems",
         &systems_arg,
+        "--recovery-mib",
+        "16",
+        "--recovery-seconds",
+        "0.3",
         "--dir",
         dir.to_str().unwrap(),
         "--json",
@@ -196,7 +200,17 @@ fn the_durability_benchmark_prints_the_documented_json() {
         keys
     };
     assert_eq!(fields(&report), ["recovery", "runs"], "{report}");
-    assert_eq!(report["recovery"], serde_json::json!([]));
+    // The backup restarted from its log, replayed what the SETs wrote, and served again.
+    let recovery = report["recovery"].as_array().unwrap();
+    assert_eq!(recovery.len(), 1, "{report}");
+    assert_eq!(
+        fields(&recovery[0]),
+        ["db_mib", "log_mib", "records", "replay_s", "restart_s"],
+        "{report}"
+    );
+    assert_eq!(recovery[0]["db_mib"], 16, "{report}");
+    assert!(recovery[0]["records"].as_u64().unwrap() > 0, "{report}");
+    assert!(recovery[0]["restart_s"].as_f64().unwrap() > 0.0, "{report}");
     let runs = report["runs"].as_array().unwrap();
     let mut pairs = Vec::new();
     for workload in ["set", "debit-credit"] {

@@ -17,11 +17,17 @@
 //! slice rates; latency comes from an hdrhistogram of all its operations. An error reply
 //! ends the run: a refused operation is no measure of speed.
 //!
-//! Recovery (a restart from the disk, timed) needs nodes that restart from their logs, which
-//! are not built yet: `recovery` in the report stays empty until they are.
+//! Recovery (`--recovery-mib`, one database size after another): a 3-node 2-safe cluster
+//! of that size takes `SET`s for `--recovery-seconds`, then a backup is killed and started
+//! again; it rebuilds its database from its write-ahead log (the initial load, then every
+//! batch its log holds: there are no checkpoints yet, so the whole log is replayed) and
+//! rejoins. `restart_s` is the time from its start to its serving as a backup again (the
+//! load, the replay, the join and the catch-up); `replay_s` the replay alone, as the node
+//! logs it; `log_mib` its log's size before the restart. A whole cluster restarted at once
+//! does not come back by itself yet, so only a node of a live cluster is timed.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tandem_replication::{AckCount, Safety};
@@ -161,8 +167,113 @@ pub struct Run {
 #[derive(Debug, Serialize)]
 struct Report {
     runs: Vec<Run>,
-    /// Restarts from disk, timed: none yet (see the module's comment).
-    recovery: Vec<serde_json::Value>,
+    /// Restarts from disk, timed (see the module's comment).
+    recovery: Vec<Recovery>,
+}
+
+/// One restart of a backup from its log.
+#[derive(Debug, Serialize)]
+pub struct Recovery {
+    pub db_mib: u64,
+    pub log_mib: f64,
+    pub restart_s: f64,
+    pub replay_s: f64,
+    /// Records and images the replay applied.
+    pub records: u64,
+}
+
+/// The node restarted: the last one, a backup of the first view.
+const RESTARTED: u32 = 3;
+
+/// Fills a cluster of `db_mib` for `seconds`, kills a backup, starts it again, and times
+/// its way back from its log.
+fn measure_recovery(dir: &Path, db_mib: u32, seconds: f64) -> Result<Recovery, Failure> {
+    let folder = dir.join(format!("recovery-{db_mib}mib"));
+    let (mut cluster, address) = start_tandem(
+        &folder,
+        RESTARTED,
+        Safety::TwoSafe(AckCount::All),
+        db_mib as usize,
+    )?;
+    let target = Target::load(address, false)?;
+    let filled = run_slice(
+        &target,
+        Workload::Set.test(),
+        16,
+        8,
+        Duration::from_secs_f64(seconds),
+        u64::from(db_mib),
+    )?;
+    if let Some(error) = filled.first_error() {
+        return Err(Failure::Run(format!("filling the cluster: {error}")));
+    }
+    let log_dir = folder.join(format!("node{RESTARTED}")).join("log");
+    let log_bytes: u64 = std::fs::read_dir(&log_dir)
+        .map_err(|err| Failure::Run(format!("{}: {err}", log_dir.display())))?
+        .filter_map(|entry| entry.ok()?.metadata().ok())
+        .map(|meta| meta.len())
+        .sum();
+    cluster.kill(RESTARTED);
+    let started = Instant::now();
+    cluster.restart(RESTARTED)?;
+    let node = cluster
+        .nodes
+        .iter()
+        .find(|node| node.entry.id == RESTARTED)
+        .expect("the cluster has the node");
+    let deadline = started + RECOVERY_TIMEOUT;
+    loop {
+        let role = node
+            .status()
+            .ok()
+            .and_then(|status| status["cluster"]["role"].as_str().map(str::to_owned));
+        if role.as_deref() == Some("backup") {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(Failure::Run(format!(
+                "node {RESTARTED} was not a backup again {} s after its restart; see {}",
+                RECOVERY_TIMEOUT.as_secs(),
+                node.entry.log.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let restart_s = started.elapsed().as_secs_f64();
+    let log = node.log();
+    let (records, replay_s) = replayed(&log).ok_or_else(|| {
+        Failure::Run(format!(
+            "node {RESTARTED} rejoined without replaying its log; see {}",
+            node.entry.log.display()
+        ))
+    })?;
+    Ok(Recovery {
+        db_mib: u64::from(db_mib),
+        log_mib: log_bytes as f64 / f64::from(1 << 20),
+        restart_s,
+        replay_s,
+        records,
+    })
+}
+
+/// Longest a restarted node may take to serve again before the bench gives up on it.
+const RECOVERY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// From a node's log, the last replay's records and images, and its seconds.
+fn replayed(log: &str) -> Option<(u64, f64)> {
+    let line = log.lines().rev().find(|line| line.contains("from its log in"))?;
+    let number_after = |marker: &str| -> Option<f64> {
+        let start = line.find(marker)? + marker.len();
+        let text: String = line[start..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        text.parse().ok()
+    };
+    let records = number_after("replayed ")? as u64;
+    let images = number_after("records and ")? as u64;
+    let ms = number_after("from its log in ")?;
+    Some((records + images, ms / 1e3))
 }
 
 /// How `--seconds` is cut: the number of measured slices per pair, and their length.
@@ -269,23 +380,29 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
             p50_ms: tally.latency_ms(0.5),
         })
         .collect();
+    let mut recovery = Vec::new();
+    for &db_mib in &args.recovery_mib.0 {
+        say(&format!(
+            "recovery: a {db_mib} MiB cluster takes SETs for {} s, then a backup restarts \
+             from its log",
+            args.recovery_seconds
+        ));
+        recovery.push(measure_recovery(dir, db_mib, args.recovery_seconds)?);
+    }
     if args.json {
-        let report = Report {
-            runs,
-            recovery: Vec::new(),
-        };
+        let report = Report { runs, recovery };
         println!(
             "{}",
             serde_json::to_string_pretty(&report).expect("a report serializes")
         );
     } else {
-        print_report(&runs, workloads);
+        print_report(&runs, workloads, &recovery);
     }
     Ok(())
 }
 
 /// Each pair's line, then tandem-durable's throughput over each other system's per workload.
-fn print_report(runs: &[Run], workloads: &[Workload]) {
+fn print_report(runs: &[Run], workloads: &[Workload], recovery: &[Recovery]) {
     println!(
         "{:<13} {:<15} {:>11} {:>9} {:>9}",
         "workload", "system", "ops/s", "p50 ms", "p99 ms"
@@ -322,9 +439,23 @@ fn print_report(runs: &[Run], workloads: &[Workload]) {
         }
     }
     println!();
+    if recovery.is_empty() {
+        println!("recovery: not measured (--recovery-mib names no size)");
+        return;
+    }
     println!(
-        "recovery: not measured (a restart from disk needs nodes that recover from their \
-         logs, which are not built yet)"
+        "{:>7} {:>9} {:>10} {:>11} {:>10}",
+        "db MiB", "log MiB", "records", "restart s", "replay s"
+    );
+    for restart in recovery {
+        println!(
+            "{:>7} {:>9.1} {:>10} {:>11.3} {:>10.3}",
+            restart.db_mib, restart.log_mib, restart.records, restart.restart_s, restart.replay_s
+        );
+    }
+    println!(
+        "(restart: from the killed backup's start to its serving as a backup again; replay: \
+         its log onto the initial load, no checkpoint yet)"
     );
 }
 
