@@ -261,7 +261,10 @@ const RECOVERY_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// From a node's log, the last replay's records and images, and its seconds.
 fn replayed(log: &str) -> Option<(u64, f64)> {
-    let line = log.lines().rev().find(|line| line.contains("from its log in"))?;
+    let line = log
+        .lines()
+        .rev()
+        .find(|line| line.contains("from its log in"))?;
     let number_after = |marker: &str| -> Option<f64> {
         let start = line.find(marker)? + marker.len();
         let text: String = line[start..]
