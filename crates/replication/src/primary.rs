@@ -1560,6 +1560,12 @@ impl<R> Primary<R> {
         let progress_lsn = |backup: &Progress| match held {
             Held::Received => backup.lsn_received,
             Held::Applied => backup.lsn_applied,
+            #[cfg(feature = "inject-bugs")]
+            Held::Durable
+                if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::DurableBeforeSync) =>
+            {
+                backup.lsn_received
+            }
             Held::Durable => backup.lsn_durable,
         };
         self.sorted.clear();

@@ -250,6 +250,9 @@ fn budget(bug: Bug) -> (Mix, u64) {
         // Needs a Redis seed (the model whose clients sit behind a proxy connection) where a
         // unit got no answer before its deadline (first caught: 2).
         Bug::ProxyRetriesUnanswered => 50,
+        // Needs a `durable` seed (one 2-safe seed in three) whose backups' logs sync later
+        // than they receive (every seed: a sync takes simulated time).
+        Bug::DurableBeforeSync => 50,
     };
     (Mix::Every, seeds)
 }
@@ -307,6 +310,10 @@ fn the_release_rule_and_the_bound_are_checked_against_what_backups_really_hold()
     assert!(early.contains("released a reply at LSN"), "{early}");
     let unbounded = first_failure(Bug::IgnoreBound, 50);
     assert!(unbounded.contains("under bounded:"), "{unbounded}");
+    // A `durable` reply released before the backups' logs synced it is caught against what
+    // each log reported synced.
+    let unsynced = first_failure(Bug::DurableBeforeSync, 50);
+    assert!(unsynced.contains("had synced to their logs"), "{unsynced}");
 }
 
 #[test]
