@@ -464,6 +464,10 @@ fn skip_dedup_is_caught_on_the_redis_model() {
 /// that misses pages leaves bytes no primary held at its LSN.
 #[test]
 fn the_redis_history_checks_catch_planted_bugs() {
+    // A seed may catch the bug first with another checker (since the nodes log to disks
+    // and restarted ones rejoin from their logs, transfer-short's first catch, Redis seed 1,
+    // is a rejoined member whose short transfers are refused for good, and skip-truncate's
+    // the transfer checker): the ghost checker must catch it on some seed of the budget.
     let cases = [
         (
             Bug::SkipTruncate,
@@ -474,9 +478,16 @@ fn the_redis_history_checks_catch_planted_bugs() {
     ];
     for (bug, checker, seeds) in cases {
         bugs::plant(Some(bug));
-        let failure = (0..seeds).find_map(|seed| run_redis(seed, Mix::Every, None).failure);
+        let caught = (0..seeds).find(|&seed| {
+            run_redis(seed, Mix::Every, None)
+                .failure
+                .is_some_and(|failure| failure.contains(checker))
+        });
         bugs::plant(None);
-        let failure = failure.unwrap_or_else(|| panic!("{} survived {seeds} seeds", bug.name()));
-        assert!(failure.contains(checker), "{}: {failure}", bug.name());
+        assert!(
+            caught.is_some(),
+            "{}: no seed of {seeds} failed with \"{checker}\"",
+            bug.name()
+        );
     }
 }
