@@ -37,11 +37,18 @@
 //!   middle of a save instead: the save tears, the disk keeps the state saved before (the file
 //!   store alternates two checksummed slots, so a torn slot is refused and the other read, as
 //!   `tandem-config`'s tests show), and nothing the torn save held back is sent.
+//! - the write-ahead log's disk ([`disk`]): each node logs what it holds on a `SimDisk` of
+//!   its own as the runtime's log thread does (a sync takes simulated time; group commit);
+//!   a crash crashes the disk (unsynced bytes lost or torn), a restart recovers the log and
+//!   replays it, and one seed in four fails a sync now and then (the log poisons).
 //!
 //! Checkers, after every step that could break them:
 //! - no acknowledged 2-safe commit is lost: when a backup takes over, and at the end, the
 //!   primary's dedup table holds every client's last acknowledged call;
 //! - never two nodes release replies as the primary of the same view;
+//! - under `durable`, a reply leaves only once the primary's log and k backups' logs
+//!   reported its record synced (a poisoned log reports nothing), and a restart's recovery
+//!   gives back every record its log reported durable before the crash;
 //! - no reply that needs the primary's lease (a 1-safe or bounded commit, a call with no
 //!   commit of its own) leaves after a backup's promise to that primary ran out, nor after
 //!   the primary of a newer view released a reply (a backup reports at once when it freezes;
