@@ -42,6 +42,36 @@ fn a_budget_of_seeds_passes_every_checker() {
     assert!(views > 3 * SEEDS, "only {views} views over {SEEDS} seeds");
 }
 
+/// The simulated disks are exercised: `durable` seeds run, restarted nodes replay their
+/// logs and follow a view from those records, and failed syncs poison logs, every seed
+/// passing.
+#[test]
+fn restarts_replay_their_logs_and_durable_seeds_run() {
+    bugs::plant(None);
+    let (mut durable, mut replays, mut followed, mut poisoned) = (0, 0, 0, 0);
+    for seed in 0..100 {
+        let report = run_cluster(seed, TICKS);
+        assert!(
+            report.failure.is_none(),
+            "seed {seed} failed: {}",
+            report.failure.unwrap_or_default()
+        );
+        if matches!(report.faults.safety, tandem_replication::Safety::Durable(_)) {
+            durable += 1;
+        }
+        replays += report.log_replays;
+        followed += report.recovered_followed;
+        poisoned += report.logs_poisoned;
+    }
+    assert!(durable >= 10, "only {durable} durable seeds of 100");
+    assert!(replays >= 50, "only {replays} restarts replayed their log");
+    assert!(
+        followed >= 50,
+        "only {followed} roles followed recovered records"
+    );
+    assert!(poisoned >= 5, "only {poisoned} logs poisoned");
+}
+
 /// Seeds that long runs past the CI budget found failing, with their ticks: each fix has a
 /// scripted test of its own beside the code; these keep the whole runs passing. (After a
 /// change to the simulator a seed may no longer reach the fault it once did; the scripted
