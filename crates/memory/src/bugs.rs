@@ -64,10 +64,14 @@ pub enum Bug {
     /// calls, with new seqs, instead of telling its application (tandem-proxy's
     /// `ProxyConn::finish`): a command that had committed runs twice.
     ProxyRetriesUnanswered,
+    /// The primary counts a backup's received LSN as durable under the `durable` rule, so a
+    /// reply leaves before the backups' logs synced its record (tandem-replication's
+    /// `lsn_releasable`).
+    DurableBeforeSync,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 16] = [
+    pub const ALL: [Bug; 17] = [
         Bug::EarlyReply,
         Bug::SkipTruncate,
         Bug::PromoteLowest,
@@ -84,6 +88,7 @@ impl Bug {
         Bug::IgnoreLeaseOwed,
         Bug::SkipReadIndex,
         Bug::ProxyRetriesUnanswered,
+        Bug::DurableBeforeSync,
     ];
 
     pub fn name(self) -> &'static str {
@@ -104,6 +109,7 @@ impl Bug {
             Bug::IgnoreLeaseOwed => "ignore-lease-owed",
             Bug::SkipReadIndex => "skip-read-index",
             Bug::ProxyRetriesUnanswered => "proxy-retries-unanswered",
+            Bug::DurableBeforeSync => "durable-before-sync",
         }
     }
 

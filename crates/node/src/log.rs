@@ -189,6 +189,21 @@ impl<D: Disk> LogCore<D> {
         self.policy
     }
 
+    /// Why the log takes nothing more (its first I/O error), if it does not.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.wal.poisoned()
+    }
+
+    /// The disk the log lives on (the simulator's `SimDisk` fails a sync through it).
+    pub fn disk_mut(&mut self) -> &mut D {
+        self.wal.disk_mut()
+    }
+
+    /// Gives the disk back (the simulator crashes it, then opens the log again).
+    pub fn into_disk(self) -> D {
+        self.wal.into_disk()
+    }
+
     /// Every record up to here is synced and a restart could rebuild it (0: nothing).
     pub fn lsn_durable(&self) -> u64 {
         if self.anchored && self.wal.poisoned().is_none() {

@@ -1604,12 +1604,22 @@ impl<R> Primary<R> {
             return lsn_local;
         }
         if k == 0 {
-            // No backup left in a group that has other nodes: nothing new leaves.
-            return self.lsn_released;
+            // No backup left in a group that has other nodes: nothing new leaves. Under
+            // `durable`, not even what a promotion took over as released (`resume` counts
+            // every record it took over) until this node's own log synced it: a retry
+            // answered from the dedup table would otherwise acknowledge a record no disk of
+            // the view holds (simulator seed 643: the promoted backup's log was poisoned).
+            return self.lsn_released.min(lsn_local);
         }
         let progress_lsn = |backup: &Progress| match held {
             Held::Received => backup.lsn_received,
             Held::Applied => backup.lsn_applied,
+            #[cfg(feature = "inject-bugs")]
+            Held::Durable
+                if tandem_memory::bugs::planted(tandem_memory::bugs::Bug::DurableBeforeSync) =>
+            {
+                backup.lsn_received
+            }
             Held::Durable => backup.lsn_durable,
         };
         self.sorted.clear();

@@ -231,7 +231,8 @@ pub struct SimArgs {
     /// Plant a known bug in the real code (builds with the inject-bugs feature):
     /// early-reply, skip-truncate, promote-lowest, skip-dedup, ignore-lease, transfer-short,
     /// ignore-views-asked-for, missed-promotion, restarted-serves, lease-margin-off-by-one,
-    /// abandoned-sent, ignore-bound, rewind-forgets or ignore-lease-owed.
+    /// abandoned-sent, ignore-bound, rewind-forgets, ignore-lease-owed, skip-read-index,
+    /// proxy-retries-unanswered or durable-before-sync.
     #[arg(long, value_name = "BUG")]
     pub inject: Option<String>,
     /// Print the report as JSON.

@@ -34,6 +34,12 @@ struct SeedReport {
     /// none did (busy, sent to a node that is no backup, lost).
     reads_served: u64,
     reads_unserved: u64,
+    /// Syncs of the nodes' write-ahead logs (each on a simulated disk), logs poisoned by a
+    /// failed sync, restarts that replayed a log, and roles started from those records.
+    log_syncs: u64,
+    logs_poisoned: u64,
+    log_replays: u64,
+    recovered_followed: u64,
     /// The Redis model's figures (absent for Debit-Credit, whose reports stay as they were).
     #[serde(flatten)]
     redis: Option<RedisFigures>,
@@ -122,6 +128,10 @@ fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
         sole_copy_crashes: report.sole_copy_crashes,
         reads_served: report.reads_served,
         reads_unserved: report.reads_unserved,
+        log_syncs: report.log_syncs,
+        logs_poisoned: report.logs_poisoned,
+        log_replays: report.log_replays,
+        recovered_followed: report.recovered_followed,
         redis,
         ok: report.failure.is_none(),
         failure: report.failure,
@@ -171,6 +181,11 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
                 out.rejoins,
                 out.reads_served,
                 out.reads_unserved
+            );
+            println!(
+                "logs: {} syncs, {} poisoned by a failed sync; {} restarts replayed their log, \
+                 {} roles followed a view from the records replayed",
+                out.log_syncs, out.logs_poisoned, out.log_replays, out.recovered_followed
             );
             if let Some(redis) = &out.redis {
                 println!(

@@ -352,41 +352,69 @@ impl World {
     /// least k of its view's backups (every one, for a rule of all) had really received (or,
     /// for 2-safe-applied, applied) the record, whatever the acks said.
     pub(super) fn check_release(&self, node: NodeId, lsn: u64) -> Result<(), String> {
-        let (applied, acks) = match self.faults.safety {
-            // A durable record is received too; what the disks hold is not simulated yet.
-            Safety::TwoSafe(acks) | Safety::Durable(acks) => (false, acks),
-            Safety::TwoSafeApplied(acks) => (true, acks),
+        let (held, acks) = match self.faults.safety {
+            Safety::TwoSafe(acks) => (Held::Received, acks),
+            Safety::TwoSafeApplied(acks) => (Held::Applied, acks),
+            Safety::Durable(acks) => (Held::Synced, acks),
             Safety::OneSafe | Safety::Bounded(_) => return Ok(()),
         };
         let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
             unreachable!("released by a primary");
         };
+        if held == Held::Synced {
+            // The primary's own log must have synced it too.
+            let synced = self.synced_ever.get(&(node, node)).copied().unwrap_or(0);
+            if synced < lsn {
+                return Err(self.fail(format!(
+                    "node {node} released a reply at LSN {lsn} under {}, but its own log had \
+                     synced only up to LSN {synced}",
+                    self.faults.safety
+                )));
+            }
+        }
         let backups = &role.primary().config().backups;
         let needed = acks.needed(backups.len());
         let holding: Vec<NodeId> = backups
             .iter()
             .copied()
-            .filter(|&backup| {
-                self.received_ever
-                    .get(&(backup, node))
-                    .is_some_and(|&(received, applied_lsn)| {
-                        (if applied { applied_lsn } else { received }) >= lsn
-                    })
-            })
+            .filter(|&backup| self.held_by(held, backup, node) >= lsn)
             .collect();
         if holding.len() < needed {
             return Err(self.fail(format!(
                 "node {node} released a reply at LSN {lsn} under {} with backups {backups:?}, \
                  but only {holding:?} {} it",
                 self.faults.safety,
-                if applied {
-                    "had applied"
-                } else {
-                    "had received"
+                match held {
+                    Held::Received => "had received",
+                    Held::Applied => "had applied",
+                    Held::Synced => "had synced to their logs",
                 }
             )));
         }
         Ok(())
+    }
+
+    /// The highest LSN `backup` really held (received, applied, or synced to its log) while
+    /// it followed `primary`'s current role.
+    pub(super) fn held_by(&self, held: Held, backup: NodeId, primary: NodeId) -> u64 {
+        match held {
+            Held::Received | Held::Applied => {
+                self.received_ever
+                    .get(&(backup, primary))
+                    .map_or(0, |&(received, applied)| {
+                        if held == Held::Applied {
+                            applied
+                        } else {
+                            received
+                        }
+                    })
+            }
+            Held::Synced => self
+                .synced_ever
+                .get(&(backup, primary))
+                .copied()
+                .unwrap_or(0),
+        }
     }
 
     /// After primary `node` committed under a `bounded:n` rule: no backup of its view lacks
@@ -413,6 +441,15 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// What a backup must hold of a record before a reply for it may leave, by the group's rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Held {
+    Received,
+    Applied,
+    /// Synced to its write-ahead log (`durable`).
+    Synced,
 }
 
 /// An outcome as a failure message shows it.

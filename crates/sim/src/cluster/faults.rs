@@ -1,6 +1,7 @@
 //! The world's faults: the rates a seed draws ([`ClusterFaults`], [`Mix`]), and the
 //! network, crashes, restarts and pauses that carry them out.
 
+use super::checkers::Held;
 use super::*;
 
 /// Fault rates and timing of one run, drawn from its seed.
@@ -49,6 +50,13 @@ pub struct ClusterFaults {
     /// Records a primary's retained tail keeps: small in some seeds, so that members that
     /// come back find it moved on and need a state transfer.
     pub tail_records_max: u64,
+    /// How long a sync of a node's write-ahead log takes, micro-ticks (drawn from the disks'
+    /// generator, as the rest of this block).
+    pub sync_delay_min: u64,
+    pub sync_delay_max: u64,
+    /// Chances per million node ticks that the node's disk fails its next sync (the log
+    /// poisons).
+    pub sync_fail_per_tick_ppm: u64,
 }
 
 /// Which part of the fault space a seed's rates are drawn from.
@@ -75,6 +83,25 @@ impl ClusterFaults {
     pub fn draw_resets(&mut self, rng: &mut Rng) {
         self.reset_per_tick_ppm = if rng.below(3) == 0 {
             200 + rng.below(3_000)
+        } else {
+            0
+        };
+    }
+
+    /// Draws the disks' rates from `rng`, the generator the disks use: one 2-safe seed in
+    /// three runs `durable` with the same acks instead (all, or k of the backups), so that
+    /// the other seeds' rates stay as they were; a sync takes a tenth of a tick to a tick
+    /// and a half; one seed in four fails a sync now and then.
+    pub fn draw_disks(&mut self, rng: &mut Rng) {
+        if let Safety::TwoSafe(acks) | Safety::TwoSafeApplied(acks) = self.safety
+            && rng.below(3) == 0
+        {
+            self.safety = Safety::Durable(acks);
+        }
+        self.sync_delay_min = 20 + rng.below(200);
+        self.sync_delay_max = self.sync_delay_min + rng.below(1_300);
+        self.sync_fail_per_tick_ppm = if rng.below(4) == 0 {
+            200 + rng.below(2_000)
         } else {
             0
         };
@@ -155,6 +182,9 @@ impl ClusterFaults {
             } else {
                 1 << 20
             },
+            sync_delay_min: 0,
+            sync_delay_max: 0,
+            sync_fail_per_tick_ppm: 0,
         };
         // An operator sizes the tick to the network: a primary's lease (about suspect_ticks
         // − 4 ticks) must outlast a heartbeat's round trip, or no answer that needs it ever
@@ -173,7 +203,8 @@ impl fmt::Display for ClusterFaults {
             "{} nodes, {} clients, {}, suspect {} ticks, election {} ticks; delay {}..{} µt, \
              loss {} ppm, dup {} ppm, reorder {} ppm, partitions {} ppm/tick ≤{} ticks, resets {} ppm/tick, crashes {} ppm/tick{} \
              restart ≤{} ticks, pauses {} ppm/tick ≤{} ticks, drift ±{} µt/tick, slow {}, \
-             deadline {} µt, retry {} µt, batches ≤{} B, tail ≤{} records",
+             deadline {} µt, retry {} µt, batches ≤{} B, tail ≤{} records; syncs {}..{} µt, \
+             failed syncs {} ppm/tick",
             self.nodes,
             self.clients,
             self.safety,
@@ -204,7 +235,10 @@ impl fmt::Display for ClusterFaults {
             self.deadline,
             self.retry_after,
             self.batch_bytes_max,
-            self.tail_records_max
+            self.tail_records_max,
+            self.sync_delay_min,
+            self.sync_delay_max,
+            self.sync_fail_per_tick_ppm
         )
     }
 }
@@ -272,6 +306,7 @@ impl World {
             self.paused_until.insert(node, until);
             self.note(format!("pause {node}"));
         }
+        self.maybe_fail_sync(node);
         if self.rng.below(1_000_000) < faults.crash_per_tick_ppm
             && (self.whole() || (faults.crash_any_time && self.others_hold_memory(node)))
         {
@@ -345,8 +380,10 @@ impl World {
                 "node {node} crashes holding the only copy of acknowledged records"
             ));
         }
+        self.crash_log(node);
         let state = &mut self.nodes[index_of(node)];
         state.supervisor = None;
+        state.recovered = None;
         state.observed_pending.clear();
         state.role = Slot::Outside;
         state.ticks_missed = 0;
@@ -363,10 +400,11 @@ impl World {
 
     /// Raises `lsn_releasable_max` to what k backups of the newest view hold now.
     pub(super) fn note_releasable(&mut self) {
-        let (applied, acks) = match self.faults.safety {
-            // A durable record is received too; what the disks hold is not simulated yet.
-            Safety::TwoSafe(acks) | Safety::Durable(acks) => (false, acks),
-            Safety::TwoSafeApplied(acks) => (true, acks),
+        let (held_by, acks) = match self.faults.safety {
+            Safety::TwoSafe(acks) => (Held::Received, acks),
+            Safety::TwoSafeApplied(acks) => (Held::Applied, acks),
+            // What the backups' logs synced: all a `durable` release may count on.
+            Safety::Durable(acks) => (Held::Synced, acks),
             Safety::OneSafe | Safety::Bounded(_) => return,
         };
         let view = &self.view_latest;
@@ -385,12 +423,12 @@ impl World {
                 let follows = state.supervisor.is_some()
                     && role.gate.primary() == view.primary
                     && role.gate.view() == view.number;
-                follows.then(|| {
-                    if applied {
-                        role.applier.lsn_applied()
-                    } else {
-                        role.receiver.core().lsn_received()
-                    }
+                follows.then(|| match held_by {
+                    Held::Applied => role.applier.lsn_applied(),
+                    Held::Received => role.receiver.core().lsn_received(),
+                    Held::Synced => self
+                        .held_by(Held::Synced, backup, view.primary)
+                        .min(role.receiver.core().lsn_received()),
                 })
             })
             .collect();
@@ -451,7 +489,14 @@ impl World {
             .map_err(|err| format!("node {node}: the saved state does not decode: {err}"))?;
         let core = Cluster::new(state.settings.clone(), initial, persisted)
             .map_err(|err| format!("node {node} cannot restart: {err}"))?;
-        let mut supervisor = Supervisor::new(core, RoleRule::new(node, VIEW_FIRST, true));
+        // As the runtime's `cluster::run`: the log recovers, and what it replays is followed
+        // into the next view that names the node once one has left it out.
+        let mut rule = RoleRule::new(node, VIEW_FIRST, true);
+        if let Some(recovered) = self.recover_log(node)? {
+            rule = rule.with_recovered(recovered);
+        }
+        let state = &mut self.nodes[index_of(node)];
+        let mut supervisor = Supervisor::new(core, rule);
         // As the runtime: a node without its memory runs no role.
         supervisor.core_mut().set_serving(false);
         state.supervisor = Some(supervisor);

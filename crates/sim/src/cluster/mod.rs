@@ -37,11 +37,18 @@
 //!   middle of a save instead: the save tears, the disk keeps the state saved before (the file
 //!   store alternates two checksummed slots, so a torn slot is refused and the other read, as
 //!   `tandem-config`'s tests show), and nothing the torn save held back is sent.
+//! - the write-ahead log's disk ([`disk`]): each node logs what it holds on a `SimDisk` of
+//!   its own as the runtime's log thread does (a sync takes simulated time; group commit);
+//!   a crash crashes the disk (unsynced bytes lost or torn), a restart recovers the log and
+//!   replays it, and one seed in four fails a sync now and then (the log poisons).
 //!
 //! Checkers, after every step that could break them:
 //! - no acknowledged 2-safe commit is lost: when a backup takes over, and at the end, the
 //!   primary's dedup table holds every client's last acknowledged call;
 //! - never two nodes release replies as the primary of the same view;
+//! - under `durable`, a reply leaves only once the primary's log and k backups' logs
+//!   reported its record synced (a poisoned log reports nothing), and a restart's recovery
+//!   gives back every record its log reported durable before the crash;
 //! - no reply that needs the primary's lease (a 1-safe or bounded commit, a call with no
 //!   commit of its own) leaves after a backup's promise to that primary ran out, nor after
 //!   the primary of a newer view released a reply (a backup reports at once when it freezes;
@@ -83,9 +90,9 @@ use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, BackupReads, Call, DriveError, GateRule, Needs, Notice,
-    Observed, Ran, ReadAnswer, ReceiverRole, Refusal, RoleHeld, RoleReady, RoleRule, Roles,
-    Supervisor, WaitingRead,
+    Answer, AnswerKind, ApplierRole, BackupReads, Call, DriveError, GateRule, LogOrder, Needs,
+    Notice, Observed, Ran, ReadAnswer, ReceiverRole, Recovered, Refusal, RoleHeld, RoleReady,
+    RoleRule, Roles, Supervisor, WaitingRead,
 };
 use tandem_proxy::{Answer as ProxyAnswer, ProxyConn, Unit};
 use tandem_redis::RedisModel;
@@ -104,6 +111,7 @@ use crate::redis::{RedisCall, Workload};
 
 mod checkers;
 mod clients;
+mod disk;
 mod faults;
 mod history;
 mod node;
@@ -168,6 +176,9 @@ const ALTER_REPLY_AT: u64 = 20;
 
 /// Mixed into a seed for the generator of connection resets.
 const RESET_SEED: u64 = 0x7265_7365_7473;
+/// Mixed into a seed for the generator of the disks' draws (which seeds run `durable`, how
+/// long a sync takes, failed syncs, what a crash keeps of unsynced bytes).
+const DISK_SEED: u64 = 0x6469_736b;
 
 /// The data model a run's nodes serve and its clients call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -243,6 +254,14 @@ pub struct ClusterReport {
     pub replies_discarded: u64,
     /// Expiry sweeps the primaries committed (the Redis model only).
     pub sweeps: u64,
+    /// Syncs of the nodes' write-ahead logs, logs poisoned by a failed sync or cut, and
+    /// restarts that rebuilt records from the log (`RoleRule::with_recovered`).
+    pub log_syncs: u64,
+    pub logs_poisoned: u64,
+    pub log_replays: u64,
+    /// Roles started from those records (a restarted node that followed a view from what
+    /// its log gave back, kept or rewound, instead of reloading).
+    pub recovered_followed: u64,
     /// The first checker that failed, with the tick it failed at.
     pub failure: Option<String>,
     /// The last events before the end (or the failure), oldest first.
@@ -327,6 +346,12 @@ enum Event {
     },
     Restart {
         node: NodeId,
+    },
+    /// The sync under way on node `node`'s log completes, unless the node crashed since
+    /// (`epoch`).
+    LogSynced {
+        node: NodeId,
+        epoch: u64,
     },
     /// A client's next call.
     ClientNext {
@@ -490,6 +515,13 @@ struct Node {
     /// What the primary role observed while the supervisor drove, for the core afterwards.
     observed_pending: Vec<Observed>,
     disk: MemDurable,
+    /// The node's write-ahead log on a simulated disk of its own, which outlives its crashes
+    /// as `disk` does.
+    log: disk::NodeLog,
+    /// The segment rebuilt from the log at a restart (with its ghost history), until a role
+    /// follows the next view from it (`RoleRule::with_recovered`); never taken by a role
+    /// that starts from the initial load.
+    recovered: Option<(Segment, History)>,
     role: Slot,
     incarnation: u64,
     /// Bumped with every role the node starts: its replication links are new connections.
@@ -610,6 +642,8 @@ struct World {
     rng: Rng,
     /// The generator of connection resets alone, so that seeds without them run as before.
     reset_rng: Rng,
+    /// The generator of the disks' draws alone.
+    disk_rng: Rng,
     faults: ClusterFaults,
     now: u64,
     queue: EventQueue<Event>,
@@ -664,6 +698,10 @@ struct World {
     /// (backup, primary) → the highest LSN the backup ever received and applied while it
     /// followed that primary's current role: what its acks to it could truthfully claim.
     received_ever: BTreeMap<(NodeId, NodeId), (u64, u64)>,
+    /// (node, primary) → the highest LSN node's write-ahead log reported synced (the
+    /// durable LSN its role was told) while it followed that primary's current role, or,
+    /// for (primary, primary), while it served: what a `durable` release may count on.
+    synced_ever: BTreeMap<(NodeId, NodeId), u64>,
     /// The current primary's checksum at sealed batch ends (LSN → CRC32C).
     checksums: BTreeMap<u64, u32>,
     sabotage: Option<ClusterSabotage>,
@@ -780,6 +818,8 @@ impl World {
         let mut faults = ClusterFaults::draw(&mut rng, mix);
         let mut reset_rng = Rng::new(seed ^ RESET_SEED);
         faults.draw_resets(&mut reset_rng);
+        let mut disk_rng = Rng::new(seed ^ DISK_SEED);
+        faults.draw_disks(&mut disk_rng);
         let (model, segment_len): (Box<dyn DataModel>, usize) = match model_kind {
             Model::DebitCredit => {
                 let config = DebitCreditConfig {
@@ -847,6 +887,8 @@ impl World {
                     supervisor: Some(Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false))),
                     observed_pending: Vec::new(),
                     disk: MemDurable::new(),
+                    log: disk::NodeLog::open_new(lsn_loaded),
+                    recovered: None,
                     role: Slot::Outside,
                     incarnation: 0,
                     role_epoch: 0,
@@ -898,6 +940,7 @@ impl World {
         let mut world = World {
             rng,
             reset_rng,
+            disk_rng,
             now: 0,
             queue: EventQueue::new(),
             model,
@@ -936,6 +979,7 @@ impl World {
             tick_next_at: BTreeMap::new(),
             promise_end: BTreeMap::new(),
             received_ever: BTreeMap::new(),
+            synced_ever: BTreeMap::new(),
             acked: BTreeMap::new(),
             lsn_releasable_max: 0,
             sole_copy_lost: false,
@@ -965,6 +1009,10 @@ impl World {
                 replies_checked: 0,
                 replies_discarded: 0,
                 sweeps: 0,
+                log_syncs: 0,
+                logs_poisoned: 0,
+                log_replays: 0,
+                recovered_followed: 0,
                 failure: None,
                 trace: Vec::new(),
             },
@@ -1065,6 +1113,13 @@ impl World {
                         return Ok(());
                     }
                 }
+                if self.poisoned_restart_due(node) {
+                    self.note(format!(
+                        "node {node}'s operator restarts it: its log is poisoned"
+                    ));
+                    self.crash_and_restart(node);
+                    return Ok(());
+                }
                 self.tick(node)
             }
             Event::Deliver {
@@ -1096,6 +1151,7 @@ impl World {
                 }
                 Ok(())
             }
+            Event::LogSynced { node, epoch } => self.log_synced(node, epoch),
             Event::ClientNext { client } => self.client_next(client),
             Event::ClientTimer { client, epoch } => {
                 self.client_timer(client, epoch);

@@ -137,6 +137,9 @@ impl World {
         // Whatever the node becomes, the batches a backup held back for reads come first: a
         // role change cannot wait (the runtime's applier ends the hold for a handover).
         self.release_held(node)?;
+        // What the log holds is the old role's (the Redis model's ghost of it, for a replay).
+        self.save_log_history(node);
+        let was_backup = matches!(self.nodes[index].role, Slot::Backup(_));
         let role = std::mem::replace(&mut self.nodes[index].role, Slot::Outside);
         if ignore_depose {
             let Slot::Primary(mut stale) = role else {
@@ -200,6 +203,8 @@ impl World {
                 Slot::Primary(Box::new(PrimaryRole::new(role, role_calls, history)))
             }
             (Transition::StartPrimary, _) => {
+                // A role that starts from the load does not take records rebuilt from the log.
+                self.nodes[index].recovered = None;
                 let primary = Primary::new(self.primary_config(view), self.lsn_loaded);
                 let segment = loaded(&*self.model, self.segment_len);
                 let store = Store::open(segment, self.model.replica());
@@ -218,6 +223,20 @@ impl World {
                 let accepted = role.receiver.follow(&role.gate, lsn_applied);
                 assert!(accepted, "a backup that stays follows the same primary");
                 Slot::Backup(role)
+            }
+            // A restarted node follows the view from the records its log gave back
+            // (`RoleRule::with_recovered`), as the runtime's `take_recovered`.
+            (Transition::StayBackup | Transition::Follow { .. }, Slot::Outside) => {
+                let Some((segment, history)) = self.nodes[index].recovered.take() else {
+                    unreachable!("only records recovered are followed from outside");
+                };
+                self.note(format!(
+                    "node {node}: follows view {} from the records its log gave back (LSN {})",
+                    view.number,
+                    segment.lsn()
+                ));
+                self.report.recovered_followed += 1;
+                self.backup_on(node, segment, view, CallsHeld::default(), history)
             }
             (Transition::Follow { lsn }, Slot::Backup(mut role)) => {
                 let lsn_applied = role.applier.lsn_applied();
@@ -251,7 +270,14 @@ impl World {
                             .segment;
                         (segment, role.history)
                     }
-                    Slot::Outside => unreachable!("a rejoin keeps a role's records"),
+                    Slot::Outside => match self.nodes[index].recovered.take() {
+                        // Records its log gave back, rewound to the truncate LSN.
+                        Some((segment, history)) => {
+                            self.report.recovered_followed += 1;
+                            (segment, history)
+                        }
+                        None => unreachable!("a rejoin from outside takes recovered records"),
+                    },
                 };
                 self.note(format!(
                     "node {node}: takes back {discarded} records above LSN {lsn}"
@@ -310,7 +336,12 @@ impl World {
         let new_role = !matches!(
             transition,
             Transition::StayPrimary | Transition::StayBackup | Transition::Wait
-        );
+        ) || (transition == Transition::StayBackup && !was_backup);
+        // Every role started (as the runtime's `start_role`, which a backup kept through a
+        // stand-by does not call) aligns the log with its segment first.
+        let starts_role = new_role
+            && !(transition == Transition::StandBy && was_backup)
+            && !matches!(next, Slot::Outside);
         if new_role {
             self.nodes[index].role_epoch += 1;
             // A new primary role starts a new history: what backups received from this
@@ -318,6 +349,27 @@ impl World {
             if let Slot::Primary(_) = &next {
                 self.received_ever
                     .retain(|&(_, primary), _| primary != node);
+                self.synced_ever.retain(|&(_, primary), _| primary != node);
+                // A backup that already follows this node (it followed the view before this
+                // node took it up: seeds 48 and 948) holds what it holds, and told it what
+                // its log synced when it started.
+                for backup in &self.nodes {
+                    let Slot::Backup(role) = &backup.role else {
+                        continue;
+                    };
+                    if role.gate.primary() != node || backup.supervisor.is_none() {
+                        continue;
+                    }
+                    let held = (
+                        role.receiver.core().lsn_received(),
+                        role.applier.lsn_applied(),
+                    );
+                    self.received_ever.insert((backup.id, node), held);
+                    if backup.log.lsn_durable() > 0 {
+                        self.synced_ever
+                            .insert((backup.id, node), backup.log.lsn_durable());
+                    }
+                }
             }
             // The primary accepts the new role's connection: what it knew of the old one is
             // void, and the backup's introduction says where it stands now.
@@ -340,7 +392,18 @@ impl World {
                 "node {node}'s history follows its segment"
             );
         }
+        let lsn_start = match &next {
+            Slot::Primary(role) => role.role.store().segment().lsn(),
+            Slot::Backup(role) => role.segment().lsn(),
+            Slot::Outside => 0,
+        };
+        if starts_role {
+            self.log_align(node, lsn_start);
+        }
         self.nodes[index].role = next;
+        if starts_role {
+            self.log_listen(node)?;
+        }
         if promoted {
             self.check_acked(node)?;
         }
@@ -376,7 +439,9 @@ impl World {
     }
 
     /// A backup role of `view` on a freshly loaded segment.
-    fn reloaded(&self, node: NodeId, view: &View) -> Slot {
+    fn reloaded(&mut self, node: NodeId, view: &View) -> Slot {
+        // A role that starts from the load does not take records rebuilt from the log.
+        self.nodes[index_of(node)].recovered = None;
         let segment = loaded(&*self.model, self.segment_len);
         let history = History::new(self.lsn_loaded);
         self.backup_on(node, segment, view, CallsHeld::default(), history)
@@ -450,6 +515,11 @@ impl World {
                     return Ok(());
                 }
                 let heard = from == role.gate.primary();
+                // What the log synced first, as the runtime's receiver loop before each read.
+                self.backup_hears_synced(to);
+                let Slot::Backup(role) = &mut self.nodes[index].role else {
+                    unreachable!("matched above");
+                };
                 role.receiver.step(from, message);
                 if heard {
                     self.core_mut(to).heard_from_primary();
@@ -680,6 +750,9 @@ impl World {
         };
         let mut ready = std::mem::take(&mut role.ready);
         role.role.take_ready(&mut ready);
+        // The log first: the batches' records are the node's from now on (the runtime's
+        // executor hands `to_log` to its log at the start of `dispatch`).
+        let to_log = std::mem::take(&mut ready.replication.to_log);
         for (to, sent) in ready.transfers_sent.drain(..) {
             self.trace.note(
                 self.now,
@@ -870,6 +943,10 @@ impl World {
         for observed in ready.observed.drain(..) {
             self.observe(node, observed);
         }
+        for batch in to_log {
+            let lsn_from = batch.lsn_base();
+            self.log_order(node, LogOrder::Batch { batch, lsn_from });
+        }
         // The buffers go back for the next collection (capacity kept).
         ready.clear();
         if let Slot::Primary(role) = &mut self.nodes[index_of(node)].role {
@@ -917,6 +994,9 @@ impl World {
         };
         let mut ready = ReceiverReady::default();
         role.receiver.take_ready(&mut ready);
+        // The log takes what the receiver accepted in the order the applier will, before
+        // the applier does (as the runtime's receiver loop).
+        let to_log: Vec<LogOrder> = tandem_node::receiver_orders(&ready).collect();
         // What the primary said for the reads: its answers to their questions, and its
         // released LSN whenever a message said it.
         for (id, lsn) in ready.read_indexes.drain(..) {
@@ -1026,6 +1106,9 @@ impl World {
                 served_at,
             };
             self.send(node, READER_BASE + reader as NodeId, wire);
+        }
+        for order in to_log {
+            self.log_order(node, order);
         }
         if applied_any {
             self.check_backup(node, lsn_before)?;

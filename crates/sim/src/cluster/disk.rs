@@ -1,0 +1,468 @@
+//! Each node's write-ahead log on a simulated disk of its own, carried out as the runtime's
+//! log thread carries out `tandem_node::LogCore`'s decisions: orders in the order the roles
+//! give them, a sync that takes simulated time (orders that arrive meanwhile wait for the
+//! next one: group commit), what a sync made durable told to the current role (a primary's
+//! `log_synced`, a backup's `Message::durable_ack`), a crash that crashes the disk too
+//! (`SimDisk::crash`: unsynced bytes may be lost or torn), and a restart that recovers the
+//! log and replays it onto a freshly loaded segment, as the runtime's `cluster::run` does.
+//!
+//! **Align.** Every role start aligns the log with its segment before the role appends
+//! anything. The runtime queues the align behind the orders before it and keeps a ceiling
+//! (nothing above the segment's LSN is published until the align is carried out); here
+//! there are no threads, so the align is carried out at once, after the orders waiting for
+//! the sync in flight, and the ceiling has nothing to guard.
+//!
+//! **Policy.** Every node syncs `always` (a sync as soon as the one in flight is done and
+//! something is unsynced); a sync takes a delay drawn per seed.
+//!
+//! **Poisoning.** A failed sync or cut (`SimDisk::fail_next_sync`) poisons the log as in the
+//! runtime: it takes no more orders and reports nothing durable, and the node keeps running
+//! without durability. An operator restarts it some ticks later (a crash and a restart from
+//! its disk), once a crash is one failure (`World::whole`).
+
+use std::path::Path;
+
+use tandem_node::{Aligned, LogCore, LogOrder, SyncPolicy};
+use tandem_wal::{SimDisk, WalOptions};
+
+use super::*;
+
+/// Where each node's log lives on its disk.
+const LOG_DIR: &str = "/log";
+/// Log segments are closed at this size (several per run, so recovery and cuts cross files).
+const LOG_SEGMENT_BYTES: u64 = 256 << 10;
+/// Ticks a node runs with a poisoned log before its operator restarts it.
+const POISONED_RESTART_TICKS: u64 = 20;
+
+/// A node's log: open on its disk while the node is up, the disk alone while it is down.
+pub(super) struct NodeLog {
+    state: LogState,
+    /// Orders given while a sync was under way: carried out when it completes (the runtime's
+    /// log thread is in `fdatasync` meanwhile, and they queue in its channel).
+    waiting: VecDeque<LogOrder>,
+    syncing: bool,
+    /// Bumped at a crash: a sync completion of an older incarnation is void.
+    epoch: u64,
+    /// What the roles were last told is durable (the runtime's published `lsn_durable`).
+    lsn_published: u64,
+    /// When the log was poisoned (µt), if it is.
+    poisoned_at: Option<u64>,
+    /// What the log reported durable when the node crashed: recovery must find at least that.
+    durable_at_crash: u64,
+    /// The Redis model's ghost of what the log holds (saved when a role ends or the node
+    /// crashes): what a replay's records were.
+    pub(super) history: Option<History>,
+}
+
+enum LogState {
+    Open(Box<LogCore<SimDisk>>),
+    Down(SimDisk),
+    /// Only while the disk moves between the two.
+    Moving,
+}
+
+impl NodeLog {
+    /// A node's log on an empty disk, as the node starts for the first time.
+    pub(super) fn open_new(lsn_loaded: u64) -> NodeLog {
+        let (core, _) = open_core(SimDisk::new(), lsn_loaded).expect("an empty disk opens");
+        NodeLog {
+            state: LogState::Open(Box::new(core)),
+            waiting: VecDeque::new(),
+            syncing: false,
+            epoch: 0,
+            lsn_published: 0,
+            poisoned_at: None,
+            durable_at_crash: 0,
+            history: None,
+        }
+    }
+
+    fn core_mut(&mut self) -> Option<&mut LogCore<SimDisk>> {
+        match &mut self.state {
+            LogState::Open(core) => Some(core),
+            _ => None,
+        }
+    }
+
+    /// What the roles were told is durable (0 while not anchored, poisoned, or down).
+    pub(super) fn lsn_durable(&self) -> u64 {
+        self.lsn_published
+    }
+
+    pub(super) fn is_poisoned(&self) -> bool {
+        self.poisoned_at.is_some()
+    }
+}
+
+fn open_core(
+    disk: SimDisk,
+    lsn_loaded: u64,
+) -> Result<(LogCore<SimDisk>, tandem_wal::Recovered), tandem_wal::WalError> {
+    let options = WalOptions {
+        segment_bytes_max: LOG_SEGMENT_BYTES,
+    };
+    LogCore::open(
+        disk,
+        Path::new(LOG_DIR),
+        options,
+        SyncPolicy::Always,
+        lsn_loaded,
+    )
+}
+
+impl World {
+    /// Hands node `node`'s log an order from its current role.
+    pub(super) fn log_order(&mut self, node: NodeId, order: LogOrder) {
+        let log = &mut self.nodes[index_of(node)].log;
+        if log.is_poisoned() || log.core_mut().is_none() {
+            // A stopped log thread takes nothing: no harm, it reports nothing durable either.
+            return;
+        }
+        if log.syncing {
+            log.waiting.push_back(order);
+            return;
+        }
+        self.log_carry_out(node, order);
+        self.log_maybe_sync(node);
+    }
+
+    fn log_carry_out(&mut self, node: NodeId, order: LogOrder) {
+        let log = &mut self.nodes[index_of(node)].log;
+        let Some(core) = log.core_mut() else {
+            return;
+        };
+        if let Err(err) = core.carry_out(order) {
+            self.log_poison(node, err.to_string());
+        }
+    }
+
+    /// Starts a sync if the policy says so and none is under way; it completes after a delay
+    /// drawn from the seed's range.
+    fn log_maybe_sync(&mut self, node: NodeId) {
+        let log = &mut self.nodes[index_of(node)].log;
+        if log.syncing || log.is_poisoned() {
+            return;
+        }
+        let Some(core) = log.core_mut() else {
+            return;
+        };
+        if !core.sync_due(0) {
+            return;
+        }
+        log.syncing = true;
+        let epoch = log.epoch;
+        let (min, max) = (self.faults.sync_delay_min, self.faults.sync_delay_max);
+        let delay = min + self.disk_rng.below(max - min + 1);
+        self.schedule(delay, Event::LogSynced { node, epoch });
+    }
+
+    /// The sync under way completes: everything carried out before it is durable (or the
+    /// log is poisoned); the roles hear it; the orders that waited go in, and the next sync
+    /// starts.
+    pub(super) fn log_synced(&mut self, node: NodeId, epoch: u64) -> Result<(), String> {
+        let state = &mut self.nodes[index_of(node)];
+        if state.supervisor.is_none() || state.log.epoch != epoch || !state.log.syncing {
+            return Ok(());
+        }
+        if self.paused(node) {
+            // A paused process syncs nothing: it completes once the node resumes.
+            let resume = self.paused_until[&node] - self.now;
+            self.schedule(resume, Event::LogSynced { node, epoch });
+            return Ok(());
+        }
+        // A primary that resumes replays the ticks it missed before it does anything else
+        // (its lease is measured against the clock), as for a message.
+        self.catch_up_ticks(node);
+        let log = &mut self.nodes[index_of(node)].log;
+        log.syncing = false;
+        let Some(core) = log.core_mut() else {
+            return Ok(());
+        };
+        match core.sync() {
+            Ok(()) => self.report.log_syncs += 1,
+            Err(err) => {
+                self.log_poison(node, err.to_string());
+                return Ok(());
+            }
+        }
+        self.log_publish(node)?;
+        // Group commit: everything that waited goes into the next sync.
+        while let Some(order) = self.nodes[index_of(node)].log.waiting.pop_front() {
+            self.log_carry_out(node, order);
+        }
+        self.log_maybe_sync(node);
+        Ok(())
+    }
+
+    /// Tells the current role what is durable now, if that rose (the runtime's `publish`
+    /// and its listener).
+    fn log_publish(&mut self, node: NodeId) -> Result<(), String> {
+        let log = &mut self.nodes[index_of(node)].log;
+        let lsn = log.core_mut().map_or(0, |core| core.lsn_durable());
+        let before = std::mem::replace(&mut log.lsn_published, lsn);
+        if lsn <= before {
+            return Ok(());
+        }
+        self.log_tell_role(node, lsn)
+    }
+
+    /// The log's listener: the primary role hears `log_synced`; a backup acks to its
+    /// primary at once (`Message::durable_ack`).
+    fn log_tell_role(&mut self, node: NodeId, lsn: u64) -> Result<(), String> {
+        match &mut self.nodes[index_of(node)].role {
+            Slot::Primary(role) => {
+                role.role.log_synced(lsn);
+                let synced = self.synced_ever.entry((node, node)).or_insert(0);
+                *synced = (*synced).max(lsn);
+                self.collect_primary(node)
+            }
+            Slot::Backup(role) => {
+                let primary = role.gate.primary();
+                if role.gate.is_frozen() {
+                    // A frozen backup has closed its primary's links.
+                    return Ok(());
+                }
+                let ack = Message::durable_ack(role.gate.view(), lsn, role.applier.lsn_applied());
+                let synced = self.synced_ever.entry((node, primary)).or_insert(0);
+                *synced = (*synced).max(lsn);
+                self.send(node, primary, Wire::Replication(ack));
+                Ok(())
+            }
+            Slot::Outside => Ok(()),
+        }
+    }
+
+    fn log_poison(&mut self, node: NodeId, cause: String) {
+        let now = self.now;
+        let log = &mut self.nodes[index_of(node)].log;
+        log.poisoned_at = Some(now);
+        log.lsn_published = 0;
+        log.waiting.clear();
+        log.syncing = false;
+        self.report.logs_poisoned += 1;
+        self.note(format!(
+            "node {node}: its log failed and takes nothing more; nothing further is durable \
+             ({cause})"
+        ));
+    }
+
+    /// Makes node `node`'s log end at `lsn`, the LSN of the segment the role it starts is on,
+    /// before that role appends anything (after the orders given before, as the runtime's
+    /// queue carries them out). At once: nothing else runs meanwhile, so no ceiling is needed.
+    pub(super) fn log_align(&mut self, node: NodeId, lsn: u64) {
+        let orders: Vec<LogOrder> = self.nodes[index_of(node)].log.waiting.drain(..).collect();
+        for order in orders {
+            self.log_carry_out(node, order);
+        }
+        let log = &mut self.nodes[index_of(node)].log;
+        if log.is_poisoned() {
+            return;
+        }
+        let Some(core) = log.core_mut() else {
+            return;
+        };
+        match core.align(lsn) {
+            Ok(aligned) => {
+                log.lsn_published = core.lsn_durable();
+                match aligned {
+                    Aligned::AsItWas => {}
+                    Aligned::Cut { lsn_end_before } => self.note(format!(
+                        "node {node}: cut its log from LSN {lsn_end_before} back to {lsn}"
+                    )),
+                    Aligned::Restarted { lsn_end_before } => self.note(format!(
+                        "node {node}: its log ended at LSN {lsn_end_before} and starts again \
+                         at {lsn}, unanchored"
+                    )),
+                }
+            }
+            Err(err) => self.log_poison(node, err.to_string()),
+        }
+        // A cut may leave appends to sync (none today: a cut is durable), and a sync that was
+        // under way still completes.
+        self.log_maybe_sync(node);
+    }
+
+    /// A role just started on node `node` hears from its log: a primary that the log syncs
+    /// (`set_log_syncs`) and what is durable already; a backup's receiver the durable LSN
+    /// its acks may claim (the runtime's `listen`, which tells a new listener at once).
+    pub(super) fn log_listen(&mut self, node: NodeId) -> Result<(), String> {
+        let lsn = self.nodes[index_of(node)].log.lsn_durable();
+        match &mut self.nodes[index_of(node)].role {
+            Slot::Primary(role) => {
+                role.role.set_log_syncs(true);
+                if lsn > 0 {
+                    role.role.log_synced(lsn);
+                    let synced = self.synced_ever.entry((node, node)).or_insert(0);
+                    *synced = (*synced).max(lsn);
+                }
+                Ok(())
+            }
+            Slot::Backup(_) => {
+                self.backup_hears_synced(node);
+                Ok(())
+            }
+            Slot::Outside => Ok(()),
+        }
+    }
+
+    /// A backup's receiver learns what its log synced before it takes the next message
+    /// (`ReceiverRole::synced`), as the runtime's receiver loop does before each read.
+    pub(super) fn backup_hears_synced(&mut self, node: NodeId) {
+        let lsn = self.nodes[index_of(node)].log.lsn_durable();
+        let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
+            return;
+        };
+        role.receiver.synced(lsn);
+        if lsn > 0 {
+            let synced = self
+                .synced_ever
+                .entry((node, role.gate.primary()))
+                .or_insert(0);
+            *synced = (*synced).max(lsn);
+        }
+    }
+
+    /// Per tick of a node that is up: maybe fail its disk's next sync.
+    pub(super) fn maybe_fail_sync(&mut self, node: NodeId) {
+        let ppm = self.faults.sync_fail_per_tick_ppm;
+        if ppm == 0 || self.disk_rng.below(1_000_000) >= ppm {
+            return;
+        }
+        if let Some(core) = self.nodes[index_of(node)].log.core_mut() {
+            core.disk_mut().fail_next_sync();
+            self.note(format!("node {node}: its disk's next sync will fail"));
+        }
+    }
+
+    /// Whether node `node`'s operator restarts it now: its log has been poisoned a while,
+    /// and a crash now is one failure.
+    pub(super) fn poisoned_restart_due(&self, node: NodeId) -> bool {
+        self.nodes[index_of(node)]
+            .log
+            .poisoned_at
+            .is_some_and(|at| self.now >= at + POISONED_RESTART_TICKS * MICROS_PER_TICK)
+            && self.whole()
+    }
+
+    /// The ghost of what node `node`'s records hold, as its role has them now (the Redis
+    /// model): what its log holds is a prefix of it.
+    pub(super) fn save_log_history(&mut self, node: NodeId) {
+        if self.redis.is_none() {
+            return;
+        }
+        let state = &self.nodes[index_of(node)];
+        let history = match &state.role {
+            Slot::Primary(role) => role.history.clone(),
+            Slot::Backup(role) => {
+                // Received batches held back for reads are in the log already.
+                let mut history = role.history.clone();
+                let redis = self.redis.as_deref().expect("checked");
+                for apply in &role.held {
+                    let (key, lsn_base, _) = batch_key(apply.batch.bytes());
+                    let Some(entries) = redis.batches.get(&key) else {
+                        break;
+                    };
+                    if apply.lsn_from != history.lsn() + 1 {
+                        break;
+                    }
+                    let first = (apply.lsn_from - lsn_base) as usize;
+                    let last = (apply.batch.lsn_last() - lsn_base) as usize;
+                    if !history.extend(&entries[first..=last]) {
+                        break;
+                    }
+                }
+                history
+            }
+            Slot::Outside => return,
+        };
+        self.nodes[index_of(node)].log.history = Some(history);
+    }
+
+    /// The node crashes: its disk loses power (what was not synced may be lost or torn).
+    pub(super) fn crash_log(&mut self, node: NodeId) {
+        self.save_log_history(node);
+        let seed = self.disk_rng.next_u64();
+        let log = &mut self.nodes[index_of(node)].log;
+        log.epoch += 1;
+        log.syncing = false;
+        log.waiting.clear();
+        log.lsn_published = 0;
+        log.poisoned_at = None;
+        let state = std::mem::replace(&mut log.state, LogState::Moving);
+        let mut disk = match state {
+            LogState::Open(core) => {
+                log.durable_at_crash = core.lsn_durable();
+                core.into_disk()
+            }
+            LogState::Down(disk) => disk,
+            LogState::Moving => unreachable!("the disk is somewhere"),
+        };
+        disk.crash(seed);
+        log.state = LogState::Down(disk);
+    }
+
+    /// The node restarts: it opens its log (recovery) and, if the log's history starts at
+    /// the initial load, replays it onto a freshly loaded segment, which the node follows the
+    /// next view from (`RoleRule::with_recovered`); what it rebuilt.
+    pub(super) fn recover_log(&mut self, node: NodeId) -> Result<Option<Recovered>, String> {
+        let lsn_loaded = self.lsn_loaded;
+        let log = &mut self.nodes[index_of(node)].log;
+        let disk = match std::mem::replace(&mut log.state, LogState::Moving) {
+            LogState::Down(disk) => disk,
+            _ => unreachable!("a node restarts after a crash"),
+        };
+        let (core, recovered) = open_core(disk, lsn_loaded)
+            .map_err(|err| format!("node {node} cannot open its log: {err}"))?;
+        log.lsn_published = core.lsn_durable();
+        log.state = LogState::Open(Box::new(core));
+        // The disk's truth against what the log claimed: every record reported durable
+        // before the crash is still there.
+        let durable = std::mem::take(&mut log.durable_at_crash);
+        let lsn_last = recovered.lsn_last().unwrap_or(0);
+        if durable > 0 && (recovered.lsn_base() != Some(lsn_loaded) || lsn_last < durable) {
+            return Err(self.fail(format!(
+                "node {node}'s log reported LSN {durable} durable before it crashed, but its \
+                 disk gave back {:?}..={lsn_last}",
+                recovered.lsn_base()
+            )));
+        }
+        if recovered.lsn_base() != Some(lsn_loaded) || recovered.entries.is_empty() {
+            return Ok(None);
+        }
+        let mut segment = loaded(&*self.model, self.segment_len);
+        let replayed = match tandem_node::replay(&mut segment, &recovered.entries) {
+            Ok(replayed) => replayed,
+            Err(err) => {
+                return Err(self.fail(format!(
+                    "node {node} cannot replay its log, which recovery gave back whole: {err}"
+                )));
+            }
+        };
+        let history = if self.redis.is_some() {
+            let ghost = self.nodes[index_of(node)].log.history.as_ref();
+            match ghost {
+                Some(ghost) if ghost.lsn() >= replayed.lsn => ghost.prefix(replayed.lsn),
+                _ => {
+                    return Err(self.fail(format!(
+                        "node {node} replayed its log to LSN {}, beyond what its records were \
+                         known to hold",
+                        replayed.lsn
+                    )));
+                }
+            }
+        } else {
+            History::new(lsn_loaded)
+        };
+        self.report.log_replays += 1;
+        self.note(format!(
+            "node {node}: replayed its log to LSN {} (records of view {}, {} records, {} \
+             images)",
+            replayed.lsn, replayed.view, replayed.records, replayed.images
+        ));
+        self.nodes[index_of(node)].recovered = Some((segment, history));
+        Ok(Some(Recovered {
+            view: replayed.view,
+            lsn: replayed.lsn,
+        }))
+    }
+}
