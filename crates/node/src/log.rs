@@ -296,6 +296,33 @@ impl<D: Disk> LogCore<D> {
         }
     }
 
+    /// Before a member rewinds its segment to `lsn` to rejoin (a view change discarded the
+    /// records above it), cuts the log there and says where the member should rewind to: `lsn`,
+    /// or less when the cut fell inside an image (a state transfer's install spans `lsn`: no
+    /// part of it can be kept, and the records below it up to `lsn` came only with it). The
+    /// member then rewinds to that LSN instead, fetching the pages changed since, and the
+    /// log goes on from where it ends without a gap (an unanchored log would report nothing
+    /// durable ever again: the simulator's seed 470, k-of-n, stalled a durable group so).
+    pub fn align_rejoin(&mut self, lsn: u64) -> Result<u64, WalError> {
+        let Some(base) = self.wal.lsn_base() else {
+            return Ok(lsn);
+        };
+        if self.wal.lsn_appended() <= lsn {
+            return Ok(lsn);
+        }
+        self.lsn_sync_wanted = self.lsn_sync_wanted.min(lsn);
+        let kept = self.wal.cut_after(lsn)?;
+        if kept == lsn {
+            return Ok(lsn);
+        }
+        // Cut before the image: the log ends at its start, or holds nothing from its base on.
+        Ok(if self.wal.lsn_base().is_none() {
+            base
+        } else {
+            kept
+        })
+    }
+
     /// Makes the log end at `lsn`, the LSN of the segment a role starts on, before the role
     /// appends anything: records above it are cut (a view change discarded them), durably.
     /// A log that ends below it (the segment holds records the log never got) cannot hold
@@ -426,6 +453,78 @@ mod tests {
             let err = text.parse::<SyncPolicy>().unwrap_err();
             assert!(err.to_string().contains("accepted"), "{text}: {err}");
         }
+    }
+
+    fn batch_at(lsn_base: u64, record_count: u64) -> SealedBatch {
+        let mut builder =
+            tandem_log::BatchBuilder::new(tandem_log::BatchKind::Redo, 0, 1, lsn_base);
+        for lsn in lsn_base..lsn_base + record_count {
+            let mut record = tandem_memory::RedoRecord::empty(lsn);
+            record.push_run(lsn * 8, &[lsn as u8; 8]).unwrap();
+            let call = tandem_log::CallId {
+                client_id: 1,
+                seq: lsn,
+            };
+            builder.push_redo(call, &record);
+        }
+        builder.seal()
+    }
+
+    fn image(lsn_from: u64, lsn: u64) -> PageImage {
+        PageImage {
+            lsn_from,
+            lsn,
+            chunks: vec![Arc::from(&[][..])],
+        }
+    }
+
+    fn log_of(orders: Vec<LogOrder>) -> LogCore<tandem_wal::SimDisk> {
+        let options = WalOptions::default();
+        let dir = Path::new("/log");
+        let disk = tandem_wal::SimDisk::new();
+        let (mut log, _) = LogCore::open(disk, dir, options, SyncPolicy::Always, 0).unwrap();
+        for order in orders {
+            log.carry_out(order).unwrap();
+        }
+        log.sync().unwrap();
+        log
+    }
+
+    /// The simulator's seed 470 (k-of-n, durable:1): a member whose log holds a state
+    /// transfer's image across the truncate LSN of a view change could keep no part of it;
+    /// its log started again unanchored and reported nothing durable for good, and the group
+    /// stalled. It now rewinds to where its log can end instead.
+    #[test]
+    fn a_rejoin_whose_truncate_lsn_falls_inside_a_logged_image_rewinds_to_its_start() {
+        let orders = || {
+            vec![
+                LogOrder::Batch {
+                    batch: batch_at(1, 5),
+                    lsn_from: 1,
+                },
+                LogOrder::Image(image(5, 10)),
+            ]
+        };
+        // The old way: aligning at 7 cannot keep the image, and the log is lost for durable.
+        let mut log = log_of(orders());
+        assert_eq!(log.lsn_durable(), 10);
+        assert!(matches!(log.align(7).unwrap(), Aligned::Restarted { .. }));
+        log.carry_out(LogOrder::Image(image(7, 12))).unwrap();
+        log.sync().unwrap();
+        assert_eq!(log.lsn_durable(), 0, "unanchored");
+
+        // The rejoin asks first: it rewinds to 5, where the image began, and goes on from there.
+        let mut log = log_of(orders());
+        assert_eq!(log.align_rejoin(7).unwrap(), 5);
+        assert_eq!(log.align(5).unwrap(), Aligned::AsItWas);
+        log.carry_out(LogOrder::Image(image(5, 12))).unwrap();
+        log.sync().unwrap();
+        assert_eq!(log.lsn_durable(), 12, "anchored: a restart rebuilds it");
+        // A truncate LSN outside any image is kept as it is.
+        let mut log = log_of(orders());
+        assert_eq!(log.align_rejoin(10).unwrap(), 10);
+        assert_eq!(log.align_rejoin(3).unwrap(), 3);
+        assert_eq!(log.lsn_appended(), 3);
     }
 
     #[test]

@@ -842,7 +842,15 @@ impl RuntimeRoles {
             }
             (Transition::Rejoin { lsn, discarded }, Slot::Outside) => {
                 let rewound = self.take_recovered().and_then(|mut segment| {
-                    tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
+                    {
+                        // Where its log can end: below `lsn` if a logged image spans it.
+                        let lsn = self
+                            .log
+                            .as_ref()
+                            .map_or(lsn, |log| log.align_rejoin(lsn))
+                            .min(segment.lsn());
+                        tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
+                    }
                 });
                 match rewound {
                     Some(segment) => {
@@ -895,7 +903,15 @@ impl RuntimeRoles {
                     Slot::Outside => unreachable!("matched as a role's above"),
                 };
                 let rewound = segment.and_then(|mut segment| {
-                    tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
+                    {
+                        // Where its log can end: below `lsn` if a logged image spans it.
+                        let lsn = self
+                            .log
+                            .as_ref()
+                            .map_or(lsn, |log| log.align_rejoin(lsn))
+                            .min(segment.lsn());
+                        tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
+                    }
                 });
                 match rewound {
                     Some(segment) => {

@@ -39,6 +39,12 @@ enum Input {
         lsn: u64,
         id: u64,
     },
+    /// Before a rejoin's rewind to `lsn`: cut the log there, and answer where the member
+    /// should rewind to (`LogCore::align_rejoin`).
+    AlignRejoin {
+        lsn: u64,
+        answer: mpsc::SyncSender<u64>,
+    },
     Stop,
 }
 
@@ -176,6 +182,21 @@ impl NodeLog {
         let _ = self.inputs.send(Input::Align { lsn, id });
     }
 
+    /// Before a member rewinds to `lsn` to rejoin: where its log lets it rewind to, `lsn` or
+    /// less (see `LogCore::align_rejoin`). Waits for the log thread: a rejoin is not on a
+    /// failover's path (the new primary already serves), and the rewind depends on it.
+    pub fn align_rejoin(&self, lsn: u64) -> u64 {
+        let (answer, answered) = mpsc::sync_channel(1);
+        if self
+            .inputs
+            .send(Input::AlignRejoin { lsn, answer })
+            .is_err()
+        {
+            return lsn;
+        }
+        answered.recv().unwrap_or(lsn)
+    }
+
     /// Sets who hears each sync from now on (`None`: nobody); it is told the durable LSN at
     /// once if there is one.
     pub fn listen(&self, listener: Option<SyncListener>) {
@@ -237,6 +258,17 @@ impl LogThread {
                 let result = match input {
                     Input::Order(order) => self.core.carry_out(order).map_err(|e| e.to_string()),
                     Input::Align { lsn, id } => self.align(lsn, id),
+                    Input::AlignRejoin { lsn, answer } => match self.core.align_rejoin(lsn) {
+                        Ok(kept) => {
+                            let _ = answer.send(kept);
+                            self.publish();
+                            Ok(())
+                        }
+                        Err(err) => {
+                            let _ = answer.send(lsn);
+                            Err(err.to_string())
+                        }
+                    },
                     Input::Stop => {
                         stop = true;
                         Ok(())

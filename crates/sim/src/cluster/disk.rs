@@ -249,6 +249,38 @@ impl World {
     /// Makes node `node`'s log end at `lsn`, the LSN of the segment the role it starts is on,
     /// before that role appends anything (after the orders given before, as the runtime's
     /// queue carries them out). At once: nothing else runs meanwhile, so no ceiling is needed.
+    /// Before a rejoin's rewind to `lsn`: where the member's log lets it rewind to (see
+    /// `LogCore::align_rejoin`); `lsn` when the log cannot say (poisoned, absent).
+    pub(super) fn log_align_rejoin(&mut self, node: NodeId, lsn: u64) -> u64 {
+        let orders: Vec<LogOrder> = self.nodes[index_of(node)].log.waiting.drain(..).collect();
+        for order in orders {
+            self.log_carry_out(node, order);
+        }
+        let log = &mut self.nodes[index_of(node)].log;
+        if log.is_poisoned() {
+            return lsn;
+        }
+        let Some(core) = log.core_mut() else {
+            return lsn;
+        };
+        match core.align_rejoin(lsn) {
+            Ok(kept) => {
+                log.lsn_published = core.lsn_durable();
+                if kept < lsn {
+                    self.note(format!(
+                        "node {node}: its log holds an image across LSN {lsn}; it rejoins from \
+                         LSN {kept} instead"
+                    ));
+                }
+                kept
+            }
+            Err(err) => {
+                self.log_poison(node, err.to_string());
+                lsn
+            }
+        }
+    }
+
     pub(super) fn log_align(&mut self, node: NodeId, lsn: u64) {
         let orders: Vec<LogOrder> = self.nodes[index_of(node)].log.waiting.drain(..).collect();
         for order in orders {

@@ -282,6 +282,8 @@ impl World {
                 self.note(format!(
                     "node {node}: takes back {discarded} records above LSN {lsn}"
                 ));
+                // Where its log can end: below `lsn` if a logged image spans it.
+                let lsn = self.log_align_rejoin(node, lsn).min(segment.lsn());
                 if tandem_node::rewind_to_rejoin(&mut segment, lsn) {
                     self.report.rejoins += 1;
                     if self.redis.is_some() {
