@@ -841,17 +841,9 @@ impl RuntimeRoles {
                 }
             }
             (Transition::Rejoin { lsn, discarded }, Slot::Outside) => {
-                let rewound = self.take_recovered().and_then(|mut segment| {
-                    {
-                        // Where its log can end: below `lsn` if a logged image spans it.
-                        let lsn = self
-                            .log
-                            .as_ref()
-                            .map_or(lsn, |log| log.align_rejoin(lsn))
-                            .min(segment.lsn());
-                        tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
-                    }
-                });
+                let rewound = self
+                    .take_recovered()
+                    .and_then(|segment| self.rewound_to_rejoin(segment, lsn));
                 match rewound {
                     Some(segment) => {
                         tracing::info!(
@@ -902,17 +894,7 @@ impl RuntimeRoles {
                     },
                     Slot::Outside => unreachable!("matched as a role's above"),
                 };
-                let rewound = segment.and_then(|mut segment| {
-                    {
-                        // Where its log can end: below `lsn` if a logged image spans it.
-                        let lsn = self
-                            .log
-                            .as_ref()
-                            .map_or(lsn, |log| log.align_rejoin(lsn))
-                            .min(segment.lsn());
-                        tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
-                    }
-                });
+                let rewound = segment.and_then(|segment| self.rewound_to_rejoin(segment, lsn));
                 match rewound {
                     Some(segment) => {
                         tracing::info!(
@@ -1138,6 +1120,18 @@ impl RuntimeRoles {
                 Slot::Outside
             }
         }
+    }
+
+    /// `segment` rewound to rejoin from the truncate LSN `lsn`, or from where the node's log
+    /// can end below it (a logged image spans `lsn`: `NodeLog::align_rejoin`); `None` if it
+    /// cannot be rewound (its diverged pages exceed what a `Diverged` names): it reloads.
+    fn rewound_to_rejoin(&self, mut segment: Segment, lsn: u64) -> Option<Segment> {
+        let lsn = self
+            .log
+            .as_ref()
+            .map_or(lsn, |log| log.align_rejoin(lsn))
+            .min(segment.lsn());
+        tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
     }
 
     /// The segment rebuilt from the log at a restart, if no role has taken it.
