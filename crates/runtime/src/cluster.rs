@@ -103,6 +103,20 @@ pub struct ClusterInfo {
 pub struct ClusterReport {
     pub cluster: ClusterInfo,
     pub report: Option<ClusterRoleReport>,
+    /// The node's write-ahead log, once it is open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogReport>,
+}
+
+/// What `/status` says of the write-ahead log.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogReport {
+    /// Every record up to here is synced and a restart could rebuild it (0: none).
+    pub lsn_durable: u64,
+    /// Why the log stopped taking records, if it did (the node acknowledges nothing as
+    /// durable any more; restart it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// A role's status, and its checksum when asked for.
@@ -215,15 +229,23 @@ pub fn run(
         };
         crate::resp::spawn(listener, Arc::new(node))?;
     }
+    // The log opens once the segment is loaded (below); `/status` says of it from then on.
+    let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
     if let Some(listener) = metrics_listener {
         let slot = Arc::clone(&slot);
         let info = Arc::clone(&info);
+        let log_opened = Arc::clone(&log_opened);
         crate::metrics::serve(listener, Arc::clone(&metrics), move |with_checksum| {
             let info = info.lock().expect("not poisoned").clone();
             let report = slot_report(&slot, with_checksum);
+            let log = log_opened.get().map(|log| LogReport {
+                lsn_durable: log.lsn_durable(),
+                failed: log.poisoned(),
+            });
             serde_json::to_string(&ClusterReport {
                 cluster: info,
                 report,
+                log,
             })
             .unwrap_or_else(|_| "null".into())
         });
@@ -258,6 +280,9 @@ pub fn run(
         Some((log, recovered)) => (Some(log), Some(recovered)),
         None => (None, None),
     };
+    if let Some(log) = &log {
+        let _ = log_opened.set(log.clone());
+    }
     // A node that restarts (its config store kept state) rebuilds what its log holds, if
     // the log starts at the initial load; a node of a fresh cluster starts from the load,
     // and its first role cuts whatever an older cluster left in the log.
