@@ -223,6 +223,18 @@ impl<D: Disk> LogCore<D> {
         self.wal.lsn_appended() > self.wal.lsn_durable()
     }
 
+    /// How long after `ms_since_sync` (since the last sync) the policy's next sync falls due,
+    /// if one will with nothing more appended (`every:MS` with appends waiting); a driver that
+    /// waits for orders wakes then.
+    pub fn ms_until_sync_due(&self, ms_since_sync: u64) -> Option<u64> {
+        match self.policy {
+            SyncPolicy::EveryMs(ms) if self.unsynced() => {
+                Some(u64::from(ms).saturating_sub(ms_since_sync))
+            }
+            SyncPolicy::Always | SyncPolicy::EveryMs(_) | SyncPolicy::Never => None,
+        }
+    }
+
     /// Whether to sync now, `ms_since_sync` after the last one: a `durable` reply waits for
     /// what is appended, or the policy says so.
     pub fn sync_due(&self, ms_since_sync: u64) -> bool {

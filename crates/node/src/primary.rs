@@ -162,8 +162,8 @@ pub struct PrimaryRole<T> {
     /// A procedure's reply, written by the store.
     reply: Vec<u8>,
     /// Whether this node keeps a write-ahead log, so that a `durable` reply can ever leave
-    /// ([`PrimaryRole::set_log_syncs`]).
-    log_syncs: bool,
+    /// ([`PrimaryRole::set_keeps_log`]).
+    keeps_log: bool,
 }
 
 /// The longest reply a primary may commit when frames are at most `max_frame_len` bytes and
@@ -190,14 +190,14 @@ impl<T> PrimaryRole<T> {
             primary,
             observed: Vec::new(),
             reply: Vec::new(),
-            log_syncs: false,
+            keeps_log: false,
         }
     }
 
     /// Says whether this node keeps a write-ahead log (a node without one refuses a call that
     /// asks for `durable`: it could never answer).
-    pub fn set_log_syncs(&mut self, syncs: bool) {
-        self.log_syncs = syncs;
+    pub fn set_keeps_log(&mut self, keeps: bool) {
+        self.keeps_log = keeps;
     }
 
     /// The node's write-ahead log has synced every record up to `lsn`: `durable` replies
@@ -385,7 +385,7 @@ impl<T> PrimaryRole<T> {
     /// backup there is.
     fn check_rule(&self, call: &Call<'_>, safety: Safety) -> Option<String> {
         call.safety?;
-        if matches!(safety, Safety::Durable(_)) && !self.log_syncs {
+        if matches!(safety, Safety::Durable(_)) && !self.keeps_log {
             return Some(format!(
                 "call {}: durable needs a write-ahead log, and this node keeps none; use \
                  2-safe, or give the node a [log] table (cluster-mode nodes always keep one)",

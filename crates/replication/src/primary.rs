@@ -176,6 +176,10 @@ pub struct PrimaryReady<R> {
     /// Every batch sealed since the last take, in LSN order: the driver appends them to the
     /// node's write-ahead log and reports what it synced with [`Primary::log_synced`].
     pub to_log: Vec<SealedBatch>,
+    /// A `durable` reply now waits for records up to this LSN: the driver has the node's
+    /// own log sync them at once, whatever its schedule (the backups are asked by
+    /// `Message::SyncWanted`).
+    pub sync_wanted: Option<u64>,
     pub faults: Vec<PrimaryFault>,
 }
 
@@ -187,6 +191,7 @@ impl<R> Default for PrimaryReady<R> {
             abandoned: Vec::new(),
             transfers: Vec::new(),
             to_log: Vec::new(),
+            sync_wanted: None,
             faults: Vec::new(),
         }
     }
@@ -228,6 +233,7 @@ impl<R> PrimaryReady<R> {
             && self.abandoned.is_empty()
             && self.transfers.is_empty()
             && self.to_log.is_empty()
+            && self.sync_wanted.is_none()
             && self.faults.is_empty()
     }
 
@@ -238,6 +244,7 @@ impl<R> PrimaryReady<R> {
         self.abandoned.clear();
         self.transfers.clear();
         self.to_log.clear();
+        self.sync_wanted = None;
         self.faults.clear();
     }
 }
@@ -1239,9 +1246,11 @@ impl<R> Primary<R> {
             mut abandoned,
             transfers: _,
             mut to_log,
+            sync_wanted,
             mut faults,
         } = more;
         ready.to_log.append(&mut to_log);
+        ready.sync_wanted = ready.sync_wanted.max(sync_wanted);
         ready.messages.append(&mut messages);
         ready.replies.append(&mut replies);
         ready.abandoned.append(&mut abandoned);
@@ -1440,8 +1449,11 @@ impl<R> Primary<R> {
 
     /// A reply under `safety` at `lsn` is held: under `durable` the logs must sync it.
     fn want_sync(&mut self, safety: Safety, lsn: u64) {
-        if let Safety::Durable(_) = safety {
-            self.lsn_sync_wanted = self.lsn_sync_wanted.max(lsn);
+        if let Safety::Durable(_) = safety
+            && lsn > self.lsn_sync_wanted
+        {
+            self.lsn_sync_wanted = lsn;
+            self.ready.sync_wanted = Some(lsn);
         }
     }
 

@@ -654,11 +654,17 @@ impl Shared {
             lsn,
             self.lsn_applied.load(Ordering::Acquire),
         );
-        let mut frame = Vec::new();
-        encode_peer(&mut frame, &ack);
+        self.send_ack(&ack, &mut Vec::new());
+    }
+
+    /// Writes `ack` whole on the connection to the current primary, if there is one (the
+    /// applier's and the log's acks; `frame` is scratch).
+    fn send_ack(&self, ack: &Message, frame: &mut Vec<u8>) {
+        frame.clear();
+        encode_peer(frame, ack);
         let writer = self.ack_writer.lock().expect("not poisoned").clone();
         if let Some(writer) = writer {
-            let _ = writer.lock().expect("not poisoned").write_all(&frame);
+            let _ = writer.lock().expect("not poisoned").write_all(frame);
         }
     }
 
@@ -1191,12 +1197,7 @@ fn run_applier(
         }
         ask_read_index(&replica, &state, &mut reads, &mut frame);
         if let Some(ack) = replica.applier.take_ack(state.gate.view()) {
-            frame.clear();
-            encode_peer(&mut frame, &ack);
-            let writer = state.ack_writer.lock().expect("not poisoned").clone();
-            if let Some(writer) = writer {
-                let _ = writer.lock().expect("not poisoned").write_all(&frame);
-            }
+            state.send_ack(&ack, &mut frame);
         }
     }
 }

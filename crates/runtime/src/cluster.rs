@@ -287,7 +287,7 @@ pub fn run(
     // the log starts at the initial load; a node of a fresh cluster starts from the load,
     // and its first role cuts whatever an older cluster left in the log.
     let replayed = match recovered {
-        Some(recovered) if restarted && recovered.lsn_base == Some(lsn_load) => {
+        Some(recovered) if restarted && recovered.lsn_base() == Some(lsn_load) => {
             replay_log(config, &mut segment, &recovered)
         }
         _ => None,
@@ -1250,7 +1250,7 @@ enum NextSegment {
 fn replay_log(
     config: &NodeConfig,
     segment: &mut Segment,
-    recovered: &crate::log::LogRecovered,
+    recovered: &tandem_wal::Recovered,
 ) -> Option<tandem_node::Replayed> {
     if recovered.entries.is_empty() {
         return None;

@@ -16,12 +16,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use tandem_log::SealedBatch;
-use tandem_node::{Aligned, LogCore, LogOrder, SyncPolicy};
-use tandem_wal::{Entry, FsDisk, WalOptions};
+use tandem_node::{Aligned, LogCore, LogOrder};
+use tandem_wal::{FsDisk, Recovered, WalOptions};
 
 use crate::StartError;
 use crate::config::{LogSettings, NodeConfig};
@@ -45,7 +45,6 @@ enum Input {
         lsn: u64,
         answer: mpsc::SyncSender<u64>,
     },
-    Stop,
 }
 
 /// State the log thread shares with the roles.
@@ -62,24 +61,13 @@ struct Shared {
     poisoned: Mutex<Option<String>>,
 }
 
-/// What a node recovered from its log when it opened it.
-#[derive(Debug)]
-pub struct LogRecovered {
-    /// The entries the log holds, oldest first: a contiguous history.
-    pub entries: Vec<Entry>,
-    /// The LSN the history starts after (the state the first entry applies to).
-    pub lsn_base: Option<u64>,
-    /// Bytes recovery cut from a torn or corrupt end, and files it removed.
-    pub bytes_cut: u64,
-    pub files_removed: usize,
-}
-
-/// The handle roles hold: cheap to clone, every method non-blocking but [`NodeLog::align`].
+/// The handle roles hold: cheap to clone; every method returns at once but
+/// [`NodeLog::align_rejoin`], which waits for the log thread. The thread lives as long as
+/// the node's process, or until the log is poisoned.
 #[derive(Clone)]
 pub struct NodeLog {
     inputs: mpsc::Sender<Input>,
     shared: Arc<Shared>,
-    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
 impl std::fmt::Debug for NodeLog {
@@ -99,7 +87,7 @@ impl NodeLog {
         node: u32,
         lsn_load: u64,
         metrics: Arc<Metrics>,
-    ) -> Result<(NodeLog, LogRecovered), String> {
+    ) -> Result<(NodeLog, Recovered), String> {
         let options = WalOptions {
             segment_bytes_max: settings.segment_bytes_max,
         };
@@ -116,7 +104,6 @@ impl NodeLog {
                 recovered.files_removed
             );
         }
-        let lsn_base = recovered.lsn_base();
         let shared = Arc::new(Shared {
             lsn_durable: AtomicU64::new(core.lsn_durable()),
             ceiling: Mutex::new(None),
@@ -132,22 +119,11 @@ impl NodeLog {
             last_sync: Instant::now(),
             metrics,
         };
-        let thread = thread::Builder::new()
+        thread::Builder::new()
             .name("log".into())
             .spawn(move || state.run(inbox))
             .map_err(|err| format!("cannot start the log thread: {err}"))?;
-        let log = NodeLog {
-            inputs,
-            shared,
-            thread: Arc::new(Mutex::new(Some(thread))),
-        };
-        let recovered = LogRecovered {
-            entries: recovered.entries,
-            lsn_base,
-            bytes_cut: recovered.bytes_cut,
-            files_removed: recovered.files_removed,
-        };
-        Ok((log, recovered))
+        Ok((NodeLog { inputs, shared }, recovered))
     }
 
     /// Hands the log an order; it is carried out after every order given before it.
@@ -219,14 +195,6 @@ impl NodeLog {
     pub fn poisoned(&self) -> Option<String> {
         self.shared.poisoned.lock().expect("not poisoned").clone()
     }
-
-    /// Stops the thread after the orders already given (syncing them first).
-    pub fn stop(&self) {
-        let _ = self.inputs.send(Input::Stop);
-        if let Some(thread) = self.thread.lock().expect("not poisoned").take() {
-            crate::join_or_say("the log thread", thread);
-        }
-    }
 }
 
 struct LogThread {
@@ -269,10 +237,6 @@ impl LogThread {
                             Err(err.to_string())
                         }
                     },
-                    Input::Stop => {
-                        stop = true;
-                        Ok(())
-                    }
                 };
                 if let Err(cause) = result {
                     self.poison(cause);
@@ -281,8 +245,7 @@ impl LogThread {
                 next = inbox.try_recv().ok();
             }
             let ms_since = self.last_sync.elapsed().as_millis() as u64;
-            // A stopping node syncs what it holds, whatever the policy (a clean shutdown
-            // loses nothing).
+            // With every handle gone, the thread syncs what it holds, whatever the policy.
             let due = (stop && self.core.unsynced()) || self.core.sync_due(ms_since);
             let done = if due {
                 self.sync()
@@ -302,12 +265,10 @@ impl LogThread {
     /// How long to wait for the next order: until the policy's next sync is due, or for
     /// good when nothing waits to be synced.
     fn wait(&self) -> Option<Duration> {
-        match self.core.policy() {
-            SyncPolicy::EveryMs(ms) if self.core.unsynced() => {
-                Some(Duration::from_millis(u64::from(ms)).saturating_sub(self.last_sync.elapsed()))
-            }
-            _ => None,
-        }
+        let ms_since = self.last_sync.elapsed().as_millis() as u64;
+        self.core
+            .ms_until_sync_due(ms_since)
+            .map(Duration::from_millis)
     }
 
     fn align(&mut self, lsn: u64, id: u64) -> Result<(), String> {
@@ -386,13 +347,13 @@ pub fn open_configured(
     config: &NodeConfig,
     lsn_load: u64,
     metrics: &Arc<Metrics>,
-) -> Result<Option<(NodeLog, LogRecovered)>, StartError> {
+) -> Result<Option<(NodeLog, Recovered)>, StartError> {
     let Some(settings) = config.log_settings() else {
         return Ok(None);
     };
     let (log, recovered) = NodeLog::open(&settings, config.node_id, lsn_load, Arc::clone(metrics))
         .map_err(StartError::Log)?;
-    if let Some(base) = recovered.lsn_base {
+    if let Some(base) = recovered.lsn_base() {
         tracing::info!(
             "node {}: the log in {} holds {} entries after LSN {base}",
             config.node_id,

@@ -505,7 +505,7 @@ pub fn start_role(
     if let Some(log) = &log {
         // The log must end where the segment does before the role appends to it.
         log.align(lsn_start);
-        role.set_log_syncs(true);
+        role.set_keeps_log(true);
         let inbound = inbound.clone();
         log.listen(Some(Box::new(move |lsn| {
             let _ = inbound.send(Inbound::Synced { lsn });
@@ -514,7 +514,6 @@ pub fn start_role(
     let mut executor = Executor {
         periodic,
         log,
-        lsn_sync_wanted: 0,
         node_id: config.node_id,
         role,
         answer_from: members.answer_from,

@@ -136,8 +136,6 @@ pub(super) struct Executor {
     pub(super) periodic: Option<Periodic>,
     /// The node's write-ahead log, which takes every batch the role seals.
     pub(super) log: Option<NodeLog>,
-    /// The highest LSN the log was asked to sync at once (a `durable` reply waits for it).
-    pub(super) lsn_sync_wanted: u64,
     /// Until when the role answers nothing (a promotion's lease owed), taken at the start.
     pub(super) answer_from: Option<Instant>,
     /// The primary role's decisions: the store, the replication core, each call's outcome.
@@ -492,9 +490,7 @@ impl Executor {
         match &self.log {
             Some(log) => {
                 log.batches(sealed);
-                let lsn = self.role.primary().lsn_sync_wanted();
-                if lsn > self.lsn_sync_wanted {
-                    self.lsn_sync_wanted = lsn;
+                if let Some(lsn) = self.ready.replication.sync_wanted.take() {
                     log.order(LogOrder::SyncWanted { lsn });
                 }
             }

@@ -315,13 +315,13 @@ impl World {
     }
 
     /// A role just started on node `node` hears from its log: a primary that the log syncs
-    /// (`set_log_syncs`) and what is durable already; a backup's receiver the durable LSN
+    /// (`set_keeps_log`) and what is durable already; a backup's receiver the durable LSN
     /// its acks may claim (the runtime's `listen`, which tells a new listener at once).
     pub(super) fn log_listen(&mut self, node: NodeId) -> Result<(), String> {
         let lsn = self.nodes[index_of(node)].log.lsn_durable();
         match &mut self.nodes[index_of(node)].role {
             Slot::Primary(role) => {
-                role.role.set_log_syncs(true);
+                role.role.set_keeps_log(true);
                 if lsn > 0 {
                     role.role.log_synced(lsn);
                     let synced = self.synced_ever.entry((node, node)).or_insert(0);

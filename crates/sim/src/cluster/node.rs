@@ -755,6 +755,7 @@ impl World {
         // The log first: the batches' records are the node's from now on (the runtime's
         // executor hands `to_log` to its log at the start of `dispatch`).
         let to_log = std::mem::take(&mut ready.replication.to_log);
+        let sync_wanted = ready.replication.sync_wanted.take();
         for (to, sent) in ready.transfers_sent.drain(..) {
             self.trace.note(
                 self.now,
@@ -948,6 +949,9 @@ impl World {
         for batch in to_log {
             let lsn_from = batch.lsn_base();
             self.log_order(node, LogOrder::Batch { batch, lsn_from });
+        }
+        if let Some(lsn) = sync_wanted {
+            self.log_order(node, LogOrder::SyncWanted { lsn });
         }
         // The buffers go back for the next collection (capacity kept).
         ready.clear();
