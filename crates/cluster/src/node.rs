@@ -109,12 +109,14 @@ pub enum ClusterMessage {
     /// Coordinator → backups: stop accepting the primary of `view` and report.
     Freeze { group: GroupId, view: u64 },
     /// Backup → coordinator: frozen in `view`, holding every record up to `lsn_received`
-    /// of the history of view `view_held` (see [`crate::rule::Reported`]).
+    /// of the history of view `view_held`; `restarted`: rebuilt from its write-ahead log
+    /// after it lost its memory (see [`crate::rule::Reported`]).
     Report {
         group: GroupId,
         view: u64,
         lsn_received: u64,
         view_held: u64,
+        restarted: bool,
     },
     /// A node outside `view` asks to become a spare.
     Join { group: GroupId, view: u64 },
@@ -234,7 +236,17 @@ struct Frozen {
     lsn_received: Option<u64>,
     /// The view whose history those records follow (set with `lsn_received`).
     view_held: u64,
+    /// The records were rebuilt from the write-ahead log by a node that lost its memory.
+    restarted: bool,
     tick_reported: Option<u64>,
+}
+
+/// What a node that restarted without its memory rebuilt from its write-ahead log, synced:
+/// every record up to `lsn` of the history of view `view`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rebuilt {
+    pub lsn: u64,
+    pub view: u64,
 }
 
 /// One node's cluster core.
@@ -278,8 +290,14 @@ pub struct Cluster {
     /// segment, connecting) takes longer than a heartbeat.
     contacted: std::collections::BTreeSet<NodeId>,
     /// Whether the runtime runs the role the view gives this node. A node that restarted
-    /// without its memory holds no role: it suspects nobody and never says it is alive.
+    /// without its memory holds no role: it suspects nobody and never says it is alive
+    /// (unless it rebuilt records, see `rebuilt`).
     serving: bool,
+    /// Records a node that restarted without its memory rebuilt from its log, while it
+    /// serves no role: a reporter of the view it restarted into suspects a silent primary
+    /// and reports them, flagged as rebuilt, so that a group whose every node lost power at
+    /// once can promote one of them ([`crate::rule::promote_from`]).
+    rebuilt: Option<Rebuilt>,
     /// Primary: the tick its data plane last reported progress.
     tick_executor_turned: u64,
     /// Peers whose connection to this node was closed from their side (the kernel closes a
@@ -347,6 +365,7 @@ impl Cluster {
             tick_backup_suspected: BTreeMap::new(),
             contacted: std::collections::BTreeSet::new(),
             serving: true,
+            rebuilt: None,
             tick_executor_turned: 0,
             closed: std::collections::BTreeSet::new(),
             arrivals: BTreeMap::new(),
@@ -476,6 +495,7 @@ impl Cluster {
         {
             frozen.lsn_received = Some(lsn_received);
             frozen.view_held = view_held;
+            frozen.restarted = false;
             // Nothing is heard from the old primary from now on: the promise ends here.
             self.tick_lease_owed_until = self.tick_heard_primary + self.settings.lease_ticks;
             self.maybe_report();
@@ -552,9 +572,36 @@ impl Cluster {
     }
 
     /// The runtime says whether it runs the role the view gives this node (true until told
-    /// otherwise).
+    /// otherwise). A role that serves took the rebuilt records, if it did not discard them.
     pub fn set_serving(&mut self, serving: bool) {
         self.serving = serving;
+        if serving {
+            self.rebuilt = None;
+        }
+    }
+
+    /// A node that restarted without its memory (it serves no role) rebuilt `rebuilt` from
+    /// its write-ahead log and synced it. While it serves nothing and the view names it a
+    /// reporter ([`crate::rule::reporters`]), it watches the primary as a backup would (it
+    /// hears nothing from it, so it suspects it once the first-contact grace ran out; a
+    /// coordinator that still hears the primary waits) and answers a freeze with these
+    /// records at once. The lease its lost incarnation granted ended before this one could
+    /// have started plus `lease_ticks`, which a promotion of this node honours.
+    pub fn restarted_with(&mut self, rebuilt: Rebuilt) {
+        assert!(
+            !self.serving,
+            "a node with records rebuilt from its log serves no role yet"
+        );
+        self.rebuilt = Some(rebuilt);
+        self.tick_lease_owed_until = self.tick + self.settings.lease_ticks;
+    }
+
+    /// The records rebuilt from the log that this core reports for, if it does: the node
+    /// serves no role and its view is not older than their view.
+    fn rebuilt_reporting(&self) -> Option<Rebuilt> {
+        let view = self.view.as_ref()?;
+        self.rebuilt
+            .filter(|rebuilt| !self.serving && rebuilt.view <= view.number)
     }
 
     /// The runtime says whether it has a database ready for the role a join would give
@@ -589,10 +636,12 @@ impl Cluster {
                 view,
                 lsn_received,
                 view_held,
+                restarted,
             } if group == self.settings.group => {
                 let reported = rule::Reported {
                     lsn_received,
                     view_held,
+                    restarted,
                 };
                 self.on_report(from, view, reported)
             }
@@ -765,6 +814,11 @@ impl Cluster {
         // comes back into the view is first heard afresh.
         let contacted = &self.contacted;
         self.closed.retain(|node| contacted.contains(node));
+        // Left out, a restarted node no longer reports what it rebuilt: it rejoins as a
+        // spare, and its role takes those records then.
+        if !view.members().any(|node| node == self.settings.node) {
+            self.rebuilt = None;
+        }
         self.view = Some(view.clone());
         self.ready.events.push(ClusterEvent::View(view));
     }

@@ -89,6 +89,30 @@ pub fn still_restarted(me: NodeId, restarted: bool, view: &View) -> bool {
     restarted && view.members().any(|node| node == me)
 }
 
+/// Whether `view` was made from the report of records rebuilt from the log that node `me`
+/// sent, after it restarted without its memory, for the view numbered `reported` (with
+/// records up to `lsn_rebuilt`): the promotion that made `view` replaced the primary of
+/// `reported`, and it names `me` only because `me` reported. Such a view counts on those
+/// records alone, never on the lost incarnation, so `me` may serve in it from them. Named
+/// primary, only if it holds exactly the truncate LSN: a report its lost incarnation sent
+/// from memory before the restart may have been the one used.
+pub fn made_from_report(me: NodeId, reported: Option<u64>, lsn_rebuilt: u64, view: &View) -> bool {
+    let Some(reported) = reported else {
+        return false;
+    };
+    let Some(promotion) = view.promotions.last() else {
+        return false;
+    };
+    if promotion.view != view.number || view.number != reported + 1 {
+        return false;
+    }
+    if view.primary == me {
+        promotion.truncate_lsn == lsn_rebuilt
+    } else {
+        view.members().any(|node| node == me)
+    }
+}
+
 /// The transition node `me`, holding `held`, makes to follow `view`. `view_first` is the
 /// group's view number when the cluster was created.
 pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Transition {

@@ -66,10 +66,16 @@ pub fn reports_needed_in(view: &View, safety: Safety) -> usize {
 /// `view_held` (the old view itself, or one the same primary reigned over, for a backup
 /// that stopped accepting its primary; an older view for a member that rewound to follow a
 /// primary that never served, and reports the records it held before).
+///
+/// `restarted`: the reporter lost its memory and reports what it rebuilt from its
+/// write-ahead log (synced before it reported). Such a report proves what reached that log,
+/// not what the reporter's lost incarnation acknowledged: see [`promote_from`] for when it
+/// counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reported {
     pub lsn_received: u64,
     pub view_held: u64,
+    pub restarted: bool,
 }
 
 /// [`promote_from`] with reports from members that all hold the old view's history.
@@ -87,6 +93,7 @@ pub fn promote(
                 Reported {
                     lsn_received,
                     view_held,
+                    restarted: false,
                 },
             )
         })
@@ -124,6 +131,16 @@ pub fn promote(
 /// that the new primary keeps its records above `old`'s truncate LSN and the members
 /// that followed `old` do not (the simulator found a cluster down for good: the only node
 /// holding every acknowledged record had rewound for a primary that never came).
+///
+/// A report from a node that restarted ([`Reported::restarted`]) holds what its synced log
+/// gave back. Under the `durable` rule that is as good as any report: every acknowledged
+/// record was synced by the primary and k backups, so n − k + 1 reports of synced logs
+/// include one that holds it. Under a rule that acknowledges from memory, what the lost
+/// incarnation acknowledged may be missing from its log, so such a report counts only when
+/// every reporter of `old` restarted (the whole group lost power and the logs are all there
+/// is); then no reporter need hold the last promotion's released LSN either, since the
+/// acknowledgements behind it lived in memory only. Otherwise restarted reports are
+/// ignored, and the change waits for the living.
 pub fn promote_from(
     old: &View,
     reports: &BTreeMap<NodeId, Reported>,
@@ -140,6 +157,10 @@ pub fn promote_from(
             });
         }
     }
+    let synced_rule = matches!(safety, Safety::Durable(_));
+    let whole_group_restarted =
+        reports.len() == reporters.len() && reports.values().all(|reported| reported.restarted);
+    let counts = |reported: &Reported| !reported.restarted || synced_rule || whole_group_restarted;
     // How much of `old`'s history each reporter holds; a reporter whose records' fate is
     // unknown (more promotions since its view than `old` remembers) holds none of it.
     let of_old = |reported: &Reported| -> Option<u64> {
@@ -155,6 +176,7 @@ pub fn promote_from(
     };
     let reports: BTreeMap<NodeId, (Reported, u64)> = reports
         .iter()
+        .filter(|(_, reported)| counts(reported))
         .filter_map(|(&node, reported)| Some((node, (*reported, of_old(reported)?))))
         .collect();
     let needed = reports_needed_in(old, safety);
@@ -185,7 +207,11 @@ pub fn promote_from(
             },
         )
         .expect("at least one report");
-    let floor = released_max_before(old, safety);
+    let floor = if whole_group_restarted && !synced_rule {
+        0
+    } else {
+        released_max_before(old, safety)
+    };
     if held_of_old < floor && !promote_lowest() {
         return Err(RuleError::BehindTruncate {
             view: old.number,

@@ -576,3 +576,111 @@ fn the_checker_catches_a_view_going_backwards() {
     let (mut h, _, _) = crash_primary(100, 90);
     h.plant_view(3, view(1, 1, &[2, 3], &[]));
 }
+
+/// Every node of the group is killed at once and restarts from its disk: none holds its
+/// memory, each rebuilt what its write-ahead log synced. Three nodes, primary 1; the backups
+/// rebuilt `lsn2` and `lsn3` of view 1's history.
+fn power_loss(safety: Safety, lsn2: u64, lsn3: u64) -> Harness {
+    let mut h = Harness::three(safety);
+    h.settle();
+    for id in [1, 2, 3] {
+        h.crash(id);
+    }
+    h.restart_rebuilt(1, lsn2.max(lsn3) + 10, 1);
+    h.restart_rebuilt(2, lsn2, 1);
+    h.restart_rebuilt(3, lsn3, 1);
+    h
+}
+
+#[test]
+fn a_group_that_lost_power_promotes_the_backup_whose_log_holds_the_most() {
+    for safety in [
+        Safety::DEFAULT,
+        Safety::TwoSafe(AckCount::Of(1)),
+        Safety::Durable(AckCount::Of(1)),
+    ] {
+        let mut h = power_loss(safety, 90, 100);
+        // The backups suspect the silent primary, report their logs, and node 3 takes over
+        // from its own; node 2 stays a backup rather than leave it alone.
+        h.run_until(40 * SUSPECT_TICKS, |h| h.all_live_at(2));
+        let promoted_view = h.history()[&2].clone();
+        assert_eq!(promoted_view.primary, 3, "{safety:?}");
+        assert_eq!(promoted_view.backups, vec![2], "{safety:?}");
+        assert_eq!(promoted_view.truncate_lsn(), Some(100), "{safety:?}");
+        assert!(!h.node(3).lost_memory, "node 3 serves from its log");
+        assert!(!h.node(2).lost_memory, "node 2 serves from its log");
+        // The old primary, restarted too, is left out and comes back as a spare.
+        h.run_until(200, |h| h.view_of(1).spares.contains(&1));
+        assert!(!h.node(1).lost_memory);
+    }
+}
+
+/// A backup that restarted alone reports nothing while the primary runs: its log may lack
+/// what its lost incarnation acknowledged, and the primary has it removed instead.
+#[test]
+fn a_backup_restarted_with_its_log_does_not_replace_a_live_primary() {
+    let mut h = Harness::three(Safety::TwoSafe(AckCount::Of(1)));
+    h.settle();
+    h.crash(2);
+    h.restart_rebuilt(2, 500, 1);
+    h.run_until(200, |h| h.view_of(2).spares.contains(&2));
+    h.run(100);
+    assert!(
+        h.history().values().all(|view| view.primary == 1),
+        "the primary was replaced: {:?}",
+        h.history()
+    );
+}
+
+/// The primary dies and a backup restarts with its log while the other backup lives. Under
+/// a rule that acknowledges from memory the rebuilt report does not count (the record only
+/// the lost incarnation acknowledged may be missing from it), and the change waits for the
+/// living; under `durable` every acknowledged record was synced by k backups, and it counts.
+#[test]
+fn a_rebuilt_report_counts_alongside_the_living_only_under_durable() {
+    for (safety, promotes) in [
+        (Safety::TwoSafe(AckCount::Of(1)), false),
+        (Safety::Durable(AckCount::Of(1)), true),
+    ] {
+        let mut h = Harness::three(safety);
+        h.settle();
+        h.set_lsn(3, 90);
+        h.crash(1);
+        h.crash(2);
+        h.restart_rebuilt(2, 100, 1);
+        h.run(40 * SUSPECT_TICKS);
+        let promoted_view = h.history().get(&2).cloned();
+        if promotes {
+            let promoted_view = promoted_view.expect("durable: a promotion");
+            assert_eq!(promoted_view.primary, 2);
+            assert_eq!(promoted_view.truncate_lsn(), Some(100));
+        } else {
+            assert_eq!(
+                promoted_view, None,
+                "a memory rule promoted on a rebuilt report"
+            );
+        }
+    }
+}
+
+/// A rebuilt report the promotion did not come from (the lost incarnation reported from
+/// memory first) does not let a node serve as primary holding less than the truncate LSN.
+#[test]
+fn a_node_promoted_from_a_report_of_its_lost_incarnation_serves_nothing() {
+    let promoted_view = View {
+        promotions: vec![Promotion {
+            view: 2,
+            truncate_lsn: 100,
+            based_on: None,
+            lsn_released_max: 100,
+        }],
+        ..view(2, 2, &[3], &[])
+    };
+    use tandem_cluster::role::made_from_report;
+    assert!(made_from_report(2, Some(1), 100, &promoted_view));
+    assert!(!made_from_report(2, Some(1), 90, &promoted_view));
+    assert!(!made_from_report(2, None, 100, &promoted_view));
+    assert!(!made_from_report(2, Some(0), 100, &promoted_view));
+    assert!(made_from_report(3, Some(1), 80, &promoted_view));
+    assert!(!made_from_report(1, Some(1), 100, &promoted_view));
+}

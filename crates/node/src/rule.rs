@@ -27,6 +27,10 @@ pub struct RoleRule {
     /// aside, like a role that stood by, until the node may serve again; then followed as
     /// a backup holding them would be.
     recovered: Option<Recovered>,
+    /// The view this incarnation reported its recovered records for (a reporter of the view
+    /// it restarted into whose primary was replaced): a promotion made from that report may
+    /// name it at once (`role::made_from_report`).
+    reported: Option<u64>,
 }
 
 /// Records a restarted node rebuilt from its write-ahead log.
@@ -45,6 +49,7 @@ impl RoleRule {
             view_first,
             restarted,
             recovered: None,
+            reported: None,
         }
     }
 
@@ -60,6 +65,14 @@ impl RoleRule {
         );
         self.recovered = Some(recovered);
         self
+    }
+
+    /// The cluster core reported the recovered records for a view after `view`
+    /// (`ClusterEvent::Reported`); counted only while the node is restarted and holds them.
+    pub fn reported(&mut self, view: u64) {
+        if self.restarted && self.recovered.is_some() {
+            self.reported = Some(view);
+        }
     }
 
     /// The records recovered from the log that no role has taken yet.
@@ -83,15 +96,21 @@ impl RoleRule {
                 "a restarted node holds no role until a view leaves it out"
             );
         }
-        self.restarted = role::still_restarted(self.me, self.restarted, view);
+        // A view made from this incarnation's report of its recovered records counts on
+        // nothing else: the node serves in it (a whole group that lost power comes back so).
+        let made_from_report = self.restarted
+            && self.recovered.is_some_and(|recovered| {
+                role::made_from_report(self.me, self.reported, recovered.lsn, view)
+            });
+        self.restarted = !made_from_report && role::still_restarted(self.me, self.restarted, view);
+        let named = view.members().any(|node| node == self.me);
         let held = match (held, self.recovered) {
             // Free to serve, named by this view, with records from its log: it follows the
             // view as a backup that stood by with them (the view's primary stands for the
-            // primary of their view: `since` decides from promotions, not primaries).
+            // primary of their view: `since` decides from promotions, not primaries). Named
+            // primary, it was promoted from them.
             (Held::Outside { .. }, Some(recovered))
-                if !self.restarted
-                    && view.primary != self.me
-                    && view.members().any(|node| node == self.me) =>
+                if !self.restarted && named && (view.primary != self.me || made_from_report) =>
             {
                 self.recovered = None;
                 Held::Backup {

@@ -160,7 +160,18 @@ pub struct Supervisor {
 impl Supervisor {
     /// The supervisor of a node whose core is `core`; `rule` knows whether the node
     /// restarted without its memory.
-    pub fn new(core: Cluster, rule: RoleRule) -> Supervisor {
+    pub fn new(mut core: Cluster, rule: RoleRule) -> Supervisor {
+        if rule.restarted() {
+            // No role until the rule says so; records rebuilt from the log are reported
+            // for a promotion meanwhile (a whole group that lost power comes back so).
+            core.set_serving(false);
+            if let Some(recovered) = rule.recovered() {
+                core.restarted_with(tandem_cluster::Rebuilt {
+                    lsn: recovered.lsn,
+                    view: recovered.view,
+                });
+            }
+        }
         Supervisor {
             core,
             rule,
@@ -291,6 +302,7 @@ impl Supervisor {
                 Ok(())
             }
             ClusterEvent::Reported { view } => {
+                self.rule.reported(view);
                 roles.notice(Notice::Reported { view });
                 Ok(())
             }

@@ -355,13 +355,21 @@ impl Harness {
         self.drive(to);
     }
 
-    fn restart(&mut self, node: NodeId) {
+    /// Node `node` starts again from its disk, its memory gone; `rebuilt`: the records (LSN,
+    /// view) its write-ahead log gave back.
+    fn restart(&mut self, node: NodeId, rebuilt: Option<(u64, u64)>) {
         let i = index(node);
         assert!(self.supervisors[i].is_none(), "restart a crashed node");
         let persisted = self.disks[i].load().expect("the saved state decodes");
         let core = Cluster::new(self.settings[i].clone(), self.initial.clone(), persisted)
             .expect("the node restarts");
-        let mut supervisor = Supervisor::new(core, RoleRule::new(node, VIEW_FIRST, true));
+        let mut rule = RoleRule::new(node, VIEW_FIRST, true);
+        if let Some((lsn, view)) = rebuilt {
+            rule = rule.with_recovered(tandem_node::Recovered { view, lsn });
+            self.roles[i].lsn_received = lsn;
+            self.roles[i].lsn_committed = lsn;
+        }
+        let mut supervisor = Supervisor::new(core, rule);
         // As the runtime: a node without its memory runs no role.
         supervisor.core_mut().set_serving(false);
         self.supervisors[i] = Some(supervisor);
@@ -465,9 +473,13 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
             harness.close_one(number("from") as NodeId, to);
             harness.deliver_all(&mut out);
         }
+        // `rebuilt=LSN view=V`: the node's log gave back records up to LSN of view V.
         "restart" => {
             let node = number("node") as NodeId;
-            harness.restart(node);
+            let rebuilt = args
+                .contains_key("rebuilt")
+                .then(|| (number("rebuilt"), number("view")));
+            harness.restart(node, rebuilt);
             harness.deliver_all(&mut out);
         }
         "cut" => {

@@ -846,6 +846,27 @@ impl RuntimeRoles {
                 );
                 self.start_primary(handover.segment, handover.batches, view, lease_owed_ticks)
             }
+            // A restarted node promoted from the records its log gave back (every node of
+            // the group lost power): it serves them as they are, the truncate LSN.
+            (
+                Transition::Promote {
+                    lsn,
+                    lease_owed_ticks,
+                },
+                Slot::Outside,
+            ) => {
+                let Some(segment) = self.take_recovered() else {
+                    unreachable!("only records recovered are promoted from outside");
+                };
+                assert_eq!(segment.lsn(), lsn, "promoted from the LSN it reported");
+                tracing::info!(
+                    view = view.number,
+                    lsn,
+                    "node {me}: primary of view {} from LSN {lsn}, rebuilt from its log",
+                    view.number
+                );
+                self.start_primary(segment, Vec::new(), view, lease_owed_ticks)
+            }
             (Transition::StartPrimary, _) => match self.fresh_segment() {
                 Ok(segment) => self.start_primary(segment, Vec::new(), view, 0),
                 Err(err) => {

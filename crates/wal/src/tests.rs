@@ -150,6 +150,37 @@ fn a_reopened_log_continues_after_what_it_recovered() {
     assert_eq!(recovered.batches(), [first, second].concat());
 }
 
+/// A process that dies leaves what it wrote but did not sync in the page cache, where
+/// recovery reads it; recovery syncs it, so a power loss after the restart keeps it (a node
+/// reports what it recovered for a promotion, and must not lose it afterwards).
+#[test]
+fn what_recovery_read_survives_a_later_power_loss() {
+    let mut batches = Batches::starting_at(1);
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    let synced = batches.next(2, 100);
+    wal.append(&synced).unwrap();
+    wal.sync().unwrap();
+    let written = batches.next(2, 100);
+    wal.append(&written).unwrap();
+    wal.write().unwrap();
+    // The process dies: the disk keeps its cache. Recovery reads both batches.
+    let (wal, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.batches(), vec![synced.clone(), written.clone()]);
+    assert_eq!(wal.lsn_durable(), 4);
+    // Then the machine loses power: whatever is not synced may go, and nothing does.
+    let disk = wal.into_disk();
+    for seed in 0..32 {
+        let mut crashed = disk.clone();
+        crashed.crash(seed);
+        let (_, recovered) = open(crashed, small_segments());
+        assert_eq!(
+            recovered.batches(),
+            vec![synced.clone(), written.clone()],
+            "seed {seed}"
+        );
+    }
+}
+
 #[test]
 fn many_batches_take_one_sync() {
     let (mut wal, _) = open(SimDisk::new(), WalOptions::default());

@@ -567,9 +567,15 @@ impl<D: Disk> Wal<D> {
             None => None,
             Some(last) => {
                 let path = segment_path(dir, last.seq);
-                let file = disk
+                let mut file = disk
                     .open_append(&path)
                     .map_err(|error| poisoned(io_cause("opening segment", &path, error)))?;
+                // What recovery read may have been in the page cache only (the process died,
+                // the machine did not): synced now, it is as durable as the log says it is,
+                // and a node may report it for a promotion. Earlier segments were synced
+                // when the log rolled past them.
+                disk.sync(&mut file)
+                    .map_err(|error| poisoned(io_cause("syncing segment", &path, error)))?;
                 Some(Segment {
                     file,
                     seq: last.seq,

@@ -129,7 +129,9 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 /// Version 7: a client asks any node for the group's members (`Members`, `MembersAnswer`).
 /// Version 8: acks say what the backup synced to its write-ahead log (`lsn_durable`), and
 /// calls may ask for the `durable` rule.
-pub const PROTOCOL_VERSION: u16 = 8;
+/// Version 9: a cluster `Report` says whether its records were rebuilt from a write-ahead log
+/// after a restart.
+pub const PROTOCOL_VERSION: u16 = 9;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

@@ -67,7 +67,9 @@ impl Cluster {
     /// The failure detector: silence of `suspect_ticks` makes a suspicion, repeated every
     /// `suspect_ticks` while it lasts.
     pub(super) fn detect(&mut self) {
-        if !self.serving {
+        // A node without its memory suspects nobody, unless it rebuilt records to report.
+        let rebuilt = self.rebuilt_reporting().is_some();
+        if !self.serving && !rebuilt {
             return;
         }
         let Some(view) = self.view.clone() else {
@@ -76,6 +78,8 @@ impl Cluster {
         let suspect_ticks = self.settings.suspect_ticks;
         let suspects: Vec<NodeId> = match self.member() {
             // A spare too, in a view without backups (it may take over: `rule::reporters`).
+            // A node that rebuilt records hears nothing from the primary: it suspects it
+            // once the first-contact grace has run out.
             Member::Backup | Member::Spare
                 if self.frozen.is_none()
                     && rule::reporters(&view).contains(&self.settings.node) =>
@@ -90,7 +94,7 @@ impl Cluster {
             }
             // Spares too: a silent spare leaves (a restarted node the view names as a spare
             // waits to be left out before it rejoins).
-            Member::Primary => view
+            Member::Primary if self.serving => view
                 .backups
                 .iter()
                 .chain(&view.spares)

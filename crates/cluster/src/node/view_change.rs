@@ -149,13 +149,25 @@ impl Cluster {
         if view.number != view_number || !rule::reporters(view).contains(&self.settings.node) {
             return;
         }
-        if self.frozen.is_none() {
-            self.frozen = Some(Frozen {
-                view: view_number,
-                lsn_received: None,
-                view_held: view_number,
-                tick_reported: None,
-            });
+        if self.frozen.is_some() {
+            return;
+        }
+        self.frozen = Some(Frozen {
+            view: view_number,
+            lsn_received: None,
+            view_held: view_number,
+            restarted: false,
+            tick_reported: None,
+        });
+        if let Some(rebuilt) = self.rebuilt_reporting() {
+            // No role to freeze: the records rebuilt from the log are reported as they are.
+            // The lease owed is the one `restarted_with` set: nothing was heard since.
+            let frozen = self.frozen.as_mut().expect("set above");
+            frozen.lsn_received = Some(rebuilt.lsn);
+            frozen.view_held = rebuilt.view;
+            frozen.restarted = true;
+            self.maybe_report();
+        } else {
             self.ready
                 .events
                 .push(ClusterEvent::Freeze { view: view_number });
@@ -179,6 +191,7 @@ impl Cluster {
         }
         let view = frozen.view;
         let view_held = frozen.view_held;
+        let restarted = frozen.restarted;
         let first_report = frozen.tick_reported.is_none();
         self.frozen.as_mut().expect("checked").tick_reported = Some(self.tick);
         if first_report {
@@ -189,6 +202,7 @@ impl Cluster {
             view,
             lsn_received,
             view_held,
+            restarted,
         };
         self.send_coordinator(report);
     }

@@ -55,6 +55,10 @@ pub struct Node {
     pub lsn_received: u64,
     /// Restarted: its memory is gone, it holds no role until it is made a spare.
     pub lost_memory: bool,
+    /// Restarted with records rebuilt from its log: (LSN, view), until a role takes them.
+    pub rebuilt: Option<(u64, u64)>,
+    /// The view it reported its rebuilt records for, in this incarnation.
+    pub reported_rebuilt: Option<u64>,
     /// The primary role's executor is stuck in one call: it reports no progress.
     pub executor_stuck: bool,
     /// The runtime is slow to freeze: `frozen` waits until `release_freeze`.
@@ -142,6 +146,8 @@ impl Harness {
                 incarnation: 0,
                 lsn_received: 0,
                 lost_memory: false,
+                rebuilt: None,
+                reported_rebuilt: None,
                 executor_stuck: false,
                 freeze_stalled: false,
                 pending_freeze: None,
@@ -247,6 +253,26 @@ impl Harness {
         self.queue.retain(|&(_, to, _)| to != id);
     }
 
+    /// The node starts again from its disk, with its memory gone but records up to `lsn` of
+    /// view `view`'s history rebuilt from its write-ahead log (as the runtime's supervisor
+    /// tells the core: `Cluster::restarted_with`).
+    pub fn restart_rebuilt(&mut self, id: NodeId, lsn: u64, view: u64) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        let persisted = node.disk.load().expect("the image decodes");
+        let mut core = Cluster::new(node.settings.clone(), self.initial.clone(), persisted)
+            .expect("a node restarts from its disk");
+        core.set_serving(false);
+        core.restarted_with(tandem_cluster::Rebuilt { lsn, view });
+        assert!(node.core.replace(core).is_none(), "node {id} was down");
+        node.incarnation += 1;
+        node.lost_memory = true;
+        node.rebuilt = Some((lsn, view));
+        node.reported_rebuilt = None;
+        node.lsn_received = lsn;
+        self.drive(id);
+        self.check();
+    }
+
     /// The node starts again from its disk, with its memory (its records) gone.
     pub fn restart(&mut self, id: NodeId) {
         let node = self.nodes.get_mut(&id).unwrap();
@@ -256,6 +282,8 @@ impl Harness {
         assert!(node.core.replace(core).is_none(), "node {id} was down");
         node.incarnation += 1;
         node.lost_memory = true;
+        node.rebuilt = None;
+        node.reported_rebuilt = None;
         // As the runtime: a node without its memory runs no role.
         node.core.as_mut().unwrap().set_serving(false);
         self.drive(id);
@@ -472,7 +500,11 @@ impl Harness {
                 }
             }
             ClusterEvent::Suspected { peer, view } => node.suspected.push((peer, view)),
-            ClusterEvent::Reported { .. } => {}
+            ClusterEvent::Reported { view } => {
+                if node.lost_memory && node.rebuilt.is_some() {
+                    node.reported_rebuilt = Some(view);
+                }
+            }
             ClusterEvent::RemovalWanted { .. } if self.removals_refused => {}
             ClusterEvent::RemovalWanted { view, backup } => {
                 // No data plane here: every other backup holds what was released.
@@ -483,7 +515,22 @@ impl Harness {
             }
             ClusterEvent::View(view) => {
                 if node.lost_memory {
-                    node.lost_memory = tandem_cluster::role::still_restarted(id, true, &view);
+                    // As `RoleRule::decide`: a view made from its report of rebuilt records
+                    // is served from them.
+                    let made = node.rebuilt.is_some_and(|(lsn, _)| {
+                        tandem_cluster::role::made_from_report(
+                            id,
+                            node.reported_rebuilt,
+                            lsn,
+                            &view,
+                        )
+                    });
+                    node.lost_memory =
+                        !made && tandem_cluster::role::still_restarted(id, true, &view);
+                    if made {
+                        node.rebuilt = None;
+                        node.core.as_mut().unwrap().set_serving(true);
+                    }
                 } else if view.members().any(|member| member == id) {
                     // The runtime loads a fresh segment and catches up (as the role says).
                     node.core.as_mut().unwrap().set_serving(true);

@@ -202,6 +202,39 @@ impl World {
                 let role = tandem_node::PrimaryRole::new(store, primary);
                 Slot::Primary(Box::new(PrimaryRole::new(role, role_calls, history)))
             }
+            // A restarted node promoted from the records its log gave back (every node of
+            // the group crashed), as the runtime's.
+            (
+                Transition::Promote {
+                    lsn,
+                    lease_owed_ticks,
+                },
+                Slot::Outside,
+            ) => {
+                let Some((segment, history)) = self.nodes[index].recovered.take() else {
+                    unreachable!("only records recovered are promoted from outside");
+                };
+                assert_eq!(segment.lsn(), lsn, "promoted from the LSN it reported");
+                self.note(format!(
+                    "node {node}: primary of view {} from the records its log gave back (LSN \
+                     {lsn})",
+                    view.number
+                ));
+                self.report.recovered_followed += 1;
+                self.checksums.split_off(&(lsn + 1));
+                let mut primary = Primary::resume(self.primary_config(view), lsn, Vec::new());
+                primary.hold_releases(lease_owed_ticks);
+                if lease_owed_ticks > 0 {
+                    self.report.lease_waits += 1;
+                }
+                let store = Store::open(segment, self.model.replica());
+                let role = tandem_node::PrimaryRole::new(store, primary);
+                Slot::Primary(Box::new(PrimaryRole::new(
+                    role,
+                    CallsHeld::default(),
+                    history,
+                )))
+            }
             (Transition::StartPrimary, _) => {
                 // A role that starts from the load does not take records rebuilt from the log.
                 self.nodes[index].recovered = None;
