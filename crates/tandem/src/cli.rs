@@ -88,6 +88,11 @@ pub struct UpArgs {
     /// longer one rides out a loaded machine's late echoes, and a failover waits it out.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(3..=9_999))]
     pub lease_ticks: u64,
+    /// Start a new cluster even if --dir holds one (its data is deleted). Without it, `up`
+    /// on a directory that holds a cluster restarts that cluster from its disks, with the
+    /// configuration it was made with (the other flags are then ignored).
+    #[arg(long)]
+    pub fresh: bool,
 }
 
 fn parse_model_name(text: &str) -> Result<String, String> {
@@ -153,9 +158,10 @@ pub struct DemoArgs {
     #[arg(long, default_value = ".tandem/demo")]
     pub dir: std::path::PathBuf,
     /// The failure injected halfway: kill-primary (SIGKILL), kill-backup, pause-primary
-    /// (SIGSTOP for 300 ms, then SIGCONT: a partitioned old primary), restart-primary, or
+    /// (SIGSTOP for 300 ms, then SIGCONT: a partitioned old primary), restart-primary,
     /// isolate-primary (every packet it sends dropped for 300 ms: needs root, iptables and
-    /// cgroup v2).
+    /// cgroup v2), or power-loss (SIGKILL of every node at once, all restarted 300 ms later
+    /// from their disks).
     #[arg(long, default_value = "kill-primary", value_parser = crate::demo::Fault::parse)]
     pub fault: crate::demo::Fault,
     /// Ticks (1 ms each) of silence after which a node suspects a peer, ≥ 4 (the lease,
@@ -165,9 +171,11 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(4..=10_000))]
     pub suspect_ticks: u64,
     /// The group's safety rule: 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied[:K],
-    /// durable[:K] (every acknowledged commit synced to the write-ahead logs).
-    #[arg(long, default_value = "2-safe", value_parser = parse_safety)]
-    pub safety: tandem_replication::Safety,
+    /// durable[:K] (every acknowledged commit synced to the write-ahead logs). Default:
+    /// 2-safe, or durable with --fault power-loss (the rules that acknowledge from memory
+    /// lose what the logs had not synced when every node goes down at once).
+    #[arg(long, value_parser = parse_safety)]
+    pub safety: Option<tandem_replication::Safety>,
     /// When each node syncs its write-ahead log on its own: always, every:MS or never (a
     /// durable commit is synced at once whatever this says).
     #[arg(long, default_value = "every:100", value_parser = parse_fsync)]

@@ -251,6 +251,70 @@ impl LocalCluster {
         Ok(cluster)
     }
 
+    /// Starts again the cluster `dir` holds (its `cluster.json`, configurations, config-store
+    /// states and write-ahead logs), none of whose nodes runs: each node restarts from its
+    /// disk, rebuilding what its log holds, and the group promotes the backup whose log
+    /// holds the most (every node lost its memory at once).
+    pub fn reopen(dir: &Path) -> Result<LocalCluster, Failure> {
+        let dir = &std::path::absolute(dir)
+            .map_err(|err| Failure::Run(format!("{}: {err}", dir.display())))?;
+        refuse_if_running(dir)?;
+        let file = ClusterFile::load(dir)?;
+        for entry in &file.nodes {
+            if !entry.config.is_file() {
+                return Err(Failure::Run(format!(
+                    "node {}'s configuration {} is missing, so the cluster in {} cannot                      restart; `tandem up --fresh` starts a new one there",
+                    entry.id,
+                    entry.config.display(),
+                    dir.display()
+                )));
+            }
+        }
+        let exe = std::env::current_exe()
+            .map_err(|err| Failure::Run(format!("cannot find the tandem binary: {err}")))?;
+        let mut cluster = LocalCluster {
+            dir: dir.to_path_buf(),
+            nodes: Vec::new(),
+            exe,
+        };
+        for entry in file.nodes {
+            let node = cluster.spawn(entry)?;
+            cluster.nodes.push(node);
+        }
+        cluster.save()?;
+        Ok(cluster)
+    }
+
+    /// Whether `dir` holds a cluster `tandem up` can restart: its `cluster.json`.
+    pub fn exists_in(dir: &Path) -> bool {
+        dir.join(CLUSTER_FILE).is_file()
+    }
+
+    /// SIGKILL to every node at once, as when the whole cluster loses power: the signals all
+    /// leave before any process is waited for. (The kernel keeps what the processes wrote
+    /// but did not sync; the simulator's disk is where unsynced writes are lost.)
+    pub fn kill_all(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(child) = &mut node.child {
+                let _ = child.kill();
+            }
+        }
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.wait();
+            }
+        }
+    }
+
+    /// Starts every node again from its disk, after [`LocalCluster::kill_all`].
+    pub fn restart_all(&mut self) -> Result<(), Failure> {
+        let ids: Vec<u32> = self.nodes.iter().map(|node| node.entry.id).collect();
+        for id in ids {
+            self.restart(id)?;
+        }
+        Ok(())
+    }
+
     fn spawn(&self, mut entry: NodeEntry) -> Result<LocalNode, Failure> {
         let log = fs::OpenOptions::new()
             .create(true)

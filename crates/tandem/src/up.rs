@@ -21,22 +21,33 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
     let flag = Arc::clone(&stop);
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
         .map_err(|err| Failure::Run(format!("cannot catch Ctrl-C: {err}")))?;
-    let mut options = Options::new(args.nodes);
-    options.db_mib = args.db_mib as usize;
-    options.safety = args.safety;
-    options.fsync = args.fsync;
-    options.workload = args.workload.clone();
-    options.suspect_ticks = args.suspect_ticks;
-    options.lease_ticks = args.lease_ticks;
-    eprintln!(
-        "starting {} nodes under {} ({} MiB of {} each, {})",
-        args.nodes,
-        args.dir.display(),
-        args.db_mib,
-        args.workload,
-        args.safety
-    );
-    let mut cluster = LocalCluster::start(&args.dir, &options)?;
+    let mut cluster = if !args.fresh && LocalCluster::exists_in(&args.dir) {
+        // What the cluster acknowledged lives in its nodes' logs: the same nodes come back
+        // from them, as after a power loss of the whole cluster.
+        eprintln!(
+            "restarting the cluster in {} from its disks (its own configuration; `tandem up \
+             --fresh` starts a new one and deletes this one's data)",
+            args.dir.display()
+        );
+        LocalCluster::reopen(&args.dir)?
+    } else {
+        let mut options = Options::new(args.nodes);
+        options.db_mib = args.db_mib as usize;
+        options.safety = args.safety;
+        options.fsync = args.fsync;
+        options.workload = args.workload.clone();
+        options.suspect_ticks = args.suspect_ticks;
+        options.lease_ticks = args.lease_ticks;
+        eprintln!(
+            "starting {} nodes under {} ({} MiB of {} each, {})",
+            args.nodes,
+            args.dir.display(),
+            args.db_mib,
+            args.workload,
+            args.safety
+        );
+        LocalCluster::start(&args.dir, &options)?
+    };
     let settled = cluster.wait_settled(Duration::from_secs(120))?;
     println!(
         "cluster up: node {} is primary of view {}, LSN {}",

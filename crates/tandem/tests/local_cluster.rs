@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tandem_workloads::debit_credit::DEBIT_CREDIT;
 
 mod up_support;
 
@@ -214,4 +215,83 @@ fn a_killed_node_started_again_rejoins_and_down_stops_every_node() {
             .is_some()),
         "tandem up still runs"
     );
+}
+
+/// A Debit-Credit deposit of `amount` into `account` (teller 0 of branch 0).
+fn deposit(account: u32, amount: i32) -> Vec<u8> {
+    let mut args = Vec::new();
+    for field in [account, 0, 0] {
+        args.extend_from_slice(&field.to_le_bytes());
+    }
+    args.extend_from_slice(&amount.to_le_bytes());
+    args
+}
+
+/// What a committed call answered: the account's balance.
+fn balance(outcome: &tandem_client::Outcome) -> i32 {
+    assert!(outcome.committed(), "{outcome:?}");
+    i32::from_le_bytes(outcome.body[..4].try_into().unwrap())
+}
+
+fn client(up: &up_support::Up, id: u64) -> tandem_client::Client {
+    let mut config = tandem_client::ClientConfig::new(up.clients_at.clone(), 0, id);
+    config.deadline = Duration::from_secs(30);
+    tandem_client::Client::new(config).expect("a valid config")
+}
+
+/// Ctrl-C stops every node of `tandem up`; `tandem up` on the same directory brings the same
+/// cluster back from its nodes' logs, with every commit acknowledged before the stop, and
+/// goes on from there. `--fresh` starts a new, empty one instead.
+#[test]
+fn up_again_restarts_the_cluster_from_disk_and_fresh_starts_anew() {
+    let mut up = up_support::Up::start("restart");
+    let dir = up.dir.clone();
+    let account = 11u32;
+    let mut writer = client(&up, 1);
+    let mut acknowledged = 0;
+    for _ in 0..50 {
+        let outcome = writer
+            .call(DEBIT_CREDIT.0, &deposit(account, 2), None)
+            .expect("the deposit commits");
+        acknowledged = balance(&outcome);
+    }
+    assert_eq!(acknowledged, 100);
+    up.stop();
+    assert_eq!(
+        tandem(&dir, &["status"]).status.code(),
+        Some(1),
+        "a node still runs"
+    );
+
+    let mut up = up_support::Up::start_in(dir.clone());
+    let mut reader = client(&up, 2);
+    let outcome = reader
+        .call(DEBIT_CREDIT.0, &deposit(account, 0), None)
+        .expect("the cluster serves after its restart");
+    assert_eq!(
+        balance(&outcome),
+        acknowledged,
+        "commits lost across the restart"
+    );
+    let outcome = reader
+        .call(DEBIT_CREDIT.0, &deposit(account, 5), None)
+        .expect("the restarted cluster takes commits");
+    assert_eq!(balance(&outcome), acknowledged + 5);
+    let logs: String = (1..=3)
+        .filter_map(|node| std::fs::read_to_string(dir.join(format!("node{node}/node.log"))).ok())
+        .collect();
+    assert!(
+        logs.contains("rebuilt from its log"),
+        "no node was promoted from its log:\n{logs}"
+    );
+    up.stop();
+
+    // `--fresh` deletes the cluster and starts an empty one.
+    let mut up = up_support::Up::start_with(dir.clone(), &["--fresh"]);
+    let mut reader = client(&up, 3);
+    let outcome = reader
+        .call(DEBIT_CREDIT.0, &deposit(account, 0), None)
+        .expect("the fresh cluster serves");
+    assert_eq!(balance(&outcome), 0, "--fresh kept the old data");
+    up.stop();
 }

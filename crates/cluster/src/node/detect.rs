@@ -78,14 +78,21 @@ impl Cluster {
         let suspect_ticks = self.settings.suspect_ticks;
         let suspects: Vec<NodeId> = match self.member() {
             // A spare too, in a view without backups (it may take over: `rule::reporters`).
-            // A node that rebuilt records hears nothing from the primary: it suspects it
-            // once the first-contact grace has run out.
+            // A node that rebuilt records runs no role, so it hears nothing from the primary
+            // and has no role start to give a grace for: it suspects it after the usual
+            // silence. That is safe: the coordinator confirms only once the primary, alive,
+            // has not said so (`Alive`) for its own silence threshold either.
             Member::Backup | Member::Spare
                 if self.frozen.is_none()
                     && rule::reporters(&view).contains(&self.settings.node) =>
             {
+                let silence_ticks = if self.serving {
+                    self.silence_ticks(view.primary)
+                } else {
+                    suspect_ticks
+                };
                 if self.closed.contains(&view.primary)
-                    || self.tick - self.tick_heard_primary >= self.silence_ticks(view.primary)
+                    || self.tick - self.tick_heard_primary >= silence_ticks
                 {
                     vec![view.primary]
                 } else {
@@ -181,9 +188,11 @@ impl Cluster {
         // makes progress: one that restarted without its memory holds the role in name only
         // (the simulator found a cluster stalled for good by a restarted primary re-elected
         // to lead the config store).
+        // A backup hears the primary only through the role it serves.
         let hears_primary =
             (self.member() == Member::Primary && self.serving && !self.is_stalled())
-                || (rule::reporters(view).contains(&self.settings.node)
+                || (self.serving
+                    && rule::reporters(view).contains(&self.settings.node)
                     && self.frozen.is_none()
                     && fresh(self.tick_heard_primary))
                 || self.tick_alive_primary.is_some_and(fresh);

@@ -389,6 +389,8 @@ pub fn run(scenario: &Scenario, proxies: u32) -> Result<FailoverRun, Failure> {
         findings,
         false_suspicions,
         fault: scenario.fault,
+        safety: scenario.safety.to_string(),
+        loss_allowed: scenario.loss_allowed(),
         killed,
         stale_replies: None,
         stall_ms: silence.map(|(from, to)| to - from.max(kill_ms)),

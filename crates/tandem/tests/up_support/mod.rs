@@ -23,6 +23,16 @@ impl Up {
     pub fn start(name: &str) -> Up {
         let dir = std::env::temp_dir().join(format!("tandem-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
+        Up::start_in(dir)
+    }
+
+    /// `tandem up` in `dir` as it is: a cluster it holds restarts from its disks.
+    pub fn start_in(dir: PathBuf) -> Up {
+        Up::start_with(dir, &[])
+    }
+
+    /// `tandem up` in `dir` with `extra` flags.
+    pub fn start_with(dir: PathBuf, extra: &[&str]) -> Up {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
             .args([
                 "up",
@@ -33,6 +43,7 @@ impl Up {
                 "--db-mib",
                 "8",
             ])
+            .args(extra)
             .arg("--dir")
             .arg(&dir)
             .stdin(Stdio::null())
@@ -62,14 +73,21 @@ impl Up {
     }
 }
 
-impl Drop for Up {
-    fn drop(&mut self) {
+impl Up {
+    /// Ctrl-C: `up` stops every node and ends; the directory and what the nodes wrote stay.
+    pub fn stop(&mut self) {
         if self.child.try_wait().is_ok_and(|exit| exit.is_none()) {
             let _ = Command::new("kill")
                 .args(["-INT", &self.child.id().to_string()])
                 .status();
         }
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
