@@ -31,7 +31,7 @@ pub use passive::{
     ClassBytes, MirrorLayout, PassiveError, PassiveMirror, PassiveTrace, PassiveWrite, WriteClass,
 };
 pub use redo::{RedoError, RedoRecord, Run, extend_small};
-pub use segment::{InstallError, Segment, SegmentError};
+pub use segment::{InstallError, SNAPSHOT_ENTRY_LEN, Segment, SegmentError, SnapshotStep};
 pub use strategy::{ParseStrategyError, Strategy};
 pub use txn::Txn;
 

@@ -6,6 +6,7 @@
 //! segments that saw the same records hold the same bytes and the same page versions.
 
 pub(crate) mod region;
+mod snapshot;
 
 use std::fmt;
 use std::io;
@@ -17,6 +18,7 @@ use crate::redo::{RedoError, RedoRecord, copy_small};
 use crate::strategy::{Scratch, Strategy, Undo};
 use crate::txn::Txn;
 use region::Region;
+pub use snapshot::{SNAPSHOT_ENTRY_LEN, SnapshotStep};
 
 /// Why a segment could not be created.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +78,9 @@ pub struct Segment {
     /// its bytes since, they are that state exactly ([`Segment::undo_rewind`]). Meaningless
     /// while `diverged` is empty.
     lsn_before_rewind: u64,
+    /// The image under way, if any ([`Segment::begin_snapshot`]): every write first copies
+    /// the pages it still needs.
+    snapshot: Option<Box<snapshot::Snapshot>>,
 }
 
 impl fmt::Debug for Segment {
@@ -121,6 +126,7 @@ impl Segment {
             passive: None,
             diverged: Vec::new(),
             lsn_before_rewind: 0,
+            snapshot: None,
         })
     }
 
@@ -237,6 +243,7 @@ impl Segment {
         record.validate_bounds(self.len() as u64)?;
         for (run, bytes) in record.iter() {
             let offset = run.offset as usize;
+            self.save_before_write(offset, bytes.len());
             copy_small(
                 &mut self.region.bytes_mut()[offset..offset + bytes.len()],
                 bytes,
@@ -292,6 +299,7 @@ impl Segment {
         }
         for &(page, version, bytes) in pages {
             let offset = page * PAGE_SIZE;
+            self.save_before_write(offset, PAGE_SIZE);
             self.region.bytes_mut()[offset..offset + PAGE_SIZE].copy_from_slice(bytes);
             self.undo.after_apply(offset, bytes);
             self.page_versions[page] = version;
@@ -330,6 +338,10 @@ impl Segment {
         );
         if self.diverged.is_empty() {
             self.lsn_before_rewind = self.lsn;
+        }
+        // An image of records the rewind takes back describes a history that was discarded.
+        if self.snapshot_lsn().is_some_and(|snapshot| snapshot > lsn) {
+            self.abandon_snapshot();
         }
         #[cfg(feature = "inject-bugs")]
         let forget = crate::bugs::planted(crate::bugs::Bug::RewindForgets);
@@ -401,6 +413,7 @@ impl Segment {
     pub(crate) fn declare(&mut self, offset: usize, len: usize) -> &mut [u8] {
         check_range(offset, len, self.len());
         if len > 0 {
+            self.save_before_write(offset, len);
             self.undo.declare(self.region.bytes(), offset, len);
         }
         &mut self.region.bytes_mut()[offset..offset + len]
