@@ -298,6 +298,8 @@ pub struct Cluster {
     /// and reports them, flagged as rebuilt, so that a group whose every node lost power at
     /// once can promote one of them ([`crate::rule::promote_from`]).
     rebuilt: Option<Rebuilt>,
+    /// Primary that restarted with rebuilt records: when it last reported them.
+    tick_restarted_reported: Option<u64>,
     /// Primary: the tick its data plane last reported progress.
     tick_executor_turned: u64,
     /// Peers whose connection to this node was closed from their side (the kernel closes a
@@ -366,6 +368,7 @@ impl Cluster {
             contacted: std::collections::BTreeSet::new(),
             serving: true,
             rebuilt: None,
+            tick_restarted_reported: None,
             tick_executor_turned: 0,
             closed: std::collections::BTreeSet::new(),
             arrivals: BTreeMap::new(),
@@ -564,6 +567,7 @@ impl Cluster {
         self.follow_leader_change();
         self.detect();
         self.maybe_report();
+        self.maybe_report_restarted_primary();
         self.maybe_confirm_suspicion();
         self.coordinate();
         self.keep_leader_off_primary();
@@ -796,6 +800,7 @@ impl Cluster {
             self.tick_heard.insert(node, tick);
         }
         self.tick_suspected.clear();
+        self.tick_restarted_reported = None;
         self.frozen = None;
         self.collecting = None;
         self.tick_membership_proposed = None;

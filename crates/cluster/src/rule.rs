@@ -147,7 +147,20 @@ pub fn promote_from(
     safety: Safety,
 ) -> Result<View, RuleError> {
     let reporters = reporters(old);
-    for &node in reports.keys() {
+    // The old primary reports only once it restarted with records from its log: that it
+    // lost its memory is what tells a whole group's power loss from a failure of the
+    // backups alone (the simulator's k-of-n seed 80996: the one backup of a view restarted
+    // while the primary ran, its report was taken for the whole group's, and a commit only
+    // the removed backup had acknowledged was lost).
+    let primary_restarted = match reports.get(&old.primary) {
+        Some(reported) if reported.restarted => true,
+        Some(_) => {
+            let (node, view) = (old.primary, old.number);
+            return Err(RuleError::NotABackup { node, view });
+        }
+        None => false,
+    };
+    for &node in reports.keys().filter(|&&node| node != old.primary) {
         if !reporters.contains(&node) {
             let view = old.number;
             return Err(if old.backups.is_empty() {
@@ -158,8 +171,10 @@ pub fn promote_from(
         }
     }
     let synced_rule = matches!(safety, Safety::Durable(_));
-    let whole_group_restarted =
-        reports.len() == reporters.len() && reports.values().all(|reported| reported.restarted);
+    let backups_reported = reports.keys().filter(|&&node| node != old.primary).count();
+    let whole_group_restarted = primary_restarted
+        && backups_reported == reporters.len()
+        && reports.values().all(|reported| reported.restarted);
     let counts = |reported: &Reported| !reported.restarted || synced_rule || whole_group_restarted;
     // How much of `old`'s history each reporter holds; a reporter whose records' fate is
     // unknown (more promotions since its view than `old` remembers) holds none of it.
@@ -179,10 +194,13 @@ pub fn promote_from(
         .filter(|(_, reported)| counts(reported))
         .filter_map(|(&node, reported)| Some((node, (*reported, of_old(reported)?))))
         .collect();
+    // The old primary's records are a candidate like a backup's, but its report is no
+    // backup's: it does not count towards the n − k + 1.
+    let got = reports.keys().filter(|&&node| node != old.primary).count();
     let needed = reports_needed_in(old, safety);
-    if reports.len() < needed || reports.is_empty() {
+    if got < needed || reports.is_empty() {
         return Err(RuleError::TooFewReports {
-            got: reports.len(),
+            got,
             needed: needed.max(1),
         });
     }
@@ -221,7 +239,11 @@ pub fn promote_from(
     }
     let lsn_truncate = promoted.lsn_received;
     let based_on = (old.since(promoted.view_held) != SinceView::Kept).then_some(promoted.view_held);
-    let held: Vec<u64> = reports.values().map(|&(_, held)| held).collect();
+    let held: Vec<u64> = reports
+        .iter()
+        .filter(|&(&node, _)| node != old.primary)
+        .map(|(_, &(_, held))| held)
+        .collect();
     let lsn_released_max = released_max(old, &held, safety)
         .max(floor)
         .min(lsn_truncate);

@@ -578,30 +578,30 @@ fn the_checker_catches_a_view_going_backwards() {
 }
 
 /// Every node of the group is killed at once and restarts from its disk: none holds its
-/// memory, each rebuilt what its write-ahead log synced. Three nodes, primary 1; the backups
-/// rebuilt `lsn2` and `lsn3` of view 1's history.
-fn power_loss(safety: Safety, lsn2: u64, lsn3: u64) -> Harness {
+/// memory, each rebuilt what its write-ahead log synced. Three nodes, primary 1; the nodes
+/// rebuilt `lsns` (of nodes 1, 2, 3) of view 1's history.
+fn power_loss(safety: Safety, lsns: [u64; 3]) -> Harness {
     let mut h = Harness::three(safety);
     h.settle();
     for id in [1, 2, 3] {
         h.crash(id);
     }
-    h.restart_rebuilt(1, lsn2.max(lsn3) + 10, 1);
-    h.restart_rebuilt(2, lsn2, 1);
-    h.restart_rebuilt(3, lsn3, 1);
+    for (id, lsn) in (1..=3).zip(lsns) {
+        h.restart_rebuilt(id, lsn, 1);
+    }
     h
 }
 
 #[test]
-fn a_group_that_lost_power_promotes_the_backup_whose_log_holds_the_most() {
+fn a_group_that_lost_power_promotes_the_node_whose_log_holds_the_most() {
     for safety in [
         Safety::DEFAULT,
         Safety::TwoSafe(AckCount::Of(1)),
         Safety::Durable(AckCount::Of(1)),
     ] {
-        let mut h = power_loss(safety, 90, 100);
-        // The backups suspect the silent primary, report their logs, and node 3 takes over
-        // from its own; node 2 stays a backup rather than leave it alone.
+        // The backups' logs hold the most: node 3 takes over from its own, node 2 stays a
+        // backup rather than leave it alone, and the old primary comes back as a spare.
+        let mut h = power_loss(safety, [50, 90, 100]);
         h.run_until(40 * SUSPECT_TICKS, |h| h.all_live_at(2));
         let promoted_view = h.history()[&2].clone();
         assert_eq!(promoted_view.primary, 3, "{safety:?}");
@@ -609,10 +609,63 @@ fn a_group_that_lost_power_promotes_the_backup_whose_log_holds_the_most() {
         assert_eq!(promoted_view.truncate_lsn(), Some(100), "{safety:?}");
         assert!(!h.node(3).lost_memory, "node 3 serves from its log");
         assert!(!h.node(2).lost_memory, "node 2 serves from its log");
-        // The old primary, restarted too, is left out and comes back as a spare.
-        h.run_until(200, |h| h.view_of(1).spares.contains(&1));
+        h.run_until(200, |h| {
+            let view = h.view_of(1);
+            view.spares.contains(&1) || view.backups.contains(&1)
+        });
         assert!(!h.node(1).lost_memory);
+
+        // The old primary's log holds the most (it logged what it sealed before the backups
+        // had it). A memory rule waits for its report (that it restarted is what makes the
+        // logs all there is) and promotes it, a new reign of its own; `durable` needs only
+        // the backups' reports (every acknowledged record was synced by one of them) and
+        // may go ahead before it reports.
+        let mut h = power_loss(safety, [110, 90, 100]);
+        h.run_until(40 * SUSPECT_TICKS, |h| h.all_live_at(2));
+        let promoted_view = h.history()[&2].clone();
+        if let Safety::Durable(_) = safety {
+            assert!(
+                promoted_view.truncate_lsn() >= Some(100),
+                "{promoted_view:?}"
+            );
+        } else {
+            assert_eq!(promoted_view.primary, 1, "{safety:?}");
+            assert_eq!(promoted_view.backups, vec![3], "{safety:?}");
+            assert_eq!(promoted_view.truncate_lsn(), Some(110), "{safety:?}");
+            assert!(!h.node(1).lost_memory, "node 1 serves from its log");
+        }
     }
+}
+
+/// k-of-n seed 80996: the one backup of a view restarted while the primary ran (briefly
+/// silent to the coordinator), and its report was taken for a whole group's. Without the
+/// primary's own report that it restarted, a memory rule does not count it.
+#[test]
+fn a_lone_backups_rebuilt_report_needs_the_primarys_restart_under_a_memory_rule() {
+    let old = view(3, 1, &[2], &[3]);
+    let rebuilt = |lsn| rule::Reported {
+        lsn_received: lsn,
+        view_held: 1,
+        restarted: true,
+    };
+    let k1 = Safety::TwoSafe(AckCount::Of(1));
+    let backup_only = BTreeMap::from([(2, rebuilt(709))]);
+    assert_eq!(
+        rule::promote_from(&old, &backup_only, k1),
+        Err(rule::RuleError::TooFewReports { got: 0, needed: 1 })
+    );
+    let with_primary = BTreeMap::from([(1, rebuilt(700)), (2, rebuilt(709))]);
+    let promoted = rule::promote_from(&old, &with_primary, k1).expect("the whole group restarted");
+    assert_eq!((promoted.primary, promoted.truncate_lsn()), (2, Some(709)));
+    // A report from a primary that did not restart is refused.
+    let live = BTreeMap::from([(
+        1,
+        rule::Reported {
+            restarted: false,
+            ..rebuilt(700)
+        },
+    )]);
+    assert!(rule::promote_from(&old, &live, k1).is_err());
 }
 
 /// A backup that restarted alone reports nothing while the primary runs: its log may lack

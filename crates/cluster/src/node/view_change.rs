@@ -207,13 +207,48 @@ impl Cluster {
         self.send_coordinator(report);
     }
 
+    /// A restarted primary that rebuilt records from its log tells the coordinator, every
+    /// `suspect_ticks` while it serves nothing: its report says the primary lost its memory
+    /// (so a change is due at once, and a whole group that lost power may count its backups'
+    /// logs), and offers its records for the promotion.
+    pub(super) fn maybe_report_restarted_primary(&mut self) {
+        let Some(rebuilt) = self.rebuilt_reporting() else {
+            return;
+        };
+        let Some(view) = &self.view else { return };
+        if view.primary != self.settings.node
+            || self
+                .tick_restarted_reported
+                .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)
+        {
+            return;
+        }
+        if self.tick_restarted_reported.is_none() {
+            // The role rule hears of it as of a backup's report: a view made from it names
+            // this node for these records only.
+            self.ready
+                .events
+                .push(ClusterEvent::Reported { view: view.number });
+        }
+        self.tick_restarted_reported = Some(self.tick);
+        let report = ClusterMessage::Report {
+            group: self.settings.group,
+            view: view.number,
+            lsn_received: rebuilt.lsn,
+            view_held: rebuilt.view,
+            restarted: true,
+        };
+        self.send_coordinator(report);
+    }
+
     pub(super) fn on_report(&mut self, from: NodeId, view_number: u64, reported: rule::Reported) {
         let Some(view) = self.view.clone() else {
             return;
         };
+        let restarted_primary = from == view.primary && reported.restarted;
         if !self.config.is_leader()
             || view.number != view_number
-            || !rule::reporters(&view).contains(&from)
+            || !(rule::reporters(&view).contains(&from) || restarted_primary)
             || reported.view_held > view_number
         {
             return;
@@ -246,10 +281,16 @@ impl Cluster {
             }
         }
         let reporters = rule::reporters(&view);
-        let all = collecting.reports.len() == reporters.len();
+        // A restarted primary's report is no backup's: it does not make the count.
+        let backups_reported = collecting
+            .reports
+            .keys()
+            .filter(|node| reporters.contains(node))
+            .count();
+        let all = backups_reported == reporters.len();
         let waited = self.tick - collecting.tick_started >= self.settings.collect_ticks;
         let needed = rule::reports_needed_in(&view, self.settings.safety);
-        let decided = all || (waited && collecting.reports.len() >= needed);
+        let decided = all || (waited && backups_reported >= needed);
         // Enough reports may still all lie below the last promotion's truncate LSN
         // (`RuleError::BehindTruncate`): then the change cannot go ahead either, and waits
         // for more reports or ends under the same primary as below.
