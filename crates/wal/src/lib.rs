@@ -83,6 +83,7 @@
 #![forbid(unsafe_code)]
 
 mod bugs;
+pub mod checkpoint;
 mod disk;
 mod entry;
 pub mod format;
@@ -92,8 +93,9 @@ mod wal;
 #[cfg(test)]
 mod tests;
 
+pub use checkpoint::CheckpointError;
 pub use disk::{Disk, FsDisk};
 pub use entry::{Entry, ImageChunk};
 pub use format::ImageError;
 pub use sim::{SECTOR_BYTES, SimDisk, SimHandle};
-pub use wal::{Recovered, Stop, Wal, WalError, WalOptions};
+pub use wal::{CheckpointRecovered, Recovered, Stop, Wal, WalError, WalOptions};
