@@ -18,9 +18,9 @@
 //! modelled). `truncate` is durable when it returns, as [`crate::Disk`] says.
 //!
 //! Further faults: [`SimDisk::fail_next_sync`] and [`SimDisk::fail_next_append`] make the next
-//! such call fail (a failed sync, of a file or of a directory, makes nothing durable), and [`SimDisk::halt_after_ops`] makes
-//! every operation after the given number fail, which stops a run at any chosen point so that a
-//! test can crash the disk there.
+//! such call fail (a failed sync, of a file or of a directory, makes nothing durable), and
+//! [`SimDisk::halt_after_ops`] makes every operation after the given number fail, which stops a
+//! run at any chosen point so that a test can crash the disk there.
 //!
 //! No clock, no thread RNG, no hash map: the same calls and seeds give the same disk.
 

@@ -578,6 +578,11 @@ impl<D: Disk> Wal<D> {
     /// removed, since none of them can continue a log that ended before it. An image whose
     /// last chunk is not in the log is cut the same way, from its first chunk on, so the log
     /// ends at its last complete entry.
+    ///
+    /// Before the segments, it finds the newest complete checkpoint file whose every checksum,
+    /// chunk count and trailer hold, and removes every other checkpoint file (temporary, torn,
+    /// older), durably. A log that does not continue that checkpoint (it ends below its LSN or
+    /// begins above it) is then emptied, durably: see [`Recovered`] for what the caller gets.
     pub fn open(
         mut disk: D,
         dir: &Path,
@@ -1536,7 +1541,9 @@ impl<D: Disk> Wal<D> {
     }
 
     /// The LSN the log's history starts after (as [`Recovered::lsn_base`]): a cut below it
-    /// leaves an empty log. `None` for a log that holds nothing.
+    /// leaves an empty log. `None` for a log that holds nothing. It speaks of the log's own
+    /// entries only: with a checkpoint ([`Wal::lsn_checkpoint`]) the state starts from the
+    /// checkpoint, and the log from at or below its LSN.
     pub fn lsn_base(&self) -> Option<u64> {
         match (self.frames.front(), self.buffered.first()) {
             (Some(frame), _) if frame.chunk_index.is_none() => Some(frame.lsn_first - 1),
