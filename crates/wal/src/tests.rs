@@ -2315,3 +2315,22 @@ fn the_real_file_system_takes_a_checkpoint() {
         .collect();
     assert!(names.is_empty(), "{names:?}");
 }
+
+#[test]
+fn a_checkpoint_of_another_format_version_is_refused_not_removed() {
+    let mut bytes = Vec::new();
+    crate::checkpoint::encode_checkpoint_header(7, 0, &mut bytes);
+    bytes[4..6].copy_from_slice(&2u16.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[..24]);
+    bytes[24..28].copy_from_slice(&crc.to_le_bytes());
+    crate::checkpoint::encode_checkpoint_trailer(7, 0, &mut bytes);
+    let path = checkpoint_path(dir(), 7, false);
+    let mut disk = SimDisk::new();
+    disk.put_durable(&path, &bytes);
+    let error = Wal::open(&mut disk, dir(), small_segments()).unwrap_err();
+    assert!(
+        matches!(&error, WalError::CheckpointVersion { found: 2, .. }),
+        "{error}"
+    );
+    assert_eq!(disk.contents(&path), Some(&bytes[..]));
+}
