@@ -686,6 +686,12 @@ impl<D: Disk> Wal<D> {
                 segment.len_valid = 0;
             }
         }
+        if let Some(lsn) = recovered.lsn_checkpoint()
+            && let (Some(base), Some(last)) = (recovered.lsn_base(), recovered.lsn_last())
+        {
+            assert!(base <= lsn, "the log is anchored at the checkpoint");
+            assert!(lsn <= last, "the log is anchored at the checkpoint");
+        }
 
         // Cut durably: truncations are durable when they return, removals once the directory
         // is synced. Nothing kept is ever removed, so one directory sync at the end suffices:
