@@ -22,6 +22,13 @@ pub(crate) enum Bug {
     /// `Wal::sync` reports an unfinished image's `lsn` durable once its chunks so far are synced,
     /// before its last chunk is.
     ImageDurableBeforeLastChunk,
+    /// `Wal::checkpoint_finish` renames the checkpoint to its final name (and syncs the
+    /// directory) without syncing the file first, so a crash may leave a complete-looking name
+    /// over a file whose bytes never reached the disk, after the segments it covered are gone.
+    CheckpointRenamedBeforeSync,
+    /// `Wal::cut_after` below a checkpoint's LSN keeps the checkpoint, so recovery may return
+    /// the image of a history the cluster discarded.
+    CutKeepsCheckpoint,
 }
 
 #[cfg(test)]

@@ -6,6 +6,12 @@
 //!   returned `Ok`.
 //! - A file's directory entry (its creation or its removal) is durable once `sync_dir` of its
 //!   directory returned `Ok`; until then a crash may undo it.
+//! - `rename` replaces the file's name at once for readers, and is durable, like a creation or
+//!   a removal, once `sync_dir` of the directory returned `Ok`: until then a crash may leave the
+//!   file under either name (never under both, never under neither, on a journalling file
+//!   system; the simulated disk draws one of the two). The file's bytes are not made durable by a
+//!   rename: whoever wants a complete file under the new name syncs it first. A handle opened on
+//!   the old name is not used after the rename.
 //! - `truncate` is durable when it returns `Ok` (recovery cuts and then continues at once).
 //! - After any `Err`, nothing is known about what reached the disk: the caller must not retry
 //!   and must not assume the bytes are either there or gone (see [`crate::Wal`] on poisoning).
@@ -37,7 +43,10 @@ pub trait Disk: std::fmt::Debug {
     fn truncate(&mut self, path: &Path, len: u64) -> io::Result<()>;
     /// Removes the file at `path`; durable after [`Disk::sync_dir`].
     fn remove(&mut self, path: &Path) -> io::Result<()>;
-    /// Makes the creations and removals of entries in `dir` durable.
+    /// Gives the file at `from` the name `to` (in the same directory, replacing any file there);
+    /// durable after [`Disk::sync_dir`].
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Makes the creations, removals and renames of entries in `dir` durable.
     fn sync_dir(&mut self, dir: &Path) -> io::Result<()>;
 }
 
@@ -102,6 +111,10 @@ impl Disk for FsDisk {
         fs::remove_file(path)
     }
 
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
     fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
         // On Linux a directory opened read-only can be fsynced, which makes its entries durable.
         File::open(dir)?.sync_all()
@@ -147,6 +160,10 @@ impl<D: Disk + ?Sized> Disk for &mut D {
 
     fn remove(&mut self, path: &Path) -> io::Result<()> {
         (**self).remove(path)
+    }
+
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        (**self).rename(from, to)
     }
 
     fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {

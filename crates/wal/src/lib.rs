@@ -74,6 +74,18 @@
 //! - after recovery the files hold exactly that run (the rest is cut, durably), so the log can
 //!   be appended to again.
 //!
+//! # Checkpoints
+//!
+//! Beside the segments, the directory holds at most one complete checkpoint file
+//! (`ckpt-<lsn>.ckpt`, format in [`checkpoint`]): the node's database as it stood at one LSN, in
+//! state-transfer chunks the log never looks inside. [`Wal::checkpoint_begin`],
+//! [`Wal::checkpoint_append`] and [`Wal::checkpoint_finish`] write it to a temporary file,
+//! sync it, rename it and sync the directory, and only then remove the older checkpoint and the
+//! segments the new one covers ([`Wal::remove_below`]), so a crash leaves a complete checkpoint
+//! or the previous one, never neither once the segments are gone. A cut below a checkpoint's
+//! LSN deletes it, durably, before it cuts a single entry. Recovery returns the newest valid
+//! checkpoint and the log anchored at it (see [`Recovered`] for what the caller replays).
+//!
 //! Segment files are removed oldest first, each removal made durable before the next, so a
 //! crash never leaves a gap between segments. An I/O error poisons the writer: see [`Wal`] on
 //! why a failed sync is never retried. `docs/wal.md` lists the crash points of the commit path
@@ -83,6 +95,7 @@
 #![forbid(unsafe_code)]
 
 mod bugs;
+pub mod checkpoint;
 mod disk;
 mod entry;
 pub mod format;
@@ -92,8 +105,9 @@ mod wal;
 #[cfg(test)]
 mod tests;
 
+pub use checkpoint::CheckpointError;
 pub use disk::{Disk, FsDisk};
 pub use entry::{Entry, ImageChunk};
 pub use format::ImageError;
 pub use sim::{SECTOR_BYTES, SimDisk, SimHandle};
-pub use wal::{Recovered, Stop, Wal, WalError, WalOptions};
+pub use wal::{CheckpointRecovered, Recovered, Stop, Wal, WalError, WalOptions};

@@ -9,15 +9,18 @@
 //!   to its end it holds garbage or zeros instead of what was written (never inside the synced
 //!   prefix: synced bytes are kept as they are);
 //! - a file whose creation was never made durable may vanish, and a file whose removal was never
-//!   made durable may come back with its synced bytes.
+//!   made durable may come back with its synced bytes;
+//! - a file renamed since its name was last made durable is found, one time in two, under that
+//!   older name instead of the new one (with the bytes drawn as above: a rename makes no byte
+//!   durable); a file renamed before its creation was ever made durable may vanish instead.
 //!
 //! Sectors are only kept as a prefix (a disk that writes sectors back out of order is not
 //! modelled). `truncate` is durable when it returns, as [`crate::Disk`] says.
 //!
 //! Further faults: [`SimDisk::fail_next_sync`] and [`SimDisk::fail_next_append`] make the next
-//! such call fail (a failed sync, of a file or of a directory, makes nothing durable), and [`SimDisk::halt_after_ops`] makes
-//! every operation after the given number fail, which stops a run at any chosen point so that a
-//! test can crash the disk there.
+//! such call fail (a failed sync, of a file or of a directory, makes nothing durable), and
+//! [`SimDisk::halt_after_ops`] makes every operation after the given number fail, which stops a
+//! run at any chosen point so that a test can crash the disk there.
 //!
 //! No clock, no thread RNG, no hash map: the same calls and seeds give the same disk.
 
@@ -36,8 +39,11 @@ struct SimFile {
     data: Vec<u8>,
     /// How many of `data`'s bytes a crash keeps for certain.
     durable_len: usize,
-    /// Whether the file's creation survives a crash.
+    /// Whether the file's creation survives a crash under its current name.
     entry_durable: bool,
+    /// The name under which the file's entry is durable, when a rename to its current name is
+    /// not durable yet: a crash may put the file back there.
+    renamed_from: Option<PathBuf>,
 }
 
 /// An open simulated file: its path (appending to a file removed since fails).
@@ -138,6 +144,7 @@ impl SimDisk {
             data: bytes.to_vec(),
             durable_len: bytes.len(),
             entry_durable: true,
+            renamed_from: None,
         };
         self.files.insert(path.to_path_buf(), file);
     }
@@ -147,15 +154,28 @@ impl SimDisk {
     pub fn crash(&mut self, seed: u64) {
         let mut rng = CrashRng(seed);
         let mut files = BTreeMap::new();
+        let mut moved_back = Vec::new();
         for (path, mut file) in std::mem::take(&mut self.files) {
             assert!(file.durable_len <= file.data.len());
-            if !file.entry_durable && rng.chance(1, 2) {
-                continue;
-            }
+            let (path, back) = match file.renamed_from.take() {
+                Some(older) if rng.chance(1, 2) => (older, true),
+                Some(_) => (path, false),
+                None if !file.entry_durable && rng.chance(1, 2) => continue,
+                None => (path, false),
+            };
             let kept_len = Self::draw_kept_len(&mut rng, &file);
             Self::maybe_tear(&mut rng, &mut file, kept_len);
             file.data.truncate(kept_len);
-            files.insert(path, file);
+            if back {
+                moved_back.push((path, file));
+            } else {
+                files.insert(path, file);
+            }
+        }
+        // A name taken twice (a file renamed away and a new one created under its old name, both
+        // undurably) keeps the file that holds it now.
+        for (path, file) in moved_back {
+            files.entry(path).or_insert(file);
         }
         for (path, durable) in std::mem::take(&mut self.removed) {
             if !files.contains_key(&path) && rng.chance(1, 2) {
@@ -163,6 +183,7 @@ impl SimDisk {
                     durable_len: durable.len(),
                     data: durable,
                     entry_durable: true,
+                    renamed_from: None,
                 };
                 files.insert(path, file);
             }
@@ -170,6 +191,7 @@ impl SimDisk {
         for file in files.values_mut() {
             file.durable_len = file.data.len();
             file.entry_durable = true;
+            file.renamed_from = None;
         }
         self.files = files;
         self.fail_next_sync = false;
@@ -214,6 +236,22 @@ impl SimDisk {
             return Err(io::Error::other(message));
         }
         Ok(())
+    }
+
+    /// Takes note of a file gone from `path` (removed, or replaced by a rename): if a name of
+    /// it was durable, a crash before the directory is synced may bring back its synced bytes
+    /// under that name.
+    fn forget(&mut self, path: &Path, file: SimFile) {
+        let name = if file.entry_durable {
+            Some(path.to_path_buf())
+        } else {
+            file.renamed_from
+        };
+        if let Some(name) = name {
+            let mut durable = file.data;
+            durable.truncate(file.durable_len);
+            self.removed.insert(name, durable);
+        }
     }
 
     fn file_mut(&mut self, path: &Path) -> io::Result<&mut SimFile> {
@@ -305,11 +343,35 @@ impl Disk for SimDisk {
     fn remove(&mut self, path: &Path) -> io::Result<()> {
         self.operate("removing", path)?;
         let file = self.files.remove(path).ok_or_else(|| not_found(path))?;
-        if file.entry_durable {
-            let mut durable = file.data;
-            durable.truncate(file.durable_len);
-            self.removed.insert(path.to_path_buf(), durable);
+        self.forget(path, file);
+        Ok(())
+    }
+
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        self.operate("renaming", from)?;
+        assert_eq!(
+            from.parent(),
+            to.parent(),
+            "the log renames within its directory"
+        );
+        let mut file = self.files.remove(from).ok_or_else(|| not_found(from))?;
+        if let Some(replaced) = self.files.remove(to) {
+            self.forget(to, replaced);
         }
+        // The name a crash may go back to: the old one if it was durable, else whatever name
+        // was durable before it.
+        let durable_name = if file.entry_durable {
+            Some(from.to_path_buf())
+        } else {
+            file.renamed_from.take()
+        };
+        if durable_name.as_deref() == Some(to) {
+            file.entry_durable = true;
+        } else {
+            file.entry_durable = false;
+            file.renamed_from = durable_name;
+        }
+        self.files.insert(to.to_path_buf(), file);
         Ok(())
     }
 
@@ -322,6 +384,7 @@ impl Disk for SimDisk {
         for (path, file) in &mut self.files {
             if path.parent() == Some(dir) {
                 file.entry_durable = true;
+                file.renamed_from = None;
             }
         }
         self.removed.retain(|path, _| path.parent() != Some(dir));

@@ -5,15 +5,20 @@
 //! They live inside the crate (not in `tests/`) because the planted bugs are switched on by a
 //! test-only flag of the library itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tandem_log::{BatchBuilder, BatchKind, CallId, SealedBatch};
 use tandem_memory::RedoRecord;
 
 use crate::bugs::{Bug, plant};
+use crate::checkpoint::checkpoint_path;
 use crate::format::{encode_frame, encode_image_chunk, encode_segment_header, segment_path};
-use crate::{Disk, Entry, FsDisk, ImageChunk, Recovered, SimDisk, Stop, Wal, WalError, WalOptions};
+use crate::{
+    CheckpointRecovered, Disk, Entry, FsDisk, ImageChunk, Recovered, SimDisk, Stop, Wal, WalError,
+    WalOptions,
+};
 
 const DIR: &str = "/node/wal";
 
@@ -1258,6 +1263,14 @@ struct Run {
     lsn_appended: u64,
     /// Disk operations the run did (or tried) after opening the log.
     ops: u64,
+    /// The newest checkpoint whose `checkpoint_finish` returned, unless a completed cut
+    /// deleted it: recovery must find it or a newer one.
+    checkpoint_durable: Option<u64>,
+    /// Every checkpoint begun: its LSN, the fingerprint of the history it was taken of, and its
+    /// chunk count.
+    checkpoints_written: BTreeSet<(u64, u32, usize)>,
+    /// Cuts that returned and deleted a checkpoint.
+    cuts_deleting_a_checkpoint: usize,
 }
 
 /// A cut the crash interrupted. Until `cut_after` returns, the log on disk may be the history
@@ -1269,20 +1282,30 @@ struct CutUnfinished {
     before: Vec<Entry>,
     after: Vec<Entry>,
     lsn_durable: u64,
+    /// The durable checkpoint once the cut has deleted those above it (before that, the run's):
+    /// the only one recovery must find, whichever log it finds.
+    checkpoint_after: Option<u64>,
 }
 
 impl Run {
-    fn check(&self, recovered: &[Entry]) -> Result<(), String> {
+    fn check(&self, recovered: &Recovered) -> Result<(), String> {
         let Some(cut) = &self.cut_unfinished else {
-            return check_recovered(
+            return self.check_state(
                 &self.history,
                 self.lsn_durable_reported,
-                self.lsn_removable,
+                self.checkpoint_durable,
                 recovered,
             );
         };
-        let before = check_recovered(&cut.before, cut.lsn_durable, self.lsn_removable, recovered);
-        let after = check_recovered(&cut.after, cut.lsn_durable, self.lsn_removable, recovered);
+        // The cut deletes the checkpoints above it first, so the log before the cut may come
+        // back without them.
+        let before = self.check_state(
+            &cut.before,
+            cut.lsn_durable,
+            cut.checkpoint_after,
+            recovered,
+        );
+        let after = self.check_state(&cut.after, cut.lsn_durable, cut.checkpoint_after, recovered);
         match (before, after) {
             (Ok(()), _) | (_, Ok(())) => Ok(()),
             (Err(before), Err(after)) => Err(format!(
@@ -1293,11 +1316,126 @@ impl Run {
     }
 }
 
+impl Run {
+    /// What recovery returned, against `history`: without a checkpoint, recovery's promise for
+    /// the log alone ([`check_recovered`]), and no durable checkpoint lost. With one at `c`, the
+    /// state a caller rebuilds from it: the checkpoint is of `history` as it stood at `c` (the
+    /// history reaches `c` and the chunks are those written for it: never a checkpoint of a
+    /// discarded history), no older than the durable one; the log is a contiguous run of
+    /// `history` anchored at `c` (empty, or `lsn_base <= c <= lsn_last`); the entries it replays
+    /// after `c` continue `history` from `c`; and the state reaches at least `lsn_durable`.
+    fn check_state(
+        &self,
+        history: &[Entry],
+        lsn_durable: u64,
+        checkpoint_durable: Option<u64>,
+        recovered: &Recovered,
+    ) -> Result<(), String> {
+        let Some(checkpoint) = &recovered.checkpoint else {
+            if let Some(lsn) = checkpoint_durable {
+                return Err(format!("lost the durable checkpoint at {lsn}"));
+            }
+            return check_recovered(history, lsn_durable, self.lsn_removable, &recovered.entries);
+        };
+        let c = checkpoint.lsn;
+        if let Some(lsn) = checkpoint_durable
+            && c < lsn
+        {
+            return Err(format!(
+                "recovered the checkpoint at {c}, older than the durable one at {lsn}"
+            ));
+        }
+        let (prefix, reached) = model_cut(history, c);
+        if reached != c {
+            return Err(format!(
+                "recovered a checkpoint at {c} of a discarded history: the history stands at \
+                 {reached} there"
+            ));
+        }
+        let fingerprint = fingerprint(&prefix);
+        let count = checkpoint.chunks.len();
+        if !self.checkpoints_written.contains(&(c, fingerprint, count)) {
+            return Err(format!(
+                "recovered a checkpoint at {c} ({count} chunks) never written of this history: \
+                 a discarded history's"
+            ));
+        }
+        for (index, chunk) in checkpoint.chunks.iter().enumerate() {
+            if **chunk != checkpoint_chunk(fingerprint, c, index, chunk.len())[..] {
+                return Err(format!("chunk {index} of the checkpoint at {c} differs"));
+            }
+        }
+        check_recovered(history, 0, u64::MAX, &recovered.entries)?;
+        if let (Some(base), Some(last)) = (recovered.lsn_base(), recovered.lsn_last())
+            && (base > c || last < c)
+        {
+            return Err(format!(
+                "the log ({base}, {last}] does not continue the checkpoint at {c}"
+            ));
+        }
+        let expected = entries_after(history, c);
+        let replayed = entries_after(recovered.replay(), c);
+        if expected.get(..replayed.len()) != Some(&replayed[..]) {
+            return Err(format!(
+                "the entries replayed after the checkpoint at {c} do not continue the history"
+            ));
+        }
+        let lsn_end = replayed.last().map_or(c, Entry::lsn_last);
+        if lsn_end < lsn_durable {
+            return Err(format!(
+                "lost durable entries: LSN {lsn_durable} was reported durable, the checkpoint \
+                 at {c} and the log rebuild only up to {lsn_end}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The entries of `entries` that end above `lsn`, a batch straddling it trimmed to the records
+/// after it: what a caller replays on top of a checkpoint at `lsn`.
+fn entries_after(entries: &[Entry], lsn: u64) -> Vec<Entry> {
+    let after = entries.iter().filter(|entry| entry.lsn_last() > lsn);
+    let trimmed = after.map(|entry| match entry {
+        Entry::Batch(batch) if batch.lsn_base() <= lsn => {
+            Entry::Batch(batch.trimmed(lsn + 1, batch.lsn_last()))
+        }
+        _ => entry.clone(),
+    });
+    trimmed.collect()
+}
+
+/// A checksum of the history a checkpoint is taken of (what `model_cut` keeps of it up to the
+/// checkpoint's LSN): the crash test's checkpoints hold it, so a checkpoint of a discarded
+/// history is told apart from one of the history that replaced it.
+fn fingerprint(prefix: &[Entry]) -> u32 {
+    prefix.iter().fold(0, |crc, entry| match entry {
+        Entry::Batch(batch) => crc32c::crc32c_append(crc, batch.bytes()),
+        Entry::Image(chunk) => {
+            let mut bytes = Vec::new();
+            encode_image_chunk(chunk, &mut bytes);
+            crc32c::crc32c_append(crc, &bytes)
+        }
+    })
+}
+
+/// Chunk `index` of the crash test's checkpoint at `lsn` of a history with `fingerprint`.
+fn checkpoint_chunk(fingerprint: u32, lsn: u64, index: usize, len: usize) -> Vec<u8> {
+    let seed = u64::from(fingerprint) ^ lsn.rotate_left(32) ^ (index as u64).rotate_left(48);
+    let mut rng = TestRng(seed);
+    (0..len).map(|_| rng.next_u64() as u8).collect()
+}
+
 const CRASH_OPTIONS: WalOptions = WalOptions {
     segment_bytes_max: 2048,
 };
 
-fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
+/// A checkpoint the crash test's run has begun and not finished: its LSN, the fingerprint of
+/// the history it is of, its chunk count and the chunks appended.
+type CheckpointOpen = (u64, u32, usize, usize);
+
+/// The run, with checkpoints among its steps when `checkpoints` is set (without them, exactly
+/// the run the checkpoint-free crash test has always made).
+fn run_with(seed: u64, halt_after_ops: Option<u64>, checkpoints: bool) -> Run {
     let mut rng = TestRng(seed);
     let (mut wal, _) = open(SimDisk::new(), CRASH_OPTIONS);
     let ops_at_open = wal.disk().ops();
@@ -1313,13 +1451,17 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
         cuts: 0,
         lsn_appended: 0,
         ops: 0,
+        checkpoint_durable: None,
+        checkpoints_written: BTreeSet::new(),
+        cuts_deleting_a_checkpoint: 0,
     };
+    let mut checkpoint_open: Option<CheckpointOpen> = None;
     let mut view = 1;
     // Every draw depends on the seed and on what the log accepted so far; until the first
     // failed disk operation that is the same in every halted run, and after it every call
     // fails, so every halted run is a prefix of the run that was not halted.
     for _ in 0..rng.between(6, 16) {
-        let step = rng.between(0, 9);
+        let step = rng.between(0, if checkpoints { 11 } else { 9 });
         let (lsn_end, open) = model_position(&run.history);
         // An append first finishes an unfinished image, as a state transfer would go on.
         if matches!(step, 0..=2 | 6 | 7)
@@ -1356,9 +1498,14 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
             }
             5 => {
                 // A checkpoint covers the log up to about the durable LSN.
-                let lsn = run
+                let mut lsn = run
                     .lsn_durable_reported
                     .saturating_sub(rng.between(0, 3) as u64);
+                // With checkpoints, only what a durable one covers: the log is the state's
+                // only record of the rest.
+                if checkpoints {
+                    lsn = lsn.min(run.checkpoint_durable.unwrap_or(0));
+                }
                 run.lsn_removable = run.lsn_removable.max(lsn);
                 let _ = wal.remove_below(lsn);
             }
@@ -1391,6 +1538,7 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
                     }
                 }
             }
+            10 | 11 => checkpoint_step(&mut wal, &mut run, &mut rng, &mut checkpoint_open),
             _ => {
                 // A view change rewinds the member: mostly a little below its end, sometimes
                 // at or above it.
@@ -1404,8 +1552,14 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
                 let (kept, lsn_after) = model_cut(&run.history[held..], lsn);
                 let after = [&run.history[..held], &kept[..]].concat();
                 let poisoned_before = wal.poisoned().is_some();
+                let checkpoint_after = run.checkpoint_durable.filter(|&c| c <= lsn);
                 match wal.cut_after(lsn) {
                     Ok(lsn_returned) => {
+                        if checkpoint_after != run.checkpoint_durable {
+                            run.cuts_deleting_a_checkpoint += 1;
+                        }
+                        run.checkpoint_durable = checkpoint_after;
+                        checkpoint_open = checkpoint_open.filter(|open| open.0 <= lsn);
                         let history: Vec<String> = run.history.iter().map(describe).collect();
                         assert_eq!(
                             lsn_returned, lsn_after,
@@ -1421,6 +1575,7 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
                             lsn_durable: run.lsn_durable_reported.min(lsn_after),
                             before: run.history.clone(),
                             after,
+                            checkpoint_after,
                         });
                     }
                     Err(_) => {}
@@ -1436,6 +1591,69 @@ fn run(seed: u64, halt_after_ops: Option<u64>) -> Run {
     run.ops = wal.disk().ops() - ops_at_open;
     run.disk = wal.into_disk();
     run
+}
+
+/// The crash test's checkpoint step: finishes (or, one time in four, abandons) the checkpoint
+/// begun earlier, if there is one; else begins one of the history as it stands at a point at
+/// or a little below the log's end, appends its chunks and, three times in four, finishes it.
+fn checkpoint_step(
+    wal: &mut Wal<SimDisk>,
+    run: &mut Run,
+    rng: &mut TestRng,
+    checkpoint_open: &mut Option<CheckpointOpen>,
+) {
+    // A poisoned log refuses everything; the run only goes on to show that.
+    if wal.poisoned().is_some() {
+        return;
+    }
+    let (lsn, fingerprint, count, mut appended) = match checkpoint_open.take() {
+        Some(open) if rng.between(0, 3) == 0 => {
+            let _ = wal.checkpoint_abandon();
+            assert!(open.0 > 0);
+            return;
+        }
+        Some(open) => open,
+        None => {
+            let target = model_position(&run.history)
+                .0
+                .saturating_sub(rng.between(0, 4) as u64);
+            // A checkpoint stands where the history has a state: at the end of a complete
+            // entry, or inside a batch.
+            let (prefix, lsn) = model_cut(&run.history, target);
+            let newest = run.checkpoint_durable.max(wal.lsn_checkpoint());
+            if lsn == 0 || newest.is_some_and(|newest| newest >= lsn) {
+                return;
+            }
+            let fingerprint = fingerprint(&prefix);
+            let count = rng.between(0, 3);
+            if wal.checkpoint_begin(lsn, count as u32).is_err() {
+                return;
+            }
+            run.checkpoints_written.insert((lsn, fingerprint, count));
+            (lsn, fingerprint, count, 0)
+        }
+    };
+    let leave_open = rng.between(0, 3) == 0;
+    let stop_at = if leave_open {
+        rng.between(appended, count)
+    } else {
+        count
+    };
+    while appended < stop_at {
+        let chunk = checkpoint_chunk(fingerprint, lsn, appended, rng.between(8, 1500));
+        if wal.checkpoint_append(&chunk).is_err() {
+            return;
+        }
+        appended += 1;
+    }
+    if leave_open {
+        *checkpoint_open = Some((lsn, fingerprint, count, appended));
+        return;
+    }
+    if wal.checkpoint_finish() == Ok(lsn) {
+        run.checkpoint_durable = Some(lsn);
+        run.lsn_removable = run.lsn_removable.max(lsn);
+    }
 }
 
 /// What the crash test saw, to show it reached the cases it is meant to.
@@ -1465,6 +1683,15 @@ struct Coverage {
     /// removals of its segments.
     chunks_skipped: usize,
     stops: BTreeMap<&'static str, usize>,
+    /// Crashes after which recovery returned a checkpoint; those where it also dropped a log
+    /// that did not continue it; those where the log replays from a batch straddling it; and
+    /// those where it removed checkpoint files (temporary, torn or older).
+    checkpoints_recovered: usize,
+    logs_dropped_for_a_checkpoint: usize,
+    replays_from_a_straddling_batch: usize,
+    checkpoint_files_removed: usize,
+    /// Crashes after a cut that deleted a checkpoint had returned.
+    after_a_cut_deleting_a_checkpoint: usize,
 }
 
 fn stop_name(stop: &Option<Stop>) -> &'static str {
@@ -1484,22 +1711,32 @@ fn stop_name(stop: &Option<Stop>) -> &'static str {
 /// Crashes the seed's run after every disk operation, with the crash's own draws, and checks
 /// recovery's promise each time, then that the recovered log takes more batches.
 fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
-    let ops = run(seed, None).ops;
+    check_crashes_with(seed, false, coverage)
+}
+
+/// [`check_crashes`] of the run with or without checkpoints.
+fn check_crashes_with(seed: u64, checkpoints: bool, coverage: &mut Coverage) -> Result<(), String> {
+    let ops = run_with(seed, None, checkpoints).ops;
     for halt in 0..=ops {
-        let run = run(seed, Some(halt));
+        let run = run_with(seed, Some(halt), checkpoints);
         let mut disk = run.disk.clone();
         disk.crash(seed.wrapping_mul(1_000_003).wrapping_add(halt));
         let context = |error: String| format!("seed {seed}, crash after op {halt}: {error}");
         let (mut wal, recovered) = Wal::open(disk.clone(), dir(), CRASH_OPTIONS)
             .map_err(|error| context(error.to_string()))?;
-        run.check(&recovered.entries).map_err(context)?;
+        run.check(&recovered).map_err(context)?;
         if run.lsn_durable_reported > run.lsn_appended {
             return Err(context(format!(
                 "LSN {} was reported durable, beyond the last complete entry appended ({})",
                 run.lsn_durable_reported, run.lsn_appended
             )));
         }
-        if seed < RECOVERY_CRASH_SEEDS {
+        let recovery_crash_seeds = if checkpoints {
+            CHECKPOINT_RECOVERY_CRASH_SEEDS
+        } else {
+            RECOVERY_CRASH_SEEDS
+        };
+        if seed < recovery_crash_seeds {
             check_crashes_during_recovery(seed, halt, &disk, &run, coverage).map_err(context)?;
         }
         coverage.crash_points += 1;
@@ -1516,13 +1753,31 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
             usize::from(recovered.entries.iter().any(|e| e.as_image().is_some()));
         coverage.after_a_cut += usize::from(run.cuts > 0);
         coverage.chunks_skipped += recovered.chunks_skipped;
+        if let Some(checkpoint) = &recovered.checkpoint {
+            coverage.checkpoints_recovered += 1;
+            coverage.logs_dropped_for_a_checkpoint += usize::from(recovered.entries_dropped > 0);
+            coverage.replays_from_a_straddling_batch += usize::from(
+                recovered
+                    .replay()
+                    .first()
+                    .and_then(Entry::as_batch)
+                    .is_some_and(|batch| batch.lsn_base() <= checkpoint.lsn),
+            );
+        }
+        coverage.checkpoint_files_removed += usize::from(recovered.checkpoint_files_removed > 0);
+        coverage.after_a_cut_deleting_a_checkpoint +=
+            usize::from(run.cuts_deleting_a_checkpoint > 0);
         if let Some(cut) = &run.cut_unfinished {
             coverage.during_a_cut += 1;
             let before = check_recovered(&cut.before, 0, run.lsn_removable, &recovered.entries);
             coverage.during_a_cut_found_after += usize::from(before.is_err());
         }
-        // The recovered log continues: two more batches, synced, come back after it.
-        let lsn_next = recovered.lsn_last().map_or(1, |lsn| lsn + 1);
+        // The recovered log continues: two more batches, synced, come back after it (and after
+        // the checkpoint, which stays).
+        let lsn_next = recovered
+            .lsn_last()
+            .max(recovered.lsn_checkpoint())
+            .map_or(1, |lsn| lsn + 1);
         let more = [
             batch_at(lsn_next, 1, 100, 99),
             batch_at(lsn_next + 1, 2, 600, 99),
@@ -1534,6 +1789,9 @@ fn check_crashes(seed: u64, coverage: &mut Coverage) -> Result<(), String> {
         wal.sync().map_err(|error| context(error.to_string()))?;
         let (_, reopened) = Wal::open(wal.into_disk(), dir(), CRASH_OPTIONS)
             .map_err(|error| context(error.to_string()))?;
+        if reopened.checkpoint != recovered.checkpoint {
+            return Err(context("reopening found another checkpoint".to_owned()));
+        }
         let expected = [recovered.entries, as_entries(&more)].concat();
         if reopened.entries != expected || reopened.stop.is_some() {
             return Err(context(format!(
@@ -1574,7 +1832,7 @@ fn check_crashes_during_recovery(
         let context = |error: String| format!("recovery crashed after op {recovery_halt}: {error}");
         let (_, recovered) =
             Wal::open(disk, dir(), CRASH_OPTIONS).map_err(|error| context(error.to_string()))?;
-        run.check(&recovered.entries).map_err(context)?;
+        run.check(&recovered).map_err(context)?;
         coverage.recovery_crash_points += 1;
     }
     Ok(())
@@ -1652,4 +1910,427 @@ fn planted_cut_that_truncates_before_writing_the_prefix_is_caught_by_the_crash_t
 fn planted_image_durable_before_its_last_chunk_is_caught_by_the_crash_test() {
     let error = caught_by_the_crash_test(Bug::ImageDurableBeforeLastChunk);
     assert!(error.contains("lost durable"), "{error}");
+}
+
+/// Seeds of the crash-consistency test with checkpoints, and those of them whose recoveries are
+/// crashed too.
+const CHECKPOINT_CRASH_SEEDS: u64 = 400;
+const CHECKPOINT_RECOVERY_CRASH_SEEDS: u64 = 60;
+
+/// The crash test again, with checkpoints among the steps (begun, appended, finished, left
+/// unfinished or abandoned; cut below; made to cover what `remove_below` drops): after every
+/// crash, the checkpoint and the entries after it rebuild a prefix of the history that holds
+/// everything reported durable, never a checkpoint of a discarded history.
+#[test]
+fn recovery_after_a_crash_with_checkpoints_rebuilds_a_prefix_holding_all_durable() {
+    let mut coverage = Coverage::default();
+    for seed in 0..CHECKPOINT_CRASH_SEEDS {
+        if let Err(error) = check_crashes_with(seed, true, &mut coverage) {
+            panic!("{error}");
+        }
+    }
+    eprintln!("{coverage:?}");
+    assert!(
+        coverage.crash_points > 20 * CHECKPOINT_CRASH_SEEDS as usize,
+        "{coverage:?}"
+    );
+    assert!(coverage.recovery_crash_points > 1000, "{coverage:?}");
+    assert!(coverage.checkpoints_recovered > 1000, "{coverage:?}");
+    assert!(coverage.logs_dropped_for_a_checkpoint > 20, "{coverage:?}");
+    assert!(
+        coverage.replays_from_a_straddling_batch > 20,
+        "{coverage:?}"
+    );
+    assert!(coverage.checkpoint_files_removed > 100, "{coverage:?}");
+    assert!(
+        coverage.after_a_cut_deleting_a_checkpoint > 50,
+        "{coverage:?}"
+    );
+    assert!(coverage.during_a_cut > 100, "{coverage:?}");
+    assert!(coverage.started_after_base_zero > 100, "{coverage:?}");
+}
+
+/// The checkpoint crash test's first complaint with `bug` planted.
+fn caught_by_the_checkpoint_crash_test(bug: Bug) -> String {
+    let _planted = plant(bug);
+    let mut coverage = Coverage::default();
+    let caught = (0..CHECKPOINT_CRASH_SEEDS)
+        .find_map(|seed| check_crashes_with(seed, true, &mut coverage).err());
+    let error = caught.expect("the planted bug is caught");
+    eprintln!("caught: {error}");
+    error
+}
+
+#[test]
+fn planted_checkpoint_renamed_before_sync_is_caught_by_the_crash_test() {
+    let error = caught_by_the_checkpoint_crash_test(Bug::CheckpointRenamedBeforeSync);
+    assert!(error.contains("lost"), "{error}");
+}
+
+#[test]
+fn planted_cut_that_keeps_a_checkpoint_is_caught_by_the_crash_test() {
+    let error = caught_by_the_checkpoint_crash_test(Bug::CutKeepsCheckpoint);
+    assert!(error.contains("discarded history"), "{error}");
+}
+
+/// `count` chunks of a checkpoint, of sizes between 1 and about 4 KiB (every 50th a whole
+/// 64-page transfer chunk, 257 KiB), each of bytes that depend on its index.
+fn checkpoint_chunks(count: usize) -> Vec<Vec<u8>> {
+    let mut rng = TestRng(count as u64);
+    let chunk = |index: usize, rng: &mut TestRng| {
+        let len = if index % 50 == 7 {
+            64 * (4 + 8 + 4096)
+        } else {
+            rng.between(1, 4000)
+        };
+        (0..len).map(|at| (index * 31 + at) as u8).collect()
+    };
+    (0..count).map(|index| chunk(index, &mut rng)).collect()
+}
+
+fn write_checkpoint(wal: &mut Wal<SimDisk>, lsn: u64, chunks: &[Vec<u8>]) {
+    wal.checkpoint_begin(lsn, chunks.len() as u32).unwrap();
+    for chunk in chunks {
+        wal.checkpoint_append(chunk).unwrap();
+    }
+    assert_eq!(wal.checkpoint_finish(), Ok(lsn));
+}
+
+fn as_recovered(lsn: u64, chunks: &[Vec<u8>]) -> Option<CheckpointRecovered> {
+    let chunks = chunks.iter().map(|chunk| Arc::from(&chunk[..])).collect();
+    Some(CheckpointRecovered { lsn, chunks })
+}
+
+fn checkpoint_files(disk: &SimDisk) -> Vec<String> {
+    let mut disk = disk.clone();
+    let mut names = disk.list(dir()).unwrap();
+    names.retain(|name| name.starts_with("ckpt-"));
+    names.sort();
+    names
+}
+
+#[test]
+fn a_checkpoint_of_many_chunks_round_trips() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    let mut batches = Batches::starting_at(1);
+    let appended: Vec<_> = (0..10).map(|_| batches.next(2, 100)).collect();
+    appended.iter().for_each(|batch| wal.append(batch).unwrap());
+    wal.sync().unwrap();
+    let chunks = checkpoint_chunks(1500);
+    let syncs_before = wal.disk().syncs();
+    write_checkpoint(&mut wal, 20, &chunks);
+    assert_eq!(
+        wal.disk().syncs() - syncs_before,
+        1,
+        "one sync for the whole file"
+    );
+    assert_eq!(wal.lsn_checkpoint(), Some(20));
+    assert_eq!(
+        checkpoint_files(wal.disk()),
+        ["ckpt-00000000000000000020.ckpt"]
+    );
+    let (wal, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.checkpoint, as_recovered(20, &chunks));
+    assert_eq!(recovered.checkpoint_files_removed, 0);
+    assert_eq!(wal.lsn_checkpoint(), Some(20));
+    // The log ends at the checkpoint: it is kept (its newest segment), and nothing is replayed.
+    assert_eq!(recovered.lsn_last(), Some(20));
+    assert!(recovered.replay().is_empty());
+    // A checkpoint without chunks (no page changed since the initial load) is a checkpoint.
+    let (mut wal, _) = open(wal.into_disk(), small_segments());
+    wal.append(&batches.next(1, 10)).unwrap();
+    write_checkpoint(&mut wal, 21, &[]);
+    let (_, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.checkpoint, as_recovered(21, &[]));
+}
+
+#[test]
+fn recovery_picks_the_newest_complete_checkpoint_and_removes_the_others() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    let mut batches = Batches::starting_at(1);
+    (0..5).for_each(|_| wal.append(&batches.next(2, 100)).unwrap());
+    wal.sync().unwrap();
+    let chunks = checkpoint_chunks(3);
+    write_checkpoint(&mut wal, 6, &chunks);
+    // A checkpoint begun and never finished: its temporary file is left.
+    wal.checkpoint_begin(8, 2).unwrap();
+    wal.checkpoint_append(&[1; 100]).unwrap();
+    let mut disk = wal.into_disk();
+    // A complete-looking newer checkpoint, torn (damaged after it was written), and an older
+    // one that a crash kept.
+    let torn = {
+        let mut other = SimDisk::new();
+        let (mut wal, _) = open(other.clone(), small_segments());
+        write_checkpoint(&mut wal, 9, &checkpoint_chunks(2));
+        other = wal.into_disk();
+        let bytes = other.contents(&checkpoint_path(dir(), 9, false)).unwrap();
+        bytes[..bytes.len() - 3].to_vec()
+    };
+    disk.put_durable(&checkpoint_path(dir(), 9, false), &torn);
+    disk.put_durable(&checkpoint_path(dir(), 2, false), b"an older checkpoint");
+    let (_, recovered) = open(disk, small_segments());
+    assert_eq!(recovered.checkpoint, as_recovered(6, &chunks));
+    assert_eq!(recovered.checkpoint_files_removed, 3);
+    assert_eq!(recovered.lsn_last(), Some(10));
+    assert_eq!(recovered.replay().len(), 2, "batches 7..=8 and 9..=10");
+}
+
+#[test]
+fn a_torn_checkpoint_without_an_older_one_leaves_no_checkpoint() {
+    let mut disk = SimDisk::new();
+    disk.put_durable(&checkpoint_path(dir(), 4, false), b"TCKP, then nothing");
+    let (wal, recovered) = open(disk, small_segments());
+    assert_eq!(recovered.checkpoint, None);
+    assert_eq!(recovered.checkpoint_files_removed, 1);
+    assert_eq!(wal.lsn_checkpoint(), None);
+    assert!(checkpoint_files(wal.disk()).is_empty());
+}
+
+#[test]
+fn remove_below_after_a_checkpoint_keeps_the_log_replayable_from_it() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    let mut batches = Batches::starting_at(1);
+    let appended: Vec<_> = (0..40).map(|_| batches.next(3, 300)).collect();
+    appended.iter().for_each(|batch| wal.append(batch).unwrap());
+    wal.sync().unwrap();
+    let segments_before = wal.segments().len();
+    // LSN 62 lies inside the batch 61..=63.
+    write_checkpoint(&mut wal, 62, &checkpoint_chunks(4));
+    assert!(
+        wal.segments().len() < segments_before,
+        "the covered segments went"
+    );
+    let (_, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.lsn_checkpoint(), Some(62));
+    assert!(
+        recovered.lsn_base().unwrap() <= 62,
+        "the log is anchored at the checkpoint"
+    );
+    assert!(
+        recovered.lsn_base().unwrap() > 0,
+        "segments below the checkpoint are gone"
+    );
+    let replay = recovered.replay();
+    let first = replay[0].as_batch().unwrap();
+    assert_eq!(
+        (first.lsn_base(), first.lsn_last()),
+        (61, 63),
+        "straddles the checkpoint"
+    );
+    assert_eq!(as_entries(&appended[20..]), replay);
+}
+
+#[test]
+fn a_log_that_ends_before_the_checkpoint_is_emptied_and_continues_from_it() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    let mut batches = Batches::starting_at(1);
+    (0..4).for_each(|_| wal.append(&batches.next(2, 100)).unwrap());
+    wal.sync().unwrap();
+    // The node checkpoints records it applied before the log holds them.
+    write_checkpoint(&mut wal, 12, &checkpoint_chunks(2));
+    let (mut wal, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.lsn_checkpoint(), Some(12));
+    assert!(recovered.entries.is_empty());
+    assert_eq!(recovered.entries_dropped, 4);
+    assert!(recovered.files_removed > 0);
+    // The log continues from the checkpoint.
+    let next = batch_at(13, 2, 50, 1);
+    wal.append(&next).unwrap();
+    wal.sync().unwrap();
+    let (_, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.lsn_checkpoint(), Some(12));
+    assert_eq!(recovered.entries, as_entries(&[next]));
+    assert_eq!(recovered.entries_dropped, 0);
+}
+
+#[test]
+fn a_log_that_begins_after_the_checkpoint_is_emptied() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    write_checkpoint(&mut wal, 5, &checkpoint_chunks(1));
+    // An empty log takes any first entry; one that leaves a gap after the checkpoint cannot
+    // be replayed on it.
+    wal.append(&batch_at(9, 2, 50, 1)).unwrap();
+    wal.sync().unwrap();
+    let (_, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.lsn_checkpoint(), Some(5));
+    assert!(recovered.entries.is_empty());
+    assert_eq!(recovered.entries_dropped, 1);
+}
+
+#[test]
+fn cut_after_below_a_checkpoint_deletes_it_and_abandons_one_above() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    let mut batches = Batches::starting_at(1);
+    (0..15).for_each(|_| wal.append(&batches.next(2, 200)).unwrap());
+    wal.sync().unwrap();
+    write_checkpoint(&mut wal, 10, &checkpoint_chunks(2));
+    write_checkpoint(&mut wal, 20, &checkpoint_chunks(2));
+    assert_eq!(
+        checkpoint_files(wal.disk()),
+        ["ckpt-00000000000000000020.ckpt"]
+    );
+    wal.checkpoint_begin(24, 1).unwrap();
+    // A cut at or above the checkpoint keeps it, and the one being written below the cut.
+    assert_eq!(wal.cut_after(26).unwrap(), 26);
+    assert_eq!(wal.lsn_checkpoint(), Some(20));
+    assert_eq!(wal.lsn_checkpoint_writing(), Some(24));
+    // Below both: the checkpoint is deleted and the one being written abandoned.
+    assert_eq!(wal.cut_after(19).unwrap(), 19);
+    assert_eq!(wal.lsn_checkpoint(), None);
+    assert_eq!(wal.lsn_checkpoint_writing(), None);
+    assert!(checkpoint_files(wal.disk()).is_empty());
+    // Durably: a crash now brings neither back.
+    for seed in 0..16 {
+        let mut crashed = wal.disk().clone();
+        crashed.crash(seed);
+        let (_, recovered) = open(crashed, small_segments());
+        assert_eq!(recovered.checkpoint, None, "seed {seed}");
+        assert_eq!(recovered.lsn_last(), Some(19), "seed {seed}");
+    }
+    // A new checkpoint may stand below the deleted one.
+    write_checkpoint(&mut wal, 18, &checkpoint_chunks(1));
+    assert_eq!(wal.lsn_checkpoint(), Some(18));
+}
+
+#[test]
+fn checkpoint_abandon_removes_the_temporary_file() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    wal.append(&batch_at(1, 2, 10, 1)).unwrap();
+    wal.checkpoint_begin(2, 3).unwrap();
+    wal.checkpoint_append(&[7; 10]).unwrap();
+    assert_eq!(
+        checkpoint_files(wal.disk()),
+        ["ckpt-00000000000000000002.tmp"]
+    );
+    wal.checkpoint_abandon().unwrap();
+    assert!(checkpoint_files(wal.disk()).is_empty());
+    assert_eq!(wal.lsn_checkpoint(), None);
+    wal.checkpoint_abandon().unwrap();
+    // The same checkpoint may be begun again.
+    write_checkpoint(&mut wal, 2, &checkpoint_chunks(3));
+}
+
+#[test]
+#[should_panic(expected = "already being written")]
+fn beginning_a_second_checkpoint_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    wal.checkpoint_begin(3, 1).unwrap();
+    let _ = wal.checkpoint_begin(4, 1);
+}
+
+#[test]
+#[should_panic(expected = "every chunk")]
+fn finishing_a_checkpoint_before_its_last_chunk_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    wal.checkpoint_begin(3, 2).unwrap();
+    wal.checkpoint_append(&[1; 10]).unwrap();
+    let _ = wal.checkpoint_finish();
+}
+
+#[test]
+#[should_panic(expected = "above the newest")]
+fn a_checkpoint_below_the_newest_is_a_bug() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    write_checkpoint(&mut wal, 5, &[]);
+    let _ = wal.checkpoint_begin(5, 1);
+}
+
+#[test]
+fn a_failed_checkpoint_sync_poisons_and_leaves_the_older_checkpoint() {
+    let (mut wal, _) = open(SimDisk::new(), small_segments());
+    (0..3).for_each(|index| wal.append(&batch_at(index * 2 + 1, 2, 10, 1)).unwrap());
+    wal.sync().unwrap();
+    write_checkpoint(&mut wal, 2, &checkpoint_chunks(1));
+    wal.checkpoint_begin(4, 1).unwrap();
+    wal.checkpoint_append(&[3; 30]).unwrap();
+    wal.disk_mut().fail_next_sync();
+    assert!(matches!(
+        wal.checkpoint_finish(),
+        Err(WalError::Poisoned { .. })
+    ));
+    assert!(wal.poisoned().is_some());
+    assert_eq!(wal.lsn_checkpoint(), Some(2));
+    assert!(matches!(wal.sync(), Err(WalError::Poisoned { .. })));
+    let (_, recovered) = open(wal.into_disk(), small_segments());
+    assert_eq!(recovered.lsn_checkpoint(), Some(2));
+    assert_eq!(recovered.checkpoint_files_removed, 1, "the temporary file");
+}
+
+#[test]
+fn a_crash_during_a_rename_leaves_either_name() {
+    let path_from = dir().join("from");
+    let path_to = dir().join("to");
+    let mut names_seen = BTreeSet::new();
+    for seed in 0..32 {
+        let mut disk = SimDisk::new();
+        disk.create_dir_all(dir()).unwrap();
+        let mut file = disk.create(&path_from).unwrap();
+        disk.append(&mut file, b"bytes").unwrap();
+        disk.sync(&mut file).unwrap();
+        disk.sync_dir(dir()).unwrap();
+        disk.rename(&path_from, &path_to).unwrap();
+        assert_eq!(disk.contents(&path_to), Some(&b"bytes"[..]));
+        assert_eq!(disk.contents(&path_from), None);
+        let mut synced = disk.clone();
+        synced.sync_dir(dir()).unwrap();
+        disk.crash(seed);
+        let names: Vec<String> = disk.list(dir()).unwrap();
+        assert_eq!(names.len(), 1, "seed {seed}: {names:?}");
+        assert_eq!(disk.contents(&dir().join(&names[0])), Some(&b"bytes"[..]));
+        names_seen.insert(names[0].clone());
+        synced.crash(seed);
+        assert_eq!(synced.list(dir()).unwrap(), ["to"], "seed {seed}");
+    }
+    assert_eq!(names_seen.len(), 2, "both names occur: {names_seen:?}");
+}
+
+#[test]
+fn the_real_file_system_takes_a_checkpoint() {
+    let temp = TempDir::new("checkpoint");
+    let options = small_segments();
+    let (mut wal, _) = Wal::open(FsDisk, &temp.0, options).unwrap();
+    let mut batches = Batches::starting_at(1);
+    let appended: Vec<_> = (0..30).map(|_| batches.next(2, 300)).collect();
+    appended.iter().for_each(|batch| wal.append(batch).unwrap());
+    wal.sync().unwrap();
+    let chunks = checkpoint_chunks(60);
+    wal.checkpoint_begin(41, chunks.len() as u32).unwrap();
+    chunks
+        .iter()
+        .for_each(|chunk| wal.checkpoint_append(chunk).unwrap());
+    assert_eq!(wal.checkpoint_finish(), Ok(41));
+    drop(wal);
+    let (mut wal, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
+    assert_eq!(recovered.checkpoint, as_recovered(41, &chunks));
+    assert_eq!(as_entries(&appended[20..]), recovered.replay());
+    // The segments below the checkpoint are gone, so a cut below it empties the log too.
+    assert_eq!(wal.cut_after(30).unwrap(), 0);
+    drop(wal);
+    let (_, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
+    assert_eq!(recovered.checkpoint, None);
+    let names: Vec<String> = std::fs::read_dir(&temp.0)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with("ckpt-"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+#[test]
+fn a_checkpoint_of_another_format_version_is_refused_not_removed() {
+    let mut bytes = Vec::new();
+    crate::checkpoint::encode_checkpoint_header(7, 0, &mut bytes);
+    bytes[4..6].copy_from_slice(&2u16.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[..24]);
+    bytes[24..28].copy_from_slice(&crc.to_le_bytes());
+    crate::checkpoint::encode_checkpoint_trailer(7, 0, &mut bytes);
+    let path = checkpoint_path(dir(), 7, false);
+    let mut disk = SimDisk::new();
+    disk.put_durable(&path, &bytes);
+    let error = Wal::open(&mut disk, dir(), small_segments()).unwrap_err();
+    assert!(
+        matches!(&error, WalError::CheckpointVersion { found: 2, .. }),
+        "{error}"
+    );
+    assert_eq!(disk.contents(&path), Some(&bytes[..]));
 }

@@ -10,6 +10,11 @@ use tandem_log::{BatchError, SealedBatch};
 
 use crate::Disk;
 use crate::bugs::{Bug, planted};
+use crate::checkpoint::{
+    CHECKPOINT_CHUNK_HEADER_LEN, CHECKPOINT_VERSION, CheckpointError, checkpoint_name,
+    checkpoint_path, decode_checkpoint, encode_checkpoint_chunk, encode_checkpoint_header,
+    encode_checkpoint_trailer, parse_checkpoint_name,
+};
 use crate::entry::{Discontinuity, Entry, ImageChunk, ImageOpen, Position};
 use crate::format::{
     FRAME_HEADER_LEN, FRAME_PAYLOAD_MIN, ImageError, SEGMENT_HEADER_LEN, SEGMENT_VERSION,
@@ -53,6 +58,14 @@ pub enum WalError {
     /// trimmed; nothing was appended and the log is not poisoned (the batch is at fault).
     #[error("the batch to append from LSN {lsn_from} cannot be trimmed: {error}")]
     Undecodable { lsn_from: u64, error: BatchError },
+    /// The newest checkpoint file was written by another format version: recovery stops
+    /// rather than remove a checkpoint it cannot read (the log may no longer hold what it
+    /// covers).
+    #[error(
+        "checkpoint file {file} has format version {found}, this node reads version \
+         {CHECKPOINT_VERSION}: run the version that wrote it, or move the log away"
+    )]
+    CheckpointVersion { file: String, found: u16 },
 }
 
 /// Where and why recovery ended the log before the end of its files.
@@ -100,12 +113,45 @@ pub enum Stop {
     IncompleteImage { file: String, offset: u64 },
 }
 
+/// The newest complete checkpoint recovery found: the database's pages as they stood at `lsn`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointRecovered {
+    pub lsn: u64,
+    /// The chunks as they were appended, in order (state-transfer chunks, opaque to the log).
+    pub chunks: Vec<Arc<[u8]>>,
+}
+
 /// What recovery found and what it cut.
+///
+/// **With a checkpoint.** When `checkpoint` is `Some`, the state to rebuild is the checkpoint
+/// installed on the initial database, then the entries after its LSN ([`Recovered::replay`]).
+/// The log is then anchored at the checkpoint: it is either empty or holds the checkpoint's
+/// LSN, `lsn_base() <= checkpoint.lsn <= lsn_last()`, so its entries continue the checkpoint
+/// without a gap. Its first entries may lie at or below the checkpoint's LSN (a segment is
+/// removed only whole), and a batch may straddle it: the caller trims that batch to the
+/// records after the LSN. A log that did not reach the checkpoint's LSN (it lagged behind the
+/// checkpoint when the crash came) or began after it (a gap) is emptied, durably
+/// ([`Recovered::entries_dropped`]): the checkpoint alone is the state, and the log continues
+/// from its LSN (an empty log takes its next entry at any LSN, so the caller appends from
+/// `checkpoint.lsn + 1`).
+///
+/// **Without one**, the log alone is the history: from the initial database if
+/// `lsn_base() == Some(0)`; otherwise it begins later (a checkpoint that covered its start was
+/// deleted by a cut below it, or a cut emptied the log) and rebuilds no state on its own.
 #[derive(Debug, Default)]
 pub struct Recovered {
     /// Every entry of the log, oldest first, each continuing the one before: batches exactly
     /// as sealed (views and all) and the chunks of complete images only.
     pub entries: Vec<Entry>,
+    /// The newest complete, valid checkpoint, if there is one.
+    pub checkpoint: Option<CheckpointRecovered>,
+    /// Checkpoint files removed: temporary ones, invalid ones and those older than the newest
+    /// valid one.
+    pub checkpoint_files_removed: usize,
+    /// Entries recovery read and then dropped because the log did not continue the checkpoint
+    /// (it ended before the checkpoint's LSN, or began after it); their files are removed and
+    /// counted in `files_removed` and `bytes_cut`.
+    pub entries_dropped: usize,
     /// Why the log ended before its files did, if it did.
     pub stop: Option<Stop>,
     /// Bytes cut from the end of the last kept segment, plus the whole size of every segment
@@ -133,6 +179,23 @@ impl Recovered {
         self.entries.last().map(Entry::lsn_last)
     }
 
+    /// The LSN of the recovered checkpoint, if there is one.
+    pub fn lsn_checkpoint(&self) -> Option<u64> {
+        self.checkpoint.as_ref().map(|checkpoint| checkpoint.lsn)
+    }
+
+    /// The entries to replay on top of the checkpoint: those that end above its LSN (all of
+    /// them without a checkpoint). The first may be a batch that straddles the checkpoint's
+    /// LSN, whose records up to it the caller skips, or an image whose `lsn_from` is at or
+    /// below it, which the caller installs whole.
+    pub fn replay(&self) -> &[Entry] {
+        let lsn = self.lsn_checkpoint().unwrap_or(0);
+        let from = self
+            .entries
+            .partition_point(|entry| entry.lsn_last() <= lsn);
+        &self.entries[from..]
+    }
+
     /// The log's batches, in order, leaving out the images between them.
     pub fn batches(&self) -> Vec<SealedBatch> {
         let batches = self.entries.iter().filter_map(Entry::as_batch);
@@ -147,6 +210,15 @@ struct Segment<F> {
     seq: u64,
     bytes_len: u64,
     entry_count: u64,
+}
+
+/// A checkpoint file being written (`ckpt-<lsn>.tmp`).
+#[derive(Debug)]
+struct CheckpointWriting<F> {
+    file: F,
+    lsn: u64,
+    chunk_count: u32,
+    chunks_written: u32,
 }
 
 /// Where a written entry sits, so that [`Wal::cut_after`] knows where to cut and
@@ -251,6 +323,10 @@ pub struct Wal<D: Disk> {
     written_unsynced: bool,
     lsn_written: u64,
     poisoned: Option<String>,
+    /// LSNs of the complete checkpoint files in the directory, oldest first: the newest is
+    /// durable, and any older one is on its way out.
+    checkpoints: Vec<u64>,
+    checkpoint_writing: Option<CheckpointWriting<D::File>>,
 }
 
 fn io_cause(what: &str, path: &Path, error: io::Error) -> String {
@@ -427,6 +503,61 @@ fn scan_segment(
     Ok(scan)
 }
 
+/// Finds the newest complete, valid checkpoint among the files `names`, and removes every other
+/// checkpoint file: temporary ones (a checkpoint never finished), invalid ones, and those older
+/// than the one kept (a crash in `checkpoint_finish` before it removed them). Returns the
+/// checkpoint and how many files it removed, the removals made durable.
+///
+/// Only the newest valid file is worth reading: older ones are removed unread. One directory
+/// sync covers every removal, since whichever of them a crash undoes, the files that come back
+/// are temporary, invalid or older than the kept one, and the next recovery removes them again.
+fn recover_checkpoints<D: Disk>(
+    disk: &mut D,
+    dir: &Path,
+    names: &[String],
+) -> Result<(Option<CheckpointRecovered>, usize), WalError> {
+    let poisoned = |cause| WalError::Poisoned { cause };
+    let mut found: Vec<(u64, bool)> = names
+        .iter()
+        .filter_map(|n| parse_checkpoint_name(n))
+        .collect();
+    found.sort_unstable();
+    let mut checkpoint = None;
+    let mut removed = 0;
+    // Newest first; of one LSN the temporary file comes before the complete one.
+    for &(lsn, temporary) in found.iter().rev() {
+        let path = checkpoint_path(dir, lsn, temporary);
+        if !temporary && checkpoint.is_none() {
+            let bytes = disk
+                .read(&path)
+                .map_err(|error| poisoned(io_cause("reading checkpoint", &path, error)))?;
+            match decode_checkpoint(&bytes, lsn) {
+                Ok(chunks) => {
+                    checkpoint = Some(CheckpointRecovered { lsn, chunks });
+                    continue;
+                }
+                Err(CheckpointError::Version { found }) => {
+                    return Err(WalError::CheckpointVersion {
+                        file: checkpoint_name(lsn, false),
+                        found,
+                    });
+                }
+                // Torn or damaged: a checkpoint is renamed to its final name only once synced,
+                // so this one was damaged since; an older valid one, if any is left, serves.
+                Err(_) => {}
+            }
+        }
+        disk.remove(&path)
+            .map_err(|error| poisoned(io_cause("removing checkpoint", &path, error)))?;
+        removed += 1;
+    }
+    if removed > 0 {
+        disk.sync_dir(dir)
+            .map_err(|error| poisoned(io_cause("syncing log directory", dir, error)))?;
+    }
+    Ok((checkpoint, removed))
+}
+
 /// A segment file recovery read, with what it keeps of it.
 #[derive(Debug)]
 struct Scanned {
@@ -447,6 +578,11 @@ impl<D: Disk> Wal<D> {
     /// removed, since none of them can continue a log that ended before it. An image whose
     /// last chunk is not in the log is cut the same way, from its first chunk on, so the log
     /// ends at its last complete entry.
+    ///
+    /// Before the segments, it finds the newest complete checkpoint file whose every checksum,
+    /// chunk count and trailer hold, and removes every other checkpoint file (temporary, torn,
+    /// older), durably. A log that does not continue that checkpoint (it ends below its LSN or
+    /// begins above it) is then emptied, durably: see [`Recovered`] for what the caller gets.
     pub fn open(
         mut disk: D,
         dir: &Path,
@@ -465,8 +601,13 @@ impl<D: Disk> Wal<D> {
             .map_err(|error| poisoned(io_cause("listing log directory", dir, error)))?;
         let mut seqs: Vec<u64> = names.iter().filter_map(|n| parse_segment_name(n)).collect();
         seqs.sort_unstable();
+        let (checkpoint, checkpoint_files_removed) = recover_checkpoints(&mut disk, dir, &names)?;
 
-        let mut recovered = Recovered::default();
+        let mut recovered = Recovered {
+            checkpoint,
+            checkpoint_files_removed,
+            ..Recovered::default()
+        };
         let mut scanned: Vec<Scanned> = Vec::new();
         let mut position = Position::default();
         let mut headless = None;
@@ -529,6 +670,27 @@ impl<D: Disk> Wal<D> {
                 later.frames.clear();
                 later.len_valid = 0;
             }
+        }
+        // A log that does not continue the checkpoint is of no use beside it: it ends before
+        // the checkpoint's LSN (it lagged when the crash came: the checkpoint already holds all
+        // of it) or begins after it (a gap no replay can cross). It is emptied, durably, so
+        // that the log continues from the checkpoint's LSN.
+        if let Some(lsn) = recovered.lsn_checkpoint()
+            && let (Some(base), Some(last)) = (recovered.lsn_base(), recovered.lsn_last())
+            && (last < lsn || base > lsn)
+        {
+            recovered.entries_dropped = recovered.entries.len();
+            recovered.entries.clear();
+            for segment in &mut scanned {
+                segment.frames.clear();
+                segment.len_valid = 0;
+            }
+        }
+        if let Some(lsn) = recovered.lsn_checkpoint()
+            && let (Some(base), Some(last)) = (recovered.lsn_base(), recovered.lsn_last())
+        {
+            assert!(base <= lsn, "the log is anchored at the checkpoint");
+            assert!(lsn <= last, "the log is anchored at the checkpoint");
         }
 
         // Cut durably: truncations are durable when they return, removals once the directory
@@ -614,6 +776,8 @@ impl<D: Disk> Wal<D> {
             written_unsynced: false,
             lsn_written: position.lsn(),
             poisoned: None,
+            checkpoints: recovered.lsn_checkpoint().into_iter().collect(),
+            checkpoint_writing: None,
         };
         Ok((wal, recovered))
     }
@@ -917,8 +1081,214 @@ impl<D: Disk> Wal<D> {
         Ok(removable)
     }
 
+    /// Begins a checkpoint: an image of the database as it stood at `lsn`, in `chunk_count`
+    /// chunks that [`Wal::checkpoint_append`] adds and [`Wal::checkpoint_finish`] completes. The
+    /// chunks go to a temporary file (`ckpt-<lsn>.tmp`), which recovery removes unread: until
+    /// `checkpoint_finish` returns, the checkpoint does not exist for recovery.
+    ///
+    /// Panics (a caller bug) if a checkpoint is already being written, if `lsn` is 0, or if
+    /// `lsn` is not above the newest durable checkpoint's. `lsn` may lie above what the log
+    /// holds (a node that applies records before the log syncs them); recovery then keeps the
+    /// checkpoint and empties the log if it ends before `lsn`.
+    pub fn checkpoint_begin(&mut self, lsn: u64, chunk_count: u32) -> Result<(), WalError> {
+        assert!(
+            self.checkpoint_writing.is_none(),
+            "a checkpoint is already being written"
+        );
+        assert!(
+            lsn >= 1,
+            "a checkpoint stands at an LSN, and LSNs start at 1"
+        );
+        assert!(
+            self.lsn_checkpoint().is_none_or(|newest| newest < lsn),
+            "a checkpoint must stand above the newest one"
+        );
+        self.refuse_if_poisoned()?;
+        let path = checkpoint_path(&self.dir, lsn, true);
+        let mut file = match self.disk.create(&path) {
+            Ok(file) => file,
+            Err(error) => return Err(self.poison(io_cause("creating checkpoint", &path, error))),
+        };
+        let mut header = Vec::new();
+        encode_checkpoint_header(lsn, chunk_count, &mut header);
+        if let Err(error) = self.disk.append(&mut file, &header) {
+            return Err(self.poison(io_cause("appending to checkpoint", &path, error)));
+        }
+        self.checkpoint_writing = Some(CheckpointWriting {
+            file,
+            lsn,
+            chunk_count,
+            chunks_written: 0,
+        });
+        Ok(())
+    }
+
+    /// Appends the next chunk of the checkpoint being written, to the page cache only: one
+    /// sync in [`Wal::checkpoint_finish`] covers them all.
+    ///
+    /// Panics without a checkpoint begun, or past the chunk count it announced.
+    pub fn checkpoint_append(&mut self, chunk: &[u8]) -> Result<(), WalError> {
+        let writing = self
+            .checkpoint_writing
+            .as_ref()
+            .expect("checkpoint_append after checkpoint_begin");
+        assert!(
+            writing.chunks_written < writing.chunk_count,
+            "more checkpoint chunks than checkpoint_begin announced"
+        );
+        self.refuse_if_poisoned()?;
+        let writing = self.checkpoint_writing.as_mut().expect("checked above");
+        let mut bytes = Vec::with_capacity(CHECKPOINT_CHUNK_HEADER_LEN + chunk.len());
+        encode_checkpoint_chunk(writing.chunks_written, chunk, &mut bytes);
+        if let Err(error) = self.disk.append(&mut writing.file, &bytes) {
+            let path = checkpoint_path(&self.dir, writing.lsn, true);
+            return Err(self.poison(io_cause("appending to checkpoint", &path, error)));
+        }
+        writing.chunks_written += 1;
+        Ok(())
+    }
+
+    /// Completes the checkpoint being written and returns its LSN, once it is durable and the
+    /// log's segments it covers are gone.
+    ///
+    /// The order is what makes every crash leave a complete checkpoint or none (see
+    /// `docs/wal.md`): the trailer is appended and the file synced; only then is it renamed to
+    /// its final name (`ckpt-<lsn>.ckpt`) and the directory synced, which makes it the
+    /// checkpoint recovery finds. Renaming first could leave, after a crash, a file under the
+    /// final name whose bytes never reached the disk. Then the older checkpoint files are
+    /// removed (the directory synced once: an older one that comes back is superseded), and
+    /// last [`Wal::remove_below`] drops the segments the checkpoint covers, which only a
+    /// durable checkpoint may do.
+    ///
+    /// Panics without a checkpoint begun, or before all its chunks are appended.
+    pub fn checkpoint_finish(&mut self) -> Result<u64, WalError> {
+        let writing = self
+            .checkpoint_writing
+            .as_ref()
+            .expect("checkpoint_finish after checkpoint_begin");
+        assert_eq!(
+            writing.chunks_written, writing.chunk_count,
+            "checkpoint_finish after every chunk checkpoint_begin announced"
+        );
+        self.refuse_if_poisoned()?;
+        let mut writing = self.checkpoint_writing.take().expect("checked above");
+        let lsn = writing.lsn;
+        if let Err(cause) = self.write_checkpoint_out(&mut writing) {
+            return Err(self.poison(cause));
+        }
+        drop(writing);
+        self.checkpoints.push(lsn);
+        assert!(self.checkpoints.is_sorted());
+        let older: Vec<u64> = self
+            .checkpoints
+            .iter()
+            .copied()
+            .filter(|&c| c < lsn)
+            .collect();
+        for &older_lsn in &older {
+            let path = checkpoint_path(&self.dir, older_lsn, false);
+            if let Err(error) = self.disk.remove(&path) {
+                return Err(self.poison(io_cause("removing checkpoint", &path, error)));
+            }
+        }
+        if !older.is_empty() {
+            if let Err(error) = self.disk.sync_dir(&self.dir) {
+                let cause = io_cause("syncing log directory", &self.dir, error);
+                return Err(self.poison(cause));
+            }
+            self.checkpoints.retain(|&c| c == lsn);
+        }
+        self.remove_below(lsn)?;
+        Ok(lsn)
+    }
+
+    /// The durable steps of [`Wal::checkpoint_finish`]: the trailer, the file's sync, the
+    /// rename and the directory's sync.
+    fn write_checkpoint_out(
+        &mut self,
+        writing: &mut CheckpointWriting<D::File>,
+    ) -> Result<(), String> {
+        let path_temp = checkpoint_path(&self.dir, writing.lsn, true);
+        let path = checkpoint_path(&self.dir, writing.lsn, false);
+        let mut trailer = Vec::new();
+        encode_checkpoint_trailer(writing.lsn, writing.chunk_count, &mut trailer);
+        self.disk
+            .append(&mut writing.file, &trailer)
+            .map_err(|error| io_cause("appending to checkpoint", &path_temp, error))?;
+        if !planted(Bug::CheckpointRenamedBeforeSync) {
+            self.disk
+                .sync(&mut writing.file)
+                .map_err(|error| io_cause("syncing checkpoint", &path_temp, error))?;
+        }
+        self.disk
+            .rename(&path_temp, &path)
+            .map_err(|error| io_cause("renaming checkpoint", &path_temp, error))?;
+        self.disk
+            .sync_dir(&self.dir)
+            .map_err(|error| io_cause("syncing log directory", &self.dir, error))
+    }
+
+    /// Gives up the checkpoint being written, if any, and removes its temporary file, durably:
+    /// the view change rewound the node past it, or the node's role ended.
+    pub fn checkpoint_abandon(&mut self) -> Result<(), WalError> {
+        let Some(writing) = self.checkpoint_writing.take() else {
+            return Ok(());
+        };
+        self.refuse_if_poisoned()?;
+        if let Err(cause) = self.remove_checkpoint_files(Some(writing.lsn), &[]) {
+            return Err(self.poison(cause));
+        }
+        Ok(())
+    }
+
+    /// Removes the temporary checkpoint file of `temporary` and the complete ones of `complete`,
+    /// then syncs the directory once.
+    fn remove_checkpoint_files(
+        &mut self,
+        temporary: Option<u64>,
+        complete: &[u64],
+    ) -> Result<(), String> {
+        let paths = temporary
+            .map(|lsn| checkpoint_path(&self.dir, lsn, true))
+            .into_iter()
+            .chain(
+                complete
+                    .iter()
+                    .map(|&lsn| checkpoint_path(&self.dir, lsn, false)),
+            );
+        let paths: Vec<PathBuf> = paths.collect();
+        for path in &paths {
+            self.disk
+                .remove(path)
+                .map_err(|error| io_cause("removing checkpoint", path, error))?;
+        }
+        if !paths.is_empty() {
+            self.disk
+                .sync_dir(&self.dir)
+                .map_err(|error| io_cause("syncing log directory", &self.dir, error))?;
+        }
+        Ok(())
+    }
+
+    /// The LSN of the newest durable checkpoint: recovered, or completed by
+    /// [`Wal::checkpoint_finish`] (`None` once a cut below it deleted it).
+    pub fn lsn_checkpoint(&self) -> Option<u64> {
+        self.checkpoints.last().copied()
+    }
+
+    /// The LSN of the checkpoint being written, if one is.
+    pub fn lsn_checkpoint_writing(&self) -> Option<u64> {
+        self.checkpoint_writing.as_ref().map(|writing| writing.lsn)
+    }
+
     /// Cuts the log so that it ends at `lsn`, durably, and returns the LSN it now ends at: a
     /// member whose segment a view change rewound to `lsn` discards its records above it.
+    ///
+    /// A checkpoint above `lsn` describes a history the cluster discarded: first of all, every
+    /// checkpoint file above `lsn` (complete or temporary) is removed and the directory synced,
+    /// and a checkpoint being written above `lsn` is abandoned (one at or below `lsn` goes on).
+    /// [`Wal::lsn_checkpoint`] then says which checkpoint, if any, is left; what is returned is
+    /// still where the log's own entries end.
     ///
     /// Entries wholly above `lsn` go, buffered or written; a batch that straddles `lsn` is
     /// replaced by its prefix up to `lsn` ([`SealedBatch::trimmed`]). An image cannot be kept in
@@ -945,6 +1315,24 @@ impl<D: Disk> Wal<D> {
     pub fn cut_after(&mut self, lsn: u64) -> Result<u64, WalError> {
         self.refuse_if_poisoned()?;
         assert!(self.lsn_durable <= self.position.lsn());
+        // Checkpoints go before any entry does: until the cut returns, recovery may find the
+        // log before the cut, which an older checkpoint or none continues as well.
+        if !planted(Bug::CutKeepsCheckpoint) {
+            let writing_above = self.lsn_checkpoint_writing().filter(|&c| c > lsn);
+            if writing_above.is_some() {
+                self.checkpoint_writing = None;
+            }
+            let above: Vec<u64> = self
+                .checkpoints
+                .iter()
+                .copied()
+                .filter(|&c| c > lsn)
+                .collect();
+            if let Err(cause) = self.remove_checkpoint_files(writing_above, &above) {
+                return Err(self.poison(cause));
+            }
+            self.checkpoints.retain(|&c| c <= lsn);
+        }
         // What `write` left unsynced is made durable first: a cut reports all it keeps
         // durable, and a cut in the buffer alone touches no file.
         if self.written_unsynced {
@@ -1159,7 +1547,9 @@ impl<D: Disk> Wal<D> {
     }
 
     /// The LSN the log's history starts after (as [`Recovered::lsn_base`]): a cut below it
-    /// leaves an empty log. `None` for a log that holds nothing.
+    /// leaves an empty log. `None` for a log that holds nothing. It speaks of the log's own
+    /// entries only: with a checkpoint ([`Wal::lsn_checkpoint`]) the state starts from the
+    /// checkpoint, and the log from at or below its LSN.
     pub fn lsn_base(&self) -> Option<u64> {
         match (self.frames.front(), self.buffered.first()) {
             (Some(frame), _) if frame.chunk_index.is_none() => Some(frame.lsn_first - 1),
