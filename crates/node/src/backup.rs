@@ -16,6 +16,9 @@ use tandem_replication::{
     transfer::PageImage,
 };
 
+use crate::checkpoint::Checkpointer;
+use crate::log::LogOrder;
+
 /// Rewinds `segment` to the truncate LSN `lsn` for a [`tandem_cluster::role::Transition::Rejoin`].
 /// False when its diverged pages are more than a `Diverged` introduction names
 /// ([`tandem_replication::DIVERGED_PAGES_MAX`]): the driver reloads the initial database
@@ -69,6 +72,8 @@ pub struct ApplierRole {
     tail_limits: TailLimits,
     /// Something was applied since the last ack was taken.
     applied_unacked: bool,
+    /// When the segment is checkpointed for the node's log (an active backup with a log).
+    checkpointer: Option<Checkpointer>,
 }
 
 impl ApplierRole {
@@ -102,7 +107,37 @@ impl ApplierRole {
             tail_bytes: 0,
             tail_limits,
             applied_unacked: false,
+            checkpointer: None,
         }
+    }
+
+    /// Checkpoints the segment for the node's log once `bytes_between` bytes of batches
+    /// were applied since the last one (`lsn_load`: the initial load's LSN, whose pages a
+    /// checkpoint leaves out). A passive backup has no segment to checkpoint.
+    pub fn with_checkpoints(mut self, bytes_between: u64, lsn_load: u64) -> ApplierRole {
+        if matches!(self.replica, Replica::Active { .. }) {
+            self.checkpointer = Some(Checkpointer::new(bytes_between, lsn_load));
+        }
+        self
+    }
+
+    /// Begins a checkpoint if one is due (or the log `wanted` one: `LogCore::wants_checkpoint`),
+    /// or hands the log the next pages of the one under way (at most
+    /// [`crate::PAGES_PER_STEP`]); the driver calls it after every turn and when idle, and
+    /// carries `orders` out in order with the log's other orders.
+    pub fn checkpoint_step(&mut self, wanted: bool, orders: &mut Vec<LogOrder>) {
+        if let (Some(checkpointer), Replica::Active { segment, .. }) =
+            (&mut self.checkpointer, &mut self.replica)
+        {
+            checkpointer.step(segment, wanted, orders);
+        }
+    }
+
+    /// Whether a checkpoint is under way: the driver steps it without waiting for batches.
+    pub fn checkpoint_under_way(&self) -> bool {
+        self.checkpointer
+            .as_ref()
+            .is_some_and(Checkpointer::is_under_way)
     }
 
     pub fn replica(&self) -> &Replica {
@@ -162,6 +197,9 @@ impl ApplierRole {
             Replica::Passive { mirror, applier } => applier.apply(mirror, &batch)?,
         };
         self.applied_unacked = true;
+        if let Some(checkpointer) = &mut self.checkpointer {
+            checkpointer.applied(batch.batch.len(), batch.batch.view());
+        }
         self.keep(batch.batch);
         while self.tail.len() > 1
             && (self.tail_records > self.tail_limits.records_max
@@ -229,6 +267,8 @@ impl ApplierRole {
         );
         match self.replica {
             Replica::Active { mut segment, .. } => {
+                // The next role's log starts by aligning, which gives the checkpoint up there.
+                segment.abandon_snapshot();
                 let batches = if restores {
                     segment.undo_rewind();
                     Vec::new()

@@ -7,7 +7,8 @@
 //!   one [`RoleReady`].
 //! - [`ApplierRole`] is a backup's applier: it applies what the receiver core accepted, skips
 //!   what an older connection delivered again, keeps the applied batches a promotion serves
-//!   from, acks what it applied, and hands the segment over to the node's next role.
+//!   from, acks what it applied, checkpoints its segment for the log ([`Checkpointer`]), and
+//!   hands the segment over to the node's next role.
 //! - [`ReceiverRole`] is a backup's receiver on its primary's connection, kept in line with
 //!   the gate and the applier.
 //! - [`BackupReads`] is when a client's read on a backup may be served, what it gets, and
@@ -23,6 +24,7 @@
 //! from the driver.
 
 mod backup;
+mod checkpoint;
 mod gate;
 mod log;
 mod primary;
@@ -32,9 +34,11 @@ mod rule;
 mod supervisor;
 
 pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin};
+pub use checkpoint::{Checkpointer, PAGES_PER_STEP};
 pub use gate::GateRule;
 pub use log::{
     Aligned, LogCore, LogOrder, Replayed, SyncPolicy, SyncPolicyError, receiver_orders, replay,
+    replay_from,
 };
 pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,

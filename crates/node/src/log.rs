@@ -19,7 +19,9 @@ use tandem_log::SealedBatch;
 use tandem_memory::Segment;
 use tandem_replication::transfer::PageImage;
 use tandem_replication::{Applier, ApplyBatch, ReceiverReady};
-use tandem_wal::{Disk, Entry, ImageChunk, Recovered, Wal, WalError, WalOptions};
+use tandem_wal::{
+    CheckpointRecovered, Disk, Entry, ImageChunk, Recovered, Wal, WalError, WalOptions,
+};
 
 /// What a role hands the log, in the order the log must hold it.
 #[derive(Clone, Debug)]
@@ -36,6 +38,19 @@ pub enum LogOrder {
     /// A `durable` reply waits for records up to `lsn`: sync them at once, whatever the
     /// node's own schedule (the primary's own wish, or a backup's `Message::SyncWanted`).
     SyncWanted { lsn: u64 },
+    /// A checkpoint begins: an image of the segment as it stood at `lsn` (its records follow
+    /// view `view`'s history), in `chunk_count` chunks ([`crate::Checkpointer`]).
+    CheckpointBegin {
+        lsn: u64,
+        view: u64,
+        chunk_count: u32,
+    },
+    /// The next chunk of the checkpoint at `lsn` (page entries, the state-transfer format).
+    CheckpointChunk { lsn: u64, chunk: Arc<[u8]> },
+    /// The checkpoint at `lsn` is whole: once it is synced, the log drops what it covers.
+    CheckpointFinish { lsn: u64 },
+    /// The checkpoint under way is given up (its segment was rewound below it).
+    CheckpointAbandon,
 }
 
 /// What a restarted node rebuilt from its log ([`replay`]).
@@ -48,7 +63,7 @@ pub struct Replayed {
     /// promotions since an older view discard at least as much), which a view change reads
     /// to decide what the node keeps.
     pub view: u64,
-    /// Records replayed, and images installed.
+    /// Records replayed, and images installed (a checkpoint's not counted).
     pub records: u64,
     pub images: u64,
 }
@@ -61,16 +76,42 @@ pub struct Replayed {
 /// An entry that does not continue the segment, or does not apply, stops the replay with an
 /// error naming it; the segment then holds every entry before it.
 pub fn replay(segment: &mut Segment, entries: &[Entry]) -> Result<Replayed, String> {
-    let mut applier = Applier::new(segment.lsn());
+    replay_from(segment, None, entries)
+}
+
+/// [`replay`] after installing `checkpoint` (the pages changed since the initial load, as they
+/// stood at its LSN) on `segment`, which holds the initial load; `entries` are the log's
+/// entries after the checkpoint (`Recovered::replay`: the first may straddle it, and is
+/// trimmed).
+pub fn replay_from(
+    segment: &mut Segment,
+    checkpoint: Option<&CheckpointRecovered>,
+    entries: &[Entry],
+) -> Result<Replayed, String> {
     let mut replayed = Replayed {
         lsn: segment.lsn(),
         view: 0,
         records: 0,
         images: 0,
     };
+    if let Some(checkpoint) = checkpoint {
+        let image = PageImage {
+            lsn_from: segment.lsn(),
+            lsn: checkpoint.lsn,
+            chunks: checkpoint.chunks.clone(),
+        };
+        image
+            .install(segment)
+            .map_err(|err| format!("the checkpoint at LSN {}: {err}", checkpoint.lsn))?;
+        replayed.lsn = segment.lsn();
+        replayed.view = checkpoint.view;
+    }
+    let mut applier = Applier::new(segment.lsn());
     let mut staged: Vec<Arc<[u8]>> = Vec::new();
     for entry in entries {
         match entry {
+            // Records a checkpoint already holds.
+            Entry::Batch(batch) if batch.lsn_last() <= segment.lsn() && staged.is_empty() => {}
             Entry::Batch(batch) => {
                 if !staged.is_empty() {
                     return Err(format!(
@@ -162,6 +203,8 @@ pub struct LogCore<D: Disk> {
     anchored: bool,
     /// The highest LSN a `durable` reply waits for ([`LogOrder::SyncWanted`]).
     lsn_sync_wanted: u64,
+    /// The LSN of the checkpoint being written, if one is ([`LogOrder::CheckpointBegin`]).
+    checkpoint_writing: Option<u64>,
 }
 
 impl<D: Disk> LogCore<D> {
@@ -174,13 +217,17 @@ impl<D: Disk> LogCore<D> {
         lsn_load: u64,
     ) -> Result<(LogCore<D>, Recovered), WalError> {
         let (wal, recovered) = Wal::open(disk, dir, options)?;
-        let anchored = recovered.lsn_base().is_none_or(|base| base == lsn_load);
+        // A checkpoint is a state a restart rebuilds, and recovery keeps only a log that
+        // continues it.
+        let anchored = recovered.checkpoint.is_some()
+            || recovered.lsn_base().is_none_or(|base| base == lsn_load);
         let core = LogCore {
             wal,
             policy,
             lsn_load,
             anchored,
             lsn_sync_wanted: 0,
+            checkpoint_writing: None,
         };
         Ok((core, recovered))
     }
@@ -263,8 +310,9 @@ impl<D: Disk> LogCore<D> {
                     "a batch is logged from one of its own records"
                 );
                 if self.wal.lsn_base().is_none() {
-                    // An empty log starts where the role is: anchored if that is the load.
-                    self.anchored = lsn_from == self.lsn_load + 1;
+                    // An empty log starts where the role is: anchored if that is the load or
+                    // the checkpoint's LSN.
+                    self.anchored = self.rebuilds(lsn_from - 1);
                 } else {
                     assert_eq!(
                         lsn_from,
@@ -280,7 +328,7 @@ impl<D: Disk> LogCore<D> {
             }
             LogOrder::Image(image) => {
                 if self.wal.lsn_base().is_none() {
-                    self.anchored = image.lsn_from == self.lsn_load;
+                    self.anchored = self.rebuilds(image.lsn_from);
                 } else if image.lsn <= self.wal.lsn_appended() {
                     // A rejoining member's transfer to the LSN it was rewound to replaces
                     // the pages its discarded records changed; the log, cut there, already
@@ -305,7 +353,65 @@ impl<D: Disk> LogCore<D> {
                 self.lsn_sync_wanted = self.lsn_sync_wanted.max(lsn);
                 Ok(())
             }
+            LogOrder::CheckpointBegin {
+                lsn,
+                view,
+                chunk_count,
+            } => {
+                if self.checkpoint_writing.take().is_some() {
+                    self.wal.checkpoint_abandon()?;
+                }
+                // One at the same LSN as the durable one would add nothing (a role started
+                // again with nothing new since): its chunks are dropped.
+                if self
+                    .wal
+                    .lsn_checkpoint()
+                    .is_some_and(|durable| lsn <= durable)
+                {
+                    return Ok(());
+                }
+                self.wal.checkpoint_begin(lsn, view, chunk_count)?;
+                self.checkpoint_writing = Some(lsn);
+                Ok(())
+            }
+            // Orders of a checkpoint given up meanwhile (a role that started aligned the
+            // log) are dropped.
+            LogOrder::CheckpointChunk { lsn, chunk } if self.checkpoint_writing == Some(lsn) => {
+                self.wal.checkpoint_append(&chunk)
+            }
+            LogOrder::CheckpointFinish { lsn } if self.checkpoint_writing == Some(lsn) => {
+                self.checkpoint_writing = None;
+                self.wal.checkpoint_finish()?;
+                // The log's history continues a synced image now: a restart rebuilds from
+                // it, whatever gap the log had before (`Aligned::Restarted`).
+                self.anchored = true;
+                Ok(())
+            }
+            LogOrder::CheckpointChunk { .. } | LogOrder::CheckpointFinish { .. } => Ok(()),
+            LogOrder::CheckpointAbandon => {
+                if self.checkpoint_writing.take().is_some() {
+                    self.wal.checkpoint_abandon()?;
+                }
+                Ok(())
+            }
         }
+    }
+
+    /// Whether a restart rebuilds the state at `lsn` without the log's entries: the initial
+    /// load's, or the durable checkpoint's.
+    fn rebuilds(&self, lsn: u64) -> bool {
+        lsn == self.lsn_load || self.wal.lsn_checkpoint() == Some(lsn)
+    }
+
+    /// Whether the log would like a checkpoint now: it is not anchored, so it reports
+    /// nothing durable until one anchors it.
+    pub fn wants_checkpoint(&self) -> bool {
+        !self.anchored && self.checkpoint_writing.is_none()
+    }
+
+    /// The LSN of the newest durable checkpoint, if any.
+    pub fn lsn_checkpoint(&self) -> Option<u64> {
+        self.wal.lsn_checkpoint()
     }
 
     /// Before a member rewinds its segment to `lsn` to rejoin (a view change discarded the
@@ -323,6 +429,14 @@ impl<D: Disk> LogCore<D> {
             return Ok(lsn);
         }
         self.lsn_sync_wanted = self.lsn_sync_wanted.min(lsn);
+        if lsn < base {
+            // The log no longer reaches back to `lsn` (a checkpoint let it drop what came
+            // before): nothing of it can stay, and it starts again unanchored, until the
+            // next checkpoint (which it asks for at once).
+            self.wal.cut_after(lsn)?;
+            self.anchored = false;
+            return Ok(lsn);
+        }
         let kept = self.wal.cut_after(lsn)?;
         if kept == lsn {
             return Ok(lsn);
@@ -342,13 +456,31 @@ impl<D: Disk> LogCore<D> {
     pub fn align(&mut self, lsn: u64) -> Result<Aligned, WalError> {
         // A wish of the history the log leaves behind names nothing of the next.
         self.lsn_sync_wanted = self.lsn_sync_wanted.min(lsn);
+        // The role that was taking a checkpoint has ended; the next one begins its own.
+        if self.checkpoint_writing.take().is_some() {
+            self.wal.checkpoint_abandon()?;
+        }
+        // A checkpoint above the segment is of a history a view change discarded: the cut
+        // removes it, even from an empty log, which the next append then anchors anew.
+        if self
+            .wal
+            .lsn_checkpoint()
+            .is_some_and(|checkpoint| checkpoint > lsn)
+        {
+            self.wal.cut_after(lsn)?;
+            if self.wal.lsn_base().is_none() {
+                self.anchored = false;
+            }
+        }
         let end = self.wal.lsn_appended();
         if self.wal.lsn_base().is_none() || end == lsn {
             return Ok(Aligned::AsItWas);
         }
         if end > lsn {
             let cut = self.wal.cut_after(lsn)?;
-            if cut == lsn {
+            // Emptied down to a checkpoint at `lsn`: the next append continues it.
+            let continues = self.wal.lsn_base().is_none() && self.rebuilds(lsn);
+            if cut == lsn || continues {
                 return Ok(Aligned::Cut {
                     lsn_end_before: end,
                 });

@@ -24,6 +24,9 @@ use tandem_replication::{
 };
 use tandem_store::{CallError, Deduped, ProcError, ProcId, ProcKind, Store};
 
+use crate::checkpoint::Checkpointer;
+use crate::log::LogOrder;
+
 /// A client's call, as the driver read it.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
@@ -164,6 +167,8 @@ pub struct PrimaryRole<T> {
     /// Whether this node keeps a write-ahead log, so that a `durable` reply can ever leave
     /// ([`PrimaryRole::set_keeps_log`]).
     keeps_log: bool,
+    /// When the segment is checkpointed for the node's log (a node with a log).
+    checkpointer: Option<Checkpointer>,
 }
 
 /// The longest reply a primary may commit when frames are at most `max_frame_len` bytes and
@@ -191,7 +196,33 @@ impl<T> PrimaryRole<T> {
             observed: Vec::new(),
             reply: Vec::new(),
             keeps_log: false,
+            checkpointer: None,
         }
+    }
+
+    /// Checkpoints the segment for the node's log once `bytes_between` bytes of batches were
+    /// sealed since the last one (`lsn_load`: the initial load's LSN, whose pages a
+    /// checkpoint leaves out). Backups do the same; the primary's own log would otherwise
+    /// grow for ever.
+    pub fn with_checkpoints(mut self, bytes_between: u64, lsn_load: u64) -> PrimaryRole<T> {
+        self.checkpointer = Some(Checkpointer::new(bytes_between, lsn_load));
+        self
+    }
+
+    /// Begins a checkpoint if one is due (or the log `wanted` one), or hands the log the
+    /// next pages of the one under way; the driver calls it after every turn, and carries
+    /// `orders` out after the turn's batches.
+    pub fn checkpoint_step(&mut self, wanted: bool, orders: &mut Vec<LogOrder>) {
+        if let Some(checkpointer) = &mut self.checkpointer {
+            checkpointer.step(self.store.segment_for_snapshot(), wanted, orders);
+        }
+    }
+
+    /// Whether a checkpoint is under way: the driver steps it without waiting for calls.
+    pub fn checkpoint_under_way(&self) -> bool {
+        self.checkpointer
+            .as_ref()
+            .is_some_and(Checkpointer::is_under_way)
     }
 
     /// Says whether this node keeps a write-ahead log (a node without one refuses a call that
@@ -224,7 +255,10 @@ impl<T> PrimaryRole<T> {
             self.primary.is_deposed(),
             "only a deposed primary gives its segment up"
         );
-        self.store.into_parts().0
+        let mut segment = self.store.into_parts().0;
+        // The next role's log starts by aligning, which gives the checkpoint up there.
+        segment.abandon_snapshot();
+        segment
     }
 
     pub fn primary(&self) -> &Primary<Answer<T>> {
@@ -513,6 +547,11 @@ impl<T> PrimaryRole<T> {
     /// (at the last commit: no call is half done between turns).
     pub fn take_ready(&mut self, ready: &mut RoleReady<T>) {
         self.primary.take_ready(&mut ready.replication);
+        if let Some(checkpointer) = &mut self.checkpointer {
+            for batch in &ready.replication.to_log {
+                checkpointer.applied(batch.len(), batch.view());
+            }
+        }
         let sent = self
             .primary
             .transfer_named(&mut ready.replication, self.store.segment());

@@ -546,7 +546,15 @@ pub fn start_role(
         bytes_max: config.tuning.tail_bytes_max,
     };
     let replica = match group.mode {
-        Mode::Active => active_replica(segment, model, tail, tail_limits),
+        Mode::Active => {
+            let mut replica = active_replica(segment, model, tail, tail_limits);
+            if let Some(log) = &log {
+                // A backup checkpoints for its log, which then drops what a checkpoint covers.
+                let (bytes_between, lsn_load) = log.checkpoints();
+                replica.applier = replica.applier.with_checkpoints(bytes_between, lsn_load);
+            }
+            replica
+        }
         Mode::Passive => {
             let layout = segment
                 .enable_passive_trace(group.undo_log_kib << 10)
@@ -1084,6 +1092,7 @@ fn run_applier(
     state: Shared,
 ) {
     let mut frame = Vec::new();
+    let mut log_orders = Vec::new();
     // Items taken off the channel while batches were held back for a read, in order.
     let mut held: VecDeque<ToApplier> = VecDeque::new();
     let mut reads = Reads::new(
@@ -1120,14 +1129,18 @@ fn run_applier(
             reads.expire(Instant::now());
             serve_reads_waiting(&replica, &state, &mut reads);
         }
+        let wait = if replica.applier.checkpoint_under_way() {
+            // A checkpoint goes on between batches, and whenever none waits.
+            Duration::ZERO
+        } else if reads.is_empty() {
+            Duration::from_millis(10)
+        } else {
+            // Waiting reads need their deadlines and questions looked at soon.
+            READ_INDEX_RETRY
+        };
         let first = match held.pop_front() {
             Some(item) => Some(item),
-            // Waiting reads need their deadlines and questions looked at soon.
-            None => match batches.recv_timeout(if reads.is_empty() {
-                Duration::from_millis(10)
-            } else {
-                READ_INDEX_RETRY
-            }) {
+            None => match batches.recv_timeout(wait) {
                 Ok(first) => Some(first),
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
@@ -1198,6 +1211,14 @@ fn run_applier(
         ask_read_index(&replica, &state, &mut reads, &mut frame);
         if let Some(ack) = replica.applier.take_ack(state.gate.view()) {
             state.send_ack(&ack, &mut frame);
+        }
+        if let Some(log) = &state.log {
+            replica
+                .applier
+                .checkpoint_step(log.checkpoint_wanted(), &mut log_orders);
+            for order in log_orders.drain(..) {
+                log.order(order);
+            }
         }
     }
 }

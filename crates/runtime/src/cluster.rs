@@ -284,10 +284,14 @@ pub fn run(
         let _ = log_opened.set(log.clone());
     }
     // A node that restarts (its config store kept state) rebuilds what its log holds, if
-    // the log starts at the initial load; a node of a fresh cluster starts from the load,
-    // and its first role cuts whatever an older cluster left in the log.
+    // the log starts at the initial load or continues a checkpoint; a node of a fresh
+    // cluster starts from the load, and its first role cuts whatever an older cluster left
+    // in the log.
     let replayed = match recovered {
-        Some(recovered) if restarted && recovered.lsn_base() == Some(lsn_load) => {
+        Some(recovered)
+            if restarted
+                && (recovered.checkpoint.is_some() || recovered.lsn_base() == Some(lsn_load)) =>
+        {
             replay_log(config, &mut segment, &recovered)
         }
         _ => None,
@@ -1273,7 +1277,7 @@ fn replay_log(
     segment: &mut Segment,
     recovered: &tandem_wal::Recovered,
 ) -> Option<tandem_node::Replayed> {
-    if recovered.entries.is_empty() {
+    if recovered.entries.is_empty() && recovered.checkpoint.is_none() {
         return None;
     }
     if config.group.mode != crate::config::Mode::Active {
@@ -1284,10 +1288,13 @@ fn replay_log(
         return None;
     }
     let started = Instant::now();
-    match tandem_node::replay(segment, &recovered.entries) {
+    match tandem_node::replay_from(segment, recovered.checkpoint.as_ref(), recovered.replay()) {
         Ok(replayed) => {
+            let from = recovered.lsn_checkpoint().map_or(String::new(), |lsn| {
+                format!(" after its checkpoint at LSN {lsn}")
+            });
             tracing::info!(
-                "node {}: replayed {} records and {} images from its log in {:.0} ms",
+                "node {}: replayed {} records and {} images from its log{from} in {:.0} ms",
                 config.node_id,
                 replayed.records,
                 replayed.images,

@@ -91,6 +91,9 @@ max_frame_len = 4194304
 # fsync = "every:100"
 # A segment file is closed at this many MiB (1 to 1024).
 # segment_mib = 64
+# A backup checkpoints its database once this many MiB of batches were applied since its
+# last checkpoint (1 to 65536); the log then drops the segments the checkpoint covers.
+# checkpoint_mib = 128
 
 # The other members of the group, one table each.
 [[peers]]
@@ -152,6 +155,10 @@ pub struct LogTable {
     /// A segment file is closed at this size in MiB, 1 to 1024 (default 64).
     #[serde(default = "default_segment_mib")]
     pub segment_mib: u64,
+    /// A backup checkpoints its database once this many MiB of batches were applied since
+    /// its last checkpoint, 1 to 65536 (default 128); the log then drops what it covers.
+    #[serde(default = "default_checkpoint_mib")]
+    pub checkpoint_mib: u64,
 }
 
 impl Default for LogTable {
@@ -160,6 +167,7 @@ impl Default for LogTable {
             dir: None,
             fsync: default_fsync(),
             segment_mib: default_segment_mib(),
+            checkpoint_mib: default_checkpoint_mib(),
         }
     }
 }
@@ -178,12 +186,23 @@ fn default_segment_mib() -> u64 {
 /// The largest `log.segment_mib`.
 const SEGMENT_MIB_MAX: u64 = 1024;
 
+/// Twice a default segment file: a restart replays at most about this much of the log after
+/// its checkpoint, a few tenths of a second.
+fn default_checkpoint_mib() -> u64 {
+    128
+}
+
+/// The largest `log.checkpoint_mib`.
+const CHECKPOINT_MIB_MAX: u64 = 65536;
+
 /// The write-ahead log a node keeps, with its directory resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogSettings {
     pub dir: PathBuf,
     pub fsync: SyncPolicy,
     pub segment_bytes_max: u64,
+    /// Batch bytes a backup applies between checkpoints.
+    pub checkpoint_bytes: u64,
 }
 
 mod fsync_text {
@@ -289,6 +308,7 @@ impl NodeConfig {
             dir,
             fsync: table.fsync,
             segment_bytes_max: table.segment_mib << 20,
+            checkpoint_bytes: table.checkpoint_mib << 20,
         })
     }
 
@@ -307,6 +327,15 @@ impl NodeConfig {
                     format!(
                         "{} MiB is out of range; use 1 to {SEGMENT_MIB_MAX}",
                         table.segment_mib
+                    ),
+                ));
+            }
+            if !(1..=CHECKPOINT_MIB_MAX).contains(&table.checkpoint_mib) {
+                return Err(invalid(
+                    "log.checkpoint_mib",
+                    format!(
+                        "{} MiB is out of range; use 1 to {CHECKPOINT_MIB_MAX}",
+                        table.checkpoint_mib
                     ),
                 ));
             }

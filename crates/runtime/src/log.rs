@@ -13,7 +13,7 @@
 //! the node's log), and reports nothing durable ever again, so no `durable` reply leaves on
 //! its account. A failed sync is never retried (see tandem-wal). Restart the node.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -59,6 +59,11 @@ struct Shared {
     align_next: AtomicU64,
     listener: Mutex<Option<SyncListener>>,
     poisoned: Mutex<Option<String>>,
+    /// The initial load's LSN, and the batch bytes a backup applies between checkpoints.
+    lsn_load: u64,
+    checkpoint_bytes: u64,
+    /// The log is not anchored and would like a checkpoint (`LogCore::wants_checkpoint`).
+    checkpoint_wanted: AtomicBool,
 }
 
 /// The handle roles hold: cheap to clone; every method returns at once but
@@ -110,6 +115,9 @@ impl NodeLog {
             align_next: AtomicU64::new(1),
             listener: Mutex::new(None),
             poisoned: Mutex::new(None),
+            lsn_load,
+            checkpoint_bytes: settings.checkpoint_bytes,
+            checkpoint_wanted: AtomicBool::new(core.wants_checkpoint()),
         });
         let (inputs, inbox) = mpsc::channel();
         let state = LogThread {
@@ -124,6 +132,18 @@ impl NodeLog {
             .spawn(move || state.run(inbox))
             .map_err(|err| format!("cannot start the log thread: {err}"))?;
         Ok((NodeLog { inputs, shared }, recovered))
+    }
+
+    /// A backup's checkpoint schedule for this log: the batch bytes between checkpoints, and
+    /// the initial load's LSN (a checkpoint holds only the pages changed after it).
+    pub fn checkpoints(&self) -> (u64, u64) {
+        (self.shared.checkpoint_bytes, self.shared.lsn_load)
+    }
+
+    /// Whether the log would like a checkpoint now (it reports nothing durable until one
+    /// anchors it).
+    pub fn checkpoint_wanted(&self) -> bool {
+        self.shared.checkpoint_wanted.load(Ordering::Relaxed)
     }
 
     /// Hands the log an order; it is carried out after every order given before it.
@@ -224,7 +244,14 @@ impl LogThread {
             // Group commit: everything queued while the last sync ran goes into this one.
             while let Some(input) = next.take() {
                 let result = match input {
-                    Input::Order(order) => self.core.carry_out(order).map_err(|e| e.to_string()),
+                    Input::Order(order) => {
+                        let finishing = matches!(order, LogOrder::CheckpointFinish { .. });
+                        let carried = self.core.carry_out(order).map_err(|e| e.to_string());
+                        if finishing && carried.is_ok() {
+                            self.checkpointed();
+                        }
+                        carried
+                    }
                     Input::Align { lsn, id } => self.align(lsn, id),
                     Input::AlignRejoin { lsn, answer } => match self.core.align_rejoin(lsn) {
                         Ok(kept) => {
@@ -297,6 +324,18 @@ impl LogThread {
         Ok(())
     }
 
+    /// A checkpoint is durable and the log dropped the segments it covers: the log may be
+    /// anchored again, so what is durable is published at once.
+    fn checkpointed(&self) {
+        if let Some(lsn) = self.core.lsn_checkpoint() {
+            tracing::info!(
+                "node {}: checkpoint at LSN {lsn} written; the log keeps only what follows it",
+                self.node
+            );
+        }
+        self.publish();
+    }
+
     fn sync(&mut self) -> Result<(), String> {
         let started = Instant::now();
         self.core.sync().map_err(|err| err.to_string())?;
@@ -321,6 +360,9 @@ impl LogThread {
             before = self.shared.lsn_durable.swap(lsn, Ordering::AcqRel);
         }
         self.metrics.log_lsn_durable.set(lsn as i64);
+        self.shared
+            .checkpoint_wanted
+            .store(self.core.wants_checkpoint(), Ordering::Relaxed);
         if lsn > before
             && let Some(listener) = &*self.shared.listener.lock().expect("not poisoned")
         {

@@ -506,6 +506,11 @@ pub fn start_role(
         // The log must end where the segment does before the role appends to it.
         log.align(lsn_start);
         role.set_keeps_log(true);
+        // A passive primary's segment carries its backups' trace: it takes no snapshot.
+        if !passive {
+            let (bytes_between, lsn_load) = log.checkpoints();
+            role = role.with_checkpoints(bytes_between, lsn_load);
+        }
         let inbound = inbound.clone();
         log.listen(Some(Box::new(move |lsn| {
             let _ = inbound.send(Inbound::Synced { lsn });
@@ -514,6 +519,7 @@ pub fn start_role(
     let mut executor = Executor {
         periodic,
         log,
+        log_orders: Vec::new(),
         node_id: config.node_id,
         role,
         answer_from: members.answer_from,

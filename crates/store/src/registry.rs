@@ -461,6 +461,13 @@ impl Store {
         &self.segment
     }
 
+    /// The segment, for a checkpoint's snapshot only (`Segment::begin_snapshot` and its
+    /// steps, which copy pages and change no byte): every change of its bytes goes through
+    /// [`Store::call`].
+    pub fn segment_for_snapshot(&mut self) -> &mut Segment {
+        &mut self.segment
+    }
+
     pub fn model(&self) -> &dyn DataModel {
         &*self.model
     }

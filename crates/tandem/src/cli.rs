@@ -71,6 +71,10 @@ pub struct UpArgs {
     /// whatever this says.
     #[arg(long, default_value = "every:100", value_parser = parse_fsync)]
     pub fsync: tandem_node::SyncPolicy,
+    /// MiB of batches a node applies between two checkpoints of its database, 1 to 65536: the
+    /// log then drops what a checkpoint covers, and a restart replays only what follows it.
+    #[arg(long = "checkpoint-mib", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub checkpoint_mib: u64,
     /// Where the cluster keeps its files.
     #[arg(long, default_value = ".tandem")]
     pub dir: std::path::PathBuf,
@@ -180,6 +184,10 @@ pub struct DemoArgs {
     /// durable commit is synced at once whatever this says).
     #[arg(long, default_value = "every:100", value_parser = parse_fsync)]
     pub fsync: tandem_node::SyncPolicy,
+    /// MiB of batches a node applies between two checkpoints of its database, 1 to 65536: the
+    /// log then drops what a checkpoint covers, and a restart replays only what follows it.
+    #[arg(long = "checkpoint-mib", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub checkpoint_mib: u64,
     /// Records each primary's retained tail keeps. A small tail makes a node that comes back
     /// (restart-primary) catch up by state transfer instead of from the tail.
     #[arg(long = "tail-records", value_name = "N", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]

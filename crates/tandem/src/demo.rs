@@ -180,6 +180,7 @@ struct Scenario {
     quiet: bool,
     safety: tandem_replication::Safety,
     fsync: tandem_node::SyncPolicy,
+    checkpoint_mib: u64,
 }
 
 /// `tandem demo`.
@@ -218,6 +219,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
         quiet: args.json,
         safety: args.safety.unwrap_or(args.fault.safety_default()),
         fsync: args.fsync,
+        checkpoint_mib: args.checkpoint_mib,
     };
     let run = match args.client {
         DemoClient::Stub => scenario.run()?,
@@ -260,6 +262,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
             quiet: true,
             safety: tandem_replication::Safety::DEFAULT,
             fsync: crate::local::Options::new(3).fsync,
+            checkpoint_mib: crate::local::Options::new(3).checkpoint_mib,
         };
         let run = scenario.run()?;
         if !args.json {
@@ -413,6 +416,7 @@ impl Scenario {
         let mut options = Options::new(3).with_db_mib(self.db_mib);
         options.safety = self.safety;
         options.fsync = self.fsync;
+        options.checkpoint_mib = self.checkpoint_mib;
         options.suspect_ticks = self.suspect_ticks;
         options.tail_records_max = self.tail_records_max;
         let mut cluster = LocalCluster::start(&self.dir, &options)?;
@@ -529,9 +533,16 @@ impl Scenario {
             .fold(None, |max: Option<f64>, t| {
                 Some(max.map_or(t, |max| max.max(t)))
             });
+        // After a power loss every node comes back from its disk, and the old primary,
+        // whose log may hold the most, may be the new one: any reply in a newer view counts.
+        let power_loss = self.fault == Fault::PowerLoss;
         let first_new = replies
             .iter()
-            .find(|(t, node, _)| hit_primary && *node != killed && *t >= kill_ms)
+            .find(|&&(t, node, view)| {
+                hit_primary
+                    && t >= kill_ms
+                    && (node != killed || (power_loss && view > settled.view))
+            })
             .map(|&(t, _, view)| (t, view));
         // The old primary answering in its old view after a newer view answered: two
         // primaries at once.

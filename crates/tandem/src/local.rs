@@ -60,6 +60,8 @@ pub struct Options {
     pub workload: String,
     /// When each node syncs its write-ahead log.
     pub fsync: tandem_node::SyncPolicy,
+    /// MiB of batches between two checkpoints of a node's database.
+    pub checkpoint_mib: u64,
 }
 
 impl Options {
@@ -76,6 +78,7 @@ impl Options {
             tail_records_max: tuning.tail_records_max,
             workload: "debit-credit".to_string(),
             fsync: tandem_runtime::config::LogTable::default().fsync,
+            checkpoint_mib: tandem_runtime::config::LogTable::default().checkpoint_mib,
         }
     }
 }
@@ -767,6 +770,7 @@ fn node_config(
     config.log = Some(tandem_runtime::config::LogTable {
         dir: Some(dir.join(format!("node{}", member.node_id)).join("log")),
         fsync: options.fsync,
+        checkpoint_mib: options.checkpoint_mib,
         ..tandem_runtime::config::LogTable::default()
     });
     let mut cluster = ClusterTable::new(data_dir);

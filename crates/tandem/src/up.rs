@@ -35,6 +35,7 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
         options.db_mib = args.db_mib as usize;
         options.safety = args.safety;
         options.fsync = args.fsync;
+        options.checkpoint_mib = args.checkpoint_mib;
         options.workload = args.workload.clone();
         options.suspect_ticks = args.suspect_ticks;
         options.lease_ticks = args.lease_ticks;

@@ -8,14 +8,15 @@
 //!
 //! ```text
 //! checkpoint file, all integers little-endian:
-//!   header (28 bytes)
+//!   header (36 bytes)
 //!     0  4  magic        "TCKP"
 //!     4  2  version      1
 //!     6  2  reserved     0
 //!     8  8  lsn          the database as it stood at this LSN (>= 1; also in the file name)
-//!    16  4  chunk_count  chunks that follow
-//!    20  4  reserved     0
-//!    24  4  crc32c       of bytes 0..24
+//!    16  8  view         the view whose history its records follow (the role rule reads it)
+//!    24  4  chunk_count  chunks that follow
+//!    28  4  reserved     0
+//!    32  4  crc32c       of bytes 0..32
 //!   then chunk_count chunks, each framed:
 //!     0  4  len          bytes of the chunk
 //!     4  4  index        0, 1, 2, ... in order
@@ -41,7 +42,7 @@ pub const CHECKPOINT_MAGIC: [u8; 4] = *b"TCKP";
 /// The checkpoint format's version: a file of another version stops recovery (it is never
 /// removed), as a segment of another version does.
 pub const CHECKPOINT_VERSION: u16 = 1;
-pub const CHECKPOINT_HEADER_LEN: usize = 28;
+pub const CHECKPOINT_HEADER_LEN: usize = 36;
 /// Size of the frame in front of each chunk: its length, its index and its checksum.
 pub const CHECKPOINT_CHUNK_HEADER_LEN: usize = 12;
 /// The trailer's magic: a file that ends with a valid trailer is complete.
@@ -90,13 +91,14 @@ pub fn parse_checkpoint_name(name: &str) -> Option<(u64, bool)> {
     (lsn >= 1).then_some((lsn, temporary))
 }
 
-pub fn encode_checkpoint_header(lsn: u64, chunk_count: u32, out: &mut Vec<u8>) {
+pub fn encode_checkpoint_header(lsn: u64, view: u64, chunk_count: u32, out: &mut Vec<u8>) {
     assert!(lsn >= 1);
     let start = out.len();
     out.extend_from_slice(&CHECKPOINT_MAGIC);
     out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
     out.extend_from_slice(&[0; 2]);
     out.extend_from_slice(&lsn.to_le_bytes());
+    out.extend_from_slice(&view.to_le_bytes());
     out.extend_from_slice(&chunk_count.to_le_bytes());
     out.extend_from_slice(&[0; 4]);
     let crc = crc32c::crc32c(&out[start..]);
@@ -149,9 +151,13 @@ pub enum CheckpointError {
     TrailingBytes { len: usize },
 }
 
-/// Decodes a whole checkpoint file named for `lsn_name` and returns its chunks, checking every
-/// checksum, the chunks' order and count, and the trailer, before anything is believed.
-pub fn decode_checkpoint(bytes: &[u8], lsn_name: u64) -> Result<Vec<Arc<[u8]>>, CheckpointError> {
+/// The chunks of a checkpoint, in order.
+pub type Chunks = Vec<Arc<[u8]>>;
+
+/// Decodes a whole checkpoint file named for `lsn_name` and returns its view and its chunks,
+/// checking every checksum, the chunks' order and count, and the trailer, before anything is
+/// believed.
+pub fn decode_checkpoint(bytes: &[u8], lsn_name: u64) -> Result<(u64, Chunks), CheckpointError> {
     let Some(header) = bytes.get(..CHECKPOINT_HEADER_LEN) else {
         return Err(CheckpointError::TornHeader);
     };
@@ -161,17 +167,17 @@ pub fn decode_checkpoint(bytes: &[u8], lsn_name: u64) -> Result<Vec<Arc<[u8]>>, 
     let u64_at = |bytes: &[u8], at: usize| {
         u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
     };
-    if header[..4] != CHECKPOINT_MAGIC || crc32c::crc32c(&header[..24]) != u32_at(header, 24) {
+    if header[..4] != CHECKPOINT_MAGIC || crc32c::crc32c(&header[..32]) != u32_at(header, 32) {
         return Err(CheckpointError::TornHeader);
     }
-    if header[6..8] != [0; 2] || header[20..24] != [0; 4] {
+    if header[6..8] != [0; 2] || header[28..32] != [0; 4] {
         return Err(CheckpointError::TornHeader);
     }
     let version = u16::from_le_bytes(header[4..6].try_into().expect("2 bytes"));
     if version != CHECKPOINT_VERSION {
         return Err(CheckpointError::Version { found: version });
     }
-    let (lsn, count) = (u64_at(header, 8), u32_at(header, 16));
+    let (lsn, view, count) = (u64_at(header, 8), u64_at(header, 16), u32_at(header, 24));
     if lsn != lsn_name {
         return Err(CheckpointError::Misnamed {
             lsn_name,
@@ -215,7 +221,7 @@ pub fn decode_checkpoint(bytes: &[u8], lsn_name: u64) -> Result<Vec<Arc<[u8]>>, 
         return Err(CheckpointError::TrailingBytes { len });
     }
     assert_eq!(chunks.len(), count as usize);
-    Ok(chunks)
+    Ok((view, chunks))
 }
 
 #[cfg(test)]
@@ -225,7 +231,7 @@ mod tests {
     fn file(lsn: u64, chunks: &[&[u8]]) -> Vec<u8> {
         let count = chunks.len() as u32;
         let mut bytes = Vec::new();
-        encode_checkpoint_header(lsn, count, &mut bytes);
+        encode_checkpoint_header(lsn, 3, count, &mut bytes);
         for (index, chunk) in chunks.iter().enumerate() {
             encode_checkpoint_chunk(index as u32, chunk, &mut bytes);
         }
@@ -261,7 +267,8 @@ mod tests {
     #[test]
     fn a_checkpoint_round_trips_and_every_cut_or_flipped_bit_is_refused() {
         let bytes = file(42, &[&[1; 40], &[], &[3; 17]]);
-        let chunks = decode_checkpoint(&bytes, 42).unwrap();
+        let (view, chunks) = decode_checkpoint(&bytes, 42).unwrap();
+        assert_eq!(view, 3);
         let expected: Vec<Arc<[u8]>> = vec![
             Arc::from(&[1u8; 40][..]),
             Arc::from(&[][..]),
@@ -290,13 +297,13 @@ mod tests {
 
     #[test]
     fn an_empty_checkpoint_round_trips() {
-        assert_eq!(decode_checkpoint(&file(5, &[]), 5), Ok(Vec::new()));
+        assert_eq!(decode_checkpoint(&file(5, &[]), 5), Ok((3, Vec::new())));
     }
 
     #[test]
     fn swapped_chunks_are_refused() {
         let mut bytes = Vec::new();
-        encode_checkpoint_header(9, 2, &mut bytes);
+        encode_checkpoint_header(9, 3, 2, &mut bytes);
         encode_checkpoint_chunk(1, &[1; 8], &mut bytes);
         encode_checkpoint_chunk(0, &[2; 8], &mut bytes);
         encode_checkpoint_trailer(9, 2, &mut bytes);

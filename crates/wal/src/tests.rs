@@ -1626,7 +1626,7 @@ fn checkpoint_step(
             }
             let fingerprint = fingerprint(&prefix);
             let count = rng.between(0, 3);
-            if wal.checkpoint_begin(lsn, count as u32).is_err() {
+            if wal.checkpoint_begin(lsn, 7, count as u32).is_err() {
                 return;
             }
             run.checkpoints_written.insert((lsn, fingerprint, count));
@@ -1989,7 +1989,7 @@ fn checkpoint_chunks(count: usize) -> Vec<Vec<u8>> {
 }
 
 fn write_checkpoint(wal: &mut Wal<SimDisk>, lsn: u64, chunks: &[Vec<u8>]) {
-    wal.checkpoint_begin(lsn, chunks.len() as u32).unwrap();
+    wal.checkpoint_begin(lsn, 7, chunks.len() as u32).unwrap();
     for chunk in chunks {
         wal.checkpoint_append(chunk).unwrap();
     }
@@ -1998,7 +1998,11 @@ fn write_checkpoint(wal: &mut Wal<SimDisk>, lsn: u64, chunks: &[Vec<u8>]) {
 
 fn as_recovered(lsn: u64, chunks: &[Vec<u8>]) -> Option<CheckpointRecovered> {
     let chunks = chunks.iter().map(|chunk| Arc::from(&chunk[..])).collect();
-    Some(CheckpointRecovered { lsn, chunks })
+    Some(CheckpointRecovered {
+        lsn,
+        view: 7,
+        chunks,
+    })
 }
 
 fn checkpoint_files(disk: &SimDisk) -> Vec<String> {
@@ -2053,7 +2057,7 @@ fn recovery_picks_the_newest_complete_checkpoint_and_removes_the_others() {
     let chunks = checkpoint_chunks(3);
     write_checkpoint(&mut wal, 6, &chunks);
     // A checkpoint begun and never finished: its temporary file is left.
-    wal.checkpoint_begin(8, 2).unwrap();
+    wal.checkpoint_begin(8, 7, 2).unwrap();
     wal.checkpoint_append(&[1; 100]).unwrap();
     let mut disk = wal.into_disk();
     // A complete-looking newer checkpoint, torn (damaged after it was written), and an older
@@ -2169,7 +2173,7 @@ fn cut_after_below_a_checkpoint_deletes_it_and_abandons_one_above() {
         checkpoint_files(wal.disk()),
         ["ckpt-00000000000000000020.ckpt"]
     );
-    wal.checkpoint_begin(24, 1).unwrap();
+    wal.checkpoint_begin(24, 7, 1).unwrap();
     // A cut at or above the checkpoint keeps it, and the one being written below the cut.
     assert_eq!(wal.cut_after(26).unwrap(), 26);
     assert_eq!(wal.lsn_checkpoint(), Some(20));
@@ -2196,7 +2200,7 @@ fn cut_after_below_a_checkpoint_deletes_it_and_abandons_one_above() {
 fn checkpoint_abandon_removes_the_temporary_file() {
     let (mut wal, _) = open(SimDisk::new(), small_segments());
     wal.append(&batch_at(1, 2, 10, 1)).unwrap();
-    wal.checkpoint_begin(2, 3).unwrap();
+    wal.checkpoint_begin(2, 7, 3).unwrap();
     wal.checkpoint_append(&[7; 10]).unwrap();
     assert_eq!(
         checkpoint_files(wal.disk()),
@@ -2214,15 +2218,15 @@ fn checkpoint_abandon_removes_the_temporary_file() {
 #[should_panic(expected = "already being written")]
 fn beginning_a_second_checkpoint_is_a_bug() {
     let (mut wal, _) = open(SimDisk::new(), small_segments());
-    wal.checkpoint_begin(3, 1).unwrap();
-    let _ = wal.checkpoint_begin(4, 1);
+    wal.checkpoint_begin(3, 7, 1).unwrap();
+    let _ = wal.checkpoint_begin(4, 7, 1);
 }
 
 #[test]
 #[should_panic(expected = "every chunk")]
 fn finishing_a_checkpoint_before_its_last_chunk_is_a_bug() {
     let (mut wal, _) = open(SimDisk::new(), small_segments());
-    wal.checkpoint_begin(3, 2).unwrap();
+    wal.checkpoint_begin(3, 7, 2).unwrap();
     wal.checkpoint_append(&[1; 10]).unwrap();
     let _ = wal.checkpoint_finish();
 }
@@ -2232,7 +2236,7 @@ fn finishing_a_checkpoint_before_its_last_chunk_is_a_bug() {
 fn a_checkpoint_below_the_newest_is_a_bug() {
     let (mut wal, _) = open(SimDisk::new(), small_segments());
     write_checkpoint(&mut wal, 5, &[]);
-    let _ = wal.checkpoint_begin(5, 1);
+    let _ = wal.checkpoint_begin(5, 7, 1);
 }
 
 #[test]
@@ -2241,7 +2245,7 @@ fn a_failed_checkpoint_sync_poisons_and_leaves_the_older_checkpoint() {
     (0..3).for_each(|index| wal.append(&batch_at(index * 2 + 1, 2, 10, 1)).unwrap());
     wal.sync().unwrap();
     write_checkpoint(&mut wal, 2, &checkpoint_chunks(1));
-    wal.checkpoint_begin(4, 1).unwrap();
+    wal.checkpoint_begin(4, 7, 1).unwrap();
     wal.checkpoint_append(&[3; 30]).unwrap();
     wal.disk_mut().fail_next_sync();
     assert!(matches!(
@@ -2294,7 +2298,7 @@ fn the_real_file_system_takes_a_checkpoint() {
     appended.iter().for_each(|batch| wal.append(batch).unwrap());
     wal.sync().unwrap();
     let chunks = checkpoint_chunks(60);
-    wal.checkpoint_begin(41, chunks.len() as u32).unwrap();
+    wal.checkpoint_begin(41, 7, chunks.len() as u32).unwrap();
     chunks
         .iter()
         .for_each(|chunk| wal.checkpoint_append(chunk).unwrap());
@@ -2319,10 +2323,10 @@ fn the_real_file_system_takes_a_checkpoint() {
 #[test]
 fn a_checkpoint_of_another_format_version_is_refused_not_removed() {
     let mut bytes = Vec::new();
-    crate::checkpoint::encode_checkpoint_header(7, 0, &mut bytes);
+    crate::checkpoint::encode_checkpoint_header(7, 7, 0, &mut bytes);
     bytes[4..6].copy_from_slice(&2u16.to_le_bytes());
-    let crc = crc32c::crc32c(&bytes[..24]);
-    bytes[24..28].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[..32]);
+    bytes[32..36].copy_from_slice(&crc.to_le_bytes());
     crate::checkpoint::encode_checkpoint_trailer(7, 0, &mut bytes);
     let path = checkpoint_path(dir(), 7, false);
     let mut disk = SimDisk::new();

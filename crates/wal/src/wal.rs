@@ -117,6 +117,8 @@ pub enum Stop {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckpointRecovered {
     pub lsn: u64,
+    /// The view whose history its records follow, as the writer said.
+    pub view: u64,
     /// The chunks as they were appended, in order (state-transfer chunks, opaque to the log).
     pub chunks: Vec<Arc<[u8]>>,
 }
@@ -532,8 +534,8 @@ fn recover_checkpoints<D: Disk>(
                 .read(&path)
                 .map_err(|error| poisoned(io_cause("reading checkpoint", &path, error)))?;
             match decode_checkpoint(&bytes, lsn) {
-                Ok(chunks) => {
-                    checkpoint = Some(CheckpointRecovered { lsn, chunks });
+                Ok((view, chunks)) => {
+                    checkpoint = Some(CheckpointRecovered { lsn, view, chunks });
                     continue;
                 }
                 Err(CheckpointError::Version { found }) => {
@@ -1090,7 +1092,12 @@ impl<D: Disk> Wal<D> {
     /// `lsn` is not above the newest durable checkpoint's. `lsn` may lie above what the log
     /// holds (a node that applies records before the log syncs them); recovery then keeps the
     /// checkpoint and empties the log if it ends before `lsn`.
-    pub fn checkpoint_begin(&mut self, lsn: u64, chunk_count: u32) -> Result<(), WalError> {
+    pub fn checkpoint_begin(
+        &mut self,
+        lsn: u64,
+        view: u64,
+        chunk_count: u32,
+    ) -> Result<(), WalError> {
         assert!(
             self.checkpoint_writing.is_none(),
             "a checkpoint is already being written"
@@ -1110,7 +1117,7 @@ impl<D: Disk> Wal<D> {
             Err(error) => return Err(self.poison(io_cause("creating checkpoint", &path, error))),
         };
         let mut header = Vec::new();
-        encode_checkpoint_header(lsn, chunk_count, &mut header);
+        encode_checkpoint_header(lsn, view, chunk_count, &mut header);
         if let Err(error) = self.disk.append(&mut file, &header) {
             return Err(self.poison(io_cause("appending to checkpoint", &path, error)));
         }

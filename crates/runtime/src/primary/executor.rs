@@ -136,6 +136,8 @@ pub(super) struct Executor {
     pub(super) periodic: Option<Periodic>,
     /// The node's write-ahead log, which takes every batch the role seals.
     pub(super) log: Option<NodeLog>,
+    /// A checkpoint's orders for the log, between turns (kept for their capacity).
+    pub(super) log_orders: Vec<LogOrder>,
     /// Until when the role answers nothing (a promotion's lease owed), taken at the start.
     pub(super) answer_from: Option<Instant>,
     /// The primary role's decisions: the store, the replication core, each call's outcome.
@@ -251,7 +253,12 @@ impl Executor {
             }
             // 5. Wait for work when there is none.
             if ran == 0 {
-                let timeout = next_tick.saturating_duration_since(Instant::now());
+                // A checkpoint under way goes on while nothing else waits.
+                let timeout = if self.role.checkpoint_under_way() {
+                    Duration::ZERO
+                } else {
+                    next_tick.saturating_duration_since(Instant::now())
+                };
                 match inbound.recv_timeout(timeout) {
                     Ok(Inbound::Control(Control::Stop)) => {
                         self.finish();
@@ -492,6 +499,12 @@ impl Executor {
                 log.batches(sealed);
                 if let Some(lsn) = self.ready.replication.sync_wanted.take() {
                     log.order(LogOrder::SyncWanted { lsn });
+                }
+                // A checkpoint goes on a few pages a turn, after the turn's batches.
+                self.role
+                    .checkpoint_step(log.checkpoint_wanted(), &mut self.log_orders);
+                for order in self.log_orders.drain(..) {
+                    log.order(order);
                 }
             }
             None => drop(sealed),

@@ -219,6 +219,7 @@ pub fn run(scenario: &Scenario, proxies: u32) -> Result<FailoverRun, Failure> {
     let mut options = Options::new(3).with_db_mib(scenario.db_mib);
     options.safety = scenario.safety;
     options.fsync = scenario.fsync;
+    options.checkpoint_mib = scenario.checkpoint_mib;
     options.workload = "redis".to_string();
     options.suspect_ticks = scenario.suspect_ticks;
     options.tail_records_max = scenario.tail_records_max;
