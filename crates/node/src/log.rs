@@ -473,7 +473,12 @@ impl<D: Disk> LogCore<D> {
             }
         }
         let end = self.wal.lsn_appended();
-        if self.wal.lsn_base().is_none() || end == lsn {
+        if self.wal.lsn_base().is_none() {
+            // The next append continues `lsn`: anchored if a restart rebuilds that state.
+            self.anchored = self.rebuilds(lsn);
+            return Ok(Aligned::AsItWas);
+        }
+        if end == lsn {
             return Ok(Aligned::AsItWas);
         }
         if end > lsn {
@@ -669,6 +674,172 @@ mod tests {
         assert_eq!(log.align_rejoin(10).unwrap(), 10);
         assert_eq!(log.align_rejoin(3).unwrap(), 3);
         assert_eq!(log.lsn_appended(), 3);
+    }
+
+    /// A node's segment under txns, its log fed each commit as a batch and the checkpoints
+    /// a [`crate::Checkpointer`] takes between them; segment files small enough that each
+    /// checkpoint lets the log drop some.
+    struct Logged {
+        segment: Segment,
+        log: LogCore<tandem_wal::SimDisk>,
+        checkpointer: crate::Checkpointer,
+        /// The state after each LSN, to compare a restart with.
+        states: Vec<Vec<u8>>,
+    }
+
+    const PAGES: usize = 64;
+
+    fn small_files() -> WalOptions {
+        WalOptions {
+            segment_bytes_max: 4096,
+        }
+    }
+
+    impl Logged {
+        fn new() -> Logged {
+            let segment = Segment::anonymous(
+                PAGES * tandem_memory::PAGE_SIZE,
+                tandem_memory::Strategy::V3InlineLog,
+            )
+            .unwrap();
+            let disk = tandem_wal::SimDisk::new();
+            let (log, _) = LogCore::open(
+                disk,
+                Path::new("/log"),
+                small_files(),
+                SyncPolicy::Always,
+                0,
+            )
+            .unwrap();
+            Logged {
+                states: vec![segment.bytes().to_vec()],
+                segment,
+                log,
+                checkpointer: crate::Checkpointer::new(2048, 0),
+            }
+        }
+
+        /// One txn writing `value` somewhere, logged; then a checkpoint step.
+        fn commit(&mut self, value: u8) {
+            let lsn = self.segment.lsn() + 1;
+            let offset = (lsn as usize * 997) % (PAGES * tandem_memory::PAGE_SIZE - 64);
+            let mut txn = self.segment.begin();
+            txn.set_range(offset, 64).fill(value);
+            let record = txn.commit().clone();
+            let mut builder = tandem_log::BatchBuilder::new(tandem_log::BatchKind::Redo, 0, 3, lsn);
+            builder.push_redo(
+                tandem_log::CallId {
+                    client_id: 1,
+                    seq: lsn,
+                },
+                &record,
+            );
+            let batch = builder.seal();
+            self.checkpointer.applied(batch.len(), 3);
+            self.log
+                .carry_out(LogOrder::Batch {
+                    batch,
+                    lsn_from: lsn,
+                })
+                .unwrap();
+            let mut orders = Vec::new();
+            self.checkpointer
+                .step(&mut self.segment, self.log.wants_checkpoint(), &mut orders);
+            for order in orders {
+                self.log.carry_out(order).unwrap();
+            }
+            self.log.sync().unwrap();
+            self.states.push(self.segment.bytes().to_vec());
+        }
+
+        /// The machine loses power; the log is opened again and replayed onto a fresh load.
+        fn restart(self, seed: u64) -> (Segment, Replayed, Vec<Vec<u8>>, u64) {
+            let durable = self.log.lsn_durable();
+            let mut disk = self.log.into_disk();
+            disk.crash(seed);
+            let (_, recovered) = LogCore::open(
+                disk,
+                Path::new("/log"),
+                small_files(),
+                SyncPolicy::Always,
+                0,
+            )
+            .unwrap();
+            let mut segment = Segment::anonymous(
+                PAGES * tandem_memory::PAGE_SIZE,
+                tandem_memory::Strategy::V0LinkedUndo,
+            )
+            .unwrap();
+            let replayed = replay_from(
+                &mut segment,
+                recovered.checkpoint.as_ref(),
+                recovered.replay(),
+            )
+            .unwrap();
+            (segment, replayed, self.states, durable)
+        }
+    }
+
+    #[test]
+    fn a_restart_installs_the_newest_checkpoint_and_replays_what_follows() {
+        for seed in 0..20 {
+            let mut logged = Logged::new();
+            for value in 0..150u8 {
+                logged.commit(value);
+            }
+            assert!(
+                logged.log.lsn_checkpoint().is_some(),
+                "checkpoints were taken"
+            );
+            let (segment, replayed, states, durable) = logged.restart(seed);
+            assert!(replayed.lsn >= durable, "seed {seed}: lost durable records");
+            assert_eq!(
+                segment.bytes(),
+                &states[replayed.lsn as usize][..],
+                "seed {seed}: the state at LSN {}",
+                replayed.lsn
+            );
+            assert_eq!(replayed.view, 3);
+            assert!(
+                replayed.records < 150,
+                "seed {seed}: replayed {} records, as if no checkpoint",
+                replayed.records
+            );
+        }
+    }
+
+    /// A log that could not continue (a gap) asks for a checkpoint, and one anchors it again;
+    /// a rewind below a checkpoint deletes it, so a restart never installs a discarded
+    /// history.
+    #[test]
+    fn a_checkpoint_anchors_a_log_again_and_a_rewind_below_it_deletes_it() {
+        let mut logged = Logged::new();
+        for value in 0..10u8 {
+            logged.commit(value);
+        }
+        // The log loses its history (it cannot continue to the segment's LSN).
+        let lsn = logged.segment.lsn();
+        logged.log.align(0).unwrap();
+        logged.log.align(lsn).unwrap();
+        assert_eq!(logged.log.lsn_durable(), 0);
+        assert!(logged.log.wants_checkpoint());
+        logged.commit(11);
+        assert!(!logged.log.wants_checkpoint(), "a checkpoint is under way");
+        assert_eq!(logged.log.lsn_durable(), 0);
+        // Its pages go to the log between the next commits.
+        logged.commit(12);
+        logged.commit(13);
+        assert!(logged.log.lsn_checkpoint().is_some());
+        assert!(!logged.log.wants_checkpoint(), "the checkpoint anchored it");
+        assert_eq!(logged.log.lsn_durable(), logged.segment.lsn());
+
+        let checkpoint = logged.log.lsn_checkpoint().expect("a checkpoint");
+        logged.log.align(checkpoint - 1).unwrap();
+        assert_eq!(
+            logged.log.lsn_checkpoint(),
+            None,
+            "discarded with its history"
+        );
     }
 
     #[test]
