@@ -1291,10 +1291,10 @@ fn replay_log(
     match tandem_node::replay_from(segment, recovered.checkpoint.as_ref(), recovered.replay()) {
         Ok(replayed) => {
             let from = recovered.lsn_checkpoint().map_or(String::new(), |lsn| {
-                format!(" after its checkpoint at LSN {lsn}")
+                format!(", after installing its checkpoint at LSN {lsn}")
             });
             tracing::info!(
-                "node {}: replayed {} records and {} images from its log{from} in {:.0} ms",
+                "node {}: replayed {} records and {} images from its log in {:.0} ms{from}",
                 config.node_id,
                 replayed.records,
                 replayed.images,

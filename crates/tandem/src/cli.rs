@@ -449,6 +449,10 @@ pub struct DurabilityArgs {
     /// logs before the restart.
     #[arg(long, value_name = "S", default_value = "2", value_parser = parse_seconds)]
     pub recovery_seconds: f64,
+    /// MiB of batches between two checkpoints in each recovery cluster, 1 to 65536 (small, so
+    /// that the restart installs a checkpoint and replays only the log after it).
+    #[arg(long = "recovery-checkpoint-mib", value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub recovery_checkpoint_mib: u64,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,

@@ -35,10 +35,10 @@ use tandem_replication::{AckCount, Safety};
 use crate::Failure;
 use crate::bench::resp_load::{
     RedisProcess, Tally, Target, Test, ratio_cell, redis_server_version, run_slice, start_redis,
-    start_tandem,
+    start_tandem, start_tandem_with,
 };
 use crate::cli::DurabilityArgs;
-use crate::local::LocalCluster;
+use crate::local::{LocalCluster, Options};
 
 /// The longest measured slice: `--seconds` is split into slices no longer than this.
 const SLICE_MAX: Duration = Duration::from_millis(500);
@@ -175,11 +175,15 @@ struct Report {
 #[derive(Debug, Serialize)]
 pub struct Recovery {
     pub db_mib: u64,
+    /// The log's files (segments and checkpoint) when the node was killed.
     pub log_mib: f64,
     pub restart_s: f64,
     pub replay_s: f64,
     /// Records and images the replay applied.
     pub records: u64,
+    /// The checkpoint the restart installed first, if any: its LSN and its MiB.
+    pub checkpoint_lsn: Option<u64>,
+    pub checkpoint_mib: f64,
 }
 
 /// The node restarted: the last one, a backup of the first view.
@@ -187,14 +191,17 @@ const RESTARTED: u32 = 3;
 
 /// Fills a cluster of `db_mib` for `seconds`, kills a backup, starts it again, and times
 /// its way back from its log.
-fn measure_recovery(dir: &Path, db_mib: u32, seconds: f64) -> Result<Recovery, Failure> {
+fn measure_recovery(
+    dir: &Path,
+    db_mib: u32,
+    seconds: f64,
+    checkpoint_mib: u64,
+) -> Result<Recovery, Failure> {
     let folder = dir.join(format!("recovery-{db_mib}mib"));
-    let (mut cluster, address) = start_tandem(
-        &folder,
-        RESTARTED,
-        Safety::TwoSafe(AckCount::All),
-        db_mib as usize,
-    )?;
+    let mut options = Options::new(RESTARTED).with_db_mib(db_mib as usize);
+    options.checkpoint_mib = checkpoint_mib;
+    let (mut cluster, address) =
+        start_tandem_with(&folder, options, Safety::TwoSafe(AckCount::All))?;
     let target = Target::load(address, false)?;
     let filled = run_slice(
         &target,
@@ -208,10 +215,19 @@ fn measure_recovery(dir: &Path, db_mib: u32, seconds: f64) -> Result<Recovery, F
         return Err(Failure::Run(format!("filling the cluster: {error}")));
     }
     let log_dir = folder.join(format!("node{RESTARTED}")).join("log");
-    let log_bytes: u64 = std::fs::read_dir(&log_dir)
+    let files: Vec<(String, u64)> = std::fs::read_dir(&log_dir)
         .map_err(|err| Failure::Run(format!("{}: {err}", log_dir.display())))?
-        .filter_map(|entry| entry.ok()?.metadata().ok())
-        .map(|meta| meta.len())
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let len = entry.metadata().ok()?.len();
+            Some((entry.file_name().to_string_lossy().into_owned(), len))
+        })
+        .collect();
+    let log_bytes: u64 = files.iter().map(|(_, len)| len).sum();
+    let checkpoint_bytes: u64 = files
+        .iter()
+        .filter(|(name, _)| name.ends_with(".ckpt"))
+        .map(|(_, len)| len)
         .sum();
     cluster.kill(RESTARTED);
     let started = Instant::now();
@@ -253,7 +269,21 @@ fn measure_recovery(dir: &Path, db_mib: u32, seconds: f64) -> Result<Recovery, F
         restart_s,
         replay_s,
         records,
+        checkpoint_lsn: checkpoint_installed(&log),
+        checkpoint_mib: checkpoint_bytes as f64 / f64::from(1 << 20),
     })
+}
+
+/// The LSN of the checkpoint a restarted node's log says it installed before its replay.
+fn checkpoint_installed(log: &str) -> Option<u64> {
+    let marker = "after installing its checkpoint at LSN ";
+    let line = log.lines().rev().find(|line| line.contains(marker))?;
+    let start = line.find(marker)? + marker.len();
+    let digits: String = line[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 /// Longest a restarted node may take to serve again before the bench gives up on it.
@@ -390,7 +420,12 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
              from its log",
             args.recovery_seconds
         ));
-        recovery.push(measure_recovery(dir, db_mib, args.recovery_seconds)?);
+        recovery.push(measure_recovery(
+            dir,
+            db_mib,
+            args.recovery_seconds,
+            args.recovery_checkpoint_mib,
+        )?);
     }
     if args.json {
         let report = Report { runs, recovery };
@@ -447,18 +482,24 @@ fn print_report(runs: &[Run], workloads: &[Workload], recovery: &[Recovery]) {
         return;
     }
     println!(
-        "{:>7} {:>9} {:>10} {:>11} {:>10}",
-        "db MiB", "log MiB", "records", "restart s", "replay s"
+        "{:>7} {:>9} {:>15} {:>10} {:>11} {:>10}",
+        "db MiB", "log MiB", "checkpoint MiB", "records", "restart s", "replay s"
     );
     for restart in recovery {
         println!(
-            "{:>7} {:>9.1} {:>10} {:>11.3} {:>10.3}",
-            restart.db_mib, restart.log_mib, restart.records, restart.restart_s, restart.replay_s
+            "{:>7} {:>9.1} {:>15.1} {:>10} {:>11.3} {:>10.3}",
+            restart.db_mib,
+            restart.log_mib,
+            restart.checkpoint_mib,
+            restart.records,
+            restart.restart_s,
+            restart.replay_s
         );
     }
     println!(
         "(restart: from the killed backup's start to its serving as a backup again; replay: \
-         its log onto the initial load, no checkpoint yet)"
+         its newest checkpoint installed on the initial load, then the log after it; log MiB \
+         counts the checkpoint's file too)"
     );
 }
 

@@ -357,7 +357,15 @@ pub fn start_tandem(
     safety: Safety,
     db_mib: usize,
 ) -> Result<(LocalCluster, SocketAddr), Failure> {
-    let mut options = Options::new(nodes).with_db_mib(db_mib);
+    start_tandem_with(dir, Options::new(nodes).with_db_mib(db_mib), safety)
+}
+
+/// [`start_tandem`] with every local cluster option given.
+pub fn start_tandem_with(
+    dir: &Path,
+    mut options: Options,
+    safety: Safety,
+) -> Result<(LocalCluster, SocketAddr), Failure> {
     options.safety = safety;
     options.workload = "redis".into();
     let mut cluster = LocalCluster::start(dir, &options)?;
