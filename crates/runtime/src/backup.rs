@@ -1165,7 +1165,12 @@ fn run_applier(
                     }
                 }
                 ToApplier::Batch(batch) => match replica.applier.apply(batch) {
-                    Ok(Some(lsn)) => state.note_applied(lsn),
+                    Ok(Some(lsn)) => {
+                        state.note_applied(lsn);
+                        // Under a steady stream this loop never runs dry: a checkpoint goes
+                        // on between batches.
+                        checkpoint_step(&mut replica, &state, &mut log_orders);
+                    }
                     Ok(None) => {}
                     Err(err) => {
                         tracing::error!(
@@ -1212,13 +1217,18 @@ fn run_applier(
         if let Some(ack) = replica.applier.take_ack(state.gate.view()) {
             state.send_ack(&ack, &mut frame);
         }
-        if let Some(log) = &state.log {
-            replica
-                .applier
-                .checkpoint_step(log.checkpoint_wanted(), &mut log_orders);
-            for order in log_orders.drain(..) {
-                log.order(order);
-            }
+        checkpoint_step(&mut replica, &state, &mut log_orders);
+    }
+}
+
+/// One step of the role's checkpoint, if the node keeps a log: its orders go to the log at once.
+fn checkpoint_step(replica: &mut Replica, state: &Shared, orders: &mut Vec<tandem_node::LogOrder>) {
+    if let Some(log) = &state.log {
+        replica
+            .applier
+            .checkpoint_step(log.checkpoint_wanted(), orders);
+        for order in orders.drain(..) {
+            log.order(order);
         }
     }
 }
