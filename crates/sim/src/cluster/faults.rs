@@ -423,6 +423,16 @@ impl World {
             // Nothing is up to lose power (the last one has not come back yet).
             return;
         }
+        if self.nodes.iter().any(|node| node.log.is_poisoned()) {
+            // A poisoned log is a disk that failed already (its node runs on without
+            // durability until its operator restarts it): a power loss now is a second
+            // failure, beyond what `durable` promises. K-of-n seed 699: the only backup of
+            // the view had a poisoned log, the records acknowledged were in the primary's
+            // and a spare's logs only, and no reporter could be promoted for good. The
+            // power loss waits a tick.
+            self.schedule(MICROS_PER_TICK, Event::PowerLoss);
+            return;
+        }
         self.note_releasable();
         self.report.power_losses += 1;
         self.note("power loss: every node crashes".into());
