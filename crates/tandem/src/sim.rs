@@ -40,6 +40,12 @@ struct SeedReport {
     logs_poisoned: u64,
     log_replays: u64,
     recovered_followed: u64,
+    /// Power losses (every node crashed at once), promotions of a restarted node from the
+    /// records its log gave back, and clients whose last acknowledged commit a power loss
+    /// took under a rule that acknowledges from memory.
+    power_losses: u64,
+    recovered_promoted: u64,
+    acks_lost_to_power: u64,
     /// The Redis model's figures (absent for Debit-Credit, whose reports stay as they were).
     #[serde(flatten)]
     redis: Option<RedisFigures>,
@@ -68,6 +74,9 @@ struct RangeReport {
     /// Seeds in which a crash took the only copy of acknowledged records (a second failure:
     /// the run then holds the cluster to neither those records nor recovery).
     seeds_sole_copy_crashed: u64,
+    /// Power losses over every seed, and promotions from records a log gave back.
+    power_losses: u64,
+    recovered_promoted: u64,
     calls: u64,
     wall_s: f64,
     calls_per_wall_s: f64,
@@ -104,6 +113,7 @@ fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
         mix,
         model,
         sabotage: None,
+        release_unchecked: false,
     };
     let report = tandem_sim::run_cluster_with(seed, args.ticks, options);
     let redis = (model == tandem_sim::Model::Redis).then(|| RedisFigures {
@@ -132,6 +142,9 @@ fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
         logs_poisoned: report.logs_poisoned,
         log_replays: report.log_replays,
         recovered_followed: report.recovered_followed,
+        power_losses: report.power_losses,
+        recovered_promoted: report.recovered_promoted,
+        acks_lost_to_power: report.acks_lost_to_power,
         redis,
         ok: report.failure.is_none(),
         failure: report.failure,
@@ -187,6 +200,11 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
                  {} roles followed a view from the records replayed",
                 out.log_syncs, out.logs_poisoned, out.log_replays, out.recovered_followed
             );
+            println!(
+                "power: {} losses, {} primaries promoted from the records replayed, {} clients' \
+                 last acknowledged commit lost with the memory it lived in",
+                out.power_losses, out.recovered_promoted, out.acks_lost_to_power
+            );
             if let Some(redis) = &out.redis {
                 println!(
                     "redis: {} acknowledged replies checked against the reference ({} from \
@@ -224,6 +242,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut calls = 0;
     let mut seeds_run = 0;
     let mut seeds_sole_copy_crashed = 0;
+    let (mut power_losses, mut recovered_promoted) = (0, 0);
     let (mut replies_checked, mut sweeps) = (None, None);
     for seed in seeds.clone() {
         let report = run_seed(args, seed);
@@ -233,6 +252,8 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
             *replies_checked.get_or_insert(0) += redis.replies_checked;
             *sweeps.get_or_insert(0) += redis.sweeps;
         }
+        power_losses += report.power_losses;
+        recovered_promoted += report.recovered_promoted;
         if report.sole_copy_crashes > 0 {
             seeds_sole_copy_crashed += 1;
         }
@@ -274,6 +295,8 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         seeds: seeds_run,
         failed: failed.clone(),
         seeds_sole_copy_crashed,
+        power_losses,
+        recovered_promoted,
         calls,
         wall_s,
         calls_per_wall_s: calls as f64 / wall_s,
@@ -285,13 +308,16 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     } else {
         println!(
             "{} seeds, {} failed ({} lost the only copy of acknowledged records in a crash), {} \
-             client calls in {:.1} s ({:.0} calls per second)",
+             client calls in {:.1} s ({:.0} calls per second); {} power losses, {} primaries \
+             promoted from records a log gave back",
             report.seeds,
             failed.len(),
             report.seeds_sole_copy_crashed,
             calls,
             wall_s,
-            report.calls_per_wall_s
+            report.calls_per_wall_s,
+            report.power_losses,
+            report.recovered_promoted
         );
         if let (Some(replies), Some(sweeps)) = (report.replies_checked, report.sweeps) {
             println!(

@@ -190,6 +190,8 @@ impl World {
         wire: Wire,
     ) -> Result<(), String> {
         let now = self.now_duration();
+        let power_losses = self.report.power_losses;
+        let durable = matches!(self.faults.safety, Safety::Durable(_));
         let state = &mut self.clients[client];
         let current = state.conn;
         let Some((route, _)) = state.call.as_mut() else {
@@ -244,8 +246,11 @@ impl World {
                 if state.router.answered(route, reply, now) == Report::Ignored {
                     return Ok(());
                 }
-                // Answered: a linearizable read sent from now on must reflect it.
-                self.lsn_answered_max = self.lsn_answered_max.max(lsn);
+                // Answered: a linearizable read sent from now on must reflect it (unless it
+                // was released before a power loss that took it, its answer on the way).
+                if durable || witness.power_losses == power_losses {
+                    self.lsn_answered_max = self.lsn_answered_max.max(lsn);
+                }
                 if let (ClientCalls::Redis(redis), Some(body)) = (&mut state.calls, kept) {
                     redis.acked.push(AckedReply {
                         seq,
@@ -256,8 +261,12 @@ impl World {
                     });
                 }
                 // Under a 1-safe rule a new view may rightly lose released commits, and
-                // LSNs go back with them.
-                if lsn < state.lsn_last && fenced_by_acks(self.faults.safety) {
+                // LSNs go back with them; so may a power loss under a rule that acknowledges
+                // from memory.
+                let kept = fenced_by_acks(self.faults.safety)
+                    && (durable || witness.power_losses == state.power_losses_last);
+                state.power_losses_last = witness.power_losses;
+                if lsn < state.lsn_last && kept {
                     let last = state.lsn_last;
                     return Err(self.fail(format!(
                         "client {client} got LSN {lsn} for call {seq} after LSN {last}"

@@ -57,6 +57,11 @@ pub struct ClusterFaults {
     /// Chances per million node ticks that the node's disk fails its next sync (the log
     /// poisons).
     pub sync_fail_per_tick_ppm: u64,
+    /// Power losses during the fault period (0 to 2): every node crashes at the same instant
+    /// (each disk keeps its synced bytes and a drawn part of the rest), and every node
+    /// restarts after a drawn delay. Drawn from a generator of its own (see
+    /// [`ClusterFaults::draw_power`]), so that seeds without them run as before.
+    pub power_losses: u64,
 }
 
 /// Which part of the fault space a seed's rates are drawn from.
@@ -102,6 +107,23 @@ impl ClusterFaults {
         self.sync_delay_max = self.sync_delay_min + rng.below(1_300);
         self.sync_fail_per_tick_ppm = if rng.below(4) == 0 {
             200 + rng.below(2_000)
+        } else {
+            0
+        };
+    }
+
+    /// Draws the power losses from `rng`, the generator power losses use: one `durable` seed
+    /// in two loses power once or twice (acknowledged records survive in the logs, and the
+    /// checkers hold the run to them); one seed in eight of the other rules does too (their
+    /// acknowledgements lived in memory, and the checkers exempt those made before the power
+    /// loss that did not survive it).
+    pub fn draw_power(&mut self, rng: &mut Rng) {
+        let one_in = match self.safety {
+            Safety::Durable(_) => 2,
+            _ => 8,
+        };
+        self.power_losses = if rng.below(one_in) == 0 {
+            1 + rng.below(2)
         } else {
             0
         };
@@ -185,6 +207,7 @@ impl ClusterFaults {
             sync_delay_min: 0,
             sync_delay_max: 0,
             sync_fail_per_tick_ppm: 0,
+            power_losses: 0,
         };
         // An operator sizes the tick to the network: a primary's lease (about suspect_ticks
         // − 4 ticks) must outlast a heartbeat's round trip, or no answer that needs it ever
@@ -204,7 +227,7 @@ impl fmt::Display for ClusterFaults {
              loss {} ppm, dup {} ppm, reorder {} ppm, partitions {} ppm/tick ≤{} ticks, resets {} ppm/tick, crashes {} ppm/tick{} \
              restart ≤{} ticks, pauses {} ppm/tick ≤{} ticks, drift ±{} µt/tick, slow {}, \
              deadline {} µt, retry {} µt, batches ≤{} B, tail ≤{} records; syncs {}..{} µt, \
-             failed syncs {} ppm/tick",
+             failed syncs {} ppm/tick, power losses {}",
             self.nodes,
             self.clients,
             self.safety,
@@ -238,7 +261,8 @@ impl fmt::Display for ClusterFaults {
             self.tail_records_max,
             self.sync_delay_min,
             self.sync_delay_max,
-            self.sync_fail_per_tick_ppm
+            self.sync_fail_per_tick_ppm,
+            self.power_losses
         )
     }
 }
@@ -380,6 +404,60 @@ impl World {
                 "node {node} crashes holding the only copy of acknowledged records"
             ));
         }
+        self.lose_memory(node);
+    }
+
+    /// Every node loses power at the same instant: each one that is up crashes (its disk
+    /// keeps the synced bytes and a drawn part of the rest, its config store what it last
+    /// saved), and every node restarts after a delay drawn from the power losses' generator,
+    /// a little apart, in the order the draws give. A node down already keeps the restart it
+    /// had. Under `durable` every acknowledged record is in the logs of the primary and k
+    /// backups, and the checkers hold the run to them; under the rules that acknowledge from
+    /// memory, what was acknowledged before now may be lost (see `acked_kept`), and only
+    /// that is exempt.
+    pub(super) fn power_loss(&mut self) {
+        if !self.faults_on {
+            return;
+        }
+        if self.nodes.iter().all(|node| node.supervisor.is_none()) {
+            // Nothing is up to lose power (the last one has not come back yet).
+            return;
+        }
+        if self.nodes.iter().any(|node| node.log.is_poisoned()) {
+            // A poisoned log is a disk that failed already (its node runs on without
+            // durability until its operator restarts it): a power loss now is a second
+            // failure, beyond what `durable` promises. K-of-n seed 699: the only backup of
+            // the view had a poisoned log, the records acknowledged were in the primary's
+            // and a spare's logs only, and no reporter could be promoted for good. The
+            // power loss waits a tick.
+            self.schedule(MICROS_PER_TICK, Event::PowerLoss);
+            return;
+        }
+        self.note_releasable();
+        self.report.power_losses += 1;
+        self.note("power loss: every node crashes".into());
+        if !matches!(self.faults.safety, Safety::Durable(_)) {
+            // What was answered before lived in memory: reads and replies from now on are
+            // judged against what was answered since.
+            self.lsn_answered_max = 0;
+            self.lsn_releasable_max = 0;
+        }
+        // Every node back within the usual restart delays, a few ticks apart at most.
+        let restart = (1 + self.power_rng.below(self.faults.restart_ticks_max)) * MICROS_PER_TICK;
+        for index in 0..self.nodes.len() {
+            let node = self.nodes[index].id;
+            if self.nodes[index].supervisor.is_none() {
+                continue;
+            }
+            self.lose_memory(node);
+            let stagger = self.power_rng.below(3 * MICROS_PER_TICK);
+            self.schedule(restart + stagger, Event::Restart { node });
+        }
+    }
+
+    /// The node's process dies: its memory is gone, its disk crashes, its peers see its
+    /// connections close.
+    fn lose_memory(&mut self, node: NodeId) {
         self.crash_log(node);
         let state = &mut self.nodes[index_of(node)];
         state.supervisor = None;
@@ -439,6 +517,14 @@ impl World {
         self.lsn_releasable_max = self.lsn_releasable_max.max(held[needed - 1]);
     }
 
+    /// Whether an answer released after `power_losses` power losses must survive: under
+    /// `durable` always (its record was synced by the primary and k backups), under the
+    /// rules that acknowledge from memory only if no power loss came since (it took the
+    /// memory the answer's record lived in).
+    pub(super) fn acked_kept(&self, power_losses: u64) -> bool {
+        matches!(self.faults.safety, Safety::Durable(_)) || power_losses == self.report.power_losses
+    }
+
     /// Whether `node` holds every acknowledged record (or one a reply may have been released
     /// for: `lsn_releasable_max`) and no other node that is up does:
     /// a node holds them when it serves the newest view (its primary, or a backup or spare
@@ -447,7 +533,8 @@ impl World {
         let lsn_acked = self
             .acked
             .values()
-            .map(|&(_, lsn)| lsn)
+            .filter(|acked| self.acked_kept(acked.power_losses))
+            .map(|acked| acked.lsn)
             .max()
             .unwrap_or(0)
             .max(self.lsn_releasable_max);

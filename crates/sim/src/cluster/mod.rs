@@ -41,6 +41,13 @@
 //!   its own as the runtime's log thread does (a sync takes simulated time; group commit);
 //!   a crash crashes the disk (unsynced bytes lost or torn), a restart recovers the log and
 //!   replays it, and one seed in four fails a sync now and then (the log poisons).
+//! - power loss ([`faults`]): in one `durable` seed in two and one seed in eight of the
+//!   other rules, once or twice, every node crashes at the same instant (each disk as a
+//!   crash leaves it) and all restart a little apart; the group comes back through a
+//!   promotion from the records the logs gave back. Not while a log is poisoned (a second
+//!   failure). Under `durable` every checker holds across it unchanged; under the rules that
+//!   acknowledge from memory, the answers released before the latest power loss whose
+//!   records did not survive it are exempt, and only those.
 //!
 //! Checkers, after every step that could break them:
 //! - no acknowledged 2-safe commit is lost: when a backup takes over, and at the end, the
@@ -179,6 +186,9 @@ const RESET_SEED: u64 = 0x7265_7365_7473;
 /// Mixed into a seed for the generator of the disks' draws (which seeds run `durable`, how
 /// long a sync takes, failed syncs, what a crash keeps of unsynced bytes).
 const DISK_SEED: u64 = 0x6469_736b;
+/// Mixed into a seed for the generator of power losses (whether a seed has them, when, and
+/// when each node comes back).
+const POWER_SEED: u64 = 0x0070_6f77_6572;
 
 /// The data model a run's nodes serve and its clients call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -208,6 +218,10 @@ pub struct RunOptions {
     pub mix: Mix,
     pub model: Model,
     pub sabotage: Option<ClusterSabotage>,
+    /// The release checker stands aside (for tests): a planted bug it would catch as the
+    /// reply leaves is left to the checkers behind it, which must catch it too once the
+    /// record is lost (`durable-before-sync` across a power loss).
+    pub release_unchecked: bool,
 }
 
 /// What a run did and whether every checker held.
@@ -262,6 +276,15 @@ pub struct ClusterReport {
     /// Roles started from those records (a restarted node that followed a view from what
     /// its log gave back, kept or rewound, instead of reloading).
     pub recovered_followed: u64,
+    /// Power losses (every node crashed at once; each node's crash is counted in
+    /// `crashes` too), and promotions of a restarted node from the records its log gave
+    /// back (counted in `recovered_followed` too), which is how a group that lost power
+    /// comes back.
+    pub power_losses: u64,
+    pub recovered_promoted: u64,
+    /// Clients whose last acknowledged commit a power loss took under a rule that
+    /// acknowledges from memory (exempt from the lost-commit checker; counted at the end).
+    pub acks_lost_to_power: u64,
     /// The first checker that failed, with the tick it failed at.
     pub failure: Option<String>,
     /// The last events before the end (or the failure), oldest first.
@@ -353,6 +376,8 @@ enum Event {
         node: NodeId,
         epoch: u64,
     },
+    /// Every node loses power at once (`World::power_loss`).
+    PowerLoss,
     /// A client's next call.
     ClientNext {
         client: usize,
@@ -405,6 +430,10 @@ impl ClientConn {
 struct Witness {
     ran_at_ms: u64,
     chain: u64,
+    /// Power losses before the answer was released: one released before the latest may
+    /// have been lost with the memory it lived in, under a rule that acknowledges from
+    /// memory (set under both models).
+    power_losses: u64,
 }
 
 /// A primary role as the simulator holds it: the node core's role (answers go to a client's
@@ -549,7 +578,9 @@ struct Client {
     waiting: Waiting,
     /// Bumped whenever what the client waits for changes: a timer of an older epoch is void.
     epoch: u64,
+    /// The LSN of its last answer, and the power losses before that answer was released.
     lsn_last: u64,
+    power_losses_last: u64,
 }
 
 /// Where a client's calls come from.
@@ -636,6 +667,9 @@ struct ReadSent {
     consistency: ReadConsistency,
     /// The highest LSN any client had been answered with when the read was sent.
     lsn_acked_before: u64,
+    /// Power losses before it was sent (it was served before the next one, if at all: a
+    /// restarted node never hears its old connections).
+    power_losses: u64,
 }
 
 struct World {
@@ -644,6 +678,8 @@ struct World {
     reset_rng: Rng,
     /// The generator of the disks' draws alone.
     disk_rng: Rng,
+    /// The generator of power losses alone, so that seeds without them run as before.
+    power_rng: Rng,
     faults: ClusterFaults,
     now: u64,
     queue: EventQueue<Event>,
@@ -683,8 +719,8 @@ struct World {
     /// tick count is `lease_ticks` past the count when it heard, which its next tick raises
     /// by one (a pause only delays that).
     promise_end: BTreeMap<(NodeId, NodeId), u64>,
-    /// Each client's last acknowledged commit: (seq, LSN).
-    acked: BTreeMap<usize, (u64, u64)>,
+    /// Each client's last acknowledged commit.
+    acked: BTreeMap<usize, Acked>,
     /// The highest LSN that k backups of the newest view really held at once under a 2-safe
     /// rule of k acks: a reply for it may have been released, and no node can tell, so the
     /// view change keeps it like an acknowledged record. A crash that takes its only copy
@@ -705,10 +741,21 @@ struct World {
     /// The current primary's checksum at sealed batch ends (LSN → CRC32C).
     checksums: BTreeMap<u64, u32>,
     sabotage: Option<ClusterSabotage>,
+    /// See `RunOptions::release_unchecked`.
+    release_unchecked: bool,
     /// Batches sent to node 2 so far (for the sabotage).
     batches_to_2: u64,
     report: ClusterReport,
     trace: Trace,
+}
+
+/// A client's last acknowledged commit, for the lost-commit checker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Acked {
+    seq: u64,
+    lsn: u64,
+    /// Power losses before its reply was released (see `World::acked_kept`).
+    power_losses: u64,
 }
 
 /// What a run of the Redis model keeps beside the world for its reply checker.
@@ -773,6 +820,7 @@ pub fn run_cluster_sabotaged(
         mix,
         model: Model::DebitCredit,
         sabotage,
+        release_unchecked: false,
     };
     run_cluster_with(seed, ticks, options)
 }
@@ -782,6 +830,7 @@ pub fn run_cluster_sabotaged(
 pub fn run_cluster_with(seed: u64, ticks: u64, options: RunOptions) -> ClusterReport {
     let mut world = World::new(seed, options.mix, options.model);
     world.sabotage = options.sabotage;
+    world.release_unchecked = options.release_unchecked;
     let result = panic::catch_unwind(AssertUnwindSafe(|| world.simulate(ticks)));
     let failure = match result {
         Ok(Ok(())) => None,
@@ -820,6 +869,8 @@ impl World {
         faults.draw_resets(&mut reset_rng);
         let mut disk_rng = Rng::new(seed ^ DISK_SEED);
         faults.draw_disks(&mut disk_rng);
+        let mut power_rng = Rng::new(seed ^ POWER_SEED);
+        faults.draw_power(&mut power_rng);
         let (model, segment_len): (Box<dyn DataModel>, usize) = match model_kind {
             Model::DebitCredit => {
                 let config = DebitCreditConfig {
@@ -930,6 +981,7 @@ impl World {
                 waiting: Waiting::Nothing,
                 epoch: 0,
                 lsn_last: 0,
+                power_losses_last: 0,
             })
             .collect();
         let mut period = BTreeMap::new();
@@ -941,6 +993,7 @@ impl World {
             rng,
             reset_rng,
             disk_rng,
+            power_rng,
             now: 0,
             queue: EventQueue::new(),
             model,
@@ -985,6 +1038,7 @@ impl World {
             sole_copy_lost: false,
             checksums: BTreeMap::new(),
             sabotage: None,
+            release_unchecked: false,
             batches_to_2: 0,
             report: ClusterReport {
                 seed,
@@ -1013,6 +1067,9 @@ impl World {
                 logs_poisoned: 0,
                 log_replays: 0,
                 recovered_followed: 0,
+                power_losses: 0,
+                recovered_promoted: 0,
+                acks_lost_to_power: 0,
                 failure: None,
                 trace: Vec::new(),
             },
@@ -1055,6 +1112,12 @@ impl World {
     fn simulate(&mut self, ticks: u64) -> Result<(), String> {
         let safety_end = ticks * MICROS_PER_TICK;
         let liveness_end = safety_end + LIVENESS_TICKS * MICROS_PER_TICK;
+        // Power losses strike in the middle three quarters of the fault period: the cluster
+        // has served a while before, and has time to come back before the faults heal.
+        for _ in 0..self.faults.power_losses {
+            let at = safety_end / 8 + self.power_rng.below((safety_end * 3 / 4).max(1));
+            self.schedule(at, Event::PowerLoss);
+        }
         while let Some((at, event)) = self.queue.pop() {
             self.now = at;
             if self.faults_on && self.now >= safety_end {
@@ -1152,6 +1215,10 @@ impl World {
                 Ok(())
             }
             Event::LogSynced { node, epoch } => self.log_synced(node, epoch),
+            Event::PowerLoss => {
+                self.power_loss();
+                Ok(())
+            }
             Event::ClientNext { client } => self.client_next(client),
             Event::ClientTimer { client, epoch } => {
                 self.client_timer(client, epoch);
@@ -1179,6 +1246,21 @@ struct CallsHeld {
 }
 
 impl CallsHeld {
+    /// The calls `segment`'s records hold as far as its dedup table tells: each client's last
+    /// committed seq. For records rebuilt from a log, whose calls were never seen applied: a
+    /// retry after the restart must be answered from that table, not run again.
+    fn from_dedup(segment: &Segment, clients: usize) -> CallsHeld {
+        let dedup = tandem_store::DedupTable::for_segment_len(segment.len());
+        let seq_last = (0..clients)
+            .map(|client| {
+                dedup
+                    .entry(segment, client_id(client))
+                    .map_or(0, |entry| entry.seq())
+            })
+            .collect();
+        CallsHeld { seq_last }
+    }
+
     /// Records `call`; false if its client's seqs did not go up.
     fn insert(&mut self, call: CallId) -> bool {
         if call.client_id == 0 {

@@ -221,7 +221,9 @@ impl World {
                     view.number
                 ));
                 self.report.recovered_followed += 1;
+                self.report.recovered_promoted += 1;
                 self.checksums.split_off(&(lsn + 1));
+                let calls = CallsHeld::from_dedup(&segment, self.clients.len());
                 let mut primary = Primary::resume(self.primary_config(view), lsn, Vec::new());
                 primary.hold_releases(lease_owed_ticks);
                 if lease_owed_ticks > 0 {
@@ -229,11 +231,7 @@ impl World {
                 }
                 let store = Store::open(segment, self.model.replica());
                 let role = tandem_node::PrimaryRole::new(store, primary);
-                Slot::Primary(Box::new(PrimaryRole::new(
-                    role,
-                    CallsHeld::default(),
-                    history,
-                )))
+                Slot::Primary(Box::new(PrimaryRole::new(role, calls, history)))
             }
             (Transition::StartPrimary, _) => {
                 // A role that starts from the load does not take records rebuilt from the log.
@@ -269,7 +267,8 @@ impl World {
                     segment.lsn()
                 ));
                 self.report.recovered_followed += 1;
-                self.backup_on(node, segment, view, CallsHeld::default(), history)
+                let calls = CallsHeld::from_dedup(&segment, self.clients.len());
+                self.backup_on(node, segment, view, calls, history)
             }
             (Transition::Follow { lsn }, Slot::Backup(mut role)) => {
                 let lsn_applied = role.applier.lsn_applied();
@@ -943,10 +942,15 @@ impl World {
             }
             self.check_release(node, reply.lsn)?;
             let lsn = lsn_first.unwrap_or(reply.lsn);
+            let power_losses = self.report.power_losses;
             if committed && fenced_by_acks(self.faults.safety) {
-                let acked = self.acked.entry(client).or_insert((0, 0));
-                if seq > acked.0 {
-                    *acked = (seq, lsn);
+                let acked = self.acked.entry(client).or_default();
+                if seq > acked.seq {
+                    *acked = Acked {
+                        seq,
+                        lsn,
+                        power_losses,
+                    };
                 }
             }
             let (status, mut body) = match kind {
@@ -960,8 +964,12 @@ impl World {
                 Slot::Primary(role) if self.redis.is_some() => Witness {
                     ran_at_ms,
                     chain: role.history.chain_at(lsn),
+                    power_losses,
                 },
-                _ => Witness::default(),
+                _ => Witness {
+                    power_losses,
+                    ..Witness::default()
+                },
             };
             if status == ReplyStatus::Committed {
                 self.maybe_alter_reply(&mut body);

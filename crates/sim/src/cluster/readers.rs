@@ -25,6 +25,7 @@ impl World {
         let call = self.read_call();
         let nodes = self.nodes.len();
         let lsn_acked_before = self.lsn_answered_max;
+        let power_losses = self.report.power_losses;
         let state = &mut self.readers[reader];
         state.seq += 1;
         state.conn += 1;
@@ -37,6 +38,7 @@ impl World {
             min_lsn: state.lsn_seen,
             consistency,
             lsn_acked_before,
+            power_losses,
         };
         state.in_flight = Some(sent);
         let epoch = state.epoch;
@@ -122,7 +124,9 @@ impl World {
                 sent.lsn_acked_before
             )));
         }
-        if answers_kept {
+        // A read served before a power loss (its answer still on the way) raises nothing that
+        // reads sent after it are judged by, unless its records were in the logs.
+        if answers_kept && self.acked_kept(sent.power_losses) {
             self.lsn_answered_max = self.lsn_answered_max.max(lsn);
         }
         self.schedule_next_read(reader);
