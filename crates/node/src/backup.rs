@@ -114,11 +114,11 @@ impl ApplierRole {
     /// Checkpoints the segment for the node's log once `bytes_between` bytes of batches
     /// were applied since the last one (`lsn_load`: the initial load's LSN, whose pages a
     /// checkpoint leaves out). A passive backup has no segment to checkpoint.
-    pub fn with_checkpoints(mut self, bytes_between: u64, lsn_load: u64) -> ApplierRole {
-        if matches!(self.replica, Replica::Active { .. }) {
+    /// A role that checkpoints already keeps its schedule and the checkpoint under way.
+    pub fn enable_checkpoints(&mut self, bytes_between: u64, lsn_load: u64) {
+        if matches!(self.replica, Replica::Active { .. }) && self.checkpointer.is_none() {
             self.checkpointer = Some(Checkpointer::new(bytes_between, lsn_load));
         }
-        self
     }
 
     /// Begins a checkpoint if one is due (or the log `wanted` one: `LogCore::wants_checkpoint`),

@@ -204,9 +204,11 @@ impl<T> PrimaryRole<T> {
     /// sealed since the last one (`lsn_load`: the initial load's LSN, whose pages a
     /// checkpoint leaves out). Backups do the same; the primary's own log would otherwise
     /// grow for ever.
-    pub fn with_checkpoints(mut self, bytes_between: u64, lsn_load: u64) -> PrimaryRole<T> {
-        self.checkpointer = Some(Checkpointer::new(bytes_between, lsn_load));
-        self
+    /// A role that checkpoints already keeps its schedule and the checkpoint under way.
+    pub fn enable_checkpoints(&mut self, bytes_between: u64, lsn_load: u64) {
+        if self.checkpointer.is_none() {
+            self.checkpointer = Some(Checkpointer::new(bytes_between, lsn_load));
+        }
     }
 
     /// Begins a checkpoint if one is due (or the log `wanted` one), or hands the log the

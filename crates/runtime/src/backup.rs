@@ -551,7 +551,7 @@ pub fn start_role(
             if let Some(log) = &log {
                 // A backup checkpoints for its log, which then drops what a checkpoint covers.
                 let (bytes_between, lsn_load) = log.checkpoints();
-                replica.applier = replica.applier.with_checkpoints(bytes_between, lsn_load);
+                replica.applier.enable_checkpoints(bytes_between, lsn_load);
             }
             replica
         }

@@ -509,7 +509,7 @@ pub fn start_role(
         // A passive primary's segment carries its backups' trace: it takes no snapshot.
         if !passive {
             let (bytes_between, lsn_load) = log.checkpoints();
-            role = role.with_checkpoints(bytes_between, lsn_load);
+            role.enable_checkpoints(bytes_between, lsn_load);
         }
         let inbound = inbound.clone();
         log.listen(Some(Box::new(move |lsn| {

@@ -40,6 +40,9 @@ struct SeedReport {
     logs_poisoned: u64,
     log_replays: u64,
     recovered_followed: u64,
+    /// Checkpoints handed to the logs whole, and restarts that installed one.
+    checkpoints: u64,
+    checkpoints_installed: u64,
     /// Power losses (every node crashed at once), promotions of a restarted node from the
     /// records its log gave back, and clients whose last acknowledged commit a power loss
     /// took under a rule that acknowledges from memory.
@@ -142,6 +145,8 @@ fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
         logs_poisoned: report.logs_poisoned,
         log_replays: report.log_replays,
         recovered_followed: report.recovered_followed,
+        checkpoints: report.checkpoints,
+        checkpoints_installed: report.checkpoints_installed,
         power_losses: report.power_losses,
         recovered_promoted: report.recovered_promoted,
         acks_lost_to_power: report.acks_lost_to_power,
@@ -196,9 +201,15 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
                 out.reads_unserved
             );
             println!(
-                "logs: {} syncs, {} poisoned by a failed sync; {} restarts replayed their log, \
-                 {} roles followed a view from the records replayed",
-                out.log_syncs, out.logs_poisoned, out.log_replays, out.recovered_followed
+                "logs: {} syncs, {} poisoned by a failed sync; {} checkpoints; {} restarts \
+                 replayed their log ({} installed a checkpoint first), {} roles followed a view \
+                 from the records replayed",
+                out.log_syncs,
+                out.logs_poisoned,
+                out.checkpoints,
+                out.log_replays,
+                out.checkpoints_installed,
+                out.recovered_followed
             );
             println!(
                 "power: {} losses, {} primaries promoted from the records replayed, {} clients' \

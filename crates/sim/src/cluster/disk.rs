@@ -92,7 +92,19 @@ impl NodeLog {
     pub(super) fn is_poisoned(&self) -> bool {
         self.poisoned_at.is_some()
     }
+
+    /// Whether the log would like a checkpoint now (`LogCore::wants_checkpoint`).
+    fn wants_checkpoint(&self) -> bool {
+        match &self.state {
+            LogState::Open(core) => core.wants_checkpoint(),
+            _ => false,
+        }
+    }
 }
+
+/// Batch bytes a role applies between two checkpoints: small, so that every run takes a few
+/// and its restarts install them.
+pub(super) const CHECKPOINT_BYTES: u64 = 24 << 10;
 
 fn open_core(
     disk: SimDisk,
@@ -410,6 +422,25 @@ impl World {
         self.nodes[index_of(node)].log.history = Some(history);
     }
 
+    /// One step of node `node`'s checkpoint, between its role's turns: the role begins one
+    /// when it is due (or its log is not anchored) and hands the log a chunk of the one under
+    /// way, as the runtime's applier and executor do.
+    pub(super) fn checkpoint_step(&mut self, node: NodeId) {
+        let wanted = self.nodes[index_of(node)].log.wants_checkpoint();
+        let mut orders = Vec::new();
+        match &mut self.nodes[index_of(node)].role {
+            Slot::Primary(role) => role.role.checkpoint_step(wanted, &mut orders),
+            Slot::Backup(role) => role.applier.checkpoint_step(wanted, &mut orders),
+            Slot::Outside => {}
+        }
+        for order in orders {
+            if matches!(order, LogOrder::CheckpointFinish { .. }) {
+                self.report.checkpoints += 1;
+            }
+            self.log_order(node, order);
+        }
+    }
+
     /// The node crashes: its disk loses power (what was not synced may be lost or torn).
     pub(super) fn crash_log(&mut self, node: NodeId) {
         self.save_log_history(node);
@@ -448,21 +479,33 @@ impl World {
         log.lsn_published = core.lsn_durable();
         log.state = LogState::Open(Box::new(core));
         // The disk's truth against what the log claimed: every record reported durable
-        // before the crash is still there.
+        // before the crash is still there (in the checkpoint or the entries after it).
         let durable = std::mem::take(&mut log.durable_at_crash);
-        let lsn_last = recovered.lsn_last().unwrap_or(0);
-        if durable > 0 && (recovered.lsn_base() != Some(lsn_loaded) || lsn_last < durable) {
+        let lsn_last = recovered
+            .lsn_last()
+            .unwrap_or(0)
+            .max(recovered.lsn_checkpoint().unwrap_or(0));
+        let rebuilds = recovered.checkpoint.is_some() || recovered.lsn_base() == Some(lsn_loaded);
+        if durable > 0 && (!rebuilds || lsn_last < durable) {
             return Err(self.fail(format!(
                 "node {node}'s log reported LSN {durable} durable before it crashed, but its \
-                 disk gave back {:?}..={lsn_last}",
-                recovered.lsn_base()
+                 disk gave back {:?}..={lsn_last} (checkpoint {:?})",
+                recovered.lsn_base(),
+                recovered.lsn_checkpoint()
             )));
         }
-        if recovered.lsn_base() != Some(lsn_loaded) || recovered.entries.is_empty() {
+        if !rebuilds || (recovered.entries.is_empty() && recovered.checkpoint.is_none()) {
             return Ok(None);
         }
+        if recovered.checkpoint.is_some() {
+            self.report.checkpoints_installed += 1;
+        }
         let mut segment = loaded(&*self.model, self.segment_len);
-        let replayed = match tandem_node::replay(&mut segment, &recovered.entries) {
+        let replayed = match tandem_node::replay_from(
+            &mut segment,
+            recovered.checkpoint.as_ref(),
+            recovered.replay(),
+        ) {
             Ok(replayed) => replayed,
             Err(err) => {
                 return Err(self.fail(format!(

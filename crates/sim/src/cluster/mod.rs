@@ -276,6 +276,9 @@ pub struct ClusterReport {
     /// Roles started from those records (a restarted node that followed a view from what
     /// its log gave back, kept or rewound, instead of reloading).
     pub recovered_followed: u64,
+    /// Checkpoints the roles handed their logs whole, and restarts that installed one.
+    pub checkpoints: u64,
+    pub checkpoints_installed: u64,
     /// Power losses (every node crashed at once; each node's crash is counted in
     /// `crashes` too), and promotions of a restarted node from the records its log gave
     /// back (counted in `recovered_followed` too), which is how a group that lost power
@@ -1069,6 +1072,8 @@ impl World {
                 recovered_followed: 0,
                 power_losses: 0,
                 recovered_promoted: 0,
+                checkpoints: 0,
+                checkpoints_installed: 0,
                 acks_lost_to_power: 0,
                 failure: None,
                 trace: Vec::new(),

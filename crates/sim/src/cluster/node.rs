@@ -4,6 +4,7 @@
 //! threads. Nothing here decides what a node does: the cores do.
 
 use super::*;
+use disk::CHECKPOINT_BYTES;
 
 impl World {
     pub(super) fn core_mut(&mut self, node: NodeId) -> &mut Cluster {
@@ -433,6 +434,16 @@ impl World {
         };
         if starts_role {
             self.log_align(node, lsn_start);
+        }
+        let mut next = next;
+        // Every role checkpoints for its log, as the runtime's do.
+        let lsn_loaded = self.lsn_loaded;
+        match &mut next {
+            Slot::Primary(role) => role.role.enable_checkpoints(CHECKPOINT_BYTES, lsn_loaded),
+            Slot::Backup(role) => role
+                .applier
+                .enable_checkpoints(CHECKPOINT_BYTES, lsn_loaded),
+            Slot::Outside => {}
         }
         self.nodes[index].role = next;
         if starts_role {
@@ -994,6 +1005,7 @@ impl World {
         if let Some(lsn) = sync_wanted {
             self.log_order(node, LogOrder::SyncWanted { lsn });
         }
+        self.checkpoint_step(node);
         // The buffers go back for the next collection (capacity kept).
         ready.clear();
         if let Slot::Primary(role) = &mut self.nodes[index_of(node)].role {
@@ -1157,6 +1169,7 @@ impl World {
         for order in to_log {
             self.log_order(node, order);
         }
+        self.checkpoint_step(node);
         if applied_any {
             self.check_backup(node, lsn_before)?;
         }
