@@ -300,6 +300,9 @@ pub struct Cluster {
     rebuilt: Option<Rebuilt>,
     /// Primary that restarted with rebuilt records: when it last reported them.
     tick_restarted_reported: Option<u64>,
+    /// Coordinator: the members that reported records rebuilt after a restart, with the
+    /// view they reported in (they lost their memory, and serve nothing in it).
+    restarted_reported: BTreeMap<NodeId, u64>,
     /// Primary: the tick its data plane last reported progress.
     tick_executor_turned: u64,
     /// Peers whose connection to this node was closed from their side (the kernel closes a
@@ -369,6 +372,7 @@ impl Cluster {
             serving: true,
             rebuilt: None,
             tick_restarted_reported: None,
+            restarted_reported: BTreeMap::new(),
             tick_executor_turned: 0,
             closed: std::collections::BTreeSet::new(),
             arrivals: BTreeMap::new(),

@@ -737,3 +737,28 @@ fn a_node_promoted_from_a_report_of_its_lost_incarnation_serves_nothing() {
     assert!(made_from_report(3, Some(1), 80, &promoted_view));
     assert!(!made_from_report(1, Some(1), 100, &promoted_view));
 }
+
+/// Any-time seed 82: a primary promoted alone (no backups, no spares) crashed at once and came
+/// back with the records its log gave back; no one else could report, and the group waited on
+/// it for good. Its own report of them now makes a reign of its own.
+#[test]
+fn a_lone_primary_that_restarted_is_promoted_from_its_own_log() {
+    let alone = view(6, 3, &[], &[]);
+    let rebuilt = BTreeMap::from([(
+        3,
+        rule::Reported {
+            lsn_received: 321,
+            view_held: 4,
+            restarted: true,
+        },
+    )]);
+    for safety in [
+        Safety::DEFAULT,
+        Safety::TwoSafe(AckCount::Of(1)),
+        Safety::Durable(AckCount::All),
+    ] {
+        let next = rule::promote_from(&alone, &rebuilt, safety).expect("its own log suffices");
+        assert_eq!((next.number, next.primary), (7, 3));
+        assert_eq!(next.truncate_lsn(), Some(321));
+    }
+}

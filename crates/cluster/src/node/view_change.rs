@@ -59,10 +59,14 @@ impl Cluster {
             // removal back unless the suspect reported: a backup that lost its memory never
             // reports, and the collection would wait for it for good (the simulator found
             // that). Whichever change the config store commits first voids the other.
-            let reported = self
-                .collecting
-                .as_ref()
-                .is_some_and(|collecting| collecting.reports.contains_key(&suspect));
+            // A report of records rebuilt after a restart holds nothing back either: that
+            // backup lost its memory, and is removed like one that never reports.
+            let reported = self.collecting.as_ref().is_some_and(|collecting| {
+                collecting
+                    .reports
+                    .get(&suspect)
+                    .is_some_and(|reported| !reported.restarted)
+            });
             if !reported && self.removal_confirmed(suspect) {
                 let new = rule::remove_backup(&view, suspect, behind, joining);
                 // A spare named to join may have left the view meanwhile: the primary asks
@@ -73,7 +77,17 @@ impl Cluster {
                 // stays (a spare that catches up joins it; if the primary dies, this backup
                 // is promoted). Found in a benchmark: a primary removed its last backup on a
                 // false suspicion just before it was killed, and the group never recovered.
-                if !new.backups.is_empty() {
+                // Unless every backup leaving restarted (each reported rebuilt records in
+                // this view): none of them can serve in it, and none leaves the view until
+                // it is removed (seed 1160: a second power loss struck as a promotion
+                // committed; its backups came back without it, and the group waited on them
+                // for good).
+                let leaving_restarted = view
+                    .backups
+                    .iter()
+                    .filter(|backup| !new.backups.contains(backup))
+                    .all(|backup| self.restarted_reported.get(backup) == Some(&view.number));
+                if !new.backups.is_empty() || leaving_restarted {
                     self.propose_membership(&view, new);
                 }
             }
@@ -252,6 +266,9 @@ impl Cluster {
             || reported.view_held > view_number
         {
             return;
+        }
+        if reported.restarted {
+            self.restarted_reported.insert(from, view.number);
         }
         // A report is a suspicion too: a coordinator that took over mid-change continues it.
         self.start_collecting(&view);

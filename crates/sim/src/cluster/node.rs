@@ -427,9 +427,16 @@ impl World {
                 "node {node}'s history follows its segment"
             );
         }
+        // Where the role's records end: a backup kept across the view (`Follow` of the same
+        // role) may hold received batches its applier has not applied yet, which its log
+        // holds already (Redis seed 438 aligned at the applied LSN, cut them, and the next
+        // batch did not continue the log).
         let lsn_start = match &next {
             Slot::Primary(role) => role.role.store().segment().lsn(),
-            Slot::Backup(role) => role.segment().lsn(),
+            Slot::Backup(role) => role
+                .segment()
+                .lsn()
+                .max(role.receiver.core().lsn_received()),
             Slot::Outside => 0,
         };
         if starts_role {
