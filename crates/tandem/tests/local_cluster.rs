@@ -11,6 +11,8 @@ use tandem_workloads::debit_credit::DEBIT_CREDIT;
 
 mod up_support;
 
+use up_support::deposit;
+
 fn tandem(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tandem"))
         .args(args)
@@ -215,16 +217,6 @@ fn a_killed_node_started_again_rejoins_and_down_stops_every_node() {
             .is_some()),
         "tandem up still runs"
     );
-}
-
-/// A Debit-Credit deposit of `amount` into `account` (teller 0 of branch 0).
-fn deposit(account: u32, amount: i32) -> Vec<u8> {
-    let mut args = Vec::new();
-    for field in [account, 0, 0] {
-        args.extend_from_slice(&field.to_le_bytes());
-    }
-    args.extend_from_slice(&amount.to_le_bytes());
-    args
 }
 
 /// What a committed call answered: the account's balance.

@@ -9,19 +9,9 @@ use std::time::Duration;
 
 use tandem_client::{CallError, Client, ClientConfig, ErrorCode, ReadConsistency};
 use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT};
-use up_support::Up;
+use up_support::{Up, deposit};
 
 mod up_support;
-
-fn deposit(account: u32, amount: i32) -> Vec<u8> {
-    let mut args = Vec::new();
-    // Account, teller 0 of branch 0, delta.
-    for field in [account, 0, 0] {
-        args.extend_from_slice(&field.to_le_bytes());
-    }
-    args.extend_from_slice(&amount.to_le_bytes());
-    args
-}
 
 #[test]
 fn backups_serve_reads_that_see_the_clients_own_writes() {

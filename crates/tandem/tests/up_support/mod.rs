@@ -91,3 +91,14 @@ impl Drop for Up {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The arguments of a Debit-Credit deposit of `amount` into `account`, through teller 0 of
+/// branch 0.
+pub fn deposit(account: u32, amount: i32) -> Vec<u8> {
+    let mut args = Vec::new();
+    for field in [account, 0, 0] {
+        args.extend_from_slice(&field.to_le_bytes());
+    }
+    args.extend_from_slice(&amount.to_le_bytes());
+    args
+}
