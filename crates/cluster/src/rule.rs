@@ -214,19 +214,28 @@ pub fn promote_from(
         });
     }
     // BTreeMap iterates by node id, so on equal holdings the first (lowest id) wins.
-    let rank = |(reported, held): &(Reported, u64)| (*held, reported.lsn_received);
+    // On equal holdings a backup wins over the old primary: the old primary stays out of the
+    // view and rejoins as a spare, which a backup that cannot serve yet may be replaced by
+    // (default-mix seeds 585 and 1160: a second power loss struck as the old primary's
+    // promotion committed, its backups came back without it, and no spare could take their
+    // place).
+    let rank = |node: NodeId, (reported, held): &(Reported, u64)| {
+        (*held, reported.lsn_received, node != old.primary)
+    };
     let (&primary, &(promoted, held_of_old)) = reports
         .iter()
         .fold(
             None,
             |best: Option<(&NodeId, &(Reported, u64))>, entry| match best {
-                Some((_, best_report))
-                    if rank(best_report) >= rank(entry.1) && !promote_lowest() =>
+                Some((&best_node, best_report))
+                    if rank(best_node, best_report) >= rank(*entry.0, entry.1)
+                        && !promote_lowest() =>
                 {
                     best
                 }
-                Some((_, best_report))
-                    if rank(best_report) <= rank(entry.1) && promote_lowest() =>
+                Some((&best_node, best_report))
+                    if rank(best_node, best_report) <= rank(*entry.0, entry.1)
+                        && promote_lowest() =>
                 {
                     best
                 }
@@ -273,10 +282,13 @@ pub fn promote_from(
             SinceView::Unknown => false,
         }
     };
+    // The old primary, unless promoted, leaves the view like a backup that did not report:
+    // it lost its memory, and rejoins as a spare (a backup it would stay could not serve
+    // until a view left it out; seed 1160).
     let others = || {
         reports
             .iter()
-            .filter(|&(&node, _)| node != primary)
+            .filter(|&(&node, _)| node != primary && node != old.primary)
             .map(|(&node, (reported, _))| (node, *reported))
     };
     let mut backups: Vec<NodeId> = others()

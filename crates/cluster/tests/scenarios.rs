@@ -762,3 +762,21 @@ fn a_lone_primary_that_restarted_is_promoted_from_its_own_log() {
         assert_eq!(next.truncate_lsn(), Some(321));
     }
 }
+
+/// Default-mix seeds 585 and 1160: on equal logs the old primary won the promotion, or stayed
+/// a backup of it; a second power loss then left backups that could not serve and no spare to
+/// replace them. A backup now wins a tie, and the old primary, unless promoted, leaves the
+/// view and rejoins as a spare.
+#[test]
+fn on_equal_logs_a_backup_is_promoted_and_the_old_primary_leaves() {
+    let old = view(1, 1, &[2, 3], &[]);
+    let rebuilt = |lsn| rule::Reported {
+        lsn_received: lsn,
+        view_held: 1,
+        restarted: true,
+    };
+    let reports = BTreeMap::from([(1, rebuilt(37)), (2, rebuilt(37)), (3, rebuilt(37))]);
+    let next = rule::promote_from(&old, &reports, Safety::TwoSafe(AckCount::Of(1))).unwrap();
+    assert_eq!((next.primary, next.backups.clone()), (2, vec![3]));
+    assert!(!next.members().any(|node| node == 1), "{next:?}");
+}
