@@ -137,10 +137,12 @@ pub fn promote(
 /// record was synced by the primary and k backups, so n − k + 1 reports of synced logs
 /// include one that holds it. Under a rule that acknowledges from memory, what the lost
 /// incarnation acknowledged may be missing from its log, so such a report counts only when
-/// every reporter of `old` restarted (the whole group lost power and the logs are all there
-/// is); then no reporter need hold the last promotion's released LSN either, since the
-/// acknowledgements behind it lived in memory only. Otherwise restarted reports are
-/// ignored, and the change waits for the living.
+/// every reporter of `old` and its primary restarted (the whole group lost power and the logs
+/// are all there is); then no reporter need hold the last promotion's released LSN either,
+/// since the acknowledgements behind it lived in memory only. Otherwise restarted reports
+/// are ignored, and the change waits for the living. The old primary's own report, which it
+/// sends only once it restarted, offers its records as a candidate but counts towards no
+/// quorum; on a tie a backup wins, and the old primary, unless promoted, leaves the view.
 pub fn promote_from(
     old: &View,
     reports: &BTreeMap<NodeId, Reported>,
