@@ -280,7 +280,7 @@ mod tests {
 
         let mut welcome = Vec::new();
         let bad = Welcome {
-            version: 9,
+            version: PROTOCOL_VERSION + 1,
             node_id: 1,
             role: Role::Backup,
             view: 1,
@@ -289,7 +289,9 @@ mod tests {
         encode_welcome(&mut welcome, &bad);
         assert_eq!(
             decode(&welcome),
-            Err(FrameError::UnsupportedVersion { found: 9 })
+            Err(FrameError::UnsupportedVersion {
+                found: PROTOCOL_VERSION + 1
+            })
         );
     }
 
