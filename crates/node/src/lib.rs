@@ -37,8 +37,8 @@ pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin
 pub use checkpoint::{Checkpointer, PAGES_PER_STEP};
 pub use gate::GateRule;
 pub use log::{
-    Aligned, LogCore, LogOrder, Replayed, SyncPolicy, SyncPolicyError, receiver_orders, replay,
-    replay_from,
+    Aligned, LogCore, LogOrder, Replayed, SyncPolicy, SyncPolicyError, rebuilds_state,
+    receiver_orders, replay, replay_from,
 };
 pub use primary::{
     Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, reply_len_max,

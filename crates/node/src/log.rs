@@ -68,6 +68,13 @@ pub struct Replayed {
     pub images: u64,
 }
 
+/// Whether what recovery gave back rebuilds a state of the node's history on top of the
+/// initial load (at `lsn_load`): a checkpoint (the log kept continues it), or a log whose
+/// history starts at the load. Any other log starts past a gap and rebuilds nothing.
+pub fn rebuilds_state(recovered: &Recovered, lsn_load: u64) -> bool {
+    recovered.checkpoint.is_some() || recovered.lsn_base() == Some(lsn_load)
+}
+
 /// Replays a log's `entries` (a contiguous history, as `tandem_wal` recovers it, starting
 /// at the segment's LSN) onto `segment`: batches are decoded and checked whole, then
 /// applied, as a backup's applier does; images are staged chunk by chunk and installed
@@ -219,8 +226,7 @@ impl<D: Disk> LogCore<D> {
         let (wal, recovered) = Wal::open(disk, dir, options)?;
         // A checkpoint is a state a restart rebuilds, and recovery keeps only a log that
         // continues it.
-        let anchored = recovered.checkpoint.is_some()
-            || recovered.lsn_base().is_none_or(|base| base == lsn_load);
+        let anchored = recovered.lsn_base().is_none() || rebuilds_state(&recovered, lsn_load);
         let core = LogCore {
             wal,
             policy,

@@ -288,10 +288,7 @@ pub fn run(
     // cluster starts from the load, and its first role cuts whatever an older cluster left
     // in the log.
     let replayed = match recovered {
-        Some(recovered)
-            if restarted
-                && (recovered.checkpoint.is_some() || recovered.lsn_base() == Some(lsn_load)) =>
-        {
+        Some(recovered) if restarted && tandem_node::rebuilds_state(&recovered, lsn_load) => {
             replay_log(config, &mut segment, &recovered)
         }
         _ => None,

@@ -485,7 +485,7 @@ impl World {
             .lsn_last()
             .unwrap_or(0)
             .max(recovered.lsn_checkpoint().unwrap_or(0));
-        let rebuilds = recovered.checkpoint.is_some() || recovered.lsn_base() == Some(lsn_loaded);
+        let rebuilds = tandem_node::rebuilds_state(&recovered, lsn_loaded);
         if durable > 0 && (!rebuilds || lsn_last < durable) {
             return Err(self.fail(format!(
                 "node {node}'s log reported LSN {durable} durable before it crashed, but its \
