@@ -298,6 +298,14 @@ pub struct Cluster {
     /// and reports them, flagged as rebuilt, so that a group whose every node lost power at
     /// once can promote one of them ([`crate::rule::promote_from`]).
     rebuilt: Option<Rebuilt>,
+    /// Records rebuilt from the log that the role now serving took, while it has not yet
+    /// heard from a primary: what it holds is still exactly what the log gave back, so a
+    /// report of it is flagged as rebuilt. A view proposed from the reports the lost
+    /// incarnations sent from memory may be committed only after the restart (default-mix
+    /// seed 420438): it names this node a backup, which serves from its log, and a primary
+    /// that holds less than the truncate LSN and cannot serve. The change that must follow
+    /// can waive that floor only if it learns that every reporter lost its memory.
+    rebuilt_unheard: Option<Rebuilt>,
     /// Primary that restarted with rebuilt records: when it last reported them.
     tick_restarted_reported: Option<u64>,
     /// Coordinator: the members that reported records rebuilt after a restart, with the
@@ -371,6 +379,7 @@ impl Cluster {
             contacted: std::collections::BTreeSet::new(),
             serving: true,
             rebuilt: None,
+            rebuilt_unheard: None,
             tick_restarted_reported: None,
             restarted_reported: BTreeMap::new(),
             tick_executor_turned: 0,
@@ -430,6 +439,8 @@ impl Cluster {
         self.tick_heard_primary = self.tick;
         self.contacted.insert(primary);
         self.closed.remove(&primary);
+        // From now on it may hold what a live primary sent and acknowledged from memory.
+        self.rebuilt_unheard = None;
     }
 
     /// The primary role heard from member `node` (an ack).
@@ -502,7 +513,9 @@ impl Cluster {
         {
             frozen.lsn_received = Some(lsn_received);
             frozen.view_held = view_held;
-            frozen.restarted = false;
+            frozen.restarted = self
+                .rebuilt_unheard
+                .is_some_and(|rebuilt| rebuilt.lsn == lsn_received);
             // Nothing is heard from the old primary from now on: the promise ends here.
             self.tick_lease_owed_until = self.tick_heard_primary + self.settings.lease_ticks;
             self.maybe_report();
@@ -583,8 +596,10 @@ impl Cluster {
     /// otherwise). A role that serves took the rebuilt records, if it did not discard them.
     pub fn set_serving(&mut self, serving: bool) {
         self.serving = serving;
-        if serving {
-            self.rebuilt = None;
+        if !serving {
+            self.rebuilt_unheard = None;
+        } else if let Some(rebuilt) = self.rebuilt.take() {
+            self.rebuilt_unheard = Some(rebuilt);
         }
     }
 

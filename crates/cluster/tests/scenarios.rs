@@ -780,3 +780,42 @@ fn on_equal_logs_a_backup_is_promoted_and_the_old_primary_leaves() {
     assert_eq!((next.primary, next.backups.clone()), (2, vec![3]));
     assert!(!next.members().any(|node| node == 1), "{next:?}");
 }
+
+/// Default-mix seed 420438: a promotion proposed from the backups' reports from memory
+/// (LSN 100) was committed only after every node lost power and came back with less in its
+/// log (90). The view named a primary that could not serve (it holds less than the truncate
+/// LSN) and a backup that served from its rebuilt records; frozen for the next change, that
+/// backup reported its records as a live backup's, so the floor of the truncate LSN held, and
+/// the group waited for good. The power loss strikes here at every tick of such a failover.
+#[test]
+fn a_power_loss_during_a_failover_from_memory_reports_ends_in_a_serving_view() {
+    let safety = Safety::TwoSafe(AckCount::Of(1));
+    let mut promoted_from_memory = 0;
+    for ticks_before_loss in 0..4 * SUSPECT_TICKS {
+        let mut h = Harness::three(safety);
+        h.settle();
+        h.set_lsn(2, 100);
+        h.set_lsn(3, 100);
+        h.crash(1);
+        h.run(ticks_before_loss);
+        for id in [2, 3] {
+            h.crash(id);
+        }
+        for id in [1, 2, 3] {
+            h.restart_rebuilt(id, 90, 1);
+        }
+        h.run_until(100 * SUSPECT_TICKS, |h| {
+            let view = h.view_of(1);
+            [2, 3].iter().all(|&id| h.view_of(id) == view) && !h.node(view.primary).lost_memory
+        });
+        let view = h.view_of(1);
+        assert!(
+            !h.node(view.primary).lost_memory,
+            "power loss {ticks_before_loss} ticks into the failover: no primary serves {view:?}\n{}",
+            h.describe()
+        );
+        let from_memory = |view: &View| view.truncate_lsn() == Some(100);
+        promoted_from_memory += usize::from(h.history().values().any(from_memory));
+    }
+    assert!(promoted_from_memory > 0, "no promotion from the reports from memory committed");
+}

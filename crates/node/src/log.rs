@@ -698,6 +698,7 @@ mod tests {
     fn small_files() -> WalOptions {
         WalOptions {
             segment_bytes_max: 4096,
+            ..WalOptions::default()
         }
     }
 

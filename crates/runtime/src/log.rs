@@ -95,6 +95,7 @@ impl NodeLog {
     ) -> Result<(NodeLog, Recovered), String> {
         let options = WalOptions {
             segment_bytes_max: settings.segment_bytes_max,
+            ..WalOptions::default()
         };
         let (core, recovered) =
             LogCore::open(FsDisk, &settings.dir, options, settings.fsync, lsn_load).map_err(

@@ -140,6 +140,12 @@ const FOUND_BEYOND_THE_BUDGET: [(u64, u64, &str); 10] = [
         "a change that could not gather its reports waited for good",
     ),
     (
+        420438,
+        TICKS,
+        "a promotion from reports from memory committed after a power loss named a primary \
+         that could not serve, and its backup reported its log's records as a live backup's",
+    ),
+    (
         199407,
         TICKS,
         "a primary that led the config store collected reports against itself for good",

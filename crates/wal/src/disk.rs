@@ -3,7 +3,10 @@
 //!
 //! The contract every implementation keeps, and the writer relies on:
 //! - `append` may only reach the page cache; bytes are durable once `sync` of that file
-//!   returned `Ok`.
+//!   returned `Ok`. It writes after the last byte appended through the handle (or the file's
+//!   end when it was opened), over the zeros [`Disk::extend_zeroed`] put there.
+//! - `extend_zeroed` is durable when it returns `Ok`: the zeros, the file's new size, and every
+//!   byte appended before it.
 //! - A file's directory entry (its creation or its removal) is durable once `sync_dir` of its
 //!   directory returned `Ok`; until then a crash may undo it.
 //! - `rename` replaces the file's name at once for readers, and is durable, like a creation or
@@ -17,7 +20,8 @@
 //!   and must not assume the bytes are either there or gone (see [`crate::Wal`] on poisoning).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// File operations of the write-ahead log.
@@ -33,10 +37,16 @@ pub trait Disk: std::fmt::Debug {
     fn create(&mut self, path: &Path) -> io::Result<Self::File>;
     /// Opens an existing file to append at its end.
     fn open_append(&mut self, path: &Path) -> io::Result<Self::File>;
-    /// Appends `bytes` at the file's end; they may stay cached until [`Disk::sync`].
+    /// Appends `bytes` after the last byte appended (over any zeros [`Disk::extend_zeroed`] put
+    /// there); they may stay cached until [`Disk::sync`].
     fn append(&mut self, file: &mut Self::File, bytes: &[u8]) -> io::Result<()>;
     /// Makes the file's appended bytes durable (`fdatasync`).
     fn sync(&mut self, file: &mut Self::File) -> io::Result<()>;
+    /// Makes the file at least `len` bytes long by writing zeros after its end, durably (it
+    /// syncs the file), without moving where the next append goes. Appends that land on those
+    /// zeros then leave the file's size alone, so their sync writes the data only: on ext4 a
+    /// sync that grows a file also commits the journal, which costs as much again.
+    fn extend_zeroed(&mut self, file: &mut Self::File, len: u64) -> io::Result<()>;
     /// The whole contents of the file at `path`.
     fn read(&mut self, path: &Path) -> io::Result<Vec<u8>>;
     /// Cuts the file at `path` to `len` bytes, durably.
@@ -54,8 +64,20 @@ pub trait Disk: std::fmt::Debug {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FsDisk;
 
+/// A file [`FsDisk`] appends to: positional writes at `end`, since the file may run on past it
+/// in zeros (an `O_APPEND` file would write after them).
+#[derive(Debug)]
+pub struct FsFile {
+    file: File,
+    /// Where the next append goes.
+    end: u64,
+}
+
+/// Zeros written a block at a time by [`Disk::extend_zeroed`].
+const ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+
 impl Disk for FsDisk {
-    type File = File;
+    type File = FsFile;
 
     fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
         fs::create_dir_all(dir)
@@ -75,26 +97,41 @@ impl Disk for FsDisk {
         Ok(names)
     }
 
-    fn create(&mut self, path: &Path) -> io::Result<File> {
-        OpenOptions::new()
+    fn create(&mut self, path: &Path) -> io::Result<FsFile> {
+        let file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
-            .open(path)
+            .open(path)?;
+        Ok(FsFile { file, end: 0 })
     }
 
-    fn open_append(&mut self, path: &Path) -> io::Result<File> {
-        OpenOptions::new().append(true).open(path)
+    fn open_append(&mut self, path: &Path) -> io::Result<FsFile> {
+        let file = OpenOptions::new().write(true).open(path)?;
+        let end = file.metadata()?.len();
+        Ok(FsFile { file, end })
     }
 
-    fn append(&mut self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
-        file.write_all(bytes)
+    fn append(&mut self, file: &mut FsFile, bytes: &[u8]) -> io::Result<()> {
+        file.file.write_all_at(bytes, file.end)?;
+        file.end += bytes.len() as u64;
+        Ok(())
     }
 
-    fn sync(&mut self, file: &mut File) -> io::Result<()> {
+    fn sync(&mut self, file: &mut FsFile) -> io::Result<()> {
         // fdatasync: the data and the metadata needed to read it back (the file's size, which
-        // appends change), not the timestamps.
-        file.sync_data()
+        // appends past the zeros change), not the timestamps.
+        file.file.sync_data()
+    }
+
+    fn extend_zeroed(&mut self, file: &mut FsFile, len: u64) -> io::Result<()> {
+        let mut at = file.file.metadata()?.len().max(file.end);
+        while at < len {
+            let block = (len - at).min(ZEROS.len() as u64) as usize;
+            file.file.write_all_at(&ZEROS[..block], at)?;
+            at += block as u64;
+        }
+        file.file.sync_data()
     }
 
     fn read(&mut self, path: &Path) -> io::Result<Vec<u8>> {
@@ -148,6 +185,10 @@ impl<D: Disk + ?Sized> Disk for &mut D {
 
     fn sync(&mut self, file: &mut D::File) -> io::Result<()> {
         (**self).sync(file)
+    }
+
+    fn extend_zeroed(&mut self, file: &mut D::File, len: u64) -> io::Result<()> {
+        (**self).extend_zeroed(file, len)
     }
 
     fn read(&mut self, path: &Path) -> io::Result<Vec<u8>> {

@@ -106,7 +106,7 @@ mod wal;
 mod tests;
 
 pub use checkpoint::CheckpointError;
-pub use disk::{Disk, FsDisk};
+pub use disk::{Disk, FsDisk, FsFile};
 pub use entry::{Entry, ImageChunk};
 pub use format::ImageError;
 pub use sim::{SECTOR_BYTES, SimDisk, SimHandle};

@@ -17,6 +17,10 @@
 //! Sectors are only kept as a prefix (a disk that writes sectors back out of order is not
 //! modelled). `truncate` is durable when it returns, as [`crate::Disk`] says.
 //!
+//! A file extended with zeros (`extend_zeroed`) keeps them, durably, after what was appended: a
+//! crash cuts the appended bytes as above, and where they are cut the zeros show again (the
+//! appends overwrote zeros that were already on the disk).
+//!
 //! Further faults: [`SimDisk::fail_next_sync`] and [`SimDisk::fail_next_append`] make the next
 //! such call fail (a failed sync, of a file or of a directory, makes nothing durable), and
 //! [`SimDisk::halt_after_ops`] makes every operation after the given number fail, which stops a
@@ -33,12 +37,23 @@ use crate::Disk;
 /// The sector size at which a crash cuts unsynced bytes.
 pub const SECTOR_BYTES: usize = 512;
 
+impl SimFile {
+    fn contents(&self) -> Vec<u8> {
+        let mut bytes = self.data.clone();
+        bytes.resize(self.data.len().max(self.zeroed_len), 0);
+        bytes
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct SimFile {
     /// What a reader sees now.
     data: Vec<u8>,
     /// How many of `data`'s bytes a crash keeps for certain.
     durable_len: usize,
+    /// The file's length on the disk when zeros run on after `data` (`extend_zeroed`): a
+    /// reader sees `data` and then zeros up to here. Durable, like the zeros.
+    zeroed_len: usize,
     /// Whether the file's creation survives a crash under its current name.
     entry_durable: bool,
     /// The name under which the file's entry is durable, when a rename to its current name is
@@ -132,8 +147,8 @@ impl SimDisk {
     }
 
     /// What a reader sees in the file at `path` now, if it exists.
-    pub fn contents(&self, path: &Path) -> Option<&[u8]> {
-        self.files.get(path).map(|file| &file.data[..])
+    pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
+        self.files.get(path).map(SimFile::contents)
     }
 
     /// Writes a whole file, durably, as a test's starting state.
@@ -143,6 +158,7 @@ impl SimDisk {
         let file = SimFile {
             data: bytes.to_vec(),
             durable_len: bytes.len(),
+            zeroed_len: 0,
             entry_durable: true,
             renamed_from: None,
         };
@@ -182,6 +198,7 @@ impl SimDisk {
                 let file = SimFile {
                     durable_len: durable.len(),
                     data: durable,
+                    zeroed_len: 0,
                     entry_durable: true,
                     renamed_from: None,
                 };
@@ -287,6 +304,7 @@ impl Disk for SimDisk {
         let file = self.files.entry(path.to_path_buf()).or_default();
         file.data.clear();
         file.durable_len = 0;
+        file.zeroed_len = 0;
         Ok(SimHandle {
             path: path.to_path_buf(),
         })
@@ -322,9 +340,23 @@ impl Disk for SimDisk {
         Ok(())
     }
 
+    fn extend_zeroed(&mut self, handle: &mut SimHandle, len: u64) -> io::Result<()> {
+        self.operate("extending", &handle.path)?;
+        if std::mem::take(&mut self.fail_next_sync) {
+            let message = format!("simulated sync failure on {}", handle.path.display());
+            return Err(io::Error::other(message));
+        }
+        let file = self.file_mut(&handle.path)?;
+        let len = usize::try_from(len).expect("a simulated file fits in memory");
+        file.zeroed_len = file.zeroed_len.max(len);
+        file.durable_len = file.data.len();
+        self.syncs += 1;
+        Ok(())
+    }
+
     fn read(&mut self, path: &Path) -> io::Result<Vec<u8>> {
         self.operate("reading", path)?;
-        Ok(self.file_mut(path)?.data.clone())
+        Ok(self.file_mut(path)?.contents())
     }
 
     fn truncate(&mut self, path: &Path, len: u64) -> io::Result<()> {
@@ -332,11 +364,12 @@ impl Disk for SimDisk {
         let file = self.file_mut(path)?;
         let len = usize::try_from(len).expect("a simulated file fits in memory");
         assert!(
-            len <= file.data.len(),
+            len <= file.data.len().max(file.zeroed_len),
             "the log only ever cuts files shorter"
         );
         file.data.truncate(len);
-        file.durable_len = len;
+        file.durable_len = file.data.len();
+        file.zeroed_len = len;
         Ok(())
     }
 

@@ -85,6 +85,7 @@ impl Batches {
 fn small_segments() -> WalOptions {
     WalOptions {
         segment_bytes_max: 4096,
+        ..WalOptions::default()
     }
 }
 
@@ -190,20 +191,25 @@ fn what_recovery_read_survives_a_later_power_loss() {
 fn many_batches_take_one_sync() {
     let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
     let mut batches = Batches::starting_at(1);
+    // The first group also zeroes the segment's room ahead (one more sync); later groups that
+    // land in it take one sync each.
+    wal.append(&batches.next(1, 100)).unwrap();
+    assert_eq!(wal.sync().unwrap(), 1);
+    assert_eq!(wal.disk().syncs(), 2);
     let syncs_before = wal.disk().syncs();
     for _ in 0..50 {
         wal.append(&batches.next(1, 100)).unwrap();
     }
     assert_eq!(
         wal.lsn_durable(),
-        0,
+        1,
         "appending alone makes nothing durable"
     );
-    assert_eq!(wal.sync().unwrap(), 50);
+    assert_eq!(wal.sync().unwrap(), 51);
     assert_eq!(wal.disk().syncs() - syncs_before, 1);
     assert_eq!(
         wal.sync().unwrap(),
-        50,
+        51,
         "a sync with nothing buffered does no I/O"
     );
     assert_eq!(wal.disk().syncs() - syncs_before, 1);
@@ -213,6 +219,7 @@ fn many_batches_take_one_sync() {
 fn a_batch_larger_than_a_segment_gets_a_segment_of_its_own() {
     let options = WalOptions {
         segment_bytes_max: 1024,
+        ..WalOptions::default()
     };
     let (mut wal, _) = open(SimDisk::new(), options);
     let mut batches = Batches::starting_at(1);
@@ -232,6 +239,7 @@ fn a_batch_larger_than_a_segment_gets_a_segment_of_its_own() {
 fn remove_below_deletes_whole_segments_only_and_keeps_the_newest() {
     let options = WalOptions {
         segment_bytes_max: 1024,
+        ..WalOptions::default()
     };
     let (mut wal, _) = open(SimDisk::new(), options);
     let mut batches = Batches::starting_at(1);
@@ -323,6 +331,7 @@ fn a_failed_append_poisons() {
 fn a_failed_directory_sync_at_rollover_poisons() {
     let options = WalOptions {
         segment_bytes_max: 1024,
+        ..WalOptions::default()
     };
     let (mut wal, _) = open(SimDisk::new(), options);
     let mut batches = Batches::starting_at(1);
@@ -521,7 +530,7 @@ fn files_that_are_not_segments_are_left_alone() {
     wal.sync().unwrap();
     assert_eq!(
         wal.disk().contents(&dir().join("notes.txt")),
-        Some(&b"hello"[..])
+        Some(b"hello".to_vec())
     );
 }
 
@@ -547,6 +556,7 @@ fn the_real_file_system_round_trips_and_cuts_a_torn_tail() {
     let temp = TempDir::new("round-trip");
     let options = WalOptions {
         segment_bytes_max: 2048,
+        ..WalOptions::default()
     };
     let (mut wal, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
     assert!(recovered.entries.is_empty());
@@ -560,8 +570,18 @@ fn the_real_file_system_round_trips_and_cuts_a_torn_tail() {
     let segments = wal.segments();
     assert!(segments.len() > 2);
     drop(wal);
-    // A torn tail: half a frame after the last batch.
+    // The newest segment runs on in preallocated zeros, the closed ones do not; recovery takes
+    // the zeros for the log's end, not for a torn frame, and cuts them off.
     let last = segment_path(&temp.0, *segments.last().unwrap());
+    let first = segment_path(&temp.0, segments[0]);
+    assert_eq!(std::fs::metadata(&last).unwrap().len(), 2048);
+    assert!(!std::fs::read(&first).unwrap().ends_with(&[0; 16]));
+    let (wal, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
+    assert_eq!(recovered.batches(), appended);
+    assert_eq!((recovered.stop, recovered.bytes_cut), (None, 0));
+    assert!(std::fs::metadata(&last).unwrap().len() < 2048);
+    drop(wal);
+    // A torn tail: half a frame after the last batch.
     let mut disk = FsDisk;
     let mut file = disk.open_append(&last).unwrap();
     disk.append(&mut file, &[0x11; 5]).unwrap();
@@ -795,6 +815,7 @@ fn an_image_is_durable_only_with_its_last_chunk() {
 fn an_image_may_begin_an_empty_log_and_a_chunk_larger_than_a_segment_gets_one_alone() {
     let options = WalOptions {
         segment_bytes_max: 1024,
+        ..WalOptions::default()
     };
     let (mut wal, _) = open(SimDisk::new(), options);
     let chunks = [
@@ -1040,6 +1061,7 @@ fn cut_after_leaves_exactly_what_the_model_says_for_every_lsn() {
     for options in [
         WalOptions {
             segment_bytes_max: 1024,
+            ..WalOptions::default()
         },
         WalOptions::default(),
     ] {
@@ -1142,6 +1164,7 @@ fn cut_after_at_or_above_the_end_cuts_nothing_but_an_unfinished_image_above_it()
 fn remove_below_never_separates_an_image_from_its_first_chunk() {
     let options = WalOptions {
         segment_bytes_max: 1024,
+        ..WalOptions::default()
     };
     let (mut wal, _) = log_to_cut(options);
     // Segments: 1..=2 | 3..=5 | 6 | chunk 0 | chunk 1 | 13..=14.
@@ -1195,6 +1218,7 @@ fn recovery_steps_over_the_rest_of_an_image_whose_first_segments_were_removed() 
 fn a_failed_cut_poisons() {
     let options = WalOptions {
         segment_bytes_max: 1024,
+        ..WalOptions::default()
     };
     let (mut wal, _) = log_to_cut(options);
     wal.disk_mut().fail_next_sync();
@@ -1210,6 +1234,7 @@ fn the_real_file_system_takes_images_and_cuts() {
     let temp = TempDir::new("cut");
     let options = WalOptions {
         segment_bytes_max: 1024,
+        ..WalOptions::default()
     };
     let (mut wal, _) = Wal::open(FsDisk, &temp.0, options).unwrap();
     let history = vec![
@@ -1425,8 +1450,11 @@ fn checkpoint_chunk(fingerprint: u32, lsn: u64, index: usize, len: usize) -> Vec
     (0..len).map(|_| rng.next_u64() as u8).collect()
 }
 
+/// Small segments, zeroed ahead a sector or two at a time, so that crashes land on segments
+/// with and without preallocated zeros after their entries.
 const CRASH_OPTIONS: WalOptions = WalOptions {
     segment_bytes_max: 2048,
+    preallocate_bytes: 768,
 };
 
 /// A checkpoint the crash test's run has begun and not finished: its LSN, the fingerprint of
@@ -1663,6 +1691,8 @@ struct Coverage {
     /// Crash points of recovery itself, each followed by another recovery.
     recovery_crash_points: usize,
     recoveries_that_cut: usize,
+    /// Recoveries that found preallocated zeros after the last entry.
+    recoveries_that_found_zeros: usize,
     /// Crashes after which recovery found less than the history holds (unsynced entries).
     unsynced_entries_lost: usize,
     /// Crashes after which recovery found more than the syncs had reported durable (unsynced
@@ -1741,6 +1771,7 @@ fn check_crashes_with(seed: u64, checkpoints: bool, coverage: &mut Coverage) -> 
         }
         coverage.crash_points += 1;
         coverage.recoveries_that_cut += usize::from(recovered.bytes_cut > 0);
+        coverage.recoveries_that_found_zeros += usize::from(recovered.bytes_zeroed > 0);
         *coverage
             .stops
             .entry(stop_name(&recovered.stop))
@@ -1855,6 +1886,7 @@ fn recovery_after_a_crash_at_every_disk_operation_keeps_a_prefix_holding_all_dur
         "{coverage:?}"
     );
     assert!(coverage.recoveries_that_cut > 100, "{coverage:?}");
+    assert!(coverage.recoveries_that_found_zeros > 100, "{coverage:?}");
     assert!(coverage.recovery_crash_points > 1000, "{coverage:?}");
     assert!(coverage.kept_beyond_durable > 100, "{coverage:?}");
     assert!(coverage.started_after_base_zero > 100, "{coverage:?}");
@@ -2273,14 +2305,14 @@ fn a_crash_during_a_rename_leaves_either_name() {
         disk.sync(&mut file).unwrap();
         disk.sync_dir(dir()).unwrap();
         disk.rename(&path_from, &path_to).unwrap();
-        assert_eq!(disk.contents(&path_to), Some(&b"bytes"[..]));
+        assert_eq!(disk.contents(&path_to), Some(b"bytes".to_vec()));
         assert_eq!(disk.contents(&path_from), None);
         let mut synced = disk.clone();
         synced.sync_dir(dir()).unwrap();
         disk.crash(seed);
         let names: Vec<String> = disk.list(dir()).unwrap();
         assert_eq!(names.len(), 1, "seed {seed}: {names:?}");
-        assert_eq!(disk.contents(&dir().join(&names[0])), Some(&b"bytes"[..]));
+        assert_eq!(disk.contents(&dir().join(&names[0])), Some(b"bytes".to_vec()));
         names_seen.insert(names[0].clone());
         synced.crash(seed);
         assert_eq!(synced.list(dir()).unwrap(), ["to"], "seed {seed}");
@@ -2336,5 +2368,5 @@ fn a_checkpoint_of_another_format_version_is_refused_not_removed() {
         matches!(&error, WalError::CheckpointVersion { found: 2, .. }),
         "{error}"
     );
-    assert_eq!(disk.contents(&path), Some(&bytes[..]));
+    assert_eq!(disk.contents(&path), Some(bytes.to_vec()));
 }

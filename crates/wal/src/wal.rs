@@ -29,12 +29,18 @@ pub struct WalOptions {
     /// A segment file is closed and the next one begun once the next entry would take it past
     /// this size. A single entry larger than this gets a segment of its own.
     pub segment_bytes_max: u64,
+    /// Zeros written ahead of the entries in the current segment, this many bytes at a time
+    /// (capped at `segment_bytes_max`; 0 writes none): a group commit's sync that lands on
+    /// them leaves the file's size alone, and so syncs the data without a journal commit
+    /// (half the latency of a sync that grows the file, on this project's ext4 disks).
+    pub preallocate_bytes: u64,
 }
 
 impl Default for WalOptions {
     fn default() -> WalOptions {
         WalOptions {
             segment_bytes_max: 64 * 1024 * 1024,
+            preallocate_bytes: 1024 * 1024,
         }
     }
 }
@@ -157,8 +163,11 @@ pub struct Recovered {
     /// Why the log ended before its files did, if it did.
     pub stop: Option<Stop>,
     /// Bytes cut from the end of the last kept segment, plus the whole size of every segment
-    /// file removed.
+    /// file removed, but not the preallocated zeros after the last entry.
     pub bytes_cut: u64,
+    /// Preallocated zeros cut after the last entry ([`WalOptions::preallocate_bytes`]): room
+    /// the log had not used yet, whose loss loses nothing.
+    pub bytes_zeroed: u64,
     /// Segment files removed: those holding no valid entry and every one after the stop.
     pub files_removed: usize,
     /// Chunks stepped over at the log's start: the rest of an image whose first segments
@@ -210,7 +219,10 @@ impl Recovered {
 struct Segment<F> {
     file: F,
     seq: u64,
+    /// Where the next frame goes: the end of the last one written.
     bytes_len: u64,
+    /// The file's length on the disk, `bytes_len` and then zeros (`preallocate_bytes`).
+    bytes_allocated: u64,
     entry_count: u64,
 }
 
@@ -344,6 +356,8 @@ struct SegmentScan {
     skipped: usize,
     /// Bytes up to the end of the last valid entry; 0 when there is none.
     len_valid: usize,
+    /// Zeros after the last valid entry, to the file's end (the segment's preallocated room).
+    len_zeroed: usize,
     stop: Option<Stop>,
 }
 
@@ -369,6 +383,7 @@ fn scan_segment(
         frames: Vec::new(),
         skipped: 0,
         len_valid: 0,
+        len_zeroed: 0,
         stop: None,
     };
     let file = file.to_owned();
@@ -395,10 +410,16 @@ fn scan_segment(
         let rest = &bytes[offset..];
         let offset_u64 = offset as u64;
         let Some(len) = decode_frame_len(rest) else {
-            scan.stop = Some(Stop::TornFrame {
-                file,
-                offset: offset_u64,
-            });
+            // Zeros to the end are the segment's preallocated room, not a torn frame: the log
+            // simply ends here (recovery still cuts them off, so appends go on from here).
+            if rest.iter().any(|&byte| byte != 0) {
+                scan.stop = Some(Stop::TornFrame {
+                    file,
+                    offset: offset_u64,
+                });
+            } else {
+                scan.len_zeroed = rest.len();
+            }
             break;
         };
         let payload = &rest[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len];
@@ -566,6 +587,8 @@ struct Scanned {
     seq: u64,
     bytes_len: usize,
     len_valid: usize,
+    /// The preallocated zeros at the file's end: cut with the rest, but not counted as cut.
+    len_zeroed: usize,
     frames: Vec<Frame>,
 }
 
@@ -645,6 +668,7 @@ impl<D: Disk> Wal<D> {
                 seq,
                 bytes_len: bytes.len(),
                 len_valid: scan.len_valid,
+                len_zeroed: scan.len_zeroed,
                 frames: scan.frames,
             });
             if scan.stop.is_some() {
@@ -709,7 +733,8 @@ impl<D: Disk> Wal<D> {
                 disk.truncate(&path, segment.len_valid as u64)
                     .map_err(|error| poisoned(io_cause("truncating segment", &path, error)))?;
             }
-            recovered.bytes_cut += cut;
+            recovered.bytes_cut += cut - segment.len_zeroed as u64;
+            recovered.bytes_zeroed += segment.len_zeroed as u64;
         }
         for &seq in &seqs[index..] {
             let path = segment_path(dir, seq);
@@ -744,6 +769,8 @@ impl<D: Disk> Wal<D> {
                     file,
                     seq: last.seq,
                     bytes_len: last.len_valid as u64,
+                    // Cut above to its last entry, zeros and all.
+                    bytes_allocated: last.len_valid as u64,
                     entry_count: last.frames.len() as u64,
                 })
             }
@@ -958,9 +985,21 @@ impl<D: Disk> Wal<D> {
             .as_mut()
             .expect("at least one entry was written");
         let path = segment_path(&self.dir, segment.seq);
+        let preallocate = self.options.preallocate_bytes;
+        if preallocate > 0 && segment.bytes_len > segment.bytes_allocated {
+            // Room for these bytes and for the next groups' (up to the segment's size), zeroed
+            // and synced now, so that their syncs need not grow the file.
+            let room = segment.bytes_len.div_ceil(preallocate) * preallocate;
+            let room = room.min(self.options.segment_bytes_max).max(segment.bytes_len);
+            self.disk
+                .extend_zeroed(&mut segment.file, room)
+                .map_err(|error| io_cause("preallocating segment", &path, error))?;
+            segment.bytes_allocated = room;
+        }
         self.disk
             .append(&mut segment.file, &pending)
             .map_err(|error| io_cause("appending to segment", &path, error))?;
+        segment.bytes_allocated = segment.bytes_allocated.max(segment.bytes_len);
         if sync && !planted(Bug::AckBeforeSync) {
             self.disk
                 .sync(&mut segment.file)
@@ -988,6 +1027,17 @@ impl<D: Disk> Wal<D> {
                 .map_err(|error| io_cause("syncing segment", &path, error))?;
             pending.clear();
         }
+        // A closed segment ends at its last entry: its preallocated zeros go, durably, before
+        // the next segment exists, so that only the newest segment ever ends in zeros.
+        if let Some(segment) = &mut self.current
+            && segment.bytes_allocated > segment.bytes_len
+        {
+            let path = segment_path(&self.dir, segment.seq);
+            self.disk
+                .truncate(&path, segment.bytes_len)
+                .map_err(|error| io_cause("truncating segment", &path, error))?;
+            segment.bytes_allocated = segment.bytes_len;
+        }
         assert!(pending.is_empty());
         let (file, seq) = self.create_segment()?;
         encode_segment_header(seq, pending);
@@ -995,6 +1045,7 @@ impl<D: Disk> Wal<D> {
             file,
             seq,
             bytes_len: SEGMENT_HEADER_LEN as u64,
+            bytes_allocated: 0,
             entry_count: 0,
         });
         Ok(())
@@ -1465,6 +1516,7 @@ impl<D: Disk> Wal<D> {
                 file,
                 seq,
                 bytes_len: frame.end(),
+                bytes_allocated: frame.end(),
                 entry_count: 1,
             });
         } else if let Some(&seq) = self.segments.back() {
@@ -1478,10 +1530,12 @@ impl<D: Disk> Wal<D> {
                 (acc.0 + 1, f.end())
             });
             assert!(entry_count > 0, "a kept segment holds an entry");
+            // `truncate_at` cut it to its last entry, zeros and all.
             self.current = Some(Segment {
                 file,
                 seq,
                 bytes_len,
+                bytes_allocated: bytes_len,
                 entry_count,
             });
         }

@@ -112,6 +112,7 @@ fn open_core(
 ) -> Result<(LogCore<SimDisk>, tandem_wal::Recovered), tandem_wal::WalError> {
     let options = WalOptions {
         segment_bytes_max: LOG_SEGMENT_BYTES,
+        ..WalOptions::default()
     };
     LogCore::open(
         disk,
