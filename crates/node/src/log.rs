@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use tandem_log::SealedBatch;
 use tandem_memory::Segment;
-use tandem_replication::transfer::PageImage;
+use tandem_replication::transfer::{PageImage, install_chunks};
 use tandem_replication::{Applier, ApplyBatch, ReceiverReady};
 use tandem_wal::{
     CheckpointRecovered, Disk, Entry, ImageChunk, Recovered, Wal, WalError, WalOptions,
@@ -102,13 +102,8 @@ pub fn replay_from(
         images: 0,
     };
     if let Some(checkpoint) = checkpoint {
-        let image = PageImage {
-            lsn_from: segment.lsn(),
-            lsn: checkpoint.lsn,
-            chunks: checkpoint.chunks.clone(),
-        };
-        image
-            .install(segment)
+        let lsn_from = segment.lsn();
+        install_chunks(segment, lsn_from, checkpoint.lsn, checkpoint.chunks())
             .map_err(|err| format!("the checkpoint at LSN {}: {err}", checkpoint.lsn))?;
         replayed.lsn = segment.lsn();
         replayed.view = checkpoint.view;

@@ -46,18 +46,8 @@ impl PageImage {
     /// Brings `segment` (at an LSN of at least `lsn_from`) to `lsn`. Every chunk is decoded and
     /// every page checked before the first byte is written.
     pub fn install(&self, segment: &mut Segment) -> Result<(), TransferError> {
-        if self.lsn_from > segment.lsn() {
-            return Err(TransferError::Ahead {
-                lsn_from: self.lsn_from,
-                lsn_segment: segment.lsn(),
-            });
-        }
-        let mut pages = Vec::new();
-        for (index, chunk) in self.chunks.iter().enumerate() {
-            decode_chunk(index, chunk, &mut pages)?;
-        }
-        segment.install_pages(self.lsn, &pages)?;
-        Ok(())
+        let chunks = self.chunks.iter().map(|chunk| &chunk[..]);
+        install_chunks(segment, self.lsn_from, self.lsn, chunks)
     }
 
     /// Pages the image carries.
@@ -67,6 +57,29 @@ impl PageImage {
             .map(|chunk| chunk.len() / ENTRY_LEN)
             .sum()
     }
+}
+
+/// Brings `segment` (at an LSN of at least `lsn_from`) to `lsn` with the pages in `chunks`
+/// (a transfer's, or a checkpoint's read from the log), borrowed where they lie. Every chunk is
+/// decoded and every page checked before the first byte is written.
+pub fn install_chunks<'a>(
+    segment: &mut Segment,
+    lsn_from: u64,
+    lsn: u64,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(), TransferError> {
+    if lsn_from > segment.lsn() {
+        return Err(TransferError::Ahead {
+            lsn_from,
+            lsn_segment: segment.lsn(),
+        });
+    }
+    let mut pages = Vec::new();
+    for (index, chunk) in chunks.into_iter().enumerate() {
+        decode_chunk(index, chunk, &mut pages)?;
+    }
+    segment.install_pages(lsn, &pages)?;
+    Ok(())
 }
 
 /// The pages of `segment` changed after `lsn_from`, and the pages `diverged` (ascending: the

@@ -453,6 +453,12 @@ pub struct DurabilityArgs {
     /// that the restart installs a checkpoint and replays only the log after it).
     #[arg(long = "recovery-checkpoint-mib", value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub recovery_checkpoint_mib: u64,
+    /// Percent of each recovery database written with 64 KiB values before the SETs, 0 to 75:
+    /// the pages they change go into the checkpoint the restart installs (75, about as full as
+    /// the Redis model's allocator lets such values fill it, is the worst case of a restart
+    /// from a checkpoint).
+    #[arg(long = "recovery-fill-percent", value_name = "P", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=75))]
+    pub recovery_fill_percent: u8,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,

@@ -35,7 +35,7 @@
 //! short exactly at a chunk boundary is told apart from a complete one.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::ops::Range;
 
 /// The header's magic, so that a stray file is never read as a checkpoint.
 pub const CHECKPOINT_MAGIC: [u8; 4] = *b"TCKP";
@@ -151,13 +151,17 @@ pub enum CheckpointError {
     TrailingBytes { len: usize },
 }
 
-/// The chunks of a checkpoint, in order.
-pub type Chunks = Vec<Arc<[u8]>>;
+/// Where each chunk of a checkpoint lies in its file's bytes, in order.
+pub type ChunkRanges = Vec<Range<usize>>;
 
-/// Decodes a whole checkpoint file named for `lsn_name` and returns its view and its chunks,
+/// Decodes a whole checkpoint file named for `lsn_name` and returns its view and where its
+/// chunks lie in `bytes` (not copied: a checkpoint is as large as the database it holds),
 /// checking every checksum, the chunks' order and count, and the trailer, before anything is
 /// believed.
-pub fn decode_checkpoint(bytes: &[u8], lsn_name: u64) -> Result<(u64, Chunks), CheckpointError> {
+pub fn decode_checkpoint(
+    bytes: &[u8],
+    lsn_name: u64,
+) -> Result<(u64, ChunkRanges), CheckpointError> {
     let Some(header) = bytes.get(..CHECKPOINT_HEADER_LEN) else {
         return Err(CheckpointError::TornHeader);
     };
@@ -203,7 +207,7 @@ pub fn decode_checkpoint(bytes: &[u8], lsn_name: u64) -> Result<(u64, Chunks), C
         if crc != u32_at(frame, 8) || u32_at(frame, 4) != index {
             return Err(torn);
         }
-        chunks.push(Arc::from(chunk));
+        chunks.push(start..start + len);
         offset = start + len;
     }
     let Some(trailer) = bytes.get(offset..offset + CHECKPOINT_TRAILER_LEN) else {
@@ -269,12 +273,8 @@ mod tests {
         let bytes = file(42, &[&[1; 40], &[], &[3; 17]]);
         let (view, chunks) = decode_checkpoint(&bytes, 42).unwrap();
         assert_eq!(view, 3);
-        let expected: Vec<Arc<[u8]>> = vec![
-            Arc::from(&[1u8; 40][..]),
-            Arc::from(&[][..]),
-            Arc::from(&[3u8; 17][..]),
-        ];
-        assert_eq!(chunks, expected);
+        let chunks: Vec<&[u8]> = chunks.into_iter().map(|range| &bytes[range]).collect();
+        assert_eq!(chunks, [&[1u8; 40][..], &[], &[3u8; 17]]);
         for len in 0..bytes.len() {
             assert!(decode_checkpoint(&bytes[..len], 42).is_err(), "{len} bytes");
         }

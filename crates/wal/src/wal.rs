@@ -120,13 +120,62 @@ pub enum Stop {
 }
 
 /// The newest complete checkpoint recovery found: the database's pages as they stood at `lsn`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct CheckpointRecovered {
     pub lsn: u64,
     /// The view whose history its records follow, as the writer said.
     pub view: u64,
+    /// The checkpoint file as read, and where its chunks lie in it: the chunks are handed
+    /// out as slices of it, since a copy of each would cost as much again as the database.
+    bytes: Vec<u8>,
+    chunk_ranges: Vec<std::ops::Range<usize>>,
+}
+
+impl CheckpointRecovered {
+    /// A checkpoint holding `chunks`, as recovery would return it (for tests of its callers).
+    pub fn from_chunks(lsn: u64, view: u64, chunks: &[&[u8]]) -> CheckpointRecovered {
+        let mut bytes = Vec::new();
+        let mut chunk_ranges = Vec::new();
+        for chunk in chunks {
+            chunk_ranges.push(bytes.len()..bytes.len() + chunk.len());
+            bytes.extend_from_slice(chunk);
+        }
+        CheckpointRecovered {
+            lsn,
+            view,
+            bytes,
+            chunk_ranges,
+        }
+    }
+
     /// The chunks as they were appended, in order (state-transfer chunks, opaque to the log).
-    pub chunks: Vec<Arc<[u8]>>,
+    pub fn chunks(&self) -> impl ExactSizeIterator<Item = &[u8]> {
+        self.chunk_ranges
+            .iter()
+            .map(|range| &self.bytes[range.clone()])
+    }
+}
+
+/// Two checkpoints are equal when they hold the same chunks at the same LSN and view, however
+/// their files laid them out.
+impl PartialEq for CheckpointRecovered {
+    fn eq(&self, other: &CheckpointRecovered) -> bool {
+        (self.lsn, self.view) == (other.lsn, other.view) && self.chunks().eq(other.chunks())
+    }
+}
+
+impl Eq for CheckpointRecovered {}
+
+/// The chunks' count and size, not their bytes (as large as the database).
+impl std::fmt::Debug for CheckpointRecovered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointRecovered")
+            .field("lsn", &self.lsn)
+            .field("view", &self.view)
+            .field("chunks", &self.chunk_ranges.len())
+            .field("chunk_bytes", &self.chunks().map(<[u8]>::len).sum::<usize>())
+            .finish()
+    }
 }
 
 /// What recovery found and what it cut.
@@ -555,8 +604,13 @@ fn recover_checkpoints<D: Disk>(
                 .read(&path)
                 .map_err(|error| poisoned(io_cause("reading checkpoint", &path, error)))?;
             match decode_checkpoint(&bytes, lsn) {
-                Ok((view, chunks)) => {
-                    checkpoint = Some(CheckpointRecovered { lsn, view, chunks });
+                Ok((view, chunk_ranges)) => {
+                    checkpoint = Some(CheckpointRecovered {
+                        lsn,
+                        view,
+                        bytes,
+                        chunk_ranges,
+                    });
                     continue;
                 }
                 Err(CheckpointError::Version { found }) => {
@@ -985,22 +1039,28 @@ impl<D: Disk> Wal<D> {
             .as_mut()
             .expect("at least one entry was written");
         let path = segment_path(&self.dir, segment.seq);
-        let preallocate = self.options.preallocate_bytes;
-        if preallocate > 0 && segment.bytes_len > segment.bytes_allocated {
-            // Room for these bytes and for the next groups' (up to the segment's size), zeroed
-            // and synced now, so that their syncs need not grow the file.
-            let room = segment.bytes_len.div_ceil(preallocate) * preallocate;
-            let room = room.min(self.options.segment_bytes_max).max(segment.bytes_len);
+        self.disk
+            .append(&mut segment.file, &pending)
+            .map_err(|error| io_cause("appending to segment", &path, error))?;
+        let grew = segment.bytes_len > segment.bytes_allocated;
+        segment.bytes_allocated = segment.bytes_allocated.max(segment.bytes_len);
+        let room = (segment.bytes_len + self.options.preallocate_bytes)
+            .min(self.options.segment_bytes_max)
+            .max(segment.bytes_len);
+        let mut synced = false;
+        if grew && room > segment.bytes_len {
+            // These bytes grew the file, so their sync commits the journal anyway: the same
+            // sync zeroes room after them (up to the segment's size) for the next groups,
+            // whose syncs then overwrite and need not grow the file. The zeros go after the
+            // entries, never before them: a crash in between leaves entries, not zeros where
+            // the segment's header should be.
             self.disk
                 .extend_zeroed(&mut segment.file, room)
                 .map_err(|error| io_cause("preallocating segment", &path, error))?;
             segment.bytes_allocated = room;
+            synced = true;
         }
-        self.disk
-            .append(&mut segment.file, &pending)
-            .map_err(|error| io_cause("appending to segment", &path, error))?;
-        segment.bytes_allocated = segment.bytes_allocated.max(segment.bytes_len);
-        if sync && !planted(Bug::AckBeforeSync) {
+        if sync && !synced && !planted(Bug::AckBeforeSync) {
             self.disk
                 .sync(&mut segment.file)
                 .map_err(|error| io_cause("syncing segment", &path, error))?;

@@ -18,13 +18,15 @@
 //! ends the run: a refused operation is no measure of speed.
 //!
 //! Recovery (`--recovery-mib`, one database size after another): a 3-node 2-safe cluster
-//! of that size takes `SET`s for `--recovery-seconds`, then a backup is killed and started
-//! again; it rebuilds its database from its write-ahead log (the initial load, then every
-//! batch its log holds: there are no checkpoints yet, so the whole log is replayed) and
+//! of that size, checkpointing every `--recovery-checkpoint-mib` of batches, takes 64 KiB
+//! values over `--recovery-fill-percent` of its database (the pages a checkpoint must carry),
+//! then `SET`s for `--recovery-seconds`; once a checkpoint begun after the fill is written, a
+//! backup is killed and started again. It rebuilds its database from its write-ahead log (the
+//! initial load, its newest checkpoint installed on it, then the batches after it) and
 //! rejoins. `restart_s` is the time from its start to its serving as a backup again (the
-//! load, the replay, the join and the catch-up); `replay_s` the replay alone, as the node
-//! logs it; `log_mib` its log's size before the restart. A whole cluster restarted at once
-//! does not come back by itself yet, so only a node of a live cluster is timed.
+//! load, the replay, the join and the catch-up); `replay_s` the checkpoint's install and the
+//! replay, as the node logs them; `log_mib` its log's size before the restart, checkpoint
+//! included. `tandem demo --fault power-loss` times a whole cluster's restart.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -33,10 +35,13 @@ use serde::Serialize;
 use tandem_replication::{AckCount, Safety};
 
 use crate::Failure;
+use std::io::Write;
+
 use crate::bench::resp_load::{
-    RedisProcess, Tally, Target, Test, ratio_cell, redis_server_version, run_slice, start_redis,
-    start_tandem, start_tandem_with,
+    Conn, RedisProcess, Tally, Target, Test, command, ratio_cell, redis_server_version, run_slice,
+    start_redis, start_tandem, start_tandem_with,
 };
+use tandem_redis::resp::Value;
 use crate::cli::DurabilityArgs;
 use crate::local::{LocalCluster, Options};
 
@@ -184,7 +189,57 @@ pub struct Recovery {
     /// The checkpoint the restart installed first, if any: its LSN and its MiB.
     pub checkpoint_lsn: Option<u64>,
     pub checkpoint_mib: f64,
+    /// MiB of 64 KiB values written before the SETs (`--recovery-fill-percent`).
+    pub filled_mib: u64,
 }
+
+/// The size of each value the recovery fill writes.
+const FILL_VALUE_BYTES: usize = 64 * 1024;
+
+/// Fill commands a connection keeps in flight.
+const FILL_PIPELINE: usize = 16;
+
+/// Writes `mib` MiB of 64 KiB values (`fill:0`, `fill:1`, ...) through one pipelined
+/// connection, every reply checked.
+fn fill(address: std::net::SocketAddr, mib: u64) -> Result<(), Failure> {
+    let count = mib * (1 << 20) / FILL_VALUE_BYTES as u64;
+    let mut conn = Conn::open(address)?;
+    let value: Vec<u8> = (0..FILL_VALUE_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut out = Vec::new();
+    let mut in_flight = 0;
+    for index in 0..count {
+        let key = format!("fill:{index}");
+        out.clear();
+        command(&mut out, &[b"SET", key.as_bytes(), &value]);
+        conn.writer
+            .write_all(&out)
+            .map_err(|err| Failure::Run(format!("filling: sending a SET: {err}")))?;
+        in_flight += 1;
+        if in_flight == FILL_PIPELINE || index + 1 == count {
+            for _ in 0..in_flight {
+                if let Value::Error(text) = conn.read_reply()? {
+                    let text = String::from_utf8_lossy(&text);
+                    return Err(Failure::Run(format!("filling: SET {key} answered {text}")));
+                }
+            }
+            in_flight = 0;
+        }
+    }
+    Ok(())
+}
+
+/// How many checkpoints the node's log says it wrote.
+fn checkpoints_written(log: &str) -> usize {
+    log.lines()
+        .filter(|line| line.contains("written; the log keeps only what follows it"))
+        .count()
+}
+
+/// Longest the bench waits for a checkpoint begun after the fill to be written.
+const CHECKPOINT_WAIT_MAX: Duration = Duration::from_secs(300);
+
+/// Ticks of silence before a recovery cluster's node suspects a peer (see `measure_recovery`).
+const RECOVERY_SUSPECT_TICKS: u64 = 200;
 
 /// The node restarted: the last one, a backup of the first view.
 const RESTARTED: u32 = 3;
@@ -196,13 +251,27 @@ fn measure_recovery(
     db_mib: u32,
     seconds: f64,
     checkpoint_mib: u64,
+    fill_percent: u8,
 ) -> Result<Recovery, Failure> {
     let folder = dir.join(format!("recovery-{db_mib}mib"));
     let mut options = Options::new(RESTARTED).with_db_mib(db_mib as usize);
     options.checkpoint_mib = checkpoint_mib;
+    // A fill saturates this shared machine's two cores (three nodes and the client copying
+    // 64 KiB values): a peer silent for the default 10 ms would move the primary, and the
+    // fill's writes would fail. This measures a restart, not a failover.
+    options.suspect_ticks = RECOVERY_SUSPECT_TICKS;
     let (mut cluster, address) =
         start_tandem_with(&folder, options, Safety::TwoSafe(AckCount::All))?;
     let target = Target::load(address, false)?;
+    let filled_mib = u64::from(db_mib) * u64::from(fill_percent) / 100;
+    if filled_mib > 0 {
+        fill(address, filled_mib)?;
+    }
+    let restarted_log = |cluster: &LocalCluster| {
+        let node = cluster.nodes.iter().find(|node| node.entry.id == RESTARTED);
+        node.expect("the cluster has the node").log()
+    };
+    let checkpoints_before = checkpoints_written(&restarted_log(&cluster));
     let filled = run_slice(
         &target,
         Workload::Set.test(),
@@ -213,6 +282,27 @@ fn measure_recovery(
     )?;
     if let Some(error) = filled.first_error() {
         return Err(Failure::Run(format!("filling the cluster: {error}")));
+    }
+    // The second checkpoint written after the fill began after it: the restart installs the
+    // filled pages from it rather than replaying them.
+    if filled_mib > 0 {
+        let deadline = Instant::now() + CHECKPOINT_WAIT_MAX;
+        while checkpoints_written(&restarted_log(&cluster)) < checkpoints_before + 2 {
+            if Instant::now() > deadline {
+                return Err(Failure::Run(format!(
+                    "node {RESTARTED} wrote no checkpoint after the fill within {} s",
+                    CHECKPOINT_WAIT_MAX.as_secs()
+                )));
+            }
+            let _ = run_slice(
+                &target,
+                Workload::Set.test(),
+                16,
+                8,
+                Duration::from_millis(200),
+                u64::from(db_mib),
+            )?;
+        }
     }
     let log_dir = folder.join(format!("node{RESTARTED}")).join("log");
     let files: Vec<(String, u64)> = std::fs::read_dir(&log_dir)
@@ -271,6 +361,7 @@ fn measure_recovery(
         records,
         checkpoint_lsn: checkpoint_installed(&log),
         checkpoint_mib: checkpoint_bytes as f64 / f64::from(1 << 20),
+        filled_mib,
     })
 }
 
@@ -425,6 +516,7 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
             db_mib,
             args.recovery_seconds,
             args.recovery_checkpoint_mib,
+            args.recovery_fill_percent,
         )?);
     }
     if args.json {
