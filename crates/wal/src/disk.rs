@@ -28,6 +28,8 @@ use std::path::Path;
 pub trait Disk: std::fmt::Debug {
     /// An open file the log appends to.
     type File: std::fmt::Debug;
+    /// A whole file's bytes, as [`Disk::read_whole`] gives them.
+    type Whole: AsRef<[u8]> + Send + Sync + std::fmt::Debug + 'static;
 
     /// Creates `dir` and its parents if they are missing.
     fn create_dir_all(&mut self, dir: &Path) -> io::Result<()>;
@@ -49,6 +51,10 @@ pub trait Disk: std::fmt::Debug {
     fn extend_zeroed(&mut self, file: &mut Self::File, len: u64) -> io::Result<()>;
     /// The whole contents of the file at `path`.
     fn read(&mut self, path: &Path) -> io::Result<Vec<u8>>;
+    /// The whole contents of a file nothing writes any more (a complete checkpoint, renamed
+    /// to its final name after its last sync), as large as the database it holds: mapped
+    /// rather than copied into fresh memory, where the disk can.
+    fn read_whole(&mut self, path: &Path) -> io::Result<Self::Whole>;
     /// Cuts the file at `path` to `len` bytes, durably.
     fn truncate(&mut self, path: &Path, len: u64) -> io::Result<()>;
     /// Removes the file at `path`; durable after [`Disk::sync_dir`].
@@ -76,8 +82,26 @@ pub struct FsFile {
 /// Zeros written a block at a time by [`Disk::extend_zeroed`].
 const ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 
+/// A whole file's bytes from [`FsDisk`]: mapped, or read when it is empty (a mapping of no
+/// bytes is refused).
+#[derive(Debug)]
+pub enum FileBytes {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl AsRef<[u8]> for FileBytes {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(map) => map,
+            FileBytes::Read(bytes) => bytes,
+        }
+    }
+}
+
 impl Disk for FsDisk {
     type File = FsFile;
+    type Whole = FileBytes;
 
     fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
         fs::create_dir_all(dir)
@@ -138,6 +162,22 @@ impl Disk for FsDisk {
         fs::read(path)
     }
 
+    #[allow(unsafe_code)]
+    fn read_whole(&mut self, path: &Path) -> io::Result<FileBytes> {
+        let file = File::open(path)?;
+        if file.metadata()?.len() == 0 {
+            return Ok(FileBytes::Read(Vec::new()));
+        }
+        // SAFETY: a mapping is sound while no one changes the file under it. `read_whole` is
+        // for files nothing writes any more: a checkpoint gets its final name only after its
+        // last write and sync, and from then on the log only removes it (an unlinked file
+        // stays mapped as it was). The node owns its log directory; another process writing
+        // into it would corrupt the log whether or not it is mapped. Pages are populated at
+        // once: the caller reads every byte (checksums, then the install).
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file)? };
+        Ok(FileBytes::Mapped(map))
+    }
+
     fn truncate(&mut self, path: &Path, len: u64) -> io::Result<()> {
         let file = OpenOptions::new().write(true).open(path)?;
         file.set_len(len)?;
@@ -162,6 +202,7 @@ impl Disk for FsDisk {
 /// fails (a test crashing recovery itself, say).
 impl<D: Disk + ?Sized> Disk for &mut D {
     type File = D::File;
+    type Whole = D::Whole;
 
     fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
         (**self).create_dir_all(dir)
@@ -193,6 +234,10 @@ impl<D: Disk + ?Sized> Disk for &mut D {
 
     fn read(&mut self, path: &Path) -> io::Result<Vec<u8>> {
         (**self).read(path)
+    }
+
+    fn read_whole(&mut self, path: &Path) -> io::Result<D::Whole> {
+        (**self).read_whole(path)
     }
 
     fn truncate(&mut self, path: &Path, len: u64) -> io::Result<()> {

@@ -278,6 +278,7 @@ impl SimDisk {
 
 impl Disk for SimDisk {
     type File = SimHandle;
+    type Whole = Vec<u8>;
 
     fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
         self.operate("creating directory", dir)?;
@@ -357,6 +358,10 @@ impl Disk for SimDisk {
     fn read(&mut self, path: &Path) -> io::Result<Vec<u8>> {
         self.operate("reading", path)?;
         Ok(self.file_mut(path)?.contents())
+    }
+
+    fn read_whole(&mut self, path: &Path) -> io::Result<Vec<u8>> {
+        self.read(path)
     }
 
     fn truncate(&mut self, path: &Path, len: u64) -> io::Result<()> {

@@ -125,9 +125,10 @@ pub struct CheckpointRecovered {
     pub lsn: u64,
     /// The view whose history its records follow, as the writer said.
     pub view: u64,
-    /// The checkpoint file as read, and where its chunks lie in it: the chunks are handed
-    /// out as slices of it, since a copy of each would cost as much again as the database.
-    bytes: Vec<u8>,
+    /// The checkpoint file as read (mapped, on a real disk), and where its chunks lie in it:
+    /// the chunks are handed out as slices of it, since a copy of each would cost as much
+    /// again as the database.
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
     chunk_ranges: Vec<std::ops::Range<usize>>,
 }
 
@@ -143,16 +144,15 @@ impl CheckpointRecovered {
         CheckpointRecovered {
             lsn,
             view,
-            bytes,
+            bytes: Arc::new(bytes),
             chunk_ranges,
         }
     }
 
     /// The chunks as they were appended, in order (state-transfer chunks, opaque to the log).
     pub fn chunks(&self) -> impl ExactSizeIterator<Item = &[u8]> {
-        self.chunk_ranges
-            .iter()
-            .map(|range| &self.bytes[range.clone()])
+        let bytes = (*self.bytes).as_ref();
+        self.chunk_ranges.iter().map(|range| &bytes[range.clone()])
     }
 }
 
@@ -601,14 +601,14 @@ fn recover_checkpoints<D: Disk>(
         let path = checkpoint_path(dir, lsn, temporary);
         if !temporary && checkpoint.is_none() {
             let bytes = disk
-                .read(&path)
+                .read_whole(&path)
                 .map_err(|error| poisoned(io_cause("reading checkpoint", &path, error)))?;
-            match decode_checkpoint(&bytes, lsn) {
+            match decode_checkpoint(bytes.as_ref(), lsn) {
                 Ok((view, chunk_ranges)) => {
                     checkpoint = Some(CheckpointRecovered {
                         lsn,
                         view,
-                        bytes,
+                        bytes: Arc::new(bytes),
                         chunk_ranges,
                     });
                     continue;

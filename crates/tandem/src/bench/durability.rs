@@ -228,11 +228,19 @@ fn fill(address: std::net::SocketAddr, mib: u64) -> Result<(), Failure> {
     Ok(())
 }
 
-/// How many checkpoints the node's log says it wrote.
-fn checkpoints_written(log: &str) -> usize {
-    log.lines()
-        .filter(|line| line.contains("written; the log keeps only what follows it"))
-        .count()
+/// The LSN of the newest checkpoint the node's log says it wrote.
+fn checkpoint_written_lsn(log: &str) -> Option<u64> {
+    let marker = "checkpoint at LSN ";
+    let line = log
+        .lines()
+        .rev()
+        .find(|line| line.contains("written; the log keeps only what follows it"))?;
+    let start = line.find(marker)? + marker.len();
+    let digits: String = line[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
 }
 
 /// Longest the bench waits for a checkpoint begun after the fill to be written.
@@ -264,6 +272,8 @@ fn measure_recovery(
         start_tandem_with(&folder, options, Safety::TwoSafe(AckCount::All))?;
     let target = Target::load(address, false)?;
     let filled_mib = u64::from(db_mib) * u64::from(fill_percent) / 100;
+    // Each of the fill's SETs commits one LSN.
+    let fill_commits = filled_mib * (1 << 20) / FILL_VALUE_BYTES as u64;
     if filled_mib > 0 {
         fill(address, filled_mib)?;
     }
@@ -271,7 +281,6 @@ fn measure_recovery(
         let node = cluster.nodes.iter().find(|node| node.entry.id == RESTARTED);
         node.expect("the cluster has the node").log()
     };
-    let checkpoints_before = checkpoints_written(&restarted_log(&cluster));
     let filled = run_slice(
         &target,
         Workload::Set.test(),
@@ -283,11 +292,13 @@ fn measure_recovery(
     if let Some(error) = filled.first_error() {
         return Err(Failure::Run(format!("filling the cluster: {error}")));
     }
-    // The second checkpoint written after the fill began after it: the restart installs the
-    // filled pages from it rather than replaying them.
+    // The backup checkpoints what it applied, behind the primary's acknowledgements: the kill
+    // waits for a checkpoint that holds the whole fill, so that the restart installs the
+    // filled pages from it rather than fetching them.
     if filled_mib > 0 {
         let deadline = Instant::now() + CHECKPOINT_WAIT_MAX;
-        while checkpoints_written(&restarted_log(&cluster)) < checkpoints_before + 2 {
+        while checkpoint_written_lsn(&restarted_log(&cluster)).is_none_or(|lsn| lsn < fill_commits)
+        {
             if Instant::now() > deadline {
                 return Err(Failure::Run(format!(
                     "node {RESTARTED} wrote no checkpoint after the fill within {} s",
