@@ -817,5 +817,8 @@ fn a_power_loss_during_a_failover_from_memory_reports_ends_in_a_serving_view() {
         let from_memory = |view: &View| view.truncate_lsn() == Some(100);
         promoted_from_memory += usize::from(h.history().values().any(from_memory));
     }
-    assert!(promoted_from_memory > 0, "no promotion from the reports from memory committed");
+    assert!(
+        promoted_from_memory > 0,
+        "no promotion from the reports from memory committed"
+    );
 }

@@ -191,6 +191,8 @@ fn the_durability_benchmark_prints_the_documented_json() {
         "0.3",
         "--recovery-checkpoint-mib",
         "1",
+        "--recovery-fill-percent",
+        "50",
         "--dir",
         dir.to_str().unwrap(),
         "--json",
@@ -211,6 +213,7 @@ fn the_durability_benchmark_prints_the_documented_json() {
             "checkpoint_lsn",
             "checkpoint_mib",
             "db_mib",
+            "filled_mib",
             "log_mib",
             "records",
             "replay_s",
@@ -218,14 +221,17 @@ fn the_durability_benchmark_prints_the_documented_json() {
         ],
         "{report}"
     );
-    // A checkpoint the restart installed (one lies within reach of 0.3 s of SETs, but a slow
-    // machine may not get there) is one the log holds.
-    if recovery[0]["checkpoint_lsn"].as_u64().is_some() {
-        assert!(
-            recovery[0]["checkpoint_mib"].as_f64().unwrap() > 0.0,
-            "{report}"
-        );
-    }
+    // Half of the 16 MiB went to 128 values of 64 KiB, one commit each; the restart installed
+    // a checkpoint that holds them all (the SETs waited for it), from a file the log holds.
+    assert_eq!(recovery[0]["filled_mib"], 8, "{report}");
+    assert!(
+        recovery[0]["checkpoint_lsn"].as_u64().unwrap() >= 128,
+        "{report}"
+    );
+    assert!(
+        recovery[0]["checkpoint_mib"].as_f64().unwrap() >= 8.0,
+        "{report}"
+    );
     assert_eq!(recovery[0]["db_mib"], 16, "{report}");
     assert!(recovery[0]["records"].as_u64().unwrap() > 0, "{report}");
     assert!(recovery[0]["restart_s"].as_f64().unwrap() > 0.0, "{report}");

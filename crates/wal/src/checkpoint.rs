@@ -34,8 +34,8 @@
 //! without the file being refused; the trailer repeats the header's fields so that a file cut
 //! short exactly at a chunk boundary is told apart from a complete one.
 
-use std::path::{Path, PathBuf};
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 /// The header's magic, so that a stray file is never read as a checkpoint.
 pub const CHECKPOINT_MAGIC: [u8; 4] = *b"TCKP";

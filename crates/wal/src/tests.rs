@@ -2308,7 +2308,10 @@ fn a_crash_during_a_rename_leaves_either_name() {
         disk.crash(seed);
         let names: Vec<String> = disk.list(dir()).unwrap();
         assert_eq!(names.len(), 1, "seed {seed}: {names:?}");
-        assert_eq!(disk.contents(&dir().join(&names[0])), Some(b"bytes".to_vec()));
+        assert_eq!(
+            disk.contents(&dir().join(&names[0])),
+            Some(b"bytes".to_vec())
+        );
         names_seen.insert(names[0].clone());
         synced.crash(seed);
         assert_eq!(synced.list(dir()).unwrap(), ["to"], "seed {seed}");

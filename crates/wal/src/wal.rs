@@ -173,7 +173,10 @@ impl std::fmt::Debug for CheckpointRecovered {
             .field("lsn", &self.lsn)
             .field("view", &self.view)
             .field("chunks", &self.chunk_ranges.len())
-            .field("chunk_bytes", &self.chunks().map(<[u8]>::len).sum::<usize>())
+            .field(
+                "chunk_bytes",
+                &self.chunks().map(<[u8]>::len).sum::<usize>(),
+            )
             .finish()
     }
 }

@@ -41,9 +41,9 @@ use crate::bench::resp_load::{
     Conn, RedisProcess, Tally, Target, Test, command, ratio_cell, redis_server_version, run_slice,
     start_redis, start_tandem, start_tandem_with,
 };
-use tandem_redis::resp::Value;
 use crate::cli::DurabilityArgs;
 use crate::local::{LocalCluster, Options};
+use tandem_redis::resp::Value;
 
 /// The longest measured slice: `--seconds` is split into slices no longer than this.
 const SLICE_MAX: Duration = Duration::from_millis(500);
@@ -204,7 +204,9 @@ const FILL_PIPELINE: usize = 16;
 fn fill(address: std::net::SocketAddr, mib: u64) -> Result<(), Failure> {
     let count = mib * (1 << 20) / FILL_VALUE_BYTES as u64;
     let mut conn = Conn::open(address)?;
-    let value: Vec<u8> = (0..FILL_VALUE_BYTES).map(|i| b'a' + (i % 26) as u8).collect();
+    let value: Vec<u8> = (0..FILL_VALUE_BYTES)
+        .map(|i| b'a' + (i % 26) as u8)
+        .collect();
     let mut out = Vec::new();
     let mut in_flight = 0;
     for index in 0..count {
@@ -252,8 +254,8 @@ const RECOVERY_SUSPECT_TICKS: u64 = 200;
 /// The node restarted: the last one, a backup of the first view.
 const RESTARTED: u32 = 3;
 
-/// Fills a cluster of `db_mib` for `seconds`, kills a backup, starts it again, and times
-/// its way back from its log.
+/// Fills `fill_percent` of a cluster of `db_mib` with large values, sends it SETs for
+/// `seconds`, kills a backup, starts it again, and times its way back from its log.
 fn measure_recovery(
     dir: &Path,
     db_mib: u32,
@@ -281,20 +283,9 @@ fn measure_recovery(
         let node = cluster.nodes.iter().find(|node| node.entry.id == RESTARTED);
         node.expect("the cluster has the node").log()
     };
-    let filled = run_slice(
-        &target,
-        Workload::Set.test(),
-        16,
-        8,
-        Duration::from_secs_f64(seconds),
-        u64::from(db_mib),
-    )?;
-    if let Some(error) = filled.first_error() {
-        return Err(Failure::Run(format!("filling the cluster: {error}")));
-    }
-    // The backup checkpoints what it applied, behind the primary's acknowledgements: the kill
-    // waits for a checkpoint that holds the whole fill, so that the restart installs the
-    // filled pages from it rather than fetching them.
+    // The backup checkpoints what it applied, behind the primary's acknowledgements: the SETs
+    // that follow wait for a checkpoint that holds the whole fill, so that the restart
+    // installs the filled pages from it and replays only the SETs after it.
     if filled_mib > 0 {
         let deadline = Instant::now() + CHECKPOINT_WAIT_MAX;
         while checkpoint_written_lsn(&restarted_log(&cluster)).is_none_or(|lsn| lsn < fill_commits)
@@ -305,7 +296,7 @@ fn measure_recovery(
                     CHECKPOINT_WAIT_MAX.as_secs()
                 )));
             }
-            let _ = run_slice(
+            let waited = run_slice(
                 &target,
                 Workload::Set.test(),
                 16,
@@ -313,7 +304,21 @@ fn measure_recovery(
                 Duration::from_millis(200),
                 u64::from(db_mib),
             )?;
+            if let Some(error) = waited.first_error() {
+                return Err(Failure::Run(format!("loading the cluster: {error}")));
+            }
         }
+    }
+    let filled = run_slice(
+        &target,
+        Workload::Set.test(),
+        16,
+        8,
+        Duration::from_secs_f64(seconds),
+        u64::from(db_mib),
+    )?;
+    if let Some(error) = filled.first_error() {
+        return Err(Failure::Run(format!("filling the cluster: {error}")));
     }
     let log_dir = folder.join(format!("node{RESTARTED}")).join("log");
     let files: Vec<(String, u64)> = std::fs::read_dir(&log_dir)
@@ -585,13 +590,14 @@ fn print_report(runs: &[Run], workloads: &[Workload], recovery: &[Recovery]) {
         return;
     }
     println!(
-        "{:>7} {:>9} {:>15} {:>10} {:>11} {:>10}",
-        "db MiB", "log MiB", "checkpoint MiB", "records", "restart s", "replay s"
+        "{:>7} {:>11} {:>9} {:>15} {:>10} {:>11} {:>10}",
+        "db MiB", "filled MiB", "log MiB", "checkpoint MiB", "records", "restart s", "replay s"
     );
     for restart in recovery {
         println!(
-            "{:>7} {:>9.1} {:>15.1} {:>10} {:>11.3} {:>10.3}",
+            "{:>7} {:>11} {:>9.1} {:>15.1} {:>10} {:>11.3} {:>10.3}",
             restart.db_mib,
+            restart.filled_mib,
             restart.log_mib,
             restart.checkpoint_mib,
             restart.records,
