@@ -80,7 +80,7 @@ pub struct FsFile {
 }
 
 /// Zeros written a block at a time by [`Disk::extend_zeroed`].
-const ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
 
 /// A whole file's bytes from [`FsDisk`]: mapped, or read when it is empty (a mapping of no
 /// bytes is refused).

@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use tandem_log::{BatchBuilder, BatchKind, CallId, SealedBatch};
 use tandem_memory::RedoRecord;
