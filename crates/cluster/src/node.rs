@@ -513,9 +513,11 @@ impl Cluster {
         {
             frozen.lsn_received = Some(lsn_received);
             frozen.view_held = view_held;
+            // A role that rewound its rebuilt records (a rejoin below them) still holds only
+            // what its log gave back.
             frozen.restarted = self
                 .rebuilt_unheard
-                .is_some_and(|rebuilt| rebuilt.lsn == lsn_received);
+                .is_some_and(|rebuilt| lsn_received <= rebuilt.lsn);
             // Nothing is heard from the old primary from now on: the promise ends here.
             self.tick_lease_owed_until = self.tick_heard_primary + self.settings.lease_ticks;
             self.maybe_report();

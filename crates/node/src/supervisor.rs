@@ -377,12 +377,19 @@ impl Supervisor {
             }
             (held, _) => held,
         };
+        let recovered_before = self.rule.recovered();
         let mut transition = self.rule.decide(held, view);
+        // The records the rule took from the log, if this view made it follow with them.
+        let recovered_taken = recovered_before.filter(|_| self.rule.recovered().is_none());
         if let (Transition::Rejoin { .. }, false) = (transition, diverged_before) {
             // The records it rewinds are of the view it held: a diverged member reports
-            // them, should the primary it rewinds for never serve.
+            // them, should the primary it rewinds for never serve. Records rebuilt from the
+            // log are of the view they were sealed in (default-mix seed 423837: a restarted
+            // node rewound its log's records for a primary that could not serve, reported
+            // nothing, and the group waited for good).
             self.view_before_rewind = match held {
                 Some(Held::Backup { view, .. } | Held::Primary { view, .. }) => Some(view),
+                None => recovered_taken.map(|recovered| recovered.view),
                 _ => None,
             };
         }

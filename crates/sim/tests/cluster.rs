@@ -103,7 +103,7 @@ fn restarts_replay_their_logs_and_durable_seeds_run() {
 /// scripted test of its own beside the code; these keep the whole runs passing. (After a
 /// change to the simulator a seed may no longer reach the fault it once did; the scripted
 /// tests still hold the line.)
-const FOUND_BEYOND_THE_BUDGET: [(u64, u64, &str); 11] = [
+const FOUND_BEYOND_THE_BUDGET: [(u64, u64, &str); 14] = [
     (
         34246,
         TICKS,
@@ -138,6 +138,24 @@ const FOUND_BEYOND_THE_BUDGET: [(u64, u64, &str); 11] = [
         54935,
         TICKS,
         "a change that could not gather its reports waited for good",
+    ),
+    (
+        423837,
+        TICKS,
+        "after a power loss a node rewound its log's records for a primary that could not \
+         serve, reported nothing, and the group waited for good",
+    ),
+    (
+        426103,
+        TICKS,
+        "after a power loss a node rewound its log's records for a primary that could not \
+         serve, reported nothing, and the group waited for good",
+    ),
+    (
+        428884,
+        TICKS,
+        "after a power loss a node rewound its log's records for a primary that could not \
+         serve, reported nothing, and the group waited for good",
     ),
     (
         420438,
