@@ -99,6 +99,10 @@ fn restarts_replay_their_logs_and_durable_seeds_run() {
     );
 }
 
+/// Three default-mix seeds of one bug (see `tandem_node::Supervisor::follow`).
+const REWOUND_UNREPORTED: &str = "after a power loss a node rewound its log's records for a \
+     primary that could not serve, reported nothing, and the group waited for good";
+
 /// Seeds that long runs past the CI budget found failing, with their ticks: each fix has a
 /// scripted test of its own beside the code; these keep the whole runs passing. (After a
 /// change to the simulator a seed may no longer reach the fault it once did; the scripted
@@ -139,24 +143,9 @@ const FOUND_BEYOND_THE_BUDGET: [(u64, u64, &str); 14] = [
         TICKS,
         "a change that could not gather its reports waited for good",
     ),
-    (
-        423837,
-        TICKS,
-        "after a power loss a node rewound its log's records for a primary that could not \
-         serve, reported nothing, and the group waited for good",
-    ),
-    (
-        426103,
-        TICKS,
-        "after a power loss a node rewound its log's records for a primary that could not \
-         serve, reported nothing, and the group waited for good",
-    ),
-    (
-        428884,
-        TICKS,
-        "after a power loss a node rewound its log's records for a primary that could not \
-         serve, reported nothing, and the group waited for good",
-    ),
+    (423837, TICKS, REWOUND_UNREPORTED),
+    (426103, TICKS, REWOUND_UNREPORTED),
+    (428884, TICKS, REWOUND_UNREPORTED),
     (
         420438,
         TICKS,

@@ -230,19 +230,21 @@ fn fill(address: std::net::SocketAddr, mib: u64) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The LSN of the newest checkpoint the node's log says it wrote.
-fn checkpoint_written_lsn(log: &str) -> Option<u64> {
-    let marker = "checkpoint at LSN ";
-    let line = log
-        .lines()
-        .rev()
-        .find(|line| line.contains("written; the log keeps only what follows it"))?;
+/// The number right after `marker` on the last line of a node's `log` that contains `line_has`.
+fn last_number_after(log: &str, line_has: &str, marker: &str) -> Option<u64> {
+    let line = log.lines().rev().find(|line| line.contains(line_has))?;
     let start = line.find(marker)? + marker.len();
     let digits: String = line[start..]
         .chars()
         .take_while(char::is_ascii_digit)
         .collect();
     digits.parse().ok()
+}
+
+/// The LSN of the newest checkpoint the node's log says it wrote.
+fn checkpoint_written_lsn(log: &str) -> Option<u64> {
+    let written = "written; the log keeps only what follows it";
+    last_number_after(log, written, "checkpoint at LSN ")
 }
 
 /// Longest the bench waits for a checkpoint begun after the fill to be written.
@@ -384,13 +386,7 @@ fn measure_recovery(
 /// The LSN of the checkpoint a restarted node's log says it installed before its replay.
 fn checkpoint_installed(log: &str) -> Option<u64> {
     let marker = "after installing its checkpoint at LSN ";
-    let line = log.lines().rev().find(|line| line.contains(marker))?;
-    let start = line.find(marker)? + marker.len();
-    let digits: String = line[start..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
+    last_number_after(log, marker, marker)
 }
 
 /// Longest a restarted node may take to serve again before the bench gives up on it.
