@@ -233,7 +233,9 @@ fn the_durability_benchmark_prints_the_documented_json() {
         "{report}"
     );
     assert_eq!(recovery[0]["db_mib"], 16, "{report}");
-    assert!(recovery[0]["records"].as_u64().unwrap() > 0, "{report}");
+    // Records after that checkpoint: none when one more checkpoint landed just before the
+    // kill (every MiB of batches here), so only their count's presence is checked.
+    assert!(recovery[0]["records"].as_u64().is_some(), "{report}");
     assert!(recovery[0]["restart_s"].as_f64().unwrap() > 0.0, "{report}");
     let runs = report["runs"].as_array().unwrap();
     let mut pairs = Vec::new();
