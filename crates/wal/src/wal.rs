@@ -29,10 +29,10 @@ pub struct WalOptions {
     /// A segment file is closed and the next one begun once the next entry would take it past
     /// this size. A single entry larger than this gets a segment of its own.
     pub segment_bytes_max: u64,
-    /// Zeros written ahead of the entries in the current segment, this many bytes at a time
-    /// (capped at `segment_bytes_max`; 0 writes none): a group commit's sync that lands on
-    /// them leaves the file's size alone, and so syncs the data without a journal commit
-    /// (half the latency of a sync that grows the file, on this project's ext4 disks).
+    /// Zeros written after a group's entries whenever they grow the current segment, in the
+    /// same sync (capped at `segment_bytes_max`; 0 writes none): a later group commit's sync
+    /// that lands on them leaves the file's size alone, and so syncs the data without a
+    /// journal commit (half the latency of a sync that grows the file, on this machine's ext4).
     pub preallocate_bytes: u64,
 }
 
