@@ -93,13 +93,9 @@ impl NodeLog {
         lsn_load: u64,
         metrics: Arc<Metrics>,
     ) -> Result<(NodeLog, Recovered), String> {
-        // No preallocated zeros on a real disk yet: measured end to end they gained nothing
-        // at the bench's settings, and the full suite twice saw a durable cluster's replies
-        // stop for good under it (`every_fault_keeps_the_promises`, kill-backup), which runs
-        // alone never showed. The simulator and the crash tests keep exercising them.
         let options = WalOptions {
             segment_bytes_max: settings.segment_bytes_max,
-            preallocate_bytes: 0,
+            ..WalOptions::default()
         };
         let (core, recovered) =
             LogCore::open(FsDisk, &settings.dir, options, settings.fsync, lsn_load).map_err(

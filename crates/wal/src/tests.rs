@@ -188,7 +188,11 @@ fn what_recovery_read_survives_a_later_power_loss() {
 
 #[test]
 fn many_batches_take_one_sync() {
-    let (mut wal, _) = open(SimDisk::new(), WalOptions::default());
+    let options = WalOptions {
+        preallocate_bytes: 1024 * 1024,
+        ..WalOptions::default()
+    };
+    let (mut wal, _) = open(SimDisk::new(), options);
     let mut batches = Batches::starting_at(1);
     // The first group grows the file: its one sync also makes the room zeroed after it
     // durable, and later groups land in that room, one sync each.
@@ -555,7 +559,7 @@ fn the_real_file_system_round_trips_and_cuts_a_torn_tail() {
     let temp = TempDir::new("round-trip");
     let options = WalOptions {
         segment_bytes_max: 2048,
-        ..WalOptions::default()
+        preallocate_bytes: 1024 * 1024,
     };
     let (mut wal, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
     assert!(recovered.entries.is_empty());
