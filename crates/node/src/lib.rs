@@ -37,7 +37,7 @@ pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin
 pub use checkpoint::{Checkpointer, PAGES_PER_STEP};
 pub use gate::GateRule;
 pub use log::{
-    Aligned, LogCore, LogOrder, Replayed, SyncPolicy, SyncPolicyError, rebuilds_state,
+    Aligned, LogCore, LogOrder, Replayed, SyncPolicy, SyncPolicyError, rebuild, rebuilds_state,
     receiver_orders, replay, replay_from,
 };
 pub use primary::{

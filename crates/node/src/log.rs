@@ -69,10 +69,51 @@ pub struct Replayed {
 }
 
 /// Whether what recovery gave back rebuilds a state of the node's history on top of the
-/// initial load (at `lsn_load`): a checkpoint (the log kept continues it), or a log whose
-/// history starts at the load. Any other log starts past a gap and rebuilds nothing.
+/// initial load (at `lsn_load`): a checkpoint (the log kept continues it), a log whose
+/// history starts at the load, or a log that gave back nothing (the load itself). Any other
+/// log starts past a gap and rebuilds nothing.
 pub fn rebuilds_state(recovered: &Recovered, lsn_load: u64) -> bool {
-    recovered.checkpoint.is_some() || recovered.lsn_base() == Some(lsn_load)
+    match recovered.lsn_base() {
+        Some(lsn_base) => recovered.checkpoint.is_some() || lsn_base == lsn_load,
+        None => true,
+    }
+}
+
+/// What a restarted node rebuilds on `segment` (which holds the initial load) from what its
+/// log `recovered`, if anything ([`rebuilds_state`]); the runtime and the simulator both
+/// restart through here.
+///
+/// A log that gave back nothing (the node never synced a record, or its records were all
+/// truncated away) rebuilds the initial load itself. Every view's history starts with the
+/// load, so the node holds the history of `view_known` (the newest view its config store
+/// knows) up to it, and says so: a whole group that lost power before any record reached a
+/// log reports and promotes from there, rather than waiting for good for a node with more.
+/// Under `durable` such a report counts like any other, and is no under-report: a member
+/// acknowledges only records its log synced, and a synced record stays in the log unless a
+/// promotion truncated it or a checkpoint covers it.
+pub fn rebuild(
+    segment: &mut Segment,
+    recovered: &Recovered,
+    lsn_load: u64,
+    view_known: u64,
+) -> Result<Option<Replayed>, String> {
+    assert_eq!(
+        segment.lsn(),
+        lsn_load,
+        "a restart rebuilds on the initial load"
+    );
+    if !rebuilds_state(recovered, lsn_load) {
+        return Ok(None);
+    }
+    if recovered.entries.is_empty() && recovered.checkpoint.is_none() {
+        return Ok(Some(Replayed {
+            lsn: lsn_load,
+            view: view_known,
+            records: 0,
+            images: 0,
+        }));
+    }
+    replay_from(segment, recovered.checkpoint.as_ref(), recovered.replay()).map(Some)
 }
 
 /// Replays a log's `entries` (a contiguous history, as `tandem_wal` recovers it, starting
@@ -772,14 +813,78 @@ mod tests {
                 tandem_memory::Strategy::V0LinkedUndo,
             )
             .unwrap();
-            let replayed = replay_from(
-                &mut segment,
-                recovered.checkpoint.as_ref(),
-                recovered.replay(),
-            )
-            .unwrap();
+            let replayed = rebuild(&mut segment, &recovered, 0, VIEW_KNOWN)
+                .unwrap()
+                .expect("the log starts at the load or continues a checkpoint");
             (segment, replayed, self.states, durable)
         }
+    }
+
+    /// The view a restarted node's config store knows, in these tests.
+    const VIEW_KNOWN: u64 = 9;
+
+    /// The simulator's Redis seeds 51502 and 52028 (`durable`): every node lost power before
+    /// any record reached its log; each restarted with an empty log, reported nothing, and
+    /// the group waited for good for a node with records. An empty log now rebuilds the
+    /// load, which every view's history starts with, and says so for the view it knows.
+    #[test]
+    fn an_empty_log_rebuilds_the_load_and_a_log_past_a_gap_nothing() {
+        // Nothing ever appended.
+        let logged = Logged::new();
+        let (segment, replayed, _, durable) = logged.restart(1);
+        assert_eq!(durable, 0);
+        assert_eq!(segment.lsn(), 0);
+        let expected = Replayed {
+            lsn: 0,
+            view: VIEW_KNOWN,
+            records: 0,
+            images: 0,
+        };
+        assert_eq!(replayed, expected);
+
+        // Appended, never synced: the crash takes it all.
+        let mut log = log_of(Vec::new());
+        log.carry_out(LogOrder::Batch {
+            batch: batch_at(1, 3),
+            lsn_from: 1,
+        })
+        .unwrap();
+        log.write().unwrap();
+        assert_eq!(log.lsn_durable(), 0, "nothing synced");
+        let mut disk = log.into_disk();
+        disk.crash(3);
+        let options = WalOptions::default();
+        let (_, recovered) =
+            LogCore::open(disk, Path::new("/log"), options, SyncPolicy::Always, 0).unwrap();
+        assert!(recovered.entries.is_empty(), "{recovered:?}");
+        let mut segment = Segment::anonymous(
+            PAGES * tandem_memory::PAGE_SIZE,
+            tandem_memory::Strategy::V3InlineLog,
+        )
+        .unwrap();
+        let replayed = rebuild(&mut segment, &recovered, 0, VIEW_KNOWN).unwrap();
+        assert_eq!(replayed, Some(expected));
+
+        // A log that starts past a gap (after a state transfer that was not from the load)
+        // rebuilds nothing: the node waits to rejoin.
+        let log = log_of(vec![LogOrder::Batch {
+            batch: batch_at(6, 3),
+            lsn_from: 6,
+        }]);
+        let (_, recovered) = LogCore::open(
+            log.into_disk(),
+            Path::new("/log"),
+            WalOptions::default(),
+            SyncPolicy::Always,
+            0,
+        )
+        .unwrap();
+        assert_eq!(recovered.lsn_base(), Some(5));
+        assert!(!rebuilds_state(&recovered, 0));
+        assert_eq!(
+            rebuild(&mut segment, &recovered, 0, VIEW_KNOWN).unwrap(),
+            None
+        );
     }
 
     #[test]

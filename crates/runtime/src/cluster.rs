@@ -287,9 +287,10 @@ pub fn run(
     // the log starts at the initial load or continues a checkpoint; a node of a fresh
     // cluster starts from the load, and its first role cuts whatever an older cluster left
     // in the log.
+    let view_known = core.view().map_or(config.group.view, |view| view.number);
     let replayed = match recovered {
-        Some(recovered) if restarted && tandem_node::rebuilds_state(&recovered, lsn_load) => {
-            replay_log(config, &mut segment, &recovered)
+        Some(recovered) if restarted => {
+            replay_log(config, &mut segment, &recovered, lsn_load, view_known)
         }
         _ => None,
     };
@@ -1266,17 +1267,16 @@ enum NextSegment {
     Recovered(Segment),
 }
 
-/// Replays what the node's log recovered onto `segment` (at the initial load); `None` (the
-/// node starts from the load, as without a log) if there is nothing to replay or the replay
-/// fails, which it says.
+/// Rebuilds what the node's log recovered onto `segment` (at the initial load,
+/// `tandem_node::rebuild`); `None` (the node starts from the load, as without a log) if the
+/// log rebuilds nothing or the replay fails, which it says.
 fn replay_log(
     config: &NodeConfig,
     segment: &mut Segment,
     recovered: &tandem_wal::Recovered,
+    lsn_load: u64,
+    view_known: u64,
 ) -> Option<tandem_node::Replayed> {
-    if recovered.entries.is_empty() && recovered.checkpoint.is_none() {
-        return None;
-    }
     if config.group.mode != crate::config::Mode::Active {
         tracing::info!(
             "node {}: a passive node does not replay its log; it rejoins from the load",
@@ -1285,8 +1285,16 @@ fn replay_log(
         return None;
     }
     let started = Instant::now();
-    match tandem_node::replay_from(segment, recovered.checkpoint.as_ref(), recovered.replay()) {
-        Ok(replayed) => {
+    match tandem_node::rebuild(segment, recovered, lsn_load, view_known) {
+        Ok(None) => None,
+        Ok(Some(replayed)) if recovered.entries.is_empty() && recovered.checkpoint.is_none() => {
+            tracing::info!(
+                "node {}: its log holds no record; it holds the initial load (LSN {lsn_load})",
+                config.node_id
+            );
+            Some(replayed)
+        }
+        Ok(Some(replayed)) => {
             let from = recovered.lsn_checkpoint().map_or(String::new(), |lsn| {
                 format!(", after installing its checkpoint at LSN {lsn}")
             });

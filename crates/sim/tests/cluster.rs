@@ -461,6 +461,20 @@ fn a_budget_of_redis_seeds_passes_every_checker() {
             views += report.views;
         }
     }
+    // Found past the budget (`durable`): every node lost power before any record reached a
+    // log, each came back with an empty log, reported nothing, and the group waited for
+    // good. An empty log now rebuilds the initial load (`tandem_node::rebuild`, scripted in
+    // `an_empty_log_rebuilds_the_load_and_a_log_past_a_gap_nothing`).
+    for seed in [51502, 52028] {
+        let report = run_redis(seed, Mix::Every, None);
+        assert!(report.power_losses > 0, "seed {seed} no longer loses power");
+        assert!(
+            report.failure.is_none(),
+            "Redis seed {seed} failed: {}\n{}",
+            report.failure.unwrap_or_default(),
+            report.trace.join("\n")
+        );
+    }
     // The budget checks what it claims: most replies, sweeps replicated, failovers.
     let seeds = SEEDS_REDIS + SEEDS_REDIS_ANY_TIME;
     assert!(replies > 1_000 * seeds, "only {replies} replies checked");

@@ -468,7 +468,11 @@ impl World {
     /// The node restarts: it opens its log (recovery) and, if the log's history starts at
     /// the initial load, replays it onto a freshly loaded segment, which the node follows the
     /// next view from (`RoleRule::with_recovered`); what it rebuilt.
-    pub(super) fn recover_log(&mut self, node: NodeId) -> Result<Option<Recovered>, String> {
+    pub(super) fn recover_log(
+        &mut self,
+        node: NodeId,
+        view_known: u64,
+    ) -> Result<Option<Recovered>, String> {
         let lsn_loaded = self.lsn_loaded;
         let log = &mut self.nodes[index_of(node)].log;
         let disk = match std::mem::replace(&mut log.state, LogState::Moving) {
@@ -495,19 +499,17 @@ impl World {
                 recovered.lsn_checkpoint()
             )));
         }
-        if !rebuilds || (recovered.entries.is_empty() && recovered.checkpoint.is_none()) {
+        if !rebuilds {
             return Ok(None);
         }
         if recovered.checkpoint.is_some() {
             self.report.checkpoints_installed += 1;
         }
         let mut segment = loaded(&*self.model, self.segment_len);
-        let replayed = match tandem_node::replay_from(
-            &mut segment,
-            recovered.checkpoint.as_ref(),
-            recovered.replay(),
-        ) {
-            Ok(replayed) => replayed,
+        let replayed = match tandem_node::rebuild(&mut segment, &recovered, lsn_loaded, view_known)
+        {
+            Ok(Some(replayed)) => replayed,
+            Ok(None) => unreachable!("the log rebuilds a state"),
             Err(err) => {
                 return Err(self.fail(format!(
                     "node {node} cannot replay its log, which recovery gave back whole: {err}"
@@ -518,6 +520,8 @@ impl World {
             let ghost = self.nodes[index_of(node)].log.history.as_ref();
             match ghost {
                 Some(ghost) if ghost.lsn() >= replayed.lsn => ghost.prefix(replayed.lsn),
+                // An empty log: the load, whether or not the node held records before.
+                _ if replayed.lsn == lsn_loaded => History::new(lsn_loaded),
                 _ => {
                     return Err(self.fail(format!(
                         "node {node} replayed its log to LSN {}, beyond what its records were \

@@ -579,7 +579,8 @@ impl World {
         // As the runtime's `cluster::run`: the log recovers, and what it replays is followed
         // into the next view that names the node once one has left it out.
         let mut rule = RoleRule::new(node, VIEW_FIRST, true);
-        if let Some(recovered) = self.recover_log(node)? {
+        let view_known = core.view().map_or(VIEW_FIRST, |view| view.number);
+        if let Some(recovered) = self.recover_log(node, view_known)? {
             rule = rule.with_recovered(recovered);
         }
         let state = &mut self.nodes[index_of(node)];
