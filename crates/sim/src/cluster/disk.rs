@@ -131,7 +131,11 @@ impl World {
             // A stopped log thread takes nothing: no harm, it reports nothing durable either.
             return;
         }
-        if log.syncing {
+        // Behind the orders that wait, as in the runtime's queue: a role that hears of a
+        // sync (`log_publish`) may give orders before those that waited for it are carried
+        // out (Redis seed 53913: a paused primary's sync completed as it resumed, the
+        // publish let it commit, and its next batch went in ahead of the one that waited).
+        if log.syncing || !log.waiting.is_empty() {
             log.waiting.push_back(order);
             return;
         }
