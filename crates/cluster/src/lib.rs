@@ -9,5 +9,7 @@ pub mod node;
 pub mod role;
 pub mod rule;
 
-pub use node::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings, Rebuilt};
+pub use node::{
+    Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings, Rebuilt, Suspicion,
+};
 pub use rule::{RuleError, add_spare, promote, promote_spare, remove_backup, reports_needed};

@@ -146,8 +146,12 @@ pub enum ClusterEvent {
     /// line with it. A member whose records go above `truncate_lsn` must discard them first.
     View(View),
     /// The node suspected a peer (counted: on a loaded machine some suspicions are false,
-    /// and they are safe, but a benchmark reports them).
-    Suspected { peer: NodeId, view: u64 },
+    /// and they are safe, but a benchmark reports them), and why.
+    Suspected {
+        peer: NodeId,
+        view: u64,
+        why: Suspicion,
+    },
     /// This frozen backup reported for a new view: it has given up on the primary of `view`,
     /// whose lease it no longer upholds (the simulator checks that primary released nothing
     /// that needed the lease from then on).
@@ -239,6 +243,29 @@ struct Frozen {
     /// The records were rebuilt from the write-ahead log by a node that lost its memory.
     restarted: bool,
     tick_reported: Option<u64>,
+}
+
+/// Why a peer was suspected: what a node's log says of each suspicion, so that a false one
+/// can be told from a dead peer after the fact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Suspicion {
+    /// The peer's process closed its connection (a strong sign, acted on at once).
+    Closed,
+    /// Nothing was heard from the peer for `ticks`, which reached the silence it is allowed
+    /// (`suspect_ticks`, stretched by the jitter observed from it).
+    Silent { ticks: u64, allowed_ticks: u64 },
+}
+
+impl std::fmt::Display for Suspicion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Suspicion::Closed => write!(f, "its connection closed"),
+            Suspicion::Silent {
+                ticks,
+                allowed_ticks,
+            } => write!(f, "silent for {ticks} ticks, {allowed_ticks} allowed"),
+        }
+    }
 }
 
 /// What a node that restarted without its memory rebuilt from its write-ahead log, synced:

@@ -52,8 +52,12 @@ pub enum RoleHeld {
 /// What the supervisor tells the driver, for its counters, logs and checkers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Notice<'a> {
-    /// The core suspected `peer` in `view`.
-    Suspected { peer: NodeId, view: u64 },
+    /// The core suspected `peer` in `view`, for `why`.
+    Suspected {
+        peer: NodeId,
+        view: u64,
+        why: tandem_cluster::Suspicion,
+    },
     /// This frozen backup reported for a view after `view`: it no longer upholds the lease
     /// of that view's primary.
     Reported { view: u64 },
@@ -71,7 +75,9 @@ pub enum Notice<'a> {
 impl fmt::Display for Notice<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Notice::Suspected { peer, view } => write!(f, "suspects node {peer} in view {view}"),
+            Notice::Suspected { peer, view, why } => {
+                write!(f, "suspects node {peer} in view {view} ({why})")
+            }
             Notice::Reported { view } => write!(f, "reported for a view after {view}"),
             Notice::Frozen { view, lsn_received } => {
                 write!(f, "frozen in view {view} at LSN {lsn_received}")
@@ -297,8 +303,8 @@ impl Supervisor {
                 }
                 Ok(())
             }
-            ClusterEvent::Suspected { peer, view } => {
-                roles.notice(Notice::Suspected { peer, view });
+            ClusterEvent::Suspected { peer, view, why } => {
+                roles.notice(Notice::Suspected { peer, view, why });
                 Ok(())
             }
             ClusterEvent::Reported { view } => {

@@ -76,7 +76,19 @@ impl Cluster {
             return;
         };
         let suspect_ticks = self.settings.suspect_ticks;
-        let suspects: Vec<NodeId> = match self.member() {
+        let suspicion = |closed: bool, ticks: u64, allowed_ticks: u64| {
+            if closed {
+                Some(Suspicion::Closed)
+            } else if ticks >= allowed_ticks {
+                Some(Suspicion::Silent {
+                    ticks,
+                    allowed_ticks,
+                })
+            } else {
+                None
+            }
+        };
+        let suspects: Vec<(NodeId, Suspicion)> = match self.member() {
             // A spare too, in a view without backups (it may take over: `rule::reporters`).
             // A node that rebuilt records runs no role, so it hears nothing from the primary
             // and has no role start to give a grace for: it suspects it after the usual
@@ -91,13 +103,14 @@ impl Cluster {
                 } else {
                     suspect_ticks
                 };
-                if self.closed.contains(&view.primary)
-                    || self.tick - self.tick_heard_primary >= silence_ticks
-                {
-                    vec![view.primary]
-                } else {
-                    Vec::new()
-                }
+                suspicion(
+                    self.closed.contains(&view.primary),
+                    self.tick - self.tick_heard_primary,
+                    silence_ticks,
+                )
+                .map(|why| (view.primary, why))
+                .into_iter()
+                .collect()
             }
             // Spares too: a silent spare leaves (a restarted node the view names as a spare
             // waits to be left out before it rejoins).
@@ -106,15 +119,19 @@ impl Cluster {
                 .iter()
                 .chain(&view.spares)
                 .copied()
-                .filter(|&node| {
-                    self.closed.contains(&node)
-                        || self.tick - self.tick_heard.get(&node).copied().unwrap_or(0)
-                            >= self.silence_ticks(node)
+                .filter_map(|node| {
+                    let silent_ticks = self.tick - self.tick_heard.get(&node).copied().unwrap_or(0);
+                    suspicion(
+                        self.closed.contains(&node),
+                        silent_ticks,
+                        self.silence_ticks(node),
+                    )
+                    .map(|why| (node, why))
                 })
                 .collect(),
             _ => Vec::new(),
         };
-        for suspect in suspects {
+        for (suspect, why) in suspects {
             let due = self
                 .tick_suspected
                 .get(&suspect)
@@ -126,6 +143,7 @@ impl Cluster {
                 self.ready.events.push(ClusterEvent::Suspected {
                     peer: suspect,
                     view: view.number,
+                    why,
                 });
             }
             self.tick_suspected.insert(suspect, self.tick);

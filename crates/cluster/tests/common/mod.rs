@@ -499,7 +499,7 @@ impl Harness {
                     node.core.as_mut().unwrap().frozen(view, lsn, view);
                 }
             }
-            ClusterEvent::Suspected { peer, view } => node.suspected.push((peer, view)),
+            ClusterEvent::Suspected { peer, view, .. } => node.suspected.push((peer, view)),
             ClusterEvent::Reported { view } => {
                 if node.lost_memory && node.rebuilt.is_some() {
                     node.reported_rebuilt = Some(view);
