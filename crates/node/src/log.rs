@@ -89,8 +89,12 @@ pub fn rebuilds_state(recovered: &Recovered, lsn_load: u64) -> bool {
 /// knows) up to it, and says so: a whole group that lost power before any record reached a
 /// log reports and promotes from there, rather than waiting for good for a node with more.
 /// Under `durable` such a report counts like any other, and is no under-report: a member
-/// acknowledges only records its log synced, and a synced record stays in the log unless a
-/// promotion truncated it or a checkpoint covers it.
+/// acknowledges only records its anchored log synced, and a synced record stays in the log
+/// unless a promotion truncated it or a checkpoint covers it. A log emptied by a view
+/// change's cut below its checkpoint (which the cut deletes) is unanchored until its next
+/// checkpoint: its node acknowledged nothing since, and what it acknowledged before, the
+/// promotion that cut it kept (its truncate LSN is the floor a later promotion must reach,
+/// `tandem_cluster::rule::promote_from`).
 pub fn rebuild(
     segment: &mut Segment,
     recovered: &Recovered,
