@@ -342,6 +342,16 @@ impl NodeConfig {
             }
         }
         if let Safety::Durable(_) = self.group.safety
+            && self.group.mode == Mode::Passive
+        {
+            return Err(invalid(
+                "group.safety",
+                "durable needs mode = \"active\": a passive backup keeps the primary's memory \
+                 writes, not redo records, and a restart cannot rebuild them from its log; use \
+                 active mode, or another safety rule",
+            ));
+        }
+        if let Safety::Durable(_) = self.group.safety
             && self.log_settings().is_none()
         {
             return Err(invalid(
@@ -1246,6 +1256,15 @@ mod tests {
                 },
                 "passive mode needs strategy v1, v2 or v3",
             ),
+            (
+                "`group.safety`",
+                |c| {
+                    c.group.mode = Mode::Passive;
+                    c.group.strategy = Strategy::V3InlineLog;
+                    c.group.safety = Safety::Durable(tandem_replication::AckCount::All);
+                },
+                "durable needs mode = \"active\"",
+            ),
         ];
         fn peer(node_id: NodeId, port: u16, role: Role) -> PeerConfig {
             PeerConfig {
@@ -1436,9 +1455,9 @@ mod tests {
         config.cluster = Some(ClusterTable::new(PathBuf::from("raft")));
         assert!(
             config.validate().is_ok(),
-            "the defaults: lease 4, suspicion 10"
+            "the defaults: lease 4, suspicion 30"
         );
-        for lease_ticks in [2, 10] {
+        for lease_ticks in [2, config.tuning.suspect_ticks] {
             let mut bad = config.clone();
             bad.cluster.as_mut().unwrap().lease_ticks = lease_ticks;
             let err = bad.validate().unwrap_err();
