@@ -846,14 +846,13 @@ mod tests {
         };
         assert_eq!(replayed, expected);
 
-        // Appended, never synced: the crash takes it all.
+        // Appended, never written nor synced: the crash takes it all.
         let mut log = log_of(Vec::new());
         log.carry_out(LogOrder::Batch {
             batch: batch_at(1, 3),
             lsn_from: 1,
         })
         .unwrap();
-        log.write().unwrap();
         assert_eq!(log.lsn_durable(), 0, "nothing synced");
         let mut disk = log.into_disk();
         disk.crash(3);

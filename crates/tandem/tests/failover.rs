@@ -71,7 +71,7 @@ fn every_fault_keeps_the_promises() {
     // A killed backup, under the durable rule (every reply waits for the primary's and the
     // backups' write-ahead logs): the view changes to remove it, and calls go on after the
     // kill, synced by the nodes that remain.
-    let (report, _) = fault("kill-backup", &["--safety", "durable"]);
+    let (report, logs) = fault("kill-backup", &["--safety", "durable"]);
     assert_ne!(report["new_primary"], report["killed"], "{report}");
     assert!(
         report["view_after"].as_u64() > report["view_before"].as_u64(),
@@ -83,7 +83,8 @@ fn every_fault_keeps_the_promises() {
         .iter()
         .map(|b| b.as_u64().unwrap())
         .sum();
-    assert!(replies_after > 0, "{report}");
+    // The nodes' logs say why, should it fail (each suspicion says what it heard).
+    assert!(replies_after > 0, "{report}\n{logs}");
 
     // A paused (partitioned) old primary: a new primary answered, the old one answered
     // nothing after that (`stale_replies`, in `assert_safe`), and it rejoined: `consistent`
