@@ -29,9 +29,9 @@ pub enum LogOrder {
     /// A batch the node holds from `lsn_from` on (earlier records of it were held already: a
     /// backup accepted a batch that overlapped what it had).
     Batch { batch: SealedBatch, lsn_from: u64 },
-    /// A state transfer installed: the segment went from the image's `lsn_from` to its `lsn`
-    /// by pages, not records.
-    Image(PageImage),
+    /// A state transfer installed in view `view`: the segment went from the image's
+    /// `lsn_from` to its `lsn` by pages, not records, which follow that view's history.
+    Image { image: PageImage, view: u64 },
     /// The node's segment was rewound to `lsn` (a view change discarded the records above
     /// it): the log must end there before anything else is appended.
     Cut { lsn: u64 },
@@ -58,10 +58,12 @@ pub enum LogOrder {
 pub struct Replayed {
     /// The segment's LSN after the replay: every record up to it is the log's.
     pub lsn: u64,
-    /// The newest view a replayed batch was sealed in (0: none): the view whose history the
-    /// records follow, or an older one (a batch keeps the view it was sealed in, and the
-    /// promotions since an older view discard at least as much), which a view change reads
-    /// to decide what the node keeps.
+    /// The newest view a replayed batch was sealed in, an installed image was transferred in,
+    /// or the checkpoint was taken in (0: none): the view whose history the records follow,
+    /// or an older one with no promotion since (a batch keeps the view it was sealed in,
+    /// and a primary that stays seals the same history in its later views), which a view
+    /// change reads to decide what the node keeps, and a promotion made from the report
+    /// takes as its history's base.
     pub view: u64,
     /// Records replayed, and images installed (a checkpoint's not counted).
     pub records: u64,
@@ -208,6 +210,12 @@ pub fn replay_from(
                         )
                     })?;
                     replayed.images += 1;
+                    // Its pages follow the history of the view it was transferred in, which
+                    // may disagree below its LSN with the older view of the batches before
+                    // it (Redis seed 57157: a node that reported the batches' view was
+                    // promoted on a history its pages did not hold, and another member kept a
+                    // record that history had discarded).
+                    replayed.view = replayed.view.max(chunk.view);
                 }
             }
         }
@@ -372,7 +380,7 @@ impl<D: Disk> LogCore<D> {
                     self.wal.append_from(&batch, lsn_from)
                 }
             }
-            LogOrder::Image(image) => {
+            LogOrder::Image { image, view } => {
                 if self.wal.lsn_base().is_none() {
                     self.anchored = self.rebuilds(image.lsn_from);
                 } else if image.lsn <= self.wal.lsn_appended() {
@@ -386,6 +394,7 @@ impl<D: Disk> LogCore<D> {
                     let chunk = ImageChunk {
                         lsn_from: image.lsn_from,
                         lsn: image.lsn,
+                        view,
                         index: index as u32,
                         count,
                         pages: Arc::clone(pages),
@@ -551,10 +560,14 @@ impl<D: Disk> LogCore<D> {
 }
 
 /// What a backup's log must hold of what its receiver accepted (`ready`, before the driver
-/// hands it to the applier): the image first, then the batches, as the applier takes them;
-/// then the primary's wish that they be synced at once, if it said so.
-pub fn receiver_orders(ready: &ReceiverReady) -> impl Iterator<Item = LogOrder> + '_ {
-    let image = ready.to_install.iter().cloned().map(LogOrder::Image);
+/// hands it to the applier) in view `view`: the image first, then the batches, as the applier
+/// takes them; then the primary's wish that they be synced at once, if it said so.
+pub fn receiver_orders(ready: &ReceiverReady, view: u64) -> impl Iterator<Item = LogOrder> + '_ {
+    let image = ready
+        .to_install
+        .iter()
+        .cloned()
+        .map(move |image| LogOrder::Image { image, view });
     let batches = ready.to_apply.iter().map(|apply| LogOrder::Batch {
         batch: apply.batch.clone(),
         lsn_from: apply.lsn_from,
@@ -697,14 +710,21 @@ mod tests {
                     batch: batch_at(1, 5),
                     lsn_from: 1,
                 },
-                LogOrder::Image(image(5, 10)),
+                LogOrder::Image {
+                    image: image(5, 10),
+                    view: 1,
+                },
             ]
         };
         // The old way: aligning at 7 cannot keep the image, and the log is lost for durable.
         let mut log = log_of(orders());
         assert_eq!(log.lsn_durable(), 10);
         assert!(matches!(log.align(7).unwrap(), Aligned::Restarted { .. }));
-        log.carry_out(LogOrder::Image(image(7, 12))).unwrap();
+        log.carry_out(LogOrder::Image {
+            image: image(7, 12),
+            view: 1,
+        })
+        .unwrap();
         log.sync().unwrap();
         assert_eq!(log.lsn_durable(), 0, "unanchored");
 
@@ -712,7 +732,11 @@ mod tests {
         let mut log = log_of(orders());
         assert_eq!(log.align_rejoin(7).unwrap(), 5);
         assert_eq!(log.align(5).unwrap(), Aligned::AsItWas);
-        log.carry_out(LogOrder::Image(image(5, 12))).unwrap();
+        log.carry_out(LogOrder::Image {
+            image: image(5, 12),
+            view: 1,
+        })
+        .unwrap();
         log.sync().unwrap();
         assert_eq!(log.lsn_durable(), 12, "anchored: a restart rebuilds it");
         // A truncate LSN outside any image is kept as it is.
@@ -822,6 +846,44 @@ mod tests {
                 .expect("the log starts at the load or continues a checkpoint");
             (segment, replayed, self.states, durable)
         }
+    }
+
+    /// The simulator's Redis seed 57157 (`durable`, two power losses): a member rewound to a
+    /// promotion's truncate LSN took a state transfer from the new primary, then lost power.
+    /// Its log held view 1's batches and the image after them, and it reported view 1's
+    /// history to the image's LSN; promoted from that report, it made another member keep
+    /// a record of view 1 that the history it held had discarded. The image now says its view.
+    #[test]
+    fn a_restart_reports_the_view_of_the_image_it_installed_last() {
+        let mut log = log_of(vec![LogOrder::Batch {
+            batch: batch_at(1, 5),
+            lsn_from: 1,
+        }]);
+        log.carry_out(LogOrder::Image {
+            image: image(5, 7),
+            view: 3,
+        })
+        .unwrap();
+        log.sync().unwrap();
+        let (_, recovered) = LogCore::open(
+            log.into_disk(),
+            Path::new("/log"),
+            WalOptions::default(),
+            SyncPolicy::Always,
+            0,
+        )
+        .unwrap();
+        let mut segment = Segment::anonymous(
+            PAGES * tandem_memory::PAGE_SIZE,
+            tandem_memory::Strategy::V3InlineLog,
+        )
+        .unwrap();
+        let replayed = rebuild(&mut segment, &recovered, 0, VIEW_KNOWN)
+            .unwrap()
+            .expect("the log starts at the load");
+        assert_eq!(replayed.lsn, 7);
+        assert_eq!(replayed.images, 1);
+        assert_eq!(replayed.view, 3, "the batches were sealed in view 1");
     }
 
     /// The view a restarted node's config store knows, in these tests.

@@ -856,7 +856,7 @@ fn receive_from(
         }
         // The log takes them in the order the applier will.
         if let Some(log) = &state.log {
-            for order in tandem_node::receiver_orders(&ready) {
+            for order in tandem_node::receiver_orders(&ready, core.core().view()) {
                 log.order(order);
             }
         }

@@ -478,13 +478,20 @@ fn a_budget_of_redis_seeds_passes_every_checker() {
     // 53913 (found past the budget): the simulator's log took a primary's order ahead of
     // one that waited for the sync under way (the runtime's queue keeps them in order), and
     // the log's check that it is fed in order panicked.
-    let report = run_redis(53913, Mix::Every, None);
-    assert!(
-        report.failure.is_none(),
-        "Redis seed 53913 failed: {}\n{}",
-        report.failure.unwrap_or_default(),
-        report.trace.join("\n")
-    );
+    // 57157 (found past the budget, `durable`, two power losses): a node whose log ended in a
+    // state transfer's image reported the view of the batches before it; promoted from that
+    // report, it made another member keep a record the image's history had discarded, and
+    // the replicas diverged. Image chunks now carry their view (scripted in tandem-node's
+    // `a_restart_reports_the_view_of_the_image_it_installed_last`).
+    for seed in [53913, 57157] {
+        let report = run_redis(seed, Mix::Every, None);
+        assert!(
+            report.failure.is_none(),
+            "Redis seed {seed} failed: {}\n{}",
+            report.failure.unwrap_or_default(),
+            report.trace.join("\n")
+        );
+    }
     // The budget checks what it claims: most replies, sweeps replicated, failovers.
     let seeds = SEEDS_REDIS + SEEDS_REDIS_ANY_TIME;
     assert!(replies > 1_000 * seeds, "only {replies} replies checked");

@@ -17,6 +17,10 @@ use tandem_log::SealedBatch;
 pub struct ImageChunk {
     pub lsn_from: u64,
     pub lsn: u64,
+    /// The view the image was transferred in: the history its pages at `lsn` belong to,
+    /// which a restart that rebuilds them reports (an older view's history may disagree
+    /// with them below `lsn`).
+    pub view: u64,
     pub index: u32,
     pub count: u32,
     /// Replication's transfer chunk bytes (`[page u32][version u64][4096 bytes]` entries). The
@@ -84,6 +88,7 @@ impl Entry {
 pub(crate) struct ImageOpen {
     pub lsn_from: u64,
     pub lsn: u64,
+    pub view: u64,
     pub count: u32,
     pub index_next: u32,
 }
@@ -115,7 +120,7 @@ impl Position {
     /// Whether `entry` continues the log: a batch follows the last LSN (never inside an
     /// unfinished image); an image's first chunk covers the log's end (`lsn_from <= lsn_last`)
     /// and moves it forward (`lsn > lsn_last`); every later chunk is the next one of the
-    /// unfinished image, with the same `lsn_from`, `lsn` and `count`. A log that holds nothing
+    /// unfinished image, with the same `lsn_from`, `lsn`, `view` and `count`. A log that holds nothing
     /// takes any batch or any image's first chunk: a checkpoint or a rewind may have left it
     /// empty at any LSN.
     pub fn check(&self, entry: &Entry) -> Result<(), Discontinuity> {
@@ -131,8 +136,8 @@ impl Position {
                 _ => Ok(()),
             },
             (Entry::Image(chunk), Some(open)) => {
-                let same = (chunk.lsn_from, chunk.lsn, chunk.count)
-                    == (open.lsn_from, open.lsn, open.count);
+                let same = (chunk.lsn_from, chunk.lsn, chunk.view, chunk.count)
+                    == (open.lsn_from, open.lsn, open.view, open.count);
                 if same && chunk.index == open.index_next {
                     Ok(())
                 } else {
@@ -176,6 +181,7 @@ impl Position {
                 self.image_open = Some(ImageOpen {
                     lsn_from: chunk.lsn_from,
                     lsn: chunk.lsn,
+                    view: chunk.view,
                     count: chunk.count,
                     index_next: chunk.index + 1,
                 });

@@ -13,9 +13,10 @@ use crate::entry::ImageChunk;
 pub const SEGMENT_MAGIC: [u8; 4] = *b"TWAL";
 /// The segment format's version; recovery refuses (and never cuts) a segment of another one.
 ///
-/// Version 2 added image chunks beside batches and names segments by a sequence number; a
-/// version-1 file is refused like any other (none was ever deployed).
-pub const SEGMENT_VERSION: u16 = 2;
+/// Version 2 added image chunks beside batches and names segments by a sequence number;
+/// version 3 gives each image chunk the view it was transferred in. Older files are refused
+/// like any other version (none was ever deployed).
+pub const SEGMENT_VERSION: u16 = 3;
 /// Size of the header at the start of every segment file.
 pub const SEGMENT_HEADER_LEN: usize = 24;
 /// Size of the frame in front of every entry: the length and the length's own checksum.
@@ -24,12 +25,12 @@ pub const FRAME_HEADER_LEN: usize = 8;
 /// payload say which of the two it holds.
 pub const IMAGE_MAGIC: [u8; 4] = *b"TIMG";
 /// Size of the header in front of an image chunk's pages.
-pub const IMAGE_HEADER_LEN: usize = 36;
-/// The smallest payload a frame can hold: an image chunk without pages (a batch is at least
-/// its 40-byte header).
-pub const FRAME_PAYLOAD_MIN: usize = IMAGE_HEADER_LEN;
+pub const IMAGE_HEADER_LEN: usize = 44;
+/// The smallest payload a frame can hold: a batch's header alone (40 bytes; an image chunk
+/// without pages is its 44-byte header).
+pub const FRAME_PAYLOAD_MIN: usize = tandem_log::batch::HEADER_LEN;
 
-const _: () = assert!(IMAGE_HEADER_LEN <= tandem_log::batch::HEADER_LEN);
+const _: () = assert!(FRAME_PAYLOAD_MIN <= IMAGE_HEADER_LEN);
 
 /// What a segment file's name ends with.
 pub const SEGMENT_SUFFIX: &str = ".wal";
@@ -182,6 +183,7 @@ pub fn encode_image_chunk(chunk: &ImageChunk, out: &mut Vec<u8>) {
     out.extend_from_slice(&pages_len.to_le_bytes());
     out.extend_from_slice(&chunk.lsn_from.to_le_bytes());
     out.extend_from_slice(&chunk.lsn.to_le_bytes());
+    out.extend_from_slice(&chunk.view.to_le_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&out[start..]), &chunk.pages);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&chunk.pages);
@@ -218,7 +220,7 @@ pub fn decode_image_chunk(bytes: &[u8]) -> Result<ImageChunk, ImageError> {
     }
     let pages = &bytes[IMAGE_HEADER_LEN..];
     let (index, count, pages_len) = (u32_at(4), u32_at(8), u32_at(12));
-    let (lsn_from, lsn) = (u64_at(16), u64_at(24));
+    let (lsn_from, lsn, view) = (u64_at(16), u64_at(24), u64_at(32));
     let invalid = |field, detail: String| Err(ImageError::Header { field, detail });
     if pages_len as usize != pages.len() {
         return invalid(
@@ -226,8 +228,8 @@ pub fn decode_image_chunk(bytes: &[u8]) -> Result<ImageChunk, ImageError> {
             format!("{pages_len} but {} bytes follow", pages.len()),
         );
     }
-    let expected = u32_at(32);
-    let actual = crc32c::crc32c_append(crc32c::crc32c(&header[..32]), pages);
+    let expected = u32_at(40);
+    let actual = crc32c::crc32c_append(crc32c::crc32c(&header[..40]), pages);
     if expected != actual {
         return Err(ImageError::Checksum { expected, actual });
     }
@@ -240,6 +242,7 @@ pub fn decode_image_chunk(bytes: &[u8]) -> Result<ImageChunk, ImageError> {
     Ok(ImageChunk {
         lsn_from,
         lsn,
+        view,
         index,
         count,
         pages: Arc::from(pages),
@@ -293,6 +296,7 @@ mod tests {
         ImageChunk {
             lsn_from: 3,
             lsn: 9,
+            view: 7,
             index: 1,
             count: 4,
             pages: Arc::from(&[5u8; 30][..]),
@@ -326,8 +330,8 @@ mod tests {
             bytes[8..12].copy_from_slice(&u32::to_le_bytes(count));
             bytes[16..24].copy_from_slice(&u64::to_le_bytes(lsn_from));
             bytes[24..32].copy_from_slice(&u64::to_le_bytes(lsn));
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..32]), &bytes[36..]);
-            bytes[32..36].copy_from_slice(&crc.to_le_bytes());
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..40]), &bytes[44..]);
+            bytes[40..44].copy_from_slice(&crc.to_le_bytes());
             assert!(
                 matches!(decode_image_chunk(&bytes), Err(ImageError::Header { .. })),
                 "{index} of {count}, {lsn_from}..{lsn}"

@@ -641,6 +641,7 @@ fn chunk_of(
     ImageChunk {
         lsn_from,
         lsn,
+        view,
         index,
         count,
         pages: pages.into(),

@@ -507,8 +507,19 @@ fn scan_segment(
             && (chunk.index > 0 || headless.is_some())
         {
             let next = headless.is_none_or(|open| {
-                (open.lsn_from, open.lsn, open.count, open.index_next)
-                    == (chunk.lsn_from, chunk.lsn, chunk.count, chunk.index)
+                (
+                    open.lsn_from,
+                    open.lsn,
+                    open.view,
+                    open.count,
+                    open.index_next,
+                ) == (
+                    chunk.lsn_from,
+                    chunk.lsn,
+                    chunk.view,
+                    chunk.count,
+                    chunk.index,
+                )
             });
             if !next {
                 scan.stop = Some(Stop::ImageOutOfOrder {
@@ -521,6 +532,7 @@ fn scan_segment(
             *headless = Some(ImageOpen {
                 lsn_from: chunk.lsn_from,
                 lsn: chunk.lsn,
+                view: chunk.view,
                 count: chunk.count,
                 index_next: chunk.index + 1,
             });

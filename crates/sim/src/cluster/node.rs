@@ -1062,7 +1062,8 @@ impl World {
         role.receiver.take_ready(&mut ready);
         // The log takes what the receiver accepted in the order the applier will, before
         // the applier does (as the runtime's receiver loop).
-        let to_log: Vec<LogOrder> = tandem_node::receiver_orders(&ready).collect();
+        let view = role.receiver.core().view();
+        let to_log: Vec<LogOrder> = tandem_node::receiver_orders(&ready, view).collect();
         // What the primary said for the reads: its answers to their questions, and its
         // released LSN whenever a message said it.
         for (id, lsn) in ready.read_indexes.drain(..) {
