@@ -828,22 +828,9 @@ mod tests {
             let durable = self.log.lsn_durable();
             let mut disk = self.log.into_disk();
             disk.crash(seed);
-            let (_, recovered) = LogCore::open(
-                disk,
-                Path::new("/log"),
-                small_files(),
-                SyncPolicy::Always,
-                0,
-            )
-            .unwrap();
-            let mut segment = Segment::anonymous(
-                PAGES * tandem_memory::PAGE_SIZE,
-                tandem_memory::Strategy::V0LinkedUndo,
-            )
-            .unwrap();
-            let replayed = rebuild(&mut segment, &recovered, 0, VIEW_KNOWN)
-                .unwrap()
-                .expect("the log starts at the load or continues a checkpoint");
+            let strategy = tandem_memory::Strategy::V0LinkedUndo;
+            let (segment, _, replayed) = reopen(disk, small_files(), strategy);
+            let replayed = replayed.expect("the log starts at the load or continues a checkpoint");
             (segment, replayed, self.states, durable)
         }
     }
@@ -865,22 +852,9 @@ mod tests {
         })
         .unwrap();
         log.sync().unwrap();
-        let (_, recovered) = LogCore::open(
-            log.into_disk(),
-            Path::new("/log"),
-            WalOptions::default(),
-            SyncPolicy::Always,
-            0,
-        )
-        .unwrap();
-        let mut segment = Segment::anonymous(
-            PAGES * tandem_memory::PAGE_SIZE,
-            tandem_memory::Strategy::V3InlineLog,
-        )
-        .unwrap();
-        let replayed = rebuild(&mut segment, &recovered, 0, VIEW_KNOWN)
-            .unwrap()
-            .expect("the log starts at the load");
+        let strategy = tandem_memory::Strategy::V3InlineLog;
+        let (_, _, replayed) = reopen(log.into_disk(), WalOptions::default(), strategy);
+        let replayed = replayed.expect("the log starts at the load");
         assert_eq!(replayed.lsn, 7);
         assert_eq!(replayed.images, 1);
         assert_eq!(replayed.view, 3, "the batches were sealed in view 1");
@@ -888,6 +862,20 @@ mod tests {
 
     /// The view a restarted node's config store knows, in these tests.
     const VIEW_KNOWN: u64 = 9;
+
+    /// A restart: the log on `disk` is opened again with `options` (recovery), and what it
+    /// gave back is rebuilt on a fresh segment of `strategy` at the load (LSN 0).
+    fn reopen(
+        disk: tandem_wal::SimDisk,
+        options: WalOptions,
+        strategy: tandem_memory::Strategy,
+    ) -> (Segment, Recovered, Option<Replayed>) {
+        let (_, recovered) =
+            LogCore::open(disk, Path::new("/log"), options, SyncPolicy::Always, 0).unwrap();
+        let mut segment = Segment::anonymous(PAGES * tandem_memory::PAGE_SIZE, strategy).unwrap();
+        let replayed = rebuild(&mut segment, &recovered, 0, VIEW_KNOWN).unwrap();
+        (segment, recovered, replayed)
+    }
 
     /// The simulator's Redis seeds 51502 and 52028 (`durable`): every node lost power before
     /// any record reached its log; each restarted with an empty log, reported nothing, and
@@ -918,16 +906,9 @@ mod tests {
         assert_eq!(log.lsn_durable(), 0, "nothing synced");
         let mut disk = log.into_disk();
         disk.crash(3);
-        let options = WalOptions::default();
-        let (_, recovered) =
-            LogCore::open(disk, Path::new("/log"), options, SyncPolicy::Always, 0).unwrap();
+        let strategy = tandem_memory::Strategy::V3InlineLog;
+        let (_, recovered, replayed) = reopen(disk, WalOptions::default(), strategy);
         assert!(recovered.entries.is_empty(), "{recovered:?}");
-        let mut segment = Segment::anonymous(
-            PAGES * tandem_memory::PAGE_SIZE,
-            tandem_memory::Strategy::V3InlineLog,
-        )
-        .unwrap();
-        let replayed = rebuild(&mut segment, &recovered, 0, VIEW_KNOWN).unwrap();
         assert_eq!(replayed, Some(expected));
 
         // A log that starts past a gap (after a state transfer that was not from the load)
@@ -936,20 +917,10 @@ mod tests {
             batch: batch_at(6, 3),
             lsn_from: 6,
         }]);
-        let (_, recovered) = LogCore::open(
-            log.into_disk(),
-            Path::new("/log"),
-            WalOptions::default(),
-            SyncPolicy::Always,
-            0,
-        )
-        .unwrap();
+        let (_, recovered, replayed) = reopen(log.into_disk(), WalOptions::default(), strategy);
         assert_eq!(recovered.lsn_base(), Some(5));
         assert!(!rebuilds_state(&recovered, 0));
-        assert_eq!(
-            rebuild(&mut segment, &recovered, 0, VIEW_KNOWN).unwrap(),
-            None
-        );
+        assert_eq!(replayed, None);
     }
 
     #[test]
