@@ -40,8 +40,9 @@ impl Default for WalOptions {
     fn default() -> WalOptions {
         WalOptions {
             segment_bytes_max: 64 * 1024 * 1024,
-            // A megabyte: some 4,000 small SETs' batches between two syncs that grow the file.
-            preallocate_bytes: 1 << 20,
+            // Off: with a megabyte on, the simulator's Redis seed 64195 (failed syncs, a
+            // checkpoint) lost records its log had reported durable; not understood yet.
+            preallocate_bytes: 0,
         }
     }
 }
