@@ -85,7 +85,7 @@ pub struct UpArgs {
     /// Ticks (1 ms each) of silence after which a node suspects a peer, ≥ 4: fewer find a
     /// paused node sooner, and suspect falsely more often on a loaded machine, where each false
     /// suspicion may move the primary (a Redis client of the old one then gets READONLY).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(4..=10_000))]
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(4..=10_000))]
     pub suspect_ticks: u64,
     /// The primary's lease in ticks, ≥ 3 and below --suspect-ticks: it answers reads, and
     /// writes that change nothing, only within it of a heartbeat every backup echoed, so a
@@ -172,7 +172,7 @@ pub struct DemoArgs {
     /// shorter, must run out first): a killed node is seen at once by its closed connection,
     /// so silence only finds a paused or cut-off one; fewer ticks find it sooner and suspect
     /// falsely more often on a loaded machine.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(4..=10_000))]
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(4..=10_000))]
     pub suspect_ticks: u64,
     /// The group's safety rule: 1-safe, bounded:N, 2-safe, 2-safe:K, 2-safe-applied[:K],
     /// durable[:K] (every acknowledged commit synced to the write-ahead logs). Default:
