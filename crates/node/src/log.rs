@@ -111,7 +111,7 @@ pub fn rebuild(
     if !rebuilds_state(recovered, lsn_load) {
         return Ok(None);
     }
-    if recovered.entries.is_empty() && recovered.checkpoint.is_none() {
+    if recovered.is_empty() {
         return Ok(Some(Replayed {
             lsn: lsn_load,
             view: view_known,

@@ -1287,7 +1287,7 @@ fn replay_log(
     let started = Instant::now();
     match tandem_node::rebuild(segment, recovered, lsn_load, view_known) {
         Ok(None) => None,
-        Ok(Some(replayed)) if recovered.entries.is_empty() && recovered.checkpoint.is_none() => {
+        Ok(Some(replayed)) if recovered.is_empty() => {
             tracing::info!(
                 "node {}: its log holds no record; it holds the initial load (LSN {lsn_load})",
                 config.node_id

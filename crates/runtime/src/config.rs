@@ -568,8 +568,9 @@ impl Default for Tuning {
         Tuning {
             tick_us: 1000,
             heartbeat_ticks: 1,
-            // A machine-wide stall of 5 to 10 ms under load moved the primary in 3 of 5
-            // loaded minutes at 5, in none of 4 at 10 or 12; a kill is seen at once anyway.
+            // Under `durable` load this machine stalls every process 5 to 18 ms about every
+            // 100 ms: 10 moved the primary within seconds, 30 never (docs/measurements.md);
+            // a kill is seen at once anyway, by its closed connection.
             suspect_ticks: 30,
             executor_stall_ms: 1000,
             batch_bytes_max: 64 << 10,

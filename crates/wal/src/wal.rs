@@ -230,6 +230,11 @@ pub struct Recovered {
 }
 
 impl Recovered {
+    /// Whether recovery gave back nothing at all: no checkpoint and no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.checkpoint.is_none()
+    }
+
     /// The LSN the log's history starts after: the first batch's `lsn_base - 1`, or the first
     /// image's `lsn_from` (the image holds what changed after it). `None` for an empty log.
     pub fn lsn_base(&self) -> Option<u64> {
