@@ -118,7 +118,9 @@ pub enum ClusterMessage {
         view_held: u64,
         restarted: bool,
     },
-    /// A node outside `view` asks to become a spare.
+    /// A node outside `view` asks to become a spare. A backup or spare of `view` that holds
+    /// no role in it (it restarted without its memory and waits to be left out) sends it
+    /// too: the coordinator then lets the primary remove it even if it is the last backup.
     Join { group: GroupId, view: u64 },
     /// Primary → coordinator: spare `node` has caught up and can become a backup.
     CaughtUp {
@@ -335,8 +337,9 @@ pub struct Cluster {
     rebuilt_unheard: Option<Rebuilt>,
     /// Primary that restarted with rebuilt records: when it last reported them.
     tick_restarted_reported: Option<u64>,
-    /// Coordinator: the members that reported records rebuilt after a restart, with the
-    /// view they reported in (they lost their memory, and serve nothing in it).
+    /// Coordinator: the members that reported records rebuilt after a restart, or asked to
+    /// join while the view names them, with the view they did so in (they lost their memory,
+    /// and serve nothing in it).
     restarted_reported: BTreeMap<NodeId, u64>,
     /// Primary: the tick its data plane last reported progress.
     tick_executor_turned: u64,
@@ -355,6 +358,9 @@ pub struct Cluster {
     /// thread that steps this core, which must keep answering the config store), a node
     /// outside the view does not ask to join.
     loaded: bool,
+    /// The role rule holds this node out of the view that names it (it restarted without its
+    /// memory: [`crate::role::Transition::Wait`]); a backup or spare asks to be left out.
+    waiting: bool,
     ready: ClusterReady,
 }
 
@@ -415,6 +421,7 @@ impl Cluster {
             tick_heard_node: BTreeMap::new(),
             removal_asked: BTreeMap::new(),
             loaded: true,
+            waiting: false,
             ready: ClusterReady::default(),
         };
         cluster.learn_view();
@@ -656,10 +663,26 @@ impl Cluster {
             .filter(|rebuilt| !self.serving && rebuilt.view <= view.number)
     }
 
+    /// Whether a report from this node would now say that it holds only records its log
+    /// gave back after a restart ([`crate::rule::Reported::restarted`]): its role serves from
+    /// them and has heard no primary since, or it serves no role and holds them aside.
+    pub fn reports_rebuilt(&self) -> bool {
+        self.rebuilt_unheard.is_some() || (!self.serving && self.rebuilt.is_some())
+    }
+
     /// The runtime says whether it has a database ready for the role a join would give
     /// (true until told otherwise); a node outside the view asks to join only then.
     pub fn set_loaded(&mut self, loaded: bool) {
         self.loaded = loaded;
+    }
+
+    /// The driver carried a view out: whether the role rule holds the node out of that view
+    /// although it names it ([`crate::role::Transition::Wait`]). A backup or spare that waits
+    /// says so to the coordinator ([`ClusterMessage::Join`]), which then lets the primary
+    /// remove it even when it is the last backup: otherwise it waited for good as the
+    /// primary's only backup (default-mix seed 458046).
+    pub fn set_waiting(&mut self, waiting: bool) {
+        self.waiting = waiting;
     }
 
     /// A message from node `from`. Malformed Raft bytes are an error (counted by the caller),
@@ -867,11 +890,13 @@ impl Cluster {
         // comes back into the view is first heard afresh.
         let contacted = &self.contacted;
         self.closed.retain(|node| contacted.contains(node));
-        // Left out, a restarted node no longer reports what it rebuilt: it rejoins as a
-        // spare, and its role takes those records then.
-        if !view.members().any(|node| node == self.settings.node) {
-            self.rebuilt = None;
-        }
+        // Left out, a restarted node keeps what it rebuilt: outside the view it reports
+        // nothing, and when a later view names it again its role takes those records, whose
+        // reports say they are only what the log gave back until it hears a primary
+        // (`set_serving`). Dropped here, they were reported as a live member's (default-mix
+        // seed 477403: a spare that followed a view from its log's records, short of the last
+        // promotion's floor, reported them as received from a primary, so the whole group's
+        // power loss was not recognised and the group waited for good).
         self.view = Some(view.clone());
         self.ready.events.push(ClusterEvent::View(view));
     }

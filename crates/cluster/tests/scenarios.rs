@@ -822,3 +822,57 @@ fn a_power_loss_during_a_failover_from_memory_reports_ends_in_a_serving_view() {
         "no promotion from the reports from memory committed"
     );
 }
+
+/// Default-mix seed 458046 (1-safe): after two power losses the primary served again, and
+/// its one backup came back with records its log gave back but without its memory: it waits
+/// to be left out (it serves nothing the view counts on). Its primary prepared no removal (no
+/// spare held what it released), and the coordinator would have refused a view without a
+/// backup unless it knew the backup restarted, which it learned only from reports that a
+/// coordinator still hearing the primary may never ask for. The backup waited for good. A member that waits now says so (`Join`), and a
+/// primary under a rule that promises nothing at a failover asks for the removal all the
+/// same (as the harness's primary does); the member then joins again as a spare.
+#[test]
+fn a_lone_backup_restarted_with_its_log_is_left_out_while_the_primary_runs() {
+    let first = view(1, 1, &[2], &[3]);
+    let mut h = Harness::new(&[1, 2, 3], &[1, 2, 3], first, Safety::OneSafe);
+    h.settle();
+    h.crash(2);
+    h.restart_rebuilt(2, 50, 1);
+    h.run_until(100 * SUSPECT_TICKS, |h| !h.view_of(1).backups.contains(&2));
+    h.run_until(100 * SUSPECT_TICKS, |h| {
+        h.view_of(1).spares.contains(&2) && !h.node(2).lost_memory
+    });
+    assert!(
+        h.history().values().all(|view| view.primary == 1),
+        "the live primary stays: {:?}",
+        h.history()
+    );
+}
+
+/// Default-mix seed 477403 (`2-safe-applied:1`): a node restarted with records its log gave
+/// back was left out of the view, then named a spare again, and its role followed from those
+/// records. Its core had dropped them when it was left out, so once a second power loss left
+/// it a reporter of a view without backups, it reported its log's records as received from a
+/// live primary: the change took the group for alive, the report lay below the last
+/// promotion's floor, and the group waited for good. Until it hears a primary, a role that
+/// follows from its log's records reports them as rebuilt.
+#[test]
+fn a_restarted_node_left_out_and_named_again_reports_its_logs_records_as_rebuilt() {
+    let mut h = Harness::three(Safety::TwoSafe(AckCount::Of(1)));
+    h.settle();
+    h.crash(3);
+    h.restart_rebuilt(3, 40, 1);
+    assert!(h.node(3).core().reports_rebuilt());
+    h.run_until(100 * SUSPECT_TICKS, |h| {
+        !h.view_of(1).members().any(|node| node == 3)
+    });
+    // The primary's stream never reaches node 3 again.
+    h.cut_link(1, 3);
+    h.run_until(100 * SUSPECT_TICKS, |h| {
+        h.view_of(3).spares.contains(&3) && !h.node(3).lost_memory
+    });
+    assert!(
+        h.node(3).core().reports_rebuilt(),
+        "a spare following from its log's records, unheard, reports them as received"
+    );
+}

@@ -124,7 +124,8 @@ impl RoleRule {
         role::transition(self.me, held, view, self.view_first)
     }
 
-    /// The driver carried `transition` out and the node serves a role now (`serving`) or not.
+    /// The driver carried `transition` out and the node serves a role now (`serving`) or not;
+    /// a node the view names that waits to be left out says so ([`Cluster::set_waiting`]).
     /// A role just started has heard nobody yet: its silence timers start now, not when the
     /// view was learned (starting a role may take a while). A role that stays keeps counting
     /// the silence it was counting.
@@ -134,6 +135,7 @@ impl RoleRule {
             core.role_started();
         }
         core.set_serving(serving);
+        core.set_waiting(transition == Transition::Wait);
     }
 }
 

@@ -667,10 +667,15 @@ impl<R> Primary<R> {
     /// would need the dead one's acks), and commits nothing for good; the simulator found
     /// clusters down that way.
     ///
+    /// Under a rule that releases without backups (`1-safe`, `bounded`), which promises
+    /// nothing at a failover, the last backup may be removed with no spare to take its place:
+    /// the coordinator refuses such a view unless the backup restarted without its memory
+    /// (it serves nothing in the view, and waited there for good: default-mix seed 458046).
+    ///
     /// `None` when there is nothing to ask: `view` is not this primary's current view, it was
-    /// deposed, `suspect` is not a backup, or neither another backup nor a spare holds every
-    /// released record (a view without a backup could not survive its primary; the
-    /// coordinator refuses one).
+    /// deposed, `suspect` is not a backup, or, under a rule that waits for backups, neither
+    /// another backup nor a spare holds every released record (a view without a backup
+    /// could not survive its primary; the coordinator refuses one).
     pub fn prepare_removal(&mut self, view: u64, suspect: NodeId) -> Option<Removal> {
         if view != self.config.view || self.deposed || !self.config.backups.contains(&suspect) {
             return None;
@@ -696,7 +701,8 @@ impl<R> Primary<R> {
             .filter(|progress| progress.lsn_received >= self.lsn_released)
             .map(|progress| progress.node)
             .collect();
-        if joining.is_empty() || !self.rule_holds_among(&joining, self.lsn_released) {
+        let promises = self.config.safety.backup_acks().is_some();
+        if promises && (joining.is_empty() || !self.rule_holds_among(&joining, self.lsn_released)) {
             return None;
         }
         self.expect_view(joining.clone());

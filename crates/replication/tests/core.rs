@@ -1599,6 +1599,39 @@ fn a_removal_of_the_last_backup_names_the_spares_that_take_its_place() {
     assert_eq!(harness.released, [lsn, next]);
 }
 
+/// Default-mix seed 458046: the only backup of a 1-safe primary restarted without its memory
+/// and waited to be left out; no spare held what was released, so no removal was prepared,
+/// and it waited for good. A rule that releases without backups promises nothing at a
+/// failover: the removal is prepared all the same (the coordinator allows it only for a
+/// backup that restarted). A rule that waits for backups still prepares none.
+#[test]
+fn a_removal_of_the_last_backup_under_a_rule_without_acks_needs_no_spare() {
+    for (safety, prepared) in [
+        (Safety::OneSafe, true),
+        (Safety::Bounded(5), true),
+        (Safety::DEFAULT, false),
+    ] {
+        let mut harness = Harness::new(config(1, safety));
+        harness.deliver_all();
+        let lsn = harness.commit(safety);
+        harness.flush();
+        harness.deliver_all();
+        assert_eq!(harness.released, [lsn], "{safety:?}");
+        // Node 3 joins view 2 as a spare and has heard nothing yet; node 2, the only backup,
+        // falls silent.
+        harness.primary.install_view(2, &[2], &[3]);
+        let removal = harness.primary.prepare_removal(2, 2);
+        assert_eq!(removal.is_some(), prepared, "{safety:?}: {removal:?}");
+        if let Some(removal) = removal {
+            assert!(removal.behind.is_empty(), "{safety:?}");
+            assert!(
+                removal.joining.is_empty(),
+                "{safety:?}: spare 3 holds nothing"
+            );
+        }
+    }
+}
+
 /// Delivers the batches in flight to every node but `last`, then to `last`; returns what was
 /// released before `last` had them.
 fn deliver_to_last(harness: &mut Harness, last: NodeId) -> Vec<u64> {

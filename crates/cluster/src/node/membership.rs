@@ -23,7 +23,18 @@ impl Cluster {
         let Some(view) = self.view.clone() else {
             return;
         };
-        if !self.config.is_leader() || view.number != view_number || self.collecting.is_some() {
+        if !self.config.is_leader() || view.number != view_number {
+            return;
+        }
+        if matches!(view.member(from), Member::Backup | Member::Spare) {
+            // A member that waits to be left out: it restarted without its memory and holds
+            // nothing this view counts on, like a backup that reported records rebuilt from
+            // its log. The primary's request to remove it may then leave the primary without
+            // a backup (`on_suspect`), and its place is not held for it.
+            self.restarted_reported.insert(from, view.number);
+            return;
+        }
+        if self.collecting.is_some() {
             return;
         }
         if let Ok(new) = rule::add_spare(&view, from) {
@@ -50,8 +61,15 @@ impl Cluster {
     /// A node outside the view asks to join, every two suspicion timeouts: the group may be
     /// short of a backup until it does (a Join sent before the coordinator applied the view
     /// it names is dropped, and a retry 10 timeouts later left the primary alone that long).
+    /// So does a backup or spare that the role rule holds out of its view (`waiting`): it
+    /// must be left out before it can join.
     pub(super) fn maybe_join(&mut self) {
-        if self.member() != Member::Outside || !self.loaded {
+        let asks = match self.member() {
+            Member::Outside => true,
+            Member::Backup | Member::Spare => self.waiting,
+            Member::Primary => false,
+        };
+        if !asks || !self.loaded {
             return;
         }
         let Some(view) = &self.view else { return };

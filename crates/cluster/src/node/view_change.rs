@@ -77,11 +77,12 @@ impl Cluster {
                 // stays (a spare that catches up joins it; if the primary dies, this backup
                 // is promoted). Found in a benchmark: a primary removed its last backup on a
                 // false suspicion just before it was killed, and the group never recovered.
-                // Unless every backup leaving restarted (each reported rebuilt records in
-                // this view): none of them can serve in it, and none leaves the view until
-                // it is removed (seed 1160: a second power loss struck as a promotion
-                // committed; its backups came back without it, and the group waited on them
-                // for good).
+                // Unless every backup leaving restarted (each reported rebuilt records, or
+                // asked to join, in this view): none of them can serve in it, and none leaves
+                // the view until it is removed (seed 1160: a second power loss struck as a
+                // promotion committed; its backups came back without it, and the group waited
+                // on them for good). The primary asks for such a removal only under a rule
+                // that promises nothing at a failover, or with spares `joining`.
                 let leaving_restarted = view
                     .backups
                     .iter()

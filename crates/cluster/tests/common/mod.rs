@@ -531,9 +531,15 @@ impl Harness {
                         node.rebuilt = None;
                         node.core.as_mut().unwrap().set_serving(true);
                     }
+                    // As the role rule: named but without its memory, it waits to be left
+                    // out (`Transition::Wait`).
+                    let core = node.core.as_mut().unwrap();
+                    core.set_waiting(node.lost_memory && view.primary != id);
                 } else if view.members().any(|member| member == id) {
                     // The runtime loads a fresh segment and catches up (as the role says).
-                    node.core.as_mut().unwrap().set_serving(true);
+                    let core = node.core.as_mut().unwrap();
+                    core.set_serving(true);
+                    core.set_waiting(false);
                 }
                 self.record_view(id, view);
             }
