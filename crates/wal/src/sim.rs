@@ -19,7 +19,8 @@
 //!
 //! A file extended with zeros (`extend_zeroed`) keeps them, durably, after what was appended: a
 //! crash cuts the appended bytes as above, and where they are cut the zeros show again (the
-//! appends overwrote zeros that were already on the disk).
+//! appends overwrote zeros that were already on the disk). A `truncate` inside the zeros makes
+//! those below the cut the file's own bytes: the next append lands after them.
 //!
 //! Further faults: [`SimDisk::fail_next_sync`] and [`SimDisk::fail_next_append`] make the next
 //! such call fail (a failed sync, of a file or of a directory, makes nothing durable), and
@@ -372,7 +373,10 @@ impl Disk for SimDisk {
             len <= file.data.len().max(file.zeroed_len),
             "the log only ever cuts files shorter"
         );
-        file.data.truncate(len);
+        // A cut inside the zeros after `data` keeps those below it as the file's own bytes,
+        // and an append lands after them, as on a real file of that length (the simulated
+        // disk once appended over them: Redis seed 64195 read a synced entry back corrupt).
+        file.data.resize(len, 0);
         file.durable_len = file.data.len();
         file.zeroed_len = len;
         Ok(())
