@@ -312,8 +312,10 @@ fn budget(bug: Bug) -> (Mix, u64) {
         Bug::IgnoreViewsAskedFor => return (Mix::KOfN, 5_000),
         // Needs a backup that stops hearing the primary just after a heartbeat that arrived
         // early in its tick, while the primary serves replies that need its lease: the
-        // lease checker compares them with each backup's promise (first caught: 160).
-        Bug::LeaseMarginOffByOne => 500,
+        // lease checker compares them with each backup's promise. First caught at 160 of
+        // the every mix, then at 934 once restarted members that wait asked to join (the
+        // seeds' draws moved); crashes at any time reach it sooner (first caught: 154).
+        Bug::LeaseMarginOffByOne => return (Mix::AnyTime, 500),
         // Any deposed primary with a reply pending (first caught: 5).
         Bug::AbandonedSent => 100,
         // Any bounded seed whose backups fall behind (first caught: 4).

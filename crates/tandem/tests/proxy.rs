@@ -32,13 +32,16 @@ impl Up {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let stdout = std::fs::File::create(dir.join("up.out")).unwrap();
+        // Its errors are kept for a failure's message (once `tandem up` ended at once, with
+        // nothing on its output to say why).
+        let stderr = std::fs::File::create(dir.join("up.err")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
             .args(["up", "--workload", "redis", "--nodes", "3", "--db-mib", "8"])
             .arg("--dir")
             .arg(&dir)
             .stdin(Stdio::null())
             .stdout(stdout)
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("tandem up starts");
         let started = Instant::now();
@@ -47,10 +50,10 @@ impl Up {
             if text.contains("cluster up: node ") {
                 break;
             }
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "tandem up ended: {text}"
-            );
+            if let Some(status) = child.try_wait().unwrap() {
+                let errors = std::fs::read_to_string(dir.join("up.err")).unwrap_or_default();
+                panic!("tandem up ended ({status}): {text}\n{errors}");
+            }
             assert!(
                 started.elapsed() < Duration::from_secs(60),
                 "no cluster: {text}"
