@@ -305,10 +305,14 @@ impl<D: Disk> LogCore<D> {
         self.wal.into_disk()
     }
 
-    /// Every record up to here is synced and a restart could rebuild it (0: nothing).
+    /// Every record up to here is synced and a restart could rebuild it (0: nothing): the
+    /// log's synced entries, or its newest complete checkpoint when that lies beyond them (a
+    /// checkpoint is durable once complete, and the entries it covers may not be: after a
+    /// crash that lost them, recovery keeps the checkpoint alone; seed 510937).
     pub fn lsn_durable(&self) -> u64 {
         if self.anchored && self.wal.poisoned().is_none() {
-            self.wal.lsn_durable()
+            let checkpoint = self.wal.lsn_checkpoint().unwrap_or(0);
+            self.wal.lsn_durable().max(checkpoint)
         } else {
             0
         }
@@ -982,6 +986,39 @@ mod tests {
             logged.log.lsn_checkpoint(),
             None,
             "discarded with its history"
+        );
+    }
+
+    /// The simulator's seed 510937 (`durable`, a power loss): a checkpoint was durable but
+    /// the log's last entries, which it covered, were not, so after the crash the log ended
+    /// below the checkpoint and recovery emptied it. The node rebuilt the checkpoint's state
+    /// and was promoted from it, yet its log reported nothing durable: the replies a retry
+    /// found in the dedup table waited for a sync that no new commit brought, for good. What
+    /// a checkpoint holds is durable: a restart rebuilds it.
+    #[test]
+    fn a_log_that_holds_only_its_checkpoint_reports_the_checkpoint_durable() {
+        let mut logged = Logged::new();
+        for value in 0..40u8 {
+            logged.commit(value);
+        }
+        let checkpoint = logged.log.lsn_checkpoint().expect("checkpoints were taken");
+        // The crash keeps the checkpoint and none of the log's entries.
+        let mut disk = logged.log.into_disk();
+        let dir = Path::new("/log");
+        let names = tandem_wal::Disk::list(&mut disk, dir).unwrap();
+        for name in names.iter().filter(|name| name.ends_with(".wal")) {
+            tandem_wal::Disk::remove(&mut disk, &dir.join(name)).unwrap();
+        }
+        tandem_wal::Disk::sync_dir(&mut disk, dir).unwrap();
+        let (log, recovered) =
+            LogCore::open(disk, dir, small_files(), SyncPolicy::Always, 0).unwrap();
+        assert_eq!(recovered.lsn_checkpoint(), Some(checkpoint));
+        assert!(recovered.entries.is_empty());
+        assert!(rebuilds_state(&recovered, 0));
+        assert_eq!(
+            log.lsn_durable(),
+            checkpoint,
+            "a restart rebuilds the checkpoint"
         );
     }
 
