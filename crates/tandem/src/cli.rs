@@ -162,12 +162,16 @@ pub struct DemoArgs {
     #[arg(long, default_value = ".tandem/demo")]
     pub dir: std::path::PathBuf,
     /// The failure injected halfway: kill-primary (SIGKILL), kill-backup, pause-primary
-    /// (SIGSTOP for 300 ms, then SIGCONT: a partitioned old primary), restart-primary,
-    /// isolate-primary (every packet it sends dropped for 300 ms: needs root, iptables and
-    /// cgroup v2), or power-loss (SIGKILL of every node at once, all restarted 300 ms later
-    /// from their disks).
+    /// (SIGSTOP for --fault-ms, then SIGCONT: a partitioned old primary), restart-primary
+    /// (restarted --fault-ms after the kill), isolate-primary (every packet it sends dropped
+    /// for --fault-ms: needs root, iptables and cgroup v2), or power-loss (SIGKILL of every
+    /// node at once, all restarted --fault-ms later from their disks).
     #[arg(long, default_value = "kill-primary", value_parser = crate::demo::Fault::parse)]
     pub fault: crate::demo::Fault,
+    /// How long a fault that ends lasts, in ms (1 to 60000; at most half the run): a pause,
+    /// an isolation, or the time killed nodes stay down before their restart.
+    #[arg(long = "fault-ms", value_name = "MS", default_value_t = crate::demo::FAULT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub fault_ms: u64,
     /// Ticks (1 ms each) of silence after which a node suspects a peer, ≥ 4 (the lease,
     /// shorter, must run out first): a killed node is seen at once by its closed connection,
     /// so silence only finds a paused or cut-off one; fewer ticks find it sooner and suspect

@@ -108,24 +108,25 @@ pub enum Fault {
     KillPrimary,
     /// SIGKILL of a backup: commits must keep flowing once a view change removes it.
     KillBackup,
-    /// SIGSTOP of the primary for `PAUSE_MS`, then SIGCONT: a partitioned old primary. It must
+    /// SIGSTOP of the primary for `fault_ms`, then SIGCONT: a partitioned old primary. It must
     /// not have a single call acknowledged once the new primary answered, and it rejoins.
     PausePrimary,
-    /// SIGKILL of the primary, then a restart `PAUSE_MS` later: it rejoins and catches up.
+    /// SIGKILL of the primary, then a restart `fault_ms` later: it rejoins and catches up.
     RestartPrimary,
-    /// The primary cut off the network for `PAUSE_MS` (every packet it sends dropped), then
+    /// The primary cut off the network for `fault_ms` (every packet it sends dropped), then
     /// let back on: it keeps running, so it must not have a single call acknowledged once the
     /// new primary answered, and it rejoins.
     IsolatePrimary,
-    /// SIGKILL of every node at once, then all restarted `PAUSE_MS` later: each rebuilds
+    /// SIGKILL of every node at once, then all restarted `fault_ms` later: each rebuilds
     /// what its write-ahead log holds, the backup whose log holds the most is promoted, and
     /// the clients carry on. Under `durable` nothing acknowledged may be lost; a rule that
     /// acknowledges from memory may lose what the logs had not written.
     PowerLoss,
 }
 
-/// How long a paused primary stays stopped, or a killed one down before its restart.
-const PAUSE_MS: u64 = 300;
+/// How long a paused primary stays stopped, an isolated one cut off, or a killed one down
+/// before its restart, unless `--fault-ms` says otherwise.
+pub const FAULT_MS_DEFAULT: u64 = 300;
 
 impl Fault {
     pub fn parse(text: &str) -> Result<Fault, String> {
@@ -181,6 +182,8 @@ struct Scenario {
     safety: tandem_replication::Safety,
     fsync: tandem_node::SyncPolicy,
     checkpoint_mib: u64,
+    /// How long the fault lasts, where it ends (`Fault::comes_back`).
+    fault_ms: u64,
 }
 
 /// `tandem demo`.
@@ -220,6 +223,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
         safety: args.safety.unwrap_or(args.fault.safety_default()),
         fsync: args.fsync,
         checkpoint_mib: args.checkpoint_mib,
+        fault_ms: args.fault_ms,
     };
     let run = match args.client {
         DemoClient::Stub => scenario.run()?,
@@ -263,6 +267,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
             safety: tandem_replication::Safety::DEFAULT,
             fsync: crate::local::Options::new(3).fsync,
             checkpoint_mib: crate::local::Options::new(3).checkpoint_mib,
+            fault_ms: FAULT_MS_DEFAULT,
         };
         let run = scenario.run()?;
         if !args.json {
@@ -695,7 +700,7 @@ impl Scenario {
             killed_at.subsec_micros()
         ));
         if self.fault.comes_back() {
-            let pause = Duration::from_millis(PAUSE_MS).min(half);
+            let pause = Duration::from_millis(self.fault_ms).min(half);
             thread::sleep(pause);
             if self.fault == Fault::PausePrimary {
                 cluster.pause(killed, false)?;
