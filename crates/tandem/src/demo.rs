@@ -424,8 +424,8 @@ impl Scenario {
         options.checkpoint_mib = self.checkpoint_mib;
         options.suspect_ticks = self.suspect_ticks;
         options.tail_records_max = self.tail_records_max;
-        let mut cluster = LocalCluster::start(&self.dir, &options)?;
-        let settled = cluster.wait_settled(Duration::from_secs(120))?;
+        let (mut cluster, settled) =
+            LocalCluster::start_settled(&self.dir, &options, Duration::from_secs(120))?;
         self.say(&format!(
             "node {} is primary of view {}; {} clients start calling",
             settled.primary, settled.view, self.clients

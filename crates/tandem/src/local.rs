@@ -254,6 +254,46 @@ impl LocalCluster {
         Ok(cluster)
     }
 
+    /// [`LocalCluster::start`], then waits until the cluster has settled. Ports are drawn at
+    /// random and probed, but another program (another `tandem up` starting at the same
+    /// moment, say) may bind one between the probe and the node's own bind: a node that
+    /// could not bind its address makes the start begin again on other ports, up to
+    /// `START_ATTEMPTS` times in all.
+    pub fn start_settled(
+        dir: &Path,
+        options: &Options,
+        timeout: Duration,
+    ) -> Result<(LocalCluster, Settled), Failure> {
+        const START_ATTEMPTS: u32 = 3;
+        let mut attempt = 1;
+        loop {
+            let mut cluster = LocalCluster::start(dir, options)?;
+            match cluster.wait_settled(timeout) {
+                Ok(settled) => return Ok((cluster, settled)),
+                Err(err) if attempt < START_ATTEMPTS && cluster.address_taken() => {
+                    eprintln!(
+                        "another program took a node's port before the node could bind it; \
+                         starting again on other ports"
+                    );
+                    cluster.kill_all();
+                    attempt += 1;
+                    drop(err);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Whether a node exited because its address was in use (its log says so).
+    fn address_taken(&mut self) -> bool {
+        self.nodes.iter_mut().any(|node| {
+            !node.alive() && {
+                let log = node.log();
+                log.contains("cannot bind") && log.contains("in use")
+            }
+        })
+    }
+
     /// Starts again the cluster `dir` holds (its `cluster.json`, configurations, config-store
     /// states and write-ahead logs), none of whose nodes runs: each node restarts from its
     /// disk, rebuilding what its log holds, and the group promotes the backup whose log

@@ -16,12 +16,15 @@ use crate::local::{self, ClusterFile, LocalCluster, NodeEntry, Options, PidHolde
 
 /// Starts the cluster, prints where it is, and waits for Ctrl-C (then stops every node) or
 /// for every node to have stopped.
+/// How long `tandem up` waits for its cluster to serve.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
+
 pub fn up(args: &UpArgs) -> Result<(), Failure> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
         .map_err(|err| Failure::Run(format!("cannot catch Ctrl-C: {err}")))?;
-    let mut cluster = if !args.fresh && LocalCluster::exists_in(&args.dir) {
+    let (mut cluster, settled) = if !args.fresh && LocalCluster::exists_in(&args.dir) {
         // What the cluster acknowledged lives in its nodes' logs: the same nodes come back
         // from them, as after a power loss of the whole cluster.
         eprintln!(
@@ -29,7 +32,9 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
              --fresh` starts a new one and deletes this one's data)",
             args.dir.display()
         );
-        LocalCluster::reopen(&args.dir)?
+        let mut cluster = LocalCluster::reopen(&args.dir)?;
+        let settled = cluster.wait_settled(SETTLE_TIMEOUT)?;
+        (cluster, settled)
     } else {
         let mut options = Options::new(args.nodes);
         options.db_mib = args.db_mib as usize;
@@ -47,9 +52,8 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
             args.workload,
             args.safety
         );
-        LocalCluster::start(&args.dir, &options)?
+        LocalCluster::start_settled(&args.dir, &options, SETTLE_TIMEOUT)?
     };
-    let settled = cluster.wait_settled(Duration::from_secs(120))?;
     println!(
         "cluster up: node {} is primary of view {}, LSN {}",
         settled.primary, settled.view, settled.lsn

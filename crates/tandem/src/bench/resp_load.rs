@@ -368,8 +368,7 @@ pub fn start_tandem_with(
 ) -> Result<(LocalCluster, SocketAddr), Failure> {
     options.safety = safety;
     options.workload = "redis".into();
-    let mut cluster = LocalCluster::start(dir, &options)?;
-    let settled = cluster.wait_settled(SETTLE_TIMEOUT)?;
+    let (cluster, settled) = LocalCluster::start_settled(dir, &options, SETTLE_TIMEOUT)?;
     let address = cluster
         .nodes
         .iter()

@@ -223,8 +223,8 @@ pub fn run(scenario: &Scenario, proxies: u32) -> Result<FailoverRun, Failure> {
     options.workload = "redis".to_string();
     options.suspect_ticks = scenario.suspect_ticks;
     options.tail_records_max = scenario.tail_records_max;
-    let mut cluster = LocalCluster::start(&scenario.dir, &options)?;
-    let settled = cluster.wait_settled(Duration::from_secs(120))?;
+    let (mut cluster, settled) =
+        LocalCluster::start_settled(&scenario.dir, &options, Duration::from_secs(120))?;
     let work = cluster.dir.join("redis-clients");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work)
