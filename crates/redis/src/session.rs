@@ -14,6 +14,7 @@
 //! arrived); a write, a `MULTI` block's `EXEC` and a `WATCH` are refused with `-READONLY`,
 //! naming the primary, as a Redis replica refuses writes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tandem_store::{DataModel, ProcId, ProcKind};
@@ -48,6 +49,82 @@ pub struct ServerInfo {
     pub safety: String,
     /// Extra `INFO` lines for the `memory` section (the allocator's figures).
     pub memory_lines: Vec<(String, String)>,
+    /// The password a connection gives (`AUTH`, `HELLO … AUTH`) before any other command,
+    /// as Redis's `requirepass`; `None`: none is asked for.
+    pub requirepass: Option<Password>,
+}
+
+/// A password a connection must give: never printed (its `Debug` only says one is set), and
+/// compared in time that does not depend on where the guess goes wrong.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(Arc<[u8]>);
+
+impl Password {
+    /// Panics on an empty password: the caller's configuration check refuses one.
+    pub fn new(bytes: &[u8]) -> Password {
+        assert!(!bytes.is_empty(), "a password is not empty");
+        Password(Arc::from(bytes))
+    }
+
+    /// Whether `given` is this password. Every byte of the longer of the two is looked at
+    /// whatever the outcome, so the time taken says nothing of how much of a guess was right.
+    pub fn matches(&self, given: &[u8]) -> bool {
+        let expected = &self.0;
+        let mut differ = u8::from(expected.len() != given.len());
+        for index in 0..expected.len().max(given.len()) {
+            let a = expected.get(index).copied().unwrap_or(0);
+            let b = given.get(index).copied().unwrap_or(0);
+            differ |= a ^ b;
+        }
+        differ == 0
+    }
+}
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(set)")
+    }
+}
+
+/// The reply to a command other than `AUTH`, `HELLO`, `QUIT` and `RESET` from a connection
+/// that has not given the password yet (Redis's text).
+pub const NOAUTH: &str = "NOAUTH Authentication required.";
+
+/// The reply to a password that is not the one asked for, or a user other than `default`.
+pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// `HELLO` without its `AUTH` option from a connection that has not given the password yet.
+const HELLO_NOAUTH: &str = "NOAUTH HELLO must be called with the client already \
+     authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate \
+     the client and select the RESP protocol version at the same time";
+
+/// Whether `user` with password `given` may use the node: the only user is `default`, which
+/// takes any password when none is asked for (Redis's `nopass`).
+fn authenticates(required: Option<&Password>, user: &[u8], given: &[u8]) -> bool {
+    user == b"default" && required.is_none_or(|password| password.matches(given))
+}
+
+/// What a client connecting from `peer` is told before its connection is closed, when the
+/// node asks no password and accepts only loopback clients (protected mode, as Redis's):
+/// `None` lets it in.
+pub fn protected_refusal(
+    peer: std::net::IpAddr,
+    password_set: bool,
+    protected_mode: bool,
+) -> Option<&'static str> {
+    let loopback = match peer {
+        std::net::IpAddr::V4(ip) => ip.is_loopback(),
+        std::net::IpAddr::V6(ip) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|ip| ip.is_loopback())
+        }
+    };
+    (protected_mode && !password_set && !loopback).then_some(
+        "-DENIED tandem is running in protected mode because no password is set: it accepts \
+         connections from the loopback interface only. To connect from other machines, set a \
+         password (`requirepass = \"...\"` in the node's configuration, or `tandem up \
+         --requirepass PASS`) and send it with AUTH, or turn protected mode off \
+         (`protected_mode = false`) on a network you trust.\r\n",
+    )
 }
 
 /// Why a call came to be.
@@ -147,6 +224,8 @@ pub struct Session {
     /// Inside `MULTI`: the queued commands, and whether one was refused (`EXEC` then aborts).
     multi: Option<(Vec<Argv>, bool)>,
     watched: Vec<(Vec<u8>, u64)>,
+    /// Whether the connection gave the password (consulted only while one is asked for).
+    authenticated: bool,
 }
 
 /// What the connection commands of a `MULTI` block answered, and the connection's state
@@ -174,6 +253,7 @@ impl Session {
             name: None,
             multi: None,
             watched: Vec::new(),
+            authenticated: false,
         }
     }
 
@@ -192,6 +272,15 @@ impl Session {
         if !command.arity_fits(argv.len()) {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error(cmd::arity_error(name).text());
+            return Step::Replied;
+        }
+        // As Redis: an unknown command or a wrong arity is refused first, then anything but
+        // the commands that authenticate, end or reset the connection waits for the password.
+        if info.requirepass.is_some()
+            && !self.authenticated
+            && !matches!(command.name, "AUTH" | "HELLO" | "QUIT" | "RESET")
+        {
+            ReplyWriter::new(out, self.proto).error(NOAUTH);
             return Step::Replied;
         }
         if self.multi.is_some()
@@ -324,17 +413,28 @@ impl Session {
             }
             "AUTH" => {
                 let mut w = ReplyWriter::new(out, proto);
-                if argv.len() == 2 {
+                let required = info.requirepass.as_ref();
+                if argv.len() > 3 {
+                    w.error(cmd::CmdError::SYNTAX.text());
+                } else if argv.len() == 2 && required.is_none() {
                     w.error(
                         "ERR AUTH <password> called without any password configured for the \
                          default user. Are you sure your configuration is correct?",
                     );
-                } else if argv.len() == 3 && arg(1) == b"default" {
-                    w.ok();
-                } else if argv.len() == 3 {
-                    w.error("WRONGPASS invalid username-password pair or user is disabled.");
                 } else {
-                    w.error(cmd::CmdError::SYNTAX.text());
+                    // `AUTH password` is the default user's; it is the only user there is.
+                    let (user, given) = if argv.len() == 2 {
+                        (b"default".as_slice(), arg(1))
+                    } else {
+                        (arg(1), arg(2))
+                    };
+                    if authenticates(required, user, given) {
+                        self.authenticated = true;
+                        w.ok();
+                    } else {
+                        // A wrong password leaves the connection as it was, as in Redis.
+                        w.error(WRONGPASS);
+                    }
                 }
             }
             "HELLO" => return self.hello(argv, info, out),
@@ -343,6 +443,8 @@ impl Session {
                 self.name = None;
                 self.multi = None;
                 self.watched.clear();
+                // Back to the default user, which must give its password again.
+                self.authenticated = false;
                 ReplyWriter::new(out, Proto::Resp2).simple("RESET");
             }
             "CLIENT" => self.client(argv, out),
@@ -490,6 +592,7 @@ impl Session {
             name: self.name.clone(),
             multi: None,
             watched: Vec::new(),
+            authenticated: self.authenticated,
         };
         let mut replies = Vec::with_capacity(queued.len());
         let mut data = Vec::new();
@@ -564,18 +667,19 @@ impl Session {
             }
             i = 2;
         }
-        // Like Redis 7.0, each option takes effect as it is read: a name set before a later
-        // option is refused stays set.
+        // Like Redis 7.0, each option takes effect as it is read: a name set, or a password
+        // given, before a later option is refused stays set.
         while i < argv.len() {
             let option = argv.get(i).unwrap_or_default();
             match option.to_ascii_uppercase().as_slice() {
                 b"AUTH" if i + 2 < argv.len() => {
-                    // As AUTH: no password is configured, so the default user takes any.
-                    if argv.get(i + 1) != Some(b"default".as_slice()) {
-                        ReplyWriter::new(out, self.proto)
-                            .error("WRONGPASS invalid username-password pair or user is disabled.");
+                    let user = argv.get(i + 1).unwrap_or_default();
+                    let given = argv.get(i + 2).unwrap_or_default();
+                    if !authenticates(info.requirepass.as_ref(), user, given) {
+                        ReplyWriter::new(out, self.proto).error(WRONGPASS);
                         return Step::Replied;
                     }
+                    self.authenticated = true;
                     i += 3;
                 }
                 b"SETNAME" if i + 1 < argv.len() => {
@@ -595,6 +699,10 @@ impl Session {
                     return Step::Replied;
                 }
             }
+        }
+        if info.requirepass.is_some() && !self.authenticated {
+            ReplyWriter::new(out, self.proto).error(HELLO_NOAUTH);
+            return Step::Replied;
         }
         self.proto = proto;
         let mut w = ReplyWriter::new(out, proto);
@@ -956,6 +1064,124 @@ mod tests {
         let step = session.handle(&argv(line), info, &mut out);
         assert!(matches!(step, Step::Replied), "{line} was answered at once");
         String::from_utf8(out).expect("text")
+    }
+
+    fn locked() -> ServerInfo {
+        ServerInfo {
+            primary: true,
+            requirepass: Some(Password::new(b"s3cret")),
+            ..ServerInfo::default()
+        }
+    }
+
+    /// The replies redis-server 7.0.15 gives with `--requirepass s3cret` (the differential
+    /// test checks them against a live one).
+    #[test]
+    fn a_password_is_asked_before_anything_but_auth_hello_quit_and_reset() {
+        let info = locked();
+        let mut session = Session::new(1);
+        let noauth = format!("-{NOAUTH}\r\n");
+        let wrongpass = format!("-{WRONGPASS}\r\n");
+        assert_eq!(replied(&mut session, "PING", &info), noauth);
+        assert_eq!(replied(&mut session, "MULTI", &info), noauth);
+        assert_eq!(replied(&mut session, "CLIENT SETNAME x", &info), noauth);
+        assert!(replied(&mut session, "GET", &info).starts_with("-ERR wrong number"));
+        assert!(replied(&mut session, "NOSUCH", &info).starts_with("-ERR unknown command"));
+        let mut out = Vec::new();
+        assert!(matches!(
+            session.handle(&argv("SET k v"), &info, &mut out),
+            Step::Replied
+        ));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            noauth,
+            "no call before the password"
+        );
+        assert_eq!(replied(&mut session, "AUTH wrong", &info), wrongpass);
+        assert_eq!(replied(&mut session, "AUTH bob s3cret", &info), wrongpass);
+        assert_eq!(
+            replied(&mut session, "AUTH a b c", &info),
+            "-ERR syntax error\r\n"
+        );
+        assert!(replied(&mut session, "HELLO 3", &info).starts_with("-NOAUTH HELLO must be"));
+        assert!(replied(&mut session, "HELLO 4", &info).starts_with("-NOPROTO"));
+        assert_eq!(replied(&mut session, "PING", &info), noauth);
+        assert_eq!(replied(&mut session, "AUTH s3cret", &info), "+OK\r\n");
+        assert_eq!(replied(&mut session, "PING", &info), "+PONG\r\n");
+        // A wrong password later leaves the connection authenticated, as in Redis.
+        assert_eq!(replied(&mut session, "AUTH default nope", &info), wrongpass);
+        assert_eq!(replied(&mut session, "PING", &info), "+PONG\r\n");
+        // RESET goes back to the default user, which must give the password again.
+        assert_eq!(replied(&mut session, "RESET", &info), "+RESET\r\n");
+        assert_eq!(replied(&mut session, "PING", &info), noauth);
+        // HELLO's AUTH option authenticates as it is read, even when a later option is
+        // refused (as Redis 7.0 does).
+        assert!(
+            replied(&mut session, "HELLO 3 AUTH default s3cret FOO", &info)
+                .starts_with("-ERR Syntax")
+        );
+        assert_eq!(replied(&mut session, "PING", &info), "+PONG\r\n");
+        assert_eq!(replied(&mut session, "RESET", &info), "+RESET\r\n");
+        let hello = replied(&mut session, "HELLO 3 AUTH default s3cret", &info);
+        assert!(hello.starts_with('%'), "{hello}");
+        assert_eq!(replied(&mut session, "PING", &info), "+PONG\r\n");
+    }
+
+    #[test]
+    fn without_a_password_auth_answers_as_redis_with_none_configured() {
+        let info = ServerInfo {
+            primary: true,
+            ..ServerInfo::default()
+        };
+        let mut session = Session::new(1);
+        assert_eq!(replied(&mut session, "PING", &info), "+PONG\r\n");
+        assert!(replied(&mut session, "AUTH x", &info).starts_with("-ERR AUTH <password> called"));
+        assert_eq!(
+            replied(&mut session, "AUTH default anything", &info),
+            "+OK\r\n"
+        );
+        assert_eq!(
+            replied(&mut session, "AUTH bob anything", &info),
+            format!("-{WRONGPASS}\r\n")
+        );
+    }
+
+    #[test]
+    fn a_password_is_never_printed_and_is_compared_whole() {
+        let password = Password::new(b"s3cret");
+        assert_eq!(format!("{password:?}"), "Password(set)");
+        assert_eq!(format!("{:?}", locked()).matches("s3cret").count(), 0);
+        assert!(password.matches(b"s3cret"));
+        for wrong in [&b""[..], b"s3cre", b"s3crets", b"S3cret", b"s3cres"] {
+            assert!(!password.matches(wrong), "{wrong:?}");
+        }
+    }
+
+    #[test]
+    fn protected_mode_lets_in_loopback_clients_or_any_once_a_password_is_set() {
+        let loopback: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let loopback6: std::net::IpAddr = "::1".parse().unwrap();
+        let mapped: std::net::IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        let other: std::net::IpAddr = "10.1.2.3".parse().unwrap();
+        for ip in [loopback, loopback6, mapped] {
+            assert_eq!(protected_refusal(ip, false, true), None, "{ip}");
+        }
+        let refusal = protected_refusal(other, false, true).expect("refused");
+        assert!(refusal.starts_with("-DENIED "), "{refusal}");
+        assert!(
+            refusal.contains("requirepass"),
+            "it says how to set a password"
+        );
+        assert_eq!(
+            protected_refusal(other, true, true),
+            None,
+            "a password is set"
+        );
+        assert_eq!(
+            protected_refusal(other, false, false),
+            None,
+            "protected mode is off"
+        );
     }
 
     const READONLY: &str = "-READONLY You can't write against a read only replica. The primary \

@@ -224,6 +224,11 @@ pub fn run(
             maxmemory: config.group.db_mib << 20,
             safety: config.group.safety.to_string(),
             slot: Arc::clone(&slot),
+            requirepass: config
+                .requirepass
+                .as_ref()
+                .map(|secret| tandem_redis::session::Password::new(secret.0.as_bytes())),
+            protected_mode: config.protected_mode,
             info: Arc::clone(&info),
             metrics: Arc::clone(&metrics),
         };
@@ -371,6 +376,8 @@ struct ClusterResp {
     slot: Arc<Mutex<Slot>>,
     info: Arc<Mutex<ClusterInfo>>,
     metrics: Arc<Metrics>,
+    requirepass: Option<tandem_redis::session::Password>,
+    protected_mode: bool,
 }
 
 impl crate::resp::RespNode for ClusterResp {
@@ -394,6 +401,7 @@ impl crate::resp::RespNode for ClusterResp {
             maxmemory: self.maxmemory,
             safety: self.safety.clone(),
             memory_lines: crate::resp::memory_lines(&self.metrics),
+            requirepass: self.requirepass.clone(),
         }
     }
 
@@ -411,6 +419,10 @@ impl crate::resp::RespNode for ClusterResp {
 
     fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    fn protected_mode(&self) -> bool {
+        self.protected_mode
     }
 }
 

@@ -103,6 +103,29 @@ address = "127.0.0.1:7002"
 role = "backup"
 "#;
 
+/// A password in a configuration: read and written as a plain TOML string, never printed
+/// (its `Debug` only says one is set).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(set)")
+    }
+}
+
+/// The longest `requirepass` (Redis takes up to 512 bytes in `AUTH` without complaint).
+const REQUIREPASS_LEN_MAX: usize = 512;
+
+fn protected_mode_default() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
 /// A node's whole configuration: who it is, its group, the group's other members, and the
 /// limits and timeouts it runs with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +142,14 @@ pub struct NodeConfig {
     /// `redis` serves it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resp_listen: Option<SocketAddr>,
+    /// The password Redis clients give (`AUTH`, `HELLO … AUTH`) before any other command, as
+    /// Redis's `requirepass`; none by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirepass: Option<Secret>,
+    /// With no `requirepass`, serve Redis clients on the loopback interface only and tell
+    /// any other how to set a password, as Redis's protected mode (true by default).
+    #[serde(default = "protected_mode_default", skip_serializing_if = "is_true")]
+    pub protected_mode: bool,
     /// This node's role in the group's current view.
     pub role: Role,
     /// The group this node replicates.
@@ -775,6 +806,19 @@ impl NodeConfig {
                     group.db_mib
                 ),
             ));
+        }
+        if let Some(Secret(password)) = &self.requirepass {
+            // The length only: a password never appears in an error.
+            if password.is_empty() || password.len() > REQUIREPASS_LEN_MAX {
+                return Err(invalid(
+                    "requirepass",
+                    format!(
+                        "a password of {} bytes; use 1 to {REQUIREPASS_LEN_MAX} bytes, or leave \
+                         requirepass out to ask none",
+                        password.len()
+                    ),
+                ));
+            }
         }
         if group.undo_log_kib < UNDO_LOG_KIB_MIN {
             return Err(invalid(

@@ -244,6 +244,11 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
                     .and_then(|peer| peer.resp),
             },
             node_id: config.node_id,
+            requirepass: config
+                .requirepass
+                .as_ref()
+                .map(|secret| tandem_redis::session::Password::new(secret.0.as_bytes())),
+            protected_mode: config.protected_mode,
             backups: config
                 .peers
                 .iter()
@@ -277,6 +282,8 @@ struct StaticResp {
     maxmemory: usize,
     safety: String,
     metrics: Arc<Metrics>,
+    requirepass: Option<tandem_redis::session::Password>,
+    protected_mode: bool,
 }
 
 impl resp::RespNode for StaticResp {
@@ -291,6 +298,7 @@ impl resp::RespNode for StaticResp {
             maxmemory: self.maxmemory,
             safety: self.safety.clone(),
             memory_lines: resp::memory_lines(&self.metrics),
+            requirepass: self.requirepass.clone(),
         }
     }
 
@@ -308,6 +316,10 @@ impl resp::RespNode for StaticResp {
 
     fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    fn protected_mode(&self) -> bool {
+        self.protected_mode
     }
 }
 

@@ -59,6 +59,10 @@ pub trait RespNode: Send + Sync + 'static {
 
     /// The node's metrics (the front end counts its connections there).
     fn metrics(&self) -> &Metrics;
+
+    /// Whether a node that asks no password serves loopback clients only
+    /// (`protected_mode` in its configuration).
+    fn protected_mode(&self) -> bool;
 }
 
 /// `INFO`'s lines for what the data model reported (`Metrics::model_stats`).
@@ -364,7 +368,17 @@ impl Front {
     fn accept(&mut self) {
         loop {
             match self.listener.accept() {
-                Ok((mut stream, _)) => {
+                Ok((mut stream, peer)) => {
+                    let password_set = self.node.info().requirepass.is_some();
+                    if let Some(refusal) = tandem_redis::session::protected_refusal(
+                        peer.ip(),
+                        password_set,
+                        self.node.protected_mode(),
+                    ) {
+                        // A fresh socket's buffer takes the whole line; then it is closed.
+                        let _ = std::io::Write::write(&mut stream, refusal.as_bytes());
+                        continue;
+                    }
                     let token = Token(self.token_next);
                     self.token_next += 1;
                     let _ = stream.set_nodelay(true);

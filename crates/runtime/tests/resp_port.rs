@@ -50,6 +50,7 @@ impl RespNode for TestNode {
             maxmemory: 16 << 20,
             safety: "1-safe".into(),
             memory_lines: Vec::new(),
+            requirepass: None,
         }
     }
 
@@ -61,6 +62,10 @@ impl RespNode for TestNode {
 
     fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    fn protected_mode(&self) -> bool {
+        true
     }
 }
 

@@ -97,6 +97,22 @@ pub struct UpArgs {
     /// configuration it was made with (the other flags are then ignored).
     #[arg(long)]
     pub fresh: bool,
+    /// The password Redis clients give (`AUTH PASS`, `redis-cli -a PASS`) before any other
+    /// command, on every node (1 to 512 bytes; kept in each node's `node.toml`, readable by
+    /// its owner only). Without it the nodes serve Redis clients on loopback only.
+    #[arg(long, value_name = "PASS", value_parser = parse_requirepass)]
+    pub requirepass: Option<String>,
+}
+
+fn parse_requirepass(text: &str) -> Result<String, String> {
+    // The length only: a password is never echoed.
+    if text.is_empty() || text.len() > 512 {
+        return Err(format!(
+            "a password of {} bytes; give 1 to 512 bytes",
+            text.len()
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 fn parse_model_name(text: &str) -> Result<String, String> {

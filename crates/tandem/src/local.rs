@@ -62,6 +62,8 @@ pub struct Options {
     pub fsync: tandem_node::SyncPolicy,
     /// MiB of batches between two checkpoints of a node's database.
     pub checkpoint_mib: u64,
+    /// The password Redis clients give before any other command, if one is asked for.
+    pub requirepass: Option<String>,
 }
 
 impl Options {
@@ -79,6 +81,7 @@ impl Options {
             workload: "debit-credit".to_string(),
             fsync: tandem_runtime::config::LogTable::default().fsync,
             checkpoint_mib: tandem_runtime::config::LogTable::default().checkpoint_mib,
+            requirepass: None,
         }
     }
 }
@@ -236,8 +239,7 @@ impl LocalCluster {
                 Failure::Run(format!("cannot create {}: {err}", node_dir.display()))
             })?;
             let path = node_dir.join("node.toml");
-            fs::write(&path, config.to_toml_string())
-                .map_err(|err| Failure::Run(format!("cannot write {}: {err}", path.display())))?;
+            write_private(&path, &config.to_toml_string())?;
             let entry = NodeEntry {
                 id: member.node_id,
                 listen: member.address,
@@ -783,6 +785,23 @@ pub fn spawn_detached(entry: &NodeEntry) -> Result<Child, Failure> {
 }
 
 /// Node `member`'s configuration in a cluster of `members`.
+/// Writes a node's configuration readable and writable by its owner only: it may hold the
+/// password Redis clients give.
+fn write_private(path: &Path, text: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot =
+        |err: std::io::Error| Failure::Run(format!("cannot write {}: {err}", path.display()));
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(cannot)?;
+    file.write_all(text.as_bytes()).map_err(cannot)
+}
+
 fn node_config(
     dir: &Path,
     options: &Options,
@@ -805,6 +824,7 @@ fn node_config(
     config.tuning.heartbeat_ticks = options.heartbeat_ticks;
     config.tuning.suspect_ticks = options.suspect_ticks;
     config.tuning.tail_records_max = options.tail_records_max;
+    config.requirepass = options.requirepass.clone().map(config::Secret);
     let data_dir = dir.join(format!("node{}", member.node_id)).join("raft");
     // The write-ahead log beside the config store's state, not inside it.
     config.log = Some(tandem_runtime::config::LogTable {

@@ -44,6 +44,7 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
         options.workload = args.workload.clone();
         options.suspect_ticks = args.suspect_ticks;
         options.lease_ticks = args.lease_ticks;
+        options.requirepass = args.requirepass.clone();
         eprintln!(
             "starting {} nodes under {} ({} MiB of {} each, {})",
             args.nodes,
@@ -74,8 +75,14 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
     if let Some(primary) = cluster.nodes.iter().find(|n| n.entry.id == settled.primary)
         && let Some(resp) = primary.entry.resp
     {
+        // The password is never printed: the user gave it.
+        let auth = if args.requirepass.is_some() {
+            " -a PASS"
+        } else {
+            ""
+        };
         println!(
-            "try: redis-cli -h {} -p {} (the primary; a backup serves reads, linearizably, \
+            "try: redis-cli -h {} -p {}{auth} (the primary; a backup serves reads, linearizably, \
              and answers writes with READONLY)",
             resp.ip(),
             resp.port()

@@ -75,6 +75,11 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts one, or says why it cannot be started here.
     pub fn start() -> Result<RedisServer, String> {
+        RedisServer::start_with(&[])
+    }
+
+    /// [`RedisServer::start`] with `extra` arguments (`--requirepass`, say).
+    pub fn start_with(extra: &[&str]) -> Result<RedisServer, String> {
         let exe = tool("redis-server")?;
         let version = Command::new(&exe)
             .arg("--version")
@@ -88,6 +93,7 @@ impl RedisServer {
         let mut child = Command::new(&exe)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(extra)
             .arg("--dir")
             .arg(&dir)
             .stdin(Stdio::null())
@@ -153,6 +159,11 @@ impl Cluster {
     /// Starts `nodes` nodes of `db_mib` MiB each and waits until the cluster serves. The
     /// binary is the one under test, so a failure here fails the test.
     pub fn start(name: &str, nodes: u32, db_mib: u32) -> Cluster {
+        Cluster::start_with(name, nodes, db_mib, &[])
+    }
+
+    /// [`Cluster::start`] with `extra` arguments to `tandem up` (`--requirepass`, say).
+    pub fn start_with(name: &str, nodes: u32, db_mib: u32, extra: &[&str]) -> Cluster {
         let dir = scratch_dir(name);
         // Into files, not pipes: `tandem up` prints as long as it runs, and a pipe nobody
         // reads would end it.
@@ -172,6 +183,7 @@ impl Cluster {
                 "--db-mib",
                 &db_mib.to_string(),
             ])
+            .args(extra)
             .arg("--dir")
             .arg(&dir)
             .stdin(Stdio::null())

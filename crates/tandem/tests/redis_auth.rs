@@ -1,0 +1,121 @@
+//! Passwords on the RESP port, against the reference: the same script of commands goes to a
+//! tandem node started with `tandem up --requirepass` and to a `redis-server` started with
+//! `--requirepass`, one connection each, and every reply must be the same, but for `HELLO`'s
+//! map once authenticated (it names the server's own id and role), of which only its kind is
+//! compared. Without `redis-server` the test says so and passes without running.
+
+mod redis_support;
+
+use redis_support::{Cluster, Conn, RedisServer};
+use tandem_redis::resp::Value;
+
+const PASSWORD: &str = "s3cret";
+
+/// The script: each line a command, split on spaces. What it covers: the commands refused
+/// before the password (and those that are not: unknown commands and wrong arities are
+/// refused first, `AUTH`, `HELLO`, `QUIT` and `RESET` go through), every way `AUTH` and
+/// `HELLO … AUTH` fail or succeed, a wrong password once authenticated, and `RESET`, which
+/// asks for the password again.
+const SCRIPT: &[&str] = &[
+    "PING",
+    "SET k v",
+    "GET",
+    "NOSUCH a",
+    "MULTI",
+    "CLIENT SETNAME x",
+    "ECHO hi",
+    "AUTH",
+    "AUTH a b c",
+    "AUTH wrong",
+    "AUTH bob s3cret",
+    "AUTH default wrong",
+    "HELLO 3",
+    "HELLO 4",
+    "HELLO 2 AUTH default",
+    "HELLO 2 AUTH bob s3cret",
+    "HELLO 2 AUTH default s3cret FOO",
+    "PING",
+    "AUTH s3cret",
+    "SET k v",
+    "GET k",
+    "AUTH default nope",
+    "PING",
+    "RESET",
+    "GET k",
+    "HELLO 2 AUTH default s3cret",
+    "GET k",
+    "AUTH default s3cret",
+    "MULTI",
+    "AUTH wrong",
+    "GET k",
+    "EXEC",
+    "QUIT",
+];
+
+/// The script's replies from the server at `conn`, `HELLO`'s maps reduced to their kind.
+fn run(mut conn: Conn) -> Vec<(String, String)> {
+    SCRIPT
+        .iter()
+        .map(|line| {
+            let reply = conn.cmd(line);
+            let shown = match reply {
+                Value::Map(_) | Value::Array(_) if line.starts_with("HELLO") => {
+                    "HELLO's map".to_owned()
+                }
+                other => format!("{other:?}"),
+            };
+            (line.to_string(), shown)
+        })
+        .collect()
+}
+
+/// The lines whose replies differ.
+fn differences(a: &[(String, String)], b: &[(String, String)]) -> Vec<String> {
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| x.1 != y.1)
+        .map(|(x, y)| format!("{}: {} vs {}", x.0, x.1, y.1))
+        .collect()
+}
+
+#[test]
+fn a_password_is_asked_and_checked_as_redis_does() {
+    let (redis, open_redis) = match (
+        RedisServer::start_with(&["--requirepass", PASSWORD]),
+        RedisServer::start(),
+    ) {
+        (Ok(redis), Ok(open)) => (redis, open),
+        (Err(why), _) | (_, Err(why)) => {
+            eprintln!("skipped: no redis-server to compare with: {why}");
+            return;
+        }
+    };
+    let cluster = Cluster::start_with("redis-auth", 1, 16, &["--requirepass", PASSWORD]);
+    let expected = run(Conn::connect(redis.address));
+    let tandem = run(Conn::connect(cluster.primary_resp()));
+    let differ = differences(&expected, &tandem);
+    assert!(
+        differ.is_empty(),
+        "tandem differs from Redis:\n{}",
+        differ.join("\n")
+    );
+    // The comparison has teeth: a server that asks no password answers otherwise.
+    let open = run(Conn::connect(open_redis.address));
+    assert!(
+        differences(&expected, &open).len() > 5,
+        "a server without a password passed for one with"
+    );
+    // The password is in no log and no status page.
+    let node = cluster.node(cluster.primary);
+    let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+    assert!(!log.contains(PASSWORD), "the node's log shows the password");
+    let status = redis_support::http_get_json(node.status, "/status").expect("/status");
+    assert!(
+        !status.to_string().contains(PASSWORD),
+        "/status shows the password"
+    );
+    let metrics = redis_support::http_get_json(node.status, "/metrics");
+    if let Ok(metrics) = metrics {
+        assert!(!metrics.to_string().contains(PASSWORD));
+    }
+}
