@@ -36,6 +36,7 @@ struct TestNode {
     handle: PrimaryHandle,
     metrics: Arc<Metrics>,
     resp_port: u16,
+    requirepass: Option<tandem_redis::session::Password>,
 }
 
 impl RespNode for TestNode {
@@ -50,7 +51,7 @@ impl RespNode for TestNode {
             maxmemory: 16 << 20,
             safety: "1-safe".into(),
             memory_lines: Vec::new(),
-            requirepass: None,
+            requirepass: self.requirepass.clone(),
         }
     }
 
@@ -71,6 +72,11 @@ impl RespNode for TestNode {
 
 /// Starts a node and returns its RESP address and its metrics.
 fn start() -> (SocketAddr, Arc<Metrics>) {
+    start_on("127.0.0.1:0", None)
+}
+
+/// Starts a node whose RESP port listens on `resp` and asks `requirepass`.
+fn start_on(resp: &str, requirepass: Option<&[u8]>) -> (SocketAddr, Arc<Metrics>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
     config.listen = listener.local_addr().expect("bound");
@@ -89,12 +95,13 @@ fn start() -> (SocketAddr, Arc<Metrics>) {
         None,
     )
     .expect("the primary starts");
-    let resp_listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let resp_listener = TcpListener::bind(resp).expect("a port");
     let address = resp_listener.local_addr().expect("bound");
     let node = TestNode {
         handle,
         metrics: Arc::clone(&metrics),
         resp_port: address.port(),
+        requirepass: requirepass.map(tandem_redis::session::Password::new),
     };
     resp::spawn(resp_listener, Arc::new(node)).expect("the RESP port starts");
     (address, metrics)
@@ -420,4 +427,46 @@ fn a_long_reply_arrives_whole_and_one_past_the_limit_is_refused_clearly() {
         ),
     }
     assert_eq!(int(conn.reply()), longer.len() as i64);
+}
+
+/// This machine's address on the interface that leads elsewhere, if it has one that is not
+/// loopback (no packet is sent: a UDP socket's connect only picks the route).
+fn outward_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// Protected mode: a node that asks no password serves loopback clients only, and tells any
+/// other why it closes the connection; once a password is asked, anyone may try it.
+#[test]
+fn without_a_password_only_loopback_clients_are_served() {
+    let Some(outward) = outward_address() else {
+        eprintln!("skipped: this machine has no address but loopback to connect from");
+        return;
+    };
+    let (open, _) = start_on("0.0.0.0:0", None);
+    let mut local = Conn::open(SocketAddr::from(([127, 0, 0, 1], open.port())));
+    local.send(&[&[b"PING"]]);
+    assert_eq!(local.reply(), Value::Simple(b"PONG".to_vec()));
+    let mut remote = Conn::open(SocketAddr::new(outward, open.port()));
+    remote.send(&[&[b"PING"]]);
+    match remote.reply() {
+        Value::Error(text) => {
+            let text = String::from_utf8_lossy(&text).into_owned();
+            assert!(text.starts_with("DENIED "), "{text}");
+            assert!(text.contains("requirepass"), "{text}");
+        }
+        other => panic!("served from {outward}: {other:?}"),
+    }
+    let (locked, _) = start_on("0.0.0.0:0", Some(b"s3cret"));
+    let mut remote = Conn::open(SocketAddr::new(outward, locked.port()));
+    remote.send(&[&[b"PING"], &[b"AUTH", b"s3cret"], &[b"PING"]]);
+    assert_eq!(
+        remote.reply(),
+        Value::Error(tandem_redis::session::NOAUTH.as_bytes().to_vec())
+    );
+    assert_eq!(remote.reply(), Value::Simple(b"OK".to_vec()));
+    assert_eq!(remote.reply(), Value::Simple(b"PONG".to_vec()));
 }
