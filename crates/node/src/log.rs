@@ -462,6 +462,24 @@ impl<D: Disk> LogCore<D> {
         lsn == self.lsn_load || self.wal.lsn_checkpoint() == Some(lsn)
     }
 
+    /// After a cut: a log left holding entries that start above the load and continue no
+    /// checkpoint (the cut removed the checkpoint above it, and the entries before that
+    /// checkpoint were dropped long ago) is one a restart rebuilds nothing from, so it is
+    /// unanchored until its next checkpoint (seed 29578). An empty log is the caller's to
+    /// judge (its next append says where it continues).
+    fn unanchor_unless_rebuildable(&mut self) {
+        let Some(base) = self.wal.lsn_base() else {
+            return;
+        };
+        let continues_checkpoint = self
+            .wal
+            .lsn_checkpoint()
+            .is_some_and(|checkpoint| base <= checkpoint);
+        if base != self.lsn_load && !continues_checkpoint {
+            self.anchored = false;
+        }
+    }
+
     /// Whether the log would like a checkpoint now: it is not anchored, so it reports
     /// nothing durable until one anchors it.
     pub fn wants_checkpoint(&self) -> bool {
@@ -497,6 +515,7 @@ impl<D: Disk> LogCore<D> {
             return Ok(lsn);
         }
         let kept = self.wal.cut_after(lsn)?;
+        self.unanchor_unless_rebuildable();
         if kept == lsn {
             return Ok(lsn);
         }
@@ -530,6 +549,7 @@ impl<D: Disk> LogCore<D> {
             if self.wal.lsn_base().is_none() {
                 self.anchored = false;
             }
+            self.unanchor_unless_rebuildable();
         }
         let end = self.wal.lsn_appended();
         if self.wal.lsn_base().is_none() {
@@ -1020,6 +1040,51 @@ mod tests {
             checkpoint,
             "a restart rebuilds the checkpoint"
         );
+    }
+
+    /// The simulator's seed 29578 (`bounded:10`, a power loss): a deposed primary rejoined,
+    /// and the cut of its log to the truncate LSN removed its newest checkpoint, above that
+    /// LSN, as it must; the records below it stayed, but the log had dropped those before the
+    /// checkpoint, so a restart could rebuild nothing from it. The log still reported its
+    /// records durable (the next syncs reached 3140), and after the power loss the disk gave
+    /// back a log starting at 2439 and no checkpoint. A cut that leaves a log no restart can
+    /// rebuild leaves it unanchored (it reports nothing durable and asks for a checkpoint).
+    #[test]
+    fn a_rejoin_whose_cut_removes_the_checkpoint_the_log_needs_leaves_it_unanchored() {
+        let mut logged = Logged::new();
+        for value in 0..150u8 {
+            logged.commit(value);
+        }
+        let checkpoint = logged.log.lsn_checkpoint().expect("checkpoints were taken");
+        let base = logged.log.wal.lsn_base().expect("a log");
+        assert!(
+            base > 0,
+            "the checkpoints let the log drop its first records"
+        );
+        assert!(base < checkpoint, "the log reaches below its checkpoint");
+        let lsn = checkpoint - 1;
+        assert_eq!(logged.log.align_rejoin(lsn).unwrap(), lsn);
+        assert_eq!(
+            logged.log.lsn_checkpoint(),
+            None,
+            "the cut removed the checkpoint"
+        );
+        assert_eq!(
+            logged.log.lsn_durable(),
+            0,
+            "a restart rebuilds nothing from it"
+        );
+        assert!(logged.log.wants_checkpoint());
+        // Aligned at the same place once the role starts, it stays so.
+        logged.log.align(lsn).unwrap();
+        assert_eq!(logged.log.lsn_durable(), 0);
+        let (_, recovered, replayed) = reopen(
+            logged.log.into_disk(),
+            small_files(),
+            tandem_memory::Strategy::V3InlineLog,
+        );
+        assert!(!rebuilds_state(&recovered, 0));
+        assert_eq!(replayed, None);
     }
 
     #[test]
