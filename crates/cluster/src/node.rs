@@ -876,7 +876,12 @@ impl Cluster {
         self.collecting = None;
         self.tick_membership_proposed = None;
         self.tick_join_sent = None;
-        self.tick_alive_primary = None;
+        // The same primary's word that it runs holds across a membership change: a report of
+        // rebuilt records sent at once in the new view must not find it forgotten (seed
+        // 33390, see `on_report`).
+        if !same_primary {
+            self.tick_alive_primary = None;
+        }
         self.suspicion_pending = None;
         self.tick_backup_suspected.clear();
         self.removal_asked.clear();

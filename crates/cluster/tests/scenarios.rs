@@ -876,3 +876,41 @@ fn a_restarted_node_left_out_and_named_again_reports_its_logs_records_as_rebuilt
         "a spare following from its log's records, unheard, reports them as received"
     );
 }
+
+/// Default-mix seed 33390 (`2-safe:1`): after a power loss the primary served again, and its
+/// one backup and its one spare came back without their memory. The backup could not be
+/// removed (no spare held what was released), and its report of the records its log gave
+/// back, sent at once in each new view, started a view change each time, which the
+/// coordinator ended in a view of the same members while the primary ran; as long as a change
+/// was collecting, the silent spare was never left out, so none could rejoin, catch up and
+/// take the backup's place, and the group committed nothing for good. The coordinator had
+/// forgotten with every new view that the primary runs. Now the primary's `Alive` holds
+/// across a view under the same primary, and a report of rebuilt records starts no change
+/// while the primary runs: nothing is frozen.
+#[test]
+fn a_rebuilt_report_right_after_a_view_change_starts_no_change_while_the_primary_runs() {
+    let mut h = Harness::three(Safety::TwoSafe(AckCount::Of(1)));
+    let leader = h.settle();
+    let other = 5 - leader;
+    // A membership change under the same primary: the backup that does not lead leaves.
+    h.crash(other);
+    h.run_until(50 * SUSPECT_TICKS, |h| h.view_of(1).number >= 2);
+    let view = h.view_of(leader);
+    assert_eq!(view.primary, 1);
+    // At once, before the primary says again that it runs, a report of rebuilt records.
+    let report = tandem_cluster::ClusterMessage::Report {
+        group: GROUP,
+        view: view.number,
+        lsn_received: 10,
+        view_held: 1,
+        restarted: true,
+    };
+    h.core_mut(leader).step(leader, report).expect("a report");
+    h.run(10 * SUSPECT_TICKS);
+    assert!(
+        h.node(leader).freezes.is_empty(),
+        "a change froze the backup under a live primary: {:?}",
+        h.history()
+    );
+    assert!(h.history().values().all(|view| view.primary == 1));
+}

@@ -270,6 +270,19 @@ impl Cluster {
         }
         if reported.restarted {
             self.restarted_reported.insert(from, view.number);
+            // Records rebuilt from a log are no reason to replace a primary that runs: no
+            // rule promotes from them then, and a change started on them would only freeze
+            // the other backups and end in the same members. Such changes, started again on
+            // every report, also kept a silent spare from being left out, so none could
+            // rejoin, catch up and take the restarted backup's place (seed 33390: a 2-safe
+            // group committed nothing for good). A change already collecting takes it.
+            let collecting = self
+                .collecting
+                .as_ref()
+                .is_some_and(|collecting| collecting.view == view.number);
+            if !collecting && self.primary_runs(&view) {
+                return;
+            }
         }
         // A report is a suspicion too: a coordinator that took over mid-change continues it.
         self.start_collecting(&view);
@@ -279,6 +292,18 @@ impl Cluster {
         self.coordinate();
     }
 
+    /// Coordinator: whether the primary of `view` runs, as far as it can tell: it said so
+    /// (`Alive`) within a suspicion timeout, or the coordinator is that primary, serving and
+    /// not stuck (it never sends itself `Alive`: seed 199407 found a primary that took the
+    /// config store's lead while a frozen backup kept reporting, and collected against
+    /// itself for good).
+    pub(super) fn primary_runs(&self, view: &View) -> bool {
+        (view.primary == self.settings.node && self.serving && !self.is_stalled())
+            || self
+                .tick_alive_primary
+                .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)
+    }
+
     pub(super) fn coordinate(&mut self) {
         let Some(view) = self.view.clone() else {
             return;
@@ -286,7 +311,7 @@ impl Cluster {
         if !self.config.is_leader() {
             return;
         }
-        let executor_stuck = self.is_stalled();
+        let primary_runs = self.primary_runs(&view);
         let Some(collecting) = &mut self.collecting else {
             return;
         };
@@ -326,13 +351,6 @@ impl Cluster {
                 .settings
                 .collect_ticks
                 .max(RESUME_AFTER_SUSPICIONS * self.settings.suspect_ticks);
-        // A coordinator that is the primary, serving and not stuck, runs: it never sends
-        // itself `Alive` (seed 199407 found a primary that took the config store's lead
-        // while a frozen backup kept reporting, and collected against itself for good).
-        let primary_runs = (view.primary == self.settings.node && self.serving && !executor_stuck)
-            || self
-                .tick_alive_primary
-                .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks);
         let resumed = || View {
             number: view.number + 1,
             ..view.clone()

@@ -301,6 +301,11 @@ impl Harness {
         self.removals_refused = true;
     }
 
+    /// The primary's data plane prepares removals again.
+    pub fn allow_removals(&mut self) {
+        self.removals_refused = false;
+    }
+
     pub fn stall_freeze(&mut self, id: NodeId) {
         self.nodes.get_mut(&id).unwrap().freeze_stalled = true;
     }
