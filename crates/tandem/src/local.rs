@@ -634,7 +634,7 @@ pub fn probe(entry: &NodeEntry) -> PidHolder {
     if entry.pid == 0 {
         return PidHolder::Gone;
     }
-    match fs::read(format!("/proc/{}/cmdline", entry.pid)) {
+    match read_cmdline(entry.pid) {
         // A zombie's command line is empty.
         Ok(cmdline) if cmdline.is_empty() => PidHolder::Gone,
         Ok(cmdline) if is_node_command(&cmdline, &entry.config) => PidHolder::Node,
@@ -643,6 +643,30 @@ pub fn probe(entry: &NodeEntry) -> PidHolder {
         },
         Err(_) => PidHolder::Gone,
     }
+}
+
+/// `/proc/PID/cmdline`. A zombie's is empty, and so, for a moment, may be that of a process
+/// the kernel is still setting up (a command line read right after the process started was
+/// once found empty, and a live process taken for gone): an empty one is read again, for a
+/// few milliseconds, unless `/proc/PID/stat` says the process is a zombie.
+fn read_cmdline(pid: u32) -> std::io::Result<Vec<u8>> {
+    let path = format!("/proc/{pid}/cmdline");
+    let mut cmdline = fs::read(&path)?;
+    for _ in 0..20 {
+        let zombie = fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| {
+                // The state follows the command name, which is in parentheses.
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !cmdline.is_empty() || zombie {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        cmdline = fs::read(&path)?;
+    }
+    Ok(cmdline)
 }
 
 /// Whether a NUL-separated command line (as in `/proc/PID/cmdline`) runs the tandem binary as
