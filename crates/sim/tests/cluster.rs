@@ -518,7 +518,11 @@ fn a_budget_of_redis_seeds_passes_every_checker() {
     // report, it made another member keep a record the image's history had discarded, and
     // the replicas diverged. Image chunks now carry their view (scripted in tandem-node's
     // `a_restart_reports_the_view_of_the_image_it_installed_last`).
-    for seed in [53913, 57157] {
+    // 64195 (found past the budget with preallocated log segments, which are on by default
+    // since): the simulated disk appended over zeros a recovery's cut had kept as a file's
+    // bytes, and an entry synced before read back corrupt (`SimDisk::truncate`; tandem-wal's
+    // `a_cut_into_preallocated_zeros_keeps_them_on_the_simulated_disk_as_on_the_real_one`).
+    for seed in [53913, 57157, 64195] {
         let report = run_redis(seed, Mix::Every, None);
         assert!(
             report.failure.is_none(),
