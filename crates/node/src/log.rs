@@ -814,6 +814,15 @@ mod tests {
             }
         }
 
+        /// A log after `count` commits (enough of them take checkpoints and drop segments).
+        fn committed(count: u8) -> Logged {
+            let mut logged = Logged::new();
+            for value in 0..count {
+                logged.commit(value);
+            }
+            logged
+        }
+
         /// One txn writing `value` somewhere, logged; then a checkpoint step.
         fn commit(&mut self, value: u8) {
             let lsn = self.segment.lsn() + 1;
@@ -1017,10 +1026,7 @@ mod tests {
     /// a checkpoint holds is durable: a restart rebuilds it.
     #[test]
     fn a_log_that_holds_only_its_checkpoint_reports_the_checkpoint_durable() {
-        let mut logged = Logged::new();
-        for value in 0..40u8 {
-            logged.commit(value);
-        }
+        let logged = Logged::committed(40);
         let checkpoint = logged.log.lsn_checkpoint().expect("checkpoints were taken");
         // The crash keeps the checkpoint and none of the log's entries.
         let mut disk = logged.log.into_disk();
@@ -1051,10 +1057,7 @@ mod tests {
     /// rebuild leaves it unanchored (it reports nothing durable and asks for a checkpoint).
     #[test]
     fn a_rejoin_whose_cut_removes_the_checkpoint_the_log_needs_leaves_it_unanchored() {
-        let mut logged = Logged::new();
-        for value in 0..150u8 {
-            logged.commit(value);
-        }
+        let mut logged = Logged::committed(150);
         let checkpoint = logged.log.lsn_checkpoint().expect("checkpoints were taken");
         let base = logged.log.wal.lsn_base().expect("a log");
         assert!(

@@ -224,10 +224,7 @@ pub fn run(
             maxmemory: config.group.db_mib << 20,
             safety: config.group.safety.to_string(),
             slot: Arc::clone(&slot),
-            requirepass: config
-                .requirepass
-                .as_ref()
-                .map(|secret| tandem_redis::session::Password::new(secret.0.as_bytes())),
+            requirepass: config.resp_password(),
             protected_mode: config.protected_mode,
             info: Arc::clone(&info),
             metrics: Arc::clone(&metrics),

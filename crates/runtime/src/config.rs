@@ -116,7 +116,7 @@ impl fmt::Debug for Secret {
 }
 
 /// The longest `requirepass` (Redis takes up to 512 bytes in `AUTH` without complaint).
-const REQUIREPASS_LEN_MAX: usize = 512;
+pub const REQUIREPASS_LEN_MAX: usize = 512;
 
 fn protected_mode_default() -> bool {
     true
@@ -782,6 +782,13 @@ impl NodeConfig {
         self.validate_replication()?;
         self.validate_cluster()?;
         self.validate_log()
+    }
+
+    /// The password the RESP port asks for, as its sessions hold it.
+    pub fn resp_password(&self) -> Option<tandem_redis::session::Password> {
+        self.requirepass
+            .as_ref()
+            .map(|Secret(password)| tandem_redis::session::Password::new(password.as_bytes()))
     }
 
     fn validate_fields(&self) -> Result<(), ConfigError> {

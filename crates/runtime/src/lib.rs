@@ -244,10 +244,7 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
                     .and_then(|peer| peer.resp),
             },
             node_id: config.node_id,
-            requirepass: config
-                .requirepass
-                .as_ref()
-                .map(|secret| tandem_redis::session::Password::new(secret.0.as_bytes())),
+            requirepass: config.resp_password(),
             protected_mode: config.protected_mode,
             backups: config
                 .peers

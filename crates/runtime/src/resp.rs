@@ -369,10 +369,11 @@ impl Front {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
-                    let password_set = self.node.info().requirepass.is_some();
+                    // The password is the configuration's: the sessions' view of the node,
+                    // taken at the start, holds it for good.
                     if let Some(refusal) = tandem_redis::session::protected_refusal(
                         peer.ip(),
-                        password_set,
+                        self.info.requirepass.is_some(),
                         self.node.protected_mode(),
                     ) {
                         // A fresh socket's buffer takes the whole line; then it is closed.

@@ -106,9 +106,10 @@ pub struct UpArgs {
 
 fn parse_requirepass(text: &str) -> Result<String, String> {
     // The length only: a password is never echoed.
-    if text.is_empty() || text.len() > 512 {
+    let max = tandem_runtime::config::REQUIREPASS_LEN_MAX;
+    if text.is_empty() || text.len() > max {
         return Err(format!(
-            "a password of {} bytes; give 1 to 512 bytes",
+            "a password of {} bytes; give 1 to {max} bytes",
             text.len()
         ));
     }
