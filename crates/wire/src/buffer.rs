@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::auth::{FrameOpener, TAG_LEN};
 use crate::frame::{Frame, FrameError, decode_frame};
 
 /// The buffer's smallest size: one read can bring many small frames.
@@ -45,6 +46,11 @@ pub struct FrameBuffer {
     /// End of the bytes read so far.
     end: usize,
     max_frame_len: usize,
+    /// On an authenticated link, what checks each frame's tag before the frame is decoded.
+    opener: Option<FrameOpener>,
+    /// On an authenticated link, the error that ended it (a tag that did not check, or a
+    /// checked frame that did not decode): it stays, as an unauthenticated link's does.
+    forged: Option<FrameError>,
 }
 
 impl FrameBuffer {
@@ -54,7 +60,27 @@ impl FrameBuffer {
             start: 0,
             end: 0,
             max_frame_len,
+            opener: None,
+            forged: None,
         }
+    }
+
+    /// From now on every frame must be followed by its tag, which is checked before anything
+    /// of the frame is decoded: a frame whose tag does not check ends the link
+    /// ([`FrameError::BadMac`]). Frames already buffered are taken under the same rule.
+    pub fn authenticate(&mut self, opener: FrameOpener) {
+        assert!(self.opener.is_none(), "a link authenticates once");
+        self.opener = Some(opener);
+    }
+
+    /// Whether frames are checked ([`authenticate`](Self::authenticate)).
+    pub fn is_authenticated(&self) -> bool {
+        self.opener.is_some()
+    }
+
+    /// Bytes that follow a frame on this link: its tag, if authenticated.
+    fn trailer_len(&self) -> usize {
+        if self.opener.is_some() { TAG_LEN } else { 0 }
     }
 
     /// Space to read into. Moves the unread bytes to the front (each byte moves at most once
@@ -67,7 +93,7 @@ impl FrameBuffer {
         }
         if let Some(len) = self.buf[..self.end].first_chunk::<4>() {
             let len = u32::from_le_bytes(*len) as usize;
-            let total = len.saturating_add(4);
+            let total = len.saturating_add(4 + self.trailer_len());
             if len <= self.max_frame_len && total > self.buf.len() {
                 self.buf.resize(total, 0);
             }
@@ -87,6 +113,45 @@ impl FrameBuffer {
     /// Takes the next whole frame, or `Ok(None)` until one is in. An error stays: the stream
     /// cannot be resynchronized, so the connection should be closed.
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, FrameError> {
+        if let Some(forged) = &self.forged {
+            return Err(forged.clone());
+        }
+        if let Some(opener) = &mut self.opener {
+            let bytes = &self.buf[self.start..self.end];
+            let Some(len) = bytes.first_chunk::<4>().map(|len| u32::from_le_bytes(*len)) else {
+                return Ok(None);
+            };
+            if u64::from(len) > self.max_frame_len as u64 {
+                return Err(FrameError::TooLarge {
+                    len,
+                    max: self.max_frame_len,
+                });
+            }
+            let frame_len = 4 + len as usize;
+            let Some(sealed) = bytes.get(..frame_len + TAG_LEN) else {
+                return Ok(None);
+            };
+            let (frame, tag) = sealed.split_at(frame_len);
+            if !opener.open(frame, tag) {
+                let forged = FrameError::BadMac { seq: opener.seq() };
+                self.forged = Some(forged.clone());
+                return Err(forged);
+            }
+            let start = self.start;
+            self.start += frame_len + TAG_LEN;
+            let decoded = decode_frame(&self.buf[start..start + frame_len], self.max_frame_len);
+            return match decoded {
+                Ok(Some((frame, used))) => {
+                    debug_assert_eq!(used, frame_len);
+                    Ok(Some(frame))
+                }
+                Ok(None) => unreachable!("a whole frame is buffered"),
+                Err(err) => {
+                    self.forged = Some(err.clone());
+                    Err(err)
+                }
+            };
+        }
         let bytes = &self.buf[self.start..self.end];
         let Some((frame, used)) = decode_frame(bytes, self.max_frame_len)? else {
             return Ok(None);
@@ -113,6 +178,7 @@ impl fmt::Debug for FrameBuffer {
             .field("start", &self.start)
             .field("end", &self.end)
             .field("max_frame_len", &self.max_frame_len)
+            .field("authenticated", &self.opener.is_some())
             .finish()
     }
 }

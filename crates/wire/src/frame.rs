@@ -2,6 +2,7 @@
 
 use tandem_replication::Message;
 
+use crate::auth::{self, Auth};
 use crate::call::{self, Call, Read, Reply};
 use crate::control::{self, ErrorCode, ErrorFrame, Hello, Welcome};
 use crate::members::{self, MembersAnswer};
@@ -10,6 +11,7 @@ use crate::{PROTOCOL_VERSION, peer};
 pub(crate) const TYPE_HELLO: u8 = 0x01;
 pub(crate) const TYPE_WELCOME: u8 = 0x02;
 pub(crate) const TYPE_ERROR: u8 = 0x03;
+pub(crate) const TYPE_AUTH: u8 = 0x04;
 pub(crate) const TYPE_CALL: u8 = 0x10;
 pub(crate) const TYPE_REPLY: u8 = 0x11;
 pub(crate) const TYPE_READ: u8 = 0x12;
@@ -27,6 +29,8 @@ pub enum Frame<'a> {
     Hello(Hello),
     Welcome(Welcome),
     Error(ErrorFrame),
+    /// A step of a peer link's handshake (auth.rs).
+    Auth(Auth),
     Call(Call<'a>),
     Reply(Reply<'a>),
     Read(Read<'a>),
@@ -46,6 +50,7 @@ impl Frame<'_> {
             Frame::Hello(hello) => control::encode_hello(out, hello),
             Frame::Welcome(welcome) => control::encode_welcome(out, welcome),
             Frame::Error(error) => control::encode_error(out, error.code, &error.message),
+            Frame::Auth(a) => auth::encode_auth(out, a),
             Frame::Call(c) => call::encode_call(out, c.seq, c.proc_id, c.safety, c.args),
             Frame::Reply(r) => call::encode_reply(out, r.seq, r.lsn, r.status, r.body),
             Frame::Read(r) => {
@@ -76,6 +81,10 @@ pub enum FrameError {
     BadMagic { found: [u8; 4] },
     #[error("protocol version {found} is not supported (this node speaks {PROTOCOL_VERSION})")]
     UnsupportedVersion { found: u16 },
+    #[error(
+        "frame {seq} on an authenticated link carries a wrong MAC: not from the peer, or altered"
+    )]
+    BadMac { seq: u64 },
     #[error("{frame} frame, field '{field}': {detail}")]
     BadBody {
         frame: &'static str,
@@ -132,6 +141,7 @@ pub fn decode_frame(
         TYPE_HELLO
             | TYPE_WELCOME
             | TYPE_ERROR
+            | TYPE_AUTH
             | TYPE_CALL
             | TYPE_REPLY
             | TYPE_READ
@@ -150,6 +160,7 @@ pub fn decode_frame(
         TYPE_HELLO => Frame::Hello(control::decode_hello(body)?),
         TYPE_WELCOME => Frame::Welcome(control::decode_welcome(body)?),
         TYPE_ERROR => Frame::Error(control::decode_error(body)?),
+        TYPE_AUTH => Frame::Auth(auth::decode_auth(body)?),
         TYPE_CALL => Frame::Call(call::decode_call(body)?),
         TYPE_REPLY => Frame::Reply(call::decode_reply(body)?),
         TYPE_READ => Frame::Read(call::decode_read(body)?),

@@ -98,6 +98,7 @@
 
 #![forbid(unsafe_code)]
 
+mod auth;
 mod buffer;
 mod call;
 mod control;
@@ -105,6 +106,10 @@ mod frame;
 mod members;
 mod peer;
 
+pub use auth::{
+    Accepting, Auth, AuthError, AuthStep, AwaitingConfirm, ClusterSecret, Connecting, FrameOpener,
+    FrameSealer, NONCE_LEN, SECRET_LEN_MIN, TAG_LEN, encode_auth,
+};
 pub use buffer::FrameBuffer;
 pub use call::{
     Call, Read, Reply, ReplyStatus, encode_call, encode_read, encode_reply, reply_body_len_max,
@@ -131,7 +136,9 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 /// calls may ask for the `durable` rule.
 /// Version 9: a cluster `Report` says whether its records were rebuilt from a write-ahead log
 /// after a restart.
-pub const PROTOCOL_VERSION: u16 = 9;
+/// Version 10: peer links authenticate (`Auth`) and seal every frame when the cluster has a
+/// secret.
+pub const PROTOCOL_VERSION: u16 = 10;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;
