@@ -229,6 +229,7 @@ fn kind(frame: &Frame<'_>) -> &'static str {
         Frame::Hello(_) => "Hello",
         Frame::Welcome(_) => "Welcome",
         Frame::Error(_) => "Error",
+        Frame::Auth(_) => "Auth",
         Frame::Call(_) => "Call",
         Frame::Reply(_) => "Reply",
         Frame::Read(_) => "Read",

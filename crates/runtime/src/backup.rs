@@ -18,7 +18,6 @@
 //! `GET`) reach the applier the same way, as linearizable reads, through a [`BackupPort`]
 //! instead of a reader thread.
 
-use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -48,6 +47,7 @@ use crate::log::NodeLog;
 use crate::members::MemberList;
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::net::{self, ConnError};
+use crate::peer_auth::{PeerAuth, Sealer};
 use crate::{Checksum, Control, HandoverFailure, NodeStatus, StartError};
 
 /// Batches received and not yet applied, at most (64 MiB of 64 KiB batches).
@@ -356,8 +356,16 @@ impl ReplicaServer {
     /// Runs the receiver on a connection from `primary` on the calling thread (the node's
     /// acceptor read its Hello), until the connection ends: a thread less to start in a
     /// failover.
-    pub fn serve(self, stream: TcpStream, buffer: FrameBuffer, primary: NodeId) {
-        serve_accepted(stream, buffer, primary, self.state, self.to_applier);
+    /// `sealer` writes the link's frames (the acceptor authenticated the link, if the node has
+    /// a `peer_secret`).
+    pub(crate) fn serve(
+        self,
+        stream: TcpStream,
+        buffer: FrameBuffer,
+        primary: NodeId,
+        sealer: Sealer,
+    ) {
+        serve_accepted(stream, buffer, primary, sealer, self.state, self.to_applier);
     }
 }
 
@@ -585,6 +593,7 @@ pub fn start_role(
         frames_heard: Arc::new(AtomicU64::new(0)),
         gate: Arc::new(gate),
         ack_writer: Arc::new(Mutex::new(None)),
+        auth: PeerAuth::new(config, &metrics),
         metrics: Arc::clone(&metrics),
         peer_closed,
         diverged: Arc::new(Mutex::new(diverged)),
@@ -614,7 +623,24 @@ pub fn start_role(
 
 /// The writing half of a connection to the primary. Its receiver thread and the applier both
 /// write acks on it, so each frame is written whole under the lock, never interleaved.
-type SharedWriter = Arc<Mutex<TcpStream>>;
+type SharedWriter = Arc<Mutex<AckWriter>>;
+
+/// The write half of the connection to the primary, shared by the receiver, the applier and
+/// the log's thread: the sealer's sequence moves with the bytes, under the same lock.
+#[derive(Debug)]
+struct AckWriter {
+    stream: TcpStream,
+    sealer: Sealer,
+    scratch: Vec<u8>,
+}
+
+impl AckWriter {
+    /// Writes `frames` (whole frames) whole.
+    fn write_frames(&mut self, frames: &[u8]) -> std::io::Result<()> {
+        self.sealer
+            .write_frames(&mut self.stream, frames, &mut self.scratch)
+    }
+}
 
 #[derive(Clone, Debug)]
 struct Shared {
@@ -636,6 +662,8 @@ struct Shared {
     /// The connection to the current primary, shared by the receiver (receipt acks) and the
     /// applier (application acks).
     ack_writer: Arc<Mutex<Option<SharedWriter>>>,
+    /// Authenticates the primary's links (a static-mode backup's own acceptor).
+    auth: PeerAuth,
     metrics: Arc<Metrics>,
     /// Whom to tell that the current primary closed its connection (cluster mode).
     peer_closed: Option<crate::PeerClosed>,
@@ -672,7 +700,7 @@ impl Shared {
         encode_peer(frame, ack);
         let writer = self.ack_writer.lock().expect("not poisoned").clone();
         if let Some(writer) = writer {
-            let _ = writer.lock().expect("not poisoned").write_all(frame);
+            let _ = writer.lock().expect("not poisoned").write_frames(frame);
         }
     }
 
@@ -712,33 +740,44 @@ fn receive(
 ) -> Result<(), ConnError> {
     net::tune(stream)?;
     let mut buffer = FrameBuffer::new(state.max_frame_len);
-    let primary = net::read_one(
-        stream,
-        &mut buffer,
-        Duration::from_secs(10),
-        |frame| match frame {
-            Frame::Hello(hello) if hello.peer == PeerKind::Replica => NodeId::try_from(hello.id)
-                .map_err(|_| {
-                    ConnError::Protocol(format!("node id {} does not fit 32 bits", hello.id))
-                }),
-            Frame::Hello(_) => Err(ConnError::Protocol(
-                "this node is a backup; send calls to the primary".into(),
-            )),
-            _ => Err(ConnError::Protocol(
-                "the first frame must be a Hello".into(),
-            )),
-        },
-    )
-    .map_err(|err| match err {
-        ConnError::Protocol(message) if message.contains("backup") => {
-            let mut frame = Vec::new();
-            encode_error(&mut frame, ErrorCode::NotPrimary, &message);
-            let _ = net::write_all(stream, &frame);
-            ConnError::Closed
-        }
-        other => other,
-    })?;
-    receive_from(stream, buffer, primary, state, to_applier)
+    let (primary, hello) =
+        net::read_one(
+            stream,
+            &mut buffer,
+            Duration::from_secs(10),
+            |frame| match frame {
+                Frame::Hello(hello) if hello.peer == PeerKind::Replica => {
+                    NodeId::try_from(hello.id)
+                        .map(|primary| (primary, hello.clone()))
+                        .map_err(|_| {
+                            ConnError::Protocol(format!(
+                                "node id {} does not fit 32 bits",
+                                hello.id
+                            ))
+                        })
+                }
+                Frame::Hello(_) => Err(ConnError::Protocol(
+                    "this node is a backup; send calls to the primary".into(),
+                )),
+                _ => Err(ConnError::Protocol(
+                    "the first frame must be a Hello".into(),
+                )),
+            },
+        )
+        .map_err(|err| match err {
+            ConnError::Protocol(message) if message.contains("backup") => {
+                let mut frame = Vec::new();
+                encode_error(&mut frame, ErrorCode::NotPrimary, &message);
+                let _ = net::write_all(stream, &frame);
+                ConnError::Closed
+            }
+            other => other,
+        })?;
+    let sealer = match state.auth.accept(stream, &mut buffer, &hello) {
+        Ok(sealer) => sealer,
+        Err(_) => return Err(ConnError::Closed),
+    };
+    receive_from(stream, buffer, primary, sealer, state, to_applier)
 }
 
 /// Serves a connection whose Hello the node's acceptor already read.
@@ -746,11 +785,12 @@ fn serve_accepted(
     mut stream: TcpStream,
     buffer: FrameBuffer,
     primary: NodeId,
+    sealer: Sealer,
     state: Shared,
     to_applier: SyncSender<ToApplier>,
 ) {
     let _ = net::tune(&stream);
-    let result = receive_from(&mut stream, buffer, primary, &state, &to_applier);
+    let result = receive_from(&mut stream, buffer, primary, sealer, &state, &to_applier);
     close(stream, result, &state);
 }
 
@@ -759,6 +799,7 @@ fn receive_from(
     stream: &mut TcpStream,
     mut buffer: FrameBuffer,
     primary: NodeId,
+    mut sealer: Sealer,
     state: &Shared,
     to_applier: &SyncSender<ToApplier>,
 ) -> Result<(), ConnError> {
@@ -774,7 +815,7 @@ fn receive_from(
             );
             encode_error(&mut frame, ErrorCode::StaleView, &message);
             drop(gate);
-            let _ = net::write_all(stream, &frame);
+            let _ = sealer.write_frames(stream, &frame, &mut Vec::new());
             return Err(ConnError::Closed);
         }
         gate.view()
@@ -791,8 +832,12 @@ fn receive_from(
             lsn: lsn_received,
         },
     );
-    net::write_all(stream, &welcome)?;
-    let writer: SharedWriter = Arc::new(Mutex::new(stream.try_clone()?));
+    sealer.write_frames(stream, &welcome, &mut Vec::new())?;
+    let writer: SharedWriter = Arc::new(Mutex::new(AckWriter {
+        stream: stream.try_clone()?,
+        sealer,
+        scratch: Vec::new(),
+    }));
     *state.ack_writer.lock().expect("not poisoned") = Some(Arc::clone(&writer));
     let receiver_config = ReceiverConfig {
         group: state.group,
@@ -822,7 +867,9 @@ fn receive_from(
             core.synced(log.lsn_durable());
         }
         let mut frames = 0;
-        while let Some(frame) = buffer.next_frame()? {
+        while let Some(frame) = buffer.next_frame().inspect_err(|err| {
+            state.auth.note_forged(&ConnError::Frame(err.clone()));
+        })? {
             let Frame::Peer(message) = frame else {
                 return Err(ConnError::Protocol(
                     "a primary sends only Peer frames".into(),
@@ -906,7 +953,7 @@ fn receive_from(
         }
         ready.clear();
         if !out.is_empty() {
-            let written = writer.lock().expect("not poisoned").write_all(&out);
+            let written = writer.lock().expect("not poisoned").write_frames(&out);
             if let Err(err) = written {
                 drop(gate);
                 let err = ConnError::from(err);
@@ -1266,7 +1313,7 @@ fn ask_read_index(replica: &Replica, state: &Shared, reads: &mut Reads, frame: &
     encode_peer(frame, &Message::ReadIndex { view, id });
     let writer = state.ack_writer.lock().expect("not poisoned").clone();
     if let Some(writer) = writer {
-        let _ = writer.lock().expect("not poisoned").write_all(frame);
+        let _ = writer.lock().expect("not poisoned").write_frames(frame);
     }
 }
 
@@ -1308,6 +1355,9 @@ mod tests {
     const SEGMENT_LEN: usize = 1 << 20;
 
     fn state(lsn_released: u64) -> Shared {
+        let config = crate::config::NodeConfig::from_toml_str(crate::config::EXAMPLE)
+            .expect("the example parses");
+        let metrics = Arc::new(Metrics::new(2, "backup"));
         Shared {
             node_id: 2,
             group: 0,
@@ -1321,14 +1371,12 @@ mod tests {
             frames_heard: Arc::new(AtomicU64::new(0)),
             gate: Arc::new(Gate::new(1, 1)),
             ack_writer: Arc::new(Mutex::new(None)),
-            metrics: Arc::new(Metrics::new(2, "backup")),
+            auth: PeerAuth::new(&config, &metrics),
+            metrics,
             peer_closed: None,
             diverged: Arc::new(Mutex::new(None)),
             lsn_before_rewind: None,
-            members: MemberList::of(
-                &crate::config::NodeConfig::from_toml_str(crate::config::EXAMPLE)
-                    .expect("the example parses"),
-            ),
+            members: MemberList::of(&config),
             log: None,
         }
     }

@@ -18,7 +18,6 @@
 //! primary's retained tail.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -32,15 +31,14 @@ use tandem_log::SealedBatch;
 use tandem_memory::Segment;
 use tandem_replication::NodeId;
 use tandem_store::DataModel;
-use tandem_wire::{
-    ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_cluster, encode_error, encode_hello,
-};
+use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_cluster, encode_error};
 
 use crate::backup::{self, BackupHandle, Gate};
 use crate::config::{NodeConfig, Role};
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
+use crate::peer_auth::{PeerAuth, Sealer};
 use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
 use crate::{Checksum, NodeStatus, StartError};
 use serde::Serialize;
@@ -171,6 +169,7 @@ pub fn run(
         .cluster
         .as_ref()
         .expect("cluster mode has a cluster table");
+    let peer_auth = PeerAuth::new(config, &metrics);
     std::fs::create_dir_all(&table.data_dir).map_err(|source| StartError::DataDir {
         path: table.data_dir.clone(),
         source,
@@ -266,6 +265,7 @@ pub fn run(
         slot: Arc::clone(&slot),
         slot_changed: Arc::clone(&slot_changed),
         to_supervisor,
+        auth: peer_auth.clone(),
     };
     thread::Builder::new()
         .name("accept".into())
@@ -317,6 +317,7 @@ pub fn run(
             addresses,
             writers: BTreeMap::new(),
             trace,
+            auth: peer_auth.clone(),
         },
         frames_heard: 0,
         executor_turns: 0,
@@ -1336,6 +1337,7 @@ struct Outbox {
     writers: BTreeMap<NodeId, Sender<Vec<u8>>>,
     /// Trace level on: log every message sent (but `Alive`).
     trace: bool,
+    auth: PeerAuth,
 }
 
 impl Outbox {
@@ -1356,8 +1358,9 @@ impl Outbox {
             let hello = Hello::new(PeerKind::Cluster, u64::from(self.node), self.group);
             // Without its writer a peer would hear nothing from this node for good: the
             // writer is kept only if its thread started, and the next message tries again.
+            let auth = self.auth.clone();
             if !crate::spawn_or_say(format!("cluster-{to}"), move || {
-                cluster_writer(address, hello, rx)
+                cluster_writer(address, hello, auth, rx)
             }) {
                 return;
             }
@@ -1371,8 +1374,12 @@ impl Outbox {
 
 /// Writes one peer's cluster frames, reconnecting as needed; frames that cannot be written
 /// are dropped (the cluster core repeats what matters).
-fn cluster_writer(address: SocketAddr, hello: Hello, outbox: Receiver<Vec<u8>>) {
-    let mut stream: Option<TcpStream> = None;
+fn cluster_writer(address: SocketAddr, hello: Hello, auth: PeerAuth, outbox: Receiver<Vec<u8>>) {
+    let mut stream: Option<(TcpStream, Sealer)> = None;
+    let mut scratch = Vec::new();
+    // The first failure to authenticate is logged; repeats are not (the peer is asked
+    // again with the next message, which the cluster core repeats).
+    let mut said = false;
     while let Ok(frame) = outbox.recv() {
         if stream.is_none() {
             let Ok(mut fresh) = TcpStream::connect_timeout(&address, Duration::from_millis(50))
@@ -1380,19 +1387,28 @@ fn cluster_writer(address: SocketAddr, hello: Hello, outbox: Receiver<Vec<u8>>) 
                 continue;
             };
             let _ = net::tune(&fresh);
-            let mut bytes = Vec::new();
-            encode_hello(&mut bytes, &hello);
-            if fresh.write_all(&bytes).is_err() {
-                continue;
+            // Nothing is read on this connection but the handshake's answers.
+            let mut buffer = FrameBuffer::new(tandem_wire::MAX_FRAME_LEN_DEFAULT);
+            match auth.connect(&mut fresh, &mut buffer, &hello) {
+                Ok(sealer) => {
+                    said = false;
+                    stream = Some((fresh, sealer));
+                }
+                Err(err) => {
+                    if !said {
+                        said = true;
+                        tracing::warn!(%address, "cannot link to the cluster peer at {address}: {err}");
+                    }
+                    continue;
+                }
             }
-            stream = Some(fresh);
         }
         let mut frames = frame;
         while let Ok(more) = outbox.try_recv() {
             frames.extend_from_slice(&more);
         }
-        if let Some(open) = &mut stream
-            && open.write_all(&frames).is_err()
+        if let Some((open, sealer)) = &mut stream
+            && sealer.write_frames(open, &frames, &mut scratch).is_err()
         {
             stream = None;
         }
@@ -1413,6 +1429,7 @@ struct Acceptor {
     /// Notified when the role in `slot` changes.
     slot_changed: Arc<Condvar>,
     to_supervisor: Sender<ToSupervisor>,
+    auth: PeerAuth,
 }
 
 impl Acceptor {
@@ -1456,6 +1473,15 @@ impl Acceptor {
             return;
         }
         let peer = NodeId::try_from(hello.id);
+        // A peer proves it knows the cluster's secret before anything it sends is decoded.
+        let sealer = if PeerAuth::is_peer(&hello) {
+            match self.auth.accept(&mut stream, &mut buffer, &hello) {
+                Ok(sealer) => Some(sealer),
+                Err(_) => return,
+            }
+        } else {
+            None
+        };
         match hello.peer {
             PeerKind::Client => {
                 // A node in the middle of a view change may be the next primary: the stub
@@ -1505,12 +1531,17 @@ impl Acceptor {
                         let server = handle.replica_server();
                         drop(slot);
                         let _ = stream.set_read_timeout(None);
-                        server.serve(stream, buffer, primary);
+                        let sealer = sealer.expect("a replica link authenticated");
+                        server.serve(stream, buffer, primary, sealer);
                     }
                     _ => {
                         drop(slot);
                         let message = format!("node {} is not a backup now", self.node_id);
-                        refuse(&mut stream, ErrorCode::StaleView, &message);
+                        let mut sealer = sealer.expect("a replica link authenticated");
+                        let mut frame = Vec::new();
+                        encode_error(&mut frame, ErrorCode::StaleView, &message);
+                        let _ = sealer.write_frames(&mut stream, &frame, &mut Vec::new());
+                        let _ = stream.shutdown(std::net::Shutdown::Both);
                     }
                 }
             }
@@ -1562,7 +1593,11 @@ impl Acceptor {
                             }
                         }
                     }
-                    Ok(Some(_)) | Err(_) => return,
+                    Ok(Some(_)) => return,
+                    Err(err) => {
+                        self.auth.note_forged(&ConnError::Frame(err));
+                        return;
+                    }
                     Ok(None) => break,
                 }
             }

@@ -118,6 +118,11 @@ impl fmt::Debug for Secret {
 /// The longest `requirepass` (Redis takes up to 512 bytes in `AUTH` without complaint).
 pub const REQUIREPASS_LEN_MAX: usize = 512;
 
+/// The shortest `peer_secret`: 128 bits.
+pub const PEER_SECRET_LEN_MIN: usize = tandem_wire::SECRET_LEN_MIN;
+/// The longest `peer_secret`.
+pub const PEER_SECRET_LEN_MAX: usize = 1024;
+
 fn protected_mode_default() -> bool {
     true
 }
@@ -150,6 +155,11 @@ pub struct NodeConfig {
     /// any other how to set a password, as Redis's protected mode (true by default).
     #[serde(default = "protected_mode_default", skip_serializing_if = "is_true")]
     pub protected_mode: bool,
+    /// The secret every node of the cluster shares: each peer link (replication, heartbeats,
+    /// the config store, state transfer) proves both ends know it, and every frame on it
+    /// carries a MAC. None by default: peer links are then accepted from loopback only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_secret: Option<Secret>,
     /// This node's role in the group's current view.
     pub role: Role,
     /// The group this node replicates.
@@ -826,6 +836,18 @@ impl NodeConfig {
                     ),
                 ));
             }
+        }
+        if let Some(Secret(secret)) = &self.peer_secret
+            && !(PEER_SECRET_LEN_MIN..=PEER_SECRET_LEN_MAX).contains(&secret.len())
+        {
+            return Err(invalid(
+                "peer_secret",
+                format!(
+                    "a secret of {} bytes; use {PEER_SECRET_LEN_MIN} to {PEER_SECRET_LEN_MAX} \
+                     bytes, the same on every node (`openssl rand -hex 32` makes one)",
+                    secret.len()
+                ),
+            ));
         }
         if group.undo_log_kib < UNDO_LOG_KIB_MIN {
             return Err(invalid(

@@ -16,6 +16,7 @@ pub mod log;
 mod members;
 pub mod metrics;
 mod net;
+mod peer_auth;
 pub mod primary;
 pub mod resp;
 pub mod workload;

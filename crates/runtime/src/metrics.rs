@@ -49,6 +49,12 @@ pub const CONNECTIONS_MAX: usize = 8;
 /// The values of the `reason` label of `tandem_batches_rejected_total`.
 pub const REJECT_REASONS: [&str; 5] = ["corrupt", "gap", "duplicate", "stale_view", "other"];
 
+/// The values of the `reason` label of `tandem_peers_refused_total`: a peer that offered no
+/// proof of the cluster's secret (`no_proof`), a wrong one (`bad_proof`), a frame whose MAC
+/// did not check after the handshake (`bad_mac`), or a peer link from another machine to a
+/// node with no `peer_secret` (`not_loopback`).
+pub const PEER_REFUSE_REASONS: [&str; 4] = ["no_proof", "bad_proof", "bad_mac", "not_loopback"];
+
 /// The values of the `role` label of `tandem_role`: what a node serves as now (`outside`: in
 /// no view yet, or left out of the current one).
 pub const ROLES: [&str; 4] = ["primary", "backup", "spare", "outside"];
@@ -152,6 +158,9 @@ pub struct Metrics {
     pub client_connections: Gauge,
     /// `tandem_frames_rejected_total`: frames refused as malformed or too long.
     pub frames_rejected: Counter,
+    /// `tandem_peers_refused_total{reason}`: peer links refused at the handshake or cut for
+    /// a frame whose MAC did not check, by [`PEER_REFUSE_REASONS`].
+    pub peers_refused: Family<ReasonLabel, Counter>,
 
     // The data model.
     /// `tandem_model{stat}`: what the primary's data model reports of its database
@@ -243,6 +252,7 @@ impl Metrics {
             batches_rejected: Family::default(),
             client_connections: Gauge::default(),
             frames_rejected: Counter::default(),
+            peers_refused: Family::default(),
             model_stats: Family::default(),
             model_stats_latest: std::sync::Mutex::new(Vec::new()),
         };
@@ -398,13 +408,36 @@ impl Metrics {
             "Frames refused",
             m.frames_rejected.clone(),
         );
+        r.register(
+            "peers_refused",
+            "Peer links refused at the handshake or cut for a forged frame, by reason",
+            m.peers_refused.clone(),
+        );
         // Every reason is exported from the start, so a rate over it never starts missing.
         for reason in REJECT_REASONS {
             drop(m.batches_rejected.get_or_create(&ReasonLabel {
                 reason: reason.to_owned(),
             }));
         }
+        for reason in PEER_REFUSE_REASONS {
+            drop(m.peers_refused.get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            }));
+        }
         m
+    }
+
+    /// Counts a peer link refused for `reason`, one of [`PEER_REFUSE_REASONS`].
+    pub fn peer_refused(&self, reason: &str) {
+        debug_assert!(
+            PEER_REFUSE_REASONS.contains(&reason),
+            "unknown reason {reason}"
+        );
+        self.peers_refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// The metrics in the OpenMetrics text format, ending with `# EOF`.

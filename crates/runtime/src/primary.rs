@@ -31,13 +31,14 @@ use tandem_replication::{
 use tandem_store::{DataModel, Driver, ProcId, Store};
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, Role, Welcome, encode_error,
-    encode_hello, encode_peer, encode_reply, encode_welcome,
+    encode_peer, encode_reply, encode_welcome,
 };
 
 use crate::config::{Mode, NodeConfig};
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
+use crate::peer_auth::PeerAuth;
 use crate::{Checksum, Control, NodeStatus, StartError};
 
 mod client;
@@ -459,6 +460,7 @@ pub fn start_role(
         max_frame_len: tuning.max_frame_len,
         inbound: inbound.clone(),
         metrics: Arc::clone(&metrics),
+        auth: PeerAuth::new(config, &metrics),
     };
     let mut links = BTreeMap::new();
     for &(node, address) in &members.addresses {

@@ -232,8 +232,11 @@ impl LocalCluster {
             nodes: Vec::new(),
             exe,
         };
+        // Every peer link of the cluster proves it knows this secret, so that nothing but the
+        // cluster's own nodes can join its links, without any set-up by the user.
+        let peer_secret = fresh_peer_secret()?;
         for member in &members {
-            let config = node_config(dir, options, member, &members)?;
+            let config = node_config(dir, options, member, &members, &peer_secret)?;
             let node_dir = dir.join(format!("node{}", member.node_id));
             fs::create_dir_all(&node_dir).map_err(|err| {
                 Failure::Run(format!("cannot create {}: {err}", node_dir.display()))
@@ -826,11 +829,22 @@ fn write_private(path: &Path, text: &str) -> Result<(), Failure> {
     file.write_all(text.as_bytes()).map_err(cannot)
 }
 
+/// A new cluster's `peer_secret`: 256 bits from the operating system, in hex.
+fn fresh_peer_secret() -> Result<String, Failure> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| Failure::Run("the system's random source failed".into()))?;
+    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
 fn node_config(
     dir: &Path,
     options: &Options,
     member: &PeerConfig,
     members: &[PeerConfig],
+    peer_secret: &str,
 ) -> Result<NodeConfig, Failure> {
     let mut config = NodeConfig::from_toml_str(config::EXAMPLE)
         .map_err(|err| Failure::Run(format!("the example config: {err}")))?
@@ -849,6 +863,7 @@ fn node_config(
     config.tuning.suspect_ticks = options.suspect_ticks;
     config.tuning.tail_records_max = options.tail_records_max;
     config.requirepass = options.requirepass.clone().map(config::Secret);
+    config.peer_secret = Some(config::Secret(peer_secret.to_owned()));
     let data_dir = dir.join(format!("node{}", member.node_id)).join("raft");
     // The write-ahead log beside the config store's state, not inside it.
     config.log = Some(tandem_runtime::config::LogTable {

@@ -33,6 +33,7 @@ pub(super) struct LinkFactory {
     pub(super) progress: Arc<Progress>,
     /// A link given nothing for this long sends a pulse (unless the executor is stuck).
     pub(super) pulse_interval: Duration,
+    pub(super) auth: PeerAuth,
 }
 
 impl LinkFactory {
@@ -53,6 +54,7 @@ impl LinkFactory {
             peer_closed: self.peer_closed.clone(),
             progress: Arc::clone(&self.progress),
             pulse_interval: self.pulse_interval,
+            auth: self.auth.clone(),
         };
         thread::Builder::new()
             .name(format!("link-{node}"))
@@ -77,6 +79,7 @@ struct Link {
     peer_closed: Option<crate::PeerClosed>,
     progress: Arc<Progress>,
     pulse_interval: Duration,
+    auth: PeerAuth,
 }
 
 impl Link {
@@ -134,10 +137,8 @@ impl Link {
         retry: &mut Retry,
     ) -> Result<(), ConnError> {
         net::tune(&stream)?;
-        let mut hello = Vec::new();
-        encode_hello(&mut hello, &self.hello);
-        net::write_all(&mut stream, &hello)?;
         let mut buffer = FrameBuffer::new(self.max_frame_len);
+        let mut sealer = self.auth.connect(&mut stream, &mut buffer, &self.hello)?;
         net::read_one(
             &mut stream,
             &mut buffer,
@@ -145,6 +146,11 @@ impl Link {
             |frame| match frame {
                 Frame::Welcome(_) => Ok(()),
                 Frame::Error(err) => Err(ConnError::Protocol(format!("refused: {}", err.message))),
+                Frame::Auth(_) => Err(ConnError::Protocol(
+                    "the backup asks peers to prove they know the cluster's secret: set the \
+                     same peer_secret on every node of the cluster"
+                        .into(),
+                )),
                 _ => Err(ConnError::Protocol("expected a Welcome".into())),
             },
         )?;
@@ -173,6 +179,7 @@ impl Link {
         // end of stream that follows as the backup's doing.
         let closing = Arc::new(AtomicBool::new(false));
         let acks = AckReader {
+            auth: self.auth.clone(),
             node: self.node,
             inbound: self.inbound.clone(),
             metrics: Arc::clone(&self.metrics),
@@ -186,6 +193,7 @@ impl Link {
             .map_err(ConnError::Io)?;
         let mut writer = BufWriter::with_capacity(256 * 1024, stream.try_clone()?);
         let mut frame = Vec::new();
+        let mut scratch = Vec::new();
         // The view of the last heartbeat sent: pulses speak for it.
         let mut view = None;
         let result = loop {
@@ -211,15 +219,15 @@ impl Link {
                 }
                 if let Message::Batch(bytes) = &message {
                     tandem_wire::encode_batch_frame_header(&mut frame, bytes.len());
-                    if let Err(_err) = writer
-                        .write_all(&frame)
-                        .and_then(|()| writer.write_all(bytes))
-                    {
+                    if sealer.write_batch(&mut writer, &frame, bytes).is_err() {
                         break;
                     }
                 } else {
                     encode_peer(&mut frame, &message);
-                    if writer.write_all(&frame).is_err() {
+                    if sealer
+                        .write_frames(&mut writer, &frame, &mut scratch)
+                        .is_err()
+                    {
                         break;
                     }
                 }
@@ -241,6 +249,7 @@ impl Link {
 
 /// The reader side of the link to one backup.
 struct AckReader {
+    auth: PeerAuth,
     node: NodeId,
     inbound: Sender<Inbound>,
     metrics: Arc<Metrics>,
@@ -269,8 +278,13 @@ impl AckReader {
                             return;
                         }
                     }
-                    Ok(Some(_)) | Err(_) => {
+                    Ok(Some(_)) => {
                         self.metrics.frames_rejected.inc();
+                        return;
+                    }
+                    Err(err) => {
+                        self.metrics.frames_rejected.inc();
+                        self.auth.note_forged(&ConnError::Frame(err));
                         return;
                     }
                     Ok(None) => break,

@@ -1,0 +1,243 @@
+//! Peer links' authentication on blocking TCP: the handshake of `tandem_wire`'s auth module
+//! (this side draws the nonces from the operating system and moves the bytes), and the
+//! writer that seals every frame after it.
+//!
+//! With a `peer_secret`, every peer link proves at its start that both ends know it, and
+//! every frame after that carries a MAC the receiver checks before decoding anything of it:
+//! a stranger's frame is never decoded past the `Hello`. Without one, links are plain and a
+//! node accepts them from loopback addresses only (protected mode for peers: a cluster on
+//! several machines needs the secret). A refusal is counted in
+//! `tandem_peers_refused_total{reason}` and told to the peer in an `Error` frame that names
+//! the setting, never the secret.
+
+use std::io::{self, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ring::rand::{SecureRandom, SystemRandom};
+use tandem_wire::{
+    Accepting, AuthError, ClusterSecret, Connecting, ErrorCode, Frame, FrameBuffer, FrameSealer,
+    Hello, NONCE_LEN, PeerKind, encode_auth, encode_error, encode_hello,
+};
+
+use crate::metrics::Metrics;
+use crate::net::{self, ConnError};
+
+/// How long either side of a handshake waits for the other's next step.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A node's side of peer authentication: its secret, if it has one.
+#[derive(Clone, Debug)]
+pub(crate) struct PeerAuth {
+    /// Shared: a key schedule is a few hundred bytes, and every role's handle holds one.
+    secret: Option<Arc<ClusterSecret>>,
+    metrics: Arc<Metrics>,
+}
+
+/// What writes one side of a peer link: frames as they are, or sealed.
+#[derive(Debug)]
+pub(crate) enum Sealer {
+    Plain,
+    Sealed(FrameSealer),
+}
+
+impl PeerAuth {
+    pub(crate) fn new(config: &crate::config::NodeConfig, metrics: &Arc<Metrics>) -> PeerAuth {
+        let secret = config.peer_secret.as_ref().map(|secret| {
+            Arc::new(
+                ClusterSecret::new(secret.0.as_bytes()).expect("the config checked its length"),
+            )
+        });
+        PeerAuth {
+            secret,
+            metrics: Arc::clone(metrics),
+        }
+    }
+
+    /// Whether a `Hello` of this kind opens a peer link (which must authenticate).
+    pub(crate) fn is_peer(hello: &Hello) -> bool {
+        matches!(hello.peer, PeerKind::Replica | PeerKind::Cluster)
+    }
+
+    /// The connecting side: sends `hello` and, with a secret, runs the handshake. On success
+    /// every later frame read through `buffer` is checked, and the returned sealer seals
+    /// every frame written.
+    pub(crate) fn connect(
+        &self,
+        stream: &mut TcpStream,
+        buffer: &mut FrameBuffer,
+        hello: &Hello,
+    ) -> Result<Sealer, ConnError> {
+        let mut bytes = Vec::new();
+        encode_hello(&mut bytes, hello);
+        net::write_all(stream, &bytes)?;
+        let Some(secret) = &self.secret else {
+            return Ok(Sealer::Plain);
+        };
+        let connecting = Connecting::new(secret, hello, nonce()?);
+        let challenge = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, expect_auth)?;
+        let (proof, waiting) = connecting.answer(&challenge).map_err(protocol)?;
+        bytes.clear();
+        encode_auth(&mut bytes, &proof);
+        net::write_all(stream, &bytes)?;
+        let confirm = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, expect_auth)?;
+        let (sealer, opener) = waiting.confirm(&confirm).map_err(protocol)?;
+        buffer.authenticate(opener);
+        Ok(Sealer::Sealed(sealer))
+    }
+
+    /// The accepting side, after a peer's `Hello` (`from` is where it connected from). On
+    /// success, as for [`connect`](Self::connect); on failure the peer was told why, the
+    /// refusal counted, and the connection shut.
+    pub(crate) fn accept(
+        &self,
+        stream: &mut TcpStream,
+        buffer: &mut FrameBuffer,
+        hello: &Hello,
+    ) -> Result<Sealer, ConnError> {
+        assert!(Self::is_peer(hello), "only peer links authenticate");
+        let Some(secret) = &self.secret else {
+            let from = stream.peer_addr()?;
+            if is_local(from) {
+                return Ok(Sealer::Plain);
+            }
+            return Err(self.refuse(
+                stream,
+                "not_loopback",
+                "this node has no peer_secret, so it takes peer links from loopback only; \
+                 set the same peer_secret on every node of the cluster",
+            ));
+        };
+        let accepting = Accepting::new(secret, hello, nonce()?);
+        let mut bytes = Vec::new();
+        encode_auth(&mut bytes, &accepting.challenge());
+        net::write_all(stream, &bytes)?;
+        let proof = match net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, expect_auth) {
+            Ok(proof) => proof,
+            Err(ConnError::Closed | ConnError::Io(_)) => {
+                self.metrics.peer_refused("no_proof");
+                return Err(ConnError::Closed);
+            }
+            Err(_) => {
+                return Err(self.refuse(
+                    stream,
+                    "no_proof",
+                    "this node asks peers to prove they know the cluster's secret: set the \
+                     same peer_secret on every node of the cluster",
+                ));
+            }
+        };
+        match accepting.check(&proof) {
+            Ok((confirm, sealer, opener)) => {
+                bytes.clear();
+                encode_auth(&mut bytes, &confirm);
+                net::write_all(stream, &bytes)?;
+                buffer.authenticate(opener);
+                Ok(Sealer::Sealed(sealer))
+            }
+            Err(AuthError::BadProof) => Err(self.refuse(
+                stream,
+                "bad_proof",
+                "peer authentication failed: the peer_secret differs from this node's",
+            )),
+            Err(err @ AuthError::WrongStep { .. }) => {
+                Err(self.refuse(stream, "no_proof", &err.to_string()))
+            }
+        }
+    }
+
+    /// Counts a link cut for a frame whose MAC did not check (the buffer refused it).
+    pub(crate) fn note_forged(&self, err: &ConnError) {
+        if matches!(
+            err,
+            ConnError::Frame(tandem_wire::FrameError::BadMac { .. })
+        ) {
+            self.metrics.peer_refused("bad_mac");
+        }
+    }
+
+    fn refuse(&self, stream: &mut TcpStream, reason: &str, message: &str) -> ConnError {
+        self.metrics.peer_refused(reason);
+        tracing::warn!(
+            peer = %stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
+            reason,
+            "refused a peer link: {message}"
+        );
+        let mut bytes = Vec::new();
+        encode_error(&mut bytes, ErrorCode::BadFrame, message);
+        let _ = net::write_all(stream, &bytes);
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        ConnError::Protocol(message.to_owned())
+    }
+}
+
+impl Sealer {
+    /// Writes `frames` (whole frames this node encoded), each sealed if the link is.
+    /// `scratch` is reused between calls.
+    pub(crate) fn write_frames(
+        &mut self,
+        writer: &mut impl Write,
+        frames: &[u8],
+        scratch: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        match self {
+            Sealer::Plain => writer.write_all(frames),
+            Sealer::Sealed(sealer) => {
+                scratch.clear();
+                sealer.seal_frames(frames, scratch);
+                writer.write_all(scratch)
+            }
+        }
+    }
+
+    /// Writes a batch frame: its `header` and the batch's shared `bytes`, never copied
+    /// together.
+    pub(crate) fn write_batch(
+        &mut self,
+        writer: &mut impl Write,
+        header: &[u8],
+        bytes: &[u8],
+    ) -> io::Result<()> {
+        writer.write_all(header)?;
+        writer.write_all(bytes)?;
+        if let Sealer::Sealed(sealer) = self {
+            writer.write_all(&sealer.seal_parts(&[header, bytes]))?;
+        }
+        Ok(())
+    }
+}
+
+/// A peer that may link without the secret: one on this machine.
+fn is_local(from: SocketAddr) -> bool {
+    match from.ip() {
+        IpAddr::V4(ip) => ip.is_loopback(),
+        IpAddr::V6(ip) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+fn nonce() -> Result<[u8; NONCE_LEN], ConnError> {
+    let mut nonce = [0; NONCE_LEN];
+    SystemRandom::new()
+        .fill(&mut nonce)
+        .map_err(|_| ConnError::Protocol("the system's random source failed".into()))?;
+    Ok(nonce)
+}
+
+fn expect_auth(frame: Frame<'_>) -> Result<tandem_wire::Auth, ConnError> {
+    match frame {
+        Frame::Auth(auth) => Ok(auth),
+        Frame::Error(err) => Err(ConnError::Protocol(format!("refused: {}", err.message))),
+        _ => Err(ConnError::Protocol(
+            "the peer does not authenticate: set the same peer_secret on every node of the \
+             cluster"
+                .into(),
+        )),
+    }
+}
+
+fn protocol(err: AuthError) -> ConnError {
+    ConnError::Protocol(err.to_string())
+}
