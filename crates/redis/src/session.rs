@@ -52,6 +52,109 @@ pub struct ServerInfo {
     /// The password a connection gives (`AUTH`, `HELLO … AUTH`) before any other command,
     /// as Redis's `requirepass`; `None`: none is asked for.
     pub requirepass: Option<Password>,
+    /// The node's users besides `default` (Redis's ACL users, a subset: see [`User`]).
+    pub users: Arc<Vec<Arc<User>>>,
+}
+
+/// A user of the node's user table: a name, a password, and rights that Redis's ACLs can
+/// state. A `read_only` user runs the commands that only read the database; a user with key
+/// patterns other than `*` may name only keys that match one of them (Redis's `~pattern`),
+/// and runs no command that reaches keys without naming them (`KEYS`, `SCAN`, `DBSIZE`,
+/// `FLUSHALL`, `FLUSHDB`) and no script (a script may reach any key). Every user runs the
+/// connection's own commands. [`User::may_run`] is the command half of the rule, from
+/// which the equivalent Redis ACL is built (`-@all +cmd … ~pattern …`).
+pub struct User {
+    name: String,
+    password: Password,
+    read_only: bool,
+    /// Glob patterns (Redis's syntax); `None`: any key.
+    keys: Option<Vec<Vec<u8>>>,
+}
+
+impl User {
+    /// Panics on an empty name or password, or no pattern: the configuration check refuses
+    /// them. A pattern `*` among `keys` stands for any key.
+    pub fn new(name: &str, password: &[u8], read_only: bool, keys: &[&[u8]]) -> User {
+        assert!(!name.is_empty(), "a user has a name");
+        assert!(!keys.is_empty(), "a user has at least one key pattern");
+        let any = keys.iter().any(|pattern| *pattern == b"*");
+        User {
+            name: name.to_owned(),
+            password: Password::new(password),
+            read_only,
+            keys: (!any).then(|| keys.iter().map(|pattern| pattern.to_vec()).collect()),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether this user may run `command` at all, whatever keys it names.
+    pub fn may_run(&self, command: &Command) -> bool {
+        if command.class == Class::Connection {
+            return true;
+        }
+        let script = matches!(
+            command.name,
+            "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT"
+        );
+        let names_its_keys = command.keys != (0, 0, 0) || command.name == "SINTERCARD";
+        !(script && (self.read_only || self.keys.is_some())
+            || self.read_only && command.class == Class::Write
+            || self.keys.is_some() && !names_its_keys)
+    }
+
+    /// Redis's refusal of `argv` (a `command`) for this user, or `None` if it may run it.
+    fn refusal(&self, command: &Command, argv: &Argv) -> Option<String> {
+        if !self.may_run(command) {
+            return Some(format!(
+                "NOPERM this user has no permissions to run the '{}' command",
+                command.name.to_ascii_lowercase()
+            ));
+        }
+        let patterns = self.keys.as_ref()?;
+        let allowed = |key: &[u8]| patterns.iter().any(|p| crate::glob::matches(p, key));
+        let all_allowed =
+            key_positions(command, argv).all(|index| allowed(argv.get(index).unwrap_or_default()));
+        (!all_allowed).then(|| {
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+                .to_owned()
+        })
+    }
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("name", &self.name)
+            .field("read_only", &self.read_only)
+            .field("keys", &self.keys.as_ref().map(|keys| keys.len()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The indices in `argv` of the keys `command` names: Redis's (first, last, step), and the
+/// `numkeys` form of `SINTERCARD` and `WATCH`'s every argument.
+fn key_positions(command: &Command, argv: &Argv) -> impl Iterator<Item = usize> {
+    let argc = argv.len() as i64;
+    let (first, last, step) = match command.name {
+        "WATCH" => (1, -1, 1),
+        "SINTERCARD" => {
+            let numkeys = crate::num::parse_i64(argv.get(1).unwrap_or_default()).unwrap_or(0);
+            (2, 1 + numkeys.clamp(0, argc), 1)
+        }
+        _ => {
+            let (first, last, step) = command.keys;
+            (i64::from(first), i64::from(last), i64::from(step))
+        }
+    };
+    let last = if last < 0 { argc + last } else { last }.min(argc - 1);
+    // A command that names no key (first 0) gives an empty range.
+    let first = if first == 0 { last + 1 } else { first };
+    (first..=last)
+        .step_by(step.max(1) as usize)
+        .map(|index| index as usize)
 }
 
 /// A password a connection must give: never printed (its `Debug` only says one is set), and
@@ -98,10 +201,21 @@ const HELLO_NOAUTH: &str = "NOAUTH HELLO must be called with the client already 
      authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate \
      the client and select the RESP protocol version at the same time";
 
-/// Whether `user` with password `given` may use the node: the only user is `default`, which
-/// takes any password when none is asked for (Redis's `nopass`).
-fn authenticates(required: Option<&Password>, user: &[u8], given: &[u8]) -> bool {
-    user == b"default" && required.is_none_or(|password| password.matches(given))
+/// Who `user` with password `given` logs in as: `Some(None)` the `default` user (which takes
+/// any password when none is asked for, Redis's `nopass`), `Some(Some(user))` one of the
+/// table's, `None` nobody (a wrong password or an unknown user).
+fn login(info: &ServerInfo, user: &[u8], given: &[u8]) -> Option<Option<Arc<User>>> {
+    if user == b"default" {
+        let required = info.requirepass.as_ref();
+        return required
+            .is_none_or(|password| password.matches(given))
+            .then_some(None);
+    }
+    let found = info.users.iter().find(|u| u.name.as_bytes() == user)?;
+    found
+        .password
+        .matches(given)
+        .then(|| Some(Arc::clone(found)))
 }
 
 /// What a client connecting from `peer` is told before its connection is closed, when the
@@ -226,6 +340,8 @@ pub struct Session {
     watched: Vec<(Vec<u8>, u64)>,
     /// Whether the connection gave the password (consulted only while one is asked for).
     authenticated: bool,
+    /// The table's user the connection logged in as; `None`: `default`, with every right.
+    user: Option<Arc<User>>,
 }
 
 /// What the connection commands of a `MULTI` block answered, and the connection's state
@@ -254,6 +370,7 @@ impl Session {
             multi: None,
             watched: Vec::new(),
             authenticated: false,
+            user: None,
         }
     }
 
@@ -281,6 +398,15 @@ impl Session {
             && !matches!(command.name, "AUTH" | "HELLO" | "QUIT" | "RESET")
         {
             ReplyWriter::new(out, self.proto).error(NOAUTH);
+            return Step::Replied;
+        }
+        // As Redis: the user's rights are checked before a command is queued in a block (a
+        // refused one aborts the block), the command's first, then the keys it names.
+        if let Some(user) = &self.user
+            && let Some(refusal) = user.refusal(command, argv)
+        {
+            self.refuse_in_multi();
+            ReplyWriter::new(out, self.proto).error(&refusal);
             return Step::Replied;
         }
         if self.multi.is_some()
@@ -428,8 +554,9 @@ impl Session {
                     } else {
                         (arg(1), arg(2))
                     };
-                    if authenticates(required, user, given) {
+                    if let Some(login) = login(info, user, given) {
                         self.authenticated = true;
+                        self.user = login;
                         w.ok();
                     } else {
                         // A wrong password leaves the connection as it was, as in Redis.
@@ -445,6 +572,7 @@ impl Session {
                 self.watched.clear();
                 // Back to the default user, which must give its password again.
                 self.authenticated = false;
+                self.user = None;
                 ReplyWriter::new(out, Proto::Resp2).simple("RESET");
             }
             "CLIENT" => self.client(argv, out),
@@ -593,6 +721,7 @@ impl Session {
             multi: None,
             watched: Vec::new(),
             authenticated: self.authenticated,
+            user: self.user.clone(),
         };
         let mut replies = Vec::with_capacity(queued.len());
         let mut data = Vec::new();
@@ -675,11 +804,12 @@ impl Session {
                 b"AUTH" if i + 2 < argv.len() => {
                     let user = argv.get(i + 1).unwrap_or_default();
                     let given = argv.get(i + 2).unwrap_or_default();
-                    if !authenticates(info.requirepass.as_ref(), user, given) {
+                    let Some(login) = login(info, user, given) else {
                         ReplyWriter::new(out, self.proto).error(WRONGPASS);
                         return Step::Replied;
-                    }
+                    };
                     self.authenticated = true;
+                    self.user = login;
                     i += 3;
                 }
                 b"SETNAME" if i + 1 < argv.len() => {

@@ -224,6 +224,7 @@ pub fn run(
             safety: config.group.safety.to_string(),
             slot: Arc::clone(&slot),
             requirepass: config.resp_password(),
+            users: Arc::new(config.resp_users()),
             protected_mode: config.protected_mode,
             info: Arc::clone(&info),
             metrics: Arc::clone(&metrics),
@@ -375,6 +376,7 @@ struct ClusterResp {
     info: Arc<Mutex<ClusterInfo>>,
     metrics: Arc<Metrics>,
     requirepass: Option<tandem_redis::session::Password>,
+    users: Arc<Vec<Arc<tandem_redis::session::User>>>,
     protected_mode: bool,
 }
 
@@ -400,6 +402,7 @@ impl crate::resp::RespNode for ClusterResp {
             safety: self.safety.clone(),
             memory_lines: crate::resp::memory_lines(&self.metrics),
             requirepass: self.requirepass.clone(),
+            users: Arc::clone(&self.users),
         }
     }
 

@@ -18,6 +18,7 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tandem_memory::Strategy;
@@ -118,6 +119,77 @@ impl fmt::Debug for Secret {
 /// The longest `requirepass` (Redis takes up to 512 bytes in `AUTH` without complaint).
 pub const REQUIREPASS_LEN_MAX: usize = 512;
 
+/// A Redis user besides `default`: `AUTH name password` logs a connection in as it. Its
+/// rights are a subset of Redis's ACLs (`tandem_redis::session::User`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    pub password: Secret,
+    /// `read-write` (the default) or `read-only`: only the commands that read the database.
+    #[serde(default)]
+    pub access: UserAccess,
+    /// Glob patterns (Redis's `~pattern`) the keys it names must match; `["*"]` by default.
+    #[serde(default = "any_key")]
+    pub keys: Vec<String>,
+}
+
+/// What a user may do to the database.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UserAccess {
+    #[default]
+    ReadWrite,
+    ReadOnly,
+}
+
+impl UserConfig {
+    /// A user from a one-line spec in the words of Redis's `ACL SETUSER`: its name, then
+    /// `>password`, any `~pattern`s (none: any key) and `read-only` or `read-write` (the
+    /// default), separated by spaces: `alice >s3cret ~app:* read-only`. The error names the
+    /// word at fault, never the password.
+    pub fn from_spec(spec: &str) -> Result<UserConfig, String> {
+        let mut words = spec.split_whitespace();
+        let name = words
+            .next()
+            .ok_or("an empty user spec; write NAME >PASSWORD [~PATTERN …] [read-only]")?;
+        let mut password = None;
+        let mut access = UserAccess::ReadWrite;
+        let mut keys = Vec::new();
+        for word in words {
+            if let Some(given) = word.strip_prefix('>') {
+                if password.replace(given.to_owned()).is_some() {
+                    return Err(format!("user {name}: give one >PASSWORD, not two"));
+                }
+            } else if let Some(pattern) = word.strip_prefix('~') {
+                keys.push(pattern.to_owned());
+            } else if word == "read-only" {
+                access = UserAccess::ReadOnly;
+            } else if word == "read-write" {
+                access = UserAccess::ReadWrite;
+            } else {
+                return Err(format!(
+                    "user {name}: {word:?} is not >PASSWORD, ~PATTERN, read-only or read-write"
+                ));
+            }
+        }
+        let password = password.ok_or(format!("user {name}: give its password as >PASSWORD"))?;
+        Ok(UserConfig {
+            name: name.to_owned(),
+            password: Secret(password),
+            access,
+            keys: if keys.is_empty() { any_key() } else { keys },
+        })
+    }
+}
+
+fn any_key() -> Vec<String> {
+    vec!["*".to_owned()]
+}
+
+/// The most users a node's table holds.
+pub const USERS_MAX: usize = 256;
+
 /// The shortest `peer_secret`: 128 bits.
 pub const PEER_SECRET_LEN_MIN: usize = tandem_wire::SECRET_LEN_MIN;
 /// The longest `peer_secret`.
@@ -167,6 +239,9 @@ pub struct NodeConfig {
     /// The other members of the group (TOML `[[peers]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<PeerConfig>,
+    /// Redis users besides `default` (TOML `[[users]]`), each with a password and rights.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<UserConfig>,
     /// Limits and timeouts (an optional table, every field defaulted).
     #[serde(default)]
     pub tuning: Tuning,
@@ -801,7 +876,85 @@ impl NodeConfig {
             .map(|Secret(password)| tandem_redis::session::Password::new(password.as_bytes()))
     }
 
+    /// The Redis users of `[[users]]`, as the RESP sessions check them.
+    pub fn resp_users(&self) -> Vec<Arc<tandem_redis::session::User>> {
+        self.users
+            .iter()
+            .map(|user| {
+                let keys: Vec<&[u8]> = user.keys.iter().map(|key| key.as_bytes()).collect();
+                Arc::new(tandem_redis::session::User::new(
+                    &user.name,
+                    user.password.0.as_bytes(),
+                    user.access == UserAccess::ReadOnly,
+                    &keys,
+                ))
+            })
+            .collect()
+    }
+
+    fn validate_users(&self) -> Result<(), ConfigError> {
+        if self.users.len() > USERS_MAX {
+            return Err(invalid(
+                "users",
+                format!(
+                    "{} users; a node takes at most {USERS_MAX}",
+                    self.users.len()
+                ),
+            ));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for user in &self.users {
+            let name = &user.name;
+            let name_ok =
+                !name.is_empty() && name.len() <= 128 && name.bytes().all(|b| b.is_ascii_graphic());
+            if !name_ok {
+                return Err(invalid(
+                    "users.name",
+                    format!(
+                        "{name:?} is not a user name; use 1 to 128 printable ASCII characters \
+                         without spaces"
+                    ),
+                ));
+            }
+            if name == "default" {
+                return Err(invalid(
+                    "users.name",
+                    "the default user's password is `requirepass`; name the others otherwise",
+                ));
+            }
+            if !names.insert(name.as_str()) {
+                return Err(invalid(
+                    "users.name",
+                    format!("user {name:?} is listed twice; give each user one entry"),
+                ));
+            }
+            // The length only: a password never appears in an error.
+            let password = &user.password.0;
+            if password.is_empty() || password.len() > REQUIREPASS_LEN_MAX {
+                return Err(invalid(
+                    "users.password",
+                    format!(
+                        "user {name:?} has a password of {} bytes; use 1 to \
+                         {REQUIREPASS_LEN_MAX} bytes",
+                        password.len()
+                    ),
+                ));
+            }
+            if user.keys.is_empty() || user.keys.iter().any(|key| key.is_empty()) {
+                return Err(invalid(
+                    "users.keys",
+                    format!(
+                        "user {name:?} needs at least one non-empty key pattern; \
+                         [\"*\"] is any key"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn validate_fields(&self) -> Result<(), ConfigError> {
+        self.validate_users()?;
         if self.node_id == 0 {
             return Err(invalid("node_id", "node ids start at 1; use an id ≥ 1"));
         }
@@ -1199,6 +1352,51 @@ mod tests {
         type Edit = fn(&mut NodeConfig);
         let cases: &[(&str, Edit, &str)] = &[
             ("`node_id`", |c| c.node_id = 0, "≥ 1"),
+            (
+                "`peer_secret`",
+                |c| c.peer_secret = Some(Secret("too short".into())),
+                "16 to 1024 bytes",
+            ),
+            (
+                "`users.name`",
+                |c| c.users = vec![user("default >pw")],
+                "`requirepass`",
+            ),
+            (
+                "`users.name`",
+                |c| c.users = vec![user("bob >pw"), user("bob >other")],
+                "listed twice",
+            ),
+            (
+                "`users.name`",
+                |c| {
+                    c.users = vec![UserConfig {
+                        name: "two words".into(),
+                        ..user("x >pw")
+                    }]
+                },
+                "without spaces",
+            ),
+            (
+                "`users.password`",
+                |c| {
+                    c.users = vec![UserConfig {
+                        password: Secret(String::new()),
+                        ..user("x >pw")
+                    }]
+                },
+                "1 to 512 bytes",
+            ),
+            (
+                "`users.keys`",
+                |c| {
+                    c.users = vec![UserConfig {
+                        keys: vec![String::new()],
+                        ..user("x >pw")
+                    }]
+                },
+                "non-empty key pattern",
+            ),
             ("`group.view`", |c| c.group.view = 0, "≥ 1"),
             ("`group.db_mib`", |c| c.group.db_mib = 0, "1 to 65536"),
             ("`group.db_mib`", |c| c.group.db_mib = 65537, "1 to 65536"),
@@ -1365,6 +1563,41 @@ mod tests {
                 "{reparsed}"
             );
         }
+    }
+
+    fn user(spec: &str) -> UserConfig {
+        UserConfig::from_spec(spec).expect("a valid spec")
+    }
+
+    #[test]
+    fn a_user_spec_reads_as_acl_setuser_and_its_errors_never_show_the_password() {
+        let alice = user("alice >s3cret ~app:* ~cache:* read-only");
+        assert_eq!(alice.name, "alice");
+        assert_eq!(alice.password, Secret("s3cret".into()));
+        assert_eq!(alice.access, UserAccess::ReadOnly);
+        assert_eq!(alice.keys, ["app:*", "cache:*"]);
+        let bob = user("bob >pw");
+        assert_eq!(
+            (bob.access, bob.keys.clone()),
+            (UserAccess::ReadWrite, vec!["*".to_owned()])
+        );
+        for (spec, says) in [
+            ("", "empty user spec"),
+            ("carol", "give its password as >PASSWORD"),
+            ("carol >s3cret >s3cret2", "one >PASSWORD"),
+            ("carol >s3cret +@all", "\"+@all\" is not"),
+        ] {
+            let err = UserConfig::from_spec(spec).expect_err(spec);
+            assert!(err.contains(says), "{spec}: {err}");
+            assert!(!err.contains("s3cret"), "{spec}: {err}");
+        }
+        // Users survive the round trip through TOML.
+        let mut config = example();
+        config.users = vec![alice, bob];
+        let text = config.to_toml_string();
+        assert_eq!(NodeConfig::from_toml_str(&text).expect("parses"), config);
+        assert!(format!("{config:?}").contains("Secret(set)"));
+        assert!(!format!("{config:?}").contains("s3cret"));
     }
 
     #[test]

@@ -246,6 +246,7 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
             },
             node_id: config.node_id,
             requirepass: config.resp_password(),
+            users: Arc::new(config.resp_users()),
             protected_mode: config.protected_mode,
             backups: config
                 .peers
@@ -281,6 +282,7 @@ struct StaticResp {
     safety: String,
     metrics: Arc<Metrics>,
     requirepass: Option<tandem_redis::session::Password>,
+    users: Arc<Vec<Arc<tandem_redis::session::User>>>,
     protected_mode: bool,
 }
 
@@ -297,6 +299,7 @@ impl resp::RespNode for StaticResp {
             safety: self.safety.clone(),
             memory_lines: resp::memory_lines(&self.metrics),
             requirepass: self.requirepass.clone(),
+            users: Arc::clone(&self.users),
         }
     }
 

@@ -52,6 +52,7 @@ impl RespNode for TestNode {
             safety: "1-safe".into(),
             memory_lines: Vec::new(),
             requirepass: self.requirepass.clone(),
+            users: Default::default(),
         }
     }
 

@@ -102,6 +102,17 @@ pub struct UpArgs {
     /// its owner only). Without it the nodes serve Redis clients on loopback only.
     #[arg(long, value_name = "PASS", value_parser = parse_requirepass)]
     pub requirepass: Option<String>,
+    /// A Redis user besides `default`, in the words of Redis's `ACL SETUSER` (repeat the flag
+    /// for more): its name, `>PASSWORD`, any `~PATTERN`s its keys must match (none: any key)
+    /// and `read-only` or `read-write` (the default), for example `--user "app >s3cret ~app:*"`
+    /// or `--user "report >pw read-only"`. A user with key patterns runs no command that
+    /// reaches keys it does not name (KEYS, SCAN, DBSIZE, FLUSHALL) and no script.
+    #[arg(long = "user", value_name = "SPEC", value_parser = parse_user)]
+    pub users: Vec<tandem_runtime::config::UserConfig>,
+}
+
+fn parse_user(text: &str) -> Result<tandem_runtime::config::UserConfig, String> {
+    tandem_runtime::config::UserConfig::from_spec(text)
 }
 
 fn parse_requirepass(text: &str) -> Result<String, String> {

@@ -64,6 +64,8 @@ pub struct Options {
     pub checkpoint_mib: u64,
     /// The password Redis clients give before any other command, if one is asked for.
     pub requirepass: Option<String>,
+    /// Redis users besides `default`.
+    pub users: Vec<tandem_runtime::config::UserConfig>,
 }
 
 impl Options {
@@ -82,6 +84,7 @@ impl Options {
             fsync: tandem_runtime::config::LogTable::default().fsync,
             checkpoint_mib: tandem_runtime::config::LogTable::default().checkpoint_mib,
             requirepass: None,
+            users: Vec::new(),
         }
     }
 }
@@ -864,6 +867,7 @@ fn node_config(
     config.tuning.tail_records_max = options.tail_records_max;
     config.requirepass = options.requirepass.clone().map(config::Secret);
     config.peer_secret = Some(config::Secret(peer_secret.to_owned()));
+    config.users = options.users.clone();
     let data_dir = dir.join(format!("node{}", member.node_id)).join("raft");
     // The write-ahead log beside the config store's state, not inside it.
     config.log = Some(tandem_runtime::config::LogTable {

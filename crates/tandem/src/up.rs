@@ -45,6 +45,7 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
         options.suspect_ticks = args.suspect_ticks;
         options.lease_ticks = args.lease_ticks;
         options.requirepass = args.requirepass.clone();
+        options.users = args.users.clone();
         eprintln!(
             "starting {} nodes under {} ({} MiB of {} each, {})",
             args.nodes,

@@ -1,0 +1,206 @@
+//! Users and their rights on the RESP port, against the reference: a tandem node started with
+//! `tandem up --user …` and a `redis-server` given the same users with `ACL SETUSER` (each
+//! user's rule written out from `tandem_redis::session::User::may_run`, command by command,
+//! with its key patterns), one connection each, the same script of commands; every reply
+//! must be the same. What it covers: a read-only user writing, a user outside its key
+//! patterns (one key of several, in a block, under `WATCH`), the commands a user with key
+//! patterns may not run (they reach keys they do not name), scripts, and nothing applied by
+//! a refused command. Without `redis-server` the test says so and passes without running.
+
+mod redis_support;
+
+use redis_support::{Cluster, Conn, RedisServer};
+use tandem_redis::resp::Value;
+use tandem_redis::session::User;
+
+/// The users, as `tandem up --user` takes them.
+const USERS: &[&str] = &[
+    "alice >alice-pw ~app:*",
+    "rita >rita-pw read-only",
+    "rick >rick-pw ~app:* ~cache:* read-only",
+    "wanda >wanda-pw",
+];
+
+/// Each line a command, split on spaces.
+const SCRIPT: &[&str] = &[
+    "SET other 0",
+    "AUTH alice wrong",
+    "AUTH nobody alice-pw",
+    "AUTH alice alice-pw",
+    "SET app:1 x",
+    "GET app:1",
+    "SET other x",
+    "GET other",
+    "MSET app:2 1 other 2",
+    "MGET app:1 app:2 other",
+    "RENAME app:1 other",
+    "SADD app:s a b",
+    "SINTERCARD 1 app:s",
+    "SINTERCARD 2 app:s other",
+    "KEYS *",
+    "SCAN 0",
+    "DBSIZE",
+    "FLUSHALL",
+    "EVAL return 0",
+    "EVAL_RO return 0",
+    "WATCH other",
+    "WATCH app:1",
+    "MULTI",
+    "SET app:3 y",
+    "SET other y",
+    "EXEC",
+    "MULTI",
+    "SET app:3 y",
+    "INCR app:4",
+    "EXEC",
+    "PING",
+    "CLIENT SETNAME a",
+    "AUTH rita rita-pw",
+    "GET other",
+    "MGET app:1 other",
+    "SET app:1 z",
+    "DEL other",
+    "EVAL_RO return 0",
+    "KEYS nomatch*",
+    "DBSIZE",
+    "HELLO 2 AUTH rick rick-pw",
+    "GET cache:1",
+    "GET other",
+    "SET cache:1 v",
+    "EXISTS app:1 cache:1",
+    "EXISTS app:1 other",
+    "RESET",
+    "AUTH wanda wanda-pw",
+    "GET other",
+    "GET app:3",
+    "GET app:4",
+    "EVAL_RO return 1",
+    "DEL other app:1 app:2 app:3 app:4 app:s",
+    "DBSIZE",
+];
+
+/// The script's replies from the server at `conn`, `HELLO`'s maps reduced to their kind.
+fn run(mut conn: Conn) -> Vec<(String, String)> {
+    SCRIPT
+        .iter()
+        .map(|line| {
+            let args: Vec<Vec<u8>> = match line.strip_prefix("EVAL") {
+                // A script's body is one argument: `EVAL return 0` is `EVAL "return 0" 0`.
+                Some(rest) if rest.starts_with(' ') || rest.starts_with("_RO") => {
+                    let (name, body) = line.split_once(' ').expect("a body");
+                    vec![name.into(), body.into(), b"0".to_vec()]
+                }
+                _ => line
+                    .split(' ')
+                    .map(|word| word.as_bytes().to_vec())
+                    .collect(),
+            };
+            let reply = conn.call(&args).expect("the server answers");
+            let shown = match reply {
+                Value::Map(_) | Value::Array(_) if line.starts_with("HELLO") => {
+                    "HELLO's map".to_owned()
+                }
+                other => shown(&other),
+            };
+            (line.to_string(), shown)
+        })
+        .collect()
+}
+
+/// A reply as text, its strings as text.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::Simple(text) => format!("+{}", String::from_utf8_lossy(text)),
+        Value::Error(text) => format!("-{}", String::from_utf8_lossy(text)),
+        Value::Bulk(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(shown).collect();
+            format!("[{}]", items.join(", "))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// `ACL SETUSER` arguments for `spec`: the commands its `User` may run, one by one.
+fn acl_setuser(spec: &str) -> Vec<Vec<u8>> {
+    let config = tandem_runtime::config::UserConfig::from_spec(spec).expect("a valid spec");
+    let keys: Vec<&[u8]> = config.keys.iter().map(|k| k.as_bytes()).collect();
+    let read_only = config.access == tandem_runtime::config::UserAccess::ReadOnly;
+    let user = User::new(&config.name, config.password.0.as_bytes(), read_only, &keys);
+    let mut args: Vec<Vec<u8>> = vec![
+        b"ACL".to_vec(),
+        b"SETUSER".to_vec(),
+        config.name.clone().into_bytes(),
+        b"reset".to_vec(),
+        b"on".to_vec(),
+        format!(">{}", config.password.0).into_bytes(),
+    ];
+    for pattern in &config.keys {
+        args.push(format!("~{pattern}").into_bytes());
+    }
+    args.push(b"-@all".to_vec());
+    for command in tandem_redis::cmd::commands() {
+        if user.may_run(command) {
+            args.push(format!("+{}", command.name.to_ascii_lowercase()).into_bytes());
+        }
+    }
+    args
+}
+
+fn differences(a: &[(String, String)], b: &[(String, String)]) -> Vec<String> {
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| x.1 != y.1)
+        .map(|(x, y)| format!("{}: {} vs {}", x.0, x.1, y.1))
+        .collect()
+}
+
+#[test]
+fn users_rights_are_checked_as_redis_checks_the_same_acl() {
+    let redis = match RedisServer::start() {
+        Ok(redis) => redis,
+        Err(why) => {
+            eprintln!("skipped: no redis-server to compare with: {why}");
+            return;
+        }
+    };
+    let mut admin = Conn::connect(redis.address);
+    for spec in USERS {
+        let reply = admin.call(&acl_setuser(spec)).expect("redis answers");
+        assert_eq!(
+            reply,
+            Value::Simple(b"OK".to_vec()),
+            "ACL SETUSER for {spec}"
+        );
+    }
+    let mut flags = Vec::new();
+    for spec in USERS {
+        flags.extend(["--user", spec]);
+    }
+    let cluster = Cluster::start_with("redis-acl", 1, 16, &flags);
+    let expected = run(Conn::connect(redis.address));
+    let tandem = run(Conn::connect(cluster.primary_resp()));
+    let differ = differences(&expected, &tandem);
+    assert!(
+        differ.is_empty(),
+        "tandem differs from Redis:\n{}",
+        differ.join("\n")
+    );
+    // The comparison has teeth: without the users' rights every refused line would differ.
+    let refused = expected
+        .iter()
+        .filter(|(_, reply)| reply.contains("NOPERM"))
+        .count();
+    assert!(refused >= 15, "only {refused} refusals in the script");
+    // No password is in the node's log or status page.
+    let node = cluster.node(cluster.primary);
+    let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+    let status = redis_support::http_get_json(node.status, "/status").expect("/status");
+    for password in ["alice-pw", "rita-pw", "rick-pw", "wanda-pw"] {
+        assert!(!log.contains(password), "the node's log shows a password");
+        assert!(
+            !status.to_string().contains(password),
+            "/status shows a password"
+        );
+    }
+}
