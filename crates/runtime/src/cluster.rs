@@ -229,7 +229,7 @@ pub fn run(
             info: Arc::clone(&info),
             metrics: Arc::clone(&metrics),
         };
-        crate::resp::spawn(listener, Arc::new(node))?;
+        crate::resp::spawn(listener, Arc::new(node), config.resp_tls()?)?;
     }
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
     let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());

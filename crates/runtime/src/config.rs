@@ -254,6 +254,22 @@ pub struct NodeConfig {
     /// `[log]` table that names its `dir`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogTable>,
+    /// TLS (an optional table): the node's certificate and key, for its RESP port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsTable>,
+}
+
+/// A node's TLS certificate and key (PEM files, read when the node starts).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsTable {
+    /// The node's certificate chain, its own certificate first.
+    pub cert: PathBuf,
+    /// The certificate's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// The RESP port speaks TLS only (`redis-cli --tls --cacert CA`); true by default.
+    #[serde(default = "protected_mode_default")]
+    pub resp: bool,
 }
 
 /// Where and how a node keeps its write-ahead log.
@@ -874,6 +890,14 @@ impl NodeConfig {
         self.requirepass
             .as_ref()
             .map(|Secret(password)| tandem_redis::session::Password::new(password.as_bytes()))
+    }
+
+    /// The RESP port's TLS settings, if `[tls]` asks for TLS there (its files are read now).
+    pub fn resp_tls(&self) -> Result<Option<Arc<rustls::ServerConfig>>, crate::StartError> {
+        match &self.tls {
+            Some(table) if table.resp => crate::tls::server_config(table).map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// The Redis users of `[[users]]`, as the RESP sessions check them.

@@ -37,6 +37,9 @@ pub enum StartError {
     /// The config store refused the initial map or the state it persisted.
     #[error("config store: {0}")]
     ConfigStore(#[source] tandem_config::ConfigError),
+    /// A certificate or key of the `[tls]` table could not be read or used; `field` names it.
+    #[error("tls.{field}: {reason}")]
+    Tls { field: &'static str, reason: String },
     /// The write-ahead log could not be opened, or failed when a role started on it.
     #[error("log: {0}")]
     Log(String),

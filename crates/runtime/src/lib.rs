@@ -19,6 +19,7 @@ mod net;
 mod peer_auth;
 pub mod primary;
 pub mod resp;
+pub mod tls;
 pub mod workload;
 
 pub use error::{HandoverFailure, StartError};
@@ -258,7 +259,7 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
             safety: config.group.safety.to_string(),
             metrics: Arc::clone(&metrics),
         };
-        resp::spawn(listener, Arc::new(resp_node))?;
+        resp::spawn(listener, Arc::new(resp_node), config.resp_tls()?)?;
     }
     if let Some(listener) = metrics_listener {
         let status_node = Arc::clone(&node);

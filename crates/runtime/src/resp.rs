@@ -45,6 +45,7 @@ use tandem_wire::ErrorCode;
 use crate::backup::{BackupHandle, BackupPort};
 use crate::metrics::Metrics;
 use crate::primary::{LocalAnswer, LocalOutcome, LocalPort, PrimaryHandle};
+use crate::tls::TlsStream;
 
 /// What the RESP front end needs of its node.
 pub trait RespNode: Send + Sync + 'static {
@@ -104,9 +105,11 @@ const BACKUP_CHANGED: &str =
     "TRYAGAIN this node's backup role changed before it served the read; retry";
 
 /// Starts the thread that serves RESP connections accepted on `listener`.
+/// With `tls`, every connection speaks TLS.
 pub fn spawn(
     listener: std::net::TcpListener,
     node: Arc<dyn RespNode>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Result<(), crate::StartError> {
     let io = crate::StartError::RespPort;
     listener.set_nonblocking(true).map_err(io)?;
@@ -139,6 +142,7 @@ pub fn spawn(
         chunk: vec![0; READ_CHUNK],
         answers: Vec::new(),
         pass_started: Instant::now(),
+        tls,
     };
     std::thread::Builder::new()
         .name("resp-io".into())
@@ -186,6 +190,8 @@ enum Resolved {
 #[derive(Debug)]
 struct Conn {
     stream: TcpStream,
+    /// The connection's TLS session, on a port that speaks TLS.
+    tls: Option<Box<TlsStream>>,
     session: Session,
     /// Unparsed bytes are `input[start..]`; the parser needs `want` of them before it can get
     /// further (a large bulk string arrives in many reads, and parsing it again after each
@@ -278,10 +284,26 @@ impl Conn {
         })
     }
 
+    /// Reads what the client sent (plaintext, through TLS if the port speaks it).
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match &mut self.tls {
+            Some(tls) => tls.read(&mut self.stream, buf),
+            None => self.stream.read(buf),
+        }
+    }
+
     /// Writes what it can of `out`. Fails if the client is gone.
     fn write_out(&mut self) -> std::io::Result<()> {
+        if let Some(tls) = &mut self.tls {
+            tls.flush_tls(&mut self.stream)?;
+        }
         while self.written < self.out.len() {
-            match self.stream.write(&self.out[self.written..]) {
+            let unsent = &self.out[self.written..];
+            let wrote = match &mut self.tls {
+                Some(tls) => tls.write(&mut self.stream, unsent),
+                None => self.stream.write(unsent),
+            };
+            match wrote {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(n) => self.written += n,
                 Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(()),
@@ -295,7 +317,8 @@ impl Conn {
     }
 
     fn done(&self) -> bool {
-        self.closing && self.slots.is_empty() && self.out.is_empty()
+        let tls_pending = self.tls.as_ref().is_some_and(|tls| tls.pending());
+        self.closing && self.slots.is_empty() && self.out.is_empty() && !tls_pending
     }
 }
 
@@ -332,6 +355,8 @@ struct Front {
     answers: Vec<LocalAnswer>,
     /// When the current pass began.
     pass_started: Instant,
+    /// The port speaks TLS with these settings.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Front {
@@ -392,11 +417,23 @@ impl Front {
                     {
                         continue;
                     }
+                    let tls = match &self.tls {
+                        Some(config) => match TlsStream::new(config) {
+                            Ok(tls) => Some(Box::new(tls)),
+                            Err(err) => {
+                                tracing::warn!("cannot start TLS for a RESP client: {err}");
+                                let _ = self.poll.registry().deregister(&mut stream);
+                                continue;
+                            }
+                        },
+                        None => None,
+                    };
                     self.node.metrics().client_connections.inc();
                     self.conns.insert(
                         token,
                         Conn {
                             stream,
+                            tls,
                             session: Session::new(token.0 as u64 - FIRST_CONN as u64 + 1),
                             input: Vec::new(),
                             start: 0,
@@ -694,7 +731,7 @@ impl Front {
             }
             // Read into a chunk and append what came: growing `input` by a chunk of zeros
             // first would cost a 64 KiB memset per read.
-            match conn.stream.read(&mut self.chunk) {
+            match conn.read(&mut self.chunk) {
                 // The client sent all it will: its replies still go out (`printf … | nc`),
                 // then the connection closes.
                 Ok(0) => {

@@ -104,7 +104,7 @@ fn start_on(resp: &str, requirepass: Option<&[u8]>) -> (SocketAddr, Arc<Metrics>
         resp_port: address.port(),
         requirepass: requirepass.map(tandem_redis::session::Password::new),
     };
-    resp::spawn(resp_listener, Arc::new(node)).expect("the RESP port starts");
+    resp::spawn(resp_listener, Arc::new(node), None).expect("the RESP port starts");
     (address, metrics)
 }
 

@@ -109,6 +109,10 @@ pub struct UpArgs {
     /// reaches keys it does not name (KEYS, SCAN, DBSIZE, FLUSHALL) and no script.
     #[arg(long = "user", value_name = "SPEC", value_parser = parse_user)]
     pub users: Vec<tandem_runtime::config::UserConfig>,
+    /// Serve Redis clients over TLS only, with certificates `up` makes for the cluster from
+    /// a CA of its own: clients trust `DIR/tls/ca.pem` (`redis-cli --tls --cacert …`).
+    #[arg(long)]
+    pub tls: bool,
 }
 
 fn parse_user(text: &str) -> Result<tandem_runtime::config::UserConfig, String> {
@@ -610,7 +614,8 @@ fn parse_reads_seconds(text: &str) -> Result<f64, String> {
 #[derive(Debug, Args)]
 pub struct RespArgs {
     /// Systems, comma-separated: tandem (a node's RESP port), tandem-proxy (the same group
-    /// through `tandem proxy`), redis, redis-wait.
+    /// through `tandem proxy`), redis, redis-wait, and tandem-tls and redis-tls (TLS on the
+    /// client port, to price it).
     #[arg(long, default_value = "tandem,tandem-proxy,redis,redis-wait", value_parser = parse_systems)]
     pub systems: Systems,
     /// Tests, comma-separated: SET, GET, INCR, LPUSH, HSET, EVALSHA, MULTI.
@@ -657,9 +662,11 @@ fn parse_systems(text: &str) -> Result<Systems, String> {
             "tandem-proxy" => Ok(System::TandemProxy),
             "redis" => Ok(System::Redis),
             "redis-wait" => Ok(System::RedisWait),
+            "tandem-tls" => Ok(System::TandemTls),
+            "redis-tls" => Ok(System::RedisTls),
             other => Err(format!(
                 "unknown system '{other}'; accepted values: tandem, tandem-proxy, redis, \
-                 redis-wait"
+                 redis-wait, tandem-tls, redis-tls"
             )),
         })
         .collect::<Result<_, _>>()

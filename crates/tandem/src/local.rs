@@ -66,6 +66,8 @@ pub struct Options {
     pub requirepass: Option<String>,
     /// Redis users besides `default`.
     pub users: Vec<tandem_runtime::config::UserConfig>,
+    /// The RESP ports speak TLS, with certificates from a CA made for the cluster.
+    pub tls: bool,
 }
 
 impl Options {
@@ -85,6 +87,7 @@ impl Options {
             checkpoint_mib: tandem_runtime::config::LogTable::default().checkpoint_mib,
             requirepass: None,
             users: Vec::new(),
+            tls: false,
         }
     }
 }
@@ -238,8 +241,16 @@ impl LocalCluster {
         // Every peer link of the cluster proves it knows this secret, so that nothing but the
         // cluster's own nodes can join its links, without any set-up by the user.
         let peer_secret = fresh_peer_secret()?;
+        let certificates = if options.tls {
+            Some(Certificates::make(dir, &members)?)
+        } else {
+            None
+        };
         for member in &members {
-            let config = node_config(dir, options, member, &members, &peer_secret)?;
+            let mut config = node_config(dir, options, member, &members, &peer_secret)?;
+            if let Some(certificates) = &certificates {
+                config.tls = Some(certificates.node(member.node_id));
+            }
             let node_dir = dir.join(format!("node{}", member.node_id));
             fs::create_dir_all(&node_dir).map_err(|err| {
                 Failure::Run(format!("cannot create {}: {err}", node_dir.display()))
@@ -830,6 +841,108 @@ fn write_private(path: &Path, text: &str) -> Result<(), Failure> {
         .open(path)
         .map_err(cannot)?;
     file.write_all(text.as_bytes()).map_err(cannot)
+}
+
+/// The file of a local cluster's CA certificate, which clients trust (`redis-cli --tls
+/// --cacert`).
+pub const CA_FILE: &str = "tls/ca.pem";
+
+/// The certificates of a local cluster: a CA made for it (its key is not kept: a new
+/// cluster gets a new CA) and, per node, a certificate it signed for `localhost`,
+/// `127.0.0.1` and `node-ID`, with its key (readable by the owner only).
+struct Certificates {
+    dir: PathBuf,
+}
+
+impl Certificates {
+    fn make(dir: &Path, members: &[PeerConfig]) -> Result<Certificates, Failure> {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+            KeyPair, KeyUsagePurpose,
+        };
+        let failed = |err: rcgen::Error| Failure::Run(format!("cannot make certificates: {err}"));
+        let ca_key = KeyPair::generate().map_err(failed)?;
+        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "tandem local cluster CA");
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = ca.self_signed(&ca_key).map_err(failed)?;
+        let tls_dir = dir.join("tls");
+        fs::create_dir_all(&tls_dir)
+            .map_err(|err| Failure::Run(format!("cannot create {}: {err}", tls_dir.display())))?;
+        write_private(&dir.join(CA_FILE), &ca_cert.pem())?;
+        let issuer = Issuer::new(ca, ca_key);
+        for member in members {
+            let id = member.node_id;
+            let mut names = vec![
+                "localhost".to_owned(),
+                "127.0.0.1".to_owned(),
+                format!("node-{id}"),
+            ];
+            for address in [Some(member.address), member.resp].into_iter().flatten() {
+                let ip = address.ip();
+                if !ip.is_unspecified() && !ip.is_loopback() {
+                    names.push(ip.to_string());
+                }
+            }
+            let mut params = CertificateParams::new(names).map_err(failed)?;
+            params
+                .distinguished_name
+                .push(DnType::CommonName, format!("tandem node {id}"));
+            params.extended_key_usages = vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ];
+            let key = KeyPair::generate().map_err(failed)?;
+            let cert = params.signed_by(&key, &issuer).map_err(failed)?;
+            let node_dir = dir.join(format!("node{id}"));
+            fs::create_dir_all(&node_dir).map_err(|err| {
+                Failure::Run(format!("cannot create {}: {err}", node_dir.display()))
+            })?;
+            write_private(&node_dir.join("tls-cert.pem"), &cert.pem())?;
+            write_private(&node_dir.join("tls-key.pem"), &key.serialize_pem())?;
+        }
+        Ok(Certificates {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Node `id`'s `[tls]` table.
+    fn node(&self, id: u32) -> tandem_runtime::config::TlsTable {
+        let node_dir = self.dir.join(format!("node{id}"));
+        tandem_runtime::config::TlsTable {
+            cert: node_dir.join("tls-cert.pem"),
+            key: node_dir.join("tls-key.pem"),
+            resp: true,
+        }
+    }
+}
+
+/// A CA and one server certificate signed by it for `127.0.0.1` and `localhost`, made in
+/// `dir` (for a peer such as a `redis-server` with TLS): where the files are.
+pub fn certificates_for_one(dir: &Path) -> Result<CertificateFiles, Failure> {
+    let one = PeerConfig {
+        node_id: 1,
+        address: "127.0.0.1:0".parse().expect("an address"),
+        role: Role::Primary,
+        resp: None,
+    };
+    let made = Certificates::make(dir, &[one])?;
+    let table = made.node(1);
+    Ok(CertificateFiles {
+        ca: dir.join(CA_FILE),
+        cert: table.cert,
+        key: table.key,
+    })
+}
+
+/// Where [`certificates_for_one`] put its files.
+#[derive(Debug)]
+pub struct CertificateFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// A new cluster's `peer_secret`: 256 bits from the operating system, in hex.

@@ -46,6 +46,7 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
         options.lease_ticks = args.lease_ticks;
         options.requirepass = args.requirepass.clone();
         options.users = args.users.clone();
+        options.tls = args.tls;
         eprintln!(
             "starting {} nodes under {} ({} MiB of {} each, {})",
             args.nodes,
@@ -81,6 +82,12 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
             " -a PASS"
         } else {
             ""
+        };
+        let ca = cluster.dir.join(crate::local::CA_FILE);
+        let auth = if ca.is_file() {
+            format!("{auth} --tls --cacert {}", ca.display())
+        } else {
+            auth.to_owned()
         };
         println!(
             "try: redis-cli -h {} -p {}{auth} (the primary; a backup serves reads, linearizably, \

@@ -35,7 +35,6 @@ use serde::Serialize;
 use tandem_replication::{AckCount, Safety};
 
 use crate::Failure;
-use std::io::Write;
 
 use crate::bench::resp_load::{
     Conn, RedisProcess, Tally, Target, Test, command, ratio_cell, redis_server_version, run_slice,
@@ -151,7 +150,7 @@ fn start(system: System, dir: &Path, args: &DurabilityArgs) -> Result<Running, F
     };
     Ok(Running {
         system,
-        target: Target::load(address, false)?,
+        target: Target::load(address, false, None)?,
         _cluster: cluster,
         _redis: redis,
     })
@@ -213,9 +212,7 @@ fn fill(address: std::net::SocketAddr, mib: u64) -> Result<(), Failure> {
         let key = format!("fill:{index}");
         out.clear();
         command(&mut out, &[b"SET", key.as_bytes(), &value]);
-        conn.writer
-            .write_all(&out)
-            .map_err(|err| Failure::Run(format!("filling: sending a SET: {err}")))?;
+        conn.send(&out)?;
         in_flight += 1;
         if in_flight == FILL_PIPELINE || index + 1 == count {
             for _ in 0..in_flight {
@@ -274,7 +271,7 @@ fn measure_recovery(
     options.suspect_ticks = RECOVERY_SUSPECT_TICKS;
     let (mut cluster, address) =
         start_tandem_with(&folder, options, Safety::TwoSafe(AckCount::All))?;
-    let target = Target::load(address, false)?;
+    let target = Target::load(address, false, None)?;
     let filled_mib = u64::from(db_mib) * u64::from(fill_percent) / 100;
     // Each of the fill's SETs commits one LSN.
     let fill_commits = filled_mib * (1 << 20) / FILL_VALUE_BYTES as u64;

@@ -1,12 +1,12 @@
 //! `tandem bench resp`: the same Redis commands against a tandem group (2-safe, one backup),
 //! a standalone `redis-server`, and a `redis-server` with one replica where every write is
-//! followed by `WAIT 1 0` (Redis's closest thing to 2-safe), interleaved in short slices.
+//! followed by `WAIT 1 0` (Redis's closest thing to 2-safe), interleaved in short slices;
+//! and, to price TLS, the same tandem group and `redis-server` with TLS on their client ports
+//! (`tandem-tls`, `redis-tls`: certificates from a CA made for the run).
 //!
 //! The client, its operations and its latencies are `resp_load`'s, shared with
 //! `bench durability`. Throughput is the median of a system's slice rates.
 
-use std::io::Write;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use tandem_replication::Safety;
 use crate::Failure;
 use crate::bench::resp_load::{
     Conn, KEYSPACE, RedisProcess, Tally, Target, command, ratio_cell, run_slice, start_redis,
-    start_tandem,
+    start_redis_tls, start_tandem, start_tandem_with, tls_client,
 };
 use crate::cli::RespArgs;
 use crate::local::LocalCluster;
@@ -31,6 +31,10 @@ pub enum System {
     TandemProxy,
     Redis,
     RedisWait,
+    /// A tandem group whose RESP ports speak TLS only.
+    TandemTls,
+    /// A standalone `redis-server` whose only port speaks TLS.
+    RedisTls,
 }
 
 impl System {
@@ -40,6 +44,8 @@ impl System {
             System::TandemProxy => "tandem-proxy",
             System::Redis => "redis",
             System::RedisWait => "redis-wait",
+            System::TandemTls => "tandem-tls",
+            System::RedisTls => "redis-tls",
         }
     }
 }
@@ -58,10 +64,37 @@ const NO_PERSISTENCE: [&str; 2] = ["--appendonly", "no"];
 
 fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> {
     let mut proxy = None;
+    let mut tls = None;
     let (address, redis, cluster) = match system {
         System::Redis => {
             let (process, address) = start_redis(None, dir, &NO_PERSISTENCE)?;
             (address, vec![process], None)
+        }
+        System::RedisTls => {
+            let certificates = dir.join("redis-tls");
+            let files = crate::local::certificates_for_one(&certificates)?;
+            let flags = [
+                "--tls-cert-file",
+                &path_text(&files.cert),
+                "--tls-key-file",
+                &path_text(&files.key),
+                "--tls-auth-clients",
+                "no",
+            ]
+            .map(str::to_owned);
+            let mut args: Vec<&str> = NO_PERSISTENCE.to_vec();
+            args.extend(flags.iter().map(String::as_str));
+            let (process, address) = start_redis_tls(dir, &args, &files.ca)?;
+            tls = Some(tls_client(&files.ca)?);
+            (address, vec![process], None)
+        }
+        System::TandemTls => {
+            let mut options = crate::local::Options::new(2).with_db_mib(db_mib);
+            options.tls = true;
+            let cluster_dir = dir.join(system.name());
+            let (cluster, primary) = start_tandem_with(&cluster_dir, options, Safety::DEFAULT)?;
+            tls = Some(tls_client(&cluster_dir.join(crate::local::CA_FILE))?);
+            (primary, Vec::new(), Some(cluster))
         }
         System::RedisWait => {
             let (primary, address) = start_redis(None, dir, &NO_PERSISTENCE)?;
@@ -103,8 +136,8 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
             (address, Vec::new(), Some(cluster))
         }
     };
-    let target = Target::load(address, system == System::RedisWait)?;
-    fill(target.address)?;
+    let target = Target::load(address, system == System::RedisWait, tls)?;
+    fill(&target)?;
     Ok(Running {
         system,
         target,
@@ -114,9 +147,13 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
     })
 }
 
+fn path_text(path: &Path) -> String {
+    path.display().to_string()
+}
+
 /// Sets every key of the keyspace, so that GET reads keys that exist.
-fn fill(address: SocketAddr) -> Result<(), Failure> {
-    let mut conn = Conn::open(address)?;
+fn fill(target: &Target) -> Result<(), Failure> {
+    let mut conn = Conn::open_with(target.address, target.tls.as_ref())?;
     let mut fill = Vec::new();
     for key in 0..KEYSPACE {
         command(
@@ -124,9 +161,7 @@ fn fill(address: SocketAddr) -> Result<(), Failure> {
             &[b"SET", format!("key:{key}").as_bytes(), b"xxx"],
         );
         if key % 1000 == 999 {
-            conn.writer
-                .write_all(&fill)
-                .map_err(|err| Failure::Run(format!("filling: {err}")))?;
+            conn.send(&fill)?;
             fill.clear();
             for _ in 0..1000 {
                 conn.read_reply()?;
@@ -220,8 +255,43 @@ pub fn run(args: &RespArgs) -> Result<(), Failure> {
         );
     } else {
         print_ratios(&runs);
+        print_tls_ratios(&runs);
     }
     Ok(())
+}
+
+/// What TLS costs each system that ran with and without it: throughput with TLS over
+/// throughput without, per test and pipeline depth.
+fn print_tls_ratios(runs: &[Run]) {
+    let has = |system: &str| runs.iter().any(|r| r.system == system);
+    if !has("tandem-tls") && !has("redis-tls") {
+        return;
+    }
+    println!(
+        "{:<8} {:>3}  {:>12} {:>12} {:>12} {:>12}  {:>11} {:>11}",
+        "test", "-P", "tandem", "tandem-tls", "redis", "redis-tls", "tandem tls", "redis tls"
+    );
+    let mut keys: Vec<(&str, usize)> = runs.iter().map(|r| (r.test, r.pipeline)).collect();
+    keys.dedup();
+    for (test, pipeline) in keys {
+        let rate = |system: &str| {
+            runs.iter()
+                .find(|r| r.test == test && r.pipeline == pipeline && r.system == system)
+                .map(|r| r.ops_per_s)
+        };
+        let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+        let (t, tt) = (rate("tandem"), rate("tandem-tls"));
+        let (r, rt) = (rate("redis"), rate("redis-tls"));
+        println!(
+            "{test:<8} {pipeline:>3}  {:>12} {:>12} {:>12} {:>12}  {:>11} {:>11}",
+            cell(t),
+            cell(tt),
+            cell(r),
+            cell(rt),
+            ratio_cell(tt, t),
+            ratio_cell(rt, r)
+        );
+    }
 }
 
 /// tandem's throughput over each other system's, per test and pipeline depth.

@@ -9,7 +9,7 @@
 //! `WAIT` a write followed by its `WAIT`. Latency is from a batch's send to the operation's
 //! reply, in an hdrhistogram of microseconds.
 
-use std::io::{BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -178,29 +178,104 @@ pub fn command(out: &mut Vec<u8>, args: &[&[u8]]) {
 
 /// A connection of the bench's client.
 pub struct Conn {
-    pub writer: TcpStream,
-    reader: BufReader<TcpStream>,
+    stream: Stream,
     buf: Vec<u8>,
     address: SocketAddr,
 }
 
+/// A client's connection: plain TCP, or TLS over it (the client writes a batch, then reads
+/// its replies, on one thread: one stream serves both).
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(stream) => stream.read(buf),
+            Stream::Tls(stream) => stream.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(stream) => stream.write(buf),
+            Stream::Tls(stream) => stream.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(stream) => stream.flush(),
+            Stream::Tls(stream) => stream.flush(),
+        }
+    }
+}
+
+/// How clients reach a server over TLS: the CA its certificate chains to.
+pub fn tls_client(ca: &Path) -> Result<Arc<rustls::ClientConfig>, Failure> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let failed = |err: &dyn std::fmt::Display| {
+        Failure::Run(format!("the CA certificate {}: {err}", ca.display()))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|err| failed(&err))? {
+        roots
+            .add(cert.map_err(|err| failed(&err))?)
+            .map_err(|err| failed(&err))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|err| failed(&err))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 impl Conn {
     pub fn open(address: SocketAddr) -> Result<Conn, Failure> {
+        Conn::open_with(address, None)
+    }
+
+    /// A connection to `address`, over TLS with `tls` (the server's certificate must name
+    /// its IP address).
+    pub fn open_with(
+        address: SocketAddr,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+    ) -> Result<Conn, Failure> {
         let stream = TcpStream::connect(address)
             .map_err(|err| Failure::Run(format!("cannot connect to {address}: {err}")))?;
         let _ = stream.set_nodelay(true);
         stream
             .set_read_timeout(Some(REPLY_WAIT_MAX))
             .map_err(|err| Failure::Run(format!("cannot set a read timeout: {err}")))?;
-        let reader = stream
-            .try_clone()
-            .map_err(|err| Failure::Run(format!("cannot clone a socket: {err}")))?;
+        let stream = match tls {
+            None => Stream::Plain(stream),
+            Some(config) => {
+                let name = rustls::pki_types::ServerName::IpAddress(address.ip().into());
+                let session = rustls::ClientConnection::new(Arc::clone(config), name)
+                    .map_err(|err| Failure::Run(format!("TLS to {address}: {err}")))?;
+                Stream::Tls(Box::new(rustls::StreamOwned::new(session, stream)))
+            }
+        };
         Ok(Conn {
-            writer: stream,
-            reader: BufReader::with_capacity(1 << 16, reader),
+            stream,
             buf: Vec::new(),
             address,
         })
+    }
+
+    /// Sends `bytes` (whole commands) at once.
+    pub fn send(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        self.stream
+            .write_all(bytes)
+            .and_then(|()| self.stream.flush())
+            .map_err(|err| Failure::Run(format!("sending: {err}")))
     }
 
     /// Reads one reply.
@@ -215,7 +290,7 @@ impl Conn {
                 Err(err) => return Err(Failure::Run(format!("a malformed reply: {err:?}"))),
             }
             let mut chunk = [0u8; 1 << 16];
-            let n = self.reader.read(&mut chunk).map_err(|err| {
+            let n = self.stream.read(&mut chunk).map_err(|err| {
                 if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
                     Failure::Run(format!(
                         "{} sent no reply within {REPLY_WAIT_MAX:?}",
@@ -236,9 +311,7 @@ impl Conn {
     pub fn call(&mut self, args: &[&[u8]]) -> Result<Value, Failure> {
         let mut out = Vec::new();
         command(&mut out, args);
-        self.writer
-            .write_all(&out)
-            .map_err(|err| Failure::Run(format!("sending a command: {err}")))?;
+        self.send(&out)?;
         self.read_reply()
     }
 }
@@ -250,13 +323,19 @@ pub struct Target {
     pub sha: String,
     /// Whether every write is followed by `WAIT 1 0`.
     pub wait: bool,
+    /// Clients speak TLS with these settings.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Target {
     /// A target at `address` whose script is loaded (`SCRIPT LOAD`), or the SHA-1 of none
     /// on a system without scripts (its `EVALSHA` operations then count errors).
-    pub fn load(address: SocketAddr, wait: bool) -> Result<Target, Failure> {
-        let mut conn = Conn::open(address)?;
+    pub fn load(
+        address: SocketAddr,
+        wait: bool,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<Target, Failure> {
+        let mut conn = Conn::open_with(address, tls.as_ref())?;
         let loaded = conn
             .call(&[b"SCRIPT", b"LOAD", DEBIT_CREDIT_LUA.as_bytes()])
             .map_err(|failure| Failure::Run(format!("SCRIPT LOAD: {}", failure.text())))?;
@@ -264,7 +343,12 @@ impl Target {
             Value::Bulk(sha) => String::from_utf8_lossy(&sha).into_owned(),
             _ => String::from("0000000000000000000000000000000000000000"),
         };
-        Ok(Target { address, sha, wait })
+        Ok(Target {
+            address,
+            sha,
+            wait,
+            tls,
+        })
     }
 }
 
@@ -331,10 +415,47 @@ pub fn start_redis(
     Ok((process, address))
 }
 
+/// Starts a standalone `redis-server` whose only port speaks TLS (`args` name its
+/// certificate and key, which chain to `ca`), keeping its files under `dir`.
+pub fn start_redis_tls(
+    dir: &Path,
+    args: &[&str],
+    ca: &Path,
+) -> Result<(RedisProcess, SocketAddr), Failure> {
+    let address = free_address()?;
+    let folder = dir.join(format!("redis-{}", address.port()));
+    std::fs::create_dir_all(&folder)
+        .map_err(|err| Failure::Run(format!("cannot create {}: {err}", folder.display())))?;
+    let child = Command::new("redis-server")
+        .args(["--port", "0", "--tls-port", &address.port().to_string()])
+        .arg("--dir")
+        .arg(&folder)
+        .args(["--bind", "127.0.0.1", "--save", ""])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|err| {
+            Failure::Run(format!(
+                "cannot start redis-server ({err}); install Debian's redis-server to compare"
+            ))
+        })?;
+    let process = RedisProcess { child };
+    wait_for_pong_with(address, Some(&tls_client(ca)?))?;
+    Ok((process, address))
+}
+
 fn wait_for_pong(address: SocketAddr) -> Result<(), Failure> {
+    wait_for_pong_with(address, None)
+}
+
+fn wait_for_pong_with(
+    address: SocketAddr,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<(), Failure> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Ok(mut conn) = Conn::open(address)
+        if let Ok(mut conn) = Conn::open_with(address, tls)
             && let Ok(Value::Simple(pong)) = conn.call(&[b"PING"])
             && pong == b"PONG"
         {
@@ -428,7 +549,7 @@ pub fn run_slice(
             + usize::from(t < clients % CLIENT_THREADS.min(clients));
         let mut conns = Vec::new();
         for _ in 0..count {
-            conns.push(Conn::open(target.address)?);
+            conns.push(Conn::open_with(target.address, target.tls.as_ref())?);
         }
         let (stop, ops, errors) = (Arc::clone(&stop), Arc::clone(&ops), Arc::clone(&errors));
         let sha = target.sha.clone();
@@ -446,9 +567,7 @@ pub fn run_slice(
                     for _ in 0..pipeline {
                         *expected += test.write_op(&mut out, &mut rng, &sha, wait);
                     }
-                    conn.writer
-                        .write_all(&out)
-                        .map_err(|err| Failure::Run(format!("sending: {err}")))?;
+                    conn.send(&out)?;
                 }
                 for (conn, &expected) in conns.iter_mut().zip(&expected) {
                     for _ in 0..expected {
