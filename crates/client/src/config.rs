@@ -47,6 +47,26 @@ pub struct ClientConfig {
     /// round trip), or session (read-your-writes and monotonic reads) or bounded staleness
     /// for less latency.
     pub read_consistency: ReadConsistency,
+    /// Who the stub is to a node that asks clients for a password (one with `requirepass`):
+    /// the node challenges, and the stub answers with a proof made from the password (which
+    /// never travels). `None`: no password to give.
+    pub credentials: Option<Credentials>,
+}
+
+/// A user and its password, as a node's `requirepass` (user `default`) or `[[users]]` table
+/// knows them. Its `Debug` shows the user only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub user: String,
+    pub password: Vec<u8>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ClientConfig {
@@ -60,6 +80,7 @@ impl ClientConfig {
             deadline: DEADLINE_DEFAULT,
             retry_backoff: RETRY_BACKOFF_DEFAULT,
             read_consistency: ReadConsistency::Linearizable,
+            credentials: None,
         }
     }
 
@@ -85,7 +106,7 @@ impl ClientConfig {
                 return Err(ConfigError::TooLong { field, value });
             }
         }
-        Ok(())
+        check_credentials(self.credentials.as_ref())
     }
 }
 
@@ -100,6 +121,20 @@ pub(crate) fn validate_nodes(nodes: &[SocketAddr]) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// Whether `credentials` can be given: a name the wire carries and a password.
+pub(crate) fn check_credentials(credentials: Option<&Credentials>) -> Result<(), ConfigError> {
+    match credentials {
+        Some(c)
+            if c.user.is_empty()
+                || c.user.len() > tandem_wire::CLIENT_USER_LEN_MAX
+                || c.password.is_empty() =>
+        {
+            Err(ConfigError::BadCredentials)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Why a [`ClientConfig`] was refused.
@@ -122,4 +157,9 @@ pub enum ConfigError {
         field: &'static str,
         value: Duration,
     },
+    #[error(
+        "credentials: a user name of 1 to {} bytes and a password of at least 1 byte",
+        tandem_wire::CLIENT_USER_LEN_MAX
+    )]
+    BadCredentials,
 }

@@ -11,7 +11,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
 
 use tandem_replication::NodeId;
-use tandem_wire::{ErrorFrame, Frame, FrameBuffer, FrameError, MembersAnswer, ReplyStatus, Role};
+use tandem_wire::{
+    AuthStep, ErrorCode, ErrorFrame, Frame, FrameBuffer, FrameError, Hello, MembersAnswer,
+    ReplyStatus, Role,
+};
 
 /// The longest frame the stub accepts from a node. A reply body is bounded by the server's
 /// own frame limit, whose default this is.
@@ -86,11 +89,13 @@ impl fmt::Display for Failure {
 }
 
 impl Conn {
-    /// Connects to `addr`, sends `hello` (an encoded `Hello` frame) and reads the answer.
+    /// Connects to `addr`, sends `hello` (the encoded `Hello` frame of `greeter.hello`) and
+    /// reads the answer; a node that asks for a password gets `greeter`'s proof.
     pub(crate) fn open(
         addr: SocketAddr,
         index: usize,
         hello: &[u8],
+        greeter: &Greeter,
         until: Instant,
     ) -> Result<Greeting, Failure> {
         let left = until.saturating_duration_since(Instant::now());
@@ -119,6 +124,24 @@ impl Conn {
                     });
                 }
                 Ok(Some(Frame::Error(error))) => return Ok(Greeting::Refused(error)),
+                Ok(Some(Frame::Auth(challenge))) if challenge.step == AuthStep::Challenge => {
+                    let Some(credentials) = &greeter.credentials else {
+                        return Ok(Greeting::Refused(ErrorFrame {
+                            code: ErrorCode::Unauthorized,
+                            message: "the node asks clients for a password: give the stub \
+                                      credentials (ClientConfig::credentials)"
+                                .into(),
+                        }));
+                    };
+                    let proof = tandem_wire::client_proof(
+                        &credentials.password,
+                        &greeter.hello,
+                        &challenge.nonce,
+                    );
+                    let mut frame = Vec::new();
+                    tandem_wire::encode_client_proof(&mut frame, &credentials.user, &proof);
+                    conn.write(&frame, until)?;
+                }
                 Ok(Some(other)) => return Err(Failure::Unexpected(kind(&other))),
                 Ok(None) => conn.fill(until)?,
                 Err(err) => return Err(Failure::Frame(err)),
@@ -223,6 +246,13 @@ impl Conn {
     }
 }
 
+/// What a connection greets a node with: its `Hello`, and the credentials it proves if asked.
+#[derive(Clone, Debug)]
+pub(crate) struct Greeter {
+    pub(crate) hello: Hello,
+    pub(crate) credentials: Option<crate::Credentials>,
+}
+
 /// A frame's type, for error messages.
 fn kind(frame: &Frame<'_>) -> &'static str {
     match frame {
@@ -230,6 +260,7 @@ fn kind(frame: &Frame<'_>) -> &'static str {
         Frame::Welcome(_) => "Welcome",
         Frame::Error(_) => "Error",
         Frame::Auth(_) => "Auth",
+        Frame::ClientProof(_) => "ClientProof",
         Frame::Call(_) => "Call",
         Frame::Reply(_) => "Reply",
         Frame::Read(_) => "Read",

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use tandem_replication::NodeId;
 use tandem_wire::{Hello, Member, PeerKind, encode_hello, encode_members};
 
-use crate::config::DURATION_MAX;
-use crate::conn::{Conn, Failure, Greeting};
+use crate::config::{Credentials, DURATION_MAX};
+use crate::conn::{Conn, Failure, Greeter, Greeting};
 
 /// What a seed answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,14 +104,28 @@ pub fn discover_members(
     group: u32,
     timeout: Duration,
 ) -> Result<Discovery, DiscoverError> {
+    discover_with(seeds, group, timeout, None)
+}
+
+/// [`discover_members`], proving `credentials` to nodes that ask clients for a password.
+pub fn discover_with(
+    seeds: &[SocketAddr],
+    group: u32,
+    timeout: Duration,
+    credentials: Option<&Credentials>,
+) -> Result<Discovery, DiscoverError> {
     if seeds.is_empty() {
         return Err(DiscoverError::NoSeeds);
     }
     if timeout.is_zero() || timeout > DURATION_MAX {
         return Err(DiscoverError::BadTimeout { timeout });
     }
+    let greeter = Greeter {
+        hello: Hello::new(PeerKind::Client, 0, group),
+        credentials: credentials.cloned(),
+    };
     let mut hello = Vec::new();
-    encode_hello(&mut hello, &Hello::new(PeerKind::Client, 0, group));
+    encode_hello(&mut hello, &greeter.hello);
     let mut members = Vec::new();
     encode_members(&mut members);
     let mut failures: Vec<SeedFailure> = Vec::new();
@@ -120,7 +134,7 @@ pub fn discover_members(
             continue;
         }
         let until = Instant::now() + timeout;
-        match ask(seed, index, &hello, &members, until) {
+        match ask(seed, index, &hello, &greeter, &members, until) {
             Ok(discovery) => return Ok(discovery),
             Err(failure) => failures.push(SeedFailure {
                 seed,
@@ -136,10 +150,11 @@ fn ask(
     seed: SocketAddr,
     index: usize,
     hello: &[u8],
+    greeter: &Greeter,
     members: &[u8],
     until: Instant,
 ) -> Result<Discovery, Failure> {
-    let mut conn = match Conn::open(seed, index, hello, until)? {
+    let mut conn = match Conn::open(seed, index, hello, greeter, until)? {
         Greeting::Primary(conn) | Greeting::Backup(conn) => conn,
         Greeting::Refused(error) => return Err(Failure::Refused(error)),
     };

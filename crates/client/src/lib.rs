@@ -75,14 +75,16 @@ use std::thread;
 use std::time::Instant;
 
 pub use config::{
-    ATTEMPT_TIMEOUT_DEFAULT, ClientConfig, ConfigError, DEADLINE_DEFAULT, DURATION_MAX,
-    RETRY_BACKOFF_DEFAULT,
+    ATTEMPT_TIMEOUT_DEFAULT, ClientConfig, ConfigError, Credentials, DEADLINE_DEFAULT,
+    DURATION_MAX, RETRY_BACKOFF_DEFAULT,
 };
-pub use discover::{DiscoverError, Discovery, SeedFailure, discover, discover_members};
+pub use discover::{
+    DiscoverError, Discovery, SeedFailure, discover, discover_members, discover_with,
+};
 pub use tandem_replication::{NodeId, ReadConsistency, Safety, SafetyError};
 pub use tandem_wire::{ErrorCode, ErrorFrame, Member, ReplyStatus};
 
-use conn::{Answer, Conn, Failure, Greeting};
+use conn::{Answer, Conn, Failure, Greeter, Greeting};
 use route::{Action, Answered, Greeted, Router, RouterConfig};
 use tandem_wire::{Hello, PeerKind, encode_call, encode_hello, encode_read};
 
@@ -188,6 +190,8 @@ pub struct Client {
     config: ClientConfig,
     /// The encoded `Hello` frame every connection starts with.
     hello: Vec<u8>,
+    /// The `Hello`, and the credentials proved to a node that asks.
+    greeter: Greeter,
     router: Router,
     /// The connection to the router's primary, when it has one.
     conn: Option<Conn>,
@@ -203,11 +207,12 @@ impl Client {
     /// Checks `config`; connects lazily, on the first call.
     pub fn new(config: ClientConfig) -> Result<Client, ConfigError> {
         config.validate()?;
+        let greeter = Greeter {
+            hello: Hello::new(PeerKind::Client, config.client_id, config.group),
+            credentials: config.credentials.clone(),
+        };
         let mut hello = Vec::new();
-        encode_hello(
-            &mut hello,
-            &Hello::new(PeerKind::Client, config.client_id, config.group),
-        );
+        encode_hello(&mut hello, &greeter.hello);
         let router = Router::new(RouterConfig {
             nodes: config.nodes.iter().map(|addr| addr.to_string()).collect(),
             attempt_timeout: config.attempt_timeout,
@@ -217,6 +222,7 @@ impl Client {
         Ok(Client {
             config,
             hello,
+            greeter,
             router,
             conn: None,
             reader: None,
@@ -343,9 +349,13 @@ impl Client {
             }
             let until = Instant::now() + self.config.attempt_timeout;
             self.router.stats_mut().connects += 1;
-            if let Ok(Greeting::Backup(conn)) =
-                Conn::open(self.config.nodes[index], index, &self.hello, until)
-            {
+            if let Ok(Greeting::Backup(conn)) = Conn::open(
+                self.config.nodes[index],
+                index,
+                &self.hello,
+                &self.greeter,
+                until,
+            ) {
                 self.router.see_view(conn.view);
                 self.read_from = index;
                 return Some(conn);
@@ -431,7 +441,9 @@ impl Client {
             match self.router.next(&mut call, origin.elapsed()) {
                 Action::Connect { index, until } => {
                     let addr = self.config.nodes[index];
-                    let greeted = match Conn::open(addr, index, &self.hello, origin + until) {
+                    let opened =
+                        Conn::open(addr, index, &self.hello, &self.greeter, origin + until);
+                    let greeted = match opened {
                         Ok(Greeting::Primary(conn)) => {
                             let (node, view) = (conn.node, conn.view);
                             self.conn = Some(conn);

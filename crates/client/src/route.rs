@@ -300,6 +300,12 @@ impl Router {
                     self.stats.not_primary += 1;
                 }
                 call.last_error = format!("{name} refused the Hello ({code:?}): {message}");
+                // A password the nodes do not take is not a failover to ride out: a call not
+                // yet sent anywhere ends at once (it did not run). One already sent keeps
+                // looking for its answer until its deadline.
+                if code == ErrorCode::Unauthorized && call.attempts == 0 {
+                    call.done = Some(Err(CallError::Refused { code, message }));
+                }
             }
             Greeted::Failed(failure) => call.last_error = format!("{name}: {failure}"),
         }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use tandem_client::{CallError, Client, ClientConfig, ConfigError, ReadConsistency, discover};
+use tandem_client::{CallError, Client, ClientConfig, ConfigError, ReadConsistency, discover_with};
 use tandem_redis::session::ServerInfo;
 
 use crate::conn::{Answer, ProxyConn, Target, Unit};
@@ -45,6 +45,14 @@ pub struct ProxyConfig {
     pub deadline: Duration,
     /// How reads sent to backups (after `READONLY`) see the history.
     pub read_consistency: ReadConsistency,
+    /// Who the proxy is to the cluster's nodes, when they ask clients for a password: its
+    /// own user (one with every right), whatever its applications log in as.
+    pub credentials: Option<tandem_client::Credentials>,
+    /// The password applications give (`AUTH`), as a node's `requirepass`.
+    pub requirepass: Option<tandem_redis::session::Password>,
+    /// The applications' users and their rights, checked here as a node checks them: they
+    /// hold through failovers, which the proxy rides out.
+    pub users: Arc<Vec<Arc<tandem_redis::session::User>>>,
 }
 
 /// Why a proxy could not start.
@@ -116,7 +124,9 @@ impl Proxy {
     /// Checks `config`, listens, and serves on threads of its own.
     pub fn start(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         // The stub checks what it is given (nodes, timeouts) now, not at the first command.
-        ClientConfig::new(config.cluster.clone(), config.group, 1).validate()?;
+        let mut checked = ClientConfig::new(config.cluster.clone(), config.group, 1);
+        checked.credentials = config.credentials.clone();
+        checked.validate()?;
         let listener = TcpListener::bind(config.listen).map_err(|source| ProxyError::Listen {
             listen: config.listen,
             source,
@@ -131,11 +141,20 @@ impl Proxy {
             resp_port: local_addr.port(),
             backups: config.cluster.len().saturating_sub(1),
             safety: "the group's".to_owned(),
+            requirepass: config.requirepass.clone(),
+            users: Arc::clone(&config.users),
             ..ServerInfo::default()
         };
         // Any reachable node names the others; until one does, the proxy goes round the nodes
         // it was given (and keeps asking).
-        let members = match discover(&config.cluster, config.group, MEMBERS_TIMEOUT) {
+        let found = discover_with(
+            &config.cluster,
+            config.group,
+            MEMBERS_TIMEOUT,
+            config.credentials.as_ref(),
+        )
+        .map(|discovery| discovery.addresses());
+        let members = match found {
             Ok(members) => {
                 tracing::info!("proxy: the cluster's members are {members:?}");
                 members
@@ -226,7 +245,9 @@ fn learn_members(shared: &Shared) {
                 asked.push(*seed);
             }
         }
-        let Ok(members) = discover(&asked, shared.config.group, MEMBERS_TIMEOUT) else {
+        let credentials = shared.config.credentials.as_ref();
+        let found = discover_with(&asked, shared.config.group, MEMBERS_TIMEOUT, credentials);
+        let Ok(members) = found.map(|discovery| discovery.addresses()) else {
             continue;
         };
         let mut known = shared.members.lock().expect("members");
@@ -282,6 +303,7 @@ impl Shared {
             ClientConfig::new(members, self.config.group, self.lane_id_base + lane + 1);
         config.deadline = self.config.deadline;
         config.read_consistency = self.config.read_consistency;
+        config.credentials = self.config.credentials.clone();
         let mut client = Client::new(config).expect("checked when the proxy started");
         // Lanes start their search for a backup at different nodes: reads after `READONLY`
         // spread over the backups.

@@ -38,7 +38,7 @@ use crate::config::{NodeConfig, Role};
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
-use crate::peer_auth::{PeerAuth, Sealer};
+use crate::peer_auth::{ClientAuth, PeerAuth, Sealer};
 use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
 use crate::{Checksum, NodeStatus, StartError};
 use serde::Serialize;
@@ -267,6 +267,7 @@ pub fn run(
         slot_changed: Arc::clone(&slot_changed),
         to_supervisor,
         auth: peer_auth.clone(),
+        client_auth: ClientAuth::new(config, &metrics),
     };
     thread::Builder::new()
         .name("accept".into())
@@ -1433,6 +1434,7 @@ struct Acceptor {
     slot_changed: Arc<Condvar>,
     to_supervisor: Sender<ToSupervisor>,
     auth: PeerAuth,
+    client_auth: ClientAuth,
 }
 
 impl Acceptor {
@@ -1483,6 +1485,13 @@ impl Acceptor {
                 Err(_) => return,
             }
         } else {
+            if self
+                .client_auth
+                .accept(&mut stream, &mut buffer, &hello)
+                .is_err()
+            {
+                return;
+            }
             None
         };
         match hello.peer {

@@ -161,6 +161,9 @@ pub struct Metrics {
     /// `tandem_peers_refused_total{reason}`: peer links refused at the handshake or cut for
     /// a frame whose MAC did not check, by [`PEER_REFUSE_REASONS`].
     pub peers_refused: Family<ReasonLabel, Counter>,
+    /// `tandem_clients_refused_total`: native-port clients that did not prove a password the
+    /// node accepts.
+    pub clients_refused: Counter,
 
     // The data model.
     /// `tandem_model{stat}`: what the primary's data model reports of its database
@@ -253,6 +256,7 @@ impl Metrics {
             client_connections: Gauge::default(),
             frames_rejected: Counter::default(),
             peers_refused: Family::default(),
+            clients_refused: Counter::default(),
             model_stats: Family::default(),
             model_stats_latest: std::sync::Mutex::new(Vec::new()),
         };
@@ -412,6 +416,11 @@ impl Metrics {
             "peers_refused",
             "Peer links refused at the handshake or cut for a forged frame, by reason",
             m.peers_refused.clone(),
+        );
+        r.register(
+            "clients_refused",
+            "Native-port clients that did not prove a password the node accepts",
+            m.clients_refused.clone(),
         );
         // Every reason is exported from the start, so a rate over it never starts missing.
         for reason in REJECT_REASONS {

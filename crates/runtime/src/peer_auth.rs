@@ -10,6 +10,7 @@
 //! `tandem_peers_refused_total{reason}` and told to the peer in an `Error` frame that names
 //! the setting, never the secret.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -207,6 +208,121 @@ impl Sealer {
         Ok(())
     }
 }
+
+/// The native client port's side of client authentication: with a `requirepass`, every
+/// client's `Hello` is answered with a challenge, and the client must prove the password of
+/// `default` or of a `[[users]]` user whose rights are every right (the native port runs
+/// procedures, which a user's key patterns and read-only rights do not describe: a proxy
+/// checks those for its applications, and proves a user with every right itself).
+#[derive(Clone)]
+pub(crate) struct ClientAuth {
+    /// `None`: no password is asked.
+    passwords: Option<Arc<ClientPasswords>>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAuth")
+            .field("asks", &self.passwords.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientAuth {
+    pub(crate) fn new(config: &crate::config::NodeConfig, metrics: &Arc<Metrics>) -> ClientAuth {
+        let passwords = config.requirepass.as_ref().map(|requirepass| {
+            let mut passwords = BTreeMap::new();
+            passwords.insert(
+                "default".to_owned(),
+                (requirepass.0.as_bytes().to_vec(), true),
+            );
+            for user in &config.users {
+                let unrestricted = user.access == crate::config::UserAccess::ReadWrite
+                    && user.keys.iter().any(|key| key == "*");
+                passwords.insert(
+                    user.name.clone(),
+                    (user.password.0.as_bytes().to_vec(), unrestricted),
+                );
+            }
+            Arc::new(passwords)
+        });
+        ClientAuth {
+            passwords,
+            metrics: Arc::clone(metrics),
+        }
+    }
+
+    /// After a client's `Hello`: `Ok` once it proved a password (at once if none is asked);
+    /// otherwise it was told why, the refusal counted, and the connection shut.
+    pub(crate) fn accept(
+        &self,
+        stream: &mut TcpStream,
+        buffer: &mut FrameBuffer,
+        hello: &Hello,
+    ) -> Result<(), ConnError> {
+        assert_eq!(hello.peer, PeerKind::Client, "only clients prove passwords");
+        let Some(passwords) = &self.passwords else {
+            return Ok(());
+        };
+        let challenge = tandem_wire::Auth {
+            step: tandem_wire::AuthStep::Challenge,
+            nonce: nonce()?,
+            proof: [0; tandem_wire::TAG_LEN],
+        };
+        let mut bytes = Vec::new();
+        encode_auth(&mut bytes, &challenge);
+        net::write_all(stream, &bytes)?;
+        let proof = net::read_one(stream, buffer, CLIENT_PROOF_TIMEOUT, |frame| match frame {
+            Frame::ClientProof(proof) => Ok(proof),
+            _ => Err(ConnError::Protocol("expected a ClientProof".into())),
+        });
+        let refused = |stream: &mut TcpStream, message: &str| {
+            self.metrics.clients_refused.inc();
+            let mut bytes = Vec::new();
+            encode_error(&mut bytes, ErrorCode::Unauthorized, message);
+            let _ = net::write_all(stream, &bytes);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            ConnError::Protocol(message.to_owned())
+        };
+        let proof = match proof {
+            Ok(proof) => proof,
+            Err(ConnError::Closed | ConnError::Io(_)) => {
+                self.metrics.clients_refused.inc();
+                return Err(ConnError::Closed);
+            }
+            Err(_) => {
+                return Err(refused(
+                    stream,
+                    "NOAUTH this node asks clients for a password: give the stub credentials",
+                ));
+            }
+        };
+        let known = passwords.get(&proof.user);
+        let proved = known.is_some_and(|(password, _)| {
+            tandem_wire::check_client_proof(password, hello, &challenge.nonce, &proof.proof)
+        });
+        match known {
+            Some((_, true)) if proved => Ok(()),
+            Some((_, false)) if proved => Err(refused(
+                stream,
+                &format!(
+                    "NOPERM user {} has restricted rights, which the native port does not \
+                     serve; give the stub (or the proxy) a user with every right",
+                    proof.user
+                ),
+            )),
+            _ => Err(refused(stream, tandem_redis::session::WRONGPASS)),
+        }
+    }
+}
+
+/// Each user's password, and whether its rights are every right, by name (`default` for the
+/// `requirepass`).
+type ClientPasswords = BTreeMap<String, (Vec<u8>, bool)>;
+
+/// How long a node waits for a client's proof.
+const CLIENT_PROOF_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A peer that may link without the secret: one on this machine.
 fn is_local(from: SocketAddr) -> bool {

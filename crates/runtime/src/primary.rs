@@ -477,6 +477,7 @@ pub fn start_role(
         metrics: Arc::clone(&metrics),
         conn_next: Arc::new(AtomicU64::new(1)),
         members: crate::members::MemberList::of(config),
+        client_auth: crate::peer_auth::ClientAuth::new(config, &metrics),
     };
     let local = match local {
         Some(load) => Some(LocalDriver {

@@ -351,6 +351,21 @@ pub struct ProxyArgs {
     /// default), session, or bounded:MS.
     #[arg(long, value_name = "MODE", default_value = "linearizable", value_parser = parse_read_consistency)]
     pub reads: tandem_replication::ReadConsistency,
+    /// A node's configuration (`node.toml`) to take the cluster's passwords from: the proxy
+    /// asks its applications the same password (`requirepass`) and knows the same users
+    /// (`[[users]]`, their rights checked here, so they hold through failovers), and proves
+    /// to the nodes the password of --cluster-user.
+    #[arg(long, value_name = "NODE_TOML")]
+    pub auth_from: Option<std::path::PathBuf>,
+    /// Who the proxy is to the nodes, with --auth-from: `default` (the `requirepass`), or a
+    /// user of the node's `[[users]]` with every right.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "default",
+        requires = "auth_from"
+    )]
+    pub cluster_user: String,
     /// The least severe log lines the proxy writes (as `tandem node --log-level`).
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,

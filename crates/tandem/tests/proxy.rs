@@ -28,6 +28,11 @@ struct Up {
 
 impl Up {
     fn start(name: &str) -> Up {
+        Up::start_with(name, &[])
+    }
+
+    /// [`Up::start`] with more flags to `tandem up`.
+    fn start_with(name: &str, extra: &[&str]) -> Up {
         let dir = std::env::temp_dir().join(format!("tandem-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -37,6 +42,7 @@ impl Up {
         let stderr = std::fs::File::create(dir.join("up.err")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
             .args(["up", "--workload", "redis", "--nodes", "3", "--db-mib", "8"])
+            .args(extra)
             .arg("--dir")
             .arg(&dir)
             .stdin(Stdio::null())
@@ -121,6 +127,9 @@ fn proxy_of(cluster: Vec<SocketAddr>) -> Proxy {
         group: 0,
         deadline: Duration::from_secs(10),
         read_consistency: tandem_client::ReadConsistency::Linearizable,
+        credentials: None,
+        requirepass: None,
+        users: Default::default(),
     })
     .expect("the proxy starts")
 }
@@ -323,4 +332,94 @@ fn a_pipeline_longer_than_the_socket_buffers_is_answered_whole() {
         received += n;
     }
     assert_eq!(received, reply.len() * REQUESTS, "one reply per request");
+}
+
+/// A cluster that asks a password: the stub must prove one (no password, a wrong one, or a
+/// user whose rights the native port does not serve are refused at once, and counted); a
+/// proxy given the nodes' configuration proves its own and checks its applications' users
+/// itself, so a user's rights hold, and its connection stays, through a failover.
+#[test]
+fn a_proxy_proves_its_own_password_and_keeps_users_rights_through_a_failover() {
+    let up = Up::start_with(
+        "proxy-auth",
+        &[
+            "--requirepass",
+            "cluster-pw",
+            "--user",
+            "app >app-pw ~app:*",
+        ],
+    );
+    let call = |credentials: Option<tandem_client::Credentials>| {
+        let mut config = tandem_client::ClientConfig::new(up.clients_at.clone(), 0, 77);
+        config.credentials = credentials;
+        config.deadline = Duration::from_secs(5);
+        let mut client = tandem_client::Client::new(config).expect("a valid config");
+        let mut argv = tandem_redis::resp::Argv::new();
+        argv.push(b"GET");
+        argv.push(b"app:0");
+        let mut args = Vec::new();
+        tandem_redis::wire::CallArgs::encode(tandem_redis::resp::Proto::Resp2, &argv, &mut args);
+        let get = tandem_redis::model::command_proc(tandem_redis::cmd::lookup(b"GET").unwrap().0);
+        client.call(get.0, &args, None)
+    };
+    let credentials = |user: &str, password: &str| {
+        Some(tandem_client::Credentials {
+            user: user.into(),
+            password: password.into(),
+        })
+    };
+    let refused =
+        |result: Result<tandem_client::Outcome, tandem_client::CallError>, says: &str| match result
+        {
+            Err(tandem_client::CallError::Refused { code, message }) => {
+                assert_eq!(code, tandem_client::ErrorCode::Unauthorized);
+                assert!(message.contains(says), "{message}");
+                assert!(!message.contains("cluster-pw") && !message.contains("app-pw"));
+            }
+            other => panic!("expected a refusal saying {says:?}, got {other:?}"),
+        };
+    refused(call(None), "asks clients for a password");
+    refused(call(credentials("default", "wrong")), "WRONGPASS");
+    refused(call(credentials("app", "app-pw")), "restricted rights");
+    let answered = call(credentials("default", "cluster-pw")).expect("the password is right");
+    assert!(answered.committed());
+
+    let node = tandem_runtime::config::NodeConfig::load(&up.dir.join("node1/node.toml"))
+        .expect("the node's configuration");
+    let proxy = Proxy::start(ProxyConfig {
+        cluster: up.clients_at.clone(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        group: 0,
+        deadline: Duration::from_secs(10),
+        read_consistency: tandem_client::ReadConsistency::Linearizable,
+        credentials: credentials("default", "cluster-pw"),
+        requirepass: node.resp_password(),
+        users: Arc::new(node.resp_users()),
+    })
+    .expect("the proxy starts");
+    let mut app = Conn::connect(proxy.local_addr());
+    assert_eq!(
+        app.call(&["SET", "app:1", "x"]),
+        Value::Error(b"NOAUTH Authentication required.".to_vec())
+    );
+    assert_eq!(
+        app.call(&["AUTH", "app", "app-pw"]),
+        Value::Simple(b"OK".to_vec())
+    );
+    let noperm = Value::Error(
+        b"NOPERM this user has no permissions to access one of the keys used as arguments".to_vec(),
+    );
+    assert_eq!(
+        app.call(&["SET", "app:1", "x"]),
+        Value::Simple(b"OK".to_vec())
+    );
+    assert_eq!(app.call(&["SET", "other", "x"]), noperm);
+    let primary = up.primary().expect("a primary");
+    up.tandem(&["kill", &primary.to_string()]);
+    // The same connection, after the failover: its writes still land, its rights still hold.
+    assert_eq!(app.call(&["INCR", "app:2"]), Value::Integer(1));
+    assert_eq!(app.call(&["GET", "other"]), noperm);
+    assert_eq!(app.call(&["GET", "app:1"]), Value::Bulk(b"x".to_vec()));
+    assert_ne!(up.primary(), Some(primary), "another node took over");
+    assert_eq!(proxy.stats().errors, 0, "no command was told an error");
 }

@@ -29,7 +29,7 @@ use std::fmt;
 use ring::hmac;
 
 use crate::control::Hello;
-use crate::frame::{self, FrameError, TYPE_AUTH};
+use crate::frame::{self, FrameError, TYPE_AUTH, TYPE_CLIENT_PROOF};
 
 /// Bytes of a nonce.
 pub const NONCE_LEN: usize = 32;
@@ -394,6 +394,88 @@ impl fmt::Debug for FrameOpener {
     }
 }
 
+/// The longest user name a client's proof carries.
+pub const CLIENT_USER_LEN_MAX: usize = 128;
+
+const LABEL_CLIENT: &[u8] = b"tandem client auth v1";
+
+/// A client's answer to a node's challenge on the native port: who it is, and an HMAC keyed
+/// by its password over the challenge and its `Hello` (the password itself never travels,
+/// and the proof holds for this connection only).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientProof {
+    pub user: String,
+    pub proof: [u8; TAG_LEN],
+}
+
+impl fmt::Debug for ClientProof {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientProof")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The proof a client with `password` gives for `hello` and the node's `nonce`.
+pub fn client_proof(password: &[u8], hello: &Hello, nonce: &[u8; NONCE_LEN]) -> [u8; TAG_LEN] {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, password);
+    let mut context = hmac::Context::with_key(&key);
+    context.update(LABEL_CLIENT);
+    context.update(&transcript(hello, &[0; NONCE_LEN], nonce));
+    context
+        .sign()
+        .as_ref()
+        .try_into()
+        .expect("SHA-256 tags are 32 bytes")
+}
+
+/// Whether `proof` is what a client with `password` gives for `hello` and `nonce`, compared
+/// in constant time.
+pub fn check_client_proof(
+    password: &[u8],
+    hello: &Hello,
+    nonce: &[u8; NONCE_LEN],
+    proof: &[u8; TAG_LEN],
+) -> bool {
+    equal_in_constant_time(&client_proof(password, hello, nonce), proof)
+}
+
+/// Appends a `ClientProof` frame; `user` is at most [`CLIENT_USER_LEN_MAX`] bytes.
+pub fn encode_client_proof(out: &mut Vec<u8>, user: &str, proof: &[u8; TAG_LEN]) {
+    assert!(
+        user.len() <= CLIENT_USER_LEN_MAX,
+        "a user name of {} bytes",
+        user.len()
+    );
+    let start = frame::begin(out, TYPE_CLIENT_PROOF);
+    out.push(user.len() as u8);
+    out.extend_from_slice(user.as_bytes());
+    out.extend_from_slice(proof);
+    frame::finish(out, start);
+}
+
+pub(crate) fn decode_client_proof(body: &[u8]) -> Result<ClientProof, FrameError> {
+    let Some((&len, rest)) = body.split_first() else {
+        return Err(frame::bad_body("ClientProof", "user_len", "missing".into()));
+    };
+    let len = usize::from(len);
+    if len > CLIENT_USER_LEN_MAX {
+        let detail = format!("{len}, above {CLIENT_USER_LEN_MAX}");
+        return Err(frame::bad_body("ClientProof", "user_len", detail));
+    }
+    if rest.len() != len + TAG_LEN {
+        let detail = format!("{} bytes after user_len, not {}", rest.len(), len + TAG_LEN);
+        return Err(frame::bad_body("ClientProof", "body", detail));
+    }
+    let (user, proof) = rest.split_at(len);
+    let user = std::str::from_utf8(user)
+        .map_err(|_| frame::bad_body("ClientProof", "user", "not UTF-8".into()))?;
+    Ok(ClientProof {
+        user: user.to_owned(),
+        proof: proof.try_into().expect("checked length"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -619,6 +701,34 @@ mod tests {
         assert_eq!(format!("{secret:?}"), "ClusterSecret(set)");
         let connecting = Connecting::new(&secret, &hello(), [1; NONCE_LEN]);
         assert!(!format!("{connecting:?}").contains("sixteen"));
+    }
+
+    #[test]
+    fn a_client_proof_holds_for_its_password_hello_and_challenge_only() {
+        let hello = Hello::new(PeerKind::Client, 42, 7);
+        let nonce = [9; NONCE_LEN];
+        let proof = client_proof(b"pw", &hello, &nonce);
+        assert!(check_client_proof(b"pw", &hello, &nonce, &proof));
+        assert!(!check_client_proof(b"px", &hello, &nonce, &proof));
+        assert!(!check_client_proof(b"pw", &hello, &[8; NONCE_LEN], &proof));
+        let other = Hello::new(PeerKind::Client, 43, 7);
+        assert!(!check_client_proof(b"pw", &other, &nonce, &proof));
+        let mut bytes = Vec::new();
+        encode_client_proof(&mut bytes, "alice", &proof);
+        let Frame::ClientProof(decoded) = crate::frame::decode_whole(&bytes).unwrap() else {
+            panic!("a ClientProof frame")
+        };
+        assert_eq!(
+            decoded,
+            ClientProof {
+                user: "alice".into(),
+                proof
+            }
+        );
+        assert!(!format!("{decoded:?}").contains("proof:"));
+        let mut long = bytes.clone();
+        long[5] = 200;
+        assert!(crate::frame::decode_whole(&long).is_err());
     }
 
     #[test]

@@ -89,6 +89,9 @@ pub enum ErrorCode {
     Internal,
     /// The sender's view is older than the receiver's.
     StaleView,
+    /// The client did not prove a password the node accepts (or its user's rights are not
+    /// the native port's).
+    Unauthorized,
 }
 
 /// A decoded `Error` frame.

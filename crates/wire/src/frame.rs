@@ -2,7 +2,7 @@
 
 use tandem_replication::Message;
 
-use crate::auth::{self, Auth};
+use crate::auth::{self, Auth, ClientProof};
 use crate::call::{self, Call, Read, Reply};
 use crate::control::{self, ErrorCode, ErrorFrame, Hello, Welcome};
 use crate::members::{self, MembersAnswer};
@@ -12,6 +12,7 @@ pub(crate) const TYPE_HELLO: u8 = 0x01;
 pub(crate) const TYPE_WELCOME: u8 = 0x02;
 pub(crate) const TYPE_ERROR: u8 = 0x03;
 pub(crate) const TYPE_AUTH: u8 = 0x04;
+pub(crate) const TYPE_CLIENT_PROOF: u8 = 0x05;
 pub(crate) const TYPE_CALL: u8 = 0x10;
 pub(crate) const TYPE_REPLY: u8 = 0x11;
 pub(crate) const TYPE_READ: u8 = 0x12;
@@ -29,8 +30,10 @@ pub enum Frame<'a> {
     Hello(Hello),
     Welcome(Welcome),
     Error(ErrorFrame),
-    /// A step of a peer link's handshake (auth.rs).
+    /// A step of a peer link's handshake, or a node's challenge to a client (auth.rs).
     Auth(Auth),
+    /// A client's answer to a node's challenge (auth.rs).
+    ClientProof(ClientProof),
     Call(Call<'a>),
     Reply(Reply<'a>),
     Read(Read<'a>),
@@ -51,6 +54,7 @@ impl Frame<'_> {
             Frame::Welcome(welcome) => control::encode_welcome(out, welcome),
             Frame::Error(error) => control::encode_error(out, error.code, &error.message),
             Frame::Auth(a) => auth::encode_auth(out, a),
+            Frame::ClientProof(p) => auth::encode_client_proof(out, &p.user, &p.proof),
             Frame::Call(c) => call::encode_call(out, c.seq, c.proc_id, c.safety, c.args),
             Frame::Reply(r) => call::encode_reply(out, r.seq, r.lsn, r.status, r.body),
             Frame::Read(r) => {
@@ -142,6 +146,7 @@ pub fn decode_frame(
             | TYPE_WELCOME
             | TYPE_ERROR
             | TYPE_AUTH
+            | TYPE_CLIENT_PROOF
             | TYPE_CALL
             | TYPE_REPLY
             | TYPE_READ
@@ -161,6 +166,7 @@ pub fn decode_frame(
         TYPE_WELCOME => Frame::Welcome(control::decode_welcome(body)?),
         TYPE_ERROR => Frame::Error(control::decode_error(body)?),
         TYPE_AUTH => Frame::Auth(auth::decode_auth(body)?),
+        TYPE_CLIENT_PROOF => Frame::ClientProof(auth::decode_client_proof(body)?),
         TYPE_CALL => Frame::Call(call::decode_call(body)?),
         TYPE_REPLY => Frame::Reply(call::decode_reply(body)?),
         TYPE_READ => Frame::Read(call::decode_read(body)?),

@@ -107,8 +107,9 @@ mod members;
 mod peer;
 
 pub use auth::{
-    Accepting, Auth, AuthError, AuthStep, AwaitingConfirm, ClusterSecret, Connecting, FrameOpener,
-    FrameSealer, NONCE_LEN, SECRET_LEN_MIN, TAG_LEN, encode_auth,
+    Accepting, Auth, AuthError, AuthStep, AwaitingConfirm, CLIENT_USER_LEN_MAX, ClientProof,
+    ClusterSecret, Connecting, FrameOpener, FrameSealer, NONCE_LEN, SECRET_LEN_MIN, TAG_LEN,
+    check_client_proof, client_proof, encode_auth, encode_client_proof,
 };
 pub use buffer::FrameBuffer;
 pub use call::{
@@ -137,7 +138,7 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 /// Version 9: a cluster `Report` says whether its records were rebuilt from a write-ahead log
 /// after a restart.
 /// Version 10: peer links authenticate (`Auth`) and seal every frame when the cluster has a
-/// secret.
+/// secret; a node with a password challenges clients (`Auth`, `ClientProof`).
 pub const PROTOCOL_VERSION: u16 = 10;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.

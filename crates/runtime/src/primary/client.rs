@@ -20,6 +20,9 @@ pub(super) struct ClientContext {
     pub(super) metrics: Arc<Metrics>,
     /// What a `Members` frame is answered with.
     pub(super) members: MemberList,
+    /// Asks clients for a password (a static-mode primary's own acceptor; in cluster mode
+    /// the node's acceptor asked before the connection came here).
+    pub(super) client_auth: crate::peer_auth::ClientAuth,
 }
 
 /// Accepts client connections and runs a reader and a writer thread for each.
@@ -115,7 +118,7 @@ impl Client {
         let mut buffer = FrameBuffer::new(self.context.max_frame_len);
         let group = self.context.group;
         let hello_timeout = Duration::from_secs(10);
-        let client_id = net::read_one(stream, &mut buffer, hello_timeout, |frame| match frame {
+        let hello = net::read_one(stream, &mut buffer, hello_timeout, |frame| match frame {
             Frame::Hello(hello) if hello.peer != PeerKind::Client => Err(ConnError::Protocol(
                 "this node is a primary: replicas do not connect to it".into(),
             )),
@@ -123,12 +126,21 @@ impl Client {
                 "this node serves group {group}, not group {}",
                 hello.group
             ))),
-            Frame::Hello(hello) => Ok(hello.id),
+            Frame::Hello(hello) => Ok(hello.clone()),
             _ => Err(ConnError::Protocol(
                 "the first frame must be a Hello".into(),
             )),
         })?;
-        self.serve_after_hello(stream, buffer, client_id, writer)
+        // A refused client was told why; its connection is closed.
+        if self
+            .context
+            .client_auth
+            .accept(stream, &mut buffer, &hello)
+            .is_err()
+        {
+            return Err(ConnError::Closed);
+        }
+        self.serve_after_hello(stream, buffer, hello.id, writer)
     }
 
     fn serve_after_hello(

@@ -125,6 +125,9 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
                     group: 0,
                     deadline: Duration::from_secs(5),
                     read_consistency: tandem_replication::ReadConsistency::Linearizable,
+                    credentials: None,
+                    requirepass: None,
+                    users: Default::default(),
                 })
                 .map_err(|err| Failure::Run(format!("the proxy: {err}")))?;
                 let address = started.local_addr();
