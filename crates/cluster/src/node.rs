@@ -623,6 +623,7 @@ impl Cluster {
         self.maybe_report_restarted_primary();
         self.maybe_confirm_suspicion();
         self.coordinate();
+        self.maybe_leave_out_restarted();
         self.keep_leader_off_primary();
         self.maybe_join();
         self.maybe_alive();

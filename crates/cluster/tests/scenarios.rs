@@ -914,3 +914,53 @@ fn a_rebuilt_report_right_after_a_view_change_starts_no_change_while_the_primary
     );
     assert!(h.history().values().all(|view| view.primary == 1));
 }
+
+/// Default-mix seed 571285 (`2-safe-applied`): a second power loss struck while a view made
+/// for the lost incarnations (a spare made a backup on what it had caught up from memory)
+/// waited in the config store's log; it committed after the restart. The primary served again
+/// from its log, and both backups, restarted, waited to be left out of every view that named
+/// them: they could not serve in a view that may count on what their lost incarnations held.
+/// The primary, under a rule that waits for backups, prepared no removal (no spare held what
+/// it released), a change started on their reports ended in a view of the same members while
+/// the primary ran, and the group committed nothing for good. Now the coordinator leaves out
+/// the members of a view that all restarted in it while its primary runs; they join again as
+/// spares and catch up.
+#[test]
+fn backups_that_all_restarted_under_a_live_primary_are_left_out_and_join_again() {
+    for safety in [
+        Safety::TwoSafeApplied(AckCount::All),
+        Safety::TwoSafe(AckCount::Of(1)),
+        Safety::Durable(AckCount::All),
+    ] {
+        let mut h = Harness::three(safety);
+        h.settle();
+        // The primary prepares no removal: no member it could keep holds what it released.
+        h.refuse_removals();
+        for id in [2, 3] {
+            h.crash(id);
+        }
+        for id in [2, 3] {
+            h.restart_rebuilt(id, 131, 1);
+        }
+        h.run_until(100 * SUSPECT_TICKS, |h| {
+            let view = h.view_of(1);
+            !view.backups.contains(&2) && !view.backups.contains(&3)
+        });
+        // Left out, each is a fresh node: it joins as a spare, and once caught up becomes a
+        // backup.
+        for id in [2, 3] {
+            h.run_until(100 * SUSPECT_TICKS, |h| {
+                h.view_of(1).spares.contains(&id) && !h.node(id).lost_memory
+            });
+            h.spare_caught_up(1, id);
+            h.run_until(100 * SUSPECT_TICKS, |h| h.view_of(1).backups.contains(&id));
+        }
+        assert!(
+            h.history().values().all(|view| view.primary == 1),
+            "{safety:?}: the live primary stays: {:?}",
+            h.history()
+        );
+        let view = h.run_until_quiet(100 * SUSPECT_TICKS, 20 * SUSPECT_TICKS);
+        assert_eq!((view.primary, view.backups), (1, vec![2, 3]), "{safety:?}");
+    }
+}

@@ -58,6 +58,55 @@ impl Cluster {
         }
     }
 
+    /// Coordinator: leaves out every backup and spare of the view once each of them restarted
+    /// without its memory in it (it reported records rebuilt from its log, or asked to join
+    /// while the view names it) and the primary runs. None of them serves a role in this
+    /// view (it waits to be left out, or froze to report), so none acknowledged anything in
+    /// it, and every record a reply was released for is the primary's (in its memory, and
+    /// under `durable` in its log too), unless a whole group's power loss took it under a
+    /// rule that acknowledges from memory: leaving them out loses no copy a view could count
+    /// on. Under a rule that waits for backups the primary asks for no such removal (no
+    /// member it could keep holds what it released), and a member the view names cannot
+    /// rejoin before a view leaves it out: without this the group waited on them for good
+    /// (default-mix seed 571285: a second power loss struck while a view made for the lost
+    /// incarnations waited in the config store's log; it committed after the restart, named
+    /// both restarted nodes backups of the primary that served again from its log, and a
+    /// change their reports started ended in a view of the same members). Left out, they
+    /// join again as spares with the records their logs gave back, and catch up; meanwhile
+    /// the view without a backup releases nothing new under a rule that waits for backups.
+    /// A primary that does not run is replaced from the reports instead.
+    pub(super) fn maybe_leave_out_restarted(&mut self) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        if !self.config.is_leader()
+            || self.collecting.is_some()
+            || view.backups.is_empty()
+            || !self.primary_runs(&view)
+        {
+            return;
+        }
+        let restarted_here =
+            |node: &NodeId| self.restarted_reported.get(node) == Some(&view.number);
+        // A primary that reported its own log's records restarted too: its `Alive` was its
+        // lost incarnation's, and a change replaces it from the reports.
+        if restarted_here(&view.primary) {
+            return;
+        }
+        if !view.backups.iter().chain(&view.spares).all(restarted_here) {
+            // A member that still serves may take their place: the primary asks for that
+            // removal itself, naming it (`Primary::prepare_removal`).
+            return;
+        }
+        let new = View {
+            number: view.number + 1,
+            backups: Vec::new(),
+            spares: Vec::new(),
+            ..view.clone()
+        };
+        self.propose_membership(&view, new);
+    }
+
     /// A node outside the view asks to join, every two suspicion timeouts: the group may be
     /// short of a backup until it does (a Join sent before the coordinator applied the view
     /// it names is dropped, and a retry 10 timeouts later left the primary alone that long).
