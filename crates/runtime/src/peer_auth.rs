@@ -40,7 +40,7 @@ pub(crate) struct PeerAuth {
 #[derive(Debug)]
 pub(crate) enum Sealer {
     Plain,
-    Sealed(FrameSealer),
+    Sealed(Box<FrameSealer>),
 }
 
 impl PeerAuth {
@@ -85,7 +85,7 @@ impl PeerAuth {
         let confirm = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, expect_auth)?;
         let (sealer, opener) = waiting.confirm(&confirm).map_err(protocol)?;
         buffer.authenticate(opener);
-        Ok(Sealer::Sealed(sealer))
+        Ok(Sealer::Sealed(Box::new(sealer)))
     }
 
     /// The accepting side, after a peer's `Hello` (`from` is where it connected from). On
@@ -135,7 +135,7 @@ impl PeerAuth {
                 encode_auth(&mut bytes, &confirm);
                 net::write_all(stream, &bytes)?;
                 buffer.authenticate(opener);
-                Ok(Sealer::Sealed(sealer))
+                Ok(Sealer::Sealed(Box::new(sealer)))
             }
             Err(AuthError::BadProof) => Err(self.refuse(
                 stream,

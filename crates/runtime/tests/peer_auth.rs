@@ -279,7 +279,7 @@ fn a_stranger_without_the_secret_is_refused_at_the_handshake_and_counted() {
         "a sealed Welcome"
     );
     let mut forged = stranger_batch();
-    forged.extend_from_slice(&[0; tandem_wire::TAG_LEN]);
+    forged.extend_from_slice(&[0; tandem_wire::FRAME_TAG_LEN]);
     member.send(&forged);
     let deadline = Instant::now() + READ_TIMEOUT;
     while refused(&metrics, "bad_mac") == 0 {

@@ -375,6 +375,14 @@ pub struct ProxyArgs {
     pub exit_on_stdin_eof: bool,
 }
 
+/// Which replication links `bench replication` authenticates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PeerAuthMode {
+    Off,
+    On,
+    Both,
+}
+
 /// A list of socket addresses, as `--cluster` takes them.
 #[derive(Clone, Debug)]
 pub struct Addresses(pub Vec<std::net::SocketAddr>);
@@ -779,6 +787,11 @@ pub struct ReplicationArgs {
     /// Seed of the load and of the call streams.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Peer authentication on the replication links: off, on (a `peer_secret`: a challenge
+    /// at connect and an HMAC-SHA256 tag on every frame), or both (each replicated mode runs
+    /// twice, interleaved, to price it).
+    #[arg(long, value_enum, default_value = "off")]
+    pub peer_auth: PeerAuthMode,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::auth::{FrameOpener, TAG_LEN};
+use crate::auth::{FRAME_TAG_LEN, FrameOpener};
 use crate::frame::{Frame, FrameError, decode_frame};
 
 /// The buffer's smallest size: one read can bring many small frames.
@@ -80,7 +80,11 @@ impl FrameBuffer {
 
     /// Bytes that follow a frame on this link: its tag, if authenticated.
     fn trailer_len(&self) -> usize {
-        if self.opener.is_some() { TAG_LEN } else { 0 }
+        if self.opener.is_some() {
+            FRAME_TAG_LEN
+        } else {
+            0
+        }
     }
 
     /// Space to read into. Moves the unread bytes to the front (each byte moves at most once
@@ -128,7 +132,7 @@ impl FrameBuffer {
                 });
             }
             let frame_len = 4 + len as usize;
-            let Some(sealed) = bytes.get(..frame_len + TAG_LEN) else {
+            let Some(sealed) = bytes.get(..frame_len + FRAME_TAG_LEN) else {
                 return Ok(None);
             };
             let (frame, tag) = sealed.split_at(frame_len);
@@ -138,7 +142,7 @@ impl FrameBuffer {
                 return Err(forged);
             }
             let start = self.start;
-            self.start += frame_len + TAG_LEN;
+            self.start += frame_len + FRAME_TAG_LEN;
             let decoded = decode_frame(&self.buf[start..start + frame_len], self.max_frame_len);
             return match decoded {
                 Ok(Some((frame, used))) => {

@@ -108,8 +108,8 @@ mod peer;
 
 pub use auth::{
     Accepting, Auth, AuthError, AuthStep, AwaitingConfirm, CLIENT_USER_LEN_MAX, ClientProof,
-    ClusterSecret, Connecting, FrameOpener, FrameSealer, NONCE_LEN, SECRET_LEN_MIN, TAG_LEN,
-    check_client_proof, client_proof, encode_auth, encode_client_proof,
+    ClusterSecret, Connecting, FRAME_TAG_LEN, FrameOpener, FrameSealer, NONCE_LEN, SECRET_LEN_MIN,
+    TAG_LEN, check_client_proof, client_proof, encode_auth, encode_client_proof,
 };
 pub use buffer::FrameBuffer;
 pub use call::{

@@ -37,7 +37,7 @@ use tandem_runtime::primary::{self, LocalLoad, PrimaryHandle};
 
 use crate::Failure;
 use crate::bench::median;
-use crate::cli::{BenchMode, DriverKind, ReplicationArgs, WorkloadName};
+use crate::cli::{BenchMode, DriverKind, PeerAuthMode, ReplicationArgs, WorkloadName};
 
 /// Length of one measured turn of one contender.
 const SLICE: Duration = Duration::from_millis(250);
@@ -50,6 +50,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, Serialize)]
 pub struct ReplicationRun {
     pub mode: &'static str,
+    /// Whether the links carried a MAC on every frame (a `peer_secret`).
+    pub peer_auth: bool,
     pub strategy: &'static str,
     pub safety: String,
     pub driver: &'static str,
@@ -157,17 +159,29 @@ pub fn run(args: &ReplicationArgs) -> Result<(), Failure> {
         DriverKind::InProcess => 16384,
         DriverKind::Network => 4,
     });
+    // Each contender: a kind, and whether its links authenticate.
+    let contenders: Vec<(Kind, bool)> = kinds
+        .iter()
+        .flat_map(|&kind| {
+            let auths: &[bool] = match (kind, args.peer_auth) {
+                (Kind::Standalone, _) | (_, PeerAuthMode::Off) => &[false],
+                (_, PeerAuthMode::On) => &[true],
+                (_, PeerAuthMode::Both) => &[false, true],
+            };
+            auths.iter().map(move |&auth| (kind, auth))
+        })
+        .collect();
     if !args.json {
         eprintln!(
             "starting {} group(s) of 1 primary + {} backup(s) (logs in {})",
-            kinds.len(),
+            contenders.len(),
             args.backups,
             dir.display()
         );
     }
     let mut groups = Vec::new();
-    for (index, &kind) in kinds.iter().enumerate() {
-        let group = Group::start(args, kind, workload, clients, index, &dir, &exe)?;
+    for (index, &(kind, auth)) in contenders.iter().enumerate() {
+        let group = Group::start(args, kind, auth, workload, clients, index, &dir, &exe)?;
         groups.push(group);
     }
     for group in &mut groups {
@@ -272,9 +286,14 @@ fn print_table(report: &Report) {
         "replicas"
     );
     for run in &report.runs {
+        let mode = if run.peer_auth {
+            format!("{}+mac", run.mode)
+        } else {
+            run.mode.to_owned()
+        };
         println!(
             "{:<11} {:<4} {:<15} {:>11.0} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>8}",
-            run.mode,
+            mode,
             run.strategy,
             run.safety,
             run.tx_per_s,
@@ -450,6 +469,7 @@ enum Load {
 /// One contender: a primary and its backup processes.
 struct Group {
     kind: Kind,
+    peer_auth: bool,
     load: Load,
     backups: Vec<NodeProcess>,
     lsn_start: u64,
@@ -461,6 +481,7 @@ impl Group {
     fn start(
         args: &ReplicationArgs,
         kind: Kind,
+        peer_auth: bool,
         workload: WorkloadName,
         clients: u32,
         index: usize,
@@ -487,6 +508,8 @@ impl Group {
         // idle groups do not tax the one being measured. A loaded group ships batches, not
         // heartbeats, so its own costs are unchanged.
         base.tuning.heartbeat_ticks = 50;
+        base.peer_secret = peer_auth
+            .then(|| config::Secret("the bench's own peer secret, 32 bytes or more".to_owned()));
         base.tuning.suspect_ticks = 150;
         base.group.mode = if matches!(kind, Kind::Passive(_)) {
             Mode::Passive
@@ -555,6 +578,7 @@ impl Group {
         };
         Ok(Group {
             kind,
+            peer_auth,
             load,
             backups: processes,
             lsn_start: 0,
@@ -786,6 +810,7 @@ impl Group {
         let backups = self.backup_ids.len().max(1) as f64;
         Ok(ReplicationRun {
             mode: self.kind.mode(),
+            peer_auth: self.peer_auth,
             strategy: self.kind.strategy().name(),
             safety: if self.kind == Kind::Standalone {
                 "none".into()
