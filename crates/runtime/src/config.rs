@@ -791,19 +791,39 @@ pub enum ConfigError {
     Read { path: PathBuf, error: io::Error },
     /// The text is not TOML, has a value of the wrong type, an unknown key or a missing
     /// field; toml's message shows the key and the line.
-    #[error("{}", syntax_text(.path, .error))]
+    #[error("{message}")]
     Syntax {
         path: Option<PathBuf>,
-        error: Box<toml::de::Error>,
+        /// toml's message, rendered when the file was read (toml's error keeps the whole
+        /// text, secrets included, which no `Debug` of this error may show).
+        message: String,
     },
     /// A field's value breaks a rule; `field` is its dotted path, `message` says how to fix it.
     #[error("config field `{field}`: {message}")]
     Invalid { field: String, message: String },
 }
 
-/// toml's message (position, snippet and reason), after the file's path if there is one.
-fn syntax_text(path: &Option<PathBuf>, error: &toml::de::Error) -> String {
-    let message = error.to_string();
+/// The keys whose values are secrets: a line that holds one is never quoted in an error.
+const SECRET_KEYS: [&str; 3] = ["requirepass", "password", "peer_secret"];
+
+/// toml's message (position, snippet and reason), after the file's path if there is one. A
+/// snippet that quotes a secret's line is left out: the line number and the reason remain.
+fn syntax_text(path: &Option<PathBuf>, error: &toml::de::Error, text: &str) -> String {
+    let quoted = error.to_string();
+    let message = if SECRET_KEYS.iter().any(|key| quoted.contains(key)) {
+        let line = error
+            .span()
+            .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
+        match line {
+            Some(line) => format!(
+                "line {line} (not quoted: it holds a secret): {}",
+                error.message()
+            ),
+            None => format!("(not quoted: it holds a secret): {}", error.message()),
+        }
+    } else {
+        quoted
+    };
     match path {
         Some(path) => format!("config file `{}`: {}", path.display(), message.trim_end()),
         None => format!("config: {}", message.trim_end()),
@@ -841,9 +861,10 @@ impl NodeConfig {
     }
 
     fn parse(text: &str, path: Option<&Path>) -> Result<NodeConfig, ConfigError> {
+        let path = path.map(Path::to_owned);
         let config: NodeConfig = toml::from_str(text).map_err(|error| ConfigError::Syntax {
-            path: path.map(Path::to_owned),
-            error: Box::new(error),
+            message: syntax_text(&path, &error, text),
+            path,
         })?;
         config.validate()?;
         Ok(config)
@@ -1586,6 +1607,29 @@ mod tests {
                 reparsed.contains(&format!("config field {field}: ")),
                 "{reparsed}"
             );
+        }
+    }
+
+    #[test]
+    fn a_syntax_error_on_a_secrets_line_never_quotes_it() {
+        for (line, secret) in [
+            ("requirepass = s3cret-unquoted", "s3cret-unquoted"),
+            (
+                "peer_secret = 0123456789abcdef0123456789abcdef",
+                "0123456789abcdef",
+            ),
+            (
+                "[[users]]\nname = \"bob\"\npassword = b0b-unquoted",
+                "b0b-unquoted",
+            ),
+        ] {
+            let text = format!("{line}\n{EXAMPLE}");
+            let error = NodeConfig::from_toml_str(&text).expect_err(line);
+            let message = error.to_string();
+            assert!(!message.contains(secret), "{message}");
+            assert!(!format!("{error:?}").contains(secret), "{error:?}");
+            assert!(message.contains("line "), "{message}");
+            assert!(message.contains("not quoted"), "{message}");
         }
     }
 
