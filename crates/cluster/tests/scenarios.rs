@@ -964,3 +964,79 @@ fn backups_that_all_restarted_under_a_live_primary_are_left_out_and_join_again()
         assert_eq!((view.primary, view.backups), (1, vec![2, 3]), "{safety:?}");
     }
 }
+
+/// The hazard 384a3f7 left open (seed 571285's view 8), reproduced; not fixed yet, hence
+/// ignored. A promotion (view 2, node 2 at LSN 100) committed and was served before a whole
+/// group's power loss: node 2 shipped records 101..=105 of view 2, which node 3's log synced
+/// and its own did not. Every node saved no commit index covering view 2 (a change of the
+/// commit index alone is not saved; node 2 learned the view from the leader's announcement),
+/// so each restarted into view 1. Node 2 answered a freeze of view 1 with its log's records
+/// before view 2 committed again: in the simulator a new coordinator freezes view 1 on the
+/// restarted primary's report, which leaves before a save, while the acks that commit its own
+/// term's first entry (and with it view 2) leave after one; here the freeze is delivered by
+/// hand. View 2 then looks made from that report (`role::made_from_report`: reported in view
+/// 1, named primary at its log's LSN), so node 2's new incarnation serves as primary in the
+/// view its lost incarnation served in, and writes records of its own above 100 under the
+/// same view number as node 3's logged 101..=105. Node 3, left out and named again under the
+/// same primary, keeps those (`SinceView::Kept`): two different records at one LSN. The fix
+/// must let a restarted node serve only in a view proposed after its own report, for
+/// instance by a coordinator that freezes and collects only once it has committed an entry
+/// of its own term (then the view it collects for is the newest committed one), with the
+/// restarted primary's own report counted the same way.
+#[test]
+#[ignore = "reproduces an open hazard: a restarted node serves again in a promotion its lost incarnation served"]
+fn a_restarted_node_serves_no_promotion_its_lost_incarnation_served() {
+    use tandem_cluster::role::{self, Held, Transition};
+    let mut h = Harness::three(Safety::TwoSafe(AckCount::Of(1)));
+    h.settle();
+    h.set_lsn(2, 100);
+    h.set_lsn(3, 90);
+    h.crash(1);
+    h.run_until(FAILOVER_TICKS_MAX, |h| h.all_live_at(2));
+    let served = h.view_of(2);
+    assert_eq!((served.primary, served.truncate_lsn()), (2, Some(100)));
+    assert!(
+        !h.node(2).lost_memory,
+        "node 2 serves view 2 as its primary"
+    );
+    // Node 2 ships records 101..=105 of view 2; node 3's log syncs them, node 2's does not.
+    // The power loss strikes before any node saved a commit index covering view 2.
+    for id in [2, 3] {
+        h.crash(id);
+    }
+    h.restart_rebuilt(1, 80, 1);
+    h.restart_rebuilt(2, 100, 1);
+    h.restart_rebuilt(3, 105, 2);
+    for id in [1, 2, 3] {
+        assert_eq!(h.view_of(id).number, 1, "node {id} restarted into view 1");
+    }
+    let freeze = tandem_cluster::ClusterMessage::Freeze {
+        group: GROUP,
+        view: 1,
+    };
+    h.core_mut(2).step(3, freeze).expect("a freeze");
+    h.run_until(40 * SUSPECT_TICKS, |h| h.view_of(2).number >= 2);
+    assert_eq!(h.view_of(2), served, "view 2 committed again");
+    // What node 3 does with its log's records of view 2 once left out and named a spare
+    // under the same primary: it keeps them all.
+    let joined = View {
+        number: 4,
+        backups: Vec::new(),
+        spares: vec![3],
+        ..served.clone()
+    };
+    let held = Held::Backup {
+        primary: 2,
+        view: 2,
+        lsn_received: 105,
+    };
+    assert_eq!(
+        role::transition(3, held, &joined, 1),
+        Transition::StayBackup
+    );
+    assert!(
+        h.node(2).lost_memory,
+        "node 2 serves again in view 2, which its lost incarnation served in: {}",
+        h.describe()
+    );
+}
