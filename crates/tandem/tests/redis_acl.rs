@@ -9,7 +9,7 @@
 
 mod redis_support;
 
-use redis_support::{Cluster, Conn, RedisServer};
+use redis_support::{Cluster, Conn, RedisServer, differences};
 use tandem_redis::resp::Value;
 use tandem_redis::session::User;
 
@@ -145,14 +145,6 @@ fn acl_setuser(spec: &str) -> Vec<Vec<u8>> {
         }
     }
     args
-}
-
-fn differences(a: &[(String, String)], b: &[(String, String)]) -> Vec<String> {
-    a.iter()
-        .zip(b)
-        .filter(|(x, y)| x.1 != y.1)
-        .map(|(x, y)| format!("{}: {} vs {}", x.0, x.1, y.1))
-        .collect()
 }
 
 #[test]

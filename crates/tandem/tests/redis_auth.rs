@@ -6,7 +6,7 @@
 
 mod redis_support;
 
-use redis_support::{Cluster, Conn, RedisServer};
+use redis_support::{Cluster, Conn, RedisServer, differences};
 use tandem_redis::resp::Value;
 
 const PASSWORD: &str = "s3cret";
@@ -66,15 +66,6 @@ fn run(mut conn: Conn) -> Vec<(String, String)> {
             };
             (line.to_string(), shown)
         })
-        .collect()
-}
-
-/// The lines whose replies differ.
-fn differences(a: &[(String, String)], b: &[(String, String)]) -> Vec<String> {
-    a.iter()
-        .zip(b)
-        .filter(|(x, y)| x.1 != y.1)
-        .map(|(x, y)| format!("{}: {} vs {}", x.0, x.1, y.1))
         .collect()
 }
 

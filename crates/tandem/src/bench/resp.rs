@@ -263,6 +263,24 @@ pub fn run(args: &RespArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Each (test, pipeline depth) the runs measured, in the order they ran.
+fn test_pipelines(runs: &[Run]) -> Vec<(&'static str, usize)> {
+    let mut keys: Vec<(&str, usize)> = runs.iter().map(|r| (r.test, r.pipeline)).collect();
+    keys.dedup();
+    keys
+}
+
+/// `system`'s throughput on `test` at `pipeline`, if it ran.
+fn rate_of(runs: &[Run], test: &str, pipeline: usize, system: &str) -> Option<f64> {
+    runs.iter()
+        .find(|r| r.test == test && r.pipeline == pipeline && r.system == system)
+        .map(|r| r.ops_per_s)
+}
+
+fn rate_cell(rate: Option<f64>) -> String {
+    rate.map_or("-".to_string(), |v| format!("{v:.0}"))
+}
+
 /// What TLS costs each system that ran with and without it: throughput with TLS over
 /// throughput without, per test and pipeline depth.
 fn print_tls_ratios(runs: &[Run]) {
@@ -274,23 +292,16 @@ fn print_tls_ratios(runs: &[Run]) {
         "{:<8} {:>3}  {:>12} {:>12} {:>12} {:>12}  {:>11} {:>11}",
         "test", "-P", "tandem", "tandem-tls", "redis", "redis-tls", "tandem tls", "redis tls"
     );
-    let mut keys: Vec<(&str, usize)> = runs.iter().map(|r| (r.test, r.pipeline)).collect();
-    keys.dedup();
-    for (test, pipeline) in keys {
-        let rate = |system: &str| {
-            runs.iter()
-                .find(|r| r.test == test && r.pipeline == pipeline && r.system == system)
-                .map(|r| r.ops_per_s)
-        };
-        let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    for (test, pipeline) in test_pipelines(runs) {
+        let rate = |system: &str| rate_of(runs, test, pipeline, system);
         let (t, tt) = (rate("tandem"), rate("tandem-tls"));
         let (r, rt) = (rate("redis"), rate("redis-tls"));
         println!(
             "{test:<8} {pipeline:>3}  {:>12} {:>12} {:>12} {:>12}  {:>11} {:>11}",
-            cell(t),
-            cell(tt),
-            cell(r),
-            cell(rt),
+            rate_cell(t),
+            rate_cell(tt),
+            rate_cell(r),
+            rate_cell(rt),
             ratio_cell(tt, t),
             ratio_cell(rt, r)
         );
@@ -303,21 +314,14 @@ fn print_ratios(runs: &[Run]) {
         "{:<8} {:>3}  {:>12} {:>12} {:>12}  {:>9} {:>9}",
         "test", "-P", "tandem", "redis", "redis-wait", "/redis", "/wait"
     );
-    let mut keys: Vec<(&str, usize)> = runs.iter().map(|r| (r.test, r.pipeline)).collect();
-    keys.dedup();
-    for (test, pipeline) in keys {
-        let rate = |system: &str| {
-            runs.iter()
-                .find(|r| r.test == test && r.pipeline == pipeline && r.system == system)
-                .map(|r| r.ops_per_s)
-        };
-        let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    for (test, pipeline) in test_pipelines(runs) {
+        let rate = |system: &str| rate_of(runs, test, pipeline, system);
         let (t, r, w) = (rate("tandem"), rate("redis"), rate("redis-wait"));
         println!(
             "{test:<8} {pipeline:>3}  {:>12} {:>12} {:>12}  {:>9} {:>9}",
-            cell(t),
-            cell(r),
-            cell(w),
+            rate_cell(t),
+            rate_cell(r),
+            rate_cell(w),
             ratio_cell(t, r),
             ratio_cell(t, w)
         );

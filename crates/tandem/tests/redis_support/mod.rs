@@ -466,3 +466,12 @@ impl Conn {
         }
     }
 }
+
+/// The lines of two transcripts (line, reply) whose replies differ, as "line: a vs b".
+pub fn differences(a: &[(String, String)], b: &[(String, String)]) -> Vec<String> {
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| x.1 != y.1)
+        .map(|(x, y)| format!("{}: {} vs {}", x.0, x.1, y.1))
+        .collect()
+}
