@@ -88,9 +88,9 @@ impl PeerAuth {
         Ok(Sealer::Sealed(Box::new(sealer)))
     }
 
-    /// The accepting side, after a peer's `Hello` (`from` is where it connected from). On
-    /// success, as for [`connect`](Self::connect); on failure the peer was told why, the
-    /// refusal counted, and the connection shut.
+    /// The accepting side, after a peer's `Hello`. On success, as for
+    /// [`connect`](Self::connect); on failure the peer was told why, the refusal counted, and
+    /// the connection shut.
     pub(crate) fn accept(
         &self,
         stream: &mut TcpStream,
@@ -166,7 +166,7 @@ impl PeerAuth {
             "refused a peer link: {message}"
         );
         let mut bytes = Vec::new();
-        encode_error(&mut bytes, ErrorCode::BadFrame, message);
+        encode_error(&mut bytes, ErrorCode::Unauthorized, message);
         let _ = net::write_all(stream, &bytes);
         let _ = stream.shutdown(std::net::Shutdown::Both);
         ConnError::Protocol(message.to_owned())

@@ -145,7 +145,7 @@ impl Conn {
     fn refused(&mut self, says: &str) {
         match self.next_frame() {
             Some(Frame::Error(err)) => {
-                assert_eq!(err.code, ErrorCode::BadFrame);
+                assert_eq!(err.code, ErrorCode::Unauthorized);
                 assert!(
                     err.message.contains(says),
                     "{:?} should say {says:?}",
