@@ -110,13 +110,16 @@ pub enum ClusterMessage {
     Freeze { group: GroupId, view: u64 },
     /// Backup → coordinator: frozen in `view`, holding every record up to `lsn_received`
     /// of the history of view `view_held`; `restarted`: rebuilt from its write-ahead log
-    /// after it lost its memory (see [`crate::rule::Reported`]).
+    /// after it lost its memory (see [`crate::rule::Reported`]); `incarnation`: the life of
+    /// the sender ([`Cluster::incarnation`]), which a promotion made from a report of
+    /// rebuilt records names.
     Report {
         group: GroupId,
         view: u64,
         lsn_received: u64,
         view_held: u64,
         restarted: bool,
+        incarnation: u64,
     },
     /// A node outside `view` asks to become a spare. A backup or spare of `view` that holds
     /// no role in it (it restarted without its memory and waits to be left out) sends it
@@ -156,8 +159,11 @@ pub enum ClusterEvent {
     },
     /// This frozen backup reported for a new view: it has given up on the primary of `view`,
     /// whose lease it no longer upholds (the simulator checks that primary released nothing
-    /// that needed the lease from then on).
-    Reported { view: u64 },
+    /// that needed the lease from then on). `rebuilt_by`: the report offered records
+    /// rebuilt from the log after a restart, and this is the node's life that sent it
+    /// ([`Cluster::incarnation`]): a promotion made from it names that life
+    /// ([`tandem_config::Promotion::rebuilt`], `role::made_from_report`).
+    Reported { view: u64, rebuilt_by: Option<u64> },
     /// The primary of `view` wants backup `backup` removed (it stopped acknowledging). The
     /// driver has the replication core prepare the removal (`Primary::prepare_removal`, which
     /// names the backups `behind` and from then on releases only what the remaining backups
@@ -430,6 +436,14 @@ impl Cluster {
 
     pub fn node(&self) -> NodeId {
         self.settings.node
+    }
+
+    /// This life of the node, once its config store saved it
+    /// ([`tandem_config::ConfigCore::incarnation`]): a report of records rebuilt from the
+    /// log names it, and so does a promotion made from that report, so that a later life
+    /// never takes a view made from an earlier life's report for one made from its own.
+    pub fn incarnation(&self) -> Option<u64> {
+        self.config.incarnation()
     }
 
     /// The group's view as this node knows it.
@@ -713,11 +727,13 @@ impl Cluster {
                 lsn_received,
                 view_held,
                 restarted,
+                incarnation,
             } if group == self.settings.group => {
                 let reported = rule::Reported {
                     lsn_received,
                     view_held,
                     restarted,
+                    incarnation,
                 };
                 self.on_report(from, view, reported)
             }

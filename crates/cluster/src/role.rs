@@ -89,21 +89,30 @@ pub fn still_restarted(me: NodeId, restarted: bool, view: &View) -> bool {
     restarted && view.members().any(|node| node == me)
 }
 
-/// Whether `view` was made from the report of records rebuilt from the log that node `me`
-/// sent, after it restarted without its memory, for the view numbered `reported` (with
-/// records up to `lsn_rebuilt`): the promotion that made `view` replaced the primary of
-/// `reported`, and it names `me` only because `me` reported. Such a view counts on those
-/// records alone, never on the lost incarnation, so `me` may serve in it from them. Named
-/// primary, only if it holds exactly the truncate LSN: a report its lost incarnation sent
-/// from memory before the restart may have been the one used.
-pub fn made_from_report(me: NodeId, reported: Option<u64>, lsn_rebuilt: u64, view: &View) -> bool {
-    let Some(reported) = reported else {
+/// Whether `view` was made from the report of records rebuilt from the log (up to
+/// `lsn_rebuilt`) that node `me` sent after it restarted without its memory, in its life
+/// `incarnation` (the config store's incarnation, named by the report; None: it sent none):
+/// the promotion that made `view` names that life ([`tandem_config::Promotion::rebuilt`]).
+/// Such a view counts on those records alone, never on a lost life, so `me` may serve in it
+/// from them. A promotion made for a lost life (from its reports, before a power loss, and
+/// perhaps served by it) does not name this one, even if it has the same number as a view
+/// this life reported in the view before, and the same records: the lost life may have
+/// served in it and acknowledged records its log never kept (a whole group that lost power
+/// before any node saved a commit index covering that view). Named primary, only if it
+/// holds exactly the truncate LSN.
+pub fn made_from_report(
+    me: NodeId,
+    incarnation: Option<u64>,
+    lsn_rebuilt: u64,
+    view: &View,
+) -> bool {
+    let Some(incarnation) = incarnation else {
         return false;
     };
     let Some(promotion) = view.promotions.last() else {
         return false;
     };
-    if promotion.view != view.number || view.number != reported + 1 {
+    if promotion.view != view.number || !promotion.rebuilt.contains(&(me, incarnation)) {
         return false;
     }
     if view.primary == me {
@@ -253,6 +262,7 @@ mod tests {
                 truncate_lsn: truncate,
                 based_on: None,
                 lsn_released_max: truncate,
+                rebuilt: Vec::new(),
             }],
         }
     }
@@ -368,6 +378,7 @@ mod tests {
                 truncate_lsn: 623,
                 based_on: None,
                 lsn_released_max: 623,
+                rebuilt: Vec::new(),
             }],
         };
         let joined = View {
@@ -408,12 +419,14 @@ mod tests {
                     truncate_lsn: 623,
                     based_on: None,
                     lsn_released_max: 623,
+                    rebuilt: Vec::new(),
                 },
                 Promotion {
                     view: 13,
                     truncate_lsn: 700,
                     based_on: None,
                     lsn_released_max: 700,
+                    rebuilt: Vec::new(),
                 },
             ],
         };
@@ -442,12 +455,14 @@ mod tests {
                     truncate_lsn: 623,
                     based_on: None,
                     lsn_released_max: 623,
+                    rebuilt: Vec::new(),
                 },
                 Promotion {
                     view: 13,
                     truncate_lsn: 590,
                     based_on: None,
                     lsn_released_max: 590,
+                    rebuilt: Vec::new(),
                 },
             ],
             ..twice
@@ -468,6 +483,7 @@ mod tests {
             truncate_lsn,
             based_on,
             lsn_released_max: truncate_lsn,
+            rebuilt: Vec::new(),
         }
     }
 
@@ -482,7 +498,7 @@ mod tests {
             primary: 1,
             backups: Vec::new(),
             spares: vec![2],
-            promotions: vec![passed_over, promotion(5, 1454, Some(3))],
+            promotions: vec![passed_over.clone(), promotion(5, 1454, Some(3))],
         };
         assert_eq!(recovery.since(3), SinceView::TruncatedAt(1454));
         // The deposed primary keeps every record it holds.

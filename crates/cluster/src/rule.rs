@@ -71,11 +71,16 @@ pub fn reports_needed_in(view: &View, safety: Safety) -> usize {
 /// write-ahead log (synced before it reported). Such a report proves what reached that log,
 /// not what the reporter's lost incarnation acknowledged: see [`promote_from`] for when it
 /// counts.
+///
+/// `incarnation`: the reporter's life ([`crate::Cluster::incarnation`]). A promotion names
+/// the lives of the members it names from reports of rebuilt records
+/// ([`tandem_config::Promotion::rebuilt`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reported {
     pub lsn_received: u64,
     pub view_held: u64,
     pub restarted: bool,
+    pub incarnation: u64,
 }
 
 /// [`promote_from`] with reports from members that all hold the old view's history.
@@ -94,6 +99,7 @@ pub fn promote(
                     lsn_received,
                     view_held,
                     restarted: false,
+                    incarnation: 0,
                 },
             )
         })
@@ -191,6 +197,7 @@ pub fn promote_from(
             SinceView::Unknown => None,
         }
     };
+    let all_reports = reports;
     let reports: BTreeMap<NodeId, (Reported, u64)> = reports
         .iter()
         .filter(|(_, reported)| counts(reported))
@@ -321,11 +328,25 @@ pub fn promote_from(
                 keeps_all(&reported) || old.since(reported.view_held) != SinceView::Kept
             })
     );
-    Ok(View {
+    let mut next = View {
         backups,
         spares,
         ..next
-    })
+    };
+    // The lives of the members named here that reported records rebuilt from their log:
+    // only those lives may serve in this view from such records (`role::made_from_report`).
+    // A later life of the same node may have the same records, and the view's number may
+    // be one its lost life served in (a whole group's power loss before any node saved a
+    // commit index covering it): that life's acknowledgements are not in its log.
+    let rebuilt: Vec<(NodeId, u64)> = next
+        .members()
+        .filter_map(|node| {
+            let reported = all_reports.get(&node)?;
+            reported.restarted.then_some((node, reported.incarnation))
+        })
+        .collect();
+    next.promotions.last_mut().expect("made above").rebuilt = rebuilt;
+    Ok(next)
 }
 
 /// The LSN at or below which every record released before `old`'s primary failed lies, as
@@ -493,6 +514,7 @@ mod tests {
                 truncate_lsn: 100,
                 based_on: None,
                 lsn_released_max: 100,
+                rebuilt: Vec::new(),
             }],
         };
         let reports = |pairs: &[(NodeId, u64)]| pairs.iter().copied().collect();

@@ -31,6 +31,7 @@ fn promoted(
             truncate_lsn: truncate,
             based_on: None,
             lsn_released_max: released,
+            rebuilt: Vec::new(),
         }],
         ..view(number, primary, &[kept], behind)
     }
@@ -50,6 +51,7 @@ fn promoted_level(
             truncate_lsn: truncate,
             based_on: None,
             lsn_released_max: released,
+            rebuilt: Vec::new(),
         }],
         ..view(number, primary, backups, &[])
     }
@@ -64,6 +66,7 @@ fn since_promotion(view: View, number: u64, (truncate, released): (u64, u64)) ->
             truncate_lsn: truncate,
             based_on: None,
             lsn_released_max: released,
+            rebuilt: Vec::new(),
         }],
         ..view
     }
@@ -214,12 +217,14 @@ fn a_caught_up_spare_replaces_a_primary_without_backups() {
                             truncate_lsn: 100,
                             based_on: None,
                             lsn_released_max: 100,
+                            rebuilt: Vec::new(),
                         },
                         Promotion {
                             view: 4,
                             truncate_lsn: 100,
                             based_on: None,
                             lsn_released_max: 100,
+                            rebuilt: Vec::new(),
                         },
                     ],
                     // The other spare, behind, is kept as a backup (not a spare) so that
@@ -647,6 +652,7 @@ fn a_lone_backups_rebuilt_report_needs_the_primarys_restart_under_a_memory_rule(
         lsn_received: lsn,
         view_held: 1,
         restarted: true,
+        incarnation: 1,
     };
     let k1 = Safety::TwoSafe(AckCount::Of(1));
     let backup_only = BTreeMap::from([(2, rebuilt(709))]);
@@ -726,6 +732,7 @@ fn a_node_promoted_from_a_report_of_its_lost_incarnation_serves_nothing() {
             truncate_lsn: 100,
             based_on: None,
             lsn_released_max: 100,
+            rebuilt: vec![(2, 1), (3, 1)],
         }],
         ..view(2, 2, &[3], &[])
     };
@@ -750,6 +757,7 @@ fn a_lone_primary_that_restarted_is_promoted_from_its_own_log() {
             lsn_received: 321,
             view_held: 4,
             restarted: true,
+            incarnation: 1,
         },
     )]);
     for safety in [
@@ -774,6 +782,7 @@ fn on_equal_logs_a_backup_is_promoted_and_the_old_primary_leaves() {
         lsn_received: lsn,
         view_held: 1,
         restarted: true,
+        incarnation: 1,
     };
     let reports = BTreeMap::from([(1, rebuilt(37)), (2, rebuilt(37)), (3, rebuilt(37))]);
     let next = rule::promote_from(&old, &reports, Safety::TwoSafe(AckCount::Of(1))).unwrap();
@@ -904,6 +913,7 @@ fn a_rebuilt_report_right_after_a_view_change_starts_no_change_while_the_primary
         lsn_received: 10,
         view_held: 1,
         restarted: true,
+        incarnation: 1,
     };
     h.core_mut(leader).step(leader, report).expect("a report");
     h.run(10 * SUSPECT_TICKS);
@@ -965,8 +975,7 @@ fn backups_that_all_restarted_under_a_live_primary_are_left_out_and_join_again()
     }
 }
 
-/// The hazard 384a3f7 left open (seed 571285's view 8), reproduced; not fixed yet, hence
-/// ignored. A promotion (view 2, node 2 at LSN 100) committed and was served before a whole
+/// The hazard 384a3f7 left open (seed 571285's view 8). A promotion (view 2, node 2 at LSN 100) committed and was served before a whole
 /// group's power loss: node 2 shipped records 101..=105 of view 2, which node 3's log synced
 /// and its own did not. Every node saved no commit index covering view 2 (a change of the
 /// commit index alone is not saved; node 2 learned the view from the leader's announcement),
@@ -978,13 +987,12 @@ fn backups_that_all_restarted_under_a_live_primary_are_left_out_and_join_again()
 /// 1, named primary at its log's LSN), so node 2's new incarnation serves as primary in the
 /// view its lost incarnation served in, and writes records of its own above 100 under the
 /// same view number as node 3's logged 101..=105. Node 3, left out and named again under the
-/// same primary, keeps those (`SinceView::Kept`): two different records at one LSN. The fix
-/// must let a restarted node serve only in a view proposed after its own report, for
-/// instance by a coordinator that freezes and collects only once it has committed an entry
-/// of its own term (then the view it collects for is the newest committed one), with the
-/// restarted primary's own report counted the same way.
+/// same primary, keeps those (`SinceView::Kept`): two different records at one LSN. Now a
+/// promotion names the life of each member it named from a report of rebuilt records
+/// (`Promotion::rebuilt`, the config store's incarnation), and only that life serves in it
+/// from them: view 2 names none, node 2 waits in it, and the next change promotes node 3
+/// from its log.
 #[test]
-#[ignore = "reproduces an open hazard: a restarted node serves again in a promotion its lost incarnation served"]
 fn a_restarted_node_serves_no_promotion_its_lost_incarnation_served() {
     use tandem_cluster::role::{self, Held, Transition};
     let mut h = Harness::three(Safety::TwoSafe(AckCount::Of(1)));
@@ -1039,4 +1047,21 @@ fn a_restarted_node_serves_no_promotion_its_lost_incarnation_served() {
         "node 2 serves again in view 2, which its lost incarnation served in: {}",
         h.describe()
     );
+    // The group recovers all the same: node 2's new life waits in view 2, and the next
+    // change is proposed from this life's reports.
+    h.run_until(80 * SUSPECT_TICKS, |h| {
+        let view = h.view_of(1);
+        view.number >= 3 && h.all_live_at(view.number) && !h.node(view.primary).lost_memory
+    });
+    // Node 3 is promoted from the records of view 2 its log kept (the history node 2's lost
+    // life served, 101..=105 included), and the promotion names node 3's new life.
+    let next = h.history()[&3].clone();
+    assert_eq!(
+        (next.primary, next.truncate_lsn()),
+        (3, Some(105)),
+        "{next:?}"
+    );
+    let life = h.node(3).core().incarnation().expect("saved");
+    assert_eq!(next.promotions.last().unwrap().rebuilt, vec![(3, life)]);
+    assert!(!next.members().any(|node| node == 2), "{next:?}");
 }

@@ -238,6 +238,11 @@ pub struct ConfigCore {
     /// Set when a save failed: raft-rs's memory is then ahead of the disk, so the core refuses
     /// all further work; the node restarts from what the disk holds.
     poisoned: Option<String>,
+    /// This life of the node: 0 on a first start, the saved count plus one on a start from
+    /// saved state ([`ConfigCore::incarnation`]).
+    incarnation: u64,
+    /// Whether `incarnation` is saved: a restart saves it at its first `ready`.
+    incarnation_saved: bool,
 }
 
 impl fmt::Debug for ConfigCore {
@@ -264,6 +269,10 @@ impl ConfigCore {
         persisted: Option<Persisted>,
     ) -> Result<ConfigCore, StartError> {
         let voters = check_settings(&settings)?;
+        let (incarnation, incarnation_saved) = match &persisted {
+            None => (0, true),
+            Some(persisted) => (persisted.incarnation + 1, false),
+        };
         let (store, map, applied) = match persisted {
             None => fresh_start(&voters, initial)?,
             Some(persisted) => restart(&voters, persisted)?,
@@ -306,6 +315,8 @@ impl ConfigCore {
             jitter: SplitMix64::for_node(settings.jitter_seed, settings.id),
             election_deadline: 2 * election_ticks,
             poisoned: None,
+            incarnation,
+            incarnation_saved,
         };
         assert_eq!(
             core.node.raft.randomized_election_timeout(),
@@ -450,6 +461,15 @@ impl ConfigCore {
         self.node.raft.term
     }
 
+    /// This life of the node, once it is saved (None until the first [`ConfigCore::ready`]
+    /// after a restart saved it): 0 for a node that never restarted from saved state, and a
+    /// number no earlier life of this node used otherwise. What a node says of itself that
+    /// must not be taken for what an earlier life said (a report of records rebuilt from its
+    /// log after a restart) names it.
+    pub fn incarnation(&self) -> Option<u64> {
+        self.incarnation_saved.then_some(self.incarnation)
+    }
+
     /// The index of the last entry applied to [`ConfigCore::map`].
     pub fn applied_index(&self) -> u64 {
         self.applied
@@ -539,6 +559,10 @@ impl ConfigCore {
         );
         out.snapshot_installed = None;
         self.check_poisoned().map_err(io::Error::other)?;
+        if !self.incarnation_saved {
+            self.save(disk)?;
+            self.incarnation_saved = true;
+        }
         while self.node.has_ready() {
             let mut ready = self.node.ready();
             // A snapshot is of applied (so committed) state: it may leave before the save too.
@@ -698,7 +722,7 @@ impl ConfigCore {
     }
 
     fn save(&mut self, disk: &mut impl Durable) -> io::Result<()> {
-        let state = persisted_of(self.node.store());
+        let state = persisted_of(self.node.store(), self.incarnation);
         if let Err(error) = disk.save(&state) {
             let reason = format!("saving the config store state failed: {error}");
             self.poisoned = Some(reason.clone());
@@ -886,7 +910,7 @@ fn restart(
 }
 
 /// The durable image of the log store.
-fn persisted_of(store: &LogStore) -> Persisted {
+fn persisted_of(store: &LogStore, incarnation: u64) -> Persisted {
     let hard_state = &store.hard_state;
     assert!(
         store.snapshot_index <= hard_state.commit,
@@ -926,5 +950,6 @@ fn persisted_of(store: &LogStore) -> Persisted {
                 context: entry.get_context().to_vec(),
             })
             .collect(),
+        incarnation,
     }
 }

@@ -35,7 +35,7 @@ pub struct View {
 }
 
 /// A view change that made a backup the primary (DESIGN.md, "Promotion rule").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Promotion {
     /// The view it made.
     pub view: u64,
@@ -55,6 +55,13 @@ pub struct Promotion {
     /// simulator found a group down for good: the promoted node died at once, and the
     /// remaining backup, one record short of the truncate LSN, was refused).
     pub lsn_released_max: u64,
+    /// The members of the view it made that it named from a report of records rebuilt
+    /// from their log after a restart, each with the life of the node that sent that report
+    /// (its config store's incarnation, which no other life of that node shares): that life
+    /// serves in the view from those records; any other may not (its lost life may have
+    /// served in the view and acknowledged records its log never kept). Empty when no such
+    /// report named a member.
+    pub rebuilt: Vec<(NodeId, u64)>,
 }
 
 impl Promotion {
@@ -196,6 +203,7 @@ impl View {
             truncate_lsn,
             based_on,
             lsn_released_max,
+            rebuilt: Vec::new(),
         });
         if promotions.len() > PROMOTIONS_KEPT {
             promotions.remove(0);

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! state image (FileDurable's file, MemDurable's bytes)
-//!  0   8  magic      "TNDMCFG" then the format version byte, 0x01
+//!  0   8  magic      "TNDMCFG" then the format version byte, 0x02
 //!  8   4  len        u32 LE, payload length
 //! 12   4  crc        u32 LE, CRC32C of bytes 0..12 followed by the payload
 //! 16   …  payload    postcard(Persisted): integers are LEB128 varints, a Vec or a map is its
@@ -62,6 +62,11 @@ pub struct Persisted {
     pub snapshot_map: ClusterMap,
     /// The log entries `snapshot_index + 1 ..`, contiguous.
     pub entries: Vec<PersistedEntry>,
+    /// How many times this node started again from saved state: each start from a save
+    /// takes the saved count plus one and saves it before it is used
+    /// ([`crate::ConfigCore::incarnation`]), so no two lives of a node share one (format
+    /// version 2).
+    pub incarnation: u64,
 }
 
 /// One Raft log entry as saved.
@@ -78,7 +83,7 @@ pub struct PersistedEntry {
 }
 
 /// Magic and format version of a state image.
-pub const STATE_MAGIC: [u8; 8] = *b"TNDMCFG\x01";
+pub const STATE_MAGIC: [u8; 8] = *b"TNDMCFG\x02";
 const HEADER_LEN: usize = 16;
 
 /// Why a state image was refused.

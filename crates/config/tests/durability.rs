@@ -430,7 +430,8 @@ fn state_images_name_what_is_wrong() {
         Err(CorruptState::TooShort { len: 10 })
     ));
     let mut bad = image.clone();
-    bad[7] = 2;
+    // Format version 1, without the incarnation.
+    bad[7] = 1;
     assert!(matches!(
         Persisted::decode(&bad),
         Err(CorruptState::BadMagic { .. })
@@ -474,5 +475,22 @@ fn persisted_state_stays_small() {
     for id in net.live() {
         let image = net.nodes[&id].disk.image().unwrap();
         assert!(image.len() < 8 * 1024, "node {id}: {} bytes", image.len());
+    }
+}
+
+/// Each start from saved state is a new life of the node, saved before it is told
+/// (`ConfigCore::incarnation`), so no two lives share one.
+#[test]
+fn each_restart_is_a_new_incarnation_saved_before_it_is_told() {
+    assert_eq!(fresh(2).incarnation(), Some(0), "a first start");
+    let mut state = some_state();
+    for life in 1..=3 {
+        let mut disk = MemDurable::new();
+        let mut core = ConfigCore::new(settings(2), map_of(&[1, 2, 3]), Some(state)).unwrap();
+        assert_eq!(core.incarnation(), None, "not saved yet");
+        core.ready(&mut disk, &mut ConfigReady::default()).unwrap();
+        assert_eq!(core.incarnation(), Some(life));
+        state = disk.load().unwrap().expect("saved at the first ready");
+        assert_eq!(state.incarnation, life);
     }
 }

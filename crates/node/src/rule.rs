@@ -27,9 +27,10 @@ pub struct RoleRule {
     /// aside, like a role that stood by, until the node may serve again; then followed as
     /// a backup holding them would be.
     recovered: Option<Recovered>,
-    /// The view this incarnation reported its recovered records for (a reporter of the view
-    /// it restarted into whose primary was replaced): a promotion made from that report may
-    /// name it at once (`role::made_from_report`).
+    /// The life of the node (its config store's incarnation) that reported the recovered
+    /// records (a reporter of the view it restarted into whose primary was replaced): a
+    /// promotion made from that report names that life, and may name the node at once
+    /// (`role::made_from_report`).
     reported: Option<u64>,
 }
 
@@ -67,11 +68,12 @@ impl RoleRule {
         self
     }
 
-    /// The cluster core reported the recovered records for a view after `view`
-    /// (`ClusterEvent::Reported`); counted only while the node is restarted and holds them.
-    pub fn reported(&mut self, view: u64) {
-        if self.restarted && self.recovered.is_some() {
-            self.reported = Some(view);
+    /// The cluster core reported (`ClusterEvent::Reported`), offering records rebuilt from
+    /// the log if `rebuilt_by` names the life that sent the report; counted only while the
+    /// node is restarted and holds the recovered records.
+    pub fn reported(&mut self, rebuilt_by: Option<u64>) {
+        if self.restarted && self.recovered.is_some() && rebuilt_by.is_some() {
+            self.reported = rebuilt_by;
         }
     }
 
@@ -206,6 +208,7 @@ mod tests {
             truncate_lsn: 80,
             based_on: None,
             lsn_released_max: 80,
+            rebuilt: Vec::new(),
         }];
         assert_eq!(
             rule.decide(None, &promoted),
@@ -214,6 +217,39 @@ mod tests {
                 discarded: 10
             }
         );
+    }
+
+    #[test]
+    fn a_restarted_node_serves_only_a_promotion_that_names_its_own_life() {
+        let recovered = Recovered { view: 1, lsn: 100 };
+        // View 2 promotes node 2 at its log's LSN, from the report of its life 1 or 2.
+        let promoted = |life: u64| {
+            let mut promoted = view(2, 2, &[3], &[]);
+            promoted.promotions = vec![tandem_config::Promotion {
+                view: 2,
+                truncate_lsn: 100,
+                based_on: None,
+                lsn_released_max: 100,
+                rebuilt: vec![(2, life)],
+            }];
+            promoted
+        };
+        // Life 2 reported: a view made for life 1 (which may have served in it) is not its.
+        let mut rule = RoleRule::new(2, 1, true).with_recovered(recovered);
+        rule.reported(Some(2));
+        assert_eq!(rule.decide(None, &promoted(1)), Transition::Wait);
+        assert!(rule.restarted());
+        let mut rule = RoleRule::new(2, 1, true).with_recovered(recovered);
+        rule.reported(Some(2));
+        assert!(matches!(
+            rule.decide(None, &promoted(2)),
+            Transition::Promote { lsn: 100, .. }
+        ));
+        assert!(!rule.restarted());
+        // A report of records from memory names no life.
+        let mut rule = RoleRule::new(2, 1, true).with_recovered(recovered);
+        rule.reported(None);
+        assert_eq!(rule.decide(None, &promoted(2)), Transition::Wait);
     }
 
     #[test]

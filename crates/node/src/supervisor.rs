@@ -307,8 +307,8 @@ impl Supervisor {
                 roles.notice(Notice::Suspected { peer, view, why });
                 Ok(())
             }
-            ClusterEvent::Reported { view } => {
-                self.rule.reported(view);
+            ClusterEvent::Reported { view, rebuilt_by } => {
+                self.rule.reported(rebuilt_by);
                 roles.notice(Notice::Reported { view });
                 Ok(())
             }

@@ -208,9 +208,17 @@ impl Cluster {
         let view_held = frozen.view_held;
         let restarted = frozen.restarted;
         let first_report = frozen.tick_reported.is_none();
+        // A report names this life of the node: it waits until the config store saved it
+        // (the first save after a restart), so that no later life can share it.
+        let Some(incarnation) = self.config.incarnation() else {
+            return;
+        };
         self.frozen.as_mut().expect("checked").tick_reported = Some(self.tick);
         if first_report {
-            self.ready.events.push(ClusterEvent::Reported { view });
+            let rebuilt_by = restarted.then_some(incarnation);
+            self.ready
+                .events
+                .push(ClusterEvent::Reported { view, rebuilt_by });
         }
         let report = ClusterMessage::Report {
             group: self.settings.group,
@@ -218,6 +226,7 @@ impl Cluster {
             lsn_received,
             view_held,
             restarted,
+            incarnation,
         };
         self.send_coordinator(report);
     }
@@ -238,12 +247,17 @@ impl Cluster {
         {
             return;
         }
+        // Named by the report, this life of the node must be saved first (see `maybe_report`).
+        let Some(incarnation) = self.config.incarnation() else {
+            return;
+        };
         if self.tick_restarted_reported.is_none() {
             // The role rule hears of it as of a backup's report: a view made from it names
-            // this node for these records only.
-            self.ready
-                .events
-                .push(ClusterEvent::Reported { view: view.number });
+            // this life of the node, for these records only.
+            self.ready.events.push(ClusterEvent::Reported {
+                view: view.number,
+                rebuilt_by: Some(incarnation),
+            });
         }
         self.tick_restarted_reported = Some(self.tick);
         let report = ClusterMessage::Report {
@@ -252,6 +266,7 @@ impl Cluster {
             lsn_received: rebuilt.lsn,
             view_held: rebuilt.view,
             restarted: true,
+            incarnation,
         };
         self.send_coordinator(report);
     }

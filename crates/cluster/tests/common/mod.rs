@@ -57,7 +57,8 @@ pub struct Node {
     pub lost_memory: bool,
     /// Restarted with records rebuilt from its log: (LSN, view), until a role takes them.
     pub rebuilt: Option<(u64, u64)>,
-    /// The view it reported its rebuilt records for, in this incarnation.
+    /// The life (config store incarnation) that reported its rebuilt records, if this one
+    /// did.
     pub reported_rebuilt: Option<u64>,
     /// The primary role's executor is stuck in one call: it reports no progress.
     pub executor_stuck: bool,
@@ -505,9 +506,9 @@ impl Harness {
                 }
             }
             ClusterEvent::Suspected { peer, view, .. } => node.suspected.push((peer, view)),
-            ClusterEvent::Reported { view } => {
-                if node.lost_memory && node.rebuilt.is_some() {
-                    node.reported_rebuilt = Some(view);
+            ClusterEvent::Reported { rebuilt_by, .. } => {
+                if node.lost_memory && node.rebuilt.is_some() && rebuilt_by.is_some() {
+                    node.reported_rebuilt = rebuilt_by;
                 }
             }
             ClusterEvent::RemovalWanted { .. } if self.removals_refused => {}
