@@ -139,7 +139,9 @@ pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 /// after a restart.
 /// Version 10: peer links authenticate (`Auth`) and seal every frame when the cluster has a
 /// secret; a node with a password challenges clients (`Auth`, `ClientProof`).
-pub const PROTOCOL_VERSION: u16 = 10;
+/// Version 11: a cluster `Report` names the reporter's life (its incarnation), and a
+/// promotion lists the lives it named from reports of rebuilt records.
+pub const PROTOCOL_VERSION: u16 = 11;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;
