@@ -672,6 +672,13 @@ impl<R> Primary<R> {
     /// the coordinator refuses such a view unless the backup restarted without its memory
     /// (it serves nothing in the view, and waited there for good: default-mix seed 458046).
     ///
+    /// Under `durable`, to hold a record is to have synced it (`holds`): the promotion rule
+    /// counts a report of records rebuilt from a log under `durable`, so a backup that
+    /// received every released record but whose log lacks some is behind (default-mix seed
+    /// 591408: a backup's log failed, the backup that synced every released record was
+    /// removed, and the view kept the other one as its only backup; it restarted from its
+    /// log, was promoted from that report, and acknowledged commits were lost).
+    ///
     /// `None` when there is nothing to ask: `view` is not this primary's current view, it was
     /// deposed, `suspect` is not a backup, or, under a rule that waits for backups, neither
     /// another backup nor a spare holds every released record (a view without a backup
@@ -686,7 +693,7 @@ impl<R> Primary<R> {
             .iter()
             .copied()
             .filter(|&node| node != suspect)
-            .partition(|&node| self.received(node) >= self.lsn_released);
+            .partition(|&node| self.holds(node) >= self.lsn_released);
         if !remaining.is_empty() {
             self.expect_view(remaining);
             return Some(Removal {
@@ -698,7 +705,7 @@ impl<R> Primary<R> {
             .members
             .iter()
             .filter(|progress| !progress.counts() && progress.known)
-            .filter(|progress| progress.lsn_received >= self.lsn_released)
+            .filter(|progress| self.holds(progress.node) >= self.lsn_released)
             .map(|progress| progress.node)
             .collect();
         let promises = self.config.safety.backup_acks().is_some();
@@ -772,6 +779,24 @@ impl<R> Primary<R> {
             .find(|progress| progress.node == node)
             .filter(|progress| progress.known)
             .map_or(0, |progress| progress.lsn_received)
+    }
+
+    /// The LSN up to which member `node` holds every record as a promotion counts it (0 if
+    /// unknown): what it received, or under `durable` what its log synced, since a report
+    /// of records rebuilt from a log counts under `durable` (`promote_from`).
+    fn holds(&self, node: NodeId) -> u64 {
+        match self.config.safety {
+            Safety::Durable(_) => self
+                .members
+                .iter()
+                .find(|progress| progress.node == node)
+                .filter(|progress| progress.known)
+                .map_or(0, |progress| progress.lsn_durable),
+            Safety::OneSafe
+            | Safety::Bounded(_)
+            | Safety::TwoSafe(_)
+            | Safety::TwoSafeApplied(_) => self.received(node),
+        }
     }
 
     /// Whether the group's rule would hold for `lsn` with `backups` as the view's backups:

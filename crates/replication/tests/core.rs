@@ -1566,6 +1566,42 @@ fn a_prepared_removal_holds_back_replies_the_remaining_backups_lack() {
     assert_eq!(harness.primary.prepare_removal(1, 3), None, "an old view");
 }
 
+/// Default-mix seed 591408: under `durable:1` a backup's log failed (nothing further synced)
+/// while the other backup synced every released record; the primary lost the one that
+/// synced and prepared its removal on what the backups had *received*, so the view kept as
+/// its only backup the node whose log lacked the released records. That node restarted
+/// from its log, reported it (a restarted report counts under `durable`), was promoted and
+/// lost acknowledged commits. Under `durable` a removal keeps as backups only nodes whose
+/// logs synced every released record; the others are behind.
+#[test]
+fn a_removal_under_durable_keeps_only_backups_that_synced_what_was_released() {
+    let durable = Safety::Durable(AckCount::Of(1));
+    let mut harness = Harness::new(config(2, durable));
+    harness.deliver_all();
+    let lsn = harness.commit(durable);
+    harness.flush();
+    harness.deliver_all();
+    // Both backups received LSN `lsn`; only node 3's log synced it.
+    harness.sync_logs(&[PRIMARY, 3]);
+    harness.deliver_all();
+    assert_eq!(harness.released, [lsn]);
+    // Node 3 falls silent: node 2 never synced `lsn`, and no spare holds it.
+    let removal = harness.primary.prepare_removal(1, 3);
+    assert_eq!(
+        removal, None,
+        "the only backup left would be one whose log lacks a released record"
+    );
+    // Once node 2's log synced it, node 2 may stay the only backup.
+    harness.sync_logs(&[2]);
+    harness.deliver_all();
+    let removal = harness
+        .primary
+        .prepare_removal(1, 3)
+        .expect("node 2 synced every released record");
+    assert!(removal.behind.is_empty());
+    assert!(removal.joining.is_empty());
+}
+
 /// Any-time seeds 42226, 46053 and 70648: a promotion kept a backup that crashed just after
 /// it reported. Its primary could not remove its only backup, nor make a caught-up spare a
 /// backup (the rule would count the dead one's acks): the group committed nothing for good.
