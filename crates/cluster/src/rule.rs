@@ -145,7 +145,11 @@ pub fn promote(
 /// incarnation acknowledged may be missing from its log, so such a report counts only when
 /// every reporter of `old` and its primary restarted (the whole group lost power and the logs
 /// are all there is); then no reporter need hold the last promotion's released LSN either,
-/// since the acknowledgements behind it lived in memory only. Otherwise restarted reports
+/// since the acknowledgements behind it lived in memory only. It counts too when the life
+/// that sends it is the one `old`'s last promotion named from such a report
+/// ([`tandem_config::Promotion::rebuilt`]): still reporting rebuilt records, that life has
+/// heard no primary, so it acknowledged nothing, and its lost lives died before that
+/// promotion. Otherwise restarted reports
 /// are ignored, and the change waits for the living. The old primary's own report, which it
 /// sends only once it restarted, offers its records as a candidate but counts towards no
 /// quorum; on a tie a backup wins, and the old primary, unless promoted, leaves the view.
@@ -183,7 +187,30 @@ pub fn promote_from(
     let whole_group_restarted = primary_restarted
         && backups_reported == reporters.len()
         && reports.values().all(|reported| reported.restarted);
-    let counts = |reported: &Reported| !reported.restarted || synced_rule || whole_group_restarted;
+    // A backup whose report the last promotion of `old` was made from, and which has heard
+    // no primary since (it still reports rebuilt records, from the same life), acknowledged
+    // nothing since that promotion, and no earlier life of it served in a view since (each
+    // died before this life reported). Every record released since is held by k of the
+    // other backups, so its report counts towards the n − k + 1 as the others' would: the
+    // reports of the rest include a holder (any-time seed 300810: a backup followed the
+    // whole group's recovery from its log while cut off from the primary, which then
+    // crashed; the two live backups that held every acknowledged record were 2 of the 3
+    // reports one ack of three needs, and the group stayed down for good). What it holds
+    // is what it reported then; as a candidate it must hold the last promotion's
+    // `lsn_released_max` like any reporter.
+    let named_by_last_promotion = |node: NodeId, reported: &Reported| {
+        node != old.primary
+            && old
+                .promotions
+                .last()
+                .is_some_and(|promotion| promotion.rebuilt.contains(&(node, reported.incarnation)))
+    };
+    let counts = |node: NodeId, reported: &Reported| {
+        !reported.restarted
+            || synced_rule
+            || whole_group_restarted
+            || named_by_last_promotion(node, reported)
+    };
     // How much of `old`'s history each reporter holds; a reporter whose records' fate is
     // unknown (more promotions since its view than `old` remembers) holds none of it.
     let of_old = |reported: &Reported| -> Option<u64> {
@@ -200,7 +227,7 @@ pub fn promote_from(
     let all_reports = reports;
     let reports: BTreeMap<NodeId, (Reported, u64)> = reports
         .iter()
-        .filter(|(_, reported)| counts(reported))
+        .filter(|&(&node, reported)| counts(node, reported))
         .filter_map(|(&node, reported)| Some((node, (*reported, of_old(reported)?))))
         .collect();
     // The old primary's records are a candidate like a backup's, but its report is no
@@ -608,6 +635,68 @@ mod tests {
         assert_eq!(new.primary, 2);
         assert_eq!(new.backups, vec![3]);
         assert_eq!(new.spares, vec![4]);
+    }
+
+    /// Any-time seed 300810: the whole group lost power, view 5 promoted node 1 from its log
+    /// and named node 3 a backup from its log's records (2734, below the truncate LSN);
+    /// node 3, cut off from node 1, never heard a primary, while views 6 and 7 made nodes 2
+    /// and 4 backups again. With one ack of three backups, node 1 crashed: nodes 2 and 4
+    /// hold every record acknowledged since view 5 (node 3 acknowledged none), and node 3's
+    /// report, from the life view 5 named, counts as the third of the three needed.
+    #[test]
+    fn a_backup_named_from_its_log_that_heard_no_primary_counts_as_a_reporter() {
+        let old = View {
+            number: 7,
+            primary: 1,
+            backups: vec![2, 3, 4],
+            spares: Vec::new(),
+            promotions: vec![tandem_config::Promotion {
+                view: 5,
+                truncate_lsn: 2737,
+                based_on: None,
+                lsn_released_max: 2734,
+                rebuilt: vec![(1, 11), (2, 21), (3, 31), (4, 41)],
+            }],
+        };
+        let live = |lsn_received, incarnation| Reported {
+            lsn_received,
+            view_held: 7,
+            restarted: false,
+            incarnation,
+        };
+        let rebuilt = |lsn_received, incarnation| Reported {
+            restarted: true,
+            ..live(lsn_received, incarnation)
+        };
+        let one_of_three = Safety::TwoSafe(AckCount::Of(1));
+        let reports = BTreeMap::from([
+            (1, rebuilt(2745, 12)),
+            (2, live(2746, 21)),
+            (3, rebuilt(2734, 31)),
+            (4, live(2746, 41)),
+        ]);
+        let new = promote_from(&old, &reports, one_of_three).unwrap();
+        assert_eq!((new.number, new.primary), (8, 2));
+        assert_eq!(new.truncate_lsn(), Some(2746));
+        assert_eq!(new.backups, vec![4]);
+        // The old primary lost its memory: it leaves the view, to rejoin as a spare.
+        assert_eq!(new.spares, vec![3]);
+        assert_eq!(new.promotions.last().unwrap().rebuilt, vec![(3, 31)]);
+        // Another life of node 3 may have acknowledged what its log lacks: not counted.
+        let mut later_life = reports.clone();
+        later_life.insert(3, rebuilt(2734, 32));
+        assert_eq!(
+            promote_from(&old, &later_life, one_of_three),
+            Err(RuleError::TooFewReports { got: 2, needed: 3 })
+        );
+        // Nor is the old primary's, from the life the promotion named.
+        let mut primary_named = reports.clone();
+        primary_named.insert(1, rebuilt(2745, 11));
+        primary_named.remove(&2);
+        assert_eq!(
+            promote_from(&old, &primary_named, one_of_three),
+            Err(RuleError::TooFewReports { got: 2, needed: 3 })
+        );
     }
 
     #[test]
