@@ -125,6 +125,17 @@ pub fn made_from_report(
 /// The transition node `me`, holding `held`, makes to follow `view`. `view_first` is the
 /// group's view number when the cluster was created.
 pub fn transition(me: NodeId, held: Held, view: &View, view_first: u64) -> Transition {
+    // Records of a view newer than the one followed: a node whose config store came back
+    // from an older save than its log's records (the crash tore the newer save) cannot place
+    // them in this view's history, and waits for a view at least as new, which the config
+    // store brings (default seed 587583).
+    if let Held::Backup {
+        view: view_held, ..
+    } = held
+        && view_held > view.number
+    {
+        return Transition::Wait;
+    }
     let member = view.backups.contains(&me) || view.spares.contains(&me);
     if view.primary == me {
         return match held {
@@ -250,6 +261,28 @@ fn skip_truncate() -> bool {
 mod tests {
     use super::*;
     use tandem_config::Promotion;
+
+    /// Default seed 587583: a crash tore a node's newest config-store save, so it came back
+    /// following an older view than its log's records; it waits rather than judge them by a
+    /// history that does not reach them (`View::since` asserts it is never asked).
+    #[test]
+    fn records_of_a_newer_view_than_the_one_followed_wait() {
+        let older = view(1, &[2, 3, 4], &[], 100);
+        for (me, view_held) in [(4, 6), (1, 9)] {
+            let held = Held::Backup {
+                primary: 1,
+                view: view_held,
+                lsn_received: 58,
+            };
+            assert_eq!(transition(me, held, &older, 1), Transition::Wait);
+        }
+        let held = Held::Backup {
+            primary: 1,
+            view: 5,
+            lsn_received: 58,
+        };
+        assert_eq!(transition(4, held, &older, 1), Transition::StayBackup);
+    }
 
     fn view(primary: NodeId, backups: &[NodeId], spares: &[NodeId], truncate: u64) -> View {
         View {
