@@ -4,6 +4,9 @@
 //! and the refusal is counted in `/metrics`. Without a secret, a node takes peer links from
 //! loopback only.
 
+mod common;
+
+use common::outward_address;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -291,15 +294,6 @@ fn a_stranger_without_the_secret_is_refused_at_the_handshake_and_counted() {
         lsn_start,
         "nothing a stranger sent was taken"
     );
-}
-
-/// This machine's address on the interface that leads elsewhere, if it has one that is not
-/// loopback (no packet is sent: a UDP socket's connect only picks the route).
-fn outward_address() -> Option<std::net::IpAddr> {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
-    socket.connect("192.0.2.1:9").ok()?;
-    let ip = socket.local_addr().ok()?.ip();
-    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }
 
 #[test]

@@ -13,6 +13,9 @@
 //! Every socket has a read timeout, so a node that never answers fails the test instead of
 //! hanging it.
 
+mod common;
+
+use common::outward_address;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -428,15 +431,6 @@ fn a_long_reply_arrives_whole_and_one_past_the_limit_is_refused_clearly() {
         ),
     }
     assert_eq!(int(conn.reply()), longer.len() as i64);
-}
-
-/// This machine's address on the interface that leads elsewhere, if it has one that is not
-/// loopback (no packet is sent: a UDP socket's connect only picks the route).
-fn outward_address() -> Option<std::net::IpAddr> {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
-    socket.connect("192.0.2.1:9").ok()?;
-    let ip = socket.local_addr().ok()?.ip();
-    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }
 
 /// Protected mode: a node that asks no password serves loopback clients only, and tells any
