@@ -651,6 +651,22 @@ impl<R> Primary<R> {
             .map(|backup| (backup.node, backup.lsn_received, backup.lsn_applied))
     }
 
+    /// The LSN every member's log has synced, as last reported (0 if unknown), and the last
+    /// released LSN: what a removal under `durable` weighs (the simulator's descriptions).
+    pub fn durable_progress(&self) -> (u64, Vec<(NodeId, u64)>) {
+        let members = self
+            .members
+            .iter()
+            .map(|backup| {
+                (
+                    backup.node,
+                    if backup.known { backup.lsn_durable } else { 0 },
+                )
+            })
+            .collect();
+        (self.lsn_released, members)
+    }
+
     /// Prepares asking the config store to remove backup `suspect` from view `view`, which
     /// stopped acknowledging. Returns the other backups that lack a record a reply was
     /// released for: the same change makes them spares, so every backup of the view asked

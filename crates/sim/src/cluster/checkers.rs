@@ -15,12 +15,13 @@ impl World {
                 let role = match &node.role {
                     Slot::Outside => "outside".to_owned(),
                     Slot::Primary(role) => format!(
-                        "primary v{} lsn {} pending {} inbox {} backups {:?}",
+                        "primary v{} lsn {} pending {} inbox {} backups {:?} released and synced {:?}",
                         role.primary().view(),
                         role.primary().lsn_committed(),
                         role.primary().pending_replies(),
                         role.inbox.len(),
-                        role.primary().backup_progress().collect::<Vec<_>>()
+                        role.primary().backup_progress().collect::<Vec<_>>(),
+                        role.primary().durable_progress(),
                     ),
                     Slot::Backup(role) => format!(
                         "backup of {} v{} lsn {}{}",

@@ -529,7 +529,7 @@ impl World {
     /// for: `lsn_releasable_max`) and no other node that is up does:
     /// a node holds them when it serves the newest view (its primary, or a backup or spare
     /// following that primary) with every record up to the highest acknowledged LSN.
-    fn holds_sole_copy(&self, node: NodeId) -> bool {
+    pub(super) fn holds_sole_copy(&self, node: NodeId) -> bool {
         let lsn_acked = self
             .acked
             .values()
