@@ -384,18 +384,27 @@ impl World {
     }
 
     /// Whether node `node`'s operator restarts it now: its log has been poisoned a while,
-    /// and a crash now is one failure, or the faults have healed and it holds no record
-    /// acknowledged that no other node holds. Healing repairs every fault, and only a restart
-    /// repairs a poisoned log: a group whose other members cannot do without that log
-    /// (under `durable`, a backup whose log failed keeps a removal of a restarted one
-    /// waiting for good, since it alone would hold the released records, and not in its
-    /// log: default seed 705016, any-time seed 305890) would otherwise never converge.
+    /// and a crash now is one failure. That is so while the group is whole; once the faults
+    /// have healed, also when the node holds no acknowledged record alone and either every
+    /// other node holds its memory or the rule is `durable` (a released record is then in
+    /// the logs that synced it, never in a failed one: a memory loss takes none). Healing
+    /// repairs every fault, and only a restart repairs a poisoned log: under `durable`, a
+    /// backup whose log failed kept the removal of a restarted one waiting for good, since it
+    /// alone would have held the released records, and not in its log (default seed 705016,
+    /// any-time seed 305890). Two restarts at once under a memory rule are two failures
+    /// (k-of-n seed 457 lost a commit when healing restarted two poisoned nodes together).
     pub(super) fn poisoned_restart_due(&self, node: NodeId) -> bool {
+        let healed_restart = || {
+            !self.faults_on
+                && !self.holds_sole_copy(node)
+                && (self.others_hold_memory(node)
+                    || matches!(self.faults.safety, Safety::Durable(_)))
+        };
         self.nodes[index_of(node)]
             .log
             .poisoned_at
             .is_some_and(|at| self.now >= at + POISONED_RESTART_TICKS * MICROS_PER_TICK)
-            && (self.whole() || (!self.faults_on && !self.holds_sole_copy(node)))
+            && (self.whole() || healed_restart())
     }
 
     /// The ghost of what node `node`'s records hold, as its role has them now (the Redis

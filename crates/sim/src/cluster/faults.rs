@@ -377,7 +377,7 @@ impl World {
     /// to be left out of the view): a crash of `node` now is one failure, whatever the views
     /// are doing. A second memory loss before the first healed is beyond what the rules
     /// promise (with k of n acks a promotion needs n − k + 1 reports).
-    fn others_hold_memory(&self, node: NodeId) -> bool {
+    pub(super) fn others_hold_memory(&self, node: NodeId) -> bool {
         self.nodes
             .iter()
             .filter(|other| other.id != node)
