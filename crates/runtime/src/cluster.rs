@@ -169,7 +169,7 @@ pub fn run(
         .cluster
         .as_ref()
         .expect("cluster mode has a cluster table");
-    let peer_auth = PeerAuth::new(config, &metrics);
+    let peer_auth = PeerAuth::new(config, &metrics)?;
     std::fs::create_dir_all(&table.data_dir).map_err(|source| StartError::DataDir {
         path: table.data_dir.clone(),
         source,
@@ -1364,7 +1364,7 @@ impl Outbox {
             // writer is kept only if its thread started, and the next message tries again.
             let auth = self.auth.clone();
             if !crate::spawn_or_say(format!("cluster-{to}"), move || {
-                cluster_writer(address, hello, auth, rx)
+                cluster_writer(address, to, hello, auth, rx)
             }) {
                 return;
             }
@@ -1378,7 +1378,13 @@ impl Outbox {
 
 /// Writes one peer's cluster frames, reconnecting as needed; frames that cannot be written
 /// are dropped (the cluster core repeats what matters).
-fn cluster_writer(address: SocketAddr, hello: Hello, auth: PeerAuth, outbox: Receiver<Vec<u8>>) {
+fn cluster_writer(
+    address: SocketAddr,
+    peer: NodeId,
+    hello: Hello,
+    auth: PeerAuth,
+    outbox: Receiver<Vec<u8>>,
+) {
     let mut stream: Option<(TcpStream, Sealer)> = None;
     let mut scratch = Vec::new();
     // The first failure to authenticate is logged; repeats are not (the peer is asked
@@ -1393,7 +1399,7 @@ fn cluster_writer(address: SocketAddr, hello: Hello, auth: PeerAuth, outbox: Rec
             let _ = net::tune(&fresh);
             // Nothing is read on this connection but the handshake's answers.
             let mut buffer = FrameBuffer::new(tandem_wire::MAX_FRAME_LEN_DEFAULT);
-            match auth.connect(&mut fresh, &mut buffer, &hello) {
+            match auth.connect(&mut fresh, &mut buffer, &hello, peer) {
                 Ok(sealer) => {
                     said = false;
                     stream = Some((fresh, sealer));

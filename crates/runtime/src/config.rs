@@ -270,6 +270,14 @@ pub struct TlsTable {
     /// The RESP port speaks TLS only (`redis-cli --tls --cacert CA`); true by default.
     #[serde(default = "protected_mode_default")]
     pub resp: bool,
+    /// Peer links run TLS: each node shows its certificate, which the cluster's CA (`ca`)
+    /// signed for `node-ID` (its node id), and takes only peers whose certificates do
+    /// (`peer_secret` is then not used). False by default.
+    #[serde(default)]
+    pub peers: bool,
+    /// The cluster's CA certificate (PEM), which signed every node's: needed by `peers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
 }
 
 /// Where and how a node keeps its write-ahead log.
@@ -1045,6 +1053,16 @@ impl NodeConfig {
                      bytes, the same on every node (`openssl rand -hex 32` makes one)",
                     secret.len()
                 ),
+            ));
+        }
+        if let Some(tls) = &self.tls
+            && tls.peers
+            && tls.ca.is_none()
+        {
+            return Err(invalid(
+                "tls.ca",
+                "peers = true checks every peer's certificate against the cluster's CA: name \
+                 its certificate (PEM) in tls.ca, or set peers = false",
             ));
         }
         if group.undo_log_kib < UNDO_LOG_KIB_MIN {

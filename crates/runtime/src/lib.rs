@@ -17,6 +17,7 @@ mod members;
 pub mod metrics;
 mod net;
 mod peer_auth;
+mod peer_tls;
 pub mod primary;
 pub mod resp;
 pub mod tls;

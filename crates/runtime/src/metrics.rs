@@ -51,9 +51,20 @@ pub const REJECT_REASONS: [&str; 5] = ["corrupt", "gap", "duplicate", "stale_vie
 
 /// The values of the `reason` label of `tandem_peers_refused_total`: a peer that offered no
 /// proof of the cluster's secret (`no_proof`), a wrong one (`bad_proof`), a frame whose MAC
-/// did not check after the handshake (`bad_mac`), or a peer link from another machine to a
-/// node with no `peer_secret` (`not_loopback`).
-pub const PEER_REFUSE_REASONS: [&str; 4] = ["no_proof", "bad_proof", "bad_mac", "not_loopback"];
+/// did not check after the handshake (`bad_mac`, also a TLS record that did not open), a peer
+/// link from another machine to a node with no `peer_secret` (`not_loopback`), and under TLS
+/// a peer that did not speak it (`no_tls`), a certificate the cluster's CA did not sign or
+/// that names another node than the connector meant (`bad_certificate`), or one that names
+/// another node than the connector's `Hello` claims (`wrong_node`).
+pub const PEER_REFUSE_REASONS: [&str; 7] = [
+    "no_proof",
+    "bad_proof",
+    "bad_mac",
+    "not_loopback",
+    "no_tls",
+    "bad_certificate",
+    "wrong_node",
+];
 
 /// The values of the `role` label of `tandem_role`: what a node serves as now (`outside`: in
 /// no view yet, or left out of the current one).

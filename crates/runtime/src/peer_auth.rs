@@ -17,43 +17,76 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ring::rand::{SecureRandom, SystemRandom};
+use tandem_replication::NodeId;
 use tandem_wire::{
     Accepting, AuthError, ClusterSecret, Connecting, ErrorCode, Frame, FrameBuffer, FrameSealer,
-    Hello, NONCE_LEN, PeerKind, encode_auth, encode_error, encode_hello,
+    Hello, NONCE_LEN, PeerKind, RecordError, RecordOpener, RecordSealer, encode_auth, encode_error,
+    encode_hello,
 };
 
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
+use crate::peer_tls::PeerTls;
 
 /// How long either side of a handshake waits for the other's next step.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A node's side of peer authentication: its secret, if it has one.
+/// A node's side of peer authentication: TLS with the cluster's CA, or its secret, if it
+/// has either.
 #[derive(Clone, Debug)]
 pub(crate) struct PeerAuth {
     /// Shared: a key schedule is a few hundred bytes, and every role's handle holds one.
     secret: Option<Arc<ClusterSecret>>,
+    /// With `[tls] peers = true`: TLS on every peer link, instead of the secret.
+    tls: Option<Arc<PeerTls>>,
     metrics: Arc<Metrics>,
 }
 
-/// What writes one side of a peer link: frames as they are, or sealed.
+/// What writes one side of a peer link: frames as they are, sealed with a MAC, or in TLS
+/// records.
 #[derive(Debug)]
 pub(crate) enum Sealer {
     Plain,
     Sealed(Box<FrameSealer>),
+    Tls(Box<TlsWriter>),
+}
+
+/// The writer's half of a TLS link: its direction's key, and room for the records.
+#[derive(Debug)]
+pub(crate) struct TlsWriter {
+    sealer: RecordSealer,
+    records: Vec<u8>,
+}
+
+impl TlsWriter {
+    fn write(&mut self, writer: &mut impl Write, parts: &[&[u8]]) -> io::Result<()> {
+        self.records.clear();
+        self.sealer
+            .seal(parts, &mut self.records)
+            .map_err(io::Error::other)?;
+        writer.write_all(&self.records)
+    }
 }
 
 impl PeerAuth {
-    pub(crate) fn new(config: &crate::config::NodeConfig, metrics: &Arc<Metrics>) -> PeerAuth {
+    pub(crate) fn new(
+        config: &crate::config::NodeConfig,
+        metrics: &Arc<Metrics>,
+    ) -> Result<PeerAuth, crate::StartError> {
         let secret = config.peer_secret.as_ref().map(|secret| {
             Arc::new(
                 ClusterSecret::new(secret.0.as_bytes()).expect("the config checked its length"),
             )
         });
-        PeerAuth {
+        let tls = match &config.tls {
+            Some(table) if table.peers => Some(Arc::new(PeerTls::new(table)?)),
+            _ => None,
+        };
+        Ok(PeerAuth {
             secret,
+            tls,
             metrics: Arc::clone(metrics),
-        }
+        })
     }
 
     /// Whether a `Hello` of this kind opens a peer link (which must authenticate).
@@ -64,15 +97,30 @@ impl PeerAuth {
     /// The connecting side: sends `hello` and, with a secret, runs the handshake. On success
     /// every later frame read through `buffer` is checked, and the returned sealer seals
     /// every frame written.
+    /// Under TLS, `peer` is the node meant: its certificate must name it.
     pub(crate) fn connect(
         &self,
         stream: &mut TcpStream,
         buffer: &mut FrameBuffer,
         hello: &Hello,
+        peer: NodeId,
     ) -> Result<Sealer, ConnError> {
         let mut bytes = Vec::new();
         encode_hello(&mut bytes, hello);
         net::write_all(stream, &bytes)?;
+        if let Some(tls) = &self.tls {
+            let keys = tls
+                .connect(stream, peer)
+                .map_err(|err| ConnError::Protocol(err.to_string()))?;
+            buffer.decrypt(RecordOpener::new(&keys.receive).map_err(tls_keys)?, &[]);
+            let mut writer = TlsWriter {
+                sealer: RecordSealer::new(&keys.send).map_err(tls_keys)?,
+                records: Vec::new(),
+            };
+            // The Hello again, under TLS: the acceptor checks it is the one it read.
+            writer.write(stream, &[&bytes])?;
+            return Ok(Sealer::Tls(Box::new(writer)));
+        }
         let Some(secret) = &self.secret else {
             return Ok(Sealer::Plain);
         };
@@ -98,6 +146,9 @@ impl PeerAuth {
         hello: &Hello,
     ) -> Result<Sealer, ConnError> {
         assert!(Self::is_peer(hello), "only peer links authenticate");
+        if let Some(tls) = &self.tls {
+            return self.accept_tls(tls, stream, buffer, hello);
+        }
         let Some(secret) = &self.secret else {
             let from = stream.peer_addr()?;
             if is_local(from) {
@@ -148,11 +199,59 @@ impl PeerAuth {
         }
     }
 
+    /// The accepting side under TLS: the handshake (the connector's certificate must name
+    /// the node its `Hello` claims), then the `Hello` again, under TLS, equal to `hello`.
+    fn accept_tls(
+        &self,
+        tls: &PeerTls,
+        stream: &mut TcpStream,
+        buffer: &mut FrameBuffer,
+        hello: &Hello,
+    ) -> Result<Sealer, ConnError> {
+        let unread = buffer.take_unread();
+        let (keys, rest) = match tls.accept(stream, hello.id, unread) {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                let reason = err.reason();
+                self.metrics.peer_refused(reason);
+                tracing::warn!(
+                    peer = %stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
+                    reason,
+                    "refused a peer link: {err}"
+                );
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                return Err(ConnError::Protocol(err.to_string()));
+            }
+        };
+        buffer.decrypt(RecordOpener::new(&keys.receive).map_err(tls_keys)?, &rest);
+        let again = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, |frame| match frame {
+            Frame::Hello(again) => Ok(again),
+            _ => Err(ConnError::Protocol(
+                "expected the Hello again under TLS".into(),
+            )),
+        });
+        match again {
+            Ok(again) if again == *hello => Ok(Sealer::Tls(Box::new(TlsWriter {
+                sealer: RecordSealer::new(&keys.send).map_err(tls_keys)?,
+                records: Vec::new(),
+            }))),
+            _ => {
+                self.metrics.peer_refused("bad_mac");
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+                Err(ConnError::Protocol(
+                    "the Hello under TLS differs from the one before it".into(),
+                ))
+            }
+        }
+    }
+
     /// Counts a link cut for a frame whose MAC did not check (the buffer refused it).
     pub(crate) fn note_forged(&self, err: &ConnError) {
         if matches!(
             err,
-            ConnError::Frame(tandem_wire::FrameError::BadMac { .. })
+            ConnError::Frame(
+                tandem_wire::FrameError::BadMac { .. } | tandem_wire::FrameError::Tls(_)
+            )
         ) {
             self.metrics.peer_refused("bad_mac");
         }
@@ -189,6 +288,7 @@ impl Sealer {
                 sealer.seal_frames(frames, scratch);
                 writer.write_all(scratch)
             }
+            Sealer::Tls(tls) => tls.write(writer, &[frames]),
         }
     }
 
@@ -200,6 +300,9 @@ impl Sealer {
         header: &[u8],
         bytes: &[u8],
     ) -> io::Result<()> {
+        if let Sealer::Tls(tls) = self {
+            return tls.write(writer, &[header, bytes]);
+        }
         writer.write_all(header)?;
         writer.write_all(bytes)?;
         if let Sealer::Sealed(sealer) = self {
@@ -352,6 +455,10 @@ fn expect_auth(frame: Frame<'_>) -> Result<tandem_wire::Auth, ConnError> {
                 .into(),
         )),
     }
+}
+
+fn tls_keys(err: RecordError) -> ConnError {
+    ConnError::Protocol(format!("TLS session keys: {err}"))
 }
 
 fn protocol(err: AuthError) -> ConnError {

@@ -460,7 +460,7 @@ pub fn start_role(
         max_frame_len: tuning.max_frame_len,
         inbound: inbound.clone(),
         metrics: Arc::clone(&metrics),
-        auth: PeerAuth::new(config, &metrics),
+        auth: PeerAuth::new(config, &metrics)?,
     };
     let mut links = BTreeMap::new();
     for &(node, address) in &members.addresses {

@@ -23,16 +23,8 @@ use crate::config::TlsTable;
 
 /// The RESP port's TLS settings from the `[tls]` table: its certificate chain and key.
 pub fn server_config(table: &TlsTable) -> Result<Arc<ServerConfig>, StartError> {
-    let certs = read_pem(&table.cert, "cert", |bytes| {
-        CertificateDer::pem_slice_iter(bytes).collect::<Result<Vec<_>, _>>()
-    })?;
-    if certs.is_empty() {
-        return Err(StartError::Tls {
-            field: "cert",
-            reason: format!("{} holds no PEM certificate", table.cert.display()),
-        });
-    }
-    let key = read_pem(&table.key, "key", PrivateKeyDer::from_pem_slice)?;
+    let certs = read_certs(&table.cert, "cert")?;
+    let key = read_key(&table.key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -41,6 +33,28 @@ pub fn server_config(table: &TlsTable) -> Result<Arc<ServerConfig>, StartError> 
         .with_single_cert(certs, key)
         .map_err(|err| tls_error("key", format!("does not go with tls.cert: {err}")))?;
     Ok(Arc::new(config))
+}
+
+/// The certificates of the PEM file at `path` (the `[tls]` table's `field`): at least one.
+pub(crate) fn read_certs(
+    path: &Path,
+    field: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, StartError> {
+    let certs = read_pem(path, field, |bytes| {
+        CertificateDer::pem_slice_iter(bytes).collect::<Result<Vec<_>, _>>()
+    })?;
+    if certs.is_empty() {
+        return Err(StartError::Tls {
+            field,
+            reason: format!("{} holds no PEM certificate", path.display()),
+        });
+    }
+    Ok(certs)
+}
+
+/// The private key of the PEM file at `path` (the `[tls]` table's `key`).
+pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, StartError> {
+    read_pem(path, "key", PrivateKeyDer::from_pem_slice)
 }
 
 fn tls_error(field: &'static str, reason: impl ToString) -> StartError {

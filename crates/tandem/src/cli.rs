@@ -109,8 +109,10 @@ pub struct UpArgs {
     /// reaches keys it does not name (KEYS, SCAN, DBSIZE, FLUSHALL) and no script.
     #[arg(long = "user", value_name = "SPEC", value_parser = parse_user)]
     pub users: Vec<tandem_runtime::config::UserConfig>,
-    /// Serve Redis clients over TLS only, with certificates `up` makes for the cluster from
-    /// a CA of its own: clients trust `DIR/tls/ca.pem` (`redis-cli --tls --cacert …`).
+    /// TLS everywhere but the native client port: `up` makes a CA for the cluster and a
+    /// certificate per node naming it (`node-ID`); Redis clients speak TLS only and trust
+    /// `DIR/tls/ca.pem` (`redis-cli --tls --cacert …`), and peer links run TLS, each node
+    /// taking only peers whose certificate the CA signed for the node they claim to be.
     #[arg(long)]
     pub tls: bool,
 }
@@ -231,6 +233,10 @@ pub struct DemoArgs {
     /// Where the timeline chart goes: a .png or .svg path (default: DIR/timeline.png).
     #[arg(long, value_name = "PATH")]
     pub timeline: Option<std::path::PathBuf>,
+    /// Run the peer links over TLS (certificates naming each node, from a CA made for the
+    /// cluster), as `tandem up --tls` does.
+    #[arg(long)]
+    pub tls: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -742,6 +748,9 @@ pub struct FailoverArgs {
     #[arg(long, default_value = ".tandem/bench-failover")]
     pub dir: std::path::PathBuf,
     /// Print the report as JSON.
+    /// Run the peer links over TLS, as `tandem up --tls` does.
+    #[arg(long)]
+    pub tls: bool,
     #[arg(long)]
     pub json: bool,
     /// Keep one core busy with another process during the runs, as other work on the machine

@@ -184,6 +184,8 @@ struct Scenario {
     checkpoint_mib: u64,
     /// How long the fault lasts, where it ends (`Fault::comes_back`).
     fault_ms: u64,
+    /// Peer links (and the RESP ports) run TLS, with certificates made for the cluster.
+    tls: bool,
 }
 
 /// `tandem demo`.
@@ -224,6 +226,7 @@ pub fn demo(args: &DemoArgs) -> Result<(), Failure> {
         fsync: args.fsync,
         checkpoint_mib: args.checkpoint_mib,
         fault_ms: args.fault_ms,
+        tls: args.tls,
     };
     let run = match args.client {
         DemoClient::Stub => scenario.run()?,
@@ -268,6 +271,7 @@ pub fn bench_failover(args: &FailoverArgs) -> Result<(), Failure> {
             fsync: crate::local::Options::new(3).fsync,
             checkpoint_mib: crate::local::Options::new(3).checkpoint_mib,
             fault_ms: FAULT_MS_DEFAULT,
+            tls: args.tls,
         };
         let run = scenario.run()?;
         if !args.json {
@@ -424,6 +428,7 @@ impl Scenario {
         options.checkpoint_mib = self.checkpoint_mib;
         options.suspect_ticks = self.suspect_ticks;
         options.tail_records_max = self.tail_records_max;
+        options.tls = self.tls;
         let (mut cluster, settled) =
             LocalCluster::start_settled(&self.dir, &options, Duration::from_secs(120))?;
         self.say(&format!(

@@ -915,6 +915,8 @@ impl Certificates {
             cert: node_dir.join("tls-cert.pem"),
             key: node_dir.join("tls-key.pem"),
             resp: true,
+            peers: true,
+            ca: Some(self.dir.join(CA_FILE)),
         }
     }
 }

@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::auth::{FRAME_TAG_LEN, FrameOpener};
 use crate::frame::{Frame, FrameError, decode_frame};
+use crate::records::{RECORD_BODY_MAX, RECORD_HEADER_LEN, RecordOpener};
 
 /// The buffer's smallest size: one read can bring many small frames.
 const BUFFER_LEN_MIN: usize = 64 << 10;
@@ -51,6 +52,12 @@ pub struct FrameBuffer {
     /// On an authenticated link, the error that ended it (a tag that did not check, or a
     /// checked frame that did not decode): it stays, as an unauthenticated link's does.
     forged: Option<FrameError>,
+    /// On a TLS link, what opens the records read: the bytes read are then laid out as
+    /// frames' plaintext in `start..plain_end`, a gap, and records not yet whole in
+    /// `raw_start..end`.
+    records: Option<RecordOpener>,
+    plain_end: usize,
+    raw_start: usize,
 }
 
 impl FrameBuffer {
@@ -62,6 +69,87 @@ impl FrameBuffer {
             max_frame_len,
             opener: None,
             forged: None,
+            records: None,
+            plain_end: 0,
+            raw_start: 0,
+        }
+    }
+
+    /// From now on the bytes read are TLS 1.3 records, opened as they arrive (`received`:
+    /// bytes of the link read already, after the handshake); the frames are their
+    /// plaintext. A record that does not open ends the link (`FrameError::Tls`).
+    pub fn decrypt(&mut self, opener: RecordOpener, received: &[u8]) {
+        assert!(self.opener.is_none(), "a link is sealed one way");
+        assert!(
+            self.records.is_none(),
+            "a link's records are opened by one opener"
+        );
+        assert_eq!(
+            self.buffered(),
+            0,
+            "bytes read before the handshake ended belong to it (take_unread)"
+        );
+        self.records = Some(opener);
+        self.start = 0;
+        self.end = 0;
+        self.plain_end = 0;
+        self.raw_start = 0;
+        let mut received = received;
+        while !received.is_empty() {
+            let spare = self.spare();
+            let n = spare.len().min(received.len());
+            spare[..n].copy_from_slice(&received[..n]);
+            self.filled(n);
+            received = &received[n..];
+        }
+    }
+
+    /// Whether the link's frames come in TLS records ([`decrypt`](Self::decrypt)).
+    pub fn is_decrypting(&self) -> bool {
+        self.records.is_some()
+    }
+
+    /// Takes the bytes read but not yet taken as frames (the start of a TLS handshake that
+    /// came with the `Hello`), leaving the buffer empty.
+    pub fn take_unread(&mut self) -> Vec<u8> {
+        assert!(
+            self.records.is_none(),
+            "unread bytes are taken before records"
+        );
+        let unread = self.buf[self.start..self.end].to_vec();
+        self.start = 0;
+        self.end = 0;
+        unread
+    }
+
+    /// Opens every whole record read, moving its plaintext after the frames' bytes.
+    fn open_records(&mut self) {
+        let Some(opener) = &mut self.records else {
+            return;
+        };
+        while self.forged.is_none() {
+            let raw = &self.buf[self.raw_start..self.end];
+            let len = match opener.record_len(raw) {
+                Ok(Some(len)) if len <= raw.len() => len,
+                Ok(_) => break,
+                Err(err) => {
+                    self.forged = Some(FrameError::Tls(err));
+                    break;
+                }
+            };
+            let record = self.raw_start..self.raw_start + len;
+            match opener.open_in_place(&mut self.buf[record.clone()]) {
+                Ok(plain) => {
+                    let plain_len = plain.len();
+                    self.buf.copy_within(
+                        record.start + plain.start..record.start + plain.end,
+                        self.plain_end,
+                    );
+                    self.plain_end += plain_len;
+                    self.raw_start = record.end;
+                }
+                Err(err) => self.forged = Some(FrameError::Tls(err)),
+            }
         }
     }
 
@@ -90,6 +178,9 @@ impl FrameBuffer {
     /// Space to read into. Moves the unread bytes to the front (each byte moves at most once
     /// per call) and makes room for the whole of the first frame if its length is known.
     pub fn spare(&mut self) -> &mut [u8] {
+        if self.records.is_some() {
+            return self.spare_for_records();
+        }
         if self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -105,6 +196,31 @@ impl FrameBuffer {
         &mut self.buf[self.end..]
     }
 
+    /// [`spare`](Self::spare) on a TLS link: the frames' plaintext and then the records not
+    /// yet whole move to the front, and there is room for the whole first frame (if its
+    /// length is known) and one whole record after it.
+    fn spare_for_records(&mut self) -> &mut [u8] {
+        let plain = self.plain_end - self.start;
+        self.buf.copy_within(self.start..self.plain_end, 0);
+        let raw = self.end - self.raw_start;
+        self.buf.copy_within(self.raw_start..self.end, plain);
+        self.start = 0;
+        self.plain_end = plain;
+        self.raw_start = plain;
+        self.end = plain + raw;
+        let frame_len = match self.buf[..plain].first_chunk::<4>() {
+            Some(len) if u32::from_le_bytes(*len) as usize <= self.max_frame_len => {
+                4 + u32::from_le_bytes(*len) as usize
+            }
+            _ => plain,
+        };
+        let needed = frame_len.max(plain) + RECORD_HEADER_LEN + RECORD_BODY_MAX;
+        if needed > self.buf.len() {
+            self.buf.resize(needed, 0);
+        }
+        &mut self.buf[self.end..]
+    }
+
     /// Records that a read put `n` bytes at the front of [`spare`](Self::spare).
     pub fn filled(&mut self, n: usize) {
         assert!(
@@ -112,6 +228,7 @@ impl FrameBuffer {
             "filled {n} bytes, more than spare() had"
         );
         self.end += n;
+        self.open_records();
     }
 
     /// Takes the next whole frame, or `Ok(None)` until one is in. An error stays: the stream
@@ -156,7 +273,12 @@ impl FrameBuffer {
                 }
             };
         }
-        let bytes = &self.buf[self.start..self.end];
+        let end = if self.records.is_some() {
+            self.plain_end
+        } else {
+            self.end
+        };
+        let bytes = &self.buf[self.start..end];
         let Some((frame, used)) = decode_frame(bytes, self.max_frame_len)? else {
             return Ok(None);
         };
@@ -167,7 +289,11 @@ impl FrameBuffer {
     /// Bytes read but not yet taken as frames: nonzero at end of stream means the peer stopped
     /// mid-frame.
     pub fn buffered(&self) -> usize {
-        self.end - self.start
+        if self.records.is_some() {
+            (self.plain_end - self.start) + (self.end - self.raw_start)
+        } else {
+            self.end - self.start
+        }
     }
 
     pub fn max_frame_len(&self) -> usize {
@@ -183,6 +309,7 @@ impl fmt::Debug for FrameBuffer {
             .field("end", &self.end)
             .field("max_frame_len", &self.max_frame_len)
             .field("authenticated", &self.opener.is_some())
+            .field("decrypting", &self.records.is_some())
             .finish()
     }
 }
@@ -212,7 +339,12 @@ mod tests {
                 frame.encode(&mut out);
                 frames.push(out);
             }
-            assert!(buffer.buf.len() <= BUFFER_LEN_MIN.max(4 + buffer.max_frame_len));
+            let records = if buffer.records.is_some() {
+                RECORD_HEADER_LEN + RECORD_BODY_MAX
+            } else {
+                0
+            };
+            assert!(buffer.buf.len() <= BUFFER_LEN_MIN.max(4 + buffer.max_frame_len) + records);
         }
         assert_eq!(buffer.buffered(), 0);
         frames
@@ -245,6 +377,85 @@ mod tests {
         let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
         assert_eq!(feed(&mut buffer, &stream, 4096).len(), 20_000);
         assert_eq!(buffer.buf.len(), BUFFER_LEN_MIN);
+    }
+
+    fn traffic_key() -> crate::TrafficKey {
+        crate::TrafficKey {
+            cipher: crate::RecordCipher::Aes128Gcm,
+            key: vec![9; 16],
+            iv: [1; 12],
+            seq: 0,
+        }
+    }
+
+    #[test]
+    fn frames_in_tls_records_come_out_whole_whatever_the_reads() {
+        let max = 200 << 10;
+        let mut frames = Vec::new();
+        let mut plain = Vec::new();
+        for size in [10, max - 2, 70 << 10, 0, 16_384, 3] {
+            let mut out = Vec::new();
+            encode_peer(&mut out, &Message::Batch(Arc::from(vec![size as u8; size])));
+            plain.extend_from_slice(&out);
+            frames.push(out);
+        }
+        for seq in 0..2_000 {
+            let mut out = Vec::new();
+            encode_call(&mut out, seq, 1, None, b"twelve bytes");
+            plain.extend_from_slice(&out);
+            frames.push(out);
+        }
+        // Sealed in writes of different sizes, as a writer thread would.
+        let mut sealer = crate::RecordSealer::new(&traffic_key()).unwrap();
+        let mut stream = Vec::new();
+        for chunk in plain.chunks(50_000) {
+            sealer.seal(&[chunk], &mut stream).unwrap();
+        }
+        for (chunk, already) in [(1, 0), (1000, 7), (65_535, 100), (1 << 20, 20_000)] {
+            let mut buffer = FrameBuffer::new(max);
+            let opener = crate::RecordOpener::new(&traffic_key()).unwrap();
+            buffer.decrypt(opener, &stream[..already]);
+            let mut got = Vec::new();
+            while let Some(frame) = buffer.next_frame().unwrap() {
+                let mut out = Vec::new();
+                frame.encode(&mut out);
+                got.push(out);
+            }
+            got.extend(feed(&mut buffer, &stream[already..], chunk));
+            assert_eq!(got, frames, "reads of {chunk} bytes");
+            assert!(buffer.buf.len() <= 4 + max + RECORD_HEADER_LEN + RECORD_BODY_MAX);
+        }
+    }
+
+    #[test]
+    fn an_altered_tls_record_ends_the_link_before_any_of_it_is_decoded() {
+        let mut sealer = crate::RecordSealer::new(&traffic_key()).unwrap();
+        let mut stream = Vec::new();
+        let mut frame = Vec::new();
+        encode_call(&mut frame, 1, 7, None, b"args");
+        sealer.seal(&[&frame], &mut stream).unwrap();
+        sealer.seal(&[&frame], &mut stream).unwrap();
+        let second = stream.len() - 3;
+        stream[second] ^= 0x80;
+        let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+        buffer.decrypt(crate::RecordOpener::new(&traffic_key()).unwrap(), &[]);
+        let spare = buffer.spare();
+        spare[..stream.len()].copy_from_slice(&stream);
+        buffer.filled(stream.len());
+        let err = buffer.next_frame().unwrap_err();
+        assert_eq!(
+            err,
+            FrameError::Tls(crate::RecordError::BadRecord { seq: 1 })
+        );
+        assert_eq!(buffer.next_frame().unwrap_err(), err, "the error stays");
+
+        // Frames without TLS where records are expected.
+        let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+        buffer.decrypt(crate::RecordOpener::new(&traffic_key()).unwrap(), &frame);
+        assert!(matches!(
+            buffer.next_frame(),
+            Err(FrameError::Tls(crate::RecordError::BadHeader { .. }))
+        ));
     }
 
     #[test]

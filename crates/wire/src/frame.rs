@@ -89,6 +89,8 @@ pub enum FrameError {
         "frame {seq} on an authenticated link carries a wrong MAC: not from the peer, or altered"
     )]
     BadMac { seq: u64 },
+    #[error(transparent)]
+    Tls(#[from] crate::records::RecordError),
     #[error("{frame} frame, field '{field}': {detail}")]
     BadBody {
         frame: &'static str,

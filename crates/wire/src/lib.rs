@@ -105,6 +105,7 @@ mod control;
 mod frame;
 mod members;
 mod peer;
+mod records;
 
 pub use auth::{
     Accepting, Auth, AuthError, AuthStep, AwaitingConfirm, CLIENT_USER_LEN_MAX, ClientProof,
@@ -122,6 +123,9 @@ pub use control::{
 pub use frame::{Frame, FrameError, decode_frame, encode_cluster};
 pub use members::{MEMBERS_MAX, Member, MembersAnswer, encode_members, encode_members_answer};
 pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
+pub use records::{
+    RECORD_PLAINTEXT_MAX, RecordCipher, RecordError, RecordOpener, RecordSealer, TrafficKey,
+};
 
 /// The protocol version this build speaks; a server refuses any other in a `Hello`.
 /// Version 2: heartbeats carry the primary's tick and acks echo it (the primary lease).

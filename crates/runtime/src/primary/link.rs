@@ -138,7 +138,9 @@ impl Link {
     ) -> Result<(), ConnError> {
         net::tune(&stream)?;
         let mut buffer = FrameBuffer::new(self.max_frame_len);
-        let mut sealer = self.auth.connect(&mut stream, &mut buffer, &self.hello)?;
+        let mut sealer = self
+            .auth
+            .connect(&mut stream, &mut buffer, &self.hello, self.node)?;
         net::read_one(
             &mut stream,
             &mut buffer,

@@ -221,6 +221,7 @@ pub fn run(scenario: &Scenario, proxies: u32) -> Result<FailoverRun, Failure> {
     options.fsync = scenario.fsync;
     options.checkpoint_mib = scenario.checkpoint_mib;
     options.workload = "redis".to_string();
+    options.tls = scenario.tls;
     options.suspect_ticks = scenario.suspect_ticks;
     options.tail_records_max = scenario.tail_records_max;
     let (mut cluster, settled) =

@@ -1,0 +1,430 @@
+//! Peer links under TLS (`[tls] peers = true`), over real TCP on loopback, with a CA and
+//! node certificates made here: a static primary and backup replicate 2-safe through a
+//! relay that records and can alter what passes, which shows TLS records on the wire (no
+//! frame in the clear) and a link cut at an altered record; a peer that shows another
+//! node's certificate, one from another CA, or none (a node without TLS) is refused at the
+//! handshake, nothing it sent is applied, and each refusal is counted in `/metrics`.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tandem_replication::{AckCount, Safety};
+use tandem_runtime::backup::{self, BackupHandle};
+use tandem_runtime::config::{EXAMPLE, NodeConfig, PeerConfig, Role, TlsTable};
+use tandem_runtime::metrics::Metrics;
+use tandem_runtime::primary::{self, PrimaryHandle};
+use tandem_wire::{
+    Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, ReplyStatus, encode_call,
+    encode_hello,
+};
+use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
+
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A CA and the certificates it signed, as files in a directory of their own.
+struct Pki {
+    dir: PathBuf,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "tandem-peer-tls-{}-{}-{name}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} CA"));
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let cert = params.self_signed(&key).unwrap();
+        std::fs::write(dir.join("ca.pem"), cert.pem()).unwrap();
+        Pki {
+            dir,
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    fn ca(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+
+    /// A certificate for node `id` (`node-ID`, as `tandem up` makes them): its files.
+    fn node(&self, id: u32) -> (PathBuf, PathBuf) {
+        let mut params =
+            CertificateParams::new(vec![format!("node-{id}"), "localhost".into()]).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("tandem node {id}"));
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let cert_path = self.dir.join(format!("node{id}-cert.pem"));
+        let key_path = self.dir.join(format!("node{id}-key.pem"));
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert_path, key_path)
+    }
+
+    fn table(&self, id: u32) -> TlsTable {
+        let (cert, key) = self.node(id);
+        TlsTable {
+            cert,
+            key,
+            resp: false,
+            peers: true,
+            ca: Some(self.ca()),
+        }
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn config(id: u32, listen: SocketAddr, peer: PeerConfig, tls: Option<TlsTable>) -> NodeConfig {
+    let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
+    config.node_id = id;
+    config.listen = listen;
+    config.metrics_listen = None;
+    config.role = if id == 1 { Role::Primary } else { Role::Backup };
+    config.peers = vec![peer];
+    config.group.safety = Safety::TwoSafe(AckCount::All);
+    config.group.db_mib = 4;
+    config.tls = tls;
+    config.validate().expect("a valid pair");
+    config
+}
+
+fn model(config: &NodeConfig) -> Box<dyn tandem_store::DataModel> {
+    let workload = DebitCredit::new(config.group.db_mib << 20, &DebitCreditConfig::default())
+        .expect("Debit-Credit fits in 4 MiB");
+    tandem_store::Compiled::boxed(workload)
+}
+
+fn start_backup(
+    listener: TcpListener,
+    primary: SocketAddr,
+    tls: TlsTable,
+) -> (BackupHandle, Arc<Metrics>) {
+    let peer = PeerConfig {
+        node_id: 1,
+        address: primary,
+        role: Role::Primary,
+        resp: None,
+    };
+    let config = config(2, listener.local_addr().unwrap(), peer, Some(tls));
+    let metrics = Arc::new(Metrics::new(2, "backup"));
+    let handle = backup::start(&config, listener, model(&config), Arc::clone(&metrics))
+        .expect("the backup starts");
+    (handle, metrics)
+}
+
+fn start_primary(backup: SocketAddr, tls: TlsTable) -> PrimaryHandle {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let address = listener.local_addr().unwrap();
+    let peer = PeerConfig {
+        node_id: 2,
+        address: backup,
+        role: Role::Backup,
+        resp: None,
+    };
+    let config = config(1, address, peer, Some(tls));
+    let metrics = Arc::new(Metrics::new(1, "primary"));
+    primary::start(&config, listener, model(&config), metrics, None).expect("the primary starts")
+}
+
+fn refused(metrics: &Metrics, reason: &str) -> u64 {
+    let text = metrics.encode();
+    let line = format!("tandem_peers_refused_total{{node=\"2\",reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .unwrap_or_else(|| panic!("no {line} in\n{text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + READ_TIMEOUT;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Relays one connection at a time from `listener` to `to`, keeping what went towards `to`;
+/// while `alter` is set, it flips a bit of the next chunk it passes on after the first
+/// 2,000 bytes.
+struct Relay {
+    sent: Arc<Mutex<Vec<u8>>>,
+    alter: Arc<AtomicBool>,
+}
+
+impl Relay {
+    fn start(listener: TcpListener, to: SocketAddr) -> Relay {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let alter = Arc::new(AtomicBool::new(false));
+        let (kept, flip) = (Arc::clone(&sent), Arc::clone(&alter));
+        std::thread::spawn(move || {
+            for incoming in listener.incoming() {
+                let Ok(mut from) = incoming else { return };
+                let Ok(mut onward) = TcpStream::connect(to) else {
+                    continue;
+                };
+                let mut back = onward.try_clone().unwrap();
+                let mut from_back = from.try_clone().unwrap();
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut back, &mut from_back);
+                });
+                let mut chunk = vec![0; 64 << 10];
+                let mut passed = 0;
+                loop {
+                    let n = match from.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    if passed > 2_000 && flip.swap(false, Ordering::AcqRel) {
+                        chunk[n - 1] ^= 0x40;
+                    }
+                    passed += n;
+                    kept.lock().unwrap().extend_from_slice(&chunk[..n]);
+                    if onward.write_all(&chunk[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = onward.shutdown(std::net::Shutdown::Both);
+            }
+        });
+        Relay { sent, alter }
+    }
+}
+
+/// A client connection to the primary's native port.
+struct Client {
+    stream: TcpStream,
+    buffer: FrameBuffer,
+    seq: u64,
+}
+
+impl Client {
+    fn open(address: SocketAddr) -> Client {
+        let mut stream = TcpStream::connect(address).unwrap();
+        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let mut bytes = Vec::new();
+        encode_hello(&mut bytes, &Hello::new(PeerKind::Client, 9, 0));
+        stream.write_all(&bytes).unwrap();
+        let mut client = Client {
+            stream,
+            buffer: FrameBuffer::new(MAX_FRAME_LEN_DEFAULT),
+            seq: 0,
+        };
+        assert_eq!(client.next(), "welcome");
+        client
+    }
+
+    fn next(&mut self) -> String {
+        loop {
+            match self.buffer.next_frame().expect("well-formed frames") {
+                Some(Frame::Welcome(_)) => return "welcome".into(),
+                Some(Frame::Reply(reply)) => {
+                    assert_eq!(reply.seq, self.seq);
+                    return format!("{:?}", reply.status);
+                }
+                Some(other) => return format!("{other:?}"),
+                None => {}
+            }
+            let n = self
+                .stream
+                .read(self.buffer.spare())
+                .expect("a reply in time");
+            assert!(n > 0, "the primary closed the connection");
+            self.buffer.filled(n);
+        }
+    }
+
+    /// Moves 5 from one account to another, 2-safe: the reply leaves once the backup acked.
+    fn call(&mut self) -> String {
+        self.seq += 1;
+        let mut args = Vec::new();
+        DebitCredit::encode_args(&mut args, self.seq as u32, 3, 0, 5);
+        let mut bytes = Vec::new();
+        encode_call(&mut bytes, self.seq, DEBIT_CREDIT.0, None, &args);
+        self.stream.write_all(&bytes).unwrap();
+        self.next()
+    }
+}
+
+#[test]
+fn a_pair_over_tls_replicates_in_tls_records_and_a_record_altered_cuts_the_link() {
+    let pki = Pki::new("cluster");
+    let backup_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay_address = relay_listener.local_addr().unwrap();
+    let relay = Relay::start(relay_listener, backup_listener.local_addr().unwrap());
+    let primary = start_primary(relay_address, pki.table(1));
+    let (backup, metrics) = start_backup(backup_listener, primary.address, pki.table(2));
+    let mut client = Client::open(primary.address);
+    for _ in 0..20 {
+        assert_eq!(client.call(), format!("{:?}", ReplyStatus::Committed));
+    }
+    let lsn = primary.status().unwrap().lsn;
+    wait_for("the backup applies what it acked", || {
+        backup.lsn_applied() >= lsn
+    });
+
+    // What the primary sent: its Hello in the clear, then TLS records only (a handshake,
+    // then application data), whose lengths account for every byte.
+    let sent = relay.sent.lock().unwrap().clone();
+    let mut hello = Vec::new();
+    encode_hello(&mut hello, &Hello::new(PeerKind::Replica, 1, 0));
+    assert!(sent.starts_with(&hello), "a Hello first");
+    let mut at = hello.len();
+    let mut kinds = Vec::new();
+    while at < sent.len() {
+        let header = &sent[at..at + 5];
+        // The ClientHello's record says TLS 1.0 for old middleboxes (RFC 8446 5.1).
+        let version = if at == hello.len() { [3, 1] } else { [3, 3] };
+        assert_eq!(header[1..3], version, "a TLS record at byte {at}");
+        kinds.push(header[0]);
+        at += 5 + usize::from(u16::from_be_bytes([header[3], header[4]]));
+    }
+    assert_eq!(at, sent.len(), "nothing but records");
+    assert_eq!(kinds[0], 22, "the handshake starts");
+    assert!(
+        kinds.iter().filter(|&&kind| kind == 23).count() > 20,
+        "batches and heartbeats travel in application data records: {kinds:?}"
+    );
+    assert_eq!(refused(&metrics, "bad_mac"), 0);
+
+    // A bit flipped in a record on its way: the backup cuts the link at that record and
+    // counts it; the primary links again, and the calls go on.
+    relay.alter.store(true, Ordering::Release);
+    wait_for("the altered record is counted", || {
+        refused(&metrics, "bad_mac") == 1
+    });
+    for _ in 0..5 {
+        assert_eq!(client.call(), format!("{:?}", ReplyStatus::Committed));
+    }
+    for reason in ["no_tls", "bad_certificate", "wrong_node"] {
+        assert_eq!(refused(&metrics, reason), 0, "{reason}");
+    }
+}
+
+/// A TLS client with `cert` and `key` that sends a replica's `Hello` claiming node 1, runs
+/// the handshake and tries to send a frame: whether the backup let the handshake finish.
+fn claim_node_1(address: SocketAddr, ca: &Path, cert: &Path, key: &Path) -> bool {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(ca.unwrap()).unwrap();
+    }
+    let certs = CertificateDer::pem_file_iter(cert)
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .unwrap();
+    let name = ServerName::try_from("node-2").unwrap();
+    let mut session = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let mut hello = Vec::new();
+    encode_hello(&mut hello, &Hello::new(PeerKind::Replica, 1, 0));
+    stream.write_all(&hello).unwrap();
+    if session.complete_io(&mut stream).is_err() {
+        return false;
+    }
+    // TLS 1.3 clients finish first: the backup's verdict on this client's certificate comes
+    // after, as an alert or the end of the stream, or as its Welcome under TLS.
+    let _ = session.writer().write_all(&hello);
+    if session.complete_io(&mut stream).is_err() {
+        return false;
+    }
+    loop {
+        let mut buf = [0; 64];
+        match session.reader().read(&mut buf) {
+            Ok(n) => return n > 0,
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return false,
+        }
+        match session.read_tls(&mut stream) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
+        }
+        if session.process_new_packets().is_err() {
+            return false;
+        }
+    }
+}
+
+#[test]
+fn peers_with_another_nodes_certificate_another_ca_or_no_tls_are_refused_and_counted() {
+    let pki = Pki::new("cluster");
+    let other = Pki::new("other");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let (backup, metrics) = start_backup(listener, "127.0.0.1:9".parse().unwrap(), pki.table(2));
+    let lsn_start = backup.lsn_received();
+
+    // Node 3's certificate, from the cluster's CA, on a link that claims node 1.
+    let (cert, key) = pki.node(3);
+    assert!(!claim_node_1(address, &pki.ca(), &cert, &key));
+    wait_for("the wrong node is counted", || {
+        refused(&metrics, "wrong_node") == 1
+    });
+
+    // A certificate for node 1 that another CA signed.
+    let (cert, key) = other.node(1);
+    assert!(!claim_node_1(address, &pki.ca(), &cert, &key));
+    wait_for("the foreign certificate is counted", || {
+        refused(&metrics, "bad_certificate") == 1
+    });
+
+    // A node without TLS: frames after its Hello.
+    let mut plain = TcpStream::connect(address).unwrap();
+    plain.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let mut bytes = Vec::new();
+    encode_hello(&mut bytes, &Hello::new(PeerKind::Replica, 1, 0));
+    encode_hello(&mut bytes, &Hello::new(PeerKind::Replica, 1, 0));
+    plain.write_all(&bytes).unwrap();
+    let mut rest = Vec::new();
+    let _ = plain.read_to_end(&mut rest);
+    wait_for("the plain peer is counted", || {
+        refused(&metrics, "no_tls") == 1
+    });
+
+    // Node 1's own certificate passes (the same client code), and nothing any of the others
+    // sent was taken.
+    let (cert, key) = pki.node(1);
+    assert!(claim_node_1(address, &pki.ca(), &cert, &key));
+    assert_eq!(backup.lsn_received(), lsn_start);
+    assert_eq!(refused(&metrics, "wrong_node"), 1);
+    assert_eq!(refused(&metrics, "bad_certificate"), 1);
+}
