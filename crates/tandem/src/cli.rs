@@ -384,9 +384,16 @@ pub struct ProxyArgs {
 /// Which replication links `bench replication` authenticates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PeerAuthMode {
+    /// Plain links.
     Off,
+    /// A `peer_secret`: a MAC on every frame.
     On,
+    /// Plain and MAC, interleaved.
     Both,
+    /// TLS 1.3 with certificates from a CA made for the run.
+    Tls,
+    /// Plain, MAC and TLS, interleaved.
+    All,
 }
 
 /// A list of socket addresses, as `--cluster` takes them.
@@ -797,8 +804,9 @@ pub struct ReplicationArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Peer authentication on the replication links: off, on (a `peer_secret`: a challenge
-    /// at connect and an HMAC-SHA256 tag on every frame), or both (each replicated mode runs
-    /// twice, interleaved, to price it).
+    /// at connect and a Poly1305 tag on every frame), tls (TLS 1.3, certificates from a CA
+    /// made for the run), both (off and on) or all (off, on and tls): each replicated mode
+    /// runs once per kind of link, interleaved, to price them.
     #[arg(long, value_enum, default_value = "off")]
     pub peer_auth: PeerAuthMode,
     /// Print the report as JSON.

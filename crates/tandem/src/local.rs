@@ -850,12 +850,12 @@ pub const CA_FILE: &str = "tls/ca.pem";
 /// The certificates of a local cluster: a CA made for it (its key is not kept: a new
 /// cluster gets a new CA) and, per node, a certificate it signed for `localhost`,
 /// `127.0.0.1` and `node-ID`, with its key (readable by the owner only).
-struct Certificates {
+pub struct Certificates {
     dir: PathBuf,
 }
 
 impl Certificates {
-    fn make(dir: &Path, members: &[PeerConfig]) -> Result<Certificates, Failure> {
+    pub fn make(dir: &Path, members: &[PeerConfig]) -> Result<Certificates, Failure> {
         use rcgen::{
             BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
             KeyPair, KeyUsagePurpose,
@@ -909,7 +909,7 @@ impl Certificates {
     }
 
     /// Node `id`'s `[tls]` table.
-    fn node(&self, id: u32) -> tandem_runtime::config::TlsTable {
+    pub fn node(&self, id: u32) -> tandem_runtime::config::TlsTable {
         let node_dir = self.dir.join(format!("node{id}"));
         tandem_runtime::config::TlsTable {
             cert: node_dir.join("tls-cert.pem"),

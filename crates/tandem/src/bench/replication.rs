@@ -50,8 +50,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, Serialize)]
 pub struct ReplicationRun {
     pub mode: &'static str,
-    /// Whether the links carried a MAC on every frame (a `peer_secret`).
+    /// Whether the links were authenticated (a MAC on every frame, or TLS).
     pub peer_auth: bool,
+    /// What the links were: `plain`, `mac` (a `peer_secret`) or `tls`.
+    pub peer_link: &'static str,
     pub strategy: &'static str,
     pub safety: String,
     pub driver: &'static str,
@@ -159,16 +161,18 @@ pub fn run(args: &ReplicationArgs) -> Result<(), Failure> {
         DriverKind::InProcess => 16384,
         DriverKind::Network => 4,
     });
-    // Each contender: a kind, and whether its links authenticate.
-    let contenders: Vec<(Kind, bool)> = kinds
+    // Each contender: a kind, and what its links are.
+    let contenders: Vec<(Kind, PeerLink)> = kinds
         .iter()
         .flat_map(|&kind| {
-            let auths: &[bool] = match (kind, args.peer_auth) {
-                (Kind::Standalone, _) | (_, PeerAuthMode::Off) => &[false],
-                (_, PeerAuthMode::On) => &[true],
-                (_, PeerAuthMode::Both) => &[false, true],
+            let links: &[PeerLink] = match (kind, args.peer_auth) {
+                (Kind::Standalone, _) | (_, PeerAuthMode::Off) => &[PeerLink::Plain],
+                (_, PeerAuthMode::On) => &[PeerLink::Mac],
+                (_, PeerAuthMode::Tls) => &[PeerLink::Tls],
+                (_, PeerAuthMode::Both) => &[PeerLink::Plain, PeerLink::Mac],
+                (_, PeerAuthMode::All) => &[PeerLink::Plain, PeerLink::Mac, PeerLink::Tls],
             };
-            auths.iter().map(move |&auth| (kind, auth))
+            links.iter().map(move |&link| (kind, link))
         })
         .collect();
     if !args.json {
@@ -180,8 +184,8 @@ pub fn run(args: &ReplicationArgs) -> Result<(), Failure> {
         );
     }
     let mut groups = Vec::new();
-    for (index, &(kind, auth)) in contenders.iter().enumerate() {
-        let group = Group::start(args, kind, auth, workload, clients, index, &dir, &exe)?;
+    for (index, &(kind, link)) in contenders.iter().enumerate() {
+        let group = Group::start(args, kind, link, workload, clients, index, &dir, &exe)?;
         groups.push(group);
     }
     for group in &mut groups {
@@ -287,7 +291,7 @@ fn print_table(report: &Report) {
     );
     for run in &report.runs {
         let mode = if run.peer_auth {
-            format!("{}+mac", run.mode)
+            format!("{}+{}", run.mode, run.peer_link)
         } else {
             run.mode.to_owned()
         };
@@ -466,10 +470,30 @@ enum Load {
     },
 }
 
+/// What a contender's peer links are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PeerLink {
+    Plain,
+    /// A `peer_secret`: a MAC on every frame.
+    Mac,
+    /// TLS 1.3, with certificates from a CA made for the group.
+    Tls,
+}
+
+impl PeerLink {
+    fn name(self) -> &'static str {
+        match self {
+            PeerLink::Plain => "plain",
+            PeerLink::Mac => "mac",
+            PeerLink::Tls => "tls",
+        }
+    }
+}
+
 /// One contender: a primary and its backup processes.
 struct Group {
     kind: Kind,
-    peer_auth: bool,
+    link: PeerLink,
     load: Load,
     backups: Vec<NodeProcess>,
     lsn_start: u64,
@@ -481,7 +505,7 @@ impl Group {
     fn start(
         args: &ReplicationArgs,
         kind: Kind,
-        peer_auth: bool,
+        link: PeerLink,
         workload: WorkloadName,
         clients: u32,
         index: usize,
@@ -508,7 +532,7 @@ impl Group {
         // idle groups do not tax the one being measured. A loaded group ships batches, not
         // heartbeats, so its own costs are unchanged.
         base.tuning.heartbeat_ticks = 50;
-        base.peer_secret = peer_auth
+        base.peer_secret = (link == PeerLink::Mac)
             .then(|| config::Secret("the bench's own peer secret, 32 bytes or more".to_owned()));
         base.tuning.suspect_ticks = 150;
         base.group.mode = if matches!(kind, Kind::Passive(_)) {
@@ -531,8 +555,20 @@ impl Group {
                 resp: None,
             });
         }
+        let certificates = match link {
+            PeerLink::Tls => Some(crate::local::Certificates::make(
+                &dir.join(format!("group{index}-pki")),
+                &members,
+            )?),
+            PeerLink::Plain | PeerLink::Mac => None,
+        };
         let config_for = |member: &PeerConfig| -> Result<NodeConfig, Failure> {
             let mut config = base.for_member(member, &members);
+            if let Some(certificates) = &certificates {
+                let mut table = certificates.node(member.node_id);
+                table.resp = false;
+                config.tls = Some(table);
+            }
             config.metrics_listen = Some(free_address()?);
             config
                 .validate()
@@ -578,7 +614,7 @@ impl Group {
         };
         Ok(Group {
             kind,
-            peer_auth,
+            link,
             load,
             backups: processes,
             lsn_start: 0,
@@ -810,7 +846,8 @@ impl Group {
         let backups = self.backup_ids.len().max(1) as f64;
         Ok(ReplicationRun {
             mode: self.kind.mode(),
-            peer_auth: self.peer_auth,
+            peer_auth: self.link != PeerLink::Plain,
+            peer_link: self.link.name(),
             strategy: self.kind.strategy().name(),
             safety: if self.kind == Kind::Standalone {
                 "none".into()
