@@ -51,7 +51,71 @@ pub struct ClientConfig {
     /// the node challenges, and the stub answers with a proof made from the password (which
     /// never travels). `None`: no password to give.
     pub credentials: Option<Credentials>,
+    /// TLS to the nodes' native ports (nodes with `[tls] native = true`): after its `Hello`
+    /// the stub runs a TLS 1.3 handshake and checks the node's certificate against the
+    /// cluster's CA, for the node's IP address. `None`: plain TCP.
+    pub tls: Option<ClientTls>,
 }
+
+/// The stub's TLS settings: the CA the nodes' certificates must chain to.
+#[derive(Clone)]
+pub struct ClientTls {
+    pub(crate) config: std::sync::Arc<rustls::ClientConfig>,
+}
+
+impl ClientTls {
+    /// Trusts the CA certificates of the PEM file at `path` (`tandem up --tls` writes the
+    /// cluster's to `DIR/tls/ca.pem`).
+    pub fn from_ca_file(path: &std::path::Path) -> Result<ClientTls, ConfigError> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let bad = |reason: String| ConfigError::Tls {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|err| bad(err.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| bad(format!("not PEM: {err}")))?;
+        if certs.is_empty() {
+            return Err(bad("holds no PEM certificate".into()));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|err| bad(format!("not a CA certificate: {err}")))?;
+        }
+        Ok(ClientTls::with_roots(roots))
+    }
+
+    /// Trusts the CAs of `roots`.
+    pub fn with_roots(roots: rustls::RootCertStore) -> ClientTls {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("the ring provider speaks TLS 1.3")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        ClientTls {
+            config: std::sync::Arc::new(config),
+        }
+    }
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls").finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for ClientTls {
+    fn eq(&self, other: &ClientTls) -> bool {
+        std::sync::Arc::ptr_eq(&self.config, &other.config)
+    }
+}
+
+impl Eq for ClientTls {}
 
 /// A user and its password, as a node's `requirepass` (user `default`) or `[[users]]` table
 /// knows them. Its `Debug` shows the user only.
@@ -81,6 +145,7 @@ impl ClientConfig {
             retry_backoff: RETRY_BACKOFF_DEFAULT,
             read_consistency: ReadConsistency::Linearizable,
             credentials: None,
+            tls: None,
         }
     }
 
@@ -162,4 +227,9 @@ pub enum ConfigError {
         tandem_wire::CLIENT_USER_LEN_MAX
     )]
     BadCredentials,
+    #[error("tls: the CA file {}: {reason}", path.display())]
+    Tls {
+        path: std::path::PathBuf,
+        reason: String,
+    },
 }

@@ -20,10 +20,51 @@ use tandem_wire::{
 /// own frame limit, whose default this is.
 pub(crate) const MAX_FRAME_LEN: usize = tandem_wire::MAX_FRAME_LEN_DEFAULT;
 
+/// A connection's byte stream: the socket, or TLS on it.
+#[derive(Debug)]
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(socket) => socket,
+            Stream::Tls(tls) => &tls.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(socket) => socket.read(buf),
+            Stream::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(socket) => socket.write(buf),
+            Stream::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(socket) => socket.flush(),
+            Stream::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
 /// A connection to a node that welcomed this client as its group's primary.
 #[derive(Debug)]
 pub(crate) struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buffer: FrameBuffer,
     /// The node's position in `ClientConfig::nodes`.
     pub(crate) index: usize,
@@ -57,6 +98,8 @@ pub(crate) enum Answer {
 pub(crate) enum Failure {
     Connect(io::Error),
     Io(io::Error),
+    /// The TLS handshake failed (the node's certificate, or a node without TLS).
+    Tls(io::Error),
     Closed {
         buffered: usize,
     },
@@ -73,6 +116,7 @@ impl fmt::Display for Failure {
         match self {
             Failure::Connect(err) => write!(f, "connect failed: {err}"),
             Failure::Io(err) => write!(f, "I/O error: {err}"),
+            Failure::Tls(err) => write!(f, "TLS handshake failed: {err}"),
             Failure::Closed { buffered: 0 } => f.write_str("the node closed the connection"),
             Failure::Closed { buffered } => write!(
                 f,
@@ -106,13 +150,38 @@ impl Conn {
         // Calls and replies are small and latency-bound: no Nagle delay.
         stream.set_nodelay(true).map_err(Failure::Io)?;
         let mut conn = Conn {
-            stream,
+            stream: Stream::Plain(stream),
             buffer: FrameBuffer::new(MAX_FRAME_LEN),
             index,
             node: 0,
             view: 0,
         };
         conn.write(hello, until)?;
+        if let Some(tls) = &greeter.tls {
+            // The node announces TLS; it sends nothing more until the handshake starts, so
+            // nothing of the handshake is in the buffer.
+            loop {
+                match conn.buffer.next_frame() {
+                    Ok(Some(Frame::Auth(auth))) if auth.step == AuthStep::StartTls => break,
+                    Ok(Some(Frame::Error(error))) => return Ok(Greeting::Refused(error)),
+                    Ok(Some(Frame::Welcome(_) | Frame::Auth(_))) => {
+                        return Ok(Greeting::Refused(ErrorFrame {
+                            code: ErrorCode::Unauthorized,
+                            message: "the stub asks for TLS and the node's native port does \
+                                      not speak it: set [tls] native = true on the nodes, or \
+                                      give the stub no ClientConfig::tls"
+                                .into(),
+                        }));
+                    }
+                    Ok(Some(other)) => return Err(Failure::Unexpected(kind(&other))),
+                    Ok(None) => conn.fill(until)?,
+                    Err(err) => return Err(Failure::Frame(err)),
+                }
+            }
+            conn.start_tls(tls, addr, until)?;
+            // The Hello again, under TLS: the node checks it is the one it read.
+            conn.write(hello, until)?;
+        }
         loop {
             match conn.buffer.next_frame() {
                 Ok(Some(Frame::Welcome(welcome))) => {
@@ -124,6 +193,14 @@ impl Conn {
                     });
                 }
                 Ok(Some(Frame::Error(error))) => return Ok(Greeting::Refused(error)),
+                Ok(Some(Frame::Auth(auth))) if auth.step == AuthStep::StartTls => {
+                    return Ok(Greeting::Refused(ErrorFrame {
+                        code: ErrorCode::Unauthorized,
+                        message: "this node's native port speaks TLS: give the stub the \
+                                  cluster's CA (ClientConfig::tls)"
+                            .into(),
+                    }));
+                }
                 Ok(Some(Frame::Auth(challenge))) if challenge.step == AuthStep::Challenge => {
                     let Some(credentials) = &greeter.credentials else {
                         return Ok(Greeting::Refused(ErrorFrame {
@@ -198,16 +275,59 @@ impl Conn {
         }
     }
 
+    /// Runs the TLS handshake with the node at `addr` after the plain `Hello`: its
+    /// certificate must chain to the CA of `tls` and name the address's IP.
+    fn start_tls(
+        &mut self,
+        tls: &crate::ClientTls,
+        addr: SocketAddr,
+        until: Instant,
+    ) -> Result<(), Failure> {
+        let Stream::Plain(socket) = &self.stream else {
+            unreachable!("TLS starts once, on the plain stream");
+        };
+        assert_eq!(
+            self.buffer.buffered(),
+            0,
+            "nothing is read past the node's StartTls before the handshake"
+        );
+        let socket = socket.try_clone().map_err(Failure::Io)?;
+        let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+        let session = rustls::ClientConnection::new(std::sync::Arc::clone(&tls.config), name)
+            .map_err(|err| Failure::Tls(io::Error::other(err)))?;
+        let mut tls = rustls::StreamOwned::new(session, socket);
+        while tls.conn.is_handshaking() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Failure::Timeout);
+            }
+            tls.sock.set_read_timeout(Some(left)).map_err(Failure::Io)?;
+            tls.sock
+                .set_write_timeout(Some(left))
+                .map_err(Failure::Io)?;
+            if let Err(err) = tls.conn.complete_io(&mut tls.sock) {
+                return Err(match err.kind() {
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut => Failure::Timeout,
+                    _ => Failure::Tls(err),
+                });
+            }
+        }
+        self.stream = Stream::Tls(Box::new(tls));
+        Ok(())
+    }
+
     fn write(&mut self, bytes: &[u8], until: Instant) -> Result<(), Failure> {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(Failure::Timeout);
         }
         self.stream
+            .socket()
             .set_write_timeout(Some(left))
             .map_err(Failure::Io)?;
         self.stream
             .write_all(bytes)
+            .and_then(|()| self.stream.flush())
             .map_err(|err| match err.kind() {
                 ErrorKind::WouldBlock | ErrorKind::TimedOut => Failure::Timeout,
                 _ => Failure::Io(err),
@@ -222,6 +342,7 @@ impl Conn {
                 return Err(Failure::Timeout);
             }
             self.stream
+                .socket()
                 .set_read_timeout(Some(left))
                 .map_err(Failure::Io)?;
             match self.stream.read(self.buffer.spare()) {
@@ -251,6 +372,8 @@ impl Conn {
 pub(crate) struct Greeter {
     pub(crate) hello: Hello,
     pub(crate) credentials: Option<crate::Credentials>,
+    /// TLS after the `Hello`, if the nodes' native ports speak it.
+    pub(crate) tls: Option<crate::ClientTls>,
 }
 
 /// A frame's type, for error messages.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tandem_replication::NodeId;
 use tandem_wire::{Hello, Member, PeerKind, encode_hello, encode_members};
 
-use crate::config::{Credentials, DURATION_MAX};
+use crate::config::{ClientTls, Credentials, DURATION_MAX};
 use crate::conn::{Conn, Failure, Greeter, Greeting};
 
 /// What a seed answered.
@@ -114,6 +114,17 @@ pub fn discover_with(
     timeout: Duration,
     credentials: Option<&Credentials>,
 ) -> Result<Discovery, DiscoverError> {
+    discover_secure(seeds, group, timeout, credentials, None)
+}
+
+/// [`discover_with`], over TLS (`tls`) to nodes whose native ports speak it.
+pub fn discover_secure(
+    seeds: &[SocketAddr],
+    group: u32,
+    timeout: Duration,
+    credentials: Option<&Credentials>,
+    tls: Option<&ClientTls>,
+) -> Result<Discovery, DiscoverError> {
     if seeds.is_empty() {
         return Err(DiscoverError::NoSeeds);
     }
@@ -123,6 +134,7 @@ pub fn discover_with(
     let greeter = Greeter {
         hello: Hello::new(PeerKind::Client, 0, group),
         credentials: credentials.cloned(),
+        tls: tls.cloned(),
     };
     let mut hello = Vec::new();
     encode_hello(&mut hello, &greeter.hello);

@@ -75,11 +75,12 @@ use std::thread;
 use std::time::Instant;
 
 pub use config::{
-    ATTEMPT_TIMEOUT_DEFAULT, ClientConfig, ConfigError, Credentials, DEADLINE_DEFAULT,
+    ATTEMPT_TIMEOUT_DEFAULT, ClientConfig, ClientTls, ConfigError, Credentials, DEADLINE_DEFAULT,
     DURATION_MAX, RETRY_BACKOFF_DEFAULT,
 };
 pub use discover::{
-    DiscoverError, Discovery, SeedFailure, discover, discover_members, discover_with,
+    DiscoverError, Discovery, SeedFailure, discover, discover_members, discover_secure,
+    discover_with,
 };
 pub use tandem_replication::{NodeId, ReadConsistency, Safety, SafetyError};
 pub use tandem_wire::{ErrorCode, ErrorFrame, Member, ReplyStatus};
@@ -210,6 +211,7 @@ impl Client {
         let greeter = Greeter {
             hello: Hello::new(PeerKind::Client, config.client_id, config.group),
             credentials: config.credentials.clone(),
+            tls: config.tls.clone(),
         };
         let mut hello = Vec::new();
         encode_hello(&mut hello, &greeter.hello);

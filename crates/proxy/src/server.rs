@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use tandem_client::{CallError, Client, ClientConfig, ConfigError, ReadConsistency, discover_with};
+use tandem_client::{
+    CallError, Client, ClientConfig, ConfigError, ReadConsistency, discover_secure,
+};
 use tandem_redis::session::ServerInfo;
 
 use crate::conn::{Answer, ProxyConn, Target, Unit};
@@ -48,6 +50,8 @@ pub struct ProxyConfig {
     /// Who the proxy is to the cluster's nodes, when they ask clients for a password: its
     /// own user (one with every right), whatever its applications log in as.
     pub credentials: Option<tandem_client::Credentials>,
+    /// TLS to the nodes' native ports, if they speak it (`[tls] native = true`).
+    pub tls: Option<tandem_client::ClientTls>,
     /// The password applications give (`AUTH`), as a node's `requirepass`.
     pub requirepass: Option<tandem_redis::session::Password>,
     /// The applications' users and their rights, checked here as a node checks them: they
@@ -126,6 +130,7 @@ impl Proxy {
         // The stub checks what it is given (nodes, timeouts) now, not at the first command.
         let mut checked = ClientConfig::new(config.cluster.clone(), config.group, 1);
         checked.credentials = config.credentials.clone();
+        checked.tls = config.tls.clone();
         checked.validate()?;
         let listener = TcpListener::bind(config.listen).map_err(|source| ProxyError::Listen {
             listen: config.listen,
@@ -147,11 +152,12 @@ impl Proxy {
         };
         // Any reachable node names the others; until one does, the proxy goes round the nodes
         // it was given (and keeps asking).
-        let found = discover_with(
+        let found = discover_secure(
             &config.cluster,
             config.group,
             MEMBERS_TIMEOUT,
             config.credentials.as_ref(),
+            config.tls.as_ref(),
         )
         .map(|discovery| discovery.addresses());
         let members = match found {
@@ -246,7 +252,14 @@ fn learn_members(shared: &Shared) {
             }
         }
         let credentials = shared.config.credentials.as_ref();
-        let found = discover_with(&asked, shared.config.group, MEMBERS_TIMEOUT, credentials);
+        let tls = shared.config.tls.as_ref();
+        let found = discover_secure(
+            &asked,
+            shared.config.group,
+            MEMBERS_TIMEOUT,
+            credentials,
+            tls,
+        );
         let Ok(members) = found.map(|discovery| discovery.addresses()) else {
             continue;
         };
@@ -304,6 +317,7 @@ impl Shared {
         config.deadline = self.config.deadline;
         config.read_consistency = self.config.read_consistency;
         config.credentials = self.config.credentials.clone();
+        config.tls = self.config.tls.clone();
         let mut client = Client::new(config).expect("checked when the proxy started");
         // Lanes start their search for a backup at different nodes: reads after `READONLY`
         // spread over the backups.

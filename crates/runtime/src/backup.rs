@@ -18,6 +18,7 @@
 //! `GET`) reach the applier the same way, as linearizable reads, through a [`BackupPort`]
 //! instead of a reader thread.
 
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -47,7 +48,7 @@ use crate::log::NodeLog;
 use crate::members::MemberList;
 use crate::metrics::{Metrics, ReasonLabel};
 use crate::net::{self, ConnError};
-use crate::peer_auth::{PeerAuth, Sealer};
+use crate::peer_auth::{ClientOut, PeerAuth, Sealer};
 use crate::{Checksum, Control, HandoverFailure, NodeStatus, StartError};
 
 /// Batches received and not yet applied, at most (64 MiB of 64 KiB batches).
@@ -338,8 +339,12 @@ pub struct Reader {
 impl Reader {
     /// Serves a client's connection on the calling thread (the node's acceptor read its
     /// Hello): `Read` frames are answered, `Call` frames get `NotPrimary`.
-    pub fn serve(self, mut stream: TcpStream, buffer: FrameBuffer) {
-        let result = serve_reads(&mut stream, buffer, &self.state, &self.to_applier);
+    /// `tls`: the writer of its TLS records, if the handshake ran.
+    pub fn serve(self, mut stream: TcpStream, buffer: FrameBuffer, tls: Option<crate::TlsWriter>) {
+        let result = stream.try_clone().map_err(ConnError::Io).and_then(|clone| {
+            let mut out = ClientOut::new(clone, tls);
+            serve_reads(&mut stream, &mut out, buffer, &self.state, &self.to_applier)
+        });
         close(stream, result, &self.state);
     }
 }
@@ -994,6 +999,7 @@ fn tell_if_closed(state: &Shared, writer: &SharedWriter, primary: NodeId, err: &
 /// and its `Members` frames itself.
 fn serve_reads(
     stream: &mut TcpStream,
+    client_out: &mut ClientOut,
     mut buffer: FrameBuffer,
     state: &Shared,
     to_applier: &SyncSender<ToApplier>,
@@ -1009,7 +1015,7 @@ fn serve_reads(
             lsn: state.lsn_applied.load(Ordering::Acquire),
         },
     );
-    net::write_all(stream, &out)?;
+    client_out.write_all(&out)?;
     stream.set_read_timeout(None)?;
     loop {
         while let Some(frame) = buffer.next_frame().map_err(ConnError::Frame)? {
@@ -1052,7 +1058,7 @@ fn serve_reads(
                     ));
                 }
             }
-            net::write_all(stream, &out)?;
+            client_out.write_all(&out)?;
         }
         net::fill(stream, &mut buffer)?;
     }

@@ -267,7 +267,7 @@ pub fn run(
         slot_changed: Arc::clone(&slot_changed),
         to_supervisor,
         auth: peer_auth.clone(),
-        client_auth: ClientAuth::new(config, &metrics),
+        client_auth: ClientAuth::new(config, &metrics)?,
     };
     thread::Builder::new()
         .name("accept".into())
@@ -1485,18 +1485,16 @@ impl Acceptor {
         }
         let peer = NodeId::try_from(hello.id);
         // A peer proves it knows the cluster's secret before anything it sends is decoded.
+        let mut client_tls = None;
         let sealer = if PeerAuth::is_peer(&hello) {
             match self.auth.accept(&mut stream, &mut buffer, &hello) {
                 Ok(sealer) => Some(sealer),
                 Err(_) => return,
             }
         } else {
-            if self
-                .client_auth
-                .accept(&mut stream, &mut buffer, &hello)
-                .is_err()
-            {
-                return;
+            match self.client_auth.accept(&mut stream, &mut buffer, &hello) {
+                Ok(tls) => client_tls = tls,
+                Err(_) => return,
             }
             None
         };
@@ -1514,7 +1512,7 @@ impl Acceptor {
                         let server = handle.client_server();
                         drop(slot);
                         let _ = stream.set_read_timeout(None);
-                        server.serve(stream, buffer, hello.id);
+                        server.serve(stream, buffer, hello.id, client_tls);
                     }
                     // A backup (or spare) serves reads; it welcomes the client as a backup,
                     // which tells a stub looking for the primary to go on. The role's lock is
@@ -1523,12 +1521,15 @@ impl Acceptor {
                         let reader = handle.reader();
                         drop(slot);
                         let _ = stream.set_read_timeout(None);
-                        reader.serve(stream, buffer);
+                        reader.serve(stream, buffer, client_tls);
                     }
                     Slot::Outside => {
                         drop(slot);
                         let message = format!("node {} is not the primary", self.node_id);
-                        refuse(&mut stream, ErrorCode::NotPrimary, &message);
+                        let mut frame = Vec::new();
+                        encode_error(&mut frame, ErrorCode::NotPrimary, &message);
+                        let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
+                        let _ = stream.shutdown(std::net::Shutdown::Both);
                     }
                 }
             }

@@ -275,6 +275,10 @@ pub struct TlsTable {
     /// (`peer_secret` is then not used). False by default.
     #[serde(default)]
     pub peers: bool,
+    /// The native client port speaks TLS 1.3 after each client's `Hello` (the stub's
+    /// `ClientConfig::tls` trusts `ca`). False by default.
+    #[serde(default)]
+    pub native: bool,
     /// The cluster's CA certificate (PEM), which signed every node's: needed by `peers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<PathBuf>,

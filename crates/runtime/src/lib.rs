@@ -24,6 +24,7 @@ pub mod tls;
 pub mod workload;
 
 pub use error::{HandoverFailure, StartError};
+pub use peer_auth::TlsWriter;
 
 use std::net::TcpListener;
 use std::sync::Arc;

@@ -19,14 +19,14 @@ use std::time::Duration;
 use ring::rand::{SecureRandom, SystemRandom};
 use tandem_replication::NodeId;
 use tandem_wire::{
-    Accepting, AuthError, ClusterSecret, Connecting, ErrorCode, Frame, FrameBuffer, FrameSealer,
-    Hello, NONCE_LEN, PeerKind, RecordError, RecordOpener, RecordSealer, encode_auth, encode_error,
-    encode_hello,
+    Accepting, AuthError, AuthStep, ClusterSecret, Connecting, ErrorCode, Frame, FrameBuffer,
+    FrameSealer, Hello, NONCE_LEN, PeerKind, RecordError, RecordOpener, RecordSealer, encode_auth,
+    encode_error, encode_hello,
 };
 
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
-use crate::peer_tls::PeerTls;
+use crate::peer_tls::{PeerTls, TlsRefusal};
 
 /// How long either side of a handshake waits for the other's next step.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -53,12 +53,51 @@ pub(crate) enum Sealer {
 
 /// The writer's half of a TLS link: its direction's key, and room for the records.
 #[derive(Debug)]
-pub(crate) struct TlsWriter {
+pub struct TlsWriter {
     sealer: RecordSealer,
     records: Vec<u8>,
 }
 
+/// Where a client connection's frames go: the socket, or TLS records on it (the native
+/// port under `[tls] native = true`). Every frame for the client goes through the one
+/// `ClientOut` of its connection (under a lock where threads share it), so the records'
+/// sequence moves with the bytes.
+#[derive(Debug)]
+pub(crate) struct ClientOut {
+    stream: TcpStream,
+    tls: Option<TlsWriter>,
+}
+
+impl ClientOut {
+    pub(crate) fn new(stream: TcpStream, tls: Option<TlsWriter>) -> ClientOut {
+        ClientOut { stream, tls }
+    }
+}
+
+impl Write for ClientOut {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match &mut self.tls {
+            None => self.stream.write(bytes),
+            Some(tls) => {
+                tls.write(&mut self.stream, &[bytes])?;
+                Ok(bytes.len())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
 impl TlsWriter {
+    fn new(keys: &crate::peer_tls::LinkKeys) -> Result<TlsWriter, ConnError> {
+        Ok(TlsWriter {
+            sealer: RecordSealer::new(&keys.send).map_err(tls_keys)?,
+            records: Vec::new(),
+        })
+    }
+
     fn write(&mut self, writer: &mut impl Write, parts: &[&[u8]]) -> io::Result<()> {
         self.records.clear();
         self.sealer
@@ -109,14 +148,27 @@ impl PeerAuth {
         encode_hello(&mut bytes, hello);
         net::write_all(stream, &bytes)?;
         if let Some(tls) = &self.tls {
+            // The acceptor announces TLS before anything of the handshake is sent: nothing
+            // it sends after that is read here but by the handshake.
+            net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, |frame| match frame {
+                Frame::Auth(auth) if auth.step == AuthStep::StartTls => Ok(()),
+                Frame::Auth(_) => Err(ConnError::Protocol(
+                    "the peer asks for the peer_secret, not TLS: set [tls] peers alike on every \
+                     node of the cluster"
+                        .into(),
+                )),
+                Frame::Error(err) => Err(ConnError::Protocol(format!("refused: {}", err.message))),
+                _ => Err(ConnError::Protocol(
+                    "the peer does not run TLS on peer links: set [tls] peers = true on every \
+                     node of the cluster"
+                        .into(),
+                )),
+            })?;
             let keys = tls
                 .connect(stream, peer)
                 .map_err(|err| ConnError::Protocol(err.to_string()))?;
             buffer.decrypt(RecordOpener::new(&keys.receive).map_err(tls_keys)?, &[]);
-            let mut writer = TlsWriter {
-                sealer: RecordSealer::new(&keys.send).map_err(tls_keys)?,
-                records: Vec::new(),
-            };
+            let mut writer = TlsWriter::new(&keys)?;
             // The Hello again, under TLS: the acceptor checks it is the one it read.
             writer.write(stream, &[&bytes])?;
             return Ok(Sealer::Tls(Box::new(writer)));
@@ -126,6 +178,13 @@ impl PeerAuth {
         };
         let connecting = Connecting::new(secret, hello, nonce()?);
         let challenge = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, expect_auth)?;
+        if challenge.step == AuthStep::StartTls {
+            return Err(ConnError::Protocol(
+                "the peer runs TLS on peer links: set [tls] peers = true (and ca) on every node \
+                 of the cluster"
+                    .into(),
+            ));
+        }
         let (proof, waiting) = connecting.answer(&challenge).map_err(protocol)?;
         bytes.clear();
         encode_auth(&mut bytes, &proof);
@@ -208,6 +267,7 @@ impl PeerAuth {
         buffer: &mut FrameBuffer,
         hello: &Hello,
     ) -> Result<Sealer, ConnError> {
+        announce_tls(stream)?;
         let unread = buffer.take_unread();
         let (keys, rest) = match tls.accept(stream, hello.id, unread) {
             Ok(accepted) => accepted,
@@ -219,6 +279,12 @@ impl PeerAuth {
                     reason,
                     "refused a peer link: {err}"
                 );
+                if matches!(err, TlsRefusal::NotTls) {
+                    // The peer reads frames: it is told why in one.
+                    let mut bytes = Vec::new();
+                    encode_error(&mut bytes, ErrorCode::Unauthorized, &err.to_string());
+                    let _ = net::write_all(stream, &bytes);
+                }
                 let _ = stream.shutdown(std::net::Shutdown::Both);
                 return Err(ConnError::Protocol(err.to_string()));
             }
@@ -231,10 +297,7 @@ impl PeerAuth {
             )),
         });
         match again {
-            Ok(again) if again == *hello => Ok(Sealer::Tls(Box::new(TlsWriter {
-                sealer: RecordSealer::new(&keys.send).map_err(tls_keys)?,
-                records: Vec::new(),
-            }))),
+            Ok(again) if again == *hello => Ok(Sealer::Tls(Box::new(TlsWriter::new(&keys)?))),
             _ => {
                 self.metrics.peer_refused("bad_mac");
                 let _ = stream.shutdown(std::net::Shutdown::Both);
@@ -321,6 +384,8 @@ impl Sealer {
 pub(crate) struct ClientAuth {
     /// `None`: no password is asked.
     passwords: Option<Arc<ClientPasswords>>,
+    /// With `[tls] native = true`: the native port speaks TLS after the `Hello`.
+    tls: Option<Arc<rustls::ServerConfig>>,
     metrics: Arc<Metrics>,
 }
 
@@ -333,7 +398,10 @@ impl std::fmt::Debug for ClientAuth {
 }
 
 impl ClientAuth {
-    pub(crate) fn new(config: &crate::config::NodeConfig, metrics: &Arc<Metrics>) -> ClientAuth {
+    pub(crate) fn new(
+        config: &crate::config::NodeConfig,
+        metrics: &Arc<Metrics>,
+    ) -> Result<ClientAuth, crate::StartError> {
         let passwords = config.requirepass.as_ref().map(|requirepass| {
             let mut passwords = BTreeMap::new();
             passwords.insert(
@@ -350,23 +418,34 @@ impl ClientAuth {
             }
             Arc::new(passwords)
         });
-        ClientAuth {
+        let tls = match &config.tls {
+            Some(table) if table.native => Some(crate::tls::native_server_config(table)?),
+            _ => None,
+        };
+        Ok(ClientAuth {
             passwords,
+            tls,
             metrics: Arc::clone(metrics),
-        }
+        })
     }
 
-    /// After a client's `Hello`: `Ok` once it proved a password (at once if none is asked);
-    /// otherwise it was told why, the refusal counted, and the connection shut.
+    /// After a client's `Hello`: under TLS, the handshake and the `Hello` again; then `Ok`
+    /// once the client proved a password (at once if none is asked), with the writer every
+    /// later frame to the client goes through under TLS. Otherwise the client was told why,
+    /// the refusal counted, and the connection shut.
     pub(crate) fn accept(
         &self,
         stream: &mut TcpStream,
         buffer: &mut FrameBuffer,
         hello: &Hello,
-    ) -> Result<(), ConnError> {
+    ) -> Result<Option<TlsWriter>, ConnError> {
         assert_eq!(hello.peer, PeerKind::Client, "only clients prove passwords");
+        let mut tls = match &self.tls {
+            Some(config) => Some(self.accept_tls(config, stream, buffer, hello)?),
+            None => None,
+        };
         let Some(passwords) = &self.passwords else {
-            return Ok(());
+            return Ok(tls);
         };
         let challenge = tandem_wire::Auth {
             step: tandem_wire::AuthStep::Challenge,
@@ -375,16 +454,16 @@ impl ClientAuth {
         };
         let mut bytes = Vec::new();
         encode_auth(&mut bytes, &challenge);
-        net::write_all(stream, &bytes)?;
+        send(stream, tls.as_mut(), &bytes)?;
         let proof = net::read_one(stream, buffer, CLIENT_PROOF_TIMEOUT, |frame| match frame {
             Frame::ClientProof(proof) => Ok(proof),
             _ => Err(ConnError::Protocol("expected a ClientProof".into())),
         });
-        let refused = |stream: &mut TcpStream, message: &str| {
+        let refused = |stream: &mut TcpStream, tls: Option<&mut TlsWriter>, message: &str| {
             self.metrics.clients_refused.inc();
             let mut bytes = Vec::new();
             encode_error(&mut bytes, ErrorCode::Unauthorized, message);
-            let _ = net::write_all(stream, &bytes);
+            let _ = send(stream, tls, &bytes);
             let _ = stream.shutdown(std::net::Shutdown::Both);
             ConnError::Protocol(message.to_owned())
         };
@@ -397,6 +476,7 @@ impl ClientAuth {
             Err(_) => {
                 return Err(refused(
                     stream,
+                    tls.as_mut(),
                     "NOAUTH this node asks clients for a password: give the stub credentials",
                 ));
             }
@@ -406,17 +486,90 @@ impl ClientAuth {
             tandem_wire::check_client_proof(password, hello, &challenge.nonce, &proof.proof)
         });
         match known {
-            Some((_, true)) if proved => Ok(()),
+            Some((_, true)) if proved => Ok(tls),
             Some((_, false)) if proved => Err(refused(
                 stream,
+                tls.as_mut(),
                 &format!(
                     "NOPERM user {} has restricted rights, which the native port does not \
                      serve; give the stub (or the proxy) a user with every right",
                     proof.user
                 ),
             )),
-            _ => Err(refused(stream, tandem_redis::session::WRONGPASS)),
+            _ => Err(refused(
+                stream,
+                tls.as_mut(),
+                tandem_redis::session::WRONGPASS,
+            )),
         }
+    }
+
+    /// The native port's TLS handshake after a client's `Hello`, then that `Hello` again
+    /// under TLS (a `Hello` altered on the way, say to another client's id, is refused).
+    fn accept_tls(
+        &self,
+        config: &Arc<rustls::ServerConfig>,
+        stream: &mut TcpStream,
+        buffer: &mut FrameBuffer,
+        hello: &Hello,
+    ) -> Result<TlsWriter, ConnError> {
+        announce_tls(stream)?;
+        let unread = buffer.take_unread();
+        let refuse = |stream: &mut TcpStream, err: &dyn std::fmt::Display| {
+            self.metrics.clients_refused.inc();
+            tracing::debug!(
+                client = %stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
+                "refused a client: {err}"
+            );
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            ConnError::Protocol(err.to_string())
+        };
+        let (keys, rest) = match crate::peer_tls::accept_client(config, stream, unread) {
+            Ok(accepted) => accepted,
+            Err(TlsRefusal::NotTls) => {
+                // The client reads frames: it is told why in one.
+                let message = "this node's native port speaks TLS: give the stub the \
+                               cluster's CA (ClientConfig::tls)";
+                let mut bytes = Vec::new();
+                encode_error(&mut bytes, ErrorCode::Unauthorized, message);
+                let _ = net::write_all(stream, &bytes);
+                return Err(refuse(stream, &message));
+            }
+            Err(err) => return Err(refuse(stream, &err)),
+        };
+        buffer.decrypt(RecordOpener::new(&keys.receive).map_err(tls_keys)?, &rest);
+        let again = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, |frame| match frame {
+            Frame::Hello(again) => Ok(again),
+            _ => Err(ConnError::Protocol(
+                "expected the Hello again under TLS".into(),
+            )),
+        });
+        match again {
+            Ok(again) if again == *hello => TlsWriter::new(&keys),
+            _ => Err(refuse(
+                stream,
+                &"the Hello under TLS differs from the one before it",
+            )),
+        }
+    }
+}
+
+/// Tells the connector this side runs TLS from now on (`Auth` step `StartTls`).
+fn announce_tls(stream: &mut TcpStream) -> Result<(), ConnError> {
+    let mut bytes = Vec::new();
+    encode_auth(&mut bytes, &tandem_wire::Auth::start_tls());
+    net::write_all(stream, &bytes)
+}
+
+/// Writes `bytes` (whole frames) to a client: in TLS records if the connection has them.
+pub(crate) fn send(
+    stream: &mut TcpStream,
+    tls: Option<&mut TlsWriter>,
+    bytes: &[u8],
+) -> Result<(), ConnError> {
+    match tls {
+        Some(tls) => Ok(tls.write(stream, &[bytes])?),
+        None => net::write_all(stream, bytes),
     }
 }
 

@@ -176,6 +176,18 @@ impl PeerTls {
     }
 }
 
+/// The native port's handshake with a client, after its `Hello` (`unread`: bytes read with
+/// it): the node shows its certificate, the client none (it proves a password). Returns the
+/// keys and the bytes read past the handshake, which are records.
+pub(crate) fn accept_client(
+    config: &Arc<ServerConfig>,
+    stream: &mut TcpStream,
+    unread: Vec<u8>,
+) -> Result<(LinkKeys, Vec<u8>), TlsRefusal> {
+    let connection = ServerConnection::new(Arc::clone(config)).map_err(TlsRefusal::Handshake)?;
+    handshake(stream, Connection::Server(connection), unread)
+}
+
 /// Whether `cert` (which the handshake verified against the cluster's CA) names `name`.
 fn names_node(cert: &CertificateDer<'_>, name: &str) -> bool {
     let Ok(cert) = webpki::EndEntityCert::try_from(cert) else {
@@ -366,6 +378,7 @@ mod tests {
                     key: dir.join(format!("{id}-key.pem")),
                     resp: false,
                     peers: true,
+                    native: false,
                     ca: Some(dir.join("ca.pem")),
                 };
                 std::fs::write(&table.cert, cert.pem()).unwrap();

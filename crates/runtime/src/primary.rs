@@ -237,9 +237,16 @@ impl std::fmt::Debug for ClientServer {
 }
 
 impl ClientServer {
-    /// Runs the connection whose Hello the node's acceptor read, until it ends.
-    pub fn serve(self, stream: TcpStream, buffer: FrameBuffer, client_id: u64) {
-        self.client.run_accepted(stream, buffer, client_id);
+    /// Runs the connection whose Hello the node's acceptor read, until it ends (`tls`: the
+    /// writer of its TLS records, if the handshake ran).
+    pub fn serve(
+        self,
+        stream: TcpStream,
+        buffer: FrameBuffer,
+        client_id: u64,
+        tls: Option<crate::TlsWriter>,
+    ) {
+        self.client.run_accepted(stream, buffer, client_id, tls);
     }
 }
 
@@ -477,7 +484,7 @@ pub fn start_role(
         metrics: Arc::clone(&metrics),
         conn_next: Arc::new(AtomicU64::new(1)),
         members: crate::members::MemberList::of(config),
-        client_auth: crate::peer_auth::ClientAuth::new(config, &metrics),
+        client_auth: crate::peer_auth::ClientAuth::new(config, &metrics)?,
     };
     let local = match local {
         Some(load) => Some(LocalDriver {

@@ -57,6 +57,25 @@ pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, StartError
     read_pem(path, "key", PrivateKeyDer::from_pem_slice)
 }
 
+/// The native client port's TLS settings (`[tls] native = true`): TLS 1.3 only, the node's
+/// certificate, no client certificate (clients prove a password), no session tickets, and
+/// the session's keys taken after the handshake (the connection's reader and writer threads
+/// then seal and open records apart: `tandem_wire::RecordSealer`).
+pub fn native_server_config(table: &TlsTable) -> Result<Arc<ServerConfig>, StartError> {
+    let certs = read_certs(&table.cert, "cert")?;
+    let key = read_key(&table.key)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|err| tls_error("cert", err))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|err| tls_error("key", format!("does not go with tls.cert: {err}")))?;
+    config.enable_secret_extraction = true;
+    config.send_tls13_tickets = 0;
+    Ok(Arc::new(config))
+}
+
 fn tls_error(field: &'static str, reason: impl ToString) -> StartError {
     StartError::Tls {
         field,

@@ -92,6 +92,7 @@ impl Pki {
             key,
             resp: false,
             peers: true,
+            native: false,
             ca: Some(self.ca()),
         }
     }
@@ -295,7 +296,8 @@ fn a_pair_over_tls_replicates_in_tls_records_and_a_record_altered_cuts_the_link(
     });
 
     // What the primary sent: its Hello in the clear, then TLS records only (a handshake,
-    // then application data), whose lengths account for every byte.
+    // then application data), whose lengths account for every byte. (The backup's StartTls
+    // went the other way.)
     let sent = relay.sent.lock().unwrap().clone();
     let mut hello = Vec::new();
     encode_hello(&mut hello, &Hello::new(PeerKind::Replica, 1, 0));
@@ -358,6 +360,22 @@ fn claim_node_1(address: SocketAddr, ca: &Path, cert: &Path, key: &Path) -> bool
     let mut hello = Vec::new();
     encode_hello(&mut hello, &Hello::new(PeerKind::Replica, 1, 0));
     stream.write_all(&hello).unwrap();
+    // The node announces TLS (an `Auth` frame, step StartTls) and waits for the handshake.
+    let mut announced = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+    loop {
+        match announced.next_frame().expect("a frame") {
+            Some(Frame::Auth(auth)) => {
+                assert_eq!(auth.step, tandem_wire::AuthStep::StartTls);
+                break;
+            }
+            Some(other) => panic!("expected StartTls, got {other:?}"),
+            None => {
+                let n = stream.read(announced.spare()).unwrap();
+                assert!(n > 0, "the node closed before announcing TLS");
+                announced.filled(n);
+            }
+        }
+    }
     if session.complete_io(&mut stream).is_err() {
         return false;
     }

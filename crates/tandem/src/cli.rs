@@ -372,6 +372,11 @@ pub struct ProxyArgs {
         requires = "auth_from"
     )]
     pub cluster_user: String,
+    /// Speak TLS to the nodes' native ports (nodes with `[tls] native = true`, as `tandem up
+    /// --tls` makes them), trusting this CA certificate (`DIR/tls/ca.pem`). With
+    /// --auth-from, the node's `[tls] ca` is taken unless this names another.
+    #[arg(long, value_name = "CA_PEM")]
+    pub tls_ca: Option<std::path::PathBuf>,
     /// The least severe log lines the proxy writes (as `tandem node --log-level`).
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub log_level: Option<LogLevel>,

@@ -443,6 +443,12 @@ impl Scenario {
         for index in 0..self.clients {
             let mut config = ClientConfig::new(cluster.addresses(), 0, u64::from(index) + 1);
             config.deadline = Duration::from_secs(5);
+            if self.tls {
+                let ca = cluster.dir.join(crate::local::CA_FILE);
+                let tls = tandem_client::ClientTls::from_ca_file(&ca)
+                    .map_err(|err| Failure::Run(format!("the cluster's CA: {err}")))?;
+                config.tls = Some(tls);
+            }
             let mut client = Client::new(config)
                 .map_err(|err| Failure::Run(format!("client {}: {err}", index + 1)))?;
             let owned: Vec<u32> = (0..ACCOUNTS_PER_CLIENT)

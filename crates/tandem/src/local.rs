@@ -916,6 +916,7 @@ impl Certificates {
             key: node_dir.join("tls-key.pem"),
             resp: true,
             peers: true,
+            native: true,
             ca: Some(self.dir.join(CA_FILE)),
         }
     }

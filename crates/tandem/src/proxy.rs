@@ -33,6 +33,25 @@ fn cluster_credentials(
     }))
 }
 
+/// TLS to the nodes configured as `node`, if their native ports speak it: trusting their
+/// `[tls] ca`.
+fn native_tls(
+    node: &tandem_runtime::config::NodeConfig,
+) -> Result<Option<tandem_client::ClientTls>, String> {
+    match &node.tls {
+        Some(table) if table.native => {
+            let ca = table.ca.as_ref().ok_or(
+                "[tls] native = true: the proxy trusts the nodes' certificates by tls.ca, which \
+                 is missing",
+            )?;
+            tandem_client::ClientTls::from_ca_file(ca)
+                .map(Some)
+                .map_err(|err| err.to_string())
+        }
+        _ => Ok(None),
+    }
+}
+
 pub fn run(args: &ProxyArgs) -> Result<(), Failure> {
     if args.exit_on_stdin_eof {
         std::thread::spawn(|| {
@@ -48,6 +67,7 @@ pub fn run(args: &ProxyArgs) -> Result<(), Failure> {
         deadline: Duration::from_millis(args.deadline_ms),
         read_consistency: args.reads,
         credentials: None,
+        tls: None,
         requirepass: None,
         users: Default::default(),
     };
@@ -57,6 +77,13 @@ pub fn run(args: &ProxyArgs) -> Result<(), Failure> {
         config.requirepass = node.resp_password();
         config.users = std::sync::Arc::new(node.resp_users());
         config.credentials = cluster_credentials(&node, &args.cluster_user)?;
+        config.tls = native_tls(&node)
+            .map_err(|err| Failure::Usage(format!("--auth-from {}: {err}", path.display())))?;
+    }
+    if let Some(ca) = &args.tls_ca {
+        let tls = tandem_client::ClientTls::from_ca_file(ca)
+            .map_err(|err| Failure::Usage(format!("--tls-ca: {err}")))?;
+        config.tls = Some(tls);
     }
     let proxy = Proxy::start(config).map_err(|err| Failure::Run(err.to_string()))?;
     // One line once it listens: scripts and the demo wait for it.

@@ -128,6 +128,7 @@ fn proxy_of(cluster: Vec<SocketAddr>) -> Proxy {
         deadline: Duration::from_secs(10),
         read_consistency: tandem_client::ReadConsistency::Linearizable,
         credentials: None,
+        tls: None,
         requirepass: None,
         users: Default::default(),
     })
@@ -393,6 +394,7 @@ fn a_proxy_proves_its_own_password_and_keeps_users_rights_through_a_failover() {
         deadline: Duration::from_secs(10),
         read_consistency: tandem_client::ReadConsistency::Linearizable,
         credentials: credentials("default", "cluster-pw"),
+        tls: None,
         requirepass: node.resp_password(),
         users: Arc::new(node.resp_users()),
     })

@@ -98,6 +98,21 @@ pub enum AuthStep {
     Proof,
     /// The acceptor's proof (its nonce field is zero).
     Confirm,
+    /// The acceptor speaks TLS on this link from now on (nonce and proof zero): the
+    /// connector starts the TLS handshake. A connector without TLS learns why it will not be
+    /// served.
+    StartTls,
+}
+
+impl Auth {
+    /// The acceptor's `StartTls` announcement.
+    pub fn start_tls() -> Auth {
+        Auth {
+            step: AuthStep::StartTls,
+            nonce: [0; NONCE_LEN],
+            proof: [0; TAG_LEN],
+        }
+    }
 }
 
 /// A decoded `Auth` frame.
@@ -123,6 +138,7 @@ pub fn encode_auth(out: &mut Vec<u8>, auth: &Auth) {
         AuthStep::Challenge => 1,
         AuthStep::Proof => 2,
         AuthStep::Confirm => 3,
+        AuthStep::StartTls => 4,
     });
     out.extend_from_slice(&auth.nonce);
     out.extend_from_slice(&auth.proof);
@@ -144,11 +160,12 @@ pub(crate) fn decode_auth(body: &[u8]) -> Result<Auth, FrameError> {
         1 => AuthStep::Challenge,
         2 => AuthStep::Proof,
         3 => AuthStep::Confirm,
+        4 => AuthStep::StartTls,
         _ => {
             return Err(frame::bad_body(
                 "Auth",
                 "step",
-                format!("{step}, not 1, 2 or 3"),
+                format!("{step}, not 1, 2, 3 or 4"),
             ));
         }
     };
@@ -779,7 +796,7 @@ mod tests {
         let err = crate::frame::decode_whole(&bad_step).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "Auth frame, field 'step': 9, not 1, 2 or 3"
+            "Auth frame, field 'step': 9, not 1, 2, 3 or 4"
         );
     }
 }

@@ -145,7 +145,9 @@ pub use records::{
 /// secret; a node with a password challenges clients (`Auth`, `ClientProof`).
 /// Version 11: a cluster `Report` names the reporter's life (its incarnation), and a
 /// promotion lists the lives it named from reports of rebuilt records.
-pub const PROTOCOL_VERSION: u16 = 11;
+/// Version 12: an acceptor that runs TLS announces it (`Auth` step `StartTls`) after the
+/// `Hello`, and the connector's TLS handshake follows.
+pub const PROTOCOL_VERSION: u16 = 12;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

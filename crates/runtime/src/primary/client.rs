@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::members::MemberList;
+use crate::peer_auth::{ClientOut, TlsWriter};
 
 /// What every client connection of this primary needs to know.
 #[derive(Clone, Debug)]
@@ -57,10 +58,16 @@ impl Client {
     }
 
     /// Serves a connection whose Hello the node's acceptor already read.
-    pub(super) fn run_accepted(self, stream: TcpStream, buffer: FrameBuffer, client_id: u64) {
+    pub(super) fn run_accepted(
+        self,
+        stream: TcpStream,
+        buffer: FrameBuffer,
+        client_id: u64,
+        tls: Option<TlsWriter>,
+    ) {
         self.run_with(stream, move |client, stream, writer| {
             net::tune(stream)?;
-            client.serve_after_hello(stream, buffer, client_id, writer)
+            client.serve_after_hello(stream, buffer, client_id, writer, tls)
         });
     }
 
@@ -132,23 +139,20 @@ impl Client {
             )),
         })?;
         // A refused client was told why; its connection is closed.
-        if self
-            .context
-            .client_auth
-            .accept(stream, &mut buffer, &hello)
-            .is_err()
-        {
+        let Ok(tls) = self.context.client_auth.accept(stream, &mut buffer, &hello) else {
             return Err(ConnError::Closed);
-        }
-        self.serve_after_hello(stream, buffer, hello.id, writer)
+        };
+        self.serve_after_hello(stream, buffer, hello.id, writer, tls)
     }
 
+    /// `tls`: the writer of the connection's TLS records, if it runs TLS.
     fn serve_after_hello(
         &self,
         stream: &mut TcpStream,
         mut buffer: FrameBuffer,
         client_id: u64,
         writer: &mut Option<(Sender<Vec<u8>>, JoinHandle<()>)>,
+        tls: Option<TlsWriter>,
     ) -> Result<(), ConnError> {
         stream.set_read_timeout(None)?;
         let mut welcome = Vec::new();
@@ -162,12 +166,14 @@ impl Client {
                 lsn: self.context.lsn_committed.load(Ordering::Acquire),
             },
         );
-        net::write_all(stream, &welcome)?;
+        let mut client_out = ClientOut::new(stream.try_clone()?, tls);
+        client_out.write_all(&welcome)?;
         let (out, out_rx) = mpsc::channel::<Vec<u8>>();
         // The writer thread sends the executor's answers; the reader sends its own answer to
-        // a `Members` frame under the same lock, so frames never interleave, and a client
-        // that asks and never reads stops the reader at TCP instead of filling a queue.
-        let shared = Arc::new(Mutex::new(stream.try_clone()?));
+        // a `Members` frame under the same lock, so frames never interleave (nor TLS
+        // records), and a client that asks and never reads stops the reader at TCP instead
+        // of filling a queue.
+        let shared = Arc::new(Mutex::new(client_out));
         let writer_stream = Arc::clone(&shared);
         let handle = thread::Builder::new()
             .name(format!("client-{}-out", self.conn))
@@ -199,7 +205,7 @@ impl Client {
         buffer: &mut FrameBuffer,
         client_id: u64,
         unanswered: &AtomicU64,
-        shared: &Mutex<TcpStream>,
+        shared: &Mutex<ClientOut>,
     ) -> Result<(), ConnError> {
         let mut answer = Vec::new();
         loop {

@@ -148,6 +148,13 @@ impl Link {
             |frame| match frame {
                 Frame::Welcome(_) => Ok(()),
                 Frame::Error(err) => Err(ConnError::Protocol(format!("refused: {}", err.message))),
+                Frame::Auth(auth) if auth.step == tandem_wire::AuthStep::StartTls => {
+                    Err(ConnError::Protocol(
+                        "the backup runs TLS on peer links: set [tls] peers = true (and ca) on \
+                         every node of the cluster"
+                            .into(),
+                    ))
+                }
                 Frame::Auth(_) => Err(ConnError::Protocol(
                     "the backup asks peers to prove they know the cluster's secret: set the \
                      same peer_secret on every node of the cluster"

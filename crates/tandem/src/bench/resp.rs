@@ -126,6 +126,7 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
                     deadline: Duration::from_secs(5),
                     read_consistency: tandem_replication::ReadConsistency::Linearizable,
                     credentials: None,
+                    tls: None,
                     requirepass: None,
                     users: Default::default(),
                 })

@@ -167,10 +167,12 @@ fn epoch_s() -> f64 {
 }
 
 /// Starts `tandem proxy` in front of `cluster` on a port of its choosing.
+/// `tls_ca`: the cluster's CA, when the nodes' native ports speak TLS.
 fn start_proxy(
     dir: &Path,
     index: u32,
     cluster: &[SocketAddr],
+    tls_ca: Option<&Path>,
 ) -> Result<(Process, SocketAddr), Failure> {
     let exe = std::env::current_exe()
         .map_err(|err| Failure::Run(format!("cannot find the tandem binary: {err}")))?;
@@ -183,6 +185,12 @@ fn start_proxy(
         .arg("--cluster")
         .arg(addresses.join(","))
         .args(["--listen", "127.0.0.1:0"])
+        .args(
+            tls_ca
+                .map(|ca| ["--tls-ca".as_ref(), ca.as_os_str()])
+                .into_iter()
+                .flatten(),
+        )
         // The proxy ends when this process does, however it ends (as the nodes do).
         .arg("--exit-on-stdin-eof")
         .stdin(Stdio::piped())
@@ -235,8 +243,10 @@ pub fn run(scenario: &Scenario, proxies: u32) -> Result<FailoverRun, Failure> {
         .map_err(|err| Failure::Run(format!("cannot write {}: {err}", script.display())))?;
     let mut proxy_processes = Vec::new();
     let mut entries = Vec::new();
+    let ca = cluster.dir.join(crate::local::CA_FILE);
+    let tls_ca = scenario.tls.then_some(ca.as_path());
     for index in 1..=proxies {
-        let (process, address) = start_proxy(&work, index, &cluster.addresses())?;
+        let (process, address) = start_proxy(&work, index, &cluster.addresses(), tls_ca)?;
         proxy_processes.push(process);
         entries.push(address.to_string());
     }
