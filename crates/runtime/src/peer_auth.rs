@@ -289,22 +289,14 @@ impl PeerAuth {
                 return Err(ConnError::Protocol(err.to_string()));
             }
         };
-        buffer.decrypt(RecordOpener::new(&keys.receive).map_err(tls_keys)?, &rest);
-        let again = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, |frame| match frame {
-            Frame::Hello(again) => Ok(again),
-            _ => Err(ConnError::Protocol(
-                "expected the Hello again under TLS".into(),
-            )),
-        });
-        match again {
-            Ok(again) if again == *hello => Ok(Sealer::Tls(Box::new(TlsWriter::new(&keys)?))),
-            _ => {
-                self.metrics.peer_refused("bad_mac");
-                let _ = stream.shutdown(std::net::Shutdown::Both);
-                Err(ConnError::Protocol(
-                    "the Hello under TLS differs from the one before it".into(),
-                ))
-            }
+        if hello_again(stream, buffer, &keys, &rest, hello)? {
+            Ok(Sealer::Tls(Box::new(TlsWriter::new(&keys)?)))
+        } else {
+            self.metrics.peer_refused("bad_mac");
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            Err(ConnError::Protocol(
+                "the Hello under TLS differs from the one before it".into(),
+            ))
         }
     }
 
@@ -537,21 +529,34 @@ impl ClientAuth {
             }
             Err(err) => return Err(refuse(stream, &err)),
         };
-        buffer.decrypt(RecordOpener::new(&keys.receive).map_err(tls_keys)?, &rest);
-        let again = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, |frame| match frame {
-            Frame::Hello(again) => Ok(again),
-            _ => Err(ConnError::Protocol(
-                "expected the Hello again under TLS".into(),
-            )),
-        });
-        match again {
-            Ok(again) if again == *hello => TlsWriter::new(&keys),
-            _ => Err(refuse(
+        if hello_again(stream, buffer, &keys, &rest, hello)? {
+            TlsWriter::new(&keys)
+        } else {
+            Err(refuse(
                 stream,
                 &"the Hello under TLS differs from the one before it",
-            )),
+            ))
         }
     }
+}
+
+/// After the TLS handshake an acceptor ran (`rest`: the bytes read past it): whether the
+/// connector's first frame under TLS is the `Hello` it sent before the handshake.
+fn hello_again(
+    stream: &mut TcpStream,
+    buffer: &mut FrameBuffer,
+    keys: &crate::peer_tls::LinkKeys,
+    rest: &[u8],
+    hello: &Hello,
+) -> Result<bool, ConnError> {
+    buffer.decrypt(RecordOpener::new(&keys.receive).map_err(tls_keys)?, rest);
+    let again = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, |frame| match frame {
+        Frame::Hello(again) => Ok(again),
+        _ => Err(ConnError::Protocol(
+            "expected the Hello again under TLS".into(),
+        )),
+    });
+    Ok(matches!(again, Ok(again) if again == *hello))
 }
 
 /// Tells the connector this side runs TLS from now on (`Auth` step `StartTls`).

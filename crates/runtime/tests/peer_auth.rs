@@ -6,44 +6,30 @@
 
 mod common;
 
-use common::outward_address;
+use common::{model, outward_address, refused};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tandem_replication::{AckCount, Message, Safety};
+use tandem_replication::Message;
 use tandem_runtime::backup::{self, BackupHandle};
-use tandem_runtime::config::{EXAMPLE, NodeConfig, PeerConfig, Role, Secret};
+use tandem_runtime::config::{NodeConfig, PeerConfig, Role, Secret};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, PrimaryHandle};
 use tandem_wire::{
     ClusterSecret, Connecting, ErrorCode, Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT,
     NONCE_LEN, PeerKind, ReplyStatus, encode_auth, encode_call, encode_hello, encode_peer,
 };
-use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
+use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit};
 
 const SECRET: &str = "the cluster's own secret, 32+ b";
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn config(id: u32, listen: SocketAddr, peer: PeerConfig, secret: Option<&str>) -> NodeConfig {
-    let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
-    config.node_id = id;
-    config.listen = listen;
-    config.metrics_listen = None;
-    config.role = if id == 1 { Role::Primary } else { Role::Backup };
-    config.peers = vec![peer];
-    config.group.safety = Safety::TwoSafe(AckCount::All);
-    config.group.db_mib = 4;
-    config.peer_secret = secret.map(|secret| Secret(secret.to_owned()));
-    config.validate().expect("a valid pair");
-    config
-}
-
-fn model(config: &NodeConfig) -> Box<dyn tandem_store::DataModel> {
-    let workload = DebitCredit::new(config.group.db_mib << 20, &DebitCreditConfig::default())
-        .expect("Debit-Credit fits in 4 MiB");
-    tandem_store::Compiled::boxed(workload)
+    common::pair_config(id, listen, peer, |config| {
+        config.peer_secret = secret.map(|secret| Secret(secret.to_owned()));
+    })
 }
 
 /// A static backup (node 2) following node 1 at `primary`, on `listen`.
@@ -79,17 +65,6 @@ fn start_primary(backup: SocketAddr, secret: Option<&str>) -> PrimaryHandle {
     let config = config(1, address, peer, secret);
     let metrics = Arc::new(Metrics::new(1, "primary"));
     primary::start(&config, listener, model(&config), metrics, None).expect("the primary starts")
-}
-
-fn refused(metrics: &Metrics, reason: &str) -> u64 {
-    let text = metrics.encode();
-    let line = format!("tandem_peers_refused_total{{node=\"2\",reason=\"{reason}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&line))
-        .unwrap_or_else(|| panic!("no {line} in\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// A connection that reads frames with a timeout.

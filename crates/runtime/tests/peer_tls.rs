@@ -5,6 +5,9 @@
 //! node's certificate, one from another CA, or none (a node without TLS) is refused at the
 //! handshake, nothing it sent is applied, and each refusal is counted in `/metrics`.
 
+mod common;
+
+use common::{model, refused};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -18,16 +21,15 @@ use rcgen::{
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use tandem_replication::{AckCount, Safety};
 use tandem_runtime::backup::{self, BackupHandle};
-use tandem_runtime::config::{EXAMPLE, NodeConfig, PeerConfig, Role, TlsTable};
+use tandem_runtime::config::{NodeConfig, PeerConfig, Role, TlsTable};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, PrimaryHandle};
 use tandem_wire::{
     Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, ReplyStatus, encode_call,
     encode_hello,
 };
-use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
+use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit};
 
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -105,23 +107,7 @@ impl Drop for Pki {
 }
 
 fn config(id: u32, listen: SocketAddr, peer: PeerConfig, tls: Option<TlsTable>) -> NodeConfig {
-    let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
-    config.node_id = id;
-    config.listen = listen;
-    config.metrics_listen = None;
-    config.role = if id == 1 { Role::Primary } else { Role::Backup };
-    config.peers = vec![peer];
-    config.group.safety = Safety::TwoSafe(AckCount::All);
-    config.group.db_mib = 4;
-    config.tls = tls;
-    config.validate().expect("a valid pair");
-    config
-}
-
-fn model(config: &NodeConfig) -> Box<dyn tandem_store::DataModel> {
-    let workload = DebitCredit::new(config.group.db_mib << 20, &DebitCreditConfig::default())
-        .expect("Debit-Credit fits in 4 MiB");
-    tandem_store::Compiled::boxed(workload)
+    common::pair_config(id, listen, peer, |config| config.tls = tls)
 }
 
 fn start_backup(
@@ -154,17 +140,6 @@ fn start_primary(backup: SocketAddr, tls: TlsTable) -> PrimaryHandle {
     let config = config(1, address, peer, Some(tls));
     let metrics = Arc::new(Metrics::new(1, "primary"));
     primary::start(&config, listener, model(&config), metrics, None).expect("the primary starts")
-}
-
-fn refused(metrics: &Metrics, reason: &str) -> u64 {
-    let text = metrics.encode();
-    let line = format!("tandem_peers_refused_total{{node=\"2\",reason=\"{reason}\"}} ");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&line))
-        .unwrap_or_else(|| panic!("no {line} in\n{text}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
