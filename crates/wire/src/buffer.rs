@@ -200,10 +200,16 @@ impl FrameBuffer {
     /// yet whole move to the front, and there is room for the whole first frame (if its
     /// length is known) and one whole record after it.
     fn spare_for_records(&mut self) -> &mut [u8] {
+        // Each byte moves only when something before it was taken: a large frame that comes
+        // in many reads is not copied again on every one.
         let plain = self.plain_end - self.start;
-        self.buf.copy_within(self.start..self.plain_end, 0);
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.plain_end, 0);
+        }
         let raw = self.end - self.raw_start;
-        self.buf.copy_within(self.raw_start..self.end, plain);
+        if self.raw_start > plain {
+            self.buf.copy_within(self.raw_start..self.end, plain);
+        }
         self.start = 0;
         self.plain_end = plain;
         self.raw_start = plain;
