@@ -112,7 +112,7 @@ pub enum ClusterMessage {
     /// of the history of view `view_held`; `restarted`: rebuilt from its write-ahead log
     /// after it lost its memory (see [`crate::rule::Reported`]); `incarnation`: the life of
     /// the sender ([`Cluster::incarnation`]), which a promotion made from a report of
-    /// rebuilt records names.
+    /// rebuilt records names; `lsn_synced`: see [`crate::rule::Reported`].
     Report {
         group: GroupId,
         view: u64,
@@ -120,6 +120,7 @@ pub enum ClusterMessage {
         view_held: u64,
         restarted: bool,
         incarnation: u64,
+        lsn_synced: u64,
     },
     /// A node outside `view` asks to become a spare. A backup or spare of `view` that holds
     /// no role in it (it restarted without its memory and waits to be left out) sends it
@@ -250,6 +251,8 @@ struct Frozen {
     view_held: u64,
     /// The records were rebuilt from the write-ahead log by a node that lost its memory.
     restarted: bool,
+    /// What the role told its primary its log synced, at most (set with `lsn_received`).
+    lsn_synced: u64,
     tick_reported: Option<u64>,
 }
 
@@ -550,7 +553,8 @@ impl Cluster {
     /// rewound member held before it rewound: [`crate::rule::Reported`]). The report leaves
     /// at once; the lease this backup granted the old primary is honoured by the new primary
     /// instead, should this node become it ([`Cluster::lease_owed_ticks`]).
-    pub fn frozen(&mut self, view: u64, lsn_received: u64, view_held: u64) {
+    /// `lsn_synced`: the most the frozen role told its primary its log synced.
+    pub fn frozen(&mut self, view: u64, lsn_received: u64, view_held: u64, lsn_synced: u64) {
         assert!(
             view_held <= view,
             "a member holds no view newer than its own"
@@ -561,6 +565,7 @@ impl Cluster {
         {
             frozen.lsn_received = Some(lsn_received);
             frozen.view_held = view_held;
+            frozen.lsn_synced = lsn_synced;
             // A role that rewound its rebuilt records (a rejoin below them) still holds only
             // what its log gave back.
             frozen.restarted = self
@@ -728,12 +733,14 @@ impl Cluster {
                 view_held,
                 restarted,
                 incarnation,
+                lsn_synced,
             } if group == self.settings.group => {
                 let reported = rule::Reported {
                     lsn_received,
                     view_held,
                     restarted,
                     incarnation,
+                    lsn_synced,
                 };
                 self.on_report(from, view, reported)
             }

@@ -75,12 +75,18 @@ pub fn reports_needed_in(view: &View, safety: Safety) -> usize {
 /// `incarnation`: the reporter's life ([`crate::Cluster::incarnation`]). A promotion names
 /// the lives of the members it names from reports of rebuilt records
 /// ([`tandem_config::Promotion::rebuilt`]).
+///
+/// `lsn_synced`: the most the reporter ever told the primary its write-ahead log synced in
+/// the role it reports from (a frozen backup tells it nothing more); for a report of rebuilt
+/// records, what the log gave back. Under `durable` a release counts synced records, so the
+/// bound on what was released comes from it ([`promote_from`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reported {
     pub lsn_received: u64,
     pub view_held: u64,
     pub restarted: bool,
     pub incarnation: u64,
+    pub lsn_synced: u64,
 }
 
 /// [`promote_from`] with reports from members that all hold the old view's history.
@@ -100,6 +106,7 @@ pub fn promote(
                     view_held,
                     restarted: false,
                     incarnation: 0,
+                    lsn_synced: lsn_received,
                 },
             )
         })
@@ -293,10 +300,20 @@ pub fn promote_from(
     }
     let lsn_truncate = promoted.lsn_received;
     let based_on = (old.since(promoted.view_held) != SinceView::Kept).then_some(promoted.view_held);
+    // What each backup holds of `old`'s history as a release counts it: under `durable`, what
+    // its log synced (no more than it holds; k-of-n seed 212240: the bound taken from what the
+    // backups had received was more than any log held once the whole group lost power, and
+    // the group waited for good).
     let held: Vec<u64> = reports
         .iter()
         .filter(|&(&node, _)| node != old.primary)
-        .map(|(_, &(_, held))| held)
+        .map(|(_, &(reported, held))| {
+            if synced_rule {
+                held.min(reported.lsn_synced)
+            } else {
+                held
+            }
+        })
         .collect();
     let lsn_released_max = released_max(old, &held, safety)
         .max(floor)
@@ -663,6 +680,7 @@ mod tests {
             view_held: 7,
             restarted: false,
             incarnation,
+            lsn_synced: lsn_received,
         };
         let rebuilt = |lsn_received, incarnation| Reported {
             restarted: true,
@@ -697,6 +715,57 @@ mod tests {
             promote_from(&old, &primary_named, one_of_three),
             Err(RuleError::TooFewReports { got: 2, needed: 3 })
         );
+    }
+
+    /// K-of-n seed 212240: view 1 (primary 1, backups 2, 3 and 4, `durable:2`) was replaced
+    /// by a promotion from the backups' memory (each had received 262, and synced 257, 258
+    /// and 259), and the whole group lost power before the new primary released anything.
+    /// What was released in view 1 was synced by two backups at least: at most 258. The
+    /// logs gave back 257, 258 and 259, so the next promotion can hold it; bounded by what
+    /// the backups had received (262), no log held enough, and the group waited for good.
+    #[test]
+    fn under_durable_the_bound_on_what_was_released_counts_what_logs_synced() {
+        let view_1 = View {
+            number: 1,
+            primary: 1,
+            backups: vec![2, 3, 4],
+            spares: Vec::new(),
+            promotions: Vec::new(),
+        };
+        let durable_2 = Safety::Durable(AckCount::Of(2));
+        let frozen = |lsn_synced| Reported {
+            lsn_received: 262,
+            view_held: 1,
+            restarted: false,
+            incarnation: 1,
+            lsn_synced,
+        };
+        let reports = BTreeMap::from([(2, frozen(257)), (3, frozen(258)), (4, frozen(259))]);
+        let view_2 = promote_from(&view_1, &reports, durable_2).unwrap();
+        assert_eq!((view_2.primary, view_2.truncate_lsn()), (2, Some(262)));
+        assert_eq!(view_2.promotions.last().unwrap().lsn_released_max, 258);
+        // Under a rule that acknowledges from memory, what was received bounds it.
+        let two_safe = promote_from(&view_1, &reports, Safety::TwoSafe(AckCount::Of(2)));
+        assert_eq!(
+            two_safe
+                .unwrap()
+                .promotions
+                .last()
+                .unwrap()
+                .lsn_released_max,
+            262
+        );
+        // Every node lost power; each reports what its log gave back.
+        let rebuilt = |lsn: u64| Reported {
+            lsn_received: lsn,
+            view_held: 1,
+            restarted: true,
+            incarnation: 2,
+            lsn_synced: lsn,
+        };
+        let reports = BTreeMap::from([(2, rebuilt(257)), (3, rebuilt(258)), (4, rebuilt(259))]);
+        let view_3 = promote_from(&view_2, &reports, durable_2).unwrap();
+        assert_eq!((view_3.primary, view_3.truncate_lsn()), (4, Some(259)));
     }
 
     #[test]

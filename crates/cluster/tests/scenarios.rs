@@ -653,6 +653,7 @@ fn a_lone_backups_rebuilt_report_needs_the_primarys_restart_under_a_memory_rule(
         view_held: 1,
         restarted: true,
         incarnation: 1,
+        lsn_synced: lsn,
     };
     let k1 = Safety::TwoSafe(AckCount::Of(1));
     let backup_only = BTreeMap::from([(2, rebuilt(709))]);
@@ -758,6 +759,7 @@ fn a_lone_primary_that_restarted_is_promoted_from_its_own_log() {
             view_held: 4,
             restarted: true,
             incarnation: 1,
+            lsn_synced: 321,
         },
     )]);
     for safety in [
@@ -783,6 +785,7 @@ fn on_equal_logs_a_backup_is_promoted_and_the_old_primary_leaves() {
         view_held: 1,
         restarted: true,
         incarnation: 1,
+        lsn_synced: lsn,
     };
     let reports = BTreeMap::from([(1, rebuilt(37)), (2, rebuilt(37)), (3, rebuilt(37))]);
     let next = rule::promote_from(&old, &reports, Safety::TwoSafe(AckCount::Of(1))).unwrap();
@@ -913,6 +916,7 @@ fn a_rebuilt_report_right_after_a_view_change_starts_no_change_while_the_primary
         lsn_received: 10,
         view_held: 1,
         restarted: true,
+        lsn_synced: 10,
         incarnation: 1,
     };
     h.core_mut(leader).step(leader, report).expect("a report");

@@ -114,6 +114,13 @@ pub trait Roles {
     /// only of a backup.
     fn freeze(&mut self) -> u64;
 
+    /// After [`freeze`](Self::freeze): at least every LSN the backup role (or an earlier life
+    /// of this node, in the history it holds) told a primary its log had synced: the log's
+    /// synced LSN, or, with no log or a poisoned one, the LSN received (which no ack
+    /// exceeds). A frozen role acknowledges nothing more, so a promotion under `durable` may
+    /// bound what was released by it.
+    fn lsn_synced(&self) -> u64;
+
     /// Whether the backup role's segment was rewound and still waits for the transfer that
     /// replaces its diverged pages ([`tandem_cluster::role::Transition::Rejoin`]): it holds
     /// no state a promotion could start from, so it does not report for one. False for any
@@ -299,7 +306,8 @@ impl Supervisor {
                 };
                 if let Some((lsn_received, view_held)) = holding {
                     roles.notice(Notice::Frozen { view, lsn_received });
-                    self.core.frozen(view, lsn_received, view_held);
+                    let lsn_synced = roles.lsn_synced();
+                    self.core.frozen(view, lsn_received, view_held, lsn_synced);
                 }
                 Ok(())
             }

@@ -66,6 +66,10 @@ impl Roles for StandIn {
         self.lsn_received
     }
 
+    fn lsn_synced(&self) -> u64 {
+        self.lsn_received
+    }
+
     fn diverged(&self) -> bool {
         false
     }

@@ -816,7 +816,10 @@ impl<R> Primary<R> {
     }
 
     /// Whether the group's rule would hold for `lsn` with `backups` as the view's backups:
-    /// as many of them as the rule counts (all of them, when there are fewer) received it.
+    /// as many of them as the rule counts (all of them, when there are fewer) hold it as a
+    /// promotion counts it (`holds`: under `durable`, synced, so that every released record
+    /// is in the logs of k backups of every view, which a promotion's bound on what was
+    /// released counts on).
     fn rule_holds_among(&self, backups: &[NodeId], lsn: u64) -> bool {
         let Some(acks) = self.config.safety.backup_acks() else {
             return true;
@@ -824,7 +827,7 @@ impl<R> Primary<R> {
         let k = acks.needed(backups.len());
         let holding = backups
             .iter()
-            .filter(|&&node| self.received(node) >= lsn)
+            .filter(|&&node| self.holds(node) >= lsn)
             .count();
         k > 0 && holding >= k
     }

@@ -463,6 +463,15 @@ impl BackupHandle {
         self.state.gate.freeze(&self.state.lsn_received)
     }
 
+    /// At least every LSN this role told its primary its log synced: the log's synced LSN,
+    /// or with no log, or one that says nothing (a poisoned log reports 0), the LSN received.
+    pub fn lsn_synced(&self) -> u64 {
+        match self.state.log.as_ref().map(NodeLog::lsn_durable) {
+            Some(lsn_durable) if lsn_durable > 0 => lsn_durable,
+            _ => self.state.lsn_received.load(Ordering::Acquire),
+        }
+    }
+
     /// Ends the backup role once every record up to `lsn` is applied, handing over the segment
     /// and the batches received. Call it frozen, with `lsn` at most what was received.
     pub fn handover(self, lsn: u64) -> Result<Handover, HandoverFailure> {

@@ -727,6 +727,13 @@ impl tandem_node::Roles for RuntimeRoles {
         }
     }
 
+    fn lsn_synced(&self) -> u64 {
+        match &*self.slot.lock().expect("not poisoned") {
+            Slot::Backup(handle) => handle.lsn_synced(),
+            _ => unreachable!("asked of a frozen backup"),
+        }
+    }
+
     fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), Self::Error> {
         if let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") {
             // A role that stopped answers nothing; the wish repeats next suspicion.

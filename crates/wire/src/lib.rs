@@ -147,7 +147,8 @@ pub use records::{
 /// promotion lists the lives it named from reports of rebuilt records.
 /// Version 12: an acceptor that runs TLS announces it (`Auth` step `StartTls`) after the
 /// `Hello`, and the connector's TLS handshake follows.
-pub const PROTOCOL_VERSION: u16 = 12;
+/// Version 13: a cluster `Report` says what the reporter's log synced (`lsn_synced`).
+pub const PROTOCOL_VERSION: u16 = 13;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames.
 pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;

@@ -172,6 +172,7 @@ impl Cluster {
             lsn_received: None,
             view_held: view_number,
             restarted: false,
+            lsn_synced: 0,
             tick_reported: None,
         });
         if let Some(rebuilt) = self.rebuilt_reporting() {
@@ -181,6 +182,7 @@ impl Cluster {
             frozen.lsn_received = Some(rebuilt.lsn);
             frozen.view_held = rebuilt.view;
             frozen.restarted = true;
+            frozen.lsn_synced = rebuilt.lsn;
             self.maybe_report();
         } else {
             self.ready
@@ -207,6 +209,7 @@ impl Cluster {
         let view = frozen.view;
         let view_held = frozen.view_held;
         let restarted = frozen.restarted;
+        let lsn_synced = frozen.lsn_synced;
         let first_report = frozen.tick_reported.is_none();
         // A report names this life of the node: it waits until the config store saved it
         // (the first save after a restart), so that no later life can share it.
@@ -227,6 +230,7 @@ impl Cluster {
             view_held,
             restarted,
             incarnation,
+            lsn_synced,
         };
         self.send_coordinator(report);
     }
@@ -267,6 +271,7 @@ impl Cluster {
             view_held: rebuilt.view,
             restarted: true,
             incarnation,
+            lsn_synced: rebuilt.lsn,
         };
         self.send_coordinator(report);
     }

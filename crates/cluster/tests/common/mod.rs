@@ -320,7 +320,7 @@ impl Harness {
             node.core
                 .as_mut()
                 .expect("node is up")
-                .frozen(view, lsn, view);
+                .frozen(view, lsn, view, lsn);
             self.drive(id);
         }
     }
@@ -502,7 +502,7 @@ impl Harness {
                     node.pending_freeze = Some(view);
                 } else {
                     let lsn = node.lsn_received;
-                    node.core.as_mut().unwrap().frozen(view, lsn, view);
+                    node.core.as_mut().unwrap().frozen(view, lsn, view, lsn);
                 }
             }
             ClusterEvent::Suspected { peer, view, .. } => node.suspected.push((peer, view)),

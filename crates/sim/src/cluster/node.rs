@@ -1294,6 +1294,19 @@ impl Roles for SimRoles<'_> {
         }
     }
 
+    fn lsn_synced(&self) -> u64 {
+        let state = &self.world.nodes[index_of(self.node)];
+        let Slot::Backup(role) = &state.role else {
+            unreachable!("asked of a frozen backup");
+        };
+        // A log that says nothing (down, not anchored, poisoned) bounds nothing: the records
+        // received do.
+        match state.log.lsn_durable() {
+            0 => role.receiver.core().lsn_received(),
+            lsn_durable => lsn_durable,
+        }
+    }
+
     fn diverged(&self) -> bool {
         match &self.world.nodes[index_of(self.node)].role {
             Slot::Backup(role) => role.applier.is_diverged(),
