@@ -221,6 +221,11 @@ impl Receiver {
         self.lsn_received
     }
 
+    /// The most this receiver's acks said its node's log synced (0: none said any).
+    pub fn lsn_synced_told(&self) -> u64 {
+        self.lsn_durable.min(self.lsn_received)
+    }
+
     pub fn lsn_applied(&self) -> u64 {
         self.lsn_applied
     }

@@ -463,11 +463,14 @@ impl BackupHandle {
         self.state.gate.freeze(&self.state.lsn_received)
     }
 
-    /// At least every LSN this role told its primary its log synced: the log's synced LSN,
-    /// or with no log, or one that says nothing (a poisoned log reports 0), the LSN received.
+    /// At least every LSN this role told its primary its log synced: the log's synced LSN; if
+    /// it says nothing (a poisoned log reports 0), the most the role's acks said; if they
+    /// said nothing either, the LSN received.
     pub fn lsn_synced(&self) -> u64 {
+        let told = self.state.lsn_synced_told.load(Ordering::Acquire);
         match self.state.log.as_ref().map(NodeLog::lsn_durable) {
             Some(lsn_durable) if lsn_durable > 0 => lsn_durable,
+            _ if told > 0 => told,
             _ => self.state.lsn_received.load(Ordering::Acquire),
         }
     }
@@ -601,6 +604,7 @@ pub fn start_role(
         max_frame_len: config.tuning.max_frame_len,
         lsn_applied: Arc::new(AtomicU64::new(lsn_start)),
         lsn_received: Arc::new(AtomicU64::new(lsn_start)),
+        lsn_synced_told: Arc::new(AtomicU64::new(0)),
         lsn_released: Arc::new(AtomicU64::new(0)),
         released_heard: Arc::new(Mutex::new(None)),
         started: Instant::now(),
@@ -664,6 +668,8 @@ struct Shared {
     max_frame_len: usize,
     lsn_applied: Arc<AtomicU64>,
     lsn_received: Arc<AtomicU64>,
+    /// The most this role's acks said its log synced (`BackupHandle::lsn_synced`).
+    lsn_synced_told: Arc<AtomicU64>,
     /// The highest LSN the primary said it released a reply for: readers see no further.
     lsn_released: Arc<AtomicU64>,
     /// When the receiver last heard the primary say what it released, and the LSN then (for
@@ -879,6 +885,10 @@ fn receive_from(
         }
         if let Some(log) = &state.log {
             core.synced(log.lsn_durable());
+            // Under the gate: a freeze reads it after every ack that could carry it.
+            state
+                .lsn_synced_told
+                .fetch_max(core.core().lsn_synced_told(), Ordering::AcqRel);
         }
         let mut frames = 0;
         while let Some(frame) = buffer.next_frame().inspect_err(|err| {
@@ -1380,6 +1390,7 @@ mod tests {
             max_frame_len: tandem_wire::MAX_FRAME_LEN_DEFAULT,
             lsn_applied: Arc::new(AtomicU64::new(0)),
             lsn_received: Arc::new(AtomicU64::new(0)),
+            lsn_synced_told: Arc::new(AtomicU64::new(0)),
             lsn_released: Arc::new(AtomicU64::new(lsn_released)),
             released_heard: Arc::new(Mutex::new(None)),
             started: Instant::now(),

@@ -258,9 +258,11 @@ fn a_budget_of_k_of_n_seeds_passes_every_checker() {
     // 212240 (durable:2, 4 nodes): the whole group lost power just after a promotion, whose
     // bound on the records released before it came from what the backups had received, not
     // synced; no log held that much, and the group waited for good. Reports now say what
-    // each log synced, and under `durable` the bound comes from that.
+    // each log synced, and under `durable` the bound comes from that. 222437 (durable:1): a
+    // backup whose log had failed was counted, in that bound, as holding every record it had
+    // received; it now counts for what its acks said its log synced.
     bugs::plant(None);
-    for seed in [53209, 212240] {
+    for seed in [53209, 212240, 222437] {
         let report = run_cluster_mixed(seed, TICKS, Mix::KOfN);
         assert!(
             report.failure.is_none(),
