@@ -286,11 +286,10 @@ impl Conn {
         let Stream::Plain(socket) = &self.stream else {
             unreachable!("TLS starts once, on the plain stream");
         };
-        assert_eq!(
-            self.buffer.buffered(),
-            0,
-            "nothing is read past the node's StartTls before the handshake"
-        );
+        if self.buffer.buffered() > 0 {
+            // A node sends nothing between its StartTls and the handshake.
+            return Err(Failure::Unexpected("bytes after StartTls"));
+        }
         let socket = socket.try_clone().map_err(Failure::Io)?;
         let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
         let session = rustls::ClientConnection::new(std::sync::Arc::clone(&tls.config), name)

@@ -164,6 +164,12 @@ impl PeerAuth {
                         .into(),
                 )),
             })?;
+            if buffer.buffered() > 0 {
+                // Nothing may come between the announcement and the handshake.
+                return Err(ConnError::Protocol(
+                    "the peer sent bytes after StartTls before the TLS handshake".into(),
+                ));
+            }
             let keys = tls
                 .connect(stream, peer)
                 .map_err(|err| ConnError::Protocol(err.to_string()))?;
