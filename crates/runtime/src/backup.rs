@@ -341,11 +341,18 @@ impl Reader {
     /// Hello): `Read` frames are answered, `Call` frames get `NotPrimary`.
     /// `tls`: the writer of its TLS records, if the handshake ran.
     pub fn serve(self, mut stream: TcpStream, buffer: FrameBuffer, tls: Option<crate::TlsWriter>) {
-        let result = stream.try_clone().map_err(ConnError::Io).and_then(|clone| {
-            let mut out = ClientOut::new(clone, tls);
-            serve_reads(&mut stream, &mut out, buffer, &self.state, &self.to_applier)
-        });
-        close(stream, result, &self.state);
+        let Ok(clone) = stream.try_clone() else {
+            close(stream, Err(ConnError::Closed), &self.state);
+            return;
+        };
+        let mut out = ClientOut::new(clone, tls);
+        let result = serve_reads(&mut stream, &mut out, buffer, &self.state, &self.to_applier);
+        // The Error frame that says why goes the way the replies went (in TLS records, if
+        // the connection has them).
+        if let Some(frame) = error_frame(&result, &self.state) {
+            let _ = out.write_all(&frame);
+        }
+        close(stream, Ok(()), &self.state);
     }
 }
 
@@ -738,19 +745,27 @@ fn serve_connection(mut stream: TcpStream, state: Shared, to_applier: SyncSender
 
 /// Ends a connection: one that broke the protocol is told why in an Error frame first.
 fn close(mut stream: TcpStream, result: Result<(), ConnError>, state: &Shared) {
-    if let Err(err) = result
-        && !matches!(err, ConnError::Closed | ConnError::Io(_))
-    {
-        state.metrics.frames_rejected.inc();
-        let mut frame = Vec::new();
-        let code = match &err {
-            ConnError::Frame(err) => err.code(),
-            _ => ErrorCode::BadFrame,
-        };
-        encode_error(&mut frame, code, &err.to_string());
+    if let Some(frame) = error_frame(&result, state) {
         let _ = net::write_all(&mut stream, &frame);
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// The `Error` frame that tells the peer why its connection ends, counted as a rejected
+/// frame, if it ends for something the peer sent (not for a close or an I/O error).
+fn error_frame(result: &Result<(), ConnError>, state: &Shared) -> Option<Vec<u8>> {
+    let Err(err) = result else { return None };
+    if matches!(err, ConnError::Closed | ConnError::Io(_)) {
+        return None;
+    }
+    state.metrics.frames_rejected.inc();
+    let code = match err {
+        ConnError::Frame(err) => err.code(),
+        _ => ErrorCode::BadFrame,
+    };
+    let mut frame = Vec::new();
+    encode_error(&mut frame, code, &err.to_string());
+    Some(frame)
 }
 
 fn receive(
