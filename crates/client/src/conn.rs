@@ -196,8 +196,9 @@ impl Conn {
                 Ok(Some(Frame::Auth(auth))) if auth.step == AuthStep::StartTls => {
                     return Ok(Greeting::Refused(ErrorFrame {
                         code: ErrorCode::Unauthorized,
-                        message: "this node's native port speaks TLS: give the stub the \
-                                  cluster's CA (ClientConfig::tls)"
+                        message: "this node's native port speaks TLS: give the client the \
+                                  cluster's CA (the stub's ClientConfig::tls, or tandem \
+                                  proxy --tls-ca)"
                             .into(),
                     }));
                 }

@@ -526,8 +526,9 @@ impl ClientAuth {
             Ok(accepted) => accepted,
             Err(TlsRefusal::NotTls) => {
                 // The client reads frames: it is told why in one.
-                let message = "this node's native port speaks TLS: give the stub the \
-                               cluster's CA (ClientConfig::tls)";
+                let message = "this node's native port speaks TLS: give the client the \
+                               cluster's CA (the stub's ClientConfig::tls, or tandem proxy \
+                               --tls-ca)";
                 let mut bytes = Vec::new();
                 encode_error(&mut bytes, ErrorCode::Unauthorized, message);
                 let _ = net::write_all(stream, &bytes);
