@@ -212,10 +212,17 @@ pub fn promote_from(
                 .last()
                 .is_some_and(|promotion| promotion.rebuilt.contains(&(node, reported.incarnation)))
     };
+    // The old primary's report of rebuilt records is always a candidate (it counts towards
+    // no quorum): a record its lost life released was acknowledged by k backups, one of the
+    // counted reporters holds it, and the old primary is promoted only if its log holds as
+    // much of `old`'s history as every counted reporter (any-time seed 329856: the primary of
+    // a view that never served crashed, its log held the two records released in the view
+    // before that its only backup lacked, and the group waited for good).
     let counts = |node: NodeId, reported: &Reported| {
         !reported.restarted
             || synced_rule
             || whole_group_restarted
+            || node == old.primary
             || named_by_last_promotion(node, reported)
     };
     // How much of `old`'s history each reporter holds; a reporter whose records' fate is

@@ -302,8 +302,16 @@ fn a_budget_of_any_time_seeds_passes_every_checker() {
     // 305890 (durable): a backup's log failed, the other backup restarted, and the primary
     // could not remove it (see default seed 705016): healing now restarts a node whose log
     // failed, as its operator would.
+    // 329856 (2-safe:1): the primary of a view that never served crashed, and its log held
+    // the two records released before that its only backup lacked; its report of them was no
+    // candidate under a memory rule, and the group waited for good. The old primary's report
+    // of rebuilt records is a candidate now (it still counts towards no quorum).
+    // 335116 (durable): a checkpoint made the primary's log durable up to 399 with nothing
+    // synced after it, and the simulator told the role only after the next sync, which an
+    // idle primary never asked for; its replies to retries waited for good. The role hears a
+    // checkpoint at once now, as the runtime's log thread tells it.
     for seed in [
-        742, 892, 46053, 58033, 70648, 101179, 189300, 300810, 305890,
+        742, 892, 46053, 58033, 70648, 101179, 189300, 300810, 305890, 329856, 335116,
     ] {
         let report = run_cluster_mixed(seed, TICKS, Mix::AnyTime);
         assert!(

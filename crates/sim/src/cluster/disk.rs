@@ -148,8 +148,36 @@ impl World {
         let Some(core) = log.core_mut() else {
             return;
         };
+        let finishes_checkpoint = matches!(order, LogOrder::CheckpointFinish { .. });
         if let Err(err) = core.carry_out(order) {
             self.log_poison(node, err.to_string());
+            return;
+        }
+        if finishes_checkpoint {
+            self.log_heard_checkpoint(node);
+        }
+    }
+
+    /// A checkpoint finished: what it made durable (a log with nothing synced after it, or
+    /// one it anchored again) is the role's to hear at its next step, as the runtime's log
+    /// thread publishes after a checkpoint. Heard only after the next sync, it could wait for
+    /// good on an idle primary (any-time seed 335116: the primary's log held a checkpoint at
+    /// LSN 399 and nothing after it, and its `durable` replies to retries never left).
+    fn log_heard_checkpoint(&mut self, node: NodeId) {
+        let log = &mut self.nodes[index_of(node)].log;
+        let lsn = log.core_mut().map_or(0, |core| core.lsn_durable());
+        if lsn <= log.lsn_published {
+            return;
+        }
+        log.lsn_published = lsn;
+        match &mut self.nodes[index_of(node)].role {
+            Slot::Primary(role) => {
+                role.role.log_synced(lsn);
+                let synced = self.synced_ever.entry((node, node)).or_insert(0);
+                *synced = (*synced).max(lsn);
+            }
+            Slot::Backup(_) => self.backup_hears_synced(node),
+            Slot::Outside => {}
         }
     }
 
