@@ -47,4 +47,4 @@ pub use primary::{
 pub use reads::{BackupReads, Needs, READ_INDEX_RETRY, READ_WAIT, ReadAnswer, WaitingRead};
 pub use receiver::ReceiverRole;
 pub use rule::{Recovered, RoleRule};
-pub use supervisor::{DriveError, Notice, RoleHeld, Roles, Supervisor};
+pub use supervisor::{DriveError, Notice, RoleHeld, Roles, Supervisor, lsn_synced_bound};

@@ -97,6 +97,20 @@ impl fmt::Display for Notice<'_> {
 }
 
 /// A node's roles as its driver runs them. Every method carries an order out; none decides.
+/// The bound a frozen backup role reports as what its log synced ([`Roles::lsn_synced`]),
+/// from what its log says is durable now (`lsn_log`, 0 when the log says nothing: not
+/// anchored, poisoned, or absent), the most its acks told the primary (`lsn_told`) and what
+/// it received: a log that says nothing bounds nothing, so the acks do (k-of-n seed 222437:
+/// counting every record a node with a poisoned log received made a bound no log held); if
+/// they said nothing either, the records received.
+pub fn lsn_synced_bound(lsn_log: u64, lsn_told: u64, lsn_received: u64) -> u64 {
+    match (lsn_log, lsn_told) {
+        (0, 0) => lsn_received,
+        (0, told) => told,
+        (lsn_log, _) => lsn_log,
+    }
+}
+
 pub trait Roles {
     /// What carrying an order out may fail with that the driver must hear about (the
     /// simulator's checkers; the runtime reports and goes on).
@@ -115,10 +129,9 @@ pub trait Roles {
     fn freeze(&mut self) -> u64;
 
     /// After [`freeze`](Self::freeze): at least every LSN the backup role (or an earlier life
-    /// of this node, in the history it holds) told a primary its log had synced: the log's
-    /// synced LSN, or, with no log or a poisoned one, the LSN received (which no ack
-    /// exceeds). A frozen role acknowledges nothing more, so a promotion under `durable` may
-    /// bound what was released by it.
+    /// of this node, in the history it holds) told a primary its log had synced, as
+    /// [`lsn_synced_bound`] makes it. A frozen role acknowledges nothing more, so a promotion
+    /// under `durable` may bound what was released by it.
     fn lsn_synced(&self) -> u64;
 
     /// Whether the backup role's segment was rewound and still waits for the transfer that

@@ -470,16 +470,14 @@ impl BackupHandle {
         self.state.gate.freeze(&self.state.lsn_received)
     }
 
-    /// At least every LSN this role told its primary its log synced: the log's synced LSN; if
-    /// it says nothing (a poisoned log reports 0), the most the role's acks said; if they
-    /// said nothing either, the LSN received.
+    /// At least every LSN this role told its primary its log synced
+    /// (`tandem_node::lsn_synced_bound`).
     pub fn lsn_synced(&self) -> u64 {
-        let told = self.state.lsn_synced_told.load(Ordering::Acquire);
-        match self.state.log.as_ref().map(NodeLog::lsn_durable) {
-            Some(lsn_durable) if lsn_durable > 0 => lsn_durable,
-            _ if told > 0 => told,
-            _ => self.state.lsn_received.load(Ordering::Acquire),
-        }
+        tandem_node::lsn_synced_bound(
+            self.state.log.as_ref().map_or(0, NodeLog::lsn_durable),
+            self.state.lsn_synced_told.load(Ordering::Acquire),
+            self.state.lsn_received.load(Ordering::Acquire),
+        )
     }
 
     /// Ends the backup role once every record up to `lsn` is applied, handing over the segment

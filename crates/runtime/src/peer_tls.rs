@@ -170,9 +170,7 @@ impl PeerTls {
                 .then_some(())
                 .ok_or(TlsRefusal::WrongNode { claimed })
         };
-        let (keys, connection_unread) =
-            handshake_checked(stream, Connection::Server(connection), unread, check)?;
-        Ok((keys, connection_unread))
+        handshake_checked(stream, Connection::Server(connection), unread, check)
     }
 }
 

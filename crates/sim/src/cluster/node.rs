@@ -1299,16 +1299,12 @@ impl Roles for SimRoles<'_> {
         let Slot::Backup(role) = &state.role else {
             unreachable!("asked of a frozen backup");
         };
-        // A log that says nothing (not anchored, poisoned) bounds nothing; what this role's
-        // acks said it synced does (k-of-n seed 222437: a poisoned log's node counted as
-        // holding every record it received made a bound no log held); if they said nothing,
-        // the records received.
         let core = role.receiver.core();
-        match (state.log.lsn_durable(), core.lsn_synced_told()) {
-            (0, 0) => core.lsn_received(),
-            (0, told) => told,
-            (lsn_durable, _) => lsn_durable,
-        }
+        tandem_node::lsn_synced_bound(
+            state.log.lsn_durable(),
+            core.lsn_synced_told(),
+            core.lsn_received(),
+        )
     }
 
     fn diverged(&self) -> bool {
