@@ -96,21 +96,23 @@ impl fmt::Display for Notice<'_> {
     }
 }
 
-/// A node's roles as its driver runs them. Every method carries an order out; none decides.
 /// The bound a frozen backup role reports as what its log synced ([`Roles::lsn_synced`]),
 /// from what its log says is durable now (`lsn_log`, 0 when the log says nothing: not
-/// anchored, poisoned, or absent), the most its acks told the primary (`lsn_told`) and what
-/// it received: a log that says nothing bounds nothing, so the acks do (k-of-n seed 222437:
-/// counting every record a node with a poisoned log received made a bound no log held); if
-/// they said nothing either, the records received.
-pub fn lsn_synced_bound(lsn_log: u64, lsn_told: u64, lsn_received: u64) -> u64 {
-    match (lsn_log, lsn_told) {
-        (0, 0) => lsn_received,
-        (0, told) => told,
-        (lsn_log, _) => lsn_log,
-    }
+/// anchored, poisoned, or absent) and the most this role's acks told the primary
+/// (`lsn_told`, 0 when none said any). Under `durable` a release counts a backup for what
+/// its acks said its log synced and no more, and a role starts at a view boundary (releases
+/// before it are bounded by the last promotion), so what this role told is all it added to
+/// the releases of the view being replaced. A log that says nothing adds nothing to that
+/// (k-of-n seed 222437: counting every record a node with a poisoned log received made a
+/// bound no log held), and neither does a role whose acks said nothing: its log had failed
+/// before the role started (`--ticks 2000` seed 153285: such a backup was counted for the
+/// records it received, the promotion's released bound rose above every log, and once
+/// healing restarted the poisoned nodes no reporter held it; the group waited for good).
+pub fn lsn_synced_bound(lsn_log: u64, lsn_told: u64) -> u64 {
+    lsn_log.max(lsn_told)
 }
 
+/// A node's roles as its driver runs them. Every method carries an order out; none decides.
 pub trait Roles {
     /// What carrying an order out may fail with that the driver must hear about (the
     /// simulator's checkers; the runtime reports and goes on).
@@ -128,9 +130,8 @@ pub trait Roles {
     /// only of a backup.
     fn freeze(&mut self) -> u64;
 
-    /// After [`freeze`](Self::freeze): at least every LSN the backup role (or an earlier life
-    /// of this node, in the history it holds) told a primary its log had synced, as
-    /// [`lsn_synced_bound`] makes it. A frozen role acknowledges nothing more, so a promotion
+    /// After [`freeze`](Self::freeze): at least every LSN the backup role told its primary its
+    /// log had synced, as [`lsn_synced_bound`] makes it. A frozen role acknowledges nothing more, so a promotion
     /// under `durable` may bound what was released by it.
     fn lsn_synced(&self) -> u64;
 
@@ -430,5 +431,21 @@ impl Supervisor {
         let serving = roles.carry_out(transition, view)?;
         self.rule.carried_out(&mut self.core, transition, serving);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lsn_synced_bound;
+
+    #[test]
+    fn a_frozen_backup_is_counted_for_what_its_log_or_its_acks_said_was_synced() {
+        // A log that says something bounds what the acks could have said.
+        assert_eq!(lsn_synced_bound(2_165, 2_100), 2_165);
+        // A poisoned log says nothing: the acks this role sent before it failed do.
+        assert_eq!(lsn_synced_bound(0, 2_165), 2_165);
+        // A role whose log had failed before it started told nothing synced, and counts for
+        // nothing, however many records it received (seed 153285).
+        assert_eq!(lsn_synced_bound(0, 0), 0);
     }
 }

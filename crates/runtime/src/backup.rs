@@ -476,7 +476,6 @@ impl BackupHandle {
         tandem_node::lsn_synced_bound(
             self.state.log.as_ref().map_or(0, NodeLog::lsn_durable),
             self.state.lsn_synced_told.load(Ordering::Acquire),
-            self.state.lsn_received.load(Ordering::Acquire),
         )
     }
 

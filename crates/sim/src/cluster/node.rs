@@ -1300,11 +1300,7 @@ impl Roles for SimRoles<'_> {
             unreachable!("asked of a frozen backup");
         };
         let core = role.receiver.core();
-        tandem_node::lsn_synced_bound(
-            state.log.lsn_durable(),
-            core.lsn_synced_told(),
-            core.lsn_received(),
-        )
+        tandem_node::lsn_synced_bound(state.log.lsn_durable(), core.lsn_synced_told())
     }
 
     fn diverged(&self) -> bool {
