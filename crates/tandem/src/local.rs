@@ -173,6 +173,11 @@ impl LocalNode {
     pub fn log(&self) -> String {
         fs::read_to_string(&self.entry.log).unwrap_or_default()
     }
+
+    /// The process id, while the node has a process.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
 }
 
 impl Drop for LocalNode {

@@ -249,10 +249,23 @@ fn the_durability_benchmark_prints_the_documented_json() {
         .map(|run| {
             assert_eq!(
                 fields(run),
-                ["ops_per_s", "p99_ms", "system", "workload"],
+                [
+                    "client_cpu_us_per_op",
+                    "ops_per_s",
+                    "p99_ms",
+                    "saturated_ops_per_s",
+                    "server_cpu_us_per_op",
+                    "system",
+                    "workload"
+                ],
                 "{run}"
             );
             assert!(run["ops_per_s"].as_f64().unwrap() > 0.0, "{run}");
+            // Linux tells every process's CPU time, so both are measured (in ticks of 10 ms:
+            // a brief run may see none).
+            for field in ["client_cpu_us_per_op", "server_cpu_us_per_op"] {
+                assert!(run[field].as_f64().unwrap() >= 0.0, "{run}");
+            }
             assert!(run["p99_ms"].as_f64().unwrap() > 0.0, "{run}");
             let name = |field: &str| run[field].as_str().unwrap().to_string();
             (name("system"), name("workload"))

@@ -37,8 +37,8 @@ use tandem_replication::{AckCount, Safety};
 use crate::Failure;
 
 use crate::bench::resp_load::{
-    Conn, RedisProcess, Tally, Target, Test, command, ratio_cell, redis_server_version, run_slice,
-    start_redis, start_tandem, start_tandem_with,
+    Conn, RedisProcess, Tally, Target, Test, command, cpu_seconds, cpu_seconds_of, ratio_cell,
+    redis_server_version, run_slice, start_redis, start_tandem, start_tandem_with,
 };
 use crate::cli::DurabilityArgs;
 use crate::local::{LocalCluster, Options};
@@ -120,6 +120,8 @@ impl Workload {
 struct Running {
     system: System,
     target: Target,
+    /// The system's processes: its nodes, or its redis-server.
+    pids: Vec<u32>,
     _cluster: Option<LocalCluster>,
     _redis: Option<RedisProcess>,
 }
@@ -148,9 +150,15 @@ fn start(system: System, dir: &Path, args: &DurabilityArgs) -> Result<Running, F
             (address, None, Some(process))
         }
     };
+    let pids = match (&cluster, &redis) {
+        (Some(cluster), _) => cluster.nodes.iter().filter_map(|node| node.pid()).collect(),
+        (None, Some(redis)) => vec![redis.pid()],
+        (None, None) => unreachable!("every system is a cluster or a redis-server"),
+    };
     Ok(Running {
         system,
         target: Target::load(address, false, None)?,
+        pids,
         _cluster: cluster,
         _redis: redis,
     })
@@ -166,6 +174,15 @@ pub struct Run {
     pub p99_ms: f64,
     #[serde(skip)]
     pub p50_ms: f64,
+    /// CPU time per operation, in microseconds: the system's processes (every node of a
+    /// tandem cluster, its background work included), and the clients (this process).
+    /// `None` where the processes' CPU time cannot be read (not Linux).
+    pub server_cpu_us_per_op: Option<f64>,
+    pub client_cpu_us_per_op: Option<f64>,
+    /// The rate at which the servers and the clients together would keep every core of
+    /// this machine busy, at the CPU time per operation measured: what throughput could
+    /// reach here once nothing waits (a disk, a round trip, a thread's wake-up).
+    pub saturated_ops_per_s: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -465,6 +482,7 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
         clients,
         slice.as_millis()
     ));
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
     let mut tallies: Vec<Tally> = pairs.iter().map(|_| Tally::default()).collect();
     for round in 0..=rounds {
         for turn in 0..pairs.len() {
@@ -474,6 +492,7 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
             let system = &running[index];
             let seed = u64::from(round) << 32 | at as u64;
             let length = if round == 0 { WARM_UP } else { slice };
+            let cpu_before = (cpu_seconds_of(&system.pids), cpu_seconds("self"));
             let measured = run_slice(
                 &system.target,
                 workload.test(),
@@ -498,6 +517,13 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
                 )));
             }
             if round > 0 {
+                let cpu_after = (cpu_seconds_of(&system.pids), cpu_seconds("self"));
+                if let ((Some(server_0), Some(client_0)), (Some(server_1), Some(client_1))) =
+                    (cpu_before, cpu_after)
+                {
+                    let ops = measured.ops();
+                    tallies[at].add_cpu(ops, server_1 - server_0, client_1 - client_0);
+                }
                 tallies[at].add(measured)?;
             }
         }
@@ -511,6 +537,13 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
             ops_per_s: tally.ops_per_s(),
             p99_ms: tally.latency_ms(0.99),
             p50_ms: tally.latency_ms(0.5),
+            server_cpu_us_per_op: tally.server_cpu_us_per_op(),
+            client_cpu_us_per_op: tally.client_cpu_us_per_op(),
+            saturated_ops_per_s: tally
+                .server_cpu_us_per_op()
+                .zip(tally.client_cpu_us_per_op())
+                .filter(|(server, client)| server + client > 0.0)
+                .map(|(server, client)| cores * 1e6 / (server + client)),
         })
         .collect();
     let mut recovery = Vec::new();
@@ -543,16 +576,28 @@ pub fn run(args: &DurabilityArgs) -> Result<(), Failure> {
 /// Each pair's line, then tandem-durable's throughput over each other system's per workload.
 fn print_report(runs: &[Run], workloads: &[Workload], recovery: &[Recovery]) {
     println!(
-        "{:<13} {:<15} {:>11} {:>9} {:>9}",
-        "workload", "system", "ops/s", "p50 ms", "p99 ms"
+        "{:<13} {:<15} {:>11} {:>9} {:>9} {:>10} {:>10} {:>11}",
+        "workload", "system", "ops/s", "p50 ms", "p99 ms", "server µs", "client µs", "saturated"
     );
+    let cell = |value: Option<f64>, decimals: usize| {
+        value.map_or("-".to_string(), |value| format!("{value:.decimals$}"))
+    };
     for run in runs {
         println!(
-            "{:<13} {:<15} {:>11.0} {:>9.3} {:>9.3}",
-            run.workload, run.system, run.ops_per_s, run.p50_ms, run.p99_ms
+            "{:<13} {:<15} {:>11.0} {:>9.3} {:>9.3} {:>10} {:>10} {:>11}",
+            run.workload,
+            run.system,
+            run.ops_per_s,
+            run.p50_ms,
+            run.p99_ms,
+            cell(run.server_cpu_us_per_op, 2),
+            cell(run.client_cpu_us_per_op, 2),
+            cell(run.saturated_ops_per_s, 0)
         );
     }
-    println!("(ops/s: the median of the slices' rates; latency: from a batch's send to a reply)");
+    println!("(ops/s: the median of the slices' rates; latency: from a batch's send to a reply;");
+    println!(" server and client µs: CPU time per operation in the system's processes and in the");
+    println!(" clients; saturated: the ops/s at which they would keep every core busy)");
     let rate = |system: System, workload: Workload| {
         runs.iter()
             .find(|run| run.system == system.name() && run.workload == workload.name())
