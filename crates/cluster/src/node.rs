@@ -204,6 +204,9 @@ struct Collecting {
     /// The last tick Freeze went to the backups that have not reported.
     tick_freeze_sent: u64,
     tick_proposed: Option<u64>,
+    /// Whether the spares were asked to report too: the backups' reports all lay below the
+    /// last promotion's released LSN (`rule::promote_from`).
+    spares_asked: bool,
 }
 
 /// A wish repeated every suspicion timeout while its cause lasts (a backup's suspicion of

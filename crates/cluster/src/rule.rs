@@ -160,6 +160,15 @@ pub fn promote(
 /// are ignored, and the change waits for the living. The old primary's own report, which it
 /// sends only once it restarted, offers its records as a candidate but counts towards no
 /// quorum; on a tie a backup wins, and the old primary, unless promoted, leaves the view.
+///
+/// When every counted report lies below the last promotion's released LSN, the coordinator
+/// asks the spares of `old` too: a spare's report is a candidate like the old primary's (it
+/// acknowledged nothing in `old`, so it counts towards no quorum and no released bound), and
+/// it is promoted if it holds the most of `old`'s history and at least that LSN. Every
+/// record released lies at or below it or is held by a counted reporter, so such a spare
+/// holds them all (`--ticks 2000` seed 155723: under `durable` every log had failed, the
+/// primary and its only backup were restarted with logs far behind what was released, and
+/// only a spare's log still held it; the group waited for good).
 pub fn promote_from(
     old: &View,
     reports: &BTreeMap<NodeId, Reported>,
@@ -180,7 +189,7 @@ pub fn promote_from(
         None => false,
     };
     for &node in reports.keys().filter(|&&node| node != old.primary) {
-        if !reporters.contains(&node) {
+        if !reporters.contains(&node) && !old.spares.contains(&node) {
             let view = old.number;
             return Err(if old.backups.is_empty() {
                 RuleError::NotASpare { node, view }
@@ -189,11 +198,18 @@ pub fn promote_from(
             });
         }
     }
+    // A spare of a view with backups reports only when the backups' reports hold too little
+    // (the coordinator asks the spares once `BehindTruncate` held the change up): its
+    // records are a candidate like the old primary's, and count towards no quorum.
+    let counted = |node: NodeId| reporters.contains(&node);
     let synced_rule = matches!(safety, Safety::Durable(_));
-    let backups_reported = reports.keys().filter(|&&node| node != old.primary).count();
+    let backups_reported = reports.keys().filter(|&&node| counted(node)).count();
     let whole_group_restarted = primary_restarted
         && backups_reported == reporters.len()
-        && reports.values().all(|reported| reported.restarted);
+        && reports
+            .iter()
+            .filter(|&(&node, _)| counted(node) || node == old.primary)
+            .all(|(_, reported)| reported.restarted);
     // A backup whose report the last promotion of `old` was made from, and which has heard
     // no primary since (it still reports rebuilt records, from the same life), acknowledged
     // nothing since that promotion, and no earlier life of it served in a view since (each
@@ -223,6 +239,7 @@ pub fn promote_from(
             || synced_rule
             || whole_group_restarted
             || node == old.primary
+            || !counted(node)
             || named_by_last_promotion(node, reported)
     };
     // How much of `old`'s history each reporter holds; a reporter whose records' fate is
@@ -244,9 +261,9 @@ pub fn promote_from(
         .filter(|&(&node, reported)| counts(node, reported))
         .filter_map(|(&node, reported)| Some((node, (*reported, of_old(reported)?))))
         .collect();
-    // The old primary's records are a candidate like a backup's, but its report is no
-    // backup's: it does not count towards the n − k + 1.
-    let got = reports.keys().filter(|&&node| node != old.primary).count();
+    // The old primary's records, and a spare's, are a candidate like a backup's, but their
+    // reports are no backup's: they do not count towards the n − k + 1.
+    let got = reports.keys().filter(|&&node| counted(node)).count();
     // A view with neither backups nor spares has no one to report but its primary: restarted
     // with the records its log gave back, it takes them into a reign of its own (any-time
     // seed 82: a primary promoted alone crashed at once, came back from its log, and the
@@ -270,7 +287,7 @@ pub fn promote_from(
     // promotion committed, its backups came back without it, and no spare could take their
     // place).
     let rank = |node: NodeId, (reported, held): &(Reported, u64)| {
-        (*held, reported.lsn_received, node != old.primary)
+        (*held, reported.lsn_received, counted(node))
     };
     let (&primary, &(promoted, held_of_old)) = reports
         .iter()
@@ -313,7 +330,7 @@ pub fn promote_from(
     // the group waited for good).
     let held: Vec<u64> = reports
         .iter()
-        .filter(|&(&node, _)| node != old.primary)
+        .filter(|&(&node, _)| counted(node))
         .map(|(_, &(reported, held))| {
             if synced_rule {
                 held.min(reported.lsn_synced)
@@ -607,6 +624,72 @@ mod tests {
         );
         assert_eq!(reports_needed(2, Safety::OneSafe), 1);
         assert_eq!(reports_needed(2, Safety::Bounded(10)), 1);
+    }
+
+    #[test]
+    fn a_spare_that_holds_what_was_released_is_promoted_when_every_backup_is_behind_it() {
+        // View 84 of `--ticks 2000` seed 155723, under durable: every log had failed, the
+        // operator restarted the primary (3) and its only backup (4), whose logs gave back
+        // far less than the last promotion released (732); a spare's log (1) still held it.
+        let old = View {
+            number: 84,
+            primary: 3,
+            backups: vec![4],
+            spares: vec![1, 2],
+            promotions: vec![tandem_config::Promotion {
+                view: 83,
+                truncate_lsn: 744,
+                based_on: None,
+                lsn_released_max: 732,
+                rebuilt: Vec::new(),
+            }],
+        };
+        let rebuilt = |lsn: u64| Reported {
+            lsn_received: lsn,
+            view_held: 84,
+            restarted: true,
+            incarnation: 2,
+            lsn_synced: lsn,
+        };
+        let safety = Safety::Durable(AckCount::All);
+        let group = BTreeMap::from([(3, rebuilt(722)), (4, rebuilt(338))]);
+        assert_eq!(
+            promote_from(&old, &group, safety),
+            Err(RuleError::BehindTruncate {
+                view: 84,
+                lsn: 722,
+                floor: 732
+            })
+        );
+        // A spare's report is a candidate, never one of the reports a change needs.
+        let spare_alone = BTreeMap::from([(1, rebuilt(732))]);
+        assert_eq!(
+            promote_from(&old, &spare_alone, safety),
+            Err(RuleError::TooFewReports { got: 0, needed: 1 })
+        );
+        let mut with_spare = group.clone();
+        with_spare.insert(1, rebuilt(732));
+        let next = promote_from(&old, &with_spare, safety).expect("the spare holds the floor");
+        assert_eq!((next.number, next.primary), (85, 1));
+        assert_eq!(next.truncate_lsn(), Some(732));
+        assert_eq!(next.promotions.last().unwrap().lsn_released_max, 732);
+        // A spare that holds less than the floor is no help, and one that is not in the
+        // view is refused.
+        let mut short = group.clone();
+        short.insert(1, rebuilt(731));
+        assert!(matches!(
+            promote_from(&old, &short, safety),
+            Err(RuleError::BehindTruncate { .. })
+        ));
+        let mut stranger = group;
+        stranger.insert(5, rebuilt(900));
+        assert_eq!(
+            promote_from(&old, &stranger, safety),
+            Err(RuleError::NotABackup { node: 5, view: 84 })
+        );
+        // On equal holdings a backup wins over a spare.
+        let tie = BTreeMap::from([(1, rebuilt(740)), (4, rebuilt(740))]);
+        assert_eq!(promote_from(&old, &tie, safety).unwrap().primary, 4);
     }
 
     #[test]

@@ -1069,3 +1069,46 @@ fn a_restarted_node_serves_no_promotion_its_lost_incarnation_served() {
     assert_eq!(next.promotions.last().unwrap().rebuilt, vec![(3, life)]);
     assert!(!next.members().any(|node| node == 2), "{next:?}");
 }
+
+/// `--ticks 2000` seed 155723, scripted: under `durable`, the primary and its only backup
+/// come back with logs that hold less than the last promotion released (100), and only a
+/// spare's log still holds it. The backups' reports cannot make a promotion
+/// (`RuleError::BehindTruncate`), so the coordinator asks the spares too, and promotes the
+/// one that holds every released record. Before, the change waited for good.
+#[test]
+fn a_spare_holding_what_the_backups_lost_is_promoted() {
+    let mut first = view(1, 1, &[2], &[3, 4]);
+    first.promotions = vec![Promotion {
+        view: 1,
+        truncate_lsn: 100,
+        based_on: None,
+        lsn_released_max: 100,
+        rebuilt: Vec::new(),
+    }];
+    let mut h = Harness::new(
+        &[1, 2, 3, 4],
+        &[1, 2, 3],
+        first,
+        Safety::Durable(AckCount::All),
+    );
+    h.settle();
+    for id in [1, 2, 3] {
+        h.set_lsn(id, 100);
+        h.crash(id);
+    }
+    h.restart_rebuilt(1, 60, 1);
+    h.restart_rebuilt(2, 50, 1);
+    h.restart_rebuilt(3, 100, 1);
+    h.run_until(80 * SUSPECT_TICKS, |h| h.view_of(4).number >= 2);
+    let next = h.view_of(4);
+    assert_eq!(
+        (next.primary, next.truncate_lsn()),
+        (3, Some(100)),
+        "{}",
+        h.describe()
+    );
+    assert_eq!(next.promotions.last().unwrap().lsn_released_max, 100);
+    // Asked only once the backups' reports fell short: the spare that had nothing to offer
+    // (node 4, live) was asked too, and its report of nothing lost out.
+    assert!(h.node(4).freezes.contains(&1), "{}", h.describe());
+}

@@ -145,23 +145,34 @@ impl Cluster {
             tick_started: self.tick,
             tick_freeze_sent: self.tick,
             tick_proposed: None,
+            spares_asked: false,
         });
-        for &backup in rule::reporters(view) {
-            let freeze = ClusterMessage::Freeze {
-                group: self.settings.group,
-                view: view.number,
-            };
-            if backup == self.settings.node {
+        self.send_freeze(view, rule::reporters(view));
+    }
+
+    /// Sends Freeze for `view` to `nodes` (this node freezes at once if it is one of them).
+    fn send_freeze(&mut self, view: &View, nodes: &[NodeId]) {
+        for &node in nodes {
+            if node == self.settings.node {
                 self.on_freeze(view.number);
             } else {
-                self.ready.messages.push((backup, freeze));
+                let freeze = ClusterMessage::Freeze {
+                    group: self.settings.group,
+                    view: view.number,
+                };
+                self.ready.messages.push((node, freeze));
             }
         }
     }
 
+    /// A Freeze reaches a backup of the view, or a spare (which the coordinator asks only
+    /// once the backups' reports held too little, [`rule::promote_from`]).
     pub(super) fn on_freeze(&mut self, view_number: u64) {
         let Some(view) = &self.view else { return };
-        if view.number != view_number || !rule::reporters(view).contains(&self.settings.node) {
+        let node = self.settings.node;
+        if view.number != view_number
+            || !(view.backups.contains(&node) || view.spares.contains(&node))
+        {
             return;
         }
         if self.frozen.is_some() {
@@ -281,9 +292,13 @@ impl Cluster {
             return;
         };
         let restarted_primary = from == view.primary && reported.restarted;
+        let spare_asked = view.spares.contains(&from)
+            && self.collecting.as_ref().is_some_and(|collecting| {
+                collecting.view == view.number && collecting.spares_asked
+            });
         if !self.config.is_leader()
             || view.number != view_number
-            || !(rule::reporters(&view).contains(&from) || restarted_primary)
+            || !(rule::reporters(&view).contains(&from) || restarted_primary || spare_asked)
             || reported.view_held > view_number
         {
             return;
@@ -357,9 +372,29 @@ impl Cluster {
         // Enough reports may still all lie below the last promotion's truncate LSN
         // (`RuleError::BehindTruncate`): then the change cannot go ahead either, and waits
         // for more reports or ends under the same primary as below.
-        let promoted = decided
-            .then(|| rule::promote_from(&view, &collecting.reports, self.settings.safety).ok())
-            .flatten();
+        let promotion =
+            decided.then(|| rule::promote_from(&view, &collecting.reports, self.settings.safety));
+        // Every counted report lies below what the last promotion released: a spare may
+        // still hold it (its log, or its memory), so the spares are asked to report too, as
+        // candidates (seed 155723).
+        let behind = matches!(promotion, Some(Err(rule::RuleError::BehindTruncate { .. })));
+        let ask_spares = behind && !collecting.spares_asked && !view.backups.is_empty();
+        if ask_spares {
+            collecting.spares_asked = true;
+        }
+        let spares_asked = collecting.spares_asked;
+        let promoted = promotion.and_then(Result::ok);
+        if ask_spares {
+            // This node may be one of them: its own report then reaches this coordinator at
+            // once, and may already have proposed the promotion it allows.
+            self.send_freeze(&view, &view.spares);
+        }
+        let Some(collecting) = &mut self.collecting else {
+            return;
+        };
+        if collecting.tick_proposed.is_some() {
+            return;
+        }
         // No view change waits for good on a member that cannot answer. A backup that
         // lost its memory never reports; while the primary says it runs, a view under the
         // same primary ends the change: it unfreezes the backups that reported, and the
@@ -391,10 +426,15 @@ impl Cluster {
         // A lost Freeze would hold the change (and every membership change behind it)
         // for good if the backup never suspects again: it goes again every suspicion
         // timeout to the backups that have not reported.
+        let Some(collecting) = &mut self.collecting else {
+            return;
+        };
         if self.tick - collecting.tick_freeze_sent >= self.settings.suspect_ticks {
             collecting.tick_freeze_sent = self.tick;
+            let asked: &[NodeId] = if spares_asked { &view.spares } else { &[] };
             let silent: Vec<NodeId> = reporters
                 .iter()
+                .chain(asked)
                 .copied()
                 .filter(|node| !collecting.reports.contains_key(node))
                 .filter(|&node| node != self.settings.node)
