@@ -199,8 +199,11 @@ struct Conn {
     input: Vec<u8>,
     start: usize,
     want: usize,
-    /// The socket may have more to read (edge-triggered: until a read would block).
+    /// The socket may have more to read (edge-triggered: until a read would block, or
+    /// returns less than it asked for while the peer has not closed its end).
     readable: bool,
+    /// The peer closed its end (an event said so): reads go on until they return 0.
+    peer_closed: bool,
     /// Replies not yet written, from `written` on.
     out: Vec<u8>,
     written: usize,
@@ -381,6 +384,7 @@ impl Front {
                     token => {
                         if let Some(conn) = self.conns.get_mut(&token) {
                             conn.readable |= event.is_readable() || event.is_read_closed();
+                            conn.peer_closed |= event.is_read_closed();
                             self.visit.insert(token);
                         }
                     }
@@ -439,6 +443,7 @@ impl Front {
                             start: 0,
                             want: 1,
                             readable: true,
+                            peer_closed: false,
                             out: Vec::new(),
                             written: 0,
                             slots: VecDeque::new(),
@@ -738,7 +743,17 @@ impl Front {
                     conn.readable = false;
                     conn.closing = true;
                 }
-                Ok(n) => conn.input.extend_from_slice(&self.chunk[..n]),
+                Ok(n) => {
+                    conn.input.extend_from_slice(&self.chunk[..n]);
+                    // A plain socket that gave less than was asked is empty now: bytes that
+                    // come later raise a new readable event, so the read that would only say
+                    // `WouldBlock` (one system call per request under load) is skipped, as
+                    // nginx does. Not under TLS (the session may hold decrypted bytes back),
+                    // nor once the peer closed its end (no event would follow to say so).
+                    if n < self.chunk.len() && conn.tls.is_none() && !conn.peer_closed {
+                        conn.readable = false;
+                    }
+                }
                 Err(err) if err.kind() == ErrorKind::WouldBlock => conn.readable = false,
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
                 Err(_) => return false,

@@ -346,6 +346,41 @@ fn a_client_that_stops_sending_still_gets_every_reply() {
     );
 }
 
+/// The node stops reading a socket after a read that gave less than it asked for (the
+/// socket is empty then); a close that comes later, on its own, must still be seen.
+#[test]
+fn a_close_that_follows_the_requests_later_is_still_seen() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    conn.send(&[&[b"SET", b"late", b"1"], &[b"GET", b"late"]]);
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(conn.reply(), bulk("1"));
+    // A request in two pieces, the second well after the first was read.
+    conn.stream.write_all(b"*2\r\n$3\r\nGET").expect("sends");
+    thread::sleep(Duration::from_millis(20));
+    conn.stream.write_all(b"\r\n$4\r\nlate\r\n").expect("sends");
+    assert_eq!(conn.reply(), bulk("1"));
+    thread::sleep(Duration::from_millis(20));
+    conn.stream.shutdown(Shutdown::Write).expect("half-closes");
+    assert_eq!(
+        conn.rest_until_closed(),
+        Vec::<u8>::new(),
+        "the node closes"
+    );
+    // Requests and the close often arrive in one event: the read that gets the requests is
+    // short, and the close behind them must be read all the same.
+    for round in 0..40 {
+        let mut conn = Conn::open(address);
+        conn.send(&[&[b"GET", b"late"]]);
+        conn.stream.shutdown(Shutdown::Write).expect("half-closes");
+        assert_eq!(
+            conn.rest_until_closed(),
+            b"$1\r\n1\r\n".to_vec(),
+            "round {round}: the reply, then the node closes"
+        );
+    }
+}
+
 #[test]
 fn a_client_that_vanishes_with_calls_in_flight_disturbs_no_one() {
     let (address, metrics) = start();
