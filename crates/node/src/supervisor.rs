@@ -131,8 +131,8 @@ pub trait Roles {
     fn freeze(&mut self) -> u64;
 
     /// After [`freeze`](Self::freeze): at least every LSN the backup role told its primary its
-    /// log had synced, as [`lsn_synced_bound`] makes it. A frozen role acknowledges nothing more, so a promotion
-    /// under `durable` may bound what was released by it.
+    /// log had synced, as [`lsn_synced_bound`] makes it. A frozen role acknowledges nothing
+    /// more, so a promotion under `durable` may bound what was released by it.
     fn lsn_synced(&self) -> u64;
 
     /// Whether the backup role's segment was rewound and still waits for the transfer that
