@@ -550,10 +550,14 @@ impl World {
                         id == view.primary && role.primary().lsn_committed() >= lsn_acked
                     }
                     // A node left out of the view (standing by) holds records no view
-                    // change can use.
+                    // change can use. A frozen backup the newest view names its primary
+                    // holds them until its promotion is carried out (k-of-n seed 501114 at
+                    // 2,000 ticks: healing restarted a poisoned node in that moment, taking
+                    // the last copy of what the view's truncate LSN named, and the group
+                    // waited for good).
                     Slot::Backup(role) => {
                         view.members().any(|member| member == id)
-                            && role.gate.primary() == view.primary
+                            && (role.gate.primary() == view.primary || id == view.primary)
                             && role.receiver.core().lsn_received() >= lsn_acked
                     }
                     Slot::Outside => false,
