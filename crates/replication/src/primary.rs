@@ -1531,6 +1531,18 @@ impl<R> Primary<R> {
         self.lsn_sync_wanted
     }
 
+    /// A primary started by a promotion: no reply above `lsn_released_max`, the promotion's
+    /// bound on what earlier views released, counts as released. The records it took over
+    /// above that bound are held by no backup the promotion counted on, so what it says is
+    /// released (its `ReadIndexed` answers, its heartbeats, and the releases of a view
+    /// without backups) must not reach them until its own backups hold them (k-of-n seed
+    /// 508619 at 2,000 ticks: a promoted primary started with every record it took over
+    /// counted released, a backup served a linearizable read of records the next promotion
+    /// discarded, and a later read saw less).
+    pub fn released_at_most(&mut self, lsn_released_max: u64) {
+        self.lsn_released = self.lsn_released.min(lsn_released_max);
+    }
+
     /// Releases no reply for the next `ticks` ticks (they leave at the first tick after).
     /// A primary started by a promotion calls it with the rest of the lease its node granted
     /// the old primary: the old primary may still answer under that lease (a read, a 1-safe

@@ -1907,3 +1907,42 @@ fn a_deposed_primary_answers_no_read_index() {
     harness.tick();
     assert_eq!(read_indexes_to(&harness, 2), vec![]);
 }
+
+/// k-of-n seed 508619 at 2,000 ticks, at the core: a primary promoted with records above what
+/// the promotion says earlier views released counts only that bound as released, in the
+/// answers its backups serve linearizable reads by, until its own backups hold more.
+#[test]
+fn a_promoted_primary_counts_released_only_what_its_promotion_says() {
+    // No lease (it always holds): the answer is what this primary counts as released.
+    let resumed = |bound: Option<u64>| {
+        let mut primary: Primary<u64> =
+            Primary::resume(config(1, Safety::DEFAULT), 658, Vec::new());
+        if let Some(lsn) = bound {
+            primary.released_at_most(lsn);
+        }
+        let mut ready = PrimaryReady::default();
+        primary.take_ready(&mut ready);
+        ready.clear();
+        primary.step(2, Message::ReadIndex { view: 1, id: 9 });
+        primary.take_ready(&mut ready);
+        ready
+            .messages
+            .iter()
+            .find_map(|(_, message)| match *message {
+                Message::ReadIndexed { lsn_released, .. } => Some(lsn_released),
+                _ => None,
+            })
+            .expect("answered under the lease")
+    };
+    assert_eq!(
+        resumed(None),
+        658,
+        "a primary that starts a group counts its load released"
+    );
+    assert_eq!(
+        resumed(Some(655)),
+        655,
+        "the promotion's bound, not the records taken over"
+    );
+    assert_eq!(resumed(Some(700)), 658, "never more than it holds");
+}

@@ -1083,6 +1083,7 @@ impl RuntimeRoles {
         let members: Vec<NodeId> = view.backups.iter().chain(&view.spares).copied().collect();
         RoleView {
             answer_from: None,
+            lsn_released_max: None,
             view: view.number,
             backups: view.backups.clone(),
             spares: view.spares.clone(),
@@ -1118,6 +1119,10 @@ impl RuntimeRoles {
         });
         let members = RoleView {
             answer_from,
+            lsn_released_max: view
+                .promotions
+                .last()
+                .map(|promotion| promotion.lsn_released_max),
             ..self.role_view(view)
         };
         match primary::start_role(

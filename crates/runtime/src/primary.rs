@@ -356,6 +356,7 @@ pub fn start(
     let members = RoleView {
         view: config.group.view,
         answer_from: None,
+        lsn_released_max: None,
         backups: config.backups().map(|peer| peer.node_id).collect(),
         spares: Vec::new(),
         addresses: config
@@ -398,6 +399,9 @@ pub struct RoleView {
     /// the old primary, when a promotion starts the role (see
     /// `tandem_replication::Primary::hold_releases`).
     pub answer_from: Option<Instant>,
+    /// When a promotion starts the role: the promotion's bound on what earlier views
+    /// released (`tandem_replication::Primary::released_at_most`).
+    pub lsn_released_max: Option<u64>,
     pub backups: Vec<NodeId>,
     pub spares: Vec<NodeId>,
     /// Where each backup and spare listens.
@@ -511,7 +515,11 @@ pub fn start_role(
         interval: Duration::from_millis(interval_ms.max(1)),
         due: Instant::now(),
     });
-    let mut role = PrimaryRole::new(store, Primary::resume(primary_config, lsn_start, batches));
+    let mut primary = Primary::resume(primary_config, lsn_start, batches);
+    if let Some(lsn_released_max) = members.lsn_released_max {
+        primary.released_at_most(lsn_released_max);
+    }
+    let mut role = PrimaryRole::new(store, primary);
     if let Some(log) = &log {
         // The log must end where the segment does before the role appends to it.
         log.align(lsn_start);
