@@ -47,4 +47,6 @@ pub use primary::{
 pub use reads::{BackupReads, Needs, READ_INDEX_RETRY, READ_WAIT, ReadAnswer, WaitingRead};
 pub use receiver::ReceiverRole;
 pub use rule::{Recovered, RoleRule};
-pub use supervisor::{DriveError, Notice, RoleHeld, Roles, Supervisor, lsn_synced_bound};
+pub use supervisor::{
+    DriveError, Notice, RoleHeld, Roles, Supervisor, lsn_released_at_promotion, lsn_synced_bound,
+};

@@ -112,6 +112,16 @@ pub fn lsn_synced_bound(lsn_log: u64, lsn_told: u64) -> u64 {
     lsn_log.max(lsn_told)
 }
 
+/// What a primary that a promotion starts in `view` may count as released at its start
+/// (`tandem_replication::Primary::released_at_most`): the last promotion's bound on what
+/// earlier views released, not every record it took over (k-of-n seed 508619 at 2,000
+/// ticks). `None` for a view no promotion made (the group's first primary).
+pub fn lsn_released_at_promotion(view: &View) -> Option<u64> {
+    view.promotions
+        .last()
+        .map(|promotion| promotion.lsn_released_max)
+}
+
 /// A node's roles as its driver runs them. Every method carries an order out; none decides.
 pub trait Roles {
     /// What carrying an order out may fail with that the driver must hear about (the

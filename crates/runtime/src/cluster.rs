@@ -1119,10 +1119,7 @@ impl RuntimeRoles {
         });
         let members = RoleView {
             answer_from,
-            lsn_released_max: view
-                .promotions
-                .last()
-                .map(|promotion| promotion.lsn_released_max),
+            lsn_released_max: tandem_node::lsn_released_at_promotion(view),
             ..self.role_view(view)
         };
         match primary::start_role(

@@ -195,8 +195,8 @@ impl World {
                 // new view discards.
                 self.checksums.split_off(&(lsn + 1));
                 let mut primary = Primary::resume(self.primary_config(view), lsn, handover.batches);
-                if let Some(promotion) = view.promotions.last() {
-                    primary.released_at_most(promotion.lsn_released_max);
+                if let Some(lsn) = tandem_node::lsn_released_at_promotion(view) {
+                    primary.released_at_most(lsn);
                 }
                 primary.hold_releases(lease_owed_ticks);
                 if lease_owed_ticks > 0 {
@@ -229,8 +229,8 @@ impl World {
                 self.checksums.split_off(&(lsn + 1));
                 let calls = CallsHeld::from_dedup(&segment, self.clients.len());
                 let mut primary = Primary::resume(self.primary_config(view), lsn, Vec::new());
-                if let Some(promotion) = view.promotions.last() {
-                    primary.released_at_most(promotion.lsn_released_max);
+                if let Some(lsn) = tandem_node::lsn_released_at_promotion(view) {
+                    primary.released_at_most(lsn);
                 }
                 primary.hold_releases(lease_owed_ticks);
                 if lease_owed_ticks > 0 {
