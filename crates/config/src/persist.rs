@@ -35,6 +35,7 @@
 
 use std::fs::{self, File};
 use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -245,6 +246,10 @@ enum Slot {
 
 impl FileDurable {
     pub const FILE_NAMES: [&'static str; 2] = ["config.state.0", "config.state.1"];
+    /// The mode of the directories `open` creates: the owner's alone.
+    pub const DIR_MODE: u32 = 0o700;
+    /// The mode of the slot files `open` creates: read and write for the owner only.
+    pub const FILE_MODE: u32 = 0o600;
 
     /// Opens (creating them if needed) the directory and its slot files and reads the state
     /// saved there: None on a node's first start. A corrupt slot is an `InvalidData` error
@@ -252,7 +257,13 @@ impl FileDurable {
     /// never this code.
     pub fn open(dir: impl AsRef<Path>) -> io::Result<(FileDurable, Option<Persisted>)> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir)?;
+        // The state names the cluster's members and views: the directory (and the parents
+        // made for it) and the slot files are their owner's alone, whatever the umask. A
+        // directory that exists keeps its mode (the node tightens it, and says so, first).
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(Self::DIR_MODE)
+            .create(&dir)?;
         let paths = Self::FILE_NAMES.map(|name| dir.join(name));
         let mut slots = Vec::with_capacity(2);
         let mut found = Vec::with_capacity(2);
@@ -263,6 +274,7 @@ impl FileDurable {
                 .write(true)
                 .create(true)
                 .truncate(false)
+                .mode(Self::FILE_MODE)
                 .open(path)
                 .map_err(|error| named(path, error))?;
             let mut bytes = Vec::new();

@@ -328,6 +328,24 @@ fn some_state() -> Persisted {
     net.nodes[&2].disk.load().unwrap().unwrap()
 }
 
+/// The saved state is its owner's alone: the directory `open` makes (and its parents) and
+/// both slot files, whatever the umask (the modes are set at creation).
+#[test]
+fn file_durable_keeps_its_directory_and_slots_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = temp_dir("private");
+    let dir = base.join("node").join("raft");
+    let (mut disk, _) = FileDurable::open(&dir).unwrap();
+    disk.save(&some_state()).unwrap();
+    let mode = |path: &std::path::Path| fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&base.join("node")), FileDurable::DIR_MODE);
+    assert_eq!(mode(&dir), FileDurable::DIR_MODE);
+    for name in FileDurable::FILE_NAMES {
+        assert_eq!(mode(&dir.join(name)), FileDurable::FILE_MODE, "{name}");
+    }
+    fs::remove_dir_all(&base).unwrap();
+}
+
 #[test]
 fn file_durable_round_trips_and_alternates_slots() {
     let dir = temp_dir("round-trip");

@@ -21,8 +21,14 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::Path;
+
+/// The mode [`FsDisk`] creates directories with: the log holds the node's data, which no
+/// other user of the machine may list or read, whatever the process's umask.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+/// The mode [`FsDisk`] creates segment and checkpoint files with (owner read and write).
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
 
 /// File operations of the write-ahead log.
 pub trait Disk: std::fmt::Debug {
@@ -104,7 +110,12 @@ impl Disk for FsDisk {
     type Whole = FileBytes;
 
     fn create_dir_all(&mut self, dir: &Path) -> io::Result<()> {
-        fs::create_dir_all(dir)
+        // Only the directories created here get the mode; one that exists keeps its own
+        // (the node tightens its data directories, and says so, before it opens the log).
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(PRIVATE_DIR_MODE)
+            .create(dir)
     }
 
     fn list(&mut self, dir: &Path) -> io::Result<Vec<String>> {
@@ -122,10 +133,13 @@ impl Disk for FsDisk {
     }
 
     fn create(&mut self, path: &Path) -> io::Result<FsFile> {
+        // The mode applies at creation, so the file is never readable by others, not even
+        // for a moment; the umask can only take bits away from it.
         let file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
+            .mode(PRIVATE_FILE_MODE)
             .open(path)?;
         Ok(FsFile { file, end: 0 })
     }

@@ -116,7 +116,7 @@ mod wal;
 mod tests;
 
 pub use checkpoint::CheckpointError;
-pub use disk::{Disk, FileBytes, FsDisk, FsFile};
+pub use disk::{Disk, FileBytes, FsDisk, FsFile, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};
 pub use entry::{Entry, ImageChunk};
 pub use format::ImageError;
 pub use sim::{SECTOR_BYTES, SimDisk, SimHandle};

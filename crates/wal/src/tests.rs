@@ -15,8 +15,8 @@ use crate::bugs::{Bug, plant};
 use crate::checkpoint::checkpoint_path;
 use crate::format::{encode_frame, encode_image_chunk, encode_segment_header, segment_path};
 use crate::{
-    CheckpointRecovered, Disk, Entry, FsDisk, ImageChunk, Recovered, SimDisk, Stop, Wal, WalError,
-    WalOptions,
+    CheckpointRecovered, Disk, Entry, FsDisk, ImageChunk, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE,
+    Recovered, SimDisk, Stop, Wal, WalError, WalOptions,
 };
 
 const DIR: &str = "/node/wal";
@@ -1303,6 +1303,48 @@ fn the_real_file_system_takes_images_and_cuts() {
     let (_, recovered) = Wal::open(FsDisk, &temp.0, options).unwrap();
     assert_eq!(recovered.entries, history[..1]);
     assert_eq!(recovered.stop, None);
+}
+
+/// Segments and checkpoints hold the node's data: the log's directory (and the parents it
+/// creates) and every file in it are its owner's alone, whatever the umask (the mode is set at
+/// creation, so no bit the umask leaves could make them readable by others).
+#[test]
+fn the_real_file_system_keeps_the_log_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let temp = TempDir::new("private");
+    let dir = temp.0.join("node").join("log");
+    let options = WalOptions {
+        segment_bytes_max: 1024,
+        ..WalOptions::default()
+    };
+    let (mut wal, _) = Wal::open(FsDisk, &dir, options).unwrap();
+    for lsn in [1, 3, 5] {
+        wal.append(&batch_at(lsn, 2, 400, 1)).unwrap();
+    }
+    assert_eq!(wal.sync().unwrap(), 6);
+    wal.checkpoint_begin(6, 1, 1).unwrap();
+    wal.checkpoint_append(&[7; 100]).unwrap();
+    assert_eq!(wal.checkpoint_finish(), Ok(6));
+    wal.append(&batch_at(7, 1, 10, 1)).unwrap();
+    wal.sync().unwrap();
+    drop(wal);
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    for made in [temp.0.join("node"), dir.clone()] {
+        assert_eq!(mode(&made), PRIVATE_DIR_MODE, "{}", made.display());
+    }
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert!(
+        files
+            .iter()
+            .any(|file| file.to_string_lossy().ends_with(".ckpt")),
+        "{files:?}"
+    );
+    for file in &files {
+        assert_eq!(mode(file), PRIVATE_FILE_MODE, "{}", file.display());
+    }
 }
 
 /// One seeded run of appends (batches, overlapping batches, image chunks), syncs, removals and
