@@ -288,6 +288,7 @@ impl ProxyConn {
             if buffered < self.want {
                 return;
             }
+            self.limits.unauthenticated = self.session.awaits_auth(info);
             match parse_request(&self.input[self.start..], &self.limits, &mut self.argv) {
                 Ok(Parsed::Incomplete { at_least }) => {
                     self.want = at_least;
@@ -326,6 +327,11 @@ impl ProxyConn {
             Step::Replied => self.items.push_back(Item::Written(reply)),
             Step::Close => {
                 self.items.push_back(Item::Written(reply));
+                self.closing = true;
+            }
+            Step::CrossProtocol => {
+                // Nothing after the line is read or run; the replies already owed still go.
+                warn_cross_protocol();
                 self.closing = true;
             }
             Step::Call(call) => {
@@ -496,6 +502,28 @@ fn split_array(body: &[u8], count: usize) -> Option<Vec<&[u8]>> {
         at += used;
     }
     (at == body.len()).then_some(elements)
+}
+
+/// Says in the log that a client sent HTTP to the Redis port, at most once a minute (an
+/// attacker must not be able to fill the log), as Redis does.
+fn warn_cross_protocol() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SAID_AT_SECS: AtomicU64 = AtomicU64::new(0);
+    let now_secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let said = SAID_AT_SECS.load(Ordering::Relaxed);
+    if now_secs >= said.saturating_add(60)
+        && SAID_AT_SECS
+            .compare_exchange(said, now_secs, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        tracing::warn!(
+            "Possible SECURITY ATTACK detected: a client sent an HTTP request's POST or Host: \
+             line to the proxy's Redis port (likely a web page using cross protocol \
+             scripting); its connection was closed (said at most once a minute)"
+        );
+    }
 }
 
 #[cfg(test)]
@@ -765,3 +793,4 @@ mod tests {
         assert!(conn.done());
     }
 }
+

@@ -60,7 +60,16 @@ pub struct RequestLimits {
     /// The longest inline request line, and the longest multibulk count or bulk length
     /// line (Redis's `PROTO_INLINE_MAX_SIZE`, 64 KiB).
     pub inline_len_max: usize,
+    /// The connection has not authenticated yet where a password is asked: Redis then
+    /// refuses a multibulk of more than 10 arguments or a bulk longer than 16 KiB, with
+    /// errors of their own, so that a stranger cannot make the node buffer a large request.
+    pub unauthenticated: bool,
 }
+
+/// The most arguments a request may announce before its connection authenticated (Redis's).
+pub const UNAUTHENTICATED_ARGS_MAX: i64 = 10;
+/// The longest bulk a request may announce before its connection authenticated (Redis's).
+pub const UNAUTHENTICATED_BULK_LEN_MAX: i64 = 16 * 1024;
 
 impl Default for RequestLimits {
     fn default() -> Self {
@@ -68,6 +77,7 @@ impl Default for RequestLimits {
             bulk_len_max: 512 * 1024 * 1024,
             args_max: 1024 * 1024,
             inline_len_max: 64 * 1024,
+            unauthenticated: false,
         }
     }
 }
@@ -285,6 +295,10 @@ pub enum ProtocolError {
     /// A bulk length that is not a strict integer, is negative, or exceeds
     /// [`RequestLimits::bulk_len_max`].
     InvalidBulkLength,
+    /// Before authentication, a multibulk count above [`UNAUTHENTICATED_ARGS_MAX`].
+    UnauthenticatedMultibulkLength,
+    /// Before authentication, a bulk length above [`UNAUTHENTICATED_BULK_LEN_MAX`].
+    UnauthenticatedBulkLength,
 }
 
 impl ProtocolError {
@@ -301,6 +315,12 @@ impl ProtocolError {
             ProtocolError::InvalidMultibulkLength => b"Protocol error: invalid multibulk length",
             ProtocolError::TooBigBulkCount => b"Protocol error: too big bulk count string",
             ProtocolError::InvalidBulkLength => b"Protocol error: invalid bulk length",
+            ProtocolError::UnauthenticatedMultibulkLength => {
+                b"Protocol error: unauthenticated multibulk length"
+            }
+            ProtocolError::UnauthenticatedBulkLength => {
+                b"Protocol error: unauthenticated bulk length"
+            }
             ProtocolError::ExpectedDollar { found } => {
                 out.extend_from_slice(b"Protocol error: expected '$', got '");
                 out.push(if matches!(found, b'\r' | b'\n') {
@@ -436,6 +456,9 @@ fn parse_multibulk(
         Some(count) if count <= i64::from(i32::MAX) && count <= args_max => count,
         _ => return Err(ProtocolError::InvalidMultibulkLength),
     };
+    if limits.unauthenticated && count > UNAUTHENTICATED_ARGS_MAX {
+        return Err(ProtocolError::UnauthenticatedMultibulkLength);
+    }
     let mut position = count_end + 2;
     if count <= 0 {
         return Ok(Parsed::Skip { consumed: position });
@@ -460,6 +483,9 @@ fn parse_multibulk(
             Some(len) if len >= 0 && len <= bulk_len_max => len as usize,
             _ => return Err(ProtocolError::InvalidBulkLength),
         };
+        if limits.unauthenticated && len as i64 > UNAUTHENTICATED_BULK_LEN_MAX {
+            return Err(ProtocolError::UnauthenticatedBulkLength);
+        }
         let arg_start = length_end + 2;
         let arg_end = arg_start.saturating_add(len);
         let next = arg_end.saturating_add(2);
@@ -1212,6 +1238,7 @@ mod tests {
             bulk_len_max: 10,
             args_max: 3,
             inline_len_max: 8,
+            unauthenticated: false,
         };
         let mut argv = Argv::new();
         let mut check = |request: &[u8]| parse_request(request, &limits, &mut argv);
@@ -1240,6 +1267,31 @@ mod tests {
             Err(ProtocolError::TooBigInlineRequest)
         );
         assert_eq!(check(b"123456789"), Err(ProtocolError::TooBigInlineRequest));
+    }
+
+    #[test]
+    fn a_connection_that_has_not_authenticated_is_held_to_redis_smaller_limits() {
+        let limits = RequestLimits {
+            unauthenticated: true,
+            ..RequestLimits::default()
+        };
+        let mut argv = Argv::new();
+        let mut check = |request: &[u8]| parse_request(request, &limits, &mut argv);
+        assert_eq!(
+            check(b"*11\r\n"),
+            Err(ProtocolError::UnauthenticatedMultibulkLength)
+        );
+        assert_eq!(
+            check(b"*2\r\n$4\r\nAUTH\r\n$16385\r\n"),
+            Err(ProtocolError::UnauthenticatedBulkLength)
+        );
+        assert!(matches!(
+            check(b"*10\r\n$4\r\nAUTH\r\n$16384\r\n"),
+            Ok(Parsed::Incomplete { .. })
+        ));
+        let mut text = Vec::new();
+        ProtocolError::UnauthenticatedBulkLength.write_text(&mut text);
+        assert_eq!(text, b"Protocol error: unauthenticated bulk length");
     }
 
     #[test]

@@ -318,6 +318,11 @@ pub enum Step {
     Call(Call),
     /// The reply is written; close the connection once it is sent.
     Close,
+    /// The request is a line of HTTP (`POST`, `Host:`): someone, likely a web page the
+    /// user visited, is sending an HTTP request to the Redis port to drive the node. Close
+    /// the connection at once, without a reply and without running anything after it, and
+    /// say so in the log, as Redis does ("Possible SECURITY ATTACK").
+    CrossProtocol,
 }
 
 /// How a call ended.
@@ -378,9 +383,21 @@ impl Session {
         self.proto
     }
 
+    /// Whether the connection must still give the password before it runs anything: it is
+    /// then held to Redis's limits for unauthenticated requests
+    /// ([`crate::resp::RequestLimits::unauthenticated`]).
+    pub fn awaits_auth(&self, info: &ServerInfo) -> bool {
+        info.requirepass.is_some() && !self.authenticated
+    }
+
     /// Handles one request; its reply (if any now) is appended to `out`.
     pub fn handle(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
         let name = argv.get(0).unwrap_or_default();
+        // Before anything else, as Redis's processCommand: no Redis command is called
+        // `POST` or `Host:`, so these are a browser's request, never a client's.
+        if name.eq_ignore_ascii_case(b"POST") || name.eq_ignore_ascii_case(b"Host:") {
+            return Step::CrossProtocol;
+        }
         let Some((index, command)) = cmd::lookup(name) else {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error_bytes(&unknown_command(argv));
@@ -1274,6 +1291,41 @@ mod tests {
             replied(&mut session, "AUTH bob anything", &info),
             format!("-{WRONGPASS}\r\n")
         );
+    }
+
+    #[test]
+    fn an_http_request_line_closes_the_connection_before_anything_else() {
+        let open = ServerInfo {
+            primary: true,
+            ..ServerInfo::default()
+        };
+        for info in [open, locked()] {
+            let mut session = Session::new(1);
+            for line in ["POST / HTTP/1.1", "post /x", "Host: localhost:6379", "HOST: x"] {
+                let mut out = Vec::new();
+                let step = session.handle(&argv(line), &info, &mut out);
+                assert!(matches!(step, Step::CrossProtocol), "{line}");
+                assert!(out.is_empty(), "no reply to {line}");
+            }
+            // Inside MULTI too: the line is never queued.
+            if info.requirepass.is_none() {
+                assert_eq!(replied(&mut session, "MULTI", &info), "+OK\r\n");
+                let mut out = Vec::new();
+                let step = session.handle(&argv("Host: x"), &info, &mut out);
+                assert!(matches!(step, Step::CrossProtocol));
+            }
+        }
+    }
+
+    #[test]
+    fn a_connection_awaits_auth_only_while_a_password_is_asked_and_not_given() {
+        let info = locked();
+        let mut session = Session::new(1);
+        assert!(session.awaits_auth(&info));
+        assert_eq!(replied(&mut session, "AUTH s3cret", &info), "+OK\r\n");
+        assert!(!session.awaits_auth(&info));
+        let open = ServerInfo::default();
+        assert!(!Session::new(2).awaits_auth(&open));
     }
 
     #[test]

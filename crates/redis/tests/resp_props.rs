@@ -102,7 +102,12 @@ proptest! {
         small_limits in any::<bool>(),
     ) {
         let limits = if small_limits {
-            RequestLimits { bulk_len_max: 8, args_max: 3, inline_len_max: 16 }
+            RequestLimits {
+                bulk_len_max: 8,
+                args_max: 3,
+                inline_len_max: 16,
+                unauthenticated: false,
+            }
         } else {
             RequestLimits::default()
         };

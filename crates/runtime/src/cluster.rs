@@ -35,6 +35,7 @@ use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_cluster
 
 use crate::backup::{self, BackupHandle, Gate};
 use crate::config::{NodeConfig, Role};
+use crate::gate::Handshake;
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
@@ -229,7 +230,12 @@ pub fn run(
             info: Arc::clone(&info),
             metrics: Arc::clone(&metrics),
         };
-        crate::resp::spawn(listener, Arc::new(node), config.resp_tls()?)?;
+        crate::resp::spawn(
+            listener,
+            Arc::new(node),
+            config.resp_tls()?,
+            config.tuning.client_limits(),
+        )?;
     }
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
     let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
@@ -269,13 +275,21 @@ pub fn run(
         auth: peer_auth.clone(),
         client_auth: ClientAuth::new(config, &metrics)?,
     };
-    thread::Builder::new()
-        .name("accept".into())
-        .spawn(move || acceptor.run(listener))
-        .map_err(|source| StartError::Thread {
-            thread: "the accept thread",
-            source,
-        })?;
+        metrics: Arc::clone(&metrics),
+        maxclients: config.tuning.maxclients,
+    let acceptor = Arc::new(acceptor);
+    crate::gate::spawn(
+        listener,
+        crate::gate::GateLimits::for_maxclients(config.tuning.maxclients),
+        Arc::clone(&metrics),
+        Box::new(move |stream, buffer, handshake| {
+            let acceptor = Arc::clone(&acceptor);
+            crate::spawn_or_say("hello".into(), move || {
+                acceptor.dispatch(stream, buffer, handshake)
+            });
+        }),
+    )
+    .map_err(StartError::NativePort)?;
     // The segment is loaded before the core ticks, so that the first view's roles start at
     // once rather than each node being silent for its own load.
     let mut segment = crate::workload::loaded_segment(&config.group, &*model)?;
@@ -1451,20 +1465,16 @@ struct Acceptor {
     auth: PeerAuth,
     client_auth: ClientAuth,
 }
+    metrics: Arc<Metrics>,
+    /// Client connections served at once (`tuning.maxclients`), RESP's included.
+    maxclients: usize,
 
 impl Acceptor {
-    fn run(self, listener: TcpListener) {
-        let this = Arc::new(self);
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let this = Arc::clone(&this);
-            crate::spawn_or_say("hello".into(), move || this.dispatch(stream));
-        }
-    }
-
-    fn dispatch(&self, mut stream: TcpStream) {
+    /// Serves a connection whose whole `Hello` the gate read into `buffer` (under the
+    /// handshake's small frame limit). The connection counts among the handshakes until it
+    /// proved itself.
+    fn dispatch(&self, mut stream: TcpStream, mut buffer: FrameBuffer, handshake: Handshake) {
         let _ = net::tune(&stream);
-        let mut buffer = FrameBuffer::new(self.max_frame_len);
         let hello =
             net::read_one(
                 &mut stream,
@@ -1508,6 +1518,24 @@ impl Acceptor {
             None
         };
         match hello.peer {
+        // Proved: the connection leaves the handshakes and may send frames of any length
+        // the node takes.
+        drop(handshake);
+        buffer.set_max_frame_len(self.max_frame_len);
+        if hello.peer == PeerKind::Client
+            && self.metrics.client_connections.get() >= self.maxclients as i64
+        {
+            self.metrics.connection_refused("maxclients");
+            let mut frame = Vec::new();
+            encode_error(
+                &mut frame,
+                ErrorCode::Busy,
+                "max number of clients reached (tuning.maxclients)",
+            );
+            let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
+        }
             PeerKind::Client => {
                 // A node in the middle of a view change may be the next primary: the stub
                 // waits here for its role rather than going round the nodes and pausing.
@@ -1531,7 +1559,9 @@ impl Acceptor {
                         drop(slot);
                         let _ = stream.set_read_timeout(None);
                         reader.serve(stream, buffer, client_tls);
+                        self.metrics.client_connections.inc();
                     }
+                        self.metrics.client_connections.dec();
                     Slot::Outside => {
                         drop(slot);
                         let message = format!("node {} is not the primary", self.node_id);

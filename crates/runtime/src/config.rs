@@ -83,6 +83,13 @@ tail_records_max = 1000000
 tail_bytes_max = 268435456
 # Longest frame accepted from a client or peer, in bytes (≥ batch_bytes_max + 4096).
 max_frame_len = 4194304
+# Client connections served at once, Redis and native together (Redis's maxclients).
+maxclients = 10000
+# Replies one client may leave unread, in MiB, before its connection is closed (0: no limit).
+output_buffer_mib = 256
+# Replies all clients together may leave unread, in MiB, before the connection holding the
+# most is closed (0: no limit).
+output_buffers_total_mib = 1024
 
 # Optional: the write-ahead log of the batches this node holds (a cluster-mode node always
 # keeps one, under cluster.data_dir unless dir says otherwise).
@@ -675,6 +682,24 @@ pub struct PeerConfig {
     pub resp: Option<SocketAddr>,
 }
 
+/// What the client ports hold client connections to (from [`Tuning`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Client connections served at once, RESP and native together.
+    pub maxclients: usize,
+    /// Unread reply bytes one connection may hold before it is closed; `None`: no limit.
+    pub output_buffer_bytes: Option<usize>,
+    /// Unread reply bytes all connections together may hold before the one holding the most
+    /// is closed; `None`: no limit.
+    pub output_buffers_total_bytes: Option<usize>,
+}
+
+impl Default for ClientLimits {
+    fn default() -> ClientLimits {
+        Tuning::default().client_limits()
+    }
+}
+
 /// Limits and timeouts. Every field has a default; the relations between them are checked
 /// by [`NodeConfig::validate`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -705,6 +730,16 @@ pub struct Tuning {
     /// Longest frame accepted from a connection, ≥ `batch_bytes_max` + 4096 and ≤ 2^32 − 1
     /// (default 4 MiB).
     pub max_frame_len: usize,
+    /// Client connections served at once, RESP and native together, ≥ 1 (default 10,000, as
+    /// Redis's `maxclients`); one more is told `-ERR max number of clients reached`.
+    pub maxclients: usize,
+    /// Replies one client connection may leave unread, in MiB, before the node closes it
+    /// (Redis's `client-output-buffer-limit normal` hard limit); 0: no limit (default 256).
+    pub output_buffer_mib: usize,
+    /// Replies all client connections together may leave unread, in MiB, before the node
+    /// closes the one holding the most (as Redis's `maxmemory-clients`); 0: no limit
+    /// (default 1024).
+    pub output_buffers_total_mib: usize,
 }
 
 impl Default for Tuning {
@@ -721,9 +756,31 @@ impl Default for Tuning {
             tail_records_max: 1_000_000,
             tail_bytes_max: 256 << 20,
             max_frame_len: 4 << 20,
+            maxclients: MAXCLIENTS_DEFAULT,
+            output_buffer_mib: 256,
+            output_buffers_total_mib: 1024,
         }
     }
 }
+
+impl Tuning {
+    /// What the client ports hold each client connection to.
+    pub fn client_limits(&self) -> ClientLimits {
+        let bytes = |mib: usize| (mib > 0).then(|| mib << 20);
+        ClientLimits {
+            maxclients: self.maxclients,
+            output_buffer_bytes: bytes(self.output_buffer_mib),
+            output_buffers_total_bytes: bytes(self.output_buffers_total_mib),
+        }
+    }
+}
+
+/// Redis's default `maxclients`.
+pub const MAXCLIENTS_DEFAULT: usize = 10_000;
+/// The most `maxclients` may say: every connection holds a file descriptor.
+const MAXCLIENTS_MAX: usize = 1 << 20;
+/// The most an output buffer limit may say, in MiB (what a MiB count can hold in bytes).
+const OUTPUT_BUFFER_MIB_MAX: usize = 1 << 30;
 
 const DB_MIB_MAX: usize = 65536;
 const UNDO_LOG_KIB_MIN: usize = 4;
@@ -1165,6 +1222,27 @@ impl NodeConfig {
                     u32::MAX
                 ),
             ));
+        }
+        if !(1..=MAXCLIENTS_MAX).contains(&t.maxclients) {
+            return Err(invalid(
+                "tuning.maxclients",
+                format!(
+                    "{} is out of range; use 1 to {MAXCLIENTS_MAX} (default \
+                     {MAXCLIENTS_DEFAULT})",
+                    t.maxclients
+                ),
+            ));
+        }
+        for (field, mib) in [
+            ("tuning.output_buffer_mib", t.output_buffer_mib),
+            ("tuning.output_buffers_total_mib", t.output_buffers_total_mib),
+        ] {
+            if mib > OUTPUT_BUFFER_MIB_MAX {
+                return Err(invalid(
+                    field,
+                    format!("{mib} MiB is out of range; use 0 (no limit) to {OUTPUT_BUFFER_MIB_MAX}"),
+                ));
+            }
         }
         Ok(())
     }
@@ -1707,6 +1785,9 @@ mod tests {
             tail_records_max: 1,
             tail_bytes_max: 128,
             max_frame_len: 64 + 4096,
+            maxclients: 1,
+            output_buffer_mib: 0,
+            output_buffers_total_mib: 0,
         };
         config.validate().unwrap();
         // Two listeners on port 0 get different ports from the OS.

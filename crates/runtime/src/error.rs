@@ -63,6 +63,9 @@ pub enum StartError {
     /// The RESP port's event loop (`resp_listen`) could not be set up.
     #[error("resp_listen: cannot set up the event loop: {0}")]
     RespPort(#[source] io::Error),
+    /// The native port's gate (`listen`) could not be set up.
+    #[error("listen: cannot set up the native port's event loop: {0}")]
+    NativePort(#[source] io::Error),
     /// The thread that loaded a spare segment panicked (its message was printed then).
     #[error("the segment's loader panicked")]
     LoaderPanicked,

@@ -12,6 +12,7 @@ pub mod backup;
 pub mod cluster;
 pub mod config;
 mod error;
+pub mod gate;
 pub mod log;
 mod members;
 pub mod metrics;
@@ -20,6 +21,7 @@ mod peer_auth;
 mod peer_tls;
 pub mod primary;
 pub mod resp;
+pub mod throttle;
 pub mod tls;
 pub mod workload;
 
@@ -261,7 +263,12 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
             safety: config.group.safety.to_string(),
             metrics: Arc::clone(&metrics),
         };
-        resp::spawn(listener, Arc::new(resp_node), config.resp_tls()?)?;
+        resp::spawn(
+            listener,
+            Arc::new(resp_node),
+            config.resp_tls()?,
+            config.tuning.client_limits(),
+        )?;
     }
     if let Some(listener) = metrics_listener {
         let status_node = Arc::clone(&node);

@@ -66,6 +66,15 @@ pub const PEER_REFUSE_REASONS: [&str; 7] = [
     "wrong_node",
 ];
 
+/// The values of the `reason` label of `tandem_connections_refused_total`: a client
+/// connection closed because it sent an HTTP request's `POST` or `Host:` line to a Redis port
+/// (`cross_protocol`, a web page's attempt to drive the node), because the node already
+/// served `maxclients` connections (`maxclients`), because the replies it did not read
+/// passed its output buffer limit (`output_buffer`), or because it did not finish its
+/// handshake in time or while too many others were handshaking (`handshake`).
+pub const CONNECTION_REFUSE_REASONS: [&str; 4] =
+    ["cross_protocol", "maxclients", "output_buffer", "handshake"];
+
 /// The values of the `role` label of `tandem_role`: what a node serves as now (`outside`: in
 /// no view yet, or left out of the current one).
 pub const ROLES: [&str; 4] = ["primary", "backup", "spare", "outside"];
@@ -175,6 +184,9 @@ pub struct Metrics {
     /// `tandem_clients_refused_total`: native-port clients that did not prove a password the
     /// node accepts.
     pub clients_refused: Counter,
+    /// `tandem_connections_refused_total{reason}`: client connections refused or closed to
+    /// protect the node, by [`CONNECTION_REFUSE_REASONS`].
+    pub connections_refused: Family<ReasonLabel, Counter>,
 
     // The data model.
     /// `tandem_model{stat}`: what the primary's data model reports of its database
@@ -268,6 +280,7 @@ impl Metrics {
             frames_rejected: Counter::default(),
             peers_refused: Family::default(),
             clients_refused: Counter::default(),
+            connections_refused: Family::default(),
             model_stats: Family::default(),
             model_stats_latest: std::sync::Mutex::new(Vec::new()),
         };
@@ -433,6 +446,11 @@ impl Metrics {
             "Native-port clients that did not prove a password the node accepts",
             m.clients_refused.clone(),
         );
+        r.register(
+            "connections_refused",
+            "Client connections refused or closed to protect the node, by reason",
+            m.connections_refused.clone(),
+        );
         // Every reason is exported from the start, so a rate over it never starts missing.
         for reason in REJECT_REASONS {
             drop(m.batches_rejected.get_or_create(&ReasonLabel {
@@ -444,7 +462,26 @@ impl Metrics {
                 reason: reason.to_owned(),
             }));
         }
+        for reason in CONNECTION_REFUSE_REASONS {
+            drop(m.connections_refused.get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            }));
+        }
         m
+    }
+
+    /// Counts a client connection refused or closed for `reason`, one of
+    /// [`CONNECTION_REFUSE_REASONS`].
+    pub fn connection_refused(&self, reason: &str) {
+        debug_assert!(
+            CONNECTION_REFUSE_REASONS.contains(&reason),
+            "unknown reason {reason}"
+        );
+        self.connections_refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts a peer link refused for `reason`, one of [`PEER_REFUSE_REASONS`].

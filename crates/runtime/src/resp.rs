@@ -43,8 +43,10 @@ use tandem_store::ProcKind;
 use tandem_wire::ErrorCode;
 
 use crate::backup::{BackupHandle, BackupPort};
+use crate::config::ClientLimits;
 use crate::metrics::Metrics;
 use crate::primary::{LocalAnswer, LocalOutcome, LocalPort, PrimaryHandle};
+use crate::throttle::Throttle;
 use crate::tls::TlsStream;
 
 /// What the RESP front end needs of its node.
@@ -104,12 +106,16 @@ const PRIMARY_CHANGED: &str =
 const BACKUP_CHANGED: &str =
     "TRYAGAIN this node's backup role changed before it served the read; retry";
 
-/// Starts the thread that serves RESP connections accepted on `listener`.
-/// With `tls`, every connection speaks TLS.
+/// What a client past `maxclients` is told before its connection is closed (Redis's text).
+const MAXCLIENTS_REFUSAL: &[u8] = b"-ERR max number of clients reached\r\n";
+
+/// Starts the thread that serves RESP connections accepted on `listener`, each held to
+/// `limits`. With `tls`, every connection speaks TLS.
 pub fn spawn(
     listener: std::net::TcpListener,
     node: Arc<dyn RespNode>,
     tls: Option<Arc<rustls::ServerConfig>>,
+    limits: ClientLimits,
 ) -> Result<(), crate::StartError> {
     let io = crate::StartError::RespPort;
     listener.set_nonblocking(true).map_err(io)?;
@@ -143,6 +149,9 @@ pub fn spawn(
         answers: Vec::new(),
         pass_started: Instant::now(),
         tls,
+        client_limits: limits,
+        reply_bytes_total: 0,
+        warned: Warned::default(),
     };
     std::thread::Builder::new()
         .name("resp-io".into())
@@ -178,6 +187,19 @@ enum Slot {
         /// When it was first sent (a withheld read is tried again for a while from then).
         sent: Instant,
     },
+}
+
+/// Reply bytes a slot holds: a written reply's, an outcome's that came back; none for a
+/// call still unanswered.
+fn slot_len(slot: &Slot) -> usize {
+    match slot {
+        Slot::Written(reply) => reply.len(),
+        Slot::Call { outcome, .. } => match outcome {
+            Some(Resolved::Reply(body)) => body.len(),
+            Some(Resolved::Failed(text)) => text.len(),
+            None => 0,
+        },
+    }
 }
 
 /// A call's outcome, ready for [`Session::called`].
@@ -218,6 +240,11 @@ struct Conn {
     holding: bool,
     /// Nothing more is read: close once every reply is written (QUIT, a protocol error).
     closing: bool,
+    /// Bytes of the replies waiting in `slots` (written by the session, or a call's outcome
+    /// that came back) behind an unanswered call.
+    slot_bytes: usize,
+    /// What [`Front::reply_bytes_total`] counts of this connection.
+    reply_bytes_counted: usize,
 }
 
 impl Conn {
@@ -227,10 +254,13 @@ impl Conn {
 
     /// Whether the connection may handle another request now.
     fn may_handle(&self) -> bool {
-        self.held.is_none()
-            && !self.holding
-            && !self.closing
-            && self.out.len() - self.written < UNSENT_MAX
+        self.held.is_none() && !self.holding && !self.closing && self.held_reply_bytes() < UNSENT_MAX
+    }
+
+    /// Reply bytes held for the client now: those not yet sent and those waiting behind an
+    /// unanswered call (a pipeline of large reads counts before its first reply goes).
+    fn held_reply_bytes(&self) -> usize {
+        (self.out.len() - self.written) + self.slot_bytes
     }
 
     /// The session's reply to a request, in order behind the replies still awaited.
@@ -238,6 +268,7 @@ impl Conn {
         if self.slots.is_empty() {
             self.out.extend_from_slice(&reply);
         } else {
+            self.slot_bytes += reply.len();
             self.slots.push_back(Slot::Written(reply));
         }
     }
@@ -250,6 +281,7 @@ impl Conn {
             }
             let slot = self.slots.pop_front().expect("a front slot");
             self.slot_first += 1;
+            self.slot_bytes -= slot_len(&slot);
             match slot {
                 Slot::Written(reply) => self.out.extend_from_slice(&reply),
                 Slot::Call { call, outcome, .. } => {
@@ -265,6 +297,11 @@ impl Conn {
         if self.unanswered == 0 {
             self.holding = false;
         }
+        debug_assert_eq!(
+            self.slot_bytes,
+            self.slots.iter().map(slot_len).sum::<usize>(),
+            "slot_bytes counts the replies waiting in slots"
+        );
     }
 
     /// After an answer: the call held back goes out once every earlier one is answered.
@@ -360,6 +397,31 @@ struct Front {
     pass_started: Instant,
     /// The port speaks TLS with these settings.
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// `maxclients` and the output buffer limits.
+    client_limits: ClientLimits,
+    /// Reply bytes every connection holds and has not sent, as each last counted them.
+    reply_bytes_total: usize,
+    /// The warnings clients can cause, each logged at most once a minute.
+    warned: Warned,
+}
+
+/// The warnings a client can cause on the RESP port, each rate-limited.
+#[derive(Debug)]
+struct Warned {
+    cross_protocol: Throttle,
+    maxclients: Throttle,
+    output_buffer: Throttle,
+}
+
+impl Default for Warned {
+    fn default() -> Warned {
+        let minute = std::time::Duration::from_secs(60);
+        Warned {
+            cross_protocol: Throttle::new(minute),
+            maxclients: Throttle::new(minute),
+            output_buffer: Throttle::new(minute),
+        }
+    }
 }
 
 impl Front {
@@ -409,6 +471,22 @@ impl Front {
                         let _ = std::io::Write::write(&mut stream, refusal.as_bytes());
                         continue;
                     }
+                    if self.node.metrics().client_connections.get()
+                        >= self.client_limits.maxclients as i64
+                    {
+                        let _ = std::io::Write::write(&mut stream, MAXCLIENTS_REFUSAL);
+                        self.node.metrics().connection_refused("maxclients");
+                        if let Some(held_back) = self.warned.maxclients.pass(Instant::now()) {
+                            tracing::warn!(
+                                %peer,
+                                "refused a Redis client: {} connections are open, the most \
+                                 tuning.maxclients allows ({held_back} more refused since the \
+                                 last such line)",
+                                self.client_limits.maxclients
+                            );
+                        }
+                        continue;
+                    }
                     let token = Token(self.token_next);
                     self.token_next += 1;
                     let _ = stream.set_nodelay(true);
@@ -452,6 +530,8 @@ impl Front {
                             held: None,
                             holding: false,
                             closing: false,
+                            slot_bytes: 0,
+                            reply_bytes_counted: 0,
                         },
                     );
                     self.visit.insert(token);
@@ -481,6 +561,7 @@ impl Front {
                 self.serve(token, &info);
             }
             self.info = info;
+            self.keep_to_total_budget();
         }
         self.send_calls();
         if self.unanswered() < UNANSWERED_MAX {
@@ -653,6 +734,8 @@ impl Front {
             .conns
             .get_mut(&owner.token)
             .expect("the slot's connection");
+        let index = (owner.serial - conn.slot_first) as usize;
+        conn.slot_bytes += slot_len(&conn.slots[index]);
         conn.unanswered -= 1;
         conn.drain_slots();
         self.visit.insert(owner.token);
@@ -704,12 +787,72 @@ impl Front {
         let Some(mut conn) = self.conns.remove(&token) else {
             return;
         };
-        let alive = self.handle_requests(token, &mut conn, info) && conn.write_out().is_ok();
+        let alive = self.handle_requests(token, &mut conn, info)
+            && conn.write_out().is_ok()
+            && self.within_output_buffer(&conn);
+        self.reply_bytes_total -= conn.reply_bytes_counted;
         if alive && !conn.done() {
+            conn.reply_bytes_counted = conn.held_reply_bytes();
+            self.reply_bytes_total += conn.reply_bytes_counted;
             self.conns.insert(token, conn);
         } else {
-            let _ = self.poll.registry().deregister(&mut conn.stream);
-            self.node.metrics().client_connections.dec();
+            self.close(conn);
+        }
+    }
+
+    fn close(&mut self, mut conn: Conn) {
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        self.node.metrics().client_connections.dec();
+    }
+
+    /// Whether `conn` holds no more unsent replies than one connection may (Redis's
+    /// `client-output-buffer-limit normal` hard limit); one that holds more is closed, as
+    /// Redis closes it, for a client that does not read its replies must not grow the node
+    /// without bound.
+    fn within_output_buffer(&mut self, conn: &Conn) -> bool {
+        let Some(limit) = self.client_limits.output_buffer_bytes else {
+            return true;
+        };
+        let held = conn.held_reply_bytes();
+        if held <= limit {
+            return true;
+        }
+        self.refuse_output_buffer(conn, held, "tuning.output_buffer_mib");
+        false
+    }
+
+    /// Counts and (rate-limited) logs a connection closed for the replies it left unread.
+    fn refuse_output_buffer(&mut self, conn: &Conn, held: usize, limit_field: &str) {
+        self.node.metrics().connection_refused("output_buffer");
+        if let Some(held_back) = self.warned.output_buffer.pass(self.pass_started) {
+            let peer = conn.stream.peer_addr().map(|peer| peer.to_string());
+            tracing::warn!(
+                "closed the Redis client at {}: it left {held} bytes of replies unread, past \
+                 {limit_field} ({held_back} more closed since the last such line)",
+                peer.as_deref().unwrap_or("(gone)")
+            );
+        }
+    }
+
+    /// While every connection's unsent replies together pass the total budget, closes the
+    /// connection that holds the most (as Redis's client eviction under
+    /// `maxmemory-clients`): one client's pipeline cannot take the node's memory, and the
+    /// clients that read their replies keep being served.
+    fn keep_to_total_budget(&mut self) {
+        let Some(budget) = self.client_limits.output_buffers_total_bytes else {
+            return;
+        };
+        while self.reply_bytes_total > budget {
+            let largest = self
+                .conns
+                .iter()
+                .max_by_key(|(_, conn)| conn.reply_bytes_counted)
+                .map(|(token, _)| *token);
+            let Some(token) = largest else { return };
+            let conn = self.conns.remove(&token).expect("the largest connection");
+            self.reply_bytes_total -= conn.reply_bytes_counted;
+            self.refuse_output_buffer(&conn, conn.reply_bytes_counted, "tuning.output_buffers_total_mib");
+            self.close(conn);
         }
     }
 
@@ -725,7 +868,9 @@ impl Front {
                     self.starved.insert(token);
                     return true;
                 }
-                self.handle_one(token, conn, info);
+                if !self.handle_one(token, conn, info) {
+                    return false;
+                }
             }
             if !conn.may_handle() || !conn.readable {
                 return true;
@@ -762,7 +907,9 @@ impl Front {
     }
 
     /// Parses and handles one request (or learns how many more bytes it needs).
-    fn handle_one(&mut self, token: Token, conn: &mut Conn, info: &ServerInfo) {
+    /// Returns false when the connection must close at once (an HTTP request).
+    fn handle_one(&mut self, token: Token, conn: &mut Conn, info: &ServerInfo) -> bool {
+        self.limits.unauthenticated = conn.session.awaits_auth(info);
         match parse_request(&conn.input[conn.start..], &self.limits, &mut self.argv) {
             Ok(Parsed::Incomplete { at_least }) => {
                 conn.want = at_least.max(conn.input.len() - conn.start + 1);
@@ -788,12 +935,33 @@ impl Front {
                         conn.push_written(written);
                         conn.closing = true;
                     }
+                    Step::CrossProtocol => {
+                        self.refuse_cross_protocol(conn);
+                        return false;
+                    }
                 }
             }
             Err(err) => {
                 conn.push_written(format!("-ERR {err}\r\n").into_bytes());
                 conn.closing = true;
             }
+        }
+        true
+    }
+
+    /// Counts and (rate-limited) logs a connection that sent an HTTP request's `POST` or
+    /// `Host:` line, in Redis's words.
+    fn refuse_cross_protocol(&mut self, conn: &Conn) {
+        self.node.metrics().connection_refused("cross_protocol");
+        if let Some(held_back) = self.warned.cross_protocol.pass(self.pass_started) {
+            let peer = conn.stream.peer_addr().map(|peer| peer.to_string());
+            tracing::warn!(
+                "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or \
+                 Host: commands to tandem's Redis port (from {}). This is likely due to an \
+                 attacker attempting to use Cross Protocol Scripting to compromise this node. \
+                 Connection aborted. ({held_back} more since the last such line)",
+                peer.as_deref().unwrap_or("(gone)")
+            );
         }
     }
 
@@ -832,11 +1000,13 @@ impl Front {
         if unsent.is_none() {
             conn.unanswered += 1;
         }
-        conn.slots.push_back(Slot::Call {
+        let slot = Slot::Call {
             call,
             outcome: unsent.map(|why| Resolved::Failed(why.into())),
             sent: self.pass_started,
-        });
+        };
+        conn.slot_bytes += slot_len(&slot);
+        conn.slots.push_back(slot);
         if unsent.is_some() {
             conn.drain_slots();
         }

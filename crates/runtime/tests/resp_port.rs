@@ -27,7 +27,7 @@ use tandem_redis::resp::{Value, parse_reply};
 use tandem_redis::session::ServerInfo;
 use tandem_replication::Safety;
 use tandem_runtime::backup::BackupHandle;
-use tandem_runtime::config::{EXAMPLE, NodeConfig};
+use tandem_runtime::config::{ClientLimits, EXAMPLE, NodeConfig};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, PrimaryHandle};
 use tandem_runtime::resp::{self, RespNode};
@@ -107,7 +107,8 @@ fn start_on(resp: &str, requirepass: Option<&[u8]>) -> (SocketAddr, Arc<Metrics>
         resp_port: address.port(),
         requirepass: requirepass.map(tandem_redis::session::Password::new),
     };
-    resp::spawn(resp_listener, Arc::new(node), None).expect("the RESP port starts");
+    resp::spawn(resp_listener, Arc::new(node), None, ClientLimits::default())
+        .expect("the RESP port starts");
     (address, metrics)
 }
 

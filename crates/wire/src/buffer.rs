@@ -14,8 +14,10 @@ const BUFFER_LEN_MIN: usize = 64 << 10;
 /// The loop is: `read` into [`spare`](Self::spare), report the count with
 /// [`filled`](Self::filled), then take frames with [`next_frame`](Self::next_frame) until it
 /// returns `Ok(None)`. Done in that order, `spare` is never empty. The buffer holds
-/// `max(64 KiB, 4 + max_frame_len)` bytes at most: it grows only to fit a frame whose length
-/// it has seen and accepted.
+/// `max(64 KiB, 4 + max_frame_len)` bytes at most: it grows only for a frame whose length
+/// it has seen and accepted, and then with the bytes received (it doubles when full), never
+/// to the length announced: a peer that announces a large frame and sends nothing more
+/// makes the node hold nothing more.
 ///
 /// ```
 /// use std::io::Read;
@@ -161,6 +163,33 @@ impl FrameBuffer {
         self.opener = Some(opener);
     }
 
+    /// Raises (or lowers) the longest frame accepted from now on: a link is read under a
+    /// small limit until its peer proved itself, then under the node's.
+    pub fn set_max_frame_len(&mut self, max_frame_len: usize) {
+        self.max_frame_len = max_frame_len;
+    }
+
+    /// Whether a whole frame waits at the front (not yet taken); an error if the frame
+    /// announced there is longer than the limit. Decodes nothing.
+    pub fn holds_whole_frame(&self) -> Result<bool, FrameError> {
+        let end = if self.records.is_some() {
+            self.plain_end
+        } else {
+            self.end
+        };
+        let bytes = &self.buf[self.start..end];
+        let Some(len) = bytes.first_chunk::<4>().map(|len| u32::from_le_bytes(*len)) else {
+            return Ok(false);
+        };
+        if u64::from(len) > self.max_frame_len as u64 {
+            return Err(FrameError::TooLarge {
+                len,
+                max: self.max_frame_len,
+            });
+        }
+        Ok(bytes.len() >= 4 + len as usize + self.trailer_len())
+    }
+
     /// Whether frames are checked ([`authenticate`](Self::authenticate)).
     pub fn is_authenticated(&self) -> bool {
         self.opener.is_some()
@@ -189,8 +218,9 @@ impl FrameBuffer {
         if let Some(len) = self.buf[..self.end].first_chunk::<4>() {
             let len = u32::from_le_bytes(*len) as usize;
             let total = len.saturating_add(4 + self.trailer_len());
-            if len <= self.max_frame_len && total > self.buf.len() {
-                self.buf.resize(total, 0);
+            if len <= self.max_frame_len && total > self.buf.len() && self.end == self.buf.len() {
+                let grown = self.buf.len().saturating_mul(2).min(total);
+                self.buf.resize(grown, 0);
             }
         }
         &mut self.buf[self.end..]
@@ -220,7 +250,10 @@ impl FrameBuffer {
             }
             _ => plain,
         };
-        let needed = frame_len.max(plain) + RECORD_HEADER_LEN + RECORD_BODY_MAX;
+        // Room for the frame grows with the plaintext received (doubling), not with the
+        // length announced.
+        let frame_room = frame_len.min(plain.saturating_mul(2).max(BUFFER_LEN_MIN));
+        let needed = frame_room.max(plain) + RECORD_HEADER_LEN + RECORD_BODY_MAX;
         if needed > self.buf.len() {
             self.buf.resize(needed, 0);
         }
@@ -372,6 +405,38 @@ mod tests {
             assert_eq!(feed(&mut buffer, &stream, chunk), frames);
             assert_eq!(buffer.buf.len(), 4 + max);
         }
+    }
+
+    #[test]
+    fn grows_with_the_bytes_received_not_the_length_announced() {
+        let max = 4 << 20;
+        let mut buffer = FrameBuffer::new(max);
+        buffer.spare()[..4].copy_from_slice(&(max as u32).to_le_bytes());
+        buffer.filled(4);
+        assert_eq!(buffer.holds_whole_frame(), Ok(false));
+        assert_eq!(buffer.spare().len(), BUFFER_LEN_MIN - 4);
+        assert_eq!(buffer.buf.len(), BUFFER_LEN_MIN, "four bytes reserve nothing more");
+        // Filling the buffer doubles it, a step at a time.
+        let spare = buffer.spare().len();
+        buffer.filled(spare);
+        assert_eq!(buffer.spare().len(), BUFFER_LEN_MIN);
+        assert_eq!(buffer.buf.len(), 2 * BUFFER_LEN_MIN);
+    }
+
+    #[test]
+    fn a_small_limit_refuses_before_anything_grows_and_can_be_raised() {
+        let mut buffer = FrameBuffer::new(1024);
+        let mut frame = Vec::new();
+        encode_call(&mut frame, 1, 2, None, &[7; 2000]);
+        buffer.spare()[..frame.len()].copy_from_slice(&frame);
+        buffer.filled(frame.len());
+        assert!(matches!(
+            buffer.holds_whole_frame(),
+            Err(FrameError::TooLarge { max: 1024, .. })
+        ));
+        buffer.set_max_frame_len(MAX_FRAME_LEN_DEFAULT);
+        assert_eq!(buffer.holds_whole_frame(), Ok(true));
+        assert!(matches!(buffer.next_frame(), Ok(Some(Frame::Call(_)))));
     }
 
     #[test]
