@@ -381,13 +381,7 @@ pub fn start(
     let acceptor = Acceptor {
         context: handle.context.clone(),
     };
-    thread::Builder::new()
-        .name("accept".into())
-        .spawn(move || acceptor.run(listener))
-        .map_err(|source| StartError::Thread {
-            thread: "the accept thread",
-            source,
-        })?;
+    acceptor.spawn(listener, config.tuning.maxclients)?;
     Ok(PrimaryHandle { address, ..handle })
 }
 
@@ -484,6 +478,7 @@ pub fn start_role(
         view: Arc::new(AtomicU64::new(members.view)),
         lsn_committed: Arc::clone(&lsn_committed),
         max_frame_len: tuning.max_frame_len,
+        maxclients: tuning.maxclients,
         inbound: inbound.clone(),
         metrics: Arc::clone(&metrics),
         conn_next: Arc::new(AtomicU64::new(1)),

@@ -254,7 +254,10 @@ impl Conn {
 
     /// Whether the connection may handle another request now.
     fn may_handle(&self) -> bool {
-        self.held.is_none() && !self.holding && !self.closing && self.held_reply_bytes() < UNSENT_MAX
+        self.held.is_none()
+            && !self.holding
+            && !self.closing
+            && self.held_reply_bytes() < UNSENT_MAX
     }
 
     /// Reply bytes held for the client now: those not yet sent and those waiting behind an
@@ -851,7 +854,11 @@ impl Front {
             let Some(token) = largest else { return };
             let conn = self.conns.remove(&token).expect("the largest connection");
             self.reply_bytes_total -= conn.reply_bytes_counted;
-            self.refuse_output_buffer(&conn, conn.reply_bytes_counted, "tuning.output_buffers_total_mib");
+            self.refuse_output_buffer(
+                &conn,
+                conn.reply_bytes_counted,
+                "tuning.output_buffers_total_mib",
+            );
             self.close(conn);
         }
     }

@@ -612,3 +612,52 @@ fn the_welcome_carries_the_last_committed_lsn() {
     }
     node.stop();
 }
+
+/// Threads of this process now (every test's nodes and clients included).
+fn threads_now() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("Linux's /proc")
+        .count()
+}
+
+/// Before a connection proves itself it may send only short frames: four bytes announcing a
+/// large first frame are refused at once, before the node holds any of it.
+#[test]
+fn a_stranger_announcing_a_large_first_frame_is_refused_before_it_is_buffered() {
+    let node = Node::start();
+    let mut stranger = Client::connect(node.address);
+    stranger.send(&(4u32 << 20).to_le_bytes());
+    stranger.refused_and_closed(ErrorCode::BadFrame, "the first frame must be a Hello");
+    let mut client = Client::welcomed(node.address, 7);
+    client.debit_credit(1, 1, 5);
+    node.stop();
+}
+
+/// Connections that send nothing, or only the start of a frame, wait at the gate without a
+/// thread each; the node goes on welcoming and serving others meanwhile.
+#[test]
+fn idle_and_half_sent_connections_hold_no_thread_and_others_are_served() {
+    const IDLE: usize = 300;
+    let node = Node::start();
+    let before = threads_now();
+    let mut idle = Vec::new();
+    for index in 0..IDLE {
+        let mut stream = TcpStream::connect(node.address).expect("the node accepts");
+        if index % 2 == 1 {
+            // The length of an 8 KiB frame, and nothing of it.
+            stream.write_all(&(8u32 << 10).to_le_bytes()).unwrap();
+        }
+        idle.push(stream);
+    }
+    let mut client = Client::welcomed(node.address, 7);
+    client.debit_credit(1, 1, 5);
+    let grown = threads_now().saturating_sub(before);
+    // Other tests of this binary start nodes and clients alongside; a thread per idle
+    // connection would be 300 more.
+    assert!(
+        grown < IDLE / 3,
+        "{grown} more threads with {IDLE} idle connections"
+    );
+    drop(idle);
+    node.stop();
+}

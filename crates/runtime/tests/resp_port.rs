@@ -81,6 +81,15 @@ fn start() -> (SocketAddr, Arc<Metrics>) {
 
 /// Starts a node whose RESP port listens on `resp` and asks `requirepass`.
 fn start_on(resp: &str, requirepass: Option<&[u8]>) -> (SocketAddr, Arc<Metrics>) {
+    start_limited(resp, requirepass, ClientLimits::default())
+}
+
+/// Starts a node on loopback whose RESP port holds its clients to `limits`.
+fn start_limited(
+    resp: &str,
+    requirepass: Option<&[u8]>,
+    limits: ClientLimits,
+) -> (SocketAddr, Arc<Metrics>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
     config.listen = listener.local_addr().expect("bound");
@@ -107,8 +116,7 @@ fn start_on(resp: &str, requirepass: Option<&[u8]>) -> (SocketAddr, Arc<Metrics>
         resp_port: address.port(),
         requirepass: requirepass.map(tandem_redis::session::Password::new),
     };
-    resp::spawn(resp_listener, Arc::new(node), None, ClientLimits::default())
-        .expect("the RESP port starts");
+    resp::spawn(resp_listener, Arc::new(node), None, limits).expect("the RESP port starts");
     (address, metrics)
 }
 
@@ -500,4 +508,163 @@ fn without_a_password_only_loopback_clients_are_served() {
     );
     assert_eq!(remote.reply(), Value::Simple(b"OK".to_vec()));
     assert_eq!(remote.reply(), Value::Simple(b"PONG".to_vec()));
+}
+
+/// What `tandem_connections_refused_total` says for `reason`.
+fn refused(metrics: &Metrics, reason: &str) -> u64 {
+    let label = tandem_runtime::metrics::ReasonLabel {
+        reason: reason.to_owned(),
+    };
+    metrics.connections_refused.get_or_create(&label).get()
+}
+
+/// Reads until the node ends the connection (a close, or a reset if it closed with requests
+/// of ours unread); returns how many bytes came.
+fn drain_until_closed(stream: &mut TcpStream) -> usize {
+    let mut total = 0;
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return total,
+            Ok(n) => total += n,
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => return total,
+            Err(err) => panic!("the node neither replied nor closed: {err}"),
+        }
+    }
+}
+
+/// A web page can make a browser send an HTTP request to a local Redis port: its `POST` or
+/// `Host:` line closes the connection before anything in the request runs, as in Redis.
+#[test]
+fn an_http_request_closes_the_connection_and_runs_nothing() {
+    let (address, metrics) = start();
+    let mut bystander = Conn::open(address);
+    for request in [
+        &b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 13\r\n\r\nSET hacked 1\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\nSET hacked 1\r\n",
+    ] {
+        let mut attacker = Conn::open(address);
+        attacker.stream.write_all(request).expect("sends");
+        let answered = attacker.rest_until_closed();
+        // `GET / HTTP/1.1` is a GET with too many arguments: refused, then `Host:` closes.
+        assert!(
+            answered.is_empty() || answered.starts_with(b"-ERR wrong number of arguments"),
+            "{}",
+            String::from_utf8_lossy(&answered)
+        );
+    }
+    bystander.send(&[&[b"EXISTS", b"hacked"]]);
+    assert_eq!(int(bystander.reply()), 0, "nothing after the line ran");
+    assert_eq!(refused(&metrics, "cross_protocol"), 2);
+}
+
+/// Redis's limits before `AUTH`: a large bulk or a long multibulk is refused and the
+/// connection closed before the node buffers it.
+#[test]
+fn before_auth_a_large_request_is_refused_before_it_is_buffered() {
+    let (address, _) = start_on("127.0.0.1:0", Some(b"s3cret"));
+    let mut conn = Conn::open(address);
+    conn.stream
+        .write_all(b"*2\r\n$4\r\nAUTH\r\n$536870912\r\n")
+        .expect("sends");
+    assert_eq!(
+        conn.rest_until_closed(),
+        b"-ERR Protocol error: unauthenticated bulk length\r\n".to_vec()
+    );
+    let mut conn = Conn::open(address);
+    conn.stream.write_all(b"*11\r\n").expect("sends");
+    assert_eq!(
+        conn.rest_until_closed(),
+        b"-ERR Protocol error: unauthenticated multibulk length\r\n".to_vec()
+    );
+    // Once authenticated, the same requests are the usual sizes.
+    let mut conn = Conn::open(address);
+    let value = vec![b'v'; 100_000];
+    conn.send(&[
+        &[b"AUTH", b"s3cret"],
+        &[b"SET", b"k", &value],
+        &[b"STRLEN", b"k"],
+    ]);
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(int(conn.reply()), 100_000);
+}
+
+#[test]
+fn past_maxclients_a_client_is_told_and_the_others_are_served() {
+    let limits = ClientLimits {
+        maxclients: 2,
+        ..ClientLimits::default()
+    };
+    let (address, metrics) = start_limited("127.0.0.1:0", None, limits);
+    let mut served: Vec<Conn> = (0..2).map(|_| Conn::open(address)).collect();
+    for conn in &mut served {
+        conn.send(&[&[b"PING"]]);
+        assert_eq!(conn.reply(), Value::Simple(b"PONG".to_vec()));
+    }
+    let mut third = Conn::open(address);
+    assert_eq!(
+        third.rest_until_closed(),
+        b"-ERR max number of clients reached\r\n".to_vec()
+    );
+    assert_eq!(refused(&metrics, "maxclients"), 1);
+    for conn in &mut served {
+        conn.send(&[&[b"PING"]]);
+        assert_eq!(conn.reply(), Value::Simple(b"PONG".to_vec()));
+    }
+    // Once one leaves, a new client is served (when the node has seen the close).
+    drop(served.pop());
+    for _ in 0..500 {
+        if metrics.client_connections.get() < 2 {
+            let mut next = Conn::open(address);
+            next.send(&[&[b"PING"]]);
+            assert_eq!(next.reply(), Value::Simple(b"PONG".to_vec()));
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the closed connection was never counted out");
+}
+
+/// A client that pipelines reads of a large value and never reads the replies is closed
+/// once the replies it left pass the output buffer limit; the node does not grow without
+/// bound, and other clients are served meanwhile.
+#[test]
+fn a_client_that_leaves_large_replies_unread_is_closed_and_others_are_served() {
+    for limits in [
+        ClientLimits {
+            output_buffer_bytes: Some(1 << 20),
+            ..ClientLimits::default()
+        },
+        ClientLimits {
+            output_buffer_bytes: None,
+            output_buffers_total_bytes: Some(1 << 20),
+            ..ClientLimits::default()
+        },
+    ] {
+        let (address, metrics) = start_limited("127.0.0.1:0", None, limits);
+        let mut bystander = Conn::open(address);
+        let value = vec![b'v'; 512 << 10];
+        bystander.send(&[&[b"SET", b"big", &value]]);
+        assert_eq!(bystander.reply(), ok());
+        let mut greedy = TcpStream::connect(address).expect("connects");
+        greedy
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("a timeout");
+        // 200 replies of 512 KiB: 100 MiB if the node kept them all.
+        let mut pipeline = Vec::new();
+        for _ in 0..200 {
+            pipeline.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n");
+        }
+        greedy.write_all(&pipeline).expect("sends");
+        thread::sleep(Duration::from_millis(200));
+        let came = drain_until_closed(&mut greedy);
+        assert!(
+            came < 200 * value.len(),
+            "the node sent every reply ({came} bytes) instead of closing"
+        );
+        assert_eq!(refused(&metrics, "output_buffer"), 1, "{limits:?}");
+        bystander.send(&[&[b"STRLEN", b"big"]]);
+        assert_eq!(int(bystander.reply()), value.len() as i64);
+    }
 }

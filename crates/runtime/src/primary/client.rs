@@ -3,6 +3,7 @@
 //! sends the executor's answers.
 
 use super::*;
+use crate::gate::Handshake;
 use crate::members::MemberList;
 use crate::peer_auth::{ClientOut, TlsWriter};
 
@@ -17,6 +18,8 @@ pub(super) struct ClientContext {
     /// The last committed LSN, for Welcome frames.
     pub(super) lsn_committed: Arc<AtomicU64>,
     pub(super) max_frame_len: usize,
+    /// Client connections served at once (`tuning.maxclients`).
+    pub(super) maxclients: usize,
     pub(super) inbound: Sender<Inbound>,
     pub(super) metrics: Arc<Metrics>,
     /// What a `Members` frame is answered with.
@@ -26,22 +29,32 @@ pub(super) struct ClientContext {
     pub(super) client_auth: crate::peer_auth::ClientAuth,
 }
 
-/// Accepts client connections and runs a reader and a writer thread for each.
+/// Accepts client connections (through the native port's gate, which holds each until its
+/// whole `Hello` came) and runs a reader and a writer thread for each.
 pub(super) struct Acceptor {
     pub(super) context: ClientContext,
 }
 
 impl Acceptor {
-    pub(super) fn run(self, listener: TcpListener) {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
+    pub(super) fn spawn(self, listener: TcpListener, maxclients: usize) -> Result<(), StartError> {
+        let metrics = Arc::clone(&self.context.metrics);
+        let on_hello = move |stream, buffer, handshake| {
             let conn = self.context.conn_next.fetch_add(1, Ordering::Relaxed);
             let client = Client {
                 conn,
                 context: self.context.clone(),
             };
-            crate::spawn_or_say(format!("client-{conn}"), move || client.run(stream));
-        }
+            crate::spawn_or_say(format!("client-{conn}"), move || {
+                client.run(stream, buffer, handshake)
+            });
+        };
+        crate::gate::spawn(
+            listener,
+            crate::gate::GateLimits::for_maxclients(maxclients),
+            metrics,
+            Box::new(on_hello),
+        )
+        .map_err(StartError::NativePort)
     }
 }
 
@@ -51,9 +64,11 @@ pub(super) struct Client {
 }
 
 impl Client {
-    pub(super) fn run(self, stream: TcpStream) {
+    /// Serves a connection whose whole `Hello` the gate read into `buffer`; it counts among
+    /// the handshakes (`handshake`) until it proved itself.
+    pub(super) fn run(self, stream: TcpStream, buffer: FrameBuffer, handshake: Handshake) {
         self.run_with(stream, |client, stream, writer| {
-            client.serve(stream, writer)
+            client.serve(stream, buffer, handshake, writer)
         });
     }
 
@@ -119,10 +134,11 @@ impl Client {
     fn serve(
         &self,
         stream: &mut TcpStream,
+        mut buffer: FrameBuffer,
+        handshake: Handshake,
         writer: &mut Option<(Sender<Vec<u8>>, JoinHandle<()>)>,
     ) -> Result<(), ConnError> {
         net::tune(stream)?;
-        let mut buffer = FrameBuffer::new(self.context.max_frame_len);
         let group = self.context.group;
         let hello_timeout = Duration::from_secs(10);
         let hello = net::read_one(stream, &mut buffer, hello_timeout, |frame| match frame {
@@ -139,9 +155,22 @@ impl Client {
             )),
         })?;
         // A refused client was told why; its connection is closed.
-        let Ok(tls) = self.context.client_auth.accept(stream, &mut buffer, &hello) else {
+        let Ok(mut tls) = self.context.client_auth.accept(stream, &mut buffer, &hello) else {
             return Err(ConnError::Closed);
         };
+        // Proved: the connection leaves the handshakes, and takes frames of any length the
+        // node does.
+        drop(handshake);
+        buffer.set_max_frame_len(self.context.max_frame_len);
+        // This connection is counted already (`run_with`).
+        if self.context.metrics.client_connections.get() > self.context.maxclients as i64 {
+            self.context.metrics.connection_refused("maxclients");
+            let mut frame = Vec::new();
+            let message = "max number of clients reached (tuning.maxclients)";
+            encode_error(&mut frame, ErrorCode::Busy, message);
+            let _ = crate::peer_auth::send(stream, tls.as_mut(), &frame);
+            return Err(ConnError::Closed);
+        }
         self.serve_after_hello(stream, buffer, hello.id, writer, tls)
     }
 
