@@ -12,12 +12,18 @@ use crate::segment::Segment;
 pub struct Txn<'a> {
     /// `None` once the txn has committed or aborted.
     segment: Option<&'a mut Segment>,
+    /// Bytes declared so far (a byte declared twice counts twice).
+    declared_bytes: usize,
+    /// Ranges declared so far.
+    declared_ranges: usize,
 }
 
 impl<'a> Txn<'a> {
     pub(crate) fn new(segment: &'a mut Segment) -> Txn<'a> {
         Txn {
             segment: Some(segment),
+            declared_bytes: 0,
+            declared_ranges: 0,
         }
     }
 
@@ -36,7 +42,17 @@ impl<'a> Txn<'a> {
     /// Panics if the range leaves the segment.
     #[inline]
     pub fn set_range(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        self.declared_bytes = self.declared_bytes.saturating_add(len);
+        self.declared_ranges += 1;
         self.segment_mut().declare(offset, len)
+    }
+
+    /// Bytes declared so far (a byte declared twice counts twice), and in how many ranges:
+    /// the commit's redo record holds no more changed bytes than these, in no more runs
+    /// than the ranges and the gaps between changed words allow. A caller bounds the
+    /// record's size from them before it commits.
+    pub fn declared(&self) -> (usize, usize) {
+        (self.declared_bytes, self.declared_ranges)
     }
 
     /// Declares the bytes of a plain-old-data value at `offset` and hands it out writable.

@@ -181,6 +181,26 @@ pub fn reply_len_max(max_frame_len: usize, batch_bytes_max: usize) -> usize {
         .min(max_frame_len.saturating_sub(batch_bytes_max) / 2)
 }
 
+/// Room a batch frame needs beyond its records: the envelope, the batch header, the peer
+/// message's fields.
+const BATCH_FRAME_OVERHEAD: usize = 4096;
+
+/// The longest redo record a primary may commit when frames are at most `max_frame_len`
+/// bytes and the retained tail holds at most `tail_bytes_max`: a record travels in one
+/// batch, which must fit one frame (with the batch it joins, at most `batch_bytes_max`) and
+/// leave the tail room for the batches before it (half the tail). A longer one could never
+/// be shipped, and every commit after it would wait for good. A driver hands it to
+/// [`Store::set_record_len_max`].
+pub fn record_len_max(
+    max_frame_len: usize,
+    batch_bytes_max: usize,
+    tail_bytes_max: usize,
+) -> usize {
+    max_frame_len
+        .saturating_sub(batch_bytes_max + BATCH_FRAME_OVERHEAD)
+        .min(tail_bytes_max / 2)
+}
+
 impl<T> PrimaryRole<T> {
     /// A primary role serving `store`, replicating through `primary` (whose last commit is
     /// the store's).
@@ -335,12 +355,13 @@ impl<T> PrimaryRole<T> {
                 self.primary.defer(safety, Answer { to, seq, kind });
                 Ran::Read
             }
-            // The procedure failed, or its reply was too long to keep for a retry: either way
-            // its txn rolled back and nothing changed.
+            // The procedure failed, its reply was too long to keep for a retry, or its record
+            // too long to ship: either way its txn rolled back and nothing changed.
             Err(
                 err @ (CallError::Proc(_)
                 | CallError::ReplyHeapFull { .. }
-                | CallError::ReplyTooLong { .. }),
+                | CallError::ReplyTooLong { .. }
+                | CallError::RecordTooLong { .. }),
             ) => {
                 let kind = AnswerKind::RolledBack {
                     message: err.to_string(),

@@ -102,6 +102,12 @@ impl ReceiverRole {
         self.core.tick();
     }
 
+    /// Bytes of a message from the primary arrived, and the message is not whole yet (see
+    /// `Receiver::receiving`).
+    pub fn receiving(&mut self) {
+        self.core.receiving();
+    }
+
     pub fn take_ready(&mut self, into: &mut ReceiverReady) {
         self.core.take_ready(into);
     }

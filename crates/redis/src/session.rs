@@ -43,6 +43,10 @@ pub struct ServerInfo {
     pub resp_port: u16,
     /// Backups in the current view.
     pub backups: usize,
+    /// Backups that hold every write before its reply leaves, by the group's safety rule
+    /// (every backup under 2-safe, K under 2-safe:K, none under 1-safe or bounded): what
+    /// `WAIT` answers, since a reply it follows left only once they did.
+    pub backups_acked: usize,
     /// The segment's size: the most the database may hold.
     pub maxmemory: usize,
     /// The group's safety rule, as the config names it.
@@ -604,9 +608,10 @@ impl Session {
                 let mut w = ReplyWriter::new(out, proto);
                 match (crate::num::parse_i64(arg(1)), crate::num::parse_i64(arg(2))) {
                     (Some(_), Some(timeout)) if timeout >= 0 => {
-                        // A reply leaves only once its rule holds: under 2-safe every backup
-                        // of the view already holds this connection's last write.
-                        w.integer(info.backups as i64)
+                        // A reply leaves only once its rule holds: the backups the rule counts
+                        // already hold this connection's last write. Others may too, but
+                        // nothing says so: WAIT never claims more than was acknowledged.
+                        w.integer(info.backups_acked as i64)
                     }
                     (Some(_), Some(_)) => w.error("ERR timeout is negative"),
                     (Some(_), None) => w.error("ERR timeout is not an integer or out of range"),
@@ -1301,7 +1306,12 @@ mod tests {
         };
         for info in [open, locked()] {
             let mut session = Session::new(1);
-            for line in ["POST / HTTP/1.1", "post /x", "Host: localhost:6379", "HOST: x"] {
+            for line in [
+                "POST / HTTP/1.1",
+                "post /x",
+                "Host: localhost:6379",
+                "HOST: x",
+            ] {
                 let mut out = Vec::new();
                 let step = session.handle(&argv(line), &info, &mut out);
                 assert!(matches!(step, Step::CrossProtocol), "{line}");
@@ -1326,6 +1336,20 @@ mod tests {
         assert!(!session.awaits_auth(&info));
         let open = ServerInfo::default();
         assert!(!Session::new(2).awaits_auth(&open));
+    }
+
+    #[test]
+    fn wait_answers_the_backups_the_safety_rule_counts_not_every_backup() {
+        for (backups_acked, answer) in [(2, ":2\r\n"), (1, ":1\r\n"), (0, ":0\r\n")] {
+            let info = ServerInfo {
+                primary: true,
+                backups: 2,
+                backups_acked,
+                ..ServerInfo::default()
+            };
+            let mut session = Session::new(1);
+            assert_eq!(replied(&mut session, "WAIT 2 0", &info), answer);
+        }
     }
 
     #[test]

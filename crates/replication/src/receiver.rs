@@ -248,6 +248,11 @@ impl Receiver {
         self.tick_echoed
     }
 
+    /// Ticks counted so far ([`Receiver::tick`]).
+    pub fn ticks(&self) -> u64 {
+        self.tick
+    }
+
     /// The config store committed view `view` with the same primary (a backup joined or left):
     /// the receiver speaks the new view from now on and tells the primary where it stands.
     pub fn install_view(&mut self, view: u64) {
@@ -292,6 +297,18 @@ impl Receiver {
 
     pub fn tick(&mut self) {
         self.tick += 1;
+    }
+
+    /// Bytes of a message from the primary are arriving and the message is not whole yet
+    /// (a long batch: a large value takes as long to send as its bytes take): answered as a
+    /// `Pulse` is, with an ack that echoes no newer tick, so that the primary keeps hearing
+    /// this backup while it sends and renews no lease on the strength of it. The driver
+    /// calls it at most once a tick.
+    pub fn receiving(&mut self) {
+        if self.diverged.is_none() {
+            self.push_ack();
+        }
+        self.check_invariants();
     }
 
     /// Handles a message from node `from`.

@@ -1820,6 +1820,39 @@ fn a_pulse_is_answered_with_an_ack_that_renews_no_lease() {
     );
 }
 
+#[test]
+fn bytes_of_a_long_batch_arriving_are_answered_like_a_pulse() {
+    let mut receiver = Receiver::new(receiver_config(1), 0);
+    let mut ready = ReceiverReady::default();
+    let heartbeat = Message::Heartbeat {
+        view: 1,
+        lsn_committed: 0,
+        lsn_released: 0,
+        tick_sent: 5,
+    };
+    receiver.step(PRIMARY, heartbeat);
+    receiver.take_ready(&mut ready);
+    ready.clear();
+    receiver.tick();
+    receiver.receiving();
+    receiver.take_ready(&mut ready);
+    assert_eq!(
+        ready.messages,
+        vec![(
+            PRIMARY,
+            Message::Ack {
+                view: 1,
+                lsn_received: 0,
+                lsn_applied: 0,
+                lsn_durable: 0,
+                tick_echoed: 5,
+            }
+        )],
+        "the primary hears the backup, and no lease is renewed by it"
+    );
+    assert_eq!(receiver.ticks(), 1);
+}
+
 /// The answers to `ReadIndex` questions in flight to `node`, as (id, released LSN).
 fn read_indexes_to(harness: &Harness, node: NodeId) -> Vec<(u64, u64)> {
     harness

@@ -448,9 +448,11 @@ impl BackupHandle {
         self.state.lsn_applied.load(Ordering::Acquire)
     }
 
-    /// Frames read from primaries so far: the failure detector watches it move.
-    pub fn frames_heard(&self) -> u64 {
-        self.state.frames_heard.load(Ordering::Relaxed)
+    /// Reads that brought bytes from primaries so far: the failure detector watches it move.
+    /// Bytes, not whole frames: a primary sending one large batch (a large value) is heard
+    /// while its frame is still arriving, so a long transfer is not taken for silence.
+    pub fn reads_heard(&self) -> u64 {
+        self.state.reads_heard.load(Ordering::Relaxed)
     }
 
     /// Whether the segment was rewound and no receiver has taken the transfer that replaces
@@ -612,7 +614,7 @@ pub fn start_role(
         lsn_released: Arc::new(AtomicU64::new(0)),
         released_heard: Arc::new(Mutex::new(None)),
         started: Instant::now(),
-        frames_heard: Arc::new(AtomicU64::new(0)),
+        reads_heard: Arc::new(AtomicU64::new(0)),
         gate: Arc::new(gate),
         ack_writer: Arc::new(Mutex::new(None)),
         auth: PeerAuth::new(config, &metrics)?,
@@ -628,6 +630,8 @@ pub fn start_role(
         log.listen(Some(Box::new(move |lsn| acks.send_durable_ack(lsn))));
     }
     let applier_state = state.clone();
+    // The applier runs clients' reads, scripts among them (`EVAL_RO`): its stack holds the
+    // deepest input the script engine's bounds accept.
     let applier = thread::Builder::new()
         .name("applier".into())
         .spawn(move || run_applier(replica, applier_rx, control_rx, applier_state))
@@ -681,7 +685,7 @@ struct Shared {
     released_heard: Arc<Mutex<Option<(Instant, u64)>>>,
     /// When the role started: a bounded read's window never reaches further back.
     started: Instant,
-    frames_heard: Arc<AtomicU64>,
+    reads_heard: Arc<AtomicU64>,
     gate: Arc<Gate>,
     /// The connection to the current primary, shared by the receiver (receipt acks) and the
     /// applier (application acks).
@@ -887,6 +891,8 @@ fn receive_from(
     let mut out = Vec::new();
     let mut released_heard = 0;
     stream.set_read_timeout(Some(state.tick))?;
+    // The tick in which the receiver last answered bytes of a frame not yet whole.
+    let mut tick_answered_receiving = None;
     let mut next_tick = Instant::now() + state.tick;
     loop {
         // Everything done with what was read happens under the gate: a freeze waits for it,
@@ -902,7 +908,6 @@ fn receive_from(
                 .lsn_synced_told
                 .fetch_max(core.core().lsn_synced_told(), Ordering::AcqRel);
         }
-        let mut frames = 0;
         while let Some(frame) = buffer.next_frame().inspect_err(|err| {
             state.auth.note_forged(&ConnError::Frame(err.clone()));
         })? {
@@ -914,11 +919,7 @@ fn receive_from(
             if let Message::Batch(_) = message {
                 state.metrics.batches_received.inc();
             }
-            frames += 1;
             core.step(primary, message);
-        }
-        if frames > 0 {
-            state.frames_heard.fetch_add(frames, Ordering::Relaxed);
         }
         let now = Instant::now();
         while now >= next_tick {
@@ -998,9 +999,23 @@ fn receive_from(
             }
         }
         drop(gate);
-        if let Err(err) = net::fill(stream, &mut buffer) {
-            tell_if_closed(state, &writer, primary, &err);
-            return Err(err);
+        match net::fill(stream, &mut buffer) {
+            Ok(0) => {}
+            Ok(_) => {
+                state.reads_heard.fetch_add(1, Ordering::Relaxed);
+                // A long frame is arriving: the primary hears this backup meanwhile, once a
+                // tick, as it would between frames.
+                let tick_now = core.core().ticks();
+                let partial = !buffer.holds_whole_frame().unwrap_or(true);
+                if partial && tick_answered_receiving != Some(tick_now) {
+                    tick_answered_receiving = Some(tick_now);
+                    core.receiving();
+                }
+            }
+            Err(err) => {
+                tell_if_closed(state, &writer, primary, &err);
+                return Err(err);
+            }
         }
     }
 }
@@ -1406,7 +1421,7 @@ mod tests {
             lsn_released: Arc::new(AtomicU64::new(lsn_released)),
             released_heard: Arc::new(Mutex::new(None)),
             started: Instant::now(),
-            frames_heard: Arc::new(AtomicU64::new(0)),
+            reads_heard: Arc::new(AtomicU64::new(0)),
             gate: Arc::new(Gate::new(1, 1)),
             ack_writer: Arc::new(Mutex::new(None)),
             auth: PeerAuth::new(&config, &metrics).expect("no TLS files"),

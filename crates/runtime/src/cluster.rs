@@ -223,6 +223,7 @@ pub fn run(
                 .collect(),
             maxmemory: config.group.db_mib << 20,
             safety: config.group.safety.to_string(),
+            safety_rule: config.group.safety,
             slot: Arc::clone(&slot),
             requirepass: config.resp_password(),
             users: Arc::new(config.resp_users()),
@@ -335,7 +336,7 @@ pub fn run(
             trace,
             auth: peer_auth.clone(),
         },
-        frames_heard: 0,
+        reads_heard: 0,
         executor_turns: 0,
         segment_next,
         loaded: None,
@@ -393,6 +394,7 @@ struct ClusterResp {
     requirepass: Option<tandem_redis::session::Password>,
     users: Arc<Vec<Arc<tandem_redis::session::User>>>,
     protected_mode: bool,
+    safety_rule: tandem_replication::Safety,
 }
 
 impl crate::resp::RespNode for ClusterResp {
@@ -419,6 +421,10 @@ impl crate::resp::RespNode for ClusterResp {
             requirepass: self.requirepass.clone(),
             users: Arc::clone(&self.users),
         }
+            backups_acked: self
+                .safety_rule
+                .backup_acks()
+                .map_or(0, |acks| acks.needed(info.backups)),
     }
 
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {
@@ -677,7 +683,7 @@ struct RuntimeRoles {
     /// Sends cluster messages to the other nodes (and knows their addresses).
     outbox: Outbox,
     /// The backup role's frame count when last read.
-    frames_heard: u64,
+    reads_heard: u64,
     /// The primary role's executor turns when last read.
     executor_turns: u64,
     /// A freshly loaded segment, if one is ready (loading takes a while).
@@ -806,15 +812,15 @@ impl RuntimeRoles {
         self.config.node_id
     }
 
-    /// Whether the backup role received frames from its primary since the last call.
+    /// Whether the backup role read bytes from its primary since the last call.
     fn heard_primary(&mut self) -> bool {
         let slot = self.slot.lock().expect("not poisoned");
         let Slot::Backup(handle) = &*slot else {
             return false;
         };
-        let frames = handle.frames_heard();
-        let heard = frames != self.frames_heard;
-        self.frames_heard = frames;
+        let reads = handle.reads_heard();
+        let heard = reads != self.reads_heard;
+        self.reads_heard = reads;
         heard
     }
 
@@ -1165,7 +1171,7 @@ impl RuntimeRoles {
     /// Starts the backup role on `segment`, taking batches from the primary `gate` names
     /// while it is open.
     fn start_backup_gated(&mut self, segment: Segment, tail: Vec<SealedBatch>, gate: Gate) -> Slot {
-        self.frames_heard = 0;
+        self.reads_heard = 0;
         match backup::start_role(
             &self.config,
             segment,

@@ -80,9 +80,11 @@ batch_bytes_max = 65536
 # The retained tail keeps at most this many records (≥ 1) ...
 tail_records_max = 1000000
 # ... and at most this many bytes (≥ 2 × batch_bytes_max); commits stall beyond either.
-tail_bytes_max = 268435456
-# Longest frame accepted from a client or peer, in bytes (≥ batch_bytes_max + 4096).
-max_frame_len = 4194304
+# One write's redo record may take at most half of it (a longer write is refused).
+tail_bytes_max = 1077936128
+# Longest frame accepted from a client or peer, in bytes (≥ batch_bytes_max + 4096): the
+# default carries Redis's largest value (512 MiB) and its reply.
+max_frame_len = 1075838976
 # Client connections served at once, Redis and native together (Redis's maxclients).
 maxclients = 10000
 # Replies one client may leave unread, in MiB, before its connection is closed (0: no limit).
@@ -725,10 +727,12 @@ pub struct Tuning {
     pub batch_bytes_max: usize,
     /// Most records the retained tail holds, ≥ 1 (default 1,000,000).
     pub tail_records_max: u64,
-    /// Most bytes the retained tail holds, ≥ 2 × `batch_bytes_max` (default 256 MiB).
+    /// Most bytes the retained tail holds, ≥ 2 × `batch_bytes_max` (default 1 GiB + 4 MiB:
+    /// one write's record may take half of it, and Redis's largest value is 512 MiB).
     pub tail_bytes_max: usize,
-    /// Longest frame accepted from a connection, ≥ `batch_bytes_max` + 4096 and ≤ 2^32 − 1
-    /// (default 4 MiB).
+    /// Longest frame accepted from a connection once it proved itself, ≥ `batch_bytes_max` +
+    /// 4096 and ≤ 2^32 − 1 (default 1 GiB + 2 MiB: a record or a reply of Redis's largest
+    /// value, 512 MiB, twice over).
     pub max_frame_len: usize,
     /// Client connections served at once, RESP and native together, ≥ 1 (default 10,000, as
     /// Redis's `maxclients`); one more is told `-ERR max number of clients reached`.
@@ -754,8 +758,8 @@ impl Default for Tuning {
             executor_stall_ms: 1000,
             batch_bytes_max: 64 << 10,
             tail_records_max: 1_000_000,
-            tail_bytes_max: 256 << 20,
-            max_frame_len: 4 << 20,
+            tail_bytes_max: TAIL_BYTES_MAX_DEFAULT,
+            max_frame_len: tandem_wire::MAX_FRAME_LEN_DEFAULT,
             maxclients: MAXCLIENTS_DEFAULT,
             output_buffer_mib: 256,
             output_buffers_total_mib: 1024,
@@ -766,7 +770,7 @@ impl Default for Tuning {
 impl Tuning {
     /// What the client ports hold each client connection to.
     pub fn client_limits(&self) -> ClientLimits {
-        let bytes = |mib: usize| (mib > 0).then(|| mib << 20);
+        let bytes = |mib: usize| (mib > 0).then_some(mib << 20);
         ClientLimits {
             maxclients: self.maxclients,
             output_buffer_bytes: bytes(self.output_buffer_mib),
@@ -774,6 +778,10 @@ impl Tuning {
         }
     }
 }
+
+/// The retained tail's default bound: room for one record of Redis's largest value
+/// (512 MiB), which may take half of it, and the batches around it.
+pub const TAIL_BYTES_MAX_DEFAULT: usize = (1 << 30) + (4 << 20);
 
 /// Redis's default `maxclients`.
 pub const MAXCLIENTS_DEFAULT: usize = 10_000;
@@ -1235,12 +1243,17 @@ impl NodeConfig {
         }
         for (field, mib) in [
             ("tuning.output_buffer_mib", t.output_buffer_mib),
-            ("tuning.output_buffers_total_mib", t.output_buffers_total_mib),
+            (
+                "tuning.output_buffers_total_mib",
+                t.output_buffers_total_mib,
+            ),
         ] {
             if mib > OUTPUT_BUFFER_MIB_MAX {
                 return Err(invalid(
                     field,
-                    format!("{mib} MiB is out of range; use 0 (no limit) to {OUTPUT_BUFFER_MIB_MAX}"),
+                    format!(
+                        "{mib} MiB is out of range; use 0 (no limit) to {OUTPUT_BUFFER_MIB_MAX}"
+                    ),
                 ));
             }
         }

@@ -266,6 +266,7 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
         resp::spawn(
             listener,
             Arc::new(resp_node),
+            safety_rule: config.group.safety,
             config.resp_tls()?,
             config.tuning.client_limits(),
         )?;
@@ -300,6 +301,7 @@ impl resp::RespNode for StaticResp {
     fn info(&self) -> tandem_redis::session::ServerInfo {
         tandem_redis::session::ServerInfo {
             node_id: u64::from(self.node_id),
+    safety_rule: tandem_replication::Safety,
             primary: matches!(*self.node, Node::Primary(_)),
             backup: matches!(*self.node, Node::Backup(_)),
             primary_resp: self.primary_resp.map(|a| a.to_string()),
@@ -315,6 +317,10 @@ impl resp::RespNode for StaticResp {
 
     fn with_primary(&self, with: &mut dyn FnMut(&primary::PrimaryHandle)) {
         if let Node::Primary(handle) = &*self.node {
+            backups_acked: self
+                .safety_rule
+                .backup_acks()
+                .map_or(0, |acks| acks.needed(self.backups)),
             with(handle);
         }
     }

@@ -506,6 +506,11 @@ pub fn start_role(
         tuning.max_frame_len,
         tuning.batch_bytes_max,
     ));
+    store.set_record_len_max(tandem_node::record_len_max(
+        tuning.max_frame_len,
+        tuning.batch_bytes_max,
+        tuning.tail_bytes_max,
+    ));
     let periodic = store.model().periodic().map(|(_, interval_ms)| Periodic {
         interval: Duration::from_millis(interval_ms.max(1)),
         due: Instant::now(),
@@ -560,6 +565,8 @@ pub fn start_role(
         progress: Arc::clone(&progress),
     };
     executor.refresh_gauges();
+    // The executor runs clients' calls, scripts among them: its stack holds the deepest
+    // input the script engine's bounds accept.
     let handle = thread::Builder::new()
         .name("executor".into())
         .spawn(move || executor.run(inbound_rx))

@@ -51,6 +51,7 @@ impl RespNode for TestNode {
             primary_resp: None,
             resp_port: self.resp_port,
             backups: 0,
+            backups_acked: 0,
             maxmemory: 16 << 20,
             safety: "1-safe".into(),
             memory_lines: Vec::new(),
@@ -90,8 +91,19 @@ fn start_limited(
     requirepass: Option<&[u8]>,
     limits: ClientLimits,
 ) -> (SocketAddr, Arc<Metrics>) {
+    start_tuned(resp, requirepass, limits, |_| {})
+}
+
+/// Starts a node as [`start_limited`] does, its configuration changed by `tune` first.
+fn start_tuned(
+    resp: &str,
+    requirepass: Option<&[u8]>,
+    limits: ClientLimits,
+    tune: impl FnOnce(&mut NodeConfig),
+) -> (SocketAddr, Arc<Metrics>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
+    tune(&mut config);
     config.listen = listener.local_addr().expect("bound");
     config.metrics_listen = None;
     config.peers = vec![];
@@ -440,7 +452,9 @@ fn a_protocol_error_closes_that_connection_after_the_replies_before_it() {
 
 #[test]
 fn a_long_reply_arrives_whole_and_one_past_the_limit_is_refused_clearly() {
-    let (address, _) = start();
+    let (address, _) = start_tuned("127.0.0.1:0", None, ClientLimits::default(), |config| {
+        config.tuning.max_frame_len = 4 << 20;
+    });
     let mut conn = Conn::open(address);
     // Far more than one socket write takes: the rest goes out as the client reads.
     let value: Vec<u8> = (0..1 << 20).map(|i: u32| b'a' + (i % 26) as u8).collect();

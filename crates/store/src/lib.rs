@@ -31,7 +31,7 @@ pub use heap::{Heap, HeapFull, HeapStats};
 pub use model::{Compiled, DataModel, ProcKind};
 pub use registry::{
     CallError, Deduped, Prefetch, ProcError, ProcId, Procedure, ReadProcedure, Registry, Store,
-    read,
+    read, record_len_bound,
 };
 pub use rng::Rng;
 pub use table::{Layout, LayoutError, Table};

@@ -95,6 +95,33 @@ pub enum CallError {
         reply_len: usize,
         reply_len_max: usize,
     },
+    /// The call wrote more than one record may carry to the backups (a batch must fit a
+    /// frame and the retained tail): it rolled back before anything was applied.
+    #[error(
+        "the write's redo record could be up to {record_len_bound} bytes, more than the \
+         {record_len_max} bytes one record may carry to the backups; write less at once, or \
+         raise tuning.tail_bytes_max (a record takes at most half of it) and \
+         tuning.max_frame_len"
+    )]
+    RecordTooLong {
+        record_len_bound: usize,
+        record_len_max: usize,
+    },
+}
+
+/// The most bytes the redo record of a txn that declared `declared_bytes` in
+/// `declared_ranges` can encode to. Redo capture clips runs to the declared ranges, so the
+/// record's data is at most the bytes declared. Each run costs two varints: a range's first
+/// run at most 20 bytes; each later run of the range follows at least 8 unchanged declared
+/// bytes, which pay for its varints (an offset gap and a length inside a range of the
+/// segment take 4 bytes each at most). The record's header (call id, run count) takes at
+/// most 64.
+pub fn record_len_bound(declared_bytes: usize, declared_ranges: usize) -> usize {
+    const RECORD_HEADER_MAX: usize = 64;
+    const PER_RANGE_MAX: usize = 2 * 10;
+    declared_bytes
+        .saturating_add(declared_ranges.saturating_mul(PER_RANGE_MAX))
+        .saturating_add(RECORD_HEADER_MAX)
 }
 
 /// What [`Store::call_once`] did with a call that did not fail.
@@ -237,6 +264,9 @@ pub struct Store {
     /// Longest reply a call may have: a longer one rolls its call back (see
     /// [`Store::set_reply_len_max`]).
     reply_len_max: usize,
+    /// Longest redo record a write may make: one that could be longer rolls back (see
+    /// [`Store::set_record_len_max`]).
+    record_len_max: usize,
 }
 
 /// The slot a committing call writes: which one, and for which call.
@@ -273,6 +303,7 @@ impl Store {
             dedup,
             dedup_clients,
             reply_len_max: usize::MAX,
+            record_len_max: usize::MAX,
         }
     }
 
@@ -281,6 +312,14 @@ impl Store {
     /// [`CallError::ReplyTooLong`], so no client is ever owed an answer it cannot read.
     pub fn set_reply_len_max(&mut self, reply_len_max: usize) {
         self.reply_len_max = reply_len_max;
+    }
+
+    /// Sets the longest redo record a write may make (no limit by default). A node sets it
+    /// to what one batch may carry to its backups: a write that could make a longer one
+    /// rolls back with [`CallError::RecordTooLong`] before anything is applied, so no
+    /// commit waits for good on a record the links cannot ship.
+    pub fn set_record_len_max(&mut self, record_len_max: usize) {
+        self.record_len_max = record_len_max;
     }
 
     /// Runs procedure `id` in a txn: commits and returns the redo record when it succeeds,
@@ -436,10 +475,22 @@ impl Store {
                     heap_len: self.dedup.heap().len(),
                 });
             }
-            if write.client_new {
-                self.dedup_clients += 1;
-                assert!(self.dedup_clients <= self.dedup.clients_max());
-            }
+        }
+        let (declared_bytes, declared_ranges) = txn.declared();
+        let record_len_bound = record_len_bound(declared_bytes, declared_ranges);
+        if record_len_bound > self.record_len_max {
+            txn.abort();
+            reply.clear();
+            return Err(CallError::RecordTooLong {
+                record_len_bound,
+                record_len_max: self.record_len_max,
+            });
+        }
+        if let Some(write) = dedup
+            && write.client_new
+        {
+            self.dedup_clients += 1;
+            assert!(self.dedup_clients <= self.dedup.clients_max());
         }
         let redo = txn.commit();
         assert_eq!(redo.lsn(), lsn_before + 1, "a commit takes the next LSN");
@@ -549,5 +600,59 @@ mod tests {
         let mut registry: Registry<()> = Registry::new();
         registry.register("a", nothing);
         registry.register("a", nothing);
+    }
+}
+
+#[cfg(test)]
+mod record_bound_tests {
+    use proptest::prelude::*;
+    use tandem_memory::{Segment, Strategy};
+
+    use super::record_len_bound;
+
+    /// Declared ranges, each with which of its 8-byte words the txn changes (a bit per word,
+    /// the pattern repeating).
+    /// Cases either of tiny ranges, every byte changed (where per-run costs dominate), or of
+    /// ranges up to 4 KiB with any pattern.
+    fn ranges() -> impl proptest::strategy::Strategy<Value = Vec<(usize, usize, u64)>> {
+        let tiny = (0usize..60_000, 1usize..8, Just(u64::MAX));
+        let any_size = (0usize..60_000, 1usize..4096, any::<u64>());
+        prop_oneof![
+            proptest::collection::vec(tiny, 1..200),
+            proptest::collection::vec(any_size, 1..40),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever a txn changes inside what it declared, its record encodes to no more than
+        /// the bound the store checks before it commits.
+        #[test]
+        fn a_record_never_encodes_longer_than_its_bound(
+            ranges in ranges(),
+            client_id in any::<u64>(),
+            seq in any::<u64>(),
+        ) {
+            let mut segment = Segment::anonymous(64 << 10, Strategy::V3InlineLog).unwrap();
+            let mut txn = segment.begin();
+            for (offset, len, pattern) in &ranges {
+                let len = (*len).min((64 << 10) - offset);
+                let bytes = txn.set_range(*offset, len);
+                for (index, byte) in bytes.iter_mut().enumerate() {
+                    if pattern >> ((index / 8) % 64) & 1 == 1 {
+                        *byte = byte.wrapping_add(1 + index as u8 % 7);
+                    }
+                }
+            }
+            let (declared_bytes, declared_ranges) = txn.declared();
+            let redo = txn.commit();
+            let call = tandem_log::CallId { client_id, seq };
+            let encoded = tandem_log::encoded_size(call, redo).total();
+            prop_assert!(
+                encoded <= record_len_bound(declared_bytes, declared_ranges),
+                "{encoded} > bound of {declared_bytes} bytes in {declared_ranges} ranges"
+            );
+        }
     }
 }

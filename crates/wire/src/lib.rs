@@ -150,5 +150,9 @@ pub use records::{
 /// Version 13: a cluster `Report` says what the reporter's log synced (`lsn_synced`).
 pub const PROTOCOL_VERSION: u16 = 13;
 
-/// The default limit on a frame's `len` field: a receiver refuses longer frames.
-pub const MAX_FRAME_LEN_DEFAULT: usize = 4 << 20;
+/// The default limit on a frame's `len` field: a receiver refuses longer frames. It carries
+/// a record or a reply of Redis's largest value (`proto-max-bulk-len`, 512 MiB) — a
+/// deduplicated reply travels in its record too, so a frame holds two — with room to spare.
+/// A receiver's buffer grows with the bytes that come, never with a length announced, and a
+/// connection that has not proved itself is held to far less (the native port's gate).
+pub const MAX_FRAME_LEN_DEFAULT: usize = (1 << 30) + (2 << 20);

@@ -493,6 +493,30 @@ fn replies_of_any_length_are_kept_for_a_retry_until_the_heap_is_full() {
         assert_eq!(store.segment().lsn(), lsn);
     }
     committed(store.call_once(1, 6, ProcId(0), &[3; 100], &mut reply));
+
+    // A node limits a write's redo record to what one batch carries to the backups: a write
+    // that could make a longer one rolls back before anything is applied.
+    store.set_reply_len_max(usize::MAX);
+    store.set_record_len_max(300);
+    let before = store.segment().bytes().to_vec();
+    let lsn = store.segment().lsn();
+    let err = store
+        .call_once(1, 7, ProcId(0), &[5; 400], &mut reply)
+        .unwrap_err();
+    match err {
+        CallError::RecordTooLong {
+            record_len_bound,
+            record_len_max: 300,
+        } => assert!(record_len_bound > 400, "{record_len_bound}"),
+        other => panic!("expected RecordTooLong, got {other:?}"),
+    }
+    assert!(err.to_string().contains("tuning.tail_bytes_max"), "{err}");
+    assert!(reply.is_empty());
+    assert_eq!(store.segment().lsn(), lsn);
+    assert_eq!(store.segment().bytes(), &before[..]);
+    assert_eq!(store.dedup_entry(1).unwrap().seq(), 6);
+    store.set_record_len_max(usize::MAX);
+    committed(store.call_once(1, 7, ProcId(0), &[5; 400], &mut reply));
 }
 
 /// One call of a property run: which client, how its seq moves, whether it rolls back.
