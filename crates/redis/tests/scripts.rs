@@ -7,6 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{Node, bulk, err, ok};
+use tandem_redis::SCRIPT_THREAD_STACK_BYTES;
 use tandem_redis::resp::{Proto, Value, parse_reply};
 
 const DB: usize = 8 << 20;
@@ -1654,5 +1655,506 @@ fn script_subcommands_are_checked_when_queued() {
     assert_eq!(
         node.s("SCRIPT HELP x"),
         err("ERR wrong number of arguments for 'script|help' command")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Bad input never takes a node down: every recursion a script can drive is bounded, and a
+// thread with `SCRIPT_THREAD_STACK_BYTES` of stack holds the deepest input each bound
+// accepts.
+
+/// Runs `body` on a fresh node, on a thread with exactly the stack tandem gives the threads
+/// that run scripts: a script that overflowed it would abort the whole test binary.
+fn on_script_thread(body: impl FnOnce(&mut Node) + Send + 'static) {
+    let thread = std::thread::Builder::new()
+        .name("script thread".to_string())
+        .stack_size(SCRIPT_THREAD_STACK_BYTES)
+        .spawn(move || body(&mut Node::new(DB)))
+        .expect("a thread starts");
+    if let Err(panic) = thread.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The error reply to `body` when it raises `message` on its first line (with the position
+/// Lua's `luaL_error` gives it), as Redis words it.
+fn raised_on_line_one(body: &str, message: &str) -> Value {
+    err(&format!(
+        "ERR user_script:1: {message} script: {}, on @user_script:1.",
+        sha_text(body)
+    ))
+}
+
+/// The error reply to `body` when it raises `message` without a position.
+fn raised_without_position(body: &str, message: &str) -> Value {
+    err(&format!(
+        "{message} script: {}, on @user_script:1.",
+        sha_text(body)
+    ))
+}
+
+fn sha_text(body: &str) -> String {
+    String::from_utf8(tandem_redis::cmd::scripts::sha1_hex(body.as_bytes()).to_vec()).unwrap()
+}
+
+/// A script that builds `ARGV[1]` tables, each the first element of the one before.
+const NESTED_TABLES: &str = "local top = {} local inner = top \
+     for _ = 2, tonumber(ARGV[1]) do inner[1] = {} inner = inner[1] end";
+
+#[test]
+fn cmsgpack_refuses_nesting_where_redis_runs_out_of_lua_stack() {
+    on_script_thread(|node| {
+        // Before the decoder counted Lua's stack slots, this input (100,000 arrays of one
+        // element, each inside the last) overflowed this thread's stack and aborted the test
+        // binary.
+        let deep = "return cmsgpack.unpack(string.rep(string.char(0x91), 100000))";
+        let full_in_array = "stack overflow (in function mp_decode_to_lua_array)";
+        assert_eq!(
+            eval(node, deep, &[], &[]),
+            raised_on_line_one(deep, full_in_array)
+        );
+        // Redis's limit to the level (each level holds two of Lua's 8,000 slots).
+        let arrays = "local v = cmsgpack.unpack(string.rep(string.char(0x91), ARGV[1]) .. '!') \
+                      local depth = 0 while type(v) == 'table' do depth = depth + 1 v = v[1] end \
+                      return depth";
+        assert_eq!(eval(node, arrays, &[], &["3999"]), int(3999));
+        assert_eq!(
+            eval(node, arrays, &[], &["4000"]),
+            raised_on_line_one(arrays, full_in_array)
+        );
+        let maps = "local v = cmsgpack.unpack(string.rep(string.char(0x81, 0xa1, 0x6b), ARGV[1]) \
+                    .. '!') local depth = 0 \
+                    while type(v) == 'table' do depth = depth + 1 v = v.k end return depth";
+        let no_slot = "stack overflow (too many return values at once; use unpack_one or \
+                       unpack_limit instead.)";
+        assert_eq!(eval(node, maps, &[], &["3999"]), int(3999));
+        assert_eq!(
+            eval(node, maps, &[], &["4000"]),
+            raised_on_line_one(maps, no_slot)
+        );
+        // Values side by side hold a slot each. (mlua returns at most about 7,900 values
+        // from a function; Redis 7,999.)
+        let values = "return select('#', cmsgpack.unpack(string.rep('!', ARGV[1])))";
+        assert_eq!(eval(node, values, &[], &["7900"]), int(7900));
+        assert_eq!(
+            eval(node, values, &[], &["8000"]),
+            raised_on_line_one(values, no_slot)
+        );
+        let offset = "return select('#', \
+                      cmsgpack.unpack_limit(string.rep('!', 8000), tonumber(ARGV[1])))";
+        assert_eq!(eval(node, offset, &[], &["7000"]), int(7001));
+        assert_eq!(
+            eval(node, offset, &[], &["7999"]),
+            raised_on_line_one(offset, "stack overflow (in function mp_unpack_full)")
+        );
+        // A key no table takes fails as Lua's settable fails in lua_cmsgpack.
+        let nil_key = "return cmsgpack.unpack(string.char(0x81, 0xc0, 0x01))";
+        assert_eq!(
+            eval(node, nil_key, &[], &[]),
+            raised_without_position(nil_key, "ERR table index is nil")
+        );
+        assert_eq!(eval(node, "return 'alive'", &[], &[]), bulk("alive"));
+    });
+}
+
+#[test]
+fn patterns_that_could_recurse_too_deeply_are_refused() {
+    on_script_thread(|node| {
+        // Before the guard, this pattern overflowed this thread's stack in lstrlib's matcher
+        // and aborted the test binary (it crashes redis-server 7.0.15 too).
+        let deep = "local found = string.find(string.rep('a', 200000), string.rep('a?', 200000)) \
+                    return found";
+        assert_eq!(
+            eval(node, deep, &[], &[]),
+            raised_on_line_one(deep, "pattern too complex")
+        );
+        // The matcher's first call and one per quantified item: 199 items reach depth 200.
+        let items = "return {string.find(string.rep('a', ARGV[1]), string.rep('a?', ARGV[1]))}";
+        assert_eq!(
+            eval(node, items, &[], &["199"]),
+            Value::Array(vec![int(1), int(199)])
+        );
+        assert_eq!(
+            eval(node, items, &[], &["200"]),
+            raised_on_line_one(items, "pattern too complex")
+        );
+        for refused in [
+            "local r = {string.match('aaa', string.rep('a*', 200))} return r",
+            "local r = {('aaa'):match(string.rep('a-', 200))} return r",
+            "for _ in string.gmatch('aaa', string.rep('a+', 200)) do end",
+            "local r = string.gsub('aaa', string.rep('a?', 200), 'b') return r",
+            "local r = ('aaa'):gsub('(' .. string.rep('a?', 198) .. ')', 'b') return r",
+            "local r = string.find('aaa', string.rep('%a?', 100) .. string.rep('[a]?', 100)) \
+             return r",
+        ] {
+            assert_eq!(
+                eval(node, refused, &[], &[]),
+                raised_on_line_one(refused, "pattern too complex"),
+                "{refused}"
+            );
+        }
+        for (accepted, reply) in [
+            // A plain find never runs the matcher.
+            (
+                "return string.find(string.rep('a?', 300), string.rep('a?', 200), 1, true)",
+                int(1),
+            ),
+            // An anchor is no item; nor are balances, frontiers and back references.
+            (
+                "return (string.gsub('aaa', '^' .. string.rep('a?', 199), 'b'))",
+                bulk("b"),
+            ),
+            (
+                "return string.match('(x)yy', '%b()%f[y]' .. string.rep('y?', 198))",
+                bulk("(x)yy"),
+            ),
+            ("return string.match('abab', '(ab)%1')", bulk("ab")),
+        ] {
+            assert_eq!(eval(node, accepted, &[], &[]), reply, "{accepted}");
+        }
+        assert_eq!(eval(node, "return 'alive'", &[], &[]), bulk("alive"));
+    });
+}
+
+/// The guarded pattern functions answer as redis-server 7.0.15's (recorded from it): the
+/// same results, and the same errors, named and placed as Lua places them.
+#[test]
+fn guarded_pattern_functions_answer_as_redis_does() {
+    let mut node = Node::new(DB);
+    let answers = [
+        (
+            "return {string.gsub('hello world', '(%w+)', '<%1>')}",
+            Value::Array(vec![bulk("<hello> <world>"), int(2)]),
+        ),
+        (
+            "return {string.match('key:123', '(%a+):(%d+)')}",
+            Value::Array(vec![bulk("key"), bulk("123")]),
+        ),
+        (
+            "local t = {} for w in ('one two'):gmatch('%a+') do t[#t + 1] = w end return t",
+            Value::Array(vec![bulk("one"), bulk("two")]),
+        ),
+        ("return string.find('a.b', '.', 1, true)", int(2)),
+        (
+            "return (string.gsub('abc', '%w', {a = 'A', b = false}))",
+            bulk("Abc"),
+        ),
+        (
+            "local t = setmetatable({}, {__index = function(_, k) return k:upper() end}) \
+             return (string.gsub('abc', '%w', t))",
+            bulk("ABC"),
+        ),
+        (
+            "local ok, message = pcall(string.find, nil, '%') return message",
+            bulk("bad argument #1 to '?' (string expected, got nil)"),
+        ),
+    ];
+    for (script, reply) in answers {
+        assert_eq!(eval(&mut node, script, &[], &[]), reply, "{script}");
+    }
+    let placed_errors = [
+        (
+            "local r = string.find(nil, 'x') return r",
+            "bad argument #1 to 'find' (string expected, got nil)",
+        ),
+        (
+            "local r = ('x'):find(nil) return r",
+            "bad argument #1 to 'find' (string expected, got nil)",
+        ),
+        (
+            "local r = ('x'):find() return r",
+            "bad argument #1 to 'find' (string expected, got no value)",
+        ),
+        (
+            "local f = string.find local r = f(nil) return r",
+            "bad argument #1 to 'f' (string expected, got nil)",
+        ),
+        (
+            "local r = string.find('abc', '.', {}) return r",
+            "bad argument #3 to 'find' (number expected, got table)",
+        ),
+        (
+            "local r = ('x'):find('%') return r",
+            "malformed pattern (ends with '%')",
+        ),
+        (
+            "local r = string.gmatch(nil) return r",
+            "bad argument #1 to 'gmatch' (string expected, got nil)",
+        ),
+        (
+            "local r = string.gsub('abc', '%w', '%2') return r",
+            "invalid capture index",
+        ),
+        (
+            "local r = string.gsub('abc', '%w', {a = {}}) return r",
+            "invalid replacement value (a table)",
+        ),
+        (
+            "local r = string.gsub('abc', '', 1, 'x') return r",
+            "bad argument #4 to 'gsub' (number expected, got string)",
+        ),
+        (
+            "local r = string.gsub('abc', '.', true) return r",
+            "bad argument #3 to 'gsub' (string/function/table expected)",
+        ),
+        (
+            "local r = loadstring(nil) return r",
+            "bad argument #1 to 'loadstring' (string expected, got nil)",
+        ),
+        (
+            "local r = load('x') return r",
+            "bad argument #1 to 'load' (function expected, got string)",
+        ),
+        (
+            "local r = load(function() end, {}) return r",
+            "bad argument #2 to 'load' (string expected, got table)",
+        ),
+    ];
+    for (script, message) in placed_errors {
+        assert_eq!(
+            eval(&mut node, script, &[], &[]),
+            raised_on_line_one(script, message),
+            "{script}"
+        );
+    }
+    // What a replacement function raises goes on as it was raised.
+    let callbacks = [
+        (
+            "local r = string.gsub('abc', '%w', function() error('boom', 2) end) return r",
+            "ERR boom",
+        ),
+        (
+            "local r = string.gsub('abc', '%w', function() error({err = 'mine'}) end) return r",
+            "mine",
+        ),
+        (
+            "local r = string.gsub('abc', '%w', function() redis.call('nosuch') end) return r",
+            "ERR Unknown Redis command called from script",
+        ),
+    ];
+    for (script, message) in callbacks {
+        assert_eq!(
+            eval(&mut node, script, &[], &[]),
+            raised_without_position(script, message),
+            "{script}"
+        );
+    }
+    // One difference: Redis's `find` is a C function, which a tail call does not replace,
+    // so its error keeps the script's position; the guard is a Lua function, and a tail
+    // call to it leaves no frame of the script's to name.
+    assert_eq!(
+        eval(&mut node, "return string.find(nil, 'x')", &[], &[]),
+        err("ERR bad argument #1 to 'find' (string expected, got nil)")
+    );
+}
+
+#[test]
+fn bytecode_never_loads() {
+    let mut node = Node::new(DB);
+    // Before, Lua 5.1 loaded this bytecode and the script answered "bytecode ran".
+    let dumped = "local chunk = string.dump(function() return 'bytecode ran' end) ";
+    let refused = "unexpected symbol near 'char(27)'";
+    for (load, chunk_name) in [
+        ("loadstring(chunk)", "[string \"\u{1b}LuaQ\"]"),
+        ("loadstring(chunk, '=dumped')", "dumped"),
+        (
+            "load(function() local piece = chunk chunk = nil return piece end)",
+            "(load)",
+        ),
+    ] {
+        let script = format!("{dumped} local f, message = {load} return {{tostring(f), message}}");
+        assert_eq!(
+            eval(&mut node, &script, &[], &[]),
+            Value::Array(vec![
+                bulk("nil"),
+                bulk(&format!("{chunk_name}:1: {refused}"))
+            ]),
+            "{load}"
+        );
+    }
+    // So is a script's own body, as Redis refuses it (before, EVAL ran it).
+    let Value::Bulk(bytecode) = eval(&mut node, &format!("{dumped} return chunk"), &[], &[]) else {
+        panic!("string.dump answers a string");
+    };
+    let compile_error = err(
+        "ERR Error compiling script (new function): user_script:1: unexpected symbol near \
+             'char(27)'",
+    );
+    for body in [&bytecode[..], b"\x1b", b"\x1breturn 1"] {
+        assert_eq!(node.cmd(&[b"EVAL", body, b"0"]), compile_error);
+        assert_eq!(node.cmd(&[b"SCRIPT", b"LOAD", body]), compile_error);
+    }
+    // Text loads as before, in the script's environment.
+    let text = "local f = loadstring(' return KEYS[1]') \
+                local g = load(function() local piece = ARGV[1] ARGV = nil return piece end) \
+                return {f(), tostring(g)}";
+    assert_eq!(
+        eval(&mut node, text, &["k"], &["return 1"]),
+        Value::Array(vec![bulk("k"), bulk("nil")])
+    );
+}
+
+/// A script whose `nest(n)` runs `step` to go a level deeper, until level `ARGV[1]`, where
+/// it runs `bottom`. The libraries are locals, so that no level reads a global: a global is
+/// read through the environment's `__index` function, one more C call.
+fn nested(step: &str, bottom: &str) -> String {
+    format!(
+        "local coroutine, pcall, xpcall, string, setmetatable, cjson = \
+         coroutine, pcall, xpcall, string, setmetatable, cjson \
+         local limit = tonumber(ARGV[1]) \
+         local json = string.rep('[', 1000) .. string.rep(']', 1000) \
+         local nest function nest(n) if n == limit then {bottom} end {step} end \
+         return nest(1)"
+    )
+}
+
+const BY_RESUME: &str = "local co = coroutine.create(function() return nest(n + 1) end) \
+                         local _, value = coroutine.resume(co) return value";
+const BY_PCALL: &str = "local _, value = pcall(nest, n + 1) return value";
+const BY_GSUB: &str = "return (string.gsub('x', '.', function() return nest(n + 1) end))";
+
+/// Lua 5.1 itself bounds the C recursion of nested `pcall`s, coroutines and metamethods
+/// (`LUAI_MAXCCALLS`, 200, which a coroutine inherits from the one that resumes it): each
+/// stops with "C stack overflow" well within the script thread's stack, and a nesting two
+/// levels under the deepest Lua allows runs. (At the deepest level a step of the garbage
+/// collector that runs a finalizer, one more C call, fails too; whether one runs there
+/// depends on what earlier scripts left. Each `gsub` callback is three C calls: the
+/// guard's protected call, lstrlib's call of the callback, and the guard's protected call
+/// of the script's function.)
+#[test]
+fn nested_c_calls_stop_at_lua_limit() {
+    let nestings = [
+        (BY_RESUME, 199),
+        (
+            "local _, value = pcall(coroutine.wrap(function() return nest(n + 1) end)) \
+             return value",
+            100,
+        ),
+        (BY_PCALL, 198),
+        (
+            "local _, value = xpcall(function() return nest(n + 1) end, \
+             function(e) return e end) return value",
+            198,
+        ),
+        (BY_GSUB, 66),
+        (
+            "return setmetatable({}, {__index = function(_, k) return nest(k) end})[n + 1]",
+            198,
+        ),
+    ];
+    on_script_thread(move |node| {
+        for (step, deepest) in nestings {
+            let script = nested(step, "return 'bottom'");
+            let under_limit = (deepest - 2).to_string();
+            assert_eq!(
+                eval(node, &script, &[], &[&under_limit]),
+                bulk("bottom"),
+                "{step}"
+            );
+            let beyond = eval(node, &script, &[], &["100000"]);
+            assert!(
+                matches!(&beyond, Value::Bulk(text) | Value::Error(text)
+                    if text.ends_with(b"C stack overflow")
+                        || String::from_utf8_lossy(text).contains("C stack overflow script:")),
+                "{step}: {beyond}"
+            );
+        }
+        assert_eq!(eval(node, "return 'alive'", &[], &[]), bulk("alive"));
+    });
+}
+
+#[test]
+fn the_deepest_input_every_limit_accepts_runs_on_a_script_thread() {
+    on_script_thread(|node| {
+        let cmsgpack = "local v = cmsgpack.unpack(string.rep(string.char(0x91), 3999) .. '!') \
+                        return type(v)";
+        assert_eq!(eval(node, cmsgpack, &[], &[]), bulk("table"));
+        // cjson's limit (lua-cjson's default, 1,000 levels) both ways.
+        let decode = "return #cjson.encode(cjson.decode(string.rep('[', ARGV[1]) .. \
+                      string.rep(']', ARGV[1])))";
+        assert_eq!(eval(node, decode, &[], &["1000"]), int(2000));
+        assert_eq!(
+            eval(node, decode, &[], &["1001"]),
+            raised_on_line_one(
+                decode,
+                "Found too many nested data structures (1001) at character 1001"
+            )
+        );
+        let encode = format!("{NESTED_TABLES} return #cjson.encode(top)");
+        assert_eq!(eval(node, &encode, &[], &["1000"]), int(2000));
+        assert_eq!(
+            eval(node, &encode, &[], &["1001"]),
+            raised_on_line_one(&encode, "Cannot serialise, excessive nesting (1001)")
+        );
+        // A reply nests to the reply limit (1,000 levels below the top), then is cut.
+        let reply = format!("{NESTED_TABLES} return top");
+        let numkeys_none: &[u8] = b"0";
+        let deepest = node.cmd_bytes(&[b"EVAL", reply.as_bytes(), numkeys_none, b"1001"]);
+        assert_eq!(
+            deepest,
+            [b"*1\r\n".repeat(1000), b"*0\r\n".to_vec()].concat()
+        );
+        let cut = node.cmd_bytes(&[b"EVAL", reply.as_bytes(), numkeys_none, b"1002"]);
+        let error = b"-ERR reached lua stack limit\r\n";
+        assert_eq!(cut, [b"*1\r\n".repeat(1001), error.to_vec()].concat());
+        // A pattern at the matcher's bound.
+        let pattern = "return string.find(string.rep('a', 199), string.rep('a?', 199))";
+        assert_eq!(eval(node, pattern, &[], &[]), int(1));
+        // Lua's limit on C calls (two levels under it, see `nested_c_calls_stop_at_lua_limit`),
+        // reached by the stack's hungriest frames (gsub's hold a buffer each), alone and with
+        // cjson at its own limit at the bottom: the most a script can stack up.
+        for (step, deepest) in [(BY_RESUME, 199), (BY_PCALL, 198), (BY_GSUB, 66)] {
+            let under_limit = (deepest - 2).to_string();
+            for bottom in ["return 'bottom'", "return cjson.decode(json) and 'bottom'"] {
+                let script = nested(step, bottom);
+                assert_eq!(
+                    eval(node, &script, &[], &[&under_limit]),
+                    bulk("bottom"),
+                    "{step} {bottom}"
+                );
+            }
+        }
+    });
+}
+
+/// Large tables cross between Lua and Rust whole. mlua keeps every Lua value Rust holds in
+/// a stack of about 8,000 slots: before, a reply of 20,000 strings was cut to 7,988
+/// elements without a word, `cmsgpack.pack` of a table of 20,000 strings failed ("out of
+/// Lua stack"), and so did `EVAL` with 20,000 arguments (as "Script killed: it needed more
+/// than the 67108864 bytes of Lua memory"). The lengths are redis-server 7.0.15's.
+#[test]
+fn large_tables_cross_between_lua_and_rust_whole() {
+    let mut node = Node::new(DB);
+    let strings = "local t = {} for i = 1, 20000 do t[i] = 'v' .. i end";
+    let Value::Array(elements) = eval(&mut node, &format!("{strings} return t"), &[], &[]) else {
+        panic!("a table is an array reply");
+    };
+    assert_eq!(elements.len(), 20000);
+    assert_eq!(elements.last(), Some(&bulk("v20000")));
+    let fields = "local t = {} for i = 1, 20000 do t['k' .. i] = 'v' .. i end";
+    for (shape, announced) in [("map", 40000), ("set", 20000)] {
+        let script = format!("{fields} return {{{shape} = t}}");
+        let reply = node.cmd_bytes(&[b"EVAL", script.as_bytes(), b"0"]);
+        assert!(
+            reply.starts_with(format!("*{announced}\r\n").as_bytes()),
+            "{shape}"
+        );
+        let (_, used) = parse_reply(&reply).unwrap().expect("a whole reply");
+        assert_eq!(used, reply.len(), "{shape}");
+    }
+    for (table, packed_len) in [(strings, 128_897), (fields, 257_791)] {
+        let script = format!("{table} return #cmsgpack.pack(t)");
+        assert_eq!(eval(&mut node, &script, &[], &[]), int(packed_len));
+    }
+    let keys: Vec<String> = (0..20000).map(|i| format!("k{i}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    assert_eq!(
+        eval(
+            &mut node,
+            "return {#KEYS, #ARGV, ARGV[20000]}",
+            &keys,
+            &keys
+        ),
+        Value::Array(vec![int(20000), int(20000), bulk("k19999")])
     );
 }

@@ -41,6 +41,7 @@
 mod bit;
 mod cjson;
 mod engine;
+mod guards;
 mod msgpack;
 
 use tandem_memory::Txn;

@@ -18,6 +18,19 @@
 //! the same holds without a patch). `loadstring` and `load` give the chunks they compile the
 //! script's environment.
 //!
+//! # Bad input
+//!
+//! No script can take the node down. Every chunk compiles as text, as in Redis (whose Lua
+//! has no bytecode loader): bytecode, which Lua 5.1 would load unchecked, meets the parser's
+//! "unexpected symbol near 'char(27)'". Lua 5.1's pattern matcher recurses without a limit,
+//! so `string.find`, `match`, `gmatch` and `gsub` refuse a pattern that could nest deeper
+//! than Lua 5.2 allows ("pattern too complex", see `guards.rs`). `cmsgpack.unpack` decodes
+//! iteratively and refuses what overflows Redis's Lua stack; `cjson` and the reply stop at
+//! 1,000 levels; Lua bounds nested `pcall`s, coroutines and metamethods at 200 C calls. A
+//! thread of [`crate::SCRIPT_THREAD_STACK_BYTES`] holds the deepest of each. No table
+//! crosses to Rust whole: mlua holds the Lua values Rust keeps in a stack of about 8,000
+//! slots, so large tables are read one element at a time.
+//!
 //! # Budgets
 //!
 //! A count hook runs every [`HOOK_INTERVAL`] instructions. Once a script has run its
@@ -31,10 +44,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
+use mlua::chunk::ChunkMode;
 use mlua::{
     Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table, Value, VmState,
 };
 
+use super::guards::{self, ChunkFunction, PatternFunction};
 use super::{ScriptFlags, ScriptRef, Sha, cjson, msgpack, shebang_flags, stored_body};
 use crate::cmd::{Access, Class, CmdError, Ctx, OOM_TEXT, lookup, run_in};
 use crate::resp::{self, Argv, Proto, ReplyWriter};
@@ -395,10 +410,12 @@ impl Vm {
                         Some(Value::Number(n)) => *n as i64,
                         _ => 0,
                     };
-                    let (limit, offset) = match takes_limit {
-                        None => (0, 0),
-                        Some(false) => (1, number(1)),
-                        Some(true) => (number(1), number(2)),
+                    // `unpack` decodes above all its arguments; the others keep only the
+                    // string on Lua's stack (lua_cmsgpack pops the rest).
+                    let (limit, offset, slots_taken) = match takes_limit {
+                        None => (0, 0, args.len()),
+                        Some(false) => (1, number(1), 1),
+                        Some(true) => (number(1), number(2), 1),
                     };
                     let text = match args.front() {
                         Some(value) => lua.coerce_string(value.clone())?,
@@ -411,7 +428,7 @@ impl Vm {
                         );
                         return Err(raised(lua, &message));
                     };
-                    match msgpack::unpack(lua, &text.as_bytes(), limit, offset)? {
+                    match msgpack::unpack(lua, &text.as_bytes(), limit, offset, slots_taken)? {
                         Ok((values, next)) => {
                             let mut results: Vec<Value> = Vec::with_capacity(values.len() + 1);
                             if let Some(next) = next {
@@ -450,6 +467,8 @@ impl Vm {
         parts.set("bit", bit)?;
         parts.set("random", random)?;
         parts.set("randomseed", randomseed)?;
+        parts.set("pattern_refusals", pattern_refusals(&lua)?)?;
+        parts.set("chunk_refusals", chunk_refusals(&lua)?)?;
         parts.set("version", crate::session::REDIS_VERSION)?;
         parts.set("version_num", REDIS_VERSION_NUM)?;
         let (new_env, runner, redis): (Function, Function, Table) = setup.call(parts)?;
@@ -494,8 +513,9 @@ impl Vm {
         let (flags, shebang_len) = shebang_flags(body)?;
         let function = self
             .lua
-            .load(&body[shebang_len..])
+            .load(text_chunk(&body[shebang_len..]).as_ref())
             .set_name(SCRIPT_CHUNK)
+            .set_mode(ChunkMode::Text)
             .into_function()
             .map_err(|err| {
                 let message = match &err {
@@ -543,16 +563,8 @@ impl Vm {
         let state = std::cell::RefCell::new(RunState::default());
         let lua = &self.lua;
         let prepared = (|| -> mlua::Result<()> {
-            let keys = lua.create_sequence_from(
-                keys.iter()
-                    .map(|k| lua.create_string(k))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?;
-            let args = lua.create_sequence_from(
-                args.iter()
-                    .map(|a| lua.create_string(a))
-                    .collect::<mlua::Result<Vec<_>>>()?,
-            )?;
+            let keys = strings_table(lua, keys)?;
+            let args = strings_table(lua, args)?;
             let env: Table = self.new_env.call((keys, args))?;
             compiled.function.set_environment(env)?;
             Ok(())
@@ -653,12 +665,7 @@ impl Vm {
                 Ok(())
             }
             Ok((false, value, _)) => {
-                if let Value::String(text) = &value
-                    && text
-                        .as_bytes()
-                        .windows(17)
-                        .any(|w| w == b"not enough memory")
-                {
+                if reports_memory_exhaustion(&value) {
                     let _ = lua.gc_collect();
                     return Err(fail(memory_error().text().to_string()));
                 }
@@ -666,6 +673,34 @@ impl Vm {
             }
         }
     }
+}
+
+/// A Lua sequence of `strings`, each set as it is made: mlua keeps every Lua value Rust
+/// holds in a stack of about 8,000 slots, so the strings of a call with more arguments
+/// cannot all be held at once.
+fn strings_table(lua: &Lua, strings: &[&[u8]]) -> mlua::Result<Table> {
+    let table = lua.create_table_with_capacity(strings.len(), 0)?;
+    for (index, bytes) in strings.iter().enumerate() {
+        table.raw_set(index + 1, lua.create_string(bytes)?)?;
+    }
+    Ok(table)
+}
+
+/// Whether what a failed script raised is Lua running out of memory: the message itself,
+/// or an error table made of it (the pattern guards raise a memory error again at their
+/// caller, as an ordinary error that the error handler turns into a table).
+fn reports_memory_exhaustion(value: &Value) -> bool {
+    let text = match value {
+        Value::String(text) => text.clone(),
+        Value::Table(table) => match table.raw_get::<Value>("err") {
+            Ok(Value::String(text)) => text,
+            _ => return false,
+        },
+        _ => return false,
+    };
+    text.as_bytes()
+        .windows(17)
+        .any(|window| window == b"not enough memory")
 }
 
 /// An error table raised by `redis.call` (its `err` text), carried through Lua as an error
@@ -684,6 +719,56 @@ impl std::error::Error for RaisedReply {}
 /// An error table with `text`, raised from Rust (Redis's `luaPushError` then `luaError`).
 fn raise_reply(text: &str) -> mlua::Error {
     mlua::Error::external(RaisedReply(text.to_string()))
+}
+
+/// The chunk Lua is given to compile `body` as Redis's Lua would: as text, always. Redis
+/// took the bytecode loader out of its Lua, so a body that starts with ESC (bytecode's
+/// mark) is read by the parser, which refuses it ("unexpected symbol near 'char(27)'").
+/// Lua 5.1 would load it as bytecode, which no loader checks; a space in front makes the
+/// parser read it, with the same error on the same line. (The chunk is also compiled in
+/// text mode, so no bytecode could load even without the space.)
+fn text_chunk(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match body.first() {
+        Some(&ESC) => {
+            let mut spaced = Vec::with_capacity(body.len() + 1);
+            spaced.push(b' ');
+            spaced.extend_from_slice(body);
+            std::borrow::Cow::Owned(spaced)
+        }
+        _ => std::borrow::Cow::Borrowed(body),
+    }
+}
+
+/// The first byte of a Lua bytecode chunk.
+const ESC: u8 = 0x1b;
+
+/// The table of pattern guards the prelude wraps `string.find`, `match`, `gmatch` and
+/// `gsub` with: each answers why a call must not go ahead, or nil (see `guards.rs`).
+fn pattern_refusals(lua: &Lua) -> mlua::Result<Table> {
+    let refusals = lua.create_table()?;
+    for function in PatternFunction::ALL {
+        refusals.set(
+            function.name(),
+            lua.create_function(move |lua, args: MultiValue| {
+                guards::pattern_refusal(lua, function, &args)
+            })?,
+        )?;
+    }
+    Ok(refusals)
+}
+
+/// The table of argument checks the prelude's `load` and `loadstring` make first.
+fn chunk_refusals(lua: &Lua) -> mlua::Result<Table> {
+    let refusals = lua.create_table()?;
+    for function in ChunkFunction::ALL {
+        refusals.set(
+            function.name(),
+            lua.create_function(move |lua, args: MultiValue| {
+                Ok(guards::chunk_refusal(lua, function, &args))
+            })?,
+        )?;
+    }
+    Ok(refusals)
 }
 
 /// The type Lua's `luaL_typerror` names in "string expected, got …" for an argument
@@ -1105,37 +1190,55 @@ fn write_table(table: &Table, lua_proto: Proto, out: &mut ReplyWriter<'_>, depth
         return;
     }
     if let Value::Table(map) = field("map") {
-        let pairs: Vec<(Value, Value)> =
-            map.pairs::<Value, Value>().filter_map(Result::ok).collect();
-        out.map(pairs.len());
-        for (key, value) in &pairs {
-            write_reply(key, lua_proto, out, depth + 1);
-            write_reply(value, lua_proto, out, depth + 1);
-        }
+        let count = map.pairs::<Value, Value>().map_while(Result::ok).count();
+        out.map(count);
+        write_pairs(&map, count, lua_proto, out, depth, true);
         return;
     }
     if let Value::Table(set) = field("set") {
-        let members: Vec<Value> = set
-            .pairs::<Value, Value>()
-            .filter_map(Result::ok)
-            .map(|(key, _)| key)
-            .collect();
-        out.set(members.len());
-        for member in &members {
-            write_reply(member, lua_proto, out, depth + 1);
-        }
+        let count = set.pairs::<Value, Value>().map_while(Result::ok).count();
+        out.set(count);
+        write_pairs(&set, count, lua_proto, out, depth, false);
         return;
     }
-    let mut elements = Vec::new();
-    for index in 1.. {
-        match table.raw_get::<Value>(index) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(element) => elements.push(element),
-        }
+    // Redis's array: the elements from index 1 up to the first nil.
+    let length = (1..)
+        .take_while(|&index| !matches!(table.raw_get::<Value>(index), Ok(Value::Nil) | Err(_)))
+        .count();
+    out.array(length);
+    for index in 1..=length {
+        let element = table.raw_get::<Value>(index).unwrap_or(Value::Nil);
+        write_reply(&element, lua_proto, out, depth + 1);
     }
-    out.array(elements.len());
-    for element in &elements {
-        write_reply(element, lua_proto, out, depth + 1);
+}
+
+/// Writes the `count` pairs of a map (`with_values`) or members of a set that a first walk
+/// counted, walking the table again (in the same order: nothing changes it between). The
+/// elements are never collected: mlua keeps every Lua value Rust holds in a stack of about
+/// 8,000 slots, and a table's elements held at once were cut short there. Whatever the
+/// second walk cannot give is written as nulls, so the reply keeps the count it announced.
+fn write_pairs(
+    table: &Table,
+    count: usize,
+    lua_proto: Proto,
+    out: &mut ReplyWriter<'_>,
+    depth: usize,
+    with_values: bool,
+) {
+    let mut written = 0;
+    let pairs = table.pairs::<Value, Value>().map_while(Result::ok);
+    for (key, value) in pairs.take(count) {
+        write_reply(&key, lua_proto, out, depth + 1);
+        if with_values {
+            write_reply(&value, lua_proto, out, depth + 1);
+        }
+        written += 1;
+    }
+    for _ in written..count {
+        out.null();
+        if with_values {
+            out.null();
+        }
     }
 }
 
@@ -1247,15 +1350,110 @@ for _, name in ipairs({"insert", "remove", "sort"}) do
     return f(t, ...)
   end
 end
-G.loadstring = function(text, name)
+-- Redis compiles every chunk as text (it took the bytecode loader out of its Lua), so a
+-- chunk that starts with ESC, bytecode's mark, is refused by the parser. Lua 5.1 would
+-- load it as bytecode, which nothing checks: a space in front makes the parser read it,
+-- with Redis's error ("unexpected symbol near 'char(27)'") on the same line. The loaders
+-- check their arguments first (guards.rs), so that errors name them as the script did.
+local chunk_refusals = parts.chunk_refusals
+local BYTECODE_MARK = 27
+G.loadstring = function(...)
+  local refused = chunk_refusals.loadstring(...)
+  if refused then error(refused, 2) end
+  local text, name = ...
+  if type(text) == "string" and string.byte(text, 1) == BYTECODE_MARK then
+    if name == nil then name = text end
+    text = " " .. text
+  end
   local f, err = raw_loadstring(text, name)
   if f and bridge.env then setfenv(f, bridge.env) end
   return f, err
 end
-G.load = function(reader, name)
-  local f, err = raw_load(reader, name)
+-- A reader whose first piece starts with ESC gives a space before it.
+local function text_reader(reader)
+  local first, held = true, nil
+  return function()
+    if held then
+      local piece = held
+      held = nil
+      return piece
+    end
+    local piece = reader()
+    if first then
+      first = false
+      if type(piece) == "string" and string.byte(piece, 1) == BYTECODE_MARK then
+        held = piece
+        return " "
+      end
+    end
+    return piece
+  end
+end
+G.load = function(...)
+  local refused = chunk_refusals.load(...)
+  if refused then error(refused, 2) end
+  local reader, name = ...
+  local f, err = raw_load(text_reader(reader), name)
   if f and bridge.env then setfenv(f, bridge.env) end
   return f, err
+end
+
+-- Lua 5.1's pattern matcher recurses in C without a limit: each pattern function first
+-- asks its guard (guards.rs) whether its arguments are good and its pattern cannot nest
+-- too deeply, and raises the answer at its caller. The real function runs protected, so
+-- that what it raises itself is raised again at the caller, where Lua would place it.
+local pattern_refusals = parts.pattern_refusals
+-- Tail-called by a wrapper, which leaves its caller at level 3.
+local function raised_at_caller(ok, ...)
+  if ok then return ... end
+  error((...), 3)
+end
+for _, name in ipairs({"find", "match"}) do
+  local raw, refusal = string[name], pattern_refusals[name]
+  string[name] = function(...)
+    local refused = refusal(...)
+    if refused then error(refused, 2) end
+    return raised_at_caller(raw_pcall(raw, ...))
+  end
+end
+do
+  local raw_gmatch, refusal = string.gmatch, pattern_refusals.gmatch
+  -- Good arguments leave gmatch nothing to raise: its iterator matches when called.
+  string.gmatch = function(...)
+    local refused = refusal(...)
+    if refused then error(refused, 2) end
+    return raw_gmatch(...)
+  end
+end
+do
+  local raw_gsub, refusal = string.gsub, pattern_refusals.gsub
+  string.gsub = function(...)
+    local refused = refusal(...)
+    if refused then error(refused, 2) end
+    local text, pattern, replacement = ...
+    local callback
+    if type(replacement) == "function" then
+      callback = replacement
+    elseif type(replacement) == "table" and getmetatable(replacement) ~= nil then
+      callback = function(key) return replacement[key] end
+    else
+      return raised_at_caller(raw_pcall(raw_gsub, ...))
+    end
+    -- What the script's own replacement code raises goes on unchanged, not re-placed.
+    local callback_failed = false
+    local function replace(...)
+      local ok, value = raw_pcall(callback, ...)
+      if not ok then
+        callback_failed = true
+        error(value, 0)
+      end
+      return value
+    end
+    local ok, result, count = raw_pcall(raw_gsub, text, pattern, replace, select(4, ...))
+    if ok then return result, count end
+    if callback_failed then error(result, 0) end
+    error(result, 2)
+  end
 end
 
 math.random = parts.random

@@ -5,6 +5,9 @@
 //! a float32 if exact, else a float64; a string is a str (fixstr, str8/16/32); a table whose
 //! keys are exactly 1..n is an array, any other a map; nil and anything else are nil;
 //! tables nested deeper than 16 pack as nil (so a table that contains itself packs).
+//!
+//! Unpacking is iterative and keeps lua_cmsgpack's account of Lua's stack, so it accepts
+//! and refuses what Redis does, with its messages, and no input costs the thread's stack.
 
 use mlua::{Lua, Table, Value};
 
@@ -93,13 +96,15 @@ fn pack_int(n: i64, out: &mut Vec<u8>) {
     }
 }
 
+/// Packs a table as an array or a map. The table is walked twice, to classify it and then
+/// to pack it, one pair at a time: mlua keeps every Lua value Rust holds in a stack of about
+/// 8,000 slots, which a large table's pairs held at once would fill.
 fn pack_table(table: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
     let mut count = 0u64;
     let mut max = 0.0f64;
     let mut is_array = true;
-    let mut pairs = Vec::new();
     for pair in table.pairs::<Value, Value>() {
-        let (key, value) = pair?;
+        let (key, _) = pair?;
         let index = match &key {
             Value::Integer(i) => Some(*i as f64),
             Value::Number(n) => Some(*n),
@@ -110,7 +115,6 @@ fn pack_table(table: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()
             _ => is_array = false,
         }
         count += 1;
-        pairs.push((key, value));
     }
     if is_array && max == count as f64 {
         pack_header(0x90, 0xdc, count, out);
@@ -120,9 +124,10 @@ fn pack_table(table: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()
         }
     } else {
         pack_header(0x80, 0xde, count, out);
-        for (key, value) in &pairs {
-            pack_value(key, level + 1, out)?;
-            pack_value(value, level + 1, out)?;
+        for pair in table.pairs::<Value, Value>() {
+            let (key, value) = pair?;
+            pack_value(&key, level + 1, out)?;
+            pack_value(&value, level + 1, out)?;
         }
     }
     Ok(())
@@ -141,10 +146,38 @@ fn pack_header(fix: u8, wide16: u8, len: u64, out: &mut Vec<u8>) {
     }
 }
 
+/// Lua stack slots a C function may fill (Lua 5.1's `LUAI_MAXCSTACK`). lua_cmsgpack has no
+/// nesting limit of its own: it checks for one free slot before each value it pushes and
+/// after each array it opens, so Redis refuses input once the values it holds at once fill
+/// these slots. Each level of nesting holds two (the table and an array index or a map key),
+/// so Redis accepts 3,999 nested arrays or maps and refuses the 4,000th. This decoder keeps
+/// the same account and raises the same errors; it is iterative, so no input, however deep,
+/// costs the thread's stack more than a flat one.
+const LUA_STACK_SLOTS: usize = 8000;
+
+/// lua_cmsgpack's message when a value finds no free slot.
+const NO_SLOT_FOR_VALUE: &str = "stack overflow (too many return values at once; use unpack_one or \
+                                 unpack_limit instead.)";
+/// lua_cmsgpack's message when an array, once opened, leaves no slot for its elements.
+const NO_SLOT_IN_ARRAY: &str = "stack overflow (in function mp_decode_to_lua_array)";
+/// lua_cmsgpack's message when no slot is left for the offset `unpack_one`/`unpack_limit`
+/// return.
+const NO_SLOT_FOR_OFFSET: &str = "stack overflow (in function mp_unpack_full)";
+
 /// Why an unpack stopped.
 enum Bad {
     Eof,
     Format,
+    /// The Lua stack Redis would decode on is full: lua_cmsgpack's message.
+    StackFull(&'static str),
+    /// Lua refused to make a value (the memory budget).
+    Lua(mlua::Error),
+}
+
+impl From<mlua::Error> for Bad {
+    fn from(err: mlua::Error) -> Bad {
+        Bad::Lua(err)
+    }
 }
 
 struct Cursor<'b> {
@@ -152,8 +185,8 @@ struct Cursor<'b> {
     at: usize,
 }
 
-impl Cursor<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], Bad> {
+impl<'b> Cursor<'b> {
+    fn take(&mut self, n: usize) -> Result<&'b [u8], Bad> {
         let end = self.at.checked_add(n).ok_or(Bad::Eof)?;
         let slice = self.bytes.get(self.at..end).ok_or(Bad::Eof)?;
         self.at = end;
@@ -170,12 +203,15 @@ pub type Unpacked = (Vec<Value>, Option<i64>);
 
 /// `cmsgpack.unpack`, `unpack_one` and `unpack_limit`: up to `limit` values (all if 0)
 /// from byte `offset`, and the offset after them (-1 at the end) when a limit or an offset
-/// was given; or lua_cmsgpack's error message.
+/// was given; or lua_cmsgpack's error message. `slots_taken` is how many Lua stack slots
+/// Redis's function holds when it starts decoding: the arguments `unpack` was given, or the
+/// one string `unpack_one` and `unpack_limit` keep.
 pub fn unpack(
     lua: &Lua,
     bytes: &[u8],
     limit: i64,
     offset: i64,
+    slots_taken: usize,
 ) -> mlua::Result<Result<Unpacked, String>> {
     let decode_all = limit == 0 && offset == 0;
     if offset < 0 || limit < 0 {
@@ -197,23 +233,191 @@ pub fn unpack(
     };
     let mut values = Vec::new();
     while cursor.at < bytes.len() && (values.len() as i64) < limit {
-        match unpack_value(lua, &mut cursor) {
-            Ok(value) => values.push(value?),
-            Err(Bad::Eof) => return Ok(Err("Missing bytes in input.".to_string())),
-            Err(Bad::Format) => return Ok(Err("Bad data format in input.".to_string())),
+        // Every value decoded so far stays on the stack until the function returns.
+        match unpack_value(lua, &mut cursor, slots_taken + values.len()) {
+            Ok(value) => values.push(value),
+            Err(bad) => return bad_input(bad),
         }
     }
-    let next = (!decode_all).then_some(if cursor.at == bytes.len() {
+    if decode_all {
+        return Ok(Ok((values, None)));
+    }
+    if slots_taken + values.len() + 1 > LUA_STACK_SLOTS {
+        return Ok(Err(NO_SLOT_FOR_OFFSET.to_string()));
+    }
+    let next = if cursor.at == bytes.len() {
         -1
     } else {
         cursor.at as i64
-    });
-    Ok(Ok((values, next)))
+    };
+    Ok(Ok((values, Some(next))))
 }
 
-fn unpack_value(lua: &Lua, cursor: &mut Cursor<'_>) -> Result<mlua::Result<Value>, Bad> {
+/// lua_cmsgpack's message for input it refuses, or the Lua error that stopped the decoding.
+fn bad_input(bad: Bad) -> mlua::Result<Result<Unpacked, String>> {
+    match bad {
+        Bad::Eof => Ok(Err("Missing bytes in input.".to_string())),
+        Bad::Format => Ok(Err("Bad data format in input.".to_string())),
+        Bad::StackFull(message) => Ok(Err(message.to_string())),
+        Bad::Lua(err) => Err(err),
+    }
+}
+
+/// An array or a map whose elements are still being read.
+struct Open<'b> {
+    table: Table,
+    /// Elements (of an array) or pairs (of a map) still to read.
+    remaining: usize,
+    /// How many Lua stack slots are taken while the next element is read.
+    slots: usize,
+    shape: Shape<'b>,
+}
+
+enum Shape<'b> {
+    /// An array; `next` is the index of the element read next.
+    Array { next: usize },
+    /// A map; `key` holds a pair's key while its value is read.
+    Map { key: Option<Decoded<'b>> },
+}
+
+/// A decoded value. A string stays the input's bytes until it is stored: mlua holds every
+/// Lua value Rust keeps in a stack of its own, of about 8,000 slots, and the keys of maps
+/// nested 3,999 deep would otherwise fill it alongside their tables.
+enum Decoded<'b> {
+    Lua(Value),
+    Bytes(&'b [u8]),
+}
+
+impl Decoded<'_> {
+    fn into_lua(self, lua: &Lua) -> mlua::Result<Value> {
+        match self {
+            Decoded::Lua(value) => Ok(value),
+            Decoded::Bytes(bytes) => lua.create_string(bytes).map(Value::String),
+        }
+    }
+}
+
+/// What one header gave: a whole value, or an aggregate whose elements follow.
+enum Item<'b> {
+    Whole(Decoded<'b>),
+    Array(usize),
+    Map(usize),
+}
+
+/// One value and everything nested in it, read with an explicit stack of the aggregates
+/// still open. `slots` is how many Lua stack slots Redis holds before pushing it.
+fn unpack_value(lua: &Lua, cursor: &mut Cursor<'_>, slots: usize) -> Result<Value, Bad> {
+    let mut open: Vec<Open<'_>> = Vec::new();
+    loop {
+        let slots_now = open.last().map_or(slots, |top| top.slots);
+        let mut decoded = match unpack_item(cursor, slots_now)? {
+            Item::Whole(decoded) => decoded,
+            Item::Array(len) => {
+                let table = lua.create_table()?;
+                // The table takes a slot, and lua_cmsgpack asks for one more before it
+                // reads the first element (even of an empty array).
+                if slots_now + 2 > LUA_STACK_SLOTS {
+                    return Err(Bad::StackFull(NO_SLOT_IN_ARRAY));
+                }
+                let shape = Shape::Array { next: 1 };
+                match open_aggregate(&mut open, table, len, slots_now + 2, shape) {
+                    Some(finished) => finished,
+                    None => continue,
+                }
+            }
+            Item::Map(len) => {
+                let table = lua.create_table()?;
+                let shape = Shape::Map { key: None };
+                match open_aggregate(&mut open, table, len, slots_now + 1, shape) {
+                    Some(finished) => finished,
+                    None => continue,
+                }
+            }
+        };
+        // Hand the value to the aggregate it belongs to, closing every one it completes.
+        loop {
+            let Some(top) = open.last_mut() else {
+                return Ok(decoded.into_lua(lua)?);
+            };
+            store(lua, top, decoded)?;
+            match close_finished(&mut open) {
+                Some(finished) => decoded = finished,
+                None => break,
+            }
+        }
+    }
+}
+
+/// Opens an aggregate whose elements follow, or gives it back whole if it has none.
+fn open_aggregate<'b>(
+    open: &mut Vec<Open<'b>>,
+    table: Table,
+    remaining: usize,
+    slots: usize,
+    shape: Shape<'b>,
+) -> Option<Decoded<'b>> {
+    open.push(Open {
+        table,
+        remaining,
+        slots,
+        shape,
+    });
+    close_finished(open)
+}
+
+/// Puts `decoded` in `open`: an array's next element, a map's next key or value.
+fn store<'b>(lua: &Lua, open: &mut Open<'b>, decoded: Decoded<'b>) -> Result<(), Bad> {
+    match &mut open.shape {
+        Shape::Array { next } => {
+            open.table.raw_set(*next, decoded.into_lua(lua)?)?;
+            *next += 1;
+            open.remaining -= 1;
+        }
+        Shape::Map { key } => match key.take() {
+            None => {
+                *key = Some(decoded);
+                // The key holds a slot while the value is read.
+                open.slots += 1;
+            }
+            Some(key) => {
+                // lua_cmsgpack's settable raises Lua's own error for a key no table takes.
+                match &key {
+                    Decoded::Lua(Value::Nil) => {
+                        return Err(mlua::Error::runtime("table index is nil").into());
+                    }
+                    Decoded::Lua(Value::Number(n)) if n.is_nan() => {
+                        return Err(mlua::Error::runtime("table index is NaN").into());
+                    }
+                    _ => open
+                        .table
+                        .raw_set(key.into_lua(lua)?, decoded.into_lua(lua)?)?,
+                }
+                open.slots -= 1;
+                open.remaining -= 1;
+            }
+        },
+    }
+    Ok(())
+}
+
+/// The innermost open aggregate, taken off the stack, if it has all its elements.
+fn close_finished<'b>(open: &mut Vec<Open<'b>>) -> Option<Decoded<'b>> {
+    if open.last()?.remaining > 0 {
+        return None;
+    }
+    open.pop()
+        .map(|finished| Decoded::Lua(Value::Table(finished.table)))
+}
+
+/// One header and, for a scalar, its value. `slots` is how many Lua stack slots are taken:
+/// lua_cmsgpack wants one free before it reads anything but the first byte.
+fn unpack_item<'b>(cursor: &mut Cursor<'b>, slots: usize) -> Result<Item<'b>, Bad> {
     let first = cursor.number::<1>()?[0];
-    let number = |n: f64| Ok(Ok(Value::Number(n)));
+    if slots + 1 > LUA_STACK_SLOTS {
+        return Err(Bad::StackFull(NO_SLOT_FOR_VALUE));
+    }
+    let number = |n: f64| Ok(Item::Whole(Decoded::Lua(Value::Number(n))));
+    let whole = |value: Value| Ok(Item::Whole(Decoded::Lua(value)));
     match first {
         0xcc => number(f64::from(cursor.number::<1>()?[0])),
         0xd0 => number(f64::from(cursor.number::<1>()?[0] as i8)),
@@ -223,97 +427,39 @@ fn unpack_value(lua: &Lua, cursor: &mut Cursor<'_>) -> Result<mlua::Result<Value
         0xd2 => number(f64::from(i32::from_be_bytes(cursor.number()?))),
         0xcf => number(u64::from_be_bytes(cursor.number()?) as f64),
         0xd3 => number(i64::from_be_bytes(cursor.number()?) as f64),
-        0xc0 => Ok(Ok(Value::Nil)),
-        0xc3 => Ok(Ok(Value::Boolean(true))),
-        0xc2 => Ok(Ok(Value::Boolean(false))),
+        0xc0 => whole(Value::Nil),
+        0xc3 => whole(Value::Boolean(true)),
+        0xc2 => whole(Value::Boolean(false)),
         0xca => number(f64::from(f32::from_be_bytes(cursor.number()?))),
         0xcb => number(f64::from_be_bytes(cursor.number()?)),
         0xd9 => {
             let len = usize::from(cursor.number::<1>()?[0]);
-            Ok(lua.create_string(cursor.take(len)?).map(Value::String))
+            Ok(Item::Whole(Decoded::Bytes(cursor.take(len)?)))
         }
         0xda => {
             let len = usize::from(u16::from_be_bytes(cursor.number()?));
-            Ok(lua.create_string(cursor.take(len)?).map(Value::String))
+            Ok(Item::Whole(Decoded::Bytes(cursor.take(len)?)))
         }
         0xdb => {
             let len = u32::from_be_bytes(cursor.number()?) as usize;
-            Ok(lua.create_string(cursor.take(len)?).map(Value::String))
+            Ok(Item::Whole(Decoded::Bytes(cursor.take(len)?)))
         }
-        0xdc => {
-            let len = usize::from(u16::from_be_bytes(cursor.number()?));
-            unpack_array(lua, cursor, len)
-        }
-        0xdd => {
-            let len = u32::from_be_bytes(cursor.number()?) as usize;
-            unpack_array(lua, cursor, len)
-        }
-        0xde => {
-            let len = usize::from(u16::from_be_bytes(cursor.number()?));
-            unpack_map(lua, cursor, len)
-        }
-        0xdf => {
-            let len = u32::from_be_bytes(cursor.number()?) as usize;
-            unpack_map(lua, cursor, len)
-        }
+        0xdc => Ok(Item::Array(usize::from(u16::from_be_bytes(
+            cursor.number()?,
+        )))),
+        0xdd => Ok(Item::Array(u32::from_be_bytes(cursor.number()?) as usize)),
+        0xde => Ok(Item::Map(usize::from(u16::from_be_bytes(cursor.number()?)))),
+        0xdf => Ok(Item::Map(u32::from_be_bytes(cursor.number()?) as usize)),
         _ if first & 0x80 == 0 => number(f64::from(first)),
         _ if first & 0xe0 == 0xe0 => number(f64::from(first as i8)),
         _ if first & 0xe0 == 0xa0 => {
             let len = usize::from(first & 0x1f);
-            Ok(lua.create_string(cursor.take(len)?).map(Value::String))
+            Ok(Item::Whole(Decoded::Bytes(cursor.take(len)?)))
         }
-        _ if first & 0xf0 == 0x90 => unpack_array(lua, cursor, usize::from(first & 0xf)),
-        _ if first & 0xf0 == 0x80 => unpack_map(lua, cursor, usize::from(first & 0xf)),
+        _ if first & 0xf0 == 0x90 => Ok(Item::Array(usize::from(first & 0xf))),
+        _ if first & 0xf0 == 0x80 => Ok(Item::Map(usize::from(first & 0xf))),
         _ => Err(Bad::Format),
     }
-}
-
-fn unpack_array(
-    lua: &Lua,
-    cursor: &mut Cursor<'_>,
-    len: usize,
-) -> Result<mlua::Result<Value>, Bad> {
-    let table = match lua.create_table() {
-        Ok(table) => table,
-        Err(err) => return Ok(Err(err)),
-    };
-    for index in 1..=len {
-        let value = match unpack_value(lua, cursor)? {
-            Ok(value) => value,
-            Err(err) => return Ok(Err(err)),
-        };
-        if let Err(err) = table.raw_set(index, value) {
-            return Ok(Err(err));
-        }
-    }
-    Ok(Ok(Value::Table(table)))
-}
-
-fn unpack_map(lua: &Lua, cursor: &mut Cursor<'_>, len: usize) -> Result<mlua::Result<Value>, Bad> {
-    let table = match lua.create_table() {
-        Ok(table) => table,
-        Err(err) => return Ok(Err(err)),
-    };
-    for _ in 0..len {
-        let key = match unpack_value(lua, cursor)? {
-            Ok(key) => key,
-            Err(err) => return Ok(Err(err)),
-        };
-        let value = match unpack_value(lua, cursor)? {
-            Ok(value) => value,
-            Err(err) => return Ok(Err(err)),
-        };
-        // A nil or NaN key cannot index a table; lua_cmsgpack's settable would raise.
-        let settable = match &key {
-            Value::Nil => false,
-            Value::Number(n) => !n.is_nan(),
-            _ => true,
-        };
-        if settable && let Err(err) = table.raw_set(key, value) {
-            return Ok(Err(err));
-        }
-    }
-    Ok(Ok(Value::Table(table)))
 }
 
 #[cfg(test)]
