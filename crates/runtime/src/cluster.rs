@@ -244,20 +244,26 @@ pub fn run(
         let slot = Arc::clone(&slot);
         let info = Arc::clone(&info);
         let log_opened = Arc::clone(&log_opened);
-        crate::metrics::serve(listener, Arc::clone(&metrics), move |with_checksum| {
-            let info = info.lock().expect("not poisoned").clone();
-            let report = slot_report(&slot, with_checksum);
-            let log = log_opened.get().map(|log| LogReport {
-                lsn_durable: log.lsn_durable(),
-                failed: log.poisoned(),
-            });
-            serde_json::to_string(&ClusterReport {
-                cluster: info,
-                report,
-                log,
-            })
-            .unwrap_or_else(|_| "null".into())
-        });
+        let password = config.resp_password();
+        crate::metrics::serve(
+            listener,
+            Arc::clone(&metrics),
+            password,
+            move |with_checksum| {
+                let info = info.lock().expect("not poisoned").clone();
+                let report = slot_report(&slot, with_checksum);
+                let log = log_opened.get().map(|log| LogReport {
+                    lsn_durable: log.lsn_durable(),
+                    failed: log.poisoned(),
+                });
+                serde_json::to_string(&ClusterReport {
+                    cluster: info,
+                    report,
+                    log,
+                })
+                .unwrap_or_else(|_| "null".into())
+            },
+        );
     }
     let peer_closed = {
         let to_supervisor = to_supervisor.clone();

@@ -883,28 +883,89 @@ pub enum ConfigError {
 /// The keys whose values are secrets: a line that holds one is never quoted in an error.
 const SECRET_KEYS: [&str; 3] = ["requirepass", "password", "peer_secret"];
 
+/// The tables a node's configuration may hold, as an error about an unknown one lists them.
+const KNOWN_TABLES: &str = "[group], [tuning], [cluster], [log], [tls], [[peers]], [[users]]";
+
 /// toml's message (position, snippet and reason), after the file's path if there is one. A
-/// snippet that quotes a secret's line is left out: the line number and the reason remain.
+/// table of an unknown name is said to be one, with the tables there are. An error whose
+/// lines hold a secret's key is told without its snippet and without any value toml's reason
+/// quotes: the line number and the reason remain.
 fn syntax_text(path: &Option<PathBuf>, error: &toml::de::Error, text: &str) -> String {
-    let quoted = error.to_string();
-    let message = if SECRET_KEYS.iter().any(|key| quoted.contains(key)) {
-        let line = error
-            .span()
-            .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
-        match line {
-            Some(line) => format!(
-                "line {line} (not quoted: it holds a secret): {}",
-                error.message()
-            ),
-            None => format!("(not quoted: it holds a secret): {}", error.message()),
-        }
+    let span = error.span().map(|span| {
+        let start = span.start.min(text.len());
+        start..span.end.clamp(start, text.len())
+    });
+    let line = span
+        .as_ref()
+        .map(|span| text[..span.start].matches('\n').count() + 1);
+    let at = |after: &str| line.map_or_else(String::new, |line| format!("line {line}{after}"));
+    let message = if let Some(table) = span.as_ref().and_then(|s| unknown_table(error, text, s)) {
+        format!(
+            "{}unknown table `{table}`; a node's configuration knows the tables \
+             {KNOWN_TABLES} (docs/config.md lists their fields)",
+            at(": ")
+        )
+    } else if span.as_ref().is_none_or(|span| holds_secret(text, span)) {
+        format!(
+            "{}(not quoted: it holds a secret): {}",
+            at(" "),
+            without_values(error.message())
+        )
     } else {
-        quoted
+        error.to_string()
     };
     match path {
         Some(path) => format!("config file `{}`: {}", path.display(), message.trim_end()),
         None => format!("config: {}", message.trim_end()),
     }
+}
+
+/// The whole lines of `text` that `span` touches.
+fn lines_of<'t>(text: &'t str, span: &std::ops::Range<usize>) -> &'t str {
+    let start = text[..span.start].rfind('\n').map_or(0, |at| at + 1);
+    let end = text[span.end..]
+        .find('\n')
+        .map_or(text.len(), |at| span.end + at);
+    &text[start..end]
+}
+
+/// Whether the lines an error points at name a secret's key (and may hold its value).
+fn holds_secret(text: &str, span: &std::ops::Range<usize>) -> bool {
+    let lines = lines_of(text, span);
+    SECRET_KEYS.iter().any(|key| lines.contains(key))
+}
+
+/// The table an "unknown field" error points at, as written (`[http]`, `[[peerz]]`), when
+/// the field is a top-level table's header.
+fn unknown_table(
+    error: &toml::de::Error,
+    text: &str,
+    span: &std::ops::Range<usize>,
+) -> Option<String> {
+    let field = error
+        .message()
+        .strip_prefix("unknown field `")?
+        .split('`')
+        .next()?;
+    let header = lines_of(text, span).trim();
+    let name = header
+        .strip_prefix("[[")
+        .and_then(|rest| rest.split("]]").next())
+        .or_else(|| {
+            header
+                .strip_prefix('[')
+                .and_then(|rest| rest.split(']').next())
+        })?;
+    (name.trim() == field).then(|| header.split('#').next().unwrap_or(header).trim().to_owned())
+}
+
+/// toml's reason with every quoted value (between backquotes) left out.
+fn without_values(message: &str) -> String {
+    let mut kept = String::new();
+    for (index, part) in message.split('`').enumerate() {
+        kept.push_str(if index % 2 == 0 { part } else { "…" });
+    }
+    kept.replace('\n', "; ")
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -1856,6 +1917,40 @@ mod tests {
             assert!(message.contains(expected), "{to}: {message}");
             // toml's message points at the line.
             assert!(message.contains(to), "{to}: {message}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_table_is_called_unknown_and_the_known_tables_are_listed() {
+        for (table, line) in [("[http]", 2), ("[[peerz]]", 2), ("[tunning]  # typo", 2)] {
+            let text = format!("{}\n{table}\nx = 1\n", EXAMPLE.trim_end());
+            let lines_before = EXAMPLE.trim_end().lines().count();
+            let message = NodeConfig::from_toml_str(&text).unwrap_err().to_string();
+            let shown = table.split('#').next().unwrap().trim();
+            assert!(
+                message.contains(&format!("unknown table `{shown}`")),
+                "{message}"
+            );
+            assert!(
+                message.contains(&format!("line {}", lines_before + line - 1)),
+                "{message}"
+            );
+            assert!(message.contains(KNOWN_TABLES), "{message}");
+            assert!(!message.contains("secret"), "{message}");
+        }
+        // A table nested in a known one is toml's word: an unknown field of that table.
+        let text = EXAMPLE.replacen("[tuning]\n", "[tuning]\n[tuning.extra]\n", 1);
+        let message = NodeConfig::from_toml_str(&text).unwrap_err().to_string();
+        assert!(message.contains("unknown field `extra`"), "{message}");
+    }
+
+    #[test]
+    fn a_wrong_type_on_a_secrets_line_never_shows_the_value() {
+        for line in ["requirepass = 123456789", "peer_secret = [\"123456789\"]"] {
+            let text = format!("{line}\n{EXAMPLE}");
+            let message = NodeConfig::from_toml_str(&text).unwrap_err().to_string();
+            assert!(!message.contains("123456789"), "{message}");
+            assert!(message.contains("line 1 (not quoted"), "{message}");
         }
     }
 

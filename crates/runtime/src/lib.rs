@@ -8,11 +8,14 @@
 //! Roles are static here: the configuration names the primary. In cluster mode ([`cluster`])
 //! the config store names it, and the roles follow its views.
 
+mod auth_failures;
 pub mod backup;
 pub mod cluster;
 pub mod config;
 mod error;
+pub mod files;
 pub mod gate;
+mod http_access;
 pub mod log;
 mod members;
 pub mod metrics;
@@ -126,11 +129,12 @@ pub struct NodeStatus {
     pub check: Option<String>,
 }
 
-/// What `/status` serves: the status and the segment's checksum.
+/// What `/status` serves (the status; `checksum` null) and `/checksum` (with the segment's
+/// checksum, which pauses the role's thread while it is taken).
 #[derive(Clone, Debug, Serialize)]
 pub struct NodeReport {
     pub status: NodeStatus,
-    pub checksum: Checksum,
+    pub checksum: Option<Checksum>,
 }
 
 /// A CRC32C of a segment's bytes at an LSN: replicas at the same LSN must agree.
@@ -160,6 +164,7 @@ impl Checksum {
 /// Runs a node serving `model` until the process is stopped. Errors are setup failures, with
 /// the field or resource named.
 pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), StartError> {
+    files::secure_data_dirs(&config)?;
     let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Bind {
         field: "listen",
         address: config.listen,
@@ -273,10 +278,15 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
     }
     if let Some(listener) = metrics_listener {
         let status_node = Arc::clone(&node);
-        metrics::serve(listener, metrics, move |_| {
-            let report = status_node.report();
-            serde_json::to_string(&report).unwrap_or_else(|_| "null".into())
-        });
+        metrics::serve(
+            listener,
+            metrics,
+            config.resp_password(),
+            move |with_checksum| {
+                let report = status_node.report(with_checksum);
+                serde_json::to_string(&report).unwrap_or_else(|_| "null".into())
+            },
+        );
     }
     node.wait();
     Ok(())
@@ -362,12 +372,15 @@ impl Node {
         }
     }
 
-    /// Status and checksum together, for `/status`.
-    pub fn report(&self) -> Option<NodeReport> {
-        Some(NodeReport {
-            status: self.status()?,
-            checksum: self.checksum()?,
-        })
+    /// The status, and with `with_checksum` the checksum too: `/status` and `/checksum`.
+    pub fn report(&self, with_checksum: bool) -> Option<NodeReport> {
+        let status = self.status()?;
+        let checksum = if with_checksum {
+            Some(self.checksum()?)
+        } else {
+            None
+        };
+        Some(NodeReport { status, checksum })
     }
 
     /// Blocks for good: a node runs until its process is stopped (its threads hold the

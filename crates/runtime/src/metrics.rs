@@ -8,8 +8,10 @@
 //! threads that commit, ship, receive and apply update them directly (they are atomics, so
 //! updating never blocks). [`Metrics::encode`] renders the OpenMetrics text format.
 //!
-//! [`serve`] answers `GET /metrics` and `GET /status` on its own thread, one HTTP/1.1
-//! request per connection (`Connection: close`). Its fault model: a client may be slow,
+//! [`serve`] answers `GET /metrics`, `GET /status` and `GET /checksum` on its own thread, one
+//! HTTP/1.1 request per connection (`Connection: close`); `/checksum`, which pauses the node,
+//! is guarded by [`HttpAccess`] (open on a loopback listener, else the node's password as
+//! `Authorization: Bearer`, else refused). Its fault model: a client may be slow,
 //! silent, send garbage or an endless header, or vanish mid-response. Each connection gets
 //! its own thread (at most [`CONNECTIONS_MAX`] at once; beyond that a connection is answered
 //! 503 and closed), must deliver its request head within [`REQUEST_TIMEOUT`] (else 408) and in
@@ -33,6 +35,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use tandem_replication::NodeId;
+
+pub use crate::auth_failures::{AuthFailures, AuthPort};
+use crate::http_access::{CHALLENGE_HEADER, Denied, HttpAccess};
 
 /// The content type of `/metrics`.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -184,6 +189,9 @@ pub struct Metrics {
     /// `tandem_clients_refused_total`: native-port clients that did not prove a password the
     /// node accepts.
     pub clients_refused: Counter,
+    /// `tandem_auth_failures_total{port}`: wrong passwords (or unknown users) given on the
+    /// RESP, native and HTTP ports ([`Metrics::auth_failed`]).
+    pub auth_failures: AuthFailures,
     /// `tandem_connections_refused_total{reason}`: client connections refused or closed to
     /// protect the node, by [`CONNECTION_REFUSE_REASONS`].
     pub connections_refused: Family<ReasonLabel, Counter>,
@@ -280,6 +288,7 @@ impl Metrics {
             frames_rejected: Counter::default(),
             peers_refused: Family::default(),
             clients_refused: Counter::default(),
+            auth_failures: AuthFailures::default(),
             connections_refused: Family::default(),
             model_stats: Family::default(),
             model_stats_latest: std::sync::Mutex::new(Vec::new()),
@@ -447,6 +456,14 @@ impl Metrics {
             m.clients_refused.clone(),
         );
         r.register(
+            "auth_failures",
+            "Wrong passwords or unknown users given to authenticate, by port",
+            m.auth_failures.total.clone(),
+        );
+        for port in AuthPort::ALL {
+            drop(m.auth_failures.counter(port));
+        }
+        r.register(
             "connections_refused",
             "Client connections refused or closed to protect the node, by reason",
             m.connections_refused.clone(),
@@ -484,6 +501,25 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts a failed authentication on `port` by `client` and logs it, at most one line
+    /// every ten seconds per port ([`crate::auth_failures`]).
+    pub fn auth_failed(&self, port: AuthPort, client: Option<std::net::SocketAddr>) {
+        self.auth_failures.failed(port, client);
+    }
+
+    /// What the RESP front end calls with each reply its session wrote: a refused password
+    /// (`-WRONGPASS`) counts as a failed authentication by the client `client` names
+    /// (asked only then, since it costs a system call).
+    pub fn resp_replied(
+        &self,
+        reply: &[u8],
+        client: impl FnOnce() -> Option<std::net::SocketAddr>,
+    ) {
+        if crate::auth_failures::refuses_password(reply) {
+            self.auth_failed(AuthPort::Resp, client());
+        }
+    }
+
     /// Counts a peer link refused for `reason`, one of [`PEER_REFUSE_REASONS`].
     pub fn peer_refused(&self, reason: &str) {
         debug_assert!(
@@ -511,24 +547,39 @@ impl Metrics {
 /// `application/json`: the second may take a segment's checksum, the first must be cheap) on
 /// `listener`, on its
 /// own thread, until the process exits. Anything else: 404; a malformed or oversized
-/// (> [`REQUEST_HEAD_MAX`]) request: 400. See the module documentation for the fault model.
+/// (> [`REQUEST_HEAD_MAX`]) request: 400. `/checksum` pauses the node, so it follows
+/// [`HttpAccess`] for the listener's address and the node's `password`: open on loopback,
+/// else 401 without `Authorization: Bearer <password>` (a wrong one counted as a failed
+/// authentication), else 403 when the node has no password. See the module documentation
+/// for the fault model.
 ///
 /// Panics only if the responder's thread cannot be started.
 pub fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
+    password: Option<tandem_redis::session::Password>,
     status: impl Fn(bool) -> String + Send + Sync + 'static,
 ) -> JoinHandle<()> {
     let status: Arc<dyn Fn(bool) -> String + Send + Sync> = Arc::new(status);
+    // A listener that cannot say its address is taken as reachable from anywhere.
+    let address = listener
+        .local_addr()
+        .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+    let access = Arc::new(HttpAccess::new(address, password));
     thread::Builder::new()
         .name("metrics-http".to_owned())
-        .spawn(move || accept_loop(&listener, &metrics, &status))
+        .spawn(move || accept_loop(&listener, &metrics, &status, &access))
         .expect("cannot start the metrics responder thread")
 }
 
 type Status = Arc<dyn Fn(bool) -> String + Send + Sync>;
 
-fn accept_loop(listener: &TcpListener, metrics: &Arc<Metrics>, status: &Status) {
+fn accept_loop(
+    listener: &TcpListener,
+    metrics: &Arc<Metrics>,
+    status: &Status,
+    access: &Arc<HttpAccess>,
+) {
     // A listener handed over in non-blocking mode would make this loop spin.
     let _ = listener.set_nonblocking(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
@@ -556,11 +607,12 @@ fn accept_loop(listener: &TcpListener, metrics: &Arc<Metrics>, status: &Status) 
         let slot = Slot::take(&in_flight);
         let metrics = Arc::clone(metrics);
         let status = Arc::clone(status);
+        let access = Arc::clone(access);
         // If the thread cannot start, the closure (with the stream and the slot) is dropped:
         // the connection closes and the slot is given back.
         crate::spawn_or_say("metrics-conn".to_owned(), move || {
             let _slot = slot;
-            handle(stream, &metrics, &*status);
+            handle(stream, &metrics, &*status, &access);
         });
     }
 }
@@ -613,11 +665,21 @@ fn handle(
     mut stream: TcpStream,
     metrics: &Metrics,
     status: &(dyn Fn(bool) -> String + Send + Sync),
+    access: &HttpAccess,
 ) {
     let _ = stream.set_write_timeout(Some(REQUEST_TIMEOUT));
-    let request = read_head(&mut stream).and_then(|head| parse_request_line(&head));
+    let request = read_head(&mut stream)
+        .and_then(|head| parse_request_line(&head).map(|(method, path)| (method, path, head)));
     let reply = match &request {
-        Ok((method, path)) => route(*method, path, metrics, status),
+        Ok((method, path, head)) => {
+            let guard = Guard {
+                access,
+                head,
+                metrics,
+                client: &stream,
+            };
+            route(*method, path, metrics, status, &guard)
+        }
         Err(RequestError::Closed | RequestError::Io) => return,
         Err(RequestError::Timeout) => response(
             "408 Request Timeout",
@@ -725,11 +787,44 @@ enum Method {
     Other,
 }
 
+/// What decides whether a request may use an endpoint that pauses the node.
+struct Guard<'a> {
+    access: &'a HttpAccess,
+    /// The request's head, whose `Authorization` header may carry the password.
+    head: &'a [u8],
+    metrics: &'a Metrics,
+    /// The connection, whose peer a failed authentication names.
+    client: &'a TcpStream,
+}
+
+impl Guard<'_> {
+    /// `None` when the request may go on; else the refusal to send (a wrong password is
+    /// counted and logged as a failed authentication).
+    fn refusal(&self, path: &str) -> Option<Vec<u8>> {
+        let denied = self.access.check(self.head).err()?;
+        if denied == Denied::WrongPassword {
+            self.metrics
+                .auth_failed(AuthPort::Http, self.client.peer_addr().ok());
+        }
+        let body = self.access.refusal_text(path, denied);
+        Some(match denied {
+            Denied::Forbidden => response("403 Forbidden", TEXT, body.as_bytes()),
+            Denied::NoPassword | Denied::WrongPassword => {
+                response_with("401 Unauthorized", TEXT, CHALLENGE_HEADER, body.as_bytes())
+            }
+        })
+    }
+}
+
+/// The content type of the responder's own messages.
+const TEXT: &str = "text/plain; charset=utf-8";
+
 fn route(
     method: Method,
     path: &str,
     metrics: &Metrics,
     status: &(dyn Fn(bool) -> String + Send + Sync),
+    guard: &Guard<'_>,
 ) -> Vec<u8> {
     match (method, path) {
         (Method::Get, "/metrics") => {
@@ -745,14 +840,19 @@ fn route(
                 b"internal error: the status callback panicked\n",
             ),
         },
-        (Method::Get, "/checksum") => match catch_unwind(AssertUnwindSafe(|| status(true))) {
-            Ok(body) => response("200 OK", "application/json", body.as_bytes()),
-            Err(_) => response(
-                "500 Internal Server Error",
-                "text/plain; charset=utf-8",
-                b"internal error: the status callback panicked\n",
-            ),
-        },
+        (Method::Get, "/checksum") => {
+            if let Some(refusal) = guard.refusal(path) {
+                return refusal;
+            }
+            match catch_unwind(AssertUnwindSafe(|| status(true))) {
+                Ok(body) => response("200 OK", "application/json", body.as_bytes()),
+                Err(_) => response(
+                    "500 Internal Server Error",
+                    "text/plain; charset=utf-8",
+                    b"internal error: the status callback panicked\n",
+                ),
+            }
+        }
         _ => response(
             "404 Not Found",
             "text/plain; charset=utf-8",
@@ -762,9 +862,19 @@ fn route(
 }
 
 fn response(status_line: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
+    response_with(status_line, content_type, "", body)
+}
+
+/// A response with one more header line (`extra`, without its line end; empty for none).
+fn response_with(status_line: &str, content_type: &str, extra: &str, body: &[u8]) -> Vec<u8> {
+    let extra = if extra.is_empty() {
+        String::new()
+    } else {
+        format!("{extra}\r\n")
+    };
     let mut out = format!(
         "HTTP/1.1 {status_line}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n",
+         {extra}Connection: close\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -936,8 +1046,93 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         let metrics = Arc::new(Metrics::new(1, "backup"));
-        serve(listener, Arc::clone(&metrics), move |_| status());
+        serve(listener, Arc::clone(&metrics), None, move |_| status());
         (address, metrics)
+    }
+
+    /// A responder on every interface (so not loopback), with `password` or none; its
+    /// address as reached from this machine, and its metrics.
+    fn start_reachable(password: Option<&[u8]>) -> (SocketAddr, Arc<Metrics>) {
+        let listener = TcpListener::bind("0.0.0.0:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let metrics = Arc::new(Metrics::new(1, "backup"));
+        let password = password.map(tandem_redis::session::Password::new);
+        serve(listener, Arc::clone(&metrics), password, |with_checksum| {
+            format!(r#"{{"checksummed":{with_checksum}}}"#)
+        });
+        (SocketAddr::from(([127, 0, 0, 1], port)), metrics)
+    }
+
+    /// The value of `tandem_auth_failures_total{port}` in the rendered text.
+    fn auth_failures(metrics: &Metrics, port: &str) -> u64 {
+        let prefix = format!("tandem_auth_failures_total{{node=\"1\",port=\"{port}\"}} ");
+        let text = metrics.encode();
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn checksum_is_open_on_loopback_and_asks_the_password_elsewhere() {
+        let (address, _) = start(|| "{}".to_owned());
+        let (code, _, _) = exchange(address, b"GET /checksum HTTP/1.1\r\n\r\n");
+        assert_eq!(code, 200, "a loopback listener needs no password");
+
+        let (address, metrics) = start_reachable(Some(b"s3cret"));
+        let (code, head, body) = exchange(address, b"GET /checksum HTTP/1.1\r\n\r\n");
+        assert_eq!(code, 401, "{body}");
+        assert!(head.contains("WWW-Authenticate: Bearer"), "{head}");
+        assert!(body.contains("Authorization: Bearer PASSWORD"), "{body}");
+        assert_eq!(
+            auth_failures(&metrics, "http"),
+            0,
+            "no password is no guess"
+        );
+        let wrong = b"GET /checksum HTTP/1.1\r\nAuthorization: Bearer guess\r\n\r\n";
+        let (code, _, body) = exchange(address, wrong);
+        assert_eq!(code, 401, "{body}");
+        assert_eq!(auth_failures(&metrics, "http"), 1);
+        let right = b"GET /checksum HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n";
+        let (code, _, body) = exchange(address, right);
+        assert_eq!((code, body.as_str()), (200, r#"{"checksummed":true}"#));
+        // What pauses nothing stays open.
+        for path in ["/status", "/metrics"] {
+            let request = format!("GET {path} HTTP/1.1\r\n\r\n");
+            let (code, _, _) = exchange(address, request.as_bytes());
+            assert_eq!(code, 200, "{path}");
+        }
+        assert_eq!(auth_failures(&metrics, "resp"), 0);
+        assert_eq!(auth_failures(&metrics, "native"), 0);
+    }
+
+    #[test]
+    fn checksum_is_forbidden_off_loopback_without_a_password() {
+        let (address, _) = start_reachable(None);
+        let with_bearer = b"GET /checksum HTTP/1.1\r\nAuthorization: Bearer x\r\n\r\n";
+        for request in [&b"GET /checksum HTTP/1.1\r\n\r\n"[..], with_bearer] {
+            let (code, _, body) = exchange(address, request);
+            assert_eq!(code, 403, "{body}");
+            assert!(
+                body.contains("loopback") && body.contains("requirepass"),
+                "{body}"
+            );
+        }
+        let (code, _, body) = exchange(address, b"GET /status HTTP/1.1\r\n\r\n");
+        assert_eq!((code, body.as_str()), (200, r#"{"checksummed":false}"#));
+    }
+
+    #[test]
+    fn a_refused_password_on_the_resp_port_is_counted() {
+        let metrics = Metrics::new(1, "primary");
+        let client: SocketAddr = "10.0.0.7:5000".parse().unwrap();
+        let wrongpass = format!("-{}\r\n", tandem_redis::session::WRONGPASS);
+        metrics.resp_replied(wrongpass.as_bytes(), || Some(client));
+        metrics.resp_replied(b"+OK\r\n", || {
+            panic!("the client is asked only on a failure")
+        });
+        assert_eq!(auth_failures(&metrics, "resp"), 1);
     }
 
     #[test]

@@ -494,11 +494,16 @@ impl ClientAuth {
                     proof.user
                 ),
             )),
-            _ => Err(refused(
-                stream,
-                tls.as_mut(),
-                tandem_redis::session::WRONGPASS,
-            )),
+            _ => {
+                // A wrong password or an unknown user: what a guess looks like.
+                self.metrics
+                    .auth_failed(crate::metrics::AuthPort::Native, stream.peer_addr().ok());
+                Err(refused(
+                    stream,
+                    tls.as_mut(),
+                    tandem_redis::session::WRONGPASS,
+                ))
+            }
         }
     }
 
