@@ -153,6 +153,8 @@ pub struct Cluster {
     pub nodes: Vec<ClusterNode>,
     /// The node that was primary when the cluster came up.
     pub primary: u64,
+    /// Dropping it leaves its directory (a restart goes on from it).
+    keep_dir: bool,
 }
 
 impl Cluster {
@@ -164,7 +166,37 @@ impl Cluster {
 
     /// [`Cluster::start`] with `extra` arguments to `tandem up` (`--requirepass`, say).
     pub fn start_with(name: &str, nodes: u32, db_mib: u32, extra: &[&str]) -> Cluster {
-        let dir = scratch_dir(name);
+        Cluster::launch(scratch_dir(name), nodes, db_mib, extra)
+    }
+
+    /// Stops every node (as a power cut would: `tandem up` killed, its nodes end with it)
+    /// and runs `tandem up` again in the same directory: the cluster comes back from its
+    /// nodes' disks.
+    pub fn restart(mut self, nodes: u32, db_mib: u32) -> Cluster {
+        let _ = self.up.kill();
+        let _ = self.up.wait();
+        let dir = self.dir.clone();
+        self.keep_dir = true;
+        drop(self);
+        let pids_gone = |dir: &Path| {
+            let text = std::fs::read_to_string(dir.join("cluster.json")).unwrap_or_default();
+            let file: Json = serde_json::from_str(&text).unwrap_or(Json::Null);
+            file["nodes"].as_array().is_none_or(|nodes| {
+                nodes.iter().all(|node| {
+                    node["pid"]
+                        .as_u64()
+                        .is_none_or(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+                })
+            })
+        };
+        let started = Instant::now();
+        while !pids_gone(&dir) && started.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Cluster::launch(dir, nodes, db_mib, &[])
+    }
+
+    fn launch(dir: PathBuf, nodes: u32, db_mib: u32, extra: &[&str]) -> Cluster {
         // Into files, not pipes: `tandem up` prints as long as it runs, and a pipe nobody
         // reads would end it.
         let stdout = std::fs::File::create(dir.join("up.out")).expect("up.out");
@@ -232,6 +264,7 @@ impl Cluster {
             dir,
             nodes,
             primary,
+            keep_dir: false,
         }
     }
 
@@ -364,7 +397,7 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = self.up.kill();
         let _ = self.up.wait();
-        if !std::thread::panicking() {
+        if !std::thread::panicking() && !self.keep_dir {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
