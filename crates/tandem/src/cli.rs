@@ -33,7 +33,8 @@ pub enum Command {
     /// Start a local cluster on loopback (child processes, data under ./.tandem/) and keep it
     /// running until Ctrl-C or `tandem down`.
     Up(UpArgs),
-    /// Show each node of the local cluster: role, view, LSN, lag and last heartbeat.
+    /// Show each node of the local cluster: role, view, LSN, lag, last heartbeat, pid, and
+    /// its native (stub, `tandem proxy --cluster`) and Redis addresses.
     Status(StatusArgs),
     /// Kill a node of the local cluster with SIGKILL, as a machine failure would.
     Kill(KillArgs),
@@ -97,18 +98,42 @@ pub struct UpArgs {
     /// configuration it was made with (the other flags are then ignored).
     #[arg(long)]
     pub fresh: bool,
-    /// The password Redis clients give (`AUTH PASS`, `redis-cli -a PASS`) before any other
-    /// command, on every node (1 to 512 bytes; kept in each node's `node.toml`, readable by
-    /// its owner only). Without it the nodes serve Redis clients on loopback only.
+    /// The password clients give before any other command, on every node: Redis clients
+    /// (`AUTH PASS`, `redis-cli -a PASS`), stubs on the native port, and `/checksum` on a
+    /// non-loopback HTTP address (`Authorization: Bearer PASS`); 1 to 512 bytes, kept in each
+    /// node's `node.toml`, readable by its owner only. Prefer --requirepass-file or the
+    /// TANDEM_REQUIREPASS environment variable: a flag's value stays visible to every user of
+    /// the machine (`ps`, /proc/PID/cmdline) for as long as `tandem up` runs. Without a
+    /// password the nodes serve Redis clients on loopback only.
     #[arg(long, value_name = "PASS", value_parser = parse_requirepass)]
     pub requirepass: Option<String>,
+    /// Read the password (see --requirepass) from the first line of FILE, its line end
+    /// stripped; the file should be readable by its owner only (`chmod 600 FILE`).
+    #[arg(
+        long = "requirepass-file",
+        value_name = "FILE",
+        conflicts_with = "requirepass"
+    )]
+    pub requirepass_file: Option<std::path::PathBuf>,
     /// A Redis user besides `default`, in the words of Redis's `ACL SETUSER` (repeat the flag
     /// for more): its name, `>PASSWORD`, any `~PATTERN`s its keys must match (none: any key)
     /// and `read-only` or `read-write` (the default), for example `--user "app >s3cret ~app:*"`
     /// or `--user "report >pw read-only"`. A user with key patterns runs no command that
-    /// reaches keys it does not name (KEYS, SCAN, DBSIZE, FLUSHALL) and no script.
+    /// reaches keys it does not name (KEYS, SCAN, DBSIZE, FLUSHALL) and no script. Prefer
+    /// --users-file: a flag's password is visible to every user of the machine.
     #[arg(long = "user", value_name = "SPEC", value_parser = parse_user)]
     pub users: Vec<tandem_runtime::config::UserConfig>,
+    /// Read users (as --user takes them) from FILE, one SPEC a line; empty lines and lines
+    /// starting with `#` are skipped. The file should be readable by its owner only.
+    #[arg(long = "users-file", value_name = "FILE")]
+    pub users_file: Option<std::path::PathBuf>,
+    /// The IP address every node's HTTP endpoint (/status, /metrics, /checksum) binds to,
+    /// each on a port of its own: 127.0.0.1 by default. Elsewhere (0.0.0.0 for every
+    /// interface) /status and /metrics are open to anyone who reaches it, and /checksum,
+    /// which pauses the node, asks for the password (Authorization: Bearer) or, without
+    /// one, is refused.
+    #[arg(long = "http-ip", value_name = "IP", default_value = "127.0.0.1")]
+    pub http_ip: std::net::IpAddr,
     /// TLS everywhere but the native client port: `up` makes a CA for the cluster and a
     /// certificate per node naming it (`node-ID`); Redis clients speak TLS only and trust
     /// `DIR/tls/ca.pem` (`redis-cli --tls --cacert …`), and peer links run TLS, each node
@@ -122,7 +147,12 @@ fn parse_user(text: &str) -> Result<tandem_runtime::config::UserConfig, String> 
 }
 
 fn parse_requirepass(text: &str) -> Result<String, String> {
-    // The length only: a password is never echoed.
+    check_requirepass(text)
+}
+
+/// A password `tandem up` may give its nodes (from a flag, a file or the environment): 1 to
+/// `REQUIREPASS_LEN_MAX` bytes. The error says its length only: a password is never echoed.
+pub fn check_requirepass(text: &str) -> Result<String, String> {
     let max = tandem_runtime::config::REQUIREPASS_LEN_MAX;
     if text.is_empty() || text.len() > max {
         return Err(format!(
@@ -338,9 +368,9 @@ fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
-    /// One or more nodes of the cluster, comma-separated: their client address (a node
-    /// config's `listen`; `tandem status` shows them). One is enough: the proxy asks it for
-    /// the others, and asks again every 2 s.
+    /// One or more nodes of the cluster, comma-separated: their native (stub) address, not
+    /// their Redis port (a node config's `listen`; the `native` column of `tandem status`).
+    /// One is enough: the proxy asks it for the others, and asks again every 2 s.
     #[arg(long, value_name = "ADDR[,ADDR...]", value_parser = parse_addresses)]
     pub cluster: Addresses,
     /// Where applications connect.
@@ -759,10 +789,10 @@ pub struct FailoverArgs {
     /// Where the clusters keep their files, one directory per run (run-1, run-2, …).
     #[arg(long, default_value = ".tandem/bench-failover")]
     pub dir: std::path::PathBuf,
-    /// Print the report as JSON.
     /// Run the peer links over TLS, as `tandem up --tls` does.
     #[arg(long)]
     pub tls: bool,
+    /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
     /// Keep one core busy with another process during the runs, as other work on the machine

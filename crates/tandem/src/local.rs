@@ -12,6 +12,11 @@
 //! .tandem/node1/log/          node 1's write-ahead log (the batches it holds)
 //! ```
 //!
+//! All of it is its owner's alone, whatever the umask: the directories are 0700 (one found
+//! open to others is tightened, and `up` says so) and every file is 0600 (`node.toml` holds
+//! the cluster's secrets, the logs its data). A node gets its password only from its
+//! `node.toml`: nothing secret is in a node's command line or environment.
+//!
 //! A child reads its stdin until end-of-file (`--exit-on-stdin-eof`), and this process holds
 //! the other end: however this process ends, Ctrl-C or a crash, its nodes end with it.
 //!
@@ -24,8 +29,9 @@
 
 use std::ffi::OsStr;
 use std::fs;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -37,10 +43,17 @@ use tandem_replication::Safety;
 use tandem_runtime::config::{self, ClusterTable, NodeConfig, PeerConfig, Role};
 
 use crate::Failure;
-use crate::bench::replication::{free_address, http_get_json};
+use crate::bench::replication::{free_address, free_address_on, http_get_json, http_get_json_as};
 
 /// The file that lists a running local cluster's nodes.
 pub const CLUSTER_FILE: &str = "cluster.json";
+
+/// The environment variable `tandem up` takes the password from (see `--requirepass`). It is
+/// taken out of the nodes' environment: they read the password from their `node.toml`.
+pub const REQUIREPASS_ENV: &str = "TANDEM_REQUIREPASS";
+
+/// The mode of every file a local cluster writes: its owner's alone.
+const PRIVATE_FILE_MODE: u32 = 0o600;
 
 /// How a local cluster is set up.
 #[derive(Clone, Debug)]
@@ -68,6 +81,8 @@ pub struct Options {
     pub users: Vec<tandem_runtime::config::UserConfig>,
     /// The RESP ports speak TLS, with certificates from a CA made for the cluster.
     pub tls: bool,
+    /// The IP address each node's HTTP endpoint binds to (a port of its own each).
+    pub http_ip: IpAddr,
 }
 
 impl Options {
@@ -88,6 +103,7 @@ impl Options {
             requirepass: None,
             users: Vec::new(),
             tls: false,
+            http_ip: IpAddr::from([127, 0, 0, 1]),
         }
     }
 }
@@ -120,6 +136,7 @@ pub struct ClusterFile {
 }
 
 impl ClusterFile {
+    /// The cluster file in `dir` (as the user gave it: messages name it so).
     pub fn load(dir: &Path) -> Result<ClusterFile, Failure> {
         let path = dir.join(CLUSTER_FILE);
         let text = fs::read_to_string(&path).map_err(|err| {
@@ -133,10 +150,15 @@ impl ClusterFile {
             .map_err(|err| Failure::Run(format!("{} is not a cluster file: {err}", path.display())))
     }
 
+    /// Writes the file whole under a temporary name, 0600, and renames it into place: a
+    /// reader never sees half of it, and a file an older version left readable by others is
+    /// replaced by a private one.
     pub fn save(&self, dir: &Path) -> Result<(), Failure> {
         let path = dir.join(CLUSTER_FILE);
+        let temporary = dir.join(format!("{CLUSTER_FILE}.tmp"));
         let text = serde_json::to_string_pretty(self).expect("serializable");
-        fs::write(&path, text)
+        write_private(&temporary, &text)?;
+        fs::rename(&temporary, &path)
             .map_err(|err| Failure::Run(format!("cannot write {}: {err}", path.display())))
     }
 }
@@ -149,6 +171,10 @@ pub struct LocalNode {
     /// The iptables chain that cuts it off the network (`LocalCluster::isolate`), removed
     /// when it is let back on or dropped.
     cut_chain: Option<String>,
+    /// Where this process's lines begin in its log (the log holds earlier starts' too).
+    log_from: u64,
+    /// The node's password (its `requirepass`), which `/checksum` asks for off loopback.
+    password: Option<String>,
 }
 
 impl LocalNode {
@@ -165,13 +191,19 @@ impl LocalNode {
         http_get_json(self.entry.status, "/status")
     }
 
-    /// The node's `/checksum` JSON (status, segment checksum and consistency check).
+    /// The node's `/checksum` JSON (status, segment checksum and consistency check), with
+    /// its password when it has one: a node whose HTTP address is not loopback asks for it.
     pub fn checksum(&self) -> Result<Value, Failure> {
-        http_get_json(self.entry.status, "/checksum")
+        http_get_json_as(self.entry.status, "/checksum", self.password.as_deref())
     }
 
     pub fn log(&self) -> String {
         fs::read_to_string(&self.entry.log).unwrap_or_default()
+    }
+
+    /// What this process wrote to its log (not what earlier starts of the node did).
+    pub fn log_since_start(&self) -> String {
+        log_since(&self.entry.log, self.log_from)
     }
 
     /// The process id, while the node has a process.
@@ -194,9 +226,15 @@ impl Drop for LocalNode {
 
 /// A local cluster whose nodes are this process's children.
 pub struct LocalCluster {
+    /// The cluster's directory, absolute (the nodes' configurations name their files so).
     pub dir: PathBuf,
+    /// The directory as the user gave it (`--dir`), which messages repeat.
+    pub shown: PathBuf,
     pub nodes: Vec<LocalNode>,
     exe: PathBuf,
+    /// Whether this is a new cluster (whose ports were drawn now), not one restarted from
+    /// its disks.
+    fresh: bool,
 }
 
 impl LocalCluster {
@@ -209,20 +247,21 @@ impl LocalCluster {
                 options.nodes
             )));
         }
+        let shown = dir;
         // Absolute, so that the nodes find their files whatever their working directory.
         let dir = &std::path::absolute(dir)
             .map_err(|err| Failure::Run(format!("{}: {err}", dir.display())))?;
-        refuse_if_running(dir)?;
+        refuse_if_running(shown)?;
         for id in 1..=9 {
             let node_dir = dir.join(format!("node{id}"));
             if node_dir.exists() {
                 fs::remove_dir_all(&node_dir).map_err(|err| {
+                    let node_dir = shown.join(format!("node{id}"));
                     Failure::Run(format!("cannot clear {}: {err}", node_dir.display()))
                 })?;
             }
         }
-        fs::create_dir_all(dir)
-            .map_err(|err| Failure::Run(format!("cannot create {}: {err}", dir.display())))?;
+        make_private(dir, shown)?;
         let exe = std::env::current_exe()
             .map_err(|err| Failure::Run(format!("cannot find the tandem binary: {err}")))?;
         let mut members = Vec::new();
@@ -240,8 +279,10 @@ impl LocalCluster {
         }
         let mut cluster = LocalCluster {
             dir: dir.to_path_buf(),
+            shown: shown.to_path_buf(),
             nodes: Vec::new(),
             exe,
+            fresh: true,
         };
         // Every peer link of the cluster proves it knows this secret, so that nothing but the
         // cluster's own nodes can join its links, without any set-up by the user.
@@ -257,9 +298,7 @@ impl LocalCluster {
                 config.tls = Some(certificates.node(member.node_id));
             }
             let node_dir = dir.join(format!("node{}", member.node_id));
-            fs::create_dir_all(&node_dir).map_err(|err| {
-                Failure::Run(format!("cannot create {}: {err}", node_dir.display()))
-            })?;
+            make_private(&node_dir, &shown.join(format!("node{}", member.node_id)))?;
             let path = node_dir.join("node.toml");
             write_private(&path, &config.to_toml_string())?;
             let entry = NodeEntry {
@@ -308,14 +347,12 @@ impl LocalCluster {
         }
     }
 
-    /// Whether a node exited because its address was in use (its log says so).
+    /// Whether a node exited because its address was in use (what it logged since it
+    /// started says so).
     fn address_taken(&mut self) -> bool {
-        self.nodes.iter_mut().any(|node| {
-            !node.alive() && {
-                let log = node.log();
-                log.contains("cannot bind") && log.contains("in use")
-            }
-        })
+        self.nodes
+            .iter_mut()
+            .any(|node| !node.alive() && port_taken(&node.log_since_start()).is_some())
     }
 
     /// Starts again the cluster `dir` holds (its `cluster.json`, configurations, config-store
@@ -323,26 +360,39 @@ impl LocalCluster {
     /// disk, rebuilding what its log holds, and the group promotes the backup whose log
     /// holds the most (every node lost its memory at once).
     pub fn reopen(dir: &Path) -> Result<LocalCluster, Failure> {
+        let shown = dir;
         let dir = &std::path::absolute(dir)
             .map_err(|err| Failure::Run(format!("{}: {err}", dir.display())))?;
-        refuse_if_running(dir)?;
-        let file = ClusterFile::load(dir)?;
+        refuse_if_running(shown)?;
+        let file = ClusterFile::load(shown)?;
         for entry in &file.nodes {
             if !entry.config.is_file() {
                 return Err(Failure::Run(format!(
-                    "node {}'s configuration {} is missing, so the cluster in {} cannot                      restart; `tandem up --fresh` starts a new one there",
+                    "node {}'s configuration {} is missing, so the cluster in {} cannot \
+                     restart; `tandem up --fresh --dir {}` starts a new one there (and deletes \
+                     this one's data)",
                     entry.id,
-                    entry.config.display(),
-                    dir.display()
+                    shown_path(shown, &entry.config).display(),
+                    shown.display(),
+                    shown.display()
                 )));
+            }
+        }
+        // A cluster an older version made may have left its directories open to others.
+        make_private(dir, shown)?;
+        for entry in &file.nodes {
+            if let Some(node_dir) = entry.config.parent() {
+                make_private(node_dir, &shown_path(shown, node_dir))?;
             }
         }
         let exe = std::env::current_exe()
             .map_err(|err| Failure::Run(format!("cannot find the tandem binary: {err}")))?;
         let mut cluster = LocalCluster {
             dir: dir.to_path_buf(),
+            shown: shown.to_path_buf(),
             nodes: Vec::new(),
             exe,
+            fresh: false,
         };
         for entry in file.nodes {
             let node = cluster.spawn(entry)?;
@@ -383,16 +433,14 @@ impl LocalCluster {
     }
 
     fn spawn(&self, mut entry: NodeEntry) -> Result<LocalNode, Failure> {
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&entry.log)
-            .map_err(|err| Failure::Run(format!("cannot open {}: {err}", entry.log.display())))?;
+        let (log, log_from) = open_log(&entry, &self.shown)?;
+        let password = node_password(&entry);
         let mut child = Command::new(&self.exe)
             .arg("node")
             .arg("--config")
             .arg(&entry.config)
             .arg("--exit-on-stdin-eof")
+            .env_remove(REQUIREPASS_ENV)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(log)
@@ -405,6 +453,8 @@ impl LocalCluster {
             child: Some(child),
             _stdin: stdin,
             cut_chain: None,
+            log_from,
+            password,
         })
     }
 
@@ -413,6 +463,12 @@ impl LocalCluster {
             nodes: self.nodes.iter().map(|node| node.entry.clone()).collect(),
         }
         .save(&self.dir)
+    }
+
+    /// `path` (under the cluster's directory) as the user would write it: under the `--dir`
+    /// they gave.
+    pub fn show(&self, path: &Path) -> PathBuf {
+        shown_path(&self.shown, path)
     }
 
     fn node_mut(&mut self, id: u32) -> &mut LocalNode {
@@ -533,12 +589,15 @@ impl LocalCluster {
                 Ok(settled) => return Ok(settled),
                 Err(why) => why,
             };
+            let (shown, fresh) = (self.shown.clone(), self.fresh);
             for node in &mut self.nodes {
                 if node.child.is_some() && !node.alive() {
-                    return Err(Failure::Run(format!(
-                        "node {} exited; its log:\n{}",
-                        node.entry.id,
-                        node.log()
+                    let log = node.log_since_start();
+                    return Err(Failure::Run(start_failure(
+                        &node.entry,
+                        &log,
+                        &shown,
+                        fresh,
                     )));
                 }
             }
@@ -808,18 +867,18 @@ pub fn signal(entry: &NodeEntry, signal: nix::sys::signal::Signal) -> Result<(),
 /// output appended to its log), from the same configuration: its memory is gone, so it
 /// rejoins the cluster as a spare and catches up. Returns the child, whose pid the caller
 /// writes into `cluster.json`.
-pub fn spawn_detached(entry: &NodeEntry) -> Result<Child, Failure> {
+pub fn spawn_detached(entry: &NodeEntry, shown: &Path) -> Result<(Child, u64), Failure> {
     let exe = std::env::current_exe()
         .map_err(|err| Failure::Run(format!("cannot find the tandem binary: {err}")))?;
-    let log = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&entry.log)
-        .map_err(|err| Failure::Run(format!("cannot open {}: {err}", entry.log.display())))?;
-    Command::new(exe)
+    if let Some(node_dir) = entry.config.parent() {
+        make_private(node_dir, &shown_path(shown, node_dir))?;
+    }
+    let (log, log_from) = open_log(entry, shown)?;
+    let child = Command::new(exe)
         .arg("node")
         .arg("--config")
         .arg(&entry.config)
+        .env_remove(REQUIREPASS_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
@@ -827,13 +886,169 @@ pub fn spawn_detached(entry: &NodeEntry) -> Result<Child, Failure> {
         // reach it.
         .process_group(0)
         .spawn()
-        .map_err(|err| Failure::Run(format!("cannot start node {}: {err}", entry.id)))
+        .map_err(|err| Failure::Run(format!("cannot start node {}: {err}", entry.id)))?;
+    Ok((child, log_from))
 }
 
-/// Node `member`'s configuration in a cluster of `members`.
-/// Writes a node's configuration readable and writable by its owner only: it may hold the
-/// password Redis clients give.
-fn write_private(path: &Path, text: &str) -> Result<(), Failure> {
+/// Makes `dir` (`shown` in messages: the path under the user's `--dir`) a directory only its
+/// owner may enter: created 0700 if missing, tightened if it lets its group or others in,
+/// which is said on stderr, since it changes what the user had.
+pub fn make_private(dir: &Path, shown: &Path) -> Result<(), Failure> {
+    use tandem_runtime::files::{Made, private_dir};
+    match private_dir(dir) {
+        Ok(Made::Tightened { from, to }) => {
+            eprintln!(
+                "{} was open to other users (mode {from:04o}); tightened it to {to:04o}: it \
+                 holds the cluster's data and secrets",
+                shown.display()
+            );
+            Ok(())
+        }
+        Ok(Made::Created | Made::Kept) => Ok(()),
+        Err(err) => Err(Failure::Run(format!(
+            "cannot make {} a private directory: {err}",
+            shown.display()
+        ))),
+    }
+}
+
+/// `path`, which lies under the cluster's directory (absolute, as `cluster.json` holds it),
+/// as the user would write it: under the `--dir` they gave (`shown`). A path elsewhere is
+/// given as it is.
+pub fn shown_path(shown: &Path, path: &Path) -> PathBuf {
+    let Ok(absolute) = std::path::absolute(shown) else {
+        return path.to_path_buf();
+    };
+    match path.strip_prefix(&absolute) {
+        Ok(rest) if rest.as_os_str().is_empty() => shown.to_path_buf(),
+        Ok(rest) => shown.join(rest),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+/// Opens a node's log to append, 0600 (a log an older version left open is made private),
+/// and says where this start's lines begin.
+fn open_log(entry: &NodeEntry, shown: &Path) -> Result<(fs::File, u64), Failure> {
+    let cannot = |err: std::io::Error| {
+        let path = shown_path(shown, &entry.log);
+        Failure::Run(format!("cannot open {}: {err}", path.display()))
+    };
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(PRIVATE_FILE_MODE)
+        .open(&entry.log)
+        .map_err(cannot)?;
+    let metadata = log.metadata().map_err(cannot)?;
+    if metadata.permissions().mode() & 0o077 != 0 {
+        log.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))
+            .map_err(cannot)?;
+    }
+    Ok((log, metadata.len()))
+}
+
+/// What a log holds from byte `from` on.
+pub fn log_since(path: &Path, from: u64) -> String {
+    let bytes = fs::read(path).unwrap_or_default();
+    let from = usize::try_from(from).unwrap_or(usize::MAX).min(bytes.len());
+    String::from_utf8_lossy(&bytes[from..]).into_owned()
+}
+
+/// The password node `entry` asks for (its `requirepass`), read from its configuration.
+fn node_password(entry: &NodeEntry) -> Option<String> {
+    let config = NodeConfig::load(&entry.config).ok()?;
+    config.requirepass.map(|secret| secret.0)
+}
+
+/// The address a node could not bind because another program holds it, if what it logged
+/// says so (`… cannot bind ADDR: Address already in use …`).
+pub fn port_taken(log: &str) -> Option<String> {
+    log.lines().find_map(|line| {
+        let rest = line.split("cannot bind ").nth(1)?;
+        let (address, why) = rest.split_once(": ")?;
+        why.contains("in use").then(|| address.to_owned())
+    })
+}
+
+/// The lines of a node's log that say why it failed: those `tandem node` ends with
+/// (`error: …`) and those logged at the error level.
+fn error_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|line| {
+            let line = line.trim_start();
+            line.starts_with("error:") || line.split_whitespace().nth(1) == Some("ERROR")
+        })
+        .collect()
+}
+
+/// An error line as a part of another message: without the `error: ` the node began it with.
+fn error_text(line: &str) -> &str {
+    let line = line.trim_start();
+    line.strip_prefix("error: ").unwrap_or(line)
+}
+
+/// Why node `entry` did not start, from what it logged since it was started (`log`): its
+/// own error lines first, then what to do about a port another program holds (keeping the
+/// cluster's data, unless the cluster is `fresh` and has none yet), then the rest of what
+/// it logged. `shown` is the cluster's directory as the user gave it.
+pub fn start_failure(entry: &NodeEntry, log: &str, shown: &Path, fresh: bool) -> String {
+    let errors = error_lines(log);
+    let mut text = match errors.as_slice() {
+        [] => format!("node {} exited without saying why", entry.id),
+        [only] => format!("node {} could not start: {}", entry.id, error_text(only)),
+        _ => {
+            let said: Vec<&str> = errors.iter().map(|line| error_text(line)).collect();
+            format!(
+                "node {} could not start:\n  {}",
+                entry.id,
+                said.join("\n  ")
+            )
+        }
+    };
+    if let Some(address) = port_taken(log) {
+        let port = address.rsplit(':').next().unwrap_or(&address);
+        let dir = shown.display();
+        text.push_str(&format!(
+            "\n{address} is taken by another program (`ss -ltnp 'sport = :{port}'` names it). "
+        ));
+        if fresh {
+            text.push_str("Run `tandem up` again: a new cluster draws other ports.");
+        } else {
+            text.push_str(&format!(
+                "The cluster in {dir} was made with that port: stop the other program and run \
+                 `tandem up --dir {dir}` again; the cluster comes back with its data. (`--fresh` \
+                 would start a new cluster on other ports and delete this one's data.)"
+            ));
+        }
+    }
+    let rest: Vec<&str> = log
+        .lines()
+        .filter(|line| !errors.contains(line) && !line.trim().is_empty())
+        .collect();
+    let log_path = shown_path(shown, &entry.log);
+    if rest.is_empty() {
+        text.push_str(&format!("\n(its log: {})", log_path.display()));
+    } else {
+        const SHOWN: usize = 15;
+        let skipped = rest.len().saturating_sub(SHOWN);
+        text.push_str(&format!(
+            "\nwhat node {} logged before, in this start ({}{}):\n  {}",
+            entry.id,
+            log_path.display(),
+            if skipped > 0 {
+                format!(", its last {SHOWN} lines")
+            } else {
+                String::new()
+            },
+            rest[skipped..].join("\n  ")
+        ));
+    }
+    text
+}
+
+/// Writes a file (a node's configuration, a certificate's key, `cluster.json`) readable and
+/// writable by its owner only: it may hold the password clients give or the peer secret.
+pub(crate) fn write_private(path: &Path, text: &str) -> Result<(), Failure> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let cannot =
@@ -842,8 +1057,12 @@ fn write_private(path: &Path, text: &str) -> Result<(), Failure> {
         .write(true)
         .create(true)
         .truncate(true)
-        .mode(0o600)
+        .mode(PRIVATE_FILE_MODE)
         .open(path)
+        .map_err(cannot)?;
+    // A file that existed keeps its mode through `open`: one left readable by others is made
+    // private before the secret goes in.
+    file.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))
         .map_err(cannot)?;
     file.write_all(text.as_bytes()).map_err(cannot)
 }
@@ -874,8 +1093,7 @@ impl Certificates {
         ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let ca_cert = ca.self_signed(&ca_key).map_err(failed)?;
         let tls_dir = dir.join("tls");
-        fs::create_dir_all(&tls_dir)
-            .map_err(|err| Failure::Run(format!("cannot create {}: {err}", tls_dir.display())))?;
+        make_private(&tls_dir, &tls_dir)?;
         write_private(&dir.join(CA_FILE), &ca_cert.pem())?;
         let issuer = Issuer::new(ca, ca_key);
         for member in members {
@@ -902,9 +1120,7 @@ impl Certificates {
             let key = KeyPair::generate().map_err(failed)?;
             let cert = params.signed_by(&key, &issuer).map_err(failed)?;
             let node_dir = dir.join(format!("node{id}"));
-            fs::create_dir_all(&node_dir).map_err(|err| {
-                Failure::Run(format!("cannot create {}: {err}", node_dir.display()))
-            })?;
+            make_private(&node_dir, &node_dir)?;
             write_private(&node_dir.join("tls-cert.pem"), &cert.pem())?;
             write_private(&node_dir.join("tls-key.pem"), &key.serialize_pem())?;
         }
@@ -963,6 +1179,7 @@ fn fresh_peer_secret() -> Result<String, Failure> {
     Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
 }
 
+/// Node `member`'s configuration in a cluster of `members`.
 fn node_config(
     dir: &Path,
     options: &Options,
@@ -973,7 +1190,7 @@ fn node_config(
     let mut config = NodeConfig::from_toml_str(config::EXAMPLE)
         .map_err(|err| Failure::Run(format!("the example config: {err}")))?
         .for_member(member, members);
-    config.metrics_listen = Some(free_address()?);
+    config.metrics_listen = Some(free_address_on(options.http_ip)?);
     config.group.db_mib = options.db_mib;
     config.group.workload = options.workload.clone();
     // A lone node has no backup to wait for: 1-safe, unless its own disk is the point.

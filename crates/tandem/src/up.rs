@@ -14,16 +14,20 @@ use crate::Failure;
 use crate::cli::{DownArgs, KillArgs, StartArgs, StatusArgs, UpArgs};
 use crate::local::{self, ClusterFile, LocalCluster, NodeEntry, Options, PidHolder};
 
-/// Starts the cluster, prints where it is, and waits for Ctrl-C (then stops every node) or
-/// for every node to have stopped.
 /// How long `tandem up` waits for its cluster to serve.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How often `tandem up` asks its nodes which one is primary, to say so after a failover.
+const PRIMARY_WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Starts the cluster, prints where it is, and waits for Ctrl-C (then stops every node) or
+/// for every node to have stopped; says which node is primary whenever that changes.
 pub fn up(args: &UpArgs) -> Result<(), Failure> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
         .map_err(|err| Failure::Run(format!("cannot catch Ctrl-C: {err}")))?;
+    let secrets = Secrets::from_args(args)?;
     let (mut cluster, settled) = if !args.fresh && LocalCluster::exists_in(&args.dir) {
         // What the cluster acknowledged lives in its nodes' logs: the same nodes come back
         // from them, as after a power loss of the whole cluster.
@@ -32,21 +36,17 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
              --fresh` starts a new one and deletes this one's data)",
             args.dir.display()
         );
+        if secrets.given() {
+            eprintln!(
+                "the password and users given are not used: the cluster keeps those it was \
+                 made with (in each node's node.toml)"
+            );
+        }
         let mut cluster = LocalCluster::reopen(&args.dir)?;
         let settled = cluster.wait_settled(SETTLE_TIMEOUT)?;
         (cluster, settled)
     } else {
-        let mut options = Options::new(args.nodes);
-        options.db_mib = args.db_mib as usize;
-        options.safety = args.safety;
-        options.fsync = args.fsync;
-        options.checkpoint_mib = args.checkpoint_mib;
-        options.workload = args.workload.clone();
-        options.suspect_ticks = args.suspect_ticks;
-        options.lease_ticks = args.lease_ticks;
-        options.requirepass = args.requirepass.clone();
-        options.users = args.users.clone();
-        options.tls = args.tls;
+        let options = new_cluster_options(args, secrets);
         eprintln!(
             "starting {} nodes under {} ({} MiB of {} each, {})",
             args.nodes,
@@ -55,52 +55,248 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
             args.workload,
             args.safety
         );
+        warn_of_open_http(&options);
         LocalCluster::start_settled(&args.dir, &options, SETTLE_TIMEOUT)?
     };
-    println!(
+    print_cluster(&cluster, &settled);
+    supervise(&mut cluster, &stop, settled.primary)
+}
+
+/// The options of a new cluster, from `up`'s flags.
+fn new_cluster_options(args: &UpArgs, secrets: Secrets) -> Options {
+    let mut options = Options::new(args.nodes);
+    options.db_mib = args.db_mib as usize;
+    options.safety = args.safety;
+    options.fsync = args.fsync;
+    options.checkpoint_mib = args.checkpoint_mib;
+    options.workload = args.workload.clone();
+    options.suspect_ticks = args.suspect_ticks;
+    options.lease_ticks = args.lease_ticks;
+    options.requirepass = secrets.requirepass;
+    options.users = secrets.users;
+    options.tls = args.tls;
+    options.http_ip = args.http_ip;
+    options
+}
+
+/// Says what an HTTP address that is not loopback exposes.
+fn warn_of_open_http(options: &Options) {
+    if options.http_ip.to_canonical().is_loopback() {
+        return;
+    }
+    let checksum = if options.requirepass.is_some() {
+        "/checksum asks for the password (`Authorization: Bearer PASS`)"
+    } else {
+        "/checksum, which pauses a node, is refused (403) since the nodes have no password"
+    };
+    eprintln!(
+        "warning: --http-ip {}: every node's /status and /metrics are open to whoever reaches \
+         that address; {checksum}",
+        options.http_ip
+    );
+}
+
+/// The password and users of a new cluster, from `up`'s flags and environment.
+struct Secrets {
+    requirepass: Option<String>,
+    users: Vec<tandem_runtime::config::UserConfig>,
+}
+
+impl Secrets {
+    /// The password from `--requirepass-file`, `--requirepass` (with a warning: it shows in
+    /// the process list) or `TANDEM_REQUIREPASS`, in that order; the users from `--user`
+    /// (likewise warned of) and `--users-file`.
+    fn from_args(args: &UpArgs) -> Result<Secrets, Failure> {
+        let requirepass = if let Some(path) = &args.requirepass_file {
+            Some(read_password_file(path)?)
+        } else if let Some(password) = &args.requirepass {
+            eprintln!(
+                "warning: --requirepass puts the password in tandem up's command line, which \
+                 every user of this machine can read (ps, /proc/PID/cmdline) for as long as \
+                 the cluster runs; use --requirepass-file FILE or the {} environment \
+                 variable instead",
+                local::REQUIREPASS_ENV
+            );
+            Some(password.clone())
+        } else {
+            password_from_env()?
+        };
+        let mut users = args.users.clone();
+        if !users.is_empty() {
+            eprintln!(
+                "warning: --user puts each user's password in tandem up's command line, which \
+                 every user of this machine can read (ps, /proc/PID/cmdline); use --users-file \
+                 FILE instead"
+            );
+        }
+        if let Some(path) = &args.users_file {
+            users.extend(read_users_file(path)?);
+        }
+        Ok(Secrets { requirepass, users })
+    }
+
+    /// Whether any password or user was given.
+    fn given(&self) -> bool {
+        self.requirepass.is_some() || !self.users.is_empty()
+    }
+}
+
+/// The password in the first line of `path` (`--requirepass-file`), its line end stripped.
+fn read_password_file(path: &std::path::Path) -> Result<String, Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    let flag = "--requirepass-file";
+    let refuse = |why: String| Failure::Usage(format!("{flag} {}: {why}", path.display()));
+    let bytes = std::fs::read(path).map_err(|err| refuse(format!("cannot read it: {err}")))?;
+    let first = bytes
+        .split(|&byte| byte == b'\n')
+        .next()
+        .unwrap_or_default();
+    let first = first.strip_suffix(b"\r").unwrap_or(first);
+    let password = std::str::from_utf8(first)
+        .map_err(|_| refuse("its first line is not UTF-8 text".into()))?;
+    if password.is_empty() {
+        return Err(refuse(
+            "its first line is empty; write the password there (1 to 512 bytes)".into(),
+        ));
+    }
+    let password = crate::cli::check_requirepass(password).map_err(refuse)?;
+    if let Ok(metadata) = std::fs::metadata(path)
+        && metadata.permissions().mode() & 0o077 != 0
+    {
+        eprintln!(
+            "warning: {flag} {}: other users of this machine may read the password in it \
+             (mode {:04o}); `chmod 600 {}` keeps it yours",
+            path.display(),
+            metadata.permissions().mode() & 0o7777,
+            path.display()
+        );
+    }
+    Ok(password)
+}
+
+/// The password in `TANDEM_REQUIREPASS`, if it is set.
+fn password_from_env() -> Result<Option<String>, Failure> {
+    let name = local::REQUIREPASS_ENV;
+    let Some(value) = std::env::var_os(name) else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| Failure::Usage(format!("{name}: {why}"));
+    let password = value
+        .into_string()
+        .map_err(|_| refuse("not UTF-8 text; give the password as text, or unset it"))?;
+    if password.is_empty() {
+        return Err(refuse(
+            "set but empty; give the password (1 to 512 bytes), or unset it",
+        ));
+    }
+    crate::cli::check_requirepass(&password)
+        .map(Some)
+        .map_err(|why| refuse(&why))
+}
+
+/// The users in `path` (`--users-file`): one spec a line, as `--user` takes it; empty lines
+/// and `#` comments skipped. An error names the line by its number: the line holds a
+/// password.
+fn read_users_file(
+    path: &std::path::Path,
+) -> Result<Vec<tandem_runtime::config::UserConfig>, Failure> {
+    let flag = "--users-file";
+    let refuse = |why: String| Failure::Usage(format!("{flag} {}: {why}", path.display()));
+    let text =
+        std::fs::read_to_string(path).map_err(|err| refuse(format!("cannot read it: {err}")))?;
+    let mut users = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let user = tandem_runtime::config::UserConfig::from_spec(line)
+            .map_err(|why| refuse(format!("line {}: {why}", index + 1)))?;
+        users.push(user);
+    }
+    if users.is_empty() {
+        return Err(refuse(
+            "it names no user; write one SPEC a line, as --user takes it".into(),
+        ));
+    }
+    Ok(users)
+}
+
+/// What `up` prints once the cluster serves: the primary, every node's addresses and log,
+/// and how to reach the primary with redis-cli.
+fn print_cluster(cluster: &LocalCluster, settled: &local::Settled) {
+    say(&format!(
         "cluster up: node {} is primary of view {}, LSN {}",
         settled.primary, settled.view, settled.lsn
-    );
+    ));
     for node in &cluster.nodes {
         let resp = node
             .entry
             .resp
             .map_or(String::new(), |resp| format!("Redis clients at {resp}, "));
-        println!(
+        say(&format!(
             "  node {}: {resp}stub clients at {}, status at http://{}/status, log {}",
             node.entry.id,
             node.entry.listen,
             node.entry.status,
-            node.entry.log.display()
-        );
+            cluster.show(&node.entry.log).display()
+        ));
     }
-    if let Some(primary) = cluster.nodes.iter().find(|n| n.entry.id == settled.primary)
-        && let Some(resp) = primary.entry.resp
-    {
-        // The password is never printed: the user gave it.
-        let auth = if args.requirepass.is_some() {
-            " -a PASS"
-        } else {
-            ""
-        };
-        let ca = cluster.dir.join(crate::local::CA_FILE);
-        let auth = if ca.is_file() {
-            format!("{auth} --tls --cacert {}", ca.display())
-        } else {
-            auth.to_owned()
-        };
-        println!(
-            "try: redis-cli -h {} -p {}{auth} (the primary; a backup serves reads, linearizably, \
-             and answers writes with READONLY)",
-            resp.ip(),
-            resp.port()
-        );
+    if let Some(line) = primary_line(cluster, settled.primary) {
+        say(&format!(
+            "{line} (the primary now; after a failover this prints the new one, and `tandem \
+             status` shows it; a backup serves reads, linearizably, and answers writes with \
+             READONLY)"
+        ));
     }
-    println!(
+    say(
         "`tandem status` shows the nodes, `tandem kill N` kills one, `tandem start N` brings it \
-         back; Ctrl-C or `tandem down` stops the cluster"
+         back; Ctrl-C or `tandem down` stops the cluster",
     );
+}
+
+/// How to reach primary `primary` with redis-cli, if the nodes speak RESP.
+fn primary_line(cluster: &LocalCluster, primary: u32) -> Option<String> {
+    let node = cluster.nodes.iter().find(|node| node.entry.id == primary)?;
+    let resp = node.entry.resp?;
+    let has_password = cluster
+        .nodes
+        .iter()
+        .any(|node| node_has_password(&node.entry));
+    // The password is never printed: the user gave it.
+    let auth = if has_password { " -a PASS" } else { "" };
+    let ca = cluster.dir.join(crate::local::CA_FILE);
+    let tls = if ca.is_file() {
+        format!(" --tls --cacert {}", cluster.show(&ca).display())
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "try: redis-cli -h {} -p {}{auth}{tls}",
+        resp.ip(),
+        resp.port()
+    ))
+}
+
+/// Whether node `entry`'s configuration asks clients for a password.
+fn node_has_password(entry: &NodeEntry) -> bool {
+    tandem_runtime::config::NodeConfig::load(&entry.config)
+        .is_ok_and(|config| config.requirepass.is_some())
+}
+
+/// A line on stdout; one nobody reads any more (a closed pipe) is dropped rather than ending
+/// the supervisor, and its nodes with it.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
+/// The supervisor's loop: reports nodes that exit and each new primary, ends on Ctrl-C
+/// (stopping every node) or once no node of the cluster runs.
+fn supervise(cluster: &mut LocalCluster, stop: &AtomicBool, primary: u32) -> Result<(), Failure> {
     let mut reported = vec![false; cluster.nodes.len()];
+    let mut announced = primary;
+    let mut next_watch = std::time::Instant::now() + PRIMARY_WATCH_INTERVAL;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
         for (index, node) in cluster.nodes.iter_mut().enumerate() {
@@ -108,6 +304,10 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
                 reported[index] = true;
                 eprintln!("node {} exited", node.entry.id);
             }
+        }
+        if std::time::Instant::now() >= next_watch {
+            next_watch += PRIMARY_WATCH_INTERVAL;
+            announced = announce_primary(cluster, announced);
         }
         // Once every child has exited, only nodes `tandem start` brought back can keep the
         // cluster going; with none of those either, there is nothing left to supervise.
@@ -129,8 +329,42 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
     if let Ok(file) = ClusterFile::load(&cluster.dir) {
         local::stop_nodes(&file.nodes)?;
     }
-    drop(cluster);
     Ok(())
+}
+
+/// Asks the nodes (those `tandem start` brought back included) which is primary; when one
+/// node alone says so and it is not `announced`, says it is the primary now. Returns the
+/// primary announced last.
+fn announce_primary(cluster: &LocalCluster, announced: u32) -> u32 {
+    let Ok(file) = ClusterFile::load(&cluster.dir) else {
+        return announced;
+    };
+    let primaries: Vec<(u32, u64)> = file
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let status = crate::bench::replication::http_get_json(node.status, "/status").ok()?;
+            (status["cluster"]["role"] == "primary")
+                .then(|| (node.id, status["cluster"]["view"].as_u64().unwrap_or(0)))
+        })
+        .collect();
+    // During a view change two nodes may both still say so, or none yet: wait for one.
+    let [(primary, view)] = primaries.as_slice() else {
+        return announced;
+    };
+    if *primary == announced {
+        return announced;
+    }
+    let reach = primary_line(cluster, *primary).unwrap_or_else(|| {
+        let entry = file.nodes.iter().find(|node| node.id == *primary);
+        entry.map_or_else(String::new, |entry| {
+            format!("stub clients at {}", entry.listen)
+        })
+    });
+    say(&format!(
+        "node {primary} is primary now, of view {view} (node {announced} was): {reach}"
+    ));
+    *primary
 }
 
 /// Prints a row per node; fails (exit code 1) when no node answers.
@@ -171,7 +405,10 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
                 json!({
                     "node": id,
                     "role": status.as_ref().map(|s| s["cluster"]["role"].clone()),
+                    "pid": entry.map(|node| node.pid),
+                    "native": entry.map(|node| node.listen.to_string()),
                     "resp": entry.and_then(|node| node.resp).map(|a| a.to_string()),
+                    "http": entry.map(|node| node.status.to_string()),
                     "status": status,
                     "down": status.is_none().then(|| reason(*id)),
                 })
@@ -185,14 +422,20 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
         };
     }
     println!(
-        "{:<5} {:<8} {:>5} {:>10} {:>10} {:>15}",
-        "node", "role", "view", "LSN", "lag", "last heartbeat"
+        "{:<5} {:<8} {:>5} {:>10} {:>10} {:>15} {:>8}  {:<21} {:<21}",
+        "node", "role", "view", "LSN", "lag", "last heartbeat", "pid", "native (stub)", "redis"
     );
     for (id, status) in &rows {
         let Some(status) = status else {
             println!("{id:<5} {:<8} {}", "down", reason(*id));
             continue;
         };
+        let entry = file
+            .nodes
+            .iter()
+            .find(|node| node.id == *id)
+            .expect("listed");
+        let redis = entry.resp.map_or("-".to_string(), |resp| resp.to_string());
         let cluster = &status["cluster"];
         let role = cluster["role"].as_str().unwrap_or("?");
         let view = cluster["view"].as_u64().unwrap_or(0);
@@ -207,7 +450,12 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
             None if role == "primary" => "(sends them)".to_string(),
             None => "-".to_string(),
         };
-        println!("{id:<5} {role:<8} {view:>5} {lsn:>10} {lag:>10} {heartbeat:>15}");
+        println!(
+            "{id:<5} {role:<8} {view:>5} {lsn:>10} {lag:>10} {heartbeat:>15} {:>8}  {:<21} \
+             {redis:<21}",
+            entry.pid,
+            entry.listen.to_string()
+        );
     }
     if none_answers {
         return Err(no_node_answers());
@@ -271,7 +519,7 @@ pub fn start(args: &StartArgs) -> Result<(), Failure> {
             node.id, node.pid, node.id
         )));
     }
-    let mut child = local::spawn_detached(&node)?;
+    let (mut child, log_from) = local::spawn_detached(&node, dir)?;
     let pid = child.id();
     for listed in &mut file.nodes {
         if listed.id == node.id {
@@ -281,13 +529,9 @@ pub fn start(args: &StartArgs) -> Result<(), Failure> {
     file.save(dir)?;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        if let Ok(Some(exit)) = child.try_wait() {
-            return Err(Failure::Run(format!(
-                "node {} exited at once ({exit}); the end of its log {}:\n{}",
-                node.id,
-                node.log.display(),
-                log_tail(&node.log, 20)
-            )));
+        if let Ok(Some(_)) = child.try_wait() {
+            let log = local::log_since(&node.log, log_from);
+            return Err(Failure::Run(local::start_failure(&node, &log, dir, false)));
         }
         if crate::bench::replication::http_get_json(node.status, "/status").is_ok() {
             break;
@@ -298,7 +542,7 @@ pub fn start(args: &StartArgs) -> Result<(), Failure> {
                  {}",
                 node.id,
                 node.status,
-                node.log.display()
+                local::shown_path(dir, &node.log).display()
             )));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -307,16 +551,9 @@ pub fn start(args: &StartArgs) -> Result<(), Failure> {
         "started node {} (pid {pid}); it rejoins as a spare and becomes a backup once caught \
          up (`tandem status` shows it); log {}",
         node.id,
-        node.log.display()
+        local::shown_path(dir, &node.log).display()
     );
     Ok(())
-}
-
-/// The last `lines` lines of a log file.
-fn log_tail(path: &std::path::Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// Stops every node of the local cluster whose pid still is that node.
@@ -342,4 +579,41 @@ pub fn down(args: &DownArgs) -> Result<(), Failure> {
         println!("stopped node {} (pid {})", node.id, node.pid);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_file_gives_its_first_line_without_its_line_end() {
+        let dir = std::env::temp_dir().join(format!("tandem-up-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("password");
+        for (text, expected) in [
+            ("s3cret\n", "s3cret"),
+            ("s3cret\r\nsecond line\n", "s3cret"),
+            ("s3cret", "s3cret"),
+            (" spaced out \n", " spaced out "),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            assert_eq!(read_password_file(&path).unwrap(), expected, "{text:?}");
+        }
+        for (text, why) in [
+            ("", "empty"),
+            ("\ns3cret\n", "empty"),
+            (&"x".repeat(513), "1 to 512 bytes"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let error = read_password_file(&path).unwrap_err().text();
+            assert!(error.starts_with("--requirepass-file "), "{error}");
+            assert!(error.contains(why), "{error}");
+        }
+        std::fs::write(&path, b"\xff\xfe\n").unwrap();
+        let error = read_password_file(&path).unwrap_err().text();
+        assert!(error.contains("UTF-8"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let error = read_password_file(&path).unwrap_err().text();
+        assert!(error.contains("cannot read"), "{error}");
+    }
 }

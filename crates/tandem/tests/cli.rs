@@ -311,3 +311,146 @@ fn the_simulator_refuses_bad_ranges_and_bugs_it_was_not_built_with() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--features inject-bugs"));
 }
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tandem-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// An unknown table in a node's configuration is called unknown, with the tables there are,
+/// not a secret.
+#[test]
+fn an_unknown_config_table_is_named_with_the_known_tables() {
+    let dir = scratch("unknown-table");
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/primary.toml"),
+    )
+    .unwrap();
+    let config = dir.join("node.toml");
+    std::fs::write(
+        &config,
+        format!("{text}\n[http]\nlisten = \"127.0.0.1:1\"\n"),
+    )
+    .unwrap();
+    let output = tandem(&["node", "--config", config.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown table `[http]`"), "{stderr}");
+    assert!(
+        stderr.contains("[tuning]") && stderr.contains("[[peers]]"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("secret"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Each flag's help is its own: `--tls` says TLS, `--json` says JSON.
+#[test]
+fn bench_failover_help_describes_each_flag() {
+    let output = tandem(&["bench", "failover", "--help"]);
+    let help = String::from_utf8(output.stdout).unwrap();
+    // A flag's line, then its description's lines, until the next flag's.
+    let described = |flag: &str| -> String {
+        let mut lines = help
+            .lines()
+            .skip_while(|line| !line.trim_start().starts_with(flag));
+        let first = lines
+            .next()
+            .unwrap_or_else(|| panic!("no {flag} in {help}"));
+        let rest = lines.take_while(|line| !line.trim_start().starts_with('-'));
+        std::iter::once(&first[first.find(flag).unwrap() + flag.len()..])
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let tls = described("--tls");
+    assert!(tls.contains("TLS") && !tls.contains("JSON"), "{tls}");
+    assert!(described("--json").contains("JSON"), "{help}");
+}
+
+/// `tandem proxy --help` sends users to the native column of `tandem status`.
+#[test]
+fn proxy_help_names_where_the_native_addresses_are() {
+    let output = tandem(&["proxy", "--help"]);
+    let help = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        help.contains("native") && help.contains("tandem status"),
+        "{help}"
+    );
+}
+
+/// Runs `tandem ARGS` in `dir` with `env` set.
+fn tandem_in(dir: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tandem"));
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("tandem runs")
+}
+
+/// The password comes from a file or the environment rather than the command line; a file
+/// or variable that cannot give one is refused, naming it; `--requirepass` still works but
+/// says who can see it. Messages repeat the `--dir` given.
+#[test]
+fn up_takes_its_password_from_a_file_or_the_environment_and_warns_of_the_flag() {
+    let dir = scratch("requirepass");
+    std::fs::write(dir.join("empty"), "\nsecond line\n").unwrap();
+    std::fs::write(dir.join("a-file"), "").unwrap();
+    // (environment, arguments, what the refusal must name)
+    type Refusal<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str], &'a [&'a str]);
+    let refusals: [Refusal<'_>; 3] = [
+        (
+            &[],
+            &["up", "--requirepass-file", "empty"],
+            &["--requirepass-file", "empty"],
+        ),
+        (
+            &[],
+            &["up", "--requirepass-file", "missing"],
+            &["--requirepass-file", "missing"],
+        ),
+        (
+            &[("TANDEM_REQUIREPASS", "")],
+            &["up"],
+            &["TANDEM_REQUIREPASS", "empty"],
+        ),
+    ];
+    for (env, args, named) in refusals {
+        let output = tandem_in(&dir, env, args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        for word in named {
+            assert!(stderr.contains(word), "{args:?} names {word}: {stderr}");
+        }
+    }
+    // A --dir under a file cannot be made: the message repeats it as given, after the
+    // warning that --requirepass is visible.
+    let output = tandem_in(
+        &dir,
+        &[],
+        &[
+            "up",
+            "--requirepass",
+            "s3cret-pass",
+            "--dir",
+            "a-file/cluster",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--requirepass-file") && stderr.contains("TANDEM_REQUIREPASS"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("/proc/PID/cmdline"), "{stderr}");
+    assert!(stderr.contains("cannot make a-file/cluster "), "{stderr}");
+    assert!(!stderr.contains("s3cret-pass"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

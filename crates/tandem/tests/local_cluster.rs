@@ -255,6 +255,37 @@ fn up_again_restarts_the_cluster_from_disk_and_fresh_starts_anew() {
         "a node still runs"
     );
 
+    // A port of the cluster taken by another program: `up` says so first, in the node's
+    // own words, and how to come back with the data (not --fresh); not the older starts'
+    // lines of the node's log.
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cluster.json")).unwrap()).unwrap();
+    let taken = file["nodes"][1]["listen"].as_str().unwrap().to_owned();
+    let squatter = std::net::TcpListener::bind(&taken).expect("the port is free again");
+    let output = tandem(&dir, &["up"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let first = stderr
+        .lines()
+        .find(|line| line.starts_with("error: "))
+        .expect("an error line");
+    assert!(
+        first.starts_with("error: node 2 could not start: listen: cannot bind")
+            && first.contains(&taken)
+            && first.contains("in use"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("stop the other program"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("tandem up --dir {}", dir.display())),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("serving group"),
+        "earlier starts' lines: {stderr}"
+    );
+    drop(squatter);
+
     let mut up = up_support::Up::start_in(dir.clone());
     let mut reader = client(&up, 2);
     let outcome = reader
@@ -286,4 +317,209 @@ fn up_again_restarts_the_cluster_from_disk_and_fresh_starts_anew() {
         .expect("the fresh cluster serves");
     assert_eq!(balance(&outcome), 0, "--fresh kept the old data");
     up.stop();
+}
+
+/// The password the private-cluster test gives in a file.
+const PASSWORD: &str = "correct-horse-battery-7";
+
+/// `/proc/PID/<what>` of a process, empty if it cannot be read.
+fn proc_file(pid: u32, what: &str) -> Vec<u8> {
+    std::fs::read(format!("/proc/{pid}/{what}")).unwrap_or_default()
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle.as_bytes())
+}
+
+/// Paths with their permission bits.
+type Modes = Vec<(PathBuf, u32)>;
+
+/// Every directory under `root` (itself included) and every file, with its permission bits.
+fn modes_under(root: &Path) -> (Modes, Modes) {
+    use std::os::unix::fs::PermissionsExt;
+    let (mut dirs, mut files) = (Vec::new(), Vec::new());
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        dirs.push((dir.clone(), mode));
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let metadata = std::fs::symlink_metadata(&path).unwrap();
+            if metadata.is_dir() {
+                pending.push(path);
+            } else {
+                files.push((path, metadata.permissions().mode() & 0o777));
+            }
+        }
+    }
+    (dirs, files)
+}
+
+/// GET `path` with `authorization` (a whole header line, or nothing): the status code, the
+/// body.
+fn http_get(address: &str, path: &str, authorization: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\n{authorization}\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("a response");
+    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, body.to_owned())
+}
+
+/// The value of `tandem_auth_failures_total` for `port` in a node's `/metrics`.
+fn auth_failures(http: &str, port: &str) -> u64 {
+    let (code, metrics) = http_get(http, "/metrics", "");
+    assert_eq!(code, 200);
+    let wanted = format!("port=\"{port}\"}} ");
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("tandem_auth_failures_total{"))
+        .find_map(|line| Some(line.split(&wanted).nth(1)?.parse().unwrap()))
+        .unwrap_or_else(|| panic!("no auth failures of {port} in:\n{metrics}"))
+}
+
+/// A cluster started with `--requirepass-file` under a umask of 000 and with its HTTP
+/// endpoints on every interface: the password is in no command line and no node's
+/// environment (not even the `TANDEM_REQUIREPASS` `up` had, which the file overrides), every
+/// directory is 0700 and every file 0600, `/checksum` asks for the password and counts a
+/// wrong one, a stub's wrong password is counted too, `status` shows each node's pid and
+/// native address, and after a failover `up` says which node is primary now.
+#[test]
+fn a_password_file_reaches_no_command_line_and_the_cluster_is_private() {
+    let base = test_dir("private");
+    let password_file = base.join("password");
+    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+    let dir = base.join("cluster");
+    // A directory open to others before `up` is tightened.
+    std::fs::create_dir_all(&dir).unwrap();
+    let up = up_support::Up::start_set(
+        dir.clone(),
+        &[
+            "--requirepass-file",
+            password_file.to_str().unwrap(),
+            "--http-ip",
+            "0.0.0.0",
+        ],
+        &up_support::Setting {
+            env: &[("TANDEM_REQUIREPASS", "a-decoy-password")],
+            umask: Some(0),
+        },
+    );
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cluster.json")).unwrap()).unwrap();
+    let nodes = file["nodes"].as_array().unwrap().clone();
+    let pid = |node: &Value| node["pid"].as_u64().unwrap() as u32;
+    for holder in nodes.iter().map(pid).chain([up.child.id()]) {
+        let cmdline = proc_file(holder, "cmdline");
+        assert!(!cmdline.is_empty(), "pid {holder} runs");
+        assert!(!contains(&cmdline, PASSWORD), "pid {holder}'s command line");
+    }
+    for node in &nodes {
+        let environ = proc_file(pid(node), "environ");
+        assert!(!environ.is_empty(), "{node}");
+        assert!(!contains(&environ, "TANDEM_REQUIREPASS"), "{node}");
+    }
+
+    let (dirs, files) = modes_under(&dir);
+    // The cluster's own, and each node's with its `log` and `raft`.
+    assert!(dirs.len() > 3 * 3, "{dirs:?}");
+    for (path, mode) in dirs {
+        assert_eq!(mode, 0o700, "{}", path.display());
+    }
+    for name in ["cluster.json", "node1/node.toml", "node1/node.log"] {
+        assert!(files.iter().any(|(path, _)| path.ends_with(name)), "{name}");
+    }
+    for (path, mode) in files {
+        assert_eq!(mode, 0o600, "{}", path.display());
+    }
+
+    // Reached here through loopback, but bound to every interface: /checksum asks.
+    let port = |node: &Value| {
+        let address: std::net::SocketAddr = node["status"].as_str().unwrap().parse().unwrap();
+        assert!(address.ip().is_unspecified(), "{address}");
+        format!("127.0.0.1:{}", address.port())
+    };
+    let http = port(&nodes[0]);
+    let (code, body) = http_get(&http, "/checksum", "");
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("Authorization: Bearer"), "{body}");
+    for wrong in ["a-decoy-password", "guess"] {
+        let (code, _) = http_get(
+            &http,
+            "/checksum",
+            &format!("Authorization: Bearer {wrong}\r\n"),
+        );
+        assert_eq!(code, 401, "{wrong}");
+    }
+    assert_eq!(auth_failures(&http, "http"), 2);
+    let bearer = format!("Authorization: Bearer {PASSWORD}\r\n");
+    let (code, body) = http_get(&http, "/checksum", &bearer);
+    assert_eq!(code, 200, "{body}");
+    let report: Value = serde_json::from_str(&body).unwrap();
+    assert!(report["report"]["checksum"]["crc32c"].is_u64(), "{report}");
+    assert_eq!(http_get(&http, "/status", "").0, 200);
+
+    // A stub with a wrong password is refused, and counted where it called.
+    let mut config = tandem_client::ClientConfig::new(up.clients_at.clone(), 0, 9);
+    config.deadline = Duration::from_secs(10);
+    config.credentials = Some(tandem_client::Credentials {
+        user: "default".into(),
+        password: b"guess".to_vec(),
+    });
+    let mut stranger = tandem_client::Client::new(config).unwrap();
+    assert!(stranger.call(DEBIT_CREDIT.0, &deposit(3, 1), None).is_err());
+    let native: u64 = nodes
+        .iter()
+        .map(|node| auth_failures(&port(node), "native"))
+        .sum();
+    assert!(native >= 1, "no native failure counted");
+
+    // `status` names each node's pid and native address, as `tandem proxy` needs them.
+    let output = tandem(&dir, &["status", "--json"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let table = text(&tandem(&dir, &["status"]).stdout);
+    assert!(table.lines().next().unwrap().contains("native"), "{table}");
+    for node in &nodes {
+        let row = report["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["node"] == node["id"])
+            .unwrap();
+        assert_eq!(row["pid"], node["pid"], "{row}");
+        assert_eq!(row["native"], node["listen"], "{row}");
+        let listen = node["listen"].as_str().unwrap();
+        let pid = node["pid"].to_string();
+        assert!(
+            table
+                .lines()
+                .any(|line| line.contains(listen) && line.contains(&pid)),
+            "{table}"
+        );
+    }
+
+    // After a failover `up` says which node is primary now.
+    let primary = (1..=3)
+        .find(|id| role(&dir, *id).as_deref() == Some("primary"))
+        .expect("a primary");
+    let output = tandem(&dir, &["kill", &primary.to_string()]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let line = up
+        .line_where(Duration::from_secs(60), |line| {
+            line.contains("is primary now")
+        })
+        .expect("up says who is primary after the failover");
+    assert!(!line.starts_with(&format!("node {primary} ")), "{line}");
+    assert!(line.contains("stub clients at"), "{line}");
+    drop(up);
+    let _ = std::fs::remove_dir_all(&base);
 }

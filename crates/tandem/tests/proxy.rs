@@ -291,6 +291,48 @@ fn reads_after_readonly_go_to_backups_and_see_every_acknowledged_write() {
     );
     assert_eq!(reader.call(&["INCR", "n"]), Value::Integer(1));
     assert_eq!(writer.call(&["GET", "n"]), Value::Bulk(b"1".to_vec()));
+    assert_a_redis_port_is_refused_by_name(&up);
+}
+
+/// `tandem proxy --cluster` given a node's Redis port instead of its native one says so at
+/// once (exit code 2) instead of waiting for an answer that never comes.
+fn assert_a_redis_port_is_refused_by_name(up: &Up) {
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(up.dir().join("cluster.json")).unwrap())
+            .unwrap();
+    let resp = file["nodes"][0]["resp"].as_str().unwrap().to_owned();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(["proxy", "--cluster", &resp, "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A bound against a hang (a proxy that took the port for a node's would run on).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tandem proxy --cluster {resp} (a Redis port) still runs");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    let expected = format!(
+        "{resp} is a Redis (RESP) port; --cluster takes the nodes' native addresses: see \
+         `tandem status`"
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
 }
 
 /// An application that writes a whole long pipeline before it reads a reply (as redis-py's
@@ -416,6 +458,8 @@ fn a_proxy_proves_its_own_password_and_keeps_users_rights_through_a_failover() {
         Value::Simple(b"OK".to_vec())
     );
     assert_eq!(app.call(&["SET", "other", "x"]), noperm);
+    // A Redis port that asks for a password is told from a native one too.
+    assert_a_redis_port_is_refused_by_name(&up);
     let primary = up.primary().expect("a primary");
     up.tandem(&["kill", &primary.to_string()]);
     // The same connection, after the failover: its writes still land, its rights still hold.

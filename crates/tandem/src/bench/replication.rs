@@ -347,6 +347,11 @@ fn scratch_dir() -> Result<PathBuf, String> {
 /// parallel processes rarely try the same port; a port that is taken, or that this process
 /// handed out before, is skipped.
 pub(crate) fn free_address() -> Result<SocketAddr, Failure> {
+    free_address_on(std::net::IpAddr::from([127, 0, 0, 1]))
+}
+
+/// [`free_address`] on `ip` (a port free there; on the unspecified address, on every one).
+pub(crate) fn free_address_on(ip: std::net::IpAddr) -> Result<SocketAddr, Failure> {
     use std::sync::atomic::{AtomicU64, Ordering};
     const PORT_FIRST: u64 = 20_000;
     const PORTS: u64 = 12_000;
@@ -361,7 +366,7 @@ pub(crate) fn free_address() -> Result<SocketAddr, Failure> {
         let draw = DRAWS.fetch_add(1, Ordering::Relaxed);
         seed = tandem_store::Rng::new(seed ^ draw).next_u64();
         let port = (PORT_FIRST + seed % PORTS) as u16;
-        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let address = SocketAddr::new(ip, port);
         // Nothing binds a port until its child starts: this process must not hand it out
         // twice either.
         let mut handed_out = HANDED_OUT.lock().expect("not poisoned");
@@ -370,9 +375,9 @@ pub(crate) fn free_address() -> Result<SocketAddr, Failure> {
             return Ok(address);
         }
     }
-    Err(Failure::Run(
-        "no free loopback port in 20000..32000 after 64 tries".into(),
-    ))
+    Err(Failure::Run(format!(
+        "no free port on {ip} in 20000..32000 after 64 tries"
+    )))
 }
 
 /// A child process that is killed when dropped.
@@ -400,8 +405,8 @@ impl NodeProcess {
         name: &str,
     ) -> Result<NodeProcess, Failure> {
         let path = dir.join(format!("{name}.toml"));
-        fs::write(&path, config.to_toml_string())
-            .map_err(|err| Failure::Run(format!("cannot write {}: {err}", path.display())))?;
+        // It may hold the run's peer secret.
+        crate::local::write_private(&path, &config.to_toml_string())?;
         let log = dir.join(format!("{name}.log"));
         let log_file = fs::File::create(&log)
             .map_err(|err| Failure::Run(format!("cannot create {}: {err}", log.display())))?;
@@ -424,37 +429,58 @@ impl NodeProcess {
         })
     }
 
-    fn report(&mut self) -> Result<Value, Failure> {
+    /// The node's status (`/status`, cheap), or with `checksum` its status and checksum
+    /// (`/checksum`, which pauses the node while it is taken).
+    fn report(&mut self, checksum: bool) -> Result<Value, Failure> {
         if let Ok(Some(status)) = self.child.try_wait() {
             let log = fs::read_to_string(&self.log).unwrap_or_default();
             return Err(Failure::Run(format!(
                 "a node exited ({status}); its log:\n{log}"
             )));
         }
-        http_get_json(self.status, "/status")
+        let path = if checksum { "/checksum" } else { "/status" };
+        http_get_json(self.status, path)
     }
 }
 
 /// GET `path` from a node's HTTP endpoint and parse the JSON body.
 pub(crate) fn http_get_json(address: SocketAddr, path: &str) -> Result<Value, Failure> {
+    http_get_json_as(address, path, None)
+}
+
+/// [`http_get_json`] with the node's password as `Authorization: Bearer`, if `password` is
+/// given (`/checksum` asks for it on a node whose HTTP address is not loopback). A refusal
+/// (401, 403) is an error with the node's own explanation.
+pub(crate) fn http_get_json_as(
+    address: SocketAddr,
+    path: &str,
+    password: Option<&str>,
+) -> Result<Value, Failure> {
     let fail = |what: String| Failure::Run(format!("GET http://{address}{path}: {what}"));
     let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))
         .map_err(|err| fail(err.to_string()))?;
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .map_err(|err| fail(err.to_string()))?;
+    let authorization = password
+        .map(|password| format!("Authorization: Bearer {password}\r\n"))
+        .unwrap_or_default();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: tandem\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: tandem\r\n{authorization}Connection: close\r\n\r\n"
     )
     .map_err(|err| fail(err.to_string()))?;
     let mut response = String::new();
     stream
         .read_to_string(&mut response)
         .map_err(|err| fail(err.to_string()))?;
-    let (_, body) = response
+    let (head, body) = response
         .split_once("\r\n\r\n")
         .ok_or_else(|| fail("no HTTP body".into()))?;
+    let code = head.split(' ').nth(1).unwrap_or("");
+    if code != "200" {
+        return Err(fail(format!("HTTP {code}: {}", body.trim_end())));
+    }
     serde_json::from_str(body).map_err(|err| fail(format!("bad JSON: {err}")))
 }
 
@@ -632,7 +658,7 @@ impl Group {
                     .ok_or_else(|| Failure::Run("the in-process primary stopped".into()))?;
                 Ok(serde_json::to_value(status).expect("serializable"))
             }
-            Load::Network { process, .. } => Ok(process.report()?["status"].clone()),
+            Load::Network { process, .. } => Ok(process.report(false)?["status"].clone()),
         }
     }
 
@@ -795,7 +821,7 @@ impl Group {
                     .ok_or_else(|| Failure::Run("the in-process primary stopped".into()))?,
             )
             .expect("serializable"),
-            Load::Network { process, .. } => process.report()?["checksum"].clone(),
+            Load::Network { process, .. } => process.report(true)?["checksum"].clone(),
         };
         let mut consistent = primary_checksum["check"].is_null();
         if !consistent {
@@ -803,7 +829,7 @@ impl Group {
         }
         let mut checksums_match = primary_checksum["lsn"].as_u64() == Some(lsn);
         for (backup, node_id) in self.backups.iter_mut().zip(&self.backup_ids) {
-            let report = backup.report()?;
+            let report = backup.report(true)?;
             let checksum = &report["checksum"];
             if checksum["lsn"] != primary_checksum["lsn"]
                 || checksum["crc32c"] != primary_checksum["crc32c"]
