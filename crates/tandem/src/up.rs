@@ -370,97 +370,87 @@ fn announce_primary(cluster: &LocalCluster, announced: u32) -> u32 {
 /// Prints a row per node; fails (exit code 1) when no node answers.
 pub fn status(args: &StatusArgs) -> Result<(), Failure> {
     let file = ClusterFile::load(&args.dir)?;
-    let mut rows = Vec::new();
-    for node in &file.nodes {
-        let status = crate::bench::replication::http_get_json(node.status, "/status").ok();
-        rows.push((node.id, status));
-    }
-    let none_answers = rows.iter().all(|(_, status)| status.is_none());
-    let no_node_answers = || {
-        Failure::Run(format!(
-            "no node of the local cluster in {} answers; start a cluster with `tandem up`, or \
-             bring a killed node back with `tandem start N`",
-            args.dir.display()
-        ))
-    };
-    let reason = |id: u32| {
-        let entry = file
-            .nodes
-            .iter()
-            .find(|node| node.id == id)
-            .expect("listed");
-        local::not_running_reason(entry, &local::probe(entry))
-    };
-    // Lag is measured against the primary's LSN.
-    let lsn_primary = rows
+    let rows: Vec<(&NodeEntry, Option<Value>)> = file
+        .nodes
         .iter()
-        .filter_map(|(_, status)| status.as_ref())
-        .find(|status| status["cluster"]["role"] == "primary")
-        .and_then(|status| status["report"]["status"]["lsn"].as_u64());
+        .map(|node| {
+            let status = crate::bench::replication::http_get_json(node.status, "/status").ok();
+            (node, status)
+        })
+        .collect();
     if args.json {
         let nodes: Vec<Value> = rows
             .iter()
-            .map(|(id, status)| {
-                let entry = file.nodes.iter().find(|node| node.id == *id);
-                json!({
-                    "node": id,
-                    "role": status.as_ref().map(|s| s["cluster"]["role"].clone()),
-                    "pid": entry.map(|node| node.pid),
-                    "native": entry.map(|node| node.listen.to_string()),
-                    "resp": entry.and_then(|node| node.resp).map(|a| a.to_string()),
-                    "http": entry.map(|node| node.status.to_string()),
-                    "status": status,
-                    "down": status.is_none().then(|| reason(*id)),
-                })
-            })
+            .map(|(entry, status)| status_json(entry, status.as_ref()))
             .collect();
         println!("{}", json!({ "nodes": nodes }));
-        return if none_answers {
-            Err(no_node_answers())
-        } else {
-            Ok(())
-        };
-    }
-    println!(
-        "{:<5} {:<8} {:>5} {:>10} {:>10} {:>15} {:>8}  {:<21} {:<21}",
-        "node", "role", "view", "LSN", "lag", "last heartbeat", "pid", "native (stub)", "redis"
-    );
-    for (id, status) in &rows {
-        let Some(status) = status else {
-            println!("{id:<5} {:<8} {}", "down", reason(*id));
-            continue;
-        };
-        let entry = file
-            .nodes
+    } else {
+        // Lag is measured against the primary's LSN.
+        let lsn_primary = rows
             .iter()
-            .find(|node| node.id == *id)
-            .expect("listed");
-        let redis = entry.resp.map_or("-".to_string(), |resp| resp.to_string());
-        let cluster = &status["cluster"];
-        let role = cluster["role"].as_str().unwrap_or("?");
-        let view = cluster["view"].as_u64().unwrap_or(0);
-        let applied = status["report"]["status"]["lsn_applied"].as_u64();
-        let lsn = applied.map_or("-".to_string(), |lsn| lsn.to_string());
-        let lag = match (lsn_primary, applied) {
-            (Some(primary), Some(applied)) => primary.saturating_sub(applied).to_string(),
-            _ => "-".to_string(),
-        };
-        let heartbeat = match cluster["heard_primary_ms_ago"].as_f64() {
-            Some(ms) => format!("{ms:.0} ms ago"),
-            None if role == "primary" => "(sends them)".to_string(),
-            None => "-".to_string(),
-        };
+            .filter_map(|(_, status)| status.as_ref())
+            .find(|status| status["cluster"]["role"] == "primary")
+            .and_then(|status| status["report"]["status"]["lsn"].as_u64());
         println!(
-            "{id:<5} {role:<8} {view:>5} {lsn:>10} {lag:>10} {heartbeat:>15} {:>8}  {:<21} \
-             {redis:<21}",
-            entry.pid,
-            entry.listen.to_string()
+            "{:<5} {:<8} {:>5} {:>10} {:>10} {:>15} {:>8}  {:<21} {:<21}",
+            "node", "role", "view", "LSN", "lag", "last heartbeat", "pid", "native (stub)", "redis"
         );
+        for (entry, status) in &rows {
+            println!("{}", status_row(entry, status.as_ref(), lsn_primary));
+        }
     }
-    if none_answers {
-        return Err(no_node_answers());
+    if rows.iter().all(|(_, status)| status.is_none()) {
+        return Err(Failure::Run(format!(
+            "no node of the local cluster in {} answers; start a cluster with `tandem up`, or \
+             bring a killed node back with `tandem start N`",
+            args.dir.display()
+        )));
     }
     Ok(())
+}
+
+/// A node in `status --json`: its addresses and pid from `cluster.json`, and its `/status`
+/// (or why it does not answer).
+fn status_json(entry: &NodeEntry, status: Option<&Value>) -> Value {
+    json!({
+        "node": entry.id,
+        "role": status.map(|s| s["cluster"]["role"].clone()),
+        "pid": entry.pid,
+        "native": entry.listen.to_string(),
+        "resp": entry.resp.map(|a| a.to_string()),
+        "http": entry.status.to_string(),
+        "status": status,
+        "down": status.is_none().then(|| local::not_running_reason(entry, &local::probe(entry))),
+    })
+}
+
+/// A node's row in `status`'s table; a node that does not answer says why.
+fn status_row(entry: &NodeEntry, status: Option<&Value>, lsn_primary: Option<u64>) -> String {
+    let id = entry.id;
+    let Some(status) = status else {
+        let reason = local::not_running_reason(entry, &local::probe(entry));
+        return format!("{id:<5} {:<8} {reason}", "down");
+    };
+    let cluster = &status["cluster"];
+    let role = cluster["role"].as_str().unwrap_or("?");
+    let view = cluster["view"].as_u64().unwrap_or(0);
+    let applied = status["report"]["status"]["lsn_applied"].as_u64();
+    let lsn = applied.map_or("-".to_string(), |lsn| lsn.to_string());
+    let lag = match (lsn_primary, applied) {
+        (Some(primary), Some(applied)) => primary.saturating_sub(applied).to_string(),
+        _ => "-".to_string(),
+    };
+    let heartbeat = match cluster["heard_primary_ms_ago"].as_f64() {
+        Some(ms) => format!("{ms:.0} ms ago"),
+        None if role == "primary" => "(sends them)".to_string(),
+        None => "-".to_string(),
+    };
+    let (pid, native) = (entry.pid, entry.listen.to_string());
+    let redis = entry.resp.map_or("-".to_string(), |resp| resp.to_string());
+    format!(
+        "{id:<5} {role:<8} {view:>5} {lsn:>10} {lag:>10} {heartbeat:>15} {pid:>8}  {native:<21} \
+         {redis:<21}"
+    )
 }
 
 /// The entry of node `id`, or a usage error that lists the cluster's nodes.
