@@ -20,6 +20,9 @@ pub const PRIVATE_DIR_MODE: u32 = 0o700;
 /// The bits of a mode that let the group or others in.
 const SHARED_BITS: u32 = 0o077;
 
+/// The bit of a directory everyone may write to but none may empty of others' files.
+const STICKY_BIT: u32 = 0o1000;
+
 /// What [`private_dir`] did to a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Made {
@@ -30,10 +33,14 @@ pub enum Made {
     /// It existed with bits for its group or others, which were taken away: the modes
     /// before and after (permission bits only).
     Tightened { from: u32, to: u32 },
+    /// It existed open to others and is shared on purpose (the sticky bit, as `/tmp` has, or
+    /// the root directory): left as it is, since closing it would lock other users out of
+    /// what they keep there. Its mode.
+    Shared { mode: u32 },
 }
 
 /// Makes `dir` a directory only its owner may enter: see [`Made`] for what it does. The
-/// owner's own bits are left as they are.
+/// owner's own bits are left as they are, and a directory shared on purpose is not touched.
 pub fn private_dir(dir: &Path) -> io::Result<Made> {
     match std::fs::metadata(dir) {
         Ok(metadata) if !metadata.is_dir() => Err(io::Error::new(
@@ -44,6 +51,9 @@ pub fn private_dir(dir: &Path) -> io::Result<Made> {
             let from = metadata.permissions().mode() & 0o7777;
             if from & SHARED_BITS == 0 {
                 return Ok(Made::Kept);
+            }
+            if from & STICKY_BIT != 0 || dir.parent().is_none() {
+                return Ok(Made::Shared { mode: from });
             }
             let to = from & !SHARED_BITS;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(to))?;
@@ -78,6 +88,12 @@ pub fn secure_data_dirs(config: &NodeConfig) -> Result<(), crate::StartError> {
             Ok(Made::Tightened { from, to }) => tracing::warn!(
                 "node {}: {field} {} was open to other users (mode {from:04o}); tightened it \
                  to {to:04o}: it holds the node's data",
+                config.node_id,
+                dir.display()
+            ),
+            Ok(Made::Shared { mode }) => tracing::warn!(
+                "node {}: {field} {} is a directory shared with other users (mode {mode:04o}), \
+                 left as it is; give the node a directory of its own",
                 config.node_id,
                 dir.display()
             ),
@@ -139,6 +155,14 @@ mod tests {
                 to: 0o500
             }
         );
+        // A shared directory (sticky, as /tmp) is left alone.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(private_dir(&dir).unwrap(), Made::Shared { mode: 0o1777 });
+        assert_eq!(mode(&dir), 0o1777);
+        assert!(matches!(
+            private_dir(Path::new("/")).unwrap(),
+            Made::Shared { .. } | Made::Kept
+        ));
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
 
         let file = base.join("a-file");

@@ -261,7 +261,7 @@ impl LocalCluster {
                 })?;
             }
         }
-        make_private(dir, shown)?;
+        make_cluster_dir(dir, shown)?;
         let exe = std::env::current_exe()
             .map_err(|err| Failure::Run(format!("cannot find the tandem binary: {err}")))?;
         let mut members = Vec::new();
@@ -379,7 +379,7 @@ impl LocalCluster {
             }
         }
         // A cluster an older version made may have left its directories open to others.
-        make_private(dir, shown)?;
+        make_cluster_dir(dir, shown)?;
         for entry in &file.nodes {
             if let Some(node_dir) = entry.config.parent() {
                 make_private(node_dir, &shown_path(shown, node_dir))?;
@@ -904,11 +904,34 @@ pub fn make_private(dir: &Path, shown: &Path) -> Result<(), Failure> {
             );
             Ok(())
         }
+        Ok(Made::Shared { mode }) => {
+            eprintln!(
+                "{} is shared with other users (mode {mode:04o}) and left as it is; every \
+                 node's own directory in it is private",
+                shown.display()
+            );
+            Ok(())
+        }
         Ok(Made::Created | Made::Kept) => Ok(()),
         Err(err) => Err(Failure::Run(format!(
             "cannot make {} a private directory: {err}",
             shown.display()
         ))),
+    }
+}
+
+/// The cluster's own directory (`--dir`): made private when it is new, empty or already a
+/// cluster's; one that holds other things (a project's folder given as `--dir`, say) keeps
+/// its mode, since the nodes' directories in it and every file are private whatever it is.
+fn make_cluster_dir(dir: &Path, shown: &Path) -> Result<(), Failure> {
+    let ours = match fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none() || dir.join(CLUSTER_FILE).is_file(),
+        Err(_) => true,
+    };
+    if ours {
+        make_private(dir, shown)
+    } else {
+        Ok(())
     }
 }
 
