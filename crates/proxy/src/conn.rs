@@ -793,4 +793,3 @@ mod tests {
         assert!(conn.done());
     }
 }
-

@@ -634,6 +634,7 @@ pub fn start_role(
     // deepest input the script engine's bounds accept.
     let applier = thread::Builder::new()
         .name("applier".into())
+        .stack_size(tandem_redis::SCRIPT_THREAD_STACK_BYTES)
         .spawn(move || run_applier(replica, applier_rx, control_rx, applier_state))
         .map_err(|source| StartError::Thread {
             thread: "the applier",
@@ -890,9 +891,9 @@ fn receive_from(
     let mut ready = ReceiverReady::default();
     let mut out = Vec::new();
     let mut released_heard = 0;
-    stream.set_read_timeout(Some(state.tick))?;
     // The tick in which the receiver last answered bytes of a frame not yet whole.
     let mut tick_answered_receiving = None;
+    stream.set_read_timeout(Some(state.tick))?;
     let mut next_tick = Instant::now() + state.tick;
     loop {
         // Everything done with what was read happens under the gate: a freeze waits for it,

@@ -281,9 +281,9 @@ pub fn run(
         to_supervisor,
         auth: peer_auth.clone(),
         client_auth: ClientAuth::new(config, &metrics)?,
-    };
         metrics: Arc::clone(&metrics),
         maxclients: config.tuning.maxclients,
+    };
     let acceptor = Arc::new(acceptor);
     crate::gate::spawn(
         listener,
@@ -394,13 +394,13 @@ struct ClusterResp {
     resp_by_node: BTreeMap<NodeId, SocketAddr>,
     maxmemory: usize,
     safety: String,
+    safety_rule: tandem_replication::Safety,
     slot: Arc<Mutex<Slot>>,
     info: Arc<Mutex<ClusterInfo>>,
     metrics: Arc<Metrics>,
     requirepass: Option<tandem_redis::session::Password>,
     users: Arc<Vec<Arc<tandem_redis::session::User>>>,
     protected_mode: bool,
-    safety_rule: tandem_replication::Safety,
 }
 
 impl crate::resp::RespNode for ClusterResp {
@@ -421,16 +421,16 @@ impl crate::resp::RespNode for ClusterResp {
                 .map(ToString::to_string),
             resp_port: self.resp_port,
             backups: info.backups,
+            backups_acked: self
+                .safety_rule
+                .backup_acks()
+                .map_or(0, |acks| acks.needed(info.backups)),
             maxmemory: self.maxmemory,
             safety: self.safety.clone(),
             memory_lines: crate::resp::memory_lines(&self.metrics),
             requirepass: self.requirepass.clone(),
             users: Arc::clone(&self.users),
         }
-            backups_acked: self
-                .safety_rule
-                .backup_acks()
-                .map_or(0, |acks| acks.needed(info.backups)),
     }
 
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {
@@ -1476,10 +1476,10 @@ struct Acceptor {
     to_supervisor: Sender<ToSupervisor>,
     auth: PeerAuth,
     client_auth: ClientAuth,
-}
     metrics: Arc<Metrics>,
     /// Client connections served at once (`tuning.maxclients`), RESP's included.
     maxclients: usize,
+}
 
 impl Acceptor {
     /// Serves a connection whose whole `Hello` the gate read into `buffer` (under the
@@ -1529,7 +1529,6 @@ impl Acceptor {
             }
             None
         };
-        match hello.peer {
         // Proved: the connection leaves the handshakes and may send frames of any length
         // the node takes.
         drop(handshake);
@@ -1548,6 +1547,7 @@ impl Acceptor {
             let _ = stream.shutdown(std::net::Shutdown::Both);
             return;
         }
+        match hello.peer {
             PeerKind::Client => {
                 // A node in the middle of a view change may be the next primary: the stub
                 // waits here for its role rather than going round the nodes and pausing.
@@ -1570,10 +1570,10 @@ impl Acceptor {
                         let reader = handle.reader();
                         drop(slot);
                         let _ = stream.set_read_timeout(None);
-                        reader.serve(stream, buffer, client_tls);
                         self.metrics.client_connections.inc();
-                    }
+                        reader.serve(stream, buffer, client_tls);
                         self.metrics.client_connections.dec();
+                    }
                     Slot::Outside => {
                         drop(slot);
                         let message = format!("node {} is not the primary", self.node_id);

@@ -266,12 +266,12 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
                 + usize::from(config.role == Role::Backup),
             maxmemory: config.group.db_mib << 20,
             safety: config.group.safety.to_string(),
+            safety_rule: config.group.safety,
             metrics: Arc::clone(&metrics),
         };
         resp::spawn(
             listener,
             Arc::new(resp_node),
-            safety_rule: config.group.safety,
             config.resp_tls()?,
             config.tuning.client_limits(),
         )?;
@@ -301,6 +301,7 @@ struct StaticResp {
     backups: usize,
     maxmemory: usize,
     safety: String,
+    safety_rule: tandem_replication::Safety,
     metrics: Arc<Metrics>,
     requirepass: Option<tandem_redis::session::Password>,
     users: Arc<Vec<Arc<tandem_redis::session::User>>>,
@@ -311,12 +312,15 @@ impl resp::RespNode for StaticResp {
     fn info(&self) -> tandem_redis::session::ServerInfo {
         tandem_redis::session::ServerInfo {
             node_id: u64::from(self.node_id),
-    safety_rule: tandem_replication::Safety,
             primary: matches!(*self.node, Node::Primary(_)),
             backup: matches!(*self.node, Node::Backup(_)),
             primary_resp: self.primary_resp.map(|a| a.to_string()),
             resp_port: self.resp_port,
             backups: self.backups,
+            backups_acked: self
+                .safety_rule
+                .backup_acks()
+                .map_or(0, |acks| acks.needed(self.backups)),
             maxmemory: self.maxmemory,
             safety: self.safety.clone(),
             memory_lines: resp::memory_lines(&self.metrics),
@@ -327,10 +331,6 @@ impl resp::RespNode for StaticResp {
 
     fn with_primary(&self, with: &mut dyn FnMut(&primary::PrimaryHandle)) {
         if let Node::Primary(handle) = &*self.node {
-            backups_acked: self
-                .safety_rule
-                .backup_acks()
-                .map_or(0, |acks| acks.needed(self.backups)),
             with(handle);
         }
     }

@@ -569,6 +569,7 @@ pub fn start_role(
     // input the script engine's bounds accept.
     let handle = thread::Builder::new()
         .name("executor".into())
+        .stack_size(tandem_redis::SCRIPT_THREAD_STACK_BYTES)
         .spawn(move || executor.run(inbound_rx))
         .map_err(|source| StartError::Thread {
             thread: "the executor",

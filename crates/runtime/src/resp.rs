@@ -929,7 +929,13 @@ impl Front {
                 conn.start += consumed;
                 conn.want = 1;
                 let mut written = Vec::new();
-                match conn.session.handle(&self.argv, info, &mut written) {
+                let step = conn.session.handle(&self.argv, info, &mut written);
+                // A refused password (AUTH, HELLO … AUTH) is answered at once: counted and
+                // logged as a failed authentication.
+                self.node
+                    .metrics()
+                    .resp_replied(&written, || conn.stream.peer_addr().ok());
+                match step {
                     Step::Call(call) => {
                         if call.waits_for(conn.unanswered_calls()) {
                             conn.held = Some(call);

@@ -682,3 +682,30 @@ fn a_client_that_leaves_large_replies_unread_is_closed_and_others_are_served() {
         assert_eq!(int(bystander.reply()), value.len() as i64);
     }
 }
+
+/// A wrong password on the RESP port counts in `tandem_auth_failures_total{port="resp"}`.
+#[test]
+fn a_wrong_password_counts_as_a_failed_authentication() {
+    let (address, metrics) = start_on("127.0.0.1:0", Some(b"s3cret"));
+    let resp_failures = |metrics: &Metrics| -> u64 {
+        metrics
+            .encode()
+            .lines()
+            .find(|line| {
+                line.starts_with("tandem_auth_failures_total") && line.contains("\"resp\"")
+            })
+            .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(resp_failures(&metrics), 0);
+    let mut conn = Conn::open(address);
+    conn.send(&[
+        &[b"AUTH", b"wrong"],
+        &[b"AUTH", b"s3cret"],
+        &[b"AUTH", b"nope"],
+    ]);
+    for _ in 0..3 {
+        conn.reply();
+    }
+    assert_eq!(resp_failures(&metrics), 2);
+}
