@@ -1778,8 +1778,8 @@ fn replies_leave_withheld_or_refused_as_drain_replies_says() {
     ));
 }
 
-#[test]
-fn a_pulse_is_answered_with_an_ack_that_renews_no_lease() {
+/// A receiver of view 1 that heard one heartbeat, sent at the primary's tick 5, and acked it.
+fn receiver_after_a_heartbeat() -> (Receiver, ReceiverReady) {
     let mut receiver = Receiver::new(receiver_config(1), 0);
     let mut ready = ReceiverReady::default();
     let heartbeat = Message::Heartbeat {
@@ -1791,20 +1791,26 @@ fn a_pulse_is_answered_with_an_ack_that_renews_no_lease() {
     receiver.step(PRIMARY, heartbeat);
     receiver.take_ready(&mut ready);
     ready.clear();
+    (receiver, ready)
+}
+
+/// The ack of a receiver that heard only that heartbeat: it echoes tick 5, no newer one.
+const ACK_ECHOING_5: Message = Message::Ack {
+    view: 1,
+    lsn_received: 0,
+    lsn_applied: 0,
+    lsn_durable: 0,
+    tick_echoed: 5,
+};
+
+#[test]
+fn a_pulse_is_answered_with_an_ack_that_renews_no_lease() {
+    let (mut receiver, mut ready) = receiver_after_a_heartbeat();
     receiver.step(PRIMARY, Message::Pulse { view: 1 });
     receiver.take_ready(&mut ready);
     assert_eq!(
         ready.messages,
-        vec![(
-            PRIMARY,
-            Message::Ack {
-                view: 1,
-                lsn_received: 0,
-                lsn_applied: 0,
-                lsn_durable: 0,
-                tick_echoed: 5,
-            }
-        )],
+        vec![(PRIMARY, ACK_ECHOING_5)],
         "the ack echoes the last heartbeat's tick, not a newer one"
     );
     ready.clear();
@@ -1822,32 +1828,13 @@ fn a_pulse_is_answered_with_an_ack_that_renews_no_lease() {
 
 #[test]
 fn bytes_of_a_long_batch_arriving_are_answered_like_a_pulse() {
-    let mut receiver = Receiver::new(receiver_config(1), 0);
-    let mut ready = ReceiverReady::default();
-    let heartbeat = Message::Heartbeat {
-        view: 1,
-        lsn_committed: 0,
-        lsn_released: 0,
-        tick_sent: 5,
-    };
-    receiver.step(PRIMARY, heartbeat);
-    receiver.take_ready(&mut ready);
-    ready.clear();
+    let (mut receiver, mut ready) = receiver_after_a_heartbeat();
     receiver.tick();
     receiver.receiving();
     receiver.take_ready(&mut ready);
     assert_eq!(
         ready.messages,
-        vec![(
-            PRIMARY,
-            Message::Ack {
-                view: 1,
-                lsn_received: 0,
-                lsn_applied: 0,
-                lsn_durable: 0,
-                tick_echoed: 5,
-            }
-        )],
+        vec![(PRIMARY, ACK_ECHOING_5)],
         "the primary hears the backup, and no lease is renewed by it"
     );
     assert_eq!(receiver.ticks(), 1);
