@@ -415,7 +415,11 @@ mod tests {
         buffer.filled(4);
         assert_eq!(buffer.holds_whole_frame(), Ok(false));
         assert_eq!(buffer.spare().len(), BUFFER_LEN_MIN - 4);
-        assert_eq!(buffer.buf.len(), BUFFER_LEN_MIN, "four bytes reserve nothing more");
+        assert_eq!(
+            buffer.buf.len(),
+            BUFFER_LEN_MIN,
+            "four bytes reserve nothing more"
+        );
         // Filling the buffer doubles it, a step at a time.
         let spare = buffer.spare().len();
         buffer.filled(spare);
