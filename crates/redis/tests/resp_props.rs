@@ -162,7 +162,8 @@ proptest! {
             stream.extend_from_slice(bytes);
             expected.extend(args.clone());
         }
-        let mut read_ends: Vec<usize> = cuts.iter().map(|cut| cut.index(stream.len())).collect();
+        let mut read_ends: Vec<usize> =
+            cuts.iter().map(|cut| cut.index(stream.len() + 1)).collect();
         read_ends.push(stream.len());
         read_ends.sort_unstable();
 
@@ -485,5 +486,171 @@ fn expected_value(reply: &Reply, proto: Proto) -> Value {
                 .flat_map(|(key, value)| [expected_value(key, proto), expected_value(value, proto)])
                 .collect(),
         ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fuzz targets (docs/fuzzing.md): `TANDEM_FUZZ_CASES` cases each.
+
+#[path = "common/fuzz.rs"]
+mod fuzz;
+
+/// Cases a RESP fuzz target runs by default: a few seconds in a debug build.
+const RESP_FUZZ_CASES: u32 = 65536;
+
+/// The limits a connection parses under: Redis's, a stranger's before `AUTH`, and small ones
+/// that every limit's branch meets.
+fn limits() -> impl Strategy<Value = RequestLimits> {
+    let small =
+        (1..40usize, 1..6usize, 1..40usize).prop_map(|(bulk, args, inline)| RequestLimits {
+            bulk_len_max: bulk,
+            args_max: args,
+            inline_len_max: inline,
+            unauthenticated: false,
+        });
+    prop_oneof![
+        Just(RequestLimits::default()),
+        Just(RequestLimits {
+            unauthenticated: true,
+            ..RequestLimits::default()
+        }),
+        small,
+    ]
+}
+
+/// Bytes flipped, cut or inserted into `bytes`.
+fn mutate(mut bytes: Vec<u8>, edits: &[(Index, u8, u8)]) -> Vec<u8> {
+    for &(at, byte, edit) in edits {
+        if bytes.is_empty() {
+            bytes.push(byte);
+            continue;
+        }
+        let at = at.index(bytes.len());
+        match edit % 3 {
+            0 => bytes[at] ^= byte | 1,
+            1 => bytes.truncate(at),
+            _ => bytes.insert(at, byte),
+        }
+    }
+    bytes
+}
+
+/// What a client might send: arbitrary bytes, request-like garbage, multibulk headers that
+/// announce anything, and pipelines of valid requests with bytes flipped, cut or inserted.
+fn request_stream() -> impl Strategy<Value = Vec<u8>> {
+    let pipeline = vec(pipelined_request(), 1..6)
+        .prop_map(|requests| requests.into_iter().flat_map(|(bytes, _)| bytes).collect());
+    let edits = vec((any::<Index>(), any::<u8>(), any::<u8>()), 0..4);
+    let mutated = (pipeline, edits).prop_map(|(bytes, edits)| mutate(bytes, &edits));
+    let announced = ("-?[0-9]{1,21}", "-?[0-9]{1,21}", vec(any::<u8>(), 0..32)).prop_map(
+        |(count, len, tail)| [format!("*{count}\r\n${len}\r\n").into_bytes(), tail].concat(),
+    );
+    prop_oneof![
+        vec(any::<u8>(), 0..512),
+        request_bytes(),
+        announced,
+        mutated,
+    ]
+}
+
+/// The commands a connection parsed (each its arguments), and the protocol error that closed
+/// it, if one did.
+type ConnectionParse = (Vec<Vec<Vec<u8>>>, Option<String>);
+
+/// What a connection parses from `stream` when it arrives in reads ending at `read_ends`,
+/// honouring the parser's hints as the RESP loop does. Checks the parser's promises on the
+/// way.
+fn parse_stream(
+    stream: &[u8],
+    read_ends: &[usize],
+    limits: &RequestLimits,
+) -> Result<ConnectionParse, TestCaseError> {
+    let mut argv = Argv::new();
+    let (mut commands, mut buffer) = (Vec::new(), Vec::new());
+    let (mut wanted, mut delivered) = (1, 0);
+    for &read_end in read_ends {
+        buffer.extend_from_slice(&stream[delivered..read_end]);
+        delivered = read_end;
+        while buffer.len() >= wanted {
+            match parse_request(&buffer, limits, &mut argv) {
+                Ok(Parsed::Incomplete { at_least }) => {
+                    prop_assert!(at_least > buffer.len() && argv.is_empty());
+                    wanted = at_least;
+                }
+                Ok(Parsed::Command { consumed }) => {
+                    prop_assert!(consumed > 0 && consumed <= buffer.len() && !argv.is_empty());
+                    commands.push(collect(&argv));
+                    buffer.drain(..consumed);
+                    wanted = 1;
+                }
+                Ok(Parsed::Skip { consumed }) => {
+                    prop_assert!(consumed > 0 && consumed <= buffer.len() && argv.is_empty());
+                    buffer.drain(..consumed);
+                    wanted = 1;
+                }
+                Err(error) => {
+                    prop_assert!(argv.is_empty());
+                    return Ok((commands, Some(error.to_string())));
+                }
+            }
+        }
+    }
+    Ok((commands, None))
+}
+
+/// What a node might answer, as a proxy or a script reads it: arbitrary bytes, replies of
+/// every type with bytes flipped, cut or inserted, and aggregates nested past the parser's
+/// depth limit.
+fn reply_stream() -> impl Strategy<Value = Vec<u8>> {
+    let written = (reply_tree(), any::<bool>()).prop_map(|(reply, resp3)| {
+        let proto = if resp3 { Proto::Resp3 } else { Proto::Resp2 };
+        let mut bytes = Vec::new();
+        write_reply(&reply, &mut ReplyWriter::new(&mut bytes, proto));
+        bytes
+    });
+    let edits = vec((any::<Index>(), any::<u8>(), any::<u8>()), 0..4);
+    let mutated = (written, edits).prop_map(|(bytes, edits)| mutate(bytes, &edits));
+    let deep = (
+        prop::sample::select(vec![&b"*1\r\n"[..], b"%1\r\n:1\r\n", b"~1\r\n", b">1\r\n"]),
+        0..400usize,
+    )
+        .prop_map(|(level, depth)| [level.repeat(depth), b":1\r\n".to_vec()].concat());
+    prop_oneof![vec(any::<u8>(), 0..512), request_bytes(), mutated, deep]
+}
+
+proptest! {
+    #![proptest_config(fuzz::config(RESP_FUZZ_CASES))]
+
+    /// Fuzz target: the request parser never panics, keeps its promises, and parses the same
+    /// commands however the stream is split into reads. (A split may close the connection
+    /// sooner, as Redis's does: a line too long is refused once the bytes read without a
+    /// newline pass the limit, so the commands before an error are a prefix of the others.)
+    #[test]
+    fn fuzz_parse_request(
+        stream in request_stream(),
+        cuts in vec(any::<Index>(), 0..8),
+        limits in limits(),
+    ) {
+        let mut read_ends: Vec<usize> =
+            cuts.iter().map(|cut| cut.index(stream.len() + 1)).collect();
+        read_ends.push(stream.len());
+        read_ends.sort_unstable();
+        let (whole, whole_error) = parse_stream(&stream, &[stream.len()], &limits)?;
+        let (split, split_error) = parse_stream(&stream, &read_ends, &limits)?;
+        match (&whole_error, &split_error) {
+            (None, None) => prop_assert_eq!(&whole, &split),
+            (Some(_), None) => prop_assert!(split.starts_with(&whole)),
+            (_, Some(_)) => prop_assert!(whole.starts_with(&split)),
+        }
+    }
+
+    /// Fuzz target: the reply parser (what proxies and scripts read replies with) never
+    /// panics, and a reply it reads is one it reads the same from exactly its own bytes.
+    #[test]
+    fn fuzz_parse_reply(bytes in reply_stream()) {
+        if let Ok(Some((value, used))) = parse_reply(&bytes) {
+            prop_assert!(used > 0 && used <= bytes.len());
+            prop_assert_eq!(parse_reply(&bytes[..used]), Ok(Some((value, used))));
+        }
     }
 }

@@ -7,6 +7,10 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{Node, bulk, err, ok};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::{TestCaseError, TestRunner};
 use tandem_redis::SCRIPT_THREAD_STACK_BYTES;
 use tandem_redis::resp::{Proto, Value, parse_reply};
 
@@ -2156,5 +2160,397 @@ fn large_tables_cross_between_lua_and_rust_whole() {
             &keys
         ),
         Value::Array(vec![int(20000), int(20000), bulk("k19999")])
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Fuzz targets (docs/fuzzing.md): the libraries a script hands outside input to, through
+// the VM as scripts see them, on a script thread, `TANDEM_FUZZ_CASES` cases each. Every
+// input gets a value or a clear error, never a panic or an abort, and the node answers the
+// next script as before.
+
+/// Cases a script fuzz target runs by default: a few seconds in a debug build.
+const SCRIPT_FUZZ_CASES: u32 = 512;
+
+/// How a fuzz target judges the reply to one case.
+type ReplyCheck<T> = fn(&T, &Value) -> Result<(), TestCaseError>;
+
+/// Runs `script` under EVAL with the arguments of each case `arguments` makes, on one node
+/// on a script thread, and `check`s the reply. (The strategy is made on that thread: a boxed
+/// one cannot cross threads.)
+fn fuzz_script<S>(
+    script: &'static str,
+    arguments: impl FnOnce() -> S + Send + 'static,
+    check: ReplyCheck<S::Value>,
+) where
+    S: Strategy,
+    S::Value: AsRef<[Vec<u8>]> + 'static,
+{
+    on_script_thread(move |node| {
+        let arguments = arguments();
+        let node = std::cell::RefCell::new(node);
+        let mut runner = TestRunner::new(common::fuzz::config(SCRIPT_FUZZ_CASES));
+        let outcome = runner.run(&arguments, |case| {
+            let mut node = node.borrow_mut();
+            let mut command: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), b"0"];
+            command.extend(case.as_ref().iter().map(Vec::as_slice));
+            let reply = node.cmd(&command);
+            check(&case, &reply)?;
+            prop_assert_eq!(eval(&mut node, "return 'alive'", &[], &[]), bulk("alive"));
+            Ok(())
+        });
+        if let Err(failure) = outcome {
+            panic!("{script}: {failure}");
+        }
+    });
+}
+
+/// An error reply is a clear one (a script's error in Redis's words); any other reply is one
+/// `value_ok` accepts.
+fn clear_error_or(reply: &Value, value_ok: impl Fn(&Value) -> bool) -> Result<(), TestCaseError> {
+    match reply {
+        Value::Error(text) => {
+            let text = String::from_utf8_lossy(text);
+            prop_assert!(
+                text.starts_with("ERR ") && text.contains(" script: "),
+                "{}",
+                text
+            );
+        }
+        other => prop_assert!(value_ok(other), "{}", other),
+    }
+    Ok(())
+}
+
+/// Arbitrary bytes, and `valid` input with a few bytes flipped, cut or inserted: what
+/// structure-aware generators give, broken where a decoder must notice.
+fn with_mutations(valid: BoxedStrategy<Vec<u8>>) -> BoxedStrategy<Vec<u8>> {
+    let mutated = (
+        valid.clone(),
+        vec((any::<Index>(), any::<u8>(), 0..3u8), 1..4),
+    )
+        .prop_map(|(mut bytes, edits)| {
+            for (at, byte, edit) in edits {
+                if bytes.is_empty() {
+                    bytes.push(byte);
+                    continue;
+                }
+                let at = at.index(bytes.len());
+                match edit {
+                    0 => bytes[at] ^= byte | 1,
+                    1 => bytes.truncate(at),
+                    _ => bytes.insert(at, byte),
+                }
+            }
+            bytes
+        });
+    prop_oneof![
+        2 => valid,
+        2 => mutated,
+        1 => vec(any::<u8>(), 0..256),
+    ]
+    .boxed()
+}
+
+/// An array or map header: the fix form (when `fix` is set and the length fits), else the
+/// 16-bit or 32-bit one, as `wide` and `wide + 1` say.
+fn msgpack_header(fix: Option<u8>, wide: u8, len: usize) -> Vec<u8> {
+    match (fix, len) {
+        (Some(fix), 0..=15) => vec![fix | len as u8],
+        (_, 0..=0xffff) => [&[wide][..], &(len as u16).to_be_bytes()].concat(),
+        _ => [&[wide + 1][..], &(len as u32).to_be_bytes()].concat(),
+    }
+}
+
+/// MessagePack of any shape: every encoding of every scalar, strings under every header,
+/// arrays and maps under every header (tables as map keys too), and bytes no encoding
+/// starts with.
+fn msgpack() -> BoxedStrategy<Vec<u8>> {
+    let tagged = |tags: Vec<u8>, len: usize| {
+        (prop::sample::select(tags), vec(any::<u8>(), len))
+            .prop_map(|(tag, body)| [vec![tag], body].concat())
+    };
+    let string = (vec(any::<u8>(), 0..40), 0..4usize).prop_map(|(bytes, form)| {
+        let len = bytes.len();
+        let head = match form {
+            0 if len < 32 => vec![0xa0 | len as u8],
+            0 | 1 => vec![0xd9, len as u8],
+            2 => [&[0xda][..], &(len as u16).to_be_bytes()].concat(),
+            _ => [&[0xdb][..], &(len as u32).to_be_bytes()].concat(),
+        };
+        [head, bytes].concat()
+    });
+    let scalar = prop_oneof![
+        any::<u8>().prop_map(|byte| vec![byte]),
+        tagged(vec![0xcc, 0xd0], 1),
+        tagged(vec![0xcd, 0xd1], 2),
+        tagged(vec![0xce, 0xd2, 0xca], 4),
+        tagged(vec![0xcf, 0xd3, 0xcb], 8),
+        string,
+    ];
+    scalar
+        .prop_recursive(6, 64, 6, |inner| {
+            prop_oneof![
+                (vec(inner.clone(), 0..6), any::<bool>()).prop_map(|(items, fix)| {
+                    let header = msgpack_header(fix.then_some(0x90), 0xdc, items.len());
+                    [header, items.concat()].concat()
+                }),
+                (vec((inner.clone(), inner), 0..4), any::<bool>()).prop_map(|(pairs, fix)| {
+                    let header = msgpack_header(fix.then_some(0x80), 0xde, pairs.len());
+                    let body = pairs.into_iter().flat_map(|(key, value)| [key, value]);
+                    [header, body.collect::<Vec<_>>().concat()].concat()
+                }),
+            ]
+        })
+        .boxed()
+}
+
+/// `depth` one-element arrays and maps (string keys) nested in each other around a number:
+/// Redis decodes it if it is at most 3,999 deep.
+fn msgpack_chain() -> impl Strategy<Value = (Vec<u8>, usize)> {
+    let level = prop_oneof![
+        Just(vec![0x91]),
+        Just(vec![0xdc, 0, 1]),
+        Just(vec![0xdd, 0, 0, 0, 1]),
+        Just(vec![0x81, 0xa1, b'k']),
+        Just(vec![0xde, 0, 1, 0xa0]),
+    ];
+    (vec(level, 1..8), 0..4200usize).prop_map(|(levels, depth)| {
+        let mut bytes: Vec<u8> = levels
+            .iter()
+            .cycle()
+            .take(depth)
+            .flatten()
+            .copied()
+            .collect();
+        bytes.push(0x07);
+        (bytes, depth)
+    })
+}
+
+#[test]
+fn fuzz_cmsgpack_unpack() {
+    // Every way to unpack: all values, one from an offset, a limit from an offset.
+    let script = "local how, offset, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]) \
+                  if how == 'one' then return select('#', cmsgpack.unpack_one(ARGV[1], offset)) \
+                  elseif how == 'limit' then \
+                  return select('#', cmsgpack.unpack_limit(ARGV[1], limit, offset)) end \
+                  return select('#', cmsgpack.unpack(ARGV[1]))";
+    let arguments = || {
+        let how = prop::sample::select(vec!["all", "one", "limit"]);
+        let input = (
+            vec(with_mutations(msgpack()), 1..4),
+            how,
+            -2..40i64,
+            -2..8i64,
+        );
+        input.prop_map(|(values, how, offset, limit)| {
+            let [offset, limit] = [offset, limit].map(|n| n.to_string().into_bytes());
+            [values.concat(), how.as_bytes().to_vec(), offset, limit]
+        })
+    };
+    fuzz_script(script, arguments, |_, reply| {
+        clear_error_or(reply, |value| matches!(value, Value::Integer(_)))
+    });
+    // Deep chains decode exactly as far as Redis's do.
+    let script = "local v = cmsgpack.unpack(ARGV[1]) \
+                  local depth = 0 while type(v) == 'table' do depth = depth + 1 \
+                  local _, inner = next(v) v = inner end return depth";
+    let arguments =
+        || msgpack_chain().prop_map(|(bytes, depth)| [bytes, depth.to_string().into_bytes()]);
+    fuzz_script(script, arguments, |case, reply| {
+        let depth: usize = std::str::from_utf8(&case[1]).unwrap().parse().unwrap();
+        if depth <= 3999 {
+            prop_assert_eq!(reply, &int(depth as i64));
+        } else {
+            prop_assert!(matches!(reply, Value::Error(text)
+                if String::from_utf8_lossy(text).contains("stack overflow (")));
+        }
+        Ok(())
+    });
+}
+
+/// JSON of any shape: every literal, numbers in every form, strings with every escape,
+/// arrays and objects.
+fn json() -> BoxedStrategy<Vec<u8>> {
+    let string = vec(
+        prop_oneof![
+            "[ -~]",
+            Just("\\\"".to_string()),
+            Just("\\\\".to_string()),
+            Just("\\/".to_string()),
+            "\\\\[bfnrt]",
+            "\\\\u[0-9a-fA-F]{4}",
+            "\\\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u[dD][c-fC-F][0-9a-fA-F]{2}",
+            "[^\"\\\\]",
+        ],
+        0..8,
+    )
+    .prop_map(|pieces| format!("\"{}\"", pieces.concat()));
+    let leaf = prop_oneof![
+        Just("null".to_string()),
+        Just("true".to_string()),
+        Just("false".to_string()),
+        "-?(0|[1-9][0-9]{0,20})(\\.[0-9]{1,8})?([eE][-+]?[0-9]{1,3})?",
+        any::<f64>().prop_map(|n| n.to_string()),
+        string.clone(),
+    ];
+    leaf.prop_recursive(6, 64, 6, move |inner| {
+        prop_oneof![
+            vec(inner.clone(), 0..6).prop_map(|items| format!("[{}]", items.join(","))),
+            vec((string.clone(), inner), 0..5).prop_map(|pairs| {
+                let members: Vec<String> = pairs
+                    .iter()
+                    .map(|(key, value)| format!("{key}:{value}"))
+                    .collect();
+                format!("{{{}}}", members.join(","))
+            }),
+        ]
+    })
+    .prop_map(String::into_bytes)
+    .boxed()
+}
+
+#[test]
+fn fuzz_cjson_decode() {
+    let script = "return cjson.encode(cjson.decode(ARGV[1]))";
+    let arguments = || with_mutations(json()).prop_map(|text| [text]);
+    fuzz_script(script, arguments, |_, reply| {
+        clear_error_or(reply, |value| matches!(value, Value::Bulk(_)))
+    });
+    // Deep nesting decodes exactly as far as lua-cjson's limit.
+    let chain = || {
+        let level = prop_oneof![Just(("[", "]")), Just(("{\"k\":", "}"))];
+        (vec(level, 1..6), 0..1100usize).prop_map(|(levels, depth)| {
+            let chosen: Vec<_> = levels.iter().cycle().take(depth).collect();
+            let open: String = chosen.iter().map(|(open, _)| *open).collect();
+            let close: String = chosen.iter().rev().map(|(_, close)| *close).collect();
+            [
+                format!("{open}1{close}").into_bytes(),
+                depth.to_string().into_bytes(),
+            ]
+        })
+    };
+    fuzz_script(
+        "return #cjson.encode(cjson.decode(ARGV[1]))",
+        chain,
+        |case, reply| {
+            let depth: usize = std::str::from_utf8(&case[1]).unwrap().parse().unwrap();
+            if depth <= 1000 {
+                prop_assert!(matches!(reply, Value::Integer(_)), "{}", reply);
+            } else {
+                prop_assert!(matches!(reply, Value::Error(text)
+                if String::from_utf8_lossy(text).contains("Found too many nested data")));
+            }
+            Ok(())
+        },
+    );
+}
+
+/// A bit operation's argument as a script passes it: its text, and the number it stands
+/// for when that is exact enough for the model (within 2^51).
+fn bit_argument() -> impl Strategy<Value = (String, Option<f64>)> {
+    let exact = -(1i64 << 51)..(1i64 << 51);
+    prop_oneof![
+        exact.clone().prop_map(|n| (n.to_string(), Some(n as f64))),
+        exact
+            .clone()
+            .prop_map(|n| (format!("{n}.5"), Some(n as f64 + 0.5f64.copysign(n as f64)))),
+        (0..(1u64 << 40)).prop_map(|n| (format!("0x{n:X}"), Some(n as f64))),
+        (exact, " {0,2}", " {0,2}")
+            .prop_map(|(n, lead, tail)| { (format!("{lead}{n}{tail}"), Some(n as f64)) }),
+        "[-+0-9a-fA-FxXeEnNiI. \t]{0,12}".prop_map(|text| (text, None)),
+        any::<f64>().prop_map(|n| (format!("{n:e}"), None)),
+    ]
+}
+
+/// LuaBitOp's view of a number: rounded to the nearest integer (ties to even), modulo 2^32.
+fn model_bits(n: f64) -> u32 {
+    n.round_ties_even().rem_euclid(4_294_967_296.0) as u64 as u32
+}
+
+/// What the bit script answers for `a` and `b`, by the model.
+fn model_bit_reply(a: f64, b: f64) -> Value {
+    let (a, b) = (model_bits(a), model_bits(b));
+    let number = |bits: u32| int(i64::from(bits as i32));
+    let count = b & 31;
+    let digits = (b as i32).saturating_abs().min(8) as usize;
+    let hex = if (b as i32) < 0 {
+        format!("{a:08X}")
+    } else {
+        format!("{a:08x}")
+    };
+    Value::Array(vec![
+        number(a),
+        number(!a),
+        number(a.swap_bytes()),
+        number(a & b),
+        number(a | b),
+        number(a ^ b),
+        number(a << count),
+        number(a >> count),
+        number(((a as i32) >> count) as u32),
+        number(a.rotate_left(count)),
+        number(a.rotate_right(count)),
+        bulk(&hex[8 - digits..]),
+    ])
+}
+
+#[test]
+fn fuzz_bit() {
+    let script = "local a, b = ARGV[1], ARGV[2] \
+                  return {bit.tobit(a), bit.bnot(a), bit.bswap(a), bit.band(a, b), bit.bor(a, b), \
+                  bit.bxor(a, b), bit.lshift(a, b), bit.rshift(a, b), bit.arshift(a, b), \
+                  bit.rol(a, b), bit.ror(a, b), bit.tohex(a, b)}";
+    let arguments = || {
+        (bit_argument(), bit_argument()).prop_map(|((a, a_value), (b, b_value))| {
+            let model = match (a_value, b_value) {
+                (Some(a), Some(b)) => format!("{a} {b}"),
+                _ => String::new(),
+            };
+            [a.into_bytes(), b.into_bytes(), model.into_bytes()]
+        })
+    };
+    fuzz_script(script, arguments, |case, reply| {
+        let model = std::str::from_utf8(&case[2]).unwrap();
+        if let Some((a, b)) = model.split_once(' ') {
+            let expected = model_bit_reply(a.parse().unwrap(), b.parse().unwrap());
+            prop_assert_eq!(reply, &expected);
+        }
+        clear_error_or(
+            reply,
+            |value| matches!(value, Value::Array(items) if items.len() == 12),
+        )
+    });
+}
+
+/// Found while testing script replies at their depth limit (issue 37): a script's reply may
+/// nest up to the reply limit (1,000 levels), but when a `MULTI` block also holds a
+/// connection command, the session splits `EXEC`'s array with `resp::parse_reply` to weave
+/// that command's reply in, and the parser follows only 256 levels (`resp.rs`'s
+/// `REPLY_DEPTH_MAX`): the block commits and the client is told "ERR the node answered EXEC
+/// with a malformed reply" (the proxy's `split_array` reads replies the same way). The fix belongs in
+/// `session.rs`/`resp.rs` (another engineer's files): split the array without the depth
+/// limit, or let `parse_reply` follow what a script may return. Ignored until then.
+#[test]
+#[ignore = "session.rs splits EXEC's reply with a parser that stops at 256 levels"]
+fn a_deeply_nested_script_reply_survives_exec() {
+    let mut node = Node::new(DB);
+    let reply = format!("{NESTED_TABLES} return top");
+    assert_eq!(node.s("MULTI"), ok());
+    let queued = Value::Simple(b"QUEUED".to_vec());
+    assert_eq!(node.cmd(&[b"EVAL", reply.as_bytes(), b"0", b"300"]), queued);
+    // A connection command in the block makes the session weave its reply in.
+    assert_eq!(node.s("PING"), queued);
+    let exec = node.cmd_bytes(&[b"EXEC"]);
+    let expected = [
+        b"*2\r\n".to_vec(),
+        b"*1\r\n".repeat(299),
+        b"*0\r\n+PONG\r\n".to_vec(),
+    ]
+    .concat();
+    assert_eq!(
+        String::from_utf8_lossy(&exec),
+        String::from_utf8_lossy(&expected)
     );
 }

@@ -113,6 +113,8 @@ mod sim;
 mod wal;
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;
 
 pub use checkpoint::CheckpointError;

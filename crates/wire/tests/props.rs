@@ -4,12 +4,16 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use tandem_replication::{AckCount, Message, PagesChunk, ReadConsistency, Safety};
 use tandem_wire::{
-    Call, ErrorCode, Frame, FrameBuffer, FrameError, Hello, MAX_FRAME_LEN_DEFAULT, MEMBERS_MAX,
-    Member, MembersAnswer, PeerKind, Read, Reply, ReplyStatus, Role, Welcome, decode_frame,
-    encode_call, encode_error, encode_hello, encode_members, encode_members_answer, encode_peer,
-    encode_read, encode_reply, encode_welcome,
+    Accepting, Auth, AuthStep, Call, ClusterSecret, Connecting, ErrorCode, Frame, FrameBuffer,
+    FrameError, FrameOpener, FrameSealer, Hello, MAX_FRAME_LEN_DEFAULT, MEMBERS_MAX, Member,
+    MembersAnswer, NONCE_LEN, PeerKind, Read, RecordCipher, RecordOpener, RecordSealer, Reply,
+    ReplyStatus, Role, SECRET_LEN_MIN, TAG_LEN, TrafficKey, Welcome, check_client_proof,
+    client_proof, decode_frame, encode_auth, encode_call, encode_client_proof, encode_error,
+    encode_hello, encode_members, encode_members_answer, encode_peer, encode_read, encode_reply,
+    encode_welcome,
 };
 
 fn acks() -> impl Strategy<Value = AckCount> {
@@ -354,5 +358,269 @@ proptest! {
         }
         prop_assert_eq!(buffer.buffered(), 0);
         prop_assert_eq!(decoded, frames);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fuzz targets (docs/fuzzing.md): `TANDEM_FUZZ_CASES` cases each, a few seconds' worth in a
+// debug build by default. `crates/wire/fuzz` runs the first under cargo-fuzz (nightly).
+
+/// The environment variable that sets how many cases each fuzz target runs.
+const FUZZ_CASES_VAR: &str = "TANDEM_FUZZ_CASES";
+
+/// A fuzz target's configuration: `TANDEM_FUZZ_CASES` cases, else `default`.
+fn fuzz_config(default: u32) -> ProptestConfig {
+    let cases = std::env::var(FUZZ_CASES_VAR)
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(default);
+    ProptestConfig::with_cases(cases)
+}
+
+/// Cases a wire fuzz target runs by default.
+const WIRE_FUZZ_CASES: u32 = 16384;
+
+/// Small enough that the length check and the buffer's growth are both reached.
+const FUZZ_FRAME_LEN_MAX: usize = 1 << 17;
+
+/// Bytes flipped, cut or inserted into `bytes`.
+fn mutate(mut bytes: Vec<u8>, edits: &[(prop::sample::Index, u8, u8)]) -> Vec<u8> {
+    for &(at, byte, edit) in edits {
+        if bytes.is_empty() {
+            bytes.push(byte);
+            continue;
+        }
+        let at = at.index(bytes.len());
+        match edit % 3 {
+            0 => bytes[at] ^= byte | 1,
+            1 => bytes.truncate(at),
+            _ => bytes.insert(at, byte),
+        }
+    }
+    bytes
+}
+
+type Edits = Vec<(prop::sample::Index, u8, u8)>;
+
+fn edits() -> impl Strategy<Value = Edits> {
+    prop::collection::vec(
+        (any::<prop::sample::Index>(), any::<u8>(), any::<u8>()),
+        0..4,
+    )
+}
+
+/// Frames of every type, the handshake's and the client proof's included.
+fn any_frame() -> impl Strategy<Value = Vec<u8>> {
+    let auth = (
+        prop_oneof![
+            Just(AuthStep::Challenge),
+            Just(AuthStep::Proof),
+            Just(AuthStep::Confirm),
+            Just(AuthStep::StartTls),
+        ],
+        any::<[u8; NONCE_LEN]>(),
+        any::<[u8; TAG_LEN]>(),
+    )
+        .prop_map(|(step, nonce, proof)| {
+            let mut out = Vec::new();
+            encode_auth(&mut out, &Auth { step, nonce, proof });
+            out
+        });
+    let client_proof = ("[a-z]{0,12}", any::<[u8; TAG_LEN]>()).prop_map(|(user, proof)| {
+        let mut out = Vec::new();
+        encode_client_proof(&mut out, &user, &proof);
+        out
+    });
+    prop_oneof![4 => encoded_frame(), 1 => auth, 1 => client_proof]
+}
+
+/// A stream a link might receive: arbitrary bytes, or whole frames with bytes flipped, cut or
+/// inserted.
+fn link_stream() -> impl Strategy<Value = Vec<u8>> {
+    let frames = (prop::collection::vec(any_frame(), 0..12), edits())
+        .prop_map(|(frames, edits)| mutate(frames.concat(), &edits));
+    prop_oneof![prop::collection::vec(any::<u8>(), 0..1024), frames]
+}
+
+/// The frames `decode_frame` finds one after another at the front of `bytes`, each encoded
+/// again (checking that it decodes again, equal, from that encoding).
+fn frames_decoded_directly(bytes: &[u8], max: usize) -> Result<Vec<Vec<u8>>, TestCaseError> {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while let Ok(Some((frame, used))) = decode_frame(&bytes[at..], max) {
+        prop_assert!(used >= 5 && used <= bytes.len() - at);
+        let mut again = Vec::new();
+        frame.encode(&mut again);
+        let decoded_again = decode_frame(&again, max).map(|found| found.map(|(f, _)| f));
+        prop_assert_eq!(decoded_again, Ok(Some(frame)));
+        frames.push(again);
+        at += used;
+    }
+    Ok(frames)
+}
+
+/// Feeds `bytes` to `buffer` in reads of the sizes `reads` cycles through, and gives the
+/// frames it yields (encoded again) until it runs out of bytes or refuses one.
+fn frames_through_buffer(
+    buffer: &mut FrameBuffer,
+    bytes: &[u8],
+    reads: &[usize],
+) -> (Vec<Vec<u8>>, Option<FrameError>) {
+    let mut frames = Vec::new();
+    let mut fed = 0;
+    for &read in reads.iter().cycle() {
+        loop {
+            match buffer.next_frame() {
+                Ok(Some(frame)) => {
+                    let mut out = Vec::new();
+                    frame.encode(&mut out);
+                    frames.push(out);
+                }
+                Ok(None) => break,
+                Err(error) => return (frames, Some(error)),
+            }
+        }
+        if fed == bytes.len() {
+            return (frames, None);
+        }
+        let spare = buffer.spare();
+        let n = spare.len().min(read).min(bytes.len() - fed);
+        spare[..n].copy_from_slice(&bytes[fed..fed + n]);
+        buffer.filled(n);
+        fed += n;
+    }
+    unreachable!("the reads cycle until the bytes are fed")
+}
+
+fn reads() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(1..4096usize, 1..8)
+}
+
+/// A handshake between two nodes that know `secret`, as the runtime runs it: the link's
+/// sealers and openers, connector's first.
+fn handshake(secret: &ClusterSecret) -> ((FrameSealer, FrameOpener), (FrameSealer, FrameOpener)) {
+    let hello = Hello::new(PeerKind::Replica, 2, 9);
+    let connecting = Connecting::new(secret, &hello, [1; NONCE_LEN]);
+    let accepting = Accepting::new(secret, &hello, [2; NONCE_LEN]);
+    let (proof, awaiting) = connecting.answer(&accepting.challenge()).unwrap();
+    let (confirm, acceptor_sealer, acceptor_opener) = accepting.check(&proof).unwrap();
+    let (connector_sealer, connector_opener) = awaiting.confirm(&confirm).unwrap();
+    (
+        (connector_sealer, connector_opener),
+        (acceptor_sealer, acceptor_opener),
+    )
+}
+
+proptest! {
+    #![proptest_config(fuzz_config(WIRE_FUZZ_CASES))]
+
+    /// Fuzz target (as `crates/wire/fuzz`'s `decode_frame`): arbitrary and mutated streams
+    /// through `decode_frame` and through `FrameBuffer` in reads of any size; neither panics,
+    /// both see the same frames, and every frame decodes again, equal, from its encoding.
+    #[test]
+    fn fuzz_decode_frame_and_frame_buffer_agree(
+        bytes in link_stream(),
+        reads in reads(),
+        max in prop_oneof![Just(FUZZ_FRAME_LEN_MAX), 0..2048usize],
+    ) {
+        let direct = frames_decoded_directly(&bytes, max)?;
+        let (buffered, _) = frames_through_buffer(&mut FrameBuffer::new(max), &bytes, &reads);
+        prop_assert_eq!(direct, buffered);
+    }
+
+    /// Fuzz target: an authenticated link's buffer yields exactly the frames the peer sealed,
+    /// in order, and nothing after the first byte that is not the peer's: mutated sealed
+    /// streams end in `BadMac` (or want more bytes), arbitrary bytes never make a frame.
+    #[test]
+    fn fuzz_authenticated_buffer_yields_only_sealed_frames(
+        frames in prop::collection::vec(encoded_frame(), 0..8),
+        edits in edits(),
+        forged in prop::collection::vec(any::<u8>(), 0..512),
+        reads in reads(),
+    ) {
+        let secret = ClusterSecret::new(&[7; SECRET_LEN_MIN]).unwrap();
+        let ((mut sealer, _), (_, opener)) = handshake(&secret);
+        let mut sealed = Vec::new();
+        sealer.seal_frames(&frames.concat(), &mut sealed);
+        let received = mutate(sealed.clone(), &edits);
+        let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+        buffer.authenticate(opener);
+        let (yielded, error) = frames_through_buffer(&mut buffer, &received, &reads);
+        prop_assert!(frames.starts_with(&yielded), "a frame the peer never sealed");
+        if received == sealed {
+            prop_assert_eq!(&yielded, &frames);
+        }
+        if let Some(error) = error {
+            prop_assert!(matches!(error, FrameError::BadMac { .. } | FrameError::TooLarge { .. }), "{error:?}");
+        }
+        let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+        buffer.authenticate(handshake(&secret).1.1);
+        let (yielded, _) = frames_through_buffer(&mut buffer, &forged, &reads);
+        prop_assert!(yielded.is_empty(), "a forged frame was taken");
+    }
+
+    /// Fuzz target: the handshake's steps, given any `Auth` frame a peer might send (decoded
+    /// from arbitrary or mutated bytes), refuse every proof but the one the secret makes.
+    #[test]
+    fn fuzz_handshake_refuses_what_the_secret_did_not_make(
+        frame in any_frame(),
+        edits in edits(),
+        password in prop::collection::vec(any::<u8>(), 0..16),
+    ) {
+        let secret = ClusterSecret::new(&[7; SECRET_LEN_MIN]).unwrap();
+        let hello = Hello::new(PeerKind::Replica, 2, 9);
+        let bytes = mutate(frame, &edits);
+        let Ok(Some((decoded, _))) = decode_frame(&bytes, MAX_FRAME_LEN_DEFAULT) else {
+            return Ok(());
+        };
+        match decoded {
+            Frame::Auth(auth) => {
+                let accepting = Accepting::new(&secret, &hello, [2; NONCE_LEN]);
+                prop_assert!(accepting.check(&auth).is_err());
+                let connecting = Connecting::new(&secret, &hello, [1; NONCE_LEN]);
+                if let Ok((_, awaiting)) = connecting.answer(&auth) {
+                    prop_assert!(awaiting.confirm(&auth).is_err());
+                }
+            }
+            Frame::ClientProof(proof) => {
+                let nonce = [3; NONCE_LEN];
+                let genuine = client_proof(&password, &hello, &nonce);
+                let checks = check_client_proof(&password, &hello, &nonce, &proof.proof);
+                prop_assert_eq!(checks, proof.proof == genuine);
+            }
+            _ => {}
+        }
+    }
+
+    /// Fuzz target: a TLS link's buffer yields exactly the plaintext frames the peer sealed
+    /// in records, and ends the link (`Tls`) at the first record that is not the peer's.
+    #[test]
+    fn fuzz_tls_buffer_yields_only_sealed_frames(
+        frames in prop::collection::vec(encoded_frame(), 0..8),
+        edits in edits(),
+        reads in reads(),
+        cipher in prop_oneof![
+            Just(RecordCipher::Aes128Gcm),
+            Just(RecordCipher::Aes256Gcm),
+            Just(RecordCipher::Chacha20Poly1305),
+        ],
+    ) {
+        let key_len = if cipher == RecordCipher::Aes128Gcm { 16 } else { 32 };
+        let traffic = || TrafficKey { cipher, key: vec![5; key_len], iv: [6; 12], seq: 0 };
+        let mut sealer = RecordSealer::new(&traffic()).unwrap();
+        let plaintext = frames.concat();
+        let mut sealed = Vec::new();
+        if !plaintext.is_empty() {
+            sealer.seal(&[&plaintext], &mut sealed).unwrap();
+        }
+        let received = mutate(sealed.clone(), &edits);
+        let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+        buffer.decrypt(RecordOpener::new(&traffic()).unwrap(), &[]);
+        let (yielded, error) = frames_through_buffer(&mut buffer, &received, &reads);
+        prop_assert!(frames.starts_with(&yielded), "a frame the peer never sealed");
+        if received == sealed {
+            prop_assert_eq!(&yielded, &frames);
+            prop_assert!(error.is_none());
+        }
     }
 }

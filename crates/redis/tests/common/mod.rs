@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod fuzz;
+
 use tandem_memory::{Segment, Strategy};
 use tandem_redis::RedisModel;
 use tandem_redis::resp::{Argv, Value, parse_reply};

@@ -17,13 +17,14 @@ fn number_of(bits: u32) -> f64 {
 }
 
 /// Argument `index` (from 1) of `function`, as Lua 5.1's `lua_tonumber` converts it (a
-/// numeric string counts), or LuaBitOp's "number expected" error.
+/// numeric string counts, read by Lua itself: C's `strtod`, so "nan", hexadecimal and a
+/// string cut at a NUL read as LuaBitOp reads them), or LuaBitOp's "number expected" error.
 fn arg(lua: &Lua, args: &MultiValue, index: usize, function: &str) -> mlua::Result<u32> {
     let value = args.get(index - 1).cloned().unwrap_or(Value::Nil);
     let number = match &value {
         Value::Integer(i) => Some(*i as f64),
         Value::Number(n) => Some(*n),
-        Value::String(s) => crate::num::parse_f64(s.as_bytes().trim_ascii()),
+        Value::String(_) => lua.coerce_number(value.clone())?,
         _ => None,
     };
     match number {
