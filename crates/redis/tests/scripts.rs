@@ -2524,6 +2524,27 @@ fn fuzz_bit() {
     });
 }
 
+/// `bit` reads a numeric string as Lua itself does (C's `strtod`, up to a NUL), as
+/// redis-server 7.0.15 answered: before, "nan" and "12\0" were refused as not numbers.
+#[test]
+fn bit_reads_numeric_strings_as_lua_does() {
+    let mut node = Node::new(DB);
+    let script = "return {bit.tobit('nan'), bit.band('12\\0', 255), bit.band(' 0x1F ', 255), \
+                  bit.tobit('1e2'), bit.tohex(255, -2147483648)}";
+    assert_eq!(
+        eval(&mut node, script, &[], &[]),
+        Value::Array(vec![int(0), int(12), int(31), int(100), bulk("000000FF")])
+    );
+    let refused = "return bit.band('1 2', 255)";
+    assert_eq!(
+        eval(&mut node, refused, &[], &[]),
+        raised_on_line_one(
+            refused,
+            "bad argument #1 to 'band' (number expected, got string)"
+        )
+    );
+}
+
 /// Found while testing script replies at their depth limit (issue 37): a script's reply may
 /// nest up to the reply limit (1,000 levels), but when a `MULTI` block also holds a
 /// connection command, the session splits `EXEC`'s array with `resp::parse_reply` to weave
