@@ -1709,8 +1709,9 @@ const NESTED_TABLES: &str = "local top = {} local inner = top \
 fn cmsgpack_refuses_nesting_where_redis_runs_out_of_lua_stack() {
     on_script_thread(|node| {
         // Before the decoder counted Lua's stack slots, this input (100,000 arrays of one
-        // element, each inside the last) overflowed this thread's stack and aborted the test
-        // binary.
+        // element, each inside the last) overflowed a 2 MiB thread's stack (the default) and
+        // aborted the process; on this larger thread the old recursion ran out of mlua's slots
+        // first, at about 8,000 levels, and failed with a misleading "out of Lua stack".
         let deep = "return cmsgpack.unpack(string.rep(string.char(0x91), 100000))";
         let full_in_array = "stack overflow (in function mp_decode_to_lua_array)";
         assert_eq!(
