@@ -88,10 +88,10 @@ max_frame_len = 1075838976
 # Client connections served at once, Redis and native together (Redis's maxclients).
 maxclients = 10000
 # Replies one client may leave unread, in MiB, before its connection is closed (0: no limit).
-output_buffer_mib = 256
+output_buffer_mib = 1024
 # Replies all clients together may leave unread, in MiB, before the connection holding the
 # most is closed (0: no limit).
-output_buffers_total_mib = 1024
+output_buffers_total_mib = 2048
 
 # Optional: the write-ahead log of the batches this node holds (a cluster-mode node always
 # keeps one, under cluster.data_dir unless dir says otherwise).
@@ -738,11 +738,12 @@ pub struct Tuning {
     /// Redis's `maxclients`); one more is told `-ERR max number of clients reached`.
     pub maxclients: usize,
     /// Replies one client connection may leave unread, in MiB, before the node closes it
-    /// (Redis's `client-output-buffer-limit normal` hard limit); 0: no limit (default 256).
+    /// (Redis's `client-output-buffer-limit normal` hard limit); 0: no limit (default 1024:
+    /// a reply of Redis's largest value, 512 MiB, fits twice over).
     pub output_buffer_mib: usize,
     /// Replies all client connections together may leave unread, in MiB, before the node
     /// closes the one holding the most (as Redis's `maxmemory-clients`); 0: no limit
-    /// (default 1024).
+    /// (default 2048).
     pub output_buffers_total_mib: usize,
 }
 
@@ -761,8 +762,8 @@ impl Default for Tuning {
             tail_bytes_max: TAIL_BYTES_MAX_DEFAULT,
             max_frame_len: tandem_wire::MAX_FRAME_LEN_DEFAULT,
             maxclients: MAXCLIENTS_DEFAULT,
-            output_buffer_mib: 256,
-            output_buffers_total_mib: 1024,
+            output_buffer_mib: 1024,
+            output_buffers_total_mib: 2048,
         }
     }
 }
