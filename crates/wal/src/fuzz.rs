@@ -16,8 +16,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
-use tandem_log::{BatchBuilder, BatchKind, CallId, SealedBatch};
-use tandem_memory::RedoRecord;
+use tandem_log::SealedBatch;
 
 use crate::bugs::{Bug, plant};
 use crate::checkpoint::checkpoint_name;
@@ -88,23 +87,9 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     vec(step, 1..16)
 }
 
-/// A batch of `records` records from `lsn_base`.
+/// A batch of `records` records from `lsn_base`, sealed in the target's view.
 fn batch_at(lsn_base: u64, records: usize, bytes_each: usize) -> SealedBatch {
-    let mut builder = BatchBuilder::new(BatchKind::Redo, 3, VIEW, lsn_base);
-    for lsn in lsn_base..lsn_base + records as u64 {
-        let mut record = RedoRecord::empty(lsn);
-        record
-            .push_run(lsn * 8, &vec![lsn as u8; bytes_each])
-            .expect("a run within the record's limits");
-        builder.push_redo(
-            CallId {
-                client_id: 1,
-                seq: lsn,
-            },
-            &record,
-        );
-    }
-    builder.seal()
+    crate::tests::batch_at(lsn_base, records, bytes_each, VIEW)
 }
 
 /// The log's files, everything appended to it in order, and the checkpoint written (its

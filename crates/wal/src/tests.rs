@@ -640,7 +640,12 @@ fn as_entries(batches: &[SealedBatch]) -> Vec<Entry> {
 /// A batch of `record_count` records from `lsn_base`, sealed in `view`: the crash test moves to a
 /// new view after every cut, as a view change would, so that a batch cut away never has the
 /// bytes of the one appended in its place.
-fn batch_at(lsn_base: u64, record_count: usize, bytes_each: usize, view: u64) -> SealedBatch {
+pub(crate) fn batch_at(
+    lsn_base: u64,
+    record_count: usize,
+    bytes_each: usize,
+    view: u64,
+) -> SealedBatch {
     let mut builder = BatchBuilder::new(BatchKind::Redo, 3, view, lsn_base);
     for lsn in lsn_base..lsn_base + record_count as u64 {
         let mut record = RedoRecord::empty(lsn);
