@@ -334,7 +334,9 @@ impl ProxyConn {
                 warn_cross_protocol();
                 self.closing = true;
             }
-            Step::Call(call) => {
+            // The proxy's sessions see no script run (`ServerInfo::script` stays idle): a
+            // `SCRIPT KILL` goes to the primary as a call.
+            Step::Call(call) | Step::KillScript(call) => {
                 debug_assert!(reply.is_empty(), "a call's reply comes with its outcome");
                 self.items.push_back(Item::Call(call));
             }

@@ -368,13 +368,19 @@ impl DataModel for RedisModel {
     }
 
     fn replica(&self) -> Box<dyn DataModel> {
-        Box::new(RedisModel {
+        let mut replica = RedisModel {
             layout: self.layout,
             clock_ms: 0,
             argv: Argv::new(),
             calls: std::cell::Cell::new(0),
             scripts: std::cell::RefCell::new(ScriptEngine::default()),
-        })
+        };
+        replica.watch_calls(self.scripts.borrow().watch().clone());
+        Box::new(replica)
+    }
+
+    fn watch_calls(&mut self, watch: std::sync::Arc<tandem_store::CallWatch>) {
+        self.scripts.get_mut().set_watch(watch);
     }
 
     fn driver(&self, _seed: u64) -> Option<Box<dyn Driver>> {

@@ -58,7 +58,28 @@ pub struct ServerInfo {
     pub requirepass: Option<Password>,
     /// The node's users besides `default` (Redis's ACL users, a subset: see [`User`]).
     pub users: Arc<Vec<Arc<User>>>,
+    /// Whether a script runs on this node now, as this connection may see it.
+    pub script: ScriptActivity,
 }
+
+/// A script running on the node's executor or applier, as a connection sees it: only one
+/// whose own calls are all answered sees it at all (a connection waiting behind a call, as
+/// Redis's blocked script caller, reads nothing until its replies came).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ScriptActivity {
+    /// None runs.
+    #[default]
+    Idle,
+    /// One runs: `SCRIPT KILL` stops it.
+    Running,
+    /// One has run past `tuning.busy_reply_threshold_ms`: every command but those Redis
+    /// allows a busy server (`SCRIPT KILL`, `AUTH`, `MULTI`, …) is answered `-BUSY`.
+    Busy,
+}
+
+/// Redis's answer to a command sent while a script is busy.
+pub const BUSY: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 
 /// A user of the node's user table: a name, a password, and rights that Redis's ACLs can
 /// state. A `read_only` user runs the commands that only read the database; a user with key
@@ -327,6 +348,10 @@ pub enum Step {
     /// the connection at once, without a reply and without running anything after it, and
     /// say so in the log, as Redis does ("Possible SECURITY ATTACK").
     CrossProtocol,
+    /// `SCRIPT KILL` while a script runs ([`ScriptActivity::Running`] or `Busy`): ask the
+    /// node's watch to stop it and answer `+OK`; if it ended before the ask, make this call
+    /// instead (it answers `NOTBUSY`).
+    KillScript(Call),
 }
 
 /// How a call ended.
@@ -429,6 +454,21 @@ impl Session {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error(&refusal);
             return Step::Replied;
+        }
+        if info.script == ScriptActivity::Busy && !allowed_while_busy(command.name, argv) {
+            // As Redis: refused before it could be queued, so a block it was sent in fails.
+            self.refuse_in_multi();
+            ReplyWriter::new(out, self.proto).error(BUSY);
+            return Step::Replied;
+        }
+        if info.script != ScriptActivity::Idle
+            && self.multi.is_none()
+            && is_script_kill(command.name, argv)
+        {
+            return match self.data_call(index, command, argv, info, out) {
+                Step::Call(call) => Step::KillScript(call),
+                other => other,
+            };
         }
         if self.multi.is_some()
             && !matches!(
@@ -944,6 +984,25 @@ fn c_string(bytes: &[u8], max: usize) -> &[u8] {
 /// Redis's reply to a command it does not know: the name, then the arguments quoted while
 /// the quoted text (quotes and spaces included) is shorter than 128 bytes, each cut to what
 /// is left of those 128.
+/// Whether `SCRIPT KILL` is what `argv` asks.
+fn is_script_kill(name: &str, argv: &Argv) -> bool {
+    name == "SCRIPT"
+        && argv.len() == 2
+        && argv
+            .get(1)
+            .is_some_and(|sub| sub.eq_ignore_ascii_case(b"KILL"))
+}
+
+/// Whether Redis runs `name` while a script is busy (its commands flagged `allow-busy`, of
+/// those tandem has: the ones that authenticate, end or reset the connection, frame a block,
+/// and `SCRIPT KILL`).
+fn allowed_while_busy(name: &str, argv: &Argv) -> bool {
+    matches!(
+        name,
+        "AUTH" | "HELLO" | "QUIT" | "RESET" | "MULTI" | "DISCARD" | "WATCH" | "UNWATCH"
+    ) || is_script_kill(name, argv)
+}
+
 fn unknown_command(argv: &Argv) -> Vec<u8> {
     let mut quoted = Vec::new();
     for arg in argv.iter().skip(1) {

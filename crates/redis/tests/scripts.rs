@@ -2576,3 +2576,100 @@ fn a_deeply_nested_script_reply_survives_exec() {
         String::from_utf8_lossy(&expected)
     );
 }
+
+/// Runs `script` (which writes `w` first, then runs until stopped) on a script thread whose
+/// node runs scripts under `watch`, while this thread asks the run to stop as soon as it
+/// sees it; returns the script's error text and what `GET w` answered after it.
+fn stopped_while_running(script: &'static str) -> (String, Value) {
+    use std::sync::Arc;
+    use tandem_store::CallWatch;
+    let watch = Arc::new(CallWatch::unclocked());
+    let killer = {
+        let watch = watch.clone();
+        std::thread::spawn(move || {
+            loop {
+                if let Some(running) = watch.running() {
+                    assert!(watch.request_stop(running.run), "the run was under way");
+                    return;
+                }
+                std::thread::yield_now();
+            }
+        })
+    };
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .stack_size(SCRIPT_THREAD_STACK_BYTES)
+        .spawn(move || {
+            let mut node = Node::watched(DB, watch);
+            let text = error_text(&eval(&mut node, script, &[], &[]));
+            let after = node.s("GET w");
+            // The VM serves the next script as before.
+            assert_eq!(eval(&mut node, "return 7", &[], &[]), int(7));
+            sender.send((text, after)).unwrap();
+        })
+        .expect("a thread starts");
+    thread.join().unwrap();
+    killer.join().unwrap();
+    receiver.recv().unwrap()
+}
+
+#[test]
+fn a_script_asked_to_stop_stops_and_its_writes_are_undone() {
+    // Each would run until its instruction budget (seconds) or for ever: the stop, not the
+    // budget, must end it, wherever the script spends its time.
+    for script in [
+        "redis.call('SET', 'w', '1') while true do end",
+        "redis.call('SET', 'w', '1') while true do pcall(function() while true do end end) end",
+        "redis.call('SET', 'w', '1') while true do \
+         coroutine.resume(coroutine.create(function() while true do end end)) end",
+        // C functions on a megabyte: a handful of instructions take milliseconds.
+        "redis.call('SET', 'w', '1') local s = string.rep('x', 1000000) \
+         while true do local u = s:upper() end",
+        "redis.call('SET', 'w', '1') local s = string.rep('x', 1000000) \
+         while true do local u = s .. 'y' end",
+    ] {
+        let (text, after) = stopped_while_running(script);
+        assert!(
+            text.starts_with(
+                "ERR Script killed by user with SCRIPT KILL... (its writes are undone)"
+            ),
+            "{script}: {text}"
+        );
+        assert_eq!(after, Value::Null, "{script}");
+    }
+}
+
+#[test]
+fn the_time_limit_stops_a_script_and_undoes_its_writes() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tandem_store::CallWatch;
+    // A clock that moves a millisecond at each reading: the hook reads it once a run.
+    let now_us = Arc::new(AtomicU64::new(0));
+    let clock = now_us.clone();
+    let watch = CallWatch::new(
+        Box::new(move || clock.fetch_add(1000, Ordering::Relaxed)),
+        50,
+    );
+    let mut node = Node::watched(DB, Arc::new(watch));
+    let text = error_text(&eval(
+        &mut node,
+        "redis.call('SET', 'w', '1') while true do end",
+        &[],
+        &[],
+    ));
+    assert!(
+        text.starts_with(
+            "ERR Script killed: it ran longer than the 50 ms a script may run \
+             (tuning.script_time_limit_ms; its writes are undone)"
+        ),
+        "{text}"
+    );
+    assert_eq!(node.s("GET w"), Value::Null);
+    // The limit counts from each run's start: a short script after it runs.
+    assert_eq!(
+        eval(&mut node, "return redis.call('SET', 'w', '2')", &[], &[]),
+        ok()
+    );
+    assert_eq!(node.s("GET w"), bulk("2"));
+}

@@ -41,6 +41,7 @@ use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
 use crate::peer_auth::{ClientAuth, PeerAuth, Sealer};
 use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
+use crate::scripts::Scripts;
 use crate::{Checksum, NodeStatus, StartError};
 use serde::Serialize;
 use tandem_node::{DriveError, Notice, Observed, RoleHeld, RoleRule};
@@ -165,6 +166,7 @@ pub fn run(
     resp_listener: Option<TcpListener>,
     model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
+    scripts: Scripts,
 ) -> Result<(), StartError> {
     let table = config
         .cluster
@@ -230,6 +232,7 @@ pub fn run(
             protected_mode: config.protected_mode,
             info: Arc::clone(&info),
             metrics: Arc::clone(&metrics),
+            scripts: scripts.clone(),
         };
         crate::resp::spawn(
             listener,
@@ -331,6 +334,7 @@ pub fn run(
         log,
         config: config.clone(),
         model,
+        scripts,
         metrics,
         slot,
         slot_changed,
@@ -401,6 +405,7 @@ struct ClusterResp {
     requirepass: Option<tandem_redis::session::Password>,
     users: Arc<Vec<Arc<tandem_redis::session::User>>>,
     protected_mode: bool,
+    scripts: Scripts,
 }
 
 impl crate::resp::RespNode for ClusterResp {
@@ -430,7 +435,12 @@ impl crate::resp::RespNode for ClusterResp {
             memory_lines: crate::resp::memory_lines(&self.metrics),
             requirepass: self.requirepass.clone(),
             users: Arc::clone(&self.users),
+            script: self.scripts.activity(),
         }
+    }
+
+    fn scripts(&self) -> Option<&Scripts> {
+        Some(&self.scripts)
     }
 
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {
@@ -684,6 +694,8 @@ struct RuntimeRoles {
     config: NodeConfig,
     /// The data model this node's roles serve; each role gets a replica of it.
     model: Box<dyn DataModel>,
+    /// The watch the model's scripts run under.
+    scripts: Scripts,
     metrics: Arc<Metrics>,
     slot: Arc<Mutex<Slot>>,
     /// Sends cluster messages to the other nodes (and knows their addresses).
@@ -839,7 +851,9 @@ impl RuntimeRoles {
         let turns = handle.progress.turns();
         let turned = turns != self.executor_turns;
         self.executor_turns = turns;
-        turned
+        // A script is one long call: within its time limit it is progress, so the detector
+        // does not replace a primary for running one (the links keep pulsing meanwhile).
+        turned || self.scripts.running_within_limit()
     }
 
     /// Tells the primary role's links whether the cluster core takes its executor as stuck.

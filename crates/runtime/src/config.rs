@@ -92,6 +92,12 @@ output_buffer_mib = 1024
 # Replies all clients together may leave unread, in MiB, before the connection holding the
 # most is closed (0: no limit).
 output_buffers_total_mib = 2048
+# A script that has run this many milliseconds makes the node answer other clients -BUSY
+# until it ends, as Redis's busy-reply-threshold (0: never); SCRIPT KILL stops it.
+busy_reply_threshold_ms = 5000
+# A script that has run this many milliseconds is stopped and its writes undone (0: no
+# limit). The failure detector takes no script under this limit for a stuck node.
+script_time_limit_ms = 30000
 
 # Optional: the write-ahead log of the batches this node holds (a cluster-mode node always
 # keeps one, under cluster.data_dir unless dir says otherwise).
@@ -745,6 +751,13 @@ pub struct Tuning {
     /// closes the one holding the most (as Redis's `maxmemory-clients`); 0: no limit
     /// (default 2048).
     pub output_buffers_total_mib: usize,
+    /// A script that has run this many milliseconds makes the node answer other clients
+    /// `-BUSY` (Redis's `busy-reply-threshold`, default 5000); 0: never.
+    pub busy_reply_threshold_ms: u64,
+    /// A script that has run this many milliseconds is stopped and rolled back, ≥ 100 or 0
+    /// for no limit (default 30,000). The executor-stall rule waits this long plus
+    /// `executor_stall_ms` for a script, so no script under it replaces the primary.
+    pub script_time_limit_ms: u64,
 }
 
 impl Default for Tuning {
@@ -764,6 +777,8 @@ impl Default for Tuning {
             maxclients: MAXCLIENTS_DEFAULT,
             output_buffer_mib: 1024,
             output_buffers_total_mib: 2048,
+            busy_reply_threshold_ms: 5000,
+            script_time_limit_ms: 30_000,
         }
     }
 }
@@ -783,6 +798,9 @@ impl Tuning {
 /// The retained tail's default bound: room for one record of Redis's largest value
 /// (512 MiB), which may take half of it, and the batches around it.
 pub const TAIL_BYTES_MAX_DEFAULT: usize = (1 << 30) + (4 << 20);
+
+/// The shortest script time limit accepted (0 aside, which means none).
+pub const SCRIPT_TIME_LIMIT_MS_MIN: u64 = 100;
 
 /// Redis's default `maxclients`.
 pub const MAXCLIENTS_DEFAULT: usize = 10_000;
@@ -1245,6 +1263,16 @@ impl NodeConfig {
                 ),
             ));
         }
+        if t.script_time_limit_ms != 0 && t.script_time_limit_ms < SCRIPT_TIME_LIMIT_MS_MIN {
+            return Err(invalid(
+                "tuning.script_time_limit_ms",
+                format!(
+                    "{} ms would stop ordinary scripts; use at least {SCRIPT_TIME_LIMIT_MS_MIN}, \
+                     or 0 for no limit",
+                    t.script_time_limit_ms
+                ),
+            ));
+        }
         if t.batch_bytes_max < BATCH_BYTES_MIN {
             return Err(invalid(
                 "tuning.batch_bytes_max",
@@ -1646,6 +1674,11 @@ mod tests {
                 "at least 10",
             ),
             (
+                "`tuning.script_time_limit_ms`",
+                |c| c.tuning.script_time_limit_ms = 99,
+                "at least 100, or 0 for no limit",
+            ),
+            (
                 "`tuning.suspect_ticks`",
                 |c| c.tuning.suspect_ticks = 1,
                 "more than",
@@ -1863,6 +1896,8 @@ mod tests {
             maxclients: 1,
             output_buffer_mib: 0,
             output_buffers_total_mib: 0,
+            busy_reply_threshold_ms: 0,
+            script_time_limit_ms: 0,
         };
         config.validate().unwrap();
         // Two listeners on port 0 get different ports from the OS.

@@ -24,6 +24,7 @@ mod peer_auth;
 mod peer_tls;
 pub mod primary;
 pub mod resp;
+pub mod scripts;
 pub mod throttle;
 pub mod tls;
 pub mod workload;
@@ -163,8 +164,11 @@ impl Checksum {
 
 /// Runs a node serving `model` until the process is stopped. Errors are setup failures, with
 /// the field or resource named.
-pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), StartError> {
+pub fn run_node(config: NodeConfig, mut model: Box<dyn DataModel>) -> Result<(), StartError> {
     files::secure_data_dirs(&config)?;
+    // One watch for the node's scripts: every role's model is a replica of this one.
+    let scripts = scripts::Scripts::new(&config.tuning);
+    model.watch_calls(Arc::clone(scripts.watch()));
     let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Bind {
         field: "listen",
         address: config.listen,
@@ -218,6 +222,7 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
             resp_listener,
             model,
             metrics,
+            scripts,
         );
     }
     let node = Arc::new(match config.role {
@@ -258,6 +263,7 @@ pub fn run_node(config: NodeConfig, model: Box<dyn DataModel>) -> Result<(), Sta
             requirepass: config.resp_password(),
             users: Arc::new(config.resp_users()),
             protected_mode: config.protected_mode,
+            scripts: scripts.clone(),
             backups: config
                 .peers
                 .iter()
@@ -306,6 +312,7 @@ struct StaticResp {
     requirepass: Option<tandem_redis::session::Password>,
     users: Arc<Vec<Arc<tandem_redis::session::User>>>,
     protected_mode: bool,
+    scripts: scripts::Scripts,
 }
 
 impl resp::RespNode for StaticResp {
@@ -326,7 +333,12 @@ impl resp::RespNode for StaticResp {
             memory_lines: resp::memory_lines(&self.metrics),
             requirepass: self.requirepass.clone(),
             users: Arc::clone(&self.users),
+            script: self.scripts.activity(),
         }
+    }
+
+    fn scripts(&self) -> Option<&scripts::Scripts> {
+        Some(&self.scripts)
     }
 
     fn with_primary(&self, with: &mut dyn FnMut(&primary::PrimaryHandle)) {

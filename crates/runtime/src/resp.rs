@@ -37,7 +37,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use tandem_node::ReadAnswer;
 use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
 use tandem_redis::session::{
-    Call, Outcome, RunsOn, ServerInfo, Session, Step, backup_busy, not_primary,
+    Call, Outcome, RunsOn, ScriptActivity, ServerInfo, Session, Step, backup_busy, not_primary,
 };
 use tandem_store::ProcKind;
 use tandem_wire::ErrorCode;
@@ -46,6 +46,7 @@ use crate::backup::{BackupHandle, BackupPort};
 use crate::config::ClientLimits;
 use crate::metrics::Metrics;
 use crate::primary::{LocalAnswer, LocalOutcome, LocalPort, PrimaryHandle};
+use crate::scripts::Scripts;
 use crate::throttle::Throttle;
 use crate::tls::TlsStream;
 
@@ -66,6 +67,11 @@ pub trait RespNode: Send + Sync + 'static {
     /// Whether a node that asks no password serves loopback clients only
     /// (`protected_mode` in its configuration).
     fn protected_mode(&self) -> bool;
+
+    /// The watch over the node's scripts (`SCRIPT KILL` asks it), if it keeps one.
+    fn scripts(&self) -> Option<&crate::scripts::Scripts> {
+        None
+    }
 }
 
 /// `INFO`'s lines for what the data model reported (`Metrics::model_stats`).
@@ -929,6 +935,19 @@ impl Front {
                 conn.start += consumed;
                 conn.want = 1;
                 let mut written = Vec::new();
+                // A connection waiting for its own calls reads nothing of a script that runs, as
+                // Redis's blocked script caller: it gets no `-BUSY` and its `SCRIPT KILL` waits.
+                let waits = conn.unanswered > 0 || conn.held.is_some();
+                let quiet;
+                let info = if waits && info.script != ScriptActivity::Idle {
+                    quiet = ServerInfo {
+                        script: ScriptActivity::Idle,
+                        ..info.clone()
+                    };
+                    &quiet
+                } else {
+                    info
+                };
                 let step = conn.session.handle(&self.argv, info, &mut written);
                 // A refused password (AUTH, HELLO … AUTH) is answered at once: counted and
                 // logged as a failed authentication.
@@ -936,7 +955,11 @@ impl Front {
                     .metrics()
                     .resp_replied(&written, || conn.stream.peer_addr().ok());
                 match step {
-                    Step::Call(call) => {
+                    Step::KillScript(_) if self.node.scripts().is_some_and(Scripts::kill) => {
+                        conn.push_written(b"+OK\r\n".to_vec());
+                    }
+                    // The script ended before the ask: the call answers `NOTBUSY`.
+                    Step::Call(call) | Step::KillScript(call) => {
                         if call.waits_for(conn.unanswered_calls()) {
                             conn.held = Some(call);
                         } else {

@@ -24,13 +24,15 @@ use std::time::Duration;
 
 use tandem_redis::model::RedisModel;
 use tandem_redis::resp::{Value, parse_reply};
-use tandem_redis::session::ServerInfo;
+use tandem_redis::session::{ScriptActivity, ServerInfo};
 use tandem_replication::Safety;
 use tandem_runtime::backup::BackupHandle;
 use tandem_runtime::config::{ClientLimits, EXAMPLE, NodeConfig};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, PrimaryHandle};
 use tandem_runtime::resp::{self, RespNode};
+use tandem_runtime::scripts::Scripts;
+use tandem_store::DataModel;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -40,6 +42,7 @@ struct TestNode {
     metrics: Arc<Metrics>,
     resp_port: u16,
     requirepass: Option<tandem_redis::session::Password>,
+    scripts: Scripts,
 }
 
 impl RespNode for TestNode {
@@ -57,7 +60,12 @@ impl RespNode for TestNode {
             memory_lines: Vec::new(),
             requirepass: self.requirepass.clone(),
             users: Default::default(),
+            script: self.scripts.activity(),
         }
+    }
+
+    fn scripts(&self) -> Option<&Scripts> {
+        Some(&self.scripts)
     }
 
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {
@@ -101,6 +109,17 @@ fn start_tuned(
     limits: ClientLimits,
     tune: impl FnOnce(&mut NodeConfig),
 ) -> (SocketAddr, Arc<Metrics>) {
+    let (address, metrics, _) = launch(resp, requirepass, limits, tune);
+    (address, metrics)
+}
+
+/// Starts a node as [`start_tuned`] does; returns its watch over scripts too.
+fn launch(
+    resp: &str,
+    requirepass: Option<&[u8]>,
+    limits: ClientLimits,
+    tune: impl FnOnce(&mut NodeConfig),
+) -> (SocketAddr, Arc<Metrics>, Scripts) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
     tune(&mut config);
@@ -110,7 +129,9 @@ fn start_tuned(
     config.group.safety = Safety::OneSafe;
     config.group.db_mib = 16;
     config.validate().expect("a standalone primary is valid");
-    let model = RedisModel::new(config.group.db_mib << 20).expect("the database fits");
+    let mut model = RedisModel::new(config.group.db_mib << 20).expect("the database fits");
+    let scripts = Scripts::new(&config.tuning);
+    model.watch_calls(Arc::clone(scripts.watch()));
     let metrics = Arc::new(Metrics::new(config.node_id, "primary"));
     let handle = primary::start(
         &config,
@@ -127,9 +148,10 @@ fn start_tuned(
         metrics: Arc::clone(&metrics),
         resp_port: address.port(),
         requirepass: requirepass.map(tandem_redis::session::Password::new),
+        scripts: scripts.clone(),
     };
     resp::spawn(resp_listener, Arc::new(node), None, limits).expect("the RESP port starts");
-    (address, metrics)
+    (address, metrics, scripts)
 }
 
 struct Conn {
@@ -708,4 +730,60 @@ fn a_wrong_password_counts_as_a_failed_authentication() {
         conn.reply();
     }
     assert_eq!(resp_failures(&metrics), 2);
+}
+
+/// Waits until the node's script has run past the busy threshold.
+fn wait_until_busy(scripts: &Scripts) {
+    while scripts.activity() != ScriptActivity::Busy {
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_busy_script_gets_others_busy_and_script_kill_stops_it_and_undoes_its_writes() {
+    let (address, _, scripts) = launch("127.0.0.1:0", None, ClientLimits::default(), |config| {
+        config.tuning.busy_reply_threshold_ms = 100;
+    });
+    let mut writer = Conn::open(address);
+    writer.send(&[&[b"SET", b"w", b"0"]]);
+    assert_eq!(writer.reply(), ok());
+    // C calls on 100 KB: it would run for days before its instruction budget ran out.
+    let script: &[u8] = b"redis.call('SET', 'w', '1') local s = string.rep('x', 100000) \
+        while true do local u = s:upper() end";
+    writer.send(&[&[b"EVAL", script, b"0"], &[b"GET", b"w"]]);
+    wait_until_busy(&scripts);
+
+    let mut other = Conn::open(address);
+    other.send(&[&[b"GET", b"w"], &[b"PING"], &[b"MULTI"], &[b"SET", b"x", b"1"]]);
+    let busy = Value::Error(tandem_redis::session::BUSY.as_bytes().to_vec());
+    assert_eq!(other.reply(), busy);
+    assert_eq!(other.reply(), busy);
+    assert_eq!(other.reply(), ok(), "MULTI runs while a script is busy, as in Redis");
+    assert_eq!(other.reply(), busy);
+    // The refused command fails the block.
+    other.send(&[&[b"EXEC"]]);
+    assert!(
+        matches!(other.reply(), Value::Error(text) if text.starts_with(b"BUSY")),
+        "EXEC is refused while busy"
+    );
+
+    let mut killer = Conn::open(address);
+    killer.send(&[&[b"SCRIPT", b"KILL"]]);
+    assert_eq!(killer.reply(), ok());
+    let Value::Error(text) = writer.reply() else {
+        panic!("the killed script answers an error");
+    };
+    assert!(
+        text.starts_with(b"ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    // The writer's pipelined GET waited behind its script, and sees the write undone.
+    assert_eq!(writer.reply(), bulk("0"));
+    killer.send(&[&[b"SCRIPT", b"KILL"], &[b"GET", b"w"]]);
+    assert_eq!(
+        killer.reply(),
+        Value::Error(b"NOTBUSY No scripts in execution right now.".to_vec())
+    );
+    assert_eq!(killer.reply(), bulk("0"));
 }

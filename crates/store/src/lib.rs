@@ -25,6 +25,7 @@ mod model;
 mod registry;
 mod rng;
 mod table;
+mod watch;
 
 pub use dedup::{DEDUP_REPLY_INLINE_MAX, DedupEntry, DedupTable};
 pub use heap::{Heap, HeapFull, HeapStats};
@@ -35,6 +36,7 @@ pub use registry::{
 };
 pub use rng::Rng;
 pub use table::{Layout, LayoutError, Table};
+pub use watch::{CallWatch, RunId, Running, StopReason};
 
 /// A data model written in Rust: its tables, its procedures, how to load it and how to check
 /// it. [`Compiled`] makes one a [`DataModel`].

@@ -17,10 +17,11 @@
 
 use std::any::Any;
 use std::fmt;
+use std::sync::Arc;
 
 use tandem_memory::{Segment, Txn};
 
-use crate::{Driver, Inconsistency, ProcError, ProcId, Registry, Workload};
+use crate::{CallWatch, Driver, Inconsistency, ProcError, ProcId, Registry, Workload};
 
 /// Whether a procedure writes (runs in a txn, takes an LSN, leaves a dedup slot) or only
 /// reads (runs on a segment, on a primary or a backup).
@@ -113,8 +114,15 @@ pub trait DataModel: Any + Send {
     fn check_quick(&self, segment: &Segment) -> Result<(), Inconsistency>;
 
     /// A model for another replica of the same group (a backup's reads, a node that takes
-    /// over): the same procedures under the same ids.
+    /// over): the same procedures under the same ids, watched by the same [`CallWatch`].
     fn replica(&self) -> Box<dyn DataModel>;
+
+    /// Gives the model the node's watch over long calls: a model whose calls can run long
+    /// (scripts) marks them there and stops one the watch says must stop, rolling it back.
+    /// The default runs no long calls and ignores it.
+    fn watch_calls(&mut self, watch: Arc<CallWatch>) {
+        let _ = watch;
+    }
 
     /// A generator of calls for a benchmark or an in-process load, drawing from a generator
     /// seeded with `seed`; `None` for a model without one.

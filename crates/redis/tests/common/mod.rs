@@ -7,11 +7,13 @@
 
 pub mod fuzz;
 
+use std::sync::Arc;
+
 use tandem_memory::{Segment, Strategy};
 use tandem_redis::RedisModel;
 use tandem_redis::resp::{Argv, Value, parse_reply};
 use tandem_redis::session::{Outcome, ServerInfo, Session, Step};
-use tandem_store::{CallError, DataModel, ProcKind, Store};
+use tandem_store::{CallError, CallWatch, DataModel, ProcKind, Store};
 
 pub struct Node {
     pub store: Store,
@@ -22,7 +24,13 @@ pub struct Node {
 
 impl Node {
     pub fn new(db_bytes: usize) -> Node {
-        let model = RedisModel::new(db_bytes).unwrap();
+        Node::watched(db_bytes, Arc::new(CallWatch::unclocked()))
+    }
+
+    /// A node whose scripts run under `watch`, which can stop them.
+    pub fn watched(db_bytes: usize, watch: Arc<CallWatch>) -> Node {
+        let mut model = RedisModel::new(db_bytes).unwrap();
+        model.watch_calls(watch);
         let segment = Segment::anonymous(db_bytes, Strategy::V3InlineLog).unwrap();
         let store = Store::load(segment, Box::new(model));
         let mut replica = Segment::anonymous(db_bytes, Strategy::V3InlineLog).unwrap();
@@ -69,7 +77,8 @@ impl Node {
             Step::Replied | Step::Close => {}
             // A front end closes the connection without a reply; the harness says so.
             Step::CrossProtocol => return b"-(connection closed)\r\n".to_vec(),
-            Step::Call(call) => {
+            // The harness's sessions see no script run (`ServerInfo::script` is idle).
+            Step::Call(call) | Step::KillScript(call) => {
                 let mut reply = Vec::new();
                 let result = match call.kind {
                     ProcKind::Read => self.store.read(call.proc_id, &call.args, &mut reply),

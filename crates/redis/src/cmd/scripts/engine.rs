@@ -42,7 +42,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use mlua::chunk::ChunkMode;
 use mlua::{
@@ -53,13 +53,19 @@ use super::guards::{self, ChunkFunction, PatternFunction};
 use super::{ScriptFlags, ScriptRef, Sha, cjson, msgpack, shebang_flags, stored_body};
 use crate::cmd::{Access, Class, CmdError, Ctx, OOM_TEXT, lookup, run_in};
 use crate::resp::{self, Argv, Proto, ReplyWriter};
+use tandem_store::{CallWatch, RunId, StopReason};
 
 /// Lua instructions a script may run, by default: a few seconds at most.
 pub const INSTRUCTION_BUDGET_DEFAULT: u64 = 100_000_000;
 /// Bytes the Lua VM may hold, by default (the libraries and the compiled scripts included).
 pub const MEMORY_LIMIT_DEFAULT: usize = 64 << 20;
-/// Instructions between two runs of the budget hook.
-const HOOK_INTERVAL: u32 = 1000;
+/// Instructions between two runs of the budget hook, at most.
+const HOOK_INTERVAL_MAX: u32 = 1000;
+/// Instructions between two runs of the budget hook when a run begins.
+const HOOK_INTERVAL_START: u32 = 100;
+/// The hook aims to run about this often: a run slower than twice it shortens the interval,
+/// one faster than a tenth of it lengthens the interval (see [`next_hook_interval`]).
+const HOOK_PERIOD_TARGET_US: u64 = 500;
 /// Compiled functions kept at most; past it the cache starts over (it is only a cache).
 const COMPILED_MAX: usize = 10_000;
 /// How deeply a script's reply may nest before it is cut with an error element.
@@ -73,6 +79,8 @@ const REDIS_VERSION_NUM: i64 = 0x0007_000f;
 pub struct ScriptEngine {
     instruction_budget: u64,
     memory_limit: usize,
+    /// Where the node sees a script run and asks it to stop (unclocked until it is given one).
+    watch: Arc<CallWatch>,
     vm: Option<Vm>,
 }
 
@@ -103,12 +111,22 @@ struct Compiled {
     flags: ScriptFlags,
 }
 
-/// What the budget hook counts, shared with it.
+/// What the budget hook counts and decides, shared with it.
 #[derive(Debug, Default)]
 struct Budget {
     used: AtomicU64,
     limit: AtomicU64,
+    /// The run must stop: its instruction budget is spent, or the watch said so
+    /// (`stopped`). The prelude raises the stop again wherever a script could catch it.
     spent: AtomicBool,
+    /// Why the watch stopped the run, if it did.
+    stopped: std::sync::Mutex<Option<StopReason>>,
+    /// The watch's number for the run under way.
+    run: AtomicU64,
+    /// Instructions between two runs of the hook now (see [`next_hook_interval`]).
+    interval: AtomicU32,
+    /// When the hook last ran, by the watch's clock, in microseconds.
+    last_hook_us: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -127,6 +145,7 @@ struct Vm {
     runner: Function,
     compiled: BTreeMap<Sha, Compiled>,
     budget: Arc<Budget>,
+    hook: Arc<Hook>,
     /// The state of `math.random`'s generator, seeded from the call's for each run.
     rng: Arc<AtomicU64>,
     /// The protocol the running script chose with `redis.setresp` (2 or 3).
@@ -142,6 +161,76 @@ struct RunState {
     oom: bool,
 }
 
+/// The count hook: it charges the instructions run to the budget, stops a run the watch
+/// says must stop, and keeps its own interval near [`HOOK_PERIOD_TARGET_US`].
+#[derive(Debug)]
+struct Hook {
+    budget: Arc<Budget>,
+    watch: Arc<CallWatch>,
+}
+
+impl Hook {
+    /// Makes the VM run the hook every `interval` instructions (on the running coroutine,
+    /// and on those it creates from now on).
+    fn install(self: &Arc<Self>, lua: &Lua, interval: u32) -> mlua::Result<()> {
+        self.budget.interval.store(interval, Ordering::Relaxed);
+        let hook = self.clone();
+        lua.set_global_hook(
+            HookTriggers::new().every_nth_instruction(interval),
+            move |lua, _| hook.ran(lua, interval),
+        )
+    }
+
+    /// The hook ran after `interval` instructions.
+    fn ran(self: &Arc<Self>, lua: &Lua, interval: u32) -> mlua::Result<VmState> {
+        let budget = &self.budget;
+        let used = budget
+            .used
+            .fetch_add(u64::from(interval), Ordering::Relaxed)
+            + u64::from(interval);
+        if used > budget.limit.load(Ordering::Relaxed) {
+            budget.spent.store(true, Ordering::Relaxed);
+            return Err(mlua::Error::runtime(STOPPED));
+        }
+        let run = RunId(budget.run.load(Ordering::Relaxed));
+        if let Some(reason) = self.watch.stop_reason(run) {
+            *budget.stopped.lock().expect("not poisoned") = Some(reason);
+            budget.spent.store(true, Ordering::Relaxed);
+            return Err(mlua::Error::runtime(STOPPED));
+        }
+        let now_us = self.watch.now_us();
+        let elapsed_us = now_us.saturating_sub(budget.last_hook_us.swap(now_us, Ordering::Relaxed));
+        let next = next_hook_interval(interval, elapsed_us);
+        if next != interval {
+            self.install(lua, next)?;
+        }
+        Ok(VmState::Continue)
+    }
+}
+
+/// The hook's next interval after one of `interval` instructions took `elapsed_us`.
+///
+/// A stop is seen only when the hook runs, and the VM cannot run it inside an instruction or
+/// a C function: a script that spends its time in C (`string.upper` of a megabyte takes
+/// about 5 ms) or on large strings (`..` copies them) runs few instructions per millisecond,
+/// so a fixed interval of a thousand would leave a stop waiting seconds. The interval
+/// shrinks eightfold at once when it took more than twice the target and doubles back when
+/// it took less than a tenth of it: pure Lua runs a thousand instructions in about 10 µs,
+/// and a hook costs about 80 ns.
+fn next_hook_interval(interval: u32, elapsed_us: u64) -> u32 {
+    if elapsed_us > 2 * HOOK_PERIOD_TARGET_US {
+        (interval / 8).max(1)
+    } else if elapsed_us < HOOK_PERIOD_TARGET_US / 10 {
+        interval.saturating_mul(2).min(HOOK_INTERVAL_MAX)
+    } else {
+        interval
+    }
+}
+
+/// What the hook raises to stop a run; the prelude raises it again wherever a script could
+/// catch it, and the engine answers the reason instead (the budget's `spent`/`stopped`).
+const STOPPED: &str = "the script was stopped";
+
 impl ScriptEngine {
     /// An engine whose scripts may run `instruction_budget` Lua instructions and whose VM
     /// may hold `memory_limit` bytes. The VM is made on first use.
@@ -149,8 +238,22 @@ impl ScriptEngine {
         ScriptEngine {
             instruction_budget,
             memory_limit,
+            watch: Arc::new(CallWatch::unclocked()),
             vm: None,
         }
+    }
+
+    /// Runs scripts under `watch` from now on: each run is marked there, and one the watch
+    /// says must stop (`SCRIPT KILL`, the time limit) stops and is rolled back.
+    pub fn set_watch(&mut self, watch: Arc<CallWatch>) {
+        self.watch = watch;
+        // The budget hook holds the watch it was made with.
+        self.vm = None;
+    }
+
+    /// The watch scripts run under.
+    pub fn watch(&self) -> &Arc<CallWatch> {
+        &self.watch
     }
 
     /// Drops every compiled function (`SCRIPT FLUSH`).
@@ -163,7 +266,7 @@ impl ScriptEngine {
 
     fn vm(&mut self) -> Result<&mut Vm, CmdError> {
         if self.vm.is_none() {
-            let vm = Vm::start(self.memory_limit)
+            let vm = Vm::start(self.memory_limit, self.watch.clone())
                 .map_err(|err| CmdError::owned(format!("ERR the Lua VM could not start: {err}")))?;
             self.vm = Some(vm);
         }
@@ -229,7 +332,7 @@ impl ScriptEngine {
 }
 
 impl Vm {
-    fn start(memory_limit: usize) -> mlua::Result<Vm> {
+    fn start(memory_limit: usize, watch: Arc<CallWatch>) -> mlua::Result<Vm> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
@@ -472,25 +575,11 @@ impl Vm {
         parts.set("version", crate::session::REDIS_VERSION)?;
         parts.set("version_num", REDIS_VERSION_NUM)?;
         let (new_env, runner, redis): (Function, Function, Table) = setup.call(parts)?;
-        {
-            let budget = budget.clone();
-            lua.set_global_hook(
-                HookTriggers::new().every_nth_instruction(HOOK_INTERVAL),
-                move |_, _| {
-                    let used = budget
-                        .used
-                        .fetch_add(u64::from(HOOK_INTERVAL), Ordering::Relaxed)
-                        + u64::from(HOOK_INTERVAL);
-                    if used > budget.limit.load(Ordering::Relaxed) {
-                        budget.spent.store(true, Ordering::Relaxed);
-                        return Err(mlua::Error::runtime(
-                            "the script's instruction budget is spent",
-                        ));
-                    }
-                    Ok(VmState::Continue)
-                },
-            )?;
-        }
+        let hook = Arc::new(Hook {
+            budget: budget.clone(),
+            watch,
+        });
+        hook.install(&lua, HOOK_INTERVAL_START)?;
         lua.gc_collect()?;
         lua.set_memory_limit(memory_limit)?;
         Ok(Vm {
@@ -501,6 +590,7 @@ impl Vm {
             runner,
             compiled: BTreeMap::new(),
             budget,
+            hook,
             rng,
             resp,
         })
@@ -558,10 +648,23 @@ impl Vm {
             .limit
             .store(instruction_budget, Ordering::Relaxed);
         self.budget.spent.store(false, Ordering::Relaxed);
+        *self.budget.stopped.lock().expect("not poisoned") = None;
         self.rng.store(ctx.random(), Ordering::Relaxed);
         self.resp.store(2, Ordering::Relaxed);
         let state = std::cell::RefCell::new(RunState::default());
         let lua = &self.lua;
+        if self.budget.interval.load(Ordering::Relaxed) != HOOK_INTERVAL_START {
+            // Each run starts at the same interval: the last run's says nothing of this one.
+            self.hook
+                .install(lua, HOOK_INTERVAL_START)
+                .map_err(|err| CmdError::owned(format!("ERR the Lua VM failed: {err}")))?;
+        }
+        let watch = self.hook.watch.clone();
+        let run = watch.begin();
+        self.budget.run.store(run.0, Ordering::Relaxed);
+        self.budget
+            .last_hook_us
+            .store(watch.now_us(), Ordering::Relaxed);
         let prepared = (|| -> mlua::Result<()> {
             let keys = strings_table(lua, keys)?;
             let args = strings_table(lua, args)?;
@@ -570,6 +673,7 @@ impl Vm {
             Ok(())
         })();
         if prepared.is_err() {
+            watch.end(run);
             let _ = lua.gc_collect();
             return Err(memory_error());
         }
@@ -621,6 +725,7 @@ impl Vm {
             self.redis.raw_set("pcall", Value::Nil)?;
             Ok(outcome)
         });
+        watch.end(run);
         let _ = self.redis.raw_set("call", Value::Nil);
         let _ = self.redis.raw_set("pcall", Value::Nil);
         let _ = self.bridge.raw_set("env", Value::Nil);
@@ -637,6 +742,22 @@ impl Vm {
                 CmdError::owned(text)
             }
         };
+        let stopped = self.budget.stopped.lock().expect("not poisoned").take();
+        match stopped {
+            Some(StopReason::Killed) => {
+                return Err(fail(format!(
+                    "ERR Script killed by user with SCRIPT KILL... (its writes are undone) \
+                     script: {sha_text}"
+                )));
+            }
+            Some(StopReason::TimeLimit { limit_ms }) => {
+                return Err(fail(format!(
+                    "ERR Script killed: it ran longer than the {limit_ms} ms a script may run \
+                     (tuning.script_time_limit_ms; its writes are undone) script: {sha_text}"
+                )));
+            }
+            None => {}
+        }
         if self.budget.spent.load(Ordering::Relaxed) {
             return Err(fail(format!(
                 "ERR Script killed: it ran more than the {instruction_budget} Lua instructions \
@@ -1317,7 +1438,7 @@ local function protect(lib)
   return proxy
 end
 
-local SPENT = "the script's instruction budget is spent"
+local SPENT = "the script was stopped"
 -- Every protected call raises the budget's error again as it returns, once it is spent.
 local function after_protected(...)
   if spent() then error(SPENT, 0) end

@@ -1,0 +1,164 @@
+//! The node's side of its watch over long calls (scripts): the clock the watch reads, what
+//! the RESP front end tells its clients while a script runs, and `SCRIPT KILL`.
+//!
+//! The data model marks each script run on the node's [`CallWatch`] and stops one the watch
+//! says must stop (the model's count hook polls it). Here the node gives the watch its
+//! clock, reads whether a script has run past `tuning.busy_reply_threshold_ms` (the front end
+//! then answers other clients `-BUSY`, as Redis does), asks the run to stop on `SCRIPT
+//! KILL`, and tells the failure detector that a script under `tuning.script_time_limit_ms`
+//! is progress, not a stuck executor.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use tandem_redis::session::ScriptActivity;
+use tandem_store::CallWatch;
+
+use crate::config::Tuning;
+
+/// Microseconds since the process first asked: the monotonic clock every watch reads.
+fn clock_us() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The node's watch over its scripts, and the thresholds it reads it against.
+#[derive(Debug, Clone)]
+pub struct Scripts {
+    watch: Arc<CallWatch>,
+    busy_reply_threshold_ms: u64,
+    /// How long a run may go on before the failure detector may take the executor as stuck:
+    /// the time limit and the executor-stall allowance after it (`None`: for ever).
+    progress_for: Option<Duration>,
+}
+
+impl Scripts {
+    /// A watch on the runtime's clock, with `tuning`'s limits.
+    pub fn new(tuning: &Tuning) -> Scripts {
+        Scripts::with_clock(tuning, Box::new(clock_us))
+    }
+
+    /// A watch on `clock_us` (monotonic microseconds), with `tuning`'s limits.
+    pub fn with_clock(tuning: &Tuning, clock_us: Box<dyn Fn() -> u64 + Send + Sync>) -> Scripts {
+        let watch = CallWatch::new(clock_us, tuning.script_time_limit_ms);
+        let progress_for = (tuning.script_time_limit_ms > 0)
+            .then(|| Duration::from_millis(tuning.script_time_limit_ms + tuning.executor_stall_ms));
+        Scripts {
+            watch: Arc::new(watch),
+            busy_reply_threshold_ms: tuning.busy_reply_threshold_ms,
+            progress_for,
+        }
+    }
+
+    /// The watch the data model's scripts run under.
+    pub fn watch(&self) -> &Arc<CallWatch> {
+        &self.watch
+    }
+
+    /// Whether a script runs now, and whether it has run past the busy threshold.
+    pub fn activity(&self) -> ScriptActivity {
+        match self.watch.running() {
+            None => ScriptActivity::Idle,
+            Some(running)
+                if self.busy_reply_threshold_ms > 0
+                    && running.elapsed_ms >= self.busy_reply_threshold_ms =>
+            {
+                ScriptActivity::Busy
+            }
+            Some(_) => ScriptActivity::Running,
+        }
+    }
+
+    /// `SCRIPT KILL`: asks the script running now to stop (it rolls back what it wrote).
+    /// False if none runs by the time it is asked.
+    pub fn kill(&self) -> bool {
+        self.watch
+            .running()
+            .is_some_and(|running| self.watch.request_stop(running.run))
+    }
+
+    /// Whether a script is running and still within the time the failure detector grants
+    /// it: the executor running it is making progress, not stuck.
+    pub fn running_within_limit(&self) -> bool {
+        self.watch.running().is_some_and(|running| {
+            self.progress_for
+                .is_none_or(|limit| u128::from(running.elapsed_ms) < limit.as_millis())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+
+    /// Scripts on a clock the test moves, in milliseconds.
+    fn scripts(busy_ms: u64, limit_ms: u64, stall_ms: u64) -> (Arc<AtomicU64>, Scripts) {
+        let tuning = Tuning {
+            busy_reply_threshold_ms: busy_ms,
+            script_time_limit_ms: limit_ms,
+            executor_stall_ms: stall_ms,
+            ..Tuning::default()
+        };
+        let now_ms = Arc::new(AtomicU64::new(0));
+        let clock = now_ms.clone();
+        let scripts = Scripts::with_clock(
+            &tuning,
+            Box::new(move || clock.load(Ordering::Relaxed) * 1000),
+        );
+        (now_ms, scripts)
+    }
+
+    #[test]
+    fn a_script_is_running_then_busy_then_gone() {
+        let (now_ms, scripts) = scripts(5000, 0, 1000);
+        assert_eq!(scripts.activity(), ScriptActivity::Idle);
+        let run = scripts.watch().begin();
+        now_ms.store(4999, Ordering::Relaxed);
+        assert_eq!(scripts.activity(), ScriptActivity::Running);
+        now_ms.store(5000, Ordering::Relaxed);
+        assert_eq!(scripts.activity(), ScriptActivity::Busy);
+        scripts.watch().end(run);
+        assert_eq!(scripts.activity(), ScriptActivity::Idle);
+    }
+
+    #[test]
+    fn kill_stops_the_run_under_way_and_only_it() {
+        let (_, scripts) = scripts(5000, 0, 1000);
+        assert!(!scripts.kill(), "nothing runs");
+        let run = scripts.watch().begin();
+        assert!(scripts.kill());
+        assert_eq!(
+            scripts.watch().stop_reason(run),
+            Some(tandem_store::StopReason::Killed)
+        );
+        scripts.watch().end(run);
+        let next = scripts.watch().begin();
+        assert_eq!(scripts.watch().stop_reason(next), None);
+        scripts.watch().end(next);
+    }
+
+    #[test]
+    fn a_zero_threshold_never_answers_busy() {
+        let (now_ms, scripts) = scripts(0, 0, 1000);
+        let run = scripts.watch().begin();
+        now_ms.store(1 << 40, Ordering::Relaxed);
+        assert_eq!(scripts.activity(), ScriptActivity::Running);
+        assert!(scripts.running_within_limit(), "no limit: always progress");
+        scripts.watch().end(run);
+    }
+
+    #[test]
+    fn the_detector_waits_for_the_limit_and_the_stall_allowance() {
+        let (now_ms, scripts) = scripts(5000, 30_000, 1000);
+        assert!(!scripts.running_within_limit(), "nothing runs");
+        let run = scripts.watch().begin();
+        now_ms.store(30_999, Ordering::Relaxed);
+        assert!(scripts.running_within_limit());
+        now_ms.store(31_000, Ordering::Relaxed);
+        assert!(!scripts.running_within_limit());
+        scripts.watch().end(run);
+    }
+}
