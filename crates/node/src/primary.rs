@@ -287,6 +287,14 @@ impl<T> PrimaryRole<T> {
         &self.primary
     }
 
+    /// Holds back the replies in `ready` that would leave at `tick_now` on a lease that ran
+    /// out since their release, and those after them, until the lease holds again (see
+    /// [`Primary::hold_lapsed`]). A driver calls it just before draining the replies.
+    pub fn hold_lapsed(&mut self, ready: &mut RoleReady<T>, tick_now: u64) {
+        self.primary
+            .hold_lapsed(&mut ready.replication.replies, tick_now);
+    }
+
     /// Runs a client's call exactly once and hands its answer to the replication core.
     ///
     /// A (client id, seq) the dedup table holds is answered with the reply stored when it

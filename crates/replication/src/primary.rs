@@ -428,6 +428,14 @@ pub struct Primary<R> {
     members: Vec<Progress>,
     /// Replies not yet released, in LSN order.
     pending: VecDeque<Pending<R>>,
+    /// Replies released under a lease that ran out before the driver could send them (the
+    /// call that made them ran longer than the lease: a long script, a long read), and those
+    /// released after them: they wait, in LSN order and before every pending reply, for the
+    /// lease to hold again ([`Primary::hold_lapsed`]).
+    lapsed: VecDeque<Reply<R>>,
+    /// The latest lease end a lapsed reply was released under: they leave only under a
+    /// lease renewed past it (an echo of a heartbeat sent after they lapsed).
+    lapsed_lease_end: u64,
     ready: PrimaryReady<R>,
     tick: u64,
     deposed: bool,
@@ -516,6 +524,8 @@ impl<R> Primary<R> {
             lsn_committed,
             members,
             pending: VecDeque::new(),
+            lapsed: VecDeque::new(),
+            lapsed_lease_end: 0,
             ready: PrimaryReady::default(),
             // Tick 0 is never sent: an echo of 0 means no heartbeat was heard.
             tick: 1,
@@ -625,6 +635,12 @@ impl<R> Primary<R> {
         // Its askers time out and ask the next primary: an answer now could miss writes the
         // new view acknowledges.
         self.read_indexes.clear();
+        for lapsed in self.lapsed.drain(..) {
+            self.ready.abandoned.push(Reply {
+                lease_end: None,
+                ..lapsed
+            });
+        }
         for pending in self.pending.drain(..) {
             self.ready.abandoned.push(Reply {
                 lsn: pending.lsn,
@@ -634,9 +650,43 @@ impl<R> Primary<R> {
         }
     }
 
-    /// Replies waiting for their rule.
+    /// Replies waiting for their rule, or for a lease that ran out before they could leave.
     pub fn pending_replies(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.lapsed.len()
+    }
+
+    /// Takes back, from replies this primary released (`released`, in LSN order, as
+    /// [`Primary::take_ready`] gave them), those a driver would send at `tick_now` on a lease
+    /// that ran out meanwhile, and every one after the first of them: they wait for the lease
+    /// to hold again and are released again, in the same order, with its new end. A driver
+    /// calls it just before [`PrimaryReady::drain_replies`], which then withholds nothing.
+    ///
+    /// Only time spent by the driver between the release and the send lets a lease run out
+    /// so: one call that ran longer than the lease (a script, a long read), or a paused
+    /// process. Withheld, such a reply would tell a client its command may have run, or make
+    /// it send a read again that runs as long again; held, it leaves once a heartbeat sent
+    /// after the call is echoed, or is abandoned if this primary was replaced meanwhile.
+    pub fn hold_lapsed(&mut self, released: &mut Vec<Reply<R>>, tick_now: u64) {
+        let first = if self.lapsed.is_empty() {
+            match released
+                .iter()
+                .position(|reply| reply.lease_end.is_some_and(|end| tick_now >= end))
+            {
+                Some(first) => first,
+                None => return,
+            }
+        } else {
+            0
+        };
+        if let (Some(last), Some(next)) = (self.lapsed.back(), released.get(first)) {
+            assert!(last.lsn <= next.lsn, "replies are held in LSN order");
+        }
+        for reply in released.drain(first..) {
+            if let Some(end) = reply.lease_end {
+                self.lapsed_lease_end = self.lapsed_lease_end.max(end);
+            }
+            self.lapsed.push_back(reply);
+        }
     }
 
     pub fn tail(&self) -> &RetainedTail {
@@ -1135,6 +1185,9 @@ impl<R> Primary<R> {
         if self.tick_release_from.is_some_and(|tick| self.tick >= tick) {
             self.tick_release_from = None;
             self.release();
+        } else if !self.lapsed.is_empty() {
+            // The lease they wait for may hold again at this tick (an echo came meanwhile).
+            self.release();
         }
         self.answer_read_indexes();
         // Ticks count from 1 (see `resume`): every `heartbeat_ticks` ticks since the start.
@@ -1597,7 +1650,7 @@ impl<R> Primary<R> {
             self.pending.is_empty(),
             "a reply skips the queue only when it is empty"
         );
-        if self.view_newer.is_some() || self.deposed || self.holding() {
+        if self.view_newer.is_some() || self.deposed || self.holding() || !self.lapsed.is_empty() {
             return Some(pending);
         }
         let lease_end = self.lease_end();
@@ -1628,6 +1681,17 @@ impl<R> Primary<R> {
         let mut memo: Option<(Safety, u64)> = None;
         let lease_end = self.lease_end();
         let lease_holds = lease_end.is_none_or(|end| self.tick < end);
+        if !self.lapsed.is_empty() {
+            if !lease_holds || lease_end.is_some_and(|end| end <= self.lapsed_lease_end) {
+                return;
+            }
+            for lapsed in self.lapsed.drain(..) {
+                self.ready.replies.push(Reply {
+                    lease_end: lapsed.lease_end.and(lease_end),
+                    ..lapsed
+                });
+            }
+        }
         while let Some(front) = self.pending.front() {
             if front.needs_lease && !lease_holds {
                 break;
@@ -1752,6 +1816,17 @@ impl<R> Primary<R> {
         if let (Some(first), Some(last)) = (self.pending.front(), self.pending.back()) {
             assert!(first.lsn <= last.lsn);
             assert!(last.lsn <= self.lsn_committed);
+        }
+        // Lapsed replies were released: in LSN order, before every pending one.
+        assert!(
+            self.deposed
+                || self
+                    .lapsed
+                    .iter()
+                    .all(|reply| reply.lsn <= self.lsn_committed)
+        );
+        if let (Some(last), Some(first)) = (self.lapsed.back(), self.pending.front()) {
+            assert!(last.lsn <= first.lsn);
         }
         // A deposed primary answers no read index: a new view may acknowledge what it lacks.
         assert!(!self.deposed || self.read_indexes.is_empty());

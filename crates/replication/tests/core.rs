@@ -1778,6 +1778,89 @@ fn replies_leave_withheld_or_refused_as_drain_replies_says() {
     ));
 }
 
+/// A reply whose lease ran out between its release and its send (the call that made it ran
+/// longer than the lease) is held, not withheld: it leaves, with the lease's new end, once a
+/// heartbeat sent after it is echoed, ahead of every reply released after it; and a primary
+/// deposed meanwhile answers it "not primary".
+#[test]
+fn a_reply_whose_lease_ran_out_before_it_left_waits_for_the_lease() {
+    let config = PrimaryConfig {
+        heartbeat_ticks: 1,
+        lease_ticks: Some(2),
+        ..config(1, Safety::OneSafe)
+    };
+    let mut primary: Primary<u64> = Primary::new(config, 0);
+    let mut ready = PrimaryReady::default();
+    let echo = |tick_echoed| Message::Ack {
+        view: 1,
+        lsn_received: 0,
+        lsn_applied: 0,
+        lsn_durable: 0,
+        tick_echoed,
+    };
+    primary.take_ready(&mut ready);
+    ready.clear();
+    primary.step(2, echo(0));
+    primary.step(2, echo(primary.tick_count()));
+    primary.take_ready(&mut ready);
+    ready.clear();
+    primary.defer(Safety::OneSafe, 8);
+    primary.take_ready(&mut ready);
+    let end = ready.replies[0]
+        .lease_end
+        .expect("released under the lease");
+    // The driver sends it only at `end`: held back, with nothing left to withhold.
+    primary.hold_lapsed(&mut ready.replies, end);
+    assert!(ready.replies.is_empty());
+    assert_eq!(primary.pending_replies(), 1);
+    // A reply released after it waits behind it.
+    primary.defer(Safety::OneSafe, 9);
+    primary.take_ready(&mut ready);
+    primary.hold_lapsed(&mut ready.replies, end);
+    assert!(ready.replies.is_empty());
+    assert_eq!(primary.pending_replies(), 2);
+    while primary.tick_count() < end {
+        primary.tick();
+    }
+    primary.take_ready(&mut ready);
+    assert!(
+        ready.replies.is_empty(),
+        "nothing leaves on a lease that ran out"
+    );
+    ready.clear();
+    primary.step(2, echo(primary.tick_count()));
+    primary.take_ready(&mut ready);
+    let tick_now = primary.tick_count();
+    let sent: Vec<_> = ready.drain_replies(tick_now).collect();
+    assert!(
+        matches!(
+            sent[..],
+            [
+                Disposition::Send(Reply { reply: 8, lease_end: Some(a), .. }),
+                Disposition::Send(Reply { reply: 9, lease_end: Some(b), .. }),
+            ] if a > end && b > end
+        ),
+        "{sent:?}"
+    );
+    assert_eq!(primary.pending_replies(), 0);
+    ready.clear();
+
+    // Held again, then deposed: abandoned, never sent.
+    primary.defer(Safety::OneSafe, 10);
+    primary.take_ready(&mut ready);
+    let end = ready.replies[0]
+        .lease_end
+        .expect("released under the lease");
+    primary.hold_lapsed(&mut ready.replies, end);
+    primary.depose(2);
+    primary.take_ready(&mut ready);
+    let refused: Vec<_> = ready.drain_replies(end).collect();
+    assert!(matches!(
+        refused[..],
+        [Disposition::NotPrimary(Reply { reply: 10, .. })]
+    ));
+}
+
 /// A receiver of view 1 that heard one heartbeat, sent at the primary's tick 5, and acked it.
 fn receiver_after_a_heartbeat() -> (Receiver, ReceiverReady) {
     let mut receiver = Receiver::new(receiver_config(1), 0);

@@ -649,3 +649,55 @@ fn view_of(cluster: &Cluster, node: u64) -> u64 {
         .as_u64()
         .unwrap_or_else(|| panic!("no view in {status}"))
 }
+
+/// A script that spends its time in C functions (the hardening issue's finding: a loop of
+/// `string.upper` on a megabyte ran 13–21 s, its primary was replaced and `SCRIPT KILL`
+/// answered `NOTBUSY`): past the busy threshold (5 s) other clients get `-BUSY`, `SCRIPT
+/// KILL` stops it and undoes its write, the primary stays primary, and the replicas agree.
+#[test]
+fn a_long_script_answers_others_busy_is_killed_and_moves_no_primary() {
+    let cluster = Cluster::start("long-script", 3, 16);
+    let view_before = view_of(&cluster, cluster.primary);
+    let mut writer = Conn::connect(cluster.primary_resp());
+    assert_eq!(writer.cmd("SET w 0"), Value::Simple(b"OK".to_vec()));
+    let script = b"redis.call('SET', 'w', '1') local s = string.rep('x', 1000000) \
+        while true do local u = s:upper() end";
+    writer
+        .send(&[b"EVAL".to_vec(), script.to_vec(), b"0".to_vec()])
+        .expect("sent");
+    // The front end answers `PING` itself: `PONG` until the script has run 5 s, then `BUSY`.
+    let mut probe = Conn::connect(cluster.primary_resp());
+    loop {
+        match probe.cmd("PING") {
+            Value::Simple(pong) if pong == b"PONG" => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Value::Error(text) => {
+                assert!(text.starts_with(b"BUSY Redis is busy running a script"));
+                break;
+            }
+            other => panic!("PING answered {other}"),
+        }
+    }
+    assert_eq!(
+        Conn::connect(cluster.primary_resp()).cmd("SCRIPT KILL"),
+        Value::Simple(b"OK".to_vec())
+    );
+    let Ok(Value::Error(text)) = writer.read() else {
+        panic!("the killed script answers an error: {}", cluster.logs());
+    };
+    assert!(
+        text.starts_with(b"ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    assert_eq!(writer.cmd("GET w"), Value::Bulk(b"0".to_vec()), "undone");
+    assert_eq!(writer.cmd("SET after 1"), Value::Simple(b"OK".to_vec()));
+    assert_eq!(
+        view_of(&cluster, cluster.primary),
+        view_before,
+        "the view changed while the script ran: {}",
+        cluster.logs()
+    );
+    cluster.assert_replicas_identical();
+}

@@ -561,6 +561,9 @@ impl Executor {
         let tick_now = 1
             + (now.duration_since(self.tick_origin).as_nanos() / self.tick.as_nanos().max(1))
                 as u64;
+        // A reply whose lease ran out while this turn ran (a long call) waits for it to hold
+        // again rather than being withheld.
+        self.role.hold_lapsed(&mut self.ready, tick_now);
         let mut withheld = 0;
         for disposition in self.ready.drain_replies(tick_now) {
             match disposition {

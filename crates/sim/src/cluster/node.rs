@@ -844,6 +844,11 @@ impl World {
         }
         let tick_now = role.primary().tick_count();
         let view = role.primary().view();
+        // Released under a lease that ran out before it could leave (a paused primary replays
+        // the ticks it missed, and a hold that ends inside them releases replies at a tick
+        // the replay then passes, seed 22594): held until the lease holds again, as the
+        // runtime's executor holds a long call's reply.
+        role.role.hold_lapsed(&mut ready, tick_now);
         // The primary's bytes at the end of its last sealed batch: what a backup must hold
         // once it has applied that batch. Only the newest view's primary writes history.
         let segment = role.role.store().segment();
@@ -863,10 +868,8 @@ impl World {
         for disposition in ready.drain_replies(tick_now) {
             let reply = match disposition {
                 Disposition::Send(reply) => reply,
-                // Released under a lease that ran out before it could leave: a paused primary
-                // replays the ticks it missed, and a hold that ends inside them releases
-                // replies at a tick the replay then passes (seed 22594). Not sent: the client
-                // is told `Busy`, as the runtime tells a stub, and sends the call again.
+                // Nothing is withheld once lapsed replies are held; were one, the client would
+                // be told `Busy`, as the runtime tells a stub, and send the call again.
                 Disposition::Withhold(reply) if reply.reply.to == ClientConn::PERIODIC => {
                     continue;
                 }
