@@ -44,6 +44,7 @@ use tandem_wire::{
 };
 
 use crate::config::{Mode, NodeConfig};
+use crate::gate::Handshake;
 use crate::log::NodeLog;
 use crate::members::MemberList;
 use crate::metrics::{Metrics, ReasonLabel};
@@ -524,25 +525,25 @@ pub fn start(
         .map_or(0, |peer| peer.node_id);
     let gate = Gate::new(config.group.view, primary);
     let log = crate::log::open_fresh(config, segment.lsn(), &metrics)?;
+    let gate_metrics = Arc::clone(&metrics);
     let handle = start_role(config, segment, model, metrics, gate, Vec::new(), None, log)?;
     let state = handle.state.clone();
     let to_applier = handle.to_applier.clone();
-    thread::Builder::new()
-        .name("accept".into())
-        .spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let state = state.clone();
-                let to_applier = to_applier.clone();
-                crate::spawn_or_say("receiver".into(), move || {
-                    serve_connection(stream, state, to_applier)
-                });
-            }
-        })
-        .map_err(|source| StartError::Thread {
-            thread: "the accept thread",
-            source,
-        })?;
+    // A connection gets a thread only once its whole Hello came (gate.rs).
+    let on_hello = move |stream: TcpStream, buffer: FrameBuffer, handshake: Handshake| {
+        let state = state.clone();
+        let to_applier = to_applier.clone();
+        crate::spawn_or_say("receiver".into(), move || {
+            serve_connection(stream, buffer, handshake, state, to_applier)
+        });
+    };
+    crate::gate::spawn(
+        listener,
+        crate::gate::GateLimits::for_maxclients(config.tuning.maxclients),
+        gate_metrics,
+        Box::new(on_hello),
+    )
+    .map_err(StartError::NativePort)?;
     Ok(handle)
 }
 
@@ -740,8 +741,14 @@ impl Shared {
     }
 }
 
-fn serve_connection(mut stream: TcpStream, state: Shared, to_applier: SyncSender<ToApplier>) {
-    let result = receive(&mut stream, &state, &to_applier);
+fn serve_connection(
+    mut stream: TcpStream,
+    buffer: FrameBuffer,
+    handshake: Handshake,
+    state: Shared,
+    to_applier: SyncSender<ToApplier>,
+) {
+    let result = receive(&mut stream, buffer, handshake, &state, &to_applier);
     close(stream, result, &state);
 }
 
@@ -770,13 +777,16 @@ fn error_frame(result: &Result<(), ConnError>, state: &Shared) -> Option<Vec<u8>
     Some(frame)
 }
 
+/// Serves a connection the gate handed on, its whole Hello in `buffer` (which holds no more
+/// than a handshake's frames until the primary proved itself).
 fn receive(
     stream: &mut TcpStream,
+    mut buffer: FrameBuffer,
+    handshake: Handshake,
     state: &Shared,
     to_applier: &SyncSender<ToApplier>,
 ) -> Result<(), ConnError> {
     net::tune(stream)?;
-    let mut buffer = FrameBuffer::new(state.max_frame_len);
     let (primary, hello) =
         net::read_one(
             stream,
@@ -814,6 +824,9 @@ fn receive(
         Ok(sealer) => sealer,
         Err(_) => return Err(ConnError::Closed),
     };
+    // Proved: its frames may be as long as the node's, and it no longer counts as waiting.
+    buffer.set_max_frame_len(state.max_frame_len);
+    drop(handshake);
     receive_from(stream, buffer, primary, sealer, state, to_applier)
 }
 

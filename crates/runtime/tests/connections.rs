@@ -661,3 +661,53 @@ fn idle_and_half_sent_connections_hold_no_thread_and_others_are_served() {
     drop(idle);
     node.stop();
 }
+
+/// A static backup's port has the same gate: strangers that send nothing, or four bytes
+/// announcing a large frame, hold no thread each, and a client's `Hello` is still answered
+/// (a backup tells a client to go to the primary).
+#[test]
+fn a_backup_holds_no_thread_for_idle_or_half_sent_connections() {
+    const IDLE: usize = 300;
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
+    config.listen = listener.local_addr().expect("bound");
+    config.metrics_listen = None;
+    config.role = tandem_runtime::config::Role::Backup;
+    config.group.db_mib = 4;
+    config.log = None;
+    let workload = DebitCredit::new(config.group.db_mib << 20, &DebitCreditConfig::default())
+        .expect("Debit-Credit fits in 4 MiB");
+    let metrics = Arc::new(Metrics::new(config.node_id, "backup"));
+    let handle = tandem_runtime::backup::start(
+        &config,
+        listener,
+        tandem_store::Compiled::boxed(workload),
+        metrics,
+    )
+    .expect("the backup starts");
+    let address = config.listen;
+    let before = threads_now();
+    let mut idle = Vec::new();
+    for index in 0..IDLE {
+        let mut stream = TcpStream::connect(address).expect("the node accepts");
+        if index % 2 == 1 {
+            stream.write_all(&(4u32 << 20).to_le_bytes()).unwrap();
+        }
+        idle.push(stream);
+    }
+    let mut client = Client::connect(address);
+    client.send(&hello_bytes(&Hello::new(
+        PeerKind::Client,
+        7,
+        config.group.id,
+    )));
+    client.refused_and_closed(ErrorCode::NotPrimary, "this node is a backup");
+    let grown = threads_now().saturating_sub(before);
+    assert!(
+        grown < IDLE / 3,
+        "{grown} more threads with {IDLE} idle connections"
+    );
+    drop(idle);
+    // Its applier still answers: the role is whole.
+    assert!(handle.status().is_some());
+}
