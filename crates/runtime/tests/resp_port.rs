@@ -754,11 +754,20 @@ fn a_busy_script_gets_others_busy_and_script_kill_stops_it_and_undoes_its_writes
     wait_until_busy(&scripts);
 
     let mut other = Conn::open(address);
-    other.send(&[&[b"GET", b"w"], &[b"PING"], &[b"MULTI"], &[b"SET", b"x", b"1"]]);
+    other.send(&[
+        &[b"GET", b"w"],
+        &[b"PING"],
+        &[b"MULTI"],
+        &[b"SET", b"x", b"1"],
+    ]);
     let busy = Value::Error(tandem_redis::session::BUSY.as_bytes().to_vec());
     assert_eq!(other.reply(), busy);
     assert_eq!(other.reply(), busy);
-    assert_eq!(other.reply(), ok(), "MULTI runs while a script is busy, as in Redis");
+    assert_eq!(
+        other.reply(),
+        ok(),
+        "MULTI runs while a script is busy, as in Redis"
+    );
     assert_eq!(other.reply(), busy);
     // The refused command fails the block.
     other.send(&[&[b"EXEC"]]);
