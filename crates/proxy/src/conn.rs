@@ -488,22 +488,7 @@ fn retries_unanswered() -> bool {
 /// The byte ranges of the `count` elements of the RESP array `body`, or `None` if it is not
 /// exactly such an array.
 fn split_array(body: &[u8], count: usize) -> Option<Vec<&[u8]>> {
-    let line_end = body.windows(2).position(|pair| pair == b"\r\n")?;
-    if body.first() != Some(&b'*') {
-        return None;
-    }
-    let announced: usize = std::str::from_utf8(&body[1..line_end]).ok()?.parse().ok()?;
-    if announced != count {
-        return None;
-    }
-    let mut at = line_end + 2;
-    let mut elements = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (_, used) = tandem_redis::resp::parse_reply(&body[at..]).ok()??;
-        elements.push(&body[at..at + used]);
-        at += used;
-    }
-    (at == body.len()).then_some(elements)
+    tandem_redis::resp::array_elements(body).filter(|elements| elements.len() == count)
 }
 
 /// Says in the log that a client sent HTTP to the Redis port, at most once a minute (an

@@ -969,6 +969,84 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<(Value, usize)>, ReplyParseError
     parse_reply_at(buf, 0, 0)
 }
 
+/// The length in bytes of the first whole reply in `buf`, RESP2 or RESP3, or `None` if `buf`
+/// holds only part of it. Unlike [`parse_reply`] it builds nothing and follows aggregates
+/// nested to any depth without recursion (it counts the replies still owed), so a reply a
+/// script built 1,000 levels deep can be cut out of a block's reply.
+pub fn reply_len(buf: &[u8]) -> Result<Option<usize>, ReplyParseError> {
+    let mut position = 0;
+    // Replies still to be read: the first, then each aggregate's elements.
+    let mut owed: usize = 1;
+    while owed > 0 {
+        owed -= 1;
+        let Some(&marker) = buf.get(position) else {
+            return Ok(None);
+        };
+        let Some((line, after_line)) = reply_line(buf, position + 1)? else {
+            return Ok(None);
+        };
+        position = after_line;
+        let mut owe = |count_multiplier: usize, extra: usize| {
+            let count = reply_length(line)?
+                .checked_mul(count_multiplier)
+                .and_then(|count| count.checked_add(extra))
+                .ok_or(ReplyParseError::BadLength)?;
+            owed = owed.checked_add(count).ok_or(ReplyParseError::BadLength)?;
+            Ok::<(), ReplyParseError>(())
+        };
+        match marker {
+            b'+' | b'-' | b',' | b'(' => {}
+            b':' => {
+                parse_i64(line).ok_or(ReplyParseError::BadInteger)?;
+            }
+            b'_' if line.is_empty() => {}
+            b'#' if line == b"t" || line == b"f" => {}
+            b'_' | b'#' => return Err(ReplyParseError::BadScalar),
+            b'$' | b'*' if line == b"-1" => {}
+            b'$' | b'!' | b'=' => {
+                let len = reply_length(line)?;
+                let end = after_line
+                    .checked_add(len)
+                    .ok_or(ReplyParseError::BadLength)?;
+                let Some(terminator) = buf.get(end..end.saturating_add(2)) else {
+                    return Ok(None);
+                };
+                if terminator != b"\r\n" {
+                    return Err(ReplyParseError::MissingCrlf);
+                }
+                if marker == b'=' && (len < 4 || buf[after_line + 3] != b':') {
+                    return Err(ReplyParseError::BadVerbatim);
+                }
+                position = end + 2;
+            }
+            b'*' | b'~' | b'>' => owe(1, 0)?,
+            b'%' => owe(2, 0)?,
+            // Attributes: their pairs, then the reply they describe.
+            b'|' => owe(2, 1)?,
+            other => return Err(ReplyParseError::UnknownType(other)),
+        }
+    }
+    Ok(Some(position))
+}
+
+/// The elements of the RESP array `reply`, each as its bytes; `None` if `reply` is not one
+/// whole array (an `EXEC` reply the session weaves connection commands into, or a block's
+/// reply a proxy hands back command by command). Elements may nest to any depth.
+pub fn array_elements(reply: &[u8]) -> Option<Vec<&[u8]>> {
+    let (header, mut at) = reply_line(reply, 1).ok()??;
+    if reply.first() != Some(&b'*') {
+        return None;
+    }
+    let count = reply_length(header).ok()?;
+    let mut elements = Vec::with_capacity(count.min(reply.len() / 3));
+    for _ in 0..count {
+        let used = reply_len(&reply[at..]).ok()??;
+        elements.push(&reply[at..at + used]);
+        at += used;
+    }
+    (at == reply.len()).then_some(elements)
+}
+
 /// Reads the line starting at `start`, returning it (without CRLF) and where the next
 /// line starts.
 fn reply_line(buf: &[u8], start: usize) -> Result<Option<(&[u8], usize)>, ReplyParseError> {
@@ -1107,6 +1185,47 @@ fn parse_reply_at(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `reply_len` agrees with `parse_reply` on every reply the tests parse, whole or cut,
+    /// and measures replies nested deeper than `parse_reply` follows.
+    #[test]
+    fn reply_len_measures_what_parse_reply_parses_and_deeper() {
+        let replies: &[&[u8]] = &[
+            b"+OK\r\n",
+            b"-ERR x\r\n",
+            b":-12\r\n",
+            b"$3\r\nabc\r\n",
+            b"$-1\r\n",
+            b"*-1\r\n",
+            b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n",
+            b"%1\r\n+k\r\n~2\r\n#t\r\n_\r\n",
+            b"|1\r\n+a\r\n+b\r\n,1.5\r\n",
+            b"=7\r\ntxt:abc\r\n",
+            b">1\r\n(12\r\n",
+        ];
+        for reply in replies {
+            let mut buf = reply.to_vec();
+            buf.extend_from_slice(b"+next\r\n");
+            let parsed = parse_reply(&buf).unwrap().map(|(_, used)| used);
+            assert_eq!(reply_len(&buf).unwrap(), parsed, "{}", reply.escape_ascii());
+            assert_eq!(parsed, Some(reply.len()));
+            for cut in 0..reply.len() {
+                assert_eq!(reply_len(&reply[..cut]).unwrap(), None, "cut at {cut}");
+            }
+        }
+        let deep = [b"*1\r\n".repeat(100_000), b":1\r\n".to_vec()].concat();
+        assert_eq!(reply_len(&deep).unwrap(), Some(deep.len()));
+        assert!(matches!(parse_reply(&deep), Err(ReplyParseError::TooDeep)));
+        for bad in [
+            &b"?x\r\n"[..],
+            b"$3\r\nabcd\r\n",
+            b"*x\r\n",
+            b":1.5\r\n",
+            b"#x\r\n",
+        ] {
+            assert!(reply_len(bad).is_err(), "{}", bad.escape_ascii());
+        }
+    }
 
     fn parse(buf: &[u8]) -> (Result<Parsed, ProtocolError>, Vec<Vec<u8>>) {
         let mut argv = Argv::new();

@@ -822,7 +822,9 @@ impl Session {
             return;
         }
         let data_count = answers.replies.iter().filter(|r| r.is_none()).count();
-        let Some(mut data_replies) = split_array(reply).filter(|r| r.len() == data_count) else {
+        let Some(mut data_replies) =
+            crate::resp::array_elements(reply).filter(|r| r.len() == data_count)
+        else {
             ReplyWriter::new(out, self.proto)
                 .error("ERR the node answered EXEC with a malformed reply");
             return;
@@ -951,24 +953,6 @@ impl Session {
             )),
         }
     }
-}
-
-/// The elements of the RESP array `reply`, each as its bytes; `None` if `reply` is not one
-/// whole array.
-fn split_array(reply: &[u8]) -> Option<Vec<&[u8]>> {
-    let header_end = reply.windows(2).position(|pair| pair == b"\r\n")?;
-    let count: usize = std::str::from_utf8(reply.strip_prefix(b"*")?.get(..header_end - 1)?)
-        .ok()?
-        .parse()
-        .ok()?;
-    let mut at = header_end + 2;
-    let mut elements = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (_, used) = crate::resp::parse_reply(&reply[at..]).ok()??;
-        elements.push(&reply[at..at + used]);
-        at += used;
-    }
-    (at == reply.len()).then_some(elements)
 }
 
 /// The bytes C's `%.*s` prints of `bytes`: at most `max`, and none from a NUL on. Redis

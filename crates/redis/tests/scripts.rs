@@ -2547,15 +2547,13 @@ fn bit_reads_numeric_strings_as_lua_does() {
 }
 
 /// Found while testing script replies at their depth limit (issue 37): a script's reply may
-/// nest up to the reply limit (1,000 levels), but when a `MULTI` block also holds a
-/// connection command, the session splits `EXEC`'s array with `resp::parse_reply` to weave
-/// that command's reply in, and the parser follows only 256 levels (`resp.rs`'s
-/// `REPLY_DEPTH_MAX`): the block commits and the client is told "ERR the node answered EXEC
-/// with a malformed reply" (the proxy's `split_array` reads replies the same way). The fix belongs in
-/// `session.rs`/`resp.rs` (another engineer's files): split the array without the depth
-/// limit, or let `parse_reply` follow what a script may return. Ignored until then.
+/// nest up to the reply limit (1,000 levels), but when a `MULTI` block also held a
+/// connection command, the session split `EXEC`'s array with `resp::parse_reply` to weave
+/// that command's reply in, which follows only 256 levels: the block committed and the
+/// client was told "ERR the node answered EXEC with a malformed reply" (the proxy split
+/// blocks' replies the same way). Both now cut the array with `resp::array_elements`, which
+/// measures replies of any depth without recursion.
 #[test]
-#[ignore = "session.rs splits EXEC's reply with a parser that stops at 256 levels"]
 fn a_deeply_nested_script_reply_survives_exec() {
     let mut node = Node::new(DB);
     let reply = format!("{NESTED_TABLES} return top");
