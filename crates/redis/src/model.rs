@@ -383,6 +383,10 @@ impl DataModel for RedisModel {
         self.scripts.get_mut().set_watch(watch);
     }
 
+    fn call_watch(&self) -> Option<std::sync::Arc<tandem_store::CallWatch>> {
+        Some(self.scripts.borrow().watch().clone())
+    }
+
     fn driver(&self, _seed: u64) -> Option<Box<dyn Driver>> {
         None
     }

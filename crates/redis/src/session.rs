@@ -968,6 +968,21 @@ fn c_string(bytes: &[u8], max: usize) -> &[u8] {
 /// Redis's reply to a command it does not know: the name, then the arguments quoted while
 /// the quoted text (quotes and spaces included) is shorter than 128 bytes, each cut to what
 /// is left of those 128.
+/// Whether a call of procedure `proc_id` with wire arguments `args` (as a session encodes a
+/// command for the native port) is `SCRIPT KILL`: a node's native port answers it itself
+/// while a script runs, as its RESP port does.
+pub fn is_script_kill_call(proc_id: tandem_store::ProcId, args: &[u8]) -> bool {
+    let Some((index, command)) = cmd::lookup(b"SCRIPT") else {
+        return false;
+    };
+    if proc_id != crate::model::command_proc(index) {
+        return false;
+    }
+    let mut argv = Argv::new();
+    crate::wire::CallArgs::decode_into(args, &mut argv).is_ok()
+        && is_script_kill(command.name, &argv)
+}
+
 /// Whether `SCRIPT KILL` is what `argv` asks.
 fn is_script_kill(name: &str, argv: &Argv) -> bool {
     name == "SCRIPT"
@@ -1254,6 +1269,33 @@ mod tests {
     }
 
     /// What `line` answers at once on `info`'s node, as text.
+    #[test]
+    fn the_native_port_recognizes_a_sessions_script_kill() {
+        let mut session = Session::new(1);
+        let info = ServerInfo {
+            primary: true,
+            ..ServerInfo::default()
+        };
+        for (line, kill) in [
+            ("SCRIPT KILL", true),
+            ("script kill", true),
+            ("SCRIPT FLUSH", false),
+        ] {
+            let Step::Call(call) = session.handle(&argv(line), &info, &mut Vec::new()) else {
+                panic!("{line} is a call");
+            };
+            assert_eq!(
+                is_script_kill_call(call.proc_id, &call.args),
+                kill,
+                "{line}"
+            );
+        }
+        let Step::Call(get) = session.handle(&argv("GET k"), &info, &mut Vec::new()) else {
+            panic!("GET is a call");
+        };
+        assert!(!is_script_kill_call(get.proc_id, &get.args));
+    }
+
     fn replied(session: &mut Session, line: &str, info: &ServerInfo) -> String {
         let mut out = Vec::new();
         let step = session.handle(&argv(line), info, &mut out);

@@ -484,6 +484,9 @@ pub fn start_role(
         conn_next: Arc::new(AtomicU64::new(1)),
         members: crate::members::MemberList::of(config),
         client_auth: crate::peer_auth::ClientAuth::new(config, &metrics)?,
+        scripts: (model.name() == "redis")
+            .then(|| crate::scripts::Scripts::of(&*model, tuning))
+            .flatten(),
     };
     let local = match local {
         Some(load) => Some(LocalDriver {

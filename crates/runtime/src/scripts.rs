@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use tandem_redis::session::ScriptActivity;
-use tandem_store::CallWatch;
+use tandem_store::{CallWatch, DataModel};
 
 use crate::config::Tuning;
 
@@ -42,10 +42,24 @@ impl Scripts {
     /// A watch on `clock_us` (monotonic microseconds), with `tuning`'s limits.
     pub fn with_clock(tuning: &Tuning, clock_us: Box<dyn Fn() -> u64 + Send + Sync>) -> Scripts {
         let watch = CallWatch::new(clock_us, tuning.script_time_limit_ms);
+        Scripts::watching(Arc::new(watch), tuning)
+    }
+
+    /// The watch `model`'s long calls run under, if it has one, read against `tuning`'s
+    /// thresholds (a role finds the node's watch this way: each role's model is a replica
+    /// of the node's, and shares its watch).
+    pub fn of(model: &dyn DataModel, tuning: &Tuning) -> Option<Scripts> {
+        model
+            .call_watch()
+            .map(|watch| Scripts::watching(watch, tuning))
+    }
+
+    /// `watch`, read against `tuning`'s thresholds.
+    pub fn watching(watch: Arc<CallWatch>, tuning: &Tuning) -> Scripts {
         let progress_for = (tuning.script_time_limit_ms > 0)
             .then(|| Duration::from_millis(tuning.script_time_limit_ms + tuning.executor_stall_ms));
         Scripts {
-            watch: Arc::new(watch),
+            watch,
             busy_reply_threshold_ms: tuning.busy_reply_threshold_ms,
             progress_for,
         }

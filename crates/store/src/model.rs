@@ -124,6 +124,12 @@ pub trait DataModel: Any + Send {
         let _ = watch;
     }
 
+    /// The watch the model's long calls run under, if it runs any (see
+    /// [`DataModel::watch_calls`]); none by default.
+    fn call_watch(&self) -> Option<Arc<CallWatch>> {
+        None
+    }
+
     /// A generator of calls for a benchmark or an in-process load, drawing from a generator
     /// seeded with `seed`; `None` for a model without one.
     fn driver(&self, seed: u64) -> Option<Box<dyn Driver>>;

@@ -469,3 +469,46 @@ fn a_proxy_proves_its_own_password_and_keeps_users_rights_through_a_failover() {
     assert_ne!(up.primary(), Some(primary), "another node took over");
     assert_eq!(proxy.stats().errors, 0, "no command was told an error");
 }
+
+/// Through the proxy, `SCRIPT KILL` stops a running script (the node's native port answers
+/// it itself, since the executor is busy) and its write is undone; the stub's resends of the
+/// script's call, queued while it ran, are answered as it ended instead of starting it over.
+#[test]
+fn a_long_script_is_killed_through_the_proxy_and_not_run_again() {
+    let up = Up::start("proxy-script");
+    let proxy = proxy(&up);
+    let mut writer = Conn::connect(proxy.local_addr());
+    assert_eq!(
+        writer.call(&["SET", "w", "0"]),
+        Value::Simple(b"OK".to_vec())
+    );
+    writer.send(&[
+        "EVAL",
+        "redis.call('INCR', 'runs') redis.call('SET', 'w', '1') \
+         local s = string.rep('x', 1000000) while true do local u = s:upper() end",
+        "0",
+    ]);
+    let mut killer = Conn::connect(proxy.local_addr());
+    // Until the script runs, `SCRIPT KILL` answers `NOTBUSY`, after it ends. Long enough
+    // for the stub to resend the call a few times (its attempts wait 20 ms, then double).
+    thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        killer.call(&["SCRIPT", "KILL"]),
+        Value::Simple(b"OK".to_vec())
+    );
+    let Value::Error(text) = writer.read() else {
+        panic!("the killed script answers an error");
+    };
+    assert!(
+        text.starts_with(b"ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    assert_eq!(writer.call(&["GET", "w"]), Value::Bulk(b"0".to_vec()));
+    assert_eq!(writer.call(&["GET", "runs"]), Value::Null, "undone");
+    // Nothing runs it again: a second kill finds no script.
+    assert_eq!(
+        killer.call(&["SCRIPT", "KILL"]),
+        Value::Error(b"NOTBUSY No scripts in execution right now.".to_vec())
+    );
+}

@@ -6,6 +6,7 @@ use super::*;
 use crate::gate::Handshake;
 use crate::members::MemberList;
 use crate::peer_auth::{ClientOut, TlsWriter};
+use tandem_redis::session::ScriptActivity;
 
 /// What every client connection of this primary needs to know.
 #[derive(Clone, Debug)]
@@ -27,6 +28,10 @@ pub(super) struct ClientContext {
     /// Asks clients for a password (a static-mode primary's own acceptor; in cluster mode
     /// the node's acceptor asked before the connection came here).
     pub(super) client_auth: crate::peer_auth::ClientAuth,
+    /// The watch over the node's scripts, if its model runs any: a connection with no call
+    /// of its own unanswered is answered `SCRIPT KILL` here, as on the RESP port (a proxy's
+    /// clients reach the node this way).
+    pub(super) scripts: Option<crate::scripts::Scripts>,
 }
 
 /// Accepts client connections (through the native port's gate, which holds each until its
@@ -228,6 +233,32 @@ impl Client {
         self.read_calls(stream, &mut buffer, client_id, &unanswered, &shared)
     }
 
+    /// While a script runs, answers `SCRIPT KILL` itself into `answer`: it stops the script
+    /// (`+OK`), which the executor could not answer before the script ends. False if the call
+    /// goes to the executor as usual (anything else, or no script to stop: it then answers
+    /// `NOTBUSY`). Unlike the RESP port, this port answers nothing else `-BUSY`: a stub
+    /// resends a call it waited for too long, with the same seq, and a `-BUSY` to the resend
+    /// would say the call did not run while its first sending may still commit.
+    fn answers_while_a_script_runs(
+        &self,
+        call: &tandem_wire::Call<'_>,
+        answer: &mut Vec<u8>,
+    ) -> bool {
+        let Some(scripts) = &self.context.scripts else {
+            return false;
+        };
+        if scripts.activity() == ScriptActivity::Idle
+            || !tandem_redis::session::is_script_kill_call(ProcId(call.proc_id), call.args)
+            || !scripts.kill()
+        {
+            return false;
+        }
+        let lsn = self.context.lsn_committed.load(Ordering::Acquire);
+        answer.clear();
+        encode_reply(answer, call.seq, lsn, ReplyStatus::Committed, b"+OK\r\n");
+        true
+    }
+
     fn read_calls(
         &self,
         stream: &mut TcpStream,
@@ -248,6 +279,16 @@ impl Client {
             // does not depend on how TCP split its bytes.
             let parsed = loop {
                 match buffer.next_frame() {
+                    Ok(Some(Frame::Call(call)))
+                        if batch.calls.is_empty()
+                            && unanswered.load(Ordering::Relaxed) == 0
+                            && self.answers_while_a_script_runs(&call, &mut answer) =>
+                    {
+                        let mut shared = shared.lock().expect("not poisoned");
+                        if let Err(err) = shared.write_all(&answer) {
+                            break Err(ConnError::Io(err));
+                        }
+                    }
                     Ok(Some(Frame::Call(call))) => {
                         let start = batch.bytes.len();
                         batch.bytes.extend_from_slice(call.args);
