@@ -43,6 +43,7 @@ mod cjson;
 mod engine;
 mod guards;
 mod msgpack;
+mod pattern;
 
 use tandem_memory::Txn;
 

@@ -190,14 +190,8 @@ impl Hook {
             + u64::from(interval);
         if used > budget.limit.load(Ordering::Relaxed) {
             budget.spent.store(true, Ordering::Relaxed);
-            return Err(mlua::Error::runtime(STOPPED));
         }
-        let run = RunId(budget.run.load(Ordering::Relaxed));
-        if let Some(reason) = self.watch.stop_reason(run) {
-            *budget.stopped.lock().expect("not poisoned") = Some(reason);
-            budget.spent.store(true, Ordering::Relaxed);
-            return Err(mlua::Error::runtime(STOPPED));
-        }
+        must_stop(budget, &self.watch)?;
         let now_us = self.watch.now_us();
         let elapsed_us = now_us.saturating_sub(budget.last_hook_us.swap(now_us, Ordering::Relaxed));
         let next = next_hook_interval(interval, elapsed_us);
@@ -206,6 +200,21 @@ impl Hook {
         }
         Ok(VmState::Continue)
     }
+}
+
+/// Raises the stop if the run must stop: its instruction budget is spent, or the watch says
+/// it must (`SCRIPT KILL`, the time limit), which it then records as the reason.
+fn must_stop(budget: &Budget, watch: &CallWatch) -> mlua::Result<()> {
+    if budget.spent.load(Ordering::Relaxed) {
+        return Err(mlua::Error::runtime(STOPPED));
+    }
+    let run = RunId(budget.run.load(Ordering::Relaxed));
+    if let Some(reason) = watch.stop_reason(run) {
+        *budget.stopped.lock().expect("not poisoned") = Some(reason);
+        budget.spent.store(true, Ordering::Relaxed);
+        return Err(mlua::Error::runtime(STOPPED));
+    }
+    Ok(())
 }
 
 /// The hook's next interval after one of `interval` instructions took `elapsed_us`.
@@ -571,6 +580,15 @@ impl Vm {
         parts.set("random", random)?;
         parts.set("randomseed", randomseed)?;
         parts.set("pattern_refusals", pattern_refusals(&lua)?)?;
+        // The pattern functions backtrack in Rust and ask, as they go, what the hook asks.
+        let check: super::pattern::Check = {
+            let (budget, watch) = (budget.clone(), watch.clone());
+            Arc::new(move || must_stop(&budget, &watch))
+        };
+        parts.set(
+            "patterns",
+            super::pattern::library(&lua, check, memory_limit)?,
+        )?;
         parts.set("chunk_refusals", chunk_refusals(&lua)?)?;
         parts.set("version", crate::session::REDIS_VERSION)?;
         parts.set("version_num", REDIS_VERSION_NUM)?;
@@ -1519,26 +1537,29 @@ G.load = function(...)
   return f, err
 end
 
--- Lua 5.1's pattern matcher recurses in C without a limit: each pattern function first
--- asks its guard (guards.rs) whether its arguments are good and its pattern cannot nest
--- too deeply, and raises the answer at its caller. The real function runs protected, so
--- that what it raises itself is raised again at the caller, where Lua would place it.
-local pattern_refusals = parts.pattern_refusals
+-- The pattern functions are pattern.rs's port of Lua 5.1's, which the watch can stop. Each
+-- first asks its guard (guards.rs) whether its arguments are good and its pattern cannot
+-- nest too deeply, and raises the answer at its caller; what the function itself raises is
+-- raised again at the caller too, where Lua would place it.
+local pattern_refusals, patterns = parts.pattern_refusals, parts.patterns
 -- Tail-called by a wrapper, which leaves its caller at level 3.
 local function raised_at_caller(ok, ...)
   if ok then return ... end
   error((...), 3)
 end
+-- `find` and `match` call their cores, which answer true and the results, or false and
+-- the message, unprotected: a protected call would fail a debug build's API check on a
+-- match of twenty or more captures.
 for _, name in ipairs({"find", "match"}) do
-  local raw, refusal = string[name], pattern_refusals[name]
+  local core, refusal = patterns[name .. "_core"], pattern_refusals[name]
   string[name] = function(...)
     local refused = refusal(...)
     if refused then error(refused, 2) end
-    return raised_at_caller(raw_pcall(raw, ...))
+    return raised_at_caller(core(...))
   end
 end
 do
-  local raw_gmatch, refusal = string.gmatch, pattern_refusals.gmatch
+  local raw_gmatch, refusal = patterns.gmatch, pattern_refusals.gmatch
   -- Good arguments leave gmatch nothing to raise: its iterator matches when called.
   string.gmatch = function(...)
     local refused = refusal(...)
@@ -1547,7 +1568,7 @@ do
   end
 end
 do
-  local raw_gsub, refusal = string.gsub, pattern_refusals.gsub
+  local raw_gsub, refusal = patterns.gsub, pattern_refusals.gsub
   string.gsub = function(...)
     local refused = refusal(...)
     if refused then error(refused, 2) end
