@@ -1718,27 +1718,12 @@ fn a_prepared_spare_promotion_holds_back_replies_the_spare_lacks() {
 /// and a deposed primary's pending replies are answered "not primary", never sent.
 #[test]
 fn replies_leave_withheld_or_refused_as_drain_replies_says() {
-    let config = PrimaryConfig {
-        heartbeat_ticks: 1,
-        lease_ticks: Some(2),
-        ..config(1, Safety::OneSafe)
-    };
-    let mut primary: Primary<u64> = Primary::new(config, 0);
-    let mut ready = PrimaryReady::default();
-    primary.take_ready(&mut ready);
-    ready.clear();
-    let introduction = |tick_echoed| Message::Ack {
-        view: 1,
-        lsn_received: 0,
-        lsn_applied: 0,
-        lsn_durable: 0,
-        tick_echoed,
-    };
+    let (mut primary, mut ready) = leased_primary();
     // The backup introduces itself and echoes the greeting: the lease runs to tick 1 + 2.
-    primary.step(2, introduction(0));
+    primary.step(2, echo(0));
     primary.take_ready(&mut ready);
     ready.clear();
-    primary.step(2, introduction(primary.tick_count()));
+    primary.step(2, echo(primary.tick_count()));
     assert!(primary.lease_holds());
     primary.defer(Safety::OneSafe, 7);
     primary.take_ready(&mut ready);
@@ -1778,12 +1763,9 @@ fn replies_leave_withheld_or_refused_as_drain_replies_says() {
     ));
 }
 
-/// A reply whose lease ran out between its release and its send (the call that made it ran
-/// longer than the lease) is held, not withheld: it leaves, with the lease's new end, once a
-/// heartbeat sent after it is echoed, ahead of every reply released after it; and a primary
-/// deposed meanwhile answers it "not primary".
-#[test]
-fn a_reply_whose_lease_ran_out_before_it_left_waits_for_the_lease() {
+/// A 1-safe primary of view 1 with one backup (node 2) and a lease of 2 ticks, its greeting
+/// taken.
+fn leased_primary() -> (Primary<u64>, PrimaryReady<u64>) {
     let config = PrimaryConfig {
         heartbeat_ticks: 1,
         lease_ticks: Some(2),
@@ -1791,15 +1773,29 @@ fn a_reply_whose_lease_ran_out_before_it_left_waits_for_the_lease() {
     };
     let mut primary: Primary<u64> = Primary::new(config, 0);
     let mut ready = PrimaryReady::default();
-    let echo = |tick_echoed| Message::Ack {
+    primary.take_ready(&mut ready);
+    ready.clear();
+    (primary, ready)
+}
+
+/// Node 2's ack of nothing, echoing the heartbeat sent at `tick_echoed`.
+fn echo(tick_echoed: u64) -> Message {
+    Message::Ack {
         view: 1,
         lsn_received: 0,
         lsn_applied: 0,
         lsn_durable: 0,
         tick_echoed,
-    };
-    primary.take_ready(&mut ready);
-    ready.clear();
+    }
+}
+
+/// A reply whose lease ran out between its release and its send (the call that made it ran
+/// longer than the lease) is held, not withheld: it leaves, with the lease's new end, once a
+/// heartbeat sent after it is echoed, ahead of every reply released after it; and a primary
+/// deposed meanwhile answers it "not primary".
+#[test]
+fn a_reply_whose_lease_ran_out_before_it_left_waits_for_the_lease() {
+    let (mut primary, mut ready) = leased_primary();
     primary.step(2, echo(0));
     primary.step(2, echo(primary.tick_count()));
     primary.take_ready(&mut ready);

@@ -1256,9 +1256,9 @@ fn reply_to_lua(lua: &Lua, reply: &resp::Value, proto: Proto) -> mlua::Result<Va
     })
 }
 
-/// C's `(long long)` cast of a double on x86-64: truncation, and the "integer indefinite"
-/// value (i64::MIN) for NaN and anything out of range.
-fn c_cast_i64(d: f64) -> i64 {
+/// C's `(long long)` cast of a double on x86-64, as `lua_tointeger` makes it: truncation,
+/// and the "integer indefinite" value (i64::MIN) for NaN and anything out of range.
+pub(super) fn c_cast_i64(d: f64) -> i64 {
     const TWO_63: f64 = 9_223_372_036_854_775_808.0;
     if d.is_nan() || !(-TWO_63..TWO_63).contains(&d) {
         i64::MIN

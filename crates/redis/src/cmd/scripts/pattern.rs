@@ -53,6 +53,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use mlua::{AnyUserData, Function, Lua, LuaString, MultiValue, Table, UserData, Value};
 
 use super::bit::lua_type_name;
+use super::engine::c_cast_i64;
 use super::guards::{MATCH_DEPTH_MAX, TOO_COMPLEX};
 
 /// What the engine gives the functions to ask whether the script may go on: an error stops
@@ -766,17 +767,6 @@ fn lua_position(at: usize) -> i64 {
 
 fn lua_integer(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// C's `(long long)` cast of a double on x86-64, as `lua_tointeger` makes it: truncation,
-/// and the "integer indefinite" value (i64::MIN) for NaN and anything out of range.
-fn c_cast_i64(d: f64) -> i64 {
-    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    if d.is_nan() || !(-TWO_63..TWO_63).contains(&d) {
-        i64::MIN
-    } else {
-        d as i64
-    }
 }
 
 /// A relative string position: negative counts back from the end (`posrelat`).
