@@ -17,8 +17,6 @@
 //! The driver carries them out in that order. Nothing in the ready depends on when the driver
 //! does so, except the lease check, which takes the driver's tick at the moment it sends.
 
-use std::collections::BTreeMap;
-
 use tandem_log::{BatchKind, CallId, encode_passive};
 use tandem_memory::ClassBytes;
 use tandem_replication::{
@@ -171,14 +169,7 @@ pub struct PrimaryRole<T> {
     keeps_log: bool,
     /// When the segment is checkpointed for the node's log (a node with a log).
     checkpointer: Option<Checkpointer>,
-    /// Each client's last call that rolled back, with its message (see
-    /// [`PrimaryRole::run_call`]), for at most [`ROLLED_BACK_KEPT_MAX`] clients.
-    rolled_back: BTreeMap<u64, (u64, String)>,
 }
-
-/// Clients whose last rolled-back call a primary remembers, at most: past it, it forgets
-/// them all and starts over (a resend then runs its call again, which is still once).
-const ROLLED_BACK_KEPT_MAX: usize = 4096;
 
 /// The longest reply a primary may commit when frames are at most `max_frame_len` bytes and
 /// batches are sealed past `batch_bytes_max`: the reply leaves in a Reply frame, and a
@@ -226,7 +217,6 @@ impl<T> PrimaryRole<T> {
             reply: Vec::new(),
             keeps_log: false,
             checkpointer: None,
-            rolled_back: BTreeMap::new(),
         }
     }
 
@@ -329,32 +319,6 @@ impl<T> PrimaryRole<T> {
             );
             return self.refuse(to, call.seq, Refusal::WritesOnRead, message);
         }
-        // A stub that waited too long for an answer resends the same (client, seq), and the
-        // resends queue behind the call while it runs: one that rolled back (a long script
-        // that failed, or that `SCRIPT KILL` stopped) is answered as it was, not run again,
-        // which would start a killed script over, once per resend. Still exactly once: the
-        // call ran one time, to no effect.
-        match self.rolled_back.get(&call.client_id) {
-            Some((seq, message)) if *seq == call.seq => {
-                let kind = AnswerKind::RolledBack {
-                    message: message.clone(),
-                };
-                self.primary.defer(
-                    safety,
-                    Answer {
-                        to,
-                        seq: *seq,
-                        kind,
-                    },
-                );
-                return Ran::RolledBack;
-            }
-            // The client moved on: its rolled-back call will not be sent again.
-            Some((seq, _)) if *seq < call.seq => {
-                self.rolled_back.remove(&call.client_id);
-            }
-            _ => {}
-        }
         let outcome = self.store.call_once(
             call.client_id,
             call.seq,
@@ -407,15 +371,9 @@ impl<T> PrimaryRole<T> {
                 | CallError::ReplyTooLong { .. }
                 | CallError::RecordTooLong { .. }),
             ) => {
-                let message = err.to_string();
-                if call.client_id != 0 && !call.read_only {
-                    if self.rolled_back.len() >= ROLLED_BACK_KEPT_MAX {
-                        self.rolled_back.clear();
-                    }
-                    self.rolled_back
-                        .insert(call.client_id, (call.seq, message.clone()));
-                }
-                let kind = AnswerKind::RolledBack { message };
+                let kind = AnswerKind::RolledBack {
+                    message: err.to_string(),
+                };
                 let seq = call.seq;
                 self.primary.defer(safety, Answer { to, seq, kind });
                 Ran::RolledBack

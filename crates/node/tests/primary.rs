@@ -300,31 +300,3 @@ fn a_reply_fits_its_frame_and_half_of_what_a_batch_leaves() {
     );
     assert_eq!(tandem_node::reply_len_max(100, 200), 0);
 }
-
-/// A resend of a call that rolled back (a stub that waited too long sends the same seq
-/// again, and its resends queue behind a long call) is answered as the call ended, not run
-/// again: a killed script must not start over once per resend. Once the client moves on, its
-/// old seq is stale again.
-#[test]
-fn a_resend_of_a_rolled_back_call_is_answered_as_it_ended_without_running() {
-    let mut role = role(&[], Safety::OneSafe);
-    let mut refused = Vec::new();
-    DebitCredit::encode_args(&mut refused, 3, 1, 0, 5_000_000);
-    let lsn = role.primary().lsn_committed();
-    assert_eq!(role.run_call(&call(1, &refused), "first"), Ran::RolledBack);
-    let (sent, _) = answers(&mut role);
-    let AnswerKind::RolledBack { message } = &sent[0].reply.kind else {
-        panic!("rolled back");
-    };
-    let message = message.clone();
-    // The same seq again, with arguments that would commit were it run.
-    assert_eq!(role.run_call(&call(1, &args()), "resend"), Ran::RolledBack);
-    assert_eq!(role.primary().lsn_committed(), lsn, "nothing ran");
-    let (sent, _) = answers(&mut role);
-    assert_eq!(sent[0].reply.to, "resend");
-    assert!(
-        matches!(&sent[0].reply.kind, AnswerKind::RolledBack { message: again } if *again == message),
-        "answered as the first sending ended"
-    );
-    commit_then_stale(&mut role, &args());
-}
