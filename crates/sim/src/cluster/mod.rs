@@ -886,7 +886,9 @@ impl World {
                 (Compiled::boxed(model), DEBIT_CREDIT_SEGMENT_LEN)
             }
             Model::Redis => {
-                let model = RedisModel::new(REDIS_SEGMENT_LEN).expect("fits");
+                let mut model = RedisModel::new(REDIS_SEGMENT_LEN).expect("fits");
+                // Every node's model is a replica of this one, and shares its watch.
+                model.watch_calls(crate::redis::workload::script_watch());
                 (Box::new(model), REDIS_SEGMENT_LEN)
             }
         };

@@ -153,7 +153,8 @@ mod tests {
     #[test]
     fn the_reference_answers_the_workload_as_the_model_does() {
         let mut segment = Segment::anonymous(SEGMENT_LEN, Strategy::V3InlineLog).unwrap();
-        let model = RedisModel::new(SEGMENT_LEN).unwrap();
+        let mut model = RedisModel::new(SEGMENT_LEN).unwrap();
+        model.watch_calls(workload::script_watch());
         model.load(&mut segment);
         let mut store = Store::open(segment, Box::new(model));
         let mut reference = Reference::default();

@@ -17,7 +17,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::workload::{MOVE_SCRIPT, RedisCall, TRANSFER_SCRIPT};
+use super::workload::{
+    ENDLESS_SCRIPT, LOOP_SCRIPT, MOVE_SCRIPT, RedisCall, SCRIPT_TIME_LIMIT_MS, TRANSFER_SCRIPT,
+    loop_script_sum,
+};
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -97,7 +100,7 @@ impl Reference {
     /// Runs `call` at `now_ms`; a call that fails leaves the database as it was.
     pub fn call(&mut self, call: &RedisCall, now_ms: u64) -> Outcome {
         match call {
-            RedisCall::Command(words) if words[0] == b"EVAL" => self.script(words, now_ms),
+            RedisCall::Command(words) if words[0] == b"EVAL" => self.script(words, now_ms).0,
             RedisCall::Command(words) if Reference::is_read(call) => self.read(words, now_ms),
             RedisCall::Command(words) => {
                 let mut reply = Vec::new();
@@ -117,15 +120,13 @@ impl Reference {
                         // writes cannot be undone alone); one that fails at its first line
                         // answers its error in place, and the block keeps the script.
                         match self.script(words, now_ms) {
-                            Outcome::Committed(one) => reply.extend_from_slice(&one),
-                            Outcome::Failed(text) if text.ends_with("@user_script:1.") => {
-                                error_line(&mut reply, &text);
-                            }
-                            Outcome::Failed(text) => {
+                            (Outcome::Committed(one), _) => reply.extend_from_slice(&one),
+                            (Outcome::Failed(text), false) => error_line(&mut reply, &text),
+                            (Outcome::Failed(text), true) => {
                                 (self.keys, self.scripts) = (keys, scripts);
                                 return Outcome::Failed(text);
                             }
-                            Outcome::Read(_) => unreachable!("a script writes"),
+                            (Outcome::Read(_), _) => unreachable!("a script writes"),
                         }
                         continue;
                     }
@@ -532,39 +533,66 @@ impl Reference {
     }
 
     /// `EVAL` of one of the workload's scripts, interpreted: each `redis.call` is the
-    /// command it names, and a failure undoes the script's writes.
-    fn script(&mut self, words: &[Vec<u8>], now: u64) -> Outcome {
+    /// command it names, and a failure undoes the script's writes. Also says whether a
+    /// failed script had written (inside a block, its failure then fails the block).
+    fn script(&mut self, words: &[Vec<u8>], now: u64) -> (Outcome, bool) {
         let body = words[1].as_slice();
         let sha =
             String::from_utf8(tandem_redis::cmd::scripts::sha1_hex(body).to_vec()).expect("hex");
         let keys = &words[3..];
         let before = self.keys.clone();
         let mut reply = Vec::new();
-        let result = if body == TRANSFER_SCRIPT.as_bytes() {
-            self.transfer(&keys[..3], &keys[3], now, &mut reply)
+        // The line that wrote first: a failure at it or before it wrote nothing.
+        let (result, first_write_line) = if body == TRANSFER_SCRIPT.as_bytes() {
+            (self.transfer(&keys[..3], &keys[3], now, &mut reply), 1)
         } else if body == MOVE_SCRIPT.as_bytes() {
-            self.move_item(&keys[..2], now, &mut reply)
+            (self.move_item(&keys[..2], now, &mut reply), 1)
+        } else if body == LOOP_SCRIPT.as_bytes() {
+            let by = loop_script_sum(integer_arg(&keys[1]))
+                .to_string()
+                .into_bytes();
+            let incrby = [b"INCRBY".to_vec(), keys[0].clone(), by];
+            (
+                self.command(&incrby, now, &mut reply)
+                    .map_err(|text| (text, 4)),
+                4,
+            )
+        } else if body == ENDLESS_SCRIPT.as_bytes() {
+            let incr = [b"INCR".to_vec(), keys[0].clone()];
+            let mut scratch = Vec::new();
+            if let Err(text) = self.command(&incr, now, &mut scratch) {
+                (Err((text, 1)), 1)
+            } else {
+                // It wrote, then ran until the node's time limit stopped it: undone.
+                self.keys = before;
+                let text = format!(
+                    "ERR Script killed: it ran longer than the {SCRIPT_TIME_LIMIT_MS} ms a \
+                     script may run (tuning.script_time_limit_ms; its writes are undone) \
+                     script: {sha}"
+                );
+                return (Outcome::Failed(text), true);
+            }
         } else {
             panic!("the reference knows no such script");
         };
         match result {
             Ok(()) => {
                 self.scripts.insert(sha);
-                Outcome::Committed(reply)
+                (Outcome::Committed(reply), false)
             }
             Err((text, line)) => {
                 self.keys = before;
                 let text = format!("{text} script: {sha}, on @user_script:{line}.");
-                // Each script's first line is a write: a failure there wrote nothing, and the
-                // call commits the script's entry alone if the store lacked it (tandem rolls
-                // back a script that failed after a write, its entry with it).
-                let wrote = line > 1;
+                // A failure before the first write wrote nothing, and the call commits the
+                // script's entry alone if the store lacked it (tandem rolls back a script that
+                // failed after a write, its entry with it).
+                let wrote = line > first_write_line;
                 if !wrote && self.scripts.insert(sha) {
                     let mut reply = Vec::new();
                     error_line(&mut reply, &text);
-                    Outcome::Committed(reply)
+                    (Outcome::Committed(reply), false)
                 } else {
-                    Outcome::Failed(text)
+                    (Outcome::Failed(text), wrote)
                 }
             }
         }

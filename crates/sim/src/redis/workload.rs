@@ -9,12 +9,20 @@
 //! hundred aim at any key:
 //! the errors Redis answers for a wrong type or a value that is not a number are part of the
 //! mix, and so are the calls they roll back.
+//!
+//! Some calls are large or long, as the hardening issue asked: `b:` strings hold values of
+//! 512 bytes to 64 KiB (larger than a batch may grow, so one record makes a batch alone), a
+//! script loops up to 5,000 times in Lua before it writes, and one in a few hundred calls is
+//! a script that writes and then never ends, which the node's time limit stops and undoes.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tandem_redis::PROC_EXEC;
 use tandem_redis::model::{PROC_READS, command_proc};
 use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::wire::{CallArgs, ExecArgs};
-use tandem_store::{ProcId, Rng};
+
+use tandem_store::{CallWatch, ProcId, Rng};
 
 /// A script that moves `ARGV[1]` from counter `KEYS[1]` to counter `KEYS[2]` and counts the
 /// transfer in hash `KEYS[3]`. It fails after its first two writes when the source would go
@@ -37,6 +45,46 @@ if item then
 end
 return item
 ";
+
+/// A script that loops `ARGV[1]` times in Lua, then adds what it computed (below 100) to
+/// counter `KEYS[1]`: a long script that ends and writes.
+pub const LOOP_SCRIPT: &str = "local n = tonumber(ARGV[1])
+local sum = 0
+for i = 1, n do sum = (sum + i * i) % 1000003 end
+return redis.call('INCRBY', KEYS[1], sum % 100)
+";
+
+/// A script that increments counter `KEYS[1]` and then never ends: the time limit stops it,
+/// and its write is undone.
+pub const ENDLESS_SCRIPT: &str = "redis.call('INCR', KEYS[1])
+while true do end
+";
+
+/// What [`LOOP_SCRIPT`] adds for `n`.
+pub fn loop_script_sum(n: i64) -> i64 {
+    let mut sum = 0;
+    for i in 1..=n {
+        sum = (sum + i * i) % 1_000_003;
+    }
+    sum % 100
+}
+
+/// The time limit the simulated nodes hold scripts to, in milliseconds of their watch's
+/// clock, which moves [`SCRIPT_CLOCK_STEP_US`] at each reading (the simulator runs a call in
+/// no time of its own): [`ENDLESS_SCRIPT`] meets it after about 250,000 instructions, and
+/// [`LOOP_SCRIPT`] (at most 25,000) never does.
+pub const SCRIPT_TIME_LIMIT_MS: u64 = 5;
+/// How far the simulated nodes' script clock moves at each reading, in microseconds.
+pub const SCRIPT_CLOCK_STEP_US: u64 = 10;
+
+/// A watch for a simulated node's scripts: its clock moves [`SCRIPT_CLOCK_STEP_US`] at each
+/// reading (the simulator is one thread, so the readings come in the same order every run),
+/// and it stops a script after [`SCRIPT_TIME_LIMIT_MS`].
+pub fn script_watch() -> Arc<CallWatch> {
+    let readings = AtomicU64::new(0);
+    let clock = move || readings.fetch_add(SCRIPT_CLOCK_STEP_US, Ordering::Relaxed);
+    Arc::new(CallWatch::new(Box::new(clock), SCRIPT_TIME_LIMIT_MS))
+}
 
 /// A call as a client makes it: one command (a script is an `EVAL` command), or a
 /// `MULTI` … `EXEC` block of commands that runs as one call. The clients send their calls as
@@ -157,6 +205,9 @@ impl std::fmt::Display for RedisCall {
                 let shown = match word.as_slice() {
                     body if body == TRANSFER_SCRIPT.as_bytes() => "<transfer script>".into(),
                     body if body == MOVE_SCRIPT.as_bytes() => "<move script>".into(),
+                    body if body == LOOP_SCRIPT.as_bytes() => "<loop script>".into(),
+                    body if body == ENDLESS_SCRIPT.as_bytes() => "<endless script>".into(),
+                    body if body.len() > 64 => format!("<{} bytes>", body.len()).into(),
                     other => String::from_utf8_lossy(other),
                 };
                 formatter.write_str(&shown)?;
@@ -203,6 +254,7 @@ const LISTS: &[&str] = &["l:0", "l:1"];
 const SETS: &[&str] = &["t:0", "t:1"];
 const ZSETS: &[&str] = &["z:0", "z:1"];
 const VOLATILE: &[&str] = &["x:0", "x:1", "x:2", "x:3", "x:4", "x:5"];
+const BIG: &[&str] = &["b:0", "b:1"];
 /// Chances in a hundred that a command's key is drawn from the whole key space.
 const ANY_KEY_PERCENT: u64 = 4;
 /// The longest a `PX` or `PEXPIRE` sets, in ms: ten sweeps' intervals, about as long as a
@@ -231,7 +283,20 @@ impl Workload {
             2 => 2,
             _ => 3 + self.rng.below(2) as usize,
         };
-        (0..len).map(|_| self.next_call()).collect()
+        let mut calls: Vec<RedisCall> = Vec::with_capacity(len);
+        while calls.len() < len {
+            let call = self.next_call();
+            // A proxy makes one unit of a pipeline's run of commands with a write, and the
+            // unit's reply is kept for a retry in the dedup table, whose heap is small in a
+            // small segment: a large value is read only in a pipeline of its own.
+            let reads_big = matches!(&call, RedisCall::Command(words)
+                if words[0] == b"GET" && words[1].starts_with(b"b:"));
+            if reads_big && len > 1 {
+                continue;
+            }
+            calls.push(call);
+        }
+        calls
     }
 
     /// The next call.
@@ -269,6 +334,33 @@ impl Workload {
                 let list = self.key(LISTS);
                 let set = self.key(SETS);
                 RedisCall::Command(words(&[b"EVAL", MOVE_SCRIPT.as_bytes(), b"2", &list, &set]))
+            }
+            13..15 => {
+                // Never any key: a large value elsewhere would reach blocks and pipelines.
+                let key = BIG[self.rng.below(BIG.len() as u64) as usize]
+                    .as_bytes()
+                    .to_vec();
+                if self.rng.percent(50) {
+                    let value = self.big_value();
+                    RedisCall::Command(words(&[b"SET", &key, &value]))
+                } else {
+                    RedisCall::Command(words(&[b"GET", &key]))
+                }
+            }
+            15 => {
+                let counter = self.key(COUNTERS);
+                let n = self.number(0, 5_000);
+                RedisCall::Command(words(&[
+                    b"EVAL",
+                    LOOP_SCRIPT.as_bytes(),
+                    b"1",
+                    &counter,
+                    &n,
+                ]))
+            }
+            16 if self.rng.percent(25) => {
+                let counter = self.key(COUNTERS);
+                RedisCall::Command(words(&[b"EVAL", ENDLESS_SCRIPT.as_bytes(), b"1", &counter]))
             }
             _ => RedisCall::Command(self.command()),
         }
@@ -448,6 +540,13 @@ impl Workload {
         kind[self.rng.below(kind.len() as u64) as usize]
             .as_bytes()
             .to_vec()
+    }
+
+    /// A value of 512 bytes to 64 KiB: a word repeated.
+    fn big_value(&mut self) -> Vec<u8> {
+        let len = (512usize << self.rng.below(8)) + self.rng.below(100) as usize;
+        let word = self.value("b", 100);
+        word.iter().copied().cycle().take(len).collect()
     }
 
     /// `prefix` followed by a number below `count`.
