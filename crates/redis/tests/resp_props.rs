@@ -5,6 +5,7 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
+use tandem_fuzzkit::mutate;
 use tandem_redis::num::{
     LongDouble, format_double, format_i64, parse_f64, parse_i64, parse_long_double_like,
 };
@@ -492,9 +493,6 @@ fn expected_value(reply: &Reply, proto: Proto) -> Value {
 // ---------------------------------------------------------------------------------------
 // Fuzz targets (docs/fuzzing.md): `TANDEM_FUZZ_CASES` cases each.
 
-#[path = "common/fuzz.rs"]
-mod fuzz;
-
 /// Cases a RESP fuzz target runs by default: a few seconds in a debug build.
 const RESP_FUZZ_CASES: u32 = 65536;
 
@@ -516,23 +514,6 @@ fn limits() -> impl Strategy<Value = RequestLimits> {
         }),
         small,
     ]
-}
-
-/// Bytes flipped, cut or inserted into `bytes`.
-fn mutate(mut bytes: Vec<u8>, edits: &[(Index, u8, u8)]) -> Vec<u8> {
-    for &(at, byte, edit) in edits {
-        if bytes.is_empty() {
-            bytes.push(byte);
-            continue;
-        }
-        let at = at.index(bytes.len());
-        match edit % 3 {
-            0 => bytes[at] ^= byte | 1,
-            1 => bytes.truncate(at),
-            _ => bytes.insert(at, byte),
-        }
-    }
-    bytes
 }
 
 /// What a client might send: arbitrary bytes, request-like garbage, multibulk headers that
@@ -619,7 +600,7 @@ fn reply_stream() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(fuzz::config(RESP_FUZZ_CASES))]
+    #![proptest_config(tandem_fuzzkit::config(RESP_FUZZ_CASES))]
 
     /// Fuzz target: the request parser never panics, keeps its promises, and parses the same
     /// commands however the stream is split into reads. (A split may close the connection

@@ -2190,7 +2190,7 @@ fn fuzz_script<S>(
     on_script_thread(move |node| {
         let arguments = arguments();
         let node = std::cell::RefCell::new(node);
-        let mut runner = TestRunner::new(common::fuzz::config(SCRIPT_FUZZ_CASES));
+        let mut runner = TestRunner::new(tandem_fuzzkit::config(SCRIPT_FUZZ_CASES));
         let outcome = runner.run(&arguments, |case| {
             let mut node = node.borrow_mut();
             let mut command: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), b"0"];

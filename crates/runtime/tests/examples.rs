@@ -40,13 +40,7 @@ mod fuzz {
     /// Cases the config fuzz target runs by default.
     const CONFIG_FUZZ_CASES: u32 = 32768;
 
-    fn fuzz_config(default: u32) -> ProptestConfig {
-        let cases = std::env::var("TANDEM_FUZZ_CASES")
-            .ok()
-            .and_then(|cases| cases.parse().ok())
-            .unwrap_or(default);
-        ProptestConfig::with_cases(cases)
-    }
+    use tandem_fuzzkit::config as fuzz_config;
 
     /// A secret no error may quote while its key is on its line.
     const SECRET: &str = "s3cr3t-never-quoted-0123456789";

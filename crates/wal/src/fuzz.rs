@@ -33,14 +33,7 @@ const DIR: &str = "/node/wal";
 /// The view every entry is written in.
 const VIEW: u64 = 7;
 
-/// Cases each target runs: `TANDEM_FUZZ_CASES`, else `default`.
-fn fuzz_config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("TANDEM_FUZZ_CASES")
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig::with_cases(cases)
-}
+use tandem_fuzzkit::config as fuzz_config;
 
 /// Cases a recovery fuzz target runs by default.
 const WAL_FUZZ_CASES: u32 = 32768;

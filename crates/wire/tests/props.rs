@@ -365,40 +365,13 @@ proptest! {
 // Fuzz targets (docs/fuzzing.md): `TANDEM_FUZZ_CASES` cases each, a few seconds' worth in a
 // debug build by default. `crates/wire/fuzz` runs the first under cargo-fuzz (nightly).
 
-/// The environment variable that sets how many cases each fuzz target runs.
-const FUZZ_CASES_VAR: &str = "TANDEM_FUZZ_CASES";
-
-/// A fuzz target's configuration: `TANDEM_FUZZ_CASES` cases, else `default`.
-fn fuzz_config(default: u32) -> ProptestConfig {
-    let cases = std::env::var(FUZZ_CASES_VAR)
-        .ok()
-        .and_then(|cases| cases.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig::with_cases(cases)
-}
+use tandem_fuzzkit::{config as fuzz_config, mutate};
 
 /// Cases a wire fuzz target runs by default.
 const WIRE_FUZZ_CASES: u32 = 16384;
 
 /// Small enough that the length check and the buffer's growth are both reached.
 const FUZZ_FRAME_LEN_MAX: usize = 1 << 17;
-
-/// Bytes flipped, cut or inserted into `bytes`.
-fn mutate(mut bytes: Vec<u8>, edits: &[(prop::sample::Index, u8, u8)]) -> Vec<u8> {
-    for &(at, byte, edit) in edits {
-        if bytes.is_empty() {
-            bytes.push(byte);
-            continue;
-        }
-        let at = at.index(bytes.len());
-        match edit % 3 {
-            0 => bytes[at] ^= byte | 1,
-            1 => bytes.truncate(at),
-            _ => bytes.insert(at, byte),
-        }
-    }
-    bytes
-}
 
 type Edits = Vec<(prop::sample::Index, u8, u8)>;
 

@@ -5,8 +5,6 @@
 
 #![allow(dead_code)]
 
-pub mod fuzz;
-
 use std::sync::Arc;
 
 use tandem_memory::{Segment, Strategy};

@@ -2508,10 +2508,7 @@ end
         let call_lua: Function = lua.globals().get("call").unwrap();
         let ours: Table = lua.globals().get("P").unwrap();
         let theirs: Table = lua.load("string").eval().unwrap();
-        let cases = std::env::var("TANDEM_FUZZ_CASES")
-            .ok()
-            .and_then(|cases| cases.parse().ok())
-            .unwrap_or(DIFFERENTIAL_CASES);
+        let cases = tandem_fuzzkit::cases(DIFFERENTIAL_CASES);
         let skipped = AtomicU64::new(0);
         // How the cases came out (errors, no match, matches), to see that they mean something.
         let kinds = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
