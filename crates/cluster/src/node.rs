@@ -87,6 +87,10 @@ pub struct ClusterSettings {
     /// saying it is alive, so that it is replaced. `None`: the driver does not watch its
     /// data plane.
     pub executor_stall_ticks: Option<u64>,
+    /// Primary: a long call (a script) its data plane says is under way
+    /// ([`Cluster::long_call_running`]) counts as progress for this many ticks from its start
+    /// (its time limit and more: `u64::MAX` for none), and only then may the executor stall.
+    pub long_call_ticks: u64,
 }
 
 /// A message between the cluster cores of two nodes.
@@ -355,6 +359,8 @@ pub struct Cluster {
     restarted_reported: BTreeMap<NodeId, u64>,
     /// Primary: the tick its data plane last reported progress.
     tick_executor_turned: u64,
+    /// Primary: when the long call its data plane says is under way began, if one is.
+    tick_long_call_began: Option<u64>,
     /// Peers whose connection to this node was closed from their side (the kernel closes a
     /// dead process's sockets at once) and that have not been heard from since: a strong
     /// sign, acted on without waiting for the silence to last.
@@ -428,6 +434,7 @@ impl Cluster {
             tick_restarted_reported: None,
             restarted_reported: BTreeMap::new(),
             tick_executor_turned: 0,
+            tick_long_call_began: None,
             closed: std::collections::BTreeSet::new(),
             arrivals: BTreeMap::new(),
             tick_heard_node: BTreeMap::new(),
@@ -534,11 +541,28 @@ impl Cluster {
     /// `executor_stall_ticks`. A stuck primary says it is not alive; its driver also stops
     /// whatever else speaks for it (the runtime's links stop their pulses).
     pub fn is_stalled(&self) -> bool {
+        // A long call within its allowance is progress; past it, silence counts from there.
+        let progress = self
+            .tick_long_call_began
+            .map_or(self.tick_executor_turned, |began| {
+                let allowed_until = began.saturating_add(self.settings.long_call_ticks);
+                self.tick_executor_turned.max(self.tick.min(allowed_until))
+            });
         self.member() == Member::Primary
             && self
                 .settings
                 .executor_stall_ticks
-                .is_some_and(|ticks| self.tick - self.tick_executor_turned >= ticks)
+                .is_some_and(|ticks| self.tick - progress >= ticks)
+    }
+
+    /// Primary: whether its data plane is in a long call (a script) now. The first report of
+    /// one starts its allowance (`long_call_ticks`); a report of none ends it.
+    pub fn long_call_running(&mut self, running: bool) {
+        self.tick_long_call_began = match (running, self.tick_long_call_began) {
+            (true, Some(began)) => Some(began),
+            (true, None) => Some(self.tick),
+            (false, _) => None,
+        };
     }
 
     /// The runtime started the role the view gives this node: silence is counted from now,

@@ -192,6 +192,32 @@ fn a_primary_whose_executor_is_stuck_is_replaced() {
     assert_ne!(next.primary, 1, "the stuck primary is replaced: {next:?}");
 }
 
+/// A primary in one long call (a script) its data plane reports is making progress until the
+/// call's allowance (`long_call_ticks`, its time limit) is spent; only then does the stall
+/// count start, and a backup takes over after it.
+#[test]
+fn a_long_call_is_progress_until_its_allowance_is_spent() {
+    let mut h = Harness::three(Safety::DEFAULT);
+    h.settle();
+    h.set_lsn(2, 100);
+    h.set_lsn(3, 100);
+    h.stick_executor(1);
+    h.long_call(1, true);
+    h.run(LONG_CALL_TICKS + EXECUTOR_STALL_TICKS - 2);
+    assert!(!h.node(1).core().is_stalled());
+    assert_eq!(
+        h.history().len(),
+        1,
+        "a long call within its allowance is not a failure"
+    );
+    h.run_until(200, |h| h.history().len() >= 2);
+    let next = h.history()[&2].clone();
+    assert_ne!(
+        next.primary, 1,
+        "stuck past the allowance, it is replaced: {next:?}"
+    );
+}
+
 /// Seeds 9 and 892 of `--mix any-time`: a promotion left the new primary without backups
 /// (the other reporters were behind), and it died before a spare became a backup. Nothing new
 /// is released in a view without backups, so the spare that holds the promotion's truncate

@@ -186,6 +186,7 @@ impl Harness {
                 raft_heartbeat_ticks: 2,
                 jitter_seed: u64::from(id),
                 executor_stall_ticks: None,
+                long_call_ticks: u64::MAX,
             })
             .collect();
         let mut harness = Harness {

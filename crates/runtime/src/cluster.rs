@@ -200,6 +200,13 @@ pub fn run(
         executor_stall_ticks: Some(
             (config.tuning.executor_stall_ms * 1000).div_ceil(config.tuning.tick_us),
         ),
+        // A script within its time limit (and the stall allowance after it) is progress;
+        // without a limit, for ever.
+        long_call_ticks: match config.tuning.script_time_limit_ms {
+            0 => u64::MAX,
+            limit_ms => ((limit_ms + config.tuning.executor_stall_ms) * 1000)
+                .div_ceil(config.tuning.tick_us),
+        },
     };
     let core = Cluster::new(settings, initial, persisted).map_err(StartError::ConfigStore)?;
     // The trace lines cost a formatted message per cluster message: they are built only when
@@ -562,6 +569,8 @@ impl SupervisorThread {
                 if self.roles.executor_turned() {
                     self.node.executor_turned();
                 }
+                let long_call = self.roles.scripts.watch().running().is_some();
+                self.node.core_mut().long_call_running(long_call);
                 self.node.core_mut().tick();
                 next_tick += tick;
             }
@@ -694,7 +703,8 @@ struct RuntimeRoles {
     config: NodeConfig,
     /// The data model this node's roles serve; each role gets a replica of it.
     model: Box<dyn DataModel>,
-    /// The watch the model's scripts run under.
+    /// The watch the model's scripts run under: the cluster core hears whether one runs
+    /// (`Cluster::long_call_running`), and counts it as progress within its allowance.
     scripts: Scripts,
     metrics: Arc<Metrics>,
     slot: Arc<Mutex<Slot>>,
@@ -851,9 +861,7 @@ impl RuntimeRoles {
         let turns = handle.progress.turns();
         let turned = turns != self.executor_turns;
         self.executor_turns = turns;
-        // A script is one long call: within its time limit it is progress, so the detector
-        // does not replace a primary for running one (the links keep pulsing meanwhile).
-        turned || self.scripts.running_within_limit()
+        turned
     }
 
     /// Tells the primary role's links whether the cluster core takes its executor as stuck.

@@ -5,11 +5,11 @@
 //! says must stop (the model's count hook polls it). Here the node gives the watch its
 //! clock, reads whether a script has run past `tuning.busy_reply_threshold_ms` (the front end
 //! then answers other clients `-BUSY`, as Redis does), asks the run to stop on `SCRIPT
-//! KILL`, and tells the failure detector that a script under `tuning.script_time_limit_ms`
-//! is progress, not a stuck executor.
+//! KILL`, and says whether one runs (the cluster core counts a script within its time limit
+//! as progress, not a stuck executor: `Cluster::long_call_running`).
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tandem_redis::session::ScriptActivity;
 use tandem_store::{CallWatch, DataModel};
@@ -28,9 +28,6 @@ fn clock_us() -> u64 {
 pub struct Scripts {
     watch: Arc<CallWatch>,
     busy_reply_threshold_ms: u64,
-    /// How long a run may go on before the failure detector may take the executor as stuck:
-    /// the time limit and the executor-stall allowance after it (`None`: for ever).
-    progress_for: Option<Duration>,
 }
 
 impl Scripts {
@@ -56,12 +53,9 @@ impl Scripts {
 
     /// `watch`, read against `tuning`'s thresholds.
     pub fn watching(watch: Arc<CallWatch>, tuning: &Tuning) -> Scripts {
-        let progress_for = (tuning.script_time_limit_ms > 0)
-            .then(|| Duration::from_millis(tuning.script_time_limit_ms + tuning.executor_stall_ms));
         Scripts {
             watch,
             busy_reply_threshold_ms: tuning.busy_reply_threshold_ms,
-            progress_for,
         }
     }
 
@@ -91,15 +85,6 @@ impl Scripts {
             .running()
             .is_some_and(|running| self.watch.request_stop(running.run))
     }
-
-    /// Whether a script is running and still within the time the failure detector grants
-    /// it: the executor running it is making progress, not stuck.
-    pub fn running_within_limit(&self) -> bool {
-        self.watch.running().is_some_and(|running| {
-            self.progress_for
-                .is_none_or(|limit| u128::from(running.elapsed_ms) < limit.as_millis())
-        })
-    }
 }
 
 #[cfg(test)]
@@ -109,11 +94,10 @@ mod tests {
     use super::*;
 
     /// Scripts on a clock the test moves, in milliseconds.
-    fn scripts(busy_ms: u64, limit_ms: u64, stall_ms: u64) -> (Arc<AtomicU64>, Scripts) {
+    fn scripts(busy_ms: u64, limit_ms: u64) -> (Arc<AtomicU64>, Scripts) {
         let tuning = Tuning {
             busy_reply_threshold_ms: busy_ms,
             script_time_limit_ms: limit_ms,
-            executor_stall_ms: stall_ms,
             ..Tuning::default()
         };
         let now_ms = Arc::new(AtomicU64::new(0));
@@ -127,7 +111,7 @@ mod tests {
 
     #[test]
     fn a_script_is_running_then_busy_then_gone() {
-        let (now_ms, scripts) = scripts(5000, 0, 1000);
+        let (now_ms, scripts) = scripts(5000, 0);
         assert_eq!(scripts.activity(), ScriptActivity::Idle);
         let run = scripts.watch().begin();
         now_ms.store(4999, Ordering::Relaxed);
@@ -140,7 +124,7 @@ mod tests {
 
     #[test]
     fn kill_stops_the_run_under_way_and_only_it() {
-        let (_, scripts) = scripts(5000, 0, 1000);
+        let (_, scripts) = scripts(5000, 0);
         assert!(!scripts.kill(), "nothing runs");
         let run = scripts.watch().begin();
         assert!(scripts.kill());
@@ -156,23 +140,10 @@ mod tests {
 
     #[test]
     fn a_zero_threshold_never_answers_busy() {
-        let (now_ms, scripts) = scripts(0, 0, 1000);
+        let (now_ms, scripts) = scripts(0, 0);
         let run = scripts.watch().begin();
         now_ms.store(1 << 40, Ordering::Relaxed);
         assert_eq!(scripts.activity(), ScriptActivity::Running);
-        assert!(scripts.running_within_limit(), "no limit: always progress");
-        scripts.watch().end(run);
-    }
-
-    #[test]
-    fn the_detector_waits_for_the_limit_and_the_stall_allowance() {
-        let (now_ms, scripts) = scripts(5000, 30_000, 1000);
-        assert!(!scripts.running_within_limit(), "nothing runs");
-        let run = scripts.watch().begin();
-        now_ms.store(30_999, Ordering::Relaxed);
-        assert!(scripts.running_within_limit());
-        now_ms.store(31_000, Ordering::Relaxed);
-        assert!(!scripts.running_within_limit());
         scripts.watch().end(run);
     }
 }

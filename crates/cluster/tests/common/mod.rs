@@ -34,6 +34,8 @@ pub const ELECTION_TICKS: usize = 10;
 pub const RAFT_HEARTBEAT_TICKS: usize = 2;
 /// A primary whose executor reports no progress for this long is stuck.
 pub const EXECUTOR_STALL_TICKS: u64 = 8 * SUSPECT_TICKS;
+/// A long call counts as progress this long from its start.
+pub const LONG_CALL_TICKS: u64 = 3 * EXECUTOR_STALL_TICKS;
 
 pub fn view(number: u64, primary: NodeId, backups: &[NodeId], spares: &[NodeId]) -> View {
     View {
@@ -137,6 +139,7 @@ impl Harness {
                 raft_heartbeat_ticks: RAFT_HEARTBEAT_TICKS,
                 jitter_seed: u64::from(id),
                 executor_stall_ticks: Some(EXECUTOR_STALL_TICKS),
+                long_call_ticks: LONG_CALL_TICKS,
             };
             let core = Cluster::new(settings.clone(), harness.initial.clone(), None)
                 .expect("a fresh node starts");
@@ -296,6 +299,15 @@ impl Harness {
     /// The executor of `id` is stuck in one call from now on: it reports no progress.
     pub fn stick_executor(&mut self, id: NodeId) {
         self.nodes.get_mut(&id).unwrap().executor_stuck = true;
+    }
+
+    /// Node `id`'s data plane says whether it is in a long call (a script).
+    pub fn long_call(&mut self, id: NodeId, running: bool) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        node.core
+            .as_mut()
+            .expect("running")
+            .long_call_running(running);
     }
 
     pub fn refuse_removals(&mut self) {

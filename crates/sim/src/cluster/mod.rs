@@ -934,6 +934,8 @@ impl World {
                     jitter_seed: rng.next_u64(),
                     // A simulated executor runs every call at once; the watch still runs.
                     executor_stall_ticks: Some(faults.suspect_ticks),
+                    // A simulated call takes no time: none is long.
+                    long_call_ticks: u64::MAX,
                 };
                 let core = Cluster::new(settings.clone(), initial.clone(), None)
                     .expect("a fresh node starts");
