@@ -111,9 +111,11 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// Whether the procedure committed (else it rolled back and `body` is its reason).
+    /// Whether the procedure committed (else it rolled back and `body` is its reason). A
+    /// retry of a call whose reply was too long to keep committed too, once: its status is
+    /// [`ReplyStatus::CommittedReplyNotKept`] and `body` says so.
     pub fn committed(&self) -> bool {
-        self.status == ReplyStatus::Committed
+        self.status.committed()
     }
 }
 

@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use tandem_wire::{Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, encode_call, encode_hello};
+use tandem_wire::{Frame, FrameBuffer, Hello, PeerKind, encode_call, encode_hello};
 
 /// The open-loop pacer's step (see `LoadClients::pace`).
 const PACING_QUANTUM: Duration = Duration::from_micros(200);
@@ -302,20 +302,15 @@ impl LoadClients {
             while let Some(frame) = buffer.next_frame().map_err(|err| err.to_string())? {
                 match frame {
                     Frame::Welcome(_) => self.welcomed.store(true, Ordering::Release),
-                    Frame::Reply(reply) => {
+                    Frame::Reply(_) => {
                         let started = connection
                             .in_flight
                             .lock()
                             .expect("not poisoned")
                             .pop_front()
                             .ok_or("a reply nobody asked for")?;
-                        if matches!(
-                            reply.status,
-                            ReplyStatus::Committed | ReplyStatus::RolledBack
-                        ) {
-                            let latency = now.duration_since(started).as_nanos().max(1) as u64;
-                            let _ = histogram.record(latency);
-                        }
+                        let latency = now.duration_since(started).as_nanos().max(1) as u64;
+                        let _ = histogram.record(latency);
                         answered += 1;
                     }
                     Frame::Error(err) => return Err(format!("error frame: {}", err.message)),

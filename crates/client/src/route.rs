@@ -324,7 +324,7 @@ impl Router {
             Answered::Reply {
                 lsn, status, body, ..
             } => {
-                if status == ReplyStatus::Committed {
+                if status.committed() {
                     self.lsn_seen = self.lsn_seen.max(lsn);
                 }
                 if self.reply_node_last.is_some_and(|last| last != route.node) {

@@ -59,6 +59,9 @@ pub enum AnswerKind {
         body: Vec<u8>,
         lsn_repeated: Option<u64>,
     },
+    /// A retry of a call that committed at `lsn_repeated`, whose reply was too long for the
+    /// dedup table to keep: `message` says so. Nothing ran again.
+    CommittedReplyNotKept { lsn_repeated: u64, message: String },
     /// The procedure failed and its txn rolled back: nothing changed.
     RolledBack { message: String },
     /// Refused before it ran. It still waits behind the answers of earlier calls, so a client
@@ -357,17 +360,25 @@ impl<T> PrimaryRole<T> {
                 self.primary.repeat(safety, Answer { to, seq, kind });
                 Ran::Duplicate { lsn }
             }
+            Ok(Deduped::DuplicateReplyNotKept { lsn, reply_len }) => {
+                let kind = AnswerKind::CommittedReplyNotKept {
+                    lsn_repeated: lsn,
+                    message: reply_not_kept(lsn, reply_len),
+                };
+                let seq = call.seq;
+                self.primary.repeat(safety, Answer { to, seq, kind });
+                Ran::Duplicate { lsn }
+            }
             Ok(Deduped::Read) => {
                 let kind = answer(std::mem::take(&mut self.reply), None);
                 let seq = call.seq;
                 self.primary.defer(safety, Answer { to, seq, kind });
                 Ran::Read
             }
-            // The procedure failed, its reply was too long to keep for a retry, or its record
-            // too long to ship: either way its txn rolled back and nothing changed.
+            // The procedure failed, its reply was too long for a frame, or its record too long
+            // to ship: either way its txn rolled back and nothing changed.
             Err(
                 err @ (CallError::Proc(_)
-                | CallError::ReplyHeapFull { .. }
                 | CallError::ReplyTooLong { .. }
                 | CallError::RecordTooLong { .. }),
             ) => {
@@ -598,4 +609,13 @@ impl<T> PrimaryRole<T> {
 /// connection could not tell which it answers (it is left to its timeout).
 pub fn withheld_answer(calls_in_flight: u64) -> Option<tandem_wire::ErrorCode> {
     (calls_in_flight == 1).then_some(tandem_wire::ErrorCode::Busy)
+}
+
+/// What a retry of a call committed at `lsn` is told when its `reply_len`-byte reply was too
+/// long for the dedup table to keep.
+pub fn reply_not_kept(lsn: u64, reply_len: usize) -> String {
+    format!(
+        "the command ran once and committed (LSN {lsn}), but its {reply_len}-byte reply was too \
+         long for the cluster to keep for this retry; read the keys it changed to see its effect"
+    )
 }

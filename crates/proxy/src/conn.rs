@@ -15,9 +15,14 @@
 //! dedup entry: its reply array is what a retry after a failover gets back). Running them as
 //! one is a valid order of a pipeline (no other client's command comes between them), and a
 //! command that refuses still answers its own error in place, as in Redis. A unit the cluster
-//! rolls back whole (out of memory, a script that failed after writing, a reply too long to
-//! store) ran nothing, so its commands are sent again one at a time, each getting its own
-//! answer. A `MULTI` block's `EXEC`, a `WATCH` and a lone command are units of their own.
+//! rolls back whole (out of memory, a script that failed after writing) ran nothing, so its
+//! commands are sent again one at a time, each getting its own answer. A `MULTI` block's
+//! `EXEC`, a `WATCH` and a lone command are units of their own.
+//!
+//! **Replies not kept.** The cluster keeps each client's last reply for a retry in a small
+//! heap; a reply too long for it is still sent, but a retry of that unit (after a failover
+//! or a timeout) is told only that it committed once ([`Answer::ReplyNotKept`]): each of its
+//! commands gets that error, and nothing runs again.
 //!
 //! **Reads on backups.** After `READONLY` (what Redis Cluster clients send before reading
 //! from replicas) units of reads only go to a backup ([`Target::Backup`]), linearizable by
@@ -84,6 +89,10 @@ pub enum Answer<'a> {
     /// The cluster rolled it back (a refused command: its error text, code first). Nothing
     /// of it ran.
     RolledBack(&'a str),
+    /// The unit committed once, before a failover or a timeout, and its reply was too long
+    /// for the cluster to keep for the stub's retry: the text every command is told. It is
+    /// never sent again.
+    ReplyNotKept(&'a str),
     /// The proxy could not get an answer (the stub's deadline) or the cluster refused the
     /// call: the error every command of the unit is told, code first.
     Failed(&'a str),
@@ -180,7 +189,9 @@ impl ProxyConn {
                         let coded;
                         let outcome = match answer {
                             Answer::Reply(body) => Outcome::Reply(body),
-                            Answer::RolledBack(text) | Answer::Failed(text) => {
+                            Answer::RolledBack(text)
+                            | Answer::ReplyNotKept(text)
+                            | Answer::Failed(text) => {
                                 coded = with_code(text);
                                 Outcome::Failed(&coded)
                             }
@@ -234,6 +245,7 @@ impl ProxyConn {
                 }
                 self.singles += calls;
             }
+            Answer::ReplyNotKept(text) => self.fail_items(unit.items, &with_code(text)),
             Answer::Failed(text) => self.fail_items(unit.items, text),
         }
         self.flush_written();
@@ -660,6 +672,35 @@ mod tests {
             take_out(&mut conn),
             "-ERR no answer\r\n+PONG\r\n-ERR no answer\r\n"
         );
+    }
+
+    #[test]
+    fn a_retry_whose_reply_was_not_kept_tells_each_command_and_sends_nothing_again() {
+        let text = "the command ran once and committed (LSN 9), but its 90000-byte reply was \
+                    too long for the cluster to keep for this retry";
+        // A pipeline: each of its commands is told, in place.
+        let mut conn = ProxyConn::new(1);
+        conn.feed(&requests(&["SET a 1", "PING", "GETSET b 2"]));
+        let unit = conn.next_unit(&info()).unwrap();
+        assert!(unit.batched());
+        conn.finish(unit, Answer::ReplyNotKept(text));
+        assert_eq!(
+            take_out(&mut conn),
+            format!("-ERR {text}\r\n+PONG\r\n-ERR {text}\r\n")
+        );
+        assert!(conn.next_unit(&info()).is_none(), "nothing runs again");
+        // A lone command and a MULTI block's EXEC: one error each.
+        conn.feed(&requests(&["GETSET b 3", "MULTI", "GET a", "EXEC"]));
+        let unit = conn.next_unit(&info()).unwrap();
+        conn.finish(unit, Answer::ReplyNotKept(text));
+        assert_eq!(
+            take_out(&mut conn),
+            format!("-ERR {text}\r\n+OK\r\n+QUEUED\r\n")
+        );
+        let unit = conn.next_unit(&info()).unwrap();
+        conn.finish(unit, Answer::ReplyNotKept(text));
+        assert_eq!(take_out(&mut conn), format!("-ERR {text}\r\n"));
+        assert!(conn.next_unit(&info()).is_none(), "nothing runs again");
     }
 
     #[test]

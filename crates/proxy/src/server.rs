@@ -19,7 +19,7 @@ use std::thread;
 use std::time::Duration;
 
 use tandem_client::{
-    CallError, Client, ClientConfig, ConfigError, ReadConsistency, discover_secure,
+    CallError, Client, ClientConfig, ConfigError, ReadConsistency, ReplyStatus, discover_secure,
 };
 use tandem_redis::session::ServerInfo;
 
@@ -506,6 +506,11 @@ fn run_unit(conn: &mut ProxyConn, unit: Unit, client: &mut Client, shared: &Shar
         }
     };
     match result {
+        Ok(outcome) if outcome.status == ReplyStatus::CommittedReplyNotKept => {
+            let text = String::from_utf8_lossy(&outcome.body);
+            tracing::warn!("proxy: a retried command's reply was not kept: {text}");
+            conn.finish(unit, Answer::ReplyNotKept(&text));
+        }
         Ok(outcome) if outcome.committed() => conn.finish(unit, Answer::Reply(&outcome.body)),
         Ok(outcome) => {
             let text = String::from_utf8_lossy(&outcome.body);

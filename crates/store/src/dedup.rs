@@ -29,10 +29,11 @@
 //! offset  0: client id   u64   0 = empty slot
 //! offset  8: seq         u64   the client's last committed seq
 //! offset 16: lsn         u64   the LSN that call committed at
-//! offset 24: reply len   u32
+//! offset 24: reply len   u32   its top bit set: the reply was not kept (see below)
 //! offset 28: reply       [u8; 36]: the reply, zero past reply len, when it is at most
 //!                        DEDUP_REPLY_INLINE_MAX bytes; else the segment offset (u64) of the
-//!                        reply's first chunk in the heap, then zeros
+//!                        reply's first chunk in the heap, then zeros; all zero when the
+//!                        reply was not kept
 //! ```
 //!
 //! The benchmark procedures' replies fit the slot (new-order's 12 bytes is the largest), so a
@@ -40,9 +41,16 @@
 //! the segment offset (u64) of the next (0 ends it) followed by as much of the reply as the
 //! block holds; a chunk is one block of the smallest class that holds the rest of the reply,
 //! or a largest block. The call that writes a client's slot frees the chain of the reply it
-//! replaces, in the same txn, so the table still holds only each client's last reply. A reply
-//! the heap cannot hold rolls its call back with
-//! [`CallError::ReplyHeapFull`](crate::CallError::ReplyHeapFull).
+//! replaces, in the same txn, so the table still holds only each client's last reply.
+//!
+//! A reply the heap cannot hold (the heap is small, and shared by every client's last reply)
+//! does not stop its call: the call commits and its client gets the reply, but the slot keeps
+//! only the reply's length, marked as not kept. A retry of that call still runs nothing; it is
+//! answered [`Deduped::DuplicateReplyNotKept`](crate::Deduped::DuplicateReplyNotKept), which
+//! tells the client that the call committed once and that its reply is gone. A retry is rare
+//! (a failover or a timeout between the commit and the reply), and a write that ran once with
+//! a lost reply is what a client can act on; a write refused because its reply was long is
+//! not.
 //!
 //! Slots are found by open addressing with linear probing from a client's home slot, chosen by
 //! a fixed multiplicative (Fibonacci) hash: no random seed, so every replica probes the same
@@ -71,6 +79,8 @@ pub const DEDUP_SLOTS_MAX: usize = 16_384;
 pub const DEDUP_SLOT_BYTES: usize = 64;
 /// Longest reply a slot stores itself; a longer one goes to the heap.
 pub const DEDUP_REPLY_INLINE_MAX: usize = 36;
+/// The bit of a slot's reply length that says the reply was not kept.
+const REPLY_NOT_KEPT: u32 = 1 << 31;
 /// Bytes of a chunk's link to the next chunk.
 const CHUNK_LINK_BYTES: usize = 8;
 /// The heap takes 1/1024 of the segment: room for long replies that costs the benchmark
@@ -107,17 +117,35 @@ const _: () = assert!(size_of::<Slot>() == DEDUP_SLOT_BYTES);
 const _: () = assert!(DEDUP_SLOTS_MAX.is_power_of_two());
 
 impl Slot {
+    /// The length of the reply, kept or not.
     fn reply_len(&self) -> usize {
-        self.reply_len as usize
+        (self.reply_len & !REPLY_NOT_KEPT) as usize
     }
 
-    fn reply_is_inline(&self) -> bool {
-        self.reply_len() <= DEDUP_REPLY_INLINE_MAX
+    fn reply_kept(&self) -> bool {
+        self.reply_len & REPLY_NOT_KEPT == 0
+    }
+
+    /// The bytes of the slot's `reply` field in use: the reply itself, the chain's first
+    /// chunk, or none for a reply not kept.
+    fn inline_len(&self) -> usize {
+        if !self.reply_kept() {
+            0
+        } else if self.reply_in_heap() {
+            CHUNK_LINK_BYTES
+        } else {
+            self.reply_len()
+        }
+    }
+
+    /// Whether the reply is a chain of chunks in the heap.
+    fn reply_in_heap(&self) -> bool {
+        self.reply_kept() && self.reply_len() > DEDUP_REPLY_INLINE_MAX
     }
 
     /// The segment offset of a long reply's first chunk.
     fn chain(&self) -> usize {
-        assert!(!self.reply_is_inline(), "an inline reply has no chain");
+        assert!(self.reply_in_heap(), "only a reply in the heap has a chain");
         u64::from_le_bytes(self.reply[..8].try_into().expect("8 bytes")) as usize
     }
 }
@@ -127,7 +155,9 @@ impl Slot {
 pub struct DedupEntry {
     seq: u64,
     lsn: u64,
-    reply: Vec<u8>,
+    /// `None`: the reply was too long for the heap, and only its length was kept.
+    reply: Option<Vec<u8>>,
+    reply_len: usize,
 }
 
 impl DedupEntry {
@@ -141,9 +171,14 @@ impl DedupEntry {
         self.lsn
     }
 
-    /// That call's reply.
-    pub fn reply(&self) -> &[u8] {
-        &self.reply
+    /// That call's reply; `None` when it was too long for the heap and not kept.
+    pub fn reply(&self) -> Option<&[u8]> {
+        self.reply.as_deref()
+    }
+
+    /// The length of that call's reply, kept or not.
+    pub fn reply_len(&self) -> usize {
+        self.reply_len
     }
 }
 
@@ -169,6 +204,15 @@ impl DedupSlot {
 
     pub(crate) fn lsn(&self) -> u64 {
         self.0.lsn
+    }
+
+    /// Whether the slot keeps the call's reply (else only its length).
+    pub(crate) fn reply_kept(&self) -> bool {
+        self.0.reply_kept()
+    }
+
+    pub(crate) fn reply_len(&self) -> usize {
+        self.0.reply_len()
     }
 }
 
@@ -305,19 +349,21 @@ impl DedupTable {
                 Some(DedupEntry {
                     seq: slot.seq(),
                     lsn: slot.lsn(),
-                    reply,
+                    reply: slot.reply_kept().then_some(reply),
+                    reply_len: slot.reply_len(),
                 })
             }
             Probe::Vacant { .. } | Probe::Full => None,
         }
     }
 
-    /// Copies the reply `slot` holds into `reply` (cleared first).
+    /// Copies the reply `slot` holds into `reply` (cleared first; left empty for a reply not
+    /// kept).
     pub(crate) fn read_reply(&self, segment: &Segment, slot: &DedupSlot, reply: &mut Vec<u8>) {
         let slot = &slot.0;
         reply.clear();
-        if slot.reply_is_inline() {
-            reply.extend_from_slice(&slot.reply[..slot.reply_len()]);
+        if !slot.reply_in_heap() {
+            reply.extend_from_slice(&slot.reply[..slot.inline_len()]);
             return;
         }
         let mut chunk = slot.chain();
@@ -337,7 +383,7 @@ impl DedupTable {
         slot: &Slot,
     ) -> Result<Vec<(usize, usize)>, String> {
         let mut chunks = Vec::new();
-        if slot.reply_is_inline() {
+        if !slot.reply_in_heap() {
             return Ok(chunks);
         }
         let heap_end = self.heap.offset() + self.heap.len();
@@ -374,8 +420,8 @@ impl DedupTable {
 
     /// Writes slot `index` in `txn`: `client_id` committed `seq` at the txn's LSN with
     /// `reply`. The slot must be empty or already the client's. The chain of the reply it
-    /// replaces goes back to the heap; a long `reply` takes a new one, or `Err` when the heap
-    /// cannot hold it (the caller aborts the txn, which undoes the freeing too).
+    /// replaces goes back to the heap; a long `reply` takes a new one, or, when the heap
+    /// cannot hold it, the slot keeps only its length. Returns whether the reply was kept.
     pub(crate) fn record(
         &self,
         txn: &mut Txn<'_>,
@@ -383,9 +429,12 @@ impl DedupTable {
         client_id: u64,
         seq: u64,
         reply: &[u8],
-    ) -> Result<(), HeapFull> {
+    ) -> bool {
         assert_ne!(client_id, 0, "client id 0 is never deduplicated");
-        let reply_len = u32::try_from(reply.len()).expect("a reply is under 4 GiB");
+        let reply_len = u32::try_from(reply.len())
+            .ok()
+            .filter(|&len| len < REPLY_NOT_KEPT)
+            .expect("a reply is under 2 GiB (a node's reply frame limit)");
         let offset = self.slot_offset(index);
         let old: Slot = txn.read_pod(offset);
         assert!(
@@ -393,7 +442,7 @@ impl DedupTable {
             "dedup slot {index} belongs to client {}, not {client_id}",
             old.client_id
         );
-        if !old.reply_is_inline() {
+        if old.reply_in_heap() {
             let chunks = self
                 .chain(|at| txn.read_pod(at), &old)
                 .expect("a slot's chain is whole");
@@ -408,26 +457,44 @@ impl DedupTable {
             reply_len,
             reply: [0; DEDUP_REPLY_INLINE_MAX],
         };
+        let mut kept = true;
         if reply.len() <= DEDUP_REPLY_INLINE_MAX {
             slot.reply[..reply.len()].copy_from_slice(reply);
         } else {
-            slot.reply[..8].copy_from_slice(&(self.write_chain(txn, reply)? as u64).to_le_bytes());
+            match self.write_chain(txn, reply) {
+                Ok(chain) => slot.reply[..8].copy_from_slice(&(chain as u64).to_le_bytes()),
+                Err(HeapFull { .. }) => {
+                    slot.reply_len |= REPLY_NOT_KEPT;
+                    kept = false;
+                }
+            }
         }
         // Declaring the whole line costs one 64-byte undo copy; the redo capture diffs it
         // against that copy, so only the words that changed (seq, LSN, the reply's) ship.
         *txn.set_pod::<Slot>(offset) = slot;
-        Ok(())
+        kept
     }
 
     /// Writes `reply` into a new chain of heap chunks in `txn`; returns its first chunk's
-    /// segment offset.
+    /// segment offset. When the heap runs out part way, the chunks already taken go back to
+    /// it (the txn still commits: its slot keeps only the reply's length).
     fn write_chain(&self, txn: &mut Txn<'_>, reply: &[u8]) -> Result<usize, HeapFull> {
         let mut first = 0;
         let mut previous: Option<usize> = None;
+        let mut taken = Vec::new();
         let mut rest = reply;
         while !rest.is_empty() {
             let (allocated, held) = chunk_for(rest.len());
-            let chunk = self.heap.alloc(txn, allocated)?;
+            let chunk = match self.heap.alloc(txn, allocated) {
+                Ok(chunk) => chunk,
+                Err(full) => {
+                    for (chunk, allocated) in taken {
+                        self.heap.free(txn, chunk, allocated);
+                    }
+                    return Err(full);
+                }
+            };
+            taken.push((chunk, allocated));
             let bytes = txn.set_range(chunk, CHUNK_LINK_BYTES + held);
             bytes[..CHUNK_LINK_BYTES].copy_from_slice(&0u64.to_le_bytes());
             bytes[CHUNK_LINK_BYTES..].copy_from_slice(&rest[..held]);
@@ -460,12 +527,10 @@ impl DedupTable {
                 }
                 continue;
             }
-            let inline_len = if slot.reply_is_inline() {
-                slot.reply_len()
-            } else {
-                8
-            };
-            if slot.reply[inline_len..].iter().any(|&byte| byte != 0) {
+            if slot.reply[slot.inline_len()..]
+                .iter()
+                .any(|&byte| byte != 0)
+            {
                 return Err(malformed(index, slot, "has bytes after its reply"));
             }
             if slot.lsn == 0 || slot.lsn > segment.lsn() {
@@ -599,9 +664,7 @@ mod tests {
                 panic!("client {client_id} is new");
             };
             let mut txn = segment.begin();
-            table
-                .record(&mut txn, index, client_id, 1, &[7; 12])
-                .unwrap();
+            assert!(table.record(&mut txn, index, client_id, 1, &[7; 12]));
             txn.commit();
         }
         table.check(&segment).unwrap();
@@ -634,6 +697,39 @@ mod tests {
             Probe::Found { index, .. } => index,
             probe => panic!("client {client_id} is in the table: {probe:?}"),
         }
+    }
+
+    /// A reply whose second chunk the heap cannot give back leaves its first chunk free, not
+    /// leaked: the slot keeps the reply's length alone, and the check accounts for every byte.
+    #[test]
+    fn a_reply_the_heap_holds_only_part_of_is_not_kept_and_leaks_nothing() {
+        // 2 GiB (untouched pages cost nothing): a 2 MiB heap, room for one largest block.
+        let len = 2 << 30;
+        let mut segment = Segment::anonymous(len, Strategy::V3InlineLog).unwrap();
+        let table = DedupTable::for_segment_len(len);
+        assert_eq!(table.heap().len(), 2 << 20);
+        let reply = vec![9; HEAP_BLOCK_MAX + HEAP_BLOCK_MAX / 2];
+        let Probe::Vacant { index } = table.probe(&segment, 5) else {
+            panic!("client 5 is new");
+        };
+        let mut txn = segment.begin();
+        assert!(!table.record(&mut txn, index, 5, 1, &reply));
+        txn.commit();
+        table.check(&segment).unwrap();
+        let stats = table.heap().stats(&segment).unwrap();
+        assert_eq!(
+            (stats.carved_bytes, stats.free_bytes),
+            (HEAP_BLOCK_MAX, HEAP_BLOCK_MAX)
+        );
+        let entry = table.entry(&segment, 5).unwrap();
+        assert_eq!((entry.reply(), entry.reply_len()), (None, reply.len()));
+        // The freed block serves the client's next reply, which is kept.
+        let mut txn = segment.begin();
+        assert!(table.record(&mut txn, index, 5, 2, &reply[..HEAP_BLOCK_MAX / 2]));
+        txn.commit();
+        table.check(&segment).unwrap();
+        let entry = table.entry(&segment, 5).unwrap();
+        assert_eq!(entry.reply(), Some(&reply[..HEAP_BLOCK_MAX / 2]));
     }
 
     #[test]
@@ -692,7 +788,7 @@ mod tests {
             assert_eq!(index, (home + step) % table.slot_count());
             let entry = table.entry(&segment, client_id).unwrap();
             assert_eq!(slot.seq(), 1);
-            assert_eq!((entry.seq(), entry.reply()), (1, &[7; 12][..]));
+            assert_eq!((entry.seq(), entry.reply()), (1, Some(&[7; 12][..])));
         }
         assert_eq!(table.clients(&segment), 3);
     }
@@ -712,15 +808,15 @@ mod tests {
             panic!("client 9 is new");
         };
         let mut txn = segment.begin();
-        table.record(&mut txn, index, 9, 1, &reply).unwrap();
+        assert!(table.record(&mut txn, index, 9, 1, &reply));
         txn.commit();
-        assert_eq!(table.entry(&segment, 9).unwrap().reply(), &reply[..]);
+        assert_eq!(table.entry(&segment, 9).unwrap().reply(), Some(&reply[..]));
         let stats = table.heap().check(&segment, &[]).err();
         assert!(stats.is_some(), "two chunks are owned");
         table.check(&segment).unwrap();
         // The next call's short reply frees both chunks.
         let mut txn = segment.begin();
-        table.record(&mut txn, index, 9, 2, &[5; 3]).unwrap();
+        assert!(table.record(&mut txn, index, 9, 2, &[5; 3]));
         txn.commit();
         table.check(&segment).unwrap();
         let stats = table.heap().stats(&segment).unwrap();

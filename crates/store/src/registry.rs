@@ -77,14 +77,6 @@ pub enum CallError {
          size"
     )]
     DedupFull { clients_max: usize },
-    /// The call's reply is too long for the space the dedup table's heap has free: it rolled
-    /// back, since a retry could not be answered. Replies of writes this long belong in the
-    /// data; a larger database has a larger heap.
-    #[error(
-        "the call's {reply_len}-byte reply does not fit the free space of the dedup table's \
-         {heap_len}-byte reply heap; give a larger database size, or return less"
-    )]
-    ReplyHeapFull { reply_len: usize, heap_len: usize },
     /// The call's reply is longer than its client could be sent (the node's frame limit): it
     /// rolled back.
     #[error(
@@ -132,6 +124,10 @@ pub enum Deduped<'a> {
     /// The call had committed before, at `lsn`: nothing ran, no LSN was taken, and the reply
     /// it stored then is in the reply buffer.
     Duplicate { lsn: u64 },
+    /// The call had committed before, at `lsn`, but its `reply_len`-byte reply was too long
+    /// for the dedup table's heap to keep: nothing ran, no LSN was taken, and the reply
+    /// buffer is empty. The client can only be told that the call ran once.
+    DuplicateReplyNotKept { lsn: u64, reply_len: usize },
     /// The procedure is read-only: it read the segment at its LSN and wrote the reply; no LSN
     /// was taken and no dedup slot written.
     Read,
@@ -350,8 +346,8 @@ impl Store {
     /// again. That is still exactly-once: the rolled-back attempt had no effect, and a client
     /// retries only a call whose answer it did not see.
     ///
-    /// A reply may be of any length the table's heap can hold; a longer one rolls the call
-    /// back with [`CallError::ReplyHeapFull`].
+    /// A reply may be of any length up to a reply frame; one the table's heap cannot hold
+    /// commits all the same, and a retry of it gets [`Deduped::DuplicateReplyNotKept`].
     pub fn call_once(
         &mut self,
         client_id: u64,
@@ -372,6 +368,12 @@ impl Store {
             Probe::Found { index, slot } => {
                 if seq == slot.seq() && !skip_dedup() {
                     self.dedup.read_reply(&self.segment, &slot, reply);
+                    if !slot.reply_kept() {
+                        return Ok(Deduped::DuplicateReplyNotKept {
+                            lsn: slot.lsn(),
+                            reply_len: slot.reply_len(),
+                        });
+                    }
                     return Ok(Deduped::Duplicate { lsn: slot.lsn() });
                 }
                 if seq < slot.seq() {
@@ -462,19 +464,9 @@ impl Store {
             });
         }
         if let Some(write) = dedup {
-            let recorded =
-                self.dedup
-                    .record(&mut txn, write.index, write.client_id, write.seq, reply);
-            if recorded.is_err() {
-                // The abort undoes the procedure's writes and whatever the table freed.
-                txn.abort();
-                let reply_len = reply.len();
-                reply.clear();
-                return Err(CallError::ReplyHeapFull {
-                    reply_len,
-                    heap_len: self.dedup.heap().len(),
-                });
-            }
+            // A reply the heap cannot hold is not kept; the call commits all the same.
+            self.dedup
+                .record(&mut txn, write.index, write.client_id, write.seq, reply);
         }
         let (declared_bytes, declared_ranges) = txn.declared();
         let record_len_bound = record_len_bound(declared_bytes, declared_ranges);

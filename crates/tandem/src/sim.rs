@@ -68,6 +68,8 @@ struct RedisFigures {
     replies_discarded: u64,
     /// Expiry sweeps committed.
     sweeps: u64,
+    /// Retries told that their call committed once but its reply was too long to keep.
+    replies_not_kept: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -90,6 +92,10 @@ struct RangeReport {
     /// Expiry sweeps committed, over every seed (the Redis model only).
     #[serde(skip_serializing_if = "Option::is_none")]
     sweeps: Option<u64>,
+    /// Retries told their call committed once but its reply was not kept (the Redis model
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replies_not_kept: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -124,6 +130,7 @@ fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
         replies_checked: report.replies_checked,
         replies_discarded: report.replies_discarded,
         sweeps: report.sweeps,
+        replies_not_kept: report.replies_not_kept,
     });
     let report = SeedReport {
         seed,
@@ -219,8 +226,12 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
             if let Some(redis) = &out.redis {
                 println!(
                     "redis: {} acknowledged replies checked against the reference ({} from \
-                     histories a failover discarded), {} expiry sweeps",
-                    redis.replies_checked, redis.replies_discarded, redis.sweeps
+                     histories a failover discarded), {} expiry sweeps, {} retries told their \
+                     reply was not kept",
+                    redis.replies_checked,
+                    redis.replies_discarded,
+                    redis.sweeps,
+                    redis.replies_not_kept
                 );
             }
             match &out.failure {
@@ -254,7 +265,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
     let mut seeds_run = 0;
     let mut seeds_sole_copy_crashed = 0;
     let (mut power_losses, mut recovered_promoted) = (0, 0);
-    let (mut replies_checked, mut sweeps) = (None, None);
+    let (mut replies_checked, mut sweeps, mut replies_not_kept) = (None, None, None);
     for seed in seeds.clone() {
         let report = run_seed(args, seed);
         seeds_run += 1;
@@ -262,6 +273,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         if let Some(redis) = &report.redis {
             *replies_checked.get_or_insert(0) += redis.replies_checked;
             *sweeps.get_or_insert(0) += redis.sweeps;
+            *replies_not_kept.get_or_insert(0) += redis.replies_not_kept;
         }
         power_losses += report.power_losses;
         recovered_promoted += report.recovered_promoted;
@@ -313,6 +325,7 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
         calls_per_wall_s: calls as f64 / wall_s,
         replies_checked,
         sweeps,
+        replies_not_kept,
     };
     if args.json {
         println!("{}", serde_json::to_string(&report).expect("serializable"));
@@ -330,10 +343,14 @@ pub fn run(args: &SimArgs) -> Result<(), Failure> {
             report.power_losses,
             report.recovered_promoted
         );
-        if let (Some(replies), Some(sweeps)) = (report.replies_checked, report.sweeps) {
+        if let (Some(replies), Some(sweeps), Some(not_kept)) = (
+            report.replies_checked,
+            report.sweeps,
+            report.replies_not_kept,
+        ) {
             println!(
                 "redis: {replies} acknowledged replies checked against the reference, {sweeps} \
-                 expiry sweeps"
+                 expiry sweeps, {not_kept} retries told their reply was not kept"
             );
         }
     }

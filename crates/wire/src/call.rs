@@ -38,6 +38,20 @@ pub enum ReplyStatus {
     Committed,
     /// The procedure said no and the txn was rolled back; the body is its reason.
     RolledBack,
+    /// A retry of a call that committed once, at the reply's LSN, whose reply was too long
+    /// for the dedup table to keep: the body says so, in words for a person. Nothing ran
+    /// again.
+    CommittedReplyNotKept,
+}
+
+impl ReplyStatus {
+    /// Whether the call committed (now or, for a retry, before).
+    pub fn committed(self) -> bool {
+        matches!(
+            self,
+            ReplyStatus::Committed | ReplyStatus::CommittedReplyNotKept
+        )
+    }
 }
 
 /// The primary's answer to a `Call`, its body borrowed from the frame.
@@ -154,6 +168,7 @@ pub fn encode_reply(out: &mut Vec<u8>, seq: u64, lsn: u64, status: ReplyStatus, 
         status: match status {
             ReplyStatus::Committed => 0,
             ReplyStatus::RolledBack => 1,
+            ReplyStatus::CommittedReplyNotKept => 2,
         },
         body_len: u32::try_from(body.len())
             .expect("a reply body fits in u32 bytes")
@@ -213,8 +228,11 @@ pub(crate) fn decode_reply(body: &[u8]) -> Result<Reply<'_>, FrameError> {
     let status = match header.status {
         0 => ReplyStatus::Committed,
         1 => ReplyStatus::RolledBack,
+        2 => ReplyStatus::CommittedReplyNotKept,
         other => {
-            let detail = format!("{other} is neither 0 (committed) nor 1 (rolled back)");
+            let detail = format!(
+                "{other} is not 0 (committed), 1 (rolled back) or 2 (committed, reply not kept)"
+            );
             return Err(bad_body("Reply", "status", detail));
         }
     };
@@ -427,7 +445,12 @@ mod tests {
 
     #[test]
     fn reply_round_trips_and_checks_status() {
-        for status in [ReplyStatus::Committed, ReplyStatus::RolledBack] {
+        let statuses = [
+            ReplyStatus::Committed,
+            ReplyStatus::RolledBack,
+            ReplyStatus::CommittedReplyNotKept,
+        ];
+        for status in statuses {
             let mut out = Vec::new();
             encode_reply(&mut out, 4, 99, status, b"no funds");
             let reply = Reply {
@@ -437,10 +460,11 @@ mod tests {
                 body: b"no funds",
             };
             assert_eq!(decode(&out), Ok(Frame::Reply(reply)));
-            out[5 + 16] = 2;
+            out[5 + 16] = 3;
             assert_eq!(
                 decode(&out).unwrap_err().to_string(),
-                "Reply frame, field 'status': 2 is neither 0 (committed) nor 1 (rolled back)"
+                "Reply frame, field 'status': 3 is not 0 (committed), 1 (rolled back) or 2 \
+                 (committed, reply not kept)"
             );
         }
     }

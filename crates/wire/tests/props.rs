@@ -121,7 +121,11 @@ fn members_answer() -> impl Strategy<Value = MembersAnswer> {
 }
 
 fn status() -> impl Strategy<Value = ReplyStatus> {
-    prop_oneof![Just(ReplyStatus::Committed), Just(ReplyStatus::RolledBack)]
+    prop_oneof![
+        Just(ReplyStatus::Committed),
+        Just(ReplyStatus::RolledBack),
+        Just(ReplyStatus::CommittedReplyNotKept)
+    ]
 }
 
 /// One encoded frame of any type.

@@ -58,7 +58,7 @@ fn a_duplicate_returns_the_stored_reply_and_takes_no_lsn() {
     let entry = store.dedup_entry(7).expect("the commit wrote the slot");
     assert_eq!(
         (entry.seq(), entry.lsn(), entry.reply()),
-        (1, lsn, &reply[..])
+        (1, lsn, Some(&reply[..]))
     );
 
     let before = store.segment().bytes().to_vec();
@@ -85,7 +85,7 @@ fn a_duplicate_returns_the_stored_reply_and_takes_no_lsn() {
     let entry = store.dedup_entry(7).unwrap();
     assert_eq!(
         (entry.seq(), entry.lsn(), entry.reply()),
-        (2, lsn_next, &501i32.to_le_bytes()[..])
+        (2, lsn_next, Some(&501i32.to_le_bytes()[..]))
     );
     store
         .workload::<DebitCredit>()
@@ -248,7 +248,7 @@ fn slots_replicate_and_a_promoted_backup_answers_retries_from_them() {
         assert_eq!(Some(entry.clone()), primary.dedup_entry(client_id));
         assert_eq!(
             (entry.seq(), entry.lsn(), entry.reply()),
-            (3, *lsn, &reply[..])
+            (3, *lsn, Some(&reply[..]))
         );
     }
 
@@ -299,7 +299,7 @@ fn order_entry_replies_are_stored_whole() {
                 driver.observe(id, &args, Ok(()));
                 lengths.insert(reply.len());
                 let entry = store.dedup_entry(client_id).unwrap();
-                assert_eq!(entry.reply(), &reply[..]);
+                assert_eq!(entry.reply(), Some(&reply[..]));
                 let mut retry = Vec::new();
                 let outcome = store.call_once(client_id, seq, id, &args, &mut retry);
                 assert!(matches!(outcome, Ok(Deduped::Duplicate { .. })));
@@ -310,7 +310,9 @@ fn order_entry_replies_are_stored_whole() {
             }
             Err(CallError::Proc(err)) => driver.observe(id, &args, Err(&err)),
             Err(err) => panic!("{err}"),
-            Ok(Deduped::Duplicate { .. }) => panic!("every seq is new"),
+            Ok(Deduped::Duplicate { .. } | Deduped::DuplicateReplyNotKept { .. }) => {
+                panic!("every seq is new")
+            }
             Ok(Deduped::Read) => panic!("order-entry's driver issues no read-only call"),
         }
     }
@@ -433,13 +435,13 @@ fn echo(len: usize, strategy: Logging) -> Store {
 }
 
 #[test]
-fn replies_of_any_length_are_kept_for_a_retry_until_the_heap_is_full() {
+fn replies_are_kept_for_a_retry_while_the_heap_holds_them_and_marked_not_kept_after() {
     // 1 MiB: a 1 KiB heap, 896 bytes of arena.
     let mut store = echo(SEGMENT_LEN, Logging::V3InlineLog);
     let mut reply = Vec::new();
     let fits = [1; DEDUP_REPLY_INLINE_MAX];
     committed(store.call_once(1, 1, ProcId(0), &fits, &mut reply));
-    assert_eq!(store.dedup_entry(1).unwrap().reply(), &fits[..]);
+    assert_eq!(store.dedup_entry(1).unwrap().reply(), Some(&fits[..]));
     // Longer than a slot: the reply goes to the heap, and a retry gets it whole.
     for (seq, len) in [(2, DEDUP_REPLY_INLINE_MAX + 1), (3, 500), (4, 40)] {
         let args: Vec<u8> = (0..len).map(|byte| byte as u8 | 1).collect();
@@ -451,29 +453,31 @@ fn replies_of_any_length_are_kept_for_a_retry_until_the_heap_is_full() {
         // The check accounts for every heap byte: the replaced reply's chunks were freed.
         store.workload::<Echo>().check(store.segment()).unwrap();
     }
-    // Too long for the heap: the call rolls back and changes nothing; the slot still answers
-    // the last call. A call that is not deduplicated keeps no reply, so any length commits.
-    let before = store.segment().bytes().to_vec();
-    let lsn = store.segment().lsn();
+    // Too long for the heap: the call commits and its caller gets the reply, but the slot
+    // keeps only its length; a retry runs nothing and is told the reply was not kept. The
+    // chain of the reply it replaced went back to the heap.
     let huge = vec![1; 5000];
-    let err = store
-        .call_once(1, 5, ProcId(0), &huge, &mut reply)
-        .unwrap_err();
-    assert!(matches!(
-        err,
-        CallError::ReplyHeapFull {
-            reply_len: 5000,
-            heap_len: 1024
-        }
-    ));
+    let lsn = committed(store.call_once(1, 5, ProcId(0), &huge, &mut reply));
+    assert_eq!(reply, huge);
+    let entry = store.dedup_entry(1).unwrap();
+    assert_eq!((entry.seq(), entry.lsn(), entry.reply()), (5, lsn, None));
+    assert_eq!(entry.reply_len(), 5000);
+    let retry = store.call_once(1, 5, ProcId(0), &huge, &mut reply);
     assert!(
-        err.to_string().contains("give a larger database size"),
-        "{err}"
+        matches!(retry, Ok(Deduped::DuplicateReplyNotKept { lsn: at, reply_len: 5000 }) if at == lsn),
+        "{retry:?}"
     );
     assert!(reply.is_empty());
     assert_eq!(store.segment().lsn(), lsn);
-    assert_eq!(store.segment().bytes(), &before[..]);
-    assert_eq!(store.dedup_entry(1).unwrap().seq(), 4);
+    store.workload::<Echo>().check(store.segment()).unwrap();
+    // The client's next call keeps its reply again.
+    let args = [2; 300];
+    let lsn = committed(store.call_once(1, 6, ProcId(0), &args, &mut reply));
+    let retry = store.call_once(1, 6, ProcId(0), &args, &mut reply);
+    assert!(matches!(retry, Ok(Deduped::Duplicate { lsn: at }) if at == lsn));
+    assert_eq!(reply, args);
+    store.workload::<Echo>().check(store.segment()).unwrap();
+    // A call that is not deduplicated keeps no reply, so any length commits.
     committed(store.call_once(0, 1, ProcId(0), &huge, &mut reply));
     assert_eq!(reply, huge);
 
@@ -482,7 +486,7 @@ fn replies_of_any_length_are_kept_for_a_retry_until_the_heap_is_full() {
     store.set_reply_len_max(100);
     let lsn = store.segment().lsn();
     for client_id in [0, 1] {
-        let err = store.call_once(client_id, 6, ProcId(0), &[3; 101], &mut reply);
+        let err = store.call_once(client_id, 7, ProcId(0), &[3; 101], &mut reply);
         assert_eq!(
             err.unwrap_err(),
             CallError::ReplyTooLong {
@@ -492,7 +496,7 @@ fn replies_of_any_length_are_kept_for_a_retry_until_the_heap_is_full() {
         );
         assert_eq!(store.segment().lsn(), lsn);
     }
-    committed(store.call_once(1, 6, ProcId(0), &[3; 100], &mut reply));
+    committed(store.call_once(1, 7, ProcId(0), &[3; 100], &mut reply));
 
     // A node limits a write's redo record to what one batch carries to the backups: a write
     // that could make a longer one rolls back before anything is applied.
@@ -501,7 +505,7 @@ fn replies_of_any_length_are_kept_for_a_retry_until_the_heap_is_full() {
     let before = store.segment().bytes().to_vec();
     let lsn = store.segment().lsn();
     let err = store
-        .call_once(1, 7, ProcId(0), &[5; 400], &mut reply)
+        .call_once(1, 8, ProcId(0), &[5; 400], &mut reply)
         .unwrap_err();
     match err {
         CallError::RecordTooLong {
@@ -514,9 +518,9 @@ fn replies_of_any_length_are_kept_for_a_retry_until_the_heap_is_full() {
     assert!(reply.is_empty());
     assert_eq!(store.segment().lsn(), lsn);
     assert_eq!(store.segment().bytes(), &before[..]);
-    assert_eq!(store.dedup_entry(1).unwrap().seq(), 6);
+    assert_eq!(store.dedup_entry(1).unwrap().seq(), 7);
     store.set_record_len_max(usize::MAX);
-    committed(store.call_once(1, 7, ProcId(0), &[5; 400], &mut reply));
+    committed(store.call_once(1, 8, ProcId(0), &[5; 400], &mut reply));
 }
 
 /// One call of a property run: which client, how its seq moves, whether it rolls back.
@@ -553,12 +557,14 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
 struct Expected {
     seq: u64,
     lsn: u64,
-    reply: Vec<u8>,
+    /// `None`: too long for the heap, not kept.
+    reply: Option<Vec<u8>>,
+    reply_len: usize,
 }
 
 /// Runs `steps` on a store of `len` bytes: 64 KiB has 8 slots for 4 clients, so probes
-/// collide, and no heap, so every long reply rolls back; 512 KiB has a 512-byte heap that
-/// holds some long replies and not others.
+/// collide, and no heap, so no long reply is kept; 512 KiB has a 512-byte heap that holds
+/// some long replies and not others.
 fn run_steps(strategy: Logging, len: usize, steps: &[Step]) -> Result<(), TestCaseError> {
     let mut store = echo(len, strategy);
     let mut backup = Segment::anonymous(len, Logging::V3InlineLog).unwrap();
@@ -591,7 +597,15 @@ fn run_steps(strategy: Logging, len: usize, steps: &[Step]) -> Result<(), TestCa
         match (outcome, stored) {
             (Ok(Deduped::Duplicate { lsn }), Some(expected)) if seq == expected.seq => {
                 prop_assert_eq!(lsn, expected.lsn);
-                prop_assert_eq!(&reply, &expected.reply);
+                prop_assert_eq!(Some(&reply), expected.reply.as_ref());
+                prop_assert_eq!(store.segment().lsn(), lsn_before);
+            }
+            (Ok(Deduped::DuplicateReplyNotKept { lsn, reply_len }), Some(expected))
+                if seq == expected.seq =>
+            {
+                prop_assert_eq!((lsn, reply_len), (expected.lsn, expected.reply_len));
+                prop_assert!(expected.reply.is_none());
+                prop_assert!(reply.is_empty());
                 prop_assert_eq!(store.segment().lsn(), lsn_before);
             }
             (Err(CallError::StaleSeq { seq: got, last }), Some(expected)) if seq < expected.seq => {
@@ -602,25 +616,25 @@ fn run_steps(strategy: Logging, len: usize, steps: &[Step]) -> Result<(), TestCa
                 prop_assert!(stored.is_none_or(|expected| seq > expected.seq));
                 prop_assert_eq!(store.segment().lsn(), lsn_before);
             }
-            (Err(CallError::ReplyHeapFull { reply_len, .. }), stored)
-                if args.len() > DEDUP_REPLY_INLINE_MAX && client_id != 0 =>
-            {
-                prop_assert_eq!(reply_len, args.len());
-                prop_assert!(stored.is_none_or(|expected| seq > expected.seq));
-                prop_assert_eq!(store.segment().lsn(), lsn_before);
-            }
             (Ok(Deduped::Committed(redo)), stored) if !step.roll_back => {
                 prop_assert!(stored.is_none_or(|expected| seq > expected.seq));
-                prop_assert_eq!(redo.lsn(), lsn_before + 1);
+                let lsn = redo.lsn();
+                prop_assert_eq!(lsn, lsn_before + 1);
                 backup.apply_redo(redo).unwrap();
                 runs[step.client] += 1;
                 if client_id != 0 {
                     // The property: no (client, seq) is applied twice.
                     prop_assert!(applied.insert((client_id, seq)), "{client_id}/{seq} twice");
+                    // A reply the heap could not hold is kept as its length alone; only a
+                    // long one may be.
+                    let kept = store.dedup_entry(client_id).expect("just committed");
+                    prop_assert!(kept.reply().is_none_or(|kept| kept == args));
+                    prop_assert!(kept.reply().is_some() || args.len() > DEDUP_REPLY_INLINE_MAX);
                     let expected = Expected {
                         seq,
-                        lsn: redo.lsn(),
-                        reply: args.clone(),
+                        lsn,
+                        reply: kept.reply().map(<[u8]>::to_vec),
+                        reply_len: args.len(),
                     };
                     model.insert(client_id, expected);
                 }
@@ -639,10 +653,13 @@ fn run_steps(strategy: Logging, len: usize, steps: &[Step]) -> Result<(), TestCa
         let expected = model.get(&client_id);
         let entry = store.dedup_entry(client_id);
         prop_assert_eq!(
-            entry
-                .clone()
-                .map(|e| (e.seq(), e.lsn(), e.reply().to_vec())),
-            expected.map(|e| (e.seq, e.lsn, e.reply.clone()))
+            entry.clone().map(|e| (
+                e.seq(),
+                e.lsn(),
+                e.reply().map(<[u8]>::to_vec),
+                e.reply_len()
+            )),
+            expected.map(|e| (e.seq, e.lsn, e.reply.clone(), e.reply_len))
         );
         prop_assert_eq!(
             DedupTable::for_segment_len(len).entry(&backup, client_id),

@@ -52,6 +52,20 @@ impl ConnOut {
         self.answered();
     }
 
+    /// Answers a retry of call `seq`, which committed at `lsn` but whose reply was not kept.
+    pub(super) fn committed_reply_not_kept(&mut self, seq: u64, lsn: u64, message: String) {
+        match self.sink {
+            ConnSink::Frames(_) => {
+                let status = ReplyStatus::CommittedReplyNotKept;
+                encode_reply(&mut self.frames, seq, lsn, status, message.as_bytes());
+            }
+            ConnSink::Local { .. } => {
+                unreachable!("a local call has client id 0: it is never deduplicated")
+            }
+        }
+        self.answered();
+    }
+
     /// Answers call `seq`: its procedure refused with `message` and wrote nothing.
     pub(super) fn rolled_back(&mut self, seq: u64, lsn: u64, message: String) {
         match self.sink {
@@ -584,6 +598,12 @@ impl Executor {
                     match kind {
                         AnswerKind::Committed { body, lsn_repeated } => {
                             out.committed(seq, lsn_repeated.unwrap_or(reply.lsn), body);
+                        }
+                        AnswerKind::CommittedReplyNotKept {
+                            lsn_repeated,
+                            message,
+                        } => {
+                            out.committed_reply_not_kept(seq, lsn_repeated, message);
                         }
                         AnswerKind::RolledBack { message } => {
                             out.rolled_back(seq, reply.lsn, message);

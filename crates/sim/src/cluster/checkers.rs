@@ -153,7 +153,7 @@ impl World {
                     discarded += 1;
                     continue;
                 }
-                let commit = ack.status == ReplyStatus::Committed && !Reference::is_read(call);
+                let commit = ack.status.committed() && !Reference::is_read(call);
                 let at = if commit { &mut commits } else { &mut others };
                 at.entry(ack.lsn).or_default().push((client, ack));
             }
@@ -203,7 +203,10 @@ impl World {
                             entry.call.seq
                         )));
                     }
-                    if ack.body != reply {
+                    // A retry whose reply the dedup table could not keep is told only that
+                    // its call committed, at the LSN checked above.
+                    let reply_kept = ack.status == ReplyStatus::Committed;
+                    if reply_kept && ack.body != reply {
                         return Err(self.fail(format!(
                             "client {client}'s call {} ({call}) committed at LSN {lsn}: the \
                              primary answered {}, the reference {}",
@@ -220,20 +223,14 @@ impl World {
                 let expected = reference.answer(call, ack.witness.ran_at_ms);
                 let actual = match ack.status {
                     ReplyStatus::Committed => Outcome::Read(ack.body.clone()),
+                    ReplyStatus::CommittedReplyNotKept => {
+                        unreachable!("a retry whose reply was not kept is judged as a commit")
+                    }
                     ReplyStatus::RolledBack => {
                         Outcome::Failed(String::from_utf8_lossy(&ack.body).into_owned())
                     }
                 };
-                // A block whose reply the dedup table's small heap could not keep rolled back
-                // whole (it took no LSN: it is judged here, among the calls that changed
-                // nothing); the reference keeps no heap, and the proxy sends its commands
-                // again one by one.
-                let heap_full = matches!(
-                    (&actual, call),
-                    (Outcome::Failed(text), RedisCall::Exec(_))
-                        if text.starts_with("the call's ") && text.contains("reply heap")
-                );
-                if actual != expected && !heap_full {
+                if actual != expected {
                     return Err(self.fail(format!(
                         "client {client}'s call {} ({call}) at LSN {lsn}: the primary answered \
                          {}, the reference {}",

@@ -244,6 +244,9 @@ pub struct ClusterReport {
     pub events: u64,
     /// Calls a primary answered from its dedup table (retries of committed calls).
     pub duplicates_answered: u64,
+    /// Of those, retries whose reply was too long for the dedup table to keep: answered
+    /// that they committed once, without the reply.
+    pub replies_not_kept: u64,
     /// State transfers installed (a member the primary's retained tail no longer covered, or
     /// one that rejoined).
     pub transfers: u64,
@@ -1060,6 +1063,7 @@ impl World {
                 ticks: 0,
                 events: 0,
                 duplicates_answered: 0,
+                replies_not_kept: 0,
                 transfers: 0,
                 rejoins: 0,
                 lease_waits: 0,

@@ -925,6 +925,9 @@ impl World {
             // A read answers with the latest commit's LSN, but has no commit of its own.
             let (committed, lsn_first) = match kind {
                 AnswerKind::Committed { lsn_repeated, .. } => (!reads, lsn_repeated),
+                AnswerKind::CommittedReplyNotKept { lsn_repeated, .. } => {
+                    (true, Some(lsn_repeated))
+                }
                 AnswerKind::RolledBack { .. } | AnswerKind::Refused { .. } => (false, None),
             };
             // No backup ack fences the answer (a 1-safe or bounded commit, or no commit of
@@ -989,6 +992,10 @@ impl World {
             }
             let (status, mut body) = match kind {
                 AnswerKind::Committed { body, .. } => (ReplyStatus::Committed, body),
+                AnswerKind::CommittedReplyNotKept { message, .. } => {
+                    self.report.replies_not_kept += 1;
+                    (ReplyStatus::CommittedReplyNotKept, message.into_bytes())
+                }
                 AnswerKind::RolledBack { message } => {
                     (ReplyStatus::RolledBack, message.into_bytes())
                 }
