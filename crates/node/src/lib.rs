@@ -41,8 +41,8 @@ pub use log::{
     receiver_orders, replay, replay_from,
 };
 pub use primary::{
-    Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady, record_len_max,
-    reply_len_max, withheld_answer,
+    Answer, AnswerKind, Call, EarlierRun, Observed, PrimaryRole, Ran, Refusal, RoleReady,
+    record_len_max, reply_len_max, reply_not_kept, withheld_answer,
 };
 pub use reads::{BackupReads, Needs, READ_INDEX_RETRY, READ_WAIT, ReadAnswer, WaitingRead};
 pub use receiver::ReceiverRole;

@@ -17,6 +17,8 @@
 //! The driver carries them out in that order. Nothing in the ready depends on when the driver
 //! does so, except the lease check, which takes the driver's tick at the moment it sends.
 
+use std::collections::BTreeMap;
+
 use tandem_log::{BatchKind, CallId, encode_passive};
 use tandem_memory::ClassBytes;
 use tandem_replication::{
@@ -62,12 +64,24 @@ pub enum AnswerKind {
     /// A retry of a call that committed at `lsn_repeated`, whose reply was too long for the
     /// dedup table to keep: `message` says so. Nothing ran again.
     CommittedReplyNotKept { lsn_repeated: u64, message: String },
-    /// The procedure failed and its txn rolled back: nothing changed.
-    RolledBack { message: String },
+    /// The procedure failed and its txn rolled back: nothing changed. `ran_before` is set
+    /// when the answer repeats the failure of an earlier run of the same call (a retry of a
+    /// call the model's watch stopped): where and when that run was, for the reply to carry.
+    RolledBack {
+        message: String,
+        ran_before: Option<EarlierRun>,
+    },
     /// Refused before it ran. It still waits behind the answers of earlier calls, so a client
     /// that pipelines sees its answers in call order, but for no lease: it acknowledges
     /// nothing.
     Refused { refusal: Refusal, message: String },
+}
+
+/// Where and when a run of a call happened: the LSN the store stood at and the model's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EarlierRun {
+    pub lsn: u64,
+    pub time_ms: u64,
 }
 
 /// Why a call was refused before it ran.
@@ -172,6 +186,58 @@ pub struct PrimaryRole<T> {
     keeps_log: bool,
     /// When the segment is checkpointed for the node's log (a node with a log).
     checkpointer: Option<Checkpointer>,
+    /// Calls the model's watch stopped, so that a retry is not run again.
+    stopped: StoppedCalls,
+    /// The time last given to the model ([`PrimaryRole::set_time_ms`]).
+    time_ms: u64,
+}
+
+/// Most calls [`StoppedCalls`] remembers; past it, the lowest client id's is forgotten (its
+/// retry runs again, which is still correct: the stopped run changed nothing).
+const STOPPED_CALLS_MAX: usize = 4096;
+
+/// The last call of each client that a [`tandem_store::CallWatch`] stopped (`SCRIPT KILL`, the
+/// time limit), and the failure it was answered with. A stopped call rolled back and left no
+/// dedup slot, so a retry of it (a stub resends a call it timed out on, and a long script
+/// outlasts its timeouts) would run the script again from the start, for as long as the
+/// first run took, and need killing again. The role answers such a retry with the same
+/// failure instead. Kept in memory only: a new primary runs the retry, as it would run any
+/// call that never committed.
+#[derive(Debug, Default)]
+struct StoppedCalls {
+    by_client: BTreeMap<u64, StoppedCall>,
+}
+
+#[derive(Debug)]
+struct StoppedCall {
+    seq: u64,
+    message: String,
+    ran: EarlierRun,
+}
+
+impl StoppedCalls {
+    /// The answer to call `seq` of `client_id`, if the watch stopped it; a call of another
+    /// seq means the client moved on, and the entry goes.
+    fn repeat(&mut self, client_id: u64, seq: u64) -> Option<AnswerKind> {
+        match self.by_client.get(&client_id) {
+            Some(stopped) if stopped.seq == seq => Some(AnswerKind::RolledBack {
+                message: stopped.message.clone(),
+                ran_before: Some(stopped.ran),
+            }),
+            Some(_) => {
+                self.by_client.remove(&client_id);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn insert(&mut self, client_id: u64, stopped: StoppedCall) {
+        if self.by_client.len() >= STOPPED_CALLS_MAX && !self.by_client.contains_key(&client_id) {
+            self.by_client.pop_first();
+        }
+        self.by_client.insert(client_id, stopped);
+    }
 }
 
 /// The longest reply a primary may commit when frames are at most `max_frame_len` bytes and
@@ -220,6 +286,8 @@ impl<T> PrimaryRole<T> {
             reply: Vec::new(),
             keeps_log: false,
             checkpointer: None,
+            stopped: StoppedCalls::default(),
+            time_ms: 0,
         }
     }
 
@@ -269,6 +337,7 @@ impl<T> PrimaryRole<T> {
     /// Tells the data model the time by the driver's clock, in Unix milliseconds (a model
     /// whose data expires measures against it; see `DataModel::set_time_ms`).
     pub fn set_time_ms(&mut self, now_ms: u64) {
+        self.time_ms = now_ms;
         self.store.model_mut().set_time_ms(now_ms);
     }
 
@@ -322,6 +391,25 @@ impl<T> PrimaryRole<T> {
             );
             return self.refuse(to, call.seq, Refusal::WritesOnRead, message);
         }
+        if call.client_id != 0
+            && let Some(kind) = self.stopped.repeat(call.client_id, call.seq)
+        {
+            self.primary.defer(
+                safety,
+                Answer {
+                    to,
+                    seq: call.seq,
+                    kind,
+                },
+            );
+            return Ran::RolledBack;
+        }
+        let watch = self.store.model().call_watch();
+        let runs_before = watch.as_ref().map(|watch| watch.runs());
+        let ran = EarlierRun {
+            lsn: self.store.segment().lsn(),
+            time_ms: self.time_ms,
+        };
         let outcome = self.store.call_once(
             call.client_id,
             call.seq,
@@ -329,6 +417,18 @@ impl<T> PrimaryRole<T> {
             call.args,
             &mut self.reply,
         );
+        if let (Err(err @ CallError::Proc(_)), Some(watch), Some(mark)) =
+            (&outcome, &watch, runs_before)
+            && call.client_id != 0
+            && watch.stopped_since(mark)
+        {
+            let stopped = StoppedCall {
+                seq: call.seq,
+                message: err.to_string(),
+                ran,
+            };
+            self.stopped.insert(call.client_id, stopped);
+        }
         let answer = |body, lsn_repeated| AnswerKind::Committed { body, lsn_repeated };
         match outcome {
             Ok(Deduped::Committed(_)) => {
@@ -384,6 +484,7 @@ impl<T> PrimaryRole<T> {
             ) => {
                 let kind = AnswerKind::RolledBack {
                     message: err.to_string(),
+                    ran_before: None,
                 };
                 let seq = call.seq;
                 self.primary.defer(safety, Answer { to, seq, kind });
@@ -429,6 +530,7 @@ impl<T> PrimaryRole<T> {
             Err(CallError::Proc(err)) => {
                 let kind = AnswerKind::RolledBack {
                     message: String::new(),
+                    ran_before: None,
                 };
                 self.primary.defer(safety, Answer { to, seq: 0, kind });
                 Err(err)

@@ -23,8 +23,10 @@ use std::thread;
 use std::time::Duration;
 
 use tandem_redis::model::RedisModel;
+use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::resp::{Value, parse_reply};
 use tandem_redis::session::{ScriptActivity, ServerInfo};
+use tandem_redis::wire::CallArgs;
 use tandem_replication::Safety;
 use tandem_runtime::backup::BackupHandle;
 use tandem_runtime::config::{ClientLimits, EXAMPLE, NodeConfig};
@@ -33,6 +35,10 @@ use tandem_runtime::primary::{self, PrimaryHandle};
 use tandem_runtime::resp::{self, RespNode};
 use tandem_runtime::scripts::Scripts;
 use tandem_store::DataModel;
+use tandem_wire::{
+    Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, ReplyStatus, encode_call,
+    encode_hello,
+};
 
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -120,6 +126,17 @@ fn launch(
     limits: ClientLimits,
     tune: impl FnOnce(&mut NodeConfig),
 ) -> (SocketAddr, Arc<Metrics>, Scripts) {
+    let (address, metrics, scripts, _) = launch_with_native(resp, requirepass, limits, tune);
+    (address, metrics, scripts)
+}
+
+/// As [`launch`], and the node's native (client stub) address last.
+fn launch_with_native(
+    resp: &str,
+    requirepass: Option<&[u8]>,
+    limits: ClientLimits,
+    tune: impl FnOnce(&mut NodeConfig),
+) -> (SocketAddr, Arc<Metrics>, Scripts, SocketAddr) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
     tune(&mut config);
@@ -150,8 +167,9 @@ fn launch(
         requirepass: requirepass.map(tandem_redis::session::Password::new),
         scripts: scripts.clone(),
     };
+    let native = config.listen;
     resp::spawn(resp_listener, Arc::new(node), None, limits).expect("the RESP port starts");
-    (address, metrics, scripts)
+    (address, metrics, scripts, native)
 }
 
 struct Conn {
@@ -795,4 +813,117 @@ fn a_busy_script_gets_others_busy_and_script_kill_stops_it_and_undoes_its_writes
         Value::Error(b"NOTBUSY No scripts in execution right now.".to_vec())
     );
     assert_eq!(killer.reply(), bulk("0"));
+}
+
+/// A client stub's connection to the native port, past the handshake: it sends Redis commands
+/// as calls under its own (client id, seq), as `tandem proxy` does.
+struct Stub {
+    stream: TcpStream,
+    buffer: FrameBuffer,
+}
+
+impl Stub {
+    fn welcomed(address: SocketAddr, client_id: u64) -> Stub {
+        let stream = TcpStream::connect(address).expect("connects");
+        stream
+            .set_read_timeout(Some(READ_TIMEOUT))
+            .expect("a timeout");
+        let mut stub = Stub {
+            stream,
+            buffer: FrameBuffer::new(MAX_FRAME_LEN_DEFAULT),
+        };
+        let mut hello = Vec::new();
+        encode_hello(&mut hello, &Hello::new(PeerKind::Client, client_id, 0));
+        stub.stream.write_all(&hello).expect("sends");
+        match stub.next() {
+            (None, _) => {}
+            other => panic!("expected a Welcome, got {other:?}"),
+        }
+        stub
+    }
+
+    /// Sends `command` as call `seq`.
+    fn call(&mut self, seq: u64, command: &[&[u8]]) {
+        let model = RedisModel::new(1 << 20).expect("fits");
+        let name = String::from_utf8_lossy(command[0]).to_lowercase();
+        let proc_id = model.lookup(&name).expect("a data command");
+        let mut argv = Argv::new();
+        for arg in command {
+            argv.push(arg);
+        }
+        let mut args = Vec::new();
+        CallArgs::encode(Proto::Resp2, &argv, &mut args);
+        let mut frame = Vec::new();
+        encode_call(&mut frame, seq, proc_id.0, None, &args);
+        self.stream.write_all(&frame).expect("sends");
+    }
+
+    /// The next frame: `(None, _)` for a Welcome, else the reply's seq and its status and
+    /// body. Panics on anything else, or on nothing within the read timeout.
+    fn next(&mut self) -> (Option<(u64, ReplyStatus)>, Vec<u8>) {
+        loop {
+            match self.buffer.next_frame().expect("well-formed frames") {
+                Some(Frame::Welcome(_)) => return (None, Vec::new()),
+                Some(Frame::Reply(reply)) => {
+                    return (Some((reply.seq, reply.status)), reply.body.to_vec());
+                }
+                Some(other) => panic!("a primary sends a client no {other:?}"),
+                None => {}
+            }
+            let n = self
+                .stream
+                .read(self.buffer.spare())
+                .expect("an answer within the read timeout");
+            assert!(n > 0, "the node closed the connection");
+            self.buffer.filled(n);
+        }
+    }
+}
+
+/// A stub resends a call it timed out on, and a long script outlasts its timeouts: the
+/// resends wait behind the script. When the script is killed, each resend is answered with
+/// the same failure; none runs the script again (which would need killing again, and here
+/// would never answer).
+#[test]
+fn resends_of_a_killed_script_get_its_failure_and_do_not_run_it_again() {
+    let (address, _, scripts, native) =
+        launch_with_native("127.0.0.1:0", None, ClientLimits::default(), |config| {
+            config.tuning.busy_reply_threshold_ms = 100;
+            config.tuning.script_time_limit_ms = 0;
+        });
+    let script: &[u8] = b"redis.call('SET', 'w', '1') while true do end";
+    let mut first = Stub::welcomed(native, 77);
+    first.call(1, &[b"EVAL", script, b"0"]);
+    wait_until_busy(&scripts);
+    // Two resends of the same call, on connections of their own, as a stub's retries are.
+    let mut resends: Vec<Stub> = (0..2).map(|_| Stub::welcomed(native, 77)).collect();
+    for stub in &mut resends {
+        stub.call(1, &[b"EVAL", script, b"0"]);
+    }
+    let mut killer = Conn::open(address);
+    killer.send(&[&[b"SCRIPT", b"KILL"]]);
+    assert_eq!(killer.reply(), ok());
+    let (answer, killed) = first.next();
+    assert_eq!(answer, Some((1, ReplyStatus::RolledBack)));
+    assert!(
+        killed.starts_with(b"ERR Script killed by user with SCRIPT KILL..."),
+        "{}",
+        String::from_utf8_lossy(&killed)
+    );
+    for stub in &mut resends {
+        let (answer, body) = stub.next();
+        assert_eq!(answer, Some((1, ReplyStatus::RolledBack)));
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(&killed),
+            "the resend gets the kill's failure, not a run of its own"
+        );
+    }
+    assert_eq!(scripts.activity(), ScriptActivity::Idle);
+    // The client's next call runs as any other.
+    first.call(2, &[b"EVAL", b"return redis.call('GET', 'w')", b"0"]);
+    assert_eq!(
+        first.next(),
+        (Some((2, ReplyStatus::Committed)), b"$-1\r\n".to_vec())
+    );
 }

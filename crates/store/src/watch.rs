@@ -55,6 +55,9 @@ pub struct CallWatch {
     started_us: AtomicU64,
     /// The number of the run a client asked to stop, 0 if none.
     stop_requested: AtomicU64,
+    /// The number of the last run told to stop ([`CallWatch::stop_reason`] said why), 0 if
+    /// none.
+    stopped_last: AtomicU64,
     /// A run that goes on this long is stopped; 0: no limit.
     time_limit_ms: u64,
 }
@@ -79,8 +82,21 @@ impl CallWatch {
             running: AtomicU64::new(0),
             started_us: AtomicU64::new(0),
             stop_requested: AtomicU64::new(0),
+            stopped_last: AtomicU64::new(0),
             time_limit_ms,
         }
+    }
+
+    /// The number of the last run begun (0 before the first): a caller that reads it before
+    /// a call asks [`CallWatch::stopped_since`] after it.
+    pub fn runs(&self) -> RunId {
+        RunId(self.runs.load(Ordering::Relaxed))
+    }
+
+    /// Whether a run begun after `mark` (a [`CallWatch::runs`] reading) was told to stop:
+    /// the call that made it was killed or ran out of time, not failed by its own doing.
+    pub fn stopped_since(&self, mark: RunId) -> bool {
+        self.stopped_last.load(Ordering::Relaxed) > mark.0
     }
 
     /// A watch that sees no time pass: only [`CallWatch::request_stop`] stops a run.
@@ -141,8 +157,17 @@ impl CallWatch {
         self.running.load(Ordering::Acquire) == run.0
     }
 
-    /// Why run `run` must stop now, if it must (never, once it ended).
+    /// Why run `run` must stop now, if it must (never, once it ended). A run told a reason
+    /// counts as stopped for [`CallWatch::stopped_since`].
     pub fn stop_reason(&self, run: RunId) -> Option<StopReason> {
+        let reason = self.reason(run);
+        if reason.is_some() {
+            self.stopped_last.fetch_max(run.0, Ordering::Relaxed);
+        }
+        reason
+    }
+
+    fn reason(&self, run: RunId) -> Option<StopReason> {
         if self.running.load(Ordering::Acquire) != run.0 {
             return None;
         }
@@ -200,6 +225,27 @@ mod tests {
         assert_ne!(first, second);
         assert_eq!(watch.stop_reason(second), None);
         watch.end(second);
+    }
+
+    #[test]
+    fn a_caller_learns_whether_a_run_since_its_mark_was_stopped() {
+        let watch = CallWatch::unclocked();
+        let mark = watch.runs();
+        let run = watch.begin();
+        assert_eq!(watch.stop_reason(run), None);
+        watch.end(run);
+        assert!(!watch.stopped_since(mark), "a run that ended by itself");
+        let mark = watch.runs();
+        let run = watch.begin();
+        watch.request_stop(run);
+        assert_eq!(watch.stop_reason(run), Some(StopReason::Killed));
+        watch.end(run);
+        assert!(watch.stopped_since(mark));
+        // The next call's mark is past the stopped run.
+        let mark = watch.runs();
+        let run = watch.begin();
+        watch.end(run);
+        assert!(!watch.stopped_since(mark));
     }
 
     #[test]

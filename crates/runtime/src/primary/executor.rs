@@ -605,8 +605,12 @@ impl Executor {
                         } => {
                             out.committed_reply_not_kept(seq, lsn_repeated, message);
                         }
-                        AnswerKind::RolledBack { message } => {
-                            out.rolled_back(seq, reply.lsn, message);
+                        AnswerKind::RolledBack {
+                            message,
+                            ran_before,
+                        } => {
+                            let lsn = ran_before.map_or(reply.lsn, |run| run.lsn);
+                            out.rolled_back(seq, lsn, message);
                         }
                         AnswerKind::Refused { refusal, message } => {
                             out.error(seq, error_code(refusal), &message);

@@ -922,13 +922,23 @@ impl World {
                 seq,
                 kind,
             } = reply.reply;
+            // A repeated failure is judged when its run was, too.
+            let ran_at_ms = match &kind {
+                AnswerKind::RolledBack {
+                    ran_before: Some(run),
+                    ..
+                } => run.time_ms,
+                _ => ran_at_ms,
+            };
             // A read answers with the latest commit's LSN, but has no commit of its own.
             let (committed, lsn_first) = match kind {
                 AnswerKind::Committed { lsn_repeated, .. } => (!reads, lsn_repeated),
                 AnswerKind::CommittedReplyNotKept { lsn_repeated, .. } => {
                     (true, Some(lsn_repeated))
                 }
-                AnswerKind::RolledBack { .. } | AnswerKind::Refused { .. } => (false, None),
+                // A repeated failure is judged where its run was.
+                AnswerKind::RolledBack { ran_before, .. } => (false, ran_before.map(|run| run.lsn)),
+                AnswerKind::Refused { .. } => (false, None),
             };
             // No backup ack fences the answer (a 1-safe or bounded commit, or no commit of
             // its own): the primary may release it only under its lease. A refusal
@@ -996,7 +1006,7 @@ impl World {
                     self.report.replies_not_kept += 1;
                     (ReplyStatus::CommittedReplyNotKept, message.into_bytes())
                 }
-                AnswerKind::RolledBack { message } => {
+                AnswerKind::RolledBack { message, .. } => {
                     (ReplyStatus::RolledBack, message.into_bytes())
                 }
                 AnswerKind::Refused { .. } => unreachable!("a refusal is not sent"),
