@@ -30,6 +30,7 @@
 
 use std::collections::VecDeque;
 
+use tandem_client::ReplyStatus;
 use tandem_redis::model::{PROC_EXEC, PROC_READS};
 use tandem_redis::resp::{Argv, Parsed, Proto, ReplyWriter, RequestLimits, parse_request};
 use tandem_redis::session::{Call, Outcome, Purpose, ServerInfo, Session, Step};
@@ -249,6 +250,20 @@ impl ProxyConn {
             Answer::Failed(text) => self.fail_items(unit.items, text),
         }
         self.flush_written();
+    }
+
+    /// Writes the replies of `unit` as the cluster answered it: the call's `status` and its
+    /// `body` (a reply, or a reason). The one place that reads a status, for the proxy and
+    /// for the simulator's proxied clients alike.
+    pub fn finish_answered(&mut self, unit: Unit, status: ReplyStatus, body: &[u8]) {
+        let text = || String::from_utf8_lossy(body);
+        match status {
+            ReplyStatus::Committed => self.finish(unit, Answer::Reply(body)),
+            ReplyStatus::CommittedReplyNotKept => {
+                self.finish(unit, Answer::ReplyNotKept(&text()));
+            }
+            ReplyStatus::RolledBack => self.finish(unit, Answer::RolledBack(&text())),
+        }
     }
 
     /// Replies ready for the application; the caller sends them and clears the buffer.

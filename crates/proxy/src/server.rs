@@ -506,15 +506,12 @@ fn run_unit(conn: &mut ProxyConn, unit: Unit, client: &mut Client, shared: &Shar
         }
     };
     match result {
-        Ok(outcome) if outcome.status == ReplyStatus::CommittedReplyNotKept => {
-            let text = String::from_utf8_lossy(&outcome.body);
-            tracing::warn!("proxy: a retried command's reply was not kept: {text}");
-            conn.finish(unit, Answer::ReplyNotKept(&text));
-        }
-        Ok(outcome) if outcome.committed() => conn.finish(unit, Answer::Reply(&outcome.body)),
         Ok(outcome) => {
-            let text = String::from_utf8_lossy(&outcome.body);
-            conn.finish(unit, Answer::RolledBack(&text));
+            if outcome.status == ReplyStatus::CommittedReplyNotKept {
+                let text = String::from_utf8_lossy(&outcome.body);
+                tracing::warn!("proxy: a retried command's reply was not kept: {text}");
+            }
+            conn.finish_answered(unit, outcome.status, &outcome.body);
         }
         Err(err) => {
             counters.errors.fetch_add(1, Ordering::Relaxed);

@@ -612,24 +612,28 @@ fn a_budget_of_redis_seeds_passes_every_checker() {
             report.trace.join("\n")
         );
     }
-    // 1201043 (k-of-n at 2,000 ticks, found past the budget): a stub's retry of a script the
-    // time limit had stopped was answered with that run's failure (it does not run again),
-    // and the checker judged the answer at the retry's place in the history, where the
-    // script would have failed otherwise. A repeated failure now carries its run's LSN and
-    // time.
-    let options = RunOptions {
-        mix: Mix::KOfN,
-        model: Model::Redis,
-        sabotage: None,
-        release_unchecked: false,
-    };
-    let report = run_cluster_with(1_201_043, 2_000, options);
-    assert!(
-        report.failure.is_none(),
-        "Redis k-of-n seed 1201043 failed: {}\n{}",
-        report.failure.unwrap_or_default(),
-        report.trace.join("\n")
-    );
+    // Found past the budget at 2,000 ticks. 1201043 (k-of-n): a stub's retry of a script
+    // the time limit had stopped was answered with that run's failure (it does not run
+    // again), and the checker judged the answer at the retry's place in the history, where
+    // the script would have failed otherwise; a repeated failure now carries its run's LSN
+    // and time. 1105320 (any-time): a proxied client's retry was told its reply was not
+    // kept, and the simulator's proxy loop took the message for a RESP reply; the proxy's
+    // `finish_answered` now reads a status for both.
+    for (seed, mix) in [(1_201_043, Mix::KOfN), (1_105_320, Mix::AnyTime)] {
+        let options = RunOptions {
+            mix,
+            model: Model::Redis,
+            sabotage: None,
+            release_unchecked: false,
+        };
+        let report = run_cluster_with(seed, 2_000, options);
+        assert!(
+            report.failure.is_none(),
+            "Redis {mix:?} seed {seed} failed: {}\n{}",
+            report.failure.unwrap_or_default(),
+            report.trace.join("\n")
+        );
+    }
     // The budget checks what it claims: most replies, sweeps replicated, failovers.
     let seeds = SEEDS_REDIS + SEEDS_REDIS_ANY_TIME;
     assert!(replies > 1_000 * seeds, "only {replies} replies checked");

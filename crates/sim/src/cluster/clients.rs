@@ -123,12 +123,10 @@ impl World {
                         }
                     }
                     match &result {
-                        Ok(outcome) if outcome.committed() => {
-                            redis.proxy.finish(unit, ProxyAnswer::Reply(&outcome.body));
-                        }
                         Ok(outcome) => {
-                            let text = String::from_utf8_lossy(&outcome.body);
-                            redis.proxy.finish(unit, ProxyAnswer::RolledBack(&text));
+                            redis
+                                .proxy
+                                .finish_answered(unit, outcome.status, &outcome.body);
                         }
                         Err(err) => {
                             let text = format!("ERR {err}");
