@@ -106,7 +106,7 @@ impl RoleRule {
             });
         self.restarted = !made_from_report && role::still_restarted(self.me, self.restarted, view);
         let named = view.members().any(|node| node == self.me);
-        let held = match (held, self.recovered) {
+        let (held, from_recovered) = match (held, self.recovered) {
             // Free to serve, named by this view, with records from its log: it follows the
             // view as a backup that stood by with them (the view's primary stands for the
             // primary of their view: `since` decides from promotions, not primaries). Named
@@ -114,16 +114,22 @@ impl RoleRule {
             (Held::Outside { .. }, Some(recovered))
                 if !self.restarted && named && (view.primary != self.me || made_from_report) =>
             {
-                self.recovered = None;
-                Held::Backup {
+                let held = Held::Backup {
                     primary: view.primary,
                     view: recovered.view,
                     lsn_received: recovered.lsn,
-                }
+                };
+                (held, true)
             }
-            (held, _) => held,
+            (held, _) => (held, false),
         };
-        role::transition(self.me, held, view, self.view_first)
+        let transition = role::transition(self.me, held, view, self.view_first);
+        // A role takes the records, unless the view is older than they are (`Wait`): they
+        // stay aside for a view at least as new, rather than be reloaded.
+        if from_recovered && transition != Transition::Wait {
+            self.recovered = None;
+        }
+        transition
     }
 
     /// The driver carried `transition` out and the node serves a role now (`serving`) or not;
@@ -217,6 +223,30 @@ mod tests {
                 discarded: 10
             }
         );
+    }
+
+    /// Records of a view newer than the one followed (the config store came back from an
+    /// older save than the log): the node waits, and keeps the records for the next view.
+    #[test]
+    fn records_newer_than_the_view_followed_wait_for_a_newer_view_and_are_kept() {
+        let recovered = Recovered { view: 7, lsn: 90 };
+        let mut rule = RoleRule::new(3, 1, true).with_recovered(recovered);
+        assert_eq!(
+            rule.decide(None, &view(4, 1, &[2, 3], &[])),
+            Transition::Wait
+        );
+        assert_eq!(
+            rule.decide(None, &view(5, 1, &[2], &[])),
+            Transition::StepDown
+        );
+        assert_eq!(rule.decide(None, &view(6, 1, &[2], &[3])), Transition::Wait);
+        assert_eq!(rule.recovered(), Some(recovered), "kept through the wait");
+        assert_eq!(
+            rule.decide(None, &view(8, 1, &[2], &[3])),
+            Transition::StayBackup,
+            "followed from the records, not reloaded"
+        );
+        assert_eq!(rule.recovered(), None, "taken by the role");
     }
 
     #[test]
