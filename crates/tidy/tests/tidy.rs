@@ -87,16 +87,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     }
 
     fn visit_item_fn(&mut self, function: &'ast syn::ItemFn) {
-        if is_test(&function.attrs) {
-            return;
-        }
-        self.add(
-            &function.sig.ident,
-            function.sig.fn_token.span,
-            &function.block,
-        );
-        // Functions nested in its body count on their own, under the same owner.
-        syn::visit::visit_block(self, &function.block);
+        self.function(&function.attrs, &function.sig, &function.block);
     }
 
     fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
@@ -109,15 +100,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     }
 
     fn visit_impl_item_fn(&mut self, function: &'ast syn::ImplItemFn) {
-        if is_test(&function.attrs) {
-            return;
-        }
-        self.add(
-            &function.sig.ident,
-            function.sig.fn_token.span,
-            &function.block,
-        );
-        syn::visit::visit_block(self, &function.block);
+        self.function(&function.attrs, &function.sig, &function.block);
     }
 
     fn visit_item_trait(&mut self, item: &'ast syn::ItemTrait) {
@@ -127,12 +110,26 @@ impl<'ast> Visit<'ast> for Collector<'_> {
     }
 
     fn visit_trait_item_fn(&mut self, function: &'ast syn::TraitItemFn) {
-        if let Some(block) = &function.default
-            && !is_test(&function.attrs)
-        {
-            self.add(&function.sig.ident, function.sig.fn_token.span, block);
-            syn::visit::visit_block(self, block);
+        if let Some(block) = &function.default {
+            self.function(&function.attrs, &function.sig, block);
         }
+    }
+}
+
+impl<'ast> Collector<'_> {
+    /// Counts a function unless it is test code; functions nested in its body count on their
+    /// own, under the same owner.
+    fn function(
+        &mut self,
+        attrs: &[syn::Attribute],
+        sig: &syn::Signature,
+        block: &'ast syn::Block,
+    ) {
+        if is_test(attrs) {
+            return;
+        }
+        self.add(&sig.ident, sig.fn_token.span, block);
+        syn::visit::visit_block(self, block);
     }
 }
 

@@ -5,6 +5,7 @@
 
 use super::*;
 use disk::CHECKPOINT_BYTES;
+use tandem_log::SealedBatch;
 
 impl World {
     pub(super) fn core_mut(&mut self, node: NodeId) -> &mut Cluster {
@@ -116,6 +117,16 @@ impl World {
             && view.primary != node
         {
             role.role.depose(view.number);
+            // Calls still queued are told "not primary", as the runtime's executor tells
+            // them: their clients go to the new primary at once.
+            let queued: Vec<ClientConn> = role.inbox.drain(..).map(|(to, ..)| to).collect();
+            for ClientConn { client, conn, .. } in queued {
+                self.send(
+                    node,
+                    CLIENT_BASE + client as NodeId,
+                    Wire::NotPrimary { conn },
+                );
+            }
             self.collect_primary(node)?;
         }
         Ok(())
@@ -277,13 +288,8 @@ impl World {
                 let calls = CallsHeld::from_dedup(&segment, self.clients.len());
                 self.backup_on(node, segment, view, calls, history)
             }
-            (Transition::Follow { lsn }, Slot::Backup(mut role)) => {
-                let lsn_applied = role.applier.lsn_applied();
-                let diverged = role.applier.segment().expect("active").diverged();
-                role.receiver =
-                    ReceiverRole::for_segment(receiver_config(view), lsn, lsn_applied, diverged);
-                role.gate.set_view(view.number, view.primary);
-                Slot::Backup(role)
+            (Transition::Follow { lsn }, Slot::Backup(role)) => {
+                self.follow_by_handover(node, *role, lsn, view)?
             }
             (Transition::Follow { lsn }, Slot::Primary(role)) => {
                 // A deposed primary named a member at once, with nothing above the truncate
@@ -482,10 +488,51 @@ impl World {
 
     /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound),
     /// whose records hold `calls` and `history`.
+    /// Backup `role` of node `node` follows `view` from `lsn`, as the runtime's does: its
+    /// applier hands the segment and the retained tail over at the LSN, and a new backup role
+    /// starts from them.
+    fn follow_by_handover(
+        &self,
+        node: NodeId,
+        role: BackupRole,
+        lsn: u64,
+        view: &View,
+    ) -> Result<Slot, String> {
+        let BackupRole {
+            applier,
+            calls,
+            history,
+            ..
+        } = role;
+        let handover = applier
+            .handover(lsn)
+            .map_err(|err| format!("node {node} cannot follow view {}: {err}", view.number))?;
+        assert_eq!(
+            handover.segment.lsn(),
+            lsn,
+            "handed over at the LSN followed"
+        );
+        let tail = handover.batches;
+        Ok(self.backup_on_tail(node, handover.segment, tail, view, calls, history))
+    }
+
     fn backup_on(
         &self,
         node: NodeId,
         segment: Segment,
+        view: &View,
+        calls: CallsHeld,
+        history: History,
+    ) -> Slot {
+        self.backup_on_tail(node, segment, Vec::new(), view, calls, history)
+    }
+
+    /// As [`World::backup_on`], keeping `tail`, the batches a handed-over applier retained.
+    fn backup_on_tail(
+        &self,
+        node: NodeId,
+        segment: Segment,
+        tail: Vec<SealedBatch>,
         view: &View,
         calls: CallsHeld,
         history: History,
@@ -496,7 +543,7 @@ impl World {
         Slot::Backup(Box::new(BackupRole::new(
             GateRule::new(view.number, view.primary),
             receiver,
-            ApplierRole::active(segment, Vec::new(), self.tail_limits()),
+            ApplierRole::active(segment, tail, self.tail_limits()),
             calls,
             history,
             self.nodes[index_of(node)].role_epoch + 1,
