@@ -175,29 +175,7 @@ pub fn promote_from(
     safety: Safety,
 ) -> Result<View, RuleError> {
     let reporters = reporters(old);
-    // The old primary reports only once it restarted with records from its log: that it
-    // lost its memory is what tells a whole group's power loss from a failure of the
-    // backups alone (the simulator's k-of-n seed 80996: the one backup of a view restarted
-    // while the primary ran, its report was taken for the whole group's, and a commit only
-    // the removed backup had acknowledged was lost).
-    let primary_restarted = match reports.get(&old.primary) {
-        Some(reported) if reported.restarted => true,
-        Some(_) => {
-            let (node, view) = (old.primary, old.number);
-            return Err(RuleError::NotABackup { node, view });
-        }
-        None => false,
-    };
-    for &node in reports.keys().filter(|&&node| node != old.primary) {
-        if !reporters.contains(&node) && !old.spares.contains(&node) {
-            let view = old.number;
-            return Err(if old.backups.is_empty() {
-                RuleError::NotASpare { node, view }
-            } else {
-                RuleError::NotABackup { node, view }
-            });
-        }
-    }
+    let primary_restarted = check_reporters(old, reports)?;
     // A spare of a view with backups reports only when the backups' reports hold too little
     // (the coordinator asks the spares once `BehindTruncate` held the change up): its
     // records are a candidate like the old primary's, and count towards no quorum.
@@ -210,57 +188,8 @@ pub fn promote_from(
             .iter()
             .filter(|&(&node, _)| counted(node) || node == old.primary)
             .all(|(_, reported)| reported.restarted);
-    // A backup whose report the last promotion of `old` was made from, and which has heard
-    // no primary since (it still reports rebuilt records, from the same life), acknowledged
-    // nothing since that promotion, and no earlier life of it served in a view since (each
-    // died before this life reported). Every record released since is held by k of the
-    // other backups, so its report counts towards the n − k + 1 as the others' would: the
-    // reports of the rest include a holder (any-time seed 300810: a backup followed the
-    // whole group's recovery from its log while cut off from the primary, which then
-    // crashed; the two live backups that held every acknowledged record were 2 of the 3
-    // reports one ack of three needs, and the group stayed down for good). What it holds
-    // is what it reported then; as a candidate it must hold the last promotion's
-    // `lsn_released_max` like any reporter.
-    let named_by_last_promotion = |node: NodeId, reported: &Reported| {
-        node != old.primary
-            && old
-                .promotions
-                .last()
-                .is_some_and(|promotion| promotion.rebuilt.contains(&(node, reported.incarnation)))
-    };
-    // The old primary's report of rebuilt records is always a candidate (it counts towards
-    // no quorum): a record its lost life released was acknowledged by k backups, one of the
-    // counted reporters holds it, and the old primary is promoted only if its log holds as
-    // much of `old`'s history as every counted reporter (any-time seed 329856: the primary of
-    // a view that never served crashed, its log held the two records released in the view
-    // before that its only backup lacked, and the group waited for good).
-    let counts = |node: NodeId, reported: &Reported| {
-        !reported.restarted
-            || synced_rule
-            || whole_group_restarted
-            || node == old.primary
-            || !counted(node)
-            || named_by_last_promotion(node, reported)
-    };
-    // How much of `old`'s history each reporter holds; a reporter whose records' fate is
-    // unknown (more promotions since its view than `old` remembers) holds none of it.
-    let of_old = |reported: &Reported| -> Option<u64> {
-        assert!(
-            reported.view_held <= old.number,
-            "a reporter holds no view newer than the one it reports in"
-        );
-        match old.since(reported.view_held) {
-            SinceView::Kept => Some(reported.lsn_received),
-            SinceView::TruncatedAt(lsn) => Some(lsn.min(reported.lsn_received)),
-            SinceView::Unknown => None,
-        }
-    };
     let all_reports = reports;
-    let reports: BTreeMap<NodeId, (Reported, u64)> = reports
-        .iter()
-        .filter(|&(&node, reported)| counts(node, reported))
-        .filter_map(|(&node, reported)| Some((node, (*reported, of_old(reported)?))))
-        .collect();
+    let reports = candidates(old, reports, synced_rule, whole_group_restarted);
     // The old primary's records, and a spare's, are a candidate like a backup's, but their
     // reports are no backup's: they do not count towards the n − k + 1.
     let got = reports.keys().filter(|&&node| counted(node)).count();
@@ -286,30 +215,7 @@ pub fn promote_from(
     // (default-mix seeds 585 and 1160: a second power loss struck as the old primary's
     // promotion committed, its backups came back without it, and no spare could take their
     // place).
-    let rank = |node: NodeId, (reported, held): &(Reported, u64)| {
-        (*held, reported.lsn_received, counted(node))
-    };
-    let (&primary, &(promoted, held_of_old)) = reports
-        .iter()
-        .fold(
-            None,
-            |best: Option<(&NodeId, &(Reported, u64))>, entry| match best {
-                Some((&best_node, best_report))
-                    if rank(best_node, best_report) >= rank(*entry.0, entry.1)
-                        && !promote_lowest() =>
-                {
-                    best
-                }
-                Some((&best_node, best_report))
-                    if rank(best_node, best_report) <= rank(*entry.0, entry.1)
-                        && promote_lowest() =>
-                {
-                    best
-                }
-                _ => Some(entry),
-            },
-        )
-        .expect("at least one report");
+    let (primary, promoted, held_of_old) = candidate(&reports, reporters);
     let floor = if whole_group_restarted && !synced_rule {
         0
     } else {
@@ -350,6 +256,158 @@ pub fn promote_from(
         spares: Vec::new(),
         promotions,
     };
+    let (backups, spares) = members_after(old, &next, &reports, lsn_truncate);
+    let mut next = View {
+        backups,
+        spares,
+        ..next
+    };
+    next.promotions.last_mut().expect("made above").rebuilt = rebuilt_lives(&next, all_reports);
+    Ok(next)
+}
+
+/// The reports that are candidates for the promotion out of `old`, each with how much of
+/// `old`'s history it holds: a report of records rebuilt from a log counts only where it can
+/// stand for what its lost life acknowledged (under `durable`, a whole group's restart, the
+/// old primary, a spare, or a backup named by the last promotion), and a reporter whose
+/// records' fate is unknown is left out.
+fn candidates(
+    old: &View,
+    reports: &BTreeMap<NodeId, Reported>,
+    synced_rule: bool,
+    whole_group_restarted: bool,
+) -> BTreeMap<NodeId, (Reported, u64)> {
+    let reporters = reporters(old);
+    // A backup whose report the last promotion of `old` was made from, and which has heard
+    // no primary since (it still reports rebuilt records, from the same life), acknowledged
+    // nothing since that promotion, and no earlier life of it served in a view since (each
+    // died before this life reported). Every record released since is held by k of the
+    // other backups, so its report counts towards the n − k + 1 as the others' would: the
+    // reports of the rest include a holder (any-time seed 300810: a backup followed the
+    // whole group's recovery from its log while cut off from the primary, which then
+    // crashed; the two live backups that held every acknowledged record were 2 of the 3
+    // reports one ack of three needs, and the group stayed down for good). What it holds
+    // is what it reported then; as a candidate it must hold the last promotion's
+    // `lsn_released_max` like any reporter.
+    let named_by_last_promotion = |node: NodeId, reported: &Reported| {
+        node != old.primary
+            && old
+                .promotions
+                .last()
+                .is_some_and(|promotion| promotion.rebuilt.contains(&(node, reported.incarnation)))
+    };
+    // The old primary's report of rebuilt records is always a candidate (it counts towards
+    // no quorum): a record its lost life released was acknowledged by k backups, one of the
+    // counted reporters holds it, and the old primary is promoted only if its log holds as
+    // much of `old`'s history as every counted reporter (any-time seed 329856: the primary of
+    // a view that never served crashed, its log held the two records released in the view
+    // before that its only backup lacked, and the group waited for good).
+    let counts = |node: NodeId, reported: &Reported| {
+        !reported.restarted
+            || synced_rule
+            || whole_group_restarted
+            || node == old.primary
+            || !reporters.contains(&node)
+            || named_by_last_promotion(node, reported)
+    };
+    // How much of `old`'s history each reporter holds; a reporter whose records' fate is
+    // unknown (more promotions since its view than `old` remembers) holds none of it.
+    let of_old = |reported: &Reported| -> Option<u64> {
+        assert!(
+            reported.view_held <= old.number,
+            "a reporter holds no view newer than the one it reports in"
+        );
+        match old.since(reported.view_held) {
+            SinceView::Kept => Some(reported.lsn_received),
+            SinceView::TruncatedAt(lsn) => Some(lsn.min(reported.lsn_received)),
+            SinceView::Unknown => None,
+        }
+    };
+    reports
+        .iter()
+        .filter(|&(&node, reported)| counts(node, reported))
+        .filter_map(|(&node, reported)| Some((node, (*reported, of_old(reported)?))))
+        .collect()
+}
+
+/// Checks that every report of `old`'s change of primary comes from one of its backups (or,
+/// asked for, a spare), or from its primary restarted with records from its log; returns
+/// whether the primary so reported. The old primary reports only once it restarted: that it
+/// lost its memory is what tells a whole group's power loss from a failure of the backups
+/// alone (the simulator's k-of-n seed 80996: the one backup of a view restarted while the
+/// primary ran, its report was taken for the whole group's, and a commit only the removed
+/// backup had acknowledged was lost).
+fn check_reporters(old: &View, reports: &BTreeMap<NodeId, Reported>) -> Result<bool, RuleError> {
+    let reporters = reporters(old);
+    let primary_restarted = match reports.get(&old.primary) {
+        Some(reported) if reported.restarted => true,
+        Some(_) => {
+            let (node, view) = (old.primary, old.number);
+            return Err(RuleError::NotABackup { node, view });
+        }
+        None => false,
+    };
+    for &node in reports.keys().filter(|&&node| node != old.primary) {
+        if !reporters.contains(&node) && !old.spares.contains(&node) {
+            let view = old.number;
+            return Err(if old.backups.is_empty() {
+                RuleError::NotASpare { node, view }
+            } else {
+                RuleError::NotABackup { node, view }
+            });
+        }
+    }
+    Ok(primary_restarted)
+}
+
+/// The report to promote from: the most of the old view's history held, then the most
+/// received, then a counted reporter (a backup) over the old primary or a spare; on equal
+/// ranks the lowest node id. Returns the node, its report and what it holds of the old
+/// view's history. `reports` is not empty.
+fn candidate(
+    reports: &BTreeMap<NodeId, (Reported, u64)>,
+    reporters: &[NodeId],
+) -> (NodeId, Reported, u64) {
+    let rank = |node: NodeId, (reported, held): &(Reported, u64)| {
+        (*held, reported.lsn_received, reporters.contains(&node))
+    };
+    let (&primary, &(promoted, held_of_old)) = reports
+        .iter()
+        .fold(
+            None,
+            |best: Option<(&NodeId, &(Reported, u64))>, entry| match best {
+                Some((&best_node, best_report))
+                    if rank(best_node, best_report) >= rank(*entry.0, entry.1)
+                        && !promote_lowest() =>
+                {
+                    best
+                }
+                Some((&best_node, best_report))
+                    if rank(best_node, best_report) <= rank(*entry.0, entry.1)
+                        && promote_lowest() =>
+                {
+                    best
+                }
+                _ => Some(entry),
+            },
+        )
+        .expect("at least one report");
+    (primary, promoted, held_of_old)
+}
+
+/// The backups and spares of `next`, the view that promotes `next.primary` from `old` at
+/// `lsn_truncate`: the reporters holding every record up to it as a prefix of the new
+/// primary's (else the closest behind), the other reporters and `old`'s spares as spares.
+/// The old primary, unless promoted, leaves the view like a backup that did not report: it
+/// lost its memory, and rejoins as a spare (a backup it would stay could not serve until a
+/// view left it out; seed 1160).
+fn members_after(
+    old: &View,
+    next: &View,
+    reports: &BTreeMap<NodeId, (Reported, u64)>,
+    lsn_truncate: u64,
+) -> (Vec<NodeId>, Vec<NodeId>) {
+    let primary = next.primary;
     // Whether each other reporter holds a prefix of the new primary's records, and so
     // follows it without rewinding.
     let keeps_all = |reported: &Reported| -> bool {
@@ -359,9 +417,6 @@ pub fn promote_from(
             SinceView::Unknown => false,
         }
     };
-    // The old primary, unless promoted, leaves the view like a backup that did not report:
-    // it lost its memory, and rejoins as a spare (a backup it would stay could not serve
-    // until a view left it out; seed 1160).
     let others = || {
         reports
             .iter()
@@ -396,25 +451,21 @@ pub fn promote_from(
                 keeps_all(&reported) || old.since(reported.view_held) != SinceView::Kept
             })
     );
-    let mut next = View {
-        backups,
-        spares,
-        ..next
-    };
-    // The lives of the members named here that reported records rebuilt from their log:
-    // only those lives may serve in this view from such records (`role::made_from_report`).
-    // A later life of the same node may have the same records, and the view's number may
-    // be one its lost life served in (a whole group's power loss before any node saved a
-    // commit index covering it): that life's acknowledgements are not in its log.
-    let rebuilt: Vec<(NodeId, u64)> = next
-        .members()
+    (backups, spares)
+}
+
+/// The lives of `view`'s members that reported records rebuilt from their log: only those
+/// lives may serve in the view from such records (`role::made_from_report`). A later life of
+/// the same node may have the same records, and the view's number may be one its lost life
+/// served in (a whole group's power loss before any node saved a commit index covering it):
+/// that life's acknowledgements are not in its log.
+fn rebuilt_lives(view: &View, reports: &BTreeMap<NodeId, Reported>) -> Vec<(NodeId, u64)> {
+    view.members()
         .filter_map(|node| {
-            let reported = all_reports.get(&node)?;
+            let reported = reports.get(&node)?;
             reported.restarted.then_some((node, reported.incarnation))
         })
-        .collect();
-    next.promotions.last_mut().expect("made above").rebuilt = rebuilt;
-    Ok(next)
+        .collect()
 }
 
 /// The LSN at or below which every record released before `old`'s primary failed lies, as
