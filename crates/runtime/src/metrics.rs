@@ -315,176 +315,202 @@ impl Metrics {
             })
             .set(1);
         m.set_role(role);
-        let r = &mut m.registry;
-        r.register("commits", "Txns committed", m.commits.clone());
-        r.register("rollbacks", "Calls rolled back", m.rollbacks.clone());
-        r.register(
+        m.register_primary();
+        m.register_log();
+        m.register_cluster();
+        m.register_backup();
+        m.register_connections();
+        m
+    }
+
+    /// Registers the primary's: its commits, what it ships, when its replies leave, its backups' progress.
+    fn register_primary(&mut self) {
+        self.registry
+            .register("commits", "Txns committed", self.commits.clone());
+        self.registry
+            .register("rollbacks", "Calls rolled back", self.rollbacks.clone());
+        self.registry.register(
             "lsn_committed",
             "Last LSN committed",
-            m.lsn_committed.clone(),
+            self.lsn_committed.clone(),
         );
-        r.register(
+        self.registry.register(
             "replies_released",
             "Replies released once their safety rule held",
-            m.replies_released.clone(),
+            self.replies_released.clone(),
         );
-        r.register(
+        self.registry.register(
             "batches_shipped",
             "Batches sent to backups",
-            m.batches_shipped.clone(),
+            self.batches_shipped.clone(),
         );
-        r.register(
+        self.registry.register(
             "bytes_shipped",
             "Batch bytes sent to backups",
-            m.bytes_shipped.clone(),
+            self.bytes_shipped.clone(),
         );
-        r.register(
-            "log_lsn_durable",
-            "Last LSN the write-ahead log synced that a restart could rebuild",
-            m.log_lsn_durable.clone(),
-        );
-        r.register(
-            "log_syncs",
-            "Syncs of the write-ahead log",
-            m.log_syncs.clone(),
-        );
-        r.register_with_unit(
-            "log_sync",
-            "How long each sync of the write-ahead log took",
-            Unit::Seconds,
-            m.log_sync_seconds.clone(),
-        );
-        r.register_with_unit(
+        self.registry.register_with_unit(
             "ack_latency",
             "From commit to the release of its reply",
             Unit::Seconds,
-            m.ack_latency_seconds.clone(),
+            self.ack_latency_seconds.clone(),
         );
-        r.register(
+        self.registry.register(
             "backup_lsn_received",
             "Last LSN each backup acknowledged receiving",
-            m.backup_lsn_received.clone(),
+            self.backup_lsn_received.clone(),
         );
-        r.register(
+        self.registry.register(
             "backup_lsn_applied",
             "Last LSN each backup acknowledged applying",
-            m.backup_lsn_applied.clone(),
+            self.backup_lsn_applied.clone(),
         );
-        r.register(
+        self.registry.register(
             "backup_lag_records",
             "Records committed but not yet at each backup",
-            m.backup_lag_records.clone(),
+            self.backup_lag_records.clone(),
         );
-        r.register(
+        self.registry.register(
             "flow_control_stalls",
             "Times the executor stopped taking commits because a limit was reached",
-            m.flow_control_stalls.clone(),
+            self.flow_control_stalls.clone(),
         );
-        r.register(
-            "suspicions",
-            "Peers this node suspected of having failed",
-            m.suspicions.clone(),
-        );
-        r.register(
-            "view_changes",
-            "Views this node followed after its first",
-            m.view_changes.clone(),
-        );
-        r.register(
-            "primary_alone_seconds",
-            "Time this node served as primary of a view without a backup",
-            m.primary_alone_seconds.clone(),
-        );
-        r.register(
+        self.registry.register(
             "duplicates_answered",
             "Retried calls answered from the dedup table without running again",
-            m.duplicates_answered.clone(),
+            self.duplicates_answered.clone(),
         );
-        r.register(
-            "reads_served",
-            "Reads this backup answered from its own copy",
-            m.reads_served.clone(),
-        );
-        r.register(
-            "reads_refused",
-            "Reads this backup could not serve within the wait and answered Busy",
-            m.reads_refused.clone(),
-        );
-        r.register(
+        self.registry.register(
             "replies_withheld",
             "Replies released under the lease and withheld because it ran out before they left",
-            m.replies_withheld.clone(),
+            self.replies_withheld.clone(),
         );
-        r.register(
+    }
+
+    /// Registers the write-ahead log's.
+    fn register_log(&mut self) {
+        self.registry.register(
+            "log_lsn_durable",
+            "Last LSN the write-ahead log synced that a restart could rebuild",
+            self.log_lsn_durable.clone(),
+        );
+        self.registry.register(
+            "log_syncs",
+            "Syncs of the write-ahead log",
+            self.log_syncs.clone(),
+        );
+        self.registry.register_with_unit(
+            "log_sync",
+            "How long each sync of the write-ahead log took",
+            Unit::Seconds,
+            self.log_sync_seconds.clone(),
+        );
+    }
+
+    /// Registers the failure detector's and the view changes'.
+    fn register_cluster(&mut self) {
+        self.registry.register(
+            "suspicions",
+            "Peers this node suspected of having failed",
+            self.suspicions.clone(),
+        );
+        self.registry.register(
+            "view_changes",
+            "Views this node followed after its first",
+            self.view_changes.clone(),
+        );
+        self.registry.register(
+            "primary_alone_seconds",
+            "Time this node served as primary of a view without a backup",
+            self.primary_alone_seconds.clone(),
+        );
+    }
+
+    /// Registers a backup's: what it received and applied, the reads it served.
+    fn register_backup(&mut self) {
+        self.registry.register(
             "lsn_received",
             "Last LSN this backup holds",
-            m.lsn_received.clone(),
+            self.lsn_received.clone(),
         );
-        r.register(
+        self.registry.register(
             "lsn_applied",
             "Last LSN this backup applied",
-            m.lsn_applied.clone(),
+            self.lsn_applied.clone(),
         );
-        r.register(
+        self.registry.register(
             "batches_received",
             "Batches accepted",
-            m.batches_received.clone(),
+            self.batches_received.clone(),
         );
-        r.register(
+        self.registry.register(
             "batches_rejected",
             "Batches refused, by reason",
-            m.batches_rejected.clone(),
+            self.batches_rejected.clone(),
         );
-        r.register(
+        self.registry.register(
+            "reads_served",
+            "Reads this backup answered from its own copy",
+            self.reads_served.clone(),
+        );
+        self.registry.register(
+            "reads_refused",
+            "Reads this backup could not serve within the wait and answered Busy",
+            self.reads_refused.clone(),
+        );
+    }
+
+    /// Registers the ports': the clients connected, what was refused and closed.
+    fn register_connections(&mut self) {
+        self.registry.register(
             "client_connections",
             "Client connections open",
-            m.client_connections.clone(),
+            self.client_connections.clone(),
         );
-        r.register(
+        self.registry.register(
             "frames_rejected",
             "Frames refused",
-            m.frames_rejected.clone(),
+            self.frames_rejected.clone(),
         );
-        r.register(
+        self.registry.register(
             "peers_refused",
             "Peer links refused at the handshake or cut for a forged frame, by reason",
-            m.peers_refused.clone(),
+            self.peers_refused.clone(),
         );
-        r.register(
+        self.registry.register(
             "clients_refused",
             "Native-port clients that did not prove a password the node accepts",
-            m.clients_refused.clone(),
+            self.clients_refused.clone(),
         );
-        r.register(
+        self.registry.register(
             "auth_failures",
             "Wrong passwords or unknown users given to authenticate, by port",
-            m.auth_failures.total.clone(),
+            self.auth_failures.total.clone(),
         );
-        for port in AuthPort::ALL {
-            drop(m.auth_failures.counter(port));
-        }
-        r.register(
+        self.registry.register(
             "connections_refused",
             "Client connections refused or closed to protect the node, by reason",
-            m.connections_refused.clone(),
+            self.connections_refused.clone(),
         );
+        for port in AuthPort::ALL {
+            drop(self.auth_failures.counter(port));
+        }
         // Every reason is exported from the start, so a rate over it never starts missing.
         for reason in REJECT_REASONS {
-            drop(m.batches_rejected.get_or_create(&ReasonLabel {
+            drop(self.batches_rejected.get_or_create(&ReasonLabel {
                 reason: reason.to_owned(),
             }));
         }
         for reason in PEER_REFUSE_REASONS {
-            drop(m.peers_refused.get_or_create(&ReasonLabel {
+            drop(self.peers_refused.get_or_create(&ReasonLabel {
                 reason: reason.to_owned(),
             }));
         }
         for reason in CONNECTION_REFUSE_REASONS {
-            drop(m.connections_refused.get_or_create(&ReasonLabel {
+            drop(self.connections_refused.get_or_create(&ReasonLabel {
                 reason: reason.to_owned(),
             }));
         }
-        m
     }
 
     /// Counts a client connection refused or closed for `reason`, one of
