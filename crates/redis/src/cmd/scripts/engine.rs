@@ -358,6 +358,76 @@ impl Vm {
         };
         let handler = lua.create_function(error_handler)?;
         let resp = Arc::new(AtomicU8::new(2));
+        let redis = Vm::redis_library(&lua, &resp)?;
+        let error_text = lua.create_function(|lua, text: LuaString| {
+            lua.create_string(lua_error_text(&text.as_bytes()))
+        })?;
+        let cjson_table = Vm::cjson_library(&lua)?;
+        let msgpack_table = Vm::cmsgpack_library(&lua)?;
+        let random = {
+            let rng = rng.clone();
+            lua.create_function(move |lua, args: MultiValue| math_random(lua, &rng, &args))?
+        };
+        let randomseed = {
+            let rng = rng.clone();
+            lua.create_function(move |_, seed: f64| {
+                rng.store(seed as i64 as u64, Ordering::Relaxed);
+                Ok(())
+            })?
+        };
+        let bit = super::bit::library(&lua)?;
+        let setup: Function = lua.load(PRELUDE).set_name("=tandem").into_function()?;
+        let parts = lua.create_table()?;
+        parts.set("bridge", bridge.clone())?;
+        parts.set("handler", handler)?;
+        parts.set("spent", spent)?;
+        parts.set("error_text", error_text)?;
+        parts.set("redis", redis)?;
+        parts.set("cjson", cjson_table)?;
+        parts.set("cmsgpack", msgpack_table)?;
+        parts.set("unwrap_error", lua.create_function(unwrap_error)?)?;
+        parts.set("bit", bit)?;
+        parts.set("random", random)?;
+        parts.set("randomseed", randomseed)?;
+        parts.set("pattern_refusals", pattern_refusals(&lua)?)?;
+        // The pattern functions backtrack in Rust and ask, as they go, what the hook asks.
+        let check: super::pattern::Check = {
+            let (budget, watch) = (budget.clone(), watch.clone());
+            Arc::new(move || must_stop(&budget, &watch))
+        };
+        parts.set(
+            "patterns",
+            super::pattern::library(&lua, check, memory_limit)?,
+        )?;
+        parts.set("chunk_refusals", chunk_refusals(&lua)?)?;
+        parts.set("version", crate::session::REDIS_VERSION)?;
+        parts.set("version_num", REDIS_VERSION_NUM)?;
+        let (new_env, runner, redis): (Function, Function, Table) = setup.call(parts)?;
+        let hook = Arc::new(Hook {
+            budget: budget.clone(),
+            watch,
+        });
+        hook.install(&lua, HOOK_INTERVAL_START)?;
+        lua.gc_collect()?;
+        lua.set_memory_limit(memory_limit)?;
+        Ok(Vm {
+            lua,
+            bridge,
+            redis,
+            new_env,
+            runner,
+            compiled: BTreeMap::new(),
+            budget,
+            hook,
+            rng,
+            resp,
+        })
+    }
+
+    /// The `redis` table's functions that Rust answers (`sha1hex`, `log`, `setresp`,
+    /// `set_repl`, `acl_check_cmd`); the prelude adds `call`, `pcall` and the rest. `resp` is
+    /// the protocol `setresp` chose.
+    fn redis_library(lua: &Lua, resp: &Arc<AtomicU8>) -> mlua::Result<Table> {
         let redis = lua.create_table()?;
         redis.set(
             "sha1hex",
@@ -450,9 +520,11 @@ impl Vm {
                 Ok(true)
             })?,
         )?;
-        let error_text = lua.create_function(|lua, text: LuaString| {
-            lua.create_string(lua_error_text(&text.as_bytes()))
-        })?;
+        Ok(redis)
+    }
+
+    /// The `cjson` table: `encode`, `decode` (depth-bounded) and `null`.
+    fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
         let cjson_table = lua.create_table()?;
         cjson_table.set(
             "encode",
@@ -498,6 +570,12 @@ impl Vm {
             })?,
         )?;
         cjson_table.set("null", cjson::null())?;
+        Ok(cjson_table)
+    }
+
+    /// The `cmsgpack` table: `pack`, `unpack`, `unpack_one` and `unpack_limit`
+    /// (depth-bounded).
+    fn cmsgpack_library(lua: &Lua) -> mlua::Result<Table> {
         let msgpack_table = lua.create_table()?;
         msgpack_table.set(
             "pack",
@@ -557,64 +635,7 @@ impl Vm {
                 })?,
             )?;
         }
-        let random = {
-            let rng = rng.clone();
-            lua.create_function(move |lua, args: MultiValue| math_random(lua, &rng, &args))?
-        };
-        let randomseed = {
-            let rng = rng.clone();
-            lua.create_function(move |_, seed: f64| {
-                rng.store(seed as i64 as u64, Ordering::Relaxed);
-                Ok(())
-            })?
-        };
-        let bit = super::bit::library(&lua)?;
-        let setup: Function = lua.load(PRELUDE).set_name("=tandem").into_function()?;
-        let parts = lua.create_table()?;
-        parts.set("bridge", bridge.clone())?;
-        parts.set("handler", handler)?;
-        parts.set("spent", spent)?;
-        parts.set("error_text", error_text)?;
-        parts.set("redis", redis)?;
-        parts.set("cjson", cjson_table)?;
-        parts.set("cmsgpack", msgpack_table)?;
-        parts.set("unwrap_error", lua.create_function(unwrap_error)?)?;
-        parts.set("bit", bit)?;
-        parts.set("random", random)?;
-        parts.set("randomseed", randomseed)?;
-        parts.set("pattern_refusals", pattern_refusals(&lua)?)?;
-        // The pattern functions backtrack in Rust and ask, as they go, what the hook asks.
-        let check: super::pattern::Check = {
-            let (budget, watch) = (budget.clone(), watch.clone());
-            Arc::new(move || must_stop(&budget, &watch))
-        };
-        parts.set(
-            "patterns",
-            super::pattern::library(&lua, check, memory_limit)?,
-        )?;
-        parts.set("chunk_refusals", chunk_refusals(&lua)?)?;
-        parts.set("version", crate::session::REDIS_VERSION)?;
-        parts.set("version_num", REDIS_VERSION_NUM)?;
-        let (new_env, runner, redis): (Function, Function, Table) = setup.call(parts)?;
-        let hook = Arc::new(Hook {
-            budget: budget.clone(),
-            watch,
-        });
-        hook.install(&lua, HOOK_INTERVAL_START)?;
-        lua.gc_collect()?;
-        lua.set_memory_limit(memory_limit)?;
-        Ok(Vm {
-            lua,
-            bridge,
-            redis,
-            new_env,
-            runner,
-            compiled: BTreeMap::new(),
-            budget,
-            hook,
-            rng,
-            resp,
-        })
+        Ok(msgpack_table)
     }
 
     fn compiled_or_compile(&mut self, sha: &Sha, body: &[u8]) -> Result<Compiled, CmdError> {
