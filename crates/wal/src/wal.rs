@@ -669,6 +669,156 @@ struct Scanned {
     frames: Vec<Frame>,
 }
 
+/// Reads the log's segments `seqs` (sorted) in order, up to the first that stops the scan,
+/// into `recovered`'s entries and counts; a log that ends inside an image is cut back to the
+/// image's first chunk, like a torn batch. Returns what each segment read holds and how many
+/// of `seqs` were read (those after are past the stop).
+fn scan_log<D: Disk>(
+    disk: &mut D,
+    dir: &Path,
+    seqs: &[u64],
+    recovered: &mut Recovered,
+) -> Result<(Vec<Scanned>, usize), WalError> {
+    let poisoned = |cause| WalError::Poisoned { cause };
+    let mut scanned: Vec<Scanned> = Vec::new();
+    let mut position = Position::default();
+    let mut headless = None;
+    // Where the unfinished image at the end began, if the log ends inside one: its first
+    // chunk's place in `scanned` and in `recovered.entries`.
+    let mut image_start: Option<(usize, u64, usize)> = None;
+    let mut index = 0;
+    while index < seqs.len() {
+        let seq = seqs[index];
+        index += 1;
+        let path = segment_path(dir, seq);
+        let bytes = disk
+            .read(&path)
+            .map_err(|error| poisoned(io_cause("reading segment", &path, error)))?;
+        let scan = scan_segment(
+            &segment_name(seq),
+            seq,
+            &bytes,
+            &mut position,
+            &mut headless,
+        )?;
+        recovered.chunks_skipped += scan.skipped;
+        for (frame, entry) in scan.frames.iter().zip(&scan.entries) {
+            if let Entry::Image(chunk) = entry
+                && chunk.index == 0
+                && !chunk.is_last()
+            {
+                image_start = Some((scanned.len(), frame.offset, recovered.entries.len()));
+            }
+            recovered.entries.push(entry.clone());
+        }
+        scanned.push(Scanned {
+            seq,
+            bytes_len: bytes.len(),
+            len_valid: scan.len_valid,
+            len_zeroed: scan.len_zeroed,
+            frames: scan.frames,
+        });
+        if scan.stop.is_some() {
+            recovered.stop = scan.stop;
+            break;
+        }
+    }
+    if let Some(open) = position.image_open {
+        // The log ends inside an image: cut it away from its first chunk, like a torn batch.
+        let (at, offset, entry_index) = image_start.expect("an open image was begun");
+        assert!(open.index_next < open.count);
+        recovered.entries.truncate(entry_index);
+        let file = segment_name(scanned[at].seq);
+        if recovered.stop.is_none() {
+            recovered.stop = Some(Stop::IncompleteImage { file, offset });
+        }
+        let cut = &mut scanned[at];
+        cut.frames.retain(|frame| frame.offset < offset);
+        cut.len_valid = if cut.frames.is_empty() {
+            0
+        } else {
+            offset as usize
+        };
+        for later in &mut scanned[at + 1..] {
+            later.frames.clear();
+            later.len_valid = 0;
+        }
+    }
+    Ok((scanned, index))
+}
+
+/// Cuts the log durably after recovery: a segment left without frames is removed, one with
+/// bytes past its last kept frame truncated, and every segment of `seqs_after` (past the
+/// scan's stop) removed.
+fn cut_durably<D: Disk>(
+    disk: &mut D,
+    dir: &Path,
+    scanned: &[Scanned],
+    seqs_after: &[u64],
+    recovered: &mut Recovered,
+) -> Result<(), WalError> {
+    let poisoned = |cause| WalError::Poisoned { cause };
+    // Cut durably: truncations are durable when they return, removals once the directory
+    // is synced. Nothing kept is ever removed, so one directory sync at the end suffices:
+    // whichever removals a crash undoes, the files that come back lie after the cut.
+    for segment in scanned {
+        let path = segment_path(dir, segment.seq);
+        let cut = (segment.bytes_len - segment.len_valid) as u64;
+        if segment.frames.is_empty() {
+            disk.remove(&path)
+                .map_err(|error| poisoned(io_cause("removing segment", &path, error)))?;
+            recovered.files_removed += 1;
+        } else if cut > 0 {
+            disk.truncate(&path, segment.len_valid as u64)
+                .map_err(|error| poisoned(io_cause("truncating segment", &path, error)))?;
+        }
+        recovered.bytes_cut += cut - segment.len_zeroed as u64;
+        recovered.bytes_zeroed += segment.len_zeroed as u64;
+    }
+    for &seq in seqs_after {
+        let path = segment_path(dir, seq);
+        let bytes = disk
+            .read(&path)
+            .map_err(|error| poisoned(io_cause("reading segment", &path, error)))?;
+        disk.remove(&path)
+            .map_err(|error| poisoned(io_cause("removing segment", &path, error)))?;
+        recovered.bytes_cut += bytes.len() as u64;
+        recovered.files_removed += 1;
+    }
+    if recovered.files_removed > 0 {
+        disk.sync_dir(dir)
+            .map_err(|error| poisoned(io_cause("syncing log directory", dir, error)))?;
+    }
+    Ok(())
+}
+
+/// Opens the last kept segment `last` for appending, synced first.
+fn reopen_last<D: Disk>(
+    disk: &mut D,
+    dir: &Path,
+    last: &Scanned,
+) -> Result<Segment<D::File>, WalError> {
+    let poisoned = |cause| WalError::Poisoned { cause };
+    let path = segment_path(dir, last.seq);
+    let mut file = disk
+        .open_append(&path)
+        .map_err(|error| poisoned(io_cause("opening segment", &path, error)))?;
+    // What recovery read may have been in the page cache only (the process died,
+    // the machine did not): synced now, it is as durable as the log says it is,
+    // and a node may report it for a promotion. Earlier segments were synced
+    // when the log rolled past them.
+    disk.sync(&mut file)
+        .map_err(|error| poisoned(io_cause("syncing segment", &path, error)))?;
+    Ok(Segment {
+        file,
+        seq: last.seq,
+        bytes_len: last.len_valid as u64,
+        // Cut above to its last entry, zeros and all.
+        bytes_allocated: last.len_valid as u64,
+        entry_count: last.frames.len() as u64,
+    })
+}
+
 impl<D: Disk> Wal<D> {
     /// Recovers the log in `dir` (creating the directory if needed) and returns a writer that
     /// continues after it, with what was recovered.
@@ -710,70 +860,7 @@ impl<D: Disk> Wal<D> {
             checkpoint_files_removed,
             ..Recovered::default()
         };
-        let mut scanned: Vec<Scanned> = Vec::new();
-        let mut position = Position::default();
-        let mut headless = None;
-        // Where the unfinished image at the end began, if the log ends inside one: its first
-        // chunk's place in `scanned` and in `recovered.entries`.
-        let mut image_start: Option<(usize, u64, usize)> = None;
-        let mut index = 0;
-        while index < seqs.len() {
-            let seq = seqs[index];
-            index += 1;
-            let path = segment_path(dir, seq);
-            let bytes = disk
-                .read(&path)
-                .map_err(|error| poisoned(io_cause("reading segment", &path, error)))?;
-            let scan = scan_segment(
-                &segment_name(seq),
-                seq,
-                &bytes,
-                &mut position,
-                &mut headless,
-            )?;
-            recovered.chunks_skipped += scan.skipped;
-            for (frame, entry) in scan.frames.iter().zip(&scan.entries) {
-                if let Entry::Image(chunk) = entry
-                    && chunk.index == 0
-                    && !chunk.is_last()
-                {
-                    image_start = Some((scanned.len(), frame.offset, recovered.entries.len()));
-                }
-                recovered.entries.push(entry.clone());
-            }
-            scanned.push(Scanned {
-                seq,
-                bytes_len: bytes.len(),
-                len_valid: scan.len_valid,
-                len_zeroed: scan.len_zeroed,
-                frames: scan.frames,
-            });
-            if scan.stop.is_some() {
-                recovered.stop = scan.stop;
-                break;
-            }
-        }
-        if let Some(open) = position.image_open {
-            // The log ends inside an image: cut it away from its first chunk, like a torn batch.
-            let (at, offset, entry_index) = image_start.expect("an open image was begun");
-            assert!(open.index_next < open.count);
-            recovered.entries.truncate(entry_index);
-            let file = segment_name(scanned[at].seq);
-            if recovered.stop.is_none() {
-                recovered.stop = Some(Stop::IncompleteImage { file, offset });
-            }
-            let cut = &mut scanned[at];
-            cut.frames.retain(|frame| frame.offset < offset);
-            cut.len_valid = if cut.frames.is_empty() {
-                0
-            } else {
-                offset as usize
-            };
-            for later in &mut scanned[at + 1..] {
-                later.frames.clear();
-                later.len_valid = 0;
-            }
-        }
+        let (mut scanned, index) = scan_log(&mut disk, dir, &seqs, &mut recovered)?;
         // A log that does not continue the checkpoint is of no use beside it: it ends before
         // the checkpoint's LSN (it lagged when the crash came: the checkpoint already holds all
         // of it) or begins after it (a gap no replay can cross). It is emptied, durably, so
@@ -796,61 +883,12 @@ impl<D: Disk> Wal<D> {
             assert!(lsn <= last, "the log is anchored at the checkpoint");
         }
 
-        // Cut durably: truncations are durable when they return, removals once the directory
-        // is synced. Nothing kept is ever removed, so one directory sync at the end suffices:
-        // whichever removals a crash undoes, the files that come back lie after the cut.
-        for segment in &scanned {
-            let path = segment_path(dir, segment.seq);
-            let cut = (segment.bytes_len - segment.len_valid) as u64;
-            if segment.frames.is_empty() {
-                disk.remove(&path)
-                    .map_err(|error| poisoned(io_cause("removing segment", &path, error)))?;
-                recovered.files_removed += 1;
-            } else if cut > 0 {
-                disk.truncate(&path, segment.len_valid as u64)
-                    .map_err(|error| poisoned(io_cause("truncating segment", &path, error)))?;
-            }
-            recovered.bytes_cut += cut - segment.len_zeroed as u64;
-            recovered.bytes_zeroed += segment.len_zeroed as u64;
-        }
-        for &seq in &seqs[index..] {
-            let path = segment_path(dir, seq);
-            let bytes = disk
-                .read(&path)
-                .map_err(|error| poisoned(io_cause("reading segment", &path, error)))?;
-            disk.remove(&path)
-                .map_err(|error| poisoned(io_cause("removing segment", &path, error)))?;
-            recovered.bytes_cut += bytes.len() as u64;
-            recovered.files_removed += 1;
-        }
-        if recovered.files_removed > 0 {
-            disk.sync_dir(dir)
-                .map_err(|error| poisoned(io_cause("syncing log directory", dir, error)))?;
-        }
+        cut_durably(&mut disk, dir, &scanned, &seqs[index..], &mut recovered)?;
 
         let kept: Vec<&Scanned> = scanned.iter().filter(|s| !s.frames.is_empty()).collect();
         let current = match kept.last() {
             None => None,
-            Some(last) => {
-                let path = segment_path(dir, last.seq);
-                let mut file = disk
-                    .open_append(&path)
-                    .map_err(|error| poisoned(io_cause("opening segment", &path, error)))?;
-                // What recovery read may have been in the page cache only (the process died,
-                // the machine did not): synced now, it is as durable as the log says it is,
-                // and a node may report it for a promotion. Earlier segments were synced
-                // when the log rolled past them.
-                disk.sync(&mut file)
-                    .map_err(|error| poisoned(io_cause("syncing segment", &path, error)))?;
-                Some(Segment {
-                    file,
-                    seq: last.seq,
-                    bytes_len: last.len_valid as u64,
-                    // Cut above to its last entry, zeros and all.
-                    bytes_allocated: last.len_valid as u64,
-                    entry_count: last.frames.len() as u64,
-                })
-            }
+            Some(last) => Some(reopen_last(&mut disk, dir, last)?),
         };
         let segments: VecDeque<u64> = kept.iter().map(|s| s.seq).collect();
         let frames: VecDeque<Frame> = kept.iter().flat_map(|s| s.frames.iter().copied()).collect();
