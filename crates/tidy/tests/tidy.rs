@@ -158,6 +158,37 @@ fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
+/// The files a `#[cfg(test)] mod name;` in `file` (a path under the root) brings in:
+/// `name.rs` or `name/mod.rs` beside a `lib.rs`, `main.rs` or `mod.rs`, else in the
+/// directory named after the file.
+fn test_module_files(root: &Path, file: &Path, tree: &syn::File) -> Vec<PathBuf> {
+    let stem = file
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .unwrap_or_default();
+    let parent = file.parent().expect("a file has a directory");
+    let dir = if matches!(stem, "lib" | "main" | "mod") {
+        parent.to_path_buf()
+    } else {
+        parent.join(stem)
+    };
+    tree.items
+        .iter()
+        .filter_map(|item| match item {
+            syn::Item::Mod(module) if module.content.is_none() && is_test(&module.attrs) => {
+                Some(module.ident.to_string())
+            }
+            _ => None,
+        })
+        .flat_map(|name| {
+            [
+                root.join(&dir).join(format!("{name}.rs")),
+                root.join(&dir).join(&name).join("mod.rs"),
+            ]
+        })
+        .collect()
+}
+
 /// Every non-test function of every crate's `src/`.
 fn functions() -> Vec<Found> {
     let root = root();
@@ -167,7 +198,7 @@ fn functions() -> Vec<Found> {
         .filter(|path| path.join("src").is_dir())
         .collect();
     crates.sort();
-    let mut found = Vec::new();
+    let mut parsed = Vec::new();
     for krate in crates {
         let mut files = Vec::new();
         rust_files(&krate.join("src"), &mut files);
@@ -176,16 +207,30 @@ fn functions() -> Vec<Found> {
                 .unwrap_or_else(|err| panic!("reading {}: {err}", path.display()));
             let tree = syn::parse_file(&text)
                 .unwrap_or_else(|err| panic!("parsing {}: {err}", path.display()));
-            let relative = path.strip_prefix(&root).expect("under the root");
-            let file = relative.to_string_lossy().replace('\\', "/");
-            let mut collector = Collector {
-                file: &file,
-                owner: String::new(),
-                found: Vec::new(),
-            };
-            collector.visit_file(&tree);
-            found.extend(collector.found);
+            let relative = path
+                .strip_prefix(&root)
+                .expect("under the root")
+                .to_path_buf();
+            parsed.push((relative, tree));
         }
+    }
+    let test_files: Vec<PathBuf> = parsed
+        .iter()
+        .flat_map(|(file, tree)| test_module_files(&root, file, tree))
+        .collect();
+    let mut found = Vec::new();
+    for (relative, tree) in &parsed {
+        if test_files.contains(&root.join(relative)) {
+            continue;
+        }
+        let file = relative.to_string_lossy().replace('\\', "/");
+        let mut collector = Collector {
+            file: &file,
+            owner: String::new(),
+            found: Vec::new(),
+        };
+        collector.visit_file(tree);
+        found.extend(collector.found);
     }
     found
 }
@@ -340,4 +385,21 @@ fn also_hidden() {}
         .map(|found| (found.key.as_str(), found.lines))
         .collect();
     assert_eq!(found, [("f.rs::three", 3), ("f.rs::Thing::two", 1)]);
+}
+
+#[test]
+fn a_test_module_in_a_file_of_its_own_is_left_out() {
+    let tree = syn::parse_file("#[cfg(test)]\nmod tests;\nmod kept;\n").unwrap();
+    let root = Path::new("/r");
+    assert_eq!(
+        test_module_files(root, Path::new("crates/x/src/lib.rs"), &tree),
+        [
+            PathBuf::from("/r/crates/x/src/tests.rs"),
+            PathBuf::from("/r/crates/x/src/tests/mod.rs")
+        ]
+    );
+    assert_eq!(
+        test_module_files(root, Path::new("crates/x/src/wal.rs"), &tree)[0],
+        PathBuf::from("/r/crates/x/src/wal/tests.rs")
+    );
 }
