@@ -679,20 +679,8 @@ impl Vm {
         out: &mut ReplyWriter<'_>,
     ) -> Result<(), CmdError> {
         let sha_text = String::from_utf8_lossy(sha).into_owned();
-        let memory_error = || {
-            CmdError::owned(format!(
-                "ERR Script killed: it needed more than the {memory_limit} bytes of Lua memory \
-                 scripts may use (its writes are undone) script: {sha_text}"
-            ))
-        };
-        self.budget.used.store(0, Ordering::Relaxed);
-        self.budget
-            .limit
-            .store(instruction_budget, Ordering::Relaxed);
-        self.budget.spent.store(false, Ordering::Relaxed);
-        *self.budget.stopped.lock().expect("not poisoned") = None;
-        self.rng.store(ctx.random(), Ordering::Relaxed);
-        self.resp.store(2, Ordering::Relaxed);
+        let memory_error = || script_memory_error(memory_limit, &sha_text);
+        self.reset_for_run(instruction_budget, ctx.random());
         let state = std::cell::RefCell::new(RunState::default());
         let lua = &self.lua;
         if self.budget.interval.load(Ordering::Relaxed) != HOOK_INTERVAL_START {
@@ -771,7 +759,41 @@ impl Vm {
         let _ = self.redis.raw_set("call", Value::Nil);
         let _ = self.redis.raw_set("pcall", Value::Nil);
         let _ = self.bridge.raw_set("env", Value::Nil);
-        let state = state.into_inner();
+        self.conclude(
+            outcome,
+            state.into_inner(),
+            &sha_text,
+            (instruction_budget, memory_limit),
+            out,
+        )
+    }
+
+    /// Starts a run's accounts afresh: `instruction_budget` to spend, nothing stopped, the
+    /// script's random generator seeded with `seed`, RESP2 until `redis.setresp`.
+    fn reset_for_run(&mut self, instruction_budget: u64, seed: u64) {
+        self.budget.used.store(0, Ordering::Relaxed);
+        self.budget
+            .limit
+            .store(instruction_budget, Ordering::Relaxed);
+        self.budget.spent.store(false, Ordering::Relaxed);
+        *self.budget.stopped.lock().expect("not poisoned") = None;
+        self.rng.store(seed, Ordering::Relaxed);
+        self.resp.store(2, Ordering::Relaxed);
+    }
+
+    /// Turns how a run ended into the script's reply or its error: a stop (`SCRIPT KILL`, the
+    /// time limit, the instruction budget), out of memory, a Lua error, or the value it
+    /// returned. An error of a run that wrote aborts its txn (`CmdError::Abort`).
+    fn conclude(
+        &self,
+        outcome: mlua::Result<(bool, Value, i64)>,
+        state: RunState,
+        sha_text: &str,
+        (instruction_budget, memory_limit): (u64, usize),
+        out: &mut ReplyWriter<'_>,
+    ) -> Result<(), CmdError> {
+        let lua = &self.lua;
+        let memory_error = || script_memory_error(memory_limit, sha_text);
         if !matches!(outcome, Ok((true, _, _))) {
             // What a failed script left (a table grown to the memory limit, say) is garbage
             // now: collect it before the next script needs the room.
@@ -832,7 +854,7 @@ impl Vm {
                     let _ = lua.gc_collect();
                     return Err(fail(memory_error().text().to_string()));
                 }
-                Err(fail(failure_text(&value, &sha_text)))
+                Err(fail(failure_text(&value, sha_text)))
             }
         }
     }
@@ -981,6 +1003,14 @@ fn is_memory_error(err: &mlua::Error) -> bool {
 }
 
 /// The message of an mlua error, without the tracebacks mlua adds to callback errors.
+/// The error of a script that needed more than the `memory_limit` bytes of Lua memory.
+fn script_memory_error(memory_limit: usize, sha_text: &str) -> CmdError {
+    CmdError::owned(format!(
+        "ERR Script killed: it needed more than the {memory_limit} bytes of Lua memory scripts \
+         may use (its writes are undone) script: {sha_text}"
+    ))
+}
+
 fn error_message(err: &mlua::Error) -> String {
     match err {
         mlua::Error::CallbackError { cause, .. } => error_message(cause),
