@@ -421,6 +421,105 @@ struct SegmentScan {
     stop: Option<Stop>,
 }
 
+/// The stop a segment file's header makes (torn, or naming another segment), if any; a header
+/// of another format version is an error no recovery may cut past.
+fn header_stop(file: &str, seq: u64, bytes: &[u8]) -> Result<Option<Stop>, WalError> {
+    let file = file.to_owned();
+    match decode_segment_header(bytes) {
+        SegmentHeader::Torn => Ok(Some(Stop::TornSegmentHeader { file })),
+        SegmentHeader::OtherVersion { version } => Err(WalError::Version {
+            file,
+            found: version,
+        }),
+        SegmentHeader::Valid { seq: seq_header } if seq_header != seq => {
+            Ok(Some(Stop::MisnamedSegment { file, seq_header }))
+        }
+        SegmentHeader::Valid { .. } => Ok(None),
+    }
+}
+
+/// The entry a frame's `payload` holds (at `offset` of `file`), or the stop a corrupt one
+/// makes.
+fn decode_entry(file: &str, offset: u64, payload: &[u8]) -> Result<Entry, Stop> {
+    let file = || file.to_owned();
+    if is_image(payload) {
+        decode_image_chunk(payload)
+            .map(Entry::Image)
+            .map_err(|error| Stop::CorruptImage {
+                file: file(),
+                offset,
+                error,
+            })
+    } else {
+        SealedBatch::verify(Arc::from(payload))
+            .map(Entry::Batch)
+            .map_err(|error| Stop::CorruptBatch {
+                file: file(),
+                offset,
+                error,
+            })
+    }
+}
+
+/// Skips `chunk`, a chunk of an image whose start the log no longer holds (at the log's
+/// start, `headless` the skipped image so far); after its last chunk the log continues at
+/// the image's LSN. False if `chunk` is not the next one of that image.
+fn skip_headless(
+    chunk: &ImageChunk,
+    position: &mut Position,
+    headless: &mut Option<ImageOpen>,
+) -> bool {
+    let next = headless.is_none_or(|open| {
+        (
+            open.lsn_from,
+            open.lsn,
+            open.view,
+            open.count,
+            open.index_next,
+        ) == (
+            chunk.lsn_from,
+            chunk.lsn,
+            chunk.view,
+            chunk.count,
+            chunk.index,
+        )
+    });
+    if !next {
+        return false;
+    }
+    *headless = Some(ImageOpen {
+        lsn_from: chunk.lsn_from,
+        lsn: chunk.lsn,
+        view: chunk.view,
+        count: chunk.count,
+        index_next: chunk.index + 1,
+    });
+    if chunk.is_last() {
+        *headless = None;
+        *position = Position {
+            lsn_last: Some(chunk.lsn),
+            image_open: None,
+        };
+    }
+    true
+}
+
+/// The stop an entry that does not continue the log makes, at `offset` of `file`.
+fn discontinuity_stop(discontinuity: Discontinuity, file: String, offset: u64) -> Stop {
+    match discontinuity {
+        Discontinuity::Lsn {
+            lsn_expected,
+            lsn_found,
+        } => Stop::NotContinuing {
+            file,
+            offset,
+            lsn_expected,
+            lsn_found,
+        },
+        Discontinuity::Image(why) => Stop::ImageOutOfOrder { file, offset, why },
+    }
+}
+
 /// Reads the entries of one segment file up to the first torn, corrupt or non-continuing one,
 /// moving `position` past each one kept. The first segment read starts from an empty position
 /// and so may start anywhere (older segments may have been removed).
@@ -447,22 +546,9 @@ fn scan_segment(
         stop: None,
     };
     let file = file.to_owned();
-    match decode_segment_header(bytes) {
-        SegmentHeader::Torn => {
-            scan.stop = Some(Stop::TornSegmentHeader { file });
-            return Ok(scan);
-        }
-        SegmentHeader::OtherVersion { version } => {
-            return Err(WalError::Version {
-                file,
-                found: version,
-            });
-        }
-        SegmentHeader::Valid { seq: seq_header } if seq_header != seq => {
-            scan.stop = Some(Stop::MisnamedSegment { file, seq_header });
-            return Ok(scan);
-        }
-        SegmentHeader::Valid { .. } => {}
+    if let Some(stop) = header_stop(&file, seq, bytes)? {
+        scan.stop = Some(stop);
+        return Ok(scan);
     }
     let mut offset = SEGMENT_HEADER_LEN;
     scan.len_valid = offset;
@@ -483,29 +569,11 @@ fn scan_segment(
             break;
         };
         let payload = &rest[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len];
-        let entry = if is_image(payload) {
-            match decode_image_chunk(payload) {
-                Ok(chunk) => Entry::Image(chunk),
-                Err(error) => {
-                    scan.stop = Some(Stop::CorruptImage {
-                        file,
-                        offset: offset_u64,
-                        error,
-                    });
-                    break;
-                }
-            }
-        } else {
-            match SealedBatch::verify(Arc::from(payload)) {
-                Ok(batch) => Entry::Batch(batch),
-                Err(error) => {
-                    scan.stop = Some(Stop::CorruptBatch {
-                        file,
-                        offset: offset_u64,
-                        error,
-                    });
-                    break;
-                }
+        let entry = match decode_entry(&file, offset_u64, payload) {
+            Ok(entry) => entry,
+            Err(stop) => {
+                scan.stop = Some(stop);
+                break;
             }
         };
         let at_start = *position == Position::default();
@@ -513,42 +581,13 @@ fn scan_segment(
             && at_start
             && (chunk.index > 0 || headless.is_some())
         {
-            let next = headless.is_none_or(|open| {
-                (
-                    open.lsn_from,
-                    open.lsn,
-                    open.view,
-                    open.count,
-                    open.index_next,
-                ) == (
-                    chunk.lsn_from,
-                    chunk.lsn,
-                    chunk.view,
-                    chunk.count,
-                    chunk.index,
-                )
-            });
-            if !next {
+            if !skip_headless(chunk, position, headless) {
                 scan.stop = Some(Stop::ImageOutOfOrder {
                     file,
                     offset: offset_u64,
                     why: "a chunk that is not the next one of the skipped image",
                 });
                 break;
-            }
-            *headless = Some(ImageOpen {
-                lsn_from: chunk.lsn_from,
-                lsn: chunk.lsn,
-                view: chunk.view,
-                count: chunk.count,
-                index_next: chunk.index + 1,
-            });
-            if chunk.is_last() {
-                *headless = None;
-                *position = Position {
-                    lsn_last: Some(chunk.lsn),
-                    image_open: None,
-                };
             }
             scan.skipped += 1;
             offset += FRAME_HEADER_LEN + len;
@@ -564,22 +603,7 @@ fn scan_segment(
             break;
         }
         if successor_checked && let Err(discontinuity) = position.check(&entry) {
-            scan.stop = Some(match discontinuity {
-                Discontinuity::Lsn {
-                    lsn_expected,
-                    lsn_found,
-                } => Stop::NotContinuing {
-                    file,
-                    offset: offset_u64,
-                    lsn_expected,
-                    lsn_found,
-                },
-                Discontinuity::Image(why) => Stop::ImageOutOfOrder {
-                    file,
-                    offset: offset_u64,
-                    why,
-                },
-            });
+            scan.stop = Some(discontinuity_stop(discontinuity, file, offset_u64));
             break;
         }
         position.advance(&entry);
