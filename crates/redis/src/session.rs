@@ -598,33 +598,7 @@ impl Session {
                     Some(_) => w.error("ERR DB index is out of range"),
                 }
             }
-            "AUTH" => {
-                let mut w = ReplyWriter::new(out, proto);
-                let required = info.requirepass.as_ref();
-                if argv.len() > 3 {
-                    w.error(cmd::CmdError::SYNTAX.text());
-                } else if argv.len() == 2 && required.is_none() {
-                    w.error(
-                        "ERR AUTH <password> called without any password configured for the \
-                         default user. Are you sure your configuration is correct?",
-                    );
-                } else {
-                    // `AUTH password` is the default user's; it is the only user there is.
-                    let (user, given) = if argv.len() == 2 {
-                        (b"default".as_slice(), arg(1))
-                    } else {
-                        (arg(1), arg(2))
-                    };
-                    if let Some(login) = login(info, user, given) {
-                        self.authenticated = true;
-                        self.user = login;
-                        w.ok();
-                    } else {
-                        // A wrong password leaves the connection as it was, as in Redis.
-                        w.error(WRONGPASS);
-                    }
-                }
-            }
+            "AUTH" => self.auth(argv, info, out),
             "HELLO" => return self.hello(argv, info, out),
             "RESET" => {
                 self.proto = Proto::Resp2;
@@ -644,20 +618,7 @@ impl Session {
                 let mut w = ReplyWriter::new(out, proto);
                 w.verbatim("txt", &text);
             }
-            "WAIT" => {
-                let mut w = ReplyWriter::new(out, proto);
-                match (crate::num::parse_i64(arg(1)), crate::num::parse_i64(arg(2))) {
-                    (Some(_), Some(timeout)) if timeout >= 0 => {
-                        // A reply leaves only once its rule holds: the backups the rule counts
-                        // already hold this connection's last write. Others may too, but
-                        // nothing says so: WAIT never claims more than was acknowledged.
-                        w.integer(info.backups_acked as i64)
-                    }
-                    (Some(_), Some(_)) => w.error("ERR timeout is negative"),
-                    (Some(_), None) => w.error("ERR timeout is not an integer or out of range"),
-                    (None, _) => w.error(cmd::CmdError::NOT_INTEGER.text()),
-                }
-            }
+            "WAIT" => wait(argv, info, proto, out),
             "MULTI" => {
                 let mut w = ReplyWriter::new(out, proto);
                 if self.multi.is_some() {
@@ -677,30 +638,7 @@ impl Session {
                 }
             }
             "EXEC" => return self.exec(info, out),
-            "WATCH" => {
-                if self.multi.is_some() {
-                    ReplyWriter::new(out, proto).error("ERR WATCH inside MULTI is not allowed");
-                    return Step::Replied;
-                }
-                if !info.primary {
-                    ReplyWriter::new(out, proto).error(&not_primary(info));
-                    return Step::Replied;
-                }
-                let keys: Vec<Vec<u8>> = argv.iter().skip(1).map(<[u8]>::to_vec).collect();
-                let mut key_argv = Argv::new();
-                for key in &keys {
-                    key_argv.push(key);
-                }
-                let mut args = Vec::new();
-                CallArgs::encode(proto, &key_argv, &mut args);
-                return Step::Call(Call {
-                    proc_id: PROC_WATCH,
-                    kind: ProcKind::Read,
-                    args,
-                    purpose: Purpose::Watch(keys),
-                    runs_on: RunsOn::Primary,
-                });
-            }
+            "WATCH" => return self.watch(argv, info, out),
             // Redis Cluster clients send these before reading from a replica; every node
             // here serves reads (a backup linearizably) and refuses writes it cannot take,
             // whatever the connection asked.
@@ -716,6 +654,64 @@ impl Session {
             }
         }
         Step::Replied
+    }
+
+    /// `AUTH [user] password`: a wrong password leaves the connection as it was.
+    fn auth(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) {
+        let proto = self.proto;
+        let arg = |i: usize| argv.get(i).unwrap_or_default();
+        let mut w = ReplyWriter::new(out, proto);
+        let required = info.requirepass.as_ref();
+        if argv.len() > 3 {
+            w.error(cmd::CmdError::SYNTAX.text());
+        } else if argv.len() == 2 && required.is_none() {
+            w.error(
+                "ERR AUTH <password> called without any password configured for the \
+                 default user. Are you sure your configuration is correct?",
+            );
+        } else {
+            // `AUTH password` is the default user's; it is the only user there is.
+            let (user, given) = if argv.len() == 2 {
+                (b"default".as_slice(), arg(1))
+            } else {
+                (arg(1), arg(2))
+            };
+            if let Some(login) = login(info, user, given) {
+                self.authenticated = true;
+                self.user = login;
+                w.ok();
+            } else {
+                // A wrong password leaves the connection as it was, as in Redis.
+                w.error(WRONGPASS);
+            }
+        }
+    }
+
+    /// `WATCH key…`: a read of the keys' versions on the primary, which `EXEC` checks.
+    fn watch(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
+        let proto = self.proto;
+        if self.multi.is_some() {
+            ReplyWriter::new(out, proto).error("ERR WATCH inside MULTI is not allowed");
+            return Step::Replied;
+        }
+        if !info.primary {
+            ReplyWriter::new(out, proto).error(&not_primary(info));
+            return Step::Replied;
+        }
+        let keys: Vec<Vec<u8>> = argv.iter().skip(1).map(<[u8]>::to_vec).collect();
+        let mut key_argv = Argv::new();
+        for key in &keys {
+            key_argv.push(key);
+        }
+        let mut args = Vec::new();
+        CallArgs::encode(proto, &key_argv, &mut args);
+        Step::Call(Call {
+            proc_id: PROC_WATCH,
+            kind: ProcKind::Read,
+            args,
+            purpose: Purpose::Watch(keys),
+            runs_on: RunsOn::Primary,
+        })
     }
 
     fn exec(&mut self, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
@@ -1210,6 +1206,24 @@ fn config(argv: &Argv, info: &ServerInfo, proto: Proto, out: &mut Vec<u8>) {
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
             String::from_utf8_lossy(argv.get(1).unwrap_or_default())
         )),
+    }
+}
+
+/// `WAIT numreplicas timeout`: the backups that hold the connection's last write, as far as
+/// the node knows (its acknowledgements), without waiting.
+fn wait(argv: &Argv, info: &ServerInfo, proto: Proto, out: &mut Vec<u8>) {
+    let arg = |i: usize| argv.get(i).unwrap_or_default();
+    let mut w = ReplyWriter::new(out, proto);
+    match (crate::num::parse_i64(arg(1)), crate::num::parse_i64(arg(2))) {
+        (Some(_), Some(timeout)) if timeout >= 0 => {
+            // A reply leaves only once its rule holds: the backups the rule counts
+            // already hold this connection's last write. Others may too, but
+            // nothing says so: WAIT never claims more than was acknowledged.
+            w.integer(info.backups_acked as i64)
+        }
+        (Some(_), Some(_)) => w.error("ERR timeout is negative"),
+        (Some(_), None) => w.error("ERR timeout is not an integer or out of range"),
+        (None, _) => w.error(cmd::CmdError::NOT_INTEGER.text()),
     }
 }
 
