@@ -1,5 +1,5 @@
-//! What both simulators' event loops share: the queue of timed events and the trace of the
-//! last things that happened.
+//! The simulator's event loop's parts: the queue of timed events and the trace of the last
+//! things that happened.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
