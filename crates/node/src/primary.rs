@@ -18,13 +18,14 @@
 //! does so, except the lease check, which takes the driver's tick at the moment it sends.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use tandem_log::{BatchKind, CallId, encode_passive};
 use tandem_memory::ClassBytes;
 use tandem_replication::{
     DrainReplies, Message, NodeId, Primary, PrimaryReady, Safety, TransferSent,
 };
-use tandem_store::{CallError, Deduped, ProcError, ProcId, ProcKind, Store};
+use tandem_store::{CallError, CallWatch, Deduped, ProcError, ProcId, ProcKind, Store};
 
 use crate::checkpoint::Checkpointer;
 use crate::log::LogOrder;
@@ -186,6 +187,8 @@ pub struct PrimaryRole<T> {
     keeps_log: bool,
     /// When the segment is checkpointed for the node's log (a node with a log).
     checkpointer: Option<Checkpointer>,
+    /// The model's watch over long calls, if it has one (given before the role starts).
+    watch: Option<Arc<CallWatch>>,
     /// Calls the model's watch stopped, so that a retry is not run again.
     stopped: StoppedCalls,
     /// The time last given to the model ([`PrimaryRole::set_time_ms`]).
@@ -279,6 +282,7 @@ impl<T> PrimaryRole<T> {
             primary.lsn_committed(),
             "the replication core starts at the store's last commit"
         );
+        let watch = store.model().call_watch();
         PrimaryRole {
             store,
             primary,
@@ -286,6 +290,7 @@ impl<T> PrimaryRole<T> {
             reply: Vec::new(),
             keeps_log: false,
             checkpointer: None,
+            watch,
             stopped: StoppedCalls::default(),
             time_ms: 0,
         }
@@ -404,8 +409,7 @@ impl<T> PrimaryRole<T> {
             );
             return Ran::RolledBack;
         }
-        let watch = self.store.model().call_watch();
-        let runs_before = watch.as_ref().map(|watch| watch.runs());
+        let runs_before = self.watch.as_ref().map(|watch| watch.runs());
         let ran = EarlierRun {
             lsn: self.store.segment().lsn(),
             time_ms: self.time_ms,
@@ -418,7 +422,7 @@ impl<T> PrimaryRole<T> {
             &mut self.reply,
         );
         if let (Err(err @ CallError::Proc(_)), Some(watch), Some(mark)) =
-            (&outcome, &watch, runs_before)
+            (&outcome, &self.watch, runs_before)
             && call.client_id != 0
             && watch.stopped_since(mark)
         {

@@ -323,7 +323,8 @@ impl Metrics {
         m
     }
 
-    /// Registers the primary's: its commits, what it ships, when its replies leave, its backups' progress.
+    /// Registers the primary's metrics: its commits, what it ships, when its replies leave,
+    /// its backups' progress.
     fn register_primary(&mut self) {
         self.registry
             .register("commits", "Txns committed", self.commits.clone());
@@ -387,7 +388,7 @@ impl Metrics {
         );
     }
 
-    /// Registers the write-ahead log's.
+    /// Registers the write-ahead log's metrics.
     fn register_log(&mut self) {
         self.registry.register(
             "log_lsn_durable",
@@ -407,7 +408,7 @@ impl Metrics {
         );
     }
 
-    /// Registers the failure detector's and the view changes'.
+    /// Registers the metrics of the failure detector and the view changes.
     fn register_cluster(&mut self) {
         self.registry.register(
             "suspicions",
@@ -426,7 +427,7 @@ impl Metrics {
         );
     }
 
-    /// Registers a backup's: what it received and applied, the reads it served.
+    /// Registers a backup's metrics: what it received and applied, the reads it served.
     fn register_backup(&mut self) {
         self.registry.register(
             "lsn_received",
@@ -460,7 +461,7 @@ impl Metrics {
         );
     }
 
-    /// Registers the ports': the clients connected, what was refused and closed.
+    /// Registers the ports' metrics: the clients connected, what was refused and closed.
     fn register_connections(&mut self) {
         self.registry.register(
             "client_connections",

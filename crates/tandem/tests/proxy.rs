@@ -472,9 +472,9 @@ fn a_proxy_proves_its_own_password_and_keeps_users_rights_through_a_failover() {
 
 /// Through the proxy, `SCRIPT KILL` stops a running script (the node's native port answers
 /// it itself, since the executor is busy) and its write is undone. The stub resends a call it
-/// waited for too long, and a resend queued while the script ran starts it again once it is
-/// killed (a call that rolled back may run again: once, to no effect, is still once), so the
-/// client kills until nothing runs; the script's client then gets the kill's error.
+/// waited for too long; a resend queued while the script ran gets the kill's error and does
+/// not start it again (the primary remembers the stopped call), so one kill ends it. The
+/// client asks until the node says nothing runs; the script's client gets the kill's error.
 #[test]
 fn a_long_script_is_killed_through_the_proxy() {
     let up = Up::start("proxy-script");

@@ -463,10 +463,11 @@ fn replies_are_kept_for_a_retry_while_the_heap_holds_them_and_marked_not_kept_af
     assert_eq!((entry.seq(), entry.lsn(), entry.reply()), (5, lsn, None));
     assert_eq!(entry.reply_len(), 5000);
     let retry = store.call_once(1, 5, ProcId(0), &huge, &mut reply);
-    assert!(
-        matches!(retry, Ok(Deduped::DuplicateReplyNotKept { lsn: at, reply_len: 5000 }) if at == lsn),
-        "{retry:?}"
+    let not_kept = matches!(
+        retry,
+        Ok(Deduped::DuplicateReplyNotKept { lsn: at, reply_len: 5000 }) if at == lsn
     );
+    assert!(not_kept, "{retry:?}");
     assert!(reply.is_empty());
     assert_eq!(store.segment().lsn(), lsn);
     store.workload::<Echo>().check(store.segment()).unwrap();
