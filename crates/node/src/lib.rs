@@ -9,6 +9,9 @@
 //!   what an older connection delivered again, keeps the applied batches a promotion serves
 //!   from, acks what it applied, checkpoints its segment for the log ([`Checkpointer`]), and
 //!   hands the segment over to the node's next role.
+//! - [`BackupRole`] is a backup role as one value: the gate, the receiver, the applier and
+//!   the reads waiting on it, composed in one order for every driver (one `turn`, one
+//!   [`BackupReady`]).
 //! - [`ReceiverRole`] is a backup's receiver on its primary's connection, kept in line with
 //!   the gate and the applier.
 //! - [`BackupReads`] is when a client's read on a backup may be served, what it gets, and
@@ -24,6 +27,7 @@
 //! from the driver.
 
 mod backup;
+mod backup_role;
 mod checkpoint;
 mod gate;
 mod log;
@@ -34,6 +38,9 @@ mod rule;
 mod supervisor;
 
 pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin};
+pub use backup_role::{
+    BackupReady, BackupRole, BackupTurnError, BackupWatch, ReadSettings, Unwatched,
+};
 pub use checkpoint::{Checkpointer, PAGES_PER_STEP};
 pub use gate::GateRule;
 pub use log::{

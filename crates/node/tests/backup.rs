@@ -1,12 +1,17 @@
 //! A backup's applier on batches a real primary role ships through a real receiver core:
-//! what it skips, what it keeps for a promotion, what it acks and when it hands over.
+//! what it skips, what it keeps for a promotion, what it acks and when it hands over; and the
+//! whole backup role's turn (what it logs, applies, acks and tells its watch).
 
-use tandem_log::TailLimits;
-use tandem_node::{ApplierRole, Call, HandoverError, PrimaryRole, Ran, RoleReady};
+use tandem_log::{CallId, TailLimits};
+use tandem_memory::Segment;
+use tandem_node::{
+    ApplierRole, BackupReady, BackupRole, BackupTurnError, BackupWatch, Call, HandoverError,
+    LogOrder, PrimaryRole, Ran, ReadSettings, RoleReady,
+};
 use tandem_replication::{
     AckCount, ApplyBatch, Message, NodeId, Primary, Receiver, ReceiverConfig, ReceiverReady, Safety,
 };
-use tandem_store::{Compiled, Store};
+use tandem_store::{Compiled, DataModel, Store};
 use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit};
 
 mod common;
@@ -183,4 +188,203 @@ fn a_handover_before_everything_is_applied_is_refused() {
             lsn: lsn + 1
         }
     );
+}
+
+/// What a backup role's watch saw, and whether it refuses what is applied.
+#[derive(Default)]
+struct Seen {
+    applying: usize,
+    applied: Vec<(u64, u64, usize)>,
+    refuse: bool,
+}
+
+impl BackupWatch for Seen {
+    type Error = &'static str;
+
+    fn applying(&mut self, _: &ApplyBatch) {
+        self.applying += 1;
+    }
+
+    fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), Self::Error> {
+        self.applied.push((lsn_before, lsn, calls.len()));
+        if self.refuse {
+            return Err("refused");
+        }
+        Ok(())
+    }
+
+    fn installed(&mut self, _: u64, _: &Segment) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// A primary role and a whole backup role following it.
+struct RolePair {
+    primary: PrimaryRole<()>,
+    backup: BackupRole<()>,
+    model: Box<dyn DataModel>,
+    seq: u64,
+}
+
+impl RolePair {
+    fn new() -> RolePair {
+        let segment = loaded();
+        let config = common::config(1, &[BACKUP], Safety::TwoSafe(AckCount::All));
+        let primary = Primary::new(config, segment.lsn());
+        let receiver_config = ReceiverConfig {
+            group: 0,
+            view: 1,
+            primary: PRIMARY,
+            nack_ticks: 2,
+        };
+        let settings = ReadSettings {
+            reply_len_max: 1 << 20,
+            index_retry_us: 1_000,
+        };
+        let backup = BackupRole::on_segment(
+            receiver_config,
+            loaded(),
+            Vec::new(),
+            limits(100),
+            settings,
+            1,
+        );
+        let mut pair = RolePair {
+            primary: PrimaryRole::new(
+                Store::open(segment, Compiled::boxed(common::workload())),
+                primary,
+            ),
+            backup,
+            model: Compiled::boxed(common::workload()),
+            seq: 0,
+        };
+        pair.carry(&mut Seen::default()).expect("the introduction");
+        pair
+    }
+
+    /// Commits one call at the primary and ships it (not yet carried to the backup).
+    fn commit(&mut self) {
+        self.seq += 1;
+        let mut args = Vec::new();
+        DebitCredit::encode_args(&mut args, 3, 1, 0, 5);
+        let call = Call {
+            client_id: 9,
+            seq: self.seq,
+            proc_id: DEBIT_CREDIT,
+            args: &args,
+            read_only: false,
+            safety: None,
+        };
+        assert!(matches!(
+            self.primary.run_call(&call, ()),
+            Ran::Committed { .. }
+        ));
+        self.primary.flush();
+    }
+
+    /// The primary's messages to the backup.
+    fn primary_messages(&mut self) -> Vec<Message> {
+        let mut ready = RoleReady::default();
+        self.primary.take_ready(&mut ready);
+        let messages = ready.replication.messages.drain(..);
+        messages.map(|(_, message)| message).collect()
+    }
+
+    /// Carries messages both ways, a backup turn after each delivery, until none is left;
+    /// returns every turn's output.
+    fn carry(&mut self, watch: &mut Seen) -> Result<Vec<BackupReady<()>>, &'static str> {
+        let mut turns = Vec::new();
+        loop {
+            let to_backup = self.primary_messages();
+            for message in to_backup {
+                assert!(self.backup.admits(PRIMARY));
+                self.backup.step(PRIMARY, message);
+            }
+            let mut ready = BackupReady::default();
+            let turned = self.backup.turn(0, &*self.model, watch, &mut ready);
+            turned.map_err(|err| match err {
+                BackupTurnError::Watch(err) => err,
+                other => panic!("{other:?}"),
+            })?;
+            if ready.messages.is_empty() {
+                turns.push(ready);
+                return Ok(turns);
+            }
+            for (to, message) in &ready.messages {
+                assert_eq!(*to, PRIMARY, "a backup speaks to its primary only");
+                self.primary.step(BACKUP, message.clone());
+            }
+            turns.push(ready);
+        }
+    }
+}
+
+#[test]
+fn a_backup_turn_logs_what_it_received_applies_it_and_acks_it_last() {
+    let mut pair = RolePair::new();
+    let lsn_before = pair.backup.applier().lsn_applied();
+    pair.commit();
+    let mut seen = Seen::default();
+    let turns = pair.carry(&mut seen).unwrap();
+    let lsn = pair.primary.primary().lsn_committed();
+    let first = &turns[0];
+    assert!(
+        matches!(first.to_log.as_slice(), [LogOrder::Batch { lsn_from, .. }] if *lsn_from == lsn_before + 1),
+        "the log is told of the batch: {:?}",
+        first.to_log
+    );
+    assert_eq!(first.applied_from, Some(lsn_before));
+    let Some((_, Message::Ack { lsn_applied, .. })) = first.messages.last() else {
+        panic!("the applier's ack leaves last: {:?}", first.messages);
+    };
+    assert_eq!(*lsn_applied, lsn);
+    assert_eq!(seen.applying, 1);
+    assert_eq!(seen.applied, vec![(lsn_before, lsn, 1)]);
+    assert_eq!(
+        pair.backup.segment().bytes(),
+        pair.primary.store().segment().bytes()
+    );
+    let progress: Vec<_> = pair.primary.primary().backup_progress().collect();
+    assert_eq!(
+        progress,
+        vec![(BACKUP, lsn, lsn)],
+        "the primary heard the ack"
+    );
+}
+
+#[test]
+fn a_frozen_backup_applies_what_it_took_and_tells_its_primary_nothing() {
+    let mut pair = RolePair::new();
+    pair.commit();
+    for message in pair.primary_messages() {
+        pair.backup.step(PRIMARY, message);
+    }
+    let lsn_received = pair.backup.freeze();
+    assert_eq!(lsn_received, pair.primary.primary().lsn_committed());
+    assert!(
+        !pair.backup.admits(PRIMARY),
+        "a frozen gate takes nothing more"
+    );
+    let mut ready = BackupReady::default();
+    let mut seen = Seen::default();
+    pair.backup
+        .turn(0, &*pair.model, &mut seen, &mut ready)
+        .unwrap();
+    assert_eq!(pair.backup.applier().lsn_applied(), lsn_received);
+    assert!(ready.messages.is_empty(), "{:?}", ready.messages);
+    // A newer view with the same primary reopens it.
+    pair.backup.stay(2, PRIMARY);
+    assert!(pair.backup.admits(PRIMARY));
+}
+
+#[test]
+fn a_watch_that_refuses_what_was_applied_ends_the_turn() {
+    let mut pair = RolePair::new();
+    pair.commit();
+    let mut seen = Seen {
+        refuse: true,
+        ..Seen::default()
+    };
+    assert_eq!(pair.carry(&mut seen).unwrap_err(), "refused");
+    assert_eq!(seen.applied.len(), 1);
 }

@@ -97,9 +97,9 @@ use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, BackupReads, Call, DriveError, GateRule, LogOrder, Needs,
-    Notice, Observed, Ran, ReadAnswer, ReceiverRole, Recovered, Refusal, RoleHeld, RoleReady,
-    RoleRule, Roles, Supervisor, WaitingRead,
+    Answer, AnswerKind, ApplierRole, BackupReady, BackupTurnError, BackupWatch, Call, DriveError,
+    GateRule, LogOrder, Needs, Notice, Observed, Ran, ReadAnswer, ReadSettings, ReceiverRole,
+    Recovered, Refusal, RoleHeld, RoleReady, RoleRule, Roles, Supervisor, WaitingRead,
 };
 use tandem_proxy::{Answer as ProxyAnswer, ProxyConn, Unit};
 use tandem_redis::RedisModel;
@@ -107,7 +107,7 @@ use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::wire::CallArgs;
 use tandem_replication::{
     AckCount, ApplyBatch, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig,
-    ReadConsistency, ReceiverConfig, ReceiverReady, Safety, primary_lease_ticks,
+    ReadConsistency, ReceiverConfig, Safety, primary_lease_ticks,
 };
 use tandem_store::{Compiled, DataModel, Driver, ProcId, ProcKind, Rng, Store};
 use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};
@@ -479,23 +479,13 @@ impl PrimaryRole {
     }
 }
 
-/// A backup role as the simulator holds it: the receiver core (the runtime's receiver
-/// thread), the node core's applier (the runtime's applier thread), the gate, and what the
-/// checkers watch.
+/// A backup role as the simulator holds it: the node's backup role (answers go to a
+/// reader's connection) and what the checkers watch.
 struct BackupRole {
-    /// Whom it follows, and whether it stopped accepting them for a view change.
-    gate: GateRule,
-    receiver: ReceiverRole,
-    applier: ApplierRole,
+    role: tandem_node::BackupRole<(usize, u64)>,
     calls: CallsHeld,
     /// What its records hold, LSN by LSN (kept for the Redis model only).
     history: History,
-    /// Readers' reads waiting at this backup (the runtime's applier thread keeps them).
-    reads: BackupReads<(usize, u64), u64>,
-    /// Batches received but held back for a read (the runtime's applier queue).
-    held: VecDeque<ApplyBatch>,
-    /// The receiver's count of released LSNs heard, as last passed to `reads`.
-    released_heard: u64,
 }
 
 impl Node {
@@ -506,32 +496,34 @@ impl Node {
 }
 
 impl BackupRole {
-    /// A backup role; `role_epoch` is the count of roles its node will have started with
-    /// it, which numbers its read index questions apart from every other role's of the node.
     fn new(
-        gate: GateRule,
-        receiver: ReceiverRole,
-        applier: ApplierRole,
+        role: tandem_node::BackupRole<(usize, u64)>,
         calls: CallsHeld,
         history: History,
-        role_epoch: u64,
     ) -> BackupRole {
         BackupRole {
-            gate,
-            receiver,
-            applier,
+            role,
             calls,
             history,
-            reads: BackupReads::new(usize::MAX, (role_epoch << 32) + 1),
-            held: VecDeque::new(),
-            released_heard: 0,
         }
     }
 
     fn segment(&self) -> &Segment {
-        self.applier
-            .segment()
-            .expect("the simulated backups are active")
+        self.role.segment()
+    }
+}
+
+/// The first read index question of a backup role that is its node's `role_epoch`th:
+/// questions are numbered apart from every other role's of the node.
+fn question_first(role_epoch: u64) -> u64 {
+    (role_epoch << 32) + 1
+}
+
+/// How the simulated backups serve reads.
+fn read_settings() -> ReadSettings {
+    ReadSettings {
+        reply_len_max: usize::MAX,
+        index_retry_us: READ_INDEX_RETRY_MICROS,
     }
 }
 

@@ -43,9 +43,7 @@ impl World {
                 self.collect_primary(node)?;
             }
             Slot::Backup(role) => {
-                if !role.gate.is_frozen() {
-                    role.receiver.tick();
-                }
+                role.role.tick();
                 self.collect_backup(node)?;
             }
             Slot::Outside => {}
@@ -194,7 +192,7 @@ impl World {
                 let role_calls = role.calls;
                 let mut history = role.history;
                 let handover = role
-                    .applier
+                    .role
                     .handover(lsn)
                     .map_err(|err| format!("node {node} cannot take over: {err}"))?;
                 // A rewound member promoted from the records it held before the rewind takes
@@ -267,10 +265,7 @@ impl World {
             }
             (Transition::StayBackup, Slot::Backup(mut role)) => {
                 // A new view reopens a backup frozen in the old one.
-                role.gate.set_view(view.number, view.primary);
-                let lsn_applied = role.applier.lsn_applied();
-                let accepted = role.receiver.follow(&role.gate, lsn_applied);
-                assert!(accepted, "a backup that stays follows the same primary");
+                role.role.stay(view.number, view.primary);
                 Slot::Backup(role)
             }
             // A restarted node follows the view from the records its log gave back
@@ -309,7 +304,7 @@ impl World {
                     Slot::Primary(role) => (role.role.into_segment(), role.history),
                     Slot::Backup(role) => {
                         let segment = role
-                            .applier
+                            .role
                             .handover(lsn + discarded)
                             .map_err(|err| format!("node {node} cannot rejoin: {err}"))?
                             .segment;
@@ -365,14 +360,14 @@ impl World {
                 };
                 let mut gate = GateRule::new(view_held, node);
                 gate.freeze();
-                Slot::Backup(Box::new(BackupRole::new(
+                let role = tandem_node::BackupRole::new(
                     gate,
                     ReceiverRole::new(config, lsn, lsn),
                     ApplierRole::active(segment, Vec::new(), self.tail_limits()),
-                    calls,
-                    history,
-                    self.nodes[index].role_epoch + 1,
-                )))
+                    read_settings(),
+                    question_first(self.nodes[index].role_epoch + 1),
+                );
+                Slot::Backup(Box::new(BackupRole::new(role, calls, history)))
             }
             // Frozen already (the supervisor froze it before deciding): it keeps its records.
             (Transition::StandBy, role @ Slot::Backup(_)) => role,
@@ -404,12 +399,12 @@ impl World {
                     let Slot::Backup(role) = &backup.role else {
                         continue;
                     };
-                    if role.gate.primary() != node || backup.supervisor.is_none() {
+                    if role.role.gate().primary() != node || backup.supervisor.is_none() {
                         continue;
                     }
                     let held = (
-                        role.receiver.core().lsn_received(),
-                        role.applier.lsn_applied(),
+                        role.role.receiver().core().lsn_received(),
+                        role.role.applier().lsn_applied(),
                     );
                     self.received_ever.insert((backup.id, node), held);
                     if backup.log.lsn_durable() > 0 {
@@ -448,7 +443,7 @@ impl World {
             Slot::Backup(role) => role
                 .segment()
                 .lsn()
-                .max(role.receiver.core().lsn_received()),
+                .max(role.role.receiver().core().lsn_received()),
             Slot::Outside => 0,
         };
         if starts_role {
@@ -460,7 +455,8 @@ impl World {
         match &mut next {
             Slot::Primary(role) => role.role.enable_checkpoints(CHECKPOINT_BYTES, lsn_loaded),
             Slot::Backup(role) => role
-                .applier
+                .role
+                .applier_mut()
                 .enable_checkpoints(CHECKPOINT_BYTES, lsn_loaded),
             Slot::Outside => {}
         }
@@ -486,8 +482,6 @@ impl World {
         Ok(serving)
     }
 
-    /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound),
-    /// whose records hold `calls` and `history`.
     /// Backup `role` of node `node` follows `view` from `lsn`, as the runtime's does: its
     /// applier hands the segment and the retained tail over at the LSN, and a new backup role
     /// starts from them.
@@ -499,12 +493,11 @@ impl World {
         view: &View,
     ) -> Result<Slot, String> {
         let BackupRole {
-            applier,
+            role,
             calls,
             history,
-            ..
         } = role;
-        let handover = applier
+        let handover = role
             .handover(lsn)
             .map_err(|err| format!("node {node} cannot follow view {}: {err}", view.number))?;
         assert_eq!(
@@ -516,6 +509,8 @@ impl World {
         Ok(self.backup_on_tail(node, handover.segment, tail, view, calls, history))
     }
 
+    /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound),
+    /// whose records hold `calls` and `history`.
     fn backup_on(
         &self,
         node: NodeId,
@@ -537,17 +532,15 @@ impl World {
         calls: CallsHeld,
         history: History,
     ) -> Slot {
-        let lsn = segment.lsn();
-        let receiver =
-            ReceiverRole::for_segment(receiver_config(view), lsn, lsn, segment.diverged());
-        Slot::Backup(Box::new(BackupRole::new(
-            GateRule::new(view.number, view.primary),
-            receiver,
-            ApplierRole::active(segment, tail, self.tail_limits()),
-            calls,
-            history,
-            self.nodes[index_of(node)].role_epoch + 1,
-        )))
+        let role = tandem_node::BackupRole::on_segment(
+            receiver_config(view),
+            segment,
+            tail,
+            self.tail_limits(),
+            read_settings(),
+            question_first(self.nodes[index_of(node)].role_epoch + 1),
+        );
+        Slot::Backup(Box::new(BackupRole::new(role, calls, history)))
     }
 
     /// A backup role of `view` on a freshly loaded segment.
@@ -622,17 +615,16 @@ impl World {
             Slot::Backup(role) => {
                 // A frozen backup has closed its primary's links; a stranger's message goes
                 // to the receiver, which fences an older view's primary.
-                let lsn_applied = role.applier.lsn_applied();
-                if !role.receiver.follow(&role.gate, lsn_applied) && from == role.gate.primary() {
+                if !role.role.admits(from) {
                     return Ok(());
                 }
-                let heard = from == role.gate.primary();
+                let heard = from == role.role.gate().primary();
                 // What the log synced first, as the runtime's receiver loop before each read.
                 self.backup_hears_synced(to);
                 let Slot::Backup(role) = &mut self.nodes[index].role else {
                     unreachable!("matched above");
                 };
-                role.receiver.step(from, message);
+                role.role.step(from, message);
                 if heard {
                     self.core_mut(to).heard_from_primary();
                     let promise_ticks = self.nodes[index_of(to)].settings.lease_ticks;
@@ -1126,116 +1118,48 @@ impl World {
         let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
             return Ok(());
         };
-        if role.held.is_empty() && role.reads.is_empty() {
+        if !role.role.has_reads_or_held() {
             return Ok(());
         }
-        role.reads.expire(now);
+        role.role.expire_reads(now);
         self.collect_backup(node)
     }
 
+    /// A turn of backup `node`'s role: what it applied checked, what it sends sent, what it
+    /// answered answered, what its log must hold ordered.
     pub(super) fn collect_backup(&mut self, node: NodeId) -> Result<(), String> {
         let now = self.now;
         let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
             return Ok(());
         };
-        let mut ready = ReceiverReady::default();
-        role.receiver.take_ready(&mut ready);
-        // The log takes what the receiver accepted in the order the applier will, before
-        // the applier does (as the runtime's receiver loop).
-        let view = role.receiver.core().view();
-        let to_log: Vec<LogOrder> = tandem_node::receiver_orders(&ready, view).collect();
-        // What the primary said for the reads: its answers to their questions, and its
-        // released LSN whenever a message said it.
-        for (id, lsn) in ready.read_indexes.drain(..) {
-            role.reads.indexed(id, lsn);
-        }
-        let heard = role.receiver.core().released_heard();
-        if heard != role.released_heard {
-            role.released_heard = heard;
-            let lsn_released = role.receiver.core().lsn_released();
-            role.reads.heard_released(now, lsn_released);
-        }
-        let mut answers = Vec::new();
-        let lsn_before = role.applier.lsn_applied();
-        let redis = self.redis.as_deref();
-        if let Some(image) = ready.to_install.take() {
-            // A transfer cannot wait: the reads end, and the batches held go first.
-            role.reads.expire(now);
-            answer_reads(role, &*self.model, now, &mut answers);
-            while let Some(apply) = role.held.pop_front() {
-                apply_batch(role, redis, node, now, apply)?;
+        let mut ready = BackupReady::default();
+        let mut checks = BackupChecks {
+            node,
+            now,
+            redis: self.redis.as_deref(),
+            calls: &mut role.calls,
+            history: &mut role.history,
+            transfers: &mut self.report.transfers,
+            applying: None,
+        };
+        let turned = role.role.turn(now, &*self.model, &mut checks, &mut ready);
+        turned.map_err(|err| match err {
+            BackupTurnError::Apply(err) => format!("node {node} cannot apply a batch: {err}"),
+            BackupTurnError::Install(err) => {
+                format!("node {node} cannot install a transfer: {err}")
             }
-            let installed = role
-                .applier
-                .install(&image)
-                .map_err(|err| format!("node {node} cannot install a transfer: {err}"))?;
-            // The calls inside the image are not seen here; those after it come later in the
-            // history, so their seqs still only go up.
-            if let Some(lsn) = installed {
-                role.receiver.applied(lsn);
-                self.report.transfers += 1;
-                // The member now holds the bytes of the sender's segment at `lsn`: its
-                // records are the sender's.
-                if let Some(redis) = redis {
-                    let key = (lsn, crc32c::crc32c(role.segment().bytes()));
-                    let Some(history) = redis.transfers.get(&key) else {
-                        return Err(format!(
-                            "tick {}: node {node} installed a state transfer to LSN {lsn} and \
-                             holds bytes no primary held at that LSN",
-                            now / MICROS_PER_TICK
-                        ));
-                    };
-                    role.history = history.clone();
-                }
-            }
-        }
-        role.held.extend(ready.to_apply.drain(..));
-        // Apply batch by batch while no waiting read needs the state where it is (the
-        // runtime's applier does the same between batches).
-        loop {
-            answer_reads(role, &*self.model, now, &mut answers);
-            let lsn_released = role.receiver.core().lsn_released();
-            if role.reads.holding(role.applier.lsn_applied(), lsn_released) {
-                break;
-            }
-            let Some(apply) = role.held.pop_front() else {
-                break;
-            };
-            apply_batch(role, redis, node, now, apply)?;
-        }
+            BackupTurnError::Watch(err) => err,
+        })?;
         let ever = self
             .received_ever
-            .entry((node, role.gate.primary()))
+            .entry((node, role.role.gate().primary()))
             .or_insert((0, 0));
-        ever.0 = ever.0.max(role.receiver.core().lsn_received());
-        ever.1 = ever.1.max(role.applier.lsn_applied());
-        // The receiver's acks first, then the applier's, as the runtime's threads send them.
-        let applied_any = role.applier.lsn_applied() > lsn_before;
-        if let Some(ack) = role.applier.take_ack(role.receiver.core().view()) {
-            ready.messages.push((role.gate.primary(), ack));
-        }
-        let lsn_applied = role.applier.lsn_applied();
-        let lsn_released = role.receiver.core().lsn_released();
-        let retry_at = now + READ_INDEX_RETRY_MICROS;
-        if let Some(id) = role
-            .reads
-            .question(now, retry_at, lsn_applied, lsn_released)
-        {
-            let view = role.receiver.core().view();
-            ready
-                .messages
-                .push((role.gate.primary(), Message::ReadIndex { view, id }));
-        }
-        // A frozen backup has closed its primary's links.
-        let frozen = role.gate.is_frozen();
-        let primary = role.gate.primary();
+        ever.0 = ever.0.max(role.role.receiver().core().lsn_received());
+        ever.1 = ever.1.max(role.role.applier().lsn_applied());
         for (to, message) in ready.messages.drain(..) {
-            if frozen && to == primary {
-                continue;
-            }
             self.send(node, to, Wire::Replication(message));
         }
-        for ((reader, conn), seq, answer) in answers {
+        for ((reader, conn), seq, answer) in ready.answers.drain(..) {
             let served_at = match answer {
                 // A refusal by the procedure (a `GET` of a key that became a list) is an
                 // answer about the state at its LSN all the same.
@@ -1254,85 +1178,86 @@ impl World {
             };
             self.send(node, READER_BASE + reader as NodeId, wire);
         }
-        for order in to_log {
+        for order in ready.to_log.drain(..) {
             self.log_order(node, order);
         }
         self.checkpoint_step(node);
-        if applied_any {
+        if let Some(lsn_before) = ready.applied_from {
             self.check_backup(node, lsn_before)?;
         }
         Ok(())
     }
 }
 
-/// Answers the reads backup `role` can answer at `now`, into `answers`.
-fn answer_reads(
-    role: &mut BackupRole,
-    model: &dyn DataModel,
-    now: u64,
-    answers: &mut Vec<((usize, u64), u64, ReadAnswer)>,
-) {
-    let lsn_released = role.receiver.core().lsn_released();
-    role.reads.answer(
-        &role.applier,
-        Some(model),
-        lsn_released,
-        now,
-        |to, seq, answer| {
-            answers.push((to, seq, answer));
-        },
-    );
-}
-
-/// Applies one received batch on backup `role`, and checks what it applied: the Redis
-/// model's history must continue, and no call may be applied twice.
-fn apply_batch(
-    role: &mut BackupRole,
-    redis: Option<&RedisRun>,
+/// The checks a backup's turn runs on what it applies: the Redis model's history must
+/// continue, no call may be applied twice, and a transfer installs bytes some primary held.
+struct BackupChecks<'a> {
     node: NodeId,
     now: u64,
-    apply: ApplyBatch,
-) -> Result<(), String> {
-    let key = redis.is_some().then(|| batch_key(apply.batch.bytes()));
-    let lsn_before_batch = role.applier.lsn_applied();
-    let applied = role
-        .applier
-        .apply(apply)
-        .map_err(|err| format!("node {node} cannot apply a batch: {err}"))?;
-    let Some(lsn) = applied else {
-        return Ok(());
-    };
-    role.receiver.applied(lsn);
-    if let (Some(redis), Some((key, lsn_base, _))) = (redis, key) {
-        assert_eq!(role.history.lsn(), lsn_before_batch, "the history follows");
-        let Some(entries) = redis.batches.get(&key) else {
-            return Err(format!(
-                "tick {}: node {node} applied a batch (view {}, LSN {lsn_base}) that no primary \
-                 sent",
-                now / MICROS_PER_TICK,
-                key.0
-            ));
-        };
-        let first = (lsn_before_batch + 1 - lsn_base) as usize;
-        let last = (lsn - lsn_base) as usize;
-        if !role.history.extend(&entries[first..=last]) {
-            return Err(format!(
-                "tick {}: node {node} applied records from LSN {} on top of a history they do \
-                 not continue",
-                now / MICROS_PER_TICK,
-                lsn_before_batch + 1
-            ));
-        }
+    redis: Option<&'a RedisRun>,
+    calls: &'a mut CallsHeld,
+    history: &'a mut History,
+    transfers: &'a mut u64,
+    /// The key of the batch being applied (the Redis model only).
+    applying: Option<((u64, u64, u32), u64, u64)>,
+}
+
+impl BackupWatch for BackupChecks<'_> {
+    type Error = String;
+
+    fn applying(&mut self, apply: &ApplyBatch) {
+        self.applying = self.redis.is_some().then(|| batch_key(apply.batch.bytes()));
     }
-    for &call in role.applier.calls_applied() {
-        if !role.calls.insert(call) {
-            return Err(format!(
-                "tick {}: node {node} applied call {call:?} twice",
-                now / MICROS_PER_TICK
-            ));
+
+    fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), String> {
+        let (node, tick) = (self.node, self.now / MICROS_PER_TICK);
+        if let (Some(redis), Some((key, lsn_base, _))) = (self.redis, self.applying.take()) {
+            assert_eq!(self.history.lsn(), lsn_before, "the history follows");
+            let Some(entries) = redis.batches.get(&key) else {
+                return Err(format!(
+                    "tick {tick}: node {node} applied a batch (view {}, LSN {lsn_base}) that no \
+                     primary sent",
+                    key.0
+                ));
+            };
+            let first = (lsn_before + 1 - lsn_base) as usize;
+            let last = (lsn - lsn_base) as usize;
+            if !self.history.extend(&entries[first..=last]) {
+                return Err(format!(
+                    "tick {tick}: node {node} applied records from LSN {} on top of a history \
+                     they do not continue",
+                    lsn_before + 1
+                ));
+            }
         }
+        for &call in calls {
+            if !self.calls.insert(call) {
+                return Err(format!(
+                    "tick {tick}: node {node} applied call {call:?} twice"
+                ));
+            }
+        }
+        Ok(())
     }
-    Ok(())
+
+    fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), String> {
+        *self.transfers += 1;
+        // The member now holds the bytes of the sender's segment at `lsn`: its records are
+        // the sender's.
+        if let Some(redis) = self.redis {
+            let key = (lsn, crc32c::crc32c(segment.bytes()));
+            let Some(history) = redis.transfers.get(&key) else {
+                return Err(format!(
+                    "tick {}: node {} installed a state transfer to LSN {lsn} and holds bytes \
+                     no primary held at that LSN",
+                    self.now / MICROS_PER_TICK,
+                    self.node
+                ));
+            };
+            *self.history = history.clone();
+        }
+        Ok(())
+    }
 }
 
 /// Node `node`'s roles as the simulated world runs them, for its supervisor's drive.
@@ -1351,8 +1276,8 @@ impl Roles for SimRoles<'_> {
                 view: role.primary().view(),
             },
             Slot::Backup(role) => RoleHeld::Backup {
-                view: role.gate.view(),
-                primary: role.gate.primary(),
+                view: role.role.gate().view(),
+                primary: role.role.gate().primary(),
             },
         }
     }
@@ -1366,10 +1291,7 @@ impl Roles for SimRoles<'_> {
 
     fn freeze(&mut self) -> u64 {
         match &mut self.world.nodes[index_of(self.node)].role {
-            Slot::Backup(role) => {
-                role.gate.freeze();
-                role.receiver.core().lsn_received()
-            }
+            Slot::Backup(role) => role.role.freeze(),
             _ => unreachable!("only a backup is frozen"),
         }
     }
@@ -1379,20 +1301,20 @@ impl Roles for SimRoles<'_> {
         let Slot::Backup(role) = &state.role else {
             unreachable!("asked of a frozen backup");
         };
-        let core = role.receiver.core();
+        let core = role.role.receiver().core();
         tandem_node::lsn_synced_bound(state.log.lsn_durable(), core.lsn_synced_told())
     }
 
     fn diverged(&self) -> bool {
         match &self.world.nodes[index_of(self.node)].role {
-            Slot::Backup(role) => role.applier.is_diverged(),
+            Slot::Backup(role) => role.role.applier().is_diverged(),
             _ => false,
         }
     }
 
     fn lsn_before_rewind(&self) -> Option<u64> {
         match &self.world.nodes[index_of(self.node)].role {
-            Slot::Backup(role) => role.applier.lsn_before_rewind(),
+            Slot::Backup(role) => role.role.applier().lsn_before_rewind(),
             _ => None,
         }
     }

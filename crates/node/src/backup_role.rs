@@ -1,0 +1,424 @@
+//! The backup role as one value: the gate, the receiver on the primary's connection, the
+//! applier, the reads waiting on the backup and the batches held back for them, composed in
+//! one order whichever driver runs them.
+//!
+//! A driver hands the role what arrived (`step`, `tick`, `read`, `synced`) and then takes a
+//! turn ([`BackupRole::turn`]), which returns everything that must leave, in this order:
+//! 1. `to_log`: what the log must hold of what the receiver accepted, the image before the
+//!    batches, in the order the applier takes them (a backup acknowledges only what its log
+//!    was told to hold);
+//! 2. `messages`: the receiver's acks, then the applier's ack of what this turn applied, then
+//!    a `ReadIndex` question, all to the primary (none while the gate is frozen: a frozen
+//!    backup has closed its primary's connection);
+//! 3. `answers`: the reads answered this turn, each at the state it was served on.
+//!
+//! Nothing here decides *whether* a record is safe to apply or a read to serve: the receiver
+//! core, the applier and [`BackupReads`] do. This is the composition the simulator's backups
+//! run and the node's backup role runs, so that no driver writes it again.
+
+use std::collections::VecDeque;
+
+use tandem_log::{CallId, SealedBatch, TailLimits};
+use tandem_memory::Segment;
+use tandem_replication::transfer::PageImage;
+use tandem_replication::{ApplyBatch, ApplyError, Message, NodeId, ReceiverConfig, ReceiverReady};
+use tandem_store::DataModel;
+
+use crate::backup::{ApplierRole, Handover, HandoverError};
+use crate::gate::GateRule;
+use crate::log::{LogOrder, receiver_orders};
+use crate::reads::{BackupReads, ReadAnswer, WaitingRead};
+use crate::receiver::ReceiverRole;
+
+/// What a driver watches while a backup role applies: the simulator's checkers. Nothing the
+/// role decides depends on it; an error it returns ends the turn and is handed back.
+pub trait BackupWatch {
+    type Error;
+
+    /// `batch` is about to be applied (the driver reads what it needs of its bytes now: the
+    /// applier takes the batch).
+    fn applying(&mut self, batch: &ApplyBatch);
+
+    /// The batch last announced by [`BackupWatch::applying`] was applied: records above
+    /// `lsn_before` up to `lsn`, holding the calls `calls`.
+    fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), Self::Error>;
+
+    /// A state transfer was installed: `segment` holds the sender's bytes at `lsn`.
+    fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), Self::Error>;
+}
+
+/// A watch that sees nothing: for a driver without checkers.
+#[derive(Debug)]
+pub struct Unwatched;
+
+impl BackupWatch for Unwatched {
+    type Error = std::convert::Infallible;
+
+    fn applying(&mut self, _: &ApplyBatch) {}
+
+    fn applied(&mut self, _: u64, _: u64, _: &[CallId]) -> Result<(), Self::Error> {
+        Ok(())
+    }
+
+    fn installed(&mut self, _: u64, _: &Segment) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// Why a backup role's turn stopped.
+#[derive(Debug)]
+pub enum BackupTurnError<E> {
+    /// The applier refused a batch the receiver accepted.
+    Apply(ApplyError),
+    /// The applier could not install a state transfer.
+    Install(String),
+    /// The driver's watch refused what was applied.
+    Watch(E),
+}
+
+/// Everything a turn of a backup role hands the driver, in the order of the module's
+/// contract. Reused from turn to turn (capacity kept): the driver drains it.
+#[derive(Debug)]
+pub struct BackupReady<T> {
+    pub to_log: Vec<LogOrder>,
+    pub messages: Vec<(NodeId, Message)>,
+    /// Each read answered: where it goes, its sequence number, and the answer.
+    pub answers: Vec<(T, u64, ReadAnswer)>,
+    /// The turn applied records (the applier's LSN before it, if it moved).
+    pub applied_from: Option<u64>,
+    /// The turn installed a state transfer.
+    pub installed: bool,
+}
+
+impl<T> Default for BackupReady<T> {
+    fn default() -> Self {
+        BackupReady {
+            to_log: Vec::new(),
+            messages: Vec::new(),
+            answers: Vec::new(),
+            applied_from: None,
+            installed: false,
+        }
+    }
+}
+
+/// How a backup role serves reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadSettings {
+    /// The longest reply a read may have (see [`BackupReads::new`]).
+    pub reply_len_max: usize,
+    /// How long a `ReadIndex` question waits for its answer before it is asked again, µs.
+    pub index_retry_us: u64,
+}
+
+/// One backup role of a node: whom it follows, what it received and applied, and the reads
+/// waiting on it. `T` is where a read's answer goes.
+#[derive(Debug)]
+pub struct BackupRole<T> {
+    gate: GateRule,
+    receiver: ReceiverRole,
+    applier: ApplierRole,
+    reads: BackupReads<T, u64>,
+    /// Batches received but held back for a read (the applier applies them once no waiting
+    /// read needs the state where it is).
+    held: VecDeque<ApplyBatch>,
+    /// The receiver's count of released LSNs heard, as last passed to `reads`.
+    released_heard: u64,
+    settings: ReadSettings,
+    /// The receiver's output, reused from turn to turn.
+    received: ReceiverReady,
+}
+
+impl<T> BackupRole<T> {
+    /// A backup role behind `gate`, receiving with `receiver` and applying with `applier`.
+    /// `question_first` numbers its `ReadIndex` questions apart from every other role's of
+    /// the node (see [`BackupReads::new`]).
+    pub fn new(
+        gate: GateRule,
+        receiver: ReceiverRole,
+        applier: ApplierRole,
+        settings: ReadSettings,
+        question_first: u64,
+    ) -> BackupRole<T> {
+        BackupRole {
+            gate,
+            receiver,
+            applier,
+            reads: BackupReads::new(settings.reply_len_max, question_first),
+            held: VecDeque::new(),
+            released_heard: 0,
+            settings,
+            received: ReceiverReady::default(),
+        }
+    }
+
+    /// A backup role following `config`'s primary on `segment` (kept from an earlier role,
+    /// perhaps rewound), with `tail`, the batches it applied in that role, ending at the
+    /// segment's LSN.
+    pub fn on_segment(
+        config: ReceiverConfig,
+        segment: Segment,
+        tail: Vec<SealedBatch>,
+        limits: TailLimits,
+        settings: ReadSettings,
+        question_first: u64,
+    ) -> BackupRole<T> {
+        let lsn = segment.lsn();
+        let gate = GateRule::new(config.view, config.primary);
+        let receiver = ReceiverRole::for_segment(config, lsn, lsn, segment.diverged());
+        let applier = ApplierRole::active(segment, tail, limits);
+        BackupRole::new(gate, receiver, applier, settings, question_first)
+    }
+
+    /// Ends the role: its applier hands the segment and the retained batches over at `lsn`
+    /// for the node's next role (the reads still waiting are dropped; see
+    /// [`BackupRole::expire_reads`] to answer them first).
+    pub fn handover(self, lsn: u64) -> Result<Handover, HandoverError> {
+        self.applier.handover(lsn)
+    }
+
+    pub fn gate(&self) -> &GateRule {
+        &self.gate
+    }
+
+    pub fn receiver(&self) -> &ReceiverRole {
+        &self.receiver
+    }
+
+    pub fn applier(&self) -> &ApplierRole {
+        &self.applier
+    }
+
+    pub fn applier_mut(&mut self) -> &mut ApplierRole {
+        &mut self.applier
+    }
+
+    /// The batches received and held back for a read, oldest first.
+    pub fn held(&self) -> impl Iterator<Item = &ApplyBatch> {
+        self.held.iter()
+    }
+
+    /// The active backup's segment.
+    pub fn segment(&self) -> &Segment {
+        self.applier
+            .segment()
+            .expect("a backup role that serves reads is active")
+    }
+
+    /// Whether some read waits or some batch is held back for one.
+    pub fn has_reads_or_held(&self) -> bool {
+        !(self.held.is_empty() && self.reads.is_empty())
+    }
+
+    /// A new view keeps this role: it reopens a backup frozen in the old one.
+    pub fn stay(&mut self, view: u64, primary: NodeId) {
+        self.gate.set_view(view, primary);
+        let accepted = self.receiver.follow(&self.gate, self.applier.lsn_applied());
+        assert!(accepted, "a backup that stays follows the same primary");
+    }
+
+    /// Stops taking anything from the primary for a view change; returns the LSN received,
+    /// which is all this role ever acknowledges.
+    pub fn freeze(&mut self) -> u64 {
+        self.gate.freeze();
+        self.receiver.core().lsn_received()
+    }
+
+    /// Whether a message from `from` may be taken: false for the primary's own message once
+    /// the gate no longer accepts it (frozen, or another primary followed). A stranger's
+    /// message goes to the receiver, which fences an older view's primary.
+    pub fn admits(&mut self, from: NodeId) -> bool {
+        let lsn_applied = self.applier.lsn_applied();
+        self.receiver.follow(&self.gate, lsn_applied) || from != self.gate.primary()
+    }
+
+    /// A replication message from `from` (admitted by [`BackupRole::admits`]).
+    pub fn step(&mut self, from: NodeId, message: Message) {
+        self.receiver.step(from, message);
+    }
+
+    /// A tick of the node's clock; a frozen role's receiver no longer counts time.
+    pub fn tick(&mut self) {
+        if !self.gate.is_frozen() {
+            self.receiver.tick();
+        }
+    }
+
+    /// The node's log synced every record up to `lsn_durable`.
+    pub fn synced(&mut self, lsn_durable: u64) {
+        self.receiver.synced(lsn_durable);
+    }
+
+    /// A client's read arrives.
+    pub fn read(&mut self, read: WaitingRead<T, u64>) {
+        self.reads.push(read);
+    }
+
+    /// Every waiting read ends at the next turn (a role change cannot wait for them).
+    pub fn expire_reads(&mut self, now_us: u64) {
+        self.reads.expire(now_us);
+    }
+
+    /// Takes everything that arrived since the last turn through the receiver, applies what
+    /// no waiting read holds back, answers the reads that can be answered, and fills `ready`
+    /// in the module's order. `model` runs the reads.
+    pub fn turn<W: BackupWatch>(
+        &mut self,
+        now_us: u64,
+        model: &dyn DataModel,
+        watch: &mut W,
+        ready: &mut BackupReady<T>,
+    ) -> Result<(), BackupTurnError<W::Error>> {
+        let mut received = std::mem::take(&mut self.received);
+        self.receiver.take_ready(&mut received);
+        let view = self.receiver.core().view();
+        ready.to_log.extend(receiver_orders(&received, view));
+        self.hear_read_indexes(now_us, &mut received);
+        let lsn_before = self.applier.lsn_applied();
+        if let Some(image) = received.to_install.take() {
+            self.install(now_us, model, &image, watch, ready)?;
+        }
+        self.held.extend(received.to_apply.drain(..));
+        self.apply_unheld(now_us, model, watch, ready)?;
+        if self.applier.lsn_applied() > lsn_before {
+            ready.applied_from = Some(lsn_before);
+        }
+        self.collect_messages(now_us, &mut received, ready);
+        received.clear();
+        self.received = received;
+        Ok(())
+    }
+
+    /// What the primary said for the reads: its answers to their questions, and its
+    /// released LSN whenever a message said it.
+    fn hear_read_indexes(&mut self, now_us: u64, received: &mut ReceiverReady) {
+        for (id, lsn) in received.read_indexes.drain(..) {
+            self.reads.indexed(id, lsn);
+        }
+        let heard = self.receiver.core().released_heard();
+        if heard != self.released_heard {
+            self.released_heard = heard;
+            let lsn_released = self.receiver.core().lsn_released();
+            self.reads.heard_released(now_us, lsn_released);
+        }
+    }
+
+    /// Installs a state transfer: it cannot wait, so the reads end and the batches held go
+    /// first.
+    fn install<W: BackupWatch>(
+        &mut self,
+        now_us: u64,
+        model: &dyn DataModel,
+        image: &PageImage,
+        watch: &mut W,
+        ready: &mut BackupReady<T>,
+    ) -> Result<(), BackupTurnError<W::Error>> {
+        self.reads.expire(now_us);
+        self.answer_reads(now_us, model, ready);
+        while let Some(apply) = self.held.pop_front() {
+            self.apply(apply, watch)?;
+        }
+        let installed = self
+            .applier
+            .install(image)
+            .map_err(BackupTurnError::Install)?;
+        // The calls inside the image are not seen here; those after it come later in the
+        // history, so their seqs still only go up.
+        if let Some(lsn) = installed {
+            self.receiver.applied(lsn);
+            ready.installed = true;
+            let segment = self
+                .applier
+                .segment()
+                .expect("only an active backup installs");
+            watch
+                .installed(lsn, segment)
+                .map_err(BackupTurnError::Watch)?;
+        }
+        Ok(())
+    }
+
+    /// Applies batch by batch while no waiting read needs the state where it is, answering
+    /// the reads between batches.
+    fn apply_unheld<W: BackupWatch>(
+        &mut self,
+        now_us: u64,
+        model: &dyn DataModel,
+        watch: &mut W,
+        ready: &mut BackupReady<T>,
+    ) -> Result<(), BackupTurnError<W::Error>> {
+        loop {
+            self.answer_reads(now_us, model, ready);
+            let lsn_released = self.receiver.core().lsn_released();
+            if self.reads.holding(self.applier.lsn_applied(), lsn_released) {
+                return Ok(());
+            }
+            let Some(apply) = self.held.pop_front() else {
+                return Ok(());
+            };
+            self.apply(apply, watch)?;
+        }
+    }
+
+    /// Applies one received batch and tells the watch what it applied.
+    fn apply<W: BackupWatch>(
+        &mut self,
+        apply: ApplyBatch,
+        watch: &mut W,
+    ) -> Result<(), BackupTurnError<W::Error>> {
+        watch.applying(&apply);
+        let lsn_before = self.applier.lsn_applied();
+        let applied = self.applier.apply(apply).map_err(BackupTurnError::Apply)?;
+        let Some(lsn) = applied else {
+            return Ok(());
+        };
+        self.receiver.applied(lsn);
+        watch
+            .applied(lsn_before, lsn, self.applier.calls_applied())
+            .map_err(BackupTurnError::Watch)
+    }
+
+    fn answer_reads(&mut self, now_us: u64, model: &dyn DataModel, ready: &mut BackupReady<T>) {
+        let lsn_released = self.receiver.core().lsn_released();
+        self.reads.answer(
+            &self.applier,
+            Some(model),
+            lsn_released,
+            now_us,
+            |to, seq, answer| {
+                ready.answers.push((to, seq, answer));
+            },
+        );
+    }
+
+    /// The receiver's acks first, then the applier's, then a read question, all to the
+    /// primary unless the gate is frozen.
+    fn collect_messages(
+        &mut self,
+        now_us: u64,
+        received: &mut ReceiverReady,
+        ready: &mut BackupReady<T>,
+    ) {
+        let primary = self.gate.primary();
+        let frozen = self.gate.is_frozen();
+        let view = self.receiver.core().view();
+        ready.messages.append(&mut received.messages);
+        if let Some(ack) = self.applier.take_ack(view) {
+            ready.messages.push((primary, ack));
+        }
+        let lsn_applied = self.applier.lsn_applied();
+        let lsn_released = self.receiver.core().lsn_released();
+        let retry_at = now_us + self.settings.index_retry_us;
+        if let Some(id) = self
+            .reads
+            .question(now_us, retry_at, lsn_applied, lsn_released)
+        {
+            ready
+                .messages
+                .push((primary, Message::ReadIndex { view, id }));
+        }
+        if frozen {
+            ready.messages.retain(|(to, _)| *to != primary);
+        }
+    }
+}
