@@ -25,10 +25,10 @@ impl World {
                     ),
                     Slot::Backup(role) => format!(
                         "backup of {} v{} lsn {}{}",
-                        role.role.gate().primary(),
-                        role.role.receiver().core().view(),
-                        role.role.applier().lsn_applied(),
-                        if role.role.gate().is_frozen() { " frozen" } else { "" }
+                        role.gate().primary(),
+                        role.receiver().core().view(),
+                        role.applier().lsn_applied(),
+                        if role.gate().is_frozen() { " frozen" } else { "" }
                     ),
                 };
                 let leader = node.core().and_then(|core| core.leader());
@@ -73,7 +73,7 @@ impl World {
             node.core()
                 .is_some_and(|core| core.view().is_some_and(|v| v.number == view.number))
                 && matches!(&node.role, Slot::Backup(backup)
-                    if backup.role.gate().primary() == view.primary && backup.role.applier().lsn_applied() == lsn)
+                    if backup.gate().primary() == view.primary && backup.applier().lsn_applied() == lsn)
         })
     }
 
@@ -122,7 +122,7 @@ impl World {
             unreachable!("converged on a primary");
         };
         let segment = role.role.store().segment();
-        let history = &role.history;
+        let history = &self.nodes[index_of(node)].ledger.history;
         assert_eq!(
             history.lsn(),
             segment.lsn(),
@@ -307,8 +307,8 @@ impl World {
             self.model.check_quick(role.segment())
         };
         checked.map_err(|err| self.fail(format!("node {node} at LSN {lsn}: {err}")))?;
-        let current = role.role.gate().primary() == self.view_latest.primary
-            && role.role.receiver().core().view() == self.view_latest.number;
+        let current = role.gate().primary() == self.view_latest.primary
+            && role.receiver().core().view() == self.view_latest.number;
         if current && let Some(&expected) = self.checksums.get(&lsn) {
             let actual = crc32c::crc32c(role.segment().bytes());
             if actual != expected {

@@ -262,16 +262,13 @@ impl World {
                 self.collect_primary(node)
             }
             Slot::Backup(role) => {
-                let primary = role.role.gate().primary();
-                if role.role.gate().is_frozen() {
+                let primary = role.gate().primary();
+                if role.gate().is_frozen() {
                     // A frozen backup has closed its primary's links.
                     return Ok(());
                 }
-                let ack = Message::durable_ack(
-                    role.role.gate().view(),
-                    lsn,
-                    role.role.applier().lsn_applied(),
-                );
+                let ack =
+                    Message::durable_ack(role.gate().view(), lsn, role.applier().lsn_applied());
                 let synced = self.synced_ever.entry((node, primary)).or_insert(0);
                 *synced = (*synced).max(lsn);
                 self.send(node, primary, Wire::Replication(ack));
@@ -393,11 +390,11 @@ impl World {
         let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
             return;
         };
-        role.role.synced(lsn);
+        role.synced(lsn);
         if lsn > 0 {
             let synced = self
                 .synced_ever
-                .entry((node, role.role.gate().primary()))
+                .entry((node, role.gate().primary()))
                 .or_insert(0);
             *synced = (*synced).max(lsn);
         }
@@ -447,12 +444,12 @@ impl World {
         }
         let state = &self.nodes[index_of(node)];
         let history = match &state.role {
-            Slot::Primary(role) => role.history.clone(),
+            Slot::Primary(_) => state.ledger.history.clone(),
             Slot::Backup(role) => {
                 // Received batches held back for reads are in the log already.
-                let mut history = role.history.clone();
+                let mut history = state.ledger.history.clone();
                 let redis = self.redis.as_deref().expect("checked");
-                for apply in role.role.held() {
+                for apply in role.held() {
                     let (key, lsn_base, _) = batch_key(apply.batch.bytes());
                     let Some(entries) = redis.batches.get(&key) else {
                         break;
@@ -481,7 +478,7 @@ impl World {
         let mut orders = Vec::new();
         match &mut self.nodes[index_of(node)].role {
             Slot::Primary(role) => role.role.checkpoint_step(wanted, &mut orders),
-            Slot::Backup(role) => role.role.applier_mut().checkpoint_step(wanted, &mut orders),
+            Slot::Backup(role) => role.applier_mut().checkpoint_step(wanted, &mut orders),
             Slot::Outside => {}
         }
         for order in orders {

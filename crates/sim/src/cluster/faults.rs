@@ -365,8 +365,8 @@ impl World {
                     && match &node.role {
                         Slot::Primary(role) => role.primary().view() == view.number,
                         Slot::Backup(role) => {
-                            role.role.gate().primary() == view.primary
-                                && role.role.receiver().core().view() == view.number
+                            role.gate().primary() == view.primary
+                                && role.receiver().core().view() == view.number
                         }
                         Slot::Outside => false,
                     }
@@ -464,6 +464,7 @@ impl World {
         state.recovered = None;
         state.observed_pending.clear();
         state.role = Slot::Outside;
+        state.ledger = Ledger::none();
         state.ticks_missed = 0;
         state.tear_next_save = false;
         state.disk.set_failing(false);
@@ -499,14 +500,14 @@ impl World {
                     return None;
                 };
                 let follows = state.supervisor.is_some()
-                    && role.role.gate().primary() == view.primary
-                    && role.role.gate().view() == view.number;
+                    && role.gate().primary() == view.primary
+                    && role.gate().view() == view.number;
                 follows.then(|| match held_by {
-                    Held::Applied => role.role.applier().lsn_applied(),
-                    Held::Received => role.role.receiver().core().lsn_received(),
+                    Held::Applied => role.applier().lsn_applied(),
+                    Held::Received => role.receiver().core().lsn_received(),
                     Held::Synced => self
                         .held_by(Held::Synced, backup, view.primary)
-                        .min(role.role.receiver().core().lsn_received()),
+                        .min(role.receiver().core().lsn_received()),
                 })
             })
             .collect();
@@ -557,8 +558,8 @@ impl World {
                     // waited for good).
                     Slot::Backup(role) => {
                         view.members().any(|member| member == id)
-                            && (role.role.gate().primary() == view.primary || id == view.primary)
-                            && role.role.receiver().core().lsn_received() >= lsn_acked
+                            && (role.gate().primary() == view.primary || id == view.primary)
+                            && role.receiver().core().lsn_received() >= lsn_acked
                     }
                     Slot::Outside => false,
                 }

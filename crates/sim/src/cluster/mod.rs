@@ -443,33 +443,23 @@ struct Witness {
 }
 
 /// A primary role as the simulator holds it: the node core's role (answers go to a client's
-/// connection), the calls waiting for flow control, and what the checkers watch.
+/// connection) and the calls waiting for flow control.
 struct PrimaryRole {
     role: tandem_node::PrimaryRole<ClientConn>,
     ready: RoleReady<ClientConn>,
     /// Calls received and waiting for flow control: where from, seq, args.
     inbox: VecDeque<(ClientConn, u64, SimCall)>,
-    /// The calls committed into this node's records (exactly-once).
-    calls: CallsHeld,
-    /// What its records hold, LSN by LSN (kept for the Redis model only).
-    history: History,
     /// When the model's periodic procedure (the Redis model's expiry sweep) is next due, by
     /// the primary's clock.
     periodic_due_ms: u64,
 }
 
 impl PrimaryRole {
-    fn new(
-        role: tandem_node::PrimaryRole<ClientConn>,
-        calls: CallsHeld,
-        history: History,
-    ) -> PrimaryRole {
+    fn new(role: tandem_node::PrimaryRole<ClientConn>) -> PrimaryRole {
         PrimaryRole {
             role,
             ready: RoleReady::default(),
             inbox: VecDeque::new(),
-            calls,
-            history,
             periodic_due_ms: 0,
         }
     }
@@ -479,37 +469,61 @@ impl PrimaryRole {
     }
 }
 
-/// A backup role as the simulator holds it: the node's backup role (answers go to a
-/// reader's connection) and what the checkers watch.
-struct BackupRole {
-    role: tandem_node::BackupRole<(usize, u64)>,
+/// A backup role: answers to reads go to a reader's connection.
+type BackupRole = tandem_node::BackupRole<(usize, u64)>;
+
+/// What the checkers know of the records a node's role holds: the calls committed in them
+/// (exactly-once) and, under the Redis model, their history LSN by LSN. It follows the
+/// records from role to role as the carry-out hands them on; a node outside holds none.
+#[derive(Clone, Debug)]
+struct Ledger {
     calls: CallsHeld,
-    /// What its records hold, LSN by LSN (kept for the Redis model only).
     history: History,
 }
 
-impl Node {
-    /// The node's cluster core, if it is up.
-    fn core(&self) -> Option<&Cluster> {
-        self.supervisor.as_ref().map(Supervisor::core)
-    }
-}
-
-impl BackupRole {
-    fn new(
-        role: tandem_node::BackupRole<(usize, u64)>,
-        calls: CallsHeld,
-        history: History,
-    ) -> BackupRole {
-        BackupRole {
-            role,
-            calls,
+impl Ledger {
+    /// The ledger of records whose calls the checkers have not seen (a load, a rewind).
+    fn of(history: History) -> Ledger {
+        Ledger {
+            calls: CallsHeld::default(),
             history,
         }
     }
 
-    fn segment(&self) -> &Segment {
-        self.role.segment()
+    /// The ledger of a node that holds no records.
+    fn none() -> Ledger {
+        Ledger::of(History::new(0))
+    }
+}
+
+impl Node {
+    /// A node that never ran, with `supervisor` and an empty log after the load's LSN.
+    fn fresh(
+        id: NodeId,
+        settings: ClusterSettings,
+        supervisor: Supervisor,
+        lsn_loaded: u64,
+    ) -> Node {
+        Node {
+            id,
+            settings,
+            supervisor: Some(supervisor),
+            observed_pending: Vec::new(),
+            disk: MemDurable::new(),
+            log: disk::NodeLog::open_new(lsn_loaded),
+            recovered: None,
+            role: Slot::Outside,
+            ledger: Ledger::none(),
+            incarnation: 0,
+            role_epoch: 0,
+            ticks_missed: 0,
+            tear_next_save: false,
+        }
+    }
+
+    /// The node's cluster core, if it is up.
+    fn core(&self) -> Option<&Cluster> {
+        self.supervisor.as_ref().map(Supervisor::core)
     }
 }
 
@@ -550,6 +564,8 @@ struct Node {
     /// that starts from the initial load.
     recovered: Option<(Segment, History)>,
     role: Slot,
+    /// What the checkers know of the records `role` holds.
+    ledger: Ledger,
     incarnation: u64,
     /// Bumped with every role the node starts: its replication links are new connections.
     role_epoch: u64,
@@ -934,20 +950,8 @@ impl World {
                 };
                 let core = Cluster::new(settings.clone(), initial.clone(), None)
                     .expect("a fresh node starts");
-                Node {
-                    id,
-                    settings,
-                    supervisor: Some(Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false))),
-                    observed_pending: Vec::new(),
-                    disk: MemDurable::new(),
-                    log: disk::NodeLog::open_new(lsn_loaded),
-                    recovered: None,
-                    role: Slot::Outside,
-                    incarnation: 0,
-                    role_epoch: 0,
-                    ticks_missed: 0,
-                    tear_next_save: false,
-                }
+                let supervisor = Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false));
+                Node::fresh(id, settings, supervisor, lsn_loaded)
             })
             .collect();
         let router_config = RouterConfig {

@@ -43,7 +43,7 @@ impl World {
                 self.collect_primary(node)?;
             }
             Slot::Backup(role) => {
-                role.role.tick();
+                role.tick();
                 self.collect_backup(node)?;
             }
             Slot::Outside => {}
@@ -173,6 +173,8 @@ impl World {
             self.collect_primary(node)?;
             return Ok(true);
         }
+        // The records' ledger follows them into the next role, or starts afresh with them.
+        let mut ledger = std::mem::replace(&mut self.nodes[index].ledger, Ledger::none());
         let next = match (transition, role) {
             (Transition::StayPrimary, Slot::Primary(mut role)) => {
                 let installed = role
@@ -188,17 +190,13 @@ impl World {
                 },
                 Slot::Backup(role),
             ) => {
-                let role = *role;
-                let role_calls = role.calls;
-                let mut history = role.history;
                 let handover = role
-                    .role
                     .handover(lsn)
                     .map_err(|err| format!("node {node} cannot take over: {err}"))?;
                 // A rewound member promoted from the records it held before the rewind takes
                 // them back, and their entries with them.
                 if self.redis.is_some() {
-                    history.set_lsn(handover.segment.lsn());
+                    ledger.history.set_lsn(handover.segment.lsn());
                 }
                 // The checksums of records above the truncate LSN described a history the
                 // new view discards.
@@ -213,7 +211,7 @@ impl World {
                 }
                 let store = Store::open(handover.segment, self.model.replica());
                 let role = tandem_node::PrimaryRole::new(store, primary);
-                Slot::Primary(Box::new(PrimaryRole::new(role, role_calls, history)))
+                Slot::Primary(Box::new(PrimaryRole::new(role)))
             }
             // A restarted node promoted from the records its log gave back (every node of
             // the group crashed), as the runtime's.
@@ -237,6 +235,7 @@ impl World {
                 self.report.recovered_promoted += 1;
                 self.checksums.split_off(&(lsn + 1));
                 let calls = CallsHeld::from_dedup(&segment, self.clients.len());
+                ledger = Ledger { calls, history };
                 let mut primary = Primary::resume(self.primary_config(view), lsn, Vec::new());
                 if let Some(lsn) = tandem_node::lsn_released_at_promotion(view) {
                     primary.released_at_most(lsn);
@@ -247,7 +246,7 @@ impl World {
                 }
                 let store = Store::open(segment, self.model.replica());
                 let role = tandem_node::PrimaryRole::new(store, primary);
-                Slot::Primary(Box::new(PrimaryRole::new(role, calls, history)))
+                Slot::Primary(Box::new(PrimaryRole::new(role)))
             }
             (Transition::StartPrimary, _) => {
                 // A role that starts from the load does not take records rebuilt from the log.
@@ -256,16 +255,12 @@ impl World {
                 let segment = loaded(&*self.model, self.segment_len);
                 let store = Store::open(segment, self.model.replica());
                 let role = tandem_node::PrimaryRole::new(store, primary);
-                let history = History::new(self.lsn_loaded);
-                Slot::Primary(Box::new(PrimaryRole::new(
-                    role,
-                    CallsHeld::default(),
-                    history,
-                )))
+                ledger = Ledger::of(History::new(self.lsn_loaded));
+                Slot::Primary(Box::new(PrimaryRole::new(role)))
             }
             (Transition::StayBackup, Slot::Backup(mut role)) => {
                 // A new view reopens a backup frozen in the old one.
-                role.role.stay(view.number, view.primary);
+                role.stay(view.number, view.primary);
                 Slot::Backup(role)
             }
             // A restarted node follows the view from the records its log gave back
@@ -281,7 +276,8 @@ impl World {
                 ));
                 self.report.recovered_followed += 1;
                 let calls = CallsHeld::from_dedup(&segment, self.clients.len());
-                self.backup_on(node, segment, view, calls, history)
+                ledger = Ledger { calls, history };
+                self.backup_on(node, segment, view)
             }
             (Transition::Follow { lsn }, Slot::Backup(role)) => {
                 self.follow_by_handover(node, *role, lsn, view)?
@@ -289,26 +285,19 @@ impl World {
             (Transition::Follow { lsn }, Slot::Primary(role)) => {
                 // A deposed primary named a member at once, with nothing above the truncate
                 // LSN: its records, and the calls in them, stand.
-                let PrimaryRole {
-                    role,
-                    calls,
-                    history,
-                    ..
-                } = *role;
-                let segment = role.into_segment();
+                let segment = role.role.into_segment();
                 assert_eq!(segment.lsn(), lsn, "it follows from its last commit");
-                self.backup_on(node, segment, view, calls, history)
+                self.backup_on(node, segment, view)
             }
             (Transition::Rejoin { lsn, discarded }, role) => {
                 let (mut segment, mut history) = match role {
-                    Slot::Primary(role) => (role.role.into_segment(), role.history),
+                    Slot::Primary(role) => (role.role.into_segment(), ledger.history),
                     Slot::Backup(role) => {
                         let segment = role
-                            .role
                             .handover(lsn + discarded)
                             .map_err(|err| format!("node {node} cannot rejoin: {err}"))?
                             .segment;
-                        (segment, role.history)
+                        (segment, ledger.history)
                     }
                     Slot::Outside => match self.nodes[index].recovered.take() {
                         // Records its log gave back, rewound to the truncate LSN.
@@ -331,8 +320,10 @@ impl World {
                     }
                     // The calls of the records taken back may run again in the new history;
                     // those in the transfer are not seen (as after a reload).
-                    self.backup_on(node, segment, view, CallsHeld::default(), history)
+                    ledger = Ledger::of(history);
+                    self.backup_on(node, segment, view)
                 } else {
+                    ledger = Ledger::of(History::new(self.lsn_loaded));
                     self.reloaded(node, view)
                 }
             }
@@ -340,16 +331,12 @@ impl World {
                 if discarded > 0 {
                     self.note(format!("node {node}: discards {discarded} records"));
                 }
+                ledger = Ledger::of(History::new(self.lsn_loaded));
                 self.reloaded(node, view)
             }
             // A deposed primary keeps its records as a backup of its own reign, frozen.
             (Transition::StandBy, Slot::Primary(role)) => {
-                let PrimaryRole {
-                    role,
-                    calls,
-                    history,
-                    ..
-                } = *role;
+                let role = role.role;
                 let view_held = role.primary().view();
                 let segment = role.into_segment();
                 let lsn = segment.lsn();
@@ -367,7 +354,7 @@ impl World {
                     read_settings(),
                     question_first(self.nodes[index].role_epoch + 1),
                 );
-                Slot::Backup(Box::new(BackupRole::new(role, calls, history)))
+                Slot::Backup(Box::new(role))
             }
             // Frozen already (the supervisor froze it before deciding): it keeps its records.
             (Transition::StandBy, role @ Slot::Backup(_)) => role,
@@ -399,12 +386,12 @@ impl World {
                     let Slot::Backup(role) = &backup.role else {
                         continue;
                     };
-                    if role.role.gate().primary() != node || backup.supervisor.is_none() {
+                    if role.gate().primary() != node || backup.supervisor.is_none() {
                         continue;
                     }
                     let held = (
-                        role.role.receiver().core().lsn_received(),
-                        role.role.applier().lsn_applied(),
+                        role.receiver().core().lsn_received(),
+                        role.applier().lsn_applied(),
                     );
                     self.received_ever.insert((backup.id, node), held);
                     if backup.log.lsn_durable() > 0 {
@@ -422,18 +409,22 @@ impl World {
             }
         }
         let serving = !matches!(next, Slot::Outside);
+        if !serving {
+            ledger = Ledger::none();
+        }
         if self.redis.is_some() {
-            let (history, lsn) = match &next {
-                Slot::Primary(role) => (&role.history, role.role.store().segment().lsn()),
-                Slot::Backup(role) => (&role.history, role.segment().lsn()),
-                Slot::Outside => (&History::new(0), 0),
+            let lsn = match &next {
+                Slot::Primary(role) => role.role.store().segment().lsn(),
+                Slot::Backup(role) => role.segment().lsn(),
+                Slot::Outside => 0,
             };
             assert_eq!(
-                history.lsn(),
+                ledger.history.lsn(),
                 lsn,
                 "node {node}'s history follows its segment"
             );
         }
+        self.nodes[index].ledger = ledger;
         // Where the role's records end: a backup kept across the view (`Follow` of the same
         // role) may hold received batches its applier has not applied yet, which its log
         // holds already (Redis seed 438 aligned at the applied LSN, cut them, and the next
@@ -443,7 +434,7 @@ impl World {
             Slot::Backup(role) => role
                 .segment()
                 .lsn()
-                .max(role.role.receiver().core().lsn_received()),
+                .max(role.receiver().core().lsn_received()),
             Slot::Outside => 0,
         };
         if starts_role {
@@ -455,7 +446,6 @@ impl World {
         match &mut next {
             Slot::Primary(role) => role.role.enable_checkpoints(CHECKPOINT_BYTES, lsn_loaded),
             Slot::Backup(role) => role
-                .role
                 .applier_mut()
                 .enable_checkpoints(CHECKPOINT_BYTES, lsn_loaded),
             Slot::Outside => {}
@@ -492,11 +482,6 @@ impl World {
         lsn: u64,
         view: &View,
     ) -> Result<Slot, String> {
-        let BackupRole {
-            role,
-            calls,
-            history,
-        } = role;
         let handover = role
             .handover(lsn)
             .map_err(|err| format!("node {node} cannot follow view {}: {err}", view.number))?;
@@ -506,20 +491,12 @@ impl World {
             "handed over at the LSN followed"
         );
         let tail = handover.batches;
-        Ok(self.backup_on_tail(node, handover.segment, tail, view, calls, history))
+        Ok(self.backup_on_tail(node, handover.segment, tail, view))
     }
 
-    /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound),
-    /// whose records hold `calls` and `history`.
-    fn backup_on(
-        &self,
-        node: NodeId,
-        segment: Segment,
-        view: &View,
-        calls: CallsHeld,
-        history: History,
-    ) -> Slot {
-        self.backup_on_tail(node, segment, Vec::new(), view, calls, history)
+    /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound).
+    fn backup_on(&self, node: NodeId, segment: Segment, view: &View) -> Slot {
+        self.backup_on_tail(node, segment, Vec::new(), view)
     }
 
     /// As [`World::backup_on`], keeping `tail`, the batches a handed-over applier retained.
@@ -529,8 +506,6 @@ impl World {
         segment: Segment,
         tail: Vec<SealedBatch>,
         view: &View,
-        calls: CallsHeld,
-        history: History,
     ) -> Slot {
         let role = tandem_node::BackupRole::on_segment(
             receiver_config(view),
@@ -540,7 +515,7 @@ impl World {
             read_settings(),
             question_first(self.nodes[index_of(node)].role_epoch + 1),
         );
-        Slot::Backup(Box::new(BackupRole::new(role, calls, history)))
+        Slot::Backup(Box::new(role))
     }
 
     /// A backup role of `view` on a freshly loaded segment.
@@ -548,8 +523,7 @@ impl World {
         // A role that starts from the load does not take records rebuilt from the log.
         self.nodes[index_of(node)].recovered = None;
         let segment = loaded(&*self.model, self.segment_len);
-        let history = History::new(self.lsn_loaded);
-        self.backup_on(node, segment, view, CallsHeld::default(), history)
+        self.backup_on(node, segment, view)
     }
 
     /// A retained tail's limits, a primary's and a backup's alike (as the runtime's
@@ -615,16 +589,16 @@ impl World {
             Slot::Backup(role) => {
                 // A frozen backup has closed its primary's links; a stranger's message goes
                 // to the receiver, which fences an older view's primary.
-                if !role.role.admits(from) {
+                if !role.admits(from) {
                     return Ok(());
                 }
-                let heard = from == role.role.gate().primary();
+                let heard = from == role.gate().primary();
                 // What the log synced first, as the runtime's receiver loop before each read.
                 self.backup_hears_synced(to);
                 let Slot::Backup(role) = &mut self.nodes[index].role else {
                     unreachable!("matched above");
                 };
-                role.role.step(from, message);
+                role.step(from, message);
                 if heard {
                     self.core_mut(to).heard_from_primary();
                     let promise_ticks = self.nodes[index_of(to)].settings.lease_ticks;
@@ -721,7 +695,8 @@ impl World {
         loop {
             let redis = self.redis.is_some();
             let sabotaged = self.increment_twice(node);
-            let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
+            let state = &mut self.nodes[index_of(node)];
+            let Slot::Primary(role) = &mut state.role else {
                 return Ok(());
             };
             let Some((client, seq, sim_call)) = role.inbox.front() else {
@@ -758,14 +733,14 @@ impl World {
             match ran {
                 Ran::Stalled => return Ok(()),
                 Ran::Committed { call, .. } => {
-                    if !role.calls.insert(call) {
+                    if !state.ledger.calls.insert(call) {
                         return Err(format!(
                             "tick {}: node {node} committed call {call:?} twice",
                             self.now / MICROS_PER_TICK
                         ));
                     }
                     if redis {
-                        role.history.push(call, time_ms);
+                        state.ledger.history.push(call, time_ms);
                     }
                 }
                 Ran::Duplicate { .. } => self.report.duplicates_answered += 1,
@@ -830,7 +805,8 @@ impl World {
         };
         let interval_ms = redis.periodic_interval_ms;
         let now_ms = self.clock_ms();
-        let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
+        let state = &mut self.nodes[index_of(node)];
+        let Slot::Primary(role) = &mut state.role else {
             return Ok(());
         };
         if now_ms < role.periodic_due_ms {
@@ -841,23 +817,20 @@ impl World {
         if role.role.run_periodic(ClientConn::PERIODIC).is_none() {
             return Ok(());
         }
-        role.history.push(CallId::default(), now_ms);
+        state.ledger.history.push(CallId::default(), now_ms);
         role.role.flush();
         self.report.sweeps += 1;
         self.check_bounded(node)
     }
 
-    pub(super) fn collect_primary(&mut self, node: NodeId) -> Result<(), String> {
-        let authoritative_view = self.view_latest.number;
-        let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
-            return Ok(());
+    /// Notes the transfers primary `node` sends and, under the Redis model, what history
+    /// each transfer and each batch carries, for the backups' checks.
+    fn remember_what_leaves(&mut self, node: NodeId, ready: &mut RoleReady<ClientConn>) {
+        let state = &self.nodes[index_of(node)];
+        let Slot::Primary(role) = &state.role else {
+            unreachable!("a primary's ready");
         };
-        let mut ready = std::mem::take(&mut role.ready);
-        role.role.take_ready(&mut ready);
-        // The log first: the batches' records are the node's from now on (the runtime's
-        // executor hands `to_log` to its log at the start of `dispatch`).
-        let to_log = std::mem::take(&mut ready.replication.to_log);
-        let sync_wanted = ready.replication.sync_wanted.take();
+        let history = &state.ledger.history;
         for (to, sent) in ready.transfers_sent.drain(..) {
             self.trace.note(
                 self.now,
@@ -874,7 +847,7 @@ impl World {
                 redis
                     .transfers
                     .entry(key)
-                    .or_insert_with(|| role.history.prefix(sent.lsn));
+                    .or_insert_with(|| history.prefix(sent.lsn));
             }
         }
         if let Some(redis) = self.redis.as_mut() {
@@ -884,10 +857,28 @@ impl World {
                     redis
                         .batches
                         .entry(key)
-                        .or_insert_with(|| role.history.range(lsn_base, lsn_last).to_vec());
+                        .or_insert_with(|| history.range(lsn_base, lsn_last).to_vec());
                 }
             }
         }
+    }
+
+    pub(super) fn collect_primary(&mut self, node: NodeId) -> Result<(), String> {
+        let authoritative_view = self.view_latest.number;
+        let state = &mut self.nodes[index_of(node)];
+        let Slot::Primary(role) = &mut state.role else {
+            return Ok(());
+        };
+        let mut ready = std::mem::take(&mut role.ready);
+        role.role.take_ready(&mut ready);
+        // The log first: the batches' records are the node's from now on (the runtime's
+        // executor hands `to_log` to its log at the start of `dispatch`).
+        let to_log = std::mem::take(&mut ready.replication.to_log);
+        let sync_wanted = ready.replication.sync_wanted.take();
+        self.remember_what_leaves(node, &mut ready);
+        let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
+            unreachable!("matched above");
+        };
         let tick_now = role.primary().tick_count();
         let view = role.primary().view();
         // Released under a lease that ran out before it could leave (a paused primary replays
@@ -1050,10 +1041,11 @@ impl World {
                 }
                 AnswerKind::Refused { .. } => unreachable!("a refusal is not sent"),
             };
-            let witness = match &self.nodes[index_of(node)].role {
-                Slot::Primary(role) if self.redis.is_some() => Witness {
+            let state = &self.nodes[index_of(node)];
+            let witness = match &state.role {
+                Slot::Primary(_) if self.redis.is_some() => Witness {
                     ran_at_ms,
-                    chain: role.history.chain_at(lsn),
+                    chain: state.ledger.history.chain_at(lsn),
                     power_losses,
                 },
                 _ => Witness {
@@ -1118,10 +1110,10 @@ impl World {
         let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
             return Ok(());
         };
-        if !role.role.has_reads_or_held() {
+        if !role.has_reads_or_held() {
             return Ok(());
         }
-        role.role.expire_reads(now);
+        role.expire_reads(now);
         self.collect_backup(node)
     }
 
@@ -1129,7 +1121,8 @@ impl World {
     /// answered answered, what its log must hold ordered.
     pub(super) fn collect_backup(&mut self, node: NodeId) -> Result<(), String> {
         let now = self.now;
-        let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
+        let state = &mut self.nodes[index_of(node)];
+        let Slot::Backup(role) = &mut state.role else {
             return Ok(());
         };
         let mut ready = BackupReady::default();
@@ -1137,12 +1130,12 @@ impl World {
             node,
             now,
             redis: self.redis.as_deref(),
-            calls: &mut role.calls,
-            history: &mut role.history,
+            calls: &mut state.ledger.calls,
+            history: &mut state.ledger.history,
             transfers: &mut self.report.transfers,
             applying: None,
         };
-        let turned = role.role.turn(now, &*self.model, &mut checks, &mut ready);
+        let turned = role.turn(now, &*self.model, &mut checks, &mut ready);
         turned.map_err(|err| match err {
             BackupTurnError::Apply(err) => format!("node {node} cannot apply a batch: {err}"),
             BackupTurnError::Install(err) => {
@@ -1152,10 +1145,10 @@ impl World {
         })?;
         let ever = self
             .received_ever
-            .entry((node, role.role.gate().primary()))
+            .entry((node, role.gate().primary()))
             .or_insert((0, 0));
-        ever.0 = ever.0.max(role.role.receiver().core().lsn_received());
-        ever.1 = ever.1.max(role.role.applier().lsn_applied());
+        ever.0 = ever.0.max(role.receiver().core().lsn_received());
+        ever.1 = ever.1.max(role.applier().lsn_applied());
         for (to, message) in ready.messages.drain(..) {
             self.send(node, to, Wire::Replication(message));
         }
@@ -1276,8 +1269,8 @@ impl Roles for SimRoles<'_> {
                 view: role.primary().view(),
             },
             Slot::Backup(role) => RoleHeld::Backup {
-                view: role.role.gate().view(),
-                primary: role.role.gate().primary(),
+                view: role.gate().view(),
+                primary: role.gate().primary(),
             },
         }
     }
@@ -1291,7 +1284,7 @@ impl Roles for SimRoles<'_> {
 
     fn freeze(&mut self) -> u64 {
         match &mut self.world.nodes[index_of(self.node)].role {
-            Slot::Backup(role) => role.role.freeze(),
+            Slot::Backup(role) => role.freeze(),
             _ => unreachable!("only a backup is frozen"),
         }
     }
@@ -1301,20 +1294,20 @@ impl Roles for SimRoles<'_> {
         let Slot::Backup(role) = &state.role else {
             unreachable!("asked of a frozen backup");
         };
-        let core = role.role.receiver().core();
+        let core = role.receiver().core();
         tandem_node::lsn_synced_bound(state.log.lsn_durable(), core.lsn_synced_told())
     }
 
     fn diverged(&self) -> bool {
         match &self.world.nodes[index_of(self.node)].role {
-            Slot::Backup(role) => role.role.applier().is_diverged(),
+            Slot::Backup(role) => role.applier().is_diverged(),
             _ => false,
         }
     }
 
     fn lsn_before_rewind(&self) -> Option<u64> {
         match &self.world.nodes[index_of(self.node)].role {
-            Slot::Backup(role) => role.role.applier().lsn_before_rewind(),
+            Slot::Backup(role) => role.applier().lsn_before_rewind(),
             _ => None,
         }
     }

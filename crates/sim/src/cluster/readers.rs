@@ -165,7 +165,7 @@ impl World {
         let needs = Needs::of(consistency, |staleness_ms| {
             now.saturating_sub(u64::from(staleness_ms) * 1_000)
         });
-        role.role.read(WaitingRead {
+        role.read(WaitingRead {
             seq,
             proc_id: call.proc_id.0,
             min_lsn,
