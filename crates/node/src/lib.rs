@@ -20,6 +20,9 @@
 //!   still holds.
 //! - [`Supervisor`] owns the node's cluster core and role rule and carries their outputs out
 //!   through the driver's [`Roles`], in one documented order (see its module).
+//! - [`carry_out`] is the table of what a node does with its role and records to follow a
+//!   committed view, for each transition from each role; a driver holds the roles
+//!   ([`Carrier`]).
 //! - [`RoleRule`] is the order in which a node follows a committed view into a role
 //!   (`tandem_cluster::role` decides which), and whether it restarted without its memory.
 //!
@@ -28,6 +31,7 @@
 
 mod backup;
 mod backup_role;
+mod carry_out;
 mod checkpoint;
 mod gate;
 mod log;
@@ -41,6 +45,7 @@ pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin
 pub use backup_role::{
     BackupReady, BackupRole, BackupTurnError, BackupWatch, ReadSettings, Unwatched,
 };
+pub use carry_out::{Carrier, CarryNote, Records, Slot, carry_out};
 pub use checkpoint::{Checkpointer, PAGES_PER_STEP};
 pub use gate::GateRule;
 pub use log::{

@@ -97,7 +97,7 @@ use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, BackupReady, BackupTurnError, BackupWatch, Call, DriveError,
+    Answer, AnswerKind, ApplierRole, BackupReady, CarryNote, Carrier, Records, BackupTurnError, BackupWatch, Call, DriveError,
     GateRule, LogOrder, Needs, Notice, Observed, Ran, ReadAnswer, ReadSettings, ReceiverRole,
     Recovered, Refusal, RoleHeld, RoleReady, RoleRule, Roles, Supervisor, WaitingRead,
 };
@@ -542,11 +542,7 @@ fn read_settings() -> ReadSettings {
 }
 
 /// The role a node's data plane runs, as the runtime's supervisor holds it in its slot.
-enum Slot {
-    Outside,
-    Primary(Box<PrimaryRole>),
-    Backup(Box<BackupRole>),
-}
+type Slot = tandem_node::Slot<Box<PrimaryRole>, Box<BackupRole>>;
 
 struct Node {
     id: NodeId,

@@ -173,194 +173,15 @@ impl World {
             self.collect_primary(node)?;
             return Ok(true);
         }
-        // The records' ledger follows them into the next role, or starts afresh with them.
-        let mut ledger = std::mem::replace(&mut self.nodes[index].ledger, Ledger::none());
-        let next = match (transition, role) {
-            (Transition::StayPrimary, Slot::Primary(mut role)) => {
-                let installed = role
-                    .role
-                    .install_view(view.number, &view.backups, &view.spares);
-                assert!(installed, "a primary that stays learns a newer view");
-                Slot::Primary(role)
-            }
-            (
-                Transition::Promote {
-                    lsn,
-                    lease_owed_ticks,
-                },
-                Slot::Backup(role),
-            ) => {
-                let handover = role
-                    .handover(lsn)
-                    .map_err(|err| format!("node {node} cannot take over: {err}"))?;
-                // A rewound member promoted from the records it held before the rewind takes
-                // them back, and their entries with them.
-                if self.redis.is_some() {
-                    ledger.history.set_lsn(handover.segment.lsn());
-                }
-                // The checksums of records above the truncate LSN described a history the
-                // new view discards.
-                self.checksums.split_off(&(lsn + 1));
-                let mut primary = Primary::resume(self.primary_config(view), lsn, handover.batches);
-                if let Some(lsn) = tandem_node::lsn_released_at_promotion(view) {
-                    primary.released_at_most(lsn);
-                }
-                primary.hold_releases(lease_owed_ticks);
-                if lease_owed_ticks > 0 {
-                    self.report.lease_waits += 1;
-                }
-                let store = Store::open(handover.segment, self.model.replica());
-                let role = tandem_node::PrimaryRole::new(store, primary);
-                Slot::Primary(Box::new(PrimaryRole::new(role)))
-            }
-            // A restarted node promoted from the records its log gave back (every node of
-            // the group crashed), as the runtime's.
-            (
-                Transition::Promote {
-                    lsn,
-                    lease_owed_ticks,
-                },
-                Slot::Outside,
-            ) => {
-                let Some((segment, history)) = self.nodes[index].recovered.take() else {
-                    unreachable!("only records recovered are promoted from outside");
-                };
-                assert_eq!(segment.lsn(), lsn, "promoted from the LSN it reported");
-                self.note(format!(
-                    "node {node}: primary of view {} from the records its log gave back (LSN \
-                     {lsn})",
-                    view.number
-                ));
-                self.report.recovered_followed += 1;
-                self.report.recovered_promoted += 1;
-                self.checksums.split_off(&(lsn + 1));
-                let calls = CallsHeld::from_dedup(&segment, self.clients.len());
-                ledger = Ledger { calls, history };
-                let mut primary = Primary::resume(self.primary_config(view), lsn, Vec::new());
-                if let Some(lsn) = tandem_node::lsn_released_at_promotion(view) {
-                    primary.released_at_most(lsn);
-                }
-                primary.hold_releases(lease_owed_ticks);
-                if lease_owed_ticks > 0 {
-                    self.report.lease_waits += 1;
-                }
-                let store = Store::open(segment, self.model.replica());
-                let role = tandem_node::PrimaryRole::new(store, primary);
-                Slot::Primary(Box::new(PrimaryRole::new(role)))
-            }
-            (Transition::StartPrimary, _) => {
-                // A role that starts from the load does not take records rebuilt from the log.
-                self.nodes[index].recovered = None;
-                let primary = Primary::new(self.primary_config(view), self.lsn_loaded);
-                let segment = loaded(&*self.model, self.segment_len);
-                let store = Store::open(segment, self.model.replica());
-                let role = tandem_node::PrimaryRole::new(store, primary);
-                ledger = Ledger::of(History::new(self.lsn_loaded));
-                Slot::Primary(Box::new(PrimaryRole::new(role)))
-            }
-            (Transition::StayBackup, Slot::Backup(mut role)) => {
-                // A new view reopens a backup frozen in the old one.
-                role.stay(view.number, view.primary);
-                Slot::Backup(role)
-            }
-            // A restarted node follows the view from the records its log gave back
-            // (`RoleRule::with_recovered`), as the runtime's `take_recovered`.
-            (Transition::StayBackup | Transition::Follow { .. }, Slot::Outside) => {
-                let Some((segment, history)) = self.nodes[index].recovered.take() else {
-                    unreachable!("only records recovered are followed from outside");
-                };
-                self.note(format!(
-                    "node {node}: follows view {} from the records its log gave back (LSN {})",
-                    view.number,
-                    segment.lsn()
-                ));
-                self.report.recovered_followed += 1;
-                let calls = CallsHeld::from_dedup(&segment, self.clients.len());
-                ledger = Ledger { calls, history };
-                self.backup_on(node, segment, view)
-            }
-            (Transition::Follow { lsn }, Slot::Backup(role)) => {
-                self.follow_by_handover(node, *role, lsn, view)?
-            }
-            (Transition::Follow { lsn }, Slot::Primary(role)) => {
-                // A deposed primary named a member at once, with nothing above the truncate
-                // LSN: its records, and the calls in them, stand.
-                let segment = role.role.into_segment();
-                assert_eq!(segment.lsn(), lsn, "it follows from its last commit");
-                self.backup_on(node, segment, view)
-            }
-            (Transition::Rejoin { lsn, discarded }, role) => {
-                let (mut segment, mut history) = match role {
-                    Slot::Primary(role) => (role.role.into_segment(), ledger.history),
-                    Slot::Backup(role) => {
-                        let segment = role
-                            .handover(lsn + discarded)
-                            .map_err(|err| format!("node {node} cannot rejoin: {err}"))?
-                            .segment;
-                        (segment, ledger.history)
-                    }
-                    Slot::Outside => match self.nodes[index].recovered.take() {
-                        // Records its log gave back, rewound to the truncate LSN.
-                        Some((segment, history)) => {
-                            self.report.recovered_followed += 1;
-                            (segment, history)
-                        }
-                        None => unreachable!("a rejoin from outside takes recovered records"),
-                    },
-                };
-                self.note(format!(
-                    "node {node}: takes back {discarded} records above LSN {lsn}"
-                ));
-                // Where its log can end: below `lsn` if a logged image spans it.
-                let lsn = self.log_align_rejoin(node, lsn).min(segment.lsn());
-                if tandem_node::rewind_to_rejoin(&mut segment, lsn) {
-                    self.report.rejoins += 1;
-                    if self.redis.is_some() {
-                        history.set_lsn(lsn);
-                    }
-                    // The calls of the records taken back may run again in the new history;
-                    // those in the transfer are not seen (as after a reload).
-                    ledger = Ledger::of(history);
-                    self.backup_on(node, segment, view)
-                } else {
-                    ledger = Ledger::of(History::new(self.lsn_loaded));
-                    self.reloaded(node, view)
-                }
-            }
-            (Transition::Reload { discarded }, _) => {
-                if discarded > 0 {
-                    self.note(format!("node {node}: discards {discarded} records"));
-                }
-                ledger = Ledger::of(History::new(self.lsn_loaded));
-                self.reloaded(node, view)
-            }
-            // A deposed primary keeps its records as a backup of its own reign, frozen.
-            (Transition::StandBy, Slot::Primary(role)) => {
-                let role = role.role;
-                let view_held = role.primary().view();
-                let segment = role.into_segment();
-                let lsn = segment.lsn();
-                let config = ReceiverConfig {
-                    view: view_held,
-                    primary: node,
-                    ..receiver_config(view)
-                };
-                let mut gate = GateRule::new(view_held, node);
-                gate.freeze();
-                let role = tandem_node::BackupRole::new(
-                    gate,
-                    ReceiverRole::new(config, lsn, lsn),
-                    ApplierRole::active(segment, Vec::new(), self.tail_limits()),
-                    read_settings(),
-                    question_first(self.nodes[index].role_epoch + 1),
-                );
-                Slot::Backup(Box::new(role))
-            }
-            // Frozen already (the supervisor froze it before deciding): it keeps its records.
-            (Transition::StandBy, role @ Slot::Backup(_)) => role,
-            (Transition::StepDown | Transition::Wait, _) => Slot::Outside,
-            (transition, _) => unreachable!("{transition:?} from a role it does not apply to"),
+        let mut carrier = SimCarrier {
+            world: self,
+            node,
+            failure: None,
         };
+        let next = tandem_node::carry_out(&mut carrier, transition, role, view);
+        if let Some(failure) = carrier.failure {
+            return Err(failure);
+        }
         let promoted = matches!(transition, Transition::Promote { .. });
         let new_role = !matches!(
             transition,
@@ -410,7 +231,7 @@ impl World {
         }
         let serving = !matches!(next, Slot::Outside);
         if !serving {
-            ledger = Ledger::none();
+            self.nodes[index].ledger = Ledger::none();
         }
         if self.redis.is_some() {
             let lsn = match &next {
@@ -419,12 +240,11 @@ impl World {
                 Slot::Outside => 0,
             };
             assert_eq!(
-                ledger.history.lsn(),
+                self.nodes[index].ledger.history.lsn(),
                 lsn,
                 "node {node}'s history follows its segment"
             );
         }
-        self.nodes[index].ledger = ledger;
         // Where the role's records end: a backup kept across the view (`Follow` of the same
         // role) may hold received batches its applier has not applied yet, which its log
         // holds already (Redis seed 438 aligned at the applied LSN, cut them, and the next
@@ -470,28 +290,6 @@ impl World {
             Slot::Outside => {}
         }
         Ok(serving)
-    }
-
-    /// Backup `role` of node `node` follows `view` from `lsn`, as the runtime's does: its
-    /// applier hands the segment and the retained tail over at the LSN, and a new backup role
-    /// starts from them.
-    fn follow_by_handover(
-        &self,
-        node: NodeId,
-        role: BackupRole,
-        lsn: u64,
-        view: &View,
-    ) -> Result<Slot, String> {
-        let handover = role
-            .handover(lsn)
-            .map_err(|err| format!("node {node} cannot follow view {}: {err}", view.number))?;
-        assert_eq!(
-            handover.segment.lsn(),
-            lsn,
-            "handed over at the LSN followed"
-        );
-        let tail = handover.batches;
-        Ok(self.backup_on_tail(node, handover.segment, tail, view))
     }
 
     /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound).
@@ -1337,5 +1135,206 @@ impl Roles for SimRoles<'_> {
             }
             _ => {}
         }
+    }
+}
+
+/// Node `node`'s roles as values, for the carry-out table: the simulator's checkers follow
+/// the records (its ledger, its log, its reports) as the table moves them.
+struct SimCarrier<'a> {
+    world: &'a mut World,
+    node: NodeId,
+    /// Why the run fails: a handover refused, which no correct node asks for.
+    failure: Option<String>,
+}
+
+impl SimCarrier<'_> {
+    fn state(&mut self) -> &mut Node {
+        &mut self.world.nodes[index_of(self.node)]
+    }
+}
+
+impl Carrier for SimCarrier<'_> {
+    type Primary = Box<PrimaryRole>;
+    type Backup = Box<BackupRole>;
+    type HandoverError = tandem_node::HandoverError;
+    type LoadError = std::convert::Infallible;
+
+    fn primary_view(&self, primary: &Self::Primary) -> u64 {
+        primary.primary().view()
+    }
+
+    fn stay_primary(&mut self, mut primary: Self::Primary, view: &View) -> Slot {
+        let installed = primary
+            .role
+            .install_view(view.number, &view.backups, &view.spares);
+        assert!(installed, "a primary that stays learns a newer view");
+        Slot::Primary(primary)
+    }
+
+    fn stay_backup(&mut self, mut backup: Self::Backup, view: &View) -> Self::Backup {
+        // A new view reopens a backup frozen in the old one.
+        backup.stay(view.number, view.primary);
+        backup
+    }
+
+    fn hand_over(
+        &mut self,
+        backup: Self::Backup,
+        lsn: u64,
+    ) -> Result<tandem_node::Handover, Self::HandoverError> {
+        let handover = backup.handover(lsn)?;
+        // A rewound member promoted from the records it held before the rewind takes them
+        // back, and their entries with them.
+        if self.world.redis.is_some() {
+            let lsn = handover.segment.lsn();
+            self.state().ledger.history.set_lsn(lsn);
+        }
+        Ok(handover)
+    }
+
+    fn give_back(&mut self, primary: Self::Primary, _: &View) -> Option<Segment> {
+        Some(primary.role.into_segment())
+    }
+
+    fn stop(&mut self, _: Slot, _: &View, discarded: u64) {
+        if discarded > 0 {
+            let node = self.node;
+            self.world
+                .note(format!("node {node}: discards {discarded} records"));
+        }
+    }
+
+    fn take_recovered(&mut self) -> Option<Segment> {
+        let clients = self.world.clients.len();
+        let (segment, history) = self.state().recovered.take()?;
+        let calls = CallsHeld::from_dedup(&segment, clients);
+        self.state().ledger = Ledger { calls, history };
+        self.world.report.recovered_followed += 1;
+        Some(segment)
+    }
+
+    fn load(&mut self) -> Result<Segment, Self::LoadError> {
+        // A role that starts from the load does not take records rebuilt from the log.
+        let lsn_loaded = self.world.lsn_loaded;
+        let state = self.state();
+        state.recovered = None;
+        state.ledger = Ledger::of(History::new(lsn_loaded));
+        Ok(loaded(&*self.world.model, self.world.segment_len))
+    }
+
+    fn rewound(&mut self, mut segment: Segment, lsn: u64) -> Option<Segment> {
+        // Where its log can end: below `lsn` if a logged image spans it.
+        let lsn = self.world.log_align_rejoin(self.node, lsn).min(segment.lsn());
+        if !tandem_node::rewind_to_rejoin(&mut segment, lsn) {
+            return None;
+        }
+        self.world.report.rejoins += 1;
+        let redis = self.world.redis.is_some();
+        let ledger = &mut self.state().ledger;
+        if redis {
+            ledger.history.set_lsn(lsn);
+        }
+        // The calls of the records taken back may run again in the new history; those in
+        // the transfer are not seen (as after a reload).
+        ledger.calls = CallsHeld::default();
+        Some(segment)
+    }
+
+    fn start_primary(
+        &mut self,
+        segment: Segment,
+        tail: Vec<SealedBatch>,
+        view: &View,
+        lease_owed_ticks: u64,
+        records: Records,
+    ) -> Slot {
+        let world = &mut *self.world;
+        let node = self.node;
+        let lsn = segment.lsn();
+        let primary = if records == Records::Loaded {
+            Primary::new(world.primary_config(view), world.lsn_loaded)
+        } else {
+            if records == Records::Recovered {
+                world.note(format!(
+                    "node {node}: primary of view {} from the records its log gave back (LSN \
+                     {lsn})",
+                    view.number
+                ));
+                world.report.recovered_promoted += 1;
+            }
+            // The checksums of records above the truncate LSN described a history the new
+            // view discards.
+            world.checksums.split_off(&(lsn + 1));
+            let mut primary = Primary::resume(world.primary_config(view), lsn, tail);
+            if let Some(lsn) = tandem_node::lsn_released_at_promotion(view) {
+                primary.released_at_most(lsn);
+            }
+            primary.hold_releases(lease_owed_ticks);
+            if lease_owed_ticks > 0 {
+                world.report.lease_waits += 1;
+            }
+            primary
+        };
+        let store = Store::open(segment, world.model.replica());
+        let role = tandem_node::PrimaryRole::new(store, primary);
+        Slot::Primary(Box::new(PrimaryRole::new(role)))
+    }
+
+    fn start_backup(
+        &mut self,
+        segment: Segment,
+        tail: Vec<SealedBatch>,
+        view: &View,
+        records: Records,
+    ) -> Slot {
+        if records == Records::Recovered {
+            let node = self.node;
+            self.world.note(format!(
+                "node {node}: follows view {} from the records its log gave back (LSN {})",
+                view.number,
+                segment.lsn()
+            ));
+        }
+        self.world.backup_on_tail(self.node, segment, tail, view)
+    }
+
+    fn start_frozen_backup(&mut self, segment: Segment, view_held: u64, view: &View) -> Slot {
+        let node = self.node;
+        let lsn = segment.lsn();
+        let config = ReceiverConfig {
+            view: view_held,
+            primary: node,
+            ..receiver_config(view)
+        };
+        let mut gate = GateRule::new(view_held, node);
+        gate.freeze();
+        let role = tandem_node::BackupRole::new(
+            gate,
+            ReceiverRole::new(config, lsn, lsn),
+            ApplierRole::active(segment, Vec::new(), self.world.tail_limits()),
+            read_settings(),
+            question_first(self.state().role_epoch + 1),
+        );
+        Slot::Backup(Box::new(role))
+    }
+
+    fn reload_backup(&mut self, view: &View) -> Slot {
+        let lsn_loaded = self.world.lsn_loaded;
+        self.state().ledger = Ledger::of(History::new(lsn_loaded));
+        self.world.reloaded(self.node, view)
+    }
+
+    /// A simulated load is instant: nothing to start early.
+    fn load_spare(&mut self) {}
+
+    /// A simulated node is never waiting for a load: it always asks to join at once.
+    fn join_with_records(&mut self) {}
+
+    fn note(&mut self, note: CarryNote<'_>) {
+        let node = self.node;
+        if let CarryNote::HandoverRefused { error } = &note {
+            self.failure = Some(format!("node {node} cannot hand its records over: {error}"));
+        }
+        self.world.note(format!("node {node}: {note}"));
     }
 }
