@@ -44,7 +44,9 @@ use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
 use crate::scripts::Scripts;
 use crate::{Checksum, NodeStatus, StartError};
 use serde::Serialize;
-use tandem_node::{DriveError, Notice, Observed, RoleHeld, RoleRule};
+use tandem_node::{
+    Carrier, CarryNote, DriveError, Handover, Notice, Observed, Records, RoleHeld, RoleRule,
+};
 
 /// A cluster message in a few words, for the trace lines.
 fn brief(message: &ClusterMessage) -> String {
@@ -58,15 +60,7 @@ fn brief(message: &ClusterMessage) -> String {
 const TICKS_REPLAYED_MAX: u32 = 2;
 
 /// What this node currently is in its group.
-#[derive(Debug, Default)]
-enum Slot {
-    #[default]
-    Outside,
-    Primary(PrimaryHandle),
-    /// The backup role, which serves the view's backups and spares alike (a spare's acks count
-    /// for no rule until a view makes it a backup).
-    Backup(BackupHandle),
-}
+type Slot = tandem_node::Slot<PrimaryHandle, BackupHandle>;
 
 /// What `/status` says of this node's place in the cluster.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -794,7 +788,7 @@ impl tandem_node::Roles for RuntimeRoles {
 
     fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, Self::Error> {
         let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
-        let next = self.make(transition, slot, view);
+        let next = tandem_node::carry_out(self, transition, slot, view);
         let serving = !matches!(next, Slot::Outside);
         self.heard_since_role.clear();
         *self.slot.lock().expect("not poisoned") = next;
@@ -835,6 +829,148 @@ impl tandem_node::Roles for RuntimeRoles {
     }
 }
 
+/// The node's roles as threads, for the carry-out table: each operation starts, stops or
+/// changes a role's threads.
+impl Carrier for RuntimeRoles {
+    type Primary = PrimaryHandle;
+    type Backup = BackupHandle;
+    type HandoverError = crate::HandoverFailure;
+    type LoadError = StartError;
+
+    fn primary_view(&self, primary: &PrimaryHandle) -> u64 {
+        primary.view()
+    }
+
+    fn stay_primary(&mut self, handle: PrimaryHandle, view: &View) -> Slot {
+        let members = self.role_view(view);
+        let installed = handle.inbound.send(primary::Inbound::View {
+            view: view.number,
+            backups: members.backups,
+            spares: members.spares,
+            addresses: members.addresses,
+        });
+        if installed.is_err() {
+            // The executor is gone (it panicked): the node serves nothing, and the backups
+            // replace it once they suspect it.
+            tracing::error!(
+                "node {}: the primary role's executor stopped; it cannot take view {}",
+                self.node(),
+                view.number
+            );
+            crate::join_or_say("the primary's executor", handle.executor);
+            return Slot::Outside;
+        }
+        Slot::Primary(handle)
+    }
+
+    fn stay_backup(&mut self, handle: BackupHandle, view: &View) -> BackupHandle {
+        handle.gate().set_view(view.number, view.primary);
+        handle
+    }
+
+    fn hand_over(
+        &mut self,
+        handle: BackupHandle,
+        lsn: u64,
+    ) -> Result<Handover, crate::HandoverFailure> {
+        handle.handover(lsn)
+    }
+
+    fn give_back(&mut self, handle: PrimaryHandle, view: &View) -> Option<Segment> {
+        self.depose(handle, view)
+    }
+
+    fn stop(&mut self, slot: Slot, view: &View, discarded: u64) {
+        RuntimeRoles::stop(self, slot, view, discarded);
+    }
+
+    fn take_recovered(&mut self) -> Option<Segment> {
+        self.recovered_segment()
+    }
+
+    fn load(&mut self) -> Result<Segment, StartError> {
+        self.fresh_segment()
+    }
+
+    fn rewound(&mut self, segment: Segment, lsn: u64) -> Option<Segment> {
+        self.rewound_to_rejoin(segment, lsn)
+    }
+
+    fn start_primary(
+        &mut self,
+        segment: Segment,
+        tail: Vec<SealedBatch>,
+        view: &View,
+        lease_owed_ticks: u64,
+        records: Records,
+    ) -> Slot {
+        let (me, lsn) = (self.node(), segment.lsn());
+        match records {
+            Records::Loaded => {}
+            Records::Recovered => tracing::info!(
+                view = view.number,
+                lsn,
+                "node {me}: primary of view {} from LSN {lsn}, rebuilt from its log",
+                view.number
+            ),
+            Records::Kept | Records::Rewound => tracing::info!(
+                view = view.number,
+                lsn,
+                "node {me}: primary of view {} from LSN {lsn}",
+                view.number
+            ),
+        }
+        self.spawn_primary(segment, tail, view, lease_owed_ticks)
+    }
+
+    fn start_backup(
+        &mut self,
+        segment: Segment,
+        tail: Vec<SealedBatch>,
+        view: &View,
+        _: Records,
+    ) -> Slot {
+        if self.trace {
+            tracing::trace!(
+                "node {}: follows node {} from LSN {}",
+                self.node(),
+                view.primary,
+                segment.lsn()
+            );
+        }
+        self.spawn_backup(segment, tail, view)
+    }
+
+    fn start_frozen_backup(&mut self, segment: Segment, view_held: u64, _: &View) -> Slot {
+        let gate = Gate::frozen(view_held, self.node());
+        self.spawn_backup_gated(segment, Vec::new(), gate)
+    }
+
+    fn reload_backup(&mut self, view: &View) -> Slot {
+        self.fresh_backup(view)
+    }
+
+    fn load_spare(&mut self) {
+        self.start_loading_spare();
+    }
+
+    fn join_with_records(&mut self) {
+        self.loaded = Some(true);
+    }
+
+    fn note(&mut self, note: CarryNote<'_>) {
+        let me = self.node();
+        match note {
+            CarryNote::HandoverRefused { .. } | CarryNote::LoadFailed { .. } => {
+                tracing::warn!("node {me}: {note}");
+            }
+            CarryNote::TakesBack { .. } | CarryNote::CannotRewind { .. } => {
+                tracing::info!("node {me}: {note}");
+            }
+        }
+    }
+}
+
 impl RuntimeRoles {
     fn node(&self) -> NodeId {
         self.config.node_id
@@ -872,208 +1008,10 @@ impl RuntimeRoles {
     }
 
     /// Carries out `transition` from the role in `slot`.
-    fn make(&mut self, transition: Transition, slot: Slot, view: &View) -> Slot {
-        let me = self.node();
-        match (transition, slot) {
-            (Transition::StayPrimary, Slot::Primary(handle)) => {
-                let members = self.role_view(view);
-                let installed = handle.inbound.send(primary::Inbound::View {
-                    view: view.number,
-                    backups: members.backups,
-                    spares: members.spares,
-                    addresses: members.addresses,
-                });
-                if installed.is_err() {
-                    // The executor is gone (it panicked): the node serves nothing, and the
-                    // backups replace it once they suspect it.
-                    tracing::error!(
-                        "node {me}: the primary role's executor stopped; it cannot take view {}",
-                        view.number
-                    );
-                    crate::join_or_say("the primary's executor", handle.executor);
-                    return Slot::Outside;
-                }
-                Slot::Primary(handle)
-            }
-            (
-                Transition::Promote {
-                    lsn,
-                    lease_owed_ticks,
-                },
-                Slot::Backup(handle),
-            ) => {
-                let handover = match handle.handover(lsn) {
-                    Ok(handover) => handover,
-                    Err(err) => {
-                        tracing::error!("node {me}: cannot take over: {err}");
-                        return Slot::Outside;
-                    }
-                };
-                tracing::info!(
-                    view = view.number,
-                    lsn,
-                    "node {me}: primary of view {} from LSN {lsn}",
-                    view.number
-                );
-                self.start_primary(handover.segment, handover.batches, view, lease_owed_ticks)
-            }
-            // A restarted node promoted from the records its log gave back (every node of
-            // the group lost power): it serves them as they are, the truncate LSN.
-            (
-                Transition::Promote {
-                    lsn,
-                    lease_owed_ticks,
-                },
-                Slot::Outside,
-            ) => {
-                let Some(segment) = self.take_recovered() else {
-                    unreachable!("only records recovered are promoted from outside");
-                };
-                assert_eq!(segment.lsn(), lsn, "promoted from the LSN it reported");
-                tracing::info!(
-                    view = view.number,
-                    lsn,
-                    "node {me}: primary of view {} from LSN {lsn}, rebuilt from its log",
-                    view.number
-                );
-                self.start_primary(segment, Vec::new(), view, lease_owed_ticks)
-            }
-            (Transition::StartPrimary, _) => match self.fresh_segment() {
-                Ok(segment) => self.start_primary(segment, Vec::new(), view, 0),
-                Err(err) => {
-                    tracing::warn!("node {me}: {err}");
-                    Slot::Outside
-                }
-            },
-            (Transition::StayBackup, Slot::Backup(handle)) => {
-                handle.gate().set_view(view.number, view.primary);
-                Slot::Backup(handle)
-            }
-            // A restarted node follows the view from the records its log gave back
-            // (`RoleRule::with_recovered`), kept whole or rewound to the truncate LSN.
-            (Transition::StayBackup | Transition::Follow { .. }, Slot::Outside) => {
-                match self.take_recovered() {
-                    Some(segment) => self.start_backup(segment, Vec::new(), view),
-                    None => unreachable!("only records recovered are followed from outside"),
-                }
-            }
-            (Transition::Rejoin { lsn, discarded }, Slot::Outside) => {
-                let rewound = self
-                    .take_recovered()
-                    .and_then(|segment| self.rewound_to_rejoin(segment, lsn));
-                match rewound {
-                    Some(segment) => {
-                        tracing::info!(
-                            "node {me}: takes back {discarded} records of its log above the \
-                             truncate LSN {lsn}; fetches the {} pages they changed",
-                            segment.diverged().len()
-                        );
-                        self.start_backup(segment, Vec::new(), view)
-                    }
-                    None => self.fresh_backup(view),
-                }
-            }
-            (Transition::Follow { lsn }, Slot::Backup(handle)) => match handle.handover(lsn) {
-                Ok(handover) => {
-                    if self.trace {
-                        tracing::trace!("node {me}: follows node {} from LSN {lsn}", view.primary);
-                    }
-                    self.start_backup(handover.segment, handover.batches, view)
-                }
-                Err(err) => {
-                    tracing::warn!("node {me}: cannot keep its records ({err}); reloading");
-                    self.fresh_backup(view)
-                }
-            },
-            (Transition::Follow { lsn }, slot @ Slot::Primary(_)) => {
-                // A deposed primary named a member at once, with nothing above the truncate
-                // LSN: it keeps every record.
-                match self.depose(slot, view) {
-                    Some(segment) => {
-                        assert_eq!(segment.lsn(), lsn, "it follows from its last commit");
-                        self.start_backup(segment, Vec::new(), view)
-                    }
-                    None => self.fresh_backup(view),
-                }
-            }
-            (
-                Transition::Rejoin { lsn, discarded },
-                slot @ (Slot::Primary(_) | Slot::Backup(_)),
-            ) => {
-                let segment = match slot {
-                    Slot::Primary(_) => self.depose(slot, view),
-                    Slot::Backup(handle) => match handle.handover(lsn + discarded) {
-                        Ok(handover) => Some(handover.segment),
-                        Err(err) => {
-                            tracing::warn!("node {me}: cannot keep its records ({err}); reloading");
-                            None
-                        }
-                    },
-                    Slot::Outside => unreachable!("matched as a role's above"),
-                };
-                let rewound = segment.and_then(|segment| self.rewound_to_rejoin(segment, lsn));
-                match rewound {
-                    Some(segment) => {
-                        tracing::info!(
-                            "node {me}: takes back {discarded} records above the truncate LSN \
-                             {lsn}; fetches the {} pages they changed from node {}",
-                            segment.diverged().len(),
-                            view.primary
-                        );
-                        self.start_backup(segment, Vec::new(), view)
-                    }
-                    None => {
-                        tracing::info!(
-                            "node {me}: discarded {discarded} records above the truncate LSN \
-                             {lsn}; reloading to catch up from the primary"
-                        );
-                        self.fresh_backup(view)
-                    }
-                }
-            }
-            (Transition::Reload { discarded }, slot) => {
-                self.stop(slot, view, discarded);
-                self.fresh_backup(view)
-            }
-            // Frozen already (the supervisor froze it before deciding): it keeps its records.
-            // A segment loads meanwhile in case the next view truncates them, but the node
-            // asks to join at once.
-            (Transition::StandBy, slot @ Slot::Backup(_)) => {
-                self.load_spare();
-                self.loaded = Some(true);
-                slot
-            }
-            // A deposed primary keeps its records as a frozen backup of its own reign.
-            (Transition::StandBy, slot @ Slot::Primary(_)) => {
-                let view_held = match &slot {
-                    Slot::Primary(handle) => handle.view(),
-                    _ => unreachable!("matched above"),
-                };
-                let Some(segment) = self.depose(slot, view) else {
-                    self.load_spare();
-                    return Slot::Outside;
-                };
-                let gate = Gate::frozen(view_held, me);
-                self.load_spare();
-                self.loaded = Some(true);
-                self.start_backup_gated(segment, Vec::new(), gate)
-            }
-            (Transition::StepDown, Slot::Outside) => {
-                self.load_spare();
-                Slot::Outside
-            }
-            (Transition::Wait, _) => Slot::Outside,
-            (transition, _) => unreachable!("{transition:?} from a role it does not apply to"),
-        }
-    }
-
     /// Deposes the primary role in `slot` and takes its segment back, at its last commit;
     /// `None` if its executor had stopped, or in passive mode (the segment carries the
     /// passive trace, which a backup's mirror replaces): the node then reloads.
-    fn depose(&self, slot: Slot, view: &View) -> Option<Segment> {
-        let Slot::Primary(handle) = slot else {
-            unreachable!("only a primary is deposed");
-        };
+    fn depose(&self, handle: PrimaryHandle, view: &View) -> Option<Segment> {
         let _ = handle
             .inbound
             .send(primary::Inbound::Depose { view: view.number });
@@ -1147,7 +1085,7 @@ impl RuntimeRoles {
         }
     }
 
-    fn start_primary(
+    fn spawn_primary(
         &mut self,
         segment: Segment,
         batches: Vec<SealedBatch>,
@@ -1192,13 +1130,13 @@ impl RuntimeRoles {
 
     /// Starts the backup role on `segment`, keeping `tail` (the batches it applied before, if
     /// it switched primaries) as the start of its retained tail.
-    fn start_backup(&mut self, segment: Segment, tail: Vec<SealedBatch>, view: &View) -> Slot {
-        self.start_backup_gated(segment, tail, Gate::new(view.number, view.primary))
+    fn spawn_backup(&mut self, segment: Segment, tail: Vec<SealedBatch>, view: &View) -> Slot {
+        self.spawn_backup_gated(segment, tail, Gate::new(view.number, view.primary))
     }
 
     /// Starts the backup role on `segment`, taking batches from the primary `gate` names
     /// while it is open.
-    fn start_backup_gated(&mut self, segment: Segment, tail: Vec<SealedBatch>, gate: Gate) -> Slot {
+    fn spawn_backup_gated(&mut self, segment: Segment, tail: Vec<SealedBatch>, gate: Gate) -> Slot {
         self.reads_heard = 0;
         match backup::start_role(
             &self.config,
@@ -1233,7 +1171,7 @@ impl RuntimeRoles {
             return Slot::Outside;
         }
         match self.fresh_segment() {
-            Ok(segment) => self.start_backup(segment, Vec::new(), view),
+            Ok(segment) => self.spawn_backup(segment, Vec::new(), view),
             Err(err) => {
                 tracing::warn!("node {}: {err}", self.node());
                 Slot::Outside
@@ -1254,7 +1192,7 @@ impl RuntimeRoles {
     }
 
     /// The segment rebuilt from the log at a restart, if no role has taken it.
-    fn take_recovered(&mut self) -> Option<Segment> {
+    fn recovered_segment(&mut self) -> Option<Segment> {
         match std::mem::replace(&mut self.segment_next, NextSegment::None) {
             NextSegment::Recovered(segment) => Some(segment),
             other => {
@@ -1282,7 +1220,7 @@ impl RuntimeRoles {
     /// takes long (a tenth of a second for 50 MiB), and this thread must keep answering the
     /// config store meanwhile, whose quorum may need this node. The core asks to join once
     /// the segment is ready ([`Supervisor::poll_spare`]).
-    fn load_spare(&mut self) {
+    fn start_loading_spare(&mut self) {
         if !matches!(self.segment_next, NextSegment::None) {
             return;
         }

@@ -97,9 +97,10 @@ use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, BackupReady, CarryNote, Carrier, Records, BackupTurnError, BackupWatch, Call, DriveError,
-    GateRule, LogOrder, Needs, Notice, Observed, Ran, ReadAnswer, ReadSettings, ReceiverRole,
-    Recovered, Refusal, RoleHeld, RoleReady, RoleRule, Roles, Supervisor, WaitingRead,
+    Answer, AnswerKind, ApplierRole, BackupReady, BackupTurnError, BackupWatch, Call, Carrier,
+    CarryNote, DriveError, GateRule, LogOrder, Needs, Notice, Observed, Ran, ReadAnswer,
+    ReadSettings, ReceiverRole, Records, Recovered, Refusal, RoleHeld, RoleReady, RoleRule, Roles,
+    Supervisor, WaitingRead,
 };
 use tandem_proxy::{Answer as ProxyAnswer, ProxyConn, Unit};
 use tandem_redis::RedisModel;

@@ -1224,7 +1224,10 @@ impl Carrier for SimCarrier<'_> {
 
     fn rewound(&mut self, mut segment: Segment, lsn: u64) -> Option<Segment> {
         // Where its log can end: below `lsn` if a logged image spans it.
-        let lsn = self.world.log_align_rejoin(self.node, lsn).min(segment.lsn());
+        let lsn = self
+            .world
+            .log_align_rejoin(self.node, lsn)
+            .min(segment.lsn());
         if !tandem_node::rewind_to_rejoin(&mut segment, lsn) {
             return None;
         }
