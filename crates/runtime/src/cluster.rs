@@ -881,7 +881,7 @@ impl Carrier for RuntimeRoles {
     }
 
     fn stop(&mut self, slot: Slot, view: &View, discarded: u64) {
-        RuntimeRoles::stop(self, slot, view, discarded);
+        self.stop_role(slot, view, discarded);
     }
 
     fn take_recovered(&mut self) -> Option<Segment> {
@@ -1038,7 +1038,7 @@ impl RuntimeRoles {
 
     /// Ends the role in `slot` (a backup is frozen already) and says how many of its records
     /// the new view discards.
-    fn stop(&self, slot: Slot, view: &View, discarded: u64) {
+    fn stop_role(&self, slot: Slot, view: &View, discarded: u64) {
         let truncate = view
             .truncate_lsn()
             .map_or("none".to_owned(), |lsn| lsn.to_string());

@@ -9,7 +9,7 @@
 
 mod redis_support;
 
-use redis_support::{Cluster, Conn, RedisServer, differences};
+use redis_support::{Cluster, Conn, differences};
 use tandem_redis::resp::Value;
 use tandem_redis::session::User;
 
@@ -149,13 +149,7 @@ fn acl_setuser(spec: &str) -> Vec<Vec<u8>> {
 
 #[test]
 fn users_rights_are_checked_as_redis_checks_the_same_acl() {
-    let redis = match RedisServer::start() {
-        Ok(redis) => redis,
-        Err(why) => {
-            eprintln!("skipped: no redis-server to compare with: {why}");
-            return;
-        }
-    };
+    let redis = redis_support::require_redis_server();
     let mut admin = Conn::connect(redis.address);
     for spec in USERS {
         let reply = admin.call(&acl_setuser(spec)).expect("redis answers");

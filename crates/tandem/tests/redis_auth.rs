@@ -76,10 +76,7 @@ fn a_password_is_asked_and_checked_as_redis_does() {
         RedisServer::start(),
     ) {
         (Ok(redis), Ok(open)) => (redis, open),
-        (Err(why), _) | (_, Err(why)) => {
-            eprintln!("skipped: no redis-server to compare with: {why}");
-            return;
-        }
+        (Err(why), _) | (_, Err(why)) => panic!("no redis-server to compare with: {why}"),
     };
     let cluster = Cluster::start_with("redis-auth", 1, 16, &["--requirepass", PASSWORD]);
     let expected = run(Conn::connect(redis.address));

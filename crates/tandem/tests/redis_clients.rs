@@ -10,10 +10,9 @@
 //!
 //! Then every replica's checksum must match at the same LSN. A second cluster shows what a
 //! client sees of a backup: linearizable reads (a `GET` sent to a backup right after a
-//! `SET`'s reply sees it), `EVAL_RO`, and `READONLY` for writes and blocks. Each client is skipped with a
-//! message where it is missing (`.ci/setup` installs redis-tools and the virtualenv); the
-//! cluster and the replicas' comparison run regardless. Each check is also shown failing on a
-//! planted difference.
+//! `SET`'s reply sees it), `EVAL_RO`, and `READONLY` for writes and blocks. A missing client
+//! is installed by `.ci/setup` (redis-tools, the virtualenv), or the test fails saying which
+//! is missing. Each check is also shown failing on a planted difference.
 
 mod redis_support;
 
@@ -21,7 +20,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use redis_support::{Cluster, Conn, Mismatch, judge_checksums, tool, workspace_root};
+use redis_support::{Cluster, Conn, Mismatch, judge_checksums, workspace_root};
 use serde_json::json;
 use tandem_redis::resp::Value;
 
@@ -337,8 +336,17 @@ fn redis_py_part(cluster: &Cluster, python: &PathBuf) {
     );
 }
 
-/// The virtualenv's python with redis-py, or why there is none.
+/// The virtualenv's python with redis-py (made by `.ci/setup` if it is not there yet), or why
+/// there is none.
 fn pyenv_python() -> Result<PathBuf, String> {
+    pyenv_python_made().or_else(|_| {
+        redis_support::set_up_tools();
+        pyenv_python_made()
+    })
+}
+
+/// The virtualenv's python with redis-py, if there is one.
+fn pyenv_python_made() -> Result<PathBuf, String> {
     let root = std::env::var_os("TANDEM_PYENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target/pyenv"));
@@ -361,18 +369,10 @@ fn pyenv_python() -> Result<PathBuf, String> {
 #[test]
 fn real_clients_work_against_a_three_node_cluster_and_the_replicas_match() {
     let cluster = Cluster::start("redis-clients", 3, 64);
-    match tool("redis-cli") {
-        Ok(redis_cli) => redis_cli_part(&cluster, &redis_cli),
-        Err(why) => eprintln!("skipped redis-cli: {why}"),
-    }
-    match tool("redis-benchmark") {
-        Ok(redis_benchmark) => redis_benchmark_part(&cluster, &redis_benchmark),
-        Err(why) => eprintln!("skipped redis-benchmark: {why}"),
-    }
-    match pyenv_python() {
-        Ok(python) => redis_py_part(&cluster, &python),
-        Err(why) => eprintln!("skipped redis-py: {why}"),
-    }
+    redis_cli_part(&cluster, &redis_support::require("redis-cli"));
+    redis_benchmark_part(&cluster, &redis_support::require("redis-benchmark"));
+    let python = pyenv_python().unwrap_or_else(|why| panic!("{why}"));
+    redis_py_part(&cluster, &python);
     let lsn = cluster.assert_replicas_identical();
     eprintln!("the three replicas are identical at LSN {lsn}");
 }

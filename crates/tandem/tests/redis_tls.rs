@@ -78,10 +78,7 @@ fn native_port_speaks_tls(cluster: &Cluster) {
 
 #[test]
 fn redis_cli_speaks_tls_to_the_primary_and_a_backup() {
-    if redis_support::tool("redis-cli").is_err() {
-        eprintln!("skipped: no redis-cli");
-        return;
-    }
+    redis_support::require("redis-cli");
     let cluster = Cluster::start_with("redis-tls", 2, 16, &["--tls"]);
     native_port_speaks_tls(&cluster);
     let ca = cluster.dir.join("tls/ca.pem");

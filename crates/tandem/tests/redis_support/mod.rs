@@ -1,6 +1,7 @@
 //! What the Redis tests share: a local tandem cluster serving the Redis model (`tandem up`),
-//! a throwaway `redis-server`, a small blocking RESP client, and the lookups that let a test
-//! skip, with a message, where a tool is missing (`.ci/setup` installs them).
+//! a throwaway `redis-server`, a small blocking RESP client, and the lookups of the tools the
+//! tests need: a missing one is installed by `.ci/setup` (run once per test process), and a
+//! test whose tool cannot be had fails saying which; none skips.
 
 // Each test binary that includes this module uses only part of it.
 #![allow(dead_code)]
@@ -18,13 +19,55 @@ use tandem_redis::resp::{Value, parse_reply};
 /// server that never answers fails the test with a message instead of hanging it.
 const REPLY_WAIT_MAX: Duration = Duration::from_secs(60);
 
-/// The executable `name` on `PATH`, or why it is not there.
-pub fn tool(name: &str) -> Result<PathBuf, String> {
+/// Runs `.ci/setup` once in this test process: it installs what the multi-process tests need
+/// and lack (iptables, redis-server, redis-tools, the Python virtualenv with redis-py) where it
+/// can (root, apt-get and a network), and says what it could not.
+pub fn set_up_tools() {
+    static SETUP: std::sync::Once = std::sync::Once::new();
+    SETUP.call_once(|| {
+        let setup = workspace_root().join(".ci/setup");
+        eprintln!(
+            "a tool the tests need is missing: running {}",
+            setup.display()
+        );
+        match Command::new(&setup).status() {
+            Ok(status) if status.success() => {}
+            Ok(status) => eprintln!("{} ended with {status}", setup.display()),
+            Err(err) => eprintln!("{} cannot run: {err}", setup.display()),
+        }
+    });
+}
+
+/// The executable `name` on `PATH`, if it is there.
+fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file())
-        .ok_or_else(|| format!("`{name}` is not on PATH (.ci/setup installs it)"))
+}
+
+/// The executable `name`: on `PATH`, or on it once `.ci/setup` installed it; or why not.
+pub fn tool(name: &str) -> Result<PathBuf, String> {
+    if let Some(path) = on_path(name) {
+        return Ok(path);
+    }
+    set_up_tools();
+    on_path(name).ok_or_else(|| {
+        format!(
+            "`{name}` is not on PATH, and .ci/setup could not install it (it needs root, \
+             apt-get and a network): install it and run the tests again"
+        )
+    })
+}
+
+/// [`tool`], or the test fails saying what is missing.
+pub fn require(name: &str) -> PathBuf {
+    tool(name).unwrap_or_else(|why| panic!("{why}"))
+}
+
+/// A `redis-server` of the test's own, or the test fails saying why there is none.
+pub fn require_redis_server() -> RedisServer {
+    RedisServer::start().unwrap_or_else(|why| panic!("no redis-server to compare with: {why}"))
 }
 
 /// The workspace's root: `target/pyenv` and `.ci/` are found from here.
