@@ -372,3 +372,386 @@ fn stand_by<C: Carrier>(
         Slot::Outside => unreachable!("a node outside steps down"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Every cell of the table on a carrier that records what it was asked, with the failure
+    //! paths no correct run takes (a refused handover, a segment a primary cannot give back, a
+    //! rewind that cannot be done, a load that fails), which the simulator cannot reach.
+
+    use tandem_memory::{PAGE_SIZE, Strategy};
+
+    use super::*;
+
+    /// A carrier that logs each operation; `Primary` and `Backup` name the role held.
+    #[derive(Default)]
+    struct Logged {
+        ops: Vec<String>,
+        refuse_handover: bool,
+        cannot_give_back: bool,
+        cannot_rewind: bool,
+        cannot_load: bool,
+    }
+
+    fn segment() -> Segment {
+        Segment::anonymous(4 * PAGE_SIZE, Strategy::V3InlineLog).expect("a small segment")
+    }
+
+    impl Carrier for Logged {
+        type Primary = &'static str;
+        type Backup = &'static str;
+        type HandoverError = &'static str;
+        type LoadError = &'static str;
+
+        fn primary_view(&self, _: &&'static str) -> u64 {
+            4
+        }
+
+        fn stay_primary(
+            &mut self,
+            primary: &'static str,
+            view: &View,
+        ) -> Slot<&'static str, &'static str> {
+            self.ops
+                .push(format!("{primary} stays in view {}", view.number));
+            Slot::Primary(primary)
+        }
+
+        fn stay_backup(&mut self, backup: &'static str, view: &View) -> &'static str {
+            self.ops
+                .push(format!("{backup} stays in view {}", view.number));
+            backup
+        }
+
+        fn hand_over(&mut self, backup: &'static str, lsn: u64) -> Result<Handover, &'static str> {
+            self.ops.push(format!("{backup} hands over at {lsn}"));
+            if self.refuse_handover {
+                return Err("refused");
+            }
+            Ok(Handover {
+                segment: segment(),
+                batches: Vec::new(),
+            })
+        }
+
+        fn give_back(&mut self, primary: &'static str, _: &View) -> Option<Segment> {
+            self.ops.push(format!("{primary} gives its segment back"));
+            (!self.cannot_give_back).then(segment)
+        }
+
+        fn stop(&mut self, slot: Slot<&'static str, &'static str>, _: &View, discarded: u64) {
+            let held = match slot {
+                Slot::Outside => "nothing",
+                Slot::Primary(role) | Slot::Backup(role) => role,
+            };
+            self.ops
+                .push(format!("{held} stops, {discarded} discarded"));
+        }
+
+        fn take_recovered(&mut self) -> Option<Segment> {
+            self.ops.push("takes the recovered records".into());
+            Some(segment())
+        }
+
+        fn load(&mut self) -> Result<Segment, &'static str> {
+            self.ops.push("loads".into());
+            if self.cannot_load {
+                return Err("no memory");
+            }
+            Ok(segment())
+        }
+
+        fn rewound(&mut self, segment: Segment, lsn: u64) -> Option<Segment> {
+            self.ops.push(format!("rewinds to {lsn}"));
+            (!self.cannot_rewind).then_some(segment)
+        }
+
+        fn start_primary(
+            &mut self,
+            _: Segment,
+            _: Vec<SealedBatch>,
+            view: &View,
+            lease_owed_ticks: u64,
+            records: Records,
+        ) -> Slot<&'static str, &'static str> {
+            self.ops.push(format!(
+                "primary of view {} on {records:?} records, {lease_owed_ticks} ticks owed",
+                view.number
+            ));
+            Slot::Primary("new primary")
+        }
+
+        fn start_backup(
+            &mut self,
+            _: Segment,
+            _: Vec<SealedBatch>,
+            view: &View,
+            records: Records,
+        ) -> Slot<&'static str, &'static str> {
+            self.ops.push(format!(
+                "backup of view {} on {records:?} records",
+                view.number
+            ));
+            Slot::Backup("new backup")
+        }
+
+        fn start_frozen_backup(
+            &mut self,
+            _: Segment,
+            view_held: u64,
+            _: &View,
+        ) -> Slot<&'static str, &'static str> {
+            self.ops.push(format!("frozen backup of view {view_held}"));
+            Slot::Backup("frozen backup")
+        }
+
+        fn reload_backup(&mut self, view: &View) -> Slot<&'static str, &'static str> {
+            self.ops
+                .push(format!("reloaded backup of view {}", view.number));
+            Slot::Backup("reloaded backup")
+        }
+
+        fn load_spare(&mut self) {
+            self.ops.push("loads a spare".into());
+        }
+
+        fn join_with_records(&mut self) {
+            self.ops.push("joins with its records".into());
+        }
+
+        fn note(&mut self, note: CarryNote<'_>) {
+            self.ops.push(format!("note: {note}"));
+        }
+    }
+
+    fn view() -> View {
+        View {
+            number: 5,
+            primary: 1,
+            backups: vec![2],
+            spares: Vec::new(),
+            promotions: Vec::new(),
+        }
+    }
+
+    /// Carries `transition` out on `slot`; the role held next and every operation asked.
+    fn run(
+        mut carrier: Logged,
+        transition: Transition,
+        slot: Slot<&'static str, &'static str>,
+    ) -> (String, Vec<String>) {
+        let next = carry_out(&mut carrier, transition, slot, &view());
+        let next = match next {
+            Slot::Outside => "outside".to_string(),
+            Slot::Primary(role) | Slot::Backup(role) => role.to_string(),
+        };
+        (next, carrier.ops)
+    }
+
+    const PRIMARY: Slot<&str, &str> = Slot::Primary("primary");
+    const BACKUP: Slot<&str, &str> = Slot::Backup("backup");
+
+    #[test]
+    fn promotions_take_the_backups_records_or_the_recovered_ones() {
+        let promote = Transition::Promote {
+            lsn: 0,
+            lease_owed_ticks: 3,
+        };
+        let (next, ops) = run(Logged::default(), promote, BACKUP);
+        assert_eq!(next, "new primary");
+        assert_eq!(
+            ops,
+            [
+                "backup hands over at 0",
+                "primary of view 5 on Kept records, 3 ticks owed"
+            ]
+        );
+        let (next, ops) = run(Logged::default(), promote, Slot::Outside);
+        assert_eq!(next, "new primary");
+        assert_eq!(
+            ops,
+            [
+                "takes the recovered records",
+                "primary of view 5 on Recovered records, 3 ticks owed"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refused_handover_leaves_a_promoted_node_outside_and_reloads_a_follower() {
+        let refusing = || Logged {
+            refuse_handover: true,
+            ..Logged::default()
+        };
+        let promote = Transition::Promote {
+            lsn: 0,
+            lease_owed_ticks: 0,
+        };
+        let (next, ops) = run(refusing(), promote, BACKUP);
+        assert_eq!(next, "outside");
+        assert_eq!(
+            ops,
+            [
+                "backup hands over at 0",
+                "note: cannot keep its records (refused)"
+            ]
+        );
+        let (next, ops) = run(refusing(), Transition::Follow { lsn: 0 }, BACKUP);
+        assert_eq!(next, "reloaded backup");
+        assert_eq!(ops.last().unwrap(), "reloaded backup of view 5");
+        let rejoin = Transition::Rejoin {
+            lsn: 7,
+            discarded: 3,
+        };
+        let (next, ops) = run(refusing(), rejoin, BACKUP);
+        assert_eq!(next, "reloaded backup");
+        assert_eq!(ops[0], "backup hands over at 10", "above the truncate LSN");
+        assert!(!ops.iter().any(|op| op.starts_with("rewinds")), "{ops:?}");
+    }
+
+    #[test]
+    fn a_follower_keeps_its_records_and_a_deposed_primary_that_cannot_give_them_back_reloads() {
+        let (next, ops) = run(Logged::default(), Transition::Follow { lsn: 0 }, BACKUP);
+        assert_eq!(next, "new backup");
+        assert_eq!(
+            ops,
+            ["backup hands over at 0", "backup of view 5 on Kept records"]
+        );
+        let (next, ops) = run(Logged::default(), Transition::Follow { lsn: 0 }, PRIMARY);
+        assert_eq!(next, "new backup");
+        assert_eq!(
+            ops,
+            [
+                "primary gives its segment back",
+                "backup of view 5 on Kept records"
+            ]
+        );
+        let lost = Logged {
+            cannot_give_back: true,
+            ..Logged::default()
+        };
+        let (next, ops) = run(lost, Transition::Follow { lsn: 0 }, PRIMARY);
+        assert_eq!(next, "reloaded backup");
+        assert_eq!(
+            ops,
+            [
+                "primary gives its segment back",
+                "reloaded backup of view 5"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rejoin_rewinds_the_records_held_or_reloads() {
+        let rejoin = Transition::Rejoin {
+            lsn: 7,
+            discarded: 3,
+        };
+        let (next, ops) = run(Logged::default(), rejoin, PRIMARY);
+        assert_eq!(next, "new backup");
+        assert_eq!(
+            ops,
+            [
+                "primary gives its segment back",
+                "rewinds to 7",
+                "note: takes back 3 records above the truncate LSN 7; fetches the 0 pages they \
+                 changed",
+                "backup of view 5 on Rewound records",
+            ]
+        );
+        let (_, ops) = run(Logged::default(), rejoin, Slot::Outside);
+        assert_eq!(ops[..2], ["takes the recovered records", "rewinds to 7"]);
+        let stuck = Logged {
+            cannot_rewind: true,
+            ..Logged::default()
+        };
+        let (next, ops) = run(stuck, rejoin, BACKUP);
+        assert_eq!(next, "reloaded backup");
+        assert_eq!(
+            ops[1..],
+            [
+                "rewinds to 7",
+                "note: discarded 3 records above the truncate LSN 7; reloading to catch up from \
+                 the primary",
+                "reloaded backup of view 5",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_node_left_out_stands_by_with_its_records_and_loads_a_spare() {
+        let (next, ops) = run(Logged::default(), Transition::StandBy, BACKUP);
+        assert_eq!(next, "backup", "the frozen backup is kept");
+        assert_eq!(ops, ["loads a spare", "joins with its records"]);
+        let (next, ops) = run(Logged::default(), Transition::StandBy, PRIMARY);
+        assert_eq!(next, "frozen backup");
+        assert_eq!(
+            ops,
+            [
+                "primary gives its segment back",
+                "loads a spare",
+                "joins with its records",
+                "frozen backup of view 4",
+            ]
+        );
+        let lost = Logged {
+            cannot_give_back: true,
+            ..Logged::default()
+        };
+        let (next, ops) = run(lost, Transition::StandBy, PRIMARY);
+        assert_eq!(next, "outside");
+        assert_eq!(ops, ["primary gives its segment back", "loads a spare"]);
+        let (next, ops) = run(Logged::default(), Transition::StepDown, Slot::Outside);
+        assert_eq!(next, "outside");
+        assert_eq!(ops, ["loads a spare"]);
+    }
+
+    #[test]
+    fn the_rest_of_the_table() {
+        let (next, ops) = run(Logged::default(), Transition::StayPrimary, PRIMARY);
+        assert_eq!(
+            (next.as_str(), ops.as_slice()),
+            ("primary", &["primary stays in view 5".to_string()][..])
+        );
+        let (next, ops) = run(Logged::default(), Transition::StayBackup, BACKUP);
+        assert_eq!(
+            (next.as_str(), ops.as_slice()),
+            ("backup", &["backup stays in view 5".to_string()][..])
+        );
+        let (next, ops) = run(Logged::default(), Transition::StayBackup, Slot::Outside);
+        assert_eq!(next, "new backup");
+        assert_eq!(
+            ops,
+            [
+                "takes the recovered records",
+                "backup of view 5 on Recovered records"
+            ]
+        );
+        let (next, ops) = run(Logged::default(), Transition::StartPrimary, Slot::Outside);
+        assert_eq!(next, "new primary");
+        assert_eq!(
+            ops,
+            ["loads", "primary of view 5 on Loaded records, 0 ticks owed"]
+        );
+        let failing = Logged {
+            cannot_load: true,
+            ..Logged::default()
+        };
+        let (next, ops) = run(failing, Transition::StartPrimary, Slot::Outside);
+        assert_eq!(next, "outside");
+        assert_eq!(ops, ["loads", "note: cannot load the database: no memory"]);
+        let (next, ops) = run(
+            Logged::default(),
+            Transition::Reload { discarded: 4 },
+            BACKUP,
+        );
+        assert_eq!(next, "reloaded backup");
+        assert_eq!(
+            ops,
+            ["backup stops, 4 discarded", "reloaded backup of view 5"]
+        );
+        let (next, ops) = run(Logged::default(), Transition::Wait, BACKUP);
+        assert_eq!(next, "outside");
+        assert_eq!(ops, ["backup stops, 0 discarded"]);
+    }
+}
