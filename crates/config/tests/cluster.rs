@@ -1,6 +1,6 @@
 //! Config store members driven over the deterministic network of `common`.
 
-mod common;
+use crate::common;
 
 use common::{ELECTION_TICKS, Faults, Net, change_view, view};
 use tandem_config::{

@@ -1,7 +1,7 @@
 //! Persistence: what is saved before a message leaves, what a crash keeps, how a state file
 //! fails; and the refusal of bad input (bytes, settings, saved states).
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io;

@@ -1,7 +1,7 @@
 //! Property tests: random txns leave every strategy's segment equal to a plain byte model, and
 //! each commit's redo record rebuilds the same bytes and page versions on a second segment.
 
-mod common;
+use crate::common;
 
 use common::{End, SEGMENT_LEN, Step, TxnPlan, txn_plan, write_into};
 use proptest::prelude::*;

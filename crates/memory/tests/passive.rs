@@ -3,7 +3,7 @@
 //! of a trace recovers to the image before or after that commit (never a mix), and mirror
 //! memory refuses bad writes and corrupt contents with errors, never panics.
 
-mod common;
+use crate::common;
 
 use common::{End, SEGMENT_LEN, Step, TxnPlan, txn_plan, write_into};
 use proptest::prelude::*;

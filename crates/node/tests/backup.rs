@@ -14,7 +14,7 @@ use tandem_replication::{
 use tandem_store::{Compiled, DataModel, Store};
 use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit};
 
-mod common;
+use crate::common;
 
 use common::loaded;
 

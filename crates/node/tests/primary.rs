@@ -6,7 +6,7 @@ use tandem_replication::{AckCount, Disposition, Message, NodeId, Primary, Reply,
 use tandem_store::{Compiled, ProcId, Store};
 use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT, DebitCredit};
 
-mod common;
+use crate::common;
 
 const BACKUP: NodeId = 2;
 const CLIENT: u64 = 7;

@@ -3,8 +3,8 @@
 //! supervisors (cluster core, config store, role rule) and, under each input, what the nodes
 //! did: every order the supervisors gave their roles, every notice, and the cluster messages
 //! but Raft's and the primary's `Alive`. A change of behaviour shows as a diff of these files;
-//! `TANDEM_REWRITE=1 cargo test -p tandem-node --test scenarios` rewrites them to what the
-//! code does now, for review.
+//! `TANDEM_REWRITE=1 cargo test -p tandem-node --test suite scenarios::` rewrites them to
+//! what the code does now, for review.
 //!
 //! The roles are stand-ins that carry every order out at once and keep only what the
 //! supervisor reads back: which role the node holds, and its LSNs. The data plane's signs of

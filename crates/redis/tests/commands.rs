@@ -1,7 +1,7 @@
 //! String, key, expiry, transaction and connection commands, run in process (see
 //! `common`).
 
-mod common;
+use crate::common;
 
 use common::{Node, bulk, err, ok};
 use tandem_redis::resp::{Proto, Value};

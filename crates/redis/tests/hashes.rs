@@ -2,7 +2,7 @@
 //! gives them, RESP3 shapes, large hashes that rehash, deletion of emptied keys, MULTI/EXEC,
 //! and a seeded random sequence checked against a plain model.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

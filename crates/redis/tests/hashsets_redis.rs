@@ -7,7 +7,7 @@
 //! reply must equal Redis's, byte for byte once parsed; replies whose order Redis leaves
 //! unspecified (`HGETALL`, `SMEMBERS`, `SINTER`, …) are compared sorted.
 
-mod common;
+use crate::common;
 
 use common::{Node, show};
 use tandem_redis::resp::{Value, parse_reply};

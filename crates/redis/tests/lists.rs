@@ -3,7 +3,7 @@
 //! allocator's accounting and each list's shape) after every command. The expected replies
 //! are what redis-server 7.0.15 answers.
 
-mod common;
+use crate::common;
 
 use std::collections::VecDeque;
 

@@ -2,7 +2,7 @@
 //! `common`): every script's writes replicate byte for byte and the allocator's check (the
 //! script store's blocks included) runs after every command.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

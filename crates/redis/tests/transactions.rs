@@ -2,7 +2,7 @@
 //! in process (see `common`). Every reply asserted here is what redis-server 7.0.15 answers
 //! (`crates/tandem/tests/redis_diff.rs` compares them live).
 
-mod common;
+use crate::common;
 
 use common::{Node, bulk, err, ok};
 use tandem_redis::resp::{Argv, Proto, Value, parse_reply};

@@ -3,7 +3,7 @@
 //! sequence against a plain model, with the skip list's every invariant checked after each
 //! step.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

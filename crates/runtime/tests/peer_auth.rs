@@ -4,7 +4,7 @@
 //! and the refusal is counted in `/metrics`. Without a secret, a node takes peer links from
 //! loopback only.
 
-mod common;
+use crate::common;
 
 use common::{model, outward_address, refused};
 use std::io::{Read, Write};

@@ -5,7 +5,7 @@
 //! node's certificate, one from another CA, or none (a node without TLS) is refused at the
 //! handshake, nothing it sent is applied, and each refusal is counted in `/metrics`.
 
-mod common;
+use crate::common;
 
 use common::{model, refused};
 use std::io::{Read, Write};

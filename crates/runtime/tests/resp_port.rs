@@ -13,7 +13,7 @@
 //! Every socket has a read timeout, so a node that never answers fails the test instead of
 //! hanging it.
 
-mod common;
+use crate::common;
 
 use common::outward_address;
 use std::io::{Read, Write};

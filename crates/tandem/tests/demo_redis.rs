@@ -22,9 +22,8 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 // Only `demo_command` of the shared failover helpers applies here.
-#[allow(dead_code)]
-mod common;
-mod redis_support;
+use crate::common;
+use crate::redis_support;
 
 /// A Python that can `import redis`, as `tandem demo --client redis` looks for one (the
 /// virtualenv, else `python3`; `.ci/setup` makes the virtualenv if neither can), or the test

@@ -10,7 +10,7 @@ use tandem_wire::{Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, Ro
 use tandem_workloads::debit_credit::DEBIT_CREDIT;
 use up_support::Up;
 
-mod up_support;
+use crate::up_support;
 
 /// How long each seed may take to answer: far more than loopback needs, so a loaded machine
 /// does not fail the test.

@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-mod common;
+use crate::common;
 
 use common::assert_safe;
 use serde_json::Value;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tandem_workloads::debit_credit::DEBIT_CREDIT;
 
-mod up_support;
+use crate::up_support;
 
 use up_support::deposit;
 

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
-mod redis_support;
+use crate::common;
+use crate::redis_support;
 
 /// The share of packets dropped, and for how long.
 const LOSS_PROBABILITY: &str = "0.2";

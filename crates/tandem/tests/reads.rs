@@ -11,7 +11,7 @@ use tandem_client::{CallError, Client, ClientConfig, ErrorCode, ReadConsistency}
 use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT};
 use up_support::{Up, deposit};
 
-mod up_support;
+use crate::up_support;
 
 #[test]
 fn backups_serve_reads_that_see_the_clients_own_writes() {

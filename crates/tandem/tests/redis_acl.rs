@@ -7,7 +7,7 @@
 //! patterns may not run (they reach keys they do not name), scripts, and nothing applied by
 //! a refused command. Without `redis-server` the test says so and passes without running.
 
-mod redis_support;
+use crate::redis_support;
 
 use redis_support::{Cluster, Conn, differences};
 use tandem_redis::resp::Value;

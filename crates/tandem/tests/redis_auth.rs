@@ -4,7 +4,7 @@
 //! map once authenticated (it names the server's own id and role), of which only its kind is
 //! compared. Without `redis-server` the test says so and passes without running.
 
-mod redis_support;
+use crate::redis_support;
 
 use redis_support::{Cluster, Conn, RedisServer, differences};
 use tandem_redis::resp::Value;

@@ -14,7 +14,7 @@
 //! is installed by `.ci/setup` (redis-tools, the virtualenv), or the test fails saying which
 //! is missing. Each check is also shown failing on a planted difference.
 
-mod redis_support;
+use crate::redis_support;
 
 use std::io::Write;
 use std::path::PathBuf;

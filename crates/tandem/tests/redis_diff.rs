@@ -18,8 +18,8 @@
 //! at the first (each then restarts its seed's database from empty):
 //!
 //! ```text
-//! REDIS_DIFF_SEEDS=7 cargo test -p tandem --test redis_diff          # one seed
-//! REDIS_DIFF_SEEDS=0..200 REDIS_DIFF_ALL=1 cargo test -p tandem --test redis_diff -- --nocapture
+//! REDIS_DIFF_SEEDS=7 cargo test -p tandem --test suite redis_diff::        # one seed
+//! REDIS_DIFF_SEEDS=0..200 REDIS_DIFF_ALL=1 cargo test -p tandem --test suite redis_diff:: -- --nocapture
 //! ```
 //!
 //! `REDIS_DIFF_CONTEXT=N` shows the N commands before a difference (8 by default).
@@ -28,7 +28,7 @@
 //! without running. The other tests here need no server: they show every comparison rule,
 //! the driver and the coverage check failing on a planted difference.
 
-mod redis_support;
+use crate::redis_support;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -2375,7 +2375,7 @@ impl std::fmt::Display for Difference {
         }
         write!(
             f,
-            "  replay: REDIS_DIFF_SEEDS={} cargo test -p tandem --test redis_diff",
+            "  replay: REDIS_DIFF_SEEDS={} cargo test -p tandem --test suite redis_diff::",
             self.seed
         )
     }

@@ -5,7 +5,7 @@
 //! the stub with the cluster's CA is answered, one without TLS is told to use it, and one
 //! trusting another CA fails its handshake.
 
-mod redis_support;
+use crate::redis_support;
 
 use std::net::SocketAddr;
 use std::process::Command;

@@ -1,0 +1,6 @@
+//! The crate's integration tests as one binary (one build, one link, one run); each
+//! file beside this one is a module, named as the file.
+
+mod cluster;
+mod common;
+mod durability;

@@ -1,0 +1,14 @@
+//! The crate's integration tests as one binary (one build, one link, one run); each
+//! file beside this one is a module, named as the file.
+
+mod alloc_props;
+mod commands;
+mod common;
+mod hashes;
+mod hashsets_redis;
+mod lists;
+mod resp_props;
+mod scripts;
+mod sets;
+mod transactions;
+mod zsets;

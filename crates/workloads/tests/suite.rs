@@ -1,0 +1,5 @@
+//! The crate's integration tests as one binary (one build, one link, one run); each
+//! file beside this one is a module, named as the file.
+
+mod dedup;
+mod order_entry;
