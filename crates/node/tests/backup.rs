@@ -55,21 +55,7 @@ impl Pair {
     /// Commits one call and ships it; returns the batches the receiver accepted.
     fn commit(&mut self) -> Vec<ApplyBatch> {
         self.seq += 1;
-        let mut args = Vec::new();
-        DebitCredit::encode_args(&mut args, 3, 1, 0, 5);
-        let call = Call {
-            client_id: 9,
-            seq: self.seq,
-            proc_id: DEBIT_CREDIT,
-            args: &args,
-            read_only: false,
-            safety: None,
-        };
-        assert!(matches!(
-            self.primary.run_call(&call, ()),
-            Ran::Committed { .. }
-        ));
-        self.primary.flush();
+        commit_one(&mut self.primary, self.seq);
         self.accepted()
     }
 
@@ -100,6 +86,23 @@ impl Pair {
             }
         }
     }
+}
+
+/// Commits call `seq` of one client (a transfer between two accounts) at `primary`, and
+/// ships it.
+fn commit_one(primary: &mut PrimaryRole<()>, seq: u64) {
+    let mut args = Vec::new();
+    DebitCredit::encode_args(&mut args, 3, 1, 0, 5);
+    let call = Call {
+        client_id: 9,
+        seq,
+        proc_id: DEBIT_CREDIT,
+        args: &args,
+        read_only: false,
+        safety: None,
+    };
+    assert!(matches!(primary.run_call(&call, ()), Ran::Committed { .. }));
+    primary.flush();
 }
 
 fn limits(records_max: u64) -> TailLimits {
@@ -265,21 +268,7 @@ impl RolePair {
     /// Commits one call at the primary and ships it (not yet carried to the backup).
     fn commit(&mut self) {
         self.seq += 1;
-        let mut args = Vec::new();
-        DebitCredit::encode_args(&mut args, 3, 1, 0, 5);
-        let call = Call {
-            client_id: 9,
-            seq: self.seq,
-            proc_id: DEBIT_CREDIT,
-            args: &args,
-            read_only: false,
-            safety: None,
-        };
-        assert!(matches!(
-            self.primary.run_call(&call, ()),
-            Ran::Committed { .. }
-        ));
-        self.primary.flush();
+        commit_one(&mut self.primary, self.seq);
     }
 
     /// The primary's messages to the backup.
