@@ -173,6 +173,8 @@ impl World {
             self.collect_primary(node)?;
             return Ok(true);
         }
+        // The node's table decides what becomes of the role and its records, as the
+        // runtime's; the carrier holds them as values and moves the checkers' ledger along.
         let mut carrier = SimCarrier {
             world: self,
             node,
