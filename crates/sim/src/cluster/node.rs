@@ -152,26 +152,7 @@ impl World {
         let was_backup = matches!(self.nodes[index].role, Slot::Backup(_));
         let role = std::mem::replace(&mut self.nodes[index].role, Slot::Outside);
         if ignore_depose {
-            let Slot::Primary(mut stale) = role else {
-                unreachable!("checked: a primary")
-            };
-            if !stale.primary().is_deposed() && stale.primary().view() < view.number {
-                self.note(format!(
-                    "sabotage: node {node} stays primary in view {}",
-                    view.number
-                ));
-                // It believes it is alone in the new view: it releases at commit.
-                let config = PrimaryConfig {
-                    backups: Vec::new(),
-                    spares: Vec::new(),
-                    lone: true,
-                    ..self.primary_config(view)
-                };
-                stale.role.restart_replication(config);
-            }
-            self.nodes[index].role = Slot::Primary(stale);
-            self.collect_primary(node)?;
-            return Ok(true);
+            return self.stay_stale_primary(node, role, view);
         }
         // The node's table decides what becomes of the role and its records, as the
         // runtime's; the carrier holds them as values and moves the checkers' ledger along.
@@ -292,6 +273,36 @@ impl World {
             Slot::Outside => {}
         }
         Ok(serving)
+    }
+
+    /// Under the `IgnoreDepose` sabotage, primary `node` keeps its `role` in `view`, which
+    /// names another primary: it believes itself alone in the new view.
+    fn stay_stale_primary(
+        &mut self,
+        node: NodeId,
+        role: Slot,
+        view: &View,
+    ) -> Result<bool, String> {
+        let Slot::Primary(mut stale) = role else {
+            unreachable!("checked: a primary")
+        };
+        if !stale.primary().is_deposed() && stale.primary().view() < view.number {
+            self.note(format!(
+                "sabotage: node {node} stays primary in view {}",
+                view.number
+            ));
+            // Alone in the new view, it releases at commit.
+            let config = PrimaryConfig {
+                backups: Vec::new(),
+                spares: Vec::new(),
+                lone: true,
+                ..self.primary_config(view)
+            };
+            stale.role.restart_replication(config);
+        }
+        self.nodes[index_of(node)].role = Slot::Primary(stale);
+        self.collect_primary(node)?;
+        Ok(true)
     }
 
     /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound).
