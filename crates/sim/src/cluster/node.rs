@@ -674,6 +674,172 @@ impl World {
         }
     }
 
+    /// What the reply checker is told of an answer primary `node` releases at `lsn` for a
+    /// call that ran at `ran_at_ms`.
+    fn witness(&self, node: NodeId, ran_at_ms: u64, lsn: u64) -> Witness {
+        let state = &self.nodes[index_of(node)];
+        let power_losses = self.report.power_losses;
+        match &state.role {
+            Slot::Primary(_) if self.redis.is_some() => Witness {
+                ran_at_ms,
+                chain: state.ledger.history.chain_at(lsn),
+                power_losses,
+            },
+            _ => Witness {
+                power_losses,
+                ..Witness::default()
+            },
+        }
+    }
+
+    /// The lease checks of a reply primary `node` releases in `view` to `(client, seq)`:
+    /// one that `needs_lease` is released while the backups' promise runs and before a newer
+    /// view's primary released anything; any reply, once the lease this node granted an old
+    /// primary ran out.
+    fn check_lease(
+        &self,
+        node: NodeId,
+        view: u64,
+        (client, seq): (usize, u64),
+        needs_lease: bool,
+    ) -> Result<(), String> {
+        if needs_lease && let Some((backup, end)) = self.promise_broken(node, view) {
+            return Err(self.fail(format!(
+                "node {node} released a reply to client {client} (call {seq}) that \
+                 needed its lease as primary of view {view} at {} µt, after backup \
+                 {backup}'s promise ran out at {end} µt: the lease outlived the promise",
+                self.now
+            )));
+        }
+        // A promoted primary waits out the lease its node granted the old primary: the
+        // old one may answer under it until then (a sharper check than the one below,
+        // which needs the old primary to answer late).
+        let owed = self.promise_end.iter().find(|&(&(backup, primary), &end)| {
+            backup == node && primary != node && end > self.now
+        });
+        if let Some((&(_, old), &end)) = owed {
+            return Err(self.fail(format!(
+                "node {node} released a reply to client {client} (call {seq}) as primary \
+                 of view {view} at {} µt, before the lease it had granted node {old} ran \
+                 out at {end} µt",
+                self.now
+            )));
+        }
+        let newer = self
+            .released_by
+            .range(view + 1..)
+            .find(|(_, (_, at))| *at <= self.now);
+        if needs_lease && let Some((&newer, &(newer_primary, at))) = newer {
+            return Err(self.fail(format!(
+                "node {node} released a reply to client {client} (call {seq}) \
+                 that needed its lease as primary of view {view} at {} µt, but node \
+                 {newer_primary} had released a reply as primary of view {newer} at {at} \
+                 µt: the new primary did not wait out the lease",
+                self.now
+            )));
+        }
+        Ok(())
+    }
+
+    /// The checks of a reply primary `node` releases in `view`, then its sending: the
+    /// release rule (the lease, one releaser per view, the old primary's lease waited out),
+    /// what backups hold, and what the reply checker needs of it.
+    fn release(
+        &mut self,
+        node: NodeId,
+        view: u64,
+        reply: tandem_replication::Reply<Answer<ClientConn>>,
+    ) -> Result<(), String> {
+        // The primary's own periodic procedure answers nobody.
+        if reply.reply.to == ClientConn::PERIODIC {
+            return Ok(());
+        }
+        let (releaser, _) = *self.released_by.entry(view).or_insert((node, self.now));
+        if releaser != node {
+            return Err(self.fail(format!(
+                "nodes {releaser} and {node} both released replies as primary of view {view}"
+            )));
+        }
+        let Answer {
+            to:
+                ClientConn {
+                    client,
+                    conn,
+                    ran_at_ms,
+                    reads,
+                },
+            seq,
+            kind,
+        } = reply.reply;
+        // A repeated failure is judged when its run was, too.
+        let ran_at_ms = match &kind {
+            AnswerKind::RolledBack {
+                ran_before: Some(run),
+                ..
+            } => run.time_ms,
+            _ => ran_at_ms,
+        };
+        // A read answers with the latest commit's LSN, but has no commit of its own.
+        let (committed, lsn_first) = match kind {
+            AnswerKind::Committed { lsn_repeated, .. } => (!reads, lsn_repeated),
+            AnswerKind::CommittedReplyNotKept { lsn_repeated, .. } => (true, Some(lsn_repeated)),
+            // A repeated failure is judged where its run was.
+            AnswerKind::RolledBack { ran_before, .. } => (false, ran_before.map(|run| run.lsn)),
+            AnswerKind::Refused { .. } => (false, None),
+        };
+        // No backup ack fences the answer (a 1-safe or bounded commit, or no commit of
+        // its own): the primary may release it only under its lease. A refusal
+        // acknowledges nothing and needs none. Worked out here, not taken from the core,
+        // so that a core that forgets the lease is caught.
+        let refused = matches!(kind, AnswerKind::Refused { .. });
+        let fenced = committed && fenced_by_acks(self.faults.safety);
+        let needs_lease = !(refused || fenced);
+        self.check_lease(node, view, (client, seq), needs_lease)?;
+        // A refused call is one its client gave up on (a stale seq): nobody waits for it.
+        // It was held under 1-safe; every other answer under the group's rule.
+        if matches!(kind, AnswerKind::Refused { .. }) {
+            return Ok(());
+        }
+        self.check_release(node, reply.lsn)?;
+        let lsn = lsn_first.unwrap_or(reply.lsn);
+        let power_losses = self.report.power_losses;
+        if committed && fenced_by_acks(self.faults.safety) {
+            let acked = self.acked.entry(client).or_default();
+            if seq > acked.seq {
+                *acked = Acked {
+                    seq,
+                    lsn,
+                    power_losses,
+                };
+            }
+        }
+        let (status, mut body) = match kind {
+            AnswerKind::Committed { body, .. } => (ReplyStatus::Committed, body),
+            AnswerKind::CommittedReplyNotKept { message, .. } => {
+                self.report.replies_not_kept += 1;
+                (ReplyStatus::CommittedReplyNotKept, message.into_bytes())
+            }
+            AnswerKind::RolledBack { message, .. } => {
+                (ReplyStatus::RolledBack, message.into_bytes())
+            }
+            AnswerKind::Refused { .. } => unreachable!("a refusal is not sent"),
+        };
+        let witness = self.witness(node, ran_at_ms, lsn);
+        if status == ReplyStatus::Committed {
+            self.maybe_alter_reply(&mut body);
+        }
+        let wire = Wire::Reply {
+            conn,
+            seq,
+            lsn,
+            status,
+            body,
+            witness,
+        };
+        self.send(node, CLIENT_BASE + client as NodeId, wire);
+        Ok(())
+    }
+
     pub(super) fn collect_primary(&mut self, node: NodeId) -> Result<(), String> {
         let authoritative_view = self.view_latest.number;
         let state = &mut self.nodes[index_of(node)];
@@ -742,140 +908,7 @@ impl World {
                     continue;
                 }
             };
-            // The primary's own periodic procedure answers nobody.
-            if reply.reply.to == ClientConn::PERIODIC {
-                continue;
-            }
-            let (releaser, _) = *self.released_by.entry(view).or_insert((node, self.now));
-            if releaser != node {
-                return Err(self.fail(format!(
-                    "nodes {releaser} and {node} both released replies as primary of view {view}"
-                )));
-            }
-            let Answer {
-                to:
-                    ClientConn {
-                        client,
-                        conn,
-                        ran_at_ms,
-                        reads,
-                    },
-                seq,
-                kind,
-            } = reply.reply;
-            // A repeated failure is judged when its run was, too.
-            let ran_at_ms = match &kind {
-                AnswerKind::RolledBack {
-                    ran_before: Some(run),
-                    ..
-                } => run.time_ms,
-                _ => ran_at_ms,
-            };
-            // A read answers with the latest commit's LSN, but has no commit of its own.
-            let (committed, lsn_first) = match kind {
-                AnswerKind::Committed { lsn_repeated, .. } => (!reads, lsn_repeated),
-                AnswerKind::CommittedReplyNotKept { lsn_repeated, .. } => {
-                    (true, Some(lsn_repeated))
-                }
-                // A repeated failure is judged where its run was.
-                AnswerKind::RolledBack { ran_before, .. } => (false, ran_before.map(|run| run.lsn)),
-                AnswerKind::Refused { .. } => (false, None),
-            };
-            // No backup ack fences the answer (a 1-safe or bounded commit, or no commit of
-            // its own): the primary may release it only under its lease. A refusal
-            // acknowledges nothing and needs none. Worked out here, not taken from the core,
-            // so that a core that forgets the lease is caught.
-            let refused = matches!(kind, AnswerKind::Refused { .. });
-            let fenced = committed && fenced_by_acks(self.faults.safety);
-            let needs_lease = !(refused || fenced);
-            if needs_lease && let Some((backup, end)) = self.promise_broken(node, view) {
-                return Err(self.fail(format!(
-                    "node {node} released a reply to client {client} (call {seq}) that \
-                     needed its lease as primary of view {view} at {} µt, after backup \
-                     {backup}'s promise ran out at {end} µt: the lease outlived the promise",
-                    self.now
-                )));
-            }
-            // A promoted primary waits out the lease its node granted the old primary: the
-            // old one may answer under it until then (a sharper check than the one below,
-            // which needs the old primary to answer late).
-            let owed = self.promise_end.iter().find(|&(&(backup, primary), &end)| {
-                backup == node && primary != node && end > self.now
-            });
-            if let Some((&(_, old), &end)) = owed {
-                return Err(self.fail(format!(
-                    "node {node} released a reply to client {client} (call {seq}) as primary \
-                     of view {view} at {} µt, before the lease it had granted node {old} ran \
-                     out at {end} µt",
-                    self.now
-                )));
-            }
-            let newer = self
-                .released_by
-                .range(view + 1..)
-                .find(|(_, (_, at))| *at <= self.now);
-            if needs_lease && let Some((&newer, &(newer_primary, at))) = newer {
-                return Err(self.fail(format!(
-                    "node {node} released a reply to client {client} (call {seq}) \
-                     that needed its lease as primary of view {view} at {} µt, but node \
-                     {newer_primary} had released a reply as primary of view {newer} at {at} \
-                     µt: the new primary did not wait out the lease",
-                    self.now
-                )));
-            }
-            // A refused call is one its client gave up on (a stale seq): nobody waits for it.
-            // It was held under 1-safe; every other answer under the group's rule.
-            if matches!(kind, AnswerKind::Refused { .. }) {
-                continue;
-            }
-            self.check_release(node, reply.lsn)?;
-            let lsn = lsn_first.unwrap_or(reply.lsn);
-            let power_losses = self.report.power_losses;
-            if committed && fenced_by_acks(self.faults.safety) {
-                let acked = self.acked.entry(client).or_default();
-                if seq > acked.seq {
-                    *acked = Acked {
-                        seq,
-                        lsn,
-                        power_losses,
-                    };
-                }
-            }
-            let (status, mut body) = match kind {
-                AnswerKind::Committed { body, .. } => (ReplyStatus::Committed, body),
-                AnswerKind::CommittedReplyNotKept { message, .. } => {
-                    self.report.replies_not_kept += 1;
-                    (ReplyStatus::CommittedReplyNotKept, message.into_bytes())
-                }
-                AnswerKind::RolledBack { message, .. } => {
-                    (ReplyStatus::RolledBack, message.into_bytes())
-                }
-                AnswerKind::Refused { .. } => unreachable!("a refusal is not sent"),
-            };
-            let state = &self.nodes[index_of(node)];
-            let witness = match &state.role {
-                Slot::Primary(_) if self.redis.is_some() => Witness {
-                    ran_at_ms,
-                    chain: state.ledger.history.chain_at(lsn),
-                    power_losses,
-                },
-                _ => Witness {
-                    power_losses,
-                    ..Witness::default()
-                },
-            };
-            if status == ReplyStatus::Committed {
-                self.maybe_alter_reply(&mut body);
-            }
-            let wire = Wire::Reply {
-                conn,
-                seq,
-                lsn,
-                status,
-                body,
-                witness,
-            };
-            self.send(node, CLIENT_BASE + client as NodeId, wire);
+            self.release(node, view, reply)?;
         }
         for observed in ready.observed.drain(..) {
             self.observe(node, observed);
