@@ -498,6 +498,38 @@ impl Ledger {
 }
 
 impl Node {
+    /// Node `id` of a fresh cluster of `ids` from `initial`, with `faults`' timings (its
+    /// election timer jittered by `jitter_seed`).
+    fn first(
+        id: NodeId,
+        ids: &[NodeId],
+        faults: &ClusterFaults,
+        initial: &ClusterMap,
+        jitter_seed: u64,
+        lsn_loaded: u64,
+    ) -> Node {
+        let settings = ClusterSettings {
+            node: id,
+            group: GROUP,
+            voters: ids.iter().copied().take(3).collect(),
+            safety: faults.safety,
+            suspect_ticks: faults.suspect_ticks,
+            lease_ticks: faults.suspect_ticks - 2,
+            collect_ticks: 4,
+            election_ticks: faults.election_ticks,
+            raft_heartbeat_ticks: 2,
+            jitter_seed,
+            // A simulated executor runs every call at once; the watch still runs.
+            executor_stall_ticks: Some(faults.suspect_ticks),
+            // A simulated call takes no time: none is long.
+            long_call_ticks: u64::MAX,
+        };
+        let core =
+            Cluster::new(settings.clone(), initial.clone(), None).expect("a fresh node starts");
+        let supervisor = Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false));
+        Node::fresh(id, settings, supervisor, lsn_loaded)
+    }
+
     /// A node that never ran, with `supervisor` and an empty log after the load's LSN.
     fn fresh(
         id: NodeId,
@@ -882,73 +914,19 @@ impl World {
         faults.draw_disks(&mut disk_rng);
         let mut power_rng = Rng::new(seed ^ POWER_SEED);
         faults.draw_power(&mut power_rng);
-        let (model, segment_len): (Box<dyn DataModel>, usize) = match model_kind {
-            Model::DebitCredit => {
-                let config = DebitCreditConfig {
-                    tellers_per_branch: 4,
-                    accounts_per_branch: 100,
-                    history_bytes: 2048,
-                    overdraft_limit: Some(2_000_000),
-                };
-                let model = DebitCredit::new(DEBIT_CREDIT_SEGMENT_LEN, &config).expect("fits");
-                (Compiled::boxed(model), DEBIT_CREDIT_SEGMENT_LEN)
-            }
-            Model::Redis => {
-                let mut model = RedisModel::new(REDIS_SEGMENT_LEN).expect("fits");
-                // Every node's model is a replica of this one, and shares its watch.
-                model.watch_calls(crate::redis::workload::script_watch());
-                (Box::new(model), REDIS_SEGMENT_LEN)
-            }
-        };
+        let (model, segment_len) = sim_model(model_kind);
         let redis = (model_kind == Model::Redis).then(|| {
             let (_, interval_ms) = model.periodic().expect("the Redis model sweeps");
-            Box::new(RedisRun {
-                batches: BTreeMap::new(),
-                transfers: BTreeMap::new(),
-                periodic_interval_ms: interval_ms,
-                replies_sent: 0,
-                increments_run: 0,
-            })
+            Box::new(RedisRun::new(interval_ms))
         });
         let lsn_loaded = loaded(&*model, segment_len).lsn();
         let ids: Vec<NodeId> = (1..=faults.nodes as NodeId).collect();
-        let view = View {
-            number: VIEW_FIRST,
-            primary: 1,
-            backups: ids[1..].to_vec(),
-            spares: Vec::new(),
-            promotions: Vec::new(),
-        };
-        let mut initial = ClusterMap::default();
-        for &id in &ids {
-            let address = format!("sim:{id}");
-            initial.nodes.insert(id, NodeInfo { id, address });
-        }
-        initial.groups.insert(GROUP, view.clone());
-        let voters: Vec<NodeId> = ids.iter().copied().take(3).collect();
+        let (initial, view) = initial_map(&ids);
         let nodes = ids
             .iter()
             .map(|&id| {
-                let settings = ClusterSettings {
-                    node: id,
-                    group: GROUP,
-                    voters: voters.clone(),
-                    safety: faults.safety,
-                    suspect_ticks: faults.suspect_ticks,
-                    lease_ticks: faults.suspect_ticks - 2,
-                    collect_ticks: 4,
-                    election_ticks: faults.election_ticks,
-                    raft_heartbeat_ticks: 2,
-                    jitter_seed: rng.next_u64(),
-                    // A simulated executor runs every call at once; the watch still runs.
-                    executor_stall_ticks: Some(faults.suspect_ticks),
-                    // A simulated call takes no time: none is long.
-                    long_call_ticks: u64::MAX,
-                };
-                let core = Cluster::new(settings.clone(), initial.clone(), None)
-                    .expect("a fresh node starts");
-                let supervisor = Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false));
-                Node::fresh(id, settings, supervisor, lsn_loaded)
+                let jitter_seed = rng.next_u64();
+                Node::first(id, &ids, &faults, &initial, jitter_seed, lsn_loaded)
             })
             .collect();
         let router_config = RouterConfig {
@@ -959,32 +937,14 @@ impl World {
             deadline: Duration::from_micros(faults.deadline),
         };
         let clients = (0..faults.clients)
-            .map(|index| Client {
-                calls: match model_kind {
-                    Model::DebitCredit => ClientCalls::Driver(
-                        model
-                            .driver(seed ^ (0x9e37 + index as u64))
-                            .expect("the simulated model generates calls"),
-                    ),
-                    Model::Redis => ClientCalls::Redis(Box::new(RedisClient {
-                        workload: Workload::new(seed ^ (0x9e37 + index as u64)),
-                        proxy: ProxyConn::new(index as u64 + 1),
-                        unit: None,
-                        requests: 0,
-                        replies: 0,
-                        unsent: VecDeque::new(),
-                        sent: Vec::new(),
-                        acked: Vec::new(),
-                    })),
-                },
-                router: Router::new(router_config.clone()),
-                seq: 0,
-                call: None,
-                conn: 0,
-                waiting: Waiting::Nothing,
-                epoch: 0,
-                lsn_last: 0,
-                power_losses_last: 0,
+            .map(|index| {
+                Client::new(
+                    model_kind,
+                    &*model,
+                    seed ^ (0x9e37 + index as u64),
+                    index,
+                    &router_config,
+                )
             })
             .collect();
         let mut period = BTreeMap::new();
@@ -1014,16 +974,7 @@ impl World {
             lsn_loaded,
             nodes,
             clients,
-            readers: (0..READERS)
-                .map(|reader| Reader {
-                    seq: 0,
-                    conn: 0,
-                    node_next: reader,
-                    lsn_seen: 0,
-                    epoch: 0,
-                    in_flight: None,
-                })
-                .collect(),
+            readers: (0..READERS).map(Reader::new).collect(),
             lsn_answered_max: 0,
             period,
             paused_until: BTreeMap::new(),
@@ -1043,59 +994,30 @@ impl World {
             sabotage: None,
             release_unchecked: false,
             batches_to_2: 0,
-            report: ClusterReport {
-                seed,
-                model: model_kind,
-                faults: faults.clone(),
-                calls: 0,
-                replies: 0,
-                deadline_errors: 0,
-                commits: 0,
-                crashes: 0,
-                views: 1,
-                ticks: 0,
-                events: 0,
-                duplicates_answered: 0,
-                replies_not_kept: 0,
-                transfers: 0,
-                rejoins: 0,
-                lease_waits: 0,
-                torn_saves: 0,
-                sole_copy_crashes: 0,
-                reads_served: 0,
-                reads_unserved: 0,
-                replies_checked: 0,
-                replies_discarded: 0,
-                sweeps: 0,
-                log_syncs: 0,
-                logs_poisoned: 0,
-                log_replays: 0,
-                recovered_followed: 0,
-                power_losses: 0,
-                recovered_promoted: 0,
-                checkpoints: 0,
-                checkpoints_installed: 0,
-                acks_lost_to_power: 0,
-                failure: None,
-                trace: Vec::new(),
-            },
+            report: ClusterReport::empty(seed, model_kind, faults.clone()),
             faults,
             trace: Trace::new(TRACE_LEN),
         };
-        for id in ids {
-            let first = world.rng.below(MICROS_PER_TICK);
-            world.schedule(first, Event::Tick { node: id });
-            world.tick_next_at.insert(id, first);
-        }
-        for client in 0..world.clients.len() {
-            let first = world.rng.below(MICROS_PER_TICK);
-            world.schedule(first, Event::ClientNext { client });
-        }
-        for reader in 0..world.readers.len() {
-            let first = world.rng.below(MICROS_PER_TICK);
-            world.schedule(first, Event::ReaderNext { reader });
-        }
+        world.schedule_first_events(&ids);
         world
+    }
+
+    /// Each node's first tick, each client's first call and each reader's first read, within
+    /// the first tick.
+    fn schedule_first_events(&mut self, ids: &[NodeId]) {
+        for &id in ids {
+            let first = self.rng.below(MICROS_PER_TICK);
+            self.schedule(first, Event::Tick { node: id });
+            self.tick_next_at.insert(id, first);
+        }
+        for client in 0..self.clients.len() {
+            let first = self.rng.below(MICROS_PER_TICK);
+            self.schedule(first, Event::ClientNext { client });
+        }
+        for reader in 0..self.readers.len() {
+            let first = self.rng.below(MICROS_PER_TICK);
+            self.schedule(first, Event::ReaderNext { reader });
+        }
     }
 
     /// The primaries' clock now, Unix ms (what the Redis model's expiry measures against).
@@ -1238,6 +1160,156 @@ impl World {
                 self.reader_timer(reader, epoch);
                 Ok(())
             }
+        }
+    }
+}
+
+/// The cluster map a run starts from: nodes `ids`, the first the primary of the first view
+/// and the rest its backups; and that view.
+fn initial_map(ids: &[NodeId]) -> (ClusterMap, View) {
+    let view = View {
+        number: VIEW_FIRST,
+        primary: 1,
+        backups: ids[1..].to_vec(),
+        spares: Vec::new(),
+        promotions: Vec::new(),
+    };
+    let mut initial = ClusterMap::default();
+    for &id in ids {
+        let address = format!("sim:{id}");
+        initial.nodes.insert(id, NodeInfo { id, address });
+    }
+    initial.groups.insert(GROUP, view.clone());
+    (initial, view)
+}
+
+impl RedisRun {
+    /// The Redis model's run, its expiry sweep every `periodic_interval_ms`.
+    fn new(periodic_interval_ms: u64) -> RedisRun {
+        RedisRun {
+            batches: BTreeMap::new(),
+            transfers: BTreeMap::new(),
+            periodic_interval_ms,
+            replies_sent: 0,
+            increments_run: 0,
+        }
+    }
+}
+
+/// The data model the simulated nodes serve, and its segment's length.
+fn sim_model(model_kind: Model) -> (Box<dyn DataModel>, usize) {
+    match model_kind {
+        Model::DebitCredit => {
+            let config = DebitCreditConfig {
+                tellers_per_branch: 4,
+                accounts_per_branch: 100,
+                history_bytes: 2048,
+                overdraft_limit: Some(2_000_000),
+            };
+            let model = DebitCredit::new(DEBIT_CREDIT_SEGMENT_LEN, &config).expect("fits");
+            (Compiled::boxed(model), DEBIT_CREDIT_SEGMENT_LEN)
+        }
+        Model::Redis => {
+            let mut model = RedisModel::new(REDIS_SEGMENT_LEN).expect("fits");
+            // Every node's model is a replica of this one, and shares its watch.
+            model.watch_calls(crate::redis::workload::script_watch());
+            (Box::new(model), REDIS_SEGMENT_LEN)
+        }
+    }
+}
+
+impl ClusterReport {
+    /// The report of a run of `seed` that has not started.
+    fn empty(seed: u64, model: Model, faults: ClusterFaults) -> ClusterReport {
+        ClusterReport {
+            seed,
+            model,
+            faults,
+            calls: 0,
+            replies: 0,
+            deadline_errors: 0,
+            commits: 0,
+            crashes: 0,
+            views: 1,
+            ticks: 0,
+            events: 0,
+            duplicates_answered: 0,
+            replies_not_kept: 0,
+            transfers: 0,
+            rejoins: 0,
+            lease_waits: 0,
+            torn_saves: 0,
+            sole_copy_crashes: 0,
+            reads_served: 0,
+            reads_unserved: 0,
+            replies_checked: 0,
+            replies_discarded: 0,
+            sweeps: 0,
+            log_syncs: 0,
+            logs_poisoned: 0,
+            log_replays: 0,
+            recovered_followed: 0,
+            power_losses: 0,
+            recovered_promoted: 0,
+            checkpoints: 0,
+            checkpoints_installed: 0,
+            acks_lost_to_power: 0,
+            failure: None,
+            trace: Vec::new(),
+        }
+    }
+}
+
+impl Client {
+    /// Client `index` of a run, calling `model` (drawn from `seed`) through a router of
+    /// `router_config`.
+    fn new(
+        model_kind: Model,
+        model: &dyn DataModel,
+        seed: u64,
+        index: usize,
+        router_config: &RouterConfig,
+    ) -> Client {
+        Client {
+            calls: match model_kind {
+                Model::DebitCredit => ClientCalls::Driver(
+                    model
+                        .driver(seed)
+                        .expect("the simulated model generates calls"),
+                ),
+                Model::Redis => ClientCalls::Redis(Box::new(RedisClient {
+                    workload: Workload::new(seed),
+                    proxy: ProxyConn::new(index as u64 + 1),
+                    unit: None,
+                    requests: 0,
+                    replies: 0,
+                    unsent: VecDeque::new(),
+                    sent: Vec::new(),
+                    acked: Vec::new(),
+                })),
+            },
+            router: Router::new(router_config.clone()),
+            seq: 0,
+            call: None,
+            conn: 0,
+            waiting: Waiting::Nothing,
+            epoch: 0,
+            lsn_last: 0,
+            power_losses_last: 0,
+        }
+    }
+}
+
+impl Reader {
+    /// Reader `index`, which starts at node `index`'s turn in the round of backups.
+    fn new(index: usize) -> Reader {
+        Reader {
+            seq: 0,
+            conn: 0,
+            node_next: index,
+            lsn_seen: 0,
+            epoch: 0,
+            in_flight: None,
         }
     }
 }
