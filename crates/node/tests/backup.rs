@@ -30,21 +30,9 @@ struct Pair {
 
 impl Pair {
     fn new() -> Pair {
-        let segment = loaded();
-        let config = common::config(1, &[BACKUP], Safety::TwoSafe(AckCount::All));
-        let primary = Primary::new(config, segment.lsn());
-        let receiver_config = ReceiverConfig {
-            group: 0,
-            view: 1,
-            primary: PRIMARY,
-            nack_ticks: 2,
-        };
         let mut pair = Pair {
-            primary: PrimaryRole::new(
-                Store::open(segment, Compiled::boxed(common::workload())),
-                primary,
-            ),
-            receiver: Receiver::new(receiver_config, loaded().lsn()),
+            primary: primary_role(),
+            receiver: Receiver::new(receiver_config(), loaded().lsn()),
             seq: 0,
         };
         pair.receiver.introduce();
@@ -85,6 +73,27 @@ impl Pair {
                 self.receiver.step(PRIMARY, message);
             }
         }
+    }
+}
+
+/// A primary role of view 1 on the loaded database, whose one backup must ack every commit.
+fn primary_role() -> PrimaryRole<()> {
+    let segment = loaded();
+    let config = common::config(1, &[BACKUP], Safety::TwoSafe(AckCount::All));
+    let primary = Primary::new(config, segment.lsn());
+    PrimaryRole::new(
+        Store::open(segment, Compiled::boxed(common::workload())),
+        primary,
+    )
+}
+
+/// The backup's receiver settings: view 1, following the primary.
+fn receiver_config() -> ReceiverConfig {
+    ReceiverConfig {
+        group: 0,
+        view: 1,
+        primary: PRIMARY,
+        nack_ticks: 2,
     }
 }
 
@@ -231,21 +240,12 @@ struct RolePair {
 
 impl RolePair {
     fn new() -> RolePair {
-        let segment = loaded();
-        let config = common::config(1, &[BACKUP], Safety::TwoSafe(AckCount::All));
-        let primary = Primary::new(config, segment.lsn());
-        let receiver_config = ReceiverConfig {
-            group: 0,
-            view: 1,
-            primary: PRIMARY,
-            nack_ticks: 2,
-        };
         let settings = ReadSettings {
             reply_len_max: 1 << 20,
             index_retry_us: 1_000,
         };
         let backup = BackupRole::on_segment(
-            receiver_config,
+            receiver_config(),
             loaded(),
             Vec::new(),
             limits(100),
@@ -253,10 +253,7 @@ impl RolePair {
             1,
         );
         let mut pair = RolePair {
-            primary: PrimaryRole::new(
-                Store::open(segment, Compiled::boxed(common::workload())),
-                primary,
-            ),
+            primary: primary_role(),
             backup,
             model: Compiled::boxed(common::workload()),
             seq: 0,
