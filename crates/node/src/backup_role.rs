@@ -13,8 +13,8 @@
 //! 3. `answers`: the reads answered this turn, each at the state it was served on.
 //!
 //! Nothing here decides *whether* a record is safe to apply or a read to serve: the receiver
-//! core, the applier and [`BackupReads`] do. This is the composition the simulator's backups
-//! run and the node's backup role runs, so that no driver writes it again.
+//! core, the applier and [`BackupReads`] do. The simulator's backups run this composition
+//! (the runtime's, once issue 38's node drives them), so that no driver writes it again.
 
 use std::collections::VecDeque;
 
@@ -47,24 +47,6 @@ pub trait BackupWatch {
     fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), Self::Error>;
 }
 
-/// A watch that sees nothing: for a driver without checkers.
-#[derive(Debug)]
-pub struct Unwatched;
-
-impl BackupWatch for Unwatched {
-    type Error = std::convert::Infallible;
-
-    fn applying(&mut self, _: &ApplyBatch) {}
-
-    fn applied(&mut self, _: u64, _: u64, _: &[CallId]) -> Result<(), Self::Error> {
-        Ok(())
-    }
-
-    fn installed(&mut self, _: u64, _: &Segment) -> Result<(), Self::Error> {
-        Ok(())
-    }
-}
-
 /// Why a backup role's turn stopped.
 #[derive(Debug)]
 pub enum BackupTurnError<E> {
@@ -86,8 +68,6 @@ pub struct BackupReady<T> {
     pub answers: Vec<(T, u64, ReadAnswer)>,
     /// The turn applied records (the applier's LSN before it, if it moved).
     pub applied_from: Option<u64>,
-    /// The turn installed a state transfer.
-    pub installed: bool,
 }
 
 impl<T> Default for BackupReady<T> {
@@ -97,7 +77,6 @@ impl<T> Default for BackupReady<T> {
             messages: Vec::new(),
             answers: Vec::new(),
             applied_from: None,
-            installed: false,
         }
     }
 }
@@ -326,7 +305,6 @@ impl<T> BackupRole<T> {
         // history, so their seqs still only go up.
         if let Some(lsn) = installed {
             self.receiver.applied(lsn);
-            ready.installed = true;
             let segment = self
                 .applier
                 .segment()
