@@ -80,8 +80,8 @@ impl fmt::Display for CarryNote<'_> {
                 pages,
             } => write!(
                 f,
-                "takes back {discarded} records above the truncate LSN {lsn}; fetches the \
-                 {pages} pages they changed"
+                "rewinds to the truncate LSN {lsn}, taking back the {discarded} records above \
+                 it; fetches the {pages} pages they changed"
             ),
             CarryNote::CannotRewind { lsn, discarded } => write!(
                 f,
@@ -654,8 +654,8 @@ mod tests {
             [
                 "primary gives its segment back",
                 "rewinds to 7",
-                "note: takes back 3 records above the truncate LSN 7; fetches the 0 pages they \
-                 changed",
+                "note: rewinds to the truncate LSN 7, taking back the 3 records above it; \
+                 fetches the 0 pages they changed",
                 "backup of view 5 on Rewound records",
             ]
         );

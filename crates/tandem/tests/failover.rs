@@ -120,7 +120,7 @@ fn every_fault_keeps_the_promises() {
         .unwrap_or_else(|| panic!("no state transfer was sent:\n{logs}"));
     // Records the old primary logged but never shipped lie above the new view's truncate
     // LSN: the node takes them back and the transfer starts at the truncate LSN instead.
-    let expected_after = match number_after(&logs, "records of its log above the truncate LSN ") {
+    let expected_after = match number_after(&logs, "rewinds to the truncate LSN ") {
         Some(truncate) => rebuilt.min(truncate),
         None => rebuilt,
     };
