@@ -305,12 +305,8 @@ impl World {
         Ok(true)
     }
 
-    /// A backup role of `view` on `segment` (kept from an earlier role, perhaps rewound).
-    fn backup_on(&self, node: NodeId, segment: Segment, view: &View) -> Slot {
-        self.backup_on_tail(node, segment, Vec::new(), view)
-    }
-
-    /// As [`World::backup_on`], keeping `tail`, the batches a handed-over applier retained.
+    /// A backup role of `view` on `segment` (loaded, or kept from an earlier role, perhaps
+    /// rewound), keeping `tail`, the batches a handed-over applier retained.
     fn backup_on_tail(
         &self,
         node: NodeId,
@@ -327,14 +323,6 @@ impl World {
             question_first(self.nodes[index_of(node)].role_epoch + 1),
         );
         Slot::Backup(Box::new(role))
-    }
-
-    /// A backup role of `view` on a freshly loaded segment.
-    fn reloaded(&mut self, node: NodeId, view: &View) -> Slot {
-        // A role that starts from the load does not take records rebuilt from the log.
-        self.nodes[index_of(node)].recovered = None;
-        let segment = loaded(&*self.model, self.segment_len);
-        self.backup_on(node, segment, view)
     }
 
     /// A retained tail's limits, a primary's and a backup's alike (as the runtime's
@@ -1368,9 +1356,9 @@ impl Carrier for SimCarrier<'_> {
     }
 
     fn reload_backup(&mut self, view: &View) -> Slot {
-        let lsn_loaded = self.world.lsn_loaded;
-        self.state().ledger = Ledger::of(History::new(lsn_loaded));
-        self.world.reloaded(self.node, view)
+        let Ok(segment) = self.load();
+        self.world
+            .backup_on_tail(self.node, segment, Vec::new(), view)
     }
 
     /// A simulated load is instant: nothing to start early.
