@@ -948,9 +948,16 @@ fn lines_of<'t>(text: &'t str, span: &std::ops::Range<usize>) -> &'t str {
     &text[start..end]
 }
 
-/// Whether the lines an error points at name a secret's key (and may hold its value).
+/// Whether the lines an error points at name a secret's key (and may hold its value). An
+/// error at the start of a line (the end of the text among them) counts the line before it
+/// too, since toml shows that line for an error at the end of the text.
 fn holds_secret(text: &str, span: &std::ops::Range<usize>) -> bool {
-    let lines = lines_of(text, span);
+    let start = if text[..span.start].ends_with('\n') {
+        text[..span.start - 1].rfind('\n').map_or(0, |at| at + 1)
+    } else {
+        span.start
+    };
+    let lines = lines_of(text, &(start..span.end));
     SECRET_KEYS.iter().any(|key| lines.contains(key))
 }
 
@@ -1838,6 +1845,30 @@ mod tests {
             assert!(!format!("{error:?}").contains(secret), "{error:?}");
             assert!(message.contains("line "), "{message}");
             assert!(message.contains("not quoted"), "{message}");
+        }
+    }
+
+    /// A string left open before a secret's line runs on through it: the error points past
+    /// the secret, on a line that may not name its key, and still quotes nothing.
+    #[test]
+    fn an_open_string_that_runs_through_a_secrets_line_never_quotes_it() {
+        let secret = "s3cr3t-never-quoted-0123456789";
+        for opening in [
+            "\"\"\"",
+            "'''",
+            "\"",
+            "x = \"\"\"",
+            "x = '''",
+            "[\"\"\"",
+            "x = [\"",
+        ] {
+            let text = format!(
+                "{opening}ode_id = 1\nrequirepass = \"{secret}\"\npeer_secret = \"{secret}\"\n"
+            );
+            let error = NodeConfig::from_toml_str(&text).expect_err(opening);
+            let message = error.to_string();
+            assert!(!message.contains(secret), "{message}");
+            assert!(!format!("{error:?}").contains(secret), "{error:?}");
         }
     }
 
