@@ -13,8 +13,8 @@
 //! The checker is shown to have teeth without a failover: a client that sends one `INCR`
 //! twice and counts it once must be reported as one duplicate.
 //!
-//! Where no Python can `import redis` (`.ci/setup` makes `target/pyenv`), each test says so
-//! and passes without running.
+//! Where no Python can `import redis`, each test runs `.ci/setup` (which makes
+//! `target/pyenv`), and fails saying so if none can still.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 //! must be the same. What it covers: a read-only user writing, a user outside its key
 //! patterns (one key of several, in a block, under `WATCH`), the commands a user with key
 //! patterns may not run (they reach keys they do not name), scripts, and nothing applied by
-//! a refused command. Without `redis-server` the test says so and passes without running.
+//! a refused command. Without `redis-server` the test runs `.ci/setup`, then fails if it must.
 
 use crate::redis_support;
 

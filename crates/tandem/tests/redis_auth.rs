@@ -2,7 +2,7 @@
 //! tandem node started with `tandem up --requirepass` and to a `redis-server` started with
 //! `--requirepass`, one connection each, and every reply must be the same, but for `HELLO`'s
 //! map once authenticated (it names the server's own id and role), of which only its kind is
-//! compared. Without `redis-server` the test says so and passes without running.
+//! compared. Without `redis-server` the test runs `.ci/setup`, then fails if it must.
 
 use crate::redis_support;
 

@@ -24,8 +24,8 @@
 //!
 //! `REDIS_DIFF_CONTEXT=N` shows the N commands before a difference (8 by default).
 //!
-//! Where `redis-server` is missing (`.ci/setup` installs it) the test says so and passes
-//! without running. The other tests here need no server: they show every comparison rule,
+//! Where `redis-server` is missing the test runs `.ci/setup` to install it, and fails naming
+//! it if it is still missing. The other tests here need no server: they show every comparison rule,
 //! the driver and the coverage check failing on a planted difference.
 
 use crate::redis_support;

@@ -1,7 +1,7 @@
 //! TLS on the RESP port, with the clients people use: `tandem up --tls` makes a CA and node
 //! certificates, and `redis-cli --tls --cacert` writes on the primary and reads on a backup.
 //! A client that does not speak TLS, or does not trust the cluster's CA, gets nothing. Without
-//! `redis-cli` the test says so and passes without running. The native port speaks TLS too:
+//! `redis-cli` the test runs `.ci/setup`, then fails if it must. The native port speaks TLS too:
 //! the stub with the cluster's CA is answered, one without TLS is told to use it, and one
 //! trusting another CA fails its handshake.
 
