@@ -23,6 +23,8 @@
 //! - [`carry_out`] is the table of what a node does with its role and records to follow a
 //!   committed view, for each transition from each role; a driver holds the roles
 //!   ([`Carrier`]).
+//! - [`PeerMessage`] is a message between two nodes; [`decode_peer_message`] and its
+//!   encoders are the bytes a peer connection carries, in the runtime and the simulator.
 //! - [`RoleRule`] is the order in which a node follows a committed view into a role
 //!   (`tandem_cluster::role` decides which), and whether it restarted without its memory.
 //!
@@ -35,6 +37,7 @@ mod carry_out;
 mod checkpoint;
 mod gate;
 mod log;
+mod peer_frame;
 mod primary;
 mod reads;
 mod receiver;
@@ -49,6 +52,10 @@ pub use gate::GateRule;
 pub use log::{
     Aligned, LogCore, LogOrder, Replayed, SyncPolicy, SyncPolicyError, rebuild, rebuilds_state,
     receiver_orders, replay, replay_from,
+};
+pub use peer_frame::{
+    PeerFrameError, PeerMessage, decode_cluster_message, decode_peer_message,
+    encode_cluster_message, encode_replication,
 };
 pub use primary::{
     Answer, AnswerKind, Call, EarlierRun, Observed, PrimaryRole, Ran, Refusal, RoleReady,

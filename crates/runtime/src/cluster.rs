@@ -31,7 +31,7 @@ use tandem_log::SealedBatch;
 use tandem_memory::Segment;
 use tandem_replication::NodeId;
 use tandem_store::DataModel;
-use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_cluster, encode_error};
+use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_error};
 
 use crate::backup::{self, BackupHandle, Gate};
 use crate::config::{NodeConfig, Role};
@@ -1344,11 +1344,8 @@ impl Outbox {
         if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
             tracing::trace!("node {}: to {to}: {}", self.node, brief(message));
         }
-        let Ok(body) = postcard::to_allocvec(message) else {
-            return;
-        };
-        let mut frame = Vec::with_capacity(body.len() + 8);
-        encode_cluster(&mut frame, &body);
+        let mut frame = Vec::new();
+        tandem_node::encode_cluster_message(&mut frame, message);
         if !self.writers.contains_key(&to) {
             let Some(&address) = self.addresses.get(&to) else {
                 return;
@@ -1616,7 +1613,7 @@ impl Acceptor {
                 match buffer.next_frame() {
                     Ok(Some(Frame::Cluster(body))) => {
                         // A message that does not decode is dropped; the connection stays.
-                        if let Ok(message) = postcard::from_bytes::<ClusterMessage>(body) {
+                        if let Ok(message) = tandem_node::decode_cluster_message(body) {
                             let event = ToSupervisor::Cluster { from, message };
                             if self.to_supervisor.send(event).is_err() {
                                 return;

@@ -271,7 +271,7 @@ impl World {
                     Message::durable_ack(role.gate().view(), lsn, role.applier().lsn_applied());
                 let synced = self.synced_ever.entry((node, primary)).or_insert(0);
                 *synced = (*synced).max(lsn);
-                self.send(node, primary, Wire::Replication(ack));
+                self.send(node, primary, Wire::replication(&ack));
                 Ok(())
             }
             Slot::Outside => Ok(()),

@@ -621,7 +621,13 @@ impl World {
     }
 
     pub(super) fn maybe_forge(&mut self, to: NodeId, wire: Wire) -> Wire {
-        let Wire::Replication(Message::Batch(bytes)) = &wire else {
+        if self.sabotage.is_none() {
+            return wire;
+        }
+        let Wire::Replication(frame) = &wire else {
+            return wire;
+        };
+        let Ok(PeerMessage::Replication(Message::Batch(bytes))) = decode_peer(frame) else {
             return wire;
         };
         let every_run = match self.sabotage {
@@ -637,7 +643,7 @@ impl World {
             return wire;
         }
         self.note("sabotage: a forged batch for node 2".into());
-        Wire::Replication(Message::Batch(crate::forge_batch(bytes, every_run)))
+        Wire::replication(&Message::Batch(crate::forge_batch(&bytes, every_run)))
     }
 
     pub(super) fn deliver_later(&mut self, from: NodeId, to: NodeId, link: (u64, u64), wire: Wire) {
@@ -677,7 +683,10 @@ impl World {
         }
         self.catch_up_ticks(to);
         match wire {
-            Wire::Cluster(message) => {
+            Wire::Cluster(frame) => {
+                let PeerMessage::Cluster(message) = decode_peer(&frame)? else {
+                    return Err(self.fail(format!("a replication frame as a cluster one to {to}")));
+                };
                 let core = self.core_mut(to);
                 // A malformed message is refused and counted by the runtime; here every
                 // message was encoded by a real core, so a refusal is a bug.
@@ -685,7 +694,12 @@ impl World {
                     .map_err(|err| format!("node {to} refused a cluster message: {err}"))?;
                 self.drive(to)
             }
-            Wire::Replication(message) => self.replicate(from, to, message),
+            Wire::Replication(frame) => {
+                let PeerMessage::Replication(message) = decode_peer(&frame)? else {
+                    return Err(self.fail(format!("a cluster frame as a replication one to {to}")));
+                };
+                self.replicate(from, to, message)
+            }
             Wire::Hello { conn } => {
                 self.greet(from, to, conn);
                 Ok(())

@@ -98,9 +98,9 @@ use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
     Answer, AnswerKind, ApplierRole, BackupReady, BackupTurnError, BackupWatch, Call, Carrier,
-    CarryNote, DriveError, GateRule, LogOrder, Needs, Notice, Observed, Ran, ReadAnswer,
-    ReadSettings, ReceiverRole, Records, Recovered, Refusal, RoleHeld, RoleReady, RoleRule, Roles,
-    Supervisor, WaitingRead,
+    CarryNote, DriveError, GateRule, LogOrder, Needs, Notice, Observed, PeerMessage, Ran,
+    ReadAnswer, ReadSettings, ReceiverRole, Records, Recovered, Refusal, RoleHeld, RoleReady,
+    RoleRule, Roles, Supervisor, WaitingRead,
 };
 use tandem_proxy::{Answer as ProxyAnswer, ProxyConn, Unit};
 use tandem_redis::RedisModel;
@@ -301,8 +301,10 @@ pub struct ClusterReport {
 /// A message on the wire.
 #[derive(Clone, Debug)]
 enum Wire {
-    Replication(Message),
-    Cluster(ClusterMessage),
+    /// A `Peer` frame of the replication stream, as the runtime writes it to its socket.
+    Replication(Vec<u8>),
+    /// A `Cluster` frame between two cluster cores, as the runtime writes it to its socket.
+    Cluster(Vec<u8>),
     /// A client opens connection `conn` to a node and greets it. Client messages carry the
     /// connection they travel on: a client that drops a connection (a timeout, "not
     /// primary") never hears what was in flight on it, as with TCP.
@@ -358,6 +360,33 @@ enum Wire {
     /// The sender's process died and its kernel closed the connection (a FIN or a reset):
     /// the receiver learns it as soon as the packet arrives, unless a partition drops it.
     Closed,
+}
+
+impl Wire {
+    /// The replication message's frame, encoded as the runtime encodes it.
+    fn replication(message: &Message) -> Wire {
+        let mut bytes = Vec::new();
+        tandem_node::encode_replication(&mut bytes, message);
+        Wire::Replication(bytes)
+    }
+
+    /// The cluster message's frame, encoded as the runtime encodes it.
+    fn cluster(message: &ClusterMessage) -> Wire {
+        let mut bytes = Vec::new();
+        tandem_node::encode_cluster_message(&mut bytes, message);
+        Wire::Cluster(bytes)
+    }
+}
+
+/// The message a peer frame carries, decoded as the runtime decodes it. Every frame was
+/// encoded by a node here, so one that does not decode is a bug.
+fn decode_peer(bytes: &[u8]) -> Result<PeerMessage, String> {
+    tandem_node::decode_peer_message(bytes, tandem_wire::MAX_FRAME_LEN_DEFAULT).map_err(|err| {
+        format!(
+            "a peer frame of {} bytes does not decode: {err}",
+            bytes.len()
+        )
+    })
 }
 
 #[derive(Debug)]

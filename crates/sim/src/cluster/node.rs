@@ -865,7 +865,7 @@ impl World {
                 .or_insert_with(|| crc32c::crc32c(segment.bytes()));
         }
         for (to, message) in ready.replication.messages.drain(..) {
-            self.send(node, to, Wire::Replication(message));
+            self.send(node, to, Wire::replication(&message));
         }
         for disposition in ready.drain_replies(tick_now) {
             let reply = match disposition {
@@ -982,7 +982,7 @@ impl World {
         ever.0 = ever.0.max(role.receiver().core().lsn_received());
         ever.1 = ever.1.max(role.applier().lsn_applied());
         for (to, message) in ready.messages.drain(..) {
-            self.send(node, to, Wire::Replication(message));
+            self.send(node, to, Wire::replication(&message));
         }
         for ((reader, conn), seq, answer) in ready.answers.drain(..) {
             let served_at = match answer {
@@ -1156,7 +1156,7 @@ impl Roles for SimRoles<'_> {
     }
 
     fn send(&mut self, to: NodeId, message: ClusterMessage) {
-        self.world.send(self.node, to, Wire::Cluster(message));
+        self.world.send(self.node, to, Wire::cluster(&message));
     }
 
     fn notice(&mut self, notice: Notice<'_>) {
