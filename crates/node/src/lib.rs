@@ -5,6 +5,8 @@
 //!   hands its commit and its answer to the replication core, applies the node's orders (a new
 //!   view, a deposition, a removal to prepare) and hands everything that must leave the node in
 //!   one [`RoleReady`].
+//! - [`PrimaryHost`] is a primary role as one value: the role, the calls waiting for flow
+//!   control ([`WaitingCall`]) and the model's periodic procedure, collected in one order.
 //! - [`ApplierRole`] is a backup's applier: it applies what the receiver core accepted, skips
 //!   what an older connection delivered again, keeps the applied batches a promotion serves
 //!   from, acks what it applied, checkpoints its segment for the log ([`Checkpointer`]), and
@@ -39,6 +41,7 @@ mod gate;
 mod log;
 mod peer_frame;
 mod primary;
+mod primary_host;
 mod reads;
 mod receiver;
 mod rule;
@@ -61,6 +64,7 @@ pub use primary::{
     Answer, AnswerKind, Call, EarlierRun, Observed, PrimaryRole, Ran, Refusal, RoleReady,
     record_len_max, reply_len_max, reply_not_kept, withheld_answer,
 };
+pub use primary_host::{PrimaryHost, WaitingCall};
 pub use reads::{BackupReads, Needs, READ_INDEX_RETRY, READ_WAIT, ReadAnswer, WaitingRead};
 pub use receiver::ReceiverRole;
 pub use rule::{Recovered, RoleRule};

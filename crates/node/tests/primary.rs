@@ -1,7 +1,11 @@
 //! The primary role's decisions on scripted calls: exactly-once, answers in call order, a
-//! deposed primary, refusals, and what the node's cluster core is told.
+//! deposed primary, refusals, and what the node's cluster core is told; and the host that
+//! holds the calls waiting for it.
 
-use tandem_node::{Answer, AnswerKind, Call, Observed, PrimaryRole, Ran, Refusal, RoleReady};
+use tandem_node::{
+    Answer, AnswerKind, Call, Observed, PrimaryHost, PrimaryRole, Ran, Refusal, RoleReady,
+    WaitingCall,
+};
 use tandem_replication::{AckCount, Disposition, Message, NodeId, Primary, Reply, Safety};
 use tandem_store::{Compiled, ProcId, Store};
 use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT, DebitCredit};
@@ -299,4 +303,73 @@ fn a_reply_fits_its_frame_and_half_of_what_a_batch_leaves() {
         tandem_wire::reply_body_len_max(frame).min(frame / 2)
     );
     assert_eq!(tandem_node::reply_len_max(100, 200), 0);
+}
+
+fn waiting(seq: u64, to: &'static str) -> WaitingCall<&'static str> {
+    WaitingCall {
+        to,
+        client_id: CLIENT,
+        seq,
+        proc_id: DEBIT_CREDIT,
+        args: args(),
+        read_only: false,
+        safety: None,
+    }
+}
+
+#[test]
+fn a_host_runs_its_waiting_calls_in_arrival_order_and_answers_them_in_that_order() {
+    let mut host = PrimaryHost::new(role(&[BACKUP], Safety::TwoSafe(AckCount::All)));
+    for (seq, to) in [(1, "first"), (2, "second"), (3, "third")] {
+        host.queue(waiting(seq, to));
+    }
+    let mut seqs = Vec::new();
+    while let Some(ran) = host.run_next() {
+        let Ran::Committed { call, .. } = ran else {
+            panic!("each call commits: {ran:?}");
+        };
+        seqs.push(call.seq);
+    }
+    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(host.waiting(), 0);
+    host.role_mut().flush();
+    let lsn = host.primary().lsn_committed();
+    ack(host.role_mut(), lsn);
+    let mut ready = host.collect(host.primary().tick_count());
+    let order: Vec<&str> = ready
+        .drain_replies(host.primary().tick_count())
+        .map(|disposition| match disposition {
+            Disposition::Send(reply) => reply.reply.to,
+            other => panic!("every answer is sent: {other:?}"),
+        })
+        .collect();
+    assert_eq!(order, ["first", "second", "third"]);
+    host.recycle(ready);
+}
+
+#[test]
+fn a_stalled_call_keeps_its_place_and_a_deposed_host_hands_every_waiting_call_back() {
+    let mut host = PrimaryHost::new(role(&[BACKUP], Safety::TwoSafe(AckCount::All)));
+    host.role_mut().depose(2);
+    for (seq, to) in [(1, "first"), (2, "second")] {
+        host.queue(waiting(seq, to));
+    }
+    assert_eq!(host.run_next(), Some(Ran::Stalled));
+    assert_eq!(host.waiting(), 2, "a stalled call waits on");
+    let back: Vec<(u64, &str)> = host
+        .take_waiting()
+        .map(|call| (call.seq, call.to))
+        .collect();
+    assert_eq!(back, [(1, "first"), (2, "second")]);
+    assert_eq!(host.run_next(), None);
+    host.into_segment();
+}
+
+#[test]
+#[should_panic(expected = "waiting calls are answered")]
+fn a_host_with_calls_waiting_does_not_give_its_segment_up() {
+    let mut host = PrimaryHost::new(role(&[BACKUP], Safety::TwoSafe(AckCount::All)));
+    host.role_mut().depose(2);
+    host.queue(waiting(1, "first"));
+    host.into_segment();
 }

@@ -19,7 +19,7 @@ impl World {
                         role.primary().view(),
                         role.primary().lsn_committed(),
                         role.primary().pending_replies(),
-                        role.inbox.len(),
+                        role.waiting(),
                         role.primary().backup_progress().collect::<Vec<_>>(),
                         role.primary().durable_progress(),
                     ),
@@ -63,7 +63,7 @@ impl World {
         };
         if primary.primary().view() != view.number
             || primary.primary().pending_replies() > 0
-            || !primary.inbox.is_empty()
+            || primary.waiting() > 0
         {
             return false;
         }
@@ -82,9 +82,9 @@ impl World {
         let Slot::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
             unreachable!("converged on a primary");
         };
-        let bytes = primary.role.store().segment().bytes().to_vec();
+        let bytes = primary.role().store().segment().bytes().to_vec();
         self.model
-            .check(primary.role.store().segment())
+            .check(primary.role().store().segment())
             .map_err(|err| self.fail(format!("primary {}: {err}", view.primary)))?;
         self.check_acked(view.primary)?;
         self.report.acks_lost_to_power = self.acks_lost_to_power(view.primary);
@@ -121,7 +121,7 @@ impl World {
         let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
             unreachable!("converged on a primary");
         };
-        let segment = role.role.store().segment();
+        let segment = role.role().store().segment();
         let history = &self.nodes[index_of(node)].ledger.history;
         assert_eq!(
             history.lsn(),
@@ -249,7 +249,7 @@ impl World {
         let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
             unreachable!("converged on a primary");
         };
-        let actual = dump_database(&model, role.role.store().segment())
+        let actual = dump_database(&model, role.role().store().segment())
             .map_err(|err| self.fail(format!("the final database cannot be read: {err}")))?;
         if let Some(difference) = dump_difference(&actual, &reference.dump(now_ms)) {
             return Err(self.fail(format!(
@@ -327,7 +327,7 @@ impl World {
         let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
             return 0;
         };
-        let store = role.role.store();
+        let store = role.role().store();
         self.acked
             .iter()
             .filter(|&(&client, acked)| {
@@ -358,7 +358,7 @@ impl World {
         ) in &self.acked
         {
             let held = role
-                .role
+                .role()
                 .store()
                 .dedup_entry(client_id(client))
                 .map_or(0, |entry| entry.seq());

@@ -172,7 +172,7 @@ impl World {
         log.lsn_published = lsn;
         match &mut self.nodes[index_of(node)].role {
             Slot::Primary(role) => {
-                role.role.log_synced(lsn);
+                role.role_mut().log_synced(lsn);
                 let synced = self.synced_ever.entry((node, node)).or_insert(0);
                 *synced = (*synced).max(lsn);
             }
@@ -256,7 +256,7 @@ impl World {
     fn log_tell_role(&mut self, node: NodeId, lsn: u64) -> Result<(), String> {
         match &mut self.nodes[index_of(node)].role {
             Slot::Primary(role) => {
-                role.role.log_synced(lsn);
+                role.role_mut().log_synced(lsn);
                 let synced = self.synced_ever.entry((node, node)).or_insert(0);
                 *synced = (*synced).max(lsn);
                 self.collect_primary(node)
@@ -367,9 +367,9 @@ impl World {
         let lsn = self.nodes[index_of(node)].log.lsn_durable();
         match &mut self.nodes[index_of(node)].role {
             Slot::Primary(role) => {
-                role.role.set_keeps_log(true);
+                role.role_mut().set_keeps_log(true);
                 if lsn > 0 {
-                    role.role.log_synced(lsn);
+                    role.role_mut().log_synced(lsn);
                     let synced = self.synced_ever.entry((node, node)).or_insert(0);
                     *synced = (*synced).max(lsn);
                 }
@@ -477,7 +477,7 @@ impl World {
         let wanted = self.nodes[index_of(node)].log.wants_checkpoint();
         let mut orders = Vec::new();
         match &mut self.nodes[index_of(node)].role {
-            Slot::Primary(role) => role.role.checkpoint_step(wanted, &mut orders),
+            Slot::Primary(role) => role.role_mut().checkpoint_step(wanted, &mut orders),
             Slot::Backup(role) => role.applier_mut().checkpoint_step(wanted, &mut orders),
             Slot::Outside => {}
         }

@@ -97,10 +97,10 @@ use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, BackupReady, BackupTurnError, BackupWatch, Call, Carrier,
-    CarryNote, DriveError, GateRule, LogOrder, Needs, Notice, Observed, PeerMessage, Ran,
-    ReadAnswer, ReadSettings, ReceiverRole, Records, Recovered, Refusal, RoleHeld, RoleReady,
-    RoleRule, Roles, Supervisor, WaitingRead,
+    Answer, AnswerKind, ApplierRole, BackupReady, BackupTurnError, BackupWatch, Carrier, CarryNote,
+    DriveError, GateRule, LogOrder, Needs, Notice, Observed, PeerMessage, Ran, ReadAnswer,
+    ReadSettings, ReceiverRole, Records, Recovered, Refusal, RoleHeld, RoleReady, RoleRule, Roles,
+    Supervisor, WaitingCall, WaitingRead,
 };
 use tandem_proxy::{Answer as ProxyAnswer, ProxyConn, Unit};
 use tandem_redis::RedisModel;
@@ -472,32 +472,8 @@ struct Witness {
     power_losses: u64,
 }
 
-/// A primary role as the simulator holds it: the node core's role (answers go to a client's
-/// connection) and the calls waiting for flow control.
-struct PrimaryRole {
-    role: tandem_node::PrimaryRole<ClientConn>,
-    ready: RoleReady<ClientConn>,
-    /// Calls received and waiting for flow control: where from, seq, args.
-    inbox: VecDeque<(ClientConn, u64, SimCall)>,
-    /// When the model's periodic procedure (the Redis model's expiry sweep) is next due, by
-    /// the primary's clock.
-    periodic_due_ms: u64,
-}
-
-impl PrimaryRole {
-    fn new(role: tandem_node::PrimaryRole<ClientConn>) -> PrimaryRole {
-        PrimaryRole {
-            role,
-            ready: RoleReady::default(),
-            inbox: VecDeque::new(),
-            periodic_due_ms: 0,
-        }
-    }
-
-    fn primary(&self) -> &Primary<Answer<ClientConn>> {
-        self.role.primary()
-    }
-}
+/// A primary role as the simulator holds it: answers go to a client's connection.
+type PrimaryHost = tandem_node::PrimaryHost<ClientConn>;
 
 /// A backup role: answers to reads go to a reader's connection.
 type BackupRole = tandem_node::BackupRole<(usize, u64)>;
@@ -604,7 +580,7 @@ fn read_settings() -> ReadSettings {
 }
 
 /// The role a node's data plane runs, as the runtime's supervisor holds it in its slot.
-type Slot = tandem_node::Slot<Box<PrimaryRole>, Box<BackupRole>>;
+type Slot = tandem_node::Slot<Box<PrimaryHost>, Box<BackupRole>>;
 
 struct Node {
     id: NodeId,
@@ -925,7 +901,7 @@ pub fn run_cluster_with(seed: u64, ticks: u64, options: RunOptions) -> ClusterRe
         .iter()
         .find_map(|node| match &node.role {
             Slot::Primary(role) if role.primary().view() == world.view_latest.number => {
-                Some(role.role.store().segment().lsn() - world.lsn_loaded)
+                Some(role.role().store().segment().lsn() - world.lsn_loaded)
             }
             _ => None,
         })

@@ -23,7 +23,7 @@ impl World {
         let missed = std::mem::take(&mut state.ticks_missed);
         if let Slot::Primary(role) = &mut state.role {
             for _ in 0..missed {
-                role.role.tick();
+                role.role_mut().tick();
             }
         }
     }
@@ -37,7 +37,7 @@ impl World {
         let index = index_of(node);
         match &mut self.nodes[index].role {
             Slot::Primary(role) => {
-                role.role.tick();
+                role.role_mut().tick();
                 self.maybe_run_periodic(node)?;
                 self.drain_inbox(node)?;
                 self.collect_primary(node)?;
@@ -114,10 +114,10 @@ impl World {
         if let Slot::Primary(role) = &mut self.nodes[index].role
             && view.primary != node
         {
-            role.role.depose(view.number);
+            role.role_mut().depose(view.number);
             // Calls still queued are told "not primary", as the runtime's executor tells
             // them: their clients go to the new primary at once.
-            let queued: Vec<ClientConn> = role.inbox.drain(..).map(|(to, ..)| to).collect();
+            let queued: Vec<ClientConn> = role.take_waiting().map(|waiting| waiting.to).collect();
             for ClientConn { client, conn, .. } in queued {
                 self.send(
                     node,
@@ -209,7 +209,7 @@ impl World {
             if let Slot::Backup(_) = &next
                 && let Slot::Primary(primary) = &mut self.nodes[index_of(view.primary)].role
             {
-                primary.role.link_reset(node);
+                primary.role_mut().link_reset(node);
             }
         }
         let serving = !matches!(next, Slot::Outside);
@@ -218,7 +218,7 @@ impl World {
         }
         if self.redis.is_some() {
             let lsn = match &next {
-                Slot::Primary(role) => role.role.store().segment().lsn(),
+                Slot::Primary(role) => role.role().store().segment().lsn(),
                 Slot::Backup(role) => role.segment().lsn(),
                 Slot::Outside => 0,
             };
@@ -233,7 +233,7 @@ impl World {
         // holds already (Redis seed 438 aligned at the applied LSN, cut them, and the next
         // batch did not continue the log).
         let lsn_start = match &next {
-            Slot::Primary(role) => role.role.store().segment().lsn(),
+            Slot::Primary(role) => role.role().store().segment().lsn(),
             Slot::Backup(role) => role
                 .segment()
                 .lsn()
@@ -245,12 +245,10 @@ impl World {
         }
         let mut next = next;
         // Every role checkpoints for its log, as the runtime's do.
-        let lsn_loaded = self.lsn_loaded;
+        let (bytes, lsn_loaded) = (CHECKPOINT_BYTES, self.lsn_loaded);
         match &mut next {
-            Slot::Primary(role) => role.role.enable_checkpoints(CHECKPOINT_BYTES, lsn_loaded),
-            Slot::Backup(role) => role
-                .applier_mut()
-                .enable_checkpoints(CHECKPOINT_BYTES, lsn_loaded),
+            Slot::Primary(role) => role.role_mut().enable_checkpoints(bytes, lsn_loaded),
+            Slot::Backup(role) => role.applier_mut().enable_checkpoints(bytes, lsn_loaded),
             Slot::Outside => {}
         }
         self.nodes[index].role = next;
@@ -298,7 +296,7 @@ impl World {
                 lone: true,
                 ..self.primary_config(view)
             };
-            stale.role.restart_replication(config);
+            stale.role_mut().restart_replication(config);
         }
         self.nodes[index_of(node)].role = Slot::Primary(stale);
         self.collect_primary(node)?;
@@ -375,11 +373,11 @@ impl World {
         let index = index_of(to);
         match &mut self.nodes[index].role {
             Slot::Primary(role) => {
-                role.role.step(from, message);
+                role.role_mut().step(from, message);
                 // An ack may lift flow control: the executor runs what was waiting.
                 self.drain_inbox(to)?;
                 if let Slot::Primary(role) = &mut self.nodes[index].role {
-                    role.role.flush();
+                    role.role_mut().flush();
                 }
                 // Hearing a member changes only the core's timers: nothing for it to hand over
                 // until its next tick or message.
@@ -478,12 +476,20 @@ impl World {
             return Ok(());
         }
         if let Slot::Primary(role) = &mut self.nodes[index].role {
-            role.inbox.push_back((client, seq, sim_call));
+            role.queue(WaitingCall {
+                to: client,
+                client_id: client_id(client.client),
+                seq,
+                proc_id: sim_call.proc_id,
+                args: sim_call.args,
+                read_only: false,
+                safety: None,
+            });
         }
         self.drain_inbox(to)?;
         if let Slot::Primary(role) = &mut self.nodes[index].role {
             // The executor has run dry: ship what is open.
-            role.role.flush();
+            role.role_mut().flush();
         }
         self.collect_primary(to)
     }
@@ -491,77 +497,80 @@ impl World {
     /// Runs the calls waiting at primary `node` while flow control allows.
     pub(super) fn drain_inbox(&mut self, node: NodeId) -> Result<(), String> {
         let time_ms = self.clock_ms();
+        let redis = self.redis.is_some();
         loop {
-            let redis = self.redis.is_some();
             let sabotaged = self.increment_twice(node);
             let state = &mut self.nodes[index_of(node)];
             let Slot::Primary(role) = &mut state.role else {
                 return Ok(());
             };
-            let Some((client, seq, sim_call)) = role.inbox.front() else {
+            let Some(front) = role.front_mut() else {
                 return Ok(());
             };
-            let incr = redis && sim_call.proc_id == command_proc_of(b"INCR");
-            let (proc_id, args) = match &sabotaged {
-                Some((proc_id, args)) => (*proc_id, args.as_slice()),
-                None => (sim_call.proc_id, sim_call.args.as_slice()),
-            };
-            let call = Call {
-                client_id: client_id(client.client),
-                seq: *seq,
-                proc_id,
-                args,
-                read_only: false,
-                safety: None,
-            };
-            let to = ClientConn {
-                ran_at_ms: time_ms,
-                reads: self.model.kind(proc_id) == Some(ProcKind::Read),
-                ..*client
-            };
+            let incr = redis && front.proc_id == command_proc_of(b"INCR");
+            // The sabotage runs the call with other words this once: a stalled call keeps
+            // its own, as it waits.
+            let own = sabotaged.map(|(proc_id, args)| {
+                let proc_id = std::mem::replace(&mut front.proc_id, proc_id);
+                (proc_id, std::mem::replace(&mut front.args, args))
+            });
+            front.to.ran_at_ms = time_ms;
+            front.to.reads = self.model.kind(front.proc_id) == Some(ProcKind::Read);
             if redis {
-                role.role.set_time_ms(time_ms);
+                role.role_mut().set_time_ms(time_ms);
             }
-            let ran = role.role.run_call(&call, to);
+            let ran = role.run_next().expect("a call waits");
+            if let Some((proc_id, args)) = own
+                && ran == Ran::Stalled
+            {
+                let front = role.front_mut().expect("a stalled call keeps its place");
+                front.proc_id = proc_id;
+                front.args = args;
+            }
             if incr
                 && ran != Ran::Stalled
                 && let Some(redis) = self.redis.as_mut()
             {
                 redis.increments_run += 1;
             }
-            match ran {
-                Ran::Stalled => return Ok(()),
-                Ran::Committed { call, .. } => {
-                    if !state.ledger.calls.insert(call) {
-                        return Err(format!(
-                            "tick {}: node {node} committed call {call:?} twice",
-                            self.now / MICROS_PER_TICK
-                        ));
-                    }
-                    if redis {
-                        state.ledger.history.push(call, time_ms);
-                    }
-                }
-                Ran::Duplicate { .. } => self.report.duplicates_answered += 1,
-                Ran::RolledBack => {}
-                // The client gave up on this call and moved on: nobody waits for it.
-                Ran::Refused(Refusal::StaleSeq) => {}
-                // A read-only command of the Redis model: answered behind the latest commit.
-                Ran::Read if redis => {}
-                Ran::Read => {
-                    return Err(format!("node {node}: the simulated clients issue no reads"));
-                }
-                Ran::Refused(refusal) => {
+            if ran == Ran::Stalled {
+                return Ok(());
+            }
+            self.ran(node, ran, time_ms)?;
+        }
+    }
+
+    /// The checks and counts of what a call that ran at primary `node` at `time_ms` did.
+    fn ran(&mut self, node: NodeId, ran: Ran, time_ms: u64) -> Result<(), String> {
+        let redis = self.redis.is_some();
+        let state = &mut self.nodes[index_of(node)];
+        match ran {
+            Ran::Stalled => unreachable!("a stalled call did not run"),
+            Ran::Committed { call, .. } => {
+                if !state.ledger.calls.insert(call) {
                     return Err(format!(
-                        "tick {}: node {node} refused a call: {refusal:?}",
+                        "tick {}: node {node} committed call {call:?} twice",
                         self.now / MICROS_PER_TICK
                     ));
                 }
+                if redis {
+                    state.ledger.history.push(call, time_ms);
+                }
+                self.check_bounded(node)
             }
-            role.inbox.pop_front();
-            if let Ran::Committed { .. } = ran {
-                self.check_bounded(node)?;
+            Ran::Duplicate { .. } => {
+                self.report.duplicates_answered += 1;
+                Ok(())
             }
+            // The client gave up on this call and moved on: nobody waits for it.
+            Ran::RolledBack | Ran::Refused(Refusal::StaleSeq) => Ok(()),
+            // A read-only command of the Redis model: answered behind the latest commit.
+            Ran::Read if redis => Ok(()),
+            Ran::Read => Err(format!("node {node}: the simulated clients issue no reads")),
+            Ran::Refused(refusal) => Err(format!(
+                "tick {}: node {node} refused a call: {refusal:?}",
+                self.now / MICROS_PER_TICK
+            )),
         }
     }
 
@@ -574,10 +583,10 @@ impl World {
         {
             return None;
         }
-        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
+        let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
             return None;
         };
-        let (_, _, call) = role.inbox.front()?;
+        let call = role.front_mut()?;
         if call.proc_id != command_proc_of(b"INCR") {
             return None;
         }
@@ -608,16 +617,14 @@ impl World {
         let Slot::Primary(role) = &mut state.role else {
             return Ok(());
         };
-        if now_ms < role.periodic_due_ms {
-            return Ok(());
-        }
-        role.periodic_due_ms = now_ms + interval_ms;
-        role.role.set_time_ms(now_ms);
-        if role.role.run_periodic(ClientConn::PERIODIC).is_none() {
+        if role
+            .run_periodic_if_due(now_ms, interval_ms, ClientConn::PERIODIC)
+            .is_none()
+        {
             return Ok(());
         }
         state.ledger.history.push(CallId::default(), now_ms);
-        role.role.flush();
+        role.role_mut().flush();
         self.report.sweeps += 1;
         self.check_bounded(node)
     }
@@ -640,7 +647,7 @@ impl World {
             );
             if let Some(redis) = self.redis.as_mut() {
                 // Copied from the segment as it stands: its history is the role's.
-                let segment = role.role.store().segment();
+                let segment = role.role().store().segment();
                 assert_eq!(sent.lsn, segment.lsn(), "a transfer of the last commit");
                 let key = (sent.lsn, crc32c::crc32c(segment.bytes()));
                 redis
@@ -834,8 +841,9 @@ impl World {
         let Slot::Primary(role) = &mut state.role else {
             return Ok(());
         };
-        let mut ready = std::mem::take(&mut role.ready);
-        role.role.take_ready(&mut ready);
+        // Released under a lease that ran out before it could leave: held until the lease
+        // holds again, as the runtime's executor holds a long call's reply (seed 22594).
+        let mut ready = role.collect(role.primary().tick_count());
         // The log first: the batches' records are the node's from now on (the runtime's
         // executor hands `to_log` to its log at the start of `dispatch`).
         let to_log = std::mem::take(&mut ready.replication.to_log);
@@ -846,14 +854,9 @@ impl World {
         };
         let tick_now = role.primary().tick_count();
         let view = role.primary().view();
-        // Released under a lease that ran out before it could leave (a paused primary replays
-        // the ticks it missed, and a hold that ends inside them releases replies at a tick
-        // the replay then passes, seed 22594): held until the lease holds again, as the
-        // runtime's executor holds a long call's reply.
-        role.role.hold_lapsed(&mut ready, tick_now);
         // The primary's bytes at the end of its last sealed batch: what a backup must hold
         // once it has applied that batch. Only the newest view's primary writes history.
-        let segment = role.role.store().segment();
+        let segment = role.role().store().segment();
         let lsn_sealed = role.primary().tail().lsn_next() - 1;
         if view == authoritative_view
             && lsn_sealed == segment.lsn()
@@ -910,9 +913,8 @@ impl World {
         }
         self.checkpoint_step(node);
         // The buffers go back for the next collection (capacity kept).
-        ready.clear();
         if let Slot::Primary(role) = &mut self.nodes[index_of(node)].role {
-            role.ready = ready;
+            role.recycle(ready);
         }
         Ok(())
     }
@@ -1146,7 +1148,7 @@ impl Roles for SimRoles<'_> {
 
     fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), String> {
         if let Slot::Primary(role) = &mut self.world.nodes[index_of(self.node)].role {
-            role.role.prepare_removal(view, backup);
+            role.role_mut().prepare_removal(view, backup);
         }
         self.world.collect_primary(self.node)
     }
@@ -1188,7 +1190,7 @@ impl SimCarrier<'_> {
 }
 
 impl Carrier for SimCarrier<'_> {
-    type Primary = Box<PrimaryRole>;
+    type Primary = Box<PrimaryHost>;
     type Backup = Box<BackupRole>;
     type HandoverError = tandem_node::HandoverError;
     type LoadError = std::convert::Infallible;
@@ -1199,7 +1201,7 @@ impl Carrier for SimCarrier<'_> {
 
     fn stay_primary(&mut self, mut primary: Self::Primary, view: &View) -> Slot {
         let installed = primary
-            .role
+            .role_mut()
             .install_view(view.number, &view.backups, &view.spares);
         assert!(installed, "a primary that stays learns a newer view");
         Slot::Primary(primary)
@@ -1227,7 +1229,7 @@ impl Carrier for SimCarrier<'_> {
     }
 
     fn give_back(&mut self, primary: Self::Primary, _: &View) -> Option<Segment> {
-        Some(primary.role.into_segment())
+        Some(primary.into_segment())
     }
 
     fn stop(&mut self, _: Slot, _: &View, discarded: u64) {
@@ -1314,7 +1316,7 @@ impl Carrier for SimCarrier<'_> {
         };
         let store = Store::open(segment, world.model.replica());
         let role = tandem_node::PrimaryRole::new(store, primary);
-        Slot::Primary(Box::new(PrimaryRole::new(role)))
+        Slot::Primary(Box::new(PrimaryHost::new(role)))
     }
 
     fn start_backup(
