@@ -700,10 +700,12 @@ fn lcs_walk(a: &[u8], b: &[u8], table: &LcsTable, min_match_len: u64) -> (Vec<u8
             }
             emit = run.is_some();
         }
-        if emit && let Some(current) = run.take() {
-            if (current.a.1 - current.a.0 + 1) as u64 >= min_match_len {
-                matches.push(current);
-            }
+        // An emitted run ends whether or not it is long enough to be listed.
+        if emit
+            && let Some(current) = run.take()
+            && (current.a.1 - current.a.0 + 1) as u64 >= min_match_len
+        {
+            matches.push(current);
         }
     }
     (common, matches)
