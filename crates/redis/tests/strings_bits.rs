@@ -257,7 +257,8 @@ fn bitfield_handles_the_widest_fields_and_their_overflow() {
     );
     assert_eq!(
         run(&mut node, &format!("BITFIELD w SET u63 0 {max} GET u63 0")),
-        ints(&[0, i64::MAX])
+        // The i64 at bit 3 holds its minimum, whose sign bit is bit 3 of the u63.
+        ints(&[1 << 59, i64::MAX])
     );
     assert_eq!(run(&mut node, "BITFIELD w INCRBY u63 0 1"), ints(&[0]));
     assert_eq!(
@@ -266,7 +267,7 @@ fn bitfield_handles_the_widest_fields_and_their_overflow() {
     );
     assert_eq!(
         run(&mut node, "BITFIELD w OVERFLOW WRAP SET u8 0 -1 GET u8 0"),
-        ints(&[127, 255])
+        ints(&[255, 255])
     );
     assert_eq!(
         run(&mut node, "BITFIELD w SET i1 0 1 GET i1 0"),
