@@ -1912,31 +1912,16 @@ static KEYSPACE: &[Gen] = &[
     }),
 ];
 
-/// A bit offset for a write: at byte edges, up to 1 MB into a string (the cluster's 64 MiB
-/// hold it), or refused: past 2^32 bits (a byte past `proto-max-bulk-len`), negative, or not
+/// A bit offset for a write: mostly within the first bytes (so that commands meet each
+/// other's bits), at byte edges, up to 1 MB into a string (the cluster's 64 MiB hold it), or
+/// now and then refused: past 2^32 bits (a byte past `proto-max-bulk-len`), negative, or not
 /// a number. An offset near 2^32 that Redis accepts would make it allocate 512 MB: not sent.
 fn bit_offset_write(d: &mut Draw) -> Vec<u8> {
-    d.pick(&[
-        "0",
-        "1",
-        "7",
-        "8",
-        "9",
-        "15",
-        "63",
-        "64",
-        "100",
-        "1000",
-        "65535",
-        "800000",
-        "8000000",
-        "4294967296",
-        "9223372036854775807",
-        "-1",
-        "01",
-        "x",
-        "",
-    ])
+    match d.rng.below(25) {
+        0..=16 => d.rng.below(48).to_string().into_bytes(),
+        17..=22 => d.pick(&["63", "64", "100", "1000", "65535", "800000", "8000000"]),
+        _ => d.pick(&["4294967296", "9223372036854775807", "-1", "01", "x", ""]),
+    }
 }
 
 /// A bit offset for a read: a write's, or the largest one Redis accepts.
@@ -1971,43 +1956,38 @@ fn bit_range_index(d: &mut Draw) -> Vec<u8> {
     ])
 }
 
-/// A `BIT` or `BYTE` range unit, or one no server knows.
+/// A `BIT` or `BYTE` range unit, or (rarely) one no server knows.
 fn bit_range_unit(d: &mut Draw) -> Vec<u8> {
-    d.pick(&["BIT", "BYTE", "bit", "byte", "BOGUS"])
+    d.pick(&["BIT", "BYTE", "bit", "byte", "BIT", "BYTE", "BOGUS"])
 }
 
-/// A `BITFIELD` type: every width at the edges, and types Redis refuses.
+/// A `BITFIELD` type: every width at the edges, and (rarely) types Redis refuses.
 fn field_type(d: &mut Draw) -> Vec<u8> {
+    if d.rng.chance(8) {
+        return d.pick(&["u64", "i0", "i65", "u0", "I8", "x8", "i", "i08", ""]);
+    }
     d.pick(&[
         "i1", "i2", "i5", "i8", "i8", "i16", "i31", "i32", "i63", "i64", "u1", "u3", "u8", "u8",
-        "u16", "u32", "u62", "u63", "u64", "i0", "i65", "u0", "I8", "x8", "i", "i08", "",
+        "u16", "u32", "u62", "u63",
     ])
 }
 
 /// A `BITFIELD` offset: plain, or `#n` (the nth field of the type's width), with a `#n` whose
-/// product wraps past 2^64 among them.
+/// product wraps past 2^64 among them, and (rarely) one Redis refuses.
 fn field_offset(d: &mut Draw, write: bool) -> Vec<u8> {
-    match d.rng.below(10) {
-        0..=3 => d.pick(&[
-            "#0",
-            "#1",
-            "#2",
-            "#7",
-            "#100",
-            "#-1",
-            "#x",
-            "#",
-            "#2305843009213693953",
-        ]),
+    match d.rng.below(40) {
+        0..=11 => d.pick(&["#0", "#1", "#2", "#7", "#100", "#2305843009213693953"]),
+        12 => d.pick(&["#-1", "#x", "#"]),
         _ if write => bit_offset_write(d),
         _ => bit_offset_read(d),
     }
 }
 
-/// A `BITFIELD` value or increment, at the edges of the field widths.
+/// A `BITFIELD` value or increment: small, at the edges of the field widths, or (rarely) not
+/// a number.
 fn field_value(d: &mut Draw) -> Vec<u8> {
-    if d.rng.chance(50) {
-        return d.int();
+    if d.rng.chance(30) {
+        return d.pick(&["0", "1", "-1", "7", "42", "-100", "1000"]);
     }
     d.pick(&[
         "127",
@@ -2017,6 +1997,7 @@ fn field_value(d: &mut Draw) -> Vec<u8> {
         "255",
         "256",
         "-255",
+        "-256",
         "32767",
         "65535",
         "2147483647",
@@ -2024,9 +2005,12 @@ fn field_value(d: &mut Draw) -> Vec<u8> {
         "4294967295",
         "4611686018427387903",
         "4611686018427387904",
+        "-4611686018427387904",
+        "-4611686018427387905",
         "9223372036854775807",
         "-9223372036854775808",
-        "-1",
+        "-9223372036854775807",
+        "9223372036854775808",
         "x",
     ])
 }
@@ -2050,22 +2034,27 @@ fn field_subcommands(d: &mut Draw, args: &mut Args, write: bool) {
             ]),
             8..=9 => args.extend([
                 d.pick(&["OVERFLOW", "overflow"]),
-                d.pick(&["WRAP", "SAT", "FAIL", "sat", "fail", "BOGUS"]),
+                d.pick(&["WRAP", "SAT", "FAIL", "sat", "fail", "SAT", "FAIL", "BOGUS"]),
             ]),
-            10 => args.push(d.pick(&["GET", "SET", "OVERFLOW", "BOGUS"])),
-            _ => args.extend([
-                d.pick(&["set", "get"]),
+            10 if d.rng.chance(25) => args.push(d.pick(&["GET", "SET", "OVERFLOW", "BOGUS"])),
+            _ if write => args.extend([
+                b"set".to_vec(),
                 field_type(d),
                 field_offset(d, true),
                 field_value(d),
             ]),
+            _ => args.extend([b"get".to_vec(), field_type(d), field_offset(d, false)]),
         }
     }
 }
 
 static BITS: &[Gen] = &[
     g("SETBIT", 12, |d| {
-        let value = d.pick(&["0", "1", "1", "2", "-1", "x"]);
+        let value = if d.rng.chance(90) {
+            d.pick(&["0", "1", "1"])
+        } else {
+            d.pick(&["2", "-1", "x"])
+        };
         command("SETBIT", [d.key(), bit_offset_write(d), value])
     }),
     g("GETBIT", 8, |d| {
