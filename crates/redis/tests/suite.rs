@@ -10,5 +10,6 @@ mod lists;
 mod resp_props;
 mod scripts;
 mod sets;
+mod strings_bits;
 mod transactions;
 mod zsets;

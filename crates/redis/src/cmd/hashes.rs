@@ -79,6 +79,28 @@ pub fn owned(mem: &impl Mem, _layout: &Layout, key: &Key, owned: &mut Vec<(usize
     collection::owned(mem, key, FIELD_AT, entry_len, owned);
 }
 
+/// Makes `to` (which does not exist) a hash of the fields and values of hash `from`
+/// (`COPY`).
+pub fn copy(ctx: &mut Ctx<'_, '_>, from: &Key, to: &[u8]) -> Result<(), CmdError> {
+    let mem = &ctx.access;
+    let source = table(from);
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = collection::all_entries(mem, &source)
+        .into_iter()
+        .map(|entry| {
+            (
+                source.key(mem, entry).to_vec(),
+                value_of(mem, entry).to_vec(),
+            )
+        })
+        .collect();
+    let key = collection::create(ctx, to, Kind::Hash)?;
+    for (field, value) in &pairs {
+        set_field(ctx, &key, field, value)?;
+    }
+    collection::changed(ctx, &key, &table(&key));
+    Ok(())
+}
+
 /// The hash `key` names: `None` if it does not exist, `WRONGTYPE` if it is not a hash.
 fn get_hash(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Option<Key>, CmdError> {
     ctx.find_typed(key, Kind::Hash)

@@ -486,3 +486,72 @@ pub fn sweep(ctx: &mut Ctx<'_, '_>) -> usize {
     }
     deleted
 }
+
+/// `COPY`'s options: whether it may replace the destination. The one database here is 0,
+/// so `DB 0` is the source's own and any other index answers what `SELECT` answers for it.
+fn copy_options(argv: &Argv) -> Result<bool, CmdError> {
+    let mut replace = false;
+    let mut i = 3;
+    while i < argv.len() {
+        match arg(argv, i).to_ascii_uppercase().as_slice() {
+            b"REPLACE" => replace = true,
+            b"DB" if i + 1 < argv.len() => {
+                // Redis reads the index as a C int (getIntFromObjectOrReply).
+                let db = int_arg(argv, i + 1)?;
+                if i32::try_from(db).is_err() {
+                    return Err(CmdError::fixed(
+                        "ERR value is out of range, value must between -2147483648 and \
+                         2147483647",
+                    ));
+                }
+                if db != 0 {
+                    return Err(CmdError::fixed("ERR DB index is out of range"));
+                }
+                i += 1;
+            }
+            _ => return Err(CmdError::SYNTAX),
+        }
+        i += 1;
+    }
+    Ok(replace)
+}
+
+pub fn copy(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    let (from, to) = (arg(argv, 1), arg(argv, 2));
+    let replace = copy_options(argv)?;
+    if from == to {
+        return Err(CmdError::fixed(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    if ctx.find(from).is_none() {
+        out.integer(0);
+        return Ok(());
+    }
+    if let Some(target) = ctx.find_for_write(to) {
+        if !replace {
+            out.integer(0);
+            return Ok(());
+        }
+        ctx.delete(&target);
+    }
+    // Found again: deleting the destination may have moved the source's link.
+    let source = ctx.find(from).expect("the source is still there");
+    match source.kind() {
+        Kind::String => {
+            let value = ctx.string(&source).to_vec();
+            super::strings::put(ctx, to, &value, super::strings::Ttl::Clear)?;
+        }
+        Kind::Hash => super::hashes::copy(ctx, &source, to)?,
+        Kind::List => super::lists::copy(ctx, &source, to)?,
+        Kind::Set => super::sets::copy(ctx, &source, to)?,
+        Kind::ZSet => super::zsets::copy(ctx, &source, to)?,
+    }
+    if source.head.expire_at_ms != 0 {
+        let layout = ctx.layout;
+        let copied = ctx.find_for_write(to).expect("the copy was just made");
+        layout.set_expire(ctx.txn(), &copied, source.head.expire_at_ms)?;
+    }
+    out.integer(1);
+    Ok(())
+}

@@ -928,6 +928,17 @@ pub fn owned(mem: &impl Mem, layout: &Layout, key: &Key, owned: &mut Vec<(usize,
     assert_eq!(elements, key.head.value_len, "a list's length");
 }
 
+/// Makes `to` (which does not exist) a list of the elements of list `from`, in order
+/// (`COPY`).
+pub fn copy(ctx: &mut Ctx<'_, '_>, from: &Key, to: &[u8]) -> Result<(), CmdError> {
+    let elements: Vec<Vec<u8>> = forward_from(&ctx.access, from, 0)
+        .map(<[u8]>::to_vec)
+        .collect();
+    let elements: Vec<&[u8]> = elements.iter().map(Vec::as_slice).collect();
+    push_to(ctx, to, &elements, End::Tail)?;
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------
 // Commands.
 

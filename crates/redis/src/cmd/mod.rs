@@ -11,6 +11,7 @@
 //! Connection commands (`PING`, `HELLO`, `MULTI`, …) are in the table too, for `COMMAND`
 //! and arity checks, but run in the connection's [`crate::session::Session`], not here.
 
+mod bits;
 mod collection;
 pub mod hashes;
 mod keys;
@@ -295,6 +296,7 @@ pub fn commands() -> &'static [Command] {
     TABLE.get_or_init(|| {
         let mut all: Vec<Command> = BASE.to_vec();
         for family in [
+            bits::COMMANDS,
             hashes::COMMANDS,
             lists::COMMANDS,
             scripts::COMMANDS,
@@ -311,13 +313,14 @@ pub fn commands() -> &'static [Command] {
     })
 }
 
-/// The connection, string and key commands.
+/// The connection, string and key commands (the bit commands are a family of their own).
 static BASE: &[Command] = &[
     data("APPEND", 3, Write, (1, 1, 1), true, strings::append),
     conn("AUTH", -2),
     conn("CLIENT", -2),
     conn("COMMAND", -1),
     conn("CONFIG", -2),
+    data("COPY", -3, Write, (1, 2, 1), true, keys::copy),
     data("DBSIZE", 1, Read, (0, 0, 0), false, keys::dbsize),
     data("DECR", 2, Write, (1, 1, 1), true, strings::decr),
     data("DECRBY", 3, Write, (1, 1, 1), true, strings::decrby),
@@ -349,6 +352,7 @@ static BASE: &[Command] = &[
     ),
     conn("INFO", -1),
     data("KEYS", 2, Read, (0, 0, 0), false, keys::keys),
+    data("LCS", -3, Read, (1, 2, 1), false, strings::lcs),
     data("MGET", -2, Read, (1, -1, 1), false, strings::mget),
     data("MSET", -3, Write, (1, -1, 2), true, strings::mset),
     data("MSETNX", -3, Write, (1, -1, 2), true, strings::msetnx),

@@ -68,6 +68,22 @@ pub fn owned(mem: &impl Mem, _layout: &Layout, key: &Key, owned: &mut Vec<(usize
     collection::owned(mem, key, MEMBER_AT, entry_len, owned);
 }
 
+/// Makes `to` (which does not exist) a set of the members of set `from` (`COPY`).
+pub fn copy(ctx: &mut Ctx<'_, '_>, from: &Key, to: &[u8]) -> Result<(), CmdError> {
+    let mem = &ctx.access;
+    let source = table(from);
+    let members: Vec<Vec<u8>> = collection::all_entries(mem, &source)
+        .into_iter()
+        .map(|entry| source.key(mem, entry).to_vec())
+        .collect();
+    let key = collection::create(ctx, to, Kind::Set)?;
+    for member in &members {
+        add_member(ctx, &key, member)?;
+    }
+    collection::changed(ctx, &key, &table(&key));
+    Ok(())
+}
+
 /// The set `key` names: `None` if it does not exist, `WRONGTYPE` if it is not a set.
 fn get_set(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Option<Key>, CmdError> {
     ctx.find_typed(key, Kind::Set)

@@ -8,7 +8,7 @@ use crate::resp::{Argv, ReplyWriter};
 
 /// What a write does to a key's time to live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ttl {
+pub(super) enum Ttl {
     /// The key no longer expires (`SET` without `KEEPTTL`).
     Clear,
     /// The key keeps its expiry (`KEEPTTL`, `INCR`, `APPEND`, `SETRANGE`).
@@ -18,7 +18,12 @@ enum Ttl {
 }
 
 /// Sets `key` to the string `value`, replacing whatever value it held.
-fn put(ctx: &mut Ctx<'_, '_>, key: &[u8], value: &[u8], ttl: Ttl) -> Result<(), CmdError> {
+pub(super) fn put(
+    ctx: &mut Ctx<'_, '_>,
+    key: &[u8],
+    value: &[u8],
+    ttl: Ttl,
+) -> Result<(), CmdError> {
     let layout = ctx.layout;
     let existing = ctx.find_for_write(key);
     let expire_at_ms = match (ttl, &existing) {
@@ -44,7 +49,7 @@ fn put(ctx: &mut Ctx<'_, '_>, key: &[u8], value: &[u8], ttl: Ttl) -> Result<(), 
 }
 
 /// The string `key` holds: `None` if it does not exist, `WRONGTYPE` if it is not a string.
-fn get_string(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Option<Key>, CmdError> {
+pub(super) fn get_string(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Option<Key>, CmdError> {
     ctx.find_typed(key, Kind::String)
 }
 
@@ -435,6 +440,31 @@ fn write_span(
     offset: usize,
     bytes: &[u8],
 ) -> Result<Key, CmdError> {
+    let found = lengthen(ctx, key, existing, new_len)?;
+    let layout = ctx.layout;
+    let txn = ctx.txn();
+    txn.set_range(found.string_at() + offset, bytes.len())
+        .copy_from_slice(bytes);
+    layout.touch(txn, &found);
+    let head = txn.pod(found.entry());
+    Ok(Key { head, ..found })
+}
+
+/// String `key` (`existing`, which the caller found live and of type string, or `None`)
+/// made at least `len_min` bytes long: created, or grown with zeros past its old end, its
+/// TTL kept. It is not marked changed: that is the caller's to do (a bit command that
+/// changes no bit leaves a `WATCH` alone, as Redis does). Returns the entry as it now
+/// stands, which may have moved.
+pub(super) fn lengthen(
+    ctx: &mut Ctx<'_, '_>,
+    key: &[u8],
+    existing: Option<Key>,
+    len_min: usize,
+) -> Result<Key, CmdError> {
+    assert!(
+        len_min <= STRING_LEN_MAX + 8,
+        "the caller bounds the length"
+    );
     let layout = ctx.layout;
     let (found, old_len) = match existing {
         None => {
@@ -442,33 +472,31 @@ fn write_span(
             // lookupKeyWrite deletes it), or the key would have two entries.
             let expired = ctx.find_for_write(key);
             assert!(expired.is_none(), "the caller found no live key");
-            let found = layout.create(ctx.txn(), key, Kind::String, new_len)?;
+            let found = layout.create(ctx.txn(), key, Kind::String, len_min)?;
             (found, 0)
         }
         Some(_) => {
             let found = ctx.find_for_write(key).expect("a live key stays live");
             let old_len = found.head.value_len as usize;
-            if new_len <= found.string_capacity() {
+            if len_min <= old_len {
+                return Ok(found);
+            }
+            if len_min <= found.string_capacity() {
                 (found, old_len)
             } else {
                 // Grow with room to spare, as Redis's sds does, so that a run of APPENDs
                 // copies the string a logarithmic number of times.
-                let room = new_len.saturating_mul(2).min(new_len + 1024 * 1024);
-                let room = room.min(STRING_LEN_MAX).max(new_len);
+                let room = len_min.saturating_mul(2).min(len_min + 1024 * 1024);
+                let room = room.min(STRING_LEN_MAX).max(len_min);
                 let moved = layout.grow(ctx.txn(), &found, room, old_len)?;
                 (moved, old_len)
             }
         }
     };
     let txn = ctx.txn();
-    if new_len > old_len {
-        txn.set_range(found.string_at() + old_len, new_len - old_len)
-            .fill(0);
-    }
-    txn.set_range(found.string_at() + offset, bytes.len())
-        .copy_from_slice(bytes);
-    layout.set_value_len(txn, &found, new_len as u64);
-    layout.touch(txn, &found);
+    txn.set_range(found.string_at() + old_len, len_min - old_len)
+        .fill(0);
+    layout.set_value_len(txn, &found, len_min as u64);
     let head = txn.pod(found.entry());
     Ok(Key { head, ..found })
 }
@@ -548,5 +576,179 @@ pub fn incrbyfloat(
     sum.format_human(&mut text);
     put(ctx, key, &text, Ttl::Keep)?;
     out.bulk(&text);
+    Ok(())
+}
+
+/// `LCS`'s options.
+#[derive(Clone, Copy, Debug, Default)]
+struct LcsOptions {
+    len: bool,
+    idx: bool,
+    with_match_len: bool,
+    /// Matches shorter than this are left out of `IDX`'s list (0: none is).
+    min_match_len: u64,
+}
+
+fn lcs_options(argv: &Argv) -> Result<LcsOptions, CmdError> {
+    let mut options = LcsOptions::default();
+    let mut i = 3;
+    while i < argv.len() {
+        match arg(argv, i).to_ascii_uppercase().as_slice() {
+            b"IDX" => options.idx = true,
+            b"LEN" => options.len = true,
+            b"WITHMATCHLEN" => options.with_match_len = true,
+            b"MINMATCHLEN" if i + 1 < argv.len() => {
+                options.min_match_len = int_arg(argv, i + 1)?.max(0) as u64;
+                i += 1;
+            }
+            _ => return Err(CmdError::SYNTAX),
+        }
+        i += 1;
+    }
+    if options.len && options.idx {
+        return Err(CmdError::fixed(
+            "ERR If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    Ok(options)
+}
+
+/// The table of Redis's `lcsCommand`: at (i, j) the length of the longest common
+/// subsequence of `a[..i]` and `b[..j]`.
+struct LcsTable {
+    cells: Vec<u32>,
+    width: usize,
+}
+
+impl LcsTable {
+    /// The table of `a` and `b`, within Redis's limit on its size (`proto-max-bulk-len`).
+    fn build(a: &[u8], b: &[u8]) -> Result<LcsTable, CmdError> {
+        let width = b.len() + 1;
+        let cell_count = (a.len() as u64 + 1) * width as u64;
+        if cell_count * 4 > STRING_LEN_MAX as u64 {
+            return Err(CmdError::fixed(
+                "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+            ));
+        }
+        let mut cells = Vec::new();
+        if cells.try_reserve_exact(cell_count as usize).is_err() {
+            return Err(CmdError::fixed(
+                "ERR Insufficient memory, failed allocating transient memory for LCS",
+            ));
+        }
+        cells.resize(cell_count as usize, 0u32);
+        for i in 1..=a.len() {
+            for j in 1..=b.len() {
+                cells[i * width + j] = if a[i - 1] == b[j - 1] {
+                    cells[(i - 1) * width + j - 1] + 1
+                } else {
+                    cells[(i - 1) * width + j].max(cells[i * width + j - 1])
+                };
+            }
+        }
+        Ok(LcsTable { cells, width })
+    }
+
+    fn at(&self, i: usize, j: usize) -> u32 {
+        self.cells[i * self.width + j]
+    }
+}
+
+/// One run of matching bytes `IDX` lists: its ranges in `a` and in `b`, inclusive.
+#[derive(Clone, Copy, Debug)]
+struct LcsMatch {
+    a: (usize, usize),
+    b: (usize, usize),
+}
+
+/// The longest common subsequence of `a` and `b` and its runs, from the end backwards, as
+/// Redis's `lcsCommand` walks its table (runs shorter than `min_match_len` left out).
+fn lcs_walk(a: &[u8], b: &[u8], table: &LcsTable, min_match_len: u64) -> (Vec<u8>, Vec<LcsMatch>) {
+    let mut common = vec![0u8; table.at(a.len(), b.len()) as usize];
+    let mut left = common.len();
+    let mut matches = Vec::new();
+    let mut run: Option<LcsMatch> = None;
+    let (mut i, mut j) = (a.len(), b.len());
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            common[left - 1] = a[i - 1];
+            left -= 1;
+            match &mut run {
+                None => {
+                    run = Some(LcsMatch {
+                        a: (i - 1, i - 1),
+                        b: (j - 1, j - 1),
+                    })
+                }
+                // A match just before the run extends it.
+                Some(current) if current.a.0 == i && current.b.0 == j => {
+                    current.a.0 -= 1;
+                    current.b.0 -= 1;
+                }
+                Some(_) => emit = true,
+            }
+            let at_start = run.is_some_and(|current| current.a.0 == 0 || current.b.0 == 0);
+            emit |= at_start;
+            i -= 1;
+            j -= 1;
+        } else {
+            if table.at(i - 1, j) > table.at(i, j - 1) {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            emit = run.is_some();
+        }
+        // An emitted run ends whether or not it is long enough to be listed.
+        if emit
+            && let Some(current) = run.take()
+            && (current.a.1 - current.a.0 + 1) as u64 >= min_match_len
+        {
+            matches.push(current);
+        }
+    }
+    (common, matches)
+}
+
+pub fn lcs(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    let (a, b) = match (get_string(ctx, arg(argv, 1)), get_string(ctx, arg(argv, 2))) {
+        (Ok(a), Ok(b)) => (a, b),
+        _ => {
+            return Err(CmdError::fixed(
+                "ERR The specified keys must contain string values",
+            ));
+        }
+    };
+    let a = a.map_or(&[][..], |key| ctx.string(&key));
+    let b = b.map_or(&[][..], |key| ctx.string(&key));
+    let options = lcs_options(argv)?;
+    let table = LcsTable::build(a, b)?;
+    let len = i64::from(table.at(a.len(), b.len()));
+    if options.len {
+        out.integer(len);
+        return Ok(());
+    }
+    let (common, matches) = lcs_walk(a, b, &table, options.min_match_len);
+    if !options.idx {
+        out.bulk(&common);
+        return Ok(());
+    }
+    out.map(2);
+    out.bulk(b"matches");
+    out.array(matches.len());
+    for found in &matches {
+        out.array(2 + usize::from(options.with_match_len));
+        for (start, end) in [found.a, found.b] {
+            out.array(2);
+            out.integer(start as i64);
+            out.integer(end as i64);
+        }
+        if options.with_match_len {
+            out.integer((found.a.1 - found.a.0 + 1) as i64);
+        }
+    }
+    out.bulk(b"len");
+    out.integer(len);
     Ok(())
 }

@@ -645,6 +645,17 @@ pub fn owned(mem: &impl Mem, layout: &Layout, key: &Key, owned: &mut Vec<(usize,
     });
 }
 
+/// Makes `to` (which does not exist) a sorted set of the members and scores of sorted set
+/// `from` (`COPY`).
+pub fn copy(ctx: &mut Ctx<'_, '_>, from: &Key, to: &[u8]) -> Result<(), CmdError> {
+    let mem = &ctx.access;
+    let pairs: Vec<(Vec<u8>, f64)> = super::collection::all_entries(mem, &ZSet::of(from).dict())
+        .into_iter()
+        .map(|entry| (member_of(mem, entry).to_vec(), score_of(mem, entry)))
+        .collect();
+    create_with(ctx, to, &pairs)
+}
+
 /// Checks every invariant of the sorted set `key` holds, for tests: the order, the spans
 /// at every level, the backward pointers and the tail, the level in use and the head's
 /// room, the level counts the hashes give, and that the table and the list hold the same
