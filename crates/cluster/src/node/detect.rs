@@ -6,6 +6,10 @@ use super::*;
 /// Ticks over which the longest gap between two arrivals from a peer is taken as one sample.
 const ARRIVAL_WINDOW_TICKS: u64 = 64;
 
+/// Windows over which the longest silence a peer came back from fades by about two thirds
+/// (1,024 windows of 64 ticks: about a minute at 1 ms ticks).
+const STALL_FADE_WINDOWS: u64 = 1024;
+
 /// How irregularly a peer is heard, for the silence it is allowed.
 ///
 /// A peer normally speaks every tick (heartbeats, acks). On a loaded machine a process may
@@ -14,15 +18,29 @@ const ARRIVAL_WINDOW_TICKS: u64 = 64;
 /// changes). Like TigerBeetle's detector, the allowed silence is a multiple of a moving
 /// average: here of the longest gap seen in each window of `ARRIVAL_WINDOW_TICKS`, averaged
 /// over windows with weight 1/4, so that stalls that recur every few hundred ticks are
-/// remembered. It never drops below `suspect_ticks` and never exceeds
-/// `SILENCE_STRETCH_MAX` times it, so a silent dead peer is still found within a bound (and
-/// a closed connection is acted on at once whatever the silence).
+/// remembered.
+///
+/// Stalls on a busy machine also come in bursts minutes apart (a build linking, another
+/// cluster under load): an idle cluster beside a loaded one on two cores made 13 view changes
+/// in 3 minutes, each after a silence just past `suspect_ticks` from a peer that was alive.
+/// So the longest silence a peer came back from is remembered too, fading over about a
+/// minute (`STALL_FADE_WINDOWS`), and the peer may stay silent twice as long before it is
+/// suspected: a peer that returned from a silence was alive through it, and the same silence
+/// soon after most likely means the same.
+///
+/// The allowed silence never drops below `suspect_ticks` and never exceeds
+/// `SILENCE_STRETCH_MAX` times it, so a silent dead peer is still found within a bound (and a
+/// closed connection, which is how a killed process is seen, is acted on at once whatever the
+/// silence).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Arrivals {
     window_started: u64,
     window_gap_max: u64,
     /// The average of the windows' longest gaps, in sixteenths of a tick.
     gap_max_avg_x16: u64,
+    /// The longest gap the peer was heard again after, fading by a `STALL_FADE_WINDOWS`th a
+    /// window, in 1/`STALL_FADE_WINDOWS` of a tick.
+    stall_faded: u64,
 }
 
 impl Arrivals {
@@ -30,20 +48,28 @@ impl Arrivals {
     pub(super) fn heard(&mut self, tick: u64, tick_last: u64) {
         let gap = tick.saturating_sub(tick_last);
         self.window_gap_max = self.window_gap_max.max(gap);
+        self.stall_faded = self.stall_faded.max(gap.saturating_mul(STALL_FADE_WINDOWS));
         if tick - self.window_started >= ARRIVAL_WINDOW_TICKS {
             let sample = self.window_gap_max * 16;
             // avg += (sample − avg) / 4, in unsigned arithmetic.
             self.gap_max_avg_x16 = (3 * self.gap_max_avg_x16 + sample) / 4;
+            // One fade per window closed, however long it was: a peer heard rarely fades
+            // slowly, which errs on the side of patience.
+            self.stall_faded -= self.stall_faded / STALL_FADE_WINDOWS;
             self.window_started = tick;
             self.window_gap_max = 0;
         }
     }
 
-    /// The silence after which the peer is suspected: twice the average longest gap,
-    /// within `[suspect_ticks, SILENCE_STRETCH_MAX × suspect_ticks]`.
+    /// The silence after which the peer is suspected: twice the average longest gap, or
+    /// twice the longest silence it came back from lately, within
+    /// `[suspect_ticks, SILENCE_STRETCH_MAX × suspect_ticks]`.
     pub(super) fn silence_ticks(&self, suspect_ticks: u64) -> u64 {
         let stretched = (2 * self.gap_max_avg_x16).div_ceil(16);
-        stretched.clamp(suspect_ticks, SILENCE_STRETCH_MAX * suspect_ticks)
+        let after_stalls = (2 * self.stall_faded).div_ceil(STALL_FADE_WINDOWS);
+        stretched
+            .max(after_stalls)
+            .clamp(suspect_ticks, SILENCE_STRETCH_MAX * suspect_ticks)
     }
 }
 
@@ -346,5 +372,55 @@ impl Cluster {
             self.tick_leader_transferred = Some(self.tick);
             self.config.transfer_leader(target);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUSPECT_TICKS: u64 = 30;
+
+    /// Hears the peer every tick from `from` to `to`.
+    fn steady(arrivals: &mut Arrivals, from: u64, to: u64) {
+        for tick in from + 1..=to {
+            arrivals.heard(tick, tick - 1);
+        }
+    }
+
+    #[test]
+    fn a_steady_peer_is_allowed_the_least_silence() {
+        let mut arrivals = Arrivals::default();
+        steady(&mut arrivals, 0, 10_000);
+        assert_eq!(arrivals.silence_ticks(SUSPECT_TICKS), SUSPECT_TICKS);
+    }
+
+    #[test]
+    fn a_peer_back_from_a_silence_is_allowed_twice_it_for_about_a_minute() {
+        let mut arrivals = Arrivals::default();
+        steady(&mut arrivals, 0, 1_000);
+        arrivals.heard(1_035, 1_000);
+        steady(&mut arrivals, 1_035, 11_035);
+        assert_eq!(
+            arrivals.silence_ticks(SUSPECT_TICKS),
+            61,
+            "ten seconds later, most of the 35-tick stall is remembered"
+        );
+        steady(&mut arrivals, 11_035, 300_000);
+        assert_eq!(
+            arrivals.silence_ticks(SUSPECT_TICKS),
+            SUSPECT_TICKS,
+            "five minutes later it has faded"
+        );
+    }
+
+    #[test]
+    fn a_long_silence_stretches_the_allowance_to_its_bound_and_no_further() {
+        let mut arrivals = Arrivals::default();
+        arrivals.heard(100_000, 0);
+        assert_eq!(
+            arrivals.silence_ticks(SUSPECT_TICKS),
+            SILENCE_STRETCH_MAX * SUSPECT_TICKS
+        );
     }
 }
