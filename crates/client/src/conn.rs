@@ -173,7 +173,7 @@ impl Conn {
                                 .into(),
                         }));
                     }
-                    Ok(Some(other)) => return Err(Failure::Unexpected(kind(&other))),
+                    Ok(Some(other)) => return Err(Failure::Unexpected(other.kind())),
                     Ok(None) => conn.fill(until)?,
                     Err(err) => return Err(Failure::Frame(err)),
                 }
@@ -220,7 +220,7 @@ impl Conn {
                     tandem_wire::encode_client_proof(&mut frame, &credentials.user, &proof);
                     conn.write(&frame, until)?;
                 }
-                Ok(Some(other)) => return Err(Failure::Unexpected(kind(&other))),
+                Ok(Some(other)) => return Err(Failure::Unexpected(other.kind())),
                 Ok(None) => conn.fill(until)?,
                 Err(err) => return Err(Failure::Frame(err)),
             }
@@ -251,7 +251,7 @@ impl Conn {
                 // An Error carries no seq. It answers this send: the stub keeps at most one
                 // call unanswered on a connection and drops a connection that timed out.
                 Ok(Some(Frame::Error(error))) => return Ok(Answer::Error(error)),
-                Ok(Some(other)) => return Err(Failure::Unexpected(kind(&other))),
+                Ok(Some(other)) => return Err(Failure::Unexpected(other.kind())),
                 Ok(None) => self.fill(until)?,
                 Err(err) => return Err(Failure::Frame(err)),
             }
@@ -269,7 +269,7 @@ impl Conn {
             match self.buffer.next_frame() {
                 Ok(Some(Frame::MembersAnswer(answer))) => return Ok(answer),
                 Ok(Some(Frame::Error(error))) => return Err(Failure::Refused(error)),
-                Ok(Some(other)) => return Err(Failure::Unexpected(kind(&other))),
+                Ok(Some(other)) => return Err(Failure::Unexpected(other.kind())),
                 Ok(None) => self.fill(until)?,
                 Err(err) => return Err(Failure::Frame(err)),
             }
@@ -374,22 +374,4 @@ pub(crate) struct Greeter {
     pub(crate) credentials: Option<crate::Credentials>,
     /// TLS after the `Hello`, if the nodes' native ports speak it.
     pub(crate) tls: Option<crate::ClientTls>,
-}
-
-/// A frame's type, for error messages.
-fn kind(frame: &Frame<'_>) -> &'static str {
-    match frame {
-        Frame::Hello(_) => "Hello",
-        Frame::Welcome(_) => "Welcome",
-        Frame::Error(_) => "Error",
-        Frame::Auth(_) => "Auth",
-        Frame::ClientProof(_) => "ClientProof",
-        Frame::Call(_) => "Call",
-        Frame::Reply(_) => "Reply",
-        Frame::Read(_) => "Read",
-        Frame::Members => "Members",
-        Frame::MembersAnswer(_) => "MembersAnswer",
-        Frame::Peer(_) => "Peer",
-        Frame::Cluster(_) => "Cluster",
-    }
 }

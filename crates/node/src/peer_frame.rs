@@ -65,26 +65,7 @@ pub fn decode_peer_message(
     match frame {
         Frame::Peer(message) => Ok(PeerMessage::Replication(message)),
         Frame::Cluster(body) => decode_cluster_message(body).map(PeerMessage::Cluster),
-        other => Err(PeerFrameError::NotPeer {
-            kind: frame_kind(&other),
-        }),
-    }
-}
-
-fn frame_kind(frame: &Frame<'_>) -> &'static str {
-    match frame {
-        Frame::Hello(_) => "Hello",
-        Frame::Welcome(_) => "Welcome",
-        Frame::Error(_) => "Error",
-        Frame::Auth(_) => "Auth",
-        Frame::ClientProof(_) => "ClientProof",
-        Frame::Call(_) => "Call",
-        Frame::Reply(_) => "Reply",
-        Frame::Read(_) => "Read",
-        Frame::Members => "Members",
-        Frame::MembersAnswer(_) => "MembersAnswer",
-        Frame::Peer(_) => "Peer",
-        Frame::Cluster(_) => "Cluster",
+        other => Err(PeerFrameError::NotPeer { kind: other.kind() }),
     }
 }
 

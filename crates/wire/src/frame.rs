@@ -47,6 +47,24 @@ pub enum Frame<'a> {
 }
 
 impl Frame<'_> {
+    /// The frame's type, as error messages name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Frame::Hello(_) => "Hello",
+            Frame::Welcome(_) => "Welcome",
+            Frame::Error(_) => "Error",
+            Frame::Auth(_) => "Auth",
+            Frame::ClientProof(_) => "ClientProof",
+            Frame::Call(_) => "Call",
+            Frame::Reply(_) => "Reply",
+            Frame::Read(_) => "Read",
+            Frame::Members => "Members",
+            Frame::MembersAnswer(_) => "MembersAnswer",
+            Frame::Peer(_) => "Peer",
+            Frame::Cluster(_) => "Cluster",
+        }
+    }
+
     /// Appends this frame as its encoder would (relays and tests).
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
