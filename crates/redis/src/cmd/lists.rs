@@ -1081,15 +1081,8 @@ pub fn lmpop(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let (keys, end_at, count) = super::zsets::parse_mpop(argv)?;
-    let end = arg(argv, end_at);
-    let end = if end.eq_ignore_ascii_case(b"LEFT") {
-        End::Head
-    } else if end.eq_ignore_ascii_case(b"RIGHT") {
-        End::Tail
-    } else {
-        return Err(CmdError::SYNTAX);
-    };
+    let (keys, right, count) = super::zsets::parse_mpop(argv, ["LEFT", "RIGHT"])?;
+    let end = if right { End::Tail } else { End::Head };
     for i in 2..2 + keys {
         let name = arg(argv, i);
         let Some(found) = ctx.find_typed(name, Kind::List)? else {

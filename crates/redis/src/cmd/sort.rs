@@ -196,7 +196,10 @@ fn pattern_value(ctx: &Ctx<'_, '_>, pattern: &[u8], element: &[u8]) -> Option<Ve
 }
 
 /// A number as `SORT` reads one: glibc's `strtod` over the value as a C string, refused
-/// unless it reads all of it without overflow, underflow or NaN (an empty value reads as 0).
+/// unless it reads all of it without NaN or `ERANGE` (an empty value reads as 0). glibc
+/// reports `ERANGE` on overflow, on underflow to zero, and on a subnormal result it had to
+/// round, which a decimal text always is (`5e-324`); a hexadecimal one (`0x1p-1074`) is
+/// taken as exact.
 fn sort_number(value: &[u8]) -> Option<f64> {
     let text = c_string(value);
     if text.is_empty() {
@@ -205,7 +208,16 @@ fn sort_number(value: &[u8]) -> Option<f64> {
     let start = text
         .iter()
         .position(|&byte| !matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))?;
-    num::parse_f64(&text[start..])
+    let number = num::parse_f64(&text[start..])?;
+    let unsigned = text[start..]
+        .strip_prefix(b"-")
+        .or(text[start..].strip_prefix(b"+"));
+    let hex = unsigned
+        .unwrap_or(&text[start..])
+        .get(..2)
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(b"0x"));
+    let subnormal = number != 0.0 && number.abs() < f64::MIN_POSITIVE;
+    (!subnormal || hex).then_some(number)
 }
 
 /// The window `LIMIT offset count` leaves of `len` elements, as Redis clamps it: the first
@@ -454,6 +466,8 @@ mod tests {
         assert_eq!(sort_number(b"-inf"), Some(f64::NEG_INFINITY));
         assert_eq!(sort_number(b"nan"), None);
         assert_eq!(sort_number(b"1e400"), None);
+        assert_eq!(sort_number(b"5e-324"), None);
+        assert_eq!(sort_number(b"0x1p-1074"), Some(5e-324));
         assert_eq!(sort_number(b" "), None);
         assert_eq!(sort_number(b"1 "), None);
         assert_eq!(sort_number(b"abc"), None);

@@ -1670,14 +1670,23 @@ pub fn positive_arg(argv: &Argv, i: usize, error: &'static str) -> Result<u64, C
         .ok_or(CmdError::fixed(error))
 }
 
-/// The `numkeys key… MIN|MAX|LEFT|RIGHT [COUNT n]` of `ZMPOP` and `LMPOP`, as Redis parses
-/// them: the number of keys, the end word's index, and the count (1 unless given).
-pub fn parse_mpop(argv: &Argv) -> Result<(usize, usize, u64), CmdError> {
+/// The `numkeys key… MIN|MAX|LEFT|RIGHT [COUNT n]` of `ZMPOP` and `LMPOP`, in Redis's order
+/// (the count, the end word, then the options): the number of keys, whether the end word is
+/// the second of `ends` (any case; neither is a syntax error), and the count (1 unless given).
+pub fn parse_mpop(argv: &Argv, ends: [&str; 2]) -> Result<(usize, bool, u64), CmdError> {
     let keys = positive_arg(argv, 1, "ERR numkeys should be greater than 0")?;
     let end_at = keys
         .checked_add(2)
         .filter(|&at| at < argv.len() as u64)
         .ok_or(CmdError::SYNTAX)? as usize;
+    let end = arg(argv, end_at);
+    let second = if end.eq_ignore_ascii_case(ends[0].as_bytes()) {
+        false
+    } else if end.eq_ignore_ascii_case(ends[1].as_bytes()) {
+        true
+    } else {
+        return Err(CmdError::SYNTAX);
+    };
     let mut count = None;
     let mut i = end_at + 1;
     while i < argv.len() {
@@ -1692,7 +1701,7 @@ pub fn parse_mpop(argv: &Argv) -> Result<(usize, usize, u64), CmdError> {
             return Err(CmdError::SYNTAX);
         }
     }
-    Ok((keys as usize, end_at, count.unwrap_or(1)))
+    Ok((keys as usize, second, count.unwrap_or(1)))
 }
 
 /// `ZMPOP numkeys key… MIN|MAX [COUNT n]`: pops from the first of the keys that holds a
@@ -1703,15 +1712,7 @@ pub fn zmpop(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let (keys, end_at, count) = parse_mpop(argv)?;
-    let end = arg(argv, end_at);
-    let max = if end.eq_ignore_ascii_case(b"MIN") {
-        false
-    } else if end.eq_ignore_ascii_case(b"MAX") {
-        true
-    } else {
-        return Err(CmdError::SYNTAX);
-    };
+    let (keys, max, count) = parse_mpop(argv, ["MIN", "MAX"])?;
     for i in 2..2 + keys {
         let name = arg(argv, i);
         if read_zset(ctx, name)?.is_none() {
