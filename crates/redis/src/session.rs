@@ -85,7 +85,8 @@ pub const BUSY: &str =
 /// state. A `read_only` user runs the commands that only read the database; a user with key
 /// patterns other than `*` may name only keys that match one of them (Redis's `~pattern`),
 /// and runs no command that reaches keys without naming them (`KEYS`, `SCAN`, `DBSIZE`,
-/// `FLUSHALL`, `FLUSHDB`) and no script (a script may reach any key). Every user runs the
+/// `FLUSHALL`, `FLUSHDB`, `RANDOMKEY`, `SORT` with a `BY` or `GET` pattern) and no script (a
+/// script may reach any key). Every user runs the
 /// connection's own commands. [`User::may_run`] is the command half of the rule, from
 /// which the equivalent Redis ACL is built (`-@all +cmd … ~pattern …`).
 pub struct User {

@@ -153,18 +153,32 @@ fn parse(
         scores: false,
         limit: 0,
     };
-    let store = count_at == 2;
-    let mut i = keys_end;
+    read_options(argv, keys_end, count_at == 2, op, cardinality, &mut request)?;
+    Ok(request)
+}
+
+/// Reads the options from argument `from` on into `request`, as Redis's loop reads them: a
+/// word a command does not take, or one without the arguments it needs, is a syntax error.
+fn read_options(
+    argv: &Argv,
+    from: usize,
+    store: bool,
+    op: Op,
+    cardinality: bool,
+    request: &mut Request,
+) -> Result<(), CmdError> {
+    let count = request.sources.len();
+    let mut i = from;
     while i < argv.len() {
         let word = arg(argv, i);
         let remaining = argv.len() - i;
         let algebra = op != Op::Diff && !cardinality;
-        if algebra && remaining > count as usize && word.eq_ignore_ascii_case(b"WEIGHTS") {
+        if algebra && remaining > count && word.eq_ignore_ascii_case(b"WEIGHTS") {
             for (j, (_, weight)) in request.sources.iter_mut().enumerate() {
                 *weight = num::parse_f64(arg(argv, i + 1 + j))
                     .ok_or(CmdError::fixed("ERR weight value is not a float"))?;
             }
-            i += 1 + count as usize;
+            i += 1 + count;
         } else if algebra && remaining >= 2 && word.eq_ignore_ascii_case(b"AGGREGATE") {
             let how = arg(argv, i + 1);
             request.aggregate = if how.eq_ignore_ascii_case(b"SUM") {
@@ -190,7 +204,7 @@ fn parse(
             return Err(CmdError::SYNTAX);
         }
     }
-    Ok(request)
+    Ok(())
 }
 
 /// A weighted score, NaN (`inf` times 0) counted as 0.
