@@ -9,10 +9,12 @@
 //! sets, sorted sets and scripts) with wrong arity, missing keys, wrong types (keys are
 //! shared by all families), binary and 100 KB values, integer and float edge cases, bit
 //! offsets and `BITFIELD` widths at their edges, scores that tie, sorted sets past Redis's
-//! listpack, Lua scripts drawn from a table of templates, expiry times at and past
-//! the edges, `MULTI` blocks with failing commands and connection commands, `WATCH` with
-//! writes from a second connection (keys created and deleted again among them), and whole
-//! `SCAN`s. At the end the cluster's replicas must be identical.
+//! listpack, sorted-set algebra over sets and sorted sets with weights at 0 and the
+//! infinities, `SORT` over lists, sets and sorted sets of numbers and text with `BY` and `GET`
+//! patterns, random draws compared by shape, Lua scripts drawn from a table of templates,
+//! expiry times at and past the edges, `MULTI` blocks with failing commands and connection
+//! commands, `WATCH` with writes from a second connection (keys created and deleted again
+//! among them), and whole `SCAN`s. At the end the cluster's replicas must be identical.
 //!
 //! The first difference fails the test with the seed, the command, both replies and the
 //! commands before it. To look at one seed, or to list every difference instead of stopping

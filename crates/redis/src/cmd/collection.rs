@@ -19,7 +19,7 @@ use crate::resp::{Argv, ReplyWriter};
 /// Bytes of a collection's root block: only the table's header.
 pub const ROOT_BYTES: usize = DICT_HEADER_BYTES;
 
-/// The most elements a negative `SRANDMEMBER`/`HRANDFIELD` count may ask for. Redis 7.0
+/// The most elements a negative `SRANDMEMBER`/`HRANDFIELD`/`ZRANDMEMBER` count may ask for. Redis 7.0
 /// streams such a reply until the client's output limit closes it; here a reply is built
 /// whole before it is sent, so a count like -9223372036854775807 would exhaust memory. The
 /// cap is as many elements as one request may carry arguments
