@@ -19,10 +19,10 @@ use crate::resp::{Argv, ReplyWriter};
 /// Bytes of a collection's root block: only the table's header.
 pub const ROOT_BYTES: usize = DICT_HEADER_BYTES;
 
-/// The most elements a negative `SRANDMEMBER`/`HRANDFIELD`/`ZRANDMEMBER` count may ask for. Redis 7.0
-/// streams such a reply until the client's output limit closes it; here a reply is built
-/// whole before it is sent, so a count like -9223372036854775807 would exhaust memory. The
-/// cap is as many elements as one request may carry arguments
+/// The most elements a negative `SRANDMEMBER`/`HRANDFIELD`/`ZRANDMEMBER` count may ask for.
+/// Redis 7.0 streams such a reply until the client's output limit closes it; here a reply is
+/// built whole before it is sent, so a count like -9223372036854775807 would exhaust memory.
+/// The cap is as many elements as one request may carry arguments
 /// ([`crate::resp::RequestLimits::args_max`]).
 pub const REPEATS_MAX: u64 = 1 << 20;
 
