@@ -147,19 +147,21 @@ impl User {
         let all_allowed = key_positions(command, argv)
             .into_iter()
             .all(|index| allowed(argv.get(index).unwrap_or_default()));
-        if !all_allowed {
-            return Some(
-                "NOPERM this user has no permissions to access one of the keys used as \
-                 arguments"
-                    .to_owned(),
-            );
+        (!all_allowed).then(|| {
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+                .to_owned()
+        })
+    }
+
+    /// The error a command this user may run answers when it runs: `SORT`'s `BY` and `GET`
+    /// patterns reach keys the command does not name, which a user limited to some keys may
+    /// not read. Redis's `SORT` refuses them itself, so in a `MULTI` the command is queued
+    /// and its refusal is its reply in `EXEC`'s array.
+    fn run_refusal(&self, command: &Command, argv: &Argv) -> Option<&'static str> {
+        if self.keys.is_none() || !matches!(command.name, "SORT" | "SORT_RO") {
+            return None;
         }
-        // SORT's BY and GET patterns reach keys the command does not name, which a user
-        // limited to some keys may not read (Redis refuses them the same way).
-        matches!(command.name, "SORT" | "SORT_RO")
-            .then(|| cmd::sort::pattern_refusal(argv, command.name == "SORT_RO"))
-            .flatten()
-            .map(str::to_owned)
+        cmd::sort::pattern_refusal(argv, command.name == "SORT_RO")
     }
 }
 
@@ -513,6 +515,12 @@ impl Session {
             ReplyWriter::new(out, self.proto).simple("QUEUED");
             return Step::Replied;
         }
+        if let Some(user) = &self.user
+            && let Some(refusal) = user.run_refusal(command, argv)
+        {
+            ReplyWriter::new(out, self.proto).error(refusal);
+            return Step::Replied;
+        }
         if command.class != Class::Connection {
             return self.data_call(index, command, argv, info, out);
         }
@@ -816,6 +824,14 @@ impl Session {
                     "{} ran in a block",
                     command.name
                 );
+                replies.push(Some(reply));
+            } else if let Some(refusal) = scratch
+                .user
+                .as_ref()
+                .and_then(|user| user.run_refusal(command, argv))
+            {
+                let mut reply = Vec::new();
+                ReplyWriter::new(&mut reply, scratch.proto).error(refusal);
                 replies.push(Some(reply));
             } else {
                 data.push((scratch.proto, argv.clone()));
