@@ -358,9 +358,9 @@ impl Dict {
     }
 
     /// How many bucket slots [`Dict::slot_first`] takes: the old array's buckets, then, while
-    /// a rehash runs, the new array's. A random entry is picked as Redis's `dictGetRandomKey`
-    /// picks one: a random slot until one holds a chain, then a random entry of that chain.
-    /// The caller draws the numbers, so that the table needs no generator of its own.
+    /// a rehash runs, the new array's. A random entry is picked from random slots and
+    /// positions in their chains (`collection::random_entry`); the caller draws the numbers,
+    /// so that the table needs no generator of its own.
     pub fn bucket_slots(&self, mem: &impl Mem) -> u64 {
         let header = self.header(mem);
         if header.buckets[0] == 0 {

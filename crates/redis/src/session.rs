@@ -85,7 +85,8 @@ pub const BUSY: &str =
 /// state. A `read_only` user runs the commands that only read the database; a user with key
 /// patterns other than `*` may name only keys that match one of them (Redis's `~pattern`),
 /// and runs no command that reaches keys without naming them (`KEYS`, `SCAN`, `DBSIZE`,
-/// `FLUSHALL`, `FLUSHDB`) and no script (a script may reach any key). Every user runs the
+/// `FLUSHALL`, `FLUSHDB`, `RANDOMKEY`, `SORT` with a `BY` or `GET` pattern) and no script (a
+/// script may reach any key). Every user runs the
 /// connection's own commands. [`User::may_run`] is the command half of the rule, from
 /// which the equivalent Redis ACL is built (`-@all +cmd … ~pattern …`).
 pub struct User {
@@ -124,10 +125,13 @@ impl User {
             command.name,
             "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT"
         );
-        let names_its_keys = command.keys != (0, 0, 0) || command.name == "SINTERCARD";
+        let names_its_keys =
+            command.keys != (0, 0, 0) || cmd::counted_keys_at(command.name).is_some();
+        // TIME reads the clock and no key, so key patterns do not concern it.
+        let reaches_no_key = command.name == "TIME";
         !(script && (self.read_only || self.keys.is_some())
             || self.read_only && command.class == Class::Write
-            || self.keys.is_some() && !names_its_keys)
+            || self.keys.is_some() && !names_its_keys && !reaches_no_key)
     }
 
     /// Redis's refusal of `argv` (a `command`) for this user, or `None` if it may run it.
@@ -140,12 +144,24 @@ impl User {
         }
         let patterns = self.keys.as_ref()?;
         let allowed = |key: &[u8]| patterns.iter().any(|p| crate::glob::matches(p, key));
-        let all_allowed =
-            key_positions(command, argv).all(|index| allowed(argv.get(index).unwrap_or_default()));
+        let all_allowed = key_positions(command, argv)
+            .into_iter()
+            .all(|index| allowed(argv.get(index).unwrap_or_default()));
         (!all_allowed).then(|| {
             "NOPERM this user has no permissions to access one of the keys used as arguments"
                 .to_owned()
         })
+    }
+
+    /// The error a command this user may run answers when it runs: `SORT`'s `BY` and `GET`
+    /// patterns reach keys the command does not name, which a user limited to some keys may
+    /// not read. Redis's `SORT` refuses them itself, so in a `MULTI` the command is queued
+    /// and its refusal is its reply in `EXEC`'s array.
+    fn run_refusal(&self, command: &Command, argv: &Argv) -> Option<&'static str> {
+        if self.keys.is_none() || !matches!(command.name, "SORT" | "SORT_RO") {
+            return None;
+        }
+        cmd::sort::pattern_refusal(argv, command.name == "SORT_RO")
     }
 }
 
@@ -159,16 +175,13 @@ impl std::fmt::Debug for User {
     }
 }
 
-/// The indices in `argv` of the keys `command` names: Redis's (first, last, step), and the
-/// `numkeys` form of `SINTERCARD` and `WATCH`'s every argument.
-fn key_positions(command: &Command, argv: &Argv) -> impl Iterator<Item = usize> {
+/// The indices in `argv` of the keys `command` names: Redis's (first, last, step), the keys
+/// after a count ([`cmd::counted_keys_at`]), `SORT`'s `STORE` destination, and `WATCH`'s
+/// every argument.
+fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
     let argc = argv.len() as i64;
     let (first, last, step) = match command.name {
         "WATCH" => (1, -1, 1),
-        "SINTERCARD" => {
-            let numkeys = crate::num::parse_i64(argv.get(1).unwrap_or_default()).unwrap_or(0);
-            (2, 1 + numkeys.clamp(0, argc), 1)
-        }
         _ => {
             let (first, last, step) = command.keys;
             (i64::from(first), i64::from(last), i64::from(step))
@@ -177,9 +190,19 @@ fn key_positions(command: &Command, argv: &Argv) -> impl Iterator<Item = usize> 
     let last = if last < 0 { argc + last } else { last }.min(argc - 1);
     // A command that names no key (first 0) gives an empty range.
     let first = if first == 0 { last + 1 } else { first };
-    (first..=last)
+    let mut positions: Vec<usize> = (first..=last)
         .step_by(step.max(1) as usize)
         .map(|index| index as usize)
+        .collect();
+    if let Some(count_at) = cmd::counted_keys_at(command.name) {
+        let count = argv.get(count_at).and_then(crate::num::parse_i64);
+        let count = count.unwrap_or(0).clamp(0, argc) as usize;
+        positions.extend((count_at + 1..=count_at + count).filter(|&i| i < argv.len()));
+    }
+    if command.name == "SORT" {
+        positions.extend(cmd::sort::store_key_at(argv));
+    }
+    positions
 }
 
 /// A password a connection must give: never printed (its `Debug` only says one is set), and
@@ -492,6 +515,12 @@ impl Session {
             ReplyWriter::new(out, self.proto).simple("QUEUED");
             return Step::Replied;
         }
+        if let Some(user) = &self.user
+            && let Some(refusal) = user.run_refusal(command, argv)
+        {
+            ReplyWriter::new(out, self.proto).error(refusal);
+            return Step::Replied;
+        }
         if command.class != Class::Connection {
             return self.data_call(index, command, argv, info, out);
         }
@@ -795,6 +824,14 @@ impl Session {
                     "{} ran in a block",
                     command.name
                 );
+                replies.push(Some(reply));
+            } else if let Some(refusal) = scratch
+                .user
+                .as_ref()
+                .and_then(|user| user.run_refusal(command, argv))
+            {
+                let mut reply = Vec::new();
+                ReplyWriter::new(&mut reply, scratch.proto).error(refusal);
                 replies.push(Some(reply));
             } else {
                 data.push((scratch.proto, argv.clone()));

@@ -9,10 +9,12 @@
 //! sets, sorted sets and scripts) with wrong arity, missing keys, wrong types (keys are
 //! shared by all families), binary and 100 KB values, integer and float edge cases, bit
 //! offsets and `BITFIELD` widths at their edges, scores that tie, sorted sets past Redis's
-//! listpack, Lua scripts drawn from a table of templates, expiry times at and past
-//! the edges, `MULTI` blocks with failing commands and connection commands, `WATCH` with
-//! writes from a second connection (keys created and deleted again among them), and whole
-//! `SCAN`s. At the end the cluster's replicas must be identical.
+//! listpack, sorted-set algebra over sets and sorted sets with weights at 0 and the
+//! infinities, `SORT` over lists, sets and sorted sets of numbers and text with `BY` and `GET`
+//! patterns, random draws compared by shape, Lua scripts drawn from a table of templates,
+//! expiry times at and past the edges, `MULTI` blocks with failing commands and connection
+//! commands, `WATCH` with writes from a second connection (keys created and deleted again
+//! among them), and whole `SCAN`s. At the end the cluster's replicas must be identical.
 //!
 //! The first difference fails the test with the seed, the command, both replies and the
 //! commands before it. To look at one seed, or to list every difference instead of stopping
@@ -76,6 +78,18 @@ enum Rule {
     /// A `ZSCAN` page: the cursor exactly, the (member, score) pairs as a sorted list, the
     /// scores without the sign of a zero.
     ZScanPage,
+    /// A random draw (`ZRANDMEMBER`, `RANDOMKEY`): the same shape and size; for a positive
+    /// count, distinct members, and the whole set (compared sorted) when the count is at
+    /// least its size; scores without the sign of a zero.
+    RandomDraw,
+    /// `TIME`: two bulk strings of digits each, the seconds at most 2 apart.
+    Clock,
+    /// `SORT` whose order ties may leave open (`ALPHA`, whose text compares up to its first
+    /// NUL byte and whose `BY` keys may be missing; `BY` without `*`, which keeps a set's own
+    /// order): exactly, or the same elements in another order, or with `LIMIT` the same
+    /// count. Any other `SORT` is compared exactly, but for Redis's refusal of a number
+    /// after a stale `ERANGE` (see [`stale_errno`]).
+    SortTies,
 }
 
 /// One allowed difference: the command (name, or name and subcommand), how its replies are
@@ -248,6 +262,51 @@ static ALLOWED: &[Allowed] = &[
         why: SIGNLESS_ZERO,
     },
     Allowed {
+        command: "ZUNION",
+        rule: Rule::SignlessScores,
+        why: SIGNLESS_ZERO,
+    },
+    Allowed {
+        command: "ZINTER",
+        rule: Rule::SignlessScores,
+        why: SIGNLESS_ZERO,
+    },
+    Allowed {
+        command: "ZDIFF",
+        rule: Rule::SignlessScores,
+        why: SIGNLESS_ZERO,
+    },
+    Allowed {
+        command: "ZMPOP",
+        rule: Rule::SignlessScores,
+        why: SIGNLESS_ZERO,
+    },
+    Allowed {
+        command: "ZRANDMEMBER",
+        rule: Rule::RandomDraw,
+        why: "each server draws its own members",
+    },
+    Allowed {
+        command: "RANDOMKEY",
+        rule: Rule::RandomDraw,
+        why: "each server draws its own key",
+    },
+    Allowed {
+        command: "TIME",
+        rule: Rule::Clock,
+        why: "each server reads its own clock",
+    },
+    Allowed {
+        command: "SORT",
+        rule: Rule::SortTies,
+        why: SORT_TIES,
+    },
+    Allowed {
+        command: "SORT_RO",
+        rule: Rule::SortTies,
+        why: SORT_TIES,
+    },
+    Allowed {
         command: "SSCAN",
         rule: Rule::ScanPage,
         why: "one page that covers the whole set (COUNT 1000), in each server's own order",
@@ -317,6 +376,12 @@ const SIGNLESS_ZERO: &str = "a score of -0 keeps its sign in Redis's skip list a
     (ZSCORE answers -0) but not in Redis's listpack (a set of at most 128 members of at most \
     64 bytes answers 0): which one a set is in is Redis's own business";
 
+/// Why a `SORT` whose order ties leave open may differ.
+const SORT_TIES: &str = "elements that compare equal (ALPHA compares text up to its first NUL \
+    byte; BY keys may be missing) keep the order the sorted value gave them, which for a set or \
+    a sorted set is each server's own hash table's; BY without * keeps a set's own order in \
+    Redis, where tandem sorts it as text (any order is Redis's answer)";
+
 /// The allowance for the command `args`, if any.
 fn allowance(args: &[Vec<u8>]) -> Option<&'static Allowed> {
     let name = String::from_utf8_lossy(args.first()?).to_ascii_uppercase();
@@ -337,6 +402,10 @@ fn same_reply(args: &[Vec<u8>], a: &Value, b: &Value) -> bool {
     let Some(allowed) = allowance(args) else {
         return a == b;
     };
+    let stores = args.iter().any(|arg| arg.eq_ignore_ascii_case(b"STORE"));
+    if matches!(allowed.rule, Rule::SortTies) && !stores && stale_errno(a, b) {
+        return true;
+    }
     if matches!(a, Value::Error(_)) || matches!(b, Value::Error(_)) {
         return a == b;
     }
@@ -365,7 +434,119 @@ fn same_reply(args: &[Vec<u8>], a: &Value, b: &Value) -> bool {
             }
             (x, y) => x == y,
         },
+        Rule::RandomDraw => same_draw(args, &signless_scores(args, a), &signless_scores(args, b)),
+        Rule::Clock => match (a, b) {
+            (Value::Array(x), Value::Array(y)) if x.len() == 2 && y.len() == 2 => {
+                let number = |value: &Value| match value {
+                    Value::Bulk(text) => std::str::from_utf8(text).ok()?.parse::<u64>().ok(),
+                    _ => None,
+                };
+                match (number(&x[0]), number(&y[0]), number(&x[1]), number(&y[1])) {
+                    (Some(s1), Some(s2), Some(u1), Some(u2)) => {
+                        s1.abs_diff(s2) <= 2 && u1 < 1_000_000 && u2 < 1_000_000
+                    }
+                    _ => false,
+                }
+            }
+            _ => a == b,
+        },
+        Rule::SortTies => a == b || same_sort(args, a, b),
     }
+}
+
+/// Whether a `SORT` pattern names keys: it has a `*` before any NUL byte (C's `strchr`).
+fn has_star(pattern: &[u8]) -> bool {
+    pattern
+        .split(|&byte| byte == 0)
+        .next()
+        .unwrap_or_default()
+        .contains(&b'*')
+}
+
+/// Whether `b`, Redis's answer to a `SORT` (not a `STORE`, which the generator never sends
+/// with a numeric sort), is its refusal of a number where tandem, `a`, sorted. Redis tests `errno == ERANGE` after `strtod` without clearing `errno` first, so
+/// an `ERANGE` left by an earlier command (a `strtod` or `strtold` that overflowed: an
+/// `EXPIRE` time, an `INCRBYFLOAT` past the range) refuses its next numeric `SORT` of an
+/// element that is not an integer. Which earlier command leaves it is Redis's own business.
+fn stale_errno(a: &Value, b: &Value) -> bool {
+    let refused = b"ERR One or more scores can't be converted into double";
+    matches!(b, Value::Error(text) if text == refused) && !matches!(a, Value::Error(_))
+}
+
+/// Whether `a` and `b` may be two answers to `args`, a `SORT` whose ties each server may
+/// order its own way: see [`Rule::SortTies`]. With `ALPHA`, no `BY` and no `GET`, the
+/// elements compare by their text up to its first NUL byte, so those texts must come in the
+/// same order; with a `BY` pattern under `ALPHA`, or `BY` without `*` (a set's own order),
+/// the same elements in any order, or with `LIMIT` as many.
+fn same_sort(args: &[Vec<u8>], a: &Value, b: &Value) -> bool {
+    let word = |name: &[u8]| args.iter().any(|arg| arg.eq_ignore_ascii_case(name));
+    let c_text = |text: &[u8]| {
+        text.split(|&byte| byte == 0)
+            .next()
+            .unwrap_or_default()
+            .to_vec()
+    };
+    let bys: Vec<&Vec<u8>> = args
+        .windows(2)
+        .filter(|pair| pair[0].eq_ignore_ascii_case(b"BY"))
+        .map(|pair| &pair[1])
+        .collect();
+    let by_no_star = bys.iter().any(|by| !c_text(by).contains(&b'*'));
+    let (alpha, store) = (word(b"ALPHA"), word(b"STORE"));
+    let (Value::Array(x), Value::Array(y)) = (a, b) else {
+        return false;
+    };
+    if alpha && bys.is_empty() && !word(b"GET") && !store {
+        let texts = |items: &[Value]| -> Vec<Vec<u8>> {
+            items
+                .iter()
+                .map(|item| match item {
+                    Value::Bulk(text) => c_text(text),
+                    other => format!("{other:?}").into_bytes(),
+                })
+                .collect()
+        };
+        return texts(x) == texts(y) && (word(b"LIMIT") || sorted(a) == sorted(b));
+    }
+    if by_no_star || (alpha && !bys.is_empty()) {
+        return x.len() == y.len() && (word(b"LIMIT") || sorted(a) == sorted(b));
+    }
+    false
+}
+
+/// Whether `a` and `b` may be two draws of `args` (a `ZRANDMEMBER` or `RANDOMKEY`) from the
+/// same value: see [`Rule::RandomDraw`].
+fn same_draw(args: &[Vec<u8>], a: &Value, b: &Value) -> bool {
+    let (Value::Array(x), Value::Array(y)) = (a, b) else {
+        // One member or key each (any), or both null.
+        return matches!((a, b), (Value::Bulk(_), Value::Bulk(_))) || a == b;
+    };
+    if x.len() != y.len() {
+        return false;
+    }
+    let count = args
+        .get(2)
+        .and_then(|count| std::str::from_utf8(count).ok()?.parse::<i64>().ok())
+        .unwrap_or(1);
+    // Members with their scores, one item per member (RESP2 pairs them up flat).
+    let scores = args.len() > 3;
+    let members = |items: &[Value]| -> Vec<String> {
+        let mut members: Vec<String> = if scores && !matches!(items.first(), Some(Value::Array(_)))
+        {
+            items.chunks(2).map(|pair| format!("{pair:?}")).collect()
+        } else {
+            items.iter().map(|item| format!("{item:?}")).collect()
+        };
+        members.sort();
+        members
+    };
+    let (x, y) = (members(x), members(y));
+    if count <= 0 {
+        return true;
+    }
+    let distinct = |members: &[String]| members.windows(2).all(|pair| pair[0] != pair[1]);
+    // Fewer than asked for: the whole set, the same in both.
+    distinct(&x) && distinct(&y) && ((x.len() as i64) == count || x == y)
 }
 
 /// The sorted set reply `value` to `args` with each score that is -0 made 0 (a bulk string
@@ -401,6 +582,13 @@ fn signless_scores(args: &[Vec<u8>], value: &Value) -> Value {
             _ => value.clone(),
         },
         (b"ZPOPMIN" | b"ZPOPMAX", Value::Array(items)) => Value::Array(pairs(items)),
+        // [key, [[member, score], …]]
+        (b"ZMPOP", Value::Array(popped)) if popped.len() == 2 => match &popped[1] {
+            Value::Array(items) => {
+                Value::Array(vec![popped[0].clone(), Value::Array(pairs(items))])
+            }
+            _ => value.clone(),
+        },
         (_, Value::Array(items))
             if args
                 .iter()
@@ -921,6 +1109,17 @@ fn index(d: &mut Draw) -> Vec<u8> {
 }
 
 static STRINGS: &[Gen] = &[
+    // The keys SORT's `BY w_*` and `GET w_*` read for the numbers its keys hold.
+    g("SET", 8, |d| {
+        let number = if d.rng.chance(10) {
+            sort_refused(d)
+        } else {
+            sort_number(d)
+        };
+        let mut name = b"w_".to_vec();
+        name.extend(sort_number(d));
+        command("SET", [name, number])
+    }),
     g("GET", 10, |d| command("GET", [d.key()])),
     g("SET", 20, |d| {
         let mut args = command("SET", [d.key(), d.value()]);
@@ -1031,6 +1230,14 @@ fn pop_count(d: &mut Draw, args: &mut Args) {
 }
 
 static LISTS: &[Gen] = &[
+    // Numbers on the keys SORT mostly sorts, so that numeric sorts have values to order.
+    g("RPUSH", 10, |d| {
+        let mut args = command("RPUSH", [d.pick(&SORT_KEYS[..1])]);
+        args.extend((0..1 + d.rng.below(4)).map(|_| sort_number(d)));
+        args
+    }),
+    // Numbers SORT refuses, on the shared keys.
+    g("RPUSH", 1, |d| command("RPUSH", [d.key(), sort_refused(d)])),
     g("LPUSH", 12, |d| {
         let mut args = command("LPUSH", [d.key()]);
         args.extend(elements(d));
@@ -1100,7 +1307,53 @@ static LISTS: &[Gen] = &[
         command("LMOVE", [d.key(), d.key(), from, to])
     }),
     g("RPOPLPUSH", 3, |d| command("RPOPLPUSH", [d.key(), d.key()])),
+    g("LMPOP", 4, |d| {
+        let keys = d.keys(1, 3);
+        let mut args = command("LMPOP", [key_count(d, keys.len())]);
+        args.extend(keys);
+        args.push(d.pick(&["LEFT", "RIGHT", "left", "right", "UP"]));
+        mpop_count(d, &mut args);
+        args
+    }),
 ];
+
+/// The key count of a command whose keys follow one (`ZUNION numkeys key…`): mostly right,
+/// now and then zero, negative, not a number, or more than the keys given (so that options
+/// are taken for keys or the arguments run out).
+fn key_count(d: &mut Draw, keys: usize) -> Vec<u8> {
+    match d.rng.below(20) {
+        0 => d.pick(&["0", "-1", "x", "1.5", ""]),
+        1 => (keys + 1 + d.rng.below(3)).to_string().into_bytes(),
+        2 if keys > 1 => (keys - 1).to_string().into_bytes(),
+        _ => keys.to_string().into_bytes(),
+    }
+}
+
+/// `ZMPOP` and `LMPOP`'s `COUNT n`, when drawn: small, more than a key holds, or refused;
+/// now and then twice, or without its number.
+fn mpop_count(d: &mut Draw, args: &mut Args) {
+    match d.rng.below(10) {
+        0..=4 => {}
+        5..=7 => args.extend([
+            d.pick(&["COUNT", "count"]),
+            d.pick(&["1", "2", "3", "10", "300", "9223372036854775807"]),
+        ]),
+        8 => args.extend([
+            b"COUNT".to_vec(),
+            d.pick(&["0", "-1", "x", "", "9223372036854775808"]),
+        ]),
+        _ => match d.rng.below(3) {
+            0 => args.push(b"COUNT".to_vec()),
+            1 => args.extend([
+                b"COUNT".to_vec(),
+                b"1".to_vec(),
+                b"COUNT".to_vec(),
+                b"2".to_vec(),
+            ]),
+            _ => args.push(b"BOGUS".to_vec()),
+        },
+    }
+}
 
 /// A hash field: few, so that commands meet each other's fields.
 fn field(d: &mut Draw) -> Vec<u8> {
@@ -1177,6 +1430,12 @@ static HASHES: &[Gen] = &[
 ];
 
 static SETS: &[Gen] = &[
+    // Numbers on the set SORT mostly sorts (see LISTS's RPUSH).
+    g("SADD", 6, |d| {
+        let mut args = command("SADD", [d.pick(&SORT_KEYS[1..2])]);
+        args.extend((0..1 + d.rng.below(4)).map(|_| sort_number(d)));
+        args
+    }),
     g("SADD", 14, |d| {
         let mut args = command("SADD", [d.key()]);
         args.extend((0..1 + d.rng.below(3)).map(|_| member(d)));
@@ -1419,6 +1678,14 @@ fn zpop(d: &mut Draw, name: &str) -> Args {
 }
 
 static ZSETS: &[Gen] = &[
+    // Numbers as members of the sorted set SORT mostly sorts (see LISTS's RPUSH).
+    g("ZADD", 6, |d| {
+        let mut args = command("ZADD", [d.pick(&SORT_KEYS[2..])]);
+        for _ in 0..1 + d.rng.below(3) {
+            args.extend([d.pick(&["0", "1", "2", "-1"]), sort_number(d)]);
+        }
+        args
+    }),
     g("ZADD", 36, |d| {
         // On a key of LEX_KEYS every score is 0 (an increment of 0 keeps it so).
         let lex = d.rng.chance(25);
@@ -1560,7 +1827,128 @@ static ZSETS: &[Gen] = &[
             args
         }
     }),
+    g("ZUNION", 4, |d| zalgebra(d, "ZUNION", false)),
+    g("ZINTER", 4, |d| zalgebra(d, "ZINTER", false)),
+    g("ZDIFF", 4, |d| zalgebra(d, "ZDIFF", false)),
+    g("ZUNIONSTORE", 3, |d| zalgebra(d, "ZUNIONSTORE", true)),
+    g("ZINTERSTORE", 3, |d| zalgebra(d, "ZINTERSTORE", true)),
+    g("ZDIFFSTORE", 3, |d| zalgebra(d, "ZDIFFSTORE", true)),
+    g("ZINTERCARD", 3, |d| {
+        let keys = zalgebra_keys(d);
+        let mut args = command("ZINTERCARD", [key_count(d, keys.len())]);
+        args.extend(keys);
+        if d.rng.chance(40) {
+            args.extend([
+                d.pick(&["LIMIT", "limit"]),
+                d.pick(&["0", "1", "2", "100", "-1", "x"]),
+            ]);
+        }
+        if d.rng.chance(5) {
+            args.push(d.pick(&["WITHSCORES", "LIMIT", "WEIGHTS"]));
+        }
+        args
+    }),
+    g("ZMPOP", 4, |d| {
+        let keys: Vec<Vec<u8>> = (0..1 + d.rng.below(3)).map(|_| zkey(d)).collect();
+        let mut args = command("ZMPOP", [key_count(d, keys.len())]);
+        args.extend(keys);
+        args.push(d.pick(&["MIN", "MAX", "min", "max", "LEFT"]));
+        mpop_count(d, &mut args);
+        args
+    }),
+    // What each server draws differs: the comparison checks the reply's shape, its size,
+    // distinct members for a positive count and the whole set when it asks for at least
+    // that (Rule::RandomDraw).
+    g("ZRANDMEMBER", 4, |d| {
+        let mut args = command("ZRANDMEMBER", [zkey(d)]);
+        if d.rng.chance(85) {
+            args.push(d.pick(&[
+                "1",
+                "2",
+                "3",
+                "5",
+                "100",
+                "0",
+                "-1",
+                "-3",
+                "-10",
+                "-200",
+                "x",
+                "9223372036854775807",
+                "-9223372036854775808",
+                "4611686018427387904",
+            ]));
+            if d.rng.chance(40) {
+                args.push(d.pick(&["WITHSCORES", "withscores", "BOGUS"]));
+            }
+        }
+        args
+    }),
 ];
+
+/// The inputs of a sorted-set algebra command: sets the sorted-set generators grow, the
+/// shared keys (plain sets among them, which count with the score 1, and wrong types), and
+/// now and then the same key twice.
+fn zalgebra_keys(d: &mut Draw) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = (0..1 + d.rng.below(3))
+        .map(|_| if d.rng.chance(50) { zkey(d) } else { d.key() })
+        .collect();
+    if d.rng.chance(10) {
+        keys.push(keys[0].clone());
+    }
+    keys
+}
+
+/// A weight: ordinary ones, zero and the infinities (whose products with 0 and with infinite
+/// scores are NaN and sums of opposite infinities), and refused ones.
+fn weight(d: &mut Draw) -> Vec<u8> {
+    d.pick(&[
+        "1", "2", "0", "-1", "0.5", "inf", "-inf", "+inf", "-0", "1e308", "nan", "x", "",
+    ])
+}
+
+/// `ZUNION`, `ZINTER`, `ZDIFF` and their `STORE` forms: the key count, the inputs, and the
+/// options in any order (weights sometimes one short, an aggregate Redis refuses, options a
+/// command does not take).
+fn zalgebra(d: &mut Draw, name: &str, store: bool) -> Args {
+    let mut args = command(name, []);
+    if store {
+        // Not into a key of LEX_KEYS, whose scores stay 0; mostly not into the set the other
+        // generators grow, which a store replaces.
+        args.push(if d.rng.chance(20) {
+            d.pick(ZSET_KEYS)
+        } else {
+            d.key()
+        });
+    }
+    let keys = zalgebra_keys(d);
+    args.push(key_count(d, keys.len()));
+    let key_total = keys.len();
+    args.extend(keys);
+    let mut groups: Vec<Args> = Vec::new();
+    if d.rng.chance(40) {
+        let mut group = vec![d.pick(&["WEIGHTS", "weights"])];
+        let short = d.rng.chance(10);
+        for _ in 0..key_total - usize::from(short) {
+            group.push(weight(d));
+        }
+        groups.push(group);
+    }
+    if d.rng.chance(40) {
+        groups.push(vec![
+            d.pick(&["AGGREGATE", "aggregate"]),
+            d.pick(&["SUM", "MIN", "MAX", "min", "max", "AVG"]),
+        ]);
+    }
+    if d.rng.chance(if store { 4 } else { 45 }) {
+        groups.push(vec![d.pick(&["WITHSCORES", "withscores"])]);
+    }
+    if d.rng.chance(5) {
+        groups.push(vec![d.pick(&["LIMIT", "BOGUS", "AGGREGATE", "WEIGHTS"])]);
+    }
+    shuffled(d, &mut args, groups);
+    args
+}
 
 /// A script the generators send: its body, how many keys and arguments it reads, and whether
 /// it only reads (what `EVAL_RO` runs). A script that can fail fails before its first write:
@@ -1824,7 +2212,115 @@ static SCRIPTING: &[Gen] = &[
     }),
 ];
 
+/// Keys only SORT and the generators that fill them with numbers use: a list, a set and a
+/// sorted set (whose members are numbers).
+const SORT_KEYS: &[&str] = &["nlist", "nset", "nzset"];
+
+/// A number as `SORT` reads them: mostly small ones that tie now and then, and the forms
+/// `strtod` takes (exponents, hexadecimal, infinities, leading spaces, the empty text, text
+/// after a NUL byte). Text it refuses is drawn by [`sort_refused`] only for the shared keys:
+/// one such element would make every later numeric sort of a key refuse.
+fn sort_number(d: &mut Draw) -> Vec<u8> {
+    match d.rng.below(20) {
+        0..=14 => d.pick(&[
+            "0", "1", "2", "3", "7", "10", "-1", "-3", "1.5", "-0", "100",
+        ]),
+        _ => d.pick(&[
+            "1e3",
+            "0x10",
+            " 7",
+            "",
+            "inf",
+            "-inf",
+            "3.0000000000000001",
+            "2.50",
+            "+4",
+            "1e-3",
+            "1\0x",
+            "0x1p-1074",
+        ]),
+    }
+}
+
+/// A number `SORT` refuses: text, overflow, NaN, a rounded subnormal, trailing space.
+fn sort_refused(d: &mut Draw) -> Vec<u8> {
+    d.pick(&["abc", "1e400", "nan", "5e-324", "1 ", "1e-400"])
+}
+
+/// A `SORT` pattern: the element itself (`#`), keys made of it (`k*` finds `k0` … from the
+/// numbers lists hold), hash fields (`->`), and patterns without a `*` (`BY` then sorts
+/// nothing; `GET` finds nothing).
+fn sort_pattern(d: &mut Draw) -> Vec<u8> {
+    d.pick(&[
+        "#", "k*", "*", "k*->f1", "*->f2", "k*->", "nosort", "nosuch", "w_*", "w_*", "w_*",
+        "k*\0x", "#x", "", "->*",
+    ])
+}
+
+/// `SORT` and `SORT_RO` over any key (lists, sets and sorted sets, and the wrong types), with
+/// options in any order. What tandem and Redis may order differently is left out: `ALPHA`
+/// with a `BY` pattern and `STORE` (ties among missing `BY` keys would be stored in each
+/// server's own order); what ties leave open when answering is compared by Rule::SortTies.
+fn sort(d: &mut Draw, name: &str) -> Args {
+    let key = if d.rng.chance(75) {
+        d.pick(SORT_KEYS)
+    } else {
+        d.key()
+    };
+    let mut args = command(name, [key]);
+    let mut groups: Vec<Args> = Vec::new();
+    if d.rng.chance(40) {
+        groups.push(vec![d.pick(&["DESC", "ASC", "desc"])]);
+    }
+    let alpha = d.rng.chance(40);
+    if alpha {
+        groups.push(vec![d.pick(&["ALPHA", "alpha"])]);
+    }
+    if d.rng.chance(35) {
+        groups.push(vec![
+            d.pick(&["LIMIT", "limit"]),
+            d.pick(&["0", "1", "2", "-1", "5", "100", "x"]),
+            d.pick(&["0", "1", "2", "-1", "3", "100", "x"]),
+        ]);
+    }
+    let by = d.rng.chance(35).then(|| sort_pattern(d));
+    let by_star = by.as_ref().is_some_and(|by| has_star(by));
+    if let Some(by) = by.clone() {
+        groups.push(vec![d.pick(&["BY", "by"]), by]);
+    }
+    if d.rng.chance(35) {
+        for _ in 0..1 + d.rng.below(2) {
+            groups.push(vec![d.pick(&["GET", "get"]), sort_pattern(d)]);
+        }
+    }
+    // A numeric sort that stores is not drawn: after a stale ERANGE Redis refuses it (see
+    // `stale_errno`), and the two databases would then differ; nor one by a pattern under
+    // ALPHA, whose ties (missing keys) each server would store in its own order. A store
+    // sorts its elements as text, or not at all (BY without *).
+    if d.rng.chance(25) && !by_star {
+        // ALPHA goes before STORE in one group, so that a mutation that drops the last
+        // argument drops the destination, not ALPHA.
+        let mut group = Vec::new();
+        if !alpha && by.is_none() {
+            group.push(d.pick(&["ALPHA", "alpha"]));
+        }
+        group.extend([d.pick(&["STORE", "store"]), d.key()]);
+        groups.push(group);
+    }
+    if d.rng.chance(5) {
+        groups.push(vec![d.pick(&["BOGUS", "LIMIT", "BY", "GET", "STORE"])]);
+    }
+    shuffled(d, &mut args, groups);
+    args
+}
+
 static KEYSPACE: &[Gen] = &[
+    // Each server draws its own key: compared by shape (Rule::RandomDraw).
+    g("RANDOMKEY", 3, |_| command("RANDOMKEY", [])),
+    // Each server's own clock: compared by shape and to within seconds (Rule::Clock).
+    g("TIME", 2, |_| command("TIME", [])),
+    g("SORT", 24, |d| sort(d, "SORT")),
+    g("SORT_RO", 12, |d| sort(d, "SORT_RO")),
     g("DEL", 8, |d| command("DEL", d.keys(1, 4))),
     g("UNLINK", 4, |d| command("UNLINK", d.keys(1, 4))),
     g("EXISTS", 8, |d| command("EXISTS", d.keys(1, 4))),
@@ -1885,9 +2381,14 @@ static KEYSPACE: &[Gen] = &[
                 scan_filters(d, &mut args);
                 args
             }
+            // With a count that covers every key: "" and " 0"… are cursors Redis takes.
             6 => command(
                 "SCAN",
-                [d.pick(&["abc", "1.5", "", " 0", "18446744073709551616"])],
+                [
+                    d.pick(&["abc", "1.5", "", " 0", "18446744073709551616"]),
+                    b"COUNT".to_vec(),
+                    b"1000".to_vec(),
+                ],
             ),
             7 => command(
                 "SCAN",
@@ -2173,7 +2674,25 @@ static CONNECTION: &[Gen] = &[
         1 | 2 => {
             let mut args = command("COMMAND", [b"INFO".to_vec()]);
             for _ in 0..1 + d.rng.below(3) {
-                args.push(d.pick(&["get", "SET", "mset", "expire", "nosuch", "scan", "keys"]));
+                args.push(d.pick(&[
+                    "get",
+                    "SET",
+                    "mset",
+                    "expire",
+                    "nosuch",
+                    "scan",
+                    "keys",
+                    "zunionstore",
+                    "zinter",
+                    "zintercard",
+                    "zmpop",
+                    "lmpop",
+                    "sort",
+                    "sort_ro",
+                    "zrandmember",
+                    "randomkey",
+                    "time",
+                ]));
             }
             args
         }
@@ -2333,7 +2852,12 @@ fn mutate(d: &mut Draw, args: &mut Args) {
             if expire && std::str::from_utf8(&extra).is_err() {
                 extra = b"bogus".to_vec();
             }
-            args.push(extra);
+            // An extra argument after ZRANDMEMBER's key is its count: a huge negative one
+            // asks Redis to stream more than the test could take (tandem refuses it).
+            let count_next = name == b"ZRANDMEMBER" && args.len() == 2;
+            if !count_next {
+                args.push(extra);
+            }
         }
         6 => *args = command("NOSUCHCOMMAND", [d.key(), d.value()]),
         _ => {}
@@ -2346,15 +2870,19 @@ fn mutate(d: &mut Draw, args: &mut Args) {
 fn multi_block(d: &mut Draw, steps: &mut Vec<Step>, may_stay_open: bool) {
     let main = |args: Args| Step::Command { args, other: false };
     steps.push(main(command("MULTI", [])));
+    // A RESET or QUIT ends the block at once: a WATCH after it would run outside the block
+    // and stay for later commands (see `ALLOWED`'s note), so none is drawn then.
+    let mut ended = false;
     for _ in 0..d.rng.below(6) {
         d.step = steps.len() as i64;
         let args = match d.rng.below(100) {
             0..=3 => command("MULTI", []),
-            4..=5 => command("WATCH", [d.key()]),
+            4..=5 if !ended => command("WATCH", [d.key()]),
             // Connection commands are queued too, and answered in EXEC's array.
             6..=15 => draw_block_connection_command(d),
             _ => draw_command(d, false),
         };
+        ended |= matches!(args[0].to_ascii_uppercase().as_slice(), b"RESET" | b"QUIT");
         steps.push(main(args));
     }
     match d.rng.below(20) {
@@ -3190,6 +3718,109 @@ fn each_allowance_catches_a_planted_difference() {
             "ZSCAN z 0 COUNT 1000",
             page("0", &["a", "1"]),
             page("8", &["a", "1"]),
+            false,
+        ),
+        // Random draws: shape and size, distinct for a positive count, the whole set when
+        // fewer came than were asked for.
+        (
+            "ZRANDMEMBER z 2",
+            list(&["a", "b"]),
+            list(&["c", "a"]),
+            true,
+        ),
+        (
+            "ZRANDMEMBER z 2",
+            list(&["a", "a"]),
+            list(&["c", "a"]),
+            false,
+        ),
+        ("ZRANDMEMBER z 2", list(&["a"]), list(&["c", "a"]), false),
+        (
+            "ZRANDMEMBER z 5",
+            list(&["a", "b"]),
+            list(&["b", "a"]),
+            true,
+        ),
+        (
+            "ZRANDMEMBER z 5",
+            list(&["a", "b"]),
+            list(&["b", "c"]),
+            false,
+        ),
+        (
+            "ZRANDMEMBER z -3",
+            list(&["a", "a", "b"]),
+            list(&["c", "c", "c"]),
+            true,
+        ),
+        ("ZRANDMEMBER z", bulk("a"), bulk("b"), true),
+        ("ZRANDMEMBER z", bulk("a"), Value::Null, false),
+        ("RANDOMKEY", bulk("k1"), bulk("k2"), true),
+        ("RANDOMKEY", bulk("k1"), Value::Null, false),
+        (
+            "ZRANDMEMBER z 1 WITHSCORES",
+            list(&["a", "-0"]),
+            list(&["b", "0"]),
+            true,
+        ),
+        // The clock: seconds within 2.
+        (
+            "TIME",
+            list(&["100", "5000"]),
+            list(&["101", "999999"]),
+            true,
+        ),
+        (
+            "TIME",
+            list(&["100", "5000"]),
+            list(&["103", "5000"]),
+            false,
+        ),
+        (
+            "TIME",
+            list(&["100", "5000000"]),
+            list(&["100", "5"]),
+            false,
+        ),
+        // SORT: exact, but for ties ALPHA and BY leave open, and Redis's stale ERANGE.
+        ("SORT l", list(&["1", "2"]), list(&["2", "1"]), false),
+        (
+            "SORT l ALPHA",
+            list(&["a\0x", "a"]),
+            list(&["a", "a\0x"]),
+            true,
+        ),
+        ("SORT l ALPHA", list(&["a", "b"]), list(&["b", "a"]), false),
+        (
+            "SORT s BY nosort",
+            list(&["a", "b"]),
+            list(&["b", "a"]),
+            true,
+        ),
+        (
+            "SORT s BY nosort LIMIT 0 1",
+            list(&["a"]),
+            list(&["b"]),
+            true,
+        ),
+        ("SORT s BY nosort", list(&["a", "b"]), list(&["a"]), false),
+        (
+            "SORT l ALPHA BY w_*",
+            list(&["a", "b"]),
+            list(&["b", "a"]),
+            true,
+        ),
+        ("SORT l BY w_*", list(&["a", "b"]), list(&["b", "a"]), false),
+        (
+            "SORT l",
+            list(&["1", "2"]),
+            error("ERR One or more scores can't be converted into double"),
+            true,
+        ),
+        (
+            "SORT l",
+            error("ERR One or more scores can't be converted into double"),
+            list(&["1", "2"]),
             false,
         ),
     ];

@@ -19,10 +19,10 @@ use crate::resp::{Argv, ReplyWriter};
 /// Bytes of a collection's root block: only the table's header.
 pub const ROOT_BYTES: usize = DICT_HEADER_BYTES;
 
-/// The most elements a negative `SRANDMEMBER`/`HRANDFIELD` count may ask for. Redis 7.0
-/// streams such a reply until the client's output limit closes it; here a reply is built
-/// whole before it is sent, so a count like -9223372036854775807 would exhaust memory. The
-/// cap is as many elements as one request may carry arguments
+/// The most elements a negative `SRANDMEMBER`/`HRANDFIELD`/`ZRANDMEMBER` count may ask for.
+/// Redis 7.0 streams such a reply until the client's output limit closes it; here a reply is
+/// built whole before it is sent, so a count like -9223372036854775807 would exhaust memory.
+/// The cap is as many elements as one request may carry arguments
 /// ([`crate::resp::RequestLimits::args_max`]).
 pub const REPEATS_MAX: u64 = 1 << 20;
 
@@ -101,45 +101,64 @@ pub fn owned(
     });
 }
 
-/// A random entry of `dict`, which is not empty, picked as Redis's `dictGetRandomKey` picks
-/// one: random bucket slots until one holds a chain, then a random entry of that chain.
+/// The chain length a random pick first assumes no chain exceeds (see [`random_entry`]).
+/// Chains are short: the table keeps at most about one entry per bucket on average, so with
+/// a hash that spreads keys a chain of more than 8 is about one in a million buckets.
+const CHAIN_BOUND: u64 = 8;
+
+/// A random entry of `dict`, which is not empty, each entry equally likely.
 ///
-/// Like Redis's, the pick is biased: an entry that shares its bucket with others is less
-/// likely than one alone in its bucket (each non-empty bucket is equally likely, then each
-/// entry of its chain). Chains are short (the table keeps at most about one entry per
-/// bucket on average), so the bias is small. The expected number of slots drawn is the
-/// slots per entry, at most about 8 (a table that falls below an eighth full shrinks), so
-/// a pick is O(1).
+/// Redis's `dictGetRandomKey` picks a random non-empty bucket, then a random entry of its
+/// chain, so an entry that shares its bucket is less likely than one alone in its bucket (in
+/// a chain of two, half as likely); that is why `SRANDMEMBER key -N` was biased. Here a pick
+/// is a random bucket slot and a random position below a bound on chain lengths: the entry
+/// at that position if its chain reaches it, else another try. Every (slot, position) pair
+/// is equally likely and each entry is exactly one pair, so the pick is uniform as long as
+/// no chain is longer than the bound. A chain found longer raises the bound for the rest of
+/// the pick (the try that met it starts over), so an entry past [`CHAIN_BOUND`] in its chain
+/// is still reached, if a little less often than the others until its chain was met.
+///
+/// Each try succeeds with probability (entries) / (slots × bound), at least 1/128 (a table
+/// at least an eighth full, twice the slots while it rehashes), so a pick is O(1) expected.
 pub fn random_entry(ctx: &mut Ctx<'_, '_>, dict: &Dict) -> usize {
     assert!(
         !dict.is_empty(&ctx.access),
         "a random entry of an empty table"
     );
     let slots = dict.bucket_slots(&ctx.access);
-    let first = loop {
+    let mut bound = CHAIN_BOUND;
+    loop {
         let slot = ctx.random_below(slots);
-        if let Some(first) = dict.slot_first(&ctx.access, slot) {
-            break first;
+        let Some(first) = dict.slot_first(&ctx.access, slot) else {
+            continue;
+        };
+        let mut chain_len = 0;
+        let mut entry = first;
+        while entry != 0 {
+            chain_len += 1;
+            entry = ctx.access.pod::<Link>(entry).next as usize;
         }
-    };
-    let mut chain_len = 0;
-    let mut entry = first;
-    while entry != 0 {
-        chain_len += 1;
-        entry = ctx.access.pod::<Link>(entry).next as usize;
+        if chain_len > bound {
+            bound = chain_len;
+            continue;
+        }
+        let position = ctx.random_below(bound);
+        if position >= chain_len {
+            continue;
+        }
+        let mut entry = first;
+        for _ in 0..position {
+            entry = ctx.access.pod::<Link>(entry).next as usize;
+        }
+        return entry;
     }
-    let mut entry = first;
-    for _ in 0..ctx.random_below(chain_len) {
-        entry = ctx.access.pod::<Link>(entry).next as usize;
-    }
-    entry
 }
 
 /// `count` distinct entries of `dict` (0 < `count` < its length), chosen at random, as
 /// Redis's `SRANDMEMBER`/`HRANDFIELD` choose them. A count near the length (more than a
 /// third) takes every entry and drops random ones until `count` remain, which is uniform and
 /// O(length) = O(count); a smaller count draws random entries until `count` differ, an
-/// expected O(count) draws (each of [`random_entry`]'s bias).
+/// expected O(count) draws, each uniform, so every subset of `count` is equally likely.
 pub fn sample_distinct(ctx: &mut Ctx<'_, '_>, dict: &Dict, count: u64) -> Vec<usize> {
     let len = dict.len(&ctx.access);
     assert!(count > 0 && count < len, "a sample of {count} of {len}");

@@ -113,7 +113,7 @@ fn find_field(ctx: &Ctx<'_, '_>, key: &Key, field: &[u8]) -> Option<Found> {
 }
 
 /// The value of `field` in hash `key`, if the field exists.
-fn field_value<'m>(ctx: &'m Ctx<'_, '_>, key: &Key, field: &[u8]) -> Option<&'m [u8]> {
+pub fn field_value<'m>(ctx: &'m Ctx<'_, '_>, key: &Key, field: &[u8]) -> Option<&'m [u8]> {
     find_field(ctx, key, field).map(|found| value_of(&ctx.access, found.entry))
 }
 

@@ -379,6 +379,63 @@ pub fn keys(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
     Ok(())
 }
 
+/// Random picks `RANDOMKEY` makes before it lists the live keys instead: more than a few
+/// only when most keys have expired but are not yet swept.
+const RANDOM_KEY_TRIES: usize = 64;
+
+/// `RANDOMKEY`: a live key drawn uniformly (a null reply when there is none). A pick that
+/// lands on an expired key (not swept yet) is drawn again, which keeps the draw uniform over
+/// the live keys; after [`RANDOM_KEY_TRIES`] such picks the live keys are listed and one of
+/// them drawn, so the work stays bounded when most keys have expired.
+pub fn randomkey(
+    ctx: &mut Ctx<'_, '_>,
+    _argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let keyspace = ctx.layout.keyspace;
+    if keyspace.is_empty(&ctx.access) {
+        out.null();
+        return Ok(());
+    }
+    let now_ms = ctx.now_ms;
+    for _ in 0..RANDOM_KEY_TRIES {
+        let entry = super::collection::random_entry(ctx, &keyspace);
+        if entry_live(&ctx.access, entry, now_ms) {
+            out.bulk(entry_key(&ctx.access, entry));
+            return Ok(());
+        }
+    }
+    let mut live = Vec::new();
+    keyspace.for_each(&ctx.access, |entry| {
+        if entry_live(&ctx.access, entry, now_ms) {
+            live.push(entry);
+        }
+    });
+    if live.is_empty() {
+        out.null();
+    } else {
+        let entry = live[ctx.random_below(live.len() as u64) as usize];
+        out.bulk(entry_key(&ctx.access, entry));
+    }
+    Ok(())
+}
+
+/// `TIME`: the time the call runs at (the primary's clock, which a backup's reads never
+/// fall behind), as Unix seconds and microseconds, two bulk strings. The clock is kept in
+/// milliseconds, so the microseconds are a multiple of 1000.
+pub fn time(
+    ctx: &mut Ctx<'_, '_>,
+    _argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let seconds = ctx.now_ms / 1000;
+    let micros = (ctx.now_ms % 1000) * 1000;
+    out.array(2);
+    out.bulk(seconds.to_string().as_bytes());
+    out.bulk(micros.to_string().as_bytes());
+    Ok(())
+}
+
 pub fn scan(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
     let cursor = super::collection::parse_cursor(arg(argv, 1))?;
     let (mut pattern, mut count, mut kind): (Option<&[u8]>, i64, Option<Vec<u8>>) =

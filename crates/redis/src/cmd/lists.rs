@@ -63,6 +63,8 @@ pub static COMMANDS: &[Command] = &[
     data("LINDEX", 3, Read, (1, 1, 1), false, lindex),
     data("LINSERT", 5, Write, (1, 1, 1), true, linsert),
     data("LLEN", 2, Read, (1, 1, 1), false, llen),
+    // Its keys follow a count: Redis 7.0 names no fixed key range (movablekeys).
+    data("LMPOP", -4, Write, (0, 0, 0), false, lmpop),
     data("LMOVE", 5, Write, (1, 2, 1), true, lmove),
     data("LPOP", -2, Write, (1, 1, 1), false, lpop),
     data("LPOS", -3, Read, (1, 1, 1), false, lpos),
@@ -878,6 +880,26 @@ fn pop_from(ctx: &mut Ctx<'_, '_>, key: &[u8], end: End, n: u64) -> Vec<Vec<u8>>
     out
 }
 
+/// Up to `count` elements of list `key`, from index `start` (within the list) towards the
+/// tail: what `SORT` reads of a list it does not sort, so that a `LIMIT` bounds the work.
+pub fn elements_from(mem: &impl Mem, key: &Key, start: usize, count: usize) -> Vec<Vec<u8>> {
+    forward_from(mem, key, start)
+        .take(count)
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// Makes `name` a list of `elements` (not empty), replacing whatever it held (its expiry
+/// too), as `SORT … STORE` does.
+pub fn store(ctx: &mut Ctx<'_, '_>, name: &[u8], elements: &[&[u8]]) -> Result<(), CmdError> {
+    assert!(!elements.is_empty(), "an empty list is not stored");
+    if let Some(old) = ctx.find_for_write(name) {
+        ctx.delete(&old);
+    }
+    push_to(ctx, name, elements, End::Tail)?;
+    Ok(())
+}
+
 /// Frees every block the value of `key` holds (not its key entry): every node, then the root.
 pub fn free(txn: &mut Txn<'_>, layout: &Layout, key: &Key) {
     let root_at = key.head.value as usize;
@@ -1049,6 +1071,34 @@ pub fn lpop(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
 
 pub fn rpop(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
     pop(ctx, argv, out, End::Tail)
+}
+
+/// `LMPOP numkeys key… LEFT|RIGHT [COUNT n]`: pops from the first of the keys that holds a
+/// list (a key of another type before it is refused), answering the key and the popped
+/// elements, or a null array if none does.
+pub fn lmpop(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let (keys, right, count) = super::zsets::parse_mpop(argv, ["LEFT", "RIGHT"])?;
+    let end = if right { End::Tail } else { End::Head };
+    for i in 2..2 + keys {
+        let name = arg(argv, i);
+        let Some(found) = ctx.find_typed(name, Kind::List)? else {
+            continue;
+        };
+        let popped = pop_from(ctx, name, end, count.min(found.head.value_len));
+        out.array(2);
+        out.bulk(name);
+        out.array(popped.len());
+        for element in &popped {
+            out.bulk(element);
+        }
+        return Ok(());
+    }
+    out.null_array();
+    Ok(())
 }
 
 pub fn llen(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {

@@ -18,6 +18,7 @@ mod keys;
 pub mod lists;
 pub mod scripts;
 pub mod sets;
+pub mod sort;
 mod strings;
 pub mod zsets;
 
@@ -301,6 +302,7 @@ pub fn commands() -> &'static [Command] {
             lists::COMMANDS,
             scripts::COMMANDS,
             sets::COMMANDS,
+            sort::COMMANDS,
             zsets::COMMANDS,
         ] {
             all.extend_from_slice(family);
@@ -365,6 +367,7 @@ static BASE: &[Command] = &[
     data("PSETEX", 4, Write, (1, 1, 1), true, strings::psetex),
     data("PTTL", 2, Read, (1, 1, 1), false, keys::pttl),
     conn("QUIT", -1),
+    data("RANDOMKEY", 1, Read, (0, 0, 0), false, keys::randomkey),
     conn("READONLY", 1),
     conn("READWRITE", 1),
     data("RENAME", 3, Write, (1, 2, 1), false, keys::rename),
@@ -377,6 +380,9 @@ static BASE: &[Command] = &[
     data("SETNX", 3, Write, (1, 1, 1), true, strings::setnx),
     data("SETRANGE", 4, Write, (1, 1, 1), true, strings::setrange),
     data("STRLEN", 2, Read, (1, 1, 1), false, strings::strlen),
+    // Redis flags it neither read nor write: it reads the clock, not the database. Here
+    // it reads the time a call runs at, which never falls behind the primary's.
+    data("TIME", 1, Read, (0, 0, 0), false, keys::time),
     data("TOUCH", -2, Read, (1, -1, 1), false, keys::exists),
     data("TTL", 2, Read, (1, 1, 1), false, keys::ttl),
     data("TYPE", 2, Read, (1, 1, 1), false, keys::type_),
@@ -385,6 +391,18 @@ static BASE: &[Command] = &[
     conn("WAIT", 3),
     conn("WATCH", -2),
 ];
+
+/// Where the keys of command `name` follow a count, as Redis's `numkeys` key specs say
+/// (`ZUNION numkeys key…`, `ZUNIONSTORE destination numkeys key…`): the count's argument
+/// index. Such a command's (first, last, step) range names at most its destination (Redis
+/// 7.0 flags it `movablekeys`), so ACL key checks read the count through this.
+pub fn counted_keys_at(name: &str) -> Option<usize> {
+    match name {
+        "SINTERCARD" | "ZUNION" | "ZINTER" | "ZDIFF" | "ZINTERCARD" | "ZMPOP" | "LMPOP" => Some(1),
+        "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" => Some(2),
+        _ => None,
+    }
+}
 
 /// The command called `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {

@@ -99,9 +99,19 @@ fn get_sets<'a>(
 }
 
 /// Whether `member` is in set `key`.
-fn is_member(mem: &impl Mem, seed: u64, key: &Key, member: &[u8]) -> bool {
+pub fn is_member(mem: &impl Mem, seed: u64, key: &Key, member: &[u8]) -> bool {
     let hash = crate::dict::hash(seed, member);
     table(key).find(mem, member, hash).is_some()
+}
+
+/// Every member of set `key`, in its table's order (what sorted-set algebra and `SORT` read
+/// of a plain set).
+pub fn members<'m>(mem: &'m impl Mem, key: &Key) -> Vec<&'m [u8]> {
+    let dict = table(key);
+    collection::all_entries(mem, &dict)
+        .into_iter()
+        .map(|entry| dict.key(mem, entry))
+        .collect()
 }
 
 /// Set `name` for a write, created empty if it does not exist. The caller has checked its

@@ -80,7 +80,7 @@ use std::collections::BTreeMap;
 use bytemuck::{Pod, Zeroable};
 use tandem_memory::Txn;
 
-use super::{CmdError, Command, Ctx, Read, Write, arg, data, int_arg};
+use super::{CmdError, Command, Ctx, Read, Write, arg, collection, data, int_arg};
 use crate::alloc::{Alloc, OutOfMemory};
 use crate::db::{Key, Kind, Layout};
 use crate::dict::{self, DICT_HEADER_BYTES, Dict, Found, LINK_BYTES, Link};
@@ -89,17 +89,49 @@ use crate::mem::{Mem, set_word};
 use crate::num;
 use crate::resp::{Argv, Proto, ReplyWriter};
 
-/// The family's commands (merged into [`super::commands`]).
+mod algebra;
+
+/// The family's commands (merged into [`super::commands`]). Those whose keys follow a count
+/// name at most their destination in (first, last, step), as Redis 7.0 (see
+/// [`super::counted_keys_at`]).
 pub static COMMANDS: &[Command] = &[
     data("ZADD", -4, Write, (1, 1, 1), true, zadd),
     data("ZCARD", 2, Read, (1, 1, 1), false, zcard),
     data("ZCOUNT", 4, Read, (1, 1, 1), false, zcount),
+    data("ZDIFF", -3, Read, (0, 0, 0), false, algebra::zdiff),
+    data(
+        "ZDIFFSTORE",
+        -4,
+        Write,
+        (1, 1, 1),
+        true,
+        algebra::zdiffstore,
+    ),
     data("ZINCRBY", 4, Write, (1, 1, 1), true, zincrby),
+    data("ZINTER", -3, Read, (0, 0, 0), false, algebra::zinter),
+    data(
+        "ZINTERCARD",
+        -3,
+        Read,
+        (0, 0, 0),
+        false,
+        algebra::zintercard,
+    ),
+    data(
+        "ZINTERSTORE",
+        -4,
+        Write,
+        (1, 1, 1),
+        true,
+        algebra::zinterstore,
+    ),
     data("ZLEXCOUNT", 4, Read, (1, 1, 1), false, zlexcount),
+    data("ZMPOP", -4, Write, (0, 0, 0), false, zmpop),
     data("ZMSCORE", -3, Read, (1, 1, 1), false, zmscore),
     data("ZPOPMAX", -2, Write, (1, 1, 1), false, zpopmax),
     data("ZPOPMIN", -2, Write, (1, 1, 1), false, zpopmin),
     data("ZRANGE", -4, Read, (1, 1, 1), false, zrange),
+    data("ZRANDMEMBER", -2, Read, (1, 1, 1), false, zrandmember),
     data("ZRANGEBYLEX", -4, Read, (1, 1, 1), false, zrangebylex),
     data("ZRANGEBYSCORE", -4, Read, (1, 1, 1), false, zrangebyscore),
     data("ZRANGESTORE", -5, Write, (1, 2, 1), true, zrangestore),
@@ -135,6 +167,15 @@ pub static COMMANDS: &[Command] = &[
     data("ZREVRANK", 3, Read, (1, 1, 1), false, zrevrank),
     data("ZSCAN", -3, Read, (1, 1, 1), false, zscan),
     data("ZSCORE", 3, Read, (1, 1, 1), false, zscore),
+    data("ZUNION", -3, Read, (0, 0, 0), false, algebra::zunion),
+    data(
+        "ZUNIONSTORE",
+        -4,
+        Write,
+        (1, 1, 1),
+        true,
+        algebra::zunionstore,
+    ),
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -1554,6 +1595,46 @@ pub fn zrangestore(
     Ok(())
 }
 
+/// Pops up to `count` members from the low end (or, if `max`, the high end) of the sorted
+/// set `name`, which exists: each member and its score, in the order they leave. Deletes the
+/// key if that empties it.
+fn pop_members(ctx: &mut Ctx<'_, '_>, name: &[u8], max: bool, count: u64) -> Vec<(Vec<u8>, f64)> {
+    let key = ctx.find_for_write(name).expect("a live key stays live");
+    let zset = ZSet::of(&key);
+    let layout = ctx.layout;
+    let txn = ctx.txn();
+    let popped = count.min(zset.len(txn));
+    let mut pairs = Vec::with_capacity(popped as usize);
+    let mut entry = if max { zset.last(txn) } else { zset.first(txn) };
+    let mut run_start = entry;
+    for _ in 0..popped {
+        pairs.push((member_of(txn, entry).to_vec(), score_of(txn, entry)));
+        run_start = entry;
+        entry = if max {
+            backward_of(txn, entry)
+        } else {
+            zset.next(txn, entry)
+        };
+    }
+    // The popped entries are one run: from the first for ZPOPMIN, up to the last for ZPOPMAX.
+    let first = if max { run_start } else { zset.first(txn) };
+    zset.remove_run(txn, &layout.alloc, first, popped);
+    finish(ctx, &key, zset);
+    pairs
+}
+
+/// Writes (member, score) pairs: nested pairs if `nested`, else one flat array.
+fn write_pairs(out: &mut ReplyWriter<'_>, pairs: &[(Vec<u8>, f64)], nested: bool) {
+    out.array(if nested { pairs.len() } else { 2 * pairs.len() });
+    for (member, score) in pairs {
+        if nested {
+            out.array(2);
+        }
+        out.bulk(member);
+        out.double(*score);
+    }
+}
+
 fn pop_generic(
     ctx: &mut Ctx<'_, '_>,
     argv: &Argv,
@@ -1574,34 +1655,157 @@ fn pop_generic(
         out.array(0);
         return Ok(());
     }
-    let key = ctx.find_for_write(name).expect("a live key stays live");
-    let zset = ZSet::of(&key);
-    let layout = ctx.layout;
-    let txn = ctx.txn();
-    let popped = (count.unwrap_or(1) as u64).min(zset.len(txn));
+    let pairs = pop_members(ctx, name, max, count.unwrap_or(1) as u64);
     // RESP3 nests each pair when a count was given, even a count of 1.
-    let nested = count.is_some() && out.proto() == Proto::Resp3;
-    out.array(if nested { popped } else { 2 * popped } as usize);
-    let mut entry = if max { zset.last(txn) } else { zset.first(txn) };
-    let mut run_start = entry;
-    for _ in 0..popped {
-        if nested {
-            out.array(2);
-        }
-        out.bulk(member_of(txn, entry));
-        out.double(score_of(txn, entry));
-        run_start = entry;
-        entry = if max {
-            backward_of(txn, entry)
+    write_pairs(out, &pairs, count.is_some() && out.proto() == Proto::Resp3);
+    Ok(())
+}
+
+/// Parses argument `i` as a count in 1 ..= `i64::MAX`, as Redis's `getRangeLongFromObject`
+/// with the minimum 1, answering `error` for anything else (text that is not a number too).
+pub fn positive_arg(argv: &Argv, i: usize, error: &'static str) -> Result<u64, CmdError> {
+    num::parse_i64(arg(argv, i))
+        .filter(|&n| n >= 1)
+        .map(|n| n as u64)
+        .ok_or(CmdError::fixed(error))
+}
+
+/// The `numkeys key… MIN|MAX|LEFT|RIGHT [COUNT n]` of `ZMPOP` and `LMPOP`, in Redis's order
+/// (the count, the end word, then the options): the number of keys, whether the end word is
+/// the second of `ends` (any case; neither is a syntax error), and the count (1 unless given).
+pub fn parse_mpop(argv: &Argv, ends: [&str; 2]) -> Result<(usize, bool, u64), CmdError> {
+    let keys = positive_arg(argv, 1, "ERR numkeys should be greater than 0")?;
+    let end_at = keys
+        .checked_add(2)
+        .filter(|&at| at < argv.len() as u64)
+        .ok_or(CmdError::SYNTAX)? as usize;
+    let end = arg(argv, end_at);
+    let second = if end.eq_ignore_ascii_case(ends[0].as_bytes()) {
+        false
+    } else if end.eq_ignore_ascii_case(ends[1].as_bytes()) {
+        true
+    } else {
+        return Err(CmdError::SYNTAX);
+    };
+    let mut count = None;
+    let mut i = end_at + 1;
+    while i < argv.len() {
+        if count.is_none() && arg(argv, i).eq_ignore_ascii_case(b"COUNT") && i + 1 < argv.len() {
+            count = Some(positive_arg(
+                argv,
+                i + 1,
+                "ERR count should be greater than 0",
+            )?);
+            i += 2;
         } else {
-            zset.next(txn, entry)
+            return Err(CmdError::SYNTAX);
+        }
+    }
+    Ok((keys as usize, second, count.unwrap_or(1)))
+}
+
+/// `ZMPOP numkeys key… MIN|MAX [COUNT n]`: pops from the first of the keys that holds a
+/// sorted set (a key of another type before it is refused), answering the key and its
+/// popped pairs, or a null array if none does.
+pub fn zmpop(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let (keys, max, count) = parse_mpop(argv, ["MIN", "MAX"])?;
+    for i in 2..2 + keys {
+        let name = arg(argv, i);
+        if read_zset(ctx, name)?.is_none() {
+            continue;
+        }
+        let pairs = pop_members(ctx, name, max, count);
+        out.array(2);
+        out.bulk(name);
+        write_pairs(out, &pairs, true);
+        return Ok(());
+    }
+    out.null_array();
+    Ok(())
+}
+
+/// `ZRANDMEMBER key [count [WITHSCORES]]`: a positive count asks for distinct members (the
+/// whole set at most), a negative one for that many drawn with repeats, each draw uniform
+/// (see [`collection::random_entry`]).
+pub fn zrandmember(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let name = arg(argv, 1);
+    if argv.len() == 2 {
+        match read_zset(ctx, name)? {
+            Some(zset) => {
+                let entry = collection::random_entry(ctx, &zset.dict());
+                out.bulk(member_of(&ctx.access, entry));
+            }
+            None => out.null(),
+        }
+        return Ok(());
+    }
+    let count = collection::random_count_arg(argv, 2)?;
+    let scores = match argv.len() {
+        3 => false,
+        4 if arg(argv, 3).eq_ignore_ascii_case(b"WITHSCORES") => true,
+        _ => return Err(CmdError::SYNTAX),
+    };
+    if scores && !(-i64::MAX / 2..=i64::MAX / 2).contains(&count) {
+        return Err(CmdError::fixed("ERR value is out of range"));
+    }
+    let Some(zset) = read_zset(ctx, name)? else {
+        out.array(0);
+        return Ok(());
+    };
+    let wanted = count.unsigned_abs();
+    if count < 0 {
+        collection::check_repeats(wanted)?;
+    }
+    let dict = zset.dict();
+    let entries = if wanted == 0 {
+        Vec::new()
+    } else if count < 0 {
+        collection::sample_repeats(ctx, &dict, wanted)
+    } else if wanted >= zset.len(&ctx.access) {
+        collection::all_entries(&ctx.access, &dict)
+    } else {
+        collection::sample_distinct(ctx, &dict, wanted)
+    };
+    write_entries(&ctx.access, out, &entries, scores);
+    Ok(())
+}
+
+/// Up to `count` members of the sorted set `key` at 0-based ranks from `first` on, in order,
+/// or in reverse order if `reverse` (the same window, read from its high end): what `SORT`
+/// reads of a sorted set it does not sort.
+pub fn members_by_rank(
+    mem: &impl Mem,
+    key: &Key,
+    first: usize,
+    count: usize,
+    reverse: bool,
+) -> Vec<Vec<u8>> {
+    let zset = ZSet::of(key);
+    let len = zset.len(mem) as usize;
+    let count = count.min(len.saturating_sub(first));
+    let mut members = Vec::with_capacity(count);
+    if count == 0 {
+        return members;
+    }
+    let start_rank = if reverse { first + count } else { first + 1 };
+    let mut entry = zset.by_rank(mem, start_rank as u64);
+    while members.len() < count {
+        members.push(member_of(mem, entry).to_vec());
+        entry = if reverse {
+            backward_of(mem, entry)
+        } else {
+            zset.next(mem, entry)
         };
     }
-    // The popped entries are one run: from the first for ZPOPMIN, up to the last for ZPOPMAX.
-    let first = if max { run_start } else { zset.first(txn) };
-    zset.remove_run(txn, &layout.alloc, first, popped);
-    finish(ctx, &key, zset);
-    Ok(())
+    members
 }
 
 pub fn zpopmin(
