@@ -66,7 +66,10 @@ impl Arrivals {
     /// `[suspect_ticks, SILENCE_STRETCH_MAX × suspect_ticks]`.
     pub(super) fn silence_ticks(&self, suspect_ticks: u64) -> u64 {
         let stretched = (2 * self.gap_max_avg_x16).div_ceil(16);
-        let after_stalls = (2 * self.stall_faded).div_ceil(STALL_FADE_WINDOWS);
+        let after_stalls = self
+            .stall_faded
+            .saturating_mul(2)
+            .div_ceil(STALL_FADE_WINDOWS);
         stretched
             .max(after_stalls)
             .clamp(suspect_ticks, SILENCE_STRETCH_MAX * suspect_ticks)
