@@ -209,6 +209,22 @@ pub fn random_count_arg(argv: &Argv, i: usize) -> Result<i64, CmdError> {
     Ok(count)
 }
 
+/// The count of `HRANDFIELD key count [WITHVALUES]` or `ZRANDMEMBER key count [WITHSCORES]`
+/// and whether `with` (the option's word) follows it. Pairs double the reply, so with them
+/// the count must lie within ±`i64::MAX / 2`, as Redis checks.
+pub fn random_count_with(argv: &Argv, with: &[u8]) -> Result<(i64, bool), CmdError> {
+    let count = random_count_arg(argv, 2)?;
+    let pairs = match argv.len() {
+        3 => false,
+        4 if arg(argv, 3).eq_ignore_ascii_case(with) => true,
+        _ => return Err(CmdError::SYNTAX),
+    };
+    if pairs && !(-i64::MAX / 2..=i64::MAX / 2).contains(&count) {
+        return Err(CmdError::fixed("ERR value is out of range"));
+    }
+    Ok((count, pairs))
+}
+
 /// Refuses a negative random count whose reply would exceed [`REPEATS_MAX`] elements.
 pub fn check_repeats(count: u64) -> Result<(), CmdError> {
     if count > REPEATS_MAX {

@@ -539,15 +539,7 @@ pub fn hrandfield(
         }
         return Ok(());
     }
-    let count = collection::random_count_arg(argv, 2)?;
-    let with_values = match argv.len() {
-        3 => false,
-        4 if arg(argv, 3).eq_ignore_ascii_case(b"WITHVALUES") => true,
-        _ => return Err(CmdError::SYNTAX),
-    };
-    if with_values && !(-i64::MAX / 2..=i64::MAX / 2).contains(&count) {
-        return Err(CmdError::fixed("ERR value is out of range"));
-    }
+    let (count, with_values) = collection::random_count_with(argv, b"WITHVALUES")?;
     let Some(key) = get_hash(ctx, name)? else {
         out.array(0);
         return Ok(());

@@ -1747,15 +1747,7 @@ pub fn zrandmember(
         }
         return Ok(());
     }
-    let count = collection::random_count_arg(argv, 2)?;
-    let scores = match argv.len() {
-        3 => false,
-        4 if arg(argv, 3).eq_ignore_ascii_case(b"WITHSCORES") => true,
-        _ => return Err(CmdError::SYNTAX),
-    };
-    if scores && !(-i64::MAX / 2..=i64::MAX / 2).contains(&count) {
-        return Err(CmdError::fixed("ERR value is out of range"));
-    }
+    let (count, scores) = collection::random_count_with(argv, b"WITHSCORES")?;
     let Some(zset) = read_zset(ctx, name)? else {
         out.array(0);
         return Ok(());
