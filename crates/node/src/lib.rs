@@ -27,6 +27,9 @@
 //!   ([`Carrier`]).
 //! - [`PeerMessage`] is a message between two nodes; [`decode_peer_message`] and its
 //!   encoders are the bytes a peer connection carries, in the runtime and the simulator.
+//! - [`Node`] is one member as one value: its supervisor and the role it holds, the
+//!   carry-out table carried out on values; a driver feeds it inputs and hears it through
+//!   its [`NodeEnv`].
 //! - [`RoleRule`] is the order in which a node follows a committed view into a role
 //!   (`tandem_cluster::role` decides which), and whether it restarted without its memory.
 //!
@@ -39,6 +42,7 @@ mod carry_out;
 mod checkpoint;
 mod gate;
 mod log;
+mod node;
 mod peer_frame;
 mod primary;
 mod primary_host;
@@ -55,6 +59,10 @@ pub use gate::GateRule;
 pub use log::{
     Aligned, LogCore, LogOrder, Replayed, SyncPolicy, SyncPolicyError, rebuild, rebuilds_state,
     receiver_orders, replay, replay_from,
+};
+pub use node::{
+    Carried, Destination, Node, NodeEnv, NodeFailure, NodeSettings, PrimaryStarting, RecordsMoved,
+    RoleSlot,
 };
 pub use peer_frame::{
     PeerFrameError, PeerMessage, decode_cluster_message, decode_peer_message,

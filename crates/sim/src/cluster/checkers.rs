@@ -12,7 +12,7 @@ impl World {
             .iter()
             .map(|node| {
                 let view = node.core().and_then(|core| core.view().cloned());
-                let role = match &node.role {
+                let role = match node.role() {
                     Slot::Outside => "outside".to_owned(),
                     Slot::Primary(role) => format!(
                         "primary v{} lsn {} pending {} inbox {} backups {:?} released and synced {:?}",
@@ -58,7 +58,7 @@ impl World {
         if !view.spares.is_empty() || view.backups.len() + 1 != self.nodes.len() {
             return false;
         }
-        let Slot::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
+        let Slot::Primary(primary) = self.nodes[index_of(view.primary)].role() else {
             return false;
         };
         if primary.primary().view() != view.number
@@ -72,24 +72,24 @@ impl World {
             let node = &self.nodes[index_of(id)];
             node.core()
                 .is_some_and(|core| core.view().is_some_and(|v| v.number == view.number))
-                && matches!(&node.role, Slot::Backup(backup)
+                && matches!(node.role(), Slot::Backup(backup)
                     if backup.gate().primary() == view.primary && backup.applier().lsn_applied() == lsn)
         })
     }
 
     pub(super) fn final_checks(&mut self) -> Result<(), String> {
         let view = self.view_latest.clone();
-        let Slot::Primary(primary) = &self.nodes[index_of(view.primary)].role else {
+        let Slot::Primary(primary) = self.nodes[index_of(view.primary)].role() else {
             unreachable!("converged on a primary");
         };
         let bytes = primary.role().store().segment().bytes().to_vec();
         self.model
             .check(primary.role().store().segment())
             .map_err(|err| self.fail(format!("primary {}: {err}", view.primary)))?;
-        self.check_acked(view.primary)?;
+        self.check_acked(view.primary, primary)?;
         self.report.acks_lost_to_power = self.acks_lost_to_power(view.primary);
         for &id in &view.backups {
-            let Slot::Backup(backup) = &self.nodes[index_of(id)].role else {
+            let Slot::Backup(backup) = self.nodes[index_of(id)].role() else {
                 unreachable!("converged on backups");
             };
             if backup.segment().bytes() != bytes.as_slice() {
@@ -118,7 +118,7 @@ impl World {
     /// final history's) is lost by the rules' own terms under a 1-safe or bounded rule, and
     /// is not judged; under a 2-safe rule it fails the run.
     pub(super) fn check_replies(&mut self, node: NodeId) -> Result<(), String> {
-        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
+        let Slot::Primary(role) = self.nodes[index_of(node)].role() else {
             unreachable!("converged on a primary");
         };
         let segment = role.role().store().segment();
@@ -246,7 +246,7 @@ impl World {
         let now_ms = self.clock_ms();
         let mut model = RedisModel::new(self.segment_len).expect("fits");
         model.set_time_ms(now_ms);
-        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
+        let Slot::Primary(role) = self.nodes[index_of(node)].role() else {
             unreachable!("converged on a primary");
         };
         let actual = dump_database(&model, role.role().store().segment())
@@ -271,11 +271,11 @@ impl World {
     /// such a backup may already have reported for a new view, so a reply that needs the
     /// lease must not leave (a sharper check than waiting for an actual report, which
     /// usually comes ticks after the promise ran out).
-    pub(super) fn promise_broken(&self, primary: NodeId, view: u64) -> Option<(NodeId, u64)> {
-        let Slot::Primary(role) = &self.nodes[index_of(primary)].role else {
-            return None;
-        };
-        debug_assert_eq!(role.primary().view(), view);
+    pub(super) fn promise_broken(
+        &self,
+        primary: NodeId,
+        role: &PrimaryHost,
+    ) -> Option<(NodeId, u64)> {
         // Those who could report for a new view: the backups, or the spares when there are
         // none (a caught-up spare may then replace the primary).
         let config = role.primary().config();
@@ -295,10 +295,12 @@ impl World {
     /// A backup after it applied from `lsn_before` on: the current primary's bytes at the
     /// same LSN (if it follows the newest view's primary), and conservation, each at its
     /// sampled LSNs.
-    pub(super) fn check_backup(&mut self, node: NodeId, lsn_before: u64) -> Result<(), String> {
-        let Slot::Backup(role) = &self.nodes[index_of(node)].role else {
-            return Ok(());
-        };
+    pub(super) fn check_backup(
+        &self,
+        node: NodeId,
+        lsn_before: u64,
+        role: &BackupRole,
+    ) -> Result<(), String> {
         let lsn = role.segment().lsn();
         let every = self.full_check_every_lsn;
         let checked = if lsn / every != lsn_before / every {
@@ -324,7 +326,7 @@ impl World {
     /// Clients whose last acknowledged commit primary `node`'s records lack because a power
     /// loss took it (the exemption `check_acked` makes).
     fn acks_lost_to_power(&self, node: NodeId) -> u64 {
-        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
+        let Slot::Primary(role) = self.nodes[index_of(node)].role() else {
             return 0;
         };
         let store = role.role().store();
@@ -341,10 +343,7 @@ impl World {
 
     /// Every client's last acknowledged commit is in primary `node`'s dedup table, but one
     /// acknowledged from memory that a power loss took.
-    pub(super) fn check_acked(&self, node: NodeId) -> Result<(), String> {
-        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
-            return Ok(());
-        };
+    pub(super) fn check_acked(&self, node: NodeId, role: &PrimaryHost) -> Result<(), String> {
         if self.sole_copy_lost {
             return Ok(());
         }
@@ -382,7 +381,12 @@ impl World {
     /// A reply that primary `node` released under a 2-safe rule at `lsn`: the rule held. At
     /// least k of its view's backups (every one, for a rule of all) had really received (or,
     /// for 2-safe-applied, applied) the record, whatever the acks said.
-    pub(super) fn check_release(&self, node: NodeId, lsn: u64) -> Result<(), String> {
+    pub(super) fn check_release(
+        &self,
+        node: NodeId,
+        role: &PrimaryHost,
+        lsn: u64,
+    ) -> Result<(), String> {
         let (held, acks) = match self.faults.safety {
             Safety::TwoSafe(acks) => (Held::Received, acks),
             Safety::TwoSafeApplied(acks) => (Held::Applied, acks),
@@ -392,9 +396,6 @@ impl World {
         if self.release_unchecked {
             return Ok(());
         }
-        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
-            unreachable!("released by a primary");
-        };
         if held == Held::Synced {
             // The primary's own log must have synced it too.
             let synced = self.synced_ever.get(&(node, node)).copied().unwrap_or(0);
@@ -453,12 +454,9 @@ impl World {
 
     /// After primary `node` committed under a `bounded:n` rule: no backup of its view lacks
     /// more than n of its records.
-    pub(super) fn check_bounded(&self, node: NodeId) -> Result<(), String> {
+    pub(super) fn check_bounded(&self, node: NodeId, role: &PrimaryHost) -> Result<(), String> {
         let Safety::Bounded(bound) = self.faults.safety else {
             return Ok(());
-        };
-        let Slot::Primary(role) = &self.nodes[index_of(node)].role else {
-            unreachable!("committed by a primary");
         };
         let lsn = role.primary().lsn_committed();
         for &backup in &role.primary().config().backups {

@@ -94,7 +94,7 @@ impl NodeLog {
     }
 
     /// Whether the log would like a checkpoint now (`LogCore::wants_checkpoint`).
-    fn wants_checkpoint(&self) -> bool {
+    pub(super) fn wants_checkpoint(&self) -> bool {
         match &self.state {
             LogState::Open(core) => core.wants_checkpoint(),
             _ => false,
@@ -124,12 +124,13 @@ fn open_core(
 }
 
 impl World {
-    /// Hands node `node`'s log an order from its current role.
-    pub(super) fn log_order(&mut self, node: NodeId, order: LogOrder) {
+    /// Hands node `node`'s log an order from its current role; what the role hears is
+    /// durable now, if carrying it out at once made more so (a checkpoint it finished).
+    pub(super) fn log_order(&mut self, node: NodeId, order: LogOrder) -> Option<u64> {
         let log = &mut self.nodes[index_of(node)].log;
         if log.is_poisoned() || log.core_mut().is_none() {
             // A stopped log thread takes nothing: no harm, it reports nothing durable either.
-            return;
+            return None;
         }
         // Behind the orders that wait, as in the runtime's queue: a role that hears of a
         // sync (`log_publish`) may give orders before those that waited for it are carried
@@ -137,25 +138,26 @@ impl World {
         // publish let it commit, and its next batch went in ahead of the one that waited).
         if log.syncing || !log.waiting.is_empty() {
             log.waiting.push_back(order);
-            return;
+            return None;
         }
-        self.log_carry_out(node, order);
+        let heard = self.log_carry_out(node, order);
         self.log_maybe_sync(node);
+        heard
     }
 
-    fn log_carry_out(&mut self, node: NodeId, order: LogOrder) {
+    /// Carries an order out; what the role is to hear is durable, if that rose.
+    fn log_carry_out(&mut self, node: NodeId, order: LogOrder) -> Option<u64> {
         let log = &mut self.nodes[index_of(node)].log;
-        let Some(core) = log.core_mut() else {
-            return;
-        };
+        let core = log.core_mut()?;
         let finishes_checkpoint = matches!(order, LogOrder::CheckpointFinish { .. });
         if let Err(err) = core.carry_out(order) {
             self.log_poison(node, err.to_string());
-            return;
+            return None;
         }
         if finishes_checkpoint {
-            self.log_heard_checkpoint(node);
+            return self.log_checkpoint_durable(node);
         }
+        None
     }
 
     /// A checkpoint finished: what it made durable (a log with nothing synced after it, or
@@ -163,22 +165,14 @@ impl World {
     /// thread publishes after a checkpoint. Heard only after the next sync, it could wait for
     /// good on an idle primary (any-time seed 335116: the primary's log held a checkpoint at
     /// LSN 399 and nothing after it, and its `durable` replies to retries never left).
-    fn log_heard_checkpoint(&mut self, node: NodeId) {
+    fn log_checkpoint_durable(&mut self, node: NodeId) -> Option<u64> {
         let log = &mut self.nodes[index_of(node)].log;
         let lsn = log.core_mut().map_or(0, |core| core.lsn_durable());
         if lsn <= log.lsn_published {
-            return;
+            return None;
         }
         log.lsn_published = lsn;
-        match &mut self.nodes[index_of(node)].role {
-            Slot::Primary(role) => {
-                role.role_mut().log_synced(lsn);
-                let synced = self.synced_ever.entry((node, node)).or_insert(0);
-                *synced = (*synced).max(lsn);
-            }
-            Slot::Backup(_) => self.backup_hears_synced(node),
-            Slot::Outside => {}
-        }
+        Some(lsn)
     }
 
     /// Starts a sync if the policy says so and none is under way; it completes after a delay
@@ -206,7 +200,7 @@ impl World {
     /// starts.
     pub(super) fn log_synced(&mut self, node: NodeId, epoch: u64) -> Result<(), String> {
         let state = &mut self.nodes[index_of(node)];
-        if state.supervisor.is_none() || state.log.epoch != epoch || !state.log.syncing {
+        if state.node.is_none() || state.log.epoch != epoch || !state.log.syncing {
             return Ok(());
         }
         if self.paused(node) {
@@ -233,7 +227,9 @@ impl World {
         self.log_publish(node)?;
         // Group commit: everything that waited goes into the next sync.
         while let Some(order) = self.nodes[index_of(node)].log.waiting.pop_front() {
-            self.log_carry_out(node, order);
+            if let Some(lsn) = self.log_carry_out(node, order) {
+                self.with_node(node, |member, env| member.log_anchored(lsn, env));
+            }
         }
         self.log_maybe_sync(node);
         Ok(())
@@ -254,28 +250,8 @@ impl World {
     /// The log's listener: the primary role hears `log_synced`; a backup acks to its
     /// primary at once (`Message::durable_ack`).
     fn log_tell_role(&mut self, node: NodeId, lsn: u64) -> Result<(), String> {
-        match &mut self.nodes[index_of(node)].role {
-            Slot::Primary(role) => {
-                role.role_mut().log_synced(lsn);
-                let synced = self.synced_ever.entry((node, node)).or_insert(0);
-                *synced = (*synced).max(lsn);
-                self.collect_primary(node)
-            }
-            Slot::Backup(role) => {
-                let primary = role.gate().primary();
-                if role.gate().is_frozen() {
-                    // A frozen backup has closed its primary's links.
-                    return Ok(());
-                }
-                let ack =
-                    Message::durable_ack(role.gate().view(), lsn, role.applier().lsn_applied());
-                let synced = self.synced_ever.entry((node, primary)).or_insert(0);
-                *synced = (*synced).max(lsn);
-                self.send(node, primary, Wire::replication(&ack));
-                Ok(())
-            }
-            Slot::Outside => Ok(()),
-        }
+        self.with_node(node, |member, env| member.log_synced(lsn, env))
+            .unwrap_or(Ok(()))
     }
 
     fn log_poison(&mut self, node: NodeId, cause: String) {
@@ -298,6 +274,8 @@ impl World {
     /// Before a rejoin's rewind to `lsn`: where the member's log lets it rewind to (see
     /// `LogCore::align_rejoin`); `lsn` when the log cannot say (poisoned, absent).
     pub(super) fn log_align_rejoin(&mut self, node: NodeId, lsn: u64) -> u64 {
+        // The role is outside while its records move: a checkpoint finished here is heard
+        // by none.
         let orders: Vec<LogOrder> = self.nodes[index_of(node)].log.waiting.drain(..).collect();
         for order in orders {
             self.log_carry_out(node, order);
@@ -328,6 +306,7 @@ impl World {
     }
 
     pub(super) fn log_align(&mut self, node: NodeId, lsn: u64) {
+        // The role is outside while it starts: a checkpoint finished here is heard by none.
         let orders: Vec<LogOrder> = self.nodes[index_of(node)].log.waiting.drain(..).collect();
         for order in orders {
             self.log_carry_out(node, order);
@@ -358,46 +337,6 @@ impl World {
         // A cut may leave appends to sync (none today: a cut is durable), and a sync that was
         // under way still completes.
         self.log_maybe_sync(node);
-    }
-
-    /// A role just started on node `node` hears from its log: a primary that the log syncs
-    /// (`set_keeps_log`) and what is durable already; a backup's receiver the durable LSN
-    /// its acks may claim (the runtime's `listen`, which tells a new listener at once).
-    pub(super) fn log_listen(&mut self, node: NodeId) -> Result<(), String> {
-        let lsn = self.nodes[index_of(node)].log.lsn_durable();
-        match &mut self.nodes[index_of(node)].role {
-            Slot::Primary(role) => {
-                role.role_mut().set_keeps_log(true);
-                if lsn > 0 {
-                    role.role_mut().log_synced(lsn);
-                    let synced = self.synced_ever.entry((node, node)).or_insert(0);
-                    *synced = (*synced).max(lsn);
-                }
-                Ok(())
-            }
-            Slot::Backup(_) => {
-                self.backup_hears_synced(node);
-                Ok(())
-            }
-            Slot::Outside => Ok(()),
-        }
-    }
-
-    /// A backup's receiver learns what its log synced before it takes the next message
-    /// (`ReceiverRole::synced`), as the runtime's receiver loop does before each read.
-    pub(super) fn backup_hears_synced(&mut self, node: NodeId) {
-        let lsn = self.nodes[index_of(node)].log.lsn_durable();
-        let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
-            return;
-        };
-        role.synced(lsn);
-        if lsn > 0 {
-            let synced = self
-                .synced_ever
-                .entry((node, role.gate().primary()))
-                .or_insert(0);
-            *synced = (*synced).max(lsn);
-        }
     }
 
     /// Per tick of a node that is up: maybe fail its disk's next sync.
@@ -436,20 +375,17 @@ impl World {
             && (self.whole() || healed_restart())
     }
 
-    /// The ghost of what node `node`'s records hold, as its role has them now (the Redis
+    /// The ghost of what node `node`'s records hold, as its `role` has them now (the Redis
     /// model): what its log holds is a prefix of it.
-    pub(super) fn save_log_history(&mut self, node: NodeId) {
-        if self.redis.is_none() {
-            return;
-        }
-        let state = &self.nodes[index_of(node)];
-        let history = match &state.role {
-            Slot::Primary(_) => state.ledger.history.clone(),
-            Slot::Backup(role) => {
+    pub(super) fn log_history(&self, node: NodeId, role: &Slot) -> Option<History> {
+        let redis = self.redis.as_deref()?;
+        let ledger = &self.nodes[index_of(node)].ledger;
+        match role {
+            Slot::Primary(_) => Some(ledger.history.clone()),
+            Slot::Backup(backup) => {
                 // Received batches held back for reads are in the log already.
-                let mut history = state.ledger.history.clone();
-                let redis = self.redis.as_deref().expect("checked");
-                for apply in role.held() {
+                let mut history = ledger.history.clone();
+                for apply in backup.held() {
                     let (key, lsn_base, _) = batch_key(apply.batch.bytes());
                     let Some(entries) = redis.batches.get(&key) else {
                         break;
@@ -463,35 +399,17 @@ impl World {
                         break;
                     }
                 }
-                history
+                Some(history)
             }
-            Slot::Outside => return,
-        };
-        self.nodes[index_of(node)].log.history = Some(history);
-    }
-
-    /// One step of node `node`'s checkpoint, between its role's turns: the role begins one
-    /// when it is due (or its log is not anchored) and hands the log a chunk of the one under
-    /// way, as the runtime's applier and executor do.
-    pub(super) fn checkpoint_step(&mut self, node: NodeId) {
-        let wanted = self.nodes[index_of(node)].log.wants_checkpoint();
-        let mut orders = Vec::new();
-        match &mut self.nodes[index_of(node)].role {
-            Slot::Primary(role) => role.role_mut().checkpoint_step(wanted, &mut orders),
-            Slot::Backup(role) => role.applier_mut().checkpoint_step(wanted, &mut orders),
-            Slot::Outside => {}
-        }
-        for order in orders {
-            if matches!(order, LogOrder::CheckpointFinish { .. }) {
-                self.report.checkpoints += 1;
-            }
-            self.log_order(node, order);
+            Slot::Outside => None,
         }
     }
 
     /// The node crashes: its disk loses power (what was not synced may be lost or torn).
     pub(super) fn crash_log(&mut self, node: NodeId) {
-        self.save_log_history(node);
+        if let Some(history) = self.log_history(node, self.nodes[index_of(node)].role()) {
+            self.nodes[index_of(node)].log.history = Some(history);
+        }
         let seed = self.disk_rng.next_u64();
         let log = &mut self.nodes[index_of(node)].log;
         log.epoch += 1;

@@ -359,10 +359,9 @@ impl World {
                 node.core().is_some_and(|core| {
                     !core.is_frozen() && core.view().is_some_and(|v| v.number == view.number)
                 }) && node
-                    .supervisor
-                    .as_ref()
+                    .supervisor()
                     .is_some_and(|supervisor| !supervisor.rule().restarted())
-                    && match &node.role {
+                    && match node.role() {
                         Slot::Primary(role) => role.primary().view() == view.number,
                         Slot::Backup(role) => {
                             role.gate().primary() == view.primary
@@ -383,8 +382,7 @@ impl World {
             .filter(|other| other.id != node)
             .all(|other| {
                 other
-                    .supervisor
-                    .as_ref()
+                    .supervisor()
                     .is_some_and(|supervisor| !supervisor.rule().restarted())
             })
     }
@@ -419,7 +417,7 @@ impl World {
         if !self.faults_on {
             return;
         }
-        if self.nodes.iter().all(|node| node.supervisor.is_none()) {
+        if self.nodes.iter().all(|node| node.node.is_none()) {
             // Nothing is up to lose power (the last one has not come back yet).
             return;
         }
@@ -446,7 +444,7 @@ impl World {
         let restart = (1 + self.power_rng.below(self.faults.restart_ticks_max)) * MICROS_PER_TICK;
         for index in 0..self.nodes.len() {
             let node = self.nodes[index].id;
-            if self.nodes[index].supervisor.is_none() {
+            if self.nodes[index].node.is_none() {
                 continue;
             }
             self.lose_memory(node);
@@ -460,10 +458,11 @@ impl World {
     fn lose_memory(&mut self, node: NodeId) {
         self.crash_log(node);
         let state = &mut self.nodes[index_of(node)];
-        state.supervisor = None;
+        if let Some(member) = state.node.take() {
+            state.role_epoch = member.role_epoch();
+        }
         state.recovered = None;
-        state.observed_pending.clear();
-        state.role = Slot::Outside;
+        state.recovered_history = None;
         state.ledger = Ledger::none();
         state.ticks_missed = 0;
         state.tear_next_save = false;
@@ -496,10 +495,10 @@ impl World {
             .iter()
             .filter_map(|&backup| {
                 let state = &self.nodes[index_of(backup)];
-                let Slot::Backup(role) = &state.role else {
+                let Slot::Backup(role) = state.role() else {
                     return None;
                 };
-                let follows = state.supervisor.is_some()
+                let follows = state.node.is_some()
                     && role.gate().primary() == view.primary
                     && role.gate().view() == view.number;
                 follows.then(|| match held_by {
@@ -545,8 +544,8 @@ impl World {
         let view = &self.view_latest;
         let holds = |id: NodeId| {
             let state = &self.nodes[index_of(id)];
-            state.supervisor.is_some()
-                && match &state.role {
+            state.node.is_some()
+                && match state.role() {
                     Slot::Primary(role) => {
                         id == view.primary && role.primary().lsn_committed() >= lsn_acked
                     }
@@ -588,13 +587,16 @@ impl World {
         if let Some(recovered) = self.recover_log(node, view_known)? {
             rule = rule.with_recovered(recovered);
         }
-        let state = &mut self.nodes[index_of(node)];
         let mut supervisor = Supervisor::new(core, rule);
         // As the runtime: a node without its memory runs no role.
         supervisor.core_mut().set_serving(false);
-        state.supervisor = Some(supervisor);
+        let state = &mut self.nodes[index_of(node)];
         state.incarnation += 1;
         state.role_epoch += 1;
+        let (segment, history) = state.recovered.take().unzip();
+        state.recovered_history = history;
+        let member = self.member(supervisor, segment);
+        self.nodes[index_of(node)].node = Some(member);
         self.note(format!("restart {node}"));
         self.drive(node)
     }
@@ -678,7 +680,7 @@ impl World {
         if to >= CLIENT_BASE {
             return self.client_receive((to - CLIENT_BASE) as usize, from, wire);
         }
-        if self.nodes[index_of(to)].supervisor.is_none() {
+        if self.nodes[index_of(to)].node.is_none() {
             return Ok(());
         }
         self.catch_up_ticks(to);
@@ -714,7 +716,7 @@ impl World {
             } => self.read_at(from, to, conn, seq, call, min_lsn, consistency),
             Wire::Closed => {
                 self.nodes[index_of(to)]
-                    .supervisor
+                    .node
                     .as_mut()
                     .expect("checked: up")
                     .peer_closed(from);

@@ -87,30 +87,30 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tandem_client::route::{Action, Answered, CallRoute, Greeted, Report, Router, RouterConfig};
 use tandem_client::{ErrorCode, ErrorFrame, ReplyStatus};
-use tandem_cluster::role::Transition;
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
-    Answer, AnswerKind, ApplierRole, BackupReady, BackupTurnError, BackupWatch, Carrier, CarryNote,
-    DriveError, GateRule, LogOrder, Needs, Notice, Observed, PeerMessage, Ran, ReadAnswer,
-    ReadSettings, ReceiverRole, Records, Recovered, Refusal, RoleHeld, RoleReady, RoleRule, Roles,
-    Supervisor, WaitingCall, WaitingRead,
+    Answer, AnswerKind, BackupWatch, Carried, CarryNote, Destination, DriveError, LogOrder, Needs,
+    NodeEnv, NodeFailure, NodeSettings, Notice, PeerMessage, PrimaryStarting, Ran, ReadAnswer,
+    ReadSettings, Records, RecordsMoved, Recovered, Refusal, RoleReady, RoleRule, Supervisor,
+    WaitingCall, WaitingRead,
 };
 use tandem_proxy::{Answer as ProxyAnswer, ProxyConn, Unit};
 use tandem_redis::RedisModel;
 use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::wire::CallArgs;
 use tandem_replication::{
-    AckCount, ApplyBatch, Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig,
-    ReadConsistency, ReceiverConfig, Safety, primary_lease_ticks,
+    AckCount, ApplyBatch, LeaseMargins, Message, NodeId, PrimaryConfig, ReadConsistency, Safety,
+    primary_lease_ticks,
 };
-use tandem_store::{Compiled, DataModel, Driver, ProcId, ProcKind, Rng, Store};
+use tandem_store::{Compiled, DataModel, Driver, ProcId, ProcKind, Rng};
 use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};
 
 use crate::MICROS_PER_TICK;
@@ -126,6 +126,7 @@ mod node;
 mod readers;
 
 use history::{History, HistoryEntry};
+use node::Member;
 
 pub use faults::{ClusterFaults, Mix};
 
@@ -502,9 +503,9 @@ impl Ledger {
     }
 }
 
-impl Node {
+impl SimNode {
     /// Node `id` of a fresh cluster of `ids` from `initial`, with `faults`' timings (its
-    /// election timer jittered by `jitter_seed`).
+    /// election timer jittered by `jitter_seed`), and its supervisor, for its member.
     fn first(
         id: NodeId,
         ids: &[NodeId],
@@ -512,7 +513,7 @@ impl Node {
         initial: &ClusterMap,
         jitter_seed: u64,
         lsn_loaded: u64,
-    ) -> Node {
+    ) -> (SimNode, Supervisor) {
         let settings = ClusterSettings {
             node: id,
             group: GROUP,
@@ -532,43 +533,38 @@ impl Node {
         let core =
             Cluster::new(settings.clone(), initial.clone(), None).expect("a fresh node starts");
         let supervisor = Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false));
-        Node::fresh(id, settings, supervisor, lsn_loaded)
-    }
-
-    /// A node that never ran, with `supervisor` and an empty log after the load's LSN.
-    fn fresh(
-        id: NodeId,
-        settings: ClusterSettings,
-        supervisor: Supervisor,
-        lsn_loaded: u64,
-    ) -> Node {
-        Node {
+        let node = SimNode {
             id,
             settings,
-            supervisor: Some(supervisor),
-            observed_pending: Vec::new(),
+            node: None,
             disk: MemDurable::new(),
             log: disk::NodeLog::open_new(lsn_loaded),
             recovered: None,
-            role: Slot::Outside,
+            recovered_history: None,
             ledger: Ledger::none(),
             incarnation: 0,
             role_epoch: 0,
             ticks_missed: 0,
             tear_next_save: false,
-        }
+            outside: Slot::Outside,
+        };
+        (node, supervisor)
     }
 
     /// The node's cluster core, if it is up.
     fn core(&self) -> Option<&Cluster> {
-        self.supervisor.as_ref().map(Supervisor::core)
+        self.node.as_ref().and_then(Member::core)
     }
-}
 
-/// The first read index question of a backup role that is its node's `role_epoch`th:
-/// questions are numbered apart from every other role's of the node.
-fn question_first(role_epoch: u64) -> u64 {
-    (role_epoch << 32) + 1
+    /// The node's supervisor, if it is up.
+    fn supervisor(&self) -> Option<&Supervisor> {
+        self.node.as_ref().and_then(Member::supervisor)
+    }
+
+    /// The role the node holds (outside while it is down).
+    fn role(&self) -> &Slot {
+        self.node.as_ref().map_or(&self.outside, Member::role)
+    }
 }
 
 /// How the simulated backups serve reads.
@@ -579,25 +575,26 @@ fn read_settings() -> ReadSettings {
     }
 }
 
-/// The role a node's data plane runs, as the runtime's supervisor holds it in its slot.
-type Slot = tandem_node::Slot<Box<PrimaryHost>, Box<BackupRole>>;
+/// The role a node holds.
+type Slot = tandem_node::RoleSlot<ClientConn, node::ReaderConn>;
 
-struct Node {
+struct SimNode {
     id: NodeId,
     settings: ClusterSettings,
-    /// The node's cluster core and role rule; None while crashed, and while it drives.
-    supervisor: Option<Supervisor>,
-    /// What the primary role observed while the supervisor drove, for the core afterwards.
-    observed_pending: Vec<Observed>,
+    /// The node's member (its supervisor and role); None while crashed, and while it
+    /// handles an input.
+    node: Option<Member>,
     disk: MemDurable,
     /// The node's write-ahead log on a simulated disk of its own, which outlives its crashes
     /// as `disk` does.
     log: disk::NodeLog,
-    /// The segment rebuilt from the log at a restart (with its ghost history), until a role
-    /// follows the next view from it (`RoleRule::with_recovered`); never taken by a role
-    /// that starts from the initial load.
+    /// The segment rebuilt from the log at a restart (with its ghost history), until the
+    /// restarted member takes it.
     recovered: Option<(Segment, History)>,
-    role: Slot,
+    /// The ghost history of the records the member recovered, until a role follows the next
+    /// view from them (`RoleRule::with_recovered`); never taken by a role that starts from
+    /// the initial load.
+    recovered_history: Option<History>,
     /// What the checkers know of the records `role` holds.
     ledger: Ledger,
     incarnation: u64,
@@ -611,6 +608,8 @@ struct Node {
     /// save tears, and the disk keeps the state saved before (the file store's torn slot is
     /// refused by its checksum and the other slot read).
     tear_next_save: bool,
+    /// The role of a node that is down.
+    outside: Slot,
 }
 
 /// A simulated client: a closed loop of calls of the run's model, routed by the stub's own
@@ -732,7 +731,7 @@ struct World {
     now: u64,
     queue: EventQueue<Event>,
     /// The data model every node serves (each role gets a replica of it).
-    model: Box<dyn DataModel>,
+    model: Arc<dyn DataModel>,
     /// Its segments' length.
     segment_len: usize,
     /// The current primary's bytes are checksummed at batch ends whose LSN is a multiple
@@ -744,7 +743,7 @@ struct World {
     redis: Option<Box<RedisRun>>,
     initial: ClusterMap,
     lsn_loaded: u64,
-    nodes: Vec<Node>,
+    nodes: Vec<SimNode>,
     clients: Vec<Client>,
     readers: Vec<Reader>,
     /// The highest LSN any client was answered with (a commit, a read): a linearizable read
@@ -899,7 +898,7 @@ pub fn run_cluster_with(seed: u64, ticks: u64, options: RunOptions) -> ClusterRe
     world.report.commits = world
         .nodes
         .iter()
-        .find_map(|node| match &node.role {
+        .find_map(|node| match node.role() {
             Slot::Primary(role) if role.primary().view() == world.view_latest.number => {
                 Some(role.role().store().segment().lsn() - world.lsn_loaded)
             }
@@ -920,6 +919,7 @@ impl World {
         let mut power_rng = Rng::new(seed ^ POWER_SEED);
         faults.draw_power(&mut power_rng);
         let (model, segment_len) = sim_model(model_kind);
+        let model: Arc<dyn DataModel> = Arc::from(model);
         let redis = (model_kind == Model::Redis).then(|| {
             let (_, interval_ms) = model.periodic().expect("the Redis model sweeps");
             Box::new(RedisRun::new(interval_ms))
@@ -927,13 +927,13 @@ impl World {
         let lsn_loaded = loaded(&*model, segment_len).lsn();
         let ids: Vec<NodeId> = (1..=faults.nodes as NodeId).collect();
         let (initial, view) = initial_map(&ids);
-        let nodes = ids
+        let (nodes, supervisors): (Vec<SimNode>, Vec<Supervisor>) = ids
             .iter()
             .map(|&id| {
                 let jitter_seed = rng.next_u64();
-                Node::first(id, &ids, &faults, &initial, jitter_seed, lsn_loaded)
+                SimNode::first(id, &ids, &faults, &initial, jitter_seed, lsn_loaded)
             })
-            .collect();
+            .unzip();
         let router_config = RouterConfig {
             nodes: ids.iter().map(|id| format!("sim:{id}")).collect(),
             attempt_timeout: Duration::from_micros(faults.retry_after),
@@ -1003,8 +1003,18 @@ impl World {
             faults,
             trace: Trace::new(TRACE_LEN),
         };
-        world.schedule_first_events(&ids);
+        world.start(supervisors, &ids);
         world
+    }
+
+    /// Starts the nodes `ids` with `supervisors`: their members, and their first events.
+    fn start(&mut self, supervisors: Vec<Supervisor>, ids: &[NodeId]) {
+        for supervisor in supervisors {
+            let member = self.member(supervisor, None);
+            let index = index_of(member.id());
+            self.nodes[index].node = Some(member);
+        }
+        self.schedule_first_events(ids);
     }
 
     /// Each node's first tick, each client's first call and each reader's first read, within
@@ -1082,7 +1092,7 @@ impl World {
         self.paused_until.clear();
         self.note("heal: faults off".into());
         for index in 0..self.nodes.len() {
-            if self.nodes[index].supervisor.is_none() {
+            if self.nodes[index].node.is_none() {
                 let node = self.nodes[index].id;
                 self.schedule(0, Event::Restart { node });
             }
@@ -1095,7 +1105,7 @@ impl World {
                 let period = self.period[&node];
                 self.schedule(period, Event::Tick { node });
                 self.tick_next_at.insert(node, self.now + period);
-                if self.nodes[index_of(node)].supervisor.is_none() {
+                if self.nodes[index_of(node)].node.is_none() {
                     return Ok(());
                 }
                 if self.paused(node) {
@@ -1105,7 +1115,7 @@ impl World {
                 if self.faults_on {
                     self.note_releasable();
                     self.maybe_fault(node);
-                    if self.nodes[index_of(node)].supervisor.is_none() {
+                    if self.nodes[index_of(node)].node.is_none() {
                         return Ok(());
                     }
                 }
@@ -1142,7 +1152,7 @@ impl World {
                 self.deliver(from, to, wire)
             }
             Event::Restart { node } => {
-                if self.nodes[index_of(node)].supervisor.is_none() {
+                if self.nodes[index_of(node)].node.is_none() {
                     self.restart(node)?;
                 }
                 Ok(())
@@ -1396,13 +1406,4 @@ fn batch_key(bytes: &[u8]) -> ((u64, u64, u32), u64, u64) {
     assert!(records > 0, "a sealed batch holds records");
     let lsn_last = lsn_base + u64::from(records) - 1;
     ((view, lsn_base, crc), lsn_base, lsn_last)
-}
-
-fn receiver_config(view: &View) -> ReceiverConfig {
-    ReceiverConfig {
-        group: GROUP,
-        view: view.number,
-        primary: view.primary,
-        nack_ticks: 2,
-    }
 }

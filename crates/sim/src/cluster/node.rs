@@ -1,59 +1,113 @@
-//! One node as the runtime drives it: ticks, the data plane (the primary's and the backup's
-//! cores and the store), and the node's [`Supervisor`] (the cluster core and the role rule),
-//! whose orders [`SimRoles`] carries out in memory as the runtime's `RuntimeRoles` does with
-//! threads. Nothing here decides what a node does: the cores do.
+//! One node as the runtime drives it: a [`tandem_node::Node`] (its supervisor and the role it
+//! holds, as values), fed its ticks and messages, and driven through [`SimEnv`], which hands
+//! what leaves it to the simulated network and log and lets the checkers follow it. Nothing
+//! here decides what a node does: the `Node` does.
 
 use super::*;
 use disk::CHECKPOINT_BYTES;
-use tandem_log::SealedBatch;
+
+/// Where a read's answer goes: a reader and its connection.
+pub(super) type ReaderConn = (usize, u64);
+
+/// A simulated member: the node's own type, with the simulator's destinations.
+pub(super) type Member = tandem_node::Node<ClientConn, ReaderConn>;
+
+impl Destination for ClientConn {
+    fn periodic() -> ClientConn {
+        ClientConn::PERIODIC
+    }
+
+    fn is_periodic(&self) -> bool {
+        *self == ClientConn::PERIODIC
+    }
+}
 
 impl World {
+    /// The settings every simulated node's roles share.
+    pub(super) fn node_settings(&self) -> NodeSettings {
+        NodeSettings {
+            primary: PrimaryConfig {
+                group: GROUP,
+                view: 0,
+                backups: Vec::new(),
+                spares: Vec::new(),
+                safety: self.faults.safety,
+                tail: self.tail_limits(),
+                batch_bytes_max: self.faults.batch_bytes_max,
+                heartbeat_ticks: 1,
+                resend_ticks: 3,
+                kind: BatchKind::Redo,
+                flush_batches_in_flight_max: 2,
+                lone: false,
+                lease_ticks: Some(self.primary_lease_ticks()),
+            },
+            nack_ticks: 2,
+            reads: read_settings(),
+            checkpoint_bytes: CHECKPOINT_BYTES,
+            lsn_loaded: self.lsn_loaded,
+            periodic_interval_ms: self.redis.as_ref().map(|redis| redis.periodic_interval_ms),
+            model_clock: self.redis.is_some(),
+        }
+    }
+
+    /// A member for node `id` with `supervisor`, on the records its log gave back if any.
+    pub(super) fn member(&self, supervisor: Supervisor, recovered: Option<Segment>) -> Member {
+        let role_epoch = self.nodes[index_of(supervisor.node())].role_epoch;
+        Member::new(
+            supervisor,
+            self.node_settings(),
+            Arc::clone(&self.model),
+            role_epoch,
+            recovered,
+        )
+    }
+
+    /// Runs `f` on node `node`'s member with the world as its driver (the member is out of
+    /// the world meanwhile, as a node's state is its own); None if the node is down.
+    pub(super) fn with_node<T>(
+        &mut self,
+        node: NodeId,
+        f: impl FnOnce(&mut Member, &mut SimEnv<'_>) -> T,
+    ) -> Option<T> {
+        let mut member = self.nodes[index_of(node)].node.take()?;
+        let mut env = SimEnv {
+            world: self,
+            node,
+            applying: None,
+        };
+        let result = f(&mut member, &mut env);
+        self.nodes[index_of(node)].role_epoch = member.role_epoch();
+        self.nodes[index_of(node)].node = Some(member);
+        Some(result)
+    }
+
     pub(super) fn core_mut(&mut self, node: NodeId) -> &mut Cluster {
         self.nodes[index_of(node)]
-            .supervisor
+            .node
             .as_mut()
-            .expect("the node is up, and its supervisor not driving")
+            .expect("the node is up")
             .core_mut()
     }
 
-    /// Replays, into a primary's data plane, the ticks it missed while paused (the cluster
-    /// core skips them, as the runtime's supervisor does: that only delays its reports).
+    /// Replays, into a primary's role, the ticks it missed while paused (the cluster core
+    /// skips them, as the runtime's supervisor does: that only delays its reports).
     pub(super) fn catch_up_ticks(&mut self, node: NodeId) {
         let state = &mut self.nodes[index_of(node)];
         let missed = std::mem::take(&mut state.ticks_missed);
-        if let Slot::Primary(role) = &mut state.role {
-            for _ in 0..missed {
-                role.role_mut().tick();
-            }
+        if let Some(member) = state.node.as_mut() {
+            member.catch_up_ticks(missed);
         }
     }
 
     pub(super) fn tick(&mut self, node: NodeId) -> Result<(), String> {
         self.catch_up_ticks(node);
-        if matches!(self.nodes[index_of(node)].role, Slot::Primary(_)) {
-            self.core_mut(node).executor_turned();
-        }
-        self.core_mut(node).tick();
-        let index = index_of(node);
-        match &mut self.nodes[index].role {
-            Slot::Primary(role) => {
-                role.role_mut().tick();
-                self.maybe_run_periodic(node)?;
-                self.drain_inbox(node)?;
-                self.collect_primary(node)?;
-            }
-            Slot::Backup(role) => {
-                role.tick();
-                self.collect_backup(node)?;
-            }
-            Slot::Outside => {}
-        }
+        self.with_node(node, |member, env| member.tick(env))
+            .unwrap_or(Ok(()))?;
         self.drive(node)
     }
 
-    /// Has the node's supervisor save, send and act on what its cluster core produced, as the
-    /// runtime's supervisor thread does; then tells it what the primary role observed
-    /// meanwhile, and drives again until nothing is left.
+    /// Has node `node` save, send and act on what its cluster core produced, as the
+    /// runtime's supervisor thread does.
     pub(super) fn drive(&mut self, node: NodeId) -> Result<(), String> {
         // A crash now would cost a second node's memory: the save goes through after all.
         if self.nodes[index_of(node)].tear_next_save && !self.whole() {
@@ -61,292 +115,30 @@ impl World {
             state.tear_next_save = false;
             state.disk.set_failing(false);
         }
-        loop {
-            let state = &mut self.nodes[index_of(node)];
-            let Some(mut supervisor) = state.supervisor.take() else {
-                return Ok(());
-            };
-            let mut disk = std::mem::take(&mut state.disk);
-            let driven = supervisor.drive(&mut disk, &mut SimRoles { world: self, node });
-            let state = &mut self.nodes[index_of(node)];
-            state.disk = disk;
-            match driven {
-                Ok(()) => {}
-                Err(DriveError::Save(_)) if state.tear_next_save => {
-                    // The save tore: nothing that depended on it was sent, and the node is
-                    // gone.
-                    self.note(format!("node {node}: crash in the middle of a save"));
-                    self.report.torn_saves += 1;
-                    self.crash_and_restart(node);
-                    return Ok(());
-                }
-                Err(DriveError::Save(err)) => {
-                    return Err(format!("node {node}: the config store cannot save: {err}"));
-                }
-                Err(DriveError::Role(err)) => return Err(err),
-            }
-            let observed = std::mem::take(&mut state.observed_pending);
-            let nothing_new = observed.is_empty();
-            for observed in observed {
-                supervisor.observe(observed);
-            }
-            state.supervisor = Some(supervisor);
-            if nothing_new {
-                return Ok(());
-            }
-        }
-    }
-
-    /// Tells node `node`'s cluster core what its primary role observed; while the supervisor
-    /// drives, that waits for the end of the drive (as the runtime's channel makes it wait).
-    pub(super) fn observe(&mut self, node: NodeId, observed: Observed) {
+        let mut disk = std::mem::take(&mut self.nodes[index_of(node)].disk);
+        let driven = self.with_node(node, |member, env| member.drive(&mut disk, env));
         let state = &mut self.nodes[index_of(node)];
-        match state.supervisor.as_mut() {
-            Some(supervisor) => supervisor.observe(observed),
-            None => state.observed_pending.push(observed),
-        }
-    }
-
-    /// A primary role that the view replaced gives up its replies, as the core says
-    /// (abandoned: "not primary").
-    fn depose(&mut self, node: NodeId, view: &View) -> Result<(), String> {
-        let index = index_of(node);
-        if let Slot::Primary(role) = &mut self.nodes[index].role
-            && view.primary != node
-        {
-            role.role_mut().depose(view.number);
-            // Calls still queued are told "not primary", as the runtime's executor tells
-            // them: their clients go to the new primary at once.
-            let queued: Vec<ClientConn> = role.take_waiting().map(|waiting| waiting.to).collect();
-            for ClientConn { client, conn, .. } in queued {
-                self.send(
-                    node,
-                    CLIENT_BASE + client as NodeId,
-                    Wire::NotPrimary { conn },
-                );
+        state.disk = disk;
+        match driven {
+            None | Some(Ok(())) => Ok(()),
+            Some(Err(DriveError::Save(_))) if state.tear_next_save => {
+                // The save tore: nothing that depended on it was sent, and the node is gone.
+                self.note(format!("node {node}: crash in the middle of a save"));
+                self.report.torn_saves += 1;
+                self.crash_and_restart(node);
+                Ok(())
             }
-            self.collect_primary(node)?;
-        }
-        Ok(())
-    }
-
-    /// Carries `transition` out on node `node` to follow `view`; whether the node serves.
-    fn carry_out(
-        &mut self,
-        node: NodeId,
-        transition: Transition,
-        view: &View,
-    ) -> Result<bool, String> {
-        let index = index_of(node);
-        let ignore_depose = self.sabotage == Some(ClusterSabotage::IgnoreDepose)
-            && view.primary != node
-            && matches!(self.nodes[index].role, Slot::Primary(_));
-        if !ignore_depose {
-            self.depose(node, view)?;
-        }
-        // Whatever the node becomes, the batches a backup held back for reads come first: a
-        // role change cannot wait (the runtime's applier ends the hold for a handover).
-        self.release_held(node)?;
-        // What the log holds is the old role's (the Redis model's ghost of it, for a replay).
-        self.save_log_history(node);
-        let was_backup = matches!(self.nodes[index].role, Slot::Backup(_));
-        let role = std::mem::replace(&mut self.nodes[index].role, Slot::Outside);
-        if ignore_depose {
-            return self.stay_stale_primary(node, role, view);
-        }
-        // The node's table decides what becomes of the role and its records, as the
-        // runtime's; the carrier holds them as values and moves the checkers' ledger along.
-        let mut carrier = SimCarrier {
-            world: self,
-            node,
-            failure: None,
-        };
-        let next = tandem_node::carry_out(&mut carrier, transition, role, view);
-        if let Some(failure) = carrier.failure {
-            return Err(failure);
-        }
-        let promoted = matches!(transition, Transition::Promote { .. });
-        let new_role = !matches!(
-            transition,
-            Transition::StayPrimary | Transition::StayBackup | Transition::Wait
-        ) || (transition == Transition::StayBackup && !was_backup);
-        // Every role started (as the runtime's `start_role`, which a backup kept through a
-        // stand-by does not call) aligns the log with its segment first.
-        let starts_role = new_role
-            && !(transition == Transition::StandBy && was_backup)
-            && !matches!(next, Slot::Outside);
-        if new_role {
-            self.nodes[index].role_epoch += 1;
-            // A new primary role starts a new history: what backups received from this
-            // node's earlier reign says nothing of it.
-            if let Slot::Primary(_) = &next {
-                self.received_ever
-                    .retain(|&(_, primary), _| primary != node);
-                self.synced_ever.retain(|&(_, primary), _| primary != node);
-                // A backup that already follows this node (it followed the view before this
-                // node took it up: seeds 48 and 948) holds what it holds, and told it what
-                // its log synced when it started.
-                for backup in &self.nodes {
-                    let Slot::Backup(role) = &backup.role else {
-                        continue;
-                    };
-                    if role.gate().primary() != node || backup.supervisor.is_none() {
-                        continue;
-                    }
-                    let held = (
-                        role.receiver().core().lsn_received(),
-                        role.applier().lsn_applied(),
-                    );
-                    self.received_ever.insert((backup.id, node), held);
-                    if backup.log.lsn_durable() > 0 {
-                        self.synced_ever
-                            .insert((backup.id, node), backup.log.lsn_durable());
-                    }
-                }
+            Some(Err(DriveError::Save(err))) => {
+                Err(format!("node {node}: the config store cannot save: {err}"))
             }
-            // The primary accepts the new role's connection: what it knew of the old one is
-            // void, and the backup's introduction says where it stands now.
-            if let Slot::Backup(_) = &next
-                && let Slot::Primary(primary) = &mut self.nodes[index_of(view.primary)].role
-            {
-                primary.role_mut().link_reset(node);
-            }
+            Some(Err(DriveError::Role(err))) => Err(err),
         }
-        let serving = !matches!(next, Slot::Outside);
-        if !serving {
-            self.nodes[index].ledger = Ledger::none();
-        }
-        if self.redis.is_some() {
-            let lsn = match &next {
-                Slot::Primary(role) => role.role().store().segment().lsn(),
-                Slot::Backup(role) => role.segment().lsn(),
-                Slot::Outside => 0,
-            };
-            assert_eq!(
-                self.nodes[index].ledger.history.lsn(),
-                lsn,
-                "node {node}'s history follows its segment"
-            );
-        }
-        // Where the role's records end: a backup kept across the view (`Follow` of the same
-        // role) may hold received batches its applier has not applied yet, which its log
-        // holds already (Redis seed 438 aligned at the applied LSN, cut them, and the next
-        // batch did not continue the log).
-        let lsn_start = match &next {
-            Slot::Primary(role) => role.role().store().segment().lsn(),
-            Slot::Backup(role) => role
-                .segment()
-                .lsn()
-                .max(role.receiver().core().lsn_received()),
-            Slot::Outside => 0,
-        };
-        if starts_role {
-            self.log_align(node, lsn_start);
-        }
-        let mut next = next;
-        // Every role checkpoints for its log, as the runtime's do.
-        let (bytes, lsn_loaded) = (CHECKPOINT_BYTES, self.lsn_loaded);
-        match &mut next {
-            Slot::Primary(role) => role.role_mut().enable_checkpoints(bytes, lsn_loaded),
-            Slot::Backup(role) => role.applier_mut().enable_checkpoints(bytes, lsn_loaded),
-            Slot::Outside => {}
-        }
-        self.nodes[index].role = next;
-        if starts_role {
-            self.log_listen(node)?;
-        }
-        // A promotion in a view the config store has already replaced (a node cut off while
-        // later views were made learns them late and follows each in turn, k-of-n seed
-        // 1102351) makes a primary that serves nothing: its members have moved on, so no
-        // batch of it is acked and no lease is granted it. Only a promotion in the newest view
-        // must hold every acknowledged commit; were a commit the stale primary acknowledged
-        // missing from the newest view, the next promotion there, or the check once the
-        // cluster has healed, would say so.
-        if promoted && view.number == self.view_latest.number {
-            self.check_acked(node)?;
-        }
-        match &self.nodes[index].role {
-            Slot::Primary(_) => self.collect_primary(node)?,
-            Slot::Backup(_) => self.collect_backup(node)?,
-            Slot::Outside => {}
-        }
-        Ok(serving)
     }
 
-    /// Under the `IgnoreDepose` sabotage, primary `node` keeps its `role` in `view`, which
-    /// names another primary: it believes itself alone in the new view.
-    fn stay_stale_primary(
-        &mut self,
-        node: NodeId,
-        role: Slot,
-        view: &View,
-    ) -> Result<bool, String> {
-        let Slot::Primary(mut stale) = role else {
-            unreachable!("checked: a primary")
-        };
-        if !stale.primary().is_deposed() && stale.primary().view() < view.number {
-            self.note(format!(
-                "sabotage: node {node} stays primary in view {}",
-                view.number
-            ));
-            // Alone in the new view, it releases at commit.
-            let config = PrimaryConfig {
-                backups: Vec::new(),
-                spares: Vec::new(),
-                lone: true,
-                ..self.primary_config(view)
-            };
-            stale.role_mut().restart_replication(config);
-        }
-        self.nodes[index_of(node)].role = Slot::Primary(stale);
-        self.collect_primary(node)?;
-        Ok(true)
-    }
-
-    /// A backup role of `view` on `segment` (loaded, or kept from an earlier role, perhaps
-    /// rewound), keeping `tail`, the batches a handed-over applier retained.
-    fn backup_on_tail(
-        &self,
-        node: NodeId,
-        segment: Segment,
-        tail: Vec<SealedBatch>,
-        view: &View,
-    ) -> Slot {
-        let role = tandem_node::BackupRole::on_segment(
-            receiver_config(view),
-            segment,
-            tail,
-            self.tail_limits(),
-            read_settings(),
-            question_first(self.nodes[index_of(node)].role_epoch + 1),
-        );
-        Slot::Backup(Box::new(role))
-    }
-
-    /// A retained tail's limits, a primary's and a backup's alike (as the runtime's
-    /// `tuning.tail_records_max` and `tail_bytes_max` bound both).
     pub(super) fn tail_limits(&self) -> TailLimits {
         TailLimits {
             records_max: self.faults.tail_records_max,
             bytes_max: 256 << 20,
-        }
-    }
-
-    pub(super) fn primary_config(&self, view: &View) -> PrimaryConfig {
-        PrimaryConfig {
-            group: GROUP,
-            view: view.number,
-            backups: view.backups.clone(),
-            spares: view.spares.clone(),
-            safety: self.faults.safety,
-            tail: self.tail_limits(),
-            batch_bytes_max: self.faults.batch_bytes_max,
-            heartbeat_ticks: 1,
-            resend_ticks: 3,
-            kind: BatchKind::Redo,
-            flush_batches_in_flight_max: 2,
-            lone: false,
-            lease_ticks: Some(self.primary_lease_ticks()),
         }
     }
 
@@ -370,89 +162,24 @@ impl World {
         to: NodeId,
         message: Message,
     ) -> Result<(), String> {
-        let index = index_of(to);
-        match &mut self.nodes[index].role {
-            Slot::Primary(role) => {
-                role.role_mut().step(from, message);
-                // An ack may lift flow control: the executor runs what was waiting.
-                self.drain_inbox(to)?;
-                if let Slot::Primary(role) = &mut self.nodes[index].role {
-                    role.role_mut().flush();
-                }
-                // Hearing a member changes only the core's timers: nothing for it to hand over
-                // until its next tick or message.
-                self.collect_primary(to)
-            }
-            Slot::Backup(role) => {
-                // A frozen backup has closed its primary's links; a stranger's message goes
-                // to the receiver, which fences an older view's primary.
-                if !role.admits(from) {
-                    return Ok(());
-                }
-                let heard = from == role.gate().primary();
-                // What the log synced first, as the runtime's receiver loop before each read.
-                self.backup_hears_synced(to);
-                let Slot::Backup(role) = &mut self.nodes[index].role else {
-                    unreachable!("matched above");
-                };
-                role.step(from, message);
-                if heard {
-                    self.core_mut(to).heard_from_primary();
-                    let promise_ticks = self.nodes[index_of(to)].settings.lease_ticks;
-                    let end = self.tick_next_at[&to] + (promise_ticks - 1) * self.period[&to];
-                    let promise = self.promise_end.entry((to, from)).or_insert(0);
-                    *promise = (*promise).max(end);
-                }
-                self.collect_backup(to)
-            }
-            Slot::Outside => Ok(()),
-        }
-    }
-
-    /// Whether primary `node` serves clients now: its role is not deposed and its node's
-    /// view names it primary of the role's view (the sabotaged stale primary serves
-    /// whatever its role says).
-    fn serving(&self, node: NodeId) -> bool {
-        let index = index_of(node);
-        let stale_serves = self.sabotage == Some(ClusterSabotage::IgnoreDepose);
-        match &self.nodes[index].role {
-            Slot::Primary(role) if stale_serves => !role.primary().is_deposed(),
-            Slot::Primary(role) => {
-                !role.primary().is_deposed()
-                    && self.nodes[index]
-                        .core()
-                        .and_then(|core| core.view())
-                        .is_some_and(|view| {
-                            view.number == role.primary().view() && view.primary == node
-                        })
-            }
-            _ => false,
-        }
+        self.with_node(to, |member, env| {
+            member.step_replication(from, message, env)
+        })
+        .unwrap_or(Ok(()))
     }
 
     /// A client greets node `to` on connection `conn`: the node says whether it serves as
     /// primary, and its view, as a node's `Welcome` does.
     pub(super) fn greet(&mut self, from: NodeId, to: NodeId, conn: u64) {
-        let index = index_of(to);
-        let (primary, view) = match &self.nodes[index].role {
-            Slot::Primary(role) if self.serving(to) => (true, role.primary().view()),
-            _ => {
-                let view = self.nodes[index]
-                    .core()
-                    .and_then(|core| core.view())
-                    .map_or(0, |view| view.number);
-                (false, view)
-            }
+        let Some((primary, view)) = self.with_node(to, |member, env| member.welcome(env)) else {
+            return;
         };
-        self.send(
-            to,
-            from,
-            Wire::Welcome {
-                conn,
-                primary,
-                view,
-            },
-        );
+        let welcome = Wire::Welcome {
+            conn,
+            primary,
+            view,
+        };
+        self.send(to, from, welcome);
     }
 
     pub(super) fn call(
@@ -463,88 +190,36 @@ impl World {
         seq: u64,
         sim_call: SimCall,
     ) -> Result<(), String> {
-        let client = ClientConn {
-            client: (from - CLIENT_BASE) as usize,
-            conn,
-            ran_at_ms: 0,
-            reads: false,
+        let client = (from - CLIENT_BASE) as usize;
+        let waiting = WaitingCall {
+            to: ClientConn {
+                client,
+                conn,
+                ran_at_ms: 0,
+                reads: false,
+            },
+            client_id: client_id(client),
+            seq,
+            proc_id: sim_call.proc_id,
+            args: sim_call.args,
+            read_only: false,
+            safety: None,
         };
-        let index = index_of(to);
-        let serving = self.serving(to);
-        if !serving {
-            self.send(to, from, Wire::NotPrimary { conn });
-            return Ok(());
-        }
-        if let Slot::Primary(role) = &mut self.nodes[index].role {
-            role.queue(WaitingCall {
-                to: client,
-                client_id: client_id(client.client),
-                seq,
-                proc_id: sim_call.proc_id,
-                args: sim_call.args,
-                read_only: false,
-                safety: None,
-            });
-        }
-        self.drain_inbox(to)?;
-        if let Slot::Primary(role) = &mut self.nodes[index].role {
-            // The executor has run dry: ship what is open.
-            role.role_mut().flush();
-        }
-        self.collect_primary(to)
+        self.with_node(to, |member, env| member.call(waiting, env))
+            .unwrap_or(Ok(()))
     }
 
-    /// Runs the calls waiting at primary `node` while flow control allows.
-    pub(super) fn drain_inbox(&mut self, node: NodeId) -> Result<(), String> {
-        let time_ms = self.clock_ms();
-        let redis = self.redis.is_some();
-        loop {
-            let sabotaged = self.increment_twice(node);
-            let state = &mut self.nodes[index_of(node)];
-            let Slot::Primary(role) = &mut state.role else {
-                return Ok(());
-            };
-            let Some(front) = role.front_mut() else {
-                return Ok(());
-            };
-            let incr = redis && front.proc_id == command_proc_of(b"INCR");
-            // The sabotage runs the call with other words this once: a stalled call keeps
-            // its own, as it waits.
-            let own = sabotaged.map(|(proc_id, args)| {
-                let proc_id = std::mem::replace(&mut front.proc_id, proc_id);
-                (proc_id, std::mem::replace(&mut front.args, args))
-            });
-            front.to.ran_at_ms = time_ms;
-            front.to.reads = self.model.kind(front.proc_id) == Some(ProcKind::Read);
-            if redis {
-                role.role_mut().set_time_ms(time_ms);
-            }
-            let ran = role.run_next().expect("a call waits");
-            if let Some((proc_id, args)) = own
-                && ran == Ran::Stalled
-            {
-                let front = role.front_mut().expect("a stalled call keeps its place");
-                front.proc_id = proc_id;
-                front.args = args;
-            }
-            if incr
-                && ran != Ran::Stalled
-                && let Some(redis) = self.redis.as_mut()
-            {
-                redis.increments_run += 1;
-            }
-            if ran == Ran::Stalled {
-                return Ok(());
-            }
-            self.ran(node, ran, time_ms)?;
-        }
-    }
-
-    /// The checks and counts of what a call that ran at primary `node` at `time_ms` did.
-    fn ran(&mut self, node: NodeId, ran: Ran, time_ms: u64) -> Result<(), String> {
+    /// The checks and counts of a call that ran at primary `node` at `time_ms`.
+    fn ran(
+        &mut self,
+        node: NodeId,
+        primary: &PrimaryHost,
+        ran: &Ran,
+        time_ms: u64,
+    ) -> Result<(), String> {
         let redis = self.redis.is_some();
         let state = &mut self.nodes[index_of(node)];
-        match ran {
+        match *ran {
             Ran::Stalled => unreachable!("a stalled call did not run"),
             Ran::Committed { call, .. } => {
                 if !state.ledger.calls.insert(call) {
@@ -556,7 +231,7 @@ impl World {
                 if redis {
                     state.ledger.history.push(call, time_ms);
                 }
-                self.check_bounded(node)
+                self.check_bounded(node, primary)
             }
             Ran::Duplicate { .. } => {
                 self.report.duplicates_answered += 1;
@@ -574,20 +249,18 @@ impl World {
         }
     }
 
-    /// Under the `IncrementTwice` sabotage, the procedure and arguments the call at the front
-    /// of primary `node`'s inbox runs with instead of its own, if it is the tenth `INCR`:
+    /// Under the `IncrementTwice` sabotage, the procedure and arguments `call`, at the front
+    /// of primary `node`'s queue, runs with instead of its own, if it is the tenth `INCR`:
     /// `INCRBY key 2`.
-    fn increment_twice(&mut self, node: NodeId) -> Option<(ProcId, Vec<u8>)> {
+    fn increment_twice(
+        &mut self,
+        node: NodeId,
+        call: &WaitingCall<ClientConn>,
+    ) -> Option<(ProcId, Vec<u8>)> {
         if self.sabotage != Some(ClusterSabotage::IncrementTwice)
             || self.redis.as_ref()?.increments_run != INCREMENT_TWICE_AT - 1
+            || call.proc_id != command_proc_of(b"INCR")
         {
-            return None;
-        }
-        let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
-            return None;
-        };
-        let call = role.front_mut()?;
-        if call.proc_id != command_proc_of(b"INCR") {
             return None;
         }
         let mut argv = Argv::new();
@@ -604,39 +277,17 @@ impl World {
         Some((command_proc_of(b"INCRBY"), args))
     }
 
-    /// Runs the model's periodic procedure (the Redis model's expiry sweep) on primary
-    /// `node` if it is due, as the runtime's executor does at the start of a turn; a sweep
-    /// that found nothing to delete takes no LSN.
-    fn maybe_run_periodic(&mut self, node: NodeId) -> Result<(), String> {
-        let Some(redis) = self.redis.as_ref() else {
-            return Ok(());
-        };
-        let interval_ms = redis.periodic_interval_ms;
-        let now_ms = self.clock_ms();
-        let state = &mut self.nodes[index_of(node)];
-        let Slot::Primary(role) = &mut state.role else {
-            return Ok(());
-        };
-        if role
-            .run_periodic_if_due(now_ms, interval_ms, ClientConn::PERIODIC)
-            .is_none()
-        {
-            return Ok(());
-        }
-        state.ledger.history.push(CallId::default(), now_ms);
-        role.role_mut().flush();
-        self.report.sweeps += 1;
-        self.check_bounded(node)
-    }
-
     /// Notes the transfers primary `node` sends and, under the Redis model, what history
-    /// each transfer and each batch carries, for the backups' checks.
-    fn remember_what_leaves(&mut self, node: NodeId, ready: &mut RoleReady<ClientConn>) {
-        let state = &self.nodes[index_of(node)];
-        let Slot::Primary(role) = &state.role else {
-            unreachable!("a primary's ready");
-        };
-        let history = &state.ledger.history;
+    /// each transfer and each batch carries, for the backups' checks; and the checksum of
+    /// its bytes at the end of its last sealed batch, at sampled LSNs.
+    fn remember_what_leaves(
+        &mut self,
+        node: NodeId,
+        primary: &PrimaryHost,
+        ready: &mut RoleReady<ClientConn>,
+    ) {
+        let history = &self.nodes[index_of(node)].ledger.history;
+        let segment = primary.role().store().segment();
         for (to, sent) in ready.transfers_sent.drain(..) {
             self.trace.note(
                 self.now,
@@ -647,7 +298,6 @@ impl World {
             );
             if let Some(redis) = self.redis.as_mut() {
                 // Copied from the segment as it stands: its history is the role's.
-                let segment = role.role().store().segment();
                 assert_eq!(sent.lsn, segment.lsn(), "a transfer of the last commit");
                 let key = (sent.lsn, crc32c::crc32c(segment.bytes()));
                 redis
@@ -667,23 +317,34 @@ impl World {
                 }
             }
         }
+        // The primary's bytes at the end of its last sealed batch: what a backup must hold
+        // once it has applied that batch. Only the newest view's primary writes history.
+        let lsn_sealed = primary.primary().tail().lsn_next() - 1;
+        if primary.primary().view() == self.view_latest.number
+            && lsn_sealed == segment.lsn()
+            && lsn_sealed > self.lsn_loaded
+            && lsn_sealed.is_multiple_of(self.checksum_every_lsn)
+        {
+            self.checksums
+                .entry(lsn_sealed)
+                .or_insert_with(|| crc32c::crc32c(segment.bytes()));
+        }
     }
 
     /// What the reply checker is told of an answer primary `node` releases at `lsn` for a
     /// call that ran at `ran_at_ms`.
     fn witness(&self, node: NodeId, ran_at_ms: u64, lsn: u64) -> Witness {
-        let state = &self.nodes[index_of(node)];
         let power_losses = self.report.power_losses;
-        match &state.role {
-            Slot::Primary(_) if self.redis.is_some() => Witness {
-                ran_at_ms,
-                chain: state.ledger.history.chain_at(lsn),
-                power_losses,
-            },
-            _ => Witness {
+        if self.redis.is_none() {
+            return Witness {
                 power_losses,
                 ..Witness::default()
-            },
+            };
+        }
+        Witness {
+            ran_at_ms,
+            chain: self.nodes[index_of(node)].ledger.history.chain_at(lsn),
+            power_losses,
         }
     }
 
@@ -693,12 +354,12 @@ impl World {
     /// primary ran out.
     fn check_lease(
         &self,
-        node: NodeId,
-        view: u64,
+        (node, primary): (NodeId, &PrimaryHost),
         (client, seq): (usize, u64),
         needs_lease: bool,
     ) -> Result<(), String> {
-        if needs_lease && let Some((backup, end)) = self.promise_broken(node, view) {
+        let view = primary.primary().view();
+        if needs_lease && let Some((backup, end)) = self.promise_broken(node, primary) {
             return Err(self.fail(format!(
                 "node {node} released a reply to client {client} (call {seq}) that \
                  needed its lease as primary of view {view} at {} µt, after backup \
@@ -736,19 +397,16 @@ impl World {
         Ok(())
     }
 
-    /// The checks of a reply primary `node` releases in `view`, then its sending: the
-    /// release rule (the lease, one releaser per view, the old primary's lease waited out),
-    /// what backups hold, and what the reply checker needs of it.
+    /// The checks of a reply primary `node` releases, then its sending: the release rule
+    /// (the lease, one releaser per view, the old primary's lease waited out), what backups
+    /// hold, and what the reply checker needs of it.
     fn release(
         &mut self,
         node: NodeId,
-        view: u64,
+        primary: &PrimaryHost,
         reply: tandem_replication::Reply<Answer<ClientConn>>,
     ) -> Result<(), String> {
-        // The primary's own periodic procedure answers nobody.
-        if reply.reply.to == ClientConn::PERIODIC {
-            return Ok(());
-        }
+        let view = primary.primary().view();
         let (releaser, _) = *self.released_by.entry(view).or_insert((node, self.now));
         if releaser != node {
             return Err(self.fail(format!(
@@ -789,13 +447,13 @@ impl World {
         let refused = matches!(kind, AnswerKind::Refused { .. });
         let fenced = committed && fenced_by_acks(self.faults.safety);
         let needs_lease = !(refused || fenced);
-        self.check_lease(node, view, (client, seq), needs_lease)?;
+        self.check_lease((node, primary), (client, seq), needs_lease)?;
         // A refused call is one its client gave up on (a stale seq): nobody waits for it.
         // It was held under 1-safe; every other answer under the group's rule.
         if matches!(kind, AnswerKind::Refused { .. }) {
             return Ok(());
         }
-        self.check_release(node, reply.lsn)?;
+        self.check_release(node, primary, reply.lsn)?;
         let lsn = lsn_first.unwrap_or(reply.lsn);
         let power_losses = self.report.power_losses;
         if committed && fenced_by_acks(self.faults.safety) {
@@ -835,90 +493,6 @@ impl World {
         Ok(())
     }
 
-    pub(super) fn collect_primary(&mut self, node: NodeId) -> Result<(), String> {
-        let authoritative_view = self.view_latest.number;
-        let state = &mut self.nodes[index_of(node)];
-        let Slot::Primary(role) = &mut state.role else {
-            return Ok(());
-        };
-        // Released under a lease that ran out before it could leave: held until the lease
-        // holds again, as the runtime's executor holds a long call's reply (seed 22594).
-        let mut ready = role.collect(role.primary().tick_count());
-        // The log first: the batches' records are the node's from now on (the runtime's
-        // executor hands `to_log` to its log at the start of `dispatch`).
-        let to_log = std::mem::take(&mut ready.replication.to_log);
-        let sync_wanted = ready.replication.sync_wanted.take();
-        self.remember_what_leaves(node, &mut ready);
-        let Slot::Primary(role) = &mut self.nodes[index_of(node)].role else {
-            unreachable!("matched above");
-        };
-        let tick_now = role.primary().tick_count();
-        let view = role.primary().view();
-        // The primary's bytes at the end of its last sealed batch: what a backup must hold
-        // once it has applied that batch. Only the newest view's primary writes history.
-        let segment = role.role().store().segment();
-        let lsn_sealed = role.primary().tail().lsn_next() - 1;
-        if view == authoritative_view
-            && lsn_sealed == segment.lsn()
-            && lsn_sealed > self.lsn_loaded
-            && lsn_sealed.is_multiple_of(self.checksum_every_lsn)
-        {
-            self.checksums
-                .entry(lsn_sealed)
-                .or_insert_with(|| crc32c::crc32c(segment.bytes()));
-        }
-        for (to, message) in ready.replication.messages.drain(..) {
-            self.send(node, to, Wire::replication(&message));
-        }
-        for disposition in ready.drain_replies(tick_now) {
-            let reply = match disposition {
-                Disposition::Send(reply) => reply,
-                // Nothing is withheld once lapsed replies are held; were one, the client would
-                // be told `Busy`, as the runtime tells a stub, and send the call again.
-                Disposition::Withhold(reply) if reply.reply.to == ClientConn::PERIODIC => {
-                    continue;
-                }
-                Disposition::Withhold(reply) => {
-                    // A simulated client has one call in flight.
-                    if tandem_node::withheld_answer(1).is_some() {
-                        let ClientConn { client, conn, .. } = reply.reply.to;
-                        self.send(node, CLIENT_BASE + client as NodeId, Wire::Busy { conn });
-                    }
-                    continue;
-                }
-                Disposition::NotPrimary(reply) if reply.reply.to == ClientConn::PERIODIC => {
-                    continue;
-                }
-                Disposition::NotPrimary(reply) => {
-                    let ClientConn { client, conn, .. } = reply.reply.to;
-                    self.send(
-                        node,
-                        CLIENT_BASE + client as NodeId,
-                        Wire::NotPrimary { conn },
-                    );
-                    continue;
-                }
-            };
-            self.release(node, view, reply)?;
-        }
-        for observed in ready.observed.drain(..) {
-            self.observe(node, observed);
-        }
-        for batch in to_log {
-            let lsn_from = batch.lsn_base();
-            self.log_order(node, LogOrder::Batch { batch, lsn_from });
-        }
-        if let Some(lsn) = sync_wanted {
-            self.log_order(node, LogOrder::SyncWanted { lsn });
-        }
-        self.checkpoint_step(node);
-        // The buffers go back for the next collection (capacity kept).
-        if let Slot::Primary(role) = &mut self.nodes[index_of(node)].role {
-            role.recycle(ready);
-        }
-        Ok(())
-    }
-
     /// Under the `AlterReply` sabotage, changes the last digit of the twentieth reply body
     /// with a digit that goes to a client (a bulk string's or an integer's, not a length).
     fn maybe_alter_reply(&mut self, body: &mut [u8]) {
@@ -938,108 +512,194 @@ impl World {
         }
     }
 
-    /// Ends every read waiting at backup `node` and applies the batches it held back for them.
-    fn release_held(&mut self, node: NodeId) -> Result<(), String> {
-        let now = self.now;
-        let Slot::Backup(role) = &mut self.nodes[index_of(node)].role else {
-            return Ok(());
-        };
-        if !role.has_reads_or_held() {
-            return Ok(());
-        }
-        role.expire_reads(now);
-        self.collect_backup(node)
-    }
-
-    /// A turn of backup `node`'s role: what it applied checked, what it sends sent, what it
-    /// answered answered, what its log must hold ordered.
-    pub(super) fn collect_backup(&mut self, node: NodeId) -> Result<(), String> {
-        let now = self.now;
-        let state = &mut self.nodes[index_of(node)];
-        let Slot::Backup(role) = &mut state.role else {
-            return Ok(());
-        };
-        let mut ready = BackupReady::default();
-        let mut checks = BackupChecks {
-            node,
-            now,
-            redis: self.redis.as_deref(),
-            calls: &mut state.ledger.calls,
-            history: &mut state.ledger.history,
-            transfers: &mut self.report.transfers,
-            applying: None,
-        };
-        let turned = role.turn(now, &*self.model, &mut checks, &mut ready);
-        turned.map_err(|err| match err {
-            BackupTurnError::Apply(err) => format!("node {node} cannot apply a batch: {err}"),
-            BackupTurnError::Install(err) => {
-                format!("node {node} cannot install a transfer: {err}")
+    /// A read backup `node` answered: sent to its reader. A refusal of the read's procedure
+    /// is a bug: the readers read only what a backup serves.
+    fn read_answered(
+        &mut self,
+        node: NodeId,
+        (reader, conn): ReaderConn,
+        seq: u64,
+        answer: ReadAnswer,
+    ) -> Result<(), String> {
+        let served_at = match answer {
+            // A refusal by the procedure (a `GET` of a key that became a list) is an answer
+            // about the state at its LSN all the same.
+            ReadAnswer::Served { lsn, .. } | ReadAnswer::RolledBack { lsn, .. } => Some(lsn),
+            ReadAnswer::Writes { proc_id } | ReadAnswer::Unknown { proc_id } => {
+                return Err(self.fail(format!(
+                    "node {node} refused a reader's read of procedure {proc_id}"
+                )));
             }
-            BackupTurnError::Watch(err) => err,
-        })?;
-        let ever = self
-            .received_ever
-            .entry((node, role.gate().primary()))
-            .or_insert((0, 0));
-        ever.0 = ever.0.max(role.receiver().core().lsn_received());
-        ever.1 = ever.1.max(role.applier().lsn_applied());
-        for (to, message) in ready.messages.drain(..) {
-            self.send(node, to, Wire::replication(&message));
-        }
-        for ((reader, conn), seq, answer) in ready.answers.drain(..) {
-            let served_at = match answer {
-                // A refusal by the procedure (a `GET` of a key that became a list) is an
-                // answer about the state at its LSN all the same.
-                ReadAnswer::Served { lsn, .. } | ReadAnswer::RolledBack { lsn, .. } => Some(lsn),
-                ReadAnswer::Writes { proc_id } | ReadAnswer::Unknown { proc_id } => {
-                    return Err(self.fail(format!(
-                        "node {node} refused a reader's read of procedure {proc_id}"
-                    )));
-                }
-                ReadAnswer::Busy { .. } => None,
-            };
-            let wire = Wire::ReadAnswer {
-                conn,
-                seq,
-                served_at,
-            };
-            self.send(node, READER_BASE + reader as NodeId, wire);
-        }
-        for order in ready.to_log.drain(..) {
-            self.log_order(node, order);
-        }
-        self.checkpoint_step(node);
-        if let Some(lsn_before) = ready.applied_from {
-            self.check_backup(node, lsn_before)?;
-        }
+            ReadAnswer::Busy { .. } => None,
+        };
+        let wire = Wire::ReadAnswer {
+            conn,
+            seq,
+            served_at,
+        };
+        self.send(node, READER_BASE + reader as NodeId, wire);
         Ok(())
     }
+
+    /// The checkers' ledger follows node `node`'s records as the carry-out moves them.
+    fn records_moved(&mut self, node: NodeId, moved: RecordsMoved<'_>) {
+        let redis = self.redis.is_some();
+        let clients = self.clients.len();
+        let lsn_loaded = self.lsn_loaded;
+        let state = &mut self.nodes[index_of(node)];
+        match moved {
+            RecordsMoved::HandedOver { lsn } => {
+                if redis {
+                    state.ledger.history.set_lsn(lsn);
+                }
+            }
+            RecordsMoved::Recovered { segment } => {
+                let history = state
+                    .recovered_history
+                    .take()
+                    .expect("recovered records come with their history");
+                let calls = CallsHeld::from_dedup(segment, clients);
+                state.ledger = Ledger { calls, history };
+                self.report.recovered_followed += 1;
+            }
+            RecordsMoved::Loaded => {
+                state.recovered_history = None;
+                state.ledger = Ledger::of(History::new(lsn_loaded));
+            }
+            RecordsMoved::Rewound { lsn } => {
+                if redis {
+                    state.ledger.history.set_lsn(lsn);
+                }
+                // The calls of the records taken back may run again in the new history;
+                // those in the transfer are not seen (as after a reload).
+                state.ledger.calls = CallsHeld::default();
+                self.report.rejoins += 1;
+            }
+        }
+    }
+
+    /// A primary role starts on node `node`: its notes and counts, and the checksums of
+    /// records above the LSN it starts at (they described a history the view discards).
+    fn primary_starting(&mut self, node: NodeId, starting: PrimaryStarting<'_>) {
+        if starting.records == Records::Loaded {
+            return;
+        }
+        if starting.records == Records::Recovered {
+            self.note(format!(
+                "node {node}: primary of view {} from the records its log gave back (LSN {})",
+                starting.view.number, starting.lsn
+            ));
+            self.report.recovered_promoted += 1;
+        }
+        self.checksums.split_off(&(starting.lsn + 1));
+        if starting.lease_owed_ticks > 0 {
+            self.report.lease_waits += 1;
+        }
+    }
+
+    /// After a carry-out on node `node`: a new role's links are new connections, so what
+    /// backups received from an earlier reign says nothing of it; a node outside holds no
+    /// records; the ledger follows the role's segment.
+    fn carried(&mut self, node: NodeId, carried: Carried<'_, ClientConn, ReaderConn>) {
+        let Carried {
+            role,
+            view,
+            new_role,
+            role_epoch,
+        } = carried;
+        // Its links are new connections from now on.
+        self.nodes[index_of(node)].role_epoch = role_epoch;
+        if new_role {
+            match role {
+                Slot::Primary(_) => self.primary_started(node),
+                // The primary accepts the new role's connection: what it knew of the old
+                // one is void, and the backup's introduction says where it stands now.
+                Slot::Backup(_) => {
+                    if let Some(Slot::Primary(primary)) = self.nodes[index_of(view.primary)]
+                        .node
+                        .as_mut()
+                        .map(Member::role_mut)
+                    {
+                        primary.role_mut().link_reset(node);
+                    }
+                }
+                Slot::Outside => {}
+            }
+        }
+        let state = &mut self.nodes[index_of(node)];
+        if matches!(role, Slot::Outside) {
+            state.ledger = Ledger::none();
+        }
+        if self.redis.is_some() {
+            let lsn = match role {
+                Slot::Primary(host) => host.role().store().segment().lsn(),
+                Slot::Backup(backup) => backup.segment().lsn(),
+                Slot::Outside => 0,
+            };
+            assert_eq!(
+                state.ledger.history.lsn(),
+                lsn,
+                "node {node}'s history follows its segment"
+            );
+        }
+    }
+
+    /// A new primary role on node `node` starts a new history: what backups received from
+    /// this node's earlier reign says nothing of it. A backup that already follows this node
+    /// (it followed the view before this node took it up: seeds 48 and 948) holds what it
+    /// holds, and told it what its log synced when it started.
+    fn primary_started(&mut self, node: NodeId) {
+        self.received_ever
+            .retain(|&(_, primary), _| primary != node);
+        self.synced_ever.retain(|&(_, primary), _| primary != node);
+        for backup in &self.nodes {
+            let Some(Slot::Backup(role)) = backup.node.as_ref().map(Member::role) else {
+                continue;
+            };
+            if role.gate().primary() != node {
+                continue;
+            }
+            let held = (
+                role.receiver().core().lsn_received(),
+                role.applier().lsn_applied(),
+            );
+            self.received_ever.insert((backup.id, node), held);
+            if backup.log.lsn_durable() > 0 {
+                self.synced_ever
+                    .insert((backup.id, node), backup.log.lsn_durable());
+            }
+        }
+    }
+}
+
+/// The simulated world as node `node`'s driver, while the node handles an input: what leaves
+/// the node goes to the network and the log, and the checkers see it on its way.
+pub(super) struct SimEnv<'a> {
+    world: &'a mut World,
+    node: NodeId,
+    /// The key of the batch the backup role is applying (the Redis model only).
+    applying: Option<((u64, u64, u32), u64, u64)>,
 }
 
 /// The checks a backup's turn runs on what it applies: the Redis model's history must
 /// continue, no call may be applied twice, and a transfer installs bytes some primary held.
-struct BackupChecks<'a> {
-    node: NodeId,
-    now: u64,
-    redis: Option<&'a RedisRun>,
-    calls: &'a mut CallsHeld,
-    history: &'a mut History,
-    transfers: &'a mut u64,
-    /// The key of the batch being applied (the Redis model only).
-    applying: Option<((u64, u64, u32), u64, u64)>,
-}
-
-impl BackupWatch for BackupChecks<'_> {
+impl BackupWatch for SimEnv<'_> {
     type Error = String;
 
     fn applying(&mut self, apply: &ApplyBatch) {
-        self.applying = self.redis.is_some().then(|| batch_key(apply.batch.bytes()));
+        self.applying = self
+            .world
+            .redis
+            .is_some()
+            .then(|| batch_key(apply.batch.bytes()));
     }
 
     fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), String> {
-        let (node, tick) = (self.node, self.now / MICROS_PER_TICK);
-        if let (Some(redis), Some((key, lsn_base, _))) = (self.redis, self.applying.take()) {
-            assert_eq!(self.history.lsn(), lsn_before, "the history follows");
+        let (node, tick) = (self.node, self.world.now / MICROS_PER_TICK);
+        let world = &mut *self.world;
+        let ledger = &mut world.nodes[index_of(node)].ledger;
+        if let (Some(redis), Some((key, lsn_base, _))) = (&world.redis, self.applying.take()) {
+            assert_eq!(ledger.history.lsn(), lsn_before, "the history follows");
             let Some(entries) = redis.batches.get(&key) else {
                 return Err(format!(
                     "tick {tick}: node {node} applied a batch (view {}, LSN {lsn_base}) that no \
@@ -1049,7 +709,7 @@ impl BackupWatch for BackupChecks<'_> {
             };
             let first = (lsn_before + 1 - lsn_base) as usize;
             let last = (lsn - lsn_base) as usize;
-            if !self.history.extend(&entries[first..=last]) {
+            if !ledger.history.extend(&entries[first..=last]) {
                 return Err(format!(
                     "tick {tick}: node {node} applied records from LSN {} on top of a history \
                      they do not continue",
@@ -1058,7 +718,7 @@ impl BackupWatch for BackupChecks<'_> {
             }
         }
         for &call in calls {
-            if !self.calls.insert(call) {
+            if !ledger.calls.insert(call) {
                 return Err(format!(
                     "tick {tick}: node {node} applied call {call:?} twice"
                 ));
@@ -1068,312 +728,240 @@ impl BackupWatch for BackupChecks<'_> {
     }
 
     fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), String> {
-        *self.transfers += 1;
+        let world = &mut *self.world;
+        world.report.transfers += 1;
         // The member now holds the bytes of the sender's segment at `lsn`: its records are
         // the sender's.
-        if let Some(redis) = self.redis {
+        if let Some(redis) = &world.redis {
             let key = (lsn, crc32c::crc32c(segment.bytes()));
             let Some(history) = redis.transfers.get(&key) else {
                 return Err(format!(
                     "tick {}: node {} installed a state transfer to LSN {lsn} and holds bytes \
                      no primary held at that LSN",
-                    self.now / MICROS_PER_TICK,
+                    world.now / MICROS_PER_TICK,
                     self.node
                 ));
             };
-            *self.history = history.clone();
+            world.nodes[index_of(self.node)].ledger.history = history.clone();
         }
         Ok(())
     }
 }
 
-/// Node `node`'s roles as the simulated world runs them, for its supervisor's drive.
-struct SimRoles<'a> {
-    world: &'a mut World,
-    node: NodeId,
-}
-
-impl Roles for SimRoles<'_> {
-    type Error = String;
-
-    fn held(&self) -> RoleHeld {
-        match &self.world.nodes[index_of(self.node)].role {
-            Slot::Outside => RoleHeld::Outside,
-            Slot::Primary(role) => RoleHeld::Primary {
-                view: role.primary().view(),
-            },
-            Slot::Backup(role) => RoleHeld::Backup {
-                view: role.gate().view(),
-                primary: role.gate().primary(),
-            },
-        }
-    }
-
-    fn lsn_committed(&mut self) -> u64 {
-        match &self.world.nodes[index_of(self.node)].role {
-            Slot::Primary(role) => role.primary().lsn_committed(),
-            _ => unreachable!("only a primary is asked its committed LSN"),
-        }
-    }
-
-    fn freeze(&mut self) -> u64 {
-        match &mut self.world.nodes[index_of(self.node)].role {
-            Slot::Backup(role) => role.freeze(),
-            _ => unreachable!("only a backup is frozen"),
-        }
-    }
-
-    fn lsn_synced(&self) -> u64 {
-        let state = &self.world.nodes[index_of(self.node)];
-        let Slot::Backup(role) = &state.role else {
-            unreachable!("asked of a frozen backup");
-        };
-        let core = role.receiver().core();
-        tandem_node::lsn_synced_bound(state.log.lsn_durable(), core.lsn_synced_told())
-    }
-
-    fn diverged(&self) -> bool {
-        match &self.world.nodes[index_of(self.node)].role {
-            Slot::Backup(role) => role.applier().is_diverged(),
-            _ => false,
-        }
-    }
-
-    fn lsn_before_rewind(&self) -> Option<u64> {
-        match &self.world.nodes[index_of(self.node)].role {
-            Slot::Backup(role) => role.applier().lsn_before_rewind(),
-            _ => None,
-        }
-    }
-
-    fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), String> {
-        if let Slot::Primary(role) = &mut self.world.nodes[index_of(self.node)].role {
-            role.role_mut().prepare_removal(view, backup);
-        }
-        self.world.collect_primary(self.node)
-    }
-
-    fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, String> {
-        self.world.carry_out(self.node, transition, view)
-    }
-
-    fn send(&mut self, to: NodeId, message: ClusterMessage) {
-        self.world.send(self.node, to, Wire::cluster(&message));
-    }
-
-    fn notice(&mut self, notice: Notice<'_>) {
-        let node = self.node;
-        let world = &mut *self.world;
-        world.note(format!("node {node}: {notice}"));
-        match notice {
-            Notice::Following { view, .. } if view.number > world.view_latest.number => {
-                world.view_latest = view.clone();
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Node `node`'s roles as values, for the carry-out table: the simulator's checkers follow
-/// the records (its ledger, its log, its reports) as the table moves them.
-struct SimCarrier<'a> {
-    world: &'a mut World,
-    node: NodeId,
-    /// Why the run fails: a handover refused, which no correct node asks for.
-    failure: Option<String>,
-}
-
-impl SimCarrier<'_> {
-    fn state(&mut self) -> &mut Node {
-        &mut self.world.nodes[index_of(self.node)]
-    }
-}
-
-impl Carrier for SimCarrier<'_> {
-    type Primary = Box<PrimaryHost>;
-    type Backup = Box<BackupRole>;
-    type HandoverError = tandem_node::HandoverError;
+impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
     type LoadError = std::convert::Infallible;
 
-    fn primary_view(&self, primary: &Self::Primary) -> u64 {
-        primary.primary().view()
+    fn now_us(&self) -> u64 {
+        self.world.now
     }
 
-    fn stay_primary(&mut self, mut primary: Self::Primary, view: &View) -> Slot {
-        let installed = primary
-            .role_mut()
-            .install_view(view.number, &view.backups, &view.spares);
-        assert!(installed, "a primary that stays learns a newer view");
-        Slot::Primary(primary)
+    fn now_ms(&self) -> u64 {
+        self.world.clock_ms()
     }
 
-    fn stay_backup(&mut self, mut backup: Self::Backup, view: &View) -> Self::Backup {
-        // A new view reopens a backup frozen in the old one.
-        backup.stay(view.number, view.primary);
-        backup
-    }
-
-    fn hand_over(
-        &mut self,
-        backup: Self::Backup,
-        lsn: u64,
-    ) -> Result<tandem_node::Handover, Self::HandoverError> {
-        let handover = backup.handover(lsn)?;
-        // A rewound member promoted from the records it held before the rewind takes them
-        // back, and their entries with them.
-        if self.world.redis.is_some() {
-            let lsn = handover.segment.lsn();
-            self.state().ledger.history.set_lsn(lsn);
-        }
-        Ok(handover)
-    }
-
-    fn give_back(&mut self, primary: Self::Primary, _: &View) -> Option<Segment> {
-        Some(primary.into_segment())
-    }
-
-    fn stop(&mut self, _: Slot, _: &View, discarded: u64) {
-        if discarded > 0 {
-            let node = self.node;
-            self.world
-                .note(format!("node {node}: discards {discarded} records"));
-        }
-    }
-
-    fn take_recovered(&mut self) -> Option<Segment> {
-        let clients = self.world.clients.len();
-        let (segment, history) = self.state().recovered.take()?;
-        let calls = CallsHeld::from_dedup(&segment, clients);
-        self.state().ledger = Ledger { calls, history };
-        self.world.report.recovered_followed += 1;
-        Some(segment)
-    }
-
+    /// A simulated load is instant.
     fn load(&mut self) -> Result<Segment, Self::LoadError> {
-        // A role that starts from the load does not take records rebuilt from the log.
-        let lsn_loaded = self.world.lsn_loaded;
-        let state = self.state();
-        state.recovered = None;
-        state.ledger = Ledger::of(History::new(lsn_loaded));
         Ok(loaded(&*self.world.model, self.world.segment_len))
     }
 
-    fn rewound(&mut self, mut segment: Segment, lsn: u64) -> Option<Segment> {
-        // Where its log can end: below `lsn` if a logged image spans it.
-        let lsn = self
-            .world
-            .log_align_rejoin(self.node, lsn)
-            .min(segment.lsn());
-        if !tandem_node::rewind_to_rejoin(&mut segment, lsn) {
-            return None;
-        }
-        self.world.report.rejoins += 1;
-        let redis = self.world.redis.is_some();
-        let ledger = &mut self.state().ledger;
-        if redis {
-            ledger.history.set_lsn(lsn);
-        }
-        // The calls of the records taken back may run again in the new history; those in
-        // the transfer are not seen (as after a reload).
-        ledger.calls = CallsHeld::default();
-        Some(segment)
+    fn log_align(&mut self, lsn: u64) {
+        self.world.log_align(self.node, lsn);
     }
 
-    fn start_primary(
+    fn log_align_rejoin(&mut self, lsn: u64) -> u64 {
+        self.world.log_align_rejoin(self.node, lsn)
+    }
+
+    fn lsn_durable(&self) -> u64 {
+        self.world.nodes[index_of(self.node)].log.lsn_durable()
+    }
+
+    fn wants_checkpoint(&self) -> bool {
+        self.world.nodes[index_of(self.node)].log.wants_checkpoint()
+    }
+
+    fn log_order(&mut self, order: LogOrder) -> Option<u64> {
+        if matches!(order, LogOrder::CheckpointFinish { .. }) {
+            self.world.report.checkpoints += 1;
+        }
+        self.world.log_order(self.node, order)
+    }
+
+    fn send(&mut self, to: NodeId, message: PeerMessage) {
+        let wire = match &message {
+            PeerMessage::Replication(message) => Wire::replication(message),
+            PeerMessage::Cluster(message) => Wire::cluster(message),
+        };
+        self.world.send(self.node, to, wire);
+    }
+
+    fn release(
         &mut self,
-        segment: Segment,
-        tail: Vec<SealedBatch>,
-        view: &View,
-        lease_owed_ticks: u64,
-        records: Records,
-    ) -> Slot {
+        primary: &PrimaryHost,
+        reply: tandem_replication::Reply<Answer<ClientConn>>,
+    ) -> Result<(), String> {
+        self.world.release(self.node, primary, reply)
+    }
+
+    fn withheld(&mut self, to: ClientConn) {
+        // A simulated client has one call in flight; were a reply withheld, the client would
+        // be told `Busy`, as the runtime tells a stub, and send the call again.
+        if tandem_node::withheld_answer(1).is_some() {
+            let client = CLIENT_BASE + to.client as NodeId;
+            self.world
+                .send(self.node, client, Wire::Busy { conn: to.conn });
+        }
+    }
+
+    fn not_primary(&mut self, to: ClientConn) {
+        let client = CLIENT_BASE + to.client as NodeId;
+        self.world
+            .send(self.node, client, Wire::NotPrimary { conn: to.conn });
+    }
+
+    fn read_answered(
+        &mut self,
+        to: ReaderConn,
+        seq: u64,
+        answer: ReadAnswer,
+    ) -> Result<(), String> {
+        self.world.read_answered(self.node, to, seq, answer)
+    }
+
+    fn note(&mut self, note: fmt::Arguments<'_>) {
+        self.world.note(note.to_string());
+    }
+
+    fn notice(&mut self, notice: Notice<'_>) {
+        let world = &mut *self.world;
+        world.note(format!("node {}: {notice}", self.node));
+        if let Notice::Following { view, .. } = notice
+            && view.number > world.view_latest.number
+        {
+            world.view_latest = view.clone();
+        }
+    }
+
+    fn failure(&mut self, failure: NodeFailure) -> String {
+        format!("node {} {failure}", self.node)
+    }
+
+    /// A refused handover, which no correct node asks for, fails the run.
+    fn carry_note(&mut self, note: &CarryNote<'_>) -> Result<(), String> {
+        match note {
+            CarryNote::HandoverRefused { error } => Err(format!(
+                "node {} cannot hand its records over: {error}",
+                self.node
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn running(&mut self, call: &mut WaitingCall<ClientConn>, time_ms: u64) {
+        call.to.ran_at_ms = time_ms;
+        call.to.reads = self.world.model.kind(call.proc_id) == Some(ProcKind::Read);
+    }
+
+    fn rewrite_call(&mut self, call: &WaitingCall<ClientConn>) -> Option<(ProcId, Vec<u8>)> {
+        self.world.increment_twice(self.node, call)
+    }
+
+    fn ran(
+        &mut self,
+        primary: &PrimaryHost,
+        proc_id: ProcId,
+        ran: &Ran,
+        time_ms: u64,
+    ) -> Result<(), String> {
+        if let Some(redis) = self.world.redis.as_mut()
+            && proc_id == command_proc_of(b"INCR")
+        {
+            redis.increments_run += 1;
+        }
+        self.world.ran(self.node, primary, ran, time_ms)
+    }
+
+    fn swept(&mut self, primary: &PrimaryHost, time_ms: u64) -> Result<(), String> {
+        let world = &mut *self.world;
+        world.nodes[index_of(self.node)]
+            .ledger
+            .history
+            .push(CallId::default(), time_ms);
+        world.report.sweeps += 1;
+        world.check_bounded(self.node, primary)
+    }
+
+    fn leaving(&mut self, primary: &PrimaryHost, ready: &mut RoleReady<ClientConn>) {
+        self.world.remember_what_leaves(self.node, primary, ready);
+    }
+
+    fn backup_holds(&mut self, primary: NodeId, lsn_received: u64, lsn_applied: u64) {
+        let ever = self
+            .world
+            .received_ever
+            .entry((self.node, primary))
+            .or_insert((0, 0));
+        ever.0 = ever.0.max(lsn_received);
+        ever.1 = ever.1.max(lsn_applied);
+    }
+
+    fn backup_applied(&mut self, backup: &BackupRole, lsn_before: u64) -> Result<(), String> {
+        self.world.check_backup(self.node, lsn_before, backup)
+    }
+
+    fn synced_heard(&mut self, primary: NodeId, lsn: u64) {
+        let synced = self
+            .world
+            .synced_ever
+            .entry((self.node, primary))
+            .or_insert(0);
+        *synced = (*synced).max(lsn);
+    }
+
+    /// The backup's lease promise to `primary` runs from the tick after the message.
+    fn heard_primary(&mut self, primary: NodeId) {
         let world = &mut *self.world;
         let node = self.node;
-        let lsn = segment.lsn();
-        let primary = if records == Records::Loaded {
-            Primary::new(world.primary_config(view), world.lsn_loaded)
-        } else {
-            if records == Records::Recovered {
-                world.note(format!(
-                    "node {node}: primary of view {} from the records its log gave back (LSN \
-                     {lsn})",
-                    view.number
-                ));
-                world.report.recovered_promoted += 1;
-            }
-            // The checksums of records above the truncate LSN described a history the new
-            // view discards.
-            world.checksums.split_off(&(lsn + 1));
-            let mut primary = Primary::resume(world.primary_config(view), lsn, tail);
-            if let Some(lsn) = tandem_node::lsn_released_at_promotion(view) {
-                primary.released_at_most(lsn);
-            }
-            primary.hold_releases(lease_owed_ticks);
-            if lease_owed_ticks > 0 {
-                world.report.lease_waits += 1;
-            }
-            primary
-        };
-        let store = Store::open(segment, world.model.replica());
-        let role = tandem_node::PrimaryRole::new(store, primary);
-        Slot::Primary(Box::new(PrimaryHost::new(role)))
+        let promise_ticks = world.nodes[index_of(node)].settings.lease_ticks;
+        let end = world.tick_next_at[&node] + (promise_ticks - 1) * world.period[&node];
+        let promise = world.promise_end.entry((node, primary)).or_insert(0);
+        *promise = (*promise).max(end);
     }
 
-    fn start_backup(
-        &mut self,
-        segment: Segment,
-        tail: Vec<SealedBatch>,
-        view: &View,
-        records: Records,
-    ) -> Slot {
-        if records == Records::Recovered {
-            let node = self.node;
-            self.world.note(format!(
-                "node {node}: follows view {} from the records its log gave back (LSN {})",
-                view.number,
-                segment.lsn()
-            ));
+    fn records(&mut self, moved: RecordsMoved<'_>) {
+        self.world.records_moved(self.node, moved);
+    }
+
+    /// What the log holds is the old role's (the Redis model's ghost of it, for a replay).
+    fn carrying_out(&mut self, role: &Slot) {
+        if let Some(history) = self.world.log_history(self.node, role) {
+            self.world.nodes[index_of(self.node)].log.history = Some(history);
         }
-        self.world.backup_on_tail(self.node, segment, tail, view)
     }
 
-    fn start_frozen_backup(&mut self, segment: Segment, view_held: u64, view: &View) -> Slot {
-        let node = self.node;
-        let lsn = segment.lsn();
-        let config = ReceiverConfig {
-            view: view_held,
-            primary: node,
-            ..receiver_config(view)
-        };
-        let mut gate = GateRule::new(view_held, node);
-        gate.freeze();
-        let role = tandem_node::BackupRole::new(
-            gate,
-            ReceiverRole::new(config, lsn, lsn),
-            ApplierRole::active(segment, Vec::new(), self.world.tail_limits()),
-            read_settings(),
-            question_first(self.state().role_epoch + 1),
-        );
-        Slot::Backup(Box::new(role))
+    fn primary_starting(&mut self, starting: PrimaryStarting<'_>) {
+        self.world.primary_starting(self.node, starting);
     }
 
-    fn reload_backup(&mut self, view: &View) -> Slot {
-        let Ok(segment) = self.load();
-        self.world
-            .backup_on_tail(self.node, segment, Vec::new(), view)
+    fn carried(&mut self, carried: Carried<'_, ClientConn, ReaderConn>) {
+        self.world.carried(self.node, carried);
     }
 
-    /// A simulated load is instant: nothing to start early.
-    fn load_spare(&mut self) {}
-
-    /// A simulated node is never waiting for a load: it always asks to join at once.
-    fn join_with_records(&mut self) {}
-
-    fn note(&mut self, note: CarryNote<'_>) {
-        let node = self.node;
-        if let CarryNote::HandoverRefused { error } = &note {
-            self.failure = Some(format!("node {node} cannot hand its records over: {error}"));
+    /// A promotion in a view the config store has already replaced (a node cut off while
+    /// later views were made learns them late and follows each in turn, k-of-n seed
+    /// 1102351) makes a primary that serves nothing: its members have moved on, so no batch
+    /// of it is acked and no lease is granted it. Only a promotion in the newest view must
+    /// hold every acknowledged commit; were a commit the stale primary acknowledged missing
+    /// from the newest view, the next promotion there, or the check once the cluster has
+    /// healed, would say so.
+    fn promoted(&mut self, primary: &PrimaryHost, view: &View) -> Result<(), String> {
+        if view.number != self.world.view_latest.number {
+            return Ok(());
         }
-        self.world.note(format!("node {node}: {note}"));
+        self.world.check_acked(self.node, primary)
+    }
+
+    fn ignores_depose(&self) -> bool {
+        self.world.sabotage == Some(ClusterSabotage::IgnoreDepose)
     }
 }

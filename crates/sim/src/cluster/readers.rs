@@ -153,19 +153,10 @@ impl World {
     ) -> Result<(), String> {
         let now = self.now;
         let reader = (from - READER_BASE) as usize;
-        let Slot::Backup(role) = &mut self.nodes[index_of(to)].role else {
-            let refused = Wire::ReadAnswer {
-                conn,
-                seq,
-                served_at: None,
-            };
-            self.send(to, from, refused);
-            return Ok(());
-        };
         let needs = Needs::of(consistency, |staleness_ms| {
             now.saturating_sub(u64::from(staleness_ms) * 1_000)
         });
-        role.read(WaitingRead {
+        let read = WaitingRead {
             seq,
             proc_id: call.proc_id.0,
             min_lsn,
@@ -173,7 +164,16 @@ impl World {
             deadline: now + READ_WAIT_MICROS,
             to: (reader, conn),
             needs,
-        });
-        self.collect_backup(to)
+        };
+        let kept = self.with_node(to, |member, env| member.read(read, env));
+        if kept.transpose()? != Some(true) {
+            let refused = Wire::ReadAnswer {
+                conn,
+                seq,
+                served_at: None,
+            };
+            self.send(to, from, refused);
+        }
+        Ok(())
     }
 }

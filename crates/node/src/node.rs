@@ -1,0 +1,663 @@
+//! One member of a cluster as one value: its [`Supervisor`] (the cluster core and the role
+//! rule) and the role it holds as values ([`PrimaryHost`], [`BackupRole`]), with the
+//! carry-out table ([`crate::carry_out`]) carried out in memory. A role change is a method
+//! call, never a thread.
+//!
+//! A driver feeds it inputs (`tick`, `call`, `read`, `step_replication`, a cluster message
+//! through [`Node::core_mut`], `log_synced`, `peer_closed`) and then [`Node::drive`]s it:
+//! the supervisor saves, sends and follows each committed view. While it handles an input
+//! the node calls its [`NodeEnv`] in the order it acts: the log's orders before the messages
+//! that claim what they hold, the messages before the answers they release, answers in LSN
+//! order.
+
+mod carrier;
+mod env;
+
+use std::sync::Arc;
+
+use tandem_cluster::Cluster;
+use tandem_config::{Durable, View};
+use tandem_log::{SealedBatch, TailLimits};
+use tandem_memory::Segment;
+use tandem_replication::{Disposition, Message, NodeId, PrimaryConfig, ReceiverConfig, Reply};
+use tandem_store::DataModel;
+
+use crate::backup_role::{BackupReady, BackupRole, BackupTurnError, ReadSettings};
+use crate::carry_out::Slot;
+use crate::log::LogOrder;
+use crate::peer_frame::PeerMessage;
+use crate::primary::{Observed, Ran};
+use crate::primary_host::{PrimaryHost, WaitingCall};
+use crate::reads::WaitingRead;
+use crate::supervisor::{DriveError, Supervisor};
+
+pub use env::{Carried, Destination, NodeEnv, NodeFailure, PrimaryStarting, RecordsMoved};
+
+/// The role a node holds, as values.
+pub type RoleSlot<D, R> = Slot<Box<PrimaryHost<D>>, Box<BackupRole<R>>>;
+
+/// How a node's roles are set up, the same for every view.
+#[derive(Clone, Debug)]
+pub struct NodeSettings {
+    /// A primary role's settings; its view, backups and spares are each view's.
+    pub primary: PrimaryConfig,
+    /// A backup's receiver repeats a Nack for the same gap after this many ticks.
+    pub nack_ticks: u64,
+    pub reads: ReadSettings,
+    /// Batch bytes a role applies between two checkpoints of its segment.
+    pub checkpoint_bytes: u64,
+    /// The LSN of the initial database.
+    pub lsn_loaded: u64,
+    /// How often the model's periodic procedure runs on a primary, if it has one.
+    pub periodic_interval_ms: Option<u64>,
+    /// Whether the model keeps time: a primary tells it the clock before each call.
+    pub model_clock: bool,
+}
+
+/// One member of a cluster: see the module.
+pub struct Node<D, R> {
+    /// The cluster core and the role rule; `None` only while it drives.
+    supervisor: Option<Supervisor>,
+    plane: Plane<D, R>,
+}
+
+impl<D, R> std::fmt::Debug for Node<D, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let role = match &self.plane.role {
+            Slot::Outside => "outside",
+            Slot::Primary(_) => "primary",
+            Slot::Backup(_) => "backup",
+        };
+        f.debug_struct("Node")
+            .field("id", &self.plane.id)
+            .field("role", &role)
+            .field("role_epoch", &self.plane.role_epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything of a node but its supervisor: what the supervisor's orders are carried out on.
+struct Plane<D, R> {
+    id: NodeId,
+    role: RoleSlot<D, R>,
+    /// What the primary role observed, for the cluster core at the end of the input.
+    observed: Vec<Observed>,
+    /// The segment the log gave back at a restart, until a role follows a view from it.
+    recovered: Option<Segment>,
+    /// Bumped with every role the node starts: its links are new connections.
+    role_epoch: u64,
+    settings: NodeSettings,
+    model: Arc<dyn DataModel>,
+}
+
+impl<D: Destination, R> Node<D, R> {
+    /// A node whose supervisor is `supervisor`, holding no role; `recovered` is what its log
+    /// gave back, `role_epoch` the last role epoch it used.
+    pub fn new(
+        supervisor: Supervisor,
+        settings: NodeSettings,
+        model: Arc<dyn DataModel>,
+        role_epoch: u64,
+        recovered: Option<Segment>,
+    ) -> Node<D, R> {
+        let id = supervisor.node();
+        Node {
+            supervisor: Some(supervisor),
+            plane: Plane {
+                id,
+                role: Slot::Outside,
+                observed: Vec::new(),
+                recovered,
+                role_epoch,
+                settings,
+                model,
+            },
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.plane.id
+    }
+
+    /// The supervisor (`None` while the node drives).
+    pub fn supervisor(&self) -> Option<&Supervisor> {
+        self.supervisor.as_ref()
+    }
+
+    /// The cluster core (`None` while the node drives).
+    pub fn core(&self) -> Option<&Cluster> {
+        self.supervisor.as_ref().map(Supervisor::core)
+    }
+
+    /// The cluster core, for the inputs the node does not wrap (a cluster message).
+    pub fn core_mut(&mut self) -> &mut Cluster {
+        self.supervisor
+            .as_mut()
+            .expect("the node is not driving")
+            .core_mut()
+    }
+
+    pub fn role(&self) -> &RoleSlot<D, R> {
+        &self.plane.role
+    }
+
+    pub fn role_mut(&mut self) -> &mut RoleSlot<D, R> {
+        &mut self.plane.role
+    }
+
+    pub fn role_epoch(&self) -> u64 {
+        self.plane.role_epoch
+    }
+
+    /// Replays, into a primary's role, `missed` ticks it missed while paused: its lease is
+    /// measured against the clock, and a pause does not stop the clock.
+    pub fn catch_up_ticks(&mut self, missed: u64) {
+        if let Slot::Primary(host) = &mut self.plane.role {
+            for _ in 0..missed {
+                host.role_mut().tick();
+            }
+        }
+    }
+
+    /// A tick of the node's clock: the cluster core's and the role's.
+    pub fn tick<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
+        let primary = matches!(self.plane.role, Slot::Primary(_));
+        let supervisor = self.supervisor.as_mut().expect("the node is not driving");
+        if primary {
+            supervisor.executor_turned();
+        }
+        supervisor.core_mut().tick();
+        let result = self.plane.tick(env);
+        self.observe();
+        result
+    }
+
+    /// Saves, sends and acts on everything the cluster core has produced, then tells it what
+    /// the primary role observed meanwhile, until nothing is left. Call after every input.
+    pub fn drive<E: NodeEnv<D, R>>(
+        &mut self,
+        disk: &mut impl Durable,
+        env: &mut E,
+    ) -> Result<(), DriveError<E::Error>> {
+        loop {
+            let Some(mut supervisor) = self.supervisor.take() else {
+                return Ok(());
+            };
+            let mut roles = carrier::Driving {
+                plane: &mut self.plane,
+                env,
+            };
+            let driven = supervisor.drive(disk, &mut roles);
+            let observed = std::mem::take(&mut self.plane.observed);
+            let nothing_new = observed.is_empty();
+            for observed in observed {
+                supervisor.observe(observed);
+            }
+            self.supervisor = Some(supervisor);
+            driven?;
+            if nothing_new {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Tells the cluster core what the primary role observed.
+    fn observe(&mut self) {
+        if let Some(supervisor) = self.supervisor.as_mut() {
+            for observed in self.plane.observed.drain(..) {
+                supervisor.observe(observed);
+            }
+        }
+    }
+
+    /// The connection from `peer` closed from its side: a strong sign of a dead process.
+    pub fn peer_closed(&mut self, peer: NodeId) {
+        self.supervisor
+            .as_mut()
+            .expect("the node is not driving")
+            .peer_closed(peer);
+    }
+
+    /// Whether the node serves clients as primary now: its role is not deposed and its view
+    /// names it primary of the role's view.
+    pub fn serving<E: NodeEnv<D, R>>(&self, env: &E) -> bool {
+        let Slot::Primary(host) = &self.plane.role else {
+            return false;
+        };
+        if env.ignores_depose() {
+            return !host.primary().is_deposed();
+        }
+        !host.primary().is_deposed()
+            && self.core().and_then(Cluster::view).is_some_and(|view| {
+                view.number == host.primary().view() && view.primary == self.plane.id
+            })
+    }
+
+    /// What a client's greeting is answered: whether the node serves as primary, and its
+    /// view.
+    pub fn welcome<E: NodeEnv<D, R>>(&self, env: &E) -> (bool, u64) {
+        match &self.plane.role {
+            Slot::Primary(host) if self.serving(env) => (true, host.primary().view()),
+            _ => (
+                false,
+                self.core()
+                    .and_then(Cluster::view)
+                    .map_or(0, |view| view.number),
+            ),
+        }
+    }
+
+    /// A client's call: queued at a serving primary and run while flow control allows;
+    /// anywhere else answered "not primary".
+    pub fn call<E: NodeEnv<D, R>>(
+        &mut self,
+        call: WaitingCall<D>,
+        env: &mut E,
+    ) -> Result<(), E::Error> {
+        if !self.serving(env) {
+            env.not_primary(call.to);
+            return Ok(());
+        }
+        if let Slot::Primary(host) = &mut self.plane.role {
+            host.queue(call);
+        }
+        let result = self.plane.run_queued(env);
+        self.observe();
+        result
+    }
+
+    /// A client's read: kept by a backup role for its rule. False if the node holds no
+    /// backup role (the driver refuses the read).
+    pub fn read<E: NodeEnv<D, R>>(
+        &mut self,
+        read: WaitingRead<R, u64>,
+        env: &mut E,
+    ) -> Result<bool, E::Error> {
+        let Slot::Backup(backup) = &mut self.plane.role else {
+            return Ok(false);
+        };
+        backup.read(read);
+        self.plane.collect_backup(env)?;
+        Ok(true)
+    }
+
+    /// A replication message from peer `from`.
+    pub fn step_replication<E: NodeEnv<D, R>>(
+        &mut self,
+        from: NodeId,
+        message: Message,
+        env: &mut E,
+    ) -> Result<(), E::Error> {
+        let heard = match &mut self.plane.role {
+            Slot::Primary(host) => {
+                host.role_mut().step(from, message);
+                // An ack may lift flow control: the calls that waited run.
+                let result = self.plane.run_queued(env);
+                self.observe();
+                return result;
+            }
+            Slot::Backup(backup) => {
+                // A frozen backup has closed its primary's links; a stranger's message goes
+                // to the receiver, which fences an older view's primary.
+                if !backup.admits(from) {
+                    return Ok(());
+                }
+                from == backup.gate().primary()
+            }
+            Slot::Outside => return Ok(()),
+        };
+        // What the log synced first, as the runtime's receiver loop before each read.
+        self.plane.hears_synced(env);
+        let Slot::Backup(backup) = &mut self.plane.role else {
+            unreachable!("matched above");
+        };
+        backup.step(from, message);
+        if heard {
+            self.core_mut().heard_from_primary();
+            env.heard_primary(from);
+        }
+        self.plane.collect_backup(env)
+    }
+
+    /// The log synced up to `lsn` (its listener): the primary role hears it; a backup acks it
+    /// to its primary at once.
+    pub fn log_synced<E: NodeEnv<D, R>>(&mut self, lsn: u64, env: &mut E) -> Result<(), E::Error> {
+        let result = self.plane.log_synced(lsn, env);
+        self.observe();
+        result
+    }
+
+    /// A checkpoint the log finished made `lsn` durable: the role hears it at its next step.
+    pub fn log_anchored<E: NodeEnv<D, R>>(&mut self, lsn: u64, env: &mut E) {
+        self.plane.log_anchored(lsn, env);
+    }
+}
+
+impl<D: Destination, R> Plane<D, R> {
+    /// A tick of the role: a primary runs its periodic procedure if due and the calls that
+    /// wait; a backup expires what waited too long.
+    fn tick<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
+        match &mut self.role {
+            Slot::Primary(host) => {
+                host.role_mut().tick();
+                self.run_periodic(env)?;
+                self.drain_queue(env)?;
+                self.collect_primary(env)
+            }
+            Slot::Backup(backup) => {
+                backup.tick();
+                self.collect_backup(env)
+            }
+            Slot::Outside => Ok(()),
+        }
+    }
+
+    /// Runs the calls waiting while flow control allows, ships what is open, and hands out
+    /// what leaves.
+    fn run_queued<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
+        self.drain_queue(env)?;
+        if let Slot::Primary(host) = &mut self.role {
+            // The queue has run dry or stalls: ship what is open.
+            host.role_mut().flush();
+        }
+        self.collect_primary(env)
+    }
+
+    /// Runs the calls waiting at the primary role, in arrival order, while flow control
+    /// allows.
+    fn drain_queue<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
+        let time_ms = env.now_ms();
+        loop {
+            let Slot::Primary(host) = &mut self.role else {
+                return Ok(());
+            };
+            let Some(front) = host.front_mut() else {
+                return Ok(());
+            };
+            let proc_id = front.proc_id;
+            // A planted bug runs the call with other words this once: a stalled call keeps
+            // its own, as it waits.
+            let own = env.rewrite_call(front).map(|(proc_id, args)| {
+                let proc_id = std::mem::replace(&mut front.proc_id, proc_id);
+                (proc_id, std::mem::replace(&mut front.args, args))
+            });
+            env.running(front, time_ms);
+            if self.settings.model_clock {
+                host.role_mut().set_time_ms(time_ms);
+            }
+            let ran = host.run_next().expect("a call waits");
+            if ran == Ran::Stalled {
+                if let Some((proc_id, args)) = own {
+                    let front = host.front_mut().expect("a stalled call keeps its place");
+                    front.proc_id = proc_id;
+                    front.args = args;
+                }
+                return Ok(());
+            }
+            env.ran(host, proc_id, &ran, time_ms)?;
+        }
+    }
+
+    /// Runs the model's periodic procedure (the Redis model's expiry sweep) if it is due; a
+    /// sweep that found nothing to delete takes no LSN.
+    fn run_periodic<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
+        let Some(interval_ms) = self.settings.periodic_interval_ms else {
+            return Ok(());
+        };
+        let now_ms = env.now_ms();
+        let Slot::Primary(host) = &mut self.role else {
+            return Ok(());
+        };
+        if host
+            .run_periodic_if_due(now_ms, interval_ms, D::periodic())
+            .is_none()
+        {
+            return Ok(());
+        }
+        host.role_mut().flush();
+        env.swept(host, now_ms)
+    }
+
+    /// Hands out what leaves the primary role: the log's orders, the messages, the answers
+    /// (each sent, withheld or told "not primary"), what it observed.
+    fn collect_primary<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
+        let Slot::Primary(host) = &mut self.role else {
+            return Ok(());
+        };
+        // Released under a lease that ran out before it could leave: held until the lease
+        // holds again.
+        let mut ready = host.collect(host.primary().tick_count());
+        let to_log = std::mem::take(&mut ready.replication.to_log);
+        let sync_wanted = ready.replication.sync_wanted.take();
+        env.leaving(host, &mut ready);
+        let tick_now = host.primary().tick_count();
+        for (to, message) in ready.replication.messages.drain(..) {
+            env.send(to, PeerMessage::Replication(message));
+        }
+        for disposition in ready.drain_replies(tick_now) {
+            match disposition {
+                Disposition::Send(reply) => release(host, reply, env)?,
+                Disposition::Withhold(reply) if !reply.reply.to.is_periodic() => {
+                    env.withheld(reply.reply.to);
+                }
+                Disposition::NotPrimary(reply) if !reply.reply.to.is_periodic() => {
+                    env.not_primary(reply.reply.to);
+                }
+                // The primary's own periodic procedure answers nobody.
+                Disposition::Withhold(_) | Disposition::NotPrimary(_) => {}
+            }
+        }
+        self.observed.append(&mut ready.observed);
+        for batch in to_log {
+            let lsn_from = batch.lsn_base();
+            self.log_order(LogOrder::Batch { batch, lsn_from }, env);
+        }
+        if let Some(lsn) = sync_wanted {
+            self.log_order(LogOrder::SyncWanted { lsn }, env);
+        }
+        self.checkpoint_step(env);
+        // The buffers go back for the next collection (capacity kept).
+        if let Slot::Primary(host) = &mut self.role {
+            host.recycle(ready);
+        }
+        Ok(())
+    }
+
+    /// A turn of the backup role: what it applied checked, what it sends sent, what it
+    /// answered answered, what its log must hold ordered.
+    fn collect_backup<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
+        let Slot::Backup(backup) = &mut self.role else {
+            return Ok(());
+        };
+        let mut ready = BackupReady::default();
+        let turned = backup.turn(env.now_us(), &*self.model, env, &mut ready);
+        turned.map_err(|err| match err {
+            BackupTurnError::Apply(err) => env.failure(NodeFailure::Apply(err)),
+            BackupTurnError::Install(err) => env.failure(NodeFailure::Install(err)),
+            BackupTurnError::Watch(err) => err,
+        })?;
+        env.backup_holds(
+            backup.gate().primary(),
+            backup.receiver().core().lsn_received(),
+            backup.applier().lsn_applied(),
+        );
+        for (to, message) in ready.messages.drain(..) {
+            env.send(to, PeerMessage::Replication(message));
+        }
+        for (to, seq, answer) in ready.answers.drain(..) {
+            env.read_answered(to, seq, answer)?;
+        }
+        for order in ready.to_log.drain(..) {
+            self.log_order(order, env);
+        }
+        self.checkpoint_step(env);
+        if let (Some(lsn_before), Slot::Backup(backup)) = (ready.applied_from, &self.role) {
+            env.backup_applied(backup, lsn_before)?;
+        }
+        Ok(())
+    }
+
+    /// Ends every read waiting at the backup role and applies the batches held back for
+    /// them.
+    fn release_held<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
+        let Slot::Backup(backup) = &mut self.role else {
+            return Ok(());
+        };
+        if !backup.has_reads_or_held() {
+            return Ok(());
+        }
+        backup.expire_reads(env.now_us());
+        self.collect_backup(env)
+    }
+
+    /// Hands the log an order; a checkpoint that made more durable at once is heard.
+    fn log_order<E: NodeEnv<D, R>>(&mut self, order: LogOrder, env: &mut E) {
+        if let Some(lsn) = env.log_order(order) {
+            self.log_anchored(lsn, env);
+        }
+    }
+
+    /// One step of the role's checkpoint, between its turns: it begins one when it is due
+    /// (or the log is not anchored) and hands the log a chunk of the one under way.
+    fn checkpoint_step<E: NodeEnv<D, R>>(&mut self, env: &mut E) {
+        let wanted = env.wants_checkpoint();
+        let mut orders = Vec::new();
+        match &mut self.role {
+            Slot::Primary(host) => host.role_mut().checkpoint_step(wanted, &mut orders),
+            Slot::Backup(backup) => backup.applier_mut().checkpoint_step(wanted, &mut orders),
+            Slot::Outside => {}
+        }
+        for order in orders {
+            self.log_order(order, env);
+        }
+    }
+
+    /// The log's listener: the primary role hears `log_synced`; a backup acks to its primary
+    /// at once.
+    fn log_synced<E: NodeEnv<D, R>>(&mut self, lsn: u64, env: &mut E) -> Result<(), E::Error> {
+        match &mut self.role {
+            Slot::Primary(host) => {
+                host.role_mut().log_synced(lsn);
+                env.synced_heard(self.id, lsn);
+                self.collect_primary(env)
+            }
+            Slot::Backup(backup) => {
+                if backup.gate().is_frozen() {
+                    // A frozen backup has closed its primary's links.
+                    return Ok(());
+                }
+                let primary = backup.gate().primary();
+                let ack =
+                    Message::durable_ack(backup.gate().view(), lsn, backup.applier().lsn_applied());
+                env.synced_heard(primary, lsn);
+                env.send(primary, PeerMessage::Replication(ack));
+                Ok(())
+            }
+            Slot::Outside => Ok(()),
+        }
+    }
+
+    /// What a finished checkpoint made durable, heard at the role's next step (as the
+    /// runtime's log thread publishes after a checkpoint).
+    fn log_anchored<E: NodeEnv<D, R>>(&mut self, lsn: u64, env: &mut E) {
+        match &mut self.role {
+            Slot::Primary(host) => {
+                host.role_mut().log_synced(lsn);
+                env.synced_heard(self.id, lsn);
+            }
+            Slot::Backup(_) => self.hears_synced(env),
+            Slot::Outside => {}
+        }
+    }
+
+    /// A role just started hears from its log: a primary that the log syncs and what is
+    /// durable already; a backup's receiver the durable LSN its acks may claim.
+    fn log_listen<E: NodeEnv<D, R>>(&mut self, env: &mut E) {
+        let lsn = env.lsn_durable();
+        match &mut self.role {
+            Slot::Primary(host) => {
+                host.role_mut().set_keeps_log(true);
+                if lsn > 0 {
+                    host.role_mut().log_synced(lsn);
+                    env.synced_heard(self.id, lsn);
+                }
+            }
+            Slot::Backup(_) => self.hears_synced(env),
+            Slot::Outside => {}
+        }
+    }
+
+    /// A backup's receiver learns what its log synced before it takes the next message.
+    fn hears_synced<E: NodeEnv<D, R>>(&mut self, env: &mut E) {
+        let lsn = env.lsn_durable();
+        let Slot::Backup(backup) = &mut self.role else {
+            return;
+        };
+        backup.synced(lsn);
+        if lsn > 0 {
+            env.synced_heard(backup.gate().primary(), lsn);
+        }
+    }
+
+    /// A retained tail's limits, a primary's and a backup's alike.
+    fn tail_limits(&self) -> TailLimits {
+        self.settings.primary.tail
+    }
+
+    /// A primary role's settings in `view`.
+    fn primary_config(&self, view: &View) -> PrimaryConfig {
+        PrimaryConfig {
+            view: view.number,
+            backups: view.backups.clone(),
+            spares: view.spares.clone(),
+            ..self.settings.primary.clone()
+        }
+    }
+
+    /// A backup's receiver's settings in `view`.
+    fn receiver_config(&self, view: &View) -> ReceiverConfig {
+        ReceiverConfig {
+            group: self.settings.primary.group,
+            view: view.number,
+            primary: view.primary,
+            nack_ticks: self.settings.nack_ticks,
+        }
+    }
+
+    /// A backup role of `view` on `segment`, keeping `tail`, the batches a handed-over
+    /// applier retained.
+    fn backup_on_tail(
+        &self,
+        segment: Segment,
+        tail: Vec<SealedBatch>,
+        view: &View,
+    ) -> RoleSlot<D, R> {
+        let role = BackupRole::on_segment(
+            self.receiver_config(view),
+            segment,
+            tail,
+            self.tail_limits(),
+            self.settings.reads,
+            question_first(self.role_epoch + 1),
+        );
+        Slot::Backup(Box::new(role))
+    }
+}
+
+/// Sends an answer the primary role released (the periodic procedure's goes nowhere).
+fn release<D: Destination, R, E: NodeEnv<D, R>>(
+    host: &PrimaryHost<D>,
+    reply: Reply<crate::primary::Answer<D>>,
+    env: &mut E,
+) -> Result<(), E::Error> {
+    if reply.reply.to.is_periodic() {
+        return Ok(());
+    }
+    env.release(host, reply)
+}
+
+/// The first `ReadIndex` question of the role of epoch `role_epoch`: a role's questions never
+/// repeat an earlier role's.
+fn question_first(role_epoch: u64) -> u64 {
+    (role_epoch << 32) + 1
+}

@@ -1,0 +1,420 @@
+//! The node's roles as the supervisor drives them ([`Driving`], its [`Roles`]), and the
+//! carry-out table carried out on values ([`InMemory`], its [`Carrier`]).
+
+use tandem_cluster::ClusterMessage;
+use tandem_cluster::role::Transition;
+use tandem_config::View;
+use tandem_log::SealedBatch;
+use tandem_memory::Segment;
+use tandem_replication::{NodeId, Primary, PrimaryConfig, ReceiverConfig};
+use tandem_store::Store;
+
+use super::{Destination, NodeEnv, Plane, PrimaryStarting, RecordsMoved, RoleSlot, env::Carried};
+use crate::backup::{ApplierRole, Handover, HandoverError, rewind_to_rejoin};
+use crate::backup_role::BackupRole;
+use crate::carry_out::{Carrier, CarryNote, Records, Slot, carry_out};
+use crate::gate::GateRule;
+use crate::peer_frame::PeerMessage;
+use crate::primary::PrimaryRole;
+use crate::primary_host::PrimaryHost;
+use crate::receiver::ReceiverRole;
+use crate::supervisor::{Notice, RoleHeld, Roles, lsn_released_at_promotion, lsn_synced_bound};
+
+/// A node's plane and its driver, for one drive of the supervisor.
+pub(super) struct Driving<'a, D, R, E> {
+    pub(super) plane: &'a mut Plane<D, R>,
+    pub(super) env: &'a mut E,
+}
+
+impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
+    type Error = E::Error;
+
+    fn held(&self) -> RoleHeld {
+        match &self.plane.role {
+            Slot::Outside => RoleHeld::Outside,
+            Slot::Primary(host) => RoleHeld::Primary {
+                view: host.primary().view(),
+            },
+            Slot::Backup(backup) => RoleHeld::Backup {
+                view: backup.gate().view(),
+                primary: backup.gate().primary(),
+            },
+        }
+    }
+
+    fn lsn_committed(&mut self) -> u64 {
+        match &self.plane.role {
+            Slot::Primary(host) => host.primary().lsn_committed(),
+            _ => unreachable!("only a primary is asked its committed LSN"),
+        }
+    }
+
+    fn freeze(&mut self) -> u64 {
+        match &mut self.plane.role {
+            Slot::Backup(backup) => backup.freeze(),
+            _ => unreachable!("only a backup is frozen"),
+        }
+    }
+
+    fn lsn_synced(&self) -> u64 {
+        let Slot::Backup(backup) = &self.plane.role else {
+            unreachable!("asked of a frozen backup");
+        };
+        lsn_synced_bound(
+            self.env.lsn_durable(),
+            backup.receiver().core().lsn_synced_told(),
+        )
+    }
+
+    fn diverged(&self) -> bool {
+        match &self.plane.role {
+            Slot::Backup(backup) => backup.applier().is_diverged(),
+            _ => false,
+        }
+    }
+
+    fn lsn_before_rewind(&self) -> Option<u64> {
+        match &self.plane.role {
+            Slot::Backup(backup) => backup.applier().lsn_before_rewind(),
+            _ => None,
+        }
+    }
+
+    fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), E::Error> {
+        if let Slot::Primary(host) = &mut self.plane.role {
+            host.role_mut().prepare_removal(view, backup);
+        }
+        self.plane.collect_primary(self.env)
+    }
+
+    fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, E::Error> {
+        self.plane.carry_out(transition, view, self.env)
+    }
+
+    fn send(&mut self, to: NodeId, message: ClusterMessage) {
+        self.env.send(to, PeerMessage::Cluster(message));
+    }
+
+    fn notice(&mut self, notice: Notice<'_>) {
+        self.env.notice(notice);
+    }
+}
+
+impl<D: Destination, R> Plane<D, R> {
+    /// Carries `transition` out to follow `view`; whether the node serves afterwards.
+    pub(super) fn carry_out<E: NodeEnv<D, R>>(
+        &mut self,
+        transition: Transition,
+        view: &View,
+        env: &mut E,
+    ) -> Result<bool, E::Error> {
+        let ignore_depose = env.ignores_depose()
+            && view.primary != self.id
+            && matches!(self.role, Slot::Primary(_));
+        if !ignore_depose {
+            self.depose(view, env)?;
+        }
+        // Whatever the node becomes, the batches a backup held back for reads come first: a
+        // role change cannot wait.
+        self.release_held(env)?;
+        env.carrying_out(&self.role);
+        let was_backup = matches!(self.role, Slot::Backup(_));
+        let role = std::mem::replace(&mut self.role, Slot::Outside);
+        if ignore_depose {
+            return self.stay_stale_primary(role, view, env);
+        }
+        let mut carrier = InMemory {
+            plane: self,
+            env,
+            failure: None,
+        };
+        let next = carry_out(&mut carrier, transition, role, view);
+        if let Some(failure) = carrier.failure {
+            return Err(failure);
+        }
+        let new_role = !matches!(
+            transition,
+            Transition::StayPrimary | Transition::StayBackup | Transition::Wait
+        ) || (transition == Transition::StayBackup && !was_backup);
+        // Every role started (a backup kept through a stand-by is not) aligns the log with
+        // its segment first.
+        let starts_role = new_role
+            && !(transition == Transition::StandBy && was_backup)
+            && !matches!(next, Slot::Outside);
+        if new_role {
+            self.role_epoch += 1;
+        }
+        env.carried(Carried {
+            role: &next,
+            view,
+            new_role,
+            role_epoch: self.role_epoch,
+        });
+        self.start(next, starts_role, env);
+        if matches!(transition, Transition::Promote { .. })
+            && let Slot::Primary(host) = &self.role
+        {
+            env.promoted(host, view)?;
+        }
+        match &self.role {
+            Slot::Primary(_) => self.collect_primary(env)?,
+            Slot::Backup(_) => self.collect_backup(env)?,
+            Slot::Outside => {}
+        }
+        Ok(!matches!(self.role, Slot::Outside))
+    }
+
+    /// Takes `next` up: the log aligned with its records if it `starts`, its checkpoints
+    /// enabled, and told what its log holds.
+    fn start<E: NodeEnv<D, R>>(&mut self, mut next: RoleSlot<D, R>, starts: bool, env: &mut E) {
+        // Where the role's records end: a backup kept across the view may hold received
+        // batches its applier has not applied yet, which its log holds already.
+        let lsn_start = match &next {
+            Slot::Primary(host) => host.role().store().segment().lsn(),
+            Slot::Backup(backup) => backup
+                .segment()
+                .lsn()
+                .max(backup.receiver().core().lsn_received()),
+            Slot::Outside => 0,
+        };
+        if starts {
+            env.log_align(lsn_start);
+        }
+        let (bytes, lsn_loaded) = (self.settings.checkpoint_bytes, self.settings.lsn_loaded);
+        match &mut next {
+            Slot::Primary(host) => host.role_mut().enable_checkpoints(bytes, lsn_loaded),
+            Slot::Backup(backup) => backup.applier_mut().enable_checkpoints(bytes, lsn_loaded),
+            Slot::Outside => {}
+        }
+        self.role = next;
+        if starts {
+            self.log_listen(env);
+        }
+    }
+
+    /// A primary role that `view` replaced gives up its replies ("not primary"), and the
+    /// calls still queued are told so: their clients go to the new primary at once.
+    fn depose<E: NodeEnv<D, R>>(&mut self, view: &View, env: &mut E) -> Result<(), E::Error> {
+        let Slot::Primary(host) = &mut self.role else {
+            return Ok(());
+        };
+        if view.primary == self.id {
+            return Ok(());
+        }
+        host.role_mut().depose(view.number);
+        for waiting in host.take_waiting() {
+            env.not_primary(waiting.to);
+        }
+        self.collect_primary(env)
+    }
+
+    /// Under a planted bug, the primary keeps its `role` in `view`, which names another
+    /// primary: it believes itself alone in the new view.
+    fn stay_stale_primary<E: NodeEnv<D, R>>(
+        &mut self,
+        role: RoleSlot<D, R>,
+        view: &View,
+        env: &mut E,
+    ) -> Result<bool, E::Error> {
+        let Slot::Primary(mut stale) = role else {
+            unreachable!("checked: a primary")
+        };
+        if !stale.primary().is_deposed() && stale.primary().view() < view.number {
+            env.note(format_args!(
+                "sabotage: node {} stays primary in view {}",
+                self.id, view.number
+            ));
+            // Alone in the new view, it releases at commit.
+            let config = PrimaryConfig {
+                backups: Vec::new(),
+                spares: Vec::new(),
+                lone: true,
+                ..self.primary_config(view)
+            };
+            stale.role_mut().restart_replication(config);
+        }
+        self.role = Slot::Primary(stale);
+        self.collect_primary(env)?;
+        Ok(true)
+    }
+}
+
+/// The carry-out table's operations on values: records move with the roles, and the
+/// driver's ledger follows them ([`NodeEnv::records`]).
+struct InMemory<'a, D, R, E: NodeEnv<D, R>> {
+    plane: &'a mut Plane<D, R>,
+    env: &'a mut E,
+    /// Why the carry-out fails, if the driver said so of a note.
+    failure: Option<E::Error>,
+}
+
+impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
+    type Primary = Box<PrimaryHost<D>>;
+    type Backup = Box<BackupRole<R>>;
+    type HandoverError = HandoverError;
+    type LoadError = E::LoadError;
+
+    fn primary_view(&self, primary: &Self::Primary) -> u64 {
+        primary.primary().view()
+    }
+
+    fn stay_primary(&mut self, mut primary: Self::Primary, view: &View) -> RoleSlot<D, R> {
+        let installed = primary
+            .role_mut()
+            .install_view(view.number, &view.backups, &view.spares);
+        assert!(installed, "a primary that stays learns a newer view");
+        Slot::Primary(primary)
+    }
+
+    fn stay_backup(&mut self, mut backup: Self::Backup, view: &View) -> Self::Backup {
+        // A new view reopens a backup frozen in the old one.
+        backup.stay(view.number, view.primary);
+        backup
+    }
+
+    fn hand_over(&mut self, backup: Self::Backup, lsn: u64) -> Result<Handover, HandoverError> {
+        let handover = backup.handover(lsn)?;
+        // A rewound member promoted from the records it held before the rewind takes them
+        // back.
+        self.env.records(RecordsMoved::HandedOver {
+            lsn: handover.segment.lsn(),
+        });
+        Ok(handover)
+    }
+
+    fn give_back(&mut self, primary: Self::Primary, _: &View) -> Option<Segment> {
+        Some(primary.into_segment())
+    }
+
+    fn stop(&mut self, _: RoleSlot<D, R>, _: &View, discarded: u64) {
+        if discarded > 0 {
+            let node = self.plane.id;
+            self.env
+                .note(format_args!("node {node}: discards {discarded} records"));
+        }
+    }
+
+    fn take_recovered(&mut self) -> Option<Segment> {
+        let segment = self.plane.recovered.take()?;
+        self.env
+            .records(RecordsMoved::Recovered { segment: &segment });
+        Some(segment)
+    }
+
+    fn load(&mut self) -> Result<Segment, E::LoadError> {
+        // A role that starts from the load does not take records rebuilt from the log.
+        self.plane.recovered = None;
+        self.env.records(RecordsMoved::Loaded);
+        self.env.load()
+    }
+
+    fn rewound(&mut self, mut segment: Segment, lsn: u64) -> Option<Segment> {
+        // Where its log can end: below `lsn` if a logged image spans it.
+        let lsn = self.env.log_align_rejoin(lsn).min(segment.lsn());
+        if !rewind_to_rejoin(&mut segment, lsn) {
+            return None;
+        }
+        self.env.records(RecordsMoved::Rewound { lsn });
+        Some(segment)
+    }
+
+    fn start_primary(
+        &mut self,
+        segment: Segment,
+        tail: Vec<SealedBatch>,
+        view: &View,
+        lease_owed_ticks: u64,
+        records: Records,
+    ) -> RoleSlot<D, R> {
+        let plane = &mut *self.plane;
+        let lsn = segment.lsn();
+        self.env.primary_starting(PrimaryStarting {
+            view,
+            records,
+            lsn,
+            lease_owed_ticks,
+        });
+        let primary = if records == Records::Loaded {
+            Primary::new(plane.primary_config(view), plane.settings.lsn_loaded)
+        } else {
+            let mut primary = Primary::resume(plane.primary_config(view), lsn, tail);
+            if let Some(lsn) = lsn_released_at_promotion(view) {
+                primary.released_at_most(lsn);
+            }
+            primary.hold_releases(lease_owed_ticks);
+            primary
+        };
+        let store = Store::open(segment, plane.model.replica());
+        let role = PrimaryRole::new(store, primary);
+        Slot::Primary(Box::new(PrimaryHost::new(role)))
+    }
+
+    fn start_backup(
+        &mut self,
+        segment: Segment,
+        tail: Vec<SealedBatch>,
+        view: &View,
+        records: Records,
+    ) -> RoleSlot<D, R> {
+        if records == Records::Recovered {
+            self.env.note(format_args!(
+                "node {}: follows view {} from the records its log gave back (LSN {})",
+                self.plane.id,
+                view.number,
+                segment.lsn()
+            ));
+        }
+        self.plane.backup_on_tail(segment, tail, view)
+    }
+
+    fn start_frozen_backup(
+        &mut self,
+        segment: Segment,
+        view_held: u64,
+        view: &View,
+    ) -> RoleSlot<D, R> {
+        let plane = &*self.plane;
+        let lsn = segment.lsn();
+        let config = ReceiverConfig {
+            view: view_held,
+            primary: plane.id,
+            ..plane.receiver_config(view)
+        };
+        let mut gate = GateRule::new(view_held, plane.id);
+        gate.freeze();
+        let role = BackupRole::new(
+            gate,
+            ReceiverRole::new(config, lsn, lsn),
+            ApplierRole::active(segment, Vec::new(), plane.tail_limits()),
+            plane.settings.reads,
+            super::question_first(plane.role_epoch + 1),
+        );
+        Slot::Backup(Box::new(role))
+    }
+
+    fn reload_backup(&mut self, view: &View) -> RoleSlot<D, R> {
+        match self.load() {
+            Ok(segment) => self.plane.backup_on_tail(segment, Vec::new(), view),
+            Err(error) => {
+                self.note(CarryNote::LoadFailed { error: &error });
+                Slot::Outside
+            }
+        }
+    }
+
+    /// A load is the driver's, at once: nothing to start early.
+    fn load_spare(&mut self) {}
+
+    /// A node is never waiting for a load: it asks to join at once.
+    fn join_with_records(&mut self) {}
+
+    fn note(&mut self, note: CarryNote<'_>) {
+        if let Err(failure) = self.env.carry_note(&note)
+            && self.failure.is_none()
+        {
+            self.failure = Some(failure);
+        }
+        let node = self.plane.id;
+        self.env.note(format_args!("node {node}: {note}"));
+    }
+}
