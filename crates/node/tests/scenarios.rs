@@ -1,159 +1,243 @@
-//! Data-driven scenarios for the node's supervisor, in the style of etcd's raft tests: each
-//! file in `tests/testdata/supervisor/` is a script of inputs to a small cluster of real
-//! supervisors (cluster core, config store, role rule) and, under each input, what the nodes
-//! did: every order the supervisors gave their roles, every notice, and the cluster messages
-//! but Raft's and the primary's `Alive`. A change of behaviour shows as a diff of these files;
-//! `TANDEM_REWRITE=1 cargo test -p tandem-node --test suite scenarios::` rewrites them to
-//! what the code does now, for review.
+//! Data-driven scenarios for the node, in the style of etcd's raft tests: each file in
+//! `tests/testdata/supervisor/` is a script of inputs to a small cluster of real
+//! [`tandem_node::Node`]s (cluster core, config store, role rule, and the roles with their
+//! segments: a small Debit-Credit database) and, under each input, what the nodes did: every
+//! role they took, every notice, the answers their primaries released, and the cluster
+//! messages but Raft's and the primary's `Alive`. A change of behaviour shows as a diff of
+//! these files; `TANDEM_REWRITE=1 cargo test -p tandem-node --test suite scenarios::`
+//! rewrites them to what the code does now, for review.
 //!
-//! The roles are stand-ins that carry every order out at once and keep only what the
-//! supervisor reads back: which role the node holds, and its LSNs. The data plane's signs of
-//! life are modelled per tick: a backup hears its primary, and the primary its backups,
-//! unless a cut or a crash separates them.
+//! The harness carries every frame at once (replication and cluster messages alike) unless a
+//! cut or a crash separates the nodes, and each node's log syncs what it is handed at once;
+//! a node's log gives back, at a restart, every record the node held when it crashed.
 //!
 //! Commands (one per block, output after `----`, blocks separated by a blank line):
 //! - `cluster nodes=N safety=RULE`: N fresh nodes, node 1 the first view's primary;
 //! - `tick [N]`: every node up ticks N times (default 1), each tick followed by the delivery
 //!   of every message until none is left;
-//! - `lsn node=ID received=L [committed=L]`: the LSNs node ID's role holds;
-//! - `caught-up node=ID spare=S`: primary ID's role saw spare S catch up;
-//! - `crash node=ID` and `restart node=ID`: a crash loses the node's memory (its role) and
-//!   keeps what its config store saved;
-//! - `cut from=A to=B` (one direction, data plane and cluster messages) and `heal`;
-//! - `view`: each node's view, role and the config store's leader as it knows them.
+//! - `calls node=ID n=N`: a client sends N Debit-Credit calls to node ID at once;
+//! - `crash node=ID` and `restart node=ID [rebuilt]`: a crash loses the node's memory (its
+//!   role) and keeps what its config store saved; `rebuilt`: its log gives back the records
+//!   it held;
+//! - `kill node=ID`: a crash its peers see at once (their connections from it close);
+//!   `closed from=A to=B`: B sees its connection from A close;
+//! - `cut from=A to=B` (one direction, every message) and `heal`;
+//! - `lead node=ID to=L`: node ID asks for the config store's leadership to go to L;
+//! - `view`: each node's view, role, LSNs and the config store's leader as it knows them.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::path::Path;
+use std::sync::Arc;
 
-use tandem_cluster::role::Transition;
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
-use tandem_node::{Notice, Observed, RoleHeld, RoleRule, Roles, Supervisor};
-use tandem_replication::{NodeId, Safety};
+use tandem_log::CallId;
+use tandem_memory::{PAGE_SIZE, Segment};
+use tandem_node::{
+    BackupWatch, Carried, Destination, Node, NodeEnv, NodeFailure, NodeSettings, Notice,
+    PeerMessage, ReadSettings, Recovered, RoleRule, RoleSlot, Slot, Supervisor, WaitingCall,
+};
+use tandem_replication::{ApplyBatch, LeaseMargins, NodeId, Reply, Safety, primary_lease_ticks};
+use tandem_store::{Compiled, DataModel, Driver};
+
+use crate::common;
 
 const GROUP: u32 = 1;
 const VIEW_FIRST: u64 = 1;
+/// A tick of the harness's clock, µs (the runtime's default heartbeat).
+const TICK_MICROS: u64 = 10_000;
+/// The backups' lease promise, ticks (the cluster settings' `lease_ticks`).
+const PROMISE_TICKS: u64 = 8;
+/// The one client's id.
+const CLIENT: u64 = 7;
 
-/// A node's roles, reduced to what the supervisor reads back; every call is logged.
-struct StandIn {
-    node: NodeId,
-    held: RoleHeld,
-    lsn_received: u64,
-    lsn_committed: u64,
-    log: Vec<String>,
-    outbox: Vec<(NodeId, ClusterMessage)>,
-    /// Removals the primary role prepared, for the core at the next tick.
-    prepared: Vec<Observed>,
+/// Where an answer goes: the client's call, by its seq (`u64::MAX`: nobody).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct To(u64);
+
+impl Destination for To {
+    fn periodic() -> To {
+        To(u64::MAX)
+    }
+
+    fn is_periodic(&self) -> bool {
+        self.0 == u64::MAX
+    }
 }
 
-impl Roles for StandIn {
+type ScenarioNode = Node<To, u64>;
+
+/// A node's log: it syncs what it is handed at once.
+#[derive(Debug, Default)]
+struct Log {
+    lsn_written: u64,
+    lsn_durable: u64,
+}
+
+/// What a node hands the harness while it handles one input.
+struct Env<'a> {
+    node: NodeId,
+    now_us: u64,
+    log: &'a mut Log,
+    network: &'a mut VecDeque<(NodeId, NodeId, PeerMessage)>,
+    out: &'a mut String,
+    /// The answers this node released since the block began, and the highest LSN.
+    released: &'a mut (u64, u64),
+}
+
+impl BackupWatch for Env<'_> {
     type Error = String;
 
-    fn held(&self) -> RoleHeld {
-        self.held
-    }
+    fn applying(&mut self, _: &ApplyBatch) {}
 
-    fn lsn_committed(&mut self) -> u64 {
-        self.lsn_committed
-    }
-
-    fn freeze(&mut self) -> u64 {
-        self.log.push(format!(
-            "node {}: freeze the backup (LSN received {})",
-            self.node, self.lsn_received
-        ));
-        self.lsn_received
-    }
-
-    fn lsn_synced(&self) -> u64 {
-        self.lsn_received
-    }
-
-    fn diverged(&self) -> bool {
-        false
-    }
-
-    fn lsn_before_rewind(&self) -> Option<u64> {
-        None
-    }
-
-    fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), String> {
-        self.log.push(format!(
-            "node {}: prepare the removal of {backup} from view {view}",
-            self.node
-        ));
-        self.prepared.push(Observed::RemovalPrepared {
-            view,
-            backup,
-            behind: Vec::new(),
-            joining: Vec::new(),
-        });
+    fn applied(&mut self, _: u64, _: u64, _: &[CallId]) -> Result<(), String> {
         Ok(())
     }
 
-    fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, String> {
-        self.held = match transition {
-            Transition::StayPrimary | Transition::StartPrimary | Transition::Promote { .. } => {
-                if let Transition::Promote { lsn, .. } = transition {
-                    self.lsn_committed = lsn;
-                }
-                RoleHeld::Primary { view: view.number }
-            }
-            Transition::StayBackup
-            | Transition::Follow { .. }
-            | Transition::Rejoin { .. }
-            | Transition::Reload { .. } => {
-                match transition {
-                    Transition::Reload { .. } => self.lsn_received = 0,
-                    Transition::Rejoin { lsn, .. } => self.lsn_received = lsn,
-                    _ => {}
-                }
-                RoleHeld::Backup {
-                    view: view.number,
-                    primary: view.primary,
-                }
-            }
-            // A deposed primary keeps its records as a backup of its own reign.
-            Transition::StandBy => match self.held {
-                RoleHeld::Primary { view: view_held } => {
-                    self.lsn_received = self.lsn_committed;
-                    RoleHeld::Backup {
-                        view: view_held,
-                        primary: self.node,
-                    }
-                }
-                // Its role stays, frozen (the supervisor froze it before deciding).
-                held => held,
-            },
-            Transition::StepDown | Transition::Wait => RoleHeld::Outside,
-        };
-        let serving = self.held != RoleHeld::Outside;
-        self.log.push(format!(
-            "node {}: carry out {transition:?} in view {} (serving: {serving})",
-            self.node, view.number
-        ));
-        Ok(serving)
-    }
-
-    fn send(&mut self, to: NodeId, message: ClusterMessage) {
-        self.outbox.push((to, message));
-    }
-
-    fn notice(&mut self, notice: Notice<'_>) {
-        self.log.push(format!("node {}: {notice}", self.node));
+    fn installed(&mut self, _: u64, _: &Segment) -> Result<(), String> {
+        Ok(())
     }
 }
 
+impl NodeEnv<To, u64> for Env<'_> {
+    type LoadError = std::convert::Infallible;
+
+    fn now_us(&self) -> u64 {
+        self.now_us
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.now_us / 1_000
+    }
+
+    fn load(&mut self) -> Result<Segment, Self::LoadError> {
+        Ok(common::loaded())
+    }
+
+    fn log_align(&mut self, lsn: u64) {
+        self.log.lsn_written = lsn;
+        self.log.lsn_durable = self.log.lsn_durable.min(lsn);
+    }
+
+    fn log_align_rejoin(&mut self, lsn: u64) -> u64 {
+        lsn
+    }
+
+    fn lsn_durable(&self) -> u64 {
+        self.log.lsn_durable
+    }
+
+    fn wants_checkpoint(&self) -> bool {
+        false
+    }
+
+    fn log_order(&mut self, order: tandem_node::LogOrder) -> Option<u64> {
+        if let tandem_node::LogOrder::Batch { batch, .. } = order {
+            self.log.lsn_written = self.log.lsn_written.max(batch.lsn_last());
+        }
+        None
+    }
+
+    fn send(&mut self, to: NodeId, message: PeerMessage) {
+        self.network.push_back((self.node, to, message));
+    }
+
+    fn release(
+        &mut self,
+        _: &tandem_node::PrimaryHost<To>,
+        reply: Reply<tandem_node::Answer<To>>,
+    ) -> Result<(), String> {
+        self.released.0 += 1;
+        self.released.1 = self.released.1.max(reply.lsn);
+        Ok(())
+    }
+
+    fn withheld(&mut self, to: To) {
+        let _ = writeln!(
+            self.out,
+            "node {}: withholds the answer to call {}",
+            self.node, to.0
+        );
+    }
+
+    fn not_primary(&mut self, to: To) {
+        let _ = writeln!(self.out, "node {}: call {} not primary", self.node, to.0);
+    }
+
+    fn read_answered(&mut self, _: u64, _: u64, _: tandem_node::ReadAnswer) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn note(&mut self, note: fmt::Arguments<'_>) {
+        let _ = writeln!(self.out, "{note}");
+    }
+
+    fn notice(&mut self, notice: Notice<'_>) {
+        let _ = writeln!(self.out, "node {}: {notice}", self.node);
+    }
+
+    fn failure(&mut self, failure: NodeFailure) -> String {
+        format!("node {} {failure}", self.node)
+    }
+
+    fn carried(&mut self, carried: Carried<'_, To, u64>) {
+        let started = carried.new_role && !matches!(carried.role, Slot::Outside);
+        let _ = writeln!(
+            self.out,
+            "node {}: holds {}{}",
+            self.node,
+            describe_role(carried.role),
+            if started { " (a new role)" } else { "" }
+        );
+    }
+}
+
+/// A role as the scenario files show it.
+fn describe_role(role: &RoleSlot<To, u64>) -> String {
+    match role {
+        Slot::Outside => "outside".to_owned(),
+        Slot::Primary(host) => format!(
+            "primary of view {} at LSN {}",
+            host.primary().view(),
+            host.primary().lsn_committed()
+        ),
+        Slot::Backup(backup) => format!(
+            "backup of {} (view {}{}) at LSN {}",
+            backup.gate().primary(),
+            backup.gate().view(),
+            if backup.gate().is_frozen() {
+                ", frozen"
+            } else {
+                ""
+            },
+            backup.applier().lsn_applied()
+        ),
+    }
+}
+
+/// What a crashed node's log gives back: its records, and the view they belong to.
+struct Held {
+    segment: Segment,
+    view: u64,
+}
+
 struct Harness {
-    supervisors: Vec<Option<Supervisor>>,
-    roles: Vec<StandIn>,
+    nodes: Vec<Option<ScenarioNode>>,
     disks: Vec<MemDurable>,
+    logs: Vec<Log>,
+    held_at_crash: Vec<Option<Held>>,
+    released: Vec<(u64, u64)>,
     settings: Vec<ClusterSettings>,
+    node_settings: NodeSettings,
+    model: Arc<dyn DataModel>,
     initial: ClusterMap,
     /// Directed cuts (from, to).
     cuts: BTreeSet<(NodeId, NodeId)>,
-    network: VecDeque<(NodeId, NodeId, ClusterMessage)>,
+    network: VecDeque<(NodeId, NodeId, PeerMessage)>,
+    driver: Box<dyn Driver>,
+    seq: u64,
+    tick: u64,
 }
 
 impl Harness {
@@ -174,29 +258,24 @@ impl Harness {
         initial.groups.insert(GROUP, view);
         let settings: Vec<ClusterSettings> = ids
             .iter()
-            .map(|&id| ClusterSettings {
-                node: id,
-                group: GROUP,
-                voters: ids.iter().copied().take(3).collect(),
-                safety,
-                suspect_ticks: 10,
-                lease_ticks: 8,
-                collect_ticks: 4,
-                election_ticks: 10,
-                raft_heartbeat_ticks: 2,
-                jitter_seed: u64::from(id),
-                executor_stall_ticks: None,
-                long_call_ticks: u64::MAX,
-            })
+            .map(|&id| cluster_settings(id, &ids, safety))
             .collect();
+        let model: Arc<dyn DataModel> = Arc::from(Compiled::boxed(common::workload()));
         let mut harness = Harness {
-            supervisors: Vec::new(),
-            roles: Vec::new(),
-            disks: Vec::new(),
+            nodes: Vec::new(),
+            disks: ids.iter().map(|_| MemDurable::new()).collect(),
+            logs: ids.iter().map(|_| Log::default()).collect(),
+            held_at_crash: ids.iter().map(|_| None).collect(),
+            released: vec![(0, 0); ids.len()],
+            node_settings: node_settings(safety),
+            driver: model.driver(1).expect("Debit-Credit drives calls"),
+            model,
             settings,
             initial,
             cuts: BTreeSet::new(),
             network: VecDeque::new(),
+            seq: 0,
+            tick: 0,
         };
         for &id in &ids {
             let core = Cluster::new(
@@ -205,189 +284,197 @@ impl Harness {
                 None,
             )
             .expect("a fresh node starts");
-            harness.supervisors.push(Some(Supervisor::new(
-                core,
-                RoleRule::new(id, VIEW_FIRST, false),
-            )));
-            harness.roles.push(StandIn {
-                node: id,
-                held: RoleHeld::Outside,
-                lsn_received: 0,
-                lsn_committed: 0,
-                log: Vec::new(),
-                outbox: Vec::new(),
-                prepared: Vec::new(),
-            });
-            harness.disks.push(MemDurable::new());
-        }
-        for &id in &ids {
-            harness.drive(id);
+            let supervisor = Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false));
+            harness.nodes.push(Some(harness.node(supervisor, None)));
         }
         harness
     }
 
+    fn node(&self, supervisor: Supervisor, recovered: Option<Segment>) -> ScenarioNode {
+        let settings = self.node_settings.clone();
+        Node::new(supervisor, settings, Arc::clone(&self.model), 0, recovered)
+    }
+
     fn ids(&self) -> Vec<NodeId> {
-        (1..=self.supervisors.len() as NodeId).collect()
+        (1..=self.nodes.len() as NodeId).collect()
     }
 
     fn connected(&self, from: NodeId, to: NodeId) -> bool {
-        self.supervisors[index(from)].is_some()
-            && self.supervisors[index(to)].is_some()
+        self.nodes[index(from)].is_some()
+            && self.nodes[index(to)].is_some()
             && !self.cuts.contains(&(from, to))
     }
 
-    fn drive(&mut self, node: NodeId) {
+    /// Runs `input` on node `node` (if it is up), then drives it and has its log sync what it
+    /// was handed.
+    fn with_node(
+        &mut self,
+        node: NodeId,
+        out: &mut String,
+        input: impl FnOnce(&mut ScenarioNode, &mut Env<'_>) -> Result<(), String>,
+    ) {
         let i = index(node);
-        let Some(supervisor) = self.supervisors[i].as_mut() else {
+        let Some(member) = self.nodes[i].as_mut() else {
             return;
         };
-        supervisor
-            .drive(&mut self.disks[i], &mut self.roles[i])
-            .expect("the stand-ins and the disk do not fail");
-        for (to, message) in self.roles[i].outbox.drain(..) {
-            self.network.push_back((node, to, message));
+        let mut env = Env {
+            node,
+            now_us: self.tick * TICK_MICROS,
+            log: &mut self.logs[i],
+            network: &mut self.network,
+            out,
+            released: &mut self.released[i],
+        };
+        input(member, &mut env).expect("the node carries the input out");
+        member
+            .drive(&mut self.disks[i], &mut env)
+            .expect("the harness's disk and env do not fail");
+        // The log syncs at once what it was handed; the role hears it.
+        while env.log.lsn_durable < env.log.lsn_written {
+            env.log.lsn_durable = env.log.lsn_written;
+            let lsn = env.log.lsn_durable;
+            member
+                .log_synced(lsn, &mut env)
+                .expect("the node hears its log");
+            member
+                .drive(&mut self.disks[i], &mut env)
+                .expect("the harness's disk and env do not fail");
         }
     }
 
     fn tick(&mut self, out: &mut String) {
+        self.tick += 1;
         for node in self.ids() {
-            if self.supervisors[index(node)].is_none() {
-                continue;
-            }
-            self.data_plane_signs_of_life(node);
-            let supervisor = self.supervisors[index(node)].as_mut().expect("up");
-            for observed in self.roles[index(node)].prepared.drain(..) {
-                supervisor.observe(observed);
-            }
-            supervisor.core_mut().tick();
-            self.drive(node);
+            self.with_node(node, out, |member, env| member.tick(env));
         }
         self.deliver_all(out);
     }
 
-    /// What the replication links would tell the node's core this tick.
-    fn data_plane_signs_of_life(&mut self, node: NodeId) {
-        let held = self.roles[index(node)].held;
-        let view = self.supervisors[index(node)]
-            .as_ref()
-            .and_then(|supervisor| supervisor.core().view().cloned());
-        match held {
-            RoleHeld::Backup { primary, .. } => {
-                let primary_serves =
-                    matches!(self.roles[index(primary)].held, RoleHeld::Primary { .. });
-                if primary_serves && self.connected(primary, node) {
-                    let supervisor = self.supervisors[index(node)].as_mut().expect("up");
-                    supervisor.core_mut().heard_from_primary();
-                }
-            }
-            RoleHeld::Primary { .. } => {
-                let Some(view) = view else { return };
-                for member in view.backups.iter().chain(&view.spares).copied() {
-                    let follows = matches!(
-                        self.roles[index(member)].held,
-                        RoleHeld::Backup { primary, .. } if primary == node
-                    );
-                    if follows && self.connected(member, node) {
-                        let supervisor = self.supervisors[index(node)].as_mut().expect("up");
-                        supervisor.observe(Observed::Heard(member));
-                    }
-                }
-            }
-            RoleHeld::Outside => {}
+    /// `n` calls of the client at node `node`, then every message until none is left.
+    fn calls(&mut self, node: NodeId, n: u64, out: &mut String) {
+        for _ in 0..n {
+            let mut args = Vec::new();
+            let proc_id = self.driver.next_call(&mut args);
+            self.seq += 1;
+            let call = WaitingCall {
+                to: To(self.seq),
+                client_id: CLIENT,
+                seq: self.seq,
+                proc_id,
+                args,
+                read_only: false,
+                safety: None,
+            };
+            self.with_node(node, out, |member, env| member.call(call, env));
         }
+        self.deliver_all(out);
     }
 
     fn deliver_all(&mut self, out: &mut String) {
         let mut delivered = 0;
         while let Some((from, to, message)) = self.network.pop_front() {
             delivered += 1;
-            assert!(delivered < 100_000, "the cluster never goes quiet");
+            assert!(delivered < 1_000_000, "the cluster never goes quiet");
             if !self.connected(from, to) {
                 continue;
             }
-            if !matches!(
-                message,
-                ClusterMessage::Raft(_) | ClusterMessage::Alive { .. }
-            ) {
-                let _ = writeln!(out, "{from} → {to}: {message:?}");
+            match message {
+                PeerMessage::Cluster(message) => {
+                    if !matches!(
+                        message,
+                        ClusterMessage::Raft(_) | ClusterMessage::Alive { .. }
+                    ) {
+                        let _ = writeln!(out, "{from} → {to}: {message:?}");
+                    }
+                    self.with_node(to, out, |member, _| {
+                        member
+                            .core_mut()
+                            .step(from, message)
+                            .map_err(|err| format!("a message a real core encoded: {err}"))
+                    });
+                }
+                PeerMessage::Replication(message) => {
+                    self.with_node(to, out, |member, env| {
+                        member.step_replication(from, message, env)
+                    });
+                }
             }
-            let supervisor = self.supervisors[index(to)].as_mut().expect("connected: up");
-            supervisor
-                .core_mut()
-                .step(from, message)
-                .expect("every message was encoded by a real core");
-            self.drive(to);
-            self.flush_log(to, out);
         }
-        for node in self.ids() {
-            self.flush_log(node, out);
-        }
+        self.report_released(out);
     }
 
-    fn flush_log(&mut self, node: NodeId, out: &mut String) {
-        for line in self.roles[index(node)].log.drain(..) {
-            out.push_str(&line);
-            out.push('\n');
+    /// The answers each node released since the last report.
+    fn report_released(&mut self, out: &mut String) {
+        for node in self.ids() {
+            let (count, lsn) = std::mem::take(&mut self.released[index(node)]);
+            if count > 0 {
+                let _ = writeln!(
+                    out,
+                    "node {node}: released {count} answers, up to LSN {lsn}"
+                );
+            }
         }
     }
 
     fn crash(&mut self, node: NodeId) {
         let i = index(node);
-        self.supervisors[i] = None;
-        let roles = &mut self.roles[i];
-        roles.held = RoleHeld::Outside;
-        roles.lsn_received = 0;
-        roles.lsn_committed = 0;
-        roles.prepared.clear();
-        roles.outbox.clear();
+        let Some(member) = self.nodes[i].take() else {
+            return;
+        };
+        self.held_at_crash[i] = held(member.role());
+        self.logs[i] = Log::default();
+        self.released[i] = (0, 0);
     }
 
     /// Every node `node` is not cut from sees its connection from `node` closed.
     fn closed(&mut self, node: NodeId, out: &mut String) {
         for peer in self.ids() {
             if peer != node && !self.cuts.contains(&(node, peer)) {
-                self.close_one(node, peer);
+                self.close_one(node, peer, out);
             }
         }
         self.deliver_all(out);
     }
 
-    fn close_one(&mut self, from: NodeId, to: NodeId) {
-        let Some(supervisor) = self.supervisors[index(to)].as_mut() else {
-            return;
-        };
-        supervisor.core_mut().peer_closed(from);
-        self.drive(to);
+    fn close_one(&mut self, from: NodeId, to: NodeId, out: &mut String) {
+        self.with_node(to, out, |member, _| {
+            member.peer_closed(from);
+            Ok(())
+        });
     }
 
-    /// Node `node` starts again from its disk, its memory gone; `rebuilt`: the records (LSN,
-    /// view) its write-ahead log gave back.
-    fn restart(&mut self, node: NodeId, rebuilt: Option<(u64, u64)>) {
+    /// Node `node` starts again from its disk, its memory gone; `rebuilt`: its log gives back
+    /// the records it held when it crashed.
+    fn restart(&mut self, node: NodeId, rebuilt: bool, out: &mut String) {
         let i = index(node);
-        assert!(self.supervisors[i].is_none(), "restart a crashed node");
+        assert!(self.nodes[i].is_none(), "restart a crashed node");
         let persisted = self.disks[i].load().expect("the saved state decodes");
         let core = Cluster::new(self.settings[i].clone(), self.initial.clone(), persisted)
             .expect("the node restarts");
         let mut rule = RoleRule::new(node, VIEW_FIRST, true);
-        if let Some((lsn, view)) = rebuilt {
-            rule = rule.with_recovered(tandem_node::Recovered { view, lsn });
-            self.roles[i].lsn_received = lsn;
-            self.roles[i].lsn_committed = lsn;
+        let mut recovered = None;
+        if let Some(held) = self.held_at_crash[i].take().filter(|_| rebuilt) {
+            let lsn = held.segment.lsn();
+            rule = rule.with_recovered(Recovered {
+                view: held.view,
+                lsn,
+            });
+            recovered = Some(held.segment);
         }
         let mut supervisor = Supervisor::new(core, rule);
         // As the runtime: a node without its memory runs no role.
         supervisor.core_mut().set_serving(false);
-        self.supervisors[i] = Some(supervisor);
-        self.drive(node);
+        self.nodes[i] = Some(self.node(supervisor, recovered));
+        self.with_node(node, out, |_, _| Ok(()));
     }
 
     fn describe(&self, out: &mut String) {
         for node in self.ids() {
-            let Some(supervisor) = &self.supervisors[index(node)] else {
+            let Some(member) = &self.nodes[index(node)] else {
                 let _ = writeln!(out, "node {node}: down");
                 continue;
             };
-            let core = supervisor.core();
+            let core = member.core().expect("not driving");
             let view = core.view().map_or("none".to_owned(), |view| {
                 format!(
                     "{} (primary {}, backups {:?}, spares {:?})",
@@ -396,11 +483,79 @@ impl Harness {
             });
             let _ = writeln!(
                 out,
-                "node {node}: view {view}; role {:?}; leader {:?}",
-                self.roles[index(node)].held,
+                "node {node}: view {view}; {}; leader {:?}",
+                describe_role(member.role()),
                 core.leader()
             );
         }
+    }
+}
+
+/// A copy of the records `role` holds, as a log that logged them all gives them back.
+fn held(role: &RoleSlot<To, u64>) -> Option<Held> {
+    let (segment, view) = match role {
+        Slot::Primary(host) => (host.role().store().segment(), host.primary().view()),
+        Slot::Backup(backup) => (backup.segment(), backup.gate().view()),
+        Slot::Outside => return None,
+    };
+    let mut copy = common::loaded();
+    let lsn_loaded = copy.lsn();
+    let pages: Vec<(usize, u64, &[u8])> = (0..segment.pages())
+        .filter(|&page| segment.page_version(page) > lsn_loaded)
+        .map(|page| {
+            let bytes = &segment.bytes()[page * PAGE_SIZE..(page + 1) * PAGE_SIZE];
+            (page, segment.page_version(page), bytes)
+        })
+        .collect();
+    copy.install_pages(segment.lsn(), &pages)
+        .expect("a later state of the same history");
+    Some(Held {
+        segment: copy,
+        view,
+    })
+}
+
+fn cluster_settings(id: NodeId, ids: &[NodeId], safety: Safety) -> ClusterSettings {
+    ClusterSettings {
+        node: id,
+        group: GROUP,
+        voters: ids.iter().copied().take(3).collect(),
+        safety,
+        suspect_ticks: 10,
+        lease_ticks: PROMISE_TICKS,
+        collect_ticks: 4,
+        election_ticks: 10,
+        raft_heartbeat_ticks: 2,
+        jitter_seed: u64::from(id),
+        executor_stall_ticks: None,
+        long_call_ticks: u64::MAX,
+    }
+}
+
+fn node_settings(safety: Safety) -> NodeSettings {
+    let margins = LeaseMargins {
+        notice_ticks: 1,
+        send_ticks: 0,
+        period_min: TICK_MICROS,
+        period_max: TICK_MICROS,
+    };
+    let lease_ticks = primary_lease_ticks(PROMISE_TICKS, margins).expect("a lease");
+    NodeSettings {
+        primary: tandem_replication::PrimaryConfig {
+            group: GROUP,
+            heartbeat_ticks: 1,
+            lease_ticks: Some(lease_ticks),
+            ..common::config(VIEW_FIRST, &[], safety)
+        },
+        nack_ticks: 2,
+        reads: ReadSettings {
+            reply_len_max: usize::MAX,
+            index_retry_us: TICK_MICROS,
+        },
+        checkpoint_bytes: u64::MAX,
+        lsn_loaded: common::loaded().lsn(),
+        periodic_interval_ms: None,
+        model_clock: false,
     }
 }
 
@@ -428,9 +583,12 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
             .unwrap_or(&"2-safe:1")
             .parse()
             .expect("a safety rule");
-        *harness = Some(Harness::new(number("nodes") as u32, safety));
-        let harness = harness.as_mut().expect("just made");
-        harness.deliver_all(&mut out);
+        let mut fresh = Harness::new(number("nodes") as u32, safety);
+        for node in fresh.ids() {
+            fresh.with_node(node, &mut out, |_, _| Ok(()));
+        }
+        fresh.deliver_all(&mut out);
+        *harness = Some(fresh);
         return out;
     }
     let harness = harness.as_mut().expect("a `cluster` command first");
@@ -444,27 +602,7 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
                 harness.tick(&mut out);
             }
         }
-        "lsn" => {
-            let node = number("node") as NodeId;
-            let roles = &mut harness.roles[index(node)];
-            roles.lsn_received = number("received");
-            if args.contains_key("committed") {
-                roles.lsn_committed = number("committed");
-            }
-        }
-        "caught-up" => {
-            let node = number("node") as NodeId;
-            let supervisor = harness.supervisors[index(node)]
-                .as_mut()
-                .expect("a node that is up");
-            let view = supervisor.core().view().expect("a view").number;
-            supervisor.observe(Observed::SpareCaughtUp {
-                view,
-                node: number("spare") as NodeId,
-            });
-            harness.drive(node);
-            harness.deliver_all(&mut out);
-        }
+        "calls" => harness.calls(number("node") as NodeId, number("n"), &mut out),
         "crash" => harness.crash(number("node") as NodeId),
         // A crash the peers learn of at once: the kernel closes a dead process's sockets.
         "kill" => {
@@ -475,16 +613,12 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
         // Node `to` sees its connection from `from` closed (`from` may live on).
         "closed" => {
             let to = number("to") as NodeId;
-            harness.close_one(number("from") as NodeId, to);
+            harness.close_one(number("from") as NodeId, to, &mut out);
             harness.deliver_all(&mut out);
         }
-        // `rebuilt=LSN view=V`: the node's log gave back records up to LSN of view V.
         "restart" => {
             let node = number("node") as NodeId;
-            let rebuilt = args
-                .contains_key("rebuilt")
-                .then(|| (number("rebuilt"), number("view")));
-            harness.restart(node, rebuilt);
+            harness.restart(node, args.contains_key("rebuilt"), &mut out);
             harness.deliver_all(&mut out);
         }
         "cut" => {
@@ -493,16 +627,13 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
                 .insert((number("from") as NodeId, number("to") as NodeId));
         }
         "heal" => harness.cuts.clear(),
-        // Node `node` asks for the config store's leadership to go to `to`.
         "lead" => {
             let node = number("node") as NodeId;
-            let supervisor = harness.supervisors[index(node)]
-                .as_mut()
-                .expect("a node that is up");
-            supervisor
-                .core_mut()
-                .transfer_leader(number("to") as NodeId);
-            harness.drive(node);
+            let to = number("to") as NodeId;
+            harness.with_node(node, &mut out, |member, _| {
+                member.core_mut().transfer_leader(to);
+                Ok(())
+            });
             harness.deliver_all(&mut out);
         }
         "view" => harness.describe(&mut out),
