@@ -54,6 +54,18 @@ pub struct NodeSettings {
     pub model_clock: bool,
 }
 
+/// The segment a node's next role starts from: loaded ahead, since a load takes a while.
+#[derive(Debug)]
+enum NextSegment {
+    None,
+    /// The driver loads one off the node's thread ([`NodeEnv::start_load`]).
+    Loading,
+    Ready(Segment),
+    /// Rebuilt from the log at a restart: for the role the records are followed into
+    /// (`RoleRule::with_recovered`), never for one that starts from the initial load.
+    Recovered(Segment),
+}
+
 /// One member of a cluster: see the module.
 pub struct Node<D, R> {
     /// The cluster core and the role rule; `None` only while it drives.
@@ -82,8 +94,11 @@ struct Plane<D, R> {
     role: RoleSlot<D, R>,
     /// What the primary role observed, for the cluster core at the end of the input.
     observed: Vec<Observed>,
-    /// The segment the log gave back at a restart, until a role follows a view from it.
-    recovered: Option<Segment>,
+    /// The segment the node's next role starts from, if one is at hand or loading.
+    next: NextSegment,
+    /// Whether a segment is ready for a join, when that changed: the core hears it after the
+    /// supervisor's drive.
+    loaded: Option<bool>,
     /// Bumped with every role the node starts: its links are new connections.
     role_epoch: u64,
     settings: NodeSettings,
@@ -107,7 +122,8 @@ impl<D: Destination, R> Node<D, R> {
                 id,
                 role: Slot::Outside,
                 observed: Vec::new(),
-                recovered,
+                next: recovered.map_or(NextSegment::None, NextSegment::Recovered),
+                loaded: None,
                 role_epoch,
                 settings,
                 model,
@@ -188,6 +204,9 @@ impl<D: Destination, R> Node<D, R> {
                 env,
             };
             let driven = supervisor.drive(disk, &mut roles);
+            if let Some(loaded) = self.plane.loaded.take() {
+                supervisor.core_mut().set_loaded(loaded);
+            }
             let observed = std::mem::take(&mut self.plane.observed);
             let nothing_new = observed.is_empty();
             for observed in observed {
@@ -325,6 +344,31 @@ impl<D: Destination, R> Node<D, R> {
         let result = self.plane.log_synced(lsn, env);
         self.observe();
         result
+    }
+
+    /// The load [`NodeEnv::start_load`] began has ended: its segment is the next role's (a
+    /// load the node no longer waits for is dropped). Drive the node afterwards.
+    pub fn segment_loaded<E: NodeEnv<D, R>>(
+        &mut self,
+        loaded: Result<Segment, E::LoadError>,
+        env: &mut E,
+    ) {
+        let plane = &mut self.plane;
+        if !matches!(plane.next, NextSegment::Loading) {
+            return;
+        }
+        plane.next = match loaded {
+            Ok(segment) => NextSegment::Ready(segment),
+            Err(err) => {
+                // The next role that needs a segment loads one itself.
+                env.note(format_args!(
+                    "node {}: cannot load a segment: {err}",
+                    plane.id
+                ));
+                NextSegment::None
+            }
+        };
+        plane.loaded = Some(true);
     }
 
     /// A checkpoint the log finished made `lsn` durable: the role hears it at its next step.

@@ -8,8 +8,9 @@
 //! rewrites them to what the code does now, for review.
 //!
 //! The harness carries every frame at once (replication and cluster messages alike) unless a
-//! cut or a crash separates the nodes, and each node's log syncs what it is handed at once;
-//! a node's log gives back, at a restart, every record the node held when it crashed.
+//! cut or a crash separates the nodes, a load ends as soon as the input that started it is
+//! carried out, and each node's log syncs what it is handed at once; a node's log gives
+//! back, at a restart, every record the node held when it crashed.
 //!
 //! Commands (one per block, output after `----`, blocks separated by a blank line):
 //! - `cluster nodes=N safety=RULE`: N fresh nodes, node 1 the first view's primary;
@@ -84,6 +85,8 @@ struct Env<'a> {
     out: &'a mut String,
     /// The answers this node released since the block began, and the highest LSN.
     released: &'a mut (u64, u64),
+    /// The node started a load, which ends once the input is carried out.
+    load_started: bool,
 }
 
 impl BackupWatch for Env<'_> {
@@ -112,7 +115,12 @@ impl NodeEnv<To, u64> for Env<'_> {
     }
 
     fn load(&mut self) -> Result<Segment, Self::LoadError> {
+        self.load_started = false;
         Ok(common::loaded())
+    }
+
+    fn start_load(&mut self) {
+        self.load_started = true;
     }
 
     fn log_align(&mut self, lsn: u64) {
@@ -324,11 +332,18 @@ impl Harness {
             network: &mut self.network,
             out,
             released: &mut self.released[i],
+            load_started: false,
         };
         input(member, &mut env).expect("the node carries the input out");
         member
             .drive(&mut self.disks[i], &mut env)
             .expect("the harness's disk and env do not fail");
+        if std::mem::take(&mut env.load_started) {
+            member.segment_loaded(Ok(common::loaded()), &mut env);
+            member
+                .drive(&mut self.disks[i], &mut env)
+                .expect("the harness's disk and env do not fail");
+        }
         // The log syncs at once what it was handed; the role hears it.
         while env.log.lsn_durable < env.log.lsn_written {
             env.log.lsn_durable = env.log.lsn_written;

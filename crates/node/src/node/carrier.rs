@@ -9,7 +9,9 @@ use tandem_memory::Segment;
 use tandem_replication::{NodeId, Primary, PrimaryConfig, ReceiverConfig};
 use tandem_store::Store;
 
-use super::{Destination, NodeEnv, Plane, PrimaryStarting, RecordsMoved, RoleSlot, env::Carried};
+use super::{
+    Destination, NextSegment, NodeEnv, Plane, PrimaryStarting, RecordsMoved, RoleSlot, env::Carried,
+};
 use crate::backup::{ApplierRole, Handover, HandoverError, rewind_to_rejoin};
 use crate::backup_role::BackupRole;
 use crate::carry_out::{Carrier, CarryNote, Records, Slot, carry_out};
@@ -295,17 +297,33 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
     }
 
     fn take_recovered(&mut self) -> Option<Segment> {
-        let segment = self.plane.recovered.take()?;
-        self.env
-            .records(RecordsMoved::Recovered { segment: &segment });
-        Some(segment)
+        match std::mem::replace(&mut self.plane.next, NextSegment::None) {
+            NextSegment::Recovered(segment) => {
+                self.env
+                    .records(RecordsMoved::Recovered { segment: &segment });
+                Some(segment)
+            }
+            other => {
+                self.plane.next = other;
+                None
+            }
+        }
     }
 
     fn load(&mut self) -> Result<Segment, E::LoadError> {
         // A role that starts from the load does not take records rebuilt from the log.
-        self.plane.recovered = None;
+        let next = std::mem::replace(&mut self.plane.next, NextSegment::None);
         self.env.records(RecordsMoved::Loaded);
-        self.env.load()
+        match next {
+            NextSegment::Ready(segment) => Ok(segment),
+            NextSegment::Recovered(_) | NextSegment::None => self.env.load(),
+            // The role cannot wait for the load under way to be handed over: the driver
+            // finishes it now.
+            NextSegment::Loading => {
+                self.plane.loaded = Some(true);
+                self.env.load()
+            }
+        }
     }
 
     fn rewound(&mut self, mut segment: Segment, lsn: u64) -> Option<Segment> {
@@ -393,6 +411,17 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
     }
 
     fn reload_backup(&mut self, view: &View) -> RoleSlot<D, R> {
+        // A node that stood by asked to join before its spare segment was loaded: it serves
+        // nothing until the load is done (the primary has it leave, and it asks again).
+        if matches!(self.plane.next, NextSegment::Loading) {
+            self.env.note(format_args!(
+                "node {}: its records lie above the truncate LSN and its database is still \
+                 loading; it rejoins once loaded",
+                self.plane.id
+            ));
+            self.plane.loaded = Some(false);
+            return Slot::Outside;
+        }
         match self.load() {
             Ok(segment) => self.plane.backup_on_tail(segment, Vec::new(), view),
             Err(error) => {
@@ -402,11 +431,21 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
         }
     }
 
-    /// A load is the driver's, at once: nothing to start early.
-    fn load_spare(&mut self) {}
+    /// The node starts loading the segment it would rejoin with (unless one is at hand or
+    /// loading), and asks to join only once it is loaded.
+    fn load_spare(&mut self) {
+        if matches!(self.plane.next, NextSegment::None) {
+            self.env.start_load();
+            self.plane.next = NextSegment::Loading;
+            self.plane.loaded = Some(false);
+        }
+    }
 
-    /// A node is never waiting for a load: it asks to join at once.
-    fn join_with_records(&mut self) {}
+    /// The node asks to join at once, whether or not its spare segment is loaded: it holds
+    /// records to rejoin from.
+    fn join_with_records(&mut self) {
+        self.plane.loaded = Some(true);
+    }
 
     fn note(&mut self, note: CarryNote<'_>) {
         if let Err(failure) = self.env.carry_note(&note)

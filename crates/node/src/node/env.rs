@@ -95,8 +95,13 @@ pub trait NodeEnv<D, R>: BackupWatch {
     /// The model's clock, Unix milliseconds: what a call runs at and the periodic procedure.
     fn now_ms(&self) -> u64;
 
-    /// A segment holding the initial database.
+    /// A segment holding the initial database, now: a load [`NodeEnv::start_load`] began
+    /// is finished (or abandoned) here, and its segment is never handed to the node.
     fn load(&mut self) -> Result<Segment, Self::LoadError>;
+
+    /// Starts loading the initial database off the node's thread (a load takes a while);
+    /// the driver hands the segment to [`super::Node::segment_loaded`] once it is done.
+    fn start_load(&mut self);
 
     /// Makes the log end at `lsn` before the role that starts there appends anything.
     fn log_align(&mut self, lsn: u64);

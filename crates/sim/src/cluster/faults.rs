@@ -463,6 +463,7 @@ impl World {
         }
         state.recovered = None;
         state.recovered_history = None;
+        state.load_epoch += 1;
         state.ledger = Ledger::none();
         state.ticks_missed = 0;
         state.tear_next_save = false;

@@ -192,6 +192,13 @@ const DISK_SEED: u64 = 0x6469_736b;
 /// when each node comes back).
 const POWER_SEED: u64 = 0x0070_6f77_6572;
 
+/// Mixed into a seed for the generator of how long a node's load of the initial database
+/// takes.
+const LOAD_SEED: u64 = 0x6c6f_6164;
+/// The longest a load of the initial database takes, ticks (a node's load runs off its
+/// thread, as the runtime's loader thread does: a tenth of a second for 50 MiB).
+const LOAD_TICKS_MAX: u64 = 12;
+
 /// The data model a run's nodes serve and its clients call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Model {
@@ -413,6 +420,12 @@ enum Event {
         node: NodeId,
         epoch: u64,
     },
+    /// The load node `node` started ends, unless it was finished or abandoned since
+    /// (`epoch`).
+    Loaded {
+        node: NodeId,
+        epoch: u64,
+    },
     /// Every node loses power at once (`World::power_loss`).
     PowerLoss,
     /// A client's next call.
@@ -547,6 +560,7 @@ impl SimNode {
             ticks_missed: 0,
             tear_next_save: false,
             outside: Slot::Outside,
+            load_epoch: 0,
         };
         (node, supervisor)
     }
@@ -610,6 +624,9 @@ struct SimNode {
     tear_next_save: bool,
     /// The role of a node that is down.
     outside: Slot,
+    /// Bumped by every load the node starts, finishes at once or loses in a crash: a load
+    /// event of an older epoch is void.
+    load_epoch: u64,
 }
 
 /// A simulated client: a closed loop of calls of the run's model, routed by the stub's own
@@ -727,6 +744,7 @@ struct World {
     disk_rng: Rng,
     /// The generator of power losses alone, so that seeds without them run as before.
     power_rng: Rng,
+    load_rng: Rng,
     faults: ClusterFaults,
     now: u64,
     queue: EventQueue<Event>,
@@ -962,6 +980,7 @@ impl World {
             reset_rng,
             disk_rng,
             power_rng,
+            load_rng: Rng::new(seed ^ LOAD_SEED),
             now: 0,
             queue: EventQueue::new(),
             model,
@@ -1158,6 +1177,7 @@ impl World {
                 Ok(())
             }
             Event::LogSynced { node, epoch } => self.log_synced(node, epoch),
+            Event::Loaded { node, epoch } => self.loaded(node, epoch),
             Event::PowerLoss => {
                 self.power_loss();
                 Ok(())

@@ -135,6 +135,25 @@ impl World {
         }
     }
 
+    /// The load node `node` started (`epoch`) ends: its member takes the segment, unless the
+    /// load was finished at once or lost in a crash since. A paused process takes it once it
+    /// resumes.
+    pub(super) fn loaded(&mut self, node: NodeId, epoch: u64) -> Result<(), String> {
+        let state = &self.nodes[index_of(node)];
+        if state.node.is_none() || state.load_epoch != epoch {
+            return Ok(());
+        }
+        if self.paused(node) {
+            let resume = self.paused_until[&node] - self.now;
+            self.schedule(resume, Event::Loaded { node, epoch });
+            return Ok(());
+        }
+        self.catch_up_ticks(node);
+        let segment = loaded(&*self.model, self.segment_len);
+        self.with_node(node, |member, env| member.segment_loaded(Ok(segment), env));
+        self.drive(node)
+    }
+
     pub(super) fn tail_limits(&self) -> TailLimits {
         TailLimits {
             records_max: self.faults.tail_records_max,
@@ -759,9 +778,26 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         self.world.clock_ms()
     }
 
-    /// A simulated load is instant.
+    /// A load the node cannot wait for is instant; one under way is abandoned.
     fn load(&mut self) -> Result<Segment, Self::LoadError> {
+        self.world.nodes[index_of(self.node)].load_epoch += 1;
         Ok(loaded(&*self.world.model, self.world.segment_len))
+    }
+
+    /// A load takes up to [`LOAD_TICKS_MAX`] ticks, drawn from the seed.
+    fn start_load(&mut self) {
+        let world = &mut *self.world;
+        let state = &mut world.nodes[index_of(self.node)];
+        state.load_epoch += 1;
+        let epoch = state.load_epoch;
+        let delay = world.load_rng.below(LOAD_TICKS_MAX * MICROS_PER_TICK + 1);
+        world.schedule(
+            delay,
+            Event::Loaded {
+                node: self.node,
+                epoch,
+            },
+        );
     }
 
     fn log_align(&mut self, lsn: u64) {
