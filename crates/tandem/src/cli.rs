@@ -50,9 +50,17 @@ pub enum Command {
     /// Serve Redis clients on a local port and run their commands on the cluster through the
     /// client stub: every command exactly once, failovers seen as a pause, never an error.
     Proxy(ProxyArgs),
-    /// Spin one core until standard input closes (the noise of `bench failover --noise`).
+    /// Spin cores until standard input closes (the noise of `bench failover --noise` and the
+    /// busy threads of `bench starvation`).
     #[command(hide = true)]
-    Burn,
+    Burn(BurnArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BurnArgs {
+    /// Busy threads, 1 to 1024.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: u32,
 }
 
 #[derive(Debug, Args)]
@@ -502,6 +510,10 @@ pub enum BenchCommand {
     Replication(ReplicationArgs),
     /// Kill the primary of a 3-node cluster under load, N times, and report each failover.
     Failover(FailoverArgs),
+    /// Whether a busy machine fools the failure detector: view changes of an idle cluster
+    /// beside N busy threads of another process against quiet windows, interleaved, and the
+    /// takeover of a killed primary with and without them.
+    Starvation(StarvationArgs),
     /// The same Redis commands against tandem (2-safe, one backup), a standalone
     /// redis-server and a redis-server with a replica and WAIT after each write, interleaved.
     Resp(RespArgs),
@@ -770,6 +782,28 @@ fn parse_pipelines(text: &str) -> Result<Pipelines, String> {
         })
         .collect::<Result<_, _>>()
         .map(Pipelines)
+}
+
+#[derive(Debug, Args)]
+pub struct StarvationArgs {
+    /// Busy threads of another process, 1 to 1024, at the nodes' own priority.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub burners: u32,
+    /// Rounds of one quiet and one busy window each, 1 to 1000.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub rounds: u32,
+    /// Seconds per window.
+    #[arg(long, value_name = "S", default_value = "20", value_parser = parse_seconds)]
+    pub window: f64,
+    /// Database (segment) size in whole MiB.
+    #[arg(long = "db-mib", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub db_mib: u32,
+    /// Where the clusters keep their files (idle, kill-0, kill-N).
+    #[arg(long, default_value = ".tandem/bench-starvation")]
+    pub dir: std::path::PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

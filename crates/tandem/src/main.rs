@@ -46,6 +46,9 @@ fn main() -> ExitCode {
             command: BenchCommand::Failover(args),
         } => demo::bench_failover(&args),
         Command::Bench {
+            command: BenchCommand::Starvation(args),
+        } => bench::starvation::run(&args),
+        Command::Bench {
             command: BenchCommand::Resp(args),
         } => bench::resp::run(&args),
         Command::Bench {
@@ -63,7 +66,7 @@ fn main() -> ExitCode {
         Command::Down(args) => up::down(&args),
         Command::Demo(args) => demo::demo(&args),
         Command::Proxy(args) => proxy::run(&args),
-        Command::Burn => burn(),
+        Command::Burn(args) => burn(args.threads),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -78,14 +81,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// `tandem burn`: spins one core until its standard input closes, which happens when the
-/// process that started it ends, however it ends.
-fn burn() -> Result<(), Failure> {
+/// `tandem burn`: spins `threads` threads until its standard input closes, which happens
+/// when the process that started it ends, however it ends.
+fn burn(threads: u32) -> Result<(), Failure> {
     std::thread::spawn(|| {
         let mut sink = Vec::new();
         let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
         std::process::exit(0);
     });
+    for _ in 1..threads {
+        std::thread::spawn(spin);
+    }
+    spin()
+}
+
+/// Keeps a core busy for good.
+fn spin() -> ! {
     let mut state = 1u64;
     loop {
         state = std::hint::black_box(

@@ -9,6 +9,7 @@ pub mod reads;
 pub mod replication;
 pub mod resp;
 pub mod resp_load;
+pub mod starvation;
 
 /// Median of a non-empty list of samples.
 pub fn median(samples: &[f64]) -> f64 {
