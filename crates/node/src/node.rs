@@ -4,11 +4,12 @@
 //! call, never a thread.
 //!
 //! A driver feeds it inputs (`tick`, `call`, `read`, `step_replication`, a cluster message
-//! through [`Node::core_mut`], `log_synced`, `peer_closed`) and then [`Node::drive`]s it:
-//! the supervisor saves, sends and follows each committed view. While it handles an input
-//! the node calls its [`NodeEnv`] in the order it acts: the log's orders before the messages
-//! that claim what they hold, the messages before the answers they release, answers in LSN
-//! order.
+//! through [`Node::core_mut`], `peer_closed`, `log_synced`, `log_anchored`,
+//! `segment_loaded`, `catch_up_ticks`) and then [`Node::drive`]s it: the supervisor saves,
+//! sends and follows each committed view. While it handles an input the node calls its
+//! [`NodeEnv`] in the order it acts. A role's turn hands over its log's orders, then its
+//! messages, then its answers (a primary's in LSN order): the records a message carries or
+//! acknowledges are the log's to hold before anyone hears of them.
 
 mod carrier;
 mod env;
@@ -462,8 +463,8 @@ impl<D: Destination, R> Plane<D, R> {
         env.swept(host, now_ms)
     }
 
-    /// Hands out what leaves the primary role: the log's orders, the messages, the answers
-    /// (each sent, withheld or told "not primary"), what it observed.
+    /// Hands out what leaves the primary role, in this order: the log's orders, the
+    /// messages, the answers (each sent, withheld or told "not primary"), what it observed.
     fn collect_primary<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
         let Slot::Primary(host) = &mut self.role else {
             return Ok(());
@@ -471,8 +472,20 @@ impl<D: Destination, R> Plane<D, R> {
         // Released under a lease that ran out before it could leave: held until the lease
         // holds again.
         let mut ready = host.collect(host.primary().tick_count());
-        let to_log = std::mem::take(&mut ready.replication.to_log);
-        let sync_wanted = ready.replication.sync_wanted.take();
+        // The log first: the batches' records are the node's from now on.
+        for batch in ready.replication.to_log.drain(..) {
+            let lsn_from = batch.lsn_base();
+            if let Some(lsn) = env.log_order(LogOrder::Batch { batch, lsn_from }) {
+                host.role_mut().log_synced(lsn);
+                env.synced_heard(self.id, lsn);
+            }
+        }
+        if let Some(lsn) = ready.replication.sync_wanted.take()
+            && let Some(lsn) = env.log_order(LogOrder::SyncWanted { lsn })
+        {
+            host.role_mut().log_synced(lsn);
+            env.synced_heard(self.id, lsn);
+        }
         env.leaving(host, &mut ready);
         let tick_now = host.primary().tick_count();
         for (to, message) in ready.replication.messages.drain(..) {
@@ -492,13 +505,6 @@ impl<D: Destination, R> Plane<D, R> {
             }
         }
         self.observed.append(&mut ready.observed);
-        for batch in to_log {
-            let lsn_from = batch.lsn_base();
-            self.log_order(LogOrder::Batch { batch, lsn_from }, env);
-        }
-        if let Some(lsn) = sync_wanted {
-            self.log_order(LogOrder::SyncWanted { lsn }, env);
-        }
         self.checkpoint_step(env);
         // The buffers go back for the next collection (capacity kept).
         if let Slot::Primary(host) = &mut self.role {
@@ -507,8 +513,8 @@ impl<D: Destination, R> Plane<D, R> {
         Ok(())
     }
 
-    /// A turn of the backup role: what it applied checked, what it sends sent, what it
-    /// answered answered, what its log must hold ordered.
+    /// A turn of the backup role: what it applied checked, then what its log must hold
+    /// ordered, what it sends sent and what it answered answered.
     fn collect_backup<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
         let Slot::Backup(backup) = &mut self.role else {
             return Ok(());
@@ -525,14 +531,18 @@ impl<D: Destination, R> Plane<D, R> {
             backup.receiver().core().lsn_received(),
             backup.applier().lsn_applied(),
         );
+        // The log first: a backup acknowledges only what its log was told to hold.
+        for order in ready.to_log.drain(..) {
+            if let Some(lsn) = env.log_order(order) {
+                backup.synced(lsn);
+                env.synced_heard(backup.gate().primary(), lsn);
+            }
+        }
         for (to, message) in ready.messages.drain(..) {
             env.send(to, PeerMessage::Replication(message));
         }
         for (to, seq, answer) in ready.answers.drain(..) {
             env.read_answered(to, seq, answer)?;
-        }
-        for order in ready.to_log.drain(..) {
-            self.log_order(order, env);
         }
         self.checkpoint_step(env);
         if let (Some(lsn_before), Slot::Backup(backup)) = (ready.applied_from, &self.role) {
