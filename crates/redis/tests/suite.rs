@@ -6,6 +6,7 @@ mod commands;
 mod common;
 mod hashes;
 mod hashsets_redis;
+mod hll;
 mod lists;
 mod random_draws;
 mod resp_props;

@@ -14,6 +14,7 @@
 mod bits;
 mod collection;
 pub mod hashes;
+pub mod hll;
 mod keys;
 pub mod lists;
 pub mod scripts;
@@ -299,6 +300,7 @@ pub fn commands() -> &'static [Command] {
         for family in [
             bits::COMMANDS,
             hashes::COMMANDS,
+            hll::COMMANDS,
             lists::COMMANDS,
             scripts::COMMANDS,
             sets::COMMANDS,
