@@ -306,6 +306,7 @@ pub fn commands() -> &'static [Command] {
             sets::COMMANDS,
             sort::COMMANDS,
             zsets::COMMANDS,
+            zsets::geo::COMMANDS,
         ] {
             all.extend_from_slice(family);
         }
