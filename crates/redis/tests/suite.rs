@@ -4,6 +4,7 @@
 mod alloc_props;
 mod commands;
 mod common;
+mod geo;
 mod hashes;
 mod hashsets_redis;
 mod hll;

@@ -438,7 +438,14 @@ fn search(mem: &impl Mem, zset: ZSet, shape: &Shape, limit: usize) -> Vec<Point>
             break;
         }
         let (min, max) = geohash::score_range(hash);
-        points_in_range(mem, zset, (min as f64, max as f64), shape, &mut found, limit);
+        points_in_range(
+            mem,
+            zset,
+            (min as f64, max as f64),
+            shape,
+            &mut found,
+            limit,
+        );
         last_walked = i;
     }
     found
@@ -568,7 +575,14 @@ fn georadius_generic(
     out: &mut ReplyWriter<'_>,
     variant: Variant,
 ) -> Result<(), CmdError> {
-    let source = arg(argv, if variant == Variant::SearchStore { 2 } else { 1 });
+    let source = arg(
+        argv,
+        if variant == Variant::SearchStore {
+            2
+        } else {
+            1
+        },
+    );
     let zset = read_zset(ctx, source)?;
     let mut o = Options {
         center: None,
@@ -632,7 +646,9 @@ fn georadius_generic(
     let mut found = search(&ctx.access, zset, &shape, limit);
     let returned = match o.count {
         0 => found.len(),
-        count => found.len().min(usize::try_from(count).unwrap_or(usize::MAX)),
+        count => found
+            .len()
+            .min(usize::try_from(count).unwrap_or(usize::MAX)),
     };
     if o.order != Order::None && returned > 0 {
         let desc = o.order == Order::Desc;

@@ -114,8 +114,7 @@ pub fn encode(long_range: Range, lat_range: Range, lon: f64, lat: f64, step: u8)
     if !(LONG_MIN..=LONG_MAX).contains(&lon) || !(LAT_MIN..=LAT_MAX).contains(&lat) {
         return None;
     }
-    if lat < lat_range.min || lat > lat_range.max || lon < long_range.min || lon > long_range.max
-    {
+    if lat < lat_range.min || lat > lat_range.max || lon < long_range.min || lon > long_range.max {
         return None;
     }
     let scale = (1u64 << step) as f64;
@@ -303,7 +302,12 @@ fn bounding_box(shape: &Shape) -> [f64; 4] {
     } else {
         long_delta_top
     };
-    [lon - long_delta, lat - lat_delta, lon + long_delta, lat + lat_delta]
+    [
+        lon - long_delta,
+        lat - lat_delta,
+        lon + long_delta,
+        lat + lat_delta,
+    ]
 }
 
 /// The boxes a search walks, in Redis's order (`geohashCalculateAreasByShapeWGS84`, then
@@ -319,9 +323,8 @@ pub fn search_boxes(shape: &Shape) -> [Hash; 9] {
         }
     } * shape.conversion;
     let mut steps = estimate_steps(radius_meters, lat);
-    let centre = |steps: u8| {
-        encode(LONG_RANGE, LAT_RANGE, lon, lat, steps).expect("the centre was checked")
-    };
+    let centre =
+        |steps: u8| encode(LONG_RANGE, LAT_RANGE, lon, lat, steps).expect("the centre was checked");
     let mut hash = centre(steps);
     let area_of = |hash: Hash| decode(hash).unwrap_or_default();
     let decrease = area_of(moved(hash, 0, 1)).latitude.1 < max_lat
@@ -426,7 +429,12 @@ mod tests {
 
     #[test]
     fn interleaving_round_trips() {
-        for (lat, lon) in [(0u32, 0u32), (1, 2), (0x3ff_ffff, 0x155_5555), (u32::MAX, 7)] {
+        for (lat, lon) in [
+            (0u32, 0u32),
+            (1, 2),
+            (0x3ff_ffff, 0x155_5555),
+            (u32::MAX, 7),
+        ] {
             let separated = deinterleave64(interleave64(lat, lon));
             assert_eq!((separated as u32, (separated >> 32) as u32), (lat, lon));
         }
