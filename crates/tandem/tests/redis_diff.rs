@@ -6,7 +6,7 @@
 //! the differences listed in [`ALLOWED`]. Each sequence starts from an empty database (and
 //! script store) and mixes every command tandem knows (one generator per command, in
 //! [`FAMILIES`]: strings, keys, bit commands and `LCS`, connection commands, lists, hashes,
-//! sets, sorted sets and scripts) with wrong arity, missing keys, wrong types (keys are
+//! sets, sorted sets, scripts, HyperLogLogs and geo sets) with wrong arity, missing keys, wrong types (keys are
 //! shared by all families), binary and 100 KB values, integer and float edge cases, bit
 //! offsets and `BITFIELD` widths at their edges, scores that tie, sorted sets past Redis's
 //! listpack, sorted-set algebra over sets and sorted sets with weights at 0 and the
@@ -138,7 +138,10 @@ struct Allowed {
 /// `EVALSHA` of a script only `EVAL_RO` sent (Redis keeps that script, a read in tandem
 /// writes nothing): see [`SCRIPTS`] and [`eval`]; and a `WATCH` whose block stays open for
 /// later commands (see [`watch_block`]: tandem may abort an `EXEC` when a key written since
-/// the `WATCH` is deleted while a watched key is missing). The README lists these.
+/// the `WATCH` is deleted while a watched key is missing); a `PFCOUNT` of one key outside
+/// [`HLL_KEYS`] (Redis writes its cache, see `ALLOWED`'s GET) and a `PFADD` of several
+/// elements outside them (on a value corrupted by a client, Redis keeps what it added before
+/// the corruption refused it; tandem changes nothing): see [`pfadd`]. The README lists these.
 static ALLOWED: &[Allowed] = &[
     Allowed {
         command: "KEYS",
@@ -3255,10 +3258,12 @@ fn mutate(d: &mut Draw, args: &mut Args) {
         b"SPOP" | b"SRANDMEMBER" | b"HRANDFIELD"
     ) && args.len() <= 3;
     // PFCOUNT of one key writes a cache in Redis (see `HLL_KEYS`): a PFCOUNT of several keys
-    // keeps them; a PFADD outside HLL_KEYS keeps its one element (see `pfadd`).
+    // keeps them; a PFADD outside HLL_KEYS keeps its one element (see `pfadd`). `SCAN 0
+    // COUNT` must not become `SCAN 0`, a page of 10 keys: which 10 is each server's own.
     let keeps_its_arguments = match args[0].to_ascii_uppercase().as_slice() {
         b"PFCOUNT" => true,
         b"PFADD" => !is_hll_key(&args[1]),
+        b"SCAN" => args.len() <= 3,
         _ => false,
     };
     // `READONLY` and `READWRITE` are sent only with a wrong arity (see `ALLOWED`'s note).
