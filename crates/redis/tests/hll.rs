@@ -3395,3 +3395,37 @@ proptest! {
         prop_assert!(merged == ok() || matches!(merged, Value::Error(_)));
     }
 }
+
+/// Elements `{p}:{i}` added one at a time: (p, the i whose add turned the value dense, the
+/// sparse length before it), as Redis answered. Promotion happens when an add would take the
+/// sparse value past 3000 bytes, so a limit off by one moves these.
+const PROMOTIONS: &[(usize, usize, i64)] = &[
+    (0, 1666, 3000),
+    (1, 1674, 3000),
+    (2, 1699, 3000),
+    (3, 1686, 3000),
+    (4, 1654, 2999),
+    (5, 1676, 3000),
+];
+
+#[test]
+fn a_sparse_value_turns_dense_where_redis_turns_it() {
+    let mut node = Node::new(DB);
+    for &(p, promoted_at, sparse_len) in PROMOTIONS {
+        node.s("DEL t");
+        let mut last_sparse = 0;
+        let mut i = 0;
+        loop {
+            pfadd(&mut node, "t", [format!("{p}:{i}")]);
+            let Value::Integer(len) = node.s("STRLEN t") else {
+                panic!("STRLEN");
+            };
+            if len == 12304 {
+                break;
+            }
+            last_sparse = len;
+            i += 1;
+        }
+        assert_eq!((i, last_sparse), (promoted_at, sparse_len), "elements {p}:…");
+    }
+}
