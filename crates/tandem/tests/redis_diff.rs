@@ -2222,7 +2222,7 @@ fn evalsha(d: &mut Draw, name: &str, read_only: bool) -> Args {
 /// `ALLOWED`'s GET), so no command that reads or writes a value in part (GETRANGE, SETRANGE,
 /// APPEND, SETBIT, …) may see them, where a stale cache would show. Elsewhere PFCOUNT counts
 /// several keys (which writes no cache) and PFADD and PFMERGE meet every other type.
-const HLL_KEYS: &[&str] = &["hll1", "hll2", "hll3"];
+const HLL_KEYS: &[&str] = &["hll1", "hll2"];
 
 /// The key [`crafted_hll`] values are stored at: a HyperLogLog, sparse or dense, valid or
 /// corrupt, with its cache valid or not.
@@ -2322,10 +2322,12 @@ impl Draw {
 fn pfadd(d: &mut Draw) -> Vec<Vec<u8>> {
     let key = hll_key(d);
     let count = if HLL_KEYS.iter().any(|k| k.as_bytes() == key) {
-        match d.rng.below(10) {
-            0 => 0,
-            1..=6 => 1 + d.rng.below(5),
-            _ => 20 + d.rng.below(400),
+        // Now and then enough elements to turn a value dense at once.
+        match d.rng.below(20) {
+            0 | 1 => 0,
+            2..=11 => 1 + d.rng.below(5),
+            12..=16 => 20 + d.rng.below(400),
+            _ => 1500 + d.rng.below(1500),
         }
     } else {
         1
@@ -2336,8 +2338,8 @@ fn pfadd(d: &mut Draw) -> Vec<Vec<u8>> {
 }
 
 static HYPERLOGLOGS: &[Gen] = &[
-    g("PFADD", 16, pfadd),
-    g("PFCOUNT", 10, |d| {
+    g("PFADD", 40, pfadd),
+    g("PFCOUNT", 20, |d| {
         if d.rng.chance(60) {
             let key = if d.rng.chance(85) {
                 d.pick(HLL_KEYS)
@@ -2350,7 +2352,7 @@ static HYPERLOGLOGS: &[Gen] = &[
         args.extend((0..d.rng.below(3)).map(|_| hll_key(d)));
         args
     }),
-    g("PFMERGE", 8, |d| {
+    g("PFMERGE", 10, |d| {
         let mut args = command("PFMERGE", [hll_key(d)]);
         args.extend((0..d.rng.below(4)).map(|_| hll_key(d)));
         args
