@@ -3260,12 +3260,13 @@ fn mutate(d: &mut Draw, args: &mut Args) {
         b"SPOP" | b"SRANDMEMBER" | b"HRANDFIELD"
     ) && args.len() <= 3;
     // PFCOUNT of one key writes a cache in Redis (see `HLL_KEYS`): a PFCOUNT of several keys
-    // keeps them; a PFADD outside HLL_KEYS keeps its one element (see `pfadd`). `SCAN 0
-    // COUNT` must not become `SCAN 0`, a page of 10 keys: which 10 is each server's own.
+    // keeps them; a PFADD outside HLL_KEYS keeps its one element (see `pfadd`). A scan
+    // keeps its options: a refused one (`ZSCAN k 0 MATCH`) must not become a page of
+    // Redis's default count by a lost or gained argument (`ZSCAN k 0`, `ZSCAN k 0 MATCH x`),
+    // whose members are each server's own choice.
     let keeps_its_arguments = match args[0].to_ascii_uppercase().as_slice() {
-        b"PFCOUNT" => true,
+        b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" => true,
         b"PFADD" => !is_hll_key(&args[1]),
-        b"SCAN" => args.len() <= 3,
         _ => false,
     };
     // `READONLY` and `READWRITE` are sent only with a wrong arity (see `ALLOWED`'s note).
