@@ -3426,6 +3426,10 @@ fn a_sparse_value_turns_dense_where_redis_turns_it() {
             last_sparse = len;
             i += 1;
         }
-        assert_eq!((i, last_sparse), (promoted_at, sparse_len), "elements {p}:…");
+        assert_eq!(
+            (i, last_sparse),
+            (promoted_at, sparse_len),
+            "elements {p}:…"
+        );
     }
 }

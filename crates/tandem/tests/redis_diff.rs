@@ -2404,8 +2404,12 @@ fn geo_point(d: &mut Draw) -> [Vec<u8>; 2] {
         0 => return [b"180".to_vec(), b"85.05112878".to_vec()],
         1 => return [b"-180".to_vec(), b"-85.05112878".to_vec()],
         2 => {
-            let [lon, lat] = [["180.000001", "0"], ["0", "85.06"], ["x", "1"], ["inf", "0"]]
-                [d.rng.below(4)];
+            let [lon, lat] = [
+                ["180.000001", "0"],
+                ["0", "85.06"],
+                ["x", "1"],
+                ["inf", "0"],
+            ][d.rng.below(4)];
             return [lon.as_bytes().to_vec(), lat.as_bytes().to_vec()];
         }
         _ => {}
@@ -2416,7 +2420,10 @@ fn geo_point(d: &mut Draw) -> [Vec<u8>; 2] {
     let offset = |d: &mut Draw| (d.rng.below(21) as f64 - 10.0) / 10.0 * spread;
     let lon = (lon + offset(d)).clamp(-180.0, 180.0);
     let lat = (lat + offset(d)).clamp(-85.05, 85.05);
-    [format!("{lon:.6}").into_bytes(), format!("{lat:.6}").into_bytes()]
+    [
+        format!("{lon:.6}").into_bytes(),
+        format!("{lat:.6}").into_bytes(),
+    ]
 }
 
 fn geo_member(d: &mut Draw) -> Vec<u8> {
@@ -2435,7 +2442,9 @@ fn geo_radius(d: &mut Draw) -> Vec<u8> {
     if d.rng.chance(5) {
         return d.pick(&["-1", "wide", "inf", ""]);
     }
-    d.pick(&["0", "1", "50", "1000", "30000", "200000", "2000000", "9000000", "0.5"])
+    d.pick(&[
+        "0", "1", "50", "1000", "30000", "200000", "2000000", "9000000", "0.5",
+    ])
 }
 
 /// The options of a search, shuffled: WITH…, ASC/DESC, COUNT (ANY), and for GEORADIUS
@@ -2596,11 +2605,15 @@ static GEO: &[Gen] = &[
     g("ZRANGE", 3, |d| {
         command(
             "ZRANGE",
-            [d.pick(GEO_KEYS), b"0".to_vec(), b"-1".to_vec(), b"WITHSCORES".to_vec()],
+            [
+                d.pick(GEO_KEYS),
+                b"0".to_vec(),
+                b"-1".to_vec(),
+                b"WITHSCORES".to_vec(),
+            ],
         )
     }),
 ];
-
 
 static SCRIPTING: &[Gen] = &[
     g("EVAL", 12, |d| eval(d, "EVAL", false)),
@@ -4272,8 +4285,18 @@ fn each_allowance_catches_a_planted_difference() {
         // A HyperLogLog's cache may differ, and nothing else of it or of another value.
         ("GET h", hll(0x80, 7), hll(0x00, 7), true),
         ("GET h", hll(0x80, 7), hll(0x80, 8), false),
-        ("GET h", bulk("HYLL-not-a-header"), bulk("HYLL-not-a-headex"), false),
-        ("GET k", bulk("0123456789abcdefgh"), bulk("0123456789abcdefgx"), false),
+        (
+            "GET h",
+            bulk("HYLL-not-a-header"),
+            bulk("HYLL-not-a-headex"),
+            false,
+        ),
+        (
+            "GET k",
+            bulk("0123456789abcdefgh"),
+            bulk("0123456789abcdefgx"),
+            false,
+        ),
         ("GET h", hll(0x80, 7), error("WRONGTYPE"), false),
     ];
     for (command, ours, theirs, same) in cases {

@@ -247,7 +247,7 @@ fn sparse_raise(value: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Cm
     while at < value.len() {
         let op = Op::at(value, at);
         span = op.span();
-        if index + 1 <= first + span {
+        if index < first + span {
             break;
         }
         prev = Some(at);

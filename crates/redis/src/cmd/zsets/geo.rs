@@ -460,110 +460,125 @@ fn compare(a: &Point, b: &Point, desc: bool) -> std::cmp::Ordering {
     if desc { asc.reverse() } else { asc }
 }
 
+/// `-1`, `0` or `1` as Redis's comparator answers for places `x` and `y`.
+fn cmp_at(items: &[Point], x: usize, y: usize, desc: bool) -> i32 {
+    compare(&items[x], &items[y], desc) as i32
+}
+
+/// The median of three places (`med3`).
+fn med3(items: &[Point], x: usize, y: usize, z: usize, desc: bool) -> usize {
+    let cmp = |p, q| cmp_at(items, p, q, desc);
+    if cmp(x, y) < 0 {
+        if cmp(y, z) < 0 {
+            y
+        } else if cmp(x, z) < 0 {
+            z
+        } else {
+            x
+        }
+    } else if cmp(y, z) > 0 {
+        y
+    } else if cmp(x, z) < 0 {
+        x
+    } else {
+        z
+    }
+}
+
+/// The pivot of the `n` places from `a` (n >= 7): the middle one, or a median of medians.
+fn pivot(items: &[Point], a: usize, n: usize, desc: bool) -> usize {
+    let mut pm = a + n / 2;
+    if n > 7 {
+        let mut pl = a;
+        let mut pn = a + n - 1;
+        if n > 40 {
+            let d = n / 8;
+            pl = med3(items, pl, pl + d, pl + 2 * d, desc);
+            pm = med3(items, pm - d, pm, pm + d, desc);
+            pn = med3(items, pn - 2 * d, pn - d, pn, desc);
+        }
+        pm = med3(items, pl, pm, pn, desc);
+    }
+    pm
+}
+
+/// Bentley and McIlroy's split of the `n` places from `a` around the pivot at `a`: equal
+/// items gather at both ends. Returns (pa, pb, pc, pd) as `_pqsort` leaves them.
+fn partition(items: &mut [Point], a: usize, n: usize, desc: bool) -> [usize; 4] {
+    let (mut pa, mut pb) = (a + 1, a + 1);
+    // pc and pd stay at or above a: pc stops once it passes pb - 1 >= a.
+    let (mut pc, mut pd) = (a + n - 1, a + n - 1);
+    loop {
+        while pb <= pc {
+            let c = cmp_at(items, pb, a, desc);
+            if c > 0 {
+                break;
+            }
+            if c == 0 {
+                items.swap(pa, pb);
+                pa += 1;
+            }
+            pb += 1;
+        }
+        while pb <= pc {
+            let c = cmp_at(items, pc, a, desc);
+            if c < 0 {
+                break;
+            }
+            if c == 0 {
+                items.swap(pc, pd);
+                pd -= 1;
+            }
+            pc -= 1;
+        }
+        if pb > pc {
+            return [pa, pb, pc, pd];
+        }
+        items.swap(pb, pc);
+        pb += 1;
+        pc -= 1;
+    }
+}
+
 /// Redis's `pqsort`: Bentley and McIlroy's quicksort that sorts only what is needed for
 /// places `lo..=hi` to hold what a full sort puts there. Ties end up where its swaps leave
 /// them, so this is a port, step for step, with an explicit stack for its recursion.
 fn pqsort(items: &mut [Point], lo: usize, hi: usize, desc: bool) {
-    let cmp = |items: &[Point], a: usize, b: usize| compare(&items[a], &items[b], desc) as i32;
     let overlaps = |start: usize, len: usize| !(hi < start || lo >= start + len);
+    let vecswap = |items: &mut [Point], x: usize, y: usize, len: usize| {
+        for k in 0..len {
+            items.swap(x + k, y + k);
+        }
+    };
     let mut stack = vec![(0usize, items.len())];
-    while let Some((mut a, mut n)) = stack.pop() {
-        loop {
-            if n < 7 {
-                for m in a + 1..a + n {
-                    let mut l = m;
-                    while l > a && cmp(items, l - 1, l) > 0 {
-                        items.swap(l, l - 1);
-                        l -= 1;
-                    }
+    while let Some((a, n)) = stack.pop() {
+        if n < 7 {
+            for m in a + 1..a + n {
+                let mut l = m;
+                while l > a && cmp_at(items, l - 1, l, desc) > 0 {
+                    items.swap(l, l - 1);
+                    l -= 1;
                 }
-                break;
             }
-            let med3 = |items: &[Point], x: usize, y: usize, z: usize| {
-                if cmp(items, x, y) < 0 {
-                    if cmp(items, y, z) < 0 {
-                        y
-                    } else if cmp(items, x, z) < 0 {
-                        z
-                    } else {
-                        x
-                    }
-                } else if cmp(items, y, z) > 0 {
-                    y
-                } else if cmp(items, x, z) < 0 {
-                    x
-                } else {
-                    z
-                }
-            };
-            let mut pm = a + n / 2;
-            if n > 7 {
-                let mut pl = a;
-                let mut pn = a + n - 1;
-                if n > 40 {
-                    let d = n / 8;
-                    pl = med3(items, pl, pl + d, pl + 2 * d);
-                    pm = med3(items, pm - d, pm, pm + d);
-                    pn = med3(items, pn - 2 * d, pn - d, pn);
-                }
-                pm = med3(items, pl, pm, pn);
-            }
-            items.swap(a, pm);
-            let (mut pa, mut pb) = (a + 1, a + 1);
-            // pc and pd may step below a + 1: kept as signed positions.
-            let (mut pc, mut pd) = ((a + n - 1) as isize, (a + n - 1) as isize);
-            loop {
-                while pb as isize <= pc {
-                    let c = cmp(items, pb, a);
-                    if c > 0 {
-                        break;
-                    }
-                    if c == 0 {
-                        items.swap(pa, pb);
-                        pa += 1;
-                    }
-                    pb += 1;
-                }
-                while pb as isize <= pc {
-                    let c = cmp(items, pc as usize, a);
-                    if c < 0 {
-                        break;
-                    }
-                    if c == 0 {
-                        items.swap(pc as usize, pd as usize);
-                        pd -= 1;
-                    }
-                    pc -= 1;
-                }
-                if pb as isize > pc {
-                    break;
-                }
-                items.swap(pb, pc as usize);
-                pb += 1;
-                pc -= 1;
-            }
-            let pn = a + n;
-            let vecswap = |items: &mut [Point], x: usize, y: usize, len: usize| {
-                for k in 0..len {
-                    items.swap(x + k, y + k);
-                }
-            };
-            let r = (pa - a).min(pb - pa);
-            vecswap(items, a, pb - r, r);
-            let (pc, pd) = (pc as usize, pd as usize);
-            let r = (pd - pc).min(pn - pd - 1);
-            vecswap(items, pb, pn - r, r);
-            let left = pb - pa;
-            if left > 1 && overlaps(a, left) {
-                stack.push((a, left));
-            }
-            let right = pd - pc;
-            if right > 1 && overlaps(pn - right, right) {
-                a = pn - right;
-                n = right;
-                continue;
-            }
-            break;
+            continue;
+        }
+        let pm = pivot(items, a, n, desc);
+        items.swap(a, pm);
+        let [pa, pb, pc, pd] = partition(items, a, n, desc);
+        let pn = a + n;
+        let r = (pa - a).min(pb - pa);
+        vecswap(items, a, pb - r, r);
+        let r = (pd - pc).min(pn - pd - 1);
+        vecswap(items, pb, pn - r, r);
+        // Each side is sorted only where it meets lo..=hi (the order of the two does not
+        // matter: they are disjoint).
+        let left = pb - pa;
+        if left > 1 && overlaps(a, left) {
+            stack.push((a, left));
+        }
+        let right = pd - pc;
+        if right > 1 && overlaps(pn - right, right) {
+            stack.push((pn - right, right));
         }
     }
 }
@@ -584,23 +599,62 @@ fn georadius_generic(
         },
     );
     let zset = read_zset(ctx, source)?;
-    let mut o = Options {
-        center: None,
-        kind: None,
-        with_dist: false,
-        with_hash: false,
-        with_coord: false,
-        order: Order::None,
-        any: false,
-        count: 0,
-        store: (variant == Variant::SearchStore).then(|| arg(argv, 1)),
-        store_dist: false,
-        from_member: false,
-        from_lonlat: false,
-        by_radius: false,
-        by_box: false,
+    let mut o = Options::new(argv, variant);
+    let base = read_base(ctx, argv, variant, zset, &mut o)?;
+    read_options(ctx, argv, base, variant, zset, &mut o)?;
+    check_options(argv, variant, &o)?;
+    let Some(zset) = zset else {
+        match o.store {
+            Some(destination) => {
+                if let Some(old) = ctx.find_for_write(destination) {
+                    ctx.delete(&old);
+                }
+                out.integer(0);
+            }
+            None => out.array(0),
+        }
+        return Ok(());
     };
-    let base = match variant {
+    let found = found_points(ctx, zset, &mut o);
+    match o.store {
+        None => answer(out, &o, &found),
+        Some(destination) => store(ctx, out, destination, o.store_dist, &found)?,
+    }
+    Ok(())
+}
+
+impl<'a> Options<'a> {
+    /// No option yet; `GEOSEARCHSTORE` stores into its first key.
+    fn new(argv: &'a Argv, variant: Variant) -> Options<'a> {
+        Options {
+            center: None,
+            kind: None,
+            with_dist: false,
+            with_hash: false,
+            with_coord: false,
+            order: Order::None,
+            any: false,
+            count: 0,
+            store: (variant == Variant::SearchStore).then(|| arg(argv, 1)),
+            store_dist: false,
+            from_member: false,
+            from_lonlat: false,
+            by_radius: false,
+            by_box: false,
+        }
+    }
+}
+
+/// The arguments before the options (`GEORADIUS`'s point and radius, `GEORADIUSBYMEMBER`'s
+/// member and radius); returns where the options start.
+fn read_base(
+    ctx: &Ctx<'_, '_>,
+    argv: &Argv,
+    variant: Variant,
+    zset: Option<ZSet>,
+    o: &mut Options<'_>,
+) -> Result<usize, CmdError> {
+    Ok(match variant {
         Variant::Radius { .. } => {
             o.center = Some(lon_lat(argv, 2)?);
             let (radius, conversion) = radius_arg(argv, 4)?;
@@ -618,21 +672,11 @@ fn georadius_generic(
         }
         Variant::Search => 2,
         Variant::SearchStore => 3,
-    };
-    read_options(ctx, argv, base, variant, zset, &mut o)?;
-    check_options(argv, variant, &o)?;
-    let Some(zset) = zset else {
-        match o.store {
-            Some(destination) => {
-                if let Some(old) = ctx.find_for_write(destination) {
-                    ctx.delete(&old);
-                }
-                out.integer(0);
-            }
-            None => out.array(0),
-        }
-        return Ok(());
-    };
+    })
+}
+
+/// What the search finds in `zset`, sorted as asked, cut to `COUNT`, distances in the unit.
+fn found_points(ctx: &Ctx<'_, '_>, zset: ZSet, o: &mut Options<'_>) -> Vec<Point> {
     if o.count != 0 && o.order == Order::None && !o.any {
         o.order = Order::Asc;
     }
@@ -662,11 +706,7 @@ fn georadius_generic(
     for point in &mut found {
         point.distance /= shape.conversion;
     }
-    match o.store {
-        None => answer(out, &o, &found),
-        Some(destination) => store(ctx, out, destination, o.store_dist, &found)?,
-    }
-    Ok(())
+    found
 }
 
 /// The checks after the options are read, in Redis's order.
