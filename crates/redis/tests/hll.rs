@@ -3387,7 +3387,9 @@ proptest! {
         }
         for line in ["PFCOUNT v", "PFCOUNT v w", "PFCOUNT w v missing"] {
             let reply = node.s(line);
-            prop_assert!(matches!(reply, Value::Integer(n) if n >= 0) || matches!(reply, Value::Error(_)));
+            let answered = matches!(reply, Value::Integer(n) if n >= 0)
+                || matches!(reply, Value::Error(_));
+            prop_assert!(answered, "{}: {:?}", line, reply);
         }
         let merged = node.s("PFMERGE w v");
         prop_assert!(merged == ok() || matches!(merged, Value::Error(_)));
