@@ -1,9 +1,9 @@
 //! HyperLogLog commands (`PFADD`, `PFCOUNT`, `PFMERGE`), run in process (see `common`). The
 //! expected replies, and the SHA-1 of the values (which must be byte for byte Redis's, but for
-//! the cached cardinality `PFCOUNT` writes in Redis and not here: each digest is taken before
-//! a single-key `PFCOUNT`), are redis-server 7.0.15's to the same commands, Redis's
-//! `tests/unit/hyperloglog.tcl` among them. Corrupt values are fuzzed two ways: the same
-//! seeded edits Redis answered (recorded), and arbitrary bytes, which must never panic.
+//! the cached cardinality `PFCOUNT` writes in Redis and not here), are redis-server 7.0.15's
+//! to the same commands, Redis's `tests/unit/hyperloglog.tcl` among them. Corrupt values are
+//! fuzzed two ways: the same seeded edits Redis answered (recorded), and the fuzz targets
+//! (arbitrary and damaged values, see docs/fuzzing.md), which must never panic.
 
 use crate::common;
 
@@ -3366,35 +3366,68 @@ fn hll_like() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// Runs PFADD (of `elements`), PFCOUNT of one and of several keys and PFMERGE both ways on
+/// `v`, whatever it holds: each must answer (a count, OK or an error) without panicking or
+/// reading past the value, and a refused PFADD must leave `v` as it was.
+fn commands_answer(node: &mut Node, elements: &[Vec<u8>]) -> Result<(), TestCaseError> {
+    node.s("PFADD w x y z");
+    let before = node.s("GET v");
+    let mut args: Vec<&[u8]> = vec![b"PFADD", b"v"];
+    args.extend(elements.iter().map(Vec::as_slice));
+    let added = node.cmd(&args);
+    if matches!(added, Value::Error(_)) {
+        prop_assert_eq!(node.s("GET v"), before);
+    }
+    for line in ["PFCOUNT v", "PFCOUNT v w", "PFCOUNT w v missing"] {
+        let reply = node.s(line);
+        let answered =
+            matches!(reply, Value::Integer(n) if n >= 0) || matches!(reply, Value::Error(_));
+        prop_assert!(answered, "{}: {:?}", line, reply);
+    }
+    for line in ["PFMERGE w v", "PFMERGE v w"] {
+        let merged = node.s(line);
+        prop_assert!(merged == ok() || matches!(merged, Value::Error(_)));
+    }
+    Ok(())
+}
+
+fn elements() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..40)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(tandem_fuzzkit::cases(64)))]
 
-    /// Whatever bytes a client stores, the commands answer (a count, OK or an error) and
-    /// never panic or read past the value; and an error changes nothing.
+    /// Arbitrary bytes after a HyperLogLog's header (or none at all), as a client may `SET`.
     #[test]
-    fn any_bytes_are_answered_without_panic(
-        value in hll_like(),
-        elements in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..40),
-    ) {
+    fn fuzz_hll_commands_on_arbitrary_values(value in hll_like(), elements in elements()) {
         let mut node = Node::new(DB);
         node.cmd(&[b"SET", b"v", &value]);
-        node.s("PFADD w x y z");
-        let mut args: Vec<&[u8]> = vec![b"PFADD", b"v"];
-        args.extend(elements.iter().map(Vec::as_slice));
-        let added = node.cmd(&args);
-        if matches!(added, Value::Error(_)) {
-            prop_assert_eq!(node.s("GET v"), Value::Bulk(value.clone()));
+        commands_answer(&mut node, &elements)?;
+    }
+
+    /// A real HyperLogLog, sparse or dense, with bytes overwritten, cut or added.
+    #[test]
+    fn fuzz_hll_commands_on_damaged_values(
+        count in 0..2500usize,
+        damage in proptest::collection::vec((any::<usize>(), any::<u8>(), 0..3u8), 1..6),
+        elements in elements(),
+    ) {
+        let mut node = Node::new(DB);
+        pfadd(&mut node, "v", (0..count).map(|i| format!("d{i}")));
+        let Value::Bulk(mut value) = node.s("GET v") else {
+            panic!("a HyperLogLog is a string");
+        };
+        for (at, byte, how) in damage {
+            let at = at % value.len();
+            match how {
+                0 => value[at] = byte,
+                1 => value.truncate(at.max(1)),
+                _ => value.insert(at, byte),
+            }
         }
-        for line in ["PFCOUNT v", "PFCOUNT v w", "PFCOUNT w v missing"] {
-            let reply = node.s(line);
-            let answered = matches!(reply, Value::Integer(n) if n >= 0)
-                || matches!(reply, Value::Error(_));
-            prop_assert!(answered, "{}: {:?}", line, reply);
-        }
-        let merged = node.s("PFMERGE w v");
-        prop_assert!(merged == ok() || matches!(merged, Value::Error(_)));
-        let merged = node.s("PFMERGE v w");
-        prop_assert!(merged == ok() || matches!(merged, Value::Error(_)));
+        node.cmd(&[b"SET", b"v", &value]);
+        commands_answer(&mut node, &elements)?;
     }
 }
 
