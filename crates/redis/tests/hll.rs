@@ -156,6 +156,80 @@ fn a_refused_pfadd_changes_nothing_and_keeps_the_ttl() {
     assert_eq!(node.s("GET short"), before);
 }
 
+#[test]
+fn pfdebug_answers_as_redis_does() {
+    let mut node = Node::new(DB);
+    assert_eq!(
+        node.s("PFDEBUG encoding nokey"),
+        err("ERR The specified key does not exist")
+    );
+    node.s("SET s abc");
+    assert_eq!(node.s("PFDEBUG encoding s"), err(NOT_HLL));
+    node.s("PFADD h a b c");
+    assert_eq!(
+        node.s("PFDEBUG decode h"),
+        Value::Bulk(b"Z:8436 v:1,1 Z:4274 v:2,1 Z:3068 v:1,1 Z:603".to_vec())
+    );
+    assert_eq!(
+        node.s("PFDEBUG encoding h"),
+        Value::Simple(b"sparse".to_vec())
+    );
+    assert_eq!(
+        node.s("PFDEBUG bogus h"),
+        err("ERR Unknown PFDEBUG subcommand 'bogus'")
+    );
+    assert_eq!(
+        node.cmd(&[b"PFDEBUG", b"bo\0gus", b"h"]),
+        err("ERR Unknown PFDEBUG subcommand 'bo'")
+    );
+    assert_eq!(node.s("PFDEBUG todense h"), int(1));
+    assert_eq!(node.s("PFDEBUG todense h"), int(0));
+    assert_eq!(
+        node.s("PFDEBUG decode h"),
+        err("ERR HLL encoding is not sparse")
+    );
+    let Value::Array(registers) = node.s("PFDEBUG getreg h") else {
+        panic!("GETREG answers an array");
+    };
+    assert_eq!(registers.len(), 16384);
+    let set: Vec<usize> = (0..16384).filter(|&i| registers[i] != int(0)).collect();
+    assert_eq!(set, [8436, 12711, 15780]);
+    node.s("RPUSH l a");
+    assert_eq!(node.s("PFDEBUG getreg l"), err(WRONGTYPE));
+    assert_eq!(
+        node.s("PFDEBUG getreg"),
+        err("ERR wrong number of arguments for 'pfdebug' command")
+    );
+}
+
+/// hyperloglog.tcl's sparse encoding stress test: a sparse and a dense value given the same
+/// elements count the same.
+#[test]
+fn sparse_and_dense_values_of_the_same_elements_count_the_same() {
+    let mut node = Node::new(DB);
+    for round in 0..100 {
+        node.s("DEL hll1 hll2");
+        node.s("PFADD hll2");
+        assert_eq!(node.s("PFDEBUG todense hll2"), int(1));
+        let elements: Vec<String> = (0..round).map(|i| format!("{round}.{i}")).collect();
+        pfadd(&mut node, "hll1", elements.clone());
+        pfadd(&mut node, "hll2", elements);
+        assert_eq!(
+            node.s("PFDEBUG encoding hll1"),
+            Value::Simple(b"sparse".to_vec())
+        );
+        assert_eq!(
+            node.s("PFDEBUG encoding hll2"),
+            Value::Simple(b"dense".to_vec())
+        );
+        assert_eq!(
+            node.s("PFCOUNT hll1"),
+            node.s("PFCOUNT hll2"),
+            "round {round}"
+        );
+    }
+}
+
 /// Elements added 100 at a time until 20000, through sparse, the promotion and dense:
 /// (elements so far, SHA-1 of the value but its cache, PFCOUNT).
 const GROWTH: &[(usize, &str, i64)] = &[

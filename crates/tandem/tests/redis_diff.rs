@@ -2357,6 +2357,12 @@ static HYPERLOGLOGS: &[Gen] = &[
         args.extend((0..d.rng.below(4)).map(|_| hll_key(d)));
         args
     }),
+    g("PFDEBUG", 4, |d| {
+        let subcommand = d.pick(&[
+            "GETREG", "DECODE", "DECODE", "ENCODING", "TODENSE", "todense", "BOGUS",
+        ]);
+        command("PFDEBUG", [subcommand, hll_key(d)])
+    }),
     g("GET", 4, |d| {
         let key = if d.rng.chance(80) {
             d.pick(HLL_KEYS)

@@ -11,6 +11,10 @@
 //! refused any more, so an error (`INVALIDOBJ`, found half-way through a `PFADD` of several
 //! elements) leaves the key as it was, where Redis keeps the registers it set before.
 //!
+//! `PFDEBUG` (`GETREG`, `DECODE`, `ENCODING`, `TODENSE`) is served as Redis serves it, a
+//! write since two of its subcommands turn a sparse value dense; `PFSELFTEST`, which tests
+//! Redis's own code, is not.
+//!
 //! `PFCOUNT` is read-only here: it answers a valid cached cardinality as Redis does, but
 //! never writes the one it computes (Redis stores it in the value), since a backup, which
 //! serves reads, cannot write. `PFADD` and `PFMERGE` mark the cache stale as Redis does.
@@ -23,6 +27,7 @@ use crate::resp::{Argv, ReplyWriter};
 pub static COMMANDS: &[Command] = &[
     data("PFADD", -2, Write, (1, 1, 1), true, pfadd),
     data("PFCOUNT", -2, Read, (1, -1, 1), false, pfcount),
+    data("PFDEBUG", 3, Write, (2, 2, 1), true, pfdebug),
     data("PFMERGE", -2, Write, (1, -1, 1), true, pfmerge),
 ];
 
@@ -555,5 +560,70 @@ pub fn pfmerge(
     invalidate_cache(&mut value);
     put(ctx, arg(argv, 1), &value, Ttl::Keep)?;
     out.ok();
+    Ok(())
+}
+
+/// `PFDEBUG GETREG|DECODE|ENCODING|TODENSE key`.
+pub fn pfdebug(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let key = arg(argv, 2);
+    let value = match ctx.find(key) {
+        None => return Err(CmdError::fixed("ERR The specified key does not exist")),
+        Some(_) => read_hll(ctx, key)?.expect("the key exists"),
+    };
+    let sparse = value[4] == SPARSE;
+    let subcommand = arg(argv, 1);
+    match subcommand.to_ascii_lowercase().as_slice() {
+        b"getreg" => {
+            let dense = if sparse {
+                let dense = to_dense(&value).ok_or(CORRUPT)?;
+                put(ctx, key, &dense, Ttl::Keep)?;
+                dense
+            } else {
+                value
+            };
+            out.array(REGISTERS);
+            for index in 0..REGISTERS {
+                out.integer(i64::from(dense_get(&dense[HEADER_LEN..], index)));
+            }
+        }
+        b"decode" if !sparse => {
+            return Err(CmdError::fixed("ERR HLL encoding is not sparse"));
+        }
+        b"decode" => {
+            let mut decoded = Vec::new();
+            walk_sparse(&value, |_, op| {
+                let text = match op {
+                    Op::Zero(len) => format!("z:{len} "),
+                    Op::XZero(len) => format!("Z:{len} "),
+                    Op::Val(value, len) => format!("v:{value},{len} "),
+                };
+                decoded.extend_from_slice(text.as_bytes());
+            });
+            out.bulk(decoded.trim_ascii_end());
+        }
+        b"encoding" => out.simple(if sparse { "sparse" } else { "dense" }),
+        b"todense" => {
+            if sparse {
+                let dense = to_dense(&value).ok_or(CORRUPT)?;
+                put(ctx, key, &dense, Ttl::Keep)?;
+            }
+            out.integer(i64::from(sparse));
+        }
+        _ => {
+            // Redis prints the subcommand as a C string: up to its first NUL.
+            let shown = subcommand
+                .split(|&byte| byte == 0)
+                .next()
+                .unwrap_or_default();
+            return Err(CmdError::owned(format!(
+                "ERR Unknown PFDEBUG subcommand '{}'",
+                String::from_utf8_lossy(shown)
+            )));
+        }
+    }
     Ok(())
 }
