@@ -202,7 +202,7 @@ fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
     if command.name == "SORT" {
         positions.extend(cmd::sort::store_key_at(argv));
     }
-    positions.extend(cmd::zsets::geo::store_key_at(command.name, argv));
+    positions.extend(cmd::zsets::geo::store_keys_at(command.name, argv));
     positions
 }
 

@@ -64,6 +64,7 @@ const SCRIPT: &[&str] = &[
     "GEORADIUS app:g 13 38 100 km STORE app:gd",
     "GEORADIUSBYMEMBER app:g a 100 km STOREDIST other COUNT 1",
     "GEORADIUSBYMEMBER app:g a 100 km COUNT 1 STOREDIST app:gd",
+    "GEORADIUS app:g 13 38 100 km STORE app:gd STORE app:gd2",
     "GEOSEARCHSTORE other app:g FROMMEMBER a BYRADIUS 1 km",
     "GEOSEARCHSTORE app:gd app:g FROMMEMBER a BYRADIUS 1 km",
     "PFADD app:h a b",
@@ -114,7 +115,7 @@ const SCRIPT: &[&str] = &[
     "GET app:3",
     "GET app:4",
     "EVAL_RO return 1",
-    "DEL other app:1 app:2 app:3 app:4 app:s app:g app:gd app:h app:h2",
+    "DEL other app:1 app:2 app:3 app:4 app:s app:g app:gd app:gd2 app:h app:h2",
     "DBSIZE",
 ];
 

@@ -124,9 +124,9 @@ struct Allowed {
 /// tandem answers `+OK`, for Redis Cluster clients reading from a backup),
 /// relative expiry times shorter than a day (see above), `SET` with an `EXAT` or `PXAT` in
 /// the past (Redis 7.0 keeps the key for its expiry cycle to reclaim, so `DBSIZE` would count
-/// it for a time that cycle decides; tandem deletes it at once), an `EXPIRE` option whose
-/// bytes are not UTF-8 (tandem's error text is UTF-8 and shows replacement characters where
-/// Redis echoes the raw bytes), and replies longer than tandem's reply frame (2 MB by
+/// it for a time that cycle decides; tandem deletes it at once), an `EXPIRE` option or a
+/// `SCRIPT LOAD` body whose bytes are not UTF-8 (tandem's error text is UTF-8 and shows
+/// replacement characters where Redis echoes the raw bytes), and replies longer than tandem's reply frame (2 MB by
 /// default, `tuning.max_frame_len`; tandem refuses them with an error): values stay near
 /// 100 KB, and `MGET` and `EXEC` ask for a few.
 ///
@@ -3299,15 +3299,16 @@ fn mutate(d: &mut Draw, args: &mut Args) {
         }
         3..=5 => {
             let mut extra = d.value();
-            // An EXPIRE option that is not UTF-8 comes back in tandem's error with
-            // replacement characters where Redis echoes the raw bytes (see `ALLOWED`'s
-            // note): such an option is not sent.
+            // An EXPIRE option or a script body (`SCRIPT LOAD` completed by the extra
+            // argument) that is not UTF-8 comes back in tandem's error with replacement
+            // characters where Redis echoes the raw bytes (see `ALLOWED`'s note): such an
+            // argument is not sent.
             let name = args[0].to_ascii_uppercase();
-            let expire = matches!(
+            let echoed = matches!(
                 name.as_slice(),
-                b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT"
+                b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" | b"SCRIPT"
             );
-            if expire && std::str::from_utf8(&extra).is_err() {
+            if echoed && std::str::from_utf8(&extra).is_err() {
                 extra = b"bogus".to_vec();
             }
             // An extra argument after ZRANDMEMBER's key is its count: a huge negative one

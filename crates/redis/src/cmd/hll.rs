@@ -1,11 +1,14 @@
-//! HyperLogLog commands (hyperloglog.c): `PFADD`, `PFCOUNT` and `PFMERGE`.
+//! HyperLogLog commands (hyperloglog.c): `PFADD`, `PFCOUNT`, `PFMERGE` and `PFDEBUG`.
 //!
 //! A HyperLogLog is a string, byte for byte Redis 7.0's: a 16-byte header ("HYLL", the
 //! encoding, three unused bytes, the cached cardinality little endian with its top bit set
 //! when stale), then 16384 six-bit registers, dense (12288 bytes) or sparse (run-length
 //! opcodes, promoted to dense past `hll-sparse-max-bytes`, 3000). Since a user may `SET` any
 //! bytes and then count them, every read of an opcode is bounded by the string: a byte past
-//! the end reads as the terminating zero Redis's sds keeps there.
+//! the end reads as the terminating zero Redis's sds keeps there. (Redis itself can leave
+//! that byte non-zero: splitting an `XZERO` cut short by the end, its `memcpy` writes one byte
+//! past the new end, which a later command on the same corrupt value then reads. That case,
+//! a value ending in half an opcode whose register is then raised, is not followed here.)
 //!
 //! Each command works on a copy of the value and writes it back whole once nothing can be
 //! refused any more, so an error (`INVALIDOBJ`, found half-way through a `PFADD` of several

@@ -20,7 +20,7 @@ pub static COMMANDS: &[Command] = &[
     data("GEODIST", -4, Read, (1, 1, 1), false, geodist),
     data("GEOHASH", -2, Read, (1, 1, 1), false, geohash_),
     data("GEOPOS", -2, Read, (1, 1, 1), false, geopos),
-    // The STORE destination is found by `store_key_at`, as Redis finds it by keyword.
+    // The STORE destination is found by `store_keys_at`, as Redis finds it by keyword.
     data("GEORADIUS", -6, Write, (1, 1, 1), true, georadius),
     data(
         "GEORADIUSBYMEMBER",
@@ -43,16 +43,17 @@ pub static COMMANDS: &[Command] = &[
     data("GEOSEARCHSTORE", -8, Write, (1, 2, 1), true, geosearchstore),
 ];
 
-/// The argument index of the `STORE` or `STOREDIST` destination of a `GEORADIUS` or
-/// `GEORADIUSBYMEMBER` call, if it names one (the last one counts, as in Redis), for ACL key
-/// checks: the command table's key range names only the source.
-pub fn store_key_at(name: &str, argv: &Argv) -> Option<usize> {
+/// The argument indices of the `STORE` and `STOREDIST` destinations of a `GEORADIUS` or
+/// `GEORADIUSBYMEMBER` call, for ACL key checks: the command table's key range names only
+/// the source. Every one named counts (the last is the one written), so a user may not hide a
+/// key behind an allowed one.
+pub fn store_keys_at(name: &str, argv: &Argv) -> Vec<usize> {
     let first_option = match name {
         "GEORADIUS" => 6,
         "GEORADIUSBYMEMBER" => 5,
-        _ => return None,
+        _ => return Vec::new(),
     };
-    let mut found = None;
+    let mut found = Vec::new();
     let mut i = first_option;
     while i < argv.len() {
         let word = arg(argv, i);
@@ -61,7 +62,7 @@ pub fn store_key_at(name: &str, argv: &Argv) -> Option<usize> {
         } else if (word.eq_ignore_ascii_case(b"STORE") || word.eq_ignore_ascii_case(b"STOREDIST"))
             && i + 1 < argv.len()
         {
-            found = Some(i + 1);
+            found.push(i + 1);
             i += 1;
         }
         i += 1;
