@@ -3140,6 +3140,10 @@ static CONNECTION: &[Gen] = &[
                     "zrandmember",
                     "randomkey",
                     "time",
+                    "georadius",
+                    "geosearchstore",
+                    "pfcount",
+                    "pfdebug",
                 ]));
             }
             args
