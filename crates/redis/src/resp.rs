@@ -780,6 +780,19 @@ impl<'a> ReplyWriter<'a> {
         }
     }
 
+    /// A double already formatted (`addReplyHumanLongDouble`'s text): a bulk string in RESP2,
+    /// `,text` in RESP3.
+    pub fn double_text(&mut self, text: &[u8]) {
+        match self.proto {
+            Proto::Resp2 => self.bulk(text),
+            Proto::Resp3 => {
+                self.out.push(b',');
+                self.out.extend_from_slice(text);
+                self.crlf();
+            }
+        }
+    }
+
     /// A boolean (`addReplyBool`): RESP3 `#t`/`#f`, RESP2 the integers 1 and 0.
     pub fn boolean(&mut self, b: bool) {
         self.out.extend_from_slice(match (self.proto, b) {

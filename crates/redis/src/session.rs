@@ -176,8 +176,8 @@ impl std::fmt::Debug for User {
 }
 
 /// The indices in `argv` of the keys `command` names: Redis's (first, last, step), the keys
-/// after a count ([`cmd::counted_keys_at`]), `SORT`'s `STORE` destination, and `WATCH`'s
-/// every argument.
+/// after a count ([`cmd::counted_keys_at`]), `SORT`'s and `GEORADIUS`'s `STORE` destination,
+/// and `WATCH`'s every argument.
 fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
     let argc = argv.len() as i64;
     let (first, last, step) = match command.name {
@@ -202,6 +202,7 @@ fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
     if command.name == "SORT" {
         positions.extend(cmd::sort::store_key_at(argv));
     }
+    positions.extend(cmd::zsets::geo::store_keys_at(command.name, argv));
     positions
 }
 

@@ -4,8 +4,10 @@
 mod alloc_props;
 mod commands;
 mod common;
+mod geo;
 mod hashes;
 mod hashsets_redis;
+mod hll;
 mod lists;
 mod random_draws;
 mod resp_props;

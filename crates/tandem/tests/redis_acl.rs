@@ -3,9 +3,10 @@
 //! user's rule written out from `tandem_redis::session::User::may_run`, command by command,
 //! with its key patterns), one connection each, the same script of commands; every reply
 //! must be the same. What it covers: a read-only user writing, a user outside its key
-//! patterns (one key of several, in a block, under `WATCH`), the commands a user with key
-//! patterns may not run (they reach keys they do not name), scripts, and nothing applied by
-//! a refused command. Without `redis-server` the test runs `.ci/setup`, then fails if it must.
+//! patterns (one key of several, in a block, under `WATCH`, `GEORADIUS`'s `STORE` key), the
+//! commands a user with key patterns may not run (they reach keys they do not name), scripts,
+//! and nothing applied by a refused command. Without `redis-server` the test runs
+//! `.ci/setup`, then fails if it must.
 
 use crate::redis_support;
 
@@ -58,6 +59,19 @@ const SCRIPT: &[&str] = &[
     "ZINTERCARD 1 other",
     "LMPOP 2 app:l other LEFT",
     "ZMPOP 1 app:z MIN",
+    "GEOADD app:g 13.361389 38.115556 a",
+    "GEORADIUS app:g 13 38 100 km STORE other",
+    "GEORADIUS app:g 13 38 100 km STORE app:gd",
+    "GEORADIUSBYMEMBER app:g a 100 km STOREDIST other COUNT 1",
+    "GEORADIUSBYMEMBER app:g a 100 km COUNT 1 STOREDIST app:gd",
+    "GEORADIUS app:g 13 38 100 km STORE app:gd STORE app:gd2",
+    "GEOSEARCHSTORE other app:g FROMMEMBER a BYRADIUS 1 km",
+    "GEOSEARCHSTORE app:gd app:g FROMMEMBER a BYRADIUS 1 km",
+    "PFADD app:h a b",
+    "PFMERGE other app:h",
+    "PFMERGE app:h2 app:h",
+    "PFCOUNT app:h other",
+    "PFCOUNT app:h app:h2",
     "RANDOMKEY",
     "KEYS *",
     "SCAN 0",
@@ -83,6 +97,10 @@ const SCRIPT: &[&str] = &[
     "SET app:1 z",
     "DEL other",
     "EVAL_RO return 0",
+    "GEORADIUS_RO app:g 13 38 100 km",
+    "GEORADIUS app:g 13 38 100 km",
+    "PFCOUNT app:h",
+    "PFADD app:h c",
     "KEYS nomatch*",
     "DBSIZE",
     "HELLO 2 AUTH rick rick-pw",
@@ -97,7 +115,7 @@ const SCRIPT: &[&str] = &[
     "GET app:3",
     "GET app:4",
     "EVAL_RO return 1",
-    "DEL other app:1 app:2 app:3 app:4 app:s",
+    "DEL other app:1 app:2 app:3 app:4 app:s app:g app:gd app:gd2 app:h app:h2",
     "DBSIZE",
 ];
 

@@ -6,7 +6,7 @@
 //! the differences listed in [`ALLOWED`]. Each sequence starts from an empty database (and
 //! script store) and mixes every command tandem knows (one generator per command, in
 //! [`FAMILIES`]: strings, keys, bit commands and `LCS`, connection commands, lists, hashes,
-//! sets, sorted sets and scripts) with wrong arity, missing keys, wrong types (keys are
+//! sets, sorted sets, scripts, HyperLogLogs and geo sets) with wrong arity, missing keys, wrong types (keys are
 //! shared by all families), binary and 100 KB values, integer and float edge cases, bit
 //! offsets and `BITFIELD` widths at their edges, scores that tie, sorted sets past Redis's
 //! listpack, sorted-set algebra over sets and sorted sets with weights at 0 and the
@@ -90,6 +90,10 @@ enum Rule {
     /// count. Any other `SORT` is compared exactly, but for Redis's refusal of a number
     /// after a stale `ERANGE` (see [`stale_errno`]).
     SortTies,
+    /// A HyperLogLog value (a bulk string that starts "HYLL" and holds a whole header)
+    /// compared without its cached cardinality (bytes 8 to 15, see [`without_hll_cache`]);
+    /// any other reply exactly.
+    HllCache,
 }
 
 /// One allowed difference: the command (name, or name and subcommand), how its replies are
@@ -120,9 +124,9 @@ struct Allowed {
 /// tandem answers `+OK`, for Redis Cluster clients reading from a backup),
 /// relative expiry times shorter than a day (see above), `SET` with an `EXAT` or `PXAT` in
 /// the past (Redis 7.0 keeps the key for its expiry cycle to reclaim, so `DBSIZE` would count
-/// it for a time that cycle decides; tandem deletes it at once), an `EXPIRE` option whose
-/// bytes are not UTF-8 (tandem's error text is UTF-8 and shows replacement characters where
-/// Redis echoes the raw bytes), and replies longer than tandem's reply frame (2 MB by
+/// it for a time that cycle decides; tandem deletes it at once), an `EXPIRE` option or a
+/// `SCRIPT LOAD` body whose bytes are not UTF-8 (tandem's error text is UTF-8 and shows
+/// replacement characters where Redis echoes the raw bytes), and replies longer than tandem's reply frame (2 MB by
 /// default, `tuning.max_frame_len`; tandem refuses them with an error): values stay near
 /// 100 KB, and `MGET` and `EXEC` ask for a few.
 ///
@@ -134,7 +138,10 @@ struct Allowed {
 /// `EVALSHA` of a script only `EVAL_RO` sent (Redis keeps that script, a read in tandem
 /// writes nothing): see [`SCRIPTS`] and [`eval`]; and a `WATCH` whose block stays open for
 /// later commands (see [`watch_block`]: tandem may abort an `EXEC` when a key written since
-/// the `WATCH` is deleted while a watched key is missing). The README lists these.
+/// the `WATCH` is deleted while a watched key is missing); a `PFCOUNT` of one key outside
+/// [`HLL_KEYS`] (Redis writes its cache, see `ALLOWED`'s GET) and a `PFADD` of several
+/// elements outside them (on a value corrupted by a client, Redis keeps what it added before
+/// the corruption refused it; tandem changes nothing): see [`pfadd`]. The README lists these.
 static ALLOWED: &[Allowed] = &[
     Allowed {
         command: "KEYS",
@@ -364,6 +371,15 @@ static ALLOWED: &[Allowed] = &[
         why: "tandem serves a subset of Redis's commands",
     },
     Allowed {
+        command: "GET",
+        rule: Rule::HllCache,
+        why: "Redis's PFCOUNT of one key writes the cardinality it computed into the \
+              HyperLogLog's header (bytes 8 to 15); tandem's PFCOUNT is a read (a backup serves \
+              it) and leaves the cache marked stale. The generator reads HyperLogLogs with GET \
+              alone, and counts one key alone only on HLL_KEYS, which no other command writes \
+              in part (see [`HLL_KEYS`])",
+    },
+    Allowed {
         command: "WAIT",
         rule: Rule::AnyInteger,
         why: "tandem counts the backups that hold the connection's writes; a lone redis-server \
@@ -451,6 +467,20 @@ fn same_reply(args: &[Vec<u8>], a: &Value, b: &Value) -> bool {
             _ => a == b,
         },
         Rule::SortTies => a == b || same_sort(args, a, b),
+        Rule::HllCache => without_hll_cache(a) == without_hll_cache(b),
+    }
+}
+
+/// `value` with the cached cardinality of a HyperLogLog zeroed: bytes 8 to 15 of a bulk
+/// string that starts "HYLL" and is at least a header long (16 bytes).
+fn without_hll_cache(value: &Value) -> Value {
+    match value {
+        Value::Bulk(bytes) if bytes.len() >= 16 && bytes.starts_with(b"HYLL") => {
+            let mut bytes = bytes.clone();
+            bytes[8..16].fill(0);
+            Value::Bulk(bytes)
+        }
+        other => other.clone(),
     }
 }
 
@@ -1042,6 +1072,16 @@ static FAMILIES: &[Family] = &[
     Family {
         name: "scripts",
         commands: SCRIPTING,
+        data: true,
+    },
+    Family {
+        name: "hyperloglogs",
+        commands: HYPERLOGLOGS,
+        data: true,
+    },
+    Family {
+        name: "geo",
+        commands: GEO,
         data: true,
     },
 ];
@@ -2173,6 +2213,414 @@ fn evalsha(d: &mut Draw, name: &str, read_only: bool) -> Args {
     args
 }
 
+// ---------------------------------------------------------------------------------------------
+// HyperLogLogs.
+// ---------------------------------------------------------------------------------------------
+
+/// Keys only the HyperLogLog generators use, and the only ones a PFCOUNT of one key names:
+/// that PFCOUNT writes its result into the value's cache in Redis and not in tandem (see
+/// `ALLOWED`'s GET), so no command that reads or writes a value in part (GETRANGE, SETRANGE,
+/// APPEND, SETBIT, …) may see them, where a stale cache would show. Elsewhere PFCOUNT counts
+/// several keys (which writes no cache) and PFADD and PFMERGE meet every other type.
+const HLL_KEYS: &[&str] = &["hll1", "hll2"];
+
+/// The key [`crafted_hll`] values are stored at: a HyperLogLog, sparse or dense, valid or
+/// corrupt, with its cache valid or not.
+const HLL_CRAFTED_KEY: &str = "hllx";
+
+fn is_hll_key(key: &[u8]) -> bool {
+    HLL_KEYS.iter().any(|k| k.as_bytes() == key) || key == HLL_CRAFTED_KEY.as_bytes()
+}
+
+/// The key of a HyperLogLog command: mostly one of [`HLL_KEYS`], else the crafted one or a
+/// shared key.
+fn hll_key(d: &mut Draw) -> Vec<u8> {
+    match d.rng.below(10) {
+        0..=6 => d.pick(HLL_KEYS),
+        7 => HLL_CRAFTED_KEY.as_bytes().to_vec(),
+        _ => d.key(),
+    }
+}
+
+/// An element: from a pool of a few thousand (so that sets grow past the sparse encoding's
+/// 3000 bytes and turn dense), or any value.
+fn hll_element(d: &mut Draw) -> Vec<u8> {
+    if d.rng.chance(90) {
+        format!("e{}", d.rng.below(5000)).into_bytes()
+    } else {
+        d.value()
+    }
+}
+
+/// A HyperLogLog's bytes as a client might store them: sparse opcodes covering exactly the
+/// 16384 registers (valid) or a few more or fewer, dense registers of the right length or
+/// not, a wrong magic or encoding, a valid or stale cache. Opcodes are whole, so no value
+/// ends in half an XZERO (whose missing byte Redis reads from past the string's end).
+fn crafted_hll(d: &mut Draw) -> Vec<u8> {
+    let encoding = match d.rng.below(20) {
+        0..=13 => 1u8,
+        14..=18 => 0,
+        _ => 2,
+    };
+    let mut value = if d.rng.chance(95) {
+        b"HYLL".to_vec()
+    } else {
+        b"HYLX".to_vec()
+    };
+    value.extend_from_slice(&[encoding, 0, 0, 0]);
+    let cache = if d.rng.chance(30) {
+        d.rng.below(100_000) as u64
+    } else {
+        1 << 63
+    };
+    value.extend_from_slice(&cache.to_le_bytes());
+    if encoding == 0 {
+        let len = if d.rng.chance(85) { 12288 } else { 12287 };
+        value.extend((0..len).map(|_| (d.rng.next() as u8) & d.pick_byte(&[0x00, 0x11, 0xff])));
+        return value;
+    }
+    let target = match d.rng.below(10) {
+        0..=6 => 16384,
+        7 => 16383,
+        8 => 16385,
+        _ => 16384 + 64,
+    };
+    let mut covered = 0usize;
+    while covered < target {
+        let left = target - covered;
+        match d.rng.below(4) {
+            0 => {
+                let len = (1 + d.rng.below(64)).min(left);
+                value.push((len - 1) as u8);
+                covered += len;
+            }
+            1 => {
+                let len = (1 + d.rng.below(2000)).min(left);
+                value.extend_from_slice(&[0x40 | ((len - 1) >> 8) as u8, (len - 1) as u8]);
+                covered += len;
+            }
+            _ => {
+                let len = (1 + d.rng.below(4)).min(left);
+                let val = 1 + d.rng.below(32);
+                value.push(0x80 | (((val - 1) as u8) << 2) | (len - 1) as u8);
+                covered += len;
+            }
+        }
+    }
+    value
+}
+
+impl Draw {
+    fn pick_byte(&mut self, bytes: &[u8]) -> u8 {
+        bytes[self.rng.below(bytes.len())]
+    }
+}
+
+/// `PFADD`: many elements on [`HLL_KEYS`]; one on any other key, which may hold a corrupt
+/// value (a client's SETRANGE or the crafted one): Redis keeps the registers an add set
+/// before it met the corruption, tandem refuses the whole command (the README lists it).
+fn pfadd(d: &mut Draw) -> Vec<Vec<u8>> {
+    let key = hll_key(d);
+    let count = if HLL_KEYS.iter().any(|k| k.as_bytes() == key) {
+        // Now and then enough elements to turn a value dense at once.
+        match d.rng.below(20) {
+            0 | 1 => 0,
+            2..=11 => 1 + d.rng.below(5),
+            12..=16 => 20 + d.rng.below(400),
+            _ => 1500 + d.rng.below(1500),
+        }
+    } else {
+        1
+    };
+    let mut args = command("PFADD", [key]);
+    args.extend((0..count).map(|_| hll_element(d)));
+    args
+}
+
+static HYPERLOGLOGS: &[Gen] = &[
+    g("PFADD", 40, pfadd),
+    g("PFCOUNT", 20, |d| {
+        if d.rng.chance(60) {
+            let key = if d.rng.chance(85) {
+                d.pick(HLL_KEYS)
+            } else {
+                HLL_CRAFTED_KEY.as_bytes().to_vec()
+            };
+            return command("PFCOUNT", [key]);
+        }
+        let mut args = command("PFCOUNT", [hll_key(d), hll_key(d)]);
+        args.extend((0..d.rng.below(3)).map(|_| hll_key(d)));
+        args
+    }),
+    g("PFMERGE", 10, |d| {
+        let mut args = command("PFMERGE", [hll_key(d)]);
+        args.extend((0..d.rng.below(4)).map(|_| hll_key(d)));
+        args
+    }),
+    g("PFDEBUG", 4, |d| {
+        let subcommand = d.pick(&[
+            "GETREG", "DECODE", "DECODE", "ENCODING", "TODENSE", "todense", "BOGUS",
+        ]);
+        command("PFDEBUG", [subcommand, hll_key(d)])
+    }),
+    g("GET", 4, |d| {
+        let key = if d.rng.chance(80) {
+            d.pick(HLL_KEYS)
+        } else {
+            HLL_CRAFTED_KEY.as_bytes().to_vec()
+        };
+        command("GET", [key])
+    }),
+    g("SET", 3, |d| {
+        command("SET", [HLL_CRAFTED_KEY.as_bytes().to_vec(), crafted_hll(d)])
+    }),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Geo.
+// ---------------------------------------------------------------------------------------------
+
+/// Keys the geo generators use most (shared keys bring wrong types, missing keys, and
+/// sorted sets whose scores are no geohash).
+const GEO_KEYS: &[&str] = &["geo1", "geo2"];
+
+fn geo_key(d: &mut Draw) -> Vec<u8> {
+    if d.rng.chance(85) {
+        d.pick(GEO_KEYS)
+    } else {
+        d.key()
+    }
+}
+
+/// Points: near a few places (Sicily, San Francisco, the equator, the antimeridian, the
+/// limits of latitude), so that searches find them and some share coordinates; the limits
+/// themselves; now and then one Redis refuses.
+fn geo_point(d: &mut Draw) -> [Vec<u8>; 2] {
+    const PLACES: &[(f64, f64)] = &[
+        (13.361389, 38.115556),
+        (15.087269, 37.502669),
+        (-122.27, 37.8),
+        (0.0, 0.0),
+        (179.95, 1.0),
+        (-179.95, -1.0),
+        (2.35, 85.0),
+        (-70.0, -84.9),
+    ];
+    match d.rng.below(50) {
+        0 => return [b"180".to_vec(), b"85.05112878".to_vec()],
+        1 => return [b"-180".to_vec(), b"-85.05112878".to_vec()],
+        2 => {
+            let [lon, lat] = [
+                ["180.000001", "0"],
+                ["0", "85.06"],
+                ["x", "1"],
+                ["inf", "0"],
+            ][d.rng.below(4)];
+            return [lon.as_bytes().to_vec(), lat.as_bytes().to_vec()];
+        }
+        _ => {}
+    }
+    let (lon, lat) = PLACES[d.rng.below(PLACES.len())];
+    // A few hundred distinct offsets, so that some points repeat.
+    let spread = [0.001, 0.05, 1.0, 4.0][d.rng.below(4)];
+    let offset = |d: &mut Draw| (d.rng.below(21) as f64 - 10.0) / 10.0 * spread;
+    let lon = (lon + offset(d)).clamp(-180.0, 180.0);
+    let lat = (lat + offset(d)).clamp(-85.05, 85.05);
+    [
+        format!("{lon:.6}").into_bytes(),
+        format!("{lat:.6}").into_bytes(),
+    ]
+}
+
+fn geo_member(d: &mut Draw) -> Vec<u8> {
+    if d.rng.chance(95) {
+        format!("p{}", d.rng.below(16)).into_bytes()
+    } else {
+        d.pick(&["", "a\0b", "m1"])
+    }
+}
+
+fn geo_unit(d: &mut Draw) -> Vec<u8> {
+    d.pick(&["m", "km", "mi", "ft", "KM", "m", "km", "parsec"])
+}
+
+fn geo_radius(d: &mut Draw) -> Vec<u8> {
+    if d.rng.chance(5) {
+        return d.pick(&["-1", "wide", "inf", ""]);
+    }
+    d.pick(&[
+        "0", "1", "50", "1000", "30000", "200000", "2000000", "9000000", "0.5",
+    ])
+}
+
+/// The options of a search, shuffled: WITH…, ASC/DESC, COUNT (ANY), and for GEORADIUS
+/// STORE or STOREDIST.
+fn geo_options(d: &mut Draw, store: bool, args: &mut Args) {
+    let mut groups: Vec<Args> = Vec::new();
+    for word in ["WITHDIST", "WITHCOORD", "WITHHASH"] {
+        if d.rng.chance(35) {
+            groups.push(vec![word.as_bytes().to_vec()]);
+        }
+    }
+    if d.rng.chance(50) {
+        groups.push(vec![d.pick(&["ASC", "DESC", "asc"])]);
+    }
+    if d.rng.chance(40) {
+        let mut count = vec![
+            b"COUNT".to_vec(),
+            d.pick(&["1", "2", "3", "5", "100", "1", "0", "-1", "x"]),
+        ];
+        if d.rng.chance(30) {
+            count.push(b"ANY".to_vec());
+        }
+        groups.push(count);
+    } else if d.rng.chance(3) {
+        groups.push(vec![b"ANY".to_vec()]);
+    }
+    if store && d.rng.chance(35) {
+        let destination = if d.rng.chance(70) {
+            d.pick(GEO_KEYS)
+        } else {
+            d.key()
+        };
+        groups.push(vec![d.pick(&["STORE", "STOREDIST"]), destination]);
+    }
+    if d.rng.chance(3) {
+        groups.push(vec![d.pick(&["BOGUS", "STORE", "FROMMEMBER"])]);
+    }
+    shuffled(d, args, groups);
+}
+
+/// `GEOSEARCH`'s and `GEOSEARCHSTORE`'s centre and shape, in either order, one now and then
+/// left out or given twice.
+fn geo_search_tail(d: &mut Draw, args: &mut Args) {
+    let mut origin = || -> Args {
+        if d.rng.chance(50) {
+            vec![b"FROMMEMBER".to_vec(), geo_member(d)]
+        } else {
+            let [lon, lat] = geo_point(d);
+            vec![b"FROMLONLAT".to_vec(), lon, lat]
+        }
+    };
+    let mut groups = vec![origin()];
+    let shape = |d: &mut Draw| -> Args {
+        if d.rng.chance(50) {
+            vec![b"BYRADIUS".to_vec(), geo_radius(d), geo_unit(d)]
+        } else {
+            vec![b"BYBOX".to_vec(), geo_radius(d), geo_radius(d), geo_unit(d)]
+        }
+    };
+    groups.push(shape(d));
+    if d.rng.chance(4) {
+        groups.remove(d.rng.below(2));
+    } else if d.rng.chance(4) {
+        groups.push(shape(d));
+    }
+    shuffled(d, args, groups);
+}
+
+static GEO: &[Gen] = &[
+    g("GEOADD", 14, |d| {
+        let mut args = command("GEOADD", [geo_key(d)]);
+        for flag in ["NX", "XX", "CH"] {
+            if d.rng.chance(12) {
+                args.push(flag.as_bytes().to_vec());
+            }
+        }
+        for _ in 0..1 + d.rng.below(4) {
+            args.extend(geo_point(d));
+            args.push(geo_member(d));
+        }
+        args
+    }),
+    g("GEOPOS", 6, |d| {
+        let mut args = command("GEOPOS", [geo_key(d)]);
+        args.extend((0..d.rng.below(4)).map(|_| geo_member(d)));
+        args
+    }),
+    g("GEOHASH", 6, |d| {
+        let mut args = command("GEOHASH", [geo_key(d)]);
+        args.extend((0..d.rng.below(4)).map(|_| geo_member(d)));
+        args
+    }),
+    g("GEODIST", 8, |d| {
+        let mut args = command("GEODIST", [geo_key(d), geo_member(d), geo_member(d)]);
+        if d.rng.chance(60) {
+            args.push(geo_unit(d));
+        }
+        args
+    }),
+    g("GEORADIUS", 8, |d| {
+        let [lon, lat] = geo_point(d);
+        let mut args = command(
+            "GEORADIUS",
+            [geo_key(d), lon, lat, geo_radius(d), geo_unit(d)],
+        );
+        geo_options(d, true, &mut args);
+        args
+    }),
+    g("GEORADIUS_RO", 5, |d| {
+        let [lon, lat] = geo_point(d);
+        let mut args = command(
+            "GEORADIUS_RO",
+            [geo_key(d), lon, lat, geo_radius(d), geo_unit(d)],
+        );
+        // Now and then a STORE, which the _RO form refuses.
+        let store = d.rng.chance(10);
+        geo_options(d, store, &mut args);
+        args
+    }),
+    g("GEORADIUSBYMEMBER", 6, |d| {
+        let mut args = command(
+            "GEORADIUSBYMEMBER",
+            [geo_key(d), geo_member(d), geo_radius(d), geo_unit(d)],
+        );
+        geo_options(d, true, &mut args);
+        args
+    }),
+    g("GEORADIUSBYMEMBER_RO", 4, |d| {
+        let mut args = command(
+            "GEORADIUSBYMEMBER_RO",
+            [geo_key(d), geo_member(d), geo_radius(d), geo_unit(d)],
+        );
+        // Now and then a STORE, which the _RO form refuses.
+        let store = d.rng.chance(10);
+        geo_options(d, store, &mut args);
+        args
+    }),
+    g("GEOSEARCH", 10, |d| {
+        let mut args = command("GEOSEARCH", [geo_key(d)]);
+        geo_search_tail(d, &mut args);
+        geo_options(d, false, &mut args);
+        args
+    }),
+    g("GEOSEARCHSTORE", 6, |d| {
+        let destination = if d.rng.chance(80) {
+            d.pick(GEO_KEYS)
+        } else {
+            d.key()
+        };
+        let mut args = command("GEOSEARCHSTORE", [destination, geo_key(d)]);
+        geo_search_tail(d, &mut args);
+        geo_options(d, false, &mut args);
+        if d.rng.chance(40) {
+            args.push(b"STOREDIST".to_vec());
+        }
+        args
+    }),
+    g("ZRANGE", 3, |d| {
+        command(
+            "ZRANGE",
+            [
+                d.pick(GEO_KEYS),
+                b"0".to_vec(),
+                b"-1".to_vec(),
+                b"WITHSCORES".to_vec(),
+            ],
+        )
+    }),
+];
+
 static SCRIPTING: &[Gen] = &[
     g("EVAL", 12, |d| eval(d, "EVAL", false)),
     g("EVAL_RO", 3, |d| eval(d, "EVAL_RO", true)),
@@ -2692,6 +3140,10 @@ static CONNECTION: &[Gen] = &[
                     "zrandmember",
                     "randomkey",
                     "time",
+                    "georadius",
+                    "geosearchstore",
+                    "pfcount",
+                    "pfdebug",
                 ]));
             }
             args
@@ -2830,32 +3282,43 @@ fn mutate(d: &mut Draw, args: &mut Args) {
         args[0].to_ascii_uppercase().as_slice(),
         b"SPOP" | b"SRANDMEMBER" | b"HRANDFIELD"
     ) && args.len() <= 3;
+    // PFCOUNT of one key writes a cache in Redis (see `HLL_KEYS`): a PFCOUNT of several keys
+    // keeps them; a PFADD outside HLL_KEYS keeps its one element (see `pfadd`). A scan
+    // keeps its options: a refused one (`ZSCAN k 0 MATCH`) must not become a page of
+    // Redis's default count by a lost or gained argument (`ZSCAN k 0`, `ZSCAN k 0 MATCH x`),
+    // whose members are each server's own choice.
+    let keeps_its_arguments = match args[0].to_ascii_uppercase().as_slice() {
+        b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" => true,
+        b"PFADD" => !is_hll_key(&args[1]),
+        _ => false,
+    };
     // `READONLY` and `READWRITE` are sent only with a wrong arity (see `ALLOWED`'s note).
     let differs_bare = matches!(
         args[0].to_ascii_uppercase().as_slice(),
         b"READONLY" | b"READWRITE"
     );
     match d.rng.below(100) {
-        0..=2 if args.len() > 1 && !picks_at_random && !differs_bare => {
+        0..=2 if args.len() > 1 && !picks_at_random && !differs_bare && !keeps_its_arguments => {
             args.pop();
         }
         3..=5 => {
             let mut extra = d.value();
-            // An EXPIRE option that is not UTF-8 comes back in tandem's error with
-            // replacement characters where Redis echoes the raw bytes (see `ALLOWED`'s
-            // note): such an option is not sent.
+            // An EXPIRE option or a script body (`SCRIPT LOAD` completed by the extra
+            // argument) that is not UTF-8 comes back in tandem's error with replacement
+            // characters where Redis echoes the raw bytes (see `ALLOWED`'s note): such an
+            // argument is not sent.
             let name = args[0].to_ascii_uppercase();
-            let expire = matches!(
+            let echoed = matches!(
                 name.as_slice(),
-                b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT"
+                b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" | b"SCRIPT"
             );
-            if expire && std::str::from_utf8(&extra).is_err() {
+            if echoed && std::str::from_utf8(&extra).is_err() {
                 extra = b"bogus".to_vec();
             }
             // An extra argument after ZRANDMEMBER's key is its count: a huge negative one
             // asks Redis to stream more than the test could take (tandem refuses it).
             let count_next = name == b"ZRANDMEMBER" && args.len() == 2;
-            if !count_next {
+            if !count_next && !keeps_its_arguments {
                 args.push(extra);
             }
         }
@@ -3559,6 +4022,13 @@ fn each_allowance_catches_a_planted_difference() {
     };
     let info = |text: &str| Value::Verbatim(b"txt".to_vec(), text.as_bytes().to_vec());
     let double = |text: &str| Value::Double(text.as_bytes().to_vec());
+    // A sparse HyperLogLog whose cache's top byte is `cache_top` and whose one VAL opcode
+    // is `val`.
+    let hll = |cache_top: u8, val: u8| {
+        let mut bytes = b"HYLL\x01\0\0\0\x03\0\0\0\0\0\0".to_vec();
+        bytes.extend_from_slice(&[cache_top, 0x80 | val, 0x7f, 0xfe]);
+        Value::Bulk(bytes)
+    };
     let entry = |arity: i64, flag: &str| {
         let flags = Value::Set(vec![Value::Simple(flag.as_bytes().to_vec())]);
         Value::Array(vec![Value::Array(vec![
@@ -3823,6 +4293,22 @@ fn each_allowance_catches_a_planted_difference() {
             list(&["1", "2"]),
             false,
         ),
+        // A HyperLogLog's cache may differ, and nothing else of it or of another value.
+        ("GET h", hll(0x80, 7), hll(0x00, 7), true),
+        ("GET h", hll(0x80, 7), hll(0x80, 8), false),
+        (
+            "GET h",
+            bulk("HYLL-not-a-header"),
+            bulk("HYLL-not-a-headex"),
+            false,
+        ),
+        (
+            "GET k",
+            bulk("0123456789abcdefgh"),
+            bulk("0123456789abcdefgx"),
+            false,
+        ),
+        ("GET h", hll(0x80, 7), error("WRONGTYPE"), false),
     ];
     for (command, ours, theirs, same) in cases {
         assert_eq!(

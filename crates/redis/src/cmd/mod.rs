@@ -14,6 +14,7 @@
 mod bits;
 mod collection;
 pub mod hashes;
+pub mod hll;
 mod keys;
 pub mod lists;
 pub mod scripts;
@@ -299,11 +300,13 @@ pub fn commands() -> &'static [Command] {
         for family in [
             bits::COMMANDS,
             hashes::COMMANDS,
+            hll::COMMANDS,
             lists::COMMANDS,
             scripts::COMMANDS,
             sets::COMMANDS,
             sort::COMMANDS,
             zsets::COMMANDS,
+            zsets::geo::COMMANDS,
         ] {
             all.extend_from_slice(family);
         }

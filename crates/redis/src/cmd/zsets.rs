@@ -90,6 +90,8 @@ use crate::num;
 use crate::resp::{Argv, Proto, ReplyWriter};
 
 mod algebra;
+pub mod geo;
+mod geohash;
 
 /// The family's commands (merged into [`super::commands`]). Those whose keys follow a count
 /// name at most their destination in (first, last, step), as Redis 7.0 (see
