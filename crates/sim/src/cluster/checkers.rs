@@ -118,22 +118,57 @@ impl World {
     /// final history's) is lost by the rules' own terms under a 1-safe or bounded rule, and
     /// is not judged; under a 2-safe rule it fails the run.
     pub(super) fn check_replies(&mut self, node: NodeId) -> Result<(), String> {
+        let history = &self.nodes[index_of(node)].ledger.history;
+        let acked = self.acked_by_lsn(node, history)?;
+        let mut reference = Reference::default();
+        // Each client's last call applied, and what it answered: a call the records hold
+        // twice is answered the second time from the dedup table, as exactly-once requires.
+        let mut last_applied: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
+        let mut checked = 0;
+        let lsn_first = history.lsn() - history.entries().len() as u64;
+        for lsn in lsn_first..=history.lsn() {
+            if lsn > lsn_first {
+                let entry = history.entries()[(lsn - lsn_first - 1) as usize];
+                if entry.call.client_id == 0 {
+                    reference.sweep(entry.time_ms);
+                    continue;
+                }
+                let reply = match last_applied.get(&entry.call.client_id) {
+                    Some((seq, reply)) if *seq >= entry.call.seq => reply.clone(),
+                    _ => self.reference_commits(&mut reference, lsn, entry)?,
+                };
+                last_applied.insert(entry.call.client_id, (entry.call.seq, reply.clone()));
+                let commits = acked.commits.get(&lsn).map_or(&[][..], Vec::as_slice);
+                checked += self.check_commits(lsn, entry, &reply, commits)?;
+            }
+            let others = acked.others.get(&lsn).map_or(&[][..], Vec::as_slice);
+            checked += self.check_others(lsn, &reference, others)?;
+        }
+        let discarded = acked.discarded;
+        self.report.replies_checked = checked;
+        self.report.replies_discarded = discarded;
+        self.check_final_database(node, &reference)
+    }
+
+    /// Every reply a client accepted, by the LSN it must be judged at: commits at their
+    /// record, the others on the state after it; and how many came from a history the final
+    /// primary `node` (whose records `history` follows) does not hold, which only a rule
+    /// that may lose released commits allows.
+    fn acked_by_lsn<'a>(
+        &'a self,
+        node: NodeId,
+        history: &History,
+    ) -> Result<AckedByLsn<'a>, String> {
         let Slot::Primary(role) = self.nodes[index_of(node)].role() else {
             unreachable!("converged on a primary");
         };
-        let segment = role.role().store().segment();
-        let history = &self.nodes[index_of(node)].ledger.history;
         assert_eq!(
             history.lsn(),
-            segment.lsn(),
+            role.role().store().segment().lsn(),
             "the history follows the segment"
         );
         let judged_strictly = fenced_by_acks(self.faults.safety) && !self.sole_copy_lost;
-        // The answers each LSN must be judged at: commits at their record, the others
-        // on the state after it.
-        let mut commits: BTreeMap<u64, Vec<(usize, &AckedReply)>> = BTreeMap::new();
-        let mut others: BTreeMap<u64, Vec<(usize, &AckedReply)>> = BTreeMap::new();
-        let mut discarded = 0;
+        let mut acked = AckedByLsn::default();
         for (client, state) in self.clients.iter().enumerate() {
             let ClientCalls::Redis(redis) = &state.calls else {
                 unreachable!("a Redis run's clients");
@@ -150,99 +185,113 @@ impl World {
                             ack.seq, ack.lsn, self.faults.safety
                         )));
                     }
-                    discarded += 1;
+                    acked.discarded += 1;
                     continue;
                 }
                 let commit = ack.status.committed() && !Reference::is_read(call);
-                let at = if commit { &mut commits } else { &mut others };
+                let at = if commit {
+                    &mut acked.commits
+                } else {
+                    &mut acked.others
+                };
                 at.entry(ack.lsn).or_default().push((client, ack));
             }
         }
-        let mut reference = Reference::default();
-        // Each client's last call applied, and what it answered: a call the records hold
-        // twice is answered the second time from the dedup table, as exactly-once requires.
-        let mut last_applied: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
-        let mut checked = 0;
-        let lsn_first = history.lsn() - history.entries().len() as u64;
-        for lsn in lsn_first..=history.lsn() {
-            if lsn > lsn_first {
-                let entry = history.entries()[(lsn - lsn_first - 1) as usize];
-                if entry.call.client_id == 0 {
-                    reference.sweep(entry.time_ms);
-                    continue;
-                }
-                let client = (entry.call.client_id - u64::from(CLIENT_BASE)) as usize;
-                let ClientCalls::Redis(redis) = &self.clients[client].calls else {
-                    unreachable!("a Redis run's clients");
-                };
-                let call = &redis.sent[entry.call.seq as usize - 1];
-                let reply = match last_applied.get(&entry.call.client_id) {
-                    Some((seq, reply)) if *seq >= entry.call.seq => reply.clone(),
-                    _ => match reference.call(call, entry.time_ms) {
-                        Outcome::Committed(reply) => reply,
-                        outcome => {
-                            return Err(self.fail(format!(
-                                "LSN {lsn} holds client {client}'s call {} ({call}), which the \
-                                 reference does not commit: it answers {}",
-                                entry.call.seq,
-                                show(&outcome)
-                            )));
-                        }
-                    },
-                };
-                last_applied.insert(entry.call.client_id, (entry.call.seq, reply.clone()));
-                for &(client, ack) in commits.get(&lsn).into_iter().flatten() {
-                    checked += 1;
-                    let call = self.sent_call(client, ack.seq);
-                    if entry.call.client_id != client_id(client) || entry.call.seq != ack.seq {
-                        return Err(self.fail(format!(
-                            "client {client}'s call {} ({call}) was acknowledged as committed at \
-                             LSN {lsn}, which holds client {}'s call {}",
-                            ack.seq,
-                            entry.call.client_id - u64::from(CLIENT_BASE),
-                            entry.call.seq
-                        )));
-                    }
-                    // A retry whose reply the dedup table could not keep is told only that
-                    // its call committed, at the LSN checked above.
-                    let reply_kept = ack.status == ReplyStatus::Committed;
-                    if reply_kept && ack.body != reply {
-                        return Err(self.fail(format!(
-                            "client {client}'s call {} ({call}) committed at LSN {lsn}: the \
-                             primary answered {}, the reference {}",
-                            ack.seq,
-                            render(&ack.body),
-                            render(&reply)
-                        )));
-                    }
-                }
+        Ok(acked)
+    }
+
+    /// The reference's reply to the call the record at `lsn` (`entry`) holds, which it must
+    /// commit.
+    fn reference_commits(
+        &self,
+        reference: &mut Reference,
+        lsn: u64,
+        entry: HistoryEntry,
+    ) -> Result<Vec<u8>, String> {
+        let client = (entry.call.client_id - u64::from(CLIENT_BASE)) as usize;
+        let call = self.sent_call(client, entry.call.seq);
+        match reference.call(call, entry.time_ms) {
+            Outcome::Committed(reply) => Ok(reply),
+            outcome => Err(self.fail(format!(
+                "LSN {lsn} holds client {client}'s call {} ({call}), which the reference does \
+                 not commit: it answers {}",
+                entry.call.seq,
+                show(&outcome)
+            ))),
+        }
+    }
+
+    /// The commits acknowledged at `lsn`, whose record (`entry`) the reference answered
+    /// `reply`: each is that record's call, answered so. Returns how many were checked.
+    fn check_commits(
+        &self,
+        lsn: u64,
+        entry: HistoryEntry,
+        reply: &[u8],
+        commits: &[(usize, &AckedReply)],
+    ) -> Result<u64, String> {
+        for &(client, ack) in commits {
+            let call = self.sent_call(client, ack.seq);
+            if entry.call.client_id != client_id(client) || entry.call.seq != ack.seq {
+                return Err(self.fail(format!(
+                    "client {client}'s call {} ({call}) was acknowledged as committed at LSN \
+                     {lsn}, which holds client {}'s call {}",
+                    ack.seq,
+                    entry.call.client_id - u64::from(CLIENT_BASE),
+                    entry.call.seq
+                )));
             }
-            for &(client, ack) in others.get(&lsn).into_iter().flatten() {
-                checked += 1;
-                let call = self.sent_call(client, ack.seq);
-                let expected = reference.answer(call, ack.witness.ran_at_ms);
-                let actual = match ack.status {
-                    ReplyStatus::Committed => Outcome::Read(ack.body.clone()),
-                    ReplyStatus::CommittedReplyNotKept => {
-                        unreachable!("a retry whose reply was not kept is judged as a commit")
-                    }
-                    ReplyStatus::RolledBack => {
-                        Outcome::Failed(String::from_utf8_lossy(&ack.body).into_owned())
-                    }
-                };
-                if actual != expected {
-                    return Err(self.fail(format!(
-                        "client {client}'s call {} ({call}) at LSN {lsn}: the primary answered \
-                         {}, the reference {}",
-                        ack.seq,
-                        show(&actual),
-                        show(&expected)
-                    )));
-                }
+            // A retry whose reply the dedup table could not keep is told only that its call
+            // committed, at the LSN checked above.
+            let reply_kept = ack.status == ReplyStatus::Committed;
+            if reply_kept && ack.body != reply {
+                return Err(self.fail(format!(
+                    "client {client}'s call {} ({call}) committed at LSN {lsn}: the primary \
+                     answered {}, the reference {}",
+                    ack.seq,
+                    render(&ack.body),
+                    render(reply)
+                )));
             }
         }
-        self.report.replies_checked = checked;
-        self.report.replies_discarded = discarded;
+        Ok(commits.len() as u64)
+    }
+
+    /// The reads and failed calls answered on the state after `lsn`: each as the reference
+    /// answers it there, at the time it ran. Returns how many were checked.
+    fn check_others(
+        &self,
+        lsn: u64,
+        reference: &Reference,
+        others: &[(usize, &AckedReply)],
+    ) -> Result<u64, String> {
+        for &(client, ack) in others {
+            let call = self.sent_call(client, ack.seq);
+            let expected = reference.answer(call, ack.witness.ran_at_ms);
+            let actual = match ack.status {
+                ReplyStatus::Committed => Outcome::Read(ack.body.clone()),
+                ReplyStatus::CommittedReplyNotKept => {
+                    unreachable!("a retry whose reply was not kept is judged as a commit")
+                }
+                ReplyStatus::RolledBack => {
+                    Outcome::Failed(String::from_utf8_lossy(&ack.body).into_owned())
+                }
+            };
+            if actual != expected {
+                return Err(self.fail(format!(
+                    "client {client}'s call {} ({call}) at LSN {lsn}: the primary answered {}, \
+                     the reference {}",
+                    ack.seq,
+                    show(&actual),
+                    show(&expected)
+                )));
+            }
+        }
+        Ok(others.len() as u64)
+    }
+
+    /// The final database of primary `node`, key by key, against the reference's replay.
+    fn check_final_database(&self, node: NodeId, reference: &Reference) -> Result<(), String> {
         let now_ms = self.clock_ms();
         let mut model = RedisModel::new(self.segment_len).expect("fits");
         model.set_time_ms(now_ms);
@@ -473,6 +522,14 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// The replies clients accepted, by the LSN each is judged at (see `World::acked_by_lsn`).
+#[derive(Default)]
+struct AckedByLsn<'a> {
+    commits: BTreeMap<u64, Vec<(usize, &'a AckedReply)>>,
+    others: BTreeMap<u64, Vec<(usize, &'a AckedReply)>>,
+    discarded: u64,
 }
 
 /// What a backup must hold of a record before a reply for it may leave, by the group's rule.
