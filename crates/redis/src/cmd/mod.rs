@@ -19,6 +19,7 @@ pub mod lists;
 pub mod scripts;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 mod strings;
 pub mod zsets;
 
@@ -303,6 +304,7 @@ pub fn commands() -> &'static [Command] {
             scripts::COMMANDS,
             sets::COMMANDS,
             sort::COMMANDS,
+            streams::COMMANDS,
             zsets::COMMANDS,
         ] {
             all.extend_from_slice(family);
