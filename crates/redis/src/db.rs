@@ -77,6 +77,7 @@ pub enum Kind {
     Set = 2,
     ZSet = 3,
     Hash = 4,
+    Stream = 5,
 }
 
 impl Kind {
@@ -87,6 +88,7 @@ impl Kind {
             2 => Kind::Set,
             3 => Kind::ZSet,
             4 => Kind::Hash,
+            5 => Kind::Stream,
             _ => panic!("a key entry holds type byte {byte}, which no type has"),
         }
     }
@@ -99,6 +101,7 @@ impl Kind {
             Kind::Set => "set",
             Kind::ZSet => "zset",
             Kind::Hash => "hash",
+            Kind::Stream => "stream",
         }
     }
 }

@@ -14,6 +14,7 @@ mod resp_props;
 mod scripts;
 mod sets;
 mod sort;
+mod streams;
 mod strings_bits;
 mod transactions;
 mod zsets;

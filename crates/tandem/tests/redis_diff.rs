@@ -136,7 +136,10 @@ struct Allowed {
 /// `ZSCAN` from a cursor other than 0 (a listpack answers whole whatever the cursor); a
 /// script that fails after it wrote (tandem rolls back what it wrote, Redis keeps it), and
 /// `EVALSHA` of a script only `EVAL_RO` sent (Redis keeps that script, a read in tandem
-/// writes nothing): see [`SCRIPTS`] and [`eval`]; and a `WATCH` whose block stays open for
+/// writes nothing): see [`SCRIPTS`] and [`eval`]; `XADD *` (each server's clock makes the
+/// ID), `XREAD BLOCK` (a lone redis-server may wait forever; tandem does not wait yet) and
+/// stream entries past about 40 bytes (Redis closes a node at 4096 bytes, which tandem's
+/// packs do not count, so `~` trims could differ): see [`STREAMS`]; and a `WATCH` whose block stays open for
 /// later commands (see [`watch_block`]: tandem may abort an `EXEC` when a key written since
 /// the `WATCH` is deleted while a watched key is missing); a `PFCOUNT` of one key outside
 /// [`HLL_KEYS`] (Redis writes its cache, see `ALLOWED`'s GET) and a `PFADD` of several
@@ -1084,6 +1087,11 @@ static FAMILIES: &[Family] = &[
         commands: GEO,
         data: true,
     },
+    Family {
+        name: "streams",
+        commands: STREAMS,
+        data: true,
+    },
 ];
 
 /// The transaction commands, which [`sequence`] draws as blocks.
@@ -1713,6 +1721,175 @@ fn zpop(d: &mut Draw, name: &str) -> Args {
     let mut args = command(name, [zkey(d)]);
     if d.rng.chance(60) {
         args.push(d.pick(&["0", "1", "2", "5", "-1", "x", "300"]));
+    }
+    args
+}
+
+/// Keys only the stream generators use, so that streams live long enough to fill Redis's
+/// 100-entry nodes and meet every command; the shared keys bring wrong types and copies.
+const STREAM_KEYS: &[&str] = &["st0", "st1"];
+
+fn stream_key(d: &mut Draw) -> Vec<u8> {
+    if d.rng.chance(80) {
+        d.pick(STREAM_KEYS)
+    } else {
+        d.key()
+    }
+}
+
+/// An ID for `XADD`: mostly past every ID added before (its milliseconds grow with the
+/// step), so adds succeed and streams grow; else `ms-*`, an older ID (refused), or one
+/// malformed or at the edges. Never `*`: each server would take its own clock.
+fn add_id(d: &mut Draw) -> Vec<u8> {
+    let ms = d.step * 2 + 10;
+    match d.rng.below(20) {
+        0..=10 => format!("{ms}-{}", d.rng.below(3)).into_bytes(),
+        11..=13 => format!("{ms}-*").into_bytes(),
+        14..=16 => format!("{}-{}", d.rng.below(40), d.rng.below(3)).into_bytes(),
+        17 => format!("{}-*", d.rng.below(40)).into_bytes(),
+        18 => d.pick(&[
+            "0-0", "0", "0-*", "-", "+", "x", "1-x", "1-2-3", "01-01", " 5",
+        ]),
+        _ => d.pick(&[
+            "18446744073709551615-18446744073709551614",
+            "18446744073709551615-*",
+        ]),
+    }
+}
+
+/// An ID bound for a range: `-`, `+`, inclusive or exclusive, with or without a sequence,
+/// near the IDs the adds use; now and then one malformed or at the edges.
+fn range_id(d: &mut Draw) -> Vec<u8> {
+    let ms = d.rng.below(d.step as usize * 2 + 20);
+    match d.rng.below(12) {
+        0 => b"-".to_vec(),
+        1 => b"+".to_vec(),
+        2..=4 => format!("{ms}").into_bytes(),
+        5..=7 => format!("{ms}-{}", d.rng.below(3)).into_bytes(),
+        8 | 9 => format!("({ms}-{}", d.rng.below(3)).into_bytes(),
+        10 => format!("({ms}").into_bytes(),
+        _ => d.pick(&[
+            "(-",
+            "(+",
+            "(",
+            "x",
+            "(0-0",
+            "(18446744073709551615-18446744073709551615",
+        ]),
+    }
+}
+
+/// A short field or value: entries stay small, so Redis closes a node at 100 entries, not
+/// at its 4096 bytes (which tandem's packs do not count).
+fn stream_field(d: &mut Draw) -> Vec<u8> {
+    d.pick(&["f", "g", "h", "1", "", "a\0b", "v1", "v22"])
+}
+
+/// `XADD`'s and `XTRIM`'s trim option: MAXLEN or MINID, exact or `~`, with or without a
+/// LIMIT; or one that is refused.
+fn trim_option(d: &mut Draw, args: &mut Args) {
+    let minid = d.rng.chance(40);
+    args.push(if minid {
+        d.pick(&["MINID", "minid"])
+    } else {
+        d.pick(&["MAXLEN", "maxlen"])
+    });
+    let how = d.rng.below(4);
+    if how > 0 {
+        args.push(d.pick(&["~", "=", "~"]));
+    }
+    args.push(match (minid, d.rng.below(10)) {
+        (_, 9) => d.pick(&["-1", "x", "-", ""]),
+        (true, _) => format!("{}", d.rng.below(d.step as usize * 2 + 20)).into_bytes(),
+        (false, n) if n < 5 => format!("{}", d.rng.below(20)).into_bytes(),
+        (false, _) => format!("{}", d.rng.below(250)).into_bytes(),
+    });
+    if d.rng.chance(15) {
+        args.extend([b"LIMIT".to_vec(), d.pick(&["0", "1", "100", "150", "-1"])]);
+    }
+}
+
+static STREAMS: &[Gen] = &[
+    g("XADD", 40, |d| {
+        let mut args = command("XADD", [stream_key(d)]);
+        if d.rng.chance(10) {
+            args.push(d.pick(&["NOMKSTREAM", "nomkstream"]));
+        }
+        if d.rng.chance(25) {
+            trim_option(d, &mut args);
+        }
+        args.push(add_id(d));
+        let pairs = if d.rng.chance(95) {
+            1 + d.rng.below(3)
+        } else {
+            0
+        };
+        for _ in 0..pairs {
+            args.extend([stream_field(d), stream_field(d)]);
+        }
+        if d.rng.chance(5) {
+            args.push(stream_field(d));
+        }
+        args
+    }),
+    g("XLEN", 6, |d| command("XLEN", [stream_key(d)])),
+    g("XRANGE", 12, |d| range_command(d, "XRANGE")),
+    g("XREVRANGE", 8, |d| range_command(d, "XREVRANGE")),
+    g("XDEL", 8, |d| {
+        let mut args = command("XDEL", [stream_key(d)]);
+        for _ in 0..1 + d.rng.below(3) {
+            args.push(if d.rng.chance(90) {
+                let ms = d.step as usize * 2 + 10;
+                format!("{}-{}", d.rng.below(ms + 1), d.rng.below(3)).into_bytes()
+            } else {
+                range_id(d)
+            });
+        }
+        args
+    }),
+    g("XTRIM", 6, |d| {
+        let mut args = command("XTRIM", [stream_key(d)]);
+        if d.rng.chance(95) {
+            trim_option(d, &mut args);
+        } else {
+            args.push(d.pick(&["FOO", "LIMIT", "NOMKSTREAM"]));
+        }
+        args
+    }),
+    g("XREAD", 10, |d| {
+        let mut args = command("XREAD", []);
+        if d.rng.chance(40) {
+            args.extend([b"COUNT".to_vec(), d.pick(&["0", "1", "2", "-1", "x"])]);
+        }
+        if d.rng.chance(3) {
+            args.push(d.pick(&["NOACK", "FOO"]));
+        }
+        args.push(b"STREAMS".to_vec());
+        let keys: Vec<Vec<u8>> = (0..1 + d.rng.below(2)).map(|_| stream_key(d)).collect();
+        let ids: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|_| match d.rng.below(10) {
+                0 => b"$".to_vec(),
+                1 => d.pick(&["0", ">", "x", "+"]),
+                _ => format!("{}", d.rng.below(d.step as usize * 2 + 10)).into_bytes(),
+            })
+            .collect();
+        args.extend(keys);
+        if d.rng.chance(97) {
+            args.extend(ids);
+        }
+        args
+    }),
+];
+
+/// `XRANGE` or `XREVRANGE` (bounds in that command's order), with a COUNT now and then.
+fn range_command(d: &mut Draw, name: &str) -> Args {
+    let mut args = command(name, [stream_key(d), range_id(d), range_id(d)]);
+    if d.rng.chance(30) {
+        args.extend([b"COUNT".to_vec(), d.pick(&["0", "1", "2", "5", "-1", "x"])]);
+    }
+    if d.rng.chance(3) {
+        args.push(d.pick(&["COUNT", "FOO"]));
     }
     args
 }

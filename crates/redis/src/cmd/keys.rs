@@ -18,6 +18,7 @@ pub fn free_value(txn: &mut Txn<'_>, layout: &Layout, key: &Key) {
         Kind::List => super::lists::free(txn, layout, key),
         Kind::Set => super::sets::free(txn, layout, key),
         Kind::ZSet => super::zsets::free(txn, layout, key),
+        Kind::Stream => super::streams::free(txn, layout, key),
     }
 }
 
@@ -30,6 +31,7 @@ pub fn value_blocks(mem: &impl Mem, layout: &Layout, key: &Key, owned: &mut Vec<
         Kind::List => super::lists::owned(mem, layout, key, owned),
         Kind::Set => super::sets::owned(mem, layout, key, owned),
         Kind::ZSet => super::zsets::owned(mem, layout, key, owned),
+        Kind::Stream => super::streams::owned(mem, layout, key, owned),
     }
 }
 
@@ -603,6 +605,7 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         Kind::List => super::lists::copy(ctx, &source, to)?,
         Kind::Set => super::sets::copy(ctx, &source, to)?,
         Kind::ZSet => super::zsets::copy(ctx, &source, to)?,
+        Kind::Stream => super::streams::copy(ctx, &source, to)?,
     }
     if source.head.expire_at_ms != 0 {
         let layout = ctx.layout;

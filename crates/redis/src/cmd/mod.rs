@@ -20,6 +20,7 @@ pub mod lists;
 pub mod scripts;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 mod strings;
 pub mod zsets;
 
@@ -305,6 +306,7 @@ pub fn commands() -> &'static [Command] {
             scripts::COMMANDS,
             sets::COMMANDS,
             sort::COMMANDS,
+            streams::COMMANDS,
             zsets::COMMANDS,
             zsets::geo::COMMANDS,
         ] {
