@@ -1,7 +1,8 @@
 //! What a [`super::Node`]'s driver provides and hears: the services only it has (the model's
 //! clock, a load, the log), the outputs it carries out (frames, answers, log orders), and
 //! the hooks through which the simulator's checkers follow the node. A hook's default does
-//! nothing; nothing the node decides depends on a hook's answer but the planted bugs'.
+//! nothing; nothing the node decides depends on a hook's answer, but for the planted bugs'
+//! hooks and an error, which ends the input and is handed back to the driver.
 
 use std::fmt;
 
