@@ -138,3 +138,48 @@ pub fn ok() -> Value {
 pub fn err(text: &str) -> Value {
     Value::Error(text.as_bytes().to_vec())
 }
+
+/// The bytes of hex `text`.
+pub fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// Replays a fixture `tools/` recorded from redis-server (`P proto`, `C x<hex> …`, `R <hex
+/// reply>` lines) on a fresh node: each reply must equal Redis's once both pass through
+/// `canonical` (which may order what Redis leaves unordered). Returns the commands replayed.
+pub fn replay_recorded(fixture: &str, canonical: impl Fn(&[Vec<u8>], Value) -> Value) -> usize {
+    let mut node = Node::new(8 << 20);
+    let mut args: Vec<Vec<u8>> = Vec::new();
+    let mut replayed = 0;
+    for line in fixture.lines() {
+        if let Some(proto) = line.strip_prefix("P ") {
+            let hello = node.cmd(&[b"HELLO", proto.as_bytes()]);
+            assert!(
+                matches!(hello, Value::Map(_) | Value::Array(_)),
+                "{hello:?}"
+            );
+        } else if let Some(command) = line.strip_prefix("C ") {
+            args = command
+                .split(' ')
+                .map(|arg| unhex(arg.strip_prefix('x').expect("an x-prefixed argument")))
+                .collect();
+        } else if let Some(reply) = line.strip_prefix("R ") {
+            let raw = unhex(reply);
+            let (expected, used) = parse_reply(&raw).unwrap().expect("a whole reply");
+            assert_eq!(used, raw.len());
+            let arg_refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let ours = node.cmd(&arg_refs);
+            assert_eq!(
+                canonical(&args, ours),
+                canonical(&args, expected),
+                "command {replayed}: {:?}",
+                show(&arg_refs)
+            );
+            replayed += 1;
+        }
+    }
+    replayed
+}
