@@ -216,6 +216,12 @@ impl<T> BackupRole<T> {
         self.receiver.step(from, message);
     }
 
+    /// Bytes of a message from the primary arrived, and the message is not whole yet: the
+    /// receiver answers them once a tick, so the primary hears this backup meanwhile.
+    pub fn receiving(&mut self) {
+        self.receiver.receiving();
+    }
+
     /// A tick of the node's clock; a frozen role's receiver no longer counts time.
     pub fn tick(&mut self) {
         if !self.gate.is_frozen() {

@@ -53,6 +53,11 @@ pub struct NodeSettings {
     pub periodic_interval_ms: Option<u64>,
     /// Whether the model keeps time: a primary tells it the clock before each call.
     pub model_clock: bool,
+    /// The longest reply and redo record a primary's call may make (`usize::MAX`: no
+    /// limit): what a frame and a batch carry ([`crate::reply_len_max`],
+    /// [`crate::record_len_max`]).
+    pub reply_len_max: usize,
+    pub record_len_max: usize,
 }
 
 /// The segment a node's next role starts from: loaded ahead, since a load takes a while.
@@ -130,6 +135,15 @@ impl<D: Destination, R> Node<D, R> {
                 model,
             },
         }
+    }
+
+    /// The node with `segment` (the initial database, loaded) ready for its first role, if
+    /// no segment is: a driver that loads before the node starts saves the first role a load.
+    pub fn with_segment_ready(mut self, segment: Segment) -> Node<D, R> {
+        if matches!(self.plane.next, NextSegment::None) {
+            self.plane.next = NextSegment::Ready(segment);
+        }
+        self
     }
 
     pub fn id(&self) -> NodeId {
@@ -284,6 +298,57 @@ impl<D: Destination, R> Node<D, R> {
         let result = self.plane.run_queued(env);
         self.observe();
         result
+    }
+
+    /// Calls that arrived together (one read of a connection, or one pass of the RESP
+    /// front end): queued at a serving primary and run once, so that they share batches;
+    /// anywhere else each is answered "not primary".
+    pub fn calls<E: NodeEnv<D, R>>(
+        &mut self,
+        calls: impl IntoIterator<Item = WaitingCall<D>>,
+        env: &mut E,
+    ) -> Result<(), E::Error> {
+        if !self.serving(env) {
+            for call in calls {
+                env.not_primary(call.to);
+            }
+            return Ok(());
+        }
+        if let Slot::Primary(host) = &mut self.plane.role {
+            for call in calls {
+                host.queue(call);
+            }
+        }
+        let result = self.plane.run_queued(env);
+        self.observe();
+        result
+    }
+
+    /// Bytes of a message from peer `from` arrived and the message is not whole yet (a
+    /// large batch or transfer): a backup's primary is heard meanwhile, as between frames.
+    pub fn receiving<E: NodeEnv<D, R>>(
+        &mut self,
+        from: NodeId,
+        env: &mut E,
+    ) -> Result<(), E::Error> {
+        let Slot::Backup(backup) = &mut self.plane.role else {
+            return Ok(());
+        };
+        if from != backup.gate().primary() || !backup.admits(from) {
+            return Ok(());
+        }
+        backup.receiving();
+        self.core_mut().heard_from_primary();
+        env.heard_primary(from);
+        self.plane.collect_backup(env)
+    }
+
+    /// A primary role's connection to member `node` was (re)established: what was in
+    /// flight on the old one is lost, and the member introduces itself again.
+    pub fn link_up(&mut self, node: NodeId) {
+        if let Slot::Primary(host) = &mut self.plane.role {
+            host.role_mut().link_reset(node);
+        }
     }
 
     /// A client's read: kept by a backup role for its rule. False if the node holds no

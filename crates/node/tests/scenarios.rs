@@ -571,6 +571,8 @@ fn node_settings(safety: Safety) -> NodeSettings {
         lsn_loaded: common::loaded().lsn(),
         periodic_interval_ms: None,
         model_clock: false,
+        reply_len_max: usize::MAX,
+        record_len_max: usize::MAX,
     }
 }
 

@@ -66,11 +66,42 @@ fn question_first() -> u64 {
 }
 
 /// A read waiting for the applier, and where its answer goes.
-type ReadRequest = WaitingRead<ReadTo, Instant>;
+pub(crate) type ReadRequest = WaitingRead<ReadTo, Instant>;
+
+/// Where a backup role's reads go: its applier (static mode), or the node's thread
+/// (cluster mode). A read that cannot be handed over is dropped, which answers it.
+#[derive(Clone, Debug)]
+pub(crate) enum ReadSink {
+    Applier(SyncSender<ToApplier>),
+    Node(Sender<crate::cluster::ToNode>),
+}
+
+impl ReadSink {
+    /// Hands `read` over, waiting for room in the applier's queue; false once the role
+    /// stopped.
+    fn send(&self, read: ReadRequest) -> bool {
+        match self {
+            ReadSink::Applier(to_applier) => to_applier.send(ToApplier::Read(read)).is_ok(),
+            ReadSink::Node(to_node) => to_node.send(crate::cluster::ToNode::Read(read)).is_ok(),
+        }
+    }
+
+    /// Hands `read` over without waiting: a full queue or a stopped role drops it.
+    fn try_send(&self, read: ReadRequest) {
+        match self {
+            ReadSink::Applier(to_applier) => {
+                let _ = to_applier.try_send(ToApplier::Read(read));
+            }
+            ReadSink::Node(to_node) => {
+                let _ = to_node.send(crate::cluster::ToNode::Read(read));
+            }
+        }
+    }
+}
 
 /// Where a read's answer goes.
 #[derive(Debug)]
-enum ReadTo {
+pub(crate) enum ReadTo {
     /// A stub's reader thread: the answer encoded, a `Reply` or an `Error` frame.
     Frame(Sender<Vec<u8>>),
     /// The RESP front end, through a [`BackupPort`]: the answer as the node core gave it.
@@ -109,14 +140,14 @@ impl LocalAnswers {
 /// One read of a [`BackupPort`]: answered exactly once, by the applier or, if it is dropped
 /// unanswered, as `None`, so the front end never waits for an answer that cannot come.
 #[derive(Debug)]
-struct LocalRead {
+pub(crate) struct LocalRead {
     seq: u64,
     to: Arc<LocalAnswers>,
     answered: bool,
 }
 
 impl LocalRead {
-    fn answer(mut self, answer: ReadAnswer) {
+    pub(crate) fn answer(mut self, answer: ReadAnswer) {
         self.answered = true;
         self.to.put(self.seq, Some(answer));
     }
@@ -137,7 +168,7 @@ impl Drop for LocalRead {
 /// first, as dropped), and wakes the front end.
 #[derive(Debug)]
 pub struct BackupPort {
-    to_applier: SyncSender<ToApplier>,
+    to_applier: ReadSink,
     answers: Arc<LocalAnswers>,
     /// Tells the roles apart: a node may hold a new backup role after a restart or a depose.
     role: usize,
@@ -172,7 +203,7 @@ impl BackupPort {
             needs: Needs::ReadIndex,
         };
         // A full queue or a stopped applier hands the read back, and dropping it answers it.
-        let _ = self.to_applier.try_send(ToApplier::Read(request));
+        self.to_applier.try_send(request);
         seq
     }
 
@@ -185,7 +216,7 @@ impl BackupPort {
 }
 
 /// What the applier thread receives from the receivers and the node.
-enum ToApplier {
+pub(crate) enum ToApplier {
     Batch(ApplyBatch),
     /// A state transfer, installed in one step after the batches before it.
     Install(PageImage),
@@ -324,8 +355,9 @@ fn active_replica(
 #[derive(Debug)]
 pub struct BackupHandle {
     control: Sender<Control>,
-    pub applier: JoinHandle<()>,
-    to_applier: SyncSender<ToApplier>,
+    /// The applier thread (static mode; in cluster mode the node's thread holds the role).
+    pub applier: Option<JoinHandle<()>>,
+    to_applier: ReadSink,
     state: Shared,
 }
 
@@ -334,7 +366,7 @@ pub struct BackupHandle {
 #[derive(Clone, Debug)]
 pub struct Reader {
     state: Shared,
-    to_applier: SyncSender<ToApplier>,
+    to_applier: ReadSink,
 }
 
 impl Reader {
@@ -354,31 +386,6 @@ impl Reader {
             let _ = out.write_all(&frame);
         }
         close(stream, Ok(()), &self.state);
-    }
-}
-
-/// Serves a primary's connection to a backup role; outlives the role harmlessly (the role's
-/// gate then refuses the primary, or its applier is gone and the connection ends).
-#[derive(Clone, Debug)]
-pub struct ReplicaServer {
-    state: Shared,
-    to_applier: SyncSender<ToApplier>,
-}
-
-impl ReplicaServer {
-    /// Runs the receiver on a connection from `primary` on the calling thread (the node's
-    /// acceptor read its Hello), until the connection ends: a thread less to start in a
-    /// failover.
-    /// `sealer` writes the link's frames (the acceptor authenticated the link, if the node has
-    /// a `peer_secret`).
-    pub(crate) fn serve(
-        self,
-        stream: TcpStream,
-        buffer: FrameBuffer,
-        primary: NodeId,
-        sealer: Sealer,
-    ) {
-        serve_accepted(stream, buffer, primary, sealer, self.state, self.to_applier);
     }
 }
 
@@ -421,15 +428,6 @@ impl BackupHandle {
     /// What serves clients' reads, apart from the role (so the caller need not hold it).
     pub fn reader(&self) -> Reader {
         Reader {
-            state: self.state.clone(),
-            to_applier: self.to_applier.clone(),
-        }
-    }
-
-    /// What serves a connection from a primary on the caller's thread, apart from the role
-    /// (so that the caller need not hold it).
-    pub fn replica_server(&self) -> ReplicaServer {
-        ReplicaServer {
             state: self.state.clone(),
             to_applier: self.to_applier.clone(),
         }
@@ -486,7 +484,10 @@ impl BackupHandle {
     /// and the batches received. Call it frozen, with `lsn` at most what was received.
     pub fn handover(self, lsn: u64) -> Result<Handover, HandoverFailure> {
         let (reply, answer) = mpsc::channel();
-        self.to_applier
+        let ReadSink::Applier(to_applier) = &self.to_applier else {
+            return Err(HandoverFailure::ApplierStopped);
+        };
+        to_applier
             .send(ToApplier::Handover { lsn, reply })
             .map_err(|_| HandoverFailure::ApplierStopped)?;
         let handover = answer.recv().map_err(|_| HandoverFailure::ApplierStopped)?;
@@ -509,6 +510,65 @@ impl BackupHandle {
     }
 }
 
+/// What a cluster-mode backup role shares with the node's acceptor and RESP front end: its
+/// reads go to the node's thread, which keeps `gate` and `lsn_applied` in step with the
+/// role it holds (they tell the roles apart and fill a reader's Welcome).
+pub(crate) struct NodeBackup {
+    pub(crate) handle: BackupHandle,
+    pub(crate) gate: Arc<Gate>,
+    pub(crate) lsn_applied: Arc<AtomicU64>,
+}
+
+impl BackupHandle {
+    /// The handle of a cluster-mode backup role following `primary` in `view`, applied up
+    /// to `lsn_applied`; `control` reaches the node's thread for status and checksum.
+    pub(crate) fn on_node(
+        config: &NodeConfig,
+        metrics: &Arc<Metrics>,
+        to_node: Sender<crate::cluster::ToNode>,
+        control: Sender<Control>,
+        gate: Gate,
+        lsn_applied: u64,
+    ) -> Result<NodeBackup, StartError> {
+        let gate = Arc::new(gate);
+        let lsn_applied = Arc::new(AtomicU64::new(lsn_applied));
+        let state = Shared {
+            node_id: config.node_id,
+            group: config.group.id,
+            tick: Duration::from_micros(config.tuning.tick_us),
+            max_frame_len: config.tuning.max_frame_len,
+            lsn_applied: Arc::clone(&lsn_applied),
+            lsn_received: Arc::new(AtomicU64::new(0)),
+            lsn_synced_told: Arc::new(AtomicU64::new(0)),
+            lsn_released: Arc::new(AtomicU64::new(0)),
+            released_heard: Arc::new(Mutex::new(None)),
+            started: Instant::now(),
+            reads_heard: Arc::new(AtomicU64::new(0)),
+            gate: Arc::clone(&gate),
+            ack_writer: Arc::new(Mutex::new(None)),
+            auth: PeerAuth::new(config, metrics)?,
+            metrics: Arc::clone(metrics),
+            peer_closed: None,
+            diverged: Arc::new(Mutex::new(None)),
+            lsn_before_rewind: None,
+            members: MemberList::of(config),
+            log: None,
+        };
+        let handle = BackupHandle {
+            control,
+            applier: None,
+            to_applier: ReadSink::Node(to_node),
+            state,
+        };
+        Ok(NodeBackup {
+            handle,
+            gate,
+            lsn_applied,
+        })
+    }
+
+}
+
 /// Starts a backup of `workload`: loads the same initial database as the primary (the load is
 /// deterministic), then accepts the primary's connection on `listener`.
 pub fn start(
@@ -528,7 +588,9 @@ pub fn start(
     let gate_metrics = Arc::clone(&metrics);
     let handle = start_role(config, segment, model, metrics, gate, Vec::new(), None, log)?;
     let state = handle.state.clone();
-    let to_applier = handle.to_applier.clone();
+    let ReadSink::Applier(to_applier) = handle.to_applier.clone() else {
+        unreachable!("a static backup has an applier");
+    };
     // A connection gets a thread only once its whole Hello came (gate.rs).
     let on_hello = move |stream: TcpStream, buffer: FrameBuffer, handshake: Handshake| {
         let state = state.clone();
@@ -643,8 +705,8 @@ pub fn start_role(
         })?;
     Ok(BackupHandle {
         control,
-        applier,
-        to_applier,
+        applier: Some(applier),
+        to_applier: ReadSink::Applier(to_applier),
         state,
     })
 }
@@ -828,20 +890,6 @@ fn receive(
     buffer.set_max_frame_len(state.max_frame_len);
     drop(handshake);
     receive_from(stream, buffer, primary, sealer, state, to_applier)
-}
-
-/// Serves a connection whose Hello the node's acceptor already read.
-fn serve_accepted(
-    mut stream: TcpStream,
-    buffer: FrameBuffer,
-    primary: NodeId,
-    sealer: Sealer,
-    state: Shared,
-    to_applier: SyncSender<ToApplier>,
-) {
-    let _ = net::tune(&stream);
-    let result = receive_from(&mut stream, buffer, primary, sealer, &state, &to_applier);
-    close(stream, result, &state);
 }
 
 /// Runs the receiver core on a connection from node `primary`, after its Hello.
@@ -1062,7 +1110,7 @@ fn serve_reads(
     client_out: &mut ClientOut,
     mut buffer: FrameBuffer,
     state: &Shared,
-    to_applier: &SyncSender<ToApplier>,
+    to_applier: &ReadSink,
 ) -> Result<(), ConnError> {
     let mut out = Vec::new();
     encode_welcome(
@@ -1098,7 +1146,7 @@ fn serve_reads(
                         to: ReadTo::Frame(answer),
                         needs,
                     };
-                    if to_applier.send(ToApplier::Read(request)).is_err() {
+                    if !to_applier.send(request) {
                         return Err(ConnError::Closed);
                     }
                     // The applier answers every read by its deadline, or stops (a role change).
@@ -1160,7 +1208,7 @@ fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Reads) {
 }
 
 /// A read's answer as the frame a stub's reader thread sends.
-fn answer_frame(node_id: NodeId, seq: u64, answer: ReadAnswer) -> Vec<u8> {
+pub(crate) fn answer_frame(node_id: NodeId, seq: u64, answer: ReadAnswer) -> Vec<u8> {
     let mut frame = Vec::new();
     match answer {
         ReadAnswer::Served { lsn, body } => {

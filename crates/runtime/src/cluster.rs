@@ -4,49 +4,54 @@
 //! - a client goes to the primary role if this node holds it, else gets `NotPrimary`;
 //! - a replica link goes to the backup role if the caller is the primary it follows, else
 //!   gets `StaleView`;
-//! - another node's cluster core gets a reader that feeds the supervisor.
+//! - another node's cluster core gets a reader that feeds the node.
 //!
-//! The supervisor thread is a pump around the node's [`tandem_node::Supervisor`], which owns
-//! the cluster core ([`tandem_cluster::Cluster`], with the config store's Raft member) and
-//! the role rule, and decides. The thread reads the clock and its inbox, ticks the core,
-//! feeds it what the roles observe (acks, frames from the primary), and has
-//! [`RuntimeRoles`] carry out the supervisor's orders: send a message, freeze a backup,
-//! start, keep or end a role thread. The simulator carries out the same orders in memory.
+//! The node's thread ([`node_loop`]) owns the member's [`tandem_node::Node`]: its
+//! supervisor (the cluster core, with the config store's Raft member, and the role rule)
+//! and the role it holds, store included. It is the node's driver ([`env`]): it reads the
+//! clock and its inbox, and hands what leaves to the sockets' threads and the log thread. A
+//! role change is a change of the `Node`, never a thread started or stopped; the simulator
+//! drives the same `Node`.
 //!
 //! A node that restarts with persisted config-store state never resumes a role: its memory
 //! is gone. It stays out of the view until it is added as a spare, and catches up from the
 //! primary's retained tail.
 
+mod env;
+mod node_loop;
+
+pub(crate) use node_loop::ToNode;
+
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tandem_cluster::role::Transition;
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
-use tandem_config::{ClusterMap, FileDurable, Member, NodeInfo, View};
-use tandem_log::SealedBatch;
+use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
+use tandem_log::{BatchKind, TailLimits};
 use tandem_memory::Segment;
-use tandem_replication::NodeId;
+use tandem_node::{Node, NodeSettings, READ_INDEX_RETRY, ReadSettings, RoleRule};
+use tandem_replication::{NodeId, PrimaryConfig};
 use tandem_store::DataModel;
 use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_error};
 
-use crate::backup::{self, BackupHandle, Gate};
+use crate::backup::BackupHandle;
 use crate::config::{NodeConfig, Role};
 use crate::gate::Handshake;
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
 use crate::peer_auth::{ClientAuth, PeerAuth, Sealer};
-use crate::primary::{self, Inbound, PrimaryHandle, RoleView};
+use crate::primary::{self, PrimaryHandle};
 use crate::scripts::Scripts;
 use crate::{Checksum, NodeStatus, StartError};
+use env::{PeerWriter, ReplicaLink, RuntimeEnv};
+use node_loop::NodeThread;
 use serde::Serialize;
-use tandem_node::{
-    Carrier, CarryNote, DriveError, Handover, Notice, Observed, Records, RoleHeld, RoleRule,
-};
 
 /// A cluster message in a few words, for the trace lines.
 fn brief(message: &ClusterMessage) -> String {
@@ -140,18 +145,6 @@ fn slot_report(slot: &Mutex<Slot>, with_checksum: bool) -> Option<ClusterRoleRep
     Some(ClusterRoleReport { status, checksum })
 }
 
-/// What reaches the supervisor.
-#[derive(Debug)]
-enum ToSupervisor {
-    Cluster {
-        from: NodeId,
-        message: ClusterMessage,
-    },
-    Observed(Observed),
-    /// The connection from a peer was closed from its side.
-    PeerClosed(NodeId),
-}
-
 /// Runs a cluster-mode node until the process is stopped.
 pub fn run(
     config: &NodeConfig,
@@ -206,7 +199,7 @@ pub fn run(
     // The trace lines cost a formatted message per cluster message: they are built only when
     // the log level lets them through (`--log-level trace`, `RUST_LOG=trace`, `TANDEM_TRACE`).
     let trace = tracing::enabled!(tracing::Level::TRACE);
-    let (to_supervisor, inbox) = mpsc::channel();
+    let (to_node, inbox) = mpsc::channel();
     let slot = Arc::new(Mutex::new(Slot::Outside));
     let slot_changed = Arc::new(Condvar::new());
     let info = Arc::new(Mutex::new(ClusterInfo {
@@ -270,19 +263,20 @@ pub fn run(
         );
     }
     let peer_closed = {
-        let to_supervisor = to_supervisor.clone();
+        let to_node = to_node.clone();
         crate::PeerClosed::new(move |peer| {
-            // The supervisor outlives the roles; if it is gone, so is the node.
-            let _ = to_supervisor.send(ToSupervisor::PeerClosed(peer));
+            // The node's thread lives as long as the process.
+            let _ = to_node.send(ToNode::PeerClosed(peer));
         })
     };
     let acceptor = Acceptor {
         node_id: config.node_id,
         group: config.group.id,
         max_frame_len: config.tuning.max_frame_len,
+        tick: Duration::from_micros(config.tuning.tick_us),
         slot: Arc::clone(&slot),
         slot_changed: Arc::clone(&slot_changed),
-        to_supervisor,
+        to_node: to_node.clone(),
         auth: peer_auth.clone(),
         client_auth: ClientAuth::new(config, &metrics)?,
         metrics: Arc::clone(&metrics),
@@ -327,54 +321,19 @@ pub fn run(
         // A replay that stopped part way leaves a segment no role may start from as loaded.
         segment = crate::workload::loaded_segment(&config.group, &*model)?;
     }
-    let segment_next = match replayed {
-        Some(_) => NextSegment::Recovered(segment),
-        None => NextSegment::Ready(segment),
-    };
-    let roles = RuntimeRoles {
-        log,
-        config: config.clone(),
-        model,
-        scripts,
-        metrics,
-        slot,
-        slot_changed,
-        outbox: Outbox {
-            node: config.node_id,
-            group: config.group.id,
-            addresses,
-            writers: BTreeMap::new(),
-            trace,
-            auth: peer_auth.clone(),
-        },
-        reads_heard: 0,
-        executor_turns: 0,
-        segment_next,
-        loaded: None,
-        info: Arc::clone(&info),
-        trace,
-        observed: None,
-        heard_since_role: std::collections::BTreeSet::new(),
-        peer_closed,
-    };
+    if let Some(log) = &log {
+        // The log outlives the roles: the node hears every sync, whatever role it holds.
+        let to_node = to_node.clone();
+        log.listen(Some(Box::new(move |lsn| {
+            let _ = to_node.send(ToNode::Synced(lsn));
+        })));
+    }
     let mut rule = RoleRule::new(config.node_id, config.group.view, restarted);
     if let Some(replayed) = replayed {
         rule = rule.with_recovered(tandem_node::Recovered {
             view: replayed.view,
             lsn: replayed.lsn,
         });
-    }
-    let mut supervisor = SupervisorThread {
-        node: tandem_node::Supervisor::new(core, rule),
-        disk,
-        roles,
-        tick_us: config.tuning.tick_us,
-        info,
-        started: Instant::now(),
-        alone_since: None,
-        trace,
-    };
-    if let Some(replayed) = replayed {
         tracing::info!(
             "node {}: restarted; rebuilt LSN {} from its log (records of view {}), it rejoins \
              as a spare from there and fetches only what changed since",
@@ -388,8 +347,132 @@ pub fn run(
             config.node_id
         );
     }
-    supervisor.run(inbox);
+    let node_model = model.replica();
+    let periodic_interval_ms = model.periodic().map(|(_, interval_ms)| interval_ms.max(1));
+    let settings = node_settings(config, lsn_load, periodic_interval_ms);
+    let supervisor = tandem_node::Supervisor::new(core, rule);
+    // The node is made on its thread: its model is shared by its roles, not across threads.
+    let make_node = move || {
+        let node_model: Arc<dyn DataModel> = Arc::from(node_model);
+        match replayed {
+            Some(_) => Node::new(supervisor, settings, node_model, 0, Some(segment)),
+            None => Node::new(supervisor, settings, node_model, 0, None)
+                .with_segment_ready(segment),
+        }
+    };
+    let env = RuntimeEnv {
+        id: config.node_id,
+        config: config.clone(),
+        model,
+        log,
+        origin: Instant::now(),
+        to_node,
+        loads_started: 0,
+        outbox: Outbox {
+            node: config.node_id,
+            group: config.group.id,
+            addresses,
+            writers: BTreeMap::new(),
+            trace,
+            auth: peer_auth.clone(),
+        },
+        links: BTreeMap::new(),
+        links_epoch: None,
+        replicas: BTreeMap::new(),
+        conns: BTreeMap::new(),
+        primary_epoch: None,
+        metrics,
+        progress: Arc::new(crate::primary::Progress::default()),
+        info: Arc::clone(&info),
+        trace,
+        tallies: env::Tallies::default(),
+        replies_released: 0,
+        peer_closed,
+    };
+    let (controls_tx, controls) = mpsc::channel();
+    let tick = Duration::from_micros(config.tuning.tick_us);
+    let thread = move || NodeThread {
+        node: make_node(),
+        disk,
+        env,
+        inbox,
+        controls,
+        controls_tx,
+        tick,
+        scripts,
+        slot,
+        slot_changed,
+        published: NodeThread::new_published(),
+        info,
+        started: Instant::now(),
+        alone_since: None,
+        heard_since_role: std::collections::BTreeSet::new(),
+        links_accepted: 0,
+    };
+    // The node's thread runs clients' calls, scripts among them: its stack holds the deepest
+    // input the script engine's bounds accept.
+    let handle = thread::Builder::new()
+        .name("node".into())
+        .stack_size(tandem_redis::SCRIPT_THREAD_STACK_BYTES)
+        .spawn(move || thread().run())
+        .map_err(|source| StartError::Thread {
+            thread: "the node",
+            source,
+        })?;
+    crate::join_or_say("the node's thread", handle);
     Ok(())
+}
+
+/// How the node's roles are set up, from the configuration.
+fn node_settings(
+    config: &NodeConfig,
+    lsn_loaded: u64,
+    periodic_interval_ms: Option<u64>,
+) -> NodeSettings {
+    let tuning = &config.tuning;
+    let group = &config.group;
+    let lease_ticks = config
+        .cluster
+        .as_ref()
+        .map(|cluster| primary::runtime_lease_ticks(cluster.lease_ticks));
+    let checkpoint_bytes = config
+        .log_settings()
+        .map_or(u64::MAX, |log| log.checkpoint_bytes);
+    NodeSettings {
+        primary: PrimaryConfig {
+            group: group.id,
+            view: group.view,
+            backups: Vec::new(),
+            spares: Vec::new(),
+            safety: group.safety,
+            tail: TailLimits {
+                records_max: tuning.tail_records_max,
+                bytes_max: tuning.tail_bytes_max,
+            },
+            batch_bytes_max: tuning.batch_bytes_max,
+            heartbeat_ticks: tuning.heartbeat_ticks,
+            resend_ticks: tuning.heartbeat_ticks.max(2),
+            flush_batches_in_flight_max: primary::FLUSH_BATCHES_IN_FLIGHT_MAX,
+            lone: config.peers.is_empty(),
+            lease_ticks,
+            kind: BatchKind::Redo,
+        },
+        nack_ticks: 2,
+        reads: ReadSettings {
+            reply_len_max: tandem_wire::reply_body_len_max(tuning.max_frame_len),
+            index_retry_us: u64::try_from(READ_INDEX_RETRY.as_micros()).unwrap_or(u64::MAX),
+        },
+        checkpoint_bytes,
+        lsn_loaded,
+        periodic_interval_ms,
+        model_clock: true,
+        reply_len_max: tandem_node::reply_len_max(tuning.max_frame_len, tuning.batch_bytes_max),
+        record_len_max: tandem_node::record_len_max(
+            tuning.max_frame_len,
+            tuning.batch_bytes_max,
+            tuning.tail_bytes_max,
+        ),
+    }
 }
 
 /// What a RESP connection knows of a cluster-mode node.
@@ -504,776 +587,6 @@ fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) ->
         },
     );
     map
-}
-
-/// The supervisor thread: it reads the clock and its inbox, feeds the node's
-/// [`tandem_node::Supervisor`], and has [`RuntimeRoles`] carry out what that decides.
-struct SupervisorThread {
-    node: tandem_node::Supervisor,
-    disk: FileDurable,
-    roles: RuntimeRoles,
-    tick_us: u64,
-    /// What `/status` says of the cluster, refreshed after every step.
-    info: Arc<Mutex<ClusterInfo>>,
-    started: Instant,
-    /// Since when this node is primary of a view without a backup, if it is.
-    alone_since: Option<Instant>,
-    /// Trace level on: log every cluster message (but `Alive`) and every slow save.
-    trace: bool,
-}
-
-impl SupervisorThread {
-    fn run(&mut self, inbox: Receiver<ToSupervisor>) {
-        let tick = Duration::from_micros(self.tick_us);
-        let mut next_tick = Instant::now() + tick;
-        self.drive();
-        loop {
-            let timeout = next_tick.saturating_duration_since(Instant::now());
-            match inbox.recv_timeout(timeout) {
-                Ok(message) => {
-                    self.handle(message);
-                    while let Ok(message) = inbox.try_recv() {
-                        self.handle(message);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-            while let Some(observed) = self
-                .roles
-                .observed
-                .as_ref()
-                .and_then(|rx| rx.try_recv().ok())
-            {
-                self.handle(ToSupervisor::Observed(observed));
-            }
-            self.roles.poll_spare();
-            let now = Instant::now();
-            // Ticks this thread missed while it was busy (loading a segment, changing role)
-            // or descheduled are skipped, not replayed: replayed at once they would make the
-            // failure detector accuse peers of a silence that was this node's own. Skipping
-            // only ever makes this node wait longer, which keeps its lease promise.
-            if now >= next_tick + tick * TICKS_REPLAYED_MAX {
-                next_tick = now;
-            }
-            while now >= next_tick {
-                if self.roles.heard_primary() {
-                    self.node.core_mut().heard_from_primary();
-                }
-                if self.roles.executor_turned() {
-                    self.node.executor_turned();
-                }
-                let long_call = self.roles.scripts.watch().running().is_some();
-                self.node.core_mut().long_call_running(long_call);
-                self.node.core_mut().tick();
-                next_tick += tick;
-            }
-            self.roles.publish_stuck(self.node.core().is_stalled());
-            self.drive();
-            self.publish();
-        }
-    }
-
-    /// Refreshes what `/status` says of the cluster.
-    fn publish(&mut self) {
-        self.count_alone();
-        let core = self.node.core();
-        let role = match &*self.roles.slot.lock().expect("not poisoned") {
-            Slot::Outside => "outside",
-            Slot::Primary(_) => "primary",
-            // A backup role serves a backup or a spare, as the view says.
-            Slot::Backup(_) => match core.member() {
-                Member::Spare => "spare",
-                _ => "backup",
-            },
-        };
-        // `/metrics` follows the same role as `/status`, however it changed.
-        self.roles.metrics.set_role(role);
-        let mut info = self.info.lock().expect("not poisoned");
-        info.role = role.to_string();
-        info.view = core.view().map_or(0, |view| view.number);
-        info.primary = core.view().map(|view| view.primary);
-        info.backups = core.view().map_or(0, |view| view.backups.len());
-        info.leader = core.leader();
-        info.heard_primary_ms_ago = (role == "backup" || role == "spare")
-            .then(|| core.ticks_since_heard_primary() as f64 * self.tick_us as f64 / 1000.0);
-        info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
-        info.alone_ms = self.roles.metrics.primary_alone_seconds.get() * 1000.0;
-    }
-
-    /// Adds the time since the last turn to `tandem_primary_alone_seconds_total` while this
-    /// node serves as primary of a view without a backup.
-    fn count_alone(&mut self) {
-        let now = Instant::now();
-        if let Some(since) = self.alone_since.take() {
-            let alone = now.duration_since(since).as_secs_f64();
-            self.roles.metrics.primary_alone_seconds.inc_by(alone);
-        }
-        let alone = matches!(
-            &*self.roles.slot.lock().expect("not poisoned"),
-            Slot::Primary(_)
-        ) && self
-            .node
-            .core()
-            .view()
-            .is_some_and(|view| view.backups.is_empty() && !self.roles.config.peers.is_empty());
-        if alone {
-            self.alone_since = Some(now);
-        }
-    }
-
-    fn handle(&mut self, message: ToSupervisor) {
-        let me = self.node.node();
-        match message {
-            ToSupervisor::Cluster { from, message } => {
-                if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
-                    tracing::trace!("node {me}: from {from}: {}", brief(&message));
-                }
-                if let Err(err) = self.node.core_mut().step(from, message) {
-                    self.roles.metrics.frames_rejected.inc();
-                    tracing::warn!("node {me}: a cluster message from node {from}: {err}");
-                }
-            }
-            ToSupervisor::Observed(observed) => {
-                if let Observed::Heard(backup) = observed
-                    && self.trace
-                    && self.roles.heard_since_role.insert(backup)
-                {
-                    tracing::trace!("node {me}: first ack from node {backup} in this role");
-                }
-                self.node.observe(observed);
-            }
-            ToSupervisor::PeerClosed(peer) => {
-                if self.trace {
-                    tracing::trace!("node {me}: node {peer} closed its connection");
-                }
-                // The frames the backup role counted before its primary's connection closed
-                // came before the close: taken now, the next tick does not count them as the
-                // primary heard again, which took the closed connection back and made the
-                // view change wait out the silence (8 ms, in two failovers of 40). (A backup
-                // role's only peer connection is its primary's; any other role counts none.)
-                let _ = self.roles.heard_primary();
-                self.node.peer_closed(peer);
-            }
-        }
-    }
-
-    /// Has the node's supervisor save, send and act on what its core produced.
-    fn drive(&mut self) {
-        let started = Instant::now();
-        let driven = self.node.drive(&mut self.disk, &mut self.roles);
-        if let Some(loaded) = self.roles.loaded.take() {
-            self.node.core_mut().set_loaded(loaded);
-        }
-        match driven {
-            Ok(()) => {}
-            Err(DriveError::Save(err)) => {
-                // The config store cannot promise what it persisted: stop, never retry.
-                tracing::error!(
-                    "node {}: poisoned: the config store's state cannot be persisted ({err}); \
-                     the node stops",
-                    self.node.node()
-                );
-                std::process::exit(70);
-            }
-            Err(DriveError::Role(never)) => match never {},
-        }
-        if self.trace && started.elapsed() > Duration::from_micros(300) {
-            tracing::trace!(
-                "node {}: a step of the supervisor (saving the config store's state) \
-                 took {:?}",
-                self.node.node(),
-                started.elapsed()
-            );
-        }
-    }
-}
-
-/// The node's roles as threads: carries out the supervisor's orders, deciding nothing.
-struct RuntimeRoles {
-    /// Notified whenever the role in `slot` changes: a primary's link or a client's greeting
-    /// that the acceptor holds while the node changes roles waits on it.
-    slot_changed: Arc<Condvar>,
-    config: NodeConfig,
-    /// The data model this node's roles serve; each role gets a replica of it.
-    model: Box<dyn DataModel>,
-    /// The watch the model's scripts run under: the cluster core hears whether one runs
-    /// (`Cluster::long_call_running`), and counts it as progress within its allowance.
-    scripts: Scripts,
-    metrics: Arc<Metrics>,
-    slot: Arc<Mutex<Slot>>,
-    /// Sends cluster messages to the other nodes (and knows their addresses).
-    outbox: Outbox,
-    /// The backup role's frame count when last read.
-    reads_heard: u64,
-    /// The primary role's executor turns when last read.
-    executor_turns: u64,
-    /// A freshly loaded segment, if one is ready (loading takes a while).
-    segment_next: NextSegment,
-    /// Whether a segment is ready for a join, when that changed; the thread tells the core
-    /// after the drive.
-    loaded: Option<bool>,
-    info: Arc<Mutex<ClusterInfo>>,
-    trace: bool,
-    /// What the primary role observed (acks, caught-up spares), drained at every turn.
-    observed: Option<Receiver<Observed>>,
-    /// Backups the primary role heard from since it started (for the trace lines).
-    heard_since_role: std::collections::BTreeSet<NodeId>,
-    /// How the roles' threads tell the supervisor a peer closed its connection.
-    peer_closed: crate::PeerClosed,
-    /// The node's write-ahead log, which every role it takes appends to.
-    log: Option<NodeLog>,
-}
-
-impl tandem_node::Roles for RuntimeRoles {
-    type Error = std::convert::Infallible;
-
-    fn held(&self) -> RoleHeld {
-        match &*self.slot.lock().expect("not poisoned") {
-            Slot::Outside => RoleHeld::Outside,
-            Slot::Primary(handle) => RoleHeld::Primary {
-                view: handle.view(),
-            },
-            Slot::Backup(handle) => RoleHeld::Backup {
-                view: handle.gate().view(),
-                primary: handle.gate().primary(),
-            },
-        }
-    }
-
-    fn lsn_committed(&mut self) -> u64 {
-        match &*self.slot.lock().expect("not poisoned") {
-            Slot::Primary(handle) => handle.status().map_or(0, |status| status.lsn),
-            _ => unreachable!("only a primary is asked its committed LSN"),
-        }
-    }
-
-    fn diverged(&self) -> bool {
-        match &*self.slot.lock().expect("not poisoned") {
-            Slot::Backup(handle) => handle.is_diverged(),
-            _ => false,
-        }
-    }
-
-    fn lsn_before_rewind(&self) -> Option<u64> {
-        match &*self.slot.lock().expect("not poisoned") {
-            Slot::Backup(handle) => handle.lsn_before_rewind(),
-            _ => None,
-        }
-    }
-
-    fn freeze(&mut self) -> u64 {
-        match &*self.slot.lock().expect("not poisoned") {
-            Slot::Backup(handle) => handle.freeze(),
-            _ => unreachable!("only a backup is frozen"),
-        }
-    }
-
-    fn lsn_synced(&self) -> u64 {
-        match &*self.slot.lock().expect("not poisoned") {
-            Slot::Backup(handle) => handle.lsn_synced(),
-            _ => unreachable!("asked of a frozen backup"),
-        }
-    }
-
-    fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), Self::Error> {
-        if let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") {
-            // A role that stopped answers nothing; the wish repeats next suspicion.
-            let _ = handle
-                .inbound
-                .send(Inbound::PrepareRemoval { view, backup });
-        }
-        Ok(())
-    }
-
-    fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, Self::Error> {
-        let slot = std::mem::take(&mut *self.slot.lock().expect("not poisoned"));
-        let next = tandem_node::carry_out(self, transition, slot, view);
-        let serving = !matches!(next, Slot::Outside);
-        self.heard_since_role.clear();
-        *self.slot.lock().expect("not poisoned") = next;
-        self.slot_changed.notify_all();
-        Ok(serving)
-    }
-
-    fn send(&mut self, to: NodeId, message: ClusterMessage) {
-        self.outbox.send(to, &message);
-    }
-
-    fn notice(&mut self, notice: Notice<'_>) {
-        if let Notice::Following { view, .. } = notice {
-            let mut info = self.info.lock().expect("not poisoned");
-            if info.view_first == 0 {
-                info.view_first = view.number;
-            } else {
-                self.metrics.view_changes.inc();
-            }
-        }
-        if let Notice::Suspected { peer, .. } = notice {
-            self.metrics.suspicions.inc();
-            *self
-                .info
-                .lock()
-                .expect("not poisoned")
-                .suspected
-                .entry(peer)
-                .or_default() += 1;
-        }
-        let view = match &notice {
-            Notice::Suspected { view, .. }
-            | Notice::Reported { view }
-            | Notice::Frozen { view, .. } => *view,
-            Notice::Following { view, .. } => view.number,
-        };
-        tracing::info!(view, "node {}: {notice}", self.node());
-    }
-}
-
-/// The node's roles as threads, for the carry-out table: each operation starts, stops or
-/// changes a role's threads.
-impl Carrier for RuntimeRoles {
-    type Primary = PrimaryHandle;
-    type Backup = BackupHandle;
-    type HandoverError = crate::HandoverFailure;
-    type LoadError = StartError;
-
-    fn primary_view(&self, primary: &PrimaryHandle) -> u64 {
-        primary.view()
-    }
-
-    fn stay_primary(&mut self, handle: PrimaryHandle, view: &View) -> Slot {
-        let members = self.role_view(view);
-        let installed = handle.inbound.send(primary::Inbound::View {
-            view: view.number,
-            backups: members.backups,
-            spares: members.spares,
-            addresses: members.addresses,
-        });
-        if installed.is_err() {
-            // The executor is gone (it panicked): the node serves nothing, and the backups
-            // replace it once they suspect it.
-            tracing::error!(
-                "node {}: the primary role's executor stopped; it cannot take view {}",
-                self.node(),
-                view.number
-            );
-            crate::join_or_say("the primary's executor", handle.executor);
-            return Slot::Outside;
-        }
-        Slot::Primary(handle)
-    }
-
-    fn stay_backup(&mut self, handle: BackupHandle, view: &View) -> BackupHandle {
-        handle.gate().set_view(view.number, view.primary);
-        handle
-    }
-
-    fn hand_over(
-        &mut self,
-        handle: BackupHandle,
-        lsn: u64,
-    ) -> Result<Handover, crate::HandoverFailure> {
-        handle.handover(lsn)
-    }
-
-    fn give_back(&mut self, handle: PrimaryHandle, view: &View) -> Option<Segment> {
-        self.depose(handle, view)
-    }
-
-    fn stop(&mut self, slot: Slot, view: &View, discarded: u64) {
-        self.stop_role(slot, view, discarded);
-    }
-
-    fn take_recovered(&mut self) -> Option<Segment> {
-        self.recovered_segment()
-    }
-
-    fn load(&mut self) -> Result<Segment, StartError> {
-        self.fresh_segment()
-    }
-
-    fn rewound(&mut self, segment: Segment, lsn: u64) -> Option<Segment> {
-        self.rewound_to_rejoin(segment, lsn)
-    }
-
-    fn start_primary(
-        &mut self,
-        segment: Segment,
-        tail: Vec<SealedBatch>,
-        view: &View,
-        lease_owed_ticks: u64,
-        records: Records,
-    ) -> Slot {
-        let (me, lsn) = (self.node(), segment.lsn());
-        match records {
-            Records::Loaded => {}
-            Records::Recovered => tracing::info!(
-                view = view.number,
-                lsn,
-                "node {me}: primary of view {} from LSN {lsn}, rebuilt from its log",
-                view.number
-            ),
-            Records::Kept | Records::Rewound => tracing::info!(
-                view = view.number,
-                lsn,
-                "node {me}: primary of view {} from LSN {lsn}",
-                view.number
-            ),
-        }
-        self.spawn_primary(segment, tail, view, lease_owed_ticks)
-    }
-
-    fn start_backup(
-        &mut self,
-        segment: Segment,
-        tail: Vec<SealedBatch>,
-        view: &View,
-        _: Records,
-    ) -> Slot {
-        if self.trace {
-            tracing::trace!(
-                "node {}: follows node {} from LSN {}",
-                self.node(),
-                view.primary,
-                segment.lsn()
-            );
-        }
-        self.spawn_backup(segment, tail, view)
-    }
-
-    fn start_frozen_backup(&mut self, segment: Segment, view_held: u64, _: &View) -> Slot {
-        let gate = Gate::frozen(view_held, self.node());
-        self.spawn_backup_gated(segment, Vec::new(), gate)
-    }
-
-    fn reload_backup(&mut self, view: &View) -> Slot {
-        self.fresh_backup(view)
-    }
-
-    fn load_spare(&mut self) {
-        self.start_loading_spare();
-    }
-
-    fn join_with_records(&mut self) {
-        self.loaded = Some(true);
-    }
-
-    fn note(&mut self, note: CarryNote<'_>) {
-        let me = self.node();
-        match note {
-            CarryNote::HandoverRefused { .. } | CarryNote::LoadFailed { .. } => {
-                tracing::warn!("node {me}: {note}");
-            }
-            CarryNote::TakesBack { .. } | CarryNote::CannotRewind { .. } => {
-                tracing::info!("node {me}: {note}");
-            }
-        }
-    }
-}
-
-impl RuntimeRoles {
-    fn node(&self) -> NodeId {
-        self.config.node_id
-    }
-
-    /// Whether the backup role read bytes from its primary since the last call.
-    fn heard_primary(&mut self) -> bool {
-        let slot = self.slot.lock().expect("not poisoned");
-        let Slot::Backup(handle) = &*slot else {
-            return false;
-        };
-        let reads = handle.reads_heard();
-        let heard = reads != self.reads_heard;
-        self.reads_heard = reads;
-        heard
-    }
-
-    /// Whether the primary role's executor began a turn since the last call.
-    fn executor_turned(&mut self) -> bool {
-        let slot = self.slot.lock().expect("not poisoned");
-        let Slot::Primary(handle) = &*slot else {
-            return false;
-        };
-        let turns = handle.progress.turns();
-        let turned = turns != self.executor_turns;
-        self.executor_turns = turns;
-        turned
-    }
-
-    /// Tells the primary role's links whether the cluster core takes its executor as stuck.
-    fn publish_stuck(&self, stuck: bool) {
-        if let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") {
-            handle.progress.set_stuck(stuck);
-        }
-    }
-
-    /// Carries out `transition` from the role in `slot`.
-    /// Deposes the primary role in `slot` and takes its segment back, at its last commit;
-    /// `None` if its executor had stopped, or in passive mode (the segment carries the
-    /// passive trace, which a backup's mirror replaces): the node then reloads.
-    fn depose(&self, handle: PrimaryHandle, view: &View) -> Option<Segment> {
-        let _ = handle
-            .inbound
-            .send(primary::Inbound::Depose { view: view.number });
-        let segment = crate::join_or_say("the deposed primary's executor", handle.executor)??;
-        if self.config.group.mode != crate::config::Mode::Active {
-            tracing::info!(
-                "node {}: replaced by node {} in view {}; a passive primary's segment carries \
-                 its trace, so it reloads",
-                self.node(),
-                view.primary,
-                view.number
-            );
-            return None;
-        }
-        tracing::info!(
-            "node {}: replaced by node {} in view {}; keeps its records up to LSN {}",
-            self.node(),
-            view.primary,
-            view.number,
-            segment.lsn()
-        );
-        Some(segment)
-    }
-
-    /// Ends the role in `slot` (a backup is frozen already) and says how many of its records
-    /// the new view discards.
-    fn stop_role(&self, slot: Slot, view: &View, discarded: u64) {
-        let truncate = view
-            .truncate_lsn()
-            .map_or("none".to_owned(), |lsn| lsn.to_string());
-        match slot {
-            Slot::Primary(handle) => {
-                let _ = handle
-                    .inbound
-                    .send(primary::Inbound::Depose { view: view.number });
-                crate::join_or_say("the deposed primary's executor", handle.executor);
-                tracing::info!(
-                    "node {}: replaced by node {} in view {}; discarded {discarded} records \
-                     above the truncate LSN {truncate}",
-                    self.node(),
-                    view.primary,
-                    view.number
-                );
-            }
-            Slot::Backup(_) if discarded > 0 => tracing::info!(
-                "node {}: discarded {discarded} records above the truncate LSN {truncate}; \
-                 reloading to catch up from the primary",
-                self.node()
-            ),
-            Slot::Backup(_) | Slot::Outside => {}
-        }
-    }
-
-    fn role_view(&self, view: &View) -> RoleView {
-        let members: Vec<NodeId> = view.backups.iter().chain(&view.spares).copied().collect();
-        RoleView {
-            answer_from: None,
-            lsn_released_max: None,
-            view: view.number,
-            backups: view.backups.clone(),
-            spares: view.spares.clone(),
-            addresses: members
-                .iter()
-                .filter_map(|node| {
-                    self.outbox
-                        .addresses
-                        .get(node)
-                        .map(|&address| (*node, address))
-                })
-                .collect(),
-        }
-    }
-
-    fn spawn_primary(
-        &mut self,
-        segment: Segment,
-        batches: Vec<SealedBatch>,
-        view: &View,
-        lease_owed_ticks: u64,
-    ) -> Slot {
-        // The supervisor drains what the primary role observed at every turn: a relay thread
-        // would add a wake-up to every sign of life on a loaded machine.
-        let (observed, observed_rx) = mpsc::channel();
-        self.observed = Some(observed_rx);
-        // The cluster core counts the lease owed in its ticks, from the one it is at: as many
-        // from now (when the old code would have reported, had it waited here) keep it whole.
-        let answer_from = (lease_owed_ticks > 0).then(|| {
-            let tick = Duration::from_micros(self.config.tuning.tick_us);
-            let owed = u32::try_from(lease_owed_ticks).unwrap_or(u32::MAX);
-            Instant::now() + tick.saturating_mul(owed)
-        });
-        let members = RoleView {
-            answer_from,
-            lsn_released_max: tandem_node::lsn_released_at_promotion(view),
-            ..self.role_view(view)
-        };
-        match primary::start_role(
-            &self.config,
-            segment,
-            batches,
-            members,
-            self.model.replica(),
-            Arc::clone(&self.metrics),
-            None,
-            Some(observed),
-            Some(self.peer_closed.clone()),
-            self.log.clone(),
-        ) {
-            Ok(handle) => Slot::Primary(handle),
-            Err(err) => {
-                tracing::error!("node {}: cannot start the primary role: {err}", self.node());
-                Slot::Outside
-            }
-        }
-    }
-
-    /// Starts the backup role on `segment`, keeping `tail` (the batches it applied before, if
-    /// it switched primaries) as the start of its retained tail.
-    fn spawn_backup(&mut self, segment: Segment, tail: Vec<SealedBatch>, view: &View) -> Slot {
-        self.spawn_backup_gated(segment, tail, Gate::new(view.number, view.primary))
-    }
-
-    /// Starts the backup role on `segment`, taking batches from the primary `gate` names
-    /// while it is open.
-    fn spawn_backup_gated(&mut self, segment: Segment, tail: Vec<SealedBatch>, gate: Gate) -> Slot {
-        self.reads_heard = 0;
-        match backup::start_role(
-            &self.config,
-            segment,
-            self.model.replica(),
-            Arc::clone(&self.metrics),
-            gate,
-            tail,
-            Some(self.peer_closed.clone()),
-            self.log.clone(),
-        ) {
-            Ok(handle) => Slot::Backup(handle),
-            Err(err) => {
-                tracing::error!("node {}: cannot start the backup role: {err}", self.node());
-                Slot::Outside
-            }
-        }
-    }
-
-    fn fresh_backup(&mut self, view: &View) -> Slot {
-        // A node that stood by asked to join before its spare segment was loaded: it serves
-        // nothing until the load is done (the primary has it leave, and it asks again).
-        if let NextSegment::Loading(loader) = &self.segment_next
-            && !loader.is_finished()
-        {
-            tracing::info!(
-                "node {}: its records lie above the truncate LSN and its database is still \
-                 loading; it rejoins once loaded",
-                self.node()
-            );
-            self.loaded = Some(false);
-            return Slot::Outside;
-        }
-        match self.fresh_segment() {
-            Ok(segment) => self.spawn_backup(segment, Vec::new(), view),
-            Err(err) => {
-                tracing::warn!("node {}: {err}", self.node());
-                Slot::Outside
-            }
-        }
-    }
-
-    /// `segment` rewound to rejoin from the truncate LSN `lsn`, or from where the node's log
-    /// can end below it (a logged image spans `lsn`: `NodeLog::align_rejoin`); `None` if it
-    /// cannot be rewound (its diverged pages exceed what a `Diverged` names): it reloads.
-    fn rewound_to_rejoin(&self, mut segment: Segment, lsn: u64) -> Option<Segment> {
-        let lsn = self
-            .log
-            .as_ref()
-            .map_or(lsn, |log| log.align_rejoin(lsn))
-            .min(segment.lsn());
-        tandem_node::rewind_to_rejoin(&mut segment, lsn).then_some(segment)
-    }
-
-    /// The segment rebuilt from the log at a restart, if no role has taken it.
-    fn recovered_segment(&mut self) -> Option<Segment> {
-        match std::mem::replace(&mut self.segment_next, NextSegment::None) {
-            NextSegment::Recovered(segment) => Some(segment),
-            other => {
-                self.segment_next = other;
-                None
-            }
-        }
-    }
-
-    fn fresh_segment(&mut self) -> Result<Segment, StartError> {
-        match std::mem::replace(&mut self.segment_next, NextSegment::None) {
-            NextSegment::Ready(segment) => Ok(segment),
-            // A role that starts from the load does not take records rebuilt from the log.
-            NextSegment::Recovered(_) | NextSegment::None => {
-                crate::workload::loaded_segment(&self.config.group, &*self.model)
-            }
-            NextSegment::Loading(loader) => {
-                self.loaded = Some(true);
-                loader.join().map_err(|_| StartError::LoaderPanicked)?
-            }
-        }
-    }
-
-    /// Starts loading the segment this node will rejoin with, on a thread of its own: a load
-    /// takes long (a tenth of a second for 50 MiB), and this thread must keep answering the
-    /// config store meanwhile, whose quorum may need this node. The core asks to join once
-    /// the segment is ready ([`Supervisor::poll_spare`]).
-    fn start_loading_spare(&mut self) {
-        if !matches!(self.segment_next, NextSegment::None) {
-            return;
-        }
-        let group = self.config.group.clone();
-        let model = self.model.replica();
-        let loader = thread::Builder::new()
-            .name("load".into())
-            .spawn(move || crate::workload::loaded_segment(&group, &*model));
-        match loader {
-            Ok(loader) => {
-                self.segment_next = NextSegment::Loading(loader);
-                self.loaded = Some(false);
-            }
-            Err(err) => tracing::warn!(
-                "node {}: cannot start loading a segment: {err}",
-                self.node()
-            ),
-        }
-    }
-
-    /// Takes the loaded segment once its loader has finished.
-    fn poll_spare(&mut self) {
-        let NextSegment::Loading(loader) = &self.segment_next else {
-            return;
-        };
-        if !loader.is_finished() {
-            return;
-        }
-        let NextSegment::Loading(loader) =
-            std::mem::replace(&mut self.segment_next, NextSegment::None)
-        else {
-            unreachable!("checked above");
-        };
-        match loader.join() {
-            Ok(Ok(segment)) => self.segment_next = NextSegment::Ready(segment),
-            Ok(Err(err)) => tracing::warn!("node {}: cannot load a segment: {err}", self.node()),
-            Err(_) => tracing::warn!("node {}: {}", self.node(), StartError::LoaderPanicked),
-        }
-        // A failed load is retried by the next role that needs a segment, on this thread.
-        self.loaded = Some(true);
-    }
-}
-
-/// The segment the node's next role starts from, loaded ahead (a load takes a while).
-// One per node, moved only when a role changes: the size is harmless.
-#[allow(clippy::large_enum_variant)]
-enum NextSegment {
-    None,
-    Loading(thread::JoinHandle<Result<Segment, StartError>>),
-    Ready(Segment),
-    /// Rebuilt from the log at a restart: for the role the records are followed into
-    /// (`RoleRule::with_recovered`), never for one that starts from the initial load.
-    Recovered(Segment),
 }
 
 /// Rebuilds what the node's log recovered onto `segment` (at the initial load,
@@ -1430,7 +743,10 @@ struct Acceptor {
     slot: Arc<Mutex<Slot>>,
     /// Notified when the role in `slot` changes.
     slot_changed: Arc<Condvar>,
-    to_supervisor: Sender<ToSupervisor>,
+    to_node: Sender<ToNode>,
+    /// A link from a primary that brings bytes of a frame not yet whole tells the node at
+    /// most once per tick.
+    tick: Duration,
     auth: PeerAuth,
     client_auth: ClientAuth,
     metrics: Arc<Metrics>,
@@ -1553,24 +869,10 @@ impl Acceptor {
                 let slot = self.wait_for_role(
                     |slot| matches!(slot, Slot::Backup(handle) if handle.gate().accepts(primary)),
                 );
-                match &*slot {
-                    Slot::Backup(handle) => {
-                        let server = handle.replica_server();
-                        drop(slot);
-                        let _ = stream.set_read_timeout(None);
-                        let sealer = sealer.expect("a replica link authenticated");
-                        server.serve(stream, buffer, primary, sealer);
-                    }
-                    _ => {
-                        drop(slot);
-                        let message = format!("node {} is not a backup now", self.node_id);
-                        let mut sealer = sealer.expect("a replica link authenticated");
-                        let mut frame = Vec::new();
-                        encode_error(&mut frame, ErrorCode::StaleView, &message);
-                        let _ = sealer.write_frames(&mut stream, &frame, &mut Vec::new());
-                        let _ = stream.shutdown(std::net::Shutdown::Both);
-                    }
-                }
+                drop(slot);
+                let _ = stream.set_read_timeout(None);
+                let sealer = sealer.expect("a replica link authenticated");
+                self.serve_replica(stream, buffer, primary, sealer);
             }
             PeerKind::Cluster => {
                 let Ok(from) = peer else {
@@ -1607,6 +909,117 @@ impl Acceptor {
         }
     }
 
+    /// Hands the node a link from `primary`; if its backup role takes it (the node writes the
+    /// Welcome), reads the primary's messages for the node until the link ends.
+    fn serve_replica(
+        &self,
+        stream: TcpStream,
+        buffer: FrameBuffer,
+        primary: NodeId,
+        sealer: Sealer,
+    ) {
+        let Ok(write_half) = stream.try_clone() else {
+            return;
+        };
+        let writer = Arc::new(Mutex::new(PeerWriter {
+            stream: write_half,
+            sealer,
+            scratch: Vec::new(),
+        }));
+        let closing = Arc::new(AtomicBool::new(false));
+        let link = ReplicaLink {
+            id: 0,
+            primary,
+            writer: Arc::clone(&writer),
+            closing: Arc::clone(&closing),
+        };
+        let (answer, answered) = mpsc::channel();
+        if self.to_node.send(ToNode::ReplicaOpened { link, answer }).is_err() {
+            return;
+        }
+        match answered.recv() {
+            Ok(Ok(id)) => self.read_replica(stream, buffer, primary, id, &closing),
+            Ok(Err(message)) => {
+                let mut frame = Vec::new();
+                encode_error(&mut frame, ErrorCode::StaleView, &message);
+                let _ = writer.lock().expect("not poisoned").write_frames(&frame);
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Reads link `link` from `primary` for the node until it ends, and says how it ended.
+    fn read_replica(
+        &self,
+        mut stream: TcpStream,
+        mut buffer: FrameBuffer,
+        primary: NodeId,
+        link: u64,
+        closing: &AtomicBool,
+    ) {
+        // When the node was last told bytes of a frame not yet whole arrived.
+        let mut told_receiving: Option<Instant> = None;
+        let by_peer = loop {
+            let stop = loop {
+                match buffer.next_frame() {
+                    Ok(Some(Frame::Peer(message))) => {
+                        let event = ToNode::Replica {
+                            link,
+                            from: primary,
+                            message,
+                        };
+                        if self.to_node.send(event).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Some(_)) => {
+                        // A primary sends only Peer frames after its Hello.
+                        self.metrics.frames_rejected.inc();
+                        break true;
+                    }
+                    Err(err) => {
+                        self.auth.note_forged(&ConnError::Frame(err));
+                        break true;
+                    }
+                    Ok(None) => break false,
+                }
+            };
+            if stop {
+                break false;
+            }
+            match net::fill(&mut stream, &mut buffer) {
+                Ok(0) => {}
+                Ok(_) => {
+                    // A long frame is arriving: the primary hears this backup meanwhile, once
+                    // a tick, as it would between frames.
+                    let partial = !buffer.holds_whole_frame().unwrap_or(true);
+                    let now = Instant::now();
+                    if partial && told_receiving.is_none_or(|at| now - at >= self.tick) {
+                        told_receiving = Some(now);
+                        let event = ToNode::Receiving {
+                            link,
+                            from: primary,
+                        };
+                        if self.to_node.send(event).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(err) => {
+                    break matches!(err, ConnError::Closed | ConnError::Io(_))
+                        && !closing.load(Ordering::Acquire);
+                }
+            }
+        };
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        let _ = self.to_node.send(ToNode::ReplicaClosed {
+            link,
+            from: primary,
+            by_peer,
+        });
+    }
+
     fn read_cluster(&self, mut stream: TcpStream, mut buffer: FrameBuffer, from: NodeId) {
         loop {
             loop {
@@ -1614,8 +1027,8 @@ impl Acceptor {
                     Ok(Some(Frame::Cluster(body))) => {
                         // A message that does not decode is dropped; the connection stays.
                         if let Ok(message) = tandem_node::decode_cluster_message(body) {
-                            let event = ToSupervisor::Cluster { from, message };
-                            if self.to_supervisor.send(event).is_err() {
+                            let event = ToNode::Cluster { from, message };
+                            if self.to_node.send(event).is_err() {
                                 return;
                             }
                         }

@@ -49,17 +49,18 @@ mod local;
 pub use local::{ConnSink, LocalAnswer, LocalOutcome, LocalPort, RoleGone};
 
 use executor::{Executor, LocalDriver, Periodic};
+pub(crate) use executor::{ConnOut, error_code};
 
 /// Partial batches an idle executor may have in flight to a backup before records gather for
 /// the next one: enough to keep a lightly loaded link busy without an extra round trip, few
 /// enough that under load batches grow instead of multiplying.
-const FLUSH_BATCHES_IN_FLIGHT_MAX: usize = 4;
+pub(crate) const FLUSH_BATCHES_IN_FLIGHT_MAX: usize = 4;
 
 /// Calls a client connection may have waiting for answers before its reader stops reading.
 const UNANSWERED_MAX: u64 = 65_536;
 
 use client::{Acceptor, Client, ClientContext};
-use link::LinkFactory;
+pub(crate) use link::LinkFactory;
 
 /// A client connection's number on this node.
 pub type ConnId = u64;
@@ -67,20 +68,20 @@ pub type ConnId = u64;
 /// Calls a connection's reader parsed from one read, for the executor.
 #[derive(Debug)]
 pub struct CallBatch {
-    conn: ConnId,
-    client_id: u64,
-    bytes: Vec<u8>,
-    calls: Vec<CallSlot>,
+    pub(crate) conn: ConnId,
+    pub(crate) client_id: u64,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) calls: Vec<CallSlot>,
 }
 
 #[derive(Clone, Debug)]
-struct CallSlot {
-    seq: u64,
-    proc_id: u16,
-    safety: Option<Safety>,
-    args: Range<usize>,
+pub(crate) struct CallSlot {
+    pub(crate) seq: u64,
+    pub(crate) proc_id: u16,
+    pub(crate) safety: Option<Safety>,
+    pub(crate) args: Range<usize>,
     /// Sent as a `Read`: refused if the procedure writes.
-    read_only: bool,
+    pub(crate) read_only: bool,
 }
 
 /// What reaches the executor from other threads.
@@ -135,6 +136,36 @@ pub enum Inbound {
     Control(Control),
 }
 
+/// Where a primary role's connections send what they read: the role's executor (static
+/// mode), or the node's thread (cluster mode), tagged with the epoch of the role they were
+/// opened under so that the node answers a connection of an ended role "not primary".
+#[derive(Clone, Debug)]
+pub(crate) enum InboundTx {
+    Executor(Sender<Inbound>),
+    Node {
+        to_node: Sender<crate::cluster::ToNode>,
+        role_epoch: u64,
+    },
+}
+
+impl InboundTx {
+    /// Hands `inbound` over; fails once whoever takes it has stopped.
+    pub fn send(&self, inbound: Inbound) -> Result<(), RoleGone> {
+        match self {
+            InboundTx::Executor(tx) => tx.send(inbound).map_err(|_| RoleGone),
+            InboundTx::Node {
+                to_node,
+                role_epoch,
+            } => to_node
+                .send(crate::cluster::ToNode::Primary {
+                    role_epoch: *role_epoch,
+                    inbound,
+                })
+                .map_err(|_| RoleGone),
+        }
+    }
+}
+
 /// Where a released answer goes, and when its call started.
 #[derive(Debug, Clone, Copy)]
 pub enum ReplyTo {
@@ -161,7 +192,7 @@ pub struct Progress {
 
 impl Progress {
     /// The executor begins a turn.
-    fn turn(&self) {
+    pub(crate) fn turn(&self) {
         self.turns.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -213,9 +244,10 @@ impl LocalLoad {
 /// A running primary: its executor and its threads.
 #[derive(Debug)]
 pub struct PrimaryHandle {
-    pub inbound: Sender<Inbound>,
-    /// The executor, which gives the segment back when deposed.
-    pub executor: JoinHandle<Option<tandem_memory::Segment>>,
+    pub(crate) inbound: InboundTx,
+    /// The executor, which gives the segment back when deposed (static mode; in cluster
+    /// mode the node's thread holds the role).
+    pub executor: Option<JoinHandle<Option<tandem_memory::Segment>>>,
     /// The executor's turns, and whether the cluster core takes it as stuck.
     pub progress: Arc<Progress>,
     pub address: SocketAddr,
@@ -261,7 +293,7 @@ impl PrimaryHandle {
 /// questions then go unanswered).
 #[derive(Clone, Debug)]
 pub struct PrimaryProbe {
-    inbound: Sender<Inbound>,
+    inbound: InboundTx,
 }
 
 impl PrimaryProbe {
@@ -322,7 +354,9 @@ impl PrimaryHandle {
     pub fn stop(self) {
         // An executor that already stopped has dropped its receiver: nothing to tell it.
         let _ = self.inbound.send(Inbound::Control(Control::Stop));
-        crate::join_or_say("the primary's executor", self.executor);
+        if let Some(executor) = self.executor {
+            crate::join_or_say("the primary's executor", executor);
+        }
     }
 }
 
@@ -338,7 +372,7 @@ pub const RUNTIME_LEASE_MARGINS: LeaseMargins = LeaseMargins {
 };
 
 /// The primary's lease for a backup promise of `promise_ticks` (validated to leave one).
-fn runtime_lease_ticks(promise_ticks: u64) -> u64 {
+pub(crate) fn runtime_lease_ticks(promise_ticks: u64) -> u64 {
     tandem_replication::primary_lease_ticks(promise_ticks, RUNTIME_LEASE_MARGINS)
         .expect("cluster.lease_ticks is validated to leave the primary a lease")
 }
@@ -463,7 +497,7 @@ pub fn start_role(
         node_id: config.node_id,
         group: group.id,
         max_frame_len: tuning.max_frame_len,
-        inbound: inbound.clone(),
+        inbound: InboundTx::Executor(inbound.clone()),
         metrics: Arc::clone(&metrics),
         auth: PeerAuth::new(config, &metrics)?,
     };
@@ -479,7 +513,7 @@ pub fn start_role(
         lsn_committed: Arc::clone(&lsn_committed),
         max_frame_len: tuning.max_frame_len,
         maxclients: tuning.maxclients,
-        inbound: inbound.clone(),
+        inbound: InboundTx::Executor(inbound.clone()),
         metrics: Arc::clone(&metrics),
         conn_next: Arc::new(AtomicU64::new(1)),
         members: crate::members::MemberList::of(config),
@@ -579,10 +613,82 @@ pub fn start_role(
             source,
         })?;
     Ok(PrimaryHandle {
-        inbound,
-        executor: handle,
+        inbound: InboundTx::Executor(inbound),
+        executor: Some(handle),
         progress,
         address: SocketAddr::from(([0, 0, 0, 0], 0)),
         context,
+    })
+}
+
+/// What a cluster-mode primary role shares with its connections: the handle the node's
+/// acceptor and RESP front end see, whose connections send what they read to the node's
+/// thread (tagged with `role_epoch`), and the figures their Welcome frames read.
+pub(crate) struct NodeRole {
+    pub(crate) handle: PrimaryHandle,
+    pub(crate) view: Arc<AtomicU64>,
+    pub(crate) lsn_committed: Arc<AtomicU64>,
+}
+
+/// The handle of a cluster-mode primary role of epoch `role_epoch` in view `view`.
+pub(crate) fn node_role(
+    config: &NodeConfig,
+    metrics: &Arc<Metrics>,
+    inbound: InboundTx,
+    view: u64,
+    lsn_committed: u64,
+    progress: Arc<Progress>,
+    scripts: Option<crate::scripts::Scripts>,
+) -> Result<NodeRole, StartError> {
+    let view = Arc::new(AtomicU64::new(view));
+    let lsn_committed = Arc::new(AtomicU64::new(lsn_committed));
+    let context = ClientContext {
+        node_id: config.node_id,
+        group: config.group.id,
+        view: Arc::clone(&view),
+        lsn_committed: Arc::clone(&lsn_committed),
+        max_frame_len: config.tuning.max_frame_len,
+        maxclients: config.tuning.maxclients,
+        inbound: inbound.clone(),
+        metrics: Arc::clone(metrics),
+        conn_next: Arc::new(AtomicU64::new(1)),
+        members: crate::members::MemberList::of(config),
+        client_auth: crate::peer_auth::ClientAuth::new(config, metrics)?,
+        scripts,
+    };
+    let handle = PrimaryHandle {
+        inbound,
+        executor: None,
+        progress,
+        address: SocketAddr::from(([0, 0, 0, 0], 0)),
+        context,
+    };
+    Ok(NodeRole {
+        handle,
+        view,
+        lsn_committed,
+    })
+}
+
+/// Starts link threads for a cluster-mode primary role: what they read goes to `inbound`.
+pub(crate) fn node_links(
+    config: &NodeConfig,
+    metrics: &Arc<Metrics>,
+    inbound: InboundTx,
+    peer_closed: crate::PeerClosed,
+    progress: Arc<Progress>,
+) -> Result<LinkFactory, StartError> {
+    let tuning = &config.tuning;
+    Ok(LinkFactory {
+        observed: None,
+        peer_closed: Some(peer_closed),
+        progress,
+        pulse_interval: Duration::from_micros(tuning.tick_us * tuning.heartbeat_ticks),
+        node_id: config.node_id,
+        group: config.group.id,
+        max_frame_len: tuning.max_frame_len,
+        inbound,
+        metrics: Arc::clone(metrics),
+        auth: PeerAuth::new(config, metrics)?,
     })
 }

@@ -362,7 +362,9 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
             primary.hold_releases(lease_owed_ticks);
             primary
         };
-        let store = Store::open(segment, plane.model.replica());
+        let mut store = Store::open(segment, plane.model.replica());
+        store.set_reply_len_max(plane.settings.reply_len_max);
+        store.set_record_len_max(plane.settings.record_len_max);
         let role = PrimaryRole::new(store, primary);
         Slot::Primary(Box::new(PrimaryHost::new(role)))
     }

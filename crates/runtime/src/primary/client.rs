@@ -21,7 +21,7 @@ pub(super) struct ClientContext {
     pub(super) max_frame_len: usize,
     /// Client connections served at once (`tuning.maxclients`).
     pub(super) maxclients: usize,
-    pub(super) inbound: Sender<Inbound>,
+    pub(super) inbound: InboundTx,
     pub(super) metrics: Arc<Metrics>,
     /// What a `Members` frame is answered with.
     pub(super) members: MemberList,

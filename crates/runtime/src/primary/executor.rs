@@ -17,7 +17,7 @@ pub(super) struct LocalDriver {
 /// Local calls that share one reading of the clock as their start time.
 const LOCAL_CALLS_PER_CLOCK_READ: usize = 16;
 
-pub(super) struct ConnOut {
+pub(crate) struct ConnOut {
     pub(super) sink: ConnSink,
     /// Answers of this turn not yet handed over: frames for a TCP client, answers for a
     /// local port (only the one its sink takes is used).
@@ -28,7 +28,7 @@ pub(super) struct ConnOut {
 }
 
 impl ConnOut {
-    pub(super) fn new(sink: ConnSink, unanswered: Arc<AtomicU64>, answer_withheld: bool) -> Self {
+    pub(crate) fn new(sink: ConnSink, unanswered: Arc<AtomicU64>, answer_withheld: bool) -> Self {
         ConnOut {
             sink,
             frames: Vec::new(),
@@ -38,8 +38,13 @@ impl ConnOut {
         }
     }
 
+    /// Where the answers go.
+    pub(crate) fn sink(&self) -> &ConnSink {
+        &self.sink
+    }
+
     /// Answers call `seq`: committed (or read, or repeated) at `lsn` with `body`.
-    pub(super) fn committed(&mut self, seq: u64, lsn: u64, body: Vec<u8>) {
+    pub(crate) fn committed(&mut self, seq: u64, lsn: u64, body: Vec<u8>) {
         match self.sink {
             ConnSink::Frames(_) => {
                 encode_reply(&mut self.frames, seq, lsn, ReplyStatus::Committed, &body);
@@ -53,7 +58,7 @@ impl ConnOut {
     }
 
     /// Answers a retry of call `seq`, which committed at `lsn` but whose reply was not kept.
-    pub(super) fn committed_reply_not_kept(&mut self, seq: u64, lsn: u64, message: String) {
+    pub(crate) fn committed_reply_not_kept(&mut self, seq: u64, lsn: u64, message: String) {
         match self.sink {
             ConnSink::Frames(_) => {
                 let status = ReplyStatus::CommittedReplyNotKept;
@@ -67,7 +72,7 @@ impl ConnOut {
     }
 
     /// Answers call `seq`: its procedure refused with `message` and wrote nothing.
-    pub(super) fn rolled_back(&mut self, seq: u64, lsn: u64, message: String) {
+    pub(crate) fn rolled_back(&mut self, seq: u64, lsn: u64, message: String) {
         match self.sink {
             ConnSink::Frames(_) => {
                 let status = ReplyStatus::RolledBack;
@@ -82,7 +87,7 @@ impl ConnOut {
     }
 
     /// Answers call `seq` with an error: it did not run, or it cannot be said that it did.
-    pub(super) fn error(&mut self, seq: u64, code: ErrorCode, message: &str) {
+    pub(crate) fn error(&mut self, seq: u64, code: ErrorCode, message: &str) {
         match self.sink {
             ConnSink::Frames(_) => encode_error(&mut self.frames, code, message),
             ConnSink::Local { .. } => self.answers.push(LocalAnswer {
@@ -100,7 +105,7 @@ impl ConnOut {
     /// is told what `tandem_node::withheld_answer` says; a local port is told "not primary"
     /// if it asked for it (the RESP front runs a withheld read again and tells a writer its
     /// command may have run), else nothing.
-    pub(super) fn withheld(&mut self, seq: u64) {
+    pub(crate) fn withheld(&mut self, seq: u64) {
         let message = "this primary's lease ran out before the reply could leave";
         match self.sink {
             ConnSink::Frames(_) => {
@@ -115,7 +120,7 @@ impl ConnOut {
     }
 
     /// Hands this turn's answers over.
-    pub(super) fn hand_over(&mut self) {
+    pub(crate) fn hand_over(&mut self) {
         match &self.sink {
             ConnSink::Frames(out) => {
                 if !self.frames.is_empty() {
@@ -194,14 +199,14 @@ pub(super) struct Executor {
 }
 
 /// Handles on one backup's labelled gauges.
-pub(super) struct BackupGauges {
-    pub(super) lsn_received: Gauge,
-    pub(super) lsn_applied: Gauge,
-    pub(super) lag_records: Gauge,
+pub(crate) struct BackupGauges {
+    pub(crate) lsn_received: Gauge,
+    pub(crate) lsn_applied: Gauge,
+    pub(crate) lag_records: Gauge,
 }
 
 impl BackupGauges {
-    pub(super) fn new(metrics: &Metrics, node: NodeId) -> BackupGauges {
+    pub(crate) fn new(metrics: &Metrics, node: NodeId) -> BackupGauges {
         let label = crate::metrics::BackupLabel {
             backup: node.to_string(),
         };
@@ -736,7 +741,7 @@ impl Executor {
 }
 
 /// The Error frame's code for a refused call.
-pub(super) fn error_code(refusal: Refusal) -> ErrorCode {
+pub(crate) fn error_code(refusal: Refusal) -> ErrorCode {
     match refusal {
         Refusal::UnknownProcedure => ErrorCode::UnknownProcedure,
         Refusal::WritesOnRead | Refusal::RuleUnmet | Refusal::StaleSeq | Refusal::DedupFull => {

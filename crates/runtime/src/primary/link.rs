@@ -20,11 +20,11 @@ use super::*;
 
 /// Starts link threads to backups, one per member.
 #[derive(Clone)]
-pub(super) struct LinkFactory {
+pub(crate) struct LinkFactory {
     pub(super) node_id: NodeId,
     pub(super) group: u32,
     pub(super) max_frame_len: usize,
-    pub(super) inbound: Sender<Inbound>,
+    pub(super) inbound: InboundTx,
     pub(super) metrics: Arc<Metrics>,
     /// Where the node hears about backups (cluster mode), if anywhere.
     pub(super) observed: Option<Sender<Observed>>,
@@ -37,7 +37,7 @@ pub(super) struct LinkFactory {
 }
 
 impl LinkFactory {
-    pub(super) fn spawn(
+    pub(crate) fn spawn(
         &self,
         node: NodeId,
         address: SocketAddr,
@@ -73,7 +73,7 @@ struct Link {
     address: SocketAddr,
     hello: Hello,
     max_frame_len: usize,
-    inbound: Sender<Inbound>,
+    inbound: InboundTx,
     metrics: Arc<Metrics>,
     observed: Option<Sender<Observed>>,
     peer_closed: Option<crate::PeerClosed>,
@@ -260,7 +260,7 @@ impl Link {
 struct AckReader {
     auth: PeerAuth,
     node: NodeId,
-    inbound: Sender<Inbound>,
+    inbound: InboundTx,
     metrics: Arc<Metrics>,
     observed: Option<Sender<Observed>>,
     peer_closed: Option<crate::PeerClosed>,

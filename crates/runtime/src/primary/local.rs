@@ -57,7 +57,7 @@ impl std::fmt::Debug for ConnSink {
 #[derive(Debug)]
 pub struct LocalPort {
     conn: ConnId,
-    inbound: Sender<Inbound>,
+    inbound: InboundTx,
     answers: Receiver<Vec<LocalAnswer>>,
     /// Tells the roles apart: a node deposed and promoted again gets a new role.
     role: usize,

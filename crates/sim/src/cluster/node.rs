@@ -47,6 +47,8 @@ impl World {
             lsn_loaded: self.lsn_loaded,
             periodic_interval_ms: self.redis.as_ref().map(|redis| redis.periodic_interval_ms),
             model_clock: self.redis.is_some(),
+            reply_len_max: usize::MAX,
+            record_len_max: usize::MAX,
         }
     }
 

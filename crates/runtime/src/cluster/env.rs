@@ -1,0 +1,518 @@
+//! The runtime as the node's driver ([`RuntimeEnv`]): what the node hands out leaves here
+//! for the sockets' threads and the log thread, and what only the runtime knows (the clock,
+//! a load) comes from here. Everything runs on the node's thread.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tandem_memory::{ClassBytes, Segment};
+use tandem_node::{
+    AnswerKind, Answer, BackupWatch, CarryNote, Destination, LogOrder, NodeEnv, NodeFailure,
+    Notice, PeerMessage, PrimaryHost, PrimaryStarting, Ran, ReadAnswer, Records, RoleReady,
+};
+use tandem_log::CallId;
+use tandem_replication::{ApplyBatch, Message, NodeId, Reply};
+use tandem_store::{DataModel, ProcId};
+use tandem_wire::{ErrorCode, encode_peer};
+
+use super::{ClusterInfo, Outbox, ToNode};
+use crate::backup::{ReadTo, answer_frame};
+use crate::config::NodeConfig;
+use crate::log::NodeLog;
+use crate::metrics::Metrics;
+use crate::peer_auth::Sealer;
+use crate::primary::{ConnId, ConnOut, InboundTx, Progress, error_code};
+use crate::StartError;
+
+/// Where a call's answer goes: a connection's call `seq`, or nobody (the model's periodic
+/// procedure). The seq rides along so that a withheld or refused call is answered by it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CallTo {
+    Conn {
+        conn: ConnId,
+        seq: u64,
+        started: Instant,
+    },
+    Periodic,
+}
+
+impl Destination for CallTo {
+    fn periodic() -> CallTo {
+        CallTo::Periodic
+    }
+
+    fn is_periodic(&self) -> bool {
+        matches!(self, CallTo::Periodic)
+    }
+}
+
+/// The write half of a peer connection: whole frames are written under its lock, sealed
+/// if the link is.
+#[derive(Debug)]
+pub(crate) struct PeerWriter {
+    pub(crate) stream: TcpStream,
+    pub(crate) sealer: Sealer,
+    pub(crate) scratch: Vec<u8>,
+}
+
+impl PeerWriter {
+    pub(crate) fn write_frames(&mut self, frames: &[u8]) -> std::io::Result<()> {
+        self.sealer
+            .write_frames(&mut self.stream, frames, &mut self.scratch)
+    }
+}
+
+/// A primary's connection to this node's backup role: its reader thread hands the node
+/// what it reads ([`ToNode::Replica`]); the node writes its acks on `writer`.
+#[derive(Debug)]
+pub(crate) struct ReplicaLink {
+    /// Numbers the links a node accepts, so that a message read on a link the node has
+    /// since replaced is told apart.
+    pub(crate) id: u64,
+    pub(crate) primary: NodeId,
+    pub(crate) writer: Arc<Mutex<PeerWriter>>,
+    /// Set before this side shuts the link, so that its reader does not report the end it
+    /// reads as the primary's doing.
+    pub(crate) closing: Arc<AtomicBool>,
+}
+
+impl ReplicaLink {
+    /// Shuts the link from this side.
+    pub(crate) fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        if let Ok(writer) = self.writer.lock() {
+            let _ = writer.stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// A client connection of a primary role, and the epoch of that role.
+pub(crate) struct Conn {
+    pub(crate) role_epoch: u64,
+    pub(crate) out: ConnOut,
+}
+
+/// What a primary role did, for `/status` and `/metrics`.
+#[derive(Debug, Default)]
+pub(crate) struct Tallies {
+    pub(crate) commits: u64,
+    pub(crate) rollbacks: u64,
+    pub(crate) shipped: ClassBytes,
+    pub(crate) wire_bytes: u64,
+}
+
+/// The runtime as the node's driver: see the module.
+pub(crate) struct RuntimeEnv {
+    pub(crate) id: NodeId,
+    pub(crate) config: NodeConfig,
+    /// The data model the initial database is loaded with.
+    pub(crate) model: Box<dyn DataModel>,
+    pub(crate) log: Option<NodeLog>,
+    /// The node's clock starts here (the reads' deadlines count from it).
+    pub(crate) origin: Instant,
+    pub(crate) to_node: Sender<ToNode>,
+    /// Loads started so far: only the last one's segment is handed to the node.
+    pub(crate) loads_started: u64,
+    /// Cluster messages to the other nodes.
+    pub(crate) outbox: Outbox,
+    /// A primary role's links to its members.
+    pub(crate) links: BTreeMap<NodeId, Sender<Message>>,
+    /// The epoch of the primary role the links serve.
+    pub(crate) links_epoch: Option<u64>,
+    /// How the links tell the node a member closed its connection.
+    pub(crate) peer_closed: crate::PeerClosed,
+    /// The links of a backup role: each primary's connection to it (at most the current
+    /// primary's is kept).
+    pub(crate) replicas: BTreeMap<NodeId, (u64, ReplicaLink)>,
+    /// The client connections of primary roles, by number.
+    pub(crate) conns: BTreeMap<ConnId, Conn>,
+    /// The epoch of the primary role the node holds, if it holds one.
+    pub(crate) primary_epoch: Option<u64>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) progress: Arc<Progress>,
+    pub(crate) info: Arc<Mutex<ClusterInfo>>,
+    pub(crate) trace: bool,
+    pub(crate) tallies: Tallies,
+    /// Replies released in the current input, counted once it ends.
+    pub(crate) replies_released: u64,
+}
+
+impl RuntimeEnv {
+    /// Starts the link of the primary role of epoch `role_epoch` to member `node`, unless
+    /// it runs already.
+    pub(crate) fn link_to(&mut self, node: NodeId, role_epoch: u64) {
+        if self.links.contains_key(&node) {
+            return;
+        }
+        let Some(&address) = self.outbox.addresses.get(&node) else {
+            return;
+        };
+        let inbound = InboundTx::Node {
+            to_node: self.to_node.clone(),
+            role_epoch,
+        };
+        let started = crate::primary::node_links(
+            &self.config,
+            &self.metrics,
+            inbound,
+            self.peer_closed.clone(),
+            Arc::clone(&self.progress),
+        )
+        .and_then(|factory| factory.spawn(node, address));
+        match started {
+            Ok(link) => {
+                self.links.insert(node, link);
+            }
+            // The member hears nothing and is suspected; the next pass tries again.
+            Err(err) => tracing::error!("node {}: {err}", self.id),
+        }
+    }
+
+    /// Hands every connection the answers of this turn.
+    pub(crate) fn hand_over(&mut self) {
+        for conn in self.conns.values_mut() {
+            conn.out.hand_over();
+        }
+    }
+
+    /// Writes `message` on the link from primary `to`, if this node's backup role has it;
+    /// a link that cannot be written is closed, and its primary taken for dead.
+    fn send_to_primary(&mut self, to: NodeId, message: &Message) {
+        let Some((_, link)) = self.replicas.get(&to) else {
+            return;
+        };
+        let mut frame = Vec::new();
+        encode_peer(&mut frame, message);
+        let written = link.writer.lock().expect("not poisoned").write_frames(&frame);
+        if written.is_err() {
+            // A killed process's socket resets when it held unread acks: the write fails
+            // before any read can, and the node hears of the death at once.
+            if let Some((id, link)) = self.replicas.remove(&to) {
+                link.close();
+                let _ = self.to_node.send(ToNode::ReplicaClosed {
+                    link: id,
+                    from: to,
+                    by_peer: true,
+                });
+            }
+        }
+    }
+
+    /// The connection of call `to`, if it is still open.
+    fn conn_of(&mut self, to: &CallTo) -> Option<(&mut ConnOut, u64, Instant)> {
+        let CallTo::Conn { conn, seq, started } = *to else {
+            return None;
+        };
+        self.conns
+            .get_mut(&conn)
+            .map(|conn| (&mut conn.out, seq, started))
+    }
+}
+
+/// The runtime checks nothing a backup applies: the simulator's checkers do.
+impl BackupWatch for RuntimeEnv {
+    type Error = String;
+
+    fn applying(&mut self, batch: &ApplyBatch) {
+        let _ = batch;
+    }
+
+    fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), String> {
+        let _ = (lsn_before, calls);
+        self.metrics.lsn_applied.set(lsn as i64);
+        Ok(())
+    }
+
+    fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), String> {
+        let _ = segment;
+        self.metrics.lsn_applied.set(lsn as i64);
+        Ok(())
+    }
+}
+
+impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
+    type LoadError = StartError;
+
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Expiry is measured against the primary's clock (backups get the deletions as redo).
+    /// A clock set before 1970 reads as 0: nothing expires until it is set right.
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as u64)
+    }
+
+    fn load(&mut self) -> Result<Segment, StartError> {
+        // A load under way is abandoned: its segment is never handed over.
+        self.loads_started += 1;
+        crate::workload::loaded_segment(&self.config.group, &*self.model)
+    }
+
+    /// Loads on a thread of its own: a load takes long (a tenth of a second for 50 MiB), and
+    /// the node must keep answering the config store meanwhile, whose quorum may need it.
+    fn start_load(&mut self) {
+        self.loads_started += 1;
+        let load = self.loads_started;
+        let group = self.config.group.clone();
+        let model = self.model.replica();
+        let to_node = self.to_node.clone();
+        let started = crate::spawn_or_say("load".into(), move || {
+            let result = crate::workload::loaded_segment(&group, &*model);
+            let _ = to_node.send(ToNode::Loaded { load, result });
+        });
+        if !started {
+            let _ = self.to_node.send(ToNode::Loaded {
+                load,
+                result: Err(StartError::LoaderPanicked),
+            });
+        }
+    }
+
+    fn log_align(&mut self, lsn: u64) {
+        if let Some(log) = &self.log {
+            log.align(lsn);
+        }
+    }
+
+    fn log_align_rejoin(&mut self, lsn: u64) -> u64 {
+        self.log.as_ref().map_or(lsn, |log| log.align_rejoin(lsn))
+    }
+
+    fn lsn_durable(&self) -> u64 {
+        self.log.as_ref().map_or(0, NodeLog::lsn_durable)
+    }
+
+    fn wants_checkpoint(&self) -> bool {
+        self.log.as_ref().is_some_and(NodeLog::checkpoint_wanted)
+    }
+
+    /// The log thread tells the node what it synced through its listener
+    /// ([`ToNode::Synced`]), a finished checkpoint's anchor included.
+    fn log_order(&mut self, order: LogOrder) -> Option<u64> {
+        if let Some(log) = &self.log {
+            log.order(order);
+        }
+        None
+    }
+
+    fn send(&mut self, to: NodeId, message: PeerMessage) {
+        match message {
+            PeerMessage::Cluster(message) => self.outbox.send(to, &message),
+            PeerMessage::Replication(message) if self.primary_epoch.is_some() => {
+                if let Message::Batch(bytes) = &message {
+                    self.metrics.batches_shipped.inc();
+                    self.metrics.bytes_shipped.inc_by(bytes.len() as u64);
+                    self.tallies.wire_bytes += bytes.len() as u64;
+                }
+                // A link reconnects for as long as its member stays: a send fails only once
+                // its thread stopped, and then the member is suspected.
+                if let Some(link) = self.links.get(&to) {
+                    let _ = link.send(message);
+                }
+            }
+            PeerMessage::Replication(message) => self.send_to_primary(to, &message),
+        }
+    }
+
+    fn release(
+        &mut self,
+        primary: &PrimaryHost<CallTo>,
+        reply: Reply<Answer<CallTo>>,
+    ) -> Result<(), String> {
+        let _ = primary;
+        self.replies_released += 1;
+        let Answer { to, seq: _, kind } = reply.reply;
+        let Some((out, seq, started)) = self.conn_of(&to) else {
+            return Ok(());
+        };
+        match kind {
+            AnswerKind::Committed { body, lsn_repeated } => {
+                out.committed(seq, lsn_repeated.unwrap_or(reply.lsn), body);
+            }
+            AnswerKind::CommittedReplyNotKept {
+                lsn_repeated,
+                message,
+            } => out.committed_reply_not_kept(seq, lsn_repeated, message),
+            AnswerKind::RolledBack {
+                message,
+                ran_before,
+            } => {
+                let lsn = ran_before.map_or(reply.lsn, |run| run.lsn);
+                out.rolled_back(seq, lsn, message);
+            }
+            AnswerKind::Refused { refusal, message } => {
+                out.error(seq, error_code(refusal), &message);
+                return Ok(());
+            }
+        }
+        self.metrics
+            .ack_latency_seconds
+            .observe(started.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    fn withheld(&mut self, to: CallTo) {
+        self.metrics.replies_withheld.inc();
+        if let Some((out, seq, _)) = self.conn_of(&to) {
+            out.withheld(seq);
+        }
+    }
+
+    fn not_primary(&mut self, to: CallTo) {
+        if let Some((out, seq, _)) = self.conn_of(&to) {
+            out.error(seq, ErrorCode::NotPrimary, "this primary was replaced");
+        }
+    }
+
+    fn read_answered(&mut self, to: ReadTo, seq: u64, answer: ReadAnswer) -> Result<(), String> {
+        if matches!(answer, ReadAnswer::Served { .. }) {
+            self.metrics.reads_served.inc();
+        } else if matches!(answer, ReadAnswer::Busy { .. }) {
+            self.metrics.reads_refused.inc();
+        }
+        match to {
+            // A reader that left (its client closed) needs no answer.
+            ReadTo::Frame(to) => {
+                let _ = to.send(answer_frame(self.id, seq, answer));
+            }
+            ReadTo::Local(read) => read.answer(answer),
+        }
+        Ok(())
+    }
+
+    fn note(&mut self, note: fmt::Arguments<'_>) {
+        tracing::info!("{note}");
+    }
+
+    fn notice(&mut self, notice: Notice<'_>) {
+        if let Notice::Following { view, .. } = notice {
+            let mut info = self.info.lock().expect("not poisoned");
+            if info.view_first == 0 {
+                info.view_first = view.number;
+            } else {
+                self.metrics.view_changes.inc();
+            }
+        }
+        if let Notice::Suspected { peer, .. } = notice {
+            self.metrics.suspicions.inc();
+            *self
+                .info
+                .lock()
+                .expect("not poisoned")
+                .suspected
+                .entry(peer)
+                .or_default() += 1;
+        }
+        let view = match &notice {
+            Notice::Suspected { view, .. }
+            | Notice::Reported { view }
+            | Notice::Frozen { view, .. } => *view,
+            Notice::Following { view, .. } => view.number,
+        };
+        tracing::info!(view, "node {}: {notice}", self.id);
+    }
+
+    fn failure(&mut self, failure: NodeFailure) -> String {
+        format!("node {}: {failure}", self.id)
+    }
+
+    fn carry_note(&mut self, note: &CarryNote<'_>) -> Result<(), String> {
+        match note {
+            CarryNote::HandoverRefused { .. } | CarryNote::LoadFailed { .. } => {
+                tracing::warn!("node {}: {note}", self.id);
+            }
+            CarryNote::TakesBack { .. } | CarryNote::CannotRewind { .. } => {
+                tracing::info!("node {}: {note}", self.id);
+            }
+        }
+        Ok(())
+    }
+
+    fn ran(
+        &mut self,
+        primary: &PrimaryHost<CallTo>,
+        proc_id: ProcId,
+        ran: &Ran,
+        time_ms: u64,
+    ) -> Result<(), String> {
+        let _ = (primary, proc_id, time_ms);
+        match ran {
+            Ran::Committed { shipped, .. } => {
+                self.tallies.commits += 1;
+                self.tallies.shipped += *shipped;
+                self.metrics.commits.inc();
+            }
+            Ran::Duplicate { .. } => {
+                self.metrics.duplicates_answered.inc();
+            }
+            Ran::RolledBack => {
+                self.tallies.rollbacks += 1;
+                self.metrics.rollbacks.inc();
+            }
+            Ran::Stalled | Ran::Read | Ran::Refused(_) => {}
+        }
+        Ok(())
+    }
+
+    fn swept(&mut self, primary: &PrimaryHost<CallTo>, time_ms: u64) -> Result<(), String> {
+        let _ = time_ms;
+        self.tallies.commits += 1;
+        self.metrics.commits.inc();
+        let store = primary.role().store();
+        self.metrics
+            .set_model_stats(store.model().stats(store.segment()));
+        Ok(())
+    }
+
+    fn leaving(&mut self, primary: &PrimaryHost<CallTo>, ready: &mut RoleReady<CallTo>) {
+        let _ = primary;
+        // A transfer's pages were copied into its messages while the node waited: it costs a
+        // pause proportional to the pages changed since the member's LSN.
+        for (node, sent) in ready.transfers_sent.drain(..) {
+            tracing::info!(
+                "node {}: state transfer to node {node}: {} pages changed after LSN {}, as of \
+                 LSN {}",
+                self.id,
+                sent.pages,
+                sent.lsn_from,
+                sent.lsn
+            );
+        }
+    }
+
+    fn backup_holds(&mut self, primary: NodeId, lsn_received: u64, lsn_applied: u64) {
+        let _ = primary;
+        self.metrics.lsn_received.set(lsn_received as i64);
+        self.metrics.lsn_applied.set(lsn_applied as i64);
+    }
+
+    fn primary_starting(&mut self, starting: PrimaryStarting<'_>) {
+        let PrimaryStarting {
+            view, records, lsn, ..
+        } = starting;
+        let me = self.id;
+        match records {
+            Records::Loaded => {}
+            Records::Recovered => tracing::info!(
+                view = view.number,
+                lsn,
+                "node {me}: primary of view {} from LSN {lsn}, rebuilt from its log",
+                view.number
+            ),
+            Records::Kept | Records::Rewound => tracing::info!(
+                view = view.number,
+                lsn,
+                "node {me}: primary of view {} from LSN {lsn}",
+                view.number
+            ),
+        }
+    }
+}

@@ -1,0 +1,734 @@
+//! The node's thread: it owns the member's [`Node`] (its supervisor, the role it holds and
+//! that role's store) and drives it. The sockets' threads hand it what they read through
+//! one channel ([`ToNode`]); it hands the node each input, drives it, and then publishes
+//! what the other threads read of it: the role's handle (for the acceptor and the RESP front
+//! end), the links a primary role needs, and what `/status` says.
+//!
+//! Order: the inputs waiting are taken one at a time, each followed by a drive; then the
+//! ticks that are due; then the answers of the whole pass are handed to their connections,
+//! and the role published.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use tandem_cluster::ClusterMessage;
+use tandem_config::{FileDurable, Member};
+use tandem_memory::Segment;
+use tandem_node::{DriveError, Needs, Node, Slot as RoleSlot, WaitingCall, WaitingRead};
+use tandem_replication::{Message, NodeId};
+use tandem_store::ProcId;
+use tandem_wire::{ErrorCode, Role, Welcome, encode_welcome};
+
+use super::env::{CallTo, Conn, ReplicaLink, RuntimeEnv};
+use super::{ClusterInfo, Slot, TICKS_REPLAYED_MAX, brief};
+use crate::backup::{BackupHandle, Gate, ReadRequest, ReadTo};
+use crate::primary::{CallBatch, ConnOut, ConnSink, Inbound, InboundTx};
+use crate::scripts::Scripts;
+use crate::{Checksum, Control, NodeStatus, StartError};
+
+/// What reaches the node's thread.
+#[derive(Debug)]
+pub(crate) enum ToNode {
+    /// A cluster message from peer `from`.
+    Cluster {
+        from: NodeId,
+        message: ClusterMessage,
+    },
+    /// What a primary role's connections read (clients' calls, members' acks), tagged with
+    /// the epoch of the role they were opened under.
+    Primary { role_epoch: u64, inbound: Inbound },
+    /// A primary opened a link to this node; `answer` hears whether the node's backup role
+    /// takes it (the node wrote the Welcome) or why not.
+    ReplicaOpened {
+        link: ReplicaLink,
+        answer: Sender<Result<u64, String>>,
+    },
+    /// A message from primary `from` on link `link`.
+    Replica {
+        link: u64,
+        from: NodeId,
+        message: Message,
+    },
+    /// Bytes of a message not yet whole arrived from primary `from` on link `link`.
+    Receiving { link: u64, from: NodeId },
+    /// Link `link` from primary `from` ended; `by_peer` if from the primary's side.
+    ReplicaClosed {
+        link: u64,
+        from: NodeId,
+        by_peer: bool,
+    },
+    /// A client's read at a backup role.
+    Read(ReadRequest),
+    /// The connection from a peer was closed from its side.
+    PeerClosed(NodeId),
+    /// The log synced every record up to this LSN.
+    Synced(u64),
+    /// Load number `load` ended.
+    Loaded {
+        load: u64,
+        result: Result<Segment, StartError>,
+    },
+}
+
+/// What the node publishes of its role to the other threads, and the role's epoch.
+pub(super) enum Published {
+    Outside,
+    Primary {
+        role_epoch: u64,
+        view: Arc<AtomicU64>,
+        lsn_committed: Arc<AtomicU64>,
+    },
+    Backup {
+        role_epoch: u64,
+        gate: Arc<Gate>,
+        lsn_applied: Arc<AtomicU64>,
+    },
+}
+
+/// The node's thread: see the module.
+pub(super) struct NodeThread {
+    pub(super) node: Node<CallTo, ReadTo>,
+    pub(super) disk: FileDurable,
+    pub(super) env: RuntimeEnv,
+    pub(super) inbox: Receiver<ToNode>,
+    /// Status and checksum questions of the backup role's probes.
+    pub(super) controls: Receiver<Control>,
+    pub(super) controls_tx: Sender<Control>,
+    pub(super) tick: Duration,
+    pub(super) scripts: Scripts,
+    pub(super) slot: Arc<Mutex<Slot>>,
+    /// Notified whenever the role in `slot` changes.
+    pub(super) slot_changed: Arc<Condvar>,
+    pub(super) published: Published,
+    pub(super) info: Arc<Mutex<ClusterInfo>>,
+    pub(super) started: Instant,
+    /// Since when this node is primary of a view without a backup, if it is.
+    pub(super) alone_since: Option<Instant>,
+    /// Backups the primary role heard from since it started (for the trace lines).
+    pub(super) heard_since_role: BTreeSet<NodeId>,
+    /// Numbers the replica links this node accepts.
+    pub(super) links_accepted: u64,
+}
+
+impl NodeThread {
+    pub(super) fn new_published() -> Published {
+        Published::Outside
+    }
+
+    /// Runs the node until the process stops.
+    pub(super) fn run(mut self) {
+        let tick = self.tick;
+        let mut next_tick = Instant::now() + tick;
+        self.drive();
+        self.publish();
+        loop {
+            let timeout = next_tick.saturating_duration_since(Instant::now());
+            match self.inbox.recv_timeout(timeout) {
+                Ok(input) => {
+                    self.input(input);
+                    while let Ok(input) = self.inbox.try_recv() {
+                        self.input(input);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            while let Ok(control) = self.controls.try_recv() {
+                self.answer(control);
+            }
+            self.env.progress.turn();
+            next_tick = self.ticks_due(next_tick);
+            self.env.hand_over();
+            self.publish();
+        }
+    }
+
+    /// Ticks the node for every tick due by now, and returns when the next one is. The
+    /// cluster core skips ticks this thread missed while busy (a long call, a load) or
+    /// descheduled, rather than replaying them at once: that would make the failure
+    /// detector accuse peers of a silence that was this node's own, while skipping only
+    /// makes it wait longer, which keeps its lease promise. A primary role's lease is
+    /// measured against the clock: its role gets every tick.
+    fn ticks_due(&mut self, mut next_tick: Instant) -> Instant {
+        let tick = self.tick;
+        let now = Instant::now();
+        if now >= next_tick + tick * TICKS_REPLAYED_MAX {
+            let missed = now.duration_since(next_tick).as_nanos() / tick.as_nanos().max(1);
+            self.node
+                .catch_up_ticks(u64::try_from(missed).unwrap_or(u64::MAX));
+            next_tick = now;
+        }
+        while now >= next_tick {
+            let long_call = self.scripts.watch().running().is_some();
+            self.node.core_mut().long_call_running(long_call);
+            let ticked = self.node.tick(&mut self.env);
+            self.check(ticked);
+            self.drive();
+            next_tick += tick;
+        }
+        let stuck = self.node.core().is_some_and(|core| core.is_stalled());
+        self.env.progress.set_stuck(stuck);
+        next_tick
+    }
+
+    /// Hands the node one input, then drives it.
+    fn input(&mut self, input: ToNode) {
+        match input {
+            ToNode::Cluster { from, message } => self.cluster_message(from, message),
+            ToNode::Primary { role_epoch, inbound } => self.primary_input(role_epoch, inbound),
+            ToNode::ReplicaOpened { link, answer } => {
+                let _ = answer.send(self.accept_link(link));
+            }
+            ToNode::Replica {
+                link,
+                from,
+                message,
+            } => {
+                if self.is_current_link(link, from) {
+                    if let Message::Batch(_) = message {
+                        self.env.metrics.batches_received.inc();
+                    }
+                    let stepped = self.node.step_replication(from, message, &mut self.env);
+                    self.check(stepped);
+                }
+            }
+            ToNode::Receiving { link, from } => {
+                if self.is_current_link(link, from) {
+                    let received = self.node.receiving(from, &mut self.env);
+                    self.check(received);
+                }
+            }
+            ToNode::ReplicaClosed {
+                link,
+                from,
+                by_peer,
+            } => self.link_closed(link, from, by_peer),
+            ToNode::Read(read) => self.read(read),
+            ToNode::PeerClosed(peer) => {
+                if self.env.trace {
+                    tracing::trace!("node {}: node {peer} closed its connection", self.env.id);
+                }
+                self.node.peer_closed(peer);
+            }
+            ToNode::Synced(lsn) => {
+                let synced = self.node.log_synced(lsn, &mut self.env);
+                self.check(synced);
+            }
+            ToNode::Loaded { load, result } => {
+                if load == self.env.loads_started {
+                    self.node.segment_loaded(result, &mut self.env);
+                }
+            }
+        }
+        self.drive();
+    }
+
+    fn cluster_message(&mut self, from: NodeId, message: ClusterMessage) {
+        let me = self.env.id;
+        if self.env.trace && !matches!(message, ClusterMessage::Alive { .. }) {
+            tracing::trace!("node {me}: from {from}: {}", brief(&message));
+        }
+        if let Err(err) = self.node.core_mut().step(from, message) {
+            self.env.metrics.frames_rejected.inc();
+            tracing::warn!("node {me}: a cluster message from node {from}: {err}");
+        }
+    }
+
+    /// What a primary role's connection read. A connection of a role that has ended is
+    /// answered "not primary"; a port inside the node (the RESP front end) of such a role
+    /// is let go, which tells it the role is gone.
+    fn primary_input(&mut self, role_epoch: u64, inbound: Inbound) {
+        let current = self.env.primary_epoch == Some(role_epoch);
+        match inbound {
+            Inbound::Calls(batch) if current => self.calls(batch),
+            Inbound::Calls(batch) => {
+                if let Some(conn) = self.env.conns.get_mut(&batch.conn) {
+                    for call in &batch.calls {
+                        let message = "this primary was replaced";
+                        conn.out.error(call.seq, ErrorCode::NotPrimary, message);
+                    }
+                }
+            }
+            Inbound::Peer { from, message } if current => {
+                if self.env.trace && self.heard_since_role.insert(from) {
+                    tracing::trace!("node {}: first ack from node {from} in this role", self.env.id);
+                }
+                let stepped = self.node.step_replication(from, message, &mut self.env);
+                self.check(stepped);
+            }
+            Inbound::LinkUp { node } if current => self.node.link_up(node),
+            Inbound::Peer { .. } | Inbound::LinkUp { .. } => {}
+            Inbound::ConnOpened {
+                conn,
+                out,
+                unanswered,
+                answer_withheld,
+            } => {
+                if !current && matches!(out, ConnSink::Local { .. }) {
+                    return;
+                }
+                let out = ConnOut::new(out, unanswered, answer_withheld);
+                self.env.conns.insert(conn, Conn { role_epoch, out });
+            }
+            Inbound::ConnClosed { conn } => {
+                self.env.conns.remove(&conn);
+            }
+            Inbound::Control(control) => self.answer(control),
+            Inbound::View { .. }
+            | Inbound::Depose { .. }
+            | Inbound::PrepareRemoval { .. }
+            | Inbound::Synced { .. } => {
+                unreachable!("only a static primary's executor is told of views and syncs")
+            }
+        }
+    }
+
+    /// A connection's calls, queued at the primary role together.
+    fn calls(&mut self, batch: CallBatch) {
+        let started = Instant::now();
+        let CallBatch {
+            conn,
+            client_id,
+            bytes,
+            calls,
+        } = batch;
+        let calls = calls.into_iter().map(|slot| WaitingCall {
+            to: CallTo::Conn {
+                conn,
+                seq: slot.seq,
+                started,
+            },
+            client_id,
+            seq: slot.seq,
+            proc_id: ProcId(slot.proc_id),
+            args: bytes[slot.args].to_vec(),
+            read_only: slot.read_only,
+            safety: slot.safety,
+        });
+        let ran = self.node.calls(calls, &mut self.env);
+        self.check(ran);
+    }
+
+    /// A client's read: the backup role keeps it; anywhere else it is let go, which closes
+    /// a reader's connection and answers a port's read as dropped.
+    fn read(&mut self, read: ReadRequest) {
+        let origin = self.env.origin;
+        let micros = |at: Instant| {
+            u64::try_from(at.saturating_duration_since(origin).as_micros()).unwrap_or(u64::MAX)
+        };
+        let needs = match read.needs {
+            Needs::Nothing => Needs::Nothing,
+            Needs::ReadIndex => Needs::ReadIndex,
+            Needs::HeardSince(at) => Needs::HeardSince(micros(at)),
+        };
+        let read = WaitingRead {
+            seq: read.seq,
+            proc_id: read.proc_id,
+            min_lsn: read.min_lsn,
+            args: read.args,
+            deadline: micros(read.deadline),
+            to: read.to,
+            needs,
+        };
+        let kept = self.node.read(read, &mut self.env);
+        self.check(kept.map(|_| ()));
+    }
+
+    /// Whether `link` is the link from `from` this node's backup role takes messages on.
+    fn is_current_link(&self, link: u64, from: NodeId) -> bool {
+        self.env
+            .replicas
+            .get(&from)
+            .is_some_and(|(_, current)| current.id == link)
+    }
+
+    /// A primary's link to this node: taken (the Welcome written on it, any older link from
+    /// the same primary closed) if the backup role follows that primary now.
+    fn accept_link(&mut self, mut link: ReplicaLink) -> Result<u64, String> {
+        let me = self.env.id;
+        let RoleSlot::Backup(backup) = self.node.role() else {
+            return Err(format!("node {me} is not a backup now"));
+        };
+        let gate = backup.gate();
+        if gate.is_frozen() || gate.primary() != link.primary {
+            return Err(format!(
+                "node {me} follows node {} in view {}, not node {}",
+                gate.primary(),
+                gate.view(),
+                link.primary
+            ));
+        }
+        self.links_accepted += 1;
+        link.id = self.links_accepted;
+        let mut welcome = Vec::new();
+        encode_welcome(
+            &mut welcome,
+            &Welcome {
+                version: tandem_wire::PROTOCOL_VERSION,
+                node_id: me,
+                role: Role::Backup,
+                view: gate.view(),
+                lsn: backup.receiver().core().lsn_received(),
+            },
+        );
+        let written = link.writer.lock().expect("not poisoned").write_frames(&welcome);
+        written.map_err(|err| format!("cannot welcome node {}: {err}", link.primary))?;
+        let primary = link.primary;
+        let role_epoch = self.node.role_epoch();
+        let id = link.id;
+        if let Some((_, old)) = self.env.replicas.insert(primary, (role_epoch, link)) {
+            old.close();
+        }
+        Ok(id)
+    }
+
+    /// A link from a primary ended: if it was the current one and the primary's side ended
+    /// it, the primary's process may have died, and the node hears of it at once.
+    fn link_closed(&mut self, link: u64, from: NodeId, by_peer: bool) {
+        if !self.is_current_link(link, from) {
+            return;
+        }
+        if let Some((_, link)) = self.env.replicas.remove(&from) {
+            link.close();
+        }
+        if by_peer {
+            self.node.peer_closed(from);
+        }
+    }
+
+    /// Has the node's supervisor save, send and act on what its core produced.
+    fn drive(&mut self) {
+        let started = Instant::now();
+        let driven = self.node.drive(&mut self.disk, &mut self.env);
+        match driven {
+            Ok(()) => {}
+            Err(DriveError::Save(err)) => {
+                // The config store cannot promise what it persisted: stop, never retry.
+                tracing::error!(
+                    "node {}: poisoned: the config store's state cannot be persisted ({err}); \
+                     the node stops",
+                    self.env.id
+                );
+                std::process::exit(70);
+            }
+            Err(DriveError::Role(err)) => self.check(Err(err)),
+        }
+        if self.env.trace && started.elapsed() > Duration::from_micros(300) {
+            tracing::trace!(
+                "node {}: a step of the supervisor (saving the config store's state) took {:?}",
+                self.env.id,
+                started.elapsed()
+            );
+        }
+        let released = std::mem::take(&mut self.env.replies_released);
+        self.env.metrics.replies_released.inc_by(released);
+    }
+
+    /// A failure of the node's own (a batch its backup role accepted and cannot apply): the
+    /// node cannot go on with a replica it cannot trust.
+    fn check(&self, result: Result<(), String>) {
+        if let Err(err) = result {
+            tracing::error!("node {}: poisoned: {err}; the node stops", self.env.id);
+            std::process::exit(70);
+        }
+    }
+
+    /// Answers a status or checksum question from the role the node holds.
+    fn answer(&mut self, control: Control) {
+        match control {
+            Control::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+            Control::Checksum(reply) => {
+                let _ = reply.send(self.checksum());
+            }
+            Control::Stop => {}
+        }
+    }
+
+    fn status(&self) -> NodeStatus {
+        let tallies = &self.env.tallies;
+        let mut status = NodeStatus {
+            node_id: self.env.id,
+            role: "outside",
+            view: self.node.core().and_then(|core| core.view()).map_or(0, |view| view.number),
+            lsn: 0,
+            lsn_applied: 0,
+            pending_replies: 0,
+            backups: Vec::new(),
+            commits: 0,
+            shipped_data_bytes: 0,
+            shipped_undo_bytes: 0,
+            shipped_meta_bytes: 0,
+            shipped_wire_bytes: 0,
+            check: None,
+        };
+        match self.node.role() {
+            RoleSlot::Primary(host) => {
+                let primary = host.primary();
+                let lsn = host.role().store().segment().lsn();
+                status.role = "primary";
+                status.view = primary.view();
+                status.lsn = lsn;
+                status.lsn_applied = lsn;
+                status.pending_replies = primary.pending_replies() as u64;
+                status.backups = primary.backup_progress().collect();
+                status.commits = tallies.commits;
+                status.shipped_data_bytes = tallies.shipped.data;
+                status.shipped_undo_bytes = tallies.shipped.undo;
+                status.shipped_meta_bytes = tallies.shipped.meta;
+                status.shipped_wire_bytes = tallies.wire_bytes;
+            }
+            RoleSlot::Backup(backup) => {
+                status.role = "backup";
+                status.view = backup.gate().view();
+                status.lsn = backup.receiver().core().lsn_received();
+                status.lsn_applied = backup.applier().lsn_applied();
+            }
+            RoleSlot::Outside => {}
+        }
+        status
+    }
+
+    fn checksum(&self) -> Checksum {
+        let model = &self.env.model;
+        let segment = match self.node.role() {
+            RoleSlot::Primary(host) => host.role().store().segment(),
+            RoleSlot::Backup(backup) => backup.segment(),
+            RoleSlot::Outside => {
+                return Checksum {
+                    lsn: 0,
+                    crc32c: 0,
+                    error: Some("the node holds no role".into()),
+                    check: None,
+                };
+            }
+        };
+        let mut checksum = Checksum::of(segment.bytes(), segment.lsn());
+        checksum.check = model.check(segment).err().map(|err| err.to_string());
+        checksum
+    }
+
+    /// Publishes the role the node holds now: its handle for the other threads (a new one
+    /// for a new role), its figures, the links a primary role needs, and what `/status` and
+    /// `/metrics` say.
+    fn publish(&mut self) {
+        let role_epoch = self.node.role_epoch();
+        let fresh = match (&self.published, self.node.role()) {
+            (Published::Outside, RoleSlot::Outside) => false,
+            (Published::Primary { role_epoch: e, .. }, RoleSlot::Primary(_))
+            | (Published::Backup { role_epoch: e, .. }, RoleSlot::Backup(_)) => *e != role_epoch,
+            _ => true,
+        };
+        if fresh {
+            self.publish_new_role(role_epoch);
+        }
+        self.publish_figures();
+        self.keep_links();
+        self.publish_info();
+    }
+
+    /// A new role: a new handle in the slot, and the connections of the old one let go.
+    fn publish_new_role(&mut self, role_epoch: u64) {
+        let me = self.env.id;
+        self.heard_since_role.clear();
+        let (slot, published) = match self.node.role() {
+            RoleSlot::Outside => (Slot::Outside, Published::Outside),
+            RoleSlot::Primary(host) => {
+                let inbound = InboundTx::Node {
+                    to_node: self.env.to_node.clone(),
+                    role_epoch,
+                };
+                let lsn = host.primary().lsn_committed();
+                let view = host.primary().view();
+                let role = crate::primary::node_role(
+                    &self.env.config,
+                    &self.env.metrics,
+                    inbound,
+                    view,
+                    lsn,
+                    Arc::clone(&self.env.progress),
+                    Some(self.scripts.clone()),
+                );
+                match role {
+                    Ok(role) => (
+                        Slot::Primary(role.handle),
+                        Published::Primary {
+                            role_epoch,
+                            view: role.view,
+                            lsn_committed: role.lsn_committed,
+                        },
+                    ),
+                    Err(err) => {
+                        tracing::error!("node {me}: cannot serve the primary role: {err}");
+                        (Slot::Outside, Published::Outside)
+                    }
+                }
+            }
+            RoleSlot::Backup(backup) => {
+                let rule = backup.gate();
+                let gate = Gate::new(rule.view(), rule.primary());
+                let lsn_applied = backup.applier().lsn_applied();
+                let handle = BackupHandle::on_node(
+                    &self.env.config,
+                    &self.env.metrics,
+                    self.env.to_node.clone(),
+                    self.controls_tx.clone(),
+                    gate,
+                    lsn_applied,
+                );
+                match handle {
+                    Ok(backup) => (
+                        Slot::Backup(backup.handle),
+                        Published::Backup {
+                            role_epoch,
+                            gate: backup.gate,
+                            lsn_applied: backup.lsn_applied,
+                        },
+                    ),
+                    Err(err) => {
+                        tracing::error!("node {me}: cannot serve the backup role: {err}");
+                        (Slot::Outside, Published::Outside)
+                    }
+                }
+            }
+        };
+        self.env.primary_epoch = match &published {
+            Published::Primary { role_epoch, .. } => Some(*role_epoch),
+            _ => None,
+        };
+        // A port inside the node of a role that ended is let go: it tells its front end.
+        let primary_epoch = self.env.primary_epoch;
+        self.env.conns.retain(|_, conn| {
+            Some(conn.role_epoch) == primary_epoch
+                || !matches!(conn.out.sink(), ConnSink::Local { .. })
+        });
+        self.published = published;
+        *self.slot.lock().expect("not poisoned") = slot;
+        self.slot_changed.notify_all();
+    }
+
+    /// Keeps the published figures of the role in step with it.
+    fn publish_figures(&mut self) {
+        match (&self.published, self.node.role()) {
+            (
+                Published::Primary {
+                    view,
+                    lsn_committed,
+                    ..
+                },
+                RoleSlot::Primary(host),
+            ) => {
+                let lsn = host.primary().lsn_committed();
+                view.store(host.primary().view(), Ordering::Release);
+                lsn_committed.store(lsn, Ordering::Release);
+                self.env.metrics.lsn_committed.set(lsn as i64);
+            }
+            (
+                Published::Backup {
+                    gate, lsn_applied, ..
+                },
+                RoleSlot::Backup(backup),
+            ) => {
+                let rule = backup.gate();
+                if rule.is_frozen() {
+                    if !gate.is_frozen() {
+                        gate.freeze(&AtomicU64::new(0));
+                    }
+                } else if gate.view() != rule.view() || gate.is_frozen() {
+                    gate.set_view(rule.view(), rule.primary());
+                }
+                lsn_applied.store(backup.applier().lsn_applied(), Ordering::Release);
+            }
+            _ => {}
+        }
+    }
+
+    /// A primary role keeps a link to each member of its view (a new role: new links); a
+    /// backup role keeps only the link from the primary it follows, in the role that took
+    /// it, while it is not frozen.
+    fn keep_links(&mut self) {
+        let role_epoch = self.node.role_epoch();
+        match self.node.role() {
+            RoleSlot::Primary(host) => {
+                let members: Vec<NodeId> =
+                    host.primary().backup_progress().map(|(node, _, _)| node).collect();
+                if self.env.links_epoch != Some(role_epoch) {
+                    self.env.links.clear();
+                    self.env.links_epoch = Some(role_epoch);
+                }
+                self.env.links.retain(|node, _| members.contains(node));
+                for node in members {
+                    self.env.link_to(node, role_epoch);
+                }
+            }
+            RoleSlot::Backup(_) | RoleSlot::Outside => {
+                self.env.links.clear();
+                self.env.links_epoch = None;
+            }
+        }
+        let following = match self.node.role() {
+            RoleSlot::Backup(backup) if !backup.gate().is_frozen() => {
+                Some(backup.gate().primary())
+            }
+            _ => None,
+        };
+        let replicas = std::mem::take(&mut self.env.replicas);
+        for (primary, (epoch, link)) in replicas {
+            if following == Some(primary) && epoch == role_epoch {
+                self.env.replicas.insert(primary, (epoch, link));
+            } else {
+                link.close();
+            }
+        }
+    }
+
+    /// Refreshes what `/status` and `/metrics` say of the node.
+    fn publish_info(&mut self) {
+        self.count_alone();
+        let Some(core) = self.node.core() else {
+            return;
+        };
+        let role = match self.node.role() {
+            RoleSlot::Outside => "outside",
+            RoleSlot::Primary(_) => "primary",
+            // A backup role serves a backup or a spare, as the view says.
+            RoleSlot::Backup(_) => match core.member() {
+                Member::Spare => "spare",
+                _ => "backup",
+            },
+        };
+        self.env.metrics.set_role(role);
+        let mut info = self.info.lock().expect("not poisoned");
+        info.role = role.to_string();
+        info.view = core.view().map_or(0, |view| view.number);
+        info.primary = core.view().map(|view| view.primary);
+        info.backups = core.view().map_or(0, |view| view.backups.len());
+        info.leader = core.leader();
+        info.heard_primary_ms_ago = (role == "backup" || role == "spare").then(|| {
+            core.ticks_since_heard_primary() as f64 * self.tick.as_secs_f64() * 1000.0
+        });
+        info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        info.alone_ms = self.env.metrics.primary_alone_seconds.get() * 1000.0;
+    }
+
+    /// Adds the time since the last pass to `tandem_primary_alone_seconds_total` while this
+    /// node serves as primary of a view without a backup.
+    fn count_alone(&mut self) {
+        let now = Instant::now();
+        if let Some(since) = self.alone_since.take() {
+            let alone = now.duration_since(since).as_secs_f64();
+            self.env.metrics.primary_alone_seconds.inc_by(alone);
+        }
+        let alone = matches!(self.node.role(), RoleSlot::Primary(_))
+            && self.node.core().and_then(|core| core.view()).is_some_and(|view| {
+                view.backups.is_empty() && !self.env.config.peers.is_empty()
+            });
+        if alone {
+            self.alone_since = Some(now);
+        }
+    }
+}
