@@ -1622,7 +1622,7 @@ mod tests {
         };
         let (to_applier, applier) = mpsc::sync_channel(1);
         let mut port = BackupPort {
-            to_applier,
+            to_applier: ReadSink::Applier(to_applier),
             answers: Arc::new(LocalAnswers {
                 answers: Mutex::new(Vec::new()),
                 woken: AtomicBool::new(false),

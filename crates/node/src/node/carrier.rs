@@ -284,15 +284,34 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
         Ok(handover)
     }
 
-    fn give_back(&mut self, primary: Self::Primary, _: &View) -> Option<Segment> {
-        Some(primary.into_segment())
+    fn give_back(&mut self, primary: Self::Primary, view: &View) -> Option<Segment> {
+        let segment = primary.into_segment();
+        self.env.note(format_args!(
+            "node {}: replaced by node {} in view {}; keeps its records up to LSN {}",
+            self.plane.id,
+            view.primary,
+            view.number,
+            segment.lsn()
+        ));
+        Some(segment)
     }
 
-    fn stop(&mut self, _: RoleSlot<D, R>, _: &View, discarded: u64) {
-        if discarded > 0 {
-            let node = self.plane.id;
-            self.env
-                .note(format_args!("node {node}: discards {discarded} records"));
+    fn stop(&mut self, role: RoleSlot<D, R>, view: &View, discarded: u64) {
+        let node = self.plane.id;
+        let truncate = view
+            .truncate_lsn()
+            .map_or("none".to_owned(), |lsn| lsn.to_string());
+        match role {
+            Slot::Primary(_) => self.env.note(format_args!(
+                "node {node}: replaced by node {} in view {}; discarded {discarded} records \
+                 above the truncate LSN {truncate}",
+                view.primary, view.number
+            )),
+            Slot::Backup(_) if discarded > 0 => self.env.note(format_args!(
+                "node {node}: discarded {discarded} records above the truncate LSN \
+                 {truncate}; reloading to catch up from the primary"
+            )),
+            Slot::Backup(_) | Slot::Outside => {}
         }
     }
 

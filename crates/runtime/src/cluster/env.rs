@@ -230,6 +230,7 @@ impl BackupWatch for RuntimeEnv {
 
     fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), String> {
         let _ = segment;
+        tracing::info!("node {}: installed a state transfer, up to LSN {lsn}", self.id);
         self.metrics.lsn_applied.set(lsn as i64);
         Ok(())
     }
