@@ -300,25 +300,30 @@ impl<D: Destination, R> Node<D, R> {
         result
     }
 
-    /// Calls that arrived together (one read of a connection, or one pass of the RESP
-    /// front end): queued at a serving primary and run once, so that they share batches;
-    /// anywhere else each is answered "not primary".
-    pub fn calls<E: NodeEnv<D, R>>(
+    /// Calls queued at a serving primary without running them yet, so that the calls of
+    /// many connections share batches: run them with [`Node::run_queued`] once the inputs
+    /// at hand are taken. Anywhere else each is answered "not primary".
+    pub fn queue_calls<E: NodeEnv<D, R>>(
         &mut self,
         calls: impl IntoIterator<Item = WaitingCall<D>>,
         env: &mut E,
-    ) -> Result<(), E::Error> {
+    ) {
         if !self.serving(env) {
             for call in calls {
                 env.not_primary(call.to);
             }
-            return Ok(());
+            return;
         }
         if let Slot::Primary(host) = &mut self.plane.role {
             for call in calls {
                 host.queue(call);
             }
         }
+    }
+
+    /// Runs the calls queued at the primary role while flow control allows, and hands out
+    /// what leaves.
+    pub fn run_queued<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
         let result = self.plane.run_queued(env);
         self.observe();
         result

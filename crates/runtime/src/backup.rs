@@ -566,7 +566,6 @@ impl BackupHandle {
             lsn_applied,
         })
     }
-
 }
 
 /// Starts a backup of `workload`: loads the same initial database as the primary (the load is

@@ -356,8 +356,9 @@ pub fn run(
         let node_model: Arc<dyn DataModel> = Arc::from(node_model);
         match replayed {
             Some(_) => Node::new(supervisor, settings, node_model, 0, Some(segment)),
-            None => Node::new(supervisor, settings, node_model, 0, None)
-                .with_segment_ready(segment),
+            None => {
+                Node::new(supervisor, settings, node_model, 0, None).with_segment_ready(segment)
+            }
         }
     };
     let env = RuntimeEnv {
@@ -408,6 +409,8 @@ pub fn run(
         alone_since: None,
         heard_since_role: std::collections::BTreeSet::new(),
         links_accepted: 0,
+        calls_queued: false,
+        stats_refreshed: None,
     };
     // The node's thread runs clients' calls, scripts among them: its stack holds the deepest
     // input the script engine's bounds accept.
@@ -934,7 +937,11 @@ impl Acceptor {
             closing: Arc::clone(&closing),
         };
         let (answer, answered) = mpsc::channel();
-        if self.to_node.send(ToNode::ReplicaOpened { link, answer }).is_err() {
+        if self
+            .to_node
+            .send(ToNode::ReplicaOpened { link, answer })
+            .is_err()
+        {
             return;
         }
         match answered.recv() {

@@ -48,8 +48,8 @@ mod local;
 
 pub use local::{ConnSink, LocalAnswer, LocalOutcome, LocalPort, RoleGone};
 
-use executor::{Executor, LocalDriver, Periodic};
 pub(crate) use executor::{ConnOut, error_code};
+use executor::{Executor, LocalDriver, Periodic};
 
 /// Partial batches an idle executor may have in flight to a backup before records gather for
 /// the next one: enough to keep a lightly loaded link busy without an extra round trip, few

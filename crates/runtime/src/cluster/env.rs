@@ -10,24 +10,24 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use tandem_log::CallId;
 use tandem_memory::{ClassBytes, Segment};
 use tandem_node::{
-    AnswerKind, Answer, BackupWatch, CarryNote, Destination, LogOrder, NodeEnv, NodeFailure,
+    Answer, AnswerKind, BackupWatch, CarryNote, Destination, LogOrder, NodeEnv, NodeFailure,
     Notice, PeerMessage, PrimaryHost, PrimaryStarting, Ran, ReadAnswer, Records, RoleReady,
 };
-use tandem_log::CallId;
 use tandem_replication::{ApplyBatch, Message, NodeId, Reply};
 use tandem_store::{DataModel, ProcId};
 use tandem_wire::{ErrorCode, encode_peer};
 
 use super::{ClusterInfo, Outbox, ToNode};
+use crate::StartError;
 use crate::backup::{ReadTo, answer_frame};
 use crate::config::NodeConfig;
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::peer_auth::Sealer;
 use crate::primary::{ConnId, ConnOut, InboundTx, Progress, error_code};
-use crate::StartError;
 
 /// Where a call's answer goes: a connection's call `seq`, or nobody (the model's periodic
 /// procedure). The seq rides along so that a withheld or refused call is answered by it.
@@ -188,7 +188,11 @@ impl RuntimeEnv {
         };
         let mut frame = Vec::new();
         encode_peer(&mut frame, message);
-        let written = link.writer.lock().expect("not poisoned").write_frames(&frame);
+        let written = link
+            .writer
+            .lock()
+            .expect("not poisoned")
+            .write_frames(&frame);
         if written.is_err() {
             // A killed process's socket resets when it held unread acks: the write fails
             // before any read can, and the node hears of the death at once.
@@ -230,7 +234,10 @@ impl BackupWatch for RuntimeEnv {
 
     fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), String> {
         let _ = segment;
-        tracing::info!("node {}: installed a state transfer, up to LSN {lsn}", self.id);
+        tracing::info!(
+            "node {}: installed a state transfer, up to LSN {lsn}",
+            self.id
+        );
         self.metrics.lsn_applied.set(lsn as i64);
         Ok(())
     }
@@ -464,12 +471,9 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
     }
 
     fn swept(&mut self, primary: &PrimaryHost<CallTo>, time_ms: u64) -> Result<(), String> {
-        let _ = time_ms;
+        let _ = (primary, time_ms);
         self.tallies.commits += 1;
         self.metrics.commits.inc();
-        let store = primary.role().store();
-        self.metrics
-            .set_model_stats(store.model().stats(store.segment()));
         Ok(())
     }
 

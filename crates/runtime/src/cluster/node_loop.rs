@@ -29,6 +29,9 @@ use crate::primary::{CallBatch, ConnOut, ConnSink, Inbound, InboundTx};
 use crate::scripts::Scripts;
 use crate::{Checksum, Control, NodeStatus, StartError};
 
+/// How often the model's figures are refreshed for `/metrics` and `INFO`.
+const STATS_INTERVAL: Duration = Duration::from_millis(100);
+
 /// What reaches the node's thread.
 #[derive(Debug)]
 pub(crate) enum ToNode {
@@ -111,6 +114,11 @@ pub(super) struct NodeThread {
     pub(super) heard_since_role: BTreeSet<NodeId>,
     /// Numbers the replica links this node accepts.
     pub(super) links_accepted: u64,
+    /// Calls were queued at the primary role in this pass, to run once it is over.
+    pub(super) calls_queued: bool,
+    /// When the model's figures (keys, memory) were last refreshed for `/metrics` and
+    /// `INFO`.
+    pub(super) stats_refreshed: Option<Instant>,
 }
 
 impl NodeThread {
@@ -135,6 +143,13 @@ impl NodeThread {
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
+            }
+            // The calls of every connection read in this pass run together: they share
+            // batches, as they would in one connection's pipeline.
+            if std::mem::take(&mut self.calls_queued) {
+                let ran = self.node.run_queued(&mut self.env);
+                self.check(ran);
+                self.drive();
             }
             while let Ok(control) = self.controls.try_recv() {
                 self.answer(control);
@@ -171,14 +186,38 @@ impl NodeThread {
         }
         let stuck = self.node.core().is_some_and(|core| core.is_stalled());
         self.env.progress.set_stuck(stuck);
+        self.refresh_stats(now);
         next_tick
+    }
+
+    /// Refreshes the model's figures for `/metrics` and `INFO`, at most every
+    /// [`STATS_INTERVAL`], from the role's store.
+    fn refresh_stats(&mut self, now: Instant) {
+        if self
+            .stats_refreshed
+            .is_some_and(|at| now.duration_since(at) < STATS_INTERVAL)
+        {
+            return;
+        }
+        let segment = match self.node.role() {
+            RoleSlot::Primary(host) => host.role().store().segment(),
+            RoleSlot::Backup(backup) => backup.segment(),
+            RoleSlot::Outside => return,
+        };
+        self.stats_refreshed = Some(now);
+        self.env
+            .metrics
+            .set_model_stats(self.env.model.stats(segment));
     }
 
     /// Hands the node one input, then drives it.
     fn input(&mut self, input: ToNode) {
         match input {
             ToNode::Cluster { from, message } => self.cluster_message(from, message),
-            ToNode::Primary { role_epoch, inbound } => self.primary_input(role_epoch, inbound),
+            ToNode::Primary {
+                role_epoch,
+                inbound,
+            } => self.primary_input(role_epoch, inbound),
             ToNode::ReplicaOpened { link, answer } => {
                 let _ = answer.send(self.accept_link(link));
             }
@@ -254,7 +293,10 @@ impl NodeThread {
             }
             Inbound::Peer { from, message } if current => {
                 if self.env.trace && self.heard_since_role.insert(from) {
-                    tracing::trace!("node {}: first ack from node {from} in this role", self.env.id);
+                    tracing::trace!(
+                        "node {}: first ack from node {from} in this role",
+                        self.env.id
+                    );
                 }
                 let stepped = self.node.step_replication(from, message, &mut self.env);
                 self.check(stepped);
@@ -308,8 +350,8 @@ impl NodeThread {
             read_only: slot.read_only,
             safety: slot.safety,
         });
-        let ran = self.node.calls(calls, &mut self.env);
-        self.check(ran);
+        self.node.queue_calls(calls, &mut self.env);
+        self.calls_queued = true;
     }
 
     /// A client's read: the backup role keeps it; anywhere else it is let go, which closes
@@ -374,7 +416,11 @@ impl NodeThread {
                 lsn: backup.receiver().core().lsn_received(),
             },
         );
-        let written = link.writer.lock().expect("not poisoned").write_frames(&welcome);
+        let written = link
+            .writer
+            .lock()
+            .expect("not poisoned")
+            .write_frames(&welcome);
         written.map_err(|err| format!("cannot welcome node {}: {err}", link.primary))?;
         let primary = link.primary;
         let role_epoch = self.node.role_epoch();
@@ -454,7 +500,11 @@ impl NodeThread {
         let mut status = NodeStatus {
             node_id: self.env.id,
             role: "outside",
-            view: self.node.core().and_then(|core| core.view()).map_or(0, |view| view.number),
+            view: self
+                .node
+                .core()
+                .and_then(|core| core.view())
+                .map_or(0, |view| view.number),
             lsn: 0,
             lsn_applied: 0,
             pending_replies: 0,
@@ -625,7 +675,23 @@ impl NodeThread {
                 let lsn = host.primary().lsn_committed();
                 view.store(host.primary().view(), Ordering::Release);
                 lsn_committed.store(lsn, Ordering::Release);
-                self.env.metrics.lsn_committed.set(lsn as i64);
+                let metrics = &self.env.metrics;
+                metrics.lsn_committed.set(lsn as i64);
+                for (node, received, applied) in host.primary().backup_progress() {
+                    let label = crate::metrics::BackupLabel {
+                        backup: node.to_string(),
+                    };
+                    let lag = lsn.saturating_sub(applied) as i64;
+                    metrics
+                        .backup_lsn_received
+                        .get_or_create(&label)
+                        .set(received as i64);
+                    metrics
+                        .backup_lsn_applied
+                        .get_or_create(&label)
+                        .set(applied as i64);
+                    metrics.backup_lag_records.get_or_create(&label).set(lag);
+                }
             }
             (
                 Published::Backup {
@@ -634,14 +700,25 @@ impl NodeThread {
                 RoleSlot::Backup(backup),
             ) => {
                 let rule = backup.gate();
-                if rule.is_frozen() {
-                    if !gate.is_frozen() {
+                let changed = if rule.is_frozen() {
+                    !gate.is_frozen() && {
                         gate.freeze(&AtomicU64::new(0));
+                        true
                     }
-                } else if gate.view() != rule.view() || gate.is_frozen() {
+                } else if gate.view() != rule.view()
+                    || gate.is_frozen()
+                    || gate.primary() != rule.primary()
+                {
                     gate.set_view(rule.view(), rule.primary());
-                }
+                    true
+                } else {
+                    false
+                };
                 lsn_applied.store(backup.applier().lsn_applied(), Ordering::Release);
+                // A link or a client that waits for this role to take it waits on the slot.
+                if changed {
+                    self.slot_changed.notify_all();
+                }
             }
             _ => {}
         }
@@ -654,8 +731,11 @@ impl NodeThread {
         let role_epoch = self.node.role_epoch();
         match self.node.role() {
             RoleSlot::Primary(host) => {
-                let members: Vec<NodeId> =
-                    host.primary().backup_progress().map(|(node, _, _)| node).collect();
+                let members: Vec<NodeId> = host
+                    .primary()
+                    .backup_progress()
+                    .map(|(node, _, _)| node)
+                    .collect();
                 if self.env.links_epoch != Some(role_epoch) {
                     self.env.links.clear();
                     self.env.links_epoch = Some(role_epoch);
@@ -671,9 +751,7 @@ impl NodeThread {
             }
         }
         let following = match self.node.role() {
-            RoleSlot::Backup(backup) if !backup.gate().is_frozen() => {
-                Some(backup.gate().primary())
-            }
+            RoleSlot::Backup(backup) if !backup.gate().is_frozen() => Some(backup.gate().primary()),
             _ => None,
         };
         let replicas = std::mem::take(&mut self.env.replicas);
@@ -708,9 +786,8 @@ impl NodeThread {
         info.primary = core.view().map(|view| view.primary);
         info.backups = core.view().map_or(0, |view| view.backups.len());
         info.leader = core.leader();
-        info.heard_primary_ms_ago = (role == "backup" || role == "spare").then(|| {
-            core.ticks_since_heard_primary() as f64 * self.tick.as_secs_f64() * 1000.0
-        });
+        info.heard_primary_ms_ago = (role == "backup" || role == "spare")
+            .then(|| core.ticks_since_heard_primary() as f64 * self.tick.as_secs_f64() * 1000.0);
         info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
         info.alone_ms = self.env.metrics.primary_alone_seconds.get() * 1000.0;
     }
@@ -724,9 +801,11 @@ impl NodeThread {
             self.env.metrics.primary_alone_seconds.inc_by(alone);
         }
         let alone = matches!(self.node.role(), RoleSlot::Primary(_))
-            && self.node.core().and_then(|core| core.view()).is_some_and(|view| {
-                view.backups.is_empty() && !self.env.config.peers.is_empty()
-            });
+            && self
+                .node
+                .core()
+                .and_then(|core| core.view())
+                .is_some_and(|view| view.backups.is_empty() && !self.env.config.peers.is_empty());
         if alone {
             self.alone_since = Some(now);
         }
