@@ -381,6 +381,7 @@ pub fn run(
         links_epoch: None,
         replicas: BTreeMap::new(),
         conns: BTreeMap::new(),
+        conn_next: Arc::new(std::sync::atomic::AtomicU64::new(1)),
         primary_epoch: None,
         metrics,
         progress: Arc::new(crate::primary::Progress::default()),
@@ -422,7 +423,10 @@ pub fn run(
             thread: "the node",
             source,
         })?;
-    crate::join_or_say("the node's thread", handle);
+    if crate::join_or_say("the node's thread", handle).is_none() {
+        // A bug: the node cannot serve on, and says so in its exit code.
+        std::process::exit(70);
+    }
     Ok(())
 }
 

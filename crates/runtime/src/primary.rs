@@ -630,7 +630,8 @@ pub(crate) struct NodeRole {
     pub(crate) lsn_committed: Arc<AtomicU64>,
 }
 
-/// The handle of a cluster-mode primary role of epoch `role_epoch` in view `view`.
+/// The handle of a cluster-mode primary role in view `view`, whose connections send to
+/// `inbound`; `conn_next` numbers connections across the node's roles.
 pub(crate) fn node_role(
     config: &NodeConfig,
     metrics: &Arc<Metrics>,
@@ -639,6 +640,7 @@ pub(crate) fn node_role(
     lsn_committed: u64,
     progress: Arc<Progress>,
     scripts: Option<crate::scripts::Scripts>,
+    conn_next: Arc<AtomicU64>,
 ) -> Result<NodeRole, StartError> {
     let view = Arc::new(AtomicU64::new(view));
     let lsn_committed = Arc::new(AtomicU64::new(lsn_committed));
@@ -651,7 +653,7 @@ pub(crate) fn node_role(
         maxclients: config.tuning.maxclients,
         inbound: inbound.clone(),
         metrics: Arc::clone(metrics),
-        conn_next: Arc::new(AtomicU64::new(1)),
+        conn_next,
         members: crate::members::MemberList::of(config),
         client_auth: crate::peer_auth::ClientAuth::new(config, metrics)?,
         scripts,

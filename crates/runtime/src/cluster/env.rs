@@ -13,8 +13,9 @@ use std::time::Instant;
 use tandem_log::CallId;
 use tandem_memory::{ClassBytes, Segment};
 use tandem_node::{
-    Answer, AnswerKind, BackupWatch, CarryNote, Destination, LogOrder, NodeEnv, NodeFailure,
-    Notice, PeerMessage, PrimaryHost, PrimaryStarting, Ran, ReadAnswer, Records, RoleReady,
+    Answer, AnswerKind, BackupWatch, Carried, CarryNote, Destination, LogOrder, NodeEnv,
+    NodeFailure, Notice, PeerMessage, PrimaryHost, PrimaryStarting, Ran, ReadAnswer, Records,
+    RoleReady, Slot,
 };
 use tandem_replication::{ApplyBatch, Message, NodeId, Reply};
 use tandem_store::{DataModel, ProcId};
@@ -131,6 +132,9 @@ pub(crate) struct RuntimeEnv {
     pub(crate) replicas: BTreeMap<NodeId, (u64, ReplicaLink)>,
     /// The client connections of primary roles, by number.
     pub(crate) conns: BTreeMap<ConnId, Conn>,
+    /// Numbers client connections across the node's roles (a connection of an ended role
+    /// stays open until its client closes it).
+    pub(crate) conn_next: Arc<std::sync::atomic::AtomicU64>,
     /// The epoch of the primary role the node holds, if it holds one.
     pub(crate) primary_epoch: Option<u64>,
     pub(crate) metrics: Arc<Metrics>,
@@ -497,6 +501,15 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         let _ = primary;
         self.metrics.lsn_received.set(lsn_received as i64);
         self.metrics.lsn_applied.set(lsn_applied as i64);
+    }
+
+    /// What the node sends from now on goes by the role it holds now: a primary's messages
+    /// to its links, a backup's to its primary's link.
+    fn carried(&mut self, carried: Carried<'_, CallTo, ReadTo>) {
+        self.primary_epoch = match carried.role {
+            Slot::Primary(_) => Some(carried.role_epoch),
+            Slot::Backup(_) | Slot::Outside => None,
+        };
     }
 
     fn primary_starting(&mut self, starting: PrimaryStarting<'_>) {

@@ -602,6 +602,7 @@ impl NodeThread {
                     lsn,
                     Arc::clone(&self.env.progress),
                     Some(self.scripts.clone()),
+                    Arc::clone(&self.env.conn_next),
                 );
                 match role {
                     Ok(role) => (
@@ -645,10 +646,6 @@ impl NodeThread {
                     }
                 }
             }
-        };
-        self.env.primary_epoch = match &published {
-            Published::Primary { role_epoch, .. } => Some(*role_epoch),
-            _ => None,
         };
         // A port inside the node of a role that ended is let go: it tells its front end.
         let primary_epoch = self.env.primary_epoch;
