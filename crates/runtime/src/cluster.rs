@@ -173,28 +173,7 @@ pub fn run(
         addresses.insert(peer.node_id, peer.address);
     }
     let initial = initial_map(config, &addresses);
-    let settings = ClusterSettings {
-        node: config.node_id,
-        group: config.group.id,
-        voters: config.voters(),
-        safety: config.group.safety,
-        suspect_ticks: config.tuning.suspect_ticks,
-        lease_ticks: table.lease_ticks,
-        collect_ticks: table.collect_ticks,
-        election_ticks: table.election_ticks as usize,
-        raft_heartbeat_ticks: 2,
-        jitter_seed: u64::from(config.node_id),
-        executor_stall_ticks: Some(
-            (config.tuning.executor_stall_ms * 1000).div_ceil(config.tuning.tick_us),
-        ),
-        // A script within its time limit (and the stall allowance after it) is progress;
-        // without a limit, for ever.
-        long_call_ticks: match config.tuning.script_time_limit_ms {
-            0 => u64::MAX,
-            limit_ms => ((limit_ms + config.tuning.executor_stall_ms) * 1000)
-                .div_ceil(config.tuning.tick_us),
-        },
-    };
+    let settings = cluster_settings(config);
     let core = Cluster::new(settings, initial, persisted).map_err(StartError::ConfigStore)?;
     // The trace lines cost a formatted message per cluster message: they are built only when
     // the log level lets them through (`--log-level trace`, `RUST_LOG=trace`, `TANDEM_TRACE`).
@@ -328,25 +307,7 @@ pub fn run(
             let _ = to_node.send(ToNode::Synced(lsn));
         })));
     }
-    let mut rule = RoleRule::new(config.node_id, config.group.view, restarted);
-    if let Some(replayed) = replayed {
-        rule = rule.with_recovered(tandem_node::Recovered {
-            view: replayed.view,
-            lsn: replayed.lsn,
-        });
-        tracing::info!(
-            "node {}: restarted; rebuilt LSN {} from its log (records of view {}), it rejoins \
-             as a spare from there and fetches only what changed since",
-            config.node_id,
-            replayed.lsn,
-            replayed.view
-        );
-    } else if restarted {
-        tracing::info!(
-            "node {}: restarted; its memory is gone, so it waits to rejoin as a spare",
-            config.node_id
-        );
-    }
+    let rule = role_rule(config, restarted, replayed.as_ref());
     let node_model = model.replica();
     let periodic_interval_ms = model.periodic().map(|(_, interval_ms)| interval_ms.max(1));
     let settings = node_settings(config, lsn_load, periodic_interval_ms);
@@ -361,36 +322,24 @@ pub fn run(
             }
         }
     };
-    let env = RuntimeEnv {
-        id: config.node_id,
-        config: config.clone(),
+    let outbox = Outbox {
+        node: config.node_id,
+        group: config.group.id,
+        addresses,
+        writers: BTreeMap::new(),
+        trace,
+        auth: peer_auth.clone(),
+    };
+    let env = RuntimeEnv::new(
+        config,
         model,
         log,
-        origin: Instant::now(),
         to_node,
-        loads_started: 0,
-        outbox: Outbox {
-            node: config.node_id,
-            group: config.group.id,
-            addresses,
-            writers: BTreeMap::new(),
-            trace,
-            auth: peer_auth.clone(),
-        },
-        links: BTreeMap::new(),
-        links_epoch: None,
-        replicas: BTreeMap::new(),
-        conns: BTreeMap::new(),
-        conn_next: Arc::new(std::sync::atomic::AtomicU64::new(1)),
-        primary_epoch: None,
+        outbox,
         metrics,
-        progress: Arc::new(crate::primary::Progress::default()),
-        info: Arc::clone(&info),
-        trace,
-        tallies: env::Tallies::default(),
-        replies_released: 0,
+        &info,
         peer_closed,
-    };
+    );
     let (controls_tx, controls) = mpsc::channel();
     let tick = Duration::from_micros(config.tuning.tick_us);
     let thread = move || NodeThread {
@@ -428,6 +377,65 @@ pub fn run(
         std::process::exit(70);
     }
     Ok(())
+}
+
+/// How the node follows views into roles, from the records its log gave back if any (it
+/// says so).
+fn role_rule(
+    config: &NodeConfig,
+    restarted: bool,
+    replayed: Option<&tandem_node::Replayed>,
+) -> RoleRule {
+    let mut rule = RoleRule::new(config.node_id, config.group.view, restarted);
+    if let Some(replayed) = replayed {
+        rule = rule.with_recovered(tandem_node::Recovered {
+            view: replayed.view,
+            lsn: replayed.lsn,
+        });
+        tracing::info!(
+            "node {}: restarted; rebuilt LSN {} from its log (records of view {}), it rejoins \
+             as a spare from there and fetches only what changed since",
+            config.node_id,
+            replayed.lsn,
+            replayed.view
+        );
+    } else if restarted {
+        tracing::info!(
+            "node {}: restarted; its memory is gone, so it waits to rejoin as a spare",
+            config.node_id
+        );
+    }
+    rule
+}
+
+/// The cluster core's settings, from the configuration.
+fn cluster_settings(config: &NodeConfig) -> ClusterSettings {
+    let table = config
+        .cluster
+        .as_ref()
+        .expect("cluster mode has a cluster table");
+    ClusterSettings {
+        node: config.node_id,
+        group: config.group.id,
+        voters: config.voters(),
+        safety: config.group.safety,
+        suspect_ticks: config.tuning.suspect_ticks,
+        lease_ticks: table.lease_ticks,
+        collect_ticks: table.collect_ticks,
+        election_ticks: table.election_ticks as usize,
+        raft_heartbeat_ticks: 2,
+        jitter_seed: u64::from(config.node_id),
+        executor_stall_ticks: Some(
+            (config.tuning.executor_stall_ms * 1000).div_ceil(config.tuning.tick_us),
+        ),
+        // A script within its time limit (and the stall allowance after it) is progress;
+        // without a limit, for ever.
+        long_call_ticks: match config.tuning.script_time_limit_ms {
+            0 => u64::MAX,
+            limit_ms => ((limit_ms + config.tuning.executor_stall_ms) * 1000)
+                .div_ceil(config.tuning.tick_us),
+        },
+    }
 }
 
 /// How the node's roles are set up, from the configuration.

@@ -147,6 +147,43 @@ pub(crate) struct RuntimeEnv {
 }
 
 impl RuntimeEnv {
+    /// A driver for the node `config` describes, holding no role yet.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        config: &NodeConfig,
+        model: Box<dyn DataModel>,
+        log: Option<NodeLog>,
+        to_node: Sender<ToNode>,
+        outbox: Outbox,
+        metrics: Arc<Metrics>,
+        info: &Arc<Mutex<ClusterInfo>>,
+        peer_closed: crate::PeerClosed,
+    ) -> RuntimeEnv {
+        RuntimeEnv {
+            id: config.node_id,
+            config: config.clone(),
+            model,
+            log,
+            origin: Instant::now(),
+            to_node,
+            loads_started: 0,
+            trace: outbox.trace,
+            outbox,
+            links: BTreeMap::new(),
+            links_epoch: None,
+            replicas: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            conn_next: Arc::new(std::sync::atomic::AtomicU64::new(1)),
+            primary_epoch: None,
+            metrics,
+            progress: Arc::new(Progress::default()),
+            info: Arc::clone(info),
+            tallies: Tallies::default(),
+            replies_released: 0,
+            peer_closed,
+        }
+    }
+
     /// Starts the link of the primary role of epoch `role_epoch` to member `node`, unless
     /// it runs already.
     pub(crate) fn link_to(&mut self, node: NodeId, role_epoch: u64) {
