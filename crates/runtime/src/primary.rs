@@ -630,20 +630,19 @@ pub(crate) struct NodeRole {
     pub(crate) lsn_committed: Arc<AtomicU64>,
 }
 
-/// The handle of a cluster-mode primary role in view `view`, whose connections send to
-/// `inbound`; `conn_next` numbers connections across the node's roles.
+/// The handle of a cluster-mode primary role, whose connections send to `inbound` (its
+/// caller sets the view and LSN its Welcome frames say before it publishes the handle);
+/// `conn_next` numbers connections across the node's roles.
 pub(crate) fn node_role(
     config: &NodeConfig,
     metrics: &Arc<Metrics>,
     inbound: InboundTx,
-    view: u64,
-    lsn_committed: u64,
     progress: Arc<Progress>,
     scripts: Option<crate::scripts::Scripts>,
     conn_next: Arc<AtomicU64>,
 ) -> Result<NodeRole, StartError> {
-    let view = Arc::new(AtomicU64::new(view));
-    let lsn_committed = Arc::new(AtomicU64::new(lsn_committed));
+    let view = Arc::new(AtomicU64::new(0));
+    let lsn_committed = Arc::new(AtomicU64::new(0));
     let context = ClientContext {
         node_id: config.node_id,
         group: config.group.id,

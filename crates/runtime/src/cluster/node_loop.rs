@@ -598,21 +598,23 @@ impl NodeThread {
                     &self.env.config,
                     &self.env.metrics,
                     inbound,
-                    view,
-                    lsn,
                     Arc::clone(&self.env.progress),
                     Some(self.scripts.clone()),
                     Arc::clone(&self.env.conn_next),
                 );
                 match role {
-                    Ok(role) => (
-                        Slot::Primary(role.handle),
-                        Published::Primary {
-                            role_epoch,
-                            view: role.view,
-                            lsn_committed: role.lsn_committed,
-                        },
-                    ),
+                    Ok(role) => {
+                        role.view.store(view, Ordering::Release);
+                        role.lsn_committed.store(lsn, Ordering::Release);
+                        (
+                            Slot::Primary(role.handle),
+                            Published::Primary {
+                                role_epoch,
+                                view: role.view,
+                                lsn_committed: role.lsn_committed,
+                            },
+                        )
+                    }
                     Err(err) => {
                         tracing::error!("node {me}: cannot serve the primary role: {err}");
                         (Slot::Outside, Published::Outside)
