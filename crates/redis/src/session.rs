@@ -125,8 +125,9 @@ impl User {
             command.name,
             "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT"
         );
-        let names_its_keys =
-            command.keys != (0, 0, 0) || cmd::counted_keys_at(command.name).is_some();
+        let names_its_keys = command.keys != (0, 0, 0)
+            || cmd::counted_keys_at(command.name).is_some()
+            || cmd::streams::keys_at(command.name, &Argv::new()).is_some();
         // TIME reads the clock and no key, so key patterns do not concern it.
         let reaches_no_key = command.name == "TIME";
         !(script && (self.read_only || self.keys.is_some())
@@ -177,7 +178,8 @@ impl std::fmt::Debug for User {
 
 /// The indices in `argv` of the keys `command` names: Redis's (first, last, step), the keys
 /// after a count ([`cmd::counted_keys_at`]), `SORT`'s and `GEORADIUS`'s `STORE` destination,
-/// and `WATCH`'s every argument.
+/// the streams `XREAD` and `XREADGROUP` read and the key of an `XGROUP` or `XINFO`
+/// ([`cmd::streams::keys_at`]), and `WATCH`'s every argument.
 fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
     let argc = argv.len() as i64;
     let (first, last, step) = match command.name {
@@ -203,6 +205,7 @@ fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
         positions.extend(cmd::sort::store_key_at(argv));
     }
     positions.extend(cmd::zsets::geo::store_keys_at(command.name, argv));
+    positions.extend(cmd::streams::keys_at(command.name, argv).unwrap_or_default());
     positions
 }
 
@@ -461,6 +464,15 @@ impl Session {
             ReplyWriter::new(out, self.proto).error(cmd::arity_error(name).text());
             return Step::Replied;
         }
+        // As Redis: the subcommand of a container command is looked up, and its arity
+        // checked, with the command's own.
+        if matches!(command.name, "XGROUP" | "XINFO")
+            && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
+        {
+            self.refuse_in_multi();
+            ReplyWriter::new(out, self.proto).error_bytes(&refusal);
+            return Step::Replied;
+        }
         // As Redis: an unknown command or a wrong arity is refused first, then anything but
         // the commands that authenticate, end or reset the connection waits for the password.
         if info.requirepass.is_some()
@@ -505,7 +517,7 @@ impl Session {
             // given the wrong number of arguments, is refused now, as an unknown command is.
             if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG" | "SCRIPT")
                 && argv.len() >= 2
-                && let Some(refusal) = subcommand_refusal(command.name, argv)
+                && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
             {
                 self.refuse_in_multi();
                 ReplyWriter::new(out, self.proto).error_bytes(&refusal);
@@ -601,7 +613,7 @@ impl Session {
         let arg = |i: usize| argv.get(i).unwrap_or_default();
         if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG")
             && argv.len() >= 2
-            && let Some(refusal) = subcommand_refusal(command.name, argv)
+            && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
             ReplyWriter::new(out, proto).error_bytes(&refusal);
             return Step::Replied;
@@ -991,7 +1003,7 @@ impl Session {
 
 /// The bytes C's `%.*s` prints of `bytes`: at most `max`, and none from a NUL on. Redis
 /// quotes a client's bytes in its errors this way, other bytes as they are.
-fn c_string(bytes: &[u8], max: usize) -> &[u8] {
+pub(crate) fn c_string(bytes: &[u8], max: usize) -> &[u8] {
     let end = bytes
         .iter()
         .position(|&byte| byte == 0)
@@ -1052,58 +1064,6 @@ fn unknown_command(argv: &Argv) -> Vec<u8> {
     text.extend_from_slice(b"', with args beginning with: ");
     text.extend_from_slice(&quoted);
     text
-}
-
-/// The subcommands served here, with Redis's arity for each (the command's name included),
-/// so that a wrong one is refused in Redis's words.
-const SUBCOMMANDS: &[(&str, &str, i32)] = &[
-    ("CLIENT", "GETNAME", 2),
-    ("CLIENT", "ID", 2),
-    ("CLIENT", "SETINFO", 4),
-    ("CLIENT", "SETNAME", 3),
-    ("COMMAND", "COUNT", 2),
-    ("COMMAND", "DOCS", -2),
-    ("COMMAND", "INFO", -2),
-    ("CONFIG", "GET", -3),
-    ("CONFIG", "RESETSTAT", 2),
-    ("CONFIG", "SET", -4),
-    // A data command, which the model answers; inside `MULTI` its subcommand is checked
-    // when queued, as Redis checks every container command's.
-    ("SCRIPT", "DEBUG", 3),
-    ("SCRIPT", "EXISTS", -3),
-    ("SCRIPT", "FLUSH", -2),
-    ("SCRIPT", "HELP", 2),
-    ("SCRIPT", "KILL", 2),
-    ("SCRIPT", "LOAD", 3),
-];
-
-/// Redis's refusal of subcommand `argv[1]` of `container`, if it is unknown here or has the
-/// wrong number of arguments.
-fn subcommand_refusal(container: &str, argv: &Argv) -> Option<Vec<u8>> {
-    let sub = argv.get(1).unwrap_or_default();
-    let Some(&(_, name, arity)) = SUBCOMMANDS
-        .iter()
-        .find(|(of, name, _)| *of == container && name.as_bytes().eq_ignore_ascii_case(sub))
-    else {
-        let mut text = b"ERR unknown subcommand '".to_vec();
-        text.extend_from_slice(c_string(sub, 128));
-        text.extend_from_slice(format!("'. Try {container} HELP.").as_bytes());
-        return Some(text);
-    };
-    let argc = argv.len() as i64;
-    let fits = if arity >= 0 {
-        argc == i64::from(arity)
-    } else {
-        argc >= -i64::from(arity)
-    };
-    (!fits).then(|| {
-        format!(
-            "ERR wrong number of arguments for '{}|{}' command",
-            container.to_ascii_lowercase(),
-            name.to_ascii_lowercase()
-        )
-        .into_bytes()
-    })
 }
 
 /// Redis's check of a client name (`clientSetNameOrReply`).
