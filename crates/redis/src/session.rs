@@ -1566,4 +1566,52 @@ mod tests {
              primary at 127.0.0.1:7001"
         );
     }
+
+    /// A user limited to `app:*` may run the stream commands that name their keys after an
+    /// option or a subcommand (`XREAD`, `XREADGROUP` after `STREAMS`, `XGROUP`, `XINFO`
+    /// after the subcommand), on its own keys only, as Redis's ACL checks their key specs.
+    #[test]
+    fn stream_keys_after_streams_or_a_subcommand_are_checked_against_a_users_patterns() {
+        let user = Arc::new(User::new("app", b"pw", false, &[b"app:*"]));
+        let info = ServerInfo {
+            primary: true,
+            users: Arc::new(vec![user]),
+            ..ServerInfo::default()
+        };
+        let mut session = Session::new(1);
+        assert_eq!(replied(&mut session, "AUTH app pw", &info), "+OK\r\n");
+        let keys = "NOPERM this user has no permissions to access one of the keys used as \
+                    arguments";
+        for (line, allowed) in [
+            ("XREADGROUP GROUP g c STREAMS app:1 app:2 > >", true),
+            ("XREADGROUP GROUP g c COUNT 1 NOACK STREAMS app:1 other > >", false),
+            ("XREADGROUP GROUP STREAMS STREAMS STREAMS app:1 >", true),
+            ("XREADGROUP GROUP STREAMS STREAMS STREAMS other >", false),
+            ("XREAD BLOCK 5 COUNT 1 STREAMS other 0", false),
+            ("XREAD STREAMS app:1 0", true),
+            ("XGROUP CREATE other g $", false),
+            ("XGROUP CREATE app:1 g $ MKSTREAM", true),
+            ("XGROUP HELP", true),
+            ("XINFO STREAM other", false),
+            ("XINFO GROUPS app:1", true),
+            ("XACK other g 1-0", false),
+            ("XCLAIM app:1 g c 0 1-0", true),
+        ] {
+            let mut out = Vec::new();
+            let step = session.handle(&argv(line), &info, &mut out);
+            if allowed {
+                assert!(matches!(step, Step::Call(_)), "{line} runs");
+            } else {
+                assert_eq!(String::from_utf8(out).unwrap(), format!("-{keys}\r\n"), "{line}");
+            }
+        }
+        assert_eq!(
+            replied(&mut session, "XGROUP CREATE app:1", &info),
+            "-ERR wrong number of arguments for 'xgroup|create' command\r\n"
+        );
+        assert_eq!(
+            replied(&mut session, "XINFO NOSUCH app:1", &info),
+            "-ERR unknown subcommand 'NOSUCH'. Try XINFO HELP.\r\n"
+        );
+    }
 }

@@ -113,7 +113,7 @@ fn read_keys_at(argv: &Argv) -> Vec<usize> {
             i += 1;
         } else if option.eq_ignore_ascii_case(b"STREAMS") {
             let rest = argv.len() - i - 1;
-            if rest == 0 || rest % 2 != 0 {
+            if rest == 0 || !rest.is_multiple_of(2) {
                 return Vec::new();
             }
             return (i + 1..i + 1 + rest / 2).collect();
