@@ -6,7 +6,7 @@
 //! the differences listed in [`ALLOWED`]. Each sequence starts from an empty database (and
 //! script store) and mixes every command tandem knows (one generator per command, in
 //! [`FAMILIES`]: strings, keys, bit commands and `LCS`, connection commands, lists, hashes,
-//! sets, sorted sets, scripts, HyperLogLogs and geo sets) with wrong arity, missing keys, wrong types (keys are
+//! sets, sorted sets, scripts, HyperLogLogs, geo sets, and streams with their consumer groups) with wrong arity, missing keys, wrong types (keys are
 //! shared by all families), binary and 100 KB values, integer and float edge cases, bit
 //! offsets and `BITFIELD` widths at their edges, scores that tie, sorted sets past Redis's
 //! listpack, sorted-set algebra over sets and sorted sets with weights at 0 and the
@@ -140,7 +140,11 @@ struct Allowed {
 /// script that fails after it wrote (tandem rolls back what it wrote, Redis keeps it), and
 /// `EVALSHA` of a script only `EVAL_RO` sent (Redis keeps that script, a read in tandem
 /// writes nothing): see [`SCRIPTS`] and [`eval`]; `XADD *` (each server's clock makes the
-/// ID), `XREAD BLOCK` (a lone redis-server may wait forever; tandem does not wait yet) and
+/// ID), `XREAD BLOCK` and `XREADGROUP BLOCK` with `>` (a lone redis-server may wait forever;
+/// tandem does not wait yet), a minimum idle time between 0 and an hour or a delivery time
+/// set near now (which pending entries qualify would depend on when each server received
+/// the command), an `XAUTOCLAIM` COUNT past a few (Redis first allocates 16 bytes per
+/// counted entry and refuses a COUNT it cannot, which depends on its machine) and
 /// stream entries past about 40 bytes (Redis closes a node at 4096 bytes, which tandem's
 /// packs do not count, so `~` trims could differ): see [`STREAMS`]; and a `WATCH` whose block stays open for
 /// later commands (see [`watch_block`]: tandem may abort an `EXEC` when a key written since
@@ -427,7 +431,11 @@ const STREAM_TIME_TOLERANCE_MS: i64 = 2000;
 fn stream_times(args: &[Vec<u8>], value: &Value) -> (Value, Vec<i64>) {
     let mut value = value.clone();
     let mut times = Vec::new();
-    let upper = |i: usize| args.get(i).map(|a| a.to_ascii_uppercase()).unwrap_or_default();
+    let upper = |i: usize| {
+        args.get(i)
+            .map(|a| a.to_ascii_uppercase())
+            .unwrap_or_default()
+    };
     let mut take = |item: &mut Value| {
         if let Value::Integer(ms) = item {
             times.push(*ms);
@@ -439,7 +447,9 @@ fn stream_times(args: &[Vec<u8>], value: &Value) -> (Value, Vec<i64>) {
         (b"XINFO", b"CONSUMERS") => each(&mut value, |c| map_field(c, b"idle", &mut take)),
         (b"XINFO", b"STREAM") => map_field(&mut value, b"groups", |groups| {
             each(groups, |group| {
-                map_field(group, b"pending", |p| each(p, |entry| at(entry, 2, &mut take)));
+                map_field(group, b"pending", |p| {
+                    each(p, |entry| at(entry, 2, &mut take))
+                });
                 map_field(group, b"consumers", |consumers| {
                     each(consumers, |consumer| {
                         map_field(consumer, b"seen-time", &mut take);
@@ -1992,7 +2002,7 @@ static STREAMS: &[Gen] = &[
         }
         args
     }),
-    g("XGROUP", 12, xgroup),
+    g("XGROUP", 24, xgroup),
     g("XREADGROUP", 16, xreadgroup),
     g("XACK", 6, |d| {
         let mut args = command("XACK", [stream_key(d), group_name(d)]);
@@ -2004,17 +2014,23 @@ static STREAMS: &[Gen] = &[
     g("XPENDING", 8, xpending),
     g("XCLAIM", 8, xclaim),
     g("XAUTOCLAIM", 6, |d| {
-        let mut args = command("XAUTOCLAIM", [stream_key(d), group_name(d), consumer_name(d)]);
+        let mut args = command(
+            "XAUTOCLAIM",
+            [stream_key(d), group_name(d), consumer_name(d)],
+        );
         args.extend([min_idle(d), range_id(d)]);
         if d.rng.chance(50) {
-            args.extend([b"COUNT".to_vec(), d.pick(&["1", "2", "3", "10", "0", "-1", "x"])]);
+            args.extend([
+                b"COUNT".to_vec(),
+                d.pick(&["1", "2", "3", "10", "0", "-1", "x"]),
+            ]);
         }
         if d.rng.chance(25) {
             args.push(d.pick(&["JUSTID", "justid", "FOO"]));
         }
         args
     }),
-    g("XINFO", 8, xinfo),
+    g("XINFO", 16, xinfo),
     g("XSETID", 2, |d| {
         let top = d.step * 2 + 10;
         let mut args = command("XSETID", [stream_key(d)]);
@@ -2024,7 +2040,10 @@ static STREAMS: &[Gen] = &[
             _ => format!("{top}-5").into_bytes(),
         });
         if d.rng.chance(30) {
-            args.extend([b"ENTRIESADDED".to_vec(), d.pick(&["0", "5", "1000", "-1", "x"])]);
+            args.extend([
+                b"ENTRIESADDED".to_vec(),
+                d.pick(&["0", "5", "1000", "-1", "x"]),
+            ]);
         }
         if d.rng.chance(30) {
             args.extend([b"MAXDELETEDID".to_vec(), group_id(d)]);
@@ -2036,7 +2055,7 @@ static STREAMS: &[Gen] = &[
 /// A consumer group's name: mostly one of two, so that groups meet each other's commands.
 fn group_name(d: &mut Draw) -> Vec<u8> {
     if d.rng.chance(90) {
-        d.pick(&["grp", "grp", "g2"])
+        d.pick(&["grp", "grp", "grp", "g2"])
     } else {
         d.pick(&["", "ключ", "a\0b"])
     }
@@ -2052,7 +2071,13 @@ fn group_id(d: &mut Draw) -> Vec<u8> {
         let ms = d.step as usize * 2 + 10;
         format!("{}-{}", d.rng.below(ms + 1), d.rng.below(3)).into_bytes()
     } else {
-        d.pick(&["x", "-", "+", "0", "18446744073709551615-18446744073709551615"])
+        d.pick(&[
+            "x",
+            "-",
+            "+",
+            "0",
+            "18446744073709551615-18446744073709551615",
+        ])
     }
 }
 
@@ -2065,8 +2090,18 @@ fn min_idle(d: &mut Draw) -> Vec<u8> {
 /// `XGROUP` with each subcommand (or a wrong one), its ID and options.
 fn xgroup(d: &mut Draw) -> Args {
     let sub = d.pick(&[
-        "CREATE", "CREATE", "CREATE", "create", "SETID", "DESTROY", "CREATECONSUMER",
-        "CREATECONSUMER", "DELCONSUMER", "HELP", "FOO",
+        "CREATE",
+        "CREATE",
+        "CREATE",
+        "CREATE",
+        "create",
+        "SETID",
+        "DESTROY",
+        "CREATECONSUMER",
+        "CREATECONSUMER",
+        "DELCONSUMER",
+        "HELP",
+        "FOO",
     ]);
     let upper = sub.to_ascii_uppercase();
     let mut args = command("XGROUP", [sub]);
@@ -2081,11 +2116,14 @@ fn xgroup(d: &mut Draw) -> Args {
                 2 => b"0".to_vec(),
                 _ => group_id(d),
             });
-            if upper == b"CREATE" && d.rng.chance(50) {
+            if upper == b"CREATE" && d.rng.chance(70) {
                 args.push(d.pick(&["MKSTREAM", "mkstream"]));
             }
             if d.rng.chance(20) {
-                args.extend([b"ENTRIESREAD".to_vec(), d.pick(&["0", "3", "-1", "-2", "x"])]);
+                args.extend([
+                    b"ENTRIESREAD".to_vec(),
+                    d.pick(&["0", "3", "-1", "-2", "x"]),
+                ]);
             }
         }
         b"CREATECONSUMER" | b"DELCONSUMER" => args.push(consumer_name(d)),
@@ -4530,6 +4568,43 @@ fn each_allowance_catches_a_planted_difference() {
             int(1),
         ])])
     };
+    // An XPENDING entry: ID, consumer, idle time, deliveries.
+    let pending = |name: &str, idle: i64, count: i64| {
+        Value::Array(vec![Value::Array(vec![
+            bulk("1-0"),
+            bulk(name),
+            int(idle),
+            int(count),
+        ])])
+    };
+    let consumer = |pending: i64, idle: i64| {
+        flat(&[
+            ("name", bulk("alice")),
+            ("pending", int(pending)),
+            ("idle", int(idle)),
+        ])
+    };
+    // XINFO STREAM FULL in RESP3, one group of one consumer holding one entry delivered at
+    // `time` (and seen then) `count` times.
+    let full_info = |time: i64, count: i64| {
+        let held = Value::Array(vec![Value::Array(vec![bulk("1-0"), int(time), int(count)])]);
+        let consumer = Value::Map(vec![
+            (bulk("name"), bulk("alice")),
+            (bulk("seen-time"), int(time)),
+            (bulk("pel-count"), int(1)),
+            (bulk("pending"), held),
+        ]);
+        let entry = Value::Array(vec![bulk("1-0"), bulk("alice"), int(time), int(count)]);
+        let group = Value::Map(vec![
+            (bulk("name"), bulk("g")),
+            (bulk("pending"), Value::Array(vec![entry])),
+            (bulk("consumers"), Value::Array(vec![consumer])),
+        ]);
+        Value::Map(vec![
+            (bulk("length"), int(1)),
+            (bulk("groups"), Value::Array(vec![group])),
+        ])
+    };
     // (command, tandem's reply, Redis's reply, whether they count as the same)
     let cases = [
         ("KEYS *", list(&["k1", "k2"]), list(&["k2", "k1"]), true),
@@ -4799,6 +4874,75 @@ fn each_allowance_catches_a_planted_difference() {
             false,
         ),
         ("GET h", hll(0x80, 7), error("WRONGTYPE"), false),
+        // A stream reply's times may differ by 2 s, nothing else of it.
+        (
+            "XPENDING s g - + 10",
+            pending("alice", 5, 1),
+            pending("alice", 1900, 1),
+            true,
+        ),
+        (
+            "XPENDING s g - + 10",
+            pending("alice", 5, 1),
+            pending("alice", 2500, 1),
+            false,
+        ),
+        (
+            "XPENDING s g - + 10",
+            pending("alice", 5, 1),
+            pending("bob", 5, 1),
+            false,
+        ),
+        (
+            "XPENDING s g - + 10",
+            pending("alice", 5, 1),
+            pending("alice", 5, 2),
+            false,
+        ),
+        // The summary shows no time.
+        (
+            "XPENDING s g",
+            Value::Array(vec![int(3)]),
+            Value::Array(vec![int(4)]),
+            false,
+        ),
+        (
+            "XINFO CONSUMERS s g",
+            Value::Array(vec![consumer(1, 10)]),
+            Value::Array(vec![consumer(1, 900)]),
+            true,
+        ),
+        (
+            "XINFO CONSUMERS s g",
+            Value::Array(vec![consumer(1, 10)]),
+            Value::Array(vec![consumer(2, 10)]),
+            false,
+        ),
+        (
+            "XINFO STREAM s FULL",
+            full_info(1_700_000_000_000, 1),
+            full_info(1_700_000_001_000, 1),
+            true,
+        ),
+        (
+            "XINFO STREAM s FULL",
+            full_info(1_700_000_000_000, 1),
+            full_info(1_700_000_000_000, 2),
+            false,
+        ),
+        (
+            "XINFO STREAM s FULL",
+            full_info(1_700_000_000_000, 1),
+            full_info(1_700_000_009_000, 1),
+            false,
+        ),
+        // XINFO GROUPS shows no time: its lag is compared exactly.
+        (
+            "XINFO GROUPS s",
+            flat(&[("lag", int(0))]),
+            flat(&[("lag", int(1))]),
+            false,
+        ),
     ];
     for (command, ours, theirs, same) in cases {
         assert_eq!(
