@@ -1584,7 +1584,10 @@ mod tests {
                     arguments";
         for (line, allowed) in [
             ("XREADGROUP GROUP g c STREAMS app:1 app:2 > >", true),
-            ("XREADGROUP GROUP g c COUNT 1 NOACK STREAMS app:1 other > >", false),
+            (
+                "XREADGROUP GROUP g c COUNT 1 NOACK STREAMS app:1 other > >",
+                false,
+            ),
             ("XREADGROUP GROUP STREAMS STREAMS STREAMS app:1 >", true),
             ("XREADGROUP GROUP STREAMS STREAMS STREAMS other >", false),
             ("XREAD BLOCK 5 COUNT 1 STREAMS other 0", false),
@@ -1602,7 +1605,11 @@ mod tests {
             if allowed {
                 assert!(matches!(step, Step::Call(_)), "{line} runs");
             } else {
-                assert_eq!(String::from_utf8(out).unwrap(), format!("-{keys}\r\n"), "{line}");
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    format!("-{keys}\r\n"),
+                    "{line}"
+                );
             }
         }
         assert_eq!(

@@ -777,6 +777,17 @@ fn parse_read_args(argv: &Argv, xreadgroup: bool) -> Result<ReadArgs<'_>, CmdErr
     let Some(streams_at) = streams_at else {
         return Err(CmdError::SYNTAX);
     };
+    split_streams(argv, streams_at, xreadgroup, args)
+}
+
+/// The keys and IDs from argument `streams_at` on, after Redis's checks of them and of
+/// `XREADGROUP`'s group, into `args`.
+fn split_streams<'a>(
+    argv: &'a Argv,
+    streams_at: usize,
+    xreadgroup: bool,
+    mut args: ReadArgs<'a>,
+) -> Result<ReadArgs<'a>, CmdError> {
     let rest = argv.len() - streams_at;
     if !rest.is_multiple_of(2) {
         return Err(CmdError::fixed(

@@ -2,7 +2,7 @@
 //! set a group's or a stream's fields. Each checks all it can refuse, in Redis's order,
 //! before its first write.
 
-use super::groups::{self, ENTRIES_READ_UNKNOWN};
+use super::groups::{self, ENTRIES_READ_UNKNOWN, Group};
 use super::stream::{Stream, StreamId};
 use super::{
     IdForm, get_stream, long_long, no_group, parse_id, reply_help, stream_for_write,
@@ -99,20 +99,44 @@ pub fn xgroup(
             return Err(no_group(name, group_name));
         }
     }
+    let target = Target {
+        stream,
+        group,
+        entries_read: options.entries_read,
+    };
+    run_subcommand(ctx, argv, &sub, target, out)
+}
+
+/// What an `XGROUP` subcommand found to work on.
+struct Target {
+    stream: Option<Stream>,
+    group: Option<Group>,
+    /// `ENTRIESREAD`'s value, or unknown.
+    entries_read: i64,
+}
+
+/// Runs `XGROUP` subcommand `sub` (upper case) once its key and group are checked.
+fn run_subcommand(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    sub: &[u8],
+    Target {
+        stream,
+        group,
+        entries_read,
+    }: Target,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let (name, group_name) = (arg(argv, 2), arg(argv, 3));
     let last_id =
         |ctx: &Ctx<'_, '_>| stream.map_or(StreamId::MIN, |s| s.meta(&ctx.access).last_id());
-    match sub.as_slice() {
+    match sub {
         b"CREATE" if argv.len() <= 8 => {
             let id = match arg(argv, 4) {
                 b"$" => last_id(ctx),
                 text => parse_id(text, 0, IdForm::Strict)?,
             };
-            if group.is_some() {
-                return Err(CmdError::fixed(
-                    "BUSYGROUP Consumer Group name already exists",
-                ));
-            }
-            create_group(ctx, name, group_name, (id, options.entries_read))?;
+            create_group(ctx, (name, group_name), group, (id, entries_read))?;
             out.ok();
         }
         b"SETID" if argv.len() == 5 || argv.len() == 7 => {
@@ -121,7 +145,7 @@ pub fn xgroup(
                 text => parse_id(text, 0, IdForm::Range)?,
             };
             let group = group.expect("SETID found its group");
-            group.set_cursor(ctx.txn(), id, options.entries_read);
+            group.set_cursor(ctx.txn(), id, entries_read);
             out.ok();
         }
         b"DESTROY" => {
@@ -161,14 +185,19 @@ pub fn xgroup(
     Ok(())
 }
 
-/// Creates group `group_name` (which does not exist) of stream `name`, and the stream if it
-/// is missing (`MKSTREAM`, which then counts as a change of the key).
+/// Creates group `group_name` of stream `name` unless it exists (`existing`), and the
+/// stream if it is missing (`MKSTREAM`, which then counts as a change of the key).
 fn create_group(
     ctx: &mut Ctx<'_, '_>,
-    name: &[u8],
-    group_name: &[u8],
+    (name, group_name): (&[u8], &[u8]),
+    existing: Option<Group>,
     cursor: (StreamId, i64),
 ) -> Result<(), CmdError> {
+    if existing.is_some() {
+        return Err(CmdError::fixed(
+            "BUSYGROUP Consumer Group name already exists",
+        ));
+    }
     let created = get_stream(ctx, name)?.is_none();
     let key = stream_for_write(ctx, name)?;
     let layout = ctx.layout;

@@ -6,8 +6,8 @@
 use super::groups::{self, Consumer, Group, Pending};
 use super::stream::{Stream, StreamId};
 use super::{
-    BLOCK_UNSUPPORTED, IdForm, c_text, get_stream, no_key_or_group, parse_id, parse_interval,
-    reply_entry, reply_id,
+    BLOCK_UNSUPPORTED, IdForm, ReadArgs, c_text, get_stream, no_key_or_group, parse_id,
+    parse_interval, reply_entry, reply_id,
 };
 use crate::cmd::{CmdError, Ctx, arg};
 use crate::db::Layout;
@@ -29,35 +29,8 @@ pub fn xreadgroup(
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
     let args = super::parse_read_args(argv, true)?;
-    let (group_name, consumer_name) = args.group.expect("XREADGROUP's parse requires GROUP");
-    let mut reads = Vec::with_capacity(args.keys.len());
-    for (name, id) in args.keys.iter().zip(&args.ids) {
-        let stream = get_stream(ctx, name)?.map(|key| Stream::of(&key));
-        let Some(group) = stream.and_then(|s| groups::find(&ctx.access, s, group_name)) else {
-            return Err(CmdError::owned(format!(
-                "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP \
-                 option",
-                c_text(name, usize::MAX),
-                c_text(group_name, usize::MAX)
-            )));
-        };
-        let from = match *id {
-            b"$" => {
-                return Err(CmdError::fixed(
-                    "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read \
-                     the history of this consumer by specifying a proper ID, or use the > ID to \
-                     get new messages. The $ ID would just return an empty result set.",
-                ));
-            }
-            b">" => ReadFrom::New,
-            // Redis marks `>` with the greatest ID, so that ID given reads new entries too.
-            text => match parse_id(text, 0, IdForm::Strict)? {
-                StreamId::MAX => ReadFrom::New,
-                id => ReadFrom::History(id),
-            },
-        };
-        reads.push((stream.expect("a group has a stream"), group, from));
-    }
+    let (_, consumer_name) = args.group.expect("XREADGROUP's parse requires GROUP");
+    let reads = resolve_reads(ctx, &args)?;
     let mut served = Vec::new();
     let mut replies = Vec::new();
     for (i, &(stream, group, from)) in reads.iter().enumerate() {
@@ -109,6 +82,44 @@ pub fn xreadgroup(
     }
     out.append(&replies);
     Ok(())
+}
+
+/// The streams of an `XREADGROUP`, each with its group and where it reads, or the first
+/// refusal, stream by stream in Redis's order (its type, its group, its ID).
+fn resolve_reads(
+    ctx: &Ctx<'_, '_>,
+    args: &ReadArgs<'_>,
+) -> Result<Vec<(Stream, Group, ReadFrom)>, CmdError> {
+    let (group_name, _) = args.group.expect("XREADGROUP's parse requires GROUP");
+    let mut reads = Vec::with_capacity(args.keys.len());
+    for (name, id) in args.keys.iter().zip(&args.ids) {
+        let stream = get_stream(ctx, name)?.map(|key| Stream::of(&key));
+        let Some(group) = stream.and_then(|s| groups::find(&ctx.access, s, group_name)) else {
+            return Err(CmdError::owned(format!(
+                "NOGROUP No such key '{}' or consumer group '{}' in XREADGROUP with GROUP \
+                 option",
+                c_text(name, usize::MAX),
+                c_text(group_name, usize::MAX)
+            )));
+        };
+        let from = match *id {
+            b"$" => {
+                return Err(CmdError::fixed(
+                    "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read \
+                     the history of this consumer by specifying a proper ID, or use the > ID to \
+                     get new messages. The $ ID would just return an empty result set.",
+                ));
+            }
+            b">" => ReadFrom::New,
+            // Redis marks `>` with the greatest ID, so that ID given reads new entries too.
+            text => match parse_id(text, 0, IdForm::Strict)? {
+                StreamId::MAX => ReadFrom::New,
+                id => ReadFrom::History(id),
+            },
+        };
+        reads.push((stream.expect("a group has a stream"), group, from));
+    }
+    Ok(reads)
 }
 
 /// One stream's read by one consumer of a group.
@@ -332,43 +343,9 @@ pub fn xclaim(
     };
     let mut claimed = Vec::new();
     for id in ids {
-        let exists = stream.find(txn, id).is_some();
-        let mut entry = group.find_pending(txn, id);
-        if !exists {
-            // The entry is gone from the stream: so goes its pending entry.
-            if let Some(entry) = entry {
-                groups::remove_pending(txn, &layout, group, entry);
-            }
-            continue;
+        if claim.claim_one(txn, &layout, id, (min_idle_ms, time_ms), &options)? {
+            claimed.push(id);
         }
-        if entry.is_none() && options.force {
-            let consumer = claim.consumer(txn, &layout)?;
-            // As Redis's FORCE: a new entry delivered once, then claimed below.
-            let times = (now_ms, 1);
-            entry = Some(groups::add_pending(
-                txn,
-                &layout,
-                (group, consumer),
-                id,
-                times,
-            )?);
-        } else if let Some(found) = entry
-            && min_idle_ms > 0
-            && now_ms.wrapping_sub(found.delivery(txn).time_ms) < min_idle_ms
-        {
-            continue;
-        }
-        let Some(entry) = entry else {
-            continue;
-        };
-        let count = match options.retry_count {
-            Some(count) if count >= 0 => count as u64,
-            _ if options.justid => entry.delivery(txn).count,
-            _ => entry.delivery(txn).count.wrapping_add(1),
-        };
-        let consumer = claim.consumer(txn, &layout)?;
-        groups::reassign(txn, &layout, entry, consumer, (time_ms, count))?;
-        claimed.push(id);
     }
     claim.reply(txn, out, &claimed);
     Ok(())
@@ -394,6 +371,55 @@ impl Claim<'_> {
         Ok(consumer)
     }
 
+    /// Claims entry `id` for `XCLAIM` if it is pending (or `FORCE`d) and idle at least
+    /// the minimum, with its new delivery time; says whether it did. A pending entry gone
+    /// from the stream is dropped.
+    fn claim_one(
+        &mut self,
+        txn: &mut Txn<'_>,
+        layout: &Layout,
+        id: StreamId,
+        (min_idle_ms, time_ms): (i64, i64),
+        options: &ClaimOptions,
+    ) -> Result<bool, CmdError> {
+        let (group, now_ms) = (self.group, self.now_ms);
+        let mut entry = group.find_pending(txn, id);
+        if self.stream.find(txn, id).is_none() {
+            if let Some(entry) = entry {
+                groups::remove_pending(txn, layout, group, entry);
+            }
+            return Ok(false);
+        }
+        if entry.is_none() && options.force {
+            let consumer = self.consumer(txn, layout)?;
+            // As Redis's FORCE: a new entry delivered once, then claimed below.
+            let times = (now_ms, 1);
+            entry = Some(groups::add_pending(
+                txn,
+                layout,
+                (group, consumer),
+                id,
+                times,
+            )?);
+        } else if let Some(found) = entry
+            && min_idle_ms > 0
+            && now_ms.wrapping_sub(found.delivery(txn).time_ms) < min_idle_ms
+        {
+            return Ok(false);
+        }
+        let Some(entry) = entry else {
+            return Ok(false);
+        };
+        let count = match options.retry_count {
+            Some(count) if count >= 0 => count as u64,
+            _ if options.justid => entry.delivery(txn).count,
+            _ => entry.delivery(txn).count.wrapping_add(1),
+        };
+        let consumer = self.consumer(txn, layout)?;
+        groups::reassign(txn, layout, entry, consumer, (time_ms, count))?;
+        Ok(true)
+    }
+
     /// The claimed entries (or their IDs alone, with `JUSTID`).
     fn reply(&self, txn: &Txn<'_>, out: &mut ReplyWriter<'_>, claimed: &[StreamId]) {
         out.array(claimed.len());
@@ -411,12 +437,16 @@ impl Claim<'_> {
 /// The greatest `COUNT` `XAUTOCLAIM` takes (Redis's `LONG_MAX / max(sizeof(streamID), 10)`).
 const AUTOCLAIM_COUNT_MAX: i64 = i64::MAX / 16;
 
-/// `XAUTOCLAIM key group consumer min-idle-time start [COUNT n] [JUSTID]`.
-pub fn xautoclaim(
-    ctx: &mut Ctx<'_, '_>,
-    argv: &Argv,
-    out: &mut ReplyWriter<'_>,
-) -> Result<(), CmdError> {
+/// What `XAUTOCLAIM` reads of its arguments.
+struct AutoclaimArgs {
+    min_idle_ms: i64,
+    start: StreamId,
+    count: i64,
+    justid: bool,
+}
+
+/// Redis's parse of `XAUTOCLAIM`'s arguments, in its order (before the key is looked up).
+fn parse_autoclaim_args(argv: &Argv) -> Result<AutoclaimArgs, CmdError> {
     let min_idle_ms = min_idle(arg(argv, 4), "XAUTOCLAIM")?;
     let (mut start, open) = parse_interval(arg(argv, 5), 0)?;
     if open {
@@ -440,6 +470,26 @@ pub fn xautoclaim(
         }
         i += 1;
     }
+    Ok(AutoclaimArgs {
+        min_idle_ms,
+        start,
+        count,
+        justid,
+    })
+}
+
+/// `XAUTOCLAIM key group consumer min-idle-time start [COUNT n] [JUSTID]`.
+pub fn xautoclaim(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let AutoclaimArgs {
+        min_idle_ms,
+        start,
+        mut count,
+        justid,
+    } = parse_autoclaim_args(argv)?;
     let (stream, group) = stream_and_group(ctx, argv)?;
     let now_ms = ctx.now_ms as i64;
     let layout = ctx.layout;
