@@ -31,7 +31,27 @@
 //! [`stream::PACK_ENTRIES_MAX`] entries or was deleted, as Redis starts a new node, so
 //! approximate trimming removes exactly the entries Redis's does. Redis also closes a node
 //! at 4096 bytes (`stream-node-max-bytes`); packs do not, so for entries of more than about
-//! 40 bytes `~` may trim later than Redis does (README lists it).
+//! 40 bytes `~` may trim later than Redis does (README lists it). A pack keeps its first ID
+//! too, Redis's node key: `XINFO STREAM`'s `radix-tree-nodes` is the node count of Redis's
+//! radix tree over those keys, which Redis keeps compressed whatever the history
+//! ([`stream::radix_tree_nodes`]), and `COPY` copies packs as they are, as Redis copies
+//! its nodes.
+//!
+//! ## Consumer groups
+//!
+//! The groups' list holds each group's cursor (last delivered ID, entries read) and two
+//! lists of its own: its pending entries, keyed by ID, each holding its delivery (time,
+//! count, consumer), and its consumers, keyed by name, each holding its seen time and a
+//! list of the IDs it holds that point at the group's nodes ([`groups`] draws the bytes).
+//! A read of new entries declares, per entry, one node in each of two lists; a claim
+//! rewrites one delivery and moves one small node. Deleting entries (`XDEL`, `XTRIM`,
+//! `MAXLEN`) leaves their pending entries, as Redis does: a history read shows them as an
+//! ID and a null, `XCLAIM` and `XAUTOCLAIM` drop them. Deleting the stream frees every
+//! group, consumer and pending entry with it. The read counter and the lag are Redis 7's
+//! arithmetic, ported as they are (`streamEstimateDistanceFromFirstEverEntry`,
+//! `streamRangeHasTombstones`). Times (delivery, seen, idle) are the call's clock.
+//! Changing only groups leaves the key's version alone, as Redis signals no change to
+//! `WATCH` for it (`MKSTREAM` creating the key does).
 
 mod admin;
 mod consume;
