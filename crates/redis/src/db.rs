@@ -26,7 +26,9 @@ use crate::dict::{DICT_HEADER_BYTES, Dict, Found, LINK_BYTES, Link};
 use crate::mem::{Mem, set_word};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"tandemrd");
-const LAYOUT_VERSION: u64 = 1;
+/// The layout of the database and its values; 2 since a stream's packs keep their first ID
+/// (64 bytes, were 48), so a check of an older image says so instead of misreading packs.
+const LAYOUT_VERSION: u64 = 2;
 const KEYSPACE_AT: usize = 64;
 /// The scripts `SCRIPT LOAD` and `EVAL` stored, by SHA-1: in the segment, so that a backup
 /// promoted to primary knows them.

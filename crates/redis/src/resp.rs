@@ -709,6 +709,12 @@ impl<'a> ReplyWriter<'a> {
         self.crlf();
     }
 
+    /// Replies another writer of the same protocol wrote before: what follows a header whose
+    /// length was known only once they were written (Redis's deferred lengths).
+    pub fn append(&mut self, replies: &[u8]) {
+        self.out.extend_from_slice(replies);
+    }
+
     /// An integer, `:n` (`addReplyLongLong`).
     pub fn integer(&mut self, n: i64) {
         self.out.push(b':');

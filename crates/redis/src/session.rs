@@ -125,8 +125,9 @@ impl User {
             command.name,
             "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT"
         );
-        let names_its_keys =
-            command.keys != (0, 0, 0) || cmd::counted_keys_at(command.name).is_some();
+        let names_its_keys = command.keys != (0, 0, 0)
+            || cmd::counted_keys_at(command.name).is_some()
+            || cmd::streams::keys_at(command.name, &Argv::new()).is_some();
         // TIME reads the clock and no key, so key patterns do not concern it.
         let reaches_no_key = command.name == "TIME";
         !(script && (self.read_only || self.keys.is_some())
@@ -177,7 +178,8 @@ impl std::fmt::Debug for User {
 
 /// The indices in `argv` of the keys `command` names: Redis's (first, last, step), the keys
 /// after a count ([`cmd::counted_keys_at`]), `SORT`'s and `GEORADIUS`'s `STORE` destination,
-/// and `WATCH`'s every argument.
+/// the streams `XREAD` and `XREADGROUP` read and the key of an `XGROUP` or `XINFO`
+/// ([`cmd::streams::keys_at`]), and `WATCH`'s every argument.
 fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
     let argc = argv.len() as i64;
     let (first, last, step) = match command.name {
@@ -203,6 +205,7 @@ fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
         positions.extend(cmd::sort::store_key_at(argv));
     }
     positions.extend(cmd::zsets::geo::store_keys_at(command.name, argv));
+    positions.extend(cmd::streams::keys_at(command.name, argv).unwrap_or_default());
     positions
 }
 
@@ -461,6 +464,15 @@ impl Session {
             ReplyWriter::new(out, self.proto).error(cmd::arity_error(name).text());
             return Step::Replied;
         }
+        // As Redis: the subcommand of a container command is looked up, and its arity
+        // checked, with the command's own.
+        if matches!(command.name, "XGROUP" | "XINFO")
+            && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
+        {
+            self.refuse_in_multi();
+            ReplyWriter::new(out, self.proto).error_bytes(&refusal);
+            return Step::Replied;
+        }
         // As Redis: an unknown command or a wrong arity is refused first, then anything but
         // the commands that authenticate, end or reset the connection waits for the password.
         if info.requirepass.is_some()
@@ -505,7 +517,7 @@ impl Session {
             // given the wrong number of arguments, is refused now, as an unknown command is.
             if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG" | "SCRIPT")
                 && argv.len() >= 2
-                && let Some(refusal) = subcommand_refusal(command.name, argv)
+                && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
             {
                 self.refuse_in_multi();
                 ReplyWriter::new(out, self.proto).error_bytes(&refusal);
@@ -601,7 +613,7 @@ impl Session {
         let arg = |i: usize| argv.get(i).unwrap_or_default();
         if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG")
             && argv.len() >= 2
-            && let Some(refusal) = subcommand_refusal(command.name, argv)
+            && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
             ReplyWriter::new(out, proto).error_bytes(&refusal);
             return Step::Replied;
@@ -991,7 +1003,7 @@ impl Session {
 
 /// The bytes C's `%.*s` prints of `bytes`: at most `max`, and none from a NUL on. Redis
 /// quotes a client's bytes in its errors this way, other bytes as they are.
-fn c_string(bytes: &[u8], max: usize) -> &[u8] {
+pub(crate) fn c_string(bytes: &[u8], max: usize) -> &[u8] {
     let end = bytes
         .iter()
         .position(|&byte| byte == 0)
@@ -1052,58 +1064,6 @@ fn unknown_command(argv: &Argv) -> Vec<u8> {
     text.extend_from_slice(b"', with args beginning with: ");
     text.extend_from_slice(&quoted);
     text
-}
-
-/// The subcommands served here, with Redis's arity for each (the command's name included),
-/// so that a wrong one is refused in Redis's words.
-const SUBCOMMANDS: &[(&str, &str, i32)] = &[
-    ("CLIENT", "GETNAME", 2),
-    ("CLIENT", "ID", 2),
-    ("CLIENT", "SETINFO", 4),
-    ("CLIENT", "SETNAME", 3),
-    ("COMMAND", "COUNT", 2),
-    ("COMMAND", "DOCS", -2),
-    ("COMMAND", "INFO", -2),
-    ("CONFIG", "GET", -3),
-    ("CONFIG", "RESETSTAT", 2),
-    ("CONFIG", "SET", -4),
-    // A data command, which the model answers; inside `MULTI` its subcommand is checked
-    // when queued, as Redis checks every container command's.
-    ("SCRIPT", "DEBUG", 3),
-    ("SCRIPT", "EXISTS", -3),
-    ("SCRIPT", "FLUSH", -2),
-    ("SCRIPT", "HELP", 2),
-    ("SCRIPT", "KILL", 2),
-    ("SCRIPT", "LOAD", 3),
-];
-
-/// Redis's refusal of subcommand `argv[1]` of `container`, if it is unknown here or has the
-/// wrong number of arguments.
-fn subcommand_refusal(container: &str, argv: &Argv) -> Option<Vec<u8>> {
-    let sub = argv.get(1).unwrap_or_default();
-    let Some(&(_, name, arity)) = SUBCOMMANDS
-        .iter()
-        .find(|(of, name, _)| *of == container && name.as_bytes().eq_ignore_ascii_case(sub))
-    else {
-        let mut text = b"ERR unknown subcommand '".to_vec();
-        text.extend_from_slice(c_string(sub, 128));
-        text.extend_from_slice(format!("'. Try {container} HELP.").as_bytes());
-        return Some(text);
-    };
-    let argc = argv.len() as i64;
-    let fits = if arity >= 0 {
-        argc == i64::from(arity)
-    } else {
-        argc >= -i64::from(arity)
-    };
-    (!fits).then(|| {
-        format!(
-            "ERR wrong number of arguments for '{}|{}' command",
-            container.to_ascii_lowercase(),
-            name.to_ascii_lowercase()
-        )
-        .into_bytes()
-    })
 }
 
 /// Redis's check of a client name (`clientSetNameOrReply`).
@@ -1604,6 +1564,61 @@ mod tests {
             backup_busy(&backup()),
             "TRYAGAIN backup 2 could not serve the read in time; retry, or read from the \
              primary at 127.0.0.1:7001"
+        );
+    }
+
+    /// A user limited to `app:*` may run the stream commands that name their keys after an
+    /// option or a subcommand (`XREAD`, `XREADGROUP` after `STREAMS`, `XGROUP`, `XINFO`
+    /// after the subcommand), on its own keys only, as Redis's ACL checks their key specs.
+    #[test]
+    fn stream_keys_after_streams_or_a_subcommand_are_checked_against_a_users_patterns() {
+        let user = Arc::new(User::new("app", b"pw", false, &[b"app:*"]));
+        let info = ServerInfo {
+            primary: true,
+            users: Arc::new(vec![user]),
+            ..ServerInfo::default()
+        };
+        let mut session = Session::new(1);
+        assert_eq!(replied(&mut session, "AUTH app pw", &info), "+OK\r\n");
+        let keys = "NOPERM this user has no permissions to access one of the keys used as \
+                    arguments";
+        for (line, allowed) in [
+            ("XREADGROUP GROUP g c STREAMS app:1 app:2 > >", true),
+            (
+                "XREADGROUP GROUP g c COUNT 1 NOACK STREAMS app:1 other > >",
+                false,
+            ),
+            ("XREADGROUP GROUP STREAMS STREAMS STREAMS app:1 >", true),
+            ("XREADGROUP GROUP STREAMS STREAMS STREAMS other >", false),
+            ("XREAD BLOCK 5 COUNT 1 STREAMS other 0", false),
+            ("XREAD STREAMS app:1 0", true),
+            ("XGROUP CREATE other g $", false),
+            ("XGROUP CREATE app:1 g $ MKSTREAM", true),
+            ("XGROUP HELP", true),
+            ("XINFO STREAM other", false),
+            ("XINFO GROUPS app:1", true),
+            ("XACK other g 1-0", false),
+            ("XCLAIM app:1 g c 0 1-0", true),
+        ] {
+            let mut out = Vec::new();
+            let step = session.handle(&argv(line), &info, &mut out);
+            if allowed {
+                assert!(matches!(step, Step::Call(_)), "{line} runs");
+            } else {
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    format!("-{keys}\r\n"),
+                    "{line}"
+                );
+            }
+        }
+        assert_eq!(
+            replied(&mut session, "XGROUP CREATE app:1", &info),
+            "-ERR wrong number of arguments for 'xgroup|create' command\r\n"
+        );
+        assert_eq!(
+            replied(&mut session, "XINFO NOSUCH app:1", &info),
+            "-ERR unknown subcommand 'NOSUCH'. Try XINFO HELP.\r\n"
         );
     }
 }

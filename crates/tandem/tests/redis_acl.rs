@@ -4,7 +4,8 @@
 //! with its key patterns), one connection each, the same script of commands; every reply
 //! must be the same. What it covers: a read-only user writing, a user outside its key
 //! patterns (one key of several, in a block, under `WATCH`, `GEORADIUS`'s `STORE` key), the
-//! commands a user with key patterns may not run (they reach keys they do not name), scripts,
+//! commands a user with key patterns may not run (they reach keys they do not name), the
+//! streams `XREAD` and `XREADGROUP` name after `STREAMS`, scripts,
 //! and nothing applied by a refused command. Without `redis-server` the test runs
 //! `.ci/setup`, then fails if it must.
 
@@ -72,6 +73,19 @@ const SCRIPT: &[&str] = &[
     "PFMERGE app:h2 app:h",
     "PFCOUNT app:h other",
     "PFCOUNT app:h app:h2",
+    "XGROUP CREATE app:x g $ MKSTREAM",
+    "XGROUP CREATE other g $ MKSTREAM",
+    "XGROUP HELP",
+    "XADD app:x 1-0 f v",
+    "XREADGROUP GROUP g c STREAMS app:x >",
+    "XREADGROUP GROUP g c COUNT 1 STREAMS app:x other > >",
+    "XREADGROUP GROUP STREAMS STREAMS STREAMS app:x 0",
+    "XREAD STREAMS other 0",
+    "XREAD COUNT 1 STREAMS app:x 0",
+    "XINFO GROUPS app:x",
+    "XINFO GROUPS other",
+    "XPENDING app:x g",
+    "XACK app:x g 1-0",
     "RANDOMKEY",
     "KEYS *",
     "SCAN 0",
@@ -109,13 +123,16 @@ const SCRIPT: &[&str] = &[
     "SET cache:1 v",
     "EXISTS app:1 cache:1",
     "EXISTS app:1 other",
+    "XINFO STREAM app:x",
+    "XREADGROUP GROUP g c STREAMS app:x 0",
+    "XREAD STREAMS app:x cache:x 0 0",
     "RESET",
     "AUTH wanda wanda-pw",
     "GET other",
     "GET app:3",
     "GET app:4",
     "EVAL_RO return 1",
-    "DEL other app:1 app:2 app:3 app:4 app:s app:g app:gd app:gd2 app:h app:h2",
+    "DEL other app:1 app:2 app:3 app:4 app:s app:g app:gd app:gd2 app:h app:h2 app:x",
     "DBSIZE",
 ];
 

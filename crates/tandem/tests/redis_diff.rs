@@ -6,7 +6,7 @@
 //! the differences listed in [`ALLOWED`]. Each sequence starts from an empty database (and
 //! script store) and mixes every command tandem knows (one generator per command, in
 //! [`FAMILIES`]: strings, keys, bit commands and `LCS`, connection commands, lists, hashes,
-//! sets, sorted sets, scripts, HyperLogLogs and geo sets) with wrong arity, missing keys, wrong types (keys are
+//! sets, sorted sets, scripts, HyperLogLogs, geo sets, and streams with their consumer groups) with wrong arity, missing keys, wrong types (keys are
 //! shared by all families), binary and 100 KB values, integer and float edge cases, bit
 //! offsets and `BITFIELD` widths at their edges, scores that tie, sorted sets past Redis's
 //! listpack, sorted-set algebra over sets and sorted sets with weights at 0 and the
@@ -84,6 +84,9 @@ enum Rule {
     RandomDraw,
     /// `TIME`: two bulk strings of digits each, the seconds at most 2 apart.
     Clock,
+    /// A stream reply that shows times each server took from its own clock (see
+    /// [`stream_times`]): those within this many ms of each other, the rest exactly.
+    StreamTimes(i64),
     /// `SORT` whose order ties may leave open (`ALPHA`, whose text compares up to its first
     /// NUL byte and whose `BY` keys may be missing; `BY` without `*`, which keeps a set's own
     /// order): exactly, or the same elements in another order, or with `LIMIT` the same
@@ -137,7 +140,11 @@ struct Allowed {
 /// script that fails after it wrote (tandem rolls back what it wrote, Redis keeps it), and
 /// `EVALSHA` of a script only `EVAL_RO` sent (Redis keeps that script, a read in tandem
 /// writes nothing): see [`SCRIPTS`] and [`eval`]; `XADD *` (each server's clock makes the
-/// ID), `XREAD BLOCK` (a lone redis-server may wait forever; tandem does not wait yet) and
+/// ID), `XREAD BLOCK` and `XREADGROUP BLOCK` with `>` (a lone redis-server may wait forever;
+/// tandem does not wait yet), a minimum idle time between 0 and an hour or a delivery time
+/// set near now (which pending entries qualify would depend on when each server received
+/// the command), an `XAUTOCLAIM` COUNT past a few (Redis first allocates 16 bytes per
+/// counted entry and refuses a COUNT it cannot, which depends on its machine) and
 /// stream entries past about 40 bytes (Redis closes a node at 4096 bytes, which tandem's
 /// packs do not count, so `~` trims could differ): see [`STREAMS`]; and a `WATCH` whose block stays open for
 /// later commands (see [`watch_block`]: tandem may abort an `EXEC` when a key written since
@@ -383,6 +390,21 @@ static ALLOWED: &[Allowed] = &[
               in part (see [`HLL_KEYS`])",
     },
     Allowed {
+        command: "XPENDING",
+        rule: Rule::StreamTimes(STREAM_TIME_TOLERANCE_MS),
+        why: STREAM_TIMES,
+    },
+    Allowed {
+        command: "XINFO CONSUMERS",
+        rule: Rule::StreamTimes(STREAM_TIME_TOLERANCE_MS),
+        why: STREAM_TIMES,
+    },
+    Allowed {
+        command: "XINFO STREAM",
+        rule: Rule::StreamTimes(STREAM_TIME_TOLERANCE_MS),
+        why: STREAM_TIMES,
+    },
+    Allowed {
         command: "WAIT",
         rule: Rule::AnyInteger,
         why: "tandem counts the backups that hold the connection's writes; a lone redis-server \
@@ -394,6 +416,105 @@ static ALLOWED: &[Allowed] = &[
 const SIGNLESS_ZERO: &str = "a score of -0 keeps its sign in Redis's skip list and in tandem \
     (ZSCORE answers -0) but not in Redis's listpack (a set of at most 128 members of at most \
     64 bytes answers 0): which one a set is in is Redis's own business";
+
+/// Why a stream reply's times may differ, and by how much.
+const STREAM_TIMES: &str = "a pending entry's idle and delivery times and a consumer's idle and \
+    seen times come from each server's own clock, at its own delivery and its own reply: \
+    XPENDING's idle times, XINFO CONSUMERS' idle, XINFO STREAM FULL's seen and delivery times \
+    may differ by STREAM_TIME_TOLERANCE_MS; every other field is compared exactly";
+/// How far apart the two servers' stream times may be: each command reaches tandem, whose
+/// reply waits for its backups, then Redis, so their clocks read it some ms apart.
+const STREAM_TIME_TOLERANCE_MS: i64 = 2000;
+
+/// `value`, a reply to the stream command `args`, with each time it shows (see
+/// [`STREAM_TIMES`]) replaced by 0, and those times in order.
+fn stream_times(args: &[Vec<u8>], value: &Value) -> (Value, Vec<i64>) {
+    let mut value = value.clone();
+    let mut times = Vec::new();
+    let upper = |i: usize| {
+        args.get(i)
+            .map(|a| a.to_ascii_uppercase())
+            .unwrap_or_default()
+    };
+    let mut take = |item: &mut Value| {
+        if let Value::Integer(ms) = item {
+            times.push(*ms);
+            *ms = 0;
+        }
+    };
+    match (upper(0).as_slice(), upper(1).as_slice()) {
+        (b"XPENDING", _) if args.len() >= 6 => each(&mut value, |entry| at(entry, 2, &mut take)),
+        (b"XINFO", b"CONSUMERS") => each(&mut value, |c| map_field(c, b"idle", &mut take)),
+        (b"XINFO", b"STREAM") => map_field(&mut value, b"groups", |groups| {
+            each(groups, |group| {
+                map_field(group, b"pending", |p| {
+                    each(p, |entry| at(entry, 2, &mut take))
+                });
+                map_field(group, b"consumers", |consumers| {
+                    each(consumers, |consumer| {
+                        map_field(consumer, b"seen-time", &mut take);
+                        map_field(consumer, b"pending", |p| each(p, |e| at(e, 1, &mut take)));
+                    })
+                });
+            })
+        }),
+        _ => {}
+    }
+    (value, times)
+}
+
+/// Applies `f` to element `i` of array `value`.
+fn at(value: &mut Value, i: usize, f: &mut impl FnMut(&mut Value)) {
+    if let Value::Array(items) = value
+        && let Some(item) = items.get_mut(i)
+    {
+        f(item);
+    }
+}
+
+/// Applies `f` to each element of array `value`.
+fn each(value: &mut Value, mut f: impl FnMut(&mut Value)) {
+    if let Value::Array(items) = value {
+        items.iter_mut().for_each(&mut f);
+    }
+}
+
+/// Applies `f` to the value of field `name` of map `value` (RESP3's map, RESP2's flat
+/// array of pairs).
+fn map_field(value: &mut Value, name: &[u8], mut f: impl FnMut(&mut Value)) {
+    let name = Value::Bulk(name.to_vec());
+    match value {
+        Value::Map(pairs) => {
+            for (key, item) in pairs.iter_mut() {
+                if *key == name {
+                    f(item);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for pair in items.chunks_mut(2) {
+                if let [key, item] = pair
+                    && *key == name
+                {
+                    f(item);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `a` and `b` are the same stream reply to `args` but for times at most
+/// `tolerance_ms` apart.
+fn same_but_stream_times(args: &[Vec<u8>], a: &Value, b: &Value, tolerance_ms: i64) -> bool {
+    let ((x, x_times), (y, y_times)) = (stream_times(args, a), stream_times(args, b));
+    x == y
+        && x_times.len() == y_times.len()
+        && x_times
+            .iter()
+            .zip(&y_times)
+            .all(|(p, q)| p.abs_diff(*q) <= tolerance_ms.unsigned_abs())
+}
 
 /// Why a `SORT` whose order ties leave open may differ.
 const SORT_TIES: &str = "elements that compare equal (ALPHA compares text up to its first NUL \
@@ -471,6 +592,7 @@ fn same_reply(args: &[Vec<u8>], a: &Value, b: &Value) -> bool {
         },
         Rule::SortTies => a == b || same_sort(args, a, b),
         Rule::HllCache => without_hll_cache(a) == without_hll_cache(b),
+        Rule::StreamTimes(tolerance_ms) => same_but_stream_times(args, a, b, tolerance_ms),
     }
 }
 
@@ -1880,7 +2002,236 @@ static STREAMS: &[Gen] = &[
         }
         args
     }),
+    g("XGROUP", 24, xgroup),
+    g("XREADGROUP", 16, xreadgroup),
+    g("XACK", 6, |d| {
+        let mut args = command("XACK", [stream_key(d), group_name(d)]);
+        for _ in 0..1 + d.rng.below(3) {
+            args.push(group_id(d));
+        }
+        args
+    }),
+    g("XPENDING", 8, xpending),
+    g("XCLAIM", 8, xclaim),
+    g("XAUTOCLAIM", 6, |d| {
+        let mut args = command(
+            "XAUTOCLAIM",
+            [stream_key(d), group_name(d), consumer_name(d)],
+        );
+        args.extend([min_idle(d), range_id(d)]);
+        if d.rng.chance(50) {
+            args.extend([
+                b"COUNT".to_vec(),
+                d.pick(&["1", "2", "3", "10", "0", "-1", "x"]),
+            ]);
+        }
+        if d.rng.chance(25) {
+            args.push(d.pick(&["JUSTID", "justid", "FOO"]));
+        }
+        args
+    }),
+    g("XINFO", 16, xinfo),
+    g("XSETID", 2, |d| {
+        let top = d.step * 2 + 10;
+        let mut args = command("XSETID", [stream_key(d)]);
+        args.push(match d.rng.below(10) {
+            0 => d.pick(&["0-0", "x", "-", "18446744073709551615-18446744073709551615"]),
+            1 => format!("{}-0", d.rng.below(top as usize)).into_bytes(),
+            _ => format!("{top}-5").into_bytes(),
+        });
+        if d.rng.chance(30) {
+            args.extend([
+                b"ENTRIESADDED".to_vec(),
+                d.pick(&["0", "5", "1000", "-1", "x"]),
+            ]);
+        }
+        if d.rng.chance(30) {
+            args.extend([b"MAXDELETEDID".to_vec(), group_id(d)]);
+        }
+        args
+    }),
 ];
+
+/// A consumer group's name: mostly one of two, so that groups meet each other's commands.
+fn group_name(d: &mut Draw) -> Vec<u8> {
+    if d.rng.chance(90) {
+        d.pick(&["grp", "grp", "grp", "g2"])
+    } else {
+        d.pick(&["", "ключ", "a\0b"])
+    }
+}
+
+fn consumer_name(d: &mut Draw) -> Vec<u8> {
+    d.pick(&["alice", "bob", "carol", ""])
+}
+
+/// An entry's ID near those the adds use (see [`add_id`]), now and then malformed.
+fn group_id(d: &mut Draw) -> Vec<u8> {
+    if d.rng.chance(92) {
+        let ms = d.step as usize * 2 + 10;
+        format!("{}-{}", d.rng.below(ms + 1), d.rng.below(3)).into_bytes()
+    } else {
+        d.pick(&[
+            "x",
+            "-",
+            "+",
+            "0",
+            "18446744073709551615-18446744073709551615",
+        ])
+    }
+}
+
+/// A minimum idle time: 0 or an hour (or malformed). Anything between would make which
+/// entries qualify depend on when each server received the command.
+fn min_idle(d: &mut Draw) -> Vec<u8> {
+    d.pick(&["0", "0", "0", "3600000", "-5", "x"])
+}
+
+/// `XGROUP` with each subcommand (or a wrong one), its ID and options.
+fn xgroup(d: &mut Draw) -> Args {
+    let sub = d.pick(&[
+        "CREATE",
+        "CREATE",
+        "CREATE",
+        "CREATE",
+        "create",
+        "SETID",
+        "DESTROY",
+        "CREATECONSUMER",
+        "CREATECONSUMER",
+        "DELCONSUMER",
+        "HELP",
+        "FOO",
+    ]);
+    let upper = sub.to_ascii_uppercase();
+    let mut args = command("XGROUP", [sub]);
+    if upper == b"HELP" {
+        return args;
+    }
+    args.extend([stream_key(d), group_name(d)]);
+    match upper.as_slice() {
+        b"CREATE" | b"SETID" => {
+            args.push(match d.rng.below(6) {
+                0 | 1 => b"$".to_vec(),
+                2 => b"0".to_vec(),
+                _ => group_id(d),
+            });
+            if upper == b"CREATE" && d.rng.chance(70) {
+                args.push(d.pick(&["MKSTREAM", "mkstream"]));
+            }
+            if d.rng.chance(20) {
+                args.extend([
+                    b"ENTRIESREAD".to_vec(),
+                    d.pick(&["0", "3", "-1", "-2", "x"]),
+                ]);
+            }
+        }
+        b"CREATECONSUMER" | b"DELCONSUMER" => args.push(consumer_name(d)),
+        _ => {}
+    }
+    args
+}
+
+/// `XREADGROUP` of one or two streams, new entries (`>`) or a consumer's history. `BLOCK`
+/// only with history, which never waits: a `>` with nothing new would wait forever on a
+/// lone redis-server (tandem answers an error, see `ALLOWED`'s note).
+fn xreadgroup(d: &mut Draw) -> Args {
+    let mut args = command("XREADGROUP", []);
+    if d.rng.chance(97) {
+        args.extend([b"GROUP".to_vec(), group_name(d), consumer_name(d)]);
+    }
+    if d.rng.chance(40) {
+        args.extend([b"COUNT".to_vec(), d.pick(&["1", "2", "3", "0", "-1", "x"])]);
+    }
+    if d.rng.chance(10) {
+        args.push(d.pick(&["NOACK", "noack"]));
+    }
+    let keys: Vec<Vec<u8>> = (0..1 + d.rng.below(2)).map(|_| stream_key(d)).collect();
+    let history = d.rng.chance(35);
+    if history && d.rng.chance(15) {
+        args.extend([b"BLOCK".to_vec(), b"0".to_vec()]);
+    }
+    args.push(b"STREAMS".to_vec());
+    let ids: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|_| match (history, d.rng.below(20)) {
+            (_, 0) => d.pick(&["$", "x"]),
+            (true, 1..=8) => b"0".to_vec(),
+            // The greatest ID reads new entries, as `>` does: never with BLOCK.
+            (true, _) => Some(group_id(d))
+                .filter(|id| !id.starts_with(b"18446744073709551615-18446744073709551615"))
+                .unwrap_or_else(|| b"0".to_vec()),
+            (false, _) => b">".to_vec(),
+        })
+        .collect();
+    args.extend(keys);
+    if d.rng.chance(97) {
+        args.extend(ids);
+    }
+    args
+}
+
+/// `XPENDING`'s summary or its extended form, with `IDLE` now and then.
+fn xpending(d: &mut Draw) -> Args {
+    let mut args = command("XPENDING", [stream_key(d), group_name(d)]);
+    if d.rng.chance(30) {
+        return args;
+    }
+    if d.rng.chance(25) {
+        args.extend([b"IDLE".to_vec(), min_idle(d)]);
+    }
+    args.extend([range_id(d), range_id(d)]);
+    args.push(d.pick(&["10", "10", "1", "3", "0", "-1", "x"]));
+    if d.rng.chance(35) {
+        args.push(consumer_name(d));
+    }
+    args
+}
+
+/// `XCLAIM` of a few IDs, with its options in any order. Delivery times set are now (IDLE
+/// 0), two hours ago, or far in the past or the future, so that no minimum idle time drawn
+/// falls between the two servers' clocks.
+fn xclaim(d: &mut Draw) -> Args {
+    let mut args = command("XCLAIM", [stream_key(d), group_name(d), consumer_name(d)]);
+    args.push(min_idle(d));
+    for _ in 0..1 + d.rng.below(3) {
+        args.push(group_id(d));
+    }
+    for _ in 0..d.rng.below(4) {
+        match d.rng.below(8) {
+            0 => args.extend([b"IDLE".to_vec(), d.pick(&["0", "7200000", "-5", "x"])]),
+            1 => args.extend([b"TIME".to_vec(), d.pick(&["1000", "99999999999999", "x"])]),
+            2 => args.extend([b"RETRYCOUNT".to_vec(), d.pick(&["0", "5", "-1", "x"])]),
+            3 | 4 => args.push(d.pick(&["FORCE", "force"])),
+            5 => args.push(d.pick(&["JUSTID", "justid"])),
+            6 => args.extend([b"LASTID".to_vec(), group_id(d)]),
+            _ => args.push(d.pick(&["FOO", "IDLE"])),
+        }
+    }
+    args
+}
+
+/// `XINFO` with each subcommand (or a wrong one).
+fn xinfo(d: &mut Draw) -> Args {
+    match d.rng.below(12) {
+        0..=3 => command("XINFO", [b"GROUPS".to_vec(), stream_key(d)]),
+        4..=5 => command(
+            "XINFO",
+            [b"CONSUMERS".to_vec(), stream_key(d), group_name(d)],
+        ),
+        6 | 7 => command("XINFO", [b"STREAM".to_vec(), stream_key(d)]),
+        8 | 9 => {
+            let mut args = command("XINFO", [b"STREAM".to_vec(), stream_key(d)]);
+            args.push(d.pick(&["FULL", "full", "FOO"]));
+            if d.rng.chance(50) {
+                args.extend([b"COUNT".to_vec(), d.pick(&["0", "1", "2", "-1", "x"])]);
+            }
+            args
+        }
+        10 => command("XINFO", [d.pick(&["HELP", "help"])]),
+        _ => command("XINFO", [d.pick(&["FOO", "STREAMS"]), stream_key(d)]),
+    }
+}
 
 /// `XRANGE` or `XREVRANGE` (bounds in that command's order), with a COUNT now and then.
 fn range_command(d: &mut Draw, name: &str) -> Args {
@@ -4217,6 +4568,43 @@ fn each_allowance_catches_a_planted_difference() {
             int(1),
         ])])
     };
+    // An XPENDING entry: ID, consumer, idle time, deliveries.
+    let pending = |name: &str, idle: i64, count: i64| {
+        Value::Array(vec![Value::Array(vec![
+            bulk("1-0"),
+            bulk(name),
+            int(idle),
+            int(count),
+        ])])
+    };
+    let consumer = |pending: i64, idle: i64| {
+        flat(&[
+            ("name", bulk("alice")),
+            ("pending", int(pending)),
+            ("idle", int(idle)),
+        ])
+    };
+    // XINFO STREAM FULL in RESP3, one group of one consumer holding one entry delivered at
+    // `time` (and seen then) `count` times.
+    let full_info = |time: i64, count: i64| {
+        let held = Value::Array(vec![Value::Array(vec![bulk("1-0"), int(time), int(count)])]);
+        let consumer = Value::Map(vec![
+            (bulk("name"), bulk("alice")),
+            (bulk("seen-time"), int(time)),
+            (bulk("pel-count"), int(1)),
+            (bulk("pending"), held),
+        ]);
+        let entry = Value::Array(vec![bulk("1-0"), bulk("alice"), int(time), int(count)]);
+        let group = Value::Map(vec![
+            (bulk("name"), bulk("g")),
+            (bulk("pending"), Value::Array(vec![entry])),
+            (bulk("consumers"), Value::Array(vec![consumer])),
+        ]);
+        Value::Map(vec![
+            (bulk("length"), int(1)),
+            (bulk("groups"), Value::Array(vec![group])),
+        ])
+    };
     // (command, tandem's reply, Redis's reply, whether they count as the same)
     let cases = [
         ("KEYS *", list(&["k1", "k2"]), list(&["k2", "k1"]), true),
@@ -4486,6 +4874,75 @@ fn each_allowance_catches_a_planted_difference() {
             false,
         ),
         ("GET h", hll(0x80, 7), error("WRONGTYPE"), false),
+        // A stream reply's times may differ by 2 s, nothing else of it.
+        (
+            "XPENDING s g - + 10",
+            pending("alice", 5, 1),
+            pending("alice", 1900, 1),
+            true,
+        ),
+        (
+            "XPENDING s g - + 10",
+            pending("alice", 5, 1),
+            pending("alice", 2500, 1),
+            false,
+        ),
+        (
+            "XPENDING s g - + 10",
+            pending("alice", 5, 1),
+            pending("bob", 5, 1),
+            false,
+        ),
+        (
+            "XPENDING s g - + 10",
+            pending("alice", 5, 1),
+            pending("alice", 5, 2),
+            false,
+        ),
+        // The summary shows no time.
+        (
+            "XPENDING s g",
+            Value::Array(vec![int(3)]),
+            Value::Array(vec![int(4)]),
+            false,
+        ),
+        (
+            "XINFO CONSUMERS s g",
+            Value::Array(vec![consumer(1, 10)]),
+            Value::Array(vec![consumer(1, 900)]),
+            true,
+        ),
+        (
+            "XINFO CONSUMERS s g",
+            Value::Array(vec![consumer(1, 10)]),
+            Value::Array(vec![consumer(2, 10)]),
+            false,
+        ),
+        (
+            "XINFO STREAM s FULL",
+            full_info(1_700_000_000_000, 1),
+            full_info(1_700_000_001_000, 1),
+            true,
+        ),
+        (
+            "XINFO STREAM s FULL",
+            full_info(1_700_000_000_000, 1),
+            full_info(1_700_000_000_000, 2),
+            false,
+        ),
+        (
+            "XINFO STREAM s FULL",
+            full_info(1_700_000_000_000, 1),
+            full_info(1_700_000_009_000, 1),
+            false,
+        ),
+        // XINFO GROUPS shows no time: its lag is compared exactly.
+        (
+            "XINFO GROUPS s",
+            flat(&[("lag", int(0))]),
+            flat(&[("lag", int(1))]),
+            false,
+        ),
     ];
     for (command, ours, theirs, same) in cases {
         assert_eq!(

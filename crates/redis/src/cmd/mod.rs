@@ -409,6 +409,76 @@ pub fn counted_keys_at(name: &str) -> Option<usize> {
     }
 }
 
+/// The subcommands served here, with Redis's arity for each (the command's name included),
+/// so that a wrong one is refused in Redis's words.
+pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
+    ("CLIENT", "GETNAME", 2),
+    ("CLIENT", "ID", 2),
+    ("CLIENT", "SETINFO", 4),
+    ("CLIENT", "SETNAME", 3),
+    ("COMMAND", "COUNT", 2),
+    ("COMMAND", "DOCS", -2),
+    ("COMMAND", "INFO", -2),
+    ("CONFIG", "GET", -3),
+    ("CONFIG", "RESETSTAT", 2),
+    ("CONFIG", "SET", -4),
+    // Data commands, which the model answers. Inside `MULTI` a subcommand is checked when
+    // queued, as Redis checks every container command's (`XGROUP` and `XINFO` always
+    // before anything else, as Redis does).
+    ("SCRIPT", "DEBUG", 3),
+    ("SCRIPT", "EXISTS", -3),
+    ("SCRIPT", "FLUSH", -2),
+    ("SCRIPT", "HELP", 2),
+    ("SCRIPT", "KILL", 2),
+    ("SCRIPT", "LOAD", 3),
+    ("XGROUP", "CREATE", -5),
+    ("XGROUP", "CREATECONSUMER", 5),
+    ("XGROUP", "DELCONSUMER", 5),
+    ("XGROUP", "DESTROY", 4),
+    ("XGROUP", "HELP", 2),
+    ("XGROUP", "SETID", -5),
+    ("XINFO", "CONSUMERS", 4),
+    ("XINFO", "GROUPS", 3),
+    ("XINFO", "HELP", 2),
+    ("XINFO", "STREAM", -3),
+];
+
+/// Redis's refusal of subcommand `argv[1]` of `container`, if it is unknown here or has the
+/// wrong number of arguments.
+pub fn subcommand_refusal(container: &str, argv: &Argv) -> Option<Vec<u8>> {
+    let sub = argv.get(1).unwrap_or_default();
+    let Some(&(_, name, arity)) = SUBCOMMANDS
+        .iter()
+        .find(|(of, name, _)| *of == container && name.as_bytes().eq_ignore_ascii_case(sub))
+    else {
+        let mut text = b"ERR unknown subcommand '".to_vec();
+        text.extend_from_slice(crate::session::c_string(sub, 128));
+        text.extend_from_slice(format!("'. Try {container} HELP.").as_bytes());
+        return Some(text);
+    };
+    let argc = argv.len() as i64;
+    let fits = if arity >= 0 {
+        argc == i64::from(arity)
+    } else {
+        argc >= -i64::from(arity)
+    };
+    (!fits).then(|| {
+        format!(
+            "ERR wrong number of arguments for '{}|{}' command",
+            container.to_ascii_lowercase(),
+            name.to_ascii_lowercase()
+        )
+        .into_bytes()
+    })
+}
+
+/// [`subcommand_refusal`] as a command's error, for a command that checks its own
+/// subcommand (a script's call reaches it without the session's check).
+pub fn subcommand_error(container: &str, argv: &Argv) -> Option<CmdError> {
+    let text = subcommand_refusal(container, argv)?;
+    Some(CmdError::owned(String::from_utf8_lossy(&text).into_owned()))
+}
+
 /// The command called `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
     let mut upper = [0u8; 32];

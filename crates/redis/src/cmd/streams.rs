@@ -1,5 +1,6 @@
 //! Stream commands (t_stream.c): `XADD`, `XLEN`, `XRANGE`, `XREVRANGE`, `XDEL`, `XTRIM`,
-//! `XREAD`.
+//! `XREAD`, `XSETID`, and consumer groups: `XGROUP`, `XREADGROUP`, `XACK`, `XPENDING`,
+//! `XCLAIM`, `XAUTOCLAIM`, `XINFO`.
 //!
 //! # Encoding
 //!
@@ -30,8 +31,32 @@
 //! [`stream::PACK_ENTRIES_MAX`] entries or was deleted, as Redis starts a new node, so
 //! approximate trimming removes exactly the entries Redis's does. Redis also closes a node
 //! at 4096 bytes (`stream-node-max-bytes`); packs do not, so for entries of more than about
-//! 40 bytes `~` may trim later than Redis does (README lists it).
+//! 40 bytes `~` may trim later than Redis does (README lists it). A pack keeps its first ID
+//! too, Redis's node key: `XINFO STREAM`'s `radix-tree-nodes` is the node count of Redis's
+//! radix tree over those keys, which Redis keeps compressed whatever the history
+//! ([`stream::radix_tree_nodes`]), and `COPY` copies packs as they are, as Redis copies
+//! its nodes.
+//!
+//! ## Consumer groups
+//!
+//! The groups' list holds each group's cursor (last delivered ID, entries read) and two
+//! lists of its own: its pending entries, keyed by ID, each holding its delivery (time,
+//! count, consumer), and its consumers, keyed by name, each holding its seen time and a
+//! list of the IDs it holds that point at the group's nodes ([`groups`] draws the bytes).
+//! A read of new entries declares, per entry, one node in each of two lists; a claim
+//! rewrites one delivery and moves one small node. Deleting entries (`XDEL`, `XTRIM`,
+//! `MAXLEN`) leaves their pending entries, as Redis does: a history read shows them as an
+//! ID and a null, `XCLAIM` and `XAUTOCLAIM` drop them. Deleting the stream frees every
+//! group, consumer and pending entry with it. The read counter and the lag are Redis 7's
+//! arithmetic, ported as they are (`streamEstimateDistanceFromFirstEverEntry`,
+//! `streamRangeHasTombstones`). Times (delivery, seen, idle) are the call's clock.
+//! Changing only groups leaves the key's version alone, as Redis signals no change to
+//! `WATCH` for it (`MKSTREAM` creating the key does).
 
+mod admin;
+mod consume;
+mod groups;
+mod inspect;
 mod skiplist;
 mod stream;
 
@@ -46,15 +71,78 @@ pub use stream::StreamId;
 use stream::{Stream, Trim, TrimBy};
 
 /// The family's commands (merged into [`super::commands`]).
+///
+/// `XREAD` and `XREADGROUP` name their keys after `STREAMS`, and `XGROUP` and `XINFO` after
+/// their subcommand: their (first, last, step) is Redis's (0, 0, 0), and [`keys_at`] finds
+/// their keys.
 pub static COMMANDS: &[Command] = &[
+    data("XACK", -4, Write, (1, 1, 1), false, consume::xack),
     data("XADD", -5, Write, (1, 1, 1), true, xadd),
+    data(
+        "XAUTOCLAIM",
+        -6,
+        Write,
+        (1, 1, 1),
+        false,
+        consume::xautoclaim,
+    ),
+    data("XCLAIM", -6, Write, (1, 1, 1), false, consume::xclaim),
     data("XDEL", -3, Write, (1, 1, 1), false, xdel),
+    data("XGROUP", -2, Write, (0, 0, 0), true, admin::xgroup),
+    data("XINFO", -2, Read, (0, 0, 0), false, inspect::xinfo),
     data("XLEN", 2, Read, (1, 1, 1), false, xlen),
+    data("XPENDING", -3, Read, (1, 1, 1), false, inspect::xpending),
     data("XRANGE", -4, Read, (1, 1, 1), false, xrange),
     data("XREAD", -4, Read, (0, 0, 0), false, xread),
+    data(
+        "XREADGROUP",
+        -7,
+        Write,
+        (0, 0, 0),
+        false,
+        consume::xreadgroup,
+    ),
     data("XREVRANGE", -4, Read, (1, 1, 1), false, xrevrange),
+    data("XSETID", -3, Write, (1, 1, 1), true, admin::xsetid),
     data("XTRIM", -4, Write, (1, 1, 1), false, xtrim),
 ];
+
+/// The keys of `argv` when its command is one whose keys its (first, last, step) cannot
+/// name (see [`COMMANDS`]); `None` for any other command.
+pub fn keys_at(name: &str, argv: &Argv) -> Option<Vec<usize>> {
+    match name {
+        "XREAD" | "XREADGROUP" => Some(read_keys_at(argv)),
+        // Every subcommand but HELP names its key right after itself.
+        "XGROUP" | "XINFO" => Some(if argv.len() > 2 { vec![2] } else { Vec::new() }),
+        _ => None,
+    }
+}
+
+/// The keys of an `XREAD` or `XREADGROUP` (Redis's `xreadGetKeys`): the first half of the
+/// arguments after the first `STREAMS` that is not an option's value; none if the options
+/// do not parse that far or the rest is unbalanced (the command then refuses itself).
+fn read_keys_at(argv: &Argv) -> Vec<usize> {
+    let mut i = 1;
+    while i < argv.len() {
+        let option = arg(argv, i);
+        if option.eq_ignore_ascii_case(b"BLOCK") || option.eq_ignore_ascii_case(b"COUNT") {
+            i += 2;
+        } else if option.eq_ignore_ascii_case(b"GROUP") {
+            i += 3;
+        } else if option.eq_ignore_ascii_case(b"NOACK") {
+            i += 1;
+        } else if option.eq_ignore_ascii_case(b"STREAMS") {
+            let rest = argv.len() - i - 1;
+            if rest == 0 || !rest.is_multiple_of(2) {
+                return Vec::new();
+            }
+            return (i + 1..i + 1 + rest / 2).collect();
+        } else {
+            break;
+        }
+    }
+    Vec::new()
+}
 
 const INVALID_ID: CmdError =
     CmdError::fixed("ERR Invalid stream ID specified as stream command argument");
@@ -251,6 +339,52 @@ fn parse_add_args(argv: &Argv, xadd: bool) -> Result<AddArgs, CmdError> {
     Ok(args)
 }
 
+/// A client's bytes as Redis's `%s` and `%.Ns` quote them in an error: up to the first NUL,
+/// at most `max` bytes (CR and LF become spaces when the error is written).
+fn c_text(bytes: &[u8], max: usize) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end.min(max)]).into_owned()
+}
+
+/// Redis's error for a key without group `group` (`XPENDING`, `XCLAIM`, `XAUTOCLAIM`).
+fn no_key_or_group(key: &[u8], group: &[u8]) -> CmdError {
+    CmdError::owned(format!(
+        "NOGROUP No such key '{}' or consumer group '{}'",
+        c_text(key, usize::MAX),
+        c_text(group, usize::MAX)
+    ))
+}
+
+/// Redis's error for a stream without group `group` (`XGROUP`, `XINFO CONSUMERS`).
+fn no_group(key: &[u8], group: &[u8]) -> CmdError {
+    CmdError::owned(format!(
+        "NOGROUP No such consumer group '{}' for key name '{}'",
+        c_text(group, usize::MAX),
+        c_text(key, usize::MAX)
+    ))
+}
+
+/// Redis's `addReplySubcommandSyntaxError` for `container`'s subcommand `argv[1]`.
+fn subcommand_syntax(container: &str, argv: &Argv) -> CmdError {
+    CmdError::owned(format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {container} HELP.",
+        c_text(arg(argv, 1), 128)
+    ))
+}
+
+/// Redis's `addReplyHelp`: the header, `lines`, and the lines on `HELP` itself.
+fn reply_help(out: &mut ReplyWriter<'_>, container: &str, lines: &[&str]) {
+    out.array(lines.len() + 3);
+    out.simple(&format!(
+        "{container} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    ));
+    for line in lines {
+        out.simple(line);
+    }
+    out.simple("HELP");
+    out.simple("    Prints this help.");
+}
+
 // ---------------------------------------------------------------------------------------
 // Reading and writing the value.
 
@@ -281,54 +415,41 @@ fn changed(ctx: &mut Ctx<'_, '_>, key: &Key) {
     layout.touch(txn, key);
 }
 
-/// Frees every block the value of `key` holds (not its key entry).
+/// Frees every block the value of `key` holds (not its key entry): its groups, with their
+/// consumers and pending entries, its entries and packs, its root.
 pub fn free(txn: &mut Txn<'_>, layout: &Layout, key: &Key) {
-    Stream::of(key).free(txn, layout);
+    let stream = Stream::of(key);
+    groups::free_all(txn, layout, stream);
+    stream.free(txn, layout);
 }
 
 /// Pushes every block the value of `key` holds, as (segment offset, bytes asked for).
 pub fn owned(mem: &impl Mem, _layout: &Layout, key: &Key, owned: &mut Vec<(usize, usize)>) {
-    Stream::of(key).owned(mem, owned);
+    let stream = Stream::of(key);
+    stream.owned(mem, owned);
+    groups::owned(mem, stream, owned);
 }
 
-/// Checks the stream `key` holds: its lists, its packs, its fields.
+/// Checks the stream `key` holds: its lists, its packs, its fields, its groups.
 pub fn verify(mem: &impl Mem, key: &Key) -> Result<(), String> {
     let stream = Stream::of(key);
     if key.head.value_len != stream.len(mem) {
         return Err("the key's count is not the stream's length".into());
     }
-    stream.verify(mem)
+    stream.verify(mem)?;
+    groups::verify(mem, stream)
 }
 
-/// Makes `to` (which does not exist) a copy of stream `from` (`COPY`): its entries, in
-/// their packs, and its fields.
+/// Makes `to` (which does not exist) a copy of stream `from` (`COPY`), as Redis's
+/// `streamDup`: its entries in their packs, its fields, its groups.
 pub fn copy(ctx: &mut Ctx<'_, '_>, from: &Key, to: &[u8]) -> Result<(), CmdError> {
     let source = Stream::of(from);
-    let mem = &ctx.access;
-    let meta = source.meta(mem);
-    let entries: Vec<(StreamId, Vec<Vec<u8>>)> = source
-        .entries()
-        .nodes(mem)
-        .into_iter()
-        .map(|node| {
-            let fields = Stream::fields_of(mem, node).into_iter().map(<[u8]>::to_vec);
-            (Stream::id_of(mem, node), fields.collect())
-        })
-        .collect();
     let key = stream_for_write(ctx, to)?;
     let layout = ctx.layout;
     let txn = ctx.txn();
     let target = Stream::of(&key);
-    for (id, fields) in &entries {
-        let fields: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
-        target.append(txn, &layout, *id, &fields)?;
-    }
-    let mut copied = target.meta(txn);
-    copied.set_last_id(meta.last_id());
-    copied.set_max_deleted_id(meta.max_deleted_id());
-    copied.set_first_id(meta.first_id());
-    copied.entries_added = meta.entries_added;
-    target.set_meta(txn, &copied);
+    source.copy_entries_to(txn, &layout, target)?;
+    groups::copy(txn, &layout, source, target)?;
     changed(ctx, &key);
     Ok(())
 }
@@ -611,14 +732,20 @@ const READ_STREAMS_MAX: usize = 1 << 16;
 struct ReadArgs<'a> {
     block: bool,
     count: u64,
+    /// `XREADGROUP`'s group and consumer names.
+    group: Option<(&'a [u8], &'a [u8])>,
+    noack: bool,
     keys: Vec<&'a [u8]>,
     ids: Vec<&'a [u8]>,
 }
 
-fn parse_read_args(argv: &Argv) -> Result<ReadArgs<'_>, CmdError> {
+/// Parses the options of `XREAD`, or of `XREADGROUP` if `xreadgroup`.
+fn parse_read_args(argv: &Argv, xreadgroup: bool) -> Result<ReadArgs<'_>, CmdError> {
     let mut args = ReadArgs {
         block: false,
         count: 0,
+        group: None,
+        noack: false,
         keys: Vec::new(),
         ids: Vec::new(),
     };
@@ -646,12 +773,17 @@ fn parse_read_args(argv: &Argv) -> Result<ReadArgs<'_>, CmdError> {
                 streams_at = Some(i + 1);
                 break;
             }
+            b"GROUP" if more >= 2 && xreadgroup => {
+                args.group = Some((arg(argv, i + 1), arg(argv, i + 2)));
+                i += 2;
+            }
             b"GROUP" if more >= 2 => {
                 return Err(CmdError::fixed(
                     "ERR The GROUP option is only supported by XREADGROUP. You called XREAD \
                      instead.",
                 ));
             }
+            b"NOACK" if xreadgroup => args.noack = true,
             b"NOACK" => {
                 return Err(CmdError::fixed(
                     "ERR The NOACK option is only supported by XREADGROUP. You called XREAD \
@@ -665,12 +797,26 @@ fn parse_read_args(argv: &Argv) -> Result<ReadArgs<'_>, CmdError> {
     let Some(streams_at) = streams_at else {
         return Err(CmdError::SYNTAX);
     };
+    split_streams(argv, streams_at, xreadgroup, args)
+}
+
+/// The keys and IDs from argument `streams_at` on, after Redis's checks of them and of
+/// `XREADGROUP`'s group, into `args`.
+fn split_streams<'a>(
+    argv: &'a Argv,
+    streams_at: usize,
+    xreadgroup: bool,
+    mut args: ReadArgs<'a>,
+) -> Result<ReadArgs<'a>, CmdError> {
     let rest = argv.len() - streams_at;
     if !rest.is_multiple_of(2) {
         return Err(CmdError::fixed(
             "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be \
              specified.",
         ));
+    }
+    if xreadgroup && args.group.is_none() {
+        return Err(CmdError::fixed("ERR Missing GROUP option for XREADGROUP"));
     }
     if rest / 2 > READ_STREAMS_MAX {
         return Err(CmdError::owned(format!(
@@ -691,7 +837,7 @@ pub fn xread(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let args = parse_read_args(argv)?;
+    let args = parse_read_args(argv, false)?;
     let mut after = Vec::with_capacity(args.keys.len());
     for (name, id) in args.keys.iter().zip(&args.ids) {
         let key = get_stream(ctx, name)?;

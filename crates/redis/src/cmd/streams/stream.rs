@@ -144,6 +144,10 @@ struct Pack {
     /// The last entry appended, deleted or not (what `MINID ~` compares).
     last_ms: u64,
     last_seq: u64,
+    /// The first entry appended, deleted or not: Redis's master ID, the node's key in its
+    /// radix tree (what `XINFO STREAM` counts the nodes of).
+    first_ms: u64,
+    first_seq: u64,
 }
 
 const PACK_BYTES: usize = size_of::<Pack>();
@@ -250,6 +254,8 @@ impl Stream {
             let at = layout.alloc.alloc(txn, PACK_BYTES)?;
             *txn.set_pod::<Pack>(at) = Pack {
                 prev: pack_at as u64,
+                first_ms: id.ms,
+                first_seq: id.seq,
                 ..Pack::default()
             };
             if pack_at == 0 {
@@ -405,6 +411,69 @@ impl Stream {
         deleted
     }
 
+    /// The packs' first IDs (Redis's listpack nodes' keys in its radix tree), as list keys,
+    /// in order.
+    pub fn pack_keys(self, mem: &impl Mem) -> Vec<[u8; 16]> {
+        let mut keys = Vec::with_capacity(self.meta(mem).pack_count as usize);
+        let mut pack = self.meta(mem).pack_first as usize;
+        while pack != 0 {
+            let record: Pack = mem.pod(pack);
+            let first = StreamId {
+                ms: record.first_ms,
+                seq: record.first_seq,
+            };
+            keys.push(first.key());
+            pack = record.next as usize;
+        }
+        keys
+    }
+
+    /// Makes `target` (a new, empty stream) a copy of this one's entries and fields, its
+    /// packs as they are (deleted entries still counted), as Redis's `streamDup` copies
+    /// its listpack nodes.
+    pub fn copy_entries_to(
+        self,
+        txn: &mut Txn<'_>,
+        layout: &Layout,
+        target: Stream,
+    ) -> Result<(), OutOfMemory> {
+        assert_eq!(target.len(txn), 0, "a copy starts empty");
+        let source = self.meta(txn);
+        let mut meta = source;
+        (meta.pack_first, meta.pack_last) = (0, 0);
+        let mut packs = std::collections::BTreeMap::new();
+        let mut pack = source.pack_first as usize;
+        while pack != 0 {
+            let record: Pack = txn.pod(pack);
+            let at = layout.alloc.alloc(txn, PACK_BYTES)?;
+            *txn.set_pod::<Pack>(at) = Pack {
+                prev: meta.pack_last,
+                next: 0,
+                ..record
+            };
+            if meta.pack_last == 0 {
+                meta.pack_first = at as u64;
+            } else {
+                set_word(txn, meta.pack_last as usize + 8, at as u64);
+            }
+            meta.pack_last = at as u64;
+            packs.insert(pack, at);
+            pack = record.next as usize;
+        }
+        for node in self.entries().nodes(txn) {
+            let key = SkipList::key(txn, node).to_vec();
+            let mut value = SkipList::value(txn, node).to_vec();
+            let pack = packs[&Self::pack_of(txn, node)];
+            value[ENTRY_PACK_AT..ENTRY_PAIRS_AT].copy_from_slice(&(pack as u64).to_le_bytes());
+            let hash = dict::hash(layout.seed(txn), &key);
+            target
+                .entries()
+                .insert(txn, &layout.alloc, &key, hash, &value)?;
+        }
+        target.set_meta(txn, &meta);
+        Ok(())
+    }
+
     /// Every block the stream holds beyond what its entries' and groups' values hold.
     pub fn owned(self, mem: &impl Mem, owned: &mut Vec<(usize, usize)>) {
         owned.push((self.root, ROOT_BYTES));
@@ -481,4 +550,48 @@ pub struct Trim {
     pub approx: bool,
     /// At most this many entries deleted (0: no bound).
     pub limit: u64,
+}
+
+/// The nodes of the radix tree Redis keeps for listpack nodes keyed `keys` (Redis's
+/// `rax->numnodes`, which `XINFO STREAM` answers as `radix-tree-nodes`).
+///
+/// Redis's `rax` keeps its tree compressed, whatever order keys came and went in: a chain
+/// of bytes with no branch and no key is one node. With keys of one length (16 bytes, so
+/// none is a prefix of another) that gives: the head; the node of each branching point
+/// and each key; and, below a branching point, one node more for each child whose edge
+/// is longer than its first byte (the rest of the edge, compressed). A head with a single
+/// child holds the common prefix itself.
+pub fn radix_tree_nodes(keys: &[[u8; 16]]) -> u64 {
+    let mut sorted = keys.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let Some((first, last)) = sorted.first().zip(sorted.last()) else {
+        return 1;
+    };
+    match common_prefix(first, last) {
+        0 => subtree_nodes(&sorted, 0),
+        shared => 1 + subtree_nodes(&sorted, shared),
+    }
+}
+
+/// Bytes `a` and `b` share at their start.
+fn common_prefix(a: &[u8; 16], b: &[u8; 16]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The nodes below and including the branching point (or key, at depth 16) at `depth`
+/// that `keys` (sorted, sharing their first `depth` bytes) pass through.
+fn subtree_nodes(keys: &[[u8; 16]], depth: usize) -> u64 {
+    if depth == 16 {
+        return 1;
+    }
+    let mut nodes = 1;
+    for child in keys.chunk_by(|a, b| a[depth] == b[depth]) {
+        let end = common_prefix(&child[0], &child[child.len() - 1]);
+        if end - depth > 1 {
+            nodes += 1;
+        }
+        nodes += subtree_nodes(child, end);
+    }
+    nodes
 }
