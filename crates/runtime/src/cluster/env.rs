@@ -236,15 +236,14 @@ impl RuntimeEnv {
             .write_frames(&frame);
         if written.is_err() {
             // A killed process's socket resets when it held unread acks: the write fails
-            // before any read can, and the node hears of the death at once.
-            if let Some((id, link)) = self.replicas.remove(&to) {
-                link.close();
-                let _ = self.to_node.send(ToNode::ReplicaClosed {
-                    link: id,
-                    from: to,
-                    by_peer: true,
-                });
-            }
+            // before any read can, and the node hears of the death at once (its next input:
+            // the link is closed and the primary taken for dead there, as when its reader
+            // finds the end first).
+            let _ = self.to_node.send(ToNode::ReplicaClosed {
+                link: link.id,
+                from: to,
+                by_peer: true,
+            });
         }
     }
 
