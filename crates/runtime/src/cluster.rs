@@ -32,10 +32,9 @@ use std::time::{Duration, Instant};
 
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
 use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
-use tandem_log::{BatchKind, TailLimits};
 use tandem_memory::Segment;
 use tandem_node::{Node, NodeSettings, READ_INDEX_RETRY, ReadSettings, RoleRule};
-use tandem_replication::{NodeId, PrimaryConfig};
+use tandem_replication::NodeId;
 use tandem_store::DataModel;
 use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_error};
 
@@ -445,33 +444,11 @@ fn node_settings(
     periodic_interval_ms: Option<u64>,
 ) -> NodeSettings {
     let tuning = &config.tuning;
-    let group = &config.group;
-    let lease_ticks = config
-        .cluster
-        .as_ref()
-        .map(|cluster| primary::runtime_lease_ticks(cluster.lease_ticks));
     let checkpoint_bytes = config
         .log_settings()
         .map_or(u64::MAX, |log| log.checkpoint_bytes);
     NodeSettings {
-        primary: PrimaryConfig {
-            group: group.id,
-            view: group.view,
-            backups: Vec::new(),
-            spares: Vec::new(),
-            safety: group.safety,
-            tail: TailLimits {
-                records_max: tuning.tail_records_max,
-                bytes_max: tuning.tail_bytes_max,
-            },
-            batch_bytes_max: tuning.batch_bytes_max,
-            heartbeat_ticks: tuning.heartbeat_ticks,
-            resend_ticks: tuning.heartbeat_ticks.max(2),
-            flush_batches_in_flight_max: primary::FLUSH_BATCHES_IN_FLIGHT_MAX,
-            lone: config.peers.is_empty(),
-            lease_ticks,
-            kind: BatchKind::Redo,
-        },
+        primary: primary::primary_config(config),
         nack_ticks: 2,
         reads: ReadSettings {
             reply_len_max: tandem_wire::reply_body_len_max(tuning.max_frame_len),

@@ -500,6 +500,14 @@ impl NodeConfig {
                 ));
             }
         }
+        if self.cluster.is_some() && self.group.mode == Mode::Passive {
+            return Err(invalid(
+                "group.mode",
+                "a cluster needs mode = \"active\": a passive backup executes nothing, so it \
+                 can never take over as primary; use active mode, or leave out the [cluster] \
+                 table for a static primary and passive backups",
+            ));
+        }
         if let Safety::Durable(_) = self.group.safety
             && self.group.mode == Mode::Passive
         {
@@ -1796,6 +1804,15 @@ mod tests {
                     c.group.safety = Safety::Durable(tandem_replication::AckCount::All);
                 },
                 "durable needs mode = \"active\"",
+            ),
+            (
+                "`group.mode`",
+                |c| {
+                    c.group.mode = Mode::Passive;
+                    c.group.strategy = Strategy::V3InlineLog;
+                    c.cluster = Some(ClusterTable::new(PathBuf::from("raft")));
+                },
+                "a cluster needs mode = \"active\"",
             ),
         ];
         fn peer(node_id: NodeId, port: u16, role: Role) -> PeerConfig {

@@ -48,7 +48,7 @@ mod local;
 
 pub use local::{ConnSink, LocalAnswer, LocalOutcome, LocalPort, RoleGone};
 
-pub(crate) use executor::{ConnOut, error_code};
+pub(crate) use executor::ConnOut;
 use executor::{Executor, LocalDriver, Periodic};
 
 /// Partial batches an idle executor may have in flight to a backup before records gather for
@@ -463,29 +463,10 @@ pub fn start_role(
     metrics.lsn_committed.set(lsn_start as i64);
     let tuning = &config.tuning;
     let primary_config = PrimaryConfig {
-        group: group.id,
         view: members.view,
         backups: members.backups.clone(),
         spares: members.spares.clone(),
-        safety: group.safety,
-        tail: TailLimits {
-            records_max: tuning.tail_records_max,
-            bytes_max: tuning.tail_bytes_max,
-        },
-        batch_bytes_max: tuning.batch_bytes_max,
-        heartbeat_ticks: tuning.heartbeat_ticks,
-        resend_ticks: tuning.heartbeat_ticks.max(2),
-        flush_batches_in_flight_max: FLUSH_BATCHES_IN_FLIGHT_MAX,
-        lone: config.peers.is_empty(),
-        lease_ticks: config
-            .cluster
-            .as_ref()
-            .map(|cluster| runtime_lease_ticks(cluster.lease_ticks)),
-        kind: if passive {
-            BatchKind::Passive
-        } else {
-            BatchKind::Redo
-        },
+        ..primary_config(config)
     };
     let (inbound, inbound_rx) = mpsc::channel();
     let progress = Arc::new(Progress::default());
@@ -619,6 +600,36 @@ pub fn start_role(
         address: SocketAddr::from(([0, 0, 0, 0], 0)),
         context,
     })
+}
+
+/// A primary role's settings from the configuration, in the group's first view with no
+/// member (each role's view sets its own).
+pub(crate) fn primary_config(config: &NodeConfig) -> PrimaryConfig {
+    let (group, tuning) = (&config.group, &config.tuning);
+    PrimaryConfig {
+        group: group.id,
+        view: group.view,
+        backups: Vec::new(),
+        spares: Vec::new(),
+        safety: group.safety,
+        tail: TailLimits {
+            records_max: tuning.tail_records_max,
+            bytes_max: tuning.tail_bytes_max,
+        },
+        batch_bytes_max: tuning.batch_bytes_max,
+        heartbeat_ticks: tuning.heartbeat_ticks,
+        resend_ticks: tuning.heartbeat_ticks.max(2),
+        flush_batches_in_flight_max: FLUSH_BATCHES_IN_FLIGHT_MAX,
+        lone: config.peers.is_empty(),
+        lease_ticks: config
+            .cluster
+            .as_ref()
+            .map(|cluster| runtime_lease_ticks(cluster.lease_ticks)),
+        kind: match group.mode {
+            Mode::Passive => BatchKind::Passive,
+            Mode::Active => BatchKind::Redo,
+        },
+    }
 }
 
 /// What a cluster-mode primary role shares with its connections: the handle the node's

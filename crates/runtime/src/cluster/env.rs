@@ -13,9 +13,8 @@ use std::time::Instant;
 use tandem_log::CallId;
 use tandem_memory::{ClassBytes, Segment};
 use tandem_node::{
-    Answer, AnswerKind, BackupWatch, Carried, CarryNote, Destination, LogOrder, NodeEnv,
-    NodeFailure, Notice, PeerMessage, PrimaryHost, PrimaryStarting, Ran, ReadAnswer, Records,
-    RoleReady, Slot,
+    Answer, BackupWatch, Carried, CarryNote, Destination, LogOrder, NodeEnv, NodeFailure, Notice,
+    PeerMessage, PrimaryHost, PrimaryStarting, Ran, ReadAnswer, Records, RoleReady, Slot,
 };
 use tandem_replication::{ApplyBatch, Message, NodeId, Reply};
 use tandem_store::{DataModel, ProcId};
@@ -28,7 +27,7 @@ use crate::config::NodeConfig;
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::peer_auth::Sealer;
-use crate::primary::{ConnId, ConnOut, InboundTx, Progress, error_code};
+use crate::primary::{ConnId, ConnOut, InboundTx, Progress};
 
 /// Where a call's answer goes: a connection's call `seq`, or nobody (the model's periodic
 /// procedure). The seq rides along so that a withheld or refused call is answered by it.
@@ -381,25 +380,8 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         let Some((out, seq, started)) = self.conn_of(&to) else {
             return Ok(());
         };
-        match kind {
-            AnswerKind::Committed { body, lsn_repeated } => {
-                out.committed(seq, lsn_repeated.unwrap_or(reply.lsn), body);
-            }
-            AnswerKind::CommittedReplyNotKept {
-                lsn_repeated,
-                message,
-            } => out.committed_reply_not_kept(seq, lsn_repeated, message),
-            AnswerKind::RolledBack {
-                message,
-                ran_before,
-            } => {
-                let lsn = ran_before.map_or(reply.lsn, |run| run.lsn);
-                out.rolled_back(seq, lsn, message);
-            }
-            AnswerKind::Refused { refusal, message } => {
-                out.error(seq, error_code(refusal), &message);
-                return Ok(());
-            }
+        if !out.answer(seq, reply.lsn, kind) {
+            return Ok(());
         }
         self.metrics
             .ack_latency_seconds

@@ -43,6 +43,29 @@ impl ConnOut {
         &self.sink
     }
 
+    /// Answers call `seq` as `kind` says, at `lsn` unless it repeats an earlier run's; false
+    /// for a refusal (it acknowledges nothing, and its latency is not counted).
+    pub(crate) fn answer(&mut self, seq: u64, lsn: u64, kind: AnswerKind) -> bool {
+        match kind {
+            AnswerKind::Committed { body, lsn_repeated } => {
+                self.committed(seq, lsn_repeated.unwrap_or(lsn), body);
+            }
+            AnswerKind::CommittedReplyNotKept {
+                lsn_repeated,
+                message,
+            } => self.committed_reply_not_kept(seq, lsn_repeated, message),
+            AnswerKind::RolledBack {
+                message,
+                ran_before,
+            } => self.rolled_back(seq, ran_before.map_or(lsn, |run| run.lsn), message),
+            AnswerKind::Refused { refusal, message } => {
+                self.error(seq, error_code(refusal), &message);
+                return false;
+            }
+        }
+        true
+    }
+
     /// Answers call `seq`: committed (or read, or repeated) at `lsn` with `body`.
     pub(crate) fn committed(&mut self, seq: u64, lsn: u64, body: Vec<u8>) {
         match self.sink {
@@ -600,27 +623,8 @@ impl Executor {
                     let Some(out) = self.conns.get_mut(&conn) else {
                         continue;
                     };
-                    match kind {
-                        AnswerKind::Committed { body, lsn_repeated } => {
-                            out.committed(seq, lsn_repeated.unwrap_or(reply.lsn), body);
-                        }
-                        AnswerKind::CommittedReplyNotKept {
-                            lsn_repeated,
-                            message,
-                        } => {
-                            out.committed_reply_not_kept(seq, lsn_repeated, message);
-                        }
-                        AnswerKind::RolledBack {
-                            message,
-                            ran_before,
-                        } => {
-                            let lsn = ran_before.map_or(reply.lsn, |run| run.lsn);
-                            out.rolled_back(seq, lsn, message);
-                        }
-                        AnswerKind::Refused { refusal, message } => {
-                            out.error(seq, error_code(refusal), &message);
-                            continue;
-                        }
+                    if !out.answer(seq, reply.lsn, kind) {
+                        continue;
                     }
                     self.metrics
                         .ack_latency_seconds
