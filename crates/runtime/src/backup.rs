@@ -73,7 +73,7 @@ pub(crate) type ReadRequest = WaitingRead<ReadTo, Instant>;
 #[derive(Clone, Debug)]
 pub(crate) enum ReadSink {
     Applier(SyncSender<ToApplier>),
-    Node(Sender<crate::cluster::ToNode>),
+    Node(crate::cluster::NodeTx),
 }
 
 impl ReadSink {
@@ -525,7 +525,7 @@ impl BackupHandle {
     pub(crate) fn on_node(
         config: &NodeConfig,
         metrics: &Arc<Metrics>,
-        to_node: Sender<crate::cluster::ToNode>,
+        to_node: crate::cluster::NodeTx,
         control: Sender<Control>,
         gate: Gate,
         lsn_applied: u64,

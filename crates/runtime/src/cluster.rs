@@ -17,15 +17,17 @@
 //! is gone. It stays out of the view until it is added as a spare, and catches up from the
 //! primary's retained tail.
 
+mod beat;
 mod env;
+mod links;
 mod node_loop;
+mod peers;
 
-pub(crate) use node_loop::ToNode;
+pub(crate) use node_loop::{NodeTx, ToNode};
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -36,7 +38,7 @@ use tandem_memory::Segment;
 use tandem_node::{Node, NodeSettings, READ_INDEX_RETRY, ReadSettings, RoleRule};
 use tandem_replication::NodeId;
 use tandem_store::DataModel;
-use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_error};
+use tandem_wire::{ErrorCode, Frame, FrameBuffer, PeerKind, encode_error};
 
 use crate::backup::BackupHandle;
 use crate::config::{NodeConfig, Role};
@@ -44,12 +46,13 @@ use crate::gate::Handshake;
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
-use crate::peer_auth::{ClientAuth, PeerAuth, Sealer};
+use crate::peer_auth::{ClientAuth, PeerAuth};
 use crate::primary::{self, PrimaryHandle};
 use crate::scripts::Scripts;
 use crate::{Checksum, NodeStatus, StartError};
-use env::{PeerWriter, ReplicaLink, RuntimeEnv};
+use env::RuntimeEnv;
 use node_loop::NodeThread;
+use peers::Connected;
 use serde::Serialize;
 
 /// A cluster message in a few words, for the trace lines.
@@ -177,7 +180,7 @@ pub fn run(
     // The trace lines cost a formatted message per cluster message: they are built only when
     // the log level lets them through (`--log-level trace`, `RUST_LOG=trace`, `TANDEM_TRACE`).
     let trace = tracing::enabled!(tracing::Level::TRACE);
-    let (to_node, inbox) = mpsc::channel();
+    let (to_node, inbox, poll) = NodeTx::with_poll()?;
     let slot = Arc::new(Mutex::new(Slot::Outside));
     let slot_changed = Arc::new(Condvar::new());
     let info = Arc::new(Mutex::new(ClusterInfo {
@@ -240,18 +243,10 @@ pub fn run(
             },
         );
     }
-    let peer_closed = {
-        let to_node = to_node.clone();
-        crate::PeerClosed::new(move |peer| {
-            // The node's thread lives as long as the process.
-            let _ = to_node.send(ToNode::PeerClosed(peer));
-        })
-    };
     let acceptor = Acceptor {
         node_id: config.node_id,
         group: config.group.id,
         max_frame_len: config.tuning.max_frame_len,
-        tick: Duration::from_micros(config.tuning.tick_us),
         slot: Arc::clone(&slot),
         slot_changed: Arc::clone(&slot_changed),
         to_node: to_node.clone(),
@@ -321,24 +316,17 @@ pub fn run(
             }
         }
     };
-    let outbox = Outbox {
-        node: config.node_id,
-        group: config.group.id,
-        addresses,
-        writers: BTreeMap::new(),
-        trace,
-        auth: peer_auth.clone(),
-    };
-    let env = RuntimeEnv::new(
+    let peers = peers::Peers::new(
         config,
-        model,
-        log,
-        to_node,
-        outbox,
-        metrics,
-        &info,
-        peer_closed,
-    );
+        addresses,
+        peer_auth,
+        poll.registry(),
+        to_node.clone(),
+        Arc::clone(&metrics),
+        trace,
+    )?;
+    let env = RuntimeEnv::new(config, model, log, to_node, peers, metrics, &info, trace);
+    let beats = beat::Beats::start(config, Arc::clone(&env.progress))?;
     let (controls_tx, controls) = mpsc::channel();
     let tick = Duration::from_micros(config.tuning.tick_us);
     let thread = move || NodeThread {
@@ -346,6 +334,13 @@ pub fn run(
         disk,
         env,
         inbox,
+        poll,
+        beats,
+        beats_published: (0, Vec::new()),
+        peer_inputs: Vec::new(),
+        link_asks_waiting: BTreeMap::new(),
+        link_asked: BTreeMap::new(),
+        link_ask_after: None,
         controls,
         controls_tx,
         tick,
@@ -357,7 +352,6 @@ pub fn run(
         started: Instant::now(),
         alone_since: None,
         heard_since_role: std::collections::BTreeSet::new(),
-        links_accepted: 0,
         calls_queued: false,
         stats_refreshed: None,
     };
@@ -632,96 +626,6 @@ fn replay_log(
     }
 }
 
-/// The writer side of cluster messages: a thread per peer, started on first use.
-#[derive(Debug)]
-struct Outbox {
-    node: NodeId,
-    group: u32,
-    addresses: BTreeMap<NodeId, SocketAddr>,
-    writers: BTreeMap<NodeId, Sender<Vec<u8>>>,
-    /// Trace level on: log every message sent (but `Alive`).
-    trace: bool,
-    auth: PeerAuth,
-}
-
-impl Outbox {
-    fn send(&mut self, to: NodeId, message: &ClusterMessage) {
-        if self.trace && !matches!(message, ClusterMessage::Alive { .. }) {
-            tracing::trace!("node {}: to {to}: {}", self.node, brief(message));
-        }
-        let mut frame = Vec::new();
-        tandem_node::encode_cluster_message(&mut frame, message);
-        if !self.writers.contains_key(&to) {
-            let Some(&address) = self.addresses.get(&to) else {
-                return;
-            };
-            let (tx, rx) = mpsc::channel();
-            let hello = Hello::new(PeerKind::Cluster, u64::from(self.node), self.group);
-            // Without its writer a peer would hear nothing from this node for good: the
-            // writer is kept only if its thread started, and the next message tries again.
-            let auth = self.auth.clone();
-            if !crate::spawn_or_say(format!("cluster-{to}"), move || {
-                cluster_writer(address, to, hello, auth, rx)
-            }) {
-                return;
-            }
-            self.writers.insert(to, tx);
-        }
-        if let Some(outbox) = self.writers.get(&to) {
-            let _ = outbox.send(frame);
-        }
-    }
-}
-
-/// Writes one peer's cluster frames, reconnecting as needed; frames that cannot be written
-/// are dropped (the cluster core repeats what matters).
-fn cluster_writer(
-    address: SocketAddr,
-    peer: NodeId,
-    hello: Hello,
-    auth: PeerAuth,
-    outbox: Receiver<Vec<u8>>,
-) {
-    let mut stream: Option<(TcpStream, Sealer)> = None;
-    let mut scratch = Vec::new();
-    // The first failure to authenticate is logged; repeats are not (the peer is asked
-    // again with the next message, which the cluster core repeats).
-    let mut said = false;
-    while let Ok(frame) = outbox.recv() {
-        if stream.is_none() {
-            let Ok(mut fresh) = TcpStream::connect_timeout(&address, Duration::from_millis(50))
-            else {
-                continue;
-            };
-            let _ = net::tune(&fresh);
-            // Nothing is read on this connection but the handshake's answers.
-            let mut buffer = FrameBuffer::new(tandem_wire::MAX_FRAME_LEN_DEFAULT);
-            match auth.connect(&mut fresh, &mut buffer, &hello, peer) {
-                Ok(sealer) => {
-                    said = false;
-                    stream = Some((fresh, sealer));
-                }
-                Err(err) => {
-                    if !said {
-                        said = true;
-                        tracing::warn!(%address, "cannot link to the cluster peer at {address}: {err}");
-                    }
-                    continue;
-                }
-            }
-        }
-        let mut frames = frame;
-        while let Ok(more) = outbox.try_recv() {
-            frames.extend_from_slice(&more);
-        }
-        if let Some((open, sealer)) = &mut stream
-            && sealer.write_frames(open, &frames, &mut scratch).is_err()
-        {
-            stream = None;
-        }
-    }
-}
-
 /// The longest a primary's link or a client waits at a node that is changing roles (frozen
 /// for a view change, or between two roles) for the role it will have: about what a failover
 /// takes, and less than a stub's attempt timeout.
@@ -735,10 +639,7 @@ struct Acceptor {
     slot: Arc<Mutex<Slot>>,
     /// Notified when the role in `slot` changes.
     slot_changed: Arc<Condvar>,
-    to_node: Sender<ToNode>,
-    /// A link from a primary that brings bytes of a frame not yet whole tells the node at
-    /// most once per tick.
-    tick: Duration,
+    to_node: NodeTx,
     auth: PeerAuth,
     client_auth: ClientAuth,
     metrics: Arc<Metrics>,
@@ -850,29 +751,26 @@ impl Acceptor {
                 }
             }
             PeerKind::Replica => {
-                let Ok(primary) = peer else {
-                    refuse(&mut stream, ErrorCode::BadFrame, "node ids fit 32 bits");
-                    return;
-                };
-                // A node in the middle of a view change is most likely about to follow the
-                // primary that connects: the connection waits for its new role rather than
-                // being refused and tried again (a primary's link retries only every 500 µs,
-                // and a failover is a few milliseconds).
-                let slot = self.wait_for_role(
-                    |slot| matches!(slot, Slot::Backup(handle) if handle.gate().accepts(primary)),
-                );
-                drop(slot);
-                let _ = stream.set_read_timeout(None);
-                let sealer = sealer.expect("a replica link authenticated");
-                self.serve_replica(stream, buffer, primary, sealer);
+                // Only a static-mode primary links this way; a cluster's nodes link over
+                // the connection each pair of them keeps.
+                let message = "this node runs in a cluster: its peers link over their cluster \
+                               connection (every node of a cluster runs the same version)";
+                refuse(&mut stream, ErrorCode::BadFrame, message);
             }
             PeerKind::Cluster => {
                 let Ok(from) = peer else {
                     refuse(&mut stream, ErrorCode::BadFrame, "node ids fit 32 bits");
                     return;
                 };
-                let _ = stream.set_read_timeout(None);
-                self.read_cluster(stream, buffer, from);
+                let connected = Connected {
+                    stream,
+                    buffer,
+                    sealer: sealer.expect("a peer authenticated"),
+                };
+                let _ = self.to_node.send(ToNode::PeerAccepted {
+                    peer: from,
+                    connected,
+                });
             }
         }
     }
@@ -898,148 +796,6 @@ impl Acceptor {
                 .wait_timeout(slot, deadline - now)
                 .expect("not poisoned")
                 .0;
-        }
-    }
-
-    /// Hands the node a link from `primary`; if its backup role takes it (the node writes the
-    /// Welcome), reads the primary's messages for the node until the link ends.
-    fn serve_replica(
-        &self,
-        stream: TcpStream,
-        buffer: FrameBuffer,
-        primary: NodeId,
-        sealer: Sealer,
-    ) {
-        let Ok(write_half) = stream.try_clone() else {
-            return;
-        };
-        let writer = Arc::new(Mutex::new(PeerWriter {
-            stream: write_half,
-            sealer,
-            scratch: Vec::new(),
-        }));
-        let closing = Arc::new(AtomicBool::new(false));
-        let link = ReplicaLink {
-            id: 0,
-            primary,
-            writer: Arc::clone(&writer),
-            closing: Arc::clone(&closing),
-        };
-        let (answer, answered) = mpsc::channel();
-        if self
-            .to_node
-            .send(ToNode::ReplicaOpened { link, answer })
-            .is_err()
-        {
-            return;
-        }
-        match answered.recv() {
-            Ok(Ok(id)) => self.read_replica(stream, buffer, primary, id, &closing),
-            Ok(Err(message)) => {
-                let mut frame = Vec::new();
-                encode_error(&mut frame, ErrorCode::StaleView, &message);
-                let _ = writer.lock().expect("not poisoned").write_frames(&frame);
-                let _ = stream.shutdown(std::net::Shutdown::Both);
-            }
-            Err(_) => {}
-        }
-    }
-
-    /// Reads link `link` from `primary` for the node until it ends, and says how it ended.
-    fn read_replica(
-        &self,
-        mut stream: TcpStream,
-        mut buffer: FrameBuffer,
-        primary: NodeId,
-        link: u64,
-        closing: &AtomicBool,
-    ) {
-        // When the node was last told bytes of a frame not yet whole arrived.
-        let mut told_receiving: Option<Instant> = None;
-        let by_peer = loop {
-            let stop = loop {
-                match buffer.next_frame() {
-                    Ok(Some(Frame::Peer(message))) => {
-                        let event = ToNode::Replica {
-                            link,
-                            from: primary,
-                            message,
-                        };
-                        if self.to_node.send(event).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(Some(_)) => {
-                        // A primary sends only Peer frames after its Hello.
-                        self.metrics.frames_rejected.inc();
-                        break true;
-                    }
-                    Err(err) => {
-                        self.auth.note_forged(&ConnError::Frame(err));
-                        break true;
-                    }
-                    Ok(None) => break false,
-                }
-            };
-            if stop {
-                break false;
-            }
-            match net::fill(&mut stream, &mut buffer) {
-                Ok(0) => {}
-                Ok(_) => {
-                    // A long frame is arriving: the primary hears this backup meanwhile, once
-                    // a tick, as it would between frames.
-                    let partial = !buffer.holds_whole_frame().unwrap_or(true);
-                    let now = Instant::now();
-                    if partial && told_receiving.is_none_or(|at| now - at >= self.tick) {
-                        told_receiving = Some(now);
-                        let event = ToNode::Receiving {
-                            link,
-                            from: primary,
-                        };
-                        if self.to_node.send(event).is_err() {
-                            return;
-                        }
-                    }
-                }
-                Err(err) => {
-                    break matches!(err, ConnError::Closed | ConnError::Io(_))
-                        && !closing.load(Ordering::Acquire);
-                }
-            }
-        };
-        let _ = stream.shutdown(std::net::Shutdown::Both);
-        let _ = self.to_node.send(ToNode::ReplicaClosed {
-            link,
-            from: primary,
-            by_peer,
-        });
-    }
-
-    fn read_cluster(&self, mut stream: TcpStream, mut buffer: FrameBuffer, from: NodeId) {
-        loop {
-            loop {
-                match buffer.next_frame() {
-                    Ok(Some(Frame::Cluster(body))) => {
-                        // A message that does not decode is dropped; the connection stays.
-                        if let Ok(message) = tandem_node::decode_cluster_message(body) {
-                            let event = ToNode::Cluster { from, message };
-                            if self.to_node.send(event).is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Ok(Some(_)) => return,
-                    Err(err) => {
-                        self.auth.note_forged(&ConnError::Frame(err));
-                        return;
-                    }
-                    Ok(None) => break,
-                }
-            }
-            if net::fill(&mut stream, &mut buffer).is_err() {
-                return;
-            }
         }
     }
 }

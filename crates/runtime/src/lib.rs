@@ -24,6 +24,7 @@ mod peer_auth;
 mod peer_tls;
 pub mod primary;
 pub mod resp;
+mod retry;
 pub mod scripts;
 pub mod throttle;
 pub mod tls;

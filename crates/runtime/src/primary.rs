@@ -143,7 +143,7 @@ pub enum Inbound {
 pub(crate) enum InboundTx {
     Executor(Sender<Inbound>),
     Node {
-        to_node: Sender<crate::cluster::ToNode>,
+        to_node: crate::cluster::NodeTx,
         role_epoch: u64,
     },
 }
@@ -206,7 +206,7 @@ impl Progress {
         self.stuck.store(stuck, Ordering::Relaxed);
     }
 
-    fn is_stuck(&self) -> bool {
+    pub(crate) fn is_stuck(&self) -> bool {
         self.stuck.load(Ordering::Relaxed)
     }
 }
@@ -679,28 +679,5 @@ pub(crate) fn node_role(
         handle,
         view,
         lsn_committed,
-    })
-}
-
-/// Starts link threads for a cluster-mode primary role: what they read goes to `inbound`.
-pub(crate) fn node_links(
-    config: &NodeConfig,
-    metrics: &Arc<Metrics>,
-    inbound: InboundTx,
-    peer_closed: crate::PeerClosed,
-    progress: Arc<Progress>,
-) -> Result<LinkFactory, StartError> {
-    let tuning = &config.tuning;
-    Ok(LinkFactory {
-        observed: None,
-        peer_closed: Some(peer_closed),
-        progress,
-        pulse_interval: Duration::from_micros(tuning.tick_us * tuning.heartbeat_ticks),
-        node_id: config.node_id,
-        group: config.group.id,
-        max_frame_len: tuning.max_frame_len,
-        inbound,
-        metrics: Arc::clone(metrics),
-        auth: PeerAuth::new(config, metrics)?,
     })
 }

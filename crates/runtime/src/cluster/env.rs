@@ -4,9 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -18,16 +15,17 @@ use tandem_node::{
 };
 use tandem_replication::{ApplyBatch, Message, NodeId, Reply};
 use tandem_store::{DataModel, ProcId};
-use tandem_wire::{ErrorCode, encode_peer};
+use tandem_wire::ErrorCode;
 
-use super::{ClusterInfo, Outbox, ToNode};
+use super::node_loop::NodeTx;
+use super::peers::Peers;
+use super::{ClusterInfo, ToNode};
 use crate::StartError;
 use crate::backup::{ReadTo, answer_frame};
 use crate::config::NodeConfig;
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
-use crate::peer_auth::Sealer;
-use crate::primary::{ConnId, ConnOut, InboundTx, Progress};
+use crate::primary::{ConnId, ConnOut, Progress};
 
 /// Where a call's answer goes: a connection's call `seq`, or nobody (the model's periodic
 /// procedure). The seq rides along so that a withheld or refused call is answered by it.
@@ -48,46 +46,6 @@ impl Destination for CallTo {
 
     fn is_periodic(&self) -> bool {
         matches!(self, CallTo::Periodic)
-    }
-}
-
-/// The write half of a peer connection: whole frames are written under its lock, sealed
-/// if the link is.
-#[derive(Debug)]
-pub(crate) struct PeerWriter {
-    pub(crate) stream: TcpStream,
-    pub(crate) sealer: Sealer,
-    pub(crate) scratch: Vec<u8>,
-}
-
-impl PeerWriter {
-    pub(crate) fn write_frames(&mut self, frames: &[u8]) -> std::io::Result<()> {
-        self.sealer
-            .write_frames(&mut self.stream, frames, &mut self.scratch)
-    }
-}
-
-/// A primary's connection to this node's backup role: its reader thread hands the node
-/// what it reads ([`ToNode::Replica`]); the node writes its acks on `writer`.
-#[derive(Debug)]
-pub(crate) struct ReplicaLink {
-    /// Numbers the links a node accepts, so that a message read on a link the node has
-    /// since replaced is told apart.
-    pub(crate) id: u64,
-    pub(crate) primary: NodeId,
-    pub(crate) writer: Arc<Mutex<PeerWriter>>,
-    /// Set before this side shuts the link, so that its reader does not report the end it
-    /// reads as the primary's doing.
-    pub(crate) closing: Arc<AtomicBool>,
-}
-
-impl ReplicaLink {
-    /// Shuts the link from this side.
-    pub(crate) fn close(&self) {
-        self.closing.store(true, Ordering::Release);
-        if let Ok(writer) = self.writer.lock() {
-            let _ = writer.stream.shutdown(std::net::Shutdown::Both);
-        }
     }
 }
 
@@ -115,20 +73,17 @@ pub(crate) struct RuntimeEnv {
     pub(crate) log: Option<NodeLog>,
     /// The node's clock starts here (the reads' deadlines count from it).
     pub(crate) origin: Instant,
-    pub(crate) to_node: Sender<ToNode>,
+    pub(crate) to_node: NodeTx,
     /// Loads started so far: only the last one's segment is handed to the node.
     pub(crate) loads_started: u64,
-    /// Cluster messages to the other nodes.
-    pub(crate) outbox: Outbox,
-    /// A primary role's links to its members.
-    pub(crate) links: BTreeMap<NodeId, Sender<Message>>,
-    /// The epoch of the primary role the links serve.
-    pub(crate) links_epoch: Option<u64>,
-    /// How the links tell the node a member closed its connection.
-    pub(crate) peer_closed: crate::PeerClosed,
-    /// The links of a backup role: each primary's connection to it (at most the current
-    /// primary's is kept).
-    pub(crate) replicas: BTreeMap<NodeId, (u64, ReplicaLink)>,
+    /// The connections to the other nodes.
+    pub(crate) peers: Peers,
+    /// A primary role's links: the backups it took, with the epoch of the role that took
+    /// each.
+    pub(crate) links: BTreeMap<NodeId, u64>,
+    /// A backup role's link: the primary that took it, with the epoch of the role it took
+    /// (at most the followed primary's is kept).
+    pub(crate) replicas: BTreeMap<NodeId, u64>,
     /// The client connections of primary roles, by number.
     pub(crate) conns: BTreeMap<ConnId, Conn>,
     /// Numbers client connections across the node's roles (a connection of an ended role
@@ -152,11 +107,11 @@ impl RuntimeEnv {
         config: &NodeConfig,
         model: Box<dyn DataModel>,
         log: Option<NodeLog>,
-        to_node: Sender<ToNode>,
-        outbox: Outbox,
+        to_node: NodeTx,
+        peers: Peers,
         metrics: Arc<Metrics>,
         info: &Arc<Mutex<ClusterInfo>>,
-        peer_closed: crate::PeerClosed,
+        trace: bool,
     ) -> RuntimeEnv {
         RuntimeEnv {
             id: config.node_id,
@@ -166,10 +121,9 @@ impl RuntimeEnv {
             origin: Instant::now(),
             to_node,
             loads_started: 0,
-            trace: outbox.trace,
-            outbox,
+            trace,
+            peers,
             links: BTreeMap::new(),
-            links_epoch: None,
             replicas: BTreeMap::new(),
             conns: BTreeMap::new(),
             conn_next: Arc::new(std::sync::atomic::AtomicU64::new(1)),
@@ -179,37 +133,6 @@ impl RuntimeEnv {
             info: Arc::clone(info),
             tallies: Tallies::default(),
             replies_released: 0,
-            peer_closed,
-        }
-    }
-
-    /// Starts the link of the primary role of epoch `role_epoch` to member `node`, unless
-    /// it runs already.
-    pub(crate) fn link_to(&mut self, node: NodeId, role_epoch: u64) {
-        if self.links.contains_key(&node) {
-            return;
-        }
-        let Some(&address) = self.outbox.addresses.get(&node) else {
-            return;
-        };
-        let inbound = InboundTx::Node {
-            to_node: self.to_node.clone(),
-            role_epoch,
-        };
-        let started = crate::primary::node_links(
-            &self.config,
-            &self.metrics,
-            inbound,
-            self.peer_closed.clone(),
-            Arc::clone(&self.progress),
-        )
-        .and_then(|factory| factory.spawn(node, address));
-        match started {
-            Ok(link) => {
-                self.links.insert(node, link);
-            }
-            // The member hears nothing and is suspected; the next pass tries again.
-            Err(err) => tracing::error!("node {}: {err}", self.id),
         }
     }
 
@@ -217,32 +140,6 @@ impl RuntimeEnv {
     pub(crate) fn hand_over(&mut self) {
         for conn in self.conns.values_mut() {
             conn.out.hand_over();
-        }
-    }
-
-    /// Writes `message` on the link from primary `to`, if this node's backup role has it;
-    /// a link that cannot be written is closed, and its primary taken for dead.
-    fn send_to_primary(&mut self, to: NodeId, message: &Message) {
-        let Some((_, link)) = self.replicas.get(&to) else {
-            return;
-        };
-        let mut frame = Vec::new();
-        encode_peer(&mut frame, message);
-        let written = link
-            .writer
-            .lock()
-            .expect("not poisoned")
-            .write_frames(&frame);
-        if written.is_err() {
-            // A killed process's socket resets when it held unread acks: the write fails
-            // before any read can, and the node hears of the death at once (its next input:
-            // the link is closed and the primary taken for dead there, as when its reader
-            // finds the end first).
-            let _ = self.to_node.send(ToNode::ReplicaClosed {
-                link: link.id,
-                from: to,
-                by_peer: true,
-            });
         }
     }
 
@@ -352,20 +249,24 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
 
     fn send(&mut self, to: NodeId, message: PeerMessage) {
         match message {
-            PeerMessage::Cluster(message) => self.outbox.send(to, &message),
+            PeerMessage::Cluster(message) => self.peers.send_cluster(to, &message),
             PeerMessage::Replication(message) if self.primary_epoch.is_some() => {
                 if let Message::Batch(bytes) = &message {
                     self.metrics.batches_shipped.inc();
                     self.metrics.bytes_shipped.inc_by(bytes.len() as u64);
                     self.tallies.wire_bytes += bytes.len() as u64;
                 }
-                // A link reconnects for as long as its member stays: a send fails only once
-                // its thread stopped, and then the member is suspected.
-                if let Some(link) = self.links.get(&to) {
-                    let _ = link.send(message);
+                // A member not linked yet asks for its link and introduces itself; what was
+                // sent before is of no use to it.
+                if self.links.get(&to) == self.primary_epoch.as_ref() {
+                    self.peers.send_replication(to, &message);
                 }
             }
-            PeerMessage::Replication(message) => self.send_to_primary(to, &message),
+            PeerMessage::Replication(message) => {
+                if self.replicas.contains_key(&to) {
+                    self.peers.send_replication(to, &message);
+                }
+            }
         }
     }
 

@@ -1,16 +1,18 @@
 //! The node's thread: it owns the member's [`Node`] (its supervisor, the role it holds and
-//! that role's store) and drives it. The sockets' threads hand it what they read through
-//! one channel ([`ToNode`]); it hands the node each input, drives it, and then publishes
-//! what the other threads read of it: the role's handle (for the acceptor and the RESP front
-//! end), the links a primary role needs, and what `/status` says.
+//! that role's store) and drives it, and its connections to the other nodes (a poll loop:
+//! [`super::peers`]). The clients' threads, the log and the loader hand it what they have
+//! through one channel ([`NodeTx`], which wakes the poll); it hands the node each input,
+//! drives it, and then publishes what the other threads read of it: the role's handle (for
+//! the acceptor and the RESP front end), the links the role keeps, and what `/status` says.
 //!
-//! Order: the inputs waiting are taken one at a time, each followed by a drive; then the
-//! ticks that are due; then the answers of the whole pass are handed to their connections,
-//! and the role published.
+//! Order in a pass: what the peers' sockets hold, frame by frame, each followed by a drive;
+//! then the channel's inputs, likewise; the calls they queued, run together; the ticks that
+//! are due; the answers of the whole pass handed to their connections; the role published;
+//! and last what the pass queued for the peers, written.
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,13 +20,16 @@ use tandem_cluster::ClusterMessage;
 use tandem_config::{FileDurable, Member};
 use tandem_memory::Segment;
 use tandem_node::{DriveError, Needs, Node, Slot as RoleSlot, WaitingCall, WaitingRead};
-use tandem_replication::{Message, NodeId};
+use tandem_replication::NodeId;
 use tandem_store::ProcId;
-use tandem_wire::{ErrorCode, Role, Welcome, encode_welcome};
+use tandem_wire::ErrorCode;
 
-use super::env::{CallTo, Conn, ReplicaLink, RuntimeEnv};
+use super::beat::Beats;
+use super::env::{CallTo, Conn, RuntimeEnv};
+use super::peers::{self, Connected, PeerInput};
 use super::{ClusterInfo, Slot, TICKS_REPLAYED_MAX, brief};
 use crate::backup::{BackupHandle, Gate, ReadRequest, ReadTo};
+use crate::net::ConnError;
 use crate::primary::{CallBatch, ConnOut, ConnSink, Inbound, InboundTx};
 use crate::scripts::Scripts;
 use crate::{Checksum, Control, NodeStatus, StartError};
@@ -35,38 +40,18 @@ const STATS_INTERVAL: Duration = Duration::from_millis(100);
 /// What reaches the node's thread.
 #[derive(Debug)]
 pub(crate) enum ToNode {
-    /// A cluster message from peer `from`.
-    Cluster {
-        from: NodeId,
-        message: ClusterMessage,
-    },
     /// What a primary role's connections read (clients' calls, members' acks), tagged with
     /// the epoch of the role they were opened under.
     Primary { role_epoch: u64, inbound: Inbound },
-    /// A primary opened a link to this node; `answer` hears whether the node's backup role
-    /// takes it (the node wrote the Welcome) or why not.
-    ReplicaOpened {
-        link: ReplicaLink,
-        answer: Sender<Result<u64, String>>,
-    },
-    /// A message from primary `from` on link `link`.
-    Replica {
-        link: u64,
-        from: NodeId,
-        message: Message,
-    },
-    /// Bytes of a message not yet whole arrived from primary `from` on link `link`.
-    Receiving { link: u64, from: NodeId },
-    /// Link `link` from primary `from` ended; `by_peer` if from the primary's side.
-    ReplicaClosed {
-        link: u64,
-        from: NodeId,
-        by_peer: bool,
+    /// A peer's connection, accepted and authenticated.
+    PeerAccepted { peer: NodeId, connected: Connected },
+    /// A dial to a peer ended.
+    PeerDialed {
+        peer: NodeId,
+        result: Result<Connected, ConnError>,
     },
     /// A client's read at a backup role.
     Read(ReadRequest),
-    /// The connection from a peer was closed from its side.
-    PeerClosed(NodeId),
     /// The log synced every record up to this LSN.
     Synced(u64),
     /// Load number `load` ended.
@@ -74,6 +59,56 @@ pub(crate) enum ToNode {
         load: u64,
         result: Result<Segment, StartError>,
     },
+}
+
+/// The way into the node's thread: its channel, and the waker of its poll. The waker is
+/// rung only when the thread sleeps (or is about to), so a busy node is not woken once per
+/// input.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeTx {
+    tx: Sender<ToNode>,
+    waker: Arc<mio::Waker>,
+    asleep: Arc<AtomicBool>,
+}
+
+/// The node's thread has stopped.
+#[derive(Debug)]
+pub(crate) struct NodeGone;
+
+impl NodeTx {
+    /// A way into a node thread, the inbox it reads and the poll it waits on.
+    pub(crate) fn with_poll() -> Result<(NodeTx, NodeInbox, mio::Poll), StartError> {
+        let poll_failed = |source| StartError::Thread {
+            thread: "the node's poll",
+            source,
+        };
+        let poll = mio::Poll::new().map_err(poll_failed)?;
+        let waker = mio::Waker::new(poll.registry(), peers::WAKER).map_err(poll_failed)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let asleep = Arc::new(AtomicBool::new(false));
+        let node_tx = NodeTx {
+            tx,
+            waker: Arc::new(waker),
+            asleep: Arc::clone(&asleep),
+        };
+        Ok((node_tx, NodeInbox { rx, asleep }, poll))
+    }
+
+    pub(crate) fn send(&self, input: ToNode) -> Result<(), NodeGone> {
+        self.tx.send(input).map_err(|_| NodeGone)?;
+        // Sent before the flag is read: a thread going to sleep either finds the input in
+        // its last look at the channel or finds the flag taken here and is woken.
+        if self.asleep.swap(false, Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+        Ok(())
+    }
+}
+
+/// The node thread's end of [`NodeTx`].
+pub(crate) struct NodeInbox {
+    rx: Receiver<ToNode>,
+    asleep: Arc<AtomicBool>,
 }
 
 /// What the node publishes of its role to the other threads, and the role's epoch.
@@ -96,7 +131,21 @@ pub(super) struct NodeThread {
     pub(super) node: Node<CallTo, ReadTo>,
     pub(super) disk: FileDurable,
     pub(super) env: RuntimeEnv,
-    pub(super) inbox: Receiver<ToNode>,
+    pub(super) inbox: NodeInbox,
+    /// Polls the peers' connections and the waker of [`NodeTx`].
+    pub(super) poll: mio::Poll,
+    /// What the beat thread speaks for: published when it changes.
+    pub(super) beats: Arc<Beats>,
+    pub(super) beats_published: (u64, Vec<(NodeId, u64)>),
+    /// What the peers' connections brought in this pass (a buffer reused).
+    pub(super) peer_inputs: Vec<PeerInput>,
+    /// Primary: asks for a link from backups its role cannot take yet, with when each is
+    /// refused (a view change makes the asker wait a moment rather than ask again).
+    pub(super) link_asks_waiting: BTreeMap<NodeId, Instant>,
+    /// Backup: the role epoch this node's last ask for a link was sent in, by primary.
+    pub(super) link_asked: BTreeMap<NodeId, u64>,
+    /// Backup: a refused ask is sent again from then.
+    pub(super) link_ask_after: Option<Instant>,
     /// Status and checksum questions of the backup role's probes.
     pub(super) controls: Receiver<Control>,
     pub(super) controls_tx: Sender<Control>,
@@ -112,8 +161,6 @@ pub(super) struct NodeThread {
     pub(super) alone_since: Option<Instant>,
     /// Backups the primary role heard from since it started (for the trace lines).
     pub(super) heard_since_role: BTreeSet<NodeId>,
-    /// Numbers the replica links this node accepts.
-    pub(super) links_accepted: u64,
     /// Calls were queued at the primary role in this pass, to run once it is over.
     pub(super) calls_queued: bool,
     /// When the model's figures (keys, memory) were last refreshed for `/metrics` and
@@ -130,19 +177,28 @@ impl NodeThread {
     pub(super) fn run(mut self) {
         let tick = self.tick;
         let mut next_tick = Instant::now() + tick;
+        let mut events = mio::Events::with_capacity(64);
         self.drive();
         self.publish();
         loop {
             let timeout = next_tick.saturating_duration_since(Instant::now());
-            match self.inbox.recv_timeout(timeout) {
-                Ok(input) => {
-                    self.input(input);
-                    while let Ok(input) = self.inbox.try_recv() {
-                        self.input(input);
-                    }
+            let first = self.wait(&mut events, timeout);
+            for event in events.iter() {
+                let Some(peer) = peers::peer_of(event.token()) else {
+                    continue;
+                };
+                if event.is_writable() {
+                    self.env.peers.flush(Some(peer));
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    self.read_peer(peer);
+                }
+            }
+            if let Some(input) = first {
+                self.input(input);
+            }
+            while let Ok(input) = self.inbox.rx.try_recv() {
+                self.input(input);
             }
             // The calls of every connection read in this pass run together: they share
             // batches, as they would in one connection's pipeline.
@@ -158,7 +214,33 @@ impl NodeThread {
             next_tick = self.ticks_due(next_tick);
             self.env.hand_over();
             self.publish();
+            self.env.peers.dial_due(Instant::now());
+            self.env.peers.flush(None);
+            self.peers_ended();
         }
+    }
+
+    /// Waits for sockets, an input or `timeout`, whichever comes first; returns an input
+    /// already waiting, if one was (the poll then only looks).
+    fn wait(&mut self, events: &mut mio::Events, timeout: Duration) -> Option<ToNode> {
+        self.inbox.asleep.store(true, Ordering::SeqCst);
+        let first = self.inbox.rx.try_recv().ok();
+        let timeout = if first.is_some() {
+            Duration::ZERO
+        } else {
+            timeout
+        };
+        if let Err(err) = self.poll.poll(events, Some(timeout))
+            && err.kind() != std::io::ErrorKind::Interrupted
+        {
+            tracing::error!(
+                "node {}: poisoned: cannot poll ({err}); the node stops",
+                self.env.id
+            );
+            std::process::exit(70);
+        }
+        self.inbox.asleep.store(false, Ordering::SeqCst);
+        first
     }
 
     /// Ticks the node for every tick due by now, and returns when the next one is. The
@@ -213,45 +295,22 @@ impl NodeThread {
     /// Hands the node one input, then drives it.
     fn input(&mut self, input: ToNode) {
         match input {
-            ToNode::Cluster { from, message } => self.cluster_message(from, message),
             ToNode::Primary {
                 role_epoch,
                 inbound,
             } => self.primary_input(role_epoch, inbound),
-            ToNode::ReplicaOpened { link, answer } => {
-                let _ = answer.send(self.accept_link(link));
+            ToNode::PeerAccepted { peer, connected } => {
+                self.env.peers.open(peer, connected);
+                self.read_peer(peer);
             }
-            ToNode::Replica {
-                link,
-                from,
-                message,
-            } => {
-                if self.is_current_link(link, from) {
-                    if let Message::Batch(_) = message {
-                        self.env.metrics.batches_received.inc();
-                    }
-                    let stepped = self.node.step_replication(from, message, &mut self.env);
-                    self.check(stepped);
+            ToNode::PeerDialed { peer, result } => {
+                let opened = result.is_ok();
+                self.env.peers.dialed(peer, result);
+                if opened {
+                    self.read_peer(peer);
                 }
             }
-            ToNode::Receiving { link, from } => {
-                if self.is_current_link(link, from) {
-                    let received = self.node.receiving(from, &mut self.env);
-                    self.check(received);
-                }
-            }
-            ToNode::ReplicaClosed {
-                link,
-                from,
-                by_peer,
-            } => self.link_closed(link, from, by_peer),
             ToNode::Read(read) => self.read(read),
-            ToNode::PeerClosed(peer) => {
-                if self.env.trace {
-                    tracing::trace!("node {}: node {peer} closed its connection", self.env.id);
-                }
-                self.node.peer_closed(peer);
-            }
             ToNode::Synced(lsn) => {
                 let synced = self.node.log_synced(lsn, &mut self.env);
                 self.check(synced);
@@ -265,7 +324,7 @@ impl NodeThread {
         self.drive();
     }
 
-    fn cluster_message(&mut self, from: NodeId, message: ClusterMessage) {
+    pub(super) fn cluster_message(&mut self, from: NodeId, message: ClusterMessage) {
         let me = self.env.id;
         if self.env.trace && !matches!(message, ClusterMessage::Alive { .. }) {
             tracing::trace!("node {me}: from {from}: {}", brief(&message));
@@ -291,18 +350,6 @@ impl NodeThread {
                     }
                 }
             }
-            Inbound::Peer { from, message } if current => {
-                if self.env.trace && self.heard_since_role.insert(from) {
-                    tracing::trace!(
-                        "node {}: first ack from node {from} in this role",
-                        self.env.id
-                    );
-                }
-                let stepped = self.node.step_replication(from, message, &mut self.env);
-                self.check(stepped);
-            }
-            Inbound::LinkUp { node } if current => self.node.link_up(node),
-            Inbound::Peer { .. } | Inbound::LinkUp { .. } => {}
             Inbound::ConnOpened {
                 conn,
                 out,
@@ -319,6 +366,9 @@ impl NodeThread {
                 self.env.conns.remove(&conn);
             }
             Inbound::Control(control) => self.answer(control),
+            Inbound::Peer { .. } | Inbound::LinkUp { .. } => {
+                unreachable!("a node's peers reach it through its own connections")
+            }
             Inbound::View { .. }
             | Inbound::Depose { .. }
             | Inbound::PrepareRemoval { .. }
@@ -379,74 +429,8 @@ impl NodeThread {
         self.check(kept.map(|_| ()));
     }
 
-    /// Whether `link` is the link from `from` this node's backup role takes messages on.
-    fn is_current_link(&self, link: u64, from: NodeId) -> bool {
-        self.env
-            .replicas
-            .get(&from)
-            .is_some_and(|(_, current)| current.id == link)
-    }
-
-    /// A primary's link to this node: taken (the Welcome written on it, any older link from
-    /// the same primary closed) if the backup role follows that primary now.
-    fn accept_link(&mut self, mut link: ReplicaLink) -> Result<u64, String> {
-        let me = self.env.id;
-        let RoleSlot::Backup(backup) = self.node.role() else {
-            return Err(format!("node {me} is not a backup now"));
-        };
-        let gate = backup.gate();
-        if gate.is_frozen() || gate.primary() != link.primary {
-            return Err(format!(
-                "node {me} follows node {} in view {}, not node {}",
-                gate.primary(),
-                gate.view(),
-                link.primary
-            ));
-        }
-        self.links_accepted += 1;
-        link.id = self.links_accepted;
-        let mut welcome = Vec::new();
-        encode_welcome(
-            &mut welcome,
-            &Welcome {
-                version: tandem_wire::PROTOCOL_VERSION,
-                node_id: me,
-                role: Role::Backup,
-                view: gate.view(),
-                lsn: backup.receiver().core().lsn_received(),
-            },
-        );
-        let written = link
-            .writer
-            .lock()
-            .expect("not poisoned")
-            .write_frames(&welcome);
-        written.map_err(|err| format!("cannot welcome node {}: {err}", link.primary))?;
-        let primary = link.primary;
-        let role_epoch = self.node.role_epoch();
-        let id = link.id;
-        if let Some((_, old)) = self.env.replicas.insert(primary, (role_epoch, link)) {
-            old.close();
-        }
-        Ok(id)
-    }
-
-    /// A link from a primary ended: if it was the current one and the primary's side ended
-    /// it, the primary's process may have died, and the node hears of it at once.
-    fn link_closed(&mut self, link: u64, from: NodeId, by_peer: bool) {
-        if !self.is_current_link(link, from) {
-            return;
-        }
-        if let Some((_, link)) = self.env.replicas.remove(&from) {
-            link.close();
-        }
-        if by_peer {
-            self.node.peer_closed(from);
-        }
-    }
-
     /// Has the node's supervisor save, send and act on what its core produced.
-    fn drive(&mut self) {
+    pub(super) fn drive(&mut self) {
         let started = Instant::now();
         let driven = self.node.drive(&mut self.disk, &mut self.env);
         match driven {
@@ -475,7 +459,7 @@ impl NodeThread {
 
     /// A failure of the node's own (a batch its backup role accepted and cannot apply): the
     /// node cannot go on with a replica it cannot trust.
-    fn check(&self, result: Result<(), String>) {
+    pub(super) fn check(&self, result: Result<(), String>) {
         if let Err(err) = result {
             tracing::error!("node {}: poisoned: {err}; the node stops", self.env.id);
             std::process::exit(70);
@@ -578,6 +562,7 @@ impl NodeThread {
         }
         self.publish_figures();
         self.keep_links();
+        self.publish_beats();
         self.publish_info();
     }
 
@@ -720,46 +705,6 @@ impl NodeThread {
                 }
             }
             _ => {}
-        }
-    }
-
-    /// A primary role keeps a link to each member of its view (a new role: new links); a
-    /// backup role keeps only the link from the primary it follows, in the role that took
-    /// it, while it is not frozen.
-    fn keep_links(&mut self) {
-        let role_epoch = self.node.role_epoch();
-        match self.node.role() {
-            RoleSlot::Primary(host) => {
-                let members: Vec<NodeId> = host
-                    .primary()
-                    .backup_progress()
-                    .map(|(node, _, _)| node)
-                    .collect();
-                if self.env.links_epoch != Some(role_epoch) {
-                    self.env.links.clear();
-                    self.env.links_epoch = Some(role_epoch);
-                }
-                self.env.links.retain(|node, _| members.contains(node));
-                for node in members {
-                    self.env.link_to(node, role_epoch);
-                }
-            }
-            RoleSlot::Backup(_) | RoleSlot::Outside => {
-                self.env.links.clear();
-                self.env.links_epoch = None;
-            }
-        }
-        let following = match self.node.role() {
-            RoleSlot::Backup(backup) if !backup.gate().is_frozen() => Some(backup.gate().primary()),
-            _ => None,
-        };
-        let replicas = std::mem::take(&mut self.env.replicas);
-        for (primary, (epoch, link)) in replicas {
-            if following == Some(primary) && epoch == role_epoch {
-                self.env.replicas.insert(primary, (epoch, link));
-            } else {
-                link.close();
-            }
         }
     }
 

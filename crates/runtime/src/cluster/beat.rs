@@ -1,0 +1,108 @@
+//! The beat thread: while the node's thread is busy (a long call, a checksum, a starved
+//! thread on a loaded machine), a primary role's backups keep hearing it. For each backup
+//! linked to the primary role, it sends a `Pulse` when nothing was queued to that backup for
+//! a heartbeat's interval, unless the cluster core took the node as stuck (no turn for
+//! `tuning.executor_stall_ms`): the backups keep hearing a busy primary and stop hearing a
+//! stuck one. A dead process sends nothing at all, so a kill is still seen at once (its
+//! closed sockets) and a stuck node after the core's stall allowance.
+//!
+//! The node's thread publishes the links and the role's view ([`Beats::publish`]); the beat
+//! thread writes through each connection's [`PeerOut`] lock, the one the node's thread
+//! writes through, so frames never interleave and a sealed link's sequence holds.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tandem_replication::{Message, NodeId};
+use tandem_wire::encode_peer;
+
+use super::peers::PeerOut;
+use crate::primary::Progress;
+
+/// The shortest the beat thread sleeps between two looks.
+const SLEEP_MIN: Duration = Duration::from_micros(200);
+
+/// The links a primary role's beat speaks for, and the role's view.
+#[derive(Default)]
+struct Published {
+    view: u64,
+    /// (backup, the connection's number, its write side).
+    links: Vec<(NodeId, u64, Arc<Mutex<PeerOut>>)>,
+}
+
+/// What the node's thread shares with the beat thread.
+pub(super) struct Beats {
+    published: Mutex<Published>,
+    progress: Arc<Progress>,
+    interval: Duration,
+}
+
+impl Beats {
+    /// Starts the beat thread of the node `config` describes, whose primary roles' turns
+    /// `progress` counts.
+    pub(super) fn start(
+        config: &crate::config::NodeConfig,
+        progress: Arc<Progress>,
+    ) -> Result<Arc<Beats>, crate::StartError> {
+        let tuning = &config.tuning;
+        let beats = Arc::new(Beats {
+            published: Mutex::new(Published::default()),
+            progress,
+            interval: Duration::from_micros(tuning.tick_us * tuning.heartbeat_ticks),
+        });
+        let running = Arc::clone(&beats);
+        std::thread::Builder::new()
+            .name("beat".into())
+            .spawn(move || running.run())
+            .map_err(|source| crate::StartError::Thread {
+                thread: "the beat",
+                source,
+            })?;
+        Ok(beats)
+    }
+
+    /// The primary role's links in `view` (none: no primary role). The node's thread calls
+    /// it only when they changed.
+    pub(super) fn publish(&self, view: u64, links: Vec<(NodeId, u64, Arc<Mutex<PeerOut>>)>) {
+        *self.published.lock().expect("not poisoned") = Published { view, links };
+    }
+
+    /// Runs the beat until the process stops.
+    pub(super) fn run(self: Arc<Beats>) {
+        let mut frame = Vec::new();
+        loop {
+            let sleep = self.beat_once(Instant::now(), &mut frame);
+            std::thread::sleep(sleep.max(SLEEP_MIN));
+        }
+    }
+
+    /// Pulses every link silent for an interval; returns how long until one may be due.
+    fn beat_once(&self, now: Instant, frame: &mut Vec<u8>) -> Duration {
+        let published = self.published.lock().expect("not poisoned");
+        let stuck = self.progress.is_stuck();
+        let mut next = self.interval;
+        for (_, _, out) in &published.links {
+            let mut out = out.lock().expect("not poisoned");
+            let silent = now.saturating_duration_since(out.queued_at);
+            if silent < self.interval {
+                next = next.min(self.interval - silent);
+                continue;
+            }
+            if stuck {
+                continue;
+            }
+            frame.clear();
+            encode_peer(
+                frame,
+                &Message::Pulse {
+                    view: published.view,
+                },
+            );
+            // A write that fails is the node's thread's to find and report.
+            if out.frames(frame).is_ok() {
+                let _ = out.flush();
+            }
+        }
+        next
+    }
+}
