@@ -106,3 +106,78 @@ impl Beats {
         next
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    use tandem_wire::{Frame, FrameBuffer};
+
+    use super::*;
+
+    /// A beat speaking for one link (to node 2, in view 7) whose last frame left `silent`
+    /// ago, and the backup's end of it.
+    fn beat_with_link(silent: Duration) -> (Beats, TcpStream, Instant) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let backup = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (primary, _) = listener.accept().unwrap();
+        primary.set_nonblocking(true).unwrap();
+        let now = Instant::now() + Duration::from_secs(1);
+        let out = PeerOut::plain(primary, now - silent);
+        let beats = Beats {
+            published: Mutex::new(Published::default()),
+            progress: Arc::new(Progress::default()),
+            interval: Duration::from_millis(10),
+        };
+        beats.publish(7, vec![(2, 1, Arc::new(Mutex::new(out)))]);
+        (beats, backup, now)
+    }
+
+    /// The frames the backup received within 50 ms.
+    fn received(backup: &mut TcpStream) -> Vec<Message> {
+        backup
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let mut buffer = FrameBuffer::new(1 << 20);
+        let mut messages = Vec::new();
+        while let Ok(n) = backup.read(buffer.spare()) {
+            if n == 0 {
+                break;
+            }
+            buffer.filled(n);
+            while let Some(Frame::Peer(message)) = buffer.next_frame().unwrap() {
+                messages.push(message);
+            }
+        }
+        messages
+    }
+
+    #[test]
+    fn a_link_silent_for_an_interval_is_pulsed_in_the_roles_view() {
+        let (beats, mut backup, now) = beat_with_link(Duration::from_millis(10));
+        let mut frame = Vec::new();
+        assert_eq!(beats.beat_once(now, &mut frame), Duration::from_millis(10));
+        assert_eq!(received(&mut backup), [Message::Pulse { view: 7 }]);
+    }
+
+    #[test]
+    fn a_link_heard_lately_waits_for_the_rest_of_its_interval() {
+        let (beats, mut backup, now) = beat_with_link(Duration::from_millis(4));
+        let mut frame = Vec::new();
+        assert_eq!(beats.beat_once(now, &mut frame), Duration::from_millis(6));
+        assert!(received(&mut backup).is_empty());
+    }
+
+    #[test]
+    fn a_stuck_node_is_not_pulsed_for() {
+        let (beats, mut backup, now) = beat_with_link(Duration::from_millis(30));
+        beats.progress.set_stuck(true);
+        let mut frame = Vec::new();
+        beats.beat_once(now, &mut frame);
+        assert!(received(&mut backup).is_empty());
+        beats.progress.set_stuck(false);
+        beats.beat_once(now, &mut frame);
+        assert_eq!(received(&mut backup), [Message::Pulse { view: 7 }]);
+    }
+}

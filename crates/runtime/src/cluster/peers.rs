@@ -116,6 +116,19 @@ impl PeerOut {
     fn unsent(&self) -> usize {
         self.pending.len() - self.written
     }
+
+    /// A plain connection's write side on `stream`, last written at `queued_at`.
+    #[cfg(test)]
+    pub(super) fn plain(stream: TcpStream, queued_at: Instant) -> PeerOut {
+        PeerOut {
+            stream,
+            sealer: Sealer::Plain,
+            scratch: Vec::new(),
+            pending: Vec::new(),
+            written: 0,
+            queued_at,
+        }
+    }
 }
 
 /// What a peer's connection brought, for the node.
@@ -193,7 +206,8 @@ impl PeerConn {
                 Err(_) => return Err(Ended::ByPeer),
             }
         }
-        let partial = !self.buffer.holds_whole_frame().unwrap_or(true);
+        let partial =
+            self.buffer.buffered() > 0 && !self.buffer.holds_whole_frame().unwrap_or(true);
         if partial && self.told_receiving.is_none_or(|at| now - at >= tick) {
             self.told_receiving = Some(now);
             inputs.push(PeerInput::Receiving { from });
@@ -645,4 +659,174 @@ fn dial(
         buffer,
         sealer,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// Both ends of a loopback connection: this node's, non-blocking, and the peer's.
+    fn pair() -> (PeerConn, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, _) = listener.accept().unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let out = PeerOut::plain(stream.try_clone().unwrap(), Instant::now());
+        let conn = PeerConn {
+            stream,
+            buffer: FrameBuffer::new(tandem_wire::MAX_FRAME_LEN_DEFAULT),
+            out: Arc::new(Mutex::new(out)),
+            number: 1,
+            asks_unanswered: 0,
+            told_receiving: None,
+        };
+        (conn, peer)
+    }
+
+    /// Reads until `conn` has what `peer` wrote (loopback delivers within microseconds).
+    fn read_all(conn: &mut PeerConn, now: Instant) -> Result<Vec<PeerInput>, Ended> {
+        std::thread::sleep(Duration::from_millis(20));
+        let mut inputs = Vec::new();
+        conn.read(2, now, Duration::from_millis(1), &mut inputs)?;
+        Ok(inputs)
+    }
+
+    fn welcome() -> Vec<u8> {
+        let mut frame = Vec::new();
+        let welcome = Welcome {
+            version: tandem_wire::PROTOCOL_VERSION,
+            node_id: 2,
+            role: tandem_wire::Role::Primary,
+            view: 3,
+            lsn: 9,
+        };
+        encode_welcome(&mut frame, &welcome);
+        frame
+    }
+
+    #[test]
+    fn only_the_answer_to_the_last_ask_is_heard() {
+        let (mut conn, mut peer) = pair();
+        conn.asks_unanswered = 2;
+        let mut frames = welcome();
+        encode_error(&mut frames, ErrorCode::StaleView, "node 1 is not a member");
+        peer.write_all(&frames).unwrap();
+        let inputs = read_all(&mut conn, Instant::now()).ok().unwrap();
+        assert_eq!(inputs.len(), 1, "{inputs:?}");
+        assert!(
+            matches!(&inputs[0], PeerInput::LinkAnswered { from: 2, answer: Err(why) }
+                if why == "node 1 is not a member"),
+            "{inputs:?}"
+        );
+        assert_eq!(conn.asks_unanswered, 0);
+
+        // The next ask's answer is heard.
+        conn.asks_unanswered = 1;
+        peer.write_all(&welcome()).unwrap();
+        let inputs = read_all(&mut conn, Instant::now()).ok().unwrap();
+        assert!(
+            matches!(
+                &inputs[..],
+                [PeerInput::LinkAnswered {
+                    from: 2,
+                    answer: Ok(())
+                }]
+            ),
+            "{inputs:?}"
+        );
+    }
+
+    #[test]
+    fn a_backup_asks_with_a_replica_hello_naming_itself_and_nothing_else_passes() {
+        let (mut conn, mut peer) = pair();
+        let mut frame = Vec::new();
+        encode_hello(&mut frame, &Hello::new(PeerKind::Replica, 2, 0));
+        peer.write_all(&frame).unwrap();
+        let inputs = read_all(&mut conn, Instant::now()).ok().unwrap();
+        assert!(
+            matches!(&inputs[..], [PeerInput::LinkAsked { from: 2 }]),
+            "{inputs:?}"
+        );
+
+        // A Hello that claims another node, and a client's call, end the connection.
+        for frame in [
+            {
+                let mut frame = Vec::new();
+                encode_hello(&mut frame, &Hello::new(PeerKind::Replica, 3, 0));
+                frame
+            },
+            {
+                let mut frame = Vec::new();
+                tandem_wire::encode_call(&mut frame, 1, 1, None, b"x");
+                frame
+            },
+        ] {
+            let (mut conn, mut peer) = pair();
+            peer.write_all(&frame).unwrap();
+            match read_all(&mut conn, Instant::now()) {
+                Err(Ended::Here(ConnError::Protocol(why))) => {
+                    assert!(why.contains("on the peer connection"), "{why}")
+                }
+                other => panic!("expected the connection to end: {:?}", other.ok()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_frame_arriving_is_told_once_a_tick_and_a_close_is_the_peers() {
+        let (mut conn, mut peer) = pair();
+        let message = Message::Batch(vec![7; 100_000].into());
+        let mut frame = Vec::new();
+        if let Message::Batch(bytes) = &message {
+            tandem_wire::encode_batch_frame_header(&mut frame, bytes.len());
+            frame.extend_from_slice(bytes);
+        }
+        let start = Instant::now();
+        peer.write_all(&frame[..1_000]).unwrap();
+        let inputs = read_all(&mut conn, start).ok().unwrap();
+        assert!(
+            matches!(&inputs[..], [PeerInput::Receiving { from: 2 }]),
+            "{inputs:?}"
+        );
+        peer.write_all(&frame[1_000..2_000]).unwrap();
+        let inputs = read_all(&mut conn, start).ok().unwrap();
+        assert!(inputs.is_empty(), "told again within the tick: {inputs:?}");
+        peer.write_all(&frame[2_000..]).unwrap();
+        let later = start + Duration::from_millis(1);
+        let inputs = read_all(&mut conn, later).ok().unwrap();
+        assert!(
+            matches!(&inputs[..], [PeerInput::Replication { from: 2, message: got }] if *got == message),
+            "{} inputs",
+            inputs.len()
+        );
+        drop(peer);
+        assert!(matches!(read_all(&mut conn, later), Err(Ended::ByPeer)));
+    }
+
+    #[test]
+    fn what_the_socket_cannot_take_waits_and_leaves_in_order() {
+        let (conn, mut peer) = pair();
+        let mut out = conn.out.lock().unwrap();
+        // More than the socket buffers hold with nobody reading.
+        let chunk = vec![5u8; 1 << 20];
+        for _ in 0..64 {
+            out.frames(&chunk).unwrap();
+            out.flush().unwrap();
+        }
+        assert!(out.unsent() > 0, "the kernel took 64 MiB unread");
+        let mut read = 0usize;
+        let mut buffer = vec![0; 1 << 20];
+        peer.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        while read < 64 << 20 {
+            out.flush().unwrap();
+            let n = peer.read(&mut buffer).unwrap();
+            assert!(buffer[..n].iter().all(|&b| b == 5));
+            read += n;
+        }
+        out.flush().unwrap();
+        assert_eq!(out.unsent(), 0);
+    }
 }
