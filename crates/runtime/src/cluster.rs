@@ -325,8 +325,16 @@ pub fn run(
         Arc::clone(&metrics),
         trace,
     )?;
-    let env = RuntimeEnv::new(config, model, log, to_node, peers, metrics, &info, trace);
-    let beats = beat::Beats::start(config, Arc::clone(&env.progress))?;
+    let progress = Arc::new(crate::primary::Progress::default());
+    let watch = Some(Arc::clone(scripts.watch()));
+    let beats = beat::Beats::start(config, Arc::clone(&progress), watch)?;
+    let io = env::EnvIo {
+        to_node,
+        peers,
+        progress,
+        beats: Arc::clone(&beats),
+    };
+    let env = RuntimeEnv::new(config, model, log, io, metrics, &info, trace);
     let (controls_tx, controls) = mpsc::channel();
     let tick = Duration::from_micros(config.tuning.tick_us);
     let thread = move || NodeThread {
@@ -335,8 +343,7 @@ pub fn run(
         env,
         inbox,
         poll,
-        beats,
-        beats_published: (0, Vec::new()),
+        beats_published: Vec::new(),
         peer_inputs: Vec::new(),
         link_asks_waiting: BTreeMap::new(),
         link_asked: BTreeMap::new(),

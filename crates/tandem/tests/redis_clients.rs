@@ -650,6 +650,44 @@ fn view_of(cluster: &Cluster, node: u64) -> u64 {
         .unwrap_or_else(|| panic!("no view in {status}"))
 }
 
+/// A read-only script on a backup runs on the backup's node thread, which then sends no acks
+/// of its own for as long: the backup's beat speaks for it (its last ack again), so its
+/// primary does not take it for dead and no view changes. (Before the beat spoke for
+/// backups, such a script of under a second moved the backup out of the view.)
+#[test]
+fn a_long_read_only_script_on_a_backup_moves_no_view() {
+    let cluster = Cluster::start("long-read-script", 3, 16);
+    let view_before = view_of(&cluster, cluster.primary);
+    let mut writer = Conn::connect(cluster.primary_resp());
+    assert_eq!(writer.cmd("SET r 7"), Value::Simple(b"OK".to_vec()));
+    let backup = cluster
+        .nodes
+        .iter()
+        .find(|node| node.id != cluster.primary)
+        .expect("a backup");
+    // About a second of C functions (few Lua instructions: no limit stops it).
+    let script = b"local s = string.rep('x', 100000) local n = 0 \
+        for i = 1, 3000 do n = n + #s:upper() end return redis.call('GET', 'r')";
+    let mut reader = Conn::connect(backup.resp);
+    let started = std::time::Instant::now();
+    let answer = reader
+        .call(&[b"EVAL_RO".to_vec(), script.to_vec(), b"0".to_vec()])
+        .expect("the backup answers");
+    let took = started.elapsed();
+    assert_eq!(answer, Value::Bulk(b"7".to_vec()), "{}", cluster.logs());
+    assert!(
+        took >= std::time::Duration::from_millis(300),
+        "the script must outlast the detector's bound to test anything: it took {took:?}"
+    );
+    assert_eq!(
+        view_of(&cluster, cluster.primary),
+        view_before,
+        "the view changed while the backup ran a read-only script: {}",
+        cluster.logs()
+    );
+    cluster.assert_replicas_identical();
+}
+
 /// A script that spends its time in C functions (the hardening issue's finding: a loop of
 /// `string.upper` on a megabyte ran 13–21 s, its primary was replaced and `SCRIPT KILL`
 /// answered `NOTBUSY`): past the busy threshold (5 s) other clients get `-BUSY`, `SCRIPT

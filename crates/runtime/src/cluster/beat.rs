@@ -1,19 +1,27 @@
-//! The beat thread: while the node's thread is busy (a long call, a checksum, a starved
-//! thread on a loaded machine), a primary role's backups keep hearing it. For each backup
-//! linked to the primary role, it sends a `Pulse` when nothing was queued to that backup for
-//! a heartbeat's interval, unless the cluster core took the node as stuck (no turn for
-//! `tuning.executor_stall_ms`): the backups keep hearing a busy primary and stop hearing a
-//! stuck one. A dead process sends nothing at all, so a kill is still seen at once (its
-//! closed sockets) and a stuck node after the core's stall allowance.
+//! The beat thread: while the node's thread is busy (a long call, a read-only script on a
+//! backup, a checksum, a starved thread on a loaded machine), its links keep speaking. On a
+//! link silent for a heartbeat's interval (nothing queued to that peer), it sends:
+//! - from a primary role to a backup, a `Pulse` in the role's view, unless the cluster core
+//!   took the node as stuck (no turn for `tuning.executor_stall_ms` past a long call's
+//!   allowance), as the link threads did;
+//! - from a backup role to its primary, the role's last ack again with no tick echoed (it
+//!   extends no lease and claims nothing the role had not acknowledged), unless the node
+//!   thread began no turn for `tuning.executor_stall_ms` while no script runs (a script
+//!   stops at its own limits).
 //!
-//! The node's thread publishes the links and the role's view ([`Beats::publish`]); the beat
-//! thread writes through each connection's [`PeerOut`] lock, the one the node's thread
-//! writes through, so frames never interleave and a sealed link's sequence holds.
+//! So a busy node keeps its peers hearing it and a stuck one falls silent; a dead process
+//! sends nothing at all, so a kill is still seen at once (its closed sockets).
+//!
+//! The node's thread publishes the links ([`Beats::publish`]) and the backup role's last ack
+//! ([`Beats::note_ack`]); the beat thread writes through each connection's [`PeerOut`] lock,
+//! the one the node's thread writes through, so frames never interleave and a sealed link's
+//! sequence holds.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tandem_replication::{Message, NodeId};
+use tandem_store::CallWatch;
 use tandem_wire::encode_peer;
 
 use super::peers::PeerOut;
@@ -22,34 +30,53 @@ use crate::primary::Progress;
 /// The shortest the beat thread sleeps between two looks.
 const SLEEP_MIN: Duration = Duration::from_micros(200);
 
-/// The links a primary role's beat speaks for, and the role's view.
+/// What the beat sends on a silent link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Beat {
+    /// From a primary role to a backup: a pulse in the role's view.
+    Pulse { view: u64 },
+    /// From a backup role to its primary: the role's last ack again, echoing no tick.
+    Ack,
+}
+
+/// A link the beat speaks on: (peer, the connection's number, what it sends, the write side).
+pub(super) type BeatLink = (NodeId, u64, Beat, Arc<Mutex<PeerOut>>);
+
+/// What the node's thread publishes for the beat.
 #[derive(Default)]
 struct Published {
-    view: u64,
-    /// (backup, the connection's number, its write side).
-    links: Vec<(NodeId, u64, Arc<Mutex<PeerOut>>)>,
+    links: Vec<BeatLink>,
+    /// The last ack the backup role sent its primary.
+    last_ack: Option<Message>,
+}
+
+/// When the node's thread last began a turn, as the beat saw it.
+struct Turns {
+    seen: u64,
+    moved_at: Instant,
 }
 
 /// What the node's thread shares with the beat thread.
 pub(super) struct Beats {
     published: Mutex<Published>,
     progress: Arc<Progress>,
+    /// Scripts under way: a backup role's read may run one for as long as its limits let it.
+    watch: Option<Arc<CallWatch>>,
     interval: Duration,
+    /// A node thread that began no turn for this long, with no script running, is stuck.
+    stall: Duration,
+    turns: Mutex<Turns>,
 }
 
 impl Beats {
-    /// Starts the beat thread of the node `config` describes, whose primary roles' turns
-    /// `progress` counts.
+    /// Starts the beat thread of the node `config` describes, whose turns `progress` counts
+    /// and whose scripts run under `watch`.
     pub(super) fn start(
         config: &crate::config::NodeConfig,
         progress: Arc<Progress>,
+        watch: Option<Arc<CallWatch>>,
     ) -> Result<Arc<Beats>, crate::StartError> {
-        let tuning = &config.tuning;
-        let beats = Arc::new(Beats {
-            published: Mutex::new(Published::default()),
-            progress,
-            interval: Duration::from_micros(tuning.tick_us * tuning.heartbeat_ticks),
-        });
+        let beats = Arc::new(Beats::new(&config.tuning, progress, watch));
         let running = Arc::clone(&beats);
         std::thread::Builder::new()
             .name("beat".into())
@@ -61,10 +88,39 @@ impl Beats {
         Ok(beats)
     }
 
-    /// The primary role's links in `view` (none: no primary role). The node's thread calls
-    /// it only when they changed.
-    pub(super) fn publish(&self, view: u64, links: Vec<(NodeId, u64, Arc<Mutex<PeerOut>>)>) {
-        *self.published.lock().expect("not poisoned") = Published { view, links };
+    fn new(
+        tuning: &crate::config::Tuning,
+        progress: Arc<Progress>,
+        watch: Option<Arc<CallWatch>>,
+    ) -> Beats {
+        Beats {
+            published: Mutex::new(Published::default()),
+            turns: Mutex::new(Turns {
+                seen: progress.turns(),
+                moved_at: Instant::now(),
+            }),
+            progress,
+            watch,
+            interval: Duration::from_micros(tuning.tick_us * tuning.heartbeat_ticks),
+            stall: Duration::from_millis(tuning.executor_stall_ms),
+        }
+    }
+
+    /// The links the node's roles hold now. The node's thread calls it only when they
+    /// changed.
+    pub(super) fn publish(&self, links: Vec<BeatLink>) {
+        let mut published = self.published.lock().expect("not poisoned");
+        if !links.iter().any(|link| link.2 == Beat::Ack) {
+            published.last_ack = None;
+        }
+        published.links = links;
+    }
+
+    /// The backup role sent its primary `ack`.
+    pub(super) fn note_ack(&self, ack: &Message) {
+        if let Message::Ack { .. } = ack {
+            self.published.lock().expect("not poisoned").last_ack = Some(ack.clone());
+        }
     }
 
     /// Runs the beat until the process stops, at a raised priority where the system lets it.
@@ -84,28 +140,59 @@ impl Beats {
         }
     }
 
-    /// Pulses every link silent for an interval; returns how long until one may be due.
+    /// Whether a backup role's node thread looks stuck at `now`: no turn began for the
+    /// stall allowance and no script runs.
+    fn backup_stuck(&self, now: Instant) -> bool {
+        let mut turns = self.turns.lock().expect("not poisoned");
+        let seen = self.progress.turns();
+        if seen != turns.seen {
+            *turns = Turns {
+                seen,
+                moved_at: now,
+            };
+        }
+        let script = self
+            .watch
+            .as_ref()
+            .is_some_and(|watch| watch.running().is_some());
+        now.saturating_duration_since(turns.moved_at) >= self.stall && !script
+    }
+
+    /// Speaks on every link silent for an interval; returns how long until one may be due.
     fn beat_once(&self, now: Instant, frame: &mut Vec<u8>) -> Duration {
         let published = self.published.lock().expect("not poisoned");
-        let stuck = self.progress.is_stuck();
+        let primary_stuck = self.progress.is_stuck();
+        let backup_stuck = self.backup_stuck(now);
         let mut next = self.interval;
-        for (_, _, out) in &published.links {
+        for (_, _, beat, out) in &published.links {
             let mut out = out.lock().expect("not poisoned");
             let silent = now.saturating_duration_since(out.queued_at);
             if silent < self.interval {
                 next = next.min(self.interval - silent);
                 continue;
             }
-            if stuck {
-                continue;
-            }
-            frame.clear();
-            encode_peer(
-                frame,
-                &Message::Pulse {
-                    view: published.view,
+            let message = match *beat {
+                Beat::Pulse { view } if !primary_stuck => Message::Pulse { view },
+                Beat::Ack if !backup_stuck => match &published.last_ack {
+                    Some(Message::Ack {
+                        view,
+                        lsn_received,
+                        lsn_applied,
+                        lsn_durable,
+                        ..
+                    }) => Message::Ack {
+                        view: *view,
+                        lsn_received: *lsn_received,
+                        lsn_applied: *lsn_applied,
+                        lsn_durable: *lsn_durable,
+                        tick_echoed: 0,
+                    },
+                    _ => continue,
                 },
-            );
+                _ => continue,
+            };
+            frame.clear();
+            encode_peer(frame, &message);
             // A write that fails is the node's thread's to find and report.
             if out.frames(frame).is_ok() {
                 let _ = out.flush();
@@ -151,13 +238,21 @@ mod tests {
         primary.set_nonblocking(true).unwrap();
         let now = Instant::now() + Duration::from_secs(1);
         let out = PeerOut::plain(primary, now - silent);
-        let beats = Beats {
-            published: Mutex::new(Published::default()),
-            progress: Arc::new(Progress::default()),
-            interval: Duration::from_millis(10),
-        };
-        beats.publish(7, vec![(2, 1, Arc::new(Mutex::new(out)))]);
+        let beats = test_beats();
+        let link = (2, 1, Beat::Pulse { view: 7 }, Arc::new(Mutex::new(out)));
+        beats.publish(vec![link]);
         (beats, backup, now)
+    }
+
+    /// A beat with a 10 ms interval and a 1 s stall allowance.
+    fn test_beats() -> Beats {
+        let tuning = crate::config::Tuning {
+            tick_us: 1000,
+            heartbeat_ticks: 10,
+            executor_stall_ms: 1000,
+            ..crate::config::Tuning::default()
+        };
+        Beats::new(&tuning, Arc::new(Progress::default()), None)
     }
 
     /// The frames the backup received within 50 ms.
@@ -205,5 +300,57 @@ mod tests {
         beats.progress.set_stuck(false);
         beats.beat_once(now, &mut frame);
         assert_eq!(received(&mut backup), [Message::Pulse { view: 7 }]);
+    }
+
+    /// A beat for a backup role's link to its primary (node 1), whose last frame left
+    /// `silent` before the returned instant; the primary's end of it.
+    fn backup_beat(silent: Duration) -> (Beats, TcpStream, Instant) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let primary = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (backup, _) = listener.accept().unwrap();
+        backup.set_nonblocking(true).unwrap();
+        let beats = test_beats();
+        // Within the stall allowance of the beat's making.
+        let now = Instant::now() + Duration::from_millis(100);
+        let out = PeerOut::plain(backup, now - silent);
+        beats.publish(vec![(1, 1, Beat::Ack, Arc::new(Mutex::new(out)))]);
+        (beats, primary, now)
+    }
+
+    fn ack(tick_echoed: u64) -> Message {
+        Message::Ack {
+            view: 3,
+            lsn_received: 40,
+            lsn_applied: 38,
+            lsn_durable: 0,
+            tick_echoed,
+        }
+    }
+
+    #[test]
+    fn a_busy_backup_repeats_its_last_ack_echoing_no_tick() {
+        let (beats, mut primary, now) = backup_beat(Duration::from_millis(10));
+        let mut frame = Vec::new();
+        // No ack yet: nothing to repeat.
+        beats.beat_once(now, &mut frame);
+        assert!(received(&mut primary).is_empty());
+        beats.note_ack(&ack(17));
+        beats.note_ack(&Message::Pulse { view: 3 });
+        beats.beat_once(now, &mut frame);
+        assert_eq!(received(&mut primary), [ack(0)]);
+    }
+
+    #[test]
+    fn a_backup_stuck_past_its_allowance_falls_silent() {
+        let (beats, mut primary, now) = backup_beat(Duration::from_millis(10));
+        beats.note_ack(&ack(17));
+        let mut frame = Vec::new();
+        let later = now + Duration::from_secs(1);
+        beats.beat_once(later, &mut frame);
+        assert!(received(&mut primary).is_empty(), "no turn for 1.1 s");
+        // A turn begins: the backup speaks again.
+        beats.progress.turn();
+        beats.beat_once(later, &mut frame);
+        assert_eq!(received(&mut primary), [ack(0)]);
     }
 }

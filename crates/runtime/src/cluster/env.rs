@@ -18,6 +18,7 @@ use tandem_store::{DataModel, ProcId};
 use tandem_wire::ErrorCode;
 
 use super::node_loop::NodeTx;
+use super::beat::Beats;
 use super::peers::Peers;
 use super::{ClusterInfo, ToNode};
 use crate::StartError;
@@ -64,6 +65,17 @@ pub(crate) struct Tallies {
     pub(crate) wire_bytes: u64,
 }
 
+/// What the node's driver moves its inputs and outputs through.
+pub(crate) struct EnvIo {
+    /// The way into the node's thread (loads and the log hand back through it).
+    pub(crate) to_node: NodeTx,
+    /// The connections to the other nodes.
+    pub(crate) peers: Peers,
+    /// The node thread's turns, which the beat reads.
+    pub(crate) progress: Arc<Progress>,
+    pub(crate) beats: Arc<Beats>,
+}
+
 /// The runtime as the node's driver: see the module.
 pub(crate) struct RuntimeEnv {
     pub(crate) id: NodeId,
@@ -78,6 +90,8 @@ pub(crate) struct RuntimeEnv {
     pub(crate) loads_started: u64,
     /// The connections to the other nodes.
     pub(crate) peers: Peers,
+    /// What the beat thread speaks for while the node's thread is busy.
+    pub(crate) beats: Arc<Beats>,
     /// A primary role's links: the backups it took, with the epoch of the role that took
     /// each.
     pub(crate) links: BTreeMap<NodeId, u64>,
@@ -102,17 +116,21 @@ pub(crate) struct RuntimeEnv {
 
 impl RuntimeEnv {
     /// A driver for the node `config` describes, holding no role yet.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         config: &NodeConfig,
         model: Box<dyn DataModel>,
         log: Option<NodeLog>,
-        to_node: NodeTx,
-        peers: Peers,
+        io: EnvIo,
         metrics: Arc<Metrics>,
         info: &Arc<Mutex<ClusterInfo>>,
         trace: bool,
     ) -> RuntimeEnv {
+        let EnvIo {
+            to_node,
+            peers,
+            progress,
+            beats,
+        } = io;
         RuntimeEnv {
             id: config.node_id,
             config: config.clone(),
@@ -123,13 +141,14 @@ impl RuntimeEnv {
             loads_started: 0,
             trace,
             peers,
+            beats,
             links: BTreeMap::new(),
             replicas: BTreeMap::new(),
             conns: BTreeMap::new(),
             conn_next: Arc::new(std::sync::atomic::AtomicU64::new(1)),
             primary_epoch: None,
             metrics,
-            progress: Arc::new(Progress::default()),
+            progress,
             info: Arc::clone(info),
             tallies: Tallies::default(),
             replies_released: 0,
@@ -265,6 +284,7 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
             PeerMessage::Replication(message) => {
                 if self.replicas.contains_key(&to) {
                     self.peers.send_replication(to, &message);
+                    self.beats.note_ack(&message);
                 }
             }
         }

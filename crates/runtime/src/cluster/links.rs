@@ -10,6 +10,7 @@ use tandem_node::Slot as RoleSlot;
 use tandem_replication::{Message, NodeId};
 
 use super::ROLE_WAIT_MAX;
+use super::beat::Beat;
 use super::node_loop::NodeThread;
 use super::peers::PeerInput;
 use crate::retry::RETRY_FAST_PAUSE;
@@ -199,41 +200,41 @@ impl NodeThread {
         }
     }
 
-    /// Tells the beat thread which links a primary role holds, if that changed.
+    /// Tells the beat thread which links the node's role holds, if that changed: a primary
+    /// role's to its backups, a backup role's to its primary.
     pub(super) fn publish_beats(&mut self) {
-        let view = match self.node.role() {
-            RoleSlot::Primary(host) => host.primary().view(),
-            _ => 0,
-        };
         let role_epoch = self.node.role_epoch();
-        let primary = self.env.primary_epoch.is_some();
-        let peers = &self.env.peers;
-        let linked = || {
-            self.env
-                .links
-                .iter()
-                .filter(move |&(_, &epoch)| primary && epoch == role_epoch)
-                .filter_map(|(&node, _)| {
-                    peers.out_of(node).map(|(number, out)| (node, number, out))
-                })
+        let beat = match self.node.role() {
+            RoleSlot::Primary(host) if self.env.primary_epoch.is_some() => Beat::Pulse {
+                view: host.primary().view(),
+            },
+            // A backup role's link, or none (a node outside holds no link).
+            _ => Beat::Ack,
         };
-        let unchanged = self.beats_published.0 == view
-            && self
-                .beats_published
-                .1
+        let peers = &self.env.peers;
+        let linked = |links: &'_ std::collections::BTreeMap<NodeId, u64>| {
+            links
                 .iter()
-                .copied()
-                .eq(linked().map(|(node, number, _)| (node, number)));
-        if unchanged {
+                .filter(move |&(_, &epoch)| epoch == role_epoch)
+                .filter_map(|(&node, _)| peers.number_of(node).map(|number| (node, number, beat)))
+                .collect::<Vec<_>>()
+        };
+        let key = match beat {
+            Beat::Pulse { .. } => linked(&self.env.links),
+            Beat::Ack => linked(&self.env.replicas),
+        };
+        if self.beats_published == key {
             return;
         }
-        let links: Vec<_> = linked().collect();
-        let key = links
+        let links = key
             .iter()
-            .map(|(node, number, _)| (*node, *number))
+            .filter_map(|&(node, number, beat)| {
+                let (_, out) = self.env.peers.out_of(node)?;
+                Some((node, number, beat, out))
+            })
             .collect();
-        self.beats_published = (view, key);
-        self.beats.publish(view, links);
+        self.beats_published = key;
+        self.env.beats.publish(links);
     }
 
     /// Lets go of the links on connections that ended; one its peer's side ended tells the

@@ -24,7 +24,7 @@ use tandem_replication::NodeId;
 use tandem_store::ProcId;
 use tandem_wire::ErrorCode;
 
-use super::beat::Beats;
+use super::beat::Beat;
 use super::env::{CallTo, Conn, RuntimeEnv};
 use super::peers::{self, Connected, PeerInput};
 use super::{ClusterInfo, Slot, TICKS_REPLAYED_MAX, brief};
@@ -134,9 +134,8 @@ pub(super) struct NodeThread {
     pub(super) inbox: NodeInbox,
     /// Polls the peers' connections and the waker of [`NodeTx`].
     pub(super) poll: mio::Poll,
-    /// What the beat thread speaks for: published when it changes.
-    pub(super) beats: Arc<Beats>,
-    pub(super) beats_published: (u64, Vec<(NodeId, u64)>),
+    /// The links the beat thread speaks on, as last published to it.
+    pub(super) beats_published: Vec<(NodeId, u64, Beat)>,
     /// What the peers' connections brought in this pass (a buffer reused).
     pub(super) peer_inputs: Vec<PeerInput>,
     /// Primary: asks for a link from backups its role cannot take yet, with when each is

@@ -337,6 +337,11 @@ impl Peers {
         self.conns.contains_key(&peer)
     }
 
+    /// The number of `peer`'s connection, if it has one.
+    pub(super) fn number_of(&self, peer: NodeId) -> Option<u64> {
+        self.conns.get(&peer).map(|conn| conn.number)
+    }
+
     /// The write side of `peer`'s connection and the connection's number, if it has one.
     pub(super) fn out_of(&self, peer: NodeId) -> Option<(u64, Arc<Mutex<PeerOut>>)> {
         self.conns
