@@ -17,8 +17,8 @@ use tandem_replication::{ApplyBatch, Message, NodeId, Reply};
 use tandem_store::{DataModel, ProcId};
 use tandem_wire::ErrorCode;
 
-use super::node_loop::NodeTx;
 use super::beat::Beats;
+use super::node_loop::NodeTx;
 use super::peers::Peers;
 use super::{ClusterInfo, ToNode};
 use crate::StartError;
