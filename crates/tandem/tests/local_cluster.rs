@@ -291,10 +291,19 @@ fn up_again_restarts_the_cluster_from_disk_and_fresh_starts_anew() {
     let outcome = reader
         .call(DEBIT_CREDIT.0, &deposit(account, 0), None)
         .expect("the cluster serves after its restart");
+    let node_logs = || -> String {
+        (1..=3)
+            .filter_map(|node| {
+                let log = std::fs::read_to_string(dir.join(format!("node{node}/node.log")));
+                log.ok().map(|log| format!("--- node {node} ---\n{log}"))
+            })
+            .collect()
+    };
     assert_eq!(
         balance(&outcome),
         acknowledged,
-        "commits lost across the restart"
+        "commits lost across the restart:\n{}",
+        node_logs()
     );
     let outcome = reader
         .call(DEBIT_CREDIT.0, &deposit(account, 5), None)
