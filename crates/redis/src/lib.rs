@@ -16,6 +16,7 @@ pub mod dict;
 pub mod glob;
 pub mod mem;
 pub mod model;
+pub mod rdb;
 pub mod num;
 pub mod resp;
 pub mod session;
