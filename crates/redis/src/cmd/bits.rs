@@ -338,6 +338,8 @@ pub fn bitop(
         }
     } else {
         put(ctx, target, &result, Ttl::Clear)?;
+        // Redis stores the result as a raw string object.
+        super::dump::mark(ctx, target, crate::db::EncodingMark::Large);
     }
     out.integer(result.len() as i64);
     Ok(())

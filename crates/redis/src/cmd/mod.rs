@@ -13,6 +13,7 @@
 
 mod bits;
 mod collection;
+pub mod dump;
 pub mod hashes;
 pub mod hll;
 mod keys;
@@ -300,6 +301,7 @@ pub fn commands() -> &'static [Command] {
         let mut all: Vec<Command> = BASE.to_vec();
         for family in [
             bits::COMMANDS,
+            dump::COMMANDS,
             hashes::COMMANDS,
             hll::COMMANDS,
             lists::COMMANDS,
@@ -422,6 +424,11 @@ pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("CONFIG", "GET", -3),
     ("CONFIG", "RESETSTAT", 2),
     ("CONFIG", "SET", -4),
+    ("OBJECT", "ENCODING", 3),
+    ("OBJECT", "FREQ", 3),
+    ("OBJECT", "HELP", 2),
+    ("OBJECT", "IDLETIME", 3),
+    ("OBJECT", "REFCOUNT", 3),
     // Data commands, which the model answers. Inside `MULTI` a subcommand is checked when
     // queued, as Redis checks every container command's (`XGROUP` and `XINFO` always
     // before anything else, as Redis does).
@@ -531,12 +538,12 @@ pub fn run_in(
         }
         _ => {}
     }
-    let Some(run) = command.run else {
+    if command.run.is_none() {
         return Err(CmdError::owned(format!(
             "ERR '{}' is a connection command: it cannot run here",
             command.name.to_ascii_lowercase()
         )));
-    };
+    }
     if !command.arity_fits(argv.len()) {
         return Err(arity_error(name));
     }
@@ -545,7 +552,24 @@ pub fn run_in(
             "ERR Write commands are not allowed from read-only scripts.",
         ));
     }
-    run(ctx, argv, out)
+    run_command(command, ctx, argv, out)
+}
+
+/// Runs data command `command` in `ctx`; after a write that succeeded, settles the encoding
+/// marks of the keys it names ([`dump::settle`]). Every data command runs through here.
+pub fn run_command(
+    command: &Command,
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let run = command.run.expect("a data command runs");
+    run(ctx, argv, out)?;
+    if command.class == Class::Write && matches!(ctx.access, Access::Write(_)) {
+        let positions = crate::session::key_positions(command, argv);
+        dump::settle(ctx, argv, &positions);
+    }
+    Ok(())
 }
 
 /// Redis's error for a wrong argument count.
