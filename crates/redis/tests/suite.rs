@@ -3,6 +3,7 @@
 
 mod alloc_props;
 mod commands;
+mod dump_redis;
 mod common;
 mod geo;
 mod hashes;

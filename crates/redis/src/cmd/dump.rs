@@ -6,7 +6,8 @@
 //! tandem keeps one layout per type, so `OBJECT ENCODING` answers what redis-server 7.0
 //! would hold the same value in under its default thresholds: strings `int`, `embstr` or
 //! `raw`; lists `quicklist` (7.0 has no other); sets `intset` (up to 512 integers) or
-//! `hashtable`; sorted sets and hashes `listpack` (up to 128 elements of up to 64 bytes) or
+//! `hashtable`; sorted sets and hashes `listpack` (up to 128 and 512 elements, of up to 64 bytes:
+//! the thresholds compiled into redis-server 7.0) or
 //! `skiplist` / `hashtable`; streams `stream`. Redis never converts a collection back to its
 //! compact encoding when it shrinks, and a string a command changed in place stays `raw`,
 //! so that history is kept per key ([`EncodingMark`]): after every write command, each key
@@ -79,14 +80,14 @@ fn set_is_intset(mem: &impl Mem, key: &Key) -> bool {
 
 fn hash_is_listpack(mem: &impl Mem, key: &Key) -> bool {
     let short = |bytes: &[u8]| bytes.len() <= rdb::LISTPACK_VALUE_MAX;
-    key.head.value_len as usize <= rdb::LISTPACK_ENTRIES_MAX
+    key.head.value_len as usize <= rdb::HASH_LISTPACK_ENTRIES_MAX
         && super::hashes::pairs(mem, key)
             .iter()
             .all(|(field, value)| short(field) && short(value))
 }
 
 fn zset_is_listpack(mem: &impl Mem, key: &Key) -> bool {
-    key.head.value_len as usize <= rdb::LISTPACK_ENTRIES_MAX
+    key.head.value_len as usize <= rdb::ZSET_LISTPACK_ENTRIES_MAX
         && super::zsets::pairs(mem, key)
             .iter()
             .all(|(member, _)| member.len() <= rdb::LISTPACK_VALUE_MAX)

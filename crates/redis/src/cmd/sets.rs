@@ -359,6 +359,10 @@ pub fn spop(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         for entry in popped {
             out.bulk(&remove_entry(ctx, &key, entry));
         }
+        // Redis moves the members that stay into a new set (`setTypeCreate`), whose
+        // encoding follows from them alone.
+        let layout = ctx.layout;
+        layout.set_mark(ctx.txn(), &key, crate::db::EncodingMark::Derived);
     }
     removed_some(ctx, &key);
     Ok(())

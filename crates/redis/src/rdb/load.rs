@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use super::io::Reader;
 use super::packs::{self, Item};
 use super::{
-    BadData, Encoding, INTSET_ENTRIES_MAX, LISTPACK_ENTRIES_MAX, LISTPACK_VALUE_MAX, Value,
+    BadData, Encoding, HASH_LISTPACK_ENTRIES_MAX, INTSET_ENTRIES_MAX, LISTPACK_VALUE_MAX, Value,
+    ZSET_LISTPACK_ENTRIES_MAX,
     string_encoding,
 };
 use crate::num;
@@ -175,7 +176,7 @@ fn plain_zset(reader: &mut Reader<'_>, binary: bool) -> Loaded {
         pairs.push((member, score));
     }
     let longest = pairs.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
-    let encoding = if count <= LISTPACK_ENTRIES_MAX && longest <= LISTPACK_VALUE_MAX {
+    let encoding = if count <= ZSET_LISTPACK_ENTRIES_MAX && longest <= LISTPACK_VALUE_MAX {
         Encoding::Listpack
     } else {
         Encoding::Skiplist
@@ -201,7 +202,7 @@ fn packed_zset(items: &[Item<'_>]) -> Loaded {
             Ok((member.to_bytes(), score))
         })
         .collect::<Result<Vec<_>, BadData>>()?;
-    let encoding = if pairs.len() <= LISTPACK_ENTRIES_MAX {
+    let encoding = if pairs.len() <= ZSET_LISTPACK_ENTRIES_MAX {
         Encoding::Listpack
     } else {
         Encoding::Skiplist
@@ -219,7 +220,7 @@ fn hash(pairs: Vec<(Vec<u8>, Vec<u8>)>, encoding: Encoding) -> Loaded {
 
 /// Whether Redis keeps a hash of these pairs, loaded one by one, as a listpack.
 fn hash_fits_listpack(pairs: &[(Vec<u8>, Vec<u8>)]) -> bool {
-    pairs.len() <= LISTPACK_ENTRIES_MAX
+    pairs.len() <= HASH_LISTPACK_ENTRIES_MAX
         && pairs
             .iter()
             .all(|(f, v)| f.len() <= LISTPACK_VALUE_MAX && v.len() <= LISTPACK_VALUE_MAX)
@@ -256,7 +257,7 @@ fn packed_hash(items: &[Item<'_>]) -> Loaded {
     let pairs: Vec<(Vec<u8>, Vec<u8>)> = pairs(items)?
         .map(|(field, value)| (field.to_bytes(), value.to_bytes()))
         .collect();
-    let encoding = if pairs.len() <= LISTPACK_ENTRIES_MAX {
+    let encoding = if pairs.len() <= HASH_LISTPACK_ENTRIES_MAX {
         Encoding::Listpack
     } else {
         Encoding::Hashtable

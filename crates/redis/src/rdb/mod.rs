@@ -108,8 +108,11 @@ impl Encoding {
     }
 }
 
-/// Redis's default `hash-max-listpack-entries` and `zset-max-listpack-entries`.
-pub const LISTPACK_ENTRIES_MAX: usize = 128;
+/// Redis 7.0's compiled-in `zset-max-listpack-entries` (redis.conf's value too).
+pub const ZSET_LISTPACK_ENTRIES_MAX: usize = 128;
+/// Redis 7.0's compiled-in `hash-max-listpack-entries`: 512 (the redis.conf it ships sets
+/// 128; a server started without one, as the tests start it, holds 512).
+pub const HASH_LISTPACK_ENTRIES_MAX: usize = 512;
 /// Redis's default `hash-max-listpack-value` and `zset-max-listpack-value`.
 pub const LISTPACK_VALUE_MAX: usize = 64;
 /// Redis's default `set-max-intset-entries`.
