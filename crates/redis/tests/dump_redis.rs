@@ -73,6 +73,19 @@ fn canonical_payload(payload: &[u8]) -> String {
     format!("type {}: {shown}", payload[0])
 }
 
+/// Where `DUMP_PAYLOADS_OUT` names a file, each `DUMP` reply is appended to it as a line
+/// `key-hex payload-hex`: `tools/restore_in_redis.py` RESTOREs them into redis-server and
+/// compares each copy with the value Redis built (tandem's payloads must load there too).
+pub fn save_payload(args: &[Vec<u8>], reply: &Value) {
+    let (Ok(path), Value::Bulk(payload)) = (std::env::var("DUMP_PAYLOADS_OUT"), reply) else {
+        return;
+    };
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    writeln!(file, "{} {}", hex(&args[1]), hex(payload)).unwrap();
+}
+
 fn canonical(args: &[Vec<u8>], reply: Value) -> Value {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
     match (name.as_str(), reply) {
