@@ -223,7 +223,8 @@ pub fn restore(
     let expire_at_ms = match ttl {
         0 => 0,
         ttl if options.absolute => ttl,
-        ttl => ttl.saturating_add(ctx.now_ms as i64),
+        // Redis adds the clock as C does: an overflow wraps to a time long past.
+        ttl => ttl.wrapping_add(ctx.now_ms as i64),
     };
     // A time already past creates nothing (the old value, with REPLACE, is gone), as Redis.
     if expire_at_ms != 0 && expire_at_ms <= ctx.now_ms as i64 {
