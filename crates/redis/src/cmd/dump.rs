@@ -116,7 +116,9 @@ pub fn settle(ctx: &mut Ctx<'_, '_>, argv: &Argv, positions: &[usize]) {
 /// Marks `key` (which the caller just wrote) with `mark`.
 pub fn mark(ctx: &mut Ctx<'_, '_>, name: &[u8], mark: EncodingMark) {
     let layout = ctx.layout;
-    if let Some(key) = ctx.find_for_write(name) {
+    if let Some(key) = ctx.find_for_write(name)
+        && key.mark() != mark
+    {
         layout.set_mark(ctx.txn(), &key, mark);
     }
 }

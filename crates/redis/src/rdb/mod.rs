@@ -143,8 +143,9 @@ pub fn parse(payload: &[u8]) -> Result<(Value, Encoding), Refusal> {
     if version > RDB_VERSION || crc64(body) != checksum {
         return Err(Refusal::VersionOrChecksum);
     }
-    // Like Redis, bytes between the value and the footer are not looked at.
-    load::value(&body[..body.len() - 2]).map_err(|BadData| Refusal::BadData)
+    // Like Redis, the body is read from the whole payload: bytes after the value are not
+    // looked at, and a value cut short may run on into the footer's bytes, as Redis's does.
+    load::value(payload).map_err(|BadData| Refusal::BadData)
 }
 
 /// The payload of `value` as Redis 7.0 dumps it when it holds it as `encoding`.
