@@ -82,7 +82,11 @@ pub fn save_payload(args: &[Vec<u8>], reply: &Value) {
     };
     let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
     use std::io::Write as _;
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
     writeln!(file, "{} {}", hex(&args[1]), hex(payload)).unwrap();
 }
 
@@ -187,7 +191,10 @@ fn a_wrong_checksum_or_version_is_refused_as_redis_refuses_it() {
         Err(rdb::Refusal::VersionOrChecksum)
     );
     // A length that claims more than the payload holds allocates nothing and is refused.
-    let huge = rdb::with_footer(vec![2, 0x81, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], 10);
+    let huge = rdb::with_footer(
+        vec![2, 0x81, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+        10,
+    );
     assert_eq!(rdb::parse(&huge), Err(rdb::Refusal::BadData));
     let lzf_bomb = rdb::with_footer(vec![0, 0xc3, 1, 0x80, 0x7f, 0xff, 0xff, 0xff, 0], 10);
     assert_eq!(rdb::parse(&lzf_bomb), Err(rdb::Refusal::BadData));

@@ -3,8 +3,8 @@
 
 mod alloc_props;
 mod commands;
-mod dump_redis;
 mod common;
+mod dump_redis;
 mod geo;
 mod hashes;
 mod hashsets_redis;

@@ -1211,8 +1211,14 @@ fn payload(d: &mut Draw) -> Vec<u8> {
         1 => (Payload::List(elements(d)), Encoding::Quicklist),
         2 => {
             let members = distinct((0..1 + d.rng.below(6)).map(|_| member(d)).collect());
-            let ints = members.iter().all(|m| tandem_redis::num::parse_i64(m).is_some());
-            let encoding = if ints { Encoding::Intset } else { Encoding::Hashtable };
+            let ints = members
+                .iter()
+                .all(|m| tandem_redis::num::parse_i64(m).is_some());
+            let encoding = if ints {
+                Encoding::Intset
+            } else {
+                Encoding::Hashtable
+            };
             (Payload::Set(members), encoding)
         }
         3 => {
@@ -1226,7 +1232,11 @@ fn payload(d: &mut Draw) -> Vec<u8> {
                 })
                 .collect();
             let long = pairs.iter().any(|(m, _)| m.len() > 64);
-            let encoding = if long { Encoding::Skiplist } else { Encoding::Listpack };
+            let encoding = if long {
+                Encoding::Skiplist
+            } else {
+                Encoding::Listpack
+            };
             (Payload::ZSet(pairs), encoding)
         }
         _ => {
@@ -1234,7 +1244,11 @@ fn payload(d: &mut Draw) -> Vec<u8> {
             let pairs: Vec<(Vec<u8>, Vec<u8>)> =
                 fields.into_iter().map(|f| (f, d.value())).collect();
             let long = pairs.iter().any(|(f, v)| f.len() > 64 || v.len() > 64);
-            let encoding = if long { Encoding::Hashtable } else { Encoding::Listpack };
+            let encoding = if long {
+                Encoding::Hashtable
+            } else {
+                Encoding::Listpack
+            };
             (Payload::Hash(pairs), encoding)
         }
     };
@@ -1272,8 +1286,14 @@ fn restore(d: &mut Draw) -> Args {
     }
     for _ in 0..d.rng.below(2) {
         match d.rng.below(5) {
-            0 => args.extend([d.pick(&["IDLETIME", "idletime"]), d.pick(&["0", "100", "-1", "x"])]),
-            1 => args.extend([d.pick(&["FREQ", "freq"]), d.pick(&["0", "255", "256", "-1", "x"])]),
+            0 => args.extend([
+                d.pick(&["IDLETIME", "idletime"]),
+                d.pick(&["0", "100", "-1", "x"]),
+            ]),
+            1 => args.extend([
+                d.pick(&["FREQ", "freq"]),
+                d.pick(&["0", "255", "256", "-1", "x"]),
+            ]),
             2 => args.push(d.pick(&["IDLETIME", "FREQ"])),
             3 => args.push(b"BOGUS".to_vec()),
             _ => args.push(d.pick(&["REPLACE", "ABSTTL"])),
@@ -3540,7 +3560,10 @@ static KEYSPACE: &[Gen] = &[
             16 => command("OBJECT", [b"FREQ".to_vec(), d.key()]),
             17 => command("OBJECT", [d.pick(&["HELP", "help"])]),
             18 => command("OBJECT", [b"BOGUS".to_vec(), d.key()]),
-            _ => command("OBJECT", [d.pick(&["ENCODING", "HELP", "REFCOUNT"]), d.key(), d.key()]),
+            _ => command(
+                "OBJECT",
+                [d.pick(&["ENCODING", "HELP", "REFCOUNT"]), d.key(), d.key()],
+            ),
         }
     }),
     g("SCAN", 4, |d| {

@@ -55,9 +55,7 @@ pub fn encoding_of(mem: &impl Mem, key: &Key) -> Encoding {
         }
         Kind::List => Encoding::Quicklist,
         Kind::Stream => Encoding::Stream,
-        Kind::Set if mark == EncodingMark::Large || !set_is_intset(mem, key) => {
-            Encoding::Hashtable
-        }
+        Kind::Set if mark == EncodingMark::Large || !set_is_intset(mem, key) => Encoding::Hashtable,
         Kind::Set => Encoding::Intset,
         Kind::Hash if mark == EncodingMark::Large || !hash_is_listpack(mem, key) => {
             Encoding::Hashtable
@@ -126,9 +124,10 @@ pub fn mark(ctx: &mut Ctx<'_, '_>, name: &[u8], mark: EncodingMark) {
 /// The whole value of `key`.
 fn value_of(mem: &impl Mem, key: &Key) -> Value {
     match key.kind() {
-        Kind::String => {
-            Value::String(mem.bytes(key.string_at(), key.head.value_len as usize).to_vec())
-        }
+        Kind::String => Value::String(
+            mem.bytes(key.string_at(), key.head.value_len as usize)
+                .to_vec(),
+        ),
         Kind::List => Value::List(super::lists::elements_from(
             mem,
             key,
@@ -246,9 +245,7 @@ pub fn restore(
 /// Makes `name` (which does not exist) hold `value`.
 fn store(ctx: &mut Ctx<'_, '_>, name: &[u8], value: &Value) -> Result<(), CmdError> {
     match value {
-        Value::String(bytes) => {
-            super::strings::put(ctx, name, bytes, super::strings::Ttl::Clear)
-        }
+        Value::String(bytes) => super::strings::put(ctx, name, bytes, super::strings::Ttl::Clear),
         Value::List(elements) => {
             let elements: Vec<&[u8]> = elements.iter().map(Vec::as_slice).collect();
             super::lists::store(ctx, name, &elements)

@@ -112,7 +112,11 @@ pub fn pairs(mem: &impl Mem, key: &Key) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 /// Makes `name` (which does not exist) a hash of `pairs` (distinct fields, not empty),
 /// as `RESTORE` does.
-pub fn store(ctx: &mut Ctx<'_, '_>, name: &[u8], pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<(), CmdError> {
+pub fn store(
+    ctx: &mut Ctx<'_, '_>,
+    name: &[u8],
+    pairs: &[(Vec<u8>, Vec<u8>)],
+) -> Result<(), CmdError> {
     assert!(!pairs.is_empty(), "an empty hash is not stored");
     let key = collection::create(ctx, name, Kind::Hash)?;
     for (field, value) in pairs {

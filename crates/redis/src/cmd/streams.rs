@@ -463,7 +463,11 @@ pub fn image(mem: &impl Mem, key: &Key) -> crate::rdb::StreamImage {
 }
 
 /// Makes `name` (which does not exist) the stream `image` holds (`RESTORE`).
-pub fn restore(ctx: &mut Ctx<'_, '_>, name: &[u8], image: &crate::rdb::StreamImage) -> Result<(), CmdError> {
+pub fn restore(
+    ctx: &mut Ctx<'_, '_>,
+    name: &[u8],
+    image: &crate::rdb::StreamImage,
+) -> Result<(), CmdError> {
     let key = stream_for_write(ctx, name)?;
     let layout = ctx.layout;
     let txn = ctx.txn();

@@ -55,19 +55,27 @@ impl<'a> Reader<'a> {
     }
 
     pub fn u16_le(&mut self) -> Result<u16, BadData> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
     }
 
     pub fn u32_le(&mut self) -> Result<u32, BadData> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
 
     pub fn u64_le(&mut self) -> Result<u64, BadData> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 
     pub fn u64_be(&mut self) -> Result<u64, BadData> {
-        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 
     /// `rdbLoadLenByRef`.
@@ -77,9 +85,9 @@ impl<'a> Reader<'a> {
             0 => Len::Plain(u64::from(first & 0x3f)),
             1 => Len::Plain(u64::from(first & 0x3f) << 8 | u64::from(self.byte()?)),
             3 => Len::Encoded(u64::from(first & 0x3f)),
-            _ if first == 0x80 => {
-                Len::Plain(u64::from(u32::from_be_bytes(self.take(4)?.try_into().expect("4"))))
-            }
+            _ if first == 0x80 => Len::Plain(u64::from(u32::from_be_bytes(
+                self.take(4)?.try_into().expect("4"),
+            ))),
             _ if first == 0x81 => Len::Plain(self.u64_be()?),
             _ => return Err(BadData),
         })
@@ -200,7 +208,8 @@ impl Writer {
             return false;
         }
         if let Ok(small) = i8::try_from(value) {
-            self.bytes.extend_from_slice(&[0xc0 | ENC_INT8 as u8, small as u8]);
+            self.bytes
+                .extend_from_slice(&[0xc0 | ENC_INT8 as u8, small as u8]);
         } else if let Ok(small) = i16::try_from(value) {
             self.bytes.push(0xc0 | ENC_INT16 as u8);
             self.bytes.extend_from_slice(&small.to_le_bytes());

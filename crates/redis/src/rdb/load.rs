@@ -1,14 +1,13 @@
 //! Parsing a payload's body (`rdbLoadObjectType`, `rdbLoadObject`), with the encoding
 //! Redis 7.0 converts each loaded value to under its default thresholds.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 use super::io::Reader;
 use super::packs::{self, Item};
 use super::{
     BadData, Encoding, HASH_LISTPACK_ENTRIES_MAX, INTSET_ENTRIES_MAX, LISTPACK_VALUE_MAX, Value,
-    ZSET_LISTPACK_ENTRIES_MAX,
-    string_encoding,
+    ZSET_LISTPACK_ENTRIES_MAX, string_encoding,
 };
 use crate::num;
 
@@ -113,7 +112,7 @@ fn quicklist(reader: &mut Reader<'_>, version_2: bool) -> Loaded {
 
 /// Checks that no two of `keys` are equal.
 fn distinct<'a>(keys: impl Iterator<Item = &'a [u8]>) -> Result<(), BadData> {
-    let mut seen = HashSet::new();
+    let mut seen = BTreeSet::new();
     for key in keys {
         if !seen.insert(key) {
             return Err(BadData);
@@ -151,7 +150,10 @@ fn intset(blob: &[u8]) -> Loaded {
     } else {
         Encoding::Hashtable
     };
-    let members = members.into_iter().map(|m| Item::Int(m).to_bytes()).collect();
+    let members = members
+        .into_iter()
+        .map(|m| Item::Int(m).to_bytes())
+        .collect();
     set(members, encoding)
 }
 
@@ -186,7 +188,7 @@ fn plain_zset(reader: &mut Reader<'_>, binary: bool) -> Loaded {
 
 /// Pairs of a ziplist or listpack: an even number of elements.
 fn pairs<'a>(items: &'a [Item<'a>]) -> Result<impl Iterator<Item = (Item<'a>, Item<'a>)>, BadData> {
-    if items.len() % 2 != 0 {
+    if !items.len().is_multiple_of(2) {
         return Err(BadData);
     }
     Ok(items.chunks_exact(2).map(|pair| (pair[0], pair[1])))

@@ -227,7 +227,9 @@ mod tests {
 
     #[test]
     fn random_text_that_does_not_compress_is_refused() {
-        let text: Vec<u8> = (0..200u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let text: Vec<u8> = (0..200u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         assert_eq!(compress(&text, text.len() - 4), None);
     }
 

@@ -190,7 +190,8 @@ impl ListpackWriter {
         if len < 64 {
             self.bytes.push(0x80 | len as u8);
         } else if len < 4096 {
-            self.bytes.extend_from_slice(&[0xe0 | (len >> 8) as u8, len as u8]);
+            self.bytes
+                .extend_from_slice(&[0xe0 | (len >> 8) as u8, len as u8]);
         } else {
             self.bytes.push(0xf0);
             let len = u32::try_from(len).expect("an element is shorter than 4 GiB");
@@ -325,6 +326,9 @@ pub fn write_intset(members: &[i64]) -> Vec<u8> {
     out
 }
 
+/// A field and its value.
+pub type Pair<'a> = (&'a [u8], &'a [u8]);
+
 const ZIPMAP_BIGLEN: u8 = 254;
 const ZIPMAP_END: u8 = 255;
 
@@ -337,7 +341,7 @@ fn zipmap_len(reader: &mut Reader<'_>) -> Result<Option<usize>, BadData> {
 }
 
 /// The (field, value) pairs of zipmap `blob` (Redis 2.4's small hashes), checked whole.
-pub fn zipmap(blob: &[u8]) -> Result<Vec<(&[u8], &[u8])>, BadData> {
+pub fn zipmap(blob: &[u8]) -> Result<Vec<Pair<'_>>, BadData> {
     let mut reader = Reader::new(blob);
     reader.byte()?; // The count, which a big map does not keep.
     let mut pairs = Vec::new();
@@ -364,9 +368,25 @@ mod tests {
         let long = vec![b'x'; 5000];
         let mid = vec![b'y'; 300];
         let elements: Vec<&[u8]> = vec![
-            b"0", b"127", b"128", b"-1", b"-4096", b"4095", b"-32768", b"32767", b"8388607",
-            b"-8388608", b"2147483647", b"-2147483648", b"9223372036854775807",
-            b"-9223372036854775808", b"01", b"", b"hello", &mid, &long,
+            b"0",
+            b"127",
+            b"128",
+            b"-1",
+            b"-4096",
+            b"4095",
+            b"-32768",
+            b"32767",
+            b"8388607",
+            b"-8388608",
+            b"2147483647",
+            b"-2147483648",
+            b"9223372036854775807",
+            b"-9223372036854775808",
+            b"01",
+            b"",
+            b"hello",
+            &mid,
+            &long,
         ];
         let mut writer = ListpackWriter::default();
         for element in &elements {
@@ -375,7 +395,10 @@ mod tests {
         let blob = writer.finish();
         let items = listpack(&blob).expect("a listpack just written reads");
         let read: Vec<Vec<u8>> = items.into_iter().map(Item::to_bytes).collect();
-        assert_eq!(read, elements.iter().map(|e| e.to_vec()).collect::<Vec<_>>());
+        assert_eq!(
+            read,
+            elements.iter().map(|e| e.to_vec()).collect::<Vec<_>>()
+        );
     }
 
     #[test]

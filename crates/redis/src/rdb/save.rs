@@ -80,7 +80,11 @@ fn score_text(score: f64) -> Vec<u8> {
     let mut text = Vec::new();
     const HALF_RANGE: f64 = (i64::MAX / 2) as f64;
     if score == 0.0 {
-        text.extend_from_slice(if score.is_sign_negative() { b"-0" } else { b"0" });
+        text.extend_from_slice(if score.is_sign_negative() {
+            b"-0"
+        } else {
+            b"0"
+        });
     } else if (-HALF_RANGE..=HALF_RANGE).contains(&score) && score.fract() == 0.0 {
         num::format_i64(score as i64, &mut text);
     } else {

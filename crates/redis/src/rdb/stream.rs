@@ -133,7 +133,10 @@ pub fn load(reader: &mut Reader<'_>, version_2: bool) -> Result<StreamImage, Bad
 }
 
 fn first_live(image: &StreamImage) -> Option<Id> {
-    image.packs.iter().find_map(|p| p.entries.first().map(|e| e.0))
+    image
+        .packs
+        .iter()
+        .find_map(|p| p.entries.first().map(|e| e.0))
 }
 
 /// Live entries strictly ascending, none past the last ID, as many as the stream's length.
@@ -251,7 +254,11 @@ fn load_group(reader: &mut Reader<'_>, version_2: bool) -> Result<GroupImage, Ba
         if owners.insert(id, false).is_some() {
             return Err(BadData);
         }
-        group.pending.push(PendingImage { id, delivery_ms, count });
+        group.pending.push(PendingImage {
+            id,
+            delivery_ms,
+            count,
+        });
     }
     let consumers = reader.count(1 + 8 + 1)?;
     let mut names = BTreeSet::new();
@@ -358,7 +365,12 @@ fn push_delta(lp: &mut ListpackWriter, master: Id, id: Id) {
     lp.push_int(id.1.wrapping_sub(master.1) as i64);
 }
 
-fn save_entry(lp: &mut ListpackWriter, master: Id, (id, strings): (Id, &[Vec<u8>]), fields: &[&Vec<u8>]) {
+fn save_entry(
+    lp: &mut ListpackWriter,
+    master: Id,
+    (id, strings): (Id, &[Vec<u8>]),
+    fields: &[&Vec<u8>],
+) {
     let same = field_names(strings).eq(fields.iter().copied());
     lp.push_int(if same { FLAG_SAMEFIELDS } else { 0 });
     push_delta(lp, master, id);
@@ -384,7 +396,8 @@ fn save_group(out: &mut Writer, group: &GroupImage) {
     out.len(group.pending.len() as u64);
     for pending in &group.pending {
         out.bytes.extend_from_slice(&id_key(pending.id));
-        out.bytes.extend_from_slice(&pending.delivery_ms.to_le_bytes());
+        out.bytes
+            .extend_from_slice(&pending.delivery_ms.to_le_bytes());
         out.len(pending.count);
     }
     out.len(group.consumers.len() as u64);

@@ -539,16 +539,24 @@ pub fn images(mem: &impl Mem, stream: Stream) -> Vec<GroupImage> {
 /// Gives `stream` (without groups, its entries restored) the groups of `images`
 /// (`RESTORE`; the codec checked that each pending entry has exactly one consumer). A group
 /// an RDB 9 payload gives no read count is estimated as Redis estimates it.
-pub fn restore(txn: &mut Txn<'_>, layout: &Layout, stream: Stream, images: &[GroupImage]) -> Result<(), OutOfMemory> {
+pub fn restore(
+    txn: &mut Txn<'_>,
+    layout: &Layout,
+    stream: Stream,
+    images: &[GroupImage],
+) -> Result<(), OutOfMemory> {
     let meta = stream.meta(txn);
     let len = stream.len(txn);
     for image in images {
-        let last_id = StreamId { ms: image.last_id.0, seq: image.last_id.1 };
+        let last_id = StreamId {
+            ms: image.last_id.0,
+            seq: image.last_id.1,
+        };
         let entries_read = image
             .entries_read
             .unwrap_or_else(|| estimate_entries_read(&meta, len, last_id));
         let group = create(txn, layout, stream, &image.name, (last_id, entries_read))?;
-        let deliveries: std::collections::HashMap<(u64, u64), (i64, u64)> = image
+        let deliveries: std::collections::BTreeMap<(u64, u64), (i64, u64)> = image
             .pending
             .iter()
             .map(|p| (p.id, (p.delivery_ms, p.count)))
@@ -557,7 +565,10 @@ pub fn restore(txn: &mut Txn<'_>, layout: &Layout, stream: Stream, images: &[Gro
             let created = create_consumer(txn, layout, group, &consumer.name, consumer.seen_ms)?;
             for id in &consumer.pending {
                 let times = deliveries[id];
-                let id = StreamId { ms: id.0, seq: id.1 };
+                let id = StreamId {
+                    ms: id.0,
+                    seq: id.1,
+                };
                 add_pending(txn, layout, (group, created), id, times)?;
             }
         }

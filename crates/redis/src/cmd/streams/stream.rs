@@ -547,7 +547,7 @@ impl Stream {
     pub fn image(self, mem: &impl Mem) -> StreamImage {
         let meta = self.meta(mem);
         let mut packs = Vec::with_capacity(meta.pack_count as usize);
-        let mut index = std::collections::HashMap::new();
+        let mut index = std::collections::BTreeMap::new();
         let mut pack = meta.pack_first as usize;
         while pack != 0 {
             let record: Pack = mem.pod(pack);
@@ -579,7 +579,12 @@ impl Stream {
 
     /// Gives this stream (new, empty) the entries, packs and fields of `image` (`RESTORE`;
     /// the codec checked that its entries ascend).
-    pub fn restore(self, txn: &mut Txn<'_>, layout: &Layout, image: &StreamImage) -> Result<(), OutOfMemory> {
+    pub fn restore(
+        self,
+        txn: &mut Txn<'_>,
+        layout: &Layout,
+        image: &StreamImage,
+    ) -> Result<(), OutOfMemory> {
         assert_eq!(self.len(txn), 0, "a restore starts empty");
         let mut meta = Meta::default();
         for pack in &image.packs {
@@ -602,15 +607,29 @@ impl Stream {
             meta.pack_last = at as u64;
             meta.pack_count += 1;
             for (id, strings) in &pack.entries {
-                let key = StreamId { ms: id.0, seq: id.1 }.key();
+                let key = StreamId {
+                    ms: id.0,
+                    seq: id.1,
+                }
+                .key();
                 let hash = dict::hash(layout.seed(txn), &key);
                 let value = entry_value(at, strings);
-                self.entries().insert(txn, &layout.alloc, &key, hash, &value)?;
+                self.entries()
+                    .insert(txn, &layout.alloc, &key, hash, &value)?;
             }
         }
-        meta.set_last_id(StreamId { ms: image.last_id.0, seq: image.last_id.1 });
-        meta.set_first_id(StreamId { ms: image.first_id.0, seq: image.first_id.1 });
-        meta.set_max_deleted_id(StreamId { ms: image.max_deleted.0, seq: image.max_deleted.1 });
+        meta.set_last_id(StreamId {
+            ms: image.last_id.0,
+            seq: image.last_id.1,
+        });
+        meta.set_first_id(StreamId {
+            ms: image.first_id.0,
+            seq: image.first_id.1,
+        });
+        meta.set_max_deleted_id(StreamId {
+            ms: image.max_deleted.0,
+            seq: image.max_deleted.1,
+        });
         meta.entries_added = image.entries_added;
         self.set_meta(txn, &meta);
         Ok(())
