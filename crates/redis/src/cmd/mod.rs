@@ -236,6 +236,9 @@ pub struct Command {
     pub keys: (i32, i32, i32),
     /// Whether the command may need more memory (`denyoom`).
     pub grows: bool,
+    /// Whether a write of it may leave a set, hash or sorted set past its compact encoding,
+    /// which its key's encoding mark must then remember (the families of those types).
+    pub settles: bool,
     pub run: Option<Run>,
 }
 
@@ -276,6 +279,7 @@ pub const fn data(
         class,
         keys,
         grows,
+        settles: false,
         run: Some(run),
     }
 }
@@ -287,6 +291,7 @@ pub const fn conn(name: &'static str, arity: i32) -> Command {
         class: Class::Connection,
         keys: (0, 0, 0),
         grows: false,
+        settles: false,
         run: None,
     }
 }
@@ -313,6 +318,21 @@ pub fn commands() -> &'static [Command] {
             zsets::geo::COMMANDS,
         ] {
             all.extend_from_slice(family);
+        }
+        // Only these families' writes make a set, hash or sorted set (RENAME, COPY and
+        // RESTORE carry or set the mark themselves).
+        let settling = [
+            hashes::COMMANDS,
+            sets::COMMANDS,
+            zsets::COMMANDS,
+            zsets::geo::COMMANDS,
+        ];
+        for family in settling {
+            for command in family {
+                if let Some(entry) = all.iter_mut().find(|entry| entry.name == command.name) {
+                    entry.settles = true;
+                }
+            }
         }
         all.sort_by_key(|command| command.name);
         for pair in all.windows(2) {
@@ -565,7 +585,7 @@ pub fn run_command(
 ) -> Result<(), CmdError> {
     let run = command.run.expect("a data command runs");
     run(ctx, argv, out)?;
-    if command.class == Class::Write && matches!(ctx.access, Access::Write(_)) {
+    if command.settles && command.class == Class::Write && matches!(ctx.access, Access::Write(_)) {
         let positions = crate::session::key_positions(command, argv);
         dump::settle(ctx, argv, &positions);
     }
