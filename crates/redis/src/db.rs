@@ -108,6 +108,35 @@ impl Kind {
     }
 }
 
+/// What a value's history tells of how Redis 7.0 would hold it, where its bytes alone do
+/// not (`OBJECT ENCODING`, and which encoding `DUMP` writes). Kept in bits 8 to 15 of the
+/// key entry's `Link::aux` (bits 0 to 7 hold its [`Kind`]); a new key has `Derived`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum EncodingMark {
+    /// As the value stands: Redis's encoding for a value created as it is now.
+    Derived = 0,
+    /// A collection Redis converted to its large encoding (hashtable, skiplist), which it
+    /// never converts back; a string a command changed in place (raw).
+    Large = 1,
+    /// A string Redis made as a new object from text (`INCRBYFLOAT`): embstr up to 44
+    /// bytes, never int.
+    Embstr = 2,
+}
+
+impl EncodingMark {
+    fn from_u8(byte: u8) -> EncodingMark {
+        match byte {
+            1 => EncodingMark::Large,
+            2 => EncodingMark::Embstr,
+            _ => EncodingMark::Derived,
+        }
+    }
+}
+
+/// Where `Link::aux` lies in a key entry.
+const AUX_AT: usize = std::mem::offset_of!(Link, aux);
+
 /// A key entry's fixed part, as it lies in the segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
@@ -148,6 +177,11 @@ impl Key {
 
     pub fn entry(&self) -> usize {
         self.found.entry
+    }
+
+    /// What the key's history tells of how Redis would hold its value ([`EncodingMark`]).
+    pub fn mark(&self) -> EncodingMark {
+        EncodingMark::from_u8((self.head.link.aux >> 8) as u8)
     }
 
     /// Segment offset of a string's bytes.
@@ -378,6 +412,13 @@ impl Layout {
             .expect("a key with an expiry is in the expiry index");
         self.expires.remove(txn, &self.alloc, found);
         self.alloc.free(txn, found.entry, LINK_BYTES + name.len());
+    }
+
+    /// Records what `key`'s history tells of its encoding.
+    pub fn set_mark(&self, txn: &mut Txn<'_>, key: &Key, mark: EncodingMark) {
+        let aux = (key.head.link.aux & 0xff) | (mark as u32) << 8;
+        txn.set_range(key.entry() + AUX_AT, 4)
+            .copy_from_slice(&aux.to_le_bytes());
     }
 
     pub fn set_value(&self, txn: &mut Txn<'_>, key: &Key, value: u64) {

@@ -17,6 +17,7 @@ pub mod glob;
 pub mod mem;
 pub mod model;
 pub mod num;
+pub mod rdb;
 pub mod resp;
 pub mod session;
 pub mod wire;

@@ -264,8 +264,7 @@ impl DataModel for RedisModel {
         let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
             .with_scripts(self.scripts.get_mut());
         let mut out = ReplyWriter::new(reply, proto);
-        let run = command.run.expect("a data command runs");
-        run(&mut ctx, &self.argv, &mut out).map_err(failed)
+        crate::cmd::run_command(command, &mut ctx, &self.argv, &mut out).map_err(failed)
     }
 
     fn read(

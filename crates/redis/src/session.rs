@@ -180,7 +180,7 @@ impl std::fmt::Debug for User {
 /// after a count ([`cmd::counted_keys_at`]), `SORT`'s and `GEORADIUS`'s `STORE` destination,
 /// the streams `XREAD` and `XREADGROUP` read and the key of an `XGROUP` or `XINFO`
 /// ([`cmd::streams::keys_at`]), and `WATCH`'s every argument.
-fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
+pub(crate) fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
     let argc = argv.len() as i64;
     let (first, last, step) = match command.name {
         "WATCH" => (1, -1, 1),
@@ -466,7 +466,7 @@ impl Session {
         }
         // As Redis: the subcommand of a container command is looked up, and its arity
         // checked, with the command's own.
-        if matches!(command.name, "XGROUP" | "XINFO")
+        if matches!(command.name, "XGROUP" | "XINFO" | "OBJECT")
             && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
             self.refuse_in_multi();

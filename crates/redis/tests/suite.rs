@@ -4,6 +4,7 @@
 mod alloc_props;
 mod commands;
 mod common;
+mod dump_redis;
 mod geo;
 mod hashes;
 mod hashsets_redis;

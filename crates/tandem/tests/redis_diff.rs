@@ -97,6 +97,11 @@ enum Rule {
     /// compared without its cached cardinality (bytes 8 to 15, see [`without_hll_cache`]);
     /// any other reply exactly.
     HllCache,
+    /// A `DUMP` payload (see [`same_dump`]): the same type byte (the encoding Redis would
+    /// hold the value in) and the same value once decoded, where the order of a hash's or a
+    /// set's table, a stream's delivery and seen times, a HyperLogLog's cache and the sign of
+    /// a zero score may differ; an intset and a string other than a HyperLogLog byte for byte.
+    DumpPayload,
 }
 
 /// One allowed difference: the command (name, or name and subcommand), how its replies are
@@ -129,7 +134,10 @@ struct Allowed {
 /// the past (Redis 7.0 keeps the key for its expiry cycle to reclaim, so `DBSIZE` would count
 /// it for a time that cycle decides; tandem deletes it at once), an `EXPIRE` option or a
 /// `SCRIPT LOAD` body whose bytes are not UTF-8 (tandem's error text is UTF-8 and shows
-/// replacement characters where Redis echoes the raw bytes), and replies longer than tandem's reply frame (2 MB by
+/// replacement characters where Redis echoes the raw bytes), `OBJECT IDLETIME` (tandem keeps
+/// no access clock and refuses it rather than invent an idle time), a `RESTORE` payload with
+/// a byte changed inside its body (Redis checks a body only shallowly by default and may
+/// crash later), and replies longer than tandem's reply frame (2 MB by
 /// default, `tuning.max_frame_len`; tandem refuses them with an error): values stay near
 /// 100 KB, and `MGET` and `EXEC` ask for a few.
 ///
@@ -153,6 +161,14 @@ struct Allowed {
 /// elements outside them (on a value corrupted by a client, Redis keeps what it added before
 /// the corruption refused it; tandem changes nothing): see [`pfadd`]. The README lists these.
 static ALLOWED: &[Allowed] = &[
+    Allowed {
+        command: "DUMP",
+        rule: Rule::DumpPayload,
+        why: "a payload holds a hash's or set's table order, a stream's delivery and seen \
+              times, a HyperLogLog's cache and a listpack's lost sign of a zero score, each \
+              of which differs as the replies that show them do; the value and the encoding \
+              (the type byte) must be the same",
+    },
     Allowed {
         command: "KEYS",
         rule: Rule::Unordered,
@@ -593,7 +609,74 @@ fn same_reply(args: &[Vec<u8>], a: &Value, b: &Value) -> bool {
         Rule::SortTies => a == b || same_sort(args, a, b),
         Rule::HllCache => without_hll_cache(a) == without_hll_cache(b),
         Rule::StreamTimes(tolerance_ms) => same_but_stream_times(args, a, b, tolerance_ms),
+        Rule::DumpPayload => same_dump(a, b),
     }
+}
+
+/// [`Rule::DumpPayload`].
+fn same_dump(a: &Value, b: &Value) -> bool {
+    let (Value::Bulk(x), Value::Bulk(y)) = (a, b) else {
+        return a == b;
+    };
+    let (Some(canonical_x), Some(canonical_y)) = (dump_canonical(x), dump_canonical(y)) else {
+        return false;
+    };
+    let exact = match x.first() {
+        Some(0) => !canonical_x.starts_with("string \"HYLL"),
+        Some(11) => true,
+        _ => false,
+    };
+    x.first() == y.first() && canonical_x == canonical_y && (!exact || x == y)
+}
+
+/// A payload's value as text, without what may rightly differ (see [`Rule::DumpPayload`]);
+/// `None` if it does not parse.
+fn dump_canonical(payload: &[u8]) -> Option<String> {
+    use tandem_redis::rdb::Value as Payload;
+    let (value, _) = tandem_redis::rdb::parse(payload).ok()?;
+    Some(match value {
+        Payload::String(bytes) => {
+            let shown = match without_hll_cache(&Value::Bulk(bytes)) {
+                Value::Bulk(bytes) => bytes,
+                _ => unreachable!("a bulk string stays one"),
+            };
+            format!("string {:?}", String::from_utf8_lossy(&shown))
+        }
+        Payload::List(elements) => format!("list {elements:?}"),
+        Payload::Set(mut members) => {
+            members.sort();
+            format!("set {members:?}")
+        }
+        Payload::Hash(mut pairs) => {
+            pairs.sort();
+            format!("hash {pairs:?}")
+        }
+        Payload::ZSet(pairs) => {
+            let mut pairs: Vec<(Vec<u8>, f64)> =
+                pairs.into_iter().map(|(m, s)| (m, s + 0.0)).collect();
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            format!("zset {pairs:?}")
+        }
+        Payload::Stream(image) => {
+            // Entries flat (Redis also closes a node at 4096 bytes, where tandem's packs do
+            // not), and no clock's time.
+            let entries: Vec<_> = image.packs.iter().flat_map(|p| &p.entries).collect();
+            let groups: Vec<_> = image
+                .groups
+                .iter()
+                .map(|g| {
+                    let pending: Vec<_> = g.pending.iter().map(|p| (p.id, p.count)).collect();
+                    let consumers: Vec<_> =
+                        g.consumers.iter().map(|c| (&c.name, &c.pending)).collect();
+                    (&g.name, g.last_id, g.entries_read, pending, consumers)
+                })
+                .collect();
+            format!(
+                "stream {entries:?} {:?} {:?} {:?} {} {groups:?}",
+                image.last_id, image.first_id, image.max_deleted, image.entries_added
+            )
+        }
+    })
 }
 
 /// `value` with the cached cardinality of a HyperLogLog zeroed: bytes 8 to 15 of a bulk
@@ -1105,6 +1188,118 @@ impl Draw {
             _ => (100_000_000_000_000 / unit_ms).to_string().into_bytes(),
         }
     }
+}
+
+/// A payload of a value drawn here, as `DUMP` would give it (tandem's codec writes it: the
+/// differential test then shows redis-server loads it as tandem does), or a broken one: a
+/// checksum or version that does not match, or a body cut short (Redis reads a body in
+/// order, so a cut one fails to parse in both; a flipped byte could crash Redis, whose
+/// checks are shallow by default, and is not sent).
+fn payload(d: &mut Draw) -> Vec<u8> {
+    use tandem_redis::rdb::{self, Encoding, Value as Payload};
+    let distinct = |mut items: Vec<Vec<u8>>| {
+        items.sort();
+        items.dedup();
+        items
+    };
+    let (value, encoding) = match d.rng.below(5) {
+        0 => {
+            let value = d.value();
+            let encoding = rdb::string_encoding(&value);
+            (Payload::String(value), encoding)
+        }
+        1 => (Payload::List(elements(d)), Encoding::Quicklist),
+        2 => {
+            let members = distinct((0..1 + d.rng.below(6)).map(|_| member(d)).collect());
+            let ints = members
+                .iter()
+                .all(|m| tandem_redis::num::parse_i64(m).is_some());
+            let encoding = if ints {
+                Encoding::Intset
+            } else {
+                Encoding::Hashtable
+            };
+            (Payload::Set(members), encoding)
+        }
+        3 => {
+            let members = distinct((0..1 + d.rng.below(6)).map(|_| zmember(d)).collect());
+            let scores = ["1", "2.5", "-3", "1e10", "inf", "-inf", "0.1"];
+            let pairs: Vec<(Vec<u8>, f64)> = members
+                .into_iter()
+                .map(|m| {
+                    let score = scores[d.rng.below(scores.len())];
+                    (m, tandem_redis::num::parse_f64(score.as_bytes()).unwrap())
+                })
+                .collect();
+            let long = pairs.iter().any(|(m, _)| m.len() > 64);
+            let encoding = if long {
+                Encoding::Skiplist
+            } else {
+                Encoding::Listpack
+            };
+            (Payload::ZSet(pairs), encoding)
+        }
+        _ => {
+            let fields = distinct((0..1 + d.rng.below(6)).map(|_| field(d)).collect());
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> =
+                fields.into_iter().map(|f| (f, d.value())).collect();
+            let long = pairs.iter().any(|(f, v)| f.len() > 64 || v.len() > 64);
+            let encoding = if long {
+                Encoding::Hashtable
+            } else {
+                Encoding::Listpack
+            };
+            (Payload::Hash(pairs), encoding)
+        }
+    };
+    let mut bytes = rdb::dump(&value, encoding);
+    match d.rng.below(10) {
+        0 => *bytes.last_mut().expect("a footer") ^= 1,
+        1 => {
+            let body_len = bytes.len() - 10;
+            bytes.truncate(d.rng.below(body_len));
+            bytes = rdb::with_footer(bytes, rdb::RDB_VERSION);
+        }
+        2 => {
+            bytes.truncate(bytes.len() - 10);
+            bytes = rdb::with_footer(bytes, 11);
+        }
+        _ => {}
+    }
+    bytes
+}
+
+/// `RESTORE key ttl payload` with its options, in any order and combination.
+fn restore(d: &mut Draw) -> Args {
+    let absolute = d.rng.chance(20);
+    let ttl = match d.rng.below(10) {
+        0..=5 => b"0".to_vec(),
+        _ if absolute => d.absolute(1),
+        _ => d.relative(1),
+    };
+    let mut args = command("RESTORE", [d.key(), ttl, payload(d)]);
+    if absolute {
+        args.push(d.pick(&["ABSTTL", "absttl"]));
+    }
+    if d.rng.chance(60) {
+        args.push(d.pick(&["REPLACE", "replace"]));
+    }
+    for _ in 0..d.rng.below(2) {
+        match d.rng.below(5) {
+            0 => args.extend([
+                d.pick(&["IDLETIME", "idletime"]),
+                d.pick(&["0", "100", "-1", "x"]),
+            ]),
+            1 => args.extend([
+                d.pick(&["FREQ", "freq"]),
+                d.pick(&["0", "255", "256", "-1", "x"]),
+            ]),
+            2 => args.push(d.pick(&["IDLETIME", "FREQ"])),
+            3 => args.push(b"BOGUS".to_vec()),
+            _ => args.push(d.pick(&["REPLACE", "ABSTTL"])),
+        }
+    }
+    args
 }
 
 /// `name` followed by `rest`.
@@ -2543,6 +2738,14 @@ const fn script(body: &'static str, keys: usize, args: usize, read_only: bool) -
 /// error, error and status replies, tables nested, with booleans and nil, Lua numbers that
 /// truncate, `cjson` round trips, runtime and compile errors, and calls Redis refuses.
 static SCRIPTS: &[Script] = &[
+    // `DUMP` and `RESTORE` inside each server: the copy is then compared by what reads it.
+    script(
+        "local d = redis.call('DUMP', KEYS[1]) if not d then return 0 end \
+         return redis.call('RESTORE', KEYS[2], 0, d, 'REPLACE')",
+        2,
+        0,
+        false,
+    ),
     script("return redis.call('GET', KEYS[1])", 1, 0, true),
     script("return redis.call('SET', KEYS[1], ARGV[1])", 1, 1, false),
     script("return redis.call('INCRBY', KEYS[1], ARGV[1])", 1, 1, false),
@@ -3347,6 +3550,22 @@ static KEYSPACE: &[Gen] = &[
     g("EXPIRETIME", 5, |d| command("EXPIRETIME", [d.key()])),
     g("PEXPIRETIME", 5, |d| command("PEXPIRETIME", [d.key()])),
     g("KEYS", 6, |d| command("KEYS", [d.pattern()])),
+    g("DUMP", 6, |d| command("DUMP", [d.key()])),
+    g("RESTORE", 8, restore),
+    g("OBJECT", 12, |d| {
+        // Not `IDLETIME`: tandem keeps no access clock, and refuses it.
+        match d.rng.below(20) {
+            0..=13 => command("OBJECT", [d.pick(&["ENCODING", "encoding"]), d.key()]),
+            14..=15 => command("OBJECT", [b"REFCOUNT".to_vec(), d.key()]),
+            16 => command("OBJECT", [b"FREQ".to_vec(), d.key()]),
+            17 => command("OBJECT", [d.pick(&["HELP", "help"])]),
+            18 => command("OBJECT", [b"BOGUS".to_vec(), d.key()]),
+            _ => command(
+                "OBJECT",
+                [d.pick(&["ENCODING", "HELP", "REFCOUNT"]), d.key(), d.key()],
+            ),
+        }
+    }),
     g("SCAN", 4, |d| {
         // Whole scans with small counts are Step::WholeScan; one page here covers every
         // key, or is refused.

@@ -74,6 +74,9 @@ pub fn setbit(
         let txn = ctx.txn();
         txn.set_range(key.string_at() + byte, 1)[0] = new_byte;
         layout.touch(txn, &key);
+    } else {
+        // Redis makes the string a raw copy of its own even when no bit changes.
+        super::dump::mark(ctx, name, crate::db::EncodingMark::Large);
     }
     out.integer(i64::from(old_bit));
     Ok(())
@@ -338,6 +341,8 @@ pub fn bitop(
         }
     } else {
         put(ctx, target, &result, Ttl::Clear)?;
+        // Redis stores the result as a raw string object.
+        super::dump::mark(ctx, target, crate::db::EncodingMark::Large);
     }
     out.integer(result.len() as i64);
     Ok(())

@@ -101,6 +101,31 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, from: &Key, to: &[u8]) -> Result<(), CmdError
     Ok(())
 }
 
+/// Every (field, value) of hash `key`, in its table's order (`DUMP`).
+pub fn pairs(mem: &impl Mem, key: &Key) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let dict = table(key);
+    collection::all_entries(mem, &dict)
+        .into_iter()
+        .map(|entry| (dict.key(mem, entry).to_vec(), value_of(mem, entry).to_vec()))
+        .collect()
+}
+
+/// Makes `name` (which does not exist) a hash of `pairs` (distinct fields, not empty),
+/// as `RESTORE` does.
+pub fn store(
+    ctx: &mut Ctx<'_, '_>,
+    name: &[u8],
+    pairs: &[(Vec<u8>, Vec<u8>)],
+) -> Result<(), CmdError> {
+    assert!(!pairs.is_empty(), "an empty hash is not stored");
+    let key = collection::create(ctx, name, Kind::Hash)?;
+    for (field, value) in pairs {
+        set_field(ctx, &key, field, value)?;
+    }
+    collection::changed(ctx, &key, &table(&key));
+    Ok(())
+}
+
 /// The hash `key` names: `None` if it does not exist, `WRONGTYPE` if it is not a hash.
 fn get_hash(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Option<Key>, CmdError> {
     ctx.find_typed(key, Kind::Hash)

@@ -488,6 +488,7 @@ pub fn pfadd(
     if updated {
         invalidate_cache(&mut value);
         put(ctx, key, &value, Ttl::Keep)?;
+        super::dump::mark(ctx, key, crate::db::EncodingMark::Large);
     }
     out.integer(i64::from(updated));
     Ok(())
@@ -562,6 +563,7 @@ pub fn pfmerge(
     }
     invalidate_cache(&mut value);
     put(ctx, arg(argv, 1), &value, Ttl::Keep)?;
+    super::dump::mark(ctx, arg(argv, 1), crate::db::EncodingMark::Large);
     out.ok();
     Ok(())
 }
@@ -584,6 +586,7 @@ pub fn pfdebug(
             let dense = if sparse {
                 let dense = to_dense(&value).ok_or(CORRUPT)?;
                 put(ctx, key, &dense, Ttl::Keep)?;
+                super::dump::mark(ctx, key, crate::db::EncodingMark::Large);
                 dense
             } else {
                 value
@@ -613,6 +616,7 @@ pub fn pfdebug(
             if sparse {
                 let dense = to_dense(&value).ok_or(CORRUPT)?;
                 put(ctx, key, &dense, Ttl::Keep)?;
+                super::dump::mark(ctx, key, crate::db::EncodingMark::Large);
             }
             out.integer(i64::from(sparse));
         }

@@ -4,7 +4,7 @@
 use tandem_memory::Txn;
 
 use super::{CmdError, Ctx, arg, int_arg};
-use crate::db::{KEY_HEAD_BYTES, Key, KeyHead, Kind, Layout};
+use crate::db::{EncodingMark, KEY_HEAD_BYTES, Key, KeyHead, Kind, Layout};
 use crate::dict::{Found, LINK_BYTES, Link};
 use crate::glob;
 use crate::mem::Mem;
@@ -150,6 +150,10 @@ fn rename_key(ctx: &mut Ctx<'_, '_>, argv: &Argv, nx: bool) -> Result<bool, CmdE
         .copy_from_slice(&value);
     layout.set_value(txn, &target, head.value);
     layout.set_value_len(txn, &target, head.value_len);
+    if source.mark() != EncodingMark::Derived {
+        // The value is the same object to Redis: its encoding goes with it.
+        layout.set_mark(txn, &target, source.mark());
+    }
     layout.set_expire(txn, &target, head.expire_at_ms)?;
     let source = layout
         .find_any(txn, from)
@@ -606,6 +610,10 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         Kind::Set => super::sets::copy(ctx, &source, to)?,
         Kind::ZSet => super::zsets::copy(ctx, &source, to)?,
         Kind::Stream => super::streams::copy(ctx, &source, to)?,
+    }
+    if source.mark() != EncodingMark::Derived {
+        // Redis's copy keeps the source's encoding.
+        super::dump::mark(ctx, to, source.mark());
     }
     if source.head.expire_at_ms != 0 {
         let layout = ctx.layout;

@@ -13,6 +13,7 @@
 
 mod bits;
 mod collection;
+pub mod dump;
 pub mod hashes;
 pub mod hll;
 mod keys;
@@ -235,6 +236,9 @@ pub struct Command {
     pub keys: (i32, i32, i32),
     /// Whether the command may need more memory (`denyoom`).
     pub grows: bool,
+    /// Whether a write of it may leave a set, hash or sorted set past its compact encoding,
+    /// which its key's encoding mark must then remember (the families of those types).
+    pub settles: bool,
     pub run: Option<Run>,
 }
 
@@ -275,6 +279,7 @@ pub const fn data(
         class,
         keys,
         grows,
+        settles: false,
         run: Some(run),
     }
 }
@@ -286,6 +291,7 @@ pub const fn conn(name: &'static str, arity: i32) -> Command {
         class: Class::Connection,
         keys: (0, 0, 0),
         grows: false,
+        settles: false,
         run: None,
     }
 }
@@ -300,6 +306,7 @@ pub fn commands() -> &'static [Command] {
         let mut all: Vec<Command> = BASE.to_vec();
         for family in [
             bits::COMMANDS,
+            dump::COMMANDS,
             hashes::COMMANDS,
             hll::COMMANDS,
             lists::COMMANDS,
@@ -311,6 +318,21 @@ pub fn commands() -> &'static [Command] {
             zsets::geo::COMMANDS,
         ] {
             all.extend_from_slice(family);
+        }
+        // Only these families' writes make a set, hash or sorted set (RENAME, COPY and
+        // RESTORE carry or set the mark themselves).
+        let settling = [
+            hashes::COMMANDS,
+            sets::COMMANDS,
+            zsets::COMMANDS,
+            zsets::geo::COMMANDS,
+        ];
+        for family in settling {
+            for command in family {
+                if let Some(entry) = all.iter_mut().find(|entry| entry.name == command.name) {
+                    entry.settles = true;
+                }
+            }
         }
         all.sort_by_key(|command| command.name);
         for pair in all.windows(2) {
@@ -422,6 +444,11 @@ pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("CONFIG", "GET", -3),
     ("CONFIG", "RESETSTAT", 2),
     ("CONFIG", "SET", -4),
+    ("OBJECT", "ENCODING", 3),
+    ("OBJECT", "FREQ", 3),
+    ("OBJECT", "HELP", 2),
+    ("OBJECT", "IDLETIME", 3),
+    ("OBJECT", "REFCOUNT", 3),
     // Data commands, which the model answers. Inside `MULTI` a subcommand is checked when
     // queued, as Redis checks every container command's (`XGROUP` and `XINFO` always
     // before anything else, as Redis does).
@@ -531,12 +558,12 @@ pub fn run_in(
         }
         _ => {}
     }
-    let Some(run) = command.run else {
+    if command.run.is_none() {
         return Err(CmdError::owned(format!(
             "ERR '{}' is a connection command: it cannot run here",
             command.name.to_ascii_lowercase()
         )));
-    };
+    }
     if !command.arity_fits(argv.len()) {
         return Err(arity_error(name));
     }
@@ -545,7 +572,24 @@ pub fn run_in(
             "ERR Write commands are not allowed from read-only scripts.",
         ));
     }
-    run(ctx, argv, out)
+    run_command(command, ctx, argv, out)
+}
+
+/// Runs data command `command` in `ctx`; after a write that succeeded, settles the encoding
+/// marks of the keys it names ([`dump::settle`]). Every data command runs through here.
+pub fn run_command(
+    command: &Command,
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let run = command.run.expect("a data command runs");
+    run(ctx, argv, out)?;
+    if command.settles && command.class == Class::Write && matches!(ctx.access, Access::Write(_)) {
+        let positions = crate::session::key_positions(command, argv);
+        dump::settle(ctx, argv, &positions);
+    }
+    Ok(())
 }
 
 /// Redis's error for a wrong argument count.

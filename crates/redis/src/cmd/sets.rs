@@ -84,6 +84,18 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, from: &Key, to: &[u8]) -> Result<(), CmdError
     Ok(())
 }
 
+/// Makes `name` (which does not exist) a set of `members` (distinct, not empty), as
+/// `RESTORE` does.
+pub fn store(ctx: &mut Ctx<'_, '_>, name: &[u8], members: &[Vec<u8>]) -> Result<(), CmdError> {
+    assert!(!members.is_empty(), "an empty set is not stored");
+    let key = collection::create(ctx, name, Kind::Set)?;
+    for member in members {
+        add_member(ctx, &key, member)?;
+    }
+    collection::changed(ctx, &key, &table(&key));
+    Ok(())
+}
+
 /// The set `key` names: `None` if it does not exist, `WRONGTYPE` if it is not a set.
 fn get_set(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Option<Key>, CmdError> {
     ctx.find_typed(key, Kind::Set)
@@ -347,6 +359,10 @@ pub fn spop(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         for entry in popped {
             out.bulk(&remove_entry(ctx, &key, entry));
         }
+        // Redis moves the members that stay into a new set (`setTypeCreate`), whose
+        // encoding follows from them alone.
+        let layout = ctx.layout;
+        layout.set_mark(ctx.txn(), &key, crate::db::EncodingMark::Derived);
     }
     removed_some(ctx, &key);
     Ok(())

@@ -373,7 +373,7 @@ fn subcommand_syntax(container: &str, argv: &Argv) -> CmdError {
 }
 
 /// Redis's `addReplyHelp`: the header, `lines`, and the lines on `HELP` itself.
-fn reply_help(out: &mut ReplyWriter<'_>, container: &str, lines: &[&str]) {
+pub(crate) fn reply_help(out: &mut ReplyWriter<'_>, container: &str, lines: &[&str]) {
     out.array(lines.len() + 3);
     out.simple(&format!(
         "{container} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
@@ -450,6 +450,30 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, from: &Key, to: &[u8]) -> Result<(), CmdError
     let target = Stream::of(&key);
     source.copy_entries_to(txn, &layout, target)?;
     groups::copy(txn, &layout, source, target)?;
+    changed(ctx, &key);
+    Ok(())
+}
+
+/// Stream `key` whole, as a payload holds it (`DUMP`).
+pub fn image(mem: &impl Mem, key: &Key) -> crate::rdb::StreamImage {
+    let stream = Stream::of(key);
+    let mut image = stream.image(mem);
+    image.groups = groups::images(mem, stream);
+    image
+}
+
+/// Makes `name` (which does not exist) the stream `image` holds (`RESTORE`).
+pub fn restore(
+    ctx: &mut Ctx<'_, '_>,
+    name: &[u8],
+    image: &crate::rdb::StreamImage,
+) -> Result<(), CmdError> {
+    let key = stream_for_write(ctx, name)?;
+    let layout = ctx.layout;
+    let txn = ctx.txn();
+    let stream = Stream::of(&key);
+    stream.restore(txn, &layout, image)?;
+    groups::restore(txn, &layout, stream, &image.groups)?;
     changed(ctx, &key);
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! String commands (t_string.c): `GET`, `SET` and its relatives, counters, ranges.
 
 use super::{CmdError, Ctx, STRING_LEN_MAX, arg, arity_error, int_arg};
-use crate::db::{Key, Kind};
+use crate::db::{EncodingMark, Key, Kind};
 use crate::mem::Mem;
 use crate::num;
 use crate::resp::{Argv, ReplyWriter};
@@ -44,6 +44,10 @@ pub(super) fn put(
         .copy_from_slice(value);
     layout.set_value_len(txn, &target, value.len() as u64);
     layout.touch(txn, &target);
+    if target.mark() != EncodingMark::Derived {
+        // A new value is a new object to Redis: its encoding follows from its bytes.
+        layout.set_mark(txn, &target, EncodingMark::Derived);
+    }
     layout.set_expire(txn, &target, expire_at_ms)?;
     Ok(())
 }
@@ -425,8 +429,13 @@ pub fn append(
     if new_len > STRING_LEN_MAX {
         return Err(CmdError::TOO_LONG);
     }
-    let key = write_span(ctx, key, existing, new_len, old_len, value)?;
-    out.integer(key.head.value_len as i64);
+    let created = existing.is_none();
+    let found = write_span(ctx, key, existing, new_len, old_len, value)?;
+    if created {
+        // `APPEND` to no key stores its argument as `SET` would.
+        super::dump::mark(ctx, key, EncodingMark::Derived);
+    }
+    out.integer(found.head.value_len as i64);
     Ok(())
 }
 
@@ -456,6 +465,24 @@ fn write_span(
 /// changes no bit leaves a `WATCH` alone, as Redis does). Returns the entry as it now
 /// stands, which may have moved.
 pub(super) fn lengthen(
+    ctx: &mut Ctx<'_, '_>,
+    key: &[u8],
+    existing: Option<Key>,
+    len_min: usize,
+) -> Result<Key, CmdError> {
+    let found = lengthen_unmarked(ctx, key, existing, len_min)?;
+    if found.mark() == EncodingMark::Large {
+        return Ok(found);
+    }
+    // Redis changes a string in place only in a raw copy of its own (`dbUnshareStringValue`).
+    let layout = ctx.layout;
+    let txn = ctx.txn();
+    layout.set_mark(txn, &found, EncodingMark::Large);
+    let head = txn.pod(found.entry());
+    Ok(Key { head, ..found })
+}
+
+fn lengthen_unmarked(
     ctx: &mut Ctx<'_, '_>,
     key: &[u8],
     existing: Option<Key>,
@@ -575,6 +602,8 @@ pub fn incrbyfloat(
     let mut text = Vec::with_capacity(32);
     sum.format_human(&mut text);
     put(ctx, key, &text, Ttl::Keep)?;
+    // Redis makes the result a new string object from its text: embstr, never int.
+    super::dump::mark(ctx, key, EncodingMark::Embstr);
     out.bulk(&text);
     Ok(())
 }

@@ -699,6 +699,21 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, from: &Key, to: &[u8]) -> Result<(), CmdError
     create_with(ctx, to, &pairs)
 }
 
+/// Every (member, score) of sorted set `key`, in its table's order (`DUMP`).
+pub fn pairs(mem: &impl Mem, key: &Key) -> Vec<(Vec<u8>, f64)> {
+    super::collection::all_entries(mem, &ZSet::of(key).dict())
+        .into_iter()
+        .map(|entry| (member_of(mem, entry).to_vec(), score_of(mem, entry)))
+        .collect()
+}
+
+/// Makes `name` (which does not exist) a sorted set of `pairs` (distinct members, not
+/// empty), as `RESTORE` does.
+pub fn store(ctx: &mut Ctx<'_, '_>, name: &[u8], pairs: &[(Vec<u8>, f64)]) -> Result<(), CmdError> {
+    assert!(!pairs.is_empty(), "an empty sorted set is not stored");
+    create_with(ctx, name, pairs)
+}
+
 /// Checks every invariant of the sorted set `key` holds, for tests: the order, the spans
 /// at every level, the backward pointers and the tail, the level in use and the head's
 /// room, the level counts the hashes give, and that the table and the list hold the same

@@ -172,6 +172,9 @@ pub fn replay_recorded(fixture: &str, canonical: impl Fn(&[Vec<u8>], Value) -> V
             assert_eq!(used, raw.len());
             let arg_refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             let ours = node.cmd(&arg_refs);
+            if std::env::var_os("DUMP_PAYLOADS_OUT").is_some() && args[0] == b"DUMP" {
+                crate::dump_redis::save_payload(&args, &ours);
+            }
             assert_eq!(
                 canonical(&args, ours),
                 canonical(&args, expected),

@@ -38,6 +38,7 @@ use crate::alloc::OutOfMemory;
 use crate::db::Layout;
 use crate::dict;
 use crate::mem::Mem;
+use crate::rdb::{ConsumerImage, GroupImage, PendingImage};
 
 /// A group's entries read when not known (Redis's `SCG_INVALID_ENTRIES_READ`).
 pub const ENTRIES_READ_UNKNOWN: i64 = -1;
@@ -477,6 +478,98 @@ pub fn copy(
                 let id = entry.id(txn);
                 let times = (delivery.time_ms, delivery.count);
                 add_pending(txn, layout, (target, copied), id, times)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The groups of `stream`, as a payload holds them (`DUMP`).
+pub fn images(mem: &impl Mem, stream: Stream) -> Vec<GroupImage> {
+    let mut images = Vec::new();
+    for node in stream.groups().nodes(mem) {
+        let group = Group { node };
+        let pending = group
+            .pending(mem)
+            .nodes(mem)
+            .into_iter()
+            .map(|node| {
+                let entry = Pending { node };
+                let delivery = entry.delivery(mem);
+                let id = entry.id(mem);
+                PendingImage {
+                    id: (id.ms, id.seq),
+                    delivery_ms: delivery.time_ms,
+                    count: delivery.count,
+                }
+            })
+            .collect();
+        let consumers = group
+            .consumers(mem)
+            .nodes(mem)
+            .into_iter()
+            .map(|node| {
+                let consumer = Consumer { node };
+                let held = consumer.pending(mem).nodes(mem);
+                ConsumerImage {
+                    name: consumer.name(mem).to_vec(),
+                    seen_ms: consumer.seen_ms(mem),
+                    pending: held
+                        .into_iter()
+                        .map(|own| {
+                            let id = Pending::of_consumer_node(mem, own).id(mem);
+                            (id.ms, id.seq)
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let last_id = group.last_id(mem);
+        images.push(GroupImage {
+            name: group.name(mem).to_vec(),
+            last_id: (last_id.ms, last_id.seq),
+            entries_read: Some(group.entries_read(mem)),
+            pending,
+            consumers,
+        });
+    }
+    images
+}
+
+/// Gives `stream` (without groups, its entries restored) the groups of `images`
+/// (`RESTORE`; the codec checked that each pending entry has exactly one consumer). A group
+/// an RDB 9 payload gives no read count is estimated as Redis estimates it.
+pub fn restore(
+    txn: &mut Txn<'_>,
+    layout: &Layout,
+    stream: Stream,
+    images: &[GroupImage],
+) -> Result<(), OutOfMemory> {
+    let meta = stream.meta(txn);
+    let len = stream.len(txn);
+    for image in images {
+        let last_id = StreamId {
+            ms: image.last_id.0,
+            seq: image.last_id.1,
+        };
+        let entries_read = image
+            .entries_read
+            .unwrap_or_else(|| estimate_entries_read(&meta, len, last_id));
+        let group = create(txn, layout, stream, &image.name, (last_id, entries_read))?;
+        let deliveries: std::collections::BTreeMap<(u64, u64), (i64, u64)> = image
+            .pending
+            .iter()
+            .map(|p| (p.id, (p.delivery_ms, p.count)))
+            .collect();
+        for consumer in &image.consumers {
+            let created = create_consumer(txn, layout, group, &consumer.name, consumer.seen_ms)?;
+            for id in &consumer.pending {
+                let times = deliveries[id];
+                let id = StreamId {
+                    ms: id.0,
+                    seq: id.1,
+                };
+                add_pending(txn, layout, (group, created), id, times)?;
             }
         }
     }

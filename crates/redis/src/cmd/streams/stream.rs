@@ -10,6 +10,7 @@ use crate::alloc::OutOfMemory;
 use crate::db::{Key, Kind, Layout};
 use crate::dict;
 use crate::mem::{Mem, set_word};
+use crate::rdb::{PackImage, StreamImage};
 
 /// A stream entry's ID: milliseconds, then a sequence number.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -267,16 +268,7 @@ impl Stream {
             meta.pack_count += 1;
             pack_at = at;
         }
-        let mut value = Vec::with_capacity(
-            ENTRY_STRINGS_AT + fields.iter().map(|f| 4 + f.len()).sum::<usize>(),
-        );
-        value.extend_from_slice(&(pack_at as u64).to_le_bytes());
-        value.extend_from_slice(&(fields.len() as u64 / 2).to_le_bytes());
-        for field in fields {
-            let len = u32::try_from(field.len()).expect("an argument is shorter than 4 GiB");
-            value.extend_from_slice(&len.to_le_bytes());
-            value.extend_from_slice(field);
-        }
+        let value = entry_value(pack_at, fields);
         let key = id.key();
         let hash = dict::hash(layout.seed(txn), &key);
         self.entries()
@@ -529,6 +521,117 @@ impl Stream {
         if last != 0 && Self::id_of(mem, last) > meta.last_id() {
             return Err("an entry is past the last ID".into());
         }
+        Ok(())
+    }
+}
+
+/// An entry's value: its pack, its field count, each field and value with its length.
+fn entry_value<S: AsRef<[u8]>>(pack_at: usize, fields: &[S]) -> Vec<u8> {
+    let mut value = Vec::with_capacity(
+        ENTRY_STRINGS_AT + fields.iter().map(|f| 4 + f.as_ref().len()).sum::<usize>(),
+    );
+    value.extend_from_slice(&(pack_at as u64).to_le_bytes());
+    value.extend_from_slice(&(fields.len() as u64 / 2).to_le_bytes());
+    for field in fields {
+        let field = field.as_ref();
+        let len = u32::try_from(field.len()).expect("an argument is shorter than 4 GiB");
+        value.extend_from_slice(&len.to_le_bytes());
+        value.extend_from_slice(field);
+    }
+    value
+}
+
+impl Stream {
+    /// The stream's entries in their packs and its fields, as a payload holds them
+    /// (`DUMP`); its groups are the caller's to add.
+    pub fn image(self, mem: &impl Mem) -> StreamImage {
+        let meta = self.meta(mem);
+        let mut packs = Vec::with_capacity(meta.pack_count as usize);
+        let mut index = std::collections::BTreeMap::new();
+        let mut pack = meta.pack_first as usize;
+        while pack != 0 {
+            let record: Pack = mem.pod(pack);
+            index.insert(pack, packs.len());
+            packs.push(PackImage {
+                master: (record.first_ms, record.first_seq),
+                appended: record.appended,
+                last: (record.last_ms, record.last_seq),
+                entries: Vec::new(),
+            });
+            pack = record.next as usize;
+        }
+        for node in self.entries().nodes(mem) {
+            let id = Self::id_of(mem, node);
+            let strings = Self::fields_of(mem, node).into_iter().map(<[u8]>::to_vec);
+            packs[index[&Self::pack_of(mem, node)]]
+                .entries
+                .push(((id.ms, id.seq), strings.collect()));
+        }
+        StreamImage {
+            packs,
+            last_id: (meta.last_ms, meta.last_seq),
+            first_id: (meta.first_ms, meta.first_seq),
+            max_deleted: (meta.max_deleted_ms, meta.max_deleted_seq),
+            entries_added: meta.entries_added,
+            groups: Vec::new(),
+        }
+    }
+
+    /// Gives this stream (new, empty) the entries, packs and fields of `image` (`RESTORE`;
+    /// the codec checked that its entries ascend).
+    pub fn restore(
+        self,
+        txn: &mut Txn<'_>,
+        layout: &Layout,
+        image: &StreamImage,
+    ) -> Result<(), OutOfMemory> {
+        assert_eq!(self.len(txn), 0, "a restore starts empty");
+        let mut meta = Meta::default();
+        for pack in &image.packs {
+            let at = layout.alloc.alloc(txn, PACK_BYTES)?;
+            *txn.set_pod::<Pack>(at) = Pack {
+                prev: meta.pack_last,
+                next: 0,
+                live: pack.entries.len() as u64,
+                appended: pack.appended,
+                last_ms: pack.last.0,
+                last_seq: pack.last.1,
+                first_ms: pack.master.0,
+                first_seq: pack.master.1,
+            };
+            if meta.pack_last == 0 {
+                meta.pack_first = at as u64;
+            } else {
+                set_word(txn, meta.pack_last as usize + 8, at as u64);
+            }
+            meta.pack_last = at as u64;
+            meta.pack_count += 1;
+            for (id, strings) in &pack.entries {
+                let key = StreamId {
+                    ms: id.0,
+                    seq: id.1,
+                }
+                .key();
+                let hash = dict::hash(layout.seed(txn), &key);
+                let value = entry_value(at, strings);
+                self.entries()
+                    .insert(txn, &layout.alloc, &key, hash, &value)?;
+            }
+        }
+        meta.set_last_id(StreamId {
+            ms: image.last_id.0,
+            seq: image.last_id.1,
+        });
+        meta.set_first_id(StreamId {
+            ms: image.first_id.0,
+            seq: image.first_id.1,
+        });
+        meta.set_max_deleted_id(StreamId {
+            ms: image.max_deleted.0,
+            seq: image.max_deleted.1,
+        });
+        meta.entries_added = image.entries_added;
+        self.set_meta(txn, &meta);
         Ok(())
     }
 }
