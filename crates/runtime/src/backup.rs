@@ -584,6 +584,9 @@ pub fn start(
         .map_or(0, |peer| peer.node_id);
     let gate = Gate::new(config.group.view, primary);
     let log = crate::log::open_fresh(config, segment.lsn(), &metrics)?;
+    if let Some(log) = &log {
+        crate::stopping_drains(log);
+    }
     let gate_metrics = Arc::clone(&metrics);
     let handle = start_role(config, segment, model, metrics, gate, Vec::new(), None, log)?;
     let state = handle.state.clone();

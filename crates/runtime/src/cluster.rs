@@ -278,6 +278,7 @@ pub fn run(
     };
     if let Some(log) = &log {
         let _ = log_opened.set(log.clone());
+        crate::stopping_drains(log);
     }
     // A node that restarts (its config store kept state) rebuilds what its log holds, if
     // the log starts at the initial load or continues a checkpoint; a node of a fresh

@@ -165,6 +165,35 @@ impl Checksum {
 
 /// Runs a node serving `model` until the process is stopped. Errors are setup failures, with
 /// the field or resource named.
+/// The log of the node this process runs, once it is open: a stop drains it first.
+static NODE_LOG: std::sync::OnceLock<log::NodeLog> = std::sync::OnceLock::new();
+
+/// How long a stopping node waits for its log to write what it was ordered.
+const STOP_DRAIN_MAX: Duration = Duration::from_secs(5);
+
+/// Stops the node this process runs, as `SIGTERM` or `SIGINT` asks: its log writes and syncs
+/// every record ordered so far (every commit the node acknowledged, or acked as a backup,
+/// was ordered before that), then the process exits with 0. Without it a stop was a crash:
+/// a cluster stopped whole came back without the records its log threads had not written.
+pub fn stop_node() -> ! {
+    if let Some(log) = NODE_LOG.get() {
+        if log.drain(STOP_DRAIN_MAX) {
+            tracing::info!("stopping: the log holds every record ordered before the stop");
+        } else {
+            tracing::warn!(
+                "stopping: the log did not finish writing within {STOP_DRAIN_MAX:?}; what it \
+                 had not written is lost with the process"
+            );
+        }
+    }
+    std::process::exit(0)
+}
+
+/// Remembers the node's log, for [`stop_node`].
+fn stopping_drains(log: &log::NodeLog) {
+    let _ = NODE_LOG.set(log.clone());
+}
+
 pub fn run_node(config: NodeConfig, mut model: Box<dyn DataModel>) -> Result<(), StartError> {
     files::secure_data_dirs(&config)?;
     // One watch for the node's scripts: every role's model is a replica of this one.

@@ -400,6 +400,9 @@ pub fn start(
     };
     let address = listener.local_addr().map_err(StartError::ListenAddress)?;
     let log = crate::log::open_fresh(config, segment.lsn(), &metrics)?;
+    if let Some(log) = &log {
+        crate::stopping_drains(log);
+    }
     let handle = start_role(
         config,
         segment,

@@ -115,9 +115,13 @@ fn node(args: &cli::NodeArgs) -> Result<(), Failure> {
         std::thread::spawn(|| {
             let mut sink = Vec::new();
             let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-            std::process::exit(0);
+            tandem_runtime::stop_node();
         });
     }
+    // A stop (`tandem down`, Ctrl-C, a service manager's SIGTERM) lets the log write what it
+    // was ordered before the process ends.
+    ctrlc::set_handler(|| tandem_runtime::stop_node())
+        .map_err(|err| Failure::Run(format!("cannot handle SIGTERM and SIGINT: {err}")))?;
     // The binary, not the runtime, knows which data models exist: the runtime serves the one
     // it is given.
     let model = tandem_workloads::model(config.group.workload.as_str(), config.group.db_mib << 20)
