@@ -10,7 +10,7 @@
 //! sorted sets); elsewhere (a hash's or set's table order, a list's node split, a stream's
 //! delivery times) both payloads must decode to the same value, of the same type byte.
 
-use crate::common;
+use crate::common::{self, sorted, sorted_pairs};
 
 use proptest::prelude::*;
 use tandem_redis::rdb::{self, Value as Payload};
@@ -20,31 +20,6 @@ const FIXTURE: &str = include_str!("fixtures/dump_redis_7_0_15.txt");
 
 /// Type bytes of the payloads Redis writes from the value alone.
 const EXACT_TYPES: &[u8] = &[0, 5, 11, 17];
-
-fn sort_key(value: &Value) -> String {
-    format!("{value:?}")
-}
-
-fn sorted(value: Value) -> Value {
-    match value {
-        Value::Array(mut items) => {
-            items.sort_by_key(sort_key);
-            Value::Array(items)
-        }
-        other => other,
-    }
-}
-
-fn sorted_pairs(value: Value) -> Value {
-    match value {
-        Value::Array(items) => {
-            let mut pairs: Vec<Vec<Value>> = items.chunks(2).map(<[Value]>::to_vec).collect();
-            pairs.sort_by_key(|pair| sort_key(&pair[0]) + &sort_key(&pair[1]));
-            Value::Array(pairs.into_iter().flatten().collect())
-        }
-        other => other,
-    }
-}
 
 /// A payload's value in a form that does not depend on order or on clocks.
 fn canonical_payload(payload: &[u8]) -> String {

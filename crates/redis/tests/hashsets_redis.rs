@@ -7,46 +7,11 @@
 //! reply must equal Redis's, byte for byte once parsed; replies whose order Redis leaves
 //! unspecified (`HGETALL`, `SMEMBERS`, `SINTER`, …) are compared sorted.
 
-use crate::common;
+use crate::common::{self, sorted, sorted_pairs};
 
 use tandem_redis::resp::Value;
 
 const FIXTURE: &str = include_str!("fixtures/hashsets_redis_7_0_15.txt");
-
-fn sort_key(value: &Value) -> String {
-    format!("{value:?}")
-}
-
-/// Sorts the elements of an array or set.
-fn sorted(value: Value) -> Value {
-    match value {
-        Value::Array(mut items) => {
-            items.sort_by_key(sort_key);
-            Value::Array(items)
-        }
-        Value::Set(mut items) => {
-            items.sort_by_key(sort_key);
-            Value::Set(items)
-        }
-        other => other,
-    }
-}
-
-/// Sorts a map, or a flat array of key-value pairs, by pair.
-fn sorted_pairs(value: Value) -> Value {
-    match value {
-        Value::Map(mut pairs) => {
-            pairs.sort_by_key(|pair| sort_key(&pair.0) + &sort_key(&pair.1));
-            Value::Map(pairs)
-        }
-        Value::Array(items) if items.iter().all(|item| !matches!(item, Value::Array(_))) => {
-            let mut pairs: Vec<Vec<Value>> = items.chunks(2).map(<[Value]>::to_vec).collect();
-            pairs.sort_by_key(|pair| sort_key(&pair[0]) + &sort_key(&pair[1]));
-            Value::Array(pairs.into_iter().flatten().collect())
-        }
-        other => sorted(other),
-    }
-}
 
 /// The reply with every order Redis leaves unspecified made canonical.
 fn canonical(args: &[Vec<u8>], reply: Value) -> Value {

@@ -186,3 +186,39 @@ pub fn replay_recorded(fixture: &str, canonical: impl Fn(&[Vec<u8>], Value) -> V
     }
     replayed
 }
+
+/// The order a reply's elements are compared in where Redis leaves it unspecified.
+pub fn sort_key(value: &Value) -> String {
+    format!("{value:?}")
+}
+
+/// Sorts the elements of an array or set.
+pub fn sorted(value: Value) -> Value {
+    match value {
+        Value::Array(mut items) => {
+            items.sort_by_key(sort_key);
+            Value::Array(items)
+        }
+        Value::Set(mut items) => {
+            items.sort_by_key(sort_key);
+            Value::Set(items)
+        }
+        other => other,
+    }
+}
+
+/// Sorts a map, or a flat array of key-value pairs, by pair.
+pub fn sorted_pairs(value: Value) -> Value {
+    match value {
+        Value::Map(mut pairs) => {
+            pairs.sort_by_key(|pair| sort_key(&pair.0) + &sort_key(&pair.1));
+            Value::Map(pairs)
+        }
+        Value::Array(items) if items.iter().all(|item| !matches!(item, Value::Array(_))) => {
+            let mut pairs: Vec<Vec<Value>> = items.chunks(2).map(<[Value]>::to_vec).collect();
+            pairs.sort_by_key(|pair| sort_key(&pair[0]) + &sort_key(&pair[1]));
+            Value::Array(pairs.into_iter().flatten().collect())
+        }
+        other => sorted(other),
+    }
+}
