@@ -326,15 +326,7 @@ pub fn run(
         Arc::clone(&metrics),
         trace,
     )?;
-    let progress = Arc::new(crate::primary::Progress::default());
-    let watch = Some(Arc::clone(scripts.watch()));
-    let beats = beat::Beats::start(config, Arc::clone(&progress), watch)?;
-    let io = env::EnvIo {
-        to_node,
-        peers,
-        progress,
-        beats: Arc::clone(&beats),
-    };
+    let io = env::EnvIo::start(config, to_node, peers, &scripts)?;
     let env = RuntimeEnv::new(config, model, log, io, metrics, &info, trace);
     let (controls_tx, controls) = mpsc::channel();
     let tick = Duration::from_micros(config.tuning.tick_us);

@@ -76,6 +76,27 @@ pub(crate) struct EnvIo {
     pub(crate) beats: Arc<Beats>,
 }
 
+impl EnvIo {
+    /// The ways out of the node `config` describes: `to_node` into its thread, `peers`, and
+    /// the beat thread (started here), which reads the node's turns and its scripts' watch.
+    pub(crate) fn start(
+        config: &NodeConfig,
+        to_node: NodeTx,
+        peers: Peers,
+        scripts: &crate::scripts::Scripts,
+    ) -> Result<EnvIo, StartError> {
+        let progress = Arc::new(Progress::default());
+        let watch = Some(Arc::clone(scripts.watch()));
+        let beats = Beats::start(config, Arc::clone(&progress), watch)?;
+        Ok(EnvIo {
+            to_node,
+            peers,
+            progress,
+            beats,
+        })
+    }
+}
+
 /// The runtime as the node's driver: see the module.
 pub(crate) struct RuntimeEnv {
     pub(crate) id: NodeId,
