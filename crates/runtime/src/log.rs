@@ -469,7 +469,9 @@ mod tests {
                 lsn_from: lsn,
             });
         }
-        assert!(log.drain(Duration::from_secs(30)), "the drain answers");
+        // No deadline (`Duration::MAX` waits for the answer): the test asserts what the
+        // drain leaves durable, not how fast.
+        assert!(log.drain(Duration::MAX), "the drain answers");
         assert_eq!(log.lsn_durable(), 50);
         let _ = std::fs::remove_dir_all(&dir);
     }

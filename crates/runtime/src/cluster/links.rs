@@ -211,21 +211,22 @@ impl NodeThread {
             // A backup role's link, or none (a node outside holds no link).
             _ => Beat::Ack,
         };
+        let links = match beat {
+            Beat::Pulse { .. } => &self.env.links,
+            Beat::Ack => &self.env.replicas,
+        };
         let peers = &self.env.peers;
-        let linked = |links: &'_ std::collections::BTreeMap<NodeId, u64>| {
+        // Compared before anything is collected: this runs every pass of the loop.
+        let linked = || {
             links
                 .iter()
                 .filter(move |&(_, &epoch)| epoch == role_epoch)
                 .filter_map(|(&node, _)| peers.number_of(node).map(|number| (node, number, beat)))
-                .collect::<Vec<_>>()
         };
-        let key = match beat {
-            Beat::Pulse { .. } => linked(&self.env.links),
-            Beat::Ack => linked(&self.env.replicas),
-        };
-        if self.beats_published == key {
+        if self.beats_published.iter().copied().eq(linked()) {
             return;
         }
+        let key: Vec<_> = linked().collect();
         let links = key
             .iter()
             .filter_map(|&(node, number, beat)| {
