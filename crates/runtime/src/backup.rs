@@ -18,8 +18,7 @@
 //! `GET`) reach the applier the same way, as linearizable reads, through a [`BackupPort`]
 //! instead of a reader thread.
 
-use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -48,8 +47,9 @@ use crate::gate::Handshake;
 use crate::log::NodeLog;
 use crate::members::MemberList;
 use crate::metrics::{Metrics, ReasonLabel};
+use crate::native::{FrameReply, FrameSink, Service};
 use crate::net::{self, ConnError};
-use crate::peer_auth::{ClientOut, PeerAuth, Sealer};
+use crate::peer_auth::{PeerAuth, Sealer};
 use crate::{Checksum, Control, HandoverFailure, NodeStatus, StartError};
 
 /// Batches received and not yet applied, at most (64 MiB of 64 KiB batches).
@@ -102,8 +102,8 @@ impl ReadSink {
 /// Where a read's answer goes.
 #[derive(Debug)]
 pub(crate) enum ReadTo {
-    /// A stub's reader thread: the answer encoded, a `Reply` or an `Error` frame.
-    Frame(Sender<Vec<u8>>),
+    /// A native client: the answer encoded, a `Reply` or an `Error` frame.
+    Frame(FrameReply),
     /// The RESP front end, through a [`BackupPort`]: the answer as the node core gave it.
     Local(LocalRead),
 }
@@ -361,34 +361,6 @@ pub struct BackupHandle {
     state: Shared,
 }
 
-/// Serves clients' reads for a backup role; outlives the role harmlessly (its reads are then
-/// refused and the connection closed).
-#[derive(Clone, Debug)]
-pub struct Reader {
-    state: Shared,
-    to_applier: ReadSink,
-}
-
-impl Reader {
-    /// Serves a client's connection on the calling thread (the node's acceptor read its
-    /// Hello): `Read` frames are answered, `Call` frames get `NotPrimary`.
-    /// `tls`: the writer of its TLS records, if the handshake ran.
-    pub fn serve(self, mut stream: TcpStream, buffer: FrameBuffer, tls: Option<crate::TlsWriter>) {
-        let Ok(clone) = stream.try_clone() else {
-            close(stream, Err(ConnError::Closed), &self.state);
-            return;
-        };
-        let mut out = ClientOut::new(clone, tls);
-        let result = serve_reads(&mut stream, &mut out, buffer, &self.state, &self.to_applier);
-        // The Error frame that says why goes the way the replies went (in TLS records, if
-        // the connection has them).
-        if let Some(frame) = error_frame(&result, &self.state) {
-            let _ = out.write_all(&frame);
-        }
-        close(stream, Ok(()), &self.state);
-    }
-}
-
 /// Asks a backup role for its status and checksum; outlives the role harmlessly.
 #[derive(Clone, Debug)]
 pub struct BackupProbe {
@@ -425,12 +397,15 @@ impl BackupHandle {
         }
     }
 
-    /// What serves clients' reads, apart from the role (so the caller need not hold it).
-    pub fn reader(&self) -> Reader {
-        Reader {
+    /// What serves a client's connection on the node's I/O loop, apart from the role (so
+    /// the caller need not hold it).
+    pub(crate) fn native_service(&self) -> Box<dyn Service> {
+        Box::new(BackupService {
             state: self.state.clone(),
             to_applier: self.to_applier.clone(),
-        }
+            sink: None,
+            waiting: false,
+        })
     }
 
     pub fn gate(&self) -> &Gate {
@@ -1105,73 +1080,104 @@ fn tell_if_closed(state: &Shared, writer: &SharedWriter, primary: NodeId, err: &
     }
 }
 
-/// Welcomes a client as a backup, then answers its reads one at a time through the applier,
-/// and its `Members` frames itself.
-fn serve_reads(
-    stream: &mut TcpStream,
-    client_out: &mut ClientOut,
-    mut buffer: FrameBuffer,
-    state: &Shared,
-    to_applier: &ReadSink,
-) -> Result<(), ConnError> {
-    let mut out = Vec::new();
-    encode_welcome(
-        &mut out,
-        &Welcome {
-            version: tandem_wire::PROTOCOL_VERSION,
-            node_id: state.node_id,
-            role: Role::Backup,
-            view: state.gate.view(),
-            lsn: state.lsn_applied.load(Ordering::Acquire),
-        },
-    );
-    client_out.write_all(&out)?;
-    stream.set_read_timeout(None)?;
-    loop {
-        while let Some(frame) = buffer.next_frame().map_err(ConnError::Frame)? {
-            out.clear();
+/// A backup role's client connection on the node's I/O loop (`crate::native`): it is
+/// welcomed as a backup, its reads are served one at a time (the next frame is taken once
+/// the last read is answered, so replies keep the order of the frames), `Call` frames get
+/// `NotPrimary` and `Members` frames are answered at once. It outlives the role harmlessly:
+/// a read the role drops unanswered closes the connection.
+pub(crate) struct BackupService {
+    state: Shared,
+    to_applier: ReadSink,
+    /// Where the answers go, once the connection opened.
+    sink: Option<FrameSink>,
+    /// A read was handed over and is not answered yet.
+    waiting: bool,
+}
+
+impl Service for BackupService {
+    fn open(&mut self, sink: FrameSink, out: &mut Vec<u8>) -> Result<(), ConnError> {
+        encode_welcome(
+            out,
+            &Welcome {
+                version: tandem_wire::PROTOCOL_VERSION,
+                node_id: self.state.node_id,
+                role: Role::Backup,
+                view: self.state.gate.view(),
+                lsn: self.state.lsn_applied.load(Ordering::Acquire),
+            },
+        );
+        self.sink = Some(sink);
+        Ok(())
+    }
+
+    fn take(
+        &mut self,
+        buffer: &mut FrameBuffer,
+        local: Option<SocketAddr>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ConnError> {
+        let state = &self.state;
+        while !self.waiting
+            && let Some(frame) = buffer.next_frame().map_err(ConnError::Frame)?
+        {
             match frame {
                 Frame::Read(read) => {
-                    let (answer, answered) = mpsc::channel();
                     let now = Instant::now();
                     let needs = Needs::of(read.consistency, |staleness_ms| {
                         let staleness = Duration::from_millis(u64::from(staleness_ms));
                         now.checked_sub(staleness)
                             .map_or(state.started, |from| from.max(state.started))
                     });
+                    let sink = self
+                        .sink
+                        .clone()
+                        .expect("a connection opens before it reads");
                     let request = ReadRequest {
                         seq: read.seq,
                         proc_id: read.proc_id,
                         min_lsn: read.min_lsn,
                         args: read.args.to_vec(),
                         deadline: now + READ_WAIT,
-                        to: ReadTo::Frame(answer),
+                        to: ReadTo::Frame(FrameReply::new(sink)),
                         needs,
                     };
-                    if !to_applier.send(request) {
+                    // The role answers every read by its deadline, or drops it (a role
+                    // change), which closes the connection.
+                    if !self.to_applier.send(request) {
                         return Err(ConnError::Closed);
                     }
-                    // The applier answers every read by its deadline, or stops (a role change).
-                    out = answered.recv().map_err(|_| ConnError::Closed)?;
+                    self.waiting = true;
                 }
                 Frame::Call(_) => {
                     let message = format!(
                         "node {} is a backup: it serves reads only; send calls to the primary",
                         state.node_id
                     );
-                    encode_error(&mut out, ErrorCode::NotPrimary, &message);
+                    encode_error(out, ErrorCode::NotPrimary, &message);
                 }
-                Frame::Members => state.members.answer(&mut out, state.gate.view(), stream),
+                Frame::Members => state.members.answer(out, state.gate.view(), local),
                 _ => {
                     return Err(ConnError::Protocol(
                         "after its Hello a client sends only Call, Read and Members frames".into(),
                     ));
                 }
             }
-            client_out.write_all(&out)?;
         }
-        net::fill(stream, &mut buffer)?;
+        Ok(())
     }
+
+    fn mail(&mut self, frames: Option<Vec<u8>>, out: &mut Vec<u8>) -> Result<(), ConnError> {
+        self.waiting = false;
+        let frame = frames.ok_or(ConnError::Closed)?;
+        out.extend_from_slice(&frame);
+        Ok(())
+    }
+
+    fn takes_more(&self) -> bool {
+        !self.waiting
+    }
+
+    fn closed(&mut self) {}
 }
 
 /// Answers the reads the node core's rule says can be answered now (see
@@ -1199,10 +1205,7 @@ fn serve_reads_waiting(replica: &Replica, state: &Shared, reads: &mut Reads) {
                 state.metrics.reads_refused.inc();
             }
             match to {
-                ReadTo::Frame(to) => {
-                    // A reader that left (its client closed) needs no answer.
-                    let _ = to.send(answer_frame(state.node_id, seq, answer));
-                }
+                ReadTo::Frame(to) => to.answer(answer_frame(state.node_id, seq, answer)),
                 ReadTo::Local(read) => read.answer(answer),
             }
         },
@@ -1529,7 +1532,7 @@ mod tests {
             min_lsn,
             args: 0u32.to_le_bytes().to_vec(),
             deadline,
-            to: ReadTo::Frame(answer),
+            to: ReadTo::Frame(FrameReply::new(FrameSink::Thread(answer))),
             needs: Needs::Nothing,
         };
         (request, answered)

@@ -45,6 +45,7 @@ use crate::config::{NodeConfig, Role};
 use crate::gate::Handshake;
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
+use crate::native::{ClientCount, Handoff, NativeDoor};
 use crate::net::{self, ConnError};
 use crate::peer_auth::{ClientAuth, PeerAuth};
 use crate::primary::{self, PrimaryHandle};
@@ -188,10 +189,14 @@ pub fn run(
         resp: config.resp_listen,
         ..ClusterInfo::default()
     }));
-    if let Some(listener) = resp_listener {
+    // The I/O loop serves the RESP port (if the node has one) and every native client.
+    let door = {
         let node = ClusterResp {
             node_id: config.node_id,
-            resp_port: listener.local_addr().map_or(0, |a| a.port()),
+            resp_port: resp_listener
+                .as_ref()
+                .and_then(|listener| listener.local_addr().ok())
+                .map_or(0, |a| a.port()),
             resp_by_node: config
                 .peers
                 .iter()
@@ -210,12 +215,12 @@ pub fn run(
             scripts: scripts.clone(),
         };
         crate::resp::spawn(
-            listener,
+            resp_listener,
             Arc::new(node),
             config.resp_tls()?,
             config.tuning.client_limits(),
-        )?;
-    }
+        )?
+    };
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
     let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
     if let Some(listener) = metrics_listener {
@@ -254,6 +259,7 @@ pub fn run(
         client_auth: ClientAuth::new(config, &metrics)?,
         metrics: Arc::clone(&metrics),
         maxclients: config.tuning.maxclients,
+        door,
     };
     let acceptor = Arc::new(acceptor);
     crate::gate::spawn(
@@ -645,6 +651,8 @@ struct Acceptor {
     metrics: Arc<Metrics>,
     /// Client connections served at once (`tuning.maxclients`), RESP's included.
     maxclients: usize,
+    /// The I/O loop, which serves a client once its handshake is done.
+    door: NativeDoor,
 }
 
 impl Acceptor {
@@ -722,33 +730,30 @@ impl Acceptor {
                     Slot::Backup(handle) => !handle.gate().is_frozen(),
                     Slot::Outside => false,
                 });
-                match &*slot {
-                    Slot::Primary(handle) => {
-                        let server = handle.client_server();
-                        drop(slot);
-                        let _ = stream.set_read_timeout(None);
-                        server.serve(stream, buffer, hello.id, client_tls);
-                    }
-                    // A backup (or spare) serves reads; it welcomes the client as a backup,
-                    // which tells a stub looking for the primary to go on. The role's lock is
-                    // not held meanwhile: a promotion must not wait for a reader.
-                    Slot::Backup(handle) => {
-                        let reader = handle.reader();
-                        drop(slot);
-                        let _ = stream.set_read_timeout(None);
-                        self.metrics.client_connections.inc();
-                        reader.serve(stream, buffer, client_tls);
-                        self.metrics.client_connections.dec();
-                    }
-                    Slot::Outside => {
-                        drop(slot);
-                        let message = format!("node {} is not the primary", self.node_id);
-                        let mut frame = Vec::new();
-                        encode_error(&mut frame, ErrorCode::NotPrimary, &message);
-                        let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
-                        let _ = stream.shutdown(std::net::Shutdown::Both);
-                    }
-                }
+                // A backup (or spare) serves reads; it welcomes the client as a backup, which
+                // tells a stub looking for the primary to go on. The role's lock is not held
+                // meanwhile: a promotion must not wait for a client.
+                let service = match &*slot {
+                    Slot::Primary(handle) => Some(handle.native_service(hello.id)),
+                    Slot::Backup(handle) => Some(handle.native_service()),
+                    Slot::Outside => None,
+                };
+                drop(slot);
+                let Some(service) = service else {
+                    let message = format!("node {} is not the primary", self.node_id);
+                    let mut frame = Vec::new();
+                    encode_error(&mut frame, ErrorCode::NotPrimary, &message);
+                    let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    return;
+                };
+                self.door.hand(Handoff {
+                    stream,
+                    buffer,
+                    tls: client_tls,
+                    service,
+                    counted: ClientCount::new(&self.metrics),
+                });
             }
             PeerKind::Replica => {
                 // Only a static-mode primary links this way; a cluster's nodes link over

@@ -19,6 +19,7 @@ mod http_access;
 pub mod log;
 mod members;
 pub mod metrics;
+mod native;
 mod net;
 mod peer_auth;
 mod peer_tls;
@@ -305,8 +306,9 @@ pub fn run_node(config: NodeConfig, mut model: Box<dyn DataModel>) -> Result<(),
             safety_rule: config.group.safety,
             metrics: Arc::clone(&metrics),
         };
+        // A static node's native clients keep threads of their own (its primary's acceptor).
         resp::spawn(
-            listener,
+            Some(listener),
             Arc::new(resp_node),
             config.resp_tls()?,
             config.tuning.client_limits(),

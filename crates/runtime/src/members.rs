@@ -5,7 +5,7 @@
 //! node id, and the view its role knows. The runtime decides nothing here: it reports what
 //! it was given, and the client (a proxy's discovery) makes of it what it will.
 
-use std::net::TcpStream;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tandem_replication::NodeId;
@@ -41,18 +41,18 @@ impl MemberList {
         }
     }
 
-    /// Appends the answer to a `Members` frame that came in on `stream`, in view `view`.
+    /// Appends the answer to a `Members` frame that came in at address `local`, in view `view`.
     ///
     /// A node listening on a wildcard address or on port 0 names itself by the address the
     /// client reached it at instead: that one can be dialled.
-    pub(crate) fn answer(&self, out: &mut Vec<u8>, view: u64, stream: &TcpStream) {
+    pub(crate) fn answer(&self, out: &mut Vec<u8>, view: u64, local: Option<SocketAddr>) {
         let mut members = self.members.to_vec();
         let this = members
             .iter_mut()
             .find(|member| member.node_id == self.node_id)
             .expect("a node is one of its members");
         if (this.address.ip().is_unspecified() || this.address.port() == 0)
-            && let Ok(local) = stream.local_addr()
+            && let Some(local) = local
         {
             this.address = local;
         }
@@ -67,7 +67,7 @@ impl MemberList {
 
 #[cfg(test)]
 mod tests {
-    use std::net::{SocketAddr, TcpListener};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
 
     use tandem_wire::{Frame, MAX_FRAME_LEN_DEFAULT, decode_frame};
 
@@ -91,7 +91,7 @@ mod tests {
         let client = TcpStream::connect(reached).unwrap();
         let (served, _) = listener.accept().unwrap();
         let mut out = Vec::new();
-        list.answer(&mut out, 4, &served);
+        list.answer(&mut out, 4, served.local_addr().ok());
         drop(client);
         let (frame, _) = decode_frame(&out, MAX_FRAME_LEN_DEFAULT).unwrap().unwrap();
         let Frame::MembersAnswer(answer) = frame else {

@@ -98,6 +98,12 @@ impl TlsWriter {
         })
     }
 
+    /// Seals `plain` into TLS records appended to `out` (a connection on the I/O loop writes
+    /// them when its socket takes them).
+    pub(crate) fn seal(&mut self, plain: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        self.sealer.seal(&[plain], out).map_err(io::Error::other)
+    }
+
     fn write(&mut self, writer: &mut impl Write, parts: &[&[u8]]) -> io::Result<()> {
         self.records.clear();
         self.sealer

@@ -254,34 +254,6 @@ pub struct PrimaryHandle {
     context: ClientContext,
 }
 
-/// Serves one client's connection to a primary role on the calling thread; outlives the role
-/// harmlessly (its calls are then answered "not primary" or the connection ends).
-pub struct ClientServer {
-    client: Client,
-}
-
-impl std::fmt::Debug for ClientServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientServer")
-            .field("conn", &self.client.conn)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ClientServer {
-    /// Runs the connection whose Hello the node's acceptor read, until it ends (`tls`: the
-    /// writer of its TLS records, if the handshake ran).
-    pub fn serve(
-        self,
-        stream: TcpStream,
-        buffer: FrameBuffer,
-        client_id: u64,
-        tls: Option<crate::TlsWriter>,
-    ) {
-        self.client.run_accepted(stream, buffer, client_id, tls);
-    }
-}
-
 impl PrimaryHandle {
     /// The view the role serves.
     pub fn view(&self) -> u64 {
@@ -313,17 +285,16 @@ impl PrimaryProbe {
 
 impl PrimaryHandle {
     /// Serves a client connection whose Hello (with `client_id`) the node's acceptor read.
-    /// What serves a client's connection on the caller's thread, apart from the role (so
-    /// that the caller need not hold it): a node's acceptor already runs a thread for each
-    /// connection, and a failover lets the clients it held all go at once.
-    pub fn client_server(&self) -> ClientServer {
+    /// What serves a client's connection (whose `Hello` said it is client `client_id`) on
+    /// the node's I/O loop, apart from the role: it outlives the role harmlessly (its calls
+    /// are then answered "not primary").
+    pub(crate) fn native_service(&self, client_id: u64) -> Box<dyn crate::native::Service> {
         let conn = self.context.conn_next.fetch_add(1, Ordering::Relaxed);
-        ClientServer {
-            client: Client {
-                conn,
-                context: self.context.clone(),
-            },
-        }
+        let client = Client {
+            conn,
+            context: self.context.clone(),
+        };
+        Box::new(client::PrimaryService::new(client, client_id))
     }
 
     /// A port inside this node (the RESP front end) whose calls go to this role's executor;

@@ -45,6 +45,7 @@ use tandem_wire::ErrorCode;
 use crate::backup::{BackupHandle, BackupPort};
 use crate::config::ClientLimits;
 use crate::metrics::Metrics;
+use crate::native::{Mailbox, NativeConns, NativeDoor};
 use crate::primary::{LocalAnswer, LocalOutcome, LocalPort, PrimaryHandle};
 use crate::scripts::Scripts;
 use crate::throttle::Throttle;
@@ -115,26 +116,37 @@ const BACKUP_CHANGED: &str =
 /// What a client past `maxclients` is told before its connection is closed (Redis's text).
 const MAXCLIENTS_REFUSAL: &[u8] = b"-ERR max number of clients reached\r\n";
 
-/// Starts the thread that serves RESP connections accepted on `listener`, each held to
-/// `limits`. With `tls`, every connection speaks TLS.
+/// Starts the node's I/O loop: the thread that serves RESP connections accepted on
+/// `listener` (if the node has a RESP port), each held to `limits` (with `tls`, every one
+/// speaks TLS), and the native clients handed to it through the door it returns.
 pub fn spawn(
-    listener: std::net::TcpListener,
+    listener: Option<std::net::TcpListener>,
     node: Arc<dyn RespNode>,
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: ClientLimits,
-) -> Result<(), crate::StartError> {
+) -> Result<NativeDoor, crate::StartError> {
     let io = crate::StartError::RespPort;
-    listener.set_nonblocking(true).map_err(io)?;
-    let mut listener = TcpListener::from_std(listener);
     let poll = Poll::new().map_err(io)?;
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)
-        .map_err(io)?;
+    let listener = match listener {
+        Some(listener) => {
+            listener.set_nonblocking(true).map_err(io)?;
+            let mut listener = TcpListener::from_std(listener);
+            poll.registry()
+                .register(&mut listener, LISTENER, Interest::READABLE)
+                .map_err(io)?;
+            Some(listener)
+        }
+        None => None,
+    };
     let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io)?);
+    let (handoffs_in, handoffs) = std::sync::mpsc::channel();
+    let door = NativeDoor::new(handoffs_in, Arc::clone(&waker));
+    let mailbox = Arc::new(Mailbox::new(Arc::clone(&waker)));
     let info = node.info();
     let front = Front {
         poll,
         listener,
+        native: NativeConns::new(handoffs, mailbox),
         waker,
         node,
         conns: BTreeMap::new(),
@@ -162,11 +174,11 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("resp-io".into())
         .spawn(move || front.run())
-        .map(drop)
         .map_err(|source| crate::StartError::Thread {
             thread: "the RESP thread",
             source,
-        })
+        })?;
+    Ok(door)
 }
 
 /// A call of a connection: which connection, and the call's place among its replies.
@@ -374,7 +386,9 @@ impl Conn {
 /// The event loop's state.
 struct Front {
     poll: Poll,
-    listener: TcpListener,
+    listener: Option<TcpListener>,
+    /// The native clients the node's acceptor handed over.
+    native: NativeConns,
     waker: Arc<Waker>,
     node: Arc<dyn RespNode>,
     conns: BTreeMap<Token, Conn>,
@@ -457,6 +471,11 @@ impl Front {
                             conn.readable |= event.is_readable() || event.is_read_closed();
                             conn.peer_closed |= event.is_read_closed();
                             self.visit.insert(token);
+                        } else if let Some(conn) = self.native.conns.get_mut(&token) {
+                            if event.is_readable() || event.is_read_closed() {
+                                conn.readable();
+                            }
+                            self.visit.insert(token);
                         }
                     }
                 }
@@ -467,7 +486,10 @@ impl Front {
 
     fn accept(&mut self) {
         loop {
-            match self.listener.accept() {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
                 Ok((mut stream, peer)) => {
                     // The password is the configuration's: the sessions' view of the node,
                     // taken at the start, holds it for good.
@@ -559,6 +581,17 @@ impl Front {
         // One reading of the clock serves the pass: a call's send time only bounds how long
         // a withheld read is tried again.
         self.pass_started = Instant::now();
+        let token_next = &mut self.token_next;
+        let registry = self.poll.registry();
+        self.native.take_handoffs(
+            registry,
+            || {
+                *token_next += 1;
+                Token(*token_next - 1)
+            },
+            &mut self.visit,
+        );
+        self.native.take_mail(&mut self.visit);
         self.take_answers();
         self.take_backup_answers();
         self.retry_due();
@@ -567,7 +600,11 @@ impl Front {
             self.refresh_port();
             self.refresh_backup();
             while let Some(token) = self.visit.pop_first() {
-                self.serve(token, &info);
+                if self.native.conns.contains_key(&token) {
+                    self.native.serve(token, self.poll.registry());
+                } else {
+                    self.serve(token, &info);
+                }
             }
             self.info = info;
             self.keep_to_total_budget();

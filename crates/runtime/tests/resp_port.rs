@@ -168,7 +168,7 @@ fn launch_with_native(
         scripts: scripts.clone(),
     };
     let native = config.listen;
-    resp::spawn(resp_listener, Arc::new(node), None, limits).expect("the RESP port starts");
+    resp::spawn(Some(resp_listener), Arc::new(node), None, limits).expect("the RESP port starts");
     (address, metrics, scripts, native)
 }
 

@@ -351,10 +351,7 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
             self.metrics.reads_refused.inc();
         }
         match to {
-            // A reader that left (its client closed) needs no answer.
-            ReadTo::Frame(to) => {
-                let _ = to.send(answer_frame(self.id, seq, answer));
-            }
+            ReadTo::Frame(to) => to.answer(answer_frame(self.id, seq, answer)),
             ReadTo::Local(read) => read.answer(answer),
         }
         Ok(())

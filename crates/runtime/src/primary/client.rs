@@ -5,6 +5,7 @@
 use super::*;
 use crate::gate::Handshake;
 use crate::members::MemberList;
+use crate::native::{FrameSink, Service};
 use crate::peer_auth::{ClientOut, TlsWriter};
 use tandem_redis::session::ScriptActivity;
 
@@ -74,20 +75,6 @@ impl Client {
     pub(super) fn run(self, stream: TcpStream, buffer: FrameBuffer, handshake: Handshake) {
         self.run_with(stream, |client, stream, writer| {
             client.serve(stream, buffer, handshake, writer)
-        });
-    }
-
-    /// Serves a connection whose Hello the node's acceptor already read.
-    pub(super) fn run_accepted(
-        self,
-        stream: TcpStream,
-        buffer: FrameBuffer,
-        client_id: u64,
-        tls: Option<TlsWriter>,
-    ) {
-        self.run_with(stream, move |client, stream, writer| {
-            net::tune(stream)?;
-            client.serve_after_hello(stream, buffer, client_id, writer, tls)
         });
     }
 
@@ -179,7 +166,7 @@ impl Client {
         self.serve_after_hello(stream, buffer, hello.id, writer, tls)
     }
 
-    /// `tls`: the writer of the connection's TLS records, if it runs TLS.
+    /// `tls`: the writer of its TLS records, if it runs TLS.
     fn serve_after_hello(
         &self,
         stream: &mut TcpStream,
@@ -190,21 +177,12 @@ impl Client {
     ) -> Result<(), ConnError> {
         stream.set_read_timeout(None)?;
         let mut welcome = Vec::new();
-        encode_welcome(
-            &mut welcome,
-            &Welcome {
-                version: tandem_wire::PROTOCOL_VERSION,
-                node_id: self.context.node_id,
-                role: Role::Primary,
-                view: self.context.view.load(Ordering::Acquire),
-                lsn: self.context.lsn_committed.load(Ordering::Acquire),
-            },
-        );
+        self.welcome(&mut welcome);
         let mut client_out = ClientOut::new(stream.try_clone()?, tls);
         client_out.write_all(&welcome)?;
         let (out, out_rx) = mpsc::channel::<Vec<u8>>();
-        // The writer thread sends the executor's answers; the reader sends its own answer to
-        // a `Members` frame under the same lock, so frames never interleave (nor TLS
+        // The writer thread sends the executor's answers; the reader sends its own answers
+        // (`Members`, `SCRIPT KILL`) under the same lock, so frames never interleave (nor TLS
         // records), and a client that asks and never reads stops the reader at TCP instead
         // of filling a queue.
         let shared = Arc::new(Mutex::new(client_out));
@@ -221,16 +199,34 @@ impl Client {
             })?;
         *writer = Some((out.clone(), handle));
         let unanswered = Arc::new(AtomicU64::new(0));
-        let opened = Inbound::ConnOpened {
-            conn: self.conn,
-            out: ConnSink::Frames(out),
-            unanswered: Arc::clone(&unanswered),
-            answer_withheld: false,
-        };
-        if self.context.inbound.send(opened).is_err() {
+        if self.opened(FrameSink::Thread(out), &unanswered).is_err() {
             return Ok(());
         }
         self.read_calls(stream, &mut buffer, client_id, &unanswered, &shared)
+    }
+
+    /// The `Welcome` frame a client of this primary gets first.
+    fn welcome(&self, out: &mut Vec<u8>) {
+        encode_welcome(
+            out,
+            &Welcome {
+                version: tandem_wire::PROTOCOL_VERSION,
+                node_id: self.context.node_id,
+                role: Role::Primary,
+                view: self.context.view.load(Ordering::Acquire),
+                lsn: self.context.lsn_committed.load(Ordering::Acquire),
+            },
+        );
+    }
+
+    /// Tells the role the connection opened: its answers go to `sink`.
+    fn opened(&self, sink: FrameSink, unanswered: &Arc<AtomicU64>) -> Result<(), RoleGone> {
+        self.context.inbound.send(Inbound::ConnOpened {
+            conn: self.conn,
+            out: ConnSink::Frames(sink),
+            unanswered: Arc::clone(unanswered),
+            answer_withheld: false,
+        })
     }
 
     /// While a script runs, answers `SCRIPT KILL` itself into `answer`: it stops the script
@@ -254,7 +250,6 @@ impl Client {
             return false;
         }
         let lsn = self.context.lsn_committed.load(Ordering::Acquire);
-        answer.clear();
         encode_reply(answer, call.seq, lsn, ReplyStatus::Committed, b"+OK\r\n");
         true
     }
@@ -267,80 +262,27 @@ impl Client {
         unanswered: &AtomicU64,
         shared: &Mutex<ClientOut>,
     ) -> Result<(), ConnError> {
-        let mut answer = Vec::new();
+        let mut answers = Vec::new();
         loop {
-            let mut batch = CallBatch {
-                conn: self.conn,
-                client_id,
-                bytes: Vec::new(),
-                calls: Vec::new(),
+            answers.clear();
+            let local = stream.local_addr().ok();
+            let taken = self.take_frames(buffer, client_id, unanswered, local, &mut answers);
+            if !answers.is_empty() {
+                let mut shared = shared.lock().expect("not poisoned");
+                shared.write_all(&answers)?;
+            }
+            let (batch, broke) = match taken {
+                Ok(batch) => (batch, None),
+                Err((batch, err)) => (batch, Some(err)),
             };
             // Calls parsed before a malformed frame still run: what a client sent correctly
             // does not depend on how TCP split its bytes.
-            let parsed = loop {
-                match buffer.next_frame() {
-                    Ok(Some(Frame::Call(call)))
-                        if batch.calls.is_empty()
-                            && unanswered.load(Ordering::Relaxed) == 0
-                            && self.answers_while_a_script_runs(&call, &mut answer) =>
-                    {
-                        let mut shared = shared.lock().expect("not poisoned");
-                        if let Err(err) = shared.write_all(&answer) {
-                            break Err(ConnError::Io(err));
-                        }
-                    }
-                    Ok(Some(Frame::Call(call))) => {
-                        let start = batch.bytes.len();
-                        batch.bytes.extend_from_slice(call.args);
-                        batch.calls.push(CallSlot {
-                            seq: call.seq,
-                            proc_id: call.proc_id,
-                            safety: call.safety,
-                            args: start..batch.bytes.len(),
-                            read_only: false,
-                        });
-                    }
-                    // A read-only call runs here like any call: the primary holds every commit,
-                    // so `min_lsn` is met.
-                    Ok(Some(Frame::Read(read))) => {
-                        let start = batch.bytes.len();
-                        batch.bytes.extend_from_slice(read.args);
-                        batch.calls.push(CallSlot {
-                            seq: read.seq,
-                            proc_id: read.proc_id,
-                            safety: None,
-                            args: start..batch.bytes.len(),
-                            read_only: true,
-                        });
-                    }
-                    // Answered at once, not by the executor (it holds no call): it may go
-                    // ahead of replies to calls sent before it.
-                    Ok(Some(Frame::Members)) => {
-                        answer.clear();
-                        let view = self.context.view.load(Ordering::Acquire);
-                        self.context.members.answer(&mut answer, view, stream);
-                        let mut shared = shared.lock().expect("not poisoned");
-                        if let Err(err) = shared.write_all(&answer) {
-                            break Err(ConnError::Io(err));
-                        }
-                    }
-                    Ok(Some(_)) => {
-                        break Err(ConnError::Protocol(
-                            "after its Hello a client sends only Call, Read and Members frames"
-                                .into(),
-                        ));
-                    }
-                    Ok(None) => break Ok(()),
-                    Err(err) => break Err(ConnError::Frame(err)),
-                }
-            };
-            if !batch.calls.is_empty() {
-                unanswered.fetch_add(batch.calls.len() as u64, Ordering::Relaxed);
-                if self.context.inbound.send(Inbound::Calls(batch)).is_err() {
-                    return Ok(());
-                }
+            if self.send_calls(batch, unanswered).is_err() {
+                return Ok(());
             }
-            parsed?;
+            if let Some(err) = broke {
+                return Err(err);
+            }
             // A client that sends and never reads is not read either: its calls stop at TCP,
             // so the executor's queue and the reply buffers stay bounded.
             while unanswered.load(Ordering::Relaxed) > UNANSWERED_MAX {
@@ -348,5 +290,140 @@ impl Client {
             }
             net::fill(stream, buffer)?;
         }
+    }
+
+    /// Hands the role the calls of `batch`, if it holds any.
+    fn send_calls(&self, batch: CallBatch, unanswered: &AtomicU64) -> Result<(), RoleGone> {
+        if batch.calls.is_empty() {
+            return Ok(());
+        }
+        unanswered.fetch_add(batch.calls.len() as u64, Ordering::Relaxed);
+        self.context.inbound.send(Inbound::Calls(batch))
+    }
+
+    /// Takes the whole frames `buffer` holds: calls and reads into the batch returned,
+    /// `Members` and (while a script runs) `SCRIPT KILL` answered at once into `answers`
+    /// (they may go ahead of replies to calls sent before them). `local`: the address the
+    /// client reached this node at. A frame that breaks the protocol ends the taking; the
+    /// calls before it are returned with the error.
+    fn take_frames(
+        &self,
+        buffer: &mut FrameBuffer,
+        client_id: u64,
+        unanswered: &AtomicU64,
+        local: Option<SocketAddr>,
+        answers: &mut Vec<u8>,
+    ) -> Result<CallBatch, (CallBatch, ConnError)> {
+        let mut batch = CallBatch {
+            conn: self.conn,
+            client_id,
+            bytes: Vec::new(),
+            calls: Vec::new(),
+        };
+        loop {
+            let (seq, proc_id, safety, args, read_only) = match buffer.next_frame() {
+                Ok(Some(Frame::Call(call)))
+                    if batch.calls.is_empty()
+                        && unanswered.load(Ordering::Relaxed) == 0
+                        && self.answers_while_a_script_runs(&call, answers) =>
+                {
+                    continue;
+                }
+                Ok(Some(Frame::Call(call))) => {
+                    (call.seq, call.proc_id, call.safety, call.args, false)
+                }
+                // A read-only call runs here like any call: the primary holds every commit,
+                // so `min_lsn` is met.
+                Ok(Some(Frame::Read(read))) => (read.seq, read.proc_id, None, read.args, true),
+                Ok(Some(Frame::Members)) => {
+                    let view = self.context.view.load(Ordering::Acquire);
+                    self.context.members.answer(answers, view, local);
+                    continue;
+                }
+                Ok(Some(_)) => {
+                    let message =
+                        "after its Hello a client sends only Call, Read and Members frames";
+                    return Err((batch, ConnError::Protocol(message.into())));
+                }
+                Ok(None) => return Ok(batch),
+                Err(err) => return Err((batch, ConnError::Frame(err))),
+            };
+            let start = batch.bytes.len();
+            batch.bytes.extend_from_slice(args);
+            batch.calls.push(CallSlot {
+                seq,
+                proc_id,
+                safety,
+                args: start..batch.bytes.len(),
+                read_only,
+            });
+        }
+    }
+}
+
+/// A primary role's client connection on the node's I/O loop (`crate::native`).
+pub(crate) struct PrimaryService {
+    client: Client,
+    client_id: u64,
+    /// Calls sent and not yet answered (see `UNANSWERED_MAX`).
+    unanswered: Arc<AtomicU64>,
+}
+
+impl PrimaryService {
+    pub(super) fn new(client: Client, client_id: u64) -> PrimaryService {
+        PrimaryService {
+            client,
+            client_id,
+            unanswered: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Service for PrimaryService {
+    fn open(&mut self, sink: FrameSink, out: &mut Vec<u8>) -> Result<(), ConnError> {
+        self.client.welcome(out);
+        self.client
+            .opened(sink, &self.unanswered)
+            .map_err(|_| ConnError::Closed)
+    }
+
+    fn take(
+        &mut self,
+        buffer: &mut FrameBuffer,
+        local: Option<SocketAddr>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ConnError> {
+        let unanswered = &self.unanswered;
+        let taken = self
+            .client
+            .take_frames(buffer, self.client_id, unanswered, local, out);
+        let (batch, broke) = match taken {
+            Ok(batch) => (batch, None),
+            Err((batch, err)) => (batch, Some(err)),
+        };
+        self.client
+            .send_calls(batch, unanswered)
+            .map_err(|_| ConnError::Closed)?;
+        broke.map_or(Ok(()), Err)
+    }
+
+    fn mail(&mut self, frames: Option<Vec<u8>>, out: &mut Vec<u8>) -> Result<(), ConnError> {
+        if let Some(frames) = frames {
+            out.extend_from_slice(&frames);
+        }
+        Ok(())
+    }
+
+    /// A client that sends and never reads is not read either: its calls stop at TCP, so
+    /// the role's queue and the reply buffers stay bounded.
+    fn takes_more(&self) -> bool {
+        self.unanswered.load(Ordering::Relaxed) <= UNANSWERED_MAX
+    }
+
+    fn closed(&mut self) {
+        let closed = Inbound::ConnClosed {
+            conn: self.client.conn,
+        };
+        let _ = self.client.context.inbound.send(closed);
     }
 }

@@ -147,7 +147,7 @@ impl ConnOut {
         match &self.sink {
             ConnSink::Frames(out) => {
                 if !self.frames.is_empty() {
-                    let _ = out.send(std::mem::take(&mut self.frames));
+                    out.send(std::mem::take(&mut self.frames));
                 }
             }
             ConnSink::Local { answers, wake } => {

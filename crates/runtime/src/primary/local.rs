@@ -34,8 +34,8 @@ pub struct LocalAnswer {
 
 /// Where a connection's answers go.
 pub enum ConnSink {
-    /// A client over TCP: answers as frames, for its writer thread.
-    Frames(Sender<Vec<u8>>),
+    /// A client over TCP: answers as frames, for its writer thread or the I/O loop.
+    Frames(crate::native::FrameSink),
     /// A port inside the node: answers as they are, and `wake` once they are handed over.
     Local {
         answers: Sender<Vec<LocalAnswer>>,
