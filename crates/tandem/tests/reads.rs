@@ -181,3 +181,83 @@ fn the_reads_benchmark_reports_every_contender_and_no_violation() {
         .sum();
     assert!(served_at_backups > 0.0, "{report}");
 }
+
+/// A node keeps no thread per client: two dozen stubs that each wrote and read (so each
+/// holds a connection to the primary and to a backup) leave every node with no more threads
+/// than it had with one client, and every stub is still served on its connections.
+#[test]
+fn many_stub_clients_cost_the_nodes_no_thread_each() {
+    let up = Up::start("threads");
+    let connect = |id: u64| {
+        let mut config = ClientConfig::new(up.clients_at.clone(), 0, id);
+        config.deadline = Duration::from_secs(10);
+        Client::new(config).expect("a valid config")
+    };
+    let account = 3u32;
+    let mut first = connect(1);
+    first
+        .call(DEBIT_CREDIT.0, &deposit(account, 1), None)
+        .expect("the deposit commits");
+    first
+        .read(BALANCE.0, &account.to_le_bytes())
+        .expect("the read answers");
+    let pids = node_pids(&up);
+    let before: Vec<usize> = pids.iter().map(|&pid| settled_threads(pid, usize::MAX)).collect();
+    let mut clients: Vec<Client> = (2..=25).map(connect).collect();
+    for client in &mut clients {
+        client
+            .call(DEBIT_CREDIT.0, &deposit(account, 1), None)
+            .expect("the deposit commits");
+        client
+            .read(BALANCE.0, &account.to_le_bytes())
+            .expect("the read answers");
+    }
+    let read_at_backups: u64 = clients.iter().map(|c| c.stats().reads_at_backups).sum();
+    assert!(read_at_backups > 0, "no stub read at a backup");
+    for (&pid, &threads) in pids.iter().zip(&before) {
+        let after = settled_threads(pid, threads);
+        assert!(
+            after <= threads,
+            "node (pid {pid}) runs {after} threads with 25 clients, {threads} with one"
+        );
+    }
+    for client in &mut clients {
+        client
+            .call(DEBIT_CREDIT.0, &deposit(account, 1), None)
+            .expect("the deposit commits");
+    }
+    let balance = first
+        .read(BALANCE.0, &account.to_le_bytes())
+        .expect("the read answers");
+    assert_eq!(balance.body[..4], (1 + 2 * 24i32).to_le_bytes());
+}
+
+/// The nodes' process ids, from `tandem up`'s cluster.json.
+fn node_pids(up: &Up) -> Vec<u32> {
+    let text = std::fs::read_to_string(up.dir.join("cluster.json")).expect("cluster.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    json["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|node| node["pid"].as_u64().expect("pid") as u32)
+        .collect()
+}
+
+/// The threads process `pid` runs once no more than `wanted` run (short-lived ones, such as
+/// a handshake's, end), or after ten seconds, whatever it then runs.
+fn settled_threads(pid: u32, wanted: usize) -> usize {
+    let count = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| tasks.count())
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let threads = count();
+        if threads <= wanted || std::time::Instant::now() >= deadline {
+            return threads;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
