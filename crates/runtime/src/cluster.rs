@@ -26,7 +26,7 @@ mod peers;
 pub(crate) use node_loop::{NodeTx, ToNode};
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -151,13 +151,17 @@ fn slot_report(slot: &Mutex<Slot>, with_checksum: bool) -> Option<ClusterRoleRep
 /// Runs a cluster-mode node until the process is stopped.
 pub fn run(
     config: &NodeConfig,
-    listener: TcpListener,
-    metrics_listener: Option<TcpListener>,
-    resp_listener: Option<TcpListener>,
+    listeners: crate::Listeners,
     model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
     scripts: Scripts,
+    stop: crate::StopWhen,
 ) -> Result<(), StartError> {
+    let crate::Listeners {
+        native: listener,
+        metrics: metrics_listener,
+        resp: resp_listener,
+    } = listeners;
     let table = config
         .cluster
         .as_ref()
@@ -189,38 +193,17 @@ pub fn run(
         resp: config.resp_listen,
         ..ClusterInfo::default()
     }));
-    // The I/O loop serves the RESP port (if the node has one) and every native client.
-    let door = {
-        let node = ClusterResp {
-            node_id: config.node_id,
-            resp_port: resp_listener
-                .as_ref()
-                .and_then(|listener| listener.local_addr().ok())
-                .map_or(0, |a| a.port()),
-            resp_by_node: config
-                .peers
-                .iter()
-                .filter_map(|peer| Some((peer.node_id, peer.resp?)))
-                .chain(config.resp_listen.map(|a| (config.node_id, a)))
-                .collect(),
-            maxmemory: config.group.db_mib << 20,
-            safety: config.group.safety.to_string(),
-            safety_rule: config.group.safety,
-            slot: Arc::clone(&slot),
-            requirepass: config.resp_password(),
-            users: Arc::new(config.resp_users()),
-            protected_mode: config.protected_mode,
-            info: Arc::clone(&info),
-            metrics: Arc::clone(&metrics),
-            scripts: scripts.clone(),
-        };
-        crate::resp::spawn(
-            resp_listener,
-            Arc::new(node),
-            config.resp_tls()?,
-            config.tuning.client_limits(),
-        )?
-    };
+    // The I/O loop serves the RESP port (if the node has one) and every native client, and
+    // watches for a stop; it runs on this thread once the node's are started.
+    let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let node = ClusterResp::new(config, resp_port, &slot, &info, &metrics, &scripts);
+    let (io_loop, door) = crate::resp::IoLoop::new(
+        resp_listener,
+        Arc::new(node),
+        config.resp_tls()?,
+        config.tuning.client_limits(),
+        stop,
+    )?;
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
     let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
     if let Some(listener) = metrics_listener {
@@ -363,19 +346,22 @@ pub fn run(
     };
     // The node's thread runs clients' calls, scripts among them: its stack holds the deepest
     // input the script engine's bounds accept.
-    let handle = thread::Builder::new()
+    thread::Builder::new()
         .name("node".into())
         .stack_size(tandem_redis::SCRIPT_THREAD_STACK_BYTES)
-        .spawn(move || thread().run())
+        .spawn(move || {
+            let run = std::panic::AssertUnwindSafe(move || thread().run());
+            if std::panic::catch_unwind(run).is_err() {
+                // A bug (its message was printed): the node cannot serve on, and says so in
+                // its exit code.
+                std::process::exit(70);
+            }
+        })
         .map_err(|source| StartError::Thread {
             thread: "the node",
             source,
         })?;
-    if crate::join_or_say("the node's thread", handle).is_none() {
-        // A bug: the node cannot serve on, and says so in its exit code.
-        std::process::exit(70);
-    }
-    Ok(())
+    Err(StartError::IoLoop(io_loop.run()))
 }
 
 /// How the node follows views into roles, from the records its log gave back if any (it
@@ -482,6 +468,40 @@ struct ClusterResp {
     users: Arc<Vec<Arc<tandem_redis::session::User>>>,
     protected_mode: bool,
     scripts: Scripts,
+}
+
+impl ClusterResp {
+    /// What the RESP sessions of the node `config` describes know of it (`resp_port`: where
+    /// its RESP port listens, if it has one).
+    fn new(
+        config: &NodeConfig,
+        resp_port: Option<SocketAddr>,
+        slot: &Arc<Mutex<Slot>>,
+        info: &Arc<Mutex<ClusterInfo>>,
+        metrics: &Arc<Metrics>,
+        scripts: &Scripts,
+    ) -> ClusterResp {
+        ClusterResp {
+            node_id: config.node_id,
+            resp_port: resp_port.map_or(0, |a| a.port()),
+            resp_by_node: config
+                .peers
+                .iter()
+                .filter_map(|peer| Some((peer.node_id, peer.resp?)))
+                .chain(config.resp_listen.map(|a| (config.node_id, a)))
+                .collect(),
+            maxmemory: config.group.db_mib << 20,
+            safety: config.group.safety.to_string(),
+            safety_rule: config.group.safety,
+            slot: Arc::clone(slot),
+            requirepass: config.resp_password(),
+            users: Arc::new(config.resp_users()),
+            protected_mode: config.protected_mode,
+            info: Arc::clone(info),
+            metrics: Arc::clone(metrics),
+            scripts: scripts.clone(),
+        }
+    }
 }
 
 impl crate::resp::RespNode for ClusterResp {

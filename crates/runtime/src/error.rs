@@ -63,6 +63,12 @@ pub enum StartError {
     /// The RESP port's event loop (`resp_listen`) could not be set up.
     #[error("resp_listen: cannot set up the event loop: {0}")]
     RespPort(#[source] io::Error),
+    /// The node's I/O loop stopped: waiting for its sockets failed.
+    #[error("the node's I/O loop stopped: waiting for its sockets failed: {0}")]
+    IoLoop(#[source] io::Error),
+    /// The signal handlers or the watch on standard input could not be set up.
+    #[error("cannot watch for a stop: {0}")]
+    Stops(#[source] io::Error),
     /// The native port's gate (`listen`) could not be set up.
     #[error("listen: cannot set up the native port's event loop: {0}")]
     NativePort(#[source] io::Error),

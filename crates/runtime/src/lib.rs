@@ -27,12 +27,14 @@ pub mod primary;
 pub mod resp;
 mod retry;
 pub mod scripts;
+mod stops;
 pub mod throttle;
 pub mod tls;
 pub mod workload;
 
 pub use error::{HandoverFailure, StartError};
 pub use peer_auth::TlsWriter;
+pub use stops::StopWhen;
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -164,8 +166,15 @@ impl Checksum {
     }
 }
 
-/// Runs a node serving `model` until the process is stopped. Errors are setup failures, with
-/// the field or resource named.
+/// The sockets a node listens on: its native port, and its `/metrics` and RESP ports if
+/// configured.
+#[derive(Debug)]
+pub struct Listeners {
+    pub native: TcpListener,
+    pub metrics: Option<TcpListener>,
+    pub resp: Option<TcpListener>,
+}
+
 /// The log of the node this process runs, once it is open: a stop drains it first.
 static NODE_LOG: std::sync::OnceLock<log::NodeLog> = std::sync::OnceLock::new();
 
@@ -195,7 +204,13 @@ fn stopping_drains(log: &log::NodeLog) {
     let _ = NODE_LOG.set(log.clone());
 }
 
-pub fn run_node(config: NodeConfig, mut model: Box<dyn DataModel>) -> Result<(), StartError> {
+/// Runs a node serving `model` until the process is stopped (as `stop` says, or killed).
+/// Errors are setup failures, with the field or resource named.
+pub fn run_node(
+    config: NodeConfig,
+    mut model: Box<dyn DataModel>,
+    stop: StopWhen,
+) -> Result<(), StartError> {
     files::secure_data_dirs(&config)?;
     // One watch for the node's scripts: every role's model is a replica of this one.
     let scripts = scripts::Scripts::new(&config.tuning);
@@ -246,15 +261,12 @@ pub fn run_node(config: NodeConfig, mut model: Box<dyn DataModel>) -> Result<(),
             config.group.id,
             config.listen
         );
-        return cluster::run(
-            &config,
-            listener,
-            metrics_listener,
-            resp_listener,
-            model,
-            metrics,
-            scripts,
-        );
+        let listeners = Listeners {
+            native: listener,
+            metrics: metrics_listener,
+            resp: resp_listener,
+        };
+        return cluster::run(&config, listeners, model, metrics, scripts, stop);
     }
     let node = Arc::new(match config.role {
         Role::Primary => Node::Primary(primary::start(
@@ -278,10 +290,63 @@ pub fn run_node(config: NodeConfig, mut model: Box<dyn DataModel>) -> Result<(),
         config.group.view,
         config.listen
     );
-    if let Some(listener) = resp_listener {
-        let resp_node = StaticResp {
-            node: Arc::clone(&node),
-            resp_port: listener.local_addr().map_or(0, |a| a.port()),
+    // The I/O loop serves the RESP port, if the node has one, and watches for a stop; a
+    // static node's native clients keep threads of their own (its primary's acceptor).
+    let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let resp_node = StaticResp::new(&config, Arc::clone(&node), resp_port, &metrics, &scripts);
+    let (io_loop, _) = resp::IoLoop::new(
+        resp_listener,
+        Arc::new(resp_node),
+        config.resp_tls()?,
+        config.tuning.client_limits(),
+        stop,
+    )?;
+    if let Some(listener) = metrics_listener {
+        let status_node = Arc::clone(&node);
+        metrics::serve(
+            listener,
+            metrics,
+            config.resp_password(),
+            move |with_checksum| {
+                let report = status_node.report(with_checksum);
+                serde_json::to_string(&report).unwrap_or_else(|_| "null".into())
+            },
+        );
+    }
+    // The main thread serves the loop until the process is stopped.
+    Err(StartError::IoLoop(io_loop.run()))
+}
+
+/// What a RESP connection knows of a node whose role the configuration fixes.
+struct StaticResp {
+    node: Arc<Node>,
+    node_id: NodeId,
+    resp_port: u16,
+    primary_resp: Option<std::net::SocketAddr>,
+    backups: usize,
+    maxmemory: usize,
+    safety: String,
+    safety_rule: tandem_replication::Safety,
+    metrics: Arc<Metrics>,
+    requirepass: Option<tandem_redis::session::Password>,
+    users: Arc<Vec<Arc<tandem_redis::session::User>>>,
+    protected_mode: bool,
+    scripts: scripts::Scripts,
+}
+
+impl StaticResp {
+    /// What the RESP sessions of the node `config` describes know of it (`resp_port`: where
+    /// its RESP port listens, if it has one).
+    fn new(
+        config: &NodeConfig,
+        node: Arc<Node>,
+        resp_port: Option<std::net::SocketAddr>,
+        metrics: &Arc<Metrics>,
+        scripts: &scripts::Scripts,
+    ) -> StaticResp {
+        StaticResp {
+            node,
+            resp_port: resp_port.map_or(0, |a| a.port()),
             primary_resp: match config.role {
                 Role::Primary => config.resp_listen,
                 Role::Backup => config
@@ -304,47 +369,9 @@ pub fn run_node(config: NodeConfig, mut model: Box<dyn DataModel>) -> Result<(),
             maxmemory: config.group.db_mib << 20,
             safety: config.group.safety.to_string(),
             safety_rule: config.group.safety,
-            metrics: Arc::clone(&metrics),
-        };
-        // A static node's native clients keep threads of their own (its primary's acceptor).
-        resp::spawn(
-            Some(listener),
-            Arc::new(resp_node),
-            config.resp_tls()?,
-            config.tuning.client_limits(),
-        )?;
+            metrics: Arc::clone(metrics),
+        }
     }
-    if let Some(listener) = metrics_listener {
-        let status_node = Arc::clone(&node);
-        metrics::serve(
-            listener,
-            metrics,
-            config.resp_password(),
-            move |with_checksum| {
-                let report = status_node.report(with_checksum);
-                serde_json::to_string(&report).unwrap_or_else(|_| "null".into())
-            },
-        );
-    }
-    node.wait();
-    Ok(())
-}
-
-/// What a RESP connection knows of a node whose role the configuration fixes.
-struct StaticResp {
-    node: Arc<Node>,
-    node_id: NodeId,
-    resp_port: u16,
-    primary_resp: Option<std::net::SocketAddr>,
-    backups: usize,
-    maxmemory: usize,
-    safety: String,
-    safety_rule: tandem_replication::Safety,
-    metrics: Arc<Metrics>,
-    requirepass: Option<tandem_redis::session::Password>,
-    users: Arc<Vec<Arc<tandem_redis::session::User>>>,
-    protected_mode: bool,
-    scripts: scripts::Scripts,
 }
 
 impl resp::RespNode for StaticResp {
@@ -425,13 +452,5 @@ impl Node {
             None
         };
         Some(NodeReport { status, checksum })
-    }
-
-    /// Blocks for good: a node runs until its process is stopped (its threads hold the
-    /// sockets; there is no graceful shutdown of a node yet).
-    fn wait(self: Arc<Self>) {
-        loop {
-            std::thread::park();
-        }
     }
 }

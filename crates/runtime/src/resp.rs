@@ -48,6 +48,7 @@ use crate::metrics::Metrics;
 use crate::native::{Mailbox, NativeConns, NativeDoor};
 use crate::primary::{LocalAnswer, LocalOutcome, LocalPort, PrimaryHandle};
 use crate::scripts::Scripts;
+use crate::stops::{StopWhen, Stops};
 use crate::throttle::Throttle;
 use crate::tls::TlsStream;
 
@@ -102,7 +103,9 @@ const UNANSWERED_MAX: u64 = 65_536;
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
-const FIRST_CONN: usize = 2;
+const SIGNALS: Token = Token(2);
+const STDIN: Token = Token(3);
+const FIRST_CONN: usize = 4;
 
 /// What a caller whose call's outcome is unknown is told.
 const PRIMARY_CHANGED: &str =
@@ -116,69 +119,109 @@ const BACKUP_CHANGED: &str =
 /// What a client past `maxclients` is told before its connection is closed (Redis's text).
 const MAXCLIENTS_REFUSAL: &[u8] = b"-ERR max number of clients reached\r\n";
 
-/// Starts the node's I/O loop: the thread that serves RESP connections accepted on
-/// `listener` (if the node has a RESP port), each held to `limits` (with `tls`, every one
-/// speaks TLS), and the native clients handed to it through the door it returns.
+/// Starts the node's I/O loop on a thread of its own (see [`IoLoop::new`]).
 pub fn spawn(
     listener: Option<std::net::TcpListener>,
     node: Arc<dyn RespNode>,
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: ClientLimits,
+    stop: StopWhen,
 ) -> Result<NativeDoor, crate::StartError> {
-    let io = crate::StartError::RespPort;
-    let poll = Poll::new().map_err(io)?;
-    let listener = match listener {
-        Some(listener) => {
-            listener.set_nonblocking(true).map_err(io)?;
-            let mut listener = TcpListener::from_std(listener);
-            poll.registry()
-                .register(&mut listener, LISTENER, Interest::READABLE)
-                .map_err(io)?;
-            Some(listener)
-        }
-        None => None,
-    };
-    let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io)?);
-    let (handoffs_in, handoffs) = std::sync::mpsc::channel();
-    let door = NativeDoor::new(handoffs_in, Arc::clone(&waker));
-    let mailbox = Arc::new(Mailbox::new(Arc::clone(&waker)));
-    let info = node.info();
-    let front = Front {
-        poll,
-        listener,
-        native: NativeConns::new(handoffs, mailbox),
-        waker,
-        node,
-        conns: BTreeMap::new(),
-        token_next: FIRST_CONN,
-        port: None,
-        inflight: VecDeque::new(),
-        inflight_seq_first: 0,
-        backup: None,
-        backup_inflight: HashMap::new(),
-        backup_answers: Vec::new(),
-        info,
-        retries: VecDeque::new(),
-        visit: BTreeSet::new(),
-        starved: BTreeSet::new(),
-        limits: RequestLimits::default(),
-        argv: Argv::new(),
-        chunk: vec![0; READ_CHUNK],
-        answers: Vec::new(),
-        pass_started: Instant::now(),
-        tls,
-        client_limits: limits,
-        reply_bytes_total: 0,
-        warned: Warned::default(),
-    };
+    let (io_loop, door) = IoLoop::new(listener, node, tls, limits, stop)?;
     std::thread::Builder::new()
         .name("resp-io".into())
-        .spawn(move || front.run())
+        .spawn(move || {
+            let err = io_loop.run();
+            tracing::error!("the RESP port stopped: waiting for its sockets failed: {err}");
+        })
         .map_err(|source| crate::StartError::Thread {
             thread: "the RESP thread",
             source,
         })?;
     Ok(door)
+}
+
+/// The node's I/O loop, ready to run: it serves the RESP connections accepted on its
+/// listener (if the node has a RESP port) and the native clients handed to it through its
+/// door, and watches what stops the node.
+pub struct IoLoop {
+    front: Front,
+}
+
+impl std::fmt::Debug for IoLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IoLoop")
+    }
+}
+
+impl IoLoop {
+    /// The loop for RESP connections accepted on `listener`, each held to `limits` (with
+    /// `tls`, every one speaks TLS), stopping the node as `stop` says; and the door through
+    /// which native clients are handed to it.
+    pub fn new(
+        listener: Option<std::net::TcpListener>,
+        node: Arc<dyn RespNode>,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        limits: ClientLimits,
+        stop: StopWhen,
+    ) -> Result<(IoLoop, NativeDoor), crate::StartError> {
+        let io = crate::StartError::RespPort;
+        let poll = Poll::new().map_err(io)?;
+        let listener = match listener {
+            Some(listener) => {
+                listener.set_nonblocking(true).map_err(io)?;
+                let mut listener = TcpListener::from_std(listener);
+                poll.registry()
+                    .register(&mut listener, LISTENER, Interest::READABLE)
+                    .map_err(io)?;
+                Some(listener)
+            }
+            None => None,
+        };
+        let stops = Stops::register(stop, poll.registry(), SIGNALS, STDIN)
+            .map_err(crate::StartError::Stops)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io)?);
+        let (handoffs_in, handoffs) = std::sync::mpsc::channel();
+        let door = NativeDoor::new(handoffs_in, Arc::clone(&waker));
+        let mailbox = Arc::new(Mailbox::new(Arc::clone(&waker)));
+        let info = node.info();
+        let front = Front {
+            poll,
+            listener,
+            native: NativeConns::new(handoffs, mailbox),
+            stops,
+            waker,
+            node,
+            conns: BTreeMap::new(),
+            token_next: FIRST_CONN,
+            port: None,
+            inflight: VecDeque::new(),
+            inflight_seq_first: 0,
+            backup: None,
+            backup_inflight: HashMap::new(),
+            backup_answers: Vec::new(),
+            info,
+            retries: VecDeque::new(),
+            visit: BTreeSet::new(),
+            starved: BTreeSet::new(),
+            limits: RequestLimits::default(),
+            argv: Argv::new(),
+            chunk: vec![0; READ_CHUNK],
+            answers: Vec::new(),
+            pass_started: Instant::now(),
+            tls,
+            client_limits: limits,
+            reply_bytes_total: 0,
+            warned: Warned::default(),
+        };
+        Ok((IoLoop { front }, door))
+    }
+
+    /// Runs the loop on the calling thread, for as long as the process lives; returns only
+    /// if waiting for its sockets failed (the node can serve no client then).
+    pub fn run(self) -> std::io::Error {
+        self.front.run()
+    }
 }
 
 /// A call of a connection: which connection, and the call's place among its replies.
@@ -389,6 +432,8 @@ struct Front {
     listener: Option<TcpListener>,
     /// The native clients the node's acceptor handed over.
     native: NativeConns,
+    /// What stops the node.
+    stops: Stops,
     waker: Arc<Waker>,
     node: Arc<dyn RespNode>,
     conns: BTreeMap<Token, Conn>,
@@ -448,7 +493,7 @@ impl Default for Warned {
 }
 
 impl Front {
-    fn run(mut self) {
+    fn run(mut self) -> std::io::Error {
         let mut events = Events::with_capacity(1024);
         loop {
             let timeout = self
@@ -459,13 +504,15 @@ impl Front {
                 if err.kind() == ErrorKind::Interrupted {
                     continue;
                 }
-                tracing::error!("the RESP port stopped: waiting for its sockets failed: {err}");
-                return;
+                return err;
             }
             for event in &events {
                 match event.token() {
                     LISTENER => self.accept(),
                     WAKER => {}
+                    SIGNALS if self.stops.signalled() => crate::stop_node(),
+                    STDIN if self.stops.stdin_ended() => crate::stop_node(),
+                    SIGNALS | STDIN => {}
                     token => {
                         if let Some(conn) = self.conns.get_mut(&token) {
                             conn.readable |= event.is_readable() || event.is_read_closed();

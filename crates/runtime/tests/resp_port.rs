@@ -168,7 +168,9 @@ fn launch_with_native(
         scripts: scripts.clone(),
     };
     let native = config.listen;
-    resp::spawn(Some(resp_listener), Arc::new(node), None, limits).expect("the RESP port starts");
+    let stop = tandem_runtime::StopWhen::default();
+    resp::spawn(Some(resp_listener), Arc::new(node), None, limits, stop)
+        .expect("the RESP port starts");
     (address, metrics, scripts, native)
 }
 

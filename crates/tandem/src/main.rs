@@ -111,24 +111,20 @@ fn spin() -> ! {
 fn node(args: &cli::NodeArgs) -> Result<(), Failure> {
     let config = tandem_runtime::config::NodeConfig::load(&args.config)
         .map_err(|err| Failure::Usage(err.to_string()))?;
-    if args.exit_on_stdin_eof {
-        std::thread::spawn(|| {
-            let mut sink = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-            tandem_runtime::stop_node();
-        });
-    }
-    // A stop (`tandem down`, Ctrl-C, a service manager's SIGTERM) lets the log write what it
-    // was ordered before the process ends.
-    ctrlc::set_handler(|| tandem_runtime::stop_node())
-        .map_err(|err| Failure::Run(format!("cannot handle SIGTERM and SIGINT: {err}")))?;
+    // A stop (`tandem down`, Ctrl-C, a service manager's SIGTERM, the end of standard input
+    // under `--exit-on-stdin-eof`) lets the log write what it was ordered before the process
+    // ends.
+    let stop = tandem_runtime::StopWhen {
+        signals: true,
+        stdin_closes: args.exit_on_stdin_eof,
+    };
     // The binary, not the runtime, knows which data models exist: the runtime serves the one
     // it is given.
     let model = tandem_workloads::model(config.group.workload.as_str(), config.group.db_mib << 20)
         .map_err(|err| {
             Failure::Usage(format!("{}: group.workload: {err}", args.config.display()))
         })?;
-    tandem_runtime::run_node(config, model).map_err(|err| Failure::Run(err.to_string()))
+    tandem_runtime::run_node(config, model, stop).map_err(|err| Failure::Run(err.to_string()))
 }
 
 /// Why a command failed: a flag value that cannot work (exit code 2, like a parse error) or a

@@ -202,7 +202,10 @@ fn many_stub_clients_cost_the_nodes_no_thread_each() {
         .read(BALANCE.0, &account.to_le_bytes())
         .expect("the read answers");
     let pids = node_pids(&up);
-    let before: Vec<usize> = pids.iter().map(|&pid| settled_threads(pid, usize::MAX)).collect();
+    let before: Vec<usize> = pids
+        .iter()
+        .map(|&pid| settled_threads(pid, usize::MAX))
+        .collect();
     let mut clients: Vec<Client> = (2..=25).map(connect).collect();
     for client in &mut clients {
         client
