@@ -214,8 +214,13 @@ pub(crate) struct NativeConn {
     /// Bytes for the socket, from `written` on.
     pending: Vec<u8>,
     written: usize,
-    /// The socket may have more to read (edge-triggered: until a read would block).
+    /// The address the client reached this node at (a `Members` answer names it).
+    local: Option<SocketAddr>,
+    /// The socket may have more to read (edge-triggered: until a read would block, or
+    /// gives less than it asked for while the peer has not closed its end).
     readable: bool,
+    /// The peer closed its end (an event said so): reads go on until they give 0.
+    peer_closed: bool,
     /// Nothing more is read: close once `pending` is written.
     closing: bool,
     counted: ClientCount,
@@ -240,6 +245,7 @@ impl NativeConn {
         let mut stream = TcpStream::from_std(stream);
         let interest = Interest::READABLE | Interest::WRITABLE;
         registry.register(&mut stream, token, interest).ok()?;
+        let local = stream.local_addr().ok();
         let mut conn = NativeConn {
             stream,
             buffer,
@@ -248,7 +254,9 @@ impl NativeConn {
             plain: Vec::new(),
             pending: Vec::new(),
             written: 0,
+            local,
             readable: true,
+            peer_closed: false,
             closing: false,
             counted,
         };
@@ -277,19 +285,28 @@ impl NativeConn {
     }
 
     fn read_and_take(&mut self) -> Result<(), ConnError> {
-        let local = self.stream.local_addr().ok();
         loop {
             if self.service.takes_more() && !self.closing {
                 self.service
-                    .take(&mut self.buffer, local, &mut self.plain)?;
+                    .take(&mut self.buffer, self.local, &mut self.plain)?;
             }
             let unsent = self.pending.len() - self.written + self.plain.len();
             if !self.readable || self.closing || !self.service.takes_more() || unsent > UNSENT_MAX {
                 return Ok(());
             }
-            match self.stream.read(self.buffer.spare()) {
+            let spare = self.buffer.spare();
+            let asked = spare.len();
+            match self.stream.read(spare) {
                 Ok(0) => return Err(ConnError::Closed),
-                Ok(n) => self.buffer.filled(n),
+                Ok(n) => {
+                    self.buffer.filled(n);
+                    // A socket that gave less than was asked is empty now: bytes that come
+                    // later raise a new event, so the read that would only say `WouldBlock`
+                    // is skipped (as the RESP connections do), unless the peer closed its end.
+                    if n < asked && !self.peer_closed {
+                        self.readable = false;
+                    }
+                }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) => return Err(ConnError::Io(err)),
@@ -327,9 +344,10 @@ impl NativeConn {
         }
     }
 
-    /// Marks the socket readable again (an event said so).
-    pub(crate) fn readable(&mut self) {
-        self.readable = true;
+    /// What an event said of the socket: it has bytes to read, its peer closed its end.
+    pub(crate) fn readable(&mut self, readable: bool, peer_closed: bool) {
+        self.readable |= readable || peer_closed;
+        self.peer_closed |= peer_closed;
     }
 
     /// Writes what is pending until the socket takes no more.

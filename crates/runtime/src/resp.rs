@@ -519,9 +519,7 @@ impl Front {
                             conn.peer_closed |= event.is_read_closed();
                             self.visit.insert(token);
                         } else if let Some(conn) = self.native.conns.get_mut(&token) {
-                            if event.is_readable() || event.is_read_closed() {
-                                conn.readable();
-                            }
+                            conn.readable(event.is_readable(), event.is_read_closed());
                             self.visit.insert(token);
                         }
                     }
@@ -642,17 +640,22 @@ impl Front {
         self.take_answers();
         self.take_backup_answers();
         self.retry_due();
-        if !self.visit.is_empty() {
-            let info = self.node.info();
-            self.refresh_port();
-            self.refresh_backup();
-            while let Some(token) = self.visit.pop_first() {
-                if self.native.conns.contains_key(&token) {
-                    self.native.serve(token, self.poll.registry());
-                } else {
-                    self.serve(token, &info);
-                }
+        // What the sessions know of the node is asked for (and the ports follow its roles)
+        // only in a pass that serves a RESP connection: a native client needs neither.
+        let mut info = None;
+        while let Some(token) = self.visit.pop_first() {
+            if self.native.conns.contains_key(&token) {
+                self.native.serve(token, self.poll.registry());
+                continue;
             }
+            let info = info.get_or_insert_with(|| {
+                self.refresh_port();
+                self.refresh_backup();
+                self.node.info()
+            });
+            self.serve(token, info);
+        }
+        if let Some(info) = info {
             self.info = info;
             self.keep_to_total_budget();
         }
