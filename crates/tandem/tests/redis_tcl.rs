@@ -160,7 +160,13 @@ impl UnitRun {
     }
 
     fn failed(&self) -> usize {
-        self.results.len() - self.passed()
+        self.tests().count() - self.passed()
+    }
+
+    /// The errors outside tests: each between two tests (it ends its block), and the one
+    /// that stopped the unit.
+    fn exceptions(&self) -> usize {
+        self.results.len() - self.tests().count() + usize::from(self.aborted.is_some())
     }
 }
 
@@ -403,15 +409,23 @@ fn judge(expected: &Expected, runs: &[UnitRun]) -> Vec<Delta> {
         if run.aborted.is_none() {
             for name in expected.skips(unit) {
                 if !run.skipped.iter().any(|skipped| skipped == name) {
-                    not_run.push(format!("{unit}: cannot apply, but no test has the name: {name}"));
+                    not_run.push(format!(
+                        "{unit}: cannot apply, but no test has the name: {name}"
+                    ));
                 }
             }
         }
     }
     [
-        ("failing or stopping, and not listed (regressions)", regressions),
+        (
+            "failing or stopping, and not listed (regressions)",
+            regressions,
+        ),
         ("passing now: delete these lines", passing),
-        ("listed, but nothing ran under the name: delete these lines", not_run),
+        (
+            "listed, but nothing ran under the name: delete these lines",
+            not_run,
+        ),
         ("no test ran", empty),
     ]
     .into_iter()
@@ -446,7 +460,7 @@ fn counts(runs: &[UnitRun]) -> String {
             run.tests().count(),
             run.passed(),
             run.failed(),
-            usize::from(run.aborted.is_some()),
+            run.exceptions(),
             run.skipped.len() + run.ignored,
         ];
         for (sum, n) in total.iter_mut().zip(row) {
@@ -553,7 +567,10 @@ fn selected_units() -> Vec<&'static str> {
         .map(|name| format!("unit/{}", name.trim().trim_start_matches("unit/")))
         .collect();
     for name in &wanted {
-        assert!(UNITS.contains(&name.as_str()), "TANDEM_TCL_UNITS: no unit {name}");
+        assert!(
+            UNITS.contains(&name.as_str()),
+            "TANDEM_TCL_UNITS: no unit {name}"
+        );
     }
     UNITS
         .iter()
@@ -627,7 +644,12 @@ fn the_runner_passes_redis_server_and_catches_planted_failures() {
     let deltas = judge(&none, &runs);
     assert!(deltas.is_empty(), "on redis-server:\n{}", show(&deltas));
     for run in &runs {
-        assert!(run.aborted.is_none(), "{} stopped: {:?}", run.unit, run.aborted);
+        assert!(
+            run.aborted.is_none(),
+            "{} stopped: {:?}",
+            run.unit,
+            run.aborted
+        );
         assert!(run.passed() > 0, "{} passed no test", run.unit);
     }
     drop(server);
@@ -638,7 +660,12 @@ fn the_runner_passes_redis_server_and_catches_planted_failures() {
                   INCR against non existing key | planted: it passes\n\
                   (aborted after: INCR against non existing key: planted) | planted: no stop\n";
     let expected = Expected::parse(listed).expect("a valid list");
-    let runs = run_units(planted.address.port(), &["unit/type/incr"], &expected, &logs);
+    let runs = run_units(
+        planted.address.port(),
+        &["unit/type/incr"],
+        &expected,
+        &logs,
+    );
     let text = show(&judge(&expected, &runs));
     eprintln!("planted:\n{text}");
     assert!(
@@ -647,8 +674,10 @@ fn the_runner_passes_redis_server_and_catches_planted_failures() {
         "{text}"
     );
     assert!(
-        text.contains("passing now: delete these lines:\n  unit/type/incr: INCR against non \
-                       existing key | planted: it passes"),
+        text.contains(
+            "passing now: delete these lines:\n  unit/type/incr: INCR against non \
+                       existing key | planted: it passes"
+        ),
         "{text}"
     );
     assert!(text.contains("planted: no stop"), "{text}");
@@ -684,7 +713,9 @@ fn the_judge_reads_the_harness_and_catches_each_difference() {
             ("INCR against non existing key".into(), Outcome::Passed),
             (
                 "INCR over 32bit value".into(),
-                failed("Expected '1' to equal or match '2' (context: type eval line 3 cmd {assert_equal 1 2})")
+                failed(
+                    "Expected '1' to equal or match '2' (context: type eval line 3 cmd {assert_equal 1 2})"
+                )
             ),
             ("INCR over 32bit value [2]".into(), Outcome::Passed),
             (
@@ -693,8 +724,12 @@ fn the_judge_reads_the_harness_and_catches_each_difference() {
             ),
         ]
     );
-    assert_eq!(run.skipped, ["INCR uses shared objects in the 0-9999 range"]);
+    assert_eq!(
+        run.skipped,
+        ["INCR uses shared objects in the 0-9999 range"]
+    );
     assert_eq!((run.ignored, run.aborted.as_deref()), (2, None));
+    assert_eq!((run.passed(), run.failed(), run.exceptions()), (2, 1, 1));
 
     // As listed, nothing differs; and a list written from the run reads back the same.
     let listed = "## cannot apply to a replicated store\n\
@@ -704,7 +739,11 @@ fn the_judge_reads_the_harness_and_catches_each_difference() {
                   (error between tests after: INCR over 32bit value [2]) | why\n";
     let expected = Expected::parse(listed).expect("a valid list");
     let runs = [run];
-    assert!(judge(&expected, &runs).is_empty(), "{:?}", judge(&expected, &runs));
+    assert!(
+        judge(&expected, &runs).is_empty(),
+        "{:?}",
+        judge(&expected, &runs)
+    );
     let rewritten = Expected::parse(&expected.rewritten(&runs)).expect("a valid list");
     assert!(judge(&rewritten, &runs).is_empty());
     assert_eq!(rewritten.cannot_apply.len(), 1);
@@ -734,9 +773,16 @@ fn the_judge_reads_the_harness_and_catches_each_difference() {
     let key = "(aborted before the first test: ERR unknown command 'function', with args \
                beginning with: 'flush')";
     assert_eq!(runs[0].aborted.as_deref(), Some(key));
+    assert_eq!((runs[0].tests().count(), runs[0].exceptions()), (0, 1));
     let text = show(&judge(&Expected::default(), &runs));
-    assert!(text.contains(&format!("(regressions):\n  unit/type/incr: {key}")), "{text}");
-    assert!(text.contains("1 no test ran:\n  unit/type/incr: ran no test"), "{text}");
+    assert!(
+        text.contains(&format!("(regressions):\n  unit/type/incr: {key}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 no test ran:\n  unit/type/incr: ran no test"),
+        "{text}"
+    );
     let listed = Expected::parse(&format!("## unit/type/incr\n{key} | why\n")).expect("valid");
     assert!(judge(&listed, &runs).is_empty());
 
@@ -747,10 +793,17 @@ fn the_judge_reads_the_harness_and_catches_each_difference() {
     let no_progress = format!("(no progress for {NO_PROGRESS_SECONDS} s in: B)");
     assert_eq!(run.aborted, Some(no_progress));
     let run = parse_run("unit/type/incr", "[ok]: A (1 ms)\nKilled\n");
-    assert_eq!(run.aborted.as_deref(), Some("(ended unfinished after: A: Killed)"));
+    assert_eq!(
+        run.aborted.as_deref(),
+        Some("(ended unfinished after: A: Killed)")
+    );
 
     // A malformed list is refused, saying where.
-    for bad in ["## unit/nope\n", "## unit/multi\nno reason\n", "stray | line\n"] {
+    for bad in [
+        "## unit/nope\n",
+        "## unit/multi\nno reason\n",
+        "stray | line\n",
+    ] {
         assert!(Expected::parse(bad).is_err(), "{bad:?} was taken");
     }
 }
