@@ -608,6 +608,7 @@ fn run_units(port: u16, units: &[&str], expected: &Expected, logs: &Path) -> Vec
 fn redis_tcl_units_on_tandem() {
     let expected = Expected::read();
     let units = selected_units();
+    // The suite and Tcl first: without them the test fails before it starts a cluster.
     suite();
     let cluster = Cluster::start("redis-tcl", 3, 128);
     let logs = scratch_dir("redis-tcl-logs");
