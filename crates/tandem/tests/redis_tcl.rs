@@ -616,7 +616,11 @@ fn redis_tcl_units_on_tandem() {
     eprintln!("Redis 7.0.15's units on tandem:\n{}", counts(&runs));
     if std::env::var_os("TANDEM_TCL_WRITE_EXPECTED").is_some() {
         std::fs::write(Expected::path(), expected.rewritten(&runs)).expect("written");
-        eprintln!("wrote {}: read its diff", Expected::path().display());
+        eprintln!(
+            "wrote {}: read its diff (the harness's output: {})",
+            Expected::path().display(),
+            logs.display()
+        );
         return;
     }
     let deltas = judge(&expected, &runs);
