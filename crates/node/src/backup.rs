@@ -9,8 +9,8 @@
 
 use std::collections::VecDeque;
 
-use tandem_log::{CallId, SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
+use tandem_redo::{CallId, SealedBatch, TailLimits};
 use tandem_replication::{
     Applier, ApplyBatch, ApplyError, Kept, Message, PassiveApplier, keep_applied,
     transfer::PageImage,

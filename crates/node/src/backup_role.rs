@@ -18,8 +18,8 @@
 
 use std::collections::VecDeque;
 
-use tandem_log::{CallId, SealedBatch, TailLimits};
 use tandem_memory::Segment;
+use tandem_redo::{CallId, SealedBatch, TailLimits};
 use tandem_replication::transfer::PageImage;
 use tandem_replication::{ApplyBatch, ApplyError, Message, NodeId, ReceiverConfig, ReceiverReady};
 use tandem_store::DataModel;

@@ -19,8 +19,8 @@ use std::fmt::{self, Display};
 
 use tandem_cluster::role::Transition;
 use tandem_config::View;
-use tandem_log::SealedBatch;
 use tandem_memory::Segment;
+use tandem_redo::SealedBatch;
 
 use crate::backup::Handover;
 

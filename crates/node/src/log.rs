@@ -15,8 +15,8 @@ use std::str::FromStr;
 use std::path::Path;
 use std::sync::Arc;
 
-use tandem_log::SealedBatch;
 use tandem_memory::Segment;
+use tandem_redo::SealedBatch;
 use tandem_replication::transfer::{PageImage, install_chunks};
 use tandem_replication::{Applier, ApplyBatch, ReceiverReady};
 use tandem_wal::{
@@ -689,11 +689,11 @@ mod tests {
 
     fn batch_at(lsn_base: u64, record_count: u64) -> SealedBatch {
         let mut builder =
-            tandem_log::BatchBuilder::new(tandem_log::BatchKind::Redo, 0, 1, lsn_base);
+            tandem_redo::BatchBuilder::new(tandem_redo::BatchKind::Redo, 0, 1, lsn_base);
         for lsn in lsn_base..lsn_base + record_count {
             let mut record = tandem_memory::RedoRecord::empty(lsn);
             record.push_run(lsn * 8, &[lsn as u8; 8]).unwrap();
-            let call = tandem_log::CallId {
+            let call = tandem_redo::CallId {
                 client_id: 1,
                 seq: lsn,
             };
@@ -830,9 +830,10 @@ mod tests {
             let mut txn = self.segment.begin();
             txn.set_range(offset, 64).fill(value);
             let record = txn.commit().clone();
-            let mut builder = tandem_log::BatchBuilder::new(tandem_log::BatchKind::Redo, 0, 3, lsn);
+            let mut builder =
+                tandem_redo::BatchBuilder::new(tandem_redo::BatchKind::Redo, 0, 3, lsn);
             builder.push_redo(
-                tandem_log::CallId {
+                tandem_redo::CallId {
                     client_id: 1,
                     seq: lsn,
                 },

@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use tandem_cluster::Cluster;
 use tandem_config::{Durable, View};
-use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::Segment;
+use tandem_redo::{SealedBatch, TailLimits};
 use tandem_replication::{Disposition, Message, NodeId, PrimaryConfig, ReceiverConfig, Reply};
 use tandem_store::DataModel;
 

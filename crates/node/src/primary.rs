@@ -20,8 +20,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tandem_log::{BatchKind, CallId, encode_passive};
 use tandem_memory::ClassBytes;
+use tandem_redo::{BatchKind, CallId, encode_passive};
 use tandem_replication::{
     DrainReplies, Message, NodeId, Primary, PrimaryReady, Safety, TransferSent,
 };

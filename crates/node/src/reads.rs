@@ -357,8 +357,8 @@ fn run_read<T, I>(
 
 #[cfg(test)]
 mod tests {
-    use tandem_log::TailLimits;
     use tandem_memory::{Segment, Strategy};
+    use tandem_redo::TailLimits;
     use tandem_store::{Compiled, Store};
     use tandem_workloads::debit_credit::{BALANCE, DEBIT_CREDIT, DebitCredit};
 

@@ -2,12 +2,12 @@
 //! what it skips, what it keeps for a promotion, what it acks and when it hands over; and the
 //! whole backup role's turn (what it logs, applies, acks and tells its watch).
 
-use tandem_log::{CallId, TailLimits};
 use tandem_memory::Segment;
 use tandem_node::{
     ApplierRole, BackupReady, BackupRole, BackupTurnError, BackupWatch, Call, HandoverError,
     LogOrder, PrimaryRole, Ran, ReadSettings, RoleReady,
 };
+use tandem_redo::{CallId, TailLimits};
 use tandem_replication::{
     AckCount, ApplyBatch, Message, NodeId, Primary, Receiver, ReceiverConfig, ReceiverReady, Safety,
 };

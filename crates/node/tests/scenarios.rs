@@ -33,12 +33,12 @@ use std::sync::Arc;
 
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
-use tandem_log::CallId;
 use tandem_memory::{PAGE_SIZE, Segment};
 use tandem_node::{
     BackupWatch, Carried, Destination, Node, NodeEnv, NodeFailure, NodeSettings, Notice,
     PeerMessage, ReadSettings, Recovered, RoleRule, RoleSlot, Slot, Supervisor, WaitingCall,
 };
+use tandem_redo::CallId;
 use tandem_replication::{ApplyBatch, LeaseMargins, NodeId, Reply, Safety, primary_lease_ticks};
 use tandem_store::{Compiled, DataModel, Driver};
 

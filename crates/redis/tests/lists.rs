@@ -522,7 +522,7 @@ fn elements_larger_than_a_node_get_nodes_of_their_own() {
     assert_eq!(node.s("DBSIZE"), int(0));
 }
 
-/// The size of the compact encoding of the store's last redo record, as `tandem_log`
+/// The size of the compact encoding of the store's last redo record, as `tandem_redo`
 /// writes it (a varint per run offset gap and length, then the data), without the call id.
 fn last_redo_size(node: &Node) -> (usize, usize) {
     fn varint_len(n: u64) -> usize {

@@ -5,8 +5,8 @@
 //! receiver's checksum yet fails here was built wrong by the primary: the driver poisons the
 //! backup rather than guess.
 
-use tandem_log::{BatchError, BatchKind, CallId};
 use tandem_memory::{PassiveError, PassiveMirror, PassiveTrace, RedoError, RedoRecord, Segment};
+use tandem_redo::{BatchError, BatchKind, CallId};
 
 use crate::receiver::ApplyBatch;
 use crate::transfer::{PageImage, TransferError};
@@ -60,8 +60,8 @@ pub enum Kept {
 /// that continue the tail are kept, and a gap starts the tail afresh (it stays contiguous,
 /// as [`crate::Primary::resume`] requires).
 pub fn keep_applied(
-    tail: &mut std::collections::VecDeque<tandem_log::SealedBatch>,
-    batch: tandem_log::SealedBatch,
+    tail: &mut std::collections::VecDeque<tandem_redo::SealedBatch>,
+    batch: tandem_redo::SealedBatch,
 ) -> Kept {
     let continues = tail
         .back()

@@ -13,10 +13,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use tandem_log::{
+use tandem_memory::{RedoRecord, Segment};
+use tandem_redo::{
     BatchBuilder, BatchKind, CallId, EncodedSize, RetainedTail, SealedBatch, TailLimits,
 };
-use tandem_memory::{RedoRecord, Segment};
 
 use crate::message::{Message, NodeId, PagesChunk, Safety};
 

@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use tandem_log::{BatchError, SealedBatch};
+use tandem_redo::{BatchError, SealedBatch};
 
 use crate::message::{Message, NodeId, PagesChunk};
 use crate::transfer::PageImage;

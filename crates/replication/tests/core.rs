@@ -6,8 +6,8 @@
 
 use std::collections::VecDeque;
 
-use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
+use tandem_redo::{BatchKind, CallId, TailLimits};
 use tandem_replication::{
     AckCount, Applier, Disposition, Message, NodeId, Primary, PrimaryConfig, PrimaryFault,
     PrimaryReady, Receiver, ReceiverConfig, ReceiverFault, ReceiverReady, Reply, Safety,
@@ -530,7 +530,7 @@ fn an_idle_executor_holds_records_back_while_every_link_has_a_full_window_in_fli
     let (_, _, Message::Batch(bytes)) = &batches[0] else {
         unreachable!()
     };
-    let batch = tandem_log::BatchRef::parse(bytes).unwrap();
+    let batch = tandem_redo::BatchRef::parse(bytes).unwrap();
     assert_eq!((batch.lsn_base(), batch.record_count()), (second, 2));
 }
 

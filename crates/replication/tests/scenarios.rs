@@ -23,8 +23,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use tandem_log::{BatchKind, BatchRef, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
+use tandem_redo::{BatchKind, BatchRef, CallId, TailLimits};
 use tandem_replication::{
     Disposition, Message, NodeId, Primary, PrimaryConfig, PrimaryReady, Safety,
 };

@@ -27,12 +27,12 @@ use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
-use tandem_log::{SealedBatch, TailLimits};
 use tandem_memory::{PassiveMirror, Segment};
 use tandem_node::{
     ApplierRole, BackupReads, GateRule, Needs, READ_INDEX_RETRY, READ_WAIT, ReadAnswer,
     ReceiverRole, Replica as NodeReplica, WaitingRead,
 };
+use tandem_redo::{SealedBatch, TailLimits};
 use tandem_replication::{
     ApplyBatch, Message, NodeId, ReceiverConfig, ReceiverFault, ReceiverReady, transfer::PageImage,
 };

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tandem_log::SealedBatch;
 use tandem_node::{Aligned, LogCore, LogOrder};
+use tandem_redo::SealedBatch;
 use tandem_wal::{FsDisk, Recovered, WalOptions};
 
 use crate::StartError;
@@ -438,10 +438,10 @@ mod tests {
     use super::*;
 
     fn batch_at(lsn: u64) -> SealedBatch {
-        let mut builder = tandem_log::BatchBuilder::new(tandem_log::BatchKind::Redo, 0, 1, lsn);
+        let mut builder = tandem_redo::BatchBuilder::new(tandem_redo::BatchKind::Redo, 0, 1, lsn);
         let mut record = tandem_memory::RedoRecord::empty(lsn);
         record.push_run(lsn * 8, &[lsn as u8; 8]).unwrap();
-        let call = tandem_log::CallId {
+        let call = tandem_redo::CallId {
             client_id: 1,
             seq: lsn,
         };

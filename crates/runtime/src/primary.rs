@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use prometheus_client::metrics::gauge::Gauge;
-use tandem_log::{BatchKind, TailLimits};
 use tandem_memory::ClassBytes;
 use tandem_node::{
     Answer, AnswerKind, Call, LogOrder, Observed, PrimaryRole, Ran, Refusal, RoleReady,
 };
+use tandem_redo::{BatchKind, TailLimits};
 use tandem_replication::{
     Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, Safety,
 };
@@ -417,7 +417,7 @@ pub struct RoleView {
 pub fn start_role(
     config: &NodeConfig,
     mut segment: tandem_memory::Segment,
-    batches: Vec<tandem_log::SealedBatch>,
+    batches: Vec<tandem_redo::SealedBatch>,
     members: RoleView,
     model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,

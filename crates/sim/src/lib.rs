@@ -18,7 +18,7 @@ pub use cluster::{
     run_cluster_mixed, run_cluster_sabotaged, run_cluster_with,
 };
 
-use tandem_log::{BatchBuilder, BatchKind};
+use tandem_redo::{BatchBuilder, BatchKind};
 
 /// Micro-ticks in a nominal tick.
 pub const MICROS_PER_TICK: u64 = 1_000;
@@ -27,7 +27,7 @@ pub const MICROS_PER_TICK: u64 = 1_000;
 /// `every_run` the first byte of each run) and its checksum recomputed: what a primary that
 /// ships wrong bytes sends, which no checksum can notice.
 pub(crate) fn forge_batch(bytes: &[u8], every_run: bool) -> std::sync::Arc<[u8]> {
-    let batch = tandem_log::BatchRef::parse(bytes).expect("sealed by the primary");
+    let batch = tandem_redo::BatchRef::parse(bytes).expect("sealed by the primary");
     let (mut records, mut calls) = (Vec::new(), Vec::new());
     batch
         .decode_redo_into(&mut records, &mut calls)

@@ -639,8 +639,8 @@ mod record_bound_tests {
             }
             let (declared_bytes, declared_ranges) = txn.declared();
             let redo = txn.commit();
-            let call = tandem_log::CallId { client_id, seq };
-            let encoded = tandem_log::encoded_size(call, redo).total();
+            let call = tandem_redo::CallId { client_id, seq };
+            let encoded = tandem_redo::encoded_size(call, redo).total();
             prop_assert!(
                 encoded <= record_len_bound(declared_bytes, declared_ranges),
                 "{encoded} > bound of {declared_bytes} bytes in {declared_ranges} ranges"

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tandem_log::SealedBatch;
+use tandem_redo::SealedBatch;
 
 /// One chunk of a state-transfer image: the pages changed after `lsn_from`, as they stood at
 /// `lsn`, split into `count` chunks sent in order. A member that installs a whole image has the

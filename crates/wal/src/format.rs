@@ -1,5 +1,5 @@
 //! The on-disk layout of a segment file: its name, its header, the frame around each entry and
-//! the image chunk's own encoding (a batch is stored in tandem-log's format as it is).
+//! the image chunk's own encoding (a batch is stored in tandem-redo's format as it is).
 //!
 //! Everything here is pure: it encodes into and decodes from byte slices, and never touches a
 //! file, so recovery's decisions can be tested byte by byte.
@@ -21,14 +21,14 @@ pub const SEGMENT_VERSION: u16 = 3;
 pub const SEGMENT_HEADER_LEN: usize = 24;
 /// Size of the frame in front of every entry: the length and the length's own checksum.
 pub const FRAME_HEADER_LEN: usize = 8;
-/// The image chunk's magic, where a batch has tandem-log's "TB": the first bytes of a frame's
+/// The image chunk's magic, where a batch has tandem-redo's "TB": the first bytes of a frame's
 /// payload say which of the two it holds.
 pub const IMAGE_MAGIC: [u8; 4] = *b"TIMG";
 /// Size of the header in front of an image chunk's pages.
 pub const IMAGE_HEADER_LEN: usize = 44;
 /// The smallest payload a frame can hold: a batch's header alone (40 bytes; an image chunk
 /// without pages is its 44-byte header).
-pub const FRAME_PAYLOAD_MIN: usize = tandem_log::batch::HEADER_LEN;
+pub const FRAME_PAYLOAD_MIN: usize = tandem_redo::batch::HEADER_LEN;
 
 const _: () = assert!(FRAME_PAYLOAD_MIN <= IMAGE_HEADER_LEN);
 
@@ -341,10 +341,10 @@ mod tests {
 
     #[test]
     fn a_batch_is_never_taken_for_an_image() {
-        let mut builder = tandem_log::BatchBuilder::new(tandem_log::BatchKind::Redo, 0, 1, 1);
+        let mut builder = tandem_redo::BatchBuilder::new(tandem_redo::BatchKind::Redo, 0, 1, 1);
         let mut record = tandem_memory::RedoRecord::empty(1);
         record.push_run(0, &[1]).unwrap();
-        builder.push_redo(tandem_log::CallId::default(), &record);
+        builder.push_redo(tandem_redo::CallId::default(), &record);
         assert!(!is_image(builder.seal().bytes()));
     }
 

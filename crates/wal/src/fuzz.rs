@@ -16,7 +16,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
-use tandem_log::SealedBatch;
+use tandem_redo::SealedBatch;
 
 use crate::bugs::{Bug, plant};
 use crate::checkpoint::checkpoint_name;

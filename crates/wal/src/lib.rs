@@ -47,7 +47,7 @@
 //!   then, for each entry, a frame:
 //!     0  4  len        bytes of the entry
 //!     4  4  len_crc32c CRC32C of the 4 bytes of len
-//!     8  len           the entry: a batch exactly as sealed (tandem-log's format, magic "TB",
+//!     8  len           the entry: a batch exactly as sealed (tandem-redo's format, magic "TB",
 //!                      with its own CRC32C), or an image chunk:
 //!                        0  4  magic      "TIMG"
 //!                        4  4  index      < count
@@ -60,7 +60,7 @@
 //! ```
 //!
 //! The log shares the replication batch format: a batch is stored as it was sealed, so there is
-//! no second encoding, and a recovered batch is the same [`tandem_log::SealedBatch`] (views
+//! no second encoding, and a recovered batch is the same [`tandem_redo::SealedBatch`] (views
 //! included). The length carries its own checksum so that a torn length is recognised as torn
 //! rather than read as a length that skips valid data or lands on stale bytes. Segments are
 //! numbered rather than named by an LSN because no LSN names one uniquely: an image's chunks all

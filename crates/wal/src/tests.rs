@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use tandem_log::{BatchBuilder, BatchKind, CallId, SealedBatch};
 use tandem_memory::RedoRecord;
+use tandem_redo::{BatchBuilder, BatchKind, CallId, SealedBatch};
 
 use crate::bugs::{Bug, plant};
 use crate::checkpoint::checkpoint_path;

@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tandem_log::{BatchError, SealedBatch};
+use tandem_redo::{BatchError, SealedBatch};
 
 use crate::Disk;
 use crate::bugs::{Bug, planted};

@@ -82,7 +82,7 @@
 //!
 //! 0x20 Peer, between the primary and a backup (a tandem_replication::Message)
 //!  0   1  sub_tag       then, with exact lengths for the fixed ones:
-//!         1 Batch       the batch's bytes verbatim (tandem_log's batch layout)
+//!         1 Batch       the batch's bytes verbatim (tandem_redo's batch layout)
 //!         2 Heartbeat   view u64, lsn_committed u64, lsn_released u64, tick_sent u64
 //!         3 Ack         view u64, lsn_received u64, lsn_applied u64, lsn_durable u64,
 //!                       tick_echoed u64

@@ -4,8 +4,8 @@
 use tandem_cluster::ClusterMessage;
 use tandem_cluster::role::Transition;
 use tandem_config::View;
-use tandem_log::SealedBatch;
 use tandem_memory::Segment;
+use tandem_redo::SealedBatch;
 use tandem_replication::{NodeId, Primary, PrimaryConfig, ReceiverConfig};
 use tandem_store::Store;
 

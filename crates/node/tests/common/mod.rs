@@ -1,7 +1,7 @@
 //! What the node core's tests share: a small Debit-Credit database and a primary's settings.
 
-use tandem_log::{BatchKind, TailLimits};
 use tandem_memory::{Segment, Strategy};
+use tandem_redo::{BatchKind, TailLimits};
 use tandem_replication::{NodeId, PrimaryConfig, Safety};
 use tandem_store::Workload;
 use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};

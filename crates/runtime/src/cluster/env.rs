@@ -7,12 +7,12 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tandem_log::CallId;
 use tandem_memory::{ClassBytes, Segment};
 use tandem_node::{
     Answer, BackupWatch, Carried, CarryNote, Destination, LogOrder, NodeEnv, NodeFailure, Notice,
     PeerMessage, PrimaryHost, PrimaryStarting, Ran, ReadAnswer, Records, RoleReady, Slot,
 };
+use tandem_redo::CallId;
 use tandem_replication::{ApplyBatch, Message, NodeId, Reply};
 use tandem_store::{DataModel, ProcId};
 use tandem_wire::ErrorCode;

@@ -11,7 +11,7 @@
 //! primary gave at some LSN can be matched with the final history: if the fingerprints at
 //! that LSN differ, the answer came from a history a failover discarded.
 
-use tandem_log::CallId;
+use tandem_redo::CallId;
 
 /// What ran at one LSN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

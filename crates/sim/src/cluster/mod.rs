@@ -94,7 +94,6 @@ use tandem_client::route::{Action, Answered, CallRoute, Greeted, Report, Router,
 use tandem_client::{ErrorCode, ErrorFrame, ReplyStatus};
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
-use tandem_log::{BatchKind, CallId, TailLimits};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
     Answer, AnswerKind, BackupWatch, Carried, CarryNote, Destination, DriveError, LogOrder, Needs,
@@ -106,6 +105,7 @@ use tandem_proxy::{Answer as ProxyAnswer, ProxyConn, Unit};
 use tandem_redis::RedisModel;
 use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::wire::CallArgs;
+use tandem_redo::{BatchKind, CallId, TailLimits};
 use tandem_replication::{
     AckCount, ApplyBatch, LeaseMargins, Message, NodeId, PrimaryConfig, ReadConsistency, Safety,
     primary_lease_ticks,
@@ -1417,7 +1417,7 @@ fn command_proc_of(name: &[u8]) -> ProcId {
 
 /// A sealed batch's identity (its view, first LSN and checksum: a primary seals each batch
 /// once, and the checksum tells a forged one apart), its first and its last LSN. Read from
-/// the header as `tandem_log::batch` lays it out, without checking the checksum again: the
+/// the header as `tandem_redo::batch` lays it out, without checking the checksum again: the
 /// primary sealed it, and a receiver checks it before anything is applied.
 fn batch_key(bytes: &[u8]) -> ((u64, u64, u32), u64, u64) {
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("a header"));

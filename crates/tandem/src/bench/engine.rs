@@ -4,7 +4,7 @@
 //! same seed, so all run the same call stream. They take turns in slices of [`SLICE`] until
 //! each has been measured for the requested time; a strategy's throughput is the median of its
 //! slice rates. Every committed redo record is sized with the compact codec
-//! (`tandem_log::encoded_size`, which equals the encoder's output) and its bytes are counted as
+//! (`tandem_redo::encoded_size`, which equals the encoder's output) and its bytes are counted as
 //! data or meta-data; encoding and shipping belong to the replication benchmark.
 //!
 //! The driver works one call ahead, as an executor with a queue of calls does: while call k
@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use tandem_log::{CallId, encoded_size};
 use tandem_memory::{Segment, Strategy};
+use tandem_redo::{CallId, encoded_size};
 use tandem_store::{CallError, Compiled, Driver, ProcId, Store, Workload};
 use tandem_workloads::debit_credit::{DebitCredit, DebitCreditConfig};
 use tandem_workloads::order_entry::{OrderEntry, OrderEntryConfig};

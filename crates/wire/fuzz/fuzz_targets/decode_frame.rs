@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     while let Ok(Some((frame, used))) = decode_frame(&data[at..], MAX_FRAME_LEN) {
         assert!(used >= 5 && used <= data.len() - at);
         if let Frame::Peer(Message::Batch(bytes)) = &frame {
-            let _ = tandem_log::BatchRef::parse(bytes);
+            let _ = tandem_redo::BatchRef::parse(bytes);
         }
         let mut out = Vec::new();
         frame.encode(&mut out);

@@ -1,4 +1,5 @@
-//! The redo log: the compact record codec, batches and the retained tail.
+//! Redo records: the compact codec, batches and the retained tail (the write-ahead log that
+//! stores batches is tandem-wal's).
 //!
 //! A record is encoded as it sits inside a [`batch`] of consecutive records, so its LSN is
 //! implicit (the batch header carries the first LSN, the view, the group and a CRC32C). The
