@@ -359,6 +359,7 @@ impl DataModel for RedisModel {
         self.layout.alloc.check(segment, &mut owned.into_iter())?;
         self.layout.check_expiry_index(segment)?;
         self.layout.check_keys_unique(segment)?;
+        crate::cmd::functions::check(segment, &self.layout)?;
         DedupTable::for_segment_len(segment.len()).check(segment)
     }
 

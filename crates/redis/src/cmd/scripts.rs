@@ -54,7 +54,10 @@ use crate::dict::{Dict, LINK_BYTES, Link};
 use crate::mem::Mem;
 use crate::resp::{Argv, ReplyWriter};
 
-pub use engine::{INSTRUCTION_BUDGET_DEFAULT, MEMORY_LIMIT_DEFAULT, ScriptEngine};
+pub use engine::{
+    FUNCTION_FLAGS, FUNCTIONS_PER_LIBRARY_MAX, INSTRUCTION_BUDGET_DEFAULT, LibraryRef,
+    MEMORY_LIMIT_DEFAULT, NO_WRITES, Registered, ScriptEngine,
+};
 
 /// The family's commands (merged into [`super::commands`]).
 pub static COMMANDS: &[Command] = &[
