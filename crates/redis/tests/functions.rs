@@ -93,7 +93,7 @@ fn canonical(args: &[Vec<u8>], reply: Value) -> Value {
 
 #[test]
 fn every_reply_matches_redis_7_0_15() {
-    assert_eq!(common::replay_recorded(FIXTURE, canonical), 240);
+    assert_eq!(common::replay_recorded(FIXTURE, canonical), 246);
 }
 
 /// Where the fixture's `FUNCTION DUMP` of one library lies, and so is compared byte for byte.
@@ -396,3 +396,4 @@ fn the_check_finds_an_index_that_disagrees_with_the_libraries() {
     let failed = model.check(segment).unwrap_err();
     assert_eq!(failed.check, CHECK_FUNCTION_INDEX, "{failed:?}");
 }
+

@@ -178,6 +178,14 @@ def loads(r):
     r.call("FCALL", "o2", "0")
     r.call("FUNCTION", "LOAD", "#!LUA name=upper\nredis.register_function('up', function() return 'up' end)")
     r.call("FCALL", "up", "0")
+    # Function names are one namespace without case; library names keep theirs.
+    r.call("FUNCTION", "LOAD", lib(b"cased", b"redis.register_function('Echo', function() end)"))
+    r.call("FUNCTION", "LOAD", lib(b"MyLib", b"redis.register_function('mine', function() "
+           b"return 'mine' end)"))
+    r.call("FCALL", "MINE", "0")
+    r.call("FUNCTION", "DELETE", "MYLIB")
+    r.call("FUNCTION", "DELETE", "MyLib")
+    r.call("FCALL", "mine", "0")
 
 
 def calls(r):

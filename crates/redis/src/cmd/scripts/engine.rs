@@ -166,8 +166,11 @@ struct Vm {
     /// protocol the script chose with `redis.setresp`.
     runner: Function,
     compiled: BTreeMap<Sha, Compiled>,
-    /// Loads a library's code in its sandbox (see `library.rs`).
-    load_library: Function,
+    /// The prelude's pieces the libraries' sandbox is made of (see `library.rs`).
+    library_parts: Function,
+    /// Loads a library's code in its sandbox: made on the first library the node loads, so
+    /// that a node which never sees one runs scripts in the VM it always had.
+    load_library: Option<Function>,
     /// The libraries loaded, keyed by the SHA-1 of their code: a cache of the segment's.
     libraries: BTreeMap<Sha, library::Loaded>,
     budget: Arc<Budget>,
@@ -399,7 +402,7 @@ impl Vm {
             })?
         };
         let bit = super::bit::library(&lua)?;
-        let source = [PRELUDE, library::PRELUDE, PRELUDE_END].concat();
+        let source = [PRELUDE, PRELUDE_END].concat();
         let setup: Function = lua.load(source).set_name("=tandem").into_function()?;
         let parts = lua.create_table()?;
         parts.set("bridge", bridge.clone())?;
@@ -426,8 +429,7 @@ impl Vm {
         parts.set("chunk_refusals", chunk_refusals(&lua)?)?;
         parts.set("version", crate::session::REDIS_VERSION)?;
         parts.set("version_num", REDIS_VERSION_NUM)?;
-        parts.set("functions_max", library::FUNCTIONS_PER_LIBRARY_MAX)?;
-        let (new_env, runner, redis, load_library): (Function, Function, Table, Function) =
+        let (new_env, runner, redis, library_parts): (Function, Function, Table, Function) =
             setup.call(parts)?;
         let hook = Arc::new(Hook {
             budget: budget.clone(),
@@ -443,7 +445,8 @@ impl Vm {
             new_env,
             runner,
             compiled: BTreeMap::new(),
-            load_library,
+            library_parts,
+            load_library: None,
             libraries: BTreeMap::new(),
             budget,
             hook,
@@ -1545,9 +1548,9 @@ fn math_random(lua: &Lua, rng: &AtomicU64, args: &MultiValue) -> mlua::Result<f6
     }
 }
 
-/// The Lua side of the sandbox, run once when the VM starts, with the libraries' part
-/// (`library::PRELUDE`) and [`PRELUDE_END`] after it. It receives the Rust pieces and
-/// returns `new_env`, `runner`, the `redis` table and `load_library`.
+/// The Lua side of the sandbox, run once when the VM starts, with [`PRELUDE_END`] after it.
+/// It receives the Rust pieces and returns `new_env`, `runner`, the `redis` table and
+/// `library_parts`.
 const PRELUDE: &str = r##"
 local parts = ...
 local bridge, handler, spent = parts.bridge, parts.handler, parts.spent
@@ -1559,7 +1562,6 @@ local type, error, select, tostring, rawget, rawset, setmetatable, getmetatable,
 local setfenv, raw_pcall, raw_xpcall, raw_loadstring, raw_load =
       setfenv, pcall, xpcall, loadstring, load
 local resume = coroutine.resume
-local next, string_lower, string_byte = next, string.lower, string.byte
 
 local READONLY = "Attempt to modify a readonly table"
 local readonly = setmetatable({}, {__mode = "k"})
@@ -1786,8 +1788,12 @@ local function runner(f, keys, argv)
 end
 "##;
 
-/// The prelude's last line, after the libraries' part (`library::PRELUDE`).
-const PRELUDE_END: &str = "return new_env, runner, redis, load_library\n";
+/// The prelude's last lines: what the libraries' part of the sandbox (`library::PRELUDE`,
+/// loaded on a node's first library) needs of the prelude's own.
+const PRELUDE_END: &str = "local function library_parts() return {G = G, redis = redis, \
+    readonly = readonly, refuse_write = refuse_write, raw_pcall = raw_pcall, setfenv = setfenv} end
+return new_env, runner, redis, library_parts
+";
 
 #[cfg(test)]
 mod tests {

@@ -134,6 +134,21 @@ impl ScriptEngine {
 }
 
 impl Vm {
+    /// The prelude's `load_library`, made the first time a library loads.
+    fn load_library(&mut self) -> Result<Function, CmdError> {
+        if let Some(load_library) = &self.load_library {
+            return Ok(load_library.clone());
+        }
+        let made = (|| -> mlua::Result<Function> {
+            let parts: Table = self.library_parts.call(())?;
+            let setup = self.lua.load(PRELUDE).set_name("=tandem_functions");
+            setup.call((parts, FUNCTIONS_PER_LIBRARY_MAX))
+        })()
+        .map_err(|err| CmdError::owned(format!("ERR the Lua VM failed: {err}")))?;
+        self.load_library = Some(made.clone());
+        Ok(made)
+    }
+
     fn cache_library(&mut self, sha: Sha, loaded: Loaded) {
         if self.libraries.len() >= super::COMPILED_MAX {
             self.libraries.clear();
@@ -164,7 +179,8 @@ impl Vm {
         self.hook
             .install(&self.lua, super::HOOK_INTERVAL_START)
             .map_err(|err| CmdError::owned(format!("ERR the Lua VM failed: {err}")))?;
-        let outcome: mlua::Result<(bool, Value, Table, Table)> = self.load_library.call(chunk);
+        let outcome: mlua::Result<(bool, Value, Table, Table)> =
+            self.load_library()?.call(chunk);
         let registering = |text: String| {
             let _ = self.lua.gc_collect();
             CmdError::owned(format!("ERR Error registering functions: {text}"))
@@ -228,15 +244,23 @@ fn load_error_text(lua: &mlua::Lua, err: Value) -> String {
     }
 }
 
-/// The libraries' part of the prelude (see `PRELUDE` in the engine): `redis.register_function`
-/// and the load sandbox. It defines `load_library(chunk)`, which runs a library's compiled
-/// code and answers whether it ran, what it raised, its environment and the list of what it
-/// registered (`name`, `description`, `flags`, `callback`).
-pub(super) const PRELUDE: &str = r##"
+/// The libraries' part of the sandbox, run on a node's first library with the prelude's
+/// pieces (`library_parts` in the engine's `PRELUDE`) and [`FUNCTIONS_PER_LIBRARY_MAX`]:
+/// `redis.register_function` and the load sandbox. It returns `load_library(chunk)`, which
+/// runs a library's compiled code and answers whether it ran, what it raised, its
+/// environment and the list of what it registered (`name`, `description`, `flags`,
+/// `callback`).
+const PRELUDE: &str = r##"
+local parts, functions_max = ...
+local G, redis, readonly, refuse_write = parts.G, parts.redis, parts.readonly, parts.refuse_write
+local raw_pcall, setfenv = parts.raw_pcall, parts.setfenv
+local next, tostring, type, error, select, setmetatable =
+      next, tostring, type, error, select, setmetatable
+local string_lower, string_byte = string.lower, string.byte
+
 -- Functions (function_lua.c).
 local FUNCTION_FLAGS = {["no-writes"] = 1, ["allow-oom"] = 2, ["allow-stale"] = 4,
                         ["no-cluster"] = 8, ["allow-cross-slot-keys"] = 16}
-local functions_max = parts.functions_max
 -- What the library loading now registers: {names = {}, list = {}}; nil between loads.
 local registering = nil
 
@@ -386,4 +410,5 @@ local function load_library(chunk)
   registering = nil
   return ok, err, env, list
 end
+return load_library
 "##;
