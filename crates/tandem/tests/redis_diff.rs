@@ -3367,9 +3367,9 @@ fn function_command(d: &mut Draw) -> Args {
 }
 
 static FUNCTIONS: &[Gen] = &[
-    g("FCALL", 10, |d| fcall(d, "FCALL", false)),
-    g("FCALL_RO", 4, |d| fcall(d, "FCALL_RO", true)),
-    g("FUNCTION", 8, function_command),
+    g("FCALL", 24, |d| fcall(d, "FCALL", false)),
+    g("FCALL_RO", 10, |d| fcall(d, "FCALL_RO", true)),
+    g("FUNCTION", 20, function_command),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -5771,3 +5771,4 @@ fn a_seed_replays_exactly() {
     assert_eq!(render(3), render(3));
     assert_ne!(render(3), render(4));
 }
+
