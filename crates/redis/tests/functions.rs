@@ -13,9 +13,9 @@
 use crate::common::{self, Node, bulk, err, ok, sort_key};
 
 use tandem_redis::RedisModel;
+use tandem_redis::cmd::functions::CHECK_FUNCTION_INDEX;
 use tandem_redis::db::Layout;
 use tandem_redis::dict::{Dict, LINK_BYTES};
-use tandem_redis::cmd::functions::CHECK_FUNCTION_INDEX;
 use tandem_redis::rdb::functions::{Records, dump};
 use tandem_redis::resp::{Argv, Value, parse_reply};
 use tandem_redis::session::{Outcome, ServerInfo, Session, Step};
@@ -302,7 +302,11 @@ fn fcall_ro_never_writes() {
     let ro_write = "#!lua name=sneaky\nredis.register_function{function_name='sneak', \
         callback=function(keys) return redis.call('SET', keys[1], 'x') end, flags={'no-writes'}}";
     assert_eq!(load(&mut node, ro_write), bulk("sneaky"));
-    for command in ["FCALL_RO incr 1 k 1", "FCALL_RO sneak 1 k", "FCALL sneak 1 k"] {
+    for command in [
+        "FCALL_RO incr 1 k 1",
+        "FCALL_RO sneak 1 k",
+        "FCALL sneak 1 k",
+    ] {
         assert!(matches!(node.s(command), Value::Error(_)), "{command}");
         assert_eq!(node.s("MULTI"), ok());
         node.s(command);
@@ -339,7 +343,12 @@ fn refused_loads_and_restores_change_nothing() {
     ] {
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         assert!(matches!(node.cmd(&refs), Value::Error(_)));
-        assert_eq!(node.store.segment().bytes(), &before[..], "{:?}", common::show(&refs));
+        assert_eq!(
+            node.store.segment().bytes(),
+            &before[..],
+            "{:?}",
+            common::show(&refs)
+        );
     }
     assert_eq!(
         node.cmd(&[b"FUNCTION", b"RESTORE", &payload, b"REPLACE"]),
@@ -362,7 +371,8 @@ fn a_library_s_code_and_functions_are_bounded() {
         "{}",
         String::from_utf8_lossy(&text)
     );
-    let many = "#!lua name=many\nfor i = 1, 1001 do redis.register_function('f' .. i, function() end) end";
+    let many =
+        "#!lua name=many\nfor i = 1, 1001 do redis.register_function('f' .. i, function() end) end";
     assert_eq!(
         load(&mut node, many),
         err("ERR Error registering functions: ERR a library may register at most 1000 functions")
@@ -388,12 +398,13 @@ fn the_check_finds_an_index_that_disagrees_with_the_libraries() {
     let found = index.find(&txn, b"incr", hash).unwrap();
     index.remove(&mut txn, &layout.alloc, found);
     // The entry: its link, the function's name, its library's name.
-    layout
-        .alloc
-        .free(&mut txn, found.entry, LINK_BYTES + "incr".len() + "counter".len());
+    layout.alloc.free(
+        &mut txn,
+        found.entry,
+        LINK_BYTES + "incr".len() + "counter".len(),
+    );
     txn.commit();
     let model = RedisModel::new(DB).unwrap();
     let failed = model.check(segment).unwrap_err();
     assert_eq!(failed.check, CHECK_FUNCTION_INDEX, "{failed:?}");
 }
-

@@ -34,9 +34,7 @@
 mod shebang;
 mod store;
 
-use super::scripts::{
-    FUNCTION_FLAGS, LibraryRef, NO_WRITES, Registered, ScriptEngine, sha1_hex,
-};
+use super::scripts::{FUNCTION_FLAGS, LibraryRef, NO_WRITES, Registered, ScriptEngine, sha1_hex};
 use super::{CmdError, Command, Ctx, Read, Write, arg, data, subcommand_error};
 use crate::rdb::functions::Records;
 use crate::resp::{Argv, ReplyWriter};
@@ -196,10 +194,14 @@ fn load(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result
             replace = true;
             continue;
         }
-        return Err(CmdError::owned(format!(
+        // `addReplyErrorFormat` trims CR and LF from the text's ends.
+        let text = format!(
             "ERR Unknown option given: {}",
             lossy(shebang::c_text(option))
-        )));
+        );
+        return Err(CmdError::owned(
+            text.trim_end_matches(['\r', '\n']).to_string(),
+        ));
     }
     let code = arg(argv, at);
     let layout = ctx.layout;
@@ -268,7 +270,10 @@ fn create(
     // libraries without it: a library registering `f` and `F` links one of them, and Redis
     // fails an assertion when it deletes that library. It is refused here.
     for (at, function) in functions.iter().enumerate() {
-        if functions[..at].iter().any(|earlier| defined(earlier, &function.name)) {
+        if functions[..at]
+            .iter()
+            .any(|earlier| defined(earlier, &function.name))
+        {
             return Err(function_exists(&function.name));
         }
     }
@@ -322,9 +327,7 @@ fn list(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result
             with_code = true;
         } else if pattern.is_none() && option.eq_ignore_ascii_case(b"LIBRARYNAME") {
             if at + 1 >= argv.len() {
-                return Err(CmdError::fixed(
-                    "ERR library name argument was not given",
-                ));
+                return Err(CmdError::fixed("ERR library name argument was not given"));
             }
             at += 1;
             pattern = Some(arg(argv, at));
@@ -340,9 +343,8 @@ fn list(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result
     if let Some(pattern) = pattern {
         // Redis matches without case (`stringmatchlen(…, nocase = 1)`).
         let pattern = pattern.to_ascii_lowercase();
-        libraries.retain(|library| {
-            crate::glob::matches(&pattern, &library.name.to_ascii_lowercase())
-        });
+        libraries
+            .retain(|library| crate::glob::matches(&pattern, &library.name.to_ascii_lowercase()));
     }
     out.array(libraries.len());
     for library in &libraries {

@@ -87,7 +87,11 @@ fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
         loop {
             let c = at(p);
             if in_double {
-                if c == b'\\' && at(p + 1) == b'x' && hex(at(p + 2)).is_some() && hex(at(p + 3)).is_some() {
+                if c == b'\\'
+                    && at(p + 1) == b'x'
+                    && hex(at(p + 2)).is_some()
+                    && hex(at(p + 3)).is_some()
+                {
                     word.push(hex(at(p + 2))? * 16 + hex(at(p + 3))?);
                     p += 3;
                 } else if c == b'\\' && at(p + 1) != 0 {
@@ -185,7 +189,10 @@ mod tests {
             refusal("#!lua name=a NAME=b\n"),
             "Invalid metadata value, name argument was given multiple times"
         );
-        assert_eq!(refusal("#!lua foo=x\n"), "Invalid metadata value given: foo=x");
+        assert_eq!(
+            refusal("#!lua foo=x\n"),
+            "Invalid metadata value given: foo=x"
+        );
         let shebang = parse(b"#!LUA Name=lib\nreturn").unwrap();
         assert_eq!(shebang.engine, b"LUA");
         assert_eq!(shebang.name, b"lib");

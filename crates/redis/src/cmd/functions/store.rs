@@ -120,7 +120,11 @@ fn parse_table(table: &[u8], count: usize) -> Vec<Registered> {
             flags,
         });
     }
-    assert_eq!(at, table.len(), "a library's table holds its functions exactly");
+    assert_eq!(
+        at,
+        table.len(),
+        "a library's table holds its functions exactly"
+    );
     functions
 }
 
@@ -142,7 +146,10 @@ fn library_at(mem: &impl Mem, entry: usize) -> Library {
 /// Bytes asked of the allocator for the library block at `entry`.
 fn library_block_len(mem: &impl Mem, entry: usize) -> usize {
     let head: LibraryHead = mem.pod(entry);
-    LIBRARY_HEAD_BYTES + head.link.key_len as usize + head.link.aux as usize + head.table_len as usize
+    LIBRARY_HEAD_BYTES
+        + head.link.key_len as usize
+        + head.link.aux as usize
+        + head.table_len as usize
 }
 
 /// Bytes asked of the allocator for the index entry at `entry`.
@@ -188,8 +195,8 @@ pub struct Called {
 /// What `FCALL` needs of function `name`, if a library holds it.
 pub fn called(mem: &impl Mem, layout: &Layout, name: &[u8]) -> Option<Called> {
     let library_name = library_of(mem, layout, name)?;
-    let entry = find_library(mem, layout, &library_name)
-        .expect("an indexed function's library is stored");
+    let entry =
+        find_library(mem, layout, &library_name).expect("an indexed function's library is stored");
     let head: LibraryHead = mem.pod(entry);
     let at = entry + LIBRARY_HEAD_BYTES + head.link.key_len as usize + head.link.aux as usize;
     let table = mem.bytes(at, head.table_len as usize);
@@ -227,7 +234,11 @@ pub fn counts(mem: &impl Mem, layout: &Layout) -> (u64, u64) {
 
 /// Stores `library` (no library of its name, and none of its functions, may be stored).
 pub fn insert(txn: &mut Txn<'_>, layout: &Layout, library: &Library) -> Result<(), OutOfMemory> {
-    assert_eq!(library.sha, sha1_hex(&library.code), "a library's key is its code's");
+    assert_eq!(
+        library.sha,
+        sha1_hex(&library.code),
+        "a library's key is its code's"
+    );
     let table = library.table();
     let len = LIBRARY_HEAD_BYTES + library.name.len() + library.code.len() + table.len();
     let entry = layout.alloc.alloc(txn, len)?;
@@ -253,7 +264,12 @@ pub fn insert(txn: &mut Txn<'_>, layout: &Layout, library: &Library) -> Result<(
     // An error past the first allocation fails the whole call, whose txn then undoes it.
     libraries(layout).insert(txn, &layout.alloc, entry)?;
     for function in &library.functions {
-        insert_index(txn, layout, &function.name.to_ascii_lowercase(), &library.name)?;
+        insert_index(
+            txn,
+            layout,
+            &function.name.to_ascii_lowercase(),
+            &library.name,
+        )?;
     }
     Ok(())
 }
@@ -319,10 +335,14 @@ pub fn flush(txn: &mut Txn<'_>, layout: &Layout) {
 pub fn owned(mem: &impl Mem, layout: &Layout, owned: &mut Vec<(usize, usize)>) {
     let libraries = libraries(layout);
     libraries.blocks(mem, |block, len| owned.push((block, len)));
-    libraries.for_each(mem, |entry| owned.push((entry, library_block_len(mem, entry))));
+    libraries.for_each(mem, |entry| {
+        owned.push((entry, library_block_len(mem, entry)))
+    });
     let index = index(layout);
     index.blocks(mem, |block, len| owned.push((block, len)));
-    index.for_each(mem, |entry| owned.push((entry, index_block_len(mem, entry))));
+    index.for_each(mem, |entry| {
+        owned.push((entry, index_block_len(mem, entry)))
+    });
 }
 
 /// The name under which an index that disagrees with the libraries is reported.

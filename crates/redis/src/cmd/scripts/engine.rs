@@ -130,7 +130,10 @@ enum Target<'t> {
     Script(&'t Function),
     /// A library's function: called with its keys and arguments as Lua tables, in the
     /// environment its library's code loaded in.
-    Function { callback: &'t Function, env: &'t Table },
+    Function {
+        callback: &'t Function,
+        env: &'t Table,
+    },
 }
 
 /// What the budget hook counts and decides, shared with it.
@@ -1221,7 +1224,14 @@ fn error_table(lua: &Lua, reply_text: &[u8]) -> mlua::Result<Value> {
 fn refused_in_scripts(name: &str) -> bool {
     matches!(
         name,
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT" | "FCALL" | "FCALL_RO" | "FUNCTION"
+        "EVAL"
+            | "EVALSHA"
+            | "EVAL_RO"
+            | "EVALSHA_RO"
+            | "SCRIPT"
+            | "FCALL"
+            | "FCALL_RO"
+            | "FUNCTION"
     )
 }
 

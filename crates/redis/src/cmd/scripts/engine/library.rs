@@ -175,12 +175,13 @@ impl Vm {
                 CmdError::owned(format!("ERR Error compiling function: {message}"))
             })?;
         self.reset_for_run(LOAD_INSTRUCTION_BUDGET, 0);
-        self.budget.run.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.budget
+            .run
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         self.hook
             .install(&self.lua, super::HOOK_INTERVAL_START)
             .map_err(|err| CmdError::owned(format!("ERR the Lua VM failed: {err}")))?;
-        let outcome: mlua::Result<(bool, Value, Table, Table)> =
-            self.load_library()?.call(chunk);
+        let outcome: mlua::Result<(bool, Value, Table, Table)> = self.load_library()?.call(chunk);
         let registering = |text: String| {
             let _ = self.lua.gc_collect();
             CmdError::owned(format!("ERR Error registering functions: {text}"))
