@@ -1290,6 +1290,31 @@ mod tests {
         }
     }
 
+    /// While a script or function runs, `SCRIPT KILL` and `FUNCTION KILL` ask the front end
+    /// to stop it (and go to the node as a call only if none runs by then); once it is busy,
+    /// `FUNCTION STATS` is refused `-BUSY` like any call the node would answer only after it.
+    #[test]
+    fn either_kill_stops_a_running_script_or_function() {
+        let mut session = Session::new(1);
+        for script in [ScriptActivity::Running, ScriptActivity::Busy] {
+            let info = ServerInfo {
+                primary: true,
+                script,
+                ..ServerInfo::default()
+            };
+            for line in ["SCRIPT KILL", "FUNCTION KILL", "function Kill"] {
+                let step = session.handle(&argv(line), &info, &mut Vec::new());
+                assert!(matches!(step, Step::KillScript(_)), "{line}: {step:?}");
+            }
+            let mut out = Vec::new();
+            let step = session.handle(&argv("FUNCTION STATS"), &info, &mut out);
+            match script {
+                ScriptActivity::Busy => assert_eq!(out, format!("-{BUSY}\r\n").into_bytes()),
+                _ => assert!(matches!(step, Step::Call(_)), "{step:?}"),
+            }
+        }
+    }
+
     /// What `line` answers at once on `info`'s node, as text.
     #[test]
     fn the_native_port_recognizes_a_sessions_script_kill() {
@@ -1302,6 +1327,9 @@ mod tests {
             ("SCRIPT KILL", true),
             ("script kill", true),
             ("SCRIPT FLUSH", false),
+            ("FUNCTION KILL", true),
+            ("function kill", true),
+            ("FUNCTION STATS", false),
         ] {
             let Step::Call(call) = session.handle(&argv(line), &info, &mut Vec::new()) else {
                 panic!("{line} is a call");

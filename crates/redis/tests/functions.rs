@@ -93,7 +93,7 @@ fn canonical(args: &[Vec<u8>], reply: Value) -> Value {
 
 #[test]
 fn every_reply_matches_redis_7_0_15() {
-    assert_eq!(common::replay_recorded(FIXTURE, canonical), 246);
+    assert_eq!(common::replay_recorded(FIXTURE, canonical), 247);
 }
 
 /// Where the fixture's `FUNCTION DUMP` of one library lies, and so is compared byte for byte.

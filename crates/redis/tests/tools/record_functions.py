@@ -246,7 +246,8 @@ def subcommands(r):
                  ["FUNCTION", "RESTORE", "x", "y"], ["FUNCTION", "RESTORE", "x", "y", "z"],
                  ["FUNCTION", "restore", "x", "y", "z"],
                  ["FUNCTION", "HELP", "x"], ["FUNCTION", "HELP"], ["FUNCTION", "LOAD"],
-                 ["FCALL"], ["FCALL", "f"], ["FCALL_RO", "f"], ["SCRIPT", "KILL"]]:
+                 ["FCALL"], ["FCALL", "f"], ["FCALL_RO", "f"], ["SCRIPT", "KILL"],
+                 ["FUNCTION", "LOAD", "\nx\r\n", "y"]]:
         r.call(*args)
 
 
