@@ -207,7 +207,7 @@ fn load(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result
     let layout = ctx.layout;
     let library = {
         let access = &ctx.access;
-        let stored = |name: &[u8]| store::library(access, &layout, name).is_some();
+        let stored = |name: &[u8]| store::exists(access, &layout, name);
         let Some(engine) = ctx.scripts.as_deref_mut() else {
             return Err(CmdError::fixed(
                 "ERR This Redis command is not allowed from script",
@@ -311,7 +311,9 @@ fn flush(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Resul
     }
     let layout = ctx.layout;
     store::flush(ctx.txn(), &layout);
-    engine(ctx)?.forget_libraries();
+    if let Some(engine) = ctx.scripts.as_deref_mut() {
+        engine.forget_libraries();
+    }
     out.ok();
     Ok(())
 }
@@ -467,7 +469,7 @@ fn function_exists(name: &[u8]) -> CmdError {
 /// name is an error unless `replace`, and so, always, is a function another stored library
 /// (one not replaced) holds.
 fn join_check(ctx: &Ctx<'_, '_>, restored: &[Library], replace: bool) -> Result<(), CmdError> {
-    let stored = |name: &[u8]| store::library(&ctx.access, &ctx.layout, name).is_some();
+    let stored = |name: &[u8]| store::exists(&ctx.access, &ctx.layout, name);
     if !replace && let Some(library) = restored.iter().find(|library| stored(&library.name)) {
         return Err(CmdError::owned(format!(
             "ERR Library {} already exists",

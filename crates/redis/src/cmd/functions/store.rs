@@ -166,9 +166,9 @@ fn find_library(mem: &impl Mem, layout: &Layout, name: &[u8]) -> Option<usize> {
         .map(|found| found.entry)
 }
 
-/// Library `name`, if the store holds it.
-pub fn library(mem: &impl Mem, layout: &Layout, name: &[u8]) -> Option<Library> {
-    find_library(mem, layout, name).map(|entry| library_at(mem, entry))
+/// Whether the store holds library `name`.
+pub fn exists(mem: &impl Mem, layout: &Layout, name: &[u8]) -> bool {
+    find_library(mem, layout, name).is_some()
 }
 
 /// The name of the library that holds function `name` (in any case), if any does.
