@@ -37,6 +37,9 @@
 //! or failed: a failed script that wrote nothing answers its error in a call that commits the
 //! store's entry alone (if the store lacked it); one that wrote is rolled back, the entry
 //! with it. `EVAL_RO` runs on a segment and keeps nothing (Redis keeps its script too).
+//!
+//! Redis 7's functions (`FUNCTION`, `FCALL`) run in the same engine, by the same rules: see
+//! [`super::functions`].
 
 mod bit;
 mod cjson;

@@ -1,8 +1,9 @@
 //! The Lua 5.1 VM scripts run in, as Redis 7.0 sets it up (script_lua.c, eval.c).
 //!
 //! One VM per [`ScriptEngine`], and one engine per model (so per node): it is made on the
-//! first script a node runs, and holds nothing the segment does not (the compiled functions
-//! are a cache keyed by SHA-1). It is `Send` (mlua's `send` feature), as a model must be.
+//! first script a node runs, and holds nothing the segment does not (the compiled scripts
+//! and the loaded function libraries, see `library.rs`, are caches keyed by SHA-1). It is
+//! `Send` (mlua's `send` feature), as a model must be.
 //!
 //! # The sandbox
 //!
