@@ -9,7 +9,9 @@
 //! offset 128  the script store's DictHeader (64 bytes)
 //! offset 192  the expiry index's DictHeader (64 bytes): an entry per key that has an
 //!             expiry, `[Link][key]`, kept by `set_expire` and `unlink`
-//! offset 256  the allocator's region, up to the dedup table the store keeps at the end
+//! offset 256  the function libraries' DictHeader (64 bytes), by name
+//! offset 320  the functions' DictHeader (64 bytes), by name: which library holds each
+//! offset 384  the allocator's region, up to the dedup table the store keeps at the end
 //! ```
 //!
 //! Every key is an entry of the keyspace ([`Dict`]): a [`KeyHead`] (its link, type, expiry,
@@ -27,15 +29,20 @@ use crate::mem::{Mem, set_word};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"tandemrd");
 /// The layout of the database and its values; 2 since a stream's packs keep their first ID
-/// (64 bytes, were 48), so a check of an older image says so instead of misreading packs.
-const LAYOUT_VERSION: u64 = 2;
+/// (64 bytes, were 48), 3 since the function libraries' tables took the 128 bytes the
+/// allocator's region began at; a check of an older image says so instead of misreading it.
+const LAYOUT_VERSION: u64 = 3;
 const KEYSPACE_AT: usize = 64;
 /// The scripts `SCRIPT LOAD` and `EVAL` stored, by SHA-1: in the segment, so that a backup
 /// promoted to primary knows them.
 const SCRIPTS_AT: usize = 128;
 /// The index of keys that have an expiry, by key: what the active sweep samples.
 const EXPIRES_AT: usize = 192;
-const ALLOC_AT: usize = 256;
+/// The libraries `FUNCTION LOAD` and `FUNCTION RESTORE` stored, by name, and the index of
+/// their functions by name: in the segment, so that a backup promoted to primary has them.
+const LIBRARIES_AT: usize = 256;
+const FUNCTIONS_AT: usize = 320;
+const ALLOC_AT: usize = 384;
 
 /// The name under which an expiry index that disagrees with the keys is reported.
 pub const CHECK_EXPIRY_INDEX: &str = "the expiry index holds exactly the keys that expire";
@@ -207,6 +214,10 @@ pub struct Layout {
     /// Every key with an expiry, by key (entries `[Link][key]`): the active sweep samples it
     /// instead of the whole keyspace.
     pub expires: Dict,
+    /// The function libraries' table and the functions' index; their entries' layouts are
+    /// the functions family's.
+    pub libraries_at: usize,
+    pub functions_at: usize,
 }
 
 /// The database does not fit the segment.
@@ -231,6 +242,8 @@ impl Layout {
             keyspace: Dict::new(KEYSPACE_AT, KEY_HEAD_BYTES),
             scripts_at: SCRIPTS_AT,
             expires: Dict::new(EXPIRES_AT, LINK_BYTES),
+            libraries_at: LIBRARIES_AT,
+            functions_at: FUNCTIONS_AT,
         })
     }
 
@@ -248,7 +261,9 @@ impl Layout {
         *txn.set_pod::<DbHeader>(0) = header;
         const _: () = assert!(KEYSPACE_AT + DICT_HEADER_BYTES <= SCRIPTS_AT);
         const _: () = assert!(SCRIPTS_AT + DICT_HEADER_BYTES <= EXPIRES_AT);
-        const _: () = assert!(EXPIRES_AT + DICT_HEADER_BYTES <= ALLOC_AT);
+        const _: () = assert!(EXPIRES_AT + DICT_HEADER_BYTES <= LIBRARIES_AT);
+        const _: () = assert!(LIBRARIES_AT + DICT_HEADER_BYTES <= FUNCTIONS_AT);
+        const _: () = assert!(FUNCTIONS_AT + DICT_HEADER_BYTES <= ALLOC_AT);
     }
 
     /// Whether the segment holds a database of this layout.
@@ -531,6 +546,7 @@ impl Layout {
             crate::cmd::value_blocks(mem, self, &key, owned);
         });
         crate::cmd::scripts::owned(mem, self, owned);
+        crate::cmd::functions::owned(mem, self, owned);
         self.expires
             .blocks(mem, |block, len| owned.push((block, len)));
         self.expires.for_each(mem, |entry| {

@@ -11,8 +11,10 @@
 //! are [`CallArgs`]: the connection's protocol and the command's arguments; its reply is the
 //! RESP reply, in that protocol. A command that answers an error fails the call
 //! ([`ProcError::Failed`] with the error's text), so it takes no LSN; it has written nothing
-//! (see [`crate::cmd`]). The one error reply that commits is that of an `EVAL` whose script
-//! failed before writing: it keeps the script, as Redis does (see [`crate::cmd::scripts`]).
+//! (see [`crate::cmd`]). The error replies that commit are those of an `EVAL` whose script
+//! failed before writing (it keeps the script, as Redis does, see [`crate::cmd::scripts`])
+//! and of a `SORT` of a sorted set that refused a number (Redis converted the set's
+//! encoding first, see [`crate::cmd::sort`]).
 
 use tandem_memory::{Segment, Txn};
 use tandem_store::{DataModel, DedupTable, Driver, Inconsistency, ProcError, ProcId, ProcKind};
@@ -359,6 +361,7 @@ impl DataModel for RedisModel {
         self.layout.alloc.check(segment, &mut owned.into_iter())?;
         self.layout.check_expiry_index(segment)?;
         self.layout.check_keys_unique(segment)?;
+        crate::cmd::functions::check(segment, &self.layout)?;
         DedupTable::for_segment_len(segment.len()).check(segment)
     }
 

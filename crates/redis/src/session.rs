@@ -123,7 +123,14 @@ impl User {
         }
         let script = matches!(
             command.name,
-            "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT"
+            "EVAL"
+                | "EVALSHA"
+                | "EVAL_RO"
+                | "EVALSHA_RO"
+                | "SCRIPT"
+                | "FCALL"
+                | "FCALL_RO"
+                | "FUNCTION"
         );
         let names_its_keys = command.keys != (0, 0, 0)
             || cmd::counted_keys_at(command.name).is_some()
@@ -466,7 +473,7 @@ impl Session {
         }
         // As Redis: the subcommand of a container command is looked up, and its arity
         // checked, with the command's own.
-        if matches!(command.name, "XGROUP" | "XINFO" | "OBJECT")
+        if matches!(command.name, "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION")
             && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
             self.refuse_in_multi();
@@ -1015,23 +1022,25 @@ pub(crate) fn c_string(bytes: &[u8], max: usize) -> &[u8] {
 /// the quoted text (quotes and spaces included) is shorter than 128 bytes, each cut to what
 /// is left of those 128.
 /// Whether a call of procedure `proc_id` with wire arguments `args` (as a session encodes a
-/// command for the native port) is `SCRIPT KILL`: a node's native port answers it itself
-/// while a script runs, as its RESP port does.
+/// command for the native port) is `SCRIPT KILL` or `FUNCTION KILL`: a node's native port
+/// answers it itself while a script runs, as its RESP port does.
 pub fn is_script_kill_call(proc_id: tandem_store::ProcId, args: &[u8]) -> bool {
-    let Some((index, command)) = cmd::lookup(b"SCRIPT") else {
+    let Some(command) = ["SCRIPT", "FUNCTION"].into_iter().find_map(|name| {
+        let (index, command) = cmd::lookup(name.as_bytes())?;
+        (proc_id == crate::model::command_proc(index)).then_some(command)
+    }) else {
         return false;
     };
-    if proc_id != crate::model::command_proc(index) {
-        return false;
-    }
     let mut argv = Argv::new();
     crate::wire::CallArgs::decode_into(args, &mut argv).is_ok()
         && is_script_kill(command.name, &argv)
 }
 
-/// Whether `SCRIPT KILL` is what `argv` asks.
+/// Whether `SCRIPT KILL` or `FUNCTION KILL` is what `argv` asks. Either stops whatever
+/// script or function runs (Redis refuses to stop a function with `SCRIPT KILL` and a script
+/// with `FUNCTION KILL`; a node's watch does not tell them apart).
 fn is_script_kill(name: &str, argv: &Argv) -> bool {
-    name == "SCRIPT"
+    matches!(name, "SCRIPT" | "FUNCTION")
         && argv.len() == 2
         && argv
             .get(1)
@@ -1040,7 +1049,8 @@ fn is_script_kill(name: &str, argv: &Argv) -> bool {
 
 /// Whether Redis runs `name` while a script is busy (its commands flagged `allow-busy`, of
 /// those tandem has: the ones that authenticate, end or reset the connection, frame a block,
-/// and `SCRIPT KILL`).
+/// `SCRIPT KILL` and `FUNCTION KILL`; `FUNCTION STATS`, which the executor would answer only
+/// once the script ended, is answered `-BUSY`).
 fn allowed_while_busy(name: &str, argv: &Argv) -> bool {
     matches!(
         name,
@@ -1280,6 +1290,31 @@ mod tests {
         }
     }
 
+    /// While a script or function runs, `SCRIPT KILL` and `FUNCTION KILL` ask the front end
+    /// to stop it (and go to the node as a call only if none runs by then); once it is busy,
+    /// `FUNCTION STATS` is refused `-BUSY` like any call the node would answer only after it.
+    #[test]
+    fn either_kill_stops_a_running_script_or_function() {
+        let mut session = Session::new(1);
+        for script in [ScriptActivity::Running, ScriptActivity::Busy] {
+            let info = ServerInfo {
+                primary: true,
+                script,
+                ..ServerInfo::default()
+            };
+            for line in ["SCRIPT KILL", "FUNCTION KILL", "function Kill"] {
+                let step = session.handle(&argv(line), &info, &mut Vec::new());
+                assert!(matches!(step, Step::KillScript(_)), "{line}: {step:?}");
+            }
+            let mut out = Vec::new();
+            let step = session.handle(&argv("FUNCTION STATS"), &info, &mut out);
+            match script {
+                ScriptActivity::Busy => assert_eq!(out, format!("-{BUSY}\r\n").into_bytes()),
+                _ => assert!(matches!(step, Step::Call(_)), "{step:?}"),
+            }
+        }
+    }
+
     /// What `line` answers at once on `info`'s node, as text.
     #[test]
     fn the_native_port_recognizes_a_sessions_script_kill() {
@@ -1292,6 +1327,9 @@ mod tests {
             ("SCRIPT KILL", true),
             ("script kill", true),
             ("SCRIPT FLUSH", false),
+            ("FUNCTION KILL", true),
+            ("function kill", true),
+            ("FUNCTION STATS", false),
         ] {
             let Step::Call(call) = session.handle(&argv(line), &info, &mut Vec::new()) else {
                 panic!("{line} is a call");

@@ -150,3 +150,30 @@ fn a_long_list_sorts_with_a_small_limit() {
     assert_eq!(node.s("SORT big DESC LIMIT 1 2"), strs(&["99998", "99997"]));
     assert_eq!(node.s("SORT big BY nosort LIMIT 99999 5"), strs(&["92081"]));
 }
+
+/// As redis-server 7.0.15: `SORT` of a sorted set converts it to its skiplist encoding before
+/// it reads it, also when it then refuses a number; `SORT_RO` (a read here, which Redis
+/// also converts with) leaves it.
+#[test]
+fn sort_converts_a_sorted_set_to_its_skiplist() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("ZADD z 1 a"), int(1));
+    assert_eq!(node.s("SORT_RO z ALPHA"), strs(&["a"]));
+    assert_eq!(node.s("OBJECT ENCODING z"), bulk("listpack"));
+    assert_eq!(node.s("SORT z ALPHA"), strs(&["a"]));
+    assert_eq!(node.s("OBJECT ENCODING z"), bulk("skiplist"));
+    assert_eq!(node.s("ZADD y 1 notanumber"), int(1));
+    assert_eq!(
+        node.s("SORT y"),
+        err("ERR One or more scores can't be converted into double")
+    );
+    assert_eq!(node.s("OBJECT ENCODING y"), bulk("skiplist"));
+    // A list is not converted, and its refusal commits nothing.
+    assert_eq!(node.s("RPUSH l x"), int(1));
+    let lsn = node.store.segment().lsn();
+    assert_eq!(
+        node.s("SORT l"),
+        err("ERR One or more scores can't be converted into double")
+    );
+    assert_eq!(node.store.segment().lsn(), lsn);
+}

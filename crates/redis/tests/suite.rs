@@ -5,6 +5,7 @@ mod alloc_props;
 mod commands;
 mod common;
 mod dump_redis;
+mod functions;
 mod geo;
 mod hashes;
 mod hashsets_redis;

@@ -735,3 +735,85 @@ fn a_long_script_answers_others_busy_is_killed_and_moves_no_primary() {
     );
     cluster.assert_replicas_identical();
 }
+
+/// Function libraries in a cluster: a library loaded on the primary reaches the backups,
+/// which serve `FCALL_RO` linearizably from their own copies (their engines never saw the
+/// load) and refuse `FCALL` and `FUNCTION DELETE` as writes; `FUNCTION KILL`, as `SCRIPT
+/// KILL`, stops a running function, read-only or one that wrote (whose write is undone).
+#[test]
+fn functions_replicate_are_read_on_backups_and_are_killed() {
+    let cluster = Cluster::start("redis-functions", 3, 16);
+    let mut primary = Conn::connect(cluster.primary_resp());
+    let ok = Value::Simple(b"OK".to_vec());
+    let library = "#!lua name=lib\n\
+        redis.register_function('put', function(keys, args) return redis.call('SET', keys[1], args[1]) end)\n\
+        redis.register_function{function_name='read', callback=function(keys) \
+          return redis.call('GET', keys[1]) end, flags={'no-writes'}}\n\
+        redis.register_function{function_name='spin', callback=function() \
+          local s = string.rep('x', 100000) while true do local u = s:upper() end end, \
+          flags={'no-writes'}}\n\
+        redis.register_function('spin_write', function(keys) redis.call('SET', keys[1], 'spun') \
+          local s = string.rep('x', 100000) while true do local u = s:upper() end end)";
+    assert_eq!(
+        primary.call(&[
+            b"FUNCTION".to_vec(),
+            b"LOAD".to_vec(),
+            library.as_bytes().to_vec()
+        ]),
+        Ok(Value::Bulk(b"lib".to_vec()))
+    );
+    assert_eq!(primary.cmd("FCALL put 1 f v1"), ok);
+    let primary_address = cluster.primary_resp().to_string();
+    for node in cluster
+        .nodes
+        .iter()
+        .filter(|node| node.id != cluster.primary)
+    {
+        let mut backup = Conn::connect(node.resp);
+        let (got, _) = read_on_backup(&mut backup, &[&["FCALL_RO", "read", "1", "f"]]);
+        assert_eq!(got, [Value::Bulk(b"v1".to_vec())], "backup {}", node.id);
+        for write in ["FCALL put 1 f v2", "FUNCTION DELETE lib"] {
+            let refusal = error_text(&backup.cmd(write));
+            assert!(
+                refusal.starts_with("READONLY ") && refusal.contains(&primary_address),
+                "{write} on a backup: {refusal}"
+            );
+        }
+    }
+    for (call, killed_key) in [
+        ("FCALL_RO spin 0", None),
+        ("FCALL spin_write 1 f", Some("f")),
+    ] {
+        let mut caller = Conn::connect(cluster.primary_resp());
+        let args: Vec<Vec<u8>> = call.split(' ').map(|a| a.as_bytes().to_vec()).collect();
+        caller.send(&args).expect("sent");
+        // A `FUNCTION KILL` sent before the function runs would wait behind it for the
+        // executor: the front end's `PING` says when it runs (`BUSY` past 5 s).
+        let mut probe = Conn::connect(cluster.primary_resp());
+        while probe.cmd("PING") == Value::Simple(b"PONG".to_vec()) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(
+            Conn::connect(cluster.primary_resp()).cmd("FUNCTION KILL"),
+            ok,
+            "{call}"
+        );
+        let text = error_text(&caller.read().expect("the killed function answers"));
+        assert!(
+            text.starts_with("ERR Script killed by user with SCRIPT KILL...")
+                && text.contains("script: spin"),
+            "{call}: {text}"
+        );
+        if let Some(key) = killed_key {
+            assert_eq!(
+                primary.cmd(&format!("GET {key}")),
+                Value::Bulk(b"v1".to_vec())
+            );
+        }
+    }
+    assert_eq!(
+        primary.cmd("FUNCTION KILL"),
+        Value::Error(b"NOTBUSY No scripts in execution right now.".to_vec())
+    );
+    cluster.assert_replicas_identical();
+}

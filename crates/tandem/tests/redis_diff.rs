@@ -4,14 +4,16 @@
 //! (`--save '' --appendonly no`) get the same seeded random command sequences over RESP, in
 //! RESP2 and (odd seeds) after `HELLO 3`, and must answer each command identically, but for
 //! the differences listed in [`ALLOWED`]. Each sequence starts from an empty database (and
-//! script store) and mixes every command tandem knows (one generator per command, in
+//! script store, and no function library) and mixes every command tandem knows (one generator per command, in
 //! [`FAMILIES`]: strings, keys, bit commands and `LCS`, connection commands, lists, hashes,
-//! sets, sorted sets, scripts, HyperLogLogs, geo sets, and streams with their consumer groups) with wrong arity, missing keys, wrong types (keys are
+//! sets, sorted sets, scripts, functions, HyperLogLogs, geo sets, and streams with their consumer groups) with wrong arity, missing keys, wrong types (keys are
 //! shared by all families), binary and 100 KB values, integer and float edge cases, bit
 //! offsets and `BITFIELD` widths at their edges, scores that tie, sorted sets past Redis's
 //! listpack, sorted-set algebra over sets and sorted sets with weights at 0 and the
 //! infinities, `SORT` over lists, sets and sorted sets of numbers and text with `BY` and `GET`
 //! patterns, random draws compared by shape, Lua scripts drawn from a table of templates,
+//! function libraries loaded, replaced, listed, dumped and restored, and their functions
+//! called (`FCALL`, `FCALL_RO`),
 //! expiry times at and past the edges, `MULTI` blocks with failing commands and connection
 //! commands, `WATCH` with writes from a second connection (keys created and deleted again
 //! among them), and whole `SCAN`s. At the end the cluster's replicas must be identical.
@@ -102,6 +104,10 @@ enum Rule {
     /// set's table, a stream's delivery and seen times, a HyperLogLog's cache and the sign of
     /// a zero score may differ; an intset and a string other than a HyperLogLog byte for byte.
     DumpPayload,
+    /// `FUNCTION LIST`: the libraries, and each library's functions, in any order.
+    FunctionList,
+    /// A `FUNCTION DUMP` payload: the same libraries' codes, in any order.
+    FunctionDump,
 }
 
 /// One allowed difference: the command (name, or name and subcommand), how its replies are
@@ -145,7 +151,9 @@ struct Allowed {
 /// (`BYLEX`, `ZRANGEBYLEX`, …) over members of different scores (what it finds depends on
 /// each server's walk: such ranges go only to [`LEX_KEYS`], or with the bounds `-` and `+`);
 /// `ZSCAN` from a cursor other than 0 (a listpack answers whole whatever the cursor); a
-/// script that fails after it wrote (tandem rolls back what it wrote, Redis keeps it), and
+/// script or function that fails after it wrote (tandem rolls back what it wrote, Redis keeps
+/// it), a function load or restore that meets two taken names (each server names the first
+/// its own hash table gives: see [`Lib`]), and
 /// `EVALSHA` of a script only `EVAL_RO` sent (Redis keeps that script, a read in tandem
 /// writes nothing): see [`SCRIPTS`] and [`eval`]; `XADD *` (each server's clock makes the
 /// ID), `XREAD BLOCK` and `XREADGROUP BLOCK` with `>` (a lone redis-server may wait forever;
@@ -161,6 +169,18 @@ struct Allowed {
 /// elements outside them (on a value corrupted by a client, Redis keeps what it added before
 /// the corruption refused it; tandem changes nothing): see [`pfadd`]. The README lists these.
 static ALLOWED: &[Allowed] = &[
+    Allowed {
+        command: "FUNCTION LIST",
+        rule: Rule::FunctionList,
+        why: "Redis answers the libraries, and each library's functions, in the order of its \
+              hash tables (tandem: by name, and as the code registered them)",
+    },
+    Allowed {
+        command: "FUNCTION DUMP",
+        rule: Rule::FunctionDump,
+        why: "a payload holds the libraries in the order FUNCTION LIST gives them; the codes \
+              must be the same (one library's payload is the same bytes)",
+    },
     Allowed {
         command: "DUMP",
         rule: Rule::DumpPayload,
@@ -610,7 +630,60 @@ fn same_reply(args: &[Vec<u8>], a: &Value, b: &Value) -> bool {
         Rule::HllCache => without_hll_cache(a) == without_hll_cache(b),
         Rule::StreamTimes(tolerance_ms) => same_but_stream_times(args, a, b, tolerance_ms),
         Rule::DumpPayload => same_dump(a, b),
+        Rule::FunctionList => function_list(a) == function_list(b),
+        Rule::FunctionDump => function_codes(a) == function_codes(b),
     }
+}
+
+/// [`Rule::FunctionList`]: the reply with its libraries, and each library's functions,
+/// sorted by how they print.
+fn function_list(value: &Value) -> Value {
+    let Value::Array(libraries) = value else {
+        return value.clone();
+    };
+    let sort = |items: &mut Vec<Value>| items.sort_by_key(|item| format!("{item:?}"));
+    let mut libraries: Vec<Value> = libraries
+        .iter()
+        .map(|library| {
+            let mut library = library.clone();
+            match &mut library {
+                Value::Map(fields) => {
+                    for (key, value) in fields.iter_mut() {
+                        if let (Value::Bulk(name), Value::Array(functions)) = (key, value)
+                            && name == b"functions"
+                        {
+                            sort(functions);
+                        }
+                    }
+                }
+                Value::Array(flat) => {
+                    for pair in flat.chunks_mut(2) {
+                        if let [Value::Bulk(name), Value::Array(functions)] = pair
+                            && name == b"functions"
+                        {
+                            sort(functions);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            library
+        })
+        .collect();
+    sort(&mut libraries);
+    Value::Array(libraries)
+}
+
+/// [`Rule::FunctionDump`]: a payload's library codes, sorted; `None` for a payload that does
+/// not read.
+fn function_codes(value: &Value) -> Option<Vec<Vec<u8>>> {
+    let Value::Bulk(payload) = value else {
+        return None;
+    };
+    let records = tandem_redis::rdb::functions::Records::new(payload)?;
+    let mut codes: Vec<Vec<u8>> = records.collect::<Result<_, _>>().ok()?;
+    codes.sort();
+    Some(codes)
 }
 
 /// [`Rule::DumpPayload`].
@@ -1392,6 +1465,11 @@ static FAMILIES: &[Family] = &[
     Family {
         name: "scripts",
         commands: SCRIPTING,
+        data: true,
+    },
+    Family {
+        name: "functions",
+        commands: FUNCTIONS,
         data: true,
     },
     Family {
@@ -2945,6 +3023,365 @@ fn evalsha(d: &mut Draw, name: &str, read_only: bool) -> Args {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Functions.
+// ---------------------------------------------------------------------------------------------
+
+/// A function the generators call: its name, how many keys and arguments it reads, and
+/// whether it only reads (flagged `no-writes`: what `FCALL_RO` runs).
+#[derive(Debug)]
+struct Func {
+    name: &'static str,
+    keys: usize,
+    args: usize,
+    read_only: bool,
+}
+
+const fn func(name: &'static str, keys: usize, args: usize, read_only: bool) -> Func {
+    Func {
+        name,
+        keys,
+        args,
+        read_only,
+    }
+}
+
+/// A library the generators load: its name and code, and the functions its code registers.
+/// As with [`SCRIPTS`], no function writes and then fails (tandem rolls back what it wrote,
+/// Redis keeps it). Function names are their library's alone (a second version of `kv`
+/// keeps its names) but for `thief`'s one, which takes `kv`'s `echo` in another case: a load
+/// or a restore meets at most one taken name, where two would each be named in the order of
+/// each server's own hash table. The code is what the servers compare in `FUNCTION LIST …
+/// WITHCODE` and `FUNCTION DUMP`.
+#[derive(Debug)]
+struct Lib {
+    name: &'static str,
+    code: &'static str,
+    functions: &'static [Func],
+}
+
+static LIBRARIES: &[Lib] = &[
+    Lib {
+        name: "kv",
+        code: "#!lua name=kv\n\
+            redis.register_function{function_name='get', callback=function(keys) \
+            return redis.call('GET', keys[1]) end, flags={'no-writes'}}\n\
+            redis.register_function('set', function(keys, args) \
+            return redis.call('SET', keys[1], args[1]) end)\n\
+            redis.register_function('incrby', function(keys, args) \
+            return redis.call('INCRBY', keys[1], args[1]) end)\n\
+            redis.register_function{function_name='echo', callback=function(keys, args) \
+            return {keys, args} end, flags={'no-writes'}, description='keys and arguments'}",
+        functions: &[
+            func("get", 1, 0, true),
+            func("set", 1, 1, false),
+            func("incrby", 1, 1, false),
+            func("echo", 2, 2, true),
+        ],
+    },
+    Lib {
+        name: "kv",
+        code: "#!lua name=kv\n\
+            redis.register_function{function_name='get', callback=function(keys) \
+            return {'v2', redis.call('GET', keys[1])} end, flags={'no-writes', 'allow-stale'}}\n\
+            redis.register_function('set', function(keys, args) \
+            return redis.call('SET', keys[1], args[1], 'GET') end)\n\
+            redis.register_function('incrby', function(keys, args) \
+            return redis.call('INCRBYFLOAT', keys[1], args[1]) end)\n\
+            redis.register_function{function_name='echo', callback=function(keys, args) \
+            return #keys + #args end, flags={'no-writes'}}\n\
+            redis.register_function{function_name='kv_version', callback=function() return 2 end, \
+            flags={'no-writes'}, description='2'}",
+        functions: &[
+            func("get", 1, 0, true),
+            func("set", 1, 1, false),
+            func("incrby", 1, 1, false),
+            func("echo", 1, 1, true),
+            func("kv_version", 0, 0, true),
+        ],
+    },
+    Lib {
+        name: "shapes",
+        code: "#!lua name=shapes\n\
+            local function ro(name, callback) \
+            redis.register_function{function_name=name, callback=callback, flags={'no-writes'}} end\n\
+            ro('nested', function(keys, args) return {1, {2, {'three', args[1]}}, 'x', {}} end)\n\
+            ro('numbers', function() return {3.99, -2.5, 0.5, -0.5, 1e15, true, false} end)\n\
+            ro('status', function() return redis.status_reply('FINE') end)\n\
+            ro('errreply', function() return redis.error_reply('MY Error') end)\n\
+            ro('resp3', function(keys) redis.setresp(3) \
+            return {redis.call('EXISTS', keys[1]), {double=1.5}, {map={a=1}}, true, false} end)\n\
+            ro('type', function(keys) return redis.call('TYPE', keys[1]) end)\n\
+            ro('json', function(keys, args) return cjson.encode(cjson.decode(args[1])) end)",
+        functions: &[
+            func("nested", 0, 1, true),
+            func("numbers", 0, 0, true),
+            func("status", 0, 0, true),
+            func("errreply", 0, 0, true),
+            func("resp3", 1, 0, true),
+            func("type", 1, 0, true),
+            func("json", 0, 1, true),
+        ],
+    },
+    Lib {
+        name: "errs",
+        code: "#!lua name=errs\n\
+            redis.register_function('boom', function() error('boom') end)\n\
+            redis.register_function('tboom', function() error({err='MY boom'}) end)\n\
+            redis.register_function('nocmd', function() return redis.call('nosuchcommand') end)\n\
+            redis.register_function('keysglobal', function() return KEYS end)\n\
+            redis.register_function('global', function() x = 1 end)\n\
+            redis.register_function('pcalled', function(keys) \
+            return redis.pcall('INCR', keys[1]) end)\n\
+            redis.register_function('caught', function(keys, args) \
+            local r = redis.pcall('LPUSH', keys[1], args[1]) \
+            if type(r) == 'table' and r.err then return 'caught: ' .. r.err end return r end)\n\
+            redis.register_function{function_name='sneaky', callback=function(keys) \
+            return redis.call('SET', keys[1], 'x') end, flags={'no-writes'}}\n\
+            redis.register_function('scripted', function() return redis.call('EVAL', 'return 1', 0) end)",
+        functions: &[
+            func("boom", 0, 0, false),
+            func("tboom", 0, 0, false),
+            func("nocmd", 0, 0, false),
+            func("keysglobal", 0, 0, false),
+            func("global", 0, 0, false),
+            func("pcalled", 1, 0, false),
+            func("caught", 1, 1, false),
+            func("sneaky", 1, 0, true),
+            func("scripted", 0, 0, false),
+        ],
+    },
+    Lib {
+        name: "coll",
+        code: "#!lua name=coll\n\
+            redis.register_function('hincr', function(keys, args) \
+            return redis.call('HINCRBY', keys[1], args[1], 1) end)\n\
+            redis.register_function('zadd', function(keys, args) \
+            return redis.call('ZADD', keys[1], args[1], args[2]) end)\n\
+            redis.register_function{function_name='lrange', callback=function(keys) \
+            return redis.call('LRANGE', keys[1], 0, -1) end, flags={'no-writes'}}\n\
+            redis.register_function('copy', function(keys) \
+            local d = redis.call('DUMP', keys[1]) if not d then return 0 end \
+            return redis.call('RESTORE', keys[2], 0, d, 'REPLACE') end)",
+        functions: &[
+            func("hincr", 1, 1, false),
+            func("zadd", 1, 2, false),
+            func("lrange", 1, 0, true),
+            func("copy", 2, 0, false),
+        ],
+    },
+    Lib {
+        name: "thief",
+        code: "#!lua name=thief\n\
+            redis.register_function{function_name='ECHO', callback=function() return 'stolen' end, \
+            flags={'no-writes'}}",
+        functions: &[func("ECHO", 0, 0, true)],
+    },
+];
+
+/// Libraries Redis refuses to load, each for another reason of functions.c or
+/// function_lua.c.
+const BROKEN_LIBRARIES: &[&str] = &[
+    "return 1",
+    "#!lua",
+    "#!lua\nreturn",
+    "#!lua name=a name=b\n",
+    "#!lua foo=x\n",
+    "#!py name=x\n",
+    "#!lua name=x-y\n",
+    "#!lua name=empty\n",
+    "#!lua name=bad\nreturn 1 +",
+    "#!lua name=bad\nredis.call('SET', 'x', '1')",
+    "#!lua name=bad\nlocal s = string.rep('x', 2)",
+    "#!lua name=bad\nx = 1",
+    "#!lua name=bad\nredis.register_function('f-g', function() end)",
+    "#!lua name=bad\nredis.register_function('f', function() end) \
+     redis.register_function('f', function() end)",
+    "#!lua name=bad\nredis.register_function('f')",
+    "#!lua name=bad\nredis.register_function(1, 2, 3)",
+    "#!lua name=bad\nredis.register_function{function_name='f', callback=function() end, \
+     flags={'bad'}}",
+    "#!lua name=bad\nredis.register_function{callback=function() end}",
+];
+
+/// A function of [`LIBRARIES`] (of those that only read, if `read_only` and mostly).
+fn pick_function(d: &mut Draw, read_only: bool) -> &'static Func {
+    loop {
+        let library = &LIBRARIES[d.rng.below(LIBRARIES.len())];
+        let function = &library.functions[d.rng.below(library.functions.len())];
+        if !read_only || function.read_only || d.rng.chance(10) {
+            return function;
+        }
+    }
+}
+
+/// `FCALL` and `FCALL_RO`: a function's name (now and then in another case, or one no
+/// library has) with its keys and arguments, the count of keys now and then wrong.
+fn fcall(d: &mut Draw, name: &str, read_only: bool) -> Args {
+    let function = pick_function(d, read_only);
+    let called = match d.rng.below(20) {
+        0 => d.pick(&["nosuch", ""]),
+        1 => function.name.to_ascii_uppercase().into_bytes(),
+        _ => function.name.as_bytes().to_vec(),
+    };
+    let mut args = command(name, [called]);
+    let keys: Vec<Vec<u8>> = (0..function.keys).map(|_| d.key()).collect();
+    let argv: Vec<Vec<u8>> = (0..function.args).map(|_| script_arg(d)).collect();
+    let numkeys = match d.rng.below(20) {
+        0 => d.pick(&["-1", "x", ""]),
+        1 => (keys.len() + argv.len() + 1).to_string().into_bytes(),
+        _ => keys.len().to_string().into_bytes(),
+    };
+    args.push(numkeys);
+    args.extend(keys);
+    args.extend(argv);
+    args
+}
+
+/// A library's code: mostly one of [`LIBRARIES`], now and then a broken one.
+fn library_code(d: &mut Draw) -> Vec<u8> {
+    if d.rng.chance(15) {
+        d.pick(BROKEN_LIBRARIES)
+    } else {
+        LIBRARIES[d.rng.below(LIBRARIES.len())]
+            .code
+            .as_bytes()
+            .to_vec()
+    }
+}
+
+/// A `FUNCTION RESTORE` payload: mostly one library, or two of different names (restored
+/// with `FLUSH` only, see [`Lib`]), or one Redis refuses (a broken footer, a newer RDB
+/// version, a record of another type, the release candidates' record).
+fn function_payload(d: &mut Draw) -> (Vec<u8>, bool) {
+    use tandem_redis::rdb::{functions::dump, with_footer};
+    match d.rng.below(12) {
+        0..=5 => (dump([library_code(d).as_slice()]), false),
+        6..=7 => {
+            let first = library_code(d);
+            let second = loop {
+                let second = library_code(d);
+                if second != first {
+                    break second;
+                }
+            };
+            (dump([first.as_slice(), second.as_slice()]), true)
+        }
+        8 => {
+            let mut payload = dump([library_code(d).as_slice()]);
+            let last = payload.len() - 1;
+            payload[last] ^= 1;
+            (payload, false)
+        }
+        9 => {
+            let mut body = dump([library_code(d).as_slice()]);
+            body.truncate(body.len() - 10);
+            (with_footer(body, 11), false)
+        }
+        10 => (with_footer(vec![0, 1, b'x'], 10), false),
+        _ => {
+            // Name, engine, a description, then the code without its shebang.
+            let mut body = vec![246, 3];
+            body.extend_from_slice(b"old\x03LUA\x01\x04desc");
+            let code = b"redis.register_function('old', function() return 'old' end)";
+            body.push(code.len() as u8);
+            body.extend_from_slice(code);
+            (with_footer(body, 10), false)
+        }
+    }
+}
+
+/// `FUNCTION` and its subcommands. `FLUSH` is rare, so that calls find libraries.
+fn function_command(d: &mut Draw) -> Args {
+    let sub = |name: &[u8]| command("FUNCTION", [name.to_vec()]);
+    match d.rng.below(40) {
+        0..=11 => {
+            let mut args = sub(b"LOAD");
+            if d.rng.chance(40) {
+                args.push(d.pick(&["REPLACE", "replace"]));
+            }
+            args.push(library_code(d));
+            args
+        }
+        12 => command(
+            "FUNCTION",
+            [b"LOAD".to_vec(), b"BOGUS".to_vec(), library_code(d)],
+        ),
+        13..=15 => {
+            let mut args = sub(&d.pick(&["DELETE", "delete"]));
+            args.push(match d.rng.below(10) {
+                0 => d.pick(&["KV", "nolib", ""]),
+                _ => LIBRARIES[d.rng.below(LIBRARIES.len())]
+                    .name
+                    .as_bytes()
+                    .to_vec(),
+            });
+            args
+        }
+        16 => {
+            let mut args = sub(b"FLUSH");
+            if d.rng.chance(50) {
+                args.push(d.pick(&["SYNC", "ASYNC", "async", "BOGUS"]));
+            }
+            args
+        }
+        17..=22 => {
+            let mut args = sub(b"LIST");
+            let mut options: Vec<Args> = Vec::new();
+            if d.rng.chance(50) {
+                options.push(vec![d.pick(&["WITHCODE", "withcode"])]);
+            }
+            if d.rng.chance(50) {
+                let pattern = d.pick(&["kv", "KV", "*", "[a-f]*", "s*", "nomatch", "t?ief"]);
+                options.push(vec![d.pick(&["LIBRARYNAME", "libraryname"]), pattern]);
+            }
+            if d.rng.chance(10) {
+                options.push(vec![d.pick(&["BOGUS", "LIBRARYNAME", "WITHCODE"])]);
+            }
+            shuffled(d, &mut args, options);
+            args
+        }
+        23..=25 => sub(b"DUMP"),
+        26..=31 => {
+            let (payload, several) = function_payload(d);
+            let mut args = command("FUNCTION", [b"RESTORE".to_vec(), payload]);
+            if several {
+                args.push(b"FLUSH".to_vec());
+            } else if d.rng.chance(60) {
+                args.push(d.pick(&["FLUSH", "APPEND", "REPLACE", "replace", "BOGUS"]));
+            }
+            args
+        }
+        32..=33 => sub(b"STATS"),
+        34 => sub(&d.pick(&["KILL", "HELP", "BOGUS"])),
+        _ => {
+            let wrong: &[&[&str]] = &[
+                &["DELETE"],
+                &["DELETE", "a", "b"],
+                &["DUMP", "x"],
+                &["STATS", "x"],
+                &["KILL", "x"],
+                &["HELP", "x"],
+                &["RESTORE"],
+                &["RESTORE", "x", "FLUSH", "y"],
+                &["FLUSH", "SYNC", "x"],
+                &["LOAD"],
+            ];
+            let words = wrong[d.rng.below(wrong.len())];
+            command(
+                "FUNCTION",
+                words.iter().map(|word| word.as_bytes().to_vec()),
+            )
+        }
+    }
+}
+
+static FUNCTIONS: &[Gen] = &[
+    g("FCALL", 24, |d| fcall(d, "FCALL", false)),
+    g("FCALL_RO", 10, |d| fcall(d, "FCALL_RO", true)),
+    g("FUNCTION", 20, function_command),
+];
+
+// ---------------------------------------------------------------------------------------------
 // HyperLogLogs.
 // ---------------------------------------------------------------------------------------------
 
@@ -3441,7 +3878,10 @@ fn sort_pattern(d: &mut Draw) -> Vec<u8> {
 /// with a `BY` pattern and `STORE` (ties among missing `BY` keys would be stored in each
 /// server's own order); what ties leave open when answering is compared by Rule::SortTies.
 fn sort(d: &mut Draw, name: &str) -> Args {
-    let key = if d.rng.chance(75) {
+    // SORT_RO of a sorted set leaves its encoding, where Redis converts it (a read here
+    // writes nothing; the README lists it): SORT_RO reads only SORT_KEYS, which neither
+    // OBJECT nor DUMP names.
+    let key = if name == "SORT_RO" || d.rng.chance(75) {
         d.pick(SORT_KEYS)
     } else {
         d.key()
@@ -3891,6 +4331,9 @@ static CONNECTION: &[Gen] = &[
                     "geosearchstore",
                     "pfcount",
                     "pfdebug",
+                    "fcall",
+                    "FCALL_RO",
+                    "function",
                 ]));
             }
             args
@@ -4050,16 +4493,20 @@ fn mutate(d: &mut Draw, args: &mut Args) {
         }
         3..=5 => {
             let mut extra = d.value();
-            // An EXPIRE option or a script body (`SCRIPT LOAD` completed by the extra
-            // argument) that is not UTF-8 comes back in tandem's error with replacement
-            // characters where Redis echoes the raw bytes (see `ALLOWED`'s note): such an
-            // argument is not sent.
+            // An EXPIRE option, a script body (`SCRIPT LOAD` completed by the extra
+            // argument) or a `FUNCTION` option that is not UTF-8 comes back in tandem's
+            // error with replacement characters where Redis echoes the raw bytes (see
+            // `ALLOWED`'s note): such an argument is not sent.
             let name = args[0].to_ascii_uppercase();
             let echoed = matches!(
                 name.as_slice(),
-                b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" | b"SCRIPT"
+                b"EXPIRE" | b"PEXPIRE" | b"EXPIREAT" | b"PEXPIREAT" | b"SCRIPT" | b"FUNCTION"
             );
-            if echoed && std::str::from_utf8(&extra).is_err() {
+            // FUNCTION LIST echoes an unknown argument with its CR and LF as they are
+            // (`addReplyErrorSds`), which breaks Redis's own reply: not sent either.
+            let breaks_the_reply =
+                name == b"FUNCTION" && extra.iter().any(|b| matches!(b, b'\r' | b'\n'));
+            if echoed && (std::str::from_utf8(&extra).is_err() || breaks_the_reply) {
                 extra = b"bogus".to_vec();
             }
             // An extra argument after ZRANDMEMBER's key is its count: a huge negative one
@@ -4418,6 +4865,7 @@ fn run_seed(seed: u64, a: &mut Server, b: &mut Server, now_ms: i64, keep_going: 
             for flush in [
                 command("FLUSHALL", []),
                 command("SCRIPT", [b"FLUSH".to_vec()]),
+                command("FUNCTION", [b"FLUSH".to_vec()]),
             ] {
                 let flushed = server.call(&flush, false)?;
                 if flushed != Value::Simple(b"OK".to_vec()) {
@@ -4824,8 +5272,85 @@ fn each_allowance_catches_a_planted_difference() {
             (bulk("groups"), Value::Array(vec![group])),
         ])
     };
+    // A library of FUNCTION LIST (RESP2) holding `functions`, each (name, its one flag).
+    let library = |name: &str, functions: &[(&str, &str)]| {
+        let functions = functions
+            .iter()
+            .map(|(function, flag)| {
+                flat(&[
+                    ("name", bulk(function)),
+                    ("description", Value::Null),
+                    (
+                        "flags",
+                        Value::Array(vec![Value::Simple(flag.as_bytes().to_vec())]),
+                    ),
+                ])
+            })
+            .collect();
+        flat(&[
+            ("library_name", bulk(name)),
+            ("engine", bulk("LUA")),
+            ("functions", Value::Array(functions)),
+        ])
+    };
+    let payload = |codes: &[&str]| {
+        Value::Bulk(tandem_redis::rdb::functions::dump(
+            codes.iter().map(|code| code.as_bytes()),
+        ))
+    };
     // (command, tandem's reply, Redis's reply, whether they count as the same)
     let cases = [
+        (
+            "FUNCTION LIST",
+            Value::Array(vec![
+                library("a", &[("f", "no-writes"), ("g", "allow-oom")]),
+                library("b", &[("h", "no-writes")]),
+            ]),
+            Value::Array(vec![
+                library("b", &[("h", "no-writes")]),
+                library("a", &[("g", "allow-oom"), ("f", "no-writes")]),
+            ]),
+            true,
+        ),
+        (
+            "FUNCTION LIST WITHCODE",
+            Value::Array(vec![library(
+                "a",
+                &[("f", "no-writes"), ("g", "allow-oom")],
+            )]),
+            Value::Array(vec![library(
+                "a",
+                &[("f", "allow-oom"), ("g", "no-writes")],
+            )]),
+            false,
+        ),
+        (
+            "FUNCTION LIST",
+            Value::Array(vec![library("a", &[("f", "no-writes")])]),
+            Value::Array(vec![
+                library("a", &[("f", "no-writes")]),
+                library("b", &[("h", "no-writes")]),
+            ]),
+            false,
+        ),
+        (
+            "FUNCTION DUMP",
+            payload(&["#!lua name=a\n", "#!lua name=b\n"]),
+            payload(&["#!lua name=b\n", "#!lua name=a\n"]),
+            true,
+        ),
+        (
+            "FUNCTION DUMP",
+            payload(&["#!lua name=a\n"]),
+            payload(&["#!lua name=b\n"]),
+            false,
+        ),
+        (
+            "FUNCTION DUMP",
+            payload(&["#!lua name=a\n"]),
+            bulk("not a payload"),
+            false,
+        ),
         ("KEYS *", list(&["k1", "k2"]), list(&["k2", "k1"]), true),
         ("KEYS *", list(&["k1", "k2"]), list(&["k2"]), false),
         // Without an allowance, order matters.
@@ -5242,6 +5767,20 @@ fn missing<'a>(all: &BTreeSet<&'a str>, of: &BTreeSet<&str>) -> Vec<&'a str> {
         .filter(|name| !of.contains(*name))
         .copied()
         .collect()
+}
+
+/// Each library the generators load is what its entry says: its shebang names it, and its
+/// code registers each function the entry lists (`FCALL` draws them from there).
+#[test]
+fn the_generators_libraries_are_what_they_say() {
+    for library in LIBRARIES {
+        let shebang = format!("#!lua name={}\n", library.name);
+        assert!(library.code.starts_with(&shebang), "{}", library.name);
+        for function in library.functions {
+            let quoted = format!("'{}'", function.name);
+            assert!(library.code.contains(&quoted), "{}", function.name);
+        }
+    }
 }
 
 /// A seed always draws the same sequence, and different seeds different ones.

@@ -14,6 +14,7 @@
 mod bits;
 mod collection;
 pub mod dump;
+pub mod functions;
 pub mod hashes;
 pub mod hll;
 mod keys;
@@ -307,6 +308,7 @@ pub fn commands() -> &'static [Command] {
         for family in [
             bits::COMMANDS,
             dump::COMMANDS,
+            functions::COMMANDS,
             hashes::COMMANDS,
             hll::COMMANDS,
             lists::COMMANDS,
@@ -450,8 +452,17 @@ pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("OBJECT", "IDLETIME", 3),
     ("OBJECT", "REFCOUNT", 3),
     // Data commands, which the model answers. Inside `MULTI` a subcommand is checked when
-    // queued, as Redis checks every container command's (`XGROUP` and `XINFO` always
-    // before anything else, as Redis does).
+    // queued, as Redis checks every container command's (`XGROUP`, `XINFO` and `FUNCTION`
+    // always before anything else, as Redis does).
+    ("FUNCTION", "DELETE", 3),
+    ("FUNCTION", "DUMP", 2),
+    ("FUNCTION", "FLUSH", -2),
+    ("FUNCTION", "HELP", 2),
+    ("FUNCTION", "KILL", 2),
+    ("FUNCTION", "LIST", -2),
+    ("FUNCTION", "LOAD", -3),
+    ("FUNCTION", "RESTORE", -3),
+    ("FUNCTION", "STATS", 2),
     ("SCRIPT", "DEBUG", 3),
     ("SCRIPT", "EXISTS", -3),
     ("SCRIPT", "FLUSH", -2),

@@ -37,6 +37,9 @@
 //! or failed: a failed script that wrote nothing answers its error in a call that commits the
 //! store's entry alone (if the store lacked it); one that wrote is rolled back, the entry
 //! with it. `EVAL_RO` runs on a segment and keeps nothing (Redis keeps its script too).
+//!
+//! Redis 7's functions (`FUNCTION`, `FCALL`) run in the same engine, by the same rules: see
+//! [`super::functions`].
 
 mod bit;
 mod cjson;
@@ -54,7 +57,10 @@ use crate::dict::{Dict, LINK_BYTES, Link};
 use crate::mem::Mem;
 use crate::resp::{Argv, ReplyWriter};
 
-pub use engine::{INSTRUCTION_BUDGET_DEFAULT, MEMORY_LIMIT_DEFAULT, ScriptEngine};
+pub use engine::{
+    FUNCTION_FLAGS, FUNCTIONS_PER_LIBRARY_MAX, INSTRUCTION_BUDGET_DEFAULT, LibraryRef,
+    MEMORY_LIMIT_DEFAULT, NO_WRITES, Registered, ScriptEngine,
+};
 
 /// The family's commands (merged into [`super::commands`]).
 pub static COMMANDS: &[Command] = &[

@@ -15,11 +15,17 @@
 //! script or with `STORE`, sorts as text so that replicas agree); any order is Redis's answer,
 //! and sorting keeps tandem's deterministic. Redis sorts a window it was asked for with a
 //! partial quicksort, which may order ties differently; the sort here is stable.
+//!
+//! Redis converts a sorted set it sorts to its skiplist encoding before it reads it
+//! (`zsetConvert`), whatever the sort then finds: `SORT` marks the key so
+//! ([`EncodingMark::Large`]), and when it then refuses a number it answers its error in a
+//! call that commits the mark. `SORT_RO`, a read here (a backup serves it), leaves the
+//! encoding as it was.
 
 use std::cmp::Ordering;
 
 use super::{CmdError, Command, Ctx, Read, Write, arg, data};
-use crate::db::{Key, Kind};
+use crate::db::{EncodingMark, Key, Kind};
 use crate::num;
 use crate::resp::{Argv, ReplyWriter};
 
@@ -354,6 +360,12 @@ fn sort_generic(
             ..options
         };
     }
+    let converted = !read_only
+        && source.is_some_and(|key| key.kind() == Kind::ZSet && key.mark() != EncodingMark::Large);
+    if let Some(key) = source.filter(|_| converted) {
+        let layout = ctx.layout;
+        layout.set_mark(ctx.txn(), &key, EncodingMark::Large);
+    }
     let (elements, start, end) = match source {
         None => (Vec::new(), 0, 0),
         Some(key) if options.dont_sort => {
@@ -363,7 +375,15 @@ fn sort_generic(
         }
         Some(key) => {
             let elements = read_elements(ctx, &key, &options);
-            let sorted = sort_elements(ctx, elements, &options)?;
+            let sorted = match sort_elements(ctx, elements, &options) {
+                Ok(sorted) => sorted,
+                // The conversion stays, as in Redis (see the module).
+                Err(CmdError::Reply(text)) if converted => {
+                    out.error(&text);
+                    return Ok(());
+                }
+                Err(err) => return Err(err),
+            };
             let (start, end) = window(options.offset, options.count, sorted.len() as i64);
             (sorted, start, end)
         }

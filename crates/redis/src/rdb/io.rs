@@ -101,6 +101,14 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A length as `rdbLoadLen` reads one for a caller that does not ask whether it is a
+    /// string encoding marker: a marker reads as its number.
+    pub fn len_any(&mut self) -> Result<u64, BadData> {
+        match self.len_or_encoding()? {
+            Len::Plain(len) | Len::Encoded(len) => Ok(len),
+        }
+    }
+
     /// A count of items that each take at least `item_bytes_min` bytes of what is left: a
     /// count the input cannot hold is refused before anything is sized by it.
     pub fn count(&mut self, item_bytes_min: usize) -> Result<usize, BadData> {

@@ -25,7 +25,11 @@
 //! (they depend on the value alone); a listpack hash in tandem's field order; a list as a
 //! quicklist of listpacks split as tail pushes split Redis's; a stream as one listpack per
 //! pack, Redis's nodes.
+//!
+//! [`functions`] reads and writes the payload of `FUNCTION DUMP`, the same format's library
+//! records.
 
+pub mod functions;
 mod io;
 mod load;
 mod lzf;

@@ -1,8 +1,9 @@
 //! The Lua 5.1 VM scripts run in, as Redis 7.0 sets it up (script_lua.c, eval.c).
 //!
 //! One VM per [`ScriptEngine`], and one engine per model (so per node): it is made on the
-//! first script a node runs, and holds nothing the segment does not (the compiled functions
-//! are a cache keyed by SHA-1). It is `Send` (mlua's `send` feature), as a model must be.
+//! first script a node runs, and holds nothing the segment does not (the compiled scripts
+//! and the loaded function libraries, see `library.rs`, are caches keyed by SHA-1). It is
+//! `Send` (mlua's `send` feature), as a model must be.
 //!
 //! # The sandbox
 //!
@@ -49,7 +50,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use mlua::chunk::ChunkMode;
 use mlua::{
-    Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table, Value, VmState,
+    Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table,
+    Value, VmState,
 };
 
 use super::guards::{self, ChunkFunction, PatternFunction};
@@ -57,6 +59,10 @@ use super::{ScriptFlags, ScriptRef, Sha, cjson, msgpack, shebang_flags, stored_b
 use crate::cmd::{Access, Class, CmdError, Ctx, OOM_TEXT, lookup, run_in};
 use crate::resp::{self, Argv, Proto, ReplyWriter};
 use tandem_store::{CallWatch, RunId, StopReason};
+
+mod library;
+
+pub use library::{FUNCTION_FLAGS, FUNCTIONS_PER_LIBRARY_MAX, LibraryRef, NO_WRITES, Registered};
 
 /// Lua instructions a script may run, by default: a few seconds at most.
 pub const INSTRUCTION_BUDGET_DEFAULT: u64 = 100_000_000;
@@ -97,6 +103,10 @@ impl std::fmt::Debug for ScriptEngine {
                 "compiled",
                 &self.vm.as_ref().map_or(0, |vm| vm.compiled.len()),
             )
+            .field(
+                "libraries",
+                &self.vm.as_ref().map_or(0, |vm| vm.libraries.len()),
+            )
             .finish()
     }
 }
@@ -112,6 +122,19 @@ impl Default for ScriptEngine {
 struct Compiled {
     function: Function,
     flags: ScriptFlags,
+}
+
+/// What a run calls.
+#[derive(Clone, Copy, Debug)]
+enum Target<'t> {
+    /// An `EVAL` script: its chunk, run in an environment of its own with KEYS and ARGV.
+    Script(&'t Function),
+    /// A library's function: called with its keys and arguments as Lua tables, in the
+    /// environment its library's code loaded in.
+    Function {
+        callback: &'t Function,
+        env: &'t Table,
+    },
 }
 
 /// What the budget hook counts and decides, shared with it.
@@ -147,6 +170,13 @@ struct Vm {
     /// protocol the script chose with `redis.setresp`.
     runner: Function,
     compiled: BTreeMap<Sha, Compiled>,
+    /// The prelude's pieces the libraries' sandbox is made of (see `library.rs`).
+    library_parts: Function,
+    /// Loads a library's code in its sandbox: made on the first library the node loads, so
+    /// that a node which never sees one runs scripts in the VM it always had.
+    load_library: Option<Function>,
+    /// The libraries loaded, keyed by the SHA-1 of their code: a cache of the segment's.
+    libraries: BTreeMap<Sha, library::Loaded>,
     budget: Arc<Budget>,
     hook: Arc<Hook>,
     /// The state of `math.random`'s generator, seeded from the call's for each run.
@@ -212,6 +242,10 @@ fn must_stop(budget: &Budget, watch: &CallWatch) -> mlua::Result<()> {
         return Err(mlua::Error::runtime(STOPPED));
     }
     let run = RunId(budget.run.load(Ordering::Relaxed));
+    // Run 0 is no run of the watch's: a library's code loading, which only its budget stops.
+    if run.0 == 0 {
+        return Ok(());
+    }
     if let Some(reason) = watch.stop_reason(run) {
         *budget.stopped.lock().expect("not poisoned") = Some(reason);
         budget.spent.store(true, Ordering::Relaxed);
@@ -326,7 +360,7 @@ impl ScriptEngine {
         let no_writes = read_only || compiled.flags.no_writes;
         let result = vm.execute(
             ctx,
-            &compiled,
+            Target::Script(&compiled.function),
             &script.sha,
             keys,
             args,
@@ -334,11 +368,7 @@ impl ScriptEngine {
             (instruction_budget, memory_limit),
             out,
         );
-        if vm.lua.used_memory() > memory_limit / 2 {
-            // Mostly compiled scripts: start the cache over rather than starve scripts.
-            vm.compiled.clear();
-            let _ = vm.lua.gc_collect();
-        }
+        vm.maybe_forget_compiled(memory_limit);
         result
     }
 }
@@ -376,7 +406,8 @@ impl Vm {
             })?
         };
         let bit = super::bit::library(&lua)?;
-        let setup: Function = lua.load(PRELUDE).set_name("=tandem").into_function()?;
+        let source = [PRELUDE, PRELUDE_END].concat();
+        let setup: Function = lua.load(source).set_name("=tandem").into_function()?;
         let parts = lua.create_table()?;
         parts.set("bridge", bridge.clone())?;
         parts.set("handler", handler)?;
@@ -402,7 +433,8 @@ impl Vm {
         parts.set("chunk_refusals", chunk_refusals(&lua)?)?;
         parts.set("version", crate::session::REDIS_VERSION)?;
         parts.set("version_num", REDIS_VERSION_NUM)?;
-        let (new_env, runner, redis): (Function, Function, Table) = setup.call(parts)?;
+        let (new_env, runner, redis, library_parts): (Function, Function, Table, Function) =
+            setup.call(parts)?;
         let hook = Arc::new(Hook {
             budget: budget.clone(),
             watch,
@@ -417,6 +449,9 @@ impl Vm {
             new_env,
             runner,
             compiled: BTreeMap::new(),
+            library_parts,
+            load_library: None,
+            libraries: BTreeMap::new(),
             budget,
             hook,
             rng,
@@ -638,6 +673,16 @@ impl Vm {
         Ok(msgpack_table)
     }
 
+    /// Starts the caches over when the VM holds more than half of `memory_limit`: that is
+    /// mostly compiled scripts and libraries, and scripts must not starve for them.
+    fn maybe_forget_compiled(&mut self, memory_limit: usize) {
+        if self.lua.used_memory() > memory_limit / 2 {
+            self.compiled.clear();
+            self.libraries.clear();
+            let _ = self.lua.gc_collect();
+        }
+    }
+
     fn compiled_or_compile(&mut self, sha: &Sha, body: &[u8]) -> Result<Compiled, CmdError> {
         if let Some(compiled) = self.compiled.get(sha) {
             return Ok(compiled.clone());
@@ -666,19 +711,21 @@ impl Vm {
         Ok(compiled)
     }
 
+    /// Runs `target` with `keys` and `args` in `ctx`, under the budgets; `name` is what its
+    /// errors call it (a script's SHA-1, a function's name).
     #[allow(clippy::too_many_arguments)]
     fn execute(
         &mut self,
         ctx: &mut Ctx<'_, '_>,
-        compiled: &Compiled,
-        sha: &Sha,
+        target: Target<'_>,
+        name: &[u8],
         keys: &[&[u8]],
         args: &[&[u8]],
         no_writes: bool,
         (instruction_budget, memory_limit): (u64, usize),
         out: &mut ReplyWriter<'_>,
     ) -> Result<(), CmdError> {
-        let sha_text = String::from_utf8_lossy(sha).into_owned();
+        let sha_text = String::from_utf8_lossy(name).into_owned();
         let memory_error = || script_memory_error(memory_limit, &sha_text);
         self.reset_for_run(instruction_budget, ctx.random());
         let state = std::cell::RefCell::new(RunState::default());
@@ -695,18 +742,11 @@ impl Vm {
         self.budget
             .last_hook_us
             .store(watch.now_us(), Ordering::Relaxed);
-        let prepared = (|| -> mlua::Result<()> {
-            let keys = strings_table(lua, keys)?;
-            let args = strings_table(lua, args)?;
-            let env: Table = self.new_env.call((keys, args))?;
-            compiled.function.set_environment(env)?;
-            Ok(())
-        })();
-        if prepared.is_err() {
+        let Ok(call_args) = self.prepare(&target, keys, args) else {
             watch.end(run);
             let _ = lua.gc_collect();
             return Err(memory_error());
-        }
+        };
         let ctx = std::cell::RefCell::new(ctx);
         let outcome = lua.scope(|scope| {
             let state = &state;
@@ -749,7 +789,7 @@ impl Vm {
             })?;
             self.redis.raw_set("call", call)?;
             self.redis.raw_set("pcall", pcall)?;
-            let (ok, value): (bool, Value) = self.runner.call(compiled.function.clone())?;
+            let (ok, value): (bool, Value) = self.runner.call(call_args)?;
             let outcome = (ok, value, i64::from(resp.load(Ordering::Relaxed)));
             self.redis.raw_set("call", Value::Nil)?;
             self.redis.raw_set("pcall", Value::Nil)?;
@@ -766,6 +806,31 @@ impl Vm {
             (instruction_budget, memory_limit),
             out,
         )
+    }
+
+    /// What the runner is called with for `target`, its keys and arguments made Lua tables: a
+    /// script with an environment of its own (KEYS and ARGV), a function with its library's
+    /// environment, which then also compiles what `loadstring` gives it.
+    fn prepare(
+        &self,
+        target: &Target<'_>,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> mlua::Result<MultiValue> {
+        let lua = &self.lua;
+        let keys = strings_table(lua, keys)?;
+        let args = strings_table(lua, args)?;
+        match target {
+            Target::Script(function) => {
+                let env: Table = self.new_env.call((keys, args))?;
+                function.set_environment(env)?;
+                (*function).clone().into_lua_multi(lua)
+            }
+            Target::Function { callback, env } => {
+                self.bridge.raw_set("env", (*env).clone())?;
+                ((*callback).clone(), keys, args).into_lua_multi(lua)
+            }
+        }
     }
 
     /// Starts a run's accounts afresh: `instruction_budget` to spend, nothing stopped, the
@@ -1075,7 +1140,7 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
             break;
         };
         if let (Some(source), Some(line)) = found
-            && source == SCRIPT_CHUNK
+            && (source == SCRIPT_CHUNK || source == library::FUNCTION_CHUNK)
         {
             position = Some((source, line));
             break;
@@ -1160,7 +1225,14 @@ fn error_table(lua: &Lua, reply_text: &[u8]) -> mlua::Result<Value> {
 fn refused_in_scripts(name: &str) -> bool {
     matches!(
         name,
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT"
+        "EVAL"
+            | "EVALSHA"
+            | "EVAL_RO"
+            | "EVALSHA_RO"
+            | "SCRIPT"
+            | "FCALL"
+            | "FCALL_RO"
+            | "FUNCTION"
     )
 }
 
@@ -1487,8 +1559,9 @@ fn math_random(lua: &Lua, rng: &AtomicU64, args: &MultiValue) -> mlua::Result<f6
     }
 }
 
-/// The Lua side of the sandbox, run once when the VM starts. It receives the Rust pieces
-/// and returns `new_env` and `runner`.
+/// The Lua side of the sandbox, run once when the VM starts, with [`PRELUDE_END`] after it.
+/// It receives the Rust pieces and returns `new_env`, `runner`, the `redis` table and
+/// `library_parts`.
 const PRELUDE: &str = r##"
 local parts = ...
 local bridge, handler, spent = parts.bridge, parts.handler, parts.spent
@@ -1715,12 +1788,23 @@ local function new_env(keys, argv)
   bridge.env = env
   return env
 end
-local function runner(f)
-  local ok, value = raw_xpcall(f, handler)
+-- A script is called alone; a function with its keys and arguments.
+local function runner(f, keys, argv)
+  if keys == nil then
+    local ok, value = raw_xpcall(f, handler)
+    return ok, value
+  end
+  local ok, value = raw_xpcall(function() return f(keys, argv) end, handler)
   return ok, value
 end
-return new_env, runner, redis
 "##;
+
+/// The prelude's last lines: what the libraries' part of the sandbox (`library::PRELUDE`,
+/// loaded on a node's first library) needs of the prelude's own.
+const PRELUDE_END: &str = "local function library_parts() return {G = G, redis = redis, \
+    readonly = readonly, refuse_write = refuse_write, raw_pcall = raw_pcall, setfenv = setfenv} end
+return new_env, runner, redis, library_parts
+";
 
 #[cfg(test)]
 mod tests {
