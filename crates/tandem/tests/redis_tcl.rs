@@ -402,8 +402,11 @@ fn judge(expected: &Expected, runs: &[UnitRun]) -> Vec<Delta> {
                 not_run.push(format!("{unit}: {key} | {why}"));
             }
         }
-        if run.tests().next().is_none() && run.aborted.as_ref().is_none_or(|k| reason(k).is_none())
-        {
+        // A unit that ran no test passes only if what stopped it is listed: its abort, or an
+        // error between tests (a block's set-up call) before the first.
+        let stop_listed = run.aborted.as_ref().is_some_and(|k| reason(k).is_some())
+            || run.results.iter().any(|(k, _)| reason(k).is_some());
+        if run.tests().next().is_none() && !stop_listed {
             empty.push(format!("{unit}: ran no test"));
         }
         if run.aborted.is_none() {
