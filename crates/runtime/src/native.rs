@@ -11,7 +11,7 @@
 //! node's thread) puts them there and wakes the loop once until it looks, and the loop
 //! writes them in the order they came, sealed in TLS records if the connection has them.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -352,23 +352,7 @@ impl NativeConn {
 
     /// Writes what is pending until the socket takes no more.
     fn flush(&mut self) -> io::Result<()> {
-        while self.written < self.pending.len() {
-            match self.stream.write(&self.pending[self.written..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.written += n,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) => return Err(err),
-            }
-        }
-        if self.written == self.pending.len() {
-            self.pending.clear();
-            self.written = 0;
-        } else if self.written >= 1 << 20 {
-            self.pending.drain(..self.written);
-            self.written = 0;
-        }
-        Ok(())
+        crate::net::write_pending(&mut self.stream, &mut self.pending, &mut self.written)
     }
 
     /// Ends the connection: the role forgets it and the socket leaves the poll.

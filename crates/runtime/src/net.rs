@@ -19,6 +19,32 @@ pub enum ConnError {
     Protocol(String),
 }
 
+/// Writes what `pending` holds from `written` on to a non-blocking `stream` until it takes no
+/// more; what was written leaves `pending` once all of it went, or once a megabyte did.
+pub(crate) fn write_pending(
+    stream: &mut impl Write,
+    pending: &mut Vec<u8>,
+    written: &mut usize,
+) -> io::Result<()> {
+    while *written < pending.len() {
+        match stream.write(&pending[*written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => *written += n,
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    if *written == pending.len() {
+        pending.clear();
+        *written = 0;
+    } else if *written >= 1 << 20 {
+        pending.drain(..*written);
+        *written = 0;
+    }
+    Ok(())
+}
+
 /// Sets the options every tandem connection uses: no Nagle delay (replies and acks are small
 /// and latency-bound; batching is done by us, not by the kernel).
 pub fn tune(stream: &TcpStream) -> io::Result<()> {

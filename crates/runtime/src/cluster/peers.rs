@@ -21,7 +21,7 @@
 //! once).
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
@@ -94,23 +94,7 @@ impl PeerOut {
 
     /// Writes what is queued until the socket takes no more.
     pub(super) fn flush(&mut self) -> io::Result<()> {
-        while self.written < self.pending.len() {
-            match self.stream.write(&self.pending[self.written..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.written += n,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) => return Err(err),
-            }
-        }
-        if self.written == self.pending.len() {
-            self.pending.clear();
-            self.written = 0;
-        } else if self.written >= 1 << 20 {
-            self.pending.drain(..self.written);
-            self.written = 0;
-        }
-        Ok(())
+        crate::net::write_pending(&mut self.stream, &mut self.pending, &mut self.written)
     }
 
     fn unsent(&self) -> usize {
@@ -668,6 +652,7 @@ fn dial(
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
     use std::net::TcpListener;
 
     use super::*;
