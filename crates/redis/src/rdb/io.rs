@@ -138,7 +138,10 @@ impl<'a> Reader<'a> {
     fn lzf_string(&mut self) -> Result<Vec<u8>, BadData> {
         let compressed_len = usize::try_from(self.len()?).map_err(|_| BadData)?;
         let len = self.len()?;
-        if len > STRING_LEN_MAX || len > lzf::EXPANSION_MAX * compressed_len as u64 {
+        // The compressed length is the payload's to say: bounded by multiplying without
+        // overflow (a huge one would wrap and let any length through).
+        let expanded_max = lzf::EXPANSION_MAX.saturating_mul(compressed_len as u64);
+        if len > STRING_LEN_MAX || len > expanded_max {
             return Err(BadData);
         }
         let compressed = self.take(compressed_len)?;
@@ -313,5 +316,18 @@ mod tests {
             assert_eq!(reader.string().ok().as_deref(), Some(text));
             assert!(reader.is_empty());
         }
+    }
+
+    /// A compressed string whose compressed length is near 2^64 is refused: bounding the
+    /// expanded length by it once overflowed (found by the mutated-payload property test).
+    #[test]
+    fn an_lzf_string_with_a_huge_compressed_length_is_refused() {
+        let mut writer = Writer::default();
+        writer.bytes.push(0xc0 | ENC_LZF as u8);
+        writer.len(u64::MAX / 2);
+        writer.len(1 << 20);
+        writer.bytes.extend_from_slice(&[0; 64]);
+        let mut reader = Reader::new(&writer.bytes);
+        assert!(reader.string().is_err());
     }
 }
