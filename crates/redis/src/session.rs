@@ -121,17 +121,7 @@ impl User {
         if command.class == Class::Connection {
             return true;
         }
-        let script = matches!(
-            command.name,
-            "EVAL"
-                | "EVALSHA"
-                | "EVAL_RO"
-                | "EVALSHA_RO"
-                | "SCRIPT"
-                | "FCALL"
-                | "FCALL_RO"
-                | "FUNCTION"
-        );
+        let script = cmd::scripts::is_script_command(command.name);
         let names_its_keys = command.keys != (0, 0, 0)
             || cmd::counted_keys_at(command.name).is_some()
             || cmd::streams::keys_at(command.name, &Argv::new()).is_some();

@@ -1158,7 +1158,7 @@ impl Service for BackupService {
                 Frame::Members => state.members.answer(out, state.gate.view(), local),
                 _ => {
                     return Err(ConnError::Protocol(
-                        "after its Hello a client sends only Call, Read and Members frames".into(),
+                        crate::native::ONLY_CALLS_AFTER_HELLO.into(),
                     ));
                 }
             }

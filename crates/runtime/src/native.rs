@@ -29,6 +29,10 @@ use crate::peer_auth::TlsWriter;
 /// pushes back on the client).
 const UNSENT_MAX: usize = 4 << 20;
 
+/// Why a client connection that sent another kind of frame after its `Hello` is closed.
+pub(crate) const ONLY_CALLS_AFTER_HELLO: &str =
+    "after its Hello a client sends only Call, Read and Members frames";
+
 /// What a native connection's frames mean: the role that serves it.
 pub(crate) trait Service: Send {
     /// The connection starts: writes its `Welcome` into `out` and tells the role where the

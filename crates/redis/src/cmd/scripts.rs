@@ -62,6 +62,23 @@ pub use engine::{
     MEMORY_LIMIT_DEFAULT, NO_WRITES, Registered, ScriptEngine,
 };
 
+/// Whether `name` runs or manages scripts or functions (`EVAL`, `SCRIPT`, `FCALL`,
+/// `FUNCTION`, …): a script may not call one, and a user limited to reads or to some keys
+/// may not run one.
+pub(crate) fn is_script_command(name: &str) -> bool {
+    matches!(
+        name,
+        "EVAL"
+            | "EVALSHA"
+            | "EVAL_RO"
+            | "EVALSHA_RO"
+            | "SCRIPT"
+            | "FCALL"
+            | "FCALL_RO"
+            | "FUNCTION"
+    )
+}
+
 /// The family's commands (merged into [`super::commands`]).
 pub static COMMANDS: &[Command] = &[
     data("EVAL", -3, Write, (0, 0, 0), false, eval),

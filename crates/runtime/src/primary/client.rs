@@ -341,9 +341,8 @@ impl Client {
                     continue;
                 }
                 Ok(Some(_)) => {
-                    let message =
-                        "after its Hello a client sends only Call, Read and Members frames";
-                    return Err((batch, ConnError::Protocol(message.into())));
+                    let message = crate::native::ONLY_CALLS_AFTER_HELLO.into();
+                    return Err((batch, ConnError::Protocol(message)));
                 }
                 Ok(None) => return Ok(batch),
                 Err(err) => return Err((batch, ConnError::Frame(err))),

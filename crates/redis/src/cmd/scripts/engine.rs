@@ -1220,20 +1220,10 @@ fn error_table(lua: &Lua, reply_text: &[u8]) -> mlua::Result<Value> {
     Ok(Value::Table(table))
 }
 
-/// The commands a script may not call (Redis's `noscript` flag, and those served by the
-/// connection here).
+/// The commands a script may not call (Redis's `noscript` flag): those that run or manage
+/// scripts and functions.
 fn refused_in_scripts(name: &str) -> bool {
-    matches!(
-        name,
-        "EVAL"
-            | "EVALSHA"
-            | "EVAL_RO"
-            | "EVALSHA_RO"
-            | "SCRIPT"
-            | "FCALL"
-            | "FCALL_RO"
-            | "FUNCTION"
-    )
+    super::is_script_command(name)
 }
 
 /// `redis.call` and `redis.pcall`: runs one command on the script's context. Returns true
