@@ -11,7 +11,8 @@
 //!             expiry, `[Link][key]`, kept by `set_expire` and `unlink`
 //! offset 256  the function libraries' DictHeader (64 bytes), by name
 //! offset 320  the functions' DictHeader (64 bytes), by name: which library holds each
-//! offset 384  the allocator's region, up to the dedup table the store keeps at the end
+//! offset 384  the run-time parameters `CONFIG SET` changes (128 bytes, [`crate::params`])
+//! offset 512  the allocator's region, up to the dedup table the store keeps at the end
 //! ```
 //!
 //! Every key is an entry of the keyspace ([`Dict`]): a [`KeyHead`] (its link, type, expiry,
@@ -26,12 +27,14 @@ use tandem_store::DedupTable;
 use crate::alloc::{Alloc, OutOfMemory};
 use crate::dict::{DICT_HEADER_BYTES, Dict, Found, LINK_BYTES, Link};
 use crate::mem::{Mem, set_word};
+use crate::params::Params;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"tandemrd");
 /// The layout of the database and its values; 2 since a stream's packs keep their first ID
 /// (64 bytes, were 48), 3 since the function libraries' tables took the 128 bytes the
-/// allocator's region began at; a check of an older image says so instead of misreading it.
-const LAYOUT_VERSION: u64 = 3;
+/// allocator's region began at, 4 since the run-time parameters took the next 128; a check of
+/// an older image says so instead of misreading it.
+const LAYOUT_VERSION: u64 = 4;
 const KEYSPACE_AT: usize = 64;
 /// The scripts `SCRIPT LOAD` and `EVAL` stored, by SHA-1: in the segment, so that a backup
 /// promoted to primary knows them.
@@ -42,7 +45,9 @@ const EXPIRES_AT: usize = 192;
 /// their functions by name: in the segment, so that a backup promoted to primary has them.
 const LIBRARIES_AT: usize = 256;
 const FUNCTIONS_AT: usize = 320;
-const ALLOC_AT: usize = 384;
+/// The parameters `CONFIG SET` changes: in the segment, so that a failover keeps them.
+const PARAMS_AT: usize = 384;
+const ALLOC_AT: usize = PARAMS_AT + crate::params::BLOCK_BYTES;
 
 /// The name under which an expiry index that disagrees with the keys is reported.
 pub const CHECK_EXPIRY_INDEX: &str = "the expiry index holds exactly the keys that expire";
@@ -218,6 +223,9 @@ pub struct Layout {
     /// the functions family's.
     pub libraries_at: usize,
     pub functions_at: usize,
+    pub params: Params,
+    /// The segment's length in bytes (what `CONFIG GET maxmemory` answers).
+    pub segment_len: usize,
 }
 
 /// The database does not fit the segment.
@@ -244,6 +252,8 @@ impl Layout {
             expires: Dict::new(EXPIRES_AT, LINK_BYTES),
             libraries_at: LIBRARIES_AT,
             functions_at: FUNCTIONS_AT,
+            params: Params::new(PARAMS_AT),
+            segment_len,
         })
     }
 
@@ -259,11 +269,12 @@ impl Layout {
             reserved: [0; 3],
         };
         *txn.set_pod::<DbHeader>(0) = header;
+        self.params.format(txn);
         const _: () = assert!(KEYSPACE_AT + DICT_HEADER_BYTES <= SCRIPTS_AT);
         const _: () = assert!(SCRIPTS_AT + DICT_HEADER_BYTES <= EXPIRES_AT);
         const _: () = assert!(EXPIRES_AT + DICT_HEADER_BYTES <= LIBRARIES_AT);
         const _: () = assert!(LIBRARIES_AT + DICT_HEADER_BYTES <= FUNCTIONS_AT);
-        const _: () = assert!(FUNCTIONS_AT + DICT_HEADER_BYTES <= ALLOC_AT);
+        const _: () = assert!(FUNCTIONS_AT + DICT_HEADER_BYTES <= PARAMS_AT);
     }
 
     /// Whether the segment holds a database of this layout.

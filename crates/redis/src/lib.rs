@@ -7,7 +7,8 @@
 //!   table that grows without a pause; [`db`]: the database's layout and key entries.
 //! - [`cmd`]: the command table and every data command; [`model`]: the store's
 //!   `DataModel` over them; [`wire`]: what a connection sends in a call;
-//!   [`session`]: a connection's state (protocol, `MULTI`, `WATCH`).
+//!   [`session`]: a connection's state (protocol, `MULTI`, `WATCH`); [`params`]: what
+//!   `CONFIG SET` changes.
 
 pub mod alloc;
 pub mod cmd;
@@ -17,6 +18,7 @@ pub mod glob;
 pub mod mem;
 pub mod model;
 pub mod num;
+pub mod params;
 pub mod rdb;
 pub mod resp;
 pub mod session;

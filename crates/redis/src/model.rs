@@ -170,7 +170,9 @@ impl RedisModel {
             one.clear();
             let name = argv.get(0).unwrap_or_default();
             let mut writer = ReplyWriter::new(&mut one, *command_proto);
-            let result = match crate::cmd::lookup(name) {
+            let command = crate::cmd::lookup(name)
+                .map(|(index, command)| crate::cmd::resolve(index, command, argv));
+            let result = match command {
                 Some((_, command)) if command.class == Class::Write => Err(CmdError::Reply(
                     "READONLY You can't write against a read only replica.".into(),
                 )),
@@ -197,7 +199,7 @@ impl DataModel for RedisModel {
             PROC_WATCH_NAME => Some(PROC_WATCH),
             PROC_SWEEP_NAME => Some(PROC_SWEEP),
             PROC_READS_NAME => Some(PROC_READS),
-            _ => crate::cmd::lookup(name.as_bytes())
+            _ => crate::cmd::find(name.as_bytes())
                 .filter(|(_, c)| c.class != Class::Connection)
                 .map(|(index, _)| command_proc(index)),
         }

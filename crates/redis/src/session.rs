@@ -463,13 +463,17 @@ impl Session {
         }
         // As Redis: the subcommand of a container command is looked up, and its arity
         // checked, with the command's own.
-        if matches!(command.name, "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION")
-            && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
+        if matches!(
+            command.name,
+            "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION" | "CONFIG"
+        ) && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error_bytes(&refusal);
             return Step::Replied;
         }
+        // `CONFIG GET` and `CONFIG SET` are commands of their own (the model runs them).
+        let (index, command) = cmd::resolve(index, command, argv);
         // As Redis: an unknown command or a wrong arity is refused first, then anything but
         // the commands that authenticate, end or reset the connection waits for the password.
         if info.requirepass.is_some()
@@ -512,7 +516,7 @@ impl Session {
             // Like Redis, every other command is queued, connection commands too (`EXEC`
             // answers them, see `BlockAnswers`); a subcommand Redis does not know, or one
             // given the wrong number of arguments, is refused now, as an unknown command is.
-            if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG" | "SCRIPT")
+            if matches!(command.name, "CLIENT" | "COMMAND" | "SCRIPT")
                 && argv.len() >= 2
                 && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
             {
@@ -651,7 +655,7 @@ impl Session {
             }
             "CLIENT" => self.client(argv, out),
             "COMMAND" => command_command(argv, proto, out),
-            "CONFIG" => config(argv, info, proto, out),
+            "CONFIG" => config(argv, proto, out),
             "INFO" => {
                 let text = info_text(info, self.id);
                 let mut w = ReplyWriter::new(out, proto);
@@ -823,8 +827,9 @@ impl Session {
         let mut replies = Vec::with_capacity(queued.len());
         let mut data = Vec::new();
         for argv in queued {
-            let (_, command) =
+            let (index, command) =
                 cmd::lookup(argv.get(0).unwrap_or_default()).expect("a queued command is known");
+            let (_, command) = cmd::resolve(index, command, argv);
             if command.class == Class::Connection {
                 let mut reply = Vec::new();
                 let step = scratch.connection_command(command, argv, info, &mut reply);
@@ -1131,17 +1136,25 @@ fn command_info(command: &Command, w: &mut ReplyWriter<'_>) {
     w.array(0);
 }
 
+/// The table's commands a client names (a subcommand's entry, `CONFIG|SET`, is its
+/// container's).
+fn named_commands() -> impl Iterator<Item = &'static Command> {
+    commands()
+        .iter()
+        .filter(|command| !command.name.contains('|'))
+}
+
 fn command_command(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
     let mut w = ReplyWriter::new(out, proto);
     let sub = argv.get(1).map(|s| s.to_ascii_uppercase());
     match sub.as_deref() {
         None => {
-            w.array(commands().len());
-            for command in commands() {
+            w.array(named_commands().count());
+            for command in named_commands() {
                 command_info(command, &mut w);
             }
         }
-        Some(b"COUNT") => w.integer(commands().len() as i64),
+        Some(b"COUNT") => w.integer(named_commands().count() as i64),
         Some(b"INFO") => {
             w.array(argv.len() - 2);
             for name in argv.iter().skip(2) {
@@ -1160,46 +1173,13 @@ fn command_command(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
     }
 }
 
-fn config(argv: &Argv, info: &ServerInfo, proto: Proto, out: &mut Vec<u8>) {
+/// The `CONFIG` subcommands the connection answers (`GET` and `SET` are the model's:
+/// [`cmd::config`]).
+fn config(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
     let mut w = ReplyWriter::new(out, proto);
     let sub = argv.get(1).unwrap_or_default().to_ascii_uppercase();
     match sub.as_slice() {
-        b"GET" if argv.len() >= 3 => {
-            let maxmemory = info.maxmemory.to_string();
-            let known: [(&str, &str); 5] = [
-                ("save", ""),
-                ("appendonly", "no"),
-                ("maxmemory", &maxmemory),
-                ("maxmemory-policy", "noeviction"),
-                ("databases", "1"),
-            ];
-            // (the name as answered, the parameter's own name, its value)
-            let mut found: Vec<(&[u8], &str, &str)> = Vec::new();
-            for pattern in argv.iter().skip(2) {
-                // Like Redis, a name without glob characters is answered as it was asked.
-                let exact = !pattern.iter().any(|b| matches!(b, b'[' | b'*' | b'?'));
-                for (name, value) in known {
-                    let matched = if exact {
-                        pattern.eq_ignore_ascii_case(name.as_bytes())
-                    } else {
-                        crate::glob::matches(&pattern.to_ascii_lowercase(), name.as_bytes())
-                    };
-                    if matched && !found.iter().any(|(_, n, _)| *n == name) {
-                        let answered = if exact { pattern } else { name.as_bytes() };
-                        found.push((answered, name, value));
-                    }
-                }
-            }
-            w.map(found.len());
-            for (answered, _, value) in found {
-                w.bulk(answered);
-                w.bulk(value.as_bytes());
-            }
-        }
         b"RESETSTAT" if argv.len() == 2 => w.ok(),
-        b"SET" => w.error(
-            "ERR CONFIG SET is not supported: a tandem node is configured by its config file",
-        ),
         _ => w.error(&format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
             String::from_utf8_lossy(argv.get(1).unwrap_or_default())

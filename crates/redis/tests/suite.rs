@@ -4,6 +4,7 @@
 mod alloc_props;
 mod commands;
 mod common;
+mod config;
 mod dump_redis;
 mod functions;
 mod geo;

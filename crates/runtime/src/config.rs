@@ -93,7 +93,8 @@ output_buffer_mib = 1024
 # most is closed (0: no limit).
 output_buffers_total_mib = 2048
 # A script that has run this many milliseconds makes the node answer other clients -BUSY
-# until it ends, as Redis's busy-reply-threshold (0: never); SCRIPT KILL stops it.
+# until it ends, as Redis's busy-reply-threshold (0: never); SCRIPT KILL stops it. Once
+# CONFIG SET busy-reply-threshold sets one for the group's database, that one holds.
 busy_reply_threshold_ms = 5000
 # A script that has run this many milliseconds is stopped and its writes undone (0: no
 # limit). The failure detector takes no script under this limit for a stuck node.
@@ -760,7 +761,8 @@ pub struct Tuning {
     /// (default 2048).
     pub output_buffers_total_mib: usize,
     /// A script that has run this many milliseconds makes the node answer other clients
-    /// `-BUSY` (Redis's `busy-reply-threshold`, default 5000); 0: never.
+    /// `-BUSY` (Redis's `busy-reply-threshold`, default 5000); 0: never. The database's own,
+    /// once `CONFIG SET busy-reply-threshold` gave it one, holds instead.
     pub busy_reply_threshold_ms: u64,
     /// A script that has run this many milliseconds is stopped and rolled back, ≥ 100 or 0
     /// for no limit (default 30,000). The executor-stall rule waits this long plus

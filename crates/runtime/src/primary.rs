@@ -474,7 +474,7 @@ pub fn start_role(
         members: crate::members::MemberList::of(config),
         client_auth: crate::peer_auth::ClientAuth::new(config, &metrics)?,
         scripts: (model.name() == "redis")
-            .then(|| crate::scripts::Scripts::of(&*model, tuning))
+            .then(|| crate::scripts::Scripts::of(&*model))
             .flatten(),
     };
     let local = match local {

@@ -3,8 +3,9 @@
 //!
 //! The data model marks each script run on the node's [`CallWatch`] and stops one the watch
 //! says must stop (the model's count hook polls it). Here the node gives the watch its
-//! clock, reads whether a script has run past `tuning.busy_reply_threshold_ms` (the front end
-//! then answers other clients `-BUSY`, as Redis does), asks the run to stop on `SCRIPT
+//! clock, reads whether a script has run past its busy threshold (the front end then answers
+//! other clients `-BUSY`, as Redis does: the database's `busy-reply-threshold` if `CONFIG
+//! SET` gave it one, else `tuning.busy_reply_threshold_ms`), asks the run to stop on `SCRIPT
 //! KILL`, and says whether one runs (the cluster core counts a script within its time limit
 //! as progress, not a stuck executor: `Cluster::long_call_running`).
 
@@ -23,11 +24,10 @@ fn clock_us() -> u64 {
     u64::try_from(epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
-/// The node's watch over its scripts, and the thresholds it reads it against.
+/// The node's watch over its scripts.
 #[derive(Debug, Clone)]
 pub struct Scripts {
     watch: Arc<CallWatch>,
-    busy_reply_threshold_ms: u64,
 }
 
 impl Scripts {
@@ -38,25 +38,17 @@ impl Scripts {
 
     /// A watch on `clock_us` (monotonic microseconds), with `tuning`'s limits.
     pub fn with_clock(tuning: &Tuning, clock_us: Box<dyn Fn() -> u64 + Send + Sync>) -> Scripts {
-        let watch = CallWatch::new(clock_us, tuning.script_time_limit_ms);
-        Scripts::watching(Arc::new(watch), tuning)
-    }
-
-    /// The watch `model`'s long calls run under, if it has one, read against `tuning`'s
-    /// thresholds (a role finds the node's watch this way: each role's model is a replica
-    /// of the node's, and shares its watch).
-    pub fn of(model: &dyn DataModel, tuning: &Tuning) -> Option<Scripts> {
-        model
-            .call_watch()
-            .map(|watch| Scripts::watching(watch, tuning))
-    }
-
-    /// `watch`, read against `tuning`'s thresholds.
-    pub fn watching(watch: Arc<CallWatch>, tuning: &Tuning) -> Scripts {
+        let watch = CallWatch::new(clock_us, tuning.script_time_limit_ms)
+            .with_busy_reply_threshold_ms(tuning.busy_reply_threshold_ms);
         Scripts {
-            watch,
-            busy_reply_threshold_ms: tuning.busy_reply_threshold_ms,
+            watch: Arc::new(watch),
         }
+    }
+
+    /// The watch `model`'s long calls run under, if it has one (a role finds the node's
+    /// watch this way: each role's model is a replica of the node's, and shares its watch).
+    pub fn of(model: &dyn DataModel) -> Option<Scripts> {
+        model.call_watch().map(|watch| Scripts { watch })
     }
 
     /// The watch the data model's scripts run under.
@@ -69,8 +61,8 @@ impl Scripts {
         match self.watch.running() {
             None => ScriptActivity::Idle,
             Some(running)
-                if self.busy_reply_threshold_ms > 0
-                    && running.elapsed_ms >= self.busy_reply_threshold_ms =>
+                if running.busy_reply_threshold_ms > 0
+                    && running.elapsed_ms >= running.busy_reply_threshold_ms =>
             {
                 ScriptActivity::Busy
             }
@@ -113,7 +105,7 @@ mod tests {
     fn a_script_is_running_then_busy_then_gone() {
         let (now_ms, scripts) = scripts(5000, 0);
         assert_eq!(scripts.activity(), ScriptActivity::Idle);
-        let run = scripts.watch().begin();
+        let run = scripts.watch().begin(None);
         now_ms.store(4999, Ordering::Relaxed);
         assert_eq!(scripts.activity(), ScriptActivity::Running);
         now_ms.store(5000, Ordering::Relaxed);
@@ -126,14 +118,14 @@ mod tests {
     fn kill_stops_the_run_under_way_and_only_it() {
         let (_, scripts) = scripts(5000, 0);
         assert!(!scripts.kill(), "nothing runs");
-        let run = scripts.watch().begin();
+        let run = scripts.watch().begin(None);
         assert!(scripts.kill());
         assert_eq!(
             scripts.watch().stop_reason(run),
             Some(tandem_store::StopReason::Killed)
         );
         scripts.watch().end(run);
-        let next = scripts.watch().begin();
+        let next = scripts.watch().begin(None);
         assert_eq!(scripts.watch().stop_reason(next), None);
         scripts.watch().end(next);
     }
@@ -141,7 +133,22 @@ mod tests {
     #[test]
     fn a_zero_threshold_never_answers_busy() {
         let (now_ms, scripts) = scripts(0, 0);
-        let run = scripts.watch().begin();
+        let run = scripts.watch().begin(None);
+        now_ms.store(1 << 40, Ordering::Relaxed);
+        assert_eq!(scripts.activity(), ScriptActivity::Running);
+        scripts.watch().end(run);
+    }
+
+    /// A run the database gave a threshold (`CONFIG SET busy-reply-threshold`) is busy by
+    /// that one, not the node's configuration's.
+    #[test]
+    fn a_run_brings_the_databases_threshold() {
+        let (now_ms, scripts) = scripts(5000, 0);
+        let run = scripts.watch().begin(Some(10));
+        now_ms.store(10, Ordering::Relaxed);
+        assert_eq!(scripts.activity(), ScriptActivity::Busy);
+        scripts.watch().end(run);
+        let run = scripts.watch().begin(Some(0));
         now_ms.store(1 << 40, Ordering::Relaxed);
         assert_eq!(scripts.activity(), ScriptActivity::Running);
         scripts.watch().end(run);

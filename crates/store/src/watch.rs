@@ -41,6 +41,9 @@ pub struct Running {
     pub run: RunId,
     /// How long it has run, by the watch's clock.
     pub elapsed_ms: u64,
+    /// After how long clients are told the node is busy with it (0: never), as the run began
+    /// with it ([`CallWatch::begin`]).
+    pub busy_reply_threshold_ms: u64,
 }
 
 /// What a long call and its driver share (see the module's documentation).
@@ -58,6 +61,10 @@ pub struct CallWatch {
     /// The number of the last run told to stop ([`CallWatch::stop_reason`] said why), 0 if
     /// none.
     stopped_last: AtomicU64,
+    /// The busy threshold of the run under way ([`Running::busy_reply_threshold_ms`]).
+    busy_reply_threshold_ms: AtomicU64,
+    /// The busy threshold of a run whose call has none of its own (the driver's setting).
+    busy_reply_threshold_default_ms: u64,
     /// A run that goes on this long is stopped; 0: no limit.
     time_limit_ms: u64,
 }
@@ -83,8 +90,21 @@ impl CallWatch {
             started_us: AtomicU64::new(0),
             stop_requested: AtomicU64::new(0),
             stopped_last: AtomicU64::new(0),
+            busy_reply_threshold_ms: AtomicU64::new(0),
+            busy_reply_threshold_default_ms: 0,
             time_limit_ms,
         }
+    }
+
+    /// The watch with `ms` as the busy threshold of a run that brings none (0: never busy).
+    pub fn with_busy_reply_threshold_ms(mut self, ms: u64) -> CallWatch {
+        self.busy_reply_threshold_default_ms = ms;
+        self
+    }
+
+    /// The busy threshold of a run that brings none.
+    pub fn busy_reply_threshold_default_ms(&self) -> u64 {
+        self.busy_reply_threshold_default_ms
     }
 
     /// The number of the last run begun (0 before the first): a caller that reads it before
@@ -115,9 +135,14 @@ impl CallWatch {
     }
 
     /// A run begins (calls are serial: the run before it ended).
-    pub fn begin(&self) -> RunId {
+    /// `busy_reply_threshold_ms`: after how long the driver tells other clients the node is
+    /// busy with it (`None`: the watch's default).
+    pub fn begin(&self, busy_reply_threshold_ms: Option<u64>) -> RunId {
         let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
         self.started_us.store(self.now_us(), Ordering::Relaxed);
+        let busy_ms = busy_reply_threshold_ms.unwrap_or(self.busy_reply_threshold_default_ms);
+        self.busy_reply_threshold_ms
+            .store(busy_ms, Ordering::Relaxed);
         // Release: a driver that reads the number reads the start time stored before it.
         self.running.store(run, Ordering::Release);
         RunId(run)
@@ -143,11 +168,13 @@ impl CallWatch {
         }
         let started_us = self.started_us.load(Ordering::Relaxed);
         let elapsed_ms = self.now_us().saturating_sub(started_us) / 1000;
+        let busy_reply_threshold_ms = self.busy_reply_threshold_ms.load(Ordering::Relaxed);
         // The run may have ended (and another begun) since: the number read first is the
         // one the caller acts on, and a stop asked of an ended run is ignored.
         Some(Running {
             run: RunId(run),
             elapsed_ms,
+            busy_reply_threshold_ms,
         })
     }
 
@@ -204,24 +231,41 @@ mod tests {
         let (now, watch) = clocked(0);
         assert_eq!(watch.running(), None);
         now.store(5_000, Ordering::Relaxed);
-        let run = watch.begin();
+        let run = watch.begin(None);
         now.store(12_999, Ordering::Relaxed);
-        assert_eq!(watch.running(), Some(Running { run, elapsed_ms: 7 }));
+        let running = Running {
+            run,
+            elapsed_ms: 7,
+            busy_reply_threshold_ms: 0,
+        };
+        assert_eq!(watch.running(), Some(running));
         watch.end(run);
         assert_eq!(watch.running(), None);
+    }
+
+    /// A run brings its own busy threshold, or takes the watch's.
+    #[test]
+    fn a_run_keeps_the_busy_threshold_it_began_with() {
+        let watch = CallWatch::unclocked().with_busy_reply_threshold_ms(5000);
+        let run = watch.begin(None);
+        assert_eq!(watch.running().unwrap().busy_reply_threshold_ms, 5000);
+        watch.end(run);
+        let run = watch.begin(Some(10));
+        assert_eq!(watch.running().unwrap().busy_reply_threshold_ms, 10);
+        watch.end(run);
     }
 
     #[test]
     fn a_stop_reaches_the_run_asked_and_no_later_one() {
         let watch = CallWatch::unclocked();
-        let first = watch.begin();
+        let first = watch.begin(None);
         assert_eq!(watch.stop_reason(first), None);
         assert!(watch.request_stop(first));
         assert_eq!(watch.stop_reason(first), Some(StopReason::Killed));
         watch.end(first);
         // Asked again after it ended: nothing is under way, and the next run is not stopped.
         assert!(!watch.request_stop(first));
-        let second = watch.begin();
+        let second = watch.begin(None);
         assert_ne!(first, second);
         assert_eq!(watch.stop_reason(second), None);
         watch.end(second);
@@ -231,19 +275,19 @@ mod tests {
     fn a_caller_learns_whether_a_run_since_its_mark_was_stopped() {
         let watch = CallWatch::unclocked();
         let mark = watch.runs();
-        let run = watch.begin();
+        let run = watch.begin(None);
         assert_eq!(watch.stop_reason(run), None);
         watch.end(run);
         assert!(!watch.stopped_since(mark), "a run that ended by itself");
         let mark = watch.runs();
-        let run = watch.begin();
+        let run = watch.begin(None);
         watch.request_stop(run);
         assert_eq!(watch.stop_reason(run), Some(StopReason::Killed));
         watch.end(run);
         assert!(watch.stopped_since(mark));
         // The next call's mark is past the stopped run.
         let mark = watch.runs();
-        let run = watch.begin();
+        let run = watch.begin(None);
         watch.end(run);
         assert!(!watch.stopped_since(mark));
     }
@@ -251,7 +295,7 @@ mod tests {
     #[test]
     fn the_time_limit_stops_a_run_at_the_limit_and_not_before() {
         let (now, watch) = clocked(30);
-        let run = watch.begin();
+        let run = watch.begin(None);
         now.store(29_999, Ordering::Relaxed);
         assert_eq!(watch.stop_reason(run), None);
         now.store(30_000, Ordering::Relaxed);
@@ -265,7 +309,7 @@ mod tests {
     #[test]
     fn an_unclocked_watch_never_times_a_run_out() {
         let watch = CallWatch::unclocked();
-        let run = watch.begin();
+        let run = watch.begin(None);
         assert_eq!(watch.stop_reason(run), None);
         assert_eq!(watch.running().map(|running| running.elapsed_ms), Some(0));
         watch.end(run);
@@ -275,7 +319,7 @@ mod tests {
     #[should_panic(expected = "not under way")]
     fn ending_a_run_twice_is_a_bug() {
         let watch = CallWatch::unclocked();
-        let run = watch.begin();
+        let run = watch.begin(None);
         watch.end(run);
         watch.end(run);
     }

@@ -4340,7 +4340,8 @@ static CONNECTION: &[Gen] = &[
         }
         _ => command("COMMAND", [b"BOGUS".to_vec()]),
     }),
-    g("CONFIG", 2, |d| match d.rng.below(5) {
+    g("CONFIG", 6, |d| match d.rng.below(8) {
+        5..=7 => config_command(d),
         0..=2 => {
             let mut args = command("CONFIG", [b"GET".to_vec()]);
             for _ in 0..1 + d.rng.below(2) {
@@ -4847,6 +4848,124 @@ struct Ran {
 /// Sends seed `seed`'s sequence to `a` and `b` and compares every reply. With `keep_going`
 /// a difference is recorded and both databases and sessions start afresh; otherwise the
 /// first difference ends the seed.
+/// The parameters `CONFIG GET` may name exactly: tandem's, and the aliases and fixed ones
+/// both answer alike (a glob would list Redis's hundreds of others).
+const CONFIG_NAMES: &[&str] = &[
+    "hash-max-listpack-entries",
+    "hash-max-ziplist-value",
+    "zset-max-listpack-entries",
+    "zset-max-listpack-value",
+    "set-max-intset-entries",
+    "list-max-listpack-size",
+    "list-compress-depth",
+    "stream-node-max-bytes",
+    "stream-node-max-entries",
+    "maxmemory-policy",
+    "notify-keyspace-events",
+    "SET-MAX-INTSET-ENTRIES",
+    "appendonly",
+    "save",
+];
+
+/// `CONFIG GET` of exact names, and `CONFIG SET`s that are refused (a bad value, an unknown
+/// name, a duplicate, an odd count) or that set what the seed already runs under. A seed's
+/// thresholds change only before its first command ([`seed_thresholds`]): lowered under a
+/// value that exists, Redis keeps the value's encoding until its next write, where tandem
+/// answers by the new thresholds at once (see crates/redis/src/params.rs).
+fn config_command(d: &mut Draw) -> Args {
+    match d.rng.below(10) {
+        0..=3 => {
+            let mut args = command("CONFIG", [d.pick(&["GET", "get"])]);
+            for _ in 0..=d.rng.below(2) {
+                args.push(d.pick(CONFIG_NAMES));
+            }
+            args
+        }
+        4 => command(
+            "CONFIG",
+            [
+                b"SET".to_vec(),
+                d.pick(CONFIG_NAMES),
+                d.pick(&["-1", "abc", "1.5", "0x10", "99999999999999999999", "bogus"]),
+            ],
+        ),
+        5 => command(
+            "CONFIG",
+            [
+                b"SET".to_vec(),
+                d.pick(&["maxmemory-policy", "notify-keyspace-events", "appendonly"]),
+                d.pick(&["noeviction", "NOEVICTION", "no", "", "Q", "volatile-lfu-x"]),
+            ],
+        ),
+        6 => command(
+            "CONFIG",
+            [b"SET".to_vec(), b"no-such-param".to_vec(), b"1".to_vec()],
+        ),
+        7 => command(
+            "CONFIG",
+            [
+                b"SET".to_vec(),
+                b"list-compress-depth".to_vec(),
+                b"0".to_vec(),
+                b"list-compress-depth".to_vec(),
+                b"0".to_vec(),
+            ],
+        ),
+        8 => command(
+            "CONFIG",
+            [
+                b"SET".to_vec(),
+                b"save".to_vec(),
+                b"".to_vec(),
+                b"x".to_vec(),
+            ],
+        ),
+        _ => command(
+            "CONFIG",
+            [
+                b"SET".to_vec(),
+                b"set-max-intset-entries".to_vec(),
+                b"oops".to_vec(),
+                b"bogus-param".to_vec(),
+                b"1".to_vec(),
+            ],
+        ),
+    }
+}
+
+/// The encoding thresholds seed `seed` runs under, set on both servers before its first
+/// command: a third of the seeds keep Redis's defaults, the others draw small ones, so that
+/// values change encoding after a few elements or bytes.
+fn seed_thresholds(seed: u64) -> Vec<(&'static str, &'static str)> {
+    let defaults = [
+        ("hash-max-listpack-entries", "512"),
+        ("hash-max-listpack-value", "64"),
+        ("zset-max-listpack-entries", "128"),
+        ("zset-max-listpack-value", "64"),
+        ("set-max-intset-entries", "512"),
+    ];
+    if seed.is_multiple_of(3) {
+        return defaults.to_vec();
+    }
+    let small: [&[&str]; 5] = [
+        &["0", "1", "3", "8"],
+        &["0", "2", "5", "16"],
+        &["0", "1", "3", "8"],
+        &["0", "2", "5", "16"],
+        &["0", "1", "3", "8"],
+    ];
+    let mut bits = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    defaults
+        .iter()
+        .zip(small)
+        .map(|(&(name, default), choices)| {
+            let pick = (bits % 5) as usize;
+            bits /= 5;
+            (name, choices.get(pick).copied().unwrap_or(default))
+        })
+        .collect()
+}
+
 fn run_seed(seed: u64, a: &mut Server, b: &mut Server, now_ms: i64, keep_going: bool) -> Ran {
     let resp3 = seed % 2 == 1;
     let mut ran = Ran::default();
@@ -4872,11 +4991,19 @@ fn run_seed(seed: u64, a: &mut Server, b: &mut Server, now_ms: i64, keep_going: 
                     return Err(format!("{}: {flush:?} answered {flushed}", server.label));
                 }
             }
+            for (name, value) in seed_thresholds(seed) {
+                let set = command("CONFIG", [b"SET".to_vec(), name.into(), value.into()]);
+                let answered = server.call(&set, false)?;
+                if answered != Value::Simple(b"OK".to_vec()) {
+                    return Err(format!("{}: {set:?} answered {answered}", server.label));
+                }
+            }
         }
         context.clear();
         context.push(format!(
-            "(empty database, {})",
-            if resp3 { "HELLO 3" } else { "RESP2" }
+            "(empty database, {}, thresholds {:?})",
+            if resp3 { "HELLO 3" } else { "RESP2" },
+            seed_thresholds(seed)
         ));
         Ok(())
     };
@@ -5725,9 +5852,10 @@ fn every_command_tandem_knows_has_a_generator() {
         .flat_map(|family| family.commands.iter().map(|generator| generator.name))
         .chain(BLOCK_COMMANDS.iter().copied())
         .collect();
+    // A subcommand's entry (`CONFIG|SET`) is drawn by its container's generator.
     let known: BTreeSet<&str> = tandem_redis::cmd::commands()
         .iter()
-        .map(|command| command.name)
+        .map(|command| command.name.split('|').next().expect("a name"))
         .collect();
     assert_eq!(
         missing(&known, &generated),

@@ -4,11 +4,11 @@
 //! # Encodings
 //!
 //! tandem keeps one layout per type, so `OBJECT ENCODING` answers what redis-server 7.0
-//! would hold the same value in under its default thresholds: strings `int`, `embstr` or
-//! `raw`; lists `quicklist` (7.0 has no other); sets `intset` (up to 512 integers) or
-//! `hashtable`; sorted sets and hashes `listpack` (up to 128 and 512 elements, of up to 64 bytes:
-//! the thresholds compiled into redis-server 7.0) or
-//! `skiplist` / `hashtable`; streams `stream`. Redis never converts a collection back to its
+//! would hold the same value in under the database's thresholds ([`Thresholds`], which
+//! `CONFIG SET` changes): strings `int`, `embstr` or `raw`; lists `quicklist` (7.0 has no
+//! other); sets `intset` (by default up to 512 integers) or `hashtable`; sorted sets and
+//! hashes `listpack` (by default up to 128 and 512 elements, of up to 64 bytes: the
+//! thresholds compiled into redis-server 7.0) or `skiplist` / `hashtable`; streams `stream`. Redis never converts a collection back to its
 //! compact encoding when it shrinks, and a string a command changed in place stays `raw`,
 //! so that history is kept per key ([`EncodingMark`]): after every write command, each key
 //! it names that has outgrown its compact encoding is marked ([`settle`]). The mark goes
@@ -27,6 +27,7 @@ use super::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::db::{EncodingMark, Key, Kind};
 use crate::mem::Mem;
 use crate::num;
+use crate::params::Thresholds;
 use crate::rdb::{self, Encoding, Value};
 use crate::resp::{Argv, ReplyWriter};
 
@@ -40,8 +41,8 @@ pub static COMMANDS: &[Command] = &[
 const SHARED_INTEGERS: i64 = 10_000;
 const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 
-/// How Redis 7.0 would hold the value of `key`.
-pub fn encoding_of(mem: &impl Mem, key: &Key) -> Encoding {
+/// How Redis 7.0 would hold the value of `key` under `thresholds`.
+pub fn encoding_of(mem: &impl Mem, key: &Key, thresholds: &Thresholds) -> Encoding {
     let mark = key.mark();
     match key.kind() {
         Kind::String => {
@@ -55,13 +56,15 @@ pub fn encoding_of(mem: &impl Mem, key: &Key) -> Encoding {
         }
         Kind::List => Encoding::Quicklist,
         Kind::Stream => Encoding::Stream,
-        Kind::Set if mark == EncodingMark::Large || !set_is_intset(mem, key) => Encoding::Hashtable,
+        Kind::Set if mark == EncodingMark::Large || !set_is_intset(mem, key, thresholds) => {
+            Encoding::Hashtable
+        }
         Kind::Set => Encoding::Intset,
-        Kind::Hash if mark == EncodingMark::Large || !hash_is_listpack(mem, key) => {
+        Kind::Hash if mark == EncodingMark::Large || !hash_is_listpack(mem, key, thresholds) => {
             Encoding::Hashtable
         }
         Kind::Hash => Encoding::Listpack,
-        Kind::ZSet if mark == EncodingMark::Large || !zset_is_listpack(mem, key) => {
+        Kind::ZSet if mark == EncodingMark::Large || !zset_is_listpack(mem, key, thresholds) => {
             Encoding::Skiplist
         }
         Kind::ZSet => Encoding::Listpack,
@@ -69,31 +72,32 @@ pub fn encoding_of(mem: &impl Mem, key: &Key) -> Encoding {
 }
 
 // Each check reads at most its threshold's worth of elements.
-fn set_is_intset(mem: &impl Mem, key: &Key) -> bool {
-    key.head.value_len as usize <= rdb::INTSET_ENTRIES_MAX
+fn set_is_intset(mem: &impl Mem, key: &Key, thresholds: &Thresholds) -> bool {
+    key.head.value_len as usize <= thresholds.intset_entries
         && super::sets::members(mem, key)
             .iter()
             .all(|member| num::parse_i64(member).is_some())
 }
 
-fn hash_is_listpack(mem: &impl Mem, key: &Key) -> bool {
-    let short = |bytes: &[u8]| bytes.len() <= rdb::LISTPACK_VALUE_MAX;
-    key.head.value_len as usize <= rdb::HASH_LISTPACK_ENTRIES_MAX
+fn hash_is_listpack(mem: &impl Mem, key: &Key, thresholds: &Thresholds) -> bool {
+    let short = |bytes: &[u8]| bytes.len() <= thresholds.hash_value;
+    key.head.value_len as usize <= thresholds.hash_entries
         && super::hashes::pairs(mem, key)
             .iter()
             .all(|(field, value)| short(field) && short(value))
 }
 
-fn zset_is_listpack(mem: &impl Mem, key: &Key) -> bool {
-    key.head.value_len as usize <= rdb::ZSET_LISTPACK_ENTRIES_MAX
+fn zset_is_listpack(mem: &impl Mem, key: &Key, thresholds: &Thresholds) -> bool {
+    key.head.value_len as usize <= thresholds.zset_entries
         && super::zsets::pairs(mem, key)
             .iter()
-            .all(|(member, _)| member.len() <= rdb::LISTPACK_VALUE_MAX)
+            .all(|(member, _)| member.len() <= thresholds.zset_value)
 }
 
 /// After a write command: marks each key it names (`positions` in `argv`) whose collection
 /// Redis would have converted to its large encoding by now, so that it stays so.
 pub fn settle(ctx: &mut Ctx<'_, '_>, argv: &Argv, positions: &[usize]) {
+    let thresholds = ctx.thresholds();
     for &at in positions {
         let Some(name) = argv.get(at) else { continue };
         let Some(key) = ctx.find(name) else { continue };
@@ -101,14 +105,28 @@ pub fn settle(ctx: &mut Ctx<'_, '_>, argv: &Argv, positions: &[usize]) {
         if !collection || key.mark() != EncodingMark::Derived {
             continue;
         }
-        if matches!(
-            encoding_of(&ctx.access, &key),
+        let large = matches!(
+            encoding_of(&ctx.access, &key, &thresholds),
             Encoding::Hashtable | Encoding::Skiplist
-        ) {
+        );
+        if large || hash_set_converts(argv, key.kind(), &thresholds) {
             let layout = ctx.layout;
             layout.set_mark(ctx.txn(), &key, EncodingMark::Large);
         }
     }
+}
+
+/// Whether `HSET` or `HMSET` `argv` converted its hash whatever it holds now: Redis's
+/// `hashTypeTryConversion` judges every field and value given, so one too long converts the
+/// hash even when a later pair of the same command overwrote it.
+fn hash_set_converts(argv: &Argv, kind: Kind, thresholds: &Thresholds) -> bool {
+    let name = argv.get(0).unwrap_or_default();
+    kind == Kind::Hash
+        && (name.eq_ignore_ascii_case(b"HSET") || name.eq_ignore_ascii_case(b"HMSET"))
+        && argv
+            .iter()
+            .skip(2)
+            .any(|arg| arg.len() > thresholds.hash_value)
 }
 
 /// Marks `key` (which the caller just wrote) with `mark`.
@@ -152,7 +170,10 @@ pub fn dump(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         None => out.null(),
         Some(key) => {
             let value = value_of(&ctx.access, &key);
-            out.bulk(&rdb::dump(&value, encoding_of(&ctx.access, &key)));
+            out.bulk(&rdb::dump(
+                &value,
+                encoding_of(&ctx.access, &key, &ctx.thresholds()),
+            ));
         }
     }
     Ok(())
@@ -290,7 +311,7 @@ pub fn object(
         out.null();
         return Ok(());
     };
-    let encoding = encoding_of(&ctx.access, &key);
+    let encoding = encoding_of(&ctx.access, &key, &ctx.thresholds());
     match subcommand.as_slice() {
         b"encoding" => out.bulk(encoding.name().as_bytes()),
         b"refcount" => {

@@ -13,6 +13,7 @@
 
 mod bits;
 mod collection;
+pub mod config;
 pub mod dump;
 pub mod functions;
 pub mod hashes;
@@ -146,6 +147,11 @@ impl<'t> Ctx<'_, 't> {
         let txn = self.txn();
         free_value(txn, &layout, key);
         layout.unlink(txn, key);
+    }
+
+    /// The database's encoding thresholds (`CONFIG SET` changes them).
+    pub fn thresholds(&self) -> crate::params::Thresholds {
+        self.layout.params.thresholds(&self.access)
     }
 
     /// The bytes of string `key`.
@@ -307,6 +313,7 @@ pub fn commands() -> &'static [Command] {
         let mut all: Vec<Command> = BASE.to_vec();
         for family in [
             bits::COMMANDS,
+            config::COMMANDS,
             dump::COMMANDS,
             functions::COMMANDS,
             hashes::COMMANDS,
@@ -519,6 +526,16 @@ pub fn subcommand_error(container: &str, argv: &Argv) -> Option<CmdError> {
 
 /// The command called `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
+    // A subcommand's entry (`CONFIG|SET`) is no command a client can name.
+    if name.contains(&b'|') {
+        return None;
+    }
+    find(name)
+}
+
+/// The table's entry called `name` (without case), a subcommand's (`CONFIG|SET`) included:
+/// a procedure's name.
+pub fn find(name: &[u8]) -> Option<(usize, &'static Command)> {
     let mut upper = [0u8; 32];
     if name.len() > upper.len() {
         return None;
@@ -534,6 +551,26 @@ pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
         .map(|index| (index, &table[index]))
 }
 
+/// The containers whose subcommands are commands of their own in the table (`CONFIG|GET`, a
+/// read, and `CONFIG|SET`, a write), as Redis 7's table has them; the other containers'
+/// subcommands run in the container's entry.
+const CONTAINERS_OF_COMMANDS: &[&str] = &["CONFIG"];
+
+/// What `argv` runs, once `command` (its first argument's entry) is known: the entry of its
+/// subcommand where that is a command of its own ([`CONTAINERS_OF_COMMANDS`]), else
+/// `(index, command)` itself.
+pub fn resolve(index: usize, command: &'static Command, argv: &Argv) -> (usize, &'static Command) {
+    if !CONTAINERS_OF_COMMANDS.contains(&command.name) {
+        return (index, command);
+    }
+    let Some(sub) = argv.get(1).filter(|sub| !sub.contains(&b'|')) else {
+        return (index, command);
+    };
+    let mut name = format!("{}|", command.name).into_bytes();
+    name.extend_from_slice(sub);
+    find(&name).unwrap_or((index, command))
+}
+
 /// Runs the data command `argv` in `ctx` as a command of a `MULTI` block or a script does:
 /// found by name, its arity checked; a connection command is refused. Its reply goes to
 /// `out`; an error is returned, not written.
@@ -543,12 +580,13 @@ pub fn run_in(
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
     let name = argv.get(0).unwrap_or_default();
-    let Some((_, command)) = lookup(name) else {
+    let Some((index, command)) = lookup(name) else {
         return Err(CmdError::owned(format!(
             "ERR unknown command '{}'",
             String::from_utf8_lossy(name)
         )));
     };
+    let (_, command) = resolve(index, command, argv);
     // The connection commands a `MULTI` block queues, answered as the connection would
     // (`UNWATCH` in a block has nothing left to do: `EXEC` unwatches).
     match command.name {

@@ -37,6 +37,8 @@ mod packs;
 mod save;
 mod stream;
 
+use crate::params::Thresholds;
+
 pub use io::crc64;
 pub use stream::{ConsumerImage, GroupImage, PackImage, PendingImage, StreamImage};
 
@@ -112,15 +114,13 @@ impl Encoding {
     }
 }
 
-/// Redis 7.0's compiled-in `zset-max-listpack-entries` (redis.conf's value too).
-pub const ZSET_LISTPACK_ENTRIES_MAX: usize = 128;
-/// Redis 7.0's compiled-in `hash-max-listpack-entries`: 512 (the redis.conf it ships sets
-/// 128; a server started without one, as the tests start it, holds 512).
-pub const HASH_LISTPACK_ENTRIES_MAX: usize = 512;
-/// Redis's default `hash-max-listpack-value` and `zset-max-listpack-value`.
-pub const LISTPACK_VALUE_MAX: usize = 64;
-/// Redis's default `set-max-intset-entries`.
-pub const INTSET_ENTRIES_MAX: usize = 512;
+/// The thresholds a value loaded from a payload is judged by ([`parse`]'s encoding): Redis
+/// 7.0's defaults ([`crate::params::Thresholds::DEFAULT`]).
+pub const ZSET_LISTPACK_ENTRIES_MAX: usize = Thresholds::DEFAULT.zset_entries;
+pub const HASH_LISTPACK_ENTRIES_MAX: usize = Thresholds::DEFAULT.hash_entries;
+pub const LISTPACK_VALUE_MAX: usize = Thresholds::DEFAULT.hash_value;
+const _: () = assert!(Thresholds::DEFAULT.hash_value == Thresholds::DEFAULT.zset_value);
+pub const INTSET_ENTRIES_MAX: usize = Thresholds::DEFAULT.intset_entries;
 /// The longest string Redis keeps in one allocation with its object (`embstr`).
 pub const EMBSTR_LEN_MAX: usize = 44;
 

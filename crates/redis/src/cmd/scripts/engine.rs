@@ -737,7 +737,8 @@ impl Vm {
                 .map_err(|err| CmdError::owned(format!("ERR the Lua VM failed: {err}")))?;
         }
         let watch = self.hook.watch.clone();
-        let run = watch.begin();
+        // The database's busy threshold, if `CONFIG SET` gave it one, else the node's.
+        let run = watch.begin(ctx.layout.params.busy_reply_threshold_ms(&ctx.access));
         self.budget.run.store(run.0, Ordering::Relaxed);
         self.budget
             .last_hook_us
