@@ -465,14 +465,15 @@ impl Session {
         // checked, with the command's own.
         if matches!(
             command.name,
-            "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION" | "CONFIG"
+            "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION" | "CONFIG" | "MEMORY"
         ) && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error_bytes(&refusal);
             return Step::Replied;
         }
-        // `CONFIG GET` and `CONFIG SET` are commands of their own (the model runs them).
+        // `CONFIG GET`, `CONFIG SET` and `MEMORY USAGE` are commands of their own (the model
+        // runs them).
         let (index, command) = cmd::resolve(index, command, argv);
         // As Redis: an unknown command or a wrong arity is refused first, then anything but
         // the commands that authenticate, end or reset the connection waits for the password.
@@ -488,14 +489,11 @@ impl Session {
         if let Some(user) = &self.user
             && let Some(refusal) = user.refusal(command, argv)
         {
-            self.refuse_in_multi();
-            ReplyWriter::new(out, self.proto).error(&refusal);
+            self.reject(command, &refusal, out);
             return Step::Replied;
         }
         if info.script == ScriptActivity::Busy && !allowed_while_busy(command.name, argv) {
-            // As Redis: refused before it could be queued, so a block it was sent in fails.
-            self.refuse_in_multi();
-            ReplyWriter::new(out, self.proto).error(BUSY);
+            self.reject(command, BUSY, out);
             return Step::Replied;
         }
         if info.script != ScriptActivity::Idle
@@ -539,6 +537,23 @@ impl Session {
             return self.data_call(index, command, argv, info, out);
         }
         self.connection_command(command, argv, info, out)
+    }
+
+    /// Refuses `command` with `text` as Redis's `rejectCommand` does: refused before it could
+    /// be queued, so a block it was sent in fails; `EXEC` itself so refused discards its block
+    /// (`-EXECABORT`), and the connection leaves it.
+    fn reject(&mut self, command: &Command, text: &str, out: &mut Vec<u8>) {
+        let mut w = ReplyWriter::new(out, self.proto);
+        if command.name == "EXEC" && self.multi.is_some() {
+            self.multi = None;
+            self.watched.clear();
+            w.error(&format!(
+                "EXECABORT Transaction discarded because of: {text}"
+            ));
+        } else {
+            self.refuse_in_multi();
+            w.error(text);
+        }
     }
 
     fn refuse_in_multi(&mut self) {
@@ -1258,6 +1273,34 @@ mod tests {
             primary_resp: Some("127.0.0.1:7001".into()),
             ..ServerInfo::default()
         }
+    }
+
+    /// `EXEC` refused while a script is busy discards its block, as Redis's `rejectCommand`
+    /// does: the connection is out of `MULTI` and its next command runs.
+    #[test]
+    fn exec_refused_while_busy_discards_the_block() {
+        let mut session = Session::new(1);
+        let idle = ServerInfo {
+            primary: true,
+            ..ServerInfo::default()
+        };
+        let busy = ServerInfo {
+            script: ScriptActivity::Busy,
+            ..idle.clone()
+        };
+        let mut out = Vec::new();
+        session.handle(&argv("MULTI"), &idle, &mut out);
+        session.handle(&argv("INCR xx"), &idle, &mut out);
+        out.clear();
+        session.handle(&argv("EXEC"), &busy, &mut out);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            format!("-EXECABORT Transaction discarded because of: {BUSY}\r\n")
+        );
+        out.clear();
+        let step = session.handle(&argv("PING"), &idle, &mut out);
+        assert!(matches!(step, Step::Replied));
+        assert_eq!(out, b"+PONG\r\n");
     }
 
     /// While a script or function runs, `SCRIPT KILL` and `FUNCTION KILL` ask the front end

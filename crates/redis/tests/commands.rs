@@ -378,3 +378,44 @@ fn connection_commands_refuse_as_redis_does() {
     // None of the refused HELLOs switched the protocol.
     assert_eq!(node.session.proto(), Proto::Resp2);
 }
+
+/// `MEMORY USAGE` counts the segment's blocks a key holds: more for more elements, nil for a
+/// key that does not exist, and Redis's refusals.
+#[test]
+fn memory_usage_counts_a_keys_blocks() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("MEMORY USAGE nokey"), Value::Null);
+    node.s("SET s v");
+    let Value::Integer(string) = node.s("MEMORY USAGE s") else {
+        panic!("an integer")
+    };
+    assert!(
+        string >= 64,
+        "a key entry's head alone is 64 bytes: {string}"
+    );
+    node.s("HSET h a 1");
+    let Value::Integer(small) = node.s("MEMORY USAGE h SAMPLES 0") else {
+        panic!("an integer")
+    };
+    for i in 0..100 {
+        node.s(&format!("HSET h f{i} {i}"));
+    }
+    let Value::Integer(large) = node.s("memory usage h") else {
+        panic!("an integer")
+    };
+    assert!(large > small, "{large} > {small}");
+    assert_eq!(node.s("MEMORY USAGE h SAMPLES -1"), err("ERR syntax error"));
+    assert_eq!(node.s("MEMORY USAGE h bogus"), err("ERR syntax error"));
+    assert_eq!(
+        node.s("MEMORY USAGE h SAMPLES x"),
+        err("ERR value is not an integer or out of range")
+    );
+    assert_eq!(
+        node.s("MEMORY USAGE"),
+        err("ERR wrong number of arguments for 'memory|usage' command")
+    );
+    assert_eq!(
+        node.s("MEMORY bogus"),
+        err("ERR unknown subcommand 'bogus'. Try MEMORY HELP.")
+    );
+}

@@ -401,6 +401,12 @@ static ALLOWED: &[Allowed] = &[
               database; Redis answers in the order of its own dict",
     },
     Allowed {
+        command: "MEMORY USAGE",
+        rule: Rule::TypeOnly,
+        why: "each server counts its own allocations (tandem: the segment's blocks the key \
+              holds); a key's presence (an integer or nil) must be the same",
+    },
+    Allowed {
         command: "INFO",
         rule: Rule::TypeOnly,
         why: "its text describes each server's own process",
@@ -4360,6 +4366,23 @@ static CONNECTION: &[Gen] = &[
         3 => command("CONFIG", [d.pick(&["RESETSTAT", "GET", "BOGUS"])]),
         _ => command("CONFIG", [b"RESETSTAT".to_vec(), b"x".to_vec()]),
     }),
+    g("MEMORY", 2, |d| match d.rng.below(8) {
+        0..=4 => command("MEMORY", [d.pick(&["USAGE", "usage"]), d.key()]),
+        5 => command(
+            "MEMORY",
+            [
+                b"USAGE".to_vec(),
+                d.key(),
+                b"SAMPLES".to_vec(),
+                d.pick(&["0", "5", "-1", "x"]),
+            ],
+        ),
+        6 => command(
+            "MEMORY",
+            [b"USAGE".to_vec(), d.key(), d.pick(&["SAMPLES", "bogus"])],
+        ),
+        _ => command("MEMORY", [d.pick(&["USAGE", "BOGUS"])]),
+    }),
     g("INFO", 1, |d| match d.rng.below(3) {
         0 => command("INFO", []),
         _ => command(
@@ -5551,6 +5574,8 @@ fn each_allowance_catches_a_planted_difference() {
             true,
         ),
         ("INFO", info("x"), bulk("x"), false),
+        ("MEMORY USAGE k", int(64), int(56), true),
+        ("MEMORY USAGE k", int(64), Value::Null, false),
         (
             "COMMAND INFO get",
             entry(2, "readonly"),

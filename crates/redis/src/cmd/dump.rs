@@ -1,5 +1,5 @@
-//! `DUMP`, `RESTORE` and `OBJECT` (cluster.c, object.c): a value as Redis 7.0's payload
-//! ([`crate::rdb`]), and how Redis would hold it.
+//! `DUMP`, `RESTORE`, `OBJECT` and `MEMORY USAGE` (cluster.c, object.c): a value as Redis
+//! 7.0's payload ([`crate::rdb`]), how Redis would hold it, and what it takes here.
 //!
 //! # Encodings
 //!
@@ -33,6 +33,7 @@ use crate::resp::{Argv, ReplyWriter};
 
 pub static COMMANDS: &[Command] = &[
     data("DUMP", 2, Read, (1, 1, 1), false, dump),
+    data("MEMORY|USAGE", -3, Read, (2, 2, 1), false, memory_usage),
     data("OBJECT", -2, Read, (2, 2, 1), false, object),
     data("RESTORE", -4, Write, (1, 1, 1), true, restore),
 ];
@@ -334,5 +335,40 @@ pub fn object(
             ));
         }
     }
+    Ok(())
+}
+
+/// `MEMORY USAGE key [SAMPLES count]`: the bytes `key` takes in the segment, its entry's block
+/// and every block its value holds, as the allocator hands them out (Redis answers its own
+/// allocations, sampling `count` elements of a collection; tandem counts every block, so
+/// `SAMPLES` is checked and changes nothing). Nil for a key that does not exist.
+fn memory_usage(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let mut at = 3;
+    while at < argv.len() {
+        let option = arg(argv, at);
+        if option.eq_ignore_ascii_case(b"SAMPLES") && at + 1 < argv.len() {
+            let samples = super::int_arg(argv, at + 1)?;
+            if samples < 0 {
+                return Err(CmdError::SYNTAX);
+            }
+            at += 2;
+        } else {
+            return Err(CmdError::SYNTAX);
+        }
+    }
+    let Some(key) = ctx.find(arg(argv, 2)) else {
+        out.null();
+        return Ok(());
+    };
+    let block = |len: usize| crate::alloc::Alloc::block_len_for(len).unwrap_or(len);
+    let mut owned = Vec::new();
+    super::value_blocks(&ctx.access, &ctx.layout, &key, &mut owned);
+    let bytes = block(key.head.block_len as usize)
+        + owned.iter().map(|&(_, len)| block(len)).sum::<usize>();
+    out.integer(bytes as i64);
     Ok(())
 }

@@ -394,6 +394,7 @@ static BASE: &[Command] = &[
     data("MGET", -2, Read, (1, -1, 1), false, strings::mget),
     data("MSET", -3, Write, (1, -1, 2), true, strings::mset),
     data("MSETNX", -3, Write, (1, -1, 2), true, strings::msetnx),
+    conn("MEMORY", -2),
     conn("MULTI", 1),
     data("PERSIST", 2, Write, (1, 1, 1), false, keys::persist),
     data("PEXPIRE", -3, Write, (1, 1, 1), false, keys::pexpire),
@@ -453,6 +454,7 @@ pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("CONFIG", "GET", -3),
     ("CONFIG", "RESETSTAT", 2),
     ("CONFIG", "SET", -4),
+    ("MEMORY", "USAGE", -3),
     ("OBJECT", "ENCODING", 3),
     ("OBJECT", "FREQ", 3),
     ("OBJECT", "HELP", 2),
@@ -552,9 +554,9 @@ pub fn find(name: &[u8]) -> Option<(usize, &'static Command)> {
 }
 
 /// The containers whose subcommands are commands of their own in the table (`CONFIG|GET`, a
-/// read, and `CONFIG|SET`, a write), as Redis 7's table has them; the other containers'
-/// subcommands run in the container's entry.
-const CONTAINERS_OF_COMMANDS: &[&str] = &["CONFIG"];
+/// read, `CONFIG|SET`, a write, `MEMORY|USAGE`, a read of a key), as Redis 7's table has
+/// them; the other containers' subcommands run in the container's entry.
+const CONTAINERS_OF_COMMANDS: &[&str] = &["CONFIG", "MEMORY"];
 
 /// What `argv` runs, once `command` (its first argument's entry) is known: the entry of its
 /// subcommand where that is a command of its own ([`CONTAINERS_OF_COMMANDS`]), else
