@@ -60,6 +60,8 @@ pub struct ServerInfo {
     pub users: Arc<Vec<Arc<User>>>,
     /// Whether a script runs on this node now, as this connection may see it.
     pub script: ScriptActivity,
+    /// What the hosting process tells `INFO` of itself, if a runtime hosts the node.
+    pub host: Option<Arc<dyn HostFacts>>,
 }
 
 /// A script running on the node's executor or applier, as a connection sees it: only one
@@ -672,7 +674,7 @@ impl Session {
             "COMMAND" => command_command(argv, proto, out),
             "CONFIG" => config(argv, proto, out),
             "INFO" => {
-                let text = info_text(info, self.id);
+                let text = info_text(info, self.id, argv);
                 let mut w = ReplyWriter::new(out, proto);
                 w.verbatim("txt", &text);
             }
@@ -1220,32 +1222,146 @@ fn wait(argv: &Argv, info: &ServerInfo, proto: Proto, out: &mut Vec<u8>) {
     }
 }
 
-fn info_text(info: &ServerInfo, client_id: u64) -> String {
+/// What the process hosting a node tells `INFO` of itself (the runtime reads it; a session
+/// without one, as in the model's tests, leaves those fields out).
+pub trait HostFacts: Send + Sync + std::fmt::Debug {
+    fn process_id(&self) -> u32;
+    fn uptime_s(&self) -> u64;
+    /// Client connections open now, RESP and native.
+    fn connected_clients(&self) -> u64;
+    fn cpu(&self) -> CpuTimes;
+}
+
+/// The CPU time a process used, in seconds (`INFO cpu`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuTimes {
+    pub user_s: f64,
+    pub sys_s: f64,
+    /// Of its children that ended.
+    pub children_user_s: f64,
+    pub children_sys_s: f64,
+}
+
+/// `INFO`'s sections in the order Redis 7.0 writes them, and whether `INFO` with no argument
+/// (or `default`) includes each; `all` and `everything` include every one.
+const INFO_SECTIONS: &[(&str, bool)] = &[
+    ("server", true),
+    ("clients", true),
+    ("memory", true),
+    ("persistence", true),
+    ("replication", true),
+    ("cpu", true),
+    ("modules", true),
+    ("cluster", true),
+];
+
+/// The sections `INFO` arguments ask for, as Redis reads them: without case, any number,
+/// `default`, `all` and `everything` among them; a name it does not know adds nothing.
+fn info_sections(argv: &Argv) -> Vec<&'static str> {
+    let mut wanted = vec![false; INFO_SECTIONS.len()];
+    let asked: Vec<Vec<u8>> = argv
+        .iter()
+        .skip(1)
+        .map(<[u8]>::to_ascii_lowercase)
+        .collect();
+    for (i, &(name, default)) in INFO_SECTIONS.iter().enumerate() {
+        wanted[i] = asked.iter().any(|arg| match arg.as_slice() {
+            b"all" | b"everything" => true,
+            b"default" => default,
+            other => other == name.as_bytes(),
+        }) || (asked.is_empty() && default);
+    }
+    INFO_SECTIONS
+        .iter()
+        .zip(wanted)
+        .filter_map(|(&(name, _), wanted)| wanted.then_some(name))
+        .collect()
+}
+
+fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
     let mut text = String::new();
-    text.push_str("# Server\r\n");
-    text.push_str(&format!("redis_version:{REDIS_VERSION}\r\n"));
-    text.push_str("redis_mode:standalone\r\n");
-    text.push_str(&format!("tandem_node:{}\r\n", info.node_id));
-    text.push_str(&format!("tcp_port:{}\r\n", info.resp_port));
-    text.push_str("\r\n# Clients\r\n");
-    text.push_str(&format!("client_id:{client_id}\r\n"));
-    text.push_str("\r\n# Memory\r\n");
-    if !info.memory_lines.iter().any(|(key, _)| key == "maxmemory") {
-        text.push_str(&format!("maxmemory:{}\r\n", info.maxmemory));
+    for section in info_sections(argv) {
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        let text = &mut text;
+        // `line("#", &"Name")` writes the section's header, `# Name`.
+        let mut line = |key: &str, value: &dyn std::fmt::Display| {
+            let separator = if key == "#" { " " } else { ":" };
+            text.push_str(&format!("{key}{separator}{value}\r\n"));
+        };
+        let host = info.host.as_deref();
+        match section {
+            "server" => {
+                line("#", &"Server");
+                line("redis_version", &REDIS_VERSION);
+                line("redis_mode", &"standalone");
+                line(
+                    "os",
+                    &format_args!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+                );
+                line("arch_bits", &usize::BITS);
+                if let Some(host) = host {
+                    line("process_id", &host.process_id());
+                    line("uptime_in_seconds", &host.uptime_s());
+                    line("uptime_in_days", &(host.uptime_s() / 86_400));
+                }
+                line("tcp_port", &info.resp_port);
+                line("tandem_node", &info.node_id);
+            }
+            "clients" => {
+                line("#", &"Clients");
+                if let Some(host) = host {
+                    line("connected_clients", &host.connected_clients());
+                }
+                // No command blocks a connection on tandem (BLPOP and its kind are not served).
+                line("blocked_clients", &0);
+                line("client_id", &client_id);
+            }
+            "memory" => {
+                line("#", &"Memory");
+                if !info.memory_lines.iter().any(|(key, _)| key == "maxmemory") {
+                    line("maxmemory", &info.maxmemory);
+                }
+                line("maxmemory_policy", &"noeviction");
+                for (key, value) in &info.memory_lines {
+                    line(key, value);
+                }
+            }
+            "persistence" => {
+                line("#", &"Persistence");
+                line("loading", &0);
+            }
+            "replication" => {
+                line("#", &"Replication");
+                line("role", &if info.primary { "master" } else { "slave" });
+                line("connected_slaves", &info.backups);
+                line("tandem_safety", &info.safety);
+            }
+            "cpu" => {
+                line("#", &"CPU");
+                if let Some(host) = host {
+                    let cpu = host.cpu();
+                    line("used_cpu_sys", &format_args!("{:.6}", cpu.sys_s));
+                    line("used_cpu_user", &format_args!("{:.6}", cpu.user_s));
+                    line(
+                        "used_cpu_sys_children",
+                        &format_args!("{:.6}", cpu.children_sys_s),
+                    );
+                    line(
+                        "used_cpu_user_children",
+                        &format_args!("{:.6}", cpu.children_user_s),
+                    );
+                }
+            }
+            "modules" => line("#", &"Modules"),
+            "cluster" => {
+                line("#", &"Cluster");
+                line("cluster_enabled", &0);
+            }
+            other => unreachable!("INFO has no section {other}"),
+        }
     }
-    text.push_str("maxmemory_policy:noeviction\r\n");
-    for (key, value) in &info.memory_lines {
-        text.push_str(&format!("{key}:{value}\r\n"));
-    }
-    text.push_str("\r\n# Persistence\r\n");
-    text.push_str("loading:0\r\n");
-    text.push_str("\r\n# Replication\r\n");
-    text.push_str(&format!(
-        "role:{}\r\n",
-        if info.primary { "master" } else { "slave" }
-    ));
-    text.push_str(&format!("connected_slaves:{}\r\n", info.backups));
-    text.push_str(&format!("tandem_safety:{}\r\n", info.safety));
     text
 }
 
@@ -1273,6 +1389,78 @@ mod tests {
             primary_resp: Some("127.0.0.1:7001".into()),
             ..ServerInfo::default()
         }
+    }
+
+    #[derive(Debug)]
+    struct FakeHost;
+
+    impl HostFacts for FakeHost {
+        fn process_id(&self) -> u32 {
+            42
+        }
+        fn uptime_s(&self) -> u64 {
+            90_000
+        }
+        fn connected_clients(&self) -> u64 {
+            3
+        }
+        fn cpu(&self) -> CpuTimes {
+            CpuTimes {
+                user_s: 1.5,
+                ..CpuTimes::default()
+            }
+        }
+    }
+
+    /// `INFO`'s arguments choose sections as Redis's do: none or `default`, `all`,
+    /// `everything`, names without case, several at once, each section once.
+    #[test]
+    fn info_writes_the_sections_asked_for() {
+        let info = ServerInfo {
+            host: Some(Arc::new(FakeHost)),
+            ..ServerInfo::default()
+        };
+        let text = |line: &str| info_text(&info, 7, &argv(line));
+        let headers = |line: &str| -> Vec<String> {
+            text(line)
+                .lines()
+                .filter(|l| l.starts_with("# "))
+                .map(str::to_owned)
+                .collect()
+        };
+        let all = [
+            "# Server",
+            "# Clients",
+            "# Memory",
+            "# Persistence",
+            "# Replication",
+            "# CPU",
+            "# Modules",
+            "# Cluster",
+        ];
+        for line in [
+            "INFO",
+            "INFO default",
+            "INFO all",
+            "info EVERYTHING",
+            "INFO cpu all",
+        ] {
+            assert_eq!(headers(line), all, "{line}");
+        }
+        assert_eq!(headers("INFO cpu"), ["# CPU"]);
+        assert_eq!(headers("INFO CPU sentinel server"), ["# Server", "# CPU"]);
+        assert_eq!(text("INFO sentinel"), "");
+        let server = text("INFO server");
+        for field in [
+            "arch_bits:64",
+            "process_id:42",
+            "uptime_in_days:1",
+            "redis_version:",
+        ] {
+            assert!(server.contains(field), "{field} in {server}");
+        }
+        assert!(text("INFO cpu").contains("used_cpu_user:1.500000\r\n"));
+        assert!(text("INFO clients").contains("connected_clients:3\r\n"));
     }
 
     /// `EXEC` refused while a script is busy discards its block, as Redis's `rejectCommand`

@@ -468,6 +468,7 @@ struct ClusterResp {
     users: Arc<Vec<Arc<tandem_redis::session::User>>>,
     protected_mode: bool,
     scripts: Scripts,
+    host: Arc<crate::host::Host>,
 }
 
 impl ClusterResp {
@@ -498,6 +499,7 @@ impl ClusterResp {
             users: Arc::new(config.resp_users()),
             protected_mode: config.protected_mode,
             info: Arc::clone(info),
+            host: crate::host::Host::new(metrics),
             metrics: Arc::clone(metrics),
             scripts: scripts.clone(),
         }
@@ -532,6 +534,7 @@ impl crate::resp::RespNode for ClusterResp {
             requirepass: self.requirepass.clone(),
             users: Arc::clone(&self.users),
             script: self.scripts.activity(),
+            host: Some(self.host.clone() as Arc<dyn tandem_redis::session::HostFacts>),
         }
     }
 

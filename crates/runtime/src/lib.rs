@@ -15,6 +15,7 @@ pub mod config;
 mod error;
 pub mod files;
 pub mod gate;
+mod host;
 mod http_access;
 pub mod log;
 mod members;
@@ -332,6 +333,7 @@ struct StaticResp {
     users: Arc<Vec<Arc<tandem_redis::session::User>>>,
     protected_mode: bool,
     scripts: scripts::Scripts,
+    host: Arc<host::Host>,
 }
 
 impl StaticResp {
@@ -369,6 +371,7 @@ impl StaticResp {
             maxmemory: config.group.db_mib << 20,
             safety: config.group.safety.to_string(),
             safety_rule: config.group.safety,
+            host: host::Host::new(metrics),
             metrics: Arc::clone(metrics),
         }
     }
@@ -393,6 +396,7 @@ impl resp::RespNode for StaticResp {
             requirepass: self.requirepass.clone(),
             users: Arc::clone(&self.users),
             script: self.scripts.activity(),
+            host: Some(self.host.clone() as Arc<dyn tandem_redis::session::HostFacts>),
         }
     }
 

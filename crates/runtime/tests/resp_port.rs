@@ -67,6 +67,7 @@ impl RespNode for TestNode {
             requirepass: self.requirepass.clone(),
             users: Default::default(),
             script: self.scripts.activity(),
+            host: None,
         }
     }
 

@@ -69,8 +69,9 @@ const UNITS: &[&str] = &[
 const TAGS: &str = "-slow -needs:repl -needs:debug -needs:save -needs:config-maxmemory";
 
 /// The harness gives up on a unit after this long without a test starting or ending (its
-/// `--timeout`; the slowest test takes about 6 s on redis-server).
-const NO_PROGRESS_SECONDS: u32 = 60;
+/// `--timeout`). The slowest test takes about 6 s on redis-server and 55 s on a tandem
+/// cluster of the test build (`ZDIFF fuzzing`: some 27,000 writes, one round trip each).
+const NO_PROGRESS_SECONDS: u32 = 120;
 
 /// The most a unit's run may take before the runner kills it: only a harness that hangs
 /// despite its own timeout gets there.
