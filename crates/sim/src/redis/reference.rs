@@ -74,7 +74,16 @@ pub struct Reference {
     /// The SHA-1s of the scripts the database keeps: as in Redis, `EVAL` keeps a script that
     /// compiled, whether it then succeeded or failed.
     scripts: BTreeSet<String>,
+    /// The parameters `CONFIG SET` changed (the workload's: [`CONFIG_PARAMS`]), by name; one
+    /// never set holds its default.
+    params: BTreeMap<Vec<u8>, Vec<u8>>,
 }
+
+/// The parameters the workload sets and reads, with Redis's defaults.
+pub const CONFIG_PARAMS: &[(&str, &str)] = &[
+    ("hash-max-listpack-entries", "512"),
+    ("set-max-intset-entries", "512"),
+];
 
 /// One key of a dump: its type, its expiry time (Unix ms, -1 for none) and its contents in
 /// a canonical order (a hash's fields and a set's members sorted, a list in order, a sorted
@@ -88,10 +97,12 @@ impl Reference {
     /// Whether `call` only reads (a read-only command: it takes no LSN on the primary).
     pub fn is_read(call: &RedisCall) -> bool {
         match call {
-            RedisCall::Command(words) => matches!(
-                words[0].as_slice(),
-                b"GET" | b"HGET" | b"LRANGE" | b"SCARD" | b"ZRANGE" | b"PTTL"
-            ),
+            RedisCall::Command(words) => {
+                matches!(
+                    words[0].as_slice(),
+                    b"GET" | b"HGET" | b"LRANGE" | b"SCARD" | b"ZRANGE" | b"PTTL"
+                ) || (words[0] == b"CONFIG" && words.get(1).is_some_and(|sub| sub == b"GET"))
+            }
             RedisCall::Exec(_) => false,
             RedisCall::Reads(_) => true,
         }
@@ -111,7 +122,7 @@ impl Reference {
                 }
             }
             RedisCall::Exec(commands) => {
-                let (keys, scripts) = (self.keys.clone(), self.scripts.clone());
+                let before = (self.keys.clone(), self.scripts.clone(), self.params.clone());
                 let mut reply = Vec::new();
                 array(&mut reply, commands.len());
                 for words in commands {
@@ -123,7 +134,7 @@ impl Reference {
                             (Outcome::Committed(one), _) => reply.extend_from_slice(&one),
                             (Outcome::Failed(text), false) => error_line(&mut reply, &text),
                             (Outcome::Failed(text), true) => {
-                                (self.keys, self.scripts) = (keys, scripts);
+                                (self.keys, self.scripts, self.params) = before;
                                 return Outcome::Failed(text);
                             }
                             (Outcome::Read(_), _) => unreachable!("a script writes"),
@@ -421,15 +432,40 @@ impl Reference {
                     }
                 }
             }
+            b"CONFIG" if words[1] == b"SET" => {
+                // The workload sets one of its parameters to a value in range.
+                self.params.insert(words[2].clone(), words[3].clone());
+                simple(out, "OK");
+            }
             _ => return self.read_command(words, now, out),
         }
         Ok(())
+    }
+
+    /// The value of parameter `name` (one of [`CONFIG_PARAMS`]).
+    fn param(&self, name: &[u8]) -> &[u8] {
+        self.params.get(name).map_or_else(
+            || {
+                let (_, default) = CONFIG_PARAMS
+                    .iter()
+                    .find(|(known, _)| known.as_bytes() == name)
+                    .expect("the workload's parameters");
+                default.as_bytes()
+            },
+            Vec::as_slice,
+        )
     }
 
     /// Runs a read-only command, writing its reply to `out`, or returns its error.
     fn read_command(&self, words: &[Vec<u8>], now: u64, out: &mut Vec<u8>) -> Result<(), String> {
         let key = words[1].as_slice();
         match words[0].as_slice() {
+            b"CONFIG" => {
+                // `CONFIG GET name` of one of the workload's parameters.
+                array(out, 2);
+                bulk(out, &words[2]);
+                bulk(out, self.param(&words[2]));
+            }
             b"GET" => match self.visible(key, now) {
                 None => null(out),
                 Some(Value::String(bytes)) => bulk(out, bytes),

@@ -24,6 +24,8 @@ use tandem_redis::wire::{CallArgs, ExecArgs};
 
 use tandem_store::{CallWatch, ProcId, Rng};
 
+use super::reference::CONFIG_PARAMS;
+
 /// A script that moves `ARGV[1]` from counter `KEYS[1]` to counter `KEYS[2]` and counts the
 /// transfer in hash `KEYS[3]`. It fails after its first two writes when the source would go
 /// negative (tandem then undoes both, where Redis would keep them), and a `redis.call` that
@@ -167,8 +169,10 @@ impl RedisCall {
         let mut args = Vec::new();
         match self {
             RedisCall::Command(words) => {
-                let (index, _) = tandem_redis::cmd::lookup(&words[0])
+                let (index, command) = tandem_redis::cmd::lookup(&words[0])
                     .expect("the workload uses commands of the table");
+                // `CONFIG GET` and `CONFIG SET` are entries of their own.
+                let (index, _) = tandem_redis::cmd::resolve(index, command, &argv(words));
                 let proc_id = command_proc(index);
                 CallArgs::encode(Proto::Resp2, &argv(words), &mut args);
                 (proc_id, args)
@@ -368,7 +372,17 @@ impl Workload {
 
     /// One command of the mix (what a `MULTI` block queues too).
     fn command(&mut self) -> Vec<Vec<u8>> {
-        match self.rng.below(80) {
+        match self.rng.below(82) {
+            // A parameter in the segment, which a failover or a restart must keep.
+            80 => {
+                let (name, _) = CONFIG_PARAMS[self.rng.below(CONFIG_PARAMS.len() as u64) as usize];
+                let value = self.number(0, 600);
+                words(&[b"CONFIG", b"SET", name.as_bytes(), &value])
+            }
+            81 => {
+                let (name, _) = CONFIG_PARAMS[self.rng.below(CONFIG_PARAMS.len() as u64) as usize];
+                words(&[b"CONFIG", b"GET", name.as_bytes()])
+            }
             0..6 => {
                 let key = self.key(STRINGS);
                 let value = self.value("v", 100);
