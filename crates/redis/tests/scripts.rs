@@ -2709,3 +2709,96 @@ fn a_match_of_thirty_two_captures_comes_back_whole() {
         raised_on_line_one(refused, "unfinished capture")
     );
 }
+
+/// lua-cjson's settings functions, answered as redis-server 7.0.15 answers them (recorded
+/// with redis-cli), and kept for the VM's later scripts; `SCRIPT FLUSH` starts a VM afresh.
+#[test]
+fn cjson_settings_answer_and_last_as_in_redis() {
+    let mut node = Node::new(DB);
+    let cases: &[(&str, &[u8])] = &[
+        ("return {cjson.encode_max_depth()}", b"*1\r\n:1000\r\n"),
+        ("return {cjson.encode_max_depth(5)}", b"*1\r\n:5\r\n"),
+        ("return {cjson.decode_max_depth()}", b"*1\r\n:1000\r\n"),
+        ("return {cjson.encode_invalid_numbers()}", b"*1\r\n$-1\r\n"),
+        (
+            "return {cjson.encode_invalid_numbers(true)}",
+            b"*1\r\n:1\r\n",
+        ),
+        (
+            "return {cjson.encode_invalid_numbers('null')}",
+            b"*1\r\n$4\r\nnull\r\n",
+        ),
+        ("return cjson.encode({0/0})", b"$6\r\n[null]\r\n"),
+        (
+            "cjson.encode_invalid_numbers(true); return cjson.encode({0/0, 1/0, -1/0})",
+            b"$14\r\n[nan,inf,-inf]\r\n",
+        ),
+        ("return {cjson.encode_keep_buffer()}", b"*1\r\n:1\r\n"),
+        ("return {cjson.encode_keep_buffer(false)}", b"*1\r\n$-1\r\n"),
+        ("return {cjson.encode_number_precision()}", b"*1\r\n:14\r\n"),
+        (
+            "cjson.encode_number_precision(3); return cjson.encode({math.pi})",
+            b"$6\r\n[3.14]\r\n",
+        ),
+        (
+            "return {cjson.encode_sparse_array()}",
+            b"*3\r\n$-1\r\n:2\r\n:10\r\n",
+        ),
+        ("return {cjson.decode_invalid_numbers()}", b"*1\r\n:1\r\n"),
+        (
+            "return {cjson.encode_number_precision(14)}",
+            b"*1\r\n:14\r\n",
+        ),
+        // The depth set above (5) holds in this later script.
+        ("return cjson.encode({{{{{{1}}}}}})", b"-ERR"),
+    ];
+    for &(script, expected) in cases {
+        let got = node.cmd_bytes(&[b"EVAL", script.as_bytes(), b"0"]);
+        assert!(
+            got.starts_with(expected),
+            "{script}: {}",
+            String::from_utf8_lossy(&got)
+        );
+    }
+    let refusals = [
+        (
+            "cjson.encode_max_depth(0)",
+            "bad argument #1 to 'encode_max_depth' (expected integer between 1 and 1000)",
+        ),
+        (
+            "cjson.encode_max_depth('x')",
+            "bad argument #1 to 'encode_max_depth' (number expected, got string)",
+        ),
+        (
+            "cjson.encode_number_precision(15)",
+            "bad argument #1 to 'encode_number_precision' (expected integer between 1 and 14)",
+        ),
+        (
+            "cjson.encode_keep_buffer('maybe')",
+            "bad argument #1 to 'encode_keep_buffer' (invalid option 'maybe')",
+        ),
+        (
+            "cjson.encode_max_depth(1,2)",
+            "bad argument #2 to 'encode_max_depth' (found too many arguments)",
+        ),
+    ];
+    for (script, text) in refusals {
+        let got = error_text(&eval(&mut node, script, &[], &[]));
+        assert!(got.contains(text), "{script}: {got}");
+    }
+    // Invalid numbers refused on decode once asked (`NaN` is then no token at all, `-0x1`
+    // an invalid number).
+    let got = eval(
+        &mut node,
+        "cjson.decode_invalid_numbers(false); return cjson.decode('[NaN]')",
+        &[],
+        &[],
+    );
+    assert!(
+        error_text(&got).contains("Expected value but found invalid token at character 2"),
+        "{got:?}"
+    );
+    assert_eq!(node.s("SCRIPT FLUSH"), ok());
+    let got = node.cmd_bytes(&[b"EVAL", b"return {cjson.encode_max_depth()}", b"0"]);
+    assert_eq!(got, b"*1\r\n:1000\r\n");
+}

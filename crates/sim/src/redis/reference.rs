@@ -272,20 +272,7 @@ impl Reference {
     fn command(&mut self, words: &[Vec<u8>], now: u64, out: &mut Vec<u8>) -> Result<(), String> {
         let key = words[1].as_slice();
         match words[0].as_slice() {
-            b"SET" => {
-                let expire_at_ms = match words.get(3).map(Vec::as_slice) {
-                    Some(b"PX") => now + positive(&words[4]),
-                    None => 0,
-                    Some(other) => panic!("the workload's SET has no option {other:?}"),
-                };
-                let value = Value::String(words[2].clone());
-                let entry = Entry {
-                    value,
-                    expire_at_ms,
-                };
-                self.keys.insert(key.to_vec(), entry);
-                simple(out, "OK");
-            }
+            b"SET" => self.set(words, now, out),
             b"INCR" => self.add(key, 1, now, out)?,
             b"INCRBY" => self.add(key, integer_arg(&words[2]), now, out)?,
             b"DECRBY" => self.add(key, -integer_arg(&words[2]), now, out)?,
@@ -432,14 +419,31 @@ impl Reference {
                     }
                 }
             }
-            b"CONFIG" if words[1] == b"SET" => {
-                // The workload sets one of its parameters to a value in range.
-                self.params.insert(words[2].clone(), words[3].clone());
-                simple(out, "OK");
-            }
+            b"CONFIG" if words[1] == b"SET" => self.config_set(words, out),
             _ => return self.read_command(words, now, out),
         }
         Ok(())
+    }
+
+    /// `SET key value [PX ms]`.
+    fn set(&mut self, words: &[Vec<u8>], now: u64, out: &mut Vec<u8>) {
+        let expire_at_ms = match words.get(3).map(Vec::as_slice) {
+            Some(b"PX") => now + positive(&words[4]),
+            None => 0,
+            Some(other) => panic!("the workload's SET has no option {other:?}"),
+        };
+        let entry = Entry {
+            value: Value::String(words[2].clone()),
+            expire_at_ms,
+        };
+        self.keys.insert(words[1].clone(), entry);
+        simple(out, "OK");
+    }
+
+    /// `CONFIG SET name value`: the workload sets one of its parameters to a value in range.
+    fn config_set(&mut self, words: &[Vec<u8>], out: &mut Vec<u8>) {
+        self.params.insert(words[2].clone(), words[3].clone());
+        simple(out, "OK");
     }
 
     /// The value of parameter `name` (one of [`CONFIG_PARAMS`]).

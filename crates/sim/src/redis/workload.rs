@@ -373,16 +373,7 @@ impl Workload {
     /// One command of the mix (what a `MULTI` block queues too).
     fn command(&mut self) -> Vec<Vec<u8>> {
         match self.rng.below(82) {
-            // A parameter in the segment, which a failover or a restart must keep.
-            80 => {
-                let (name, _) = CONFIG_PARAMS[self.rng.below(CONFIG_PARAMS.len() as u64) as usize];
-                let value = self.number(0, 600);
-                words(&[b"CONFIG", b"SET", name.as_bytes(), &value])
-            }
-            81 => {
-                let (name, _) = CONFIG_PARAMS[self.rng.below(CONFIG_PARAMS.len() as u64) as usize];
-                words(&[b"CONFIG", b"GET", name.as_bytes()])
-            }
+            80..82 => self.config_command(),
             0..6 => {
                 let key = self.key(STRINGS);
                 let value = self.value("v", 100);
@@ -496,10 +487,7 @@ impl Workload {
                 }
                 command
             }
-            59..61 => {
-                let key = self.key(SETS);
-                words(&[b"SCARD", &key])
-            }
+            59..61 => words(&[b"SCARD", &self.key(SETS)]),
             61..65 => {
                 let key = self.key(ZSETS);
                 let score = self.number(-10, 30);
@@ -535,6 +523,18 @@ impl Workload {
                 let by = self.number(1, 10);
                 words(&[b"DECRBY", &key, &by])
             }
+        }
+    }
+
+    /// `CONFIG SET` or `CONFIG GET` of a parameter in the segment, which a failover or a
+    /// restart must keep.
+    fn config_command(&mut self) -> Vec<Vec<u8>> {
+        let (name, _) = CONFIG_PARAMS[self.rng.below(CONFIG_PARAMS.len() as u64) as usize];
+        if self.rng.percent(50) {
+            let value = self.number(0, 600);
+            words(&[b"CONFIG", b"SET", name.as_bytes(), &value])
+        } else {
+            words(&[b"CONFIG", b"GET", name.as_bytes()])
         }
     }
 

@@ -6,15 +6,62 @@
 //! 10 is "excessively sparse" and refused), any other table an object, an empty table `{}`;
 //! numbers print as `%.14g`; `/` is escaped as `\/`; JSON `null` decodes to `cjson.null`
 //! (a null light userdata); decode errors name the token and the character, as
-//! lua-cjson's do.
+//! lua-cjson's do. Its settings ([`Config`]: nesting bounds, invalid numbers, precision,
+//! sparse arrays) are the VM's, changed by `cjson.encode_max_depth` and its kin as a script
+//! calls them, and kept for the VM's later scripts, as in Redis.
 
-use mlua::{LightUserData, Lua, Table, Value};
+use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 
-/// Nesting lua-cjson accepts before refusing, both ways.
-const DEPTH_MAX: usize = 1000;
-/// Above this many elements, an array must be at least half full.
-const SPARSE_SAFE: f64 = 10.0;
-const SPARSE_RATIO: f64 = 2.0;
+/// Nesting lua-cjson accepts by default before refusing, both ways; tandem's bound on the
+/// settings too, since [`crate::SCRIPT_THREAD_STACK_BYTES`] is sized for it.
+pub const DEPTH_MAX: usize = 1000;
+
+/// What `cjson.encode` does with a NaN or an infinity (`encode_invalid_numbers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvalidNumbers {
+    /// Refuses it: Redis's default.
+    Refuse,
+    /// Writes `nan`, `inf`, `-inf`, which is not JSON.
+    Write,
+    /// Writes `null`.
+    Null,
+}
+
+/// lua-cjson's settings, with Redis's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub encode_max_depth: usize,
+    pub decode_max_depth: usize,
+    pub encode_invalid_numbers: InvalidNumbers,
+    /// Whether `decode` reads `NaN`, `Inf`, hexadecimal, a leading `+` or zero.
+    pub decode_invalid_numbers: bool,
+    /// Significant digits of an encoded number, 1 to 14.
+    pub encode_number_precision: usize,
+    /// Kept for `encode_keep_buffer` to answer: it changes no output.
+    pub encode_keep_buffer: bool,
+    /// An excessively sparse array is encoded as an object instead of refused.
+    pub encode_sparse_convert: bool,
+    /// An array whose greatest index exceeds its elements × this (0: never) and
+    /// `encode_sparse_safe` is excessively sparse.
+    pub encode_sparse_ratio: u32,
+    pub encode_sparse_safe: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            encode_max_depth: DEPTH_MAX,
+            decode_max_depth: DEPTH_MAX,
+            encode_invalid_numbers: InvalidNumbers::Refuse,
+            decode_invalid_numbers: true,
+            encode_number_precision: 14,
+            encode_keep_buffer: true,
+            encode_sparse_convert: false,
+            encode_sparse_ratio: 2,
+            encode_sparse_safe: 10,
+        }
+    }
+}
 
 /// `cjson.null`: a light userdata holding a null pointer.
 pub fn null() -> Value {
@@ -51,26 +98,235 @@ pub fn format_g(d: f64, precision: usize, out: &mut Vec<u8>) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Settings.
+
+/// The settings functions of the `cjson` table, each answering its setting after it read
+/// its arguments (none: only the answer).
+pub const SETTINGS: &[&str] = &[
+    "encode_max_depth",
+    "decode_max_depth",
+    "encode_invalid_numbers",
+    "decode_invalid_numbers",
+    "encode_number_precision",
+    "encode_keep_buffer",
+    "encode_sparse_array",
+];
+
+/// Runs settings function `name` (one of [`SETTINGS`]) with `args` on `config`, as
+/// lua_cjson.c's do: its answer, or the text of the argument error it raises.
+pub fn setting(
+    lua: &Lua,
+    name: &str,
+    args: &MultiValue,
+    config: &mut Config,
+) -> mlua::Result<Result<MultiValue, String>> {
+    let most = if name == "encode_sparse_array" { 3 } else { 1 };
+    if args.len() > most {
+        return Ok(Err(format!(
+            "bad argument #{} to '{name}' (found too many arguments)",
+            most + 1
+        )));
+    }
+    let arg = |at: usize| args.get(at).filter(|value| !value.is_nil());
+    let answer = |values: Vec<Value>| Ok(Ok(MultiValue::from_iter(values)));
+    let depth = |current: usize| integer_option(lua, name, arg(0), 1, DEPTH_MAX as i64, current);
+    let flag = |current: bool| -> mlua::Result<Result<bool, String>> {
+        let option = enum_option(lua, name, arg(0), &["off", "on"], usize::from(current))?;
+        Ok(option.map(|index| index == 1))
+    };
+    match name {
+        "encode_max_depth" => match depth(config.encode_max_depth)? {
+            Ok(n) => {
+                config.encode_max_depth = n;
+                answer(vec![Value::Integer(n as i64)])
+            }
+            Err(message) => Ok(Err(message)),
+        },
+        "decode_max_depth" => match depth(config.decode_max_depth)? {
+            Ok(n) => {
+                config.decode_max_depth = n;
+                answer(vec![Value::Integer(n as i64)])
+            }
+            Err(message) => Ok(Err(message)),
+        },
+        "encode_number_precision" => {
+            match integer_option(lua, name, arg(0), 1, 14, config.encode_number_precision)? {
+                Ok(n) => {
+                    config.encode_number_precision = n;
+                    answer(vec![Value::Integer(n as i64)])
+                }
+                Err(message) => Ok(Err(message)),
+            }
+        }
+        "encode_invalid_numbers" => {
+            let current = match config.encode_invalid_numbers {
+                InvalidNumbers::Refuse => 0,
+                InvalidNumbers::Write => 1,
+                InvalidNumbers::Null => 2,
+            };
+            match enum_option(lua, name, arg(0), &["off", "on", "null"], current)? {
+                Ok(2) => {
+                    config.encode_invalid_numbers = InvalidNumbers::Null;
+                    answer(vec![Value::String(lua.create_string("null")?)])
+                }
+                Ok(on) => {
+                    config.encode_invalid_numbers = if on == 1 {
+                        InvalidNumbers::Write
+                    } else {
+                        InvalidNumbers::Refuse
+                    };
+                    answer(vec![Value::Boolean(on == 1)])
+                }
+                Err(message) => Ok(Err(message)),
+            }
+        }
+        "decode_invalid_numbers" => match flag(config.decode_invalid_numbers)? {
+            Ok(on) => {
+                config.decode_invalid_numbers = on;
+                answer(vec![Value::Boolean(on)])
+            }
+            Err(message) => Ok(Err(message)),
+        },
+        "encode_keep_buffer" => match flag(config.encode_keep_buffer)? {
+            Ok(on) => {
+                config.encode_keep_buffer = on;
+                answer(vec![Value::Boolean(on)])
+            }
+            Err(message) => Ok(Err(message)),
+        },
+        "encode_sparse_array" => sparse_array(lua, args, config),
+        other => unreachable!("cjson has no setting {other}"),
+    }
+}
+
+/// `encode_sparse_array([convert [, ratio [, safe]]])`.
+fn sparse_array(
+    lua: &Lua,
+    args: &MultiValue,
+    config: &mut Config,
+) -> mlua::Result<Result<MultiValue, String>> {
+    let name = "encode_sparse_array";
+    let arg = |at: usize| args.get(at).filter(|value| !value.is_nil());
+    let current = usize::from(config.encode_sparse_convert);
+    let convert = match enum_option(lua, name, arg(0), &["off", "on"], current)? {
+        Ok(convert) => convert == 1,
+        Err(message) => return Ok(Err(message)),
+    };
+    let int_max = i64::from(i32::MAX);
+    let ratio = config.encode_sparse_ratio as usize;
+    let ratio = match integer_option(lua, name, arg(1), 0, int_max, ratio)? {
+        Ok(ratio) => ratio,
+        Err(message) => return Ok(Err(message.replacen("#1", "#2", 1))),
+    };
+    let safe = config.encode_sparse_safe as usize;
+    let safe = match integer_option(lua, name, arg(2), 0, int_max, safe)? {
+        Ok(safe) => safe,
+        Err(message) => return Ok(Err(message.replacen("#1", "#3", 1))),
+    };
+    config.encode_sparse_convert = convert;
+    config.encode_sparse_ratio = u32::try_from(ratio).expect("checked against INT_MAX");
+    config.encode_sparse_safe = u32::try_from(safe).expect("checked against INT_MAX");
+    Ok(Ok(MultiValue::from_iter([
+        Value::Boolean(convert),
+        Value::Integer(ratio as i64),
+        Value::Integer(safe as i64),
+    ])))
+}
+
+/// lua-cjson's `json_integer_option`: `value` (a number, or a string that reads as one) if
+/// given, within `min..=max`, else `current`.
+fn integer_option(
+    lua: &Lua,
+    name: &str,
+    value: Option<&Value>,
+    min: i64,
+    max: i64,
+    current: usize,
+) -> mlua::Result<Result<usize, String>> {
+    let Some(value) = value else {
+        return Ok(Ok(current));
+    };
+    let Some(n) = lua.coerce_number(value.clone())? else {
+        return Ok(Err(format!(
+            "bad argument #1 to '{name}' (number expected, got {})",
+            type_name(value)
+        )));
+    };
+    // Lua 5.1's lua_tointeger truncates toward zero.
+    let n = n.trunc();
+    if !(min as f64..=max as f64).contains(&n) {
+        return Ok(Err(format!(
+            "bad argument #1 to '{name}' (expected integer between {min} and {max})"
+        )));
+    }
+    Ok(Ok(n as usize))
+}
+
+/// lua-cjson's `json_enum_option`: a boolean (false is option 0, true option 1) or the name
+/// of one of `options`, if given, else `current`.
+fn enum_option(
+    lua: &Lua,
+    name: &str,
+    value: Option<&Value>,
+    options: &[&str],
+    current: usize,
+) -> mlua::Result<Result<usize, String>> {
+    let Some(value) = value else {
+        return Ok(Ok(current));
+    };
+    if let Value::Boolean(on) = value {
+        return Ok(Ok(usize::from(*on)));
+    }
+    let Some(text) = lua.coerce_string(value.clone())? else {
+        return Ok(Err(format!(
+            "bad argument #1 to '{name}' (string expected, got {})",
+            type_name(value)
+        )));
+    };
+    let text = text.as_bytes();
+    match options
+        .iter()
+        .position(|option| option.as_bytes() == &text[..])
+    {
+        Some(index) => Ok(Ok(index)),
+        None => Ok(Err(format!(
+            "bad argument #1 to '{name}' (invalid option '{}')",
+            String::from_utf8_lossy(&text)
+        ))),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Encoding.
 
-/// `cjson.encode(value)`: the JSON text, or lua-cjson's error message.
-pub fn encode(value: &Value) -> mlua::Result<Result<Vec<u8>, String>> {
+/// `cjson.encode(value)` under `config`: the JSON text, or lua-cjson's error message.
+pub fn encode(value: &Value, config: &Config) -> mlua::Result<Result<Vec<u8>, String>> {
     let mut out = Vec::new();
-    Ok(append_value(value, 0, &mut out)?.map(|()| out))
+    Ok(append_value(value, 0, config, &mut out)?.map(|()| out))
 }
 
 fn type_name(value: &Value) -> &'static str {
     super::bit::lua_type_name(value)
 }
 
-fn append_number(value: &Value, n: f64, out: &mut Vec<u8>) -> Result<(), String> {
+fn append_number(value: &Value, n: f64, config: &Config, out: &mut Vec<u8>) -> Result<(), String> {
     if !n.is_finite() {
-        return Err(format!(
-            "Cannot serialise {}: must not be NaN or Inf",
-            type_name(value)
-        ));
+        match config.encode_invalid_numbers {
+            InvalidNumbers::Refuse => {
+                return Err(format!(
+                    "Cannot serialise {}: must not be NaN or Inf",
+                    type_name(value)
+                ));
+            }
+            InvalidNumbers::Null => out.extend_from_slice(b"null"),
+            // As C's printf writes them.
+            InvalidNumbers::Write if n.is_nan() => out.extend_from_slice(b"nan"),
+            InvalidNumbers::Write if n > 0.0 => out.extend_from_slice(b"inf"),
+            InvalidNumbers::Write => out.extend_from_slice(b"-inf"),
+        }
+        return Ok(());
     }
-    format_g(n, 14, out);
+    format_g(n, config.encode_number_precision, out);
     Ok(())
 }
 
@@ -96,17 +352,18 @@ fn append_string(bytes: &[u8], out: &mut Vec<u8>) {
 fn append_value(
     value: &Value,
     depth: usize,
+    config: &Config,
     out: &mut Vec<u8>,
 ) -> mlua::Result<Result<(), String>> {
     match value {
         Value::String(s) => append_string(&s.as_bytes(), out),
-        Value::Integer(i) => return Ok(append_number(value, *i as f64, out)),
-        Value::Number(n) => return Ok(append_number(value, *n, out)),
+        Value::Integer(i) => return Ok(append_number(value, *i as f64, config, out)),
+        Value::Number(n) => return Ok(append_number(value, *n, config, out)),
         Value::Boolean(true) => out.extend_from_slice(b"true"),
         Value::Boolean(false) => out.extend_from_slice(b"false"),
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(pointer) if pointer.0.is_null() => out.extend_from_slice(b"null"),
-        Value::Table(table) => return append_table(table, depth + 1, out),
+        Value::Table(table) => return append_table(table, depth + 1, config, out),
         other => {
             return Ok(Err(format!(
                 "Cannot serialise {}: type not supported",
@@ -118,7 +375,7 @@ fn append_value(
 }
 
 /// The length of `table` as an array, or `None` for an object (lua_array_length).
-fn array_length(table: &Table) -> mlua::Result<Result<Option<usize>, String>> {
+fn array_length(table: &Table, config: &Config) -> mlua::Result<Result<Option<usize>, String>> {
     let mut max = 0.0f64;
     let mut items = 0.0f64;
     for pair in table.pairs::<Value, Value>() {
@@ -134,7 +391,11 @@ fn array_length(table: &Table) -> mlua::Result<Result<Option<usize>, String>> {
         max = max.max(k);
         items += 1.0;
     }
-    if max > items * SPARSE_RATIO && max > SPARSE_SAFE {
+    let ratio = f64::from(config.encode_sparse_ratio);
+    if ratio > 0.0 && max > items * ratio && max > f64::from(config.encode_sparse_safe) {
+        if config.encode_sparse_convert {
+            return Ok(Ok(None));
+        }
         return Ok(Err(
             "Cannot serialise table: excessively sparse array".to_string()
         ));
@@ -145,14 +406,15 @@ fn array_length(table: &Table) -> mlua::Result<Result<Option<usize>, String>> {
 fn append_table(
     table: &Table,
     depth: usize,
+    config: &Config,
     out: &mut Vec<u8>,
 ) -> mlua::Result<Result<(), String>> {
-    if depth > DEPTH_MAX {
+    if depth > config.encode_max_depth {
         return Ok(Err(format!(
             "Cannot serialise, excessive nesting ({depth})"
         )));
     }
-    let length = match array_length(table)? {
+    let length = match array_length(table, config)? {
         Ok(length) => length,
         Err(message) => return Ok(Err(message)),
     };
@@ -163,7 +425,7 @@ fn append_table(
                 out.push(b',');
             }
             let element: Value = table.raw_get(index)?;
-            if let Err(message) = append_value(&element, depth, out)? {
+            if let Err(message) = append_value(&element, depth, config, out)? {
                 return Ok(Err(message));
             }
         }
@@ -186,7 +448,7 @@ fn append_table(
                     Value::Number(n) => n,
                     _ => unreachable!("matched a number"),
                 };
-                if let Err(message) = append_number(&key, n, out) {
+                if let Err(message) = append_number(&key, n, config, out) {
                     return Ok(Err(message));
                 }
                 out.extend_from_slice(b"\":");
@@ -202,7 +464,7 @@ fn append_table(
                 )));
             }
         }
-        if let Err(message) = append_value(&element, depth, out)? {
+        if let Err(message) = append_value(&element, depth, config, out)? {
             return Ok(Err(message));
         }
     }
@@ -263,10 +525,11 @@ struct Parser<'j> {
     data: &'j [u8],
     at: usize,
     depth: usize,
+    config: &'j Config,
 }
 
-/// `cjson.decode(text)`: the value, or lua-cjson's error message.
-pub fn decode(lua: &Lua, text: &[u8]) -> mlua::Result<Result<Value, String>> {
+/// `cjson.decode(text)` under `config`: the value, or lua-cjson's error message.
+pub fn decode(lua: &Lua, text: &[u8], config: &Config) -> mlua::Result<Result<Value, String>> {
     if text.len() >= 2 && (text[0] == 0 || text[1] == 0) {
         return Ok(Err(
             "JSON parser does not support UTF-16 or UTF-32".to_string()
@@ -277,6 +540,7 @@ pub fn decode(lua: &Lua, text: &[u8]) -> mlua::Result<Result<Value, String>> {
         data: &text[..end],
         at: 0,
         depth: 0,
+        config,
     };
     let token = parser.next_token();
     let value = match parser.value(lua, token)? {
@@ -335,7 +599,12 @@ impl Parser<'_> {
         match self.peek(0) {
             0 => self.token(TokenKind::End, index),
             b'"' => self.string_token(),
-            b'-' | b'0'..=b'9' | b'+' => self.number_token(),
+            b'-' | b'0'..=b'9'
+                if !self.config.decode_invalid_numbers && is_invalid_number(rest) =>
+            {
+                self.token(TokenKind::Error("invalid number"), index)
+            }
+            b'-' | b'0'..=b'9' => self.number_token(),
             b't' if rest.starts_with(b"true") => {
                 self.at += 4;
                 let mut token = self.token(TokenKind::Boolean, index);
@@ -350,11 +619,8 @@ impl Parser<'_> {
                 self.at += 4;
                 self.token(TokenKind::Null, index)
             }
-            b'i' | b'I' | b'n' | b'N'
-                if rest.len() >= 3
-                    && (rest[..3].eq_ignore_ascii_case(b"inf")
-                        || rest[..3].eq_ignore_ascii_case(b"nan")) =>
-            {
+            // What only lua-cjson's invalid numbers start with (`+`, `inf`, `nan`).
+            _ if self.config.decode_invalid_numbers && is_invalid_number(rest) => {
                 self.number_token()
             }
             _ => self.token(TokenKind::Error("invalid token"), index),
@@ -473,7 +739,7 @@ impl Parser<'_> {
 
     fn descend(&mut self) -> Result<(), String> {
         self.depth += 1;
-        if self.depth > DEPTH_MAX {
+        if self.depth > self.config.decode_max_depth {
             return Err(format!(
                 "Found too many nested data structures ({}) at character {}",
                 self.depth, self.at
@@ -556,6 +822,26 @@ impl Parser<'_> {
             token = self.next_token();
         }
         unreachable!("the loop returns")
+    }
+}
+
+/// Whether the number at the start of `text` is one only `decode_invalid_numbers` reads
+/// (lua-cjson's `json_is_invalid_number`): a leading `+`, hexadecimal, a leading zero before a
+/// digit, `inf` or `nan`.
+fn is_invalid_number(text: &[u8]) -> bool {
+    let rest = match text {
+        [b'+', ..] => return true,
+        [b'-', rest @ ..] => rest,
+        rest => rest,
+    };
+    match rest {
+        [b'0', next, ..] => next | 0x20 == b'x' || next.is_ascii_digit(),
+        [first, ..] if *first <= b'9' => false,
+        _ => {
+            rest.len() >= 3
+                && (rest[..3].eq_ignore_ascii_case(b"inf")
+                    || rest[..3].eq_ignore_ascii_case(b"nan"))
+        }
     }
 }
 

@@ -302,10 +302,12 @@ impl ScriptEngine {
         &self.watch
     }
 
-    /// Drops every compiled function (`SCRIPT FLUSH`).
+    /// Drops every compiled function and puts `cjson`'s settings back to their defaults
+    /// (`SCRIPT FLUSH`, after which Redis starts a new VM).
     pub fn forget_compiled(&mut self) {
         if let Some(vm) = &mut self.vm {
             vm.compiled.clear();
+            vm.lua.set_app_data(cjson::Config::default());
             let _ = vm.lua.gc_collect();
         }
     }
@@ -558,9 +560,23 @@ impl Vm {
         Ok(redis)
     }
 
-    /// The `cjson` table: `encode`, `decode` (depth-bounded) and `null`.
+    /// The `cjson` table: `encode`, `decode` (depth-bounded), `null`, and the settings
+    /// functions, whose [`cjson::Config`] the VM keeps as app data.
     fn cjson_library(lua: &Lua) -> mlua::Result<Table> {
+        lua.set_app_data(cjson::Config::default());
         let cjson_table = lua.create_table()?;
+        for &name in cjson::SETTINGS {
+            cjson_table.set(
+                name,
+                lua.create_function(move |lua, args: MultiValue| {
+                    let mut config = lua.app_data_mut::<cjson::Config>().expect("set above");
+                    match cjson::setting(lua, name, &args, &mut config)? {
+                        Ok(answer) => Ok(answer),
+                        Err(message) => Err(raised(lua, &message)),
+                    }
+                })?,
+            )?;
+        }
         cjson_table.set(
             "encode",
             lua.create_function(|lua, args: MultiValue| {
@@ -570,7 +586,10 @@ impl Vm {
                         "bad argument #1 to 'encode' (expected 1 argument)",
                     ));
                 }
-                match cjson::encode(&args[0])? {
+                let config = *lua
+                    .app_data_ref::<cjson::Config>()
+                    .expect("set with the table");
+                match cjson::encode(&args[0], &config)? {
                     Ok(text) => lua.create_string(text),
                     Err(message) => Err(raised(lua, &message)),
                 }
@@ -598,7 +617,10 @@ impl Vm {
                         return Err(raised(lua, &message));
                     }
                 };
-                match cjson::decode(lua, &text)? {
+                let config = *lua
+                    .app_data_ref::<cjson::Config>()
+                    .expect("set with the table");
+                match cjson::decode(lua, &text, &config)? {
                     Ok(value) => Ok(value),
                     Err(message) => Err(raised(lua, &message)),
                 }
