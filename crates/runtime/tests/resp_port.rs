@@ -790,11 +790,18 @@ fn a_busy_script_gets_others_busy_and_script_kill_stops_it_and_undoes_its_writes
         "MULTI runs while a script is busy, as in Redis"
     );
     assert_eq!(other.reply(), busy);
-    // The refused command fails the block.
-    other.send(&[&[b"EXEC"]]);
-    assert!(
-        matches!(other.reply(), Value::Error(text) if text.starts_with(b"BUSY")),
-        "EXEC is refused while busy"
+    // EXEC refused while busy discards the block, as Redis's rejectCommand: the connection
+    // is out of MULTI (its PING is refused as busy, not queued).
+    other.send(&[&[b"EXEC"], &[b"PING"]]);
+    let execabort = format!(
+        "EXECABORT Transaction discarded because of: {}",
+        tandem_redis::session::BUSY
+    );
+    assert_eq!(other.reply(), Value::Error(execabort.into_bytes()));
+    assert_eq!(
+        other.reply(),
+        busy,
+        "out of MULTI: PING is answered, not queued"
     );
 
     let mut killer = Conn::open(address);
@@ -816,6 +823,34 @@ fn a_busy_script_gets_others_busy_and_script_kill_stops_it_and_undoes_its_writes
         Value::Error(b"NOTBUSY No scripts in execution right now.".to_vec())
     );
     assert_eq!(killer.reply(), bulk("0"));
+}
+
+/// `CONFIG SET busy-reply-threshold` gives the database a threshold of its own, which the
+/// node's next script runs under instead of its configuration's.
+#[test]
+fn the_databases_busy_threshold_holds_over_the_nodes() {
+    let (address, _, scripts) = launch("127.0.0.1:0", None, ClientLimits::default(), |config| {
+        // Far beyond the test: only the database's threshold can make the node busy.
+        config.tuning.busy_reply_threshold_ms = 3_600_000;
+    });
+    let mut writer = Conn::open(address);
+    writer.send(&[&[b"CONFIG", b"SET", b"lua-time-limit", b"50"]]);
+    assert_eq!(writer.reply(), ok());
+    writer.send(&[&[b"CONFIG", b"GET", b"busy-reply-threshold"]]);
+    assert_eq!(
+        writer.reply(),
+        Value::Array(vec![bulk("busy-reply-threshold"), bulk("50")])
+    );
+    let script: &[u8] = b"local s = string.rep('x', 100000) while true do local u = s:upper() end";
+    writer.send(&[&[b"EVAL", script, b"0"]]);
+    wait_until_busy(&scripts);
+    let mut killer = Conn::open(address);
+    killer.send(&[&[b"SCRIPT", b"KILL"]]);
+    assert_eq!(killer.reply(), ok());
+    assert!(
+        matches!(writer.reply(), Value::Error(_)),
+        "the killed script fails"
+    );
 }
 
 /// A client stub's connection to the native port, past the handshake: it sends Redis commands
