@@ -16,6 +16,15 @@
 //! ([`Beats::note_ack`]); the beat thread writes through each connection's [`PeerOut`] lock,
 //! the one the node's thread writes through, so frames never interleave and a sealed link's
 //! sequence holds.
+//!
+//! The beat waits on nothing an ordinary thread can hold for long. It takes two locks the
+//! node's thread takes too, what is published and each link's [`PeerOut`], and both are
+//! [`PiMutex`]es: while the beat waits for one, the node's thread holding it runs at the
+//! beat's real-time priority, so a machine busy with ordinary threads cannot keep it
+//! preempted mid-write, and the beat waits only for the rest of a seal or a write. (The
+//! kernel boosts only for a real-time waiter: under the nice −20 fallback, the beat waits
+//! as any thread would.) The rest is the beat's own or lock-free: the `turns` lock no other
+//! thread takes, the turn count and the stuck verdict (atomics), the script watch (atomics).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,8 +48,15 @@ pub(super) enum Beat {
     Ack,
 }
 
+/// A lock the node's thread shares with the beat thread: a Linux priority-inheritance futex
+/// (`FUTEX_LOCK_PI`), so that a holder the beat waits for runs at the beat's priority until
+/// it lets go (see the module). Untaken, it costs what `std`'s mutex does: a compare-and-swap
+/// to take it and one to let go. It does not poison: a node thread that panics ends the
+/// process.
+pub(super) type PiMutex<T> = priority_inheriting_lock::PriorityInheritingLock<T>;
+
 /// A link the beat speaks on: (peer, the connection's number, what it sends, the write side).
-pub(super) type BeatLink = (NodeId, u64, Beat, Arc<Mutex<PeerOut>>);
+pub(super) type BeatLink = (NodeId, u64, Beat, Arc<PiMutex<PeerOut>>);
 
 /// What the node's thread publishes for the beat.
 #[derive(Default)]
@@ -58,13 +74,15 @@ struct Turns {
 
 /// What the node's thread shares with the beat thread.
 pub(super) struct Beats {
-    published: Mutex<Published>,
+    /// Taken by the node's thread when its links change and for each ack a backup role sends.
+    published: PiMutex<Published>,
     progress: Arc<Progress>,
     /// Scripts under way: a backup role's read may run one for as long as its limits let it.
     watch: Option<Arc<CallWatch>>,
     interval: Duration,
     /// A node thread that began no turn for this long, with no script running, is stuck.
     stall: Duration,
+    /// The beat thread's alone (it needs `&self`).
     turns: Mutex<Turns>,
 }
 
@@ -94,7 +112,7 @@ impl Beats {
         watch: Option<Arc<CallWatch>>,
     ) -> Beats {
         Beats {
-            published: Mutex::new(Published::default()),
+            published: PiMutex::new(Published::default()),
             turns: Mutex::new(Turns {
                 seen: progress.turns(),
                 moved_at: Instant::now(),
@@ -109,7 +127,7 @@ impl Beats {
     /// The links the node's roles hold now. The node's thread calls it only when they
     /// changed.
     pub(super) fn publish(&self, links: Vec<BeatLink>) {
-        let mut published = self.published.lock().expect("not poisoned");
+        let mut published = self.published.lock();
         if !links.iter().any(|link| link.2 == Beat::Ack) {
             published.last_ack = None;
         }
@@ -119,14 +137,14 @@ impl Beats {
     /// The backup role sent its primary `ack`.
     pub(super) fn note_ack(&self, ack: &Message) {
         if let Message::Ack { .. } = ack {
-            self.published.lock().expect("not poisoned").last_ack = Some(ack.clone());
+            self.published.lock().last_ack = Some(ack.clone());
         }
     }
 
     /// Runs the beat until the process stops, at a raised priority where the system lets it.
     pub(super) fn run(self: Arc<Beats>) {
         match raise_priority() {
-            Ok(how) => tracing::info!("the beat thread runs {how}"),
+            Ok(raised) => tracing::info!("the beat thread runs {}", raised.words()),
             Err(err) => tracing::warn!(
                 "the beat thread runs at the node's priority: the system refused a higher one \
                  ({err}); a busy machine may delay a primary's pulses (give the process \
@@ -160,12 +178,12 @@ impl Beats {
 
     /// Speaks on every link silent for an interval; returns how long until one may be due.
     fn beat_once(&self, now: Instant, frame: &mut Vec<u8>) -> Duration {
-        let published = self.published.lock().expect("not poisoned");
+        let published = self.published.lock();
         let primary_stuck = self.progress.is_stuck();
         let backup_stuck = self.backup_stuck(now);
         let mut next = self.interval;
         for (_, _, beat, out) in &published.links {
-            let mut out = out.lock().expect("not poisoned");
+            let mut out = out.lock();
             let silent = now.saturating_duration_since(out.queued_at);
             if silent < self.interval {
                 next = next.min(self.interval - silent);
@@ -213,10 +231,28 @@ fn beat_interval(tuning: &crate::config::Tuning) -> Duration {
     Duration::from_micros(heartbeat_us.max(quarter_suspect_us))
 }
 
+/// The priority the beat thread got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Raised {
+    /// `SCHED_FIFO` 1: ahead of every ordinary thread, and lent to a lock's holder it waits for.
+    RealTime,
+    /// nice −20: the system refused a real-time priority.
+    HighestOrdinary,
+}
+
+impl Raised {
+    fn words(self) -> &'static str {
+        match self {
+            Raised::RealTime => "at real-time priority (SCHED_FIFO 1)",
+            Raised::HighestOrdinary => "at the highest ordinary priority (nice -20)",
+        }
+    }
+}
+
 /// Puts the calling thread ahead of every ordinary thread: the lowest real-time priority
 /// (`SCHED_FIFO` 1), or failing that the highest ordinary one (nice −20). The beat sleeps
 /// almost always and works for microseconds when it wakes, so it cannot starve the machine.
-fn raise_priority() -> Result<&'static str, thread_priority::Error> {
+fn raise_priority() -> Result<Raised, thread_priority::Error> {
     use thread_priority::{
         NormalThreadSchedulePolicy, RealtimeThreadSchedulePolicy, ThreadPriority,
         ThreadSchedulePolicy, set_thread_priority_and_policy, thread_native_id,
@@ -224,11 +260,11 @@ fn raise_priority() -> Result<&'static str, thread_priority::Error> {
     let me = thread_native_id();
     let fifo = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
     if set_thread_priority_and_policy(me, ThreadPriority::Min, fifo).is_ok() {
-        return Ok("at real-time priority (SCHED_FIFO 1)");
+        return Ok(Raised::RealTime);
     }
     let normal = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Other);
     set_thread_priority_and_policy(me, ThreadPriority::Max, normal)?;
-    Ok("at the highest ordinary priority (nice -20)")
+    Ok(Raised::HighestOrdinary)
 }
 
 #[cfg(test)]
@@ -250,7 +286,7 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(1);
         let out = PeerOut::plain(primary, now - silent);
         let beats = test_beats();
-        let link = (2, 1, Beat::Pulse { view: 7 }, Arc::new(Mutex::new(out)));
+        let link = (2, 1, Beat::Pulse { view: 7 }, Arc::new(PiMutex::new(out)));
         beats.publish(vec![link]);
         (beats, backup, now)
     }
@@ -326,7 +362,7 @@ mod tests {
         // Within the stall allowance of the beat's making.
         let now = Instant::now() + Duration::from_millis(100);
         let out = PeerOut::plain(backup, now - silent);
-        beats.publish(vec![(1, 1, Beat::Ack, Arc::new(Mutex::new(out)))]);
+        beats.publish(vec![(1, 1, Beat::Ack, Arc::new(PiMutex::new(out)))]);
         (beats, primary, now)
     }
 
@@ -364,6 +400,100 @@ mod tests {
         // A turn begins: the backup speaks again.
         beats.progress.turn();
         beats.beat_once(later, &mut frame);
+        assert_eq!(received(&mut primary), [ack(0)]);
+    }
+
+    /// The calling thread's scheduling priority now, as the kernel runs it (a lock's boost
+    /// included): field 18 of its `/proc` stat, 0 to 39 for an ordinary thread (20 + nice),
+    /// below 0 for a real-time one.
+    fn priority_now() -> i64 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // The thread's name, in parentheses, may hold spaces: count the fields after it.
+        let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+        after_name
+            .split_whitespace()
+            .nth(15)
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    /// The calling thread, of ordinary priority, holds `guard` (a lock the beat takes) as a
+    /// node thread preempted mid-write would, while a beat thread at real-time priority runs
+    /// `beats.beat_once(now)`. Says whether the holder was seen running at a real-time
+    /// priority before it let go (it lets go once it is, or after ten seconds of looking),
+    /// or `None` if the system refuses the beat a real-time priority (nothing to lend). The
+    /// beat has spoken when this returns.
+    fn holder_raised_while_the_beat_waits<G>(
+        beats: &Beats,
+        now: Instant,
+        guard: G,
+    ) -> Option<bool> {
+        assert!(
+            priority_now() >= 0,
+            "the holder starts at an ordinary priority"
+        );
+        let (raised_tx, raised_rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let raised = raise_priority();
+                raised_tx
+                    .send(matches!(raised, Ok(Raised::RealTime)))
+                    .unwrap();
+                beats.beat_once(now, &mut Vec::new());
+            });
+            let real_time = raised_rx.recv().unwrap();
+            let mut seen_raised = false;
+            for _ in 0..10_000 {
+                if !real_time || priority_now() < 0 {
+                    seen_raised = real_time;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(guard);
+            real_time.then_some(seen_raised)
+        })
+    }
+
+    #[test]
+    fn a_node_thread_holding_the_link_runs_at_the_beats_priority_until_the_pulse_is_out() {
+        let (beats, mut backup, now) = beat_with_link(Duration::from_millis(10));
+        let out = Arc::clone(&beats.published.lock().links[0].3);
+        // The node's thread, stopped mid-write: its frame is sealed, not yet written.
+        let mut guard = out.lock();
+        let mut frame = Vec::new();
+        encode_peer(&mut frame, &Message::Pulse { view: 6 });
+        guard.frames(&frame).unwrap();
+        let Some(raised) = holder_raised_while_the_beat_waits(&beats, now, guard) else {
+            eprintln!("skipped: the system refuses real-time priority");
+            return;
+        };
+        assert!(
+            raised,
+            "the holder of the link's lock kept its ordinary priority"
+        );
+        // Both frames whole and in order: the node's, then the beat's.
+        assert_eq!(
+            received(&mut backup),
+            [Message::Pulse { view: 6 }, Message::Pulse { view: 7 }]
+        );
+    }
+
+    #[test]
+    fn a_node_thread_noting_an_ack_runs_at_the_beats_priority_until_the_ack_is_repeated() {
+        let (beats, mut primary, now) = backup_beat(Duration::from_millis(10));
+        // The node's thread, stopped in `note_ack`.
+        let mut published = beats.published.lock();
+        published.last_ack = Some(ack(17));
+        let Some(raised) = holder_raised_while_the_beat_waits(&beats, now, published) else {
+            eprintln!("skipped: the system refuses real-time priority");
+            return;
+        };
+        assert!(
+            raised,
+            "the holder of what is published kept its ordinary priority"
+        );
         assert_eq!(received(&mut primary), [ack(0)]);
     }
 

@@ -16,15 +16,16 @@
 //!
 //! Frames leave through the connection's [`PeerOut`]: sealed into its buffer under its lock,
 //! then written without blocking at the end of the node's pass (or when the socket drains).
-//! The beat thread writes through the same lock. A connection that ends is reported once,
-//! with whether the peer's side ended it (its process may have died: the node hears of it at
-//! once).
+//! The beat thread writes through the same lock, which lends the beat's priority to the
+//! node's thread while the beat waits for it ([`PiMutex`]). A connection that ends is
+//! reported once, with whether the peer's side ended it (its process may have died: the node
+//! hears of it at once).
 
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
@@ -36,6 +37,7 @@ use tandem_wire::{
     encode_peer, encode_welcome,
 };
 
+use super::beat::PiMutex;
 use super::{NodeTx, ToNode, brief};
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
@@ -162,7 +164,7 @@ enum Ended {
 struct PeerConn {
     stream: TcpStream,
     buffer: FrameBuffer,
-    out: Arc<Mutex<PeerOut>>,
+    out: Arc<PiMutex<PeerOut>>,
     /// Numbers the connections, so that the beat thread's list follows a replacement.
     number: u64,
     /// This node's asks for a link, not answered yet.
@@ -327,7 +329,7 @@ impl Peers {
     }
 
     /// The write side of `peer`'s connection and the connection's number, if it has one.
-    pub(super) fn out_of(&self, peer: NodeId) -> Option<(u64, Arc<Mutex<PeerOut>>)> {
+    pub(super) fn out_of(&self, peer: NodeId) -> Option<(u64, Arc<PiMutex<PeerOut>>)> {
         self.conns
             .get(&peer)
             .map(|conn| (conn.number, Arc::clone(&conn.out)))
@@ -384,7 +386,7 @@ impl Peers {
         let conn = PeerConn {
             stream,
             buffer,
-            out: Arc::new(Mutex::new(out)),
+            out: Arc::new(PiMutex::new(out)),
             number: self.conns_opened,
             asks_unanswered: 0,
             told_receiving: None,
@@ -442,7 +444,7 @@ impl Peers {
         let Some(conn) = self.conns.get(&peer) else {
             return;
         };
-        let mut out = conn.out.lock().expect("not poisoned");
+        let mut out = conn.out.lock();
         let queued = if let Message::Batch(bytes) = message {
             tandem_wire::encode_batch_frame_header(&mut self.frame, bytes.len());
             out.batch(&self.frame, bytes)
@@ -492,7 +494,7 @@ impl Peers {
         let Some(conn) = self.conns.get(&peer) else {
             return false;
         };
-        let queued = conn.out.lock().expect("not poisoned").frames(&self.frame);
+        let queued = conn.out.lock().frames(&self.frame);
         if let Err(err) = queued {
             self.close(peer, Ended::Here(ConnError::Io(err)));
             return false;
@@ -509,7 +511,7 @@ impl Peers {
             if peer.is_some_and(|peer| peer != node) {
                 continue;
             }
-            let mut out = conn.out.lock().expect("not poisoned");
+            let mut out = conn.out.lock();
             if out.unsent() == 0 {
                 continue;
             }
@@ -667,7 +669,7 @@ mod tests {
         let conn = PeerConn {
             stream,
             buffer: FrameBuffer::new(tandem_wire::MAX_FRAME_LEN_DEFAULT),
-            out: Arc::new(Mutex::new(out)),
+            out: Arc::new(PiMutex::new(out)),
             number: 1,
             asks_unanswered: 0,
             told_receiving: None,
@@ -798,7 +800,7 @@ mod tests {
     #[test]
     fn what_the_socket_cannot_take_waits_and_leaves_in_order() {
         let (conn, mut peer) = pair();
-        let mut out = conn.out.lock().unwrap();
+        let mut out = conn.out.lock();
         // More than the socket buffers hold with nobody reading.
         let chunk = vec![5u8; 1 << 20];
         for _ in 0..64 {
