@@ -364,6 +364,7 @@ impl DataModel for RedisModel {
         self.layout.check_expiry_index(segment)?;
         self.layout.check_keys_unique(segment)?;
         crate::cmd::functions::check(segment, &self.layout)?;
+        self.layout.params.check(segment)?;
         DedupTable::for_segment_len(segment.len()).check(segment)
     }
 

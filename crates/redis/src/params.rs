@@ -253,6 +253,28 @@ impl Params {
         set_word(txn, self.at + param.slot * 8, word);
     }
 
+    /// Checks that every parameter's word is one `CONFIG SET` could have written: in its
+    /// range, one of its choices, known flags (or `busy-reply-threshold` never set).
+    pub fn check(&self, mem: &impl Mem) -> Result<(), tandem_store::Inconsistency> {
+        for param in PARAMS {
+            let word = self.get(mem, param);
+            let valid = match param.kind {
+                _ if *param == BUSY_REPLY_THRESHOLD && word == BUSY_REPLY_THRESHOLD_UNSET => true,
+                ParamKind::Integer { min, max } => (min..=max).contains(&(word as i64)),
+                ParamKind::Memory { max } => (0..=max).contains(&(word as i64)),
+                ParamKind::Choice(names) => word < names.len() as u64,
+                ParamKind::KeyspaceEvents => word >> KEYSPACE_EVENT_CLASSES.len() == 0,
+            };
+            if !valid {
+                return Err(tandem_store::Inconsistency {
+                    check: "every run-time parameter holds a value CONFIG SET takes",
+                    detail: format!("{} holds the word {word}", param.name),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The encoding thresholds as they stand.
     pub fn thresholds(&self, mem: &impl Mem) -> Thresholds {
         let size = |param: &Param| usize::try_from(self.get(mem, param)).unwrap_or(usize::MAX);

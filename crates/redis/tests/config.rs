@@ -344,3 +344,27 @@ fn a_long_value_overwritten_in_the_same_hset_still_converts() {
     assert_eq!(node.s("HSET h2 f v"), Value::Integer(1));
     assert_eq!(node.s("OBJECT ENCODING h2"), bulk("listpack"));
 }
+
+/// The model's check holds every parameter to a value `CONFIG SET` takes: a word written
+/// around it (a choice out of range) is reported.
+#[test]
+fn the_check_refuses_a_parameter_no_config_set_writes() {
+    let mut node = Node::new(DB);
+    assert_eq!(node.s("CONFIG SET maxmemory-policy noeviction"), ok());
+    let model = RedisModel::new(DB).unwrap();
+    assert!(model.check(&node.replica).is_ok());
+    let policy = tandem_redis::params::MAXMEMORY_POLICY;
+    let mut txn = node.replica.begin();
+    model.layout().params.set(&mut txn, &policy, 99);
+    txn.commit();
+    let refused = model.check(&node.replica).unwrap_err();
+    assert_eq!(
+        refused.check,
+        "every run-time parameter holds a value CONFIG SET takes"
+    );
+    assert!(
+        refused.detail.contains("maxmemory-policy"),
+        "{}",
+        refused.detail
+    );
+}
