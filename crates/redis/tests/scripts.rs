@@ -2781,6 +2781,10 @@ fn cjson_settings_answer_and_last_as_in_redis() {
             "cjson.encode_max_depth(1,2)",
             "bad argument #2 to 'encode_max_depth' (found too many arguments)",
         ),
+        (
+            "cjson.encode_sparse_array(true, 'x')",
+            "bad argument #2 to 'encode_sparse_array' (number expected, got string)",
+        ),
     ];
     for (script, text) in refusals {
         let got = error_text(&eval(&mut node, script, &[], &[]));

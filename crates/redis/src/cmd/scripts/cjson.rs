@@ -127,30 +127,29 @@ pub fn setting(
             most + 1
         )));
     }
-    let arg = |at: usize| args.get(at).filter(|value| !value.is_nil());
     let answer = |values: Vec<Value>| Ok(Ok(MultiValue::from_iter(values)));
-    let depth = |current: usize| integer_option(lua, name, arg(0), 1, DEPTH_MAX as i64, current);
+    let depth = |current: usize| integer_option(lua, name, args, 0, 1, DEPTH_MAX as i64, current);
     let flag = |current: bool| -> mlua::Result<Result<bool, String>> {
-        let option = enum_option(lua, name, arg(0), &["off", "on"], usize::from(current))?;
+        let option = enum_option(lua, name, args, 0, &["off", "on"], usize::from(current))?;
         Ok(option.map(|index| index == 1))
     };
     match name {
-        "encode_max_depth" => match depth(config.encode_max_depth)? {
-            Ok(n) => {
-                config.encode_max_depth = n;
-                answer(vec![Value::Integer(n as i64)])
+        "encode_max_depth" | "decode_max_depth" => {
+            let setting = if name == "encode_max_depth" {
+                &mut config.encode_max_depth
+            } else {
+                &mut config.decode_max_depth
+            };
+            match depth(*setting)? {
+                Ok(n) => {
+                    *setting = n;
+                    answer(vec![Value::Integer(n as i64)])
+                }
+                Err(message) => Ok(Err(message)),
             }
-            Err(message) => Ok(Err(message)),
-        },
-        "decode_max_depth" => match depth(config.decode_max_depth)? {
-            Ok(n) => {
-                config.decode_max_depth = n;
-                answer(vec![Value::Integer(n as i64)])
-            }
-            Err(message) => Ok(Err(message)),
-        },
+        }
         "encode_number_precision" => {
-            match integer_option(lua, name, arg(0), 1, 14, config.encode_number_precision)? {
+            match integer_option(lua, name, args, 0, 1, 14, config.encode_number_precision)? {
                 Ok(n) => {
                     config.encode_number_precision = n;
                     answer(vec![Value::Integer(n as i64)])
@@ -164,7 +163,7 @@ pub fn setting(
                 InvalidNumbers::Write => 1,
                 InvalidNumbers::Null => 2,
             };
-            match enum_option(lua, name, arg(0), &["off", "on", "null"], current)? {
+            match enum_option(lua, name, args, 0, &["off", "on", "null"], current)? {
                 Ok(2) => {
                     config.encode_invalid_numbers = InvalidNumbers::Null;
                     answer(vec![Value::String(lua.create_string("null")?)])
@@ -206,22 +205,21 @@ fn sparse_array(
     config: &mut Config,
 ) -> mlua::Result<Result<MultiValue, String>> {
     let name = "encode_sparse_array";
-    let arg = |at: usize| args.get(at).filter(|value| !value.is_nil());
     let current = usize::from(config.encode_sparse_convert);
-    let convert = match enum_option(lua, name, arg(0), &["off", "on"], current)? {
+    let convert = match enum_option(lua, name, args, 0, &["off", "on"], current)? {
         Ok(convert) => convert == 1,
         Err(message) => return Ok(Err(message)),
     };
     let int_max = i64::from(i32::MAX);
     let ratio = config.encode_sparse_ratio as usize;
-    let ratio = match integer_option(lua, name, arg(1), 0, int_max, ratio)? {
+    let ratio = match integer_option(lua, name, args, 1, 0, int_max, ratio)? {
         Ok(ratio) => ratio,
-        Err(message) => return Ok(Err(message.replacen("#1", "#2", 1))),
+        Err(message) => return Ok(Err(message)),
     };
     let safe = config.encode_sparse_safe as usize;
-    let safe = match integer_option(lua, name, arg(2), 0, int_max, safe)? {
+    let safe = match integer_option(lua, name, args, 2, 0, int_max, safe)? {
         Ok(safe) => safe,
-        Err(message) => return Ok(Err(message.replacen("#1", "#3", 1))),
+        Err(message) => return Ok(Err(message)),
     };
     config.encode_sparse_convert = convert;
     config.encode_sparse_ratio = u32::try_from(ratio).expect("checked against INT_MAX");
@@ -238,17 +236,19 @@ fn sparse_array(
 fn integer_option(
     lua: &Lua,
     name: &str,
-    value: Option<&Value>,
+    args: &MultiValue,
+    at: usize,
     min: i64,
     max: i64,
     current: usize,
 ) -> mlua::Result<Result<usize, String>> {
-    let Some(value) = value else {
+    let Some(value) = args.get(at).filter(|value| !value.is_nil()) else {
         return Ok(Ok(current));
     };
+    let position = at + 1;
     let Some(n) = lua.coerce_number(value.clone())? else {
         return Ok(Err(format!(
-            "bad argument #1 to '{name}' (number expected, got {})",
+            "bad argument #{position} to '{name}' (number expected, got {})",
             type_name(value)
         )));
     };
@@ -256,7 +256,7 @@ fn integer_option(
     let n = n.trunc();
     if !(min as f64..=max as f64).contains(&n) {
         return Ok(Err(format!(
-            "bad argument #1 to '{name}' (expected integer between {min} and {max})"
+            "bad argument #{position} to '{name}' (expected integer between {min} and {max})"
         )));
     }
     Ok(Ok(n as usize))
@@ -267,19 +267,21 @@ fn integer_option(
 fn enum_option(
     lua: &Lua,
     name: &str,
-    value: Option<&Value>,
+    args: &MultiValue,
+    at: usize,
     options: &[&str],
     current: usize,
 ) -> mlua::Result<Result<usize, String>> {
-    let Some(value) = value else {
+    let Some(value) = args.get(at).filter(|value| !value.is_nil()) else {
         return Ok(Ok(current));
     };
+    let position = at + 1;
     if let Value::Boolean(on) = value {
         return Ok(Ok(usize::from(*on)));
     }
     let Some(text) = lua.coerce_string(value.clone())? else {
         return Ok(Err(format!(
-            "bad argument #1 to '{name}' (string expected, got {})",
+            "bad argument #{position} to '{name}' (string expected, got {})",
             type_name(value)
         )));
     };
@@ -290,7 +292,7 @@ fn enum_option(
     {
         Some(index) => Ok(Ok(index)),
         None => Ok(Err(format!(
-            "bad argument #1 to '{name}' (invalid option '{}')",
+            "bad argument #{position} to '{name}' (invalid option '{}')",
             String::from_utf8_lossy(&text)
         ))),
     }
