@@ -31,6 +31,7 @@
 use std::collections::VecDeque;
 
 use tandem_client::ReplyStatus;
+use tandem_redis::cmd::blocking::WOULD_BLOCK;
 use tandem_redis::model::{PROC_EXEC, PROC_READS};
 use tandem_redis::resp::{Argv, Parsed, Proto, ReplyWriter, RequestLimits, parse_request};
 use tandem_redis::session::{Call, Outcome, Purpose, ServerInfo, Session, Step};
@@ -130,6 +131,9 @@ pub struct ProxyConn {
     out: Vec<u8>,
     /// Nothing more is read: close once `out` is sent (QUIT, a protocol error).
     closing: bool,
+    /// A blocking command's call that found nothing to pop: the connection waits, handling
+    /// nothing more, until the proxy tries it again or its time is up.
+    parked: Option<Call>,
 }
 
 impl ProxyConn {
@@ -148,7 +152,41 @@ impl ProxyConn {
             outstanding: false,
             out: Vec::new(),
             closing: false,
+            parked: None,
         }
+    }
+
+    /// How long the connection waits in a blocking command that found nothing (in
+    /// milliseconds from when it first found nothing; 0 for as long as it takes), if it does:
+    /// the proxy then tries it again a little later ([`try_again`](Self::try_again)), or,
+    /// once the time is up, ends it ([`time_up`](Self::time_up)).
+    pub fn waiting_ms(&self) -> Option<u64> {
+        match &self.parked {
+            Some(Call {
+                purpose: Purpose::Block(blocking),
+                ..
+            }) => Some(blocking.timeout_ms),
+            Some(_) => unreachable!("only a blocking call waits"),
+            None => None,
+        }
+    }
+
+    /// The waiting call becomes the next unit, awakened: a write may have served it.
+    pub fn try_again(&mut self) {
+        let call = self.parked.take().expect("a waiting call");
+        self.items.push_front(Item::Call(call));
+    }
+
+    /// The waiting call's time is up: it answers as Redis answers then (a null).
+    pub fn time_up(&mut self) {
+        let call = self.parked.take().expect("a waiting call");
+        let Purpose::Block(blocking) = &call.purpose else {
+            unreachable!("only a blocking call waits");
+        };
+        let reply = blocking.timeout_reply.clone();
+        self.session
+            .called(call.purpose, Outcome::Reply(&reply), &mut self.out);
+        self.flush_written();
     }
 
     /// Bytes the application sent.
@@ -183,6 +221,10 @@ impl ProxyConn {
         assert!(self.outstanding, "finish follows next_unit");
         self.outstanding = false;
         if !unit.batched {
+            if matches!(answer, Answer::RolledBack(text) if text == WOULD_BLOCK) {
+                self.park(unit);
+                return;
+            }
             for item in unit.items {
                 match item {
                     Item::Written(reply) => self.out.extend_from_slice(&reply),
@@ -252,6 +294,16 @@ impl ProxyConn {
         self.flush_written();
     }
 
+    /// The lone blocking call of `unit` found nothing: it waits.
+    fn park(&mut self, unit: Unit) {
+        let mut items = unit.items.into_iter();
+        let (Some(Item::Call(mut call)), None) = (items.next(), items.next()) else {
+            unreachable!("only a lone blocking call is answered that it would block");
+        };
+        CallArgs::set_awakened(&mut call.args);
+        self.parked = Some(call);
+    }
+
     /// Writes the replies of `unit` as the cluster answered it: the call's `status` and its
     /// `body` (a reply, or a reason). The one place that reads a status, for the proxy and
     /// for the simulator's proxied clients alike.
@@ -273,7 +325,11 @@ impl ProxyConn {
 
     /// Whether the connection is done: nothing more will be read, every reply is out.
     pub fn done(&self) -> bool {
-        self.closing && self.items.is_empty() && !self.outstanding && self.out.is_empty()
+        self.closing
+            && self.items.is_empty()
+            && !self.outstanding
+            && self.parked.is_none()
+            && self.out.is_empty()
     }
 
     /// Whether more input could make a unit or a reply (false while a call holds later
@@ -291,9 +347,11 @@ impl ProxyConn {
     /// with connection commands) holds the rest back until it is sent and finished (requests
     /// are handled only in `next_unit`, which never runs while a unit is out).
     fn holding(&self) -> bool {
-        self.items
-            .iter()
-            .any(|item| matches!(item, Item::Call(call) if call.holds_later()))
+        self.parked.is_some()
+            || self
+                .items
+                .iter()
+                .any(|item| matches!(item, Item::Call(call) if call.holds_later()))
     }
 
     fn fail_items(&mut self, items: Vec<Item>, text: &str) {
@@ -366,6 +424,12 @@ impl ProxyConn {
             Step::Call(call) | Step::KillScript(call) => {
                 debug_assert!(reply.is_empty(), "a call's reply comes with its outcome");
                 self.items.push_back(Item::Call(call));
+            }
+            // Each connection waits on its own thread here; no other connection's wait is
+            // seen from this one, so none is ended (documented in the README).
+            Step::Unblock(_) => {
+                ReplyWriter::new(&mut reply, self.session.proto()).integer(0);
+                self.items.push_back(Item::Written(reply));
             }
         }
     }

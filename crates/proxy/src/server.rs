@@ -390,6 +390,7 @@ fn run_conn(
     output: &mut Output,
 ) {
     let mut chunk = vec![0; READ_CHUNK];
+    let mut wait = BlockedWait::default();
     loop {
         while let Some(unit) = conn.next_unit(&shared.info) {
             shared.refresh(lane);
@@ -398,6 +399,13 @@ fn run_conn(
                 return;
             }
         }
+        if let Some(timeout_ms) = conn.waiting_ms() {
+            if !wait.pause(conn, timeout_ms, &mut stream, &mut chunk) {
+                return;
+            }
+            continue;
+        }
+        wait = BlockedWait::default();
         if !output.send(conn.out()) || conn.done() || !conn.wants_input() {
             // Closing (QUIT, a protocol error): what is left is sent, then the socket closes.
             return;
@@ -409,6 +417,69 @@ fn run_conn(
             Err(_) => return,
         }
     }
+}
+
+/// The first pause before a waiting blocking command is tried again through the proxy; each
+/// pause doubles, up to [`BLOCKED_PAUSE_MAX`].
+const BLOCKED_PAUSE_MIN: Duration = Duration::from_millis(1);
+/// The longest pause between two tries of a waiting blocking command: the most a pop
+/// through the proxy lags the push that serves it (a node's own RESP port wakes a waiting
+/// connection on the push's commit instead).
+const BLOCKED_PAUSE_MAX: Duration = Duration::from_millis(20);
+
+/// A connection's wait in a blocking command: since when, and the next pause.
+#[derive(Debug, Default)]
+struct BlockedWait {
+    since: Option<std::time::Instant>,
+    pause: Duration,
+}
+
+impl BlockedWait {
+    /// Waits a pause, then tries the call again or, once its time is up, ends it. Watches the
+    /// socket meanwhile: false once the application closed it (as Redis drops a blocked
+    /// client that left).
+    fn pause(
+        &mut self,
+        conn: &mut ProxyConn,
+        timeout_ms: u64,
+        stream: &mut TcpStream,
+        chunk: &mut [u8],
+    ) -> bool {
+        let since = *self.since.get_or_insert_with(std::time::Instant::now);
+        if timeout_ms > 0 && since.elapsed() >= Duration::from_millis(timeout_ms) {
+            conn.time_up();
+            *self = BlockedWait::default();
+            return true;
+        }
+        self.pause = (self.pause * 2).clamp(BLOCKED_PAUSE_MIN, BLOCKED_PAUSE_MAX);
+        if timeout_ms > 0 {
+            let left = Duration::from_millis(timeout_ms).saturating_sub(since.elapsed());
+            self.pause = self.pause.min(left);
+        }
+        thread::sleep(self.pause);
+        if !still_open(stream, conn, chunk) {
+            return false;
+        }
+        conn.try_again();
+        true
+    }
+}
+
+/// Whether the application still holds its end of `stream`, read without waiting; what it
+/// sent meanwhile is kept for after the wait.
+fn still_open(stream: &mut TcpStream, conn: &mut ProxyConn, chunk: &mut [u8]) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let open = loop {
+        match stream.read(chunk) {
+            Ok(0) => break false,
+            Ok(n) => conn.feed(&chunk[..n]),
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => break err.kind() == ErrorKind::WouldBlock,
+        }
+    };
+    stream.set_nonblocking(false).is_ok() && open
 }
 
 /// How long the reader thread waits for an application to take its replies before a writer

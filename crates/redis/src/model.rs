@@ -141,6 +141,7 @@ impl RedisModel {
                 // A script that failed after writing cannot be undone alone: the block fails.
                 Err(err @ (CmdError::Oom | CmdError::Abort(_))) => return Err(err),
                 Err(CmdError::Reply(text)) => ReplyWriter::new(reply, *command_proto).error(&text),
+                Err(CmdError::WouldBlock) => unreachable!("a command in EXEC never waits"),
             }
         }
         Ok(())
@@ -267,6 +268,9 @@ impl DataModel for RedisModel {
         let rng_seed = self.rng_seed();
         let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
             .with_scripts(self.scripts.get_mut());
+        if command.blocks.is_some() {
+            ctx.waiting = CallArgs::waiting(args);
+        }
         let mut out = ReplyWriter::new(reply, proto);
         crate::cmd::run_command(command, &mut ctx, &self.argv, &mut out).map_err(failed)
     }

@@ -301,6 +301,20 @@ pub enum Purpose {
     Exec(Option<Box<BlockAnswers>>),
     /// The keys whose versions the call reads.
     Watch(Vec<Vec<u8>>),
+    /// A blocking command whose connection waits while nothing serves it.
+    Block(BlockingCall),
+}
+
+/// A blocking command's call made for a connection that waits (see [`crate::cmd::blocking`]):
+/// while it fails with [`crate::cmd::blocking::WOULD_BLOCK`] the front end parks it, handles
+/// nothing more of its connection, and sends it again ([`CallArgs::set_awakened`]) after a
+/// write commits, until it is served or its time is up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockingCall {
+    /// How long the connection waits, from its first try; 0 for as long as it takes.
+    pub timeout_ms: u64,
+    /// What the call answers when its time is up (a null in the connection's protocol).
+    pub timeout_reply: Vec<u8>,
 }
 
 /// Where a call runs.
@@ -346,7 +360,10 @@ impl Call {
     /// whose block holds connection commands may change the connection's protocol or name,
     /// which take hold only if it ran.
     pub fn holds_later(&self) -> bool {
-        matches!(self.purpose, Purpose::Watch(_) | Purpose::Exec(Some(_)))
+        matches!(
+            self.purpose,
+            Purpose::Watch(_) | Purpose::Exec(Some(_)) | Purpose::Block(_)
+        )
     }
 
     /// When the primary could not answer the call (its lease ran out before the reply could
@@ -378,7 +395,26 @@ pub enum Step {
     /// node's watch to stop it and answer `+OK`; if it ended before the ask, make this call
     /// instead (it answers `NOTBUSY`).
     KillScript(Call),
+    /// `CLIENT UNBLOCK`: if the connection `client_id` waits in a blocking command, end its
+    /// wait and answer `:1`, else `:0` (nothing is written yet).
+    Unblock(Unblock),
 }
+
+/// What `CLIENT UNBLOCK` asks of a waiting connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unblock {
+    pub client_id: u64,
+    /// The wait ends with an error ([`UNBLOCKED_BY_CLIENT`]) rather than as if its time were
+    /// up.
+    pub error: bool,
+}
+
+/// What a connection whose wait `CLIENT UNBLOCK … ERROR` ended is told.
+pub const UNBLOCKED_BY_CLIENT: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
+/// What a connection waiting in a blocking command is told when the node stops being its
+/// group's primary (Redis's words when a master turns replica).
+pub const UNBLOCKED_BY_ROLE: &str =
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
 
 /// How a call ended.
 #[derive(Clone, Copy, Debug)]
@@ -587,12 +623,32 @@ impl Session {
             return Step::Replied;
         };
         let mut args = Vec::new();
-        CallArgs::encode(self.proto, argv, &mut args);
+        // A blocking command with a timeout Redis takes may leave the connection waiting;
+        // with one it refuses, the call answers the error at once.
+        let blocking = command.blocks.and_then(|blocks| {
+            let timeout_ms = blocks.timeout_ms(argv)?;
+            let mut timeout_reply = Vec::new();
+            blocks.write_timeout_reply(&mut ReplyWriter::new(&mut timeout_reply, self.proto));
+            Some(BlockingCall {
+                timeout_ms,
+                timeout_reply,
+            })
+        });
+        let purpose = match blocking {
+            Some(blocking) => {
+                CallArgs::encode_may_block(self.proto, argv, &mut args);
+                Purpose::Block(blocking)
+            }
+            None => {
+                CallArgs::encode(self.proto, argv, &mut args);
+                Purpose::Command
+            }
+        };
         Step::Call(Call {
             proc_id: command_proc(index),
             kind,
             args,
-            purpose: Purpose::Command,
+            purpose,
             runs_on,
         })
     }
@@ -670,7 +726,7 @@ impl Session {
                 self.user = None;
                 ReplyWriter::new(out, Proto::Resp2).simple("RESET");
             }
-            "CLIENT" => self.client(argv, out),
+            "CLIENT" => return self.client(argv, out),
             "COMMAND" => command_command(argv, proto, out),
             "CONFIG" => config(argv, proto, out),
             "INFO" => {
@@ -849,7 +905,12 @@ impl Session {
             let (_, command) = cmd::resolve(index, command, argv);
             if command.class == Class::Connection {
                 let mut reply = Vec::new();
-                let step = scratch.connection_command(command, argv, info, &mut reply);
+                let mut step = scratch.connection_command(command, argv, info, &mut reply);
+                if let Step::Unblock(_) = step {
+                    // A block runs in one txn, in which no other connection's wait can end.
+                    ReplyWriter::new(&mut reply, scratch.proto).integer(0);
+                    step = Step::Replied;
+                }
                 // The commands that call, close or end the block are never queued.
                 assert!(
                     matches!(step, Step::Replied),
@@ -983,10 +1044,14 @@ impl Session {
         Step::Replied
     }
 
-    fn client(&mut self, argv: &Argv, out: &mut Vec<u8>) {
+    fn client(&mut self, argv: &Argv, out: &mut Vec<u8>) -> Step {
         let mut w = ReplyWriter::new(out, self.proto);
         let sub = argv.get(1).unwrap_or_default().to_ascii_uppercase();
         match (sub.as_slice(), argv.len()) {
+            (b"UNBLOCK", 3 | 4) => match client_unblock(argv) {
+                Ok(unblock) => return Step::Unblock(unblock),
+                Err(text) => w.error(text),
+            },
             (b"SETNAME", 3) => {
                 let name = argv.get(2).unwrap_or_default();
                 if !valid_client_name(name) {
@@ -1017,7 +1082,23 @@ impl Session {
                 String::from_utf8_lossy(argv.get(1).unwrap_or_default())
             )),
         }
+        Step::Replied
     }
+}
+
+/// `CLIENT UNBLOCK client-id [TIMEOUT|ERROR]`, read as Redis reads it.
+fn client_unblock(argv: &Argv) -> Result<Unblock, &'static str> {
+    let client_id = crate::num::parse_i64(argv.get(2).unwrap_or_default())
+        .ok_or("ERR value is not an integer or out of range")?;
+    let error = match argv.get(3).map(<[u8]>::to_ascii_uppercase).as_deref() {
+        None | Some(b"TIMEOUT") => false,
+        Some(b"ERROR") => true,
+        Some(_) => return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    Ok(Unblock {
+        client_id: u64::try_from(client_id).unwrap_or(0),
+        error,
+    })
 }
 
 /// The bytes C's `%.*s` prints of `bytes`: at most `max`, and none from a NUL on. Redis
@@ -1229,6 +1310,8 @@ pub trait HostFacts: Send + Sync + std::fmt::Debug {
     fn uptime_s(&self) -> u64;
     /// Client connections open now, RESP and native.
     fn connected_clients(&self) -> u64;
+    /// RESP connections waiting in a blocking command.
+    fn blocked_clients(&self) -> u64;
     fn cpu(&self) -> CpuTimes;
 }
 
@@ -1313,9 +1396,8 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
                 line("#", &"Clients");
                 if let Some(host) = host {
                     line("connected_clients", &host.connected_clients());
+                    line("blocked_clients", &host.blocked_clients());
                 }
-                // No command blocks a connection on tandem (BLPOP and its kind are not served).
-                line("blocked_clients", &0);
                 line("client_id", &client_id);
             }
             "memory" => {
@@ -1404,6 +1486,9 @@ mod tests {
         fn connected_clients(&self) -> u64 {
             3
         }
+        fn blocked_clients(&self) -> u64 {
+            1
+        }
         fn cpu(&self) -> CpuTimes {
             CpuTimes {
                 user_s: 1.5,
@@ -1461,6 +1546,7 @@ mod tests {
         }
         assert!(text("INFO cpu").contains("used_cpu_user:1.500000\r\n"));
         assert!(text("INFO clients").contains("connected_clients:3\r\n"));
+        assert!(text("INFO clients").contains("blocked_clients:1\r\n"));
     }
 
     /// `EXEC` refused while a script is busy discards its block, as Redis's `rejectCommand`

@@ -5,7 +5,8 @@
 //! length in the input reserves memory the input could not fill.
 //!
 //! ```text
-//! a command   [proto u8: 2 | 3][argv]                        (argv: Argv::encode)
+//! a command   [proto u8: 2 | 3, | 0x10 may block, | 0x20 awakened][argv]
+//!                                                            (argv: Argv::encode)
 //! an EXEC     [proto u8][watched keys: argv][versions: u64 LE × keys]
 //!             [command count: varint]([proto u8][byte length: varint][argv])×count
 //! versions    [count: varint][u64 LE × count]                (the WATCH procedure's reply)
@@ -60,6 +61,27 @@ pub fn get_varint(bytes: &[u8], at: &mut usize) -> Result<u64, Malformed> {
     Err(Malformed("a varint is longer than 64 bits"))
 }
 
+/// The protocol byte's flag of a blocking command's call made for a connection that may
+/// wait (see [`crate::cmd::blocking`]): with nothing to serve it, the call fails with
+/// [`crate::cmd::blocking::WOULD_BLOCK`] instead of answering a null.
+const MAY_BLOCK: u8 = 0x10;
+/// The protocol byte's flag of a blocking call tried again after a write: it already
+/// blocked, so a key that now holds another type is passed over rather than refused.
+const AWAKENED: u8 = 0x20;
+
+/// How a blocking command's call may wait (see [`crate::cmd::blocking`]); every other
+/// call is [`Waiting::Never`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Waiting {
+    /// It answers at once: a null when nothing serves it (inside `MULTI`, a script).
+    #[default]
+    Never,
+    /// Its connection waits if nothing serves it.
+    MayBlock,
+    /// Its connection waits already and a write may now serve it.
+    Awakened,
+}
+
 /// A single command's call.
 #[derive(Debug)]
 pub struct CallArgs;
@@ -70,12 +92,40 @@ impl CallArgs {
         argv.encode(out);
     }
 
+    /// A blocking command's call for a connection that waits when nothing serves it.
+    pub fn encode_may_block(proto: Proto, argv: &Argv, out: &mut Vec<u8>) {
+        out.push(proto_byte(proto) | MAY_BLOCK);
+        argv.encode(out);
+    }
+
+    /// Marks the encoded call `args` as tried again after its connection blocked.
+    pub fn set_awakened(args: &mut [u8]) {
+        assert!(
+            args.first().is_some_and(|&first| first & MAY_BLOCK != 0),
+            "only a call that may block is awakened"
+        );
+        args[0] |= AWAKENED;
+    }
+
+    /// How the encoded call `args` may wait.
+    pub fn waiting(args: &[u8]) -> Waiting {
+        match args.first().map(|&first| first & (MAY_BLOCK | AWAKENED)) {
+            Some(flags) if flags & AWAKENED != 0 => Waiting::Awakened,
+            Some(MAY_BLOCK) => Waiting::MayBlock,
+            _ => Waiting::Never,
+        }
+    }
+
     /// Decodes a command's call into `argv`; returns its protocol.
     pub fn decode_into(bytes: &[u8], argv: &mut Argv) -> Result<Proto, Malformed> {
         let (&first, rest) = bytes
             .split_first()
             .ok_or(Malformed("empty call arguments"))?;
-        let proto = proto_from(first)?;
+        let waiting = first & (MAY_BLOCK | AWAKENED);
+        if waiting == AWAKENED {
+            return Err(Malformed("a call is awakened that may not block"));
+        }
+        let proto = proto_from(first & !waiting)?;
         *argv = Argv::decode(rest).map_err(|_| Malformed("the arguments do not decode"))?;
         Ok(proto)
     }

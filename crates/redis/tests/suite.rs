@@ -2,6 +2,7 @@
 //! file beside this one is a module, named as the file.
 
 mod alloc_props;
+mod blocking;
 mod commands;
 mod common;
 mod config;

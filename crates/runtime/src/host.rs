@@ -42,6 +42,10 @@ impl HostFacts for Host {
         u64::try_from(self.metrics.client_connections.get()).unwrap_or(0)
     }
 
+    fn blocked_clients(&self) -> u64 {
+        u64::try_from(self.metrics.blocked_clients.get()).unwrap_or(0)
+    }
+
     /// Read from `/proc/self/stat` when asked; zero where it cannot be read.
     fn cpu(&self) -> CpuTimes {
         std::fs::read_to_string("/proc/self/stat")

@@ -181,6 +181,8 @@ pub struct Metrics {
     // Connections.
     /// `tandem_client_connections`: client connections open now.
     pub client_connections: Gauge,
+    /// `tandem_blocked_clients`: RESP connections waiting in a blocking command (`BLPOP`, …).
+    pub blocked_clients: Gauge,
     /// `tandem_frames_rejected_total`: frames refused as malformed or too long.
     pub frames_rejected: Counter,
     /// `tandem_peers_refused_total{reason}`: peer links refused at the handshake or cut for
@@ -285,6 +287,7 @@ impl Metrics {
             batches_received: Counter::default(),
             batches_rejected: Family::default(),
             client_connections: Gauge::default(),
+            blocked_clients: Gauge::default(),
             frames_rejected: Counter::default(),
             peers_refused: Family::default(),
             clients_refused: Counter::default(),
@@ -467,6 +470,11 @@ impl Metrics {
             "client_connections",
             "Client connections open",
             self.client_connections.clone(),
+        );
+        self.registry.register(
+            "blocked_clients",
+            "RESP connections waiting in a blocking command",
+            self.blocked_clients.clone(),
         );
         self.registry.register(
             "frames_rejected",

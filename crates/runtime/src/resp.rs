@@ -35,10 +35,13 @@ use std::time::Instant;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tandem_node::ReadAnswer;
+use tandem_redis::cmd::blocking::WOULD_BLOCK;
 use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
 use tandem_redis::session::{
-    Call, Outcome, RunsOn, ScriptActivity, ServerInfo, Session, Step, backup_busy, not_primary,
+    Call, Outcome, Purpose, RunsOn, ScriptActivity, ServerInfo, Session, Step, UNBLOCKED_BY_CLIENT,
+    UNBLOCKED_BY_ROLE, Unblock, backup_busy, not_primary,
 };
+use tandem_redis::wire::CallArgs;
 use tandem_store::ProcKind;
 use tandem_wire::ErrorCode;
 
@@ -51,6 +54,10 @@ use crate::scripts::Scripts;
 use crate::stops::{StopWhen, Stops};
 use crate::throttle::Throttle;
 use crate::tls::TlsStream;
+
+mod waiting;
+
+use waiting::{Unblocking, Waiting};
 
 /// What the RESP front end needs of its node.
 pub trait RespNode: Send + Sync + 'static {
@@ -202,6 +209,7 @@ impl IoLoop {
             backup_answers: Vec::new(),
             info,
             retries: VecDeque::new(),
+            waiting: Waiting::default(),
             visit: BTreeSet::new(),
             starved: BTreeSet::new(),
             limits: RequestLimits::default(),
@@ -247,6 +255,8 @@ enum Slot {
         outcome: Option<Resolved>,
         /// When it was first sent (a withheld read is tried again for a while from then).
         sent: Instant,
+        /// A blocking call's place among the waiting ones ([`Waiting`]).
+        waits: Option<u64>,
     },
 }
 
@@ -377,6 +387,13 @@ impl Conn {
         }
     }
 
+    /// Whether a blocking call of the connection waits ([`Waiting`]).
+    fn waits(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|slot| matches!(slot, Slot::Call { waits: Some(_), .. }))
+    }
+
     fn unanswered_calls(&self) -> impl Iterator<Item = &Call> {
         self.slots.iter().filter_map(|slot| match slot {
             Slot::Call {
@@ -453,6 +470,8 @@ struct Front {
     info: ServerInfo,
     /// Withheld reads to send again, in the order they fall due.
     retries: VecDeque<Retry>,
+    /// Blocking calls whose connections wait for a write to serve them.
+    waiting: Waiting,
     /// Connections to look at in this pass: readable, writable, or with new replies.
     visit: BTreeSet<Token>,
     /// Connections that stopped handling requests because too many calls were unanswered.
@@ -496,10 +515,13 @@ impl Front {
     fn run(mut self) -> std::io::Error {
         let mut events = Events::with_capacity(1024);
         loop {
-            let timeout = self
-                .retries
-                .front()
-                .map(|retry| retry.due.saturating_duration_since(Instant::now()));
+            let now = Instant::now();
+            let retry_due = self.retries.front().map(|retry| retry.due);
+            let timeout = [retry_due, self.waiting.look_again_by(now)]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|due| due.saturating_duration_since(now));
             if let Err(err) = self.poll.poll(&mut events, timeout) {
                 if err.kind() == ErrorKind::Interrupted {
                     continue;
@@ -640,6 +662,11 @@ impl Front {
         self.take_answers();
         self.take_backup_answers();
         self.retry_due();
+        if !self.waiting.is_empty() {
+            // A lost role must end the waits even if no connection asks anything meanwhile.
+            self.refresh_port();
+            self.wake_waiting();
+        }
         // What the sessions know of the node is asked for (and the ports follow its roles)
         // only in a pass that serves a RESP connection: a native client needs neither.
         let mut info = None;
@@ -660,6 +687,8 @@ impl Front {
             self.keep_to_total_budget();
         }
         self.send_calls();
+        let blocked = self.waiting.blocked() as i64;
+        self.node.metrics().blocked_clients.set(blocked);
         if self.unanswered() < UNANSWERED_MAX {
             self.visit.append(&mut self.starved);
             if !self.visit.is_empty() {
@@ -757,6 +786,9 @@ impl Front {
         for retry in retries {
             self.resolve(retry.owner, Resolved::Failed(PRIMARY_CHANGED.into()));
         }
+        for owner in self.waiting.take_untried() {
+            self.resolve(owner, Resolved::Failed(UNBLOCKED_BY_ROLE.into()));
+        }
     }
 
     fn take_answers(&mut self) {
@@ -793,6 +825,12 @@ impl Front {
     fn answered(&mut self, owner: Owner, outcome: LocalOutcome) {
         let resolved = match outcome {
             LocalOutcome::Committed(body) => Resolved::Reply(body),
+            LocalOutcome::RolledBack(message) if message == WOULD_BLOCK => {
+                match self.found_nothing(owner) {
+                    Some(resolved) => resolved,
+                    None => return,
+                }
+            }
             LocalOutcome::RolledBack(message) => Resolved::Failed(with_code(&message)),
             LocalOutcome::Unanswered { code, message } => {
                 // Whether a withheld reply's call runs again is the session's to say (a read
@@ -820,12 +858,15 @@ impl Front {
 
     /// Settles a call's outcome, and moves its connection's replies along.
     fn resolve(&mut self, owner: Owner, resolved: Resolved) {
-        let Some(Slot::Call { outcome, .. }) = self.slot(owner) else {
+        let Some(Slot::Call { outcome, waits, .. }) = self.slot(owner) else {
             // Its connection closed.
             return;
         };
         assert!(outcome.is_none(), "a call is answered once");
         *outcome = Some(resolved);
+        if let Some(order) = waits.take() {
+            self.waiting.end(order);
+        }
         let conn = self
             .conns
             .get_mut(&owner.token)
@@ -883,7 +924,11 @@ impl Front {
         let Some(mut conn) = self.conns.remove(&token) else {
             return;
         };
-        let alive = self.handle_requests(token, &mut conn, info)
+        // A client that left while it waits in a blocking command is dropped at once, as
+        // Redis drops it: no write may come to answer it.
+        let left_waiting = conn.peer_closed && conn.waits();
+        let alive = !left_waiting
+            && self.handle_requests(token, &mut conn, info)
             && conn.write_out().is_ok()
             && self.within_output_buffer(&conn);
         self.reply_bytes_total -= conn.reply_bytes_counted;
@@ -892,11 +937,12 @@ impl Front {
             self.reply_bytes_total += conn.reply_bytes_counted;
             self.conns.insert(token, conn);
         } else {
-            self.close(conn);
+            self.close(token, conn);
         }
     }
 
-    fn close(&mut self, mut conn: Conn) {
+    fn close(&mut self, token: Token, mut conn: Conn) {
+        self.waiting.forget(token);
         let _ = self.poll.registry().deregister(&mut conn.stream);
         self.node.metrics().client_connections.dec();
     }
@@ -952,7 +998,7 @@ impl Front {
                 conn.reply_bytes_counted,
                 "tuning.output_buffers_total_mib",
             );
-            self.close(conn);
+            self.close(token, conn);
         }
     }
 
@@ -1054,6 +1100,10 @@ impl Front {
                         }
                     }
                     Step::Replied => conn.push_written(written),
+                    Step::Unblock(unblock) => {
+                        let ended = self.unblock(unblock);
+                        conn.push_written(format!(":{}\r\n", i64::from(ended)).into_bytes());
+                    }
                     Step::Close => {
                         conn.push_written(written);
                         conn.closing = true;
@@ -1097,6 +1147,7 @@ impl Front {
         };
         conn.holding = call.holds_later();
         let read_only = call.kind == ProcKind::Read;
+        let mut waits = None;
         // Why the call could not be sent: no role of its kind to send it to.
         let unsent = if call.runs_on == RunsOn::Backup {
             assert!(read_only, "only a read runs on a backup");
@@ -1113,8 +1164,16 @@ impl Front {
         } else {
             match self.port.as_mut() {
                 Some(port) => {
+                    let lsn = port.lsn_committed();
                     let seq = port.push(call.proc_id.0, &call.args, read_only);
                     self.track(seq, owner);
+                    if let Purpose::Block(blocking) = &call.purpose {
+                        let timeout_ms = blocking.timeout_ms;
+                        waits = Some(
+                            self.waiting
+                                .begin(owner, self.pass_started, timeout_ms, lsn),
+                        );
+                    }
                     None
                 }
                 None => Some(PRIMARY_CHANGED),
@@ -1127,11 +1186,98 @@ impl Front {
             call,
             outcome: unsent.map(|why| Resolved::Failed(why.into())),
             sent: self.pass_started,
+            waits,
         };
         conn.slot_bytes += slot_len(&slot);
         conn.slots.push_back(slot);
         if unsent.is_some() {
             conn.drain_slots();
+        }
+    }
+}
+
+impl Front {
+    /// A try of a blocking call found nothing: its connection waits (and the call will be
+    /// sent again awakened), or, if `CLIENT UNBLOCK` asked meanwhile, how the call ends now.
+    fn found_nothing(&mut self, owner: Owner) -> Option<Resolved> {
+        let Some(Slot::Call { call, waits, .. }) = self.slot(owner) else {
+            // Its connection closed.
+            return None;
+        };
+        let Some(order) = *waits else {
+            // Only a call that may block is answered so.
+            return Some(Resolved::Failed(with_code(WOULD_BLOCK)));
+        };
+        CallArgs::set_awakened(&mut call.args);
+        let unblock = self.waiting.found_nothing(order)?;
+        Some(self.unblocked(owner, unblock))
+    }
+
+    /// How a call whose wait `CLIENT UNBLOCK` ended answers: as if its time were up, or
+    /// with an error.
+    fn unblocked(&mut self, owner: Owner, unblock: Unblock) -> Resolved {
+        if unblock.error {
+            return Resolved::Failed(UNBLOCKED_BY_CLIENT.into());
+        }
+        Resolved::Reply(self.timeout_reply(owner))
+    }
+
+    /// What the blocking call `owner` answers when its time is up.
+    fn timeout_reply(&mut self, owner: Owner) -> Vec<u8> {
+        match self.slot(owner) {
+            Some(Slot::Call {
+                call:
+                    Call {
+                        purpose: Purpose::Block(blocking),
+                        ..
+                    },
+                ..
+            }) => blocking.timeout_reply.clone(),
+            _ => unreachable!("a waiting call is a blocking command's"),
+        }
+    }
+
+    /// Ends the waits whose time is up, and tries again those a write may now serve.
+    fn wake_waiting(&mut self) {
+        for owner in self.waiting.take_due(self.pass_started) {
+            let reply = self.timeout_reply(owner);
+            self.resolve(owner, Resolved::Reply(reply));
+        }
+        let Some(lsn) = self.port.as_ref().map(LocalPort::lsn_committed) else {
+            for owner in self.waiting.take_untried() {
+                self.resolve(owner, Resolved::Failed(UNBLOCKED_BY_ROLE.into()));
+            }
+            return;
+        };
+        for owner in self.waiting.take_to_try(lsn) {
+            let Some(Slot::Call { call, .. }) = self.slot(owner) else {
+                unreachable!("a closed connection's call waits no more");
+            };
+            let (proc_id, args) = (call.proc_id.0, call.args.clone());
+            let port = self.port.as_mut().expect("the port read above");
+            let seq = port.push(proc_id, &args, false);
+            self.track(seq, owner);
+        }
+    }
+
+    /// `CLIENT UNBLOCK`: whether the connection it names was waiting (its wait ends now, or
+    /// when its try in flight comes back finding nothing).
+    fn unblock(&mut self, unblock: Unblock) -> bool {
+        // A connection's id is its token's place after the first connection's, from 1.
+        let Some(token) = (unblock.client_id as usize)
+            .checked_sub(1)
+            .and_then(|index| index.checked_add(FIRST_CONN))
+        else {
+            return false;
+        };
+        match self.waiting.unblock(Token(token), unblock) {
+            Unblocking::NotWaiting => false,
+            Unblocking::WhenTried => true,
+            Unblocking::Now(owner) => {
+                let resolved = self.unblocked(owner, unblock);
+                self.resolve(owner, resolved);
+                true
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 //! List commands (t_list.c): pushes and pops at either end, `LLEN`, `LRANGE`, `LINDEX`,
 //! `LSET`, `LREM`, `LTRIM`, `LINSERT`, `LPOS`, `LMOVE` and `RPOPLPUSH`. The blocking
-//! commands (`BLPOP`, …) are not here: a call never waits.
+//! commands (`BLPOP`, …) are in [`super::blocking`], on the pops here.
 //!
 //! # Encoding
 //!
@@ -121,14 +121,14 @@ const NODE_BLOCK_MIN: usize = 64;
 
 /// Which end of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum End {
+pub(super) enum End {
     Head,
     Tail,
 }
 
 impl End {
     /// `LEFT` or `RIGHT` (any case), as `LMOVE` names an end.
-    fn parse(word: &[u8]) -> Result<End, CmdError> {
+    pub(super) fn parse(word: &[u8]) -> Result<End, CmdError> {
         if word.eq_ignore_ascii_case(b"left") {
             Ok(End::Head)
         } else if word.eq_ignore_ascii_case(b"right") {
@@ -870,7 +870,7 @@ fn push_to(
 
 /// Pops `n` (≤ its length) elements from `end` of list `key` (which exists), in the order
 /// they leave; deletes the key if that empties it.
-fn pop_from(ctx: &mut Ctx<'_, '_>, key: &[u8], end: End, n: u64) -> Vec<Vec<u8>> {
+pub(super) fn pop_from(ctx: &mut Ctx<'_, '_>, key: &[u8], end: End, n: u64) -> Vec<Vec<u8>> {
     let found = ctx.find_for_write(key).expect("the caller found the list");
     let len = found.head.value_len;
     assert!(n <= len, "{n} elements popped from a list of {len}");
@@ -1081,7 +1081,7 @@ pub fn lmpop(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let (keys, right, count) = super::zsets::parse_mpop(argv, ["LEFT", "RIGHT"])?;
+    let (keys, right, count) = super::zsets::parse_mpop(argv, 1, ["LEFT", "RIGHT"])?;
     let end = if right { End::Tail } else { End::Head };
     for i in 2..2 + keys {
         let name = arg(argv, i);
@@ -1420,7 +1420,7 @@ pub fn lpos(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
 
 /// `LMOVE` and `RPOPLPUSH`: pops from `from` of the source and pushes at `to` of the
 /// destination, answering the element.
-fn move_one(
+pub(super) fn move_one(
     ctx: &mut Ctx<'_, '_>,
     argv: &Argv,
     out: &mut ReplyWriter<'_>,

@@ -12,6 +12,7 @@
 //! and arity checks, but run in the connection's [`crate::session::Session`], not here.
 
 mod bits;
+pub mod blocking;
 mod collection;
 pub mod config;
 pub mod dump;
@@ -72,6 +73,9 @@ pub struct Ctx<'a, 't> {
     /// The node's script engine, for `EVAL` and its relatives; `None` while a script runs
     /// (a script cannot start another) or where no engine was given.
     pub scripts: Option<&'a mut scripts::ScriptEngine>,
+    /// Whether a blocking command may leave its connection waiting ([`blocking`]): only a
+    /// call made for the command itself; inside `EXEC` or a script it answers at once.
+    pub waiting: crate::wire::Waiting,
 }
 
 impl<'a, 't> Ctx<'a, 't> {
@@ -83,6 +87,7 @@ impl<'a, 't> Ctx<'a, 't> {
             now_ms,
             rng: rng_seed,
             scripts: None,
+            waiting: crate::wire::Waiting::Never,
         }
     }
 
@@ -174,6 +179,9 @@ pub enum CmdError {
     /// writes are undone), even inside `EXEC`, where a command's error otherwise leaves the
     /// block's other effects in place.
     Abort(Cow<'static, str>),
+    /// A blocking command found nothing to serve it and its call may wait: it wrote nothing,
+    /// and its connection waits (see [`blocking`]).
+    WouldBlock,
 }
 
 impl CmdError {
@@ -201,6 +209,7 @@ impl CmdError {
         match self {
             CmdError::Reply(text) | CmdError::Abort(text) => text,
             CmdError::Oom => OOM_TEXT,
+            CmdError::WouldBlock => blocking::WOULD_BLOCK,
         }
     }
 }
@@ -246,6 +255,9 @@ pub struct Command {
     /// Whether a write of it may leave a set, hash or sorted set past its compact encoding,
     /// which its key's encoding mark must then remember (the families of those types).
     pub settles: bool,
+    /// How the command leaves its connection waiting when nothing serves it (the blocking
+    /// commands of [`blocking`]); `None` for every other.
+    pub blocks: Option<blocking::Blocks>,
     pub run: Option<Run>,
 }
 
@@ -287,6 +299,7 @@ pub const fn data(
         keys,
         grows,
         settles: false,
+        blocks: None,
         run: Some(run),
     }
 }
@@ -299,6 +312,7 @@ pub const fn conn(name: &'static str, arity: i32) -> Command {
         keys: (0, 0, 0),
         grows: false,
         settles: false,
+        blocks: None,
         run: None,
     }
 }
@@ -313,6 +327,7 @@ pub fn commands() -> &'static [Command] {
         let mut all: Vec<Command> = BASE.to_vec();
         for family in [
             bits::COMMANDS,
+            blocking::COMMANDS,
             config::COMMANDS,
             dump::COMMANDS,
             functions::COMMANDS,
@@ -436,7 +451,7 @@ static BASE: &[Command] = &[
 pub fn counted_keys_at(name: &str) -> Option<usize> {
     match name {
         "SINTERCARD" | "ZUNION" | "ZINTER" | "ZDIFF" | "ZINTERCARD" | "ZMPOP" | "LMPOP" => Some(1),
-        "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" => Some(2),
+        "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" | "BLMPOP" | "BZMPOP" => Some(2),
         _ => None,
     }
 }
@@ -448,6 +463,7 @@ pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("CLIENT", "ID", 2),
     ("CLIENT", "SETINFO", 4),
     ("CLIENT", "SETNAME", 3),
+    ("CLIENT", "UNBLOCK", -3),
     ("COMMAND", "COUNT", 2),
     ("COMMAND", "DOCS", -2),
     ("COMMAND", "INFO", -2),

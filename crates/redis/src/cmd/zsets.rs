@@ -1615,7 +1615,12 @@ pub fn zrangestore(
 /// Pops up to `count` members from the low end (or, if `max`, the high end) of the sorted
 /// set `name`, which exists: each member and its score, in the order they leave. Deletes the
 /// key if that empties it.
-fn pop_members(ctx: &mut Ctx<'_, '_>, name: &[u8], max: bool, count: u64) -> Vec<(Vec<u8>, f64)> {
+pub(super) fn pop_members(
+    ctx: &mut Ctx<'_, '_>,
+    name: &[u8],
+    max: bool,
+    count: u64,
+) -> Vec<(Vec<u8>, f64)> {
     let key = ctx.find_for_write(name).expect("a live key stays live");
     let zset = ZSet::of(&key);
     let layout = ctx.layout;
@@ -1641,7 +1646,7 @@ fn pop_members(ctx: &mut Ctx<'_, '_>, name: &[u8], max: bool, count: u64) -> Vec
 }
 
 /// Writes (member, score) pairs: nested pairs if `nested`, else one flat array.
-fn write_pairs(out: &mut ReplyWriter<'_>, pairs: &[(Vec<u8>, f64)], nested: bool) {
+pub(super) fn write_pairs(out: &mut ReplyWriter<'_>, pairs: &[(Vec<u8>, f64)], nested: bool) {
     out.array(if nested { pairs.len() } else { 2 * pairs.len() });
     for (member, score) in pairs {
         if nested {
@@ -1687,13 +1692,18 @@ pub fn positive_arg(argv: &Argv, i: usize, error: &'static str) -> Result<u64, C
         .ok_or(CmdError::fixed(error))
 }
 
-/// The `numkeys key… MIN|MAX|LEFT|RIGHT [COUNT n]` of `ZMPOP` and `LMPOP`, in Redis's order
+/// The `numkeys key… MIN|MAX|LEFT|RIGHT [COUNT n]` of `ZMPOP` and `LMPOP` (and
+/// of `BZMPOP` and `BLMPOP`, after their timeout), the count at `numkeys_at`, in Redis's order
 /// (the count, the end word, then the options): the number of keys, whether the end word is
 /// the second of `ends` (any case; neither is a syntax error), and the count (1 unless given).
-pub fn parse_mpop(argv: &Argv, ends: [&str; 2]) -> Result<(usize, bool, u64), CmdError> {
-    let keys = positive_arg(argv, 1, "ERR numkeys should be greater than 0")?;
+pub fn parse_mpop(
+    argv: &Argv,
+    numkeys_at: usize,
+    ends: [&str; 2],
+) -> Result<(usize, bool, u64), CmdError> {
+    let keys = positive_arg(argv, numkeys_at, "ERR numkeys should be greater than 0")?;
     let end_at = keys
-        .checked_add(2)
+        .checked_add(numkeys_at as u64 + 1)
         .filter(|&at| at < argv.len() as u64)
         .ok_or(CmdError::SYNTAX)? as usize;
     let end = arg(argv, end_at);
@@ -1729,7 +1739,7 @@ pub fn zmpop(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let (keys, max, count) = parse_mpop(argv, ["MIN", "MAX"])?;
+    let (keys, max, count) = parse_mpop(argv, 1, ["MIN", "MAX"])?;
     for i in 2..2 + keys {
         let name = arg(argv, i);
         if read_zset(ctx, name)?.is_none() {

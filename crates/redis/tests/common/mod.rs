@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use tandem_memory::{Segment, Strategy};
 use tandem_redis::RedisModel;
-use tandem_redis::resp::{Argv, Value, parse_reply};
+use tandem_redis::resp::{Argv, Proto, Value, parse_reply};
 use tandem_redis::session::{Outcome, ServerInfo, Session, Step};
+use tandem_redis::wire::{CallArgs, Waiting};
 use tandem_store::{CallError, CallWatch, DataModel, ProcKind, Store};
 
 pub struct Node {
@@ -50,6 +51,38 @@ impl Node {
         self.store.model_mut().set_time_ms(self.now_ms);
     }
 
+    /// Runs one command as its own call, its arguments encoded as `waiting` says (a blocking
+    /// command's call as a front end sends it), and returns the reply, or the error text.
+    pub fn call_waiting(&mut self, args: &[&[u8]], waiting: Waiting) -> Result<Value, String> {
+        let mut argv = Argv::new();
+        for arg in args {
+            argv.push(arg);
+        }
+        let name = String::from_utf8_lossy(args[0]).to_ascii_uppercase();
+        let (index, _) = tandem_redis::cmd::lookup(name.as_bytes()).expect("a known command");
+        let mut call_args = Vec::new();
+        match waiting {
+            Waiting::Never => CallArgs::encode(Proto::Resp2, &argv, &mut call_args),
+            Waiting::MayBlock | Waiting::Awakened => {
+                CallArgs::encode_may_block(Proto::Resp2, &argv, &mut call_args);
+                if waiting == Waiting::Awakened {
+                    CallArgs::set_awakened(&mut call_args);
+                }
+            }
+        }
+        let proc_id = tandem_redis::model::command_proc(index);
+        let mut reply = Vec::new();
+        match self.store.call(proc_id, &call_args, &mut reply) {
+            Ok(redo) => {
+                let redo = redo.clone();
+                self.replica.apply_redo(&redo).unwrap();
+                Ok(parse_reply(&reply).unwrap().expect("a whole reply").0)
+            }
+            Err(CallError::Proc(err)) => Err(err.to_string()),
+            Err(err) => panic!("the store refused the call: {err}"),
+        }
+    }
+
     /// Sends one command as a connection would and returns the parsed reply.
     pub fn cmd(&mut self, args: &[&[u8]]) -> Value {
         let out = self.cmd_bytes(args);
@@ -73,6 +106,8 @@ impl Node {
         let mut out = Vec::new();
         match self.session.handle(&argv, &info, &mut out) {
             Step::Replied | Step::Close => {}
+            // The harness's one connection waits in no blocking command: none to end.
+            Step::Unblock(_) => out.extend_from_slice(b":0\r\n"),
             // A front end closes the connection without a reply; the harness says so.
             Step::CrossProtocol => return b"-(connection closed)\r\n".to_vec(),
             // The harness's sessions see no script run (`ServerInfo::script` is idle).

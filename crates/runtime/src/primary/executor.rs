@@ -660,6 +660,7 @@ impl Executor {
             }
         }
         self.ready.clear();
+        let lsn = self.publish_lsn();
         for out in self.conns.values_mut() {
             out.hand_over();
         }
@@ -676,8 +677,6 @@ impl Executor {
             local.load.outstanding.fetch_sub(count, Ordering::Relaxed);
             self.replies_local.clear();
         }
-        let lsn = self.role.primary().lsn_committed();
-        self.lsn_committed.store(lsn, Ordering::Release);
         self.metrics.lsn_committed.set(lsn as i64);
         let gauges = self.backup_gauges.iter();
         for ((_, received, applied), gauges) in self.role.primary().backup_progress().zip(gauges) {
@@ -685,6 +684,15 @@ impl Executor {
             gauges.lsn_applied.set(applied as i64);
             gauges.lag_records.set(lsn.saturating_sub(applied) as i64);
         }
+    }
+
+    /// Publishes the last committed LSN, before the answers it covers are handed over: a
+    /// front end that takes an answer sees its commit in `lsn_committed` (a waiting blocking
+    /// call is tried again on it).
+    fn publish_lsn(&mut self) -> u64 {
+        let lsn = self.role.primary().lsn_committed();
+        self.lsn_committed.store(lsn, Ordering::Release);
+        lsn
     }
 
     /// A deposed primary answers the calls it never ran: another node is the primary now,

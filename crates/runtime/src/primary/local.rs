@@ -66,6 +66,9 @@ pub struct LocalPort {
     seq_next: u64,
     /// Calls sent and not yet answered.
     unanswered: Arc<AtomicU64>,
+    /// The role's last committed LSN, published before the answers it covers are handed
+    /// over.
+    lsn_committed: Arc<AtomicU64>,
 }
 
 impl LocalPort {
@@ -99,7 +102,15 @@ impl LocalPort {
             },
             seq_next: 0,
             unanswered,
+            lsn_committed: Arc::clone(&context.lsn_committed),
         }
+    }
+
+    /// The role's last committed LSN: a call answered through this port, or through any
+    /// other of the role's connections, committed at or before it. A waiting blocking call
+    /// is tried again once it passes the LSN read before its last try.
+    pub fn lsn_committed(&self) -> u64 {
+        self.lsn_committed.load(Ordering::Acquire)
     }
 
     /// Whether this port leads to the role `handle` runs.

@@ -1244,9 +1244,9 @@ fn error_table(lua: &Lua, reply_text: &[u8]) -> mlua::Result<Value> {
 }
 
 /// The commands a script may not call (Redis's `noscript` flag): those that run or manage
-/// scripts and functions.
+/// scripts and functions, and most blocking commands.
 fn refused_in_scripts(name: &str) -> bool {
-    super::is_script_command(name)
+    super::is_script_command(name) || crate::cmd::blocking::refused_in_scripts(name)
 }
 
 /// `redis.call` and `redis.pcall`: runs one command on the script's context. Returns true
