@@ -965,3 +965,146 @@ fn resends_of_a_killed_script_get_its_failure_and_do_not_run_it_again() {
         (Some((2, ReplyStatus::Committed)), b"$-1\r\n".to_vec())
     );
 }
+
+/// Waits until `count` connections are blocked, as `INFO`'s `blocked_clients` counts them.
+fn wait_blocked(metrics: &Metrics, count: i64) {
+    for _ in 0..500 {
+        if metrics.blocked_clients.get() == count {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    panic!(
+        "{} blocked connections, not {count}",
+        metrics.blocked_clients.get()
+    );
+}
+
+#[test]
+fn blocked_pops_wait_for_the_pushes_that_serve_them_first_blocked_first_served() {
+    let (address, metrics) = start();
+    let mut waiters: Vec<Conn> = (0..3).map(|_| Conn::open(address)).collect();
+    for (i, waiter) in waiters.iter_mut().enumerate() {
+        waiter.send(&[&[b"BLPOP", b"none", b"q", b"0"], &[b"PING"]]);
+        wait_blocked(&metrics, i as i64 + 1);
+    }
+    let mut pusher = Conn::open(address);
+    pusher.send(&[&[b"RPUSH", b"q", b"a", b"b"]]);
+    assert_eq!(pusher.reply(), Value::Integer(2));
+    for (waiter, element) in waiters.iter_mut().zip(["a", "b"]) {
+        assert_eq!(waiter.reply(), Value::Array(vec![bulk("q"), bulk(element)]));
+        assert_eq!(waiter.reply(), Value::Simple(b"PONG".to_vec()));
+    }
+    wait_blocked(&metrics, 1);
+    // A write that serves no one wakes the last waiter, which waits on; its PING waits too.
+    pusher.send(&[&[b"SET", b"other", b"1"], &[b"RPUSH", b"q", b"c"]]);
+    assert_eq!(pusher.reply(), ok());
+    assert_eq!(pusher.reply(), Value::Integer(1));
+    let last = &mut waiters[2];
+    assert_eq!(last.reply(), Value::Array(vec![bulk("q"), bulk("c")]));
+    assert_eq!(last.reply(), Value::Simple(b"PONG".to_vec()));
+    wait_blocked(&metrics, 0);
+    pusher.send(&[&[b"EXISTS", b"q"]]);
+    assert_eq!(pusher.reply(), Value::Integer(0), "every element went once");
+}
+
+#[test]
+fn a_move_that_serves_one_waiter_serves_the_next_in_the_chain() {
+    let (address, metrics) = start();
+    let mut last = Conn::open(address);
+    last.send(&[&[b"BZPOPMIN", b"never", b"0"], &[b"BLPOP", b"target", b"0"]]);
+    wait_blocked(&metrics, 1);
+    let mut mover = Conn::open(address);
+    mover.send(&[&[b"BLMOVE", b"source", b"target", b"LEFT", b"RIGHT", b"0"]]);
+    wait_blocked(&metrics, 2);
+    let mut pusher = Conn::open(address);
+    pusher.send(&[
+        &[b"ZADD", b"never", b"5", b"m"],
+        &[b"LPUSH", b"source", b"x"],
+    ]);
+    assert_eq!(pusher.reply(), Value::Integer(1));
+    assert_eq!(pusher.reply(), Value::Integer(1));
+    assert_eq!(
+        last.reply(),
+        Value::Array(vec![bulk("never"), bulk("m"), bulk("5")])
+    );
+    assert_eq!(mover.reply(), bulk("x"));
+    assert_eq!(last.reply(), Value::Array(vec![bulk("target"), bulk("x")]));
+    wait_blocked(&metrics, 0);
+}
+
+#[test]
+fn a_wait_ends_with_redis_null_when_its_time_is_up() {
+    let (address, metrics) = start();
+    let mut conn = Conn::open(address);
+    let started = std::time::Instant::now();
+    conn.send(&[&[b"BLPOP", b"q", b"0.05"]]);
+    assert_eq!(conn.reply(), Value::NullArray);
+    assert!(started.elapsed() >= Duration::from_millis(50), "it waited");
+    conn.send(&[&[b"BLMOVE", b"q", b"d", b"LEFT", b"LEFT", b"0.01"]]);
+    assert_eq!(conn.reply(), Value::Null);
+    conn.send(&[&[b"HELLO", b"3"]]);
+    conn.reply();
+    conn.send(&[&[b"BZMPOP", b"0.01", b"1", b"z", b"MIN"]]);
+    assert_eq!(conn.reply(), Value::Null, "RESP3's one null");
+    wait_blocked(&metrics, 0);
+    conn.send(&[&[b"DBSIZE"]]);
+    assert_eq!(conn.reply(), Value::Integer(0));
+}
+
+#[test]
+fn client_unblock_ends_a_wait_as_a_timeout_or_with_an_error() {
+    let (address, metrics) = start();
+    let mut waiter = Conn::open(address);
+    waiter.send(&[&[b"CLIENT", b"ID"]]);
+    let id = int(waiter.reply()).to_string();
+    let mut other = Conn::open(address);
+    other.send(&[&[b"CLIENT", b"UNBLOCK", id.as_bytes()]]);
+    assert_eq!(other.reply(), Value::Integer(0), "not blocked yet");
+    for (reason, ended) in [
+        (&b"TIMEOUT"[..], Value::NullArray),
+        (
+            b"ERROR",
+            Value::Error(b"UNBLOCKED client unblocked via CLIENT UNBLOCK".to_vec()),
+        ),
+    ] {
+        waiter.send(&[&[b"BLPOP", b"q", b"0"]]);
+        wait_blocked(&metrics, 1);
+        other.send(&[&[b"CLIENT", b"UNBLOCK", id.as_bytes(), reason]]);
+        assert_eq!(other.reply(), Value::Integer(1));
+        assert_eq!(waiter.reply(), ended);
+        wait_blocked(&metrics, 0);
+    }
+    // The connection serves on.
+    waiter.send(&[&[b"BLPOP", b"q", b"0"]]);
+    wait_blocked(&metrics, 1);
+    other.send(&[&[b"RPUSH", b"q", b"v"]]);
+    assert_eq!(other.reply(), Value::Integer(1));
+    assert_eq!(waiter.reply(), Value::Array(vec![bulk("q"), bulk("v")]));
+}
+
+#[test]
+fn a_client_that_leaves_while_it_waits_is_dropped_and_pops_nothing() {
+    let (address, metrics) = start();
+    let mut gone = Conn::open(address);
+    gone.send(&[&[b"BRPOPLPUSH", b"q", b"d", b"0"], &[b"BLPOP", b"q", b"0"]]);
+    wait_blocked(&metrics, 1);
+    drop(gone);
+    wait_blocked(&metrics, 0);
+    let mut conn = Conn::open(address);
+    for _ in 0..100 {
+        if metrics.client_connections.get() == 1 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(metrics.client_connections.get(), 1, "the waiter was closed");
+    conn.send(&[
+        &[b"RPUSH", b"q", b"x"],
+        &[b"LLEN", b"q"],
+        &[b"EXISTS", b"d"],
+    ]);
+    assert_eq!(conn.reply(), Value::Integer(1));
+    assert_eq!(conn.reply(), Value::Integer(1), "no one took the element");
+    assert_eq!(conn.reply(), Value::Integer(0));
+}
