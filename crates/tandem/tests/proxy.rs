@@ -513,3 +513,54 @@ fn a_long_script_is_killed_through_the_proxy() {
     );
     assert_eq!(writer.call(&["GET", "w"]), Value::Bulk(b"0".to_vec()));
 }
+
+/// Blocking pops through the proxy: each waiter gets one element of the pushes (none twice,
+/// none lost), a waiter blocked when the primary is killed is served on the new one without
+/// an error, and a wait whose time is up answers Redis's null.
+#[test]
+fn blocked_pops_through_the_proxy_are_served_once_across_a_failover() {
+    let up = Up::start("proxy-blocking");
+    let proxy = proxy(&up);
+    let address = proxy.local_addr();
+    let waiter = |key: &'static str| {
+        thread::spawn(move || {
+            let mut conn = Conn::connect(address);
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                match conn.call(&["BLPOP", key, "0"]) {
+                    Value::Array(pair) => got.push(pair[1].clone()),
+                    other => panic!("BLPOP answered {other:?}"),
+                }
+            }
+            got
+        })
+    };
+    let waiters = [waiter("q"), waiter("q")];
+    let mut pusher = Conn::connect(address);
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(pusher.call(&["RPUSH", "q", "a", "b"]), Value::Integer(2));
+    thread::sleep(Duration::from_millis(300));
+    let primary = up.primary().expect("a primary");
+    up.tandem(&["kill", &primary.to_string()]);
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(pusher.call(&["RPUSH", "q", "c", "d"]), Value::Integer(2));
+    let mut got: Vec<Value> = waiters
+        .into_iter()
+        .flat_map(|waiter| waiter.join().expect("a waiter saw a wrong reply"))
+        .collect();
+    got.sort_by_key(|value| match value {
+        Value::Bulk(element) => element.clone(),
+        other => panic!("an element is a bulk string, not {other:?}"),
+    });
+    let expected: Vec<Value> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|element| Value::Bulk(element.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(got, expected, "each element popped once");
+    assert_eq!(pusher.call(&["EXISTS", "q"]), Value::Integer(0));
+    assert_eq!(pusher.call(&["BLPOP", "q", "0.05"]), Value::NullArray);
+    let timed_out = pusher.call(&["BLMOVE", "q", "d", "LEFT", "LEFT", "0.05"]);
+    assert_eq!(timed_out, Value::Null);
+    assert_ne!(up.primary(), Some(primary), "another node took over");
+    assert_eq!(proxy.stats().errors, 0, "no command was told an error");
+}
