@@ -391,7 +391,7 @@ impl NativeConns {
         &mut self,
         registry: &Registry,
         mut token_next: impl FnMut() -> Token,
-        visit: &mut std::collections::BTreeSet<Token>,
+        visit: &mut crate::resp::Visits,
     ) {
         while let Ok(handoff) = self.handoffs.try_recv() {
             let token = token_next();
@@ -403,7 +403,7 @@ impl NativeConns {
     }
 
     /// Hands each connection the frames that came for it.
-    pub(crate) fn take_mail(&mut self, visit: &mut std::collections::BTreeSet<Token>) {
+    pub(crate) fn take_mail(&mut self, visit: &mut crate::resp::Visits) {
         let mut letters = std::mem::take(&mut self.letters);
         self.mailbox.take(&mut letters);
         for (token, frames) in letters.drain(..) {

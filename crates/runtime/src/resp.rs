@@ -210,7 +210,7 @@ impl IoLoop {
             info,
             retries: VecDeque::new(),
             waiting: Waiting::default(),
-            visit: BTreeSet::new(),
+            visit: Visits::default(),
             starved: BTreeSet::new(),
             limits: RequestLimits::default(),
             argv: Argv::new(),
@@ -473,7 +473,7 @@ struct Front {
     /// Blocking calls whose connections wait for a write to serve them.
     waiting: Waiting,
     /// Connections to look at in this pass: readable, writable, or with new replies.
-    visit: BTreeSet<Token>,
+    visit: Visits,
     /// Connections that stopped handling requests because too many calls were unanswered.
     starved: BTreeSet<Token>,
     limits: RequestLimits,
@@ -490,6 +490,40 @@ struct Front {
     reply_bytes_total: usize,
     /// The warnings clients can cause, each logged at most once a minute.
     warned: Warned,
+}
+
+/// The connections a pass is to look at, each once, in the order their events came: the
+/// requests of several clients reach the executor in the order the clients sent them (as in
+/// Redis, whose loop handles sockets in the order they became readable), so a push sent
+/// after another client's blocking pop runs after that pop's first try.
+#[derive(Debug, Default)]
+pub(crate) struct Visits {
+    order: VecDeque<Token>,
+    queued: BTreeSet<Token>,
+}
+
+impl Visits {
+    pub(crate) fn insert(&mut self, token: Token) {
+        if self.queued.insert(token) {
+            self.order.push_back(token);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Token> {
+        let token = self.order.pop_front()?;
+        self.queued.remove(&token);
+        Some(token)
+    }
+
+    fn extend(&mut self, tokens: impl IntoIterator<Item = Token>) {
+        for token in tokens {
+            self.insert(token);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
 }
 
 /// The warnings a client can cause on the RESP port, each rate-limited.
@@ -670,7 +704,7 @@ impl Front {
         // What the sessions know of the node is asked for (and the ports follow its roles)
         // only in a pass that serves a RESP connection: a native client needs neither.
         let mut info = None;
-        while let Some(token) = self.visit.pop_first() {
+        while let Some(token) = self.visit.pop_front() {
             if self.native.conns.contains_key(&token) {
                 self.native.serve(token, self.poll.registry());
                 continue;
@@ -690,7 +724,7 @@ impl Front {
         let blocked = self.waiting.blocked() as i64;
         self.node.metrics().blocked_clients.set(blocked);
         if self.unanswered() < UNANSWERED_MAX {
-            self.visit.append(&mut self.starved);
+            self.visit.extend(std::mem::take(&mut self.starved));
             if !self.visit.is_empty() {
                 // Their requests wait in buffers already read: no event will come for them.
                 let _ = self.waker.wake();
