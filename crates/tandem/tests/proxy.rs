@@ -560,7 +560,11 @@ fn blocked_pops_through_the_proxy_are_served_once_across_a_failover() {
     assert_eq!(pusher.call(&["EXISTS", "q"]), Value::Integer(0));
     assert_eq!(pusher.call(&["BLPOP", "q", "0.05"]), Value::NullArray);
     let timed_out = pusher.call(&["BLMOVE", "q", "d", "LEFT", "LEFT", "0.05"]);
-    assert_eq!(timed_out, Value::Null);
+    assert_eq!(
+        timed_out,
+        Value::NullArray,
+        "as Redis answers a wait whose time is up"
+    );
     assert_ne!(up.primary(), Some(primary), "another node took over");
     assert_eq!(proxy.stats().errors, 0, "no command was told an error");
 }

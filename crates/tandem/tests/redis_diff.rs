@@ -315,6 +315,21 @@ static ALLOWED: &[Allowed] = &[
         why: SIGNLESS_ZERO,
     },
     Allowed {
+        command: "BZPOPMIN",
+        rule: Rule::SignlessScores,
+        why: SIGNLESS_ZERO,
+    },
+    Allowed {
+        command: "BZPOPMAX",
+        rule: Rule::SignlessScores,
+        why: SIGNLESS_ZERO,
+    },
+    Allowed {
+        command: "BZMPOP",
+        rule: Rule::SignlessScores,
+        why: SIGNLESS_ZERO,
+    },
+    Allowed {
         command: "ZUNION",
         rule: Rule::SignlessScores,
         why: SIGNLESS_ZERO,
@@ -899,8 +914,12 @@ fn signless_scores(args: &[Vec<u8>], value: &Value) -> Value {
             _ => value.clone(),
         },
         (b"ZPOPMIN" | b"ZPOPMAX", Value::Array(items)) => Value::Array(pairs(items)),
+        // [key, member, score]
+        (b"BZPOPMIN" | b"BZPOPMAX", Value::Array(popped)) if popped.len() == 3 => {
+            Value::Array(vec![popped[0].clone(), popped[1].clone(), zero(&popped[2])])
+        }
         // [key, [[member, score], …]]
-        (b"ZMPOP", Value::Array(popped)) if popped.len() == 2 => match &popped[1] {
+        (b"ZMPOP" | b"BZMPOP", Value::Array(popped)) if popped.len() == 2 => match &popped[1] {
             Value::Array(items) => {
                 Value::Array(vec![popped[0].clone(), Value::Array(pairs(items))])
             }
@@ -1764,7 +1783,44 @@ static LISTS: &[Gen] = &[
         mpop_count(d, &mut args);
         args
     }),
+    g("BLPOP", 3, |d| blocking_pop(d, "BLPOP", Draw::key)),
+    g("BRPOP", 3, |d| blocking_pop(d, "BRPOP", Draw::key)),
+    g("BLMOVE", 3, |d| {
+        let from = d.pick(&["LEFT", "RIGHT", "left", "up"]);
+        let to = d.pick(&["LEFT", "RIGHT", "right"]);
+        command("BLMOVE", [d.key(), d.key(), from, to, block_timeout(d)])
+    }),
+    g("BRPOPLPUSH", 2, |d| {
+        command("BRPOPLPUSH", [d.key(), d.key(), block_timeout(d)])
+    }),
+    g("BLMPOP", 3, |d| {
+        let keys = d.keys(1, 3);
+        let mut args = command("BLMPOP", [block_timeout(d), key_count(d, keys.len())]);
+        args.extend(keys);
+        args.push(d.pick(&["LEFT", "RIGHT", "left", "right", "UP"]));
+        mpop_count(d, &mut args);
+        args
+    }),
 ];
+
+/// A blocking command's timeout: short, so that a wait on an empty key ends at once on both
+/// servers (never 0, which waits for ever); now and then one Redis refuses.
+fn block_timeout(d: &mut Draw) -> Vec<u8> {
+    match d.rng.below(10) {
+        0 => d.pick(&["-1", "x", "1e16", "nan", "", "-0.5"]),
+        _ => d.pick(&["0.001", "0.002", "0.01", "1e-3"]),
+    }
+}
+
+/// `BLPOP`, `BRPOP`, `BZPOPMIN` or `BZPOPMAX` of one to three keys drawn by `key`.
+fn blocking_pop(d: &mut Draw, name: &str, key: fn(&mut Draw) -> Vec<u8>) -> Args {
+    let mut args = command(
+        name,
+        (0..1 + d.rng.below(3)).map(|_| key(d)).collect::<Vec<_>>(),
+    );
+    args.push(block_timeout(d));
+    args
+}
 
 /// The key count of a command whose keys follow one (`ZUNION numkeys key…`): mostly right,
 /// now and then zero, negative, not a number, or more than the keys given (so that options
@@ -2637,6 +2693,16 @@ static ZSETS: &[Gen] = &[
     }),
     g("ZPOPMIN", 4, |d| zpop(d, "ZPOPMIN")),
     g("ZPOPMAX", 4, |d| zpop(d, "ZPOPMAX")),
+    g("BZPOPMIN", 3, |d| blocking_pop(d, "BZPOPMIN", zkey)),
+    g("BZPOPMAX", 3, |d| blocking_pop(d, "BZPOPMAX", zkey)),
+    g("BZMPOP", 3, |d| {
+        let keys: Vec<Vec<u8>> = (0..1 + d.rng.below(3)).map(|_| zkey(d)).collect();
+        let mut args = command("BZMPOP", [block_timeout(d), key_count(d, keys.len())]);
+        args.extend(keys);
+        args.push(d.pick(&["MIN", "MAX", "min", "max", "LEFT"]));
+        mpop_count(d, &mut args);
+        args
+    }),
     g("ZREMRANGEBYRANK", 2, |d| {
         command("ZREMRANGEBYRANK", [zkey(d), rank(d), rank(d)])
     }),

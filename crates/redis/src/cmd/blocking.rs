@@ -28,15 +28,15 @@ use crate::wire::Waiting;
 
 /// The family's commands (merged into [`super::commands`]).
 pub static COMMANDS: &[Command] = &[
-    data("BLMOVE", 6, Write, (1, 2, 1), true, blmove).blocking(LAST_NULL),
+    data("BLMOVE", 6, Write, (1, 2, 1), true, blmove).blocking(TIMEOUT_LAST),
     // Their keys follow a count: Redis 7.0 names no fixed key range (movablekeys).
-    data("BLMPOP", -5, Write, (0, 0, 0), false, blmpop).blocking(FIRST_NULL_ARRAY),
-    data("BLPOP", -3, Write, (1, -2, 1), false, blpop).blocking(LAST_NULL_ARRAY),
-    data("BRPOP", -3, Write, (1, -2, 1), false, brpop).blocking(LAST_NULL_ARRAY),
-    data("BRPOPLPUSH", 4, Write, (1, 2, 1), true, brpoplpush).blocking(LAST_NULL),
-    data("BZMPOP", -5, Write, (0, 0, 0), false, bzmpop).blocking(FIRST_NULL_ARRAY),
-    data("BZPOPMAX", -3, Write, (1, -2, 1), false, bzpopmax).blocking(LAST_NULL_ARRAY),
-    data("BZPOPMIN", -3, Write, (1, -2, 1), false, bzpopmin).blocking(LAST_NULL_ARRAY),
+    data("BLMPOP", -5, Write, (0, 0, 0), false, blmpop).blocking(TIMEOUT_FIRST),
+    data("BLPOP", -3, Write, (1, -2, 1), false, blpop).blocking(TIMEOUT_LAST),
+    data("BRPOP", -3, Write, (1, -2, 1), false, brpop).blocking(TIMEOUT_LAST),
+    data("BRPOPLPUSH", 4, Write, (1, 2, 1), true, brpoplpush).blocking(TIMEOUT_LAST),
+    data("BZMPOP", -5, Write, (0, 0, 0), false, bzmpop).blocking(TIMEOUT_FIRST),
+    data("BZPOPMAX", -3, Write, (1, -2, 1), false, bzpopmax).blocking(TIMEOUT_LAST),
+    data("BZPOPMIN", -3, Write, (1, -2, 1), false, bzpopmin).blocking(TIMEOUT_LAST),
 ];
 
 /// What a blocking call fails with when its connection is to wait: never a client's reply,
@@ -53,33 +53,26 @@ enum TimeoutAt {
     First,
 }
 
-/// What a blocking command answers when its time is up: Redis's null array (`BLPOP`) or
-/// null bulk string (`BLMOVE`).
+/// What a blocking command that found nothing answers where it may not wait: Redis's null
+/// array (`BLPOP`) or null bulk string (`BLMOVE`). When a wait's time is up, every one
+/// answers a null array, as Redis 7.0's `replyToBlockedClientTimedOut`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NullReply {
     Array,
     Bulk,
 }
 
-/// How a blocking command leaves its connection waiting: where its timeout is and what it
-/// answers when the time is up.
+/// How a blocking command leaves its connection waiting: where its timeout is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Blocks {
     timeout_at: TimeoutAt,
-    on_timeout: NullReply,
 }
 
-const LAST_NULL_ARRAY: Blocks = Blocks {
+const TIMEOUT_LAST: Blocks = Blocks {
     timeout_at: TimeoutAt::Last,
-    on_timeout: NullReply::Array,
 };
-const LAST_NULL: Blocks = Blocks {
-    timeout_at: TimeoutAt::Last,
-    on_timeout: NullReply::Bulk,
-};
-const FIRST_NULL_ARRAY: Blocks = Blocks {
+const TIMEOUT_FIRST: Blocks = Blocks {
     timeout_at: TimeoutAt::First,
-    on_timeout: NullReply::Array,
 };
 
 impl Command {
@@ -102,9 +95,10 @@ impl Blocks {
         parse_timeout_ms(argv.get(at)?).ok()
     }
 
-    /// Writes what the call answers when its time is up.
+    /// Writes what the call answers when its time is up (or `CLIENT UNBLOCK` ends its wait
+    /// as a timeout): a null array, whatever the command.
     pub fn write_timeout_reply(&self, out: &mut ReplyWriter<'_>) {
-        write_null(self.on_timeout, out);
+        out.null_array();
     }
 }
 
