@@ -456,8 +456,7 @@ impl BlockedWait {
             let left = Duration::from_millis(timeout_ms).saturating_sub(since.elapsed());
             self.pause = self.pause.min(left);
         }
-        thread::sleep(self.pause);
-        if !still_open(stream, conn, chunk) {
+        if !watch(stream, conn, chunk, self.pause) {
             return false;
         }
         conn.try_again();
@@ -465,21 +464,28 @@ impl BlockedWait {
     }
 }
 
-/// Whether the application still holds its end of `stream`, read without waiting; what it
-/// sent meanwhile is kept for after the wait.
-fn still_open(stream: &mut TcpStream, conn: &mut ProxyConn, chunk: &mut [u8]) -> bool {
-    if stream.set_nonblocking(true).is_err() {
+/// Waits up to `pause` on the application's socket: false once the application closed it;
+/// what it sent meanwhile is kept for after the wait. (A read timeout, not a non-blocking
+/// socket: the writer thread's clone of the socket shares its file flags, and must block.)
+fn watch(stream: &mut TcpStream, conn: &mut ProxyConn, chunk: &mut [u8], pause: Duration) -> bool {
+    if stream
+        .set_read_timeout(Some(pause.max(BLOCKED_PAUSE_MIN)))
+        .is_err()
+    {
         return false;
     }
-    let open = loop {
-        match stream.read(chunk) {
-            Ok(0) => break false,
-            Ok(n) => conn.feed(&chunk[..n]),
-            Err(err) if err.kind() == ErrorKind::Interrupted => {}
-            Err(err) => break err.kind() == ErrorKind::WouldBlock,
+    let open = match stream.read(chunk) {
+        Ok(0) => false,
+        Ok(n) => {
+            conn.feed(&chunk[..n]);
+            true
         }
+        Err(err) => matches!(
+            err.kind(),
+            ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+        ),
     };
-    stream.set_nonblocking(false).is_ok() && open
+    stream.set_read_timeout(None).is_ok() && open
 }
 
 /// How long the reader thread waits for an application to take its replies before a writer
