@@ -77,7 +77,7 @@ fn type_name(value: &Value) -> &'static str {
 /// Checks each key read from a file against what the server held: its type, its value (as
 /// the server's own `DUMP` payload parses), its encoding and its expiry; and that the file
 /// holds every key the server did, once.
-fn check_against_server(keys: &[Box<KeyRecord>], held: &BTreeMap<Vec<u8>, Held>) {
+fn check_against_server(keys: &[KeyRecord], held: &BTreeMap<Vec<u8>, Held>) {
     let mut seen = BTreeMap::new();
     for record in keys {
         let name = String::from_utf8_lossy(&record.key).into_owned();
@@ -127,12 +127,12 @@ fn library_codes(payload: &[u8]) -> Vec<Vec<u8>> {
     codes
 }
 
-fn keys_of(records: Vec<Record>) -> (Vec<Box<KeyRecord>>, Vec<Vec<u8>>) {
+fn keys_of(records: Vec<Record>) -> (Vec<KeyRecord>, Vec<Vec<u8>>) {
     let mut keys = Vec::new();
     let mut codes = Vec::new();
     for record in records {
         match record {
-            Record::Key(key) => keys.push(key),
+            Record::Key(key) => keys.push(*key),
             Record::Function { code } => codes.push(code),
             _ => {}
         }

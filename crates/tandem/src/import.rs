@@ -158,13 +158,13 @@ struct Loaded {
 
 /// Reads the file again and sends database `db`'s keys, batch by batch.
 fn load(path: &Path, db: u64, replace: bool, conn: &mut Conn) -> Result<Loaded, Failure> {
-    let mut reader = open(path)?;
+    let reader = open(path)?;
     let mut loaded = Loaded::default();
     let mut batch: Vec<Vec<u8>> = Vec::new();
     let now_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as i64);
-    while let Some(record) = reader.next() {
+    for record in reader {
         let key = record.map_err(|err| {
             Failure::Run(format!(
                 "{}: {err}; {} keys were loaded before it",

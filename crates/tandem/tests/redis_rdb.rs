@@ -153,6 +153,17 @@ fn libraries(conn: &mut Conn) -> Vec<Vec<u8>> {
     codes
 }
 
+/// A key's state in words, its value cut short.
+fn show(state: &(Vec<u8>, Vec<u8>, i64, RdbValue)) -> String {
+    let value: String = format!("{:?}", state.3).chars().take(120).collect();
+    format!(
+        "{} {} expiring at {} ms: {value}",
+        String::from_utf8_lossy(&state.0),
+        String::from_utf8_lossy(&state.1),
+        state.2
+    )
+}
+
 /// Every way `a` and `b` differ: keys one has and the other lacks, and of each key both
 /// have, its type, encoding, expiry or value; and their function libraries.
 fn differences(a: &mut Conn, b: &mut Conn) -> Vec<String> {
@@ -175,10 +186,8 @@ fn differences(a: &mut Conn, b: &mut Conn) -> Vec<String> {
         ];
         for (name, differs) in what {
             if differs {
-                found.push(format!(
-                    "{}'s {name}: {state_a:?} vs {state_b:?}",
-                    lossy(key)
-                ));
+                let (shown_a, shown_b) = (show(&state_a), show(&state_b));
+                found.push(format!("{}'s {name}: {shown_a} vs {shown_b}", lossy(key)));
             }
         }
     }

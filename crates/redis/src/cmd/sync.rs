@@ -166,7 +166,7 @@ impl Framing {
 /// `REPLCONF option value …`, as Redis 7.0 answers a client that is no replica; `None`:
 /// no reply at all (`ack`, `getack`).
 pub fn replconf(argv: &Argv) -> Option<Result<(), String>> {
-    if argv.len() % 2 == 0 {
+    if argv.len().is_multiple_of(2) {
         return Some(Err(CmdError::SYNTAX.text().to_owned()));
     }
     let mut at = 1;
@@ -217,3 +217,85 @@ pub fn replconf(argv: &Argv) -> Option<Result<(), String>> {
 
 /// Redis's `NET_HOST_STR_LEN`: an address this long or longer is refused.
 const HOST_LEN_MAX: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model_reply(lsn: u64, file: &[u8]) -> Vec<u8> {
+        let mut reply = Vec::new();
+        let mut out = ReplyWriter::new(&mut reply, Proto::Resp2);
+        out.array(2);
+        out.integer(lsn as i64);
+        out.bulk(file);
+        reply
+    }
+
+    #[test]
+    fn sync_and_psync_frame_the_file_as_redis_does() {
+        let reply = model_reply(42, b"REDIS0010\xff");
+        let mut out = Vec::new();
+        Framing::new("SYNC", 3, None).write(&reply, Proto::Resp2, &mut out);
+        assert_eq!(out, b"$10\r\nREDIS0010\xff");
+        let mut out = Vec::new();
+        Framing::new("PSYNC", 3, None).write(&reply, Proto::Resp3, &mut out);
+        let replid = format!("{:040x}", 3);
+        let mut expected = format!("+FULLRESYNC {replid} 42\r\n$10\r\n").into_bytes();
+        expected.extend_from_slice(b"REDIS0010\xff");
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn a_file_past_the_output_buffer_is_refused_naming_the_setting() {
+        let reply = model_reply(1, &[7u8; 100]);
+        let limit = ReplyLimit {
+            bytes: 100,
+            setting: "tuning.output_buffer_mib",
+        };
+        let mut out = Vec::new();
+        Framing::new("SYNC", 1, Some(limit)).write(&reply, Proto::Resp2, &mut out);
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.starts_with("-ERR the database's RDB file takes 106 bytes"),
+            "{text}"
+        );
+        assert!(text.contains("tuning.output_buffer_mib"), "{text}");
+        let mut out = Vec::new();
+        Framing::new("SYNC", 1, None).write(b"+OK\r\n", Proto::Resp2, &mut out);
+        assert!(out.starts_with(b"-ERR the node answered SYNC with a malformed reply"));
+    }
+
+    fn replconf_of(text: &str) -> Option<Result<(), String>> {
+        let mut argv = Argv::new();
+        for arg in text.split(' ') {
+            argv.push(arg.as_bytes());
+        }
+        replconf(&argv)
+    }
+
+    #[test]
+    fn replconf_answers_as_redis_answers_a_client() {
+        assert_eq!(replconf_of("REPLCONF capa eof capa psync2"), Some(Ok(())));
+        assert_eq!(
+            replconf_of("REPLCONF rdb-only 1 listening-port 6380"),
+            Some(Ok(()))
+        );
+        assert_eq!(replconf_of("REPLCONF ACK 0"), None);
+        assert_eq!(replconf_of("REPLCONF GETACK *"), None);
+        let err = |text: &str| replconf_of(text).and_then(Result::err).unwrap_or_default();
+        assert_eq!(err("REPLCONF capa"), "ERR syntax error");
+        assert_eq!(
+            err("REPLCONF rdb-only 2"),
+            "ERR value is out of range, value must between 0 and 1"
+        );
+        assert_eq!(
+            err("REPLCONF listening-port x"),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            err("REPLCONF nope 1"),
+            "ERR Unrecognized REPLCONF option: nope"
+        );
+        assert!(err("REPLCONF rdb-filter-only functions").contains("FUNCTION DUMP"));
+    }
+}
