@@ -328,7 +328,7 @@ fn file_of(build: impl FnOnce(&mut FileWriter<Vec<u8>>)) -> Vec<u8> {
 
 #[test]
 fn an_import_refuses_other_databases_and_damage_and_skips_expired_keys() {
-    let cluster = Cluster::start("redis-rdb-refusals", 1, 64);
+    let cluster = Cluster::start("redis-rdb-refusals", 2, 64);
     let primary = cluster.primary_resp().to_string();
     let dir = redis_support::scratch_dir("redis-rdb-files");
     let string = |text: &[u8]| RdbValue::String(text.to_vec());
@@ -369,6 +369,26 @@ fn an_import_refuses_other_databases_and_damage_and_skips_expired_keys() {
         text(&refused)
     );
     assert!(text(&refused).contains("byte"), "{}", text(&refused));
+
+    // A backup takes no write: the import says where to send it.
+    std::fs::write(&path, &two_dbs).unwrap();
+    let backup = cluster
+        .nodes
+        .iter()
+        .find(|node| node.id != cluster.primary)
+        .expect("a backup");
+    let refused = import(&path, &backup.resp.to_string(), &["--db", "3", "--replace"]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("point --redis at the primary"),
+        "{}",
+        text(&refused)
+    );
+    assert!(
+        text(&refused).contains("0 keys were loaded"),
+        "{}",
+        text(&refused)
+    );
 }
 
 /// Each rule of [`differences`] reports a planted difference between two servers that
