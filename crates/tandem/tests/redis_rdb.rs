@@ -347,6 +347,11 @@ fn an_import_refuses_other_databases_and_damage_and_skips_expired_keys() {
     let picked = import(&path, &primary, &["--db", "3"]);
     assert!(picked.status.success(), "{}", text(&picked));
     assert!(text(&picked).contains("loaded 1 keys"), "{}", text(&picked));
+    let again = import(&path, &primary, &["--db", "3"]);
+    assert!(!again.status.success());
+    let expected = "key 'three' already exists in the cluster: give --replace to overwrite it; 0 \
+                    keys were loaded before it";
+    assert!(text(&again).contains(expected), "{}", text(&again));
     let zero = import(&path, &primary, &["--db", "0"]);
     assert!(
         text(&zero).contains("loaded 0 keys (1 already expired"),

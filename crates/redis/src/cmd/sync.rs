@@ -171,7 +171,8 @@ pub fn replconf(argv: &Argv) -> Option<Result<(), String>> {
     }
     let mut at = 1;
     while at + 1 < argv.len() {
-        let option = argv.get(at).unwrap_or_default().to_ascii_lowercase();
+        let given = argv.get(at).unwrap_or_default();
+        let option = given.to_ascii_lowercase();
         let value = argv.get(at + 1).unwrap_or_default();
         let number = || crate::num::parse_i64(value);
         let not_integer = || CmdError::NOT_INTEGER.text().to_owned();
@@ -206,7 +207,7 @@ pub fn replconf(argv: &Argv) -> Option<Result<(), String>> {
             _ => {
                 return Some(Err(format!(
                     "ERR Unrecognized REPLCONF option: {}",
-                    String::from_utf8_lossy(crate::session::c_string(&option, 128))
+                    String::from_utf8_lossy(crate::session::c_string(given, usize::MAX))
                 )));
             }
         }
