@@ -423,6 +423,8 @@ impl ProxyConn {
             // `SCRIPT KILL` goes to the primary as a call.
             Step::Call(call) | Step::KillScript(call) => {
                 debug_assert!(reply.is_empty(), "a call's reply comes with its outcome");
+                // Nothing is read after `SYNC`: its file ends the connection.
+                self.closing |= call.closes_connection();
                 self.items.push_back(Item::Call(call));
             }
             // Each connection waits on its own thread here; no other connection's wait is

@@ -303,6 +303,9 @@ pub enum Purpose {
     Watch(Vec<Vec<u8>>),
     /// A blocking command whose connection waits while nothing serves it.
     Block(BlockingCall),
+    /// `SYNC` or `PSYNC`: the reply is the database's RDB file, framed as Redis's
+    /// replication stream starts; the connection closes after it.
+    Snapshot(Box<cmd::sync::Framing>),
 }
 
 /// A blocking command's call made for a connection that waits (see [`crate::cmd::blocking`]):
@@ -364,6 +367,12 @@ impl Call {
             self.purpose,
             Purpose::Watch(_) | Purpose::Exec(Some(_)) | Purpose::Block(_)
         )
+    }
+
+    /// Whether the connection closes once this call's reply is sent, reading nothing more:
+    /// after `SYNC`'s file nothing follows (tandem streams no replication).
+    pub fn closes_connection(&self) -> bool {
+        matches!(self.purpose, Purpose::Snapshot(_))
     }
 
     /// When the primary could not answer the call (its lease ran out before the reply could
@@ -438,6 +447,8 @@ pub struct Session {
     authenticated: bool,
     /// The table's user the connection logged in as; `None`: `default`, with every right.
     user: Option<Arc<User>>,
+    /// The most a `SYNC` reply may hold (the port's output buffer limit).
+    reply_limit: Option<cmd::sync::ReplyLimit>,
 }
 
 /// What the connection commands of a `MULTI` block answered, and the connection's state
@@ -467,7 +478,15 @@ impl Session {
             watched: Vec::new(),
             authenticated: false,
             user: None,
+            reply_limit: None,
         }
+    }
+
+    /// The session, told the most bytes a reply may leave unsent on its connection before
+    /// the connection is closed: a `SYNC` file longer than that is refused, not cut short.
+    pub fn with_reply_limit(mut self, limit: Option<cmd::sync::ReplyLimit>) -> Session {
+        self.reply_limit = limit;
+        self
     }
 
     pub fn proto(&self) -> Proto {
@@ -560,6 +579,10 @@ impl Session {
                 ReplyWriter::new(out, self.proto).error_bytes(&refusal);
                 return Step::Replied;
             }
+            if cmd::sync::is_snapshot(command.name) {
+                self.reject(command, cmd::sync::NOT_IN_MULTI, out);
+                return Step::Replied;
+            }
             let (queued, _) = self.multi.as_mut().expect("inside MULTI");
             queued.push(argv.clone());
             ReplyWriter::new(out, self.proto).simple("QUEUED");
@@ -641,7 +664,13 @@ impl Session {
             }
             None => {
                 CallArgs::encode(self.proto, argv, &mut args);
-                Purpose::Command
+                if cmd::sync::is_snapshot(command.name) {
+                    let framing =
+                        cmd::sync::Framing::new(command.name, info.node_id, self.reply_limit);
+                    Purpose::Snapshot(Box::new(framing))
+                } else {
+                    Purpose::Command
+                }
             }
         };
         Step::Call(Call {
@@ -671,6 +700,9 @@ impl Session {
                 _ => ReplyWriter::new(out, self.proto)
                     .error("ERR the node answered WATCH with malformed versions"),
             },
+            (Purpose::Snapshot(framing), Outcome::Reply(bytes)) => {
+                framing.write(bytes, self.proto, out);
+            }
             (_, Outcome::Reply(bytes)) => out.extend_from_slice(bytes),
             (_, Outcome::Failed(text)) => ReplyWriter::new(out, self.proto).error(text),
         }
@@ -735,6 +767,11 @@ impl Session {
                 w.verbatim("txt", &text);
             }
             "WAIT" => wait(argv, info, proto, out),
+            "REPLCONF" => match cmd::sync::replconf(argv) {
+                Some(Ok(())) => ReplyWriter::new(out, proto).ok(),
+                Some(Err(text)) => ReplyWriter::new(out, proto).error(&text),
+                None => {}
+            },
             "MULTI" => {
                 let mut w = ReplyWriter::new(out, proto);
                 if self.multi.is_some() {
@@ -896,6 +933,7 @@ impl Session {
             watched: Vec::new(),
             authenticated: self.authenticated,
             user: self.user.clone(),
+            reply_limit: self.reply_limit,
         };
         let mut replies = Vec::with_capacity(queued.len());
         let mut data = Vec::new();

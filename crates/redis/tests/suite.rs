@@ -14,6 +14,7 @@ mod hashsets_redis;
 mod hll;
 mod lists;
 mod random_draws;
+mod rdb_file;
 mod resp_props;
 mod scripts;
 mod sets;

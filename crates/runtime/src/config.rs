@@ -711,6 +711,24 @@ pub struct ClientLimits {
     pub output_buffers_total_bytes: Option<usize>,
 }
 
+impl ClientLimits {
+    /// The most one reply may hold unsent before its connection is closed for it (the
+    /// smaller of the two output buffer limits), and the setting that says so.
+    pub fn reply_limit(&self) -> Option<tandem_redis::cmd::sync::ReplyLimit> {
+        let one = self
+            .output_buffer_bytes
+            .map(|bytes| (bytes, "tuning.output_buffer_mib"));
+        let total = self
+            .output_buffers_total_bytes
+            .map(|bytes| (bytes, "tuning.output_buffers_total_mib"));
+        [one, total]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(bytes, _)| *bytes)
+            .map(|(bytes, setting)| tandem_redis::cmd::sync::ReplyLimit { bytes, setting })
+    }
+}
+
 impl Default for ClientLimits {
     fn default() -> ClientLimits {
         Tuning::default().client_limits()

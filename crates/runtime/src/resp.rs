@@ -648,7 +648,8 @@ impl Front {
                         Conn {
                             stream,
                             tls,
-                            session: Session::new(token.0 as u64 - FIRST_CONN as u64 + 1),
+                            session: Session::new(token.0 as u64 - FIRST_CONN as u64 + 1)
+                                .with_reply_limit(self.client_limits.reply_limit()),
                             input: Vec::new(),
                             start: 0,
                             want: 1,
@@ -1127,6 +1128,7 @@ impl Front {
                     }
                     // The script ended before the ask: the call answers `NOTBUSY`.
                     Step::Call(call) | Step::KillScript(call) => {
+                        conn.closing |= call.closes_connection();
                         if call.waits_for(conn.unanswered_calls()) {
                             conn.held = Some(call);
                         } else {

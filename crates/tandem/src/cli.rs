@@ -50,10 +50,38 @@ pub enum Command {
     /// Serve Redis clients on a local port and run their commands on the cluster through the
     /// client stub: every command exactly once, failovers seen as a pause, never an error.
     Proxy(ProxyArgs),
+    /// Load a Redis RDB file (redis-server's dump.rdb, or what `redis-cli --rdb` saved)
+    /// into a cluster through its Redis port: every key with its value and expiry, and the
+    /// function libraries. Export is `redis-cli -p PORT --rdb FILE` against a node.
+    Import(ImportArgs),
     /// Spin cores until standard input closes (the noise of `bench failover --noise` and the
     /// busy threads of `bench starvation`).
     #[command(hide = true)]
     Burn(BurnArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The RDB file (version 10, Redis 7.0, or older).
+    pub file: std::path::PathBuf,
+    /// Where to send the keys: the primary's Redis address (`tandem status`), or a
+    /// `tandem proxy`'s.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub redis: String,
+    /// The password the node asks for (`requirepass`, or --user's).
+    #[arg(long, value_name = "PASSWORD")]
+    pub password: Option<String>,
+    /// The user to log in as (`AUTH user password`), with --password.
+    #[arg(long, value_name = "NAME", requires = "password")]
+    pub user: Option<String>,
+    /// Overwrite keys and function libraries the cluster already has (without it, one that
+    /// exists stops the import).
+    #[arg(long)]
+    pub replace: bool,
+    /// Load database N's keys of the file (tandem serves one database: they become its
+    /// keys); without it, a file with keys outside database 0 is refused.
+    #[arg(long, value_name = "N")]
+    pub db: Option<u64>,
 }
 
 #[derive(Debug, Args)]

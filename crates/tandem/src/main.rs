@@ -8,6 +8,7 @@
 mod bench;
 mod cli;
 mod demo;
+mod import;
 mod local;
 mod logging;
 mod proxy;
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
         Command::Down(args) => up::down(&args),
         Command::Demo(args) => demo::demo(&args),
         Command::Proxy(args) => proxy::run(&args),
+        Command::Import(args) => import::run(&args),
         Command::Burn(args) => burn(args.threads),
     };
     match result {

@@ -4501,6 +4501,28 @@ static CONNECTION: &[Gen] = &[
     }),
     g("RESET", 1, |_| command("RESET", [])),
     g("QUIT", 1, |_| command("QUIT", [])),
+    // Only with a wrong arity, which both refuse alike: a real `SYNC` or `PSYNC` sends the
+    // database's file and ends the connection (`redis_rdb.rs` checks it). `PSYNC` goes bare
+    // (an argument gained leaves it short still) and `SYNC` keeps its argument (`mutate`).
+    g("SYNC", 1, |d| command("SYNC", [d.value()])),
+    g("PSYNC", 1, |_| command("PSYNC", [])),
+    // Not `ack` and `getack`, which Redis answers only on a replica's link (nothing here), nor
+    // `rdb-filter-only`, which tandem refuses (it filters no file).
+    g("REPLCONF", 1, |d| match d.rng.below(4) {
+        0 => command(
+            "REPLCONF",
+            [b"capa".to_vec(), d.pick(&["eof", "psync2", "bogus"])],
+        ),
+        1 => command(
+            "REPLCONF",
+            [b"rdb-only".to_vec(), d.pick(&["0", "1", "2", "x"])],
+        ),
+        2 => command(
+            "REPLCONF",
+            [b"listening-port".to_vec(), d.pick(&["6380", "x"])],
+        ),
+        _ => command("REPLCONF", [d.pick(&["bogus", "capa"])]),
+    }),
 ];
 
 /// A step of a sequence.
@@ -4568,7 +4590,7 @@ fn mutate(d: &mut Draw, args: &mut Args) {
     // Redis's default count by a lost or gained argument (`ZSCAN k 0`, `ZSCAN k 0 MATCH x`),
     // whose members are each server's own choice.
     let keeps_its_arguments = match args[0].to_ascii_uppercase().as_slice() {
-        b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" => true,
+        b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" | b"SYNC" => true,
         b"PFADD" => !is_hll_key(&args[1]),
         _ => false,
     };

@@ -14,6 +14,7 @@ mod redis_acl;
 mod redis_auth;
 mod redis_clients;
 mod redis_diff;
+mod redis_rdb;
 mod redis_support;
 mod redis_tcl;
 mod redis_tls;

@@ -165,16 +165,19 @@ fn value_of(mem: &impl Mem, key: &Key) -> Value {
     }
 }
 
+/// The whole value of `key` and how Redis 7.0 would hold it under `thresholds`: what a
+/// payload or a file writes.
+pub fn image(mem: &impl Mem, key: &Key, thresholds: &Thresholds) -> (Value, Encoding) {
+    (value_of(mem, key), encoding_of(mem, key, thresholds))
+}
+
 /// `DUMP key`: the payload, or null without the key.
 pub fn dump(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
     match ctx.find(arg(argv, 1)) {
         None => out.null(),
         Some(key) => {
-            let value = value_of(&ctx.access, &key);
-            out.bulk(&rdb::dump(
-                &value,
-                encoding_of(&ctx.access, &key, &ctx.thresholds()),
-            ));
+            let (value, encoding) = image(&ctx.access, &key, &ctx.thresholds());
+            out.bulk(&rdb::dump(&value, encoding));
         }
     }
     Ok(())

@@ -26,6 +26,7 @@ pub mod sets;
 pub mod sort;
 pub mod streams;
 mod strings;
+pub mod sync;
 pub mod zsets;
 
 use std::borrow::Cow;
@@ -338,6 +339,7 @@ pub fn commands() -> &'static [Command] {
             sets::COMMANDS,
             sort::COMMANDS,
             streams::COMMANDS,
+            sync::COMMANDS,
             zsets::COMMANDS,
             zsets::geo::COMMANDS,
         ] {

@@ -13,7 +13,7 @@
 //! description and the code apart), which it turns into the same text; so does
 //! [`Records`]. Every length is untrusted and checked against the bytes left.
 
-use super::io::{Reader, Writer};
+use super::io::{Input, Reader, Writer};
 use super::{FOOTER_BYTES, RDB_VERSION, crc64};
 
 /// A library's record (`RDB_OPCODE_FUNCTION2`).
@@ -66,36 +66,42 @@ impl<'p> Records<'p> {
     }
 
     fn record(&mut self) -> Result<Vec<u8>, &'static str> {
-        let reader = &mut self.reader;
-        let kind = reader.byte().map_err(|_| "can not read data type")?;
+        let kind = self.reader.byte().map_err(|_| "can not read data type")?;
         match kind {
-            OPCODE_FUNCTION2 => reader
-                .string()
-                .map_err(|_| "Failed loading library payload"),
-            OPCODE_FUNCTION => {
-                let name = reader.string().map_err(|_| "Failed loading library name")?;
-                let engine = reader.string().map_err(|_| "Failed loading engine name")?;
-                let has_description = reader
-                    .len_any()
-                    .map_err(|_| "Failed loading library description indicator")?;
-                if has_description != 0 {
-                    reader
-                        .string()
-                        .map_err(|_| "Failed loading library description")?;
-                }
-                let blob = reader.string().map_err(|_| "Failed loading library blob")?;
-                // rdbFunctionLoad: "#!%s name=%s\n%s", the description dropped.
-                let mut code = b"#!".to_vec();
-                code.extend_from_slice(c_text(&engine));
-                code.extend_from_slice(b" name=");
-                code.extend_from_slice(c_text(&name));
-                code.push(b'\n');
-                code.extend_from_slice(c_text(&blob));
-                Ok(code)
-            }
+            OPCODE_FUNCTION2 | OPCODE_FUNCTION => library(kind, &mut self.reader),
             _ => Err("given type is not a function"),
         }
     }
+}
+
+/// The code of the library whose record of kind `kind` ([`OPCODE_FUNCTION2`] or
+/// [`OPCODE_FUNCTION`]) `reader` reads next, or why it cannot be read (Redis's text).
+pub fn library(kind: u8, reader: &mut impl Input) -> Result<Vec<u8>, &'static str> {
+    if kind == OPCODE_FUNCTION2 {
+        return reader
+            .string()
+            .map_err(|_| "Failed loading library payload");
+    }
+    assert_eq!(kind, OPCODE_FUNCTION, "a library's record");
+    let name = reader.string().map_err(|_| "Failed loading library name")?;
+    let engine = reader.string().map_err(|_| "Failed loading engine name")?;
+    let has_description = reader
+        .len_any()
+        .map_err(|_| "Failed loading library description indicator")?;
+    if has_description != 0 {
+        reader
+            .string()
+            .map_err(|_| "Failed loading library description")?;
+    }
+    let blob = reader.string().map_err(|_| "Failed loading library blob")?;
+    // rdbFunctionLoad: "#!%s name=%s\n%s", the description dropped.
+    let mut code = b"#!".to_vec();
+    code.extend_from_slice(c_text(&engine));
+    code.extend_from_slice(b" name=");
+    code.extend_from_slice(c_text(&name));
+    code.push(b'\n');
+    code.extend_from_slice(c_text(&blob));
+    Ok(code)
 }
 
 /// What `%s` of an sds prints in `sdscatfmt`: the bytes up to the first NUL.

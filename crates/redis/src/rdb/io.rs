@@ -13,8 +13,142 @@ const ENC_INT16: u64 = 1;
 const ENC_INT32: u64 = 2;
 const ENC_LZF: u64 = 3;
 
-/// A cursor over untrusted bytes: every read is checked against what is left, so no read
-/// panics and nothing allocates more than the input's own size.
+/// Where an object's bytes come from: a payload in memory ([`Reader`]) or a file read as it
+/// goes ([`super::file`]). Every read is checked against what is left, so no read panics,
+/// and nothing is sized by an untrusted length before the bytes it describes have arrived.
+pub trait Input {
+    /// Fills `buf` with the next bytes, or fails if fewer are left.
+    fn fill(&mut self, buf: &mut [u8]) -> Result<(), BadData>;
+
+    /// The next `n` bytes, owned.
+    fn take_owned(&mut self, n: usize) -> Result<Vec<u8>, BadData>;
+
+    /// The most bytes that may be left: a count of items the input could not hold is
+    /// refused before anything is sized by it (`u64::MAX` when the input's end is unknown).
+    fn left_max(&self) -> u64;
+
+    fn byte(&mut self) -> Result<u8, BadData> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], BadData> {
+        let mut bytes = [0u8; N];
+        self.fill(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    fn u16_le(&mut self) -> Result<u16, BadData> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn u32_le(&mut self) -> Result<u32, BadData> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64_le(&mut self) -> Result<u64, BadData> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    fn u64_be(&mut self) -> Result<u64, BadData> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+
+    /// `rdbLoadLenByRef`.
+    fn len_or_encoding(&mut self) -> Result<Len, BadData> {
+        let first = self.byte()?;
+        Ok(match first >> 6 {
+            0 => Len::Plain(u64::from(first & 0x3f)),
+            1 => Len::Plain(u64::from(first & 0x3f) << 8 | u64::from(self.byte()?)),
+            3 => Len::Encoded(u64::from(first & 0x3f)),
+            _ if first == 0x80 => Len::Plain(u64::from(u32::from_be_bytes(self.array()?))),
+            _ if first == 0x81 => Len::Plain(self.u64_be()?),
+            _ => return Err(BadData),
+        })
+    }
+
+    /// A length (`rdbLoadLen`); a string encoding marker here is bad data.
+    fn len(&mut self) -> Result<u64, BadData> {
+        match self.len_or_encoding()? {
+            Len::Plain(len) => Ok(len),
+            Len::Encoded(_) => Err(BadData),
+        }
+    }
+
+    /// A length as `rdbLoadLen` reads one for a caller that does not ask whether it is a
+    /// string encoding marker: a marker reads as its number.
+    fn len_any(&mut self) -> Result<u64, BadData> {
+        match self.len_or_encoding()? {
+            Len::Plain(len) | Len::Encoded(len) => Ok(len),
+        }
+    }
+
+    /// A count of items that each take at least `item_bytes_min` bytes of what is left: a
+    /// count the input cannot hold is refused before anything is sized by it.
+    fn count(&mut self, item_bytes_min: usize) -> Result<usize, BadData> {
+        let count = self.len()?;
+        let most = self.left_max() / item_bytes_min.max(1) as u64;
+        if count > most {
+            return Err(BadData);
+        }
+        usize::try_from(count).map_err(|_| BadData)
+    }
+
+    /// A string in any of its encodings (`rdbGenericLoadStringObject`).
+    fn string(&mut self) -> Result<Vec<u8>, BadData> {
+        match self.len_or_encoding()? {
+            Len::Plain(len) => {
+                let len = usize::try_from(len).map_err(|_| BadData)?;
+                self.take_owned(len)
+            }
+            Len::Encoded(ENC_INT8) => Ok(int_text(i64::from(self.byte()? as i8))),
+            Len::Encoded(ENC_INT16) => Ok(int_text(i64::from(self.u16_le()? as i16))),
+            Len::Encoded(ENC_INT32) => Ok(int_text(i64::from(self.u32_le()? as i32))),
+            Len::Encoded(ENC_LZF) => self.lzf_string(),
+            Len::Encoded(_) => Err(BadData),
+        }
+    }
+
+    fn lzf_string(&mut self) -> Result<Vec<u8>, BadData> {
+        let compressed_len = usize::try_from(self.len()?).map_err(|_| BadData)?;
+        let len = self.len()?;
+        // The compressed length is the payload's to say: bounded by multiplying without
+        // overflow (a huge one would wrap and let any length through).
+        let expanded_max = lzf::EXPANSION_MAX.saturating_mul(compressed_len as u64);
+        if len > STRING_LEN_MAX || len > expanded_max {
+            return Err(BadData);
+        }
+        let compressed = self.take_owned(compressed_len)?;
+        lzf::decompress(&compressed, len as usize).ok_or(BadData)
+    }
+
+    /// A double as text with a one-byte length (`rdbLoadDoubleValue`).
+    fn text_double(&mut self) -> Result<f64, BadData> {
+        match self.byte()? {
+            255 => Ok(f64::NEG_INFINITY),
+            254 => Ok(f64::INFINITY),
+            253 => Ok(f64::NAN),
+            len => {
+                let text = self.take_owned(usize::from(len))?;
+                num::parse_f64_strtod(&text).ok_or(BadData)
+            }
+        }
+    }
+
+    /// A little-endian binary double (`rdbLoadBinaryDoubleValue`).
+    fn binary_double(&mut self) -> Result<f64, BadData> {
+        Ok(f64::from_bits(self.u64_le()?))
+    }
+}
+
+/// How many items to make room for before reading `count` of them: a count the input's end
+/// does not bound (a file read as it goes) reserves no more than this, and grows as they come.
+pub fn capacity_for(count: usize) -> usize {
+    const RESERVED_MAX: usize = 1024;
+    count.min(RESERVED_MAX)
+}
+
+/// A cursor over untrusted bytes in memory: every read is checked against what is left, so
+/// no read panics and nothing allocates more than the input's own size.
 #[derive(Debug)]
 pub struct Reader<'a> {
     bytes: &'a [u8],
@@ -22,7 +156,8 @@ pub struct Reader<'a> {
 }
 
 /// A length as the format gives it: a count, or the marker of a special string encoding.
-enum Len {
+#[derive(Debug)]
+pub enum Len {
     Plain(u64),
     Encoded(u64),
 }
@@ -49,121 +184,20 @@ impl<'a> Reader<'a> {
         self.at += n;
         Ok(bytes)
     }
+}
 
-    pub fn byte(&mut self) -> Result<u8, BadData> {
-        Ok(self.take(1)?[0])
+impl Input for Reader<'_> {
+    fn fill(&mut self, buf: &mut [u8]) -> Result<(), BadData> {
+        buf.copy_from_slice(self.take(buf.len())?);
+        Ok(())
     }
 
-    pub fn u16_le(&mut self) -> Result<u16, BadData> {
-        Ok(u16::from_le_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
+    fn take_owned(&mut self, n: usize) -> Result<Vec<u8>, BadData> {
+        Ok(self.take(n)?.to_vec())
     }
 
-    pub fn u32_le(&mut self) -> Result<u32, BadData> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-
-    pub fn u64_le(&mut self) -> Result<u64, BadData> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-
-    pub fn u64_be(&mut self) -> Result<u64, BadData> {
-        Ok(u64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-
-    /// `rdbLoadLenByRef`.
-    fn len_or_encoding(&mut self) -> Result<Len, BadData> {
-        let first = self.byte()?;
-        Ok(match first >> 6 {
-            0 => Len::Plain(u64::from(first & 0x3f)),
-            1 => Len::Plain(u64::from(first & 0x3f) << 8 | u64::from(self.byte()?)),
-            3 => Len::Encoded(u64::from(first & 0x3f)),
-            _ if first == 0x80 => Len::Plain(u64::from(u32::from_be_bytes(
-                self.take(4)?.try_into().expect("4"),
-            ))),
-            _ if first == 0x81 => Len::Plain(self.u64_be()?),
-            _ => return Err(BadData),
-        })
-    }
-
-    /// A length (`rdbLoadLen`); a string encoding marker here is bad data.
-    pub fn len(&mut self) -> Result<u64, BadData> {
-        match self.len_or_encoding()? {
-            Len::Plain(len) => Ok(len),
-            Len::Encoded(_) => Err(BadData),
-        }
-    }
-
-    /// A length as `rdbLoadLen` reads one for a caller that does not ask whether it is a
-    /// string encoding marker: a marker reads as its number.
-    pub fn len_any(&mut self) -> Result<u64, BadData> {
-        match self.len_or_encoding()? {
-            Len::Plain(len) | Len::Encoded(len) => Ok(len),
-        }
-    }
-
-    /// A count of items that each take at least `item_bytes_min` bytes of what is left: a
-    /// count the input cannot hold is refused before anything is sized by it.
-    pub fn count(&mut self, item_bytes_min: usize) -> Result<usize, BadData> {
-        let count = self.len()?;
-        let most = (self.left() / item_bytes_min.max(1)) as u64;
-        if count > most {
-            return Err(BadData);
-        }
-        Ok(count as usize)
-    }
-
-    /// A string in any of its encodings (`rdbGenericLoadStringObject`).
-    pub fn string(&mut self) -> Result<Vec<u8>, BadData> {
-        match self.len_or_encoding()? {
-            Len::Plain(len) => {
-                let len = usize::try_from(len).map_err(|_| BadData)?;
-                Ok(self.take(len)?.to_vec())
-            }
-            Len::Encoded(ENC_INT8) => Ok(int_text(i64::from(self.byte()? as i8))),
-            Len::Encoded(ENC_INT16) => Ok(int_text(i64::from(self.u16_le()? as i16))),
-            Len::Encoded(ENC_INT32) => Ok(int_text(i64::from(self.u32_le()? as i32))),
-            Len::Encoded(ENC_LZF) => self.lzf_string(),
-            Len::Encoded(_) => Err(BadData),
-        }
-    }
-
-    fn lzf_string(&mut self) -> Result<Vec<u8>, BadData> {
-        let compressed_len = usize::try_from(self.len()?).map_err(|_| BadData)?;
-        let len = self.len()?;
-        // The compressed length is the payload's to say: bounded by multiplying without
-        // overflow (a huge one would wrap and let any length through).
-        let expanded_max = lzf::EXPANSION_MAX.saturating_mul(compressed_len as u64);
-        if len > STRING_LEN_MAX || len > expanded_max {
-            return Err(BadData);
-        }
-        let compressed = self.take(compressed_len)?;
-        lzf::decompress(compressed, len as usize).ok_or(BadData)
-    }
-
-    /// A double as text with a one-byte length (`rdbLoadDoubleValue`).
-    pub fn text_double(&mut self) -> Result<f64, BadData> {
-        match self.byte()? {
-            255 => Ok(f64::NEG_INFINITY),
-            254 => Ok(f64::INFINITY),
-            253 => Ok(f64::NAN),
-            len => {
-                let text = self.take(usize::from(len))?;
-                num::parse_f64_strtod(text).ok_or(BadData)
-            }
-        }
-    }
-
-    /// A little-endian binary double (`rdbLoadBinaryDoubleValue`).
-    pub fn binary_double(&mut self) -> Result<f64, BadData> {
-        Ok(f64::from_bits(self.u64_le()?))
+    fn left_max(&self) -> u64 {
+        self.left() as u64
     }
 }
 
@@ -252,6 +286,12 @@ impl Writer {
 
 /// Redis's CRC-64 (Jones polynomial, reflected, no final xor: `crc64` in crc64.c).
 pub fn crc64(bytes: &[u8]) -> u64 {
+    crc64_extend(0, bytes)
+}
+
+/// The CRC-64 of the bytes `crc` covers followed by `bytes`: a file's checksum, kept as it
+/// is read or written.
+pub fn crc64_extend(crc: u64, bytes: &[u8]) -> u64 {
     static TABLE: std::sync::OnceLock<[u64; 256]> = std::sync::OnceLock::new();
     let table = TABLE.get_or_init(|| {
         const POLY_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
@@ -269,7 +309,7 @@ pub fn crc64(bytes: &[u8]) -> u64 {
         }
         table
     });
-    bytes.iter().fold(0u64, |crc, &byte| {
+    bytes.iter().fold(crc, |crc, &byte| {
         table[((crc ^ u64::from(byte)) & 0xff) as usize] ^ (crc >> 8)
     })
 }

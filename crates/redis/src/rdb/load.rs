@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::io::Reader;
+use super::io::{Input, Reader, capacity_for};
 use super::packs::{self, Item};
 use super::{
     BadData, Encoding, HASH_LISTPACK_ENTRIES_MAX, INTSET_ENTRIES_MAX, LISTPACK_VALUE_MAX, Value,
@@ -29,6 +29,12 @@ pub const TYPE_ZSET_LISTPACK: u8 = 17;
 pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
 pub const TYPE_STREAM_LISTPACKS_2: u8 = 19;
 
+/// Whether `kind` is a type byte Redis 7.0 loads (modules' aside).
+pub fn is_type(kind: u8) -> bool {
+    matches!(kind, TYPE_STRING..=TYPE_ZSET_2 | TYPE_HASH_ZIPMAP..=TYPE_LIST_QUICKLIST_2)
+        || kind == TYPE_STREAM_LISTPACKS_2
+}
+
 /// A quicklist node's container (`QUICKLIST_NODE_CONTAINER_*`).
 pub const CONTAINER_PLAIN: u64 = 1;
 pub const CONTAINER_PACKED: u64 = 2;
@@ -39,7 +45,12 @@ type Loaded = Result<(Value, Encoding), BadData>;
 pub fn value(body: &[u8]) -> Loaded {
     let mut reader = Reader::new(body);
     let kind = reader.byte()?;
-    let reader = &mut reader;
+    object(kind, &mut reader)
+}
+
+/// The value of type `kind` whose body `reader` reads next: it reads exactly the body, so a
+/// file's reader finds where the next record starts.
+pub fn object(kind: u8, reader: &mut impl Input) -> Loaded {
     match kind {
         TYPE_STRING => {
             let bytes = reader.string()?;
@@ -87,7 +98,7 @@ fn list(elements: Vec<Vec<u8>>) -> Loaded {
 
 /// A quicklist: nodes of ziplists, or (version 2) of listpacks or single plain elements.
 /// Empty nodes are skipped, as Redis skips them; an empty list is refused.
-fn quicklist(reader: &mut Reader<'_>, version_2: bool) -> Loaded {
+fn quicklist(reader: &mut impl Input, version_2: bool) -> Loaded {
     let nodes = reader.count(1)?;
     let mut elements = Vec::new();
     for _ in 0..nodes {
@@ -129,7 +140,7 @@ fn set(members: Vec<Vec<u8>>, encoding: Encoding) -> Loaded {
     Ok((Value::Set(members), encoding))
 }
 
-fn plain_set(reader: &mut Reader<'_>) -> Loaded {
+fn plain_set(reader: &mut impl Input) -> Loaded {
     let count = reader.count(1)?;
     let members: Vec<Vec<u8>> = (0..count)
         .map(|_| reader.string())
@@ -165,9 +176,9 @@ fn zset(pairs: Vec<(Vec<u8>, f64)>, encoding: Encoding) -> Loaded {
     Ok((Value::ZSet(pairs), encoding))
 }
 
-fn plain_zset(reader: &mut Reader<'_>, binary: bool) -> Loaded {
+fn plain_zset(reader: &mut impl Input, binary: bool) -> Loaded {
     let count = reader.count(2)?;
-    let mut pairs = Vec::with_capacity(count);
+    let mut pairs = Vec::with_capacity(capacity_for(count));
     for _ in 0..count {
         let member = reader.string()?;
         let score = if binary {
@@ -228,9 +239,9 @@ fn hash_fits_listpack(pairs: &[(Vec<u8>, Vec<u8>)]) -> bool {
             .all(|(f, v)| f.len() <= LISTPACK_VALUE_MAX && v.len() <= LISTPACK_VALUE_MAX)
 }
 
-fn plain_hash(reader: &mut Reader<'_>) -> Loaded {
+fn plain_hash(reader: &mut impl Input) -> Loaded {
     let count = reader.count(2)?;
-    let mut pairs = Vec::with_capacity(count);
+    let mut pairs = Vec::with_capacity(capacity_for(count));
     for _ in 0..count {
         pairs.push((reader.string()?, reader.string()?));
     }

@@ -29,6 +29,7 @@
 //! [`functions`] reads and writes the payload of `FUNCTION DUMP`, the same format's library
 //! records.
 
+pub mod file;
 pub mod functions;
 mod io;
 mod load;

@@ -4,7 +4,7 @@
 //! bounds and back length, counts, order where the format has one.
 
 use super::BadData;
-use super::io::Reader;
+use super::io::{Input, Reader};
 use crate::num;
 
 /// One element of a listpack or ziplist.

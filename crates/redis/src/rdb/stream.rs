@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::io::{Reader, Writer};
+use super::io::{Input, Reader, Writer};
 use super::packs::{self, Item, ListpackWriter};
 use super::{BadData, Id};
 
@@ -87,16 +87,16 @@ fn id_key(id: Id) -> [u8; 16] {
     key
 }
 
-fn raw_id(reader: &mut Reader<'_>) -> Result<Id, BadData> {
+fn raw_id(reader: &mut impl Input) -> Result<Id, BadData> {
     Ok((reader.u64_be()?, reader.u64_be()?))
 }
 
-fn len_id(reader: &mut Reader<'_>) -> Result<Id, BadData> {
+fn len_id(reader: &mut impl Input) -> Result<Id, BadData> {
     Ok((reader.len()?, reader.len()?))
 }
 
 /// Reads a stream's body.
-pub fn load(reader: &mut Reader<'_>, version_2: bool) -> Result<StreamImage, BadData> {
+pub fn load(reader: &mut impl Input, version_2: bool) -> Result<StreamImage, BadData> {
     let nodes = reader.count(2)?;
     let mut image = StreamImage::default();
     for _ in 0..nodes {
@@ -233,7 +233,7 @@ fn load_pack(master: Id, items: &[Item<'_>]) -> Result<PackImage, BadData> {
     Ok(pack)
 }
 
-fn load_group(reader: &mut Reader<'_>, version_2: bool) -> Result<GroupImage, BadData> {
+fn load_group(reader: &mut impl Input, version_2: bool) -> Result<GroupImage, BadData> {
     let mut group = GroupImage {
         name: reader.string()?,
         last_id: len_id(reader)?,
@@ -277,7 +277,7 @@ fn load_group(reader: &mut Reader<'_>, version_2: bool) -> Result<GroupImage, Ba
 }
 
 fn load_consumer(
-    reader: &mut Reader<'_>,
+    reader: &mut impl Input,
     owners: &mut BTreeMap<Id, bool>,
 ) -> Result<ConsumerImage, BadData> {
     let mut consumer = ConsumerImage {

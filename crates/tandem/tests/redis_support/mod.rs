@@ -123,6 +123,21 @@ impl RedisServer {
 
     /// [`RedisServer::start`] with `extra` arguments (`--requirepass`, say).
     pub fn start_with(extra: &[&str]) -> Result<RedisServer, String> {
+        RedisServer::launch(extra, None)
+    }
+
+    /// A server that starts from the RDB file `rdb` (copied into its directory as
+    /// `dump.rdb`, which it loads as it starts).
+    pub fn start_loading(rdb: &Path) -> Result<RedisServer, String> {
+        RedisServer::launch(&[], Some(rdb))
+    }
+
+    /// Where the server keeps its files (`SAVE` writes `dump.rdb` here).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn launch(extra: &[&str], rdb: Option<&Path>) -> Result<RedisServer, String> {
         let exe = tool("redis-server")?;
         let version = Command::new(&exe)
             .arg("--version")
@@ -131,6 +146,10 @@ impl RedisServer {
             .map_err(|err| format!("redis-server --version: {err}"))?;
         let port = free_port();
         let dir = scratch_dir(&format!("redis-server-{port}"));
+        if let Some(rdb) = rdb {
+            std::fs::copy(rdb, dir.join("dump.rdb"))
+                .map_err(|err| format!("{}: {err}", rdb.display()))?;
+        }
         let log = std::fs::File::create(dir.join("redis.log"))
             .map_err(|err| format!("redis.log: {err}"))?;
         let mut child = Command::new(&exe)

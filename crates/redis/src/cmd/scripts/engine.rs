@@ -1244,9 +1244,12 @@ fn error_table(lua: &Lua, reply_text: &[u8]) -> mlua::Result<Value> {
 }
 
 /// The commands a script may not call (Redis's `noscript` flag): those that run or manage
-/// scripts and functions, and most blocking commands.
+/// scripts and functions, most blocking commands, and those that answer with the database's
+/// file.
 fn refused_in_scripts(name: &str) -> bool {
-    super::is_script_command(name) || crate::cmd::blocking::refused_in_scripts(name)
+    super::is_script_command(name)
+        || crate::cmd::blocking::refused_in_scripts(name)
+        || crate::cmd::sync::is_snapshot(name)
 }
 
 /// `redis.call` and `redis.pcall`: runs one command on the script's context. Returns true
