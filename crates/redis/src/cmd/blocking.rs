@@ -18,8 +18,8 @@
 //! try passes over a source key that now holds another type, since Redis 7.0 wakes a client
 //! only for a key that became a list or a sorted set; a first try refuses it, `WRONGTYPE`.
 
-use super::lists::{End, move_one, pop_from};
-use super::zsets::{parse_mpop, pop_members, write_pairs};
+use super::lists::{End, move_one, pop_first_list, pop_from};
+use super::zsets::{parse_mpop, pop_first_zset, pop_members};
 use super::{CmdError, Command, Ctx, Write, arg, data};
 use crate::db::{Key, Kind};
 use crate::num;
@@ -231,18 +231,8 @@ fn blmpop(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Resu
     let (keys, right, count) = parse_mpop(argv, 2, ["LEFT", "RIGHT"])?;
     parse_timeout_ms(arg(argv, 1))?;
     let end = if right { End::Tail } else { End::Head };
-    for i in 3..3 + keys {
-        let name = arg(argv, i);
-        let Some(found) = source(ctx, name, Kind::List)? else {
-            continue;
-        };
-        let popped = pop_from(ctx, name, end, count.min(found.head.value_len));
-        out.array(2);
-        out.bulk(name);
-        out.array(popped.len());
-        for element in &popped {
-            out.bulk(element);
-        }
+    let find = |ctx: &Ctx<'_, '_>, name: &[u8]| source(ctx, name, Kind::List);
+    if pop_first_list(ctx, argv, 3..3 + keys, end, count, find, out)? {
         return Ok(());
     }
     found_nothing(ctx, NullReply::Array, out)
@@ -287,15 +277,8 @@ fn pop_one_of_zsets(
 fn bzmpop(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
     let (keys, max, count) = parse_mpop(argv, 2, ["MIN", "MAX"])?;
     parse_timeout_ms(arg(argv, 1))?;
-    for i in 3..3 + keys {
-        let name = arg(argv, i);
-        if source(ctx, name, Kind::ZSet)?.is_none() {
-            continue;
-        }
-        let pairs = pop_members(ctx, name, max, count);
-        out.array(2);
-        out.bulk(name);
-        write_pairs(out, &pairs, true);
+    let find = |ctx: &Ctx<'_, '_>, name: &[u8]| source(ctx, name, Kind::ZSet);
+    if pop_first_zset(ctx, argv, 3..3 + keys, max, count, find, out)? {
         return Ok(());
     }
     found_nothing(ctx, NullReply::Array, out)

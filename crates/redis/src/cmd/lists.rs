@@ -1083,9 +1083,28 @@ pub fn lmpop(
 ) -> Result<(), CmdError> {
     let (keys, right, count) = super::zsets::parse_mpop(argv, 1, ["LEFT", "RIGHT"])?;
     let end = if right { End::Tail } else { End::Head };
-    for i in 2..2 + keys {
+    let find = |ctx: &Ctx<'_, '_>, name: &[u8]| ctx.find_typed(name, Kind::List);
+    if !pop_first_list(ctx, argv, 2..2 + keys, end, count, find, out)? {
+        out.null_array();
+    }
+    Ok(())
+}
+
+/// The pop of `LMPOP` and `BLMPOP`: up to `count` elements from `end` of the first of the
+/// keys at `keys` (argument indexes) that `find` finds, answering the key and the elements;
+/// false, having written nothing, if none holds a list.
+pub(super) fn pop_first_list(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    keys: std::ops::Range<usize>,
+    end: End,
+    count: u64,
+    find: impl Fn(&Ctx<'_, '_>, &[u8]) -> Result<Option<Key>, CmdError>,
+    out: &mut ReplyWriter<'_>,
+) -> Result<bool, CmdError> {
+    for i in keys {
         let name = arg(argv, i);
-        let Some(found) = ctx.find_typed(name, Kind::List)? else {
+        let Some(found) = find(ctx, name)? else {
             continue;
         };
         let popped = pop_from(ctx, name, end, count.min(found.head.value_len));
@@ -1095,10 +1114,9 @@ pub fn lmpop(
         for element in &popped {
             out.bulk(element);
         }
-        return Ok(());
+        return Ok(true);
     }
-    out.null_array();
-    Ok(())
+    Ok(false)
 }
 
 pub fn llen(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {

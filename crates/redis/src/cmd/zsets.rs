@@ -1646,7 +1646,7 @@ pub(super) fn pop_members(
 }
 
 /// Writes (member, score) pairs: nested pairs if `nested`, else one flat array.
-pub(super) fn write_pairs(out: &mut ReplyWriter<'_>, pairs: &[(Vec<u8>, f64)], nested: bool) {
+fn write_pairs(out: &mut ReplyWriter<'_>, pairs: &[(Vec<u8>, f64)], nested: bool) {
     out.array(if nested { pairs.len() } else { 2 * pairs.len() });
     for (member, score) in pairs {
         if nested {
@@ -1740,19 +1740,38 @@ pub fn zmpop(
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
     let (keys, max, count) = parse_mpop(argv, 1, ["MIN", "MAX"])?;
-    for i in 2..2 + keys {
+    let find = |ctx: &Ctx<'_, '_>, name: &[u8]| ctx.find_typed(name, Kind::ZSet);
+    if !pop_first_zset(ctx, argv, 2..2 + keys, max, count, find, out)? {
+        out.null_array();
+    }
+    Ok(())
+}
+
+/// The pop of `ZMPOP` and `BZMPOP`: up to `count` members from the low (or, if `max`, the
+/// high) end of the first of the keys at `keys` (argument indexes) that `find` finds,
+/// answering the key and its popped pairs; false, having written nothing, if none holds a
+/// sorted set.
+pub(super) fn pop_first_zset(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    keys: std::ops::Range<usize>,
+    max: bool,
+    count: u64,
+    find: impl Fn(&Ctx<'_, '_>, &[u8]) -> Result<Option<Key>, CmdError>,
+    out: &mut ReplyWriter<'_>,
+) -> Result<bool, CmdError> {
+    for i in keys {
         let name = arg(argv, i);
-        if read_zset(ctx, name)?.is_none() {
+        if find(ctx, name)?.is_none() {
             continue;
         }
         let pairs = pop_members(ctx, name, max, count);
         out.array(2);
         out.bulk(name);
         write_pairs(out, &pairs, true);
-        return Ok(());
+        return Ok(true);
     }
-    out.null_array();
-    Ok(())
+    Ok(false)
 }
 
 /// `ZRANDMEMBER key [count [WITHSCORES]]`: a positive count asks for distinct members (the
