@@ -172,13 +172,19 @@ impl Waiting {
         self.waiters.is_empty()
     }
 
-    /// When the loop must look again at the latest: the earliest deadline, and at most
+    /// When the loop must look again at the latest: the earliest deadline of a call with no
+    /// try in flight (a try's answer wakes the loop, and a due call waits for it), and at most
     /// [`WAITING_PASS_MAX`] from `now` while any call waits.
     pub(super) fn look_again_by(&self, now: Instant) -> Option<Instant> {
         if self.waiters.is_empty() {
             return None;
         }
-        let deadline = self.waiters.values().filter_map(|w| w.deadline).min();
+        let deadline = self
+            .waiters
+            .values()
+            .filter(|w| !w.trying)
+            .filter_map(|w| w.deadline)
+            .min();
         let regular = now + WAITING_PASS_MAX;
         Some(deadline.map_or(regular, |deadline| deadline.min(regular)))
     }
@@ -234,6 +240,11 @@ mod tests {
         let order = waiting.begin(owner(1), now, 50, 0);
         let later = now + Duration::from_millis(60);
         assert_eq!(waiting.take_due(later), vec![], "its try is in flight");
+        assert_eq!(
+            waiting.look_again_by(later),
+            Some(later + WAITING_PASS_MAX),
+            "no pass is due for a deadline behind a try in flight: its answer wakes the loop"
+        );
         waiting.found_nothing(order);
         assert_eq!(
             waiting.look_again_by(now),
