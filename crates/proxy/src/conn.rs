@@ -221,7 +221,16 @@ impl ProxyConn {
         assert!(self.outstanding, "finish follows next_unit");
         self.outstanding = false;
         if !unit.batched {
-            if matches!(answer, Answer::RolledBack(text) if text == WOULD_BLOCK) {
+            // Only a lone blocking call may be told so; anything else so answered gets the
+            // text as an error, as any refusal.
+            let lone_blocking = matches!(
+                unit.items.as_slice(),
+                [Item::Call(Call {
+                    purpose: Purpose::Block(_),
+                    ..
+                })]
+            );
+            if lone_blocking && matches!(answer, Answer::RolledBack(text) if text == WOULD_BLOCK) {
                 self.park(unit);
                 return;
             }
