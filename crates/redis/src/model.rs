@@ -124,6 +124,7 @@ impl RedisModel {
         let rng_seed = self.rng_seed();
         let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
             .with_scripts(self.scripts.get_mut());
+        ctx.in_exec = true;
         for (key, word) in args.watched() {
             if Watched::from_word(word).changed(&self.layout, &ctx.access, key, now_ms) {
                 ReplyWriter::new(reply, proto).null_array();

@@ -77,6 +77,9 @@ pub struct Ctx<'a, 't> {
     /// Whether a blocking command may leave its connection waiting ([`blocking`]): only a
     /// call made for the command itself; inside `EXEC` or a script it answers at once.
     pub waiting: crate::wire::Waiting,
+    /// The command runs inside a `MULTI` block's `EXEC`: a read that would wait answers at
+    /// once, as Redis answers a client that may not block (`XREAD … BLOCK`).
+    pub in_exec: bool,
 }
 
 impl<'a, 't> Ctx<'a, 't> {
@@ -89,7 +92,14 @@ impl<'a, 't> Ctx<'a, 't> {
             rng: rng_seed,
             scripts: None,
             waiting: crate::wire::Waiting::Never,
+            in_exec: false,
         }
+    }
+
+    /// Whether a script runs the command: a script's run takes the engine out of its context
+    /// (a script cannot start another), and the model gives every call of its own one.
+    pub fn in_script(&self) -> bool {
+        self.scripts.is_none()
     }
 
     /// The context with the node's script engine, so that it can run scripts.

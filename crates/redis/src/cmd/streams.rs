@@ -764,7 +764,13 @@ struct ReadArgs<'a> {
 }
 
 /// Parses the options of `XREAD`, or of `XREADGROUP` if `xreadgroup`.
-fn parse_read_args(argv: &Argv, xreadgroup: bool) -> Result<ReadArgs<'_>, CmdError> {
+/// A script may not give `BLOCK` (`from_script`): Redis refuses it there, by the name the
+/// script called.
+fn parse_read_args(
+    argv: &Argv,
+    xreadgroup: bool,
+    from_script: bool,
+) -> Result<ReadArgs<'_>, CmdError> {
     let mut args = ReadArgs {
         block: false,
         count: 0,
@@ -779,6 +785,12 @@ fn parse_read_args(argv: &Argv, xreadgroup: bool) -> Result<ReadArgs<'_>, CmdErr
         let more = argv.len() - 1 - i;
         let option = arg(argv, i).to_ascii_uppercase();
         match option.as_slice() {
+            b"BLOCK" if more > 0 && from_script => {
+                return Err(CmdError::owned(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(arg(argv, 0))
+                )));
+            }
             b"BLOCK" if more > 0 => {
                 i += 1;
                 let timeout = crate::num::parse_i64(arg(argv, i)).ok_or(CmdError::fixed(
@@ -856,12 +868,22 @@ fn split_streams<'a>(
 const BLOCK_UNSUPPORTED: CmdError =
     CmdError::fixed("ERR BLOCK with no entries is not supported yet: poll without BLOCK");
 
+/// What a `BLOCK` read that found nothing answers: inside `EXEC` a null array, as Redis
+/// answers a client that may not block; elsewhere [`BLOCK_UNSUPPORTED`].
+fn found_nothing_blocking(ctx: &Ctx<'_, '_>, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
+    if !ctx.in_exec {
+        return Err(BLOCK_UNSUPPORTED);
+    }
+    out.null_array();
+    Ok(())
+}
+
 pub fn xread(
     ctx: &mut Ctx<'_, '_>,
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let args = parse_read_args(argv, false)?;
+    let args = parse_read_args(argv, false, ctx.in_script())?;
     let mut after = Vec::with_capacity(args.keys.len());
     for (name, id) in args.keys.iter().zip(&args.ids) {
         let key = get_stream(ctx, name)?;
@@ -892,7 +914,7 @@ pub fn xread(
     }
     if served.is_empty() {
         if args.block {
-            return Err(BLOCK_UNSUPPORTED);
+            return found_nothing_blocking(ctx, out);
         }
         out.null_array();
         return Ok(());

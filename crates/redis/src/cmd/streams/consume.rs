@@ -6,8 +6,8 @@
 use super::groups::{self, Consumer, Group, Pending};
 use super::stream::{Stream, StreamId};
 use super::{
-    BLOCK_UNSUPPORTED, IdForm, ReadArgs, c_text, get_stream, no_key_or_group, parse_id,
-    parse_interval, reply_entry, reply_id,
+    IdForm, ReadArgs, c_text, get_stream, no_key_or_group, parse_id, parse_interval, reply_entry,
+    reply_id,
 };
 use crate::cmd::{CmdError, Ctx, arg};
 use crate::db::Layout;
@@ -28,7 +28,7 @@ pub fn xreadgroup(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let args = super::parse_read_args(argv, true)?;
+    let args = super::parse_read_args(argv, true, ctx.in_script())?;
     let (_, consumer_name) = args.group.expect("XREADGROUP's parse requires GROUP");
     let reads = resolve_reads(ctx, &args)?;
     let mut served = Vec::new();
@@ -70,7 +70,7 @@ pub fn xreadgroup(
     }
     if served.is_empty() {
         if args.block {
-            return Err(BLOCK_UNSUPPORTED);
+            return super::found_nothing_blocking(ctx, out);
         }
         out.null_array();
         return Ok(());
