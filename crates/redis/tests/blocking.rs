@@ -222,14 +222,24 @@ fn stream_reads_with_block_answer_null_inside_multi_and_are_refused_in_scripts()
     // Redis refuses BLOCK in a script by the name the script called, whatever is there.
     for (call, name) in [
         ("redis.pcall('xread','BLOCK',0,'STREAMS','s','$')", "xread"),
-        ("redis.pcall('XREADGROUP','group','g','c','BLOCK',0,'STREAMS','s','>')", "XREADGROUP"),
+        (
+            "redis.pcall('XREADGROUP','group','g','c','BLOCK',0,'STREAMS','s','>')",
+            "XREADGROUP",
+        ),
     ] {
         let script = format!("return {call}");
         let expected = format!("ERR {name} command is not allowed with BLOCK option from scripts");
-        assert_eq!(node.cmd(&[b"EVAL", script.as_bytes(), b"0"]), err(&expected));
+        assert_eq!(
+            node.cmd(&[b"EVAL", script.as_bytes(), b"0"]),
+            err(&expected)
+        );
     }
     let script = b"return redis.pcall('xread','STREAMS','s','$')";
-    assert_eq!(node.cmd(&[b"EVAL", script, b"0"]), Value::Null, "Lua's false");
+    assert_eq!(
+        node.cmd(&[b"EVAL", script, b"0"]),
+        Value::Null,
+        "Lua's false"
+    );
     // At top level a read that would wait is still refused: stream reads do not wait yet.
     let Value::Error(text) = node.s("XREAD BLOCK 10 STREAMS s $") else {
         panic!("XREAD BLOCK with nothing to read answered");

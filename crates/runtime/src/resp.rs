@@ -549,14 +549,17 @@ impl Front {
     fn run(mut self) -> std::io::Error {
         let mut events = Events::with_capacity(1024);
         loop {
-            let now = Instant::now();
-            let retry_due = self.retries.front().map(|retry| retry.due);
-            let timeout = [retry_due, self.waiting.look_again_by(now)]
-                .into_iter()
-                .flatten()
-                .min()
-                .map(|due| due.saturating_duration_since(now));
-            if let Err(err) = self.poll.poll(&mut events, timeout) {
+            // The clock is read only when something falls due (not on every wake-up).
+            let timeout = (!self.retries.is_empty() || !self.waiting.is_empty()).then(|| {
+                let now = Instant::now();
+                let retry_due = self.retries.front().map(|retry| retry.due);
+                [retry_due, self.waiting.look_again_by(now)]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .map(|due| due.saturating_duration_since(now))
+            });
+            if let Err(err) = self.poll.poll(&mut events, timeout.flatten()) {
                 if err.kind() == ErrorKind::Interrupted {
                     continue;
                 }
