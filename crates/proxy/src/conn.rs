@@ -185,7 +185,7 @@ impl ProxyConn {
         };
         let reply = blocking.timeout_reply.clone();
         self.session
-            .called(call.purpose, Outcome::Reply(&reply), &mut self.out);
+            .called(call, Outcome::Reply(&reply), &mut self.out, None);
         self.flush_written();
     }
 
@@ -248,7 +248,7 @@ impl ProxyConn {
                                 Outcome::Failed(&coded)
                             }
                         };
-                        self.session.called(call.purpose, outcome, &mut self.out);
+                        self.session.called(call, outcome, &mut self.out, None);
                     }
                 }
             }
@@ -265,9 +265,10 @@ impl ProxyConn {
                             Item::Call(call) => {
                                 let element = elements.next().expect("one element per call");
                                 self.session.called(
-                                    call.purpose,
+                                    call,
                                     Outcome::Reply(element),
                                     &mut self.out,
+                                    None,
                                 );
                             }
                         }
@@ -369,7 +370,7 @@ impl ProxyConn {
                 Item::Written(reply) => self.out.extend_from_slice(&reply),
                 Item::Call(call) => {
                     self.session
-                        .called(call.purpose, Outcome::Failed(text), &mut self.out)
+                        .called(call, Outcome::Failed(text), &mut self.out, None)
                 }
             }
         }
@@ -439,7 +440,15 @@ impl ProxyConn {
             // Each connection waits on its own thread here; no other connection's wait is
             // seen from this one, so none is ended (documented in the README).
             Step::Unblock(_) => {
-                ReplyWriter::new(&mut reply, self.session.proto()).integer(0);
+                if !self.session.reply_silenced() {
+                    ReplyWriter::new(&mut reply, self.session.proto()).integer(0);
+                }
+                self.items.push_back(Item::Written(reply));
+            }
+            // The proxy's sessions are told that no hub serves pub/sub (`ServerInfo::pubsub`
+            // is false): they refuse its commands, and `RESET` has no subscription to end.
+            Step::PubSub(request) => {
+                debug_assert!(false, "a proxy session asked for pub/sub: {request:?}");
                 self.items.push_back(Item::Written(reply));
             }
         }

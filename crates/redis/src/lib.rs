@@ -8,7 +8,8 @@
 //! - [`cmd`]: the command table and every data command; [`model`]: the store's
 //!   `DataModel` over them; [`wire`]: what a connection sends in a call;
 //!   [`session`]: a connection's state (protocol, `MULTI`, `WATCH`); [`params`]: what
-//!   `CONFIG SET` changes.
+//!   `CONFIG SET` changes; [`pubsub`]: a node's subscriptions and what a publication
+//!   delivers (nothing of it is data).
 
 pub mod alloc;
 pub mod cmd;
@@ -19,6 +20,7 @@ pub mod mem;
 pub mod model;
 pub mod num;
 pub mod params;
+pub mod pubsub;
 pub mod rdb;
 pub mod resp;
 pub mod session;

@@ -425,8 +425,8 @@ pub fn unserved(param: &Param, word: u64) -> Option<Refusal> {
                 .to_owned(),
         ),
         "notify-keyspace-events" if word != 0 => Some(
-            "tandem does not serve pub/sub yet, so it cannot send keyspace notifications: only \
-             \"\" is served"
+            "tandem sends no keyspace notifications yet (pub/sub carries only what clients \
+             publish): only \"\" is served"
                 .to_owned(),
         ),
         _ => None,

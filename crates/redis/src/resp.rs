@@ -768,6 +768,15 @@ impl<'a> ReplyWriter<'a> {
         }
     }
 
+    /// The header of a push of `len` replies (`addReplyPushLen`): RESP3 `>len`; in RESP2,
+    /// which has no pushes, an array, as Redis sends pub/sub messages there.
+    pub fn push(&mut self, len: usize) {
+        match self.proto {
+            Proto::Resp2 => self.header(b'*', len as u64),
+            Proto::Resp3 => self.header(b'>', len as u64),
+        }
+    }
+
     /// A double as Redis 7.0.15's `addReplyDouble` sends it: the `%.17g` text (see
     /// [`crate::num::format_double`]; infinities are "inf" and "-inf") as a bulk string in
     /// RESP2 and as `,text` in RESP3.

@@ -13,6 +13,11 @@
 //! the backup's applier linearizably (it reflects every write acknowledged before it
 //! arrived); a write, a `MULTI` block's `EXEC` and a `WATCH` are refused with `-READONLY`,
 //! naming the primary, as a Redis replica refuses writes.
+//!
+//! Pub/sub commands are the front end's to carry out ([`Step::PubSub`]), on its node's
+//! [`crate::pubsub::Hub`]; those inside `MULTI` run there when the block's outcome is back
+//! and it ran. `CLIENT REPLY OFF|SKIP` silences replies ([`Session::reply_silenced`],
+//! [`Call::silent`]), never pushed messages.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +26,7 @@ use tandem_store::{DataModel, ProcId, ProcKind};
 
 use crate::cmd::{self, Class, Command, commands};
 use crate::model::{PROC_EXEC, PROC_WATCH, command_proc};
+use crate::pubsub::{self, Hub};
 use crate::resp::{Argv, Proto, ReplyWriter};
 use crate::wire::{CallArgs, ExecArgs, decode_versions};
 
@@ -62,6 +68,11 @@ pub struct ServerInfo {
     pub script: ScriptActivity,
     /// What the hosting process tells `INFO` of itself, if a runtime hosts the node.
     pub host: Option<Arc<dyn HostFacts>>,
+    /// Whether the front end serves pub/sub (a node's RESP port does; `tandem proxy` does
+    /// not carry it): without it the pub/sub commands are refused, saying so.
+    pub pubsub: bool,
+    /// What the front end's hub holds (`INFO stats`).
+    pub pubsub_counts: pubsub::Counts,
 }
 
 /// A script running on the node's executor or applier, as a connection sees it: only one
@@ -339,6 +350,9 @@ pub struct Call {
     pub args: Vec<u8>,
     pub purpose: Purpose,
     pub runs_on: RunsOn,
+    /// `CLIENT REPLY OFF` or `SKIP` silenced its reply: [`Session::called`] writes none (the
+    /// call's effects on the connection still take hold).
+    pub silent: bool,
 }
 
 /// How long a read whose reply was withheld is tried again before its client gets an error.
@@ -407,6 +421,11 @@ pub enum Step {
     /// `CLIENT UNBLOCK`: if the connection `client_id` waits in a blocking command, end its
     /// wait and answer `:1`, else `:0` (nothing is written yet).
     Unblock(Unblock),
+    /// A pub/sub command: carry it out on the node's hub ([`Hub::run`]), in order after the
+    /// connection's earlier calls, appending its answer to what is written (`RESET` wrote
+    /// `+RESET` and asks [`pubsub::Request::EndAll`]); then tell the session whether the
+    /// connection is still subscribed ([`Session::set_subscribed`]).
+    PubSub(pubsub::Request),
 }
 
 /// What `CLIENT UNBLOCK` asks of a waiting connection.
@@ -449,6 +468,21 @@ pub struct Session {
     user: Option<Arc<User>>,
     /// The most a `SYNC` reply may hold (the port's output buffer limit).
     reply_limit: Option<cmd::sync::ReplyLimit>,
+    /// Whether the connection holds a subscription (the hub's to say): in RESP2 it may then
+    /// send only the pub/sub commands, `PING`, `QUIT` and `RESET`.
+    subscribed: bool,
+    replies: ReplyMode,
+    /// Whether the reply to the request handled last is silenced.
+    silenced: bool,
+}
+
+/// `CLIENT REPLY`: whether the connection's replies are sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReplyMode {
+    On,
+    Off,
+    /// `SKIP`: the next request's reply is not sent.
+    SkipNext,
 }
 
 /// What the connection commands of a `MULTI` block answered, and the connection's state
@@ -459,13 +493,24 @@ pub struct Session {
 /// protocol) take hold only if `EXEC` ran: a `WATCH` that aborts it undoes them, as in Redis.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockAnswers {
-    /// Per queued command, in order: the session's reply, or `None` for a data command (the
-    /// model's reply goes there).
-    replies: Vec<Option<Vec<u8>>>,
+    /// Per queued command, in order: who answers it.
+    replies: Vec<BlockReply>,
     /// The protocol after the block (`HELLO` may switch it).
     proto: Proto,
     /// The client name after the block (`CLIENT SETNAME`, `HELLO … SETNAME`).
     name: Option<Vec<u8>>,
+}
+
+/// Who answers one command of a `MULTI` block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum BlockReply {
+    /// The session answered it (a connection command).
+    Session(Vec<u8>),
+    /// The model does: a data command.
+    Data,
+    /// A pub/sub command: the hub, once the block ran (a publication's count, a
+    /// subscription's confirmation).
+    PubSub(pubsub::Request),
 }
 
 impl Session {
@@ -479,7 +524,28 @@ impl Session {
             authenticated: false,
             user: None,
             reply_limit: None,
+            subscribed: false,
+            replies: ReplyMode::On,
+            silenced: false,
         }
+    }
+
+    /// The connection's id (`CLIENT ID`).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Tells the session whether its connection holds a subscription now (after a
+    /// [`Step::PubSub`]).
+    pub fn set_subscribed(&mut self, subscribed: bool) {
+        self.subscribed = subscribed;
+    }
+
+    /// Whether the reply to the request [`Session::handle`] handled last is silenced
+    /// (`CLIENT REPLY OFF` or `SKIP`): a front end that writes it (`CLIENT UNBLOCK`'s, a
+    /// `SCRIPT KILL`'s, a pub/sub command's that is no push) drops it.
+    pub fn reply_silenced(&self) -> bool {
+        self.silenced
     }
 
     /// The session, told the most bytes a reply may leave unsent on its connection before
@@ -502,6 +568,23 @@ impl Session {
 
     /// Handles one request; its reply (if any now) is appended to `out`.
     pub fn handle(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
+        let start = out.len();
+        let skipped = self.replies == ReplyMode::SkipNext;
+        if skipped {
+            self.replies = ReplyMode::On;
+        }
+        let mut step = self.handle_request(argv, info, out);
+        self.silenced = skipped || self.replies == ReplyMode::Off;
+        if self.silenced {
+            out.truncate(start);
+            if let Step::Call(call) | Step::KillScript(call) = &mut step {
+                call.silent = true;
+            }
+        }
+        step
+    }
+
+    fn handle_request(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
         let name = argv.get(0).unwrap_or_default();
         // Before anything else, as Redis's processCommand: no Redis command is called
         // `POST` or `Host:`, so these are a browser's request, never a client's.
@@ -522,7 +605,7 @@ impl Session {
         // checked, with the command's own.
         if matches!(
             command.name,
-            "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION" | "CONFIG" | "MEMORY"
+            "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION" | "CONFIG" | "MEMORY" | "PUBSUB"
         ) && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
             self.refuse_in_multi();
@@ -562,30 +645,16 @@ impl Session {
                 other => other,
             };
         }
+        if self.refuses_while_subscribed(command, argv, out) {
+            return Step::Replied;
+        }
         if self.multi.is_some()
             && !matches!(
                 command.name,
                 "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
             )
         {
-            // Like Redis, every other command is queued, connection commands too (`EXEC`
-            // answers them, see `BlockAnswers`); a subcommand Redis does not know, or one
-            // given the wrong number of arguments, is refused now, as an unknown command is.
-            if matches!(command.name, "CLIENT" | "COMMAND" | "SCRIPT")
-                && argv.len() >= 2
-                && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
-            {
-                self.refuse_in_multi();
-                ReplyWriter::new(out, self.proto).error_bytes(&refusal);
-                return Step::Replied;
-            }
-            if cmd::sync::is_snapshot(command.name) {
-                self.reject(command, cmd::sync::NOT_IN_MULTI, out);
-                return Step::Replied;
-            }
-            let (queued, _) = self.multi.as_mut().expect("inside MULTI");
-            queued.push(argv.clone());
-            ReplyWriter::new(out, self.proto).simple("QUEUED");
+            self.queue(command, argv, out);
             return Step::Replied;
         }
         if let Some(user) = &self.user
@@ -600,12 +669,71 @@ impl Session {
         self.connection_command(command, argv, info, out)
     }
 
+    /// A subscribed RESP2 connection may send only the pub/sub commands, `PING`, `QUIT` and
+    /// `RESET` (Redis's check in `processCommand`): whether `command` was refused for it.
+    fn refuses_while_subscribed(
+        &mut self,
+        command: &Command,
+        argv: &Argv,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        if !self.subscribed
+            || self.proto != Proto::Resp2
+            || pubsub::allowed_while_subscribed(command.name)
+        {
+            return false;
+        }
+        // Redis looks a subcommand up (and checks its arity) before this check, as it does
+        // for the containers `handle` checks first.
+        if matches!(command.name, "CLIENT" | "COMMAND" | "SCRIPT")
+            && argv.len() >= 2
+            && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
+        {
+            self.refuse_in_multi();
+            ReplyWriter::new(out, self.proto).error_bytes(&refusal);
+            return true;
+        }
+        // Redis's `rejectCommandFormat`: an `EXEC` so refused gives the text without its code
+        // after "EXECABORT … because of:".
+        let text = pubsub::only_pubsub_here(argv);
+        let text = match command.name {
+            "EXEC" => text.trim_start_matches("ERR "),
+            _ => &text,
+        };
+        self.reject(command, text, out);
+        true
+    }
+
+    /// Queues `argv` in the connection's `MULTI` block. Like Redis, every command but those
+    /// that end or watch the block is queued, connection commands too (`EXEC` answers them,
+    /// see `BlockAnswers`); a subcommand Redis does not know, or one given the wrong number
+    /// of arguments, is refused now, as an unknown command is, and so is `SYNC` (a block
+    /// cannot hold its file).
+    fn queue(&mut self, command: &Command, argv: &Argv, out: &mut Vec<u8>) {
+        if matches!(command.name, "CLIENT" | "COMMAND" | "SCRIPT")
+            && argv.len() >= 2
+            && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
+        {
+            self.refuse_in_multi();
+            ReplyWriter::new(out, self.proto).error_bytes(&refusal);
+            return;
+        }
+        if cmd::sync::is_snapshot(command.name) {
+            self.reject(command, cmd::sync::NOT_IN_MULTI, out);
+            return;
+        }
+        let (queued, _) = self.multi.as_mut().expect("inside MULTI");
+        queued.push(argv.clone());
+        ReplyWriter::new(out, self.proto).simple("QUEUED");
+    }
+
     /// Refuses `command` with `text` as Redis's `rejectCommand` does: refused before it could
     /// be queued, so a block it was sent in fails; `EXEC` itself so refused discards its block
     /// (`-EXECABORT`), and the connection leaves it.
     fn reject(&mut self, command: &Command, text: &str, out: &mut Vec<u8>) {
         let mut w = ReplyWriter::new(out, self.proto);
-        if command.name == "EXEC" && self.multi.is_some() {
+        // Redis's `execCommandAbort` answers so even without `MULTI`.
+        if command.name == "EXEC" {
             self.multi = None;
             self.watched.clear();
             w.error(&format!(
@@ -679,14 +807,37 @@ impl Session {
             args,
             purpose,
             runs_on,
+            silent: false,
         })
     }
 
-    /// Writes the reply of a call made for `purpose`.
-    pub fn called(&mut self, purpose: Purpose, outcome: Outcome<'_>, out: &mut Vec<u8>) {
+    /// Writes the reply of `call` (none if it was silenced). A `MULTI` block's publications
+    /// go out on `hub` now, if the block ran: a front end without one never sent such a block
+    /// ([`ServerInfo::pubsub`]).
+    pub fn called(
+        &mut self,
+        call: Call,
+        outcome: Outcome<'_>,
+        out: &mut Vec<u8>,
+        hub: Option<&mut Hub>,
+    ) {
+        let start = out.len();
+        self.write_called(call.purpose, outcome, out, hub);
+        if call.silent {
+            out.truncate(start);
+        }
+    }
+
+    fn write_called(
+        &mut self,
+        purpose: Purpose,
+        outcome: Outcome<'_>,
+        out: &mut Vec<u8>,
+        hub: Option<&mut Hub>,
+    ) {
         match (purpose, outcome) {
             (Purpose::Exec(Some(answers)), Outcome::Reply(bytes)) => {
-                self.finish_exec(*answers, bytes, out);
+                self.finish_exec(*answers, bytes, out, hub);
             }
             (Purpose::Watch(keys), Outcome::Reply(bytes)) => match decode_versions(bytes) {
                 Ok(versions) if versions.len() == keys.len() => {
@@ -708,6 +859,43 @@ impl Session {
         }
     }
 
+    fn ping(&self, argv: &Argv, out: &mut Vec<u8>) {
+        let mut w = ReplyWriter::new(out, self.proto);
+        match argv.get(1) {
+            _ if argv.len() > 2 => {
+                w.error(cmd::arity_error(argv.get(0).unwrap_or_default()).text())
+            }
+            // A subscribed RESP2 connection reads arrays only: Redis answers there `pong` and
+            // the message (or an empty one).
+            message if self.subscribed && self.proto == Proto::Resp2 => {
+                w.array(2);
+                w.bulk(b"pong");
+                w.bulk(message.unwrap_or_default());
+            }
+            Some(message) => w.bulk(message),
+            None => w.simple("PONG"),
+        }
+    }
+
+    /// `RESET`: the connection as it was when it connected (Redis's
+    /// `clearClientConnectionState`), its subscriptions ended unannounced.
+    fn reset(&mut self, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
+        self.proto = Proto::Resp2;
+        self.name = None;
+        self.multi = None;
+        self.watched.clear();
+        // Back to the default user, which must give its password again.
+        self.authenticated = false;
+        self.user = None;
+        self.replies = ReplyMode::On;
+        ReplyWriter::new(out, Proto::Resp2).simple("RESET");
+        if !info.pubsub {
+            return Step::Replied;
+        }
+        self.subscribed = false;
+        Step::PubSub(pubsub::Request::EndAll)
+    }
+
     fn connection_command(
         &mut self,
         command: &Command,
@@ -725,14 +913,7 @@ impl Session {
             return Step::Replied;
         }
         match command.name {
-            "PING" => {
-                let mut w = ReplyWriter::new(out, proto);
-                match argv.get(1) {
-                    _ if argv.len() > 2 => w.error(cmd::arity_error(arg(0)).text()),
-                    Some(message) => w.bulk(message),
-                    None => w.simple("PONG"),
-                }
-            }
+            "PING" => self.ping(argv, out),
             "ECHO" => ReplyWriter::new(out, proto).bulk(arg(1)),
             "QUIT" => {
                 ReplyWriter::new(out, proto).ok();
@@ -748,15 +929,16 @@ impl Session {
             }
             "AUTH" => self.auth(argv, info, out),
             "HELLO" => return self.hello(argv, info, out),
-            "RESET" => {
-                self.proto = Proto::Resp2;
-                self.name = None;
-                self.multi = None;
-                self.watched.clear();
-                // Back to the default user, which must give its password again.
-                self.authenticated = false;
-                self.user = None;
-                ReplyWriter::new(out, Proto::Resp2).simple("RESET");
+            "RESET" => return self.reset(info, out),
+            name if pubsub::is_command(name) => {
+                if !info.pubsub {
+                    ReplyWriter::new(out, proto).error(pubsub::NOT_SERVED);
+                    return Step::Replied;
+                }
+                return match pubsub::request(name, argv, proto, out) {
+                    Some(request) => Step::PubSub(request),
+                    None => Step::Replied,
+                };
             }
             "CLIENT" => return self.client(argv, out),
             "COMMAND" => command_command(argv, proto, out),
@@ -864,6 +1046,7 @@ impl Session {
             args,
             purpose: Purpose::Watch(keys),
             runs_on: RunsOn::Primary,
+            silent: false,
         })
     }
 
@@ -880,11 +1063,18 @@ impl Session {
             return Step::Replied;
         }
         let (answers, data) = self.answer_block(&queued, info);
-        if data.is_empty() && watched.is_empty() {
+        let uses_hub = answers
+            .replies
+            .iter()
+            .any(|reply| matches!(reply, BlockReply::PubSub(_)));
+        if data.is_empty() && watched.is_empty() && !uses_hub {
             // Nothing for the database to run or check: the session answers the block.
             let mut w = ReplyWriter::new(out, proto);
             w.array(answers.replies.len());
-            for reply in answers.replies.iter().flatten() {
+            for reply in &answers.replies {
+                let BlockReply::Session(reply) = reply else {
+                    unreachable!("a block without data or pub/sub commands");
+                };
                 out.extend_from_slice(reply);
             }
             self.proto = answers.proto;
@@ -898,10 +1088,12 @@ impl Session {
         // The session's answers travel with the call; the runtime handles nothing after it
         // until its outcome is back (`Call::holds_later`), so the commands after a block
         // that set a name or a protocol see it, if the block ran.
+        // A block with pub/sub commands goes to the primary even without data commands: they
+        // run on the hub in order after the connection's earlier calls, once it ran.
         let answers = answers
             .replies
             .iter()
-            .any(Option::is_some)
+            .any(|reply| !matches!(reply, BlockReply::Data))
             .then(|| Box::new(answers));
         // A block runs as one call, so it sees one state and its writes land together; a
         // block of reads only takes an LSN too (rare enough not to have a procedure of its
@@ -914,6 +1106,7 @@ impl Session {
             args,
             purpose: Purpose::Exec(answers),
             runs_on: RunsOn::Primary,
+            silent: false,
         })
     }
 
@@ -934,6 +1127,9 @@ impl Session {
             authenticated: self.authenticated,
             user: self.user.clone(),
             reply_limit: self.reply_limit,
+            subscribed: self.subscribed,
+            replies: ReplyMode::On,
+            silenced: false,
         };
         let mut replies = Vec::with_capacity(queued.len());
         let mut data = Vec::new();
@@ -943,11 +1139,22 @@ impl Session {
             let (_, command) = cmd::resolve(index, command, argv);
             if command.class == Class::Connection {
                 let mut reply = Vec::new();
+                if command.name == "SSUBSCRIBE" && info.pubsub {
+                    // Redis lets `SUBSCRIBE` and `PSUBSCRIBE` run in `EXEC`, for clients of
+                    // old, but not `SSUBSCRIBE`.
+                    ReplyWriter::new(&mut reply, scratch.proto).error(pubsub::SHARD_IN_MULTI);
+                    replies.push(BlockReply::Session(reply));
+                    continue;
+                }
                 let mut step = scratch.connection_command(command, argv, info, &mut reply);
                 if let Step::Unblock(_) = step {
                     // A block runs in one txn, in which no other connection's wait can end.
                     ReplyWriter::new(&mut reply, scratch.proto).integer(0);
                     step = Step::Replied;
+                }
+                if let Step::PubSub(request) = step {
+                    replies.push(BlockReply::PubSub(request));
+                    continue;
                 }
                 // The commands that call, close or end the block are never queued.
                 assert!(
@@ -955,7 +1162,7 @@ impl Session {
                     "{} ran in a block",
                     command.name
                 );
-                replies.push(Some(reply));
+                replies.push(BlockReply::Session(reply));
             } else if let Some(refusal) = scratch
                 .user
                 .as_ref()
@@ -963,10 +1170,10 @@ impl Session {
             {
                 let mut reply = Vec::new();
                 ReplyWriter::new(&mut reply, scratch.proto).error(refusal);
-                replies.push(Some(reply));
+                replies.push(BlockReply::Session(reply));
             } else {
                 data.push((scratch.proto, argv.clone()));
-                replies.push(None);
+                replies.push(BlockReply::Data);
             }
         }
         let answers = BlockAnswers {
@@ -979,13 +1186,23 @@ impl Session {
 
     /// Writes `EXEC`'s reply from the model's `reply` (a null array if a watched key
     /// changed, else one reply per data command) and the session's `answers`, and applies
-    /// the block's effects on the connection if it ran.
-    fn finish_exec(&mut self, answers: BlockAnswers, reply: &[u8], out: &mut Vec<u8>) {
+    /// the block's effects on the connection (and its publications, on `hub`) if it ran.
+    fn finish_exec(
+        &mut self,
+        answers: BlockAnswers,
+        reply: &[u8],
+        out: &mut Vec<u8>,
+        mut hub: Option<&mut Hub>,
+    ) {
         if reply == b"*-1\r\n" || reply == b"_\r\n" {
             out.extend_from_slice(reply);
             return;
         }
-        let data_count = answers.replies.iter().filter(|r| r.is_none()).count();
+        let data_count = answers
+            .replies
+            .iter()
+            .filter(|r| matches!(r, BlockReply::Data))
+            .count();
         let Some(mut data_replies) =
             crate::resp::array_elements(reply).filter(|r| r.len() == data_count)
         else {
@@ -995,10 +1212,17 @@ impl Session {
         };
         data_replies.reverse();
         ReplyWriter::new(out, self.proto).array(answers.replies.len());
-        for reply in &answers.replies {
+        for reply in answers.replies {
             match reply {
-                Some(reply) => out.extend_from_slice(reply),
-                None => out.extend_from_slice(data_replies.pop().expect("counted")),
+                BlockReply::Session(reply) => out.extend_from_slice(&reply),
+                BlockReply::Data => out.extend_from_slice(data_replies.pop().expect("counted")),
+                BlockReply::PubSub(request) => {
+                    let hub = hub
+                        .as_deref_mut()
+                        .expect("a block holds pub/sub commands only where a hub serves them");
+                    hub.run(self.id, answers.proto, request, out);
+                    self.subscribed = hub.subscriptions(self.id) > 0;
+                }
             }
         }
         self.proto = answers.proto;
@@ -1104,6 +1328,21 @@ impl Session {
                 None => w.null(),
             },
             (b"ID", 2) => w.integer(self.id as i64),
+            (b"REPLY", 3) => match argv
+                .get(2)
+                .unwrap_or_default()
+                .to_ascii_uppercase()
+                .as_slice()
+            {
+                b"ON" => {
+                    self.replies = ReplyMode::On;
+                    w.ok();
+                }
+                b"OFF" => self.replies = ReplyMode::Off,
+                b"SKIP" if self.replies == ReplyMode::On => self.replies = ReplyMode::SkipNext,
+                b"SKIP" => {}
+                _ => w.error(cmd::CmdError::SYNTAX.text()),
+            },
             (b"SETINFO", 4) => {
                 let attr = argv.get(2).unwrap_or_default().to_ascii_uppercase();
                 if attr == b"LIB-NAME" || attr == b"LIB-VER" {
@@ -1370,6 +1609,7 @@ const INFO_SECTIONS: &[(&str, bool)] = &[
     ("clients", true),
     ("memory", true),
     ("persistence", true),
+    ("stats", true),
     ("replication", true),
     ("cpu", true),
     ("modules", true),
@@ -1451,6 +1691,12 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
             "persistence" => {
                 line("#", &"Persistence");
                 line("loading", &0);
+            }
+            "stats" => {
+                line("#", &"Stats");
+                line("pubsub_channels", &info.pubsub_counts.channels);
+                line("pubsub_patterns", &info.pubsub_counts.patterns);
+                line("pubsubshard_channels", &info.pubsub_counts.shard_channels);
             }
             "replication" => {
                 line("#", &"Replication");
@@ -1556,6 +1802,7 @@ mod tests {
             "# Clients",
             "# Memory",
             "# Persistence",
+            "# Stats",
             "# Replication",
             "# CPU",
             "# Modules",

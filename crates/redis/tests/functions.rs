@@ -181,7 +181,7 @@ fn call_store(store: &mut Store, args: &[&[u8]]) -> (Value, Option<tandem_memory
             }
             Err(other) => panic!("the store refused the call: {other}"),
         };
-        session.called(call.purpose, outcome, &mut out);
+        session.called(call, outcome, &mut out, None);
     }
     (parse_reply(&out).unwrap().unwrap().0, redo)
 }

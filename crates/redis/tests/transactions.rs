@@ -273,7 +273,7 @@ fn the_session_weaves_its_replies_into_the_models_and_only_on_success() {
         "nothing after it is handled before its outcome (the name takes hold only if it ran)"
     );
     out.clear();
-    session.called(call.purpose, Outcome::Failed("OOM no room"), &mut out);
+    session.called(call, Outcome::Failed("OOM no room"), &mut out, None);
     assert_eq!(out, b"-OOM no room\r\n");
     out.clear();
     session.handle(&argv("CLIENT GETNAME"), &primary, &mut out);
@@ -286,7 +286,7 @@ fn the_session_weaves_its_replies_into_the_models_and_only_on_success() {
         panic!("a call")
     };
     out.clear();
-    session.called(call.purpose, Outcome::Reply(b"*1\r\n$1\r\nv\r\n"), &mut out);
+    session.called(call, Outcome::Reply(b"*1\r\n$1\r\nv\r\n"), &mut out, None);
     assert_eq!(out, b"*2\r\n+OK\r\n$1\r\nv\r\n");
     out.clear();
     session.handle(&argv("CLIENT GETNAME"), &primary, &mut out);
@@ -302,7 +302,7 @@ fn the_session_weaves_its_replies_into_the_models_and_only_on_success() {
     };
     assert!(call.holds_later());
     out.clear();
-    session.called(call.purpose, Outcome::Reply(b"*1\r\n_\r\n"), &mut out);
+    session.called(call, Outcome::Reply(b"*1\r\n_\r\n"), &mut out, None);
     assert!(
         out.starts_with(b"*2\r\n%7\r\n"),
         "{}",

@@ -397,6 +397,10 @@ impl resp::RespNode for StaticResp {
             users: Arc::clone(&self.users),
             script: self.scripts.activity(),
             host: Some(self.host.clone() as Arc<dyn tandem_redis::session::HostFacts>),
+            // The RESP port's loop holds the node's pub/sub hub.
+            pubsub: true,
+            // The RESP port's loop fills it in from its hub.
+            pubsub_counts: Default::default(),
         }
     }
 

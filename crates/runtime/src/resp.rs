@@ -26,6 +26,12 @@
 //! `-READONLY`, naming the primary, as on a node with no role. A connection gets no dedup
 //! slot: a plain Redis client cannot resend a command under the same (client id, seq), so
 //! exactly-once across a failover is the proxy's to give.
+//!
+//! Pub/sub lives here, not in the database: the loop's [`Hub`] holds its connections'
+//! subscriptions; a pub/sub command runs on it in the connection's order (after the replies
+//! of its earlier calls, so a subscriber that hears a message sees the writes sent before
+//! it), and each message a publication delivers is written to its receiver's connection in
+//! that connection's protocol. Messages reach this node's subscribers only.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
@@ -36,6 +42,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tandem_node::ReadAnswer;
 use tandem_redis::cmd::blocking::WOULD_BLOCK;
+use tandem_redis::pubsub::{self, Hub};
 use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
 use tandem_redis::session::{
     Call, Outcome, Purpose, RunsOn, ScriptActivity, ServerInfo, Session, Step, UNBLOCKED_BY_CLIENT,
@@ -221,6 +228,7 @@ impl IoLoop {
             client_limits: limits,
             reply_bytes_total: 0,
             warned: Warned::default(),
+            hub: Hub::new(),
         };
         Ok((IoLoop { front }, door))
     }
@@ -250,6 +258,8 @@ struct Retry {
 #[derive(Debug)]
 enum Slot {
     Written(Vec<u8>),
+    /// A pub/sub command, run on the hub when its turn comes (its reply silenced, or not).
+    PubSub(pubsub::Request, bool),
     Call {
         call: Call,
         outcome: Option<Resolved>,
@@ -265,6 +275,7 @@ enum Slot {
 fn slot_len(slot: &Slot) -> usize {
     match slot {
         Slot::Written(reply) => reply.len(),
+        Slot::PubSub(..) => 0,
         Slot::Call { outcome, .. } => match outcome {
             Some(Resolved::Reply(body)) => body.len(),
             Some(Resolved::Failed(text)) => text.len(),
@@ -347,8 +358,9 @@ impl Conn {
         }
     }
 
-    /// Moves the replies at the front whose outcome is known into `out`.
-    fn drain_slots(&mut self) {
+    /// Moves the replies at the front whose outcome is known into `out`, running the
+    /// pub/sub commands among them on `hub`.
+    fn drain_slots(&mut self, hub: &mut Hub) {
         while let Some(front) = self.slots.front() {
             if matches!(front, Slot::Call { outcome: None, .. }) {
                 break;
@@ -358,13 +370,18 @@ impl Conn {
             self.slot_bytes -= slot_len(&slot);
             match slot {
                 Slot::Written(reply) => self.out.extend_from_slice(&reply),
+                Slot::PubSub(request, silent) => {
+                    let mut reply = Vec::new();
+                    self.run_pubsub(hub, request, silent, &mut reply);
+                    self.out.extend_from_slice(&reply);
+                }
                 Slot::Call { call, outcome, .. } => {
                     let outcome = outcome.expect("answered");
                     let outcome = match &outcome {
                         Resolved::Reply(body) => Outcome::Reply(body),
                         Resolved::Failed(text) => Outcome::Failed(text),
                     };
-                    self.session.called(call.purpose, outcome, &mut self.out);
+                    self.session.called(call, outcome, &mut self.out, Some(hub));
                 }
             }
         }
@@ -376,6 +393,32 @@ impl Conn {
             self.slots.iter().map(slot_len).sum::<usize>(),
             "slot_bytes counts the replies waiting in slots"
         );
+    }
+
+    /// Runs a pub/sub command of this connection on `hub`, appending its answer to `reply`
+    /// (a silenced reply is dropped; the confirmations of subscriptions are pushes, never
+    /// silenced), and tells the session whether it is still subscribed.
+    fn run_pubsub(
+        &mut self,
+        hub: &mut Hub,
+        request: pubsub::Request,
+        silent: bool,
+        reply: &mut Vec<u8>,
+    ) {
+        let id = self.session.id();
+        let proto = self.session.proto();
+        let push = request.answers_with_push();
+        let mut answer = Vec::new();
+        hub.run(id, proto, request, &mut answer);
+        // As Redis: a publication's messages to the publisher itself (a RESP3 connection may
+        // publish where it listens) come before the count.
+        for message in hub.take_deliveries_to(id) {
+            message.write(proto, reply);
+        }
+        if !silent || push {
+            reply.extend_from_slice(&answer);
+        }
+        self.session.set_subscribed(hub.subscriptions(id) > 0);
     }
 
     /// After an answer: the call held back goes out once every earlier one is answered.
@@ -490,6 +533,8 @@ struct Front {
     reply_bytes_total: usize,
     /// The warnings clients can cause, each logged at most once a minute.
     warned: Warned,
+    /// The connections' pub/sub subscriptions, and the messages to write.
+    hub: Hub,
 }
 
 /// The connections a pass is to look at, each once, in the order their events came: the
@@ -708,7 +753,13 @@ impl Front {
         // What the sessions know of the node is asked for (and the ports follow its roles)
         // only in a pass that serves a RESP connection: a native client needs neither.
         let mut info = None;
-        while let Some(token) = self.visit.pop_front() {
+        loop {
+            if self.hub.has_deliveries() {
+                self.deliver();
+            }
+            let Some(token) = self.visit.pop_front() else {
+                break;
+            };
             if self.native.conns.contains_key(&token) {
                 self.native.serve(token, self.poll.registry());
                 continue;
@@ -716,7 +767,9 @@ impl Front {
             let info = info.get_or_insert_with(|| {
                 self.refresh_port();
                 self.refresh_backup();
-                self.node.info()
+                let mut info = self.node.info();
+                info.pubsub_counts = self.hub.counts();
+                info
             });
             self.serve(token, info);
         }
@@ -912,7 +965,7 @@ impl Front {
         let index = (owner.serial - conn.slot_first) as usize;
         conn.slot_bytes += slot_len(&conn.slots[index]);
         conn.unanswered -= 1;
-        conn.drain_slots();
+        conn.drain_slots(&mut self.hub);
         self.visit.insert(owner.token);
     }
 
@@ -981,6 +1034,7 @@ impl Front {
 
     fn close(&mut self, token: Token, mut conn: Conn) {
         self.waiting.forget(token);
+        self.hub.forget(conn.session.id());
         let _ = self.poll.registry().deregister(&mut conn.stream);
         self.node.metrics().client_connections.dec();
     }
@@ -1125,9 +1179,12 @@ impl Front {
                 self.node
                     .metrics()
                     .resp_replied(&written, || conn.stream.peer_addr().ok());
+                let silent = conn.session.reply_silenced();
                 match step {
                     Step::KillScript(_) if self.node.scripts().is_some_and(Scripts::kill) => {
-                        conn.push_written(b"+OK\r\n".to_vec());
+                        if !silent {
+                            conn.push_written(b"+OK\r\n".to_vec());
+                        }
                     }
                     // The script ended before the ask: the call answers `NOTBUSY`.
                     Step::Call(call) | Step::KillScript(call) => {
@@ -1141,8 +1198,11 @@ impl Front {
                     Step::Replied => conn.push_written(written),
                     Step::Unblock(unblock) => {
                         let ended = self.unblock(unblock);
-                        conn.push_written(format!(":{}\r\n", i64::from(ended)).into_bytes());
+                        if !silent {
+                            conn.push_written(format!(":{}\r\n", i64::from(ended)).into_bytes());
+                        }
                     }
+                    Step::PubSub(request) => self.pubsub(conn, request, silent, written),
                     Step::Close => {
                         conn.push_written(written);
                         conn.closing = true;
@@ -1159,6 +1219,45 @@ impl Front {
             }
         }
         true
+    }
+
+    /// A pub/sub command (after `written`, `RESET`'s reply): run now if nothing of the
+    /// connection's is still awaited, else in its turn, the connection handling nothing more
+    /// until then (whether it is subscribed decides what it may send next).
+    fn pubsub(
+        &mut self,
+        conn: &mut Conn,
+        request: pubsub::Request,
+        silent: bool,
+        mut written: Vec<u8>,
+    ) {
+        if conn.slots.is_empty() {
+            conn.run_pubsub(&mut self.hub, request, silent, &mut written);
+            conn.push_written(written);
+            return;
+        }
+        if !written.is_empty() {
+            conn.push_written(written);
+        }
+        conn.slots.push_back(Slot::PubSub(request, silent));
+        conn.holding = true;
+    }
+
+    /// Writes the messages publications delivered to their connections (a connection
+    /// closed meanwhile gets none), and looks at those connections in this pass.
+    fn deliver(&mut self) {
+        for delivery in self.hub.take_deliveries() {
+            let Some(token) = token_of(delivery.client_id) else {
+                continue;
+            };
+            let Some(conn) = self.conns.get_mut(&token) else {
+                continue;
+            };
+            let mut bytes = Vec::with_capacity(delivery.message.len() + 64);
+            delivery.message.write(conn.session.proto(), &mut bytes);
+            conn.push_written(bytes);
+            self.visit.insert(token);
+        }
     }
 
     /// Counts and (rate-limited) logs a connection that sent an HTTP request's `POST` or
@@ -1230,7 +1329,7 @@ impl Front {
         conn.slot_bytes += slot_len(&slot);
         conn.slots.push_back(slot);
         if unsent.is_some() {
-            conn.drain_slots();
+            conn.drain_slots(&mut self.hub);
         }
     }
 }
@@ -1302,14 +1401,10 @@ impl Front {
     /// `CLIENT UNBLOCK`: whether the connection it names was waiting (its wait ends now, or
     /// when its try in flight comes back finding nothing).
     fn unblock(&mut self, unblock: Unblock) -> bool {
-        // A connection's id is its token's place after the first connection's, from 1.
-        let Some(token) = (unblock.client_id as usize)
-            .checked_sub(1)
-            .and_then(|index| index.checked_add(FIRST_CONN))
-        else {
+        let Some(token) = token_of(unblock.client_id) else {
             return false;
         };
-        match self.waiting.unblock(Token(token), unblock) {
+        match self.waiting.unblock(token, unblock) {
             Unblocking::NotWaiting => false,
             Unblocking::WhenTried => true,
             Unblocking::Now(owner) => {
@@ -1319,6 +1414,15 @@ impl Front {
             }
         }
     }
+}
+
+/// The token of the connection whose id (`CLIENT ID`) is `client_id`: a connection's id is
+/// its token's place after the first connection's, from 1.
+fn token_of(client_id: u64) -> Option<Token> {
+    (client_id as usize)
+        .checked_sub(1)
+        .and_then(|index| index.checked_add(FIRST_CONN))
+        .map(Token)
 }
 
 /// A rolled-back call's message as an error reply: the model's own errors carry their code

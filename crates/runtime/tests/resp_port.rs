@@ -68,6 +68,9 @@ impl RespNode for TestNode {
             users: Default::default(),
             script: self.scripts.activity(),
             host: None,
+            pubsub: true,
+            // The RESP port's loop fills it in from its hub.
+            pubsub_counts: Default::default(),
         }
     }
 
@@ -1107,4 +1110,248 @@ fn a_client_that_leaves_while_it_waits_is_dropped_and_pops_nothing() {
     assert_eq!(conn.reply(), Value::Integer(1));
     assert_eq!(conn.reply(), Value::Integer(1), "no one took the element");
     assert_eq!(conn.reply(), Value::Integer(0));
+}
+
+fn arr(items: &[&str]) -> Vec<Value> {
+    items.iter().map(|item| bulk(item)).collect()
+}
+
+/// `[word, name, count]`, a (un)subscription's confirmation as RESP2 sends it.
+fn confirmed(word: &str, name: &str, count: i64) -> Value {
+    Value::Array(vec![bulk(word), bulk(name), Value::Integer(count)])
+}
+
+/// Subscribes `conn` to `channel` and waits for the confirmation, so that a publication
+/// sent after this returns reaches it.
+fn subscribed(conn: &mut Conn, channel: &str) {
+    conn.send(&[&[b"SUBSCRIBE", channel.as_bytes()]]);
+    assert_eq!(conn.reply(), confirmed("subscribe", channel, 1));
+}
+
+#[test]
+fn a_publication_reaches_every_subscriber_of_the_channel_and_of_matching_patterns() {
+    let (address, _) = start();
+    let mut first = Conn::open(address);
+    subscribed(&mut first, "news");
+    let mut second = Conn::open(address);
+    second.send(&[&[b"PSUBSCRIBE", b"n*", b"x*"]]);
+    assert_eq!(second.reply(), confirmed("psubscribe", "n*", 1));
+    assert_eq!(second.reply(), confirmed("psubscribe", "x*", 2));
+    let mut publisher = Conn::open(address);
+    publisher.send(&[
+        &[b"PUBLISH", b"news", b"one"],
+        &[b"PUBLISH", b"nothing-here", b"two"],
+        &[b"PUBLISH", b"other", b"three"],
+    ]);
+    assert_eq!(publisher.reply(), Value::Integer(2));
+    assert_eq!(publisher.reply(), Value::Integer(1));
+    assert_eq!(publisher.reply(), Value::Integer(0));
+    assert_eq!(
+        first.reply(),
+        Value::Array(arr(&["message", "news", "one"]))
+    );
+    assert_eq!(
+        second.reply(),
+        Value::Array(arr(&["pmessage", "n*", "news", "one"]))
+    );
+    assert_eq!(
+        second.reply(),
+        Value::Array(arr(&["pmessage", "n*", "nothing-here", "two"]))
+    );
+    publisher.send(&[
+        &[b"PUBSUB", b"NUMSUB", b"news", b"n*"],
+        &[b"PUBSUB", b"NUMPAT"],
+    ]);
+    assert_eq!(
+        publisher.reply(),
+        Value::Array(vec![
+            bulk("news"),
+            Value::Integer(1),
+            bulk("n*"),
+            Value::Integer(0)
+        ])
+    );
+    assert_eq!(publisher.reply(), Value::Integer(2));
+    // A subscriber that leaves is forgotten: nothing is delivered to it, and it is not
+    // counted.
+    drop(first);
+    for _ in 0..500 {
+        publisher.send(&[&[b"PUBLISH", b"news", b"again"]]);
+        if publisher.reply() == Value::Integer(1) {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    panic!("a closed subscriber is still counted");
+}
+
+/// Whether the node has written something to `conn` that it has not read yet.
+fn has_unread_reply(conn: &mut Conn) -> bool {
+    conn.stream.set_nonblocking(true).expect("non-blocking");
+    let mut byte = [0u8; 1];
+    let unread = matches!(conn.stream.peek(&mut byte), Ok(n) if n > 0);
+    conn.stream.set_nonblocking(false).expect("blocking again");
+    unread
+}
+
+#[test]
+fn a_subscriber_hears_a_publication_only_after_the_writes_sent_before_it() {
+    let (address, _) = start();
+    let mut subscriber = Conn::open(address);
+    subscribed(&mut subscriber, "done");
+    let mut writer = Conn::open(address);
+    // A slow write (a script that spins before it sets the key) and the publication that
+    // announces it, in one pipeline: the message must not overtake the write. The node
+    // writes the write's reply before it delivers the message, so once the subscriber has
+    // the message the writer's reply is waiting on its socket (a message sent when the
+    // PUBLISH was read would come while the script still spins).
+    let script = b"for i = 1, 20000000 do end redis.call('SET', KEYS[1], ARGV[1]) return 1";
+    for round in 0..5 {
+        let value = round.to_string();
+        writer.send(&[
+            &[b"EVAL", script, b"1", b"k", value.as_bytes()],
+            &[b"PUBLISH", b"done", value.as_bytes()],
+        ]);
+        assert_eq!(
+            subscriber.reply(),
+            Value::Array(arr(&["message", "done", &value]))
+        );
+        assert!(
+            has_unread_reply(&mut writer),
+            "round {round}: the message came before the write it follows was answered"
+        );
+        assert_eq!(writer.reply(), Value::Integer(1));
+        assert_eq!(writer.reply(), Value::Integer(1));
+    }
+}
+
+#[test]
+fn a_subscribed_resp2_connection_may_send_only_pubsub_commands_and_reset_ends_it() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    subscribed(&mut conn, "c");
+    conn.send(&[&[b"GET", b"k"], &[b"PING"], &[b"PING", b"hi"]]);
+    assert_eq!(
+        conn.reply(),
+        Value::Error(
+            b"ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
+              RESET are allowed in this context"
+                .to_vec()
+        )
+    );
+    assert_eq!(conn.reply(), Value::Array(arr(&["pong", ""])));
+    assert_eq!(conn.reply(), Value::Array(arr(&["pong", "hi"])));
+    conn.send(&[&[b"RESET"], &[b"GET", b"k"]]);
+    assert_eq!(conn.reply(), Value::Simple(b"RESET".to_vec()));
+    assert_eq!(conn.reply(), Value::Null, "no longer subscribed");
+    let mut publisher = Conn::open(address);
+    publisher.send(&[&[b"PUBLISH", b"c", b"m"]]);
+    assert_eq!(
+        publisher.reply(),
+        Value::Integer(0),
+        "RESET ended the subscription"
+    );
+}
+
+#[test]
+fn in_resp3_messages_are_pushes_and_any_command_may_follow() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    conn.send(&[&[b"HELLO", b"3"]]);
+    conn.reply();
+    conn.send(&[&[b"SUBSCRIBE", b"c"], &[b"SET", b"k", b"v"]]);
+    assert_eq!(
+        conn.reply(),
+        Value::Push(vec![bulk("subscribe"), bulk("c"), Value::Integer(1)])
+    );
+    assert_eq!(conn.reply(), ok());
+    // A connection that publishes where it listens gets the message before the count.
+    conn.send(&[&[b"PUBLISH", b"c", b"mine"]]);
+    assert_eq!(conn.reply(), Value::Push(arr(&["message", "c", "mine"])));
+    assert_eq!(conn.reply(), Value::Integer(1));
+}
+
+#[test]
+fn a_block_publishes_when_it_runs_and_not_when_a_watch_aborts_it() {
+    let (address, _) = start();
+    let mut subscriber = Conn::open(address);
+    subscribed(&mut subscriber, "c");
+    let mut conn = Conn::open(address);
+    conn.send(&[
+        &[b"MULTI"],
+        &[b"SET", b"k", b"1"],
+        &[b"PUBLISH", b"c", b"in-block"],
+        &[b"EXEC"],
+    ]);
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(conn.reply(), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(conn.reply(), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(conn.reply(), Value::Array(vec![ok(), Value::Integer(1)]));
+    assert_eq!(
+        subscriber.reply(),
+        Value::Array(arr(&["message", "c", "in-block"]))
+    );
+    let mut other = Conn::open(address);
+    conn.send(&[&[b"WATCH", b"k"]]);
+    assert_eq!(conn.reply(), ok());
+    other.send(&[&[b"SET", b"k", b"2"]]);
+    assert_eq!(other.reply(), ok());
+    conn.send(&[&[b"MULTI"], &[b"PUBLISH", b"c", b"aborted"], &[b"EXEC"]]);
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(conn.reply(), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(conn.reply(), Value::NullArray);
+    // Only a block without a publication is answered without the database.
+    conn.send(&[&[b"MULTI"], &[b"PUBLISH", b"c", b"alone"], &[b"EXEC"]]);
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(conn.reply(), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(conn.reply(), Value::Array(vec![Value::Integer(1)]));
+    assert_eq!(
+        subscriber.reply(),
+        Value::Array(arr(&["message", "c", "alone"])),
+        "the aborted block's message never came"
+    );
+    // A subscription in a block holds once the block ran, for what follows it.
+    conn.send(&[
+        &[b"MULTI"],
+        &[b"SUBSCRIBE", b"c"],
+        &[b"EXEC"],
+        &[b"GET", b"k"],
+    ]);
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(conn.reply(), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(
+        conn.reply(),
+        Value::Array(vec![confirmed("subscribe", "c", 1)])
+    );
+    assert!(
+        matches!(conn.reply(), Value::Error(text) if text.starts_with(b"ERR Can't execute 'get'"))
+    );
+}
+
+#[test]
+fn client_reply_off_silences_replies_but_not_messages() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    conn.send(&[
+        &[b"CLIENT", b"REPLY", b"OFF"],
+        &[b"SET", b"k", b"v"],
+        &[b"SUBSCRIBE", b"c"],
+        &[b"PUBSUB", b"NUMSUB", b"c"],
+    ]);
+    assert_eq!(conn.reply(), confirmed("subscribe", "c", 1));
+    let mut publisher = Conn::open(address);
+    publisher.send(&[&[b"PUBLISH", b"c", b"heard"]]);
+    assert_eq!(publisher.reply(), Value::Integer(1));
+    assert_eq!(conn.reply(), Value::Array(arr(&["message", "c", "heard"])));
+    conn.send(&[
+        &[b"UNSUBSCRIBE"],
+        &[b"GET", b"k"],
+        &[b"CLIENT", b"REPLY", b"ON"],
+        &[b"CLIENT", b"REPLY", b"SKIP"],
+        &[b"STRLEN", b"k"],
+        &[b"GET", b"k"],
+    ]);
+    assert_eq!(conn.reply(), confirmed("unsubscribe", "c", 0));
+    assert_eq!(conn.reply(), ok(), "CLIENT REPLY ON answers");
+    assert_eq!(conn.reply(), bulk("v"), "the GET after the skipped STRLEN");
 }

@@ -462,6 +462,16 @@ static ALLOWED: &[Allowed] = &[
         why: STREAM_TIMES,
     },
     Allowed {
+        command: "PUBSUB CHANNELS",
+        rule: Rule::Unordered,
+        why: "Redis lists its dict's channels in its own order",
+    },
+    Allowed {
+        command: "PUBSUB SHARDCHANNELS",
+        rule: Rule::Unordered,
+        why: "Redis lists its dict's channels in its own order",
+    },
+    Allowed {
         command: "WAIT",
         rule: Rule::AnyInteger,
         why: "tandem counts the backups that hold the connection's writes; a lone redis-server \
@@ -2264,6 +2274,77 @@ fn trim_option(d: &mut Draw, args: &mut Args) {
     if d.rng.chance(15) {
         args.extend([b"LIMIT".to_vec(), d.pick(&["0", "1", "100", "150", "-1"])]);
     }
+}
+
+/// The pub/sub commands on the test's one connection: subscriptions of one name each (one
+/// confirmation, one reply), and publications to channels no subscription names (a message
+/// would come before the reply it precedes in Redis), so what is compared is each reply and
+/// what a subscribed connection may send (in RESP2: only these, `PING`, `QUIT` and `RESET`).
+/// They are drawn from a stream of their own ([`PUBSUB_PERCENT`] of the steps, see
+/// [`sequence`]), not among [`FAMILIES`]: every other draw of a seed stays what it was
+/// before they came.
+static PUBSUB: &[Gen] = &[
+    g("SUBSCRIBE", 2, |d| {
+        command("SUBSCRIBE", [subscribed_name(d)])
+    }),
+    g("PSUBSCRIBE", 2, |d| {
+        command(
+            "PSUBSCRIBE",
+            [d.pick(&["sub.*", "s?b.1", "[st]ub.2", "sub.1"])],
+        )
+    }),
+    g("SSUBSCRIBE", 2, |d| {
+        command("SSUBSCRIBE", [subscribed_name(d)])
+    }),
+    g("UNSUBSCRIBE", 4, |d| {
+        command("UNSUBSCRIBE", [subscribed_name(d)])
+    }),
+    g("PUNSUBSCRIBE", 4, |d| {
+        command(
+            "PUNSUBSCRIBE",
+            [d.pick(&["sub.*", "s?b.1", "[st]ub.2", "none"])],
+        )
+    }),
+    g("SUNSUBSCRIBE", 4, |d| {
+        command("SUNSUBSCRIBE", [subscribed_name(d)])
+    }),
+    g("PUBLISH", 4, |d| {
+        command("PUBLISH", [published_name(d), d.value()])
+    }),
+    g("SPUBLISH", 2, |d| {
+        command("SPUBLISH", [published_name(d), d.value()])
+    }),
+    g("PUBSUB", 6, |d| match d.rng.below(9) {
+        0 => command("PUBSUB", [b"CHANNELS".to_vec()]),
+        1 => command(
+            "PUBSUB",
+            [b"CHANNELS".to_vec(), d.pick(&["sub.*", "*", "x"])],
+        ),
+        2 => command(
+            "PUBSUB",
+            [b"NUMSUB".to_vec(), subscribed_name(d), published_name(d)],
+        ),
+        3 => command("PUBSUB", [d.pick(&["NUMPAT", "numpat"])]),
+        4 => command(
+            "PUBSUB",
+            [b"SHARDCHANNELS".to_vec(), d.pick(&["sub.*", "*"])],
+        ),
+        5 => command("PUBSUB", [b"SHARDNUMSUB".to_vec(), subscribed_name(d)]),
+        6 => command("PUBSUB", [b"HELP".to_vec()]),
+        7 => command(
+            "PUBSUB",
+            [d.pick(&["CHANNELS", "NUMPAT"]), d.value(), d.value()],
+        ),
+        _ => command("PUBSUB", [d.pick(&["BOGUS", "NUMSUB"])]),
+    }),
+];
+
+fn subscribed_name(d: &mut Draw) -> Vec<u8> {
+    d.pick(&["sub.1", "sub.2", "sub.3"])
+}
+
+fn published_name(d: &mut Draw) -> Vec<u8> {
+    d.pick(&["pub.a", "pub.b"])
 }
 
 static STREAMS: &[Gen] = &[
@@ -4544,9 +4625,19 @@ fn draw_command(d: &mut Draw, data: bool) -> Args {
         .flat_map(|family| family.commands.iter())
         .collect();
     let total: usize = gens.iter().map(|generator| generator.weight).sum();
-    let mut at = d.rng.below(total);
+    let at = d.rng.below(total);
+    draw_by_weight(d, gens, at)
+}
+
+/// Draws (and mutates) a command of the generator at `at` (below their total weight) among
+/// `gens`.
+fn draw_by_weight<'a>(
+    d: &mut Draw,
+    gens: impl IntoIterator<Item = &'a Gen>,
+    mut at: usize,
+) -> Args {
     let generator = gens
-        .iter()
+        .into_iter()
         .find(|generator| {
             if at < generator.weight {
                 true
@@ -4560,6 +4651,9 @@ fn draw_command(d: &mut Draw, data: bool) -> Args {
     mutate(d, &mut args);
     args
 }
+
+/// How often (in percent of the steps) a seed draws a pub/sub command.
+const PUBSUB_PERCENT: usize = 4;
 
 /// Now and then a command gets its name in another case, loses its last argument or gains
 /// one, or is one no server knows.
@@ -4591,6 +4685,10 @@ fn mutate(d: &mut Draw, args: &mut Args) {
     // whose members are each server's own choice.
     let keeps_its_arguments = match args[0].to_ascii_uppercase().as_slice() {
         b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" | b"SYNC" => true,
+        // One name, one confirmation: without a name an unsubscription confirms each it
+        // ends, which the test's one reply per command cannot follow.
+        b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"
+        | b"SUNSUBSCRIBE" => true,
         b"PFADD" => !is_hll_key(&args[1]),
         _ => false,
     };
@@ -4757,10 +4855,20 @@ fn sequence(seed: u64, now_ms: i64) -> Vec<Step> {
         step: 0,
         now_ms,
     };
+    let mut pubsub = Draw {
+        rng: Rng(seed ^ 0x7075_6273_7562),
+        step: 0,
+        now_ms,
+    };
     let main = |args: Args| Step::Command { args, other: false };
     let mut steps = Vec::new();
     while steps.len() < STEPS_PER_SEED {
         d.step = steps.len() as i64;
+        if pubsub.rng.chance(PUBSUB_PERCENT) {
+            let generator = pubsub.rng.below(PUBSUB.iter().map(|g| g.weight).sum());
+            steps.push(main(draw_by_weight(&mut pubsub, PUBSUB, generator)));
+            continue;
+        }
         match d.rng.below(100) {
             0..=79 => steps.push(main(draw_command(&mut d, false))),
             80..=85 => steps.push(Step::Command {
@@ -5963,6 +6071,7 @@ fn every_command_tandem_knows_has_a_generator() {
     let generated: BTreeSet<&str> = FAMILIES
         .iter()
         .flat_map(|family| family.commands.iter().map(|generator| generator.name))
+        .chain(PUBSUB.iter().map(|generator| generator.name))
         .chain(BLOCK_COMMANDS.iter().copied())
         .collect();
     // A subcommand's entry (`CONFIG|SET`) is drawn by its container's generator.
@@ -5992,7 +6101,12 @@ fn every_command_tandem_knows_has_a_generator() {
         step: 0,
         now_ms: 0,
     };
-    for family in FAMILIES {
+    let pubsub = Family {
+        name: "pub/sub",
+        commands: PUBSUB,
+        data: false,
+    };
+    for family in FAMILIES.iter().chain([&pubsub]) {
         for generator in family.commands {
             for _ in 0..20 {
                 let args = (generator.draw)(&mut d);

@@ -428,8 +428,12 @@ static BASE: &[Command] = &[
     data("PEXPIREAT", -3, Write, (1, 1, 1), false, keys::pexpireat),
     data("PEXPIRETIME", 2, Read, (1, 1, 1), false, keys::pexpiretime),
     conn("PING", -1),
+    conn("PSUBSCRIBE", -2),
     data("PSETEX", 4, Write, (1, 1, 1), true, strings::psetex),
     data("PTTL", 2, Read, (1, 1, 1), false, keys::pttl),
+    conn("PUBLISH", 3),
+    conn("PUBSUB", -2),
+    conn("PUNSUBSCRIBE", -1),
     conn("QUIT", -1),
     data("RANDOMKEY", 1, Read, (0, 0, 0), false, keys::randomkey),
     conn("READONLY", 1),
@@ -443,7 +447,11 @@ static BASE: &[Command] = &[
     data("SETEX", 4, Write, (1, 1, 1), true, strings::setex),
     data("SETNX", 3, Write, (1, 1, 1), true, strings::setnx),
     data("SETRANGE", 4, Write, (1, 1, 1), true, strings::setrange),
+    conn("SPUBLISH", 3),
+    conn("SSUBSCRIBE", -2),
     data("STRLEN", 2, Read, (1, 1, 1), false, strings::strlen),
+    conn("SUBSCRIBE", -2),
+    conn("SUNSUBSCRIBE", -1),
     // Redis flags it neither read nor write: it reads the clock, not the database. Here
     // it reads the time a call runs at, which never falls behind the primary's.
     data("TIME", 1, Read, (0, 0, 0), false, keys::time),
@@ -451,6 +459,7 @@ static BASE: &[Command] = &[
     data("TTL", 2, Read, (1, 1, 1), false, keys::ttl),
     data("TYPE", 2, Read, (1, 1, 1), false, keys::type_),
     data("UNLINK", -2, Write, (1, -1, 1), false, keys::del),
+    conn("UNSUBSCRIBE", -1),
     conn("UNWATCH", 1),
     conn("WAIT", 3),
     conn("WATCH", -2),
@@ -473,6 +482,7 @@ pub fn counted_keys_at(name: &str) -> Option<usize> {
 pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("CLIENT", "GETNAME", 2),
     ("CLIENT", "ID", 2),
+    ("CLIENT", "REPLY", 3),
     ("CLIENT", "SETINFO", 4),
     ("CLIENT", "SETNAME", 3),
     ("CLIENT", "UNBLOCK", -3),
@@ -488,6 +498,12 @@ pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("OBJECT", "HELP", 2),
     ("OBJECT", "IDLETIME", 3),
     ("OBJECT", "REFCOUNT", 3),
+    ("PUBSUB", "CHANNELS", -2),
+    ("PUBSUB", "HELP", 2),
+    ("PUBSUB", "NUMPAT", 2),
+    ("PUBSUB", "NUMSUB", -2),
+    ("PUBSUB", "SHARDCHANNELS", -2),
+    ("PUBSUB", "SHARDNUMSUB", -2),
     // Data commands, which the model answers. Inside `MULTI` a subcommand is checked when
     // queued, as Redis checks every container command's (`XGROUP`, `XINFO` and `FUNCTION`
     // always before anything else, as Redis does).

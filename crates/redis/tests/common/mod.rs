@@ -110,6 +110,9 @@ impl Node {
             Step::Unblock(_) => out.extend_from_slice(b":0\r\n"),
             // A front end closes the connection without a reply; the harness says so.
             Step::CrossProtocol => return b"-(connection closed)\r\n".to_vec(),
+            // The harness serves no pub/sub (`ServerInfo::pubsub` is false): its sessions
+            // refuse those commands.
+            Step::PubSub(request) => panic!("the harness was asked for pub/sub: {request:?}"),
             // The harness's sessions see no script run (`ServerInfo::script` is idle).
             Step::Call(call) | Step::KillScript(call) => {
                 let mut reply = Vec::new();
@@ -135,7 +138,7 @@ impl Node {
                     }
                     Err(err) => panic!("the store refused the call: {err}"),
                 };
-                self.session.called(call.purpose, outcome, &mut out);
+                self.session.called(call, outcome, &mut out, None);
             }
         }
         assert_eq!(
