@@ -31,7 +31,7 @@
 use std::collections::VecDeque;
 
 use tandem_client::ReplyStatus;
-use tandem_redis::cmd::blocking::WOULD_BLOCK;
+use tandem_redis::cmd::blocking::would_block;
 use tandem_redis::model::{PROC_EXEC, PROC_READS};
 use tandem_redis::resp::{Argv, Parsed, Proto, ReplyWriter, RequestLimits, parse_request};
 use tandem_redis::session::{Call, Outcome, Purpose, ServerInfo, Session, Step};
@@ -230,8 +230,11 @@ impl ProxyConn {
                     ..
                 })]
             );
-            if lone_blocking && matches!(answer, Answer::RolledBack(text) if text == WOULD_BLOCK) {
-                self.park(unit);
+            if lone_blocking
+                && let Answer::RolledBack(text) = answer
+                && let Some(after) = would_block(text)
+            {
+                self.park(unit, &after);
                 return;
             }
             for item in unit.items {
@@ -305,11 +308,19 @@ impl ProxyConn {
     }
 
     /// The lone blocking call of `unit` found nothing: it waits.
-    fn park(&mut self, unit: Unit) {
+    /// Parks the lone blocking call of `unit`, to be tried again reading after `after` if
+    /// its try named IDs (a stream read's `$` resolved).
+    fn park(&mut self, unit: Unit, after: &[&str]) {
         let mut items = unit.items.into_iter();
         let (Some(Item::Call(mut call)), None) = (items.next(), items.next()) else {
             unreachable!("only a lone blocking call is answered that it would block");
         };
+        if !after.is_empty() {
+            assert!(
+                CallArgs::replace_last(&mut call.args, after),
+                "a stream read's call names as many IDs as its try resolved"
+            );
+        }
         CallArgs::set_awakened(&mut call.args);
         self.parked = Some(call);
     }

@@ -142,7 +142,9 @@ impl RedisModel {
                 // A script that failed after writing cannot be undone alone: the block fails.
                 Err(err @ (CmdError::Oom | CmdError::Abort(_))) => return Err(err),
                 Err(CmdError::Reply(text)) => ReplyWriter::new(reply, *command_proto).error(&text),
-                Err(CmdError::WouldBlock) => unreachable!("a command in EXEC never waits"),
+                Err(CmdError::WouldBlock | CmdError::WouldBlockAfter(_)) => {
+                    unreachable!("a command in EXEC never waits")
+                }
             }
         }
         Ok(())
@@ -310,6 +312,9 @@ impl DataModel for RedisModel {
         let mut scripts = self.scripts.borrow_mut();
         let mut ctx = Ctx::new(Access::Read(segment), self.layout, now_ms, self.rng_seed())
             .with_scripts(&mut scripts);
+        if command.blocks.is_some() {
+            ctx.waiting = CallArgs::waiting(args);
+        }
         let mut out = ReplyWriter::new(reply, proto);
         let run = command.run.expect("a data command runs");
         run(&mut ctx, &argv, &mut out).map_err(failed)

@@ -786,6 +786,12 @@ impl Session {
             })
         });
         let purpose = match blocking {
+            // A backup's reads never wait (its front end parks none): a read that may wait
+            // (`XREAD … BLOCK`) is the primary's to serve.
+            Some(_) if runs_on == RunsOn::Backup => {
+                ReplyWriter::new(out, self.proto).error(&not_primary(info));
+                return Step::Replied;
+            }
             Some(blocking) => {
                 CallArgs::encode_may_block(self.proto, argv, &mut args);
                 Purpose::Block(blocking)

@@ -116,6 +116,32 @@ impl CallArgs {
         }
     }
 
+    /// Puts `last` in place of the encoded call's last arguments, its flags kept: a stream
+    /// read that waits reads after the IDs its first try resolved
+    /// ([`crate::cmd::blocking::would_block_after`]). False, changing nothing, if the call
+    /// does not decode or has fewer arguments.
+    pub fn replace_last(args: &mut Vec<u8>, last: &[&str]) -> bool {
+        let mut argv = Argv::new();
+        let Ok(proto) = CallArgs::decode_into(args, &mut argv) else {
+            return false;
+        };
+        let Some(kept) = argv.len().checked_sub(last.len()) else {
+            return false;
+        };
+        let mut replaced = Argv::new();
+        for arg in argv.iter().take(kept) {
+            replaced.push(arg);
+        }
+        for arg in last {
+            replaced.push(arg.as_bytes());
+        }
+        let flags = args[0] & (MAY_BLOCK | AWAKENED);
+        args.clear();
+        args.push(proto_byte(proto) | flags);
+        replaced.encode(args);
+        true
+    }
+
     /// Decodes a command's call into `argv`; returns its protocol.
     pub fn decode_into(bytes: &[u8], argv: &mut Argv) -> Result<Proto, Malformed> {
         let (&first, rest) = bytes

@@ -240,9 +240,99 @@ fn stream_reads_with_block_answer_null_inside_multi_and_are_refused_in_scripts()
         Value::Null,
         "Lua's false"
     );
-    // At top level a read that would wait is still refused: stream reads do not wait yet.
+    // At top level a read with nothing to read waits (this harness shows its call's answer).
     let Value::Error(text) = node.s("XREAD BLOCK 10 STREAMS s $") else {
         panic!("XREAD BLOCK with nothing to read answered");
     };
-    assert!(text.starts_with(b"ERR BLOCK with no entries is not supported yet"));
+    assert!(text.starts_with(WOULD_BLOCK.as_bytes()));
+}
+
+/// A stream entry's reply, `[id, [field, value]]`.
+fn entry(id: &str, field: &str, value: &str) -> Value {
+    array(vec![bulk(id), bulks(&[field, value])])
+}
+
+#[test]
+fn a_stream_read_that_waits_names_the_ids_it_resolved_and_reads_after_them() {
+    let mut node = Node::new(DB);
+    node.s("XADD s 5-1 f a");
+    // `$` is the stream's last ID when the read blocked, a missing stream's 0-0; an ID given
+    // is kept.
+    let after = |ids: &str| Err(format!("{WOULD_BLOCK}; after {ids}"));
+    assert_eq!(
+        call(
+            &mut node,
+            "XREAD BLOCK 0 STREAMS s none $ $",
+            Waiting::MayBlock
+        ),
+        after("5-1 0-0")
+    );
+    assert_eq!(
+        call(&mut node, "XREAD BLOCK 10 STREAMS s 5-1", Waiting::MayBlock),
+        after("5-1")
+    );
+    // Where it may not wait (inside MULTI, a caller that cannot), a null array.
+    assert_eq!(
+        call(&mut node, "XREAD BLOCK 0 STREAMS s $", Waiting::Never),
+        Ok(Value::NullArray)
+    );
+    // Tried again after the IDs it resolved, it reads what came since, whatever the stream's
+    // last ID is now; a key of another type is passed over once the read waited.
+    node.s("XADD s 6-1 f b");
+    node.s("SET other text");
+    assert_eq!(
+        call(
+            &mut node,
+            "XREAD BLOCK 0 STREAMS other s 0-0 5-1",
+            Waiting::Awakened
+        ),
+        Ok(array(vec![array(vec![
+            bulk("s"),
+            array(vec![entry("6-1", "f", "b")])
+        ])]))
+    );
+    assert_eq!(
+        call(
+            &mut node,
+            "XREAD BLOCK 0 STREAMS other s $ $",
+            Waiting::MayBlock
+        ),
+        Err(WRONGTYPE.into()),
+        "a first try refuses it"
+    );
+    // Without a BLOCK option the call never waits.
+    assert_eq!(node.s("XREAD STREAMS s $"), Value::NullArray);
+}
+
+#[test]
+fn a_group_read_that_waits_is_told_when_its_stream_or_group_is_gone() {
+    let mut node = Node::new(DB);
+    node.s("XGROUP CREATE s g $ MKSTREAM");
+    let read = "XREADGROUP GROUP g c BLOCK 0 STREAMS s >";
+    assert_eq!(
+        call(&mut node, read, Waiting::MayBlock),
+        Err(WOULD_BLOCK.into())
+    );
+    assert_eq!(
+        call(&mut node, read, Waiting::Awakened),
+        Err(WOULD_BLOCK.into())
+    );
+    node.s("XADD s 1-1 f v");
+    assert_eq!(
+        call(&mut node, read, Waiting::Awakened),
+        Ok(array(vec![array(vec![
+            bulk("s"),
+            array(vec![entry("1-1", "f", "v")])
+        ])]))
+    );
+    node.s("XGROUP DESTROY s g");
+    assert_eq!(
+        call(&mut node, read, Waiting::Awakened),
+        Err("NOGROUP the consumer group this client was blocked on no longer exists".into())
+    );
+    node.s("DEL s");
+    assert_eq!(
+        call(&mut node, read, Waiting::Awakened),
+        Err("UNBLOCKED the stream key no longer exists".into())
+    );
 }

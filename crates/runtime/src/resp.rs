@@ -41,7 +41,7 @@ use std::time::Instant;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use tandem_node::ReadAnswer;
-use tandem_redis::cmd::blocking::WOULD_BLOCK;
+use tandem_redis::cmd::blocking::{WOULD_BLOCK, would_block};
 use tandem_redis::pubsub::{self, Hub};
 use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
 use tandem_redis::session::{
@@ -916,8 +916,9 @@ impl Front {
     fn answered(&mut self, owner: Owner, outcome: LocalOutcome) {
         let resolved = match outcome {
             LocalOutcome::Committed(body) => Resolved::Reply(body),
-            LocalOutcome::RolledBack(message) if message == WOULD_BLOCK => {
-                match self.found_nothing(owner) {
+            LocalOutcome::RolledBack(message) if would_block(&message).is_some() => {
+                let after = would_block(&message).unwrap_or_default();
+                match self.found_nothing(owner, &after) {
                     Some(resolved) => resolved,
                     None => return,
                 }
@@ -1337,7 +1338,8 @@ impl Front {
 impl Front {
     /// A try of a blocking call found nothing: its connection waits (and the call will be
     /// sent again awakened), or, if `CLIENT UNBLOCK` asked meanwhile, how the call ends now.
-    fn found_nothing(&mut self, owner: Owner) -> Option<Resolved> {
+    /// `after`: the IDs a stream read's later tries read after, if its try named them.
+    fn found_nothing(&mut self, owner: Owner, after: &[&str]) -> Option<Resolved> {
         let Some(Slot::Call { call, waits, .. }) = self.slot(owner) else {
             // Its connection closed.
             return None;
@@ -1346,6 +1348,12 @@ impl Front {
             // Only a call that may block is answered so.
             return Some(Resolved::Failed(with_code(WOULD_BLOCK)));
         };
+        if !after.is_empty() {
+            assert!(
+                CallArgs::replace_last(&mut call.args, after),
+                "a stream read's call names as many IDs as its try resolved"
+            );
+        }
         CallArgs::set_awakened(&mut call.args);
         let unblock = self.waiting.found_nothing(order)?;
         Some(self.unblocked(owner, unblock))
@@ -1392,8 +1400,9 @@ impl Front {
                 unreachable!("a closed connection's call waits no more");
             };
             let (proc_id, args) = (call.proc_id.0, call.args.clone());
+            let read_only = call.kind == ProcKind::Read;
             let port = self.port.as_mut().expect("the port read above");
-            let seq = port.push(proc_id, &args, false);
+            let seq = port.push(proc_id, &args, read_only);
             self.track(seq, owner);
         }
     }

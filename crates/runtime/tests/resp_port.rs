@@ -1355,3 +1355,53 @@ fn client_reply_off_silences_replies_but_not_messages() {
     assert_eq!(conn.reply(), ok(), "CLIENT REPLY ON answers");
     assert_eq!(conn.reply(), bulk("v"), "the GET after the skipped STRLEN");
 }
+
+#[test]
+fn a_stream_read_waits_for_entries_added_after_it_blocked() {
+    let (address, metrics) = start();
+    let mut writer = Conn::open(address);
+    writer.send(&[&[b"XADD", b"s", b"1-1", b"f", b"old"]]);
+    assert_eq!(writer.reply(), bulk("1-1"));
+    let mut reader = Conn::open(address);
+    reader.send(&[
+        &[b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"],
+        &[b"PING"],
+    ]);
+    wait_blocked(&metrics, 1);
+    // Writes that add nothing to the stream wake it, and it waits on; an entry added after
+    // it blocked serves it, though the stream's last ID (what `$` means now) moved with it.
+    writer.send(&[
+        &[b"SET", b"other", b"1"],
+        &[b"XADD", b"s", b"2-1", b"f", b"new"],
+    ]);
+    assert_eq!(writer.reply(), ok());
+    assert_eq!(writer.reply(), bulk("2-1"));
+    let entry = Value::Array(vec![
+        bulk("2-1"),
+        Value::Array(vec![bulk("f"), bulk("new")]),
+    ]);
+    assert_eq!(
+        reader.reply(),
+        Value::Array(vec![Value::Array(vec![
+            bulk("s"),
+            Value::Array(vec![entry])
+        ])])
+    );
+    assert_eq!(reader.reply(), Value::Simple(b"PONG".to_vec()));
+    // A group's read of new entries waits too, and its time runs out as Redis's: a null.
+    reader.send(&[&[b"XGROUP", b"CREATE", b"s", b"g", b"$"]]);
+    assert_eq!(reader.reply(), ok());
+    reader.send(&[&[
+        b"XREADGROUP",
+        b"GROUP",
+        b"g",
+        b"c",
+        b"BLOCK",
+        b"20",
+        b"STREAMS",
+        b"s",
+        b">",
+    ]]);
+    assert_eq!(reader.reply(), Value::NullArray);
+    wait_blocked(&metrics, 0);
+}

@@ -156,8 +156,8 @@ struct Allowed {
 /// its own hash table gives: see [`Lib`]), and
 /// `EVALSHA` of a script only `EVAL_RO` sent (Redis keeps that script, a read in tandem
 /// writes nothing): see [`SCRIPTS`] and [`eval`]; `XADD *` (each server's clock makes the
-/// ID), `XREAD BLOCK` and `XREADGROUP BLOCK` with `>` (a lone redis-server may wait forever;
-/// tandem does not wait yet), a minimum idle time between 0 and an hour or a delivery time
+/// ID), `XREAD BLOCK 0` and `XREADGROUP BLOCK 0` with `>` (with nothing to read, both would
+/// wait forever: they are drawn with a timeout of a few ms), a minimum idle time between 0 and an hour or a delivery time
 /// set near now (which pending entries qualify would depend on when each server received
 /// the command), an `XAUTOCLAIM` COUNT past a few (Redis first allocates 16 bytes per
 /// counted entry and refuses a COUNT it cannot, which depends on its machine) and
@@ -2402,6 +2402,10 @@ static STREAMS: &[Gen] = &[
         if d.rng.chance(3) {
             args.push(d.pick(&["NOACK", "FOO"]));
         }
+        // With nothing to read it waits, then answers a null (nothing else writes meanwhile).
+        if d.rng.chance(15) {
+            args.extend([b"BLOCK".to_vec(), d.pick(&["1", "2", "5", "-1", "x"])]);
+        }
         args.push(b"STREAMS".to_vec());
         let keys: Vec<Vec<u8>> = (0..1 + d.rng.below(2)).map(|_| stream_key(d)).collect();
         let ids: Vec<Vec<u8>> = keys
@@ -2548,9 +2552,9 @@ fn xgroup(d: &mut Draw) -> Args {
     args
 }
 
-/// `XREADGROUP` of one or two streams, new entries (`>`) or a consumer's history. `BLOCK`
-/// only with history, which never waits: a `>` with nothing new would wait forever on a
-/// lone redis-server (tandem answers an error, see `ALLOWED`'s note).
+/// `XREADGROUP` of one or two streams, new entries (`>`) or a consumer's history. `BLOCK 0`
+/// only with history, which never waits: a `>` with nothing new would wait forever; else a
+/// `BLOCK` of a few ms.
 fn xreadgroup(d: &mut Draw) -> Args {
     let mut args = command("XREADGROUP", []);
     if d.rng.chance(97) {
@@ -2566,6 +2570,8 @@ fn xreadgroup(d: &mut Draw) -> Args {
     let history = d.rng.chance(35);
     if history && d.rng.chance(15) {
         args.extend([b"BLOCK".to_vec(), b"0".to_vec()]);
+    } else if d.rng.chance(10) {
+        args.extend([b"BLOCK".to_vec(), d.pick(&["1", "3"])]);
     }
     args.push(b"STREAMS".to_vec());
     let ids: Vec<Vec<u8>> = keys

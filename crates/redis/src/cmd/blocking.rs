@@ -1,5 +1,12 @@
 //! The blocking commands (t_list.c's and t_zset.c's): `BLPOP`, `BRPOP`, `BRPOPLPUSH`,
-//! `BLMOVE`, `BLMPOP`, `BZPOPMIN`, `BZPOPMAX` and `BZMPOP`.
+//! `BLMOVE`, `BLMPOP`, `BZPOPMIN`, `BZPOPMAX` and `BZMPOP`; `XREAD` and `XREADGROUP` with
+//! `BLOCK` (the streams family's) wait the same way ([`BLOCK_OPTION`]).
+//!
+//! A stream read that waits reads, on every try, after the IDs it first resolved: its
+//! `$` (the stream's last ID when it blocked) would otherwise move with each entry added,
+//! and it would never be served. Its first try fails with [`would_block_after`]'s text,
+//! which names those IDs, and the front end puts them in place of the call's last arguments
+//! ([`crate::wire::CallArgs::replace_last`]) before it tries again.
 //!
 //! A call never waits inside the store: the store runs one call at a time, and a call that
 //! waited would stop every other. What waits is the connection. A blocking command that
@@ -47,10 +54,35 @@ pub const WOULD_BLOCK: &str =
 /// Where a blocking command's timeout is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TimeoutAt {
-    /// The last argument (`BLPOP key… timeout`).
+    /// The last argument (`BLPOP key… timeout`), in seconds.
     Last,
-    /// The first argument (`BLMPOP timeout numkeys key…`).
+    /// The first argument (`BLMPOP timeout numkeys key…`), in seconds.
     First,
+    /// After a `BLOCK` option, in milliseconds (`XREAD BLOCK ms STREAMS …`); a call without
+    /// one does not block.
+    BlockOption,
+}
+
+/// Where `XREAD`'s and `XREADGROUP`'s timeout is.
+pub const BLOCK_OPTION: Blocks = Blocks {
+    timeout_at: TimeoutAt::BlockOption,
+};
+
+/// What a stream read that found nothing fails with when its connection is to wait: the
+/// IDs each of its streams is to be read after on its next tries, in its keys' order.
+pub fn would_block_after(ids: &[String]) -> String {
+    format!("{WOULD_BLOCK}; after {}", ids.join(" "))
+}
+
+/// Whether `message` is what a call that would block fails with, and if it names IDs to
+/// read after ([`would_block_after`]), those.
+pub fn would_block(message: &str) -> Option<Vec<&str>> {
+    let rest = message.strip_prefix(WOULD_BLOCK)?;
+    if rest.is_empty() {
+        return Some(Vec::new());
+    }
+    let ids = rest.strip_prefix("; after ")?;
+    Some(ids.split(' ').collect())
 }
 
 /// What a blocking command that found nothing answers where it may not wait: Redis's null
@@ -77,7 +109,7 @@ const TIMEOUT_FIRST: Blocks = Blocks {
 
 impl Command {
     /// The command, blocking as `blocks` says.
-    const fn blocking(mut self, blocks: Blocks) -> Command {
+    pub(crate) const fn blocking(mut self, blocks: Blocks) -> Command {
         self.blocks = Some(blocks);
         self
     }
@@ -91,6 +123,7 @@ impl Blocks {
         let at = match self.timeout_at {
             TimeoutAt::Last => argv.len().checked_sub(1)?,
             TimeoutAt::First => 1,
+            TimeoutAt::BlockOption => return block_option_ms(argv),
         };
         parse_timeout_ms(argv.get(at)?).ok()
     }
@@ -116,6 +149,30 @@ pub fn refused_in_scripts(name: &str) -> bool {
         name,
         "BLMOVE" | "BLPOP" | "BRPOP" | "BRPOPLPUSH" | "BZPOPMAX" | "BZPOPMIN"
     )
+}
+
+/// The timeout of `XREAD`'s or `XREADGROUP`'s `BLOCK` option (a non-negative integer of
+/// milliseconds), found as their parser finds it: options before `STREAMS`, `COUNT` and
+/// `BLOCK` with a value, `GROUP` with two. `None` without one, or with one Redis refuses
+/// (the call then answers the error without waiting).
+fn block_option_ms(argv: &Argv) -> Option<u64> {
+    let mut i = 1;
+    let mut timeout = None;
+    while i < argv.len() {
+        let option = argv.get(i)?.to_ascii_uppercase();
+        match option.as_slice() {
+            b"BLOCK" => {
+                let ms = num::parse_i64(argv.get(i + 1)?)?;
+                timeout = Some(u64::try_from(ms).ok()?);
+                i += 2;
+            }
+            b"COUNT" => i += 2,
+            b"GROUP" => i += 3,
+            b"NOACK" => i += 1,
+            _ => break,
+        }
+    }
+    timeout
 }
 
 /// 2^63, the least `f64` past `i64::MAX`.

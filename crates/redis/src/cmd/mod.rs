@@ -193,6 +193,9 @@ pub enum CmdError {
     /// A blocking command found nothing to serve it and its call may wait: it wrote nothing,
     /// and its connection waits (see [`blocking`]).
     WouldBlock,
+    /// As [`CmdError::WouldBlock`], for a stream read whose later tries must read after
+    /// other IDs than it was given (`$` resolved): [`blocking::would_block_after`]'s text.
+    WouldBlockAfter(String),
 }
 
 impl CmdError {
@@ -221,6 +224,7 @@ impl CmdError {
             CmdError::Reply(text) | CmdError::Abort(text) => text,
             CmdError::Oom => OOM_TEXT,
             CmdError::WouldBlock => blocking::WOULD_BLOCK,
+            CmdError::WouldBlockAfter(text) => text,
         }
     }
 }

@@ -62,10 +62,12 @@ mod stream;
 
 use tandem_memory::Txn;
 
+use super::blocking::{self, BLOCK_OPTION};
 use super::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::db::{Key, Kind, Layout};
 use crate::mem::Mem;
 use crate::resp::{Argv, Proto, ReplyWriter};
+use crate::wire::Waiting;
 
 pub use stream::StreamId;
 use stream::{Stream, Trim, TrimBy};
@@ -93,7 +95,7 @@ pub static COMMANDS: &[Command] = &[
     data("XLEN", 2, Read, (1, 1, 1), false, xlen),
     data("XPENDING", -3, Read, (1, 1, 1), false, inspect::xpending),
     data("XRANGE", -4, Read, (1, 1, 1), false, xrange),
-    data("XREAD", -4, Read, (0, 0, 0), false, xread),
+    data("XREAD", -4, Read, (0, 0, 0), false, xread).blocking(BLOCK_OPTION),
     data(
         "XREADGROUP",
         -7,
@@ -101,7 +103,8 @@ pub static COMMANDS: &[Command] = &[
         (0, 0, 0),
         false,
         consume::xreadgroup,
-    ),
+    )
+    .blocking(BLOCK_OPTION),
     data("XREVRANGE", -4, Read, (1, 1, 1), false, xrevrange),
     data("XSETID", -3, Write, (1, 1, 1), true, admin::xsetid),
     data("XTRIM", -4, Write, (1, 1, 1), false, xtrim),
@@ -864,18 +867,39 @@ fn split_streams<'a>(
     Ok(args)
 }
 
-/// The error a `BLOCK` read answers when it finds nothing: a call never waits yet.
-const BLOCK_UNSUPPORTED: CmdError =
-    CmdError::fixed("ERR BLOCK with no entries is not supported yet: poll without BLOCK");
-
-/// What a `BLOCK` read that found nothing answers: inside `EXEC` a null array, as Redis
-/// answers a client that may not block; elsewhere [`BLOCK_UNSUPPORTED`].
-fn found_nothing_blocking(ctx: &Ctx<'_, '_>, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
-    if !ctx.in_exec {
-        return Err(BLOCK_UNSUPPORTED);
+/// What a `BLOCK` read that found nothing answers as its call may wait: a null array where
+/// it may not (inside `EXEC`, a caller that cannot wait), as Redis answers a client that may
+/// not block; else it fails so that its connection waits, its later tries reading after
+/// `after` if given (an `XREAD`'s IDs, `$` resolved; see [`blocking`]).
+fn found_nothing_blocking(
+    ctx: &Ctx<'_, '_>,
+    out: &mut ReplyWriter<'_>,
+    after: Option<&[StreamId]>,
+) -> Result<(), CmdError> {
+    match (ctx.waiting, after) {
+        (Waiting::Never, _) => {
+            out.null_array();
+            Ok(())
+        }
+        (_, None) => Err(CmdError::WouldBlock),
+        (_, Some(ids)) => {
+            let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            Err(CmdError::WouldBlockAfter(blocking::would_block_after(&ids)))
+        }
     }
-    out.null_array();
-    Ok(())
+}
+
+/// How many entries a read that waited reads of a stream without `COUNT`: Redis's
+/// `XREAD_BLOCKED_DEFAULT_COUNT`, so that an old ID does not make a woken read huge.
+const BLOCKED_COUNT_DEFAULT: u64 = 1000;
+
+/// Stream `name` for a read: one of another type is refused, `WRONGTYPE`, unless the call
+/// waited already, as Redis wakes a read only for a key that is a stream.
+fn read_stream(ctx: &Ctx<'_, '_>, name: &[u8]) -> Result<Option<Key>, CmdError> {
+    match get_stream(ctx, name) {
+        Err(_) if ctx.waiting == Waiting::Awakened => Ok(None),
+        found => found,
+    }
 }
 
 pub fn xread(
@@ -883,10 +907,13 @@ pub fn xread(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let args = parse_read_args(argv, false, ctx.in_script())?;
+    let mut args = parse_read_args(argv, false, ctx.in_script())?;
+    if ctx.waiting == Waiting::Awakened && args.count == 0 {
+        args.count = BLOCKED_COUNT_DEFAULT;
+    }
     let mut after = Vec::with_capacity(args.keys.len());
     for (name, id) in args.keys.iter().zip(&args.ids) {
-        let key = get_stream(ctx, name)?;
+        let key = read_stream(ctx, name)?;
         after.push(match *id {
             b"$" => key.map_or(StreamId::MIN, |key| {
                 Stream::of(&key).meta(&ctx.access).last_id()
@@ -903,7 +930,7 @@ pub fn xread(
     let mem = &ctx.access;
     let mut served = Vec::new();
     for (i, name) in args.keys.iter().enumerate() {
-        let Some(key) = get_stream(ctx, name)? else {
+        let Some(key) = read_stream(ctx, name)? else {
             continue;
         };
         let stream = Stream::of(&key);
@@ -914,7 +941,7 @@ pub fn xread(
     }
     if served.is_empty() {
         if args.block {
-            return found_nothing_blocking(ctx, out);
+            return found_nothing_blocking(ctx, out, Some(&after));
         }
         out.null_array();
         return Ok(());

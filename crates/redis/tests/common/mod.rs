@@ -59,7 +59,7 @@ impl Node {
             argv.push(arg);
         }
         let name = String::from_utf8_lossy(args[0]).to_ascii_uppercase();
-        let (index, _) = tandem_redis::cmd::lookup(name.as_bytes()).expect("a known command");
+        let (index, command) = tandem_redis::cmd::lookup(name.as_bytes()).expect("a known command");
         let mut call_args = Vec::new();
         match waiting {
             Waiting::Never => CallArgs::encode(Proto::Resp2, &argv, &mut call_args),
@@ -72,6 +72,13 @@ impl Node {
         }
         let proc_id = tandem_redis::model::command_proc(index);
         let mut reply = Vec::new();
+        if command.class == tandem_redis::cmd::Class::Read {
+            return match self.store.read(proc_id, &call_args, &mut reply) {
+                Ok(()) => Ok(parse_reply(&reply).unwrap().expect("a whole reply").0),
+                Err(CallError::Proc(err)) => Err(err.to_string()),
+                Err(err) => panic!("the store refused the read: {err}"),
+            };
+        }
         match self.store.call(proc_id, &call_args, &mut reply) {
             Ok(redo) => {
                 let redo = redo.clone();

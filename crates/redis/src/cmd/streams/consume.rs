@@ -12,6 +12,7 @@ use super::{
 use crate::cmd::{CmdError, Ctx, arg};
 use crate::db::Layout;
 use crate::resp::{Argv, Proto, ReplyWriter};
+use crate::wire::Waiting;
 use tandem_memory::Txn;
 
 /// Where an `XREADGROUP` reads one stream: past the group's last delivered ID (`>`), or
@@ -28,9 +29,12 @@ pub fn xreadgroup(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let args = super::parse_read_args(argv, true, ctx.in_script())?;
+    let mut args = super::parse_read_args(argv, true, ctx.in_script())?;
     let (_, consumer_name) = args.group.expect("XREADGROUP's parse requires GROUP");
-    let reads = resolve_reads(ctx, &args)?;
+    if ctx.waiting == Waiting::Awakened && args.count == 0 {
+        args.count = super::BLOCKED_COUNT_DEFAULT;
+    }
+    let reads = resolve_reads(ctx, &args).map_err(|err| awakened_refusal(ctx, &args, err))?;
     let mut served = Vec::new();
     let mut replies = Vec::new();
     for (i, &(stream, group, from)) in reads.iter().enumerate() {
@@ -70,7 +74,7 @@ pub fn xreadgroup(
     }
     if served.is_empty() {
         if args.block {
-            return super::found_nothing_blocking(ctx, out);
+            return super::found_nothing_blocking(ctx, out, None);
         }
         out.null_array();
         return Ok(());
@@ -82,6 +86,23 @@ pub fn xreadgroup(
     }
     out.append(&replies);
     Ok(())
+}
+
+/// What a read that waited answers when its stream or group is gone (Redis's words when it
+/// unblocks such a client); any other refusal, or a first try's, as it is.
+fn awakened_refusal(ctx: &Ctx<'_, '_>, args: &ReadArgs<'_>, err: CmdError) -> CmdError {
+    if ctx.waiting != Waiting::Awakened {
+        return err;
+    }
+    let stream_gone = args
+        .keys
+        .iter()
+        .any(|name| !matches!(get_stream(ctx, name), Ok(Some(_))));
+    if stream_gone {
+        CmdError::fixed("UNBLOCKED the stream key no longer exists")
+    } else {
+        CmdError::fixed("NOGROUP the consumer group this client was blocked on no longer exists")
+    }
 }
 
 /// The streams of an `XREADGROUP`, each with its group and where it reads, or the first
