@@ -618,8 +618,18 @@ fn a_budget_of_redis_seeds_passes_every_checker() {
     // the script would have failed otherwise; a repeated failure now carries its run's LSN
     // and time. 1105320 (any-time): a proxied client's retry was told its reply was not
     // kept, and the simulator's proxy loop took the message for a RESP reply; the proxy's
-    // `finish_answered` now reads a status for both.
-    for (seed, mix) in [(1_201_043, Mix::KOfN), (1_105_320, Mix::AnyTime)] {
+    // `finish_answered` now reads a status for both. 1226130 (any-time) and 1226528
+    // (k-of-n): a primary's log failed, the node was deposed and rewound in memory (a failed
+    // log rewinds nothing), then followed the new primary; restarted, it replayed the old
+    // view's records from its log, and the checker's ghost of that log, taken from the role
+    // it held at the crash, was the new view's. A failed log's ghost is now what the role
+    // held when it failed.
+    for (seed, mix) in [
+        (1_201_043, Mix::KOfN),
+        (1_105_320, Mix::AnyTime),
+        (1_226_130, Mix::AnyTime),
+        (1_226_528, Mix::KOfN),
+    ] {
         let options = RunOptions {
             mix,
             model: Model::Redis,

@@ -46,7 +46,7 @@ pub(super) struct NodeLog {
     /// What the roles were last told is durable (the runtime's published `lsn_durable`).
     lsn_published: u64,
     /// When the log was poisoned (µt), if it is.
-    poisoned_at: Option<u64>,
+    pub(super) poisoned_at: Option<u64>,
     /// What the log reported durable when the node crashed: recovery must find at least that.
     durable_at_crash: u64,
     /// The Redis model's ghost of what the log holds (saved when a role ends or the node
@@ -256,7 +256,14 @@ impl World {
 
     fn log_poison(&mut self, node: NodeId, cause: String) {
         let now = self.now;
+        // A failed log takes nothing more, rewinds included: what it holds is a prefix of
+        // its role's records now, whatever the role does next (a rejoin's rewind, records of
+        // a later view), until the node restarts from it.
+        let history = self.log_history(node, self.nodes[index_of(node)].role());
         let log = &mut self.nodes[index_of(node)].log;
+        if history.is_some() {
+            log.history = history;
+        }
         log.poisoned_at = Some(now);
         log.lsn_published = 0;
         log.waiting.clear();
@@ -407,7 +414,10 @@ impl World {
 
     /// The node crashes: its disk loses power (what was not synced may be lost or torn).
     pub(super) fn crash_log(&mut self, node: NodeId) {
-        if let Some(history) = self.log_history(node, self.nodes[index_of(node)].role()) {
+        let poisoned = self.nodes[index_of(node)].log.poisoned_at.is_some();
+        if let Some(history) = self.log_history(node, self.nodes[index_of(node)].role())
+            && !poisoned
+        {
             self.nodes[index_of(node)].log.history = Some(history);
         }
         let seed = self.disk_rng.next_u64();

@@ -970,8 +970,13 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         self.world.records_moved(self.node, moved);
     }
 
-    /// What the log holds is the old role's (the Redis model's ghost of it, for a replay).
+    /// What the log holds is the old role's (the Redis model's ghost of it, for a replay),
+    /// unless the log failed: it then holds what it held when it failed.
     fn carrying_out(&mut self, role: &Slot) {
+        let log = &self.world.nodes[index_of(self.node)].log;
+        if log.poisoned_at.is_some() {
+            return;
+        }
         if let Some(history) = self.world.log_history(self.node, role) {
             self.world.nodes[index_of(self.node)].log.history = Some(history);
         }
