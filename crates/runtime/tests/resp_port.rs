@@ -71,6 +71,8 @@ impl RespNode for TestNode {
             pubsub: true,
             // The RESP port's loop fills it in from its hub.
             pubsub_counts: Default::default(),
+            command_stats: None,
+            repl_offset: 0,
         }
     }
 
