@@ -24,6 +24,7 @@ pub mod pubsub;
 pub mod rdb;
 pub mod resp;
 pub mod session;
+pub mod stats;
 pub mod wire;
 
 pub use model::{PROC_EXEC, PROC_WATCH, RedisModel};

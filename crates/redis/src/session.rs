@@ -28,6 +28,7 @@ use crate::cmd::{self, Class, Command, commands};
 use crate::model::{PROC_EXEC, PROC_WATCH, command_proc};
 use crate::pubsub::{self, Hub};
 use crate::resp::{Argv, Proto, ReplyWriter};
+use crate::stats::{CommandStats, StatId, Tally};
 use crate::wire::{CallArgs, ExecArgs, decode_versions};
 
 /// The version this server reports (`HELLO`, `INFO`): the Redis release whose commands and
@@ -73,6 +74,13 @@ pub struct ServerInfo {
     pub pubsub: bool,
     /// What the front end's hub holds (`INFO stats`).
     pub pubsub_counts: pubsub::Counts,
+    /// The front end's command and error counters, copied only for a request that shows
+    /// them ([`Session::wants_stats`]); `None` (a proxy keeps none): `INFO` writes the
+    /// sections' headers without their lines.
+    pub command_stats: Option<Arc<CommandStats>>,
+    /// `master_repl_offset`: the LSN the primary's log committed last, on a primary whose
+    /// front end knows it; 0 elsewhere (a backup's front end sees no such count).
+    pub repl_offset: u64,
 }
 
 /// A script running on the node's executor or applier, as a connection sees it: only one
@@ -353,6 +361,8 @@ pub struct Call {
     /// `CLIENT REPLY OFF` or `SKIP` silenced its reply: [`Session::called`] writes none (the
     /// call's effects on the connection still take hold).
     pub silent: bool,
+    /// What the counters make of it once its reply is written ([`CommandStats::count`]).
+    pub tally: Tally,
 }
 
 /// How long a read whose reply was withheld is tried again before its client gets an error.
@@ -474,6 +484,8 @@ pub struct Session {
     replies: ReplyMode,
     /// Whether the reply to the request handled last is silenced.
     silenced: bool,
+    /// What the counters make of the request handled last ([`Session::take_tally`]).
+    tally: Tally,
 }
 
 /// `CLIENT REPLY`: whether the connection's replies are sent.
@@ -527,7 +539,30 @@ impl Session {
             subscribed: false,
             replies: ReplyMode::On,
             silenced: false,
+            tally: Tally::Nothing,
         }
+    }
+
+    /// What the counters make of the request [`Session::handle`] handled last, if it was
+    /// answered at once (a [`Step::Call`]'s is [`Call::tally`], counted with its reply).
+    pub fn take_tally(&mut self) -> Tally {
+        std::mem::take(&mut self.tally)
+    }
+
+    /// Whether `argv`, handled next, shows the counters (`INFO`, or an `EXEC` whose block
+    /// holds one): the front end then copies them into [`ServerInfo::command_stats`], which
+    /// no other request pays for.
+    pub fn wants_stats(&self, argv: &Argv) -> bool {
+        let named = |argv: &Argv, name: &[u8]| {
+            argv.get(0)
+                .is_some_and(|first| first.eq_ignore_ascii_case(name))
+        };
+        named(argv, b"INFO")
+            || (named(argv, b"EXEC")
+                && self
+                    .multi
+                    .as_ref()
+                    .is_some_and(|(queued, _)| queued.iter().any(|q| named(q, b"INFO"))))
     }
 
     /// The connection's id (`CLIENT ID`).
@@ -591,11 +626,15 @@ impl Session {
         if name.eq_ignore_ascii_case(b"POST") || name.eq_ignore_ascii_case(b"Host:") {
             return Step::CrossProtocol;
         }
+        self.tally = Tally::Rejected(StatId::NONE);
         let Some((index, command)) = cmd::lookup(name) else {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error_bytes(&unknown_command(argv));
             return Step::Replied;
         };
+        // Refused until it runs: each refusal below is a rejected call of its command.
+        let stat = StatId::of(index, argv);
+        self.tally = Tally::Rejected(stat);
         if !command.arity_fits(argv.len()) {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error(cmd::arity_error(name).text());
@@ -608,6 +647,11 @@ impl Session {
             "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION" | "CONFIG" | "MEMORY" | "PUBSUB"
         ) && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
+            // As Redis: an unknown subcommand is no command, whose refusal counts only as
+            // an error.
+            if stat == StatId::entry(index) {
+                self.tally = Tally::Rejected(StatId::NONE);
+            }
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error_bytes(&refusal);
             return Step::Replied;
@@ -640,6 +684,7 @@ impl Session {
             && self.multi.is_none()
             && is_script_kill(command.name, argv)
         {
+            self.tally = Tally::Ran(stat);
             return match self.data_call(index, command, argv, info, out) {
                 Step::Call(call) => Step::KillScript(call),
                 other => other,
@@ -654,7 +699,10 @@ impl Session {
                 "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET"
             )
         {
-            self.queue(command, argv, out);
+            // A queued command counts when `EXEC` runs it.
+            if self.queue(command, argv, out) {
+                self.tally = Tally::Nothing;
+            }
             return Step::Replied;
         }
         if let Some(user) = &self.user
@@ -663,6 +711,7 @@ impl Session {
             ReplyWriter::new(out, self.proto).error(refusal);
             return Step::Replied;
         }
+        self.tally = Tally::Ran(stat);
         if command.class != Class::Connection {
             return self.data_call(index, command, argv, info, out);
         }
@@ -709,22 +758,24 @@ impl Session {
     /// see `BlockAnswers`); a subcommand Redis does not know, or one given the wrong number
     /// of arguments, is refused now, as an unknown command is, and so is `SYNC` (a block
     /// cannot hold its file).
-    fn queue(&mut self, command: &Command, argv: &Argv, out: &mut Vec<u8>) {
+    /// Returns whether it was queued.
+    fn queue(&mut self, command: &Command, argv: &Argv, out: &mut Vec<u8>) -> bool {
         if matches!(command.name, "CLIENT" | "COMMAND" | "SCRIPT")
             && argv.len() >= 2
             && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error_bytes(&refusal);
-            return;
+            return false;
         }
         if cmd::sync::is_snapshot(command.name) {
             self.reject(command, cmd::sync::NOT_IN_MULTI, out);
-            return;
+            return false;
         }
         let (queued, _) = self.multi.as_mut().expect("inside MULTI");
         queued.push(argv.clone());
         ReplyWriter::new(out, self.proto).simple("QUEUED");
+        true
     }
 
     /// Refuses `command` with `text` as Redis's `rejectCommand` does: refused before it could
@@ -770,6 +821,8 @@ impl Session {
         } else if info.backup && kind == ProcKind::Read {
             RunsOn::Backup
         } else {
+            // As a Redis replica's refusal of a write (`rejectCommand`).
+            self.tally = Tally::Rejected(StatId::of(index, argv));
             ReplyWriter::new(out, self.proto).error(&not_primary(info));
             return Step::Replied;
         };
@@ -814,6 +867,7 @@ impl Session {
             purpose,
             runs_on,
             silent: false,
+            tally: Tally::Ran(StatId::of(index, argv)),
         })
     }
 
@@ -1053,6 +1107,8 @@ impl Session {
             purpose: Purpose::Watch(keys),
             runs_on: RunsOn::Primary,
             silent: false,
+            // `handle` counts the command that asks for a call as run.
+            tally: self.tally.clone(),
         })
     }
 
@@ -1068,6 +1124,13 @@ impl Session {
                 .error("EXECABORT Transaction discarded because of previous errors.");
             return Step::Replied;
         }
+        // `handle` counted `EXEC` as run; its block's commands count as it runs them.
+        let exec = match self.tally {
+            Tally::Ran(id) => id,
+            _ => StatId::NONE,
+        };
+        let block = queued.iter().map(StatId::of_argv).collect();
+        self.tally = Tally::Exec { exec, block };
         let (answers, data) = self.answer_block(&queued, info);
         let uses_hub = answers
             .replies
@@ -1113,6 +1176,7 @@ impl Session {
             purpose: Purpose::Exec(answers),
             runs_on: RunsOn::Primary,
             silent: false,
+            tally: self.tally.clone(),
         })
     }
 
@@ -1136,6 +1200,7 @@ impl Session {
             subscribed: self.subscribed,
             replies: ReplyMode::On,
             silenced: false,
+            tally: Tally::Nothing,
         };
         let mut replies = Vec::with_capacity(queued.len());
         let mut data = Vec::new();
@@ -1609,7 +1674,8 @@ pub struct CpuTimes {
 }
 
 /// `INFO`'s sections in the order Redis 7.0 writes them, and whether `INFO` with no argument
-/// (or `default`) includes each; `all` and `everything` include every one.
+/// (or `default`) includes each (`errorstats` is among Redis's defaults, `commandstats` is
+/// not); `all` and `everything` include every one.
 const INFO_SECTIONS: &[(&str, bool)] = &[
     ("server", true),
     ("clients", true),
@@ -1619,6 +1685,8 @@ const INFO_SECTIONS: &[(&str, bool)] = &[
     ("replication", true),
     ("cpu", true),
     ("modules", true),
+    ("commandstats", false),
+    ("errorstats", true),
     ("cluster", true),
 ];
 
@@ -1698,16 +1766,11 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
                 line("#", &"Persistence");
                 line("loading", &0);
             }
-            "stats" => {
-                line("#", &"Stats");
-                line("pubsub_channels", &info.pubsub_counts.channels);
-                line("pubsub_patterns", &info.pubsub_counts.patterns);
-                line("pubsubshard_channels", &info.pubsub_counts.shard_channels);
-            }
             "replication" => {
                 line("#", &"Replication");
                 line("role", &if info.primary { "master" } else { "slave" });
                 line("connected_slaves", &info.backups);
+                line("master_repl_offset", &info.repl_offset);
                 line("tandem_safety", &info.safety);
             }
             "cpu" => {
@@ -1731,10 +1794,53 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
                 line("#", &"Cluster");
                 line("cluster_enabled", &0);
             }
-            other => unreachable!("INFO has no section {other}"),
+            counters => counters_section(text, counters, info),
         }
     }
     text
+}
+
+/// `INFO`'s sections of counters: `stats`, `commandstats` and `errorstats`.
+fn counters_section(text: &mut String, section: &str, info: &ServerInfo) {
+    let mut line = |key: &str, value: &dyn std::fmt::Display| {
+        let separator = if key == "#" { " " } else { ":" };
+        text.push_str(&format!("{key}{separator}{value}\r\n"));
+    };
+    let stats = info.command_stats.as_deref();
+    match section {
+        "stats" => {
+            line("#", &"Stats");
+            if let Some(stats) = stats {
+                line(
+                    "total_connections_received",
+                    &stats.total_connections_received(),
+                );
+                line(
+                    "total_commands_processed",
+                    &stats.total_commands_processed(),
+                );
+            }
+            line("pubsub_channels", &info.pubsub_counts.channels);
+            line("pubsub_patterns", &info.pubsub_counts.patterns);
+            line("pubsubshard_channels", &info.pubsub_counts.shard_channels);
+            if let Some(stats) = stats {
+                line("total_error_replies", &stats.total_error_replies());
+            }
+        }
+        "commandstats" => {
+            line("#", &"Commandstats");
+            if let Some(stats) = stats {
+                stats.write_commandstats(text);
+            }
+        }
+        "errorstats" => {
+            line("#", &"Errorstats");
+            if let Some(stats) = stats {
+                stats.write_errorstats(text);
+            }
+        }
+        other => unreachable!("INFO has no section {other}"),
+    }
 }
 
 /// Whether `model` is the Redis model (the runtime serves RESP only for it).
@@ -1812,17 +1918,19 @@ mod tests {
             "# Replication",
             "# CPU",
             "# Modules",
+            "# Commandstats",
+            "# Errorstats",
             "# Cluster",
         ];
-        for line in [
-            "INFO",
-            "INFO default",
-            "INFO all",
-            "info EVERYTHING",
-            "INFO cpu all",
-        ] {
+        for line in ["INFO all", "info EVERYTHING", "INFO cpu all"] {
             assert_eq!(headers(line), all, "{line}");
         }
+        // As Redis 7.0: `commandstats` only when asked for, `errorstats` by default.
+        let default: Vec<&str> = all.into_iter().filter(|h| *h != "# Commandstats").collect();
+        for line in ["INFO", "INFO default"] {
+            assert_eq!(headers(line), default, "{line}");
+        }
+        assert_eq!(headers("INFO commandSTATS"), ["# Commandstats"]);
         assert_eq!(headers("INFO cpu"), ["# CPU"]);
         assert_eq!(headers("INFO CPU sentinel server"), ["# Server", "# CPU"]);
         assert_eq!(text("INFO sentinel"), "");

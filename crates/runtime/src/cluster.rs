@@ -539,6 +539,9 @@ impl crate::resp::RespNode for ClusterResp {
             pubsub: true,
             // The RESP port's loop fills it in from its hub.
             pubsub_counts: Default::default(),
+            // The RESP port's loop fills these in: it keeps the counters and reads the port's LSN.
+            command_stats: None,
+            repl_offset: 0,
         }
     }
 

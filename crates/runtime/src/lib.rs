@@ -401,6 +401,9 @@ impl resp::RespNode for StaticResp {
             pubsub: true,
             // The RESP port's loop fills it in from its hub.
             pubsub_counts: Default::default(),
+            // The RESP port's loop fills these in: it keeps the counters and reads the port's LSN.
+            command_stats: None,
+            repl_offset: 0,
         }
     }
 

@@ -48,6 +48,7 @@ use tandem_redis::session::{
     Call, Outcome, Purpose, RunsOn, ScriptActivity, ServerInfo, Session, Step, UNBLOCKED_BY_CLIENT,
     UNBLOCKED_BY_ROLE, Unblock, backup_busy, not_primary,
 };
+use tandem_redis::stats::CommandStats;
 use tandem_redis::wire::CallArgs;
 use tandem_store::ProcKind;
 use tandem_wire::ErrorCode;
@@ -229,6 +230,7 @@ impl IoLoop {
             reply_bytes_total: 0,
             warned: Warned::default(),
             hub: Hub::new(),
+            stats: CommandStats::default(),
         };
         Ok((IoLoop { front }, door))
     }
@@ -359,8 +361,8 @@ impl Conn {
     }
 
     /// Moves the replies at the front whose outcome is known into `out`, running the
-    /// pub/sub commands among them on `hub`.
-    fn drain_slots(&mut self, hub: &mut Hub) {
+    /// pub/sub commands among them on `hub`, and counts each call's reply in `stats`.
+    fn drain_slots(&mut self, hub: &mut Hub, stats: &mut CommandStats) {
         while let Some(front) = self.slots.front() {
             if matches!(front, Slot::Call { outcome: None, .. }) {
                 break;
@@ -375,13 +377,18 @@ impl Conn {
                     self.run_pubsub(hub, request, silent, &mut reply);
                     self.out.extend_from_slice(&reply);
                 }
-                Slot::Call { call, outcome, .. } => {
+                Slot::Call {
+                    mut call, outcome, ..
+                } => {
                     let outcome = outcome.expect("answered");
                     let outcome = match &outcome {
                         Resolved::Reply(body) => Outcome::Reply(body),
                         Resolved::Failed(text) => Outcome::Failed(text),
                     };
+                    let tally = std::mem::take(&mut call.tally);
+                    let start = self.out.len();
                     self.session.called(call, outcome, &mut self.out, Some(hub));
+                    stats.count(&tally, &self.out[start..]);
                 }
             }
         }
@@ -535,6 +542,9 @@ struct Front {
     warned: Warned,
     /// The connections' pub/sub subscriptions, and the messages to write.
     hub: Hub,
+    /// The node's command and error counters (`INFO commandstats`, `errorstats`, `stats`):
+    /// this loop sees every RESP request and the reply each gets.
+    stats: CommandStats,
 }
 
 /// The connections a pass is to look at, each once, in the order their events came: the
@@ -691,6 +701,7 @@ impl Front {
                         None => None,
                     };
                     self.node.metrics().client_connections.inc();
+                    self.stats.connection_received();
                     self.conns.insert(
                         token,
                         Conn {
@@ -769,6 +780,7 @@ impl Front {
                 self.refresh_backup();
                 let mut info = self.node.info();
                 info.pubsub_counts = self.hub.counts();
+                info.repl_offset = self.port.as_ref().map_or(0, LocalPort::lsn_committed);
                 info
             });
             self.serve(token, info);
@@ -966,7 +978,7 @@ impl Front {
         let index = (owner.serial - conn.slot_first) as usize;
         conn.slot_bytes += slot_len(&conn.slots[index]);
         conn.unanswered -= 1;
-        conn.drain_slots(&mut self.hub);
+        conn.drain_slots(&mut self.hub, &mut self.stats);
         self.visit.insert(owner.token);
     }
 
@@ -1174,7 +1186,23 @@ impl Front {
                 } else {
                     info
                 };
+                // Only a request that shows the counters pays for their copy.
+                let with_stats;
+                let info = if conn.session.wants_stats(&self.argv) {
+                    with_stats = ServerInfo {
+                        command_stats: Some(Arc::new(self.stats.clone())),
+                        ..info.clone()
+                    };
+                    &with_stats
+                } else {
+                    info
+                };
                 let step = conn.session.handle(&self.argv, info, &mut written);
+                let tally = conn.session.take_tally();
+                // A call's reply is counted when it is written (`Conn::drain_slots`).
+                if !matches!(step, Step::Call(_) | Step::KillScript(_)) {
+                    self.stats.count(&tally, &written);
+                }
                 // A refused password (AUTH, HELLO … AUTH) is answered at once: counted and
                 // logged as a failed authentication.
                 self.node
@@ -1183,6 +1211,7 @@ impl Front {
                 let silent = conn.session.reply_silenced();
                 match step {
                     Step::KillScript(_) if self.node.scripts().is_some_and(Scripts::kill) => {
+                        self.stats.count(&tally, b"+OK\r\n");
                         if !silent {
                             conn.push_written(b"+OK\r\n".to_vec());
                         }
@@ -1215,7 +1244,9 @@ impl Front {
                 }
             }
             Err(err) => {
-                conn.push_written(format!("-ERR {err}\r\n").into_bytes());
+                let reply = format!("-ERR {err}\r\n").into_bytes();
+                self.stats.error_reply(&reply);
+                conn.push_written(reply);
                 conn.closing = true;
             }
         }
@@ -1330,7 +1361,7 @@ impl Front {
         conn.slot_bytes += slot_len(&slot);
         conn.slots.push_back(slot);
         if unsent.is_some() {
-            conn.drain_slots(&mut self.hub);
+            conn.drain_slots(&mut self.hub, &mut self.stats);
         }
     }
 }

@@ -71,6 +71,8 @@ impl RespNode for TestNode {
             pubsub: true,
             // The RESP port's loop fills it in from its hub.
             pubsub_counts: Default::default(),
+            command_stats: None,
+            repl_offset: 0,
         }
     }
 
@@ -1404,4 +1406,79 @@ fn a_stream_read_waits_for_entries_added_after_it_blocked() {
     ]]);
     assert_eq!(reader.reply(), Value::NullArray);
     wait_blocked(&metrics, 0);
+}
+
+/// The lines of the `INFO` reply `value` that start with `prefix`.
+fn info_lines(value: Value, prefix: &str) -> Vec<String> {
+    let Value::Bulk(text) = value else {
+        panic!("INFO answers a bulk string, not {value:?}");
+    };
+    String::from_utf8(text)
+        .expect("INFO is text")
+        .lines()
+        .filter(|line| line.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn info_counts_calls_failed_and_rejected_calls_and_errors_by_code_until_resetstat() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    conn.send(&[
+        &[b"SET", b"k", b"v"],
+        &[b"LPUSH", b"k", b"x"],
+        &[b"GET"],
+        &[b"GET", b"k"],
+        &[b"NOSUCH"],
+        &[b"MULTI"],
+        &[b"INCR", b"n"],
+        &[b"LPUSH", b"k", b"y"],
+        &[b"EXEC"],
+        &[b"CLIENT", b"ID"],
+    ]);
+    for _ in 0..10 {
+        conn.reply();
+    }
+    conn.send(&[&[b"INFO", b"commandstats"], &[b"INFO", b"ERRORSTATS"]]);
+    let stat = |calls: u64, rejected: u64, failed: u64| {
+        format!(
+            "calls={calls},usec=0,usec_per_call=0.00,rejected_calls={rejected},\
+             failed_calls={failed}"
+        )
+    };
+    assert_eq!(
+        info_lines(conn.reply(), "cmdstat_"),
+        [
+            format!("cmdstat_client|id:{}", stat(1, 0, 0)),
+            format!("cmdstat_exec:{}", stat(1, 0, 0)),
+            format!("cmdstat_get:{}", stat(1, 1, 0)),
+            format!("cmdstat_incr:{}", stat(1, 0, 0)),
+            format!("cmdstat_lpush:{}", stat(2, 0, 2)),
+            format!("cmdstat_multi:{}", stat(1, 0, 0)),
+            format!("cmdstat_set:{}", stat(1, 0, 0)),
+        ]
+    );
+    assert_eq!(
+        info_lines(conn.reply(), "errorstat_"),
+        ["errorstat_ERR:count=2", "errorstat_WRONGTYPE:count=2"]
+    );
+    conn.send(&[&[b"INFO", b"stats"]]);
+    let stats = info_lines(conn.reply(), "total_");
+    assert_eq!(
+        stats,
+        [
+            "total_connections_received:1",
+            "total_commands_processed:10",
+            "total_error_replies:4",
+        ]
+    );
+    conn.send(&[&[b"CONFIG", b"RESETSTAT"], &[b"INFO", b"everything"]]);
+    assert_eq!(conn.reply(), ok());
+    let info = conn.reply();
+    assert_eq!(
+        info_lines(info.clone(), "cmdstat_"),
+        [format!("cmdstat_config|resetstat:{}", stat(1, 0, 0))]
+    );
+    assert!(info_lines(info, "errorstat_").is_empty());
 }
