@@ -46,7 +46,7 @@ pub(super) struct NodeLog {
     /// What the roles were last told is durable (the runtime's published `lsn_durable`).
     lsn_published: u64,
     /// When the log was poisoned (µt), if it is.
-    pub(super) poisoned_at: Option<u64>,
+    poisoned_at: Option<u64>,
     /// What the log reported durable when the node crashed: recovery must find at least that.
     durable_at_crash: u64,
     /// The Redis model's ghost of what the log holds (saved when a role ends or the node
@@ -257,8 +257,9 @@ impl World {
     fn log_poison(&mut self, node: NodeId, cause: String) {
         let now = self.now;
         // A failed log takes nothing more, rewinds included: what it holds is a prefix of
-        // its role's records now, whatever the role does next (a rejoin's rewind, records of
-        // a later view), until the node restarts from it.
+        // its role's records now, or of what the role holds later if it only went on from
+        // them (records received before the failure and applied after); not of records that
+        // a rewind since replaced ([`Self::note_log_history`]).
         let history = self.log_history(node, self.nodes[index_of(node)].role());
         let log = &mut self.nodes[index_of(node)].log;
         if history.is_some() {
@@ -412,14 +413,27 @@ impl World {
         }
     }
 
+    /// Takes `history`, a role's ([`Self::log_history`]), as the ghost of node `node`'s log:
+    /// a working log holds a prefix of what its role holds; a failed one's ghost moves only
+    /// to a history that continues it (a rewind after the failure left the log behind).
+    pub(super) fn note_log_history(&mut self, node: NodeId, history: Option<History>) {
+        let Some(history) = history else {
+            return;
+        };
+        let log = &mut self.nodes[index_of(node)].log;
+        let continues = log
+            .history
+            .as_ref()
+            .is_none_or(|ghost| history.extends(ghost));
+        if log.poisoned_at.is_none() || continues {
+            log.history = Some(history);
+        }
+    }
+
     /// The node crashes: its disk loses power (what was not synced may be lost or torn).
     pub(super) fn crash_log(&mut self, node: NodeId) {
-        let poisoned = self.nodes[index_of(node)].log.poisoned_at.is_some();
-        if let Some(history) = self.log_history(node, self.nodes[index_of(node)].role())
-            && !poisoned
-        {
-            self.nodes[index_of(node)].log.history = Some(history);
-        }
+        let history = self.log_history(node, self.nodes[index_of(node)].role());
+        self.note_log_history(node, history);
         let seed = self.disk_rng.next_u64();
         let log = &mut self.nodes[index_of(node)].log;
         log.epoch += 1;

@@ -971,15 +971,10 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
     }
 
     /// What the log holds is the old role's (the Redis model's ghost of it, for a replay),
-    /// unless the log failed: it then holds what it held when it failed.
+    /// unless the log failed before the role rewound.
     fn carrying_out(&mut self, role: &Slot) {
-        let log = &self.world.nodes[index_of(self.node)].log;
-        if log.poisoned_at.is_some() {
-            return;
-        }
-        if let Some(history) = self.world.log_history(self.node, role) {
-            self.world.nodes[index_of(self.node)].log.history = Some(history);
-        }
+        let history = self.world.log_history(self.node, role);
+        self.world.note_log_history(self.node, history);
     }
 
     fn primary_starting(&mut self, starting: PrimaryStarting<'_>) {
