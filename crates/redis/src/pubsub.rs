@@ -83,28 +83,12 @@ pub fn request(name: &str, argv: &Argv, proto: Proto, out: &mut Vec<u8>) -> Opti
     let rest = || argv.iter().skip(1).map(<[u8]>::to_vec).collect::<Vec<_>>();
     let arg = |i: usize| argv.get(i).unwrap_or_default().to_vec();
     let request = match name {
-        "SUBSCRIBE" => Request::Subscribe {
-            kind: Kind::Channel,
+        "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE" => Request::Subscribe {
+            kind: kind_named(name),
             names: rest(),
         },
-        "PSUBSCRIBE" => Request::Subscribe {
-            kind: Kind::Pattern,
-            names: rest(),
-        },
-        "SSUBSCRIBE" => Request::Subscribe {
-            kind: Kind::Shard,
-            names: rest(),
-        },
-        "UNSUBSCRIBE" => Request::Unsubscribe {
-            kind: Kind::Channel,
-            names: rest(),
-        },
-        "PUNSUBSCRIBE" => Request::Unsubscribe {
-            kind: Kind::Pattern,
-            names: rest(),
-        },
-        "SUNSUBSCRIBE" => Request::Unsubscribe {
-            kind: Kind::Shard,
+        "UNSUBSCRIBE" | "PUNSUBSCRIBE" | "SUNSUBSCRIBE" => Request::Unsubscribe {
+            kind: kind_named(name),
             names: rest(),
         },
         "PUBLISH" | "SPUBLISH" => Request::Publish {
@@ -116,6 +100,15 @@ pub fn request(name: &str, argv: &Argv, proto: Proto, out: &mut Vec<u8>) -> Opti
         _ => unreachable!("{name} is no pub/sub command"),
     };
     Some(request)
+}
+
+/// What the (un)subscription command `name` names: `P…` patterns, `S…` shard channels.
+fn kind_named(name: &str) -> Kind {
+    match name {
+        "PSUBSCRIBE" | "PUNSUBSCRIBE" => Kind::Pattern,
+        "SSUBSCRIBE" | "SUNSUBSCRIBE" => Kind::Shard,
+        _ => Kind::Channel,
+    }
 }
 
 /// `PUBSUB subcommand …` (its subcommand and arity checked against the table already).
