@@ -27,37 +27,23 @@ pub const NOT_SERVED: &str = "ERR pub/sub is served on a node's RESP port: tande
 /// blocking).
 pub const SHARD_IN_MULTI: &str = "ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client";
 
-/// Whether `name` (a table entry's) is one of the pub/sub commands.
-pub fn is_command(name: &str) -> bool {
+/// Whether `name` (a table entry's) subscribes or unsubscribes.
+fn is_subscription(name: &str) -> bool {
     matches!(
         name,
-        "SUBSCRIBE"
-            | "UNSUBSCRIBE"
-            | "PSUBSCRIBE"
-            | "PUNSUBSCRIBE"
-            | "SSUBSCRIBE"
-            | "SUNSUBSCRIBE"
-            | "PUBLISH"
-            | "SPUBLISH"
-            | "PUBSUB"
+        "SUBSCRIBE" | "UNSUBSCRIBE" | "PSUBSCRIBE" | "PUNSUBSCRIBE" | "SSUBSCRIBE" | "SUNSUBSCRIBE"
     )
+}
+
+/// Whether `name` (a table entry's) is one of the pub/sub commands.
+pub fn is_command(name: &str) -> bool {
+    is_subscription(name) || matches!(name, "PUBLISH" | "SPUBLISH" | "PUBSUB")
 }
 
 /// Whether a subscribed RESP2 connection may send command `name` (Redis's list in
 /// `processCommand`).
 pub fn allowed_while_subscribed(name: &str) -> bool {
-    matches!(
-        name,
-        "SUBSCRIBE"
-            | "UNSUBSCRIBE"
-            | "PSUBSCRIBE"
-            | "PUNSUBSCRIBE"
-            | "SSUBSCRIBE"
-            | "SUNSUBSCRIBE"
-            | "PING"
-            | "QUIT"
-            | "RESET"
-    )
+    is_subscription(name) || matches!(name, "PING" | "QUIT" | "RESET")
 }
 
 /// Redis's refusal of any other command on a subscribed RESP2 connection, naming the

@@ -928,14 +928,13 @@ impl Front {
     fn answered(&mut self, owner: Owner, outcome: LocalOutcome) {
         let resolved = match outcome {
             LocalOutcome::Committed(body) => Resolved::Reply(body),
-            LocalOutcome::RolledBack(message) if would_block(&message).is_some() => {
-                let after = would_block(&message).unwrap_or_default();
-                match self.found_nothing(owner, &after) {
+            LocalOutcome::RolledBack(message) => match would_block(&message) {
+                Some(after) => match self.found_nothing(owner, &after) {
                     Some(resolved) => resolved,
                     None => return,
-                }
-            }
-            LocalOutcome::RolledBack(message) => Resolved::Failed(with_code(&message)),
+                },
+                None => Resolved::Failed(with_code(&message)),
+            },
             LocalOutcome::Unanswered { code, message } => {
                 // Whether a withheld reply's call runs again is the session's to say (a read
                 // does, for a while: no write of its connection was sent after it).
