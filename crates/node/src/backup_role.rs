@@ -43,8 +43,9 @@ pub trait BackupWatch {
     /// `lsn_before` up to `lsn`, holding the calls `calls`.
     fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), Self::Error>;
 
-    /// A state transfer was installed: `segment` holds the sender's bytes at `lsn`.
-    fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), Self::Error>;
+    /// A state transfer was installed: `segment` holds the bytes the primary of `view` sent
+    /// at `lsn`.
+    fn installed(&mut self, view: u64, lsn: u64, segment: &Segment) -> Result<(), Self::Error>;
 }
 
 /// Why a backup role's turn stopped.
@@ -315,8 +316,10 @@ impl<T> BackupRole<T> {
                 .applier
                 .segment()
                 .expect("only an active backup installs");
+            // The receiver takes pages of its own view only, and a turn installs what it
+            // staged before any view change reaches it.
             watch
-                .installed(lsn, segment)
+                .installed(self.receiver.core().view(), lsn, segment)
                 .map_err(BackupTurnError::Watch)?;
         }
         Ok(())

@@ -225,7 +225,7 @@ impl BackupWatch for Seen {
         Ok(())
     }
 
-    fn installed(&mut self, _: u64, _: &Segment) -> Result<(), Self::Error> {
+    fn installed(&mut self, _: u64, _: u64, _: &Segment) -> Result<(), Self::Error> {
         Ok(())
     }
 }

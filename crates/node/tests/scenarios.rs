@@ -98,7 +98,7 @@ impl BackupWatch for Env<'_> {
         Ok(())
     }
 
-    fn installed(&mut self, _: u64, _: &Segment) -> Result<(), String> {
+    fn installed(&mut self, _: u64, _: u64, _: &Segment) -> Result<(), String> {
         Ok(())
     }
 }

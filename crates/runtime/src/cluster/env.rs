@@ -208,8 +208,8 @@ impl BackupWatch for RuntimeEnv {
         Ok(())
     }
 
-    fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), String> {
-        let _ = segment;
+    fn installed(&mut self, view: u64, lsn: u64, segment: &Segment) -> Result<(), String> {
+        let _ = (view, segment);
         tracing::info!(
             "node {}: installed a state transfer, up to LSN {lsn}",
             self.id

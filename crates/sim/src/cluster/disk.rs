@@ -369,10 +369,15 @@ impl World {
     /// alone would have held the released records, and not in its log (default seed 705016,
     /// any-time seed 305890). Two restarts at once under a memory rule are two failures
     /// (k-of-n seed 457 lost a commit when healing restarted two poisoned nodes together).
+    /// Neither rule restarts the newest view's primary while no backup of that view holds
+    /// its memory: the view's records are then in that primary's memory alone, its log
+    /// failed, and no view change can go on without them (seed 1229786: a primary with no
+    /// backup; seed 1226396, `durable`: its one backup a restarted node).
     pub(super) fn poisoned_restart_due(&self, node: NodeId) -> bool {
         let healed_restart = || {
             !self.faults_on
                 && !self.holds_sole_copy(node)
+                && !self.holds_view_alone(node)
                 && (self.others_hold_memory(node)
                     || matches!(self.faults.safety, Safety::Durable(_)))
         };
@@ -381,6 +386,18 @@ impl World {
             .poisoned_at
             .is_some_and(|at| self.now >= at + POISONED_RESTART_TICKS * MICROS_PER_TICK)
             && (self.whole() || healed_restart())
+    }
+
+    /// Whether node `node` is the newest view's primary and none of that view's backups holds
+    /// its memory (each is down, or restarted and not yet left out).
+    fn holds_view_alone(&self, node: NodeId) -> bool {
+        let view = &self.view_latest;
+        view.primary == node
+            && !view.backups.iter().any(|&backup| {
+                self.nodes[index_of(backup)]
+                    .supervisor()
+                    .is_some_and(|supervisor| !supervisor.rule().restarted())
+            })
     }
 
     /// The ghost of what node `node`'s records hold, as its `role` has them now (the Redis

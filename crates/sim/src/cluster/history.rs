@@ -126,8 +126,6 @@ impl History {
         true
     }
 
-    /// The segment was rewound to `lsn`, or a rewind was taken back up to it: it holds the
-    /// records up to there, as this history knew them.
     /// Whether this history continues `before` (the same load, `before`'s records, then
     /// perhaps more), as the chain of the records says.
     pub fn extends(&self, before: &History) -> bool {
@@ -136,6 +134,8 @@ impl History {
             && self.chain_at(before.lsn()) == before.chain_at(before.lsn())
     }
 
+    /// The segment was rewound to `lsn`, or a rewind was taken back up to it: it holds the
+    /// records up to there, as this history knew them.
     pub fn set_lsn(&mut self, lsn: u64) {
         assert!(
             (self.lsn_loaded..=self.lsn_loaded + self.entries.len() as u64).contains(&lsn),

@@ -828,10 +828,12 @@ struct RedisRun {
     /// The entries of every batch a primary sent, by the batch's (view, first LSN,
     /// checksum): a backup that applies it takes them into its history.
     batches: BTreeMap<(u64, u64, u32), Vec<HistoryEntry>>,
-    /// The history of every state transfer a primary sent, by its LSN and the checksum of
-    /// the segment it was copied from: a member that installs it (and then holds the same
-    /// bytes) takes it as its history.
-    transfers: BTreeMap<(u64, u32), History>,
+    /// The history of every state transfer a primary sent, by its view, its LSN and the
+    /// checksum of the segment it was copied from: a member that installs it (and then holds
+    /// the same bytes) takes it as its history. The view tells apart two primaries that held
+    /// the same bytes at the same LSN by different histories (a retried call run again at
+    /// another time: Redis seed 1229989 at `k-of-n`).
+    transfers: BTreeMap<(u64, u64, u32), History>,
     /// How often the primary runs the model's periodic procedure, ms.
     periodic_interval_ms: u64,
     /// Replies sent to clients so far, and INCRs run so far (for the sabotages).

@@ -320,7 +320,8 @@ impl World {
             if let Some(redis) = self.redis.as_mut() {
                 // Copied from the segment as it stands: its history is the role's.
                 assert_eq!(sent.lsn, segment.lsn(), "a transfer of the last commit");
-                let key = (sent.lsn, crc32c::crc32c(segment.bytes()));
+                let view = primary.role().primary().view();
+                let key = (view, sent.lsn, crc32c::crc32c(segment.bytes()));
                 redis
                     .transfers
                     .entry(key)
@@ -748,17 +749,17 @@ impl BackupWatch for SimEnv<'_> {
         Ok(())
     }
 
-    fn installed(&mut self, lsn: u64, segment: &Segment) -> Result<(), String> {
+    fn installed(&mut self, view: u64, lsn: u64, segment: &Segment) -> Result<(), String> {
         let world = &mut *self.world;
         world.report.transfers += 1;
         // The member now holds the bytes of the sender's segment at `lsn`: its records are
         // the sender's.
         if let Some(redis) = &world.redis {
-            let key = (lsn, crc32c::crc32c(segment.bytes()));
+            let key = (view, lsn, crc32c::crc32c(segment.bytes()));
             let Some(history) = redis.transfers.get(&key) else {
                 return Err(format!(
                     "tick {}: node {} installed a state transfer to LSN {lsn} and holds bytes \
-                     no primary held at that LSN",
+                     no primary held at that LSN in view {view}",
                     world.now / MICROS_PER_TICK,
                     self.node
                 ));
