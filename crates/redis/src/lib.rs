@@ -18,6 +18,7 @@ pub mod dict;
 pub mod glob;
 pub mod mem;
 pub mod model;
+pub mod notify;
 pub mod num;
 pub mod params;
 pub mod pubsub;

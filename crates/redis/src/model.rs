@@ -16,13 +16,20 @@
 //! and of a `SORT` of a sorted set that refused a number (Redis converted the set's
 //! encoding first, see [`crate::cmd::sort`]).
 
+use std::sync::Arc;
 use tandem_memory::{Segment, Txn};
-use tandem_store::{DataModel, DedupTable, Driver, Inconsistency, ProcError, ProcId, ProcKind};
+
+use tandem_store::{
+    DataModel, DedupTable, Driver, Inconsistency, ProcError, ProcId, ProcKind, Publication,
+    Publications,
+};
 
 use crate::cmd::scripts::ScriptEngine;
 use crate::cmd::{Access, Class, CmdError, Ctx, commands};
 use crate::db::Layout;
 use crate::mem::Mem;
+use crate::notify::Notices;
+use crate::params::NOTIFY_KEYSPACE_EVENTS;
 use crate::resp::{Argv, ReplyWriter};
 use crate::wire::{CallArgs, ExecArgs, encode_versions};
 
@@ -70,6 +77,10 @@ pub struct RedisModel {
     /// The Lua VM scripts run in (a cache of the script store; made on the first script).
     /// In a `RefCell` because read-only scripts (`EVAL_RO`) run in [`DataModel::read`].
     scripts: std::cell::RefCell<ScriptEngine>,
+    /// Where committed calls' keyspace notifications go, if the node delivers any.
+    publications: Option<Arc<Publications>>,
+    /// The notifications of the call that runs, until it commits or rolls back.
+    pending: Vec<Publication>,
 }
 
 impl RedisModel {
@@ -81,7 +92,18 @@ impl RedisModel {
             argv: Argv::new(),
             calls: std::cell::Cell::new(0),
             scripts: std::cell::RefCell::new(ScriptEngine::default()),
+            publications: None,
+            pending: Vec::new(),
         })
+    }
+
+    /// The notices a write call starts with: the database's `notify-keyspace-events`, if
+    /// the node delivers notifications at all.
+    fn notices(&self, mem: &impl Mem) -> Notices {
+        match self.publications {
+            Some(_) => Notices::new(self.layout.params.get(mem, &NOTIFY_KEYSPACE_EVENTS)),
+            None => Notices::default(),
+        }
     }
 
     pub fn layout(&self) -> &Layout {
@@ -119,14 +141,28 @@ impl RedisModel {
         args: &ExecArgs,
         reply: &mut Vec<u8>,
     ) -> Result<(), CmdError> {
-        let proto = args.proto();
         let now_ms = self.now_ms(txn);
         let rng_seed = self.rng_seed();
+        let notices = self.notices(txn);
         let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
             .with_scripts(self.scripts.get_mut());
         ctx.in_exec = true;
+        ctx.notices = notices;
+        let result = Self::exec_in(&mut ctx, args, reply);
+        self.pending = ctx.notices.take();
+        result
+    }
+
+    /// [`RedisModel::exec`] in its context.
+    fn exec_in(
+        ctx: &mut Ctx<'_, '_>,
+        args: &ExecArgs,
+        reply: &mut Vec<u8>,
+    ) -> Result<(), CmdError> {
+        let proto = args.proto();
+        let (layout, now_ms) = (ctx.layout, ctx.now_ms);
         for (key, word) in args.watched() {
-            if Watched::from_word(word).changed(&self.layout, &ctx.access, key, now_ms) {
+            if Watched::from_word(word).changed(&layout, &ctx.access, key, now_ms) {
                 ReplyWriter::new(reply, proto).null_array();
                 return Ok(());
             }
@@ -136,7 +172,7 @@ impl RedisModel {
         for (command_proto, argv) in args.commands() {
             one.clear();
             let mut writer = ReplyWriter::new(&mut one, *command_proto);
-            let result = crate::cmd::run_in(&mut ctx, argv, &mut writer);
+            let result = crate::cmd::run_in(ctx, argv, &mut writer);
             match result {
                 Ok(()) => reply.extend_from_slice(&one),
                 // A script that failed after writing cannot be undone alone: the block fails.
@@ -248,8 +284,11 @@ impl DataModel for RedisModel {
             self.layout.advance_clock(txn, now_ms);
         }
         if id == PROC_SWEEP {
+            let notices = self.notices(txn);
             let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, self.rng_seed());
+            ctx.notices = notices;
             let deleted = crate::cmd::sweep(&mut ctx);
+            self.pending = ctx.notices.take();
             if deleted == 0 {
                 // Nothing to replicate: no LSN taken ten times a second for nothing.
                 return Err(ProcError::Rollback("no key had expired"));
@@ -269,13 +308,17 @@ impl DataModel for RedisModel {
             return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
         }
         let rng_seed = self.rng_seed();
+        let notices = self.notices(txn);
         let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
             .with_scripts(self.scripts.get_mut());
+        ctx.notices = notices;
         if command.blocks.is_some() {
             ctx.waiting = CallArgs::waiting(args);
         }
         let mut out = ReplyWriter::new(reply, proto);
-        crate::cmd::run_command(command, &mut ctx, &self.argv, &mut out).map_err(failed)
+        let result = crate::cmd::run_command(command, &mut ctx, &self.argv, &mut out);
+        self.pending = ctx.notices.take();
+        result.map_err(failed)
     }
 
     fn read(
@@ -389,9 +432,22 @@ impl DataModel for RedisModel {
             argv: Argv::new(),
             calls: std::cell::Cell::new(0),
             scripts: std::cell::RefCell::new(ScriptEngine::default()),
+            publications: self.publications.clone(),
+            pending: Vec::new(),
         };
         replica.watch_calls(self.scripts.borrow().watch().clone());
         Box::new(replica)
+    }
+
+    fn publish_to(&mut self, publications: Arc<Publications>) {
+        self.publications = Some(publications);
+    }
+
+    fn call_ended(&mut self, committed: bool) {
+        match &self.publications {
+            Some(publications) if committed => publications.push(&mut self.pending),
+            _ => self.pending.clear(),
+        }
     }
 
     fn watch_calls(&mut self, watch: std::sync::Arc<tandem_store::CallWatch>) {

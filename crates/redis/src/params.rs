@@ -22,8 +22,11 @@
 //!   tandem keeps its own layout, so they are checked and kept, and change nothing else (as
 //!   Dragonfly does with the encoding settings it has no use for).
 //!
+//! - `notify-keyspace-events`: the classes of keyspace notifications a committed call
+//!   publishes ([`crate::notify`]).
+//!
 //! `maxmemory-policy` and `notify-keyspace-events` are checked as Redis checks them, but only
-//! their values that need nothing tandem lacks are taken (`noeviction`, no events).
+//! their values that need nothing tandem lacks are taken (`noeviction`; no key-miss events).
 
 use tandem_memory::Txn;
 
@@ -394,6 +397,18 @@ fn parse_memory(text: &[u8]) -> Option<u64> {
 const KEYSPACE_EVENT_CLASSES: &[u8] = b"g$lshzxetdKEmn";
 const KEYSPACE_EVENTS_ALL: &[u8] = b"g$lshzxetd";
 
+/// The bit of `notify-keyspace-events`' class `class` (one of "g$lshzxetdKEmn").
+pub const fn keyspace_event_bit(class: u8) -> u64 {
+    let mut bit = 0;
+    while bit < KEYSPACE_EVENT_CLASSES.len() {
+        if KEYSPACE_EVENT_CLASSES[bit] == class {
+            return 1 << bit;
+        }
+        bit += 1;
+    }
+    panic!("not a class of notify-keyspace-events")
+}
+
 /// `notify-keyspace-events`' flags as a mask of [`KEYSPACE_EVENT_CLASSES`], as Redis's
 /// `keyspaceEventsStringToFlags` checks them.
 fn keyspace_events(text: &[u8]) -> Result<u64, Refusal> {
@@ -424,9 +439,9 @@ pub fn unserved(param: &Param, word: u64) -> Option<Refusal> {
              is served"
                 .to_owned(),
         ),
-        "notify-keyspace-events" if word != 0 => Some(
-            "tandem sends no keyspace notifications yet (pub/sub carries only what clients \
-             publish): only \"\" is served"
+        "notify-keyspace-events" if word & keyspace_event_bit(b'm') != 0 => Some(
+            "tandem sends no key-miss events (reads change nothing and run on backups too): \
+             leave out the class 'm'"
                 .to_owned(),
         ),
         _ => None,

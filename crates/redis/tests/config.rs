@@ -180,7 +180,7 @@ fn what_tandem_cannot_serve_is_refused_with_why() {
     let mut node = Node::new(DB);
     for line in [
         "CONFIG SET maxmemory-policy allkeys-lru",
-        "CONFIG SET notify-keyspace-events KEA",
+        "CONFIG SET notify-keyspace-events KEm",
         "CONFIG SET appendonly yes",
         "CONFIG SET maxmemory 10mb",
         "CONFIG SET save 3600 1",

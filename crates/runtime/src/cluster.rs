@@ -156,6 +156,7 @@ pub fn run(
     metrics: Arc<Metrics>,
     scripts: Scripts,
     stop: crate::StopWhen,
+    publications: Option<Arc<tandem_store::Publications>>,
 ) -> Result<(), StartError> {
     let crate::Listeners {
         native: listener,
@@ -197,13 +198,16 @@ pub fn run(
     // watches for a stop; it runs on this thread once the node's are started.
     let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
     let node = ClusterResp::new(config, resp_port, &slot, &info, &metrics, &scripts);
-    let (io_loop, door) = crate::resp::IoLoop::new(
+    let (mut io_loop, door) = crate::resp::IoLoop::new(
         resp_listener,
         Arc::new(node),
         config.resp_tls()?,
         config.tuning.client_limits(),
         stop,
     )?;
+    if let Some(publications) = publications {
+        io_loop.publish_from(publications);
+    }
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
     let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
     if let Some(listener) = metrics_listener {

@@ -250,6 +250,13 @@ pub fn run_node(
         }
         None => None,
     };
+    // A node with a RESP port delivers its calls' keyspace notifications to that port's
+    // subscribers; every role's model is a replica of this one, so publishes to the same queue.
+    let publications = resp_listener.as_ref().map(|_| {
+        let publications = Arc::new(tandem_store::Publications::default());
+        model.publish_to(Arc::clone(&publications));
+        publications
+    });
     let role = match config.role {
         Role::Primary => "primary",
         Role::Backup => "backup",
@@ -267,7 +274,15 @@ pub fn run_node(
             metrics: metrics_listener,
             resp: resp_listener,
         };
-        return cluster::run(&config, listeners, model, metrics, scripts, stop);
+        return cluster::run(
+            &config,
+            listeners,
+            model,
+            metrics,
+            scripts,
+            stop,
+            publications,
+        );
     }
     let node = Arc::new(match config.role {
         Role::Primary => Node::Primary(primary::start(
@@ -295,13 +310,16 @@ pub fn run_node(
     // static node's native clients keep threads of their own (its primary's acceptor).
     let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
     let resp_node = StaticResp::new(&config, Arc::clone(&node), resp_port, &metrics, &scripts);
-    let (io_loop, _) = resp::IoLoop::new(
+    let (mut io_loop, _) = resp::IoLoop::new(
         resp_listener,
         Arc::new(resp_node),
         config.resp_tls()?,
         config.tuning.client_limits(),
         stop,
     )?;
+    if let Some(publications) = publications {
+        io_loop.publish_from(publications);
+    }
     if let Some(listener) = metrics_listener {
         let status_node = Arc::clone(&node);
         metrics::serve(

@@ -50,7 +50,7 @@ use tandem_redis::session::{
 };
 use tandem_redis::stats::CommandStats;
 use tandem_redis::wire::CallArgs;
-use tandem_store::ProcKind;
+use tandem_store::{ProcKind, Publications};
 use tandem_wire::ErrorCode;
 
 use crate::backup::{BackupHandle, BackupPort};
@@ -141,8 +141,12 @@ pub fn spawn(
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: ClientLimits,
     stop: StopWhen,
+    publications: Option<Arc<Publications>>,
 ) -> Result<NativeDoor, crate::StartError> {
-    let (io_loop, door) = IoLoop::new(listener, node, tls, limits, stop)?;
+    let (mut io_loop, door) = IoLoop::new(listener, node, tls, limits, stop)?;
+    if let Some(publications) = publications {
+        io_loop.publish_from(publications);
+    }
     std::thread::Builder::new()
         .name("resp-io".into())
         .spawn(move || {
@@ -230,9 +234,21 @@ impl IoLoop {
             reply_bytes_total: 0,
             warned: Warned::default(),
             hub: Hub::new(),
+            publications: None,
             stats: CommandStats::default(),
         };
         Ok((IoLoop { front }, door))
+    }
+
+    /// Delivers the messages the node's model publishes (keyspace notifications) to this
+    /// loop's subscribers: the model must have been given the same queue
+    /// (`DataModel::publish_to`). A push wakes the loop.
+    pub fn publish_from(&mut self, publications: Arc<Publications>) {
+        let waker = Arc::clone(&self.front.waker);
+        publications.on_push(move || {
+            let _ = waker.wake();
+        });
+        self.front.publications = Some(publications);
     }
 
     /// Runs the loop on the calling thread, for as long as the process lives; returns only
@@ -542,6 +558,8 @@ struct Front {
     warned: Warned,
     /// The connections' pub/sub subscriptions, and the messages to write.
     hub: Hub,
+    /// What the node's committed calls published (keyspace notifications), if it publishes.
+    publications: Option<Arc<Publications>>,
     /// The node's command and error counters (`INFO commandstats`, `errorstats`, `stats`):
     /// this loop sees every RESP request and the reply each gets.
     stats: CommandStats,
@@ -753,6 +771,9 @@ impl Front {
             &mut self.visit,
         );
         self.native.take_mail(&mut self.visit);
+        // Before the answers: a call's notifications reach their subscribers before its
+        // reply reaches its client, as in Redis.
+        self.take_publications();
         self.take_answers();
         self.take_backup_answers();
         self.retry_due();
@@ -1272,6 +1293,17 @@ impl Front {
         }
         conn.slots.push_back(Slot::PubSub(request, silent));
         conn.holding = true;
+    }
+
+    /// Publishes on the hub what the node's committed calls published.
+    fn take_publications(&mut self) {
+        let Some(publications) = &self.publications else {
+            return;
+        };
+        for publication in publications.take() {
+            self.hub
+                .publish(false, &publication.channel, &publication.message);
+        }
     }
 
     /// Writes the messages publications delivered to their connections (a connection

@@ -155,6 +155,8 @@ fn launch_with_native(
     let mut model = RedisModel::new(config.group.db_mib << 20).expect("the database fits");
     let scripts = Scripts::new(&config.tuning);
     model.watch_calls(Arc::clone(scripts.watch()));
+    let publications = Arc::new(tandem_store::Publications::default());
+    model.publish_to(Arc::clone(&publications));
     let metrics = Arc::new(Metrics::new(config.node_id, "primary"));
     let handle = primary::start(
         &config,
@@ -175,8 +177,15 @@ fn launch_with_native(
     };
     let native = config.listen;
     let stop = tandem_runtime::StopWhen::default();
-    resp::spawn(Some(resp_listener), Arc::new(node), None, limits, stop)
-        .expect("the RESP port starts");
+    resp::spawn(
+        Some(resp_listener),
+        Arc::new(node),
+        None,
+        limits,
+        stop,
+        Some(publications),
+    )
+    .expect("the RESP port starts");
     (address, metrics, scripts, native)
 }
 

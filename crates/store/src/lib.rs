@@ -22,6 +22,7 @@ pub mod args;
 pub mod dedup;
 pub mod heap;
 mod model;
+mod publish;
 mod registry;
 mod rng;
 mod table;
@@ -30,6 +31,7 @@ mod watch;
 pub use dedup::{DEDUP_REPLY_INLINE_MAX, DedupEntry, DedupTable};
 pub use heap::{Heap, HeapFull, HeapStats};
 pub use model::{Compiled, DataModel, ProcKind};
+pub use publish::{PUBLICATIONS_QUEUED_MAX, Publication, Publications};
 pub use registry::{
     CallError, Deduped, Prefetch, ProcError, ProcId, Procedure, ReadProcedure, Registry, Store,
     read, record_len_bound,

@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use tandem_memory::{Segment, Txn};
 
-use crate::{CallWatch, Driver, Inconsistency, ProcError, ProcId, Registry, Workload};
+use crate::{
+    CallWatch, Driver, Inconsistency, ProcError, ProcId, Publications, Registry, Workload,
+};
 
 /// Whether a procedure writes (runs in a txn, takes an LSN, leaves a dedup slot) or only
 /// reads (runs on a segment, on a primary or a backup).
@@ -128,6 +130,21 @@ pub trait DataModel: Any + Send {
     /// [`DataModel::watch_calls`]); none by default.
     fn call_watch(&self) -> Option<Arc<CallWatch>> {
         None
+    }
+
+    /// Gives the model the queue its committed calls publish messages to (Redis's keyspace
+    /// notifications), which the node's pub/sub front end takes. A replica made after this
+    /// publishes to the same queue. The default publishes nothing and ignores it.
+    fn publish_to(&mut self, publications: Arc<Publications>) {
+        let _ = publications;
+    }
+
+    /// The call [`DataModel::call`] last ran has ended: its txn committed, or it was rolled
+    /// back (by the model's error, or by the store after it: a reply or a redo record too
+    /// long). A model that publishes holds a call's messages until this says it committed.
+    /// The default does nothing.
+    fn call_ended(&mut self, committed: bool) {
+        let _ = committed;
     }
 
     /// A generator of calls for a benchmark or an in-process load, drawing from a generator

@@ -451,11 +451,13 @@ impl Store {
         if let Err(err) = self.model.call(id, &mut txn, args, reply) {
             // The segment asserts that an abort restores every declared byte and takes no LSN.
             txn.abort();
+            self.model.call_ended(false);
             reply.clear();
             return Err(err.into());
         }
         if reply.len() > self.reply_len_max {
             txn.abort();
+            self.model.call_ended(false);
             let reply_len = reply.len();
             reply.clear();
             return Err(CallError::ReplyTooLong {
@@ -472,6 +474,7 @@ impl Store {
         let record_len_bound = record_len_bound(declared_bytes, declared_ranges);
         if record_len_bound > self.record_len_max {
             txn.abort();
+            self.model.call_ended(false);
             reply.clear();
             return Err(CallError::RecordTooLong {
                 record_len_bound,
@@ -485,6 +488,7 @@ impl Store {
             assert!(self.dedup_clients <= self.dedup.clients_max());
         }
         let redo = txn.commit();
+        self.model.call_ended(true);
         assert_eq!(redo.lsn(), lsn_before + 1, "a commit takes the next LSN");
         Ok(redo)
     }

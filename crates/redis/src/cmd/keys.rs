@@ -8,6 +8,7 @@ use crate::db::{EncodingMark, KEY_HEAD_BYTES, Key, KeyHead, Kind, Layout};
 use crate::dict::{Found, LINK_BYTES, Link};
 use crate::glob;
 use crate::mem::Mem;
+use crate::notify::EventClass;
 use crate::resp::{Argv, ReplyWriter};
 
 /// Frees the blocks `key`'s value holds beyond its entry (a string has none).
@@ -40,6 +41,7 @@ pub fn del(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Res
     for key in argv.iter().skip(1) {
         if let Some(found) = ctx.find_for_write(key) {
             ctx.delete(&found);
+            ctx.notify(EventClass::Generic, "del", key);
             deleted += 1;
         }
     }
@@ -148,6 +150,8 @@ fn rename_key(ctx: &mut Ctx<'_, '_>, argv: &Argv, nx: bool) -> Result<bool, CmdE
     let target = layout.create(txn, to, kind, value_bytes)?;
     txn.set_range(target.string_at(), value_bytes)
         .copy_from_slice(&value);
+    ctx.notify(EventClass::New, "new", to);
+    let txn = ctx.txn();
     layout.set_value(txn, &target, head.value);
     layout.set_value_len(txn, &target, head.value_len);
     if source.mark() != EncodingMark::Derived {
@@ -159,6 +163,8 @@ fn rename_key(ctx: &mut Ctx<'_, '_>, argv: &Argv, nx: bool) -> Result<bool, CmdE
         .find_any(txn, from)
         .expect("the source is still there");
     layout.unlink(txn, &source);
+    ctx.notify(EventClass::Generic, "rename_from", from);
+    ctx.notify(EventClass::Generic, "rename_to", to);
     Ok(true)
 }
 
@@ -249,10 +255,12 @@ fn expire_generic(
     let layout = ctx.layout;
     if at <= ctx.now_ms as i64 {
         ctx.delete(&found);
+        ctx.notify(EventClass::Generic, "del", key);
     } else {
         let txn = ctx.txn();
         layout.set_expire(txn, &found, at as u64)?;
         layout.touch(txn, &found);
+        ctx.notify(EventClass::Generic, "expire", key);
     }
     out.integer(1);
     Ok(())
@@ -295,12 +303,14 @@ pub fn persist(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    let removed = match ctx.find_for_write(arg(argv, 1)) {
+    let key = arg(argv, 1);
+    let removed = match ctx.find_for_write(key) {
         Some(found) if found.head.expire_at_ms != 0 => {
             let layout = ctx.layout;
             let txn = ctx.txn();
             layout.set_expire(txn, &found, 0)?;
             layout.touch(txn, &found);
+            ctx.notify(EventClass::Generic, "persist", key);
             true
         }
         _ => false,
@@ -539,6 +549,7 @@ pub fn sweep(ctx: &mut Ctx<'_, '_>) -> usize {
             };
             if key.head.expire_at_ms != 0 && key.head.expire_at_ms <= ctx.now_ms {
                 ctx.delete(&key);
+                ctx.notify(EventClass::Expired, "expired", name);
                 expired += 1;
             }
         }
@@ -620,6 +631,7 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         let copied = ctx.find_for_write(to).expect("the copy was just made");
         layout.set_expire(ctx.txn(), &copied, source.head.expire_at_ms)?;
     }
+    ctx.notify(EventClass::Generic, "copy_to", to);
     out.integer(1);
     Ok(())
 }

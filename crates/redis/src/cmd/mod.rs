@@ -37,6 +37,7 @@ use tandem_memory::{Segment, Txn};
 use crate::alloc::OutOfMemory;
 use crate::db::{Key, Kind, Layout};
 use crate::mem::Mem;
+use crate::notify::{EventClass, Notices};
 use crate::resp::{Argv, ReplyWriter};
 
 pub use keys::{free_value, sweep, value_blocks};
@@ -80,6 +81,9 @@ pub struct Ctx<'a, 't> {
     /// The command runs inside a `MULTI` block's `EXEC`: a read that would wait answers at
     /// once, as Redis answers a client that may not block (`XREAD … BLOCK`).
     pub in_exec: bool,
+    /// The keyspace notifications the call publishes if it commits ([`crate::notify`]);
+    /// none unless the model asks for them.
+    pub notices: Notices,
 }
 
 impl<'a, 't> Ctx<'a, 't> {
@@ -93,7 +97,14 @@ impl<'a, 't> Ctx<'a, 't> {
             scripts: None,
             waiting: crate::wire::Waiting::Never,
             in_exec: false,
+            notices: Notices::default(),
         }
+    }
+
+    /// Publishes that `event` of `class` happened to `key` (a keyspace notification), if the
+    /// database's `notify-keyspace-events` asks for the class.
+    pub fn notify(&mut self, class: EventClass, event: &str, key: &[u8]) {
+        self.notices.notify(class, event, key);
     }
 
     /// Whether a script runs the command: a script's run takes the engine out of its context
@@ -144,6 +155,7 @@ impl<'t> Ctx<'_, 't> {
         let found = self.layout.find_any(&self.access, key)?;
         if found.head.expire_at_ms != 0 && found.head.expire_at_ms <= self.now_ms {
             self.delete(&found);
+            self.notify(EventClass::Expired, "expired", key);
             return None;
         }
         Some(found)

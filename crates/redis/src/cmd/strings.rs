@@ -3,6 +3,7 @@
 use super::{CmdError, Ctx, STRING_LEN_MAX, arg, arity_error, int_arg};
 use crate::db::{EncodingMark, Key, Kind};
 use crate::mem::Mem;
+use crate::notify::EventClass;
 use crate::num;
 use crate::resp::{Argv, ReplyWriter};
 
@@ -37,7 +38,11 @@ pub(super) fn put(
             ctx.delete(&old);
             layout.create(ctx.txn(), key, Kind::String, value.len())?
         }
-        None => layout.create(ctx.txn(), key, Kind::String, value.len())?,
+        None => {
+            let created = layout.create(ctx.txn(), key, Kind::String, value.len())?;
+            ctx.notify(EventClass::New, "new", key);
+            created
+        }
     };
     let txn = ctx.txn();
     txn.set_range(target.string_at(), value.len())
@@ -171,6 +176,10 @@ pub fn set(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Res
             None => Ttl::Clear,
         };
         put(ctx, key, value, ttl)?;
+        ctx.notify(EventClass::String, "set", key);
+        if expire.is_some() {
+            ctx.notify(EventClass::Generic, "expire", key);
+        }
         if let Some(at) = expire
             && at <= ctx.now_ms
         {
@@ -202,6 +211,7 @@ pub fn setnx(
         return Ok(());
     }
     put(ctx, key, arg(argv, 2), Ttl::Clear)?;
+    ctx.notify(EventClass::String, "set", key);
     out.integer(1);
     Ok(())
 }
@@ -214,7 +224,10 @@ fn setex_unit(
     command: &str,
 ) -> Result<(), CmdError> {
     let at = expire_at(ctx, unit, arg(argv, 2), command)?;
-    put(ctx, arg(argv, 1), arg(argv, 3), Ttl::At(at))?;
+    let key = arg(argv, 1);
+    put(ctx, key, arg(argv, 3), Ttl::At(at))?;
+    ctx.notify(EventClass::String, "set", key);
+    ctx.notify(EventClass::Generic, "expire", key);
     out.ok();
     Ok(())
 }
@@ -241,9 +254,10 @@ pub fn getdel(
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
     match get_string(ctx, arg(argv, 1))? {
-        Some(key) => {
-            out.bulk(ctx.string(&key));
-            ctx.delete(&key);
+        Some(found) => {
+            out.bulk(ctx.string(&found));
+            ctx.delete(&found);
+            ctx.notify(EventClass::Generic, "del", arg(argv, 1));
         }
         None => out.null(),
     }
@@ -258,6 +272,7 @@ pub fn getset(
     let key = arg(argv, 1);
     let old = get_string(ctx, key)?.map(|old| ctx.string(&old).to_vec());
     put(ctx, key, arg(argv, 2), Ttl::Clear)?;
+    ctx.notify(EventClass::String, "set", key);
     match old {
         Some(old) => out.bulk(&old),
         None => out.null(),
@@ -289,10 +304,18 @@ pub fn getex(
         let layout = ctx.layout;
         if at != 0 && at <= ctx.now_ms {
             ctx.delete(&found);
+            ctx.notify(EventClass::Generic, "del", key);
         } else if found.head.expire_at_ms != at {
             let txn = ctx.txn();
             layout.set_expire(txn, &found, at)?;
             layout.touch(txn, &found);
+        }
+        // As Redis: told even when the expiry was already so.
+        match at {
+            0 if found.head.expire_at_ms != 0 => ctx.notify(EventClass::Generic, "persist", key),
+            0 => {}
+            at if at > ctx.now_ms => ctx.notify(EventClass::Generic, "expire", key),
+            _ => {}
         }
     }
     Ok(())
@@ -315,6 +338,7 @@ pub fn mset(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
     }
     for pair in (1..argv.len()).step_by(2) {
         put(ctx, arg(argv, pair), arg(argv, pair + 1), Ttl::Clear)?;
+        ctx.notify(EventClass::String, "set", arg(argv, pair));
     }
     out.ok();
     Ok(())
@@ -337,6 +361,7 @@ pub fn msetnx(
     }
     for pair in (1..argv.len()).step_by(2) {
         put(ctx, arg(argv, pair), arg(argv, pair + 1), Ttl::Clear)?;
+        ctx.notify(EventClass::String, "set", arg(argv, pair));
     }
     out.integer(1);
     Ok(())
@@ -411,8 +436,9 @@ pub fn setrange(
         .filter(|&end| end <= STRING_LEN_MAX)
         .ok_or(CmdError::TOO_LONG)?;
     let new_len = end.max(old_len);
-    let key = write_span(ctx, key, existing, new_len, offset, value)?;
-    out.integer(key.head.value_len as i64);
+    let found = write_span(ctx, key, existing, new_len, offset, value)?;
+    ctx.notify(EventClass::String, "setrange", key);
+    out.integer(found.head.value_len as i64);
     Ok(())
 }
 
@@ -435,6 +461,7 @@ pub fn append(
         // `APPEND` to no key stores its argument as `SET` would.
         super::dump::mark(ctx, key, EncodingMark::Derived);
     }
+    ctx.notify(EventClass::String, "append", key);
     out.integer(found.head.value_len as i64);
     Ok(())
 }
@@ -500,6 +527,7 @@ fn lengthen_unmarked(
             let expired = ctx.find_for_write(key);
             assert!(expired.is_none(), "the caller found no live key");
             let found = layout.create(ctx.txn(), key, Kind::String, len_min)?;
+            ctx.notify(EventClass::New, "new", key);
             (found, 0)
         }
         Some(_) => {
@@ -538,6 +566,7 @@ fn incr_by(ctx: &mut Ctx<'_, '_>, key: &[u8], delta: i64) -> Result<i64, CmdErro
     let mut text = Vec::with_capacity(20);
     num::format_i64(new, &mut text);
     put(ctx, key, &text, Ttl::Keep)?;
+    ctx.notify(EventClass::String, "incrby", key);
     Ok(new)
 }
 
@@ -604,6 +633,7 @@ pub fn incrbyfloat(
     put(ctx, key, &text, Ttl::Keep)?;
     // Redis makes the result a new string object from its text: embstr, never int.
     super::dump::mark(ctx, key, EncodingMark::Embstr);
+    ctx.notify(EventClass::String, "incrbyfloat", key);
     out.bulk(&text);
     Ok(())
 }

@@ -1,0 +1,131 @@
+//! Messages a model's calls publish once they commit, for the node's pub/sub subscribers
+//! (Redis's keyspace notifications): the node's thread pushes what each committed call
+//! published, the front end that owns the subscriptions takes them and delivers them.
+//!
+//! Messages are not data: nothing here is replicated or logged, and a message no front end
+//! takes in time is dropped, as a subscriber too slow for Redis is. The queue is bounded
+//! ([`PUBLICATIONS_QUEUED_MAX`]), so a front end that stopped taking costs no memory without
+//! end; what it dropped is counted.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The most messages waiting for the front end; more are dropped.
+pub const PUBLICATIONS_QUEUED_MAX: usize = 1 << 20;
+
+/// One message: its channel and its payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Publication {
+    pub channel: Vec<u8>,
+    pub message: Vec<u8>,
+}
+
+type Wake = Box<dyn Fn() + Send + Sync>;
+
+/// The queue between the calls that publish and the front end that delivers.
+#[derive(Default)]
+pub struct Publications {
+    queue: Mutex<Vec<Publication>>,
+    /// Called after a push, so that a front end asleep in its poll takes the messages now.
+    wake: Mutex<Option<Wake>>,
+    dropped: AtomicU64,
+}
+
+impl std::fmt::Debug for Publications {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publications")
+            .field("dropped", &self.dropped())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Publications {
+    /// Queues `messages` (emptying it), in order, then wakes the front end once.
+    pub fn push(&self, messages: &mut Vec<Publication>) {
+        if messages.is_empty() {
+            return;
+        }
+        {
+            let mut queue = self
+                .queue
+                .lock()
+                .expect("the publications queue is never poisoned");
+            let room = PUBLICATIONS_QUEUED_MAX.saturating_sub(queue.len());
+            if messages.len() > room {
+                let dropped = messages.len() - room;
+                self.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+                messages.truncate(room);
+            }
+            queue.append(messages);
+        }
+        messages.clear();
+        if let Some(wake) = self.wake.lock().expect("never poisoned").as_ref() {
+            wake();
+        }
+    }
+
+    /// Every message queued so far, oldest first.
+    pub fn take(&self) -> Vec<Publication> {
+        std::mem::take(&mut *self.queue.lock().expect("never poisoned"))
+    }
+
+    /// Makes every later push call `wake`.
+    pub fn on_push(&self, wake: impl Fn() + Send + Sync + 'static) {
+        *self.wake.lock().expect("never poisoned") = Some(Box::new(wake));
+    }
+
+    /// Messages dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    fn message(n: usize) -> Publication {
+        Publication {
+            channel: b"c".to_vec(),
+            message: n.to_string().into_bytes(),
+        }
+    }
+
+    #[test]
+    fn messages_arrive_in_order_and_each_push_wakes_once() {
+        let publications = Publications::default();
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&wakes);
+        publications.on_push(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        });
+        publications.push(&mut vec![message(1), message(2)]);
+        publications.push(&mut Vec::new());
+        publications.push(&mut vec![message(3)]);
+        assert_eq!(
+            wakes.load(Ordering::Relaxed),
+            2,
+            "an empty push wakes nobody"
+        );
+        assert_eq!(
+            publications.take(),
+            vec![message(1), message(2), message(3)]
+        );
+        assert!(publications.take().is_empty());
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_what_does_not_fit() {
+        let publications = Publications::default();
+        let mut many: Vec<Publication> = (0..PUBLICATIONS_QUEUED_MAX - 1).map(message).collect();
+        publications.push(&mut many);
+        publications.push(&mut vec![message(7), message(8), message(9)]);
+        assert_eq!(publications.dropped(), 2);
+        let taken = publications.take();
+        assert_eq!(taken.len(), PUBLICATIONS_QUEUED_MAX);
+        assert_eq!(taken.last(), Some(&message(7)));
+    }
+}
