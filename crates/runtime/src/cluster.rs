@@ -149,6 +149,16 @@ fn slot_report(slot: &Mutex<Slot>, with_checksum: bool) -> Option<ClusterRoleRep
 }
 
 /// Runs a cluster-mode node until the process is stopped.
+/// Where each member of the group (this node included) listens.
+fn member_addresses(config: &NodeConfig) -> BTreeMap<NodeId, SocketAddr> {
+    let mut addresses = BTreeMap::new();
+    addresses.insert(config.node_id, config.listen);
+    for peer in &config.peers {
+        addresses.insert(peer.node_id, peer.address);
+    }
+    addresses
+}
+
 pub fn run(
     config: &NodeConfig,
     listeners: crate::Listeners,
@@ -175,11 +185,7 @@ pub fn run(
     let (disk, persisted) =
         FileDurable::open(&table.data_dir).map_err(StartError::ConfigStoreDisk)?;
     let restarted = persisted.is_some();
-    let mut addresses: BTreeMap<NodeId, SocketAddr> = BTreeMap::new();
-    addresses.insert(config.node_id, config.listen);
-    for peer in &config.peers {
-        addresses.insert(peer.node_id, peer.address);
-    }
+    let addresses = member_addresses(config);
     let initial = initial_map(config, &addresses);
     let settings = cluster_settings(config);
     let core = Cluster::new(settings, initial, persisted).map_err(StartError::ConfigStore)?;
@@ -198,16 +204,14 @@ pub fn run(
     // watches for a stop; it runs on this thread once the node's are started.
     let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
     let node = ClusterResp::new(config, resp_port, &slot, &info, &metrics, &scripts);
-    let (mut io_loop, door) = crate::resp::IoLoop::new(
+    let (io_loop, door) = crate::resp::IoLoop::new(
         resp_listener,
         Arc::new(node),
         config.resp_tls()?,
         config.tuning.client_limits(),
         stop,
+        publications,
     )?;
-    if let Some(publications) = publications {
-        io_loop.publish_from(publications);
-    }
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
     let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
     if let Some(listener) = metrics_listener {

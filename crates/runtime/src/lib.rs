@@ -200,6 +200,43 @@ pub fn stop_node() -> ! {
     std::process::exit(0)
 }
 
+/// The RESP port's listener, if the node has one: only a Redis workload opens it.
+fn bind_resp(
+    config: &NodeConfig,
+    model: &dyn DataModel,
+) -> Result<Option<TcpListener>, StartError> {
+    match config.resp_listen {
+        Some(address) if model.name() == "redis" => {
+            TcpListener::bind(address)
+                .map(Some)
+                .map_err(|source| StartError::Bind {
+                    field: "resp_listen",
+                    address,
+                    source,
+                })
+        }
+        Some(_) => {
+            tracing::warn!(
+                "node {}: resp_listen is set but the workload is {}, which Redis clients cannot \
+                 use; the RESP port stays closed",
+                config.node_id,
+                model.name()
+            );
+            Ok(None)
+        }
+        None => Ok(None),
+    }
+}
+
+/// The queue `model`'s committed calls publish their keyspace notifications to, for the
+/// subscribers of the node's RESP port. Every role's model is a replica of this one, so all
+/// publish to the same queue.
+fn publishing(model: &mut dyn DataModel) -> Arc<tandem_store::Publications> {
+    let publications = Arc::new(tandem_store::Publications::default());
+    model.publish_to(Arc::clone(&publications));
+    publications
+}
+
 /// Remembers the node's log, for [`stop_node`].
 fn stopping_drains(log: &log::NodeLog) {
     let _ = NODE_LOG.set(log.clone());
@@ -231,32 +268,8 @@ pub fn run_node(
         ),
         None => None,
     };
-    let resp_listener = match config.resp_listen {
-        Some(address) if model.name() == "redis" => Some(TcpListener::bind(address).map_err(
-            |source| StartError::Bind {
-                field: "resp_listen",
-                address,
-                source,
-            },
-        )?),
-        Some(_) => {
-            tracing::warn!(
-                "node {}: resp_listen is set but the workload is {}, which Redis clients cannot \
-                 use; the RESP port stays closed",
-                config.node_id,
-                model.name()
-            );
-            None
-        }
-        None => None,
-    };
-    // A node with a RESP port delivers its calls' keyspace notifications to that port's
-    // subscribers; every role's model is a replica of this one, so publishes to the same queue.
-    let publications = resp_listener.as_ref().map(|_| {
-        let publications = Arc::new(tandem_store::Publications::default());
-        model.publish_to(Arc::clone(&publications));
-        publications
-    });
+    let resp_listener = bind_resp(&config, model.as_ref())?;
+    let publications = resp_listener.as_ref().map(|_| publishing(model.as_mut()));
     let role = match config.role {
         Role::Primary => "primary",
         Role::Backup => "backup",
@@ -310,16 +323,14 @@ pub fn run_node(
     // static node's native clients keep threads of their own (its primary's acceptor).
     let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
     let resp_node = StaticResp::new(&config, Arc::clone(&node), resp_port, &metrics, &scripts);
-    let (mut io_loop, _) = resp::IoLoop::new(
+    let (io_loop, _) = resp::IoLoop::new(
         resp_listener,
         Arc::new(resp_node),
         config.resp_tls()?,
         config.tuning.client_limits(),
         stop,
+        publications,
     )?;
-    if let Some(publications) = publications {
-        io_loop.publish_from(publications);
-    }
     if let Some(listener) = metrics_listener {
         let status_node = Arc::clone(&node);
         metrics::serve(

@@ -143,10 +143,7 @@ pub fn spawn(
     stop: StopWhen,
     publications: Option<Arc<Publications>>,
 ) -> Result<NativeDoor, crate::StartError> {
-    let (mut io_loop, door) = IoLoop::new(listener, node, tls, limits, stop)?;
-    if let Some(publications) = publications {
-        io_loop.publish_from(publications);
-    }
+    let (io_loop, door) = IoLoop::new(listener, node, tls, limits, stop, publications)?;
     std::thread::Builder::new()
         .name("resp-io".into())
         .spawn(move || {
@@ -176,13 +173,15 @@ impl std::fmt::Debug for IoLoop {
 impl IoLoop {
     /// The loop for RESP connections accepted on `listener`, each held to `limits` (with
     /// `tls`, every one speaks TLS), stopping the node as `stop` says; and the door through
-    /// which native clients are handed to it.
+    /// which native clients are handed to it. The messages the node's model publishes to
+    /// `publications` (keyspace notifications) reach this loop's subscribers.
     pub fn new(
         listener: Option<std::net::TcpListener>,
         node: Arc<dyn RespNode>,
         tls: Option<Arc<rustls::ServerConfig>>,
         limits: ClientLimits,
         stop: StopWhen,
+        publications: Option<Arc<Publications>>,
     ) -> Result<(IoLoop, NativeDoor), crate::StartError> {
         let io = crate::StartError::RespPort;
         let poll = Poll::new().map_err(io)?;
@@ -237,13 +236,17 @@ impl IoLoop {
             publications: None,
             stats: CommandStats::default(),
         };
-        Ok((IoLoop { front }, door))
+        let mut io_loop = IoLoop { front };
+        if let Some(publications) = publications {
+            io_loop.publish_from(publications);
+        }
+        Ok((io_loop, door))
     }
 
     /// Delivers the messages the node's model publishes (keyspace notifications) to this
     /// loop's subscribers: the model must have been given the same queue
     /// (`DataModel::publish_to`). A push wakes the loop.
-    pub fn publish_from(&mut self, publications: Arc<Publications>) {
+    fn publish_from(&mut self, publications: Arc<Publications>) {
         let waker = Arc::clone(&self.front.waker);
         publications.on_push(move || {
             let _ = waker.wake();
