@@ -13,6 +13,7 @@ mod hashes;
 mod hashsets_redis;
 mod hll;
 mod lists;
+mod notify;
 mod random_draws;
 mod rdb_file;
 mod resp_props;

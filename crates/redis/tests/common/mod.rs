@@ -12,13 +12,15 @@ use tandem_redis::RedisModel;
 use tandem_redis::resp::{Argv, Proto, Value, parse_reply};
 use tandem_redis::session::{Outcome, ServerInfo, Session, Step};
 use tandem_redis::wire::{CallArgs, Waiting};
-use tandem_store::{CallError, CallWatch, DataModel, ProcKind, Store};
+use tandem_store::{CallError, CallWatch, DataModel, ProcKind, Publications, Store};
 
 pub struct Node {
     pub store: Store,
     pub replica: Segment,
     pub session: Session,
     pub now_ms: u64,
+    /// What the node's committed calls published (keyspace notifications).
+    pub publications: Arc<Publications>,
 }
 
 impl Node {
@@ -30,6 +32,8 @@ impl Node {
     pub fn watched(db_bytes: usize, watch: Arc<CallWatch>) -> Node {
         let mut model = RedisModel::new(db_bytes).unwrap();
         model.watch_calls(watch);
+        let publications = Arc::new(Publications::default());
+        model.publish_to(Arc::clone(&publications));
         let segment = Segment::anonymous(db_bytes, Strategy::V3InlineLog).unwrap();
         let store = Store::load(segment, Box::new(model));
         let mut replica = Segment::anonymous(db_bytes, Strategy::V3InlineLog).unwrap();
@@ -41,6 +45,7 @@ impl Node {
             replica,
             session: Session::new(1),
             now_ms: 1_700_000_000_000,
+            publications,
         };
         node.store.model_mut().set_time_ms(node.now_ms);
         node
@@ -158,6 +163,64 @@ impl Node {
             .check(self.store.segment())
             .unwrap_or_else(|err| panic!("after {:?}: {err}", show(args)));
         out
+    }
+
+    /// Runs the primary's expiry sweep once, as its executor does every 100 ms; returns how
+    /// many keys it deleted.
+    pub fn sweep(&mut self) -> i64 {
+        let mut reply = Vec::new();
+        match self
+            .store
+            .call(tandem_redis::model::PROC_SWEEP, &[], &mut reply)
+        {
+            Ok(redo) => {
+                let redo = redo.clone();
+                self.replica.apply_redo(&redo).unwrap();
+                match parse_reply(&reply).unwrap().expect("a whole reply").0 {
+                    Value::Integer(n) => n,
+                    other => panic!("the sweep answered {other:?}"),
+                }
+            }
+            // Nothing had expired: the sweep takes no LSN.
+            Err(CallError::Proc(_)) => 0,
+            Err(err) => panic!("the store refused the sweep: {err}"),
+        }
+    }
+
+    /// The keyspace notifications published since last asked, as `CHANNEL MESSAGE` lines.
+    pub fn events(&mut self) -> Vec<String> {
+        self.publications
+            .take()
+            .into_iter()
+            .map(|p| {
+                format!(
+                    "{} {}",
+                    String::from_utf8_lossy(&p.channel),
+                    String::from_utf8_lossy(&p.message)
+                )
+            })
+            .collect()
+    }
+
+    /// Runs each command of `lines` (as [`Node::s`]) and returns the keyspace events
+    /// (`notify-keyspace-events` as `flags`) they published, as `KEY EVENT` pairs from the
+    /// `__keyspace@0__` channels: the shape Redis's own tests read.
+    pub fn keyspace_events(&mut self, flags: &str, lines: &[&str]) -> Vec<String> {
+        let set = self.cmd(&[
+            b"CONFIG",
+            b"SET",
+            b"notify-keyspace-events",
+            flags.as_bytes(),
+        ]);
+        assert_eq!(set, Value::Simple(b"OK".to_vec()), "{flags} is taken");
+        self.events();
+        for line in lines {
+            self.s(line);
+        }
+        self.events()
+            .into_iter()
+            .filter_map(|line| line.strip_prefix("__keyspace@0__:").map(str::to_owned))
+            .collect()
     }
 
     pub fn s(&mut self, line: &str) -> Value {
