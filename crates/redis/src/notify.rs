@@ -12,7 +12,10 @@
 //!
 //! Known differences: there is one database (`@0`); reads do not expire keys (a backup
 //! cannot write), so `expired` comes from a write that finds the key expired or from the
-//! primary's sweep, and `keymiss` (`m`) is never sent; tandem does not evict (`e`).
+//! primary's sweep, and `keymiss` (`m`) is never sent (`CONFIG SET` refuses it); tandem does
+//! not evict (`e`). A message to a connection waits behind the replies that connection is
+//! owed, so a RESP3 connection that listens to its own writes hears each after its reply,
+//! where Redis sends it before.
 
 use tandem_store::Publication;
 

@@ -774,8 +774,8 @@ impl Front {
             &mut self.visit,
         );
         self.native.take_mail(&mut self.visit);
-        // Before the answers: a call's notifications reach their subscribers before its
-        // reply reaches its client, as in Redis.
+        // A call's notifications reach their subscribers before its reply reaches its
+        // client, as in Redis (`take_answers` takes them again once it has the answers).
         self.take_publications();
         self.take_answers();
         self.take_backup_answers();
@@ -924,6 +924,10 @@ impl Front {
         };
         let mut answers = std::mem::take(&mut self.answers);
         let gone = port.take(&mut answers).is_err();
+        // The node queues a call's notifications before it answers the call: taken now, they
+        // hold those of every answer just taken, and reach their subscribers first (behind
+        // the replies each subscriber is still owed).
+        self.take_publications();
         for answer in answers.drain(..) {
             let index = answer
                 .seq
@@ -1298,7 +1302,8 @@ impl Front {
         conn.holding = true;
     }
 
-    /// Publishes on the hub what the node's committed calls published.
+    /// Publishes on the hub what the node's committed calls published, and writes the
+    /// messages to their subscribers.
     fn take_publications(&mut self) {
         let Some(publications) = &self.publications else {
             return;
@@ -1306,6 +1311,9 @@ impl Front {
         for publication in publications.take() {
             self.hub
                 .publish(false, &publication.channel, &publication.message);
+        }
+        if self.hub.has_deliveries() {
+            self.deliver();
         }
     }
 

@@ -1491,3 +1491,78 @@ fn info_counts_calls_failed_and_rejected_calls_and_errors_by_code_until_resetsta
     );
     assert!(info_lines(info, "errorstat_").is_empty());
 }
+
+#[test]
+fn keyspace_notifications_reach_the_subscribers_of_their_channels() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    conn.send(&[&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KEA"]]);
+    assert_eq!(conn.reply(), ok());
+    let mut subscriber = Conn::open(address);
+    subscriber.send(&[&[b"PSUBSCRIBE", b"__key*__:*"]]);
+    assert_eq!(subscriber.reply(), confirmed("psubscribe", "__key*__:*", 1));
+    conn.send(&[&[b"SET", b"foo", b"bar"], &[b"DEL", b"foo", b"none"]]);
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(conn.reply(), Value::Integer(1));
+    for (channel, message) in [
+        ("__keyspace@0__:foo", "set"),
+        ("__keyevent@0__:set", "foo"),
+        ("__keyspace@0__:foo", "del"),
+        ("__keyevent@0__:del", "foo"),
+    ] {
+        assert_eq!(
+            subscriber.reply(),
+            Value::Array(arr(&["pmessage", "__key*__:*", channel, message]))
+        );
+    }
+    // A RESP3 connection that listens where it writes hears its write's notification after
+    // the reply (a message to a connection waits behind the replies it is owed); Redis, whose
+    // command publishes as it runs, sends it before.
+    conn.send(&[&[b"HELLO", b"3"]]);
+    let _ = conn.reply();
+    conn.send(&[&[b"SUBSCRIBE", b"__keyevent@0__:incrby"]]);
+    assert_eq!(
+        conn.reply(),
+        Value::Push(vec![
+            bulk("subscribe"),
+            bulk("__keyevent@0__:incrby"),
+            Value::Integer(1)
+        ])
+    );
+    conn.send(&[&[b"INCR", b"n"]]);
+    assert_eq!(conn.reply(), Value::Integer(1));
+    assert_eq!(
+        conn.reply(),
+        Value::Push(arr(&["message", "__keyevent@0__:incrby", "n"]))
+    );
+}
+
+#[test]
+fn a_write_refused_or_rolled_back_publishes_no_notification() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    conn.send(&[&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KA"]]);
+    assert_eq!(conn.reply(), ok());
+    let mut subscriber = Conn::open(address);
+    subscribed(&mut subscriber, "__keyspace@0__:k");
+    let script = b"redis.call('SET', KEYS[1], 'v') return redis.call('INCR', KEYS[1])";
+    conn.send(&[
+        &[b"LPUSH", b"k", b"a"],
+        &[b"INCR", b"k"],
+        &[b"EVAL", script, b"1", b"k"],
+        &[b"RPUSH", b"k", b"b"],
+    ]);
+    assert_eq!(conn.reply(), Value::Integer(1));
+    assert!(matches!(conn.reply(), Value::Error(_)), "INCR of a list");
+    assert!(matches!(conn.reply(), Value::Error(_)), "the script failed");
+    assert_eq!(conn.reply(), Value::Integer(2));
+    assert_eq!(
+        subscriber.reply(),
+        Value::Array(arr(&["message", "__keyspace@0__:k", "lpush"]))
+    );
+    assert_eq!(
+        subscriber.reply(),
+        Value::Array(arr(&["message", "__keyspace@0__:k", "rpush"])),
+        "the refused INCR and the rolled-back script published nothing"
+    );
+}
