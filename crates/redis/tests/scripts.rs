@@ -739,6 +739,20 @@ const RECORDED: &[(&str, &[&str], &[&str], &[u8], &[u8])] = &[
         b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
     ),
     (
+        "setmetatable(_G, {})",
+        &[],
+        &[],
+        b"-ERR Attempt to modify a readonly table script: 0bf0a51fbb051c942113de0105d3f8e18cdcddb5, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
+        "local g = getmetatable(_G) g.__index = {}",
+        &[],
+        &[],
+        b"-ERR user_script:1: Attempt to modify a readonly table script: b1a7e4ca615906790500da2b26a313f2ce643b80, on @user_script:1.\r\n",
+        b"*5\r\n$3\r\nabc\r\n$2\r\n10\r\n$5\r\nhello\r\n$-1\r\n$-1\r\n",
+    ),
+    (
         "return {string.format('%d-%s', 5, 'x'), string.upper('abc'), ('abc'):rep(2)}",
         &[],
         &[],

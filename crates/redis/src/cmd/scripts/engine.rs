@@ -1625,6 +1625,12 @@ G.rawset = function(t, k, v)
   if readonly[t] then error(READONLY, 0) end
   return rawset(t, k, v)
 end
+-- Redis's readonly tables refuse a new metatable as they refuse a write (Lua would say
+-- "cannot change a protected metatable").
+G.setmetatable = function(t, mt)
+  if readonly[t] then error(READONLY, 0) end
+  return setmetatable(t, mt)
+end
 for _, name in ipairs({"insert", "remove", "sort"}) do
   local f = table[name]
   table[name] = function(t, ...)
@@ -1796,8 +1802,10 @@ local env_meta = {
     return value
   end,
   __newindex = refuse_write,
-  __metatable = false,
 }
+-- getmetatable(_G) shows a read-only view of the globals' metatable, as Redis shows its own
+-- read-only one: a script can read it, never change it.
+env_meta.__metatable = protect(env_meta)
 local function new_env(keys, argv)
   local env = setmetatable({KEYS = keys, ARGV = argv}, env_meta)
   readonly[env] = true
