@@ -1038,6 +1038,11 @@ impl Session {
             // here serves reads (a backup linearizably) and refuses writes it cannot take,
             // whatever the connection asked.
             "READONLY" | "READWRITE" => ReplyWriter::new(out, proto).ok(),
+            // A group is no Redis Cluster: a cluster client that asks is told so in the words
+            // it looks for, and carries on as a client of one server.
+            "CLUSTER" => {
+                ReplyWriter::new(out, proto).error("ERR This instance has cluster support disabled")
+            }
             "UNWATCH" => {
                 self.watched.clear();
                 ReplyWriter::new(out, proto).ok();

@@ -419,3 +419,23 @@ fn memory_usage_counts_a_keys_blocks() {
         err("ERR unknown subcommand 'bogus'. Try MEMORY HELP.")
     );
 }
+
+/// A group is no Redis Cluster: `CLUSTER` answers what a server without cluster support
+/// answers, so cluster clients fall back to one server, and a script may not call it (as no
+/// script may call a command about the server rather than the data).
+#[test]
+fn cluster_is_refused_as_a_server_without_cluster_support_refuses_it() {
+    let mut node = Node::new(1 << 20);
+    assert_eq!(
+        node.s("CLUSTER INFO"),
+        Value::Error(b"ERR This instance has cluster support disabled".to_vec())
+    );
+    let Value::Error(text) = node.s("EVAL return(redis.call('cluster','reset','hard')) 0") else {
+        panic!("a script called CLUSTER")
+    };
+    let text = String::from_utf8_lossy(&text);
+    assert!(
+        text.contains("This Redis command is not allowed from script"),
+        "{text}"
+    );
+}

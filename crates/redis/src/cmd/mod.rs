@@ -399,6 +399,7 @@ static BASE: &[Command] = &[
     data("APPEND", 3, Write, (1, 1, 1), true, strings::append),
     conn("AUTH", -2),
     conn("CLIENT", -2),
+    conn("CLUSTER", -2),
     conn("COMMAND", -1),
     conn("CONFIG", -2),
     data("COPY", -3, Write, (1, 2, 1), true, keys::copy),
