@@ -734,7 +734,7 @@ impl Session {
         }
         // Redis looks a subcommand up (and checks its arity) before this check, as it does
         // for the containers `handle` checks first.
-        if matches!(command.name, "CLIENT" | "COMMAND" | "SCRIPT")
+        if matches!(command.name, "CLIENT" | "CLUSTER" | "COMMAND" | "SCRIPT")
             && argv.len() >= 2
             && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
@@ -760,7 +760,7 @@ impl Session {
     /// cannot hold its file).
     /// Returns whether it was queued.
     fn queue(&mut self, command: &Command, argv: &Argv, out: &mut Vec<u8>) -> bool {
-        if matches!(command.name, "CLIENT" | "COMMAND" | "SCRIPT")
+        if matches!(command.name, "CLIENT" | "CLUSTER" | "COMMAND" | "SCRIPT")
             && argv.len() >= 2
             && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
@@ -1040,9 +1040,11 @@ impl Session {
             "READONLY" | "READWRITE" => ReplyWriter::new(out, proto).ok(),
             // A group is no Redis Cluster: a cluster client that asks is told so in the words
             // it looks for, and carries on as a client of one server.
-            "CLUSTER" => {
-                ReplyWriter::new(out, proto).error("ERR This instance has cluster support disabled")
-            }
+            "CLUSTER" => match cmd::subcommand_refusal("CLUSTER", argv) {
+                Some(refusal) => ReplyWriter::new(out, proto).error_bytes(&refusal),
+                None => ReplyWriter::new(out, proto)
+                    .error("ERR This instance has cluster support disabled"),
+            },
             "UNWATCH" => {
                 self.watched.clear();
                 ReplyWriter::new(out, proto).ok();

@@ -4543,6 +4543,14 @@ static CONNECTION: &[Gen] = &[
             [d.pick(&["server", "memory", "bogus", "everything"])],
         ),
     }),
+    // A group is no Redis Cluster; redis-server runs without cluster support too.
+    g("CLUSTER", 1, |d| {
+        let sub = d.pick(&["INFO", "slots", "KEYSLOT", "RESET", "help", "BOGUS", "myid"]);
+        match d.rng.below(3) {
+            0 => command("CLUSTER", [sub]),
+            _ => command("CLUSTER", [sub, d.key()]),
+        }
+    }),
     // Only with a wrong arity, which both refuse alike (see `ALLOWED`'s doc).
     g("READONLY", 1, |d| command("READONLY", [d.value()])),
     g("READWRITE", 1, |d| command("READWRITE", [d.value()])),
