@@ -438,6 +438,17 @@ pub enum Step {
     PubSub(pubsub::Request),
 }
 
+/// `CLUSTER`: a group is no Redis Cluster, so a cluster client that asks is told so in the
+/// words it looks for (after its subcommand is checked, as Redis checks it) and carries on
+/// as a client of one server.
+fn cluster(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
+    let mut w = ReplyWriter::new(out, proto);
+    match cmd::subcommand_refusal("CLUSTER", argv) {
+        Some(refusal) => w.error_bytes(&refusal),
+        None => w.error("ERR This instance has cluster support disabled"),
+    }
+}
+
 /// What `CLIENT UNBLOCK` asks of a waiting connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Unblock {
@@ -1038,13 +1049,7 @@ impl Session {
             // here serves reads (a backup linearizably) and refuses writes it cannot take,
             // whatever the connection asked.
             "READONLY" | "READWRITE" => ReplyWriter::new(out, proto).ok(),
-            // A group is no Redis Cluster: a cluster client that asks is told so in the words
-            // it looks for, and carries on as a client of one server.
-            "CLUSTER" => match cmd::subcommand_refusal("CLUSTER", argv) {
-                Some(refusal) => ReplyWriter::new(out, proto).error_bytes(&refusal),
-                None => ReplyWriter::new(out, proto)
-                    .error("ERR This instance has cluster support disabled"),
-            },
+            "CLUSTER" => cluster(argv, proto, out),
             "UNWATCH" => {
                 self.watched.clear();
                 ReplyWriter::new(out, proto).ok();
