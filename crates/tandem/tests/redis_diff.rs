@@ -1638,6 +1638,9 @@ static STRINGS: &[Gen] = &[
     g("GETRANGE", 8, |d| {
         command("GETRANGE", [d.key(), index(d), index(d)])
     }),
+    g("SUBSTR", 2, |d| {
+        command("SUBSTR", [d.key(), index(d), index(d)])
+    }),
     g("SETRANGE", 8, |d| {
         let offset = d.pick(&[
             "0",

@@ -467,6 +467,8 @@ static BASE: &[Command] = &[
     conn("SPUBLISH", 3),
     conn("SSUBSCRIBE", -2),
     data("STRLEN", 2, Read, (1, 1, 1), false, strings::strlen),
+    // Redis's old name for GETRANGE, which it still serves.
+    data("SUBSTR", 4, Read, (1, 1, 1), false, strings::getrange),
     conn("SUBSCRIBE", -2),
     conn("SUNSUBSCRIBE", -1),
     // Redis flags it neither read nor write: it reads the clock, not the database. Here
