@@ -21,6 +21,12 @@
 //!   A pop's reply leaves, as every write's, only once the group's safety rule holds, so no
 //!   failover takes back an element a client was handed.
 //!
+//! A pop served, at once or on a try after a wake-up, publishes the keyspace events of its
+//! twin that does not block (`lpop`, `del`, …), as Redis does. Nothing here tells them: they
+//! belong where the twins and these share the pop itself (the list pops' `pop_from` and
+//! `move_one` in [`super::lists`], the sorted-set pops' `pop_members` in [`super::zsets`]),
+//! so that both forms tell the same events in the same order.
+//!
 //! Every try checks every argument in Redis's order before it pops anything. An awakened
 //! try passes over a source key that now holds another type, since Redis 7.0 wakes a client
 //! only for a key that became a list or a sorted set; a first try refuses it, `WRONGTYPE`.

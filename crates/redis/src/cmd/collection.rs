@@ -13,6 +13,7 @@ use crate::db::{Key, KeyHead, Kind, Layout};
 use crate::dict::{DICT_HEADER_BYTES, Dict, Link};
 use crate::glob;
 use crate::mem::Mem;
+use crate::notify::EventClass;
 use crate::num;
 use crate::resp::{Argv, ReplyWriter};
 
@@ -32,9 +33,30 @@ pub fn table(key: &Key, key_at: usize) -> Dict {
     Dict::new(key.head.value as usize, key_at)
 }
 
-/// Creates key `name` (which must not exist) of type `kind`, holding an empty table. The
-/// caller adds at least one entry before the command ends.
+/// Creates key `name` (which must not exist) of type `kind`, holding an empty table, and
+/// publishes `new`, as Redis's `dbAdd` does before the command's own event. The caller adds at
+/// least one entry before the command ends.
 pub fn create(ctx: &mut Ctx<'_, '_>, name: &[u8], kind: Kind) -> Result<Key, CmdError> {
+    let key = create_unannounced(ctx, name, kind)?;
+    ctx.notify(EventClass::New, "new", name);
+    Ok(key)
+}
+
+/// Makes `name` a key of type `kind` holding an empty table, whatever it held before (its
+/// expiry goes too), as Redis's `setKey` does for `SINTERSTORE` and its relatives: a key that
+/// existed is overwritten, which is not `new`; one that did not is created, which is.
+pub fn replace(ctx: &mut Ctx<'_, '_>, name: &[u8], kind: Kind) -> Result<Key, CmdError> {
+    match ctx.find_for_write(name) {
+        Some(old) => {
+            ctx.delete(&old);
+            create_unannounced(ctx, name, kind)
+        }
+        None => create(ctx, name, kind),
+    }
+}
+
+/// [`create`] without publishing `new`.
+fn create_unannounced(ctx: &mut Ctx<'_, '_>, name: &[u8], kind: Kind) -> Result<Key, CmdError> {
     let layout = ctx.layout;
     let txn = ctx.txn();
     let root = layout.alloc.alloc(txn, ROOT_BYTES)?;

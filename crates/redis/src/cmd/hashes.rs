@@ -25,6 +25,7 @@ use crate::alloc::OutOfMemory;
 use crate::db::{Key, Kind, Layout};
 use crate::dict::{Dict, Found, LINK_BYTES, Link};
 use crate::mem::Mem;
+use crate::notify::EventClass;
 use crate::num;
 use crate::resp::{Argv, Proto, ReplyWriter};
 
@@ -232,7 +233,8 @@ fn delete_field(ctx: &mut Ctx<'_, '_>, key: &Key, field: &[u8]) -> bool {
     true
 }
 
-/// `HSET` and `HMSET`: sets every pair, then answers the new fields' count or `OK`.
+/// `HSET` and `HMSET`: sets every pair and returns the new fields' count. Both publish
+/// `hset`, as in Redis.
 fn set_pairs(ctx: &mut Ctx<'_, '_>, argv: &Argv) -> Result<i64, CmdError> {
     // The name, the key, then pairs: an odd count lacks a value.
     if !argv.len().is_multiple_of(2) {
@@ -246,6 +248,7 @@ fn set_pairs(ctx: &mut Ctx<'_, '_>, argv: &Argv) -> Result<i64, CmdError> {
         created += i64::from(set_field(ctx, &key, arg(argv, pair), arg(argv, pair + 1))?);
     }
     collection::changed(ctx, &key, &table(&key));
+    ctx.notify(EventClass::Hash, "hset", name);
     Ok(created)
 }
 
@@ -280,6 +283,7 @@ pub fn hsetnx(
     let key = hash_for_write(ctx, name)?;
     set_field(ctx, &key, field, arg(argv, 3))?;
     collection::changed(ctx, &key, &table(&key));
+    ctx.notify(EventClass::Hash, "hset", name);
     out.integer(1);
     Ok(())
 }
@@ -361,12 +365,18 @@ pub fn hdel(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
             }
         }
     }
+    out.integer(deleted);
+    if deleted == 0 {
+        return Ok(());
+    }
+    // Redis tells `hdel`, then `del` for a hash it emptied.
+    ctx.notify(EventClass::Hash, "hdel", name);
     if dict.is_empty(&ctx.access) {
         ctx.delete(&key);
-    } else if deleted > 0 {
+        ctx.notify(EventClass::Generic, "del", name);
+    } else {
         collection::changed(ctx, &key, &dict);
     }
-    out.integer(deleted);
     Ok(())
 }
 
@@ -392,6 +402,7 @@ pub fn hincrby(
     let key = hash_for_write(ctx, name)?;
     set_field(ctx, &key, field, &text)?;
     collection::changed(ctx, &key, &table(&key));
+    ctx.notify(EventClass::Hash, "hincrby", name);
     out.integer(new);
     Ok(())
 }
@@ -431,6 +442,7 @@ pub fn hincrbyfloat(
     let key = hash_for_write(ctx, name)?;
     set_field(ctx, &key, field, &text)?;
     collection::changed(ctx, &key, &table(&key));
+    ctx.notify(EventClass::Hash, "hincrbyfloat", name);
     out.bulk(&text);
     Ok(())
 }

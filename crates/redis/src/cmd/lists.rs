@@ -55,6 +55,7 @@ use super::{CmdError, Command, Ctx, Read, Write, arg, arity_error, data, int_arg
 use crate::alloc::{Alloc, OutOfMemory};
 use crate::db::{Key, Kind, Layout};
 use crate::mem::{Mem, set_word};
+use crate::notify::EventClass;
 use crate::num;
 use crate::resp::{Argv, ReplyWriter};
 
@@ -135,6 +136,22 @@ impl End {
             Ok(End::Tail)
         } else {
             Err(CmdError::SYNTAX)
+        }
+    }
+
+    /// The event a push at this end publishes.
+    fn push_event(self) -> &'static str {
+        match self {
+            End::Head => "lpush",
+            End::Tail => "rpush",
+        }
+    }
+
+    /// The event a pop from this end publishes.
+    fn pop_event(self) -> &'static str {
+        match self {
+            End::Head => "lpop",
+            End::Tail => "rpop",
         }
     }
 }
@@ -824,8 +841,16 @@ fn split_run(run: &[u8]) -> Vec<(std::ops::Range<usize>, usize)> {
 // ---------------------------------------------------------------------------------------
 // Keys.
 
-/// Creates list `key` (which does not exist) with an empty root; the caller pushes at once.
+/// Creates list `key` (which does not exist) with an empty root, and publishes `new`, as
+/// Redis's `dbAdd` does before the command's own event; the caller pushes at once.
 fn create(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<Key, CmdError> {
+    let found = create_unannounced(ctx, key)?;
+    ctx.notify(EventClass::New, "new", key);
+    Ok(found)
+}
+
+/// [`create`] without publishing `new`.
+fn create_unannounced(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<Key, CmdError> {
     let layout = ctx.layout;
     let txn = ctx.txn();
     let mut found = layout.create(txn, key, Kind::List, 0)?;
@@ -850,7 +875,17 @@ fn settle(ctx: &mut Ctx<'_, '_>, key: &Key, len: u64) {
     layout.touch(txn, key);
 }
 
-/// Pushes `elements` at `end` of list `key`, made if missing. Returns its new length.
+/// Publishes that `event` changed list `name`, which it left `len` long: Redis tells a pop,
+/// `LREM` or `LTRIM`, then `del` if that emptied the list.
+fn notify_changed(ctx: &mut Ctx<'_, '_>, name: &[u8], event: &str, len: u64) {
+    ctx.notify(EventClass::List, event, name);
+    if len == 0 {
+        ctx.notify(EventClass::Generic, "del", name);
+    }
+}
+
+/// Pushes `elements` at `end` of list `key`, made if missing (which publishes `new`; the
+/// caller publishes its own event). Returns its new length.
 fn push_to(
     ctx: &mut Ctx<'_, '_>,
     key: &[u8],
@@ -869,15 +904,23 @@ fn push_to(
 }
 
 /// Pops `n` (≤ its length) elements from `end` of list `key` (which exists), in the order
-/// they leave; deletes the key if that empties it.
+/// they leave; deletes the key if that empties it. Publishes the pop (and `del`), so every
+/// command that pops, blocking or not, tells it as Redis does.
 pub(super) fn pop_from(ctx: &mut Ctx<'_, '_>, key: &[u8], end: End, n: u64) -> Vec<Vec<u8>> {
+    let (popped, left) = take_from(ctx, key, end, n);
+    notify_changed(ctx, key, end.pop_event(), left);
+    popped
+}
+
+/// [`pop_from`] without publishing anything: the popped elements and the length left.
+fn take_from(ctx: &mut Ctx<'_, '_>, key: &[u8], end: End, n: u64) -> (Vec<Vec<u8>>, u64) {
     let found = ctx.find_for_write(key).expect("the caller found the list");
     let len = found.head.value_len;
     assert!(n <= len, "{n} elements popped from a list of {len}");
     let mut out = Vec::with_capacity(n as usize);
     ListMut::new(ctx, &found).remove_end(end, n as usize, Some(&mut out));
     settle(ctx, &found, len - n);
-    out
+    (out, len - n)
 }
 
 /// Up to `count` elements of list `key`, from index `start` (within the list) towards the
@@ -890,13 +933,20 @@ pub fn elements_from(mem: &impl Mem, key: &Key, start: usize, count: usize) -> V
 }
 
 /// Makes `name` a list of `elements` (not empty), replacing whatever it held (its expiry
-/// too), as `SORT … STORE` does.
+/// too), as `SORT … STORE` does. As Redis's `setKey`, a key that existed is overwritten,
+/// which is not `new`; one that did not is created, which is (`RESTORE` deletes the old key
+/// first, and so always publishes `new`, as Redis's `dbAdd` there).
 pub fn store(ctx: &mut Ctx<'_, '_>, name: &[u8], elements: &[&[u8]]) -> Result<(), CmdError> {
     assert!(!elements.is_empty(), "an empty list is not stored");
-    if let Some(old) = ctx.find_for_write(name) {
-        ctx.delete(&old);
-    }
-    push_to(ctx, name, elements, End::Tail)?;
+    let found = match ctx.find_for_write(name) {
+        Some(old) => {
+            ctx.delete(&old);
+            create_unannounced(ctx, name)?
+        }
+        None => create(ctx, name)?,
+    };
+    ListMut::new(ctx, &found).push_all(elements, End::Tail)?;
+    settle(ctx, &found, elements.len() as u64);
     Ok(())
 }
 
@@ -987,6 +1037,7 @@ fn push(
     }
     let elements: Vec<&[u8]> = argv.iter().skip(2).collect();
     let len = push_to(ctx, key, &elements, end)?;
+    ctx.notify(EventClass::List, end.push_event(), key);
     out.integer(len as i64);
     Ok(())
 }
@@ -1210,6 +1261,7 @@ pub fn lset(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
     run.extend_from_slice(&old[stop..]);
     ListMut::new(ctx, &found).rewrite(node, &run, node.count())?;
     settle(ctx, &found, len);
+    ctx.notify(EventClass::List, "lset", key);
     out.ok();
     Ok(())
 }
@@ -1265,6 +1317,7 @@ pub fn linsert(
     ListMut::new(ctx, &found).rewrite(node, &run, node.count() + 1)?;
     let len = found.head.value_len + 1;
     settle(ctx, &found, len);
+    ctx.notify(EventClass::List, "linsert", key);
     out.integer(len as i64);
     Ok(())
 }
@@ -1320,7 +1373,9 @@ pub fn lrem(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         ListMut::new(ctx, &found).rewrite(node, &kept, entries - dropped)?;
     }
     if removed > 0 {
-        settle(ctx, &found, found.head.value_len - removed);
+        let left = found.head.value_len - removed;
+        settle(ctx, &found, left);
+        notify_changed(ctx, key, "lrem", left);
     }
     out.integer(removed as i64);
     Ok(())
@@ -1351,6 +1406,8 @@ pub fn ltrim(
         list.remove_end(End::Tail, drop_tail as usize, None);
     }
     settle(ctx, &found, kept);
+    // Told even when nothing was trimmed, as Redis does.
+    notify_changed(ctx, key, "ltrim", kept);
     out.ok();
     Ok(())
 }
@@ -1452,7 +1509,8 @@ pub(super) fn move_one(
     };
     ctx.find_typed(destination, Kind::List)?;
     if source == destination && (from == to || found.head.value_len == 1) {
-        // Popped and pushed back where it was: the list is as it was, but touched.
+        // Popped and pushed back where it was: the list is as it was, but touched, and Redis
+        // tells the push and the pop all the same.
         let element = match from {
             End::Head => forward_from(&ctx.access, &found, 0).next(),
             End::Tail => backward_from_tail(&ctx.access, &found).next(),
@@ -1460,11 +1518,17 @@ pub(super) fn move_one(
         out.bulk(element.expect("a list holds an element"));
         let found = ctx.find_for_write(source).expect("the list was found");
         settle(ctx, &found, found.head.value_len);
+        ctx.notify(EventClass::List, to.push_event(), destination);
+        ctx.notify(EventClass::List, from.pop_event(), source);
         return Ok(());
     }
-    let popped = pop_from(ctx, source, from, 1);
+    let (popped, left) = take_from(ctx, source, from, 1);
     let element = popped[0].as_slice();
     push_to(ctx, destination, &[element], to)?;
+    // Redis tells the push (after the destination's `new`) before the pop and the source's
+    // `del`, whatever order the writes took here.
+    ctx.notify(EventClass::List, to.push_event(), destination);
+    notify_changed(ctx, source, from.pop_event(), left);
     out.bulk(element);
     Ok(())
 }

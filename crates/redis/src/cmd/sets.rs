@@ -20,6 +20,7 @@ use super::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::db::{Key, Kind, Layout};
 use crate::dict::{Dict, LINK_BYTES, Link};
 use crate::mem::Mem;
+use crate::notify::EventClass;
 use crate::num;
 use crate::resp::{Argv, ReplyWriter};
 
@@ -197,12 +198,15 @@ fn remove_entry(ctx: &mut Ctx<'_, '_>, key: &Key, entry: usize) -> Vec<u8> {
     member
 }
 
-/// After members were removed from set `key`: deletes it if it is empty, else records the
-/// change.
-fn removed_some(ctx: &mut Ctx<'_, '_>, key: &Key) {
+/// After `event` (`srem`, `spop`) removed members from set `key`, named `name`: publishes
+/// `event`, then deletes the key if it is empty (publishing `del` after the event, as Redis
+/// does), else records the change.
+fn removed_some(ctx: &mut Ctx<'_, '_>, name: &[u8], key: &Key, event: &str) {
+    ctx.notify(EventClass::Set, event, name);
     let dict = table(key);
     if dict.is_empty(&ctx.access) {
         ctx.delete(key);
+        ctx.notify(EventClass::Generic, "del", name);
     } else {
         collection::changed(ctx, key, &dict);
     }
@@ -218,6 +222,7 @@ pub fn sadd(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
     }
     if added > 0 {
         collection::changed(ctx, &key, &table(&key));
+        ctx.notify(EventClass::Set, "sadd", name);
     }
     out.integer(added);
     Ok(())
@@ -241,7 +246,7 @@ pub fn srem(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         }
     }
     if removed > 0 {
-        removed_some(ctx, &key);
+        removed_some(ctx, name, &key, "srem");
     }
     out.integer(removed);
     Ok(())
@@ -326,7 +331,7 @@ pub fn spop(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         let entry = collection::random_entry(ctx, &dict);
         let member = remove_entry(ctx, &key, entry);
         out.bulk(&member);
-        removed_some(ctx, &key);
+        removed_some(ctx, name, &key, "spop");
         return Ok(());
     };
     if count == 0 {
@@ -338,6 +343,8 @@ pub fn spop(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         out.set(size as usize);
         dict.for_each(&ctx.access, |entry| out.bulk(dict.key(&ctx.access, entry)));
         ctx.delete(&key);
+        ctx.notify(EventClass::Set, "spop", name);
+        ctx.notify(EventClass::Generic, "del", name);
         return Ok(());
     }
     out.set(count as usize);
@@ -364,7 +371,7 @@ pub fn spop(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         let layout = ctx.layout;
         layout.set_mark(ctx.txn(), &key, crate::db::EncodingMark::Derived);
     }
-    removed_some(ctx, &key);
+    removed_some(ctx, name, &key, "spop");
     Ok(())
 }
 
@@ -527,6 +534,17 @@ enum SetOperation {
     Difference,
 }
 
+impl SetOperation {
+    /// The event its `STORE` form publishes on the key it stored.
+    fn store_event(self) -> &'static str {
+        match self {
+            SetOperation::Intersection => "sinterstore",
+            SetOperation::Union => "sunionstore",
+            SetOperation::Difference => "sdiffstore",
+        }
+    }
+}
+
 /// The members `operation` makes of `sets`, each once.
 fn compute<'m>(
     mem: &'m impl Mem,
@@ -575,17 +593,21 @@ fn combine_store(
         .map(<[u8]>::to_vec)
         .collect();
     let destination = arg(argv, 1);
-    if let Some(old) = ctx.find_for_write(destination) {
-        ctx.delete(&old);
-    }
-    if !members.is_empty() {
-        let key = collection::create(ctx, destination, Kind::Set)?;
-        for member in &members {
-            let added = add_member(ctx, &key, member)?;
-            assert!(added, "a set operation's result has no duplicates");
+    if members.is_empty() {
+        if let Some(old) = ctx.find_for_write(destination) {
+            ctx.delete(&old);
+            ctx.notify(EventClass::Generic, "del", destination);
         }
-        collection::changed(ctx, &key, &table(&key));
+        out.integer(0);
+        return Ok(());
     }
+    let key = collection::replace(ctx, destination, Kind::Set)?;
+    for member in &members {
+        let added = add_member(ctx, &key, member)?;
+        assert!(added, "a set operation's result has no duplicates");
+    }
+    collection::changed(ctx, &key, &table(&key));
+    ctx.notify(EventClass::Set, operation.store_event(), destination);
     out.integer(members.len() as i64);
     Ok(())
 }
@@ -702,10 +724,11 @@ pub fn smove(
         .find_for_write(source_name)
         .expect("a live key stays live");
     remove_member(ctx, &source, member);
-    removed_some(ctx, &source);
+    removed_some(ctx, source_name, &source, "srem");
     let destination = set_for_write(ctx, destination_name)?;
     if add_member(ctx, &destination, member)? {
         collection::changed(ctx, &destination, &table(&destination));
+        ctx.notify(EventClass::Set, "sadd", destination_name);
     }
     out.integer(1);
     Ok(())
