@@ -559,3 +559,495 @@ fn new_comes_before_the_event_of_the_command_that_created_the_key() {
         ]
     );
 }
+
+#[test]
+fn sorted_set_commands_notify_as_redis_does() {
+    assert_eq!(
+        events(
+            "KA",
+            &[
+                "ZADD z 1 a 2 b 3 c",
+                "ZADD z XX 5 nosuch",
+                "ZADD z NX 1 a",
+                "ZADD z 1 a",
+                "ZADD z CH 4 a",
+                "ZADD z INCR 1 a",
+                "ZADD z NX INCR 1 a",
+                "ZINCRBY z 1 b",
+                "ZINCRBY z 0 b",
+                "ZADD missing XX 1 a",
+                "ZADD z GT 1 a",
+                "ZREM z nosuch",
+                "ZREM z a",
+                "ZADD z 10 d 11 e 20 f 21 g 22 h",
+                "ZREMRANGEBYSCORE z 100 200",
+                "ZREMRANGEBYSCORE z 10 10",
+                "ZREMRANGEBYRANK z 9 9",
+                "ZREMRANGEBYRANK z 0 0",
+                "ZPOPMIN z",
+                "ZADD z 30 i 31 j",
+                "BZPOPMIN z 0",
+                "BZMPOP 0 1 z MAX",
+                "ZPOPMAX z 0",
+                "ZPOPMAX z 1",
+                "ZMPOP 1 z MIN COUNT 10",
+                "ZPOPMIN z",
+                "ZMPOP 1 z MIN",
+                "ZADD lex 0 a 0 b 0 c",
+                "ZREMRANGEBYLEX lex (c +",
+                "ZREMRANGEBYLEX lex [a [b",
+                "ZREMRANGEBYLEX lex - +",
+                "ZADD one 1 x",
+                "ZREM one x y",
+            ]
+        ),
+        [
+            "z zadd",
+            "z zadd",
+            "z zincr",
+            "z zincr",
+            "z zrem",
+            "z zadd",
+            "z zremrangebyscore",
+            "z zremrangebyrank",
+            "z zpopmin",
+            "z zadd",
+            "z zpopmin",
+            "z zpopmax",
+            "z zpopmax",
+            "z zpopmin",
+            "z del",
+            "lex zadd",
+            "lex zremrangebylex",
+            "lex zremrangebylex",
+            "lex del",
+            "one zadd",
+            "one zrem",
+            "one del",
+        ]
+    );
+}
+
+#[test]
+fn storing_sorted_set_and_geo_commands_notify_as_redis_does() {
+    assert_eq!(
+        events(
+            "KA",
+            &[
+                "ZADD s1 1 a 2 b",
+                "ZADD s2 2 b 3 c",
+                "ZUNIONSTORE u 2 s1 s2",
+                "ZINTERSTORE i 2 s1 s2",
+                "ZDIFFSTORE d 2 s1 s2",
+                "ZINTERSTORE i 2 s1 nosuch",
+                "ZINTERSTORE i 2 s1 nosuch",
+                "ZUNIONSTORE u 2 s1 s2 WEIGHTS 1",
+                "ZRANGESTORE r s1 0 -1",
+                "ZRANGESTORE r s1 5 10",
+                "ZRANGESTORE r s1 5 10",
+                "GEOADD g 13.361389 38.115556 Palermo 15.087269 37.502669 Catania",
+                "GEOADD g NX 13.361389 38.115556 Palermo",
+                "GEOADD g XX CH 13.361389 38.115556 Palermo",
+                "GEOADD g XX CH 13.4 38.1 Palermo",
+                "GEORADIUS g 15 37 200 km STORE gr",
+                "GEORADIUSBYMEMBER g Palermo 10 km STOREDIST gr",
+                "GEORADIUS g 15 37 200 km WITHDIST STORE gr",
+                "GEOSEARCHSTORE gs g FROMLONLAT 15 37 BYRADIUS 200 km",
+                "GEOSEARCHSTORE gs g FROMLONLAT 0 0 BYRADIUS 1 km",
+                "GEOSEARCHSTORE gs g FROMLONLAT 0 0 BYRADIUS 1 km",
+                "GEORADIUS nosuch 15 37 200 km STORE gr",
+                "GEORADIUS nosuch 15 37 200 km STORE gr",
+            ]
+        ),
+        [
+            "s1 zadd",
+            "s2 zadd",
+            "u zunionstore",
+            "i zinterstore",
+            "d zdiffstore",
+            "i del",
+            "r zrangestore",
+            "r del",
+            "g zadd",
+            "g zadd",
+            "gr georadiusstore",
+            "gr georadiusstore",
+            "gs geosearchstore",
+            "gs del",
+            "gr del",
+        ]
+    );
+}
+
+#[test]
+fn a_sorted_set_is_new_only_when_its_key_did_not_exist() {
+    assert_eq!(
+        events(
+            "KAn",
+            &[
+                "ZADD z 1 a",
+                "ZADD z 2 b",
+                "ZADD none XX 1 a",
+                "ZINCRBY zi 1 a",
+                "ZUNIONSTORE dest 1 z",
+                "ZUNIONSTORE dest 1 z",
+                "SET str v",
+                "ZUNIONSTORE str 1 z",
+                "ZRANGESTORE r z 0 -1",
+                "GEOADD g 13.361389 38.115556 Palermo",
+                "GEOSEARCHSTORE gs g FROMLONLAT 13 38 BYRADIUS 100 km",
+                "GEORADIUS g 13 38 100 km STORE gs",
+                "COPY z zc",
+            ]
+        ),
+        [
+            "z new",
+            "z zadd",
+            "z zadd",
+            "zi new",
+            "zi zincr",
+            "dest new",
+            "dest zunionstore",
+            "dest zunionstore",
+            "str new",
+            "str set",
+            "str zunionstore",
+            "r new",
+            "r zrangestore",
+            "g new",
+            "g zadd",
+            "gs new",
+            "gs geosearchstore",
+            "gs georadiusstore",
+            "zc new",
+            "zc copy_to",
+        ]
+    );
+}
+
+/// Redis's own test of stream events (`tests/unit/pubsub.tcl`).
+#[test]
+fn stream_group_commands_notify_as_redis_does() {
+    assert_eq!(
+        events(
+            "Kt",
+            &[
+                "XGROUP CREATE mystream mygroup $ MKSTREAM",
+                "XGROUP CREATECONSUMER mystream mygroup Bob",
+                "XADD mystream 1 field1 A",
+                "XREADGROUP GROUP mygroup Alice STREAMS mystream >",
+                "XCLAIM mystream mygroup Mike 0 1-0 FORCE",
+                "XGROUP DELCONSUMER mystream mygroup Lee",
+                "XAUTOCLAIM mystream mygroup Bob 0 1-0",
+                "XGROUP DELCONSUMER mystream mygroup Bob",
+            ]
+        ),
+        [
+            "mystream xgroup-create",
+            "mystream xgroup-createconsumer",
+            "mystream xadd",
+            "mystream xgroup-createconsumer",
+            "mystream xgroup-createconsumer",
+            "mystream xgroup-delconsumer",
+        ]
+    );
+}
+
+#[test]
+fn stream_commands_notify_as_redis_does() {
+    assert_eq!(
+        events(
+            "KAn",
+            &[
+                "XADD s 1-1 f v",
+                "XADD s 1-2 f v",
+                "XADD s MAXLEN 1 1-3 f v",
+                "XADD s MAXLEN 5 1-4 f v",
+                "XADD s 1-1 f v",
+                "XADD nosuch NOMKSTREAM * f v",
+                "XDEL s 9-9",
+                "XDEL s 1-3",
+                "XTRIM s MAXLEN 5",
+                "XTRIM s MAXLEN 0",
+                "XTRIM nosuch MAXLEN 0",
+                "XSETID s 5-0",
+                "XSETID s 1-0",
+                "XGROUP CREATE s g $",
+                "XGROUP CREATE s g $",
+                "XGROUP SETID s g 0",
+                "XGROUP CREATECONSUMER s g c",
+                "XGROUP CREATECONSUMER s g c",
+                "XGROUP DESTROY s nosuch",
+                "XGROUP DESTROY s g",
+                "XGROUP CREATE fresh g $ MKSTREAM",
+                "XGROUP CREATE nokey g $",
+                "XADD fresh 1-1 f v",
+                "XADD other 1-1 f v",
+                "XGROUP CREATE other g 0",
+                "XREADGROUP GROUP g Zed STREAMS fresh >",
+                "XREADGROUP GROUP g Ann STREAMS fresh 0",
+                "XREADGROUP GROUP g Ann COUNT 1 STREAMS fresh other > >",
+                "XGROUP CREATE fresh h $",
+                "XREADGROUP GROUP h Bo STREAMS fresh >",
+                "XAUTOCLAIM fresh g Cy 0 0",
+                "XCLAIM fresh g Dee 0 9-9",
+                "XCLAIM fresh g Dee 0 1-1",
+                "XCLAIM fresh g Dee 0 1-1",
+            ]
+        ),
+        [
+            "s new",
+            "s xadd",
+            "s xadd",
+            "s xadd",
+            "s xtrim",
+            "s xadd",
+            "s xdel",
+            "s xtrim",
+            "s xsetid",
+            "s xsetid",
+            "s xgroup-create",
+            "s xgroup-setid",
+            "s xgroup-createconsumer",
+            "s xgroup-destroy",
+            "fresh new",
+            "fresh xgroup-create",
+            "fresh xadd",
+            "other new",
+            "other xadd",
+            "other xgroup-create",
+            "fresh xgroup-createconsumer",
+            "fresh xgroup-createconsumer",
+            "other xgroup-createconsumer",
+            "fresh xgroup-create",
+            "fresh xgroup-createconsumer",
+            "fresh xgroup-createconsumer",
+        ]
+    );
+}
+
+#[test]
+fn sort_store_notifies_as_redis_does() {
+    assert_eq!(
+        events(
+            "KA",
+            &[
+                "ZADD z 1 3 2 1 3 2",
+                "SORT z STORE dst",
+                "SORT z",
+                "SORT z LIMIT 0 1 STORE dst",
+                "SORT z BY nosort GET # STORE dst",
+                "SORT z LIMIT 5 5 STORE dst",
+                "SORT z LIMIT 5 5 STORE dst",
+                "SORT nosuch STORE dst",
+                "SET dst x",
+                "SORT nosuch STORE dst",
+                "SET str x",
+                "SORT str STORE dst",
+            ]
+        ),
+        [
+            "z zadd",
+            "dst sortstore",
+            "dst sortstore",
+            "dst sortstore",
+            "dst del",
+            "dst set",
+            "dst del",
+            "str set",
+        ]
+    );
+}
+
+#[test]
+fn hyperloglog_commands_notify_as_redis_does() {
+    assert_eq!(
+        events(
+            "KAn",
+            &[
+                "PFADD h a b c",
+                "PFADD h a",
+                "PFADD h",
+                "PFADD h d",
+                "PFADD empty",
+                "PFADD empty",
+                "PFMERGE h2 h",
+                "PFMERGE h2 h",
+                "PFMERGE h3",
+                "SET str x",
+                "PFADD str a",
+                "PFMERGE str h",
+                "PFCOUNT h",
+            ]
+        ),
+        [
+            "h new",
+            "h pfadd",
+            "h pfadd",
+            "empty new",
+            "empty pfadd",
+            "h2 new",
+            "h2 pfadd",
+            "h2 pfadd",
+            "h3 new",
+            "h3 pfadd",
+            "str new",
+            "str set",
+        ]
+    );
+}
+
+#[test]
+fn bit_commands_notify_as_redis_does() {
+    assert_eq!(
+        events(
+            "KAn",
+            &[
+                "SETBIT b 7 1",
+                "SETBIT b 7 1",
+                "SETBIT b 7 0",
+                "SETBIT b 100 0",
+                "SETBIT b 100 0",
+                "SETBIT b 2 2",
+                "BITFIELD b GET u8 0",
+                "BITFIELD b SET u8 0 0",
+                "BITFIELD b SET u8 0 255",
+                "BITFIELD b OVERFLOW FAIL INCRBY u8 0 1",
+                "BITFIELD b INCRBY u8 0 1",
+                "BITFIELD nf OVERFLOW FAIL INCRBY u2 0 9",
+                "BITFIELD nb SET u8 0 0",
+                "BITFIELD nb SET u8 0 0",
+                "BITOP OR dest b nb",
+                "BITOP OR dest b nb",
+                "BITOP AND dest nosuch",
+                "BITOP AND dest nosuch",
+                "BITOP NOT dest b",
+            ]
+        ),
+        [
+            "b new",
+            "b setbit",
+            "b setbit",
+            "b setbit",
+            "b setbit",
+            "b setbit",
+            "nf new",
+            "nb new",
+            "nb setbit",
+            "dest new",
+            "dest set",
+            "dest set",
+            "dest del",
+            "dest new",
+            "dest set",
+        ]
+    );
+}
+
+/// `RESTORE target ttl <DUMP of source> options…`: the payload is binary, so it is passed
+/// whole rather than through [`Node::s`].
+fn restore_dump_of(node: &mut Node, source: &str, target: &str, ttl: &str, options: &[&str]) {
+    let tandem_redis::resp::Value::Bulk(payload) = node.cmd(&[b"DUMP", source.as_bytes()]) else {
+        panic!("{source} has no payload");
+    };
+    let mut args: Vec<&[u8]> = vec![b"RESTORE", target.as_bytes(), ttl.as_bytes(), &payload];
+    args.extend(options.iter().map(|option| option.as_bytes()));
+    node.cmd(&args);
+}
+
+#[test]
+fn restore_notifies_as_redis_does() {
+    let mut node = Node::new(DB);
+    node.keyspace_events("KAn", &[]);
+    for line in ["SET s v", "ZADD z 1 a", "XADD x 1-1 f v"] {
+        node.s(line);
+    }
+    restore_dump_of(&mut node, "s", "s2", "0", &[]);
+    restore_dump_of(&mut node, "z", "z2", "0", &[]);
+    restore_dump_of(&mut node, "x", "x2", "0", &[]);
+    // A key that exists is refused without REPLACE.
+    restore_dump_of(&mut node, "z", "z2", "0", &[]);
+    // Replaced, the key is new all the same (Redis deletes it, then adds it).
+    restore_dump_of(&mut node, "z", "z2", "0", &["REPLACE"]);
+    restore_dump_of(&mut node, "s", "z2", "1000000", &["REPLACE"]);
+    // A time already past deletes what REPLACE replaces, and creates nothing.
+    restore_dump_of(&mut node, "s", "z2", "1", &["REPLACE", "ABSTTL"]);
+    restore_dump_of(&mut node, "s", "z2", "1", &["REPLACE", "ABSTTL"]);
+    restore_dump_of(&mut node, "s", "gone", "1", &["ABSTTL"]);
+    node.s("RESTORE bad 0 notapayload");
+    let keyspace: Vec<String> = node
+        .events()
+        .into_iter()
+        .filter_map(|line| line.strip_prefix("__keyspace@0__:").map(str::to_owned))
+        .collect();
+    assert_eq!(
+        keyspace,
+        [
+            "s new",
+            "s set",
+            "z new",
+            "z zadd",
+            "x new",
+            "x xadd",
+            "s2 new",
+            "s2 restore",
+            "z2 new",
+            "z2 restore",
+            "x2 new",
+            "x2 restore",
+            "z2 new",
+            "z2 restore",
+            "z2 new",
+            "z2 restore",
+            "z2 del",
+        ]
+    );
+}
+
+/// An empty result deletes a storing command's destination with Redis's `dbDelete`, which
+/// does not look at the expiry: a key whose time has passed goes as `del`. `RESTORE …
+/// REPLACE` deletes it the same way, telling nothing of it; a result that is stored finds
+/// the old key as any write does, and it expires first.
+#[test]
+fn an_expired_destination_is_deleted_as_redis_deletes_it() {
+    let mut node = Node::new(DB);
+    let setup = [
+        "SET s v",
+        "ZADD z 1 a",
+        "SET r v PX 50",
+        "SET u v PX 50",
+        "SET b v PX 50",
+        "SET o v PX 50",
+        "SET g v PX 50",
+        "SET n v PX 50",
+    ];
+    node.keyspace_events("KA", &setup);
+    node.advance(200);
+    restore_dump_of(&mut node, "z", "r", "0", &["REPLACE"]);
+    for line in [
+        "ZUNIONSTORE u 1 nosuch",
+        "BITOP AND b nosuch",
+        "SORT nosuch STORE o",
+        "GEOSEARCHSTORE g nosuch FROMLONLAT 0 0 BYRADIUS 1 km",
+        "ZUNIONSTORE n 1 z",
+    ] {
+        node.s(line);
+    }
+    let keyspace: Vec<String> = node
+        .events()
+        .into_iter()
+        .filter_map(|line| line.strip_prefix("__keyspace@0__:").map(str::to_owned))
+        .collect();
+    assert_eq!(
+        keyspace,
+        [
+            "r restore",
+            "u del",
+            "b del",
+            "o del",
+            "g del",
+            "n expired",
+            "n zunionstore",
+        ]
+    );
+}

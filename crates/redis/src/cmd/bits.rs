@@ -11,6 +11,7 @@
 use super::strings::{Ttl, get_string, lengthen, put};
 use super::{CmdError, Command, Ctx, Read, STRING_LEN_MAX, Write, arg, data};
 use crate::db::Key;
+use crate::notify::EventClass;
 use crate::num;
 use crate::resp::{Argv, ReplyWriter};
 
@@ -74,6 +75,7 @@ pub fn setbit(
         let txn = ctx.txn();
         txn.set_range(key.string_at() + byte, 1)[0] = new_byte;
         layout.touch(txn, &key);
+        ctx.notify(EventClass::String, "setbit", name);
     } else {
         // Redis makes the string a raw copy of its own even when no bit changes.
         super::dump::mark(ctx, name, crate::db::EncodingMark::Large);
@@ -336,13 +338,12 @@ pub fn bitop(
     let result = combine(op, sources.iter().map(|key| bytes_of(ctx, key)));
     let target = arg(argv, 2);
     if result.is_empty() {
-        if let Some(found) = ctx.find_for_write(target) {
-            ctx.delete(&found);
-        }
+        super::keys::delete_destination(ctx, target);
     } else {
         put(ctx, target, &result, Ttl::Clear)?;
         // Redis stores the result as a raw string object.
         super::dump::mark(ctx, target, crate::db::EncodingMark::Large);
+        ctx.notify(EventClass::String, "set", target);
     }
     out.integer(result.len() as i64);
     Ok(())
@@ -542,6 +543,7 @@ fn bitfield_generic(
     if changed {
         let layout = ctx.layout;
         layout.touch(ctx.txn(), &key);
+        ctx.notify(EventClass::String, "setbit", name);
     }
     Ok(())
 }

@@ -26,6 +26,7 @@
 use super::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::db::{EncodingMark, Key, Kind};
 use crate::mem::Mem;
+use crate::notify::EventClass;
 use crate::num;
 use crate::params::Thresholds;
 use crate::rdb::{self, Encoding, Value};
@@ -243,8 +244,15 @@ pub fn restore(
         return Err(CmdError::fixed("ERR Invalid TTL value, must be >= 0"));
     }
     let (value, _) = rdb::parse(arg(argv, 3)).map_err(|refusal| CmdError::fixed(refusal.text()))?;
-    if let Some(old) = ctx.find_for_write(name) {
-        ctx.delete(&old);
+    // `REPLACE` deletes the old key as Redis's `dbDelete` does, expired or not, telling
+    // nothing; without it only an expired key can be there, which goes as `expired`.
+    let replaced = if options.replace {
+        ctx.layout.find_any(&ctx.access, name)
+    } else {
+        ctx.find_for_write(name)
+    };
+    if let Some(old) = &replaced {
+        ctx.delete(old);
     }
     let expire_at_ms = match ttl {
         0 => 0,
@@ -254,6 +262,9 @@ pub fn restore(
     };
     // A time already past creates nothing (the old value, with REPLACE, is gone), as Redis.
     if expire_at_ms != 0 && expire_at_ms <= ctx.now_ms as i64 {
+        if replaced.is_some() {
+            ctx.notify(EventClass::Generic, "del", name);
+        }
         out.ok();
         return Ok(());
     }
@@ -263,6 +274,7 @@ pub fn restore(
         let key = ctx.find_for_write(name).expect("the key was just restored");
         layout.set_expire(ctx.txn(), &key, expire_at_ms as u64)?;
     }
+    ctx.notify(EventClass::Generic, "restore", name);
     out.ok();
     Ok(())
 }

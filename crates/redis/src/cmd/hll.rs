@@ -25,6 +25,7 @@
 use super::strings::{Ttl, put};
 use super::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::db::Kind;
+use crate::notify::EventClass;
 use crate::resp::{Argv, ReplyWriter};
 
 pub static COMMANDS: &[Command] = &[
@@ -489,6 +490,7 @@ pub fn pfadd(
         invalidate_cache(&mut value);
         put(ctx, key, &value, Ttl::Keep)?;
         super::dump::mark(ctx, key, crate::db::EncodingMark::Large);
+        ctx.notify(EventClass::String, "pfadd", key);
     }
     out.integer(i64::from(updated));
     Ok(())
@@ -564,6 +566,8 @@ pub fn pfmerge(
     invalidate_cache(&mut value);
     put(ctx, arg(argv, 1), &value, Ttl::Keep)?;
     super::dump::mark(ctx, arg(argv, 1), crate::db::EncodingMark::Large);
+    // Redis tells a merge as an add of many elements, whether or not a register rose.
+    ctx.notify(EventClass::String, "pfadd", arg(argv, 1));
     out.ok();
     Ok(())
 }

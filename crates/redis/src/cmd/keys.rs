@@ -49,6 +49,17 @@ pub fn del(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Res
     Ok(())
 }
 
+/// Deletes the destination of a storing command whose result is empty (`ZUNIONSTORE`,
+/// `SORT … STORE`, `BITOP`, …) and publishes `del` if there was a key. Redis deletes it with
+/// `dbDelete`, which does not look at the expiry, so a key whose time has passed goes as
+/// `del` too, not as `expired`.
+pub(super) fn delete_destination(ctx: &mut Ctx<'_, '_>, key: &[u8]) {
+    if let Some(found) = ctx.layout.find_any(&ctx.access, key) {
+        ctx.delete(&found);
+        ctx.notify(EventClass::Generic, "del", key);
+    }
+}
+
 pub fn exists(
     ctx: &mut Ctx<'_, '_>,
     argv: &Argv,

@@ -26,6 +26,7 @@ use std::cmp::Ordering;
 
 use super::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::db::{EncodingMark, Key, Kind};
+use crate::notify::EventClass;
 use crate::num;
 use crate::resp::{Argv, ReplyWriter};
 
@@ -420,7 +421,8 @@ fn answer(ctx: &Ctx<'_, '_>, chosen: &[Vec<u8>], gets: &[&[u8]], out: &mut Reply
 }
 
 /// Replaces `destination` with a list of `chosen` (or of their `GET` values, empty when
-/// missing), or deletes it if that list would be empty; answers the list's length.
+/// missing) and publishes `sortstore` (a list event, as in Redis), or deletes it if that
+/// list would be empty; answers the list's length.
 fn store(
     ctx: &mut Ctx<'_, '_>,
     chosen: &[Vec<u8>],
@@ -439,13 +441,12 @@ fn store(
             .collect()
     };
     if values.is_empty() {
-        if let Some(old) = ctx.find_for_write(destination) {
-            ctx.delete(&old);
-        }
+        super::keys::delete_destination(ctx, destination);
         return Ok(0);
     }
     let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
     super::lists::store(ctx, destination, &values)?;
+    ctx.notify(EventClass::List, "sortstore", destination);
     Ok(values.len())
 }
 

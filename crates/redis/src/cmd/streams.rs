@@ -66,6 +66,7 @@ use super::blocking::{self, BLOCK_OPTION};
 use super::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::db::{Key, Kind, Layout};
 use crate::mem::Mem;
+use crate::notify::EventClass;
 use crate::resp::{Argv, Proto, ReplyWriter};
 use crate::wire::Waiting;
 
@@ -395,7 +396,8 @@ fn get_stream(ctx: &Ctx<'_, '_>, name: &[u8]) -> Result<Option<Key>, CmdError> {
     ctx.find_typed(name, Kind::Stream)
 }
 
-/// Stream `name` for a write (the caller checked its type), created empty if missing.
+/// Stream `name` for a write (the caller checked its type), created empty if missing (a
+/// new key to Redis: `new` is published).
 fn stream_for_write(ctx: &mut Ctx<'_, '_>, name: &[u8]) -> Result<Key, CmdError> {
     if let Some(key) = ctx.find_for_write(name) {
         assert_eq!(key.kind(), Kind::Stream, "the caller checked the type");
@@ -406,6 +408,7 @@ fn stream_for_write(ctx: &mut Ctx<'_, '_>, name: &[u8]) -> Result<Key, CmdError>
     let stream = Stream::create(txn, &layout)?;
     let key = layout.create(txn, name, Kind::Stream, 0)?;
     layout.set_value(txn, &key, stream.root as u64);
+    ctx.notify(EventClass::New, "new", name);
     Ok(ctx.find_for_write(name).expect("a stream just created"))
 }
 
@@ -568,8 +571,11 @@ pub fn xadd(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
     let layout = ctx.layout;
     let stream = Stream::of(&key);
     stream.append(ctx.txn(), &layout, id, &fields)?;
-    if let Some(trim) = args.trim {
-        stream.trim(ctx.txn(), &layout, &trim);
+    ctx.notify(EventClass::Stream, "xadd", name);
+    if let Some(trim) = args.trim
+        && stream.trim(ctx.txn(), &layout, &trim) > 0
+    {
+        ctx.notify(EventClass::Stream, "xtrim", name);
     }
     changed(ctx, &key);
     reply_id(out, id);
@@ -723,6 +729,7 @@ pub fn xdel(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
             stream.refresh_first_id(txn);
         }
         changed(ctx, &key);
+        ctx.notify(EventClass::Stream, "xdel", arg(argv, 1));
     }
     out.integer(deleted);
     Ok(())
@@ -746,6 +753,7 @@ pub fn xtrim(
     let deleted = Stream::of(&key).trim(ctx.txn(), &layout, &trim);
     if deleted > 0 {
         changed(ctx, &key);
+        ctx.notify(EventClass::Stream, "xtrim", arg(argv, 1));
     }
     out.integer(deleted as i64);
     Ok(())

@@ -86,6 +86,7 @@ use crate::db::{Key, Kind, Layout};
 use crate::dict::{self, DICT_HEADER_BYTES, Dict, Found, LINK_BYTES, Link};
 use crate::glob;
 use crate::mem::{Mem, set_word};
+use crate::notify::EventClass;
 use crate::num;
 use crate::resp::{Argv, Proto, ReplyWriter};
 
@@ -1065,11 +1066,19 @@ fn write_entries(mem: &impl Mem, out: &mut ReplyWriter<'_>, entries: &[usize], s
 // Writing a set.
 
 /// The sorted set `name` (type-checked by the caller) for a write, created empty if
-/// missing; the caller adds to a created one.
+/// missing (a new key to Redis: `new` is published); the caller adds to a created one.
 fn open_or_create(ctx: &mut Ctx<'_, '_>, name: &[u8]) -> Result<(Key, ZSet), CmdError> {
     if let Some(key) = ctx.find_for_write(name) {
         return Ok((key, ZSet::of(&key)));
     }
+    let created = create_empty(ctx, name)?;
+    ctx.notify(EventClass::New, "new", name);
+    Ok(created)
+}
+
+/// Creates the empty sorted set `name` (which does not exist), telling no one: the caller
+/// knows whether Redis would call the key new.
+fn create_empty(ctx: &mut Ctx<'_, '_>, name: &[u8]) -> Result<(Key, ZSet), CmdError> {
     let layout = ctx.layout;
     let txn = ctx.txn();
     let key = layout.create(txn, name, Kind::ZSet, 0)?;
@@ -1079,7 +1088,9 @@ fn open_or_create(ctx: &mut Ctx<'_, '_>, name: &[u8]) -> Result<(Key, ZSet), Cmd
 }
 
 /// Records a change to `key`'s set: its count and version, or its deletion once empty.
-fn finish(ctx: &mut Ctx<'_, '_>, key: &Key, zset: ZSet) {
+/// Returns whether it deleted the key, which the caller publishes (`del`) after its own
+/// event, as Redis does.
+fn finish(ctx: &mut Ctx<'_, '_>, key: &Key, zset: ZSet) -> bool {
     let layout = ctx.layout;
     let txn = ctx.txn();
     let len = zset.len(txn);
@@ -1090,9 +1101,19 @@ fn finish(ctx: &mut Ctx<'_, '_>, key: &Key, zset: ZSet) {
             ..*key
         };
         ctx.delete(&key);
-    } else {
-        layout.set_value_len(txn, key, len);
-        layout.touch(txn, key);
+        return true;
+    }
+    layout.set_value_len(txn, key, len);
+    layout.touch(txn, key);
+    false
+}
+
+/// Publishes `event` for a removal from sorted set `name`, then `del` if it emptied the
+/// key (`deleted`), in Redis's order.
+fn notify_removal(ctx: &mut Ctx<'_, '_>, name: &[u8], event: &str, deleted: bool) {
+    ctx.notify(EventClass::ZSet, event, name);
+    if deleted {
+        ctx.notify(EventClass::Generic, "del", name);
     }
 }
 
@@ -1177,25 +1198,66 @@ fn add(
     }
     if outcome.added + outcome.updated > 0 {
         finish(ctx, &key, zset);
+        let event = if flags.incr { "zincr" } else { "zadd" };
+        ctx.notify(EventClass::ZSet, event, name);
     }
     Ok(outcome)
 }
 
-/// Creates the sorted set `name` (which does not exist) holding `pairs` (distinct members).
+/// Creates the sorted set `name` (which does not exist, so it is new) holding `pairs`
+/// (distinct members).
 fn create_with(
     ctx: &mut Ctx<'_, '_>,
     name: &[u8],
     pairs: &[(Vec<u8>, f64)],
 ) -> Result<(), CmdError> {
-    let (key, mut zset) = open_or_create(ctx, name)?;
+    let (key, zset) = open_or_create(ctx, name)?;
+    insert_all(ctx, &key, zset, pairs)
+}
+
+/// Adds `pairs` (distinct members, none in it) to the sorted set `key`, just created.
+fn insert_all(
+    ctx: &mut Ctx<'_, '_>,
+    key: &Key,
+    mut zset: ZSet,
+    pairs: &[(Vec<u8>, f64)],
+) -> Result<(), CmdError> {
     let layout = ctx.layout;
     let txn = ctx.txn();
     let seed = layout.seed(txn);
     for (member, score) in pairs {
         let hash = dict::hash(seed, member);
-        zset = zset.insert(txn, &layout, &key, *score, member, hash)?;
+        zset = zset.insert(txn, &layout, key, *score, member, hash)?;
     }
-    finish(ctx, &key, zset);
+    finish(ctx, key, zset);
+    Ok(())
+}
+
+/// Stores the result of a storing command (`ZUNIONSTORE`, `ZRANGESTORE`, `GEOSEARCHSTORE`,
+/// …): `name` becomes a sorted set of `pairs` (distinct members) in place of whatever it
+/// held, as Redis's `setKey`, and `event` is published; an empty result deletes `name`
+/// instead. Only a key that did not exist is new: an overwritten one is not
+/// (`dbOverwrite`).
+fn replace_with(
+    ctx: &mut Ctx<'_, '_>,
+    name: &[u8],
+    pairs: &[(Vec<u8>, f64)],
+    event: &str,
+) -> Result<(), CmdError> {
+    if pairs.is_empty() {
+        super::keys::delete_destination(ctx, name);
+        return Ok(());
+    }
+    let old = ctx.find_for_write(name);
+    if let Some(old) = &old {
+        ctx.delete(old);
+    }
+    let (key, zset) = create_empty(ctx, name)?;
+    if old.is_none() {
+        ctx.notify(EventClass::New, "new", name);
+    }
+    insert_all(ctx, &key, zset, pairs)?;
+    ctx.notify(EventClass::ZSet, event, name);
     Ok(())
 }
 
@@ -1297,7 +1359,8 @@ pub fn zrem(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         }
     }
     if removed > 0 {
-        finish(ctx, &key, zset);
+        let deleted = finish(ctx, &key, zset);
+        notify_removal(ctx, name, "zrem", deleted);
     }
     out.integer(removed);
     Ok(())
@@ -1601,13 +1664,7 @@ pub fn zrangestore(
         None => Vec::new(),
     };
     // The destination is replaced whatever its type, and deleted by an empty result.
-    let destination = arg(argv, 1);
-    if let Some(old) = ctx.find_for_write(destination) {
-        ctx.delete(&old);
-    }
-    if !pairs.is_empty() {
-        create_with(ctx, destination, &pairs)?;
-    }
+    replace_with(ctx, arg(argv, 1), &pairs, "zrangestore")?;
     out.integer(pairs.len() as i64);
     Ok(())
 }
@@ -1641,7 +1698,9 @@ pub(super) fn pop_members(
     // The popped entries are one run: from the first for ZPOPMIN, up to the last for ZPOPMAX.
     let first = if max { run_start } else { zset.first(txn) };
     zset.remove_run(txn, &layout.alloc, first, popped);
-    finish(ctx, &key, zset);
+    let deleted = finish(ctx, &key, zset);
+    // The blocking pops (`BZPOPMIN`, …) pop here too, and tell the same, as in Redis.
+    notify_removal(ctx, name, if max { "zpopmax" } else { "zpopmin" }, deleted);
     pairs
 }
 
@@ -1887,7 +1946,13 @@ fn remrange_generic(
         let key = ctx.find_for_write(name).expect("a live key stays live");
         let layout = ctx.layout;
         zset.remove_run(ctx.txn(), &layout.alloc, first, entries.len() as u64);
-        finish(ctx, &key, zset);
+        let deleted = finish(ctx, &key, zset);
+        let event = match by {
+            RangeBy::Rank => "zremrangebyrank",
+            RangeBy::Score => "zremrangebyscore",
+            RangeBy::Lex => "zremrangebylex",
+        };
+        notify_removal(ctx, name, event, deleted);
     }
     out.integer(entries.len() as i64);
     Ok(())

@@ -9,6 +9,7 @@ use super::{
     subcommand_syntax,
 };
 use crate::cmd::{CmdError, Ctx, arg, subcommand_error};
+use crate::notify::EventClass;
 use crate::resp::{Argv, ReplyWriter};
 
 /// What `XGROUP CREATE` and `SETID` read after their ID.
@@ -146,6 +147,7 @@ fn run_subcommand(
             };
             let group = group.expect("SETID found its group");
             group.set_cursor(ctx.txn(), id, entries_read);
+            ctx.notify(EventClass::Stream, "xgroup-setid", name);
             out.ok();
         }
         b"DESTROY" => {
@@ -153,6 +155,7 @@ fn run_subcommand(
                 (Some(stream), Some(group)) => {
                     let layout = ctx.layout;
                     groups::destroy(ctx.txn(), &layout, stream, group);
+                    ctx.notify(EventClass::Stream, "xgroup-destroy", name);
                     1
                 }
                 _ => 0,
@@ -166,6 +169,7 @@ fn run_subcommand(
             if created {
                 let (layout, now_ms) = (ctx.layout, ctx.now_ms as i64);
                 groups::create_consumer(ctx.txn(), &layout, group, consumer, now_ms)?;
+                ctx.notify(EventClass::Stream, "xgroup-createconsumer", name);
             }
             out.integer(i64::from(created));
         }
@@ -174,7 +178,9 @@ fn run_subcommand(
             let pending = match group.find_consumer(&ctx.access, arg(argv, 4)) {
                 Some(consumer) => {
                     let layout = ctx.layout;
-                    groups::delete_consumer(ctx.txn(), &layout, group, consumer)
+                    let pending = groups::delete_consumer(ctx.txn(), &layout, group, consumer);
+                    ctx.notify(EventClass::Stream, "xgroup-delconsumer", name);
+                    pending
                 }
                 None => 0,
             };
@@ -205,6 +211,7 @@ fn create_group(
     if created {
         super::changed(ctx, &key);
     }
+    ctx.notify(EventClass::Stream, "xgroup-create", name);
     Ok(())
 }
 
@@ -267,6 +274,7 @@ pub fn xsetid(
         meta.set_max_deleted_id(max_deleted);
     }
     stream.set_meta(txn, &meta);
+    ctx.notify(EventClass::Stream, "xsetid", arg(argv, 1));
     out.ok();
     Ok(())
 }

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::cmd::{CmdError, Ctx, arg};
 use crate::db::Layout;
+use crate::notify::EventClass;
 use crate::resp::{Argv, Proto, ReplyWriter};
 use crate::wire::Waiting;
 use tandem_memory::Txn;
@@ -57,7 +58,8 @@ pub fn xreadgroup(
         reply.bulk(args.keys[i]);
         let (layout, now_ms) = (ctx.layout, ctx.now_ms as i64);
         let txn = ctx.txn();
-        let consumer = groups::consumer_seen(txn, &layout, group, consumer_name, now_ms)?;
+        let (consumer, created) =
+            groups::consumer_seen(txn, &layout, group, consumer_name, now_ms)?;
         let start = after.next().expect("an ID below the greatest");
         let read = Read {
             stream,
@@ -69,6 +71,9 @@ pub fn xreadgroup(
         match from {
             ReadFrom::New => read.new_entries(txn, &layout, start, args.noack, &mut reply)?,
             ReadFrom::History(_) => read.history(txn, start, &mut reply),
+        }
+        if created {
+            ctx.notify(EventClass::Stream, "xgroup-createconsumer", args.keys[i]);
         }
         served.push(i);
     }
@@ -359,6 +364,7 @@ pub fn xclaim(
         group,
         name: arg(argv, 3),
         consumer: None,
+        created: false,
         now_ms,
         justid: options.justid,
     };
@@ -369,6 +375,7 @@ pub fn xclaim(
         }
     }
     claim.reply(txn, out, &claimed);
+    claim.notify(ctx, arg(argv, 1));
     Ok(())
 }
 
@@ -378,6 +385,8 @@ struct Claim<'a> {
     group: Group,
     name: &'a [u8],
     consumer: Option<Consumer>,
+    /// Whether the claim created its consumer, which the command publishes once done.
+    created: bool,
     now_ms: i64,
     justid: bool,
 }
@@ -387,9 +396,19 @@ impl Claim<'_> {
         if let Some(consumer) = self.consumer {
             return Ok(consumer);
         }
-        let consumer = groups::consumer_seen(txn, layout, self.group, self.name, self.now_ms)?;
+        let (consumer, created) =
+            groups::consumer_seen(txn, layout, self.group, self.name, self.now_ms)?;
         self.consumer = Some(consumer);
+        self.created = created;
         Ok(consumer)
+    }
+
+    /// Publishes the creation of the claim's consumer, if it made one: the claim's only
+    /// event, so telling it once the entries are claimed keeps Redis's order.
+    fn notify(&self, ctx: &mut Ctx<'_, '_>, key: &[u8]) {
+        if self.created {
+            ctx.notify(EventClass::Stream, "xgroup-createconsumer", key);
+        }
     }
 
     /// Claims entry `id` for `XCLAIM` if it is pending (or `FORCE`d) and idle at least
@@ -520,6 +539,7 @@ pub fn xautoclaim(
         group,
         name: arg(argv, 3),
         consumer: None,
+        created: false,
         now_ms,
         justid,
     };
@@ -568,5 +588,6 @@ pub fn xautoclaim(
     for id in deleted {
         reply_id(out, id);
     }
+    claim.notify(ctx, arg(argv, 1));
     Ok(())
 }

@@ -248,20 +248,21 @@ pub fn create_consumer(
 }
 
 /// Consumer `name` of `group`, seen now (Redis's `streamLookupConsumer`, then
-/// `streamCreateConsumer` if it is missing).
+/// `streamCreateConsumer` if it is missing), and whether it was created: the caller
+/// publishes that (`xgroup-createconsumer`), as Redis's `streamCreateConsumer` does.
 pub fn consumer_seen(
     txn: &mut Txn<'_>,
     layout: &Layout,
     group: Group,
     name: &[u8],
     now_ms: i64,
-) -> Result<Consumer, OutOfMemory> {
+) -> Result<(Consumer, bool), OutOfMemory> {
     match group.find_consumer(txn, name) {
         Some(consumer) => {
             consumer.set_seen_ms(txn, now_ms);
-            Ok(consumer)
+            Ok((consumer, false))
         }
-        None => create_consumer(txn, layout, group, name, now_ms),
+        None => Ok((create_consumer(txn, layout, group, name, now_ms)?, true)),
     }
 }
 

@@ -17,7 +17,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::{ZSet, create_with, member_of, score_of, write_pairs};
+use super::{ZSet, member_of, replace_with, score_of, write_pairs};
 use crate::cmd::{CmdError, Ctx, arg, sets};
 use crate::db::{Key, Kind};
 use crate::mem::Mem;
@@ -331,13 +331,12 @@ fn store(
 ) -> Result<(), CmdError> {
     let mut request = parse(ctx, argv, 2, op, false)?;
     let pairs = compute(ctx, &mut request, op);
-    let destination = arg(argv, 1);
-    if let Some(old) = ctx.find_for_write(destination) {
-        ctx.delete(&old);
-    }
-    if !pairs.is_empty() {
-        create_with(ctx, destination, &pairs)?;
-    }
+    let event = match op {
+        Op::Union => "zunionstore",
+        Op::Inter => "zinterstore",
+        Op::Diff => "zdiffstore",
+    };
+    replace_with(ctx, arg(argv, 1), &pairs, event)?;
     out.integer(pairs.len() as i64);
     Ok(())
 }

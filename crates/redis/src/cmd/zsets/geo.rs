@@ -9,7 +9,7 @@
 //! a storing search writes only after everything is read.
 
 use super::geohash::{self, Shape, ShapeKind};
-use super::{AddFlags, ZSet, add, create_with, member_of, read_zset, score_of};
+use super::{AddFlags, ZSet, add, member_of, read_zset, replace_with, score_of};
 use crate::cmd::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::mem::Mem;
 use crate::num;
@@ -607,9 +607,7 @@ fn georadius_generic(
     let Some(zset) = zset else {
         match o.store {
             Some(destination) => {
-                if let Some(old) = ctx.find_for_write(destination) {
-                    ctx.delete(&old);
-                }
+                crate::cmd::keys::delete_destination(ctx, destination);
                 out.integer(0);
             }
             None => out.array(0),
@@ -619,7 +617,14 @@ fn georadius_generic(
     let found = found_points(ctx, zset, &mut o);
     match o.store {
         None => answer(out, &o, &found),
-        Some(destination) => store(ctx, out, destination, o.store_dist, &found)?,
+        Some(destination) => {
+            let event = if variant.is_search() {
+                "geosearchstore"
+            } else {
+                "georadiusstore"
+            };
+            store(ctx, out, (destination, event), o.store_dist, &found)?;
+        }
     }
     Ok(())
 }
@@ -768,11 +773,12 @@ fn answer(out: &mut ReplyWriter<'_>, o: &Options<'_>, found: &[Point]) {
 }
 
 /// A storing search: `destination` replaced by a sorted set of what was found (scored by
-/// geohash or, for `STOREDIST`, by distance), or deleted if nothing was.
+/// geohash or, for `STOREDIST`, by distance) and `event` published, or deleted if nothing
+/// was.
 fn store(
     ctx: &mut Ctx<'_, '_>,
     out: &mut ReplyWriter<'_>,
-    destination: &[u8],
+    (destination, event): (&[u8], &str),
     by_distance: bool,
     found: &[Point],
 ) -> Result<(), CmdError> {
@@ -787,12 +793,7 @@ fn store(
             (point.member.clone(), score)
         })
         .collect();
-    if let Some(old) = ctx.find_for_write(destination) {
-        ctx.delete(&old);
-    }
-    if !pairs.is_empty() {
-        create_with(ctx, destination, &pairs)?;
-    }
+    replace_with(ctx, destination, &pairs, event)?;
     out.integer(pairs.len() as i64);
     Ok(())
 }
