@@ -426,3 +426,34 @@ fn an_image_of_the_layout_before_functions_is_refused() {
     let refused = model.check(&node.replica).unwrap_err();
     assert_eq!(refused.check, "the segment holds a Redis database");
 }
+
+/// A function may read the globals' metatable but never change it, nor give the globals a new
+/// one, in Redis's words (redis-server 7.0.15 answers these two calls so).
+#[test]
+fn a_function_cannot_change_the_globals_metatable() {
+    let mut node = Node::new(DB);
+    let library = "#!lua name=tricks\n\
+        redis.register_function('index', function(KEYS, ARGV)\n\
+        local g = getmetatable(_G)\n\
+        g.__index = {}\n\
+        end)\n\
+        redis.register_function('replace', function(KEYS, ARGV)\n\
+        setmetatable(_G, {})\n\
+        end)";
+    assert_eq!(load(&mut node, library), Value::Bulk(b"tricks".to_vec()));
+    assert_eq!(
+        fcall(&mut node, "index", &[], &[]),
+        Value::Error(
+            b"ERR user_function:4: Attempt to modify a readonly table script: index, on \
+              @user_function:4."
+                .to_vec()
+        )
+    );
+    assert_eq!(
+        fcall(&mut node, "replace", &[], &[]),
+        Value::Error(
+            b"ERR Attempt to modify a readonly table script: replace, on @user_function:7."
+                .to_vec()
+        )
+    );
+}

@@ -1826,7 +1826,8 @@ end
 /// The prelude's last lines: what the libraries' part of the sandbox (`library::PRELUDE`,
 /// loaded on a node's first library) needs of the prelude's own.
 const PRELUDE_END: &str = "local function library_parts() return {G = G, redis = redis, \
-    readonly = readonly, refuse_write = refuse_write, raw_pcall = raw_pcall, setfenv = setfenv} end
+    readonly = readonly, refuse_write = refuse_write, protect = protect, raw_pcall = raw_pcall, \
+    setfenv = setfenv} end
 return new_env, runner, redis, library_parts
 ";
 

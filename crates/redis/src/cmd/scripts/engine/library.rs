@@ -254,7 +254,7 @@ fn load_error_text(lua: &mlua::Lua, err: Value) -> String {
 const PRELUDE: &str = r##"
 local parts, functions_max = ...
 local G, redis, readonly, refuse_write = parts.G, parts.redis, parts.readonly, parts.refuse_write
-local raw_pcall, setfenv = parts.raw_pcall, parts.setfenv
+local raw_pcall, setfenv, protect = parts.raw_pcall, parts.setfenv, parts.protect
 local next, tostring, type, error, select, setmetatable =
       next, tostring, type, error, select, setmetatable
 local string_lower, string_byte = string.lower, string.byte
@@ -397,8 +397,9 @@ local library_meta = {
     error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
   end,
   __newindex = refuse_write,
-  __metatable = false,
 }
+-- getmetatable(_G) in a function shows a read-only view, as in a script (engine.rs).
+library_meta.__metatable = protect(library_meta)
 local function load_library(chunk)
   local env = setmetatable({}, library_meta)
   readonly[env] = true
