@@ -454,16 +454,18 @@ pub fn format(param: &Param, word: u64) -> String {
         ParamKind::Integer { .. } | ParamKind::Memory { .. } => (word as i64).to_string(),
         ParamKind::Choice(names) => names[word as usize].to_owned(),
         ParamKind::KeyspaceEvents => {
-            let mut text = String::new();
+            // As `keyspaceEventsFlagsToString`: 'A', or the classes it stands for and 'n', then
+            // 'K', 'E' and 'm'. With 'A', Redis leaves 'n' out of the text (it keeps the flag).
             let all_bits = keyspace_events(KEYSPACE_EVENTS_ALL).expect("known classes");
-            let mut rest = word;
-            if word & all_bits == all_bits {
-                text.push('A');
-                rest &= !all_bits;
-            }
-            for (bit, class) in KEYSPACE_EVENT_CLASSES.iter().enumerate() {
-                if rest & (1 << bit) != 0 {
-                    text.push(char::from(*class));
+            let (first, classes): (&str, &[u8]) = if word & all_bits == all_bits {
+                ("A", b"KEm")
+            } else {
+                ("", b"g$lshzxetdnKEm")
+            };
+            let mut text = first.to_owned();
+            for &class in classes {
+                if word & keyspace_event_bit(class) != 0 {
+                    text.push(char::from(class));
                 }
             }
             text
@@ -474,6 +476,28 @@ pub fn format(param: &Param, word: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `CONFIG GET notify-keyspace-events` writes the flags as redis-server 7.0.15 wrote them
+    /// for each of these `CONFIG SET`s.
+    #[test]
+    fn keyspace_event_flags_read_back_as_redis_writes_them() {
+        for (set, got) in [
+            ("KEA", "AKE"),
+            ("AKEn", "AKE"),
+            ("nKE", "nKE"),
+            ("Km", "Km"),
+            ("mAn", "Am"),
+            ("gKE", "gKE"),
+            ("$lshzxeKE", "$lshzxeKE"),
+            ("EA", "AE"),
+            ("", ""),
+            ("d", "d"),
+            ("xn", "xn"),
+        ] {
+            let word = parse(&NOTIFY_KEYSPACE_EVENTS, set.as_bytes()).expect("valid flags");
+            assert_eq!(format(&NOTIFY_KEYSPACE_EVENTS, word), got, "{set}");
+        }
+    }
 
     #[test]
     fn memory_values_read_as_redis_reads_them() {

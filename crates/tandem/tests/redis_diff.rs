@@ -16,7 +16,9 @@
 //! called (`FCALL`, `FCALL_RO`),
 //! expiry times at and past the edges, `MULTI` blocks with failing commands and connection
 //! commands, `WATCH` with writes from a second connection (keys created and deleted again
-//! among them), and whole `SCAN`s. At the end the cluster's replicas must be identical.
+//! among them), and whole `SCAN`s. Every step's keyspace notifications (every class but the
+//! expiry cycle's `x`, heard by a subscriber of its own on each server) must be the same, in
+//! the same order. At the end the cluster's replicas must be identical.
 //!
 //! The first difference fails the test with the seed, the command, both replies and the
 //! commands before it. To look at one seed, or to list every difference instead of stopping
@@ -4928,7 +4930,28 @@ struct Server {
     address: SocketAddr,
     main: Conn,
     other: Conn,
+    /// Subscribed to every keyspace notification and to [`EVENTS_MARKER`].
+    listener: Conn,
+    /// Publishes [`EVENTS_MARKER`] after each step.
+    marker: Conn,
     plant: Option<Plant>,
+    /// The keyspace notifications a seed turns on ([`EVENTS_FLAGS`], or a planted change).
+    events_flags: &'static str,
+}
+
+/// The keyspace notifications a seed turns on (every class but `x`, whose moments depend on
+/// each server's expiry cycle), and the channel whose message ends a step's notifications.
+const EVENTS_FLAGS: &str = "KEg$lshztn";
+const EVENTS_MARKER: &str = "tandem-diff-step";
+
+/// A connection subscribed to every keyspace notification and to [`EVENTS_MARKER`].
+fn keyspace_listener(address: SocketAddr) -> Conn {
+    let mut conn = Conn::connect(address);
+    let subscribe = command("PSUBSCRIBE", [b"__key*__:*".to_vec()]);
+    conn.call(&subscribe).expect("a pattern subscription");
+    let marker = command("SUBSCRIBE", [EVENTS_MARKER.as_bytes().to_vec()]);
+    conn.call(&marker).expect("a subscription");
+    conn
 }
 
 impl Server {
@@ -4938,7 +4961,43 @@ impl Server {
             address,
             main: Conn::connect(address),
             other: Conn::connect(address),
+            listener: keyspace_listener(address),
+            marker: Conn::connect(address),
             plant,
+            events_flags: EVENTS_FLAGS,
+        }
+    }
+
+    /// The keyspace notifications published since the last call, each as `CHANNEL MESSAGE`:
+    /// a message on [`EVENTS_MARKER`] is published from a connection of its own, and every
+    /// notification of what the other connections did before it comes first.
+    fn events(&mut self) -> Result<Vec<String>, String> {
+        let publish = command("PUBLISH", [EVENTS_MARKER.into(), b"end".to_vec()]);
+        self.marker.call(&publish)?;
+        let mut events = Vec::new();
+        loop {
+            let message = self.listener.read()?;
+            let Value::Array(parts) = &message else {
+                return Err(format!("the listener read {message}"));
+            };
+            match parts.as_slice() {
+                [
+                    Value::Bulk(kind),
+                    Value::Bulk(_),
+                    Value::Bulk(channel),
+                    Value::Bulk(payload),
+                ] if kind == b"pmessage" => {
+                    events.push(format!(
+                        "{} {}",
+                        String::from_utf8_lossy(channel),
+                        String::from_utf8_lossy(payload)
+                    ));
+                }
+                [Value::Bulk(kind), Value::Bulk(_), Value::Bulk(_)] if kind == b"message" => {
+                    return Ok(events);
+                }
+                _ => return Err(format!("the listener read {message}")),
+            }
         }
     }
 
@@ -4959,6 +5018,7 @@ impl Server {
     fn reconnect(&mut self) {
         self.main = Conn::connect(self.address);
         self.other = Conn::connect(self.address);
+        self.listener = keyspace_listener(self.address);
     }
 
     /// A whole `SCAN` with `options`: the keys it found, or the first reply that is not a
@@ -5227,7 +5287,8 @@ fn run_seed(seed: u64, a: &mut Server, b: &mut Server, now_ms: i64, keep_going: 
                     return Err(format!("{}: {flush:?} answered {flushed}", server.label));
                 }
             }
-            for (name, value) in seed_thresholds(seed) {
+            let events = ("notify-keyspace-events", server.events_flags);
+            for (name, value) in seed_thresholds(seed).into_iter().chain([events]) {
                 let set = command("CONFIG", [b"SET".to_vec(), name.into(), value.into()]);
                 let answered = server.call(&set, false)?;
                 if answered != Value::Simple(b"OK".to_vec()) {
@@ -5298,6 +5359,19 @@ fn run_seed(seed: u64, a: &mut Server, b: &mut Server, now_ms: i64, keep_going: 
                 let shown = format!("(whole scan) {}", show_args(&args));
                 (shown, same, found(ours), found(theirs))
             }
+        };
+        // The step's keyspace notifications, in order, must be the same too.
+        let (same, ours, theirs, allowed) = match (same, a.events(), b.events()) {
+            (true, Ok(x), Ok(y)) if x != y => {
+                let shown = |events: Vec<String>| Ok(Value::Simple(events.join(", ").into()));
+                (
+                    false,
+                    shown(x),
+                    shown(y),
+                    Some("(none: the keyspace notifications differ)"),
+                )
+            }
+            _ => (same, ours, theirs, allowed),
         };
         if !same {
             ran.differences.push(Difference {
@@ -5544,6 +5618,22 @@ fn the_driver_passes_two_redis_servers_and_catches_a_planted_difference() {
         assert!(report.contains("REDIS_DIFF_SEEDS="), "{report}");
         assert_ne!(found.ours, found.theirs, "{report}");
     }
+    // A server that leaves out one class of keyspace notifications (`n`, a key created) is
+    // caught at the first command that creates a key.
+    let mut a = Server::connect("first", first.address, None);
+    let mut b = Server::connect("planted", second.address, None);
+    b.events_flags = "KEg$lshzt";
+    let (differences, _) = run_seeds(0..1, &mut a, &mut b, false);
+    let found = differences
+        .first()
+        .expect("the planted keyspace notification difference went unseen");
+    assert_eq!(
+        found.allowed,
+        Some("(none: the keyspace notifications differ)"),
+        "{found}"
+    );
+    assert!(found.ours.contains("__keyevent@0__:new"), "{found}");
+    assert!(!found.theirs.contains("__keyevent@0__:new"), "{found}");
 }
 
 fn bulk(text: &str) -> Value {
