@@ -188,6 +188,16 @@ fn heard(node: &mut Node) -> Vec<String> {
         .collect()
 }
 
+/// The keys `lines` created, as the `new` events (flags `En`) a fresh node published name them.
+fn created_by(lines: &[&str]) -> Vec<String> {
+    let mut node = Node::new(DB);
+    node.keyspace_events("En", &[]);
+    for line in lines {
+        node.s(line);
+    }
+    created(&mut node)
+}
+
 /// The keys the `new` events published since last asked name (flags `En`).
 fn created(node: &mut Node) -> Vec<String> {
     node.events()
@@ -278,25 +288,23 @@ fn list_commands_notify_as_redis_does() {
 
 #[test]
 fn lists_are_new_when_created_not_when_overwritten() {
-    let mut node = Node::new(DB);
-    node.keyspace_events("En", &[]);
-    for line in [
-        "RPUSH a 1 2",
-        "RPUSH a 3",
-        "LPUSHX b 1",
-        "LMOVE a c LEFT LEFT",
-        "RPOPLPUSH a c",
-        "RPOPLPUSH a c",
-        "COPY c d",
-        "SORT c STORE e",
-        "SORT c STORE e",
-        "RPUSH f 1",
-        "LPOP f",
-        "RPUSH f 2",
-    ] {
-        node.s(line);
-    }
-    assert_eq!(created(&mut node), ["a", "c", "d", "e", "f", "f"]);
+    assert_eq!(
+        created_by(&[
+            "RPUSH a 1 2",
+            "RPUSH a 3",
+            "LPUSHX b 1",
+            "LMOVE a c LEFT LEFT",
+            "RPOPLPUSH a c",
+            "RPOPLPUSH a c",
+            "COPY c d",
+            "SORT c STORE e",
+            "SORT c STORE e",
+            "RPUSH f 1",
+            "LPOP f",
+            "RPUSH f 2",
+        ]),
+        ["a", "c", "d", "e", "f", "f"]
+    );
 }
 
 #[test]
@@ -429,23 +437,21 @@ fn set_commands_notify_as_redis_does() {
 
 #[test]
 fn sets_are_new_when_created_not_when_overwritten() {
-    let mut node = Node::new(DB);
-    node.keyspace_events("En", &[]);
-    for line in [
-        "SADD s a b",
-        "SADD s c",
-        "SMOVE s t a",
-        "SMOVE s t b",
-        "SADD x 1",
-        "SUNIONSTORE dst x",
-        "SUNIONSTORE dst x",
-        "SINTERSTORE dst nothing",
-        "SDIFFSTORE dst x",
-        "COPY x x2",
-    ] {
-        node.s(line);
-    }
-    assert_eq!(created(&mut node), ["s", "t", "x", "dst", "dst", "x2"]);
+    assert_eq!(
+        created_by(&[
+            "SADD s a b",
+            "SADD s c",
+            "SMOVE s t a",
+            "SMOVE s t b",
+            "SADD x 1",
+            "SUNIONSTORE dst x",
+            "SUNIONSTORE dst x",
+            "SINTERSTORE dst nothing",
+            "SDIFFSTORE dst x",
+            "COPY x x2",
+        ]),
+        ["s", "t", "x", "dst", "dst", "x2"]
+    );
 }
 
 #[test]
@@ -503,24 +509,22 @@ fn hash_commands_notify_as_redis_does() {
 
 #[test]
 fn hashes_are_new_when_created() {
-    let mut node = Node::new(DB);
-    node.keyspace_events("En", &[]);
-    for line in [
-        "HSET h a 1",
-        "HSET h b 2",
-        "HMSET h2 a 1",
-        "HINCRBY n f 1",
-        "HINCRBY n f 1",
-        "HINCRBYFLOAT m f 1",
-        "HSETNX k f v",
-        "HSETNX k f w",
-        "HDEL k f",
-        "HSETNX k f v",
-        "COPY h h3",
-    ] {
-        node.s(line);
-    }
-    assert_eq!(created(&mut node), ["h", "h2", "n", "m", "k", "k", "h3"]);
+    assert_eq!(
+        created_by(&[
+            "HSET h a 1",
+            "HSET h b 2",
+            "HMSET h2 a 1",
+            "HINCRBY n f 1",
+            "HINCRBY n f 1",
+            "HINCRBYFLOAT m f 1",
+            "HSETNX k f v",
+            "HSETNX k f w",
+            "HDEL k f",
+            "HSETNX k f v",
+            "COPY h h3",
+        ]),
+        ["h", "h2", "n", "m", "k", "k", "h3"]
+    );
 }
 
 #[test]
