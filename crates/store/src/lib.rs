@@ -31,7 +31,9 @@ mod watch;
 pub use dedup::{DEDUP_REPLY_INLINE_MAX, DedupEntry, DedupTable};
 pub use heap::{Heap, HeapFull, HeapStats};
 pub use model::{Compiled, DataModel, ProcKind};
-pub use publish::{PUBLICATIONS_QUEUED_MAX, Publication, Publications};
+pub use publish::{
+    PUBLICATIONS_QUEUED_BYTES_MAX, PUBLICATIONS_QUEUED_MAX, Publication, Publications,
+};
 pub use registry::{
     CallError, Deduped, Prefetch, ProcError, ProcId, Procedure, ReadProcedure, Registry, Store,
     read, record_len_bound,

@@ -3,15 +3,17 @@
 //! published, the front end that owns the subscriptions takes them and delivers them.
 //!
 //! Messages are not data: nothing here is replicated or logged, and a message no front end
-//! takes in time is dropped, as a subscriber too slow for Redis is. The queue is bounded
-//! ([`PUBLICATIONS_QUEUED_MAX`]), so a front end that stopped taking costs no memory without
-//! end; what it dropped is counted.
+//! takes in time is dropped, as a subscriber too slow for Redis is. The queue is bounded in
+//! messages ([`PUBLICATIONS_QUEUED_MAX`]) and in bytes ([`PUBLICATIONS_QUEUED_BYTES_MAX`]), so
+//! a front end that stopped taking costs no memory without end; what it dropped is counted.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The most messages waiting for the front end; more are dropped.
 pub const PUBLICATIONS_QUEUED_MAX: usize = 1 << 20;
+/// The most bytes (channels and payloads) waiting for the front end; more are dropped.
+pub const PUBLICATIONS_QUEUED_BYTES_MAX: usize = 64 << 20;
 
 /// One message: its channel and its payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,12 +22,25 @@ pub struct Publication {
     pub message: Vec<u8>,
 }
 
+impl Publication {
+    fn len(&self) -> usize {
+        self.channel.len() + self.message.len()
+    }
+}
+
+/// The messages waiting, and their bytes.
+#[derive(Default)]
+struct Queue {
+    messages: Vec<Publication>,
+    bytes: usize,
+}
+
 type Wake = Box<dyn Fn() + Send + Sync>;
 
 /// The queue between the calls that publish and the front end that delivers.
 #[derive(Default)]
 pub struct Publications {
-    queue: Mutex<Vec<Publication>>,
+    queue: Mutex<Queue>,
     /// Called after a push, so that a front end asleep in its poll takes the messages now.
     wake: Mutex<Option<Wake>>,
     dropped: AtomicU64,
@@ -50,15 +65,19 @@ impl Publications {
                 .queue
                 .lock()
                 .expect("the publications queue is never poisoned");
-            let room = PUBLICATIONS_QUEUED_MAX.saturating_sub(queue.len());
-            if messages.len() > room {
-                let dropped = messages.len() - room;
-                self.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
-                messages.truncate(room);
+            let mut dropped = 0;
+            for message in messages.drain(..) {
+                let fits = queue.messages.len() < PUBLICATIONS_QUEUED_MAX
+                    && queue.bytes + message.len() <= PUBLICATIONS_QUEUED_BYTES_MAX;
+                if fits {
+                    queue.bytes += message.len();
+                    queue.messages.push(message);
+                } else {
+                    dropped += 1;
+                }
             }
-            queue.append(messages);
+            self.dropped.fetch_add(dropped, Ordering::Relaxed);
         }
-        messages.clear();
         if let Some(wake) = self.wake.lock().expect("never poisoned").as_ref() {
             wake();
         }
@@ -66,7 +85,7 @@ impl Publications {
 
     /// Every message queued so far, oldest first.
     pub fn take(&self) -> Vec<Publication> {
-        std::mem::take(&mut *self.queue.lock().expect("never poisoned"))
+        std::mem::take(&mut *self.queue.lock().expect("never poisoned")).messages
     }
 
     /// Makes every later push call `wake`.
@@ -115,6 +134,26 @@ mod tests {
             vec![message(1), message(2), message(3)]
         );
         assert!(publications.take().is_empty());
+    }
+
+    #[test]
+    fn a_queue_full_of_bytes_drops_and_counts_what_does_not_fit() {
+        let publications = Publications::default();
+        let big = |fill: u8| Publication {
+            channel: b"c".to_vec(),
+            message: vec![fill; PUBLICATIONS_QUEUED_BYTES_MAX / 2],
+        };
+        publications.push(&mut vec![big(1), big(2), message(3)]);
+        assert_eq!(
+            publications.dropped(),
+            1,
+            "the second half-sized message did not fit"
+        );
+        let taken = publications.take();
+        assert_eq!(taken.len(), 2);
+        assert_eq!(taken[1], message(3), "a small one after it still fits");
+        publications.push(&mut vec![big(4)]);
+        assert_eq!(publications.take().len(), 1, "taking frees the room");
     }
 
     #[test]
