@@ -774,8 +774,9 @@ impl Front {
             &mut self.visit,
         );
         self.native.take_mail(&mut self.visit);
-        // A call's notifications reach their subscribers before its reply reaches its
-        // client, as in Redis (`take_answers` takes them again once it has the answers).
+        // A call's notifications go out no later than its reply (`take_answers` takes them
+        // again once it has the answers); a message to a connection still waits behind the
+        // replies that connection is owed.
         self.take_publications();
         self.take_answers();
         self.take_backup_answers();
