@@ -145,9 +145,9 @@ impl RedisModel {
         let rng_seed = self.rng_seed();
         let notices = self.notices(txn);
         let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
-            .with_scripts(self.scripts.get_mut());
+            .with_scripts(self.scripts.get_mut())
+            .with_notices(notices);
         ctx.in_exec = true;
-        ctx.notices = notices;
         let result = Self::exec_in(&mut ctx, args, reply);
         self.pending = ctx.notices.take();
         result
@@ -285,8 +285,8 @@ impl DataModel for RedisModel {
         }
         if id == PROC_SWEEP {
             let notices = self.notices(txn);
-            let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, self.rng_seed());
-            ctx.notices = notices;
+            let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, self.rng_seed())
+                .with_notices(notices);
             let deleted = crate::cmd::sweep(&mut ctx);
             self.pending = ctx.notices.take();
             if deleted == 0 {
@@ -310,8 +310,8 @@ impl DataModel for RedisModel {
         let rng_seed = self.rng_seed();
         let notices = self.notices(txn);
         let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
-            .with_scripts(self.scripts.get_mut());
-        ctx.notices = notices;
+            .with_scripts(self.scripts.get_mut())
+            .with_notices(notices);
         if command.blocks.is_some() {
             ctx.waiting = CallArgs::waiting(args);
         }

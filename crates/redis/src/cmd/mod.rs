@@ -113,6 +113,12 @@ impl<'a, 't> Ctx<'a, 't> {
         self.scripts.is_none()
     }
 
+    /// The context publishing `notices`' classes of keyspace notifications.
+    pub fn with_notices(mut self, notices: Notices) -> Self {
+        self.notices = notices;
+        self
+    }
+
     /// The context with the node's script engine, so that it can run scripts.
     pub fn with_scripts(mut self, engine: &'a mut scripts::ScriptEngine) -> Self {
         self.scripts = Some(engine);

@@ -594,10 +594,7 @@ fn combine_store(
         .collect();
     let destination = arg(argv, 1);
     if members.is_empty() {
-        if let Some(old) = ctx.find_for_write(destination) {
-            ctx.delete(&old);
-            ctx.notify(EventClass::Generic, "del", destination);
-        }
+        super::keys::delete_destination(ctx, destination);
         out.integer(0);
         return Ok(());
     }
