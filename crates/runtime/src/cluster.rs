@@ -201,7 +201,8 @@ pub fn run(
         ..ClusterInfo::default()
     }));
     // The I/O loop serves the RESP port (if the node has one) and every native client, and
-    // watches for a stop; it runs on this thread once the node's are started.
+    // watches for a stop; the node's thread drives it, so a call is run where it is read and
+    // answered where it is released.
     let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
     let node = ClusterResp::new(config, resp_port, &slot, &info, &metrics, &scripts);
     let (io_loop, door) = crate::resp::IoLoop::new(
@@ -211,6 +212,7 @@ pub fn run(
         config.tuning.client_limits(),
         stop,
         publications,
+        Some(to_node.io_wakers()),
     )?;
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
     let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
@@ -351,9 +353,19 @@ pub fn run(
         heard_since_role: std::collections::BTreeSet::new(),
         calls_queued: false,
         stats_refreshed: None,
+        io: Arc::new(Mutex::new(io_loop)),
     };
-    // The node's thread runs clients' calls, scripts among them: its stack holds the deepest
-    // input the script engine's bounds accept.
+    let node_thread = spawn_node_thread(thread)?;
+    // The node's thread runs until the process stops: it exits the process itself.
+    let _ = node_thread.join();
+    Err(StartError::NodeThreadEnded)
+}
+
+/// Starts the node's thread. It runs clients' calls, scripts among them: its stack holds the
+/// deepest input the script engine's bounds accept.
+fn spawn_node_thread(
+    thread: impl FnOnce() -> NodeThread + Send + 'static,
+) -> Result<thread::JoinHandle<()>, StartError> {
     thread::Builder::new()
         .name("node".into())
         .stack_size(tandem_redis::SCRIPT_THREAD_STACK_BYTES)
@@ -368,8 +380,7 @@ pub fn run(
         .map_err(|source| StartError::Thread {
             thread: "the node",
             source,
-        })?;
-    Err(StartError::IoLoop(io_loop.run()))
+        })
 }
 
 /// How the node follows views into roles, from the records its log gave back if any (it

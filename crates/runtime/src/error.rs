@@ -66,6 +66,9 @@ pub enum StartError {
     /// The node's I/O loop stopped: waiting for its sockets failed.
     #[error("the node's I/O loop stopped: waiting for its sockets failed: {0}")]
     IoLoop(#[source] io::Error),
+    /// The node's thread ended, which it does only by a bug it reported.
+    #[error("the node's thread ended")]
+    NodeThreadEnded,
     /// The signal handlers or the watch on standard input could not be set up.
     #[error("cannot watch for a stop: {0}")]
     Stops(#[source] io::Error),

@@ -330,21 +330,31 @@ pub fn run_node(
         config.tuning.client_limits(),
         stop,
         publications,
+        None,
     )?;
     if let Some(listener) = metrics_listener {
-        let status_node = Arc::clone(&node);
-        metrics::serve(
-            listener,
-            metrics,
-            config.resp_password(),
-            move |with_checksum| {
-                let report = status_node.report(with_checksum);
-                serde_json::to_string(&report).unwrap_or_else(|_| "null".into())
-            },
-        );
+        serve_static_status(listener, metrics, &config, node);
     }
     // The main thread serves the loop until the process is stopped.
     Err(StartError::IoLoop(io_loop.run()))
+}
+
+/// Serves a static node's `/metrics` and `/status` on `listener`.
+fn serve_static_status(
+    listener: std::net::TcpListener,
+    metrics: Arc<Metrics>,
+    config: &NodeConfig,
+    node: Arc<Node>,
+) {
+    metrics::serve(
+        listener,
+        metrics,
+        config.resp_password(),
+        move |with_checksum| {
+            let report = node.report(with_checksum);
+            serde_json::to_string(&report).unwrap_or_else(|_| "null".into())
+        },
+    );
 }
 
 /// What a RESP connection knows of a node whose role the configuration fixes.

@@ -2,8 +2,8 @@
 //!
 //! The node's acceptor reads a client's `Hello`, runs its authentication and decides which
 //! role serves it, on a short-lived thread of its own; then it hands the connection to the
-//! loop that serves the RESP port (`resp-io`), which reads and writes it from then on, with
-//! every other client's, and no thread is kept per connection. What the connection's frames
+//! I/O loop that serves the RESP port (on the node's thread), which reads and writes it from
+//! then on, with every other client's, and no thread is kept per connection. What the connection's frames
 //! mean is its [`Service`]'s to say: a primary role's (calls go to the node in one batch per
 //! pass, answers come back as frames) or a backup role's (reads, one at a time).
 //!
@@ -18,7 +18,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 use mio::net::TcpStream;
-use mio::{Interest, Registry, Token, Waker};
+use mio::{Interest, Registry, Token};
 use tandem_wire::{ErrorCode, FrameBuffer, encode_error};
 
 use crate::metrics::Metrics;
@@ -89,10 +89,10 @@ impl Drop for ClientCount {
 }
 
 /// The way into the loop for connections the acceptor made ready.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct NativeDoor {
     handoffs: Sender<Handoff>,
-    waker: Arc<Waker>,
+    wake: crate::resp::Wake,
 }
 
 impl std::fmt::Debug for Handoff {
@@ -101,15 +101,21 @@ impl std::fmt::Debug for Handoff {
     }
 }
 
+impl std::fmt::Debug for NativeDoor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NativeDoor")
+    }
+}
+
 impl NativeDoor {
-    pub(crate) fn new(handoffs: Sender<Handoff>, waker: Arc<Waker>) -> NativeDoor {
-        NativeDoor { handoffs, waker }
+    pub(crate) fn new(handoffs: Sender<Handoff>, wake: crate::resp::Wake) -> NativeDoor {
+        NativeDoor { handoffs, wake }
     }
 
     /// Hands a connection over; dropped (closed) if the loop has stopped.
     pub(crate) fn hand(&self, handoff: Handoff) {
         if self.handoffs.send(handoff).is_ok() {
-            let _ = self.waker.wake();
+            (self.wake)();
         }
     }
 }
@@ -120,7 +126,7 @@ pub struct Mailbox {
     /// Whether the loop was woken since it last took the mail: one wake-up serves every
     /// letter that arrives before it looks.
     woken: AtomicBool,
-    waker: Arc<Waker>,
+    wake: crate::resp::Wake,
 }
 
 impl std::fmt::Debug for Mailbox {
@@ -130,11 +136,11 @@ impl std::fmt::Debug for Mailbox {
 }
 
 impl Mailbox {
-    pub(crate) fn new(waker: Arc<Waker>) -> Mailbox {
+    pub(crate) fn new(wake: crate::resp::Wake) -> Mailbox {
         Mailbox {
             mail: Mutex::new(Vec::new()),
             woken: AtomicBool::new(false),
-            waker,
+            wake,
         }
     }
 
@@ -144,7 +150,7 @@ impl Mailbox {
             .expect("not poisoned")
             .push((token, frames));
         if !self.woken.swap(true, Ordering::AcqRel) {
-            let _ = self.waker.wake();
+            (self.wake)();
         }
     }
 

@@ -1,15 +1,16 @@
 //! The RESP port: Redis clients (redis-cli, redis-py, go-redis, redis-benchmark) talk to a
 //! node that serves the Redis model.
 //!
-//! One thread, `resp-io`, serves every connection of the node, as Redis's own event loop
+//! One I/O loop ([`IoLoop`]) serves every connection of the node, as Redis's own event loop
 //! does: it waits on all sockets at once (epoll, through `mio`), reads what clients sent,
 //! parses every whole request (pipelining), lets each connection's [`Session`] answer or turn
-//! each into a call, and sends the calls of every connection gathered in one pass to the
-//! primary role's executor as one batch, through a [`LocalPort`]. The executor hands back a
-//! turn's answers at once and wakes the thread; each connection's replies are written in
-//! request order. One channel send and one wake-up per pass, not per connection, is what
-//! keeps this path cheap: with a thread per connection, the switches between fifty threads
-//! and the executor cost more than the commands.
+//! each into a call, and hands the calls of every connection gathered in one pass to the
+//! node as one batch, through a [`LocalPort`]. The node hands back a turn's answers at once;
+//! each connection's replies are written in request order. In a cluster the loop runs on the
+//! node's own thread, which watches the loop's epoll descriptor beside its peers' sockets
+//! and turns the loop when it is ready or due ([`IoLoop::turn`], [`IoLoop::pass`]): a call
+//! and its answer cross no thread. A static node runs it on its main thread ([`IoLoop::run`]),
+//! a test on a thread of its own ([`spawn`]).
 //!
 //! What a command means is the session's and the model's to say; which call must wait for
 //! which is the session's ([`Call::waits_for`], [`Call::holds_later`],
@@ -36,7 +37,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -121,6 +122,8 @@ const WAKER: Token = Token(1);
 const SIGNALS: Token = Token(2);
 const STDIN: Token = Token(3);
 const FIRST_CONN: usize = 4;
+/// Socket events taken per wait.
+const EVENTS_PER_TURN: usize = 1024;
 
 /// What a caller whose call's outcome is unknown is told.
 const PRIMARY_CHANGED: &str =
@@ -143,7 +146,7 @@ pub fn spawn(
     stop: StopWhen,
     publications: Option<Arc<Publications>>,
 ) -> Result<NativeDoor, crate::StartError> {
-    let (io_loop, door) = IoLoop::new(listener, node, tls, limits, stop, publications)?;
+    let (io_loop, door) = IoLoop::new(listener, node, tls, limits, stop, publications, None)?;
     std::thread::Builder::new()
         .name("resp-io".into())
         .spawn(move || {
@@ -157,9 +160,24 @@ pub fn spawn(
     Ok(door)
 }
 
+/// A way to wake the thread that runs the I/O loop.
+pub(crate) type Wake = Arc<dyn Fn() + Send + Sync>;
+
+/// How a loop that another loop drives (the node thread's: [`IoLoop::turn`]) is woken when
+/// something waits for it.
+pub(crate) struct LoopWakers {
+    /// Called on the driving thread itself (answers, letters, publications handed over by
+    /// the node): it may skip the wake while that thread is awake, since it looks at the
+    /// loop again before it sleeps.
+    pub(crate) from_driver: Wake,
+    /// Called from other threads (a native client handed over): it always wakes.
+    pub(crate) from_elsewhere: Wake,
+}
+
 /// The node's I/O loop, ready to run: it serves the RESP connections accepted on its
 /// listener (if the node has a RESP port) and the native clients handed to it through its
-/// door, and watches what stops the node.
+/// door, and watches what stops the node. It runs on a thread of its own ([`IoLoop::run`])
+/// or is driven by another loop, one turn at a time ([`IoLoop::turn`]).
 pub struct IoLoop {
     front: Front,
 }
@@ -174,14 +192,17 @@ impl IoLoop {
     /// The loop for RESP connections accepted on `listener`, each held to `limits` (with
     /// `tls`, every one speaks TLS), stopping the node as `stop` says; and the door through
     /// which native clients are handed to it. The messages the node's model publishes to
-    /// `publications` (keyspace notifications) reach this loop's subscribers.
-    pub fn new(
+    /// `publications` (keyspace notifications) reach this loop's subscribers. A loop given
+    /// `wakers` is driven by another ([`IoLoop::turn`]) and wakes its thread through them;
+    /// one given none wakes its own poll.
+    pub(crate) fn new(
         listener: Option<std::net::TcpListener>,
         node: Arc<dyn RespNode>,
         tls: Option<Arc<rustls::ServerConfig>>,
         limits: ClientLimits,
         stop: StopWhen,
         publications: Option<Arc<Publications>>,
+        wakers: Option<LoopWakers>,
     ) -> Result<(IoLoop, NativeDoor), crate::StartError> {
         let io = crate::StartError::RespPort;
         let poll = Poll::new().map_err(io)?;
@@ -198,17 +219,31 @@ impl IoLoop {
         };
         let stops = Stops::register(stop, poll.registry(), SIGNALS, STDIN)
             .map_err(crate::StartError::Stops)?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(io)?);
+        let wakers = match wakers {
+            Some(wakers) => wakers,
+            None => {
+                let waker = Waker::new(poll.registry(), WAKER).map_err(io)?;
+                let wake: Wake = Arc::new(move || {
+                    let _ = waker.wake();
+                });
+                LoopWakers {
+                    from_driver: Arc::clone(&wake),
+                    from_elsewhere: wake,
+                }
+            }
+        };
         let (handoffs_in, handoffs) = std::sync::mpsc::channel();
-        let door = NativeDoor::new(handoffs_in, Arc::clone(&waker));
-        let mailbox = Arc::new(Mailbox::new(Arc::clone(&waker)));
+        let door = NativeDoor::new(handoffs_in, wakers.from_elsewhere);
+        let mailbox = Arc::new(Mailbox::new(Arc::clone(&wakers.from_driver)));
         let info = node.info();
         let front = Front {
             poll,
+            events: Events::with_capacity(EVENTS_PER_TURN),
             listener,
             native: NativeConns::new(handoffs, mailbox),
             stops,
-            waker,
+            wake: wakers.from_driver,
+            again: false,
             node,
             conns: BTreeMap::new(),
             token_next: FIRST_CONN,
@@ -247,10 +282,8 @@ impl IoLoop {
     /// loop's subscribers: the model must have been given the same queue
     /// (`DataModel::publish_to`). A push wakes the loop.
     fn publish_from(&mut self, publications: Arc<Publications>) {
-        let waker = Arc::clone(&self.front.waker);
-        publications.on_push(move || {
-            let _ = waker.wake();
-        });
+        let wake = Arc::clone(&self.front.wake);
+        publications.on_push(move || wake());
         self.front.publications = Some(publications);
     }
 
@@ -258,6 +291,33 @@ impl IoLoop {
     /// if waiting for its sockets failed (the node can serve no client then).
     pub fn run(self) -> std::io::Error {
         self.front.run()
+    }
+
+    /// One turn of a loop another loop drives: waits up to `timeout` for its sockets (the
+    /// driver passes zero when its own poll said this loop's is ready, or just to look),
+    /// then serves what they hold and what the node handed over. Fails only if waiting for
+    /// the sockets failed.
+    pub(crate) fn turn(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
+        self.front.turn(timeout)
+    }
+
+    /// A pass without waiting for the sockets: what the node handed over since the last
+    /// (answers, letters, publications) reaches its connections.
+    pub(crate) fn pass(&mut self) {
+        self.front.pass();
+    }
+
+    /// When the loop must look again though no socket is ready: now, if its last pass left
+    /// requests unserved; when a withheld read or a blocked call falls due; or never.
+    pub(crate) fn due(&self) -> Option<Instant> {
+        self.front.due()
+    }
+
+    /// The loop's own poll, which a driving loop watches (readable when a socket of this
+    /// loop's is ready).
+    pub(crate) fn poll_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.front.poll.as_raw_fd()
     }
 }
 
@@ -515,12 +575,19 @@ impl Conn {
 /// The event loop's state.
 struct Front {
     poll: Poll,
+    /// What the last wait found (kept between turns).
+    events: Events,
     listener: Option<TcpListener>,
     /// The native clients the node's acceptor handed over.
     native: NativeConns,
     /// What stops the node.
     stops: Stops,
-    waker: Arc<Waker>,
+    /// Wakes the thread that runs the loop (the node's answers, letters and publications
+    /// call it).
+    wake: Wake,
+    /// The last pass left requests unserved (too many calls were unanswered then): the next
+    /// turn must not wait.
+    again: bool,
     node: Arc<dyn RespNode>,
     conns: BTreeMap<Token, Conn>,
     token_next: usize,
@@ -623,44 +690,66 @@ impl Default for Warned {
 
 impl Front {
     fn run(mut self) -> std::io::Error {
-        let mut events = Events::with_capacity(1024);
         loop {
-            // The clock is read only when something falls due (not on every wake-up).
-            let timeout = (!self.retries.is_empty() || !self.waiting.is_empty()).then(|| {
-                let now = Instant::now();
-                let retry_due = self.retries.front().map(|retry| retry.due);
-                [retry_due, self.waiting.look_again_by(now)]
-                    .into_iter()
-                    .flatten()
-                    .min()
-                    .map(|due| due.saturating_duration_since(now))
-            });
-            if let Err(err) = self.poll.poll(&mut events, timeout.flatten()) {
-                if err.kind() == ErrorKind::Interrupted {
-                    continue;
-                }
+            let timeout = self
+                .due()
+                .map(|due| due.saturating_duration_since(Instant::now()));
+            if let Err(err) = self.turn(timeout) {
                 return err;
             }
-            for event in &events {
-                match event.token() {
-                    LISTENER => self.accept(),
-                    WAKER => {}
-                    SIGNALS if self.stops.signalled() => crate::stop_node(),
-                    STDIN if self.stops.stdin_ended() => crate::stop_node(),
-                    SIGNALS | STDIN => {}
-                    token => {
-                        if let Some(conn) = self.conns.get_mut(&token) {
-                            conn.readable |= event.is_readable() || event.is_read_closed();
-                            conn.peer_closed |= event.is_read_closed();
-                            self.visit.insert(token);
-                        } else if let Some(conn) = self.native.conns.get_mut(&token) {
-                            conn.readable(event.is_readable(), event.is_read_closed());
-                            self.visit.insert(token);
-                        }
+        }
+    }
+
+    fn due(&self) -> Option<Instant> {
+        if self.again {
+            return Some(Instant::now());
+        }
+        // The clock is read only when something falls due (not on every wake-up).
+        if self.retries.is_empty() && self.waiting.is_empty() {
+            return None;
+        }
+        let retry_due = self.retries.front().map(|retry| retry.due);
+        [retry_due, self.waiting.look_again_by(Instant::now())]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn turn(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
+        let mut events = std::mem::replace(&mut self.events, Events::with_capacity(0));
+        let waited = self.poll.poll(&mut events, timeout);
+        match waited {
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => {
+                self.events = events;
+                return Err(err);
+            }
+            Ok(()) => self.take_events(&events),
+        }
+        self.events = events;
+        self.pass();
+        Ok(())
+    }
+
+    fn take_events(&mut self, events: &Events) {
+        for event in events {
+            match event.token() {
+                LISTENER => self.accept(),
+                WAKER => {}
+                SIGNALS if self.stops.signalled() => crate::stop_node(),
+                STDIN if self.stops.stdin_ended() => crate::stop_node(),
+                SIGNALS | STDIN => {}
+                token => {
+                    if let Some(conn) = self.conns.get_mut(&token) {
+                        conn.readable |= event.is_readable() || event.is_read_closed();
+                        conn.peer_closed |= event.is_read_closed();
+                        self.visit.insert(token);
+                    } else if let Some(conn) = self.native.conns.get_mut(&token) {
+                        conn.readable(event.is_readable(), event.is_read_closed());
+                        self.visit.insert(token);
                     }
                 }
             }
-            self.pass();
         }
     }
 
@@ -763,6 +852,7 @@ impl Front {
         // One reading of the clock serves the pass: a call's send time only bounds how long
         // a withheld read is tried again.
         self.pass_started = Instant::now();
+        self.again = false;
         let token_next = &mut self.token_next;
         let registry = self.poll.registry();
         self.native.take_handoffs(
@@ -819,10 +909,8 @@ impl Front {
         self.node.metrics().blocked_clients.set(blocked);
         if self.unanswered() < UNANSWERED_MAX {
             self.visit.extend(std::mem::take(&mut self.starved));
-            if !self.visit.is_empty() {
-                // Their requests wait in buffers already read: no event will come for them.
-                let _ = self.waker.wake();
-            }
+            // Their requests wait in buffers already read: no event will come for them.
+            self.again = !self.visit.is_empty();
         }
     }
 
@@ -869,10 +957,7 @@ impl Front {
 
     /// What a role calls when it has answers for this loop: a wake-up of its poll.
     fn wake_loop(&self) -> Arc<dyn Fn() + Send + Sync> {
-        let waker = Arc::clone(&self.waker);
-        Arc::new(move || {
-            let _ = waker.wake();
-        })
+        Arc::clone(&self.wake)
     }
 
     /// The answers the backup role's applier handed back: each becomes its call's outcome,

@@ -16,11 +16,24 @@
 //! (the runtime's monotonic clock; the simulator's, which is a counter). A watch made with
 //! [`CallWatch::unclocked`] sees no time pass, so only a requested stop ends a run.
 //!
+//! A driver whose clients are served by the thread the call runs on (the runtime's node
+//! thread) gives the watch a way to serve them ([`CallWatch::serve_while_busy`]); the model
+//! calls [`CallWatch::busy_tick`] from its hook, and the watch serves them, at most every
+//! [`BUSY_SERVE_INTERVAL_US`], once the run is past its busy threshold: as Redis answers
+//! `-BUSY` and takes `SCRIPT KILL` from inside a script's hook.
+//!
 //! Runs are numbered, so that a stop asked of one run never stops the next: the driver
 //! reads a run's number before it asks, and a stop for a run that already ended is ignored.
 
 use std::fmt;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How often a run past its busy threshold lets the driver serve its clients.
+pub const BUSY_SERVE_INTERVAL_US: u64 = 1_000;
+
+/// What serves the driver's clients while a run is busy.
+type Serve = Box<dyn Fn() + Send + Sync>;
 
 /// A run's number, unique for the watch's life (the first is 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,6 +80,10 @@ pub struct CallWatch {
     busy_reply_threshold_default_ms: u64,
     /// A run that goes on this long is stopped; 0: no limit.
     time_limit_ms: u64,
+    /// Serves the driver's clients while a run is busy, if the driver needs it.
+    serve_while_busy: OnceLock<Serve>,
+    /// When the clients were last served during the run under way, by the clock.
+    busy_served_us: AtomicU64,
 }
 
 impl fmt::Debug for CallWatch {
@@ -93,7 +110,37 @@ impl CallWatch {
             busy_reply_threshold_ms: AtomicU64::new(0),
             busy_reply_threshold_default_ms: 0,
             time_limit_ms,
+            serve_while_busy: OnceLock::new(),
+            busy_served_us: AtomicU64::new(0),
         }
+    }
+
+    /// Gives the watch what serves the driver's clients while a run is past its busy
+    /// threshold (see the module); false if it already had one.
+    pub fn serve_while_busy(&self, serve: Box<dyn Fn() + Send + Sync>) -> bool {
+        self.serve_while_busy.set(serve).is_ok()
+    }
+
+    /// The model's hook: serves the driver's clients if a run is under way past its busy
+    /// threshold and they were not served within [`BUSY_SERVE_INTERVAL_US`]. A threshold of
+    /// 0 (never busy) serves them from the run's start.
+    pub fn busy_tick(&self) {
+        let Some(serve) = self.serve_while_busy.get() else {
+            return;
+        };
+        let Some(running) = self.running() else {
+            return;
+        };
+        if running.elapsed_ms < running.busy_reply_threshold_ms {
+            return;
+        }
+        let now_us = self.now_us();
+        let served_us = self.busy_served_us.load(Ordering::Relaxed);
+        if now_us.saturating_sub(served_us) < BUSY_SERVE_INTERVAL_US {
+            return;
+        }
+        self.busy_served_us.store(now_us, Ordering::Relaxed);
+        serve();
     }
 
     /// The watch with `ms` as the busy threshold of a run that brings none (0: never busy).

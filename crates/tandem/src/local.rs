@@ -755,6 +755,13 @@ fn read_cmdline(pid: u32) -> std::io::Result<Vec<u8>> {
 /// process took the number since (config paths are absolute and differ per node and per
 /// cluster directory).
 pub fn is_node_command(cmdline: &[u8], config: &Path) -> bool {
+    let own = std::env::current_exe().ok();
+    is_node_command_of(cmdline, config, own.as_deref().and_then(Path::file_name))
+}
+
+/// [`is_node_command`], where the program may also be named `own_name` (the binary running
+/// now, which `tandem up` started the nodes with, under whatever name it was copied as).
+fn is_node_command_of(cmdline: &[u8], config: &Path, own_name: Option<&OsStr>) -> bool {
     let args: Vec<&[u8]> = cmdline
         .strip_suffix(b"\0")
         .unwrap_or(cmdline)
@@ -763,8 +770,8 @@ pub fn is_node_command(cmdline: &[u8], config: &Path) -> bool {
     let Some(program) = args.first() else {
         return false;
     };
-    let named_tandem =
-        Path::new(OsStr::from_bytes(program)).file_name() == Some(OsStr::new("tandem"));
+    let name = Path::new(OsStr::from_bytes(program)).file_name();
+    let named_tandem = name == Some(OsStr::new("tandem")) || (name.is_some() && name == own_name);
     let runs_node = args.get(1) == Some(&b"node".as_slice());
     let with_config = args
         .windows(2)
@@ -1367,7 +1374,12 @@ mod tests {
         assert!(!is_node_command(other_cluster, config));
         assert!(!is_node_command(b"sleep\0infinity\0", config));
         let not_tandem = b"/bin/mytandem\0node\0--config\0/tmp/c/.tandem/node2/node.toml\0";
-        assert!(!is_node_command(not_tandem, config));
+        assert!(!is_node_command_of(not_tandem, config, None));
+        let renamed = Some(OsStr::new("mytandem"));
+        assert!(
+            is_node_command_of(not_tandem, config, renamed),
+            "the binary running now, copied under another name"
+        );
         let up = b"tandem\0up\0--config\0/tmp/c/.tandem/node2/node.toml\0";
         assert!(!is_node_command(up, config));
         assert!(!is_node_command(b"", config));

@@ -1,14 +1,18 @@
 //! The node's thread: it owns the member's [`Node`] (its supervisor, the role it holds and
-//! that role's store) and drives it, and its connections to the other nodes (a poll loop:
-//! [`super::peers`]). The clients' threads, the log and the loader hand it what they have
-//! through one channel ([`NodeTx`], which wakes the poll); it hands the node each input,
-//! drives it, and then publishes what the other threads read of it: the role's handle (for
-//! the acceptor and the RESP front end), the links the role keeps, and what `/status` says.
+//! that role's store) and drives it, its connections to the other nodes (a poll loop:
+//! [`super::peers`]) and its clients' I/O loop ([`IoLoop`], whose epoll descriptor it
+//! watches beside the peers' sockets). The log, the loader and the hello threads hand it
+//! what they have through one channel ([`NodeTx`], which wakes the poll); it hands the node
+//! each input, drives it, and then publishes what the other threads read of it: the role's
+//! handle (for the acceptor), the links the role keeps, and what `/status` says.
 //!
-//! Order in a pass: what the peers' sockets hold, frame by frame, each followed by a drive;
-//! then the channel's inputs, likewise; the calls they queued, run together; the ticks that
-//! are due; the answers of the whole pass handed to their connections; the role published;
-//! and last what the pass queued for the peers, written.
+//! Order in a pass: the clients' sockets (their calls queue); what the peers' sockets hold,
+//! frame by frame, each followed by a drive; then the channel's inputs, likewise; the calls
+//! queued, run together; the ticks that are due; the answers of the whole pass handed over
+//! and written to the clients' sockets; the role published; and last what the pass queued
+//! for the peers, written. While a script runs past its busy threshold, the script watch
+//! turns the I/O loop from inside the script (`CallWatch::busy_tick`), as Redis serves
+//! clients from its Lua hook: they get `-BUSY` and `SCRIPT KILL` reaches the script.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,8 +35,12 @@ use super::{ClusterInfo, Slot, TICKS_REPLAYED_MAX, brief};
 use crate::backup::{BackupHandle, Gate, ReadRequest, ReadTo};
 use crate::net::ConnError;
 use crate::primary::{CallBatch, ConnOut, ConnSink, Inbound, InboundTx};
+use crate::resp::{IoLoop, LoopWakers};
 use crate::scripts::Scripts;
 use crate::{Checksum, Control, NodeStatus, StartError};
+
+/// The poll token of the clients' I/O loop's own poll (peers' tokens are small numbers).
+const IO_LOOP: mio::Token = mio::Token(usize::MAX - 1);
 
 /// How often the model's figures are refreshed for `/metrics` and `INFO`.
 const STATS_INTERVAL: Duration = Duration::from_millis(100);
@@ -98,10 +106,29 @@ impl NodeTx {
         self.tx.send(input).map_err(|_| NodeGone)?;
         // Sent before the flag is read: a thread going to sleep either finds the input in
         // its last look at the channel or finds the flag taken here and is woken.
+        self.wake_if_asleep();
+        Ok(())
+    }
+
+    /// Wakes the node's thread if it sleeps. Only the node's thread itself may rely on it
+    /// for what is not in the channel: it looks at its I/O loop again before it sleeps.
+    fn wake_if_asleep(&self) {
         if self.asleep.swap(false, Ordering::SeqCst) {
             let _ = self.waker.wake();
         }
-        Ok(())
+    }
+
+    /// How the I/O loop the node's thread drives is woken: from the node's thread, only if
+    /// it sleeps (it is about to look at the loop anyway); from any other, always.
+    pub(crate) fn io_wakers(&self) -> LoopWakers {
+        let from_driver = self.clone();
+        let waker = Arc::clone(&self.waker);
+        LoopWakers {
+            from_driver: Arc::new(move || from_driver.wake_if_asleep()),
+            from_elsewhere: Arc::new(move || {
+                let _ = waker.wake();
+            }),
+        }
     }
 }
 
@@ -165,6 +192,9 @@ pub(super) struct NodeThread {
     /// When the model's figures (keys, memory) were last refreshed for `/metrics` and
     /// `INFO`.
     pub(super) stats_refreshed: Option<Instant>,
+    /// The clients' I/O loop (RESP and native connections), driven by this thread. It is
+    /// shared with the script watch, which serves it while a script is busy.
+    pub(super) io: Arc<Mutex<IoLoop>>,
 }
 
 impl NodeThread {
@@ -177,12 +207,19 @@ impl NodeThread {
         let tick = self.tick;
         let mut next_tick = Instant::now() + tick;
         let mut events = mio::Events::with_capacity(64);
+        self.watch_io();
         self.drive();
         self.publish();
         loop {
-            let timeout = next_tick.saturating_duration_since(Instant::now());
+            let due = self.io().due().map_or(next_tick, |due| due.min(next_tick));
+            let timeout = due.saturating_duration_since(Instant::now());
             let first = self.wait(&mut events, timeout);
+            // The clients' sockets first: the calls they read join this pass's.
+            self.io_turn();
             for event in events.iter() {
+                if event.token() == IO_LOOP {
+                    continue;
+                }
                 let Some(peer) = peers::peer_of(event.token()) else {
                     continue;
                 };
@@ -212,11 +249,57 @@ impl NodeThread {
             self.env.progress.turn();
             next_tick = self.ticks_due(next_tick);
             self.env.hand_over();
+            // What the node handed over reaches the clients' sockets before the thread
+            // sleeps.
+            self.io().pass();
             self.publish();
             self.env.peers.dial_due(Instant::now());
             self.env.peers.flush(None);
             self.peers_ended();
         }
+    }
+
+    fn io(&self) -> std::sync::MutexGuard<'_, IoLoop> {
+        self.io.lock().expect("not poisoned")
+    }
+
+    /// Watches the I/O loop's poll from this thread's, and lets the script watch serve the
+    /// loop while a script is busy (this thread runs the script and cannot otherwise).
+    fn watch_io(&mut self) {
+        let fd = self.io().poll_fd();
+        let registered = self.poll.registry().register(
+            &mut mio::unix::SourceFd(&fd),
+            IO_LOOP,
+            mio::Interest::READABLE,
+        );
+        if let Err(err) = registered {
+            self.poisoned(&format!("cannot watch its clients' sockets ({err})"));
+        }
+        let io = Arc::clone(&self.io);
+        let me = self.env.id;
+        self.scripts.watch().serve_while_busy(Box::new(move || {
+            // The node thread holds the loop only between calls: a script runs outside.
+            let Ok(mut io) = io.try_lock() else {
+                return;
+            };
+            if let Err(err) = io.turn(Some(Duration::ZERO)) {
+                tracing::error!("node {me}: poisoned: cannot poll its clients ({err})");
+                std::process::exit(70);
+            }
+        }));
+    }
+
+    /// One turn of the clients' I/O loop, without waiting.
+    fn io_turn(&mut self) {
+        let turned = self.io().turn(Some(Duration::ZERO));
+        if let Err(err) = turned {
+            self.poisoned(&format!("cannot poll its clients ({err})"));
+        }
+    }
+
+    fn poisoned(&self, why: &str) -> ! {
+        tracing::error!("node {}: poisoned: {why}; the node stops", self.env.id);
+        std::process::exit(70);
     }
 
     /// Waits for sockets, an input or `timeout`, whichever comes first; returns an input
@@ -232,11 +315,7 @@ impl NodeThread {
         if let Err(err) = self.poll.poll(events, Some(timeout))
             && err.kind() != std::io::ErrorKind::Interrupted
         {
-            tracing::error!(
-                "node {}: poisoned: cannot poll ({err}); the node stops",
-                self.env.id
-            );
-            std::process::exit(70);
+            self.poisoned(&format!("cannot poll ({err})"));
         }
         self.inbox.asleep.store(false, Ordering::SeqCst);
         first

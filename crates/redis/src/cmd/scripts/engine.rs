@@ -224,6 +224,11 @@ impl Hook {
         if used > budget.limit.load(Ordering::Relaxed) {
             budget.spent.store(true, Ordering::Relaxed);
         }
+        // The node's other clients are served from here while the run is busy (a
+        // `SCRIPT KILL` among them is seen just below).
+        if budget.run.load(Ordering::Relaxed) != 0 {
+            self.watch.busy_tick();
+        }
         must_stop(budget, &self.watch)?;
         let now_us = self.watch.now_us();
         let elapsed_us = now_us.saturating_sub(budget.last_hook_us.swap(now_us, Ordering::Relaxed));
