@@ -308,11 +308,13 @@ impl<D: Disk> LogCore<D> {
     /// Every record up to here is synced and a restart could rebuild it (0: nothing): the
     /// log's synced entries, or its newest complete checkpoint when that lies beyond them (a
     /// checkpoint is durable once complete, and the entries it covers may not be: after a
-    /// crash that lost them, recovery keeps the checkpoint alone; seed 510937).
+    /// crash that lost them, recovery keeps the checkpoint alone; seed 510937), and at
+    /// least the initial load, which an anchored log rebuilds from nothing (a fresh cluster
+    /// under `durable` held its first reads until a write made something synced).
     pub fn lsn_durable(&self) -> u64 {
         if self.anchored && self.wal.poisoned().is_none() {
             let checkpoint = self.wal.lsn_checkpoint().unwrap_or(0);
-            self.wal.lsn_durable().max(checkpoint)
+            self.wal.lsn_durable().max(checkpoint).max(self.lsn_load)
         } else {
             0
         }
@@ -720,6 +722,31 @@ mod tests {
         }
         log.sync().unwrap();
         log
+    }
+
+    /// A fresh log holds nothing, yet a restart rebuilds the initial load: it reports the
+    /// load durable, so reads of it under `durable` are not held for a sync that nothing
+    /// asks for; a log that lost its anchor still reports nothing.
+    #[test]
+    fn a_fresh_log_reports_its_initial_load_durable() {
+        let disk = tandem_wal::SimDisk::new();
+        let dir = Path::new("/log");
+        let policy = SyncPolicy::EveryMs(100);
+        let (log, _) = LogCore::open(disk, dir, WalOptions::default(), policy, 3).unwrap();
+        assert_eq!(
+            log.lsn_durable(),
+            3,
+            "the load at LSN 3 is rebuilt from nothing"
+        );
+        let mut log = log_of(Vec::new());
+        log.carry_out(LogOrder::Batch {
+            batch: batch_at(1, 5),
+            lsn_from: 1,
+        })
+        .unwrap();
+        log.sync().unwrap();
+        assert!(matches!(log.align(7).unwrap(), Aligned::Restarted { .. }));
+        assert_eq!(log.lsn_durable(), 0, "unanchored: not even the load");
     }
 
     /// The simulator's seed 470 (k-of-n, durable:1): a member whose log holds a state

@@ -264,3 +264,27 @@ fn settled_threads(pid: u32, wanted: usize) -> usize {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A fresh cluster under `durable` answers reads before anything is written: on the primary
+/// (`GET`, and `CONFIG GET`, which `redis-benchmark` sends before it starts) and on a backup.
+/// Its reads were held until a write made the logs sync something, since no log reported
+/// the initial load durable.
+#[test]
+fn a_fresh_durable_cluster_answers_reads_before_any_write() {
+    use crate::redis_support::{Cluster, Conn};
+    use tandem_redis::resp::Value;
+    let cluster = Cluster::start_with("durable-reads", 3, 16, &["--safety", "durable"]);
+    let mut primary = Conn::connect(cluster.primary_resp());
+    assert_eq!(primary.cmd("GET nothing"), Value::Null);
+    assert!(matches!(
+        primary.cmd("CONFIG GET maxmemory"),
+        Value::Array(_)
+    ));
+    let backup = cluster
+        .nodes
+        .iter()
+        .find(|node| node.id != cluster.primary)
+        .expect("a backup");
+    assert_eq!(Conn::connect(backup.resp).cmd("GET nothing"), Value::Null);
+    assert_eq!(primary.cmd("SET some thing"), Value::Simple(b"OK".to_vec()));
+}

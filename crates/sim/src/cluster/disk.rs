@@ -491,12 +491,15 @@ impl World {
         log.state = LogState::Open(Box::new(core));
         // The disk's truth against what the log claimed: every record reported durable
         // before the crash is still there (in the checkpoint or the entries after it).
+        // A log that rebuilds a state gives back at least the initial load (an empty one
+        // gives back just that).
         let durable = std::mem::take(&mut log.durable_at_crash);
+        let rebuilds = tandem_node::rebuilds_state(&recovered, lsn_loaded);
         let lsn_last = recovered
             .lsn_last()
             .unwrap_or(0)
-            .max(recovered.lsn_checkpoint().unwrap_or(0));
-        let rebuilds = tandem_node::rebuilds_state(&recovered, lsn_loaded);
+            .max(recovered.lsn_checkpoint().unwrap_or(0))
+            .max(if rebuilds { lsn_loaded } else { 0 });
         if durable > 0 && (!rebuilds || lsn_last < durable) {
             return Err(self.fail(format!(
                 "node {node}'s log reported LSN {durable} durable before it crashed, but its \
