@@ -5,7 +5,13 @@
 //! One log per node, outliving its roles: a backup promoted to primary goes on appending to
 //! the log that holds what it received. Group commit: the thread takes every order queued
 //! while the last sync ran and syncs them together, so under load many batches share one
-//! `fdatasync`. The thread only moves orders in, reads the clock for the `every:MS` policy,
+//! `fdatasync`.
+//!
+//! **Lingering.** Having carried orders out, the thread waits [`LINGER`] for more before it
+//! sleeps until woken, and orders given meanwhile do not wake it: a node under load orders
+//! something every pass, and a wake-up per pass cost a context switch on both sides. An order
+//! someone waits for ([`Input::urgent`]: a `durable` reply's sync, an align, a drain) wakes
+//! it at once whatever it is doing. The thread only moves orders in, reads the clock for the `every:MS` policy,
 //! and hands syncs out: to the primary's executor (`Primary::log_synced`) or, on a backup,
 //! to the primary as a `Message::durable_ack`.
 //!
@@ -13,9 +19,10 @@
 //! the node's log), and reports nothing durable ever again, so no `durable` reply leaves on
 //! its account. A failed sync is never retried (see tandem-wal). Restart the node.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -49,6 +56,86 @@ enum Input {
     Drain(mpsc::SyncSender<()>),
 }
 
+impl Input {
+    /// Whether someone waits for this order: it wakes a lingering thread at once.
+    fn urgent(&self) -> bool {
+        match self {
+            Input::Order(order) => matches!(order, LogOrder::SyncWanted { .. }),
+            Input::Align { .. } | Input::AlignRejoin { .. } | Input::Drain(_) => true,
+        }
+    }
+}
+
+/// How long the log thread, having carried orders out, waits for more before it sleeps
+/// until an order wakes it. Orders given meanwhile wait for it rather than wake it, unless
+/// urgent: under load a node orders something every pass, so this is how long a batch can
+/// wait to be written (a `durable` reply's sync does not wait; see [`Input::urgent`]).
+pub const LINGER: Duration = Duration::from_millis(1);
+
+/// Where the log thread is, as its inbox sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Thread {
+    /// Carrying orders out: it looks at the inbox again before it waits.
+    Working,
+    /// Waiting up to [`LINGER`] after work: only an urgent order wakes it.
+    Lingering,
+    /// Waiting until woken (or the sync policy's next sync).
+    Asleep,
+    /// Stopped (poisoned): orders are dropped.
+    Gone,
+}
+
+/// The orders queued for the log thread and what it is doing.
+struct Queue {
+    inputs: VecDeque<Input>,
+    thread: Thread,
+    /// Every handle is gone: the thread syncs what it holds and stops.
+    closed: bool,
+}
+
+/// The log thread's inbox: the roles push, the thread takes everything at once.
+struct Inbox {
+    queue: Mutex<Queue>,
+    woken: Condvar,
+}
+
+impl Inbox {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().expect("not poisoned")
+    }
+
+    /// Queues `input`, waking the thread if it sleeps, or lingers and the input is urgent;
+    /// false if the thread is gone.
+    fn push(&self, input: Input) -> bool {
+        let urgent = input.urgent();
+        let mut queue = self.lock();
+        let wake = match queue.thread {
+            Thread::Gone => return false,
+            Thread::Working => false,
+            Thread::Lingering => urgent,
+            Thread::Asleep => true,
+        };
+        queue.inputs.push_back(input);
+        if wake {
+            // Woken once: later pushes find it working.
+            queue.thread = Thread::Working;
+            drop(queue);
+            self.woken.notify_one();
+        }
+        true
+    }
+}
+
+/// What every handle shares: when the last goes, the inbox closes.
+struct Sender(Arc<Inbox>);
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        self.0.lock().closed = true;
+        self.0.woken.notify_one();
+    }
+}
+
 /// State the log thread shares with the roles.
 struct Shared {
     /// What is synced and anchored (0 while not anchored, or once poisoned).
@@ -73,7 +160,7 @@ struct Shared {
 /// the node's process, or until the log is poisoned.
 #[derive(Clone)]
 pub struct NodeLog {
-    inputs: mpsc::Sender<Input>,
+    inputs: Arc<Sender>,
     shared: Arc<Shared>,
 }
 
@@ -122,7 +209,15 @@ impl NodeLog {
             checkpoint_bytes: settings.checkpoint_bytes,
             checkpoint_wanted: AtomicBool::new(core.wants_checkpoint()),
         });
-        let (inputs, inbox) = mpsc::channel();
+        let inbox = Arc::new(Inbox {
+            queue: Mutex::new(Queue {
+                inputs: VecDeque::new(),
+                thread: Thread::Working,
+                closed: false,
+            }),
+            woken: Condvar::new(),
+        });
+        let inputs = Arc::new(Sender(Arc::clone(&inbox)));
         let state = LogThread {
             node,
             core,
@@ -141,7 +236,7 @@ impl NodeLog {
     /// log thread did not finish within it (or is gone).
     pub fn drain(&self, timeout: Duration) -> bool {
         let (done, finished) = mpsc::sync_channel(1);
-        self.inputs.send(Input::Drain(done)).is_ok() && finished.recv_timeout(timeout).is_ok()
+        self.send(Input::Drain(done)) && finished.recv_timeout(timeout).is_ok()
     }
 
     /// A backup's checkpoint schedule for this log: the batch bytes between checkpoints, and
@@ -160,7 +255,12 @@ impl NodeLog {
     pub fn order(&self, order: LogOrder) {
         // A stopped thread (poisoned, or the node is stopping) takes nothing: no harm, since
         // it reports nothing durable either.
-        let _ = self.inputs.send(Input::Order(order));
+        let _ = self.send(Input::Order(order));
+    }
+
+    /// Queues `input` for the log thread; false if the thread is gone.
+    fn send(&self, input: Input) -> bool {
+        self.inputs.0.push(input)
     }
 
     /// Hands the log the batches a primary sealed.
@@ -185,7 +285,7 @@ impl NodeLog {
             *ceiling = Some((id, lsn));
             self.shared.lsn_durable.fetch_min(lsn, Ordering::AcqRel);
         }
-        let _ = self.inputs.send(Input::Align { lsn, id });
+        let _ = self.send(Input::Align { lsn, id });
     }
 
     /// Before a member rewinds to `lsn` to rejoin: where its log lets it rewind to, `lsn` or
@@ -193,11 +293,7 @@ impl NodeLog {
     /// failover's path (the new primary already serves), and the rewind depends on it.
     pub fn align_rejoin(&self, lsn: u64) -> u64 {
         let (answer, answered) = mpsc::sync_channel(1);
-        if self
-            .inputs
-            .send(Input::AlignRejoin { lsn, answer })
-            .is_err()
-        {
+        if !self.send(Input::AlignRejoin { lsn, answer }) {
             return lsn;
         }
         answered.recv().unwrap_or(lsn)
@@ -236,71 +332,99 @@ struct LogThread {
 }
 
 impl LogThread {
-    fn run(mut self, inbox: mpsc::Receiver<Input>) {
+    fn run(mut self, inbox: Arc<Inbox>) {
+        let mut lingering = false;
         loop {
-            let first = match self.wait() {
-                None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                Some(wait) => inbox.recv_timeout(wait),
-            };
-            let mut stop = false;
-            let mut next = match first {
-                Ok(input) => Some(input),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    stop = true;
-                    None
-                }
-            };
+            let (mut inputs, mut closed) = self.next_inputs(&inbox, lingering);
+            lingering = !inputs.is_empty();
             // Group commit: everything queued while the last sync ran goes into this one.
-            while let Some(input) = next.take() {
-                let result = match input {
-                    Input::Order(order) => {
-                        let finishing = matches!(order, LogOrder::CheckpointFinish { .. });
-                        let carried = self.core.carry_out(order).map_err(|e| e.to_string());
-                        if finishing && carried.is_ok() {
-                            self.checkpointed();
-                        }
-                        carried
+            while !inputs.is_empty() {
+                for input in inputs {
+                    if let Err(cause) = self.carry_out(input) {
+                        inbox.lock().thread = Thread::Gone;
+                        self.poison(cause);
+                        return;
                     }
-                    Input::Align { lsn, id } => self.align(lsn, id),
-                    Input::Drain(done) => {
-                        let synced = self.sync();
-                        let _ = done.send(());
-                        synced
-                    }
-                    Input::AlignRejoin { lsn, answer } => match self.core.align_rejoin(lsn) {
-                        Ok(kept) => {
-                            let _ = answer.send(kept);
-                            self.publish();
-                            Ok(())
-                        }
-                        Err(err) => {
-                            let _ = answer.send(lsn);
-                            Err(err.to_string())
-                        }
-                    },
-                };
-                if let Err(cause) = result {
-                    self.poison(cause);
-                    return;
                 }
-                next = inbox.try_recv().ok();
+                let mut queue = inbox.lock();
+                inputs = std::mem::take(&mut queue.inputs);
+                closed = queue.closed;
             }
             let ms_since = self.last_sync.elapsed().as_millis() as u64;
             // With every handle gone, the thread syncs what it holds, whatever the policy.
-            let due = (stop && self.core.unsynced()) || self.core.sync_due(ms_since);
+            let due = (closed && self.core.unsynced()) || self.core.sync_due(ms_since);
             let done = if due {
                 self.sync()
             } else {
                 self.core.write().map_err(|err| err.to_string())
             };
             if let Err(cause) = done {
+                inbox.lock().thread = Thread::Gone;
                 self.poison(cause);
                 return;
             }
-            if stop {
+            if closed {
                 return;
             }
+        }
+    }
+
+    /// Waits for orders (after work, lingering: see [`LINGER`]) and takes every one queued;
+    /// also whether the inbox is closed.
+    fn next_inputs(&self, inbox: &Inbox, lingering: bool) -> (VecDeque<Input>, bool) {
+        let policy_wait = self.wait();
+        let mut queue = inbox.lock();
+        if queue.inputs.is_empty() && !queue.closed {
+            let (thread, timeout) = if lingering {
+                let linger = policy_wait.map_or(LINGER, |wait| wait.min(LINGER));
+                (Thread::Lingering, Some(linger))
+            } else {
+                (Thread::Asleep, policy_wait)
+            };
+            queue.thread = thread;
+            queue = match timeout {
+                None => inbox.woken.wait(queue).expect("not poisoned"),
+                Some(timeout) => {
+                    inbox
+                        .woken
+                        .wait_timeout(queue, timeout)
+                        .expect("not poisoned")
+                        .0
+                }
+            };
+        }
+        queue.thread = Thread::Working;
+        (std::mem::take(&mut queue.inputs), queue.closed)
+    }
+
+    /// Carries out one input; an error poisons the log.
+    fn carry_out(&mut self, input: Input) -> Result<(), String> {
+        match input {
+            Input::Order(order) => {
+                let finishing = matches!(order, LogOrder::CheckpointFinish { .. });
+                let carried = self.core.carry_out(order).map_err(|e| e.to_string());
+                if finishing && carried.is_ok() {
+                    self.checkpointed();
+                }
+                carried
+            }
+            Input::Align { lsn, id } => self.align(lsn, id),
+            Input::Drain(done) => {
+                let synced = self.sync();
+                let _ = done.send(());
+                synced
+            }
+            Input::AlignRejoin { lsn, answer } => match self.core.align_rejoin(lsn) {
+                Ok(kept) => {
+                    let _ = answer.send(kept);
+                    self.publish();
+                    Ok(())
+                }
+                Err(err) => {
+                    let _ = answer.send(lsn);
+                    Err(err.to_string())
+                }
+            },
         }
     }
 
@@ -447,6 +571,81 @@ mod tests {
         };
         builder.push_redo(call, &record);
         builder.seal()
+    }
+
+    fn inbox_with(thread: Thread) -> Inbox {
+        Inbox {
+            queue: Mutex::new(Queue {
+                inputs: VecDeque::new(),
+                thread,
+                closed: false,
+            }),
+            woken: Condvar::new(),
+        }
+    }
+
+    /// A lingering thread is woken by an order someone waits for, and by nothing else; a
+    /// sleeping one by any order; a working one by none (it looks again before it waits).
+    #[test]
+    fn only_an_urgent_order_wakes_a_lingering_log_thread() {
+        let batch = || Input::Order(LogOrder::Cut { lsn: 1 });
+        let sync = || Input::Order(LogOrder::SyncWanted { lsn: 1 });
+        let cases = [
+            (Thread::Lingering, batch(), Thread::Lingering),
+            (Thread::Lingering, sync(), Thread::Working),
+            (
+                Thread::Lingering,
+                Input::Align { lsn: 1, id: 1 },
+                Thread::Working,
+            ),
+            (Thread::Asleep, batch(), Thread::Working),
+            (Thread::Working, sync(), Thread::Working),
+        ];
+        for (before, input, after) in cases {
+            let inbox = inbox_with(before);
+            assert!(inbox.push(input), "a live thread takes orders");
+            let queue = inbox.lock();
+            assert_eq!(
+                queue.thread, after,
+                "an order to a thread that was {before:?}"
+            );
+            assert_eq!(queue.inputs.len(), 1);
+        }
+        let gone = inbox_with(Thread::Gone);
+        assert!(!gone.push(batch()), "a stopped thread takes nothing");
+        assert!(gone.lock().inputs.is_empty(), "nor keeps it");
+    }
+
+    /// Orders given while the thread lingers are carried out: batches ordered one by one,
+    /// with no urgent order among them, all become durable under `always`.
+    #[test]
+    fn orders_given_while_the_log_thread_lingers_are_carried_out() {
+        let dir = std::env::temp_dir().join(format!("tandem-log-linger-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let settings = LogSettings {
+            dir: dir.clone(),
+            fsync: SyncPolicy::Always,
+            segment_bytes_max: 1 << 20,
+            checkpoint_bytes: 1 << 30,
+        };
+        let metrics = Arc::new(Metrics::new(1, "backup"));
+        let (log, _) = NodeLog::open(&settings, 1, 0, metrics).expect("the log opens");
+        for lsn in 1..=200 {
+            log.order(LogOrder::Batch {
+                batch: batch_at(lsn),
+                lsn_from: lsn,
+            });
+            if lsn % 20 == 0 {
+                std::thread::sleep(Duration::from_micros(300));
+            }
+        }
+        // A liveness bound, not a speed one: the thread must get there at all.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while log.lsn_durable() < 200 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(log.lsn_durable(), 200, "every batch ordered is durable");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A stopping node drains its log: every batch ordered before is synced, though the
