@@ -541,11 +541,11 @@ impl ProxyConn {
                 let mut argv = Argv::new();
                 let proto = CallArgs::decode_into(&call.args, &mut argv)
                     .expect("the session encodes a data command's call");
-                commands.push((proto, argv));
+                commands.push((proto, CallArgs::db(&call.args), argv));
             }
         }
         let mut args = Vec::with_capacity(args_len + 16);
-        ExecArgs::encode(self.session.proto(), &[], &commands, &mut args);
+        ExecArgs::encode_in(self.session.proto(), &[], &commands, &mut args);
         let (proc_id, kind, target) = if writes {
             (PROC_EXEC, ProcKind::Write, Target::Primary)
         } else {
@@ -856,7 +856,7 @@ mod tests {
         let exec = conn.next_unit(&info()).unwrap();
         assert_eq!(exec.proc_id, PROC_EXEC);
         let args = ExecArgs::decode(&exec.args).unwrap();
-        assert_eq!(args.watched().collect::<Vec<_>>(), [(&b"k"[..], 7)]);
+        assert_eq!(args.watched().collect::<Vec<_>>(), [(&b"k"[..], 7, 0)]);
         conn.finish(exec, Answer::Reply(b"*1\r\n:1\r\n"));
         let get = conn.next_unit(&info()).unwrap();
         conn.finish(get, Answer::Reply(b"$-1\r\n"));

@@ -12,7 +12,10 @@
 //! offset 256  the function libraries' DictHeader (64 bytes), by name
 //! offset 320  the functions' DictHeader (64 bytes), by name: which library holds each
 //! offset 384  the run-time parameters `CONFIG SET` changes (128 bytes, [`crate::params`])
-//! offset 512  the allocator's region, up to the dedup table the store keeps at the end
+//! offset 512  databases 1 to 15 (`SELECT`), 192 bytes each: its keyspace's DictHeader, its
+//!             expiry index's, and 64 bytes whose first word is its highest deleted version
+//!             (database 0's are at 64, 192 and in the DbHeader)
+//! offset 3392 the allocator's region, up to the dedup table the store keeps at the end
 //! ```
 //!
 //! Every key is an entry of the keyspace ([`Dict`]): a [`KeyHead`] (its link, type, expiry,
@@ -32,9 +35,10 @@ use crate::params::Params;
 const MAGIC: u64 = u64::from_le_bytes(*b"tandemrd");
 /// The layout of the database and its values; 2 since a stream's packs keep their first ID
 /// (64 bytes, were 48), 3 since the function libraries' tables took the 128 bytes the
-/// allocator's region began at, 4 since the run-time parameters took the next 128; a check of
-/// an older image says so instead of misreading it.
-const LAYOUT_VERSION: u64 = 4;
+/// allocator's region began at, 4 since the run-time parameters took the next 128, 5 since
+/// databases 1 to 15 took the 2,880 bytes after them; a check of an older image says so
+/// instead of misreading it.
+const LAYOUT_VERSION: u64 = 5;
 const KEYSPACE_AT: usize = 64;
 /// The scripts `SCRIPT LOAD` and `EVAL` stored, by SHA-1: in the segment, so that a backup
 /// promoted to primary knows them.
@@ -47,7 +51,14 @@ const LIBRARIES_AT: usize = 256;
 const FUNCTIONS_AT: usize = 320;
 /// The parameters `CONFIG SET` changes: in the segment, so that a failover keeps them.
 const PARAMS_AT: usize = 384;
-const ALLOC_AT: usize = PARAMS_AT + crate::params::BLOCK_BYTES;
+/// Databases 1 to 15: each a keyspace's table and an expiry index's, one after the other.
+const DBS_AT: usize = PARAMS_AT + crate::params::BLOCK_BYTES;
+const DB_BYTES: usize = 3 * 64;
+/// Where in a database's bytes its highest deleted version lies.
+const DB_DELETED_VERSION_MAX_AT: usize = 2 * DICT_HEADER_BYTES;
+/// How many databases `SELECT` chooses from (Redis's default `databases`).
+pub const DB_COUNT: u8 = 16;
+const ALLOC_AT: usize = DBS_AT + (DB_COUNT as usize - 1) * DB_BYTES;
 
 /// The name under which an expiry index that disagrees with the keys is reported.
 pub const CHECK_EXPIRY_INDEX: &str = "the expiry index holds exactly the keys that expire";
@@ -213,12 +224,19 @@ impl Key {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub alloc: Alloc,
+    /// The database the keyspace and the expiry index are of (`SELECT`; 0 to
+    /// [`DB_COUNT`] − 1). The layout of a call is its database's ([`Layout::in_db`]).
+    pub db: u8,
     pub keyspace: Dict,
     /// The script store's table; its entries' layout is the scripts family's.
     pub scripts_at: usize,
     /// Every key with an expiry, by key (entries `[Link][key]`): the active sweep samples it
     /// instead of the whole keyspace.
     pub expires: Dict,
+    /// Where the database's highest deleted version lies (see
+    /// `DbHeader::deleted_version_max`): each database keeps its own, so a deletion in one
+    /// aborts no `EXEC` that watched a key of another.
+    deleted_version_max_at: usize,
     /// The function libraries' table and the functions' index; their entries' layouts are
     /// the functions family's.
     pub libraries_at: usize,
@@ -247,14 +265,62 @@ impl Layout {
         }
         Ok(Layout {
             alloc: Alloc::new(ALLOC_AT, end - ALLOC_AT),
+            db: 0,
             keyspace: Dict::new(KEYSPACE_AT, KEY_HEAD_BYTES),
             scripts_at: SCRIPTS_AT,
             expires: Dict::new(EXPIRES_AT, LINK_BYTES),
+            deleted_version_max_at: DELETED_VERSION_MAX_AT,
             libraries_at: LIBRARIES_AT,
             functions_at: FUNCTIONS_AT,
             params: Params::new(PARAMS_AT),
             segment_len,
         })
+    }
+
+    /// The layout of database `db` (`SELECT`): its keyspace and expiry index, the rest
+    /// shared.
+    pub fn in_db(&self, db: u8) -> Layout {
+        assert!(db < DB_COUNT, "database {db} does not exist");
+        let (keyspace_at, expires_at, deleted_version_max_at) = match db {
+            0 => (KEYSPACE_AT, EXPIRES_AT, DELETED_VERSION_MAX_AT),
+            n => {
+                let at = DBS_AT + (usize::from(n) - 1) * DB_BYTES;
+                (at, at + DICT_HEADER_BYTES, at + DB_DELETED_VERSION_MAX_AT)
+            }
+        };
+        Layout {
+            db,
+            keyspace: Dict::new(keyspace_at, KEY_HEAD_BYTES),
+            expires: Dict::new(expires_at, LINK_BYTES),
+            deleted_version_max_at,
+            ..*self
+        }
+    }
+
+    /// Every database's layout, 0 first.
+    pub fn dbs(&self) -> impl Iterator<Item = Layout> + use<> {
+        let layout = *self;
+        (0..DB_COUNT).map(move |db| layout.in_db(db))
+    }
+
+    /// Swaps databases `a` and `b` whole in `txn` (`SWAPDB`): their keyspaces' and expiry
+    /// indexes' tables trade places, so every key moves at once. A `WATCH` of a key of
+    /// either sees it changed if it appeared, vanished or has another version; both keep
+    /// the higher deleted version, since each now holds keys the other deleted around.
+    pub fn swap_dbs(&self, txn: &mut Txn<'_>, a: u8, b: u8) {
+        let (a, b) = (self.in_db(a), self.in_db(b));
+        let deleted = a.deleted_version_max(txn).max(b.deleted_version_max(txn));
+        a.note_deleted(txn, deleted);
+        b.note_deleted(txn, deleted);
+        for (x, y) in [(a.keyspace, b.keyspace), (a.expires, b.expires)] {
+            let (x_at, y_at) = (x.header_at(), y.header_at());
+            let x_bytes = txn.bytes(x_at, DICT_HEADER_BYTES).to_vec();
+            let y_bytes = txn.bytes(y_at, DICT_HEADER_BYTES).to_vec();
+            txn.set_range(x_at, DICT_HEADER_BYTES)
+                .copy_from_slice(&y_bytes);
+            txn.set_range(y_at, DICT_HEADER_BYTES)
+                .copy_from_slice(&x_bytes);
+        }
     }
 
     /// Writes a fresh database's header in `txn` (the rest of a fresh segment is zero, an
@@ -275,6 +341,7 @@ impl Layout {
         const _: () = assert!(EXPIRES_AT + DICT_HEADER_BYTES <= LIBRARIES_AT);
         const _: () = assert!(LIBRARIES_AT + DICT_HEADER_BYTES <= FUNCTIONS_AT);
         const _: () = assert!(FUNCTIONS_AT + DICT_HEADER_BYTES <= PARAMS_AT);
+        const _: () = assert!(ALLOC_AT.is_multiple_of(64));
     }
 
     /// Whether the segment holds a database of this layout.
@@ -300,13 +367,13 @@ impl Layout {
 
     /// The highest version any deleted key had (see `DbHeader::deleted_version_max`).
     pub fn deleted_version_max(&self, mem: &impl Mem) -> u64 {
-        mem.word(DELETED_VERSION_MAX_AT)
+        mem.word(self.deleted_version_max_at)
     }
 
     /// Records in `txn` that a key whose version was `version` is deleted.
     pub fn note_deleted(&self, txn: &mut Txn<'_>, version: u64) {
         if version > self.deleted_version_max(txn) {
-            set_word(txn, DELETED_VERSION_MAX_AT, version);
+            set_word(txn, self.deleted_version_max_at, version);
         }
     }
 
@@ -440,6 +507,40 @@ impl Layout {
         self.alloc.free(txn, found.entry, LINK_BYTES + name.len());
     }
 
+    /// Moves `key`, with its value and expiry, from this layout's database to `there`'s
+    /// (`MOVE`): its entry is unlinked here and linked there, so a value of any size moves
+    /// at once. `key` must not be in `there`. Fails only if `there`'s tables cannot grow;
+    /// the caller's call then fails and its txn writes nothing.
+    pub fn move_key(
+        &self,
+        txn: &mut Txn<'_>,
+        key: &Key,
+        there: &Layout,
+    ) -> Result<(), OutOfMemory> {
+        let name = self.key_bytes(txn, key).to_vec();
+        let expires = txn.word(key.entry() + EXPIRE_AT) != 0;
+        if expires {
+            self.unindex_expiry(txn, key);
+        }
+        self.note_deleted(txn, key.head.version);
+        // Unlinked here before it is linked there: a link holds one chain's next entry.
+        self.keyspace.remove(txn, &self.alloc, key.found);
+        there.keyspace.insert(txn, &there.alloc, key.entry())?;
+        let found = there
+            .keyspace
+            .find(txn, &name, key.head.link.hash)
+            .expect("the key was just linked there");
+        let moved = Key {
+            found,
+            head: txn.read_pod(found.entry),
+        };
+        there.touch(txn, &moved);
+        if expires {
+            there.index_expiry(txn, &moved)?;
+        }
+        Ok(())
+    }
+
     /// Records what `key`'s history tells of its encoding.
     pub fn set_mark(&self, txn: &mut Txn<'_>, key: &Key, mark: EncodingMark) {
         let aux = (key.head.link.aux & 0xff) | (mark as u32) << 8;
@@ -545,24 +646,26 @@ impl Layout {
     /// Every block the database owns, as (segment offset, bytes asked for): the allocator's
     /// check proves they and the free blocks tile what it carved.
     pub fn owned_blocks(&self, mem: &impl Mem, owned: &mut Vec<(usize, usize)>) {
-        self.keyspace
-            .blocks(mem, |block, len| owned.push((block, len)));
-        self.keyspace.for_each(mem, |entry| {
-            let head: KeyHead = mem.pod(entry);
-            owned.push((entry, head.block_len as usize));
-            let key = Key {
-                found: Found { link: 0, entry },
-                head,
-            };
-            crate::cmd::value_blocks(mem, self, &key, owned);
-        });
+        for db in self.dbs() {
+            db.keyspace
+                .blocks(mem, |block, len| owned.push((block, len)));
+            db.keyspace.for_each(mem, |entry| {
+                let head: KeyHead = mem.pod(entry);
+                owned.push((entry, head.block_len as usize));
+                let key = Key {
+                    found: Found { link: 0, entry },
+                    head,
+                };
+                crate::cmd::value_blocks(mem, &db, &key, owned);
+            });
+            db.expires
+                .blocks(mem, |block, len| owned.push((block, len)));
+            db.expires.for_each(mem, |entry| {
+                let link: Link = mem.pod(entry);
+                owned.push((entry, LINK_BYTES + link.key_len as usize));
+            });
+        }
         crate::cmd::scripts::owned(mem, self, owned);
         crate::cmd::functions::owned(mem, self, owned);
-        self.expires
-            .blocks(mem, |block, len| owned.push((block, len)));
-        self.expires.for_each(mem, |entry| {
-            let link: Link = mem.pod(entry);
-            owned.push((entry, LINK_BYTES + link.key_len as usize));
-        });
     }
 }

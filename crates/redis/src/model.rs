@@ -33,6 +33,47 @@ use crate::params::NOTIFY_KEYSPACE_EVENTS;
 use crate::resp::{Argv, ReplyWriter};
 use crate::wire::{CallArgs, ExecArgs, encode_versions};
 
+/// What the model's statistics about one database begin with ([`keyspace_lines`]).
+pub const KEYSPACE_STAT_PREFIX: &str = "keyspace_db";
+
+/// The names of each database's statistics: its keys, and those with an expiry.
+const KEYSPACE_STATS: [(&str, &str); crate::db::DB_COUNT as usize] = [
+    ("keyspace_db0_keys", "keyspace_db0_expires"),
+    ("keyspace_db1_keys", "keyspace_db1_expires"),
+    ("keyspace_db2_keys", "keyspace_db2_expires"),
+    ("keyspace_db3_keys", "keyspace_db3_expires"),
+    ("keyspace_db4_keys", "keyspace_db4_expires"),
+    ("keyspace_db5_keys", "keyspace_db5_expires"),
+    ("keyspace_db6_keys", "keyspace_db6_expires"),
+    ("keyspace_db7_keys", "keyspace_db7_expires"),
+    ("keyspace_db8_keys", "keyspace_db8_expires"),
+    ("keyspace_db9_keys", "keyspace_db9_expires"),
+    ("keyspace_db10_keys", "keyspace_db10_expires"),
+    ("keyspace_db11_keys", "keyspace_db11_expires"),
+    ("keyspace_db12_keys", "keyspace_db12_expires"),
+    ("keyspace_db13_keys", "keyspace_db13_expires"),
+    ("keyspace_db14_keys", "keyspace_db14_expires"),
+    ("keyspace_db15_keys", "keyspace_db15_expires"),
+];
+
+/// `INFO keyspace`'s databases from the model's statistics (as `memory_lines` carries
+/// them): each database that holds keys, with its keys and those that expire.
+pub fn keyspace_lines(stats: &[(String, String)]) -> Vec<(u8, String, String)> {
+    let stat = |name: &str| {
+        stats
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+    };
+    (0..crate::db::DB_COUNT)
+        .filter_map(|db| {
+            let (keys, expires) = KEYSPACE_STATS[usize::from(db)];
+            let keys = stat(keys).filter(|keys| keys != "0")?;
+            Some((db, keys, stat(expires).unwrap_or_else(|| "0".into())))
+        })
+        .collect()
+}
+
 /// The procedure of a `MULTI` … `EXEC` block.
 pub const PROC_EXEC: ProcId = ProcId(0);
 /// The read procedure that answers what `EXEC` will compare of `WATCH`ed keys (a word per
@@ -161,15 +202,16 @@ impl RedisModel {
     ) -> Result<(), CmdError> {
         let proto = args.proto();
         let (layout, now_ms) = (ctx.layout, ctx.now_ms);
-        for (key, word) in args.watched() {
-            if Watched::from_word(word).changed(&layout, &ctx.access, key, now_ms) {
+        for (key, word, db) in args.watched() {
+            if Watched::from_word(word).changed(&layout.in_db(db), &ctx.access, key, now_ms) {
                 ReplyWriter::new(reply, proto).null_array();
                 return Ok(());
             }
         }
         ReplyWriter::new(reply, proto).array(args.commands().len());
         let mut one = Vec::new();
-        for (command_proto, argv) in args.commands() {
+        for ((command_proto, argv), &db) in args.commands().iter().zip(args.dbs()) {
+            ctx.layout = layout.in_db(db);
             one.clear();
             let mut writer = ReplyWriter::new(&mut one, *command_proto);
             let result = crate::cmd::run_in(ctx, argv, &mut writer);
@@ -206,7 +248,8 @@ impl RedisModel {
             .with_scripts(&mut scripts);
         ReplyWriter::new(reply, args.proto()).array(args.commands().len());
         let mut one = Vec::new();
-        for (command_proto, argv) in args.commands() {
+        for ((command_proto, argv), &db) in args.commands().iter().zip(args.dbs()) {
+            ctx.layout = self.layout.in_db(db);
             one.clear();
             let name = argv.get(0).unwrap_or_default();
             let mut writer = ReplyWriter::new(&mut one, *command_proto);
@@ -309,7 +352,8 @@ impl DataModel for RedisModel {
         }
         let rng_seed = self.rng_seed();
         let notices = self.notices(txn);
-        let mut ctx = Ctx::new(Access::Write(txn), self.layout, now_ms, rng_seed)
+        let layout = self.layout.in_db(CallArgs::db(args));
+        let mut ctx = Ctx::new(Access::Write(txn), layout, now_ms, rng_seed)
             .with_scripts(self.scripts.get_mut())
             .with_notices(notices);
         if command.blocks.is_some() {
@@ -333,9 +377,10 @@ impl DataModel for RedisModel {
             let mut argv = Argv::new();
             CallArgs::decode_into(args, &mut argv)
                 .map_err(|_| ProcError::BadArgs("malformed WATCH arguments"))?;
+            let layout = self.layout.in_db(CallArgs::db(args));
             let words: Vec<u64> = argv
                 .iter()
-                .map(|key| Watched::read(&self.layout, segment, key, now_ms).word())
+                .map(|key| Watched::read(&layout, segment, key, now_ms).word())
                 .collect();
             encode_versions(&words, reply);
             return Ok(());
@@ -353,7 +398,8 @@ impl DataModel for RedisModel {
             return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
         }
         let mut scripts = self.scripts.borrow_mut();
-        let mut ctx = Ctx::new(Access::Read(segment), self.layout, now_ms, self.rng_seed())
+        let layout = self.layout.in_db(CallArgs::db(args));
+        let mut ctx = Ctx::new(Access::Read(segment), layout, now_ms, self.rng_seed())
             .with_scripts(&mut scripts);
         if command.blocks.is_some() {
             ctx.waiting = CallArgs::waiting(args);
@@ -366,7 +412,7 @@ impl DataModel for RedisModel {
     fn stats(&self, segment: &Segment) -> Vec<(&'static str, f64)> {
         let alloc = self.layout.alloc.stats(segment);
         let used = alloc.used_bytes as f64;
-        vec![
+        let mut stats = vec![
             ("used_memory", used),
             ("maxmemory", segment.len() as f64),
             ("allocator_carved_bytes", alloc.carved_bytes as f64),
@@ -385,9 +431,29 @@ impl DataModel for RedisModel {
                     1.0
                 },
             ),
-            ("keys", self.layout.keyspace.len(segment) as f64),
-            ("expires", self.layout.expires.len(segment) as f64),
-        ]
+            (
+                "keys",
+                self.layout
+                    .dbs()
+                    .map(|db| db.keyspace.len(segment))
+                    .sum::<u64>() as f64,
+            ),
+            (
+                "expires",
+                self.layout
+                    .dbs()
+                    .map(|db| db.expires.len(segment))
+                    .sum::<u64>() as f64,
+            ),
+        ];
+        // Each database (`INFO keyspace` lists those that hold keys), every time: a gauge
+        // of a database emptied since must say 0.
+        for db in self.layout.dbs() {
+            let (keys, expires) = KEYSPACE_STATS[usize::from(db.db)];
+            stats.push((keys, db.keyspace.len(segment) as f64));
+            stats.push((expires, db.expires.len(segment) as f64));
+        }
+        stats
     }
 
     fn periodic(&self) -> Option<(ProcId, u64)> {
@@ -414,8 +480,10 @@ impl DataModel for RedisModel {
         let mut owned = Vec::new();
         self.layout.owned_blocks(segment, &mut owned);
         self.layout.alloc.check(segment, &mut owned.into_iter())?;
-        self.layout.check_expiry_index(segment)?;
-        self.layout.check_keys_unique(segment)?;
+        for db in self.layout.dbs() {
+            db.check_expiry_index(segment)?;
+            db.check_keys_unique(segment)?;
+        }
         crate::cmd::functions::check(segment, &self.layout)?;
         self.layout.params.check(segment)?;
         DedupTable::for_segment_len(segment.len()).check(segment)

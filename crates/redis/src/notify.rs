@@ -1,7 +1,7 @@
 //! Keyspace notifications, as Redis 7.0's `notify.c`: a write command tells what it did to a
 //! key (`set`, `lpush`, `del`, `expired`, …) under a class of events, and with the class on in
-//! `notify-keyspace-events` the call publishes `__keyspace@0__:KEY EVENT` (flag `K`) and
-//! `__keyevent@0__:EVENT KEY` (flag `E`).
+//! `notify-keyspace-events` the call publishes `__keyspace@DB__:KEY EVENT` (flag `K`) and
+//! `__keyevent@DB__:EVENT KEY` (flag `E`), `DB` the database the key is in.
 //!
 //! A command notifies as it writes, after every check that could refuse it, so a command that
 //! answers an error has notified nothing. The messages of a call are [`Notices`] in its
@@ -84,12 +84,12 @@ impl Notices {
     }
 
     /// Publishes that `event` of `class` happened to `key`, as the flags say.
-    pub fn notify(&mut self, class: EventClass, event: &str, key: &[u8]) {
+    pub fn notify(&mut self, class: EventClass, event: &str, db: u8, key: &[u8]) {
         if !self.wants(class) {
             return;
         }
         if self.mask & params::keyspace_event_bit(b'K') != 0 {
-            let mut channel = b"__keyspace@0__:".to_vec();
+            let mut channel = format!("__keyspace@{db}__:").into_bytes();
             channel.extend_from_slice(key);
             self.published.push(Publication {
                 channel,
@@ -97,7 +97,7 @@ impl Notices {
             });
         }
         if self.mask & params::keyspace_event_bit(b'E') != 0 {
-            let mut channel = b"__keyevent@0__:".to_vec();
+            let mut channel = format!("__keyevent@{db}__:").into_bytes();
             channel.extend_from_slice(event.as_bytes());
             self.published.push(Publication {
                 channel,
@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn the_flags_choose_the_classes_and_the_channels() {
         let mut both = Notices::new(mask("KEA"));
-        both.notify(EventClass::String, "set", b"foo");
+        both.notify(EventClass::String, "set", 0, b"foo");
         assert_eq!(
             channels(&mut both),
             [
@@ -145,22 +145,22 @@ mod tests {
             ]
         );
         let mut lists_only = Notices::new(mask("Kl"));
-        lists_only.notify(EventClass::String, "set", b"foo");
-        lists_only.notify(EventClass::List, "lpush", b"l");
+        lists_only.notify(EventClass::String, "set", 0, b"foo");
+        lists_only.notify(EventClass::List, "lpush", 0, b"l");
         assert_eq!(
             channels(&mut lists_only),
             [("__keyspace@0__:l".into(), "lpush".into())]
         );
         // A class without K or E publishes nothing, as in Redis.
         let mut neither = Notices::new(mask("A"));
-        neither.notify(EventClass::Generic, "del", b"foo");
+        neither.notify(EventClass::Generic, "del", 0, b"foo");
         assert!(neither.take().is_empty());
         // `A` leaves out `n`.
         let mut all = Notices::new(mask("EA"));
-        all.notify(EventClass::New, "new", b"foo");
+        all.notify(EventClass::New, "new", 0, b"foo");
         assert!(all.take().is_empty());
         let mut new = Notices::new(mask("En"));
-        new.notify(EventClass::New, "new", b"foo");
+        new.notify(EventClass::New, "new", 0, b"foo");
         assert_eq!(
             channels(&mut new),
             [("__keyevent@0__:new".into(), "foo".into())]

@@ -25,6 +25,7 @@ use std::time::Duration;
 use tandem_store::{DataModel, ProcId, ProcKind};
 
 use crate::cmd::{self, Class, Command, commands};
+use crate::db::DB_COUNT;
 use crate::model::{PROC_EXEC, PROC_WATCH, command_proc};
 use crate::pubsub::{self, Hub};
 use crate::resp::{Argv, Proto, ReplyWriter};
@@ -480,9 +481,12 @@ pub struct Session {
     id: u64,
     proto: Proto,
     name: Option<Vec<u8>>,
+    /// The database its commands run in (`SELECT`).
+    db: u8,
     /// Inside `MULTI`: the queued commands, and whether one was refused (`EXEC` then aborts).
     multi: Option<(Vec<Argv>, bool)>,
-    watched: Vec<(Vec<u8>, u64)>,
+    /// The keys `WATCH`ed: each with the version seen and its database.
+    watched: Vec<(Vec<u8>, u64, u8)>,
     /// Whether the connection gave the password (consulted only while one is asked for).
     authenticated: bool,
     /// The table's user the connection logged in as; `None`: `default`, with every right.
@@ -522,6 +526,8 @@ pub struct BlockAnswers {
     proto: Proto,
     /// The client name after the block (`CLIENT SETNAME`, `HELLO … SETNAME`).
     name: Option<Vec<u8>>,
+    /// The database after the block (`SELECT`).
+    db: u8,
 }
 
 /// Who answers one command of a `MULTI` block.
@@ -542,6 +548,7 @@ impl Session {
             id,
             proto: Proto::Resp2,
             name: None,
+            db: 0,
             multi: None,
             watched: Vec::new(),
             authenticated: false,
@@ -857,11 +864,11 @@ impl Session {
                 return Step::Replied;
             }
             Some(blocking) => {
-                CallArgs::encode_may_block(self.proto, argv, &mut args);
+                CallArgs::encode_may_block(self.proto, self.db, argv, &mut args);
                 Purpose::Block(blocking)
             }
             None => {
-                CallArgs::encode(self.proto, argv, &mut args);
+                CallArgs::encode_in(self.proto, self.db, argv, &mut args);
                 if cmd::sync::is_snapshot(command.name) {
                     let framing =
                         cmd::sync::Framing::new(command.name, info.node_id, self.reply_limit);
@@ -912,9 +919,10 @@ impl Session {
             }
             (Purpose::Watch(keys), Outcome::Reply(bytes)) => match decode_versions(bytes) {
                 Ok(versions) if versions.len() == keys.len() => {
+                    let db = self.db;
                     for (key, version) in keys.into_iter().zip(versions) {
-                        if !self.watched.iter().any(|(k, _)| *k == key) {
-                            self.watched.push((key, version));
+                        if !self.watched.iter().any(|(k, _, d)| *k == key && *d == db) {
+                            self.watched.push((key, version, db));
                         }
                     }
                     ReplyWriter::new(out, self.proto).ok();
@@ -953,6 +961,7 @@ impl Session {
     fn reset(&mut self, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
         self.proto = Proto::Resp2;
         self.name = None;
+        self.db = 0;
         self.multi = None;
         self.watched.clear();
         // Back to the default user, which must give its password again.
@@ -994,8 +1003,13 @@ impl Session {
                 let mut w = ReplyWriter::new(out, proto);
                 match crate::num::parse_i64(arg(1)) {
                     None => w.error(cmd::CmdError::NOT_INTEGER.text()),
-                    Some(0) => w.ok(),
-                    Some(_) => w.error("ERR DB index is out of range"),
+                    Some(db) => match u8::try_from(db).ok().filter(|&db| db < DB_COUNT) {
+                        Some(db) => {
+                            self.db = db;
+                            w.ok();
+                        }
+                        None => w.error("ERR DB index is out of range"),
+                    },
                 }
             }
             "AUTH" => self.auth(argv, info, out),
@@ -1111,7 +1125,7 @@ impl Session {
             key_argv.push(key);
         }
         let mut args = Vec::new();
-        CallArgs::encode(proto, &key_argv, &mut args);
+        CallArgs::encode_in(proto, self.db, &key_argv, &mut args);
         Step::Call(Call {
             proc_id: PROC_WATCH,
             kind: ProcKind::Read,
@@ -1160,6 +1174,7 @@ impl Session {
             }
             self.proto = answers.proto;
             self.name = answers.name;
+            self.db = answers.db;
             return Step::Replied;
         }
         if !info.primary {
@@ -1180,7 +1195,7 @@ impl Session {
         // block of reads only takes an LSN too (rare enough not to have a procedure of its
         // own).
         let mut args = Vec::new();
-        ExecArgs::encode(proto, &watched, &data, &mut args);
+        ExecArgs::encode_in(proto, &watched, &data, &mut args);
         Step::Call(Call {
             proc_id: PROC_EXEC,
             kind: ProcKind::Write,
@@ -1199,11 +1214,12 @@ impl Session {
         &self,
         queued: &[Argv],
         info: &ServerInfo,
-    ) -> (BlockAnswers, Vec<(Proto, Argv)>) {
+    ) -> (BlockAnswers, Vec<(Proto, u8, Argv)>) {
         let mut scratch = Session {
             id: self.id,
             proto: self.proto,
             name: self.name.clone(),
+            db: self.db,
             multi: None,
             watched: Vec::new(),
             authenticated: self.authenticated,
@@ -1255,7 +1271,7 @@ impl Session {
                 ReplyWriter::new(&mut reply, scratch.proto).error(refusal);
                 replies.push(BlockReply::Session(reply));
             } else {
-                data.push((scratch.proto, argv.clone()));
+                data.push((scratch.proto, scratch.db, argv.clone()));
                 replies.push(BlockReply::Data);
             }
         }
@@ -1263,6 +1279,7 @@ impl Session {
             replies,
             proto: scratch.proto,
             name: scratch.name,
+            db: scratch.db,
         };
         (answers, data)
     }
@@ -1310,6 +1327,7 @@ impl Session {
         }
         self.proto = answers.proto;
         self.name = answers.name;
+        self.db = answers.db;
     }
 
     fn hello(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
@@ -1700,6 +1718,7 @@ const INFO_SECTIONS: &[(&str, bool)] = &[
     ("commandstats", false),
     ("errorstats", true),
     ("cluster", true),
+    ("keyspace", true),
 ];
 
 /// The sections `INFO` arguments ask for, as Redis reads them: without case, any number,
@@ -1771,7 +1790,9 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
                 }
                 line("maxmemory_policy", &"noeviction");
                 for (key, value) in &info.memory_lines {
-                    line(key, value);
+                    if !key.starts_with(crate::model::KEYSPACE_STAT_PREFIX) {
+                        line(key, value);
+                    }
                 }
             }
             "persistence" => {
@@ -1805,6 +1826,15 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
             "cluster" => {
                 line("#", &"Cluster");
                 line("cluster_enabled", &0);
+            }
+            "keyspace" => {
+                line("#", &"Keyspace");
+                for (db, keys, expires) in crate::model::keyspace_lines(&info.memory_lines) {
+                    line(
+                        &format!("db{db}"),
+                        &format_args!("keys={keys},expires={expires},avg_ttl=0"),
+                    );
+                }
             }
             counters => counters_section(text, counters, info),
         }
@@ -1933,6 +1963,7 @@ mod tests {
             "# Commandstats",
             "# Errorstats",
             "# Cluster",
+            "# Keyspace",
         ];
         for line in ["INFO all", "info EVERYTHING", "INFO cpu all"] {
             assert_eq!(headers(line), all, "{line}");

@@ -254,7 +254,7 @@ fn connection_commands_answer_in_the_session() {
         err("ERR wrong number of arguments for 'get' command")
     );
     assert_eq!(node.s("SELECT 0"), ok());
-    assert_eq!(node.s("SELECT 1"), err("ERR DB index is out of range"));
+    assert_eq!(node.s("SELECT 16"), err("ERR DB index is out of range"));
     let Value::Map(hello) = node.s("HELLO 3") else {
         panic!("HELLO 3 answers a map")
     };

@@ -409,9 +409,10 @@ fn the_check_finds_an_index_that_disagrees_with_the_libraries() {
     assert_eq!(failed.check, CHECK_FUNCTION_INDEX, "{failed:?}");
 }
 
-/// The libraries' tables took the allocator's first 128 bytes (layout version 3), then the
-/// run-time parameters the next 128 (version 4): the check refuses an image of an older
-/// version (whose allocator began there) rather than misread it.
+/// The libraries' tables took the allocator's first 128 bytes (layout version 3), the
+/// run-time parameters the next 128 (version 4), databases 1 to 15 the next 1,920 (version
+/// 5): the check refuses an image of an older version (whose allocator began there) rather
+/// than misread it.
 #[test]
 fn an_image_of_the_layout_before_functions_is_refused() {
     let mut node = Node::new(DB);
@@ -420,8 +421,8 @@ fn an_image_of_the_layout_before_functions_is_refused() {
     assert!(model.check(&node.replica).is_ok());
     let mut txn = node.replica.begin();
     // The header: magic, then the layout's version.
-    assert_eq!(txn.read(8, 8), 4u64.to_le_bytes());
-    txn.set_range(8, 8).copy_from_slice(&3u64.to_le_bytes());
+    assert_eq!(txn.read(8, 8), 5u64.to_le_bytes());
+    txn.set_range(8, 8).copy_from_slice(&4u64.to_le_bytes());
     txn.commit();
     let refused = model.check(&node.replica).unwrap_err();
     assert_eq!(refused.check, "the segment holds a Redis database");

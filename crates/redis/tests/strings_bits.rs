@@ -482,7 +482,7 @@ fn copy_duplicates_every_type_with_its_expiry() {
 }
 
 #[test]
-fn copy_replaces_only_when_asked_and_refuses_other_databases() {
+fn copy_replaces_only_when_asked_and_refuses_databases_out_of_range() {
     let mut node = Node::new(DB);
     node.s("SET a 1");
     node.s("RPUSH b x");
@@ -498,12 +498,15 @@ fn copy_replaces_only_when_asked_and_refuses_other_databases() {
         node.s("COPY a a"),
         err("ERR source and destination objects are the same")
     );
-    assert_eq!(node.s("COPY a c DB 1"), err("ERR DB index is out of range"));
+    assert_eq!(
+        node.s("COPY a c DB 16"),
+        err("ERR DB index is out of range")
+    );
     assert_eq!(
         node.s("COPY a c DB -1"),
         err("ERR DB index is out of range")
     );
-    assert_eq!(node.s("SELECT 1"), err("ERR DB index is out of range"));
+    assert_eq!(node.s("SELECT 16"), err("ERR DB index is out of range"));
     assert_eq!(
         node.s("COPY a c DB x"),
         err("ERR value is not an integer or out of range")

@@ -78,8 +78,8 @@ pub struct ImportArgs {
     /// exists stops the import).
     #[arg(long)]
     pub replace: bool,
-    /// Load database N's keys of the file (tandem serves one database: they become its
-    /// keys); without it, a file with keys outside database 0 is refused.
+    /// Load database N's keys of the file into database 0; without it, a file with keys
+    /// outside database 0 is refused.
     #[arg(long, value_name = "N")]
     pub db: Option<u64>,
 }

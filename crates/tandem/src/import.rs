@@ -3,8 +3,8 @@
 //!
 //! The file is read twice, key by key, never whole ([`tandem_redis::rdb::file`]): first to
 //! check all of it (a damaged file is refused before anything is loaded, naming the offset)
-//! and to learn which databases it holds (tandem serves one: `--db N` picks which of the
-//! file's loads into it); then to load it. Each key goes as `RESTORE key expiry payload
+//! and to learn which databases it holds (it loads into database 0: `--db N` picks which
+//! of the file's loads into it); then to load it. Each key goes as `RESTORE key expiry payload
 //! ABSTTL [REPLACE]`, its payload the bytes the file holds (Redis's own encoding), in
 //! pipelined batches of at most [`BATCH_KEYS_MAX`] keys and [`BATCH_BYTES_MAX`] bytes; the
 //! function libraries go first, as one `FUNCTION RESTORE`. A key already expired is skipped
@@ -114,9 +114,8 @@ fn pick_db(survey: &Survey, asked: Option<u64>) -> Result<u64, Failure> {
         }
         Some(db) => Ok(db),
         None if survey.keys_by_db.keys().any(|&db| db != 0) => Err(Failure::Usage(format!(
-            "the file holds keys of databases {}; tandem serves one database, 0: give --db N \
-             to load database N's keys into it (one import per database, each into its own \
-             cluster, keeps them apart); nothing was loaded",
+            "the file holds keys of databases {}; the import loads into database 0: give \
+             --db N to load database N's keys into it; nothing was loaded",
             listed()
         ))),
         None => Ok(0),

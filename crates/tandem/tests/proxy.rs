@@ -291,6 +291,34 @@ fn reads_after_readonly_go_to_backups_and_see_every_acknowledged_write() {
     );
     assert_eq!(reader.call(&["INCR", "n"]), Value::Integer(1));
     assert_eq!(writer.call(&["GET", "n"]), Value::Bulk(b"1".to_vec()));
+
+    // Databases: each connection's `SELECT` goes with its calls, pipelined reads at a
+    // backup and a `MULTI` block among them.
+    let ok = Value::Simple(b"OK".to_vec());
+    assert_eq!(writer.call(&["SELECT", "5"]), ok);
+    assert_eq!(writer.call(&["SET", "k", "in-5"]), ok);
+    writer.send(&["MULTI"]);
+    writer.send(&["SET", "m", "in-5"]);
+    writer.send(&["SELECT", "6"]);
+    writer.send(&["SET", "m", "in-6"]);
+    writer.send(&["EXEC"]);
+    for _ in 0..4 {
+        writer.read();
+    }
+    assert_eq!(
+        writer.read(),
+        Value::Array(vec![ok.clone(), ok.clone(), ok.clone()])
+    );
+    assert_eq!(reader.call(&["SELECT", "5"]), ok);
+    reader.send(&["GET", "k"]);
+    reader.send(&["GET", "m"]);
+    assert_eq!(reader.read(), Value::Bulk(b"in-5".to_vec()));
+    assert_eq!(reader.read(), Value::Bulk(b"in-5".to_vec()));
+    assert_eq!(reader.call(&["SELECT", "6"]), ok);
+    assert_eq!(reader.call(&["GET", "m"]), Value::Bulk(b"in-6".to_vec()));
+    assert_eq!(writer.call(&["GET", "m"]), Value::Bulk(b"in-6".to_vec()));
+    assert_eq!(reader.call(&["SELECT", "0"]), ok);
+    assert_eq!(reader.call(&["GET", "k"]), Value::Bulk(b"49".to_vec()));
     assert_a_redis_port_is_refused_by_name(&up);
 }
 

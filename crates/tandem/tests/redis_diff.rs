@@ -129,8 +129,7 @@ struct Allowed {
 /// `EXISTS` and `KEYS` need no allowance for keys expired but not yet deleted.
 ///
 /// The generator never sends what differs by design, rather than compare it loosely:
-/// `SELECT` of a database other than 0 (tandem has one; nor `COPY … DB n` for Redis's
-/// other databases 1 to 15), a bit offset Redis accepts near 2^32 for a write (Redis would
+/// a bit offset Redis accepts near 2^32 for a write (Redis would
 /// allocate 512 MB; tandem's 64 MiB segment answers OOM), `CONFIG SET` (a tandem node is
 /// configured by its file), `CLIENT SETINFO` (Redis 7.0 lacks it; tandem accepts it, as 7.2
 /// does, for redis-py), `CLIENT LIST`/`INFO`, `COMMAND` and `COMMAND DOCS` (they describe each
@@ -4113,12 +4112,10 @@ static KEYSPACE: &[Gen] = &[
     g("RENAMENX", 6, |d| command("RENAMENX", [d.key(), d.key()])),
     g("COPY", 8, |d| {
         let mut args = command("COPY", [d.key(), d.key()]);
-        // Never `DB` 1 to 15 (Redis's other databases; tandem has one), nor a bare `DB` last,
-        // which a mutation could follow with such a number.
         for _ in 0..d.rng.below(3) {
             match d.rng.below(6) {
                 0..=2 => args.push(d.pick(&["REPLACE", "replace"])),
-                3 => args.extend([b"DB".to_vec(), b"0".to_vec()]),
+                3 => args.extend([b"DB".to_vec(), d.pick(&["0", "0", "1", "2", "15"])]),
                 4 => args.extend([
                     d.pick(&["DB", "db"]),
                     d.pick(&["-1", "16", "x", "99999999999", "2147483648", "-2147483649"]),
@@ -4201,6 +4198,14 @@ static KEYSPACE: &[Gen] = &[
         }
     }),
     g("DBSIZE", 5, |_| command("DBSIZE", [])),
+    g("MOVE", 6, |d| {
+        let db = ["0", "1", "1", "2", "15", "16", "-1", "x", "2147483648"];
+        command("MOVE", [d.key(), d.pick(&db)])
+    }),
+    g("SWAPDB", 2, |d| {
+        let first = d.pick(&["0", "1", "2", "x", "16", "2147483648"]);
+        command("SWAPDB", [first, d.pick(&["0", "1", "2", "-1"])])
+    }),
     g("FLUSHALL", 1, |d| match d.rng.below(4) {
         0 => command("FLUSHALL", [d.pick(&["ASYNC", "SYNC", "async", "BOGUS"])]),
         1 => command("FLUSHALL", [b"SYNC".to_vec(), b"ASYNC".to_vec()]),
@@ -4439,8 +4444,9 @@ static CONNECTION: &[Gen] = &[
         _ => command("PING", [d.value(), d.value()]),
     }),
     g("ECHO", 4, |d| command("ECHO", [d.value()])),
-    g("SELECT", 2, |d| {
-        command("SELECT", [d.pick(&["0", "16", "-1", "x", "1.0", "00"])])
+    g("SELECT", 4, |d| {
+        let db = ["0", "0", "0", "1", "2", "15", "16", "-1", "x", "1.0", "00"];
+        command("SELECT", [d.pick(&db)])
     }),
     g("AUTH", 2, |d| match d.rng.below(4) {
         0 => command("AUTH", [d.value()]),
@@ -4784,7 +4790,7 @@ fn multi_block(d: &mut Draw, steps: &mut Vec<Step>, may_stay_open: bool) {
 /// `SELECT`, `CLIENT`, `DBSIZE` and `TYPE` more often.
 fn draw_block_connection_command(d: &mut Draw) -> Args {
     match d.rng.below(10) {
-        0 => command("SELECT", [d.pick(&["0", "0", "16", "x"])]),
+        0 => command("SELECT", [d.pick(&["0", "0", "1", "16", "x"])]),
         1 => command(
             "CLIENT",
             [b"SETNAME".to_vec(), d.pick(&["in-block", "a b"])],

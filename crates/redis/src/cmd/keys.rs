@@ -101,12 +101,37 @@ pub fn flushall(
     argv: &Argv,
     out: &mut ReplyWriter<'_>,
 ) -> Result<(), CmdError> {
-    match argv.get(1).map(|a| a.to_ascii_uppercase()) {
-        None => {}
-        Some(mode) if argv.len() == 2 && (mode == b"ASYNC" || mode == b"SYNC") => {}
-        Some(_) => return Err(CmdError::SYNTAX),
+    flush_mode(argv)?;
+    for db in ctx.layout.dbs() {
+        flush(ctx, &db);
     }
+    out.ok();
+    Ok(())
+}
+
+pub fn flushdb(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    flush_mode(argv)?;
     let layout = ctx.layout;
+    flush(ctx, &layout);
+    out.ok();
+    Ok(())
+}
+
+/// `FLUSHALL`'s and `FLUSHDB`'s one option, `ASYNC` or `SYNC` (alike here: one txn).
+fn flush_mode(argv: &Argv) -> Result<(), CmdError> {
+    match argv.get(1).map(|a| a.to_ascii_uppercase()) {
+        None => Ok(()),
+        Some(mode) if argv.len() == 2 && (mode == b"ASYNC" || mode == b"SYNC") => Ok(()),
+        Some(_) => Err(CmdError::SYNTAX),
+    }
+}
+
+/// Deletes every key of the database `layout` is of.
+fn flush(ctx: &mut Ctx<'_, '_>, layout: &crate::db::Layout) {
     let txn = ctx.txn();
     let mut version_max = 0;
     layout.keyspace.clear(txn, &layout.alloc, |txn, entry| {
@@ -116,7 +141,7 @@ pub fn flushall(
             found: Found { link: 0, entry },
             head,
         };
-        free_value(txn, &layout, &key);
+        free_value(txn, layout, &key);
         layout.alloc.free(txn, entry, head.block_len as usize);
     });
     // What `unlink` records for each key it deletes (a `WATCH` of an absent key reads it).
@@ -127,8 +152,6 @@ pub fn flushall(
             .alloc
             .free(txn, entry, LINK_BYTES + link.key_len as usize);
     });
-    out.ok();
-    Ok(())
 }
 
 /// Renames `from` to `to`; `Ok(false)` if `nx` and `to` exists.
@@ -535,6 +558,18 @@ const SWEEP_ROUNDS_MAX: usize = 16;
 /// more of a round's sample had expired. Returns how many keys it deleted. Only the primary
 /// runs it; backups get the deletions as redo and never read a clock.
 pub fn sweep(ctx: &mut Ctx<'_, '_>) -> usize {
+    let base = ctx.layout;
+    let mut deleted = 0;
+    for db in base.dbs() {
+        ctx.layout = db;
+        deleted += sweep_db(ctx);
+    }
+    ctx.layout = base;
+    deleted
+}
+
+/// [`sweep`] of the database `ctx.layout` is of.
+fn sweep_db(ctx: &mut Ctx<'_, '_>) -> usize {
     let layout = ctx.layout;
     let mut deleted = 0;
     for _ in 0..SWEEP_ROUNDS_MAX {
@@ -572,39 +607,116 @@ pub fn sweep(ctx: &mut Ctx<'_, '_>) -> usize {
     deleted
 }
 
-/// `COPY`'s options: whether it may replace the destination. The one database here is 0,
-/// so `DB 0` is the source's own and any other index answers what `SELECT` answers for it.
-fn copy_options(argv: &Argv) -> Result<bool, CmdError> {
+/// `COPY`'s options: whether it may replace the destination, and the database it copies
+/// into (`DB`; `None`: the source's).
+fn copy_options(argv: &Argv) -> Result<(bool, Option<u8>), CmdError> {
     let mut replace = false;
+    let mut db = None;
     let mut i = 3;
     while i < argv.len() {
         match arg(argv, i).to_ascii_uppercase().as_slice() {
             b"REPLACE" => replace = true,
             b"DB" if i + 1 < argv.len() => {
-                // Redis reads the index as a C int (getIntFromObjectOrReply).
-                let db = int_arg(argv, i + 1)?;
-                if i32::try_from(db).is_err() {
-                    return Err(CmdError::fixed(
-                        "ERR value is out of range, value must between -2147483648 and \
-                         2147483647",
-                    ));
-                }
-                if db != 0 {
-                    return Err(CmdError::fixed("ERR DB index is out of range"));
-                }
+                db = Some(db_index(c_int_arg(argv, i + 1)?)?);
                 i += 1;
             }
             _ => return Err(CmdError::SYNTAX),
         }
         i += 1;
     }
-    Ok(replace)
+    Ok((replace, db))
+}
+
+/// Argument `i` read as Redis reads a database's index: a C int (getIntFromObjectOrReply).
+fn c_int_arg(argv: &Argv, i: usize) -> Result<i64, CmdError> {
+    let index = int_arg(argv, i)?;
+    if i32::try_from(index).is_err() {
+        return Err(CmdError::fixed(
+            "ERR value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
+    Ok(index)
+}
+
+/// A database's number as `SELECT` takes it.
+fn db_index(index: i64) -> Result<u8, CmdError> {
+    u8::try_from(index)
+        .ok()
+        .filter(|&db| db < crate::db::DB_COUNT)
+        .ok_or(CmdError::fixed("ERR DB index is out of range"))
+}
+
+/// `MOVE key db`: moves the key, with its expiry, to another database, unless it is there
+/// already (db.c's `moveCommand`).
+pub fn move_key(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let name = arg(argv, 1);
+    let db = db_index(c_int_arg(argv, 2)?)?;
+    let home = ctx.layout;
+    if db == home.db {
+        return Err(CmdError::fixed(
+            "ERR source and destination objects are the same",
+        ));
+    }
+    let Some(key) = ctx.find_for_write(name) else {
+        out.integer(0);
+        return Ok(());
+    };
+    let there = home.in_db(db);
+    ctx.layout = there;
+    let taken = ctx.find_for_write(name).is_some();
+    ctx.layout = home;
+    if taken {
+        out.integer(0);
+        return Ok(());
+    }
+    // Found again: deleting an expired entry there cannot move this one's link, but the
+    // link is read fresh all the same.
+    let key = ctx.find_for_write(name).unwrap_or(key);
+    home.move_key(ctx.txn(), &key, &there)?;
+    // As Redis: the key is new there, then gone from here, then moved there.
+    ctx.layout = there;
+    ctx.notify(EventClass::New, "new", name);
+    ctx.layout = home;
+    ctx.notify(EventClass::Generic, "move_from", name);
+    ctx.layout = there;
+    ctx.notify(EventClass::Generic, "move_to", name);
+    ctx.layout = home;
+    out.integer(1);
+    Ok(())
+}
+
+/// `SWAPDB a b`: the two databases trade every key at once (db.c's `swapdbCommand`).
+pub fn swapdb(
+    ctx: &mut Ctx<'_, '_>,
+    argv: &Argv,
+    out: &mut ReplyWriter<'_>,
+) -> Result<(), CmdError> {
+    let index = |i: usize, what: &'static str| {
+        crate::num::parse_i64(arg(argv, i))
+            .filter(|index| i32::try_from(*index).is_ok())
+            .ok_or(CmdError::fixed(what))
+    };
+    let a = index(1, "ERR invalid first DB index")?;
+    let b = index(2, "ERR invalid second DB index")?;
+    let (a, b) = (db_index(a)?, db_index(b)?);
+    if a != b {
+        let layout = ctx.layout;
+        layout.swap_dbs(ctx.txn(), a, b);
+    }
+    out.ok();
+    Ok(())
 }
 
 pub fn copy(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
     let (from, to) = (arg(argv, 1), arg(argv, 2));
-    let replace = copy_options(argv)?;
-    if from == to {
+    let (replace, db) = copy_options(argv)?;
+    let home = ctx.layout;
+    let there = home.in_db(db.unwrap_or(home.db));
+    if from == to && there.db == home.db {
         return Err(CmdError::fixed(
             "ERR source and destination objects are the same",
         ));
@@ -613,15 +725,33 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         out.integer(0);
         return Ok(());
     }
+    // The destination is written in its database; the source is read by its entry.
+    ctx.layout = there;
+    let copied = copy_into(ctx, &home, from, to, replace);
+    ctx.layout = home;
+    out.integer(i64::from(copied?));
+    Ok(())
+}
+
+/// [`copy`] into the database `ctx.layout` is of, from `from` in `home`'s: whether it
+/// copied.
+fn copy_into(
+    ctx: &mut Ctx<'_, '_>,
+    home: &Layout,
+    from: &[u8],
+    to: &[u8],
+    replace: bool,
+) -> Result<bool, CmdError> {
     if let Some(target) = ctx.find_for_write(to) {
         if !replace {
-            out.integer(0);
-            return Ok(());
+            return Ok(false);
         }
         ctx.delete(&target);
     }
     // Found again: deleting the destination may have moved the source's link.
-    let source = ctx.find(from).expect("the source is still there");
+    let source = home
+        .find(&ctx.access, from, ctx.now_ms)
+        .expect("the source is still there");
     match source.kind() {
         Kind::String => {
             let value = ctx.string(&source).to_vec();
@@ -643,6 +773,5 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
         layout.set_expire(ctx.txn(), &copied, source.head.expire_at_ms)?;
     }
     ctx.notify(EventClass::Generic, "copy_to", to);
-    out.integer(1);
-    Ok(())
+    Ok(true)
 }

@@ -104,7 +104,7 @@ impl<'a, 't> Ctx<'a, 't> {
     /// Publishes that `event` of `class` happened to `key` (a keyspace notification), if the
     /// database's `notify-keyspace-events` asks for the class.
     pub fn notify(&mut self, class: EventClass, event: &str, key: &[u8]) {
-        self.notices.notify(class, event, key);
+        self.notices.notify(class, event, self.layout.db, key);
     }
 
     /// Whether a script runs the command: a script's run takes the engine out of its context
@@ -421,7 +421,7 @@ static BASE: &[Command] = &[
     data("EXPIREAT", -3, Write, (1, 1, 1), false, keys::expireat),
     data("EXPIRETIME", 2, Read, (1, 1, 1), false, keys::expiretime),
     data("FLUSHALL", -1, Write, (0, 0, 0), false, keys::flushall),
-    data("FLUSHDB", -1, Write, (0, 0, 0), false, keys::flushall),
+    data("FLUSHDB", -1, Write, (0, 0, 0), false, keys::flushdb),
     data("GET", 2, Read, (1, 1, 1), false, strings::get),
     data("GETDEL", 2, Write, (1, 1, 1), false, strings::getdel),
     data("GETEX", -2, Write, (1, 1, 1), false, strings::getex),
@@ -442,6 +442,7 @@ static BASE: &[Command] = &[
     data("KEYS", 2, Read, (0, 0, 0), false, keys::keys),
     data("LCS", -3, Read, (1, 2, 1), false, strings::lcs),
     data("MGET", -2, Read, (1, -1, 1), false, strings::mget),
+    data("MOVE", 3, Write, (1, 1, 1), false, keys::move_key),
     data("MSET", -3, Write, (1, -1, 2), true, strings::mset),
     data("MSETNX", -3, Write, (1, -1, 2), true, strings::msetnx),
     conn("MEMORY", -2),
@@ -477,6 +478,7 @@ static BASE: &[Command] = &[
     data("SUBSTR", 4, Read, (1, 1, 1), false, strings::getrange),
     conn("SUBSCRIBE", -2),
     conn("SUNSUBSCRIBE", -1),
+    data("SWAPDB", 3, Write, (0, 0, 0), false, keys::swapdb),
     // Redis flags it neither read nor write: it reads the clock, not the database. Here
     // it reads the time a call runs at, which never falls behind the primary's.
     data("TIME", 1, Read, (0, 0, 0), false, keys::time),

@@ -60,40 +60,44 @@ fn snapshot(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Re
     Ok(())
 }
 
-/// The RDB file of the database in `mem` at `now_ms`: its libraries, then its live keys
-/// (an expired key not swept yet is left out, as loading it would drop it).
+/// The RDB file of the database in `mem` at `now_ms`: its libraries, then the live keys of
+/// each database that has any (an expired key not swept yet is left out, as loading it would
+/// drop it).
 pub fn database_file(mem: &impl Mem, layout: &Layout, now_ms: u64, origin: Origin) -> Vec<u8> {
     let thresholds = layout.params.thresholds(mem);
-    let mut live = Vec::new();
-    layout.keyspace.for_each(mem, |entry| {
-        let head: KeyHead = mem.pod(entry);
-        if head.expire_at_ms == 0 || head.expire_at_ms > now_ms {
-            live.push((entry, head));
-        }
-    });
-    let expires = live.iter().filter(|(_, h)| h.expire_at_ms != 0).count();
     // Writing to memory cannot fail.
     let written = "a Vec takes every write";
     let mut writer = FileWriter::new(Vec::new(), origin).expect(written);
     for library in super::functions::libraries(mem, layout) {
         writer.function(&library.code).expect(written);
     }
-    if !live.is_empty() {
+    for db in layout.dbs() {
+        let mut live = Vec::new();
+        db.keyspace.for_each(mem, |entry| {
+            let head: KeyHead = mem.pod(entry);
+            if head.expire_at_ms == 0 || head.expire_at_ms > now_ms {
+                live.push((entry, head));
+            }
+        });
+        if live.is_empty() {
+            continue;
+        }
+        let expires = live.iter().filter(|(_, h)| h.expire_at_ms != 0).count();
         writer
-            .database(0, live.len() as u64, expires as u64)
+            .database(u64::from(db.db), live.len() as u64, expires as u64)
             .expect(written);
-    }
-    for (entry, head) in live {
-        let key = Key {
-            found: Found { link: 0, entry },
-            head,
-        };
-        let name = layout.keyspace.key(mem, entry);
-        let (value, encoding) = super::dump::image(mem, &key, &thresholds);
-        let expire_at_ms = (head.expire_at_ms != 0).then_some(head.expire_at_ms);
-        writer
-            .key(name, expire_at_ms, &value, encoding)
-            .expect(written);
+        for (entry, head) in live {
+            let key = Key {
+                found: Found { link: 0, entry },
+                head,
+            };
+            let name = db.keyspace.key(mem, entry);
+            let (value, encoding) = super::dump::image(mem, &key, &thresholds);
+            let expire_at_ms = (head.expire_at_ms != 0).then_some(head.expire_at_ms);
+            writer
+                .key(name, expire_at_ms, &value, encoding)
+                .expect(written);
+        }
     }
     writer.finish().expect(written)
 }

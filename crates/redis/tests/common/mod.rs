@@ -69,7 +69,7 @@ impl Node {
         match waiting {
             Waiting::Never => CallArgs::encode(Proto::Resp2, &argv, &mut call_args),
             Waiting::MayBlock | Waiting::Awakened => {
-                CallArgs::encode_may_block(Proto::Resp2, &argv, &mut call_args);
+                CallArgs::encode_may_block(Proto::Resp2, 0, &argv, &mut call_args);
                 if waiting == Waiting::Awakened {
                     CallArgs::set_awakened(&mut call_args);
                 }
