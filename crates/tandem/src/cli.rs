@@ -78,8 +78,8 @@ pub struct ImportArgs {
     /// exists stops the import).
     #[arg(long)]
     pub replace: bool,
-    /// Load database N's keys of the file into database 0; without it, a file with keys
-    /// outside database 0 is refused.
+    /// Load database N's keys of the file alone (into database N); without it, every
+    /// database's keys load, each into the database of its number.
     #[arg(long, value_name = "N")]
     pub db: Option<u64>,
 }

@@ -3,8 +3,8 @@
 //!
 //! The file is read twice, key by key, never whole ([`tandem_redis::rdb::file`]): first to
 //! check all of it (a damaged file is refused before anything is loaded, naming the offset)
-//! and to learn which databases it holds (it loads into database 0: `--db N` picks which
-//! of the file's loads into it); then to load it. Each key goes as `RESTORE key expiry payload
+//! and to learn which databases it holds (each loads into the database of its number, as
+//! `redis-server` loads a file; `--db N` loads database N alone); then to load it. Each key goes as `RESTORE key expiry payload
 //! ABSTTL [REPLACE]`, its payload the bytes the file holds (Redis's own encoding), in
 //! pipelined batches of at most [`BATCH_KEYS_MAX`] keys and [`BATCH_BYTES_MAX`] bytes; the
 //! function libraries go first, as one `FUNCTION RESTORE`. A key already expired is skipped
@@ -35,13 +35,13 @@ const REPLY_WAIT_MAX: Duration = Duration::from_secs(300);
 pub fn run(args: &ImportArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let survey = survey(&args.file)?;
-    let db = pick_db(&survey, args.db)?;
+    let only = pick_dbs(&survey, args.db)?;
     let mut conn = Conn::connect(&args.redis, args.user.as_deref(), args.password.as_deref())?;
     let libraries = survey.libraries.len();
     if libraries > 0 {
         restore_functions(&mut conn, &survey.libraries, args.replace)?;
     }
-    let loaded = load(&args.file, db, args.replace, &mut conn)?;
+    let loaded = load(&args.file, only, args.replace, &mut conn)?;
     println!(
         "loaded {} keys ({} already expired, skipped) and {libraries} function libraries \
          from {} ({} bytes) in {:.1} s",
@@ -95,8 +95,9 @@ fn survey(path: &Path) -> Result<Survey, Failure> {
     Ok(survey)
 }
 
-/// The database whose keys load: `asked`, or 0 when the file holds no other.
-fn pick_db(survey: &Survey, asked: Option<u64>) -> Result<u64, Failure> {
+/// Which of the file's databases load: `asked` alone, or every one (`None`). Each loads into
+/// the database of its number, so each must be one tandem has (0 to 15).
+fn pick_dbs(survey: &Survey, asked: Option<u64>) -> Result<Option<u64>, Failure> {
     let listed = || {
         survey
             .keys_by_db
@@ -105,20 +106,26 @@ fn pick_db(survey: &Survey, asked: Option<u64>) -> Result<u64, Failure> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let count = u64::from(tandem_redis::db::DB_COUNT);
     match asked {
+        Some(db) if db >= count => Err(Failure::Usage(format!(
+            "--db {db}: tandem has databases 0 to {}; nothing was loaded",
+            count - 1
+        ))),
         Some(db) if !survey.keys_by_db.contains_key(&db) && !survey.keys_by_db.is_empty() => {
             Err(Failure::Usage(format!(
                 "--db {db}: the file holds no key of database {db}; it holds databases {}",
                 listed()
             )))
         }
-        Some(db) => Ok(db),
-        None if survey.keys_by_db.keys().any(|&db| db != 0) => Err(Failure::Usage(format!(
-            "the file holds keys of databases {}; the import loads into database 0: give \
-             --db N to load database N's keys into it; nothing was loaded",
-            listed()
+        Some(db) => Ok(Some(db)),
+        None if survey.keys_by_db.keys().any(|&db| db >= count) => Err(Failure::Usage(format!(
+            "the file holds keys of databases {}; tandem has databases 0 to {}: give \
+                 --db N to load database N alone; nothing was loaded",
+            listed(),
+            count - 1
         ))),
-        None => Ok(0),
+        None => Ok(None),
     }
 }
 
@@ -155,10 +162,12 @@ struct Loaded {
     expired: u64,
 }
 
-/// Reads the file again and sends database `db`'s keys, batch by batch.
-fn load(path: &Path, db: u64, replace: bool, conn: &mut Conn) -> Result<Loaded, Failure> {
+/// Reads the file again and sends the keys of database `only` (`None`: of every database),
+/// batch by batch, each into the database of its number.
+fn load(path: &Path, only: Option<u64>, replace: bool, conn: &mut Conn) -> Result<Loaded, Failure> {
     let reader = open(path)?;
     let mut loaded = Loaded::default();
+    let mut selected = 0;
     let mut batch: Vec<Vec<u8>> = Vec::new();
     let now_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -171,8 +180,13 @@ fn load(path: &Path, db: u64, replace: bool, conn: &mut Conn) -> Result<Loaded, 
                 loaded.keys
             ))
         })?;
-        if key.db != db {
+        if only.is_some_and(|db| key.db != db) {
             continue;
+        }
+        if key.db != selected {
+            send_batch(conn, &mut batch, &mut loaded)?;
+            select(conn, key.db, &loaded)?;
+            selected = key.db;
         }
         if key.expire_at_ms.is_some_and(|at_ms| at_ms <= now_ms) {
             loaded.expired += 1;
@@ -196,6 +210,19 @@ fn queue_restore(conn: &mut Conn, key: &KeyRecord, replace: bool) {
         args.push(b"REPLACE");
     }
     conn.queue(&args);
+}
+
+/// Selects database `db` for the keys that follow.
+fn select(conn: &mut Conn, db: u64, loaded: &Loaded) -> Result<(), Failure> {
+    conn.queue(&[b"SELECT", db.to_string().as_bytes()]);
+    match conn.replies(1)?.pop() {
+        Some(Value::Error(text)) => Err(Failure::Run(format!(
+            "SELECT {db} was refused: {}; {} keys were loaded before it",
+            String::from_utf8_lossy(&text),
+            loaded.keys
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Sends the queued `RESTORE`s of `batch`'s keys and reads their replies.

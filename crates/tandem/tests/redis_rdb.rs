@@ -89,6 +89,11 @@ fn fill(conn: &mut Conn) {
             b"#!lua name=two\nredis.register_function{function_name='two', \
               callback=function() return 2 end, flags={'no-writes'}}",
         ],
+        // Database 2 holds keys of its own, and one of database 0's names.
+        vec![b"SELECT", b"2"],
+        vec![b"SET", b"int", b"in-two"],
+        vec![b"HSET", b"hash-in-two", b"f", b"1"],
+        vec![b"SELECT", b"0"],
     ];
     for command in &commands {
         ok(conn, command);
@@ -166,6 +171,25 @@ fn show(state: &(Vec<u8>, Vec<u8>, i64, RdbValue)) -> String {
 
 /// Every way `a` and `b` differ: keys one has and the other lacks, and of each key both
 /// have, its type, encoding, expiry or value; and their function libraries.
+/// [`differences`] in databases 0 and 2 (the ones [`fill`] writes).
+fn differences_in_dbs(a: &mut Conn, b: &mut Conn) -> Vec<String> {
+    let mut found = Vec::new();
+    for db in ["2", "0"] {
+        for conn in [&mut *a, &mut *b] {
+            assert_eq!(
+                conn.cmd(&format!("SELECT {db}")),
+                Value::Simple(b"OK".to_vec())
+            );
+        }
+        found.extend(
+            differences(a, b)
+                .into_iter()
+                .map(|difference| format!("database {db}: {difference}")),
+        );
+    }
+    found
+}
+
 fn differences(a: &mut Conn, b: &mut Conn) -> Vec<String> {
     let mut found = Vec::new();
     let (keys_a, keys_b) = (keys(a), keys(b));
@@ -240,12 +264,12 @@ fn a_redis_file_imports_and_the_export_loads_into_redis() {
         cluster.logs()
     );
     assert!(
-        text(&output).contains("loaded 14 keys"),
+        text(&output).contains("loaded 16 keys"),
         "{}",
         text(&output)
     );
     let mut tandem = Conn::connect(cluster.primary_resp());
-    let found = differences(&mut redis, &mut tandem);
+    let found = differences_in_dbs(&mut redis, &mut tandem);
     assert!(found.is_empty(), "after the import:\n{}", found.join("\n"));
 
     // Again: every key exists now, which only --replace overwrites.
@@ -264,9 +288,9 @@ fn a_redis_file_imports_and_the_export_loads_into_redis() {
     assert!(cli.status.success(), "redis-cli --rdb: {}", text(&cli));
     let copy = RedisServer::start_loading(&exported).expect("redis-server loads the export");
     let mut copied = Conn::connect(copy.address);
-    let found = differences(&mut tandem, &mut copied);
+    let found = differences_in_dbs(&mut tandem, &mut copied);
     assert!(found.is_empty(), "after the export:\n{}", found.join("\n"));
-    let found = differences(&mut redis, &mut copied);
+    let found = differences_in_dbs(&mut redis, &mut copied);
     assert!(
         found.is_empty(),
         "Redis to Redis through tandem:\n{}",
@@ -327,7 +351,7 @@ fn file_of(build: impl FnOnce(&mut FileWriter<Vec<u8>>)) -> Vec<u8> {
 }
 
 #[test]
-fn an_import_refuses_other_databases_and_damage_and_skips_expired_keys() {
+fn an_import_loads_each_database_into_its_own_refuses_damage_and_skips_expired_keys() {
     let cluster = Cluster::start("redis-rdb-refusals", 2, 64);
     let primary = cluster.primary_resp().to_string();
     let dir = redis_support::scratch_dir("redis-rdb-files");
@@ -341,12 +365,13 @@ fn an_import_refuses_other_databases_and_damage_and_skips_expired_keys() {
     });
     let path = dir.join("two.rdb");
     std::fs::write(&path, &two_dbs).unwrap();
-    let refused = import(&path, &primary, &[]);
-    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
-    assert!(text(&refused).contains("--db N"), "{}", text(&refused));
-    let picked = import(&path, &primary, &["--db", "3"]);
-    assert!(picked.status.success(), "{}", text(&picked));
-    assert!(text(&picked).contains("loaded 1 keys"), "{}", text(&picked));
+    let all = import(&path, &primary, &[]);
+    assert!(all.status.success(), "{}", text(&all));
+    assert!(
+        text(&all).contains("loaded 1 keys (1 already expired"),
+        "{}",
+        text(&all)
+    );
     let again = import(&path, &primary, &["--db", "3"]);
     assert!(!again.status.success());
     let expected = "key 'three' already exists in the cluster: give --replace to overwrite it; 0 \
@@ -359,8 +384,32 @@ fn an_import_refuses_other_databases_and_damage_and_skips_expired_keys() {
         text(&zero)
     );
     let mut tandem = Conn::connect(cluster.primary_resp());
-    assert_eq!(tandem.cmd("GET three"), Value::Bulk(b"3".to_vec()));
+    assert_eq!(
+        tandem.cmd("GET three"),
+        Value::Null,
+        "database 3's key in 0"
+    );
     assert_eq!(tandem.cmd("EXISTS gone"), Value::Integer(0));
+    assert_eq!(tandem.cmd("SELECT 3"), Value::Simple(b"OK".to_vec()));
+    assert_eq!(tandem.cmd("GET three"), Value::Bulk(b"3".to_vec()));
+
+    // A database tandem lacks is refused before anything loads, saying which it has.
+    let beyond = file_of(|w| {
+        w.database(16, 1, 0).unwrap();
+        w.key(b"sixteen", None, &string(b"16"), Encoding::Int)
+            .unwrap();
+    });
+    let beyond_path = dir.join("beyond.rdb");
+    std::fs::write(&beyond_path, &beyond).unwrap();
+    for flags in [&[][..], &["--db", "16"][..]] {
+        let refused = import(&beyond_path, &primary, flags);
+        assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("databases 0 to 15"),
+            "{}",
+            text(&refused)
+        );
+    }
 
     let mut damaged = two_dbs.clone();
     let at = damaged.len() / 2;
