@@ -1,6 +1,6 @@
 //! Redis's own test suite, unmodified, against a tandem cluster: the units of Redis 7.0.15's
 //! `tests/unit/` in [`UNITS`] run through its `./runtest` in external mode (`--host`,
-//! `--port`, `--singledb`, `--durable`) against the primary of a 3-node cluster (`tandem up`,
+//! `--port`, `--durable`; with every database, not `--singledb`) against the primary of a 3-node cluster (`tandem up`,
 //! 2-safe), with the tags left out that need what an external server does not give ([`TAGS`]:
 //! replication, `DEBUG`, `SAVE`, memory limits, and Redis's external CI's `-slow`;
 //! `external:skip` goes by itself). `.ci/setup` fetches the suite at its pinned release into
@@ -67,7 +67,7 @@ const UNITS: &[&str] = &[
 
 /// The tags left out (Redis's `tests/README.md`): what needs replication (`SYNC`), `DEBUG`
 /// or `OBJECT`, `SAVE`, `CONFIG SET maxmemory`, and the slow tests Redis's own external CI
-/// leaves out too. On redis-server 7.0.15 the units then run 1,224 tests.
+/// leaves out too. On redis-server 7.0.15 the units then run 1,242 tests.
 const TAGS: &str = "-slow -needs:repl -needs:debug -needs:save -needs:config-maxmemory";
 
 /// The harness gives up on a unit after this long without a test starting or ending (its
@@ -531,7 +531,7 @@ fn run_unit(suite: &Path, port: u16, unit: &str, skips: &[&str], log: &Path) -> 
     let mut args: Vec<String> = ["--host", "127.0.0.1", "--port", &port.to_string()]
         .map(String::from)
         .to_vec();
-    args.extend(["--singledb", "--durable", "--single", unit, "--tags", TAGS].map(String::from));
+    args.extend(["--durable", "--single", unit, "--tags", TAGS].map(String::from));
     args.extend(["--timeout".into(), NO_PROGRESS_SECONDS.to_string()]);
     args.extend(["--baseport".into(), (harness_port() + 32).to_string()]);
     for name in skips {
