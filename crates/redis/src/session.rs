@@ -538,8 +538,9 @@ enum BlockReply {
     /// The model does: a data command.
     Data,
     /// A pub/sub command: the hub, once the block ran (a publication's count, a
-    /// subscription's confirmation).
-    PubSub(pubsub::Request),
+    /// subscription's confirmation), in the protocol in force at its place in the block (a
+    /// `HELLO` after it does not change how it is answered).
+    PubSub(pubsub::Request, Proto),
 }
 
 impl Session {
@@ -1161,7 +1162,7 @@ impl Session {
         let uses_hub = answers
             .replies
             .iter()
-            .any(|reply| matches!(reply, BlockReply::PubSub(_)));
+            .any(|reply| matches!(reply, BlockReply::PubSub(..)));
         if data.is_empty() && watched.is_empty() && !uses_hub {
             // Nothing for the database to run or check: the session answers the block.
             let mut w = ReplyWriter::new(out, proto);
@@ -1252,7 +1253,7 @@ impl Session {
                     step = Step::Replied;
                 }
                 if let Step::PubSub(request) = step {
-                    replies.push(BlockReply::PubSub(request));
+                    replies.push(BlockReply::PubSub(request, scratch.proto));
                     continue;
                 }
                 // The commands that call, close or end the block are never queued.
@@ -1316,11 +1317,11 @@ impl Session {
             match reply {
                 BlockReply::Session(reply) => out.extend_from_slice(&reply),
                 BlockReply::Data => out.extend_from_slice(data_replies.pop().expect("counted")),
-                BlockReply::PubSub(request) => {
+                BlockReply::PubSub(request, proto) => {
                     let hub = hub
                         .as_deref_mut()
                         .expect("a block holds pub/sub commands only where a hub serves them");
-                    hub.run(self.id, answers.proto, request, out);
+                    hub.run(self.id, proto, request, out);
                     self.subscribed = hub.subscriptions(self.id) > 0;
                 }
             }

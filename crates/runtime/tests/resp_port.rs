@@ -1339,6 +1339,34 @@ fn a_block_publishes_when_it_runs_and_not_when_a_watch_aborts_it() {
     );
 }
 
+/// A subscription in a block is confirmed in the protocol in force at its place, as Redis
+/// does: a RESP3 push, though a `HELLO 2` later in the block switches the connection back.
+#[test]
+fn a_subscription_in_a_block_answers_in_the_protocol_of_its_place() {
+    let (address, _) = start();
+    let mut conn = Conn::open(address);
+    conn.send(&[
+        &[b"HELLO", b"3"],
+        &[b"MULTI"],
+        &[b"PSUBSCRIBE", b"p*"],
+        &[b"HELLO", b"2"],
+        &[b"EXEC"],
+    ]);
+    assert!(matches!(conn.reply(), Value::Map(_)), "HELLO 3");
+    assert_eq!(conn.reply(), ok());
+    assert_eq!(conn.reply(), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(conn.reply(), Value::Simple(b"QUEUED".to_vec()));
+    let Value::Array(replies) = conn.reply() else {
+        panic!("EXEC answers an array");
+    };
+    assert_eq!(
+        replies[0],
+        Value::Push(vec![bulk("psubscribe"), bulk("p*"), Value::Integer(1)]),
+        "{replies:?}"
+    );
+    assert!(matches!(replies[1], Value::Array(_)), "HELLO 2's RESP2 map");
+}
+
 #[test]
 fn client_reply_off_silences_replies_but_not_messages() {
     let (address, _) = start();
