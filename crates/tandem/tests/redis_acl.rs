@@ -11,7 +11,7 @@
 
 use crate::redis_support;
 
-use redis_support::{Cluster, Conn, differences};
+use redis_support::{Cluster, Conn, assert_same_replies};
 use tandem_redis::resp::Value;
 use tandem_redis::session::User;
 
@@ -136,48 +136,6 @@ const SCRIPT: &[&str] = &[
     "DBSIZE",
 ];
 
-/// The script's replies from the server at `conn`, `HELLO`'s maps reduced to their kind.
-fn run(mut conn: Conn) -> Vec<(String, String)> {
-    SCRIPT
-        .iter()
-        .map(|line| {
-            let args: Vec<Vec<u8>> = match line.strip_prefix("EVAL") {
-                // A script's body is one argument: `EVAL return 0` is `EVAL "return 0" 0`.
-                Some(rest) if rest.starts_with(' ') || rest.starts_with("_RO") => {
-                    let (name, body) = line.split_once(' ').expect("a body");
-                    vec![name.into(), body.into(), b"0".to_vec()]
-                }
-                _ => line
-                    .split(' ')
-                    .map(|word| word.as_bytes().to_vec())
-                    .collect(),
-            };
-            let reply = conn.call(&args).expect("the server answers");
-            let shown = match reply {
-                Value::Map(_) | Value::Array(_) if line.starts_with("HELLO") => {
-                    "HELLO's map".to_owned()
-                }
-                other => shown(&other),
-            };
-            (line.to_string(), shown)
-        })
-        .collect()
-}
-
-/// A reply as text, its strings as text.
-fn shown(value: &Value) -> String {
-    match value {
-        Value::Simple(text) => format!("+{}", String::from_utf8_lossy(text)),
-        Value::Error(text) => format!("-{}", String::from_utf8_lossy(text)),
-        Value::Bulk(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(shown).collect();
-            format!("[{}]", items.join(", "))
-        }
-        other => format!("{other:?}"),
-    }
-}
-
 /// `ACL SETUSER` arguments for `spec`: the commands its `User` may run, one by one.
 fn acl_setuser(spec: &str) -> Vec<Vec<u8>> {
     let config = tandem_runtime::config::UserConfig::from_spec(spec).expect("a valid spec");
@@ -221,14 +179,7 @@ fn users_rights_are_checked_as_redis_checks_the_same_acl() {
         flags.extend(["--user", spec]);
     }
     let cluster = Cluster::start_with("redis-acl", 1, 16, &flags);
-    let expected = run(Conn::connect(redis.address));
-    let tandem = run(Conn::connect(cluster.primary_resp()));
-    let differ = differences(&expected, &tandem);
-    assert!(
-        differ.is_empty(),
-        "tandem differs from Redis:\n{}",
-        differ.join("\n")
-    );
+    let expected = assert_same_replies(redis.address, cluster.primary_resp(), SCRIPT);
     // The comparison has teeth: without the users' rights every refused line would differ.
     let refused = expected
         .iter()

@@ -6,8 +6,7 @@
 
 use crate::redis_support;
 
-use redis_support::{Cluster, Conn, RedisServer, differences};
-use tandem_redis::resp::Value;
+use redis_support::{Cluster, Conn, RedisServer, assert_same_replies, differences, script_replies};
 
 const PASSWORD: &str = "s3cret";
 
@@ -52,23 +51,6 @@ const SCRIPT: &[&str] = &[
     "QUIT",
 ];
 
-/// The script's replies from the server at `conn`, `HELLO`'s maps reduced to their kind.
-fn run(mut conn: Conn) -> Vec<(String, String)> {
-    SCRIPT
-        .iter()
-        .map(|line| {
-            let reply = conn.cmd(line);
-            let shown = match reply {
-                Value::Map(_) | Value::Array(_) if line.starts_with("HELLO") => {
-                    "HELLO's map".to_owned()
-                }
-                other => format!("{other:?}"),
-            };
-            (line.to_string(), shown)
-        })
-        .collect()
-}
-
 #[test]
 fn a_password_is_asked_and_checked_as_redis_does() {
     let (redis, open_redis) = match (
@@ -79,16 +61,9 @@ fn a_password_is_asked_and_checked_as_redis_does() {
         (Err(why), _) | (_, Err(why)) => panic!("no redis-server to compare with: {why}"),
     };
     let cluster = Cluster::start_with("redis-auth", 1, 16, &["--requirepass", PASSWORD]);
-    let expected = run(Conn::connect(redis.address));
-    let tandem = run(Conn::connect(cluster.primary_resp()));
-    let differ = differences(&expected, &tandem);
-    assert!(
-        differ.is_empty(),
-        "tandem differs from Redis:\n{}",
-        differ.join("\n")
-    );
+    let expected = assert_same_replies(redis.address, cluster.primary_resp(), SCRIPT);
     // The comparison has teeth: a server that asks no password answers otherwise.
-    let open = run(Conn::connect(open_redis.address));
+    let open = script_replies(Conn::connect(open_redis.address), SCRIPT);
     assert!(
         differences(&expected, &open).len() > 5,
         "a server without a password passed for one with"

@@ -8,11 +8,10 @@
 
 use crate::redis_support;
 
-use redis_support::{Cluster, Conn, RedisServer, differences};
+use redis_support::{Cluster, Conn, RedisServer, assert_same_replies};
 use tandem_redis::resp::Value;
 
-/// The script: each line a command, split on spaces, but a line starting with `EVAL|`, split
-/// on `|` (a script holds spaces).
+/// The script, as [`redis_support::script_replies`] reads it.
 const SCRIPT: &[&str] = &[
     "FLUSHALL",
     "SET a 0",
@@ -78,8 +77,8 @@ const SCRIPT: &[&str] = &[
     "GET x",
     "SELECT 5",
     "GET x",
-    "EVAL|redis.call('select', 9); redis.call('set', 's', '9'); return redis.call('get', 's')|0",
-    "EVAL|return redis.call('select', 16)|0",
+    "EVAL redis.call('select', 9); redis.call('set', 's', '9'); return redis.call('get', 's')",
+    "EVAL return redis.call('select', 16)",
     "GET s",
     "SELECT 9",
     "GET s",
@@ -108,38 +107,12 @@ const SCRIPT: &[&str] = &[
     "DBSIZE",
 ];
 
-fn run(mut conn: Conn) -> Vec<(String, String)> {
-    SCRIPT
-        .iter()
-        .map(|line| {
-            let words: Vec<Vec<u8>> = match line.strip_prefix("EVAL|") {
-                Some(rest) => std::iter::once("EVAL")
-                    .chain(rest.split('|'))
-                    .map(|w| w.as_bytes().to_vec())
-                    .collect(),
-                None => line.split(' ').map(|w| w.as_bytes().to_vec()).collect(),
-            };
-            let reply = conn
-                .call(&words)
-                .unwrap_or_else(|err| panic!("{line}: {err}"));
-            (line.to_string(), format!("{reply:?}"))
-        })
-        .collect()
-}
-
 #[test]
 fn databases_answer_as_redis_does() {
     let redis =
         RedisServer::start().unwrap_or_else(|why| panic!("no redis-server to compare with: {why}"));
     let cluster = Cluster::start("redis-select", 3, 16);
-    let expected = run(Conn::connect(redis.address));
-    let tandem = run(Conn::connect(cluster.primary_resp()));
-    let differ = differences(&expected, &tandem);
-    assert!(
-        differ.is_empty(),
-        "tandem differs from Redis:\n{}",
-        differ.join("\n")
-    );
+    let expected = assert_same_replies(redis.address, cluster.primary_resp(), SCRIPT);
     // The comparison has teeth: the same read answers differently in different databases,
     // and the refusals are there.
     let replies_to = |line: &str| -> Vec<&String> {
@@ -151,10 +124,7 @@ fn databases_answer_as_redis_does() {
     };
     let gets = replies_to("GET a");
     assert!(gets.iter().any(|r| *r != gets[0]), "{expected:?}");
-    let refused = expected
-        .iter()
-        .filter(|(_, r)| r.starts_with("Error"))
-        .count();
+    let refused = expected.iter().filter(|(_, r)| r.starts_with('-')).count();
     assert!(refused >= 12, "{expected:?}");
 
     let mut primary = Conn::connect(cluster.primary_resp());

@@ -563,6 +563,68 @@ impl Conn {
 }
 
 /// The lines of two transcripts (line, reply) whose replies differ, as "line: a vs b".
+/// The replies of the server at `conn` to `script`, each line a command split on spaces
+/// but an `EVAL` or `EVAL_RO`, whose body is the rest of the line and which names no key
+/// (`EVAL return 0` is `EVAL "return 0" 0`); `HELLO`'s maps are reduced to their kind (they
+/// name the server's own id and role).
+pub fn script_replies(mut conn: Conn, script: &[&str]) -> Vec<(String, String)> {
+    script
+        .iter()
+        .map(|line| {
+            let args: Vec<Vec<u8>> = match line.strip_prefix("EVAL") {
+                Some(rest) if rest.starts_with(' ') || rest.starts_with("_RO") => {
+                    let (name, body) = line.split_once(' ').expect("a body");
+                    vec![name.into(), body.into(), b"0".to_vec()]
+                }
+                _ => line
+                    .split(' ')
+                    .map(|word| word.as_bytes().to_vec())
+                    .collect(),
+            };
+            let reply = conn.call(&args).expect("the server answers");
+            let shown = match reply {
+                Value::Map(_) | Value::Array(_) if line.starts_with("HELLO") => {
+                    "HELLO's map".to_owned()
+                }
+                other => shown(&other),
+            };
+            (line.to_string(), shown)
+        })
+        .collect()
+}
+
+/// Sends `script` to the reference server at `redis` and to tandem at `tandem`, one
+/// connection each, and asserts every reply is the same; returns the reference's replies.
+pub fn assert_same_replies(
+    redis: SocketAddr,
+    tandem: SocketAddr,
+    script: &[&str],
+) -> Vec<(String, String)> {
+    let expected = script_replies(Conn::connect(redis), script);
+    let answered = script_replies(Conn::connect(tandem), script);
+    let differ = differences(&expected, &answered);
+    assert!(
+        differ.is_empty(),
+        "tandem differs from Redis:\n{}",
+        differ.join("\n")
+    );
+    expected
+}
+
+/// A reply as text, its strings as text.
+pub fn shown(value: &Value) -> String {
+    match value {
+        Value::Simple(text) => format!("+{}", String::from_utf8_lossy(text)),
+        Value::Error(text) => format!("-{}", String::from_utf8_lossy(text)),
+        Value::Bulk(bytes) => format!("{:?}", String::from_utf8_lossy(bytes)),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(shown).collect();
+            format!("[{}]", items.join(", "))
+        }
+        other => format!("{other:?}"),
+    }
+}
+
 pub fn differences(a: &[(String, String)], b: &[(String, String)]) -> Vec<String> {
     a.iter()
         .zip(b)
