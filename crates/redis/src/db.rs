@@ -60,6 +60,17 @@ const DB_DELETED_VERSION_MAX_AT: usize = 2 * DICT_HEADER_BYTES;
 pub const DB_COUNT: u8 = 16;
 const ALLOC_AT: usize = DBS_AT + (DB_COUNT as usize - 1) * DB_BYTES;
 
+/// The database `index` names, if there is one (0 to [`DB_COUNT`] − 1).
+pub fn db_number(index: i64) -> Option<u8> {
+    u8::try_from(index).ok().filter(|&db| db < DB_COUNT)
+}
+
+/// The database a `SELECT` argument names, or the error Redis answers for it.
+pub fn selected_db(arg: &[u8]) -> Result<u8, &'static str> {
+    let index = crate::num::parse_i64(arg).ok_or("ERR value is not an integer or out of range")?;
+    db_number(index).ok_or("ERR DB index is out of range")
+}
+
 /// The name under which an expiry index that disagrees with the keys is reported.
 pub const CHECK_EXPIRY_INDEX: &str = "the expiry index holds exactly the keys that expire";
 

@@ -431,28 +431,20 @@ impl DataModel for RedisModel {
                     1.0
                 },
             ),
-            (
-                "keys",
-                self.layout
-                    .dbs()
-                    .map(|db| db.keyspace.len(segment))
-                    .sum::<u64>() as f64,
-            ),
-            (
-                "expires",
-                self.layout
-                    .dbs()
-                    .map(|db| db.expires.len(segment))
-                    .sum::<u64>() as f64,
-            ),
         ];
         // Each database (`INFO keyspace` lists those that hold keys), every time: a gauge
         // of a database emptied since must say 0.
+        let (mut keys_all, mut expires_all) = (0, 0);
         for db in self.layout.dbs() {
-            let (keys, expires) = KEYSPACE_STATS[usize::from(db.db)];
-            stats.push((keys, db.keyspace.len(segment) as f64));
-            stats.push((expires, db.expires.len(segment) as f64));
+            let (keys, expires) = (db.keyspace.len(segment), db.expires.len(segment));
+            let (keys_name, expires_name) = KEYSPACE_STATS[usize::from(db.db)];
+            stats.push((keys_name, keys as f64));
+            stats.push((expires_name, expires as f64));
+            keys_all += keys;
+            expires_all += expires;
         }
+        stats.push(("keys", keys_all as f64));
+        stats.push(("expires", expires_all as f64));
         stats
     }
 

@@ -25,7 +25,6 @@ use std::time::Duration;
 use tandem_store::{DataModel, ProcId, ProcKind};
 
 use crate::cmd::{self, Class, Command, commands};
-use crate::db::DB_COUNT;
 use crate::model::{PROC_EXEC, PROC_WATCH, command_proc};
 use crate::pubsub::{self, Hub};
 use crate::resp::{Argv, Proto, ReplyWriter};
@@ -1002,15 +1001,12 @@ impl Session {
             }
             "SELECT" => {
                 let mut w = ReplyWriter::new(out, proto);
-                match crate::num::parse_i64(arg(1)) {
-                    None => w.error(cmd::CmdError::NOT_INTEGER.text()),
-                    Some(db) => match u8::try_from(db).ok().filter(|&db| db < DB_COUNT) {
-                        Some(db) => {
-                            self.db = db;
-                            w.ok();
-                        }
-                        None => w.error("ERR DB index is out of range"),
-                    },
+                match crate::db::selected_db(arg(1)) {
+                    Ok(db) => {
+                        self.db = db;
+                        w.ok();
+                    }
+                    Err(text) => w.error(text),
                 }
             }
             "AUTH" => self.auth(argv, info, out),

@@ -11,9 +11,11 @@
 //! sleeps until woken, and orders given meanwhile do not wake it: a node under load orders
 //! something every pass, and a wake-up per pass cost a context switch on both sides. An order
 //! someone waits for ([`Input::urgent`]: a `durable` reply's sync, an align, a drain) wakes
-//! it at once whatever it is doing. The thread only moves orders in, reads the clock for the `every:MS` policy,
-//! and hands syncs out: to the primary's executor (`Primary::log_synced`) or, on a backup,
-//! to the primary as a `Message::durable_ack`.
+//! it at once whatever it is doing.
+//!
+//! The thread only moves orders in, reads the clock for the `every:MS` policy, and hands
+//! syncs out: to the primary's executor (`Primary::log_synced`) or, on a backup, to the
+//! primary as a `Message::durable_ack`.
 //!
 //! **Poisoning.** An I/O error on the log poisons it: the thread stops, says why (an error in
 //! the node's log), and reports nothing durable ever again, so no `durable` reply leaves on
@@ -100,6 +102,18 @@ struct Inbox {
 }
 
 impl Inbox {
+    /// An empty inbox of a thread that is `thread`.
+    fn new(thread: Thread) -> Inbox {
+        Inbox {
+            queue: Mutex::new(Queue {
+                inputs: VecDeque::new(),
+                thread,
+                closed: false,
+            }),
+            woken: Condvar::new(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().expect("not poisoned")
     }
@@ -209,14 +223,7 @@ impl NodeLog {
             checkpoint_bytes: settings.checkpoint_bytes,
             checkpoint_wanted: AtomicBool::new(core.wants_checkpoint()),
         });
-        let inbox = Arc::new(Inbox {
-            queue: Mutex::new(Queue {
-                inputs: VecDeque::new(),
-                thread: Thread::Working,
-                closed: false,
-            }),
-            woken: Condvar::new(),
-        });
+        let inbox = Arc::new(Inbox::new(Thread::Working));
         let inputs = Arc::new(Sender(Arc::clone(&inbox)));
         let state = LogThread {
             node,
@@ -573,17 +580,6 @@ mod tests {
         builder.seal()
     }
 
-    fn inbox_with(thread: Thread) -> Inbox {
-        Inbox {
-            queue: Mutex::new(Queue {
-                inputs: VecDeque::new(),
-                thread,
-                closed: false,
-            }),
-            woken: Condvar::new(),
-        }
-    }
-
     /// A lingering thread is woken by an order someone waits for, and by nothing else; a
     /// sleeping one by any order; a working one by none (it looks again before it waits).
     #[test]
@@ -602,7 +598,7 @@ mod tests {
             (Thread::Working, sync(), Thread::Working),
         ];
         for (before, input, after) in cases {
-            let inbox = inbox_with(before);
+            let inbox = Inbox::new(before);
             assert!(inbox.push(input), "a live thread takes orders");
             let queue = inbox.lock();
             assert_eq!(
@@ -611,7 +607,7 @@ mod tests {
             );
             assert_eq!(queue.inputs.len(), 1);
         }
-        let gone = inbox_with(Thread::Gone);
+        let gone = Inbox::new(Thread::Gone);
         assert!(!gone.push(batch()), "a stopped thread takes nothing");
         assert!(gone.lock().inputs.is_empty(), "nor keeps it");
     }

@@ -956,7 +956,7 @@ impl Front {
     }
 
     /// What a role calls when it has answers for this loop: a wake-up of its poll.
-    fn wake_loop(&self) -> Arc<dyn Fn() + Send + Sync> {
+    fn wake_loop(&self) -> Wake {
         Arc::clone(&self.wake)
     }
 

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const BUSY_SERVE_INTERVAL_US: u64 = 1_000;
 
 /// What serves the driver's clients while a run is busy.
-type Serve = Box<dyn Fn() + Send + Sync>;
+pub type Serve = Box<dyn Fn() + Send + Sync>;
 
 /// A run's number, unique for the watch's life (the first is 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -117,7 +117,7 @@ impl CallWatch {
 
     /// Gives the watch what serves the driver's clients while a run is past its busy
     /// threshold (see the module); false if it already had one.
-    pub fn serve_while_busy(&self, serve: Box<dyn Fn() + Send + Sync>) -> bool {
+    pub fn serve_while_busy(&self, serve: Serve) -> bool {
         self.serve_while_busy.set(serve).is_ok()
     }
 

@@ -640,10 +640,7 @@ fn c_int_arg(argv: &Argv, i: usize) -> Result<i64, CmdError> {
 
 /// A database's number as `SELECT` takes it.
 fn db_index(index: i64) -> Result<u8, CmdError> {
-    u8::try_from(index)
-        .ok()
-        .filter(|&db| db < crate::db::DB_COUNT)
-        .ok_or(CmdError::fixed("ERR DB index is out of range"))
+    crate::db::db_number(index).ok_or(CmdError::fixed("ERR DB index is out of range"))
 }
 
 /// `MOVE key db`: moves the key, with its expiry, to another database, unless it is there

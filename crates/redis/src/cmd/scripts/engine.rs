@@ -1306,20 +1306,13 @@ fn bridge_call(
         }
         "ECHO" => ReplyWriter::new(&mut reply, proto).bulk(argv.get(1).unwrap_or_default()),
         // The script's own database from here on; its caller's stays (Redis 7).
-        "SELECT" => {
-            let db = crate::num::parse_i64(argv.get(1).unwrap_or_default());
-            let Some(db) = db else {
-                return Ok((
-                    false,
-                    error_table(lua, b"-ERR value is not an integer or out of range")?,
-                ));
-            };
-            match u8::try_from(db).ok().filter(|&db| db < crate::db::DB_COUNT) {
-                Some(db) => ctx.layout = ctx.layout.in_db(db),
-                None => return Ok((false, error_table(lua, b"-ERR DB index is out of range")?)),
+        "SELECT" => match crate::db::selected_db(argv.get(1).unwrap_or_default()) {
+            Ok(db) => {
+                ctx.layout = ctx.layout.in_db(db);
+                ReplyWriter::new(&mut reply, proto).ok();
             }
-            ReplyWriter::new(&mut reply, proto).ok();
-        }
+            Err(text) => return Ok((false, error_table(lua, format!("-{text}").as_bytes())?)),
+        },
         name if command.run.is_none() || refused_in_scripts(name) => {
             return refuse("This Redis command is not allowed from script");
         }
