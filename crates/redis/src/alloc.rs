@@ -49,6 +49,7 @@
 //! [`AllocStats::allocatable_bytes`] against [`AllocStats::free_bytes`] shows how much that
 //! fragmentation costs.
 
+use crate::mem::Mem;
 use bytemuck::{Pod, Zeroable};
 use tandem_memory::{Segment, Txn};
 use tandem_store::Inconsistency;
@@ -256,8 +257,8 @@ impl Alloc {
     }
 
     /// How the region is used, from the header alone: O(classes).
-    pub fn stats(&self, segment: &Segment) -> AllocStats {
-        let header: Header = segment.read_pod(self.offset);
+    pub fn stats(&self, mem: &impl Mem) -> AllocStats {
+        let header: Header = mem.pod(self.offset);
         let carved = header.carved as usize;
         let (mut free_bytes, mut free_blocks, mut largest_free_block) = (0usize, 0usize, 0);
         for (class, entry) in header.classes.iter().enumerate() {

@@ -24,12 +24,13 @@ use tandem_store::{
     Publications,
 };
 
+use crate::cmd::evict::{self, Accesses, Policy};
 use crate::cmd::scripts::ScriptEngine;
 use crate::cmd::{Access, Class, CmdError, Ctx, commands};
 use crate::db::Layout;
 use crate::mem::Mem;
 use crate::notify::Notices;
-use crate::params::NOTIFY_KEYSPACE_EVENTS;
+use crate::params::{MAXMEMORY, MAXMEMORY_POLICY, NOTIFY_KEYSPACE_EVENTS};
 use crate::resp::{Argv, ReplyWriter};
 use crate::wire::{CallArgs, ExecArgs, encode_versions};
 
@@ -56,8 +57,8 @@ const KEYSPACE_STATS: [(&str, &str); crate::db::DB_COUNT as usize] = [
     ("keyspace_db15_keys", "keyspace_db15_expires"),
 ];
 
-/// `INFO keyspace`'s databases from the model's statistics (as `memory_lines` carries
-/// them): each database that holds keys, with its keys and those that expire.
+/// `INFO keyspace`'s databases from the model's statistics (as `HostFacts::model_stats`
+/// gives them): each database that holds keys, with its keys and those that expire.
 pub fn keyspace_lines(stats: &[(String, String)]) -> Vec<(u8, String, String)> {
     let stat = |name: &str| {
         stats
@@ -122,6 +123,11 @@ pub struct RedisModel {
     publications: Option<Arc<Publications>>,
     /// The notifications of the call that runs, until it commits or rolls back.
     pending: Vec<Publication>,
+    /// When and how often this node saw each key used, for the LRU and LFU eviction
+    /// policies; in a `RefCell` because reads record uses too.
+    accesses: std::cell::RefCell<Accesses>,
+    /// Keys evicted by calls that committed (`INFO stats`' `evicted_keys`).
+    evicted: std::cell::Cell<u64>,
 }
 
 impl RedisModel {
@@ -135,6 +141,8 @@ impl RedisModel {
             scripts: std::cell::RefCell::new(ScriptEngine::default()),
             publications: None,
             pending: Vec::new(),
+            accesses: Default::default(),
+            evicted: Default::default(),
         })
     }
 
@@ -189,9 +197,39 @@ impl RedisModel {
             .with_scripts(self.scripts.get_mut())
             .with_notices(notices);
         ctx.in_exec = true;
+        let grows = args.commands().iter().any(|(_, argv)| {
+            crate::cmd::lookup(argv.get(0).unwrap_or_default())
+                .is_some_and(|(index, command)| crate::cmd::resolve(index, command, argv).1.grows)
+        });
+        let evicted = evict::make_room(&mut ctx, self.accesses.get_mut(), grows)?;
         let result = Self::exec_in(&mut ctx, args, reply);
         self.pending = ctx.notices.take();
+        if result.is_ok() {
+            self.evicted.set(self.evicted.get() + evicted);
+            for ((_, argv), &db) in args.commands().iter().zip(args.dbs()) {
+                self.record_use(txn, db, argv, now_ms);
+            }
+        }
         result
+    }
+
+    /// Records the use of the keys `argv` names in database `db`, if the eviction policy
+    /// in force chooses by use.
+    fn record_use(&self, mem: &impl Mem, db: u8, argv: &Argv, now_ms: u64) {
+        let policy = Policy::of(self.layout.params.get(mem, &MAXMEMORY_POLICY));
+        let Some(tracking) = policy.tracking() else {
+            return;
+        };
+        let Some((index, command)) = crate::cmd::lookup(argv.get(0).unwrap_or_default()) else {
+            return;
+        };
+        let (_, command) = crate::cmd::resolve(index, command, argv);
+        let mut accesses = self.accesses.borrow_mut();
+        for at in crate::session::key_positions(command, argv) {
+            if let Some(key) = argv.get(at) {
+                accesses.touch(tracking, db, key, now_ms);
+            }
+        }
     }
 
     /// [`RedisModel::exec`] in its context.
@@ -262,7 +300,10 @@ impl RedisModel {
                 _ => crate::cmd::run_in(&mut ctx, argv, &mut writer),
             };
             match result {
-                Ok(()) => reply.extend_from_slice(&one),
+                Ok(()) => {
+                    reply.extend_from_slice(&one);
+                    self.record_use(segment, db, argv, now_ms);
+                }
                 Err(CmdError::Reply(text)) => ReplyWriter::new(reply, *command_proto).error(&text),
                 Err(err) => return Err(err),
             }
@@ -359,9 +400,16 @@ impl DataModel for RedisModel {
         if command.blocks.is_some() {
             ctx.waiting = CallArgs::waiting(args);
         }
+        // A script may write anything, so it is refused past the limit as a growing write.
+        let grows = command.grows || matches!(command.name, "EVAL" | "EVALSHA" | "FCALL");
+        let evicted = evict::make_room(&mut ctx, self.accesses.get_mut(), grows).map_err(failed)?;
         let mut out = ReplyWriter::new(reply, proto);
         let result = crate::cmd::run_command(command, &mut ctx, &self.argv, &mut out);
         self.pending = ctx.notices.take();
+        if result.is_ok() {
+            self.evicted.set(self.evicted.get() + evicted);
+            self.record_use(txn, layout.db, &self.argv, now_ms);
+        }
         result.map_err(failed)
     }
 
@@ -406,7 +454,9 @@ impl DataModel for RedisModel {
         }
         let mut out = ReplyWriter::new(reply, proto);
         let run = command.run.expect("a data command runs");
-        run(&mut ctx, &argv, &mut out).map_err(failed)
+        run(&mut ctx, &argv, &mut out).map_err(failed)?;
+        self.record_use(segment, layout.db, &argv, now_ms);
+        Ok(())
     }
 
     fn stats(&self, segment: &Segment) -> Vec<(&'static str, f64)> {
@@ -414,7 +464,18 @@ impl DataModel for RedisModel {
         let used = alloc.used_bytes as f64;
         let mut stats = vec![
             ("used_memory", used),
-            ("maxmemory", segment.len() as f64),
+            (
+                "maxmemory",
+                match self.layout.params.get(segment, &MAXMEMORY) {
+                    0 => segment.len() as f64,
+                    bytes => bytes as f64,
+                },
+            ),
+            (
+                "maxmemory_policy",
+                self.layout.params.get(segment, &MAXMEMORY_POLICY) as f64,
+            ),
+            ("evicted_keys", self.evicted.get() as f64),
             ("allocator_carved_bytes", alloc.carved_bytes as f64),
             ("allocator_free_bytes", alloc.free_bytes as f64),
             ("allocator_free_blocks", alloc.free_blocks as f64),
@@ -494,6 +555,8 @@ impl DataModel for RedisModel {
             scripts: std::cell::RefCell::new(ScriptEngine::default()),
             publications: self.publications.clone(),
             pending: Vec::new(),
+            accesses: Default::default(),
+            evicted: Default::default(),
         };
         replica.watch_calls(self.scripts.borrow().watch().clone());
         Box::new(replica)

@@ -38,6 +38,8 @@ pub enum EventClass {
     ZSet,
     /// `x`: a key removed because it expired.
     Expired,
+    /// `e`: a key removed to make room (`maxmemory-policy`).
+    Evicted,
     /// `t`
     Stream,
     /// `n`: a key that did not exist was created.
@@ -54,6 +56,7 @@ impl EventClass {
             EventClass::Hash => b'h',
             EventClass::ZSet => b'z',
             EventClass::Expired => b'x',
+            EventClass::Evicted => b'e',
             EventClass::Stream => b't',
             EventClass::New => b'n',
         })

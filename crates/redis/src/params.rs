@@ -23,10 +23,12 @@
 //!   Dragonfly does with the encoding settings it has no use for).
 //!
 //! - `notify-keyspace-events`: the classes of keyspace notifications a committed call
-//!   publishes ([`crate::notify`]).
+//!   publishes ([`crate::notify`]);
+//! - `maxmemory`, `maxmemory-policy` and `maxmemory-samples`: when the primary evicts keys,
+//!   which, and how many it samples to choose ([`crate::cmd::evict`]).
 //!
-//! `maxmemory-policy` and `notify-keyspace-events` are checked as Redis checks them, but only
-//! their values that need nothing tandem lacks are taken (`noeviction`; no key-miss events).
+//! `notify-keyspace-events` is checked as Redis checks it, but only its values that need
+//! nothing tandem lacks are taken (no key-miss events).
 
 use tandem_memory::Txn;
 
@@ -82,7 +84,7 @@ pub const MAXMEMORY_POLICIES: &[&str] = &[
     "allkeys-random",
     "noeviction",
 ];
-const NOEVICTION: u64 = 7;
+pub const NOEVICTION: u64 = 7;
 
 pub const HASH_MAX_LISTPACK_ENTRIES: Param = Param {
     name: "hash-max-listpack-entries",
@@ -191,6 +193,27 @@ pub const NOTIFY_KEYSPACE_EVENTS: Param = Param {
     kind: ParamKind::KeyspaceEvents,
     default: 0,
 };
+/// 0: the database's size (what `CONFIG GET` then answers); below it, the used bytes past
+/// which keys are evicted or growing writes refused ([`crate::cmd::evict`]). `CONFIG SET` refuses
+/// more than the database holds.
+pub const MAXMEMORY: Param = Param {
+    name: "maxmemory",
+    alias: None,
+    slot: 12,
+    kind: ParamKind::Memory { max: LONG_MAX },
+    default: 0,
+};
+/// Keys sampled per database for each eviction. A database formatted before the parameter
+/// existed holds 0 here, read as Redis's default ([`Params::maxmemory_samples`]).
+pub const MAXMEMORY_SAMPLES: Param = Param {
+    name: "maxmemory-samples",
+    alias: None,
+    slot: 13,
+    kind: ParamKind::Integer { min: 1, max: 64 },
+    default: MAXMEMORY_SAMPLES_DEFAULT,
+};
+/// Redis's default `maxmemory-samples`.
+pub const MAXMEMORY_SAMPLES_DEFAULT: u64 = 5;
 
 /// Every parameter the block holds.
 pub const PARAMS: &[Param] = &[
@@ -206,6 +229,8 @@ pub const PARAMS: &[Param] = &[
     BUSY_REPLY_THRESHOLD,
     MAXMEMORY_POLICY,
     NOTIFY_KEYSPACE_EVENTS,
+    MAXMEMORY,
+    MAXMEMORY_SAMPLES,
 ];
 
 const _: () = {
@@ -263,6 +288,7 @@ impl Params {
             let word = self.get(mem, param);
             let valid = match param.kind {
                 _ if *param == BUSY_REPLY_THRESHOLD && word == BUSY_REPLY_THRESHOLD_UNSET => true,
+                _ if *param == MAXMEMORY_SAMPLES && word == 0 => true,
                 ParamKind::Integer { min, max } => (min..=max).contains(&(word as i64)),
                 ParamKind::Memory { max } => (0..=max).contains(&(word as i64)),
                 ParamKind::Choice(names) => word < names.len() as u64,
@@ -276,6 +302,14 @@ impl Params {
             }
         }
         Ok(())
+    }
+
+    /// `maxmemory-samples`, Redis's default where the database never had it.
+    pub fn maxmemory_samples(&self, mem: &impl Mem) -> u64 {
+        match self.get(mem, &MAXMEMORY_SAMPLES) {
+            0 => MAXMEMORY_SAMPLES_DEFAULT,
+            samples => samples,
+        }
     }
 
     /// The encoding thresholds as they stand.
@@ -434,11 +468,6 @@ fn keyspace_events(text: &[u8]) -> Result<u64, Refusal> {
 /// what tandem does not have yet is refused with why, rather than kept and not acted on.
 pub fn unserved(param: &Param, word: u64) -> Option<Refusal> {
     match param.name {
-        "maxmemory-policy" if word != NOEVICTION => Some(
-            "tandem does not evict keys yet: only noeviction (a full database refuses writes) \
-             is served"
-                .to_owned(),
-        ),
         "notify-keyspace-events" if word & keyspace_event_bit(b'm') != 0 => Some(
             "tandem sends no key-miss events (reads change nothing and run on backups too): \
              leave out the class 'm'"

@@ -58,8 +58,6 @@ pub struct ServerInfo {
     pub maxmemory: usize,
     /// The group's safety rule, as the config names it.
     pub safety: String,
-    /// Extra `INFO` lines for the `memory` section (the allocator's figures).
-    pub memory_lines: Vec<(String, String)>,
     /// The password a connection gives (`AUTH`, `HELLO … AUTH`) before any other command,
     /// as Redis's `requirepass`; `None`: none is asked for.
     pub requirepass: Option<Password>,
@@ -1688,6 +1686,10 @@ pub trait HostFacts: Send + Sync + std::fmt::Debug {
     /// RESP connections waiting in a blocking command.
     fn blocked_clients(&self) -> u64;
     fn cpu(&self) -> CpuTimes;
+    /// What the data model reports of itself (its allocator's figures, each database's
+    /// keys), as `INFO memory` and `INFO keyspace` show them: read only when one is asked
+    /// for, since it walks the model's statistics.
+    fn model_stats(&self) -> Vec<(String, String)>;
 }
 
 /// The CPU time a process used, in seconds (`INFO cpu`).
@@ -1741,6 +1743,10 @@ fn info_sections(argv: &Argv) -> Vec<&'static str> {
         .collect()
 }
 
+/// The model's statistics `INFO` shows outside its `memory` section: the policy by its
+/// name, the evictions in `stats`.
+const STATS_SHOWN_ELSEWHERE: &[&str] = &["maxmemory_policy", "evicted_keys"];
+
 fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
     let mut text = String::new();
     for section in info_sections(argv) {
@@ -1780,18 +1786,7 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
                 }
                 line("client_id", &client_id);
             }
-            "memory" => {
-                line("#", &"Memory");
-                if !info.memory_lines.iter().any(|(key, _)| key == "maxmemory") {
-                    line("maxmemory", &info.maxmemory);
-                }
-                line("maxmemory_policy", &"noeviction");
-                for (key, value) in &info.memory_lines {
-                    if !key.starts_with(crate::model::KEYSPACE_STAT_PREFIX) {
-                        line(key, value);
-                    }
-                }
-            }
+            "memory" => memory_section(&mut line, info),
             "persistence" => {
                 line("#", &"Persistence");
                 line("loading", &0);
@@ -1826,7 +1821,8 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
             }
             "keyspace" => {
                 line("#", &"Keyspace");
-                for (db, keys, expires) in crate::model::keyspace_lines(&info.memory_lines) {
+                let stats = host.map(HostFacts::model_stats).unwrap_or_default();
+                for (db, keys, expires) in crate::model::keyspace_lines(&stats) {
                     line(
                         &format!("db{db}"),
                         &format_args!("keys={keys},expires={expires},avg_ttl=0"),
@@ -1837,6 +1833,32 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
         }
     }
     text
+}
+
+/// `INFO memory`: the model's figures, its policy by name.
+fn memory_section(line: &mut dyn FnMut(&str, &dyn std::fmt::Display), info: &ServerInfo) {
+    line("#", &"Memory");
+    let stats = info
+        .host
+        .as_deref()
+        .map(HostFacts::model_stats)
+        .unwrap_or_default();
+    if !stats.iter().any(|(key, _)| key == "maxmemory") {
+        line("maxmemory", &info.maxmemory);
+    }
+    let policy = stats
+        .iter()
+        .find(|(key, _)| key == "maxmemory_policy")
+        .and_then(|(_, word)| word.parse::<usize>().ok())
+        .and_then(|word| crate::params::MAXMEMORY_POLICIES.get(word));
+    line("maxmemory_policy", policy.unwrap_or(&"noeviction"));
+    for (key, value) in &stats {
+        let elsewhere = key.starts_with(crate::model::KEYSPACE_STAT_PREFIX)
+            || STATS_SHOWN_ELSEWHERE.contains(&key.as_str());
+        if !elsewhere {
+            line(key, value);
+        }
+    }
 }
 
 /// `INFO`'s sections of counters: `stats`, `commandstats` and `errorstats`.
@@ -1859,6 +1881,16 @@ fn counters_section(text: &mut String, section: &str, info: &ServerInfo) {
                     &stats.total_commands_processed(),
                 );
             }
+            let evicted = info
+                .host
+                .as_deref()
+                .map(HostFacts::model_stats)
+                .and_then(|stats| {
+                    stats
+                        .into_iter()
+                        .find_map(|(key, value)| (key == "evicted_keys").then_some(value))
+                });
+            line("evicted_keys", &evicted.as_deref().unwrap_or("0"));
             line("pubsub_channels", &info.pubsub_counts.channels);
             line("pubsub_patterns", &info.pubsub_counts.patterns);
             line("pubsubshard_channels", &info.pubsub_counts.shard_channels);
@@ -1929,6 +1961,9 @@ mod tests {
                 user_s: 1.5,
                 ..CpuTimes::default()
             }
+        }
+        fn model_stats(&self) -> Vec<(String, String)> {
+            Vec::new()
         }
     }
 

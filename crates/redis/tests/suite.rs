@@ -7,6 +7,7 @@ mod commands;
 mod common;
 mod config;
 mod dump_redis;
+mod evict;
 mod functions;
 mod geo;
 mod hashes;

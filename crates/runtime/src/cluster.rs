@@ -549,7 +549,6 @@ impl crate::resp::RespNode for ClusterResp {
                 .map_or(0, |acks| acks.needed(info.backups)),
             maxmemory: self.maxmemory,
             safety: self.safety.clone(),
-            memory_lines: crate::resp::memory_lines(&self.metrics),
             requirepass: self.requirepass.clone(),
             users: Arc::clone(&self.users),
             script: self.scripts.activity(),

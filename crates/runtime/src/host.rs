@@ -53,6 +53,26 @@ impl HostFacts for Host {
             .and_then(|stat| cpu_times(&stat))
             .unwrap_or_default()
     }
+
+    fn model_stats(&self) -> Vec<(String, String)> {
+        model_stat_lines(&self.metrics)
+    }
+}
+
+/// `INFO`'s lines for what the data model reported (`Metrics::model_stats`).
+fn model_stat_lines(metrics: &Metrics) -> Vec<(String, String)> {
+    metrics
+        .model_stats()
+        .into_iter()
+        .map(|(name, value)| {
+            let text = if value.fract() == 0.0 {
+                format!("{}", value as i64)
+            } else {
+                format!("{value:.2}")
+            };
+            (name.to_string(), text)
+        })
+        .collect()
 }
 
 /// The CPU times of a `/proc/[pid]/stat` line: fields 14 to 17 (utime, stime, cutime,

@@ -431,7 +431,6 @@ impl resp::RespNode for StaticResp {
                 .map_or(0, |acks| acks.needed(self.backups)),
             maxmemory: self.maxmemory,
             safety: self.safety.clone(),
-            memory_lines: resp::memory_lines(&self.metrics),
             requirepass: self.requirepass.clone(),
             users: Arc::clone(&self.users),
             script: self.scripts.activity(),

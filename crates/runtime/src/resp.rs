@@ -92,22 +92,6 @@ pub trait RespNode: Send + Sync + 'static {
     }
 }
 
-/// `INFO`'s lines for what the data model reported (`Metrics::model_stats`).
-pub fn memory_lines(metrics: &Metrics) -> Vec<(String, String)> {
-    metrics
-        .model_stats()
-        .into_iter()
-        .map(|(name, value)| {
-            let text = if value.fract() == 0.0 {
-                format!("{}", value as i64)
-            } else {
-                format!("{value:.2}")
-            };
-            (name.to_string(), text)
-        })
-        .collect()
-}
-
 /// Bytes read from a connection at a time.
 const READ_CHUNK: usize = 64 * 1024;
 /// Replies a connection has not taken yet before its requests are left unparsed (and so
@@ -589,7 +573,7 @@ struct Front {
     /// turn must not wait.
     again: bool,
     node: Arc<dyn RespNode>,
-    conns: BTreeMap<Token, Conn>,
+    conns: BTreeMap<Token, Box<Conn>>,
     token_next: usize,
     /// The port into the primary role the calls go to, while this node holds one.
     port: Option<LocalPort>,
@@ -814,7 +798,7 @@ impl Front {
                     self.stats.connection_received();
                     self.conns.insert(
                         token,
-                        Conn {
+                        Box::new(Conn {
                             stream,
                             tls,
                             session: Session::new(token.0 as u64 - FIRST_CONN as u64 + 1)
@@ -834,7 +818,7 @@ impl Front {
                             closing: false,
                             slot_bytes: 0,
                             reply_bytes_counted: 0,
-                        },
+                        }),
                     );
                     self.visit.insert(token);
                 }
@@ -1158,7 +1142,7 @@ impl Front {
         }
     }
 
-    fn close(&mut self, token: Token, mut conn: Conn) {
+    fn close(&mut self, token: Token, mut conn: Box<Conn>) {
         self.waiting.forget(token);
         self.hub.forget(conn.session.id());
         let _ = self.poll.registry().deregister(&mut conn.stream);

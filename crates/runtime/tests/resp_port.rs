@@ -63,7 +63,6 @@ impl RespNode for TestNode {
             backups_acked: 0,
             maxmemory: 16 << 20,
             safety: "1-safe".into(),
-            memory_lines: Vec::new(),
             requirepass: self.requirepass.clone(),
             users: Default::default(),
             script: self.scripts.activity(),

@@ -412,9 +412,9 @@ static ALLOWED: &[Allowed] = &[
     },
     Allowed {
         command: "CONFIG GET",
-        rule: Rule::MapWithout(&["maxmemory", "databases"]),
-        why: "tandem reports its segment's size as maxmemory (a limit it enforces) and one \
-              database; Redis answers in the order of its own dict",
+        rule: Rule::MapWithout(&["maxmemory"]),
+        why: "tandem reports its segment's size as an unset maxmemory (a limit it enforces); \
+              Redis answers in the order of its own dict",
     },
     Allowed {
         command: "MEMORY USAGE",
@@ -5163,6 +5163,7 @@ const CONFIG_NAMES: &[&str] = &[
     "stream-node-max-bytes",
     "stream-node-max-entries",
     "maxmemory-policy",
+    "maxmemory-samples",
     "notify-keyspace-events",
     "SET-MAX-INTSET-ENTRIES",
     "appendonly",

@@ -9,10 +9,10 @@
 //! none, as Redis does.
 //!
 //! Beyond the table, `CONFIG GET` answers `save` (`""`: tandem takes no scheduled snapshots,
-//! its log persists every write), `appendonly` (`no`), `maxmemory` (the database's size, fixed
-//! when its nodes start) and `databases` (1). `CONFIG SET` takes `save ""` and `appendonly
-//! no`, which change nothing, and refuses the rest of them, and every parameter it does not
-//! know, in Redis's words.
+//! its log persists every write), `appendonly` (`no`) and `databases` (16). `CONFIG SET`
+//! takes `save ""` and `appendonly no`, which change nothing, and refuses the rest of them,
+//! and every parameter it does not know, in Redis's words. `maxmemory` unset answers the
+//! database's size, fixed when its nodes start.
 
 use super::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::params::{self, Param};
@@ -33,7 +33,7 @@ enum Answer {
 }
 
 /// The parameters outside the segment that clients ask for.
-const FIXED: &[&str] = &["save", "appendonly", "maxmemory", "databases"];
+const FIXED: &[&str] = &["save", "appendonly", "databases"];
 
 fn get(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
     // (the name as answered, what it is), in the order first matched.
@@ -90,11 +90,19 @@ fn value(ctx: &Ctx<'_, '_>, answer: &Answer) -> String {
             let ms = ctx.layout.params.busy_reply_threshold_ms(&ctx.access);
             ms.unwrap_or(node_default).to_string()
         }
+        Answer::Param(param) if param.name == params::MAXMEMORY.name => {
+            match ctx.layout.params.get(&ctx.access, param) {
+                0 => ctx.layout.segment_len.to_string(),
+                bytes => bytes.to_string(),
+            }
+        }
+        Answer::Param(param) if param.name == params::MAXMEMORY_SAMPLES.name => {
+            ctx.layout.params.maxmemory_samples(&ctx.access).to_string()
+        }
         Answer::Param(param) => params::format(param, ctx.layout.params.get(&ctx.access, param)),
         Answer::Fixed("save") => String::new(),
         Answer::Fixed("appendonly") => "no".to_owned(),
-        Answer::Fixed("maxmemory") => ctx.layout.segment_len.to_string(),
-        Answer::Fixed("databases") => "1".to_owned(),
+        Answer::Fixed("databases") => crate::db::DB_COUNT.to_string(),
         Answer::Fixed(name) => unreachable!("{name} is not a fixed parameter"),
     }
 }
@@ -138,7 +146,8 @@ fn set(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<
     for &(name, text) in &pairs {
         // A known parameter's refusal names it as Redis's table does: in lower case.
         let lower = name.to_ascii_lowercase();
-        changes.push(change(name, text).map_err(|why| failed(&lower, &why))?);
+        let change = change(name, text).and_then(|change| fits(ctx, change));
+        changes.push(change.map_err(|why| failed(&lower, &why))?);
     }
     let layout = ctx.layout;
     for change in changes {
@@ -172,12 +181,24 @@ fn change(name: &[u8], text: &[u8]) -> Result<Change, String> {
             "tandem keeps no append-only file: its write-ahead log persists every write".to_owned(),
         ),
         "appendonly" => Err("argument must be 'yes' or 'no'".to_owned()),
-        "maxmemory" => Err(
-            "tandem's maxmemory is its database's size, which every node of \
-                            the group is started with (group.db_mib)"
-                .to_owned(),
-        ),
         other => unreachable!("{other} was refused with the names"),
+    }
+}
+
+/// `change`, if the database can take it: a `maxmemory` past the database's size is
+/// refused, since nothing could be stored beyond it.
+fn fits(ctx: &Ctx<'_, '_>, change: Change) -> Result<Change, String> {
+    match change {
+        Change::Param(param, bytes)
+            if param.name == params::MAXMEMORY.name && bytes > ctx.layout.segment_len as u64 =>
+        {
+            Err(format!(
+                "tandem's database holds {} bytes (group.db_mib, which every node of the group \
+                 is started with): maxmemory may lower that, not raise it",
+                ctx.layout.segment_len
+            ))
+        }
+        change => Ok(change),
     }
 }
 

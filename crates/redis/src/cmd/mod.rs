@@ -16,6 +16,7 @@ pub mod blocking;
 mod collection;
 pub mod config;
 pub mod dump;
+pub mod evict;
 pub mod functions;
 pub mod hashes;
 pub mod hll;

@@ -359,15 +359,18 @@ impl NodeThread {
         {
             return;
         }
-        let segment = match self.node.role() {
-            RoleSlot::Primary(host) => host.role().store().segment(),
-            RoleSlot::Backup(backup) => backup.segment(),
+        // A primary's figures come from the model its calls run on, which also counts what
+        // only it does (evictions); a backup's from the node's, over the segment it applies.
+        let stats = match self.node.role() {
+            RoleSlot::Primary(host) => {
+                let store = host.role().store();
+                store.model().stats(store.segment())
+            }
+            RoleSlot::Backup(backup) => self.env.model.stats(backup.segment()),
             RoleSlot::Outside => return,
         };
         self.stats_refreshed = Some(now);
-        self.env
-            .metrics
-            .set_model_stats(self.env.model.stats(segment));
+        self.env.metrics.set_model_stats(stats);
     }
 
     /// Hands the node one input, then drives it.
