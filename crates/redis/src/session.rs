@@ -50,6 +50,9 @@ pub struct ServerInfo {
     pub resp_port: u16,
     /// Backups in the current view.
     pub backups: usize,
+    /// Where the backups of the current view serve RESP (`host:port`), those that do:
+    /// what `ROLE` lists on a primary.
+    pub backups_resp: Arc<[String]>,
     /// Backups that hold every write before its reply leaves, by the group's safety rule
     /// (every backup under 2-safe, K under 2-safe:K, none under 1-safe or bounded): what
     /// `WAIT` answers, since a reply it follows left only once they did.
@@ -77,7 +80,7 @@ pub struct ServerInfo {
     /// sections' headers without their lines.
     pub command_stats: Option<Arc<CommandStats>>,
     /// `master_repl_offset`: the LSN the primary's log committed last, on a primary whose
-    /// front end knows it; 0 elsewhere (a backup's front end sees no such count).
+    /// front end knows it; on a backup, the LSN it applied last; 0 elsewhere.
     pub repl_offset: u64,
 }
 
@@ -1029,6 +1032,7 @@ impl Session {
                 w.verbatim("txt", &text);
             }
             "WAIT" => wait(argv, info, proto, out),
+            "ROLE" => role(info, proto, out),
             "REPLCONF" => match cmd::sync::replconf(argv) {
                 Some(Ok(())) => ReplyWriter::new(out, proto).ok(),
                 Some(Err(text)) => ReplyWriter::new(out, proto).error(&text),
@@ -1835,6 +1839,42 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
     text
 }
 
+/// `ROLE`, as Redis answers it: a primary's offset and its backups (each with the
+/// primary's offset, which under a 2-safe rule every backup holds); a backup's primary, as
+/// `connected`, and its offset. A node that holds no role answers as a replica still
+/// `connecting` to the primary it knows, if any, at offset -1.
+fn role(info: &ServerInfo, proto: crate::resp::Proto, out: &mut Vec<u8>) {
+    let mut w = ReplyWriter::new(out, proto);
+    let offset = info.repl_offset.to_string();
+    if info.primary {
+        w.array(3);
+        w.bulk(b"master");
+        w.integer(info.repl_offset as i64);
+        w.array(info.backups_resp.len());
+        for address in info.backups_resp.iter() {
+            let (host, port) = address.rsplit_once(':').unwrap_or((address, "0"));
+            w.array(3);
+            w.bulk(host.as_bytes());
+            w.bulk(port.as_bytes());
+            w.bulk(offset.as_bytes());
+        }
+        return;
+    }
+    let primary = info.primary_resp.as_deref().unwrap_or_default();
+    let (host, port) = primary.rsplit_once(':').unwrap_or(("", "0"));
+    w.array(5);
+    w.bulk(b"slave");
+    w.bulk(host.as_bytes());
+    w.integer(port.parse().unwrap_or(0));
+    if info.backup {
+        w.bulk(b"connected");
+        w.integer(info.repl_offset as i64);
+    } else {
+        w.bulk(b"connecting");
+        w.integer(-1);
+    }
+}
+
 /// `INFO memory`: the model's figures, its policy by name.
 fn memory_section(line: &mut dyn FnMut(&str, &dyn std::fmt::Display), info: &ServerInfo) {
     line("#", &"Memory");
@@ -2364,6 +2404,43 @@ mod tests {
             "TRYAGAIN backup 2 could not serve the read in time; retry, or read from the \
              primary at 127.0.0.1:7001"
         );
+    }
+
+    /// `ROLE` in Redis's shapes: a primary's offset and its backups, a backup's primary as
+    /// `connected`, a node without a role still `connecting` at offset -1.
+    #[test]
+    fn role_answers_as_redis_for_a_primary_a_backup_and_a_node_outside() {
+        let mut session = Session::new(1);
+        let primary = ServerInfo {
+            primary: true,
+            repl_offset: 42,
+            backups: 2,
+            backups_resp: Arc::from(["127.0.0.1:7002".to_owned(), "127.0.0.1:7003".to_owned()]),
+            ..ServerInfo::default()
+        };
+        assert_eq!(
+            replied(&mut session, "ROLE", &primary),
+            "*3\r\n$6\r\nmaster\r\n:42\r\n*2\r\n\
+             *3\r\n$9\r\n127.0.0.1\r\n$4\r\n7002\r\n$2\r\n42\r\n\
+             *3\r\n$9\r\n127.0.0.1\r\n$4\r\n7003\r\n$2\r\n42\r\n"
+        );
+        let backup = ServerInfo {
+            repl_offset: 40,
+            ..backup()
+        };
+        assert_eq!(
+            replied(&mut session, "ROLE", &backup),
+            "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:7001\r\n$9\r\nconnected\r\n:40\r\n"
+        );
+        let outside = ServerInfo {
+            backup: false,
+            ..backup
+        };
+        assert_eq!(
+            replied(&mut session, "ROLE", &outside),
+            "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:7001\r\n$10\r\nconnecting\r\n:-1\r\n"
+        );
+        assert!(replied(&mut session, "ROLE x", &primary).starts_with("-ERR wrong number"));
     }
 
     /// A user limited to `app:*` may run the stream commands that name their keys after an

@@ -172,6 +172,8 @@ pub struct BackupPort {
     answers: Arc<LocalAnswers>,
     /// Tells the roles apart: a node may hold a new backup role after a restart or a depose.
     role: usize,
+    /// What the role applied last (`ROLE` and `INFO replication` show it).
+    lsn_applied: Arc<AtomicU64>,
     seq_next: u64,
 }
 
@@ -179,6 +181,11 @@ impl BackupPort {
     /// Whether this port leads to the role `handle` runs.
     pub fn is_of(&self, handle: &BackupHandle) -> bool {
         self.role == Arc::as_ptr(&handle.state.lsn_applied) as usize
+    }
+
+    /// The LSN the role applied last.
+    pub fn lsn_applied(&self) -> u64 {
+        self.lsn_applied.load(Ordering::Acquire)
     }
 
     /// Hands the applier a linearizable read of read-only procedure `proc_id` and returns its
@@ -393,6 +400,7 @@ impl BackupHandle {
                 wake,
             }),
             role: Arc::as_ptr(&self.state.lsn_applied) as usize,
+            lsn_applied: Arc::clone(&self.state.lsn_applied),
             seq_next: 0,
         }
     }
@@ -1634,6 +1642,7 @@ mod tests {
                 wake,
             }),
             role: 0,
+            lsn_applied: Arc::default(),
             seq_next: 0,
         };
         let first = port.push(7, vec![1]);

@@ -80,6 +80,9 @@ pub struct ClusterInfo {
     pub primary: Option<NodeId>,
     /// Backups in the view.
     pub backups: usize,
+    /// Which nodes they are (for `ROLE`); `/status` says how many.
+    #[serde(skip)]
+    pub backup_nodes: Vec<NodeId>,
     /// Where this node serves RESP, if it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resp: Option<SocketAddr>,
@@ -488,6 +491,9 @@ struct ClusterResp {
     protected_mode: bool,
     scripts: Scripts,
     host: Arc<crate::host::Host>,
+    /// The backups' RESP addresses last made for `ROLE`, and the nodes they are of: made
+    /// again only when the view's backups change, not in every pass of the loop.
+    backups_resp: Mutex<(Vec<NodeId>, Arc<[String]>)>,
 }
 
 impl ClusterResp {
@@ -521,7 +527,22 @@ impl ClusterResp {
             host: crate::host::Host::new(metrics),
             metrics: Arc::clone(metrics),
             scripts: scripts.clone(),
+            backups_resp: Mutex::new((Vec::new(), Arc::from([]))),
         }
+    }
+
+    /// The RESP addresses of `backups` (those that serve RESP), as `ROLE` lists them.
+    fn backups_resp(&self, backups: &[NodeId]) -> Arc<[String]> {
+        let mut made = self.backups_resp.lock().expect("not poisoned");
+        if made.0 != backups {
+            let addresses = backups
+                .iter()
+                .filter_map(|node| self.resp_by_node.get(node))
+                .map(ToString::to_string)
+                .collect();
+            *made = (backups.to_vec(), addresses);
+        }
+        Arc::clone(&made.1)
     }
 }
 
@@ -543,6 +564,7 @@ impl crate::resp::RespNode for ClusterResp {
                 .map(ToString::to_string),
             resp_port: self.resp_port,
             backups: info.backups,
+            backups_resp: self.backups_resp(&info.backup_nodes),
             backups_acked: self
                 .safety_rule
                 .backup_acks()

@@ -364,6 +364,8 @@ struct StaticResp {
     resp_port: u16,
     primary_resp: Option<std::net::SocketAddr>,
     backups: usize,
+    /// The backups' RESP addresses the configuration names (`ROLE`).
+    backups_resp: Arc<[String]>,
     maxmemory: usize,
     safety: String,
     safety_rule: tandem_replication::Safety,
@@ -407,6 +409,12 @@ impl StaticResp {
                 .filter(|p| p.role == Role::Backup)
                 .count()
                 + usize::from(config.role == Role::Backup),
+            backups_resp: config
+                .peers
+                .iter()
+                .filter(|peer| peer.role == Role::Backup)
+                .filter_map(|peer| peer.resp.map(|address| address.to_string()))
+                .collect(),
             maxmemory: config.group.db_mib << 20,
             safety: config.group.safety.to_string(),
             safety_rule: config.group.safety,
@@ -425,6 +433,7 @@ impl resp::RespNode for StaticResp {
             primary_resp: self.primary_resp.map(|a| a.to_string()),
             resp_port: self.resp_port,
             backups: self.backups,
+            backups_resp: Arc::clone(&self.backups_resp),
             backups_acked: self
                 .safety_rule
                 .backup_acks()

@@ -879,7 +879,11 @@ impl Front {
                 self.refresh_backup();
                 let mut info = self.node.info();
                 info.pubsub_counts = self.hub.counts();
-                info.repl_offset = self.port.as_ref().map_or(0, LocalPort::lsn_committed);
+                info.repl_offset = match (&self.port, &self.backup) {
+                    (Some(port), _) => port.lsn_committed(),
+                    (None, Some(backup)) => backup.lsn_applied(),
+                    (None, None) => 0,
+                };
                 info
             });
             self.serve(token, info);

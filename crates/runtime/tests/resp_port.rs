@@ -60,6 +60,7 @@ impl RespNode for TestNode {
             primary_resp: None,
             resp_port: self.resp_port,
             backups: 0,
+            backups_resp: Arc::from([]),
             backups_acked: 0,
             maxmemory: 16 << 20,
             safety: "1-safe".into(),

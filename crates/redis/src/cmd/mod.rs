@@ -466,6 +466,7 @@ static BASE: &[Command] = &[
     data("RENAME", 3, Write, (1, 2, 1), false, keys::rename),
     data("RENAMENX", 3, Write, (1, 2, 1), false, keys::renamenx),
     conn("RESET", 1),
+    conn("ROLE", 1),
     data("SCAN", -2, Read, (0, 0, 0), false, keys::scan),
     conn("SELECT", 2),
     data("SET", -3, Write, (1, 1, 1), true, strings::set),

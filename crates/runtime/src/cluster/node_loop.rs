@@ -809,7 +809,11 @@ impl NodeThread {
         info.role = role.to_string();
         info.view = core.view().map_or(0, |view| view.number);
         info.primary = core.view().map(|view| view.primary);
-        info.backups = core.view().map_or(0, |view| view.backups.len());
+        let backups = core.view().map_or(&[][..], |view| &view.backups);
+        info.backups = backups.len();
+        if info.backup_nodes != backups {
+            info.backup_nodes = backups.to_vec();
+        }
         info.leader = core.leader();
         info.heard_primary_ms_ago = (role == "backup" || role == "spare")
             .then(|| core.ticks_since_heard_primary() as f64 * self.tick.as_secs_f64() * 1000.0);
