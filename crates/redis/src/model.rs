@@ -400,9 +400,10 @@ impl DataModel for RedisModel {
         if command.blocks.is_some() {
             ctx.waiting = CallArgs::waiting(args);
         }
-        // A script may write anything, so it is refused past the limit as a growing write.
-        let grows = command.grows || matches!(command.name, "EVAL" | "EVALSHA" | "FCALL");
-        let evicted = evict::make_room(&mut ctx, self.accesses.get_mut(), grows).map_err(failed)?;
+        // A script is not refused whole past the limit, but its commands that may grow the
+        // database are (`Ctx::over_maxmemory`), as Redis's are.
+        let evicted =
+            evict::make_room(&mut ctx, self.accesses.get_mut(), command.grows).map_err(failed)?;
         let mut out = ReplyWriter::new(reply, proto);
         let result = crate::cmd::run_command(command, &mut ctx, &self.argv, &mut out);
         self.pending = ctx.notices.take();

@@ -109,6 +109,15 @@ impl Notices {
         }
     }
 
+    /// Publishes `message` on `channel` (a script's `PUBLISH`), whatever classes of
+    /// notifications the database asks for: delivered, as they are, once the call commits.
+    pub fn publish(&mut self, channel: &[u8], message: &[u8]) {
+        self.published.push(Publication {
+            channel: channel.to_vec(),
+            message: message.to_vec(),
+        });
+    }
+
     /// The messages so far, leaving none.
     pub fn take(&mut self) -> Vec<Publication> {
         std::mem::take(&mut self.published)

@@ -233,3 +233,57 @@ fn the_policy_and_its_sample_size_are_answered_as_set() {
     };
     assert!(String::from_utf8_lossy(&text).contains("maxmemory-samples"));
 }
+
+/// Past `maxmemory`, a script runs as in Redis: an `EVAL` of compatibility mode starts, and
+/// only its commands that may grow the database are refused (`redis.pcall` sees the error);
+/// a script that declares flags starts only with `allow-oom` (then its writes run) or
+/// `no-writes`.
+#[test]
+fn past_maxmemory_a_script_runs_but_its_growing_commands_are_refused() {
+    let mut node = Node::new(DB);
+    assert_eq!(set(&mut node, "x", None), ok());
+    assert_eq!(node.s("CONFIG SET maxmemory 1"), ok());
+    let eval = |node: &mut Node, body: &str, keys: &[&str]| {
+        let count = keys.len().to_string();
+        let mut args: Vec<&[u8]> = vec![b"EVAL", body.as_bytes(), count.as_bytes()];
+        args.extend(keys.iter().map(|key| key.as_bytes()));
+        node.cmd(&args)
+    };
+    // Raised from `redis.call`, the error names the script, as Redis 7.0's does.
+    let Value::Error(text) = eval(&mut node, "return redis.call('set','y','1')", &["y"]) else {
+        panic!("a growing write ran past maxmemory")
+    };
+    assert!(
+        text.starts_with(OOM.as_bytes()),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    let pcall = "local t = redis.pcall('set','y','1') return t['err']";
+    assert_eq!(eval(&mut node, pcall, &["y"]), bulk(OOM));
+    assert_eq!(
+        eval(&mut node, "return redis.call('del','x')", &["x"]),
+        Value::Integer(1)
+    );
+    let Value::Error(text) = eval(&mut node, "#!lua\nreturn 1", &[]) else {
+        panic!("a flagged script without allow-oom ran past maxmemory")
+    };
+    assert!(
+        text.starts_with(b"OOM "),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    assert_eq!(
+        eval(&mut node, "#!lua flags=no-writes\nreturn 1", &[]),
+        Value::Integer(1)
+    );
+    assert_eq!(
+        eval(
+            &mut node,
+            "#!lua flags=allow-oom\nreturn redis.call('set','y','1')",
+            &["y"]
+        ),
+        ok()
+    );
+    assert_eq!(node.s("CONFIG SET maxmemory 0"), ok());
+    assert_eq!(eval(&mut node, "#!lua\nreturn 1", &[]), Value::Integer(1));
+}

@@ -1055,3 +1055,28 @@ fn an_expired_destination_is_deleted_as_redis_deletes_it() {
         ]
     );
 }
+
+/// A script's `PUBLISH` reaches the channel's subscribers once the script commits, in the
+/// order it published, whatever `notify-keyspace-events` says; one that fails publishes
+/// nothing, and a read-only script may not publish (Redis 7 refuses it there too).
+#[test]
+fn a_script_publishes_when_it_commits() {
+    let mut node = Node::new(DB);
+    assert_eq!(
+        node.s(
+            "EVAL redis.call('publish','news','one');return(redis.call('publish','news','two')) 0"
+        ),
+        tandem_redis::resp::Value::Integer(0)
+    );
+    assert_eq!(node.events(), ["news one", "news two"]);
+    node.s("LPUSH list a");
+    node.s("EVAL redis.call('publish','news','lost');redis.call('incr','list') 0");
+    assert_eq!(node.events(), Vec::<String>::new());
+    let tandem_redis::resp::Value::Error(text) =
+        node.s("EVAL_RO redis.call('publish','news','x') 0")
+    else {
+        panic!("a read-only script published")
+    };
+    assert!(String::from_utf8_lossy(&text).contains("not allowed from read-only scripts"));
+    assert!(node.events().is_empty());
+}

@@ -126,8 +126,9 @@ pub fn limit(policy: Policy, maxmemory: u64, segment_len: usize) -> Option<usize
 }
 
 /// Makes room for the write about to run in `ctx`: evicts keys while the used bytes pass
-/// the limit, and refuses a write that `grows` if they still do. Returns how many keys it
-/// evicted (each notified as `evicted`); `ctx.layout` is as it was on entry.
+/// the limit, and refuses a write that `grows` if they still do (else notes it in
+/// `ctx.over_maxmemory`, for a script's commands). Returns how many keys it evicted (each
+/// notified as `evicted`); `ctx.layout` is as it was on entry.
 pub fn make_room(
     ctx: &mut Ctx<'_, '_>,
     accesses: &mut Accesses,
@@ -146,7 +147,8 @@ pub fn make_room(
         }
         evicted += 1;
     }
-    if grows && used(ctx) > limit {
+    ctx.over_maxmemory = used(ctx) > limit;
+    if grows && ctx.over_maxmemory {
         return Err(CmdError::Oom);
     }
     accesses.keep_within(count_keys(ctx));

@@ -34,7 +34,9 @@
 mod shebang;
 mod store;
 
-use super::scripts::{FUNCTION_FLAGS, LibraryRef, NO_WRITES, Registered, ScriptEngine, sha1_hex};
+use super::scripts::{
+    ALLOW_OOM, FUNCTION_FLAGS, LibraryRef, NO_WRITES, Registered, ScriptEngine, sha1_hex,
+};
 use super::{CmdError, Command, Ctx, Read, Write, arg, data, subcommand_error};
 use crate::rdb::functions::Records;
 use crate::resp::{Argv, ReplyWriter};
@@ -95,6 +97,7 @@ fn fcall(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Resul
             "ERR Can not execute a script with write flag using *_ro command.",
         ));
     }
+    super::scripts::may_run_past_maxmemory(ctx, called.flags & ALLOW_OOM != 0 || no_writes)?;
     let Some(engine) = ctx.scripts.take() else {
         return Err(CmdError::fixed(
             "ERR This Redis command is not allowed from script",

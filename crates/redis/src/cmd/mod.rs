@@ -85,6 +85,10 @@ pub struct Ctx<'a, 't> {
     /// The keyspace notifications the call publishes if it commits ([`crate::notify`]);
     /// none unless the model asks for them.
     pub notices: Notices,
+    /// The database was past `maxmemory` when the call began (and eviction could not bring
+    /// it back): a script's commands that may grow it are refused (Redis's
+    /// `pre_command_oom_state`).
+    pub over_maxmemory: bool,
 }
 
 impl<'a, 't> Ctx<'a, 't> {
@@ -99,6 +103,7 @@ impl<'a, 't> Ctx<'a, 't> {
             waiting: crate::wire::Waiting::Never,
             in_exec: false,
             notices: Notices::default(),
+            over_maxmemory: false,
         }
     }
 

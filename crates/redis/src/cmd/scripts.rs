@@ -58,8 +58,8 @@ use crate::mem::Mem;
 use crate::resp::{Argv, ReplyWriter};
 
 pub use engine::{
-    FUNCTION_FLAGS, FUNCTIONS_PER_LIBRARY_MAX, INSTRUCTION_BUDGET_DEFAULT, LibraryRef,
-    MEMORY_LIMIT_DEFAULT, NO_WRITES, Registered, ScriptEngine,
+    ALLOW_OOM, FUNCTION_FLAGS, FUNCTIONS_PER_LIBRARY_MAX, INSTRUCTION_BUDGET_DEFAULT, LibraryRef,
+    MEMORY_LIMIT_DEFAULT, NO_WRITES, Registered, ScriptEngine, may_run_past_maxmemory,
 };
 
 /// Whether `name` runs or manages scripts or functions (`EVAL`, `SCRIPT`, `FCALL`,
@@ -221,6 +221,8 @@ pub struct ScriptFlags {
     pub shebang: bool,
     /// `no-writes`: the script may not call a write command.
     pub no_writes: bool,
+    /// `allow-oom`: the script may run, and grow the database, past `maxmemory`.
+    pub allow_oom: bool,
 }
 
 /// The flags a body declares and the length of its shebang line (which the compiler skips,
@@ -245,7 +247,7 @@ pub fn shebang_flags(body: &[u8]) -> Result<(ScriptFlags, usize), CmdError> {
     }
     let mut flags = ScriptFlags {
         shebang: true,
-        no_writes: false,
+        ..ScriptFlags::default()
     };
     for part in parts {
         let Some(list) = part.strip_prefix(b"flags=") else {
@@ -257,9 +259,10 @@ pub fn shebang_flags(body: &[u8]) -> Result<(ScriptFlags, usize), CmdError> {
         for flag in list.split(|&b| b == b',') {
             match flag {
                 b"no-writes" => flags.no_writes = true,
-                // Meaningful only for a Redis server's state (memory, replication,
-                // cluster): accepted and ignored here.
-                b"allow-oom" | b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
+                b"allow-oom" => flags.allow_oom = true,
+                // Meaningful only for a Redis server's state (replication, cluster):
+                // accepted and ignored here.
+                b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
                 _ => {
                     return Err(CmdError::owned(format!(
                         "ERR Unexpected flag in script shebang: {}",

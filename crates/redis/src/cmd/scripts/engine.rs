@@ -62,7 +62,9 @@ use tandem_store::{CallWatch, RunId, StopReason};
 
 mod library;
 
-pub use library::{FUNCTION_FLAGS, FUNCTIONS_PER_LIBRARY_MAX, LibraryRef, NO_WRITES, Registered};
+pub use library::{
+    ALLOW_OOM, FUNCTION_FLAGS, FUNCTIONS_PER_LIBRARY_MAX, LibraryRef, NO_WRITES, Registered,
+};
 
 /// Lua instructions a script may run, by default: a few seconds at most.
 pub const INSTRUCTION_BUDGET_DEFAULT: u64 = 100_000_000;
@@ -365,6 +367,9 @@ impl ScriptEngine {
             ));
         }
         let no_writes = read_only || compiled.flags.no_writes;
+        if compiled.flags.shebang {
+            may_run_past_maxmemory(ctx, compiled.flags.allow_oom || no_writes)?;
+        }
         let result = vm.execute(
             ctx,
             Target::Script(&compiled.function),
@@ -827,13 +832,19 @@ impl Vm {
         let _ = self.redis.raw_set("call", Value::Nil);
         let _ = self.redis.raw_set("pcall", Value::Nil);
         let _ = self.bridge.raw_set("env", Value::Nil);
-        self.conclude(
+        let concluded = self.conclude(
             outcome,
             state.into_inner(),
             &sha_text,
             (instruction_budget, memory_limit),
             out,
-        )
+        );
+        if concluded.is_err() {
+            // A script that failed publishes nothing, though its call may still commit
+            // (`EVAL` keeps a script that failed without writing).
+            ctx.into_inner().notices.take();
+        }
+        concluded
     }
 
     /// What the runner is called with for `target`, its keys and arguments made Lua tables: a
@@ -1257,18 +1268,28 @@ fn refused_in_scripts(name: &str) -> bool {
         || crate::cmd::sync::is_snapshot(name)
 }
 
-/// `redis.call` and `redis.pcall`: runs one command on the script's context. Returns true
-/// and the reply as Lua sees it, or false and an error table (the Lua side raises it for
-/// `call`).
-fn bridge_call(
-    lua: &Lua,
-    ctx: &mut Ctx<'_, '_>,
-    state: &mut RunState,
-    no_writes: bool,
-    proto: Proto,
-    args: MultiValue,
-) -> mlua::Result<(bool, Value)> {
-    let refuse = |text: &str| Ok((false, error_table(lua, text.as_bytes())?));
+/// Redis's refusal of a script that declares flags (so is no `EVAL` of compatibility mode)
+/// without `allow-oom` or `no-writes`, past `maxmemory`.
+const SCRIPT_OOM: &str =
+    "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'";
+
+/// Whether a script or function that declares its flags may start: past `maxmemory` only if
+/// it may (`allow-oom`, or it writes nothing); then its growing commands run too, as Redis
+/// lets them.
+pub fn may_run_past_maxmemory(ctx: &mut Ctx<'_, '_>, allowed: bool) -> Result<(), CmdError> {
+    if !ctx.over_maxmemory {
+        return Ok(());
+    }
+    if !allowed {
+        return Err(CmdError::fixed(SCRIPT_OOM));
+    }
+    ctx.over_maxmemory = false;
+    Ok(())
+}
+
+/// The arguments a script gave `redis.call` as a command's: strings as they are, numbers
+/// as Redis writes them; anything else is refused.
+fn call_argv(args: MultiValue) -> Result<Argv, &'static str> {
     let mut argv = Argv::new();
     for value in args {
         match value {
@@ -1283,9 +1304,28 @@ fn bridge_call(
                 crate::num::format_double(n, &mut text);
                 argv.push(&text);
             }
-            _ => return refuse("Lua redis lib command arguments must be strings or integers"),
+            _ => return Err("Lua redis lib command arguments must be strings or integers"),
         }
     }
+    Ok(argv)
+}
+
+/// `redis.call` and `redis.pcall`: runs one command on the script's context. Returns true
+/// and the reply as Lua sees it, or false and an error table (the Lua side raises it for
+/// `call`).
+fn bridge_call(
+    lua: &Lua,
+    ctx: &mut Ctx<'_, '_>,
+    state: &mut RunState,
+    no_writes: bool,
+    proto: Proto,
+    args: MultiValue,
+) -> mlua::Result<(bool, Value)> {
+    let refuse = |text: &str| Ok((false, error_table(lua, text.as_bytes())?));
+    let argv = match call_argv(args) {
+        Ok(argv) => argv,
+        Err(text) => return refuse(text),
+    };
     if argv.is_empty() {
         return refuse("Please specify at least one argument for this redis lib call");
     }
@@ -1313,6 +1353,16 @@ fn bridge_call(
             }
             Err(text) => return Ok((false, error_table(lua, format!("-{text}").as_bytes())?)),
         },
+        // Delivered when the script commits, as a notification is: the subscribers are the
+        // front end's, so the script is told 0 receivers (Redis counts its own at once).
+        "PUBLISH" => {
+            if no_writes || matches!(ctx.access, Access::Read(_)) {
+                return refuse("Write commands are not allowed from read-only scripts.");
+            }
+            let arg = |at: usize| argv.get(at).unwrap_or_default();
+            ctx.notices.publish(arg(1), arg(2));
+            ReplyWriter::new(&mut reply, proto).integer(0);
+        }
         name if command.run.is_none() || refused_in_scripts(name) => {
             return refuse("This Redis command is not allowed from script");
         }
@@ -1320,6 +1370,11 @@ fn bridge_call(
             let writes = command.class == Class::Write;
             if writes && (no_writes || matches!(ctx.access, Access::Read(_))) {
                 return refuse("Write commands are not allowed from read-only scripts.");
+            }
+            // Past `maxmemory` when the script started (Redis's `pre_command_oom_state`), a
+            // command that may grow the database is refused; the script may go on.
+            if command.grows && ctx.over_maxmemory {
+                return Ok((false, error_table(lua, format!("-{OOM_TEXT}").as_bytes())?));
             }
             match run_in(ctx, &argv, &mut ReplyWriter::new(&mut reply, proto)) {
                 Ok(()) => state.dirty |= writes,

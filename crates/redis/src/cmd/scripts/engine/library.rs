@@ -61,6 +61,8 @@ pub const FUNCTION_FLAGS: [&str; 5] = [
 
 /// The bit of `no-writes` in [`Registered::flags`].
 pub const NO_WRITES: u8 = 1;
+/// The bit of `allow-oom` in [`Registered::flags`].
+pub const ALLOW_OOM: u8 = 2;
 
 /// A library's code as the segment holds it, and the SHA-1 of that code: the cache's key.
 #[derive(Clone, Copy, Debug)]
