@@ -256,7 +256,8 @@ pub fn shebang_flags(body: &[u8]) -> Result<(ScriptFlags, usize), CmdError> {
                 String::from_utf8_lossy(part)
             )));
         };
-        for flag in list.split(|&b| b == b',') {
+        // `flags=` alone declares none (Redis splits an empty list into no flags).
+        for flag in list.split(|&b| b == b',').filter(|_| !list.is_empty()) {
             match flag {
                 b"no-writes" => flags.no_writes = true,
                 b"allow-oom" => flags.allow_oom = true,
@@ -502,8 +503,16 @@ mod tests {
             (ScriptFlags::default(), 0)
         );
         let (flags, len) = shebang_flags(b"#!lua flags=no-writes,allow-oom\nreturn 1").unwrap();
-        assert!(flags.shebang && flags.no_writes);
+        assert!(flags.shebang && flags.no_writes && flags.allow_oom);
         assert_eq!(len, 31);
+        let (flags, _) = shebang_flags(b"#!lua flags=\nreturn 1").unwrap();
+        assert!(flags.shebang && !flags.no_writes && !flags.allow_oom);
+        assert_eq!(
+            shebang_flags(b"#!lua flags=no-writes,\n")
+                .unwrap_err()
+                .text(),
+            "ERR Unexpected flag in script shebang: "
+        );
         assert_eq!(
             shebang_flags(b"#!lua").unwrap_err().text(),
             "ERR Invalid script shebang"
