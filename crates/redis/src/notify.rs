@@ -118,6 +118,22 @@ impl Notices {
         });
     }
 
+    /// How many messages there are so far.
+    pub fn len(&self) -> usize {
+        self.published.len()
+    }
+
+    /// Whether there is none so far.
+    pub fn is_empty(&self) -> bool {
+        self.published.is_empty()
+    }
+
+    /// Forgets every message after the first `len` (what a failed script published, in a
+    /// block whose earlier commands' messages stay).
+    pub fn truncate(&mut self, len: usize) {
+        self.published.truncate(len);
+    }
+
     /// The messages so far, leaving none.
     pub fn take(&mut self) -> Vec<Publication> {
         std::mem::take(&mut self.published)

@@ -414,16 +414,19 @@ fn parse_memory(text: &[u8]) -> Option<u64> {
         .iter()
         .find_map(|(suffix, unit)| lower.strip_suffix(*suffix).map(|digits| (digits, *unit)))
         .unwrap_or((&lower[..], 1));
-    if !digits.iter().all(u8::is_ascii_digit) {
+    // As Redis's `memtoull`: at most 127 digits; `strtoull` saturates a number too large,
+    // and the unit multiplies it wrapping, so such a number is then refused by its range.
+    if !digits.iter().all(u8::is_ascii_digit) || digits.len() >= 128 {
         return None;
     }
     let mut value: u64 = 0;
     for digit in digits {
         value = value
-            .checked_mul(10)?
-            .checked_add(u64::from(digit - b'0'))?;
+            .checked_mul(10)
+            .and_then(|tens| tens.checked_add(u64::from(digit - b'0')))
+            .unwrap_or(u64::MAX);
     }
-    value.checked_mul(unit)
+    Some(value.wrapping_mul(unit))
 }
 
 /// `notify-keyspace-events`' classes, as Redis names them ('A' stands for "g$lshzxetd"), in
@@ -536,20 +539,24 @@ mod tests {
         assert_eq!(parse_memory(b"4k"), Some(4000));
         assert_eq!(parse_memory(b"1gb"), Some(1 << 30));
         assert_eq!(parse_memory(b"5B"), Some(5));
-        for bad in [
-            &b"-1"[..],
-            b"+5",
-            b"0x10",
-            b"1.0",
-            b"1tb",
-            b"99999999999999999999",
-        ] {
+        for bad in [&b"-1"[..], b"+5", b"0x10", b"1.0", b"1tb"] {
             assert_eq!(parse_memory(bad), None, "{}", String::from_utf8_lossy(bad));
         }
-        let max = |param: &Param| parse(param, b"9223372036854775808");
+        let range = Err("argument must be between 0 and 9223372036854775807 inclusive".to_owned());
         assert_eq!(
-            max(&HASH_MAX_LISTPACK_VALUE),
-            Err("argument must be between 0 and 9223372036854775807 inclusive".to_owned())
+            parse(&HASH_MAX_LISTPACK_VALUE, b"9223372036854775808"),
+            range
+        );
+        // Past u64, Redis's `strtoull` saturates: refused by the range, not as a non-number
+        // (redis-server's answer, which the differential test met).
+        assert_eq!(parse_memory(b"99999999999999999999"), Some(u64::MAX));
+        assert_eq!(
+            parse(&HASH_MAX_LISTPACK_VALUE, b"99999999999999999999"),
+            range
+        );
+        assert_eq!(
+            parse(&HASH_MAX_LISTPACK_VALUE, b"99999999999999999999kb"),
+            range
         );
     }
 

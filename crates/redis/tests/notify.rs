@@ -1080,3 +1080,25 @@ fn a_script_publishes_when_it_commits() {
     assert!(String::from_utf8_lossy(&text).contains("not allowed from read-only scripts"));
     assert!(node.events().is_empty());
 }
+
+/// In a `MULTI` block, a script that fails takes back only what it published: the block's
+/// other commands' notifications stay (the differential test found them all dropped).
+#[test]
+fn a_failed_script_in_a_block_leaves_the_other_commands_notifications() {
+    let mut node = Node::new(DB);
+    node.keyspace_events("KE$", &[]);
+    node.s("SET s x");
+    node.events();
+    node.s("MULTI");
+    node.s("SET k v");
+    node.cmd(&[
+        b"EVAL",
+        b"redis.call('publish','news','lost') return redis.call('incr','s')",
+        b"0",
+    ]);
+    node.s("EXEC");
+    assert_eq!(
+        node.events(),
+        ["__keyspace@0__:k set", "__keyevent@0__:set k"]
+    );
+}

@@ -780,6 +780,7 @@ impl Vm {
             let _ = lua.gc_collect();
             return Err(memory_error());
         };
+        let published_before = ctx.notices.len();
         let ctx = std::cell::RefCell::new(ctx);
         let outcome = lua.scope(|scope| {
             let state = &state;
@@ -841,8 +842,9 @@ impl Vm {
         );
         if concluded.is_err() {
             // A script that failed publishes nothing, though its call may still commit
-            // (`EVAL` keeps a script that failed without writing).
-            ctx.into_inner().notices.take();
+            // (`EVAL` keeps a script that failed without writing, and a `MULTI` block the
+            // messages of its other commands).
+            ctx.into_inner().notices.truncate(published_before);
         }
         concluded
     }
