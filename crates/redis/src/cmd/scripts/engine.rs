@@ -830,9 +830,7 @@ impl Vm {
             Ok(outcome)
         });
         watch.end(run);
-        let _ = self.redis.raw_set("call", Value::Nil);
-        let _ = self.redis.raw_set("pcall", Value::Nil);
-        let _ = self.bridge.raw_set("env", Value::Nil);
+        self.unbind_run();
         let concluded = self.conclude(
             outcome,
             state.into_inner(),
@@ -847,6 +845,14 @@ impl Vm {
             ctx.into_inner().notices.truncate(published_before);
         }
         concluded
+    }
+
+    /// Takes `redis.call`, `redis.pcall` and the run's environment out of the VM, whatever
+    /// way the run ended (they name values of the run only).
+    fn unbind_run(&self) {
+        let _ = self.redis.raw_set("call", Value::Nil);
+        let _ = self.redis.raw_set("pcall", Value::Nil);
+        let _ = self.bridge.raw_set("env", Value::Nil);
     }
 
     /// What the runner is called with for `target`, its keys and arguments made Lua tables: a
