@@ -15,6 +15,7 @@ mod redis_auth;
 mod redis_clients;
 mod redis_diff;
 mod redis_rdb;
+mod redis_role;
 mod redis_select;
 mod redis_support;
 mod redis_tcl;
