@@ -6,7 +6,10 @@
 //! (a growing write past it is refused, as Redis refuses it; unset, a write fails only when
 //! the database is full). Under an evicting policy it is `maxmemory`, but never more than
 //! the database's size less a sixteenth ([`HEADROOM_DIVISOR`]): tandem's database is a fixed
-//! segment, so eviction must start while the write that follows still fits.
+//! segment, so eviction must start while the write that follows still fits. A script is not
+//! refused whole past the limit: its commands that may grow the database are
+//! ([`Ctx::over_maxmemory`], Redis's `pre_command_oom_state`), unless it declares
+//! `allow-oom`.
 //!
 //! The choice is Redis's approximation: `maxmemory-samples` keys drawn from each database
 //! (from its keys, or under a `volatile-` policy from those with an expiry), the best
