@@ -91,6 +91,10 @@ pub struct ClusterSettings {
     /// ([`Cluster::long_call_running`]) counts as progress for this many ticks from its start
     /// (its time limit and more: `u64::MAX` for none), and only then may the executor stall.
     pub long_call_ticks: u64,
+    /// The initial map's view is the group's for good (a node without a `[cluster]` table):
+    /// the core suspects no one, asks the config store nothing and takes no message, so
+    /// nothing ever moves a role. The config store is this node's alone and never ticks.
+    pub view_fixed: bool,
 }
 
 /// A message between the cluster cores of two nodes.
@@ -523,7 +527,7 @@ impl Cluster {
     /// close of this node's own): a strong sign that its process died. The suspicion it
     /// raises leaves now, not at the next tick; hearing from `peer` again takes it back.
     pub fn peer_closed(&mut self, peer: NodeId) {
-        if peer == self.settings.node {
+        if peer == self.settings.node || self.settings.view_fixed {
             return;
         }
         self.closed.insert(peer);
@@ -549,6 +553,7 @@ impl Cluster {
                 self.tick_executor_turned.max(self.tick.min(allowed_until))
             });
         self.member() == Member::Primary
+            && !self.settings.view_fixed
             && self
                 .settings
                 .executor_stall_ticks
@@ -625,7 +630,8 @@ impl Cluster {
         joining: Vec<NodeId>,
     ) {
         let Some(current) = &self.view else { return };
-        if current.number != view
+        if self.settings.view_fixed
+            || current.number != view
             || current.primary != self.settings.node
             || !current.backups.contains(&backup)
         {
@@ -645,7 +651,8 @@ impl Cluster {
     /// replies it lacks (`Primary::prepare_spare_promotions`); it may become a backup.
     pub fn spare_caught_up(&mut self, view: u64, node: NodeId) {
         let Some(current) = &self.view else { return };
-        if current.number != view
+        if self.settings.view_fixed
+            || current.number != view
             || current.primary != self.settings.node
             || !current.spares.contains(&node)
         {
@@ -662,6 +669,9 @@ impl Cluster {
 
     pub fn tick(&mut self) {
         self.tick += 1;
+        if self.settings.view_fixed {
+            return;
+        }
         self.config.tick();
         self.follow_leader_change();
         self.detect();
@@ -735,6 +745,11 @@ impl Cluster {
     /// A message from node `from`. Malformed Raft bytes are an error (counted by the caller),
     /// never a panic.
     pub fn step(&mut self, from: NodeId, message: ClusterMessage) -> Result<(), ConfigError> {
+        if self.settings.view_fixed {
+            // A fixed view's core has nothing to learn: a cluster-mode peer's message (a
+            // configuration that mixes the modes) changes nothing here.
+            return Ok(());
+        }
         self.tick_heard_node.insert(from, self.tick);
         match message {
             ClusterMessage::Raft(bytes) => {

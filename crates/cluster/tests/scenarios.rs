@@ -1138,3 +1138,32 @@ fn a_spare_holding_what_the_backups_lost_is_promoted() {
     // (node 4, live) was asked too, and its report of nothing lost out.
     assert!(h.node(4).freezes.contains(&1), "{}", h.describe());
 }
+
+/// A fixed view (nodes without a `[cluster]` table): a crash, a stuck executor, a partition
+/// and a restart move nothing. No core suspects a peer or sends anything, and every node
+/// still holds the view it started with.
+#[test]
+fn a_fixed_view_stays_whatever_fails() {
+    let first = view(1, 1, &[2, 3], &[]);
+    let mut h = Harness::fixed(Safety::DEFAULT);
+    h.run(5 * SUSPECT_TICKS);
+    h.stick_executor(1);
+    h.run(5 * SUSPECT_TICKS);
+    h.crash(1);
+    h.run(10 * SUSPECT_TICKS);
+    h.restart(1);
+    h.isolate(2);
+    h.run(10 * SUSPECT_TICKS);
+    h.heal();
+    h.crash(3);
+    h.run(10 * SUSPECT_TICKS);
+    for id in h.live() {
+        assert_eq!(h.view_of(id), first, "node {id}: {}", h.describe());
+        assert!(
+            h.node(id).suspected.is_empty(),
+            "node {id}: {}",
+            h.describe()
+        );
+    }
+    assert_eq!(h.history().len(), 1, "{}", h.describe());
+}

@@ -106,6 +106,11 @@ impl<D: Clone> PrimaryHost<D> {
             read_only: waiting.read_only,
             safety: waiting.safety,
         };
+        // The call after it starts loading the records it will touch while this one runs
+        // (a Debit-Credit call on a database larger than the caches waits on its misses).
+        if let Some(next) = self.waiting.get(1) {
+            self.role.store().prefetch(next.proc_id, &next.args);
+        }
         let ran = self.role.run_call(&call, waiting.to.clone());
         if ran != Ran::Stalled {
             self.waiting.pop_front();

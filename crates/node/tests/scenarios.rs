@@ -544,6 +544,7 @@ fn cluster_settings(id: NodeId, ids: &[NodeId], safety: Safety) -> ClusterSettin
         jitter_seed: u64::from(id),
         executor_stall_ticks: None,
         long_call_ticks: u64::MAX,
+        view_fixed: false,
     }
 }
 

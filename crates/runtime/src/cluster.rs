@@ -20,6 +20,7 @@
 mod beat;
 mod env;
 mod links;
+mod local_load;
 mod node_loop;
 mod peers;
 
@@ -27,6 +28,7 @@ pub(crate) use node_loop::{NodeTx, ToNode};
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -41,7 +43,7 @@ use tandem_store::DataModel;
 use tandem_wire::{ErrorCode, Frame, FrameBuffer, PeerKind, encode_error};
 
 use crate::backup::BackupHandle;
-use crate::config::{NodeConfig, Role};
+use crate::config::{ClusterTable, NodeConfig, Role};
 use crate::gate::Handshake;
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
@@ -171,22 +173,118 @@ pub fn run(
     stop: crate::StopWhen,
     publications: Option<Arc<tandem_store::Publications>>,
 ) -> Result<(), StartError> {
+    let started = start(
+        config,
+        listeners,
+        model,
+        metrics,
+        scripts,
+        stop,
+        publications,
+        None,
+    )?;
+    // The node's thread runs until the process stops: it exits the process itself.
+    let _ = started.thread.join();
+    Err(StartError::NodeThreadEnded)
+}
+
+/// A node running in this process beside a benchmark's driver
+/// ([`start_in_process`]): what its `/status` would say is at hand.
+#[derive(Debug)]
+pub struct InProcessNode {
+    slot: Arc<Mutex<Slot>>,
+    load: Arc<crate::primary::LocalLoad>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl InProcessNode {
+    /// The role's status, if the node holds one.
+    pub fn status(&self) -> Option<NodeStatus> {
+        slot_report(&self.slot, false).map(|report| report.status)
+    }
+
+    /// The role's checksum and the model's consistency check, if the node holds a role.
+    pub fn checksum(&self) -> Option<Checksum> {
+        slot_report(&self.slot, true).and_then(|report| report.checksum)
+    }
+
+    /// Asks the driver's own check (what only it knows, such as the sum of the deltas that
+    /// committed) once none of its calls waits, and waits up to `timeout` for the result.
+    pub fn check(&self, timeout: Duration) -> Option<Result<(), String>> {
+        self.load
+            .check_asked
+            .store(true, std::sync::atomic::Ordering::Release);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(result) = self.load.check.lock().expect("not poisoned").clone() {
+                return Some(result);
+            }
+            if Instant::now() >= deadline || self.thread.is_finished() {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Starts the node `config` describes in this process, its primary role driven by `load`
+/// (the in-process benchmark driver: calls made by the workload's driver on the node's
+/// thread), with no RESP port and no stop but the process's end.
+pub fn start_in_process(
+    config: &NodeConfig,
+    native: std::net::TcpListener,
+    model: Box<dyn DataModel>,
+    metrics: Arc<Metrics>,
+    load: Arc<crate::primary::LocalLoad>,
+) -> Result<InProcessNode, StartError> {
+    let listeners = crate::Listeners {
+        native,
+        metrics: None,
+        resp: None,
+    };
+    let scripts = Scripts::new(&config.tuning);
+    let started = start(
+        config,
+        listeners,
+        model,
+        metrics,
+        scripts,
+        crate::StopWhen::default(),
+        None,
+        Some(Arc::clone(&load)),
+    )?;
+    Ok(InProcessNode {
+        slot: started.slot,
+        load,
+        thread: started.thread,
+    })
+}
+
+/// A node whose thread runs.
+struct Started {
+    slot: Arc<Mutex<Slot>>,
+    thread: thread::JoinHandle<()>,
+}
+
+/// Starts a node's threads (its node thread, the gate, the beat, the log's): see [`run`].
+#[allow(clippy::too_many_arguments)]
+fn start(
+    config: &NodeConfig,
+    listeners: crate::Listeners,
+    model: Box<dyn DataModel>,
+    metrics: Arc<Metrics>,
+    scripts: Scripts,
+    stop: crate::StopWhen,
+    publications: Option<Arc<tandem_store::Publications>>,
+    local: Option<Arc<crate::primary::LocalLoad>>,
+) -> Result<Started, StartError> {
     let crate::Listeners {
         native: listener,
         metrics: metrics_listener,
         resp: resp_listener,
     } = listeners;
-    let table = config
-        .cluster
-        .as_ref()
-        .expect("cluster mode has a cluster table");
     let peer_auth = PeerAuth::new(config, &metrics)?;
-    std::fs::create_dir_all(&table.data_dir).map_err(|source| StartError::DataDir {
-        path: table.data_dir.clone(),
-        source,
-    })?;
-    let (disk, persisted) =
-        FileDurable::open(&table.data_dir).map_err(StartError::ConfigStoreDisk)?;
+    let (disk, persisted) = ConfigDisk::open(config)?;
     let restarted = persisted.is_some();
     let addresses = member_addresses(config);
     let initial = initial_map(config, &addresses);
@@ -197,6 +295,7 @@ pub fn run(
     let trace = tracing::enabled!(tracing::Level::TRACE);
     let (to_node, inbox, poll) = NodeTx::with_poll()?;
     let slot = Arc::new(Mutex::new(Slot::Outside));
+    let report_slot = Arc::clone(&slot);
     let slot_changed = Arc::new(Condvar::new());
     let info = Arc::new(Mutex::new(ClusterInfo {
         node: config.node_id,
@@ -220,29 +319,7 @@ pub fn run(
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
     let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
     if let Some(listener) = metrics_listener {
-        let slot = Arc::clone(&slot);
-        let info = Arc::clone(&info);
-        let log_opened = Arc::clone(&log_opened);
-        let password = config.resp_password();
-        crate::metrics::serve(
-            listener,
-            Arc::clone(&metrics),
-            password,
-            move |with_checksum| {
-                let info = info.lock().expect("not poisoned").clone();
-                let report = slot_report(&slot, with_checksum);
-                let log = log_opened.get().map(|log| LogReport {
-                    lsn_durable: log.lsn_durable(),
-                    failed: log.poisoned(),
-                });
-                serde_json::to_string(&ClusterReport {
-                    cluster: info,
-                    report,
-                    log,
-                })
-                .unwrap_or_else(|_| "null".into())
-            },
-        );
+        serve_status(listener, config, &metrics, &slot, &info, &log_opened);
     }
     let acceptor = Acceptor {
         node_id: config.node_id,
@@ -328,6 +405,14 @@ pub fn run(
         Arc::clone(&metrics),
         trace,
     )?;
+    let local = match local {
+        Some(load) => Some(local_load::LocalCalls::new(
+            &*model,
+            config.group.seed,
+            load,
+        )?),
+        None => None,
+    };
     let io = env::EnvIo::start(config, to_node, peers, &scripts)?;
     let env = RuntimeEnv::new(config, model, log, io, metrics, &info, trace);
     let (controls_tx, controls) = mpsc::channel();
@@ -357,11 +442,47 @@ pub fn run(
         calls_queued: false,
         stats_refreshed: None,
         io: Arc::new(Mutex::new(io_loop)),
+        local,
     };
-    let node_thread = spawn_node_thread(thread)?;
-    // The node's thread runs until the process stops: it exits the process itself.
-    let _ = node_thread.join();
-    Err(StartError::NodeThreadEnded)
+    let thread = spawn_node_thread(thread)?;
+    Ok(Started {
+        slot: report_slot,
+        thread,
+    })
+}
+
+/// Serves `/metrics`, `/status` and `/checksum` on `listener`: the cluster's view as this
+/// node knows it, its role's report and its log's.
+fn serve_status(
+    listener: std::net::TcpListener,
+    config: &NodeConfig,
+    metrics: &Arc<Metrics>,
+    slot: &Arc<Mutex<Slot>>,
+    info: &Arc<Mutex<ClusterInfo>>,
+    log_opened: &Arc<std::sync::OnceLock<NodeLog>>,
+) {
+    let slot = Arc::clone(slot);
+    let info = Arc::clone(info);
+    let log_opened = Arc::clone(log_opened);
+    crate::metrics::serve(
+        listener,
+        Arc::clone(metrics),
+        config.resp_password(),
+        move |with_checksum| {
+            let info = info.lock().expect("not poisoned").clone();
+            let report = slot_report(&slot, with_checksum);
+            let log = log_opened.get().map(|log| LogReport {
+                lsn_durable: log.lsn_durable(),
+                failed: log.poisoned(),
+            });
+            serde_json::to_string(&ClusterReport {
+                cluster: info,
+                report,
+                log,
+            })
+            .unwrap_or_else(|_| "null".into())
+        },
+    );
 }
 
 /// Starts the node's thread. It runs clients' calls, scripts among them: its stack holds the
@@ -417,14 +538,18 @@ fn role_rule(
 
 /// The cluster core's settings, from the configuration.
 fn cluster_settings(config: &NodeConfig) -> ClusterSettings {
-    let table = config
-        .cluster
-        .as_ref()
-        .expect("cluster mode has a cluster table");
+    // A node without the table runs a fixed view, whose core uses no timing but these.
+    let fixed = ClusterTable::new(PathBuf::new());
+    let table = config.cluster.as_ref().unwrap_or(&fixed);
+    let view_fixed = config.cluster.is_none();
     ClusterSettings {
         node: config.node_id,
         group: config.group.id,
-        voters: config.voters(),
+        // A fixed view's config store is the node's alone: it never hears another's.
+        voters: match view_fixed {
+            true => vec![config.node_id],
+            false => config.voters(),
+        },
         safety: config.group.safety,
         suspect_ticks: config.tuning.suspect_ticks,
         lease_ticks: table.lease_ticks,
@@ -442,6 +567,43 @@ fn cluster_settings(config: &NodeConfig) -> ClusterSettings {
             limit_ms => ((limit_ms + config.tuning.executor_stall_ms) * 1000)
                 .div_ceil(config.tuning.tick_us),
         },
+        view_fixed,
+    }
+}
+
+/// Where the config store keeps its state: files under `cluster.data_dir` in cluster mode;
+/// memory for a fixed view, whose store holds only the view the configuration names (a
+/// restart finds it there again).
+pub(super) enum ConfigDisk {
+    File(FileDurable),
+    Memory(tandem_config::MemDurable),
+}
+
+impl ConfigDisk {
+    /// The disk `config` asks for, and what the config store persisted on it (None on a
+    /// first start, and always for a fixed view).
+    fn open(
+        config: &NodeConfig,
+    ) -> Result<(ConfigDisk, Option<tandem_config::Persisted>), StartError> {
+        let Some(table) = &config.cluster else {
+            return Ok((ConfigDisk::Memory(tandem_config::MemDurable::new()), None));
+        };
+        std::fs::create_dir_all(&table.data_dir).map_err(|source| StartError::DataDir {
+            path: table.data_dir.clone(),
+            source,
+        })?;
+        let (disk, persisted) =
+            FileDurable::open(&table.data_dir).map_err(StartError::ConfigStoreDisk)?;
+        Ok((ConfigDisk::File(disk), persisted))
+    }
+}
+
+impl tandem_config::Durable for ConfigDisk {
+    fn save(&mut self, state: &tandem_config::Persisted) -> std::io::Result<()> {
+        match self {
+            ConfigDisk::File(disk) => disk.save(state),
+            ConfigDisk::Memory(disk) => disk.save(state),
+        }
     }
 }
 

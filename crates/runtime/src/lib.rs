@@ -275,11 +275,17 @@ pub fn run_node(
         Role::Backup => "backup",
     };
     let metrics = Arc::new(Metrics::new(config.node_id, role));
-    if config.cluster.is_some() {
+    // A node without a `[cluster]` table runs the same `Node` with a view that never changes;
+    // only a passive group's nodes still run the static executor and applier.
+    if config.cluster.is_some() || config.group.mode == config::Mode::Active {
         tracing::info!(
-            "node {} serving group {} in cluster mode on {}",
+            "node {} serving group {} {} on {}",
             config.node_id,
             config.group.id,
+            match config.cluster {
+                Some(_) => "in cluster mode".to_owned(),
+                None => format!("in view {} for good ({role})", config.group.view),
+            },
             config.listen
         );
         let listeners = Listeners {

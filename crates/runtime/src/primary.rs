@@ -226,6 +226,8 @@ pub struct LocalLoad {
     pub latency_ns: Mutex<Histogram<u64>>,
     /// Set when the driver's consistency check or the workload's failed.
     pub check: Mutex<Option<Result<(), String>>>,
+    /// The benchmark asks a node-thread driver for `check` (once no call waits).
+    pub check_asked: AtomicBool,
 }
 
 impl LocalLoad {
@@ -237,6 +239,7 @@ impl LocalLoad {
             outstanding: AtomicU64::new(0),
             latency_ns: Mutex::new(Histogram::new(3).expect("3 significant digits is valid")),
             check: Mutex::new(None),
+            check_asked: AtomicBool::new(false),
         })
     }
 }

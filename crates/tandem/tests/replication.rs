@@ -360,3 +360,177 @@ fn a_node_that_cannot_listen_exits_with_code_1_naming_the_address() {
     assert!(ran.stderr.contains("listen"), "{}", ran.stderr);
     assert!(ran.stderr.contains(&address), "{}", ran.stderr);
 }
+
+/// Three `tandem node` processes of a group without a `[cluster]` table, killed when dropped.
+struct FixedGroup {
+    scratch: Scratch,
+    /// Per node (1, 2, 3): its config path, RESP address and process.
+    nodes: Vec<(String, std::net::SocketAddr, Option<std::process::Child>)>,
+}
+
+impl FixedGroup {
+    /// Node 1 the primary, 2 and 3 backups, Redis on each, 2-safe.
+    fn start(name: &str) -> FixedGroup {
+        let scratch = Scratch::new(name);
+        let port = crate::redis_support::free_port;
+        let members: Vec<(u16, u16)> = (0..3).map(|_| (port(), port())).collect();
+        let mut nodes = Vec::new();
+        for (index, (listen, resp)) in members.iter().enumerate() {
+            let id = index + 1;
+            let role = |id: usize| if id == 1 { "primary" } else { "backup" };
+            let mut config = format!(
+                "node_id = {id}\nlisten = \"127.0.0.1:{listen}\"\n\
+                 resp_listen = \"127.0.0.1:{resp}\"\nrole = \"{}\"\n\
+                 [group]\nworkload = \"redis\"\ndb_mib = 16\nsafety = \"2-safe\"\n",
+                role(id)
+            );
+            for (peer, (listen, resp)) in members.iter().enumerate() {
+                if peer != index {
+                    config.push_str(&format!(
+                        "[[peers]]\nnode_id = {}\naddress = \"127.0.0.1:{listen}\"\n\
+                         role = \"{}\"\nresp = \"127.0.0.1:{resp}\"\n",
+                        peer + 1,
+                        role(peer + 1)
+                    ));
+                }
+            }
+            let path = scratch.write(&format!("node{id}.toml"), &config);
+            let address = format!("127.0.0.1:{resp}").parse().expect("an address");
+            nodes.push((path, address, None));
+        }
+        let mut group = FixedGroup { scratch, nodes };
+        for id in 1..=3 {
+            group.spawn(id);
+        }
+        group
+    }
+
+    /// Starts node `id` (again), and waits until its RESP port answers.
+    fn spawn(&mut self, id: usize) {
+        let log = std::fs::File::create(self.scratch.0.join(format!("node{id}.log")))
+            .expect("a log file");
+        let (path, address, child) = &mut self.nodes[id - 1];
+        *child = Some(
+            Command::new(env!("CARGO_BIN_EXE_tandem"))
+                .args(["node", "--config", path.as_str()])
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("a log file"))
+                .stderr(log)
+                .spawn()
+                .expect("tandem node starts"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(*address).is_err() {
+            assert!(Instant::now() < deadline, "node {id} never served RESP");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn kill(&mut self, id: usize) {
+        if let Some(mut child) = self.nodes[id - 1].2.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn conn(&self, id: usize) -> crate::redis_support::Conn {
+        crate::redis_support::Conn::connect(self.nodes[id - 1].1)
+    }
+
+    fn threads(&self, id: usize) -> usize {
+        let pid = self.nodes[id - 1].2.as_ref().expect("running").id();
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .expect("the node's threads")
+            .count()
+    }
+
+    fn logs(&self) -> String {
+        (1..=3)
+            .map(|id| {
+                let log = self.scratch.0.join(format!("node{id}.log"));
+                format!(
+                    "node {id}:\n{}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for FixedGroup {
+    fn drop(&mut self) {
+        for id in 1..=3 {
+            self.kill(id);
+        }
+    }
+}
+
+/// A group without a `[cluster]` table runs the cluster's `Node` with a view that never
+/// changes: a write reaches every backup, whose reads are linearizable; a backup refuses
+/// writes and names the primary; no node holds a thread per client; and a backup killed and
+/// started afresh catches up while the 2-safe write sent meanwhile waits for it, with
+/// nothing moving the primary.
+#[test]
+fn a_fixed_group_serves_from_every_node_and_a_backup_started_again_catches_up() {
+    use tandem_redis::resp::Value as Resp;
+    let mut group = FixedGroup::start("fixed-group");
+    let mut primary = group.conn(1);
+    for key in 0..100 {
+        assert_eq!(
+            primary.cmd(&format!("SET k{key} v{key}")),
+            Resp::Simple(b"OK".to_vec())
+        );
+    }
+    let mut clients: Vec<_> = (0..8).map(|_| group.conn(1)).collect();
+    for client in &mut clients {
+        assert_eq!(client.cmd("PING"), Resp::Simple(b"PONG".to_vec()));
+    }
+    for id in 2..=3 {
+        let mut backup = group.conn(id);
+        assert_eq!(
+            backup.cmd("GET k99"),
+            Resp::Bulk(b"v99".to_vec()),
+            "{}",
+            group.logs()
+        );
+        let Resp::Error(refusal) = backup.cmd("SET k0 x") else {
+            panic!("a backup took a write");
+        };
+        let refusal = String::from_utf8_lossy(&refusal).into_owned();
+        assert!(refusal.starts_with("READONLY"), "{refusal}");
+        assert!(refusal.contains(&group.nodes[0].1.to_string()), "{refusal}");
+    }
+    for id in 1..=3 {
+        assert!(
+            group.threads(id) <= 6,
+            "node {id}: {} threads",
+            group.threads(id)
+        );
+    }
+    group.kill(3);
+    let writer = {
+        let mut conn = group.conn(1);
+        thread::spawn(move || conn.cmd("SET during outage"))
+    };
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        !writer.is_finished(),
+        "a 2-safe write was acknowledged without backup 3"
+    );
+    group.spawn(3);
+    let written = writer.join().expect("the writer");
+    assert_eq!(written, Resp::Simple(b"OK".to_vec()), "{}", group.logs());
+    let mut backup = group.conn(3);
+    assert_eq!(
+        backup.cmd("GET during"),
+        Resp::Bulk(b"outage".to_vec()),
+        "{}",
+        group.logs()
+    );
+    assert_eq!(backup.cmd("DBSIZE"), Resp::Integer(101), "{}", group.logs());
+    let mut role = group.conn(1);
+    let Resp::Array(role) = role.cmd("ROLE") else {
+        panic!("ROLE answers an array");
+    };
+    assert_eq!(role[0], Resp::Bulk(b"master".to_vec()), "{}", group.logs());
+}

@@ -110,6 +110,22 @@ impl Harness {
     /// `nodes` in the cluster map, `voters` voting in the config store, `first` the group's
     /// view at start.
     pub fn new(nodes: &[NodeId], voters: &[NodeId], first: View, safety: Safety) -> Harness {
+        Harness::with_views(nodes, voters, first, safety, false)
+    }
+
+    /// Node 1 primary, 2 and 3 backups, each core holding that view for good (nodes without
+    /// a `[cluster]` table), each the only voter of its own config store.
+    pub fn fixed(safety: Safety) -> Harness {
+        Harness::with_views(&[1, 2, 3], &[], view(1, 1, &[2, 3], &[]), safety, true)
+    }
+
+    fn with_views(
+        nodes: &[NodeId],
+        voters: &[NodeId],
+        first: View,
+        safety: Safety,
+        view_fixed: bool,
+    ) -> Harness {
         let mut initial = ClusterMap::default();
         for &id in nodes {
             let address = format!("127.0.0.1:{}", 7000 + id);
@@ -130,7 +146,10 @@ impl Harness {
             let settings = ClusterSettings {
                 node: id,
                 group: GROUP,
-                voters: voters.to_vec(),
+                voters: match view_fixed {
+                    true => vec![id],
+                    false => voters.to_vec(),
+                },
                 safety,
                 suspect_ticks: SUSPECT_TICKS,
                 lease_ticks: LEASE_TICKS,
@@ -140,6 +159,7 @@ impl Harness {
                 jitter_seed: u64::from(id),
                 executor_stall_ticks: Some(EXECUTOR_STALL_TICKS),
                 long_call_ticks: LONG_CALL_TICKS,
+                view_fixed,
             };
             let core = Cluster::new(settings.clone(), harness.initial.clone(), None)
                 .expect("a fresh node starts");

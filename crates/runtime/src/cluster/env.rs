@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use tandem_memory::{ClassBytes, Segment};
 use tandem_node::{
-    Answer, BackupWatch, Carried, CarryNote, Destination, LogOrder, NodeEnv, NodeFailure, Notice,
-    PeerMessage, PrimaryHost, PrimaryStarting, Ran, ReadAnswer, Records, RoleReady, Slot,
+    Answer, AnswerKind, BackupWatch, Carried, CarryNote, Destination, LogOrder, NodeEnv,
+    NodeFailure, Notice, PeerMessage, PrimaryHost, PrimaryStarting, Ran, ReadAnswer, Records,
+    RoleReady, Slot,
 };
 use tandem_redo::CallId;
 use tandem_replication::{ApplyBatch, Message, NodeId, Reply};
@@ -18,6 +19,7 @@ use tandem_store::{DataModel, ProcId};
 use tandem_wire::ErrorCode;
 
 use super::beat::Beats;
+use super::local_load::LocalAnswer;
 use super::node_loop::NodeTx;
 use super::peers::Peers;
 use super::{ClusterInfo, ToNode};
@@ -34,6 +36,11 @@ use crate::primary::{ConnId, ConnOut, Progress};
 pub(crate) enum CallTo {
     Conn {
         conn: ConnId,
+        seq: u64,
+        started: Instant,
+    },
+    /// A call of the in-process driver ([`super::local_load`]), issued at `started`.
+    Local {
         seq: u64,
         started: Instant,
     },
@@ -133,6 +140,8 @@ pub(crate) struct RuntimeEnv {
     pub(crate) tallies: Tallies,
     /// Replies released in the current input, counted once it ends.
     pub(crate) replies_released: u64,
+    /// Answers to the in-process driver's calls, for it to take after the input.
+    pub(crate) local_answers: Vec<LocalAnswer>,
 }
 
 impl RuntimeEnv {
@@ -173,6 +182,7 @@ impl RuntimeEnv {
             info: Arc::clone(info),
             tallies: Tallies::default(),
             replies_released: 0,
+            local_answers: Vec::new(),
         }
     }
 
@@ -181,6 +191,15 @@ impl RuntimeEnv {
         for conn in self.conns.values_mut() {
             conn.out.hand_over();
         }
+    }
+
+    /// Keeps the answer to the in-process driver's call `seq` for it.
+    fn answer_local(&mut self, seq: u64, started: Instant, outcome: Result<(), String>) {
+        self.local_answers.push(LocalAnswer {
+            seq,
+            outcome,
+            started,
+        });
     }
 
     /// The connection of call `to`, if it is still open.
@@ -319,6 +338,16 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         let _ = primary;
         self.replies_released += 1;
         let Answer { to, seq: _, kind } = reply.reply;
+        if let CallTo::Local { seq, started } = to {
+            let outcome = match kind {
+                AnswerKind::Committed { .. } | AnswerKind::CommittedReplyNotKept { .. } => Ok(()),
+                AnswerKind::RolledBack { message, .. } | AnswerKind::Refused { message, .. } => {
+                    Err(message)
+                }
+            };
+            self.answer_local(seq, started, outcome);
+            return Ok(());
+        }
         let Some((out, seq, started)) = self.conn_of(&to) else {
             return Ok(());
         };
@@ -333,12 +362,18 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
 
     fn withheld(&mut self, to: CallTo) {
         self.metrics.replies_withheld.inc();
+        if let CallTo::Local { seq, started } = to {
+            self.answer_local(seq, started, Err("withheld: the lease ran out".into()));
+        }
         if let Some((out, seq, _)) = self.conn_of(&to) {
             out.withheld(seq);
         }
     }
 
     fn not_primary(&mut self, to: CallTo) {
+        if let CallTo::Local { seq, started } = to {
+            self.answer_local(seq, started, Err("this primary was replaced".into()));
+        }
         if let Some((out, seq, _)) = self.conn_of(&to) {
             out.error(seq, ErrorCode::NotPrimary, "this primary was replaced");
         }

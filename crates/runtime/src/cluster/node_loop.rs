@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use tandem_cluster::ClusterMessage;
-use tandem_config::{FileDurable, Member};
+use tandem_config::Member;
 use tandem_memory::Segment;
 use tandem_node::{DriveError, Needs, Node, Slot as RoleSlot, WaitingCall, WaitingRead};
 use tandem_replication::NodeId;
@@ -156,7 +156,7 @@ pub(super) enum Published {
 /// The node's thread: see the module.
 pub(super) struct NodeThread {
     pub(super) node: Node<CallTo, ReadTo>,
-    pub(super) disk: FileDurable,
+    pub(super) disk: super::ConfigDisk,
     pub(super) env: RuntimeEnv,
     pub(super) inbox: NodeInbox,
     /// Polls the peers' connections and the waker of [`NodeTx`].
@@ -195,6 +195,8 @@ pub(super) struct NodeThread {
     /// The clients' I/O loop (RESP and native connections), driven by this thread. It is
     /// shared with the script watch, which serves it while a script is busy.
     pub(super) io: Arc<Mutex<IoLoop>>,
+    /// The in-process driver's calls (a benchmark's primary), if the node runs one.
+    pub(super) local: Option<super::local_load::LocalCalls>,
 }
 
 impl NodeThread {
@@ -212,7 +214,10 @@ impl NodeThread {
         self.publish();
         loop {
             let due = self.io().due().map_or(next_tick, |due| due.min(next_tick));
-            let timeout = due.saturating_duration_since(Instant::now());
+            let timeout = match self.local_wants_calls() {
+                true => Duration::ZERO,
+                false => due.saturating_duration_since(Instant::now()),
+            };
             let first = self.wait(&mut events, timeout);
             // The clients' sockets first: the calls they read join this pass's.
             self.io_turn();
@@ -236,6 +241,7 @@ impl NodeThread {
             while let Ok(input) = self.inbox.rx.try_recv() {
                 self.input(input);
             }
+            self.local_calls();
             // The calls of every connection read in this pass run together: they share
             // batches, as they would in one connection's pipeline.
             if std::mem::take(&mut self.calls_queued) {
@@ -481,6 +487,41 @@ impl NodeThread {
             read_only: slot.read_only,
             safety: slot.safety,
         });
+        self.node.queue_calls(calls, &mut self.env);
+        self.calls_queued = true;
+    }
+
+    /// Whether the in-process driver would issue calls now (then the loop does not sleep).
+    fn local_wants_calls(&self) -> bool {
+        let RoleSlot::Primary(host) = self.node.role() else {
+            return false;
+        };
+        host.waiting() == 0 && self.local.as_ref().is_some_and(|local| local.wants_calls())
+    }
+
+    /// The in-process driver takes the answers released since the last pass, issues the
+    /// calls it may to a primary role, and checks the database once the benchmark asks and
+    /// no call of its waits.
+    fn local_calls(&mut self) {
+        let Some(local) = &mut self.local else {
+            return;
+        };
+        local.answered(&mut self.env.local_answers);
+        let RoleSlot::Primary(host) = self.node.role() else {
+            return;
+        };
+        if local.check_due() {
+            let store = host.role().store();
+            local.check(store.model(), store.segment());
+        }
+        // Calls are issued only when those before them ran (flow control holds none): a call
+        // waiting in the queue would count its wait as commit latency, which the paper's
+        // driver, issuing as the primary could run, never did.
+        if !local.wants_calls() || host.waiting() > 0 {
+            return;
+        }
+        let mut calls = Vec::new();
+        local.issue(&mut calls);
         self.node.queue_calls(calls, &mut self.env);
         self.calls_queued = true;
     }

@@ -542,6 +542,7 @@ impl SimNode {
             executor_stall_ticks: Some(faults.suspect_ticks),
             // A simulated call takes no time: none is long.
             long_call_ticks: u64::MAX,
+            view_fixed: false,
         };
         let core =
             Cluster::new(settings.clone(), initial.clone(), None).expect("a fresh node starts");

@@ -31,6 +31,7 @@ use serde_json::Value;
 use tandem_client::load::{CallSource, LoadClients};
 use tandem_memory::Strategy;
 use tandem_replication::Safety;
+use tandem_runtime::cluster::InProcessNode;
 use tandem_runtime::config::{self, Mode, NodeConfig, PeerConfig, Role};
 use tandem_runtime::metrics::Metrics;
 use tandem_runtime::primary::{self, LocalLoad, PrimaryHandle};
@@ -484,16 +485,85 @@ pub(crate) fn http_get_json_as(
     serde_json::from_str(body).map_err(|err| fail(format!("bad JSON: {err}")))
 }
 
+/// Starts the primary `config` describes in this process, driven by `load`.
+fn start_in_process(
+    config: &NodeConfig,
+    listener: TcpListener,
+    model: Box<dyn tandem_store::DataModel>,
+    load: &Arc<LocalLoad>,
+) -> Result<InProcessPrimary, Failure> {
+    let metrics = Arc::new(Metrics::new(config.node_id, "primary"));
+    match config.group.mode {
+        Mode::Active => tandem_runtime::cluster::start_in_process(
+            config,
+            listener,
+            model,
+            metrics,
+            Arc::clone(load),
+        )
+        .map(InProcessPrimary::Node),
+        Mode::Passive => primary::start(config, listener, model, metrics, Some(Arc::clone(load)))
+            .map(|handle| InProcessPrimary::Passive(Box::new(handle))),
+    }
+    .map_err(|err| Failure::Run(err.to_string()))
+}
+
+/// The role's part of a node's `/status` or `/checksum`: a node that runs the `Node` nests
+/// it under `report` beside the cluster's view; a passive group's static node gives it
+/// whole.
+fn role_report(mut report: Value) -> Value {
+    match report.get_mut("report") {
+        Some(role) => role.take(),
+        None => report,
+    }
+}
+
 /// How a group's primary is driven.
 enum Load {
     InProcess {
-        handle: Option<PrimaryHandle>,
+        handle: Option<InProcessPrimary>,
         load: Arc<LocalLoad>,
     },
     Network {
         process: NodeProcess,
         clients: Arc<LoadClients>,
     },
+}
+
+/// A primary running in the bench's process: a `Node` with a fixed view, or a passive
+/// group's static executor (passive backups are not yet a role of the `Node`).
+enum InProcessPrimary {
+    Node(InProcessNode),
+    Passive(Box<PrimaryHandle>),
+}
+
+impl InProcessPrimary {
+    fn status(&self) -> Option<tandem_runtime::NodeStatus> {
+        match self {
+            InProcessPrimary::Node(node) => node.status(),
+            InProcessPrimary::Passive(handle) => handle.status(),
+        }
+    }
+
+    fn checksum(&self) -> Option<tandem_runtime::Checksum> {
+        match self {
+            InProcessPrimary::Node(node) => node.checksum(),
+            InProcessPrimary::Passive(handle) => handle.checksum(),
+        }
+    }
+
+    /// Ends the load, and leaves the driver's own check in `load.check` (or says why not).
+    fn finish(self, load: &LocalLoad) {
+        match self {
+            InProcessPrimary::Node(node) => {
+                if node.check(Duration::from_secs(30)).is_none() {
+                    *load.check.lock().expect("not poisoned") =
+                        Some(Err("the primary did not run the driver's check".into()));
+                }
+            }
+            InProcessPrimary::Passive(handle) => handle.stop(),
+        }
+    }
 }
 
 /// What a contender's peer links are.
@@ -615,15 +685,7 @@ impl Group {
                 let model =
                     tandem_workloads::model(workload.as_str(), (args.db_mib as usize) << 20)
                         .map_err(Failure::Usage)?;
-                let metrics = Arc::new(Metrics::new(primary_config.node_id, "primary"));
-                let handle = primary::start(
-                    &primary_config,
-                    listener,
-                    model,
-                    metrics,
-                    Some(Arc::clone(&load)),
-                )
-                .map_err(|err| Failure::Run(err.to_string()))?;
+                let handle = start_in_process(&primary_config, listener, model, &load)?;
                 Load::InProcess {
                     handle: Some(handle),
                     load,
@@ -654,11 +716,13 @@ impl Group {
             Load::InProcess { handle, .. } => {
                 let status = handle
                     .as_ref()
-                    .and_then(PrimaryHandle::status)
+                    .and_then(InProcessPrimary::status)
                     .ok_or_else(|| Failure::Run("the in-process primary stopped".into()))?;
                 Ok(serde_json::to_value(status).expect("serializable"))
             }
-            Load::Network { process, .. } => Ok(process.report(false)?["status"].clone()),
+            Load::Network { process, .. } => {
+                Ok(role_report(process.report(false)?)["status"].clone())
+            }
         }
     }
 
@@ -817,11 +881,11 @@ impl Group {
             Load::InProcess { handle, .. } => serde_json::to_value(
                 handle
                     .as_ref()
-                    .and_then(PrimaryHandle::checksum)
+                    .and_then(InProcessPrimary::checksum)
                     .ok_or_else(|| Failure::Run("the in-process primary stopped".into()))?,
             )
             .expect("serializable"),
-            Load::Network { process, .. } => process.report(true)?["checksum"].clone(),
+            Load::Network { process, .. } => role_report(process.report(true)?)["checksum"].clone(),
         };
         let mut consistent = primary_checksum["check"].is_null();
         if !consistent {
@@ -829,7 +893,7 @@ impl Group {
         }
         let mut checksums_match = primary_checksum["lsn"].as_u64() == Some(lsn);
         for (backup, node_id) in self.backups.iter_mut().zip(&self.backup_ids) {
-            let report = backup.report(true)?;
+            let report = role_report(backup.report(true)?);
             let checksum = &report["checksum"];
             if checksum["lsn"] != primary_checksum["lsn"]
                 || checksum["crc32c"] != primary_checksum["crc32c"]
@@ -856,7 +920,7 @@ impl Group {
         if let Load::InProcess { handle, load } = &mut self.load
             && let Some(handle) = handle.take()
         {
-            handle.stop();
+            handle.finish(load);
             if let Some(Err(err)) = load.check.lock().expect("not poisoned").clone() {
                 consistent = false;
                 problems.push(format!("driver check: {err}"));
