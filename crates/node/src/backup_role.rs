@@ -3,14 +3,19 @@
 //! one order whichever driver runs them.
 //!
 //! A driver hands the role what arrived (`step`, `tick`, `read`, `synced`) and then takes a
-//! turn ([`BackupRole::turn`]), which returns everything that must leave, in this order:
+//! turn in two halves. [`BackupRole::receive`] returns what the receiver decided:
 //! 1. `to_log`: what the log must hold of what the receiver accepted, the image before the
 //!    batches, in the order the applier takes them (a backup acknowledges only what its log
 //!    was told to hold);
-//! 2. `messages`: the receiver's acks, then the applier's ack of what this turn applied, then
-//!    a `ReadIndex` question, all to the primary (none while the gate is frozen: a frozen
-//!    backup has closed its primary's connection);
-//! 3. `answers`: the reads answered this turn, each at the state it was served on.
+//! 2. `messages`: the receiver's acks to the primary.
+//!
+//! The driver sends those before it calls [`BackupRole::apply_received`] (a 2-safe ack never
+//! waits for application, seed 004 §3.2), which applies and returns:
+//! 1. `messages`: the applier's ack of what it applied, then a `ReadIndex` question;
+//! 2. `answers`: the reads answered, each at the state it was served on.
+//!
+//! No message leaves for the primary while the gate is frozen (a frozen backup has closed
+//! its primary's connection). [`BackupRole::turn`] runs both halves into one ready.
 //!
 //! Nothing here decides *whether* a record is safe to apply or a read to serve: the receiver
 //! core, the applier and [`BackupReads`] do. The simulator's backups run this composition
@@ -255,24 +260,63 @@ impl<T> BackupRole<T> {
         watch: &mut W,
         ready: &mut BackupReady<T>,
     ) -> Result<(), BackupTurnError<W::Error>> {
+        self.receive(now_us, ready);
+        self.apply_received(now_us, model, watch, ready)
+    }
+
+    /// The first half of a turn: takes what arrived through the receiver and hands out its
+    /// log orders and acks (see the module).
+    pub fn receive(&mut self, now_us: u64, ready: &mut BackupReady<T>) {
         let mut received = std::mem::take(&mut self.received);
         self.receiver.take_ready(&mut received);
         let view = self.receiver.core().view();
         ready.to_log.extend(receiver_orders(&received, view));
         self.hear_read_indexes(now_us, &mut received);
+        ready.messages.append(&mut received.messages);
+        if self.gate.is_frozen() {
+            let primary = self.gate.primary();
+            ready.messages.retain(|(to, _)| *to != primary);
+        }
+        self.received = received;
+    }
+
+    /// The second half of a turn: applies what [`BackupRole::receive`] took (unless a
+    /// waiting read holds it back) and hands out the applier's ack, a question and the
+    /// reads' answers (see the module).
+    pub fn apply_received<W: BackupWatch>(
+        &mut self,
+        now_us: u64,
+        model: &dyn DataModel,
+        watch: &mut W,
+        ready: &mut BackupReady<T>,
+    ) -> Result<(), BackupTurnError<W::Error>> {
+        let mut received = std::mem::take(&mut self.received);
         let lsn_before = self.applier.lsn_applied();
+        let applied = self.apply_taken(now_us, model, &mut received, watch, ready);
+        if self.applier.lsn_applied() > lsn_before {
+            ready.applied_from = Some(lsn_before);
+        }
+        received.clear();
+        self.received = received;
+        applied?;
+        self.collect_messages(now_us, ready);
+        Ok(())
+    }
+
+    /// Installs the transfer and applies the batches `received` took.
+    fn apply_taken<W: BackupWatch>(
+        &mut self,
+        now_us: u64,
+        model: &dyn DataModel,
+        received: &mut ReceiverReady,
+        watch: &mut W,
+        ready: &mut BackupReady<T>,
+    ) -> Result<(), BackupTurnError<W::Error>> {
         if let Some(image) = received.to_install.take() {
             self.install(now_us, model, &image, watch, ready)?;
         }
         self.held.extend(received.to_apply.drain(..));
-        self.apply_unheld(now_us, model, watch, ready)?;
-        if self.applier.lsn_applied() > lsn_before {
-            ready.applied_from = Some(lsn_before);
-        }
-        self.collect_messages(now_us, &mut received, ready);
-        received.clear();
-        self.received = received;
-        Ok(())
+        self.apply_unheld(now_us, model, watch, ready)
     }
 
     /// What the primary said for the reads: its answers to their questions, and its
@@ -380,16 +424,10 @@ impl<T> BackupRole<T> {
 
     /// The receiver's acks first, then the applier's, then a read question, all to the
     /// primary unless the gate is frozen.
-    fn collect_messages(
-        &mut self,
-        now_us: u64,
-        received: &mut ReceiverReady,
-        ready: &mut BackupReady<T>,
-    ) {
+    fn collect_messages(&mut self, now_us: u64, ready: &mut BackupReady<T>) {
         let primary = self.gate.primary();
         let frozen = self.gate.is_frozen();
         let view = self.receiver.core().view();
-        ready.messages.append(&mut received.messages);
         if let Some(ack) = self.applier.take_ack(view) {
             ready.messages.push((primary, ack));
         }

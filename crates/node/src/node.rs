@@ -590,7 +590,15 @@ impl<D: Destination, R> Plane<D, R> {
             return Ok(());
         };
         let mut ready = BackupReady::default();
-        let turned = backup.turn(env.now_us(), &*self.model, env, &mut ready);
+        // The receiver's acks leave before the batches they acknowledge are applied: a
+        // 2-safe ack never waits for application (seed 004 §3.2).
+        backup.receive(env.now_us(), &mut ready);
+        let acks = !ready.messages.is_empty();
+        send_backup_ready(backup, &mut ready, env);
+        if acks {
+            env.acks_sent();
+        }
+        let turned = backup.apply_received(env.now_us(), &*self.model, env, &mut ready);
         turned.map_err(|err| match err {
             BackupTurnError::Apply(err) => env.failure(NodeFailure::Apply(err)),
             BackupTurnError::Install(err) => env.failure(NodeFailure::Install(err)),
@@ -601,16 +609,7 @@ impl<D: Destination, R> Plane<D, R> {
             backup.receiver().core().lsn_received(),
             backup.applier().lsn_applied(),
         );
-        // The log first: a backup acknowledges only what its log was told to hold.
-        for order in ready.to_log.drain(..) {
-            if let Some(lsn) = env.log_order(order) {
-                backup.synced(lsn);
-                env.synced_heard(backup.gate().primary(), lsn);
-            }
-        }
-        for (to, message) in ready.messages.drain(..) {
-            env.send(to, PeerMessage::Replication(message));
-        }
+        send_backup_ready(backup, &mut ready, env);
         for (to, seq, answer) in ready.answers.drain(..) {
             env.read_answered(to, seq, answer)?;
         }
@@ -765,6 +764,24 @@ impl<D: Destination, R> Plane<D, R> {
             question_first(self.role_epoch + 1),
         );
         Slot::Backup(Box::new(role))
+    }
+}
+
+/// Hands the log the orders in `ready`, then sends its messages: a backup acknowledges only
+/// what its log was told to hold.
+fn send_backup_ready<D: Destination, R, E: NodeEnv<D, R>>(
+    backup: &mut BackupRole<R>,
+    ready: &mut BackupReady<R>,
+    env: &mut E,
+) {
+    for order in ready.to_log.drain(..) {
+        if let Some(lsn) = env.log_order(order) {
+            backup.synced(lsn);
+            env.synced_heard(backup.gate().primary(), lsn);
+        }
+    }
+    for (to, message) in ready.messages.drain(..) {
+        env.send(to, PeerMessage::Replication(message));
     }
 }
 

@@ -124,6 +124,11 @@ pub trait NodeEnv<D, R>: BackupWatch {
     /// Sends a message to peer `to`.
     fn send(&mut self, to: NodeId, message: PeerMessage);
 
+    /// A backup role sent the acks of what it received and is about to apply it: a driver
+    /// that holds frames back to write them together writes those now, so that the primary
+    /// does not wait for the apply.
+    fn acks_sent(&mut self) {}
+
     /// An answer the primary role released, in LSN order.
     fn release(
         &mut self,

@@ -330,6 +330,13 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         }
     }
 
+    fn acks_sent(&mut self) {
+        // The primary a backup role follows is its only replica link.
+        for &primary in self.replicas.keys() {
+            self.peers.flush(Some(primary));
+        }
+    }
+
     fn release(
         &mut self,
         primary: &PrimaryHost<CallTo>,
