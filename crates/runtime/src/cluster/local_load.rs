@@ -44,8 +44,8 @@ pub(crate) struct LocalCalls {
 }
 
 impl LocalCalls {
-    /// The driver of `model` seeded with `seed`, issuing for `load`; `None` if the model has
-    /// no driver (the error names the model).
+    /// The driver of `model` seeded with `seed`, issuing for `load`; an error naming the
+    /// model if it has no driver.
     pub(crate) fn new(
         model: &dyn DataModel,
         seed: u64,
