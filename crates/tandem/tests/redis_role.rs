@@ -44,11 +44,7 @@ fn role_names_the_group_and_evictions_reach_every_backup() {
         .collect();
     expected.sort_unstable();
     assert_eq!(listed, expected);
-    let backup = cluster
-        .nodes
-        .iter()
-        .find(|node| node.id != cluster.primary)
-        .expect("a backup");
+    let backup = cluster.a_backup();
     let mut reader = Conn::connect(backup.resp);
     let Value::Array(role) = reader.cmd("ROLE") else {
         panic!("ROLE answers an array")

@@ -157,11 +157,7 @@ fn databases_answer_as_redis_does() {
     }
     assert!(info.lines().eq(wanted), "{info}");
     // A backup serves reads of the database its client selected.
-    let backup = cluster
-        .nodes
-        .iter()
-        .find(|node| node.id != cluster.primary)
-        .expect("a backup");
+    let backup = cluster.a_backup();
     let mut reader = Conn::connect(backup.resp);
     assert_eq!(reader.cmd("SELECT 12"), Value::Simple(b"OK".to_vec()));
     assert_eq!(reader.cmd("GET persistent"), Value::Bulk(b"v".to_vec()));

@@ -342,6 +342,14 @@ impl Cluster {
             .expect("a node of the cluster")
     }
 
+    /// A node that is not the primary.
+    pub fn a_backup(&self) -> &ClusterNode {
+        self.nodes
+            .iter()
+            .find(|node| node.id != self.primary)
+            .expect("a backup")
+    }
+
     /// Every node's log, for a failure's message.
     pub fn logs(&self) -> String {
         self.nodes
