@@ -155,6 +155,31 @@ impl<T> BackupRole<T> {
         BackupRole::new(gate, receiver, applier, settings, question_first)
     }
 
+    /// A passive backup role following `config`'s primary: its mirror memory starts from
+    /// `segment`'s image under `layout` (the primary's segment, loaded alike, traces its
+    /// writes with the same layout); it keeps no segment, so it serves no read.
+    pub fn passive(
+        config: ReceiverConfig,
+        segment: &Segment,
+        layout: tandem_memory::MirrorLayout,
+        limits: TailLimits,
+        settings: ReadSettings,
+        question_first: u64,
+    ) -> BackupRole<T> {
+        let lsn = segment.lsn();
+        let mirror = tandem_memory::PassiveMirror::from_image(layout, &segment.passive_image())
+            .expect("a segment's own image fits the layout it traces with");
+        let gate = GateRule::new(config.view, config.primary);
+        let receiver = ReceiverRole::for_segment(config, lsn, lsn, segment.diverged());
+        let applier = ApplierRole::passive(mirror, lsn, limits);
+        BackupRole::new(gate, receiver, applier, settings, question_first)
+    }
+
+    /// Whether the role is a passive backup's (it holds a mirror, not a segment).
+    pub fn is_passive(&self) -> bool {
+        self.applier.segment().is_none()
+    }
+
     /// Ends the role: its applier hands the segment and the retained batches over at `lsn`
     /// for the node's next role (the reads still waiting are dropped; see
     /// [`BackupRole::expire_reads`] to answer them first).

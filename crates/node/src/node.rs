@@ -755,14 +755,27 @@ impl<D: Destination, R> Plane<D, R> {
         tail: Vec<SealedBatch>,
         view: &View,
     ) -> RoleSlot<D, R> {
-        let role = BackupRole::on_segment(
-            self.receiver_config(view),
-            segment,
-            tail,
-            self.tail_limits(),
-            self.settings.reads,
-            question_first(self.role_epoch + 1),
-        );
+        let question_first = question_first(self.role_epoch + 1);
+        // A segment that traces its writes for a passive backup (a passive group's, loaded
+        // so) makes a passive backup: its mirror starts from the segment's image.
+        let role = match segment.passive_layout() {
+            Some(layout) => BackupRole::passive(
+                self.receiver_config(view),
+                &segment,
+                layout,
+                self.tail_limits(),
+                self.settings.reads,
+                question_first,
+            ),
+            None => BackupRole::on_segment(
+                self.receiver_config(view),
+                segment,
+                tail,
+                self.tail_limits(),
+                self.settings.reads,
+                question_first,
+            ),
+        };
         Slot::Backup(Box::new(role))
     }
 }

@@ -27,7 +27,7 @@ mod peers;
 pub(crate) use node_loop::{NodeTx, ToNode};
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -164,40 +164,20 @@ fn member_addresses(config: &NodeConfig) -> BTreeMap<NodeId, SocketAddr> {
     addresses
 }
 
-pub fn run(
-    config: &NodeConfig,
-    listeners: crate::Listeners,
-    model: Box<dyn DataModel>,
-    metrics: Arc<Metrics>,
-    scripts: Scripts,
-    stop: crate::StopWhen,
-    publications: Option<Arc<tandem_store::Publications>>,
-) -> Result<(), StartError> {
-    let started = start(
-        config,
-        listeners,
-        model,
-        metrics,
-        scripts,
-        stop,
-        publications,
-        None,
-    )?;
-    // The node's thread runs until the process stops: it exits the process itself.
-    let _ = started.thread.join();
-    Err(StartError::NodeThreadEnded)
-}
-
-/// A node running in this process beside a benchmark's driver
-/// ([`start_in_process`]): what its `/status` would say is at hand.
+/// A node running in this process ([`crate::start_node`]): what its `/status` would say is
+/// at hand. Dropped, it stops the node (a node process instead waits for it, [`Self::wait`]).
 #[derive(Debug)]
-pub struct InProcessNode {
+pub struct RunningNode {
     slot: Arc<Mutex<Slot>>,
-    load: Arc<crate::primary::LocalLoad>,
-    thread: thread::JoinHandle<()>,
+    load: Option<Arc<crate::primary::LocalLoad>>,
+    metrics: Arc<Metrics>,
+    to_node: NodeTx,
+    /// The native port's gate, held only to be dropped with the node: that stops it.
+    _gate: crate::gate::GateThread,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
-impl InProcessNode {
+impl RunningNode {
     /// The role's status, if the node holds one.
     pub fn status(&self) -> Option<NodeStatus> {
         slot_report(&self.slot, false).map(|report| report.status)
@@ -208,67 +188,59 @@ impl InProcessNode {
         slot_report(&self.slot, true).and_then(|report| report.checksum)
     }
 
-    /// Asks the driver's own check (what only it knows, such as the sum of the deltas that
-    /// committed) once none of its calls waits, and waits up to `timeout` for the result.
+    /// The node's counters and gauges, as `/metrics` serves them.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Asks the in-process driver's own check (what only it knows, such as the sum of the
+    /// deltas that committed) once none of its calls waits, and waits up to `timeout` for the
+    /// result; `None` without a driver, or without an answer in time.
     pub fn check(&self, timeout: Duration) -> Option<Result<(), String>> {
-        self.load
-            .check_asked
+        let load = self.load.as_ref()?;
+        load.check_asked
             .store(true, std::sync::atomic::Ordering::Release);
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(result) = self.load.check.lock().expect("not poisoned").clone() {
+            if let Some(result) = load.check.lock().expect("not poisoned").clone() {
                 return Some(result);
             }
-            if Instant::now() >= deadline || self.thread.is_finished() {
+            let ended = self.thread.as_ref().is_none_or(|t| t.is_finished());
+            if Instant::now() >= deadline || ended {
                 return None;
             }
             thread::sleep(Duration::from_millis(1));
         }
     }
+
+    /// Waits for the node's thread, which runs until the process stops.
+    pub fn wait(mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    /// Stops the node's thread and waits for it: its sockets close, so its peers see it
+    /// gone as they would a killed process.
+    pub fn stop(self) {
+        drop(self);
+    }
 }
 
-/// Starts the node `config` describes in this process, its primary role driven by `load`
-/// (the in-process benchmark driver: calls made by the workload's driver on the node's
-/// thread), with no RESP port and no stop but the process's end.
-pub fn start_in_process(
-    config: &NodeConfig,
-    native: std::net::TcpListener,
-    model: Box<dyn DataModel>,
-    metrics: Arc<Metrics>,
-    load: Arc<crate::primary::LocalLoad>,
-) -> Result<InProcessNode, StartError> {
-    let listeners = crate::Listeners {
-        native,
-        metrics: None,
-        resp: None,
-    };
-    let scripts = Scripts::new(&config.tuning);
-    let started = start(
-        config,
-        listeners,
-        model,
-        metrics,
-        scripts,
-        crate::StopWhen::default(),
-        None,
-        Some(Arc::clone(&load)),
-    )?;
-    Ok(InProcessNode {
-        slot: started.slot,
-        load,
-        thread: started.thread,
-    })
+impl Drop for RunningNode {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            // A thread that already ended dropped its inbox: nothing to tell it.
+            let _ = self.to_node.send(ToNode::Stop);
+            let _ = thread.join();
+        }
+    }
 }
 
-/// A node whose thread runs.
-struct Started {
-    slot: Arc<Mutex<Slot>>,
-    thread: thread::JoinHandle<()>,
-}
-
-/// Starts a node's threads (its node thread, the gate, the beat, the log's): see [`run`].
+/// Starts a node's threads (its node thread, the gate, the beat, the log's): see
+/// [`crate::start_node`].
 #[allow(clippy::too_many_arguments)]
-fn start(
+pub(crate) fn start(
     config: &NodeConfig,
     listeners: crate::Listeners,
     model: Box<dyn DataModel>,
@@ -277,7 +249,7 @@ fn start(
     stop: crate::StopWhen,
     publications: Option<Arc<tandem_store::Publications>>,
     local: Option<Arc<crate::primary::LocalLoad>>,
-) -> Result<Started, StartError> {
+) -> Result<RunningNode, StartError> {
     let crate::Listeners {
         native: listener,
         metrics: metrics_listener,
@@ -334,19 +306,7 @@ fn start(
         maxclients: config.tuning.maxclients,
         door,
     };
-    let acceptor = Arc::new(acceptor);
-    crate::gate::spawn(
-        listener,
-        crate::gate::GateLimits::for_maxclients(config.tuning.maxclients),
-        Arc::clone(&metrics),
-        Box::new(move |stream, buffer, handshake| {
-            let acceptor = Arc::clone(&acceptor);
-            crate::spawn_or_say("hello".into(), move || {
-                acceptor.dispatch(stream, buffer, handshake)
-            });
-        }),
-    )
-    .map_err(StartError::NativePort)?;
+    let gate = acceptor.serve(listener)?;
     // The segment is loaded before the core ticks, so that the first view's roles start at
     // once rather than each node being silent for its own load.
     let mut segment = crate::workload::loaded_segment(&config.group, &*model)?;
@@ -405,6 +365,7 @@ fn start(
         Arc::clone(&metrics),
         trace,
     )?;
+    let local_load = local.clone();
     let local = match local {
         Some(load) => Some(local_load::LocalCalls::new(
             &*model,
@@ -413,7 +374,9 @@ fn start(
         )?),
         None => None,
     };
+    let to_node_kept = to_node.clone();
     let io = env::EnvIo::start(config, to_node, peers, &scripts)?;
+    let metrics_kept = Arc::clone(&metrics);
     let env = RuntimeEnv::new(config, model, log, io, metrics, &info, trace);
     let (controls_tx, controls) = mpsc::channel();
     let tick = Duration::from_micros(config.tuning.tick_us);
@@ -443,11 +406,16 @@ fn start(
         stats_refreshed: None,
         io: Arc::new(Mutex::new(io_loop)),
         local,
+        stopping: false,
     };
     let thread = spawn_node_thread(thread)?;
-    Ok(Started {
+    Ok(RunningNode {
         slot: report_slot,
-        thread,
+        load: local_load,
+        metrics: metrics_kept,
+        to_node: to_node_kept,
+        _gate: gate,
+        thread: Some(thread),
     })
 }
 
@@ -888,6 +856,22 @@ struct Acceptor {
 }
 
 impl Acceptor {
+    /// Serves the native port on `listener`: its gate holds each connection until its
+    /// `Hello` is whole, then a short-lived thread runs its handshake ([`Self::dispatch`]).
+    fn serve(self, listener: TcpListener) -> Result<crate::gate::GateThread, StartError> {
+        let limits = crate::gate::GateLimits::for_maxclients(self.maxclients);
+        let metrics = Arc::clone(&self.metrics);
+        let acceptor = Arc::new(self);
+        let on_hello = move |stream, buffer, handshake| {
+            let acceptor = Arc::clone(&acceptor);
+            crate::spawn_or_say("hello".into(), move || {
+                acceptor.dispatch(stream, buffer, handshake)
+            });
+        };
+        crate::gate::spawn(listener, limits, metrics, Box::new(on_hello))
+            .map_err(StartError::NativePort)
+    }
+
     /// Serves a connection whose whole `Hello` the gate read into `buffer` (under the
     /// handshake's small frame limit). The connection counts among the handshakes until it
     /// proved itself.
@@ -908,7 +892,7 @@ impl Acceptor {
         let hello = match hello {
             Ok(hello) => hello,
             Err(err) => {
-                refuse(&mut stream, ErrorCode::BadFrame, &err.to_string());
+                refuse(&mut stream, err.code(), &err.to_string());
                 return;
             }
         };

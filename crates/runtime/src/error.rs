@@ -1,4 +1,4 @@
-//! Why a node or one of its roles could not start, and why a backup could not hand over.
+//! Why a node could not start.
 //!
 //! Each message names the configuration field or the resource that failed, because it is
 //! what an operator reads on stderr (`tandem node` prints it after `error: `) and what the
@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use tandem_memory::{PassiveError, SegmentError};
 
-/// A setup failure of [`crate::run_node`], [`crate::cluster::run`] or a role's `start`.
+/// A setup failure of [`crate::start_node`] (and so of [`crate::run_node`]).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// A listener could not be bound; `field` is `listen` or `metrics_listen`.
@@ -21,9 +21,6 @@ pub enum StartError {
         #[source]
         source: io::Error,
     },
-    /// The bound client listener could not say its own address.
-    #[error("listen: {0}")]
-    ListenAddress(#[source] io::Error),
     /// The config store's directory could not be created.
     #[error("cluster.data_dir: cannot create {path}: {source}")]
     DataDir {
@@ -52,8 +49,8 @@ pub enum StartError {
     /// An in-process load was asked of a data model that has none.
     #[error("the data model '{model}' has no in-process load; drive it over the network")]
     NoLocalLoad { model: String },
-    /// The system refused a thread; `thread` says which, article included ("the executor",
-    /// "a link thread").
+    /// The system refused a thread; `thread` says which, article included ("the node",
+    /// "the beat").
     #[error("cannot start {thread}: {source}")]
     Thread {
         thread: &'static str,
@@ -63,9 +60,6 @@ pub enum StartError {
     /// The RESP port's event loop (`resp_listen`) could not be set up.
     #[error("resp_listen: cannot set up the event loop: {0}")]
     RespPort(#[source] io::Error),
-    /// The node's I/O loop stopped: waiting for its sockets failed.
-    #[error("the node's I/O loop stopped: waiting for its sockets failed: {0}")]
-    IoLoop(#[source] io::Error),
     /// The node's thread ended, which it does only by a bug it reported.
     #[error("the node's thread ended")]
     NodeThreadEnded,
@@ -78,18 +72,6 @@ pub enum StartError {
     /// The thread that loaded a spare segment panicked (its message was printed then).
     #[error("the segment's loader panicked")]
     LoaderPanicked,
-}
-
-/// Why [`crate::backup::BackupHandle::handover`] gave no segment back.
-#[derive(Debug, thiserror::Error)]
-pub enum HandoverFailure {
-    /// The applier thread ended (it panicked, or stopped applying after a poisoned state
-    /// transfer) before it could answer.
-    #[error("the applier has stopped")]
-    ApplierStopped,
-    /// The applier refused the handover LSN: it is behind it, or the backup is passive.
-    #[error(transparent)]
-    Refused(#[from] tandem_node::HandoverError),
 }
 
 #[cfg(test)]
@@ -130,19 +112,6 @@ mod tests {
         assert_eq!(
             StartError::LoaderPanicked.to_string(),
             "the segment's loader panicked"
-        );
-    }
-
-    #[test]
-    fn a_refused_handover_reads_as_the_applier_said() {
-        let refused = tandem_node::HandoverError::Passive;
-        assert_eq!(
-            HandoverFailure::from(refused.clone()).to_string(),
-            refused.to_string()
-        );
-        assert_eq!(
-            HandoverFailure::ApplierStopped.to_string(),
-            "the applier has stopped"
         );
     }
 }

@@ -12,11 +12,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 use tandem_wire::{ErrorCode, FrameBuffer, encode_error};
 
 use crate::metrics::Metrics;
@@ -73,6 +73,24 @@ struct Pending {
 }
 
 const LISTENER: Token = Token(0);
+/// The token of the gate's waker: the connections' tokens count up from it.
+const STOP: Token = Token(1);
+
+/// The gate's thread: dropped, it stops the thread, which closes the port and every
+/// connection waiting in it.
+#[derive(Debug)]
+pub struct GateThread {
+    waker: Waker,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for GateThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // A gate whose poll is gone has stopped already.
+        let _ = self.waker.wake();
+    }
+}
 
 /// Starts the gate's thread on `listener`; each connection that sent its whole `Hello` goes
 /// to `on_hello`, which must not block (it starts the connection's thread).
@@ -81,12 +99,14 @@ pub fn spawn(
     limits: GateLimits,
     metrics: Arc<Metrics>,
     on_hello: OnHello,
-) -> std::io::Result<()> {
+) -> std::io::Result<GateThread> {
     listener.set_nonblocking(true)?;
     let mut listener = TcpListener::from_std(listener);
     let poll = Poll::new()?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let waker = Waker::new(poll.registry(), STOP)?;
+    let stop = Arc::new(AtomicBool::new(false));
     let gate = Gate {
         poll,
         listener,
@@ -95,14 +115,15 @@ pub fn spawn(
         on_hello,
         pending: HashMap::new(),
         deadlines: VecDeque::new(),
-        token_next: 1,
+        token_next: STOP.0 + 1,
+        stop: Arc::clone(&stop),
         handshakes: Arc::new(AtomicUsize::new(0)),
         warned: Throttle::new(Duration::from_secs(60)),
     };
     std::thread::Builder::new()
         .name("gate".into())
-        .spawn(move || gate.run())
-        .map(drop)
+        .spawn(move || gate.run())?;
+    Ok(GateThread { waker, stop })
 }
 
 struct Gate {
@@ -119,6 +140,8 @@ struct Gate {
     /// Handed-on connections still in their handshakes.
     handshakes: Arc<AtomicUsize>,
     warned: Throttle,
+    /// Set when the [`GateThread`] is dropped.
+    stop: Arc<AtomicBool>,
 }
 
 impl Gate {
@@ -136,9 +159,13 @@ impl Gate {
                 tracing::error!("the native port stopped: waiting for its sockets failed: {err}");
                 return;
             }
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
             for event in &events {
                 match event.token() {
                     LISTENER => self.accept(),
+                    STOP => {}
                     token => self.read(token),
                 }
             }

@@ -1,12 +1,11 @@
-//! The node runtime: drives the replication core with real TCP, threads and a clock.
+//! The node runtime: drives the node core (`tandem_node::Node`) with real sockets, threads, a
+//! clock and a disk.
 //!
-//! [`run_node`] is `tandem node --config FILE`: it loads the group's workload, then runs the
-//! node's role until the process is stopped. A primary runs the executor, a link per backup and
-//! the client connections ([`primary`]); a backup runs a receiver per primary connection and
-//! the applier ([`backup`]). Both serve `/metrics` and `/status` over HTTP when configured.
-//!
-//! Roles are static here: the configuration names the primary. In cluster mode ([`cluster`])
-//! the config store names it, and the roles follow its views.
+//! [`run_node`] is `tandem node --config FILE`; [`start_node`] runs the same node inside
+//! another program (a test, a benchmark). Either way one node thread runs the `Node` and every
+//! socket on one poll loop ([`cluster`]); a primary role's connections reach it through
+//! [`primary`], a backup role's through [`backup`]. A node with a `[cluster]` table follows the
+//! config store's views; one without it runs the view its configuration names, for good.
 
 mod auth_failures;
 pub mod backup;
@@ -33,7 +32,7 @@ pub mod throttle;
 pub mod tls;
 pub mod workload;
 
-pub use error::{HandoverFailure, StartError};
+pub use error::StartError;
 pub use peer_auth::TlsWriter;
 pub use stops::StopWhen;
 
@@ -78,11 +77,8 @@ impl std::fmt::Debug for PeerClosed {
 pub enum Control {
     Status(Sender<NodeStatus>),
     Checksum(Sender<Checksum>),
-    Stop,
 }
 
-/// Sends a question carrying a reply channel and waits up to `timeout` for the answer; `None`
-/// if the role has stopped or did not answer in time.
 /// Starts a thread that serves one connection or peer. If the system refuses one (out of
 /// threads or memory), says so and returns false: the closure, with the connection it owns, is
 /// dropped, so the other side sees the connection close and retries.
@@ -96,16 +92,8 @@ fn spawn_or_say(name: String, work: impl FnOnce() + Send + 'static) -> bool {
     }
 }
 
-/// Waits for a role's thread; a thread that panicked is said, not hidden (the panic message
-/// was printed when it happened).
-fn join_or_say<T>(what: &str, handle: std::thread::JoinHandle<T>) -> Option<T> {
-    let joined = handle.join();
-    if joined.is_err() {
-        tracing::error!("{what} panicked and stopped");
-    }
-    joined.ok()
-}
-
+/// Sends a question carrying a reply channel and waits up to `timeout` for the answer; `None`
+/// if the role has stopped or did not answer in time.
 fn ask<T, E>(timeout: Duration, send: impl FnOnce(Sender<T>) -> Result<(), E>) -> Option<T> {
     let (reply, answer) = std::sync::mpsc::channel();
     send(reply).ok()?;
@@ -246,275 +234,77 @@ fn stopping_drains(log: &log::NodeLog) {
 /// Errors are setup failures, with the field or resource named.
 pub fn run_node(
     config: NodeConfig,
-    mut model: Box<dyn DataModel>,
+    model: Box<dyn DataModel>,
     stop: StopWhen,
 ) -> Result<(), StartError> {
-    files::secure_data_dirs(&config)?;
+    let listeners = Listeners::bind(&config, model.as_ref())?;
+    let node = start_node(&config, listeners, model, stop, None)?;
+    // The node's thread runs until the process stops: it exits the process itself.
+    node.wait();
+    Err(StartError::NodeThreadEnded)
+}
+
+/// Starts the node `config` describes, serving `model` on `listeners`, and returns once its
+/// threads run: `tandem node`'s work, and a node inside a test or a benchmark (`load`: the
+/// in-process driver whose calls its primary role runs on its own thread). A group without a
+/// `[cluster]` table runs the same `Node` with a view that never changes.
+pub fn start_node(
+    config: &NodeConfig,
+    listeners: Listeners,
+    mut model: Box<dyn DataModel>,
+    stop: StopWhen,
+    load: Option<Arc<primary::LocalLoad>>,
+) -> Result<cluster::RunningNode, StartError> {
+    files::secure_data_dirs(config)?;
     // One watch for the node's scripts: every role's model is a replica of this one.
     let scripts = scripts::Scripts::new(&config.tuning);
     model.watch_calls(Arc::clone(scripts.watch()));
-    let listener = TcpListener::bind(config.listen).map_err(|source| StartError::Bind {
-        field: "listen",
-        address: config.listen,
-        source,
-    })?;
-    let metrics_listener = match config.metrics_listen {
-        Some(address) => Some(
-            TcpListener::bind(address).map_err(|source| StartError::Bind {
-                field: "metrics_listen",
-                address,
-                source,
-            })?,
-        ),
-        None => None,
-    };
-    let resp_listener = bind_resp(&config, model.as_ref())?;
-    let publications = resp_listener.as_ref().map(|_| publishing(model.as_mut()));
+    let publications = listeners.resp.as_ref().map(|_| publishing(model.as_mut()));
     let role = match config.role {
         Role::Primary => "primary",
         Role::Backup => "backup",
     };
     let metrics = Arc::new(Metrics::new(config.node_id, role));
-    // A node without a `[cluster]` table runs the same `Node` with a view that never changes;
-    // only a passive group's nodes still run the static executor and applier.
-    if config.cluster.is_some() || config.group.mode == config::Mode::Active {
-        tracing::info!(
-            "node {} serving group {} {} on {}",
-            config.node_id,
-            config.group.id,
-            match config.cluster {
-                Some(_) => "in cluster mode".to_owned(),
-                None => format!("in view {} for good ({role})", config.group.view),
-            },
-            config.listen
-        );
-        let listeners = Listeners {
-            native: listener,
-            metrics: metrics_listener,
-            resp: resp_listener,
-        };
-        return cluster::run(
-            &config,
-            listeners,
-            model,
-            metrics,
-            scripts,
-            stop,
-            publications,
-        );
-    }
-    let node = Arc::new(match config.role {
-        Role::Primary => Node::Primary(primary::start(
-            &config,
-            listener,
-            model,
-            Arc::clone(&metrics),
-            None,
-        )?),
-        Role::Backup => Node::Backup(backup::start(
-            &config,
-            listener,
-            model,
-            Arc::clone(&metrics),
-        )?),
-    });
     tracing::info!(
-        "node {} ({role}) serving group {} view {} on {}",
+        "node {} serving group {} {} on {}",
         config.node_id,
         config.group.id,
-        config.group.view,
+        match config.cluster {
+            Some(_) => "in cluster mode".to_owned(),
+            None => format!("in view {} for good ({role})", config.group.view),
+        },
         config.listen
     );
-    // The I/O loop serves the RESP port, if the node has one, and watches for a stop; a
-    // static node's native clients keep threads of their own (its primary's acceptor).
-    let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
-    let resp_node = StaticResp::new(&config, Arc::clone(&node), resp_port, &metrics, &scripts);
-    let (io_loop, _) = resp::IoLoop::new(
-        resp_listener,
-        Arc::new(resp_node),
-        config.resp_tls()?,
-        config.tuning.client_limits(),
+    cluster::start(
+        config,
+        listeners,
+        model,
+        metrics,
+        scripts,
         stop,
         publications,
-        None,
-    )?;
-    if let Some(listener) = metrics_listener {
-        serve_static_status(listener, metrics, &config, node);
-    }
-    // The main thread serves the loop until the process is stopped.
-    Err(StartError::IoLoop(io_loop.run()))
+        load,
+    )
 }
 
-/// Serves a static node's `/metrics` and `/status` on `listener`.
-fn serve_static_status(
-    listener: std::net::TcpListener,
-    metrics: Arc<Metrics>,
-    config: &NodeConfig,
-    node: Arc<Node>,
-) {
-    metrics::serve(
-        listener,
-        metrics,
-        config.resp_password(),
-        move |with_checksum| {
-            let report = node.report(with_checksum);
-            serde_json::to_string(&report).unwrap_or_else(|_| "null".into())
-        },
-    );
-}
-
-/// What a RESP connection knows of a node whose role the configuration fixes.
-struct StaticResp {
-    node: Arc<Node>,
-    node_id: NodeId,
-    resp_port: u16,
-    primary_resp: Option<std::net::SocketAddr>,
-    backups: usize,
-    /// The backups' RESP addresses the configuration names (`ROLE`).
-    backups_resp: Arc<[String]>,
-    maxmemory: usize,
-    safety: String,
-    safety_rule: tandem_replication::Safety,
-    metrics: Arc<Metrics>,
-    requirepass: Option<tandem_redis::session::Password>,
-    users: Arc<Vec<Arc<tandem_redis::session::User>>>,
-    protected_mode: bool,
-    scripts: scripts::Scripts,
-    host: Arc<host::Host>,
-}
-
-impl StaticResp {
-    /// What the RESP sessions of the node `config` describes know of it (`resp_port`: where
-    /// its RESP port listens, if it has one).
-    fn new(
-        config: &NodeConfig,
-        node: Arc<Node>,
-        resp_port: Option<std::net::SocketAddr>,
-        metrics: &Arc<Metrics>,
-        scripts: &scripts::Scripts,
-    ) -> StaticResp {
-        StaticResp {
-            node,
-            resp_port: resp_port.map_or(0, |a| a.port()),
-            primary_resp: match config.role {
-                Role::Primary => config.resp_listen,
-                Role::Backup => config
-                    .peers
-                    .iter()
-                    .find(|peer| peer.role == Role::Primary)
-                    .and_then(|peer| peer.resp),
-            },
-            node_id: config.node_id,
-            requirepass: config.resp_password(),
-            users: Arc::new(config.resp_users()),
-            protected_mode: config.protected_mode,
-            scripts: scripts.clone(),
-            backups: config
-                .peers
-                .iter()
-                .filter(|p| p.role == Role::Backup)
-                .count()
-                + usize::from(config.role == Role::Backup),
-            backups_resp: config
-                .peers
-                .iter()
-                .filter(|peer| peer.role == Role::Backup)
-                .filter_map(|peer| peer.resp.map(|address| address.to_string()))
-                .collect(),
-            maxmemory: config.group.db_mib << 20,
-            safety: config.group.safety.to_string(),
-            safety_rule: config.group.safety,
-            host: host::Host::new(metrics),
-            metrics: Arc::clone(metrics),
-        }
-    }
-}
-
-impl resp::RespNode for StaticResp {
-    fn info(&self) -> tandem_redis::session::ServerInfo {
-        tandem_redis::session::ServerInfo {
-            node_id: u64::from(self.node_id),
-            primary: matches!(*self.node, Node::Primary(_)),
-            backup: matches!(*self.node, Node::Backup(_)),
-            primary_resp: self.primary_resp.map(|a| a.to_string()),
-            resp_port: self.resp_port,
-            backups: self.backups,
-            backups_resp: Arc::clone(&self.backups_resp),
-            backups_acked: self
-                .safety_rule
-                .backup_acks()
-                .map_or(0, |acks| acks.needed(self.backups)),
-            maxmemory: self.maxmemory,
-            safety: self.safety.clone(),
-            requirepass: self.requirepass.clone(),
-            users: Arc::clone(&self.users),
-            script: self.scripts.activity(),
-            host: Some(self.host.clone() as Arc<dyn tandem_redis::session::HostFacts>),
-            // The RESP port's loop holds the node's pub/sub hub.
-            pubsub: true,
-            // The RESP port's loop fills it in from its hub.
-            pubsub_counts: Default::default(),
-            // The RESP port's loop fills these in: it keeps the counters and reads the port's LSN.
-            command_stats: None,
-            repl_offset: 0,
-        }
-    }
-
-    fn scripts(&self) -> Option<&scripts::Scripts> {
-        Some(&self.scripts)
-    }
-
-    fn with_primary(&self, with: &mut dyn FnMut(&primary::PrimaryHandle)) {
-        if let Node::Primary(handle) = &*self.node {
-            with(handle);
-        }
-    }
-
-    fn with_backup(&self, with: &mut dyn FnMut(&backup::BackupHandle)) {
-        if let Node::Backup(handle) = &*self.node {
-            with(handle);
-        }
-    }
-
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn protected_mode(&self) -> bool {
-        self.protected_mode
-    }
-}
-
-/// A running node of either role.
-#[derive(Debug)]
-pub enum Node {
-    Primary(primary::PrimaryHandle),
-    Backup(backup::BackupHandle),
-}
-
-impl Node {
-    pub fn status(&self) -> Option<NodeStatus> {
-        match self {
-            Node::Primary(handle) => handle.status(),
-            Node::Backup(handle) => handle.status(),
-        }
-    }
-
-    pub fn checksum(&self) -> Option<Checksum> {
-        match self {
-            Node::Primary(handle) => handle.checksum(),
-            Node::Backup(handle) => handle.checksum(),
-        }
-    }
-
-    /// The status, and with `with_checksum` the checksum too: `/status` and `/checksum`.
-    pub fn report(&self, with_checksum: bool) -> Option<NodeReport> {
-        let status = self.status()?;
-        let checksum = if with_checksum {
-            Some(self.checksum()?)
-        } else {
-            None
+impl Listeners {
+    /// Binds the ports `config` names: its native port, and its `/metrics` and RESP ports if
+    /// set (the RESP port only for a model Redis clients can use).
+    pub fn bind(config: &NodeConfig, model: &dyn DataModel) -> Result<Listeners, StartError> {
+        let bind = |field, address| {
+            TcpListener::bind(address).map_err(|source| StartError::Bind {
+                field,
+                address,
+                source,
+            })
         };
-        Some(NodeReport { status, checksum })
+        Ok(Listeners {
+            native: bind("listen", config.listen)?,
+            metrics: config
+                .metrics_listen
+                .map(|address| bind("metrics_listen", address))
+                .transpose()?,
+            resp: bind_resp(config, model)?,
+        })
     }
 }

@@ -552,16 +552,6 @@ pub fn open_configured(
     Ok(Some((log, recovered)))
 }
 
-/// Opens the log `config` asks for, for a node that starts from its initial load whatever
-/// the log holds (static mode: the role it starts aligns the log with its segment).
-pub fn open_fresh(
-    config: &NodeConfig,
-    lsn_load: u64,
-    metrics: &Arc<Metrics>,
-) -> Result<Option<NodeLog>, StartError> {
-    Ok(open_configured(config, lsn_load, metrics)?.map(|(log, _)| log))
-}
-
 #[cfg(test)]
 mod tests {
     use tandem_node::SyncPolicy;

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
-use tandem_wire::{ErrorCode, FrameBuffer, encode_error};
+use tandem_wire::{FrameBuffer, encode_error};
 
 use crate::metrics::Metrics;
 use crate::net::ConnError;
@@ -331,11 +331,7 @@ impl NativeConn {
         if let Err(err) = result {
             if !matches!(err, ConnError::Closed | ConnError::Io(_)) {
                 self.counted.0.frames_rejected.inc();
-                let code = match &err {
-                    ConnError::Frame(err) => err.code(),
-                    _ => ErrorCode::BadFrame,
-                };
-                encode_error(&mut self.plain, code, &err.to_string());
+                encode_error(&mut self.plain, err.code(), &err.to_string());
             }
             self.closing = true;
         }

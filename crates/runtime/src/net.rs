@@ -4,7 +4,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use tandem_wire::{Frame, FrameBuffer, FrameError};
+use tandem_wire::{ErrorCode, Frame, FrameBuffer, FrameError};
 
 /// Why a connection ended.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +17,17 @@ pub enum ConnError {
     Frame(#[from] FrameError),
     #[error("protocol error: {0}")]
     Protocol(String),
+}
+
+impl ConnError {
+    /// The code of the `Error` frame that tells the other side why its connection ends: the
+    /// frame's own for a malformed one (an unsupported version says so), else `BadFrame`.
+    pub(crate) fn code(&self) -> ErrorCode {
+        match self {
+            ConnError::Frame(err) => err.code(),
+            _ => ErrorCode::BadFrame,
+        }
+    }
 }
 
 /// Writes what `pending` holds from `written` on to a non-blocking `stream` until it takes no

@@ -58,38 +58,6 @@ pub struct TlsWriter {
     records: Vec<u8>,
 }
 
-/// Where a client connection's frames go: the socket, or TLS records on it (the native
-/// port under `[tls] native = true`). Every frame for the client goes through the one
-/// `ClientOut` of its connection (under a lock where threads share it), so the records'
-/// sequence moves with the bytes.
-#[derive(Debug)]
-pub(crate) struct ClientOut {
-    stream: TcpStream,
-    tls: Option<TlsWriter>,
-}
-
-impl ClientOut {
-    pub(crate) fn new(stream: TcpStream, tls: Option<TlsWriter>) -> ClientOut {
-        ClientOut { stream, tls }
-    }
-}
-
-impl Write for ClientOut {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        match &mut self.tls {
-            None => self.stream.write(bytes),
-            Some(tls) => {
-                tls.write(&mut self.stream, &[bytes])?;
-                Ok(bytes.len())
-            }
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.stream.flush()
-    }
-}
-
 impl TlsWriter {
     fn new(keys: &crate::peer_tls::LinkKeys) -> Result<TlsWriter, ConnError> {
         Ok(TlsWriter {

@@ -1,57 +1,35 @@
-//! The primary node: one executor thread (`executor.rs`) that drives the node core's primary
-//! role (the store and the replication core), one link per backup (a writer thread and an ack reader thread,
-//! `link.rs`), and client connections (`client.rs`).
-//!
-//! The executor never blocks on the network. Each turn of its loop it takes whatever arrived
-//! (calls, acks, control requests), runs calls until none is queued or flow control says stop,
-//! seals the open batch when it has nothing left to run, and carries out the role's
-//! `RoleReady`: batches go to the links' queues, answers to the connections' writers, what the
-//! cluster core must hear to the supervisor. Ticks come from the clock, checked every turn.
+//! A primary role's connections: what its client connections (`client.rs`) and local ports
+//! (`local.rs`, the RESP front end) send the node's thread, and how its answers go back
+//! (`conn_out.rs`). The role itself runs on the node's thread (`cluster/node_loop.rs`).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::io::{BufWriter, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use prometheus_client::metrics::gauge::Gauge;
-use tandem_memory::ClassBytes;
-use tandem_node::{
-    Answer, AnswerKind, Call, LogOrder, Observed, PrimaryRole, Ran, Refusal, RoleReady,
-};
 use tandem_redo::{BatchKind, TailLimits};
-use tandem_replication::{
-    Disposition, LeaseMargins, Message, NodeId, Primary, PrimaryConfig, PrimaryFault, Safety,
-};
-use tandem_store::{DataModel, Driver, ProcId, Store};
+use tandem_replication::{LeaseMargins, NodeId, PrimaryConfig, Safety};
+use tandem_store::ProcId;
 use tandem_wire::{
-    ErrorCode, Frame, FrameBuffer, Hello, PeerKind, ReplyStatus, Role, Welcome, encode_error,
-    encode_peer, encode_reply, encode_welcome,
+    ErrorCode, Frame, FrameBuffer, ReplyStatus, Role, Welcome, encode_reply, encode_welcome,
 };
 
 use crate::config::{Mode, NodeConfig};
-use crate::log::NodeLog;
-use crate::metrics::Metrics;
-use crate::net::{self, ConnError};
-use crate::peer_auth::PeerAuth;
-use crate::{Checksum, Control, NodeStatus, StartError};
+use crate::net::ConnError;
+use crate::{Checksum, Control, NodeStatus};
 
 mod client;
-mod executor;
-mod link;
+mod conn_out;
 mod local;
 
 pub use local::{ConnSink, LocalAnswer, LocalOutcome, LocalPort, RoleGone};
 
-pub(crate) use executor::ConnOut;
-use executor::{Executor, LocalDriver, Periodic};
+pub(crate) use conn_out::ConnOut;
 
-/// Partial batches an idle executor may have in flight to a backup before records gather for
+/// Partial batches an idle primary role may have in flight to a backup before records gather for
 /// the next one: enough to keep a lightly loaded link busy without an extra round trip, few
 /// enough that under load batches grow instead of multiplying.
 pub(crate) const FLUSH_BATCHES_IN_FLIGHT_MAX: usize = 4;
@@ -59,13 +37,12 @@ pub(crate) const FLUSH_BATCHES_IN_FLIGHT_MAX: usize = 4;
 /// Calls a client connection may have waiting for answers before its reader stops reading.
 const UNANSWERED_MAX: u64 = 65_536;
 
-use client::{Acceptor, Client, ClientContext};
-pub(crate) use link::LinkFactory;
+use client::{Client, ClientContext};
 
 /// A client connection's number on this node.
 pub type ConnId = u64;
 
-/// Calls a connection's reader parsed from one read, for the executor.
+/// Calls a connection's reader parsed from one read, for the node's thread.
 #[derive(Debug)]
 pub struct CallBatch {
     pub(crate) conn: ConnId,
@@ -84,18 +61,10 @@ pub(crate) struct CallSlot {
     pub(crate) read_only: bool,
 }
 
-/// What reaches the executor from other threads.
+/// What a primary role's connections send the node's thread.
 #[derive(Debug)]
 pub enum Inbound {
     Calls(CallBatch),
-    Peer {
-        from: NodeId,
-        message: Message,
-    },
-    /// A link to a backup was (re)established: what was in flight on the old one is lost.
-    LinkUp {
-        node: NodeId,
-    },
     ConnOpened {
         conn: ConnId,
         out: ConnSink,
@@ -109,81 +78,34 @@ pub enum Inbound {
     ConnClosed {
         conn: ConnId,
     },
-    /// The config store committed a view in which this node is still the primary.
-    View {
-        view: u64,
-        backups: Vec<NodeId>,
-        spares: Vec<NodeId>,
-        /// Where each new member listens.
-        addresses: Vec<(NodeId, SocketAddr)>,
-    },
-    /// The config store committed view `view`, whose primary is another node: abandon every
-    /// pending reply and stop.
-    Depose {
-        view: u64,
-    },
-    /// The node's cluster core wants backup `backup` removed from view `view`: the
-    /// replication core prepares the removal (`Primary::prepare_removal`) and the executor
-    /// answers with [`Observed::RemovalPrepared`].
-    PrepareRemoval {
-        view: u64,
-        backup: NodeId,
-    },
-    /// The node's write-ahead log synced every record up to `lsn`.
-    Synced {
-        lsn: u64,
-    },
     Control(Control),
 }
 
-/// Where a primary role's connections send what they read: the role's executor (static
-/// mode), or the node's thread (cluster mode), tagged with the epoch of the role they were
-/// opened under so that the node answers a connection of an ended role "not primary".
+/// Where a primary role's connections send what they read: the node's thread, tagged with
+/// the epoch of the role they were opened under so that the node answers a connection of an
+/// ended role "not primary".
 #[derive(Clone, Debug)]
-pub(crate) enum InboundTx {
-    Executor(Sender<Inbound>),
-    Node {
-        to_node: crate::cluster::NodeTx,
-        role_epoch: u64,
-    },
+pub(crate) struct InboundTx {
+    pub(crate) to_node: crate::cluster::NodeTx,
+    pub(crate) role_epoch: u64,
 }
 
 impl InboundTx {
     /// Hands `inbound` over; fails once whoever takes it has stopped.
     pub fn send(&self, inbound: Inbound) -> Result<(), RoleGone> {
-        match self {
-            InboundTx::Executor(tx) => tx.send(inbound).map_err(|_| RoleGone),
-            InboundTx::Node {
-                to_node,
+        let role_epoch = self.role_epoch;
+        self.to_node
+            .send(crate::cluster::ToNode::Primary {
                 role_epoch,
-            } => to_node
-                .send(crate::cluster::ToNode::Primary {
-                    role_epoch: *role_epoch,
-                    inbound,
-                })
-                .map_err(|_| RoleGone),
-        }
+                inbound,
+            })
+            .map_err(|_| RoleGone)
     }
 }
 
-/// Where a released answer goes, and when its call started.
-#[derive(Debug, Clone, Copy)]
-pub enum ReplyTo {
-    /// A call of the in-process load.
-    Local { started: Instant },
-    /// A client connection's call.
-    Remote { conn: ConnId, started: Instant },
-    /// The model's periodic procedure (`DataModel::periodic`): nobody waits for its answer.
-    Periodic,
-}
-
-/// How often at most a link tells the node it heard its backup.
-const OBSERVE_INTERVAL: Duration = Duration::from_micros(200);
-
-/// The executor's progress, shared with the supervisor and the links: the executor counts
-/// its turns, the supervisor tells the cluster core when the count moved and publishes the
-/// core's verdict (`Cluster::is_stalled`), and the links send pulses only while it is not
-/// stuck.
+/// The node thread's progress, shared with the beat thread: the node counts its turns and
+/// publishes the cluster core's verdict (`Cluster::is_stalled`), and the beat sends pulses
+/// only while it is not stuck.
 #[derive(Debug, Default)]
 pub struct Progress {
     turns: AtomicU64,
@@ -191,7 +113,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// The executor begins a turn.
+    /// The node's thread begins a turn.
     pub(crate) fn turn(&self) {
         self.turns.fetch_add(1, Ordering::Relaxed);
     }
@@ -201,7 +123,7 @@ impl Progress {
         self.turns.load(Ordering::Relaxed)
     }
 
-    /// The cluster core's verdict on whether the executor is stuck.
+    /// The cluster core's verdict on whether the node's thread is stuck.
     pub fn set_stuck(&self, stuck: bool) {
         self.stuck.store(stuck, Ordering::Relaxed);
     }
@@ -211,7 +133,7 @@ impl Progress {
     }
 }
 
-/// The in-process driver: the executor generates calls itself, with at most `clients` calls
+/// The in-process driver: the node's thread generates calls itself, with at most `clients` calls
 /// waiting for their replies at once (each virtual client issues its next call when its reply
 /// is released). What the benchmark reads, it reads from here.
 #[derive(Debug)]
@@ -244,16 +166,13 @@ impl LocalLoad {
     }
 }
 
-/// A running primary: its executor and its threads.
+/// A primary role as its connections see it: where they send what they read, and what
+/// their Welcome frames say.
 #[derive(Debug)]
 pub struct PrimaryHandle {
     pub(crate) inbound: InboundTx,
-    /// The executor, which gives the segment back when deposed (static mode; in cluster
-    /// mode the node's thread holds the role).
-    pub executor: Option<JoinHandle<Option<tandem_memory::Segment>>>,
-    /// The executor's turns, and whether the cluster core takes it as stuck.
+    /// The node thread's turns, and whether the cluster core takes it as stuck.
     pub progress: Arc<Progress>,
-    pub address: SocketAddr,
     context: ClientContext,
 }
 
@@ -300,7 +219,7 @@ impl PrimaryHandle {
         Box::new(client::PrimaryService::new(client, client_id))
     }
 
-    /// A port inside this node (the RESP front end) whose calls go to this role's executor;
+    /// A port inside this node (the RESP front end) whose calls go to this role;
     /// `wake` is called whenever answers are handed over.
     pub fn local_port(&self, wake: Arc<dyn Fn() + Send + Sync>) -> LocalPort {
         let conn = self.context.conn_next.fetch_add(1, Ordering::Relaxed);
@@ -314,30 +233,21 @@ impl PrimaryHandle {
         }
     }
 
-    /// Asks the executor for its status.
+    /// Asks the role for its status.
     pub fn status(&self) -> Option<NodeStatus> {
         self.probe().status()
     }
 
-    /// Asks the executor for its segment's checksum.
+    /// Asks the role for its segment's checksum.
     pub fn checksum(&self) -> Option<Checksum> {
         self.probe().checksum()
     }
-
-    /// Stops the executor after it checked the workload's consistency.
-    pub fn stop(self) {
-        // An executor that already stopped has dropped its receiver: nothing to tell it.
-        let _ = self.inbound.send(Inbound::Control(Control::Stop));
-        if let Some(executor) = self.executor {
-            crate::join_or_say("the primary's executor", executor);
-        }
-    }
 }
 
-/// What the runtime's lease allows for: a backup's supervisor notices the primary's frames at
-/// its next tick (one tick), and a reply released in an executor's turn leaves at its end
-/// (`TURN_MAX` later at most, well under a tick: one tick covers it). The node's clocks are
-/// taken to run at the same speed.
+/// What the runtime's lease allows for: a backup's node notices the primary's frames at its
+/// next tick (one tick), and a reply released in a pass of the node's thread leaves at the
+/// pass's end (one tick is allowed for it). The nodes' clocks are taken to run at the same
+/// speed.
 pub const RUNTIME_LEASE_MARGINS: LeaseMargins = LeaseMargins {
     notice_ticks: 1,
     send_ticks: 1,
@@ -349,234 +259,6 @@ pub const RUNTIME_LEASE_MARGINS: LeaseMargins = LeaseMargins {
 pub(crate) fn runtime_lease_ticks(promise_ticks: u64) -> u64 {
     tandem_replication::primary_lease_ticks(promise_ticks, RUNTIME_LEASE_MARGINS)
         .expect("cluster.lease_ticks is validated to leave the primary a lease")
-}
-
-/// Starts a primary serving `model` on `listener`, loaded into a fresh segment. With
-/// `local`, the executor also drives its own calls (the in-process benchmark driver).
-pub fn start(
-    config: &NodeConfig,
-    listener: TcpListener,
-    model: Box<dyn DataModel>,
-    metrics: Arc<Metrics>,
-    local: Option<Arc<LocalLoad>>,
-) -> Result<PrimaryHandle, StartError> {
-    let segment = crate::workload::loaded_segment(&config.group, &*model)?;
-    let members = RoleView {
-        view: config.group.view,
-        answer_from: None,
-        lsn_released_max: None,
-        backups: config.backups().map(|peer| peer.node_id).collect(),
-        spares: Vec::new(),
-        addresses: config
-            .backups()
-            .map(|peer| (peer.node_id, peer.address))
-            .collect(),
-    };
-    let address = listener.local_addr().map_err(StartError::ListenAddress)?;
-    let log = crate::log::open_fresh(config, segment.lsn(), &metrics)?;
-    if let Some(log) = &log {
-        crate::stopping_drains(log);
-    }
-    let handle = start_role(
-        config,
-        segment,
-        Vec::new(),
-        members,
-        model,
-        metrics,
-        local,
-        None,
-        None,
-        log,
-    )?;
-    let acceptor = Acceptor {
-        context: handle.context.clone(),
-    };
-    acceptor.spawn(listener, config.tuning.maxclients)?;
-    Ok(PrimaryHandle { address, ..handle })
-}
-
-/// Who a primary serves with, in its view.
-#[derive(Clone, Debug)]
-pub struct RoleView {
-    pub view: u64,
-    /// The role releases no reply before this instant: the end of the lease the node granted
-    /// the old primary, when a promotion starts the role (see
-    /// `tandem_replication::Primary::hold_releases`).
-    pub answer_from: Option<Instant>,
-    /// When a promotion starts the role: the promotion's bound on what earlier views
-    /// released (`tandem_replication::Primary::released_at_most`).
-    pub lsn_released_max: Option<u64>,
-    pub backups: Vec<NodeId>,
-    pub spares: Vec<NodeId>,
-    /// Where each backup and spare listens.
-    pub addresses: Vec<(NodeId, SocketAddr)>,
-}
-
-/// Starts the primary role on `segment`, whose last records are `batches` (a promoted
-/// backup's; empty for a fresh load). Client connections are handed to it with
-/// [`PrimaryHandle::client_server`]; `observed` hears about the backups.
-#[allow(clippy::too_many_arguments)]
-pub fn start_role(
-    config: &NodeConfig,
-    mut segment: tandem_memory::Segment,
-    batches: Vec<tandem_redo::SealedBatch>,
-    members: RoleView,
-    model: Box<dyn DataModel>,
-    metrics: Arc<Metrics>,
-    local: Option<Arc<LocalLoad>>,
-    observed: Option<Sender<Observed>>,
-    peer_closed: Option<crate::PeerClosed>,
-    log: Option<NodeLog>,
-) -> Result<PrimaryHandle, StartError> {
-    let group = &config.group;
-    let passive = group.mode == Mode::Passive;
-    if passive {
-        segment
-            .enable_passive_trace(group.undo_log_kib << 10)
-            .map_err(StartError::Passive)?;
-    }
-    let lsn_start = segment.lsn();
-    metrics.lsn_committed.set(lsn_start as i64);
-    let tuning = &config.tuning;
-    let primary_config = PrimaryConfig {
-        view: members.view,
-        backups: members.backups.clone(),
-        spares: members.spares.clone(),
-        ..primary_config(config)
-    };
-    let (inbound, inbound_rx) = mpsc::channel();
-    let progress = Arc::new(Progress::default());
-    let link_factory = LinkFactory {
-        observed: observed.clone(),
-        peer_closed,
-        progress: Arc::clone(&progress),
-        pulse_interval: Duration::from_micros(tuning.tick_us * tuning.heartbeat_ticks),
-        node_id: config.node_id,
-        group: group.id,
-        max_frame_len: tuning.max_frame_len,
-        inbound: InboundTx::Executor(inbound.clone()),
-        metrics: Arc::clone(&metrics),
-        auth: PeerAuth::new(config, &metrics)?,
-    };
-    let mut links = BTreeMap::new();
-    for &(node, address) in &members.addresses {
-        links.insert(node, link_factory.spawn(node, address)?);
-    }
-    let lsn_committed = Arc::new(AtomicU64::new(lsn_start));
-    let context = ClientContext {
-        node_id: config.node_id,
-        group: group.id,
-        view: Arc::new(AtomicU64::new(members.view)),
-        lsn_committed: Arc::clone(&lsn_committed),
-        max_frame_len: tuning.max_frame_len,
-        maxclients: tuning.maxclients,
-        inbound: InboundTx::Executor(inbound.clone()),
-        metrics: Arc::clone(&metrics),
-        conn_next: Arc::new(AtomicU64::new(1)),
-        members: crate::members::MemberList::of(config),
-        client_auth: crate::peer_auth::ClientAuth::new(config, &metrics)?,
-        scripts: (model.name() == "redis")
-            .then(|| crate::scripts::Scripts::of(&*model))
-            .flatten(),
-    };
-    let local = match local {
-        Some(load) => Some(LocalDriver {
-            driver: model
-                .driver(group.seed)
-                .ok_or_else(|| StartError::NoLocalLoad {
-                    model: model.name().to_owned(),
-                })?,
-            load,
-            args: Vec::new(),
-            id_next: None,
-            args_next: Vec::new(),
-            started: Instant::now(),
-            calls_since_clock: 0,
-        }),
-        None => None,
-    };
-    let mut store = Store::open(segment, model);
-    store.set_reply_len_max(tandem_node::reply_len_max(
-        tuning.max_frame_len,
-        tuning.batch_bytes_max,
-    ));
-    store.set_record_len_max(tandem_node::record_len_max(
-        tuning.max_frame_len,
-        tuning.batch_bytes_max,
-        tuning.tail_bytes_max,
-    ));
-    let periodic = store.model().periodic().map(|(_, interval_ms)| Periodic {
-        interval: Duration::from_millis(interval_ms.max(1)),
-        due: Instant::now(),
-    });
-    let mut primary = Primary::resume(primary_config, lsn_start, batches);
-    if let Some(lsn_released_max) = members.lsn_released_max {
-        primary.released_at_most(lsn_released_max);
-    }
-    let mut role = PrimaryRole::new(store, primary);
-    if let Some(log) = &log {
-        // The log must end where the segment does before the role appends to it.
-        log.align(lsn_start);
-        role.set_keeps_log(true);
-        // A passive primary's segment carries its backups' trace: it takes no snapshot.
-        if !passive {
-            let (bytes_between, lsn_load) = log.checkpoints();
-            role.enable_checkpoints(bytes_between, lsn_load);
-        }
-        let inbound = inbound.clone();
-        log.listen(Some(Box::new(move |lsn| {
-            let _ = inbound.send(Inbound::Synced { lsn });
-        })));
-    }
-    let mut executor = Executor {
-        periodic,
-        log,
-        log_orders: Vec::new(),
-        node_id: config.node_id,
-        role,
-        answer_from: members.answer_from,
-        ready: RoleReady::default(),
-        links,
-        links_lost: BTreeSet::new(),
-        link_factory,
-        observed,
-        conns: BTreeMap::new(),
-        queue: VecDeque::new(),
-        local,
-        metrics,
-        tick: Duration::from_micros(tuning.tick_us),
-        tick_origin: Instant::now(),
-        replies_local: Vec::new(),
-        shipped: ClassBytes::default(),
-        wire_bytes: 0,
-        commits: 0,
-        backup_gauges: Vec::new(),
-        commits_reported: 0,
-        rollbacks: 0,
-        rollbacks_reported: 0,
-        lsn_committed,
-        view_shared: Arc::clone(&context.view),
-        progress: Arc::clone(&progress),
-    };
-    executor.refresh_gauges();
-    // The executor runs clients' calls, scripts among them: its stack holds the deepest
-    // input the script engine's bounds accept.
-    let handle = thread::Builder::new()
-        .name("executor".into())
-        .stack_size(tandem_redis::SCRIPT_THREAD_STACK_BYTES)
-        .spawn(move || executor.run(inbound_rx))
-        .map_err(|source| StartError::Thread {
-            thread: "the executor",
-            source,
-        })?;
-    Ok(PrimaryHandle {
-        inbound: InboundTx::Executor(inbound),
-        executor: Some(handle),
-        progress,
-        address: SocketAddr::from(([0, 0, 0, 0], 0)),
-        context,
-    })
 }
 
 /// A primary role's settings from the configuration, in the group's first view with no
@@ -623,38 +305,30 @@ pub(crate) struct NodeRole {
 /// `conn_next` numbers connections across the node's roles.
 pub(crate) fn node_role(
     config: &NodeConfig,
-    metrics: &Arc<Metrics>,
     inbound: InboundTx,
     progress: Arc<Progress>,
     scripts: Option<crate::scripts::Scripts>,
     conn_next: Arc<AtomicU64>,
-) -> Result<NodeRole, StartError> {
+) -> NodeRole {
     let view = Arc::new(AtomicU64::new(0));
     let lsn_committed = Arc::new(AtomicU64::new(0));
     let context = ClientContext {
         node_id: config.node_id,
-        group: config.group.id,
         view: Arc::clone(&view),
         lsn_committed: Arc::clone(&lsn_committed),
-        max_frame_len: config.tuning.max_frame_len,
-        maxclients: config.tuning.maxclients,
         inbound: inbound.clone(),
-        metrics: Arc::clone(metrics),
         conn_next,
         members: crate::members::MemberList::of(config),
-        client_auth: crate::peer_auth::ClientAuth::new(config, metrics)?,
         scripts,
     };
     let handle = PrimaryHandle {
         inbound,
-        executor: None,
         progress,
-        address: SocketAddr::from(([0, 0, 0, 0], 0)),
         context,
     };
-    Ok(NodeRole {
+    NodeRole {
         handle,
         view,
         lsn_committed,
-    })
+    }
 }

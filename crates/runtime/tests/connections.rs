@@ -9,30 +9,30 @@
 //! Every socket has a read timeout, so a primary that never answers fails the test instead of
 //! hanging it.
 
+use crate::common;
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tandem_replication::{AckCount, Safety};
-use tandem_runtime::config::{EXAMPLE, NodeConfig};
-use tandem_runtime::metrics::Metrics;
-use tandem_runtime::primary::{self, PrimaryHandle};
+use tandem_runtime::cluster::RunningNode;
+use tandem_runtime::config::{EXAMPLE, NodeConfig, PeerConfig};
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, Member, MembersAnswer,
     PROTOCOL_VERSION, PeerKind, ReplyStatus, Role, Welcome, encode_call, encode_hello,
     encode_members,
 };
-use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit, DebitCreditConfig};
+use tandem_workloads::debit_credit::{DEBIT_CREDIT, DebitCredit};
 
 /// How long a test waits for any one frame from the primary.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Debit-Credit's procedure id on the wire.
 const PROC: u16 = DEBIT_CREDIT.0;
 
-/// A standalone primary on a free loopback port.
+/// A standalone primary on a free loopback port, running until it is stopped or dropped.
 struct Node {
-    handle: PrimaryHandle,
+    running: RunningNode,
     address: SocketAddr,
 }
 
@@ -48,24 +48,16 @@ impl Node {
         config
             .validate()
             .expect("a standalone primary is a valid configuration");
-        let workload = DebitCredit::new(config.group.db_mib << 20, &DebitCreditConfig::default())
-            .expect("Debit-Credit fits in 4 MiB");
-        let metrics = Arc::new(Metrics::new(config.node_id, "primary"));
-        let handle = primary::start(
-            &config,
-            listener,
-            tandem_store::Compiled::boxed(workload),
-            metrics,
-            None,
-        )
-        .expect("the primary starts");
-        let address = handle.address;
-        Node { handle, address }
+        let running = common::start(&config, listener, None, common::model(&config));
+        Node {
+            running,
+            address: config.listen,
+        }
     }
 
     /// (last committed LSN, commits since start); also checks nothing waits for release.
     fn progress(&self) -> (u64, u64) {
-        let status = self.handle.status().expect("the executor answers");
+        let status = self.running.status().expect("the primary role answers");
         assert_eq!(status.role, "primary");
         assert_eq!(status.pending_replies, 0, "{status:?}");
         assert!(status.backups.is_empty(), "{status:?}");
@@ -74,9 +66,9 @@ impl Node {
 
     /// Stops the primary after checking that its database is consistent.
     fn stop(self) {
-        let checksum = self.handle.checksum().expect("the executor answers");
+        let checksum = self.running.checksum().expect("the primary role answers");
         assert_eq!(checksum.check, None, "the workload's consistency check");
-        self.handle.stop();
+        self.running.stop();
     }
 }
 
@@ -400,10 +392,10 @@ fn malformed_input_closes_that_one_connection_and_nothing_else() {
             "magic",
         ),
         (
-            "a Hello from a replica",
+            "a Hello from a replica (peers link over their own connection)",
             hello_bytes(&Hello::new(PeerKind::Replica, 2, 0)),
             ErrorCode::BadFrame,
-            "replicas",
+            "cluster connection",
         ),
         (
             "a Hello for another group",
@@ -662,30 +654,26 @@ fn idle_and_half_sent_connections_hold_no_thread_and_others_are_served() {
     node.stop();
 }
 
-/// A static backup's port has the same gate: strangers that send nothing, or four bytes
-/// announcing a large frame, hold no thread each, and a client's `Hello` is still answered
-/// (a backup tells a client to go to the primary).
+/// A backup's port has the same gate: strangers that send nothing, or four bytes announcing
+/// a large frame, hold no thread each, and a client's `Hello` is still answered (a backup
+/// welcomes a client as a backup, which tells it to send its calls to the primary).
 #[test]
 fn a_backup_holds_no_thread_for_idle_or_half_sent_connections() {
     const IDLE: usize = 300;
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
-    config.listen = listener.local_addr().expect("bound");
-    config.metrics_listen = None;
-    config.role = tandem_runtime::config::Role::Backup;
-    config.group.db_mib = 4;
-    config.log = None;
-    let workload = DebitCredit::new(config.group.db_mib << 20, &DebitCreditConfig::default())
-        .expect("Debit-Credit fits in 4 MiB");
-    let metrics = Arc::new(Metrics::new(config.node_id, "backup"));
-    let handle = tandem_runtime::backup::start(
-        &config,
-        listener,
-        tandem_store::Compiled::boxed(workload),
-        metrics,
-    )
-    .expect("the backup starts");
-    let address = config.listen;
+    let address = listener.local_addr().expect("bound");
+    // Its primary is nowhere (nobody listens on port 9, and the node with the lower id is the
+    // one that dials): the backup role is the node's all the same, as its view is fixed.
+    let primary = PeerConfig {
+        node_id: 1,
+        address: "127.0.0.1:9".parse().unwrap(),
+        role: tandem_runtime::config::Role::Primary,
+        resp: None,
+    };
+    let config = common::pair_config(2, address, primary, |config| config.log = None);
+    let running = common::start(&config, listener, None, common::model(&config));
+    // A node that holds its role runs its fixed set of threads: whatever grows from here
+    // grows for the connections.
     let before = threads_now();
     let mut idle = Vec::new();
     for index in 0..IDLE {
@@ -701,13 +689,29 @@ fn a_backup_holds_no_thread_for_idle_or_half_sent_connections() {
         7,
         config.group.id,
     )));
-    client.refused_and_closed(ErrorCode::NotPrimary, "this node is a backup");
+    match client.next() {
+        Got::Welcome(welcome) => {
+            assert_eq!((welcome.node_id, welcome.role), (2, Role::Backup));
+        }
+        other => panic!("expected a backup's Welcome, got {other:?}"),
+    }
+    // A call is refused, and the refusal says where calls go.
+    let mut frame = Vec::new();
+    encode_call(&mut frame, 1, PROC, None, &args(1, 1));
+    client.send(&frame);
+    match client.next() {
+        Got::Error(ErrorCode::NotPrimary, message) => {
+            assert!(message.contains("send calls to the primary"), "{message}");
+        }
+        other => panic!("expected NotPrimary, got {other:?}"),
+    }
     let grown = threads_now().saturating_sub(before);
     assert!(
         grown < IDLE / 3,
         "{grown} more threads with {IDLE} idle connections"
     );
     drop(idle);
-    // Its applier still answers: the role is whole.
-    assert!(handle.status().is_some());
+    // Its role still answers: it is whole.
+    let status = running.status().expect("the backup role answers");
+    assert_eq!(status.role, "backup");
 }

@@ -1,9 +1,9 @@
 //! Peer links under TLS (`[tls] peers = true`), over real TCP on loopback, with a CA and
-//! node certificates made here: a static primary and backup replicate 2-safe through a
-//! relay that records and can alter what passes, which shows TLS records on the wire (no
-//! frame in the clear) and a link cut at an altered record; a peer that shows another
-//! node's certificate, one from another CA, or none (a node without TLS) is refused at the
-//! handshake, nothing it sent is applied, and each refusal is counted in `/metrics`.
+//! node certificates made here: a primary and a backup of a fixed view replicate 2-safe
+//! through a relay that records and can alter what passes, which shows TLS records on the
+//! wire (no frame in the clear) and a link cut at an altered record; a peer that shows
+//! another node's certificate, one from another CA, or none (a node without TLS) is refused
+//! at the handshake, nothing it sent is applied, and each refusal is counted in `/metrics`.
 
 use crate::common;
 
@@ -21,10 +21,8 @@ use rcgen::{
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use tandem_runtime::backup::{self, BackupHandle};
+use tandem_runtime::cluster::RunningNode;
 use tandem_runtime::config::{NodeConfig, PeerConfig, Role, TlsTable};
-use tandem_runtime::metrics::Metrics;
-use tandem_runtime::primary::{self, PrimaryHandle};
 use tandem_wire::{
     Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, ReplyStatus, encode_call,
     encode_hello,
@@ -110,11 +108,8 @@ fn config(id: u32, listen: SocketAddr, peer: PeerConfig, tls: Option<TlsTable>) 
     common::pair_config(id, listen, peer, |config| config.tls = tls)
 }
 
-fn start_backup(
-    listener: TcpListener,
-    primary: SocketAddr,
-    tls: TlsTable,
-) -> (BackupHandle, Arc<Metrics>) {
+/// A backup (node 2) following node 1 at `primary`, on `listener`.
+fn start_backup(listener: TcpListener, primary: SocketAddr, tls: TlsTable) -> RunningNode {
     let peer = PeerConfig {
         node_id: 1,
         address: primary,
@@ -122,13 +117,12 @@ fn start_backup(
         resp: None,
     };
     let config = config(2, listener.local_addr().unwrap(), peer, Some(tls));
-    let metrics = Arc::new(Metrics::new(2, "backup"));
-    let handle = backup::start(&config, listener, model(&config), Arc::clone(&metrics))
-        .expect("the backup starts");
-    (handle, metrics)
+    common::start(&config, listener, None, model(&config))
 }
 
-fn start_primary(backup: SocketAddr, tls: TlsTable) -> PrimaryHandle {
+/// The primary (node 1) of the backup at `backup`, on a loopback port: the node and its
+/// address.
+fn start_primary(backup: SocketAddr, tls: TlsTable) -> (RunningNode, SocketAddr) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
     let address = listener.local_addr().unwrap();
     let peer = PeerConfig {
@@ -138,8 +132,15 @@ fn start_primary(backup: SocketAddr, tls: TlsTable) -> PrimaryHandle {
         resp: None,
     };
     let config = config(1, address, peer, Some(tls));
-    let metrics = Arc::new(Metrics::new(1, "primary"));
-    primary::start(&config, listener, model(&config), metrics, None).expect("the primary starts")
+    (
+        common::start(&config, listener, None, model(&config)),
+        address,
+    )
+}
+
+/// The last LSN the backup `node` received, as its status says.
+fn lsn_received(node: &RunningNode) -> u64 {
+    node.status().expect("the backup role answers").lsn
 }
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
@@ -259,23 +260,27 @@ fn a_pair_over_tls_replicates_in_tls_records_and_a_record_altered_cuts_the_link(
     let relay_listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let relay_address = relay_listener.local_addr().unwrap();
     let relay = Relay::start(relay_listener, backup_listener.local_addr().unwrap());
-    let primary = start_primary(relay_address, pki.table(1));
-    let (backup, metrics) = start_backup(backup_listener, primary.address, pki.table(2));
-    let mut client = Client::open(primary.address);
+    let (primary, primary_address) = start_primary(relay_address, pki.table(1));
+    let backup = start_backup(backup_listener, primary_address, pki.table(2));
+    let metrics = backup.metrics();
+    let mut client = Client::open(primary_address);
     for _ in 0..20 {
         assert_eq!(client.call(), format!("{:?}", ReplyStatus::Committed));
     }
-    let lsn = primary.status().unwrap().lsn;
+    let lsn = primary.status().expect("the primary role answers").lsn;
     wait_for("the backup applies what it acked", || {
-        backup.lsn_applied() >= lsn
+        backup
+            .status()
+            .is_some_and(|status| status.lsn_applied >= lsn)
     });
 
-    // What the primary sent: its Hello in the clear, then TLS records only (a handshake,
-    // then application data), whose lengths account for every byte. (The backup's StartTls
-    // went the other way.)
+    // What the primary sent: its Hello in the clear (node 1 dials the connection that
+    // carries everything between the two), then TLS records only (a handshake, then
+    // application data), whose lengths account for every byte. (The backup's StartTls went
+    // the other way.)
     let sent = relay.sent.lock().unwrap().clone();
     let mut hello = Vec::new();
-    encode_hello(&mut hello, &Hello::new(PeerKind::Replica, 1, 0));
+    encode_hello(&mut hello, &Hello::new(PeerKind::Cluster, 1, 0));
     assert!(sent.starts_with(&hello), "a Hello first");
     let mut at = hello.len();
     let mut kinds = Vec::new();
@@ -293,24 +298,25 @@ fn a_pair_over_tls_replicates_in_tls_records_and_a_record_altered_cuts_the_link(
         kinds.iter().filter(|&&kind| kind == 23).count() > 20,
         "batches and heartbeats travel in application data records: {kinds:?}"
     );
-    assert_eq!(refused(&metrics, "bad_mac"), 0);
+    assert_eq!(refused(metrics, "bad_mac"), 0);
 
     // A bit flipped in a record on its way: the backup cuts the link at that record and
     // counts it; the primary links again, and the calls go on.
     relay.alter.store(true, Ordering::Release);
     wait_for("the altered record is counted", || {
-        refused(&metrics, "bad_mac") == 1
+        refused(metrics, "bad_mac") == 1
     });
     for _ in 0..5 {
         assert_eq!(client.call(), format!("{:?}", ReplyStatus::Committed));
     }
     for reason in ["no_tls", "bad_certificate", "wrong_node"] {
-        assert_eq!(refused(&metrics, reason), 0, "{reason}");
+        assert_eq!(refused(metrics, reason), 0, "{reason}");
     }
 }
 
-/// A TLS client with `cert` and `key` that sends a replica's `Hello` claiming node 1, runs
-/// the handshake and tries to send a frame: whether the backup let the handshake finish.
+/// A TLS client with `cert` and `key` that sends a peer's `Hello` claiming node 1 (as node 1
+/// dials its backup), runs the handshake and sends the `Hello` again under TLS: whether the
+/// backup let the handshake finish and then spoke to it under TLS.
 fn claim_node_1(address: SocketAddr, ca: &Path, cert: &Path, key: &Path) -> bool {
     let mut roots = rustls::RootCertStore::empty();
     for ca in CertificateDer::pem_file_iter(ca).unwrap() {
@@ -333,7 +339,7 @@ fn claim_node_1(address: SocketAddr, ca: &Path, cert: &Path, key: &Path) -> bool
     let mut stream = TcpStream::connect(address).unwrap();
     stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
     let mut hello = Vec::new();
-    encode_hello(&mut hello, &Hello::new(PeerKind::Replica, 1, 0));
+    encode_hello(&mut hello, &Hello::new(PeerKind::Cluster, 1, 0));
     stream.write_all(&hello).unwrap();
     // The node announces TLS (an `Auth` frame, step StartTls) and waits for the handshake.
     let mut announced = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
@@ -355,7 +361,8 @@ fn claim_node_1(address: SocketAddr, ca: &Path, cert: &Path, key: &Path) -> bool
         return false;
     }
     // TLS 1.3 clients finish first: the backup's verdict on this client's certificate comes
-    // after, as an alert or the end of the stream, or as its Welcome under TLS.
+    // after, as an alert or the end of the stream, or as frames under TLS (the backup,
+    // taking this client for its primary, asks it for a link).
     let _ = session.writer().write_all(&hello);
     if session.complete_io(&mut stream).is_err() {
         return false;
@@ -383,41 +390,42 @@ fn peers_with_another_nodes_certificate_another_ca_or_no_tls_are_refused_and_cou
     let other = Pki::new("other");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
-    let (backup, metrics) = start_backup(listener, "127.0.0.1:9".parse().unwrap(), pki.table(2));
-    let lsn_start = backup.lsn_received();
+    let backup = start_backup(listener, "127.0.0.1:9".parse().unwrap(), pki.table(2));
+    let metrics = backup.metrics();
+    let lsn_start = lsn_received(&backup);
 
     // Node 3's certificate, from the cluster's CA, on a link that claims node 1.
     let (cert, key) = pki.node(3);
     assert!(!claim_node_1(address, &pki.ca(), &cert, &key));
     wait_for("the wrong node is counted", || {
-        refused(&metrics, "wrong_node") == 1
+        refused(metrics, "wrong_node") == 1
     });
 
     // A certificate for node 1 that another CA signed.
     let (cert, key) = other.node(1);
     assert!(!claim_node_1(address, &pki.ca(), &cert, &key));
     wait_for("the foreign certificate is counted", || {
-        refused(&metrics, "bad_certificate") == 1
+        refused(metrics, "bad_certificate") == 1
     });
 
     // A node without TLS: frames after its Hello.
     let mut plain = TcpStream::connect(address).unwrap();
     plain.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
     let mut bytes = Vec::new();
-    encode_hello(&mut bytes, &Hello::new(PeerKind::Replica, 1, 0));
-    encode_hello(&mut bytes, &Hello::new(PeerKind::Replica, 1, 0));
+    encode_hello(&mut bytes, &Hello::new(PeerKind::Cluster, 1, 0));
+    encode_hello(&mut bytes, &Hello::new(PeerKind::Cluster, 1, 0));
     plain.write_all(&bytes).unwrap();
     let mut rest = Vec::new();
     let _ = plain.read_to_end(&mut rest);
     wait_for("the plain peer is counted", || {
-        refused(&metrics, "no_tls") == 1
+        refused(metrics, "no_tls") == 1
     });
 
     // Node 1's own certificate passes (the same client code), and nothing any of the others
     // sent was taken.
     let (cert, key) = pki.node(1);
     assert!(claim_node_1(address, &pki.ca(), &cert, &key));
-    assert_eq!(backup.lsn_received(), lsn_start);
-    assert_eq!(refused(&metrics, "wrong_node"), 1);
-    assert_eq!(refused(&metrics, "bad_certificate"), 1);
+    assert_eq!(lsn_received(&backup), lsn_start);
+    assert_eq!(refused(metrics, "wrong_node"), 1);
+    assert_eq!(refused(metrics, "bad_certificate"), 1);
 }

@@ -18,22 +18,17 @@ use crate::common;
 use common::outward_address;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use tandem_redis::model::RedisModel;
 use tandem_redis::resp::{Argv, Proto};
 use tandem_redis::resp::{Value, parse_reply};
-use tandem_redis::session::{ScriptActivity, ServerInfo};
 use tandem_redis::wire::CallArgs;
 use tandem_replication::Safety;
-use tandem_runtime::backup::BackupHandle;
-use tandem_runtime::config::{ClientLimits, EXAMPLE, NodeConfig};
+use tandem_runtime::cluster::RunningNode;
+use tandem_runtime::config::{EXAMPLE, NodeConfig, Secret, Tuning};
 use tandem_runtime::metrics::Metrics;
-use tandem_runtime::primary::{self, PrimaryHandle};
-use tandem_runtime::resp::{self, RespNode};
-use tandem_runtime::scripts::Scripts;
 use tandem_store::DataModel;
 use tandem_wire::{
     Frame, FrameBuffer, Hello, MAX_FRAME_LEN_DEFAULT, PeerKind, ReplyStatus, encode_call,
@@ -42,151 +37,59 @@ use tandem_wire::{
 
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A standalone primary serving the Redis model, as the RESP port sees it.
+/// A standalone primary serving the Redis model (node 1, 1-safe, 16 MiB, in protected mode),
+/// which serves its RESP port itself; it runs until dropped.
 struct TestNode {
-    handle: PrimaryHandle,
-    metrics: Arc<Metrics>,
-    resp_port: u16,
-    requirepass: Option<tandem_redis::session::Password>,
-    scripts: Scripts,
+    running: RunningNode,
+    /// Where its RESP port listens.
+    address: SocketAddr,
+    /// Where its native port listens (client stubs connect there).
+    native: SocketAddr,
 }
 
-impl RespNode for TestNode {
-    fn info(&self) -> ServerInfo {
-        ServerInfo {
-            node_id: 1,
-            primary: true,
-            backup: false,
-            primary_resp: None,
-            resp_port: self.resp_port,
-            backups: 0,
-            backups_resp: Arc::from([]),
-            backups_acked: 0,
-            maxmemory: 16 << 20,
-            safety: "1-safe".into(),
-            requirepass: self.requirepass.clone(),
-            users: Default::default(),
-            script: self.scripts.activity(),
-            host: None,
-            pubsub: true,
-            // The RESP port's loop fills it in from its hub.
-            pubsub_counts: Default::default(),
-            command_stats: None,
-            repl_offset: 0,
-        }
-    }
-
-    fn scripts(&self) -> Option<&Scripts> {
-        Some(&self.scripts)
-    }
-
-    fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {
-        with(&self.handle);
-    }
-
-    fn with_backup(&self, _: &mut dyn FnMut(&BackupHandle)) {}
-
+impl TestNode {
     fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn protected_mode(&self) -> bool {
-        true
+        self.running.metrics()
     }
 }
 
-/// Starts a node and returns its RESP address and its metrics.
-fn start() -> (SocketAddr, Arc<Metrics>) {
+/// Starts a node on loopback.
+fn start() -> TestNode {
     start_on("127.0.0.1:0", None)
 }
 
 /// Starts a node whose RESP port listens on `resp` and asks `requirepass`.
-fn start_on(resp: &str, requirepass: Option<&[u8]>) -> (SocketAddr, Arc<Metrics>) {
-    start_limited(resp, requirepass, ClientLimits::default())
+fn start_on(resp: &str, requirepass: Option<&str>) -> TestNode {
+    start_tuned(resp, requirepass, |_| {})
 }
 
-/// Starts a node on loopback whose RESP port holds its clients to `limits`.
-fn start_limited(
-    resp: &str,
-    requirepass: Option<&[u8]>,
-    limits: ClientLimits,
-) -> (SocketAddr, Arc<Metrics>) {
-    start_tuned(resp, requirepass, limits, |_| {})
-}
-
-/// Starts a node as [`start_limited`] does, its configuration changed by `tune` first.
+/// Starts a node as [`start_on`] does, its configuration changed by `tune` first.
 fn start_tuned(
     resp: &str,
-    requirepass: Option<&[u8]>,
-    limits: ClientLimits,
+    requirepass: Option<&str>,
     tune: impl FnOnce(&mut NodeConfig),
-) -> (SocketAddr, Arc<Metrics>) {
-    let (address, metrics, _) = launch(resp, requirepass, limits, tune);
-    (address, metrics)
-}
-
-/// Starts a node as [`start_tuned`] does; returns its watch over scripts too.
-fn launch(
-    resp: &str,
-    requirepass: Option<&[u8]>,
-    limits: ClientLimits,
-    tune: impl FnOnce(&mut NodeConfig),
-) -> (SocketAddr, Arc<Metrics>, Scripts) {
-    let (address, metrics, scripts, _) = launch_with_native(resp, requirepass, limits, tune);
-    (address, metrics, scripts)
-}
-
-/// As [`launch`], and the node's native (client stub) address last.
-fn launch_with_native(
-    resp: &str,
-    requirepass: Option<&[u8]>,
-    limits: ClientLimits,
-    tune: impl FnOnce(&mut NodeConfig),
-) -> (SocketAddr, Arc<Metrics>, Scripts, SocketAddr) {
+) -> TestNode {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let resp_listener = TcpListener::bind(resp).expect("a port");
+    let address = resp_listener.local_addr().expect("bound");
     let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("the example parses");
     tune(&mut config);
     config.listen = listener.local_addr().expect("bound");
+    config.resp_listen = Some(address);
     config.metrics_listen = None;
+    config.requirepass = requirepass.map(|password| Secret(password.to_owned()));
     config.peers = vec![];
+    config.group.workload = "redis".into();
     config.group.safety = Safety::OneSafe;
     config.group.db_mib = 16;
     config.validate().expect("a standalone primary is valid");
-    let mut model = RedisModel::new(config.group.db_mib << 20).expect("the database fits");
-    let scripts = Scripts::new(&config.tuning);
-    model.watch_calls(Arc::clone(scripts.watch()));
-    let publications = Arc::new(tandem_store::Publications::default());
-    model.publish_to(Arc::clone(&publications));
-    let metrics = Arc::new(Metrics::new(config.node_id, "primary"));
-    let handle = primary::start(
-        &config,
-        listener,
-        Box::new(model),
-        Arc::clone(&metrics),
-        None,
-    )
-    .expect("the primary starts");
-    let resp_listener = TcpListener::bind(resp).expect("a port");
-    let address = resp_listener.local_addr().expect("bound");
-    let node = TestNode {
-        handle,
-        metrics: Arc::clone(&metrics),
-        resp_port: address.port(),
-        requirepass: requirepass.map(tandem_redis::session::Password::new),
-        scripts: scripts.clone(),
-    };
-    let native = config.listen;
-    let stop = tandem_runtime::StopWhen::default();
-    resp::spawn(
-        Some(resp_listener),
-        Arc::new(node),
-        None,
-        limits,
-        stop,
-        Some(publications),
-    )
-    .expect("the RESP port starts");
-    (address, metrics, scripts, native)
+    let model = RedisModel::new(config.group.db_mib << 20).expect("the database fits");
+    let running = common::start(&config, listener, Some(resp_listener), Box::new(model));
+    TestNode {
+        running,
+        address,
+        native: config.listen,
+    }
 }
 
 struct Conn {
@@ -261,7 +164,8 @@ fn ok() -> Value {
 
 #[test]
 fn each_connection_gets_its_replies_in_request_order_while_many_interleave() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     const CONNS: usize = 12;
     const ROUNDS: usize = 40;
     const PIPELINE: usize = 25;
@@ -306,7 +210,8 @@ fn each_connection_gets_its_replies_in_request_order_while_many_interleave() {
 
 #[test]
 fn reads_writes_and_a_watch_in_one_pipeline_are_answered_in_order() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     let mut other = Conn::open(address);
     conn.send(&[
@@ -376,7 +281,8 @@ fn reads_writes_and_a_watch_in_one_pipeline_are_answered_in_order() {
 
 #[test]
 fn what_a_block_sets_holds_for_the_commands_pipelined_after_it() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.send(&[
         &[b"MULTI"],
@@ -409,7 +315,8 @@ fn what_a_block_sets_holds_for_the_commands_pipelined_after_it() {
 
 #[test]
 fn a_client_that_stops_sending_still_gets_every_reply() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.send(&[
         &[b"SET", b"half", b"1"],
@@ -428,7 +335,8 @@ fn a_client_that_stops_sending_still_gets_every_reply() {
 /// socket is empty then); a close that comes later, on its own, must still be seen.
 #[test]
 fn a_close_that_follows_the_requests_later_is_still_seen() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.send(&[&[b"SET", b"late", b"1"], &[b"GET", b"late"]]);
     assert_eq!(conn.reply(), ok());
@@ -461,7 +369,8 @@ fn a_close_that_follows_the_requests_later_is_still_seen() {
 
 #[test]
 fn a_client_that_vanishes_with_calls_in_flight_disturbs_no_one() {
-    let (address, metrics) = start();
+    let node = start();
+    let (address, metrics) = (node.address, node.metrics());
     for _ in 0..20 {
         let mut gone = Conn::open(address);
         let incr: &[&[u8]] = &[b"INCR", b"c"];
@@ -493,7 +402,8 @@ fn a_client_that_vanishes_with_calls_in_flight_disturbs_no_one() {
 
 #[test]
 fn a_protocol_error_closes_that_connection_after_the_replies_before_it() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut bystander = Conn::open(address);
     let mut conn = Conn::open(address);
     conn.stream
@@ -509,9 +419,10 @@ fn a_protocol_error_closes_that_connection_after_the_replies_before_it() {
 
 #[test]
 fn a_long_reply_arrives_whole_and_one_past_the_limit_is_refused_clearly() {
-    let (address, _) = start_tuned("127.0.0.1:0", None, ClientLimits::default(), |config| {
+    let node = start_tuned("127.0.0.1:0", None, |config| {
         config.tuning.max_frame_len = 4 << 20;
     });
+    let address = node.address;
     let mut conn = Conn::open(address);
     // Far more than one socket write takes: the rest goes out as the client reads.
     let value: Vec<u8> = (0..1 << 20).map(|i: u32| b'a' + (i % 26) as u8).collect();
@@ -556,7 +467,8 @@ fn without_a_password_only_loopback_clients_are_served() {
         eprintln!("skipped: this machine has no address but loopback to connect from");
         return;
     };
-    let (open, _) = start_on("0.0.0.0:0", None);
+    let open_node = start_on("0.0.0.0:0", None);
+    let open = open_node.address;
     let mut local = Conn::open(SocketAddr::from(([127, 0, 0, 1], open.port())));
     local.send(&[&[b"PING"]]);
     assert_eq!(local.reply(), Value::Simple(b"PONG".to_vec()));
@@ -570,7 +482,8 @@ fn without_a_password_only_loopback_clients_are_served() {
         }
         other => panic!("served from {outward}: {other:?}"),
     }
-    let (locked, _) = start_on("0.0.0.0:0", Some(b"s3cret"));
+    let locked_node = start_on("0.0.0.0:0", Some("s3cret"));
+    let locked = locked_node.address;
     let mut remote = Conn::open(SocketAddr::new(outward, locked.port()));
     remote.send(&[&[b"PING"], &[b"AUTH", b"s3cret"], &[b"PING"]]);
     assert_eq!(
@@ -608,7 +521,8 @@ fn drain_until_closed(stream: &mut TcpStream) -> usize {
 /// `Host:` line closes the connection before anything in the request runs, as in Redis.
 #[test]
 fn an_http_request_closes_the_connection_and_runs_nothing() {
-    let (address, metrics) = start();
+    let node = start();
+    let (address, metrics) = (node.address, node.metrics());
     let mut bystander = Conn::open(address);
     for request in [
         &b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 13\r\n\r\nSET hacked 1\r\n"[..],
@@ -626,14 +540,15 @@ fn an_http_request_closes_the_connection_and_runs_nothing() {
     }
     bystander.send(&[&[b"EXISTS", b"hacked"]]);
     assert_eq!(int(bystander.reply()), 0, "nothing after the line ran");
-    assert_eq!(refused(&metrics, "cross_protocol"), 2);
+    assert_eq!(refused(metrics, "cross_protocol"), 2);
 }
 
 /// Redis's limits before `AUTH`: a large bulk or a long multibulk is refused and the
 /// connection closed before the node buffers it.
 #[test]
 fn before_auth_a_large_request_is_refused_before_it_is_buffered() {
-    let (address, _) = start_on("127.0.0.1:0", Some(b"s3cret"));
+    let node = start_on("127.0.0.1:0", Some("s3cret"));
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.stream
         .write_all(b"*2\r\n$4\r\nAUTH\r\n$536870912\r\n")
@@ -663,11 +578,8 @@ fn before_auth_a_large_request_is_refused_before_it_is_buffered() {
 
 #[test]
 fn past_maxclients_a_client_is_told_and_the_others_are_served() {
-    let limits = ClientLimits {
-        maxclients: 2,
-        ..ClientLimits::default()
-    };
-    let (address, metrics) = start_limited("127.0.0.1:0", None, limits);
+    let node = start_tuned("127.0.0.1:0", None, |config| config.tuning.maxclients = 2);
+    let (address, metrics) = (node.address, node.metrics());
     let mut served: Vec<Conn> = (0..2).map(|_| Conn::open(address)).collect();
     for conn in &mut served {
         conn.send(&[&[b"PING"]]);
@@ -678,7 +590,7 @@ fn past_maxclients_a_client_is_told_and_the_others_are_served() {
         third.rest_until_closed(),
         b"-ERR max number of clients reached\r\n".to_vec()
     );
-    assert_eq!(refused(&metrics, "maxclients"), 1);
+    assert_eq!(refused(metrics, "maxclients"), 1);
     for conn in &mut served {
         conn.send(&[&[b"PING"]]);
         assert_eq!(conn.reply(), Value::Simple(b"PONG".to_vec()));
@@ -702,18 +614,16 @@ fn past_maxclients_a_client_is_told_and_the_others_are_served() {
 /// bound, and other clients are served meanwhile.
 #[test]
 fn a_client_that_leaves_large_replies_unread_is_closed_and_others_are_served() {
-    for limits in [
-        ClientLimits {
-            output_buffer_bytes: Some(1 << 20),
-            ..ClientLimits::default()
-        },
-        ClientLimits {
-            output_buffer_bytes: None,
-            output_buffers_total_bytes: Some(1 << 20),
-            ..ClientLimits::default()
-        },
-    ] {
-        let (address, metrics) = start_limited("127.0.0.1:0", None, limits);
+    // (tuning.output_buffer_mib, tuning.output_buffers_total_mib): first one connection's
+    // limit, then only the limit on all of them together (0: no limit).
+    for limits in [(1, Tuning::default().output_buffers_total_mib), (0, 1)] {
+        let node = start_tuned("127.0.0.1:0", None, |config| {
+            (
+                config.tuning.output_buffer_mib,
+                config.tuning.output_buffers_total_mib,
+            ) = limits;
+        });
+        let (address, metrics) = (node.address, node.metrics());
         let mut bystander = Conn::open(address);
         let value = vec![b'v'; 512 << 10];
         bystander.send(&[&[b"SET", b"big", &value]]);
@@ -734,7 +644,7 @@ fn a_client_that_leaves_large_replies_unread_is_closed_and_others_are_served() {
             came < 200 * value.len(),
             "the node sent every reply ({came} bytes) instead of closing"
         );
-        assert_eq!(refused(&metrics, "output_buffer"), 1, "{limits:?}");
+        assert_eq!(refused(metrics, "output_buffer"), 1, "{limits:?}");
         bystander.send(&[&[b"STRLEN", b"big"]]);
         assert_eq!(int(bystander.reply()), value.len() as i64);
     }
@@ -743,7 +653,8 @@ fn a_client_that_leaves_large_replies_unread_is_closed_and_others_are_served() {
 /// A wrong password on the RESP port counts in `tandem_auth_failures_total{port="resp"}`.
 #[test]
 fn a_wrong_password_counts_as_a_failed_authentication() {
-    let (address, metrics) = start_on("127.0.0.1:0", Some(b"s3cret"));
+    let node = start_on("127.0.0.1:0", Some("s3cret"));
+    let (address, metrics) = (node.address, node.metrics());
     let resp_failures = |metrics: &Metrics| -> u64 {
         metrics
             .encode()
@@ -754,7 +665,7 @@ fn a_wrong_password_counts_as_a_failed_authentication() {
             .and_then(|line| line.rsplit(' ').next()?.parse().ok())
             .unwrap_or(0)
     };
-    assert_eq!(resp_failures(&metrics), 0);
+    assert_eq!(resp_failures(metrics), 0);
     let mut conn = Conn::open(address);
     conn.send(&[
         &[b"AUTH", b"wrong"],
@@ -764,21 +675,29 @@ fn a_wrong_password_counts_as_a_failed_authentication() {
     for _ in 0..3 {
         conn.reply();
     }
-    assert_eq!(resp_failures(&metrics), 2);
+    assert_eq!(resp_failures(metrics), 2);
 }
 
-/// Waits until the node's script has run past the busy threshold.
-fn wait_until_busy(scripts: &Scripts) {
-    while scripts.activity() != ScriptActivity::Busy {
+/// Waits until the node's script has run past the busy threshold: the RESP port then
+/// answers a `PING` of a connection that waits for nothing `-BUSY`, as Redis does.
+fn wait_until_busy(address: SocketAddr) {
+    let mut probe = Conn::open(address);
+    let busy = Value::Error(tandem_redis::session::BUSY.as_bytes().to_vec());
+    loop {
+        probe.send(&[&[b"PING"]]);
+        if probe.reply() == busy {
+            return;
+        }
         thread::sleep(Duration::from_millis(5));
     }
 }
 
 #[test]
 fn a_busy_script_gets_others_busy_and_script_kill_stops_it_and_undoes_its_writes() {
-    let (address, _, scripts) = launch("127.0.0.1:0", None, ClientLimits::default(), |config| {
+    let node = start_tuned("127.0.0.1:0", None, |config| {
         config.tuning.busy_reply_threshold_ms = 100;
     });
+    let address = node.address;
     let mut writer = Conn::open(address);
     writer.send(&[&[b"SET", b"w", b"0"]]);
     assert_eq!(writer.reply(), ok());
@@ -786,7 +705,7 @@ fn a_busy_script_gets_others_busy_and_script_kill_stops_it_and_undoes_its_writes
     let script: &[u8] = b"redis.call('SET', 'w', '1') local s = string.rep('x', 100000) \
         while true do local u = s:upper() end";
     writer.send(&[&[b"EVAL", script, b"0"], &[b"GET", b"w"]]);
-    wait_until_busy(&scripts);
+    wait_until_busy(address);
 
     let mut other = Conn::open(address);
     other.send(&[
@@ -843,10 +762,11 @@ fn a_busy_script_gets_others_busy_and_script_kill_stops_it_and_undoes_its_writes
 /// node's next script runs under instead of its configuration's.
 #[test]
 fn the_databases_busy_threshold_holds_over_the_nodes() {
-    let (address, _, scripts) = launch("127.0.0.1:0", None, ClientLimits::default(), |config| {
+    let node = start_tuned("127.0.0.1:0", None, |config| {
         // Far beyond the test: only the database's threshold can make the node busy.
         config.tuning.busy_reply_threshold_ms = 3_600_000;
     });
+    let address = node.address;
     let mut writer = Conn::open(address);
     writer.send(&[&[b"CONFIG", b"SET", b"lua-time-limit", b"50"]]);
     assert_eq!(writer.reply(), ok());
@@ -857,7 +777,7 @@ fn the_databases_busy_threshold_holds_over_the_nodes() {
     );
     let script: &[u8] = b"local s = string.rep('x', 100000) while true do local u = s:upper() end";
     writer.send(&[&[b"EVAL", script, b"0"]]);
-    wait_until_busy(&scripts);
+    wait_until_busy(address);
     let mut killer = Conn::open(address);
     killer.send(&[&[b"SCRIPT", b"KILL"]]);
     assert_eq!(killer.reply(), ok());
@@ -938,15 +858,15 @@ impl Stub {
 /// would never answer).
 #[test]
 fn resends_of_a_killed_script_get_its_failure_and_do_not_run_it_again() {
-    let (address, _, scripts, native) =
-        launch_with_native("127.0.0.1:0", None, ClientLimits::default(), |config| {
-            config.tuning.busy_reply_threshold_ms = 100;
-            config.tuning.script_time_limit_ms = 0;
-        });
+    let node = start_tuned("127.0.0.1:0", None, |config| {
+        config.tuning.busy_reply_threshold_ms = 100;
+        config.tuning.script_time_limit_ms = 0;
+    });
+    let (address, native) = (node.address, node.native);
     let script: &[u8] = b"redis.call('SET', 'w', '1') while true do end";
     let mut first = Stub::welcomed(native, 77);
     first.call(1, &[b"EVAL", script, b"0"]);
-    wait_until_busy(&scripts);
+    wait_until_busy(address);
     // Two resends of the same call, on connections of their own, as a stub's retries are.
     let mut resends: Vec<Stub> = (0..2).map(|_| Stub::welcomed(native, 77)).collect();
     for stub in &mut resends {
@@ -971,7 +891,12 @@ fn resends_of_a_killed_script_get_its_failure_and_do_not_run_it_again() {
             "the resend gets the kill's failure, not a run of its own"
         );
     }
-    assert_eq!(scripts.activity(), ScriptActivity::Idle);
+    // No script runs: the node serves its RESP port between scripts, or while one is past
+    // its busy threshold (then with `-BUSY`), so a script run again by a resend would hold
+    // this PING until it answered `-BUSY`.
+    let mut probe = Conn::open(address);
+    probe.send(&[&[b"PING"]]);
+    assert_eq!(probe.reply(), Value::Simple(b"PONG".to_vec()));
     // The client's next call runs as any other.
     first.call(2, &[b"EVAL", b"return redis.call('GET', 'w')", b"0"]);
     assert_eq!(
@@ -996,11 +921,12 @@ fn wait_blocked(metrics: &Metrics, count: i64) {
 
 #[test]
 fn blocked_pops_wait_for_the_pushes_that_serve_them_first_blocked_first_served() {
-    let (address, metrics) = start();
+    let node = start();
+    let (address, metrics) = (node.address, node.metrics());
     let mut waiters: Vec<Conn> = (0..3).map(|_| Conn::open(address)).collect();
     for (i, waiter) in waiters.iter_mut().enumerate() {
         waiter.send(&[&[b"BLPOP", b"none", b"q", b"0"], &[b"PING"]]);
-        wait_blocked(&metrics, i as i64 + 1);
+        wait_blocked(metrics, i as i64 + 1);
     }
     let mut pusher = Conn::open(address);
     pusher.send(&[&[b"RPUSH", b"q", b"a", b"b"]]);
@@ -1009,7 +935,7 @@ fn blocked_pops_wait_for_the_pushes_that_serve_them_first_blocked_first_served()
         assert_eq!(waiter.reply(), Value::Array(vec![bulk("q"), bulk(element)]));
         assert_eq!(waiter.reply(), Value::Simple(b"PONG".to_vec()));
     }
-    wait_blocked(&metrics, 1);
+    wait_blocked(metrics, 1);
     // A write that serves no one wakes the last waiter, which waits on; its PING waits too.
     pusher.send(&[&[b"SET", b"other", b"1"], &[b"RPUSH", b"q", b"c"]]);
     assert_eq!(pusher.reply(), ok());
@@ -1017,20 +943,21 @@ fn blocked_pops_wait_for_the_pushes_that_serve_them_first_blocked_first_served()
     let last = &mut waiters[2];
     assert_eq!(last.reply(), Value::Array(vec![bulk("q"), bulk("c")]));
     assert_eq!(last.reply(), Value::Simple(b"PONG".to_vec()));
-    wait_blocked(&metrics, 0);
+    wait_blocked(metrics, 0);
     pusher.send(&[&[b"EXISTS", b"q"]]);
     assert_eq!(pusher.reply(), Value::Integer(0), "every element went once");
 }
 
 #[test]
 fn a_move_that_serves_one_waiter_serves_the_next_in_the_chain() {
-    let (address, metrics) = start();
+    let node = start();
+    let (address, metrics) = (node.address, node.metrics());
     let mut last = Conn::open(address);
     last.send(&[&[b"BZPOPMIN", b"never", b"0"], &[b"BLPOP", b"target", b"0"]]);
-    wait_blocked(&metrics, 1);
+    wait_blocked(metrics, 1);
     let mut mover = Conn::open(address);
     mover.send(&[&[b"BLMOVE", b"source", b"target", b"LEFT", b"RIGHT", b"0"]]);
-    wait_blocked(&metrics, 2);
+    wait_blocked(metrics, 2);
     let mut pusher = Conn::open(address);
     pusher.send(&[
         &[b"ZADD", b"never", b"5", b"m"],
@@ -1044,15 +971,16 @@ fn a_move_that_serves_one_waiter_serves_the_next_in_the_chain() {
     );
     assert_eq!(mover.reply(), bulk("x"));
     assert_eq!(last.reply(), Value::Array(vec![bulk("target"), bulk("x")]));
-    wait_blocked(&metrics, 0);
+    wait_blocked(metrics, 0);
 }
 
 #[test]
 fn a_wait_ends_with_redis_null_when_its_time_is_up() {
-    let (address, metrics) = start();
+    let node = start();
+    let (address, metrics) = (node.address, node.metrics());
     let mut conn = Conn::open(address);
     conn.send(&[&[b"BLPOP", b"q", b"0.5"]]);
-    wait_blocked(&metrics, 1);
+    wait_blocked(metrics, 1);
     assert_eq!(conn.reply(), Value::NullArray, "after it waited");
     // Redis answers every wait whose time is up with a null array, BLMOVE's too.
     conn.send(&[&[b"BLMOVE", b"q", b"d", b"LEFT", b"LEFT", b"0.01"]]);
@@ -1061,14 +989,15 @@ fn a_wait_ends_with_redis_null_when_its_time_is_up() {
     conn.reply();
     conn.send(&[&[b"BZMPOP", b"0.01", b"1", b"z", b"MIN"]]);
     assert_eq!(conn.reply(), Value::Null, "RESP3's one null");
-    wait_blocked(&metrics, 0);
+    wait_blocked(metrics, 0);
     conn.send(&[&[b"DBSIZE"]]);
     assert_eq!(conn.reply(), Value::Integer(0));
 }
 
 #[test]
 fn client_unblock_ends_a_wait_as_a_timeout_or_with_an_error() {
-    let (address, metrics) = start();
+    let node = start();
+    let (address, metrics) = (node.address, node.metrics());
     let mut waiter = Conn::open(address);
     waiter.send(&[&[b"CLIENT", b"ID"]]);
     let id = int(waiter.reply()).to_string();
@@ -1083,15 +1012,15 @@ fn client_unblock_ends_a_wait_as_a_timeout_or_with_an_error() {
         ),
     ] {
         waiter.send(&[&[b"BLPOP", b"q", b"0"]]);
-        wait_blocked(&metrics, 1);
+        wait_blocked(metrics, 1);
         other.send(&[&[b"CLIENT", b"UNBLOCK", id.as_bytes(), reason]]);
         assert_eq!(other.reply(), Value::Integer(1));
         assert_eq!(waiter.reply(), ended);
-        wait_blocked(&metrics, 0);
+        wait_blocked(metrics, 0);
     }
     // The connection serves on.
     waiter.send(&[&[b"BLPOP", b"q", b"0"]]);
-    wait_blocked(&metrics, 1);
+    wait_blocked(metrics, 1);
     other.send(&[&[b"RPUSH", b"q", b"v"]]);
     assert_eq!(other.reply(), Value::Integer(1));
     assert_eq!(waiter.reply(), Value::Array(vec![bulk("q"), bulk("v")]));
@@ -1099,12 +1028,13 @@ fn client_unblock_ends_a_wait_as_a_timeout_or_with_an_error() {
 
 #[test]
 fn a_client_that_leaves_while_it_waits_is_dropped_and_pops_nothing() {
-    let (address, metrics) = start();
+    let node = start();
+    let (address, metrics) = (node.address, node.metrics());
     let mut gone = Conn::open(address);
     gone.send(&[&[b"BRPOPLPUSH", b"q", b"d", b"0"], &[b"BLPOP", b"q", b"0"]]);
-    wait_blocked(&metrics, 1);
+    wait_blocked(metrics, 1);
     drop(gone);
-    wait_blocked(&metrics, 0);
+    wait_blocked(metrics, 0);
     let mut conn = Conn::open(address);
     for _ in 0..100 {
         if metrics.client_connections.get() == 1 {
@@ -1141,7 +1071,8 @@ fn subscribed(conn: &mut Conn, channel: &str) {
 
 #[test]
 fn a_publication_reaches_every_subscriber_of_the_channel_and_of_matching_patterns() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut first = Conn::open(address);
     subscribed(&mut first, "news");
     let mut second = Conn::open(address);
@@ -1207,7 +1138,8 @@ fn has_unread_reply(conn: &mut Conn) -> bool {
 
 #[test]
 fn a_subscriber_hears_a_publication_only_after_the_writes_sent_before_it() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut subscriber = Conn::open(address);
     subscribed(&mut subscriber, "done");
     let mut writer = Conn::open(address);
@@ -1238,7 +1170,8 @@ fn a_subscriber_hears_a_publication_only_after_the_writes_sent_before_it() {
 
 #[test]
 fn a_subscribed_resp2_connection_may_send_only_pubsub_commands_and_reset_ends_it() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     subscribed(&mut conn, "c");
     conn.send(&[&[b"GET", b"k"], &[b"PING"], &[b"PING", b"hi"]]);
@@ -1266,7 +1199,8 @@ fn a_subscribed_resp2_connection_may_send_only_pubsub_commands_and_reset_ends_it
 
 #[test]
 fn in_resp3_messages_are_pushes_and_any_command_may_follow() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.send(&[&[b"HELLO", b"3"]]);
     conn.reply();
@@ -1284,7 +1218,8 @@ fn in_resp3_messages_are_pushes_and_any_command_may_follow() {
 
 #[test]
 fn a_block_publishes_when_it_runs_and_not_when_a_watch_aborts_it() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut subscriber = Conn::open(address);
     subscribed(&mut subscriber, "c");
     let mut conn = Conn::open(address);
@@ -1343,7 +1278,8 @@ fn a_block_publishes_when_it_runs_and_not_when_a_watch_aborts_it() {
 /// does: a RESP3 push, though a `HELLO 2` later in the block switches the connection back.
 #[test]
 fn a_subscription_in_a_block_answers_in_the_protocol_of_its_place() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.send(&[
         &[b"HELLO", b"3"],
@@ -1369,7 +1305,8 @@ fn a_subscription_in_a_block_answers_in_the_protocol_of_its_place() {
 
 #[test]
 fn client_reply_off_silences_replies_but_not_messages() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.send(&[
         &[b"CLIENT", b"REPLY", b"OFF"],
@@ -1397,7 +1334,8 @@ fn client_reply_off_silences_replies_but_not_messages() {
 
 #[test]
 fn a_stream_read_waits_for_entries_added_after_it_blocked() {
-    let (address, metrics) = start();
+    let node = start();
+    let (address, metrics) = (node.address, node.metrics());
     let mut writer = Conn::open(address);
     writer.send(&[&[b"XADD", b"s", b"1-1", b"f", b"old"]]);
     assert_eq!(writer.reply(), bulk("1-1"));
@@ -1406,7 +1344,7 @@ fn a_stream_read_waits_for_entries_added_after_it_blocked() {
         &[b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"],
         &[b"PING"],
     ]);
-    wait_blocked(&metrics, 1);
+    wait_blocked(metrics, 1);
     // Writes that add nothing to the stream wake it, and it waits on; an entry added after
     // it blocked serves it, though the stream's last ID (what `$` means now) moved with it.
     writer.send(&[
@@ -1442,7 +1380,7 @@ fn a_stream_read_waits_for_entries_added_after_it_blocked() {
         b">",
     ]]);
     assert_eq!(reader.reply(), Value::NullArray);
-    wait_blocked(&metrics, 0);
+    wait_blocked(metrics, 0);
 }
 
 /// The lines of the `INFO` reply `value` that start with `prefix`.
@@ -1460,7 +1398,8 @@ fn info_lines(value: Value, prefix: &str) -> Vec<String> {
 
 #[test]
 fn info_counts_calls_failed_and_rejected_calls_and_errors_by_code_until_resetstat() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.send(&[
         &[b"SET", b"k", b"v"],
@@ -1522,7 +1461,8 @@ fn info_counts_calls_failed_and_rejected_calls_and_errors_by_code_until_resetsta
 
 #[test]
 fn keyspace_notifications_reach_the_subscribers_of_their_channels() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.send(&[&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KEA"]]);
     assert_eq!(conn.reply(), ok());
@@ -1567,7 +1507,8 @@ fn keyspace_notifications_reach_the_subscribers_of_their_channels() {
 
 #[test]
 fn a_write_refused_or_rolled_back_publishes_no_notification() {
-    let (address, _) = start();
+    let node = start();
+    let address = node.address;
     let mut conn = Conn::open(address);
     conn.send(&[&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KA"]]);
     assert_eq!(conn.reply(), ok());

@@ -444,6 +444,11 @@ impl Segment {
         Ok(layout)
     }
 
+    /// The layout of the passive backup's mirror memory, if the trace is on.
+    pub fn passive_layout(&self) -> Option<MirrorLayout> {
+        self.passive.as_ref().map(|tracer| tracer.layout())
+    }
+
     /// The writes the last committed txn made to its passive backup's mirror memory; empty
     /// before the first traced commit and when the trace is off. An abort leaves it unchanged.
     pub fn passive_trace(&self) -> &PassiveTrace {

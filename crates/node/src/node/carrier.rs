@@ -174,8 +174,8 @@ impl<D: Destination, R> Plane<D, R> {
         let lsn_start = match &next {
             Slot::Primary(host) => host.role().store().segment().lsn(),
             Slot::Backup(backup) => backup
-                .segment()
-                .lsn()
+                .applier()
+                .lsn_applied()
                 .max(backup.receiver().core().lsn_received()),
             Slot::Outside => 0,
         };

@@ -141,7 +141,7 @@ impl Beats {
         }
     }
 
-    /// Runs the beat until the process stops, at a raised priority where the system lets it.
+    /// Runs the beat until the node stops, at a raised priority where the system lets it.
     pub(super) fn run(self: Arc<Beats>) {
         match raise_priority() {
             Ok(raised) => tracing::info!("the beat thread runs {}", raised.words()),
@@ -152,7 +152,9 @@ impl Beats {
             ),
         }
         let mut frame = Vec::new();
-        loop {
+        // The node holds the beat while it runs: once this thread alone holds it, the node
+        // stopped (one run inside another program; a node process ends with its process).
+        while Arc::strong_count(&self) > 1 {
             let sleep = self.beat_once(Instant::now(), &mut frame);
             std::thread::sleep(sleep.max(SLEEP_MIN));
         }

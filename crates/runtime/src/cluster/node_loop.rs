@@ -67,6 +67,9 @@ pub(crate) enum ToNode {
         load: u64,
         result: Result<Segment, StartError>,
     },
+    /// End the node's thread (a node run inside another program, such as a test or a
+    /// benchmark; a node process ends with its process instead).
+    Stop,
 }
 
 /// The way into the node's thread: its channel, and the waker of its poll. The waker is
@@ -138,6 +141,14 @@ pub(crate) struct NodeInbox {
     asleep: Arc<AtomicBool>,
 }
 
+#[cfg(test)]
+impl NodeInbox {
+    /// The next input waiting, if any.
+    pub(crate) fn try_recv(&self) -> Option<ToNode> {
+        self.rx.try_recv().ok()
+    }
+}
+
 /// What the node publishes of its role to the other threads, and the role's epoch.
 pub(super) enum Published {
     Outside,
@@ -197,6 +208,8 @@ pub(super) struct NodeThread {
     pub(super) io: Arc<Mutex<IoLoop>>,
     /// The in-process driver's calls (a benchmark's primary), if the node runs one.
     pub(super) local: Option<super::local_load::LocalCalls>,
+    /// Asked to end ([`ToNode::Stop`]): the thread returns at the end of this pass.
+    pub(super) stopping: bool,
 }
 
 impl NodeThread {
@@ -204,7 +217,7 @@ impl NodeThread {
         Published::Outside
     }
 
-    /// Runs the node until the process stops.
+    /// Runs the node until the process stops, or until it is asked to stop.
     pub(super) fn run(mut self) {
         let tick = self.tick;
         let mut next_tick = Instant::now() + tick;
@@ -262,7 +275,16 @@ impl NodeThread {
             self.env.peers.dial_due(Instant::now());
             self.env.peers.flush(None);
             self.peers_ended();
+            if self.stopping {
+                return self.stop();
+            }
         }
+    }
+
+    /// Ends the thread's work: dropped, it closes the clients' sockets and the peers'; the
+    /// beat thread, which runs while the node holds it, ends at its next beat.
+    fn stop(self) {
+        tracing::info!("node {}: stopped", self.env.id);
     }
 
     fn io(&self) -> std::sync::MutexGuard<'_, IoLoop> {
@@ -281,9 +303,13 @@ impl NodeThread {
         if let Err(err) = registered {
             self.poisoned(&format!("cannot watch its clients' sockets ({err})"));
         }
-        let io = Arc::clone(&self.io);
+        // Weak: a stopped node's loop is dropped with its thread, sockets and all.
+        let io = Arc::downgrade(&self.io);
         let me = self.env.id;
         self.scripts.watch().serve_while_busy(Box::new(move || {
+            let Some(io) = io.upgrade() else {
+                return;
+            };
             // The node thread holds the loop only between calls: a script runs outside.
             let Ok(mut io) = io.try_lock() else {
                 return;
@@ -372,6 +398,8 @@ impl NodeThread {
                 let store = host.role().store();
                 store.model().stats(store.segment())
             }
+            // A passive backup's mirror is no database a model reads.
+            RoleSlot::Backup(backup) if backup.is_passive() => return,
             RoleSlot::Backup(backup) => self.env.model.stats(backup.segment()),
             RoleSlot::Outside => return,
         };
@@ -407,6 +435,7 @@ impl NodeThread {
                     self.node.segment_loaded(result, &mut self.env);
                 }
             }
+            ToNode::Stop => self.stopping = true,
         }
         self.drive();
     }
@@ -453,15 +482,6 @@ impl NodeThread {
                 self.env.conns.remove(&conn);
             }
             Inbound::Control(control) => self.answer(control),
-            Inbound::Peer { .. } | Inbound::LinkUp { .. } => {
-                unreachable!("a node's peers reach it through its own connections")
-            }
-            Inbound::View { .. }
-            | Inbound::Depose { .. }
-            | Inbound::PrepareRemoval { .. }
-            | Inbound::Synced { .. } => {
-                unreachable!("only a static primary's executor is told of views and syncs")
-            }
         }
     }
 
@@ -597,7 +617,6 @@ impl NodeThread {
             Control::Checksum(reply) => {
                 let _ = reply.send(self.checksum());
             }
-            Control::Stop => {}
         }
     }
 
@@ -653,6 +672,9 @@ impl NodeThread {
         let model = &self.env.model;
         let segment = match self.node.role() {
             RoleSlot::Primary(host) => host.role().store().segment(),
+            RoleSlot::Backup(backup) if backup.is_passive() => {
+                return passive_checksum(backup.applier());
+            }
             RoleSlot::Backup(backup) => backup.segment(),
             RoleSlot::Outside => {
                 return Checksum {
@@ -690,12 +712,11 @@ impl NodeThread {
 
     /// A new role: a new handle in the slot, and the connections of the old one let go.
     fn publish_new_role(&mut self, role_epoch: u64) {
-        let me = self.env.id;
         self.heard_since_role.clear();
         let (slot, published) = match self.node.role() {
             RoleSlot::Outside => (Slot::Outside, Published::Outside),
             RoleSlot::Primary(host) => {
-                let inbound = InboundTx::Node {
+                let inbound = InboundTx {
                     to_node: self.env.to_node.clone(),
                     role_epoch,
                 };
@@ -703,57 +724,41 @@ impl NodeThread {
                 let view = host.primary().view();
                 let role = crate::primary::node_role(
                     &self.env.config,
-                    &self.env.metrics,
                     inbound,
                     Arc::clone(&self.env.progress),
                     Some(self.scripts.clone()),
                     Arc::clone(&self.env.conn_next),
                 );
-                match role {
-                    Ok(role) => {
-                        role.view.store(view, Ordering::Release);
-                        role.lsn_committed.store(lsn, Ordering::Release);
-                        (
-                            Slot::Primary(role.handle),
-                            Published::Primary {
-                                role_epoch,
-                                view: role.view,
-                                lsn_committed: role.lsn_committed,
-                            },
-                        )
-                    }
-                    Err(err) => {
-                        tracing::error!("node {me}: cannot serve the primary role: {err}");
-                        (Slot::Outside, Published::Outside)
-                    }
-                }
+                role.view.store(view, Ordering::Release);
+                role.lsn_committed.store(lsn, Ordering::Release);
+                (
+                    Slot::Primary(role.handle),
+                    Published::Primary {
+                        role_epoch,
+                        view: role.view,
+                        lsn_committed: role.lsn_committed,
+                    },
+                )
             }
             RoleSlot::Backup(backup) => {
                 let rule = backup.gate();
                 let gate = Gate::new(rule.view(), rule.primary());
                 let lsn_applied = backup.applier().lsn_applied();
-                let handle = BackupHandle::on_node(
+                let backup = BackupHandle::on_node(
                     &self.env.config,
-                    &self.env.metrics,
                     self.env.to_node.clone(),
                     self.controls_tx.clone(),
                     gate,
                     lsn_applied,
                 );
-                match handle {
-                    Ok(backup) => (
-                        Slot::Backup(backup.handle),
-                        Published::Backup {
-                            role_epoch,
-                            gate: backup.gate,
-                            lsn_applied: backup.lsn_applied,
-                        },
-                    ),
-                    Err(err) => {
-                        tracing::error!("node {me}: cannot serve the backup role: {err}");
-                        (Slot::Outside, Published::Outside)
-                    }
-                }
+                (
+                    Slot::Backup(backup.handle),
+                    Published::Backup {
+                        role_epoch,
+                        gate: backup.gate,
+                        lsn_applied: backup.lsn_applied,
+                    },
+                )
             }
         };
         // A port inside the node of a role that ended is let go: it tells its front end.
@@ -808,7 +813,7 @@ impl NodeThread {
                 let rule = backup.gate();
                 let changed = if rule.is_frozen() {
                     !gate.is_frozen() && {
-                        gate.freeze(&AtomicU64::new(0));
+                        gate.freeze();
                         true
                     }
                 } else if gate.view() != rule.view()
@@ -879,5 +884,22 @@ impl NodeThread {
         if alone {
             self.alone_since = Some(now);
         }
+    }
+}
+
+/// A passive backup's checksum: of the database its mirror recovers to (what a takeover
+/// would start from), at the LSN it applied.
+fn passive_checksum(applier: &tandem_node::ApplierRole) -> Checksum {
+    let tandem_node::Replica::Passive { mirror, applier } = applier.replica() else {
+        unreachable!("a passive backup holds a mirror");
+    };
+    match mirror.recover() {
+        Ok(image) => Checksum::of(&image, applier.lsn_applied()),
+        Err(err) => Checksum {
+            lsn: applier.lsn_applied(),
+            crc32c: 0,
+            error: Some(format!("the mirror does not recover: {err}")),
+            check: None,
+        },
     }
 }

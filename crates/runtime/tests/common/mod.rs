@@ -55,3 +55,48 @@ pub fn refused(metrics: &tandem_runtime::metrics::Metrics, reason: &str) -> u64 
         .parse()
         .unwrap()
 }
+
+/// How long a test waits for a node it started to take the role its configuration names.
+#[allow(dead_code)]
+const ROLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Starts the node `config` describes in this process, through the one entry point every
+/// node runs through: its native port on `native`, its RESP port on `resp` if given (served
+/// only for a Redis model), serving `model`. Returns once the node holds the role
+/// `config.role` names: without a `[cluster]` table its view is fixed for good, so that role
+/// is its own from the first view on, and a test that talks to the node talks to the role.
+/// The node runs until the returned handle is dropped.
+#[allow(dead_code)]
+pub fn start(
+    config: &tandem_runtime::config::NodeConfig,
+    native: std::net::TcpListener,
+    resp: Option<std::net::TcpListener>,
+    model: Box<dyn tandem_store::DataModel>,
+) -> tandem_runtime::cluster::RunningNode {
+    use tandem_runtime::config::Role;
+    let listeners = tandem_runtime::Listeners {
+        native,
+        metrics: None,
+        resp,
+    };
+    let stop = tandem_runtime::StopWhen::default();
+    let node =
+        tandem_runtime::start_node(config, listeners, model, stop, None).expect("the node starts");
+    let role = match config.role {
+        Role::Primary => "primary",
+        Role::Backup => "backup",
+    };
+    let deadline = std::time::Instant::now() + ROLE_WAIT;
+    loop {
+        let status = node.status();
+        if status.as_ref().is_some_and(|status| status.role == role) {
+            return node;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node {} never took its {role} role: {status:?}",
+            config.node_id
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

@@ -31,10 +31,9 @@ use serde_json::Value;
 use tandem_client::load::{CallSource, LoadClients};
 use tandem_memory::Strategy;
 use tandem_replication::Safety;
-use tandem_runtime::cluster::InProcessNode;
+use tandem_runtime::cluster::RunningNode;
 use tandem_runtime::config::{self, Mode, NodeConfig, PeerConfig, Role};
-use tandem_runtime::metrics::Metrics;
-use tandem_runtime::primary::{self, LocalLoad, PrimaryHandle};
+use tandem_runtime::primary::LocalLoad;
 
 use crate::Failure;
 use crate::bench::median;
@@ -491,21 +490,15 @@ fn start_in_process(
     listener: TcpListener,
     model: Box<dyn tandem_store::DataModel>,
     load: &Arc<LocalLoad>,
-) -> Result<InProcessPrimary, Failure> {
-    let metrics = Arc::new(Metrics::new(config.node_id, "primary"));
-    match config.group.mode {
-        Mode::Active => tandem_runtime::cluster::start_in_process(
-            config,
-            listener,
-            model,
-            metrics,
-            Arc::clone(load),
-        )
-        .map(InProcessPrimary::Node),
-        Mode::Passive => primary::start(config, listener, model, metrics, Some(Arc::clone(load)))
-            .map(|handle| InProcessPrimary::Passive(Box::new(handle))),
-    }
-    .map_err(|err| Failure::Run(err.to_string()))
+) -> Result<RunningNode, Failure> {
+    let listeners = tandem_runtime::Listeners {
+        native: listener,
+        metrics: None,
+        resp: None,
+    };
+    let stop = tandem_runtime::StopWhen::default();
+    tandem_runtime::start_node(config, listeners, model, stop, Some(Arc::clone(load)))
+        .map_err(|err| Failure::Run(err.to_string()))
 }
 
 /// The role's part of a node's `/status` or `/checksum`: a node that runs the `Node` nests
@@ -518,52 +511,22 @@ fn role_report(mut report: Value) -> Value {
     }
 }
 
+/// The in-process driver's own check of what it committed, run on the primary's thread.
+fn driver_check(primary: &RunningNode) -> Result<(), String> {
+    let checked = primary.check(Duration::from_secs(30));
+    checked.unwrap_or_else(|| Err("the primary did not run the driver's check".to_owned()))
+}
+
 /// How a group's primary is driven.
 enum Load {
     InProcess {
-        handle: Option<InProcessPrimary>,
+        handle: Option<RunningNode>,
         load: Arc<LocalLoad>,
     },
     Network {
         process: NodeProcess,
         clients: Arc<LoadClients>,
     },
-}
-
-/// A primary running in the bench's process: a `Node` with a fixed view, or a passive
-/// group's static executor (passive backups are not yet a role of the `Node`).
-enum InProcessPrimary {
-    Node(InProcessNode),
-    Passive(Box<PrimaryHandle>),
-}
-
-impl InProcessPrimary {
-    fn status(&self) -> Option<tandem_runtime::NodeStatus> {
-        match self {
-            InProcessPrimary::Node(node) => node.status(),
-            InProcessPrimary::Passive(handle) => handle.status(),
-        }
-    }
-
-    fn checksum(&self) -> Option<tandem_runtime::Checksum> {
-        match self {
-            InProcessPrimary::Node(node) => node.checksum(),
-            InProcessPrimary::Passive(handle) => handle.checksum(),
-        }
-    }
-
-    /// Ends the load, and leaves the driver's own check in `load.check` (or says why not).
-    fn finish(self, load: &LocalLoad) {
-        match self {
-            InProcessPrimary::Node(node) => {
-                if node.check(Duration::from_secs(30)).is_none() {
-                    *load.check.lock().expect("not poisoned") =
-                        Some(Err("the primary did not run the driver's check".into()));
-                }
-            }
-            InProcessPrimary::Passive(handle) => handle.stop(),
-        }
-    }
 }
 
 /// What a contender's peer links are.
@@ -716,7 +679,7 @@ impl Group {
             Load::InProcess { handle, .. } => {
                 let status = handle
                     .as_ref()
-                    .and_then(InProcessPrimary::status)
+                    .and_then(RunningNode::status)
                     .ok_or_else(|| Failure::Run("the in-process primary stopped".into()))?;
                 Ok(serde_json::to_value(status).expect("serializable"))
             }
@@ -881,7 +844,7 @@ impl Group {
             Load::InProcess { handle, .. } => serde_json::to_value(
                 handle
                     .as_ref()
-                    .and_then(InProcessPrimary::checksum)
+                    .and_then(RunningNode::checksum)
                     .ok_or_else(|| Failure::Run("the in-process primary stopped".into()))?,
             )
             .expect("serializable"),
@@ -917,14 +880,12 @@ impl Group {
                 problems.push(format!("backup {node_id}: {}", checksum["check"]));
             }
         }
-        if let Load::InProcess { handle, load } = &mut self.load
+        if let Load::InProcess { handle, .. } = &mut self.load
             && let Some(handle) = handle.take()
+            && let Err(err) = driver_check(&handle)
         {
-            handle.finish(load);
-            if let Some(Err(err)) = load.check.lock().expect("not poisoned").clone() {
-                consistent = false;
-                problems.push(format!("driver check: {err}"));
-            }
+            consistent = false;
+            problems.push(format!("driver check: {err}"));
         }
         let commits = status["commits"].as_u64().unwrap_or(0).max(1) as f64;
         let per_tx = |key: &str| status[key].as_u64().unwrap_or(0) as f64 / commits;
