@@ -1571,6 +1571,18 @@ pub fn backup_busy(info: &ServerInfo) -> String {
     }
 }
 
+/// A passive backup's answer to a read: it keeps the primary's memory, not a database it
+/// could run a command on. `READONLY`, as a write's refusal, so that clients go to the
+/// primary it names.
+pub fn passive_backup(info: &ServerInfo) -> String {
+    let node = info.node_id;
+    let primary = match &info.primary_resp {
+        Some(address) => format!("the primary serves at {address}"),
+        None => "no primary is known now; retry shortly".to_owned(),
+    };
+    format!("READONLY backup {node} keeps a passive copy and serves no reads; {primary}")
+}
+
 /// A node's answer to a data command it does not run: Redis's `READONLY`, naming the
 /// primary (a write on a backup, or any command on a node with no role).
 pub fn not_primary(info: &ServerInfo) -> String {

@@ -1,7 +1,7 @@
 //! Who may use the HTTP endpoints that pause the node.
 //!
 //! `/status` and `/metrics` are cheap and say nothing secret: anyone who reaches the HTTP
-//! listener may read them. `/checksum` stops the node's executor while it checksums the whole
+//! listener may read them. `/checksum` stops the node's thread while it checksums the whole
 //! segment (tens of milliseconds for 50 MiB): anyone who could ask for it in a loop could stall
 //! the node. So an endpoint that pauses or changes anything is open only where the listener
 //! is bound to a loopback address (the machine's own users, who can signal the process

@@ -14,7 +14,7 @@
 //! it at once whatever it is doing.
 //!
 //! The thread only moves orders in, reads the clock for the `every:MS` policy, and hands
-//! syncs out: to the primary's executor (`Primary::log_synced`) or, on a backup, to the
+//! syncs out: to the primary role (`Primary::log_synced`) or, on a backup, to the
 //! primary as a `Message::durable_ack`.
 //!
 //! **Poisoning.** An I/O error on the log poisons it: the thread stops, says why (an error in
@@ -36,7 +36,7 @@ use crate::StartError;
 use crate::config::{LogSettings, NodeConfig};
 use crate::metrics::Metrics;
 
-/// Who hears what the log synced: the current role (a primary's executor, a backup's ack).
+/// Who hears what the log synced: the current role (a primary's commits, a backup's ack).
 pub type SyncListener = Box<dyn Fn(u64) + Send>;
 
 /// What the roles ask of the log thread.

@@ -114,7 +114,7 @@ pub struct Metrics {
     role_current: std::sync::Mutex<&'static str>,
 
     // Primary.
-    /// `tandem_commits_total`: txns committed by the executor.
+    /// `tandem_commits_total`: txns committed by the primary role.
     pub commits: Counter,
     /// `tandem_rollbacks_total`: calls whose procedure failed, so their txn was aborted.
     pub rollbacks: Counter,
@@ -135,7 +135,7 @@ pub struct Metrics {
     pub backup_lsn_applied: Family<BackupLabel, Gauge>,
     /// `tandem_backup_lag_records{backup}`: records committed but not yet at the backup.
     pub backup_lag_records: Family<BackupLabel, Gauge>,
-    /// `tandem_flow_control_stalls_total`: times the executor stopped taking commits because
+    /// `tandem_flow_control_stalls_total`: times the primary role stopped taking commits because
     /// the retained tail or a bounded safety rule was full.
     pub flow_control_stalls: Counter,
     /// `tandem_suspicions_total`: peers this node suspected (some may be false on a loaded
@@ -376,7 +376,7 @@ impl Metrics {
         );
         self.registry.register(
             "flow_control_stalls",
-            "Times the executor stopped taking commits because a limit was reached",
+            "Times the primary stopped taking commits because a limit was reached",
             self.flow_control_stalls.clone(),
         );
         self.registry.register(

@@ -47,7 +47,7 @@ use tandem_redis::pubsub::{self, Hub};
 use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
 use tandem_redis::session::{
     Call, Outcome, Purpose, RunsOn, ScriptActivity, ServerInfo, Session, Step, UNBLOCKED_BY_CLIENT,
-    UNBLOCKED_BY_ROLE, Unblock, backup_busy, not_primary,
+    UNBLOCKED_BY_ROLE, Unblock, backup_busy, passive_backup,
 };
 use tandem_redis::stats::CommandStats;
 use tandem_redis::wire::CallArgs;
@@ -97,7 +97,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Replies a connection has not taken yet before its requests are left unparsed (and so
 /// unread: TCP then pushes back on the client), as Redis's output buffer limits do.
 const UNSENT_MAX: usize = 4 << 20;
-/// Calls sent to the executor and not yet answered, across connections, before requests are
+/// Calls sent to the primary role and not yet answered, across connections, before requests are
 /// left unparsed.
 const UNANSWERED_MAX: u64 = 65_536;
 
@@ -620,7 +620,7 @@ struct Front {
 }
 
 /// The connections a pass is to look at, each once, in the order their events came: the
-/// requests of several clients reach the executor in the order the clients sent them (as in
+/// requests of several clients reach the node thread in the order the clients sent them (as in
 /// Redis, whose loop handles sockets in the order they became readable), so a push sent
 /// after another client's blocking pop runs after that pop's first try.
 #[derive(Debug, Default)]
@@ -965,7 +965,7 @@ impl Front {
                 Some(ReadAnswer::Served { body, .. }) => Resolved::Reply(body),
                 Some(ReadAnswer::RolledBack { reason, .. }) => Resolved::Failed(with_code(&reason)),
                 // A passive backup runs no procedure.
-                Some(ReadAnswer::Writes { .. }) => Resolved::Failed(not_primary(&self.info)),
+                Some(ReadAnswer::Writes { .. }) => Resolved::Failed(passive_backup(&self.info)),
                 Some(ReadAnswer::Unknown { proc_id }) => {
                     Resolved::Failed(format!("ERR no procedure has id {proc_id}"))
                 }

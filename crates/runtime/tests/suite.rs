@@ -4,6 +4,7 @@
 mod common;
 mod connections;
 mod examples;
+mod passive;
 mod peer_auth;
 mod peer_tls;
 mod resp_port;

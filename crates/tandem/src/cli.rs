@@ -880,7 +880,7 @@ pub struct ReplicationArgs {
     /// Backups per group, 1 to 8.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     pub backups: u32,
-    /// in-process (the primary's executor generates the calls) or network (client
+    /// in-process (the primary's node thread generates the calls) or network (client
     /// connections over loopback).
     #[arg(long, default_value = "in-process", value_parser = parse_driver)]
     pub driver: DriverKind,

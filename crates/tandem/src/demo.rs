@@ -748,7 +748,7 @@ impl Scenario {
     ) -> Result<Judged, Failure> {
         // A node that came back rejoins as a spare and catches up; it may take a reload.
         let settled_end = cluster.wait_settled(Duration::from_secs(60))?;
-        // Suspicions are counted before the checksums: a checksum pauses a node's executor
+        // Suspicions are counted before the checksums: a checksum pauses a node's thread
         // for tens of milliseconds, long enough to be suspected.
         let suspicions_end = suspicions(cluster);
         let alone_end = alone_ms(cluster);
@@ -936,7 +936,7 @@ fn false_suspicions(
 fn check_replicas(cluster: &LocalCluster, gone: Option<u32>) -> Vec<String> {
     let mut findings = Vec::new();
     let mut seen: Option<(u32, u64, u64)> = None;
-    // Backups first: a checksum stops a node's executor for tens of milliseconds, and a
+    // Backups first: a checksum stops a node's thread for tens of milliseconds, and a
     // primary stopped that long may have a backup suspected and removed before it is read.
     let mut survivors: Vec<_> = cluster
         .nodes

@@ -56,8 +56,8 @@ impl Client {
     }
 
     /// While a script runs, answers `SCRIPT KILL` itself into `answer`: it stops the script
-    /// (`+OK`), which the executor could not answer before the script ends. False if the call
-    /// goes to the executor as usual (anything else, or no script to stop: it then answers
+    /// (`+OK`), which the node thread could not answer before the script ends. False if the call
+    /// goes to the role as usual (anything else, or no script to stop: it then answers
     /// `NOTBUSY`). Unlike the RESP port, this port answers nothing else `-BUSY`: a stub
     /// resends a call it waited for too long, with the same seq, and a `-BUSY` to the resend
     /// would say the call did not run while its first sending may still commit.

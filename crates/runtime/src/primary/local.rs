@@ -1,7 +1,7 @@
 //! A port into the primary role from inside the node: the RESP front end's calls go to the
-//! executor the way a stub's do (a connection number, calls in order, answers in order),
+//! primary role the way a stub's do (a connection number, calls in order, answers in order),
 //! without a socket or a frame encoding between them. The front end gathers the calls of
-//! every RESP connection it serves into one batch per pass, and the executor hands back the
+//! every RESP connection it serves into one batch per pass, and the node thread hands back the
 //! answers of a turn as one vector, then wakes the front end (which waits on its sockets,
 //! not on the channel).
 
@@ -52,8 +52,8 @@ impl std::fmt::Debug for ConnSink {
     }
 }
 
-/// A port into one primary role's executor. Calls are numbered from 0 in the order they are
-/// pushed; the executor answers them in that order.
+/// A port into one primary role. Calls are numbered from 0 in the order they are
+/// pushed; the role answers them in that order.
 #[derive(Debug)]
 pub struct LocalPort {
     conn: ConnId,

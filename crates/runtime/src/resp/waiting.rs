@@ -5,9 +5,9 @@
 //! its connection then waits here, handling nothing more, until a try of the call is served,
 //! its time is up, `CLIENT UNBLOCK` ends it, or the node stops being primary. A waiting call
 //! is tried again, awakened, once the primary's committed LSN passes the one read before its
-//! last try: only a write can serve it, and every write takes an LSN. The executor publishes
+//! last try: only a write can serve it, and every write takes an LSN. The node thread publishes
 //! the LSN before it hands over the answers it covers, so the pass that takes a write's answer
-//! sees it. Tries go out in the order the connections first blocked, and the executor runs a
+//! sees it. Tries go out in the order the connections first blocked, and the node thread runs a
 //! batch's calls in order: the client that blocked first is served first, as in Redis.
 
 use std::collections::BTreeMap;

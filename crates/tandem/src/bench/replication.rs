@@ -5,7 +5,7 @@
 //! standalone (a primary without backups), passive (the primary's logging strategy writes
 //! through to mirror memory on the backups, which only store bytes) and active (V3 locally, redo
 //! records shipped and applied). With the in-process driver the primary runs inside this
-//! process and its executor generates the calls; with the network driver the primary is a
+//! process and its node thread generates the calls; with the network driver the primary is a
 //! process too and client connections send the calls over loopback.
 //!
 //! Contenders take turns in slices of [`SLICE`], after a warm-up, so a contender's throughput
