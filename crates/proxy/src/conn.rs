@@ -456,6 +456,14 @@ impl ProxyConn {
                 }
                 self.items.push_back(Item::Written(reply));
             }
+            // The proxy stops no node: a node's own RESP port takes `SHUTDOWN`.
+            Step::Shutdown { .. } => {
+                ReplyWriter::new(&mut reply, self.session.proto()).error(
+                    "ERR SHUTDOWN is not served through tandem proxy: send it to the node's \
+                     own RESP port (or stop the proxy itself)",
+                );
+                self.items.push_back(Item::Written(reply));
+            }
             // The proxy's sessions are told that no hub serves pub/sub (`ServerInfo::pubsub`
             // is false): they refuse its commands, and `RESET` has no subscription to end.
             Step::PubSub(request) => {

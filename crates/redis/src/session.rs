@@ -140,6 +140,10 @@ impl User {
 
     /// Whether this user may run `command` at all, whatever keys it names.
     pub fn may_run(&self, command: &Command) -> bool {
+        // Stopping the node is an administrator's: not a user limited to reads or to keys.
+        if command.name == "SHUTDOWN" {
+            return !self.read_only && self.keys.is_none();
+        }
         if command.class == Class::Connection {
             return true;
         }
@@ -432,6 +436,11 @@ pub enum Step {
     /// `CLIENT UNBLOCK`: if the connection `client_id` waits in a blocking command, end its
     /// wait and answer `:1`, else `:0` (nothing is written yet).
     Unblock(Unblock),
+    /// `SHUTDOWN` (its arguments checked): stop the node as `SIGTERM` does, its log synced
+    /// first, with no reply; a node run inside another program answers that it cannot.
+    /// `save_refused`: `SAVE` was asked without `FORCE`, and a node writes no RDB file when
+    /// it stops, so it answers Redis's failed-save error and says why in its log instead.
+    Shutdown { save_refused: bool },
     /// A pub/sub command: carry it out on the node's hub ([`Hub::run`]), in order after the
     /// connection's earlier calls, appending its answer to what is written (`RESET` wrote
     /// `+RESET` and asks [`pubsub::Request::EndAll`]); then tell the session whether the
@@ -787,7 +796,7 @@ impl Session {
             ReplyWriter::new(out, self.proto).error_bytes(&refusal);
             return false;
         }
-        if cmd::sync::is_snapshot(command.name) {
+        if cmd::sync::is_snapshot(command.name) || command.name == "SHUTDOWN" {
             self.reject(command, cmd::sync::NOT_IN_MULTI, out);
             return false;
         }
@@ -1024,6 +1033,7 @@ impl Session {
                 };
             }
             "CLIENT" => return self.client(argv, out),
+            "SHUTDOWN" => return shutdown(argv, info, proto, out),
             "COMMAND" => command_command(argv, proto, out),
             "CONFIG" => config(argv, proto, out),
             "INFO" => {
@@ -1463,6 +1473,45 @@ impl Session {
     }
 }
 
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`, read as Redis 7.0 reads it. No shutdown
+/// is ever under way when a command is read (a node stops at once, with no save to wait
+/// for), so `ABORT` finds none; `NOW` (skip waiting for replicas) changes nothing, as every
+/// acknowledged write is on the backups the safety rule names already. While a script is
+/// busy only `NOSAVE` stops the node, as in Redis.
+fn shutdown(argv: &Argv, info: &ServerInfo, proto: Proto, out: &mut Vec<u8>) -> Step {
+    let mut w = ReplyWriter::new(out, proto);
+    let (mut nosave, mut save, mut now, mut force, mut abort) = (false, false, false, false, false);
+    for arg in argv.iter().skip(1) {
+        let flag = match arg.to_ascii_uppercase().as_slice() {
+            b"NOSAVE" => &mut nosave,
+            b"SAVE" => &mut save,
+            b"NOW" => &mut now,
+            b"FORCE" => &mut force,
+            b"ABORT" => &mut abort,
+            _ => {
+                w.error(cmd::CmdError::SYNTAX.text());
+                return Step::Replied;
+            }
+        };
+        *flag = true;
+    }
+    if abort && (nosave || save || now || force) || nosave && save {
+        w.error(cmd::CmdError::SYNTAX.text());
+        return Step::Replied;
+    }
+    if abort {
+        w.error("ERR No shutdown in progress.");
+        return Step::Replied;
+    }
+    if !nosave && info.script == ScriptActivity::Busy {
+        w.error(BUSY);
+        return Step::Replied;
+    }
+    Step::Shutdown {
+        save_refused: save && !force,
+    }
+}
+
 /// `CLIENT UNBLOCK client-id [TIMEOUT|ERROR]`, read as Redis reads it.
 fn client_unblock(argv: &Argv) -> Result<Unblock, &'static str> {
     let client_id = crate::num::parse_i64(argv.get(2).unwrap_or_default())
@@ -1524,7 +1573,15 @@ fn is_script_kill(name: &str, argv: &Argv) -> bool {
 fn allowed_while_busy(name: &str, argv: &Argv) -> bool {
     matches!(
         name,
-        "AUTH" | "HELLO" | "QUIT" | "RESET" | "MULTI" | "DISCARD" | "WATCH" | "UNWATCH"
+        "AUTH"
+            | "HELLO"
+            | "QUIT"
+            | "RESET"
+            | "MULTI"
+            | "DISCARD"
+            | "WATCH"
+            | "UNWATCH"
+            | "SHUTDOWN"
     ) || is_script_kill(name, argv)
 }
 
@@ -2508,5 +2565,69 @@ mod tests {
             replied(&mut session, "XINFO NOSUCH app:1", &info),
             "-ERR unknown subcommand 'NOSUCH'. Try XINFO HELP.\r\n"
         );
+    }
+
+    /// `SHUTDOWN`'s arguments as Redis 7.0 reads them: a bad or contradictory one is a
+    /// syntax error, `ABORT` finds no shutdown under way, a busy script lets only `NOSAVE`
+    /// through, `SAVE` without `FORCE` is refused by the front end (no RDB file is written
+    /// when a node stops), and inside `MULTI` it is not queued.
+    #[test]
+    fn shutdown_is_read_as_redis_reads_it() {
+        let info = ServerInfo {
+            primary: true,
+            ..ServerInfo::default()
+        };
+        let mut session = Session::new(1);
+        let syntax = "-ERR syntax error\r\n";
+        for line in [
+            "SHUTDOWN LATER",
+            "SHUTDOWN SAVE NOSAVE",
+            "SHUTDOWN ABORT NOW",
+            "SHUTDOWN NOSAVE ABORT",
+        ] {
+            assert_eq!(replied(&mut session, line, &info), syntax, "{line}");
+        }
+        assert_eq!(
+            replied(&mut session, "shutdown abort", &info),
+            "-ERR No shutdown in progress.\r\n"
+        );
+        let stop = |session: &mut Session, line: &str, info: &ServerInfo| {
+            let mut out = Vec::new();
+            match session.handle(&argv(line), info, &mut out) {
+                Step::Shutdown { save_refused } => Some(save_refused),
+                _ => None,
+            }
+        };
+        assert_eq!(stop(&mut session, "SHUTDOWN", &info), Some(false));
+        assert_eq!(stop(&mut session, "SHUTDOWN NOW FORCE", &info), Some(false));
+        assert_eq!(stop(&mut session, "SHUTDOWN SAVE", &info), Some(true));
+        assert_eq!(
+            stop(&mut session, "SHUTDOWN SAVE FORCE", &info),
+            Some(false)
+        );
+
+        let busy = ServerInfo {
+            script: ScriptActivity::Busy,
+            ..info.clone()
+        };
+        let busy_reply = format!("-{BUSY}\r\n");
+        assert_eq!(replied(&mut session, "SHUTDOWN", &busy), busy_reply);
+        assert_eq!(stop(&mut session, "SHUTDOWN NOSAVE", &busy), Some(false));
+
+        assert_eq!(replied(&mut session, "MULTI", &info), "+OK\r\n");
+        assert_eq!(
+            replied(&mut session, "SHUTDOWN", &info),
+            "-ERR Command not allowed inside a transaction\r\n"
+        );
+    }
+
+    /// Stopping the node is an administrator's: a user limited to reads or to some keys may
+    /// not, the default user may.
+    #[test]
+    fn only_an_unlimited_user_may_shut_the_node_down() {
+        let (_, shutdown) = cmd::lookup(b"SHUTDOWN").expect("a command");
+        assert!(!User::new("reader", b"pw", true, &[b"*"]).may_run(shutdown));
+        assert!(!User::new("app", b"pw", false, &[b"app:*"]).may_run(shutdown));
+        assert!(User::new("admin", b"pw", false, &[b"*"]).may_run(shutdown));
     }
 }

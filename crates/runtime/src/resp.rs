@@ -1334,6 +1334,7 @@ impl Front {
                         }
                     }
                     Step::PubSub(request) => self.pubsub(conn, request, silent, written),
+                    Step::Shutdown { save_refused } => self.shutdown(conn, save_refused, silent),
                     Step::Close => {
                         conn.push_written(written);
                         conn.closing = true;
@@ -1352,6 +1353,30 @@ impl Front {
             }
         }
         true
+    }
+
+    /// `SHUTDOWN`: a node process stops as `SIGTERM` stops it (its log writes and syncs every
+    /// record ordered so far, then the process exits; the connection closes unanswered, as
+    /// Redis's does). A node inside another program, or a `SAVE` asked without `FORCE` (a
+    /// node writes no RDB file when it stops), answers Redis's failed-shutdown error and
+    /// says why in the log.
+    fn shutdown(&mut self, conn: &mut Conn, save_refused: bool, silent: bool) {
+        let peer = conn.stream.peer_addr().ok();
+        let refusal = if save_refused {
+            "SHUTDOWN SAVE refused: a node writes no RDB file when it stops (its log and its \
+             backups keep the data); SHUTDOWN, SHUTDOWN NOSAVE or SHUTDOWN SAVE FORCE stops it"
+        } else if !self.stops.ends_process() {
+            "SHUTDOWN refused: this node runs inside another program, which stops it"
+        } else {
+            tracing::warn!("SHUTDOWN from {peer:?}: the node stops");
+            crate::stop_node()
+        };
+        tracing::warn!("{refusal} (asked by {peer:?})");
+        let reply = b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n";
+        self.stats.error_reply(reply);
+        if !silent {
+            conn.push_written(reply.to_vec());
+        }
     }
 
     /// A pub/sub command (after `written`, `RESET`'s reply): run now if nothing of the

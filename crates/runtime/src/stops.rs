@@ -26,6 +26,8 @@ pub(crate) struct Stops {
     /// The read end of the pipe the signal handlers write a byte to.
     signals: Option<UnixStream>,
     stdin: bool,
+    /// The loop runs a node process (it stops on signals), not a node inside another program.
+    process: bool,
 }
 
 impl Stops {
@@ -37,7 +39,10 @@ impl Stops {
         signals_token: Token,
         stdin_token: Token,
     ) -> io::Result<Stops> {
-        let mut stops = Stops::default();
+        let mut stops = Stops {
+            process: when.signals,
+            ..Stops::default()
+        };
         if when.signals {
             let (read_end, write_end) = std::os::unix::net::UnixStream::pair()?;
             read_end.set_nonblocking(true)?;
@@ -64,6 +69,11 @@ impl Stops {
             stops.stdin = true;
         }
         Ok(stops)
+    }
+
+    /// Whether the node is a process of its own, which a stop ends.
+    pub(crate) fn ends_process(&self) -> bool {
+        self.process
     }
 
     /// Whether a signal came (its bytes are taken).

@@ -80,3 +80,81 @@ fn role_names_the_group_and_evictions_reach_every_backup() {
     );
     cluster.assert_replicas_identical();
 }
+
+/// Whether process `pid` has ended (gone, or a zombie its parent has not reaped yet).
+fn ended(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit(") ")
+            .next()
+            .is_some_and(|rest| rest.starts_with('Z'))
+    })
+}
+
+/// `SHUTDOWN` stops the node it is sent to, as Redis's stops: no reply, the connection
+/// closes, the process ends; a backup then takes over with every write the primary
+/// acknowledged. What it cannot do (`SAVE`: a node writes no RDB file; `ABORT`: nothing is
+/// under way) is refused and the node serves on.
+#[test]
+fn shutdown_stops_the_primary_and_a_backup_takes_over_with_every_write() {
+    let cluster = Cluster::start("redis-shutdown", 3, 8);
+    let ok = Value::Simple(b"OK".to_vec());
+    let mut primary = Conn::connect(cluster.primary_resp());
+    for i in 0..20 {
+        assert_eq!(primary.cmd(&format!("SET k{i} {i}")), ok);
+    }
+    let error = |text: &str| Value::Error(text.as_bytes().to_vec());
+    let save_failed = error("ERR Errors trying to SHUTDOWN. Check logs.");
+    assert_eq!(primary.cmd("SHUTDOWN SAVE"), save_failed);
+    assert_eq!(
+        primary.cmd("SHUTDOWN ABORT"),
+        error("ERR No shutdown in progress.")
+    );
+    assert_eq!(primary.cmd("PING"), Value::Simple(b"PONG".to_vec()));
+
+    let listed = std::fs::read_to_string(cluster.dir.join("cluster.json")).expect("cluster.json");
+    let file: serde_json::Value = serde_json::from_str(&listed).expect("JSON");
+    let pid = file["nodes"]
+        .as_array()
+        .and_then(|nodes| {
+            nodes
+                .iter()
+                .find(|n| n["id"].as_u64() == Some(cluster.primary))
+        })
+        .and_then(|node| node["pid"].as_u64())
+        .expect("the primary's pid");
+    let stopped = primary.call(&[b"SHUTDOWN".to_vec()]);
+    assert_eq!(stopped, Err("the connection closed".to_owned()));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ended(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node {pid} still runs"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    let new_primary = loop {
+        let serving = cluster
+            .nodes
+            .iter()
+            .filter(|n| n.id != cluster.primary)
+            .find(|node| {
+                let Value::Array(role) = Conn::connect(node.resp).cmd("ROLE") else {
+                    return false;
+                };
+                text(&role[0]) == "master"
+            });
+        if let Some(node) = serving {
+            break node;
+        }
+        assert!(std::time::Instant::now() < deadline, "no backup took over");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut conn = Conn::connect(new_primary.resp);
+    for i in 0..20 {
+        assert_eq!(
+            conn.cmd(&format!("GET k{i}")),
+            Value::Bulk(i.to_string().into_bytes())
+        );
+    }
+}

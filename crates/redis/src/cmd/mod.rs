@@ -478,6 +478,7 @@ static BASE: &[Command] = &[
     data("SETEX", 4, Write, (1, 1, 1), true, strings::setex),
     data("SETNX", 3, Write, (1, 1, 1), true, strings::setnx),
     data("SETRANGE", 4, Write, (1, 1, 1), true, strings::setrange),
+    conn("SHUTDOWN", -1),
     conn("SPUBLISH", 3),
     conn("SSUBSCRIBE", -2),
     data("STRLEN", 2, Read, (1, 1, 1), false, strings::strlen),

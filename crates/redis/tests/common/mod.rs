@@ -120,6 +120,10 @@ impl Node {
             Step::Replied | Step::Close => {}
             // The harness's one connection waits in no blocking command: none to end.
             Step::Unblock(_) => out.extend_from_slice(b":0\r\n"),
+            // The harness is a front end inside a test: it stops no process.
+            Step::Shutdown { .. } => {
+                out.extend_from_slice(b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n")
+            }
             // A front end closes the connection without a reply; the harness says so.
             Step::CrossProtocol => return b"-(connection closed)\r\n".to_vec(),
             // The harness serves no pub/sub (`ServerInfo::pubsub` is false): its sessions
