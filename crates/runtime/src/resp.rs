@@ -1361,17 +1361,20 @@ impl Front {
     /// node writes no RDB file when it stops), answers Redis's failed-shutdown error and
     /// says why in the log.
     fn shutdown(&mut self, conn: &mut Conn, save_refused: bool, silent: bool) {
-        let peer = conn.stream.peer_addr().ok();
+        let peer = conn
+            .stream
+            .peer_addr()
+            .map_or_else(|_| "an unknown address".to_owned(), |peer| peer.to_string());
         let refusal = if save_refused {
             "SHUTDOWN SAVE refused: a node writes no RDB file when it stops (its log and its \
              backups keep the data); SHUTDOWN, SHUTDOWN NOSAVE or SHUTDOWN SAVE FORCE stops it"
         } else if !self.stops.ends_process() {
             "SHUTDOWN refused: this node runs inside another program, which stops it"
         } else {
-            tracing::warn!("SHUTDOWN from {peer:?}: the node stops");
+            tracing::warn!("SHUTDOWN from {peer}: the node stops");
             crate::stop_node()
         };
-        tracing::warn!("{refusal} (asked by {peer:?})");
+        tracing::warn!("{refusal} (asked by {peer})");
         let reply = b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n";
         self.stats.error_reply(reply);
         if !silent {
