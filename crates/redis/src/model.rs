@@ -507,6 +507,13 @@ impl DataModel for RedisModel {
         }
         stats.push(("keys", keys_all as f64));
         stats.push(("expires", expires_all as f64));
+        // The script store and the function libraries live in the database: every node
+        // counts the same ones, as `INFO memory` names them.
+        let scripts = crate::cmd::scripts::count(segment, &self.layout);
+        let (libraries, functions) = crate::cmd::functions::counts(segment, &self.layout);
+        stats.push(("number_of_cached_scripts", scripts as f64));
+        stats.push(("number_of_functions", functions as f64));
+        stats.push(("number_of_libraries", libraries as f64));
         stats
     }
 

@@ -458,3 +458,30 @@ fn a_function_cannot_change_the_globals_metatable() {
         )
     );
 }
+
+/// `INFO memory`'s counts of what the database holds for scripts come from the database:
+/// cached scripts (`SCRIPT LOAD`, `EVAL`), libraries and their functions, and `SCRIPT FLUSH`
+/// and `FUNCTION DELETE` take them back.
+#[test]
+fn the_model_counts_cached_scripts_libraries_and_functions() {
+    let mut node = Node::new(4 << 20);
+    let counted = |node: &Node| {
+        let stats = node.store.model().stats(node.store.segment());
+        let of = |name: &str| stats.iter().find(|(key, _)| *key == name).map(|(_, v)| *v);
+        (
+            of("number_of_cached_scripts"),
+            of("number_of_libraries"),
+            of("number_of_functions"),
+        )
+    };
+    assert_eq!(counted(&node), (Some(0.0), Some(0.0), Some(0.0)));
+    node.cmd(&[b"SCRIPT", b"LOAD", b"return 1"]);
+    node.cmd(&[b"EVAL", b"return 2", b"0"]);
+    let two = "#!lua name=two\nredis.register_function('a', function() return 1 end)\n\
+               redis.register_function('b', function() return 2 end)";
+    node.cmd(&[b"FUNCTION", b"LOAD", two.as_bytes()]);
+    assert_eq!(counted(&node), (Some(2.0), Some(1.0), Some(2.0)));
+    node.cmd(&[b"SCRIPT", b"FLUSH"]);
+    node.cmd(&[b"FUNCTION", b"DELETE", b"two"]);
+    assert_eq!(counted(&node), (Some(0.0), Some(0.0), Some(0.0)));
+}

@@ -41,7 +41,7 @@ use super::{CmdError, Command, Ctx, Read, Write, arg, data, subcommand_error};
 use crate::rdb::functions::Records;
 use crate::resp::{Argv, ReplyWriter};
 
-pub use store::{CHECK_FUNCTION_INDEX, Library, all as libraries, check, owned};
+pub use store::{CHECK_FUNCTION_INDEX, Library, all as libraries, check, counts, owned};
 
 /// The family's commands (merged into [`super::commands`]).
 pub static COMMANDS: &[Command] = &[

@@ -142,6 +142,11 @@ fn body_at(mem: &impl Mem, entry: usize) -> &[u8] {
 }
 
 /// Whether the store holds the script named `sha`.
+/// How many scripts the store holds (`INFO memory`'s `number_of_cached_scripts`).
+pub fn count(mem: &impl Mem, layout: &Layout) -> u64 {
+    store(layout).len(mem)
+}
+
 pub fn is_stored(mem: &impl Mem, layout: &Layout, sha: &Sha) -> bool {
     find(mem, layout, sha).is_some()
 }
