@@ -4629,6 +4629,18 @@ static CONNECTION: &[Gen] = &[
     // (an argument gained leaves it short still) and `SYNC` keeps its argument (`mutate`).
     g("SYNC", 1, |d| command("SYNC", [d.value()])),
     g("PSYNC", 1, |_| command("PSYNC", [])),
+    // Only forms that stop neither server: `ABORT` (no shutdown is under way) and the
+    // combinations both read as a syntax error; the arguments stay (`mutate`), as a bare
+    // `SHUTDOWN` would end the run.
+    g("SHUTDOWN", 1, |d| match d.rng.below(4) {
+        0 => command("SHUTDOWN", [b"ABORT".to_vec()]),
+        1 => command("SHUTDOWN", [d.pick(&["LATER", "bogus"])]),
+        2 => command("SHUTDOWN", [b"SAVE".to_vec(), b"NOSAVE".to_vec()]),
+        _ => command(
+            "SHUTDOWN",
+            [b"abort".to_vec(), d.pick(&["NOW", "FORCE", "SAVE"])],
+        ),
+    }),
     // Not `ack` and `getack`, which Redis answers only on a replica's link (nothing here), nor
     // `rdb-filter-only`, which tandem refuses (it filters no file).
     g("REPLCONF", 1, |d| match d.rng.below(4) {
@@ -4726,7 +4738,7 @@ fn mutate(d: &mut Draw, args: &mut Args) {
     // Redis's default count by a lost or gained argument (`ZSCAN k 0`, `ZSCAN k 0 MATCH x`),
     // whose members are each server's own choice.
     let keeps_its_arguments = match args[0].to_ascii_uppercase().as_slice() {
-        b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" | b"SYNC" => true,
+        b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" | b"SYNC" | b"SHUTDOWN" => true,
         // One name, one confirmation: without a name an unsubscription confirms each it
         // ends, which the test's one reply per command cannot follow.
         b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"
