@@ -470,6 +470,12 @@ impl ProxyConn {
                 debug_assert!(false, "a proxy session asked for pub/sub: {request:?}");
                 self.items.push_back(Item::Written(reply));
             }
+            // The proxy's sessions are told that it does not list its connections
+            // (`ServerInfo::clients` is false): they refuse `CLIENT LIST`, `INFO` and `KILL`.
+            step @ (Step::ClientList(_) | Step::ClientKill(_)) => {
+                debug_assert!(false, "a proxy session asked for its connections: {step:?}");
+                self.items.push_back(Item::Written(reply));
+            }
         }
     }
 

@@ -308,7 +308,8 @@ impl Message {
     }
 }
 
-/// How many channels, patterns and shard channels have a subscriber on a node.
+/// How many channels, patterns and shard channels: those with a subscriber on a node
+/// ([`Hub::counts`]), or those one connection subscribed to ([`Hub::subscriptions_of`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     pub channels: usize,
@@ -454,6 +455,18 @@ impl Hub {
     /// any, a RESP2 connection may send only the pub/sub commands, `PING`, `QUIT` and `RESET`.
     pub fn subscriptions(&self, client_id: u64) -> usize {
         self.clients.get(&client_id).map_or(0, Subscriptions::total)
+    }
+
+    /// What connection `client_id` subscribed to, by kind (`CLIENT LIST`'s `sub`, `psub`,
+    /// `ssub`).
+    pub fn subscriptions_of(&self, client_id: u64) -> Counts {
+        self.clients
+            .get(&client_id)
+            .map_or(Counts::default(), |subscriptions| Counts {
+                channels: subscriptions.channels.len(),
+                patterns: subscriptions.patterns.len(),
+                shard_channels: subscriptions.shard.len(),
+            })
     }
 
     /// Publishes `message` on `channel`: delivers it to the channel's subscribers, then (not

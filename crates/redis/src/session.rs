@@ -17,7 +17,9 @@
 //! Pub/sub commands are the front end's to carry out ([`Step::PubSub`]), on its node's
 //! [`crate::pubsub::Hub`]; those inside `MULTI` run there when the block's outcome is back
 //! and it ran. `CLIENT REPLY OFF|SKIP` silences replies ([`Session::reply_silenced`],
-//! [`Call::silent`]), never pushed messages.
+//! [`Call::silent`]), never pushed messages. `CLIENT LIST`, `INFO` and `KILL` are the front
+//! end's to answer too, which holds every connection ([`Step::ClientList`],
+//! [`Step::ClientKill`], see [`clients`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +32,10 @@ use crate::pubsub::{self, Hub};
 use crate::resp::{Argv, Proto, ReplyWriter};
 use crate::stats::{CommandStats, StatId, Tally};
 use crate::wire::{CallArgs, ExecArgs, decode_versions};
+
+pub mod clients;
+
+pub use clients::{ClientType, ConnFacts, KillRequest, ListRequest, write_list};
 
 /// The version this server reports (`HELLO`, `INFO`): the Redis release whose commands and
 /// replies it follows.
@@ -79,6 +85,10 @@ pub struct ServerInfo {
     /// them ([`Session::wants_stats`]); `None` (a proxy keeps none): `INFO` writes the
     /// sections' headers without their lines.
     pub command_stats: Option<Arc<CommandStats>>,
+    /// Whether the front end lists and kills its connections (`CLIENT LIST`, `INFO`,
+    /// `KILL`: [`Step::ClientList`], [`Step::ClientKill`]), as a node's RESP loop does;
+    /// without it they are refused, saying so (`tandem proxy` serves each connection apart).
+    pub clients: bool,
     /// `master_repl_offset`: the LSN the primary's log committed last, on a primary whose
     /// front end knows it; on a backup, the LSN it applied last; 0 elsewhere.
     pub repl_offset: u64,
@@ -446,6 +456,16 @@ pub enum Step {
     /// `+RESET` and asks [`pubsub::Request::EndAll`]); then tell the session whether the
     /// connection is still subscribed ([`Session::set_subscribed`]).
     PubSub(pubsub::Request),
+    /// `CLIENT LIST` or `CLIENT INFO`: answer with the lines of the connections asked for
+    /// ([`Session::write_client_line`], each ending in a newline) as one verbatim string
+    /// ([`write_list`]); nothing is written yet. Only a front end that sets
+    /// [`ServerInfo::clients`] is asked.
+    ClientList(ListRequest),
+    /// `CLIENT KILL`: close the connections the request matches ([`KillRequest::matches`]),
+    /// the asking one only once its reply is sent, and answer
+    /// ([`KillRequest::write_reply`]); nothing is written yet. Only a front end that sets
+    /// [`ServerInfo::clients`] is asked.
+    ClientKill(KillRequest),
 }
 
 /// `CLUSTER`: a group is no Redis Cluster, so a cluster client that asks is told so in the
@@ -510,6 +530,12 @@ pub struct Session {
     silenced: bool,
     /// What the counters make of the request handled last ([`Session::take_tally`]).
     tally: Tally,
+    /// The command of the request handled last, as Redis's `lookupCommand` found it (none
+    /// for an unknown command or subcommand): `CLIENT LIST`'s `cmd`.
+    last_command: StatId,
+    /// `CLIENT NO-EVICT on`: the front end spares the connection when it closes clients to
+    /// keep their replies within its budget ([`Session::no_evict`]).
+    no_evict: bool,
 }
 
 /// `CLIENT REPLY`: whether the connection's replies are sent.
@@ -537,6 +563,8 @@ pub struct BlockAnswers {
     name: Option<Vec<u8>>,
     /// The database after the block (`SELECT`).
     db: u8,
+    /// Whether the connection is spared from eviction after the block (`CLIENT NO-EVICT`).
+    no_evict: bool,
 }
 
 /// Who answers one command of a `MULTI` block.
@@ -568,6 +596,8 @@ impl Session {
             replies: ReplyMode::On,
             silenced: false,
             tally: Tally::Nothing,
+            last_command: StatId::NONE,
+            no_evict: false,
         }
     }
 
@@ -655,6 +685,7 @@ impl Session {
             return Step::CrossProtocol;
         }
         self.tally = Tally::Rejected(StatId::NONE);
+        self.last_command = StatId::NONE;
         let Some((index, command)) = cmd::lookup(name) else {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error_bytes(&unknown_command(argv));
@@ -663,6 +694,7 @@ impl Session {
         // Refused until it runs: each refusal below is a rejected call of its command.
         let stat = StatId::of(index, argv);
         self.tally = Tally::Rejected(stat);
+        self.last_command = stat.as_looked_up(index, argv);
         if !command.arity_fits(argv.len()) {
             self.refuse_in_multi();
             ReplyWriter::new(out, self.proto).error(cmd::arity_error(name).text());
@@ -1032,7 +1064,7 @@ impl Session {
                     None => Step::Replied,
                 };
             }
-            "CLIENT" => return self.client(argv, out),
+            "CLIENT" => return self.client(argv, info, out),
             "SHUTDOWN" => return shutdown(argv, info, proto, out),
             "COMMAND" => command_command(argv, proto, out),
             "CONFIG" => config(argv, proto, out),
@@ -1184,6 +1216,7 @@ impl Session {
             self.proto = answers.proto;
             self.name = answers.name;
             self.db = answers.db;
+            self.no_evict = answers.no_evict;
             return Step::Replied;
         }
         if !info.primary {
@@ -1238,6 +1271,8 @@ impl Session {
             replies: ReplyMode::On,
             silenced: false,
             tally: Tally::Nothing,
+            last_command: self.last_command,
+            no_evict: self.no_evict,
         };
         let mut replies = Vec::with_capacity(queued.len());
         let mut data = Vec::new();
@@ -1258,6 +1293,10 @@ impl Session {
                 if let Step::Unblock(_) = step {
                     // A block runs in one txn, in which no other connection's wait can end.
                     ReplyWriter::new(&mut reply, scratch.proto).integer(0);
+                    step = Step::Replied;
+                }
+                if let Step::ClientList(_) | Step::ClientKill(_) = step {
+                    ReplyWriter::new(&mut reply, scratch.proto).error(clients::IN_BLOCK);
                     step = Step::Replied;
                 }
                 if let Step::PubSub(request) = step {
@@ -1289,6 +1328,7 @@ impl Session {
             proto: scratch.proto,
             name: scratch.name,
             db: scratch.db,
+            no_evict: scratch.no_evict,
         };
         (answers, data)
     }
@@ -1337,6 +1377,7 @@ impl Session {
         self.proto = answers.proto;
         self.name = answers.name;
         self.db = answers.db;
+        self.no_evict = answers.no_evict;
     }
 
     fn hello(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
@@ -1416,7 +1457,10 @@ impl Session {
         Step::Replied
     }
 
-    fn client(&mut self, argv: &Argv, out: &mut Vec<u8>) -> Step {
+    fn client(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
+        if let Some(step) = self.client_more(argv, info, out) {
+            return step;
+        }
         let mut w = ReplyWriter::new(out, self.proto);
         let sub = argv.get(1).unwrap_or_default().to_ascii_uppercase();
         match (sub.as_slice(), argv.len()) {

@@ -62,6 +62,26 @@ impl StatId {
             .map_or(StatId::at(index), |i| table.subcommand_ids[i])
     }
 
+    /// The command Redis's `lookupCommand` finds for `argv`, given the id [`StatId::of`]
+    /// found for it (its entry being at `index`): the same, but [`StatId::NONE`] for a
+    /// container's subcommand that is not known here (Redis's `lastcmd` is then NULL).
+    pub fn as_looked_up(self, index: usize, argv: &Argv) -> StatId {
+        let unknown_subcommand = self == StatId::at(index)
+            && argv.len() >= 2
+            && table().subcommands.get(index).is_some_and(Option::is_some);
+        if unknown_subcommand {
+            StatId::NONE
+        } else {
+            self
+        }
+    }
+
+    /// The name Redis 7 gives the command (`get`, `client|list`); `None` for
+    /// [`StatId::NONE`].
+    pub fn name(self) -> Option<&'static str> {
+        table().names.get(usize::from(self.0)).map(String::as_str)
+    }
+
     /// The id of the command table's entry at `index` itself.
     pub fn entry(index: usize) -> StatId {
         StatId::at(index)

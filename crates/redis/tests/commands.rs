@@ -379,6 +379,114 @@ fn connection_commands_refuse_as_redis_does() {
     assert_eq!(node.session.proto(), Proto::Resp2);
 }
 
+/// `CLIENT LIST`, `INFO` and `KILL` are checked in the session as Redis 7.0.15 checks them
+/// (each error here is redis-server 7.0.15's text, but `MAXAGE`'s, 7.4's); a good one is the
+/// front end's to answer, and this harness's sessions, as tandem proxy's, are told that no
+/// front end lists its connections.
+#[test]
+fn client_list_kill_and_switches_are_checked_as_redis_checks_them() {
+    let mut node = Node::new(DB);
+    let syntax = "ERR syntax error";
+    let bad_id = "ERR client-id should be greater than 0";
+    for (line, error) in [
+        (
+            "CLIENT KILL",
+            "ERR wrong number of arguments for 'client|kill' command",
+        ),
+        ("CLIENT KILL ID 10 wrong_arg", syntax),
+        ("CLIENT KILL ID str", bad_id),
+        ("CLIENT KILL ID -1", bad_id),
+        ("CLIENT KILL ID 0", bad_id),
+        (
+            "CLIENT KILL TYPE wrong_type",
+            "ERR Unknown client type 'wrong_type'",
+        ),
+        (
+            "CLIENT KILL USER wrong_user",
+            "ERR No such user 'wrong_user'",
+        ),
+        ("CLIENT KILL SKIPME yes_or_no", syntax),
+        ("CLIENT KILL ADDR 1.2.3.4:5 LADDR", syntax),
+        ("CLIENT KILL BOGUS 1", syntax),
+        (
+            "CLIENT KILL MAXAGE 0",
+            "ERR maxage should be greater than 0",
+        ),
+        (
+            "CLIENT KILL MAXAGE x",
+            "ERR maxage is not an integer or out of range",
+        ),
+        ("CLIENT LIST TYPE wrong", "ERR Unknown client type 'wrong'"),
+        ("CLIENT LIST TYPE", syntax),
+        ("CLIENT LIST ID 1 x", "ERR Invalid client ID"),
+        ("CLIENT LIST bogus", syntax),
+        ("CLIENT LIST TYPE normal extra", syntax),
+        (
+            "CLIENT INFO x",
+            "ERR wrong number of arguments for 'client|info' command",
+        ),
+        ("CLIENT NO-EVICT maybe", syntax),
+        (
+            "CLIENT NO-EVICT",
+            "ERR wrong number of arguments for 'client|no-evict' command",
+        ),
+        ("CLIENT NO-TOUCH maybe", syntax),
+        (
+            "CLIENT HELP x",
+            "ERR wrong number of arguments for 'client|help' command",
+        ),
+    ] {
+        assert_eq!(node.s(line), err(error), "{line}");
+    }
+    for line in [
+        "CLIENT NO-EVICT on",
+        "client no-evict OFF",
+        "CLIENT NO-TOUCH on",
+        "CLIENT NO-TOUCH off",
+    ] {
+        assert_eq!(node.s(line), ok(), "{line}");
+    }
+    let not_served = err(tandem_redis::session::clients::NOT_SERVED);
+    for line in [
+        "CLIENT LIST",
+        "CLIENT INFO",
+        "CLIENT KILL ID 1",
+        "CLIENT KILL 1.2.3.4:5",
+    ] {
+        assert_eq!(node.s(line), not_served, "{line}");
+    }
+}
+
+/// `CLIENT HELP` lists every `CLIENT` subcommand the node answers, in Redis's form.
+#[test]
+fn client_help_lists_every_subcommand_served() {
+    let mut node = Node::new(DB);
+    let Value::Array(lines) = node.s("CLIENT HELP") else {
+        panic!("an array")
+    };
+    let lines: Vec<String> = lines
+        .into_iter()
+        .map(|line| match line {
+            Value::Simple(text) => String::from_utf8(text).unwrap(),
+            other => panic!("a status line, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        lines[0],
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    );
+    assert_eq!(lines.last().unwrap(), "    Prints this help.");
+    let served = tandem_redis::cmd::SUBCOMMANDS
+        .iter()
+        .filter(|(container, _, _)| *container == "CLIENT");
+    for (_, sub, _) in served {
+        assert!(
+            lines.iter().any(|line| line.split(' ').next() == Some(sub)),
+            "CLIENT HELP names {sub}"
+        );
+    }
+}
+
 /// `MEMORY USAGE` counts the segment's blocks a key holds: more for more elements, nil for a
 /// key that does not exist, and Redis's refusals.
 #[test]

@@ -709,6 +709,8 @@ impl crate::resp::RespNode for ClusterResp {
             pubsub: true,
             // The RESP port's loop fills it in from its hub.
             pubsub_counts: Default::default(),
+            // The RESP port's loop holds every connection: it lists and kills them.
+            clients: true,
             // The RESP port's loop fills these in: it keeps the counters and reads the port's LSN.
             command_stats: None,
             repl_offset: 0,

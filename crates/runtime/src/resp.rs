@@ -33,9 +33,14 @@
 //! of its earlier calls, so a subscriber that hears a message sees the writes sent before
 //! it), and each message a publication delivers is written to its receiver's connection in
 //! that connection's protocol. Messages reach this node's subscribers only.
+//!
+//! `CLIENT LIST`, `CLIENT INFO` and `CLIENT KILL` need every connection, so the loop answers
+//! them too (`clients`): the session checks them and says what is asked.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -46,10 +51,10 @@ use tandem_redis::cmd::blocking::{WOULD_BLOCK, would_block};
 use tandem_redis::pubsub::{self, Hub};
 use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
 use tandem_redis::session::{
-    Call, Outcome, Purpose, RunsOn, ScriptActivity, ServerInfo, Session, Step, UNBLOCKED_BY_CLIENT,
-    UNBLOCKED_BY_ROLE, Unblock, backup_busy, passive_backup,
+    Call, KillRequest, Outcome, Purpose, RunsOn, ScriptActivity, ServerInfo, Session, Step,
+    UNBLOCKED_BY_CLIENT, UNBLOCKED_BY_ROLE, Unblock, backup_busy, passive_backup,
 };
-use tandem_redis::stats::CommandStats;
+use tandem_redis::stats::{CommandStats, Tally};
 use tandem_redis::wire::CallArgs;
 use tandem_store::{ProcKind, Publications};
 use tandem_wire::ErrorCode;
@@ -64,6 +69,7 @@ use crate::stops::{StopWhen, Stops};
 use crate::throttle::Throttle;
 use crate::tls::TlsStream;
 
+mod clients;
 mod waiting;
 
 use waiting::{Unblocking, Waiting};
@@ -392,9 +398,50 @@ struct Conn {
     slot_bytes: usize,
     /// What [`Front::reply_bytes_total`] counts of this connection.
     reply_bytes_counted: usize,
+    /// The client's address, and the one it connected to (`CLIENT LIST`'s `addr`, `laddr`).
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    /// When it connected, and when it last sent or was sent anything (`age`, `idle`).
+    connected: Instant,
+    last_interaction: Instant,
 }
 
 impl Conn {
+    /// A connection just accepted from `peer`, at `now`.
+    fn new(
+        stream: TcpStream,
+        tls: Option<Box<TlsStream>>,
+        session: Session,
+        peer: SocketAddr,
+        now: Instant,
+    ) -> Conn {
+        let local = stream.local_addr().ok();
+        Conn {
+            stream,
+            tls,
+            session,
+            input: Vec::new(),
+            start: 0,
+            want: 1,
+            readable: true,
+            peer_closed: false,
+            out: Vec::new(),
+            written: 0,
+            slots: VecDeque::new(),
+            slot_first: 0,
+            unanswered: 0,
+            held: None,
+            holding: false,
+            closing: false,
+            slot_bytes: 0,
+            reply_bytes_counted: 0,
+            peer,
+            local,
+            connected: now,
+            last_interaction: now,
+        }
+    }
+
     fn serial_next(&self) -> u64 {
         self.slot_first + self.slots.len() as u64
     }
@@ -526,8 +573,9 @@ impl Conn {
         }
     }
 
-    /// Writes what it can of `out`. Fails if the client is gone.
-    fn write_out(&mut self) -> std::io::Result<()> {
+    /// Writes what it can of `out` (a write that takes bytes is an interaction at `now`).
+    /// Fails if the client is gone.
+    fn write_out(&mut self, now: Instant) -> std::io::Result<()> {
         if let Some(tls) = &mut self.tls {
             tls.flush_tls(&mut self.stream)?;
         }
@@ -539,7 +587,10 @@ impl Conn {
             };
             match wrote {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
-                Ok(n) => self.written += n,
+                Ok(n) => {
+                    self.written += n;
+                    self.last_interaction = now;
+                }
                 Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
                 Err(err) => return Err(err),
@@ -796,30 +847,10 @@ impl Front {
                     };
                     self.node.metrics().client_connections.inc();
                     self.stats.connection_received();
-                    self.conns.insert(
-                        token,
-                        Box::new(Conn {
-                            stream,
-                            tls,
-                            session: Session::new(token.0 as u64 - FIRST_CONN as u64 + 1)
-                                .with_reply_limit(self.client_limits.reply_limit()),
-                            input: Vec::new(),
-                            start: 0,
-                            want: 1,
-                            readable: true,
-                            peer_closed: false,
-                            out: Vec::new(),
-                            written: 0,
-                            slots: VecDeque::new(),
-                            slot_first: 0,
-                            unanswered: 0,
-                            held: None,
-                            holding: false,
-                            closing: false,
-                            slot_bytes: 0,
-                            reply_bytes_counted: 0,
-                        }),
-                    );
+                    let session = Session::new(token.0 as u64 - FIRST_CONN as u64 + 1)
+                        .with_reply_limit(self.client_limits.reply_limit());
+                    let conn = Conn::new(stream, tls, session, peer, Instant::now());
+                    self.conns.insert(token, Box::new(conn));
                     self.visit.insert(token);
                 }
                 Err(err) if err.kind() == ErrorKind::WouldBlock => return,
@@ -1134,7 +1165,7 @@ impl Front {
         let left_waiting = conn.peer_closed && conn.waits();
         let alive = !left_waiting
             && self.handle_requests(token, &mut conn, info)
-            && conn.write_out().is_ok()
+            && conn.write_out(self.pass_started).is_ok()
             && self.within_output_buffer(&conn);
         self.reply_bytes_total -= conn.reply_bytes_counted;
         if alive && !conn.done() {
@@ -1191,9 +1222,12 @@ impl Front {
             return;
         };
         while self.reply_bytes_total > budget {
+            // As Redis's client eviction, it spares a connection that asked so
+            // (`CLIENT NO-EVICT on`), even if the budget then stays exceeded.
             let largest = self
                 .conns
                 .iter()
+                .filter(|(_, conn)| !conn.session.no_evict())
                 .max_by_key(|(_, conn)| conn.reply_bytes_counted)
                 .map(|(token, _)| *token);
             let Some(token) = largest else { return };
@@ -1242,6 +1276,7 @@ impl Front {
                 }
                 Ok(n) => {
                     conn.input.extend_from_slice(&self.chunk[..n]);
+                    conn.last_interaction = self.pass_started;
                     // A plain socket that gave less than was asked is empty now: bytes that
                     // come later raise a new readable event, so the read that would only say
                     // `WouldBlock` (one system call per request under load) is skipped, as
@@ -1273,77 +1308,7 @@ impl Front {
             Ok(Parsed::Command { consumed }) => {
                 conn.start += consumed;
                 conn.want = 1;
-                let mut written = Vec::new();
-                // A connection waiting for its own calls reads nothing of a script that runs, as
-                // Redis's blocked script caller: it gets no `-BUSY` and its `SCRIPT KILL` waits.
-                let waits = conn.unanswered > 0 || conn.held.is_some();
-                let quiet;
-                let info = if waits && info.script != ScriptActivity::Idle {
-                    quiet = ServerInfo {
-                        script: ScriptActivity::Idle,
-                        ..info.clone()
-                    };
-                    &quiet
-                } else {
-                    info
-                };
-                // Only a request that shows the counters pays for their copy.
-                let with_stats;
-                let info = if conn.session.wants_stats(&self.argv) {
-                    with_stats = ServerInfo {
-                        command_stats: Some(Arc::new(self.stats.clone())),
-                        ..info.clone()
-                    };
-                    &with_stats
-                } else {
-                    info
-                };
-                let step = conn.session.handle(&self.argv, info, &mut written);
-                let tally = conn.session.take_tally();
-                // A call's reply is counted when it is written (`Conn::drain_slots`).
-                if !matches!(step, Step::Call(_) | Step::KillScript(_)) {
-                    self.stats.count(&tally, &written);
-                }
-                // A refused password (AUTH, HELLO … AUTH) is answered at once: counted and
-                // logged as a failed authentication.
-                self.node
-                    .metrics()
-                    .resp_replied(&written, || conn.stream.peer_addr().ok());
-                let silent = conn.session.reply_silenced();
-                match step {
-                    Step::KillScript(_) if self.node.scripts().is_some_and(Scripts::kill) => {
-                        self.stats.count(&tally, b"+OK\r\n");
-                        if !silent {
-                            conn.push_written(b"+OK\r\n".to_vec());
-                        }
-                    }
-                    // The script ended before the ask: the call answers `NOTBUSY`.
-                    Step::Call(call) | Step::KillScript(call) => {
-                        conn.closing |= call.closes_connection();
-                        if call.waits_for(conn.unanswered_calls()) {
-                            conn.held = Some(call);
-                        } else {
-                            self.send(token, conn, call);
-                        }
-                    }
-                    Step::Replied => conn.push_written(written),
-                    Step::Unblock(unblock) => {
-                        let ended = self.unblock(unblock);
-                        if !silent {
-                            conn.push_written(format!(":{}\r\n", i64::from(ended)).into_bytes());
-                        }
-                    }
-                    Step::PubSub(request) => self.pubsub(conn, request, silent, written),
-                    Step::Shutdown { save_refused } => self.shutdown(conn, save_refused, silent),
-                    Step::Close => {
-                        conn.push_written(written);
-                        conn.closing = true;
-                    }
-                    Step::CrossProtocol => {
-                        self.refuse_cross_protocol(conn);
-                        return false;
-                    }
-                }
+                return self.handle_command(token, conn, info, consumed);
             }
             Err(err) => {
                 let reply = format!("-ERR {err}\r\n").into_bytes();
@@ -1360,7 +1325,7 @@ impl Front {
     /// Redis's does). A node inside another program, or a `SAVE` asked without `FORCE` (a
     /// node writes no RDB file when it stops), answers Redis's failed-shutdown error and
     /// says why in the log.
-    fn shutdown(&mut self, conn: &mut Conn, save_refused: bool, silent: bool) {
+    fn shutdown(&mut self, conn: &mut Conn, save_refused: bool, tally: &Tally, silent: bool) {
         let peer = conn
             .stream
             .peer_addr()
@@ -1375,10 +1340,130 @@ impl Front {
             crate::stop_node()
         };
         tracing::warn!("{refusal} (asked by {peer})");
-        let reply = b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n";
-        self.stats.error_reply(reply);
-        if !silent {
-            conn.push_written(reply.to_vec());
+        let reply = b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n".to_vec();
+        self.loop_reply(conn, tally, reply, silent);
+    }
+
+    /// Handles the request just parsed into `argv` (it took `request_len` bytes of the
+    /// connection's input): the session answers it or says what to do, which is done here.
+    /// Returns false when the connection must close at once (an HTTP request).
+    fn handle_command(
+        &mut self,
+        token: Token,
+        conn: &mut Conn,
+        info: &ServerInfo,
+        request_len: usize,
+    ) -> bool {
+        let mut written = Vec::new();
+        let info = self.session_view(conn, info);
+        let step = conn.session.handle(&self.argv, &info, &mut written);
+        let tally = conn.session.take_tally();
+        // A call's reply is counted when it is written (`Conn::drain_slots`); a reply the
+        // loop writes, when it is.
+        let loop_replies = matches!(
+            step,
+            Step::Call(_)
+                | Step::KillScript(_)
+                | Step::ClientList(_)
+                | Step::ClientKill(_)
+                | Step::Shutdown { .. }
+        );
+        if !loop_replies {
+            self.stats.count(&tally, &written);
+        }
+        // A refused password (AUTH, HELLO … AUTH) is answered at once: counted and logged as
+        // a failed authentication.
+        self.node
+            .metrics()
+            .resp_replied(&written, || conn.stream.peer_addr().ok());
+        let silent = conn.session.reply_silenced();
+        match step {
+            Step::KillScript(_) if self.node.scripts().is_some_and(Scripts::kill) => {
+                self.stats.count(&tally, b"+OK\r\n");
+                if !silent {
+                    conn.push_written(b"+OK\r\n".to_vec());
+                }
+            }
+            // The script ended before the ask: the call answers `NOTBUSY`.
+            Step::Call(call) | Step::KillScript(call) => {
+                conn.closing |= call.closes_connection();
+                if call.waits_for(conn.unanswered_calls()) {
+                    conn.held = Some(call);
+                } else {
+                    self.send(token, conn, call);
+                }
+            }
+            Step::Replied => conn.push_written(written),
+            Step::Unblock(unblock) => {
+                let ended = self.unblock(unblock);
+                if !silent {
+                    conn.push_written(format!(":{}\r\n", i64::from(ended)).into_bytes());
+                }
+            }
+            Step::PubSub(request) => self.pubsub(conn, request, silent, written),
+            Step::ClientList(request) => {
+                let reply = self.client_list(token, conn, &request, request_len);
+                self.loop_reply(conn, &tally, reply, silent);
+            }
+            Step::ClientKill(request) => {
+                self.kill_clients(conn, &request, &tally, silent, request_len);
+            }
+            Step::Shutdown { save_refused } => self.shutdown(conn, save_refused, &tally, silent),
+            Step::Close => {
+                conn.push_written(written);
+                conn.closing = true;
+            }
+            Step::CrossProtocol => {
+                self.refuse_cross_protocol(conn);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// What the session handling the connection's next request should know of the node:
+    /// `info`, unless the request needs more or less of it.
+    fn session_view<'a>(&self, conn: &Conn, info: &'a ServerInfo) -> Cow<'a, ServerInfo> {
+        let mut view = Cow::Borrowed(info);
+        // A connection waiting for its own calls reads nothing of a script that runs, as
+        // Redis's blocked script caller: it gets no `-BUSY` and its `SCRIPT KILL` waits.
+        let waits = conn.unanswered > 0 || conn.held.is_some();
+        if waits && info.script != ScriptActivity::Idle {
+            view.to_mut().script = ScriptActivity::Idle;
+        }
+        // Only a request that shows the counters pays for their copy.
+        if conn.session.wants_stats(&self.argv) {
+            view.to_mut().command_stats = Some(Arc::new(self.stats.clone()));
+        }
+        view
+    }
+
+    /// `CLIENT KILL` from `conn`, whose request took `request_len` bytes: kills the
+    /// connections it matches and answers how many.
+    fn kill_clients(
+        &mut self,
+        conn: &mut Conn,
+        request: &KillRequest,
+        tally: &Tally,
+        silent: bool,
+        request_len: usize,
+    ) {
+        let (killed, caller_too) = self.client_kill(conn, request, request_len);
+        let mut reply = Vec::new();
+        request.write_reply(killed, conn.session.proto(), &mut reply);
+        self.loop_reply(conn, tally, reply, silent);
+        // As Redis: a connection that killed itself is closed after its reply.
+        conn.closing |= caller_too;
+    }
+
+    /// A reply the loop wrote for the connection's request, counted as `tally` says and sent
+    /// unless `silent` (`CLIENT REPLY OFF`, counted then as a reply without an error).
+    fn loop_reply(&mut self, conn: &mut Conn, tally: &Tally, reply: Vec<u8>, silent: bool) {
+        if silent {
+            self.stats.count(tally, b"");
+        } else {
+            self.stats.count(tally, &reply);
+            conn.push_written(reply);
         }
     }
 

@@ -1535,3 +1535,369 @@ fn a_write_refused_or_rolled_back_publishes_no_notification() {
         "the refused INCR and the rolled-back script published nothing"
     );
 }
+
+/// `CLIENT LIST`'s fields, in Redis 7.0's order.
+const CLIENT_FIELDS: [&str; 28] = [
+    "id",
+    "addr",
+    "laddr",
+    "fd",
+    "name",
+    "age",
+    "idle",
+    "flags",
+    "db",
+    "sub",
+    "psub",
+    "ssub",
+    "multi",
+    "qbuf",
+    "qbuf-free",
+    "argv-mem",
+    "multi-mem",
+    "rbs",
+    "rbp",
+    "obl",
+    "oll",
+    "omem",
+    "tot-mem",
+    "events",
+    "cmd",
+    "user",
+    "redir",
+    "resp",
+];
+
+/// One line of `CLIENT LIST`: its `field=value` pairs, in order.
+type ClientLine = Vec<(String, String)>;
+
+/// Sends `args` and returns the lines of the `CLIENT LIST` or `CLIENT INFO` reply (a bulk
+/// string, or in RESP3 a verbatim one), each checked to hold Redis's fields in order.
+fn client_lines(conn: &mut Conn, args: &[&[u8]]) -> Vec<ClientLine> {
+    conn.send(&[args]);
+    let text = match conn.reply() {
+        Value::Bulk(text) => text,
+        Value::Verbatim(format, text) => {
+            assert_eq!(format, b"txt");
+            text
+        }
+        other => panic!("expected the lines, got {other:?}"),
+    };
+    let text = String::from_utf8(text).expect("ASCII");
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "each line ends: {text:?}"
+    );
+    let lines: Vec<ClientLine> = text
+        .lines()
+        .map(|line| {
+            let fields = line.split(' ').map(|field| {
+                let (name, value) = field.split_once('=').expect("field=value");
+                (name.to_string(), value.to_string())
+            });
+            fields.collect()
+        })
+        .collect();
+    for line in &lines {
+        let names: Vec<&str> = line.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, CLIENT_FIELDS);
+    }
+    lines
+}
+
+/// The value of field `name` in `line`.
+fn field<'a>(line: &'a ClientLine, name: &str) -> &'a str {
+    let (_, value) = line.iter().find(|(n, _)| n == name).expect("every field");
+    value
+}
+
+/// The ids of `lines`, in order.
+fn ids(lines: &[ClientLine]) -> Vec<i64> {
+    let id = |line| field(line, "id").parse::<i64>().expect("a number");
+    lines.iter().map(id).collect()
+}
+
+/// Asserts that `line` holds each of `expected`'s fields with its value.
+fn assert_fields(line: &ClientLine, expected: &[(&str, &str)]) {
+    for (name, value) in expected {
+        assert_eq!(field(line, name), *value, "{name} in {line:?}");
+    }
+}
+
+fn client_id(conn: &mut Conn) -> i64 {
+    conn.send(&[&[b"CLIENT", b"ID"]]);
+    int(conn.reply())
+}
+
+#[test]
+fn client_list_shows_each_connection_as_redis_does_and_its_filters_select() {
+    let node = start();
+    let mut lister = Conn::open(node.address);
+    let mut other = Conn::open(node.address);
+    lister.send(&[&[b"CLIENT", b"SETNAME", b"lister"]]);
+    assert_eq!(lister.reply(), ok());
+    let lister_id = client_id(&mut lister);
+    other.send(&[&[b"SELECT", b"3"]]);
+    assert_eq!(other.reply(), ok());
+    let other_id = client_id(&mut other);
+    let lister_addr = lister.stream.local_addr().expect("bound").to_string();
+    let other_addr = other.stream.local_addr().expect("bound").to_string();
+    let node_addr = node.address.to_string();
+
+    let lines = client_lines(&mut lister, &[b"CLIENT", b"LIST"]);
+    assert_eq!(
+        ids(&lines),
+        [lister_id, other_id],
+        "every connection, oldest first"
+    );
+    // As Redis shows a client listing: its request still in the query buffer (26 bytes),
+    // its arguments' 10 bytes, nothing unsent.
+    assert_fields(
+        &lines[0],
+        &[
+            ("addr", &lister_addr),
+            ("laddr", &node_addr),
+            ("name", "lister"),
+            ("flags", "N"),
+            ("db", "0"),
+            ("sub", "0"),
+            ("multi", "-1"),
+            ("qbuf", "26"),
+            ("argv-mem", "10"),
+            ("multi-mem", "0"),
+            ("rbp", "0"),
+            ("obl", "0"),
+            ("oll", "0"),
+            ("omem", "0"),
+            ("events", "r"),
+            ("cmd", "client|list"),
+            ("user", "default"),
+            ("redir", "-1"),
+            ("resp", "2"),
+        ],
+    );
+    assert_fields(
+        &lines[1],
+        &[
+            ("addr", &other_addr),
+            ("name", ""),
+            ("db", "3"),
+            ("qbuf", "0"),
+            ("argv-mem", "0"),
+            ("cmd", "client|id"),
+        ],
+    );
+    assert_ne!(field(&lines[0], "fd"), field(&lines[1], "fd"));
+
+    // In MULTI: `x`, the commands queued and their memory (Redis's: the arguments' bytes and
+    // a pointer per argument), the last one queued as the command.
+    other.send(&[&[b"MULTI"], &[b"SET", b"k", b"v"], &[b"GET", b"k"]]);
+    assert_eq!(other.reply(), ok());
+    assert_eq!(other.reply(), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(other.reply(), Value::Simple(b"QUEUED".to_vec()));
+    let id = other_id.to_string();
+    let lines = client_lines(&mut lister, &[b"CLIENT", b"LIST", b"ID", id.as_bytes()]);
+    assert_eq!(ids(&lines), [other_id]);
+    let multi_mem = (5 + 3 * 8 + 4 + 2 * 8).to_string();
+    assert_fields(
+        &lines[0],
+        &[
+            ("flags", "x"),
+            ("multi", "2"),
+            ("multi-mem", &multi_mem),
+            ("cmd", "get"),
+        ],
+    );
+    other.send(&[&[b"DISCARD"]]);
+    assert_eq!(other.reply(), ok());
+
+    // A subscriber: `P`, its subscriptions counted by kind, and of type pubsub.
+    other.send(&[&[b"SUBSCRIBE", b"news"], &[b"PSUBSCRIBE", b"n*"]]);
+    assert_eq!(other.reply(), confirmed("subscribe", "news", 1));
+    assert_eq!(other.reply(), confirmed("psubscribe", "n*", 2));
+    let lines = client_lines(&mut lister, &[b"CLIENT", b"LIST", b"TYPE", b"pubsub"]);
+    assert_eq!(ids(&lines), [other_id]);
+    assert_fields(
+        &lines[0],
+        &[
+            ("flags", "P"),
+            ("sub", "1"),
+            ("psub", "1"),
+            ("ssub", "0"),
+            ("cmd", "psubscribe"),
+        ],
+    );
+    let lines = client_lines(&mut lister, &[b"CLIENT", b"LIST", b"TYPE", b"NORMAL"]);
+    assert_eq!(ids(&lines), [lister_id]);
+    assert!(client_lines(&mut lister, &[b"CLIENT", b"LIST", b"TYPE", b"replica"]).is_empty());
+
+    // IDs are shown in the order asked; one no connection has is skipped.
+    let (lister_text, other_text) = (lister_id.to_string(), other_id.to_string());
+    let args: [&[u8]; 6] = [
+        b"CLIENT",
+        b"LIST",
+        b"ID",
+        other_text.as_bytes(),
+        b"99999",
+        lister_text.as_bytes(),
+    ];
+    assert_eq!(
+        ids(&client_lines(&mut lister, &args)),
+        [other_id, lister_id]
+    );
+
+    // CLIENT INFO is the caller's own line (the command aside, and the clock, which may
+    // have ticked).
+    let listed = client_lines(&mut lister, &[b"CLIENT", b"LIST"]).remove(0);
+    let info = client_lines(&mut lister, &[b"CLIENT", b"INFO"]);
+    assert_eq!(info.len(), 1);
+    assert_eq!(field(&info[0], "cmd"), "client|info");
+    let besides = |line: &ClientLine| -> ClientLine {
+        let kept = |(name, _): &&(String, String)| !matches!(name.as_str(), "cmd" | "age" | "idle");
+        line.iter().filter(kept).cloned().collect()
+    };
+    assert_eq!(besides(&info[0]), besides(&listed));
+
+    // `CLIENT NO-EVICT on` shows as `e`; RESP3 gets a verbatim string and `resp=3`.
+    lister.send(&[&[b"CLIENT", b"NO-EVICT", b"on"], &[b"HELLO", b"3"]]);
+    assert_eq!(lister.reply(), ok());
+    assert!(matches!(lister.reply(), Value::Map(_)));
+    let info = client_lines(&mut lister, &[b"CLIENT", b"INFO"]);
+    assert_fields(&info[0], &[("flags", "e"), ("resp", "3")]);
+}
+
+#[test]
+fn client_kill_closes_the_connections_it_matches_and_answers_as_redis() {
+    let node = start();
+    let mut killer = Conn::open(node.address);
+    let mut waiter = Conn::open(node.address);
+    let mut old = Conn::open(node.address);
+    let waiter_id = client_id(&mut waiter);
+    old.send(&[&[b"PING"]]);
+    assert_eq!(old.reply(), Value::Simple(b"PONG".to_vec()));
+
+    // Bad filters get Redis's errors and kill no one.
+    let syntax = Value::Error(b"ERR syntax error".to_vec());
+    let refusals: [(&[&[u8]], Value); 5] = [
+        (
+            &[b"CLIENT", b"KILL", b"ID", b"0"],
+            Value::Error(b"ERR client-id should be greater than 0".to_vec()),
+        ),
+        (
+            &[b"CLIENT", b"KILL", b"TYPE", b"bogus"],
+            Value::Error(b"ERR Unknown client type 'bogus'".to_vec()),
+        ),
+        (
+            &[b"CLIENT", b"KILL", b"USER", b"nobody"],
+            Value::Error(b"ERR No such user 'nobody'".to_vec()),
+        ),
+        (&[b"CLIENT", b"KILL", b"SKIPME", b"maybe"], syntax.clone()),
+        (&[b"CLIENT", b"KILL", b"ID", b"2", b"SKIPME"], syntax),
+    ];
+    for (args, refusal) in refusals {
+        killer.send(&[args]);
+        assert_eq!(killer.reply(), refusal, "{args:?}");
+    }
+    assert_eq!(client_lines(&mut killer, &[b"CLIENT", b"LIST"]).len(), 3);
+
+    // A connection waiting in a blocking command shows `b`; killed, it is closed and pops
+    // nothing.
+    waiter.send(&[&[b"BLPOP", b"queue", b"0"]]);
+    wait_blocked(node.metrics(), 1);
+    let id = waiter_id.to_string();
+    let lines = client_lines(&mut killer, &[b"CLIENT", b"LIST", b"ID", id.as_bytes()]);
+    assert_fields(&lines[0], &[("flags", "b"), ("cmd", "blpop"), ("oll", "0")]);
+    killer.send(&[&[b"CLIENT", b"KILL", b"ID", id.as_bytes()]]);
+    assert_eq!(int(killer.reply()), 1);
+    assert!(
+        waiter.rest_until_closed().is_empty(),
+        "closed without a reply"
+    );
+    wait_blocked(node.metrics(), 0);
+    killer.send(&[
+        &[b"CLIENT", b"KILL", b"ID", id.as_bytes()],
+        &[b"RPUSH", b"queue", b"x"],
+    ]);
+    assert_eq!(int(killer.reply()), 0, "gone already");
+    assert_eq!(int(killer.reply()), 1, "the killed waiter popped nothing");
+
+    // The old form names the client's address, and answers OK or an error.
+    let old_addr = old.stream.local_addr().expect("bound").to_string();
+    killer.send(&[&[b"CLIENT", b"KILL", old_addr.as_bytes()]]);
+    assert_eq!(killer.reply(), ok());
+    assert!(old.rest_until_closed().is_empty());
+    killer.send(&[&[b"CLIENT", b"KILL", old_addr.as_bytes()]]);
+    assert_eq!(killer.reply(), Value::Error(b"ERR No such client".to_vec()));
+
+    // The new form spares the caller unless told not to; filters that match no one kill no
+    // one.
+    let mut others = [Conn::open(node.address), Conn::open(node.address)];
+    for conn in &mut others {
+        conn.send(&[&[b"PING"]]);
+        assert_eq!(conn.reply(), Value::Simple(b"PONG".to_vec()));
+    }
+    let node_addr = node.address.to_string();
+    let none_match: [&[&[u8]]; 3] = [
+        &[b"CLIENT", b"KILL", b"MAXAGE", b"100000"],
+        &[b"CLIENT", b"KILL", b"TYPE", b"master"],
+        &[
+            b"CLIENT",
+            b"KILL",
+            b"ADDR",
+            b"192.0.2.1:1",
+            b"SKIPME",
+            b"no",
+        ],
+    ];
+    for args in none_match {
+        killer.send(&[args]);
+        assert_eq!(int(killer.reply()), 0, "{args:?}");
+    }
+    killer.send(&[&[b"CLIENT", b"KILL", b"LADDR", node_addr.as_bytes()]]);
+    assert_eq!(int(killer.reply()), 2, "every connection but the caller");
+    for conn in &mut others {
+        assert!(conn.rest_until_closed().is_empty());
+    }
+    // Killing itself, the caller gets its reply, then the connection closes.
+    killer.send(&[
+        &[b"CLIENT", b"KILL", b"USER", b"default", b"SKIPME", b"no"],
+        &[b"PING"],
+    ]);
+    assert_eq!(int(killer.reply()), 1);
+    assert!(
+        killer.rest_until_closed().is_empty(),
+        "nothing after the kill runs"
+    );
+    let mut fresh = Conn::open(node.address);
+    assert_eq!(client_lines(&mut fresh, &[b"CLIENT", b"LIST"]).len(), 1);
+}
+
+#[test]
+fn client_list_and_kill_in_a_block_answer_an_error_and_the_block_still_runs() {
+    let node = start();
+    let mut conn = Conn::open(node.address);
+    conn.send(&[
+        &[b"MULTI"],
+        &[b"CLIENT", b"LIST"],
+        &[b"CLIENT", b"KILL", b"ID", b"0"],
+        &[b"CLIENT", b"KILL", b"SKIPME", b"no"],
+        &[b"SET", b"k", b"v"],
+        &[b"EXEC"],
+    ]);
+    assert_eq!(conn.reply(), ok());
+    for _ in 0..4 {
+        assert_eq!(conn.reply(), Value::Simple(b"QUEUED".to_vec()));
+    }
+    let in_block = Value::Error(tandem_redis::session::clients::IN_BLOCK.as_bytes().to_vec());
+    let bad_id = Value::Error(b"ERR client-id should be greater than 0".to_vec());
+    assert_eq!(
+        conn.reply(),
+        Value::Array(vec![in_block.clone(), bad_id, in_block, ok()])
+    );
+    conn.send(&[&[b"GET", b"k"]]);
+    assert_eq!(
+        conn.reply(),
+        bulk("v"),
+        "the block ran; the connection lives"
+    );
+}

@@ -135,8 +135,10 @@ struct Allowed {
 /// a bit offset Redis accepts near 2^32 for a write (Redis would
 /// allocate 512 MB; tandem's 64 MiB segment answers OOM), `CONFIG SET` (a tandem node is
 /// configured by its file), `CLIENT SETINFO` (Redis 7.0 lacks it; tandem accepts it, as 7.2
-/// does, for redis-py), `CLIENT LIST`/`INFO`, `COMMAND` and `COMMAND DOCS` (they describe each
-/// server itself; so is `COMMAND INFO` without names), `WAIT n 0` outside a block (a lone
+/// does, for redis-py), `CLIENT NO-TOUCH` and `CLIENT KILL … MAXAGE` (7.2's and 7.4's, which
+/// tandem accepts too), `CLIENT LIST`/`INFO`/`KILL` but in forms both refuse, `CLIENT HELP`,
+/// `COMMAND` and `COMMAND DOCS` (they describe each server itself, or its own connections; so
+/// is `COMMAND INFO` without names), `WAIT n 0` outside a block (a lone
 /// redis-server waits forever for replicas it lacks; inside one it answers at once),
 /// `READONLY` and `READWRITE` without arguments (Redis outside cluster mode refuses them;
 /// tandem answers `+OK`, for Redis Cluster clients reading from a backup),
@@ -4467,7 +4469,7 @@ static CONNECTION: &[Gen] = &[
         2 => command("AUTH", [b"nobody".to_vec(), d.value()]),
         _ => command("AUTH", [d.value(), d.value(), d.value()]),
     }),
-    g("CLIENT", 4, |d| match d.rng.below(7) {
+    g("CLIENT", 5, |d| match d.rng.below(10) {
         0 | 1 => command(
             "CLIENT",
             [
@@ -4484,6 +4486,11 @@ static CONNECTION: &[Gen] = &[
                 b"x".to_vec(),
                 b"y".to_vec(),
             ],
+        ),
+        7 | 8 => client_refused(d),
+        9 => command(
+            "CLIENT",
+            [b"NO-EVICT".to_vec(), d.pick(&["on", "OFF", "maybe"])],
         ),
         _ => command("CLIENT", [d.pick(&["BOGUS", "SETNAME"])]),
     }),
@@ -4744,6 +4751,14 @@ fn mutate(d: &mut Draw, args: &mut Args) {
         b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"
         | b"SUNSUBSCRIBE" => true,
         b"PFADD" => !is_hll_key(&args[1]),
+        // Drawn only in forms both servers refuse (`client_refused`): an argument fewer or
+        // more may make one that lists or kills each server's own connections.
+        b"CLIENT" => args.get(1).is_some_and(|sub| {
+            matches!(
+                sub.to_ascii_uppercase().as_slice(),
+                b"LIST" | b"INFO" | b"KILL" | b"HELP"
+            )
+        }),
         _ => false,
     };
     // `READONLY` and `READWRITE` are sent only with a wrong arity (see `ALLOWED`'s note).
@@ -4783,6 +4798,32 @@ fn mutate(d: &mut Draw, args: &mut Args) {
         6 => *args = command("NOSUCHCOMMAND", [d.key(), d.value()]),
         _ => {}
     }
+}
+
+/// `CLIENT LIST`, `INFO`, `KILL` and `HELP` in forms both servers refuse in the same words:
+/// a form either accepts lists or kills each server's own connections, or lists the
+/// subcommands each serves. (`KILL … MAXAGE`, Redis 7.4's, is not sent: 7.0 refuses it.)
+fn client_refused(d: &mut Draw) -> Args {
+    const FORMS: &[&[&str]] = &[
+        &["KILL"],
+        &["KILL", "ID", "0"],
+        &["KILL", "ID", "-1"],
+        &["KILL", "ID", "str"],
+        &["KILL", "ID", "10", "wrong_arg"],
+        &["KILL", "TYPE", "wrong_type"],
+        &["KILL", "USER", "wrong_user"],
+        &["KILL", "SKIPME", "yes_or_no"],
+        &["KILL", "ADDR", "192.0.2.1:1", "LADDR"],
+        &["LIST", "TYPE"],
+        &["LIST", "TYPE", "wrong"],
+        &["LIST", "TYPE", "normal", "extra"],
+        &["LIST", "ID", "x"],
+        &["LIST", "bogus", "x"],
+        &["INFO", "x"],
+        &["HELP", "x"],
+    ];
+    let form = FORMS[d.rng.below(FORMS.len())];
+    command("CLIENT", form.iter().map(|arg| arg.as_bytes().to_vec()))
 }
 
 /// A `MULTI` block: commands (some refused when queued, some failing when run, now and then

@@ -516,7 +516,15 @@ pub fn counted_keys_at(name: &str) -> Option<usize> {
 /// so that a wrong one is refused in Redis's words.
 pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("CLIENT", "GETNAME", 2),
+    ("CLIENT", "HELP", 2),
     ("CLIENT", "ID", 2),
+    ("CLIENT", "INFO", 2),
+    ("CLIENT", "KILL", -3),
+    ("CLIENT", "LIST", -2),
+    ("CLIENT", "NO-EVICT", 3),
+    // Redis 7.2's, served for clients that send it (it changes nothing here: see
+    // `session::clients`).
+    ("CLIENT", "NO-TOUCH", 3),
     ("CLIENT", "REPLY", 3),
     ("CLIENT", "SETINFO", 4),
     ("CLIENT", "SETNAME", 3),

@@ -129,6 +129,10 @@ impl Node {
             // The harness serves no pub/sub (`ServerInfo::pubsub` is false): its sessions
             // refuse those commands.
             Step::PubSub(request) => panic!("the harness was asked for pub/sub: {request:?}"),
+            // Nor does it list its connections (`ServerInfo::clients` is false).
+            step @ (Step::ClientList(_) | Step::ClientKill(_)) => {
+                panic!("the harness was asked for its connections: {step:?}")
+            }
             // The harness's sessions see no script run (`ServerInfo::script` is idle).
             Step::Call(call) | Step::KillScript(call) => {
                 let mut reply = Vec::new();
