@@ -974,8 +974,8 @@ impl Acceptor {
                 });
             }
             PeerKind::Replica => {
-                // Only a static-mode primary links this way; a cluster's nodes link over
-                // the connection each pair of them keeps.
+                // No node links this way any more: every pair of nodes links over the
+                // connection the two keep.
                 let message = "this node runs in a cluster: its peers link over their cluster \
                                connection (every node of a cluster runs the same version)";
                 refuse(&mut stream, ErrorCode::BadFrame, message);

@@ -162,23 +162,17 @@ impl Mailbox {
     }
 }
 
-/// Where frames for one native client go: its writer thread (a static-mode primary's
-/// clients), or the I/O loop's mailbox.
+/// Where frames for one native client go: the I/O loop's mailbox, under the client's token.
 #[derive(Clone, Debug)]
-pub enum FrameSink {
-    Thread(Sender<Vec<u8>>),
-    Loop { token: Token, mailbox: Arc<Mailbox> },
+pub struct FrameSink {
+    token: Token,
+    mailbox: Arc<Mailbox>,
 }
 
 impl FrameSink {
     /// Hands whole frames over; nothing happens if their connection is gone.
     pub(crate) fn send(&self, frames: Vec<u8>) {
-        match self {
-            FrameSink::Thread(out) => {
-                let _ = out.send(frames);
-            }
-            FrameSink::Loop { token, mailbox } => mailbox.put(*token, Some(frames)),
-        }
+        self.mailbox.put(self.token, Some(frames));
     }
 }
 
@@ -206,10 +200,8 @@ impl FrameReply {
 
 impl Drop for FrameReply {
     fn drop(&mut self) {
-        if !self.answered
-            && let FrameSink::Loop { token, mailbox } = &self.sink
-        {
-            mailbox.put(*token, None);
+        if !self.answered {
+            self.sink.mailbox.put(self.sink.token, None);
         }
     }
 }
@@ -271,7 +263,7 @@ impl NativeConn {
             closing: false,
             counted,
         };
-        let sink = FrameSink::Loop {
+        let sink = FrameSink {
             token,
             mailbox: Arc::clone(mailbox),
         };

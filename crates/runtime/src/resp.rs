@@ -9,8 +9,7 @@
 //! each connection's replies are written in request order. In a cluster the loop runs on the
 //! node's own thread, which watches the loop's epoll descriptor beside its peers' sockets
 //! and turns the loop when it is ready or due ([`IoLoop::turn`], [`IoLoop::pass`]): a call
-//! and its answer cross no thread. A static node runs it on its main thread ([`IoLoop::run`]),
-//! a test on a thread of its own ([`spawn`]).
+//! and its answer cross no thread.
 //!
 //! What a command means is the session's and the model's to say; which call must wait for
 //! which is the session's ([`Call::waits_for`], [`Call::holds_later`],
@@ -127,29 +126,6 @@ const BACKUP_CHANGED: &str =
 /// What a client past `maxclients` is told before its connection is closed (Redis's text).
 const MAXCLIENTS_REFUSAL: &[u8] = b"-ERR max number of clients reached\r\n";
 
-/// Starts the node's I/O loop on a thread of its own (see [`IoLoop::new`]).
-pub fn spawn(
-    listener: Option<std::net::TcpListener>,
-    node: Arc<dyn RespNode>,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    limits: ClientLimits,
-    stop: StopWhen,
-    publications: Option<Arc<Publications>>,
-) -> Result<NativeDoor, crate::StartError> {
-    let (io_loop, door) = IoLoop::new(listener, node, tls, limits, stop, publications, None)?;
-    std::thread::Builder::new()
-        .name("resp-io".into())
-        .spawn(move || {
-            let err = io_loop.run();
-            tracing::error!("the RESP port stopped: waiting for its sockets failed: {err}");
-        })
-        .map_err(|source| crate::StartError::Thread {
-            thread: "the RESP thread",
-            source,
-        })?;
-    Ok(door)
-}
-
 /// A way to wake the thread that runs the I/O loop.
 pub(crate) type Wake = Arc<dyn Fn() + Send + Sync>;
 
@@ -166,8 +142,8 @@ pub(crate) struct LoopWakers {
 
 /// The node's I/O loop, ready to run: it serves the RESP connections accepted on its
 /// listener (if the node has a RESP port) and the native clients handed to it through its
-/// door, and watches what stops the node. It runs on a thread of its own ([`IoLoop::run`])
-/// or is driven by another loop, one turn at a time ([`IoLoop::turn`]).
+/// door, and watches what stops the node. The node thread's loop drives it, one turn at a
+/// time ([`IoLoop::turn`]).
 pub struct IoLoop {
     front: Front,
 }
@@ -275,12 +251,6 @@ impl IoLoop {
         let wake = Arc::clone(&self.front.wake);
         publications.on_push(move || wake());
         self.front.publications = Some(publications);
-    }
-
-    /// Runs the loop on the calling thread, for as long as the process lives; returns only
-    /// if waiting for its sockets failed (the node can serve no client then).
-    pub fn run(self) -> std::io::Error {
-        self.front.run()
     }
 
     /// One turn of a loop another loop drives: waits up to `timeout` for its sockets (the
@@ -724,17 +694,6 @@ impl Default for Warned {
 }
 
 impl Front {
-    fn run(mut self) -> std::io::Error {
-        loop {
-            let timeout = self
-                .due()
-                .map(|due| due.saturating_duration_since(Instant::now()));
-            if let Err(err) = self.turn(timeout) {
-                return err;
-            }
-        }
-    }
-
     fn due(&self) -> Option<Instant> {
         if self.again {
             return Some(Instant::now());

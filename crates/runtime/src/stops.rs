@@ -26,8 +26,6 @@ pub(crate) struct Stops {
     /// The read end of the pipe the signal handlers write a byte to.
     signals: Option<UnixStream>,
     stdin: bool,
-    /// The loop runs a node process (it stops on signals), not a node inside another program.
-    process: bool,
 }
 
 impl Stops {
@@ -39,10 +37,7 @@ impl Stops {
         signals_token: Token,
         stdin_token: Token,
     ) -> io::Result<Stops> {
-        let mut stops = Stops {
-            process: when.signals,
-            ..Stops::default()
-        };
+        let mut stops = Stops::default();
         if when.signals {
             let (read_end, write_end) = std::os::unix::net::UnixStream::pair()?;
             read_end.set_nonblocking(true)?;
@@ -71,9 +66,10 @@ impl Stops {
         Ok(stops)
     }
 
-    /// Whether the node is a process of its own, which a stop ends.
+    /// Whether the node is a process of its own, which a stop ends: only such a node
+    /// watches the signals.
     pub(crate) fn ends_process(&self) -> bool {
-        self.process
+        self.signals.is_some()
     }
 
     /// Whether a signal came (its bytes are taken).

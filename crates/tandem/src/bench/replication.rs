@@ -501,14 +501,10 @@ fn start_in_process(
         .map_err(|err| Failure::Run(err.to_string()))
 }
 
-/// The role's part of a node's `/status` or `/checksum`: a node that runs the `Node` nests
-/// it under `report` beside the cluster's view; a passive group's static node gives it
-/// whole.
+/// The role's part of a node's `/status` or `/checksum`, which nests it under `report`
+/// beside the cluster's view.
 fn role_report(mut report: Value) -> Value {
-    match report.get_mut("report") {
-        Some(role) => role.take(),
-        None => report,
-    }
+    report["report"].take()
 }
 
 /// The in-process driver's own check of what it committed, run on the primary's thread.
