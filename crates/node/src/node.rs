@@ -669,6 +669,12 @@ impl<D: Destination, R> Plane<D, R> {
                     // A frozen backup has closed its primary's links.
                     return Ok(());
                 }
+                // The receiver keeps what this ack tells: a view change asks the backup what
+                // its acks said its log synced, and its log may fail before the receiver's
+                // next message would have heard it (k-of-n seed 1251240: the primary
+                // released an LSN on this ack, the log failed, and the backup reported one
+                // less, which became the promotion's released bound).
+                backup.synced(lsn);
                 let primary = backup.gate().primary();
                 let ack =
                     Message::durable_ack(backup.gate().view(), lsn, backup.applier().lsn_applied());

@@ -23,6 +23,10 @@
 //! - `kill node=ID`: a crash its peers see at once (their connections from it close);
 //!   `closed from=A to=B`: B sees its connection from A close;
 //! - `cut from=A to=B` (one direction, every message) and `heal`;
+//! - `hold-syncs node=ID`: the node's log syncs nothing until `sync node=ID` syncs what it
+//!   holds (and goes back to syncing at once); `fail-log node=ID`: its log fails a sync, and
+//!   syncs nothing more and says nothing is durable, as a poisoned log does (the node runs
+//!   on);
 //! - `lead node=ID to=L`: node ID asks for the config store's leadership to go to L;
 //! - `view`: each node's view, role, LSNs and the config store's leader as it knows them.
 
@@ -74,6 +78,10 @@ type ScenarioNode = Node<To, u64>;
 struct Log {
     lsn_written: u64,
     lsn_durable: u64,
+    /// Syncs wait for a `sync` command.
+    holding: bool,
+    /// A sync failed: the log is poisoned, syncs nothing more and says nothing is durable.
+    failed: bool,
 }
 
 /// What a node hands the harness while it handles one input.
@@ -133,7 +141,11 @@ impl NodeEnv<To, u64> for Env<'_> {
     }
 
     fn lsn_durable(&self) -> u64 {
-        self.log.lsn_durable
+        if self.log.failed {
+            0
+        } else {
+            self.log.lsn_durable
+        }
     }
 
     fn wants_checkpoint(&self) -> bool {
@@ -345,7 +357,7 @@ impl Harness {
                 .expect("the harness's disk and env do not fail");
         }
         // The log syncs at once what it was handed; the role hears it.
-        while env.log.lsn_durable < env.log.lsn_written {
+        while !env.log.holding && !env.log.failed && env.log.lsn_durable < env.log.lsn_written {
             env.log.lsn_durable = env.log.lsn_written;
             let lsn = env.log.lsn_durable;
             member
@@ -645,6 +657,14 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
                 .insert((number("from") as NodeId, number("to") as NodeId));
         }
         "heal" => harness.cuts.clear(),
+        "hold-syncs" => harness.logs[index(number("node") as NodeId)].holding = true,
+        "sync" => {
+            let node = number("node") as NodeId;
+            harness.logs[index(node)].holding = false;
+            harness.with_node(node, &mut out, |_, _| Ok(()));
+            harness.deliver_all(&mut out);
+        }
+        "fail-log" => harness.logs[index(number("node") as NodeId)].failed = true,
         "lead" => {
             let node = number("node") as NodeId;
             let to = number("to") as NodeId;
