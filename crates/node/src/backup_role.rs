@@ -32,6 +32,7 @@ use tandem_store::DataModel;
 use crate::backup::{ApplierRole, Handover, HandoverError};
 use crate::gate::GateRule;
 use crate::log::{LogOrder, receiver_orders};
+use crate::peer_frame::RelayedPublication;
 use crate::reads::{BackupReads, ReadAnswer, WaitingRead};
 use crate::receiver::ReceiverRole;
 
@@ -112,7 +113,17 @@ pub struct BackupRole<T> {
     settings: ReadSettings,
     /// The receiver's output, reused from turn to turn.
     received: ReceiverReady,
+    /// Pub/sub messages the primary relayed, waiting for the applier to reach their LSN.
+    relayed: VecDeque<RelayedPublication>,
+    /// Bytes of channels and messages in `relayed`.
+    relayed_bytes: usize,
 }
+
+/// The most relayed pub/sub messages a backup holds for its applier to catch up: more are
+/// dropped, as Redis drops the messages of a subscriber too slow to take them.
+pub const RELAYED_HELD_MAX: usize = 1 << 16;
+/// The most bytes (channels and messages) of relayed pub/sub messages a backup holds.
+pub const RELAYED_HELD_BYTES_MAX: usize = 16 << 20;
 
 impl<T> BackupRole<T> {
     /// A backup role behind `gate`, receiving with `receiver` and applying with `applier`.
@@ -134,6 +145,35 @@ impl<T> BackupRole<T> {
             released_heard: 0,
             settings,
             received: ReceiverReady::default(),
+            relayed: VecDeque::new(),
+            relayed_bytes: 0,
+        }
+    }
+
+    /// Holds a pub/sub message the primary relayed until the applier has applied its LSN;
+    /// false if it was dropped because too many wait.
+    pub fn hold_relayed(&mut self, publication: RelayedPublication) -> bool {
+        let len = publication.channel.len() + publication.message.len();
+        if self.relayed.len() >= RELAYED_HELD_MAX
+            || self.relayed_bytes + len > RELAYED_HELD_BYTES_MAX
+        {
+            return false;
+        }
+        self.relayed_bytes += len;
+        self.relayed.push_back(publication);
+        true
+    }
+
+    /// Moves the relayed pub/sub messages whose LSN the applier has applied to `into`, in
+    /// the order they were relayed.
+    pub fn take_relayed_applied(&mut self, into: &mut Vec<RelayedPublication>) {
+        let lsn_applied = self.applier.lsn_applied();
+        while let Some(front) = self.relayed.front()
+            && front.lsn <= lsn_applied
+        {
+            let publication = self.relayed.pop_front().expect("front exists");
+            self.relayed_bytes -= publication.channel.len() + publication.message.len();
+            into.push(publication);
         }
     }
 

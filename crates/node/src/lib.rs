@@ -65,8 +65,9 @@ pub use node::{
     RoleSlot,
 };
 pub use peer_frame::{
-    PeerFrameError, PeerMessage, decode_cluster_message, decode_peer_message,
-    encode_cluster_message, encode_replication,
+    PeerFrameError, PeerMessage, RelayedPublication, decode_cluster_message, decode_peer_message,
+    decode_relayed_publication, encode_cluster_message, encode_relayed_publication,
+    encode_replication,
 };
 pub use primary::{
     Answer, AnswerKind, Call, EarlierRun, Observed, PrimaryRole, Ran, Refusal, RoleReady,

@@ -26,7 +26,7 @@ use tandem_store::DataModel;
 use crate::backup_role::{BackupReady, BackupRole, BackupTurnError, ReadSettings};
 use crate::carry_out::Slot;
 use crate::log::LogOrder;
-use crate::peer_frame::PeerMessage;
+use crate::peer_frame::{PeerMessage, RelayedPublication};
 use crate::primary::{Observed, Ran};
 use crate::primary_host::{PrimaryHost, WaitingCall};
 use crate::reads::WaitingRead;
@@ -409,6 +409,59 @@ impl<D: Destination, R> Node<D, R> {
         self.plane.collect_backup(env)
     }
 
+    /// A pub/sub message published on this node, which a primary relays to every other
+    /// member of its view (backups and spares), tagged with its last committed LSN: they
+    /// deliver it once they applied that far. A node in another role relays nothing (its
+    /// subscribers alone hear what is published on it, as on a Redis replica).
+    pub fn relay_publication<E: NodeEnv<D, R>>(
+        &mut self,
+        shard: bool,
+        channel: &[u8],
+        message: &[u8],
+        env: &mut E,
+    ) {
+        let Slot::Primary(host) = &self.plane.role else {
+            return;
+        };
+        let primary = host.primary();
+        if primary.is_deposed() || primary.newer_view().is_some() {
+            return;
+        }
+        let publication = RelayedPublication {
+            view: primary.view(),
+            lsn: primary.lsn_committed(),
+            shard,
+            channel: channel.to_vec(),
+            message: message.to_vec(),
+        };
+        let members: Vec<NodeId> = primary.backup_progress().map(|(node, ..)| node).collect();
+        for member in members {
+            env.send(member, PeerMessage::Publication(publication.clone()));
+        }
+    }
+
+    /// A pub/sub message peer `from` relayed: a backup of `from`'s view holds it until it
+    /// applied the message's LSN, then hands it to the driver ([`NodeEnv::relayed`]); any
+    /// other node drops it (a message is never kept for later).
+    pub fn step_publication<E: NodeEnv<D, R>>(
+        &mut self,
+        from: NodeId,
+        publication: RelayedPublication,
+        env: &mut E,
+    ) {
+        let Slot::Backup(backup) = &mut self.plane.role else {
+            return;
+        };
+        let gate = backup.gate();
+        if gate.is_frozen() || gate.primary() != from || gate.view() != publication.view {
+            return;
+        }
+        if !backup.hold_relayed(publication) {
+            env.relayed_dropped();
+        }
+        self.plane.deliver_relayed(env);
+    }
+
     /// The log synced up to `lsn` (its listener): the primary role hears it; a backup acks it
     /// to its primary at once.
     pub fn log_synced<E: NodeEnv<D, R>>(&mut self, lsn: u64, env: &mut E) -> Result<(), E::Error> {
@@ -617,7 +670,21 @@ impl<D: Destination, R> Plane<D, R> {
         if let (Some(lsn_before), Slot::Backup(backup)) = (ready.applied_from, &self.role) {
             env.backup_applied(backup, lsn_before)?;
         }
+        self.deliver_relayed(env);
         Ok(())
+    }
+
+    /// Hands the driver the relayed pub/sub messages the backup role has applied far enough
+    /// for.
+    fn deliver_relayed<E: NodeEnv<D, R>>(&mut self, env: &mut E) {
+        let Slot::Backup(backup) = &mut self.role else {
+            return;
+        };
+        let mut applied = Vec::new();
+        backup.take_relayed_applied(&mut applied);
+        for publication in applied {
+            env.relayed(publication);
+        }
     }
 
     /// Ends every read waiting at the backup role and applies the batches held back for

@@ -1,11 +1,14 @@
 //! A message between two nodes as the bytes a peer connection carries: the replication
-//! stream's `Peer` frames and the cluster cores' `Cluster` frames. The runtime writes these
+//! stream's `Peer` frames, the cluster cores' `Cluster` frames and the pub/sub messages a
+//! primary relays (`Publication` frames). The runtime writes these
 //! bytes to its sockets and the simulator sends them over its network, so the codec is in
 //! the loop the simulator checks.
 
 use tandem_cluster::ClusterMessage;
 use tandem_replication::Message;
-use tandem_wire::{Frame, FrameError, decode_frame, encode_cluster, encode_peer};
+use tandem_wire::{
+    Frame, FrameError, decode_frame, encode_cluster, encode_peer, encode_publication,
+};
 
 /// What one peer frame carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,6 +17,74 @@ pub enum PeerMessage {
     Replication(Message),
     /// A message between the cluster cores (the config store's Raft, suspicions, freezes).
     Cluster(ClusterMessage),
+    /// A pub/sub message the group's primary relays to the other members.
+    Publication(RelayedPublication),
+}
+
+/// A pub/sub message a primary relays to the other members of its group, so that their
+/// subscribers hear what was published on the primary, as a Redis replica's subscribers
+/// hear what its master publishes. Like every pub/sub message it is never stored: a member
+/// that misses it (cut off, or in another role by then) never delivers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayedPublication {
+    /// The view the primary relayed it in.
+    pub view: u64,
+    /// The primary's last committed LSN when it relayed the message: a member delivers it
+    /// once it has applied that far, so after every write its publisher sent before it.
+    pub lsn: u64,
+    /// A shard channel's message (`SPUBLISH`), not a channel's.
+    pub shard: bool,
+    pub channel: Vec<u8>,
+    pub message: Vec<u8>,
+}
+
+/// Bytes of a relayed publication's body before its channel: view, LSN, shard flag and the
+/// channel's length.
+const PUBLICATION_HEAD_LEN: usize = 8 + 8 + 1 + 4;
+
+/// Appends the `Publication` frame that carries `publication`.
+pub fn encode_relayed_publication(out: &mut Vec<u8>, publication: &RelayedPublication) {
+    let channel_len =
+        u32::try_from(publication.channel.len()).expect("a channel fits a frame's length");
+    let mut body = Vec::with_capacity(
+        PUBLICATION_HEAD_LEN + publication.channel.len() + publication.message.len(),
+    );
+    body.extend_from_slice(&publication.view.to_le_bytes());
+    body.extend_from_slice(&publication.lsn.to_le_bytes());
+    body.push(u8::from(publication.shard));
+    body.extend_from_slice(&channel_len.to_le_bytes());
+    body.extend_from_slice(&publication.channel);
+    body.extend_from_slice(&publication.message);
+    encode_publication(out, &body);
+}
+
+/// The relayed publication a `Publication` frame's body holds.
+pub fn decode_relayed_publication(body: &[u8]) -> Result<RelayedPublication, PeerFrameError> {
+    let bad = |detail: &str| PeerFrameError::PublicationBody {
+        detail: detail.to_owned(),
+    };
+    let head = body
+        .get(..PUBLICATION_HEAD_LEN)
+        .ok_or_else(|| bad("shorter than its head (view, LSN, shard, channel length)"))?;
+    let word = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().expect("8 bytes"));
+    let shard = match head[16] {
+        0 => false,
+        1 => true,
+        _ => return Err(bad("the shard flag is neither 0 nor 1")),
+    };
+    let channel_len = u32::from_le_bytes(head[17..21].try_into().expect("4 bytes")) as usize;
+    let rest = &body[PUBLICATION_HEAD_LEN..];
+    if channel_len > rest.len() {
+        return Err(bad("the channel's length runs past the frame"));
+    }
+    let (channel, message) = rest.split_at(channel_len);
+    Ok(RelayedPublication {
+        view: word(0),
+        lsn: word(8),
+        shard,
+        channel: channel.to_vec(),
+        message: message.to_vec(),
+    })
 }
 
 /// Why bytes are not one whole peer frame.
@@ -29,6 +100,8 @@ pub enum PeerFrameError {
     NotPeer { kind: &'static str },
     #[error("cluster frame: {detail}")]
     ClusterBody { detail: String },
+    #[error("publication frame: {detail}")]
+    PublicationBody { detail: String },
 }
 
 /// Appends the `Peer` frame that carries `message`.
@@ -65,6 +138,7 @@ pub fn decode_peer_message(
     match frame {
         Frame::Peer(message) => Ok(PeerMessage::Replication(message)),
         Frame::Cluster(body) => decode_cluster_message(body).map(PeerMessage::Cluster),
+        Frame::Publication(body) => decode_relayed_publication(body).map(PeerMessage::Publication),
         other => Err(PeerFrameError::NotPeer { kind: other.kind() }),
     }
 }
@@ -100,6 +174,49 @@ mod tests {
         encode_cluster_message(&mut bytes, &cluster);
         let back = decode_peer_message(&bytes, MAX).expect("decodes");
         assert_eq!(back, PeerMessage::Cluster(cluster));
+        for (shard, channel) in [(false, &b"news"[..]), (true, &b""[..])] {
+            let publication = RelayedPublication {
+                view: 7,
+                lsn: 1_234,
+                shard,
+                channel: channel.to_vec(),
+                message: b"hello \x00 there".to_vec(),
+            };
+            let mut bytes = Vec::new();
+            encode_relayed_publication(&mut bytes, &publication);
+            let back = decode_peer_message(&bytes, MAX).expect("decodes");
+            assert_eq!(back, PeerMessage::Publication(publication));
+        }
+    }
+
+    #[test]
+    fn a_publication_body_cut_short_or_with_a_bad_flag_is_refused() {
+        let publication = RelayedPublication {
+            view: 1,
+            lsn: 2,
+            shard: false,
+            channel: b"chan".to_vec(),
+            message: b"m".to_vec(),
+        };
+        let mut frame = Vec::new();
+        encode_relayed_publication(&mut frame, &publication);
+        let body = &frame[5..];
+        assert!(decode_relayed_publication(body).is_ok());
+        for cut in [0, PUBLICATION_HEAD_LEN - 1, PUBLICATION_HEAD_LEN + 3] {
+            assert!(
+                matches!(
+                    decode_relayed_publication(&body[..cut]),
+                    Err(PeerFrameError::PublicationBody { .. })
+                ),
+                "a body cut to {cut} bytes"
+            );
+        }
+        let mut flagged = body.to_vec();
+        flagged[16] = 2;
+        assert!(matches!(
+            decode_relayed_publication(&flagged),
+            Err(PeerFrameError::PublicationBody { .. })
+        ));
     }
 
     #[test]

@@ -27,6 +27,8 @@
 //!   holds (and goes back to syncing at once); `fail-log node=ID`: its log fails a sync, and
 //!   syncs nothing more and says nothing is durable, as a poisoned log does (the node runs
 //!   on);
+//! - `publish node=ID [channel=C] [message=M]`: a pub/sub message published on node ID,
+//!   which relays it if it is the primary (each member delivers it once applied far enough);
 //! - `lead node=ID to=L`: node ID asks for the config store's leadership to go to L;
 //! - `view`: each node's view, role, LSNs and the config store's leader as it knows them.
 
@@ -199,6 +201,17 @@ impl NodeEnv<To, u64> for Env<'_> {
 
     fn failure(&mut self, failure: NodeFailure) -> String {
         format!("node {} {failure}", self.node)
+    }
+
+    fn relayed(&mut self, publication: tandem_node::RelayedPublication) {
+        let _ = writeln!(
+            self.out,
+            "node {}: delivers {:?} on {:?} (relayed at LSN {})",
+            self.node,
+            String::from_utf8_lossy(&publication.message),
+            String::from_utf8_lossy(&publication.channel),
+            publication.lsn
+        );
     }
 
     fn carried(&mut self, carried: Carried<'_, To, u64>) {
@@ -423,6 +436,12 @@ impl Harness {
                 PeerMessage::Replication(message) => {
                     self.with_node(to, out, |member, env| {
                         member.step_replication(from, message, env)
+                    });
+                }
+                PeerMessage::Publication(publication) => {
+                    self.with_node(to, out, |member, env| {
+                        member.step_publication(from, publication, env);
+                        Ok(())
                     });
                 }
             }
@@ -662,6 +681,16 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
             let node = number("node") as NodeId;
             harness.logs[index(node)].holding = false;
             harness.with_node(node, &mut out, |_, _| Ok(()));
+            harness.deliver_all(&mut out);
+        }
+        "publish" => {
+            let node = number("node") as NodeId;
+            let channel = args.get("channel").copied().unwrap_or("news");
+            let message = args.get("message").copied().unwrap_or("hello");
+            harness.with_node(node, &mut out, |member, env| {
+                member.relay_publication(false, channel.as_bytes(), message.as_bytes(), env);
+                Ok(())
+            });
             harness.deliver_all(&mut out);
         }
         "fail-log" => harness.logs[index(number("node") as NodeId)].failed = true,

@@ -94,28 +94,21 @@ impl Notices {
         if self.mask & params::keyspace_event_bit(b'K') != 0 {
             let mut channel = format!("__keyspace@{db}__:").into_bytes();
             channel.extend_from_slice(key);
-            self.published.push(Publication {
-                channel,
-                message: event.as_bytes().to_vec(),
-            });
+            self.published
+                .push(Publication::new(channel, event.as_bytes().to_vec()));
         }
         if self.mask & params::keyspace_event_bit(b'E') != 0 {
             let mut channel = format!("__keyevent@{db}__:").into_bytes();
             channel.extend_from_slice(event.as_bytes());
-            self.published.push(Publication {
-                channel,
-                message: key.to_vec(),
-            });
+            self.published.push(Publication::new(channel, key.to_vec()));
         }
     }
 
     /// Publishes `message` on `channel` (a script's `PUBLISH`), whatever classes of
     /// notifications the database asks for: delivered, as they are, once the call commits.
     pub fn publish(&mut self, channel: &[u8], message: &[u8]) {
-        self.published.push(Publication {
-            channel: channel.to_vec(),
-            message: message.to_vec(),
-        });
+        self.published
+            .push(Publication::new(channel.to_vec(), message.to_vec()));
     }
 
     /// How many messages there are so far.

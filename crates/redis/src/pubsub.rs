@@ -385,11 +385,28 @@ pub struct Hub {
     shard: BTreeMap<Vec<u8>, Vec<u64>>,
     /// What publications delivered and the front end has not yet written.
     outbox: Vec<Delivery>,
+    /// The messages this node's clients published (`PUBLISH`, `SPUBLISH`) since the front
+    /// end last took them, for it to relay to the group's other members.
+    published: Vec<Published>,
+}
+
+/// A message a client of this node published: a shard channel's or a channel's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    pub shard: bool,
+    pub channel: Vec<u8>,
+    pub message: Vec<u8>,
 }
 
 impl Hub {
     pub fn new() -> Hub {
         Hub::default()
+    }
+
+    /// The messages this node's clients published since the last call, oldest first (the
+    /// messages relayed to this node, which [`Hub::publish`] delivers, are not among them).
+    pub fn take_published(&mut self) -> Vec<Published> {
+        std::mem::take(&mut self.published)
     }
 
     /// Carries out `request` for connection `client_id`, whose protocol is `proto`; writes
@@ -419,6 +436,11 @@ impl Hub {
             } => {
                 let receivers = self.publish(shard, &channel, &message);
                 ReplyWriter::new(out, proto).integer(receivers as i64);
+                self.published.push(Published {
+                    shard,
+                    channel,
+                    message,
+                });
             }
             Request::Channels { shard, pattern } => {
                 let index = if shard { &self.shard } else { &self.channels };

@@ -237,6 +237,15 @@ impl Drop for RunningNode {
     }
 }
 
+/// Has the node's thread hear every sync of `log`: the log outlives the roles, so the node
+/// hears them whatever role it holds.
+fn hear_syncs(log: &NodeLog, to_node: &NodeTx) {
+    let to_node = to_node.clone();
+    log.listen(Some(Box::new(move |lsn| {
+        let _ = to_node.send(ToNode::Synced(lsn));
+    })));
+}
+
 /// Starts a node's threads (its node thread, the gate, the beat, the log's): see
 /// [`crate::start_node`].
 #[allow(clippy::too_many_arguments)]
@@ -285,7 +294,7 @@ pub(crate) fn start(
         config.resp_tls()?,
         config.tuning.client_limits(),
         stop,
-        publications,
+        publications.clone(),
         Some(to_node.io_wakers()),
     )?;
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
@@ -335,11 +344,7 @@ pub(crate) fn start(
         segment = crate::workload::loaded_segment(&config.group, &*model)?;
     }
     if let Some(log) = &log {
-        // The log outlives the roles: the node hears every sync, whatever role it holds.
-        let to_node = to_node.clone();
-        log.listen(Some(Box::new(move |lsn| {
-            let _ = to_node.send(ToNode::Synced(lsn));
-        })));
+        hear_syncs(log, &to_node);
     }
     let rule = role_rule(config, restarted, replayed.as_ref());
     let node_model = model.replica();
@@ -377,7 +382,8 @@ pub(crate) fn start(
     let to_node_kept = to_node.clone();
     let io = env::EnvIo::start(config, to_node, peers, &scripts)?;
     let metrics_kept = Arc::clone(&metrics);
-    let env = RuntimeEnv::new(config, model, log, io, metrics, &info, trace);
+    let mut env = RuntimeEnv::new(config, model, log, io, metrics, &info, trace);
+    env.publications = publications;
     let (controls_tx, controls) = mpsc::channel();
     let tick = Duration::from_micros(config.tuning.tick_us);
     let thread = move || NodeThread {
@@ -730,6 +736,17 @@ impl crate::resp::RespNode for ClusterResp {
     fn with_backup(&self, with: &mut dyn FnMut(&BackupHandle)) {
         if let Slot::Backup(handle) = &*self.slot.lock().expect("not poisoned") {
             with(handle);
+        }
+    }
+
+    fn relay_publication(&self, shard: bool, channel: Vec<u8>, message: Vec<u8>) {
+        if let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") {
+            // A role that has ended takes nothing more: the message is its subscribers'.
+            let _ = handle.inbound.send(crate::primary::Inbound::Publication {
+                shard,
+                channel,
+                message,
+            });
         }
     }
 

@@ -185,6 +185,10 @@ pub struct Metrics {
     pub blocked_clients: Gauge,
     /// `tandem_frames_rejected_total`: frames refused as malformed or too long.
     pub frames_rejected: Counter,
+    /// `tandem_publications_not_relayed_total`: pub/sub messages the primary did not relay
+    /// to a member (longer than a peer frame may be) or a backup dropped (too many waited
+    /// for its applier).
+    pub publications_not_relayed: Counter,
     /// `tandem_peers_refused_total{reason}`: peer links refused at the handshake or cut for
     /// a frame whose MAC did not check, by [`PEER_REFUSE_REASONS`].
     pub peers_refused: Family<ReasonLabel, Counter>,
@@ -289,6 +293,7 @@ impl Metrics {
             client_connections: Gauge::default(),
             blocked_clients: Gauge::default(),
             frames_rejected: Counter::default(),
+            publications_not_relayed: Counter::default(),
             peers_refused: Family::default(),
             clients_refused: Counter::default(),
             auth_failures: AuthFailures::default(),
@@ -480,6 +485,11 @@ impl Metrics {
             "frames_rejected",
             "Frames refused",
             self.frames_rejected.clone(),
+        );
+        self.registry.register(
+            "publications_not_relayed",
+            "Pub/sub messages not relayed to a member, or dropped by a backup",
+            self.publications_not_relayed.clone(),
         );
         self.registry.register(
             "peers_refused",

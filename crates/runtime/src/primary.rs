@@ -78,6 +78,13 @@ pub enum Inbound {
     ConnClosed {
         conn: ConnId,
     },
+    /// A pub/sub message published on the node, for the role to relay to the group's other
+    /// members (`tandem_node::Node::relay_publication`).
+    Publication {
+        shard: bool,
+        channel: Vec<u8>,
+        message: Vec<u8>,
+    },
     Control(Control),
 }
 

@@ -55,7 +55,7 @@ use tandem_redis::session::{
 };
 use tandem_redis::stats::{CommandStats, Tally};
 use tandem_redis::wire::CallArgs;
-use tandem_store::{ProcKind, Publications};
+use tandem_store::{ProcKind, Publication, Publications};
 use tandem_wire::ErrorCode;
 
 use crate::backup::{BackupHandle, BackupPort};
@@ -90,6 +90,13 @@ pub trait RespNode: Send + Sync + 'static {
     /// Whether a node that asks no password serves loopback clients only
     /// (`protected_mode` in its configuration).
     fn protected_mode(&self) -> bool;
+
+    /// Relays a pub/sub message published on this node to the group's other members, if
+    /// the node is the group's primary now (each delivers it to its own subscribers once it
+    /// applied every write before it). A node without a group relays nothing.
+    fn relay_publication(&self, shard: bool, channel: Vec<u8>, message: Vec<u8>) {
+        let _ = (shard, channel, message);
+    }
 
     /// The watch over the node's scripts (`SCRIPT KILL` asks it), if it keeps one.
     fn scripts(&self) -> Option<&crate::scripts::Scripts> {
@@ -882,6 +889,14 @@ impl Front {
             self.info = info;
             self.keep_to_total_budget();
         }
+        for published in self.hub.take_published() {
+            let pubsub::Published {
+                shard,
+                channel,
+                message,
+            } = published;
+            self.node.relay_publication(shard, channel, message);
+        }
         self.send_calls();
         let blocked = self.waiting.blocked() as i64;
         self.node.metrics().blocked_clients.set(blocked);
@@ -1455,8 +1470,22 @@ impl Front {
             return;
         };
         for publication in publications.take() {
-            self.hub
-                .publish(false, &publication.channel, &publication.message);
+            self.hub.publish(
+                publication.shard,
+                &publication.channel,
+                &publication.message,
+            );
+            // What this node's calls published (a primary's) reaches the group's other
+            // members too; what the primary relayed here goes no further.
+            if !publication.relayed {
+                let Publication {
+                    shard,
+                    channel,
+                    message,
+                    ..
+                } = publication;
+                self.node.relay_publication(shard, channel, message);
+            }
         }
         if self.hub.has_deliveries() {
             self.deliver();

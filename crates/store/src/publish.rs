@@ -20,9 +20,34 @@ pub const PUBLICATIONS_QUEUED_BYTES_MAX: usize = 64 << 20;
 pub struct Publication {
     pub channel: Vec<u8>,
     pub message: Vec<u8>,
+    /// A shard channel's message (`SPUBLISH`), not a channel's.
+    pub shard: bool,
+    /// Relayed by the group's primary to this node: its subscribers hear it, and it is not
+    /// relayed again.
+    pub relayed: bool,
 }
 
 impl Publication {
+    /// A message published on this node (by a call that committed here).
+    pub fn new(channel: Vec<u8>, message: Vec<u8>) -> Publication {
+        Publication {
+            channel,
+            message,
+            shard: false,
+            relayed: false,
+        }
+    }
+
+    /// A message the group's primary relayed to this node.
+    pub fn relayed(shard: bool, channel: Vec<u8>, message: Vec<u8>) -> Publication {
+        Publication {
+            channel,
+            message,
+            shard,
+            relayed: true,
+        }
+    }
+
     fn len(&self) -> usize {
         self.channel.len() + self.message.len()
     }
@@ -107,10 +132,7 @@ mod tests {
     use super::*;
 
     fn message(n: usize) -> Publication {
-        Publication {
-            channel: b"c".to_vec(),
-            message: n.to_string().into_bytes(),
-        }
+        Publication::new(b"c".to_vec(), n.to_string().into_bytes())
     }
 
     #[test]
@@ -139,9 +161,8 @@ mod tests {
     #[test]
     fn a_queue_full_of_bytes_drops_and_counts_what_does_not_fit() {
         let publications = Publications::default();
-        let big = |fill: u8| Publication {
-            channel: b"c".to_vec(),
-            message: vec![fill; PUBLICATIONS_QUEUED_BYTES_MAX / 2],
+        let big = |fill: u8| {
+            Publication::new(b"c".to_vec(), vec![fill; PUBLICATIONS_QUEUED_BYTES_MAX / 2])
         };
         publications.push(&mut vec![big(1), big(2), message(3)]);
         assert_eq!(

@@ -158,3 +158,91 @@ fn shutdown_stops_the_primary_and_a_backup_takes_over_with_every_write() {
         );
     }
 }
+
+/// Reads the next message a subscribed connection is pushed: `[kind, channel, payload]`.
+fn pushed(conn: &mut Conn) -> (String, String, String) {
+    match conn.read().expect("a pushed message") {
+        Value::Array(fields) if fields.len() == 3 => {
+            (text(&fields[0]), text(&fields[1]), text(&fields[2]))
+        }
+        other => panic!("a message is [kind, channel, payload], not {other:?}"),
+    }
+}
+
+#[test]
+fn what_is_published_on_the_primary_reaches_the_subscribers_of_every_backup() {
+    let cluster = Cluster::start("redis-pubsub-relay", 3, 8);
+    let mut subscribers: Vec<Conn> = Vec::new();
+    for node in cluster
+        .nodes
+        .iter()
+        .filter(|node| node.id != cluster.primary)
+    {
+        let mut conn = Conn::connect(node.resp);
+        for (command, kind) in [
+            ("SUBSCRIBE news", "subscribe"),
+            ("SSUBSCRIBE orders", "ssubscribe"),
+        ] {
+            let name = command.split(' ').nth(1).expect("a channel");
+            conn.send(
+                &command
+                    .split(' ')
+                    .map(|word| word.as_bytes().to_vec())
+                    .collect::<Vec<_>>(),
+            )
+            .expect("sent");
+            match conn.read().expect("a confirmation") {
+                Value::Array(fields) => {
+                    assert_eq!(
+                        (text(&fields[0]).as_str(), text(&fields[1]).as_str()),
+                        (kind, name)
+                    )
+                }
+                other => panic!("a confirmation, not {other:?}"),
+            }
+        }
+        subscribers.push(conn);
+    }
+    assert_eq!(subscribers.len(), 2);
+    let mut primary = Conn::connect(cluster.primary_resp());
+    // The primary's own count: no subscriber of its own, as a Redis master counts.
+    assert_eq!(primary.cmd("PUBLISH news first"), Value::Integer(0));
+    assert_eq!(primary.cmd("SPUBLISH orders one"), Value::Integer(0));
+    let script = b"return redis.call('PUBLISH','news','from-a-script')".to_vec();
+    assert_eq!(
+        primary.call(&[b"EVAL".to_vec(), script, b"0".to_vec()]),
+        Ok(Value::Integer(0))
+    );
+    assert_eq!(
+        primary.cmd("CONFIG SET notify-keyspace-events KA"),
+        Value::Simple(b"OK".to_vec())
+    );
+    let mut keyspace = Conn::connect(cluster.a_backup().resp);
+    keyspace
+        .send(&[b"SUBSCRIBE".to_vec(), b"__keyspace@0__:k".to_vec()])
+        .expect("sent");
+    keyspace.read().expect("a confirmation");
+    assert_eq!(primary.cmd("SET k v"), Value::Simple(b"OK".to_vec()));
+    for subscriber in &mut subscribers {
+        assert_eq!(
+            pushed(subscriber),
+            ("message".into(), "news".into(), "first".into())
+        );
+        assert_eq!(
+            pushed(subscriber),
+            ("smessage".into(), "orders".into(), "one".into())
+        );
+        assert_eq!(
+            pushed(subscriber),
+            ("message".into(), "news".into(), "from-a-script".into())
+        );
+    }
+    assert_eq!(
+        pushed(&mut keyspace),
+        ("message".into(), "__keyspace@0__:k".into(), "set".into())
+    );
+    // A backup's own publication reaches its own subscribers only, as on a Redis replica.
+    let backup = cluster.a_backup();
+    let mut local = Conn::connect(backup.resp);
+    assert_eq!(local.cmd("PUBLISH news local"), Value::Integer(1));
+}

@@ -20,6 +20,7 @@ pub(crate) const TYPE_MEMBERS: u8 = 0x13;
 pub(crate) const TYPE_MEMBERS_ANSWER: u8 = 0x14;
 pub(crate) const TYPE_PEER: u8 = 0x20;
 pub(crate) const TYPE_CLUSTER: u8 = 0x30;
+pub(crate) const TYPE_PUBLICATION: u8 = 0x31;
 
 /// Bytes of the envelope in front of the body: `len` and `type`.
 pub(crate) const ENVELOPE_LEN: usize = 5;
@@ -44,6 +45,9 @@ pub enum Frame<'a> {
     /// A cluster-core message between two nodes, its bytes decoded by the cluster layer
     /// (the wire does not know its types).
     Cluster(&'a [u8]),
+    /// A pub/sub message a primary relays to the other members of its group, its bytes
+    /// decoded by the node (the wire does not know its types).
+    Publication(&'a [u8]),
 }
 
 impl Frame<'_> {
@@ -62,6 +66,7 @@ impl Frame<'_> {
             Frame::MembersAnswer(_) => "MembersAnswer",
             Frame::Peer(_) => "Peer",
             Frame::Cluster(_) => "Cluster",
+            Frame::Publication(_) => "Publication",
         }
     }
 
@@ -84,6 +89,7 @@ impl Frame<'_> {
             }
             Frame::Peer(message) => peer::encode_peer(out, message),
             Frame::Cluster(body) => encode_cluster(out, body),
+            Frame::Publication(body) => encode_publication(out, body),
         }
     }
 }
@@ -174,6 +180,7 @@ pub fn decode_frame(
             | TYPE_MEMBERS_ANSWER
             | TYPE_PEER
             | TYPE_CLUSTER
+            | TYPE_PUBLICATION
     ) {
         return Err(FrameError::UnknownType { found: ty });
     }
@@ -196,6 +203,7 @@ pub fn decode_frame(
         }
         TYPE_MEMBERS_ANSWER => Frame::MembersAnswer(members::decode_members_answer(body)?),
         TYPE_CLUSTER => Frame::Cluster(body),
+        TYPE_PUBLICATION => Frame::Publication(body),
         _ => Frame::Peer(peer::decode_peer(body)?),
     };
     Ok(Some((frame, total)))
@@ -204,6 +212,13 @@ pub fn decode_frame(
 /// Appends a `Cluster` frame carrying `body`.
 pub fn encode_cluster(out: &mut Vec<u8>, body: &[u8]) {
     let start = begin(out, TYPE_CLUSTER);
+    out.extend_from_slice(body);
+    finish(out, start);
+}
+
+/// Appends a `Publication` frame carrying `body`.
+pub fn encode_publication(out: &mut Vec<u8>, body: &[u8]) {
+    let start = begin(out, TYPE_PUBLICATION);
     out.extend_from_slice(body);
     finish(out, start);
 }

@@ -120,7 +120,7 @@ pub use control::{
     ErrorCode, ErrorFrame, Hello, MAGIC, MESSAGE_LEN_MAX, PeerKind, Role, Welcome, encode_error,
     encode_hello, encode_welcome,
 };
-pub use frame::{Frame, FrameError, decode_frame, encode_cluster};
+pub use frame::{Frame, FrameError, decode_frame, encode_cluster, encode_publication};
 pub use members::{MEMBERS_MAX, Member, MembersAnswer, encode_members, encode_members_answer};
 pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 pub use records::{

@@ -15,6 +15,7 @@ use crate::backup_role::BackupWatch;
 use crate::carry_out::{CarryNote, Records};
 use crate::log::LogOrder;
 use crate::peer_frame::PeerMessage;
+use crate::peer_frame::RelayedPublication;
 use crate::primary::{Answer, Ran, RoleReady};
 use crate::primary_host::{PrimaryHost, WaitingCall};
 use crate::reads::ReadAnswer;
@@ -197,6 +198,16 @@ pub trait NodeEnv<D, R>: BackupWatch {
     fn leaving(&mut self, primary: &PrimaryHost<D>, ready: &mut RoleReady<D>) {
         let _ = (primary, ready);
     }
+
+    /// A pub/sub message the primary relayed, to deliver to this node's subscribers now:
+    /// the backup role has applied every write its publisher sent before it. A driver
+    /// without subscribers ignores it.
+    fn relayed(&mut self, publication: RelayedPublication) {
+        let _ = publication;
+    }
+
+    /// A relayed pub/sub message was dropped: too many waited for the applier.
+    fn relayed_dropped(&mut self) {}
 
     /// The backup role following `primary` has received and applied this far.
     fn backup_holds(&mut self, primary: NodeId, lsn_received: u64, lsn_applied: u64) {

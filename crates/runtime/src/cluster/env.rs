@@ -142,6 +142,9 @@ pub(crate) struct RuntimeEnv {
     pub(crate) replies_released: u64,
     /// Answers to the in-process driver's calls, for it to take after the input.
     pub(crate) local_answers: Vec<LocalAnswer>,
+    /// Where the pub/sub messages the primary relays go for the RESP port's subscribers
+    /// (none: the node has no RESP port).
+    pub(crate) publications: Option<Arc<tandem_store::Publications>>,
 }
 
 impl RuntimeEnv {
@@ -183,6 +186,7 @@ impl RuntimeEnv {
             tallies: Tallies::default(),
             replies_released: 0,
             local_answers: Vec::new(),
+            publications: None,
         }
     }
 
@@ -309,6 +313,11 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
     fn send(&mut self, to: NodeId, message: PeerMessage) {
         match message {
             PeerMessage::Cluster(message) => self.peers.send_cluster(to, &message),
+            PeerMessage::Publication(publication) => {
+                if !self.peers.send_publication(to, &publication) {
+                    self.metrics.publications_not_relayed.inc();
+                }
+            }
             PeerMessage::Replication(message) if self.primary_epoch.is_some() => {
                 if let Message::Batch(bytes) = &message {
                     self.metrics.batches_shipped.inc();
@@ -494,6 +503,23 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
                 sent.lsn
             );
         }
+    }
+
+    fn relayed(&mut self, publication: tandem_node::RelayedPublication) {
+        if let Some(publications) = &self.publications {
+            let tandem_node::RelayedPublication {
+                shard,
+                channel,
+                message,
+                ..
+            } = publication;
+            let relayed = tandem_store::Publication::relayed(shard, channel, message);
+            publications.push(&mut vec![relayed]);
+        }
+    }
+
+    fn relayed_dropped(&mut self) {
+        self.metrics.publications_not_relayed.inc();
     }
 
     fn backup_holds(&mut self, primary: NodeId, lsn_received: u64, lsn_applied: u64) {

@@ -34,6 +34,9 @@ impl NodeThread {
         match input {
             PeerInput::Cluster { from, message } => self.cluster_message(from, message),
             PeerInput::Replication { from, message } => self.replication(from, message),
+            PeerInput::Publication { from, publication } => {
+                self.node.step_publication(from, publication, &mut self.env);
+            }
             PeerInput::Receiving { from } => {
                 if self.env.replicas.get(&from) == Some(&self.node.role_epoch()) {
                     let received = self.node.receiving(from, &mut self.env);

@@ -481,6 +481,16 @@ impl NodeThread {
             Inbound::ConnClosed { conn } => {
                 self.env.conns.remove(&conn);
             }
+            Inbound::Publication {
+                shard,
+                channel,
+                message,
+            } if current => {
+                self.node
+                    .relay_publication(shard, &channel, &message, &mut self.env);
+            }
+            // A message published under a role that has ended is its subscribers' alone.
+            Inbound::Publication { .. } => {}
             Inbound::Control(control) => self.answer(control),
         }
     }

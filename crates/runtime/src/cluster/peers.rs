@@ -128,6 +128,11 @@ pub(super) enum PeerInput {
         from: NodeId,
         message: Message,
     },
+    /// A pub/sub message `from`'s primary role relayed.
+    Publication {
+        from: NodeId,
+        publication: tandem_node::RelayedPublication,
+    },
     /// Bytes of a frame not yet whole arrived (said at most once per tick): a long frame
     /// from a primary is hearing from it.
     Receiving {
@@ -213,6 +218,13 @@ impl PeerConn {
                     }
                 }
                 Ok(Some(Frame::Peer(message))) => PeerInput::Replication { from, message },
+                Ok(Some(Frame::Publication(body))) => {
+                    // As a cluster message: one that does not decode is dropped.
+                    match tandem_node::decode_relayed_publication(body) {
+                        Ok(publication) => PeerInput::Publication { from, publication },
+                        Err(_) => continue,
+                    }
+                }
                 Ok(Some(Frame::Hello(hello)))
                     if hello.peer == PeerKind::Replica && hello.id == u64::from(from) =>
                 {
@@ -456,6 +468,22 @@ impl Peers {
         if let Err(err) = queued {
             self.close(peer, Ended::Here(ConnError::Io(err)));
         }
+    }
+
+    /// Relays a pub/sub message to `peer`, if connected; one whose frame is longer than a
+    /// peer takes is not relayed (the peer would close the connection on it): false.
+    pub(super) fn send_publication(
+        &mut self,
+        peer: NodeId,
+        publication: &tandem_node::RelayedPublication,
+    ) -> bool {
+        self.frame.clear();
+        tandem_node::encode_relayed_publication(&mut self.frame, publication);
+        if self.frame.len() > self.max_frame_len {
+            return false;
+        }
+        self.queue(peer);
+        true
     }
 
     /// Asks `primary` for a link (this node's backup role follows it).

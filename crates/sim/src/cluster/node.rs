@@ -830,6 +830,9 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         let wire = match &message {
             PeerMessage::Replication(message) => Wire::replication(message),
             PeerMessage::Cluster(message) => Wire::cluster(message),
+            // Only a driver relays pub/sub messages (`Node::relay_publication`), and the
+            // simulator's clients publish none.
+            PeerMessage::Publication(_) => unreachable!("a simulated node relayed a message"),
         };
         self.world.send(self.node, to, wire);
     }
