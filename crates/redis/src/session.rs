@@ -92,7 +92,41 @@ pub struct ServerInfo {
     /// `master_repl_offset`: the LSN the primary's log committed last, on a primary whose
     /// front end knows it; on a backup, the LSN it applied last; 0 elsewhere.
     pub repl_offset: u64,
+    /// What the node's snapshots (`SAVE`, `BGSAVE`) did; `None` where the front end writes
+    /// none (`tandem proxy`): then they are refused, saying so.
+    pub saves: Option<SaveFacts>,
 }
+
+/// What a node's snapshots have done, as `LASTSAVE` and `INFO persistence` show it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SaveFacts {
+    /// Unix seconds when the last snapshot was written whole (the node's start before any).
+    pub last_save_unix: u64,
+    /// Whether a `BGSAVE`'s file is being written now.
+    pub in_progress: bool,
+    /// Whether the last snapshot failed to be written.
+    pub last_failed: bool,
+    /// Snapshots written whole since the node started.
+    pub saves: u64,
+    /// Seconds the last `BGSAVE` took to write its file (-1 before the first).
+    pub last_bgsave_seconds: i64,
+}
+
+/// Which snapshot command a [`Purpose::Save`] call serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaveKind {
+    /// `SAVE`: the file is written before the reply (the front end waits for the disk).
+    Foreground,
+    /// `BGSAVE`: the reply says saving started; the file is written on another thread.
+    Background,
+}
+
+/// Why `SAVE`, `BGSAVE` and `LASTSAVE` are refused where no snapshot file is written.
+pub const SAVES_NOT_SERVED: &str = "ERR SAVE, BGSAVE and LASTSAVE are not served through tandem \
+     proxy: send them to a node's own RESP port (each node writes its own snapshot)";
+
+/// Why a snapshot is refused while a `BGSAVE`'s file is still being written (Redis's text).
+pub const SAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
 
 /// A script running on the node's executor or applier, as a connection sees it: only one
 /// whose own calls are all answered sees it at all (a connection waiting behind a call, as
@@ -150,8 +184,9 @@ impl User {
 
     /// Whether this user may run `command` at all, whatever keys it names.
     pub fn may_run(&self, command: &Command) -> bool {
-        // Stopping the node is an administrator's: not a user limited to reads or to keys.
-        if command.name == "SHUTDOWN" {
+        // Stopping the node and writing its snapshot file are an administrator's: not a
+        // user limited to reads or to keys.
+        if matches!(command.name, "SHUTDOWN" | "SAVE" | "BGSAVE") {
             return !self.read_only && self.keys.is_none();
         }
         if command.class == Class::Connection {
@@ -340,6 +375,9 @@ pub enum Purpose {
     /// `SYNC` or `PSYNC`: the reply is the database's RDB file, framed as Redis's
     /// replication stream starts; the connection closes after it.
     Snapshot(Box<cmd::sync::Framing>),
+    /// `SAVE` or `BGSAVE`: the reply is the database's RDB file (as `SYNC`'s), which the
+    /// front end writes to the node's snapshot file and answers as Redis does.
+    Save(SaveKind),
 }
 
 /// A blocking command's call made for a connection that waits (see [`crate::cmd::blocking`]):
@@ -536,6 +574,9 @@ pub struct Session {
     /// `CLIENT NO-EVICT on`: the front end spares the connection when it closes clients to
     /// keep their replies within its budget ([`Session::no_evict`]).
     no_evict: bool,
+    /// A `BGSAVE` in a block that ran answered "scheduled": the front end makes its call
+    /// next ([`Session::take_scheduled_save`]).
+    save_scheduled: bool,
 }
 
 /// `CLIENT REPLY`: whether the connection's replies are sent.
@@ -565,6 +606,8 @@ pub struct BlockAnswers {
     db: u8,
     /// Whether the connection is spared from eviction after the block (`CLIENT NO-EVICT`).
     no_evict: bool,
+    /// Whether a `BGSAVE` in the block was scheduled, to run once the block ran.
+    save_scheduled: bool,
 }
 
 /// Who answers one command of a `MULTI` block.
@@ -598,6 +641,7 @@ impl Session {
             tally: Tally::Nothing,
             last_command: StatId::NONE,
             no_evict: false,
+            save_scheduled: false,
         }
     }
 
@@ -828,7 +872,7 @@ impl Session {
             ReplyWriter::new(out, self.proto).error_bytes(&refusal);
             return false;
         }
-        if cmd::sync::is_snapshot(command.name) || command.name == "SHUTDOWN" {
+        if cmd::sync::is_snapshot(command.name) || matches!(command.name, "SHUTDOWN" | "SAVE") {
             self.reject(command, cmd::sync::NOT_IN_MULTI, out);
             return false;
         }
@@ -859,6 +903,55 @@ impl Session {
     fn refuse_in_multi(&mut self) {
         if let Some((_, refused)) = &mut self.multi {
             *refused = true;
+        }
+    }
+
+    /// `LASTSAVE`; `SAVE` and `BGSAVE [SCHEDULE]`: the database's RDB file, taken as `SYNC`
+    /// takes it (one read of the history on this node: a primary's, or a backup's), for the
+    /// front end to write to the node's snapshot file ([`Purpose::Save`]). `SCHEDULE` asks
+    /// to wait for another child process, which a node never runs, so it changes nothing.
+    fn save(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
+        let name = argv.get(0).unwrap_or_default();
+        if name.eq_ignore_ascii_case(b"LASTSAVE") {
+            match &info.saves {
+                Some(saves) => {
+                    let unix = i64::try_from(saves.last_save_unix).unwrap_or(i64::MAX);
+                    ReplyWriter::new(out, self.proto).integer(unix);
+                }
+                None => ReplyWriter::new(out, self.proto).error(SAVES_NOT_SERVED),
+            }
+            return Step::Replied;
+        }
+        let background = name.eq_ignore_ascii_case(b"BGSAVE");
+        let schedule = |arg: &[u8]| arg.eq_ignore_ascii_case(b"SCHEDULE");
+        if background && (argv.len() > 2 || argv.get(1).is_some_and(|arg| !schedule(arg))) {
+            ReplyWriter::new(out, self.proto).error("ERR syntax error");
+            return Step::Replied;
+        }
+        let Some(saves) = &info.saves else {
+            ReplyWriter::new(out, self.proto).error(SAVES_NOT_SERVED);
+            return Step::Replied;
+        };
+        if saves.in_progress {
+            ReplyWriter::new(out, self.proto).error(SAVE_IN_PROGRESS);
+            return Step::Replied;
+        }
+        let (index, sync) = cmd::lookup(b"SYNC").expect("SYNC is a command");
+        let mut snapshot = Argv::new();
+        snapshot.push(b"SYNC");
+        match self.data_call(index, sync, &snapshot, info, out) {
+            Step::Call(mut call) => {
+                call.purpose = Purpose::Save(if background {
+                    SaveKind::Background
+                } else {
+                    SaveKind::Foreground
+                });
+                if let Some((save_index, _)) = cmd::lookup(argv.get(0).unwrap_or_default()) {
+                    call.tally = Tally::Ran(StatId::of(save_index, argv));
+                }
+                Step::Call(call)
+            }
+            other => other,
         }
     }
 
@@ -1066,6 +1159,7 @@ impl Session {
             }
             "CLIENT" => return self.client(argv, info, out),
             "SHUTDOWN" => return shutdown(argv, info, proto, out),
+            "SAVE" | "BGSAVE" | "LASTSAVE" => return self.save(argv, info, out),
             "COMMAND" => command_command(argv, proto, out),
             "CONFIG" => config(argv, proto, out),
             "INFO" => {
@@ -1217,6 +1311,7 @@ impl Session {
             self.name = answers.name;
             self.db = answers.db;
             self.no_evict = answers.no_evict;
+            self.save_scheduled |= answers.save_scheduled;
             return Step::Replied;
         }
         if !info.primary {
@@ -1273,9 +1368,11 @@ impl Session {
             tally: Tally::Nothing,
             last_command: self.last_command,
             no_evict: self.no_evict,
+            save_scheduled: false,
         };
         let mut replies = Vec::with_capacity(queued.len());
         let mut data = Vec::new();
+        let mut save_scheduled = false;
         for argv in queued {
             let (index, command) =
                 cmd::lookup(argv.get(0).unwrap_or_default()).expect("a queued command is known");
@@ -1286,6 +1383,11 @@ impl Session {
                     // Redis lets `SUBSCRIBE` and `PSUBSCRIBE` run in `EXEC`, for clients of
                     // old, but not `SSUBSCRIBE`.
                     ReplyWriter::new(&mut reply, scratch.proto).error(pubsub::SHARD_IN_MULTI);
+                    replies.push(BlockReply::Session(reply));
+                    continue;
+                }
+                if command.name == "BGSAVE" {
+                    save_scheduled |= scratch.bgsave_in_block(argv, info, &mut reply);
                     replies.push(BlockReply::Session(reply));
                     continue;
                 }
@@ -1329,6 +1431,7 @@ impl Session {
             name: scratch.name,
             db: scratch.db,
             no_evict: scratch.no_evict,
+            save_scheduled,
         };
         (answers, data)
     }
@@ -1378,6 +1481,52 @@ impl Session {
         self.name = answers.name;
         self.db = answers.db;
         self.no_evict = answers.no_evict;
+        self.save_scheduled |= answers.save_scheduled;
+    }
+
+    /// `BGSAVE` in a block, as Redis answers it inside `EXEC`: the file is not taken inside
+    /// the block's txn but once it ran ("scheduled"); returns whether one was.
+    fn bgsave_in_block(&self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> bool {
+        let mut w = ReplyWriter::new(out, self.proto);
+        let schedule = |arg: &[u8]| arg.eq_ignore_ascii_case(b"SCHEDULE");
+        if argv.len() > 2 || argv.get(1).is_some_and(|arg| !schedule(arg)) {
+            w.error("ERR syntax error");
+            return false;
+        }
+        match &info.saves {
+            None => w.error(SAVES_NOT_SERVED),
+            Some(saves) if saves.in_progress => w.error(SAVE_IN_PROGRESS),
+            Some(_) => {
+                w.simple("Background saving scheduled");
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The call of a `BGSAVE` a block scheduled, once it can start (none is being written):
+    /// its reply is silenced, the block having answered for it.
+    pub fn take_scheduled_save(&mut self, info: &ServerInfo) -> Option<Call> {
+        if !self.save_scheduled || info.saves.is_none_or(|saves| saves.in_progress) {
+            return None;
+        }
+        self.save_scheduled = false;
+        let mut argv = Argv::new();
+        argv.push(b"BGSAVE");
+        let mut out = Vec::new();
+        match self.save(&argv, info, &mut out) {
+            Step::Call(mut call) => {
+                call.silent = true;
+                call.tally = Tally::Nothing;
+                Some(call)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a block scheduled a `BGSAVE` that has not started yet.
+    pub fn save_is_scheduled(&self) -> bool {
+        self.save_scheduled
     }
 
     fn hello(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
@@ -1904,10 +2053,7 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
                 line("client_id", &client_id);
             }
             "memory" => memory_section(&mut line, info),
-            "persistence" => {
-                line("#", &"Persistence");
-                line("loading", &0);
-            }
+            "persistence" => persistence_section(&mut line, info),
             "replication" => {
                 line("#", &"Replication");
                 line("role", &if info.primary { "master" } else { "slave" });
@@ -2012,6 +2158,23 @@ fn memory_section(line: &mut dyn FnMut(&str, &dyn std::fmt::Display), info: &Ser
             line(key, value);
         }
     }
+}
+
+/// `INFO persistence`: the snapshots' fields Redis 7.0 shows (`SAVE`, `BGSAVE`); tandem's
+/// own durability (its logs) is in `INFO replication`'s `tandem_safety`.
+fn persistence_section(line: &mut dyn FnMut(&str, &dyn std::fmt::Display), info: &ServerInfo) {
+    line("#", &"Persistence");
+    line("loading", &0);
+    let Some(saves) = &info.saves else {
+        return;
+    };
+    line("rdb_bgsave_in_progress", &u8::from(saves.in_progress));
+    line("rdb_last_save_time", &saves.last_save_unix);
+    let status = if saves.last_failed { "err" } else { "ok" };
+    line("rdb_last_bgsave_status", &status);
+    line("rdb_last_bgsave_time_sec", &saves.last_bgsave_seconds);
+    line("rdb_saves", &saves.saves);
+    line("aof_enabled", &0);
 }
 
 /// `INFO`'s sections of counters: `stats`, `commandstats` and `errorstats`.
@@ -2665,13 +2828,90 @@ mod tests {
         );
     }
 
-    /// Stopping the node is an administrator's: a user limited to reads or to some keys may
-    /// not, the default user may.
+    /// Stopping the node and writing its snapshot are an administrator's: a user limited to
+    /// reads or to some keys may not, the default user may.
     #[test]
-    fn only_an_unlimited_user_may_shut_the_node_down() {
-        let (_, shutdown) = cmd::lookup(b"SHUTDOWN").expect("a command");
-        assert!(!User::new("reader", b"pw", true, &[b"*"]).may_run(shutdown));
-        assert!(!User::new("app", b"pw", false, &[b"app:*"]).may_run(shutdown));
-        assert!(User::new("admin", b"pw", false, &[b"*"]).may_run(shutdown));
+    fn only_an_unlimited_user_may_shut_the_node_down_or_save_it() {
+        for name in [&b"SHUTDOWN"[..], b"SAVE", b"BGSAVE"] {
+            let (_, command) = cmd::lookup(name).expect("a command");
+            assert!(!User::new("reader", b"pw", true, &[b"*"]).may_run(command));
+            assert!(!User::new("app", b"pw", false, &[b"app:*"]).may_run(command));
+            assert!(User::new("admin", b"pw", false, &[b"*"]).may_run(command));
+        }
+    }
+
+    #[test]
+    fn save_and_bgsave_take_the_file_as_sync_does_and_refuse_what_redis_refuses() {
+        let saves = SaveFacts {
+            last_save_unix: 1_700_000_000,
+            ..SaveFacts::default()
+        };
+        let info = ServerInfo {
+            primary: true,
+            saves: Some(saves),
+            ..ServerInfo::default()
+        };
+        let mut session = Session::new(1);
+        assert_eq!(replied(&mut session, "LASTSAVE", &info), ":1700000000\r\n");
+        for (line, kind) in [
+            ("SAVE", SaveKind::Foreground),
+            ("BGSAVE", SaveKind::Background),
+            ("bgsave schedule", SaveKind::Background),
+        ] {
+            let mut out = Vec::new();
+            match session.handle(&argv(line), &info, &mut out) {
+                Step::Call(call) => {
+                    assert_eq!(call.purpose, Purpose::Save(kind), "{line}");
+                    assert_eq!(call.runs_on, RunsOn::Primary);
+                }
+                _ => panic!("{line} makes a call"),
+            }
+        }
+        let syntax = "-ERR syntax error\r\n";
+        assert_eq!(replied(&mut session, "BGSAVE NOW", &info), syntax);
+        assert_eq!(replied(&mut session, "BGSAVE SCHEDULE X", &info), syntax);
+        let saving = ServerInfo {
+            saves: Some(SaveFacts {
+                in_progress: true,
+                ..saves
+            }),
+            ..info.clone()
+        };
+        let in_progress = format!("-{SAVE_IN_PROGRESS}\r\n");
+        assert_eq!(replied(&mut session, "SAVE", &saving), in_progress);
+        assert_eq!(replied(&mut session, "BGSAVE", &saving), in_progress);
+        // Where no snapshot is written (the proxy), each says so.
+        let proxied = ServerInfo {
+            saves: None,
+            ..info.clone()
+        };
+        let not_served = format!("-{SAVES_NOT_SERVED}\r\n");
+        for line in ["SAVE", "BGSAVE", "LASTSAVE"] {
+            assert_eq!(replied(&mut session, line, &proxied), not_served, "{line}");
+        }
+        // In a block SAVE is refused; BGSAVE is scheduled, and its call made once the block
+        // ran, its reply silenced.
+        assert_eq!(replied(&mut session, "MULTI", &info), "+OK\r\n");
+        assert_eq!(
+            replied(&mut session, "SAVE", &info),
+            "-ERR Command not allowed inside a transaction\r\n"
+        );
+        assert_eq!(replied(&mut session, "DISCARD", &info), "+OK\r\n");
+        assert_eq!(session.take_scheduled_save(&info).map(|c| c.purpose), None);
+        assert_eq!(replied(&mut session, "MULTI", &info), "+OK\r\n");
+        assert_eq!(replied(&mut session, "BGSAVE", &info), "+QUEUED\r\n");
+        assert_eq!(replied(&mut session, "BGSAVE NOW", &info), "+QUEUED\r\n");
+        assert_eq!(
+            replied(&mut session, "EXEC", &info),
+            "*2\r\n+Background saving scheduled\r\n-ERR syntax error\r\n"
+        );
+        assert!(session.save_is_scheduled());
+        assert_eq!(session.take_scheduled_save(&saving).map(|c| c.silent), None);
+        let scheduled = session
+            .take_scheduled_save(&info)
+            .expect("the scheduled call");
+        assert_eq!(scheduled.purpose, Purpose::Save(SaveKind::Background));
+        assert!(scheduled.silent);
+        assert!(!session.save_is_scheduled());
     }
 }

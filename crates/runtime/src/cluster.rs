@@ -630,6 +630,8 @@ struct ClusterResp {
     /// The backups' RESP addresses last made for `ROLE`, and the nodes they are of: made
     /// again only when the view's backups change, not in every pass of the loop.
     backups_resp: Mutex<(Vec<NodeId>, Arc<[String]>)>,
+    /// Where `SAVE` and `BGSAVE` write, on a node that keeps files.
+    saver: Option<crate::saves::Saver>,
 }
 
 impl ClusterResp {
@@ -664,6 +666,7 @@ impl ClusterResp {
             metrics: Arc::clone(metrics),
             scripts: scripts.clone(),
             backups_resp: Mutex::new((Vec::new(), Arc::from([]))),
+            saver: config.snapshot_path().map(crate::saves::Saver::new),
         }
     }
 
@@ -720,11 +723,16 @@ impl crate::resp::RespNode for ClusterResp {
             // The RESP port's loop fills these in: it keeps the counters and reads the port's LSN.
             command_stats: None,
             repl_offset: 0,
+            saves: self.saver.as_ref().map(crate::saves::Saver::facts),
         }
     }
 
     fn scripts(&self) -> Option<&Scripts> {
         Some(&self.scripts)
+    }
+
+    fn saver(&self) -> Option<&crate::saves::Saver> {
+        self.saver.as_ref()
     }
 
     fn with_primary(&self, with: &mut dyn FnMut(&PrimaryHandle)) {

@@ -452,6 +452,14 @@ impl NodeConfig {
         config
     }
 
+    /// Where `SAVE` and `BGSAVE` write the node's snapshot: `dump.rdb` (Redis's
+    /// `dbfilename`) beside the log's directory (a node of `tandem up`: its own directory);
+    /// `None` on a node that keeps no log, and so no files.
+    pub fn snapshot_path(&self) -> Option<PathBuf> {
+        let log = self.log_settings()?;
+        Some(log.dir.parent().unwrap_or(Path::new(".")).join("dump.rdb"))
+    }
+
     /// The write-ahead log this node keeps, if any: `[log]`'s settings, its directory
     /// defaulting to `<cluster.data_dir>/log` in cluster mode, where a node always keeps one.
     pub fn log_settings(&self) -> Option<LogSettings> {

@@ -26,6 +26,7 @@ mod peer_tls;
 pub mod primary;
 pub mod resp;
 mod retry;
+pub mod saves;
 pub mod scripts;
 mod stops;
 pub mod throttle;

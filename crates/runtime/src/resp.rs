@@ -50,8 +50,8 @@ use tandem_redis::cmd::blocking::{WOULD_BLOCK, would_block};
 use tandem_redis::pubsub::{self, Hub};
 use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
 use tandem_redis::session::{
-    Call, KillRequest, Outcome, Purpose, RunsOn, ScriptActivity, ServerInfo, Session, Step,
-    UNBLOCKED_BY_CLIENT, UNBLOCKED_BY_ROLE, Unblock, backup_busy, passive_backup,
+    Call, KillRequest, Outcome, Purpose, RunsOn, SaveKind, ScriptActivity, ServerInfo, Session,
+    Step, UNBLOCKED_BY_CLIENT, UNBLOCKED_BY_ROLE, Unblock, backup_busy, passive_backup,
 };
 use tandem_redis::stats::{CommandStats, Tally};
 use tandem_redis::wire::CallArgs;
@@ -96,6 +96,11 @@ pub trait RespNode: Send + Sync + 'static {
     /// applied every write before it). A node without a group relays nothing.
     fn relay_publication(&self, shard: bool, channel: Vec<u8>, message: Vec<u8>) {
         let _ = (shard, channel, message);
+    }
+
+    /// Where the node writes its snapshot (`SAVE`, `BGSAVE`), if it keeps files.
+    fn saver(&self) -> Option<&crate::saves::Saver> {
+        None
     }
 
     /// The watch over the node's scripts (`SCRIPT KILL` asks it), if it keeps one.
@@ -449,7 +454,12 @@ impl Conn {
 
     /// Moves the replies at the front whose outcome is known into `out`, running the
     /// pub/sub commands among them on `hub`, and counts each call's reply in `stats`.
-    fn drain_slots(&mut self, hub: &mut Hub, stats: &mut CommandStats) {
+    fn drain_slots(
+        &mut self,
+        hub: &mut Hub,
+        stats: &mut CommandStats,
+        saver: Option<&crate::saves::Saver>,
+    ) {
         while let Some(front) = self.slots.front() {
             if matches!(front, Slot::Call { outcome: None, .. }) {
                 break;
@@ -467,7 +477,11 @@ impl Conn {
                 Slot::Call {
                     mut call, outcome, ..
                 } => {
-                    let outcome = outcome.expect("answered");
+                    let mut outcome = outcome.expect("answered");
+                    if let Purpose::Save(kind) = call.purpose {
+                        outcome = save(kind, outcome, saver);
+                        call.purpose = Purpose::Command;
+                    }
                     let outcome = match &outcome {
                         Resolved::Reply(body) => Outcome::Reply(body),
                         Resolved::Failed(text) => Outcome::Failed(text),
@@ -1084,7 +1098,8 @@ impl Front {
         let index = (owner.serial - conn.slot_first) as usize;
         conn.slot_bytes += slot_len(&conn.slots[index]);
         conn.unanswered -= 1;
-        conn.drain_slots(&mut self.hub, &mut self.stats);
+        let node = Arc::clone(&self.node);
+        conn.drain_slots(&mut self.hub, &mut self.stats, node.saver());
         self.visit.insert(owner.token);
     }
 
@@ -1137,6 +1152,7 @@ impl Front {
         // A client that left while it waits in a blocking command is dropped at once, as
         // Redis drops it: no write may come to answer it.
         let left_waiting = conn.peer_closed && conn.waits();
+        self.start_scheduled_save(token, &mut conn, info);
         let alive = !left_waiting
             && self.handle_requests(token, &mut conn, info)
             && conn.write_out(self.pass_started).is_ok()
@@ -1148,6 +1164,22 @@ impl Front {
             self.conns.insert(token, conn);
         } else {
             self.close(token, conn);
+        }
+    }
+
+    /// Makes the call of a `BGSAVE` that a block of `conn`'s scheduled, once it can start:
+    /// after the block's reply, behind the connection's earlier calls.
+    fn start_scheduled_save(&mut self, token: Token, conn: &mut Conn, info: &ServerInfo) {
+        if !conn.session.save_is_scheduled() {
+            return;
+        }
+        let Some(call) = conn.session.take_scheduled_save(info) else {
+            return;
+        };
+        if call.waits_for(conn.unanswered_calls()) {
+            conn.held = Some(call);
+        } else {
+            self.send(token, conn, call);
         }
     }
 
@@ -1578,7 +1610,8 @@ impl Front {
         conn.slot_bytes += slot_len(&slot);
         conn.slots.push_back(slot);
         if unsent.is_some() {
-            conn.drain_slots(&mut self.hub, &mut self.stats);
+            let node = Arc::clone(&self.node);
+            conn.drain_slots(&mut self.hub, &mut self.stats, node.saver());
         }
     }
 }
@@ -1675,6 +1708,31 @@ impl Front {
 
 /// The token of the connection whose id (`CLIENT ID`) is `client_id`: a connection's id is
 /// its token's place after the first connection's, from 1.
+/// What a `SAVE` or `BGSAVE` call's `outcome` (the database's RDB file, as `SYNC`'s) comes to
+/// once `saver` took the file: Redis's reply, or the error it gives.
+fn save(kind: SaveKind, outcome: Resolved, saver: Option<&crate::saves::Saver>) -> Resolved {
+    let Resolved::Reply(reply) = outcome else {
+        return outcome;
+    };
+    let Some(saver) = saver else {
+        return Resolved::Failed(tandem_redis::session::SAVES_NOT_SERVED.to_owned());
+    };
+    let Some((_, file)) = tandem_redis::cmd::sync::snapshot_parts(&reply) else {
+        return Resolved::Failed("ERR the node answered SAVE with a malformed file".to_owned());
+    };
+    let saved = match kind {
+        SaveKind::Foreground => saver.save_now(file).map(|()| "+OK\r\n"),
+        SaveKind::Background => saver
+            .save_in_background(file.to_vec())
+            .map(|()| "+Background saving started\r\n")
+            .map_err(str::to_owned),
+    };
+    match saved {
+        Ok(status) => Resolved::Reply(status.as_bytes().to_vec()),
+        Err(text) => Resolved::Failed(text),
+    }
+}
+
 fn token_of(client_id: u64) -> Option<Token> {
     (client_id as usize)
         .checked_sub(1)

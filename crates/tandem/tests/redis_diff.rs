@@ -4648,6 +4648,14 @@ static CONNECTION: &[Gen] = &[
             [b"abort".to_vec(), d.pick(&["NOW", "FORCE", "SAVE"])],
         ),
     }),
+    // Only the refusals both servers answer alike: a save's file and `LASTSAVE`'s time are
+    // each server's own (the arguments stay, `mutate`; the multi-process RDB test checks
+    // the files and the times).
+    g("SAVE", 1, |d| command("SAVE", [d.value()])),
+    g("BGSAVE", 1, |d| {
+        command("BGSAVE", [d.pick(&["NOW", "bogus", "LATER"])])
+    }),
+    g("LASTSAVE", 1, |d| command("LASTSAVE", [d.value()])),
     // Not `ack` and `getack`, which Redis answers only on a replica's link (nothing here), nor
     // `rdb-filter-only`, which tandem refuses (it filters no file).
     g("REPLCONF", 1, |d| match d.rng.below(4) {
@@ -4745,7 +4753,8 @@ fn mutate(d: &mut Draw, args: &mut Args) {
     // Redis's default count by a lost or gained argument (`ZSCAN k 0`, `ZSCAN k 0 MATCH x`),
     // whose members are each server's own choice.
     let keeps_its_arguments = match args[0].to_ascii_uppercase().as_slice() {
-        b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" | b"SYNC" | b"SHUTDOWN" => true,
+        b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" | b"SYNC" | b"SHUTDOWN" | b"SAVE"
+        | b"BGSAVE" | b"LASTSAVE" => true,
         // One name, one confirmation: without a name an unsubscription confirms each it
         // ends, which the test's one reply per command cannot follow.
         b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"

@@ -485,3 +485,123 @@ fn the_comparison_sees_each_kind_of_difference() {
     // The encoding plant changes the value too; the others change one thing.
     assert_eq!(by_plant["expiring's expiry"], 1);
 }
+
+/// Waits until `conn`'s node has no `BGSAVE` file being written.
+fn bgsave_done(conn: &mut Conn) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let info = bulk(conn.call(&args(&[b"INFO", b"persistence"])).expect("INFO"));
+        let info = String::from_utf8_lossy(&info).into_owned();
+        assert!(info.contains("rdb_last_bgsave_status:ok"), "{info}");
+        if info.contains("rdb_bgsave_in_progress:0") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "BGSAVE never ended: {info}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn save_and_bgsave_write_files_redis_loads_on_the_primary_and_on_a_backup() {
+    redis_support::require_redis_server();
+    let cluster = Cluster::start("redis-save", 3, 64);
+    let mut primary = Conn::connect(cluster.primary_resp());
+    fill(&mut primary);
+    let Ok(Value::Integer(started)) = primary.call(&args(&[b"LASTSAVE"])) else {
+        panic!("LASTSAVE answers a number")
+    };
+    assert_eq!(
+        primary.call(&args(&[b"SAVE"])),
+        Ok(Value::Simple(b"OK".to_vec()))
+    );
+    let Ok(Value::Integer(saved)) = primary.call(&args(&[b"LASTSAVE"])) else {
+        panic!("LASTSAVE answers a number")
+    };
+    assert!(
+        saved >= started,
+        "LASTSAVE went back: {started} then {saved}"
+    );
+    let node_dir = |id: u64| {
+        let node = cluster
+            .nodes
+            .iter()
+            .find(|node| node.id == id)
+            .expect("a node");
+        node.log
+            .parent()
+            .expect("the node's directory")
+            .to_path_buf()
+    };
+    // The reference is the database as `redis-cli --rdb` fetches it, loaded by Redis too: a
+    // string changed in place is `raw` in the server that changed it, `embstr` once loaded.
+    let exported = redis_support::scratch_dir("redis-save-export").join("export.rdb");
+    let cli = Command::new(redis_support::require("redis-cli"))
+        .args(["-p", &cluster.primary_resp().port().to_string(), "--rdb"])
+        .arg(&exported)
+        .output()
+        .expect("redis-cli runs");
+    assert!(cli.status.success(), "redis-cli --rdb: {}", text(&cli));
+    let reference = RedisServer::start_loading(&exported).expect("redis-server loads the export");
+    let mut reference = Conn::connect(reference.address);
+    let file = node_dir(cluster.primary).join("dump.rdb");
+    let loaded = RedisServer::start_loading(&file).expect("redis-server loads SAVE's file");
+    let found = differences_in_dbs(&mut reference, &mut Conn::connect(loaded.address));
+    assert!(found.is_empty(), "SAVE's file:\n{}", found.join("\n"));
+
+    // A backup takes its snapshot from its own copy, while the primary goes on.
+    let backup = cluster.a_backup();
+    let mut reader = Conn::connect(backup.resp);
+    assert_eq!(
+        reader.call(&args(&[b"BGSAVE", b"NOW"])),
+        Ok(Value::Error(b"ERR syntax error".to_vec()))
+    );
+    assert_eq!(
+        reader.call(&args(&[b"BGSAVE", b"SCHEDULE"])),
+        Ok(Value::Simple(b"Background saving started".to_vec()))
+    );
+    bgsave_done(&mut reader);
+    let file = node_dir(backup.id).join("dump.rdb");
+    let loaded = RedisServer::start_loading(&file).expect("redis-server loads BGSAVE's file");
+    let found = differences_in_dbs(&mut reference, &mut Conn::connect(loaded.address));
+    assert!(found.is_empty(), "BGSAVE's file:\n{}", found.join("\n"));
+
+    // In a block, as in Redis, BGSAVE is scheduled and runs once the block ran: its file
+    // holds the block's write.
+    ok(&mut primary, &[b"MULTI"]);
+    ok(&mut primary, &[b"SET", b"written-in-the-block", b"1"]);
+    ok(&mut primary, &[b"BGSAVE"]);
+    assert_eq!(
+        primary.call(&args(&[b"EXEC"])),
+        Ok(Value::Array(vec![
+            Value::Simple(b"OK".to_vec()),
+            Value::Simple(b"Background saving scheduled".to_vec())
+        ]))
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let info = bulk(
+            primary
+                .call(&args(&[b"INFO", b"persistence"]))
+                .expect("INFO"),
+        );
+        let info = String::from_utf8_lossy(&info).into_owned();
+        if info.contains("rdb_saves:2") && info.contains("rdb_bgsave_in_progress:0") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the scheduled BGSAVE never ran: {info}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let file = node_dir(cluster.primary).join("dump.rdb");
+    let loaded = RedisServer::start_loading(&file).expect("redis-server loads the file");
+    let mut loaded = Conn::connect(loaded.address);
+    assert_eq!(
+        loaded.call(&args(&[b"GET", b"written-in-the-block"])),
+        Ok(Value::Bulk(b"1".to_vec()))
+    );
+}

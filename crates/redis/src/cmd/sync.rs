@@ -27,6 +27,10 @@ use crate::resp::{Argv, Proto, ReplyWriter};
 pub static COMMANDS: &[Command] = &[
     data("PSYNC", -3, Read, (0, 0, 0), false, snapshot),
     conn("REPLCONF", -1),
+    // The node's snapshot file: the session takes it as `SYNC` does, the front end writes it.
+    conn("SAVE", 1),
+    conn("BGSAVE", -1),
+    conn("LASTSAVE", 1),
     data("SYNC", 1, Read, (0, 0, 0), false, snapshot),
 ];
 
@@ -111,6 +115,16 @@ pub struct ReplyLimit {
     pub setting: &'static str,
 }
 
+/// The LSN (its digits) and the RDB file of the model's `SYNC` reply, or `None` if the reply
+/// is not that array.
+pub fn snapshot_parts(reply: &[u8]) -> Option<(&[u8], &[u8])> {
+    let parts = crate::resp::array_elements(reply).filter(|parts| parts.len() == 2)?;
+    let lsn = parts[0].strip_prefix(b":")?.strip_suffix(b"\r\n")?;
+    let body = parts[1].strip_suffix(b"\r\n")?;
+    let at = body.iter().position(|&b| b == b'\n')?;
+    Some((lsn, &body[at + 1..]))
+}
+
 /// How the session writes a `SYNC` or `PSYNC` reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Framing {
@@ -134,13 +148,7 @@ impl Framing {
 
     /// Writes the model's `reply` ([LSN, file]) as Redis's replication stream starts.
     pub fn write(&self, reply: &[u8], proto: Proto, out: &mut Vec<u8>) {
-        let parts = crate::resp::array_elements(reply).filter(|parts| parts.len() == 2);
-        let Some((lsn, file)) = parts.as_deref().and_then(|parts| {
-            let lsn = parts[0].strip_prefix(b":")?.strip_suffix(b"\r\n")?;
-            let body = parts[1].strip_suffix(b"\r\n")?;
-            let at = body.iter().position(|&b| b == b'\n')?;
-            Some((lsn, &body[at + 1..]))
-        }) else {
+        let Some((lsn, file)) = snapshot_parts(reply) else {
             ReplyWriter::new(out, proto).error("ERR the node answered SYNC with a malformed reply");
             return;
         };
