@@ -331,6 +331,31 @@ fn refusals_name_the_parameter_as_redis_does() {
     );
 }
 
+/// Redis's parameters fixed when redis-server starts are refused as immutable, named as given,
+/// even though `CONFIG GET` does not answer them; an unknown one before them wins, as the
+/// first refusal in the request does in Redis.
+#[test]
+fn parameters_fixed_at_start_are_refused_as_immutable() {
+    let mut node = Node::new(DB);
+    assert_eq!(
+        node.s("CONFIG SET daemonize yes"),
+        failed("daemonize", "can't set immutable config")
+    );
+    assert_eq!(
+        node.s("CONFIG SET hash-max-listpack-entries 5 SlaveOf no"),
+        failed("SlaveOf", "can't set immutable config")
+    );
+    assert_eq!(
+        node.s("CONFIG SET foo 1 daemonize yes"),
+        err("ERR Unknown option or number of arguments for CONFIG SET - 'foo'")
+    );
+    assert_eq!(
+        node.s("CONFIG GET hash-max-listpack-entries"),
+        pairs(&[("hash-max-listpack-entries", "512")])
+    );
+    assert_eq!(node.s("CONFIG GET daemonize"), pairs(&[]));
+}
+
 /// Redis judges every field and value `HSET` is given: one too long converts the hash even
 /// when a later pair of the same command overwrote it.
 #[test]

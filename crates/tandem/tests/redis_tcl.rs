@@ -63,11 +63,13 @@ const UNITS: &[&str] = &[
     "unit/multi",
     "unit/pubsub",
     "unit/scripting",
+    "unit/introspection",
+    "unit/introspection-2",
 ];
 
 /// The tags left out (Redis's `tests/README.md`): what needs replication (`SYNC`), `DEBUG`
 /// or `OBJECT`, `SAVE`, `CONFIG SET maxmemory`, and the slow tests Redis's own external CI
-/// leaves out too. On redis-server 7.0.15 the units then run 1,242 tests.
+/// leaves out too. On redis-server 7.0.15 the units then run 1,312 tests.
 const TAGS: &str = "-slow -needs:repl -needs:debug -needs:save -needs:config-maxmemory";
 
 /// The harness gives up on a unit after this long without a test starting or ending (its

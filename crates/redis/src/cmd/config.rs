@@ -11,8 +11,9 @@
 //! Beyond the table, `CONFIG GET` answers `save` (`""`: tandem takes no scheduled snapshots,
 //! its log persists every write), `appendonly` (`no`) and `databases` (16). `CONFIG SET`
 //! takes `save ""` and `appendonly no`, which change nothing, and refuses the rest of them,
-//! and every parameter it does not know, in Redis's words. `maxmemory` unset answers the
-//! database's size, fixed when its nodes start.
+//! and every parameter it does not know, in Redis's words; the parameters redis-server fixes
+//! when it starts ([`IMMUTABLE`]) it refuses as Redis does, as immutable. `maxmemory` unset
+//! answers the database's size, fixed when its nodes start.
 
 use super::{CmdError, Command, Ctx, Read, Write, arg, data};
 use crate::params::{self, Param};
@@ -34,6 +35,47 @@ enum Answer {
 
 /// The parameters outside the segment that clients ask for.
 const FIXED: &[&str] = &["save", "appendonly", "databases"];
+
+/// Redis 7.0.15's parameters fixed when redis-server starts (`IMMUTABLE_CONFIG` in its
+/// `config.c`), which `CONFIG SET` refuses as immutable whatever the value. What they set
+/// (the process, its sockets, its files, its threads) a tandem node takes from its config
+/// file when it starts, so they are as fixed here; a client that tries one learns that
+/// rather than that the parameter is unknown.
+const IMMUTABLE: &[&str] = &[
+    "rdbchecksum",
+    "daemonize",
+    "io-threads-do-reads",
+    "always-show-logo",
+    "set-proc-title",
+    "syslog-enabled",
+    "cluster-enabled",
+    "disable-thp",
+    "aclfile",
+    "unixsocket",
+    "pidfile",
+    "cluster-config-file",
+    "syslog-ident",
+    "appendfilename",
+    "appenddirname",
+    "server_cpulist",
+    "bio_cpulist",
+    "aof_rewrite_cpulist",
+    "bgsave_cpulist",
+    "logfile",
+    "supervised",
+    "syslog-facility",
+    "enable-protected-configs",
+    "enable-debug-command",
+    "enable-module-command",
+    "databases",
+    "io-threads",
+    "tcp-backlog",
+    "cluster-port",
+    "unixsocketperm",
+    "socket-mark-id",
+    "replicaof",
+    "slaveof",
+];
 
 fn get(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<(), CmdError> {
     // (the name as answered, what it is), in the order first matched.
@@ -126,14 +168,14 @@ fn set(ctx: &mut Ctx<'_, '_>, argv: &Argv, out: &mut ReplyWriter<'_>) -> Result<
     // name and its alias are two names (the later one wins), as in Redis 7.0.
     let mut named: Vec<Vec<u8>> = Vec::with_capacity(pairs.len());
     for &(name, _) in &pairs {
-        let known = params::find(name).is_some() || fixed(name).is_some();
+        let known = params::find(name).is_some() || fixed(name).is_some() || immutable(name);
         if !known {
             return Err(CmdError::owned(format!(
                 "ERR Unknown option or number of arguments for CONFIG SET - '{}'",
                 String::from_utf8_lossy(name)
             )));
         }
-        if fixed(name) == Some("databases") {
+        if immutable(name) {
             return Err(failed(name, "can't set immutable config"));
         }
         let lower = name.to_ascii_lowercase();
@@ -208,6 +250,13 @@ fn fixed(name: &[u8]) -> Option<&'static str> {
         .iter()
         .copied()
         .find(|fixed| fixed.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// Whether `name` is one of Redis's parameters fixed at start ([`IMMUTABLE`]), without case.
+fn immutable(name: &[u8]) -> bool {
+    IMMUTABLE
+        .iter()
+        .any(|immutable| immutable.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// Whether `text` is a list of `seconds changes` pairs, as Redis's `save` takes.
