@@ -711,6 +711,8 @@ impl Session {
             self.replies = ReplyMode::On;
         }
         let mut step = self.handle_request(argv, info, out);
+        // `CLIENT REPLY ON` clears the skip before it answers, as in Redis: its `OK` is sent.
+        let skipped = skipped && !turns_replies_on(argv);
         self.silenced = skipped || self.replies == ReplyMode::Off;
         if self.silenced {
             out.truncate(start);
@@ -1778,6 +1780,14 @@ fn allowed_while_busy(name: &str, argv: &Argv) -> bool {
     ) || is_script_kill(name, argv)
 }
 
+/// Whether `argv` is `CLIENT REPLY ON`.
+fn turns_replies_on(argv: &Argv) -> bool {
+    argv.len() == 3
+        && argv.get(0).unwrap_or_default().eq_ignore_ascii_case(b"CLIENT")
+        && argv.get(1).unwrap_or_default().eq_ignore_ascii_case(b"REPLY")
+        && argv.get(2).unwrap_or_default().eq_ignore_ascii_case(b"ON")
+}
+
 fn unknown_command(argv: &Argv) -> Vec<u8> {
     let mut quoted = Vec::new();
     for arg in argv.iter().skip(1) {
@@ -2838,6 +2848,24 @@ mod tests {
             assert!(!User::new("app", b"pw", false, &[b"app:*"]).may_run(command));
             assert!(User::new("admin", b"pw", false, &[b"*"]).may_run(command));
         }
+    }
+
+    /// As Redis's "CLIENT REPLY ON: unset SKIP flag": `ON` right after `SKIP` is answered, and
+    /// the skip it cleared silences nothing after it.
+    #[test]
+    fn client_reply_on_after_skip_is_answered_and_ends_the_skip() {
+        let info = ServerInfo {
+            primary: true,
+            ..ServerInfo::default()
+        };
+        let mut session = Session::new(1);
+        assert_eq!(replied(&mut session, "CLIENT REPLY SKIP", &info), "");
+        assert_eq!(replied(&mut session, "CLIENT REPLY ON", &info), "+OK\r\n");
+        assert_eq!(replied(&mut session, "PING", &info), "+PONG\r\n");
+        // A skip still silences the one reply after it.
+        assert_eq!(replied(&mut session, "CLIENT REPLY SKIP", &info), "");
+        assert_eq!(replied(&mut session, "PING", &info), "");
+        assert_eq!(replied(&mut session, "PING", &info), "+PONG\r\n");
     }
 
     #[test]
