@@ -239,6 +239,19 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// The database of the node whose RESP port is `port`, as `redis-cli --rdb` fetches it into
+/// a scratch directory named `scratch`.
+fn export(port: u16, scratch: &str) -> std::path::PathBuf {
+    let exported = redis_support::scratch_dir(scratch).join("export.rdb");
+    let cli = Command::new(redis_support::require("redis-cli"))
+        .args(["-p", &port.to_string(), "--rdb"])
+        .arg(&exported)
+        .output()
+        .expect("redis-cli runs");
+    assert!(cli.status.success(), "redis-cli --rdb: {}", text(&cli));
+    exported
+}
+
 fn save(server: &RedisServer, conn: &mut Conn) -> std::path::PathBuf {
     assert_eq!(conn.cmd("SAVE"), Value::Simple(b"OK".to_vec()));
     server.dir().join("dump.rdb")
@@ -279,13 +292,7 @@ fn a_redis_file_imports_and_the_export_loads_into_redis() {
     let replaced = import(&file, &primary, &["--replace"]);
     assert!(replaced.status.success(), "{}", text(&replaced));
 
-    let exported = redis_support::scratch_dir("redis-rdb-export").join("export.rdb");
-    let cli = Command::new(redis_support::require("redis-cli"))
-        .args(["-p", &cluster.primary_resp().port().to_string(), "--rdb"])
-        .arg(&exported)
-        .output()
-        .expect("redis-cli runs");
-    assert!(cli.status.success(), "redis-cli --rdb: {}", text(&cli));
+    let exported = export(cluster.primary_resp().port(), "redis-rdb-export");
     let copy = RedisServer::start_loading(&exported).expect("redis-server loads the export");
     let mut copied = Conn::connect(copy.address);
     let found = differences_in_dbs(&mut tandem, &mut copied);
@@ -537,13 +544,7 @@ fn save_and_bgsave_write_files_redis_loads_on_the_primary_and_on_a_backup() {
     };
     // The reference is the database as `redis-cli --rdb` fetches it, loaded by Redis too: a
     // string changed in place is `raw` in the server that changed it, `embstr` once loaded.
-    let exported = redis_support::scratch_dir("redis-save-export").join("export.rdb");
-    let cli = Command::new(redis_support::require("redis-cli"))
-        .args(["-p", &cluster.primary_resp().port().to_string(), "--rdb"])
-        .arg(&exported)
-        .output()
-        .expect("redis-cli runs");
-    assert!(cli.status.success(), "redis-cli --rdb: {}", text(&cli));
+    let exported = export(cluster.primary_resp().port(), "redis-save-export");
     let reference = RedisServer::start_loading(&exported).expect("redis-server loads the export");
     let mut reference = Conn::connect(reference.address);
     let file = node_dir(cluster.primary).join("dump.rdb");
