@@ -1783,8 +1783,14 @@ fn allowed_while_busy(name: &str, argv: &Argv) -> bool {
 /// Whether `argv` is `CLIENT REPLY ON`.
 fn turns_replies_on(argv: &Argv) -> bool {
     argv.len() == 3
-        && argv.get(0).unwrap_or_default().eq_ignore_ascii_case(b"CLIENT")
-        && argv.get(1).unwrap_or_default().eq_ignore_ascii_case(b"REPLY")
+        && argv
+            .get(0)
+            .unwrap_or_default()
+            .eq_ignore_ascii_case(b"CLIENT")
+        && argv
+            .get(1)
+            .unwrap_or_default()
+            .eq_ignore_ascii_case(b"REPLY")
         && argv.get(2).unwrap_or_default().eq_ignore_ascii_case(b"ON")
 }
 
