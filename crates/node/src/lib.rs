@@ -52,7 +52,10 @@ mod rule;
 mod supervisor;
 
 pub use backup::{ApplierRole, Handover, HandoverError, Replica, rewind_to_rejoin};
-pub use backup_role::{BackupReady, BackupRole, BackupTurnError, BackupWatch, ReadSettings};
+pub use backup_role::{
+    BackupReady, BackupRole, BackupTurnError, BackupWatch, RELAYED_HELD_BYTES_MAX,
+    RELAYED_HELD_MAX, ReadSettings,
+};
 pub use carry_out::{Carrier, CarryNote, Records, Slot, carry_out};
 pub use checkpoint::{Checkpointer, PAGES_PER_STEP};
 pub use gate::GateRule;

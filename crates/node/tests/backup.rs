@@ -374,3 +374,60 @@ fn a_watch_that_refuses_what_was_applied_ends_the_turn() {
     assert_eq!(pair.carry(&mut seen).unwrap_err(), "refused");
     assert_eq!(seen.applied.len(), 1);
 }
+
+fn relayed(lsn: u64, message: &str) -> tandem_node::RelayedPublication {
+    tandem_node::RelayedPublication {
+        view: 1,
+        lsn,
+        shard: false,
+        channel: b"news".to_vec(),
+        message: message.as_bytes().to_vec(),
+    }
+}
+
+/// A relayed pub/sub message waits for the write its publisher sent before it: it leaves the
+/// backup role only once the applier applied its LSN, in the order relayed, and the held
+/// messages are bounded.
+#[test]
+fn a_relayed_publication_waits_until_its_lsn_is_applied() {
+    let mut pair = RolePair::new();
+    let lsn = pair.backup.applier().lsn_applied();
+    assert!(pair.backup.hold_relayed(relayed(lsn, "now")));
+    assert!(
+        pair.backup
+            .hold_relayed(relayed(lsn + 1, "after the write"))
+    );
+    let mut out = Vec::new();
+    pair.backup.take_relayed_applied(&mut out);
+    let messages = |out: &[tandem_node::RelayedPublication]| -> Vec<String> {
+        out.iter()
+            .map(|p| String::from_utf8_lossy(&p.message).into_owned())
+            .collect()
+    };
+    assert_eq!(
+        messages(&out),
+        ["now"],
+        "the second waits for LSN {}",
+        lsn + 1
+    );
+    out.clear();
+    pair.commit();
+    pair.carry(&mut Seen::default()).unwrap();
+    assert!(pair.backup.applier().lsn_applied() > lsn);
+    pair.backup.take_relayed_applied(&mut out);
+    assert_eq!(messages(&out), ["after the write"]);
+
+    // Held messages are bounded: past the bound they are dropped, and room comes back once
+    // they are delivered.
+    let far = u64::MAX;
+    for n in 0..tandem_node::RELAYED_HELD_MAX {
+        assert!(pair.backup.hold_relayed(relayed(far, &n.to_string())));
+    }
+    assert!(!pair.backup.hold_relayed(relayed(far, "one too many")));
+    let big = "x".repeat(tandem_node::RELAYED_HELD_BYTES_MAX);
+    let mut fresh = RolePair::new();
+    assert!(
+        !fresh.backup.hold_relayed(relayed(far, &big)),
+        "more bytes than held at most"
+    );
+}
