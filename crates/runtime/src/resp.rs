@@ -1168,9 +1168,10 @@ impl Front {
     }
 
     /// Makes the call of a `BGSAVE` that a block of `conn`'s scheduled, once it can start:
-    /// after the block's reply, behind the connection's earlier calls.
+    /// after the block's reply, behind the connection's earlier calls, and not while a call
+    /// of the connection's is held back (it would take that call's place).
     fn start_scheduled_save(&mut self, token: Token, conn: &mut Conn, info: &ServerInfo) {
-        if !conn.session.save_is_scheduled() {
+        if !conn.session.save_is_scheduled() || conn.held.is_some() {
             return;
         }
         let Some(call) = conn.session.take_scheduled_save(info) else {
