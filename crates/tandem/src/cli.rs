@@ -729,7 +729,10 @@ pub struct RespArgs {
     /// client port, to price it).
     #[arg(long, default_value = "tandem,tandem-proxy,redis,redis-wait", value_parser = parse_systems)]
     pub systems: Systems,
-    /// Tests, comma-separated: SET, GET, INCR, LPUSH, HSET, EVALSHA, MULTI.
+    /// Tests, comma-separated: tandem's EVALSHA (Debit-Credit) and MULTI, and redis-benchmark's
+    /// default tests by its names (PING_MBULK, SET, GET, INCR, LPUSH, RPUSH, LPOP, RPOP,
+    /// SADD, HSET, SPOP, ZADD, ZPOPMIN, LRANGE_100, LRANGE_300, LRANGE_500, LRANGE_600, MSET);
+    /// `redis-benchmark` names all of those.
     #[arg(long, default_value = "SET,GET,INCR,LPUSH,HSET,EVALSHA,MULTI", value_parser = parse_tests)]
     pub tests: Tests,
     /// Operations each connection keeps in flight, comma-separated.
@@ -786,6 +789,12 @@ fn parse_systems(text: &str) -> Result<Systems, String> {
 
 fn parse_tests(text: &str) -> Result<Tests, String> {
     use crate::bench::resp_load::Test;
+    if text.trim().eq_ignore_ascii_case("redis-benchmark") {
+        let defaults = Test::ALL
+            .into_iter()
+            .filter(|test| !matches!(test, Test::EvalshaDebitCredit | Test::MultiExec));
+        return Ok(Tests(defaults.collect()));
+    }
     text.split(',')
         .map(|name| {
             Test::parse(name.trim()).ok_or_else(|| {

@@ -49,36 +49,80 @@ const REPLY_WAIT_MAX: Duration = Duration::from_secs(10);
 /// How long a started system may take to load its database and settle.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// One test: what an operation sends.
+/// The list `LRANGE_N` reads, filled with [`LRANGE_LIST_LEN`] elements when a target is
+/// loaded (redis-benchmark fills its `mylist` with an `LPUSH` run first).
+const LRANGE_LIST: &[u8] = b"lrange-list";
+/// Elements of [`LRANGE_LIST`]: as many as the longest `LRANGE_N` reads.
+const LRANGE_LIST_LEN: usize = 600;
+
+/// One test: what an operation sends. Beside tandem's own (`EVALSHA` of Debit-Credit, a
+/// `MULTI` block), redis-benchmark's default tests, as its `-t` names them and sending what it
+/// sends (`PING_MBULK` as `PING`; `LRANGE_N` on a list of 600 of its own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Test {
+    Ping,
     Set,
     Get,
     Incr,
     Lpush,
+    Rpush,
+    Lpop,
+    Rpop,
+    Sadd,
     Hset,
+    Spop,
+    Zadd,
+    Zpopmin,
+    Lrange(u16),
+    Mset,
     EvalshaDebitCredit,
     MultiExec,
 }
 
 impl Test {
-    pub const ALL: [Test; 7] = [
+    pub const ALL: [Test; 20] = [
+        Test::Ping,
         Test::Set,
         Test::Get,
         Test::Incr,
         Test::Lpush,
+        Test::Rpush,
+        Test::Lpop,
+        Test::Rpop,
+        Test::Sadd,
         Test::Hset,
+        Test::Spop,
+        Test::Zadd,
+        Test::Zpopmin,
+        Test::Lrange(100),
+        Test::Lrange(300),
+        Test::Lrange(500),
+        Test::Lrange(600),
+        Test::Mset,
         Test::EvalshaDebitCredit,
         Test::MultiExec,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
+            Test::Ping => "PING_MBULK",
             Test::Set => "SET",
             Test::Get => "GET",
             Test::Incr => "INCR",
             Test::Lpush => "LPUSH",
+            Test::Rpush => "RPUSH",
+            Test::Lpop => "LPOP",
+            Test::Rpop => "RPOP",
+            Test::Sadd => "SADD",
             Test::Hset => "HSET",
+            Test::Spop => "SPOP",
+            Test::Zadd => "ZADD",
+            Test::Zpopmin => "ZPOPMIN",
+            Test::Lrange(100) => "LRANGE_100",
+            Test::Lrange(300) => "LRANGE_300",
+            Test::Lrange(500) => "LRANGE_500",
+            Test::Lrange(_) => "LRANGE_600",
+            Test::Mset => "MSET",
             Test::EvalshaDebitCredit => "EVALSHA",
             Test::MultiExec => "MULTI",
         }
@@ -91,34 +135,72 @@ impl Test {
     }
 
     fn writes(self) -> bool {
-        self != Test::Get
+        !matches!(self, Test::Ping | Test::Get | Test::Lrange(_))
     }
 
     /// Appends one operation's commands to `out`; returns how many replies it gets.
     fn write_op(self, out: &mut Vec<u8>, rng: &mut u64, sha: &str, wait: bool) -> usize {
         let key = next(rng) % KEYSPACE;
-        let replies = match self {
-            Test::Set => {
-                command(out, &[b"SET", format!("key:{key}").as_bytes(), b"xxx"]);
+        let replies = match self.single_command(key) {
+            Some(args) => {
+                let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+                command(out, &args);
                 1
             }
-            Test::Get => {
-                command(out, &[b"GET", format!("key:{key}").as_bytes()]);
-                1
+            None => self.write_composite(out, key, rng, sha),
+        };
+        if wait && self.writes() {
+            command(out, &[b"WAIT", b"1", b"0"]);
+            replies + 1
+        } else {
+            replies
+        }
+    }
+
+    /// The one command of a test that sends one, on `key`; `None` for the others.
+    fn single_command(self, key: u64) -> Option<Vec<Vec<u8>>> {
+        let named = |prefix: &str| format!("{prefix}:{key}").into_bytes();
+        let word = |text: &[u8]| text.to_vec();
+        let args = match self {
+            Test::Ping => vec![word(b"PING")],
+            Test::Set => vec![word(b"SET"), named("key"), word(b"xxx")],
+            Test::Get => vec![word(b"GET"), named("key")],
+            Test::Incr => vec![word(b"INCR"), named("counter")],
+            Test::Lpush => vec![word(b"LPUSH"), word(b"mylist"), word(b"xxx")],
+            Test::Rpush => vec![word(b"RPUSH"), word(b"mylist"), word(b"xxx")],
+            Test::Lpop => vec![word(b"LPOP"), word(b"mylist")],
+            Test::Rpop => vec![word(b"RPOP"), word(b"mylist")],
+            Test::Sadd => vec![word(b"SADD"), word(b"myset"), named("element")],
+            Test::Hset => vec![word(b"HSET"), word(b"myhash"), named("f"), word(b"xxx")],
+            Test::Spop => vec![word(b"SPOP"), word(b"myset")],
+            Test::Zadd => {
+                let score = key.to_string().into_bytes();
+                vec![word(b"ZADD"), word(b"myzset"), score, named("element")]
             }
-            Test::Incr => {
-                command(out, &[b"INCR", format!("counter:{key}").as_bytes()]);
-                1
+            Test::Zpopmin => vec![word(b"ZPOPMIN"), word(b"myzset")],
+            Test::Lrange(len) => {
+                let last = (len - 1).to_string().into_bytes();
+                vec![word(b"LRANGE"), word(LRANGE_LIST), word(b"0"), last]
             }
-            Test::Lpush => {
-                command(out, &[b"LPUSH", b"mylist", b"xxx"]);
-                1
-            }
-            Test::Hset => {
-                command(
-                    out,
-                    &[b"HSET", b"myhash", format!("f:{key}").as_bytes(), b"xxx"],
-                );
+            Test::Mset | Test::EvalshaDebitCredit | Test::MultiExec => return None,
+        };
+        Some(args)
+    }
+
+    /// Appends the commands of a test that sends more than one key or command; returns how
+    /// many replies they get.
+    fn write_composite(self, out: &mut Vec<u8>, key: u64, rng: &mut u64, sha: &str) -> usize {
+        match self {
+            Test::Mset => {
+                let keys: Vec<String> = (0..10)
+                    .map(|_| format!("key:{}", next(rng) % KEYSPACE))
+                    .collect();
+                let mut args: Vec<&[u8]> = vec![b"MSET"];
+                for key in &keys {
+                    args.push(key.as_bytes());
+                    args.push(b"xxx");
+                }
+                command(out, &args);
                 1
             }
             Test::EvalshaDebitCredit => {
@@ -148,12 +230,7 @@ impl Test {
                 command(out, &[b"EXEC"]);
                 4
             }
-        };
-        if wait && self.writes() {
-            command(out, &[b"WAIT", b"1", b"0"]);
-            replies + 1
-        } else {
-            replies
+            single => unreachable!("{} sends one command", single.name()),
         }
     }
 }
@@ -336,6 +413,7 @@ impl Target {
         tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Result<Target, Failure> {
         let mut conn = Conn::open_with(address, tls.as_ref())?;
+        fill_lrange_list(&mut conn)?;
         let loaded = conn
             .call(&[b"SCRIPT", b"LOAD", DEBIT_CREDIT_LUA.as_bytes()])
             .map_err(|failure| Failure::Run(format!("SCRIPT LOAD: {}", failure.text())))?;
@@ -350,6 +428,17 @@ impl Target {
             tls,
         })
     }
+}
+
+/// Fills [`LRANGE_LIST`] afresh with [`LRANGE_LIST_LEN`] elements, for the `LRANGE_N` tests.
+fn fill_lrange_list(conn: &mut Conn) -> Result<(), Failure> {
+    let failed =
+        |failure: Failure| Failure::Run(format!("filling the LRANGE list: {}", failure.text()));
+    conn.call(&[b"DEL", LRANGE_LIST]).map_err(failed)?;
+    let mut args: Vec<&[u8]> = vec![b"RPUSH", LRANGE_LIST];
+    args.extend(std::iter::repeat_n(&b"xxx"[..], LRANGE_LIST_LEN));
+    conn.call(&args).map_err(failed)?;
+    Ok(())
 }
 
 /// A `redis-server` child, stopped when dropped.
@@ -722,7 +811,33 @@ pub fn ratio_cell(a: Option<f64>, b: Option<f64>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{cpu_seconds, cpu_seconds_in};
+    use super::{Test, cpu_seconds, cpu_seconds_in};
+    use tandem_redis::resp::{Argv, Parsed, RequestLimits, parse_request};
+
+    /// Each test's operation is whole RESP commands, as many as the replies it expects (a
+    /// write under `WAIT` one more), and each test's name reads back as that test.
+    #[test]
+    fn every_test_sends_whole_commands_and_its_name_reads_back() {
+        for test in Test::ALL {
+            assert_eq!(Test::parse(test.name()), Some(test), "{}", test.name());
+            for wait in [false, true] {
+                let mut out = Vec::new();
+                let mut rng = 7;
+                let replies = test.write_op(&mut out, &mut rng, "sha", wait);
+                let mut argv = Argv::new();
+                let (mut at, mut commands) = (0, 0);
+                while at < out.len() {
+                    let parsed = parse_request(&out[at..], &RequestLimits::default(), &mut argv);
+                    let Ok(Parsed::Command { consumed }) = parsed else {
+                        panic!("{}: {parsed:?}", test.name());
+                    };
+                    at += consumed;
+                    commands += 1;
+                }
+                assert_eq!(commands, replies, "{} (wait: {wait})", test.name());
+            }
+        }
+    }
 
     #[test]
     fn cpu_time_is_read_after_a_command_name_with_spaces_and_parentheses() {
