@@ -70,7 +70,7 @@ pub use node::{
 pub use peer_frame::{
     PeerFrameError, PeerMessage, RelayedPublication, decode_cluster_message, decode_peer_message,
     decode_relayed_publication, encode_cluster_message, encode_relayed_publication,
-    encode_replication,
+    encode_replication, relayed_publication_frame_len,
 };
 pub use primary::{
     Answer, AnswerKind, Call, EarlierRun, Observed, PrimaryRole, Ran, Refusal, RoleReady,

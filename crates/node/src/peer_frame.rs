@@ -42,6 +42,12 @@ pub struct RelayedPublication {
 /// channel's length.
 const PUBLICATION_HEAD_LEN: usize = 8 + 8 + 1 + 4;
 
+/// Bytes of the `Publication` frame that carries a message of `channel_len` and
+/// `message_len` bytes, its length prefix included: what a receiver's frame limit weighs.
+pub fn relayed_publication_frame_len(channel_len: usize, message_len: usize) -> usize {
+    5 + PUBLICATION_HEAD_LEN + channel_len + message_len
+}
+
 /// Appends the `Publication` frame that carries `publication`.
 pub fn encode_relayed_publication(out: &mut Vec<u8>, publication: &RelayedPublication) {
     let channel_len =
@@ -200,6 +206,7 @@ mod tests {
         };
         let mut frame = Vec::new();
         encode_relayed_publication(&mut frame, &publication);
+        assert_eq!(frame.len(), relayed_publication_frame_len(4, 1));
         let body = &frame[5..];
         assert!(decode_relayed_publication(body).is_ok());
         for cut in [0, PUBLICATION_HEAD_LEN - 1, PUBLICATION_HEAD_LEN + 3] {

@@ -632,6 +632,8 @@ struct ClusterResp {
     backups_resp: Mutex<(Vec<NodeId>, Arc<[String]>)>,
     /// Where `SAVE` and `BGSAVE` write, on a node that keeps files.
     saver: Option<crate::saves::Saver>,
+    /// The longest frame a peer takes: a publication longer than that is not relayed.
+    max_frame_len: usize,
 }
 
 impl ClusterResp {
@@ -667,6 +669,7 @@ impl ClusterResp {
             scripts: scripts.clone(),
             backups_resp: Mutex::new((Vec::new(), Arc::from([]))),
             saver: config.snapshot_path().map(crate::saves::Saver::new),
+            max_frame_len: config.tuning.max_frame_len,
         }
     }
 
@@ -748,14 +751,21 @@ impl crate::resp::RespNode for ClusterResp {
     }
 
     fn relay_publication(&self, shard: bool, channel: Vec<u8>, message: Vec<u8>) {
-        if let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") {
-            // A role that has ended takes nothing more: the message is its subscribers'.
-            let _ = handle.inbound.send(crate::primary::Inbound::Publication {
-                shard,
-                channel,
-                message,
-            });
+        let Slot::Primary(handle) = &*self.slot.lock().expect("not poisoned") else {
+            return;
+        };
+        // A message no peer would take is not copied on its way to the peers at all.
+        let frame_len = tandem_node::relayed_publication_frame_len(channel.len(), message.len());
+        if frame_len > self.max_frame_len {
+            self.metrics.publications_not_relayed.inc();
+            return;
         }
+        // A role that has ended takes nothing more: the message is its subscribers'.
+        let _ = handle.inbound.send(crate::primary::Inbound::Publication {
+            shard,
+            channel,
+            message,
+        });
     }
 
     fn metrics(&self) -> &Metrics {

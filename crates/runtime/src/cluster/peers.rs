@@ -477,11 +477,15 @@ impl Peers {
         peer: NodeId,
         publication: &tandem_node::RelayedPublication,
     ) -> bool {
-        self.frame.clear();
-        tandem_node::encode_relayed_publication(&mut self.frame, publication);
-        if self.frame.len() > self.max_frame_len {
+        let frame_len = tandem_node::relayed_publication_frame_len(
+            publication.channel.len(),
+            publication.message.len(),
+        );
+        if frame_len > self.max_frame_len {
             return false;
         }
+        self.frame.clear();
+        tandem_node::encode_relayed_publication(&mut self.frame, publication);
         self.queue(peer);
         true
     }
