@@ -925,8 +925,7 @@ impl Session {
             return Step::Replied;
         }
         let background = name.eq_ignore_ascii_case(b"BGSAVE");
-        let schedule = |arg: &[u8]| arg.eq_ignore_ascii_case(b"SCHEDULE");
-        if background && (argv.len() > 2 || argv.get(1).is_some_and(|arg| !schedule(arg))) {
+        if background && !bgsave_args_valid(argv) {
             ReplyWriter::new(out, self.proto).error("ERR syntax error");
             return Step::Replied;
         }
@@ -1490,8 +1489,7 @@ impl Session {
     /// the block's txn but once it ran ("scheduled"); returns whether one was.
     fn bgsave_in_block(&self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> bool {
         let mut w = ReplyWriter::new(out, self.proto);
-        let schedule = |arg: &[u8]| arg.eq_ignore_ascii_case(b"SCHEDULE");
-        if argv.len() > 2 || argv.get(1).is_some_and(|arg| !schedule(arg)) {
+        if !bgsave_args_valid(argv) {
             w.error("ERR syntax error");
             return false;
         }
@@ -1778,6 +1776,18 @@ fn allowed_while_busy(name: &str, argv: &Argv) -> bool {
             | "UNWATCH"
             | "SHUTDOWN"
     ) || is_script_kill(name, argv)
+}
+
+/// Whether `argv` is `BGSAVE` alone or `BGSAVE SCHEDULE`, the forms Redis 7.0 takes.
+fn bgsave_args_valid(argv: &Argv) -> bool {
+    match argv.len() {
+        1 => true,
+        2 => argv
+            .get(1)
+            .unwrap_or_default()
+            .eq_ignore_ascii_case(b"SCHEDULE"),
+        _ => false,
+    }
 }
 
 /// Whether `argv` is `CLIENT REPLY ON`.

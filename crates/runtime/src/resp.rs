@@ -1098,8 +1098,7 @@ impl Front {
         let index = (owner.serial - conn.slot_first) as usize;
         conn.slot_bytes += slot_len(&conn.slots[index]);
         conn.unanswered -= 1;
-        let node = Arc::clone(&self.node);
-        conn.drain_slots(&mut self.hub, &mut self.stats, node.saver());
+        conn.drain_slots(&mut self.hub, &mut self.stats, self.node.saver());
         self.visit.insert(owner.token);
     }
 
@@ -1611,8 +1610,7 @@ impl Front {
         conn.slot_bytes += slot_len(&slot);
         conn.slots.push_back(slot);
         if unsent.is_some() {
-            let node = Arc::clone(&self.node);
-            conn.drain_slots(&mut self.hub, &mut self.stats, node.saver());
+            conn.drain_slots(&mut self.hub, &mut self.stats, self.node.saver());
         }
     }
 }
