@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use tandem_store::{DataModel, ProcId, ProcKind};
 
+use crate::cmd::specs::{self, Begin, Find, KeySpec, Spec};
 use crate::cmd::{self, Class, Command, commands};
 use crate::model::{PROC_EXEC, PROC_WATCH, command_proc};
 use crate::pubsub::{self, Hub};
@@ -1873,7 +1874,124 @@ pub fn not_primary(info: &ServerInfo) -> String {
     }
 }
 
+/// One command's entry of `COMMAND INFO`: Redis's own for a command Redis has (its flags,
+/// ACL categories, tips and key specs, and the subcommands tandem serves), else what tandem
+/// knows of it.
 fn command_info(command: &Command, w: &mut ReplyWriter<'_>) {
+    match specs::spec(&command.name.to_ascii_lowercase()) {
+        Some(spec) => spec_info(spec, w),
+        None => tandem_info(command, w),
+    }
+}
+
+fn spec_info(spec: &Spec, w: &mut ReplyWriter<'_>) {
+    w.array(10);
+    w.bulk(spec.name.as_bytes());
+    w.integer(i64::from(spec.arity));
+    simples(spec.flags, w);
+    w.integer(i64::from(spec.keys.0));
+    w.integer(i64::from(spec.keys.1));
+    w.integer(i64::from(spec.keys.2));
+    simples(spec.acl, w);
+    w.set(spec.tips.len());
+    for tip in spec.tips {
+        w.bulk(tip.as_bytes());
+    }
+    w.set(spec.key_specs.len());
+    for key_spec in spec.key_specs {
+        key_spec_info(key_spec, w);
+    }
+    let container = spec.name.to_ascii_uppercase();
+    let served: Vec<&Spec> = specs::subcommands(spec.name)
+        .filter(|sub| {
+            let name = sub.name.split('|').nth(1).unwrap_or_default();
+            cmd::SUBCOMMANDS
+                .iter()
+                .any(|(c, s, _)| *c == container && s.eq_ignore_ascii_case(name))
+        })
+        .collect();
+    if served.is_empty() {
+        w.set(0);
+    } else {
+        w.array(served.len());
+        for sub in served {
+            spec_info(sub, w);
+        }
+    }
+}
+
+fn simples(items: &[&str], w: &mut ReplyWriter<'_>) {
+    w.set(items.len());
+    for item in items {
+        w.simple(item);
+    }
+}
+
+fn key_spec_info(key_spec: &KeySpec, w: &mut ReplyWriter<'_>) {
+    w.map(3 + usize::from(key_spec.notes.is_some()));
+    if let Some(notes) = key_spec.notes {
+        w.bulk(b"notes");
+        w.bulk(notes.as_bytes());
+    }
+    w.bulk(b"flags");
+    simples(key_spec.flags, w);
+    w.bulk(b"begin_search");
+    w.map(2);
+    w.bulk(b"type");
+    match key_spec.begin {
+        Begin::Index(index) => {
+            w.bulk(b"index");
+            w.bulk(b"spec");
+            w.map(1);
+            integer_field("index", index, w);
+        }
+        Begin::Keyword(keyword, startfrom) => {
+            w.bulk(b"keyword");
+            w.bulk(b"spec");
+            w.map(2);
+            w.bulk(b"keyword");
+            w.bulk(keyword.as_bytes());
+            integer_field("startfrom", startfrom, w);
+        }
+        Begin::Unknown => unknown_search(w),
+    }
+    w.bulk(b"find_keys");
+    w.map(2);
+    w.bulk(b"type");
+    match key_spec.find {
+        Find::Range(lastkey, keystep, limit) => {
+            w.bulk(b"range");
+            w.bulk(b"spec");
+            w.map(3);
+            integer_field("lastkey", lastkey, w);
+            integer_field("keystep", keystep, w);
+            integer_field("limit", limit, w);
+        }
+        Find::Keynum(keynumidx, firstkey, keystep) => {
+            w.bulk(b"keynum");
+            w.bulk(b"spec");
+            w.map(3);
+            integer_field("keynumidx", keynumidx, w);
+            integer_field("firstkey", firstkey, w);
+            integer_field("keystep", keystep, w);
+        }
+        Find::Unknown => unknown_search(w),
+    }
+}
+
+fn integer_field(name: &str, value: i32, w: &mut ReplyWriter<'_>) {
+    w.bulk(name.as_bytes());
+    w.integer(i64::from(value));
+}
+
+fn unknown_search(w: &mut ReplyWriter<'_>) {
+    w.bulk(b"unknown");
+    w.bulk(b"spec");
+    w.map(0);
+}
+
+/// `COMMAND INFO` of a command Redis 7.0 does not have: its name, arity, class and keys.
+fn tandem_info(command: &Command, w: &mut ReplyWriter<'_>) {
     w.array(10);
     w.bulk(command.name.to_ascii_lowercase().as_bytes());
     w.integer(i64::from(command.arity));
@@ -1886,17 +2004,14 @@ fn command_info(command: &Command, w: &mut ReplyWriter<'_>) {
     if command.grows {
         flags.push("denyoom");
     }
-    w.set(flags.len());
-    for flag in flags {
-        w.simple(flag);
-    }
+    simples(&flags, w);
     w.integer(i64::from(command.keys.0));
     w.integer(i64::from(command.keys.1));
     w.integer(i64::from(command.keys.2));
     w.set(0);
     w.set(0);
-    w.array(0);
-    w.array(0);
+    w.set(0);
+    w.set(0);
 }
 
 /// The table's commands a client names (a subcommand's entry, `CONFIG|SET`, is its
@@ -1923,10 +2038,14 @@ fn command_command(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
             for name in argv.iter().skip(2) {
                 match cmd::lookup(name) {
                     Some((_, command)) => command_info(command, &mut w),
-                    None => w.null_array(),
+                    // Redis's null (`$-1` in RESP2), not a null array.
+                    None => w.null(),
                 }
             }
         }
+        Some(b"LIST") => command_list(argv, &mut w),
+        Some(b"GETKEYS") => command_getkeys(argv, false, &mut w),
+        Some(b"GETKEYSANDFLAGS") => command_getkeys(argv, true, &mut w),
         // redis-cli asks for the docs to show hints; it does without.
         Some(b"DOCS") => w.map(0),
         Some(_) => w.error(&format!(
@@ -1934,6 +2053,123 @@ fn command_command(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
             String::from_utf8_lossy(argv.get(1).unwrap_or_default())
         )),
     }
+}
+
+/// The full names (`config|get`) of the commands and subcommands tandem serves.
+fn served_names() -> impl Iterator<Item = (String, Option<&'static Spec>)> {
+    named_commands().flat_map(|command| {
+        let name = command.name.to_ascii_lowercase();
+        let subs = cmd::SUBCOMMANDS
+            .iter()
+            .filter(move |(container, _, _)| *container == command.name)
+            .map(|(container, sub, _)| format!("{container}|{sub}").to_ascii_lowercase());
+        std::iter::once(name)
+            .chain(subs)
+            .map(|name| {
+                let spec = specs::spec(&name);
+                (name, spec)
+            })
+            .collect::<Vec<_>>()
+    })
+}
+
+/// `COMMAND LIST [FILTERBY MODULE name|ACLCAT category|PATTERN pattern]`.
+fn command_list(argv: &Argv, w: &mut ReplyWriter<'_>) {
+    let filter = match argv.len() {
+        2 => None,
+        5 if argv
+            .get(2)
+            .unwrap_or_default()
+            .eq_ignore_ascii_case(b"FILTERBY") =>
+        {
+            let kind = argv.get(3).unwrap_or_default().to_ascii_uppercase();
+            if !matches!(kind.as_slice(), b"MODULE" | b"ACLCAT" | b"PATTERN") {
+                return w.error("ERR syntax error");
+            }
+            Some((kind, argv.get(4).unwrap_or_default()))
+        }
+        _ => return w.error("ERR syntax error"),
+    };
+    let kept: Vec<String> = served_names()
+        .filter(|(name, spec)| match &filter {
+            None => true,
+            // tandem loads no modules.
+            Some((kind, _)) if kind == b"MODULE" => false,
+            Some((kind, category)) if kind == b"ACLCAT" => spec.is_some_and(|spec| {
+                spec.acl.iter().any(|acl| {
+                    acl.trim_start_matches('@')
+                        .as_bytes()
+                        .eq_ignore_ascii_case(category)
+                })
+            }),
+            // Redis matches without case; the names are lower case.
+            Some((_, pattern)) => {
+                crate::glob::matches(&pattern.to_ascii_lowercase(), name.as_bytes())
+            }
+        })
+        .map(|(name, _)| name)
+        .collect();
+    w.array(kept.len());
+    for name in kept {
+        w.bulk(name.as_bytes());
+    }
+}
+
+/// `COMMAND GETKEYS command arg…` and `COMMAND GETKEYSANDFLAGS …`, as Redis 7.0 answers
+/// them for the commands tandem serves.
+fn command_getkeys(argv: &Argv, with_flags: bool, w: &mut ReplyWriter<'_>) {
+    let mut args = Argv::new();
+    for word in argv.iter().skip(2) {
+        args.push(word);
+    }
+    let Some(spec) = served_spec(&args) else {
+        return w.error("ERR Invalid command specified");
+    };
+    if !spec.has_keys() {
+        return w.error("ERR The command has no key arguments");
+    }
+    let argc = args.len() as i64;
+    let arity = i64::from(spec.arity);
+    if (arity > 0 && arity != argc) || argc < -arity {
+        return w.error("ERR Invalid number of arguments specified for command");
+    }
+    let keys = spec.keys(&args);
+    if keys.is_empty() && !spec.keys_optional() {
+        return w.error("ERR Invalid arguments specified for command");
+    }
+    w.array(keys.len());
+    for key in keys {
+        let name = args.get(key.index).unwrap_or_default();
+        if with_flags {
+            w.array(2);
+            w.bulk(name);
+            simples(key.flags, w);
+        } else {
+            w.bulk(name);
+        }
+    }
+}
+
+/// Redis's spec of the command `args` runs, if tandem serves it: a container's subcommand
+/// when one follows (none that tandem does not serve), else the command itself.
+fn served_spec(args: &Argv) -> Option<&'static Spec> {
+    let (_, command) = cmd::lookup(args.get(0)?)?;
+    let name = command.name.to_ascii_lowercase();
+    let spec = specs::spec(&name)?;
+    if args.len() < 2 || specs::subcommands(&name).next().is_none() {
+        return Some(spec);
+    }
+    let sub = args.get(1)?;
+    let served = cmd::SUBCOMMANDS
+        .iter()
+        .any(|(c, s, _)| *c == command.name && s.as_bytes().eq_ignore_ascii_case(sub));
+    if !served {
+        return None;
+    }
+    specs::spec(&format!(
+        "{name}|{}",
+        String::from_utf8_lossy(sub).to_ascii_lowercase()
+    ))
 }
 
 /// The `CONFIG` subcommands the connection answers (`GET` and `SET` are the model's:

@@ -25,6 +25,7 @@ pub mod lists;
 pub mod scripts;
 pub mod sets;
 pub mod sort;
+pub mod specs;
 pub mod streams;
 mod strings;
 pub mod sync;
@@ -558,7 +559,10 @@ pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
     ("CLUSTER", "SLOTS", 2),
     ("COMMAND", "COUNT", 2),
     ("COMMAND", "DOCS", -2),
+    ("COMMAND", "GETKEYS", -4),
+    ("COMMAND", "GETKEYSANDFLAGS", -4),
     ("COMMAND", "INFO", -2),
+    ("COMMAND", "LIST", -2),
     ("CONFIG", "GET", -3),
     ("CONFIG", "RESETSTAT", 2),
     ("CONFIG", "SET", -4),
