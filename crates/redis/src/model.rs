@@ -75,6 +75,35 @@ pub fn keyspace_lines(stats: &[(String, String)]) -> Vec<(u8, String, String)> {
         .collect()
 }
 
+/// A figure of [`DataModel::stats`] as `INFO` writes it: a whole number without a fraction,
+/// any other with two decimals.
+pub fn stat_text(value: f64) -> String {
+    if value.fract() == 0.0 {
+        format!("{}", value as i64)
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// The figures a [`PROC_STATS`] call answered, as `(name, value)` pairs; `None` for a reply
+/// that is not one.
+pub fn decode_stats(reply: &[u8]) -> Option<Vec<(String, String)>> {
+    let (crate::resp::Value::Array(items), used) = crate::resp::parse_reply(reply).ok()?? else {
+        return None;
+    };
+    if used != reply.len() || items.len() % 2 != 0 {
+        return None;
+    }
+    let text = |item: &crate::resp::Value| match item {
+        crate::resp::Value::Bulk(bytes) => String::from_utf8(bytes.clone()).ok(),
+        _ => None,
+    };
+    items
+        .chunks(2)
+        .map(|pair| Some((text(&pair[0])?, text(&pair[1])?)))
+        .collect()
+}
+
 /// The procedure of a `MULTI` … `EXEC` block.
 pub const PROC_EXEC: ProcId = ProcId(0);
 /// The read procedure that answers what `EXEC` will compare of `WATCH`ed keys (a word per
@@ -86,8 +115,13 @@ pub const PROC_SWEEP: ProcId = ProcId(2);
 /// answers an array of their replies, as `EXEC` does (its arguments are [`ExecArgs`] without
 /// watched keys). A pipeline of reads costs one call this way, and may run on a backup.
 pub const PROC_READS: ProcId = ProcId(3);
+/// The read procedure that answers the model's figures ([`DataModel::stats`]) as `INFO`
+/// shows them: an array of names and values, as of the call's point in the history, so that
+/// an `INFO` sees every write its connection made before it.
+pub const PROC_STATS: ProcId = ProcId(4);
 /// The procedure id of the first command of the table.
-pub const FIRST_COMMAND: u16 = 4;
+pub const FIRST_COMMAND: u16 = 5;
+const PROC_STATS_NAME: &str = "tandem.stats";
 const PROC_READS_NAME: &str = "tandem.reads";
 const PROC_SWEEP_NAME: &str = "tandem.sweep";
 /// How often the primary sweeps expired keys (Redis's default `hz` is 10).
@@ -323,6 +357,7 @@ impl DataModel for RedisModel {
             PROC_WATCH_NAME => Some(PROC_WATCH),
             PROC_SWEEP_NAME => Some(PROC_SWEEP),
             PROC_READS_NAME => Some(PROC_READS),
+            PROC_STATS_NAME => Some(PROC_STATS),
             _ => crate::cmd::find(name.as_bytes())
                 .filter(|(_, c)| c.class != Class::Connection)
                 .map(|(index, _)| command_proc(index)),
@@ -335,6 +370,7 @@ impl DataModel for RedisModel {
             PROC_WATCH => Some(PROC_WATCH_NAME),
             PROC_SWEEP => Some(PROC_SWEEP_NAME),
             PROC_READS => Some(PROC_READS_NAME),
+            PROC_STATS => Some(PROC_STATS_NAME),
             _ => Self::command(id).map(|c| c.name),
         }
     }
@@ -345,6 +381,7 @@ impl DataModel for RedisModel {
             PROC_WATCH => Some(ProcKind::Read),
             PROC_SWEEP => Some(ProcKind::Write),
             PROC_READS => Some(ProcKind::Read),
+            PROC_STATS => Some(ProcKind::Read),
             _ => Self::command(id).map(|c| match c.class {
                 Class::Write => ProcKind::Write,
                 _ => ProcKind::Read,
@@ -438,6 +475,16 @@ impl DataModel for RedisModel {
             let reads =
                 ExecArgs::decode(args).map_err(|_| ProcError::BadArgs("a malformed read batch"))?;
             return self.reads(segment, &reads, now_ms, reply).map_err(failed);
+        }
+        if id == PROC_STATS {
+            let stats = self.stats(segment);
+            let mut out = ReplyWriter::new(reply, crate::resp::Proto::Resp2);
+            out.array(stats.len() * 2);
+            for (name, value) in stats {
+                out.bulk(name.as_bytes());
+                out.bulk(stat_text(value).as_bytes());
+            }
+            return Ok(());
         }
         let command = Self::command(id).ok_or(ProcError::BadArgs("no such command"))?;
         let mut argv = Argv::new();

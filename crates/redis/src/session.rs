@@ -77,6 +77,9 @@ pub struct ServerInfo {
     pub script: ScriptActivity,
     /// What the hosting process tells `INFO` of itself, if a runtime hosts the node.
     pub host: Option<Arc<dyn HostFacts>>,
+    /// The model's figures as a [`Purpose::Info`] call read them, in place of the host's
+    /// latest ([`HostFacts::model_stats`]).
+    pub model_stats_read: Option<Arc<Vec<(String, String)>>>,
     /// Whether the front end serves pub/sub (a node's RESP port does; `tandem proxy` does
     /// not carry it): without it the pub/sub commands are refused, saying so.
     pub pubsub: bool,
@@ -379,7 +382,27 @@ pub enum Purpose {
     /// `SAVE` or `BGSAVE`: the reply is the database's RDB file (as `SYNC`'s), which the
     /// front end writes to the node's snapshot file and answers as Redis does.
     Save(SaveKind),
+    /// `INFO` of sections that show the model's figures: the reply is the figures
+    /// ([`crate::model::PROC_STATS`]), read after the connection's earlier calls, and the
+    /// session writes the whole text when it comes back.
+    Info(Box<InfoRequest>),
 }
+
+/// An `INFO` waiting for the model's figures: its arguments, and what the node told the
+/// session when the request came.
+#[derive(Clone, Debug)]
+pub struct InfoRequest {
+    argv: Vec<Vec<u8>>,
+    info: ServerInfo,
+}
+
+impl PartialEq for InfoRequest {
+    fn eq(&self, other: &InfoRequest) -> bool {
+        self.argv == other.argv
+    }
+}
+
+impl Eq for InfoRequest {}
 
 /// A blocking command's call made for a connection that waits (see [`crate::cmd::blocking`]):
 /// while it fails with [`crate::cmd::blocking::WOULD_BLOCK`] the front end parks it, handles
@@ -957,6 +980,38 @@ impl Session {
         }
     }
 
+    /// `INFO`: written at once, unless it shows the model's figures on a node with a role,
+    /// which are then read by a call in the connection's order ([`Purpose::Info`]).
+    fn info(&mut self, argv: &Argv, info: &ServerInfo, out: &mut Vec<u8>) -> Step {
+        let shows_model = info_sections(argv)
+            .iter()
+            .any(|section| matches!(*section, "memory" | "stats" | "keyspace"));
+        let runs_on = if info.primary {
+            RunsOn::Primary
+        } else {
+            RunsOn::Backup
+        };
+        if !shows_model || info.host.is_none() || !(info.primary || info.backup) {
+            let text = info_text(info, self.id, argv);
+            ReplyWriter::new(out, self.proto).verbatim("txt", &text);
+            return Step::Replied;
+        }
+        let request = InfoRequest {
+            argv: argv.iter().map(<[u8]>::to_vec).collect(),
+            info: info.clone(),
+        };
+        let (index, _) = cmd::lookup(b"INFO").expect("INFO is a command");
+        Step::Call(Call {
+            proc_id: crate::model::PROC_STATS,
+            kind: ProcKind::Read,
+            args: Vec::new(),
+            purpose: Purpose::Info(Box::new(request)),
+            runs_on,
+            silent: false,
+            tally: Tally::Ran(StatId::of(index, argv)),
+        })
+    }
+
     fn data_call(
         &mut self,
         index: usize,
@@ -1070,6 +1125,23 @@ impl Session {
             (Purpose::Snapshot(framing), Outcome::Reply(bytes)) => {
                 framing.write(bytes, self.proto, out);
             }
+            // The figures, or (the node could not read them: it lost its role meanwhile) the
+            // host's latest.
+            (Purpose::Info(request), outcome) => {
+                let InfoRequest {
+                    argv: words,
+                    mut info,
+                } = *request;
+                if let Outcome::Reply(bytes) = outcome {
+                    info.model_stats_read = crate::model::decode_stats(bytes).map(Arc::new);
+                }
+                let mut argv = Argv::new();
+                for word in &words {
+                    argv.push(word);
+                }
+                let text = info_text(&info, self.id, &argv);
+                ReplyWriter::new(out, self.proto).verbatim("txt", &text);
+            }
             (_, Outcome::Reply(bytes)) => out.extend_from_slice(bytes),
             (_, Outcome::Failed(text)) => ReplyWriter::new(out, self.proto).error(text),
         }
@@ -1164,11 +1236,7 @@ impl Session {
             "SAVE" | "BGSAVE" | "LASTSAVE" => return self.save(argv, info, out),
             "COMMAND" => command_command(argv, proto, out),
             "CONFIG" => config(argv, proto, out),
-            "INFO" => {
-                let text = info_text(info, self.id, argv);
-                let mut w = ReplyWriter::new(out, proto);
-                w.verbatim("txt", &text);
-            }
+            "INFO" => return self.info(argv, info, out),
             "WAIT" => wait(argv, info, proto, out),
             "ROLE" => role(info, proto, out),
             "REPLCONF" => match cmd::sync::replconf(argv) {
@@ -2346,7 +2414,7 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
             }
             "keyspace" => {
                 line("#", &"Keyspace");
-                let stats = host.map(HostFacts::model_stats).unwrap_or_default();
+                let stats = model_stats(info);
                 for (db, keys, expires) in crate::model::keyspace_lines(&stats) {
                     line(
                         &format!("db{db}"),
@@ -2396,14 +2464,20 @@ fn role(info: &ServerInfo, proto: crate::resp::Proto, out: &mut Vec<u8>) {
     }
 }
 
+/// The model's figures `INFO` shows: as a [`Purpose::Info`] call read them, else the host's
+/// latest, else none.
+fn model_stats(info: &ServerInfo) -> Vec<(String, String)> {
+    match (&info.model_stats_read, info.host.as_deref()) {
+        (Some(read), _) => read.as_ref().clone(),
+        (None, Some(host)) => host.model_stats(),
+        (None, None) => Vec::new(),
+    }
+}
+
 /// `INFO memory`: the model's figures, its policy by name.
 fn memory_section(line: &mut dyn FnMut(&str, &dyn std::fmt::Display), info: &ServerInfo) {
     line("#", &"Memory");
-    let stats = info
-        .host
-        .as_deref()
-        .map(HostFacts::model_stats)
-        .unwrap_or_default();
+    let stats = model_stats(info);
     if !stats.iter().any(|(key, _)| key == "maxmemory") {
         line("maxmemory", &info.maxmemory);
     }
@@ -2459,15 +2533,9 @@ fn counters_section(text: &mut String, section: &str, info: &ServerInfo) {
                     &stats.total_commands_processed(),
                 );
             }
-            let evicted = info
-                .host
-                .as_deref()
-                .map(HostFacts::model_stats)
-                .and_then(|stats| {
-                    stats
-                        .into_iter()
-                        .find_map(|(key, value)| (key == "evicted_keys").then_some(value))
-                });
+            let evicted = model_stats(info)
+                .into_iter()
+                .find_map(|(key, value)| (key == "evicted_keys").then_some(value));
             line("evicted_keys", &evicted.as_deref().unwrap_or("0"));
             line("pubsub_channels", &info.pubsub_counts.channels);
             line("pubsub_patterns", &info.pubsub_counts.patterns);
@@ -2599,6 +2667,63 @@ mod tests {
         assert!(text("INFO cpu").contains("used_cpu_user:1.500000\r\n"));
         assert!(text("INFO clients").contains("connected_clients:3\r\n"));
         assert!(text("INFO clients").contains("blocked_clients:1\r\n"));
+    }
+
+    /// An `INFO` that shows the model's figures on a node with a role reads them by a call
+    /// in the connection's order, and writes what that call read (not the host's latest,
+    /// which may be older than the connection's last write); where nothing can be read it
+    /// falls back to the host's; other sections are written at once.
+    #[test]
+    fn info_reads_the_model_s_figures_in_the_connection_s_order() {
+        let mut session = Session::new(1);
+        let info = ServerInfo {
+            primary: true,
+            host: Some(Arc::new(FakeHost)),
+            ..ServerInfo::default()
+        };
+        let mut out = Vec::new();
+        assert!(matches!(
+            session.handle(&argv("INFO cpu"), &info, &mut out),
+            Step::Replied
+        ));
+        for line in ["INFO", "INFO memory", "info KEYSPACE cpu", "INFO stats"] {
+            let Step::Call(call) = session.handle(&argv(line), &info, &mut Vec::new()) else {
+                panic!("{line} makes no call");
+            };
+            assert_eq!(call.proc_id, crate::model::PROC_STATS, "{line}");
+            assert_eq!(call.kind, ProcKind::Read);
+        }
+        let Step::Call(call) = session.handle(&argv("INFO memory keyspace"), &info, &mut out)
+        else {
+            panic!("no call");
+        };
+        let mut figures = Vec::new();
+        let mut w = ReplyWriter::new(&mut figures, Proto::Resp2);
+        w.array(4);
+        for word in ["number_of_cached_scripts", "100", "keyspace_db0_keys", "7"] {
+            w.bulk(word.as_bytes());
+        }
+        let mut text = Vec::new();
+        session.called(call.clone(), Outcome::Reply(&figures), &mut text, None);
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("number_of_cached_scripts:100\r\n"), "{text}");
+        assert!(text.contains("db0:keys=7,expires=0"), "{text}");
+        let mut text = Vec::new();
+        session.called(call, Outcome::Failed("READONLY lost"), &mut text, None);
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("# Memory") && !text.contains("cached_scripts"),
+            "{text}"
+        );
+        // A node without a role answers from the host at once.
+        let outside = ServerInfo {
+            primary: false,
+            ..info
+        };
+        assert!(matches!(
+            session.handle(&argv("INFO memory"), &outside, &mut Vec::new()),
+            Step::Replied
+        ));
     }
 
     /// `EXEC` refused while a script is busy discards its block, as Redis's `rejectCommand`

@@ -717,6 +717,8 @@ impl crate::resp::RespNode for ClusterResp {
             users: Arc::clone(&self.users),
             script: self.scripts.activity(),
             host: Some(self.host.clone() as Arc<dyn tandem_redis::session::HostFacts>),
+            // An `INFO` call fills it in with what it read.
+            model_stats_read: None,
             // The RESP port's loop holds the node's pub/sub hub.
             pubsub: true,
             // The RESP port's loop fills it in from its hub.

@@ -64,14 +64,7 @@ fn model_stat_lines(metrics: &Metrics) -> Vec<(String, String)> {
     metrics
         .model_stats()
         .into_iter()
-        .map(|(name, value)| {
-            let text = if value.fract() == 0.0 {
-                format!("{}", value as i64)
-            } else {
-                format!("{value:.2}")
-            };
-            (name.to_string(), text)
-        })
+        .map(|(name, value)| (name.to_string(), tandem_redis::model::stat_text(value)))
         .collect()
 }
 

@@ -42,7 +42,8 @@ use crate::{Checksum, Control, NodeStatus, StartError};
 /// The poll token of the clients' I/O loop's own poll (peers' tokens are small numbers).
 const IO_LOOP: mio::Token = mio::Token(usize::MAX - 1);
 
-/// How often the model's figures are refreshed for `/metrics` and `INFO`.
+/// How often the model's figures are refreshed for `/metrics` (and for an `INFO` that cannot
+/// read them by a call: inside `MULTI`, or on a node without a role).
 const STATS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What reaches the node's thread.
