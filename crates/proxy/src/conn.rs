@@ -471,8 +471,9 @@ impl ProxyConn {
                 self.items.push_back(Item::Written(reply));
             }
             // The proxy's sessions are told that it does not list its connections
-            // (`ServerInfo::clients` is false): they refuse `CLIENT LIST`, `INFO` and `KILL`.
-            step @ (Step::ClientList(_) | Step::ClientKill(_)) => {
+            // (`ServerInfo::clients` is false): they refuse `CLIENT LIST`, `INFO`, `KILL`
+            // and `MONITOR`.
+            step @ (Step::ClientList(_) | Step::ClientKill(_) | Step::Monitor) => {
                 debug_assert!(false, "a proxy session asked for its connections: {step:?}");
                 self.items.push_back(Item::Written(reply));
             }

@@ -614,11 +614,18 @@ impl DataModel for RedisModel {
             evicted: Default::default(),
         };
         replica.watch_calls(self.scripts.borrow().watch().clone());
+        if let Some(monitor) = self.scripts.borrow().monitor() {
+            replica.scripts.get_mut().monitor_to(monitor.clone());
+        }
         Box::new(replica)
     }
 
     fn publish_to(&mut self, publications: Arc<Publications>) {
         self.publications = Some(publications);
+    }
+
+    fn monitor_to(&mut self, inner_calls: Arc<tandem_store::InnerCalls>) {
+        self.scripts.get_mut().monitor_to(inner_calls);
     }
 
     fn call_ended(&mut self, committed: bool) {

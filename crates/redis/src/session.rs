@@ -188,9 +188,10 @@ impl User {
 
     /// Whether this user may run `command` at all, whatever keys it names.
     pub fn may_run(&self, command: &Command) -> bool {
-        // Stopping the node and writing its snapshot file are an administrator's: not a
-        // user limited to reads or to keys.
-        if matches!(command.name, "SHUTDOWN" | "SAVE" | "BGSAVE") {
+        // Stopping the node, writing its snapshot file and watching every command of every
+        // connection (`MONITOR`) are an administrator's: not a user limited to reads or to
+        // keys.
+        if matches!(command.name, "SHUTDOWN" | "SAVE" | "BGSAVE" | "MONITOR") {
             return !self.read_only && self.keys.is_none();
         }
         if command.class == Class::Connection {
@@ -528,6 +529,121 @@ pub enum Step {
     /// ([`KillRequest::write_reply`]); nothing is written yet. Only a front end that sets
     /// [`ServerInfo::clients`] is asked.
     ClientKill(KillRequest),
+    /// `MONITOR`: from now on the connection is shown every command the node runs
+    /// ([`monitor_line`]), until it closes or sends `RESET`; `+OK` is written. Only a front
+    /// end that sets [`ServerInfo::clients`] is asked.
+    Monitor,
+}
+
+/// The answer to `MONITOR` where the front end holds no other connections (`tandem proxy`).
+pub const MONITOR_NOT_SERVED: &str =
+    "ERR MONITOR is served by a node's own Redis port, not here: run it against a node";
+
+/// Redis's refusal of `MONITOR` inside `MULTI` (a connection that may not wait).
+pub const MONITOR_IN_BLOCK: &str = "ERR MONITOR isn't allowed for DENY BLOCKING client";
+
+/// `MONITOR`, where the front end holds every connection.
+fn monitor(info: &ServerInfo, proto: Proto, out: &mut Vec<u8>) -> Step {
+    if !info.clients {
+        ReplyWriter::new(out, proto).error(MONITOR_NOT_SERVED);
+        return Step::Replied;
+    }
+    ReplyWriter::new(out, proto).ok();
+    Step::Monitor
+}
+
+/// Whether a monitor is shown `argv` when it runs (Redis's `call()`): not an administrative
+/// command nor one Redis keeps from monitors, but for the scripts and functions, which Redis
+/// shows before they run (their commands follow, see `tandem_store::InnerCalls`).
+pub fn shown_to_monitors(argv: &Argv) -> bool {
+    let name = String::from_utf8_lossy(argv.get(0).unwrap_or_default()).to_ascii_lowercase();
+    let spec = match (specs::spec(&name), argv.get(1)) {
+        (Some(_), Some(sub)) if specs::subcommands(&name).next().is_some() => {
+            let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+            specs::spec(&format!("{name}|{sub}"))
+        }
+        (spec, _) => spec,
+    };
+    let Some(spec) = spec else {
+        return true;
+    };
+    let scripted = matches!(
+        spec.name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    );
+    scripted
+        || !spec
+            .flags
+            .iter()
+            .any(|flag| matches!(*flag, "admin" | "skip_monitor"))
+}
+
+/// The line a monitor is shown for `words` run in database `db` by `client` (`127.0.0.1:
+/// 50000`, or `lua` for a script's command) at `unix_us` microseconds: Redis's format,
+/// passwords redacted as Redis redacts them (`AUTH`, `HELLO … AUTH`, `MIGRATE … AUTH`).
+pub fn monitor_line(unix_us: u64, db: u32, client: &str, words: &[&[u8]]) -> Vec<u8> {
+    let mut line = format!(
+        "+{}.{:06} [{db} {client}] ",
+        unix_us / 1_000_000,
+        unix_us % 1_000_000
+    )
+    .into_bytes();
+    let redacted = redacted_words(words);
+    for (index, word) in words.iter().enumerate() {
+        if index > 0 {
+            line.push(b' ');
+        }
+        if redacted.contains(&index) {
+            line.extend_from_slice(b"\"(redacted)\"");
+        } else {
+            quote_repr(word, &mut line);
+        }
+    }
+    line.extend_from_slice(b"\r\n");
+    line
+}
+
+/// Which of `words` hold a password: `AUTH`'s arguments, `HELLO`'s after its `AUTH`, and
+/// `MIGRATE`'s after `AUTH` (one) or `AUTH2` (a user and a password).
+fn redacted_words(words: &[&[u8]]) -> Vec<usize> {
+    let name = words.first().copied().unwrap_or_default();
+    let after = |keyword: &[u8], count: usize, from: usize| -> Vec<usize> {
+        (from..words.len())
+            .filter(|index| words[*index].eq_ignore_ascii_case(keyword))
+            .flat_map(|index| index + 1..=index + count)
+            .filter(|index| *index < words.len())
+            .collect()
+    };
+    if name.eq_ignore_ascii_case(b"AUTH") {
+        (1..words.len()).collect()
+    } else if name.eq_ignore_ascii_case(b"HELLO") {
+        after(b"AUTH", 2, 2)
+    } else if name.eq_ignore_ascii_case(b"MIGRATE") {
+        let mut redacted = after(b"AUTH", 1, 6);
+        redacted.extend(after(b"AUTH2", 2, 6));
+        redacted
+    } else {
+        Vec::new()
+    }
+}
+
+/// `word` quoted as Redis's `sdscatrepr` quotes it.
+fn quote_repr(word: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &byte in word {
+        match byte {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x07 => out.extend_from_slice(b"\\a"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            byte if byte.is_ascii_graphic() || byte == b' ' => out.push(byte),
+            byte => out.extend_from_slice(format!("\\x{byte:02x}").as_bytes()),
+        }
+    }
+    out.push(b'"');
 }
 
 /// `CLUSTER`: a group is no Redis Cluster, so a cluster client that asks is told so in the
@@ -689,6 +805,16 @@ impl Session {
                     .multi
                     .as_ref()
                     .is_some_and(|(queued, _)| queued.iter().any(|q| named(q, b"INFO"))))
+    }
+
+    /// The database the connection's commands run in (`SELECT`).
+    pub fn db(&self) -> u8 {
+        self.db
+    }
+
+    /// The commands queued in the connection's `MULTI` block, if one is open.
+    pub fn queued(&self) -> Option<&[Argv]> {
+        self.multi.as_ref().map(|(queued, _)| queued.as_slice())
     }
 
     /// The connection's id (`CLIENT ID`).
@@ -1221,6 +1347,7 @@ impl Session {
             "AUTH" => self.auth(argv, info, out),
             "HELLO" => return self.hello(argv, info, out),
             "RESET" => return self.reset(info, out),
+            "MONITOR" => return monitor(info, proto, out),
             name if pubsub::is_command(name) => {
                 if !info.pubsub {
                     ReplyWriter::new(out, proto).error(pubsub::NOT_SERVED);
@@ -1469,6 +1596,11 @@ impl Session {
                 }
                 if let Step::ClientList(_) | Step::ClientKill(_) = step {
                     ReplyWriter::new(&mut reply, scratch.proto).error(clients::IN_BLOCK);
+                    step = Step::Replied;
+                }
+                if let Step::Monitor = step {
+                    reply.clear();
+                    ReplyWriter::new(&mut reply, scratch.proto).error(MONITOR_IN_BLOCK);
                     step = Step::Replied;
                 }
                 if let Step::PubSub(request) = step {
@@ -2247,6 +2379,9 @@ fn config(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
     let sub = argv.get(1).unwrap_or_default().to_ascii_uppercase();
     match sub.as_slice() {
         b"RESETSTAT" if argv.len() == 2 => w.ok(),
+        // What `CONFIG SET` changed is in the database, replicated and logged like a write:
+        // there is no file to rewrite, and nothing set would be lost by a restart.
+        b"REWRITE" if argv.len() == 2 => w.ok(),
         _ => w.error(&format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
             String::from_utf8_lossy(argv.get(1).unwrap_or_default())
@@ -2667,6 +2802,93 @@ mod tests {
         assert!(text("INFO cpu").contains("used_cpu_user:1.500000\r\n"));
         assert!(text("INFO clients").contains("connected_clients:3\r\n"));
         assert!(text("INFO clients").contains("blocked_clients:1\r\n"));
+    }
+
+    /// A monitor's line is Redis's: the time, the database and client, each word quoted as
+    /// `sdscatrepr` quotes it, passwords redacted; administrative commands are not shown,
+    /// scripts are.
+    #[test]
+    fn monitors_are_shown_lines_as_redis_writes_them() {
+        let line = |words: &[&str]| {
+            let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+            String::from_utf8(monitor_line(1_700_000_000_000_042, 3, "1.2.3.4:5", &words)).unwrap()
+        };
+        assert_eq!(
+            line(&["set", "k", "a \"b\"\\\n\x01\u{e9}"]),
+            "+1700000000.000042 [3 1.2.3.4:5] \"set\" \"k\" \"a \\\"b\\\"\\\\\\n\\x01\\xc3\\xa9\"\r\n"
+        );
+        assert!(
+            line(&["AUTH", "user", "pw"]).ends_with("\"AUTH\" \"(redacted)\" \"(redacted)\"\r\n")
+        );
+        assert!(
+            line(&["HELLO", "3", "AUTH", "u", "p", "SETNAME", "n"]).ends_with(
+                "\"HELLO\" \"3\" \"AUTH\" \"(redacted)\" \"(redacted)\" \"SETNAME\" \"n\"\r\n"
+            )
+        );
+        assert!(
+            line(&["MIGRATE", "h", "1", "k", "0", "5", "AUTH2", "u", "p"])
+                .ends_with("\"AUTH2\" \"(redacted)\" \"(redacted)\"\r\n")
+        );
+        assert!(
+            line(&["MIGRATE", "h", "1", "k", "0", "5", "AUTH", "p", "COPY"])
+                .ends_with("\"AUTH\" \"(redacted)\" \"COPY\"\r\n")
+        );
+        for shown in [
+            "GET k",
+            "eval x 0",
+            "FCALL f 0",
+            "MULTI",
+            "CONFIG REWRITE2",
+            "NOSUCH",
+        ] {
+            assert!(shown_to_monitors(&argv(shown)), "{shown}");
+        }
+        for hidden in [
+            "CONFIG SET a b",
+            "config get x",
+            "SAVE",
+            "MONITOR",
+            "CLIENT KILL x",
+        ] {
+            assert!(!shown_to_monitors(&argv(hidden)), "{hidden}");
+        }
+    }
+
+    /// A read-only user, or one limited to some keys, may not watch every connection's
+    /// commands; `MONITOR` in a block is refused as Redis refuses it.
+    #[test]
+    fn monitor_is_an_administrator_s_and_not_for_a_block() {
+        let monitor = cmd::lookup(b"MONITOR").unwrap().1;
+        assert!(!User::new("r", b"pw", true, &[b"*"]).may_run(monitor));
+        assert!(!User::new("k", b"pw", false, &[b"app:*"]).may_run(monitor));
+        assert!(User::new("a", b"pw", false, &[b"*"]).may_run(monitor));
+        let mut session = Session::new(1);
+        let info = ServerInfo {
+            primary: true,
+            clients: true,
+            ..ServerInfo::default()
+        };
+        let mut out = Vec::new();
+        assert!(matches!(
+            session.handle(&argv("MONITOR"), &info, &mut out),
+            Step::Monitor
+        ));
+        assert_eq!(out, b"+OK\r\n");
+        session.handle(&argv("MULTI"), &info, &mut Vec::new());
+        session.handle(&argv("MONITOR"), &info, &mut Vec::new());
+        let mut out = Vec::new();
+        session.handle(&argv("EXEC"), &info, &mut out);
+        assert!(
+            String::from_utf8_lossy(&out).contains(MONITOR_IN_BLOCK),
+            "{out:?}"
+        );
+        let proxy = ServerInfo {
+            clients: false,
+            ..info
+        };
+        let mut out = Vec::new();
+        session.handle(&argv("MONITOR"), &proxy, &mut out);
+        assert!(String::from_utf8_lossy(&out).contains(MONITOR_NOT_SERVED));
     }
 
     /// An `INFO` that shows the model's figures on a node with a role reads them by a call

@@ -252,7 +252,7 @@ fn hear_syncs(log: &NodeLog, to_node: &NodeTx) {
 pub(crate) fn start(
     config: &NodeConfig,
     listeners: crate::Listeners,
-    model: Box<dyn DataModel>,
+    mut model: Box<dyn DataModel>,
     metrics: Arc<Metrics>,
     scripts: Scripts,
     stop: crate::StopWhen,
@@ -288,7 +288,7 @@ pub(crate) fn start(
     // answered where it is released.
     let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
     let node = ClusterResp::new(config, resp_port, &slot, &info, &metrics, &scripts);
-    let (io_loop, door) = crate::resp::IoLoop::new(
+    let (mut io_loop, door) = crate::resp::IoLoop::new(
         resp_listener,
         Arc::new(node),
         config.resp_tls()?,
@@ -297,6 +297,9 @@ pub(crate) fn start(
         publications.clone(),
         Some(to_node.io_wakers()),
     )?;
+    if publications.is_some() {
+        monitor_model(&mut io_loop, model.as_mut());
+    }
     // The log opens once the segment is loaded (below); `/status` says of it from then on.
     let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
     if let Some(listener) = metrics_listener {
@@ -371,14 +374,9 @@ pub(crate) fn start(
         trace,
     )?;
     let local_load = local.clone();
-    let local = match local {
-        Some(load) => Some(local_load::LocalCalls::new(
-            &*model,
-            config.group.seed,
-            load,
-        )?),
-        None => None,
-    };
+    let local = local
+        .map(|load| local_load::LocalCalls::new(&*model, config.group.seed, load))
+        .transpose()?;
     let to_node_kept = to_node.clone();
     let io = env::EnvIo::start(config, to_node, peers, &scripts)?;
     let metrics_kept = Arc::clone(&metrics);
@@ -423,6 +421,13 @@ pub(crate) fn start(
         _gate: gate,
         thread: Some(thread),
     })
+}
+
+/// Shows the RESP port's monitors the commands `model`'s scripts run inside its calls.
+fn monitor_model(io_loop: &mut crate::resp::IoLoop, model: &mut dyn DataModel) {
+    let inner_calls = Arc::new(tandem_store::InnerCalls::default());
+    model.monitor_to(Arc::clone(&inner_calls));
+    io_loop.monitor_from(inner_calls);
 }
 
 /// Serves `/metrics`, `/status` and `/checksum` on `listener`: the cluster's view as this

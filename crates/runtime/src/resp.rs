@@ -69,6 +69,7 @@ use crate::throttle::Throttle;
 use crate::tls::TlsStream;
 
 mod clients;
+mod monitors;
 mod waiting;
 
 use waiting::{Unblocking, Waiting};
@@ -248,6 +249,7 @@ impl IoLoop {
             hub: Hub::new(),
             publications: None,
             stats: CommandStats::default(),
+            monitors: monitors::Monitors::default(),
         };
         let mut io_loop = IoLoop { front };
         if let Some(publications) = publications {
@@ -263,6 +265,12 @@ impl IoLoop {
         let wake = Arc::clone(&self.front.wake);
         publications.on_push(move || wake());
         self.front.publications = Some(publications);
+    }
+
+    /// Shows the monitors the commands the node's model runs inside its calls (a script's):
+    /// the model must have been given the same feed (`DataModel::monitor_to`).
+    pub(crate) fn monitor_from(&mut self, inner_calls: Arc<tandem_store::InnerCalls>) {
+        self.front.monitors.watch_model(inner_calls);
     }
 
     /// One turn of a loop another loop drives: waits up to `timeout` for its sockets (the
@@ -659,6 +667,8 @@ struct Front {
     /// The node's command and error counters (`INFO commandstats`, `errorstats`, `stats`):
     /// this loop sees every RESP request and the reply each gets.
     stats: CommandStats,
+    /// The connections in `MONITOR`, and what they are to be shown.
+    monitors: monitors::Monitors,
 }
 
 /// The connections a pass is to look at, each once, in the order their events came: the
@@ -911,6 +921,7 @@ impl Front {
             } = published;
             self.node.relay_publication(shard, channel, message);
         }
+        self.feed_monitors();
         self.send_calls();
         let blocked = self.waiting.blocked() as i64;
         self.node.metrics().blocked_clients.set(blocked);
@@ -1185,6 +1196,7 @@ impl Front {
 
     fn close(&mut self, token: Token, mut conn: Box<Conn>) {
         self.waiting.forget(token);
+        self.monitors.remove(token);
         self.hub.forget(conn.session.id());
         let _ = self.poll.registry().deregister(&mut conn.stream);
         self.node.metrics().client_connections.dec();
@@ -1362,8 +1374,17 @@ impl Front {
     ) -> bool {
         let mut written = Vec::new();
         let info = self.session_view(conn, info);
+        // The block an `EXEC` runs, for the monitors (copied only while one watches).
+        let block = match self.monitors.is_empty() {
+            true => None,
+            false => conn.session.queued().map(<[Argv]>::to_vec),
+        };
+        let db = conn.session.db();
         let step = conn.session.handle(&self.argv, &info, &mut written);
         let tally = conn.session.take_tally();
+        if !self.monitors.is_empty() {
+            self.show_monitors(token, conn, db, &step, &tally, block.as_deref());
+        }
         // A call's reply is counted when it is written (`Conn::drain_slots`); a reply the
         // loop writes, when it is.
         let loop_replies = matches!(
@@ -1415,6 +1436,10 @@ impl Front {
                 self.kill_clients(conn, &request, &tally, silent, request_len);
             }
             Step::Shutdown { save_refused } => self.shutdown(conn, save_refused, &tally, silent),
+            Step::Monitor => {
+                conn.push_written(written);
+                self.monitors.add(token);
+            }
             Step::Close => {
                 conn.push_written(written);
                 conn.closing = true;
@@ -1425,6 +1450,50 @@ impl Front {
             }
         }
         true
+    }
+
+    /// Shows the monitors the request just handled for `conn` (whose commands ran in `db`),
+    /// if it ran; a `RESET` ends the connection's own monitoring.
+    fn show_monitors(
+        &mut self,
+        token: Token,
+        conn: &Conn,
+        db: u8,
+        step: &Step,
+        tally: &Tally,
+        block: Option<&[Argv]>,
+    ) {
+        let tally = match step {
+            Step::Call(call) | Step::KillScript(call) => &call.tally,
+            _ => tally,
+        };
+        let client = conn
+            .stream
+            .peer_addr()
+            .map_or_else(|_| "?:0".to_owned(), |peer| peer.to_string());
+        self.monitors
+            .show(u32::from(db), &client, &self.argv, tally, block);
+        if self
+            .argv
+            .get(0)
+            .is_some_and(|name| name.eq_ignore_ascii_case(b"RESET"))
+        {
+            self.monitors.remove(token);
+        }
+    }
+
+    /// Writes the lines waiting for the monitors to each of them.
+    fn feed_monitors(&mut self) {
+        let Some(lines) = self.monitors.take_lines() else {
+            return;
+        };
+        let tokens: Vec<Token> = self.monitors.tokens().collect();
+        for token in tokens {
+            if let Some(conn) = self.conns.get_mut(&token) {
+                conn.push_written(lines.clone());
+                self.visit.insert(token);
+            }
+        }
     }
 
     /// What the session handling the connection's next request should know of the node:

@@ -22,6 +22,7 @@ pub mod args;
 pub mod dedup;
 pub mod heap;
 mod model;
+mod monitor;
 mod publish;
 mod registry;
 mod rng;
@@ -31,6 +32,7 @@ mod watch;
 pub use dedup::{DEDUP_REPLY_INLINE_MAX, DedupEntry, DedupTable};
 pub use heap::{Heap, HeapFull, HeapStats};
 pub use model::{Compiled, DataModel, ProcKind};
+pub use monitor::{INNER_CALLS_QUEUED_BYTES_MAX, INNER_CALLS_QUEUED_MAX, InnerCall, InnerCalls};
 pub use publish::{
     PUBLICATIONS_QUEUED_BYTES_MAX, PUBLICATIONS_QUEUED_MAX, Publication, Publications,
 };

@@ -139,6 +139,14 @@ pub trait DataModel: Any + Send {
         let _ = publications;
     }
 
+    /// Gives the model the queue it pushes the commands its calls run inside them to (a
+    /// script's), for the node's monitors, whenever the queue says a front end watches. A
+    /// replica made after this pushes to the same queue. The default runs no commands inside
+    /// its calls and ignores it.
+    fn monitor_to(&mut self, inner_calls: Arc<crate::InnerCalls>) {
+        let _ = inner_calls;
+    }
+
     /// The call [`DataModel::call`] last ran has ended: its txn committed, or it was rolled
     /// back (by the model's error, or by the store after it: a reply or a redo record too
     /// long). A model that publishes holds a call's messages until this says it committed.

@@ -130,7 +130,7 @@ impl Node {
             // refuse those commands.
             Step::PubSub(request) => panic!("the harness was asked for pub/sub: {request:?}"),
             // Nor does it list its connections (`ServerInfo::clients` is false).
-            step @ (Step::ClientList(_) | Step::ClientKill(_)) => {
+            step @ (Step::ClientList(_) | Step::ClientKill(_) | Step::Monitor) => {
                 panic!("the harness was asked for its connections: {step:?}")
             }
             // The harness's sessions see no script run (`ServerInfo::script` is idle).

@@ -56,9 +56,9 @@ use mlua::{
 
 use super::guards::{self, ChunkFunction, PatternFunction};
 use super::{ScriptFlags, ScriptRef, Sha, cjson, msgpack, shebang_flags, stored_body};
-use crate::cmd::{Access, Class, CmdError, Ctx, OOM_TEXT, lookup, run_in};
+use crate::cmd::{Access, Class, CmdError, Command, Ctx, OOM_TEXT, lookup, run_in};
 use crate::resp::{self, Argv, Proto, ReplyWriter};
-use tandem_store::{CallWatch, RunId, StopReason};
+use tandem_store::{CallWatch, InnerCall, InnerCalls, RunId, StopReason};
 
 mod library;
 
@@ -92,6 +92,8 @@ pub struct ScriptEngine {
     memory_limit: usize,
     /// Where the node sees a script run and asks it to stop (unclocked until it is given one).
     watch: Arc<CallWatch>,
+    /// Where the commands scripts run go for the node's monitors, if it serves any.
+    monitor: Option<Arc<InnerCalls>>,
     vm: Option<Vm>,
 }
 
@@ -185,6 +187,8 @@ struct Vm {
     rng: Arc<AtomicU64>,
     /// The protocol the running script chose with `redis.setresp` (2 or 3).
     resp: Arc<AtomicU8>,
+    /// Where the commands a run calls go for the node's monitors, if anywhere.
+    monitor: Option<Arc<InnerCalls>>,
 }
 
 /// What a run's `redis.call`s leave for the end of the run.
@@ -194,6 +198,31 @@ struct RunState {
     dirty: bool,
     /// A command ran out of memory: the whole call fails.
     oom: bool,
+    /// Where each command the run calls is shown to the node's monitors, if anywhere.
+    monitor: Option<Arc<InnerCalls>>,
+}
+
+impl RunState {
+    fn monitored_by(monitor: Option<Arc<InnerCalls>>) -> RunState {
+        RunState {
+            monitor,
+            ..RunState::default()
+        }
+    }
+
+    /// Shows the command `argv`, which runs now in database `db`, to the node's monitors.
+    fn monitored(&self, db: u8, argv: &Argv) {
+        if let Some(monitor) = self
+            .monitor
+            .as_ref()
+            .filter(|monitor| monitor.is_watching())
+        {
+            monitor.push(InnerCall {
+                db: u32::from(db),
+                words: argv.iter().map(<[u8]>::to_vec).collect(),
+            });
+        }
+    }
 }
 
 /// The count hook: it charges the instructions run to the budget, stops a run the watch
@@ -292,6 +321,7 @@ impl ScriptEngine {
             instruction_budget,
             memory_limit,
             watch: Arc::new(CallWatch::unclocked()),
+            monitor: None,
             vm: None,
         }
     }
@@ -302,6 +332,20 @@ impl ScriptEngine {
         self.watch = watch;
         // The budget hook holds the watch it was made with.
         self.vm = None;
+    }
+
+    /// Shows the commands scripts run to the node's monitors through `inner_calls` from now
+    /// on (whenever it says a front end watches).
+    pub fn monitor_to(&mut self, inner_calls: Arc<InnerCalls>) {
+        if let Some(vm) = &mut self.vm {
+            vm.monitor = Some(inner_calls.clone());
+        }
+        self.monitor = Some(inner_calls);
+    }
+
+    /// Where the commands scripts run go for the node's monitors, if anywhere.
+    pub fn monitor(&self) -> Option<&Arc<InnerCalls>> {
+        self.monitor.as_ref()
     }
 
     /// The watch scripts run under.
@@ -321,8 +365,9 @@ impl ScriptEngine {
 
     fn vm(&mut self) -> Result<&mut Vm, CmdError> {
         if self.vm.is_none() {
-            let vm = Vm::start(self.memory_limit, self.watch.clone())
+            let mut vm = Vm::start(self.memory_limit, self.watch.clone())
                 .map_err(|err| CmdError::owned(format!("ERR the Lua VM could not start: {err}")))?;
+            vm.monitor = self.monitor.clone();
             self.vm = Some(vm);
         }
         Ok(self.vm.as_mut().expect("just started"))
@@ -468,6 +513,7 @@ impl Vm {
             hook,
             rng,
             resp,
+            monitor: None,
         })
     }
 
@@ -760,7 +806,7 @@ impl Vm {
         let sha_text = String::from_utf8_lossy(name).into_owned();
         let memory_error = || script_memory_error(memory_limit, &sha_text);
         self.reset_for_run(instruction_budget, ctx.random());
-        let state = std::cell::RefCell::new(RunState::default());
+        let state = std::cell::RefCell::new(RunState::monitored_by(self.monitor.clone()));
         let lua = &self.lua;
         if self.budget.interval.load(Ordering::Relaxed) != HOOK_INTERVAL_START {
             // Each run starts at the same interval: the last run's says nothing of this one.
@@ -1270,6 +1316,18 @@ fn error_table(lua: &Lua, reply_text: &[u8]) -> mlua::Result<Value> {
 /// The commands a script may not call (Redis's `noscript` flag): those that run or manage
 /// scripts and functions, most blocking commands, and those that answer with the database's
 /// file.
+/// Whether `command` runs when a script calls it, rather than being refused before it runs
+/// (the refusals of `bridge_call`, in its order).
+fn runs_from_script(command: &Command, no_writes: bool, ctx: &Ctx<'_, '_>) -> bool {
+    let read_only = no_writes || matches!(ctx.access, Access::Read(_));
+    match command.name {
+        "PING" | "ECHO" | "SELECT" => true,
+        "PUBLISH" => !read_only,
+        name if command.run.is_none() || refused_in_scripts(name) => false,
+        _ => !(command.class == Class::Write && read_only || command.grows && ctx.over_maxmemory),
+    }
+}
+
 fn refused_in_scripts(name: &str) -> bool {
     super::is_script_command(name)
         || crate::cmd::blocking::refused_in_scripts(name)
@@ -1344,6 +1402,11 @@ fn bridge_call(
         return refuse("Wrong number of args calling Redis command from script");
     }
     let mut reply = Vec::new();
+    // Shown to monitors as Redis's `call()` shows it: a command that runs, whatever it
+    // answers; none refused before it runs.
+    if runs_from_script(command, no_writes, ctx) {
+        state.monitored(ctx.layout.db, &argv);
+    }
     match command.name {
         "PING" => {
             let mut out = ReplyWriter::new(&mut reply, proto);
