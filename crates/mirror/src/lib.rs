@@ -72,7 +72,7 @@ impl TrackerKind {
 
 impl fmt::Display for TrackerKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 
