@@ -4,6 +4,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
+use tandem_mirror::{DirtyTracker, PlantedBug, Region, TrackerKind, UffdTracker};
+
 use crate::common::{self, Interval, check};
 
 /// A store: which page (often one of a few hot pages, so pages are stored to in several
@@ -27,18 +29,21 @@ fn scenario() -> impl Strategy<Value = (usize, Vec<Interval>)> {
     })
 }
 
-#[test]
-fn every_tracker_reports_exactly_the_pages_stored_to() {
-    let _lock = common::soft_dirty_lock();
-    let kinds = common::granted_kinds();
-    let mut runner = TestRunner::new(Config {
-        cases: 64,
+/// Makes a tracker of a kind over a region of so many pages.
+type Make<'a> = &'a dyn Fn(TrackerKind, usize) -> Box<dyn DirtyTracker>;
+
+/// Runs the property over trackers of `kinds` made by `make`; says how it failed.
+fn run_property(kinds: &[TrackerKind], make: Make<'_>) -> Result<(), String> {
+    let config = Config {
+        cases: 256,
+        failure_persistence: None,
         ..Config::default()
-    });
+    };
+    let mut runner = TestRunner::new(config);
     let outcome = runner.run(&scenario(), |(pages, intervals)| {
         let mut agreed: Option<Vec<Vec<usize>>> = None;
-        for &kind in &kinds {
-            let mut tracker = common::make(kind, pages).expect("a granted kind");
+        for &kind in kinds {
+            let mut tracker = make(kind, pages);
             let harvests = check(tracker.as_mut(), &intervals);
             let harvests =
                 harvests.map_err(|mismatch| TestCaseError::fail(mismatch.to_string()))?;
@@ -49,8 +54,25 @@ fn every_tracker_reports_exactly_the_pages_stored_to() {
         }
         Ok(())
     });
-    if let Err(failure) = outcome {
+    outcome.map_err(|failure| failure.to_string())
+}
+
+#[test]
+fn every_tracker_reports_exactly_the_pages_stored_to() {
+    let _lock = common::soft_dirty_lock();
+    let make = |kind, pages| common::make(kind, pages).expect("a granted kind");
+    if let Err(failure) = run_property(&common::granted_kinds(), &make) {
         panic!("{failure}");
     }
     common::require_every_kind();
+}
+
+#[test]
+fn the_property_catches_a_tracker_that_forgets_to_rearm() {
+    let make = |_, pages| -> Box<dyn DirtyTracker> {
+        let region = Region::with_pages(pages).expect("map a region");
+        Box::new(UffdTracker::with_planted_bug(region, PlantedBug::NoRearm).expect("uffd"))
+    };
+    let failure = run_property(&[TrackerKind::Uffd], &make).expect_err("the planted bug is caught");
+    assert!(failure.contains("reported but not stored to"), "{failure}");
 }
