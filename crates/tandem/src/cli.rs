@@ -553,6 +553,37 @@ pub enum BenchCommand {
     /// write synced to disk on every node), redis-server with appendfsync always and with
     /// everysec, on SET and on Debit-Credit (a Lua script), interleaved.
     Durability(DurabilityArgs),
+    /// What finding a program's dirty pages costs with each tracker the kernel grants
+    /// (userfaultfd, soft-dirty bits, mprotect): a first store to a page, and a harvest.
+    Mirror(MirrorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MirrorArgs {
+    /// The mirrored region's size in MiB, 1 to 65536.
+    #[arg(long = "region-mib", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub region_mib: u32,
+    /// The share of the region's pages stored to in each interval, in percent (above 0, at
+    /// most 100).
+    #[arg(long = "dirty-percent", value_name = "P", default_value = "1", value_parser = parse_percent)]
+    pub dirty_percent: f64,
+    /// Checkpoint intervals per round, 1 to 1000.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub intervals: u32,
+    /// Rounds, each measuring every tracker in turn, 1 to 100.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A share in percent: above 0, at most 100.
+fn parse_percent(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(percent) if percent > 0.0 && percent <= 100.0 => Ok(percent),
+        _ => Err(format!("{text:?} is no percentage above 0 and at most 100")),
+    }
 }
 
 #[derive(Debug, Args)]

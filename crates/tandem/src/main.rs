@@ -58,6 +58,9 @@ fn main() -> ExitCode {
         Command::Bench {
             command: BenchCommand::Durability(args),
         } => bench::durability::run(&args),
+        Command::Bench {
+            command: BenchCommand::Mirror(args),
+        } => bench::mirror::run(&args),
         Command::Node(args) => node(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Up(args) => up::up(&args),

@@ -274,6 +274,42 @@ fn the_durability_benchmark_prints_the_documented_json() {
     assert_eq!(reported, pairs);
 }
 
+/// `tandem bench mirror` measures every tracker the kernel grants and says why it refuses
+/// the others; userfaultfd and mprotect work on every kernel CI runs.
+#[test]
+fn the_mirror_benchmark_prints_the_documented_json() {
+    let report = tandem_json(&[
+        "bench",
+        "mirror",
+        "--region-mib",
+        "4",
+        "--intervals",
+        "1",
+        "--rounds",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(report["pages"].as_u64(), Some((4 << 20) / 4096));
+    let trackers = report["trackers"].as_array().expect("trackers");
+    assert_eq!(trackers.len(), 3);
+    for tracker in trackers {
+        let kind = tracker["kind"].as_str().expect("a kind");
+        match tracker["refused"].as_str() {
+            Some(why) => assert!(kind == "soft-dirty" && why.contains("CONFIG_MEM_SOFT_DIRTY")),
+            None => {
+                for field in ["first_write_ns", "harvest_us_dirty", "harvest_us_clean"] {
+                    assert!(tracker[field].is_number(), "{kind}: {field}");
+                }
+            }
+        }
+    }
+    assert_refused(
+        &["bench", "mirror", "--dirty-percent", "101"],
+        "--dirty-percent",
+        "at most 100",
+    );
+}
+
 #[test]
 fn the_simulator_reports_a_seed_and_a_range_as_json() {
     let report = tandem_json(&["sim", "--seed", "4", "--ticks", "100", "--json"]);
