@@ -34,6 +34,7 @@ use crate::resp::{Argv, Proto, ReplyWriter};
 use crate::stats::{CommandStats, StatId, Tally};
 use crate::wire::{CallArgs, ExecArgs, decode_versions};
 
+mod acl;
 pub mod clients;
 
 pub use clients::{ClientType, ConnFacts, KillRequest, ListRequest, write_list};
@@ -208,6 +209,24 @@ impl User {
             || self.keys.is_some() && !names_its_keys && !reaches_no_key)
     }
 
+    /// This user's rights over commands in Redis's ACL rule syntax, as `ACL LIST` shows them
+    /// and `ACL SETUSER` takes them: `+@all` for a user with every right, else `-@all` and
+    /// each command of the table it may run (of `ACL`, only `CAT`, `HELP` and `WHOAMI`).
+    pub fn command_rules(&self) -> Vec<String> {
+        if !self.read_only && self.keys.is_none() {
+            return vec!["+@all".to_owned()];
+        }
+        let mut rules = vec!["-@all".to_owned()];
+        for command in commands().iter().filter(|command| self.may_run(command)) {
+            if command.name == "ACL" {
+                rules.extend(["+acl|cat", "+acl|help", "+acl|whoami"].map(str::to_owned));
+            } else {
+                rules.push(format!("+{}", command.name.to_ascii_lowercase()));
+            }
+        }
+        rules
+    }
+
     /// Redis's refusal of `argv` (a `command`) for this user, or `None` if it may run it.
     fn refusal(&self, command: &Command, argv: &Argv) -> Option<String> {
         if !self.may_run(command) {
@@ -288,6 +307,16 @@ pub(crate) fn key_positions(command: &Command, argv: &Argv) -> Vec<usize> {
 pub struct Password(Arc<[u8]>);
 
 impl Password {
+    /// The password's SHA-256 in lower-case hex: how Redis's `ACL LIST` shows a password.
+    pub fn sha256_hex(&self) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, &self.0);
+        digest
+            .as_ref()
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
+    }
+
     /// Panics on an empty password: the caller's configuration check refuses one.
     pub fn new(bytes: &[u8]) -> Password {
         assert!(!bytes.is_empty(), "a password is not empty");
@@ -1320,7 +1349,7 @@ impl Session {
     ) -> Step {
         let proto = self.proto;
         let arg = |i: usize| argv.get(i).unwrap_or_default();
-        if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG")
+        if matches!(command.name, "CLIENT" | "COMMAND" | "CONFIG" | "ACL")
             && argv.len() >= 2
             && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
@@ -1362,6 +1391,7 @@ impl Session {
             "SHUTDOWN" => return shutdown(argv, info, proto, out),
             "SAVE" | "BGSAVE" | "LASTSAVE" => return self.save(argv, info, out),
             "COMMAND" => command_command(argv, proto, out),
+            "ACL" => acl::acl(self, argv, info, out),
             "CONFIG" => config(argv, proto, out),
             "INFO" => return self.info(argv, info, out),
             "WAIT" => wait(argv, info, proto, out),

@@ -29,6 +29,9 @@ const SCRIPT: &[&str] = &[
     "AUTH alice wrong",
     "AUTH nobody alice-pw",
     "AUTH alice alice-pw",
+    "ACL WHOAMI",
+    "ACL CAT",
+    "ACL DRYRUN rita GET other",
     "MONITOR",
     "SET app:1 x",
     "GET app:1",
@@ -107,6 +110,8 @@ const SCRIPT: &[&str] = &[
     "PING",
     "CLIENT SETNAME a",
     "AUTH rita rita-pw",
+    "ACL WHOAMI",
+    "ACL USERS",
     "MONITOR",
     "GET other",
     "MGET app:1 other",
@@ -130,6 +135,17 @@ const SCRIPT: &[&str] = &[
     "XREAD STREAMS app:x cache:x 0 0",
     "RESET",
     "AUTH wanda wanda-pw",
+    "ACL WHOAMI",
+    "ACL USERS",
+    "ACL GETUSER nobody",
+    "ACL DRYRUN alice GET app:1",
+    "ACL DRYRUN alice MSET app:1 1 other 2",
+    "ACL DRYRUN alice KEYS *",
+    "ACL DRYRUN rita SET app:1 x",
+    "ACL DRYRUN rick GET cache:1",
+    "ACL DRYRUN nobody GET k",
+    "ACL DRYRUN rita NOSUCH",
+    "ACL DRYRUN rita GET",
     "GET other",
     "GET app:3",
     "GET app:4",
@@ -155,12 +171,7 @@ fn acl_setuser(spec: &str) -> Vec<Vec<u8>> {
     for pattern in &config.keys {
         args.push(format!("~{pattern}").into_bytes());
     }
-    args.push(b"-@all".to_vec());
-    for command in tandem_redis::cmd::commands() {
-        if user.may_run(command) {
-            args.push(format!("+{}", command.name.to_ascii_lowercase()).into_bytes());
-        }
-    }
+    args.extend(user.command_rules().into_iter().map(String::into_bytes));
     args
 }
 

@@ -409,6 +409,7 @@ pub fn commands() -> &'static [Command] {
 
 /// The connection, string and key commands (the bit commands are a family of their own).
 static BASE: &[Command] = &[
+    conn("ACL", -2),
     data("APPEND", 3, Write, (1, 1, 1), true, strings::append),
     conn("AUTH", -2),
     conn("CLIENT", -2),
@@ -517,6 +518,13 @@ pub fn counted_keys_at(name: &str) -> Option<usize> {
 /// The subcommands served here, with Redis's arity for each (the command's name included),
 /// so that a wrong one is refused in Redis's words.
 pub const SUBCOMMANDS: &[(&str, &str, i32)] = &[
+    ("ACL", "CAT", -2),
+    ("ACL", "DRYRUN", -4),
+    ("ACL", "GETUSER", 3),
+    ("ACL", "HELP", 2),
+    ("ACL", "LIST", 2),
+    ("ACL", "USERS", 2),
+    ("ACL", "WHOAMI", 2),
     ("CLIENT", "GETNAME", 2),
     ("CLIENT", "HELP", 2),
     ("CLIENT", "ID", 2),
