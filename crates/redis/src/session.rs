@@ -1618,6 +1618,13 @@ impl Session {
                     replies.push(BlockReply::Session(reply));
                     continue;
                 }
+                // A block runs as one call: its `INFO` shows the host's latest figures.
+                if command.name == "INFO" {
+                    let text = info_text(info, scratch.id, argv);
+                    ReplyWriter::new(&mut reply, scratch.proto).verbatim("txt", &text);
+                    replies.push(BlockReply::Session(reply));
+                    continue;
+                }
                 let mut step = scratch.connection_command(command, argv, info, &mut reply);
                 if let Step::Unblock(_) = step {
                     // A block runs in one txn, in which no other connection's wait can end.
@@ -2967,6 +2974,12 @@ mod tests {
             text.contains("# Memory") && !text.contains("cached_scripts"),
             "{text}"
         );
+        // Inside `MULTI`, `EXEC` answers it with the rest of the block.
+        session.handle(&argv("MULTI"), &info, &mut Vec::new());
+        session.handle(&argv("INFO memory"), &info, &mut Vec::new());
+        let mut out = Vec::new();
+        let step = session.handle(&argv("EXEC"), &info, &mut out);
+        assert!(matches!(step, Step::Replied | Step::Call(_)), "{step:?}");
         // A node without a role answers from the host at once.
         let outside = ServerInfo {
             primary: false,
