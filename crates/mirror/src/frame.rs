@@ -158,12 +158,14 @@ impl fmt::Debug for Frame {
                 checkpoint,
                 index,
                 bytes,
-            } => write!(
-                f,
-                "Page {{ checkpoint: {checkpoint}, index: {index}, bytes: {} with crc32c {:#010x} }}",
-                bytes.len(),
-                page_crc(bytes)
-            ),
+            } => {
+                let (len, crc) = (bytes.len(), page_crc(bytes));
+                let bytes = format!("{len} with crc32c {crc:#010x}");
+                write!(
+                    f,
+                    "Page {{ checkpoint: {checkpoint}, index: {index}, bytes: {bytes} }}"
+                )
+            }
             Frame::End { checkpoint, hash } => {
                 write!(f, "End {{ checkpoint: {checkpoint}, hash: {hash:#018x} }}")
             }
