@@ -193,7 +193,7 @@ pub fn measure_checkpoints(
     let mut checkpointer = Checkpointer::new(tracker);
     let mut mirror = Mirror::new(page_count)?;
     let (first_take, first) = timed_take(&mut checkpointer)?;
-    let first_apply = time_of(|| apply(&mut mirror, first.frames()));
+    let first_apply = time_of(|| apply(&mut mirror, &first.frames()));
     checkpointer
         .acked(first.number())
         .expect("the mirror acks what it was sent");
@@ -202,6 +202,7 @@ pub fn measure_checkpoints(
     let mut pair = Pair {
         checkpointer,
         mirror,
+        checkpoint: Checkpoint::default(),
         bytes: Vec::new(),
     };
     for interval in 0..WARM_UP_CHECKPOINTS + checkpoints {
@@ -213,10 +214,11 @@ pub fn measure_checkpoints(
     Ok(report(kind, &pair.checkpointer, pages, first, &totals))
 }
 
-/// The primary and backup [`measure_checkpoints`] runs, and the sender's buffer.
+/// The primary and backup [`measure_checkpoints`] runs, and the sender's buffers.
 struct Pair {
     checkpointer: Checkpointer,
     mirror: Mirror,
+    checkpoint: Checkpoint,
     bytes: Vec<u8>,
 }
 
@@ -230,13 +232,15 @@ impl Pair {
         rollback: bool,
         pages: usize,
     ) -> Result<(), TrackError> {
-        let (take, checkpoint) = timed_take(&mut self.checkpointer)?;
+        let mut taken = Ok(());
+        totals.take += time_of(|| taken = self.checkpointer.checkpoint_into(&mut self.checkpoint));
+        taken?;
+        let checkpoint = &self.checkpoint;
         assert_eq!(checkpoint.pages(), pages, "each page stored to is shipped");
-        totals.take += take;
         self.bytes.clear();
         totals.encode += time_of(|| checkpoint.encode(&mut self.bytes));
         totals.bytes += self.bytes.len();
-        let mut frames = Vec::with_capacity(checkpoint.frames().len());
+        let mut frames = Vec::with_capacity(checkpoint.pages() + 2);
         totals.decode += time_of(|| decode_all(&self.mirror, &self.bytes, &mut frames));
         assert!(frames == checkpoint.frames(), "frames decode to themselves");
         if rollback {
@@ -303,7 +307,7 @@ fn apply(mirror: &mut Mirror, frames: &[Frame]) {
 }
 
 /// Decodes `bytes`, one checkpoint's frames, as the mirror's connection would.
-fn decode_all(mirror: &Mirror, bytes: &[u8], frames: &mut Vec<Frame>) {
+fn decode_all<'a>(mirror: &Mirror, bytes: &'a [u8], frames: &mut Vec<Frame<'a>>) {
     let mut reader = FrameReader::to_backup(mirror.limits(), mirror.last_complete());
     let mut at = 0;
     while at < bytes.len() {

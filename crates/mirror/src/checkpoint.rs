@@ -8,7 +8,9 @@
 //! being taken (the seed's DU protocol stops computing for it too): the frames are then
 //! exactly the region's bytes at that instant.
 
-use crate::frame::Frame;
+use std::borrow::Cow;
+
+use crate::frame::{Frame, HEADER_LEN as FRAME_HEADER_LEN};
 use crate::hash::{PageHashes, page_crc, page_index};
 use crate::{DirtyTracker, Region, TrackError};
 
@@ -28,42 +30,76 @@ pub struct Checkpointer {
     dirty_pages: Vec<usize>,
 }
 
-/// One checkpoint's frames, in the order they are to be sent: `Begin`, the `Page`s, `End`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One checkpoint: its number, the pages shipped (their indices, and their bytes in one
+/// buffer) and the memory's hash; as frames, `Begin`, a `Page` per page, `End`. A caller that
+/// takes checkpoints into the same one ([`Checkpointer::checkpoint_into`]) reuses its buffers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checkpoint {
     number: u64,
-    frames: Vec<Frame>,
+    page_size: u32,
+    indices: Vec<u32>,
+    /// The pages' bytes, `page_size` each, in the order of `indices`.
+    bytes: Vec<u8>,
+    hash: u64,
 }
 
 impl Checkpoint {
+    /// The checkpoint's number (0: none taken into it yet).
     pub fn number(&self) -> u64 {
         self.number
     }
 
-    pub fn frames(&self) -> &[Frame] {
-        &self.frames
-    }
-
-    pub fn into_frames(self) -> Vec<Frame> {
-        self.frames
-    }
-
     /// The pages shipped.
     pub fn pages(&self) -> usize {
-        self.frames.len() - 2
+        self.indices.len()
+    }
+
+    /// The hash of the whole memory as of this checkpoint (`hash.rs`).
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// The frames to send, in order: `Begin`, the `Page`s (borrowing the bytes), `End`.
+    pub fn frames(&self) -> Vec<Frame<'_>> {
+        assert!(self.number > 0, "a checkpoint was taken into it");
+        let page_size = self.page_size as usize;
+        let mut frames = Vec::with_capacity(self.indices.len() + 2);
+        frames.push(Frame::Begin {
+            checkpoint: self.number,
+            pages: page_index(self.indices.len()),
+            page_size: self.page_size,
+        });
+        let pages = self.bytes.chunks_exact(page_size);
+        frames.extend(
+            self.indices
+                .iter()
+                .zip(pages)
+                .map(|(&index, bytes)| Frame::Page {
+                    checkpoint: self.number,
+                    index,
+                    bytes: Cow::Borrowed(bytes),
+                }),
+        );
+        frames.push(Frame::End {
+            checkpoint: self.number,
+            hash: self.hash,
+        });
+        frames
     }
 
     /// Bytes the frames take encoded: what a checkpoint puts on the wire.
     pub fn encoded_len(&self) -> usize {
-        self.frames.iter().map(Frame::encoded_len).sum()
+        2 * FRAME_HEADER_LEN + 16 + 16 + self.pages() * Frame::page_encoded_len(self.page_size)
     }
 
     /// Appends every frame's encoding to `out`, in order.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.reserve(self.encoded_len());
-        for frame in &self.frames {
+        let start = out.len();
+        for frame in self.frames() {
             frame.encode(out);
         }
+        assert_eq!(out.len() - start, self.encoded_len());
     }
 }
 
@@ -131,44 +167,47 @@ impl Checkpointer {
     }
 
     /// Takes the next checkpoint: harvests the pages written since the last (every page, the
-    /// first time), copies each into a `Page` frame, and closes with the memory's hash.
+    /// first time), copies each for its `Page` frame, and closes with the memory's hash.
     ///
     /// A failed harvest takes no checkpoint and leaves the tracker poisoned (every later call
     /// fails too): the caller ships the whole region another way and starts anew.
     pub fn checkpoint(&mut self) -> Result<Checkpoint, TrackError> {
+        let mut checkpoint = Checkpoint::default();
+        self.checkpoint_into(&mut checkpoint)?;
+        Ok(checkpoint)
+    }
+
+    /// As [`Checkpointer::checkpoint`], into `checkpoint`, whose buffers are reused: a sender
+    /// done with one checkpoint's frames takes the next into it without allocating. On error,
+    /// `checkpoint` is left empty (number 0).
+    pub fn checkpoint_into(&mut self, checkpoint: &mut Checkpoint) -> Result<(), TrackError> {
+        checkpoint.number = 0;
+        checkpoint.indices.clear();
+        checkpoint.bytes.clear();
         self.dirty_pages.clear();
         self.tracker.harvest(&mut self.dirty_pages)?;
-        let page_count = self.region().page_count();
+        let region = self.tracker.region();
         if self.taken_last == 0 {
             self.dirty_pages.clear();
-            self.dirty_pages.extend(0..page_count);
+            self.dirty_pages.extend(0..region.page_count());
         }
-        let number = self.taken_last + 1;
-        let pages = u32::try_from(self.dirty_pages.len()).expect("checked by new: pages fit");
-        let page_size = u32::try_from(self.region().page_size()).expect("checked by new");
-        let mut frames = Vec::with_capacity(self.dirty_pages.len() + 2);
-        frames.push(Frame::Begin {
-            checkpoint: number,
-            pages,
-            page_size,
-        });
-        let region = self.tracker.region();
+        checkpoint
+            .bytes
+            .reserve(self.dirty_pages.len() * region.page_size());
         for &index in &self.dirty_pages {
-            assert!(index < page_count, "a tracker reports pages of its region");
-            let bytes = region.page(index).to_vec();
-            self.hashes.set(page_index(index), page_crc(&bytes));
-            frames.push(Frame::Page {
-                checkpoint: number,
-                index: page_index(index),
-                bytes,
-            });
+            let index = page_index(index);
+            let at = checkpoint.bytes.len();
+            checkpoint
+                .bytes
+                .extend_from_slice(region.page(index as usize));
+            self.hashes.set(index, page_crc(&checkpoint.bytes[at..]));
+            checkpoint.indices.push(index);
         }
-        frames.push(Frame::End {
-            checkpoint: number,
-            hash: self.hashes.sum(),
-        });
-        self.taken_last = number;
-        Ok(Checkpoint { number, frames })
+        self.taken_last += 1;
+        checkpoint.number = self.taken_last;
+        checkpoint.page_size = u32::try_from(region.page_size()).expect("checked by new");
+        checkpoint.hash = self.hashes.sum();
+        Ok(())
     }
 
     /// Records the backup's ack of `checkpoint`, which also acks every one before it (the

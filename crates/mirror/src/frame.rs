@@ -25,6 +25,7 @@
 //! may follow the ones before it ([`OrderError`]); the backup's [`crate::Mirror`] keeps the same
 //! order by the same code. Decoding never panics on any input.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::hash::page_crc;
@@ -40,8 +41,12 @@ pub const HEADER_LEN: usize = 9;
 const PAGE_PREFIX_LEN: usize = 12;
 
 /// One frame of the checkpoint protocol. Checkpoints number from 1.
+///
+/// A `Page` borrows its bytes where it can (from the checkpoint taken, or from the buffer it
+/// was decoded from), so no page is copied on its way but into the backup's memory; frames
+/// built by hand may own theirs.
 #[derive(Clone, PartialEq, Eq)]
-pub enum Frame {
+pub enum Frame<'a> {
     /// Opens checkpoint `checkpoint`, announcing `pages` `Page` frames of `page_size` bytes.
     Begin {
         checkpoint: u64,
@@ -52,7 +57,7 @@ pub enum Frame {
     Page {
         checkpoint: u64,
         index: u32,
-        bytes: Vec<u8>,
+        bytes: Cow<'a, [u8]>,
     },
     /// Closes checkpoint `checkpoint`: the whole memory then hashes to `hash`.
     End { checkpoint: u64, hash: u64 },
@@ -66,15 +71,15 @@ pub struct Ack {
     pub checkpoint: u64,
 }
 
-impl From<Ack> for Frame {
-    fn from(ack: Ack) -> Frame {
+impl From<Ack> for Frame<'_> {
+    fn from(ack: Ack) -> Self {
         Frame::Ack {
             checkpoint: ack.checkpoint,
         }
     }
 }
 
-impl Frame {
+impl Frame<'_> {
     /// The frame's type, as error messages name it.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -98,6 +103,11 @@ impl Frame {
     /// Bytes [`Frame::encode`] appends.
     pub fn encoded_len(&self) -> usize {
         HEADER_LEN + self.body_len()
+    }
+
+    /// Bytes a `Page` frame of a `page_size`-byte page takes encoded.
+    pub(crate) fn page_encoded_len(page_size: u32) -> usize {
+        HEADER_LEN + PAGE_PREFIX_LEN + page_size as usize
     }
 
     fn body_len(&self) -> usize {
@@ -143,7 +153,7 @@ impl Frame {
 }
 
 /// A page's bytes would drown a failure message: a `Page` shows their length and crc32c.
-impl fmt::Debug for Frame {
+impl fmt::Debug for Frame<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Frame::Begin {
@@ -235,7 +245,7 @@ pub enum FrameError {
 /// Decodes the frame at the front of `buf`, and says how many bytes it took. A length other
 /// than its type's is refused as soon as the header is there; a truncated frame is refused
 /// as [`FrameError::Truncated`] (on a stream: wait for more bytes).
-pub fn decode_frame(buf: &[u8], limits: Limits) -> Result<(Frame, usize), FrameError> {
+pub fn decode_frame(buf: &[u8], limits: Limits) -> Result<(Frame<'_>, usize), FrameError> {
     let Some((header, rest)) = buf.split_first_chunk::<HEADER_LEN>() else {
         if let Some(&found) = buf.first() {
             frame_name(found)?;
@@ -292,7 +302,7 @@ fn frame_name(ty: u8) -> Result<&'static str, FrameError> {
 }
 
 /// Decodes a body whose length and checksum were checked.
-fn decode_body(ty: u8, body: &[u8], limits: Limits) -> Result<Frame, FrameError> {
+fn decode_body(ty: u8, body: &[u8], limits: Limits) -> Result<Frame<'_>, FrameError> {
     let u64_at = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
     let u32_at = |at: usize| u32::from_le_bytes(body[at..at + 4].try_into().expect("4 bytes"));
     let checkpoint = u64_at(0);
@@ -325,11 +335,10 @@ fn decode_body(ty: u8, body: &[u8], limits: Limits) -> Result<Frame, FrameError>
                     pages_max: limits.pages_max,
                 });
             }
-            let bytes = body[PAGE_PREFIX_LEN..].to_vec();
             Frame::Page {
                 checkpoint,
                 index,
-                bytes,
+                bytes: Cow::Borrowed(&body[PAGE_PREFIX_LEN..]),
             }
         }
         TYPE_END => Frame::End {
@@ -521,7 +530,7 @@ impl FrameReader {
 
     /// Decodes the frame at the front of `buf` (see [`decode_frame`]) and checks that it may
     /// come next; says how many bytes it took.
-    pub fn read(&mut self, buf: &[u8]) -> Result<(Frame, usize), FrameError> {
+    pub fn read<'a>(&mut self, buf: &'a [u8]) -> Result<(Frame<'a>, usize), FrameError> {
         let (frame, len) = decode_frame(buf, self.limits)?;
         match &mut self.direction {
             Direction::ToBackup(sequence) => {
@@ -559,7 +568,7 @@ mod tests {
         let frame = Frame::Page {
             checkpoint: 2,
             index: 3,
-            bytes: vec![0xAA; 8],
+            bytes: vec![0xAA; 8].into(),
         };
         let mut out = Vec::new();
         frame.encode(&mut out);

@@ -21,7 +21,7 @@ struct Loss {
 }
 
 /// Says where a loss is, for failure messages.
-fn describe(loss: Loss, frames: &[Frame]) -> String {
+fn describe(loss: Loss, frames: &[Frame<'_>]) -> String {
     match (loss.frames, loss.ack_seen) {
         (0, _) => "before Begin".to_string(),
         (_, true) => "after the primary saw the Ack".to_string(),
@@ -49,7 +49,7 @@ pub fn check_every_step(kind: TrackerKind, bug: Option<PlantedMirrorBug>) -> Res
         primary.store(page * page_size + 1, 20 + page as u8);
     }
     let second = primary.take()?;
-    let frames = with_page_twice(second.frames(), 1, 0xFF, PAGES).expect("room for a page twice");
+    let frames = with_page_twice(&second.frames(), 1, 0xFF, PAGES).expect("room for a page twice");
     let steps = (0..=frames.len()).map(|frames| Loss {
         frames,
         ack_seen: false,
@@ -61,7 +61,7 @@ pub fn check_every_step(kind: TrackerKind, bug: Option<PlantedMirrorBug>) -> Res
     for loss in steps.chain([last]) {
         let when = format!("{kind}: primary lost {}", describe(loss, &frames));
         let mut mirror = new_mirror(PAGES, bug);
-        deliver(&mut mirror, first.frames())?;
+        deliver(&mut mirror, &first.frames())?;
         let mut acks = Vec::new();
         for frame in &frames[..loss.frames] {
             let ack = mirror

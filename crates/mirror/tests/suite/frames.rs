@@ -9,7 +9,7 @@ use tandem_mirror::{
 };
 
 /// Frames of a stream within `limits`.
-fn frame(limits: Limits) -> impl Strategy<Value = Frame> {
+fn frame(limits: Limits) -> impl Strategy<Value = Frame<'static>> {
     let checkpoint = prop_oneof![1..4u64, Just(u64::MAX), 1..u64::MAX];
     let page_size = limits.page_size as usize;
     prop_oneof![
@@ -28,7 +28,7 @@ fn frame(limits: Limits) -> impl Strategy<Value = Frame> {
             .prop_map(|(checkpoint, index, bytes)| Frame::Page {
                 checkpoint,
                 index,
-                bytes
+                bytes: bytes.into(),
             }),
         (checkpoint.clone(), any::<u64>())
             .prop_map(|(checkpoint, hash)| Frame::End { checkpoint, hash }),
@@ -47,7 +47,7 @@ fn limits() -> impl Strategy<Value = Limits> {
         })
 }
 
-fn limits_and_frames() -> impl Strategy<Value = (Limits, Vec<Frame>)> {
+fn limits_and_frames() -> impl Strategy<Value = (Limits, Vec<Frame<'static>>)> {
     limits().prop_flat_map(|limits| (Just(limits), prop::collection::vec(frame(limits), 1..8)))
 }
 
@@ -144,7 +144,7 @@ const LIMITS: Limits = Limits {
     pages_max: 3,
 };
 
-fn begin(checkpoint: u64, pages: u32) -> Frame {
+fn begin(checkpoint: u64, pages: u32) -> Frame<'static> {
     Frame::Begin {
         checkpoint,
         pages,
@@ -152,15 +152,15 @@ fn begin(checkpoint: u64, pages: u32) -> Frame {
     }
 }
 
-fn page(checkpoint: u64, index: u32) -> Frame {
+fn page(checkpoint: u64, index: u32) -> Frame<'static> {
     Frame::Page {
         checkpoint,
         index,
-        bytes: vec![1; 4],
+        bytes: vec![1; 4].into(),
     }
 }
 
-fn end(checkpoint: u64) -> Frame {
+fn end(checkpoint: u64) -> Frame<'static> {
     Frame::End {
         checkpoint,
         hash: hash_memory(&[0; 12], 4),
@@ -169,7 +169,7 @@ fn end(checkpoint: u64) -> Frame {
 
 /// Reads `frames` from a reader that starts at checkpoint 1 complete, and returns the first
 /// refusal.
-fn first_refusal(frames: &[Frame]) -> Option<FrameError> {
+fn first_refusal(frames: &[Frame<'_>]) -> Option<FrameError> {
     let mut reader = FrameReader::to_backup(LIMITS, 1);
     frames
         .iter()
@@ -179,7 +179,7 @@ fn first_refusal(frames: &[Frame]) -> Option<FrameError> {
 #[test]
 fn a_reader_refuses_frames_out_of_order() {
     let order = |error: OrderError| Some(FrameError::Order(error));
-    let cases: Vec<(Vec<Frame>, Option<FrameError>)> = vec![
+    let cases: Vec<(Vec<Frame<'_>>, Option<FrameError>)> = vec![
         (
             vec![begin(2, 1), page(2, 0), end(2), begin(3, 0), end(3)],
             None,

@@ -34,20 +34,15 @@ impl Primary {
         self.checkpointer.region_mut().as_mut_slice()[offset] = byte;
     }
 
-    /// Takes the next checkpoint and saves the region as it took it. The `End` frame's hash
-    /// must be the region's, hashed from scratch: a page the tracker missed shows here.
+    /// Takes the next checkpoint and saves the region as it took it. The hash its `End` frame
+    /// carries must be the region's, hashed from scratch: a page the tracker missed shows here.
     pub fn take(&mut self) -> Result<Checkpoint, String> {
         let checkpoint = self.checkpointer.checkpoint().expect("a checkpoint");
         let region = self.checkpointer.region();
         let memory = region.as_slice().to_vec();
-        let Some(Frame::End { hash, .. }) = checkpoint.frames().last() else {
-            return Err(format!(
-                "checkpoint {} ends without End",
-                checkpoint.number()
-            ));
-        };
+        let hash = checkpoint.hash();
         let hash_region = hash_memory(&memory, region.page_size());
-        if *hash != hash_region {
+        if hash != hash_region {
             return Err(format!(
                 "{} tracker, checkpoint {}: End says {hash:#x}, the region hashes to \
                  {hash_region:#x} (a page written and not shipped)",
@@ -72,7 +67,7 @@ pub fn new_mirror(pages: usize, bug: Option<PlantedMirrorBug>) -> Mirror {
 
 /// Sends `frames` to `mirror` through the codec, as a new connection would (a reader from the
 /// mirror's last complete checkpoint), and returns the acks it answered with.
-pub fn deliver(mirror: &mut Mirror, frames: &[Frame]) -> Result<Vec<Ack>, String> {
+pub fn deliver(mirror: &mut Mirror, frames: &[Frame<'_>]) -> Result<Vec<Ack>, String> {
     let mut bytes = Vec::new();
     for frame in frames {
         frame.encode(&mut bytes);
@@ -144,12 +139,12 @@ pub fn expect_at(mirror: &Mirror, saved: &[Vec<u8>], n: u64, when: &str) -> Resu
 /// intermediate bytes (the final ones xor `xor`), then as it was, and `Begin` announcing the
 /// extra frame. A primary that ships a page early and again at the checkpoint sends this.
 /// `None` when no page frame can be added (the checkpoint ships as many as the memory has).
-pub fn with_page_twice(
-    frames: &[Frame],
+pub fn with_page_twice<'a>(
+    frames: &[Frame<'a>],
     which: usize,
     xor: u8,
     pages: usize,
-) -> Option<Vec<Frame>> {
+) -> Option<Vec<Frame<'a>>> {
     assert_ne!(xor, 0, "intermediate bytes differ from the final ones");
     let Some(Frame::Begin {
         checkpoint,
@@ -169,7 +164,11 @@ pub fn with_page_twice(
     let intermediate = Frame::Page {
         checkpoint,
         index: *index,
-        bytes: bytes.iter().map(|byte| byte ^ xor).collect(),
+        bytes: bytes
+            .iter()
+            .map(|byte| byte ^ xor)
+            .collect::<Vec<u8>>()
+            .into(),
     };
     let mut twice = frames.to_vec();
     twice[0] = Frame::Begin {

@@ -6,6 +6,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
+use tandem_mirror::bench::measure_checkpoints;
 use tandem_mirror::{Ack, PlantedMirrorBug, TrackerKind};
 
 use crate::common;
@@ -67,10 +68,11 @@ fn mirror_program(
         }
         let checkpoint = primary.take()?;
         let n = checkpoint.number();
+        let frames = checkpoint.frames();
         let frames = interval
             .page_twice
-            .and_then(|(which, xor)| with_page_twice(checkpoint.frames(), which, xor, pages))
-            .unwrap_or_else(|| checkpoint.frames().to_vec());
+            .and_then(|(which, xor)| with_page_twice(&frames, which, xor, pages))
+            .unwrap_or(frames);
         if let Some(lost_after) = interval.lost_after {
             let k = lost_after % frames.len();
             deliver(&mut mirror, &frames[..k])?;
@@ -142,4 +144,24 @@ fn the_backup_holds_every_complete_checkpoint_and_rolls_back_to_it() {
         panic!("{failure}");
     }
     common::require_every_kind();
+}
+
+/// The benchmark runs each tracker end to end and counts the bytes it ships exactly (its times
+/// are only reported, never checked).
+#[test]
+fn the_benchmark_ships_the_pages_stored_to() {
+    let page_size = tandem_mirror::page_size();
+    let (pages, dirty) = (64, 4);
+    // Begin and End (9 + 16 bytes each), and per page a 9-byte header, checkpoint and index.
+    let shipped = 2 * (9 + 16) + dirty * (9 + 12 + page_size);
+    for kind in [TrackerKind::Uffd, TrackerKind::Mprotect] {
+        let report =
+            measure_checkpoints(kind, pages * page_size, dirty, 4).expect("a granted kind");
+        assert_eq!(report.checkpoints, 4);
+        assert_eq!(report.bytes_per_checkpoint, shipped as f64, "{kind}");
+        assert_eq!(
+            report.first_bytes,
+            2 * (9 + 16) + pages * (9 + 12 + page_size)
+        );
+    }
 }

@@ -12,15 +12,15 @@ const PAGES: usize = 4;
 /// A bad frame, sent after `after` of checkpoint 2's good frames, and the refusal expected.
 struct Bad {
     after: usize,
-    frame: Frame,
+    frame: Frame<'static>,
     error: MirrorError,
 }
 
-fn page(checkpoint: u64, index: u32, len: usize) -> Frame {
+fn page(checkpoint: u64, index: u32, len: usize) -> Frame<'static> {
     Frame::Page {
         checkpoint,
         index,
-        bytes: vec![7; len],
+        bytes: vec![7; len].into(),
     }
 }
 
@@ -165,12 +165,12 @@ fn a_refused_frame_changes_nothing() {
     primary.store(5, 2);
     primary.store(2 * page_size, 3);
     let second = primary.take().expect("checkpoint 2");
-    let good = second.frames();
+    let good = &second.frames()[..];
     assert_eq!(good.len(), 4, "Begin, pages 0 and 2, End");
     let hash = hash_memory(&primary.saved[2], page_size);
     for bad in bad_frames(page_size, hash) {
         let mut mirror = new_mirror(PAGES, None);
-        deliver(&mut mirror, first.frames()).expect("checkpoint 1");
+        deliver(&mut mirror, &first.frames()).expect("checkpoint 1");
         for frame in &good[..bad.after] {
             mirror.step(frame).expect("a good frame");
         }
