@@ -2,11 +2,16 @@
 //! checkpoint, the pages written since the previous one, copied into frames for the caller to
 //! send; the backup's acks, recorded.
 //!
-//! Sans-I/O: [`Checkpointer::checkpoint`] harvests the tracker and returns the frames; the
-//! caller sends them in order and hands back each `Ack` it receives. Nothing here sends,
+//! Sans-I/O: [`Checkpointer::checkpoint`] harvests the tracker and returns the checkpoint; the
+//! caller sends its frames in order and hands back each `Ack` it receives. Nothing here sends,
 //! waits or reads a clock. The program must not store to the region while a checkpoint is
 //! being taken (the seed's DU protocol stops computing for it too): the frames are then
 //! exactly the region's bytes at that instant.
+//!
+//! The pages of a checkpoint are no longer dirty once it is taken, so only its [`Checkpoint`]
+//! can send them again: a caller whose link to the backup may break and come back keeps each
+//! checkpoint until it is acked, and after a reconnection (the backup rolled back) sends again,
+//! whole and in order, every one after the backup's [`crate::Mirror::last_complete`].
 
 use std::borrow::Cow;
 
@@ -87,9 +92,10 @@ impl Checkpoint {
         frames
     }
 
-    /// Bytes the frames take encoded: what a checkpoint puts on the wire.
+    /// Bytes the frames take encoded: what a checkpoint puts on the wire (`Begin` and `End`
+    /// are a header and 16 bytes each).
     pub fn encoded_len(&self) -> usize {
-        2 * FRAME_HEADER_LEN + 16 + 16 + self.pages() * Frame::page_encoded_len(self.page_size)
+        2 * (FRAME_HEADER_LEN + 16) + self.pages() * Frame::page_encoded_len(self.page_size)
     }
 
     /// Appends every frame's encoding to `out`, in order.
@@ -123,8 +129,12 @@ impl Checkpointer {
     pub fn new(tracker: Box<dyn DirtyTracker>) -> Checkpointer {
         let region = tracker.region();
         assert!(
-            u32::try_from(region.page_count()).is_ok() && u32::try_from(region.page_size()).is_ok(),
-            "a mirrored region has at most 2^32 - 1 pages of at most 4 GiB"
+            u32::try_from(region.page_count()).is_ok(),
+            "a mirrored region has at most 2^32 - 1 pages"
+        );
+        assert!(
+            u32::try_from(region.page_size()).is_ok(),
+            "a page fits a frame"
         );
         let hashes = PageHashes::zeroed(region.page_count(), region.page_size());
         Checkpointer {

@@ -242,34 +242,38 @@ pub enum FrameError {
     Order(#[from] OrderError),
 }
 
-/// Decodes the frame at the front of `buf`, and says how many bytes it took. A length other
-/// than its type's is refused as soon as the header is there; a truncated frame is refused
-/// as [`FrameError::Truncated`] (on a stream: wait for more bytes).
+/// Decodes the frame at the front of `buf`, and says how many bytes it took. An unknown type
+/// is refused from its byte, a length other than its type's from its four, before the rest of
+/// the frame is there; a truncated frame is refused as [`FrameError::Truncated`] (on a stream:
+/// wait for more bytes).
 pub fn decode_frame(buf: &[u8], limits: Limits) -> Result<(Frame<'_>, usize), FrameError> {
-    let Some((header, rest)) = buf.split_first_chunk::<HEADER_LEN>() else {
-        if let Some(&found) = buf.first() {
-            frame_name(found)?;
-        }
-        return Err(FrameError::Truncated {
-            part: "header",
-            needed: HEADER_LEN,
-            available: buf.len(),
-        });
+    let truncated_header = FrameError::Truncated {
+        part: "header",
+        needed: HEADER_LEN,
+        available: buf.len(),
     };
-    let frame = frame_name(header[0])?;
-    let found = u32::from_le_bytes([header[1], header[2], header[3], header[4]]);
-    let expected = match header[0] {
+    let Some(&ty) = buf.first() else {
+        return Err(truncated_header);
+    };
+    let frame = frame_name(ty)?;
+    let expected = match ty {
         TYPE_BEGIN | TYPE_END => 16,
         TYPE_PAGE => PAGE_PREFIX_LEN + limits.page_size as usize,
         _ => 8,
     };
-    if found as usize != expected {
-        return Err(FrameError::Length {
-            frame,
-            expected,
-            found,
-        });
+    if let Some(length) = buf.get(1..5) {
+        let found = u32::from_le_bytes(length.try_into().expect("4 bytes"));
+        if found as usize != expected {
+            return Err(FrameError::Length {
+                frame,
+                expected,
+                found,
+            });
+        }
     }
+    let Some((header, rest)) = buf.split_first_chunk::<HEADER_LEN>() else {
+        return Err(truncated_header);
+    };
     let Some(body) = rest.get(..expected) else {
         return Err(FrameError::Truncated {
             part: "body",
@@ -584,7 +588,6 @@ mod tests {
     fn an_oversized_page_is_refused_from_its_header() {
         let mut header = vec![TYPE_PAGE];
         header.extend_from_slice(&(1u32 << 30).to_le_bytes());
-        header.extend_from_slice(&[0; 4]);
         assert_eq!(
             decode_frame(&header, LIMITS),
             Err(FrameError::Length {

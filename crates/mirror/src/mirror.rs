@@ -8,6 +8,10 @@
 //! clock. The contract: between steps, the memory is the last complete checkpoint's, plus
 //! the pages of the open one received so far, and the undo copies hold exactly what those
 //! pages held at the last complete checkpoint. A frame refused changes nothing.
+//!
+//! The seed's backup makes its undo copy when the primary first faults on a page, one message
+//! per fault; here the copy is made when the page's `Page` frame arrives, which needs no
+//! message of its own and copies only pages that really come.
 
 use crate::frame::{Ack, Frame, Limits, OrderError, Sequence};
 use crate::hash::{PageHashes, page_crc, page_index};
