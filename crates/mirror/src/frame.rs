@@ -19,7 +19,7 @@
 //! `pages` counts the `Page` frames that follow a `Begin`, and `hash` is the whole memory's
 //! after the checkpoint (`hash.rs`). Since every type has one body length, a length other than
 //! that (a `Page` longer than a page, say) is refused from the header alone, before any body
-//! byte is waited for; nothing is allocated but the page a `Page` frame carries.
+//! byte is waited for; decoding allocates nothing (a `Page` borrows its bytes from the input).
 //!
 //! [`decode_frame`] checks one frame by itself. [`FrameReader`] also checks that each frame
 //! may follow the ones before it ([`OrderError`]); the backup's [`crate::Mirror`] keeps the same
@@ -197,8 +197,9 @@ pub struct Limits {
     pub pages_max: u32,
 }
 
-/// Why bytes are not a frame. Each names the field at fault; after any of them the stream is
-/// not to be trusted to be at a frame boundary, so the connection ends.
+/// Why bytes are not a frame, or not the next one. Each names the field at fault. After any
+/// but `Truncated` the stream is not to be trusted to be at a frame boundary, or the peer to
+/// speak the protocol, so the connection ends.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrameError {
@@ -432,7 +433,7 @@ impl Sequence {
     }
 
     /// Says whether `frame` may come next, changing nothing.
-    pub(crate) fn check(&self, frame: &Frame) -> Result<(), OrderError> {
+    pub(crate) fn check(&self, frame: &Frame<'_>) -> Result<(), OrderError> {
         let expected = self.complete_last + 1;
         let found = frame.checkpoint();
         match (frame, self.open) {
@@ -468,7 +469,7 @@ impl Sequence {
     }
 
     /// Moves past `frame`, which [`Sequence::check`] allowed.
-    pub(crate) fn advance(&mut self, frame: &Frame) {
+    pub(crate) fn advance(&mut self, frame: &Frame<'_>) {
         assert_eq!(
             self.check(frame),
             Ok(()),

@@ -129,7 +129,7 @@ impl Mirror {
     /// saves an undo copy of its page the first time the checkpoint writes it, then writes
     /// it; an `End` checks the page count and the hash, drops the undo copies and returns the
     /// `Ack` to send. A frame refused changes nothing.
-    pub fn step(&mut self, frame: &Frame) -> Result<Option<Ack>, MirrorError> {
+    pub fn step(&mut self, frame: &Frame<'_>) -> Result<Option<Ack>, MirrorError> {
         self.sequence.check(frame)?;
         let ack = match frame {
             Frame::Begin {
@@ -155,6 +155,17 @@ impl Mirror {
             self.sequence.open().is_some() || self.undo.pages.is_empty(),
             "undo copies live only while a checkpoint is open"
         );
+        assert!(
+            self.undo.pages.len() <= self.memory.page_count(),
+            "at most one undo copy per page"
+        );
+        if let Some(ack) = ack {
+            assert_eq!(
+                ack.checkpoint,
+                self.last_complete(),
+                "an ack of what is complete"
+            );
+        }
         Ok(ack)
     }
 
@@ -236,6 +247,10 @@ impl Mirror {
         }
         self.undo.clear();
         self.sequence.abandon();
+        assert!(
+            self.sequence.open().is_none(),
+            "nothing is open after a rollback"
+        );
         abandoned
     }
 

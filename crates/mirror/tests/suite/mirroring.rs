@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use tandem_mirror::bench::measure_checkpoints;
-use tandem_mirror::{Ack, PlantedMirrorBug, TrackerKind};
+use tandem_mirror::{Ack, Checkpointer, PlantedMirrorBug, Region, TrackerKind, tracker_for};
 
 use crate::common;
 use crate::mirrored::{Primary, deliver, expect_at, new_mirror, with_page_twice};
@@ -163,5 +163,23 @@ fn the_benchmark_ships_the_pages_stored_to() {
             report.first_bytes,
             2 * (9 + 16) + pages * (9 + 12 + page_size)
         );
+    }
+}
+
+/// The first checkpoint ships every page, so bytes the program wrote before its region was
+/// tracked (which no harvest reports) reach the backup too.
+#[test]
+fn the_first_checkpoint_ships_what_was_written_before_tracking() {
+    let page_size = tandem_mirror::page_size();
+    for kind in [TrackerKind::Uffd, TrackerKind::Mprotect] {
+        let mut region = Region::with_pages(4).expect("map a region");
+        region.as_mut_slice()[2 * page_size + 9] = 42;
+        let tracker = tracker_for(region, Some(kind)).expect("a granted kind");
+        let mut checkpointer = Checkpointer::new(tracker);
+        let checkpoint = checkpointer.checkpoint().expect("checkpoint 1");
+        assert_eq!(checkpoint.pages(), 4, "{kind}: every page");
+        let mut mirror = new_mirror(4, None);
+        deliver(&mut mirror, &checkpoint.frames()).expect("checkpoint 1");
+        assert_eq!(mirror.memory(), checkpointer.region().as_slice(), "{kind}");
     }
 }
