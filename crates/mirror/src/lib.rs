@@ -1,7 +1,17 @@
-//! Dirty-page tracking over a mapped region: the first slice of mirroring a program's memory
-//! (issue 42). In the deliberate-update protocol of seed paper 001 (§3.3), the primary sends
-//! its backup, at each checkpoint, the pages written since the last one, found by page
-//! protection; this crate finds those pages.
+//! Mirroring a program's memory to a backup (issue 42): dirty-page tracking, and the
+//! checkpoint protocol over it. In the deliberate-update protocol of seed paper 001 (§3.3), the
+//! primary sends its backup, at each checkpoint, the pages written since the last one, found by
+//! page protection; the backup keeps undo copies of what they overwrite until the checkpoint is
+//! complete, and the program's output waits until its checkpoint is on the backup.
+//!
+//! The protocol, sans-I/O (no socket, thread or clock; the caller sends and receives):
+//! - [`Checkpointer`] (primary): owns a tracker; [`Checkpointer::checkpoint`] gives the next
+//!   checkpoint's [`Frame`]s (`Begin`, `Page`s, `End` with the memory's hash, `hash.rs`);
+//!   [`Checkpointer::acked`] takes the backup's `Ack`.
+//! - [`Mirror`] (backup): [`Mirror::step`] applies one frame, keeping undo copies, and answers
+//!   a complete checkpoint with an [`Ack`]; [`Mirror::rollback`] goes back to the last complete.
+//! - [`HeldOutput`]: output released once the checkpoint holding its state is acked.
+//! - [`decode_frame`], [`FrameReader`]: the frames' encoding (`frame.rs` draws it) and order.
 //!
 //! A [`Region`] is an anonymous private mapping that a program writes with ordinary stores. A
 //! [`DirtyTracker`] owns one region and, at each [`DirtyTracker::harvest`], appends the pages
@@ -21,11 +31,17 @@
 //! they were. Tracking never changes the region's bytes. After a harvest fails, the tracker
 //! is poisoned: the caller copies the whole region and makes a new tracker.
 //!
-//! [`bench::measure_tracking`] measures what tracking costs.
+//! [`bench::measure_tracking`] measures what tracking costs, [`bench::measure_checkpoints`]
+//! what checkpoints, their application and a rollback cost.
 
+mod checkpoint;
 mod error;
 mod fault;
+mod frame;
+mod hash;
+mod mirror;
 mod mprotect;
+mod output;
 mod planted;
 mod region;
 mod soft_dirty;
@@ -36,11 +52,19 @@ pub mod bench;
 
 use std::fmt;
 
+pub use checkpoint::{AckError, Checkpoint, Checkpointer};
 pub use error::{Refusal, TrackError};
 pub use fault::SLOTS as WATCHED_REGIONS_MAX;
+pub use frame::{
+    Ack, Frame, FrameError, FrameReader, HEADER_LEN as FRAME_HEADER_LEN, Limits, OrderError,
+    decode_frame,
+};
+pub use hash::hash_memory;
+pub use mirror::{Mirror, MirrorError};
 pub use mprotect::MprotectTracker;
+pub use output::HeldOutput;
 #[doc(hidden)]
-pub use planted::{HarvestHook, PlantedBug};
+pub use planted::{HarvestHook, PlantedBug, PlantedMirrorBug, PlantedOutputBug};
 pub use region::{Region, page_size};
 pub use soft_dirty::SoftDirtyTracker;
 pub use uffd::UffdTracker;

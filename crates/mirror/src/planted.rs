@@ -1,6 +1,6 @@
-//! Test hooks: known bugs a tracker can be built with, and a callback run in the middle of a
-//! harvest, so the tests can show their checkers catch a lost write. Hidden from the docs;
-//! a tracker made with `new` has neither.
+//! Test hooks: known bugs a tracker, a mirror or held output can be built with, and a callback
+//! run in the middle of a harvest, so the tests can show their checkers catch each. Hidden from
+//! the docs; what `new` makes has none.
 
 use std::fmt;
 
@@ -17,6 +17,27 @@ pub enum PlantedBug {
     /// Harvest reports, but never re-protects: with uffd the pages are reported again at every
     /// later harvest; with mprotect the pages stay writable and later stores go unseen.
     NoRearm,
+}
+
+/// A known bug to plant in a [`crate::Mirror`] (test use only).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlantedMirrorBug {
+    /// Each `Page` frame drops the undo copies taken before it, as if the pages before it were
+    /// safe: a rollback restores only the last page written and leaves the checkpoint
+    /// half-applied.
+    UndoDroppedEarly,
+    /// A `Page` frame takes an undo copy every time its page is written, not only the first:
+    /// a page written twice in a checkpoint rolls back to its intermediate bytes.
+    UndoOnEveryWrite,
+}
+
+/// A known bug to plant in a [`crate::HeldOutput`] (test use only).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlantedOutputBug {
+    /// Output is released once its checkpoint is taken, before the backup acks it.
+    ReleasedWhenTaken,
 }
 
 /// A callback run in the middle of a harvest: after the dirty state was read, before the
