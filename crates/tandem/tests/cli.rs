@@ -297,7 +297,14 @@ fn the_mirror_benchmark_prints_the_documented_json() {
         match tracker["refused"].as_str() {
             Some(why) => assert!(kind == "soft-dirty" && why.contains("CONFIG_MEM_SOFT_DIRTY")),
             None => {
-                for field in ["first_write_ns", "harvest_us_dirty", "harvest_us_clean"] {
+                for field in [
+                    "first_write_ns",
+                    "harvest_us_dirty",
+                    "harvest_us_clean",
+                    "checkpoint_take_us",
+                    "checkpoint_apply_us",
+                    "checkpoint_rollback_us",
+                ] {
                     assert!(tracker[field].is_number(), "{kind}: {field}");
                 }
             }

@@ -1,11 +1,15 @@
-//! `tandem bench mirror`: what finding a program's dirty pages costs with each tracker the
+//! `tandem bench mirror`: what mirroring a program's memory costs with each tracker the
 //! kernel grants (issue 42): the time a tracker adds to the first store to a page in a
-//! checkpoint interval, and the time of a harvest and re-arm with some pages dirty and with
-//! none. Rounds interleave the kinds; the report gives each figure's median over the rounds.
+//! checkpoint interval, the time of a harvest and re-arm with some pages dirty and with none,
+//! and a whole checkpoint in-process (taken, encoded, decoded, applied by a backup's
+//! `Mirror` with its undo copies, and a rollback). Rounds interleave the kinds; the report
+//! gives each figure's median over the rounds.
 
 use serde_json::{Value, json};
 use tandem_mirror::TrackerKind;
-use tandem_mirror::bench::{TrackingReport, measure_tracking};
+use tandem_mirror::bench::{
+    CheckpointReport, TrackingReport, measure_checkpoints, measure_tracking,
+};
 
 use crate::Failure;
 use crate::cli::MirrorArgs;
@@ -22,14 +26,20 @@ pub fn run(args: &MirrorArgs) -> Result<(), Failure> {
             args.region_mib, args.rounds
         );
     }
-    let mut found: Vec<(TrackerKind, Result<Vec<TrackingReport>, String>)> = TrackerKind::ALL
+    let mut found: Vec<(TrackerKind, Result<Vec<Reports>, String>)> = TrackerKind::ALL
         .into_iter()
         .map(|kind| (kind, Ok(Vec::new())))
         .collect();
     for _ in 0..args.rounds {
         for (kind, reports) in &mut found {
             let Ok(list) = reports else { continue };
-            match measure_tracking(*kind, region_bytes, dirty, intervals) {
+            let measured =
+                measure_tracking(*kind, region_bytes, dirty, intervals).and_then(|tracking| {
+                    let checkpoints = intervals.max(2);
+                    let checkpoint = measure_checkpoints(*kind, region_bytes, dirty, checkpoints)?;
+                    Ok((tracking, checkpoint))
+                });
+            match measured {
                 Ok(report) => list.push(report),
                 Err(error) => *reports = Err(error.to_string()),
             }
@@ -57,23 +67,34 @@ pub fn run(args: &MirrorArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// One round's measures of a tracker: its tracking alone, and whole checkpoints.
+type Reports = (TrackingReport, CheckpointReport);
+
 /// One tracker's medians, or why the kernel refused it.
-fn row(kind: TrackerKind, reports: &Result<Vec<TrackingReport>, String>) -> Value {
+fn row(kind: TrackerKind, reports: &Result<Vec<Reports>, String>) -> Value {
     match reports {
         Err(why) => json!({ "kind": kind.name(), "refused": why }),
         Ok(reports) => {
-            let median = |figure: fn(&TrackingReport) -> f64| {
+            let median = |figure: fn(&Reports) -> f64| {
                 let mut values: Vec<f64> = reports.iter().map(figure).collect();
                 values.sort_by(f64::total_cmp);
                 values[values.len() / 2]
             };
             json!({
                 "kind": kind.name(),
-                "first_write_ns": median(|r| r.first_write_ns),
-                "write_ns_tracked": median(|r| r.write_ns_tracked),
-                "write_ns_untracked": median(|r| r.write_ns_untracked),
-                "harvest_us_dirty": median(|r| r.harvest_ns_dirty) / 1_000.0,
-                "harvest_us_clean": median(|r| r.harvest_ns_clean) / 1_000.0,
+                "first_write_ns": median(|r| r.0.first_write_ns),
+                "write_ns_tracked": median(|r| r.0.write_ns_tracked),
+                "write_ns_untracked": median(|r| r.0.write_ns_untracked),
+                "harvest_us_dirty": median(|r| r.0.harvest_ns_dirty) / 1_000.0,
+                "harvest_us_clean": median(|r| r.0.harvest_ns_clean) / 1_000.0,
+                "checkpoint_take_us": median(|r| r.1.take_ns) / 1_000.0,
+                "checkpoint_bytes": median(|r| r.1.bytes_per_checkpoint),
+                "checkpoint_encode_us": median(|r| r.1.encode_ns) / 1_000.0,
+                "checkpoint_decode_us": median(|r| r.1.decode_ns) / 1_000.0,
+                "checkpoint_apply_us": median(|r| r.1.apply_ns) / 1_000.0,
+                "checkpoint_rollback_us": median(|r| r.1.rollback_ns) / 1_000.0,
+                "first_checkpoint_take_ms": median(|r| r.1.first_take_ns) / 1e6,
+                "first_checkpoint_apply_ms": median(|r| r.1.first_apply_ns) / 1e6,
             })
         }
     }
@@ -93,5 +114,19 @@ fn print_row(kind: TrackerKind, row: &Value) {
         figure("write_ns_untracked"),
         figure("harvest_us_dirty"),
         figure("harvest_us_clean"),
+    );
+    println!(
+        "{:>10}  a checkpoint: taken {:.0} µs, {:.0} bytes, encoded {:.0} µs, decoded {:.0} µs, \
+         applied {:.0} µs, rolled back {:.0} µs; the first (every page): taken {:.0} ms, \
+         applied {:.0} ms",
+        "",
+        figure("checkpoint_take_us"),
+        figure("checkpoint_bytes"),
+        figure("checkpoint_encode_us"),
+        figure("checkpoint_decode_us"),
+        figure("checkpoint_apply_us"),
+        figure("checkpoint_rollback_us"),
+        figure("first_checkpoint_take_ms"),
+        figure("first_checkpoint_apply_ms"),
     );
 }
