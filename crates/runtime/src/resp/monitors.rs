@@ -8,6 +8,10 @@
 //! block's commands are shown when its `EXEC` runs them, then `EXEC`, as Redis shows them;
 //! a queued command is not shown when it is queued, nor a command refused before it runs.
 //!
+//! One difference from Redis's order: scripts handed on in the same pass of the loop (a
+//! pipeline of `EVAL`s) show all their lines before any of their commands, which come in the
+//! order they ran.
+//!
 //! Nothing is formatted while no connection monitors.
 
 use std::collections::BTreeSet;
