@@ -2176,12 +2176,7 @@ fn key_spec_info(key_spec: &KeySpec, w: &mut ReplyWriter<'_>) {
     w.map(2);
     w.bulk(b"type");
     match key_spec.begin {
-        Begin::Index(index) => {
-            w.bulk(b"index");
-            w.bulk(b"spec");
-            w.map(1);
-            integer_field("index", index, w);
-        }
+        Begin::Index(index) => typed_spec("index", &[("index", index)], w),
         Begin::Keyword(keyword, startfrom) => {
             w.bulk(b"keyword");
             w.bulk(b"spec");
@@ -2190,29 +2185,25 @@ fn key_spec_info(key_spec: &KeySpec, w: &mut ReplyWriter<'_>) {
             w.bulk(keyword.as_bytes());
             integer_field("startfrom", startfrom, w);
         }
-        Begin::Unknown => unknown_search(w),
+        Begin::Unknown => typed_spec("unknown", &[], w),
     }
     w.bulk(b"find_keys");
     w.map(2);
     w.bulk(b"type");
     match key_spec.find {
         Find::Range(lastkey, keystep, limit) => {
-            w.bulk(b"range");
-            w.bulk(b"spec");
-            w.map(3);
-            integer_field("lastkey", lastkey, w);
-            integer_field("keystep", keystep, w);
-            integer_field("limit", limit, w);
+            let fields = [("lastkey", lastkey), ("keystep", keystep), ("limit", limit)];
+            typed_spec("range", &fields, w);
         }
         Find::Keynum(keynumidx, firstkey, keystep) => {
-            w.bulk(b"keynum");
-            w.bulk(b"spec");
-            w.map(3);
-            integer_field("keynumidx", keynumidx, w);
-            integer_field("firstkey", firstkey, w);
-            integer_field("keystep", keystep, w);
+            let fields = [
+                ("keynumidx", keynumidx),
+                ("firstkey", firstkey),
+                ("keystep", keystep),
+            ];
+            typed_spec("keynum", &fields, w);
         }
-        Find::Unknown => unknown_search(w),
+        Find::Unknown => typed_spec("unknown", &[], w),
     }
 }
 
@@ -2221,10 +2212,14 @@ fn integer_field(name: &str, value: i32, w: &mut ReplyWriter<'_>) {
     w.integer(i64::from(value));
 }
 
-fn unknown_search(w: &mut ReplyWriter<'_>) {
-    w.bulk(b"unknown");
+/// A `begin_search` or `find_keys` map's `type` and its `spec` of integer fields.
+fn typed_spec(kind: &str, fields: &[(&str, i32)], w: &mut ReplyWriter<'_>) {
+    w.bulk(kind.as_bytes());
     w.bulk(b"spec");
-    w.map(0);
+    w.map(fields.len());
+    for (name, value) in fields {
+        integer_field(name, *value, w);
+    }
 }
 
 /// `COMMAND INFO` of a command Redis 7.0 does not have: its name, arity, class and keys.
