@@ -929,7 +929,7 @@ impl Session {
         // checked, with the command's own.
         if matches!(
             command.name,
-            "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION" | "CONFIG" | "MEMORY" | "PUBSUB"
+            "XGROUP" | "XINFO" | "OBJECT" | "FUNCTION" | "CONFIG" | "MEMORY" | "PUBSUB" | "ACL"
         ) && let Some(refusal) = cmd::subcommand_refusal(command.name, argv)
         {
             // As Redis: an unknown subcommand is no command, whose refusal counts only as

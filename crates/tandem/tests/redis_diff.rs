@@ -442,6 +442,12 @@ static ALLOWED: &[Allowed] = &[
               describes it), and Redis lists them in its hash table's order",
     },
     Allowed {
+        command: "ACL CAT",
+        rule: Rule::CommandList,
+        why: "tandem serves a subset of Redis's commands (a category lists those it serves), \
+              and Redis lists them in its hash table's order",
+    },
+    Allowed {
         command: "COMMAND LIST",
         rule: Rule::CommandList,
         why: "tandem serves a subset of Redis's commands, and Redis lists them in its hash \
@@ -4568,6 +4574,36 @@ static CONNECTION: &[Gen] = &[
         5 => command_list(d),
         _ => command("COMMAND", [b"BOGUS".to_vec()]),
     }),
+    g("ACL", 2, |d| match d.rng.below(9) {
+        0 => command("ACL", [d.pick(&["WHOAMI", "users", "LIST"])]),
+        1 => command("ACL", [b"CAT".to_vec()]),
+        2 => command(
+            "ACL",
+            [
+                b"CAT".to_vec(),
+                d.pick(&["string", "HyperLogLog", "keyspace", "scripting", "nosuch"]),
+            ],
+        ),
+        3 => command("ACL", [b"GETUSER".to_vec(), d.pick(&["default", "nobody"])]),
+        4 | 5 => {
+            let mut args = command("ACL", [b"DRYRUN".to_vec(), d.pick(&["default", "nobody"])]);
+            args.extend(draw_command(d, true));
+            args
+        }
+        6 => command(
+            "ACL",
+            [b"DRYRUN".to_vec(), b"default".to_vec(), b"NOSUCH".to_vec()],
+        ),
+        // Not `SETUSER`, which Redis serves and tandem does not (users are each node's
+        // configuration): Redis would change its users.
+        7 => command("ACL", [b"BOGUS".to_vec()]),
+        _ => command("ACL", [b"CAT".to_vec(), b"a".to_vec(), b"b".to_vec()]),
+    }),
+    // `MONITOR` itself would turn the connection into a monitor: only a wrong arity is
+    // sent, which both refuse alike.
+    g("MONITOR", 1, |d| {
+        command("MONITOR", [d.pick(&["x", "ALL"])])
+    }),
     g("CONFIG", 6, |d| match d.rng.below(8) {
         5..=7 => config_command(d),
         0..=2 => {
@@ -4833,7 +4869,7 @@ fn mutate(d: &mut Draw, args: &mut Args) {
     // whose members are each server's own choice.
     let keeps_its_arguments = match args[0].to_ascii_uppercase().as_slice() {
         b"PFCOUNT" | b"SCAN" | b"HSCAN" | b"SSCAN" | b"ZSCAN" | b"SYNC" | b"SHUTDOWN" | b"SAVE"
-        | b"BGSAVE" | b"LASTSAVE" => true,
+        | b"BGSAVE" | b"LASTSAVE" | b"MONITOR" | b"ACL" => true,
         // One name, one confirmation: without a name an unsubscription confirms each it
         // ends, which the test's one reply per command cannot follow.
         b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"
@@ -5917,16 +5953,34 @@ fn each_allowance_catches_a_planted_difference() {
         bytes.extend_from_slice(&[cache_top, 0x80 | val, 0x7f, 0xfe]);
         Value::Bulk(bytes)
     };
-    let entry = |arity: i64, flag: &str| {
-        let flags = Value::Set(vec![Value::Simple(flag.as_bytes().to_vec())]);
-        Value::Array(vec![Value::Array(vec![
-            bulk("get"),
-            int(arity),
-            flags,
-            int(1),
-            int(1),
-            int(1),
-        ])])
+    // A `COMMAND INFO` reply of one entry: its flag, and its subcommands' entries.
+    let entry = |flag: &str, subcommands: &[&str]| {
+        let set = |items: &[&str]| {
+            Value::Set(
+                items
+                    .iter()
+                    .map(|item| Value::Simple(item.as_bytes().to_vec()))
+                    .collect(),
+            )
+        };
+        let sub = |name: &str| {
+            let mut fields = vec![bulk(name), int(2), set(&[]), int(0), int(0), int(0)];
+            fields.extend([set(&[]), set(&[]), set(&[]), set(&[])]);
+            Value::Array(fields)
+        };
+        let mut fields = vec![
+            bulk("config"),
+            int(-2),
+            set(&[flag]),
+            int(0),
+            int(0),
+            int(0),
+        ];
+        fields.extend([set(&["@slow"]), set(&[]), set(&[])]);
+        fields.push(Value::Array(
+            subcommands.iter().map(|name| sub(name)).collect(),
+        ));
+        Value::Array(vec![Value::Array(fields)])
     };
     // An XPENDING entry: ID, consumer, idle time, deliveries.
     let pending = |name: &str, idle: i64, count: i64| {
@@ -6140,15 +6194,45 @@ fn each_allowance_catches_a_planted_difference() {
         ("MEMORY USAGE k", int(64), int(56), true),
         ("MEMORY USAGE k", int(64), Value::Null, false),
         (
-            "COMMAND INFO get",
-            entry(2, "readonly"),
-            entry(2, "fast"),
+            "COMMAND INFO config",
+            entry("loading", &["config|get"]),
+            entry("loading", &["config|set", "config|get"]),
             true,
         ),
         (
-            "COMMAND INFO get",
-            entry(2, "fast"),
-            entry(-2, "fast"),
+            "COMMAND INFO config",
+            entry("loading", &["config|get"]),
+            entry("stale", &["config|get"]),
+            false,
+        ),
+        (
+            "COMMAND INFO config",
+            entry("loading", &["config|nosuch"]),
+            entry("loading", &["config|get"]),
+            false,
+        ),
+        (
+            "COMMAND LIST",
+            list(&["get", "client|no-touch"]),
+            list(&["set", "get"]),
+            true,
+        ),
+        (
+            "COMMAND LIST",
+            list(&["get", "nosuch"]),
+            list(&["get"]),
+            false,
+        ),
+        (
+            "ACL CAT string",
+            list(&["set", "get"]),
+            list(&["get", "append", "set"]),
+            true,
+        ),
+        (
+            "ACL CAT string",
+            list(&["set", "xadd"]),
+            list(&["get", "set"]),
             false,
         ),
         // Errors are compared exactly, whatever the allowance.

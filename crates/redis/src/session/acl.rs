@@ -112,7 +112,12 @@ pub(super) fn acl(session: &Session, argv: &Argv, info: &ServerInfo, out: &mut V
             }
         }
         (b"CAT", 3) => category(arg(2), &mut w),
-        (b"CAT", _) => w.error("ERR syntax error"),
+        (b"CAT", _) => {
+            let typed = String::from_utf8_lossy(&arg(1)[..arg(1).len().min(128)]).into_owned();
+            w.error(&format!(
+                "ERR unknown subcommand or wrong number of arguments for '{typed}'. Try ACL HELP."
+            ));
+        }
         (b"DRYRUN", _) => dryrun(argv, info, &mut w),
         _ => {
             w.array(HELP.len());
