@@ -6,6 +6,8 @@
 pub mod reference;
 pub mod workload;
 
+use std::collections::BTreeMap;
+
 use tandem_memory::Segment;
 use tandem_redis::RedisModel;
 use tandem_redis::resp::{Argv, Proto, Value, parse_reply};
@@ -58,7 +60,8 @@ fn bulks(value: Value, what: &str) -> Result<Vec<Vec<u8>>, String> {
 
 /// Every key of the database in `segment` that exists at the time `model` was told, read
 /// with the commands a client would use (`KEYS`, `TYPE`, `PEXPIRETIME`, and per type `GET`,
-/// `HGETALL`, `LRANGE`, `SMEMBERS` or `ZRANGE … WITHSCORES`), in the reference's terms.
+/// `HGETALL`, `LRANGE`, `SMEMBERS`, `ZRANGE … WITHSCORES` or `XINFO STREAM … FULL`), in the
+/// reference's terms.
 pub fn dump_database(model: &RedisModel, segment: &Segment) -> Result<Dump, String> {
     let mut dump = Dump::new();
     for key in bulks(read(model, segment, &[b"KEYS", b"*"])?, "KEYS *")? {
@@ -97,6 +100,7 @@ pub fn dump_database(model: &RedisModel, segment: &Segment) -> Result<Dump, Stri
                 let range = [b"ZRANGE".as_slice(), &key, b"0", b"-1", b"WITHSCORES"];
                 bulks(read(model, segment, &range)?, "ZRANGE")?
             }
+            "stream" => stream_contents(model, segment, &key)?,
             other => return Err(format!("TYPE answered an unknown type {other}")),
         };
         if let Some(twice) = dump.insert(key.clone(), (kind, expire, contents)) {
@@ -109,6 +113,188 @@ pub fn dump_database(model: &RedisModel, segment: &Segment) -> Result<Dump, Stri
         }
     }
     Ok(dump)
+}
+
+/// The name/value pairs of a flat RESP2 array (an `XINFO` reply), by name.
+fn pairs(value: Value, what: &str) -> Result<BTreeMap<String, Value>, String> {
+    let Value::Array(items) = value else {
+        return Err(format!("{what} is {value}, not an array"));
+    };
+    let mut pairs = BTreeMap::new();
+    let mut items = items.into_iter();
+    while let (Some(name), Some(value)) = (items.next(), items.next()) {
+        let Value::Bulk(name) = name else {
+            return Err(format!("{what} names a field {name}"));
+        };
+        pairs.insert(String::from_utf8_lossy(&name).into_owned(), value);
+    }
+    Ok(pairs)
+}
+
+/// Field `name` of `pairs`, taken out.
+fn field(pairs: &mut BTreeMap<String, Value>, name: &str, what: &str) -> Result<Value, String> {
+    pairs
+        .remove(name)
+        .ok_or_else(|| format!("{what} has no field {name}"))
+}
+
+/// A value `XINFO` shows as text: a bulk string or an integer; "nil" for a null.
+fn text(value: Value, what: &str) -> Result<String, String> {
+    match value {
+        Value::Bulk(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Value::Integer(n) => Ok(n.to_string()),
+        Value::Null => Ok("nil".to_owned()),
+        other => Err(format!("{what} is {other}")),
+    }
+}
+
+/// The elements of an array.
+fn items(value: Value, what: &str) -> Result<Vec<Value>, String> {
+    match value {
+        Value::Array(items) => Ok(items),
+        other => Err(format!("{what} is {other}, not an array")),
+    }
+}
+
+/// A stream's contents as [`Reference::dump`] shows them, read with `XINFO STREAM key FULL
+/// COUNT 0`: its fields, every entry, and each group with its pending entries and consumers
+/// (what does not depend on the reading's time: not the radix tree's sizes, which depend on
+/// how Redis would pack the entries). A consumer's own list of pending entries must be the
+/// group's entries it holds.
+fn stream_contents(
+    model: &RedisModel,
+    segment: &Segment,
+    key: &[u8],
+) -> Result<Vec<Vec<u8>>, String> {
+    let what = format!("XINFO STREAM {} FULL", String::from_utf8_lossy(key));
+    let info = read(
+        model,
+        segment,
+        &[b"XINFO", b"STREAM", key, b"FULL", b"COUNT", b"0"],
+    )?;
+    let mut info = pairs(info, &what)?;
+    let mut head = Vec::new();
+    for name in [
+        "length",
+        "last-generated-id",
+        "max-deleted-entry-id",
+        "entries-added",
+        "recorded-first-entry-id",
+    ] {
+        head.push(format!(
+            "{name} {}",
+            text(field(&mut info, name, &what)?, &what)?
+        ));
+    }
+    let mut lines = vec![head.join(" ")];
+    for entry in items(field(&mut info, "entries", &what)?, &what)? {
+        let [id, fields] = <[Value; 2]>::try_from(items(entry, &what)?)
+            .map_err(|_| format!("{what} shows an entry that is not an ID and fields"))?;
+        let fields = bulks(fields, &what)?;
+        lines.push(reference::streams::entry_line(&text(id, &what)?, &fields));
+    }
+    for group in items(field(&mut info, "groups", &what)?, &what)? {
+        lines.extend(group_contents(group, &what)?);
+    }
+    Ok(lines.into_iter().map(String::into_bytes).collect())
+}
+
+/// One group of `XINFO STREAM … FULL` as [`Reference::dump`] shows it.
+fn group_contents(group: Value, what: &str) -> Result<Vec<String>, String> {
+    let mut group = pairs(group, what)?;
+    let name = text(field(&mut group, "name", what)?, what)?;
+    let number = |value: Value| match value {
+        Value::Integer(n) => Ok(Some(n)),
+        Value::Null => Ok(None),
+        other => Err(format!("{what} shows group {name}'s counter as {other}")),
+    };
+    let pending = items(field(&mut group, "pending", what)?, what)?;
+    let mut lines = vec![reference::streams::group_line(
+        &name,
+        &text(field(&mut group, "last-delivered-id", what)?, what)?,
+        number(field(&mut group, "entries-read", what)?)?,
+        number(field(&mut group, "lag", what)?)?,
+        pending.len(),
+    )];
+    let pel_count = text(field(&mut group, "pel-count", what)?, what)?;
+    if pel_count != pending.len().to_string() {
+        return Err(format!(
+            "{what}: group {name}'s pel-count is {pel_count}, yet it lists {} entries",
+            pending.len()
+        ));
+    }
+    // Each pending entry as (ID, consumer, delivery time, count), to match the consumers'.
+    let mut held = Vec::new();
+    for entry in pending {
+        let entry = items(entry, what)?;
+        let entry: Vec<String> = entry
+            .into_iter()
+            .map(|value| text(value, what))
+            .collect::<Result<_, _>>()?;
+        let [id, consumer, time, count] = <[String; 4]>::try_from(entry)
+            .map_err(|_| format!("{what}: group {name} shows a pending entry of other fields"))?;
+        lines.push(format!(
+            "pending {name} {id} consumer {consumer} delivery-time {time} delivery-count {count}"
+        ));
+        held.push((consumer, [id, time, count]));
+    }
+    for consumer in items(field(&mut group, "consumers", what)?, what)? {
+        lines.push(consumer_contents(&name, consumer, &held, what)?);
+    }
+    Ok(lines)
+}
+
+/// One consumer of `XINFO STREAM … FULL` as [`Reference::dump`] shows it, checked against
+/// the pending entries of its group (`held`: each one's consumer, then ID, time and count).
+fn consumer_contents(
+    group: &str,
+    consumer: Value,
+    held: &[(String, [String; 3])],
+    what: &str,
+) -> Result<String, String> {
+    let mut consumer = pairs(consumer, what)?;
+    let name = text(field(&mut consumer, "name", what)?, what)?;
+    let seen = match field(&mut consumer, "seen-time", what)? {
+        Value::Integer(ms) if ms >= 0 => ms as u64,
+        other => return Err(format!("{what}: consumer {name}'s seen-time is {other}")),
+    };
+    let own: Vec<[String; 3]> = items(field(&mut consumer, "pending", what)?, what)?
+        .into_iter()
+        .map(|entry| {
+            let entry = items(entry, what)?;
+            let entry: Vec<String> = entry
+                .into_iter()
+                .map(|value| text(value, what))
+                .collect::<Result<_, _>>()?;
+            <[String; 3]>::try_from(entry).map_err(|_| {
+                format!("{what}: consumer {name} shows a pending entry of other fields")
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let expected: Vec<[String; 3]> = held
+        .iter()
+        .filter(|(holder, _)| *holder == name)
+        .map(|(_, entry)| entry.clone())
+        .collect();
+    if own != expected {
+        return Err(format!(
+            "{what}: consumer {name} of group {group} lists its pending entries as {own:?}, the \
+             group as {expected:?}"
+        ));
+    }
+    let pel_count = text(field(&mut consumer, "pel-count", what)?, what)?;
+    if pel_count != own.len().to_string() {
+        return Err(format!(
+            "{what}: consumer {name}'s pel-count is {pel_count}, yet it lists {} entries",
+            own.len()
+        ));
+    }
+    Ok(reference::streams::consumer_line(
+        group,
+        &name,
+        seen,
+        own.len(),
+    ))
 }
 
 /// The first difference between two dumps, described, if any.
@@ -188,6 +374,10 @@ mod tests {
                 Err(CallError::Proc(ProcError::Failed(text))) => Outcome::Failed(text),
                 other => panic!("{call}: {other:?}"),
             };
+            match &actual {
+                Outcome::Committed(bytes) | Outcome::Read(bytes) => clients[client].observe(bytes),
+                Outcome::Failed(_) => {}
+            }
             match &actual {
                 Outcome::Committed(_) => committed += 1,
                 Outcome::Read(_) => reads += 1,
