@@ -350,6 +350,9 @@ mod tests {
         let (mut now_ms, mut sweep_due_ms) = (1_700_000_000_000u64, 0);
         let mut reply = Vec::new();
         let (mut committed, mut failed, mut reads, mut sweeps) = (0, 0, 0, 0);
+        // Stream reads by a group that delivered entries, and checks that found entries
+        // pending in a group.
+        let (mut group_reads, mut pending_seen) = (0, 0);
         for round in 0..20_000 {
             // About the pace of a simulated cluster's calls: one a millisecond or so.
             now_ms += rng.below(3);
@@ -378,6 +381,12 @@ mod tests {
                 Outcome::Committed(bytes) | Outcome::Read(bytes) => clients[client].observe(bytes),
                 Outcome::Failed(_) => {}
             }
+            if let (RedisCall::Command(words), Outcome::Committed(bytes)) = (&call, &actual)
+                && words[0] == b"XREADGROUP"
+                && bytes.starts_with(b"*1\r\n")
+            {
+                group_reads += 1;
+            }
             match &actual {
                 Outcome::Committed(_) => committed += 1,
                 Outcome::Read(_) => reads += 1,
@@ -401,6 +410,10 @@ mod tests {
                 let dump = dump_database(&model, store.segment()).unwrap();
                 let difference = dump_difference(&dump, &reference.dump(now_ms));
                 assert!(difference.is_none(), "round {round}: {difference:?}");
+                let pending = |(kind, _, contents): &reference::DumpEntry| {
+                    kind == "stream" && contents.iter().any(|line| line.starts_with(b"pending "))
+                };
+                pending_seen += u64::from(dump.values().any(pending));
             }
         }
         // The mix reaches every outcome, and the sweep finds expired keys.
@@ -409,5 +422,11 @@ mod tests {
             "{committed} {failed} {reads}"
         );
         assert!(sweeps > 5, "{sweeps} sweeps");
+        // Streams' groups deliver, and entries stay pending in them for a while.
+        assert!(group_reads > 60, "{group_reads} group reads delivered");
+        assert!(
+            pending_seen > 300,
+            "{pending_seen} checks saw pending entries"
+        );
     }
 }
