@@ -314,13 +314,41 @@ pub fn dump_difference(actual: &Dump, expected: &Dump) -> Option<String> {
         let (a, e) = (actual.get(key), expected.get(key));
         (a != e).then(|| {
             format!(
-                "key {}: the database holds {}, the reference {}",
+                "key {}: {}the database holds {}, the reference {}",
                 String::from_utf8_lossy(key),
+                first_difference(a, e),
                 show(a),
                 show(e)
             )
         })
     })
+}
+
+/// Where two entries of a key of the same type and expiry first differ ("item 3 is …"), to
+/// lead a failure message whose listings are long (a stream's); empty otherwise.
+fn first_difference(
+    actual: Option<&reference::DumpEntry>,
+    expected: Option<&reference::DumpEntry>,
+) -> String {
+    let (Some((kind, expire, a)), Some((kind_e, expire_e, e))) = (actual, expected) else {
+        return String::new();
+    };
+    if kind != kind_e || expire != expire_e {
+        return String::new();
+    }
+    let shown = |item: Option<&Vec<u8>>| {
+        item.map_or("missing".to_owned(), |item| {
+            format!("{:?}", String::from_utf8_lossy(item))
+        })
+    };
+    let index = (0..a.len().max(e.len()))
+        .find(|&i| a.get(i) != e.get(i))
+        .expect("the entries differ");
+    format!(
+        "its item {index} is {} in the database, {} in the reference; ",
+        shown(a.get(index)),
+        shown(e.get(index))
+    )
 }
 
 #[cfg(test)]
