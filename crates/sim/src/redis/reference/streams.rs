@@ -14,7 +14,10 @@
 //! (`max(now, top's ms)`, so IDs never go back even if a clock does), and deliveries,
 //! claims and consumers' seen times are the call's time; `XPENDING` measures idle times
 //! from the time the read ran. That time is the one the primary gave its model for the
-//! call, as for expiry, so every one of these replies can be compared exactly.
+//! call (a record's `time_ms`, a read's `ran_at_ms`), as for expiry, so every one of these
+//! replies can be compared exactly. tandem's model runs a call at the later of that time
+//! and the database's clock mark (`RedisModel::now_ms`), the latest time a primary stamped
+//! (in steps of 100 ms); the simulated nodes share one clock, so the mark is never later.
 
 use std::collections::BTreeMap;
 
@@ -403,8 +406,8 @@ impl Reference {
         }
     }
 
-    /// The stream at `key` and its group `group` to change, or `error` if either is
-    /// missing.
+    /// The stream at `words[1]` to change and the name of its group `words[2]`, or Redis's
+    /// `NOGROUP` error if either is missing.
     fn group_mut(
         &mut self,
         words: &[Vec<u8>],
