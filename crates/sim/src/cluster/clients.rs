@@ -134,6 +134,7 @@ impl World {
                         }
                     }
                     let out = std::mem::take(redis.proxy.out());
+                    redis.workload.observe(&out);
                     redis.replies += count_replies(&out)
                         .unwrap_or_else(|err| panic!("client {client}: the proxy wrote {err}"));
                 }

@@ -6,6 +6,8 @@
 pub mod reference;
 pub mod workload;
 
+use std::collections::BTreeMap;
+
 use tandem_memory::Segment;
 use tandem_redis::RedisModel;
 use tandem_redis::resp::{Argv, Proto, Value, parse_reply};
@@ -58,7 +60,8 @@ fn bulks(value: Value, what: &str) -> Result<Vec<Vec<u8>>, String> {
 
 /// Every key of the database in `segment` that exists at the time `model` was told, read
 /// with the commands a client would use (`KEYS`, `TYPE`, `PEXPIRETIME`, and per type `GET`,
-/// `HGETALL`, `LRANGE`, `SMEMBERS` or `ZRANGE … WITHSCORES`), in the reference's terms.
+/// `HGETALL`, `LRANGE`, `SMEMBERS`, `ZRANGE … WITHSCORES` or `XINFO STREAM … FULL`), in the
+/// reference's terms.
 pub fn dump_database(model: &RedisModel, segment: &Segment) -> Result<Dump, String> {
     let mut dump = Dump::new();
     for key in bulks(read(model, segment, &[b"KEYS", b"*"])?, "KEYS *")? {
@@ -97,6 +100,7 @@ pub fn dump_database(model: &RedisModel, segment: &Segment) -> Result<Dump, Stri
                 let range = [b"ZRANGE".as_slice(), &key, b"0", b"-1", b"WITHSCORES"];
                 bulks(read(model, segment, &range)?, "ZRANGE")?
             }
+            "stream" => stream_contents(model, segment, &key)?,
             other => return Err(format!("TYPE answered an unknown type {other}")),
         };
         if let Some(twice) = dump.insert(key.clone(), (kind, expire, contents)) {
@@ -109,6 +113,188 @@ pub fn dump_database(model: &RedisModel, segment: &Segment) -> Result<Dump, Stri
         }
     }
     Ok(dump)
+}
+
+/// The name/value pairs of a flat RESP2 array (an `XINFO` reply), by name.
+fn pairs(value: Value, what: &str) -> Result<BTreeMap<String, Value>, String> {
+    let Value::Array(items) = value else {
+        return Err(format!("{what} is {value}, not an array"));
+    };
+    let mut pairs = BTreeMap::new();
+    let mut items = items.into_iter();
+    while let (Some(name), Some(value)) = (items.next(), items.next()) {
+        let Value::Bulk(name) = name else {
+            return Err(format!("{what} names a field {name}"));
+        };
+        pairs.insert(String::from_utf8_lossy(&name).into_owned(), value);
+    }
+    Ok(pairs)
+}
+
+/// Field `name` of `pairs`, taken out.
+fn field(pairs: &mut BTreeMap<String, Value>, name: &str, what: &str) -> Result<Value, String> {
+    pairs
+        .remove(name)
+        .ok_or_else(|| format!("{what} has no field {name}"))
+}
+
+/// A value `XINFO` shows as text: a bulk string or an integer; "nil" for a null.
+fn text(value: Value, what: &str) -> Result<String, String> {
+    match value {
+        Value::Bulk(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Value::Integer(n) => Ok(n.to_string()),
+        Value::Null => Ok("nil".to_owned()),
+        other => Err(format!("{what} is {other}")),
+    }
+}
+
+/// The elements of an array.
+fn items(value: Value, what: &str) -> Result<Vec<Value>, String> {
+    match value {
+        Value::Array(items) => Ok(items),
+        other => Err(format!("{what} is {other}, not an array")),
+    }
+}
+
+/// A stream's contents as [`Reference::dump`] shows them, read with `XINFO STREAM key FULL
+/// COUNT 0`: its fields, every entry, and each group with its pending entries and consumers
+/// (what does not depend on the reading's time: not the radix tree's sizes, which depend on
+/// how Redis would pack the entries). A consumer's own list of pending entries must be the
+/// group's entries it holds.
+fn stream_contents(
+    model: &RedisModel,
+    segment: &Segment,
+    key: &[u8],
+) -> Result<Vec<Vec<u8>>, String> {
+    let what = format!("XINFO STREAM {} FULL", String::from_utf8_lossy(key));
+    let info = read(
+        model,
+        segment,
+        &[b"XINFO", b"STREAM", key, b"FULL", b"COUNT", b"0"],
+    )?;
+    let mut info = pairs(info, &what)?;
+    let mut head = Vec::new();
+    for name in [
+        "length",
+        "last-generated-id",
+        "max-deleted-entry-id",
+        "entries-added",
+        "recorded-first-entry-id",
+    ] {
+        head.push(format!(
+            "{name} {}",
+            text(field(&mut info, name, &what)?, &what)?
+        ));
+    }
+    let mut lines = vec![head.join(" ")];
+    for entry in items(field(&mut info, "entries", &what)?, &what)? {
+        let [id, fields] = <[Value; 2]>::try_from(items(entry, &what)?)
+            .map_err(|_| format!("{what} shows an entry that is not an ID and fields"))?;
+        let fields = bulks(fields, &what)?;
+        lines.push(reference::streams::entry_line(&text(id, &what)?, &fields));
+    }
+    for group in items(field(&mut info, "groups", &what)?, &what)? {
+        lines.extend(group_contents(group, &what)?);
+    }
+    Ok(lines.into_iter().map(String::into_bytes).collect())
+}
+
+/// One group of `XINFO STREAM … FULL` as [`Reference::dump`] shows it.
+fn group_contents(group: Value, what: &str) -> Result<Vec<String>, String> {
+    let mut group = pairs(group, what)?;
+    let name = text(field(&mut group, "name", what)?, what)?;
+    let number = |value: Value| match value {
+        Value::Integer(n) => Ok(Some(n)),
+        Value::Null => Ok(None),
+        other => Err(format!("{what} shows group {name}'s counter as {other}")),
+    };
+    let pending = items(field(&mut group, "pending", what)?, what)?;
+    let mut lines = vec![reference::streams::group_line(
+        &name,
+        &text(field(&mut group, "last-delivered-id", what)?, what)?,
+        number(field(&mut group, "entries-read", what)?)?,
+        number(field(&mut group, "lag", what)?)?,
+        pending.len(),
+    )];
+    let pel_count = text(field(&mut group, "pel-count", what)?, what)?;
+    if pel_count != pending.len().to_string() {
+        return Err(format!(
+            "{what}: group {name}'s pel-count is {pel_count}, yet it lists {} entries",
+            pending.len()
+        ));
+    }
+    // Each pending entry as (ID, consumer, delivery time, count), to match the consumers'.
+    let mut held = Vec::new();
+    for entry in pending {
+        let entry = items(entry, what)?;
+        let entry: Vec<String> = entry
+            .into_iter()
+            .map(|value| text(value, what))
+            .collect::<Result<_, _>>()?;
+        let [id, consumer, time, count] = <[String; 4]>::try_from(entry)
+            .map_err(|_| format!("{what}: group {name} shows a pending entry of other fields"))?;
+        lines.push(format!(
+            "pending {name} {id} consumer {consumer} delivery-time {time} delivery-count {count}"
+        ));
+        held.push((consumer, [id, time, count]));
+    }
+    for consumer in items(field(&mut group, "consumers", what)?, what)? {
+        lines.push(consumer_contents(&name, consumer, &held, what)?);
+    }
+    Ok(lines)
+}
+
+/// One consumer of `XINFO STREAM … FULL` as [`Reference::dump`] shows it, checked against
+/// the pending entries of its group (`held`: each one's consumer, then ID, time and count).
+fn consumer_contents(
+    group: &str,
+    consumer: Value,
+    held: &[(String, [String; 3])],
+    what: &str,
+) -> Result<String, String> {
+    let mut consumer = pairs(consumer, what)?;
+    let name = text(field(&mut consumer, "name", what)?, what)?;
+    let seen = match field(&mut consumer, "seen-time", what)? {
+        Value::Integer(ms) if ms >= 0 => ms as u64,
+        other => return Err(format!("{what}: consumer {name}'s seen-time is {other}")),
+    };
+    let own: Vec<[String; 3]> = items(field(&mut consumer, "pending", what)?, what)?
+        .into_iter()
+        .map(|entry| {
+            let entry = items(entry, what)?;
+            let entry: Vec<String> = entry
+                .into_iter()
+                .map(|value| text(value, what))
+                .collect::<Result<_, _>>()?;
+            <[String; 3]>::try_from(entry).map_err(|_| {
+                format!("{what}: consumer {name} shows a pending entry of other fields")
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let expected: Vec<[String; 3]> = held
+        .iter()
+        .filter(|(holder, _)| *holder == name)
+        .map(|(_, entry)| entry.clone())
+        .collect();
+    if own != expected {
+        return Err(format!(
+            "{what}: consumer {name} of group {group} lists its pending entries as {own:?}, the \
+             group as {expected:?}"
+        ));
+    }
+    let pel_count = text(field(&mut consumer, "pel-count", what)?, what)?;
+    if pel_count != own.len().to_string() {
+        return Err(format!(
+            "{what}: consumer {name}'s pel-count is {pel_count}, yet it lists {} entries",
+            own.len()
+        ));
+    }
+    Ok(reference::streams::consumer_line(
+        group,
+        &name,
+        seen,
+        own.len(),
+    ))
 }
 
 /// The first difference between two dumps, described, if any.
@@ -128,13 +314,41 @@ pub fn dump_difference(actual: &Dump, expected: &Dump) -> Option<String> {
         let (a, e) = (actual.get(key), expected.get(key));
         (a != e).then(|| {
             format!(
-                "key {}: the database holds {}, the reference {}",
+                "key {}: {}the database holds {}, the reference {}",
                 String::from_utf8_lossy(key),
+                first_difference(a, e),
                 show(a),
                 show(e)
             )
         })
     })
+}
+
+/// Where two entries of a key of the same type and expiry first differ ("item 3 is …"), to
+/// lead a failure message whose listings are long (a stream's); empty otherwise.
+fn first_difference(
+    actual: Option<&reference::DumpEntry>,
+    expected: Option<&reference::DumpEntry>,
+) -> String {
+    let (Some((kind, expire, a)), Some((kind_e, expire_e, e))) = (actual, expected) else {
+        return String::new();
+    };
+    if kind != kind_e || expire != expire_e {
+        return String::new();
+    }
+    let shown = |item: Option<&Vec<u8>>| {
+        item.map_or("missing".to_owned(), |item| {
+            format!("{:?}", String::from_utf8_lossy(item))
+        })
+    };
+    let index = (0..a.len().max(e.len()))
+        .find(|&i| a.get(i) != e.get(i))
+        .expect("the entries differ");
+    format!(
+        "its item {index} is {} in the database, {} in the reference; ",
+        shown(a.get(index)),
+        shown(e.get(index))
+    )
 }
 
 #[cfg(test)]
@@ -164,6 +378,9 @@ mod tests {
         let (mut now_ms, mut sweep_due_ms) = (1_700_000_000_000u64, 0);
         let mut reply = Vec::new();
         let (mut committed, mut failed, mut reads, mut sweeps) = (0, 0, 0, 0);
+        // Stream reads by a group that delivered entries, and checks that found entries
+        // pending in a group.
+        let (mut group_reads, mut pending_seen) = (0, 0);
         for round in 0..20_000 {
             // About the pace of a simulated cluster's calls: one a millisecond or so.
             now_ms += rng.below(3);
@@ -189,6 +406,16 @@ mod tests {
                 other => panic!("{call}: {other:?}"),
             };
             match &actual {
+                Outcome::Committed(bytes) | Outcome::Read(bytes) => clients[client].observe(bytes),
+                Outcome::Failed(_) => {}
+            }
+            if let (RedisCall::Command(words), Outcome::Committed(bytes)) = (&call, &actual)
+                && words[0] == b"XREADGROUP"
+                && bytes.starts_with(b"*1\r\n")
+            {
+                group_reads += 1;
+            }
+            match &actual {
                 Outcome::Committed(_) => committed += 1,
                 Outcome::Read(_) => reads += 1,
                 Outcome::Failed(_) => failed += 1,
@@ -211,6 +438,10 @@ mod tests {
                 let dump = dump_database(&model, store.segment()).unwrap();
                 let difference = dump_difference(&dump, &reference.dump(now_ms));
                 assert!(difference.is_none(), "round {round}: {difference:?}");
+                let pending = |(kind, _, contents): &reference::DumpEntry| {
+                    kind == "stream" && contents.iter().any(|line| line.starts_with(b"pending "))
+                };
+                pending_seen += u64::from(dump.values().any(pending));
             }
         }
         // The mix reaches every outcome, and the sweep finds expired keys.
@@ -219,5 +450,11 @@ mod tests {
             "{committed} {failed} {reads}"
         );
         assert!(sweeps > 5, "{sweeps} sweeps");
+        // Streams' groups deliver, and entries stay pending in them for a while.
+        assert!(group_reads > 60, "{group_reads} group reads delivered");
+        assert!(
+            pending_seen > 300,
+            "{pending_seen} checks saw pending entries"
+        );
     }
 }

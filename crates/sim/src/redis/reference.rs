@@ -14,6 +14,10 @@
 //! The simulation's clock never goes back along a history, so a key that expired for one call
 //! has expired for every later one, and when the expired keys are deleted (by the call that
 //! meets one, or by the primary's sweep) changes no reply.
+//!
+//! Streams and their consumer groups are modelled in [`streams`].
+
+pub(super) mod streams;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -46,6 +50,7 @@ enum Value {
     Set(BTreeSet<Vec<u8>>),
     /// Member → score.
     ZSet(BTreeMap<Vec<u8>, f64>),
+    Stream(Box<streams::Stream>),
 }
 
 impl Value {
@@ -56,6 +61,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 }
@@ -100,7 +106,17 @@ impl Reference {
             RedisCall::Command(words) => {
                 matches!(
                     words[0].as_slice(),
-                    b"GET" | b"HGET" | b"LRANGE" | b"SCARD" | b"ZRANGE" | b"PTTL"
+                    b"GET"
+                        | b"HGET"
+                        | b"LRANGE"
+                        | b"SCARD"
+                        | b"ZRANGE"
+                        | b"PTTL"
+                        | b"XLEN"
+                        | b"XRANGE"
+                        | b"XREVRANGE"
+                        | b"XPENDING"
+                        | b"XINFO"
                 ) || (words[0] == b"CONFIG" && words.get(1).is_some_and(|sub| sub == b"GET"))
             }
             RedisCall::Exec(_) => false,
@@ -209,6 +225,7 @@ impl Reference {
                     .into_iter()
                     .flat_map(|(member, score)| [member, score_text(score).into_bytes()])
                     .collect(),
+                Value::Stream(stream) => stream.dump(),
             };
             let expire = if entry.expire_at_ms == 0 {
                 -1
@@ -420,9 +437,24 @@ impl Reference {
                 }
             }
             b"CONFIG" if words[1] == b"SET" => self.config_set(words, out),
-            _ => return self.read_command(words, now, out),
+            _ => return self.stream_or_read_command(words, now, out),
         }
         Ok(())
+    }
+
+    /// The commands [`Reference::command`] does not run itself: the streams', and the
+    /// read-only ones.
+    fn stream_or_read_command(
+        &mut self,
+        words: &[Vec<u8>],
+        now: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        if streams::is_stream_command(&words[0]) {
+            self.stream_command(words, now, out)
+        } else {
+            self.read_command(words, now, out)
+        }
     }
 
     /// `SET key value [PX ms]`.
@@ -526,6 +558,7 @@ impl Reference {
                     Some(_) => return Err(WRONGTYPE.into()),
                 }
             }
+            name if streams::is_stream_command(name) => return self.stream_read(words, now, out),
             b"PTTL" => match self.keys.get(key) {
                 Some(entry) if self.visible(key, now).is_some() => match entry.expire_at_ms {
                     0 => integer(out, -1),
@@ -565,7 +598,8 @@ impl Reference {
             Value::Set(members) => members.is_empty(),
             Value::ZSet(scores) => scores.is_empty(),
             Value::Hash(fields) => fields.is_empty(),
-            Value::String(_) => false,
+            // A stream stays when its last entry goes, as in Redis.
+            Value::String(_) | Value::Stream(_) => false,
         });
         if empty {
             self.keys.remove(key);

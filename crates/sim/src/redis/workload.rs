@@ -4,9 +4,9 @@
 //! the rollback of a script's writes is exercised on most seeds).
 //!
 //! Each key holds one type by its name (`s:` strings, `n:` counters, `h:` hashes, `l:`
-//! lists, `t:` sets, `z:` sorted sets, and `x:` strings that only `SET … PX` writes, so that
-//! many expire untouched and wait for the primary's sweep), except that a few calls in a
-//! hundred aim at any key:
+//! lists, `t:` sets, `z:` sorted sets, `q:` streams, and `x:` strings that only `SET … PX`
+//! writes, so that many expire untouched and wait for the primary's sweep), except that a
+//! few calls in a hundred aim at any key:
 //! the errors Redis answers for a wrong type or a value that is not a number are part of the
 //! mix, and so are the calls they roll back.
 //!
@@ -14,17 +14,28 @@
 //! 512 bytes to 64 KiB (larger than a batch may grow, so one record makes a batch alone), a
 //! script loops up to 5,000 times in Lua before it writes, and one in a few hundred calls is
 //! a script that writes and then never ends, which the node's time limit stops and undoes.
+//!
+//! Streams come with consumer groups: entries added with `XADD *` (whose IDs the primary's
+//! clock makes) or an explicit ID (ahead of the top, equal to it or behind it), trimmed
+//! exactly, read by groups' consumers, acknowledged, claimed and inspected. A client cannot
+//! guess the IDs its clock made, so it remembers the last few it read in its replies
+//! ([`Workload::observe`]) and names those, as an application acknowledges what it read.
+//! Replies stay short (`COUNT` at most 3, one or two fields an entry), since a `MULTI`
+//! block's reply is kept in the dedup table, whose heap is small in a small segment.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tandem_redis::PROC_EXEC;
 use tandem_redis::model::{PROC_READS, command_proc};
-use tandem_redis::resp::{Argv, Proto};
+use tandem_redis::resp::{Argv, Proto, Value, parse_reply};
 use tandem_redis::wire::{CallArgs, ExecArgs};
 
 use tandem_store::{CallWatch, ProcId, Rng};
 
 use super::reference::CONFIG_PARAMS;
+
+mod streams;
 
 /// A script that moves `ARGV[1]` from counter `KEYS[1]` to counter `KEYS[2]` and counts the
 /// transfer in hash `KEYS[3]`. It fails after its first two writes when the source would go
@@ -259,6 +270,18 @@ const SETS: &[&str] = &["t:0", "t:1"];
 const ZSETS: &[&str] = &["z:0", "z:1"];
 const VOLATILE: &[&str] = &["x:0", "x:1", "x:2", "x:3", "x:4", "x:5"];
 const BIG: &[&str] = &["b:0", "b:1"];
+const STREAMS: &[&str] = &["q:0", "q:1"];
+/// The streams' consumer groups and consumers.
+const GROUPS: &[&str] = &["g0", "g1"];
+const CONSUMERS: &[&str] = &["c0", "c1", "c2"];
+/// Chances in a hundred that a command is a stream's: about the share of one other type.
+const STREAM_PERCENT: u64 = 8;
+/// Chances in a hundred that a key of any type is a stream's.
+const ANY_KEY_STREAM_PERCENT: u64 = 2;
+/// How many of the stream IDs its replies showed a client remembers.
+const IDS_SEEN_MAX: usize = 8;
+/// The most entries a stream command answers (`COUNT`).
+const STREAM_COUNT_MAX: i64 = 3;
 /// Chances in a hundred that a command's key is drawn from the whole key space.
 const ANY_KEY_PERCENT: u64 = 4;
 /// The longest a `PX` or `PEXPIRE` sets, in ms: ten sweeps' intervals, about as long as a
@@ -270,12 +293,15 @@ const EXPIRE_MS_MAX: i64 = 1_000;
 #[derive(Debug)]
 pub struct Workload {
     rng: Rng,
+    /// The stream IDs the client's replies showed last, newest first.
+    ids_seen: VecDeque<Vec<u8>>,
 }
 
 impl Workload {
     pub fn new(seed: u64) -> Workload {
         Workload {
             rng: Rng::new(seed),
+            ids_seen: VecDeque::new(),
         }
     }
 
@@ -310,10 +336,11 @@ impl Workload {
                 let count = 2 + self.rng.below(3);
                 let mut commands = Vec::new();
                 while commands.len() < count as usize {
-                    let command = self.command();
+                    let command = self.mixed_command();
                     // EXEC's reply is kept in the dedup table for a retry, and the table's
-                    // heap is small in a small segment: no whole ranges in a block.
-                    if !matches!(command[0].as_slice(), b"LRANGE" | b"ZRANGE") {
+                    // heap is small in a small segment: no whole ranges or listings of a
+                    // stream's groups in a block.
+                    if !matches!(command[0].as_slice(), b"LRANGE" | b"ZRANGE" | b"XINFO") {
                         commands.push(command);
                     }
                 }
@@ -366,7 +393,36 @@ impl Workload {
                 let counter = self.key(COUNTERS);
                 RedisCall::Command(words(&[b"EVAL", ENDLESS_SCRIPT.as_bytes(), b"1", &counter]))
             }
-            _ => RedisCall::Command(self.command()),
+            _ => RedisCall::Command(self.mixed_command()),
+        }
+    }
+
+    /// Remembers the stream IDs that `replies` (what the client read back, whole RESP
+    /// replies) show, so that later commands name entries that exist.
+    pub fn observe(&mut self, mut replies: &[u8]) {
+        while let Ok(Some((value, used))) = parse_reply(replies) {
+            self.observe_value(&value);
+            replies = &replies[used..];
+        }
+    }
+
+    fn observe_value(&mut self, value: &Value) {
+        match value {
+            Value::Bulk(bytes) if is_stream_id(bytes) && !self.ids_seen.contains(bytes) => {
+                self.ids_seen.push_front(bytes.clone());
+                self.ids_seen.truncate(IDS_SEEN_MAX);
+            }
+            Value::Array(items) => items.iter().for_each(|item| self.observe_value(item)),
+            _ => {}
+        }
+    }
+
+    /// One command of the whole mix: a stream's now and then, else one of [`Workload::command`].
+    fn mixed_command(&mut self) -> Vec<Vec<u8>> {
+        if self.rng.percent(STREAM_PERCENT) {
+            self.stream_command()
+        } else {
+            self.command()
         }
     }
 
@@ -548,7 +604,14 @@ impl Workload {
             .to_vec()
     }
 
+    /// A key of any type: a stream's seldom, since a stream's groups take a while to build
+    /// up and anything that deletes or retypes the key takes them with it.
     fn any_key(&mut self) -> Vec<u8> {
+        if self.rng.percent(ANY_KEY_STREAM_PERCENT) {
+            return STREAMS[self.rng.below(STREAMS.len() as u64) as usize]
+                .as_bytes()
+                .to_vec();
+        }
         let kinds = [STRINGS, COUNTERS, HASHES, LISTS, SETS, ZSETS, VOLATILE];
         let kind = kinds[self.rng.below(kinds.len() as u64) as usize];
         kind[self.rng.below(kind.len() as u64) as usize]
@@ -579,6 +642,14 @@ impl Workload {
         }
         (self.number(-4, 3), self.number(-3, 5))
     }
+}
+
+/// Whether `bytes` reads as a stream ID (`ms-seq`).
+fn is_stream_id(bytes: &[u8]) -> bool {
+    let digits = |part: &[u8]| !part.is_empty() && part.iter().all(u8::is_ascii_digit);
+    let mut parts = bytes.splitn(2, |&byte| byte == b'-');
+    let ms = parts.next().unwrap_or_default();
+    parts.next().is_some_and(|seq| digits(ms) && digits(seq))
 }
 
 fn words(parts: &[&[u8]]) -> Vec<Vec<u8>> {
