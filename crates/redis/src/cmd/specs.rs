@@ -150,6 +150,10 @@ impl Spec {
         let argc = argv.len() as i64;
         let mut keys = Vec::new();
         for spec in self.key_specs.iter().filter(|spec| !spec.not_key()) {
+            // A spec whose search is unknown cannot say: the command's own rule does.
+            if matches!(spec.begin, Begin::Unknown) {
+                return None;
+            }
             let Some(first) = spec.first(argv) else {
                 continue;
             };
@@ -183,13 +187,12 @@ impl KeySpec {
     }
 
     /// Where the search begins; `None` for a keyword that is not there (the spec names no
-    /// key then). An unknown beginning gives -1, which [`KeySpec::range`] refuses.
+    /// key then). Never asked of an unknown beginning.
     fn first(&self, argv: &Argv) -> Option<i64> {
         let argc = argv.len() as i64;
         match self.begin {
             Begin::Index(index) => Some(i64::from(index)),
-            // Checked by `range`, which fails on an unknown search.
-            Begin::Unknown => Some(-1),
+            Begin::Unknown => unreachable!("an unknown search is left to the command's rule"),
             Begin::Keyword(keyword, startfrom) => {
                 let startfrom = i64::from(startfrom);
                 let found = |index: &i64| {
@@ -210,9 +213,6 @@ impl KeySpec {
 
     /// The spec's (first, last, step) from `first`; `None` when it cannot say.
     fn range(&self, argv: &Argv, first: i64) -> Option<(i64, i64, i64)> {
-        if matches!(self.begin, Begin::Unknown) {
-            return None;
-        }
         let argc = argv.len() as i64;
         match self.find {
             Find::Range(lastkey, keystep, limit) => {
