@@ -329,6 +329,13 @@ impl<T> BackupRole<T> {
         self.apply_received(now_us, model, watch, ready)
     }
 
+    /// The bytes of batches [`BackupRole::receive`] took and the next apply will apply: a
+    /// measure of how long that apply keeps the role.
+    pub fn bytes_to_apply(&self) -> usize {
+        let batches = self.received.to_apply.iter();
+        batches.map(|apply| apply.batch.len()).sum()
+    }
+
     /// The first half of a turn: takes what arrived through the receiver and hands out its
     /// log orders and acks (see the module).
     pub fn receive(&mut self, now_us: u64, ready: &mut BackupReady<T>) {

@@ -74,8 +74,8 @@ enum NextSegment {
 
 /// One member of a cluster: see the module.
 pub struct Node<D, R> {
-    /// The cluster core and the role rule; `None` only while it drives.
-    supervisor: Option<Supervisor>,
+    /// The cluster core and the role rule.
+    supervisor: Supervisor,
     plane: Plane<D, R>,
 }
 
@@ -123,7 +123,7 @@ impl<D: Destination, R> Node<D, R> {
     ) -> Node<D, R> {
         let id = supervisor.node();
         Node {
-            supervisor: Some(supervisor),
+            supervisor,
             plane: Plane {
                 id,
                 role: Slot::Outside,
@@ -150,22 +150,19 @@ impl<D: Destination, R> Node<D, R> {
         self.plane.id
     }
 
-    /// The supervisor (`None` while the node drives).
-    pub fn supervisor(&self) -> Option<&Supervisor> {
-        self.supervisor.as_ref()
+    /// The cluster core and the role rule.
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
     }
 
-    /// The cluster core (`None` while the node drives).
-    pub fn core(&self) -> Option<&Cluster> {
-        self.supervisor.as_ref().map(Supervisor::core)
+    /// The cluster core.
+    pub fn core(&self) -> &Cluster {
+        self.supervisor.core()
     }
 
     /// The cluster core, for the inputs the node does not wrap (a cluster message).
     pub fn core_mut(&mut self) -> &mut Cluster {
-        self.supervisor
-            .as_mut()
-            .expect("the node is not driving")
-            .core_mut()
+        self.supervisor.core_mut()
     }
 
     pub fn role(&self) -> &RoleSlot<D, R> {
@@ -193,7 +190,7 @@ impl<D: Destination, R> Node<D, R> {
     /// A tick of the node's clock: the cluster core's and the role's.
     pub fn tick<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
         let primary = matches!(self.plane.role, Slot::Primary(_));
-        let supervisor = self.supervisor.as_mut().expect("the node is not driving");
+        let supervisor = &mut self.supervisor;
         if primary {
             supervisor.executor_turned();
         }
@@ -211,9 +208,9 @@ impl<D: Destination, R> Node<D, R> {
         env: &mut E,
     ) -> Result<(), DriveError<E::Error>> {
         loop {
-            let Some(mut supervisor) = self.supervisor.take() else {
-                return Ok(());
-            };
+            // The supervisor is driven in place (it is large: moving it out and back cost a
+            // copy of it on every message a primary heard).
+            let supervisor = &mut self.supervisor;
             let mut roles = carrier::Driving {
                 plane: &mut self.plane,
                 env,
@@ -222,12 +219,10 @@ impl<D: Destination, R> Node<D, R> {
             if let Some(loaded) = self.plane.loaded.take() {
                 supervisor.core_mut().set_loaded(loaded);
             }
-            let observed = std::mem::take(&mut self.plane.observed);
-            let nothing_new = observed.is_empty();
-            for observed in observed {
+            let nothing_new = self.plane.observed.is_empty();
+            for observed in self.plane.observed.drain(..) {
                 supervisor.observe(observed);
             }
-            self.supervisor = Some(supervisor);
             driven?;
             if nothing_new {
                 return Ok(());
@@ -237,19 +232,14 @@ impl<D: Destination, R> Node<D, R> {
 
     /// Tells the cluster core what the primary role observed.
     fn observe(&mut self) {
-        if let Some(supervisor) = self.supervisor.as_mut() {
-            for observed in self.plane.observed.drain(..) {
-                supervisor.observe(observed);
-            }
+        for observed in self.plane.observed.drain(..) {
+            self.supervisor.observe(observed);
         }
     }
 
     /// The connection from `peer` closed from its side: a strong sign of a dead process.
     pub fn peer_closed(&mut self, peer: NodeId) {
-        self.supervisor
-            .as_mut()
-            .expect("the node is not driving")
-            .peer_closed(peer);
+        self.supervisor.peer_closed(peer);
     }
 
     /// Whether the node serves clients as primary now: its role is not deposed and its view
@@ -262,7 +252,7 @@ impl<D: Destination, R> Node<D, R> {
             return !host.primary().is_deposed();
         }
         !host.primary().is_deposed()
-            && self.core().and_then(Cluster::view).is_some_and(|view| {
+            && self.core().view().is_some_and(|view| {
                 view.number == host.primary().view() && view.primary == self.plane.id
             })
     }
@@ -272,12 +262,7 @@ impl<D: Destination, R> Node<D, R> {
     pub fn welcome<E: NodeEnv<D, R>>(&self, env: &E) -> (bool, u64) {
         match &self.plane.role {
             Slot::Primary(host) if self.serving(env) => (true, host.primary().view()),
-            _ => (
-                false,
-                self.core()
-                    .and_then(Cluster::view)
-                    .map_or(0, |view| view.number),
-            ),
+            _ => (false, self.core().view().map_or(0, |view| view.number)),
         }
     }
 
@@ -649,7 +634,7 @@ impl<D: Destination, R> Plane<D, R> {
         let acks = !ready.messages.is_empty();
         send_backup_ready(backup, &mut ready, env);
         if acks {
-            env.acks_sent();
+            env.acks_sent(backup.bytes_to_apply());
         }
         let turned = backup.apply_received(env.now_us(), &*self.model, env, &mut ready);
         turned.map_err(|err| match err {

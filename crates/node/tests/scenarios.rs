@@ -520,7 +520,7 @@ impl Harness {
                 let _ = writeln!(out, "node {node}: down");
                 continue;
             };
-            let core = member.core().expect("not driving");
+            let core = member.core();
             let view = core.view().map_or("none".to_owned(), |view| {
                 format!(
                     "{} (primary {}, backups {:?}, spares {:?})",

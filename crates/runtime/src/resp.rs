@@ -223,6 +223,7 @@ impl IoLoop {
             stops,
             wake: wakers.from_driver,
             again: false,
+            events_full: false,
             node,
             conns: BTreeMap::new(),
             token_next: FIRST_CONN,
@@ -287,8 +288,8 @@ impl IoLoop {
         self.front.pass();
     }
 
-    /// When the loop must look again though no socket is ready: now, if its last pass left
-    /// requests unserved; when a withheld read or a blocked call falls due; or never.
+    /// When the loop must look again though its poll may not say so: now, if its last pass
+    /// left requests unserved or its last wait filled its list of events; when a withheld read or a blocked call falls due; or never.
     pub(crate) fn due(&self) -> Option<Instant> {
         self.front.due()
     }
@@ -622,6 +623,9 @@ struct Front {
     /// The last pass left requests unserved (too many calls were unanswered then): the next
     /// turn must not wait.
     again: bool,
+    /// The last wait filled its list of events: sockets may be ready that no new event
+    /// will announce, so the loop looks again at once.
+    events_full: bool,
     node: Arc<dyn RespNode>,
     conns: BTreeMap<Token, Box<Conn>>,
     token_next: usize,
@@ -726,7 +730,7 @@ impl Default for Warned {
 
 impl Front {
     fn due(&self) -> Option<Instant> {
-        if self.again {
+        if self.again || self.events_full {
             return Some(Instant::now());
         }
         // The clock is read only when something falls due (not on every wake-up).
@@ -749,7 +753,12 @@ impl Front {
                 self.events = events;
                 return Err(err);
             }
-            Ok(()) => self.take_events(&events),
+            Ok(()) => {
+                // A full list may have left ready sockets behind, and (edge-triggered) no
+                // new event will come for them: the driver must turn the loop again.
+                self.events_full = events.iter().count() >= EVENTS_PER_TURN;
+                self.take_events(&events);
+            }
         }
         self.events = events;
         self.pass();

@@ -125,10 +125,13 @@ pub trait NodeEnv<D, R>: BackupWatch {
     /// Sends a message to peer `to`.
     fn send(&mut self, to: NodeId, message: PeerMessage);
 
-    /// A backup role sent the acks of what it received and is about to apply it: a driver
-    /// that holds frames back to write them together writes those now, so that the primary
-    /// does not wait for the apply.
-    fn acks_sent(&mut self) {}
+    /// A backup role sent the acks of what it received and is about to apply `apply_bytes`
+    /// bytes of batches: a driver that holds frames back to write them together writes the
+    /// acks now if that apply would keep the primary waiting (a small one's acks may leave
+    /// with the ack of the apply, in one write).
+    fn acks_sent(&mut self, apply_bytes: usize) {
+        let _ = apply_bytes;
+    }
 
     /// An answer the primary role released, in LSN order.
     fn release(

@@ -16,12 +16,13 @@ use super::peers::PeerInput;
 use crate::retry::RETRY_FAST_PAUSE;
 
 impl NodeThread {
-    /// Reads what `peer`'s connection holds and hands it to the node.
-    pub(super) fn read_peer(&mut self, peer: NodeId) {
+    /// Reads what `peer`'s connection holds and hands it to the node; `closed` when the poll
+    /// said the peer's side ended, or the connection is new (read until nothing is left).
+    pub(super) fn read_peer(&mut self, peer: NodeId, closed: bool) {
         let mut inputs = std::mem::take(&mut self.peer_inputs);
         self.env
             .peers
-            .read(peer, Instant::now(), self.tick, &mut inputs);
+            .read(peer, closed, Instant::now(), self.tick, &mut inputs);
         for input in inputs.drain(..) {
             self.peer_input(input);
         }

@@ -227,26 +227,32 @@ impl NodeThread {
         self.drive();
         self.publish();
         loop {
-            let due = self.io().due().map_or(next_tick, |due| due.min(next_tick));
+            let io_due = self.io().due();
+            let due = io_due.map_or(next_tick, |due| due.min(next_tick));
             let timeout = match self.local_wants_calls() {
                 true => Duration::ZERO,
                 false => due.saturating_duration_since(Instant::now()),
             };
             let first = self.wait(&mut events, timeout);
-            // The clients' sockets first: the calls they read join this pass's.
-            self.io_turn();
-            for event in events.iter() {
-                if event.token() == IO_LOOP {
-                    continue;
-                }
+            // The clients' sockets first: the calls they read join this pass's. The loop's
+            // own poll is asked only when this one said it is ready (its wake-ups are
+            // edge-triggered: each new event of the loop's raises one here) or the loop
+            // asked to look again; what the node handed over reaches the clients at the
+            // pass below either way.
+            let io_ready = events.iter().any(|event| event.token() == IO_LOOP);
+            if io_ready || io_due.is_some_and(|due| due <= Instant::now()) {
+                self.io_turn();
+            }
+            for event in events.iter().filter(|event| event.token() != IO_LOOP) {
                 let Some(peer) = peers::peer_of(event.token()) else {
                     continue;
                 };
                 if event.is_writable() {
                     self.env.peers.flush(Some(peer));
                 }
-                if event.is_readable() || event.is_read_closed() || event.is_error() {
-                    self.read_peer(peer);
+                let closed = event.is_read_closed() || event.is_error();
+                if event.is_readable() || closed {
+                    self.read_peer(peer, closed);
                 }
             }
             if let Some(input) = first {
@@ -377,7 +383,7 @@ impl NodeThread {
             self.drive();
             next_tick += tick;
         }
-        let stuck = self.node.core().is_some_and(|core| core.is_stalled());
+        let stuck = self.node.core().is_stalled();
         self.env.progress.set_stuck(stuck);
         self.refresh_stats(now);
         next_tick
@@ -417,13 +423,13 @@ impl NodeThread {
             } => self.primary_input(role_epoch, inbound),
             ToNode::PeerAccepted { peer, connected } => {
                 self.env.peers.open(peer, connected);
-                self.read_peer(peer);
+                self.read_peer(peer, true);
             }
             ToNode::PeerDialed { peer, result } => {
                 let opened = result.is_ok();
                 self.env.peers.dialed(peer, result);
                 if opened {
-                    self.read_peer(peer);
+                    self.read_peer(peer, true);
                 }
             }
             ToNode::Read(read) => self.read(read),
@@ -636,11 +642,7 @@ impl NodeThread {
         let mut status = NodeStatus {
             node_id: self.env.id,
             role: "outside",
-            view: self
-                .node
-                .core()
-                .and_then(|core| core.view())
-                .map_or(0, |view| view.number),
+            view: self.node.core().view().map_or(0, |view| view.number),
             lsn: 0,
             lsn_applied: 0,
             pending_replies: 0,
@@ -849,9 +851,7 @@ impl NodeThread {
     /// Refreshes what `/status` and `/metrics` say of the node.
     fn publish_info(&mut self) {
         self.count_alone();
-        let Some(core) = self.node.core() else {
-            return;
-        };
+        let core = self.node.core();
         let role = match self.node.role() {
             RoleSlot::Outside => "outside",
             RoleSlot::Primary(_) => "primary",
@@ -886,12 +886,11 @@ impl NodeThread {
             let alone = now.duration_since(since).as_secs_f64();
             self.env.metrics.primary_alone_seconds.inc_by(alone);
         }
-        let alone = matches!(self.node.role(), RoleSlot::Primary(_))
-            && self
-                .node
-                .core()
-                .and_then(|core| core.view())
-                .is_some_and(|view| view.backups.is_empty() && !self.env.config.peers.is_empty());
+        let alone =
+            matches!(self.node.role(), RoleSlot::Primary(_))
+                && self.node.core().view().is_some_and(|view| {
+                    view.backups.is_empty() && !self.env.config.peers.is_empty()
+                });
         if alone {
             self.alone_since = Some(now);
         }

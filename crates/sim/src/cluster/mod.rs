@@ -568,12 +568,12 @@ impl SimNode {
 
     /// The node's cluster core, if it is up.
     fn core(&self) -> Option<&Cluster> {
-        self.node.as_ref().and_then(Member::core)
+        self.node.as_ref().map(Member::core)
     }
 
     /// The node's supervisor, if it is up.
     fn supervisor(&self) -> Option<&Supervisor> {
-        self.node.as_ref().and_then(Member::supervisor)
+        self.node.as_ref().map(Member::supervisor)
     }
 
     /// The role the node holds (outside while it is down).
