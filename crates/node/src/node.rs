@@ -628,8 +628,9 @@ impl<D: Destination, R> Plane<D, R> {
             return Ok(());
         };
         let mut ready = BackupReady::default();
-        // The receiver's acks leave before the batches they acknowledge are applied: a
-        // 2-safe ack never waits for application (seed 004 §3.2).
+        // The receiver's acks are handed out before the batches they acknowledge are
+        // applied, and the driver is told: it writes them before a long apply, so a 2-safe
+        // ack never waits for one (seed 004 §3.2).
         backup.receive(env.now_us(), &mut ready);
         let acks = !ready.messages.is_empty();
         send_backup_ready(backup, &mut ready, env);

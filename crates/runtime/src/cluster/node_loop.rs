@@ -6,13 +6,14 @@
 //! each input, drives it, and then publishes what the other threads read of it: the role's
 //! handle (for the acceptor), the links the role keeps, and what `/status` says.
 //!
-//! Order in a pass: the clients' sockets (their calls queue); what the peers' sockets hold,
-//! frame by frame, each followed by a drive; then the channel's inputs, likewise; the calls
-//! queued, run together; the ticks that are due; the answers of the whole pass handed over
-//! and written to the clients' sockets; the role published; and last what the pass queued
-//! for the peers, written. While a script runs past its busy threshold, the script watch
-//! turns the I/O loop from inside the script (`CallWatch::busy_tick`), as Redis serves
-//! clients from its Lua hook: they get `-BUSY` and `SCRIPT KILL` reaches the script.
+//! Order in a pass: the clients' sockets, when the node's poll says they are ready (their
+//! calls queue); what the peers' sockets hold, frame by frame, each followed by a drive;
+//! then the channel's inputs, likewise; the calls queued, run together; the ticks that are
+//! due; the answers of the whole pass handed over and written to the clients' sockets; the
+//! role published; and last what the pass queued for the peers, written. While a script
+//! runs past its busy threshold, the script watch turns the I/O loop from inside the
+//! script (`CallWatch::busy_tick`), as Redis serves clients from its Lua hook: they get
+//! `-BUSY` and `SCRIPT KILL` reaches the script.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
