@@ -125,13 +125,10 @@ pub trait NodeEnv<D, R>: BackupWatch {
     /// Sends a message to peer `to`.
     fn send(&mut self, to: NodeId, message: PeerMessage);
 
-    /// A backup role sent the acks of what it received and is about to apply `apply_bytes`
-    /// bytes of batches: a driver that holds frames back to write them together writes the
-    /// acks now if that apply would keep the primary waiting (a small one's acks may leave
-    /// with the ack of the apply, in one write).
-    fn acks_sent(&mut self, apply_bytes: usize) {
-        let _ = apply_bytes;
-    }
+    /// A backup role sent the acks of what it received and is about to apply it, long
+    /// enough to keep the primary waiting: a driver that holds frames back to write them
+    /// together writes those now.
+    fn acks_sent(&mut self) {}
 
     /// An answer the primary role released, in LSN order.
     fn release(

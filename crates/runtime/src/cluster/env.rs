@@ -30,13 +30,6 @@ use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::primary::{ConnId, ConnOut, Progress};
 
-/// A backup's receipt acks wait for the apply of the batches they acknowledge (and leave
-/// with its ack, in one write) when those batches hold at most this many bytes: applying
-/// them takes microseconds, less than the system call and the wake-up a write of their own
-/// costs. Larger ones' acks leave first (seed 004 §3.2: a 2-safe ack never waits for a long
-/// application).
-const ACKS_WITH_APPLY_BYTES_MAX: usize = 8 << 10;
-
 /// Where a call's answer goes: a connection's call `seq`, or nobody (the model's periodic
 /// procedure). The seq rides along so that a withheld or refused call is answered by it.
 #[derive(Clone, Copy, Debug)]
@@ -346,13 +339,7 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         }
     }
 
-    fn acks_sent(&mut self, apply_bytes: usize) {
-        // An apply this small takes a few microseconds: its acks leave with the apply's own
-        // ack, in one write at the end of the pass, where writing them now would cost the
-        // backup a system call, and the primary a wake-up, per batch.
-        if apply_bytes <= ACKS_WITH_APPLY_BYTES_MAX {
-            return;
-        }
+    fn acks_sent(&mut self) {
         // The primary a backup role follows is its only replica link.
         for &primary in self.replicas.keys() {
             self.peers.flush(Some(primary));
