@@ -166,6 +166,16 @@ impl Argv {
     /// and non-canonical (over-long) varints are all errors. It never reserves more memory
     /// than `bytes` itself could describe.
     pub fn decode(bytes: &[u8]) -> Result<Argv, ArgvDecodeError> {
+        let mut argv = Argv::default();
+        argv.decode_from(bytes)?;
+        Ok(argv)
+    }
+
+    /// [`Argv::decode`] into `self`, reusing its space (a decoder's scratch argv allocates
+    /// only when a command is longer than any before it). On an error `self` holds some of
+    /// the arguments: it is scratch, never state.
+    pub fn decode_from(&mut self, bytes: &[u8]) -> Result<(), ArgvDecodeError> {
+        self.clear();
         let mut reader = ByteReader { bytes, position: 0 };
         let count = reader.varint()?;
         // Each argument needs at least one byte for its length, which bounds the count by
@@ -174,16 +184,14 @@ impl Argv {
         if count > remaining as u64 {
             return Err(ArgvDecodeError::Truncated);
         }
-        let mut argv = Argv {
-            bytes: Vec::with_capacity(remaining),
-            ends: Vec::with_capacity(count as usize),
-        };
+        self.bytes.reserve(remaining);
+        self.ends.reserve(count as usize);
         for _ in 0..count {
             let len = reader.varint()?;
-            argv.push(reader.take(len)?);
+            self.push(reader.take(len)?);
         }
         match reader.remaining() {
-            0 => Ok(argv),
+            0 => Ok(()),
             extra => Err(ArgvDecodeError::TrailingBytes(extra)),
         }
     }

@@ -188,7 +188,7 @@ impl CallArgs {
         true
     }
 
-    /// Decodes a command's call into `argv`; returns its protocol.
+    /// Decodes a command's call into `argv`, reusing its space; returns its protocol.
     pub fn decode_into(bytes: &[u8], argv: &mut Argv) -> Result<Proto, Malformed> {
         let (&first, rest) = bytes
             .split_first()
@@ -204,7 +204,8 @@ impl CallArgs {
         } else {
             rest
         };
-        *argv = Argv::decode(rest).map_err(|_| Malformed("the arguments do not decode"))?;
+        argv.decode_from(rest)
+            .map_err(|_| Malformed("the arguments do not decode"))?;
         Ok(proto)
     }
 }

@@ -1123,10 +1123,11 @@ impl<D: Disk> Wal<D> {
             .current
             .as_mut()
             .expect("at least one entry was written");
-        let path = segment_path(&self.dir, segment.seq);
+        // The path names the segment in an error only: it is not built for every write.
+        let path = || segment_path(&self.dir, segment.seq);
         self.disk
             .append(&mut segment.file, &pending)
-            .map_err(|error| io_cause("appending to segment", &path, error))?;
+            .map_err(|error| io_cause("appending to segment", &path(), error))?;
         let grew = segment.bytes_len > segment.bytes_allocated;
         segment.bytes_allocated = segment.bytes_allocated.max(segment.bytes_len);
         let room = (segment.bytes_len + self.options.preallocate_bytes)
@@ -1141,14 +1142,14 @@ impl<D: Disk> Wal<D> {
             // the segment's header should be.
             self.disk
                 .extend_zeroed(&mut segment.file, room)
-                .map_err(|error| io_cause("preallocating segment", &path, error))?;
+                .map_err(|error| io_cause("preallocating segment", &path(), error))?;
             segment.bytes_allocated = room;
             synced = true;
         }
         if sync && !synced && !planted(Bug::AckBeforeSync) {
             self.disk
                 .sync(&mut segment.file)
-                .map_err(|error| io_cause("syncing segment", &path, error))?;
+                .map_err(|error| io_cause("syncing segment", &path(), error))?;
         }
         Ok(())
     }
