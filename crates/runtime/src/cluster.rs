@@ -443,7 +443,7 @@ fn serve_status(
     let slot = Arc::clone(slot);
     let info = Arc::clone(info);
     let log_opened = Arc::clone(log_opened);
-    crate::metrics::serve(
+    crate::http::serve(
         listener,
         Arc::clone(metrics),
         config.resp_password(),

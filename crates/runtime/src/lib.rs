@@ -15,6 +15,7 @@ mod error;
 pub mod files;
 pub mod gate;
 mod host;
+mod http;
 mod http_access;
 pub mod log;
 mod members;
