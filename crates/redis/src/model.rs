@@ -148,6 +148,10 @@ pub struct RedisModel {
     clock_ms: u64,
     /// Scratch space for a call's arguments.
     argv: Argv,
+    /// Scratch space for a read's arguments, taken for the read and given back after it (a
+    /// read inside a read, from a read-only script, finds it taken and decodes into its
+    /// own).
+    read_argv: std::cell::RefCell<Argv>,
     /// Calls run so far: mixed into each call's random seed.
     calls: std::cell::Cell<u64>,
     /// The Lua VM scripts run in (a cache of the script store; made on the first script).
@@ -171,6 +175,7 @@ impl RedisModel {
             layout: Layout::for_segment_len(segment_len)?,
             clock_ms: 0,
             argv: Argv::new(),
+            read_argv: Default::default(),
             calls: std::cell::Cell::new(0),
             scripts: std::cell::RefCell::new(ScriptEngine::default()),
             publications: None,
@@ -302,6 +307,35 @@ impl RedisModel {
 }
 
 impl RedisModel {
+    /// Runs the read-only data command `command` with arguments `args` (decoded into `argv`).
+    fn read_command(
+        &self,
+        segment: &Segment,
+        command: &'static crate::cmd::Command,
+        args: &[u8],
+        argv: &mut Argv,
+        now_ms: u64,
+        reply: &mut Vec<u8>,
+    ) -> Result<(), ProcError> {
+        let proto = CallArgs::decode_into(args, argv)
+            .map_err(|_| ProcError::BadArgs("malformed command arguments"))?;
+        if !command.arity_fits(argv.len()) {
+            return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
+        }
+        let mut scripts = self.scripts.borrow_mut();
+        let layout = self.layout.in_db(CallArgs::db(args));
+        let mut ctx = Ctx::new(Access::Read(segment), layout, now_ms, self.rng_seed())
+            .with_scripts(&mut scripts);
+        if command.blocks.is_some() {
+            ctx.waiting = CallArgs::waiting(args);
+        }
+        let mut out = ReplyWriter::new(reply, proto);
+        let run = command.run.expect("a data command runs");
+        run(&mut ctx, argv, &mut out).map_err(failed)?;
+        self.record_use(segment, layout.db, argv, now_ms);
+        Ok(())
+    }
+
     /// Runs a batch of read-only commands on `segment`, writing an array of their replies (an
     /// error for a command that refused). A write in the batch is refused as a replica
     /// refuses one: the proxy sends only read-only commands here, so one means a bug.
@@ -487,24 +521,10 @@ impl DataModel for RedisModel {
             return Ok(());
         }
         let command = Self::command(id).ok_or(ProcError::BadArgs("no such command"))?;
-        let mut argv = Argv::new();
-        let proto = CallArgs::decode_into(args, &mut argv)
-            .map_err(|_| ProcError::BadArgs("malformed command arguments"))?;
-        if !command.arity_fits(argv.len()) {
-            return Err(failed(crate::cmd::arity_error(command.name.as_bytes())));
-        }
-        let mut scripts = self.scripts.borrow_mut();
-        let layout = self.layout.in_db(CallArgs::db(args));
-        let mut ctx = Ctx::new(Access::Read(segment), layout, now_ms, self.rng_seed())
-            .with_scripts(&mut scripts);
-        if command.blocks.is_some() {
-            ctx.waiting = CallArgs::waiting(args);
-        }
-        let mut out = ReplyWriter::new(reply, proto);
-        let run = command.run.expect("a data command runs");
-        run(&mut ctx, &argv, &mut out).map_err(failed)?;
-        self.record_use(segment, layout.db, &argv, now_ms);
-        Ok(())
+        let mut argv = self.read_argv.take();
+        let read = self.read_command(segment, command, args, &mut argv, now_ms, reply);
+        self.read_argv.replace(argv);
+        read
     }
 
     fn stats(&self, segment: &Segment) -> Vec<(&'static str, f64)> {
@@ -606,6 +626,7 @@ impl DataModel for RedisModel {
             layout: self.layout,
             clock_ms: 0,
             argv: Argv::new(),
+            read_argv: Default::default(),
             calls: std::cell::Cell::new(0),
             scripts: std::cell::RefCell::new(ScriptEngine::default()),
             publications: self.publications.clone(),

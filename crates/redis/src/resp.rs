@@ -145,13 +145,20 @@ impl Argv {
         })
     }
 
+    /// About the length of [`Argv::encode`]'s output (exact for arguments shorter than 128
+    /// bytes each, and fewer than 128 of them): what a buffer reserves to take it in one
+    /// allocation.
+    pub fn encoded_len_hint(&self) -> usize {
+        self.bytes.len() + 2 * self.ends.len() + 2
+    }
+
     /// Encodes as a LEB128 count followed by, for each argument, its LEB128 length and its
     /// bytes, appended to `out`.
     ///
     /// This compact form is ours, not RESP: it travels inside a replicated call, where
     /// RESP's decimal lengths and CRLFs would only cost space.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.reserve(self.bytes.len() + 2 * self.ends.len() + 2);
+        out.reserve(self.encoded_len_hint());
         write_varint(self.len() as u64, out);
         for arg in self.iter() {
             write_varint(arg.len() as u64, out);

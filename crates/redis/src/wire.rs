@@ -123,6 +123,8 @@ impl CallArgs {
 
     /// A command's call in database `db`.
     pub fn encode_in(proto: Proto, db: u8, argv: &Argv, out: &mut Vec<u8>) {
+        // The head's two bytes at most and the arguments, in one allocation.
+        out.reserve(2 + argv.encoded_len_hint());
         put_head(proto, 0, db, out);
         argv.encode(out);
     }
@@ -130,6 +132,7 @@ impl CallArgs {
     /// A blocking command's call in database `db` for a connection that waits when nothing
     /// serves it.
     pub fn encode_may_block(proto: Proto, db: u8, argv: &Argv, out: &mut Vec<u8>) {
+        out.reserve(2 + argv.encoded_len_hint());
         put_head(proto, MAY_BLOCK, db, out);
         argv.encode(out);
     }
