@@ -565,6 +565,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::metrics::auth_failures;
 
     /// Sends `request`, reads until the server closes, returns (status code, headers, body).
     fn exchange(address: SocketAddr, request: &[u8]) -> (u16, String, String) {
@@ -604,17 +605,6 @@ mod tests {
             format!(r#"{{"checksummed":{with_checksum}}}"#)
         });
         (SocketAddr::from(([127, 0, 0, 1], port)), metrics)
-    }
-
-    /// The value of `tandem_auth_failures_total{port}` in the rendered text.
-    fn auth_failures(metrics: &Metrics, port: &str) -> u64 {
-        let prefix = format!("tandem_auth_failures_total{{node=\"1\",port=\"{port}\"}} ");
-        let text = metrics.encode();
-        text.lines()
-            .find_map(|line| line.strip_prefix(prefix.as_str()))
-            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
-            .parse()
-            .unwrap()
     }
 
     #[test]

@@ -560,6 +560,18 @@ impl Metrics {
     }
 }
 
+/// The value of `tandem_auth_failures_total{port}` in the rendered text of node 1's metrics.
+#[cfg(test)]
+pub(crate) fn auth_failures(metrics: &Metrics, port: &str) -> u64 {
+    let prefix = format!("tandem_auth_failures_total{{node=\"1\",port=\"{port}\"}} ");
+    let text = metrics.encode();
+    text.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
@@ -678,17 +690,6 @@ mod tests {
         let text = metrics.encode();
         assert_eq!(role_value(&text, "spare"), Some(1), "{text}");
         assert_eq!(role_value(&text, "primary"), Some(0), "{text}");
-    }
-
-    /// The value of `tandem_auth_failures_total{port}` in the rendered text.
-    fn auth_failures(metrics: &Metrics, port: &str) -> u64 {
-        let prefix = format!("tandem_auth_failures_total{{node=\"1\",port=\"{port}\"}} ");
-        let text = metrics.encode();
-        text.lines()
-            .find_map(|line| line.strip_prefix(prefix.as_str()))
-            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
-            .parse()
-            .unwrap()
     }
 
     #[test]
