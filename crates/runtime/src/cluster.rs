@@ -40,7 +40,7 @@ use tandem_memory::Segment;
 use tandem_node::{Node, NodeSettings, READ_INDEX_RETRY, ReadSettings, RoleRule};
 use tandem_replication::NodeId;
 use tandem_store::DataModel;
-use tandem_wire::{ErrorCode, Frame, FrameBuffer, PeerKind, encode_error};
+use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_error};
 
 use crate::backup::BackupHandle;
 use crate::config::{ClusterTable, NodeConfig, Role};
@@ -901,43 +901,52 @@ struct Acceptor {
 
 impl Acceptor {
     /// Serves the native port on `listener`: its gate holds each connection until its
-    /// `Hello` is whole, then a short-lived thread runs its handshake ([`Self::dispatch`]).
+    /// `Hello` is whole; a plain client at a node not changing roles is then served on the
+    /// gate's thread ([`Self::serve_at_once`]), anything else on a short-lived thread that
+    /// runs its handshake ([`Self::dispatch`]).
     fn serve(self, listener: TcpListener) -> Result<crate::gate::GateThread, StartError> {
         let limits = crate::gate::GateLimits::for_maxclients(self.maxclients);
         let metrics = Arc::clone(&self.metrics);
         let acceptor = Arc::new(self);
-        let on_hello = move |stream, buffer, handshake| {
+        let on_hello = move |mut stream: TcpStream, mut buffer, handshake| {
+            let _ = net::tune(&stream);
+            let Some(hello) = acceptor.read_hello(&mut stream, &mut buffer) else {
+                return;
+            };
+            let Some((stream, buffer, handshake)) =
+                acceptor.serve_at_once(stream, buffer, handshake, &hello)
+            else {
+                return;
+            };
             let acceptor = Arc::clone(&acceptor);
             crate::spawn_or_say("hello".into(), move || {
-                acceptor.dispatch(stream, buffer, handshake)
+                acceptor.dispatch(stream, buffer, handshake, hello)
             });
         };
         crate::gate::spawn(listener, limits, metrics, Box::new(on_hello))
             .map_err(StartError::NativePort)
     }
 
-    /// Serves a connection whose whole `Hello` the gate read into `buffer` (under the
-    /// handshake's small frame limit). The connection counts among the handshakes until it
-    /// proved itself.
-    fn dispatch(&self, mut stream: TcpStream, mut buffer: FrameBuffer, handshake: Handshake) {
-        let _ = net::tune(&stream);
-        let hello =
-            net::read_one(
-                &mut stream,
-                &mut buffer,
-                Duration::from_secs(10),
-                |frame| match frame {
-                    Frame::Hello(hello) => Ok(hello),
-                    _ => Err(ConnError::Protocol(
-                        "the first frame must be a Hello".into(),
-                    )),
-                },
-            );
+    /// The connection's `Hello`, which the gate read whole into `buffer` (so this never
+    /// waits), if it is one for this node's group (or a peer's); else the connection was
+    /// told why and closed.
+    fn read_hello(&self, stream: &mut TcpStream, buffer: &mut FrameBuffer) -> Option<Hello> {
+        let hello = net::read_one(
+            stream,
+            buffer,
+            Duration::from_secs(10),
+            |frame| match frame {
+                Frame::Hello(hello) => Ok(hello),
+                _ => Err(ConnError::Protocol(
+                    "the first frame must be a Hello".into(),
+                )),
+            },
+        );
         let hello = match hello {
             Ok(hello) => hello,
             Err(err) => {
-                refuse(&mut stream, err.code(), &err.to_string());
-                return;
+                refuse(stream, err.code(), &err.to_string());
+                return None;
             }
         };
         if hello.group != self.group && hello.peer != PeerKind::Cluster {
@@ -945,9 +954,52 @@ impl Acceptor {
                 "this node serves group {}, not group {}",
                 self.group, hello.group
             );
-            refuse(&mut stream, ErrorCode::BadFrame, &message);
-            return;
+            refuse(stream, ErrorCode::BadFrame, &message);
+            return None;
         }
+        Some(hello)
+    }
+
+    /// Serves a client that proves nothing (no TLS on the native port, no password asked)
+    /// at once, on the gate's thread, when the node holds a role that serves it and is not
+    /// changing roles: nothing in such a handshake waits. Hands anything else back, for a
+    /// thread of its own (a handshake that waits for the client, or for the node's role).
+    fn serve_at_once(
+        &self,
+        stream: TcpStream,
+        buffer: FrameBuffer,
+        handshake: Handshake,
+        hello: &Hello,
+    ) -> Option<(TcpStream, FrameBuffer, Handshake)> {
+        if hello.peer != PeerKind::Client || !self.client_auth.asks_nothing() {
+            return Some((stream, buffer, handshake));
+        }
+        let slot = self.slot.lock().expect("not poisoned");
+        let service = match &*slot {
+            Slot::Primary(handle) => handle.native_service(hello.id),
+            Slot::Backup(handle) if !handle.gate().is_frozen() => handle.native_service(),
+            // A role that is changing: the client waits for it on a thread.
+            Slot::Backup(_) | Slot::Outside => {
+                drop(slot);
+                return Some((stream, buffer, handshake));
+            }
+        };
+        drop(slot);
+        drop(handshake);
+        self.serve_client(stream, buffer, None, Some(service));
+        None
+    }
+
+    /// Serves a connection whose `Hello` [`Self::read_hello`] read, on a thread of its own:
+    /// its handshake may wait for the client (TLS, a password, a peer's proof) or for the
+    /// node's role. The connection counts among the handshakes until it proved itself.
+    fn dispatch(
+        &self,
+        mut stream: TcpStream,
+        mut buffer: FrameBuffer,
+        handshake: Handshake,
+        hello: Hello,
+    ) {
         let peer = NodeId::try_from(hello.id);
         // A peer proves it knows the cluster's secret before anything it sends is decoded.
         let mut client_tls = None;
@@ -963,24 +1015,8 @@ impl Acceptor {
             }
             None
         };
-        // Proved: the connection leaves the handshakes and may send frames of any length
-        // the node takes.
+        // Proved: the connection leaves the handshakes.
         drop(handshake);
-        buffer.set_max_frame_len(self.max_frame_len);
-        if hello.peer == PeerKind::Client
-            && self.metrics.client_connections.get() >= self.maxclients as i64
-        {
-            self.metrics.connection_refused("maxclients");
-            let mut frame = Vec::new();
-            encode_error(
-                &mut frame,
-                ErrorCode::Busy,
-                "max number of clients reached (tuning.maxclients)",
-            );
-            let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            return;
-        }
         match hello.peer {
             PeerKind::Client => {
                 // A node in the middle of a view change may be the next primary: the stub
@@ -999,21 +1035,7 @@ impl Acceptor {
                     Slot::Outside => None,
                 };
                 drop(slot);
-                let Some(service) = service else {
-                    let message = format!("node {} is not the primary", self.node_id);
-                    let mut frame = Vec::new();
-                    encode_error(&mut frame, ErrorCode::NotPrimary, &message);
-                    let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
-                    let _ = stream.shutdown(std::net::Shutdown::Both);
-                    return;
-                };
-                self.door.hand(Handoff {
-                    stream,
-                    buffer,
-                    tls: client_tls,
-                    service,
-                    counted: ClientCount::new(&self.metrics),
-                });
+                self.serve_client(stream, buffer, client_tls, service);
             }
             PeerKind::Replica => {
                 // No node links this way any more: every pair of nodes links over the
@@ -1027,6 +1049,7 @@ impl Acceptor {
                     refuse(&mut stream, ErrorCode::BadFrame, "node ids fit 32 bits");
                     return;
                 };
+                buffer.set_max_frame_len(self.max_frame_len);
                 let connected = Connected {
                     stream,
                     buffer,
@@ -1038,6 +1061,47 @@ impl Acceptor {
                 });
             }
         }
+    }
+
+    /// Hands a client that proved itself to the I/O loop, to be served by `service` (none:
+    /// the node holds no role that serves it, and says so), unless the node already serves
+    /// `maxclients` clients.
+    fn serve_client(
+        &self,
+        mut stream: TcpStream,
+        mut buffer: FrameBuffer,
+        mut client_tls: Option<crate::TlsWriter>,
+        service: Option<Box<dyn crate::native::Service>>,
+    ) {
+        // The client may send frames of any length the node takes.
+        buffer.set_max_frame_len(self.max_frame_len);
+        if self.metrics.client_connections.get() >= self.maxclients as i64 {
+            self.metrics.connection_refused("maxclients");
+            let mut frame = Vec::new();
+            encode_error(
+                &mut frame,
+                ErrorCode::Busy,
+                "max number of clients reached (tuning.maxclients)",
+            );
+            let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
+        }
+        let Some(service) = service else {
+            let message = format!("node {} is not the primary", self.node_id);
+            let mut frame = Vec::new();
+            encode_error(&mut frame, ErrorCode::NotPrimary, &message);
+            let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
+        };
+        self.door.hand(Handoff {
+            stream,
+            buffer,
+            tls: client_tls,
+            service,
+            counted: ClientCount::new(&self.metrics),
+        });
     }
 
     /// The node's role once `ready` holds for it, or once it is no longer changing roles (a

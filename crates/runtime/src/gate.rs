@@ -1,6 +1,7 @@
 //! The native port's gate: every connection waits here, on one thread for all of them, until
-//! it has sent its first frame whole (its `Hello`); only then is it handed on, to a thread
-//! of its own that runs its handshake and serves it.
+//! it has sent its first frame whole (its `Hello`); only then is it handed on (`OnHello`),
+//! which serves at once what need not wait and gives a handshake that may wait a thread of
+//! its own.
 //!
 //! So a stranger costs the node no thread and no more memory than it sent, up to the
 //! handshake's small frame limit: idle connections, or four bytes announcing a large frame,
@@ -93,7 +94,8 @@ impl Drop for GateThread {
 }
 
 /// Starts the gate's thread on `listener`; each connection that sent its whole `Hello` goes
-/// to `on_hello`, which must not block (it starts the connection's thread).
+/// to `on_hello`, which must not block (it serves the connection at once or starts its
+/// thread).
 pub fn spawn(
     listener: std::net::TcpListener,
     limits: GateLimits,

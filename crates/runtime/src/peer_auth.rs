@@ -401,6 +401,12 @@ impl ClientAuth {
         })
     }
 
+    /// Whether a client proves nothing here (no TLS on the native port, no password asked):
+    /// its handshake then needs nothing more from it than its `Hello`.
+    pub(crate) fn asks_nothing(&self) -> bool {
+        self.passwords.is_none() && self.tls.is_none()
+    }
+
     /// After a client's `Hello`: under TLS, the handshake and the `Hello` again; then `Ok`
     /// once the client proved a password (at once if none is asked), with the writer every
     /// later frame to the client goes through under TLS. Otherwise the client was told why,
