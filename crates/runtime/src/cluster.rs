@@ -975,18 +975,15 @@ impl Acceptor {
             return Some((stream, buffer, handshake));
         }
         let slot = self.slot.lock().expect("not poisoned");
-        let service = match &*slot {
-            Slot::Primary(handle) => handle.native_service(hello.id),
-            Slot::Backup(handle) if !handle.gate().is_frozen() => handle.native_service(),
+        if !serves_clients(&slot) {
             // A role that is changing: the client waits for it on a thread.
-            Slot::Backup(_) | Slot::Outside => {
-                drop(slot);
-                return Some((stream, buffer, handshake));
-            }
-        };
+            drop(slot);
+            return Some((stream, buffer, handshake));
+        }
+        let service = client_service(&slot, hello.id);
         drop(slot);
         drop(handshake);
-        self.serve_client(stream, buffer, None, Some(service));
+        self.serve_client(stream, buffer, None, service);
         None
     }
 
@@ -1021,19 +1018,10 @@ impl Acceptor {
             PeerKind::Client => {
                 // A node in the middle of a view change may be the next primary: the stub
                 // waits here for its role rather than going round the nodes and pausing.
-                let slot = self.wait_for_role(|slot| match slot {
-                    Slot::Primary(_) => true,
-                    Slot::Backup(handle) => !handle.gate().is_frozen(),
-                    Slot::Outside => false,
-                });
-                // A backup (or spare) serves reads; it welcomes the client as a backup, which
-                // tells a stub looking for the primary to go on. The role's lock is not held
-                // meanwhile: a promotion must not wait for a client.
-                let service = match &*slot {
-                    Slot::Primary(handle) => Some(handle.native_service(hello.id)),
-                    Slot::Backup(handle) => Some(handle.native_service()),
-                    Slot::Outside => None,
-                };
+                let slot = self.wait_for_role(serves_clients);
+                // The role's lock is not held meanwhile: a promotion must not wait for a
+                // client.
+                let service = client_service(&slot, hello.id);
                 drop(slot);
                 self.serve_client(stream, buffer, client_tls, service);
             }
@@ -1126,6 +1114,27 @@ impl Acceptor {
                 .expect("not poisoned")
                 .0;
         }
+    }
+}
+
+/// Whether the node holds a role that serves clients and is not changing it: a primary, or
+/// a backup (or spare) that is not frozen for a view change.
+fn serves_clients(slot: &Slot) -> bool {
+    match slot {
+        Slot::Primary(_) => true,
+        Slot::Backup(handle) => !handle.gate().is_frozen(),
+        Slot::Outside => false,
+    }
+}
+
+/// What serves a native client (`client_id`) at the role in `slot`: a backup (or spare)
+/// serves reads and welcomes the client as a backup, which tells a stub looking for the
+/// primary to go on; no role, nothing.
+fn client_service(slot: &Slot, client_id: u64) -> Option<Box<dyn crate::native::Service>> {
+    match slot {
+        Slot::Primary(handle) => Some(handle.native_service(client_id)),
+        Slot::Backup(handle) => Some(handle.native_service()),
+        Slot::Outside => None,
     }
 }
 

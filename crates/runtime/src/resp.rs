@@ -289,7 +289,8 @@ impl IoLoop {
     }
 
     /// When the loop must look again though its poll may not say so: now, if its last pass
-    /// left requests unserved or its last wait filled its list of events; when a withheld read or a blocked call falls due; or never.
+    /// left requests unserved or its last wait filled its list of events; when a withheld
+    /// read or a blocked call falls due; or never.
     pub(crate) fn due(&self) -> Option<Instant> {
         self.front.due()
     }
