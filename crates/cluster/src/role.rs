@@ -297,6 +297,7 @@ mod tests {
                 lsn_released_max: truncate,
                 rebuilt: Vec::new(),
             }],
+            primary_sole_holder: false,
         }
     }
 
@@ -413,6 +414,7 @@ mod tests {
                 lsn_released_max: 623,
                 rebuilt: Vec::new(),
             }],
+            primary_sole_holder: false,
         };
         let joined = View {
             number: 11,
@@ -462,6 +464,7 @@ mod tests {
                     rebuilt: Vec::new(),
                 },
             ],
+            primary_sole_holder: false,
         };
         assert_eq!(
             transition(3, spare, &twice, 1),
@@ -532,6 +535,7 @@ mod tests {
             backups: Vec::new(),
             spares: vec![2],
             promotions: vec![passed_over.clone(), promotion(5, 1454, Some(3))],
+            primary_sole_holder: false,
         };
         assert_eq!(recovery.since(3), SinceView::TruncatedAt(1454));
         // The deposed primary keeps every record it holds.

@@ -35,15 +35,22 @@ pub enum RuleError {
          LSN {floor} of its last promotion"
     )]
     BehindTruncate { view: u64, lsn: u64, floor: u64 },
+    #[error(
+        "the primary of view {view} may be the only holder of what it released since its \
+         backups were left out: the change waits for its own report"
+    )]
+    PrimarySoleHolder { view: u64 },
 }
 
 /// The members of `view` whose reports a change of its primary counts: its backups, or, in
-/// a view without backups, its spares. A view has no backups only after a promotion whose
-/// other reporters were behind (a removal never takes the last backup), and under a 2-safe
-/// rule nothing new is released in it: a spare that holds the records up to that
-/// promotion's truncate LSN holds every acknowledged record, and may take over. Without
-/// this a primary that died before a spare caught up and became a backup left the group
-/// down for good, though a spare held every record.
+/// a view without backups, its spares. A view has no backups after a promotion whose other
+/// reporters were behind, and under a 2-safe rule nothing new is released in it: a spare
+/// that holds the records up to that promotion's truncate LSN holds every acknowledged
+/// record, and may take over. Without this a primary that died before a spare caught up and
+/// became a backup left the group down for good, though a spare held every record. A
+/// removal under a 2-safe rule never takes the last backup; the coordinator's leaving out of
+/// backups that all restarted does, and marks the view ([`View::primary_sole_holder`]):
+/// its spares report, but none is promoted.
 pub fn reporters(view: &View) -> &[NodeId] {
     if view.backups.is_empty() {
         &view.spares
@@ -169,6 +176,12 @@ pub fn promote(
 /// holds them all (`--ticks 2000` seed 155723: under `durable` every log had failed, the
 /// primary and its only backup were restarted with logs far behind what was released, and
 /// only a spare's log still held it; the group waited for good).
+///
+/// A view whose backups were all left out while its primary ran
+/// ([`View::primary_sole_holder`]) has no such bound: what its primary released with them
+/// lies above the last promotion's, held by no member but the primary. No spare is promoted
+/// out of it (`PrimarySoleHolder`: the change waits); the old primary's own report is, and
+/// every record it holds counts as released.
 pub fn promote_from(
     old: &View,
     reports: &BTreeMap<NodeId, Reported>,
@@ -209,13 +222,16 @@ pub fn promote_from(
             needed: needed.max(1),
         });
     }
+    // Under a rule that promises nothing at a failover, no release needs a holder.
+    let sole_holder = old.primary_sole_holder && safety.backup_acks().is_some();
     // BTreeMap iterates by node id, so on equal holdings the first (lowest id) wins.
     // On equal holdings a backup wins over the old primary: the old primary stays out of the
     // view and rejoins as a spare, which a backup that cannot serve yet may be replaced by
     // (default-mix seeds 585 and 1160: a second power loss struck as the old primary's
     // promotion committed, its backups came back without it, and no spare could take their
     // place).
-    let (primary, promoted, held_of_old) = candidate(&reports, reporters);
+    let (primary, promoted, held_of_old) =
+        candidate(&eligible(old, &reports, sole_holder)?, reporters);
     let floor = if whole_group_restarted && !synced_rule {
         0
     } else {
@@ -230,24 +246,15 @@ pub fn promote_from(
     }
     let lsn_truncate = promoted.lsn_received;
     let based_on = (old.since(promoted.view_held) != SinceView::Kept).then_some(promoted.view_held);
-    // What each backup holds of `old`'s history as a release counts it: under `durable`, what
-    // its log synced (no more than it holds; k-of-n seed 212240: the bound taken from what the
-    // backups had received was more than any log held once the whole group lost power, and
-    // the group waited for good).
-    let held: Vec<u64> = reports
-        .iter()
-        .filter(|&(&node, _)| counted(node))
-        .map(|(_, &(reported, held))| {
-            if synced_rule {
-                held.min(reported.lsn_synced)
-            } else {
-                held
-            }
-        })
-        .collect();
-    let lsn_released_max = released_max(old, &held, safety)
-        .max(floor)
-        .min(lsn_truncate);
+    // Out of a view whose primary may alone hold what it released, the old primary is
+    // promoted, and any of its records may have been released.
+    let lsn_released_max = if sole_holder {
+        lsn_truncate
+    } else {
+        released_max(old, &held_by_backups(old, &reports, safety), safety)
+            .max(floor)
+            .min(lsn_truncate)
+    };
     let promotions = old.promotions_with(old.number + 1, lsn_truncate, based_on, lsn_released_max);
     let next = View {
         number: old.number + 1,
@@ -255,6 +262,7 @@ pub fn promote_from(
         backups: Vec::new(),
         spares: Vec::new(),
         promotions,
+        primary_sole_holder: false,
     };
     let (backups, spares) = members_after(old, &next, &reports, lsn_truncate);
     let mut next = View {
@@ -264,6 +272,53 @@ pub fn promote_from(
     };
     next.promotions.last_mut().expect("made above").rebuilt = rebuilt_lives(&next, all_reports);
     Ok(next)
+}
+
+/// What each backup of `old` that reported holds of its history as a release counts it:
+/// under `durable`, what its log synced (no more than it holds; k-of-n seed 212240: the
+/// bound taken from what the backups had received was more than any log held once the whole
+/// group lost power, and the group waited for good).
+fn held_by_backups(
+    old: &View,
+    candidates: &BTreeMap<NodeId, (Reported, u64)>,
+    safety: Safety,
+) -> Vec<u64> {
+    let synced_rule = matches!(safety, Safety::Durable(_));
+    candidates
+        .iter()
+        .filter(|&(node, _)| reporters(old).contains(node))
+        .map(|(_, &(reported, held))| {
+            if synced_rule {
+                held.min(reported.lsn_synced)
+            } else {
+                held
+            }
+        })
+        .collect()
+}
+
+/// The candidates that may take the place of `old`'s primary: all of them, unless that
+/// primary may be the only holder of what it released (`sole_holder`,
+/// [`View::primary_sole_holder`] under a rule that promises): then only its own records,
+/// which it reports once it restarted, and the change waits for them (`PrimarySoleHolder`).
+/// A spare's report bounds nothing it released with the backups the view left out.
+fn eligible(
+    old: &View,
+    candidates: &BTreeMap<NodeId, (Reported, u64)>,
+    sole_holder: bool,
+) -> Result<BTreeMap<NodeId, (Reported, u64)>, RuleError> {
+    if !sole_holder {
+        return Ok(candidates.clone());
+    }
+    let own: BTreeMap<NodeId, (Reported, u64)> = candidates
+        .iter()
+        .filter(|&(&node, _)| node == old.primary)
+        .map(|(&node, &candidate)| (node, candidate))
+        .collect();
+    if own.is_empty() {
+        return Err(RuleError::PrimarySoleHolder { view: old.number });
+    }
+    Ok(own)
 }
 
 /// The reports that are candidates for the promotion out of `old`, each with how much of
@@ -556,13 +611,7 @@ pub fn remove_backup(
         .filter(|&n| n != failed && !behind.contains(&n))
         .chain(joining.iter().copied())
         .collect();
-    Ok(View {
-        number: old.number + 1,
-        primary: old.primary,
-        backups,
-        spares,
-        promotions: old.promotions.clone(),
-    })
+    Ok(old.with_members(backups, spares))
 }
 
 /// The view with `node` as a spare: it receives the stream but its acks count for no rule
@@ -577,13 +626,7 @@ pub fn add_spare(old: &View, node: NodeId) -> Result<View, RuleError> {
     let mut spares = old.spares.clone();
     spares.push(node);
     spares.sort_unstable();
-    Ok(View {
-        number: old.number + 1,
-        primary: old.primary,
-        backups: old.backups.clone(),
-        spares,
-        promotions: old.promotions.clone(),
-    })
+    Ok(old.with_members(old.backups.clone(), spares))
 }
 
 /// The view with spare `node`, which has caught up, as a backup.
@@ -597,13 +640,8 @@ pub fn promote_spare(old: &View, node: NodeId) -> Result<View, RuleError> {
     let mut backups = old.backups.clone();
     backups.push(node);
     backups.sort_unstable();
-    Ok(View {
-        number: old.number + 1,
-        primary: old.primary,
-        backups,
-        spares: old.spares.iter().copied().filter(|&n| n != node).collect(),
-        promotions: old.promotions.clone(),
-    })
+    let spares = old.spares.iter().copied().filter(|&n| n != node).collect();
+    Ok(old.with_members(backups, spares))
 }
 
 #[cfg(test)]
@@ -618,6 +656,7 @@ mod tests {
             backups: backups.to_vec(),
             spares: Vec::new(),
             promotions: Vec::new(),
+            primary_sole_holder: false,
         }
     }
 
@@ -635,6 +674,7 @@ mod tests {
                 lsn_released_max: 100,
                 rebuilt: Vec::new(),
             }],
+            primary_sole_holder: false,
         };
         let reports = |pairs: &[(NodeId, u64)]| pairs.iter().copied().collect();
         let next = promote(
@@ -662,6 +702,82 @@ mod tests {
             promote(&old, &reports(&[(7, 100)]), Safety::DEFAULT),
             Err(RuleError::NotASpare { node: 7, view: 5 })
         );
+    }
+
+    #[test]
+    fn no_spare_replaces_a_primary_that_may_alone_hold_what_it_released() {
+        // Seed 1301508's view 27: the backup that held what the primary released since its
+        // promotion (LSN 379) was left out; a spare holds 380 of what was released up to 382.
+        let last_promotion = tandem_config::Promotion {
+            view: 21,
+            truncate_lsn: 379,
+            based_on: None,
+            lsn_released_max: 379,
+            rebuilt: Vec::new(),
+        };
+        let old = View {
+            number: 27,
+            primary: 3,
+            backups: Vec::new(),
+            spares: vec![2],
+            promotions: vec![last_promotion],
+            primary_sole_holder: true,
+        };
+        let live = |lsn: u64, restarted: bool| Reported {
+            lsn_received: lsn,
+            view_held: 27,
+            restarted,
+            incarnation: 1,
+            lsn_synced: lsn,
+        };
+        let durable = Safety::Durable(AckCount::All);
+        let spare_only: BTreeMap<NodeId, Reported> = [(2, live(380, true))].into();
+        assert_eq!(
+            promote_from(&old, &spare_only, durable),
+            Err(RuleError::PrimarySoleHolder { view: 27 })
+        );
+        // The old primary's own report, once it restarted, is promoted, and all it holds
+        // counts as released: the spare, behind it, is a backup only once caught up.
+        let with_primary: BTreeMap<NodeId, Reported> =
+            [(2, live(380, true)), (3, live(384, true))].into();
+        let next = promote_from(&old, &with_primary, durable).expect("the old primary");
+        assert_eq!((next.primary, next.truncate_lsn()), (3, Some(384)));
+        assert_eq!(next.promotions.last().unwrap().lsn_released_max, 384);
+        assert!(!next.primary_sole_holder);
+        // A rule that promises nothing at a failover takes the spare.
+        let spare_live: BTreeMap<NodeId, Reported> = [(2, live(380, false))].into();
+        let lossy = promote_from(&old, &spare_live, Safety::OneSafe).expect("the spare");
+        assert_eq!((lossy.primary, lossy.truncate_lsn()), (2, Some(380)));
+        // Without the mark, the spare that holds the last promotion's bound is promoted.
+        let unmarked = View {
+            primary_sole_holder: false,
+            ..old
+        };
+        let promoted = promote_from(&unmarked, &spare_only, durable).expect("the spare");
+        assert_eq!(promoted.primary, 2);
+    }
+
+    #[test]
+    fn a_membership_change_marks_a_view_it_leaves_without_backups() {
+        let old = view(1, &[2]);
+        let alone = remove_backup(&old, 2, &[], &[]).unwrap();
+        assert!(alone.primary_sole_holder && alone.backups.is_empty());
+        let spare = add_spare(&alone, 3).unwrap();
+        assert!(
+            spare.primary_sole_holder,
+            "a spare holds nothing it released"
+        );
+        let backup = promote_spare(&spare, 3).unwrap();
+        assert!(
+            !backup.primary_sole_holder,
+            "a caught-up backup holds it all"
+        );
+        // A view that had no backups to leave out is not marked by a spare's coming.
+        let promoted = View {
+            backups: Vec::new(),
+            ..view(1, &[])
+        };
+        assert!(!add_spare(&promoted, 3).unwrap().primary_sole_holder);
     }
 
     #[test]
@@ -694,6 +810,7 @@ mod tests {
                 lsn_released_max: 732,
                 rebuilt: Vec::new(),
             }],
+            primary_sole_holder: false,
         };
         let rebuilt = |lsn: u64| Reported {
             lsn_received: lsn,
@@ -815,6 +932,7 @@ mod tests {
                 lsn_released_max: 2734,
                 rebuilt: vec![(1, 11), (2, 21), (3, 31), (4, 41)],
             }],
+            primary_sole_holder: false,
         };
         let live = |lsn_received, incarnation| Reported {
             lsn_received,
@@ -872,6 +990,7 @@ mod tests {
             backups: vec![2, 3, 4],
             spares: Vec::new(),
             promotions: Vec::new(),
+            primary_sole_holder: false,
         };
         let durable_2 = Safety::Durable(AckCount::Of(2));
         let frozen = |lsn_synced| Reported {

@@ -1005,6 +1005,71 @@ fn backups_that_all_restarted_under_a_live_primary_are_left_out_and_join_again()
     }
 }
 
+/// Any-time seed 1301508 (Redis model, `durable:2`): a primary's only backup restarted with
+/// its log and was left out while the primary ran (as above), holding records the primary
+/// had released with it. A node whose log had stopped short of them joined as a spare, and
+/// the primary failed before the spare caught up: the spare, reporter of a view without
+/// backups, was promoted from its log at the last promotion's bound on what was released,
+/// which said nothing of what the primary released since, and an acknowledged commit was
+/// lost. The view that leaves the backups out now says that its primary may be the only
+/// holder of what it released (`View::primary_sole_holder`): no spare is promoted out of it,
+/// and the change waits for the primary's own report.
+#[test]
+fn a_spare_does_not_replace_a_primary_that_left_its_restarted_backups_out() {
+    // Node 2, the only backup, holds what the primary released. Nodes 3 and 4, outside the
+    // view, are still loading. Node 2 is no voter, so the config store outlives it.
+    let first = view(1, 1, &[2], &[]);
+    let mut h = Harness::new(
+        &[1, 2, 3, 4],
+        &[1, 3, 4],
+        first,
+        Safety::Durable(AckCount::All),
+    );
+    for id in [3, 4] {
+        h.core_mut(id).set_loaded(false);
+    }
+    h.run_until(200, |h| h.leader().is_some());
+    h.refuse_removals();
+    h.set_lsn(1, 131);
+    h.crash(2);
+    h.restart_rebuilt(2, 131, 1);
+    let left_out = h.run_until(100 * SUSPECT_TICKS, |h| h.view_of(1).backups.is_empty());
+    let view = h.view_of(1);
+    assert!(view.primary_sole_holder, "{view:?} after {left_out} ticks");
+    // The holder is gone for good; nodes 3 and 4 join, behind what was released; the
+    // primary fails before they catch up.
+    h.crash(2);
+    for id in [3, 4] {
+        h.set_lsn(id, 40);
+        h.core_mut(id).set_loaded(true);
+    }
+    h.run_until(100 * SUSPECT_TICKS, |h| h.view_of(1).spares == [3, 4]);
+    assert!(h.view_of(1).primary_sole_holder);
+    h.crash(1);
+    h.run(100 * SUSPECT_TICKS);
+    let last = h.history().values().next_back().expect("views").clone();
+    assert_eq!(
+        last.primary, 1,
+        "a spare holding LSN 40 took the place of a primary that released up to 131: {last:?}"
+    );
+    // The primary comes back with its log, which holds all it released: its own report
+    // promotes it, and every record it holds counts as released.
+    h.restart_rebuilt(1, 131, last.number);
+    h.run_until(100 * SUSPECT_TICKS, |h| {
+        h.live()
+            .iter()
+            .all(|&id| h.view_of(id).number > last.number)
+    });
+    let promoted = h.view_of(3);
+    assert_eq!(promoted.primary, 1, "{promoted:?}");
+    assert!(!promoted.primary_sole_holder);
+    let promotion = promoted.promotions.last().expect("a promotion");
+    assert_eq!(
+        (promotion.truncate_lsn, promotion.lsn_released_max),
+        (131, 131)
+    );
+}
+
 /// The hazard 384a3f7 left open (seed 571285's view 8). A promotion (view 2, node 2 at LSN 100) committed and was served before a whole
 /// group's power loss: node 2 shipped records 101..=105 of view 2, which node 3's log synced
 /// and its own did not. Every node saved no commit index covering view 2 (a change of the

@@ -32,6 +32,19 @@ pub struct View {
     /// directly once kept records a skipped promotion had discarded; the simulator found a
     /// call applied twice that way).
     pub promotions: Vec<Promotion>,
+    /// Whether the primary may be the only member holding records a reply was released for
+    /// since the last promotion, so that the last promotion's
+    /// [`Promotion::lsn_released_max`] no longer bounds what the view's spares must hold to
+    /// take its place. A change under the same primary sets it when it leaves the view
+    /// without backups (every backup had restarted without its memory, and the coordinator
+    /// left them out, `Cluster::maybe_leave_out_restarted`); it stays set while the view has
+    /// no backup, and goes with the first view that names one (a spare becomes a backup only
+    /// holding every released record) or a promotion. While it is set, under a rule that
+    /// waits for backups, no spare takes the primary's place; the primary's own report, once
+    /// it restarted, may (any-time seed 1301508: a spare whose log stopped below what the
+    /// primary had released with the backup it then left out was promoted, and an
+    /// acknowledged commit was lost).
+    pub primary_sole_holder: bool,
 }
 
 /// A view change that made a backup the primary (DESIGN.md, "Promotion rule").
@@ -211,6 +224,23 @@ impl View {
         promotions
     }
 
+    /// The next view under the same primary, with `backups` and `spares`: a membership
+    /// change. It carries the promotions on, and sets [`View::primary_sole_holder`] when it
+    /// leaves a view with backups without any (keeps it while none is named, clears it once
+    /// one is).
+    pub fn with_members(&self, backups: Vec<NodeId>, spares: Vec<NodeId>) -> View {
+        let primary_sole_holder =
+            backups.is_empty() && (self.primary_sole_holder || !self.backups.is_empty());
+        View {
+            number: self.number + 1,
+            primary: self.primary,
+            backups,
+            spares,
+            promotions: self.promotions.clone(),
+            primary_sole_holder,
+        }
+    }
+
     /// Primary first, then backups, then spares.
     pub fn members(&self) -> impl Iterator<Item = NodeId> + '_ {
         std::iter::once(self.primary)
@@ -258,6 +288,9 @@ impl View {
             }
             after = promotion.view;
         }
+        if self.primary_sole_holder && !self.backups.is_empty() {
+            return Err(ViewError::SoleHolderWithBackups);
+        }
         Ok(())
     }
 }
@@ -283,6 +316,8 @@ pub enum ViewError {
     PromotionBaseNotOlder { view: u64 },
     #[error("node {node} is not a node of the cluster map")]
     UnknownNode { node: NodeId },
+    #[error("the view names backups but says its primary is the only holder of what it released")]
+    SoleHolderWithBackups,
 }
 
 /// A node as the cluster map records it.
@@ -457,6 +492,7 @@ mod tests {
             backups: backups.to_vec(),
             spares: spares.to_vec(),
             promotions: Vec::new(),
+            primary_sole_holder: false,
         }
     }
 

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! state image (FileDurable's file, MemDurable's bytes)
-//!  0   8  magic      "TNDMCFG" then the format version byte, 0x02
+//!  0   8  magic      "TNDMCFG" then the format version byte, 0x03
 //!  8   4  len        u32 LE, payload length
 //! 12   4  crc        u32 LE, CRC32C of bytes 0..12 followed by the payload
 //! 16   …  payload    postcard(Persisted): integers are LEB128 varints, a Vec or a map is its
@@ -83,8 +83,9 @@ pub struct PersistedEntry {
     pub context: Vec<u8>,
 }
 
-/// Magic and format version of a state image.
-pub const STATE_MAGIC: [u8; 8] = *b"TNDMCFG\x02";
+/// Magic and format version of a state image: version 2 added the incarnation, version 3 a
+/// view's `primary_sole_holder`.
+pub const STATE_MAGIC: [u8; 8] = *b"TNDMCFG\x03";
 const HEADER_LEN: usize = 16;
 
 /// Why a state image was refused.

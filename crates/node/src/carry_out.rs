@@ -531,6 +531,7 @@ mod tests {
             backups: vec![2],
             spares: Vec::new(),
             promotions: Vec::new(),
+            primary_sole_holder: false,
         }
     }
 

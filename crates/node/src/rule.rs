@@ -158,6 +158,7 @@ mod tests {
             backups: backups.to_vec(),
             spares: spares.to_vec(),
             promotions: Vec::new(),
+            primary_sole_holder: false,
         }
     }
 

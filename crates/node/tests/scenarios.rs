@@ -287,6 +287,7 @@ impl Harness {
             backups: ids[1..].to_vec(),
             spares: Vec::new(),
             promotions: Vec::new(),
+            primary_sole_holder: false,
         };
         initial.groups.insert(GROUP, view);
         let settings: Vec<ClusterSettings> = ids

@@ -820,6 +820,7 @@ fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) ->
             backups,
             spares: Vec::new(),
             promotions: Vec::new(),
+            primary_sole_holder: false,
         },
     );
     map

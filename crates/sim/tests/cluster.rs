@@ -644,8 +644,14 @@ fn a_budget_of_redis_seeds_passes_every_checker() {
     // the operator now waits. 1229989 (k-of-n): two primaries held the same bytes at the same
     // LSN by different histories (a retried call run again at another time), and a member
     // installing one's state transfer was given the other's ghost; transfers are now told
-    // apart by their view.
+    // apart by their view. 1301508 (any-time, `durable:2`): the coordinator left out a
+    // primary's only backup, restarted, which held what the primary had released; a spare
+    // whose log stopped short of it was promoted when the primary was cut off, and an
+    // acknowledged commit was lost. That view now says its primary may be the only holder
+    // of what it released, and no spare takes its place (scripted in tandem-cluster's
+    // `a_spare_does_not_replace_a_primary_that_left_its_restarted_backups_out`).
     for (seed, mix) in [
+        (1_301_508, Mix::AnyTime),
         (1_226_396, Mix::Every),
         (1_229_989, Mix::KOfN),
         (1_201_043, Mix::KOfN),

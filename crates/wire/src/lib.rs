@@ -148,7 +148,9 @@ pub use records::{
 /// Version 12: an acceptor that runs TLS announces it (`Auth` step `StartTls`) after the
 /// `Hello`, and the connector's TLS handshake follows.
 /// Version 13: a cluster `Report` says what the reporter's log synced (`lsn_synced`).
-pub const PROTOCOL_VERSION: u16 = 13;
+/// Version 14: a view says whether its primary may be the only holder of what it released
+/// since the last promotion (`primary_sole_holder`).
+pub const PROTOCOL_VERSION: u16 = 14;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames. It carries
 /// a record or a reply of Redis's largest value (`proto-max-bulk-len`, 512 MiB) — a

@@ -74,6 +74,10 @@ impl Cluster {
     /// change their reports started ended in a view of the same members). Left out, they
     /// join again as spares with the records their logs gave back, and catch up; meanwhile
     /// the view without a backup releases nothing new under a rule that waits for backups.
+    /// Until one of them is a backup again, the primary alone holds what it released with
+    /// them ([`View::primary_sole_holder`]): should it fail, a spare's report bounds nothing,
+    /// and only the primary's own report takes its place (any-time seed 1301508: a spare
+    /// whose log stopped short of what had been released was promoted).
     /// A primary that does not run is replaced from the reports instead.
     pub(super) fn maybe_leave_out_restarted(&mut self) {
         let Some(view) = self.view.clone() else {
@@ -98,12 +102,9 @@ impl Cluster {
             // removal itself, naming it (`Primary::prepare_removal`).
             return;
         }
-        let new = View {
-            number: view.number + 1,
-            backups: Vec::new(),
-            spares: Vec::new(),
-            ..view.clone()
-        };
+        // The view says its primary may be the only holder of what it released: no spare
+        // that joins takes its place before it has become a backup.
+        let new = view.with_members(Vec::new(), Vec::new());
         self.propose_membership(&view, new);
     }
 

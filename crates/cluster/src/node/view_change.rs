@@ -95,9 +95,8 @@ impl Cluster {
         } else if from == view.primary && view.spares.contains(&suspect) {
             // A silent spare simply leaves; it asks to join again when it is back.
             if self.collecting.is_none() {
-                let mut new = view.clone();
-                new.number += 1;
-                new.spares.retain(|&node| node != suspect);
+                let spares = view.spares.iter().copied().filter(|&n| n != suspect);
+                let new = view.with_members(view.backups.clone(), spares.collect());
                 self.propose_membership(&view, new);
             }
         }

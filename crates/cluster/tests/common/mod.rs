@@ -44,6 +44,7 @@ pub fn view(number: u64, primary: NodeId, backups: &[NodeId], spares: &[NodeId])
         backups: backups.to_vec(),
         spares: spares.to_vec(),
         promotions: Vec::new(),
+        primary_sole_holder: false,
     }
 }
 

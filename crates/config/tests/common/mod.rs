@@ -76,6 +76,7 @@ pub fn view(number: u64, primary: NodeId, backups: &[NodeId]) -> View {
         backups: backups.to_vec(),
         spares: Vec::new(),
         promotions: Vec::new(),
+        primary_sole_holder: false,
     }
 }
 

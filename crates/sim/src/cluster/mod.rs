@@ -1211,6 +1211,7 @@ fn initial_map(ids: &[NodeId]) -> (ClusterMap, View) {
         backups: ids[1..].to_vec(),
         spares: Vec::new(),
         promotions: Vec::new(),
+        primary_sole_holder: false,
     };
     let mut initial = ClusterMap::default();
     for &id in ids {
