@@ -44,12 +44,12 @@ use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_error};
 
 use crate::backup::BackupHandle;
 use crate::config::{ClusterTable, NodeConfig, Role};
-use crate::gate::Handshake;
+use crate::gate::{Held, Next};
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::native::{ClientCount, Handoff, NativeDoor};
 use crate::net::{self, ConnError};
-use crate::peer_auth::{ClientAuth, PeerAuth};
+use crate::peer_auth::{ClientAuth, PeerAuth, PeerChallenge, Sealer};
 use crate::primary::{self, PrimaryHandle};
 use crate::scripts::Scripts;
 use crate::{Checksum, NodeStatus, StartError};
@@ -882,6 +882,9 @@ fn replay_log(
 /// takes, and less than a stub's attempt timeout.
 const ROLE_WAIT_MAX: Duration = Duration::from_millis(10);
 
+/// How often a client held in the gate while the node changes roles looks at the role again.
+const ROLE_RETRY: Duration = Duration::from_millis(1);
+
 /// Reads first frames and hands each connection to whoever serves it.
 struct Acceptor {
     node_id: NodeId,
@@ -902,30 +905,190 @@ struct Acceptor {
 
 impl Acceptor {
     /// Serves the native port on `listener`: its gate holds each connection until its
-    /// `Hello` is whole; a plain client at a node not changing roles is then served on the
-    /// gate's thread ([`Self::serve_at_once`]), anything else on a short-lived thread that
-    /// runs its handshake ([`Self::dispatch`]).
+    /// `Hello` is whole, then through every step of its handshake that waits for the client
+    /// or for the node's role ([`Self::on_hello`]); only a TLS handshake takes a short-lived
+    /// thread.
     fn serve(self, listener: TcpListener) -> Result<crate::gate::GateThread, StartError> {
         let limits = crate::gate::GateLimits::for_maxclients(self.maxclients);
         let metrics = Arc::clone(&self.metrics);
         let acceptor = Arc::new(self);
-        let on_hello = move |mut stream: TcpStream, mut buffer, handshake| {
-            let _ = net::tune(&stream);
-            let Some(hello) = acceptor.read_hello(&mut stream, &mut buffer) else {
-                return;
-            };
-            let Some((stream, buffer, handshake)) =
-                acceptor.serve_at_once(stream, buffer, handshake, &hello)
-            else {
-                return;
-            };
-            let acceptor = Arc::clone(&acceptor);
-            crate::spawn_or_say("hello".into(), move || {
-                acceptor.dispatch(stream, buffer, handshake, hello)
-            });
-        };
+        let on_hello = move |held: Held| Arc::clone(&acceptor).on_hello(held);
         crate::gate::spawn(listener, limits, metrics, Box::new(on_hello))
             .map_err(StartError::NativePort)
+    }
+
+    /// A connection whose `Hello` is whole: a peer proves the cluster's secret, a client its
+    /// password if one is asked, each step waiting in the gate ([`Next::Await`]); a client
+    /// is then served once the node holds a role.
+    fn on_hello(self: Arc<Self>, mut held: Held) -> Next {
+        let _ = net::tune(&held.stream);
+        let Some(hello) = self.read_hello(&mut held.stream, &mut held.buffer) else {
+            return Next::Done;
+        };
+        match hello.peer {
+            PeerKind::Client => self.accept_client(held, hello),
+            PeerKind::Cluster => self.accept_peer(held, hello),
+            PeerKind::Replica => {
+                // No node links this way any more: every pair of nodes links over the
+                // connection the two keep.
+                let message = "this node runs in a cluster: its peers link over their cluster \
+                               connection (every node of a cluster runs the same version)";
+                refuse(&mut held.stream, ErrorCode::BadFrame, message);
+                Next::Done
+            }
+        }
+    }
+
+    /// A client's handshake: under TLS on a thread of its own; otherwise its password's
+    /// proof, if one is asked, awaited in the gate.
+    fn accept_client(self: Arc<Self>, mut held: Held, hello: Hello) -> Next {
+        if self.client_auth.runs_tls() {
+            crate::spawn_or_say("hello".into(), move || self.accept_tls_client(held, hello));
+            return Next::Done;
+        }
+        match self.client_auth.challenge(&mut held.stream, None) {
+            Err(_) => Next::Done,
+            Ok(None) => self.serve_when_ready(held, hello.id, Instant::now() + ROLE_WAIT_MAX),
+            Ok(Some(nonce)) => Next::Await {
+                held,
+                timeout: crate::peer_auth::CLIENT_PROOF_TIMEOUT,
+                then: Box::new(move |mut held, timed_out| {
+                    let Held { stream, buffer, .. } = &mut held;
+                    let proved = self
+                        .client_auth
+                        .check_proof(stream, None, buffer, &hello, &nonce, timed_out);
+                    match proved {
+                        Ok(()) => {
+                            let deadline = Instant::now() + ROLE_WAIT_MAX;
+                            self.serve_when_ready(held, hello.id, deadline)
+                        }
+                        Err(_) => Next::Done,
+                    }
+                }),
+            },
+        }
+    }
+
+    /// Serves a client that proved itself once the node holds a role that serves it, or is
+    /// not changing roles, or at `deadline`, whichever comes first: a node in the middle of a
+    /// view change may be the next primary, and the stub waits here for its role rather than
+    /// going round the nodes and pausing. Meanwhile the gate holds the connection and looks
+    /// again every [`ROLE_RETRY`].
+    fn serve_when_ready(self: Arc<Self>, held: Held, client_id: u64, deadline: Instant) -> Next {
+        let slot = self.slot.lock().expect("not poisoned");
+        if !serves_clients(&slot) && Instant::now() < deadline {
+            drop(slot);
+            return Next::Later {
+                held,
+                after: ROLE_RETRY,
+                then: Box::new(move |held, _| self.serve_when_ready(held, client_id, deadline)),
+            };
+        }
+        // The role's lock is not held meanwhile: a promotion must not wait for a client.
+        let service = client_service(&slot, client_id);
+        drop(slot);
+        let Held {
+            stream,
+            buffer,
+            handshake,
+        } = held;
+        // Proved: the connection leaves the handshakes.
+        drop(handshake);
+        self.serve_client(stream, buffer, None, service);
+        Next::Done
+    }
+
+    /// A client's handshake under TLS, on a thread of its own: the TLS handshake costs CPU
+    /// and round trips; the role is waited for on the same thread.
+    fn accept_tls_client(&self, held: Held, hello: Hello) {
+        let Held {
+            mut stream,
+            mut buffer,
+            handshake,
+        } = held;
+        let Ok(client_tls) = self.client_auth.accept(&mut stream, &mut buffer, &hello) else {
+            return;
+        };
+        drop(handshake);
+        let slot = self.wait_for_role(serves_clients);
+        let service = client_service(&slot, hello.id);
+        drop(slot);
+        self.serve_client(stream, buffer, client_tls, service);
+    }
+
+    /// A peer's handshake: under TLS on a thread of its own; otherwise its proof of the
+    /// cluster's secret, if the node has one, awaited in the gate.
+    fn accept_peer(self: Arc<Self>, mut held: Held, hello: Hello) -> Next {
+        let Ok(from) = NodeId::try_from(hello.id) else {
+            refuse(
+                &mut held.stream,
+                ErrorCode::BadFrame,
+                "node ids fit 32 bits",
+            );
+            return Next::Done;
+        };
+        if self.auth.runs_tls() {
+            crate::spawn_or_say("hello".into(), move || {
+                let Held {
+                    mut stream,
+                    mut buffer,
+                    handshake,
+                } = held;
+                let sealer = self.auth.accept_tls_link(&mut stream, &mut buffer, &hello);
+                if let Ok(sealer) = sealer {
+                    drop(handshake);
+                    self.peer_accepted(from, stream, buffer, sealer);
+                }
+            });
+            return Next::Done;
+        }
+        match self.auth.challenge(&mut held.stream, &hello) {
+            Err(_) => Next::Done,
+            Ok(PeerChallenge::Proved(sealer)) => {
+                let Held { stream, buffer, .. } = held;
+                self.peer_accepted(from, stream, buffer, sealer);
+                Next::Done
+            }
+            Ok(PeerChallenge::Sent(accepting)) => Next::Await {
+                held,
+                timeout: crate::peer_auth::HANDSHAKE_TIMEOUT,
+                then: Box::new(move |held, timed_out| {
+                    let Held {
+                        mut stream,
+                        mut buffer,
+                        handshake,
+                    } = held;
+                    let checked =
+                        self.auth
+                            .check_proof(&mut stream, &mut buffer, *accepting, timed_out);
+                    if let Ok(sealer) = checked {
+                        drop(handshake);
+                        self.peer_accepted(from, stream, buffer, sealer);
+                    }
+                    Next::Done
+                }),
+            },
+        }
+    }
+
+    /// Hands a peer's link that proved itself to the node thread.
+    fn peer_accepted(
+        &self,
+        from: NodeId,
+        stream: TcpStream,
+        mut buffer: FrameBuffer,
+        sealer: Sealer,
+    ) {
+        buffer.set_max_frame_len(self.max_frame_len);
+        let connected = Connected {
+            stream,
+            buffer,
+            sealer,
+        };
+        let _ = self.to_node.send(ToNode::PeerAccepted {
+            peer: from,
+            connected,
+        });
     }
 
     /// The connection's `Hello`, which the gate read whole into `buffer` (so this never
@@ -959,97 +1122,6 @@ impl Acceptor {
             return None;
         }
         Some(hello)
-    }
-
-    /// Serves a client that proves nothing (no TLS on the native port, no password asked)
-    /// at once, on the gate's thread, when the node holds a role that serves it and is not
-    /// changing roles: nothing in such a handshake waits. Hands anything else back, for a
-    /// thread of its own (a handshake that waits for the client, or for the node's role).
-    fn serve_at_once(
-        &self,
-        stream: TcpStream,
-        buffer: FrameBuffer,
-        handshake: Handshake,
-        hello: &Hello,
-    ) -> Option<(TcpStream, FrameBuffer, Handshake)> {
-        if hello.peer != PeerKind::Client || !self.client_auth.asks_nothing() {
-            return Some((stream, buffer, handshake));
-        }
-        let slot = self.slot.lock().expect("not poisoned");
-        if !serves_clients(&slot) {
-            // A role that is changing: the client waits for it on a thread.
-            drop(slot);
-            return Some((stream, buffer, handshake));
-        }
-        let service = client_service(&slot, hello.id);
-        drop(slot);
-        drop(handshake);
-        self.serve_client(stream, buffer, None, service);
-        None
-    }
-
-    /// Serves a connection whose `Hello` [`Self::read_hello`] read, on a thread of its own:
-    /// its handshake may wait for the client (TLS, a password, a peer's proof) or for the
-    /// node's role. The connection counts among the handshakes until it proved itself.
-    fn dispatch(
-        &self,
-        mut stream: TcpStream,
-        mut buffer: FrameBuffer,
-        handshake: Handshake,
-        hello: Hello,
-    ) {
-        let peer = NodeId::try_from(hello.id);
-        // A peer proves it knows the cluster's secret before anything it sends is decoded.
-        let mut client_tls = None;
-        let sealer = if PeerAuth::is_peer(&hello) {
-            match self.auth.accept(&mut stream, &mut buffer, &hello) {
-                Ok(sealer) => Some(sealer),
-                Err(_) => return,
-            }
-        } else {
-            match self.client_auth.accept(&mut stream, &mut buffer, &hello) {
-                Ok(tls) => client_tls = tls,
-                Err(_) => return,
-            }
-            None
-        };
-        // Proved: the connection leaves the handshakes.
-        drop(handshake);
-        match hello.peer {
-            PeerKind::Client => {
-                // A node in the middle of a view change may be the next primary: the stub
-                // waits here for its role rather than going round the nodes and pausing.
-                let slot = self.wait_for_role(serves_clients);
-                // The role's lock is not held meanwhile: a promotion must not wait for a
-                // client.
-                let service = client_service(&slot, hello.id);
-                drop(slot);
-                self.serve_client(stream, buffer, client_tls, service);
-            }
-            PeerKind::Replica => {
-                // No node links this way any more: every pair of nodes links over the
-                // connection the two keep.
-                let message = "this node runs in a cluster: its peers link over their cluster \
-                               connection (every node of a cluster runs the same version)";
-                refuse(&mut stream, ErrorCode::BadFrame, message);
-            }
-            PeerKind::Cluster => {
-                let Ok(from) = peer else {
-                    refuse(&mut stream, ErrorCode::BadFrame, "node ids fit 32 bits");
-                    return;
-                };
-                buffer.set_max_frame_len(self.max_frame_len);
-                let connected = Connected {
-                    stream,
-                    buffer,
-                    sealer: sealer.expect("a peer authenticated"),
-                };
-                let _ = self.to_node.send(ToNode::PeerAccepted {
-                    peer: from,
-                    connected,
-                });
-            }
-        }
     }
 
     /// Hands a client that proved itself to the I/O loop, to be served by `service` (none:

@@ -1,7 +1,9 @@
 //! The native port's gate: every connection waits here, on one thread for all of them, until
-//! it has sent its first frame whole (its `Hello`); only then is it handed on (`OnHello`),
-//! which serves at once what need not wait and gives a handshake that may wait a thread of
-//! its own.
+//! it has sent its first frame whole (its `Hello`); only then is it handed on (`OnHello`).
+//! What the handler does not finish at once it hands back ([`Next`]): a connection whose
+//! handshake waits for the client's next frame (a password's or a peer's proof) or for the
+//! node's role waits here again, on the same thread; only a TLS handshake is given a thread
+//! of its own.
 //!
 //! So a stranger costs the node no thread and no more memory than it sent, up to the
 //! handshake's small frame limit: idle connections, or four bytes announcing a large frame,
@@ -10,7 +12,7 @@
 //! for at most `hello_timeout`, and at most `handshakes_max` handed-on connections that have
 //! not yet proved themselves (a [`Handshake`] is held until they do; more are refused).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::io::{ErrorKind, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -63,14 +65,71 @@ impl Drop for Handshake {
     }
 }
 
-/// What the gate hands on: a blocking stream, the buffer holding (at least) its whole first
-/// frame, and its place among the handshakes.
-pub type OnHello = Box<dyn Fn(std::net::TcpStream, FrameBuffer, Handshake) + Send>;
+/// A connection the gate hands on: its blocking stream, the buffer holding what it sent
+/// (at least its whole `Hello`), and its place among the handshakes.
+#[derive(Debug)]
+pub struct Held {
+    pub stream: std::net::TcpStream,
+    pub buffer: FrameBuffer,
+    pub handshake: Handshake,
+}
 
-/// A connection waiting for its whole `Hello`.
+/// What a handler does with a connection it was handed: it is done with it (served it, gave
+/// it a thread, or closed it), or the gate holds it again, on the gate's thread.
+pub enum Next {
+    Done,
+    /// Hold the connection until its buffer holds another whole frame, or it sent a frame
+    /// the buffer refuses, or it ended, or `timeout` passed; then `then` (told whether the
+    /// time ran out: otherwise reading one frame from the buffer does not wait).
+    Await {
+        held: Held,
+        timeout: Duration,
+        then: Then,
+    },
+    /// Hold the connection unread for `after` (what it sends meanwhile stays in the
+    /// socket), then `then` (told that the time ran out).
+    Later {
+        held: Held,
+        after: Duration,
+        then: Then,
+    },
+}
+
+impl std::fmt::Debug for Next {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Next::Done => f.write_str("Done"),
+            Next::Await { held, timeout, .. } => {
+                write!(f, "Await {{ held: {held:?}, timeout: {timeout:?} }}")
+            }
+            Next::Later { held, after, .. } => {
+                write!(f, "Later {{ held: {held:?}, after: {after:?} }}")
+            }
+        }
+    }
+}
+
+/// The rest of a handshake: what to do with the connection once the gate held it as asked.
+pub type Then = Box<dyn FnOnce(Held, bool) -> Next + Send>;
+
+/// What the gate hands a connection to once its `Hello` is whole; it must not block.
+pub type OnHello = Box<dyn Fn(Held) -> Next + Send>;
+
+/// A connection held by the gate: waiting for its whole `Hello` (`then` is `None`), or
+/// handed back by a handler (it holds its `Handshake`).
 struct Pending {
     stream: TcpStream,
     buffer: FrameBuffer,
+    /// When the gate stops waiting for it.
+    due: Instant,
+    then: Option<(Handshake, Then, Wait)>,
+}
+
+/// What a handed-back connection waits for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Frame,
+    Time,
 }
 
 const LISTENER: Token = Token(0);
@@ -116,7 +175,8 @@ pub fn spawn(
         metrics,
         on_hello,
         pending: HashMap::new(),
-        deadlines: VecDeque::new(),
+        hellos_pending: 0,
+        deadlines: BTreeSet::new(),
         token_next: STOP.0 + 1,
         stop: Arc::clone(&stop),
         handshakes: Arc::new(AtomicUsize::new(0)),
@@ -135,9 +195,11 @@ struct Gate {
     metrics: Arc<Metrics>,
     on_hello: OnHello,
     pending: HashMap<Token, Pending>,
-    /// When each pending connection's time is up, in the order they came (one timeout for
-    /// all, so the order of arrival is the order of deadlines).
-    deadlines: VecDeque<(Instant, Token)>,
+    /// How many of `pending` wait for their `Hello`.
+    hellos_pending: usize,
+    /// When each held connection's time is up (an entry whose connection moved on, or now
+    /// waits for another time, is skipped when it comes up).
+    deadlines: BTreeSet<(Instant, Token)>,
     token_next: usize,
     /// Handed-on connections still in their handshakes.
     handshakes: Arc<AtomicUsize>,
@@ -152,7 +214,7 @@ impl Gate {
         loop {
             let timeout = self
                 .deadlines
-                .front()
+                .first()
                 .map(|(due, _)| due.saturating_duration_since(Instant::now()));
             if let Err(err) = self.poll.poll(&mut events, timeout) {
                 if err.kind() == ErrorKind::Interrupted {
@@ -184,46 +246,62 @@ impl Gate {
                 // tries again.
                 Err(_) => return,
             };
-            if self.pending.len() >= self.limits.pending_max {
+            if self.hellos_pending >= self.limits.pending_max {
                 self.refuse(&stream, "waiting for their Hello");
                 continue;
             }
-            let token = Token(self.token_next);
-            self.token_next += 1;
-            if self
-                .poll
-                .registry()
-                .register(&mut stream, token, Interest::READABLE)
-                .is_err()
-            {
-                continue;
-            }
             let buffer = FrameBuffer::new(HANDSHAKE_FRAME_LEN_MAX);
-            self.pending.insert(token, Pending { stream, buffer });
             let due = Instant::now() + self.limits.hello_timeout;
-            self.deadlines.push_back((due, token));
-            // Bytes may have come with the connection: an edge-triggered event for them
-            // may already be spent.
-            self.read(token);
+            if let Some(token) = self.hold(&mut stream, due, Interest::READABLE) {
+                self.hellos_pending += 1;
+                let pending = Pending {
+                    stream,
+                    buffer,
+                    due,
+                    then: None,
+                };
+                self.pending.insert(token, pending);
+                // Bytes may have come with the connection: an edge-triggered event for them
+                // may already be spent.
+                self.read(token);
+            }
         }
     }
 
-    /// Reads what a pending connection sent; hands it on once its first frame is whole.
+    /// Registers a connection the gate holds until `due` under a new token (`None`: it
+    /// could not be registered, and is dropped).
+    fn hold(&mut self, stream: &mut TcpStream, due: Instant, interest: Interest) -> Option<Token> {
+        let token = Token(self.token_next);
+        self.token_next += 1;
+        self.poll
+            .registry()
+            .register(stream, token, interest)
+            .ok()?;
+        self.deadlines.insert((due, token));
+        Some(token)
+    }
+
+    /// Reads what a held connection sent; hands it on once its next frame is whole (or, past
+    /// its `Hello`, once it sent a bad frame or ended: its handler says why).
     fn read(&mut self, token: Token) {
         let Some(pending) = self.pending.get_mut(&token) else {
             return;
         };
+        let hello = pending.then.is_none();
+        if pending
+            .then
+            .as_ref()
+            .is_some_and(|(_, _, wait)| *wait == Wait::Time)
+        {
+            return;
+        }
         loop {
-            match pending.stream.read(pending.buffer.spare()) {
-                Ok(0) => return self.drop_pending(token),
-                Ok(n) => pending.buffer.filled(n),
-                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
-                Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return self.drop_pending(token),
-            }
+            // What came with an earlier frame may hold this one whole already.
             match pending.buffer.holds_whole_frame() {
                 Ok(false) => {}
-                Ok(true) => return self.hand_on(token),
+                Ok(true) if hello => return self.hand_on(token),
+                Ok(true) => return self.go_on(token, false),
+                Err(_) if !hello => return self.go_on(token, false),
                 Err(err) => {
                     let mut frame = Vec::new();
                     let message = format!("{err}: the first frame must be a Hello");
@@ -233,39 +311,133 @@ impl Gate {
                     return self.drop_pending(token);
                 }
             }
+            match pending.stream.read(pending.buffer.spare()) {
+                Ok(n) if n > 0 => pending.buffer.filled(n),
+                Err(err) if err.kind() == ErrorKind::WouldBlock => return,
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                // It ended: before its `Hello`, nothing to say; after, its handler reads
+                // the end and says why it stops.
+                _ if hello => return self.drop_pending(token),
+                _ => return self.go_on(token, false),
+            }
         }
     }
 
+    /// Hands a connection whose `Hello` is whole to the handler, unless too many are in
+    /// their handshakes.
     fn hand_on(&mut self, token: Token) {
-        let mut pending = self.pending.remove(&token).expect("a pending connection");
-        let _ = self.poll.registry().deregister(&mut pending.stream);
+        let Some(Pending { stream, buffer, .. }) = self.release(token) else {
+            return;
+        };
         if self.handshakes.load(Ordering::Acquire) >= self.limits.handshakes_max {
-            self.refuse(&pending.stream, "in their handshakes");
+            self.refuse(&stream, "in their handshakes");
             return;
         }
-        let stream = std::net::TcpStream::from(pending.stream);
-        if stream.set_nonblocking(false).is_err() {
+        let Some(stream) = blocking(stream) else {
             return;
-        }
+        };
         self.handshakes.fetch_add(1, Ordering::AcqRel);
         let handshake = Handshake(Arc::clone(&self.handshakes));
-        (self.on_hello)(stream, pending.buffer, handshake);
+        let next = (self.on_hello)(Held {
+            stream,
+            buffer,
+            handshake,
+        });
+        self.hold_again(next);
+    }
+
+    /// Hands a connection the gate held for its handler back to it (`timed_out`: its time
+    /// ran out).
+    fn go_on(&mut self, token: Token, timed_out: bool) {
+        let Some(pending) = self.release(token) else {
+            return;
+        };
+        let (handshake, then, _) = pending.then.expect("a connection handed back");
+        let Some(stream) = blocking(pending.stream) else {
+            return;
+        };
+        let held = Held {
+            stream,
+            buffer: pending.buffer,
+            handshake,
+        };
+        let next = then(held, timed_out);
+        self.hold_again(next);
+    }
+
+    /// Holds a connection again as its handler asked.
+    fn hold_again(&mut self, next: Next) {
+        let (held, wait, due, then) = match next {
+            Next::Done => return,
+            Next::Await {
+                held,
+                timeout,
+                then,
+            } => (held, Wait::Frame, timeout, then),
+            Next::Later { held, after, then } => (held, Wait::Time, after, then),
+        };
+        let Held {
+            stream,
+            buffer,
+            handshake,
+        } = held;
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let mut stream = TcpStream::from_std(stream);
+        let due = Instant::now() + due;
+        let token = match wait {
+            Wait::Frame => self.hold(&mut stream, due, Interest::READABLE),
+            Wait::Time => {
+                // Not read meanwhile: it needs no events.
+                let token = Token(self.token_next);
+                self.token_next += 1;
+                self.deadlines.insert((due, token));
+                Some(token)
+            }
+        };
+        let Some(token) = token else { return };
+        let pending = Pending {
+            stream,
+            buffer,
+            due,
+            then: Some((handshake, then, wait)),
+        };
+        self.pending.insert(token, pending);
+        self.read(token);
+    }
+
+    /// Takes a held connection out of the gate.
+    fn release(&mut self, token: Token) -> Option<Pending> {
+        let mut pending = self.pending.remove(&token)?;
+        if pending.then.is_none() {
+            self.hellos_pending -= 1;
+        }
+        let _ = self.poll.registry().deregister(&mut pending.stream);
+        Some(pending)
     }
 
     fn drop_pending(&mut self, token: Token) {
-        if let Some(mut pending) = self.pending.remove(&token) {
-            let _ = self.poll.registry().deregister(&mut pending.stream);
-        }
+        self.release(token);
     }
 
-    /// Closes the connections whose `Hello` did not come in time.
+    /// Closes the connections whose `Hello` did not come in time, and hands the others whose
+    /// time ran out back to their handlers.
     fn expire(&mut self, now: Instant) {
-        while let Some(&(due, token)) = self.deadlines.front() {
+        while let Some(&(due, token)) = self.deadlines.first() {
             if due > now {
                 return;
             }
-            self.deadlines.pop_front();
-            if self.pending.contains_key(&token) {
+            self.deadlines.pop_first();
+            let Some(pending) = self.pending.get(&token) else {
+                continue;
+            };
+            if pending.due != due {
+                continue;
+            }
+            if pending.then.is_some() {
+                self.go_on(token, true);
+            } else {
                 self.metrics.connection_refused("handshake");
                 self.drop_pending(token);
             }
@@ -283,5 +455,127 @@ impl Gate {
                 peer.as_deref().unwrap_or("(gone)")
             );
         }
+    }
+}
+
+/// The blocking stream a handler works with (`None`: the socket could not be switched, and
+/// the connection is dropped).
+fn blocking(stream: TcpStream) -> Option<std::net::TcpStream> {
+    let stream = std::net::TcpStream::from(stream);
+    stream.set_nonblocking(false).ok()?;
+    Some(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use tandem_wire::{Hello, PeerKind, encode_hello};
+
+    /// A gate on loopback whose handler is `on_hello`; returns its address.
+    fn start(on_hello: OnHello) -> (std::net::SocketAddr, GateThread) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let metrics = Arc::new(Metrics::new(1, "primary"));
+        let limits = GateLimits::for_maxclients(16);
+        (address, spawn(listener, limits, metrics, on_hello).unwrap())
+    }
+
+    fn hello() -> Vec<u8> {
+        let mut bytes = Vec::new();
+        encode_hello(&mut bytes, &Hello::new(PeerKind::Client, 1, 0));
+        bytes
+    }
+
+    /// Reads until the end of the stream.
+    fn read_to_end(mut stream: std::net::TcpStream) -> Vec<u8> {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).unwrap();
+        got
+    }
+
+    /// A handler's steps: it writes `tag`, then waits in the gate for a second frame (which
+    /// came with the `Hello`, so at once), then for a time, then for a frame that never
+    /// comes, and says how each step ended before it closes.
+    #[test]
+    fn a_connection_handed_back_waits_in_the_gate_for_each_step() {
+        let step = |tag: &'static [u8], then: Then| -> Then {
+            Box::new(move |mut held: Held, timed_out: bool| {
+                let said = if timed_out { b'T' } else { b'F' };
+                held.stream.write_all(&[tag[0], said]).unwrap();
+                then(held, timed_out)
+            })
+        };
+        let on_hello: OnHello = Box::new(move |mut held: Held| {
+            held.buffer.next_frame().unwrap().expect("the Hello");
+            held.stream.write_all(b"h").unwrap();
+            // The last step: a frame that never comes.
+            let last: Then = Box::new(|mut held: Held, timed_out| {
+                held.stream.write_all(&[b'c', u8::from(timed_out)]).unwrap();
+                Next::Done
+            });
+            let wait_frame: Then = Box::new(move |held, _| Next::Await {
+                held,
+                timeout: Duration::from_millis(20),
+                then: last,
+            });
+            let later: Then = Box::new(move |mut held: Held, _| {
+                held.buffer.next_frame().unwrap().expect("the second frame");
+                Next::Later {
+                    held,
+                    after: Duration::from_millis(5),
+                    then: step(b"b", wait_frame),
+                }
+            });
+            Next::Await {
+                held,
+                timeout: Duration::from_secs(10),
+                then: step(b"a", later),
+            }
+        });
+        let (address, _gate) = start(on_hello);
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        let mut bytes = hello();
+        bytes.extend_from_slice(&hello());
+        stream.write_all(&bytes).unwrap();
+        // The second frame was there at once (F), the time ran out (T), the third frame
+        // never came (timed out: 1).
+        assert_eq!(read_to_end(stream), b"haFbTc\x01");
+    }
+
+    /// A connection that ends while the gate waits for its next frame is handed back at once
+    /// (not at its deadline): its handler reads the end.
+    #[test]
+    fn a_connection_that_ends_while_awaited_is_handed_back_at_once() {
+        let (told, heard) = std::sync::mpsc::channel();
+        let told = std::sync::Mutex::new(told);
+        let on_hello: OnHello = Box::new(move |held: Held| {
+            let told = told.lock().unwrap().clone();
+            Next::Await {
+                held,
+                timeout: Duration::from_secs(60),
+                then: Box::new(move |mut held: Held, timed_out| {
+                    let mut byte = [0];
+                    let read = held.stream.read(&mut byte).unwrap();
+                    told.send((timed_out, read)).unwrap();
+                    Next::Done
+                }),
+            }
+        });
+        let (address, _gate) = start(on_hello);
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        stream.write_all(&hello()).unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let got = heard
+            .recv_timeout(Duration::from_secs(10))
+            .expect("handed back");
+        assert_eq!(
+            got,
+            (false, 0),
+            "not timed out, and the handler reads the end"
+        );
     }
 }

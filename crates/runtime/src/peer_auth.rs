@@ -51,6 +51,14 @@ pub(crate) enum Sealer {
     Tls(Box<TlsWriter>),
 }
 
+/// Where the accepting side stands after a peer's `Hello` ([`PeerAuth::challenge`]).
+pub(crate) enum PeerChallenge {
+    /// Nothing to prove: a plain link from loopback.
+    Proved(Sealer),
+    /// The challenge is sent: the peer's proof is awaited.
+    Sent(Box<Accepting>),
+}
+
 /// The writer's half of a TLS link: its direction's key, and room for the records.
 #[derive(Debug)]
 pub struct TlsWriter {
@@ -175,23 +183,45 @@ impl PeerAuth {
         Ok(Sealer::Sealed(Box::new(sealer)))
     }
 
-    /// The accepting side, after a peer's `Hello`. On success, as for
-    /// [`connect`](Self::connect); on failure the peer was told why, the refusal counted, and
-    /// the connection shut.
-    pub(crate) fn accept(
+    /// Whether peer links run TLS: the accepting side's handshake then takes a thread of its
+    /// own ([`Self::accept_tls_link`]); otherwise it runs in steps that never wait
+    /// ([`Self::challenge`], [`Self::check_proof`]).
+    pub(crate) fn runs_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The accepting side under TLS, after a peer's `Hello`: blocks for the handshake. On
+    /// success, as for [`connect`](Self::connect); on failure the peer was told why, the
+    /// refusal counted, and the connection shut.
+    pub(crate) fn accept_tls_link(
         &self,
         stream: &mut TcpStream,
         buffer: &mut FrameBuffer,
         hello: &Hello,
     ) -> Result<Sealer, ConnError> {
         assert!(Self::is_peer(hello), "only peer links authenticate");
-        if let Some(tls) = &self.tls {
-            return self.accept_tls(tls, stream, buffer, hello);
-        }
+        let tls = self.tls.as_ref().expect("peer links run TLS");
+        self.accept_tls(tls, stream, buffer, hello)
+    }
+
+    /// The accepting side's first step without TLS, after a peer's `Hello`: without a secret
+    /// the link is plain and taken from loopback only; with one, the challenge is sent, and
+    /// the peer's proof is awaited ([`Self::check_proof`]). On failure the peer was told why,
+    /// the refusal counted, and the connection shut.
+    pub(crate) fn challenge(
+        &self,
+        stream: &mut TcpStream,
+        hello: &Hello,
+    ) -> Result<PeerChallenge, ConnError> {
+        assert!(Self::is_peer(hello), "only peer links authenticate");
+        assert!(
+            self.tls.is_none(),
+            "a TLS link's handshake runs on its own thread"
+        );
         let Some(secret) = &self.secret else {
             let from = stream.peer_addr()?;
             if is_local(from) {
-                return Ok(Sealer::Plain);
+                return Ok(PeerChallenge::Proved(Sealer::Plain));
             }
             return Err(self.refuse(
                 stream,
@@ -204,7 +234,25 @@ impl PeerAuth {
         let mut bytes = Vec::new();
         encode_auth(&mut bytes, &accepting.challenge());
         net::write_all(stream, &bytes)?;
-        let proof = match net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, expect_auth) {
+        Ok(PeerChallenge::Sent(Box::new(accepting)))
+    }
+
+    /// The accepting side's second step: the peer's proof, which `buffer` holds whole (or
+    /// the peer ended, or sent something else, or its time ran out: `timed_out`), checked;
+    /// on success the confirmation is sent, as for [`connect`](Self::connect); on failure as
+    /// for [`Self::challenge`].
+    pub(crate) fn check_proof(
+        &self,
+        stream: &mut TcpStream,
+        buffer: &mut FrameBuffer,
+        accepting: Accepting,
+        timed_out: bool,
+    ) -> Result<Sealer, ConnError> {
+        let proof = match timed_out {
+            true => Err(ConnError::Protocol("timed out waiting for a frame".into())),
+            false => net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, expect_auth),
+        };
+        let proof = match proof {
             Ok(proof) => proof,
             Err(ConnError::Closed | ConnError::Io(_)) => {
                 self.metrics.peer_refused("no_proof");
@@ -221,7 +269,7 @@ impl PeerAuth {
         };
         match accepting.check(&proof) {
             Ok((confirm, sealer, opener)) => {
-                bytes.clear();
+                let mut bytes = Vec::new();
                 encode_auth(&mut bytes, &confirm);
                 net::write_all(stream, &bytes)?;
                 buffer.authenticate(opener);
@@ -401,16 +449,17 @@ impl ClientAuth {
         })
     }
 
-    /// Whether a client proves nothing here (no TLS on the native port, no password asked):
-    /// its handshake then needs nothing more from it than its `Hello`.
-    pub(crate) fn asks_nothing(&self) -> bool {
-        self.passwords.is_none() && self.tls.is_none()
+    /// Whether the native port runs TLS: a client's handshake then takes a thread of its own
+    /// ([`Self::accept`]); otherwise it runs in steps that never wait ([`Self::challenge`],
+    /// [`Self::check_proof`]).
+    pub(crate) fn runs_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
-    /// After a client's `Hello`: under TLS, the handshake and the `Hello` again; then `Ok`
-    /// once the client proved a password (at once if none is asked), with the writer every
-    /// later frame to the client goes through under TLS. Otherwise the client was told why,
-    /// the refusal counted, and the connection shut.
+    /// After a client's `Hello`, blocking: under TLS, the handshake and the `Hello` again;
+    /// then `Ok` once the client proved a password (at once if none is asked), with the
+    /// writer every later frame to the client goes through under TLS. Otherwise the client
+    /// was told why, the refusal counted, and the connection shut.
     pub(crate) fn accept(
         &self,
         stream: &mut TcpStream,
@@ -422,9 +471,22 @@ impl ClientAuth {
             Some(config) => Some(self.accept_tls(config, stream, buffer, hello)?),
             None => None,
         };
-        let Some(passwords) = &self.passwords else {
-            return Ok(tls);
-        };
+        if let Some(nonce) = self.challenge(stream, tls.as_mut())? {
+            self.check_proof(stream, tls.as_mut(), buffer, hello, &nonce, false)?;
+        }
+        Ok(tls)
+    }
+
+    /// Asks the client to prove a password, if one is asked (`None`: none is): sends the
+    /// challenge, and returns its nonce; the proof is checked by [`Self::check_proof`].
+    pub(crate) fn challenge(
+        &self,
+        stream: &mut TcpStream,
+        tls: Option<&mut TlsWriter>,
+    ) -> Result<Option<[u8; NONCE_LEN]>, ConnError> {
+        if self.passwords.is_none() {
+            return Ok(None);
+        }
         let challenge = tandem_wire::Auth {
             step: tandem_wire::AuthStep::Challenge,
             nonce: nonce()?,
@@ -432,11 +494,31 @@ impl ClientAuth {
         };
         let mut bytes = Vec::new();
         encode_auth(&mut bytes, &challenge);
-        send(stream, tls.as_mut(), &bytes)?;
-        let proof = net::read_one(stream, buffer, CLIENT_PROOF_TIMEOUT, |frame| match frame {
-            Frame::ClientProof(proof) => Ok(proof),
-            _ => Err(ConnError::Protocol("expected a ClientProof".into())),
-        });
+        send(stream, tls, &bytes)?;
+        Ok(Some(challenge.nonce))
+    }
+
+    /// Checks the client's proof of a password against the challenge's `nonce`: `buffer`
+    /// holds it whole (or the client ended, or sent something else, or its time ran out:
+    /// `timed_out`; a blocking caller's read waits for it). `Ok` once proved; otherwise the
+    /// client was told why, the refusal counted, and the connection shut.
+    pub(crate) fn check_proof(
+        &self,
+        stream: &mut TcpStream,
+        mut tls: Option<&mut TlsWriter>,
+        buffer: &mut FrameBuffer,
+        hello: &Hello,
+        nonce: &[u8; NONCE_LEN],
+        timed_out: bool,
+    ) -> Result<(), ConnError> {
+        let passwords = self.passwords.as_ref().expect("a password is asked");
+        let proof = match timed_out {
+            true => Err(ConnError::Protocol("timed out waiting for a frame".into())),
+            false => net::read_one(stream, buffer, CLIENT_PROOF_TIMEOUT, |frame| match frame {
+                Frame::ClientProof(proof) => Ok(proof),
+                _ => Err(ConnError::Protocol("expected a ClientProof".into())),
+            }),
+        };
         let refused = |stream: &mut TcpStream, tls: Option<&mut TlsWriter>, message: &str| {
             self.metrics.clients_refused.inc();
             let mut bytes = Vec::new();
@@ -454,20 +536,20 @@ impl ClientAuth {
             Err(_) => {
                 return Err(refused(
                     stream,
-                    tls.as_mut(),
+                    tls.as_deref_mut(),
                     "NOAUTH this node asks clients for a password: give the stub credentials",
                 ));
             }
         };
         let known = passwords.get(&proof.user);
         let proved = known.is_some_and(|(password, _)| {
-            tandem_wire::check_client_proof(password, hello, &challenge.nonce, &proof.proof)
+            tandem_wire::check_client_proof(password, hello, nonce, &proof.proof)
         });
         match known {
-            Some((_, true)) if proved => Ok(tls),
+            Some((_, true)) if proved => Ok(()),
             Some((_, false)) if proved => Err(refused(
                 stream,
-                tls.as_mut(),
+                tls.as_deref_mut(),
                 &format!(
                     "NOPERM user {} has restricted rights, which the native port does not \
                      serve; give the stub (or the proxy) a user with every right",
@@ -478,11 +560,7 @@ impl ClientAuth {
                 // A wrong password or an unknown user: what a guess looks like.
                 self.metrics
                     .auth_failed(crate::metrics::AuthPort::Native, stream.peer_addr().ok());
-                Err(refused(
-                    stream,
-                    tls.as_mut(),
-                    tandem_redis::session::WRONGPASS,
-                ))
+                Err(refused(stream, tls, tandem_redis::session::WRONGPASS))
             }
         }
     }
@@ -575,7 +653,7 @@ pub(crate) fn send(
 type ClientPasswords = BTreeMap<String, (Vec<u8>, bool)>;
 
 /// How long a node waits for a client's proof.
-const CLIENT_PROOF_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CLIENT_PROOF_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A peer that may link without the secret: one on this machine.
 fn is_local(from: SocketAddr) -> bool {

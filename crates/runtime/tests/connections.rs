@@ -605,13 +605,6 @@ fn the_welcome_carries_the_last_committed_lsn() {
     node.stop();
 }
 
-/// Threads of this process now (every test's nodes and clients included).
-fn threads_now() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("Linux's /proc")
-        .count()
-}
-
 /// Before a connection proves itself it may send only short frames: four bytes announcing a
 /// large first frame are refused at once, before the node holds any of it.
 #[test]
@@ -631,7 +624,7 @@ fn a_stranger_announcing_a_large_first_frame_is_refused_before_it_is_buffered() 
 fn idle_and_half_sent_connections_hold_no_thread_and_others_are_served() {
     const IDLE: usize = 300;
     let node = Node::start();
-    let before = threads_now();
+    let before = common::threads_now();
     let mut idle = Vec::new();
     for index in 0..IDLE {
         let mut stream = TcpStream::connect(node.address).expect("the node accepts");
@@ -643,7 +636,7 @@ fn idle_and_half_sent_connections_hold_no_thread_and_others_are_served() {
     }
     let mut client = Client::welcomed(node.address, 7);
     client.debit_credit(1, 1, 5);
-    let grown = threads_now().saturating_sub(before);
+    let grown = common::threads_now().saturating_sub(before);
     // Other tests of this binary start nodes and clients alongside; a thread per idle
     // connection would be 300 more.
     assert!(
@@ -674,7 +667,7 @@ fn a_backup_holds_no_thread_for_idle_or_half_sent_connections() {
     let running = common::start(&config, listener, None, common::model(&config));
     // A node that holds its role runs its fixed set of threads: whatever grows from here
     // grows for the connections.
-    let before = threads_now();
+    let before = common::threads_now();
     let mut idle = Vec::new();
     for index in 0..IDLE {
         let mut stream = TcpStream::connect(address).expect("the node accepts");
@@ -705,7 +698,7 @@ fn a_backup_holds_no_thread_for_idle_or_half_sent_connections() {
         }
         other => panic!("expected NotPrimary, got {other:?}"),
     }
-    let grown = threads_now().saturating_sub(before);
+    let grown = common::threads_now().saturating_sub(before);
     assert!(
         grown < IDLE / 3,
         "{grown} more threads with {IDLE} idle connections"

@@ -290,6 +290,58 @@ fn a_stranger_without_the_secret_is_refused_at_the_handshake_and_counted() {
     );
 }
 
+/// A peer's handshake that waits for its proof waits in the native port's gate, not on a
+/// thread of its own: strangers challenged that never answer add no thread, and a peer that
+/// knows the secret is confirmed meanwhile.
+#[test]
+fn peers_silent_after_the_challenge_hold_no_thread() {
+    const SILENT: usize = 128;
+    let nowhere = "127.0.0.1:9".parse().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let _backup = start_backup(listener, nowhere, Some(SECRET));
+    let before = common::threads_now();
+    let mut hello = Vec::new();
+    encode_hello(&mut hello, &primary_hello());
+    let silent: Vec<Conn> = (0..SILENT)
+        .map(|_| {
+            let mut conn = Conn::open(address);
+            conn.send(&hello);
+            assert!(
+                matches!(conn.next_frame(), Some(Frame::Auth(_))),
+                "a challenge"
+            );
+            conn
+        })
+        .collect();
+    let grown = common::threads_now().saturating_sub(before);
+    // Other tests of this binary start nodes alongside; a thread per handshake would be
+    // 128 more.
+    assert!(
+        grown < SILENT / 4,
+        "{grown} more threads with {} handshakes waiting for a proof",
+        silent.len()
+    );
+    let secret = ClusterSecret::new(SECRET.as_bytes()).unwrap();
+    let mut member = Conn::open(address);
+    member.send(&hello);
+    let Some(Frame::Auth(challenge)) = member.next_frame() else {
+        panic!("a challenge")
+    };
+    let (proof, waiting) = Connecting::new(&secret, &primary_hello(), [6; NONCE_LEN])
+        .answer(&challenge)
+        .unwrap();
+    let mut bytes = Vec::new();
+    encode_auth(&mut bytes, &proof);
+    member.send(&bytes);
+    let Some(Frame::Auth(confirm)) = member.next_frame() else {
+        panic!("a confirmation")
+    };
+    waiting
+        .confirm(&confirm)
+        .expect("the node knows the secret");
+}
+
 #[test]
 fn without_a_secret_peer_links_come_from_loopback_only() {
     let Some(outward) = outward_address() else {

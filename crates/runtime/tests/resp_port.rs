@@ -650,6 +650,72 @@ fn a_client_that_leaves_large_replies_unread_is_closed_and_others_are_served() {
     }
 }
 
+/// A native client's handshake that waits for its password's proof waits in the gate, not
+/// on a thread of its own: clients challenged that never answer add no thread, and clients
+/// that answer meanwhile are welcomed or refused as their proof says.
+#[test]
+fn native_clients_silent_after_the_challenge_hold_no_thread() {
+    const SILENT: usize = 128;
+    let node = start_on("127.0.0.1:0", Some("s3cret"));
+    let before = common::threads_now();
+    let challenged = |id: u64| -> (TcpStream, FrameBuffer, [u8; tandem_wire::NONCE_LEN]) {
+        let mut stream = TcpStream::connect(node.native).expect("the node accepts");
+        stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let mut hello = Vec::new();
+        encode_hello(&mut hello, &Hello::new(PeerKind::Client, id, 0));
+        stream.write_all(&hello).unwrap();
+        let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+        let Some(Frame::Auth(challenge)) = next_frame(&mut stream, &mut buffer) else {
+            panic!("a challenge")
+        };
+        let nonce = challenge.nonce;
+        (stream, buffer, nonce)
+    };
+    let silent: Vec<_> = (0..SILENT as u64).map(|id| challenged(100 + id)).collect();
+    let grown = common::threads_now().saturating_sub(before);
+    // Other tests of this binary start nodes alongside; a thread per handshake would be
+    // 128 more.
+    assert!(
+        grown < SILENT / 4,
+        "{grown} more threads with {} handshakes waiting for a proof",
+        silent.len()
+    );
+    for (password, welcomed) in [("s3cret", true), ("wrong", false)] {
+        let id = if welcomed { 7 } else { 8 };
+        let (mut stream, mut buffer, nonce) = challenged(id);
+        let hello = Hello::new(PeerKind::Client, id, 0);
+        let proof = tandem_wire::client_proof(password.as_bytes(), &hello, &nonce);
+        let mut bytes = Vec::new();
+        tandem_wire::encode_client_proof(&mut bytes, "default", &proof);
+        stream.write_all(&bytes).unwrap();
+        match next_frame(&mut stream, &mut buffer) {
+            Some(Frame::Welcome(_)) if welcomed => {}
+            Some(Frame::Error(err)) if !welcomed => {
+                assert!(err.message.contains("WRONGPASS"), "{}", err.message);
+            }
+            other => panic!("{password}: {other:?}"),
+        }
+    }
+}
+
+/// The next frame `stream` sends, if any, re-decoded so that it outlives `buffer`.
+fn next_frame(stream: &mut TcpStream, buffer: &mut FrameBuffer) -> Option<Frame<'static>> {
+    loop {
+        if let Some(frame) = buffer.next_frame().expect("well-formed frames") {
+            let mut bytes = Vec::new();
+            frame.encode(&mut bytes);
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            let decoded = tandem_wire::decode_frame(bytes, MAX_FRAME_LEN_DEFAULT);
+            return Some(decoded.unwrap().unwrap().0);
+        }
+        let n = stream.read(buffer.spare()).expect("a frame in time");
+        if n == 0 {
+            return None;
+        }
+        buffer.filled(n);
+    }
+}
+
 /// A wrong password on the RESP port counts in `tandem_auth_failures_total{port="resp"}`.
 #[test]
 fn a_wrong_password_counts_as_a_failed_authentication() {

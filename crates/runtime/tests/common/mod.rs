@@ -100,3 +100,10 @@ pub fn start(
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
+
+/// Threads of this process now (every test's nodes and clients included).
+pub fn threads_now() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("Linux's /proc")
+        .count()
+}
