@@ -17,6 +17,7 @@
 //! is gone. It stays out of the view until it is added as a spare, and catches up from the
 //! primary's retained tail.
 
+mod acceptor;
 mod beat;
 mod env;
 mod links;
@@ -26,8 +27,10 @@ mod peers;
 
 pub(crate) use node_loop::{NodeTx, ToNode};
 
+use acceptor::{Acceptor, ROLE_WAIT_MAX};
+
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -40,22 +43,17 @@ use tandem_memory::Segment;
 use tandem_node::{Node, NodeSettings, READ_INDEX_RETRY, ReadSettings, RoleRule};
 use tandem_replication::NodeId;
 use tandem_store::DataModel;
-use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_error};
 
 use crate::backup::BackupHandle;
 use crate::config::{ClusterTable, NodeConfig, Role};
-use crate::gate::{Held, Next};
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
-use crate::native::{ClientCount, Handoff, NativeDoor};
-use crate::net::{self, ConnError};
-use crate::peer_auth::{ClientAuth, PeerAuth, PeerChallenge, Sealer};
+use crate::peer_auth::{ClientAuth, PeerAuth};
 use crate::primary::{self, PrimaryHandle};
 use crate::scripts::Scripts;
 use crate::{Checksum, NodeStatus, StartError};
 use env::RuntimeEnv;
 use node_loop::NodeThread;
-use peers::Connected;
 use serde::Serialize;
 
 /// A cluster message in a few words, for the trace lines.
@@ -310,7 +308,6 @@ pub(crate) fn start(
         group: config.group.id,
         max_frame_len: config.tuning.max_frame_len,
         slot: Arc::clone(&slot),
-        slot_changed: Arc::clone(&slot_changed),
         to_node: to_node.clone(),
         auth: peer_auth.clone(),
         client_auth: ClientAuth::new(config, &metrics)?,
@@ -875,345 +872,4 @@ fn replay_log(
             None
         }
     }
-}
-
-/// The longest a primary's link or a client waits at a node that is changing roles (frozen
-/// for a view change, or between two roles) for the role it will have: about what a failover
-/// takes, and less than a stub's attempt timeout.
-const ROLE_WAIT_MAX: Duration = Duration::from_millis(10);
-
-/// How often a client held in the gate while the node changes roles looks at the role again.
-const ROLE_RETRY: Duration = Duration::from_millis(1);
-
-/// Reads first frames and hands each connection to whoever serves it.
-struct Acceptor {
-    node_id: NodeId,
-    group: u32,
-    max_frame_len: usize,
-    slot: Arc<Mutex<Slot>>,
-    /// Notified when the role in `slot` changes.
-    slot_changed: Arc<Condvar>,
-    to_node: NodeTx,
-    auth: PeerAuth,
-    client_auth: ClientAuth,
-    metrics: Arc<Metrics>,
-    /// Client connections served at once (`tuning.maxclients`), RESP's included.
-    maxclients: usize,
-    /// The I/O loop, which serves a client once its handshake is done.
-    door: NativeDoor,
-}
-
-impl Acceptor {
-    /// Serves the native port on `listener`: its gate holds each connection until its
-    /// `Hello` is whole, then through every step of its handshake that waits for the client
-    /// or for the node's role ([`Self::on_hello`]); only a TLS handshake takes a short-lived
-    /// thread.
-    fn serve(self, listener: TcpListener) -> Result<crate::gate::GateThread, StartError> {
-        let limits = crate::gate::GateLimits::for_maxclients(self.maxclients);
-        let metrics = Arc::clone(&self.metrics);
-        let acceptor = Arc::new(self);
-        let on_hello = move |held: Held| Arc::clone(&acceptor).on_hello(held);
-        crate::gate::spawn(listener, limits, metrics, Box::new(on_hello))
-            .map_err(StartError::NativePort)
-    }
-
-    /// A connection whose `Hello` is whole: a peer proves the cluster's secret, a client its
-    /// password if one is asked, each step waiting in the gate ([`Next::Await`]); a client
-    /// is then served once the node holds a role.
-    fn on_hello(self: Arc<Self>, mut held: Held) -> Next {
-        let _ = net::tune(&held.stream);
-        let Some(hello) = self.read_hello(&mut held.stream, &mut held.buffer) else {
-            return Next::Done;
-        };
-        match hello.peer {
-            PeerKind::Client => self.accept_client(held, hello),
-            PeerKind::Cluster => self.accept_peer(held, hello),
-            PeerKind::Replica => {
-                // No node links this way any more: every pair of nodes links over the
-                // connection the two keep.
-                let message = "this node runs in a cluster: its peers link over their cluster \
-                               connection (every node of a cluster runs the same version)";
-                refuse(&mut held.stream, ErrorCode::BadFrame, message);
-                Next::Done
-            }
-        }
-    }
-
-    /// A client's handshake: under TLS on a thread of its own; otherwise its password's
-    /// proof, if one is asked, awaited in the gate.
-    fn accept_client(self: Arc<Self>, mut held: Held, hello: Hello) -> Next {
-        if self.client_auth.runs_tls() {
-            crate::spawn_or_say("hello".into(), move || self.accept_tls_client(held, hello));
-            return Next::Done;
-        }
-        match self.client_auth.challenge(&mut held.stream, None) {
-            Err(_) => Next::Done,
-            Ok(None) => self.serve_when_ready(held, hello.id, Instant::now() + ROLE_WAIT_MAX),
-            Ok(Some(nonce)) => Next::Await {
-                held,
-                timeout: crate::peer_auth::CLIENT_PROOF_TIMEOUT,
-                then: Box::new(move |mut held, timed_out| {
-                    let Held { stream, buffer, .. } = &mut held;
-                    let proved = self
-                        .client_auth
-                        .check_proof(stream, None, buffer, &hello, &nonce, timed_out);
-                    match proved {
-                        Ok(()) => {
-                            let deadline = Instant::now() + ROLE_WAIT_MAX;
-                            self.serve_when_ready(held, hello.id, deadline)
-                        }
-                        Err(_) => Next::Done,
-                    }
-                }),
-            },
-        }
-    }
-
-    /// Serves a client that proved itself once the node holds a role that serves it, or is
-    /// not changing roles, or at `deadline`, whichever comes first: a node in the middle of a
-    /// view change may be the next primary, and the stub waits here for its role rather than
-    /// going round the nodes and pausing. Meanwhile the gate holds the connection and looks
-    /// again every [`ROLE_RETRY`].
-    fn serve_when_ready(self: Arc<Self>, held: Held, client_id: u64, deadline: Instant) -> Next {
-        let slot = self.slot.lock().expect("not poisoned");
-        if !serves_clients(&slot) && Instant::now() < deadline {
-            drop(slot);
-            return Next::Later {
-                held,
-                after: ROLE_RETRY,
-                then: Box::new(move |held, _| self.serve_when_ready(held, client_id, deadline)),
-            };
-        }
-        // The role's lock is not held meanwhile: a promotion must not wait for a client.
-        let service = client_service(&slot, client_id);
-        drop(slot);
-        let Held {
-            stream,
-            buffer,
-            handshake,
-        } = held;
-        // Proved: the connection leaves the handshakes.
-        drop(handshake);
-        self.serve_client(stream, buffer, None, service);
-        Next::Done
-    }
-
-    /// A client's handshake under TLS, on a thread of its own: the TLS handshake costs CPU
-    /// and round trips; the role is waited for on the same thread.
-    fn accept_tls_client(&self, held: Held, hello: Hello) {
-        let Held {
-            mut stream,
-            mut buffer,
-            handshake,
-        } = held;
-        let Ok(client_tls) = self.client_auth.accept(&mut stream, &mut buffer, &hello) else {
-            return;
-        };
-        drop(handshake);
-        let slot = self.wait_for_role(serves_clients);
-        let service = client_service(&slot, hello.id);
-        drop(slot);
-        self.serve_client(stream, buffer, client_tls, service);
-    }
-
-    /// A peer's handshake: under TLS on a thread of its own; otherwise its proof of the
-    /// cluster's secret, if the node has one, awaited in the gate.
-    fn accept_peer(self: Arc<Self>, mut held: Held, hello: Hello) -> Next {
-        let Ok(from) = NodeId::try_from(hello.id) else {
-            refuse(
-                &mut held.stream,
-                ErrorCode::BadFrame,
-                "node ids fit 32 bits",
-            );
-            return Next::Done;
-        };
-        if self.auth.runs_tls() {
-            crate::spawn_or_say("hello".into(), move || {
-                let Held {
-                    mut stream,
-                    mut buffer,
-                    handshake,
-                } = held;
-                let sealer = self.auth.accept_tls_link(&mut stream, &mut buffer, &hello);
-                if let Ok(sealer) = sealer {
-                    drop(handshake);
-                    self.peer_accepted(from, stream, buffer, sealer);
-                }
-            });
-            return Next::Done;
-        }
-        match self.auth.challenge(&mut held.stream, &hello) {
-            Err(_) => Next::Done,
-            Ok(PeerChallenge::Proved(sealer)) => {
-                let Held { stream, buffer, .. } = held;
-                self.peer_accepted(from, stream, buffer, sealer);
-                Next::Done
-            }
-            Ok(PeerChallenge::Sent(accepting)) => Next::Await {
-                held,
-                timeout: crate::peer_auth::HANDSHAKE_TIMEOUT,
-                then: Box::new(move |held, timed_out| {
-                    let Held {
-                        mut stream,
-                        mut buffer,
-                        handshake,
-                    } = held;
-                    let checked =
-                        self.auth
-                            .check_proof(&mut stream, &mut buffer, *accepting, timed_out);
-                    if let Ok(sealer) = checked {
-                        drop(handshake);
-                        self.peer_accepted(from, stream, buffer, sealer);
-                    }
-                    Next::Done
-                }),
-            },
-        }
-    }
-
-    /// Hands a peer's link that proved itself to the node thread.
-    fn peer_accepted(
-        &self,
-        from: NodeId,
-        stream: TcpStream,
-        mut buffer: FrameBuffer,
-        sealer: Sealer,
-    ) {
-        buffer.set_max_frame_len(self.max_frame_len);
-        let connected = Connected {
-            stream,
-            buffer,
-            sealer,
-        };
-        let _ = self.to_node.send(ToNode::PeerAccepted {
-            peer: from,
-            connected,
-        });
-    }
-
-    /// The connection's `Hello`, which the gate read whole into `buffer` (so this never
-    /// waits), if it is one for this node's group (or a peer's); else the connection was
-    /// told why and closed.
-    fn read_hello(&self, stream: &mut TcpStream, buffer: &mut FrameBuffer) -> Option<Hello> {
-        let hello = net::read_one(
-            stream,
-            buffer,
-            Duration::from_secs(10),
-            |frame| match frame {
-                Frame::Hello(hello) => Ok(hello),
-                _ => Err(ConnError::Protocol(
-                    "the first frame must be a Hello".into(),
-                )),
-            },
-        );
-        let hello = match hello {
-            Ok(hello) => hello,
-            Err(err) => {
-                refuse(stream, err.code(), &err.to_string());
-                return None;
-            }
-        };
-        if hello.group != self.group && hello.peer != PeerKind::Cluster {
-            let message = format!(
-                "this node serves group {}, not group {}",
-                self.group, hello.group
-            );
-            refuse(stream, ErrorCode::BadFrame, &message);
-            return None;
-        }
-        Some(hello)
-    }
-
-    /// Hands a client that proved itself to the I/O loop, to be served by `service` (none:
-    /// the node holds no role that serves it, and says so), unless the node already serves
-    /// `maxclients` clients.
-    fn serve_client(
-        &self,
-        mut stream: TcpStream,
-        mut buffer: FrameBuffer,
-        mut client_tls: Option<crate::TlsWriter>,
-        service: Option<Box<dyn crate::native::Service>>,
-    ) {
-        // The client may send frames of any length the node takes.
-        buffer.set_max_frame_len(self.max_frame_len);
-        if self.metrics.client_connections.get() >= self.maxclients as i64 {
-            self.metrics.connection_refused("maxclients");
-            let mut frame = Vec::new();
-            encode_error(
-                &mut frame,
-                ErrorCode::Busy,
-                "max number of clients reached (tuning.maxclients)",
-            );
-            let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            return;
-        }
-        let Some(service) = service else {
-            let message = format!("node {} is not the primary", self.node_id);
-            let mut frame = Vec::new();
-            encode_error(&mut frame, ErrorCode::NotPrimary, &message);
-            let _ = crate::peer_auth::send(&mut stream, client_tls.as_mut(), &frame);
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            return;
-        };
-        self.door.hand(Handoff {
-            stream,
-            buffer,
-            tls: client_tls,
-            service,
-            counted: ClientCount::new(&self.metrics),
-        });
-    }
-
-    /// The node's role once `ready` holds for it, or once it is no longer changing roles (a
-    /// frozen backup, or no role: the moment between two roles), or after
-    /// [`ROLE_WAIT_MAX`], whichever comes first. The lock is held on return.
-    fn wait_for_role(&self, ready: impl Fn(&Slot) -> bool) -> std::sync::MutexGuard<'_, Slot> {
-        let deadline = Instant::now() + ROLE_WAIT_MAX;
-        let mut slot = self.slot.lock().expect("not poisoned");
-        loop {
-            let changing = match &*slot {
-                Slot::Backup(handle) => handle.gate().is_frozen(),
-                Slot::Outside => true,
-                Slot::Primary(_) => false,
-            };
-            let now = Instant::now();
-            if ready(&slot) || !changing || now >= deadline {
-                return slot;
-            }
-            slot = self
-                .slot_changed
-                .wait_timeout(slot, deadline - now)
-                .expect("not poisoned")
-                .0;
-        }
-    }
-}
-
-/// Whether the node holds a role that serves clients and is not changing it: a primary, or
-/// a backup (or spare) that is not frozen for a view change.
-fn serves_clients(slot: &Slot) -> bool {
-    match slot {
-        Slot::Primary(_) => true,
-        Slot::Backup(handle) => !handle.gate().is_frozen(),
-        Slot::Outside => false,
-    }
-}
-
-/// What serves a native client (`client_id`) at the role in `slot`: a backup (or spare)
-/// serves reads and welcomes the client as a backup, which tells a stub looking for the
-/// primary to go on; no role, nothing.
-fn client_service(slot: &Slot, client_id: u64) -> Option<Box<dyn crate::native::Service>> {
-    match slot {
-        Slot::Primary(handle) => Some(handle.native_service(client_id)),
-        Slot::Backup(handle) => Some(handle.native_service()),
-        Slot::Outside => None,
-    }
-}
-
-fn refuse(stream: &mut TcpStream, code: ErrorCode, message: &str) {
-    let mut frame = Vec::new();
-    encode_error(&mut frame, code, message);
-    let _ = net::write_all(stream, &frame);
-    let _ = stream.shutdown(std::net::Shutdown::Both);
 }

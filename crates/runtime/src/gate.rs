@@ -86,6 +86,14 @@ pub enum Next {
         timeout: Duration,
         then: Then,
     },
+    /// Hold the connection until more bytes came into its buffer (a TLS handshake's
+    /// records, which are no frames), or it ended, or `timeout` passed; then `then` (told
+    /// whether the time ran out: otherwise nothing new in the buffer means it ended).
+    AwaitBytes {
+        held: Held,
+        timeout: Duration,
+        then: Then,
+    },
     /// Hold the connection unread for `after` (what it sends meanwhile stays in the
     /// socket), then `then` (told that the time ran out).
     Later {
@@ -101,6 +109,9 @@ impl std::fmt::Debug for Next {
             Next::Done => f.write_str("Done"),
             Next::Await { held, timeout, .. } => {
                 write!(f, "Await {{ held: {held:?}, timeout: {timeout:?} }}")
+            }
+            Next::AwaitBytes { held, timeout, .. } => {
+                write!(f, "AwaitBytes {{ held: {held:?}, timeout: {timeout:?} }}")
             }
             Next::Later { held, after, .. } => {
                 write!(f, "Later {{ held: {held:?}, after: {after:?} }}")
@@ -129,6 +140,7 @@ struct Pending {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Wait {
     Frame,
+    Bytes,
     Time,
 }
 
@@ -288,12 +300,10 @@ impl Gate {
             return;
         };
         let hello = pending.then.is_none();
-        if pending
-            .then
-            .as_ref()
-            .is_some_and(|(_, _, wait)| *wait == Wait::Time)
-        {
-            return;
+        match pending.then.as_ref().map(|(_, _, wait)| *wait) {
+            Some(Wait::Time) => return,
+            Some(Wait::Bytes) => return self.read_bytes(token),
+            Some(Wait::Frame) | None => {}
         }
         loop {
             // What came with an earlier frame may hold this one whole already.
@@ -320,6 +330,34 @@ impl Gate {
                 _ if hello => return self.drop_pending(token),
                 _ => return self.go_on(token, false),
             }
+        }
+    }
+
+    /// Reads what a connection awaited for bytes sent; hands it back once some came (all
+    /// there is, or what its buffer holds), or once it ended.
+    fn read_bytes(&mut self, token: Token) {
+        let Some(pending) = self.pending.get_mut(&token) else {
+            return;
+        };
+        let mut came = false;
+        loop {
+            let spare = pending.buffer.spare();
+            if spare.is_empty() {
+                break;
+            }
+            match pending.stream.read(spare) {
+                Ok(n) if n > 0 => {
+                    pending.buffer.filled(n);
+                    came = true;
+                }
+                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                // It ended: its handler finds nothing new.
+                _ => return self.go_on(token, false),
+            }
+        }
+        if came {
+            self.go_on(token, false);
         }
     }
 
@@ -374,6 +412,11 @@ impl Gate {
                 timeout,
                 then,
             } => (held, Wait::Frame, timeout, then),
+            Next::AwaitBytes {
+                held,
+                timeout,
+                then,
+            } => (held, Wait::Bytes, timeout, then),
             Next::Later { held, after, then } => (held, Wait::Time, after, then),
         };
         let Held {
@@ -387,7 +430,7 @@ impl Gate {
         let mut stream = TcpStream::from_std(stream);
         let due = Instant::now() + due;
         let token = match wait {
-            Wait::Frame => self.hold(&mut stream, due, Interest::READABLE),
+            Wait::Frame | Wait::Bytes => self.hold(&mut stream, due, Interest::READABLE),
             Wait::Time => {
                 // Not read meanwhile: it needs no events.
                 let token = Token(self.token_next);

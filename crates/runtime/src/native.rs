@@ -1,9 +1,8 @@
 //! Native clients (stubs, `tandem proxy`) on the node's I/O loop.
 //!
 //! The node's acceptor reads a client's `Hello`, runs its authentication and decides which
-//! role serves it (on the gate's thread for a client that proves nothing at a node not
-//! changing roles, else on a short-lived thread of its own); then it hands the connection
-//! to the I/O loop that serves the RESP port (on the node's thread), which reads and writes
+//! role serves it (every step on the gate's thread, `cluster/acceptor.rs`); then it hands the
+//! connection to the I/O loop that serves the RESP port (on the node's thread), which reads and writes
 //! it from then on, with every other client's, and no thread is kept per connection. What the
 //! connection's frames mean is its [`Service`]'s to say: a primary role's (calls go to the
 //! node in one batch per pass, answers come back as frames) or a backup role's (reads, one

@@ -26,7 +26,7 @@ use tandem_wire::{
 
 use crate::metrics::Metrics;
 use crate::net::{self, ConnError};
-use crate::peer_tls::{PeerTls, TlsRefusal};
+use crate::peer_tls::{PeerTls, TlsHandshake, TlsRefusal};
 
 /// How long either side of a handshake waits for the other's next step.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -183,25 +183,49 @@ impl PeerAuth {
         Ok(Sealer::Sealed(Box::new(sealer)))
     }
 
-    /// Whether peer links run TLS: the accepting side's handshake then takes a thread of its
-    /// own ([`Self::accept_tls_link`]); otherwise it runs in steps that never wait
+    /// Whether peer links run TLS: the accepting side's handshake is then driven by the
+    /// bytes that come ([`Self::start_tls`]); otherwise by the secret's challenge
     /// ([`Self::challenge`], [`Self::check_proof`]).
     pub(crate) fn runs_tls(&self) -> bool {
         self.tls.is_some()
     }
 
-    /// The accepting side under TLS, after a peer's `Hello`: blocks for the handshake. On
-    /// success, as for [`connect`](Self::connect); on failure the peer was told why, the
-    /// refusal counted, and the connection shut.
-    pub(crate) fn accept_tls_link(
+    /// The accepting side's TLS handshake with a peer whose `Hello` is `hello`, announced to
+    /// it (`Auth` step `StartTls`); its certificate must name the node the `Hello` claims.
+    /// The caller feeds it what comes, then checks the `Hello` again under TLS
+    /// ([`hello_again`]). On failure the peer was told why, the refusal counted, and the
+    /// connection shut.
+    pub(crate) fn start_tls(
         &self,
         stream: &mut TcpStream,
-        buffer: &mut FrameBuffer,
         hello: &Hello,
-    ) -> Result<Sealer, ConnError> {
+    ) -> Result<TlsHandshake, ConnError> {
         assert!(Self::is_peer(hello), "only peer links authenticate");
         let tls = self.tls.as_ref().expect("peer links run TLS");
-        self.accept_tls(tls, stream, buffer, hello)
+        let handshake = tls
+            .accepting(hello.id)
+            .map_err(|err| self.tls_refused(stream, err))?;
+        announce_tls(stream)?;
+        Ok(handshake)
+    }
+
+    /// Refuses a peer whose TLS handshake (or `Hello` again) failed: counted, logged, told
+    /// why if it does not speak TLS (it reads frames), and the connection shut.
+    pub(crate) fn tls_refused(&self, stream: &mut TcpStream, err: TlsRefusal) -> ConnError {
+        let reason = err.reason();
+        self.metrics.peer_refused(reason);
+        tracing::warn!(
+            peer = %stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
+            reason,
+            "refused a peer link: {err}"
+        );
+        if matches!(err, TlsRefusal::NotTls) {
+            let mut bytes = Vec::new();
+            encode_error(&mut bytes, ErrorCode::Unauthorized, &err.to_string());
+            let _ = net::write_all(stream, &bytes);
+        }
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        ConnError::Protocol(err.to_string())
     }
 
     /// The accepting side's first step without TLS, after a peer's `Hello`: without a secret
@@ -283,48 +307,6 @@ impl PeerAuth {
             Err(err @ AuthError::WrongStep { .. }) => {
                 Err(self.refuse(stream, "no_proof", &err.to_string()))
             }
-        }
-    }
-
-    /// The accepting side under TLS: the handshake (the connector's certificate must name
-    /// the node its `Hello` claims), then the `Hello` again, under TLS, equal to `hello`.
-    fn accept_tls(
-        &self,
-        tls: &PeerTls,
-        stream: &mut TcpStream,
-        buffer: &mut FrameBuffer,
-        hello: &Hello,
-    ) -> Result<Sealer, ConnError> {
-        announce_tls(stream)?;
-        let unread = buffer.take_unread();
-        let (keys, rest) = match tls.accept(stream, hello.id, unread) {
-            Ok(accepted) => accepted,
-            Err(err) => {
-                let reason = err.reason();
-                self.metrics.peer_refused(reason);
-                tracing::warn!(
-                    peer = %stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
-                    reason,
-                    "refused a peer link: {err}"
-                );
-                if matches!(err, TlsRefusal::NotTls) {
-                    // The peer reads frames: it is told why in one.
-                    let mut bytes = Vec::new();
-                    encode_error(&mut bytes, ErrorCode::Unauthorized, &err.to_string());
-                    let _ = net::write_all(stream, &bytes);
-                }
-                let _ = stream.shutdown(std::net::Shutdown::Both);
-                return Err(ConnError::Protocol(err.to_string()));
-            }
-        };
-        if hello_again(stream, buffer, &keys, &rest, hello)? {
-            Ok(Sealer::Tls(Box::new(TlsWriter::new(&keys)?)))
-        } else {
-            self.metrics.peer_refused("bad_mac");
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            Err(ConnError::Protocol(
-                "the Hello under TLS differs from the one before it".into(),
-            ))
         }
     }
 
@@ -449,32 +431,44 @@ impl ClientAuth {
         })
     }
 
-    /// Whether the native port runs TLS: a client's handshake then takes a thread of its own
-    /// ([`Self::accept`]); otherwise it runs in steps that never wait ([`Self::challenge`],
-    /// [`Self::check_proof`]).
+    /// Whether the native port runs TLS: a client's handshake then starts with TLS's
+    /// ([`Self::start_tls`]), driven by the bytes that come.
     pub(crate) fn runs_tls(&self) -> bool {
         self.tls.is_some()
     }
 
-    /// After a client's `Hello`, blocking: under TLS, the handshake and the `Hello` again;
-    /// then `Ok` once the client proved a password (at once if none is asked), with the
-    /// writer every later frame to the client goes through under TLS. Otherwise the client
-    /// was told why, the refusal counted, and the connection shut.
-    pub(crate) fn accept(
-        &self,
-        stream: &mut TcpStream,
-        buffer: &mut FrameBuffer,
-        hello: &Hello,
-    ) -> Result<Option<TlsWriter>, ConnError> {
-        assert_eq!(hello.peer, PeerKind::Client, "only clients prove passwords");
-        let mut tls = match &self.tls {
-            Some(config) => Some(self.accept_tls(config, stream, buffer, hello)?),
-            None => None,
-        };
-        if let Some(nonce) = self.challenge(stream, tls.as_mut())? {
-            self.check_proof(stream, tls.as_mut(), buffer, hello, &nonce, false)?;
+    /// The native port's TLS handshake with a client after its `Hello`, announced to it
+    /// (`Auth` step `StartTls`): the node shows its certificate, the client none (it proves
+    /// a password). The caller feeds it what comes, then checks the `Hello` again under TLS
+    /// ([`hello_again`]). On failure the client was told why, the refusal counted, and the
+    /// connection shut.
+    pub(crate) fn start_tls(&self, stream: &mut TcpStream) -> Result<TlsHandshake, ConnError> {
+        let config = self.tls.as_ref().expect("the native port runs TLS");
+        let handshake = crate::peer_tls::accepting_client(config)
+            .map_err(|err| self.tls_refused(stream, err))?;
+        announce_tls(stream)?;
+        Ok(handshake)
+    }
+
+    /// Refuses a client whose TLS handshake (or `Hello` again) failed: counted, told why if
+    /// it does not speak TLS (it reads frames), and the connection shut.
+    pub(crate) fn tls_refused(&self, stream: &mut TcpStream, err: TlsRefusal) -> ConnError {
+        self.metrics.clients_refused.inc();
+        tracing::debug!(
+            client = %stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
+            "refused a client: {err}"
+        );
+        if matches!(err, TlsRefusal::NotTls) {
+            let message = "this node's native port speaks TLS: give the client the cluster's CA \
+                           (the stub's ClientConfig::tls, or tandem proxy --tls-ca)";
+            let mut bytes = Vec::new();
+            encode_error(&mut bytes, ErrorCode::Unauthorized, message);
+            let _ = net::write_all(stream, &bytes);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return ConnError::Protocol(message.into());
         }
-        Ok(tls)
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        ConnError::Protocol(err.to_string())
     }
 
     /// Asks the client to prove a password, if one is asked (`None`: none is): sends the
@@ -564,69 +558,45 @@ impl ClientAuth {
             }
         }
     }
-
-    /// The native port's TLS handshake after a client's `Hello`, then that `Hello` again
-    /// under TLS (a `Hello` altered on the way, say to another client's id, is refused).
-    fn accept_tls(
-        &self,
-        config: &Arc<rustls::ServerConfig>,
-        stream: &mut TcpStream,
-        buffer: &mut FrameBuffer,
-        hello: &Hello,
-    ) -> Result<TlsWriter, ConnError> {
-        announce_tls(stream)?;
-        let unread = buffer.take_unread();
-        let refuse = |stream: &mut TcpStream, err: &dyn std::fmt::Display| {
-            self.metrics.clients_refused.inc();
-            tracing::debug!(
-                client = %stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string()),
-                "refused a client: {err}"
-            );
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            ConnError::Protocol(err.to_string())
-        };
-        let (keys, rest) = match crate::peer_tls::accept_client(config, stream, unread) {
-            Ok(accepted) => accepted,
-            Err(TlsRefusal::NotTls) => {
-                // The client reads frames: it is told why in one.
-                let message = "this node's native port speaks TLS: give the client the \
-                               cluster's CA (the stub's ClientConfig::tls, or tandem proxy \
-                               --tls-ca)";
-                let mut bytes = Vec::new();
-                encode_error(&mut bytes, ErrorCode::Unauthorized, message);
-                let _ = net::write_all(stream, &bytes);
-                return Err(refuse(stream, &message));
-            }
-            Err(err) => return Err(refuse(stream, &err)),
-        };
-        if hello_again(stream, buffer, &keys, &rest, hello)? {
-            TlsWriter::new(&keys)
-        } else {
-            Err(refuse(
-                stream,
-                &"the Hello under TLS differs from the one before it",
-            ))
-        }
-    }
 }
 
-/// After the TLS handshake an acceptor ran (`rest`: the bytes read past it): whether the
-/// connector's first frame under TLS is the `Hello` it sent before the handshake.
-fn hello_again(
-    stream: &mut TcpStream,
+/// After an acceptor's TLS handshake (`keys`, and `rest`: the bytes that came after it):
+/// from now on the connection's frames come in records. The connector's first frame under
+/// TLS must be the `Hello` it sent before the handshake: the caller awaits it whole, then
+/// checks it ([`hello_again`]).
+pub(crate) fn decrypt_after(
     buffer: &mut FrameBuffer,
     keys: &crate::peer_tls::LinkKeys,
     rest: &[u8],
-    hello: &Hello,
-) -> Result<bool, ConnError> {
+) -> Result<TlsWriter, ConnError> {
     buffer.decrypt(RecordOpener::new(&keys.receive).map_err(tls_keys)?, rest);
+    TlsWriter::new(keys)
+}
+
+/// Whether the connector's first frame under TLS, which `buffer` holds whole (or the
+/// connector ended, or sent something else, or its time ran out: `timed_out`), is `hello`.
+pub(crate) fn hello_again(
+    stream: &mut TcpStream,
+    buffer: &mut FrameBuffer,
+    hello: &Hello,
+    timed_out: bool,
+) -> Result<(), TlsRefusal> {
+    if timed_out {
+        return Err(TlsRefusal::Io(io::ErrorKind::TimedOut.into()));
+    }
     let again = net::read_one(stream, buffer, HANDSHAKE_TIMEOUT, |frame| match frame {
         Frame::Hello(again) => Ok(again),
         _ => Err(ConnError::Protocol(
             "expected the Hello again under TLS".into(),
         )),
     });
-    Ok(matches!(again, Ok(again) if again == *hello))
+    match again {
+        Ok(again) if again == *hello => Ok(()),
+        Err(ConnError::Closed | ConnError::Io(_)) => {
+            Err(TlsRefusal::Io(io::ErrorKind::UnexpectedEof.into()))
+        }
+        _ => Err(TlsRefusal::HelloAltered),
+    }
 }
 
 /// Tells the connector this side runs TLS from now on (`Auth` step `StartTls`).

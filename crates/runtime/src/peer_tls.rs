@@ -5,9 +5,13 @@
 //! session cannot serve a reader thread and a writer thread without a lock between them,
 //! which a reader blocked in `read` would hold.
 //!
-//! The handshake reads the socket one record at a time, so that no byte sent after it (the
-//! connector's first frames) is swallowed by the session before its keys are taken. Servers
-//! issue no session tickets: nothing but application data follows the handshake.
+//! A handshake is fed the bytes that come ([`TlsHandshake`], sans I/O), and gives the session
+//! one whole record at a time, never a byte past the handshake: what the connector sends
+//! after it (its first frames) comes back as the handshake's `rest`, not swallowed by the
+//! session before its keys are taken. The native port's gate drives an acceptor's handshake
+//! that way, on its own thread, as bytes come; a connector drives its own on its link's
+//! thread, reading exactly one record at a time ([`handshake_blocking`]). Servers issue no
+//! session tickets: nothing but application data follows the handshake.
 //!
 //! The connector names the node it meant to reach and refuses a certificate for another.
 //! The acceptor checks the connector's certificate names the node its `Hello` claims, and
@@ -64,6 +68,10 @@ pub(crate) enum TlsRefusal {
     WrongNode { claimed: u64 },
     #[error("I/O error during the TLS handshake: {0}")]
     Io(#[from] io::Error),
+    /// The connector's first frame under TLS is not the `Hello` it sent before the
+    /// handshake (altered on the way, say to another client's id).
+    #[error("the Hello under TLS differs from the one before it")]
+    HelloAltered,
 }
 
 impl TlsRefusal {
@@ -74,6 +82,7 @@ impl TlsRefusal {
             TlsRefusal::Handshake(_) => "bad_certificate",
             TlsRefusal::WrongNode { .. } => "wrong_node",
             TlsRefusal::Io(_) => "no_proof",
+            TlsRefusal::HelloAltered => "bad_mac",
         }
     }
 }
@@ -133,7 +142,8 @@ impl PeerTls {
         })
     }
 
-    /// The connecting side's handshake with node `peer`, whose certificate must name it.
+    /// The connecting side's handshake with node `peer`, whose certificate must name it:
+    /// blocks on `stream`.
     pub(crate) fn connect(
         &self,
         stream: &mut TcpStream,
@@ -142,48 +152,28 @@ impl PeerTls {
         let name = ServerName::try_from(peer_name(peer)).expect("node-ID is a DNS name");
         let connection =
             ClientConnection::new(Arc::clone(&self.client), name).map_err(TlsRefusal::Handshake)?;
-        let (keys, _) = handshake(stream, Connection::Client(connection), Vec::new())?;
+        let handshake = TlsHandshake::new(Connection::Client(connection), None);
+        let (keys, _) = handshake_blocking(stream, handshake, Vec::new())?;
         Ok(keys)
     }
 
-    /// The accepting side's handshake with a connector whose `Hello` claimed node `claimed`
-    /// (`unread`: bytes read with the `Hello`, the start of the handshake). Returns the keys
-    /// and the bytes read past the handshake, which are records.
-    pub(crate) fn accept(
-        &self,
-        stream: &mut TcpStream,
-        claimed: u64,
-        unread: Vec<u8>,
-    ) -> Result<(LinkKeys, Vec<u8>), TlsRefusal> {
+    /// The accepting side's handshake with a connector whose `Hello` claimed node `claimed`:
+    /// its certificate must name that node.
+    pub(crate) fn accepting(&self, claimed: u64) -> Result<TlsHandshake, TlsRefusal> {
         let connection =
             ServerConnection::new(Arc::clone(&self.server)).map_err(TlsRefusal::Handshake)?;
-        let name = NodeId::try_from(claimed)
-            .ok()
-            .map(peer_name)
-            .ok_or(TlsRefusal::WrongNode { claimed })?;
-        let check = move |connection: &Connection| {
-            let cert = connection
-                .peer_certificates()
-                .and_then(|certs| certs.first())
-                .ok_or(TlsRefusal::WrongNode { claimed })?;
-            names_node(cert, &name)
-                .then_some(())
-                .ok_or(TlsRefusal::WrongNode { claimed })
-        };
-        handshake_checked(stream, Connection::Server(connection), unread, check)
+        Ok(TlsHandshake::new(
+            Connection::Server(connection),
+            Some(claimed),
+        ))
     }
 }
 
-/// The native port's handshake with a client, after its `Hello` (`unread`: bytes read with
-/// it): the node shows its certificate, the client none (it proves a password). Returns the
-/// keys and the bytes read past the handshake, which are records.
-pub(crate) fn accept_client(
-    config: &Arc<ServerConfig>,
-    stream: &mut TcpStream,
-    unread: Vec<u8>,
-) -> Result<(LinkKeys, Vec<u8>), TlsRefusal> {
+/// The native port's handshake with a client, after its `Hello`: the node shows its
+/// certificate, the client none (it proves a password).
+pub(crate) fn accepting_client(config: &Arc<ServerConfig>) -> Result<TlsHandshake, TlsRefusal> {
     let connection = ServerConnection::new(Arc::clone(config)).map_err(TlsRefusal::Handshake)?;
-    handshake(stream, Connection::Server(connection), unread)
+    Ok(TlsHandshake::new(Connection::Server(connection), None))
 }
 
 /// Whether `cert` (which the handshake verified against the cluster's CA) names `name`.
@@ -197,76 +187,161 @@ fn names_node(cert: &CertificateDer<'_>, name: &str) -> bool {
     cert.verify_is_valid_for_subject_name(&name).is_ok()
 }
 
-fn handshake(
-    stream: &mut TcpStream,
+/// A TLS handshake fed the bytes that come, sans I/O ([`TlsHandshake::feed`]); once it is
+/// done, [`TlsHandshake::finish`] checks the session and takes its keys.
+pub(crate) struct TlsHandshake {
     connection: Connection,
-    unread: Vec<u8>,
-) -> Result<(LinkKeys, Vec<u8>), TlsRefusal> {
-    handshake_checked(stream, connection, unread, |_| Ok(()))
+    /// Bytes received and not yet given to the session: the start of a record not yet
+    /// whole, or, once the handshake is done, what came after it.
+    received: Vec<u8>,
+    /// No record seen yet: if the first is not a handshake's, the peer does not speak TLS.
+    first: bool,
+    /// On an acceptor of peer links, the node the connector's `Hello` claimed: its
+    /// certificate must name it.
+    claimed: Option<u64>,
 }
 
-/// Runs `connection`'s handshake on `stream` (after the bytes `unread`), checks the session
-/// with `check` once it is done, and takes its keys.
-fn handshake_checked(
-    stream: &mut TcpStream,
-    mut connection: Connection,
-    unread: Vec<u8>,
-    check: impl FnOnce(&Connection) -> Result<(), TlsRefusal>,
-) -> Result<(LinkKeys, Vec<u8>), TlsRefusal> {
-    let timeout = stream.read_timeout()?;
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    let mut reader = RecordReader {
-        stream: &mut *stream,
-        unread,
-        at: 0,
-        record: Vec::new(),
-        given: 0,
-        first: true,
-        not_tls: false,
-    };
-    let result = (|| {
+impl std::fmt::Debug for TlsHandshake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsHandshake")
+            .field("received", &self.received.len())
+            .field("claimed", &self.claimed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A TLS record's header: its type, version and length.
+const RECORD_HEADER_LEN: usize = 5;
+
+/// A handshake record's content type.
+const CONTENT_HANDSHAKE: u8 = 22;
+
+impl TlsHandshake {
+    fn new(connection: Connection, claimed: Option<u64>) -> TlsHandshake {
+        TlsHandshake {
+            connection,
+            received: Vec::new(),
+            first: true,
+            claimed,
+        }
+    }
+
+    /// Takes `bytes` that came from the peer, gives the session every whole record among
+    /// what came while it still handshakes, and appends what it sends to `out` (on an
+    /// error too: an alert that tells the peer why). `true` once the handshake is done.
+    pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<bool, TlsRefusal> {
+        self.received.extend_from_slice(bytes);
         loop {
-            while connection.wants_write() {
-                connection.write_tls(reader.stream)?;
+            while self.connection.wants_write() {
+                self.connection.write_tls(out)?;
             }
-            reader.stream.flush()?;
-            if !connection.is_handshaking() {
-                return Ok(());
+            if !self.connection.is_handshaking() {
+                return Ok(true);
             }
-            if connection.read_tls(&mut reader)? == 0 {
-                return Err(TlsRefusal::Io(io::ErrorKind::UnexpectedEof.into()));
+            let Some(len) = self.whole_record()? else {
+                return Ok(false);
+            };
+            let record: Vec<u8> = self.received.drain(..len).collect();
+            let mut record = &record[..];
+            while !record.is_empty() {
+                self.connection.read_tls(&mut record)?;
             }
-            if let Err(err) = connection.process_new_packets() {
-                // Tell the peer why (an alert), then give up.
-                while connection.wants_write() {
-                    if connection.write_tls(reader.stream).is_err() {
+            if let Err(err) = self.connection.process_new_packets() {
+                while self.connection.wants_write() {
+                    if self.connection.write_tls(out).is_err() {
                         break;
                     }
                 }
                 return Err(TlsRefusal::Handshake(err));
             }
         }
-    })();
-    if let Err(err) = result {
-        return Err(if reader.not_tls {
-            TlsRefusal::NotTls
-        } else {
-            err
-        });
     }
-    let rest = reader.unread[reader.at..].to_vec();
-    stream.set_read_timeout(timeout)?;
-    check(&connection)?;
-    let secrets = connection
-        .dangerous_extract_secrets()
-        .map_err(TlsRefusal::Handshake)?;
-    Ok((
-        LinkKeys {
+
+    /// The length of the whole record at the front of what came, if it is whole; an error
+    /// if the first record is not TLS, or one announces more than a record holds.
+    fn whole_record(&mut self) -> Result<Option<usize>, TlsRefusal> {
+        let Some(header) = self.received.first_chunk::<RECORD_HEADER_LEN>() else {
+            return Ok(None);
+        };
+        if std::mem::take(&mut self.first) && header[0] != CONTENT_HANDSHAKE {
+            return Err(TlsRefusal::NotTls);
+        }
+        let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+        if len > tandem_wire::RECORD_PLAINTEXT_MAX + 2048 {
+            let too_long = io::Error::new(io::ErrorKind::InvalidData, "record too long");
+            return Err(TlsRefusal::Io(too_long));
+        }
+        let whole = RECORD_HEADER_LEN + len;
+        Ok((self.received.len() >= whole).then_some(whole))
+    }
+
+    /// How many more bytes the record at the front needs to be whole (its header's, if its
+    /// header is not in yet).
+    fn record_missing(&self) -> usize {
+        match self.received.first_chunk::<RECORD_HEADER_LEN>() {
+            None => RECORD_HEADER_LEN - self.received.len(),
+            Some(header) => {
+                let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
+                (RECORD_HEADER_LEN + len).saturating_sub(self.received.len())
+            }
+        }
+    }
+
+    /// The done handshake's keys, once the session checks out (a peer's certificate names
+    /// the node its `Hello` claimed), and the bytes that came after it, which are records.
+    pub(crate) fn finish(self) -> Result<(LinkKeys, Vec<u8>), TlsRefusal> {
+        assert!(!self.connection.is_handshaking(), "the handshake is done");
+        if let Some(claimed) = self.claimed {
+            let name = NodeId::try_from(claimed)
+                .ok()
+                .map(peer_name)
+                .ok_or(TlsRefusal::WrongNode { claimed })?;
+            let named = self
+                .connection
+                .peer_certificates()
+                .and_then(|certs| certs.first())
+                .is_some_and(|cert| names_node(cert, &name));
+            if !named {
+                return Err(TlsRefusal::WrongNode { claimed });
+            }
+        }
+        let secrets = self
+            .connection
+            .dangerous_extract_secrets()
+            .map_err(TlsRefusal::Handshake)?;
+        let keys = LinkKeys {
             send: traffic_key(secrets.tx),
             receive: traffic_key(secrets.rx),
-        },
-        rest,
-    ))
+        };
+        Ok((keys, self.received))
+    }
+}
+
+/// Runs `handshake` on a blocking `stream` (after the bytes `unread`), reading exactly the
+/// records it needs, under [`HANDSHAKE_TIMEOUT`] per read; returns its keys and the bytes
+/// past it.
+fn handshake_blocking(
+    stream: &mut TcpStream,
+    mut handshake: TlsHandshake,
+    unread: Vec<u8>,
+) -> Result<(LinkKeys, Vec<u8>), TlsRefusal> {
+    let timeout = stream.read_timeout()?;
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let mut came = unread;
+    let mut out = Vec::new();
+    loop {
+        let fed = handshake.feed(&came, &mut out);
+        stream.write_all(&out)?;
+        stream.flush()?;
+        out.clear();
+        if fed? {
+            break;
+        }
+        came.resize(handshake.record_missing(), 0);
+        stream.read_exact(&mut came)?;
+    }
+    stream.set_read_timeout(timeout)?;
+    handshake.finish()
 }
 
 fn traffic_key((seq, secrets): (u64, ConnectionTrafficSecrets)) -> TrafficKey {
@@ -283,62 +358,6 @@ fn traffic_key((seq, secrets): (u64, ConnectionTrafficSecrets)) -> TrafficKey {
         key: key.as_ref().to_vec(),
         iv: iv.as_ref().try_into().expect("TLS 1.3 IVs are 12 bytes"),
         seq,
-    }
-}
-
-/// Gives rustls the handshake one whole record at a time (first from the bytes read with
-/// the `Hello`, then from the socket), never a byte of the record after the one it asks for.
-struct RecordReader<'a> {
-    stream: &'a mut TcpStream,
-    unread: Vec<u8>,
-    at: usize,
-    record: Vec<u8>,
-    given: usize,
-    /// No record read yet: if the first is not TLS, the peer does not speak it.
-    first: bool,
-    /// The first record was not a TLS handshake's.
-    not_tls: bool,
-}
-
-impl RecordReader<'_> {
-    fn read_exact(&mut self, out: &mut [u8]) -> io::Result<()> {
-        let from_unread = (self.unread.len() - self.at).min(out.len());
-        out[..from_unread].copy_from_slice(&self.unread[self.at..self.at + from_unread]);
-        self.at += from_unread;
-        self.stream.read_exact(&mut out[from_unread..])
-    }
-}
-
-impl Read for RecordReader<'_> {
-    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        if self.given == self.record.len() {
-            let mut header = [0; 5];
-            self.read_exact(&mut header)?;
-            self.record.clear();
-            self.record.extend_from_slice(&header);
-            self.given = 0;
-            let first = std::mem::take(&mut self.first);
-            if first && header[0] != 22 {
-                self.not_tls = true;
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "not TLS"));
-            }
-            let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
-            if len > tandem_wire::RECORD_PLAINTEXT_MAX + 2048 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "record too long",
-                ));
-            }
-            self.record.resize(5 + len, 0);
-            let mut body = std::mem::take(&mut self.record);
-            let result = self.read_exact(&mut body[5..]);
-            self.record = body;
-            result?;
-        }
-        let n = out.len().min(self.record.len() - self.given);
-        out[..n].copy_from_slice(&self.record[self.given..self.given + n]);
-        self.given += n;
-        Ok(n)
     }
 }
 
@@ -397,7 +416,8 @@ mod tests {
             let mut outcomes = Vec::new();
             for _ in 0..2 {
                 let (mut stream, _) = listener.accept().unwrap();
-                outcomes.push(acceptor.accept(&mut stream, 1, Vec::new()).is_ok());
+                let handshake = acceptor.accepting(1).unwrap();
+                outcomes.push(handshake_blocking(&mut stream, handshake, Vec::new()).is_ok());
             }
             outcomes
         });

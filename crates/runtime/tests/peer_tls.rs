@@ -429,3 +429,55 @@ fn peers_with_another_nodes_certificate_another_ca_or_no_tls_are_refused_and_cou
     assert_eq!(refused(metrics, "wrong_node"), 1);
     assert_eq!(refused(metrics, "bad_certificate"), 1);
 }
+
+/// A TLS handshake waits for the connector's records in the native port's gate, not on a
+/// thread of its own: peers that said their `Hello`, were told TLS follows, and then send
+/// half a record or nothing add no thread, and a node with the cluster's certificate links
+/// meanwhile.
+#[test]
+fn peers_silent_in_their_tls_handshakes_hold_no_thread() {
+    const SILENT: usize = 128;
+    let pki = Pki::new("silent");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let _backup = start_backup(listener, "127.0.0.1:9".parse().unwrap(), pki.table(2));
+    let before = common::threads_now();
+    let mut hello = Vec::new();
+    encode_hello(&mut hello, &Hello::new(PeerKind::Cluster, 1, 0));
+    let silent: Vec<TcpStream> = (0..SILENT)
+        .map(|index| {
+            let mut stream = TcpStream::connect(address).unwrap();
+            stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+            stream.write_all(&hello).unwrap();
+            let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+            loop {
+                match buffer.next_frame().expect("well-formed frames") {
+                    Some(Frame::Auth(auth)) => {
+                        assert_eq!(auth.step, tandem_wire::AuthStep::StartTls);
+                        break;
+                    }
+                    Some(other) => panic!("expected StartTls, got {other:?}"),
+                    None => {}
+                }
+                let n = stream.read(buffer.spare()).expect("StartTls in time");
+                assert!(n > 0, "the node closed the connection");
+                buffer.filled(n);
+            }
+            if index % 2 == 0 {
+                // The header of a handshake record announcing 200 bytes, and no more.
+                stream.write_all(&[22, 3, 1, 0, 200]).unwrap();
+            }
+            stream
+        })
+        .collect();
+    let grown = common::threads_now().saturating_sub(before);
+    // Other tests of this binary start nodes alongside; a thread per handshake would be
+    // 128 more.
+    assert!(
+        grown < SILENT / 4,
+        "{grown} more threads with {} TLS handshakes waiting",
+        silent.len()
+    );
+    let (cert, key) = pki.node(1);
+    assert!(claim_node_1(address, &pki.ca(), &cert, &key));
+}

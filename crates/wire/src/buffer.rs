@@ -170,8 +170,12 @@ impl FrameBuffer {
     }
 
     /// Whether a whole frame waits at the front (not yet taken); an error if the frame
-    /// announced there is longer than the limit. Decodes nothing.
+    /// announced there is longer than the limit, or the link's bytes were refused already
+    /// (a record that did not open, a frame whose tag did not check). Decodes nothing.
     pub fn holds_whole_frame(&self) -> Result<bool, FrameError> {
+        if let Some(forged) = &self.forged {
+            return Err(forged.clone());
+        }
         let end = if self.records.is_some() {
             self.plain_end
         } else {
