@@ -3,7 +3,6 @@
 //! (`conn_out.rs`). The role itself runs on the node's thread (`cluster/node_loop.rs`).
 
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -47,7 +46,6 @@ pub type ConnId = u64;
 pub struct CallBatch {
     pub(crate) conn: ConnId,
     pub(crate) client_id: u64,
-    pub(crate) bytes: Vec<u8>,
     pub(crate) calls: Vec<CallSlot>,
 }
 
@@ -56,7 +54,8 @@ pub(crate) struct CallSlot {
     pub(crate) seq: u64,
     pub(crate) proc_id: u16,
     pub(crate) safety: Option<Safety>,
-    pub(crate) args: Range<usize>,
+    /// Its arguments, moved on to the role as they are (never copied again).
+    pub(crate) args: Vec<u8>,
     /// Sent as a `Read`: refused if the procedure writes.
     pub(crate) read_only: bool,
 }

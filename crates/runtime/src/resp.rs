@@ -1134,7 +1134,7 @@ impl Front {
             let args = call.args.clone();
             match self.port.as_mut() {
                 Some(port) => {
-                    let seq = port.push(proc_id, &args, read_only);
+                    let seq = port.push(proc_id, args, read_only);
                     self.track(seq, retry.owner);
                 }
                 None => self.resolve(retry.owner, Resolved::Failed(PRIMARY_CHANGED.into())),
@@ -1663,7 +1663,14 @@ impl Front {
             match self.port.as_mut() {
                 Some(port) => {
                     let lsn = port.lsn_committed();
-                    let seq = port.push(call.proc_id.0, &call.args, read_only);
+                    // A call that may be sent again keeps its arguments (a blocking
+                    // command's next try, a read tried again); any other gives them up.
+                    let again = read_only || matches!(call.purpose, Purpose::Block(_));
+                    let args = match again {
+                        true => call.args.clone(),
+                        false => std::mem::take(&mut call.args),
+                    };
+                    let seq = port.push(call.proc_id.0, args, read_only);
                     self.track(seq, owner);
                     if let Purpose::Block(blocking) = &call.purpose {
                         let timeout_ms = blocking.timeout_ms;
@@ -1761,7 +1768,7 @@ impl Front {
             let (proc_id, args) = (call.proc_id.0, call.args.clone());
             let read_only = call.kind == ProcKind::Read;
             let port = self.port.as_mut().expect("the port read above");
-            let seq = port.push(proc_id, &args, read_only);
+            let seq = port.push(proc_id, args, read_only);
             self.track(seq, owner);
         }
     }

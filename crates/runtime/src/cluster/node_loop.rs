@@ -509,7 +509,6 @@ impl NodeThread {
         let CallBatch {
             conn,
             client_id,
-            bytes,
             calls,
         } = batch;
         let calls = calls.into_iter().map(|slot| WaitingCall {
@@ -521,7 +520,7 @@ impl NodeThread {
             client_id,
             seq: slot.seq,
             proc_id: ProcId(slot.proc_id),
-            args: bytes[slot.args].to_vec(),
+            args: slot.args,
             read_only: slot.read_only,
             safety: slot.safety,
         });

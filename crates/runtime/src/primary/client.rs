@@ -105,7 +105,6 @@ impl Client {
         let mut batch = CallBatch {
             conn: self.conn,
             client_id,
-            bytes: Vec::new(),
             calls: Vec::new(),
         };
         loop {
@@ -135,13 +134,11 @@ impl Client {
                 Ok(None) => return Ok(batch),
                 Err(err) => return Err((batch, ConnError::Frame(err))),
             };
-            let start = batch.bytes.len();
-            batch.bytes.extend_from_slice(args);
             batch.calls.push(CallSlot {
                 seq,
                 proc_id,
                 safety,
-                args: start..batch.bytes.len(),
+                args: args.to_vec(),
                 read_only,
             });
         }

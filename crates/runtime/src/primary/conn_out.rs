@@ -10,6 +10,11 @@ use tandem_wire::{ErrorCode, ReplyStatus, encode_error, encode_reply};
 
 use super::{ConnSink, LocalAnswer, LocalOutcome};
 
+/// The most room a connection's answers of one turn keep for the next, in frames' bytes and
+/// in answers: a turn of large replies does not leave every later turn holding as much.
+const TURN_ROOM_MAX: usize = 64 << 10;
+const TURN_ANSWERS_ROOM_MAX: usize = 4 << 10;
+
 /// A client connection's answers of this turn, and where they go.
 pub(crate) struct ConnOut {
     pub(super) sink: ConnSink,
@@ -17,6 +22,11 @@ pub(crate) struct ConnOut {
     /// local port (only the one its sink takes is used).
     pub(super) frames: Vec<u8>,
     pub(super) answers: Vec<LocalAnswer>,
+    /// What a turn's answers took (at most [`TURN_ROOM_MAX`] bytes of frames,
+    /// [`TURN_ANSWERS_ROOM_MAX`] answers): the next turn's are given as much room at once,
+    /// rather than grown answer by answer.
+    room_frames: usize,
+    room_answers: usize,
     pub(super) unanswered: Arc<AtomicU64>,
     pub(super) answer_withheld: bool,
 }
@@ -27,6 +37,8 @@ impl ConnOut {
             sink,
             frames: Vec::new(),
             answers: Vec::new(),
+            room_frames: 0,
+            room_answers: 0,
             unanswered,
             answer_withheld,
         }
@@ -141,12 +153,17 @@ impl ConnOut {
         match &self.sink {
             ConnSink::Frames(out) => {
                 if !self.frames.is_empty() {
-                    out.send(std::mem::take(&mut self.frames));
+                    self.room_frames = self.room_frames.max(self.frames.len()).min(TURN_ROOM_MAX);
+                    let room = Vec::with_capacity(self.room_frames);
+                    out.send(std::mem::replace(&mut self.frames, room));
                 }
             }
             ConnSink::Local { answers, wake } => {
                 if !self.answers.is_empty() {
-                    let _ = answers.send(std::mem::take(&mut self.answers));
+                    let taken = self.answers.len().min(TURN_ANSWERS_ROOM_MAX);
+                    self.room_answers = self.room_answers.max(taken);
+                    let room = Vec::with_capacity(self.room_answers);
+                    let _ = answers.send(std::mem::replace(&mut self.answers, room));
                     wake();
                 }
             }

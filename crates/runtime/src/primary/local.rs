@@ -63,6 +63,9 @@ pub struct LocalPort {
     role: usize,
     /// The calls pushed since the last send.
     batch: CallBatch,
+    /// The most calls a batch held: the next batch is made that large at once, rather than
+    /// grown call by call (the primary's profile found a tenth of its allocations there).
+    batch_len_max: usize,
     seq_next: u64,
     /// Calls sent and not yet answered.
     unanswered: Arc<AtomicU64>,
@@ -97,9 +100,9 @@ impl LocalPort {
             batch: CallBatch {
                 conn,
                 client_id: 0,
-                bytes: Vec::new(),
                 calls: Vec::new(),
             },
+            batch_len_max: 0,
             seq_next: 0,
             unanswered,
             lsn_committed: Arc::clone(&context.lsn_committed),
@@ -119,16 +122,14 @@ impl LocalPort {
     }
 
     /// Adds a call (procedure, arguments, read-only) to the next batch and returns its seq.
-    pub fn push(&mut self, proc_id: u16, args: &[u8], read_only: bool) -> u64 {
+    pub fn push(&mut self, proc_id: u16, args: Vec<u8>, read_only: bool) -> u64 {
         let seq = self.seq_next;
         self.seq_next += 1;
-        let start = self.batch.bytes.len();
-        self.batch.bytes.extend_from_slice(args);
         self.batch.calls.push(CallSlot {
             seq,
             proc_id,
             safety: None,
-            args: start..self.batch.bytes.len(),
+            args,
             read_only,
         });
         seq
@@ -139,11 +140,11 @@ impl LocalPort {
         if self.batch.calls.is_empty() {
             return Ok(());
         }
+        self.batch_len_max = self.batch_len_max.max(self.batch.calls.len());
         let batch = CallBatch {
             conn: self.conn,
             client_id: 0,
-            bytes: Vec::with_capacity(self.batch.bytes.len()),
-            calls: Vec::with_capacity(self.batch.calls.len()),
+            calls: Vec::with_capacity(self.batch_len_max),
         };
         let batch = std::mem::replace(&mut self.batch, batch);
         self.unanswered
