@@ -12,7 +12,7 @@
 //! for at most `hello_timeout`, and at most `handshakes_max` handed-on connections that have
 //! not yet proved themselves (a [`Handshake`] is held until they do; more are refused).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{ErrorKind, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -192,6 +192,7 @@ pub fn spawn(
         token_next: STOP.0 + 1,
         stop: Arc::clone(&stop),
         handshakes: Arc::new(AtomicUsize::new(0)),
+        held_again: VecDeque::new(),
         warned: Throttle::new(Duration::from_secs(60)),
     };
     std::thread::Builder::new()
@@ -215,6 +216,8 @@ struct Gate {
     token_next: usize,
     /// Handed-on connections still in their handshakes.
     handshakes: Arc<AtomicUsize>,
+    /// Connections handed back since the loop last looked at them ([`Gate::read_held_again`]).
+    held_again: VecDeque<Token>,
     warned: Throttle,
     /// Set when the [`GateThread`] is dropped.
     stop: Arc<AtomicBool>,
@@ -224,10 +227,14 @@ impl Gate {
     fn run(mut self) {
         let mut events = Events::with_capacity(256);
         loop {
-            let timeout = self
-                .deadlines
-                .first()
-                .map(|(due, _)| due.saturating_duration_since(Instant::now()));
+            let timeout = match self.held_again.is_empty() {
+                true => self
+                    .deadlines
+                    .first()
+                    .map(|(due, _)| due.saturating_duration_since(Instant::now())),
+                // Connections handed back wait for their read: the loop only looks for news.
+                false => Some(Duration::ZERO),
+            };
             if let Err(err) = self.poll.poll(&mut events, timeout) {
                 if err.kind() == ErrorKind::Interrupted {
                     continue;
@@ -246,6 +253,19 @@ impl Gate {
                 }
             }
             self.expire(Instant::now());
+            self.read_held_again();
+        }
+    }
+
+    /// Reads the connections held again since the last look: what they sent may already
+    /// make their next step whole. Taken from a queue rather than at once, so that a
+    /// connection whose bytes keep coming moves one step per turn of this loop, never one
+    /// call deeper per step (a stream of tiny TLS records would otherwise overflow the
+    /// thread's stack), and the others and the deadlines get their turn between its steps.
+    fn read_held_again(&mut self) {
+        for _ in 0..self.held_again.len() {
+            let token = self.held_again.pop_front().expect("counted above");
+            self.read(token);
         }
     }
 
@@ -447,7 +467,7 @@ impl Gate {
             then: Some((handshake, then, wait)),
         };
         self.pending.insert(token, pending);
-        self.read(token);
+        self.held_again.push_back(token);
     }
 
     /// Takes a held connection out of the gate.
@@ -587,6 +607,63 @@ mod tests {
         // The second frame was there at once (F), the time ran out (T), the third frame
         // never came (timed out: 1).
         assert_eq!(read_to_end(stream), b"haFbTc\x01");
+    }
+
+    /// A connection whose bytes keep coming, each a step of its handshake, moves one step
+    /// per turn of the gate's loop: the gate neither recurses once per step (which a stream
+    /// of tiny records would overflow the stack with) nor starves the others meanwhile.
+    #[test]
+    fn a_stream_of_steps_neither_deepens_the_stack_nor_holds_others_up() {
+        fn step(mut held: Held, _: bool) -> Next {
+            if held.buffer.take_unread().is_empty() {
+                return Next::Done;
+            }
+            Next::AwaitBytes {
+                held,
+                timeout: Duration::from_secs(10),
+                then: Box::new(step),
+            }
+        }
+        let on_hello: OnHello = Box::new(|mut held: Held| {
+            held.buffer.next_frame().unwrap().expect("the Hello");
+            if held.buffer.take_unread() == b"stream" {
+                return Next::AwaitBytes {
+                    held,
+                    timeout: Duration::from_secs(10),
+                    then: Box::new(step),
+                };
+            }
+            held.stream.write_all(b"served").unwrap();
+            Next::Done
+        });
+        let (address, _gate) = start(on_hello);
+        let mut streaming = std::net::TcpStream::connect(address).unwrap();
+        streaming.set_nodelay(true).unwrap();
+        let mut first = hello();
+        first.extend_from_slice(b"stream");
+        streaming.write_all(&first).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if streaming.write_all(&[22]).is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let mut other = std::net::TcpStream::connect(address).unwrap();
+        other.write_all(&hello()).unwrap();
+        other.shutdown(std::net::Shutdown::Write).unwrap();
+        let served = read_to_end(other);
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        assert_eq!(
+            served, b"served",
+            "the other connection was served meanwhile"
+        );
     }
 
     /// A connection that ends while the gate waits for its next frame is handed back at once
