@@ -244,7 +244,11 @@ impl TlsHandshake {
             let record: Vec<u8> = self.received.drain(..len).collect();
             let mut record = &record[..];
             while !record.is_empty() {
-                self.connection.read_tls(&mut record)?;
+                if self.connection.read_tls(&mut record)? == 0 {
+                    let refused = "the TLS session took none of a whole record";
+                    let refused = io::Error::new(io::ErrorKind::InvalidData, refused);
+                    return Err(TlsRefusal::Io(refused));
+                }
             }
             if let Err(err) = self.connection.process_new_packets() {
                 while self.connection.wants_write() {

@@ -33,6 +33,9 @@ pub(super) const ROLE_WAIT_MAX: Duration = Duration::from_millis(10);
 /// How often a client held in the gate while the node changes roles looks at the role again.
 const ROLE_RETRY: Duration = Duration::from_millis(1);
 
+/// The longest one write of a handshake may take on the gate's thread.
+const HANDSHAKE_WRITE_TIMEOUT: Duration = Duration::from_millis(200);
+
 /// Reads first frames and hands each connection to whoever serves it.
 pub(super) struct Acceptor {
     pub(super) node_id: NodeId,
@@ -77,6 +80,10 @@ impl Acceptor {
     /// once the node holds a role.
     fn on_hello(self: Arc<Self>, mut held: Held) -> Next {
         let _ = net::tune(&held.stream);
+        // Each write of a handshake is a frame or a TLS flight of a few KiB, far less than a
+        // socket's send buffer takes: none waits. Should one (a connector that reads
+        // nothing while its window is shut), it gives up soon rather than hold the gate.
+        let _ = held.stream.set_write_timeout(Some(HANDSHAKE_WRITE_TIMEOUT));
         let Some(hello) = self.read_hello(&mut held.stream, &mut held.buffer) else {
             return Next::Done;
         };
