@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -275,7 +275,6 @@ pub(crate) fn start(
     let (to_node, inbox, poll) = NodeTx::with_poll()?;
     let slot = Arc::new(Mutex::new(Slot::Outside));
     let report_slot = Arc::clone(&slot);
-    let slot_changed = Arc::new(Condvar::new());
     let info = Arc::new(Mutex::new(ClusterInfo {
         node: config.node_id,
         resp: config.resp_listen,
@@ -397,7 +396,6 @@ pub(crate) fn start(
         tick,
         scripts,
         slot,
-        slot_changed,
         published: NodeThread::new_published(),
         info,
         started: Instant::now(),

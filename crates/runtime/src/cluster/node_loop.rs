@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tandem_cluster::ClusterMessage;
@@ -191,8 +191,6 @@ pub(super) struct NodeThread {
     pub(super) tick: Duration,
     pub(super) scripts: Scripts,
     pub(super) slot: Arc<Mutex<Slot>>,
-    /// Notified whenever the role in `slot` changes.
-    pub(super) slot_changed: Arc<Condvar>,
     pub(super) published: Published,
     pub(super) info: Arc<Mutex<ClusterInfo>>,
     pub(super) started: Instant,
@@ -782,7 +780,6 @@ impl NodeThread {
         });
         self.published = published;
         *self.slot.lock().expect("not poisoned") = slot;
-        self.slot_changed.notify_all();
     }
 
     /// Keeps the published figures of the role in step with it.
@@ -824,25 +821,17 @@ impl NodeThread {
                 RoleSlot::Backup(backup),
             ) => {
                 let rule = backup.gate();
-                let changed = if rule.is_frozen() {
-                    !gate.is_frozen() && {
+                if rule.is_frozen() {
+                    if !gate.is_frozen() {
                         gate.freeze();
-                        true
                     }
                 } else if gate.view() != rule.view()
                     || gate.is_frozen()
                     || gate.primary() != rule.primary()
                 {
                     gate.set_view(rule.view(), rule.primary());
-                    true
-                } else {
-                    false
-                };
-                lsn_applied.store(backup.applier().lsn_applied(), Ordering::Release);
-                // A link or a client that waits for this role to take it waits on the slot.
-                if changed {
-                    self.slot_changed.notify_all();
                 }
+                lsn_applied.store(backup.applier().lsn_applied(), Ordering::Release);
             }
             _ => {}
         }
