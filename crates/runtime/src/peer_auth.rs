@@ -240,7 +240,7 @@ impl PeerAuth {
         assert!(Self::is_peer(hello), "only peer links authenticate");
         assert!(
             self.tls.is_none(),
-            "a TLS link's handshake runs on its own thread"
+            "a TLS link proves itself by its certificate"
         );
         let Some(secret) = &self.secret else {
             let from = stream.peer_addr()?;
