@@ -284,7 +284,7 @@ impl Gate {
             }
             let buffer = FrameBuffer::new(HANDSHAKE_FRAME_LEN_MAX);
             let due = Instant::now() + self.limits.hello_timeout;
-            if let Some(token) = self.hold(&mut stream, due, Interest::READABLE) {
+            if let Some(token) = self.hold(&mut stream, due, true) {
                 self.hellos_pending += 1;
                 let pending = Pending {
                     stream,
@@ -300,15 +300,18 @@ impl Gate {
         }
     }
 
-    /// Registers a connection the gate holds until `due` under a new token (`None`: it
-    /// could not be registered, and is dropped).
-    fn hold(&mut self, stream: &mut TcpStream, due: Instant, interest: Interest) -> Option<Token> {
+    /// Holds a connection until `due` under a new token, registered for reading if it is read
+    /// meanwhile (`read`; one waiting for a time only needs no events). `None`: it could not
+    /// be registered, and is dropped.
+    fn hold(&mut self, stream: &mut TcpStream, due: Instant, read: bool) -> Option<Token> {
         let token = Token(self.token_next);
         self.token_next += 1;
-        self.poll
-            .registry()
-            .register(stream, token, interest)
-            .ok()?;
+        if read {
+            self.poll
+                .registry()
+                .register(stream, token, Interest::READABLE)
+                .ok()?;
+        }
         self.deadlines.insert((due, token));
         Some(token)
     }
@@ -449,17 +452,9 @@ impl Gate {
         }
         let mut stream = TcpStream::from_std(stream);
         let due = Instant::now() + due;
-        let token = match wait {
-            Wait::Frame | Wait::Bytes => self.hold(&mut stream, due, Interest::READABLE),
-            Wait::Time => {
-                // Not read meanwhile: it needs no events.
-                let token = Token(self.token_next);
-                self.token_next += 1;
-                self.deadlines.insert((due, token));
-                Some(token)
-            }
+        let Some(token) = self.hold(&mut stream, due, wait != Wait::Time) else {
+            return;
         };
-        let Some(token) = token else { return };
         let pending = Pending {
             stream,
             buffer,
