@@ -269,7 +269,8 @@ pub struct DemoArgs {
     #[arg(long, default_value = "kill-primary", value_parser = crate::demo::Fault::parse)]
     pub fault: crate::demo::Fault,
     /// How long a fault that ends lasts, in ms (1 to 60000; at most half the run): a pause,
-    /// an isolation, or the time killed nodes stay down before their restart.
+    /// an isolation (longer while no other node answers as primary), or the time killed
+    /// nodes stay down before their restart.
     #[arg(long = "fault-ms", value_name = "MS", default_value_t = crate::demo::FAULT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub fault_ms: u64,
     /// Ticks (1 ms each) of silence after which a node suspects a peer, ≥ 4 (the lease,

@@ -711,14 +711,25 @@ impl Scenario {
             killed_at.subsec_micros()
         ));
         if self.fault.comes_back() {
+            let fault_started = Instant::now();
             let pause = Duration::from_millis(self.fault_ms).min(half);
             thread::sleep(pause);
+            if matches!(self.fault, Fault::PausePrimary | Fault::IsolatePrimary) {
+                self.hold_until_replaced(cluster, killed, fault_started + half);
+            }
+            let pause = fault_started.elapsed().min(half);
             if self.fault == Fault::PausePrimary {
                 cluster.pause(killed, false)?;
-                self.say(&format!("node {killed} continued (SIGCONT)"));
+                self.say(&format!(
+                    "node {killed} continued (SIGCONT) after {} ms",
+                    pause.as_millis()
+                ));
             } else if self.fault == Fault::IsolatePrimary {
                 cluster.isolate(killed, false)?;
-                self.say(&format!("node {killed} is back on the network"));
+                self.say(&format!(
+                    "node {killed} is back on the network after {} ms",
+                    pause.as_millis()
+                ));
             } else if self.fault == Fault::PowerLoss {
                 cluster.restart_all()?;
                 self.say("every node restarted from its disk");
@@ -735,6 +746,32 @@ impl Scenario {
             kill_ms,
             suspicions_at_kill,
         })
+    }
+
+    /// Keeps a paused or cut-off primary so until another node answers as primary, or until
+    /// `until`: on a machine so starved that the group could not replace it within
+    /// `--fault-ms`, it would come back still primary, and the demo would show no failover.
+    fn hold_until_replaced(&self, cluster: &LocalCluster, primary: u32, until: Instant) {
+        let replaced = || {
+            cluster.nodes.iter().any(|node| {
+                node.entry.id != primary
+                    && node
+                        .status()
+                        .is_ok_and(|status| status["cluster"]["role"] == "primary")
+            })
+        };
+        let mut said = false;
+        while !replaced() && Instant::now() < until {
+            if !said {
+                self.say(&format!(
+                    "node {primary} is still the primary after {} ms: the fault lasts until \
+                     another node takes over",
+                    self.fault_ms
+                ));
+                said = true;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Once the load stopped: waits until the cluster settles, then compares the replicas and

@@ -60,35 +60,46 @@ fn python_found() -> Result<PathBuf, String> {
         })
 }
 
+/// A demo's JSON report, and what a failed assertion shows beside it: the demo's stderr
+/// (warnings: `--json` keeps its progress lines quiet) and the end of each node's log.
+struct Demo {
+    report: Value,
+    context: String,
+}
+
+impl std::fmt::Display for Demo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}\n{}", self.report, self.context)
+    }
+}
+
 /// `tandem demo --client redis --fault FAULT --json` on a small cluster; its report.
-fn demo(fault: &str) -> Value {
+fn demo(fault: &str) -> Demo {
     try_demo(fault).unwrap_or_else(|why| panic!("--fault {fault}: {why}"))
 }
 
 /// The promises of the proxy under every fault.
-fn assert_exactly_once_without_errors(report: &Value) {
-    assert_eq!(report["lost"], 0, "{report}");
-    assert_eq!(report["duplicates"], 0, "{report}");
-    assert_eq!(report["reply_mismatches"], 0, "{report}");
-    assert_eq!(report["client_errors"], 0, "{report}");
-    assert_eq!(report["consistent"], true, "{report}");
+fn assert_exactly_once_without_errors(demo: &Demo) {
+    let report = &demo.report;
+    assert_eq!(report["lost"], 0, "{demo}");
+    assert_eq!(report["duplicates"], 0, "{demo}");
+    assert_eq!(report["reply_mismatches"], 0, "{demo}");
+    assert_eq!(report["client_errors"], 0, "{demo}");
+    assert_eq!(report["consistent"], true, "{demo}");
     let acknowledged = report["acknowledged"].as_u64().unwrap();
-    assert!(acknowledged > 0, "{report}");
-    assert_eq!(report["found"].as_u64(), Some(acknowledged), "{report}");
+    assert!(acknowledged > 0, "{demo}");
+    assert_eq!(report["found"].as_u64(), Some(acknowledged), "{demo}");
     let redis = &report["redis"];
-    assert_eq!(redis["proxies"], 2, "{report}");
+    assert_eq!(redis["proxies"], 2, "{demo}");
     // Both kinds of operation ran.
-    assert!(redis["incr_acknowledged"].as_u64() > Some(0), "{report}");
-    assert!(
-        redis["transfers_acknowledged"].as_u64() > Some(0),
-        "{report}"
-    );
+    assert!(redis["incr_acknowledged"].as_u64() > Some(0), "{demo}");
+    assert!(redis["transfers_acknowledged"].as_u64() > Some(0), "{demo}");
     // The fault moved the primary: a view change, and clients acknowledged after it.
     assert!(
         report["view_after"].as_u64() > report["view_before"].as_u64(),
-        "{report}"
+        "{demo}"
     );
-    assert!(report["first_new_ms"].as_f64().is_some(), "{report}");
+    assert!(report["first_new_ms"].as_f64().is_some(), "{demo}");
 }
 
 /// The faults one after another: each demo runs three debug-build nodes, two proxies and four
@@ -98,20 +109,18 @@ fn redis_clients_through_proxies_see_no_error_and_lose_nothing_when_the_primary_
     python();
     // The cut-off primary's packets are dropped with iptables.
     redis_support::require("iptables");
-    let report = demo("kill-primary");
-    assert_exactly_once_without_errors(&report);
-    assert_ne!(report["new_primary"], report["killed"], "{report}");
+    let killed = demo("kill-primary");
+    assert_exactly_once_without_errors(&killed);
+    let report = &killed.report;
+    assert_ne!(report["new_primary"], report["killed"], "{killed}");
 
-    let report = demo("pause-primary");
-    assert_exactly_once_without_errors(&report);
-
-    let report = demo("isolate-primary");
-    assert_exactly_once_without_errors(&report);
+    assert_exactly_once_without_errors(&demo("pause-primary"));
+    assert_exactly_once_without_errors(&demo("isolate-primary"));
 }
 
 /// [`demo`] for a fault this machine may not be able to inject: the demo's refusal (exit
 /// code 2, "cannot run here") as an error.
-fn try_demo(fault: &str) -> Result<Value, String> {
+fn try_demo(fault: &str) -> Result<Demo, String> {
     let dir =
         std::env::temp_dir().join(format!("tandem-demo-redis-{fault}-{}", std::process::id()));
     let output = common::demo_command(&dir, "1.5")
@@ -124,13 +133,25 @@ fn try_demo(fault: &str) -> Result<Value, String> {
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    let mut context = format!("the demo's stderr:\n{stderr}");
+    for node in 1..=3 {
+        let log = std::fs::read_to_string(dir.join(format!("node{node}/node.log")));
+        let log = log.unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(LOG_LINES_SHOWN)..].join("\n");
+        context += &format!("the end of node {node}'s log:\n{tail}\n");
+    }
+    let demo = Demo { report, context };
     assert!(
         output.status.success(),
-        "tandem demo --client redis --fault {fault} failed: {stderr}\n{report}"
+        "tandem demo --client redis --fault {fault} failed: {demo}"
     );
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(report)
+    Ok(demo)
 }
+
+/// How many of its last lines a node's log shows beside a failed assertion.
+const LOG_LINES_SHOWN: usize = 20;
 
 /// Runs the workload's `client` for `ops` operations against `address`, then its `check`;
 /// the check's report.
