@@ -25,6 +25,7 @@ pub mod pubsub;
 pub mod rdb;
 pub mod resp;
 pub mod session;
+pub mod slot;
 pub mod stats;
 pub mod wire;
 

@@ -36,8 +36,10 @@ use crate::wire::{CallArgs, ExecArgs, decode_versions};
 
 mod acl;
 pub mod clients;
+pub mod cluster;
 
 pub use clients::{ClientType, ConnFacts, KillRequest, ListRequest, write_list};
+pub use cluster::{ClusterShape, Shard, ShardNode, node_name};
 
 /// The version this server reports (`HELLO`, `INFO`): the Redis release whose commands and
 /// replies it follows.
@@ -100,6 +102,9 @@ pub struct ServerInfo {
     /// What the node's snapshots (`SAVE`, `BGSAVE`) did; `None` where the front end writes
     /// none (`tandem proxy`): then they are refused, saying so.
     pub saves: Option<SaveFacts>,
+    /// The cluster's shards, where the node speaks Redis Cluster's protocol (`CLUSTER
+    /// SLOTS`, `-MOVED`); `None`: it answers as one server ([`cluster`]).
+    pub cluster: Option<Arc<ClusterShape>>,
 }
 
 /// What a node's snapshots have done, as `LASTSAVE` and `INFO persistence` show it.
@@ -675,17 +680,6 @@ fn quote_repr(word: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-/// `CLUSTER`: a group is no Redis Cluster, so a cluster client that asks is told so in the
-/// words it looks for (after its subcommand is checked, as Redis checks it) and carries on
-/// as a client of one server.
-fn cluster(argv: &Argv, proto: Proto, out: &mut Vec<u8>) {
-    let mut w = ReplyWriter::new(out, proto);
-    match cmd::subcommand_refusal("CLUSTER", argv) {
-        Some(refusal) => w.error_bytes(&refusal),
-        None => w.error("ERR This instance has cluster support disabled"),
-    }
-}
-
 /// What `CLIENT UNBLOCK` asks of a waiting connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Unblock {
@@ -1186,9 +1180,11 @@ impl Session {
         } else if info.backup && kind == ProcKind::Read {
             RunsOn::Backup
         } else {
-            // As a Redis replica's refusal of a write (`rejectCommand`).
+            // As a Redis replica's refusal of a write (`rejectCommand`), or a cluster node's
+            // redirection to the slot's primary.
             self.tally = Tally::Rejected(StatId::of(index, argv));
-            ReplyWriter::new(out, self.proto).error(&not_primary(info));
+            let refusal = cluster::moved(info, command, argv).unwrap_or_else(|| not_primary(info));
+            ReplyWriter::new(out, self.proto).error(&refusal);
             return Step::Replied;
         };
         let mut args = Vec::new();
@@ -1207,7 +1203,9 @@ impl Session {
             // A backup's reads never wait (its front end parks none): a read that may wait
             // (`XREAD … BLOCK`) is the primary's to serve.
             Some(_) if runs_on == RunsOn::Backup => {
-                ReplyWriter::new(out, self.proto).error(&not_primary(info));
+                let refusal =
+                    cluster::moved(info, command, argv).unwrap_or_else(|| not_primary(info));
+                ReplyWriter::new(out, self.proto).error(&refusal);
                 return Step::Replied;
             }
             Some(blocking) => {
@@ -1425,7 +1423,7 @@ impl Session {
             // here serves reads (a backup linearizably) and refuses writes it cannot take,
             // whatever the connection asked.
             "READONLY" | "READWRITE" => ReplyWriter::new(out, proto).ok(),
-            "CLUSTER" => cluster(argv, proto, out),
+            "CLUSTER" => cluster::cluster(argv, info, proto, out),
             "UNWATCH" => {
                 self.watched.clear();
                 ReplyWriter::new(out, proto).ok();
@@ -1478,7 +1476,9 @@ impl Session {
             return Step::Replied;
         }
         if !info.primary {
-            ReplyWriter::new(out, proto).error(&not_primary(info));
+            let first = argv.get(1).unwrap_or_default();
+            let refusal = cluster::moved_key(info, first).unwrap_or_else(|| not_primary(info));
+            ReplyWriter::new(out, proto).error(&refusal);
             return Step::Replied;
         }
         let keys: Vec<Vec<u8>> = argv.iter().skip(1).map(<[u8]>::to_vec).collect();
@@ -2577,7 +2577,7 @@ fn info_text(info: &ServerInfo, client_id: u64, argv: &Argv) -> String {
             "modules" => line("#", &"Modules"),
             "cluster" => {
                 line("#", &"Cluster");
-                line("cluster_enabled", &0);
+                line("cluster_enabled", &u8::from(info.cluster.is_some()));
             }
             "keyspace" => {
                 line("#", &"Keyspace");

@@ -634,7 +634,18 @@ struct ClusterResp {
     saver: Option<crate::saves::Saver>,
     /// The longest frame a peer takes: a publication longer than that is not relayed.
     max_frame_len: usize,
+    /// Whether the RESP port speaks Redis Cluster's protocol (`redis_cluster`).
+    redis_cluster: bool,
+    /// The shards last made for it, and the view, primary and backups they are of: made
+    /// again only when those change.
+    shape: Mutex<ShapeMade>,
 }
+
+/// [`ClusterResp::shape`]'s cache: the view, primary and backups a shape was made of.
+type ShapeMade = (
+    (u64, Option<NodeId>, Vec<NodeId>),
+    Arc<tandem_redis::session::ClusterShape>,
+);
 
 impl ClusterResp {
     /// What the RESP sessions of the node `config` describes know of it (`resp_port`: where
@@ -670,7 +681,39 @@ impl ClusterResp {
             backups_resp: Mutex::new((Vec::new(), Arc::from([]))),
             saver: config.snapshot_path().map(crate::saves::Saver::new),
             max_frame_len: config.tuning.max_frame_len,
+            redis_cluster: config.redis_cluster,
+            shape: Mutex::new(Default::default()),
         }
+    }
+
+    /// The cluster's one shard as Redis Cluster's clients see it: this group serves every
+    /// slot, its primary and backups those that serve RESP.
+    fn shape(&self, info: &ClusterInfo) -> Arc<tandem_redis::session::ClusterShape> {
+        use tandem_redis::session::{ClusterShape, Shard, ShardNode, node_name};
+        let key = (info.view, info.primary, info.backup_nodes.clone());
+        let mut made = self.shape.lock().expect("not poisoned");
+        if made.0 != key || made.1.myself.is_empty() {
+            let node = |id: &NodeId| {
+                let address = self.resp_by_node.get(id)?;
+                Some(ShardNode {
+                    name: node_name(u64::from(*id)),
+                    ip: address.ip().to_string(),
+                    port: address.port(),
+                })
+            };
+            let shard = Shard {
+                slots: vec![(0, tandem_redis::slot::SLOT_COUNT - 1)],
+                primary: info.primary.as_ref().and_then(node),
+                replicas: info.backup_nodes.iter().filter_map(node).collect(),
+            };
+            let shape = ClusterShape {
+                myself: node_name(u64::from(self.node_id)),
+                epoch: info.view,
+                shards: vec![shard],
+            };
+            *made = (key, Arc::new(shape));
+        }
+        Arc::clone(&made.1)
     }
 
     /// The RESP addresses of `backups` (those that serve RESP), as `ROLE` lists them.
@@ -729,6 +772,7 @@ impl crate::resp::RespNode for ClusterResp {
             command_stats: None,
             repl_offset: 0,
             saves: self.saver.as_ref().map(crate::saves::Saver::facts),
+            cluster: self.redis_cluster.then(|| self.shape(&info)),
         }
     }
 

@@ -219,6 +219,10 @@ fn is_true(value: &bool) -> bool {
     *value
 }
 
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
 /// A node's whole configuration: who it is, its group, the group's other members, and the
 /// limits and timeouts it runs with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,6 +247,13 @@ pub struct NodeConfig {
     /// any other how to set a password, as Redis's protected mode (true by default).
     #[serde(default = "protected_mode_default", skip_serializing_if = "is_true")]
     pub protected_mode: bool,
+    /// Speak Redis Cluster's protocol on the RESP port (`CLUSTER SLOTS`, `SHARDS`, `NODES`,
+    /// `-MOVED` for a write sent to a node that is not the primary), so that cluster clients
+    /// (`redis-cli -c`, redis-py's `RedisCluster`, go-redis's `ClusterClient`) find the
+    /// primary by themselves and follow it across a failover. False by default: the port
+    /// answers as one Redis server (a write on a backup gets `READONLY`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub redis_cluster: bool,
     /// The secret every node of the cluster shares: each peer link (replication, heartbeats,
     /// the config store, state transfer) proves both ends know it, and every frame on it
     /// carries a MAC. None by default: peer links are then accepted from loopback only.

@@ -176,6 +176,13 @@ pub struct UpArgs {
     /// taking only peers whose certificate the CA signed for the node they claim to be.
     #[arg(long)]
     pub tls: bool,
+    /// Every node's RESP port speaks Redis Cluster's protocol: `CLUSTER SLOTS`, `SHARDS`,
+    /// `NODES`, `INFO`, and `-MOVED` to the primary for a write sent elsewhere, so that
+    /// cluster clients (`redis-cli -c`, redis-py's `RedisCluster`, go-redis's
+    /// `ClusterClient`) route by themselves and follow the primary across a failover. The
+    /// group serves all 16,384 slots; without the flag each port answers as one server.
+    #[arg(long = "redis-cluster")]
+    pub redis_cluster: bool,
 }
 
 fn parse_user(text: &str) -> Result<tandem_runtime::config::UserConfig, String> {

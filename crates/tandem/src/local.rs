@@ -83,6 +83,8 @@ pub struct Options {
     pub tls: bool,
     /// The IP address each node's HTTP endpoint binds to (a port of its own each).
     pub http_ip: IpAddr,
+    /// The RESP ports speak Redis Cluster's protocol (`redis_cluster` in each node's config).
+    pub redis_cluster: bool,
 }
 
 impl Options {
@@ -104,6 +106,7 @@ impl Options {
             users: Vec::new(),
             tls: false,
             http_ip: IpAddr::from([127, 0, 0, 1]),
+            redis_cluster: false,
         }
     }
 }
@@ -297,6 +300,7 @@ impl LocalCluster {
             if let Some(certificates) = &certificates {
                 config.tls = Some(certificates.node(member.node_id));
             }
+            config.redis_cluster = options.redis_cluster;
             let node_dir = dir.join(format!("node{}", member.node_id));
             make_private(&node_dir, &shown.join(format!("node{}", member.node_id)))?;
             let path = node_dir.join("node.toml");

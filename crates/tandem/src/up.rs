@@ -76,6 +76,7 @@ fn new_cluster_options(args: &UpArgs, secrets: Secrets) -> Options {
     options.users = secrets.users;
     options.tls = args.tls;
     options.http_ip = args.http_ip;
+    options.redis_cluster = args.redis_cluster;
     options
 }
 
@@ -242,11 +243,19 @@ fn print_cluster(cluster: &LocalCluster, settled: &local::Settled) {
             cluster.show(&node.entry.log).display()
         ));
     }
+    let redis_cluster = cluster.nodes.iter().any(|node| {
+        tandem_runtime::config::NodeConfig::load(&node.entry.config)
+            .is_ok_and(|config| config.redis_cluster)
+    });
     if let Some(line) = primary_line(cluster, settled.primary) {
+        let writes = if redis_cluster {
+            "redirects writes to the primary with MOVED (`redis-cli -c` follows it)"
+        } else {
+            "answers writes with READONLY"
+        };
         say(&format!(
             "{line} (the primary now; after a failover this prints the new one, and `tandem \
-             status` shows it; a backup serves reads, linearizably, and answers writes with \
-             READONLY)"
+             status` shows it; a backup serves reads, linearizably, and {writes})"
         ));
     }
     say(

@@ -338,7 +338,7 @@ fn redis_py_part(cluster: &Cluster, python: &PathBuf) {
 
 /// The virtualenv's python with redis-py (made by `.ci/setup` if it is not there yet), or why
 /// there is none.
-fn pyenv_python() -> Result<PathBuf, String> {
+pub(crate) fn pyenv_python() -> Result<PathBuf, String> {
     pyenv_python_made().or_else(|_| {
         redis_support::set_up_tools();
         pyenv_python_made()

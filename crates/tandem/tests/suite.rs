@@ -13,6 +13,7 @@ mod reads;
 mod redis_acl;
 mod redis_auth;
 mod redis_clients;
+mod redis_cluster;
 mod redis_diff;
 mod redis_rdb;
 mod redis_role;

@@ -1,0 +1,48 @@
+"""redis-py's RedisCluster against `tandem up --redis-cluster`, run by redis_cluster.rs from
+the virtualenv that .ci/setup makes (target/pyenv, redis-py pinned in .ci/requirements.txt).
+
+Usage: python redis_cluster.py PORT SECONDS
+
+Starts from one node's RESP port (a backup, say), learns the primary from CLUSTER SLOTS, and
+writes distinct keys (SET is idempotent, so the client's own retry after a lost connection
+repeats nothing) for SECONDS while the test kills the primary. Then reads every key it was
+told was written. Prints one JSON line: acknowledged writes, the keys read back wrong or
+missing, and every error the application saw (the client retries what it may by itself).
+"""
+
+import json
+import sys
+import time
+
+from redis.cluster import RedisCluster
+
+
+def main():
+    port, seconds = int(sys.argv[1]), float(sys.argv[2])
+    client = RedisCluster(host="127.0.0.1", port=port, socket_timeout=5)
+    acknowledged, errors, slowest = [], [], 0.0
+    started = time.monotonic()
+    i = 0
+    while time.monotonic() - started < seconds:
+        key, value = f"rc:{{{i % 97}}}:{i}", str(i)
+        before = time.monotonic()
+        try:
+            if client.set(key, value):
+                acknowledged.append((key, value))
+        except Exception as error:  # what the application would see
+            errors.append(repr(error))
+        slowest = max(slowest, time.monotonic() - before)
+        i += 1
+    wrong = [key for key, value in acknowledged if client.get(key) != value.encode()]
+    print(json.dumps({
+        "acknowledged": len(acknowledged),
+        "wrong": wrong[:10],
+        "wrong_count": len(wrong),
+        "errors": errors[:10],
+        "error_count": len(errors),
+        "slowest_ms": round(slowest * 1000, 1),
+    }))
+
+
+if __name__ == "__main__":
+    main()

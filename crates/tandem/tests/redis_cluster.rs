@@ -1,0 +1,172 @@
+//! `tandem up --redis-cluster`: every node's RESP port speaks Redis Cluster's protocol. A
+//! client that asks any node learns the one shard (every slot, the primary, the backups as
+//! replicas), a write sent to a backup is redirected to the primary with `-MOVED`, and
+//! after the primary is killed the redirections and `CLUSTER SLOTS` name the new one, so
+//! that redis-py's `RedisCluster`, started from a backup's port, writes through the kill
+//! without an error and loses nothing it was told was written.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+use tandem_redis::resp::Value;
+
+use crate::redis_support::{Cluster, Conn};
+
+fn error_text(value: &Value) -> String {
+    match value {
+        Value::Error(text) => String::from_utf8_lossy(text).into_owned(),
+        other => panic!("not an error: {other:?}"),
+    }
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::Bulk(bytes) | Value::Simple(bytes) | Value::Verbatim(_, bytes) => {
+            String::from_utf8_lossy(bytes).into_owned()
+        }
+        other => panic!("a string, not {other:?}"),
+    }
+}
+
+/// The primary `CLUSTER SLOTS` names for its one range, as `ip:port`, after checking the
+/// range and that every other member is listed as a replica.
+fn slots_primary(conn: &mut Conn, members: usize) -> String {
+    let Value::Array(ranges) = conn.cmd("CLUSTER SLOTS") else {
+        panic!("CLUSTER SLOTS answers an array")
+    };
+    assert_eq!(ranges.len(), 1, "{ranges:?}");
+    let Value::Array(range) = &ranges[0] else {
+        panic!("a range is an array: {ranges:?}")
+    };
+    assert_eq!(range[0], Value::Integer(0));
+    assert_eq!(range[1], Value::Integer(16383));
+    assert_eq!(range.len(), 2 + members, "{range:?}");
+    let Value::Array(primary) = &range[2] else {
+        panic!("a node is an array: {range:?}")
+    };
+    let Value::Integer(port) = primary[1] else {
+        panic!("a port: {primary:?}")
+    };
+    format!("{}:{port}", text(&primary[0]))
+}
+
+/// Kills node `id` of `cluster` (SIGKILL, through `tandem kill`).
+fn kill(cluster: &Cluster, id: u64) {
+    let status = Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .args(["kill", &id.to_string(), "--dir"])
+        .arg(&cluster.dir)
+        .status()
+        .expect("tandem kill runs");
+    assert!(status.success(), "tandem kill {id} failed");
+}
+
+#[test]
+fn cluster_clients_find_the_primary_and_follow_it_across_a_failover() {
+    let python = crate::redis_clients::pyenv_python().unwrap_or_else(|why| panic!("{why}"));
+    let cluster = Cluster::start_with("redis-cluster", 3, 8, &["--redis-cluster"]);
+    let primary = cluster.primary_resp().to_string();
+    let backup = cluster.a_backup().clone();
+    let mut conn = Conn::connect(backup.resp);
+
+    // What a cluster client asks first, on any node.
+    assert_eq!(conn.cmd("CLUSTER KEYSLOT foo"), Value::Integer(12182));
+    assert_eq!(conn.cmd("CLUSTER KEYSLOT {foo}.bar"), Value::Integer(12182));
+    assert_eq!(slots_primary(&mut conn, 3), primary);
+    let myid = text(&conn.cmd("CLUSTER MYID"));
+    assert_eq!(myid, format!("{:040x}", backup.id));
+    let nodes = text(&conn.cmd("CLUSTER NODES"));
+    assert_eq!(nodes.lines().count(), 3, "{nodes}");
+    assert!(
+        nodes.contains(&format!("{myid} {}@0 myself,slave ", backup.resp)),
+        "{nodes}"
+    );
+    assert!(
+        nodes.contains(" master - 0 0 1 connected 0-16383\n"),
+        "{nodes}"
+    );
+    let info = text(&conn.cmd("CLUSTER INFO"));
+    assert!(info.starts_with("cluster_state:ok\r\n"), "{info}");
+    assert!(info.contains("cluster_known_nodes:3\r\n"), "{info}");
+    assert!(text(&conn.cmd("INFO cluster")).contains("cluster_enabled:1"));
+    // A write on a backup goes to the primary; a read is served where it is asked.
+    assert_eq!(
+        error_text(&conn.cmd("SET foo bar")),
+        format!("MOVED 12182 {primary}")
+    );
+    assert_eq!(
+        error_text(&conn.cmd("WATCH {foo}.x")),
+        format!("MOVED 12182 {primary}")
+    );
+    assert_eq!(conn.cmd("GET foo"), Value::Null);
+    // A write without a key has no slot to be redirected by: READONLY, as on a replica.
+    assert!(error_text(&conn.cmd("FLUSHALL")).starts_with("READONLY "));
+    // The slots are the config store's to place.
+    let refused = error_text(&conn.cmd("CLUSTER ADDSLOTS 1"));
+    assert!(refused.contains("not served here"), "{refused}");
+
+    // redis-py's RedisCluster, from the backup's port, while the primary is killed.
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/redis_cluster.py");
+    let client = Command::new(&python)
+        .arg(&script)
+        .arg(backup.resp.port().to_string())
+        .arg("4")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    std::thread::sleep(Duration::from_millis(1500));
+    kill(&cluster, cluster.primary);
+    let output = client.wait_with_output().expect("the client ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    let report: Json = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    eprintln!("RedisCluster through a failover: {report}");
+    assert_eq!(report["error_count"], 0, "{report}");
+    assert_eq!(report["wrong_count"], 0, "{report}");
+    assert!(report["acknowledged"].as_u64() > Some(0), "{report}");
+
+    // Every live node now names the new primary, in its slots and its redirections.
+    let survivor = cluster
+        .nodes
+        .iter()
+        .find(|node| node.id != cluster.primary)
+        .expect("a live node");
+    let mut conn = Conn::connect(survivor.resp);
+    let started = Instant::now();
+    let new_primary = loop {
+        let named = slots_primary(&mut conn, 2);
+        if named != primary {
+            break named;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "CLUSTER SLOTS still names the killed primary"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    for node in cluster.nodes.iter().filter(|n| n.id != cluster.primary) {
+        let mut conn = Conn::connect(node.resp);
+        let reply = conn.cmd("SET foo baz");
+        if node.resp.to_string() != new_primary {
+            assert_eq!(error_text(&reply), format!("MOVED 12182 {new_primary}"));
+        } else {
+            assert_eq!(reply, Value::Simple(b"OK".to_vec()));
+        }
+    }
+}
+
+/// Without the flag a node answers as one server: a cluster client is told so and goes on as
+/// a client of one node.
+#[test]
+fn without_the_flag_a_node_says_it_has_no_cluster_support() {
+    let cluster = Cluster::start("redis-no-cluster", 1, 8);
+    let mut conn = Conn::connect(cluster.primary_resp());
+    assert_eq!(
+        error_text(&conn.cmd("CLUSTER SLOTS")),
+        "ERR This instance has cluster support disabled"
+    );
+    assert!(text(&conn.cmd("INFO cluster")).contains("cluster_enabled:0"));
+}
