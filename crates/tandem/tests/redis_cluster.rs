@@ -3,7 +3,10 @@
 //! replicas), a write sent to a backup is redirected to the primary with `-MOVED`, and
 //! after the primary is killed the redirections and `CLUSTER SLOTS` name the new one, so
 //! that redis-py's `RedisCluster`, started from a backup's port, writes through the kill
-//! without an error and loses nothing it was told was written.
+//! without an error and loses nothing it was told was written. go-redis's `ClusterClient`
+//! (built by `.ci/setup` from `tests/go_cluster`) loses nothing either; it goes on calling a
+//! dead primary until its ten-second refresh of the slots (a dead node sends no
+//! redirection), so its calls fail meanwhile, and it must write again after that.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -12,7 +15,34 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 use tandem_redis::resp::Value;
 
-use crate::redis_support::{Cluster, Conn};
+use crate::redis_support::{self, Cluster, Conn};
+
+/// go-redis's cluster client, as `.ci/setup` builds it (it runs the script if it is
+/// missing); or the test fails saying why there is none.
+fn go_client() -> PathBuf {
+    let path = redis_support::workspace_root().join("target/go-cluster-client");
+    if !path.is_file() {
+        redis_support::set_up_tools();
+    }
+    assert!(
+        path.is_file(),
+        "{} is missing, and .ci/setup could not build it (it needs Go and the Go module \
+         proxy): run .ci/setup and see what it says",
+        path.display()
+    );
+    path
+}
+
+/// A client program's one JSON line, once it ended well.
+fn report_of(what: &str, child: std::process::Child) -> Json {
+    let output = child.wait_with_output().expect("the client ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{what}: {stdout}{stderr}");
+    let report = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    eprintln!("{what} through a failover: {report}");
+    report
+}
 
 fn error_text(value: &Value) -> String {
     match value {
@@ -65,6 +95,7 @@ fn kill(cluster: &Cluster, id: u64) {
 #[test]
 fn cluster_clients_find_the_primary_and_follow_it_across_a_failover() {
     let python = crate::redis_clients::pyenv_python().unwrap_or_else(|why| panic!("{why}"));
+    let go_path = go_client();
     let cluster = Cluster::start_with("redis-cluster", 3, 8, &["--redis-cluster"]);
     let primary = cluster.primary_resp().to_string();
     let backup = cluster.a_backup().clone();
@@ -106,27 +137,51 @@ fn cluster_clients_find_the_primary_and_follow_it_across_a_failover() {
     let refused = error_text(&conn.cmd("CLUSTER ADDSLOTS 1"));
     assert!(refused.contains("not served here"), "{refused}");
 
-    // redis-py's RedisCluster, from the backup's port, while the primary is killed.
+    // redis-py's RedisCluster and go-redis's ClusterClient, from the backup's port, while
+    // the primary is killed.
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/redis_cluster.py");
-    let client = Command::new(&python)
-        .arg(&script)
-        .arg(backup.resp.port().to_string())
-        .arg("4")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+    let piped = std::process::Stdio::piped;
+    let port = backup.resp.port().to_string();
+    let py = Command::new(&python)
+        .args([script.as_os_str(), port.as_ref(), "4".as_ref()])
+        .stdout(piped())
+        .stderr(piped())
         .spawn()
         .expect("python runs");
+    // Past go-redis's ten-second refresh of the slots, with time to write after it.
+    let go = Command::new(&go_path)
+        .args([backup.resp.to_string().as_str(), "14"])
+        .stdout(piped())
+        .stderr(piped())
+        .spawn()
+        .expect("the go client runs");
     std::thread::sleep(Duration::from_millis(1500));
     kill(&cluster, cluster.primary);
-    let output = client.wait_with_output().expect("the client ends");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}{stderr}");
-    let report: Json = serde_json::from_str(stdout.trim()).expect("one JSON line");
-    eprintln!("RedisCluster through a failover: {report}");
+    let report = report_of("redis-py's RedisCluster", py);
     assert_eq!(report["error_count"], 0, "{report}");
     assert_eq!(report["wrong_count"], 0, "{report}");
     assert!(report["acknowledged"].as_u64() > Some(0), "{report}");
+    let report = report_of("go-redis's ClusterClient", go);
+    assert_eq!(report["wrong_count"], 0, "{report}");
+    assert!(
+        report["acknowledged_after_last_error"].as_u64() > Some(0),
+        "{report}"
+    );
+    // Both checks catch a write counted but never made.
+    let planted = |program: &PathBuf, args: &[&str]| {
+        let child = Command::new(program)
+            .args(args)
+            .stdout(piped())
+            .stderr(piped())
+            .spawn()
+            .expect("the client runs");
+        report_of("a planted lost write", child)["wrong_count"].clone()
+    };
+    let script = script.display().to_string();
+    let port = backup.resp.port().to_string();
+    assert_eq!(planted(&python, &[&script, &port, "0.2", "--plant"]), 1);
+    let address = backup.resp.to_string();
+    assert_eq!(planted(&go_path, &[&address, "0.2", "plant"]), 1);
 
     // Every live node now names the new primary, in its slots and its redirections.
     let survivor = cluster
