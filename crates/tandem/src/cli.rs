@@ -1032,6 +1032,10 @@ pub struct EngineArgs {
     /// Seed of the call generator; every strategy runs the same call stream.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Also run each strategy as N groups at once, 1 to 64, each on a thread of its own with
+    /// its own segment and call stream (seed 000's multiprocessor primary), beside one group.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub groups: u64,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     pub json: bool,

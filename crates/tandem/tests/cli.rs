@@ -160,6 +160,36 @@ fn a_short_run_prints_the_documented_json_and_checks_consistency() {
     }
 }
 
+/// `bench engine --groups 2`: each strategy on one group and on two at once, every group's
+/// store checked, the ratio to one group reported.
+#[test]
+fn the_engine_benchmark_runs_groups_side_by_side() {
+    let report = tandem_json(&[
+        "bench",
+        "engine",
+        "--strategy",
+        "v2",
+        "--groups",
+        "2",
+        "--db-mib",
+        "2",
+        "--seconds",
+        "0.05",
+        "--json",
+    ]);
+    let runs = report["runs"].as_array().unwrap();
+    let groups: Vec<u64> = runs.iter().map(|r| r["groups"].as_u64().unwrap()).collect();
+    assert_eq!(groups, [1, 2]);
+    assert_eq!(runs[0]["ratio_to_one_group"], 1.0);
+    for run in runs {
+        assert_eq!(run["strategy"], "v2");
+        assert_eq!(run["consistent"], true, "{run}");
+        assert!(run["tx_per_s"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(run["ratio_to_one_group"].as_f64().unwrap() > 0.0, "{run}");
+    }
+    assert_refused(&["bench", "engine", "--groups", "0"], "--groups", "1..=64");
+}
+
 /// `bench durability`, briefly: tandem under 2-safe and under durable always, the two Redis
 /// append-only files where `redis-server` is installed (`.ci/setup` installs it), and one
 /// restart of a backup from its write-ahead log.

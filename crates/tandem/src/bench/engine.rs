@@ -10,6 +10,11 @@
 //! The driver works one call ahead, as an executor with a queue of calls does: while call k
 //! runs, call k+1 is already known, and unless `--no-prefetch` is given its procedure's
 //! prefetch hint starts loading the records it will touch. Calls still run one after another.
+//!
+//! `--groups N` measures seed 000's multiprocessor primary (§8, Figures 2 and 3): each strategy
+//! runs as one group and as N groups, each group its own segment, store and call stream (no
+//! data shared, as the paper's streams), the N on a thread each at once; a slice of N groups
+//! counts every group's commits. Their ratio is how the engine scales with cores.
 
 use std::time::{Duration, Instant};
 
@@ -37,11 +42,15 @@ const CALLS_PER_CLOCK_READ: usize = 256;
 pub struct EngineRun {
     pub strategy: &'static str,
     pub workload: &'static str,
+    /// Groups run at once, each on its own thread, segment and call stream.
+    pub groups: usize,
     /// Median over slices of committed txns per second.
     pub tx_per_s: f64,
     /// Committed txns over the whole measured time.
     pub tx_per_s_mean: f64,
     pub ratio_to_first: f64,
+    /// Against the same strategy on one group (1 for one group).
+    pub ratio_to_one_group: f64,
     pub redo_bytes_per_tx: f64,
     pub redo_data_bytes_per_tx: f64,
     pub redo_meta_bytes_per_tx: f64,
@@ -103,9 +112,52 @@ fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// One strategy's store, driver and tallies.
+/// One strategy on one or more groups, and its slices' rates (every group's commits).
 struct Contender {
     strategy: Strategy,
+    lanes: Vec<Lane>,
+    measured: Duration,
+    slice_rates: Vec<f64>,
+}
+
+impl Contender {
+    /// Runs every group for `duration`, each on a thread of its own when there are several;
+    /// returns how many calls committed over all of them.
+    fn run_for(&mut self, duration: Duration) -> u64 {
+        let start = Instant::now();
+        let committed = match self.lanes.as_mut_slice() {
+            [lane] => lane.run_for(duration),
+            lanes => std::thread::scope(|scope| {
+                let threads: Vec<_> = lanes
+                    .iter_mut()
+                    .map(|lane| scope.spawn(move || lane.run_for(duration)))
+                    .collect();
+                threads
+                    .into_iter()
+                    .map(|thread| thread.join().expect("a group's thread does not panic"))
+                    .sum()
+            }),
+        };
+        self.measured += start.elapsed();
+        committed
+    }
+
+    fn committed(&self) -> u64 {
+        self.lanes.iter().map(|lane| lane.committed).sum()
+    }
+
+    fn total(&self, of: impl Fn(&Lane) -> u64) -> u64 {
+        self.lanes.iter().map(of).sum()
+    }
+
+    /// Every group's consistency check; the first failure.
+    fn check(&self) -> Result<(), String> {
+        self.lanes.iter().try_for_each(Lane::check)
+    }
+}
+
+/// One group: its store, driver and tallies.
+struct Lane {
     store: Store,
     driver: Box<dyn Driver>,
     prefetch: bool,
@@ -118,11 +170,9 @@ struct Contender {
     rolled_back: u64,
     redo_data_bytes: u64,
     redo_meta_bytes: u64,
-    measured: Duration,
-    slice_rates: Vec<f64>,
 }
 
-impl Contender {
+impl Lane {
     /// Issues calls for `duration`; returns the number that committed.
     fn run_for(&mut self, duration: Duration) -> u64 {
         let committed_before = self.committed;
@@ -135,7 +185,6 @@ impl Contender {
                 break;
             }
         }
-        self.measured += start.elapsed();
         self.committed - committed_before
     }
 
@@ -179,35 +228,31 @@ fn bench<W: Workload + Clone>(
     scale: String,
 ) -> Result<(), Failure> {
     let strategies = &args.strategy.0;
-    let mut contenders = Vec::with_capacity(strategies.len());
+    let mut group_counts = vec![1];
+    if args.groups > 1 {
+        group_counts.push(args.groups);
+    }
+    let mut contenders = Vec::with_capacity(strategies.len() * group_counts.len());
     for &strategy in strategies {
-        let segment = Segment::anonymous(args.db_bytes, strategy)
-            .map_err(|err| Failure::Run(format!("cannot create a {strategy} segment: {err}")))?;
-        let mut driver: Box<dyn Driver> = Box::new(workload.driver(args.seed));
-        let mut args_next = Vec::new();
-        let id_next = driver.next_call(&mut args_next);
-        contenders.push(Contender {
-            strategy,
-            store: Store::load(segment, Compiled::boxed(workload.clone())),
-            driver,
-            prefetch: !args.no_prefetch,
-            id_next,
-            args_next,
-            args: Vec::new(),
-            reply: Vec::new(),
-            committed: 0,
-            rolled_back: 0,
-            redo_data_bytes: 0,
-            redo_meta_bytes: 0,
-            measured: Duration::ZERO,
-            slice_rates: Vec::new(),
-        });
+        for &groups in &group_counts {
+            let lanes = (0..groups)
+                .map(|group| lane(args, &workload, strategy, group))
+                .collect::<Result<Vec<_>, _>>()?;
+            contenders.push(Contender {
+                strategy,
+                lanes,
+                measured: Duration::ZERO,
+                slice_rates: Vec::new(),
+            });
+        }
     }
     for contender in &mut contenders {
         contender.run_for(WARMUP);
         contender.measured = Duration::ZERO;
-        (contender.committed, contender.rolled_back) = (0, 0);
-        (contender.redo_data_bytes, contender.redo_meta_bytes) = (0, 0);
+        for lane in &mut contender.lanes {
+            (lane.committed, lane.rolled_back) = (0, 0);
+            (lane.redo_data_bytes, lane.redo_meta_bytes) = (0, 0);
+        }
     }
 
     let rounds = (args.seconds / SLICE.as_secs_f64()).ceil().max(1.0) as usize;
@@ -232,30 +277,15 @@ fn bench<W: Workload + Clone>(
     }
     progress.finish_and_clear();
 
-    let mut runs = Vec::with_capacity(contenders.len());
-    for contender in &contenders {
-        let committed = contender.committed.max(1) as f64;
-        let check = contender.check();
-        runs.push(EngineRun {
-            strategy: contender.strategy.name(),
-            workload: W::NAME,
-            tx_per_s: median(&contender.slice_rates),
-            tx_per_s_mean: contender.committed as f64 / contender.measured.as_secs_f64(),
-            ratio_to_first: 0.0,
-            redo_bytes_per_tx: (contender.redo_data_bytes + contender.redo_meta_bytes) as f64
-                / committed,
-            redo_data_bytes_per_tx: contender.redo_data_bytes as f64 / committed,
-            redo_meta_bytes_per_tx: contender.redo_meta_bytes as f64 / committed,
-            committed: contender.committed,
-            rolled_back: contender.rolled_back,
-            slices: contender.slice_rates.len(),
-            consistent: check.is_ok(),
-            inconsistency: check.err(),
-        });
-    }
+    let mut runs: Vec<EngineRun> = contenders.iter().map(engine_run::<W>).collect();
     let first_rate = runs[0].tx_per_s;
-    for run in &mut runs {
-        run.ratio_to_first = run.tx_per_s / first_rate;
+    for at in 0..runs.len() {
+        let one_group = runs
+            .iter()
+            .find(|run| run.strategy == runs[at].strategy && run.groups == 1)
+            .map_or(f64::NAN, |run| run.tx_per_s);
+        runs[at].ratio_to_first = runs[at].tx_per_s / first_rate;
+        runs[at].ratio_to_one_group = runs[at].tx_per_s / one_group;
     }
     let report = Report {
         workload: W::NAME,
@@ -289,6 +319,60 @@ fn bench<W: Workload + Clone>(
     }
 }
 
+/// Group `group`'s store and driver for `strategy`: a segment of its own, loaded the same
+/// way, and a call stream seeded apart from the other groups'.
+fn lane<W: Workload + Clone>(
+    args: &EngineArgs,
+    workload: &W,
+    strategy: Strategy,
+    group: u64,
+) -> Result<Lane, Failure> {
+    let segment = Segment::anonymous(args.db_bytes, strategy)
+        .map_err(|err| Failure::Run(format!("cannot create a {strategy} segment: {err}")))?;
+    let mut driver: Box<dyn Driver> = Box::new(workload.driver(args.seed.wrapping_add(group)));
+    let mut args_next = Vec::new();
+    let id_next = driver.next_call(&mut args_next);
+    Ok(Lane {
+        store: Store::load(segment, Compiled::boxed(workload.clone())),
+        driver,
+        prefetch: !args.no_prefetch,
+        id_next,
+        args_next,
+        args: Vec::new(),
+        reply: Vec::new(),
+        committed: 0,
+        rolled_back: 0,
+        redo_data_bytes: 0,
+        redo_meta_bytes: 0,
+    })
+}
+
+/// A contender's line of the report (ratios filled in by the caller).
+fn engine_run<W: Workload>(contender: &Contender) -> EngineRun {
+    let committed = contender.committed();
+    let per_tx = committed.max(1) as f64;
+    let data = contender.total(|lane| lane.redo_data_bytes);
+    let meta = contender.total(|lane| lane.redo_meta_bytes);
+    let check = contender.check();
+    EngineRun {
+        strategy: contender.strategy.name(),
+        workload: W::NAME,
+        groups: contender.lanes.len(),
+        tx_per_s: median(&contender.slice_rates),
+        tx_per_s_mean: committed as f64 / contender.measured.as_secs_f64(),
+        ratio_to_first: 0.0,
+        ratio_to_one_group: 0.0,
+        redo_bytes_per_tx: (data + meta) as f64 / per_tx,
+        redo_data_bytes_per_tx: data as f64 / per_tx,
+        redo_meta_bytes_per_tx: meta as f64 / per_tx,
+        committed,
+        rolled_back: contender.total(|lane| lane.rolled_back),
+        slices: contender.slice_rates.len(),
+        consistent: check.is_ok(),
+        inconsistency: check.err(),
+    }
+}
+
 fn print_table(report: &Report) {
     println!(
         "{} on a {:.2} MiB segment: {}",
@@ -303,10 +387,12 @@ fn print_table(report: &Report) {
     );
     let first = report.runs[0].strategy;
     println!(
-        "{:<8} {:>14} {:>8} {:>26} {:>11} {:>11}",
+        "{:<8} {:>6} {:>14} {:>8} {:>9} {:>26} {:>11} {:>11}",
         "strategy",
+        "groups",
         "tx/s (median)",
         format!("vs {first}"),
+        "vs 1 group",
         "redo B/tx (data + meta)",
         "rollbacks",
         "consistent"
@@ -317,10 +403,12 @@ fn print_table(report: &Report) {
             run.redo_bytes_per_tx, run.redo_data_bytes_per_tx, run.redo_meta_bytes_per_tx
         );
         println!(
-            "{:<8} {:>14.0} {:>8.2} {:>26} {:>11} {:>11}",
+            "{:<8} {:>6} {:>14.0} {:>8.2} {:>9.2} {:>26} {:>11} {:>11}",
             run.strategy,
+            run.groups,
             run.tx_per_s,
             run.ratio_to_first,
+            run.ratio_to_one_group,
             redo,
             run.rolled_back,
             if run.consistent { "yes" } else { "NO" }
