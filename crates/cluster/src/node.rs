@@ -298,13 +298,12 @@ pub struct Rebuilt {
     pub view: u64,
 }
 
-/// One node's cluster core.
+/// One group's part of a node's cluster core: the group's view as this node knows it, what
+/// its detector heard and suspected in it, and the view change under way. Everything of the
+/// node itself (the config store, the peers' connections and how regularly each is heard)
+/// stays in [`Cluster`], which holds one for its group (many groups: docs/many-groups.md).
 #[derive(Debug)]
-pub struct Cluster {
-    settings: ClusterSettings,
-    config: ConfigCore,
-    config_ready: ConfigReady,
-    tick: u64,
+struct GroupCore {
     /// The group's view as last applied from the config store.
     view: Option<View>,
     /// Backup: the tick it last heard the primary of `view`.
@@ -324,9 +323,6 @@ pub struct Cluster {
     /// Proposals in flight for membership changes, by the view they change: at most one.
     tick_membership_proposed: Option<(u64, u64)>,
     tick_join_sent: Option<u64>,
-    tick_leader_transferred: Option<u64>,
-    /// The config store's leader when this core last looked.
-    leader_known: Option<NodeId>,
     /// Coordinator: the tick the primary of `view` last said it was alive.
     tick_alive_primary: Option<u64>,
     /// Coordinator: the first and the latest tick of the backups' suspicions of the primary
@@ -365,14 +361,6 @@ pub struct Cluster {
     tick_executor_turned: u64,
     /// Primary: when the long call its data plane says is under way began, if one is.
     tick_long_call_began: Option<u64>,
-    /// Peers whose connection to this node was closed from their side (the kernel closes a
-    /// dead process's sockets at once) and that have not been heard from since: a strong
-    /// sign, acted on without waiting for the silence to last.
-    closed: std::collections::BTreeSet<NodeId>,
-    /// How irregularly each peer is heard: the silence it is allowed grows with it.
-    arrivals: BTreeMap<NodeId, detect::Arrivals>,
-    /// Coordinator: the tick each node last sent this node anything.
-    tick_heard_node: BTreeMap<NodeId, u64>,
     /// Coordinator: the ticks the primary first and last asked for the removal of each
     /// backup (a removal the coordinator cannot confirm waits, but not for good).
     removal_asked: BTreeMap<NodeId, Repeated>,
@@ -383,7 +371,29 @@ pub struct Cluster {
     /// The role rule holds this node out of the view that names it (it restarted without its
     /// memory: [`crate::role::Transition::Wait`]); a backup or spare asks to be left out.
     waiting: bool,
+}
+
+/// One node's cluster core.
+#[derive(Debug)]
+pub struct Cluster {
+    settings: ClusterSettings,
+    config: ConfigCore,
+    config_ready: ConfigReady,
+    tick: u64,
+    tick_leader_transferred: Option<u64>,
+    /// The config store's leader when this core last looked.
+    leader_known: Option<NodeId>,
+    /// Peers whose connection to this node was closed from their side (the kernel closes a
+    /// dead process's sockets at once) and that have not been heard from since: a strong
+    /// sign, acted on without waiting for the silence to last.
+    closed: std::collections::BTreeSet<NodeId>,
+    /// How irregularly each peer is heard: the silence it is allowed grows with it.
+    arrivals: BTreeMap<NodeId, detect::Arrivals>,
+    /// Coordinator: the tick each node last sent this node anything.
+    tick_heard_node: BTreeMap<NodeId, u64>,
     ready: ClusterReady,
+    /// What this node holds of its group: the view, its detector and its view changes.
+    group: GroupCore,
 }
 
 impl Cluster {
@@ -417,35 +427,37 @@ impl Cluster {
             config,
             config_ready: ConfigReady::default(),
             tick: 0,
-            view: None,
-            tick_heard_primary: 0,
-            tick_lease_owed_until: 0,
-            tick_heard: BTreeMap::new(),
-            tick_suspected: BTreeMap::new(),
-            frozen: None,
-            collecting: None,
-            tick_membership_proposed: None,
-            tick_join_sent: None,
             tick_leader_transferred: None,
             leader_known: None,
-            tick_alive_primary: None,
-            suspicion_pending: None,
-            tick_backup_suspected: BTreeMap::new(),
-            contacted: std::collections::BTreeSet::new(),
-            serving: true,
-            rebuilt: None,
-            rebuilt_unheard: None,
-            tick_restarted_reported: None,
-            restarted_reported: BTreeMap::new(),
-            tick_executor_turned: 0,
-            tick_long_call_began: None,
             closed: std::collections::BTreeSet::new(),
             arrivals: BTreeMap::new(),
             tick_heard_node: BTreeMap::new(),
-            removal_asked: BTreeMap::new(),
-            loaded: true,
-            waiting: false,
             ready: ClusterReady::default(),
+            group: GroupCore {
+                view: None,
+                tick_heard_primary: 0,
+                tick_lease_owed_until: 0,
+                tick_heard: BTreeMap::new(),
+                tick_suspected: BTreeMap::new(),
+                frozen: None,
+                collecting: None,
+                tick_membership_proposed: None,
+                tick_join_sent: None,
+                tick_alive_primary: None,
+                suspicion_pending: None,
+                tick_backup_suspected: BTreeMap::new(),
+                contacted: std::collections::BTreeSet::new(),
+                serving: true,
+                rebuilt: None,
+                rebuilt_unheard: None,
+                tick_restarted_reported: None,
+                restarted_reported: BTreeMap::new(),
+                tick_executor_turned: 0,
+                tick_long_call_began: None,
+                removal_asked: BTreeMap::new(),
+                loaded: true,
+                waiting: false,
+            },
         };
         cluster.learn_view();
         Ok(cluster)
@@ -465,7 +477,7 @@ impl Cluster {
 
     /// The group's view as this node knows it.
     pub fn view(&self) -> Option<&View> {
-        self.view.as_ref()
+        self.group.view.as_ref()
     }
 
     pub fn map(&self) -> &ClusterMap {
@@ -485,41 +497,41 @@ impl Cluster {
 
     /// Ticks since the backup role last heard its primary.
     pub fn ticks_since_heard_primary(&self) -> u64 {
-        self.tick - self.tick_heard_primary
+        self.tick - self.group.tick_heard_primary
     }
 
     pub fn is_frozen(&self) -> bool {
-        self.frozen.is_some()
+        self.group.frozen.is_some()
     }
 
     /// The backup role heard from its primary (any message).
     pub fn heard_from_primary(&mut self) {
-        let primary = self.view.as_ref().map_or(0, |view| view.primary);
-        if self.contacted.contains(&primary) {
+        let primary = self.group.view.as_ref().map_or(0, |view| view.primary);
+        if self.group.contacted.contains(&primary) {
             self.arrivals
                 .entry(primary)
                 .or_default()
-                .heard(self.tick, self.tick_heard_primary);
+                .heard(self.tick, self.group.tick_heard_primary);
         }
-        self.tick_heard_primary = self.tick;
-        self.contacted.insert(primary);
+        self.group.tick_heard_primary = self.tick;
+        self.group.contacted.insert(primary);
         self.closed.remove(&primary);
         // From now on it may hold what a live primary sent and acknowledged from memory.
-        self.rebuilt_unheard = None;
+        self.group.rebuilt_unheard = None;
     }
 
     /// The primary role heard from member `node` (an ack).
     pub fn heard_from_backup(&mut self, node: NodeId) {
-        if self.contacted.contains(&node)
-            && let Some(&last) = self.tick_heard.get(&node)
+        if self.group.contacted.contains(&node)
+            && let Some(&last) = self.group.tick_heard.get(&node)
         {
             self.arrivals
                 .entry(node)
                 .or_default()
                 .heard(self.tick, last);
         }
-        self.tick_heard.insert(node, self.tick);
-        self.contacted.insert(node);
+        self.group.tick_heard.insert(node, self.tick);
+        self.group.contacted.insert(node);
         self.closed.remove(&node);
     }
 
@@ -538,7 +550,7 @@ impl Cluster {
 
     /// Primary: its data plane made progress (the executor began a turn).
     pub fn executor_turned(&mut self) {
-        self.tick_executor_turned = self.tick;
+        self.group.tick_executor_turned = self.tick;
     }
 
     /// Primary: whether its data plane has reported no progress for
@@ -546,12 +558,15 @@ impl Cluster {
     /// whatever else speaks for it (the runtime's links stop their pulses).
     pub fn is_stalled(&self) -> bool {
         // A long call within its allowance is progress; past it, silence counts from there.
-        let progress = self
-            .tick_long_call_began
-            .map_or(self.tick_executor_turned, |began| {
-                let allowed_until = began.saturating_add(self.settings.long_call_ticks);
-                self.tick_executor_turned.max(self.tick.min(allowed_until))
-            });
+        let progress =
+            self.group
+                .tick_long_call_began
+                .map_or(self.group.tick_executor_turned, |began| {
+                    let allowed_until = began.saturating_add(self.settings.long_call_ticks);
+                    self.group
+                        .tick_executor_turned
+                        .max(self.tick.min(allowed_until))
+                });
         self.member() == Member::Primary
             && !self.settings.view_fixed
             && self
@@ -563,7 +578,7 @@ impl Cluster {
     /// Primary: whether its data plane is in a long call (a script) now. The first report of
     /// one starts its allowance (`long_call_ticks`); a report of none ends it.
     pub fn long_call_running(&mut self, running: bool) {
-        self.tick_long_call_began = match (running, self.tick_long_call_began) {
+        self.group.tick_long_call_began = match (running, self.group.tick_long_call_began) {
             (true, Some(began)) => Some(began),
             (true, None) => Some(self.tick),
             (false, _) => None,
@@ -573,9 +588,9 @@ impl Cluster {
     /// The runtime started the role the view gives this node: silence is counted from now,
     /// and a peer not yet heard from in this view gets the first-contact grace.
     pub fn role_started(&mut self) {
-        self.tick_heard_primary = self.tick;
-        self.tick_executor_turned = self.tick;
-        for tick in self.tick_heard.values_mut() {
+        self.group.tick_heard_primary = self.tick;
+        self.group.tick_executor_turned = self.tick;
+        for tick in self.group.tick_heard.values_mut() {
             *tick = self.tick;
         }
     }
@@ -591,7 +606,7 @@ impl Cluster {
             view_held <= view,
             "a member holds no view newer than its own"
         );
-        if let Some(frozen) = &mut self.frozen
+        if let Some(frozen) = &mut self.group.frozen
             && frozen.view == view
             && frozen.lsn_received.is_none()
         {
@@ -601,10 +616,12 @@ impl Cluster {
             // A role that rewound its rebuilt records (a rejoin below them) still holds only
             // what its log gave back.
             frozen.restarted = self
+                .group
                 .rebuilt_unheard
                 .is_some_and(|rebuilt| lsn_received <= rebuilt.lsn);
             // Nothing is heard from the old primary from now on: the promise ends here.
-            self.tick_lease_owed_until = self.tick_heard_primary + self.settings.lease_ticks;
+            self.group.tick_lease_owed_until =
+                self.group.tick_heard_primary + self.settings.lease_ticks;
             self.maybe_report();
         }
     }
@@ -615,7 +632,7 @@ impl Cluster {
     /// of the new primary before it could be missed by one of the old primary's. Waiting
     /// here rather than before the report lets the wait run alongside the view change.
     pub fn lease_owed_ticks(&self) -> u64 {
-        self.tick_lease_owed_until.saturating_sub(self.tick)
+        self.group.tick_lease_owed_until.saturating_sub(self.tick)
     }
 
     /// Primary: the data plane prepared the removal of `backup` from `view` (see
@@ -629,7 +646,9 @@ impl Cluster {
         behind: Vec<NodeId>,
         joining: Vec<NodeId>,
     ) {
-        let Some(current) = &self.view else { return };
+        let Some(current) = &self.group.view else {
+            return;
+        };
         if self.settings.view_fixed
             || current.number != view
             || current.primary != self.settings.node
@@ -650,7 +669,9 @@ impl Cluster {
     /// Primary: spare `node` of `view` has caught up and the replication core now holds back
     /// replies it lacks (`Primary::prepare_spare_promotions`); it may become a backup.
     pub fn spare_caught_up(&mut self, view: u64, node: NodeId) {
-        let Some(current) = &self.view else { return };
+        let Some(current) = &self.group.view else {
+            return;
+        };
         if self.settings.view_fixed
             || current.number != view
             || current.primary != self.settings.node
@@ -688,11 +709,11 @@ impl Cluster {
     /// The runtime says whether it runs the role the view gives this node (true until told
     /// otherwise). A role that serves took the rebuilt records, if it did not discard them.
     pub fn set_serving(&mut self, serving: bool) {
-        self.serving = serving;
+        self.group.serving = serving;
         if !serving {
-            self.rebuilt_unheard = None;
-        } else if let Some(rebuilt) = self.rebuilt.take() {
-            self.rebuilt_unheard = Some(rebuilt);
+            self.group.rebuilt_unheard = None;
+        } else if let Some(rebuilt) = self.group.rebuilt.take() {
+            self.group.rebuilt_unheard = Some(rebuilt);
         }
     }
 
@@ -705,32 +726,34 @@ impl Cluster {
     /// have started plus `lease_ticks`, which a promotion of this node honours.
     pub fn restarted_with(&mut self, rebuilt: Rebuilt) {
         assert!(
-            !self.serving,
+            !self.group.serving,
             "a node with records rebuilt from its log serves no role yet"
         );
-        self.rebuilt = Some(rebuilt);
-        self.tick_lease_owed_until = self.tick + self.settings.lease_ticks;
+        self.group.rebuilt = Some(rebuilt);
+        self.group.tick_lease_owed_until = self.tick + self.settings.lease_ticks;
     }
 
     /// The records rebuilt from the log that this core reports for, if it does: the node
     /// serves no role and its view is not older than their view.
     fn rebuilt_reporting(&self) -> Option<Rebuilt> {
-        let view = self.view.as_ref()?;
-        self.rebuilt
-            .filter(|rebuilt| !self.serving && rebuilt.view <= view.number)
+        let view = self.group.view.as_ref()?;
+        self.group
+            .rebuilt
+            .filter(|rebuilt| !self.group.serving && rebuilt.view <= view.number)
     }
 
     /// Whether a report from this node would now say that it holds only records its log
     /// gave back after a restart ([`crate::rule::Reported::restarted`]): its role serves from
     /// them and has heard no primary since, or it serves no role and holds them aside.
     pub fn reports_rebuilt(&self) -> bool {
-        self.rebuilt_unheard.is_some() || (!self.serving && self.rebuilt.is_some())
+        self.group.rebuilt_unheard.is_some()
+            || (!self.group.serving && self.group.rebuilt.is_some())
     }
 
     /// The runtime says whether it has a database ready for the role a join would give
     /// (true until told otherwise); a node outside the view asks to join only then.
     pub fn set_loaded(&mut self, loaded: bool) {
-        self.loaded = loaded;
+        self.group.loaded = loaded;
     }
 
     /// The driver carried a view out: whether the role rule holds the node out of that view
@@ -739,7 +762,7 @@ impl Cluster {
     /// remove it even when it is the last backup: otherwise it waited for good as the
     /// primary's only backup (default-mix seed 458046).
     pub fn set_waiting(&mut self, waiting: bool) {
-        self.waiting = waiting;
+        self.group.waiting = waiting;
     }
 
     /// A message from node `from`. Malformed Raft bytes are an error (counted by the caller),
@@ -795,6 +818,7 @@ impl Cluster {
             ClusterMessage::Committed { group, view }
                 if group == self.settings.group
                     && self
+                        .group
                         .view
                         .as_ref()
                         .is_none_or(|known| known.number < view.number) =>
@@ -804,11 +828,12 @@ impl Cluster {
             ClusterMessage::Alive { group, view }
                 if group == self.settings.group
                     && self
+                        .group
                         .view
                         .as_ref()
                         .is_some_and(|known| known.number == view && known.primary == from) =>
             {
-                self.tick_alive_primary = Some(self.tick);
+                self.group.tick_alive_primary = Some(self.tick);
                 self.closed.remove(&from);
             }
             // Another group's business: this node serves one group.
@@ -882,7 +907,7 @@ impl Cluster {
         let Some(view) = self.config.map().groups.get(&self.settings.group) else {
             return;
         };
-        if let Some(known) = &self.view {
+        if let Some(known) = &self.group.view {
             if known.number == view.number {
                 assert_eq!(known, view, "one view per view number");
             }
@@ -911,7 +936,8 @@ impl Cluster {
     /// Takes `view` as the group's current view, newer than any known.
     fn adopt(&mut self, view: View) {
         assert!(
-            self.view
+            self.group
+                .view
                 .as_ref()
                 .is_none_or(|known| known.number < view.number),
             "views only move forward"
@@ -922,44 +948,45 @@ impl Cluster {
         // member joined or left must not win a fresh timeout, nor the first-contact grace
         // (the demo once waited 100 ms on that grace after a spare joined at the kill).
         let same_primary = self
+            .group
             .view
             .as_ref()
             .is_some_and(|known| known.primary == view.primary);
-        let heard_before = std::mem::take(&mut self.tick_heard);
+        let heard_before = std::mem::take(&mut self.group.tick_heard);
         if !same_primary {
-            self.tick_heard_primary = self.tick;
+            self.group.tick_heard_primary = self.tick;
         }
         for &node in view.backups.iter().chain(&view.spares) {
             let tick = match heard_before.get(&node) {
                 Some(&tick) if same_primary => tick,
                 _ => self.tick,
             };
-            self.tick_heard.insert(node, tick);
+            self.group.tick_heard.insert(node, tick);
         }
-        self.tick_suspected.clear();
-        self.tick_restarted_reported = None;
-        self.frozen = None;
-        self.collecting = None;
-        self.tick_membership_proposed = None;
-        self.tick_join_sent = None;
+        self.group.tick_suspected.clear();
+        self.group.tick_restarted_reported = None;
+        self.group.frozen = None;
+        self.group.collecting = None;
+        self.group.tick_membership_proposed = None;
+        self.group.tick_join_sent = None;
         // The same primary's word that it runs holds across a membership change: a report of
         // rebuilt records sent at once in the new view must not find it forgotten (seed
         // 33390, see `on_report`).
         if !same_primary {
-            self.tick_alive_primary = None;
+            self.group.tick_alive_primary = None;
         }
-        self.suspicion_pending = None;
-        self.tick_backup_suspected.clear();
-        self.removal_asked.clear();
+        self.group.suspicion_pending = None;
+        self.group.tick_backup_suspected.clear();
+        self.group.removal_asked.clear();
         if same_primary {
             let members: Vec<NodeId> = view.members().collect();
-            self.contacted.retain(|node| members.contains(node));
+            self.group.contacted.retain(|node| members.contains(node));
         } else {
-            self.contacted.clear();
+            self.group.contacted.clear();
         }
         // A closed connection speaks of a peer this view had contact with; a node that
         // comes back into the view is first heard afresh.
-        let contacted = &self.contacted;
+        let contacted = &self.group.contacted;
         self.closed.retain(|node| contacted.contains(node));
         // Left out, a restarted node keeps what it rebuilt: outside the view it reports
         // nothing, and when a later view names it again its role takes those records, whose
@@ -968,13 +995,14 @@ impl Cluster {
         // seed 477403: a spare that followed a view from its log's records, short of the last
         // promotion's floor, reported them as received from a primary, so the whole group's
         // power loss was not recognised and the group waited for good).
-        self.view = Some(view.clone());
+        self.group.view = Some(view.clone());
         self.ready.events.push(ClusterEvent::View(view));
     }
 
     /// What this node is in the view it knows.
     pub fn member(&self) -> Member {
-        self.view
+        self.group
+            .view
             .as_ref()
             .map_or(Member::Outside, |view| view.member(self.settings.node))
     }

@@ -79,10 +79,15 @@ impl Arrivals {
 impl Cluster {
     /// The primary tells the coordinator it runs, every tick.
     pub(super) fn maybe_alive(&mut self) {
-        if !self.serving || self.is_stalled() || self.member() != Member::Primary {
+        if !self.group.serving || self.is_stalled() || self.member() != Member::Primary {
             return;
         }
-        let view = self.view.as_ref().expect("a primary has a view").number;
+        let view = self
+            .group
+            .view
+            .as_ref()
+            .expect("a primary has a view")
+            .number;
         if self.config.leader() == Some(self.settings.node) {
             return;
         }
@@ -98,10 +103,10 @@ impl Cluster {
     pub(super) fn detect(&mut self) {
         // A node without its memory suspects nobody, unless it rebuilt records to report.
         let rebuilt = self.rebuilt_reporting().is_some();
-        if !self.serving && !rebuilt {
+        if !self.group.serving && !rebuilt {
             return;
         }
-        let Some(view) = self.view.clone() else {
+        let Some(view) = self.group.view.clone() else {
             return;
         };
         let suspect_ticks = self.settings.suspect_ticks;
@@ -124,17 +129,17 @@ impl Cluster {
             // silence. That is safe: the coordinator confirms only once the primary, alive,
             // has not said so (`Alive`) for its own silence threshold either.
             Member::Backup | Member::Spare
-                if self.frozen.is_none()
+                if self.group.frozen.is_none()
                     && rule::reporters(&view).contains(&self.settings.node) =>
             {
-                let silence_ticks = if self.serving {
+                let silence_ticks = if self.group.serving {
                     self.silence_ticks(view.primary)
                 } else {
                     suspect_ticks
                 };
                 suspicion(
                     self.closed.contains(&view.primary),
-                    self.tick - self.tick_heard_primary,
+                    self.tick - self.group.tick_heard_primary,
                     silence_ticks,
                 )
                 .map(|why| (view.primary, why))
@@ -143,13 +148,14 @@ impl Cluster {
             }
             // Spares too: a silent spare leaves (a restarted node the view names as a spare
             // waits to be left out before it rejoins).
-            Member::Primary if self.serving => view
+            Member::Primary if self.group.serving => view
                 .backups
                 .iter()
                 .chain(&view.spares)
                 .copied()
                 .filter_map(|node| {
-                    let silent_ticks = self.tick - self.tick_heard.get(&node).copied().unwrap_or(0);
+                    let silent_ticks =
+                        self.tick - self.group.tick_heard.get(&node).copied().unwrap_or(0);
                     suspicion(
                         self.closed.contains(&node),
                         silent_ticks,
@@ -162,20 +168,21 @@ impl Cluster {
         };
         for (suspect, why) in suspects {
             let due = self
+                .group
                 .tick_suspected
                 .get(&suspect)
                 .is_none_or(|&tick| self.tick - tick >= suspect_ticks);
             if !due {
                 continue;
             }
-            if !self.tick_suspected.contains_key(&suspect) {
+            if !self.group.tick_suspected.contains_key(&suspect) {
                 self.ready.events.push(ClusterEvent::Suspected {
                     peer: suspect,
                     view: view.number,
                     why,
                 });
             }
-            self.tick_suspected.insert(suspect, self.tick);
+            self.group.tick_suspected.insert(suspect, self.tick);
             if !view.backups.contains(&suspect) {
                 // The primary, or a spare: no rule counts on a spare, nothing to prepare.
                 let message = ClusterMessage::Suspect {
@@ -201,7 +208,7 @@ impl Cluster {
     /// observed from it, or the first-contact grace while it has not been heard in the view.
     pub(super) fn silence_ticks(&self, peer: NodeId) -> u64 {
         let suspect_ticks = self.settings.suspect_ticks;
-        if self.contacted.contains(&peer) {
+        if self.group.contacted.contains(&peer) {
             self.arrivals.get(&peer).map_or(suspect_ticks, |arrivals| {
                 arrivals.silence_ticks(suspect_ticks)
             })
@@ -215,16 +222,16 @@ impl Cluster {
     /// `Alive`, for its silence threshold, or a closed connection) and so did every other
     /// backup it hears from, or the suspicion has lasted `RESUME_AFTER_SUSPICIONS` timeouts.
     pub(super) fn maybe_confirm_suspicion(&mut self) {
-        let Some(pending) = self.suspicion_pending else {
+        let Some(pending) = self.group.suspicion_pending else {
             return;
         };
         let suspect_ticks = self.settings.suspect_ticks;
         if pending.is_stale(self.tick, suspect_ticks) || !self.config.is_leader() {
             // Stale: the backups suspect again while the silence lasts.
-            self.suspicion_pending = None;
+            self.group.suspicion_pending = None;
             return;
         }
-        let view = self.view.as_ref().expect("a suspicion is of a view");
+        let view = self.group.view.as_ref().expect("a suspicion is of a view");
         // The coordinator's own silence threshold for the primary: a suspicion is confirmed
         // only when the coordinator, by its own measure, lost the primary too. A closed
         // connection from the primary confirms at once.
@@ -237,12 +244,12 @@ impl Cluster {
         // to lead the config store).
         // A backup hears the primary only through the role it serves.
         let hears_primary =
-            (self.member() == Member::Primary && self.serving && !self.is_stalled())
-                || (self.serving
+            (self.member() == Member::Primary && self.group.serving && !self.is_stalled())
+                || (self.group.serving
                     && rule::reporters(view).contains(&self.settings.node)
-                    && self.frozen.is_none()
-                    && fresh(self.tick_heard_primary))
-                || self.tick_alive_primary.is_some_and(fresh);
+                    && self.group.frozen.is_none()
+                    && fresh(self.group.tick_heard_primary))
+                || self.group.tick_alive_primary.is_some_and(fresh);
         if hears_primary {
             return;
         }
@@ -258,6 +265,7 @@ impl Cluster {
         let lasting = pending.has_lasted(self.tick, suspect_ticks);
         let agreeing = |backup: &NodeId| {
             let suspects = self
+                .group
                 .tick_backup_suspected
                 .get(backup)
                 .is_some_and(|&tick| self.tick - tick <= 2 * suspect_ticks);
@@ -271,8 +279,8 @@ impl Cluster {
         if !lasting && !rule::reporters(view).iter().all(agreeing) {
             return;
         }
-        self.suspicion_pending = None;
-        let view = self.view.clone().expect("a suspicion is of a view");
+        self.group.suspicion_pending = None;
+        let view = self.group.view.clone().expect("a suspicion is of a view");
         self.start_collecting(&view);
     }
 
@@ -287,7 +295,7 @@ impl Cluster {
         if self.config.leader() != Some(peer) {
             return;
         }
-        let Some(view) = &self.view else { return };
+        let Some(view) = &self.group.view else { return };
         let observers: Vec<NodeId> = if peer == view.primary {
             view.members().filter(|&node| node != peer).collect()
         } else {
@@ -316,10 +324,10 @@ impl Cluster {
             return;
         }
         let due = self.tick.saturating_sub(self.settings.suspect_ticks);
-        for tick in self.tick_suspected.values_mut() {
+        for tick in self.group.tick_suspected.values_mut() {
             *tick = (*tick).min(due);
         }
-        if let Some(frozen) = &mut self.frozen
+        if let Some(frozen) = &mut self.group.frozen
             && let Some(tick) = &mut frozen.tick_reported
         {
             *tick = (*tick).min(due);
@@ -347,13 +355,14 @@ impl Cluster {
         // held the leadership on the primary for the whole view, and the primary's death
         // then waited for an election (a failover of 77 ms instead of 9).
         let suspecting = self
+            .group
             .tick_suspected
             .values()
             .any(|&tick| self.tick - tick < 2 * self.settings.suspect_ticks);
         if suspecting {
             return;
         }
-        let view = self.view.as_ref().expect("a primary has a view");
+        let view = self.group.view.as_ref().expect("a primary has a view");
         // Only to a member heard from lately: a transfer to a dead node would stall the
         // config store until the transfer times out, and again at every retry.
         // A spare is as good a leader as a backup: what matters is that it is alive and not
@@ -365,8 +374,9 @@ impl Cluster {
             .copied()
             .find(|node| {
                 self.settings.voters.contains(node)
-                    && self.contacted.contains(node)
+                    && self.group.contacted.contains(node)
                     && self
+                        .group
                         .tick_heard
                         .get(node)
                         .is_some_and(|&tick| self.tick - tick < self.settings.suspect_ticks)

@@ -5,12 +5,16 @@ use super::*;
 
 impl Cluster {
     pub(super) fn propose_membership(&mut self, view: &View, new: View) {
-        if self.tick_membership_proposed.is_some_and(|(number, tick)| {
-            number == view.number && self.tick - tick < 10 * self.settings.suspect_ticks
-        }) {
+        if self
+            .group
+            .tick_membership_proposed
+            .is_some_and(|(number, tick)| {
+                number == view.number && self.tick - tick < 10 * self.settings.suspect_ticks
+            })
+        {
             return;
         }
-        self.tick_membership_proposed = Some((view.number, self.tick));
+        self.group.tick_membership_proposed = Some((view.number, self.tick));
         let command = Command::ChangeView {
             group: self.settings.group,
             from_view: view.number,
@@ -20,7 +24,7 @@ impl Cluster {
     }
 
     pub(super) fn on_join(&mut self, from: NodeId, view_number: u64) {
-        let Some(view) = self.view.clone() else {
+        let Some(view) = self.group.view.clone() else {
             return;
         };
         if !self.config.is_leader() || view.number != view_number {
@@ -31,10 +35,10 @@ impl Cluster {
             // nothing this view counts on, like a backup that reported records rebuilt from
             // its log. The primary's request to remove it may then leave the primary without
             // a backup (`on_suspect`), and its place is not held for it.
-            self.restarted_reported.insert(from, view.number);
+            self.group.restarted_reported.insert(from, view.number);
             return;
         }
-        if self.collecting.is_some() {
+        if self.group.collecting.is_some() {
             return;
         }
         if let Ok(new) = rule::add_spare(&view, from) {
@@ -43,13 +47,13 @@ impl Cluster {
     }
 
     pub(super) fn on_caught_up(&mut self, from: NodeId, view_number: u64, node: NodeId) {
-        let Some(view) = self.view.clone() else {
+        let Some(view) = self.group.view.clone() else {
             return;
         };
         if !self.config.is_leader()
             || view.number != view_number
             || from != view.primary
-            || self.collecting.is_some()
+            || self.group.collecting.is_some()
         {
             return;
         }
@@ -80,18 +84,18 @@ impl Cluster {
     /// whose log stopped short of what had been released was promoted).
     /// A primary that does not run is replaced from the reports instead.
     pub(super) fn maybe_leave_out_restarted(&mut self) {
-        let Some(view) = self.view.clone() else {
+        let Some(view) = self.group.view.clone() else {
             return;
         };
         if !self.config.is_leader()
-            || self.collecting.is_some()
+            || self.group.collecting.is_some()
             || view.backups.is_empty()
             || !self.primary_runs(&view)
         {
             return;
         }
         let restarted_here =
-            |node: &NodeId| self.restarted_reported.get(node) == Some(&view.number);
+            |node: &NodeId| self.group.restarted_reported.get(node) == Some(&view.number);
         // A primary that reported its own log's records restarted too: its `Alive` was its
         // lost incarnation's, and a change replaces it from the reports.
         if restarted_here(&view.primary) {
@@ -116,21 +120,22 @@ impl Cluster {
     pub(super) fn maybe_join(&mut self) {
         let asks = match self.member() {
             Member::Outside => true,
-            Member::Backup | Member::Spare => self.waiting,
+            Member::Backup | Member::Spare => self.group.waiting,
             Member::Primary => false,
         };
-        if !asks || !self.loaded {
+        if !asks || !self.group.loaded {
             return;
         }
-        let Some(view) = &self.view else { return };
+        let Some(view) = &self.group.view else { return };
         let period = 2 * self.settings.suspect_ticks;
         if self
+            .group
             .tick_join_sent
             .is_some_and(|tick| self.tick - tick < period)
         {
             return;
         }
-        self.tick_join_sent = Some(self.tick);
+        self.group.tick_join_sent = Some(self.tick);
         let join = ClusterMessage::Join {
             group: self.settings.group,
             view: view.number,

@@ -12,7 +12,7 @@ impl Cluster {
         behind: &[NodeId],
         joining: &[NodeId],
     ) {
-        let Some(view) = self.view.clone() else {
+        let Some(view) = self.group.view.clone() else {
             return;
         };
         if !self.config.is_leader() || view.number != view_number {
@@ -30,6 +30,7 @@ impl Cluster {
                 return;
             }
             if self
+                .group
                 .collecting
                 .as_ref()
                 .is_some_and(|c| c.view == view.number)
@@ -37,6 +38,7 @@ impl Cluster {
                 // A backup that still suspects while a change is collected has not reported:
                 // its Freeze may have been lost, so it is sent again.
                 let reported = self
+                    .group
                     .collecting
                     .as_ref()
                     .is_some_and(|collecting| collecting.reports.contains_key(&from));
@@ -49,10 +51,10 @@ impl Cluster {
                 }
                 return;
             }
-            self.tick_backup_suspected.insert(from, self.tick);
+            self.group.tick_backup_suspected.insert(from, self.tick);
             let suspect_ticks = self.settings.suspect_ticks;
-            let pending = Repeated::renew(self.suspicion_pending, self.tick, suspect_ticks);
-            self.suspicion_pending = Some(pending);
+            let pending = Repeated::renew(self.group.suspicion_pending, self.tick, suspect_ticks);
+            self.group.suspicion_pending = Some(pending);
             self.maybe_confirm_suspicion();
         } else if from == view.primary && view.backups.contains(&suspect) {
             // The primary is alive (it says so). A change collecting reports does not hold the
@@ -61,7 +63,7 @@ impl Cluster {
             // that). Whichever change the config store commits first voids the other.
             // A report of records rebuilt after a restart holds nothing back either: that
             // backup lost its memory, and is removed like one that never reports.
-            let reported = self.collecting.as_ref().is_some_and(|collecting| {
+            let reported = self.group.collecting.as_ref().is_some_and(|collecting| {
                 collecting
                     .reports
                     .get(&suspect)
@@ -87,14 +89,14 @@ impl Cluster {
                     .backups
                     .iter()
                     .filter(|backup| !new.backups.contains(backup))
-                    .all(|backup| self.restarted_reported.get(backup) == Some(&view.number));
+                    .all(|backup| self.group.restarted_reported.get(backup) == Some(&view.number));
                 if !new.backups.is_empty() || leaving_restarted {
                     self.propose_membership(&view, new);
                 }
             }
         } else if from == view.primary && view.spares.contains(&suspect) {
             // A silent spare simply leaves; it asks to join again when it is back.
-            if self.collecting.is_none() {
+            if self.group.collecting.is_none() {
                 let spares = view.spares.iter().copied().filter(|&n| n != suspect);
                 let new = view.with_members(view.backups.clone(), spares.collect());
                 self.propose_membership(&view, new);
@@ -112,14 +114,14 @@ impl Cluster {
         let suspect_ticks = self.settings.suspect_ticks;
         let tick = self.tick;
         let asked = Repeated::renew(
-            self.removal_asked.get(&suspect).copied(),
+            self.group.removal_asked.get(&suspect).copied(),
             tick,
             suspect_ticks,
         );
-        self.removal_asked.insert(suspect, asked);
+        self.group.removal_asked.insert(suspect, asked);
         let overdue = asked.has_lasted(tick, suspect_ticks);
         let hears_suspect = if suspect == self.settings.node {
-            self.serving
+            self.group.serving
         } else {
             !self.closed.contains(&suspect)
                 && self
@@ -132,13 +134,14 @@ impl Cluster {
 
     pub(super) fn start_collecting(&mut self, view: &View) {
         if self
+            .group
             .collecting
             .as_ref()
             .is_some_and(|c| c.view == view.number)
         {
             return;
         }
-        self.collecting = Some(Collecting {
+        self.group.collecting = Some(Collecting {
             view: view.number,
             reports: BTreeMap::new(),
             tick_started: self.tick,
@@ -167,17 +170,17 @@ impl Cluster {
     /// A Freeze reaches a backup of the view, or a spare (which the coordinator asks only
     /// once the backups' reports held too little, [`rule::promote_from`]).
     pub(super) fn on_freeze(&mut self, view_number: u64) {
-        let Some(view) = &self.view else { return };
+        let Some(view) = &self.group.view else { return };
         let node = self.settings.node;
         if view.number != view_number
             || !(view.backups.contains(&node) || view.spares.contains(&node))
         {
             return;
         }
-        if self.frozen.is_some() {
+        if self.group.frozen.is_some() {
             return;
         }
-        self.frozen = Some(Frozen {
+        self.group.frozen = Some(Frozen {
             view: view_number,
             lsn_received: None,
             view_held: view_number,
@@ -188,7 +191,7 @@ impl Cluster {
         if let Some(rebuilt) = self.rebuilt_reporting() {
             // No role to freeze: the records rebuilt from the log are reported as they are.
             // The lease owed is the one `restarted_with` set: nothing was heard since.
-            let frozen = self.frozen.as_mut().expect("set above");
+            let frozen = self.group.frozen.as_mut().expect("set above");
             frozen.lsn_received = Some(rebuilt.lsn);
             frozen.view_held = rebuilt.view;
             frozen.restarted = true;
@@ -206,7 +209,9 @@ impl Cluster {
     /// primary need not run out first: a new primary it might become honours it
     /// ([`Cluster::lease_owed_ticks`]).
     pub(super) fn maybe_report(&mut self) {
-        let Some(frozen) = &self.frozen else { return };
+        let Some(frozen) = &self.group.frozen else {
+            return;
+        };
         let Some(lsn_received) = frozen.lsn_received else {
             return;
         };
@@ -226,7 +231,7 @@ impl Cluster {
         let Some(incarnation) = self.config.incarnation() else {
             return;
         };
-        self.frozen.as_mut().expect("checked").tick_reported = Some(self.tick);
+        self.group.frozen.as_mut().expect("checked").tick_reported = Some(self.tick);
         if first_report {
             let rebuilt_by = restarted.then_some(incarnation);
             self.ready
@@ -253,9 +258,10 @@ impl Cluster {
         let Some(rebuilt) = self.rebuilt_reporting() else {
             return;
         };
-        let Some(view) = &self.view else { return };
+        let Some(view) = &self.group.view else { return };
         if view.primary != self.settings.node
             || self
+                .group
                 .tick_restarted_reported
                 .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)
         {
@@ -265,7 +271,7 @@ impl Cluster {
         let Some(incarnation) = self.config.incarnation() else {
             return;
         };
-        if self.tick_restarted_reported.is_none() {
+        if self.group.tick_restarted_reported.is_none() {
             // The role rule hears of it as of a backup's report: a view made from it names
             // this life of the node, for these records only.
             self.ready.events.push(ClusterEvent::Reported {
@@ -273,7 +279,7 @@ impl Cluster {
                 rebuilt_by: Some(incarnation),
             });
         }
-        self.tick_restarted_reported = Some(self.tick);
+        self.group.tick_restarted_reported = Some(self.tick);
         let report = ClusterMessage::Report {
             group: self.settings.group,
             view: view.number,
@@ -287,12 +293,12 @@ impl Cluster {
     }
 
     pub(super) fn on_report(&mut self, from: NodeId, view_number: u64, reported: rule::Reported) {
-        let Some(view) = self.view.clone() else {
+        let Some(view) = self.group.view.clone() else {
             return;
         };
         let restarted_primary = from == view.primary && reported.restarted;
         let spare_asked = view.spares.contains(&from)
-            && self.collecting.as_ref().is_some_and(|collecting| {
+            && self.group.collecting.as_ref().is_some_and(|collecting| {
                 collecting.view == view.number && collecting.spares_asked
             });
         if !self.config.is_leader()
@@ -303,7 +309,7 @@ impl Cluster {
             return;
         }
         if reported.restarted {
-            self.restarted_reported.insert(from, view.number);
+            self.group.restarted_reported.insert(from, view.number);
             // Records rebuilt from a log are no reason to replace a primary that runs: no
             // rule promotes from them then, and a change started on them would only freeze
             // the other backups and end in the same members. Such changes, started again on
@@ -311,6 +317,7 @@ impl Cluster {
             // rejoin, catch up and take the restarted backup's place (seed 33390: a 2-safe
             // group committed nothing for good). A change already collecting takes it.
             let collecting = self
+                .group
                 .collecting
                 .as_ref()
                 .is_some_and(|collecting| collecting.view == view.number);
@@ -320,7 +327,7 @@ impl Cluster {
         }
         // A report is a suspicion too: a coordinator that took over mid-change continues it.
         self.start_collecting(&view);
-        let collecting = self.collecting.as_mut().expect("started above");
+        let collecting = self.group.collecting.as_mut().expect("started above");
         collecting.reports.insert(from, reported);
         // The last report proposes at once rather than at the next tick.
         self.coordinate();
@@ -332,21 +339,22 @@ impl Cluster {
     /// config store's lead while a frozen backup kept reporting, and collected against
     /// itself for good).
     pub(super) fn primary_runs(&self, view: &View) -> bool {
-        (view.primary == self.settings.node && self.serving && !self.is_stalled())
+        (view.primary == self.settings.node && self.group.serving && !self.is_stalled())
             || self
+                .group
                 .tick_alive_primary
                 .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)
     }
 
     pub(super) fn coordinate(&mut self) {
-        let Some(view) = self.view.clone() else {
+        let Some(view) = self.group.view.clone() else {
             return;
         };
         if !self.config.is_leader() {
             return;
         }
         let primary_runs = self.primary_runs(&view);
-        let Some(collecting) = &mut self.collecting else {
+        let Some(collecting) = &mut self.group.collecting else {
             return;
         };
         if let Some(tick) = collecting.tick_proposed {
@@ -388,7 +396,7 @@ impl Cluster {
             // once, and may already have proposed the promotion it allows.
             self.send_freeze(&view, &view.spares);
         }
-        let Some(collecting) = &mut self.collecting else {
+        let Some(collecting) = &mut self.group.collecting else {
             return;
         };
         if collecting.tick_proposed.is_some() {
@@ -425,7 +433,7 @@ impl Cluster {
         // A lost Freeze would hold the change (and every membership change behind it)
         // for good if the backup never suspects again: it goes again every suspicion
         // timeout to the backups that have not reported.
-        let Some(collecting) = &mut self.collecting else {
+        let Some(collecting) = &mut self.group.collecting else {
             return;
         };
         if self.tick - collecting.tick_freeze_sent >= self.settings.suspect_ticks {
