@@ -167,15 +167,11 @@ impl Cluster {
             _ => Vec::new(),
         };
         for (suspect, why) in suspects {
-            let due = self
-                .group
-                .tick_suspected
-                .get(&suspect)
-                .is_none_or(|&tick| self.tick - tick >= suspect_ticks);
-            if !due {
+            let last = self.group.tick_suspected.get(&suspect).copied();
+            if last.is_some_and(|tick| self.tick - tick < suspect_ticks) {
                 continue;
             }
-            if !self.group.tick_suspected.contains_key(&suspect) {
+            if last.is_none() {
                 self.ready.events.push(ClusterEvent::Suspected {
                     peer: suspect,
                     view: view.number,
