@@ -955,6 +955,10 @@ impl Session {
             self.reject(command, &refusal, out);
             return Step::Replied;
         }
+        if let Some(refusal) = cluster::refusal(info, command.name, argv) {
+            self.reject(command, refusal, out);
+            return Step::Replied;
+        }
         if info.script == ScriptActivity::Busy && !allowed_while_busy(command.name, argv) {
             self.reject(command, BUSY, out);
             return Step::Replied;

@@ -133,6 +133,11 @@ fn cluster_clients_find_the_primary_and_follow_it_across_a_failover() {
     assert_eq!(conn.cmd("GET foo"), Value::Null);
     // A write without a key has no slot to be redirected by: READONLY, as on a replica.
     assert!(error_text(&conn.cmd("FLUSHALL")).starts_with("READONLY "));
+    // As in Redis Cluster, only database 0.
+    assert_eq!(
+        error_text(&conn.cmd("SELECT 1")),
+        "ERR SELECT is not allowed in cluster mode"
+    );
     // The slots are the config store's to place.
     let refused = error_text(&conn.cmd("CLUSTER ADDSLOTS 1"));
     assert!(refused.contains("not served here"), "{refused}");

@@ -99,6 +99,33 @@ pub fn moved_key(info: &ServerInfo, key: &[u8]) -> Option<String> {
     Some(format!("MOVED {slot} {}", primary.address()))
 }
 
+/// What a node that speaks the protocol answers a command Redis Cluster does not allow: a
+/// database other than 0 (`SELECT`, `SWAPDB`, `MOVE`, `COPY … DB`), as Redis's errors say.
+pub fn refusal(info: &ServerInfo, name: &str, argv: &Argv) -> Option<&'static str> {
+    info.cluster.as_ref()?;
+    let not_zero = |arg: Option<&[u8]>| {
+        let text = std::str::from_utf8(arg?).ok()?;
+        text.parse::<i64>().ok().map(|db| db != 0)
+    };
+    match name {
+        // A database that is no integer gets SELECT's own error.
+        "SELECT" if not_zero(argv.get(1)) == Some(true) => {
+            Some("ERR SELECT is not allowed in cluster mode")
+        }
+        "SWAPDB" => Some("ERR SWAPDB is not allowed in cluster mode"),
+        "MOVE" => Some("ERR MOVE is not allowed in cluster mode"),
+        "COPY" => {
+            let db = (3..argv.len()).find(|&at| {
+                argv.get(at)
+                    .is_some_and(|arg| arg.eq_ignore_ascii_case(b"DB"))
+            })?;
+            (not_zero(argv.get(db + 1)) == Some(true))
+                .then_some("ERR Copying to another database is not allowed in cluster mode")
+        }
+        _ => None,
+    }
+}
+
 /// `CLUSTER …`: answered from [`ServerInfo::cluster`]; a node that does not speak the
 /// protocol says so in the words a cluster client looks for, and the client carries on as a
 /// client of one server.
@@ -447,6 +474,26 @@ mod tests {
             moved(&plain, find("SET"), &argv(&["SET", "foo", "1"])),
             None
         );
+    }
+
+    #[test]
+    fn databases_other_than_zero_are_refused_as_redis_cluster_refuses_them() {
+        let info = info(Some(node(1, 7001)));
+        let refused = |args: &[&str]| refusal(&info, args[0], &argv(args));
+        assert_eq!(
+            refused(&["SELECT", "1"]),
+            Some("ERR SELECT is not allowed in cluster mode")
+        );
+        assert_eq!(refused(&["SELECT", "0"]), None);
+        assert_eq!(refused(&["SELECT", "x"]), None);
+        assert!(refused(&["SWAPDB", "0", "1"]).is_some());
+        assert!(refused(&["MOVE", "k", "1"]).is_some());
+        assert!(refused(&["COPY", "a", "b", "db", "2"]).is_some());
+        assert_eq!(refused(&["COPY", "a", "b", "DB", "0", "REPLACE"]), None);
+        assert_eq!(refused(&["COPY", "a", "b"]), None);
+        // A node that does not speak the protocol serves every database.
+        let plain = ServerInfo::default();
+        assert_eq!(refusal(&plain, "SELECT", &argv(&["SELECT", "1"])), None);
     }
 
     #[test]
