@@ -947,20 +947,8 @@ impl Session {
             ReplyWriter::new(out, self.proto).error(NOAUTH);
             return Step::Replied;
         }
-        // As Redis: the user's rights are checked before a command is queued in a block (a
-        // refused one aborts the block), the command's first, then the keys it names.
-        if let Some(user) = &self.user
-            && let Some(refusal) = user.refusal(command, argv)
-        {
+        if let Some(refusal) = self.refusal(command, argv, info) {
             self.reject(command, &refusal, out);
-            return Step::Replied;
-        }
-        if let Some(refusal) = cluster::refusal(info, command.name, argv) {
-            self.reject(command, refusal, out);
-            return Step::Replied;
-        }
-        if info.script == ScriptActivity::Busy && !allowed_while_busy(command.name, argv) {
-            self.reject(command, BUSY, out);
             return Step::Replied;
         }
         if info.script != ScriptActivity::Idle
@@ -1064,6 +1052,22 @@ impl Session {
     /// Refuses `command` with `text` as Redis's `rejectCommand` does: refused before it could
     /// be queued, so a block it was sent in fails; `EXEC` itself so refused discards its block
     /// (`-EXECABORT`), and the connection leaves it.
+    /// Why `command` is refused before it is queued in a block (a refused one aborts the
+    /// block), as Redis checks: the user's rights (the command's first, then the keys it
+    /// names), then what Redis Cluster mode does not allow, then a busy script's refusal.
+    fn refusal(&self, command: &Command, argv: &Argv, info: &ServerInfo) -> Option<String> {
+        if let Some(user) = &self.user
+            && let Some(refusal) = user.refusal(command, argv)
+        {
+            return Some(refusal);
+        }
+        if let Some(refusal) = cluster::refusal(info, command.name, argv) {
+            return Some(refusal.to_owned());
+        }
+        (info.script == ScriptActivity::Busy && !allowed_while_busy(command.name, argv))
+            .then(|| BUSY.to_owned())
+    }
+
     fn reject(&mut self, command: &Command, text: &str, out: &mut Vec<u8>) {
         let mut w = ReplyWriter::new(out, self.proto);
         // Redis's `execCommandAbort` answers so even without `MULTI`.
