@@ -373,9 +373,10 @@ struct GroupCore {
     waiting: bool,
 }
 
-/// One node's cluster core.
+/// What a node's cluster core holds of the node itself, whatever its groups: its settings,
+/// the config store, its clock, and what it knows of its peers' connections.
 #[derive(Debug)]
-pub struct Cluster {
+struct NodePart {
     settings: ClusterSettings,
     config: ConfigCore,
     config_ready: ConfigReady,
@@ -392,6 +393,12 @@ pub struct Cluster {
     /// Coordinator: the tick each node last sent this node anything.
     tick_heard_node: BTreeMap<NodeId, u64>,
     ready: ClusterReady,
+}
+
+/// One node's cluster core.
+#[derive(Debug)]
+pub struct Cluster {
+    node: NodePart,
     /// What this node holds of its group: the view, its detector and its view changes.
     group: GroupCore,
 }
@@ -423,16 +430,18 @@ impl Cluster {
             persisted,
         )?;
         let mut cluster = Cluster {
-            settings,
-            config,
-            config_ready: ConfigReady::default(),
-            tick: 0,
-            tick_leader_transferred: None,
-            leader_known: None,
-            closed: std::collections::BTreeSet::new(),
-            arrivals: BTreeMap::new(),
-            tick_heard_node: BTreeMap::new(),
-            ready: ClusterReady::default(),
+            node: NodePart {
+                settings,
+                config,
+                config_ready: ConfigReady::default(),
+                tick: 0,
+                tick_leader_transferred: None,
+                leader_known: None,
+                closed: std::collections::BTreeSet::new(),
+                arrivals: BTreeMap::new(),
+                tick_heard_node: BTreeMap::new(),
+                ready: ClusterReady::default(),
+            },
             group: GroupCore {
                 view: None,
                 tick_heard_primary: 0,
@@ -464,7 +473,7 @@ impl Cluster {
     }
 
     pub fn node(&self) -> NodeId {
-        self.settings.node
+        self.node.settings.node
     }
 
     /// This life of the node, once its config store saved it
@@ -472,7 +481,7 @@ impl Cluster {
     /// log names it, and so does a promotion made from that report, so that a later life
     /// never takes a view made from an earlier life's report for one made from its own.
     pub fn incarnation(&self) -> Option<u64> {
-        self.config.incarnation()
+        self.node.config.incarnation()
     }
 
     /// The group's view as this node knows it.
@@ -481,23 +490,23 @@ impl Cluster {
     }
 
     pub fn map(&self) -> &ClusterMap {
-        self.config.map()
+        self.node.config.map()
     }
 
     /// Asks the config store to hand its leadership to voter `to` (an operator's request, or
     /// a test's; the core itself moves it off the primary, see `keep_leader_off_primary`).
     pub fn transfer_leader(&mut self, to: NodeId) {
-        self.config.transfer_leader(to);
+        self.node.config.transfer_leader(to);
     }
 
     /// The config store's leader as this node knows it.
     pub fn leader(&self) -> Option<NodeId> {
-        self.config.leader()
+        self.node.config.leader()
     }
 
     /// Ticks since the backup role last heard its primary.
     pub fn ticks_since_heard_primary(&self) -> u64 {
-        self.tick - self.group.tick_heard_primary
+        self.node.tick - self.group.tick_heard_primary
     }
 
     pub fn is_frozen(&self) -> bool {
@@ -508,14 +517,15 @@ impl Cluster {
     pub fn heard_from_primary(&mut self) {
         let primary = self.group.view.as_ref().map_or(0, |view| view.primary);
         if self.group.contacted.contains(&primary) {
-            self.arrivals
+            self.node
+                .arrivals
                 .entry(primary)
                 .or_default()
-                .heard(self.tick, self.group.tick_heard_primary);
+                .heard(self.node.tick, self.group.tick_heard_primary);
         }
-        self.group.tick_heard_primary = self.tick;
+        self.group.tick_heard_primary = self.node.tick;
         self.group.contacted.insert(primary);
-        self.closed.remove(&primary);
+        self.node.closed.remove(&primary);
         // From now on it may hold what a live primary sent and acknowledged from memory.
         self.group.rebuilt_unheard = None;
     }
@@ -525,24 +535,25 @@ impl Cluster {
         if self.group.contacted.contains(&node)
             && let Some(&last) = self.group.tick_heard.get(&node)
         {
-            self.arrivals
+            self.node
+                .arrivals
                 .entry(node)
                 .or_default()
-                .heard(self.tick, last);
+                .heard(self.node.tick, last);
         }
-        self.group.tick_heard.insert(node, self.tick);
+        self.group.tick_heard.insert(node, self.node.tick);
         self.group.contacted.insert(node);
-        self.closed.remove(&node);
+        self.node.closed.remove(&node);
     }
 
     /// The connection from `peer` was closed from its side (end of stream or a reset, not a
     /// close of this node's own): a strong sign that its process died. The suspicion it
     /// raises leaves now, not at the next tick; hearing from `peer` again takes it back.
     pub fn peer_closed(&mut self, peer: NodeId) {
-        if peer == self.settings.node || self.settings.view_fixed {
+        if peer == self.node.settings.node || self.node.settings.view_fixed {
             return;
         }
-        self.closed.insert(peer);
+        self.node.closed.insert(peer);
         self.campaign_if_leader_closed(peer);
         self.detect();
         self.maybe_confirm_suspicion();
@@ -550,7 +561,7 @@ impl Cluster {
 
     /// Primary: its data plane made progress (the executor began a turn).
     pub fn executor_turned(&mut self) {
-        self.group.tick_executor_turned = self.tick;
+        self.group.tick_executor_turned = self.node.tick;
     }
 
     /// Primary: whether its data plane has reported no progress for
@@ -562,17 +573,18 @@ impl Cluster {
             self.group
                 .tick_long_call_began
                 .map_or(self.group.tick_executor_turned, |began| {
-                    let allowed_until = began.saturating_add(self.settings.long_call_ticks);
+                    let allowed_until = began.saturating_add(self.node.settings.long_call_ticks);
                     self.group
                         .tick_executor_turned
-                        .max(self.tick.min(allowed_until))
+                        .max(self.node.tick.min(allowed_until))
                 });
         self.member() == Member::Primary
-            && !self.settings.view_fixed
+            && !self.node.settings.view_fixed
             && self
+                .node
                 .settings
                 .executor_stall_ticks
-                .is_some_and(|ticks| self.tick - progress >= ticks)
+                .is_some_and(|ticks| self.node.tick - progress >= ticks)
     }
 
     /// Primary: whether its data plane is in a long call (a script) now. The first report of
@@ -580,7 +592,7 @@ impl Cluster {
     pub fn long_call_running(&mut self, running: bool) {
         self.group.tick_long_call_began = match (running, self.group.tick_long_call_began) {
             (true, Some(began)) => Some(began),
-            (true, None) => Some(self.tick),
+            (true, None) => Some(self.node.tick),
             (false, _) => None,
         };
     }
@@ -588,10 +600,10 @@ impl Cluster {
     /// The runtime started the role the view gives this node: silence is counted from now,
     /// and a peer not yet heard from in this view gets the first-contact grace.
     pub fn role_started(&mut self) {
-        self.group.tick_heard_primary = self.tick;
-        self.group.tick_executor_turned = self.tick;
+        self.group.tick_heard_primary = self.node.tick;
+        self.group.tick_executor_turned = self.node.tick;
         for tick in self.group.tick_heard.values_mut() {
-            *tick = self.tick;
+            *tick = self.node.tick;
         }
     }
 
@@ -621,7 +633,7 @@ impl Cluster {
                 .is_some_and(|rebuilt| lsn_received <= rebuilt.lsn);
             // Nothing is heard from the old primary from now on: the promise ends here.
             self.group.tick_lease_owed_until =
-                self.group.tick_heard_primary + self.settings.lease_ticks;
+                self.group.tick_heard_primary + self.node.settings.lease_ticks;
             self.maybe_report();
         }
     }
@@ -632,7 +644,9 @@ impl Cluster {
     /// of the new primary before it could be missed by one of the old primary's. Waiting
     /// here rather than before the report lets the wait run alongside the view change.
     pub fn lease_owed_ticks(&self) -> u64 {
-        self.group.tick_lease_owed_until.saturating_sub(self.tick)
+        self.group
+            .tick_lease_owed_until
+            .saturating_sub(self.node.tick)
     }
 
     /// Primary: the data plane prepared the removal of `backup` from `view` (see
@@ -649,15 +663,15 @@ impl Cluster {
         let Some(current) = &self.group.view else {
             return;
         };
-        if self.settings.view_fixed
+        if self.node.settings.view_fixed
             || current.number != view
-            || current.primary != self.settings.node
+            || current.primary != self.node.settings.node
             || !current.backups.contains(&backup)
         {
             return;
         }
         let message = ClusterMessage::Suspect {
-            group: self.settings.group,
+            group: self.node.settings.group,
             view,
             suspect: backup,
             behind,
@@ -672,16 +686,16 @@ impl Cluster {
         let Some(current) = &self.group.view else {
             return;
         };
-        if self.settings.view_fixed
+        if self.node.settings.view_fixed
             || current.number != view
-            || current.primary != self.settings.node
+            || current.primary != self.node.settings.node
             || !current.spares.contains(&node)
         {
             return;
         }
         let view = current;
         let message = ClusterMessage::CaughtUp {
-            group: self.settings.group,
+            group: self.node.settings.group,
             view: view.number,
             node,
         };
@@ -689,11 +703,11 @@ impl Cluster {
     }
 
     pub fn tick(&mut self) {
-        self.tick += 1;
-        if self.settings.view_fixed {
+        self.node.tick += 1;
+        if self.node.settings.view_fixed {
             return;
         }
-        self.config.tick();
+        self.node.config.tick();
         self.follow_leader_change();
         self.detect();
         self.maybe_report();
@@ -730,7 +744,7 @@ impl Cluster {
             "a node with records rebuilt from its log serves no role yet"
         );
         self.group.rebuilt = Some(rebuilt);
-        self.group.tick_lease_owed_until = self.tick + self.settings.lease_ticks;
+        self.group.tick_lease_owed_until = self.node.tick + self.node.settings.lease_ticks;
     }
 
     /// The records rebuilt from the log that this core reports for, if it does: the node
@@ -768,15 +782,15 @@ impl Cluster {
     /// A message from node `from`. Malformed Raft bytes are an error (counted by the caller),
     /// never a panic.
     pub fn step(&mut self, from: NodeId, message: ClusterMessage) -> Result<(), ConfigError> {
-        if self.settings.view_fixed {
+        if self.node.settings.view_fixed {
             // A fixed view's core has nothing to learn: a cluster-mode peer's message (a
             // configuration that mixes the modes) changes nothing here.
             return Ok(());
         }
-        self.tick_heard_node.insert(from, self.tick);
+        self.node.tick_heard_node.insert(from, self.node.tick);
         match message {
             ClusterMessage::Raft(bytes) => {
-                self.config.step(from, &bytes)?;
+                self.node.config.step(from, &bytes)?;
                 self.follow_leader_change();
             }
             ClusterMessage::Suspect {
@@ -785,10 +799,10 @@ impl Cluster {
                 suspect,
                 behind,
                 joining,
-            } if group == self.settings.group => {
+            } if group == self.node.settings.group => {
                 self.on_suspect(from, view, suspect, &behind, &joining)
             }
-            ClusterMessage::Freeze { group, view } if group == self.settings.group => {
+            ClusterMessage::Freeze { group, view } if group == self.node.settings.group => {
                 self.on_freeze(view)
             }
             ClusterMessage::Report {
@@ -799,7 +813,7 @@ impl Cluster {
                 restarted,
                 incarnation,
                 lsn_synced,
-            } if group == self.settings.group => {
+            } if group == self.node.settings.group => {
                 let reported = rule::Reported {
                     lsn_received,
                     view_held,
@@ -809,14 +823,14 @@ impl Cluster {
                 };
                 self.on_report(from, view, reported)
             }
-            ClusterMessage::Join { group, view } if group == self.settings.group => {
+            ClusterMessage::Join { group, view } if group == self.node.settings.group => {
                 self.on_join(from, view)
             }
-            ClusterMessage::CaughtUp { group, view, node } if group == self.settings.group => {
+            ClusterMessage::CaughtUp { group, view, node } if group == self.node.settings.group => {
                 self.on_caught_up(from, view, node)
             }
             ClusterMessage::Committed { group, view }
-                if group == self.settings.group
+                if group == self.node.settings.group
                     && self
                         .group
                         .view
@@ -826,15 +840,15 @@ impl Cluster {
                 self.adopt(view)
             }
             ClusterMessage::Alive { group, view }
-                if group == self.settings.group
+                if group == self.node.settings.group
                     && self
                         .group
                         .view
                         .as_ref()
                         .is_some_and(|known| known.number == view && known.primary == from) =>
             {
-                self.group.tick_alive_primary = Some(self.tick);
-                self.closed.remove(&from);
+                self.group.tick_alive_primary = Some(self.node.tick);
+                self.node.closed.remove(&from);
             }
             // Another group's business: this node serves one group.
             _ => {}
@@ -852,13 +866,14 @@ impl Cluster {
             "the driver must act on and clear the previous Ready"
         );
         assert!(
-            self.ready
+            self.node
+                .ready
                 .messages
                 .iter()
                 .all(|(_, message)| !matches!(message, ClusterMessage::Raft(_))),
             "Raft's messages wait for the save"
         );
-        std::mem::swap(&mut self.ready, into);
+        std::mem::swap(&mut self.node.ready, into);
     }
 
     /// Persists the config store's state through `disk`, then hands over the outputs.
@@ -889,22 +904,26 @@ impl Cluster {
             into.is_empty(),
             "the driver must act on and clear the previous Ready"
         );
-        self.config
-            .ready_sending(disk, &mut self.config_ready, &mut |to, bytes| {
+        self.node
+            .config
+            .ready_sending(disk, &mut self.node.config_ready, &mut |to, bytes| {
                 send_now(to, ClusterMessage::Raft(bytes))
             })?;
-        for (to, bytes) in self.config_ready.messages.drain(..) {
-            self.ready.messages.push((to, ClusterMessage::Raft(bytes)));
+        for (to, bytes) in self.node.config_ready.messages.drain(..) {
+            self.node
+                .ready
+                .messages
+                .push((to, ClusterMessage::Raft(bytes)));
         }
-        self.config_ready.applied.clear();
+        self.node.config_ready.applied.clear();
         self.learn_view();
-        std::mem::swap(&mut self.ready, into);
+        std::mem::swap(&mut self.node.ready, into);
         Ok(())
     }
 
     /// Picks up a view the config store committed.
     fn learn_view(&mut self) {
-        let Some(view) = self.config.map().groups.get(&self.settings.group) else {
+        let Some(view) = self.node.config.map().groups.get(&self.node.settings.group) else {
             return;
         };
         if let Some(known) = &self.group.view {
@@ -919,14 +938,14 @@ impl Cluster {
         let view = view.clone();
         // The leader applies a view first: it tells every other node at once, so that the
         // new primary need not wait for Raft to carry the commit index to it.
-        if self.config.is_leader() {
+        if self.node.config.is_leader() {
             let announce = ClusterMessage::Committed {
-                group: self.settings.group,
+                group: self.node.settings.group,
                 view: view.clone(),
             };
-            for &node in self.config.map().nodes.keys() {
-                if node != self.settings.node {
-                    self.ready.messages.push((node, announce.clone()));
+            for &node in self.node.config.map().nodes.keys() {
+                if node != self.node.settings.node {
+                    self.node.ready.messages.push((node, announce.clone()));
                 }
             }
         }
@@ -954,12 +973,12 @@ impl Cluster {
             .is_some_and(|known| known.primary == view.primary);
         let heard_before = std::mem::take(&mut self.group.tick_heard);
         if !same_primary {
-            self.group.tick_heard_primary = self.tick;
+            self.group.tick_heard_primary = self.node.tick;
         }
         for &node in view.backups.iter().chain(&view.spares) {
             let tick = match heard_before.get(&node) {
                 Some(&tick) if same_primary => tick,
-                _ => self.tick,
+                _ => self.node.tick,
             };
             self.group.tick_heard.insert(node, tick);
         }
@@ -987,7 +1006,7 @@ impl Cluster {
         // A closed connection speaks of a peer this view had contact with; a node that
         // comes back into the view is first heard afresh.
         let contacted = &self.group.contacted;
-        self.closed.retain(|node| contacted.contains(node));
+        self.node.closed.retain(|node| contacted.contains(node));
         // Left out, a restarted node keeps what it rebuilt: outside the view it reports
         // nothing, and when a later view names it again its role takes those records, whose
         // reports say they are only what the log gave back until it hears a primary
@@ -996,7 +1015,7 @@ impl Cluster {
         // promotion's floor, reported them as received from a primary, so the whole group's
         // power loss was not recognised and the group waited for good).
         self.group.view = Some(view.clone());
-        self.ready.events.push(ClusterEvent::View(view));
+        self.node.ready.events.push(ClusterEvent::View(view));
     }
 
     /// What this node is in the view it knows.
@@ -1004,19 +1023,19 @@ impl Cluster {
         self.group
             .view
             .as_ref()
-            .map_or(Member::Outside, |view| view.member(self.settings.node))
+            .map_or(Member::Outside, |view| view.member(self.node.settings.node))
     }
 
     /// Sends to the config store's leader, or handles it here when this node leads. Without a
     /// known leader the message is dropped: the sender repeats it on its next timeout.
     fn send_coordinator(&mut self, message: ClusterMessage) {
-        match self.config.leader() {
-            Some(leader) if leader == self.settings.node => {
-                let node = self.settings.node;
+        match self.node.config.leader() {
+            Some(leader) if leader == self.node.settings.node => {
+                let node = self.node.settings.node;
                 // Local messages cannot be malformed Raft bytes.
                 let _ = self.step(node, message);
             }
-            Some(leader) => self.ready.messages.push((leader, message)),
+            Some(leader) => self.node.ready.messages.push((leader, message)),
             None => {}
         }
     }

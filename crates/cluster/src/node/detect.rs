@@ -88,11 +88,11 @@ impl Cluster {
             .as_ref()
             .expect("a primary has a view")
             .number;
-        if self.config.leader() == Some(self.settings.node) {
+        if self.node.config.leader() == Some(self.node.settings.node) {
             return;
         }
         let alive = ClusterMessage::Alive {
-            group: self.settings.group,
+            group: self.node.settings.group,
             view,
         };
         self.send_coordinator(alive);
@@ -109,7 +109,7 @@ impl Cluster {
         let Some(view) = self.group.view.clone() else {
             return;
         };
-        let suspect_ticks = self.settings.suspect_ticks;
+        let suspect_ticks = self.node.settings.suspect_ticks;
         let suspicion = |closed: bool, ticks: u64, allowed_ticks: u64| {
             if closed {
                 Some(Suspicion::Closed)
@@ -130,7 +130,7 @@ impl Cluster {
             // has not said so (`Alive`) for its own silence threshold either.
             Member::Backup | Member::Spare
                 if self.group.frozen.is_none()
-                    && rule::reporters(&view).contains(&self.settings.node) =>
+                    && rule::reporters(&view).contains(&self.node.settings.node) =>
             {
                 let silence_ticks = if self.group.serving {
                     self.silence_ticks(view.primary)
@@ -138,8 +138,8 @@ impl Cluster {
                     suspect_ticks
                 };
                 suspicion(
-                    self.closed.contains(&view.primary),
-                    self.tick - self.group.tick_heard_primary,
+                    self.node.closed.contains(&view.primary),
+                    self.node.tick - self.group.tick_heard_primary,
                     silence_ticks,
                 )
                 .map(|why| (view.primary, why))
@@ -155,9 +155,9 @@ impl Cluster {
                 .copied()
                 .filter_map(|node| {
                     let silent_ticks =
-                        self.tick - self.group.tick_heard.get(&node).copied().unwrap_or(0);
+                        self.node.tick - self.group.tick_heard.get(&node).copied().unwrap_or(0);
                     suspicion(
-                        self.closed.contains(&node),
+                        self.node.closed.contains(&node),
                         silent_ticks,
                         self.silence_ticks(node),
                     )
@@ -168,21 +168,21 @@ impl Cluster {
         };
         for (suspect, why) in suspects {
             let last = self.group.tick_suspected.get(&suspect).copied();
-            if last.is_some_and(|tick| self.tick - tick < suspect_ticks) {
+            if last.is_some_and(|tick| self.node.tick - tick < suspect_ticks) {
                 continue;
             }
             if last.is_none() {
-                self.ready.events.push(ClusterEvent::Suspected {
+                self.node.ready.events.push(ClusterEvent::Suspected {
                     peer: suspect,
                     view: view.number,
                     why,
                 });
             }
-            self.group.tick_suspected.insert(suspect, self.tick);
+            self.group.tick_suspected.insert(suspect, self.node.tick);
             if !view.backups.contains(&suspect) {
                 // The primary, or a spare: no rule counts on a spare, nothing to prepare.
                 let message = ClusterMessage::Suspect {
-                    group: self.settings.group,
+                    group: self.node.settings.group,
                     view: view.number,
                     suspect,
                     behind: Vec::new(),
@@ -192,7 +192,7 @@ impl Cluster {
             } else {
                 // Which backups lack released records is the replication core's to say, at
                 // the moment it starts holding replies back for the view asked for.
-                self.ready.events.push(ClusterEvent::RemovalWanted {
+                self.node.ready.events.push(ClusterEvent::RemovalWanted {
                     view: view.number,
                     backup: suspect,
                 });
@@ -203,11 +203,14 @@ impl Cluster {
     /// The silence after which `peer` is suspected: `suspect_ticks`, stretched by the jitter
     /// observed from it, or the first-contact grace while it has not been heard in the view.
     pub(super) fn silence_ticks(&self, peer: NodeId) -> u64 {
-        let suspect_ticks = self.settings.suspect_ticks;
+        let suspect_ticks = self.node.settings.suspect_ticks;
         if self.group.contacted.contains(&peer) {
-            self.arrivals.get(&peer).map_or(suspect_ticks, |arrivals| {
-                arrivals.silence_ticks(suspect_ticks)
-            })
+            self.node
+                .arrivals
+                .get(&peer)
+                .map_or(suspect_ticks, |arrivals| {
+                    arrivals.silence_ticks(suspect_ticks)
+                })
         } else {
             suspect_ticks * FIRST_CONTACT_GRACE
         }
@@ -221,8 +224,8 @@ impl Cluster {
         let Some(pending) = self.group.suspicion_pending else {
             return;
         };
-        let suspect_ticks = self.settings.suspect_ticks;
-        if pending.is_stale(self.tick, suspect_ticks) || !self.config.is_leader() {
+        let suspect_ticks = self.node.settings.suspect_ticks;
+        if pending.is_stale(self.node.tick, suspect_ticks) || !self.node.config.is_leader() {
             // Stale: the backups suspect again while the silence lasts.
             self.group.suspicion_pending = None;
             return;
@@ -232,8 +235,8 @@ impl Cluster {
         // only when the coordinator, by its own measure, lost the primary too. A closed
         // connection from the primary confirms at once.
         let silence_ticks = self.silence_ticks(view.primary);
-        let lost = self.closed.contains(&view.primary);
-        let fresh = |tick: u64| !lost && self.tick - tick < silence_ticks;
+        let lost = self.node.closed.contains(&view.primary);
+        let fresh = |tick: u64| !lost && self.node.tick - tick < silence_ticks;
         // A coordinator that is the primary hears itself, if it serves and its data plane
         // makes progress: one that restarted without its memory holds the role in name only
         // (the simulator found a cluster stalled for good by a restarted primary re-elected
@@ -242,7 +245,7 @@ impl Cluster {
         let hears_primary =
             (self.member() == Member::Primary && self.group.serving && !self.is_stalled())
                 || (self.group.serving
-                    && rule::reporters(view).contains(&self.settings.node)
+                    && rule::reporters(view).contains(&self.node.settings.node)
                     && self.group.frozen.is_none()
                     && fresh(self.group.tick_heard_primary))
                 || self.group.tick_alive_primary.is_some_and(fresh);
@@ -258,18 +261,19 @@ impl Cluster {
         // for `RESUME_AFTER_SUSPICIONS` timeouts while the suspicion lasts: a primary whose
         // link to this coordinator is cut one way can neither reach it to shed this backup
         // nor commit without it.
-        let lasting = pending.has_lasted(self.tick, suspect_ticks);
+        let lasting = pending.has_lasted(self.node.tick, suspect_ticks);
         let agreeing = |backup: &NodeId| {
             let suspects = self
                 .group
                 .tick_backup_suspected
                 .get(backup)
-                .is_some_and(|&tick| self.tick - tick <= 2 * suspect_ticks);
-            let silent = *backup != self.settings.node
+                .is_some_and(|&tick| self.node.tick - tick <= 2 * suspect_ticks);
+            let silent = *backup != self.node.settings.node
                 && self
+                    .node
                     .tick_heard_node
                     .get(backup)
-                    .is_none_or(|&tick| self.tick - tick >= suspect_ticks);
+                    .is_none_or(|&tick| self.node.tick - tick >= suspect_ticks);
             suspects || silent
         };
         if !lasting && !rule::reporters(view).iter().all(agreeing) {
@@ -288,7 +292,7 @@ impl Cluster {
     /// campaigner, so that two never split the vote. A false alarm (a connection reset
     /// between live nodes) costs the live leader its term, nothing more.
     pub(super) fn campaign_if_leader_closed(&mut self, peer: NodeId) {
-        if self.config.leader() != Some(peer) {
+        if self.node.config.leader() != Some(peer) {
             return;
         }
         let Some(view) = &self.group.view else { return };
@@ -299,10 +303,10 @@ impl Cluster {
         };
         let campaigner = observers
             .into_iter()
-            .filter(|node| self.settings.voters.contains(node))
+            .filter(|node| self.node.settings.voters.contains(node))
             .min();
-        if campaigner == Some(self.settings.node) {
-            self.config.campaign_now();
+        if campaigner == Some(self.node.settings.node) {
+            self.node.config.campaign_now();
         }
     }
 
@@ -311,15 +315,18 @@ impl Cluster {
     /// may be the dead primary, and waiting for the next repetition would add up to a
     /// suspicion timeout to the view change.
     pub(super) fn follow_leader_change(&mut self) {
-        let leader = self.config.leader();
-        if leader == self.leader_known {
+        let leader = self.node.config.leader();
+        if leader == self.node.leader_known {
             return;
         }
-        self.leader_known = leader;
+        self.node.leader_known = leader;
         if leader.is_none() {
             return;
         }
-        let due = self.tick.saturating_sub(self.settings.suspect_ticks);
+        let due = self
+            .node
+            .tick
+            .saturating_sub(self.node.settings.suspect_ticks);
         for tick in self.group.tick_suspected.values_mut() {
             *tick = (*tick).min(due);
         }
@@ -335,13 +342,14 @@ impl Cluster {
     /// A leader that is also the group's primary hands leadership to a voter that is a
     /// backup: if the primary fails, the view change then needs no Raft election first.
     pub(super) fn keep_leader_off_primary(&mut self) {
-        if !self.config.is_leader() || self.member() != Member::Primary {
+        if !self.node.config.is_leader() || self.member() != Member::Primary {
             return;
         }
-        let period = 10 * self.settings.suspect_ticks;
+        let period = 10 * self.node.settings.suspect_ticks;
         if self
+            .node
             .tick_leader_transferred
-            .is_some_and(|tick| self.tick - tick < period)
+            .is_some_and(|tick| self.node.tick - tick < period)
         {
             return;
         }
@@ -354,7 +362,7 @@ impl Cluster {
             .group
             .tick_suspected
             .values()
-            .any(|&tick| self.tick - tick < 2 * self.settings.suspect_ticks);
+            .any(|&tick| self.node.tick - tick < 2 * self.node.settings.suspect_ticks);
         if suspecting {
             return;
         }
@@ -369,17 +377,15 @@ impl Cluster {
             .chain(&view.spares)
             .copied()
             .find(|node| {
-                self.settings.voters.contains(node)
+                self.node.settings.voters.contains(node)
                     && self.group.contacted.contains(node)
-                    && self
-                        .group
-                        .tick_heard
-                        .get(node)
-                        .is_some_and(|&tick| self.tick - tick < self.settings.suspect_ticks)
+                    && self.group.tick_heard.get(node).is_some_and(|&tick| {
+                        self.node.tick - tick < self.node.settings.suspect_ticks
+                    })
             });
         if let Some(target) = target {
-            self.tick_leader_transferred = Some(self.tick);
-            self.config.transfer_leader(target);
+            self.node.tick_leader_transferred = Some(self.node.tick);
+            self.node.config.transfer_leader(target);
         }
     }
 }

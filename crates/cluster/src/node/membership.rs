@@ -9,25 +9,26 @@ impl Cluster {
             .group
             .tick_membership_proposed
             .is_some_and(|(number, tick)| {
-                number == view.number && self.tick - tick < 10 * self.settings.suspect_ticks
+                number == view.number
+                    && self.node.tick - tick < 10 * self.node.settings.suspect_ticks
             })
         {
             return;
         }
-        self.group.tick_membership_proposed = Some((view.number, self.tick));
+        self.group.tick_membership_proposed = Some((view.number, self.node.tick));
         let command = Command::ChangeView {
-            group: self.settings.group,
+            group: self.node.settings.group,
             from_view: view.number,
             view: new,
         };
-        let _ = self.config.propose(command);
+        let _ = self.node.config.propose(command);
     }
 
     pub(super) fn on_join(&mut self, from: NodeId, view_number: u64) {
         let Some(view) = self.group.view.clone() else {
             return;
         };
-        if !self.config.is_leader() || view.number != view_number {
+        if !self.node.config.is_leader() || view.number != view_number {
             return;
         }
         if matches!(view.member(from), Member::Backup | Member::Spare) {
@@ -50,7 +51,7 @@ impl Cluster {
         let Some(view) = self.group.view.clone() else {
             return;
         };
-        if !self.config.is_leader()
+        if !self.node.config.is_leader()
             || view.number != view_number
             || from != view.primary
             || self.group.collecting.is_some()
@@ -87,7 +88,7 @@ impl Cluster {
         let Some(view) = self.group.view.clone() else {
             return;
         };
-        if !self.config.is_leader()
+        if !self.node.config.is_leader()
             || self.group.collecting.is_some()
             || view.backups.is_empty()
             || !self.primary_runs(&view)
@@ -127,17 +128,17 @@ impl Cluster {
             return;
         }
         let Some(view) = &self.group.view else { return };
-        let period = 2 * self.settings.suspect_ticks;
+        let period = 2 * self.node.settings.suspect_ticks;
         if self
             .group
             .tick_join_sent
-            .is_some_and(|tick| self.tick - tick < period)
+            .is_some_and(|tick| self.node.tick - tick < period)
         {
             return;
         }
-        self.group.tick_join_sent = Some(self.tick);
+        self.group.tick_join_sent = Some(self.node.tick);
         let join = ClusterMessage::Join {
-            group: self.settings.group,
+            group: self.node.settings.group,
             view: view.number,
         };
         self.send_coordinator(join);

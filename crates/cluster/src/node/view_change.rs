@@ -15,47 +15,11 @@ impl Cluster {
         let Some(view) = self.group.view.clone() else {
             return;
         };
-        if !self.config.is_leader() || view.number != view_number {
+        if !self.node.config.is_leader() || view.number != view_number {
             return;
         }
         if suspect == view.primary {
-            // A backup lost the primary. If this node is a backup that still hears it, the
-            // fault is the reporter's link: the primary will suspect that backup and have it
-            // removed, which costs less than replacing the primary.
-            // A coordinator that is the suspected primary and serves is alive. Otherwise
-            // the suspicion waits (`suspicion_pending`) until the coordinator has itself
-            // heard nothing of the primary for `suspect_ticks`: a freeze cannot be undone,
-            // so one backup's word is not enough while the primary still says it is alive.
-            if !rule::reporters(&view).contains(&from) {
-                return;
-            }
-            if self
-                .group
-                .collecting
-                .as_ref()
-                .is_some_and(|c| c.view == view.number)
-            {
-                // A backup that still suspects while a change is collected has not reported:
-                // its Freeze may have been lost, so it is sent again.
-                let reported = self
-                    .group
-                    .collecting
-                    .as_ref()
-                    .is_some_and(|collecting| collecting.reports.contains_key(&from));
-                if !reported && from != self.settings.node {
-                    let freeze = ClusterMessage::Freeze {
-                        group: self.settings.group,
-                        view: view.number,
-                    };
-                    self.ready.messages.push((from, freeze));
-                }
-                return;
-            }
-            self.group.tick_backup_suspected.insert(from, self.tick);
-            let suspect_ticks = self.settings.suspect_ticks;
-            let pending = Repeated::renew(self.group.suspicion_pending, self.tick, suspect_ticks);
-            self.group.suspicion_pending = Some(pending);
-            self.maybe_confirm_suspicion();
+            self.on_primary_suspected(from, &view);
         } else if from == view.primary && view.backups.contains(&suspect) {
             // The primary is alive (it says so). A change collecting reports does not hold the
             // removal back unless the suspect reported: a backup that lost its memory never
@@ -104,6 +68,58 @@ impl Cluster {
         }
     }
 
+    /// How long a view change waits on members that do not report before a view under the
+    /// same primary ends it.
+    fn collect_patience_ticks(&self) -> u64 {
+        let settings = &self.node.settings;
+        settings
+            .collect_ticks
+            .max(RESUME_AFTER_SUSPICIONS * settings.suspect_ticks)
+    }
+
+    /// A backup `from` suspects the primary of `view`.
+    fn on_primary_suspected(&mut self, from: NodeId, view: &View) {
+        // A backup lost the primary. If this node is a backup that still hears it, the
+        // fault is the reporter's link: the primary will suspect that backup and have it
+        // removed, which costs less than replacing the primary.
+        // A coordinator that is the suspected primary and serves is alive. Otherwise
+        // the suspicion waits (`suspicion_pending`) until the coordinator has itself
+        // heard nothing of the primary for `suspect_ticks`: a freeze cannot be undone,
+        // so one backup's word is not enough while the primary still says it is alive.
+        if !rule::reporters(view).contains(&from) {
+            return;
+        }
+        if self
+            .group
+            .collecting
+            .as_ref()
+            .is_some_and(|c| c.view == view.number)
+        {
+            // A backup that still suspects while a change is collected has not reported:
+            // its Freeze may have been lost, so it is sent again.
+            let reported = self
+                .group
+                .collecting
+                .as_ref()
+                .is_some_and(|collecting| collecting.reports.contains_key(&from));
+            if !reported && from != self.node.settings.node {
+                let freeze = ClusterMessage::Freeze {
+                    group: self.node.settings.group,
+                    view: view.number,
+                };
+                self.node.ready.messages.push((from, freeze));
+            }
+            return;
+        }
+        self.group
+            .tick_backup_suspected
+            .insert(from, self.node.tick);
+        let suspect_ticks = self.node.settings.suspect_ticks;
+        let pending = Repeated::renew(self.group.suspicion_pending, self.node.tick, suspect_ticks);
+        self.group.suspicion_pending = Some(pending);
+        self.maybe_confirm_suspicion();
+    }
+
     /// Whether the coordinator confirms the primary's suspicion of backup `suspect`: the
     /// coordinator lost it too (its connection closed, or it sent nothing, not even Raft's
     /// answers, for `suspect_ticks`), or the primary has asked for `RESUME_AFTER_SUSPICIONS`
@@ -111,8 +127,8 @@ impl Cluster {
     /// backup into two view changes (out, then back in); waiting for good would leave a
     /// primary whose link to a live backup is cut unable to shed it.
     fn removal_confirmed(&mut self, suspect: NodeId) -> bool {
-        let suspect_ticks = self.settings.suspect_ticks;
-        let tick = self.tick;
+        let suspect_ticks = self.node.settings.suspect_ticks;
+        let tick = self.node.tick;
         let asked = Repeated::renew(
             self.group.removal_asked.get(&suspect).copied(),
             tick,
@@ -120,11 +136,12 @@ impl Cluster {
         );
         self.group.removal_asked.insert(suspect, asked);
         let overdue = asked.has_lasted(tick, suspect_ticks);
-        let hears_suspect = if suspect == self.settings.node {
+        let hears_suspect = if suspect == self.node.settings.node {
             self.group.serving
         } else {
-            !self.closed.contains(&suspect)
+            !self.node.closed.contains(&suspect)
                 && self
+                    .node
                     .tick_heard_node
                     .get(&suspect)
                     .is_some_and(|&heard| tick - heard < suspect_ticks)
@@ -144,8 +161,8 @@ impl Cluster {
         self.group.collecting = Some(Collecting {
             view: view.number,
             reports: BTreeMap::new(),
-            tick_started: self.tick,
-            tick_freeze_sent: self.tick,
+            tick_started: self.node.tick,
+            tick_freeze_sent: self.node.tick,
             tick_proposed: None,
             spares_asked: false,
         });
@@ -155,14 +172,14 @@ impl Cluster {
     /// Sends Freeze for `view` to `nodes` (this node freezes at once if it is one of them).
     fn send_freeze(&mut self, view: &View, nodes: &[NodeId]) {
         for &node in nodes {
-            if node == self.settings.node {
+            if node == self.node.settings.node {
                 self.on_freeze(view.number);
             } else {
                 let freeze = ClusterMessage::Freeze {
-                    group: self.settings.group,
+                    group: self.node.settings.group,
                     view: view.number,
                 };
-                self.ready.messages.push((node, freeze));
+                self.node.ready.messages.push((node, freeze));
             }
         }
     }
@@ -171,7 +188,7 @@ impl Cluster {
     /// once the backups' reports held too little, [`rule::promote_from`]).
     pub(super) fn on_freeze(&mut self, view_number: u64) {
         let Some(view) = &self.group.view else { return };
-        let node = self.settings.node;
+        let node = self.node.settings.node;
         if view.number != view_number
             || !(view.backups.contains(&node) || view.spares.contains(&node))
         {
@@ -198,7 +215,8 @@ impl Cluster {
             frozen.lsn_synced = rebuilt.lsn;
             self.maybe_report();
         } else {
-            self.ready
+            self.node
+                .ready
                 .events
                 .push(ClusterEvent::Freeze { view: view_number });
         }
@@ -217,7 +235,7 @@ impl Cluster {
         };
         if frozen
             .tick_reported
-            .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)
+            .is_some_and(|tick| self.node.tick - tick < self.node.settings.suspect_ticks)
         {
             return;
         }
@@ -228,18 +246,19 @@ impl Cluster {
         let first_report = frozen.tick_reported.is_none();
         // A report names this life of the node: it waits until the config store saved it
         // (the first save after a restart), so that no later life can share it.
-        let Some(incarnation) = self.config.incarnation() else {
+        let Some(incarnation) = self.node.config.incarnation() else {
             return;
         };
-        self.group.frozen.as_mut().expect("checked").tick_reported = Some(self.tick);
+        self.group.frozen.as_mut().expect("checked").tick_reported = Some(self.node.tick);
         if first_report {
             let rebuilt_by = restarted.then_some(incarnation);
-            self.ready
+            self.node
+                .ready
                 .events
                 .push(ClusterEvent::Reported { view, rebuilt_by });
         }
         let report = ClusterMessage::Report {
-            group: self.settings.group,
+            group: self.node.settings.group,
             view,
             lsn_received,
             view_held,
@@ -259,29 +278,29 @@ impl Cluster {
             return;
         };
         let Some(view) = &self.group.view else { return };
-        if view.primary != self.settings.node
+        if view.primary != self.node.settings.node
             || self
                 .group
                 .tick_restarted_reported
-                .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)
+                .is_some_and(|tick| self.node.tick - tick < self.node.settings.suspect_ticks)
         {
             return;
         }
         // Named by the report, this life of the node must be saved first (see `maybe_report`).
-        let Some(incarnation) = self.config.incarnation() else {
+        let Some(incarnation) = self.node.config.incarnation() else {
             return;
         };
         if self.group.tick_restarted_reported.is_none() {
             // The role rule hears of it as of a backup's report: a view made from it names
             // this life of the node, for these records only.
-            self.ready.events.push(ClusterEvent::Reported {
+            self.node.ready.events.push(ClusterEvent::Reported {
                 view: view.number,
                 rebuilt_by: Some(incarnation),
             });
         }
-        self.group.tick_restarted_reported = Some(self.tick);
+        self.group.tick_restarted_reported = Some(self.node.tick);
         let report = ClusterMessage::Report {
-            group: self.settings.group,
+            group: self.node.settings.group,
             view: view.number,
             lsn_received: rebuilt.lsn,
             view_held: rebuilt.view,
@@ -301,7 +320,7 @@ impl Cluster {
             && self.group.collecting.as_ref().is_some_and(|collecting| {
                 collecting.view == view.number && collecting.spares_asked
             });
-        if !self.config.is_leader()
+        if !self.node.config.is_leader()
             || view.number != view_number
             || !(rule::reporters(&view).contains(&from) || restarted_primary || spare_asked)
             || reported.view_held > view_number
@@ -339,18 +358,19 @@ impl Cluster {
     /// config store's lead while a frozen backup kept reporting, and collected against
     /// itself for good).
     pub(super) fn primary_runs(&self, view: &View) -> bool {
-        (view.primary == self.settings.node && self.group.serving && !self.is_stalled())
+        (view.primary == self.node.settings.node && self.group.serving && !self.is_stalled())
             || self
                 .group
                 .tick_alive_primary
-                .is_some_and(|tick| self.tick - tick < self.settings.suspect_ticks)
+                .is_some_and(|tick| self.node.tick - tick < self.node.settings.suspect_ticks)
     }
 
     pub(super) fn coordinate(&mut self) {
         let Some(view) = self.group.view.clone() else {
             return;
         };
-        if !self.config.is_leader() {
+        let patience_ticks = self.collect_patience_ticks();
+        if !self.node.config.is_leader() {
             return;
         }
         let primary_runs = self.primary_runs(&view);
@@ -359,7 +379,7 @@ impl Cluster {
         };
         if let Some(tick) = collecting.tick_proposed {
             // Raft lost it (a leader change in between) or it was refused: try again.
-            if self.tick - tick >= 10 * self.settings.suspect_ticks {
+            if self.node.tick - tick >= 10 * self.node.settings.suspect_ticks {
                 collecting.tick_proposed = None;
             } else {
                 return;
@@ -373,14 +393,14 @@ impl Cluster {
             .filter(|node| reporters.contains(node))
             .count();
         let all = backups_reported == reporters.len();
-        let waited = self.tick - collecting.tick_started >= self.settings.collect_ticks;
-        let needed = rule::reports_needed_in(&view, self.settings.safety);
+        let waited = self.node.tick - collecting.tick_started >= self.node.settings.collect_ticks;
+        let needed = rule::reports_needed_in(&view, self.node.settings.safety);
         let decided = all || (waited && backups_reported >= needed);
         // Enough reports may still all lie below the last promotion's truncate LSN
         // (`RuleError::BehindTruncate`): then the change cannot go ahead either, and waits
         // for more reports or ends under the same primary as below.
-        let promotion =
-            decided.then(|| rule::promote_from(&view, &collecting.reports, self.settings.safety));
+        let promotion = decided
+            .then(|| rule::promote_from(&view, &collecting.reports, self.node.settings.safety));
         // Every counted report lies below what the last promotion released: a spare may
         // still hold it (its log, or its memory), so the spares are asked to report too, as
         // candidates (seed 155723).
@@ -408,26 +428,22 @@ impl Cluster {
         // primary then has the silent one removed (the simulator found clusters stuck for
         // good: a restarted backup could not report, the other was frozen, and the live
         // primary could commit nothing). Nothing is truncated, so no report is needed.
-        let stalled = self.tick - collecting.tick_started
-            >= self
-                .settings
-                .collect_ticks
-                .max(RESUME_AFTER_SUSPICIONS * self.settings.suspect_ticks);
+        let stalled = self.node.tick - collecting.tick_started >= patience_ticks;
         let resumed = || View {
             number: view.number + 1,
             ..view.clone()
         };
         let next = promoted.or_else(|| (stalled && primary_runs).then(resumed));
         if let Some(new) = next {
-            collecting.tick_proposed = Some(self.tick);
+            collecting.tick_proposed = Some(self.node.tick);
             let command = Command::ChangeView {
-                group: self.settings.group,
+                group: self.node.settings.group,
                 from_view: view.number,
                 view: new,
             };
             // Not the leader any more: the next leader collects again from the repeated
             // reports.
-            let _ = self.config.propose(command);
+            let _ = self.node.config.propose(command);
             return;
         }
         // A lost Freeze would hold the change (and every membership change behind it)
@@ -436,22 +452,22 @@ impl Cluster {
         let Some(collecting) = &mut self.group.collecting else {
             return;
         };
-        if self.tick - collecting.tick_freeze_sent >= self.settings.suspect_ticks {
-            collecting.tick_freeze_sent = self.tick;
+        if self.node.tick - collecting.tick_freeze_sent >= self.node.settings.suspect_ticks {
+            collecting.tick_freeze_sent = self.node.tick;
             let asked: &[NodeId] = if spares_asked { &view.spares } else { &[] };
             let silent: Vec<NodeId> = reporters
                 .iter()
                 .chain(asked)
                 .copied()
                 .filter(|node| !collecting.reports.contains_key(node))
-                .filter(|&node| node != self.settings.node)
+                .filter(|&node| node != self.node.settings.node)
                 .collect();
             for backup in silent {
                 let freeze = ClusterMessage::Freeze {
-                    group: self.settings.group,
+                    group: self.node.settings.group,
                     view: view.number,
                 };
-                self.ready.messages.push((backup, freeze));
+                self.node.ready.messages.push((backup, freeze));
             }
         }
     }
