@@ -133,6 +133,25 @@ fn cluster_clients_find_the_primary_and_follow_it_across_a_failover() {
     assert_eq!(conn.cmd("GET foo"), Value::Null);
     // A write without a key has no slot to be redirected by: READONLY, as on a replica.
     assert!(error_text(&conn.cmd("FLUSHALL")).starts_with("READONLY "));
+    // Redis's own cluster tools agree: redis-cli's check finds every slot covered, and
+    // `redis-cli -c` follows the redirection to the primary.
+    let redis_cli = redis_support::require("redis-cli");
+    let output = Command::new(&redis_cli)
+        .args(["--cluster", "check", &backup.resp.to_string()])
+        .output()
+        .expect("redis-cli runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("[OK] All nodes agree about slots configuration."),
+        "{text}"
+    );
+    assert!(text.contains("[OK] All 16384 slots covered."), "{text}");
+    let port = backup.resp.port().to_string();
+    let output = Command::new(&redis_cli)
+        .args(["-c", "-p", &port, "SET", "by-redis-cli", "1"])
+        .output()
+        .expect("redis-cli runs");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "OK");
     // As in Redis Cluster, only database 0.
     assert_eq!(
         error_text(&conn.cmd("SELECT 1")),
