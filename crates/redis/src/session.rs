@@ -1049,9 +1049,6 @@ impl Session {
         true
     }
 
-    /// Refuses `command` with `text` as Redis's `rejectCommand` does: refused before it could
-    /// be queued, so a block it was sent in fails; `EXEC` itself so refused discards its block
-    /// (`-EXECABORT`), and the connection leaves it.
     /// Why `command` is refused before it is queued in a block (a refused one aborts the
     /// block), as Redis checks: the user's rights (the command's first, then the keys it
     /// names), then what Redis Cluster mode does not allow, then a busy script's refusal.
@@ -1068,6 +1065,9 @@ impl Session {
             .then(|| BUSY.to_owned())
     }
 
+    /// Refuses `command` with `text` as Redis's `rejectCommand` does: refused before it could
+    /// be queued, so a block it was sent in fails; `EXEC` itself so refused discards its block
+    /// (`-EXECABORT`), and the connection leaves it.
     fn reject(&mut self, command: &Command, text: &str, out: &mut Vec<u8>) {
         let mut w = ReplyWriter::new(out, self.proto);
         // Redis's `execCommandAbort` answers so even without `MULTI`.
