@@ -98,6 +98,15 @@ impl Argv {
         Argv::default()
     }
 
+    /// The arguments `words` name, in order (a test's or a tool's command).
+    pub fn of_words(words: &[&str]) -> Argv {
+        let mut argv = Argv::new();
+        for word in words {
+            argv.push(word.as_bytes());
+        }
+        argv
+    }
+
     /// Removes all arguments, keeping the allocated space for the next command.
     pub fn clear(&mut self) {
         self.bytes.clear();

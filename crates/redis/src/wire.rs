@@ -415,11 +415,7 @@ mod tests {
     use super::*;
 
     fn argv(args: &[&str]) -> Argv {
-        let mut argv = Argv::new();
-        for arg in args {
-            argv.push(arg.as_bytes());
-        }
-        argv
+        Argv::of_words(args)
     }
 
     #[test]

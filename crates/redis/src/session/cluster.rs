@@ -367,21 +367,13 @@ mod tests {
     }
 
     fn reply(args: &[&str], info: &ServerInfo, proto: Proto) -> String {
-        let mut argv = Argv::new();
-        for arg in args {
-            argv.push(arg.as_bytes());
-        }
         let mut out = Vec::new();
-        cluster(&argv, info, proto, &mut out);
+        cluster(&Argv::of_words(args), info, proto, &mut out);
         String::from_utf8(out).expect("text")
     }
 
     fn argv(args: &[&str]) -> Argv {
-        let mut argv = Argv::new();
-        for arg in args {
-            argv.push(arg.as_bytes());
-        }
-        argv
+        Argv::of_words(args)
     }
 
     #[test]
