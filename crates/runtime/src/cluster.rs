@@ -686,13 +686,15 @@ impl ClusterResp {
         }
     }
 
-    /// The cluster's one shard as Redis Cluster's clients see it: this group serves every
-    /// slot, its primary and backups those that serve RESP.
+    /// The view as Redis Cluster's clients see it (`ClusterShape::one_group`), with the
+    /// members' RESP addresses; made again only when the view changes.
     fn shape(&self, info: &ClusterInfo) -> Arc<tandem_redis::session::ClusterShape> {
-        use tandem_redis::session::{ClusterShape, Shard, ShardNode, node_name};
-        let key = (info.view, info.primary, info.backup_nodes.clone());
+        use tandem_redis::session::{ClusterShape, ShardNode, node_name};
         let mut made = self.shape.lock().expect("not poisoned");
-        if made.0 != key || made.1.myself.is_empty() {
+        let (view, primary, backups) = &made.0;
+        let current =
+            (*view, *primary) == (info.view, info.primary) && *backups == info.backup_nodes;
+        if !current || made.1.myself.is_empty() {
             let node = |id: &NodeId| {
                 let address = self.resp_by_node.get(id)?;
                 Some(ShardNode {
@@ -701,16 +703,13 @@ impl ClusterResp {
                     port: address.port(),
                 })
             };
-            let shard = Shard {
-                slots: vec![(0, tandem_redis::slot::SLOT_COUNT - 1)],
-                primary: info.primary.as_ref().and_then(node),
-                replicas: info.backup_nodes.iter().filter_map(node).collect(),
-            };
-            let shape = ClusterShape {
-                myself: node_name(u64::from(self.node_id)),
-                epoch: info.view,
-                shards: vec![shard],
-            };
+            let shape = ClusterShape::one_group(
+                u64::from(self.node_id),
+                info.view,
+                info.primary.as_ref().and_then(node),
+                info.backup_nodes.iter().filter_map(node).collect(),
+            );
+            let key = (info.view, info.primary, info.backup_nodes.clone());
             *made = (key, Arc::new(shape));
         }
         Arc::clone(&made.1)

@@ -55,6 +55,25 @@ impl ShardNode {
 }
 
 impl ClusterShape {
+    /// A cluster of one group, as node `myself` sees it in view `epoch`: one shard serving
+    /// every slot, its primary and its backups that serve RESP.
+    pub fn one_group(
+        myself: u64,
+        epoch: u64,
+        primary: Option<ShardNode>,
+        replicas: Vec<ShardNode>,
+    ) -> ClusterShape {
+        ClusterShape {
+            myself: node_name(myself),
+            epoch,
+            shards: vec![Shard {
+                slots: vec![(0, SLOT_COUNT - 1)],
+                primary,
+                replicas,
+            }],
+        }
+    }
+
     /// The primary that serves `slot`, if any.
     fn primary_of(&self, slot: u16) -> Option<&ShardNode> {
         self.shards

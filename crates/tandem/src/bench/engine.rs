@@ -142,10 +142,6 @@ impl Contender {
         committed
     }
 
-    fn committed(&self) -> u64 {
-        self.lanes.iter().map(|lane| lane.committed).sum()
-    }
-
     fn total(&self, of: impl Fn(&Lane) -> u64) -> u64 {
         self.lanes.iter().map(of).sum()
     }
@@ -353,7 +349,7 @@ fn lane<W: Workload + Clone>(
 
 /// A contender's line of the report (ratios filled in by the caller).
 fn engine_run<W: Workload>(contender: &Contender) -> EngineRun {
-    let committed = contender.committed();
+    let committed = contender.total(|lane| lane.committed);
     let per_tx = committed.max(1) as f64;
     let data = contender.total(|lane| lane.redo_data_bytes);
     let meta = contender.total(|lane| lane.redo_meta_bytes);
