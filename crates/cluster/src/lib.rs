@@ -2,7 +2,8 @@
 //! rejoin requests and the config store's Raft member, as sans-I/O state machines driven by
 //! the runtime (real TCP, threads and clock) and by the simulator (one seed) alike.
 //!
-//! [`rule`] holds the view-change rules as pure functions; [`Cluster`] is one node's core.
+//! [`rule`] holds the view-change rules as pure functions; [`Cluster`] is one node's core, for every group
+//! it serves in.
 //! Time exists only as ticks; there is no socket, thread, clock or random source here.
 
 pub mod node;
@@ -10,6 +11,7 @@ pub mod role;
 pub mod rule;
 
 pub use node::{
-    Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings, Rebuilt, Suspicion,
+    Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings, GroupSettings, Rebuilt,
+    Suspicion,
 };
 pub use rule::{RuleError, add_spare, promote, promote_spare, remove_backup, reports_needed};

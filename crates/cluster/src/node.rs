@@ -66,11 +66,10 @@ pub const SILENCE_STRETCH_MAX: u64 = 4;
 #[derive(Clone, Debug)]
 pub struct ClusterSettings {
     pub node: NodeId,
-    pub group: GroupId,
+    /// The groups this node serves in, at least one, each once.
+    pub groups: Vec<GroupSettings>,
     /// The config store's voters.
     pub voters: Vec<NodeId>,
-    /// The group's default safety rule: it sets how many reports a promotion needs.
-    pub safety: Safety,
     /// Silence after which a peer is suspected.
     pub suspect_ticks: u64,
     /// How long a backup's ack binds it: it reports for a new view only this long after it
@@ -95,6 +94,14 @@ pub struct ClusterSettings {
     /// the core suspects no one, asks the config store nothing and takes no message, so
     /// nothing ever moves a role. The config store is this node's alone and never ticks.
     pub view_fixed: bool,
+}
+
+/// A group a node serves in, as its cluster core sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupSettings {
+    pub id: GroupId,
+    /// The group's default safety rule: it sets how many reports a promotion needs.
+    pub safety: Safety,
 }
 
 /// A message between the cluster cores of two nodes.
@@ -150,6 +157,22 @@ pub enum ClusterMessage {
     Alive { group: GroupId, view: u64 },
 }
 
+impl ClusterMessage {
+    /// The group the message is about; `None` for the config store's own (Raft).
+    pub fn group(&self) -> Option<GroupId> {
+        match self {
+            ClusterMessage::Raft(_) => None,
+            ClusterMessage::Suspect { group, .. }
+            | ClusterMessage::Freeze { group, .. }
+            | ClusterMessage::Report { group, .. }
+            | ClusterMessage::Join { group, .. }
+            | ClusterMessage::CaughtUp { group, .. }
+            | ClusterMessage::Committed { group, .. }
+            | ClusterMessage::Alive { group, .. } => Some(*group),
+        }
+    }
+}
+
 /// What the runtime must act on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClusterEvent {
@@ -189,7 +212,8 @@ pub enum ClusterEvent {
 #[derive(Debug, Default)]
 pub struct ClusterReady {
     pub messages: Vec<(NodeId, ClusterMessage)>,
-    pub events: Vec<ClusterEvent>,
+    /// Each event with the group it is about.
+    pub events: Vec<(GroupId, ClusterEvent)>,
 }
 
 impl ClusterReady {
@@ -301,9 +325,11 @@ pub struct Rebuilt {
 /// One group's part of a node's cluster core: the group's view as this node knows it, what
 /// its detector heard and suspected in it, and the view change under way. Everything of the
 /// node itself (the config store, the peers' connections and how regularly each is heard)
-/// stays in [`Cluster`], which holds one for its group (many groups: docs/many-groups.md).
+/// stays in [`Cluster`], which holds one per group the node serves in.
 #[derive(Debug)]
 struct GroupCore {
+    id: GroupId,
+    safety: Safety,
     /// The group's view as last applied from the config store.
     view: Option<View>,
     /// Backup: the tick it last heard the primary of `view`.
@@ -396,11 +422,76 @@ struct NodePart {
 }
 
 /// One node's cluster core.
+///
+/// It acts on one group at a time: the group an input names is moved into `group` first
+/// ([`Cluster::focus`]), so that every method reads the group it acts on as `self.group`,
+/// whichever group that is, and the node's other groups wait in `others`.
 #[derive(Debug)]
 pub struct Cluster {
     node: NodePart,
-    /// What this node holds of its group: the view, its detector and its view changes.
+    /// The group the core acts on now: its view, its detector and its view changes.
     group: GroupCore,
+    /// The node's other groups, in no order.
+    others: Vec<GroupCore>,
+    /// Every group's id, in the settings' order: the order a tick visits them in.
+    group_ids: Vec<GroupId>,
+}
+
+impl GroupCore {
+    fn new(settings: GroupSettings) -> GroupCore {
+        GroupCore {
+            id: settings.id,
+            safety: settings.safety,
+            view: None,
+            tick_heard_primary: 0,
+            tick_lease_owed_until: 0,
+            tick_heard: BTreeMap::new(),
+            tick_suspected: BTreeMap::new(),
+            frozen: None,
+            collecting: None,
+            tick_membership_proposed: None,
+            tick_join_sent: None,
+            tick_alive_primary: None,
+            suspicion_pending: None,
+            tick_backup_suspected: BTreeMap::new(),
+            contacted: std::collections::BTreeSet::new(),
+            serving: true,
+            rebuilt: None,
+            rebuilt_unheard: None,
+            tick_restarted_reported: None,
+            restarted_reported: BTreeMap::new(),
+            tick_executor_turned: 0,
+            tick_long_call_began: None,
+            removal_asked: BTreeMap::new(),
+            loaded: true,
+            waiting: false,
+        }
+    }
+
+    /// What the node is in the group's view as it knows it.
+    fn member(&self, node: &NodePart) -> Member {
+        self.view
+            .as_ref()
+            .map_or(Member::Outside, |view| view.member(node.settings.node))
+    }
+
+    /// Primary: whether its data plane has reported no progress for `executor_stall_ticks`
+    /// (see [`Cluster::is_stalled`]).
+    fn is_stalled(&self, node: &NodePart) -> bool {
+        // A long call within its allowance is progress; past it, silence counts from there.
+        let progress = self
+            .tick_long_call_began
+            .map_or(self.tick_executor_turned, |began| {
+                let allowed_until = began.saturating_add(node.settings.long_call_ticks);
+                self.tick_executor_turned.max(node.tick.min(allowed_until))
+            });
+        self.member(node) == Member::Primary
+            && !node.settings.view_fixed
+            && node
+                .settings
+                .executor_stall_ticks
+                .is_some_and(|ticks| node.tick - progress >= ticks)
+    }
 }
 
 impl Cluster {
@@ -418,6 +509,16 @@ impl Cluster {
             settings.lease_ticks < settings.suspect_ticks,
             "a lease must run out before its holder is suspected"
         );
+        let group_ids: Vec<GroupId> = settings.groups.iter().map(|group| group.id).collect();
+        assert!(!group_ids.is_empty(), "a node serves in at least one group");
+        assert!(
+            group_ids
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+                == group_ids.len(),
+            "a node serves in each group once"
+        );
         let config = ConfigCore::new(
             ConfigSettings {
                 id: settings.node,
@@ -429,6 +530,9 @@ impl Cluster {
             initial,
             persisted,
         )?;
+        let mut groups = settings.groups.iter().copied().map(GroupCore::new);
+        let group = groups.next().expect("at least one group");
+        let others = groups.collect();
         let mut cluster = Cluster {
             node: NodePart {
                 settings,
@@ -442,34 +546,64 @@ impl Cluster {
                 tick_heard_node: BTreeMap::new(),
                 ready: ClusterReady::default(),
             },
-            group: GroupCore {
-                view: None,
-                tick_heard_primary: 0,
-                tick_lease_owed_until: 0,
-                tick_heard: BTreeMap::new(),
-                tick_suspected: BTreeMap::new(),
-                frozen: None,
-                collecting: None,
-                tick_membership_proposed: None,
-                tick_join_sent: None,
-                tick_alive_primary: None,
-                suspicion_pending: None,
-                tick_backup_suspected: BTreeMap::new(),
-                contacted: std::collections::BTreeSet::new(),
-                serving: true,
-                rebuilt: None,
-                rebuilt_unheard: None,
-                tick_restarted_reported: None,
-                restarted_reported: BTreeMap::new(),
-                tick_executor_turned: 0,
-                tick_long_call_began: None,
-                removal_asked: BTreeMap::new(),
-                loaded: true,
-                waiting: false,
-            },
+            group,
+            others,
+            group_ids,
         };
-        cluster.learn_view();
+        cluster.learn_views();
         Ok(cluster)
+    }
+
+    /// Makes `group` the group the core acts on; false if the node serves in no such group.
+    fn try_focus(&mut self, group: GroupId) -> bool {
+        if self.group.id == group {
+            return true;
+        }
+        match self.others.iter_mut().find(|other| other.id == group) {
+            Some(other) => {
+                std::mem::swap(&mut self.group, other);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Makes `group` the group the core acts on. The driver names only groups it set the
+    /// core up with.
+    fn focus(&mut self, group: GroupId) {
+        assert!(
+            self.try_focus(group),
+            "node {} serves in no group {group}",
+            self.node.settings.node
+        );
+    }
+
+    /// The core's part for `group`, wherever it waits.
+    fn group_core(&self, group: GroupId) -> &GroupCore {
+        std::iter::once(&self.group)
+            .chain(&self.others)
+            .find(|core| core.id == group)
+            .unwrap_or_else(|| {
+                panic!(
+                    "node {} serves in no group {group}",
+                    self.node.settings.node
+                )
+            })
+    }
+
+    /// The core's part of every group, in the settings' order.
+    fn group_cores(&self) -> impl Iterator<Item = &GroupCore> {
+        self.group_ids.iter().map(|&group| self.group_core(group))
+    }
+
+    /// Every group's view this node knows.
+    fn views(&self) -> impl Iterator<Item = &View> {
+        self.group_cores().filter_map(|group| group.view.as_ref())
+    }
+
+    /// The groups this node serves in, in the settings' order.
+    pub fn groups(&self) -> &[GroupId] {
+        &self.group_ids
     }
 
     pub fn node(&self) -> NodeId {
@@ -484,9 +618,9 @@ impl Cluster {
         self.node.config.incarnation()
     }
 
-    /// The group's view as this node knows it.
-    pub fn view(&self) -> Option<&View> {
-        self.group.view.as_ref()
+    /// `group`'s view as this node knows it.
+    pub fn view(&self, group: GroupId) -> Option<&View> {
+        self.group_core(group).view.as_ref()
     }
 
     pub fn map(&self) -> &ClusterMap {
@@ -504,17 +638,18 @@ impl Cluster {
         self.node.config.leader()
     }
 
-    /// Ticks since the backup role last heard its primary.
-    pub fn ticks_since_heard_primary(&self) -> u64 {
-        self.node.tick - self.group.tick_heard_primary
+    /// Ticks since `group`'s backup role last heard its primary.
+    pub fn ticks_since_heard_primary(&self, group: GroupId) -> u64 {
+        self.node.tick - self.group_core(group).tick_heard_primary
     }
 
-    pub fn is_frozen(&self) -> bool {
-        self.group.frozen.is_some()
+    pub fn is_frozen(&self, group: GroupId) -> bool {
+        self.group_core(group).frozen.is_some()
     }
 
-    /// The backup role heard from its primary (any message).
-    pub fn heard_from_primary(&mut self) {
+    /// `group`'s backup role heard from its primary (any message).
+    pub fn heard_from_primary(&mut self, group: GroupId) {
+        self.focus(group);
         let primary = self.group.view.as_ref().map_or(0, |view| view.primary);
         if self.group.contacted.contains(&primary) {
             self.node
@@ -530,8 +665,9 @@ impl Cluster {
         self.group.rebuilt_unheard = None;
     }
 
-    /// The primary role heard from member `node` (an ack).
-    pub fn heard_from_backup(&mut self, node: NodeId) {
+    /// `group`'s primary role heard from member `node` (an ack).
+    pub fn heard_from_backup(&mut self, group: GroupId, node: NodeId) {
+        self.focus(group);
         if self.group.contacted.contains(&node)
             && let Some(&last) = self.group.tick_heard.get(&node)
         {
@@ -555,41 +691,29 @@ impl Cluster {
         }
         self.node.closed.insert(peer);
         self.campaign_if_leader_closed(peer);
-        self.detect();
-        self.maybe_confirm_suspicion();
+        self.each_group(|core| {
+            core.detect();
+            core.maybe_confirm_suspicion();
+        });
     }
 
-    /// Primary: its data plane made progress (the executor began a turn).
-    pub fn executor_turned(&mut self) {
+    /// `group`'s primary: its data plane made progress (the executor began a turn).
+    pub fn executor_turned(&mut self, group: GroupId) {
+        self.focus(group);
         self.group.tick_executor_turned = self.node.tick;
     }
 
-    /// Primary: whether its data plane has reported no progress for
+    /// `group`'s primary: whether its data plane has reported no progress for
     /// `executor_stall_ticks`. A stuck primary says it is not alive; its driver also stops
     /// whatever else speaks for it (the runtime's links stop their pulses).
-    pub fn is_stalled(&self) -> bool {
-        // A long call within its allowance is progress; past it, silence counts from there.
-        let progress =
-            self.group
-                .tick_long_call_began
-                .map_or(self.group.tick_executor_turned, |began| {
-                    let allowed_until = began.saturating_add(self.node.settings.long_call_ticks);
-                    self.group
-                        .tick_executor_turned
-                        .max(self.node.tick.min(allowed_until))
-                });
-        self.member() == Member::Primary
-            && !self.node.settings.view_fixed
-            && self
-                .node
-                .settings
-                .executor_stall_ticks
-                .is_some_and(|ticks| self.node.tick - progress >= ticks)
+    pub fn is_stalled(&self, group: GroupId) -> bool {
+        self.group_core(group).is_stalled(&self.node)
     }
 
     /// Primary: whether its data plane is in a long call (a script) now. The first report of
     /// one starts its allowance (`long_call_ticks`); a report of none ends it.
-    pub fn long_call_running(&mut self, running: bool) {
+    pub fn long_call_running(&mut self, group: GroupId, running: bool) {
+        self.focus(group);
         self.group.tick_long_call_began = match (running, self.group.tick_long_call_began) {
             (true, Some(began)) => Some(began),
             (true, None) => Some(self.node.tick),
@@ -599,7 +723,8 @@ impl Cluster {
 
     /// The runtime started the role the view gives this node: silence is counted from now,
     /// and a peer not yet heard from in this view gets the first-contact grace.
-    pub fn role_started(&mut self) {
+    pub fn role_started(&mut self, group: GroupId) {
+        self.focus(group);
         self.group.tick_heard_primary = self.node.tick;
         self.group.tick_executor_turned = self.node.tick;
         for tick in self.group.tick_heard.values_mut() {
@@ -613,7 +738,15 @@ impl Cluster {
     /// at once; the lease this backup granted the old primary is honoured by the new primary
     /// instead, should this node become it ([`Cluster::lease_owed_ticks`]).
     /// `lsn_synced`: the most the frozen role told its primary its log synced.
-    pub fn frozen(&mut self, view: u64, lsn_received: u64, view_held: u64, lsn_synced: u64) {
+    pub fn frozen(
+        &mut self,
+        group: GroupId,
+        view: u64,
+        lsn_received: u64,
+        view_held: u64,
+        lsn_synced: u64,
+    ) {
+        self.focus(group);
         assert!(
             view_held <= view,
             "a member holds no view newer than its own"
@@ -643,8 +776,8 @@ impl Cluster {
     /// before then: the old primary may answer under that lease until it ends, and an answer
     /// of the new primary before it could be missed by one of the old primary's. Waiting
     /// here rather than before the report lets the wait run alongside the view change.
-    pub fn lease_owed_ticks(&self) -> u64 {
-        self.group
+    pub fn lease_owed_ticks(&self, group: GroupId) -> u64 {
+        self.group_core(group)
             .tick_lease_owed_until
             .saturating_sub(self.node.tick)
     }
@@ -655,11 +788,13 @@ impl Cluster {
     /// coordinator, unless the view moved on meanwhile.
     pub fn ask_removal(
         &mut self,
+        group: GroupId,
         view: u64,
         backup: NodeId,
         behind: Vec<NodeId>,
         joining: Vec<NodeId>,
     ) {
+        self.focus(group);
         let Some(current) = &self.group.view else {
             return;
         };
@@ -671,7 +806,7 @@ impl Cluster {
             return;
         }
         let message = ClusterMessage::Suspect {
-            group: self.node.settings.group,
+            group: self.group.id,
             view,
             suspect: backup,
             behind,
@@ -682,7 +817,8 @@ impl Cluster {
 
     /// Primary: spare `node` of `view` has caught up and the replication core now holds back
     /// replies it lacks (`Primary::prepare_spare_promotions`); it may become a backup.
-    pub fn spare_caught_up(&mut self, view: u64, node: NodeId) {
+    pub fn spare_caught_up(&mut self, group: GroupId, view: u64, node: NodeId) {
+        self.focus(group);
         let Some(current) = &self.group.view else {
             return;
         };
@@ -695,7 +831,7 @@ impl Cluster {
         }
         let view = current;
         let message = ClusterMessage::CaughtUp {
-            group: self.node.settings.group,
+            group: self.group.id,
             view: view.number,
             node,
         };
@@ -709,20 +845,33 @@ impl Cluster {
         }
         self.node.config.tick();
         self.follow_leader_change();
-        self.detect();
-        self.maybe_report();
-        self.maybe_report_restarted_primary();
-        self.maybe_confirm_suspicion();
-        self.coordinate();
-        self.maybe_leave_out_restarted();
+        self.each_group(|core| {
+            core.detect();
+            core.maybe_report();
+            core.maybe_report_restarted_primary();
+            core.maybe_confirm_suspicion();
+            core.coordinate();
+            core.maybe_leave_out_restarted();
+        });
         self.keep_leader_off_primary();
-        self.maybe_join();
-        self.maybe_alive();
+        self.each_group(|core| {
+            core.maybe_join();
+            core.maybe_alive();
+        });
+    }
+
+    /// Runs `act` on each group in turn, in the settings' order.
+    fn each_group(&mut self, mut act: impl FnMut(&mut Cluster)) {
+        for index in 0..self.group_ids.len() {
+            self.focus(self.group_ids[index]);
+            act(self);
+        }
     }
 
     /// The runtime says whether it runs the role the view gives this node (true until told
     /// otherwise). A role that serves took the rebuilt records, if it did not discard them.
-    pub fn set_serving(&mut self, serving: bool) {
+    pub fn set_serving(&mut self, group: GroupId, serving: bool) {
+        self.focus(group);
         self.group.serving = serving;
         if !serving {
             self.group.rebuilt_unheard = None;
@@ -738,7 +887,8 @@ impl Cluster {
     /// coordinator that still hears the primary waits) and answers a freeze with these
     /// records at once. The lease its lost incarnation granted ended before this one could
     /// have started plus `lease_ticks`, which a promotion of this node honours.
-    pub fn restarted_with(&mut self, rebuilt: Rebuilt) {
+    pub fn restarted_with(&mut self, group: GroupId, rebuilt: Rebuilt) {
+        self.focus(group);
         assert!(
             !self.group.serving,
             "a node with records rebuilt from its log serves no role yet"
@@ -759,14 +909,15 @@ impl Cluster {
     /// Whether a report from this node would now say that it holds only records its log
     /// gave back after a restart ([`crate::rule::Reported::restarted`]): its role serves from
     /// them and has heard no primary since, or it serves no role and holds them aside.
-    pub fn reports_rebuilt(&self) -> bool {
-        self.group.rebuilt_unheard.is_some()
-            || (!self.group.serving && self.group.rebuilt.is_some())
+    pub fn reports_rebuilt(&self, group: GroupId) -> bool {
+        let group = self.group_core(group);
+        group.rebuilt_unheard.is_some() || (!group.serving && group.rebuilt.is_some())
     }
 
     /// The runtime says whether it has a database ready for the role a join would give
     /// (true until told otherwise); a node outside the view asks to join only then.
-    pub fn set_loaded(&mut self, loaded: bool) {
+    pub fn set_loaded(&mut self, group: GroupId, loaded: bool) {
+        self.focus(group);
         self.group.loaded = loaded;
     }
 
@@ -775,7 +926,8 @@ impl Cluster {
     /// says so to the coordinator ([`ClusterMessage::Join`]), which then lets the primary
     /// remove it even when it is the last backup: otherwise it waited for good as the
     /// primary's only backup (default-mix seed 458046).
-    pub fn set_waiting(&mut self, waiting: bool) {
+    pub fn set_waiting(&mut self, group: GroupId, waiting: bool) {
+        self.focus(group);
         self.group.waiting = waiting;
     }
 
@@ -788,32 +940,36 @@ impl Cluster {
             return Ok(());
         }
         self.node.tick_heard_node.insert(from, self.node.tick);
-        match message {
-            ClusterMessage::Raft(bytes) => {
+        let Some(group) = message.group() else {
+            if let ClusterMessage::Raft(bytes) = message {
                 self.node.config.step(from, &bytes)?;
                 self.follow_leader_change();
             }
+            return Ok(());
+        };
+        if !self.try_focus(group) {
+            // The business of a group this node does not serve in.
+            return Ok(());
+        }
+        match message {
+            ClusterMessage::Raft(_) => unreachable!("a Raft message names no group"),
             ClusterMessage::Suspect {
-                group,
                 view,
                 suspect,
                 behind,
                 joining,
-            } if group == self.node.settings.group => {
-                self.on_suspect(from, view, suspect, &behind, &joining)
-            }
-            ClusterMessage::Freeze { group, view } if group == self.node.settings.group => {
-                self.on_freeze(view)
-            }
+                ..
+            } => self.on_suspect(from, view, suspect, &behind, &joining),
+            ClusterMessage::Freeze { view, .. } => self.on_freeze(view),
             ClusterMessage::Report {
-                group,
                 view,
                 lsn_received,
                 view_held,
                 restarted,
                 incarnation,
                 lsn_synced,
-            } if group == self.node.settings.group => {
+                ..
+            } => {
                 let reported = rule::Reported {
                     lsn_received,
                     view_held,
@@ -823,35 +979,29 @@ impl Cluster {
                 };
                 self.on_report(from, view, reported)
             }
-            ClusterMessage::Join { group, view } if group == self.node.settings.group => {
-                self.on_join(from, view)
-            }
-            ClusterMessage::CaughtUp { group, view, node } if group == self.node.settings.group => {
-                self.on_caught_up(from, view, node)
-            }
-            ClusterMessage::Committed { group, view }
-                if group == self.node.settings.group
-                    && self
-                        .group
-                        .view
-                        .as_ref()
-                        .is_none_or(|known| known.number < view.number) =>
+            ClusterMessage::Join { view, .. } => self.on_join(from, view),
+            ClusterMessage::CaughtUp { view, node, .. } => self.on_caught_up(from, view, node),
+            ClusterMessage::Committed { view, .. }
+                if self
+                    .group
+                    .view
+                    .as_ref()
+                    .is_none_or(|known| known.number < view.number) =>
             {
                 self.adopt(view)
             }
-            ClusterMessage::Alive { group, view }
-                if group == self.node.settings.group
-                    && self
-                        .group
-                        .view
-                        .as_ref()
-                        .is_some_and(|known| known.number == view && known.primary == from) =>
-            {
-                self.group.tick_alive_primary = Some(self.node.tick);
-                self.node.closed.remove(&from);
+            ClusterMessage::Committed { .. } => {}
+            ClusterMessage::Alive { view, .. } => {
+                if self
+                    .group
+                    .view
+                    .as_ref()
+                    .is_some_and(|known| known.number == view && known.primary == from)
+                {
+                    self.group.tick_alive_primary = Some(self.node.tick);
+                    self.node.closed.remove(&from);
+                }
             }
-            // Another group's business: this node serves one group.
-            _ => {}
         }
         Ok(())
     }
@@ -916,14 +1066,19 @@ impl Cluster {
                 .push((to, ClusterMessage::Raft(bytes)));
         }
         self.node.config_ready.applied.clear();
-        self.learn_view();
+        self.learn_views();
         std::mem::swap(&mut self.node.ready, into);
         Ok(())
     }
 
-    /// Picks up a view the config store committed.
+    /// Picks up the views the config store committed.
+    fn learn_views(&mut self) {
+        self.each_group(Cluster::learn_view);
+    }
+
+    /// Picks up a view of the group at hand the config store committed.
     fn learn_view(&mut self) {
-        let Some(view) = self.node.config.map().groups.get(&self.node.settings.group) else {
+        let Some(view) = self.node.config.map().groups.get(&self.group.id) else {
             return;
         };
         if let Some(known) = &self.group.view {
@@ -940,7 +1095,7 @@ impl Cluster {
         // new primary need not wait for Raft to carry the commit index to it.
         if self.node.config.is_leader() {
             let announce = ClusterMessage::Committed {
-                group: self.node.settings.group,
+                group: self.group.id,
                 view: view.clone(),
             };
             for &node in self.node.config.map().nodes.keys() {
@@ -1003,10 +1158,12 @@ impl Cluster {
         } else {
             self.group.contacted.clear();
         }
-        // A closed connection speaks of a peer this view had contact with; a node that
-        // comes back into the view is first heard afresh.
-        let contacted = &self.group.contacted;
-        self.node.closed.retain(|node| contacted.contains(node));
+        // A closed connection speaks of a peer a view had contact with; a node that comes
+        // back into the view is first heard afresh.
+        let (contacted, others) = (&self.group.contacted, &self.others);
+        self.node.closed.retain(|node| {
+            contacted.contains(node) || others.iter().any(|other| other.contacted.contains(node))
+        });
         // Left out, a restarted node keeps what it rebuilt: outside the view it reports
         // nothing, and when a later view names it again its role takes those records, whose
         // reports say they are only what the log gave back until it hears a primary
@@ -1015,15 +1172,17 @@ impl Cluster {
         // promotion's floor, reported them as received from a primary, so the whole group's
         // power loss was not recognised and the group waited for good).
         self.group.view = Some(view.clone());
-        self.node.ready.events.push(ClusterEvent::View(view));
+        self.push_event(ClusterEvent::View(view));
     }
 
-    /// What this node is in the view it knows.
-    pub fn member(&self) -> Member {
-        self.group
-            .view
-            .as_ref()
-            .map_or(Member::Outside, |view| view.member(self.node.settings.node))
+    /// What this node is in `group`'s view as it knows it.
+    pub fn member(&self, group: GroupId) -> Member {
+        self.group_core(group).member(&self.node)
+    }
+
+    /// Queues an event of the group at hand.
+    fn push_event(&mut self, event: ClusterEvent) {
+        self.node.ready.events.push((self.group.id, event));
     }
 
     /// Sends to the config store's leader, or handles it here when this node leads. Without a

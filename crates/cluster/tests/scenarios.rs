@@ -158,7 +158,7 @@ fn a_change_that_cannot_gather_its_reports_ends_while_the_primary_runs() {
     h.crash(other);
     h.restart(other);
     h.cut_link(1, leader);
-    h.run_until(200, |h| h.node(leader).core().is_frozen());
+    h.run_until(200, |h| h.node(leader).core().is_frozen(GROUP));
     h.run(100);
     assert_eq!(h.history().len(), 1, "no promotion without both reports");
     h.heal();
@@ -169,7 +169,7 @@ fn a_change_that_cannot_gather_its_reports_ends_while_the_primary_runs() {
         view(2, 1, &[2, 3], &[]),
         "the same primary and members"
     );
-    h.run_until(50, |h| !h.node(leader).core().is_frozen());
+    h.run_until(50, |h| !h.node(leader).core().is_frozen(GROUP));
 }
 
 /// A primary whose executor is stuck in one call keeps its process, its sockets and its
@@ -185,7 +185,7 @@ fn a_primary_whose_executor_is_stuck_is_replaced() {
     h.stick_executor(1);
     // The last progress was reported before the tick that ended the settling.
     h.run(EXECUTOR_STALL_TICKS - 2);
-    assert!(!h.node(1).core().is_stalled());
+    assert!(!h.node(1).core().is_stalled(GROUP));
     assert_eq!(h.history().len(), 1, "a long call is not a failure");
     h.run_until(200, |h| h.history().len() >= 2);
     let next = h.history()[&2].clone();
@@ -204,7 +204,7 @@ fn a_long_call_is_progress_until_its_allowance_is_spent() {
     h.stick_executor(1);
     h.long_call(1, true);
     h.run(LONG_CALL_TICKS + EXECUTOR_STALL_TICKS - 2);
-    assert!(!h.node(1).core().is_stalled());
+    assert!(!h.node(1).core().is_stalled(GROUP));
     assert_eq!(
         h.history().len(),
         1,
@@ -442,11 +442,11 @@ fn a_node_still_loading_its_database_asks_to_join_only_once_it_is_loaded() {
         view(1, 1, &[2, 3], &[]),
         Safety::DEFAULT,
     );
-    h.core_mut(4).set_loaded(false);
+    h.core_mut(4).set_loaded(GROUP, false);
     h.settle();
     h.run(20 * SUSPECT_TICKS);
     assert_eq!(h.history().len(), 1, "it joined before it had a database");
-    h.core_mut(4).set_loaded(true);
+    h.core_mut(4).set_loaded(GROUP, true);
     h.run_until(200, |h| h.all_live_at(2));
     assert_eq!(h.view_of(4), view(2, 1, &[2, 3], &[4]));
 }
@@ -472,7 +472,7 @@ fn the_config_store_leader_crashing_mid_change_delays_but_does_not_stop_a_failov
     h.stall_freeze(slow);
     h.crash(1);
     // The leader starts the change (it freezes itself first) and dies before proposing.
-    h.run_until(50, |h| h.node(leader).core().is_frozen());
+    h.run_until(50, |h| h.node(leader).core().is_frozen(GROUP));
     assert_eq!(h.history().len(), 1);
     h.crash(leader);
     h.release_freeze(slow);
@@ -900,7 +900,7 @@ fn a_restarted_node_left_out_and_named_again_reports_its_logs_records_as_rebuilt
     h.settle();
     h.crash(3);
     h.restart_rebuilt(3, 40, 1);
-    assert!(h.node(3).core().reports_rebuilt());
+    assert!(h.node(3).core().reports_rebuilt(GROUP));
     h.run_until(100 * SUSPECT_TICKS, |h| {
         !h.view_of(1).members().any(|node| node == 3)
     });
@@ -910,7 +910,7 @@ fn a_restarted_node_left_out_and_named_again_reports_its_logs_records_as_rebuilt
         h.view_of(3).spares.contains(&3) && !h.node(3).lost_memory
     });
     assert!(
-        h.node(3).core().reports_rebuilt(),
+        h.node(3).core().reports_rebuilt(GROUP),
         "a spare following from its log's records, unheard, reports them as received"
     );
 }
@@ -1026,7 +1026,7 @@ fn a_spare_does_not_replace_a_primary_that_left_its_restarted_backups_out() {
         Safety::Durable(AckCount::All),
     );
     for id in [3, 4] {
-        h.core_mut(id).set_loaded(false);
+        h.core_mut(id).set_loaded(GROUP, false);
     }
     h.run_until(200, |h| h.leader().is_some());
     h.refuse_removals();
@@ -1041,7 +1041,7 @@ fn a_spare_does_not_replace_a_primary_that_left_its_restarted_backups_out() {
     h.crash(2);
     for id in [3, 4] {
         h.set_lsn(id, 40);
-        h.core_mut(id).set_loaded(true);
+        h.core_mut(id).set_loaded(GROUP, true);
     }
     h.run_until(100 * SUSPECT_TICKS, |h| h.view_of(1).spares == [3, 4]);
     assert!(h.view_of(1).primary_sole_holder);

@@ -222,7 +222,8 @@ impl<D: Destination, R> Node<D, R> {
             };
             let driven = supervisor.drive(disk, &mut roles);
             if let Some(loaded) = self.plane.loaded.take() {
-                supervisor.core_mut().set_loaded(loaded);
+                let group = supervisor.group();
+                supervisor.core_mut().set_loaded(group, loaded);
             }
             let nothing_new = self.plane.observed.is_empty();
             for observed in self.plane.observed.drain(..) {
@@ -257,7 +258,7 @@ impl<D: Destination, R> Node<D, R> {
             return !host.primary().is_deposed();
         }
         !host.primary().is_deposed()
-            && self.core().view().is_some_and(|view| {
+            && self.supervisor.view().is_some_and(|view| {
                 view.number == host.primary().view() && view.primary == self.plane.id
             })
     }
@@ -267,7 +268,7 @@ impl<D: Destination, R> Node<D, R> {
     pub fn welcome<E: NodeEnv<D, R>>(&self, env: &E) -> (bool, u64) {
         match &self.plane.role {
             Slot::Primary(host) if self.serving(env) => (true, host.primary().view()),
-            _ => (false, self.core().view().map_or(0, |view| view.number)),
+            _ => (false, self.supervisor.view().map_or(0, |view| view.number)),
         }
     }
 
@@ -333,7 +334,8 @@ impl<D: Destination, R> Node<D, R> {
             return Ok(());
         }
         backup.receiving();
-        self.core_mut().heard_from_primary();
+        let group = self.supervisor.group();
+        self.core_mut().heard_from_primary(group);
         env.heard_primary(from);
         self.plane.collect_backup(env)
     }
@@ -393,7 +395,8 @@ impl<D: Destination, R> Node<D, R> {
         };
         backup.step(from, message);
         if heard {
-            self.core_mut().heard_from_primary();
+            let group = self.supervisor.group();
+            self.core_mut().heard_from_primary(group);
             env.heard_primary(from);
         }
         self.plane.collect_backup(env)

@@ -11,7 +11,7 @@
 
 use tandem_cluster::Cluster;
 use tandem_cluster::role::{self, Held, Transition};
-use tandem_config::View;
+use tandem_config::{GroupId, View};
 use tandem_replication::NodeId;
 
 /// One node's side of the role rule.
@@ -137,13 +137,19 @@ impl RoleRule {
     /// A role just started has heard nobody yet: its silence timers start now, not when the
     /// view was learned (starting a role may take a while). A role that stays keeps counting
     /// the silence it was counting.
-    pub fn carried_out(&self, core: &mut Cluster, transition: Transition, serving: bool) {
+    pub fn carried_out(
+        &self,
+        core: &mut Cluster,
+        group: GroupId,
+        transition: Transition,
+        serving: bool,
+    ) {
         let stays = matches!(transition, Transition::StayPrimary | Transition::StayBackup);
         if serving && !stays {
-            core.role_started();
+            core.role_started(group);
         }
-        core.set_serving(serving);
-        core.set_waiting(transition == Transition::Wait);
+        core.set_serving(group, serving);
+        core.set_waiting(group, transition == Transition::Wait);
     }
 }
 

@@ -32,7 +32,7 @@ use std::fmt;
 
 use tandem_cluster::role::{Held, Transition};
 use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady};
-use tandem_config::{Durable, SinceView, View};
+use tandem_config::{Durable, GroupId, SinceView, View};
 use tandem_replication::NodeId;
 
 use crate::primary::Observed;
@@ -185,6 +185,9 @@ pub enum DriveError<E> {
 #[derive(Debug)]
 pub struct Supervisor {
     core: Cluster,
+    /// The group the node's role follows: a node serves in one group for now
+    /// (docs/many-groups.md).
+    group: GroupId,
     rule: RoleRule,
     /// The view whose history the records of a rewound segment followed before its first
     /// rewind (with [`Roles::lsn_before_rewind`], what a diverged member reports). `None`
@@ -198,19 +201,29 @@ impl Supervisor {
     /// The supervisor of a node whose core is `core`; `rule` knows whether the node
     /// restarted without its memory.
     pub fn new(mut core: Cluster, rule: RoleRule) -> Supervisor {
+        let &[group] = core.groups() else {
+            panic!(
+                "a node's role follows one group for now, not {:?}",
+                core.groups()
+            );
+        };
         if rule.restarted() {
             // No role until the rule says so; records rebuilt from the log are reported
             // for a promotion meanwhile (a whole group that lost power comes back so).
-            core.set_serving(false);
+            core.set_serving(group, false);
             if let Some(recovered) = rule.recovered() {
-                core.restarted_with(tandem_cluster::Rebuilt {
-                    lsn: recovered.lsn,
-                    view: recovered.view,
-                });
+                core.restarted_with(
+                    group,
+                    tandem_cluster::Rebuilt {
+                        lsn: recovered.lsn,
+                        view: recovered.view,
+                    },
+                );
             }
         }
         Supervisor {
             core,
+            group,
             rule,
             view_before_rewind: None,
             ready: ClusterReady::default(),
@@ -234,17 +247,31 @@ impl Supervisor {
         self.core.node()
     }
 
+    /// The group the node's role follows.
+    pub fn group(&self) -> GroupId {
+        self.group
+    }
+
+    /// The view of the group the node's role follows, as the core knows it.
+    pub fn view(&self) -> Option<&View> {
+        self.core.view(self.group)
+    }
+
     /// Tells the core what the primary role observed.
     pub fn observe(&mut self, observed: Observed) {
         match observed {
-            Observed::Heard(node) => self.core.heard_from_backup(node),
-            Observed::SpareCaughtUp { view, node } => self.core.spare_caught_up(view, node),
+            Observed::Heard(node) => self.core.heard_from_backup(self.group, node),
+            Observed::SpareCaughtUp { view, node } => {
+                self.core.spare_caught_up(self.group, view, node)
+            }
             Observed::RemovalPrepared {
                 view,
                 backup,
                 behind,
                 joining,
-            } => self.core.ask_removal(view, backup, behind, joining),
+            } => self
+                .core
+                .ask_removal(self.group, view, backup, behind, joining),
         }
     }
 
@@ -257,7 +284,7 @@ impl Supervisor {
     /// Primary: the data plane made progress (its executor began a turn). The core decides
     /// when its silence makes the primary stuck ([`Cluster::is_stalled`]).
     pub fn executor_turned(&mut self) {
-        self.core.executor_turned();
+        self.core.executor_turned(self.group);
     }
 
     /// Saves, sends and acts on everything the core has produced, as the module's ordering
@@ -304,7 +331,11 @@ impl Supervisor {
         }
         // Acting may not queue into `ready`: what it produces waits in the core for the next
         // take. The events are taken out, so that an error leaves `ready` empty.
-        for event in std::mem::take(&mut ready.events) {
+        for (group, event) in std::mem::take(&mut ready.events) {
+            assert_eq!(
+                group, self.group,
+                "the core serves the supervisor's group only"
+            );
             self.act(roles, event).map_err(DriveError::Role)?;
         }
         Ok(())
@@ -331,7 +362,8 @@ impl Supervisor {
                 if let Some((lsn_received, view_held)) = holding {
                     roles.notice(Notice::Frozen { view, lsn_received });
                     let lsn_synced = roles.lsn_synced();
-                    self.core.frozen(view, lsn_received, view_held, lsn_synced);
+                    self.core
+                        .frozen(self.group, view, lsn_received, view_held, lsn_synced);
                 }
                 Ok(())
             }
@@ -435,11 +467,12 @@ impl Supervisor {
             lease_owed_ticks, ..
         } = &mut transition
         {
-            *lease_owed_ticks = self.core.lease_owed_ticks();
+            *lease_owed_ticks = self.core.lease_owed_ticks(self.group);
         }
         roles.notice(Notice::Following { view, transition });
         let serving = roles.carry_out(transition, view)?;
-        self.rule.carried_out(&mut self.core, transition, serving);
+        self.rule
+            .carried_out(&mut self.core, self.group, transition, serving);
         Ok(())
     }
 }

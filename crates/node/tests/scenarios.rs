@@ -37,7 +37,7 @@ use std::fmt::{self, Write as _};
 use std::path::Path;
 use std::sync::Arc;
 
-use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
+use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings, GroupSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_memory::{PAGE_SIZE, Segment};
 use tandem_node::{
@@ -510,7 +510,7 @@ impl Harness {
         }
         let mut supervisor = Supervisor::new(core, rule);
         // As the runtime: a node without its memory runs no role.
-        supervisor.core_mut().set_serving(false);
+        supervisor.core_mut().set_serving(GROUP, false);
         self.nodes[i] = Some(self.node(supervisor, recovered));
         self.with_node(node, out, |_, _| Ok(()));
     }
@@ -522,7 +522,7 @@ impl Harness {
                 continue;
             };
             let core = member.core();
-            let view = core.view().map_or("none".to_owned(), |view| {
+            let view = core.view(GROUP).map_or("none".to_owned(), |view| {
                 format!(
                     "{} (primary {}, backups {:?}, spares {:?})",
                     view.number, view.primary, view.backups, view.spares
@@ -565,9 +565,8 @@ fn held(role: &RoleSlot<To, u64>) -> Option<Held> {
 fn cluster_settings(id: NodeId, ids: &[NodeId], safety: Safety) -> ClusterSettings {
     ClusterSettings {
         node: id,
-        group: GROUP,
+        groups: vec![GroupSettings { id: GROUP, safety }],
         voters: ids.iter().copied().take(3).collect(),
-        safety,
         suspect_ticks: 10,
         lease_ticks: PROMISE_TICKS,
         collect_ticks: 4,

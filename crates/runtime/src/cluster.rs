@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
+use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings, GroupSettings};
 use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
 use tandem_memory::Segment;
 use tandem_node::{Node, NodeSettings, READ_INDEX_RETRY, ReadSettings, RoleRule};
@@ -327,11 +327,10 @@ pub(crate) fn start(
         let _ = log_opened.set(log.clone());
         crate::stopping_drains(log);
     }
-    // A node that restarts (its config store kept state) rebuilds what its log holds, if
-    // the log starts at the initial load or continues a checkpoint; a node of a fresh
-    // cluster starts from the load, and its first role cuts whatever an older cluster left
-    // in the log.
-    let view_known = core.view().map_or(config.group.view, |view| view.number);
+    // A node that restarts (its config store kept state) rebuilds what its log holds if the
+    // log starts at the initial load or continues a checkpoint; a fresh cluster's node starts
+    // from the load, and its first role cuts whatever an older cluster left in the log.
+    let view_known = core.view(config.group.id);
     let replayed = match recovered {
         Some(recovered) if restarted => {
             replay_log(config, &mut segment, &recovered, lsn_load, view_known)
@@ -518,13 +517,15 @@ fn cluster_settings(config: &NodeConfig) -> ClusterSettings {
     let view_fixed = config.cluster.is_none();
     ClusterSettings {
         node: config.node_id,
-        group: config.group.id,
+        groups: vec![GroupSettings {
+            id: config.group.id,
+            safety: config.group.safety,
+        }],
         // A fixed view's config store is the node's alone: it never hears another's.
         voters: match view_fixed {
             true => vec![config.node_id],
             false => config.voters(),
         },
-        safety: config.group.safety,
         suspect_ticks: config.tuning.suspect_ticks,
         lease_ticks: table.lease_ticks,
         collect_ticks: table.collect_ticks,
@@ -865,15 +866,17 @@ fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) ->
 }
 
 /// Rebuilds what the node's log recovered onto `segment` (at the initial load,
-/// `tandem_node::rebuild`); `None` (the node starts from the load, as without a log) if the
-/// log rebuilds nothing or the replay fails, which it says.
+/// `tandem_node::rebuild`), the group's view as its config store knows it being
+/// `view_known`; `None` (the node starts from the load, as without a log) if the log
+/// rebuilds nothing or the replay fails, which it says.
 fn replay_log(
     config: &NodeConfig,
     segment: &mut Segment,
     recovered: &tandem_wal::Recovered,
     lsn_load: u64,
-    view_known: u64,
+    view_known: Option<&View>,
 ) -> Option<tandem_node::Replayed> {
+    let view_known = view_known.map_or(config.group.view, |view| view.number);
     if config.group.mode != crate::config::Mode::Active {
         tracing::info!(
             "node {}: a passive node does not replay its log; it rejoins from the load",

@@ -79,7 +79,10 @@ impl Arrivals {
 impl Cluster {
     /// The primary tells the coordinator it runs, every tick.
     pub(super) fn maybe_alive(&mut self) {
-        if !self.group.serving || self.is_stalled() || self.member() != Member::Primary {
+        if !self.group.serving
+            || self.group.is_stalled(&self.node)
+            || self.group.member(&self.node) != Member::Primary
+        {
             return;
         }
         let view = self
@@ -92,7 +95,7 @@ impl Cluster {
             return;
         }
         let alive = ClusterMessage::Alive {
-            group: self.node.settings.group,
+            group: self.group.id,
             view,
         };
         self.send_coordinator(alive);
@@ -122,7 +125,7 @@ impl Cluster {
                 None
             }
         };
-        let suspects: Vec<(NodeId, Suspicion)> = match self.member() {
+        let suspects: Vec<(NodeId, Suspicion)> = match self.group.member(&self.node) {
             // A spare too, in a view without backups (it may take over: `rule::reporters`).
             // A node that rebuilt records runs no role, so it hears nothing from the primary
             // and has no role start to give a grace for: it suspects it after the usual
@@ -172,7 +175,7 @@ impl Cluster {
                 continue;
             }
             if last.is_none() {
-                self.node.ready.events.push(ClusterEvent::Suspected {
+                self.push_event(ClusterEvent::Suspected {
                     peer: suspect,
                     view: view.number,
                     why,
@@ -182,7 +185,7 @@ impl Cluster {
             if !view.backups.contains(&suspect) {
                 // The primary, or a spare: no rule counts on a spare, nothing to prepare.
                 let message = ClusterMessage::Suspect {
-                    group: self.node.settings.group,
+                    group: self.group.id,
                     view: view.number,
                     suspect,
                     behind: Vec::new(),
@@ -192,7 +195,7 @@ impl Cluster {
             } else {
                 // Which backups lack released records is the replication core's to say, at
                 // the moment it starts holding replies back for the view asked for.
-                self.node.ready.events.push(ClusterEvent::RemovalWanted {
+                self.push_event(ClusterEvent::RemovalWanted {
                     view: view.number,
                     backup: suspect,
                 });
@@ -242,13 +245,14 @@ impl Cluster {
         // (the simulator found a cluster stalled for good by a restarted primary re-elected
         // to lead the config store).
         // A backup hears the primary only through the role it serves.
-        let hears_primary =
-            (self.member() == Member::Primary && self.group.serving && !self.is_stalled())
-                || (self.group.serving
-                    && rule::reporters(view).contains(&self.node.settings.node)
-                    && self.group.frozen.is_none()
-                    && fresh(self.group.tick_heard_primary))
-                || self.group.tick_alive_primary.is_some_and(fresh);
+        let hears_primary = (self.group.member(&self.node) == Member::Primary
+            && self.group.serving
+            && !self.group.is_stalled(&self.node))
+            || (self.group.serving
+                && rule::reporters(view).contains(&self.node.settings.node)
+                && self.group.frozen.is_none()
+                && fresh(self.group.tick_heard_primary))
+            || self.group.tick_alive_primary.is_some_and(fresh);
         if hears_primary {
             return;
         }
@@ -288,23 +292,24 @@ impl Cluster {
     /// likely died, and every view change now waits for a new leader. Rather than wait out
     /// the election timeout (50 ms and more), one node campaigns at once: the voter with the
     /// lowest id among those that hold a connection to the dead node and so see it close
-    /// (every member if it was the primary, the primary if it was a backup or a spare). One
-    /// campaigner, so that two never split the vote. A false alarm (a connection reset
-    /// between live nodes) costs the live leader its term, nothing more.
+    /// (in each group, every member if it was the primary, the primary if it was a backup or
+    /// a spare). One campaigner, so that two never split the vote. A false alarm (a
+    /// connection reset between live nodes) costs the live leader its term, nothing more.
     pub(super) fn campaign_if_leader_closed(&mut self, peer: NodeId) {
         if self.node.config.leader() != Some(peer) {
             return;
         }
-        let Some(view) = &self.group.view else { return };
-        let observers: Vec<NodeId> = if peer == view.primary {
-            view.members().filter(|&node| node != peer).collect()
-        } else {
-            vec![view.primary]
-        };
+        let mut observers = std::collections::BTreeSet::new();
+        for view in self.views() {
+            if peer == view.primary {
+                observers.extend(view.members().filter(|&node| node != peer));
+            } else {
+                observers.insert(view.primary);
+            }
+        }
         let campaigner = observers
             .into_iter()
-            .filter(|node| self.node.settings.voters.contains(node))
-            .min();
+            .find(|node| self.node.settings.voters.contains(node));
         if campaigner == Some(self.node.settings.node) {
             self.node.config.campaign_now();
         }
@@ -327,29 +332,41 @@ impl Cluster {
             .node
             .tick
             .saturating_sub(self.node.settings.suspect_ticks);
-        for tick in self.group.tick_suspected.values_mut() {
-            *tick = (*tick).min(due);
-        }
-        if let Some(frozen) = &mut self.group.frozen
-            && let Some(tick) = &mut frozen.tick_reported
-        {
-            *tick = (*tick).min(due);
-        }
-        self.detect();
-        self.maybe_report();
+        self.each_group(|core| {
+            for tick in core.group.tick_suspected.values_mut() {
+                *tick = (*tick).min(due);
+            }
+            if let Some(frozen) = &mut core.group.frozen
+                && let Some(tick) = &mut frozen.tick_reported
+            {
+                *tick = (*tick).min(due);
+            }
+            core.detect();
+            core.maybe_report();
+        });
     }
 
-    /// A leader that is also the group's primary hands leadership to a voter that is a
-    /// backup: if the primary fails, the view change then needs no Raft election first.
+    /// A leader that is also a group's primary hands leadership to a voter that is the
+    /// primary of no group this node knows and a member of a group it leads: if that primary
+    /// fails, the view change then needs no Raft election first. Where every voter leads a
+    /// group, the leadership stays.
     pub(super) fn keep_leader_off_primary(&mut self) {
-        if !self.node.config.is_leader() || self.member() != Member::Primary {
+        if !self.node.config.is_leader() {
             return;
         }
-        let period = 10 * self.node.settings.suspect_ticks;
+        let led: Vec<&GroupCore> = self
+            .group_cores()
+            .filter(|group| group.member(&self.node) == Member::Primary)
+            .collect();
+        if led.is_empty() {
+            return;
+        }
+        let tick = self.node.tick;
+        let suspect_ticks = self.node.settings.suspect_ticks;
         if self
             .node
             .tick_leader_transferred
-            .is_some_and(|tick| self.node.tick - tick < period)
+            .is_some_and(|transferred| tick - transferred < 10 * suspect_ticks)
         {
             return;
         }
@@ -358,33 +375,38 @@ impl Cluster {
         // Only a recent suspicion counts: one from a node's start that came to nothing once
         // held the leadership on the primary for the whole view, and the primary's death
         // then waited for an election (a failover of 77 ms instead of 9).
-        let suspecting = self
-            .group
-            .tick_suspected
-            .values()
-            .any(|&tick| self.node.tick - tick < 2 * self.node.settings.suspect_ticks);
+        let suspecting = led.iter().any(|group| {
+            group
+                .tick_suspected
+                .values()
+                .any(|&suspected| tick - suspected < 2 * suspect_ticks)
+        });
         if suspecting {
             return;
         }
-        let view = self.group.view.as_ref().expect("a primary has a view");
+        let primaries: Vec<NodeId> = self.views().map(|view| view.primary).collect();
         // Only to a member heard from lately: a transfer to a dead node would stall the
         // config store until the transfer times out, and again at every retry.
         // A spare is as good a leader as a backup: what matters is that it is alive and not
-        // the primary.
-        let target = view
-            .backups
-            .iter()
-            .chain(&view.spares)
-            .copied()
-            .find(|node| {
-                self.node.settings.voters.contains(node)
-                    && self.group.contacted.contains(node)
-                    && self.group.tick_heard.get(node).is_some_and(|&tick| {
-                        self.node.tick - tick < self.node.settings.suspect_ticks
-                    })
-            });
+        // a primary.
+        let target = led.iter().find_map(|group| {
+            let view = group.view.as_ref().expect("a primary has a view");
+            view.backups
+                .iter()
+                .chain(&view.spares)
+                .copied()
+                .find(|node| {
+                    self.node.settings.voters.contains(node)
+                        && !primaries.contains(node)
+                        && group.contacted.contains(node)
+                        && group
+                            .tick_heard
+                            .get(node)
+                            .is_some_and(|&heard| tick - heard < suspect_ticks)
+                })
+        });
         if let Some(target) = target {
-            self.node.tick_leader_transferred = Some(self.node.tick);
+            self.node.tick_leader_transferred = Some(tick);
             self.node.config.transfer_leader(target);
         }
     }

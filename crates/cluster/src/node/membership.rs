@@ -17,7 +17,7 @@ impl Cluster {
         }
         self.group.tick_membership_proposed = Some((view.number, self.node.tick));
         let command = Command::ChangeView {
-            group: self.node.settings.group,
+            group: self.group.id,
             from_view: view.number,
             view: new,
         };
@@ -119,7 +119,7 @@ impl Cluster {
     /// So does a backup or spare that the role rule holds out of its view (`waiting`): it
     /// must be left out before it can join.
     pub(super) fn maybe_join(&mut self) {
-        let asks = match self.member() {
+        let asks = match self.group.member(&self.node) {
             Member::Outside => true,
             Member::Backup | Member::Spare => self.group.waiting,
             Member::Primary => false,
@@ -138,7 +138,7 @@ impl Cluster {
         }
         self.group.tick_join_sent = Some(self.node.tick);
         let join = ClusterMessage::Join {
-            group: self.node.settings.group,
+            group: self.group.id,
             view: view.number,
         };
         self.send_coordinator(join);

@@ -104,7 +104,7 @@ impl Cluster {
                 .is_some_and(|collecting| collecting.reports.contains_key(&from));
             if !reported && from != self.node.settings.node {
                 let freeze = ClusterMessage::Freeze {
-                    group: self.node.settings.group,
+                    group: self.group.id,
                     view: view.number,
                 };
                 self.node.ready.messages.push((from, freeze));
@@ -176,7 +176,7 @@ impl Cluster {
                 self.on_freeze(view.number);
             } else {
                 let freeze = ClusterMessage::Freeze {
-                    group: self.node.settings.group,
+                    group: self.group.id,
                     view: view.number,
                 };
                 self.node.ready.messages.push((node, freeze));
@@ -215,10 +215,7 @@ impl Cluster {
             frozen.lsn_synced = rebuilt.lsn;
             self.maybe_report();
         } else {
-            self.node
-                .ready
-                .events
-                .push(ClusterEvent::Freeze { view: view_number });
+            self.push_event(ClusterEvent::Freeze { view: view_number });
         }
     }
 
@@ -252,13 +249,10 @@ impl Cluster {
         self.group.frozen.as_mut().expect("checked").tick_reported = Some(self.node.tick);
         if first_report {
             let rebuilt_by = restarted.then_some(incarnation);
-            self.node
-                .ready
-                .events
-                .push(ClusterEvent::Reported { view, rebuilt_by });
+            self.push_event(ClusterEvent::Reported { view, rebuilt_by });
         }
         let report = ClusterMessage::Report {
-            group: self.node.settings.group,
+            group: self.group.id,
             view,
             lsn_received,
             view_held,
@@ -277,8 +271,16 @@ impl Cluster {
         let Some(rebuilt) = self.rebuilt_reporting() else {
             return;
         };
-        let Some(view) = &self.group.view else { return };
-        if view.primary != self.node.settings.node
+        let Some(view) = self
+            .group
+            .view
+            .as_ref()
+            .map(|view| (view.number, view.primary))
+        else {
+            return;
+        };
+        let (view_number, primary) = view;
+        if primary != self.node.settings.node
             || self
                 .group
                 .tick_restarted_reported
@@ -293,15 +295,15 @@ impl Cluster {
         if self.group.tick_restarted_reported.is_none() {
             // The role rule hears of it as of a backup's report: a view made from it names
             // this life of the node, for these records only.
-            self.node.ready.events.push(ClusterEvent::Reported {
-                view: view.number,
+            self.push_event(ClusterEvent::Reported {
+                view: view_number,
                 rebuilt_by: Some(incarnation),
             });
         }
         self.group.tick_restarted_reported = Some(self.node.tick);
         let report = ClusterMessage::Report {
-            group: self.node.settings.group,
-            view: view.number,
+            group: self.group.id,
+            view: view_number,
             lsn_received: rebuilt.lsn,
             view_held: rebuilt.view,
             restarted: true,
@@ -358,7 +360,9 @@ impl Cluster {
     /// config store's lead while a frozen backup kept reporting, and collected against
     /// itself for good).
     pub(super) fn primary_runs(&self, view: &View) -> bool {
-        (view.primary == self.node.settings.node && self.group.serving && !self.is_stalled())
+        (view.primary == self.node.settings.node
+            && self.group.serving
+            && !self.group.is_stalled(&self.node))
             || self
                 .group
                 .tick_alive_primary
@@ -394,13 +398,13 @@ impl Cluster {
             .count();
         let all = backups_reported == reporters.len();
         let waited = self.node.tick - collecting.tick_started >= self.node.settings.collect_ticks;
-        let needed = rule::reports_needed_in(&view, self.node.settings.safety);
+        let needed = rule::reports_needed_in(&view, self.group.safety);
         let decided = all || (waited && backups_reported >= needed);
         // Enough reports may still all lie below the last promotion's truncate LSN
         // (`RuleError::BehindTruncate`): then the change cannot go ahead either, and waits
         // for more reports or ends under the same primary as below.
-        let promotion = decided
-            .then(|| rule::promote_from(&view, &collecting.reports, self.node.settings.safety));
+        let promotion =
+            decided.then(|| rule::promote_from(&view, &collecting.reports, self.group.safety));
         // Every counted report lies below what the last promotion released: a spare may
         // still hold it (its log, or its memory), so the spares are asked to report too, as
         // candidates (seed 155723).
@@ -437,7 +441,7 @@ impl Cluster {
         if let Some(new) = next {
             collecting.tick_proposed = Some(self.node.tick);
             let command = Command::ChangeView {
-                group: self.node.settings.group,
+                group: self.group.id,
                 from_view: view.number,
                 view: new,
             };
@@ -464,7 +468,7 @@ impl Cluster {
                 .collect();
             for backup in silent {
                 let freeze = ClusterMessage::Freeze {
-                    group: self.node.settings.group,
+                    group: self.group.id,
                     view: view.number,
                 };
                 self.node.ready.messages.push((backup, freeze));

@@ -22,8 +22,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use tandem_cluster::{Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings};
-use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
+use tandem_cluster::{
+    Cluster, ClusterEvent, ClusterMessage, ClusterReady, ClusterSettings, GroupSettings,
+};
+use tandem_config::{ClusterMap, GroupId, MemDurable, NodeInfo, View};
 use tandem_replication::{NodeId, Safety};
 
 pub const GROUP: u32 = 1;
@@ -83,7 +85,7 @@ impl Node {
 
     pub fn view(&self) -> &View {
         self.core()
-            .view()
+            .view(GROUP)
             .expect("every node knows the initial view")
     }
 }
@@ -146,12 +148,11 @@ impl Harness {
         for &id in nodes {
             let settings = ClusterSettings {
                 node: id,
-                group: GROUP,
+                groups: vec![GroupSettings { id: GROUP, safety }],
                 voters: match view_fixed {
                     true => vec![id],
                     false => voters.to_vec(),
                 },
-                safety,
                 suspect_ticks: SUSPECT_TICKS,
                 lease_ticks: LEASE_TICKS,
                 collect_ticks: COLLECT_TICKS,
@@ -286,8 +287,8 @@ impl Harness {
         let persisted = node.disk.load().expect("the image decodes");
         let mut core = Cluster::new(node.settings.clone(), self.initial.clone(), persisted)
             .expect("a node restarts from its disk");
-        core.set_serving(false);
-        core.restarted_with(tandem_cluster::Rebuilt { lsn, view });
+        core.set_serving(GROUP, false);
+        core.restarted_with(GROUP, tandem_cluster::Rebuilt { lsn, view });
         assert!(node.core.replace(core).is_none(), "node {id} was down");
         node.incarnation += 1;
         node.lost_memory = true;
@@ -310,7 +311,7 @@ impl Harness {
         node.rebuilt = None;
         node.reported_rebuilt = None;
         // As the runtime: a node without its memory runs no role.
-        node.core.as_mut().unwrap().set_serving(false);
+        node.core.as_mut().unwrap().set_serving(GROUP, false);
         self.drive(id);
         self.check();
     }
@@ -328,7 +329,7 @@ impl Harness {
         node.core
             .as_mut()
             .expect("running")
-            .long_call_running(running);
+            .long_call_running(GROUP, running);
     }
 
     pub fn refuse_removals(&mut self) {
@@ -353,7 +354,7 @@ impl Harness {
             node.core
                 .as_mut()
                 .expect("node is up")
-                .frozen(view, lsn, view, lsn);
+                .frozen(GROUP, view, lsn, view, lsn);
             self.drive(id);
         }
     }
@@ -361,8 +362,8 @@ impl Harness {
     /// The primary role of `primary` reports that spare `spare` caught up.
     pub fn spare_caught_up(&mut self, primary: NodeId, spare: NodeId) {
         let core = self.core_mut(primary);
-        let view = core.view().expect("a primary knows its view").number;
-        core.spare_caught_up(view, spare);
+        let view = core.view(GROUP).expect("a primary knows its view").number;
+        core.spare_caught_up(GROUP, view, spare);
         self.drive(primary);
         self.deliver();
         self.check();
@@ -447,9 +448,9 @@ impl Harness {
                 Some(core) => out.push_str(&format!(
                     "\n  node {id}: view {:?}, leader {:?}, frozen {}, freezes {:?}, \
                      suspected {:?}",
-                    core.view(),
+                    core.view(GROUP),
                     core.leader(),
-                    core.is_frozen(),
+                    core.is_frozen(GROUP),
                     node.freezes,
                     node.suspected
                 )),
@@ -471,19 +472,19 @@ impl Harness {
         // A stuck executor's links send no pulses once the core takes it as stuck.
         !p.lost_memory
             && !m.lost_memory
-            && !p.core().is_stalled()
+            && !p.core().is_stalled(GROUP)
             && pv.primary == primary
             && lists(pv)
             && mv.primary == primary
             && lists(mv)
-            && !m.core().is_frozen()
+            && !m.core().is_frozen(GROUP)
     }
 
     /// What the data plane of `id` saw since the last tick.
     fn observe(&mut self, id: NodeId) {
         let view = self.view_of(id);
         if view.primary == id && !self.node(id).executor_stuck {
-            self.core_mut(id).executor_turned();
+            self.core_mut(id).executor_turned(GROUP);
         }
         if view.primary == id {
             let heard: Vec<NodeId> = view
@@ -494,10 +495,10 @@ impl Harness {
                 .filter(|&member| self.streams(id, member))
                 .collect();
             for member in heard {
-                self.core_mut(id).heard_from_backup(member);
+                self.core_mut(id).heard_from_backup(GROUP, member);
             }
         } else if self.streams(view.primary, id) {
-            self.core_mut(id).heard_from_primary();
+            self.core_mut(id).heard_from_primary(GROUP);
         }
     }
 
@@ -517,8 +518,9 @@ impl Harness {
                 assert_ne!(to, id, "a node handles its own messages");
                 self.queue.push_back((id, to, message));
             }
-            let events: Vec<ClusterEvent> = self.ready.events.drain(..).collect();
-            for event in events {
+            let events: Vec<(GroupId, ClusterEvent)> = self.ready.events.drain(..).collect();
+            for (group, event) in events {
+                assert_eq!(group, GROUP);
                 self.act(id, event);
             }
         }
@@ -535,7 +537,10 @@ impl Harness {
                     node.pending_freeze = Some(view);
                 } else {
                     let lsn = node.lsn_received;
-                    node.core.as_mut().unwrap().frozen(view, lsn, view, lsn);
+                    node.core
+                        .as_mut()
+                        .unwrap()
+                        .frozen(GROUP, view, lsn, view, lsn);
                 }
             }
             ClusterEvent::Suspected { peer, view, .. } => node.suspected.push((peer, view)),
@@ -547,10 +552,13 @@ impl Harness {
             ClusterEvent::RemovalWanted { .. } if self.removals_refused => {}
             ClusterEvent::RemovalWanted { view, backup } => {
                 // No data plane here: every other backup holds what was released.
-                node.core
-                    .as_mut()
-                    .unwrap()
-                    .ask_removal(view, backup, Vec::new(), Vec::new());
+                node.core.as_mut().unwrap().ask_removal(
+                    GROUP,
+                    view,
+                    backup,
+                    Vec::new(),
+                    Vec::new(),
+                );
             }
             ClusterEvent::View(view) => {
                 if node.lost_memory {
@@ -568,17 +576,17 @@ impl Harness {
                         !made && tandem_cluster::role::still_restarted(id, true, &view);
                     if made {
                         node.rebuilt = None;
-                        node.core.as_mut().unwrap().set_serving(true);
+                        node.core.as_mut().unwrap().set_serving(GROUP, true);
                     }
                     // As the role rule: named but without its memory, it waits to be left
                     // out (`Transition::Wait`).
                     let core = node.core.as_mut().unwrap();
-                    core.set_waiting(node.lost_memory && view.primary != id);
+                    core.set_waiting(GROUP, node.lost_memory && view.primary != id);
                 } else if view.members().any(|member| member == id) {
                     // The runtime loads a fresh segment and catches up (as the role says).
                     let core = node.core.as_mut().unwrap();
-                    core.set_serving(true);
-                    core.set_waiting(false);
+                    core.set_serving(GROUP, true);
+                    core.set_waiting(GROUP, false);
                 }
                 self.record_view(id, view);
             }

@@ -376,13 +376,14 @@ impl NodeThread {
         }
         while now >= next_tick {
             let long_call = self.scripts.watch().running().is_some();
-            self.node.core_mut().long_call_running(long_call);
+            let group = self.node.supervisor().group();
+            self.node.core_mut().long_call_running(group, long_call);
             let ticked = self.node.tick(&mut self.env);
             self.check(ticked);
             self.drive();
             next_tick += tick;
         }
-        let stuck = self.node.core().is_stalled();
+        let stuck = self.node.core().is_stalled(self.node.supervisor().group());
         self.env.progress.set_stuck(stuck);
         self.refresh_stats(now);
         next_tick
@@ -640,7 +641,7 @@ impl NodeThread {
         let mut status = NodeStatus {
             node_id: self.env.id,
             role: "outside",
-            view: self.node.core().view().map_or(0, |view| view.number),
+            view: self.node.supervisor().view().map_or(0, |view| view.number),
             lsn: 0,
             lsn_applied: 0,
             pending_replies: 0,
@@ -841,11 +842,12 @@ impl NodeThread {
     fn publish_info(&mut self) {
         self.count_alone();
         let core = self.node.core();
+        let group = self.node.supervisor().group();
         let role = match self.node.role() {
             RoleSlot::Outside => "outside",
             RoleSlot::Primary(_) => "primary",
             // A backup role serves a backup or a spare, as the view says.
-            RoleSlot::Backup(_) => match core.member() {
+            RoleSlot::Backup(_) => match core.member(group) {
                 Member::Spare => "spare",
                 _ => "backup",
             },
@@ -853,16 +855,18 @@ impl NodeThread {
         self.env.metrics.set_role(role);
         let mut info = self.info.lock().expect("not poisoned");
         info.role = role.to_string();
-        info.view = core.view().map_or(0, |view| view.number);
-        info.primary = core.view().map(|view| view.primary);
-        let backups = core.view().map_or(&[][..], |view| &view.backups);
+        let view = core.view(group);
+        info.view = view.map_or(0, |view| view.number);
+        info.primary = view.map(|view| view.primary);
+        let backups = view.map_or(&[][..], |view| &view.backups);
         info.backups = backups.len();
         if info.backup_nodes != backups {
             info.backup_nodes = backups.to_vec();
         }
         info.leader = core.leader();
-        info.heard_primary_ms_ago = (role == "backup" || role == "spare")
-            .then(|| core.ticks_since_heard_primary() as f64 * self.tick.as_secs_f64() * 1000.0);
+        info.heard_primary_ms_ago = (role == "backup" || role == "spare").then(|| {
+            core.ticks_since_heard_primary(group) as f64 * self.tick.as_secs_f64() * 1000.0
+        });
         info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
         info.alone_ms = self.env.metrics.primary_alone_seconds.get() * 1000.0;
     }
@@ -877,7 +881,7 @@ impl NodeThread {
         }
         let alone =
             matches!(self.node.role(), RoleSlot::Primary(_))
-                && self.node.core().view().is_some_and(|view| {
+                && self.node.supervisor().view().is_some_and(|view| {
                     view.backups.is_empty() && !self.env.config.peers.is_empty()
                 });
         if alone {

@@ -11,7 +11,7 @@ impl World {
             .nodes
             .iter()
             .map(|node| {
-                let view = node.core().and_then(|core| core.view().cloned());
+                let view = node.core().and_then(|core| core.view(GROUP).cloned());
                 let role = match node.role() {
                     Slot::Outside => "outside".to_owned(),
                     Slot::Primary(role) => format!(
@@ -71,7 +71,7 @@ impl World {
         view.backups.iter().all(|&id| {
             let node = &self.nodes[index_of(id)];
             node.core()
-                .is_some_and(|core| core.view().is_some_and(|v| v.number == view.number))
+                .is_some_and(|core| core.view(GROUP).is_some_and(|v| v.number == view.number))
                 && matches!(node.role(), Slot::Backup(backup)
                     if backup.gate().primary() == view.primary && backup.applier().lsn_applied() == lsn)
         })

@@ -357,7 +357,8 @@ impl World {
             && view.backups.len() + 1 == self.nodes.len()
             && self.nodes.iter().all(|node| {
                 node.core().is_some_and(|core| {
-                    !core.is_frozen() && core.view().is_some_and(|v| v.number == view.number)
+                    !core.is_frozen(GROUP)
+                        && core.view(GROUP).is_some_and(|v| v.number == view.number)
                 }) && node
                     .supervisor()
                     .is_some_and(|supervisor| !supervisor.rule().restarted())
@@ -584,13 +585,13 @@ impl World {
         // As the runtime's `cluster::run`: the log recovers, and what it replays is followed
         // into the next view that names the node once one has left it out.
         let mut rule = RoleRule::new(node, VIEW_FIRST, true);
-        let view_known = core.view().map_or(VIEW_FIRST, |view| view.number);
+        let view_known = core.view(GROUP).map_or(VIEW_FIRST, |view| view.number);
         if let Some(recovered) = self.recover_log(node, view_known)? {
             rule = rule.with_recovered(recovered);
         }
         let mut supervisor = Supervisor::new(core, rule);
         // As the runtime: a node without its memory runs no role.
-        supervisor.core_mut().set_serving(false);
+        supervisor.core_mut().set_serving(GROUP, false);
         let state = &mut self.nodes[index_of(node)];
         state.incarnation += 1;
         state.role_epoch += 1;

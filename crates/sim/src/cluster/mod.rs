@@ -92,7 +92,7 @@ use std::time::Duration;
 
 use tandem_client::route::{Action, Answered, CallRoute, Greeted, Report, Router, RouterConfig};
 use tandem_client::{ErrorCode, ErrorFrame, ReplyStatus};
-use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings};
+use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings, GroupSettings};
 use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
@@ -529,9 +529,11 @@ impl SimNode {
     ) -> (SimNode, Supervisor) {
         let settings = ClusterSettings {
             node: id,
-            group: GROUP,
+            groups: vec![GroupSettings {
+                id: GROUP,
+                safety: faults.safety,
+            }],
             voters: ids.iter().copied().take(3).collect(),
-            safety: faults.safety,
             suspect_ticks: faults.suspect_ticks,
             lease_ticks: faults.suspect_ticks - 2,
             collect_ticks: 4,
