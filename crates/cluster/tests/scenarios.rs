@@ -93,12 +93,12 @@ fn a_crashed_primary_is_replaced_by_the_backup_with_the_highest_lsn() {
     assert!(ticks <= FAILOVER_TICKS_MAX, "failover took {ticks} ticks");
     for id in [2, 3] {
         assert_eq!(
-            h.node(id).freezes,
+            h.node(id).plane().freezes,
             vec![1],
             "node {id} froze once, in view 1"
         );
         assert_eq!(
-            h.node(id).suspected,
+            h.node(id).plane().suspected,
             vec![(1, 1)],
             "node {id} suspected node 1"
         );
@@ -129,9 +129,9 @@ fn a_crashed_backup_is_removed_and_rejoins_as_a_spare_after_a_restart() {
     h.crash(3);
     let ticks = h.run_until(200, |h| h.all_live_at(2));
     assert_eq!(h.view_of(1), view(2, 1, &[2], &[]));
-    assert_eq!(h.node(1).suspected, vec![(3, 1)]);
+    assert_eq!(h.node(1).plane().suspected, vec![(3, 1)]);
     assert!(
-        h.node(2).freezes.is_empty(),
+        h.node(2).plane().freezes.is_empty(),
         "no freeze: the primary is fine"
     );
     assert!(ticks <= 200);
@@ -374,7 +374,7 @@ fn an_old_primary_restarted_learns_the_new_view_and_rejoins_as_a_spare() {
     h.restart(1);
     // It restarts from its disk, which names it primary of view 1, and serves nothing.
     assert_eq!(
-        h.node(1).views.last().unwrap(),
+        h.node(1).plane().views.last().unwrap(),
         &(1, view(1, 1, &[2, 3], &[]))
     );
     h.run_until(200, |h| h.view_of(1).number >= 2);
@@ -535,7 +535,7 @@ fn a_promotion_waits_for_n_minus_k_plus_one_reports() {
     assert_eq!(rule::reports_needed(3, k1), 3);
     let mut h = failover_with_a_slow_backup(k1);
     // 2 and 3 freeze and report; 4 froze in the core but its runtime has not confirmed.
-    h.run_until(50, |h| h.node(4).freezes == vec![1]);
+    h.run_until(50, |h| h.node(4).plane().freezes == vec![1]);
     h.run(200);
     assert_eq!(
         h.history().len(),
@@ -572,7 +572,7 @@ fn a_backup_that_missed_the_freeze_is_frozen_once_it_is_heard_again() {
         "2 of the 3 reports needed: no promotion, rightly"
     );
     assert!(
-        h.node(4).freezes.is_empty(),
+        h.node(4).plane().freezes.is_empty(),
         "the freeze never reached node 4"
     );
     h.heal();
@@ -638,13 +638,13 @@ fn a_group_that_lost_power_promotes_the_node_whose_log_holds_the_most() {
         assert_eq!(promoted_view.primary, 3, "{safety:?}");
         assert_eq!(promoted_view.backups, vec![2], "{safety:?}");
         assert_eq!(promoted_view.truncate_lsn(), Some(100), "{safety:?}");
-        assert!(!h.node(3).lost_memory, "node 3 serves from its log");
-        assert!(!h.node(2).lost_memory, "node 2 serves from its log");
+        assert!(!h.node(3).plane().lost_memory, "node 3 serves from its log");
+        assert!(!h.node(2).plane().lost_memory, "node 2 serves from its log");
         h.run_until(200, |h| {
             let view = h.view_of(1);
             view.spares.contains(&1) || view.backups.contains(&1)
         });
-        assert!(!h.node(1).lost_memory);
+        assert!(!h.node(1).plane().lost_memory);
 
         // The old primary's log holds the most (it logged what it sealed before the backups
         // had it). A memory rule waits for its report (that it restarted is what makes the
@@ -663,7 +663,7 @@ fn a_group_that_lost_power_promotes_the_node_whose_log_holds_the_most() {
             assert_eq!(promoted_view.primary, 1, "{safety:?}");
             assert_eq!(promoted_view.backups, vec![3], "{safety:?}");
             assert_eq!(promoted_view.truncate_lsn(), Some(110), "{safety:?}");
-            assert!(!h.node(1).lost_memory, "node 1 serves from its log");
+            assert!(!h.node(1).plane().lost_memory, "node 1 serves from its log");
         }
     }
 }
@@ -844,11 +844,12 @@ fn a_power_loss_during_a_failover_from_memory_reports_ends_in_a_serving_view() {
         }
         h.run_until(100 * SUSPECT_TICKS, |h| {
             let view = h.view_of(1);
-            [2, 3].iter().all(|&id| h.view_of(id) == view) && !h.node(view.primary).lost_memory
+            [2, 3].iter().all(|&id| h.view_of(id) == view)
+                && !h.node(view.primary).plane().lost_memory
         });
         let view = h.view_of(1);
         assert!(
-            !h.node(view.primary).lost_memory,
+            !h.node(view.primary).plane().lost_memory,
             "power loss {ticks_before_loss} ticks into the failover: no primary serves {view:?}\n{}",
             h.describe()
         );
@@ -878,7 +879,7 @@ fn a_lone_backup_restarted_with_its_log_is_left_out_while_the_primary_runs() {
     h.restart_rebuilt(2, 50, 1);
     h.run_until(100 * SUSPECT_TICKS, |h| !h.view_of(1).backups.contains(&2));
     h.run_until(100 * SUSPECT_TICKS, |h| {
-        h.view_of(1).spares.contains(&2) && !h.node(2).lost_memory
+        h.view_of(1).spares.contains(&2) && !h.node(2).plane().lost_memory
     });
     assert!(
         h.history().values().all(|view| view.primary == 1),
@@ -907,7 +908,7 @@ fn a_restarted_node_left_out_and_named_again_reports_its_logs_records_as_rebuilt
     // The primary's stream never reaches node 3 again.
     h.cut_link(1, 3);
     h.run_until(100 * SUSPECT_TICKS, |h| {
-        h.view_of(3).spares.contains(&3) && !h.node(3).lost_memory
+        h.view_of(3).spares.contains(&3) && !h.node(3).plane().lost_memory
     });
     assert!(
         h.node(3).core().reports_rebuilt(GROUP),
@@ -948,7 +949,7 @@ fn a_rebuilt_report_right_after_a_view_change_starts_no_change_while_the_primary
     h.core_mut(leader).step(leader, report).expect("a report");
     h.run(10 * SUSPECT_TICKS);
     assert!(
-        h.node(leader).freezes.is_empty(),
+        h.node(leader).plane().freezes.is_empty(),
         "a change froze the backup under a live primary: {:?}",
         h.history()
     );
@@ -990,7 +991,7 @@ fn backups_that_all_restarted_under_a_live_primary_are_left_out_and_join_again()
         // backup.
         for id in [2, 3] {
             h.run_until(100 * SUSPECT_TICKS, |h| {
-                h.view_of(1).spares.contains(&id) && !h.node(id).lost_memory
+                h.view_of(1).spares.contains(&id) && !h.node(id).plane().lost_memory
             });
             h.spare_caught_up(1, id);
             h.run_until(100 * SUSPECT_TICKS, |h| h.view_of(1).backups.contains(&id));
@@ -1099,7 +1100,7 @@ fn a_restarted_node_serves_no_promotion_its_lost_incarnation_served() {
     let served = h.view_of(2);
     assert_eq!((served.primary, served.truncate_lsn()), (2, Some(100)));
     assert!(
-        !h.node(2).lost_memory,
+        !h.node(2).plane().lost_memory,
         "node 2 serves view 2 as its primary"
     );
     // Node 2 ships records 101..=105 of view 2; node 3's log syncs them, node 2's does not.
@@ -1138,7 +1139,7 @@ fn a_restarted_node_serves_no_promotion_its_lost_incarnation_served() {
         Transition::StayBackup
     );
     assert!(
-        h.node(2).lost_memory,
+        h.node(2).plane().lost_memory,
         "node 2 serves again in view 2, which its lost incarnation served in: {}",
         h.describe()
     );
@@ -1146,7 +1147,7 @@ fn a_restarted_node_serves_no_promotion_its_lost_incarnation_served() {
     // change is proposed from this life's reports.
     h.run_until(80 * SUSPECT_TICKS, |h| {
         let view = h.view_of(1);
-        view.number >= 3 && h.all_live_at(view.number) && !h.node(view.primary).lost_memory
+        view.number >= 3 && h.all_live_at(view.number) && !h.node(view.primary).plane().lost_memory
     });
     // Node 3 is promoted from the records of view 2 its log kept (the history node 2's lost
     // life served, 101..=105 included), and the promotion names node 3's new life.
@@ -1201,7 +1202,7 @@ fn a_spare_holding_what_the_backups_lost_is_promoted() {
     assert_eq!(next.promotions.last().unwrap().lsn_released_max, 100);
     // Asked only once the backups' reports fell short: the spare that had nothing to offer
     // (node 4, live) was asked too, and its report of nothing lost out.
-    assert!(h.node(4).freezes.contains(&1), "{}", h.describe());
+    assert!(h.node(4).plane().freezes.contains(&1), "{}", h.describe());
 }
 
 /// A fixed view (nodes without a `[cluster]` table): a crash, a stuck executor, a partition
@@ -1225,10 +1226,143 @@ fn a_fixed_view_stays_whatever_fails() {
     for id in h.live() {
         assert_eq!(h.view_of(id), first, "node {id}: {}", h.describe());
         assert!(
-            h.node(id).suspected.is_empty(),
+            h.node(id).plane().suspected.is_empty(),
             "node {id}: {}",
             h.describe()
         );
     }
     assert_eq!(h.history().len(), 1, "{}", h.describe());
+}
+
+// ---- many groups: one config store, a view change per group ----
+
+/// Three nodes serving in three groups, each group's first view given as (primary,
+/// backups); the config store's voters are the three nodes.
+fn three_groups(views: [(NodeId, [NodeId; 2]); 3]) -> Harness {
+    let groups: Vec<(u32, View)> = (1..=3)
+        .zip(views)
+        .map(|(group, (primary, backups))| (group, view(1, primary, &backups, &[])))
+        .collect();
+    Harness::groups(&[1, 2, 3], &[1, 2, 3], &groups, Safety::DEFAULT)
+}
+
+/// The view of `group` every live node agrees on, if they do.
+fn agreed_view(h: &Harness, group: u32) -> Option<View> {
+    let live = h.live();
+    let first = h.node(live[0]).view_in(group).clone();
+    live.iter()
+        .all(|&id| *h.node(id).view_in(group) == first)
+        .then_some(first)
+}
+
+#[test]
+fn a_node_that_leads_two_groups_is_replaced_in_both_at_once() {
+    // Node 1 leads groups 1 and 2, node 2 leads group 3; node 3 leads none, so the config
+    // store's leadership goes to it (kept off every primary).
+    let mut h = three_groups([(1, [2, 3]), (1, [2, 3]), (2, [1, 3])]);
+    h.run_until(200, |h| h.leader() == Some(3));
+    h.run(20);
+    h.crash(1);
+    let mut replaced_at: BTreeMap<u32, u64> = BTreeMap::new();
+    let ticks = h.run_until(FAILOVER_TICKS_MAX, |h| {
+        for group in [1, 2] {
+            if agreed_view(h, group).is_some_and(|view| view.primary != 1) {
+                replaced_at.entry(group).or_insert(h.tick);
+            }
+        }
+        replaced_at.len() == 2
+    });
+    assert!(ticks <= FAILOVER_TICKS_MAX, "{}", h.describe());
+    for group in [1, 2] {
+        let view = agreed_view(&h, group).expect("agreed");
+        assert_eq!(
+            view.number, 2,
+            "one view change for group {group}: {view:?}"
+        );
+        assert!(view.primary == 2 || view.primary == 3, "{view:?}");
+    }
+    // The two changes ran side by side, not one after the other.
+    let (first, last) = (
+        replaced_at[&1].min(replaced_at[&2]),
+        replaced_at[&1].max(replaced_at[&2]),
+    );
+    assert!(
+        last - first < SUSPECT_TICKS,
+        "{replaced_at:?}: {}",
+        h.describe()
+    );
+    // Group 3 keeps its primary and lets the dead backup go.
+    let view = h.run_until(FAILOVER_TICKS_MAX, |h| {
+        agreed_view(h, 3).is_some_and(|view| !view.backups.contains(&1))
+    });
+    let group3 = agreed_view(&h, 3).unwrap();
+    assert_eq!(group3.primary, 2, "after {view} more ticks: {group3:?}");
+    assert!(group3.number >= 2);
+}
+
+#[test]
+fn where_every_voter_leads_a_group_the_leadership_stays_and_a_dead_leader_is_replaced() {
+    let mut h = three_groups([(1, [2, 3]), (2, [3, 1]), (3, [1, 2])]);
+    h.run_until(200, |h| h.leader().is_some());
+    let leader = h.leader().unwrap();
+    // No transfer: every voter is a primary, and moving the leadership helps no group.
+    for _ in 0..300 {
+        h.step();
+        assert_eq!(h.leader(), Some(leader), "{}", h.describe());
+    }
+    for group in 1..=3 {
+        assert_eq!(
+            agreed_view(&h, group).unwrap().number,
+            1,
+            "{}",
+            h.describe()
+        );
+    }
+    // The leader dies with its group: the group waits for an election, then fails over.
+    h.crash(leader);
+    h.run_until(ELECTION_TICKS as u64 * 4 + FAILOVER_TICKS_MAX, |h| {
+        agreed_view(h, leader).is_some_and(|view| view.primary != leader)
+    });
+    let survivors: Vec<NodeId> = h.live();
+    for group in 1..=3 {
+        let view = h.run_until(FAILOVER_TICKS_MAX * 2, |h| {
+            agreed_view(h, group).is_some_and(|view| !view.members().any(|m| m == leader))
+        });
+        let agreed = agreed_view(&h, group).unwrap();
+        assert!(survivors.contains(&agreed.primary), "{view}: {agreed:?}");
+    }
+}
+
+#[test]
+fn a_message_of_a_group_the_node_does_not_serve_in_changes_nothing() {
+    let mut h = Harness::three(Safety::DEFAULT);
+    h.settle();
+    let before = h.view_of(2);
+    let message = tandem_cluster::ClusterMessage::Freeze {
+        group: GROUP + 7,
+        view: before.number,
+    };
+    h.core_mut(2)
+        .step(1, message)
+        .expect("accepted and ignored");
+    h.run(50);
+    assert_eq!(h.view_of(2), before);
+    assert!(h.node(2).plane().freezes.is_empty(), "{}", h.describe());
+}
+
+#[test]
+fn views_of_two_groups_may_share_a_number() {
+    let mut h = three_groups([(1, [2, 3]), (2, [3, 1]), (3, [1, 2])]);
+    h.run(20);
+    // Group 2's view 2, planted on node 1, is no conflict with group 1's views.
+    h.plant_view_in(1, 2, view(2, 3, &[1, 2], &[]));
+}
+
+#[test]
+#[should_panic(expected = "node 2 applied a different view 2")]
+fn the_checker_catches_two_different_views_with_one_number_in_one_group() {
+    let mut h = three_groups([(1, [2, 3]), (2, [3, 1]), (3, [1, 2])]);
+    h.run(20);
+    h.plant_view_in(1, 2, view(2, 3, &[1, 2], &[]));
+    h.plant_view_in(2, 2, view(2, 1, &[2, 3], &[]));
 }

@@ -6,6 +6,9 @@
 //! and `benches/` directories) is left out. When a listed function gets shorter, its line in
 //! `long_functions.txt` must come down with it (or go, at [`LINES_MAX`] or under): the file
 //! only ever shrinks, and the test says which lines to change.
+//!
+//! And the codemap: `ARCHITECTURE.md` stays at most [`CODEMAP_LINES_MAX`] lines of at most
+//! [`CODEMAP_WIDTH_MAX`] characters, so that it stays a map and not a history.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -16,6 +19,12 @@ use syn::visit::Visit;
 
 /// The most lines a function may take unless the ratchet file allows it more.
 const LINES_MAX: usize = 100;
+
+/// The most lines `ARCHITECTURE.md` may take.
+const CODEMAP_LINES_MAX: usize = 400;
+
+/// The widest line `ARCHITECTURE.md` may hold, in characters.
+const CODEMAP_WIDTH_MAX: usize = 100;
 
 /// The allowances, one per line: `crate-relative path::function lines`.
 const ALLOWANCES: &str = include_str!("../long_functions.txt");
@@ -402,4 +411,45 @@ fn a_test_module_in_a_file_of_its_own_is_left_out() {
         test_module_files(root, Path::new("crates/x/src/wal.rs"), &tree)[0],
         PathBuf::from("/r/crates/x/src/wal/tests.rs")
     );
+}
+
+/// What is wrong with a codemap's text: too many lines, or lines too wide (by line number).
+fn codemap_problems(text: &str) -> String {
+    let mut out = String::new();
+    let lines = text.lines().count();
+    if lines > CODEMAP_LINES_MAX {
+        let _ = writeln!(
+            out,
+            "ARCHITECTURE.md has {lines} lines, past {CODEMAP_LINES_MAX}: say less, or move \
+             history to docs/history.md"
+        );
+    }
+    for (index, line) in text.lines().enumerate() {
+        let width = line.chars().count();
+        if width > CODEMAP_WIDTH_MAX {
+            let _ = writeln!(
+                out,
+                "ARCHITECTURE.md:{}: {width} characters, past {CODEMAP_WIDTH_MAX}: wrap it",
+                index + 1
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn the_codemap_stays_short_and_narrow() {
+    let text = fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let problems = codemap_problems(&text);
+    assert!(problems.is_empty(), "the codemap:\n{problems}");
+}
+
+#[test]
+fn the_codemap_check_catches_a_long_file_and_a_wide_line() {
+    let long = "x\n".repeat(CODEMAP_LINES_MAX + 1);
+    assert!(codemap_problems(&long).contains("401 lines"));
+    let wide = format!("ok\n{}\n", "é".repeat(CODEMAP_WIDTH_MAX + 1));
+    assert!(codemap_problems(&wide).contains("ARCHITECTURE.md:2: 101 characters"));
+    let fine = format!("{}\n", "é".repeat(CODEMAP_WIDTH_MAX));
+    assert_eq!(codemap_problems(&fine), "");
 }

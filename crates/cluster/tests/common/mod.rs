@@ -14,9 +14,13 @@
 //! - a restarted node has lost its memory: it holds no role (is neither heard nor acks) until a
 //!   view leaves it out (`tandem_cluster::role::still_restarted`) and a later one names it.
 //!
-//! Checker (`check`, after every step, and on every `View` event): each node's views (per
-//! incarnation) only move forward; every node that applied view number v applied the same
-//! `View`; a promoted backup never holds more than the truncate LSN.
+//! A node may serve in several groups (`Harness::groups`): the data plane above is modelled
+//! per group (a [`Plane`] each), and a restart loses the memory of every group at once.
+//!
+//! Checker (`check`, after every step, and on every `View` event), per group: each node's
+//! views (per incarnation) only move forward; every node that applied view number v applied
+//! the same `View`; a promoted backup never holds more than the truncate LSN; no two nodes are
+//! primary of one view.
 
 #![allow(dead_code)]
 
@@ -56,6 +60,13 @@ pub struct Node {
     pub disk: MemDurable,
     /// 0 for the first start, +1 per restart.
     pub incarnation: u32,
+    /// The data plane of each group the node serves in.
+    pub planes: BTreeMap<GroupId, Plane>,
+}
+
+/// A node's data plane for one group, as the runtime would run it.
+#[derive(Default)]
+pub struct Plane {
     /// What the data plane received: the LSN reported on a freeze.
     pub lsn_received: u64,
     /// Restarted: its memory is gone, it holds no role until it is made a spare.
@@ -83,10 +94,20 @@ impl Node {
         self.core.as_ref().expect("node is up")
     }
 
+    /// The view of `GROUP` the node knows.
     pub fn view(&self) -> &View {
+        self.view_in(GROUP)
+    }
+
+    pub fn view_in(&self, group: GroupId) -> &View {
         self.core()
-            .view(GROUP)
+            .view(group)
             .expect("every node knows the initial view")
+    }
+
+    /// The data plane of `GROUP`.
+    pub fn plane(&self) -> &Plane {
+        &self.planes[&GROUP]
     }
 }
 
@@ -97,8 +118,8 @@ pub struct Harness {
     /// Links cut, as (lower id, higher id).
     cut: BTreeSet<(NodeId, NodeId)>,
     pub tick: u64,
-    /// View number → the view as first applied anywhere.
-    applied: BTreeMap<u64, View>,
+    /// (group, view number) → the view as first applied anywhere.
+    applied: BTreeMap<(GroupId, u64), View>,
     ready: ClusterReady,
     /// See [`Harness::refuse_removals`].
     removals_refused: bool,
@@ -122,10 +143,31 @@ impl Harness {
         Harness::with_views(&[1, 2, 3], &[], view(1, 1, &[2, 3], &[]), safety, true)
     }
 
+    /// `nodes` in the cluster map, `voters` voting in the config store, and each group of
+    /// `groups` at its first view; every node serves in every group.
+    pub fn groups(
+        nodes: &[NodeId],
+        voters: &[NodeId],
+        groups: &[(GroupId, View)],
+        safety: Safety,
+    ) -> Harness {
+        Harness::with_groups(nodes, voters, groups, safety, false)
+    }
+
     fn with_views(
         nodes: &[NodeId],
         voters: &[NodeId],
         first: View,
+        safety: Safety,
+        view_fixed: bool,
+    ) -> Harness {
+        Harness::with_groups(nodes, voters, &[(GROUP, first)], safety, view_fixed)
+    }
+
+    fn with_groups(
+        nodes: &[NodeId],
+        voters: &[NodeId],
+        groups: &[(GroupId, View)],
         safety: Safety,
         view_fixed: bool,
     ) -> Harness {
@@ -134,7 +176,9 @@ impl Harness {
             let address = format!("127.0.0.1:{}", 7000 + id);
             initial.nodes.insert(id, NodeInfo { id, address });
         }
-        initial.groups.insert(GROUP, first);
+        for (group, first) in groups {
+            initial.groups.insert(*group, first.clone());
+        }
         let mut harness = Harness {
             removals_refused: false,
             nodes: BTreeMap::new(),
@@ -148,7 +192,10 @@ impl Harness {
         for &id in nodes {
             let settings = ClusterSettings {
                 node: id,
-                groups: vec![GroupSettings { id: GROUP, safety }],
+                groups: groups
+                    .iter()
+                    .map(|&(id, _)| GroupSettings { id, safety })
+                    .collect(),
                 voters: match view_fixed {
                     true => vec![id],
                     false => voters.to_vec(),
@@ -170,16 +217,10 @@ impl Harness {
                 core: Some(core),
                 disk: MemDurable::new(),
                 incarnation: 0,
-                lsn_received: 0,
-                lost_memory: false,
-                rebuilt: None,
-                reported_rebuilt: None,
-                executor_stuck: false,
-                freeze_stalled: false,
-                pending_freeze: None,
-                views: Vec::new(),
-                freezes: Vec::new(),
-                suspected: Vec::new(),
+                planes: groups
+                    .iter()
+                    .map(|&(group, _)| (group, Plane::default()))
+                    .collect(),
             };
             harness.nodes.insert(id, node);
         }
@@ -205,9 +246,23 @@ impl Harness {
             .expect("node is up")
     }
 
-    /// The view node `id` knows now.
+    /// The view of `GROUP` node `id` knows now.
     pub fn view_of(&self, id: NodeId) -> View {
         self.node(id).view().clone()
+    }
+
+    /// The groups of the cluster.
+    pub fn group_ids(&self) -> Vec<GroupId> {
+        self.initial.groups.keys().copied().collect()
+    }
+
+    fn plane_mut(&mut self, id: NodeId, group: GroupId) -> &mut Plane {
+        self.nodes
+            .get_mut(&id)
+            .unwrap()
+            .planes
+            .get_mut(&group)
+            .unwrap()
     }
 
     pub fn alive(&self, id: NodeId) -> bool {
@@ -236,22 +291,31 @@ impl Harness {
         (agreed && self.alive(leader)).then_some(leader)
     }
 
-    /// Every live node knows view `number` (or a later one).
+    /// Every live node knows view `number` (or a later one) of `GROUP`.
     pub fn all_live_at(&self, number: u64) -> bool {
         self.live()
             .iter()
             .all(|&id| self.node(id).view().number >= number)
     }
 
-    /// Every view number applied anywhere so far, with its view.
-    pub fn history(&self) -> &BTreeMap<u64, View> {
-        &self.applied
+    /// Every view number of `GROUP` applied anywhere so far, with its view.
+    pub fn history(&self) -> BTreeMap<u64, View> {
+        self.history_of(GROUP)
+    }
+
+    pub fn history_of(&self, group: GroupId) -> BTreeMap<u64, View> {
+        self.applied
+            .iter()
+            .filter(|((of, _), _)| *of == group)
+            .map(|(&(_, number), view)| (number, view.clone()))
+            .collect()
     }
 
     // ---- faults and inputs ----
 
+    /// What `GROUP`'s data plane on `id` received.
     pub fn set_lsn(&mut self, id: NodeId, lsn: u64) {
-        self.nodes.get_mut(&id).unwrap().lsn_received = lsn;
+        self.plane_mut(id, GROUP).lsn_received = lsn;
     }
 
     pub fn cut_link(&mut self, a: NodeId, b: NodeId) {
@@ -275,7 +339,9 @@ impl Harness {
     pub fn crash(&mut self, id: NodeId) {
         let node = self.nodes.get_mut(&id).unwrap();
         assert!(node.core.take().is_some(), "node {id} was up");
-        node.pending_freeze = None;
+        for plane in node.planes.values_mut() {
+            plane.pending_freeze = None;
+        }
         self.queue.retain(|&(_, to, _)| to != id);
     }
 
@@ -291,27 +357,31 @@ impl Harness {
         core.restarted_with(GROUP, tandem_cluster::Rebuilt { lsn, view });
         assert!(node.core.replace(core).is_none(), "node {id} was down");
         node.incarnation += 1;
-        node.lost_memory = true;
-        node.rebuilt = Some((lsn, view));
-        node.reported_rebuilt = None;
-        node.lsn_received = lsn;
+        let plane = node.planes.get_mut(&GROUP).unwrap();
+        plane.lost_memory = true;
+        plane.rebuilt = Some((lsn, view));
+        plane.reported_rebuilt = None;
+        plane.lsn_received = lsn;
         self.drive(id);
         self.check();
     }
 
-    /// The node starts again from its disk, with its memory (its records) gone.
+    /// The node starts again from its disk, with its memory (its records of every group)
+    /// gone.
     pub fn restart(&mut self, id: NodeId) {
         let node = self.nodes.get_mut(&id).unwrap();
         let persisted = node.disk.load().expect("the image decodes");
-        let core = Cluster::new(node.settings.clone(), self.initial.clone(), persisted)
+        let mut core = Cluster::new(node.settings.clone(), self.initial.clone(), persisted)
             .expect("a node restarts from its disk");
+        for (&group, plane) in &mut node.planes {
+            plane.lost_memory = true;
+            plane.rebuilt = None;
+            plane.reported_rebuilt = None;
+            // As the runtime: a node without its memory runs no role.
+            core.set_serving(group, false);
+        }
         assert!(node.core.replace(core).is_none(), "node {id} was down");
         node.incarnation += 1;
-        node.lost_memory = true;
-        node.rebuilt = None;
-        node.reported_rebuilt = None;
-        // As the runtime: a node without its memory runs no role.
-        node.core.as_mut().unwrap().set_serving(GROUP, false);
         self.drive(id);
         self.check();
     }
@@ -320,7 +390,7 @@ impl Harness {
     /// holds every record a reply was released for (`Primary::prepare_removal` says `None`).
     /// The executor of `id` is stuck in one call from now on: it reports no progress.
     pub fn stick_executor(&mut self, id: NodeId) {
-        self.nodes.get_mut(&id).unwrap().executor_stuck = true;
+        self.plane_mut(id, GROUP).executor_stuck = true;
     }
 
     /// Node `id`'s data plane says whether it is in a long call (a script).
@@ -342,15 +412,16 @@ impl Harness {
     }
 
     pub fn stall_freeze(&mut self, id: NodeId) {
-        self.nodes.get_mut(&id).unwrap().freeze_stalled = true;
+        self.plane_mut(id, GROUP).freeze_stalled = true;
     }
 
-    /// The runtime of `id` stopped accepting the old primary at last.
+    /// The runtime of `id` stopped accepting `GROUP`'s old primary at last.
     pub fn release_freeze(&mut self, id: NodeId) {
         let node = self.nodes.get_mut(&id).unwrap();
-        node.freeze_stalled = false;
-        if let Some(view) = node.pending_freeze.take() {
-            let lsn = node.lsn_received;
+        let plane = node.planes.get_mut(&GROUP).unwrap();
+        plane.freeze_stalled = false;
+        if let Some(view) = plane.pending_freeze.take() {
+            let lsn = plane.lsn_received;
             node.core
                 .as_mut()
                 .expect("node is up")
@@ -443,62 +514,66 @@ impl Harness {
     pub fn describe(&self) -> String {
         let mut out = format!("leader {:?}; cut {:?}", self.leader(), self.cut);
         for (&id, node) in &self.nodes {
-            match &node.core {
-                None => out.push_str(&format!("\n  node {id}: down")),
-                Some(core) => out.push_str(&format!(
-                    "\n  node {id}: view {:?}, leader {:?}, frozen {}, freezes {:?}, \
-                     suspected {:?}",
-                    core.view(GROUP),
-                    core.leader(),
-                    core.is_frozen(GROUP),
-                    node.freezes,
-                    node.suspected
-                )),
+            let Some(core) = &node.core else {
+                out.push_str(&format!("\n  node {id}: down"));
+                continue;
+            };
+            out.push_str(&format!("\n  node {id}: leader {:?}", core.leader()));
+            for (group, plane) in &node.planes {
+                out.push_str(&format!(
+                    "\n    group {group}: view {:?}, frozen {}, freezes {:?}, suspected {:?}",
+                    core.view(*group),
+                    core.is_frozen(*group),
+                    plane.freezes,
+                    plane.suspected
+                ));
             }
         }
         out
     }
 
-    /// Whether `primary` ships to member `member` and `member` takes it: both alive, connected,
-    /// both holding their memory, `primary` primary of its own view listing `member`, and
-    /// `member` following `primary` and not frozen.
-    fn streams(&self, primary: NodeId, member: NodeId) -> bool {
+    /// Whether `primary` ships `group` to member `member` and `member` takes it: both alive,
+    /// connected, both holding their memory, `primary` primary of its own view listing
+    /// `member`, and `member` following `primary` and not frozen.
+    fn streams(&self, group: GroupId, primary: NodeId, member: NodeId) -> bool {
         if !self.connected(primary, member) {
             return false;
         }
         let (p, m) = (self.node(primary), self.node(member));
-        let (pv, mv) = (p.view(), m.view());
+        let (pv, mv) = (p.view_in(group), m.view_in(group));
         let lists = |v: &View| v.backups.contains(&member) || v.spares.contains(&member);
         // A stuck executor's links send no pulses once the core takes it as stuck.
-        !p.lost_memory
-            && !m.lost_memory
-            && !p.core().is_stalled(GROUP)
+        !p.planes[&group].lost_memory
+            && !m.planes[&group].lost_memory
+            && !p.core().is_stalled(group)
             && pv.primary == primary
             && lists(pv)
             && mv.primary == primary
             && lists(mv)
-            && !m.core().is_frozen(GROUP)
+            && !m.core().is_frozen(group)
     }
 
-    /// What the data plane of `id` saw since the last tick.
+    /// What the data plane of `id` saw since the last tick, group by group.
     fn observe(&mut self, id: NodeId) {
-        let view = self.view_of(id);
-        if view.primary == id && !self.node(id).executor_stuck {
-            self.core_mut(id).executor_turned(GROUP);
-        }
-        if view.primary == id {
-            let heard: Vec<NodeId> = view
-                .backups
-                .iter()
-                .chain(&view.spares)
-                .copied()
-                .filter(|&member| self.streams(id, member))
-                .collect();
-            for member in heard {
-                self.core_mut(id).heard_from_backup(GROUP, member);
+        for group in self.group_ids() {
+            let view = self.node(id).view_in(group).clone();
+            if view.primary == id && !self.node(id).planes[&group].executor_stuck {
+                self.core_mut(id).executor_turned(group);
             }
-        } else if self.streams(view.primary, id) {
-            self.core_mut(id).heard_from_primary(GROUP);
+            if view.primary == id {
+                let heard: Vec<NodeId> = view
+                    .backups
+                    .iter()
+                    .chain(&view.spares)
+                    .copied()
+                    .filter(|&member| self.streams(group, id, member))
+                    .collect();
+                for member in heard {
+                    self.core_mut(id).heard_from_backup(group, member);
+                }
+            } else if self.streams(group, view.primary, id) {
+                self.core_mut(id).heard_from_primary(group);
+            }
         }
     }
 
@@ -520,83 +595,76 @@ impl Harness {
             }
             let events: Vec<(GroupId, ClusterEvent)> = self.ready.events.drain(..).collect();
             for (group, event) in events {
-                assert_eq!(group, GROUP);
-                self.act(id, event);
+                self.act(id, group, event);
             }
         }
     }
 
-    fn act(&mut self, id: NodeId, event: ClusterEvent) {
+    fn act(&mut self, id: NodeId, group: GroupId, event: ClusterEvent) {
+        let removals_refused = self.removals_refused;
         let node = self.nodes.get_mut(&id).unwrap();
+        let core = node.core.as_mut().unwrap();
+        let plane = node.planes.get_mut(&group).unwrap();
         match event {
             ClusterEvent::Freeze { view } => {
-                node.freezes.push(view);
-                if node.lost_memory {
+                plane.freezes.push(view);
+                if plane.lost_memory {
                     // No backup role: nothing to freeze, nothing to report (as the runtime).
-                } else if node.freeze_stalled {
-                    node.pending_freeze = Some(view);
+                } else if plane.freeze_stalled {
+                    plane.pending_freeze = Some(view);
                 } else {
-                    let lsn = node.lsn_received;
-                    node.core
-                        .as_mut()
-                        .unwrap()
-                        .frozen(GROUP, view, lsn, view, lsn);
+                    let lsn = plane.lsn_received;
+                    core.frozen(group, view, lsn, view, lsn);
                 }
             }
-            ClusterEvent::Suspected { peer, view, .. } => node.suspected.push((peer, view)),
+            ClusterEvent::Suspected { peer, view, .. } => plane.suspected.push((peer, view)),
             ClusterEvent::Reported { rebuilt_by, .. } => {
-                if node.lost_memory && node.rebuilt.is_some() && rebuilt_by.is_some() {
-                    node.reported_rebuilt = rebuilt_by;
+                if plane.lost_memory && plane.rebuilt.is_some() && rebuilt_by.is_some() {
+                    plane.reported_rebuilt = rebuilt_by;
                 }
             }
-            ClusterEvent::RemovalWanted { .. } if self.removals_refused => {}
+            ClusterEvent::RemovalWanted { .. } if removals_refused => {}
             ClusterEvent::RemovalWanted { view, backup } => {
                 // No data plane here: every other backup holds what was released.
-                node.core.as_mut().unwrap().ask_removal(
-                    GROUP,
-                    view,
-                    backup,
-                    Vec::new(),
-                    Vec::new(),
-                );
+                core.ask_removal(group, view, backup, Vec::new(), Vec::new());
             }
             ClusterEvent::View(view) => {
-                if node.lost_memory {
+                if plane.lost_memory {
                     // As `RoleRule::decide`: a view made from its report of rebuilt records
                     // is served from them.
-                    let made = node.rebuilt.is_some_and(|(lsn, _)| {
+                    let made = plane.rebuilt.is_some_and(|(lsn, _)| {
                         tandem_cluster::role::made_from_report(
                             id,
-                            node.reported_rebuilt,
+                            plane.reported_rebuilt,
                             lsn,
                             &view,
                         )
                     });
-                    node.lost_memory =
+                    plane.lost_memory =
                         !made && tandem_cluster::role::still_restarted(id, true, &view);
                     if made {
-                        node.rebuilt = None;
-                        node.core.as_mut().unwrap().set_serving(GROUP, true);
+                        plane.rebuilt = None;
+                        core.set_serving(group, true);
                     }
                     // As the role rule: named but without its memory, it waits to be left
                     // out (`Transition::Wait`).
-                    let core = node.core.as_mut().unwrap();
-                    core.set_waiting(GROUP, node.lost_memory && view.primary != id);
+                    core.set_waiting(group, plane.lost_memory && view.primary != id);
                 } else if view.members().any(|member| member == id) {
                     // The runtime loads a fresh segment and catches up (as the role says).
-                    let core = node.core.as_mut().unwrap();
-                    core.set_serving(GROUP, true);
-                    core.set_waiting(GROUP, false);
+                    core.set_serving(group, true);
+                    core.set_waiting(group, false);
                 }
-                self.record_view(id, view);
+                self.record_view(id, group, view);
             }
         }
     }
 
-    fn record_view(&mut self, id: NodeId, view: View) {
+    fn record_view(&mut self, id: NodeId, group: GroupId, view: View) {
         let node = self.nodes.get_mut(&id).unwrap();
+        let incarnation_now = node.incarnation;
+        let node = node.planes.get_mut(&group).unwrap();
         if let Some((incarnation, last)) = node.views.last()
-            && *incarnation == node.incarnation
+            && *incarnation == incarnation_now
         {
             assert!(
                 view.number > last.number,
@@ -605,9 +673,9 @@ impl Harness {
                 last.number
             );
         }
-        match self.applied.get(&view.number) {
+        match self.applied.get(&(group, view.number)) {
             None => {
-                self.applied.insert(view.number, view.clone());
+                self.applied.insert((group, view.number), view.clone());
             }
             Some(first) => assert_eq!(
                 first, &view,
@@ -626,7 +694,7 @@ impl Harness {
                 node.lsn_received
             );
         }
-        node.views.push((node.incarnation, view));
+        node.views.push((incarnation_now, view));
     }
 
     fn deliver(&mut self) {
@@ -647,23 +715,30 @@ impl Harness {
 
     /// The invariants, checked after every step (views are also checked as they are applied).
     pub fn check(&self) {
+        for group in self.group_ids() {
+            self.check_group(group);
+        }
+    }
+
+    fn check_group(&self, group: GroupId) {
         let mut primaries: BTreeMap<u64, NodeId> = BTreeMap::new();
         for id in self.live() {
             let node = self.node(id);
-            let current = node.view();
-            let (incarnation, last) = node.views.last().expect("the first view is an event");
+            let current = node.view_in(group);
+            let plane = &node.planes[&group];
+            let (incarnation, last) = plane.views.last().expect("the first view is an event");
             assert_eq!(*incarnation, node.incarnation);
             assert_eq!(last, current, "node {id}'s view is the last it applied");
             assert_eq!(
-                self.applied.get(&current.number),
+                self.applied.get(&(group, current.number)),
                 Some(current),
-                "node {id}'s view agrees with the history"
+                "node {id}'s view of group {group} agrees with the history"
             );
             if current.primary == id
                 && let Some(other) = primaries.insert(current.number, id)
             {
                 panic!(
-                    "nodes {other} and {id} are both primary of view {}",
+                    "nodes {other} and {id} are both primary of view {} of group {group}",
                     current.number
                 );
             }
@@ -672,6 +747,11 @@ impl Harness {
 
     /// Records a view as if node `id` had applied it: lets a test show the checker's teeth.
     pub fn plant_view(&mut self, id: NodeId, view: View) {
-        self.record_view(id, view);
+        self.record_view(id, GROUP, view);
+    }
+
+    /// As [`Harness::plant_view`], in `group`.
+    pub fn plant_view_in(&mut self, id: NodeId, group: GroupId, view: View) {
+        self.record_view(id, group, view);
     }
 }
