@@ -17,7 +17,7 @@ mod env;
 use std::sync::Arc;
 
 use tandem_cluster::Cluster;
-use tandem_config::{Durable, View};
+use tandem_config::{Durable, GroupId, View};
 use tandem_memory::Segment;
 use tandem_redo::{SealedBatch, TailLimits};
 use tandem_replication::{Disposition, Message, NodeId, PrimaryConfig, ReceiverConfig, Reply};
@@ -102,6 +102,8 @@ impl<D, R> std::fmt::Debug for Node<D, R> {
 /// Everything of a node but its supervisor: what the supervisor's orders are carried out on.
 struct Plane<D, R> {
     id: NodeId,
+    /// The group whose roles the node holds: one for now (docs/many-groups.md).
+    group: GroupId,
     role: RoleSlot<D, R>,
     /// What the primary role observed, for the cluster core at the end of the input.
     observed: Vec<Observed>,
@@ -127,10 +129,17 @@ impl<D: Destination, R> Node<D, R> {
         recovered: Option<Segment>,
     ) -> Node<D, R> {
         let id = supervisor.node();
+        let &[group] = supervisor.core().groups() else {
+            panic!(
+                "a node holds one group's roles for now, not {:?}",
+                supervisor.core().groups()
+            );
+        };
         Node {
             supervisor,
             plane: Plane {
                 id,
+                group,
                 role: Slot::Outside,
                 observed: Vec::new(),
                 next: recovered.map_or(NextSegment::None, NextSegment::Recovered),
@@ -153,6 +162,16 @@ impl<D: Destination, R> Node<D, R> {
 
     pub fn id(&self) -> NodeId {
         self.plane.id
+    }
+
+    /// The group whose roles the node holds.
+    pub fn group(&self) -> GroupId {
+        self.plane.group
+    }
+
+    /// The view of the node's group, as its cluster core knows it.
+    pub fn view(&self) -> Option<&View> {
+        self.supervisor.view(self.plane.group)
     }
 
     /// The cluster core and the role rule.
@@ -197,7 +216,7 @@ impl<D: Destination, R> Node<D, R> {
         let primary = matches!(self.plane.role, Slot::Primary(_));
         let supervisor = &mut self.supervisor;
         if primary {
-            supervisor.executor_turned();
+            supervisor.executor_turned(self.plane.group);
         }
         supervisor.core_mut().tick();
         let result = self.plane.tick(env);
@@ -222,12 +241,11 @@ impl<D: Destination, R> Node<D, R> {
             };
             let driven = supervisor.drive(disk, &mut roles);
             if let Some(loaded) = self.plane.loaded.take() {
-                let group = supervisor.group();
-                supervisor.core_mut().set_loaded(group, loaded);
+                supervisor.core_mut().set_loaded(self.plane.group, loaded);
             }
             let nothing_new = self.plane.observed.is_empty();
             for observed in self.plane.observed.drain(..) {
-                supervisor.observe(observed);
+                supervisor.observe(self.plane.group, observed);
             }
             driven?;
             if nothing_new {
@@ -239,7 +257,7 @@ impl<D: Destination, R> Node<D, R> {
     /// Tells the cluster core what the primary role observed.
     fn observe(&mut self) {
         for observed in self.plane.observed.drain(..) {
-            self.supervisor.observe(observed);
+            self.supervisor.observe(self.plane.group, observed);
         }
     }
 
@@ -258,7 +276,7 @@ impl<D: Destination, R> Node<D, R> {
             return !host.primary().is_deposed();
         }
         !host.primary().is_deposed()
-            && self.supervisor.view().is_some_and(|view| {
+            && self.view().is_some_and(|view| {
                 view.number == host.primary().view() && view.primary == self.plane.id
             })
     }
@@ -268,7 +286,7 @@ impl<D: Destination, R> Node<D, R> {
     pub fn welcome<E: NodeEnv<D, R>>(&self, env: &E) -> (bool, u64) {
         match &self.plane.role {
             Slot::Primary(host) if self.serving(env) => (true, host.primary().view()),
-            _ => (false, self.supervisor.view().map_or(0, |view| view.number)),
+            _ => (false, self.view().map_or(0, |view| view.number)),
         }
     }
 
@@ -334,7 +352,7 @@ impl<D: Destination, R> Node<D, R> {
             return Ok(());
         }
         backup.receiving();
-        let group = self.supervisor.group();
+        let group = self.plane.group;
         self.core_mut().heard_from_primary(group);
         env.heard_primary(from);
         self.plane.collect_backup(env)
@@ -395,7 +413,7 @@ impl<D: Destination, R> Node<D, R> {
         };
         backup.step(from, message);
         if heard {
-            let group = self.supervisor.group();
+            let group = self.plane.group;
             self.core_mut().heard_from_primary(group);
             env.heard_primary(from);
         }

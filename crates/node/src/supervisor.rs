@@ -122,48 +122,59 @@ pub fn lsn_released_at_promotion(view: &View) -> Option<u64> {
         .map(|promotion| promotion.lsn_released_max)
 }
 
-/// A node's roles as its driver runs them. Every method carries an order out; none decides.
+/// A node's roles as its driver runs them, one per group it serves in. Every method carries
+/// an order out; none decides.
 pub trait Roles {
     /// What carrying an order out may fail with that the driver must hear about (the
     /// simulator's checkers; the runtime reports and goes on).
     type Error;
 
-    /// The role the node runs now.
-    fn held(&self) -> RoleHeld;
+    /// The role the node runs in `group` now.
+    fn held(&self, group: GroupId) -> RoleHeld;
 
     /// The primary role's last committed LSN (asked only of a primary that the view
     /// replaces: the count of records it discards is reported).
-    fn lsn_committed(&mut self) -> u64;
+    fn lsn_committed(&mut self, group: GroupId) -> u64;
 
     /// The backup role stops accepting its primary: it closes the primary's links and
     /// refuses new ones until a view reopens it. Returns the last LSN it received. Asked
     /// only of a backup.
-    fn freeze(&mut self) -> u64;
+    fn freeze(&mut self, group: GroupId) -> u64;
 
     /// After [`freeze`](Self::freeze): at least every LSN the backup role told its primary its
     /// log had synced, as [`lsn_synced_bound`] makes it. A frozen role acknowledges nothing
     /// more, so a promotion under `durable` may bound what was released by it.
-    fn lsn_synced(&self) -> u64;
+    fn lsn_synced(&self, group: GroupId) -> u64;
 
     /// Whether the backup role's segment was rewound and still waits for the transfer that
     /// replaces its diverged pages ([`tandem_cluster::role::Transition::Rejoin`]): it holds
     /// no state a promotion could start from, so it does not report for one. False for any
     /// other role.
-    fn diverged(&self) -> bool;
+    fn diverged(&self, group: GroupId) -> bool;
 
     /// A diverged backup role's LSN before its segment's first rewind, while no install has
     /// touched the segment since (`Segment::lsn_before_rewind`): the records it held then are
     /// intact, and it reports those for a promotion. `None` for any other role.
-    fn lsn_before_rewind(&self) -> Option<u64>;
+    fn lsn_before_rewind(&self, group: GroupId) -> Option<u64>;
 
     /// The primary role prepares the removal of `backup` from `view` (asked only of a
     /// primary; a role that stopped meanwhile does nothing, and the wish repeats).
-    fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), Self::Error>;
+    fn prepare_removal(
+        &mut self,
+        group: GroupId,
+        view: u64,
+        backup: NodeId,
+    ) -> Result<(), Self::Error>;
 
     /// Carries `transition` out to follow `view`: keeps, starts, reloads or ends a role. A
     /// primary the view replaces is deposed here, before its role ends. Returns whether the
     /// node serves a role afterwards (starting one can fail).
-    fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, Self::Error>;
+    fn carry_out(
+        &mut self,
+        group: GroupId,
+        transition: Transition,
+        view: &View,
+    ) -> Result<bool, Self::Error>;
 
     /// Sends a cluster message to node `to` (best effort: the core repeats what matters).
     fn send(&mut self, to: NodeId, message: ClusterMessage);
@@ -181,51 +192,68 @@ pub enum DriveError<E> {
     Role(E),
 }
 
-/// A node's cluster core, its role rule, and the loop that carries their outputs out.
+/// A node's cluster core, its role rule for each group, and the loop that carries their
+/// outputs out.
 #[derive(Debug)]
 pub struct Supervisor {
     core: Cluster,
-    /// The group the node's role follows: a node serves in one group for now
-    /// (docs/many-groups.md).
-    group: GroupId,
+    /// How the node follows each group it serves in, by group.
+    groups: std::collections::BTreeMap<GroupId, Following>,
+    /// The buffers of the last drive, kept for their capacity.
+    ready: ClusterReady,
+}
+
+/// How a node follows one group's views into its roles.
+#[derive(Debug)]
+struct Following {
     rule: RoleRule,
     /// The view whose history the records of a rewound segment followed before its first
     /// rewind (with [`Roles::lsn_before_rewind`], what a diverged member reports). `None`
     /// unless the role holds a diverged segment.
     view_before_rewind: Option<u64>,
-    /// The buffers of the last drive, kept for their capacity.
-    ready: ClusterReady,
 }
 
 impl Supervisor {
-    /// The supervisor of a node whose core is `core`; `rule` knows whether the node
-    /// restarted without its memory.
-    pub fn new(mut core: Cluster, rule: RoleRule) -> Supervisor {
-        let &[group] = core.groups() else {
-            panic!(
-                "a node's role follows one group for now, not {:?}",
-                core.groups()
+    /// The supervisor of a node whose core is `core`, with a rule for each group the core
+    /// serves in (`rules`); a rule knows whether the node restarted without its memory.
+    pub fn new(mut core: Cluster, rules: Vec<(GroupId, RoleRule)>) -> Supervisor {
+        let mut groups = std::collections::BTreeMap::new();
+        for (group, rule) in rules {
+            assert!(
+                core.groups().contains(&group),
+                "a rule for group {group}, which the core does not serve in"
             );
-        };
-        if rule.restarted() {
-            // No role until the rule says so; records rebuilt from the log are reported
-            // for a promotion meanwhile (a whole group that lost power comes back so).
-            core.set_serving(group, false);
-            if let Some(recovered) = rule.recovered() {
-                core.restarted_with(
-                    group,
-                    tandem_cluster::Rebuilt {
-                        lsn: recovered.lsn,
-                        view: recovered.view,
-                    },
-                );
+            if rule.restarted() {
+                // No role until the rule says so; records rebuilt from the log are reported
+                // for a promotion meanwhile (a whole group that lost power comes back so).
+                core.set_serving(group, false);
+                if let Some(recovered) = rule.recovered() {
+                    core.restarted_with(
+                        group,
+                        tandem_cluster::Rebuilt {
+                            lsn: recovered.lsn,
+                            view: recovered.view,
+                        },
+                    );
+                }
             }
+            let following = Following {
+                rule,
+                view_before_rewind: None,
+            };
+            assert!(
+                groups.insert(group, following).is_none(),
+                "two rules for group {group}"
+            );
         }
+        assert_eq!(
+            groups.len(),
+            core.groups().len(),
+            "a rule for every group the core serves in"
+        );
         Supervisor {
             core,
-            group,
-            rule,
-            view_before_rewind: None,
+            groups,
             ready: ClusterReady::default(),
         }
     }
@@ -239,39 +267,43 @@ impl Supervisor {
         &mut self.core
     }
 
-    pub fn rule(&self) -> &RoleRule {
-        &self.rule
+    /// How the node follows `group`'s views.
+    pub fn rule(&self, group: GroupId) -> &RoleRule {
+        &self.following(group).rule
+    }
+
+    fn following(&self, group: GroupId) -> &Following {
+        self.groups
+            .get(&group)
+            .unwrap_or_else(|| panic!("the node serves in no group {group}"))
+    }
+
+    fn following_mut(&mut self, group: GroupId) -> &mut Following {
+        self.groups
+            .get_mut(&group)
+            .unwrap_or_else(|| panic!("the node serves in no group {group}"))
     }
 
     pub fn node(&self) -> NodeId {
         self.core.node()
     }
 
-    /// The group the node's role follows.
-    pub fn group(&self) -> GroupId {
-        self.group
+    /// `group`'s view as the core knows it.
+    pub fn view(&self, group: GroupId) -> Option<&View> {
+        self.core.view(group)
     }
 
-    /// The view of the group the node's role follows, as the core knows it.
-    pub fn view(&self) -> Option<&View> {
-        self.core.view(self.group)
-    }
-
-    /// Tells the core what the primary role observed.
-    pub fn observe(&mut self, observed: Observed) {
+    /// Tells the core what `group`'s primary role observed.
+    pub fn observe(&mut self, group: GroupId, observed: Observed) {
         match observed {
-            Observed::Heard(node) => self.core.heard_from_backup(self.group, node),
-            Observed::SpareCaughtUp { view, node } => {
-                self.core.spare_caught_up(self.group, view, node)
-            }
+            Observed::Heard(node) => self.core.heard_from_backup(group, node),
+            Observed::SpareCaughtUp { view, node } => self.core.spare_caught_up(group, view, node),
             Observed::RemovalPrepared {
                 view,
                 backup,
                 behind,
                 joining,
-            } => self
-                .core
-                .ask_removal(self.group, view, backup, behind, joining),
+            } => self.core.ask_removal(group, view, backup, behind, joining),
         }
     }
 
@@ -283,8 +315,8 @@ impl Supervisor {
 
     /// Primary: the data plane made progress (its executor began a turn). The core decides
     /// when its silence makes the primary stuck ([`Cluster::is_stalled`]).
-    pub fn executor_turned(&mut self) {
-        self.core.executor_turned(self.group);
+    pub fn executor_turned(&mut self, group: GroupId) {
+        self.core.executor_turned(group);
     }
 
     /// Saves, sends and acts on everything the core has produced, as the module's ordering
@@ -332,19 +364,20 @@ impl Supervisor {
         // Acting may not queue into `ready`: what it produces waits in the core for the next
         // take. The events are taken out, so that an error leaves `ready` empty.
         for (group, event) in std::mem::take(&mut ready.events) {
-            assert_eq!(
-                group, self.group,
-                "the core serves the supervisor's group only"
-            );
-            self.act(roles, event).map_err(DriveError::Role)?;
+            self.act(roles, group, event).map_err(DriveError::Role)?;
         }
         Ok(())
     }
 
-    fn act<R: Roles>(&mut self, roles: &mut R, event: ClusterEvent) -> Result<(), R::Error> {
+    fn act<R: Roles>(
+        &mut self,
+        roles: &mut R,
+        group: GroupId,
+        event: ClusterEvent,
+    ) -> Result<(), R::Error> {
         match event {
             ClusterEvent::Freeze { view } => {
-                let RoleHeld::Backup { .. } = roles.held() else {
+                let RoleHeld::Backup { .. } = roles.held(group) else {
                     return Ok(());
                 };
                 // What it reports: the records it received, of `view`'s history; a diverged
@@ -353,17 +386,17 @@ impl Supervisor {
                 // from, and does not report.
                 // The freeze comes first: once it returns, no transfer is taken that could
                 // replace the diverged pages (and so the records held before the rewind).
-                let lsn_received = roles.freeze();
-                let holding = if roles.diverged() {
-                    self.held_before_rewind(roles)
+                let lsn_received = roles.freeze(group);
+                let holding = if roles.diverged(group) {
+                    self.held_before_rewind(roles, group)
                 } else {
                     Some((lsn_received, view))
                 };
                 if let Some((lsn_received, view_held)) = holding {
                     roles.notice(Notice::Frozen { view, lsn_received });
-                    let lsn_synced = roles.lsn_synced();
+                    let lsn_synced = roles.lsn_synced(group);
                     self.core
-                        .frozen(self.group, view, lsn_received, view_held, lsn_synced);
+                        .frozen(group, view, lsn_received, view_held, lsn_synced);
                 }
                 Ok(())
             }
@@ -372,42 +405,49 @@ impl Supervisor {
                 Ok(())
             }
             ClusterEvent::Reported { view, rebuilt_by } => {
-                self.rule.reported(rebuilt_by);
+                self.following_mut(group).rule.reported(rebuilt_by);
                 roles.notice(Notice::Reported { view });
                 Ok(())
             }
             ClusterEvent::RemovalWanted { view, backup } => {
-                if let RoleHeld::Primary { .. } = roles.held() {
-                    roles.prepare_removal(view, backup)?;
+                if let RoleHeld::Primary { .. } = roles.held(group) {
+                    roles.prepare_removal(group, view, backup)?;
                 }
                 Ok(())
             }
-            ClusterEvent::View(view) => self.follow(roles, &view),
+            ClusterEvent::View(view) => self.follow(roles, group, &view),
         }
     }
 
     /// A diverged role's LSN before its first rewind and the view it held then, if no install
     /// has touched those records since.
-    fn held_before_rewind<R: Roles>(&self, roles: &R) -> Option<(u64, u64)> {
-        roles.lsn_before_rewind().zip(self.view_before_rewind)
+    fn held_before_rewind<R: Roles>(&self, roles: &R, group: GroupId) -> Option<(u64, u64)> {
+        roles
+            .lsn_before_rewind(group)
+            .zip(self.following(group).view_before_rewind)
     }
 
     /// Brings the node's role in line with a committed view.
-    fn follow<R: Roles>(&mut self, roles: &mut R, view: &View) -> Result<(), R::Error> {
+    fn follow<R: Roles>(
+        &mut self,
+        roles: &mut R,
+        group: GroupId,
+        view: &View,
+    ) -> Result<(), R::Error> {
         let me = self.node();
         let member = view.backups.contains(&me) || view.spares.contains(&me);
-        let diverged_before = roles.diverged();
+        let diverged_before = roles.diverged(group);
         if !diverged_before {
-            self.view_before_rewind = None;
+            self.following_mut(group).view_before_rewind = None;
         }
         // Promoted from what it reported: a diverged member reported the records it held
         // before it rewound (its handover takes the rewind back).
         let restored = if view.primary == me && diverged_before {
-            self.held_before_rewind(roles)
+            self.held_before_rewind(roles, group)
         } else {
             None
         };
-        let held = match roles.held() {
+        let held = match roles.held(group) {
             RoleHeld::Outside => None,
             // A primary that stays needs no LSN: only a change reports what it discards.
             RoleHeld::Primary { view: view_held } if view.primary == me => Some(Held::Primary {
@@ -416,7 +456,7 @@ impl Supervisor {
             }),
             RoleHeld::Primary { view: view_held } => Some(Held::Primary {
                 view: view_held,
-                lsn_committed: roles.lsn_committed(),
+                lsn_committed: roles.lsn_committed(group),
             }),
             // The same reign goes on: a backup that stays needs no LSN.
             RoleHeld::Backup {
@@ -434,7 +474,7 @@ impl Supervisor {
             } => Some(Held::Backup {
                 primary,
                 view: view_held,
-                lsn_received: roles.freeze(),
+                lsn_received: roles.freeze(group),
             }),
         };
         let held = match (held, restored) {
@@ -447,17 +487,18 @@ impl Supervisor {
             }
             (held, _) => held,
         };
-        let recovered_before = self.rule.recovered();
-        let mut transition = self.rule.decide(held, view);
+        let following = self.following_mut(group);
+        let recovered_before = following.rule.recovered();
+        let mut transition = following.rule.decide(held, view);
         // The records the rule took from the log, if this view made it follow with them.
-        let recovered_taken = recovered_before.filter(|_| self.rule.recovered().is_none());
+        let recovered_taken = recovered_before.filter(|_| following.rule.recovered().is_none());
         if let (Transition::Rejoin { .. }, false) = (transition, diverged_before) {
             // The records it rewinds are of the view it held: a diverged member reports
             // them, should the primary it rewinds for never serve. Records rebuilt from the
             // log are of the view they were sealed in (default-mix seed 423837: a restarted
             // node rewound its log's records for a primary that could not serve, reported
             // nothing, and the group waited for good).
-            self.view_before_rewind = match held {
+            following.view_before_rewind = match held {
                 Some(Held::Backup { view, .. } | Held::Primary { view, .. }) => Some(view),
                 None => recovered_taken.map(|recovered| recovered.view),
                 _ => None,
@@ -467,12 +508,13 @@ impl Supervisor {
             lease_owed_ticks, ..
         } = &mut transition
         {
-            *lease_owed_ticks = self.core.lease_owed_ticks(self.group);
+            *lease_owed_ticks = self.core.lease_owed_ticks(group);
         }
         roles.notice(Notice::Following { view, transition });
-        let serving = roles.carry_out(transition, view)?;
-        self.rule
-            .carried_out(&mut self.core, self.group, transition, serving);
+        let serving = roles.carry_out(group, transition, view)?;
+        // The fields apart: the rule tells the core.
+        let rule = &self.groups[&group].rule;
+        rule.carried_out(&mut self.core, group, transition, serving);
         Ok(())
     }
 }

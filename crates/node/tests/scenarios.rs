@@ -318,7 +318,8 @@ impl Harness {
                 None,
             )
             .expect("a fresh node starts");
-            let supervisor = Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false));
+            let supervisor =
+                Supervisor::new(core, vec![(GROUP, RoleRule::new(id, VIEW_FIRST, false))]);
             harness.nodes.push(Some(harness.node(supervisor, None)));
         }
         harness
@@ -508,7 +509,7 @@ impl Harness {
             });
             recovered = Some(held.segment);
         }
-        let mut supervisor = Supervisor::new(core, rule);
+        let mut supervisor = Supervisor::new(core, vec![(GROUP, rule)]);
         // As the runtime: a node without its memory runs no role.
         supervisor.core_mut().set_serving(GROUP, false);
         self.nodes[i] = Some(self.node(supervisor, recovered));

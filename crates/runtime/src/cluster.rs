@@ -348,7 +348,7 @@ pub(crate) fn start(
     let node_model = model.replica();
     let periodic_interval_ms = model.periodic().map(|(_, interval_ms)| interval_ms.max(1));
     let settings = node_settings(config, lsn_load, periodic_interval_ms);
-    let supervisor = tandem_node::Supervisor::new(core, rule);
+    let supervisor = tandem_node::Supervisor::new(core, vec![(config.group.id, rule)]);
     // The node is made on its thread: its model is shared by its roles, not across threads.
     let make_node = move || {
         let node_model: Arc<dyn DataModel> = Arc::from(node_model);

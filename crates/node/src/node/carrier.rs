@@ -3,7 +3,7 @@
 
 use tandem_cluster::ClusterMessage;
 use tandem_cluster::role::Transition;
-use tandem_config::View;
+use tandem_config::{GroupId, View};
 use tandem_memory::Segment;
 use tandem_redo::SealedBatch;
 use tandem_replication::{NodeId, Primary, PrimaryConfig, ReceiverConfig};
@@ -28,11 +28,30 @@ pub(super) struct Driving<'a, D, R, E> {
     pub(super) env: &'a mut E,
 }
 
+impl<D, R, E> Driving<'_, D, R, E> {
+    /// The role slot of `group`: the node holds one group's roles for now.
+    fn role(&self, group: GroupId) -> &RoleSlot<D, R> {
+        assert_eq!(
+            group, self.plane.group,
+            "the node holds roles of its group only"
+        );
+        &self.plane.role
+    }
+
+    fn role_mut(&mut self, group: GroupId) -> &mut RoleSlot<D, R> {
+        assert_eq!(
+            group, self.plane.group,
+            "the node holds roles of its group only"
+        );
+        &mut self.plane.role
+    }
+}
+
 impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
     type Error = E::Error;
 
-    fn held(&self) -> RoleHeld {
-        match &self.plane.role {
+    fn held(&self, group: GroupId) -> RoleHeld {
+        match self.role(group) {
             Slot::Outside => RoleHeld::Outside,
             Slot::Primary(host) => RoleHeld::Primary {
                 view: host.primary().view(),
@@ -44,22 +63,22 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
         }
     }
 
-    fn lsn_committed(&mut self) -> u64 {
-        match &self.plane.role {
+    fn lsn_committed(&mut self, group: GroupId) -> u64 {
+        match self.role(group) {
             Slot::Primary(host) => host.primary().lsn_committed(),
             _ => unreachable!("only a primary is asked its committed LSN"),
         }
     }
 
-    fn freeze(&mut self) -> u64 {
-        match &mut self.plane.role {
+    fn freeze(&mut self, group: GroupId) -> u64 {
+        match self.role_mut(group) {
             Slot::Backup(backup) => backup.freeze(),
             _ => unreachable!("only a backup is frozen"),
         }
     }
 
-    fn lsn_synced(&self) -> u64 {
-        let Slot::Backup(backup) = &self.plane.role else {
+    fn lsn_synced(&self, group: GroupId) -> u64 {
+        let Slot::Backup(backup) = self.role(group) else {
             unreachable!("asked of a frozen backup");
         };
         lsn_synced_bound(
@@ -68,28 +87,42 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
         )
     }
 
-    fn diverged(&self) -> bool {
-        match &self.plane.role {
+    fn diverged(&self, group: GroupId) -> bool {
+        match self.role(group) {
             Slot::Backup(backup) => backup.applier().is_diverged(),
             _ => false,
         }
     }
 
-    fn lsn_before_rewind(&self) -> Option<u64> {
-        match &self.plane.role {
+    fn lsn_before_rewind(&self, group: GroupId) -> Option<u64> {
+        match self.role(group) {
             Slot::Backup(backup) => backup.applier().lsn_before_rewind(),
             _ => None,
         }
     }
 
-    fn prepare_removal(&mut self, view: u64, backup: NodeId) -> Result<(), E::Error> {
-        if let Slot::Primary(host) = &mut self.plane.role {
+    fn prepare_removal(
+        &mut self,
+        group: GroupId,
+        view: u64,
+        backup: NodeId,
+    ) -> Result<(), E::Error> {
+        if let Slot::Primary(host) = self.role_mut(group) {
             host.role_mut().prepare_removal(view, backup);
         }
         self.plane.collect_primary(self.env)
     }
 
-    fn carry_out(&mut self, transition: Transition, view: &View) -> Result<bool, E::Error> {
+    fn carry_out(
+        &mut self,
+        group: GroupId,
+        transition: Transition,
+        view: &View,
+    ) -> Result<bool, E::Error> {
+        assert_eq!(
+            group, self.plane.group,
+            "the node holds roles of its group only"
+        );
         self.plane.carry_out(transition, view, self.env)
     }
 

@@ -376,14 +376,14 @@ impl NodeThread {
         }
         while now >= next_tick {
             let long_call = self.scripts.watch().running().is_some();
-            let group = self.node.supervisor().group();
+            let group = self.node.group();
             self.node.core_mut().long_call_running(group, long_call);
             let ticked = self.node.tick(&mut self.env);
             self.check(ticked);
             self.drive();
             next_tick += tick;
         }
-        let stuck = self.node.core().is_stalled(self.node.supervisor().group());
+        let stuck = self.node.core().is_stalled(self.node.group());
         self.env.progress.set_stuck(stuck);
         self.refresh_stats(now);
         next_tick
@@ -641,7 +641,7 @@ impl NodeThread {
         let mut status = NodeStatus {
             node_id: self.env.id,
             role: "outside",
-            view: self.node.supervisor().view().map_or(0, |view| view.number),
+            view: self.node.view().map_or(0, |view| view.number),
             lsn: 0,
             lsn_applied: 0,
             pending_replies: 0,
@@ -842,7 +842,7 @@ impl NodeThread {
     fn publish_info(&mut self) {
         self.count_alone();
         let core = self.node.core();
-        let group = self.node.supervisor().group();
+        let group = self.node.group();
         let role = match self.node.role() {
             RoleSlot::Outside => "outside",
             RoleSlot::Primary(_) => "primary",
@@ -879,11 +879,11 @@ impl NodeThread {
             let alone = now.duration_since(since).as_secs_f64();
             self.env.metrics.primary_alone_seconds.inc_by(alone);
         }
-        let alone =
-            matches!(self.node.role(), RoleSlot::Primary(_))
-                && self.node.supervisor().view().is_some_and(|view| {
-                    view.backups.is_empty() && !self.env.config.peers.is_empty()
-                });
+        let alone = matches!(self.node.role(), RoleSlot::Primary(_))
+            && self
+                .node
+                .view()
+                .is_some_and(|view| view.backups.is_empty() && !self.env.config.peers.is_empty());
         if alone {
             self.alone_since = Some(now);
         }

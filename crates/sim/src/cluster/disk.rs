@@ -396,7 +396,7 @@ impl World {
             && !view.backups.iter().any(|&backup| {
                 self.nodes[index_of(backup)]
                     .supervisor()
-                    .is_some_and(|supervisor| !supervisor.rule().restarted())
+                    .is_some_and(|supervisor| !supervisor.rule(GROUP).restarted())
             })
     }
 

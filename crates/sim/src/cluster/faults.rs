@@ -361,7 +361,7 @@ impl World {
                         && core.view(GROUP).is_some_and(|v| v.number == view.number)
                 }) && node
                     .supervisor()
-                    .is_some_and(|supervisor| !supervisor.rule().restarted())
+                    .is_some_and(|supervisor| !supervisor.rule(GROUP).restarted())
                     && match node.role() {
                         Slot::Primary(role) => role.primary().view() == view.number,
                         Slot::Backup(role) => {
@@ -384,7 +384,7 @@ impl World {
             .all(|other| {
                 other
                     .supervisor()
-                    .is_some_and(|supervisor| !supervisor.rule().restarted())
+                    .is_some_and(|supervisor| !supervisor.rule(GROUP).restarted())
             })
     }
 
@@ -589,7 +589,7 @@ impl World {
         if let Some(recovered) = self.recover_log(node, view_known)? {
             rule = rule.with_recovered(recovered);
         }
-        let mut supervisor = Supervisor::new(core, rule);
+        let mut supervisor = Supervisor::new(core, vec![(GROUP, rule)]);
         // As the runtime: a node without its memory runs no role.
         supervisor.core_mut().set_serving(GROUP, false);
         let state = &mut self.nodes[index_of(node)];

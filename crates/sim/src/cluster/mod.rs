@@ -548,7 +548,7 @@ impl SimNode {
         };
         let core =
             Cluster::new(settings.clone(), initial.clone(), None).expect("a fresh node starts");
-        let supervisor = Supervisor::new(core, RoleRule::new(id, VIEW_FIRST, false));
+        let supervisor = Supervisor::new(core, vec![(GROUP, RoleRule::new(id, VIEW_FIRST, false))]);
         let node = SimNode {
             id,
             settings,
