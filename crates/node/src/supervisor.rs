@@ -1,7 +1,8 @@
-//! The supervisor: a node's cluster core and the role rule, and the one loop that turns the
-//! core's outputs into the node's actions. The runtime's supervisor thread and the
-//! simulator's nodes both run it; each gives it their roles through [`Roles`], which only
-//! carries orders out (starts a thread, or builds a role in memory) and decides nothing.
+//! The supervisor: a node's cluster core and a role rule per group it serves in, and the one
+//! loop that turns the core's outputs into the node's actions. The [`crate::Node`] runs it,
+//! on the runtime's node thread and in the simulator alike, and gives it the roles through
+//! [`Roles`], which only carries orders out (builds or ends a role in memory) and decides
+//! nothing.
 //!
 //! # Ordering contract of [`Supervisor::drive`]
 //!
