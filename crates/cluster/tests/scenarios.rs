@@ -1366,3 +1366,34 @@ fn the_checker_catches_two_different_views_with_one_number_in_one_group() {
     h.plant_view_in(1, 2, view(2, 3, &[1, 2], &[]));
     h.plant_view_in(2, 2, view(2, 1, &[2, 3], &[]));
 }
+
+#[test]
+fn one_groups_view_change_does_not_wait_for_anothers() {
+    // Node 1 leads groups 1 and 2. When it dies, node 2 is slow to freeze in group 2 (its
+    // runtime has not stopped taking the old primary): group 2's change waits for that
+    // report, group 1's goes through within the usual bound all the same.
+    let mut h = three_groups([(1, [2, 3]), (1, [2, 3]), (2, [1, 3])]);
+    h.run_until(200, |h| h.leader() == Some(3));
+    h.run(20);
+    h.stall_freeze_in(2, 2);
+    h.crash(1);
+    let ticks = h.run_until(FAILOVER_TICKS_MAX, |h| {
+        agreed_view(h, 1).is_some_and(|view| view.primary != 1)
+    });
+    assert!(ticks <= FAILOVER_TICKS_MAX, "{}", h.describe());
+    assert_eq!(
+        agreed_view(&h, 2).map(|view| view.number),
+        Some(1),
+        "group 2 still waits for node 2's report: {}",
+        h.describe()
+    );
+    assert!(
+        h.node(2).planes[&2].freezes.contains(&1),
+        "node 2 was asked to freeze in group 2: {}",
+        h.describe()
+    );
+    h.release_freeze_in(2, 2);
+    h.run_until(FAILOVER_TICKS_MAX * 4, |h| {
+        agreed_view(h, 2).is_some_and(|view| view.primary != 1)
+    });
+}

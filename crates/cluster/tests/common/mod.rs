@@ -412,20 +412,30 @@ impl Harness {
     }
 
     pub fn stall_freeze(&mut self, id: NodeId) {
-        self.plane_mut(id, GROUP).freeze_stalled = true;
+        self.stall_freeze_in(id, GROUP);
+    }
+
+    /// The runtime of `id` is slow to stop accepting `group`'s primary: `frozen` waits until
+    /// `release_freeze_in`.
+    pub fn stall_freeze_in(&mut self, id: NodeId, group: GroupId) {
+        self.plane_mut(id, group).freeze_stalled = true;
     }
 
     /// The runtime of `id` stopped accepting `GROUP`'s old primary at last.
     pub fn release_freeze(&mut self, id: NodeId) {
+        self.release_freeze_in(id, GROUP);
+    }
+
+    pub fn release_freeze_in(&mut self, id: NodeId, group: GroupId) {
         let node = self.nodes.get_mut(&id).unwrap();
-        let plane = node.planes.get_mut(&GROUP).unwrap();
+        let plane = node.planes.get_mut(&group).unwrap();
         plane.freeze_stalled = false;
         if let Some(view) = plane.pending_freeze.take() {
             let lsn = plane.lsn_received;
             node.core
                 .as_mut()
                 .expect("node is up")
-                .frozen(GROUP, view, lsn, view, lsn);
+                .frozen(group, view, lsn, view, lsn);
             self.drive(id);
         }
     }
