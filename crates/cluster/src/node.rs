@@ -606,6 +606,11 @@ impl Cluster {
         &self.group_ids
     }
 
+    /// The default safety rule of `group` (one the node serves in).
+    pub fn safety(&self, group: GroupId) -> Safety {
+        self.group_core(group).safety
+    }
+
     pub fn node(&self) -> NodeId {
         self.node.settings.node
     }

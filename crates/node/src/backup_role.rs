@@ -23,6 +23,7 @@
 
 use std::collections::VecDeque;
 
+use tandem_config::GroupId;
 use tandem_memory::Segment;
 use tandem_redo::{CallId, SealedBatch, TailLimits};
 use tandem_replication::transfer::PageImage;
@@ -36,22 +37,35 @@ use crate::peer_frame::RelayedPublication;
 use crate::reads::{BackupReads, ReadAnswer, WaitingRead};
 use crate::receiver::ReceiverRole;
 
-/// What a driver watches while a backup role applies: the simulator's checkers. Nothing the
-/// role decides depends on it; an error it returns ends the turn and is handed back.
+/// What a driver watches while a backup role of `group` applies: the simulator's checkers.
+/// Nothing the role decides depends on it; an error it returns ends the turn and is handed
+/// back.
 pub trait BackupWatch {
     type Error;
 
     /// `batch` is about to be applied (the driver reads what it needs of its bytes now: the
     /// applier takes the batch).
-    fn applying(&mut self, batch: &ApplyBatch);
+    fn applying(&mut self, group: GroupId, batch: &ApplyBatch);
 
     /// The batch last announced by [`BackupWatch::applying`] was applied: records above
     /// `lsn_before` up to `lsn`, holding the calls `calls`.
-    fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), Self::Error>;
+    fn applied(
+        &mut self,
+        group: GroupId,
+        lsn_before: u64,
+        lsn: u64,
+        calls: &[CallId],
+    ) -> Result<(), Self::Error>;
 
     /// A state transfer was installed: `segment` holds the bytes the primary of `view` sent
     /// at `lsn`.
-    fn installed(&mut self, view: u64, lsn: u64, segment: &Segment) -> Result<(), Self::Error>;
+    fn installed(
+        &mut self,
+        group: GroupId,
+        view: u64,
+        lsn: u64,
+        segment: &Segment,
+    ) -> Result<(), Self::Error>;
 }
 
 /// Why a backup role's turn stopped.
@@ -225,6 +239,11 @@ impl<T> BackupRole<T> {
     /// [`BackupRole::expire_reads`] to answer them first).
     pub fn handover(self, lsn: u64) -> Result<Handover, HandoverError> {
         self.applier.handover(lsn)
+    }
+
+    /// The group whose stream the role follows.
+    pub fn group(&self) -> GroupId {
+        self.receiver.core().group()
     }
 
     pub fn gate(&self) -> &GateRule {
@@ -435,7 +454,7 @@ impl<T> BackupRole<T> {
             // The receiver takes pages of its own view only, and a turn installs what it
             // staged before any view change reaches it.
             watch
-                .installed(self.receiver.core().view(), lsn, segment)
+                .installed(self.group(), self.receiver.core().view(), lsn, segment)
                 .map_err(BackupTurnError::Watch)?;
         }
         Ok(())
@@ -469,7 +488,7 @@ impl<T> BackupRole<T> {
         apply: ApplyBatch,
         watch: &mut W,
     ) -> Result<(), BackupTurnError<W::Error>> {
-        watch.applying(&apply);
+        watch.applying(self.group(), &apply);
         let lsn_before = self.applier.lsn_applied();
         let applied = self.applier.apply(apply).map_err(BackupTurnError::Apply)?;
         let Some(lsn) = applied else {
@@ -477,7 +496,7 @@ impl<T> BackupRole<T> {
         };
         self.receiver.applied(lsn);
         watch
-            .applied(lsn_before, lsn, self.applier.calls_applied())
+            .applied(self.group(), lsn_before, lsn, self.applier.calls_applied())
             .map_err(BackupTurnError::Watch)
     }
 

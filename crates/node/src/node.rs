@@ -1,15 +1,18 @@
 //! One member of a cluster as one value: its [`Supervisor`] (the cluster core and the role
-//! rule) and the role it holds as values ([`PrimaryHost`], [`BackupRole`]), with the
-//! carry-out table ([`crate::carry_out`]) carried out in memory. A role change is a method
-//! call, never a thread.
+//! rule) and, in each group it serves in, the role it holds there as values ([`PrimaryHost`],
+//! [`BackupRole`]), with the carry-out table ([`crate::carry_out`]) carried out in memory. A
+//! role change is a method call, never a thread. A group's role, segment, log and load are
+//! its own (a `Plane` each); the core and the peers' liveness are the node's.
 //!
 //! A driver feeds it inputs (`tick`, `call`, `read`, `step_replication`, a cluster message
 //! through [`Node::core_mut`], `peer_closed`, `log_synced`, `log_anchored`,
-//! `segment_loaded`, `catch_up_ticks`) and then [`Node::drive`]s it: the supervisor saves,
-//! sends and follows each committed view. While it handles an input the node calls its
-//! [`NodeEnv`] in the order it acts. A role's turn hands over its log's orders, then its
-//! messages, then its answers (a primary's in LSN order): the records a message carries or
-//! acknowledges are the log's to hold before anyone hears of them.
+//! `segment_loaded`, `catch_up_ticks`), each naming its group where it concerns one, and
+//! then [`Node::drive`]s it: the supervisor saves, sends and follows each group's committed
+//! views. While it handles an input the node calls its [`NodeEnv`] in the order it acts,
+//! naming the group of each role it speaks for. A role's turn hands over its log's orders,
+//! then its messages, then its answers (a primary's in LSN order): the records a message
+//! carries or acknowledges are the log's to hold before anyone hears of them. A tick visits
+//! the groups in the core's order.
 
 mod carrier;
 mod env;
@@ -81,28 +84,35 @@ const ACKS_WITH_APPLY_BYTES_MAX: usize = 8 << 10;
 pub struct Node<D, R> {
     /// The cluster core and the role rule.
     supervisor: Supervisor,
-    plane: Plane<D, R>,
+    /// One plane per group the node serves in, in the order of the core's groups.
+    planes: Vec<Plane<D, R>>,
 }
 
 impl<D, R> std::fmt::Debug for Node<D, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let role = match &self.plane.role {
-            Slot::Outside => "outside",
-            Slot::Primary(_) => "primary",
-            Slot::Backup(_) => "backup",
-        };
+        let roles: Vec<_> = self
+            .planes
+            .iter()
+            .map(|plane| {
+                let role = match &plane.role {
+                    Slot::Outside => "outside",
+                    Slot::Primary(_) => "primary",
+                    Slot::Backup(_) => "backup",
+                };
+                (plane.group, role, plane.role_epoch)
+            })
+            .collect();
         f.debug_struct("Node")
-            .field("id", &self.plane.id)
-            .field("role", &role)
-            .field("role_epoch", &self.plane.role_epoch)
+            .field("id", &self.supervisor.node())
+            .field("roles", &roles)
             .finish_non_exhaustive()
     }
 }
 
-/// Everything of a node but its supervisor: what the supervisor's orders are carried out on.
+/// Everything of a node's part in one group but its supervisor: what the supervisor's orders
+/// for that group are carried out on.
 struct Plane<D, R> {
     id: NodeId,
-    /// The group whose roles the node holds: one for now (docs/many-groups.md).
     group: GroupId,
     role: RoleSlot<D, R>,
     /// What the primary role observed, for the cluster core at the end of the input.
@@ -112,66 +122,86 @@ struct Plane<D, R> {
     /// Whether a segment is ready for a join, when that changed: the core hears it after the
     /// supervisor's drive.
     loaded: Option<bool>,
-    /// Bumped with every role the node starts: its links are new connections.
+    /// Bumped with every role the node starts in the group: its links are new connections.
     role_epoch: u64,
+    /// The node's settings with the group's own (its id and default safety rule).
     settings: NodeSettings,
     model: Arc<dyn DataModel>,
 }
 
 impl<D: Destination, R> Node<D, R> {
-    /// A node whose supervisor is `supervisor`, holding no role; `recovered` is what its log
-    /// gave back, `role_epoch` the last role epoch it used.
+    /// A node whose supervisor is `supervisor`, holding no role in any of its core's groups;
+    /// `recovered` is what each group's log gave back, `role_epoch` the last role epoch it
+    /// used. Each group's roles take `settings` with the group's id and default safety rule.
     pub fn new(
         supervisor: Supervisor,
         settings: NodeSettings,
         model: Arc<dyn DataModel>,
         role_epoch: u64,
-        recovered: Option<Segment>,
+        mut recovered: Vec<(GroupId, Segment)>,
     ) -> Node<D, R> {
         let id = supervisor.node();
-        let &[group] = supervisor.core().groups() else {
-            panic!(
-                "a node holds one group's roles for now, not {:?}",
-                supervisor.core().groups()
-            );
-        };
-        Node {
-            supervisor,
-            plane: Plane {
-                id,
-                group,
-                role: Slot::Outside,
-                observed: Vec::new(),
-                next: recovered.map_or(NextSegment::None, NextSegment::Recovered),
-                loaded: None,
-                role_epoch,
-                settings,
-                model,
-            },
-        }
+        let core = supervisor.core();
+        let planes = core
+            .groups()
+            .iter()
+            .map(|&group| {
+                let mut settings = settings.clone();
+                settings.primary.group = group;
+                settings.primary.safety = core.safety(group);
+                let at = recovered.iter().position(|(of, _)| *of == group);
+                let next = at.map_or(NextSegment::None, |at| {
+                    NextSegment::Recovered(recovered.swap_remove(at).1)
+                });
+                Plane {
+                    id,
+                    group,
+                    role: Slot::Outside,
+                    observed: Vec::new(),
+                    next,
+                    loaded: None,
+                    role_epoch,
+                    settings,
+                    model: Arc::clone(&model),
+                }
+            })
+            .collect();
+        assert!(
+            recovered.is_empty(),
+            "node {id}: records recovered for groups it does not serve in: {:?}",
+            recovered.iter().map(|(group, _)| group).collect::<Vec<_>>()
+        );
+        Node { supervisor, planes }
     }
 
-    /// The node with `segment` (the initial database, loaded) ready for its first role, if
-    /// no segment is: a driver that loads before the node starts saves the first role a load.
-    pub fn with_segment_ready(mut self, segment: Segment) -> Node<D, R> {
-        if matches!(self.plane.next, NextSegment::None) {
-            self.plane.next = NextSegment::Ready(segment);
+    /// The node with `segment` (the initial database of `group`, loaded) ready for the
+    /// group's first role, if no segment is: a driver that loads before the node starts saves
+    /// the first role a load.
+    pub fn with_segment_ready(mut self, group: GroupId, segment: Segment) -> Node<D, R> {
+        let plane = self.plane_mut(group);
+        if matches!(plane.next, NextSegment::None) {
+            plane.next = NextSegment::Ready(segment);
         }
         self
     }
 
     pub fn id(&self) -> NodeId {
-        self.plane.id
+        self.supervisor.node()
     }
 
-    /// The group whose roles the node holds.
-    pub fn group(&self) -> GroupId {
-        self.plane.group
+    /// The groups the node serves in, in its core's order.
+    pub fn groups(&self) -> &[GroupId] {
+        self.supervisor.core().groups()
     }
 
-    /// The view of the node's group, as its cluster core knows it.
-    pub fn view(&self) -> Option<&View> {
-        self.supervisor.view(self.plane.group)
+    /// Whether the node serves in `group`.
+    pub fn serves_in(&self, group: GroupId) -> bool {
+        self.planes.iter().any(|plane| plane.group == group)
+    }
+
+    /// The view of `group`, as the node's cluster core knows it.
+    pub fn view(&self, group: GroupId) -> Option<&View> {
+        self.supervisor.view(group)
     }
 
     /// The cluster core and the role rule.
@@ -189,43 +219,74 @@ impl<D: Destination, R> Node<D, R> {
         self.supervisor.core_mut()
     }
 
-    pub fn role(&self) -> &RoleSlot<D, R> {
-        &self.plane.role
+    /// The role the node holds in `group`.
+    pub fn role(&self, group: GroupId) -> &RoleSlot<D, R> {
+        &self.plane(group).role
     }
 
-    pub fn role_mut(&mut self) -> &mut RoleSlot<D, R> {
-        &mut self.plane.role
+    pub fn role_mut(&mut self, group: GroupId) -> &mut RoleSlot<D, R> {
+        &mut self.plane_mut(group).role
     }
 
-    pub fn role_epoch(&self) -> u64 {
-        self.plane.role_epoch
+    /// Every group's role, in the core's order of groups.
+    pub fn roles(&self) -> impl Iterator<Item = (GroupId, &RoleSlot<D, R>)> {
+        self.planes.iter().map(|plane| (plane.group, &plane.role))
     }
 
-    /// Replays, into a primary's role, `missed` ticks it missed while paused: its lease is
+    /// The role epoch of the node's roles in `group`.
+    pub fn role_epoch(&self, group: GroupId) -> u64 {
+        self.plane(group).role_epoch
+    }
+
+    fn plane(&self, group: GroupId) -> &Plane<D, R> {
+        self.planes
+            .iter()
+            .find(|plane| plane.group == group)
+            .unwrap_or_else(|| panic!("node {} serves in no group {group}", self.id()))
+    }
+
+    fn plane_mut(&mut self, group: GroupId) -> &mut Plane<D, R> {
+        let id = self.supervisor.node();
+        self.planes
+            .iter_mut()
+            .find(|plane| plane.group == group)
+            .unwrap_or_else(|| panic!("node {id} serves in no group {group}"))
+    }
+
+    /// Replays, into every primary role, `missed` ticks it missed while paused: its lease is
     /// measured against the clock, and a pause does not stop the clock.
     pub fn catch_up_ticks(&mut self, missed: u64) {
-        if let Slot::Primary(host) = &mut self.plane.role {
-            for _ in 0..missed {
-                host.role_mut().tick();
+        for plane in &mut self.planes {
+            if let Slot::Primary(host) = &mut plane.role {
+                for _ in 0..missed {
+                    host.role_mut().tick();
+                }
             }
         }
     }
 
-    /// A tick of the node's clock: the cluster core's and the role's.
+    /// A tick of the node's clock: the cluster core's and every role's. A role's error ends
+    /// the input, after what every role observed reached the core.
     pub fn tick<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
-        let primary = matches!(self.plane.role, Slot::Primary(_));
-        let supervisor = &mut self.supervisor;
-        if primary {
-            supervisor.executor_turned(self.plane.group);
+        for plane in &self.planes {
+            if matches!(plane.role, Slot::Primary(_)) {
+                self.supervisor.executor_turned(plane.group);
+            }
         }
-        supervisor.core_mut().tick();
-        let result = self.plane.tick(env);
+        self.supervisor.core_mut().tick();
+        let mut result = Ok(());
+        for plane in &mut self.planes {
+            result = plane.tick(env);
+            if result.is_err() {
+                break;
+            }
+        }
         self.observe();
         result
     }
 
     /// Saves, sends and acts on everything the cluster core has produced, then tells it what
-    /// the primary role observed meanwhile, until nothing is left. Call after every input.
+    /// the primary roles observed meanwhile, until nothing is left. Call after every input.
     pub fn drive<E: NodeEnv<D, R>>(
         &mut self,
         disk: &mut impl Durable,
@@ -236,16 +297,19 @@ impl<D: Destination, R> Node<D, R> {
             // copy of it on every message a primary heard).
             let supervisor = &mut self.supervisor;
             let mut roles = carrier::Driving {
-                plane: &mut self.plane,
+                planes: &mut self.planes,
                 env,
             };
             let driven = supervisor.drive(disk, &mut roles);
-            if let Some(loaded) = self.plane.loaded.take() {
-                supervisor.core_mut().set_loaded(self.plane.group, loaded);
-            }
-            let nothing_new = self.plane.observed.is_empty();
-            for observed in self.plane.observed.drain(..) {
-                supervisor.observe(self.plane.group, observed);
+            let mut nothing_new = true;
+            for plane in &mut self.planes {
+                if let Some(loaded) = plane.loaded.take() {
+                    supervisor.core_mut().set_loaded(plane.group, loaded);
+                }
+                nothing_new &= plane.observed.is_empty();
+                for observed in plane.observed.drain(..) {
+                    supervisor.observe(plane.group, observed);
+                }
             }
             driven?;
             if nothing_new {
@@ -254,10 +318,12 @@ impl<D: Destination, R> Node<D, R> {
         }
     }
 
-    /// Tells the cluster core what the primary role observed.
+    /// Tells the cluster core what the primary roles observed.
     fn observe(&mut self) {
-        for observed in self.plane.observed.drain(..) {
-            self.supervisor.observe(self.plane.group, observed);
+        for plane in &mut self.planes {
+            for observed in plane.observed.drain(..) {
+                self.supervisor.observe(plane.group, observed);
+            }
         }
     }
 
@@ -266,133 +332,157 @@ impl<D: Destination, R> Node<D, R> {
         self.supervisor.peer_closed(peer);
     }
 
-    /// Whether the node serves clients as primary now: its role is not deposed and its view
-    /// names it primary of the role's view.
-    pub fn serving<E: NodeEnv<D, R>>(&self, env: &E) -> bool {
-        let Slot::Primary(host) = &self.plane.role else {
+    /// Whether the node serves clients of `group` as its primary now: its role is not
+    /// deposed and the group's view names it primary of the role's view.
+    pub fn serving<E: NodeEnv<D, R>>(&self, group: GroupId, env: &E) -> bool {
+        let Slot::Primary(host) = &self.plane(group).role else {
             return false;
         };
         if env.ignores_depose() {
             return !host.primary().is_deposed();
         }
         !host.primary().is_deposed()
-            && self.view().is_some_and(|view| {
-                view.number == host.primary().view() && view.primary == self.plane.id
+            && self.view(group).is_some_and(|view| {
+                view.number == host.primary().view() && view.primary == self.id()
             })
     }
 
-    /// What a client's greeting is answered: whether the node serves as primary, and its
-    /// view.
-    pub fn welcome<E: NodeEnv<D, R>>(&self, env: &E) -> (bool, u64) {
-        match &self.plane.role {
-            Slot::Primary(host) if self.serving(env) => (true, host.primary().view()),
-            _ => (false, self.view().map_or(0, |view| view.number)),
+    /// What a client's greeting in `group` is answered: whether the node serves as the
+    /// group's primary, and its view.
+    pub fn welcome<E: NodeEnv<D, R>>(&self, group: GroupId, env: &E) -> (bool, u64) {
+        match &self.plane(group).role {
+            Slot::Primary(host) if self.serving(group, env) => (true, host.primary().view()),
+            _ => (false, self.view(group).map_or(0, |view| view.number)),
         }
     }
 
-    /// A client's call: queued at a serving primary and run while flow control allows;
-    /// anywhere else answered "not primary".
+    /// A client's call in `group`: queued at the group's serving primary and run while flow
+    /// control allows; anywhere else answered "not primary".
     pub fn call<E: NodeEnv<D, R>>(
         &mut self,
+        group: GroupId,
         call: WaitingCall<D>,
         env: &mut E,
     ) -> Result<(), E::Error> {
-        if !self.serving(env) {
+        if !self.serving(group, env) {
             env.not_primary(call.to);
             return Ok(());
         }
-        if let Slot::Primary(host) = &mut self.plane.role {
-            host.queue(call);
-        }
-        let result = self.plane.run_queued(env);
-        self.observe();
-        result
+        self.queue_calls(group, [call], env);
+        self.run_queued(group, env)
     }
 
-    /// Calls queued at a serving primary without running them yet, so that the calls of
-    /// many connections share batches: run them with [`Node::run_queued`] once the inputs
-    /// at hand are taken. Anywhere else each is answered "not primary".
+    /// Calls in `group` queued at its serving primary without running them yet, so that the
+    /// calls of many connections share batches: run them with [`Node::run_queued`] once the
+    /// inputs at hand are taken. Anywhere else each is answered "not primary".
     pub fn queue_calls<E: NodeEnv<D, R>>(
         &mut self,
+        group: GroupId,
         calls: impl IntoIterator<Item = WaitingCall<D>>,
         env: &mut E,
     ) {
-        if !self.serving(env) {
+        if !self.serving(group, env) {
             for call in calls {
                 env.not_primary(call.to);
             }
             return;
         }
-        if let Slot::Primary(host) = &mut self.plane.role {
+        if let Slot::Primary(host) = &mut self.plane_mut(group).role {
             for call in calls {
                 host.queue(call);
             }
         }
     }
 
-    /// Runs the calls queued at the primary role while flow control allows, and hands out
-    /// what leaves.
-    pub fn run_queued<E: NodeEnv<D, R>>(&mut self, env: &mut E) -> Result<(), E::Error> {
-        let result = self.plane.run_queued(env);
+    /// Runs the calls queued at `group`'s primary role while flow control allows, and hands
+    /// out what leaves.
+    pub fn run_queued<E: NodeEnv<D, R>>(
+        &mut self,
+        group: GroupId,
+        env: &mut E,
+    ) -> Result<(), E::Error> {
+        let plane = self.plane_mut(group);
+        if !matches!(plane.role, Slot::Primary(_)) {
+            return Ok(());
+        }
+        let result = plane.run_queued(env);
         self.observe();
         result
     }
 
     /// Bytes of a message from peer `from` arrived and the message is not whole yet (a
-    /// large batch or transfer): a backup's primary is heard meanwhile, as between frames.
+    /// large batch or transfer): every backup role following `from` hears its primary
+    /// meanwhile, as between frames.
     pub fn receiving<E: NodeEnv<D, R>>(
         &mut self,
         from: NodeId,
         env: &mut E,
     ) -> Result<(), E::Error> {
-        let Slot::Backup(backup) = &mut self.plane.role else {
-            return Ok(());
-        };
-        if from != backup.gate().primary() || !backup.admits(from) {
-            return Ok(());
+        for plane in &mut self.planes {
+            let Slot::Backup(backup) = &mut plane.role else {
+                continue;
+            };
+            if from != backup.gate().primary() || !backup.admits(from) {
+                continue;
+            }
+            backup.receiving();
+            self.supervisor.core_mut().heard_from_primary(plane.group);
+            env.heard_primary(plane.group, from);
+            plane.collect_backup(env)?;
         }
-        backup.receiving();
-        let group = self.plane.group;
-        self.core_mut().heard_from_primary(group);
-        env.heard_primary(from);
-        self.plane.collect_backup(env)
+        Ok(())
     }
 
     /// A primary role's connection to member `node` was (re)established: what was in
-    /// flight on the old one is lost, and the member introduces itself again.
+    /// flight on the old one is lost, and the member introduces itself again, in every
+    /// group.
     pub fn link_up(&mut self, node: NodeId) {
-        if let Slot::Primary(host) = &mut self.plane.role {
-            host.role_mut().link_reset(node);
+        for plane in &mut self.planes {
+            if let Slot::Primary(host) = &mut plane.role {
+                host.role_mut().link_reset(node);
+            }
         }
     }
 
-    /// A client's read: kept by a backup role for its rule. False if the node holds no
-    /// backup role (the driver refuses the read).
+    /// A client's read in `group`: kept by a backup role for its rule. False if the node
+    /// holds no backup role there (the driver refuses the read).
     pub fn read<E: NodeEnv<D, R>>(
         &mut self,
+        group: GroupId,
         read: WaitingRead<R, u64>,
         env: &mut E,
     ) -> Result<bool, E::Error> {
-        let Slot::Backup(backup) = &mut self.plane.role else {
+        let plane = self.plane_mut(group);
+        let Slot::Backup(backup) = &mut plane.role else {
             return Ok(false);
         };
         backup.read(read);
-        self.plane.collect_backup(env)?;
+        plane.collect_backup(env)?;
         Ok(true)
     }
 
-    /// A replication message from peer `from`.
+    /// A replication message of `group`'s stream from peer `from`; dropped if the node
+    /// serves in no such group.
     pub fn step_replication<E: NodeEnv<D, R>>(
         &mut self,
         from: NodeId,
+        group: GroupId,
         message: Message,
         env: &mut E,
     ) -> Result<(), E::Error> {
-        let heard = match &mut self.plane.role {
+        let Some(plane) = self.planes.iter_mut().find(|plane| plane.group == group) else {
+            env.note(format_args!(
+                "node {}: a message of group {group} from node {from}, which it serves in no \
+                 such group, dropped",
+                self.supervisor.node()
+            ));
+            return Ok(());
+        };
+        let heard = match &mut plane.role {
             Slot::Primary(host) => {
                 host.role_mut().step(from, message);
                 // An ack may lift flow control: the calls that waited run.
-                let result = self.plane.run_queued(env);
+                let result = plane.run_queued(env);
                 self.observe();
                 return result;
             }
@@ -407,31 +497,31 @@ impl<D: Destination, R> Node<D, R> {
             Slot::Outside => return Ok(()),
         };
         // What the log synced first, as the runtime's receiver loop before each read.
-        self.plane.hears_synced(env);
-        let Slot::Backup(backup) = &mut self.plane.role else {
+        plane.hears_synced(env);
+        let Slot::Backup(backup) = &mut plane.role else {
             unreachable!("matched above");
         };
         backup.step(from, message);
         if heard {
-            let group = self.plane.group;
-            self.core_mut().heard_from_primary(group);
-            env.heard_primary(from);
+            self.supervisor.core_mut().heard_from_primary(group);
+            env.heard_primary(group, from);
         }
-        self.plane.collect_backup(env)
+        plane.collect_backup(env)
     }
 
-    /// A pub/sub message published on this node, which a primary relays to every other
-    /// member of its view (backups and spares), tagged with its last committed LSN: they
-    /// deliver it once they applied that far. A node in another role relays nothing (its
-    /// subscribers alone hear what is published on it, as on a Redis replica).
+    /// A pub/sub message published on this node, which `group`'s primary relays to every
+    /// other member of its view (backups and spares), tagged with its last committed LSN:
+    /// they deliver it once they applied that far. A node in another role relays nothing
+    /// (its subscribers alone hear what is published on it, as on a Redis replica).
     pub fn relay_publication<E: NodeEnv<D, R>>(
         &mut self,
+        group: GroupId,
         shard: bool,
         channel: &[u8],
         message: &[u8],
         env: &mut E,
     ) {
-        let Slot::Primary(host) = &self.plane.role else {
+        let Slot::Primary(host) = &self.plane(group).role else {
             return;
         };
         let primary = host.primary();
@@ -439,6 +529,7 @@ impl<D: Destination, R> Node<D, R> {
             return;
         }
         let publication = RelayedPublication {
+            group,
             view: primary.view(),
             lsn: primary.lsn_committed(),
             shard,
@@ -451,16 +542,20 @@ impl<D: Destination, R> Node<D, R> {
         }
     }
 
-    /// A pub/sub message peer `from` relayed: a backup of `from`'s view holds it until it
-    /// applied the message's LSN, then hands it to the driver ([`NodeEnv::relayed`]); any
-    /// other node drops it (a message is never kept for later).
+    /// A pub/sub message peer `from` relayed: a backup of `from`'s view of the message's
+    /// group holds it until it applied the message's LSN, then hands it to the driver
+    /// ([`NodeEnv::relayed`]); any other node drops it (a message is never kept for later).
     pub fn step_publication<E: NodeEnv<D, R>>(
         &mut self,
         from: NodeId,
         publication: RelayedPublication,
         env: &mut E,
     ) {
-        let Slot::Backup(backup) = &mut self.plane.role else {
+        let group = publication.group;
+        let Some(plane) = self.planes.iter_mut().find(|plane| plane.group == group) else {
+            return;
+        };
+        let Slot::Backup(backup) = &mut plane.role else {
             return;
         };
         let gate = backup.gate();
@@ -470,25 +565,32 @@ impl<D: Destination, R> Node<D, R> {
         if !backup.hold_relayed(publication) {
             env.relayed_dropped();
         }
-        self.plane.deliver_relayed(env);
+        plane.deliver_relayed(env);
     }
 
-    /// The log synced up to `lsn` (its listener): the primary role hears it; a backup acks it
-    /// to its primary at once.
-    pub fn log_synced<E: NodeEnv<D, R>>(&mut self, lsn: u64, env: &mut E) -> Result<(), E::Error> {
-        let result = self.plane.log_synced(lsn, env);
+    /// `group`'s log synced up to `lsn` (its listener): the primary role hears it; a backup
+    /// acks it to its primary at once.
+    pub fn log_synced<E: NodeEnv<D, R>>(
+        &mut self,
+        group: GroupId,
+        lsn: u64,
+        env: &mut E,
+    ) -> Result<(), E::Error> {
+        let result = self.plane_mut(group).log_synced(lsn, env);
         self.observe();
         result
     }
 
-    /// The load [`NodeEnv::start_load`] began has ended: its segment is the next role's (a
-    /// load the node no longer waits for is dropped). Drive the node afterwards.
+    /// The load of `group` that [`NodeEnv::start_load`] began has ended: its segment is the
+    /// group's next role's (a load the node no longer waits for is dropped). Drive the node
+    /// afterwards.
     pub fn segment_loaded<E: NodeEnv<D, R>>(
         &mut self,
+        group: GroupId,
         loaded: Result<Segment, E::LoadError>,
         env: &mut E,
     ) {
-        let plane = &mut self.plane;
+        let plane = self.plane_mut(group);
         if !matches!(plane.next, NextSegment::Loading) {
             return;
         }
@@ -497,7 +599,7 @@ impl<D: Destination, R> Node<D, R> {
             Err(err) => {
                 // The next role that needs a segment loads one itself.
                 env.note(format_args!(
-                    "node {}: cannot load a segment: {err}",
+                    "node {}: cannot load a segment of group {group}: {err}",
                     plane.id
                 ));
                 NextSegment::None
@@ -506,9 +608,10 @@ impl<D: Destination, R> Node<D, R> {
         plane.loaded = Some(true);
     }
 
-    /// A checkpoint the log finished made `lsn` durable: the role hears it at its next step.
-    pub fn log_anchored<E: NodeEnv<D, R>>(&mut self, lsn: u64, env: &mut E) {
-        self.plane.log_anchored(lsn, env);
+    /// A checkpoint `group`'s log finished made `lsn` durable: the role hears it at its next
+    /// step.
+    pub fn log_anchored<E: NodeEnv<D, R>>(&mut self, group: GroupId, lsn: u64, env: &mut E) {
+        self.plane_mut(group).log_anchored(lsn, env);
     }
 }
 
@@ -556,11 +659,11 @@ impl<D: Destination, R> Plane<D, R> {
             let proc_id = front.proc_id;
             // A planted bug runs the call with other words this once: a stalled call keeps
             // its own, as it waits.
-            let own = env.rewrite_call(front).map(|(proc_id, args)| {
+            let own = env.rewrite_call(self.group, front).map(|(proc_id, args)| {
                 let proc_id = std::mem::replace(&mut front.proc_id, proc_id);
                 (proc_id, std::mem::replace(&mut front.args, args))
             });
-            env.running(front, time_ms);
+            env.running(self.group, front, time_ms);
             if self.settings.model_clock {
                 host.role_mut().set_time_ms(time_ms);
             }
@@ -573,7 +676,7 @@ impl<D: Destination, R> Plane<D, R> {
                 }
                 return Ok(());
             }
-            env.ran(host, proc_id, &ran, time_ms)?;
+            env.ran(self.group, host, proc_id, &ran, time_ms)?;
         }
     }
 
@@ -594,7 +697,7 @@ impl<D: Destination, R> Plane<D, R> {
             return Ok(());
         }
         host.role_mut().flush();
-        env.swept(host, now_ms)
+        env.swept(self.group, host, now_ms)
     }
 
     /// Hands out what leaves the primary role, in this order: the log's orders, the
@@ -609,25 +712,26 @@ impl<D: Destination, R> Plane<D, R> {
         // The log first: the batches' records are the node's from now on.
         for batch in ready.replication.to_log.drain(..) {
             let lsn_from = batch.lsn_base();
-            if let Some(lsn) = env.log_order(LogOrder::Batch { batch, lsn_from }) {
+            if let Some(lsn) = env.log_order(self.group, LogOrder::Batch { batch, lsn_from }) {
                 host.role_mut().log_synced(lsn);
-                env.synced_heard(self.id, lsn);
+                env.synced_heard(self.group, self.id, lsn);
             }
         }
         if let Some(lsn) = ready.replication.sync_wanted.take()
-            && let Some(lsn) = env.log_order(LogOrder::SyncWanted { lsn })
+            && let Some(lsn) = env.log_order(self.group, LogOrder::SyncWanted { lsn })
         {
             host.role_mut().log_synced(lsn);
-            env.synced_heard(self.id, lsn);
+            env.synced_heard(self.group, self.id, lsn);
         }
-        env.leaving(host, &mut ready);
+        env.leaving(self.group, host, &mut ready);
         let tick_now = host.primary().tick_count();
         for (to, message) in ready.replication.messages.drain(..) {
-            env.send(to, PeerMessage::Replication(message));
+            let group = self.group;
+            env.send(to, PeerMessage::Replication { group, message });
         }
         for disposition in ready.drain_replies(tick_now) {
             match disposition {
-                Disposition::Send(reply) => release(host, reply, env)?,
+                Disposition::Send(reply) => release(self.group, host, reply, env)?,
                 Disposition::Withhold(reply) if !reply.reply.to.is_periodic() => {
                     env.withheld(reply.reply.to);
                 }
@@ -671,6 +775,7 @@ impl<D: Destination, R> Plane<D, R> {
             BackupTurnError::Watch(err) => err,
         })?;
         env.backup_holds(
+            self.group,
             backup.gate().primary(),
             backup.receiver().core().lsn_received(),
             backup.applier().lsn_applied(),
@@ -681,7 +786,7 @@ impl<D: Destination, R> Plane<D, R> {
         }
         self.checkpoint_step(env);
         if let (Some(lsn_before), Slot::Backup(backup)) = (ready.applied_from, &self.role) {
-            env.backup_applied(backup, lsn_before)?;
+            env.backup_applied(self.group, backup, lsn_before)?;
         }
         self.deliver_relayed(env);
         Ok(())
@@ -715,7 +820,7 @@ impl<D: Destination, R> Plane<D, R> {
 
     /// Hands the log an order; a checkpoint that made more durable at once is heard.
     fn log_order<E: NodeEnv<D, R>>(&mut self, order: LogOrder, env: &mut E) {
-        if let Some(lsn) = env.log_order(order) {
+        if let Some(lsn) = env.log_order(self.group, order) {
             self.log_anchored(lsn, env);
         }
     }
@@ -723,7 +828,7 @@ impl<D: Destination, R> Plane<D, R> {
     /// One step of the role's checkpoint, between its turns: it begins one when it is due
     /// (or the log is not anchored) and hands the log a chunk of the one under way.
     fn checkpoint_step<E: NodeEnv<D, R>>(&mut self, env: &mut E) {
-        let wanted = env.wants_checkpoint();
+        let wanted = env.wants_checkpoint(self.group);
         let mut orders = Vec::new();
         match &mut self.role {
             Slot::Primary(host) => host.role_mut().checkpoint_step(wanted, &mut orders),
@@ -741,7 +846,7 @@ impl<D: Destination, R> Plane<D, R> {
         match &mut self.role {
             Slot::Primary(host) => {
                 host.role_mut().log_synced(lsn);
-                env.synced_heard(self.id, lsn);
+                env.synced_heard(self.group, self.id, lsn);
                 self.collect_primary(env)
             }
             Slot::Backup(backup) => {
@@ -758,8 +863,15 @@ impl<D: Destination, R> Plane<D, R> {
                 let primary = backup.gate().primary();
                 let ack =
                     Message::durable_ack(backup.gate().view(), lsn, backup.applier().lsn_applied());
-                env.synced_heard(primary, lsn);
-                env.send(primary, PeerMessage::Replication(ack));
+                env.synced_heard(self.group, primary, lsn);
+                let group = self.group;
+                env.send(
+                    primary,
+                    PeerMessage::Replication {
+                        group,
+                        message: ack,
+                    },
+                );
                 Ok(())
             }
             Slot::Outside => Ok(()),
@@ -772,7 +884,7 @@ impl<D: Destination, R> Plane<D, R> {
         match &mut self.role {
             Slot::Primary(host) => {
                 host.role_mut().log_synced(lsn);
-                env.synced_heard(self.id, lsn);
+                env.synced_heard(self.group, self.id, lsn);
             }
             Slot::Backup(_) => self.hears_synced(env),
             Slot::Outside => {}
@@ -782,13 +894,13 @@ impl<D: Destination, R> Plane<D, R> {
     /// A role just started hears from its log: a primary that the log syncs and what is
     /// durable already; a backup's receiver the durable LSN its acks may claim.
     fn log_listen<E: NodeEnv<D, R>>(&mut self, env: &mut E) {
-        let lsn = env.lsn_durable();
+        let lsn = env.lsn_durable(self.group);
         match &mut self.role {
             Slot::Primary(host) => {
                 host.role_mut().set_keeps_log(true);
                 if lsn > 0 {
                     host.role_mut().log_synced(lsn);
-                    env.synced_heard(self.id, lsn);
+                    env.synced_heard(self.group, self.id, lsn);
                 }
             }
             Slot::Backup(_) => self.hears_synced(env),
@@ -798,13 +910,13 @@ impl<D: Destination, R> Plane<D, R> {
 
     /// A backup's receiver learns what its log synced before it takes the next message.
     fn hears_synced<E: NodeEnv<D, R>>(&mut self, env: &mut E) {
-        let lsn = env.lsn_durable();
+        let lsn = env.lsn_durable(self.group);
         let Slot::Backup(backup) = &mut self.role else {
             return;
         };
         backup.synced(lsn);
         if lsn > 0 {
-            env.synced_heard(backup.gate().primary(), lsn);
+            env.synced_heard(self.group, backup.gate().primary(), lsn);
         }
     }
 
@@ -873,19 +985,21 @@ fn send_backup_ready<D: Destination, R, E: NodeEnv<D, R>>(
     ready: &mut BackupReady<R>,
     env: &mut E,
 ) {
+    let group = backup.group();
     for order in ready.to_log.drain(..) {
-        if let Some(lsn) = env.log_order(order) {
+        if let Some(lsn) = env.log_order(group, order) {
             backup.synced(lsn);
-            env.synced_heard(backup.gate().primary(), lsn);
+            env.synced_heard(group, backup.gate().primary(), lsn);
         }
     }
     for (to, message) in ready.messages.drain(..) {
-        env.send(to, PeerMessage::Replication(message));
+        env.send(to, PeerMessage::Replication { group, message });
     }
 }
 
 /// Sends an answer the primary role released (the periodic procedure's goes nowhere).
 fn release<D: Destination, R, E: NodeEnv<D, R>>(
+    group: GroupId,
     host: &PrimaryHost<D>,
     reply: Reply<crate::primary::Answer<D>>,
     env: &mut E,
@@ -893,7 +1007,7 @@ fn release<D: Destination, R, E: NodeEnv<D, R>>(
     if reply.reply.to.is_periodic() {
         return Ok(());
     }
-    env.release(host, reply)
+    env.release(group, host, reply)
 }
 
 /// The first `ReadIndex` question of the role of epoch `role_epoch`: a role's questions never

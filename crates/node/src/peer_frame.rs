@@ -5,6 +5,7 @@
 //! the loop the simulator checks.
 
 use tandem_cluster::ClusterMessage;
+use tandem_config::GroupId;
 use tandem_replication::Message;
 use tandem_wire::{
     Frame, FrameError, decode_frame, encode_cluster, encode_peer, encode_publication,
@@ -13,8 +14,8 @@ use tandem_wire::{
 /// What one peer frame carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PeerMessage {
-    /// The replication stream: batches, acks, heartbeats, transfers, read indexes.
-    Replication(Message),
+    /// A group's replication stream: batches, acks, heartbeats, transfers, read indexes.
+    Replication { group: GroupId, message: Message },
     /// A message between the cluster cores (the config store's Raft, suspicions, freezes).
     Cluster(ClusterMessage),
     /// A pub/sub message the group's primary relays to the other members.
@@ -27,7 +28,9 @@ pub enum PeerMessage {
 /// that misses it (cut off, or in another role by then) never delivers it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RelayedPublication {
-    /// The view the primary relayed it in.
+    /// The group whose primary relayed it.
+    pub group: GroupId,
+    /// The view of that group the primary relayed it in.
     pub view: u64,
     /// The primary's last committed LSN when it relayed the message: a member delivers it
     /// once it has applied that far, so after every write its publisher sent before it.
@@ -38,9 +41,9 @@ pub struct RelayedPublication {
     pub message: Vec<u8>,
 }
 
-/// Bytes of a relayed publication's body before its channel: view, LSN, shard flag and the
-/// channel's length.
-const PUBLICATION_HEAD_LEN: usize = 8 + 8 + 1 + 4;
+/// Bytes of a relayed publication's body before its channel: group, view, LSN, shard flag
+/// and the channel's length.
+const PUBLICATION_HEAD_LEN: usize = 4 + 8 + 8 + 1 + 4;
 
 /// Bytes of the `Publication` frame that carries a message of `channel_len` and
 /// `message_len` bytes, its length prefix included: what a receiver's frame limit weighs.
@@ -55,6 +58,7 @@ pub fn encode_relayed_publication(out: &mut Vec<u8>, publication: &RelayedPublic
     let mut body = Vec::with_capacity(
         PUBLICATION_HEAD_LEN + publication.channel.len() + publication.message.len(),
     );
+    body.extend_from_slice(&publication.group.to_le_bytes());
     body.extend_from_slice(&publication.view.to_le_bytes());
     body.extend_from_slice(&publication.lsn.to_le_bytes());
     body.push(u8::from(publication.shard));
@@ -71,22 +75,24 @@ pub fn decode_relayed_publication(body: &[u8]) -> Result<RelayedPublication, Pee
     };
     let head = body
         .get(..PUBLICATION_HEAD_LEN)
-        .ok_or_else(|| bad("shorter than its head (view, LSN, shard, channel length)"))?;
+        .ok_or_else(|| bad("shorter than its head (group, view, LSN, shard, channel length)"))?;
+    let half = |at: usize| u32::from_le_bytes(head[at..at + 4].try_into().expect("4 bytes"));
     let word = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().expect("8 bytes"));
-    let shard = match head[16] {
+    let shard = match head[20] {
         0 => false,
         1 => true,
         _ => return Err(bad("the shard flag is neither 0 nor 1")),
     };
-    let channel_len = u32::from_le_bytes(head[17..21].try_into().expect("4 bytes")) as usize;
+    let channel_len = half(21) as usize;
     let rest = &body[PUBLICATION_HEAD_LEN..];
     if channel_len > rest.len() {
         return Err(bad("the channel's length runs past the frame"));
     }
     let (channel, message) = rest.split_at(channel_len);
     Ok(RelayedPublication {
-        view: word(0),
-        lsn: word(8),
+        group: half(0),
+        view: word(4),
+        lsn: word(12),
         shard,
         channel: channel.to_vec(),
         message: message.to_vec(),
@@ -110,9 +116,9 @@ pub enum PeerFrameError {
     PublicationBody { detail: String },
 }
 
-/// Appends the `Peer` frame that carries `message`.
-pub fn encode_replication(out: &mut Vec<u8>, message: &Message) {
-    encode_peer(out, message);
+/// Appends the `Peer` frame that carries `message` of `group`'s stream.
+pub fn encode_replication(out: &mut Vec<u8>, group: GroupId, message: &Message) {
+    encode_peer(out, group, message);
 }
 
 /// Appends the `Cluster` frame that carries `message` (postcard inside the envelope).
@@ -142,7 +148,7 @@ pub fn decode_peer_message(
         });
     }
     match frame {
-        Frame::Peer(message) => Ok(PeerMessage::Replication(message)),
+        Frame::Peer { group, message } => Ok(PeerMessage::Replication { group, message }),
         Frame::Cluster(body) => decode_cluster_message(body).map(PeerMessage::Cluster),
         Frame::Publication(body) => decode_relayed_publication(body).map(PeerMessage::Publication),
         other => Err(PeerFrameError::NotPeer { kind: other.kind() }),
@@ -169,19 +175,20 @@ mod tests {
             },
             Message::StaleView { view: 4 },
         ];
-        for message in replication {
+        for (group, message) in [0, 3, u32::MAX].into_iter().zip(replication) {
             let mut bytes = Vec::new();
-            encode_replication(&mut bytes, &message);
+            encode_replication(&mut bytes, group, &message);
             let back = decode_peer_message(&bytes, MAX).expect("decodes");
-            assert_eq!(back, PeerMessage::Replication(message));
+            assert_eq!(back, PeerMessage::Replication { group, message });
         }
         let cluster = ClusterMessage::Freeze { group: 0, view: 12 };
         let mut bytes = Vec::new();
         encode_cluster_message(&mut bytes, &cluster);
         let back = decode_peer_message(&bytes, MAX).expect("decodes");
         assert_eq!(back, PeerMessage::Cluster(cluster));
-        for (shard, channel) in [(false, &b"news"[..]), (true, &b""[..])] {
+        for (group, shard, channel) in [(0, false, &b"news"[..]), (9, true, &b""[..])] {
             let publication = RelayedPublication {
+                group,
                 view: 7,
                 lsn: 1_234,
                 shard,
@@ -198,6 +205,7 @@ mod tests {
     #[test]
     fn a_publication_body_cut_short_or_with_a_bad_flag_is_refused() {
         let publication = RelayedPublication {
+            group: 4,
             view: 1,
             lsn: 2,
             shard: false,
@@ -219,7 +227,7 @@ mod tests {
             );
         }
         let mut flagged = body.to_vec();
-        flagged[16] = 2;
+        flagged[20] = 2;
         assert!(matches!(
             decode_relayed_publication(&flagged),
             Err(PeerFrameError::PublicationBody { .. })
@@ -229,7 +237,7 @@ mod tests {
     #[test]
     fn a_cut_a_tail_a_client_frame_and_a_bad_body_are_refused() {
         let mut bytes = Vec::new();
-        encode_replication(&mut bytes, &Message::StaleView { view: 4 });
+        encode_replication(&mut bytes, 0, &Message::StaleView { view: 4 });
         let cut = &bytes[..bytes.len() - 1];
         assert!(matches!(
             decode_peer_message(cut, MAX),

@@ -2,6 +2,7 @@
 //! what it skips, what it keeps for a promotion, what it acks and when it hands over; and the
 //! whole backup role's turn (what it logs, applies, acks and tells its watch).
 
+use tandem_config::GroupId;
 use tandem_memory::Segment;
 use tandem_node::{
     ApplierRole, BackupReady, BackupRole, BackupTurnError, BackupWatch, Call, HandoverError,
@@ -213,11 +214,17 @@ struct Seen {
 impl BackupWatch for Seen {
     type Error = &'static str;
 
-    fn applying(&mut self, _: &ApplyBatch) {
+    fn applying(&mut self, _: GroupId, _: &ApplyBatch) {
         self.applying += 1;
     }
 
-    fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), Self::Error> {
+    fn applied(
+        &mut self,
+        _: GroupId,
+        lsn_before: u64,
+        lsn: u64,
+        calls: &[CallId],
+    ) -> Result<(), Self::Error> {
         self.applied.push((lsn_before, lsn, calls.len()));
         if self.refuse {
             return Err("refused");
@@ -225,7 +232,7 @@ impl BackupWatch for Seen {
         Ok(())
     }
 
-    fn installed(&mut self, _: u64, _: u64, _: &Segment) -> Result<(), Self::Error> {
+    fn installed(&mut self, _: GroupId, _: u64, _: u64, _: &Segment) -> Result<(), Self::Error> {
         Ok(())
     }
 }
@@ -377,6 +384,7 @@ fn a_watch_that_refuses_what_was_applied_ends_the_turn() {
 
 fn relayed(lsn: u64, message: &str) -> tandem_node::RelayedPublication {
     tandem_node::RelayedPublication {
+        group: 1,
         view: 1,
         lsn,
         shard: false,

@@ -38,7 +38,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings, GroupSettings};
-use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
+use tandem_config::{ClusterMap, GroupId, MemDurable, NodeInfo, View};
 use tandem_memory::{PAGE_SIZE, Segment};
 use tandem_node::{
     BackupWatch, Carried, Destination, Node, NodeEnv, NodeFailure, NodeSettings, Notice,
@@ -102,13 +102,13 @@ struct Env<'a> {
 impl BackupWatch for Env<'_> {
     type Error = String;
 
-    fn applying(&mut self, _: &ApplyBatch) {}
+    fn applying(&mut self, _: GroupId, _: &ApplyBatch) {}
 
-    fn applied(&mut self, _: u64, _: u64, _: &[CallId]) -> Result<(), String> {
+    fn applied(&mut self, _: GroupId, _: u64, _: u64, _: &[CallId]) -> Result<(), String> {
         Ok(())
     }
 
-    fn installed(&mut self, _: u64, _: u64, _: &Segment) -> Result<(), String> {
+    fn installed(&mut self, _: GroupId, _: u64, _: u64, _: &Segment) -> Result<(), String> {
         Ok(())
     }
 }
@@ -124,25 +124,25 @@ impl NodeEnv<To, u64> for Env<'_> {
         self.now_us / 1_000
     }
 
-    fn load(&mut self) -> Result<Segment, Self::LoadError> {
+    fn load(&mut self, _: GroupId) -> Result<Segment, Self::LoadError> {
         self.load_started = false;
         Ok(common::loaded())
     }
 
-    fn start_load(&mut self) {
+    fn start_load(&mut self, _: GroupId) {
         self.load_started = true;
     }
 
-    fn log_align(&mut self, lsn: u64) {
+    fn log_align(&mut self, _: GroupId, lsn: u64) {
         self.log.lsn_written = lsn;
         self.log.lsn_durable = self.log.lsn_durable.min(lsn);
     }
 
-    fn log_align_rejoin(&mut self, lsn: u64) -> u64 {
+    fn log_align_rejoin(&mut self, _: GroupId, lsn: u64) -> u64 {
         lsn
     }
 
-    fn lsn_durable(&self) -> u64 {
+    fn lsn_durable(&self, _: GroupId) -> u64 {
         if self.log.failed {
             0
         } else {
@@ -150,11 +150,11 @@ impl NodeEnv<To, u64> for Env<'_> {
         }
     }
 
-    fn wants_checkpoint(&self) -> bool {
+    fn wants_checkpoint(&self, _: GroupId) -> bool {
         false
     }
 
-    fn log_order(&mut self, order: tandem_node::LogOrder) -> Option<u64> {
+    fn log_order(&mut self, _: GroupId, order: tandem_node::LogOrder) -> Option<u64> {
         if let tandem_node::LogOrder::Batch { batch, .. } = order {
             self.log.lsn_written = self.log.lsn_written.max(batch.lsn_last());
         }
@@ -167,6 +167,7 @@ impl NodeEnv<To, u64> for Env<'_> {
 
     fn release(
         &mut self,
+        _: GroupId,
         _: &tandem_node::PrimaryHost<To>,
         reply: Reply<tandem_node::Answer<To>>,
     ) -> Result<(), String> {
@@ -327,6 +328,10 @@ impl Harness {
 
     fn node(&self, supervisor: Supervisor, recovered: Option<Segment>) -> ScenarioNode {
         let settings = self.node_settings.clone();
+        let recovered = recovered
+            .map(|segment| (GROUP, segment))
+            .into_iter()
+            .collect();
         Node::new(supervisor, settings, Arc::clone(&self.model), 0, recovered)
     }
 
@@ -366,7 +371,7 @@ impl Harness {
             .drive(&mut self.disks[i], &mut env)
             .expect("the harness's disk and env do not fail");
         if std::mem::take(&mut env.load_started) {
-            member.segment_loaded(Ok(common::loaded()), &mut env);
+            member.segment_loaded(GROUP, Ok(common::loaded()), &mut env);
             member
                 .drive(&mut self.disks[i], &mut env)
                 .expect("the harness's disk and env do not fail");
@@ -376,7 +381,7 @@ impl Harness {
             env.log.lsn_durable = env.log.lsn_written;
             let lsn = env.log.lsn_durable;
             member
-                .log_synced(lsn, &mut env)
+                .log_synced(GROUP, lsn, &mut env)
                 .expect("the node hears its log");
             member
                 .drive(&mut self.disks[i], &mut env)
@@ -407,7 +412,7 @@ impl Harness {
                 read_only: false,
                 safety: None,
             };
-            self.with_node(node, out, |member, env| member.call(call, env));
+            self.with_node(node, out, |member, env| member.call(GROUP, call, env));
         }
         self.deliver_all(out);
     }
@@ -435,9 +440,9 @@ impl Harness {
                             .map_err(|err| format!("a message a real core encoded: {err}"))
                     });
                 }
-                PeerMessage::Replication(message) => {
+                PeerMessage::Replication { group, message } => {
                     self.with_node(to, out, |member, env| {
-                        member.step_replication(from, message, env)
+                        member.step_replication(from, group, message, env)
                     });
                 }
                 PeerMessage::Publication(publication) => {
@@ -469,7 +474,7 @@ impl Harness {
         let Some(member) = self.nodes[i].take() else {
             return;
         };
-        self.held_at_crash[i] = held(member.role());
+        self.held_at_crash[i] = held(member.role(GROUP));
         self.logs[i] = Log::default();
         self.released[i] = (0, 0);
     }
@@ -532,7 +537,7 @@ impl Harness {
             let _ = writeln!(
                 out,
                 "node {node}: view {view}; {}; leader {:?}",
-                describe_role(member.role()),
+                describe_role(member.role(GROUP)),
                 core.leader()
             );
         }
@@ -689,7 +694,7 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
             let channel = args.get("channel").copied().unwrap_or("news");
             let message = args.get("message").copied().unwrap_or("hello");
             harness.with_node(node, &mut out, |member, env| {
-                member.relay_publication(false, channel.as_bytes(), message.as_bytes(), env);
+                member.relay_publication(GROUP, false, channel.as_bytes(), message.as_bytes(), env);
                 Ok(())
             });
             harness.deliver_all(&mut out);

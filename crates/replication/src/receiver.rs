@@ -212,6 +212,11 @@ impl Receiver {
         self.config.view
     }
 
+    /// The group whose stream this receiver takes.
+    pub fn group(&self) -> u32 {
+        self.config.group
+    }
+
     /// The primary this receiver takes records from.
     pub fn primary(&self) -> NodeId {
         self.config.primary

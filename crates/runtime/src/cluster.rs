@@ -333,14 +333,10 @@ pub(crate) fn start(
     let view_known = core.view(config.group.id);
     let replayed = match recovered {
         Some(recovered) if restarted => {
-            replay_log(config, &mut segment, &recovered, lsn_load, view_known)
+            replay_or_reload(config, &*model, &mut segment, &recovered, view_known)?
         }
         _ => None,
     };
-    if replayed.is_none() && segment.lsn() != lsn_load {
-        // A replay that stopped part way leaves a segment no role may start from as loaded.
-        segment = crate::workload::loaded_segment(&config.group, &*model)?;
-    }
     if let Some(log) = &log {
         hear_syncs(log, &to_node);
     }
@@ -348,15 +344,15 @@ pub(crate) fn start(
     let node_model = model.replica();
     let periodic_interval_ms = model.periodic().map(|(_, interval_ms)| interval_ms.max(1));
     let settings = node_settings(config, lsn_load, periodic_interval_ms);
-    let supervisor = tandem_node::Supervisor::new(core, vec![(config.group.id, rule)]);
+    let group = config.group.id;
+    let supervisor = tandem_node::Supervisor::new(core, vec![(group, rule)]);
     // The node is made on its thread: its model is shared by its roles, not across threads.
     let make_node = move || {
         let node_model: Arc<dyn DataModel> = Arc::from(node_model);
         match replayed {
-            Some(_) => Node::new(supervisor, settings, node_model, 0, Some(segment)),
-            None => {
-                Node::new(supervisor, settings, node_model, 0, None).with_segment_ready(segment)
-            }
+            Some(_) => Node::new(supervisor, settings, node_model, 0, vec![(group, segment)]),
+            None => Node::new(supervisor, settings, node_model, 0, Vec::new())
+                .with_segment_ready(group, segment),
         }
     };
     let peers = peers::Peers::new(
@@ -381,6 +377,7 @@ pub(crate) fn start(
     let tick = Duration::from_micros(config.tuning.tick_us);
     let thread = move || NodeThread {
         node: make_node(),
+        group,
         disk,
         env,
         inbox,
@@ -869,6 +866,23 @@ fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) ->
 /// `tandem_node::rebuild`), the group's view as its config store knows it being
 /// `view_known`; `None` (the node starts from the load, as without a log) if the log
 /// rebuilds nothing or the replay fails, which it says.
+/// Replays `recovered` onto `segment` (the initial load) with [`replay_log`]; a replay that
+/// stopped part way leaves a segment no role may start from as loaded, so it is loaded again.
+fn replay_or_reload(
+    config: &NodeConfig,
+    model: &dyn DataModel,
+    segment: &mut Segment,
+    recovered: &tandem_wal::Recovered,
+    view_known: Option<&View>,
+) -> Result<Option<tandem_node::Replayed>, StartError> {
+    let lsn_load = segment.lsn();
+    let replayed = replay_log(config, segment, recovered, lsn_load, view_known);
+    if replayed.is_none() && segment.lsn() != lsn_load {
+        *segment = crate::workload::loaded_segment(&config.group, model)?;
+    }
+    Ok(replayed)
+}
+
 fn replay_log(
     config: &NodeConfig,
     segment: &mut Segment,

@@ -165,7 +165,7 @@ fn primary_hello() -> Hello {
 /// A batch frame with bytes a stranger made up.
 fn stranger_batch() -> Vec<u8> {
     let mut frame = Vec::new();
-    encode_peer(&mut frame, &Message::Batch(Arc::from(vec![7u8; 64])));
+    encode_peer(&mut frame, 0, &Message::Batch(Arc::from(vec![7u8; 64])));
     frame
 }
 

@@ -575,7 +575,7 @@ mod tests {
 
     fn heartbeat(view: u64) -> Vec<u8> {
         let mut frame = Vec::new();
-        encode_peer(&mut frame, &Message::Pulse { view });
+        encode_peer(&mut frame, 0, &Message::Pulse { view });
         frame
     }
 
@@ -611,7 +611,7 @@ mod tests {
         c_sealer.seal_frames(&frames, &mut sent);
         let batch = vec![9u8; 1000];
         let mut header = Vec::new();
-        encode_batch_frame_header(&mut header, batch.len());
+        encode_batch_frame_header(&mut header, 0, batch.len());
         sent.extend_from_slice(&header);
         sent.extend_from_slice(&batch);
         sent.extend_from_slice(&c_sealer.seal_parts(&[&header, &batch]));
@@ -620,7 +620,7 @@ mod tests {
         assert_eq!(received.len(), 4);
         assert_eq!(received[..3].concat(), frames);
         let mut batch_frame = Vec::new();
-        encode_peer(&mut batch_frame, &Message::Batch(Arc::from(batch)));
+        encode_peer(&mut batch_frame, 0, &Message::Batch(Arc::from(batch)));
         assert_eq!(received[3], batch_frame);
 
         let mut back = Vec::new();

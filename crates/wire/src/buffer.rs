@@ -398,9 +398,13 @@ mod tests {
         let max = 200 << 10;
         let mut frames = Vec::new();
         let mut stream = Vec::new();
-        for size in [10, max - 2, 70 << 10, 0] {
+        for size in [10, max - 6, 70 << 10, 0] {
             let mut out = Vec::new();
-            encode_peer(&mut out, &Message::Batch(Arc::from(vec![size as u8; size])));
+            encode_peer(
+                &mut out,
+                0,
+                &Message::Batch(Arc::from(vec![size as u8; size])),
+            );
             stream.extend_from_slice(&out);
             frames.push(out);
         }
@@ -472,9 +476,13 @@ mod tests {
         let max = 200 << 10;
         let mut frames = Vec::new();
         let mut plain = Vec::new();
-        for size in [10, max - 2, 70 << 10, 0, 16_384, 3] {
+        for size in [10, max - 6, 70 << 10, 0, 16_384, 3] {
             let mut out = Vec::new();
-            encode_peer(&mut out, &Message::Batch(Arc::from(vec![size as u8; size])));
+            encode_peer(
+                &mut out,
+                0,
+                &Message::Batch(Arc::from(vec![size as u8; size])),
+            );
             plain.extend_from_slice(&out);
             frames.push(out);
         }

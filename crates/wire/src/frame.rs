@@ -41,7 +41,11 @@ pub enum Frame<'a> {
     /// A client asks which nodes make up the group.
     Members,
     MembersAnswer(MembersAnswer),
-    Peer(Message),
+    /// A replication message of a group's stream.
+    Peer {
+        group: u32,
+        message: Message,
+    },
     /// A cluster-core message between two nodes, its bytes decoded by the cluster layer
     /// (the wire does not know its types).
     Cluster(&'a [u8]),
@@ -64,7 +68,7 @@ impl Frame<'_> {
             Frame::Read(_) => "Read",
             Frame::Members => "Members",
             Frame::MembersAnswer(_) => "MembersAnswer",
-            Frame::Peer(_) => "Peer",
+            Frame::Peer { .. } => "Peer",
             Frame::Cluster(_) => "Cluster",
             Frame::Publication(_) => "Publication",
         }
@@ -87,7 +91,7 @@ impl Frame<'_> {
             Frame::MembersAnswer(answer) => {
                 members::encode_members_answer(out, answer.view, &answer.members)
             }
-            Frame::Peer(message) => peer::encode_peer(out, message),
+            Frame::Peer { group, message } => peer::encode_peer(out, *group, message),
             Frame::Cluster(body) => encode_cluster(out, body),
             Frame::Publication(body) => encode_publication(out, body),
         }
@@ -204,7 +208,10 @@ pub fn decode_frame(
         TYPE_MEMBERS_ANSWER => Frame::MembersAnswer(members::decode_members_answer(body)?),
         TYPE_CLUSTER => Frame::Cluster(body),
         TYPE_PUBLICATION => Frame::Publication(body),
-        _ => Frame::Peer(peer::decode_peer(body)?),
+        _ => {
+            let (group, message) = peer::decode_peer(body)?;
+            Frame::Peer { group, message }
+        }
     };
     Ok(Some((frame, total)))
 }
@@ -289,7 +296,7 @@ mod tests {
     #[test]
     fn a_frame_exactly_at_the_limit_is_accepted() {
         let mut out = Vec::new();
-        peer::encode_peer(&mut out, &Message::Batch(vec![7; 98].into()));
+        peer::encode_peer(&mut out, 0, &Message::Batch(vec![7; 94].into()));
         assert_eq!(out.len(), 4 + 100);
         assert!(decode_frame(&out, 100).unwrap().is_some());
         assert!(decode_frame(&out, 99).is_err());

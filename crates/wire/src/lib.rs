@@ -21,7 +21,8 @@
 //! envelope (every frame)
 //!  0   4  len        u32 = 1 + body length; 1 ≤ len ≤ max_frame_len
 //!  4   1  type       0x01 Hello, 0x02 Welcome, 0x03 Error, 0x10 Call, 0x11 Reply,
-//!                     0x12 Read, 0x13 Members, 0x14 MembersAnswer, 0x20 Peer, 0x30 Cluster
+//!                     0x12 Read, 0x13 Members, 0x14 MembersAnswer, 0x20 Peer, 0x30 Cluster,
+//!                     0x31 Publication
 //!  5   …  body       len - 1 bytes
 //!
 //! 0x01 Hello, connecting side → server, first frame (postcard)
@@ -80,8 +81,9 @@
 //!      7  16  ip        IPv4: its 4 bytes, then 12 zero bytes
 //!     23   4  scope_id  IPv6's scope id; IPv4: 0 (IPv6 flow info is not carried)
 //!
-//! 0x20 Peer, between the primary and a backup (a tandem_replication::Message)
-//!  0   1  sub_tag       then, with exact lengths for the fixed ones:
+//! 0x20 Peer, between a group's primary and a backup (a tandem_replication::Message)
+//!  0   4  group         u32, the replication group whose stream it belongs to
+//!  4   1  sub_tag       then, with exact lengths for the fixed ones:
 //!         1 Batch       the batch's bytes verbatim (tandem_redo's batch layout)
 //!         2 Heartbeat   view u64, lsn_committed u64, lsn_released u64, tick_sent u64
 //!         3 Ack         view u64, lsn_received u64, lsn_applied u64, lsn_durable u64,
@@ -94,6 +96,12 @@
 //!         9 ReadIndex   view u64, id u64
 //!        10 ReadIndexed view u64, id u64, lsn_released u64
 //!        11 SyncWanted  view u64, lsn u64
+//!
+//! 0x30 Cluster, between two nodes' cluster cores: a body the cluster layer decodes
+//!
+//! 0x31 Publication, a group's primary → its members: a pub/sub message relayed, a body
+//!      tandem-node decodes (group u32, view u64, lsn u64, shard u8, channel_len u32,
+//!      channel, message)
 //! ```
 
 #![forbid(unsafe_code)]
@@ -150,7 +158,9 @@ pub use records::{
 /// Version 13: a cluster `Report` says what the reporter's log synced (`lsn_synced`).
 /// Version 14: a view says whether its primary may be the only holder of what it released
 /// since the last promotion (`primary_sole_holder`).
-pub const PROTOCOL_VERSION: u16 = 14;
+/// Version 15: a `Peer` frame and a relayed publication name their group (one connection
+/// per node pair carries every group's stream).
+pub const PROTOCOL_VERSION: u16 = 15;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames. It carries
 /// a record or a reply of Redis's largest value (`proto-max-bulk-len`, 512 MiB) — a

@@ -1,4 +1,5 @@
-//! `Peer` frames: replication [`Message`]s between the primary and a backup.
+//! `Peer` frames: replication [`Message`]s between a group's primary and its backups, each
+//! naming its group (one connection per node pair carries every group's stream).
 
 use std::sync::Arc;
 
@@ -8,8 +9,11 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 use crate::frame::{self, ENVELOPE_LEN, FrameError, TYPE_PEER, bad_body};
 
-/// Bytes [`encode_batch_frame_header`] writes: the envelope and the sub-tag.
-pub const BATCH_FRAME_HEADER_LEN: usize = ENVELOPE_LEN + 1;
+/// Bytes [`encode_batch_frame_header`] writes: the envelope, the group and the sub-tag.
+pub const BATCH_FRAME_HEADER_LEN: usize = ENVELOPE_LEN + GROUP_LEN + 1;
+
+/// Bytes of the group id that opens every `Peer` body.
+const GROUP_LEN: usize = 4;
 
 const TAG_BATCH: u8 = 1;
 const TAG_HEARTBEAT: u8 = 2;
@@ -97,12 +101,12 @@ struct PagesHeader {
     crc: U32,
 }
 
-/// Appends a `Peer` frame carrying `message`. A batch's bytes are copied into `out`; to send a
-/// shared batch without copying, use [`encode_batch_frame_header`].
-pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
+/// Appends a `Peer` frame carrying `message` of `group`. A batch's bytes are copied into `out`;
+/// to send a shared batch without copying, use [`encode_batch_frame_header`].
+pub fn encode_peer(out: &mut Vec<u8>, group: u32, message: &Message) {
     match *message {
         Message::Batch(ref bytes) => {
-            encode_batch_frame_header(out, bytes.len());
+            encode_batch_frame_header(out, group, bytes.len());
             out.extend_from_slice(bytes);
         }
         Message::Heartbeat {
@@ -117,7 +121,7 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
                 lsn_released: lsn_released.into(),
                 tick_sent: tick_sent.into(),
             };
-            encode_fixed(out, TAG_HEARTBEAT, fields.as_bytes());
+            encode_fixed(out, group, TAG_HEARTBEAT, fields.as_bytes());
         }
         Message::Ack {
             view,
@@ -133,32 +137,38 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
                 lsn_durable: lsn_durable.into(),
                 tick_echoed: tick_echoed.into(),
             };
-            encode_fixed(out, TAG_ACK, fields.as_bytes());
+            encode_fixed(out, group, TAG_ACK, fields.as_bytes());
         }
         Message::Nack { view, lsn_received } => {
             let fields = Nack {
                 view: view.into(),
                 lsn_received: lsn_received.into(),
             };
-            encode_fixed(out, TAG_NACK, fields.as_bytes());
+            encode_fixed(out, group, TAG_NACK, fields.as_bytes());
         }
         Message::StaleView { view } => {
             encode_fixed(
                 out,
+                group,
                 TAG_STALE_VIEW,
                 StaleView { view: view.into() }.as_bytes(),
             );
         }
         Message::Pulse { view } => {
             // The same layout as StaleView: one view number.
-            encode_fixed(out, TAG_PULSE, StaleView { view: view.into() }.as_bytes());
+            encode_fixed(
+                out,
+                group,
+                TAG_PULSE,
+                StaleView { view: view.into() }.as_bytes(),
+            );
         }
         Message::ReadIndex { view, id } => {
             let fields = ReadIndex {
                 view: view.into(),
                 id: id.into(),
             };
-            encode_fixed(out, TAG_READ_INDEX, fields.as_bytes());
+            encode_fixed(out, group, TAG_READ_INDEX, fields.as_bytes());
         }
         Message::ReadIndexed {
             view,
@@ -170,30 +180,16 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
                 id: id.into(),
                 lsn_released: lsn_released.into(),
             };
-            encode_fixed(out, TAG_READ_INDEXED, fields.as_bytes());
+            encode_fixed(out, group, TAG_READ_INDEXED, fields.as_bytes());
         }
         Message::SyncWanted { view, lsn } => {
             let fields = SyncWanted {
                 view: view.into(),
                 lsn: lsn.into(),
             };
-            encode_fixed(out, TAG_SYNC_WANTED, fields.as_bytes());
+            encode_fixed(out, group, TAG_SYNC_WANTED, fields.as_bytes());
         }
-        Message::Pages(ref chunk) => {
-            let header = PagesHeader {
-                view: chunk.view.into(),
-                lsn_from: chunk.lsn_from.into(),
-                lsn: chunk.lsn.into(),
-                index: chunk.index.into(),
-                count: chunk.count.into(),
-                crc: chunk.crc.into(),
-            };
-            let start = frame::begin(out, TYPE_PEER);
-            out.push(TAG_PAGES);
-            out.extend_from_slice(header.as_bytes());
-            out.extend_from_slice(&chunk.pages);
-            frame::finish(out, start);
-        }
+        Message::Pages(ref chunk) => encode_pages(out, group, chunk),
         Message::Diverged {
             view,
             lsn_received,
@@ -203,8 +199,7 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
                 view: view.into(),
                 lsn_received: lsn_received.into(),
             };
-            let start = frame::begin(out, TYPE_PEER);
-            out.push(TAG_DIVERGED);
+            let start = begin_peer(out, group, TAG_DIVERGED);
             out.extend_from_slice(header.as_bytes());
             for &page in pages.iter() {
                 out.extend_from_slice(&page.to_le_bytes());
@@ -214,28 +209,59 @@ pub fn encode_peer(out: &mut Vec<u8>, message: &Message) {
     }
 }
 
-fn encode_fixed(out: &mut Vec<u8>, tag: u8, fields: &[u8]) {
-    let start = frame::begin(out, TYPE_PEER);
-    out.push(tag);
+/// Appends the `Peer` frame of a chunk of a state transfer's pages.
+fn encode_pages(out: &mut Vec<u8>, group: u32, chunk: &PagesChunk) {
+    let header = PagesHeader {
+        view: chunk.view.into(),
+        lsn_from: chunk.lsn_from.into(),
+        lsn: chunk.lsn.into(),
+        index: chunk.index.into(),
+        count: chunk.count.into(),
+        crc: chunk.crc.into(),
+    };
+    let start = begin_peer(out, group, TAG_PAGES);
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&chunk.pages);
+    frame::finish(out, start);
+}
+
+fn encode_fixed(out: &mut Vec<u8>, group: u32, tag: u8, fields: &[u8]) {
+    let start = begin_peer(out, group, tag);
     out.extend_from_slice(fields);
     frame::finish(out, start);
 }
 
-/// Appends only the first [`BATCH_FRAME_HEADER_LEN`] bytes of a `Peer` `Batch` frame whose
-/// batch is `batch_len` bytes long. The frame is complete once the caller sends the batch's
+/// Begins a `Peer` frame of `group` with sub-tag `tag`; returns where it starts.
+fn begin_peer(out: &mut Vec<u8>, group: u32, tag: u8) -> usize {
+    let start = frame::begin(out, TYPE_PEER);
+    out.extend_from_slice(&group.to_le_bytes());
+    out.push(tag);
+    start
+}
+
+/// Appends only the first [`BATCH_FRAME_HEADER_LEN`] bytes of a `Peer` `Batch` frame of `group`
+/// whose batch is `batch_len` bytes long. The frame is complete once the caller sends the batch's
 /// bytes right after these, typically with one vectored write of `[out, batch]`, so a batch
 /// shared by every backup's link and the retained tail is never copied to be sent.
-pub fn encode_batch_frame_header(out: &mut Vec<u8>, batch_len: usize) {
+pub fn encode_batch_frame_header(out: &mut Vec<u8>, group: u32, batch_len: usize) {
+    // `len` counts the type, the group and the sub-tag before the batch.
     let len = batch_len
-        .checked_add(2)
+        .checked_add(1 + GROUP_LEN + 1)
         .and_then(|len| u32::try_from(len).ok())
         .expect("a batch frame's length fits in u32");
     out.extend_from_slice(&len.to_le_bytes());
     out.push(TYPE_PEER);
+    out.extend_from_slice(&group.to_le_bytes());
     out.push(TAG_BATCH);
 }
 
-pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
+/// The group and the message a `Peer` frame's body holds.
+pub(crate) fn decode_peer(body: &[u8]) -> Result<(u32, Message), FrameError> {
+    let Some((group, body)) = body.split_first_chunk::<GROUP_LEN>() else {
+        let detail = format!("missing: the body holds {} of its 4 bytes", body.len());
+        return Err(bad_body("Peer", "group", detail));
+    };
+    let group = u32::from_le_bytes(*group);
     let Some((&tag, rest)) = body.split_first() else {
         return Err(bad_body(
             "Peer",
@@ -324,7 +350,7 @@ pub(crate) fn decode_peer(body: &[u8]) -> Result<Message, FrameError> {
             return Err(bad_body("Peer", "sub_tag", detail));
         }
     };
-    Ok(message)
+    Ok((group, message))
 }
 
 fn decode_diverged(rest: &[u8]) -> Result<Message, FrameError> {
@@ -439,9 +465,12 @@ mod tests {
                 pages: Arc::from(&b"page entries"[..]),
             }),
         ] {
-            let mut out = Vec::new();
-            encode_peer(&mut out, &message);
-            assert_eq!(decode(&out), Ok(Frame::Peer(message)));
+            for group in [0, 7, u32::MAX] {
+                let mut out = Vec::new();
+                encode_peer(&mut out, group, &message);
+                let message = message.clone();
+                assert_eq!(decode(&out), Ok(Frame::Peer { group, message }));
+            }
         }
     }
 
@@ -449,10 +478,17 @@ mod tests {
     fn batch_header_then_batch_bytes_is_a_whole_frame() {
         let batch: Arc<[u8]> = Arc::from(&[9u8; 300][..]);
         let mut header = Vec::new();
-        encode_batch_frame_header(&mut header, batch.len());
+        encode_batch_frame_header(&mut header, 5, batch.len());
         assert_eq!(header.len(), BATCH_FRAME_HEADER_LEN);
         let mut whole = Vec::new();
-        encode_peer(&mut whole, &Message::Batch(Arc::clone(&batch)));
+        encode_peer(&mut whole, 5, &Message::Batch(Arc::clone(&batch)));
+        assert_eq!(
+            decode(&whole),
+            Ok(Frame::Peer {
+                group: 5,
+                message: Message::Batch(Arc::clone(&batch))
+            })
+        );
         assert_eq!(whole[..BATCH_FRAME_HEADER_LEN], header[..]);
         assert_eq!(whole[BATCH_FRAME_HEADER_LEN..], batch[..]);
     }
@@ -460,7 +496,7 @@ mod tests {
     #[test]
     fn fixed_messages_need_exact_lengths() {
         let mut out = Vec::new();
-        encode_peer(&mut out, &Message::StaleView { view: 1 });
+        encode_peer(&mut out, 0, &Message::StaleView { view: 1 });
         out.push(0);
         out[0] += 1;
         assert_eq!(
@@ -470,9 +506,19 @@ mod tests {
         let empty = [1, 0, 0, 0, TYPE_PEER];
         assert_eq!(
             decode(&empty).unwrap_err().to_string(),
+            "Peer frame, field 'group': missing: the body holds 0 of its 4 bytes"
+        );
+        let short_group = [3, 0, 0, 0, TYPE_PEER, 1, 0];
+        assert_eq!(
+            decode(&short_group).unwrap_err().to_string(),
+            "Peer frame, field 'group': missing: the body holds 2 of its 4 bytes"
+        );
+        let no_tag = [5, 0, 0, 0, TYPE_PEER, 1, 0, 0, 0];
+        assert_eq!(
+            decode(&no_tag).unwrap_err().to_string(),
             "Peer frame, field 'sub_tag': missing: the body is empty"
         );
-        let unknown = [2, 0, 0, 0, TYPE_PEER, 12];
+        let unknown = [6, 0, 0, 0, TYPE_PEER, 0, 0, 0, 0, 12];
         assert_eq!(
             decode(&unknown).unwrap_err().to_string(),
             "Peer frame, field 'sub_tag': unknown message 12; 1 to 11 are defined"
@@ -484,7 +530,7 @@ mod tests {
             lsn_received: 2,
             pages,
         };
-        encode_peer(&mut ragged, &diverged);
+        encode_peer(&mut ragged, 0, &diverged);
         ragged.push(0);
         ragged[0] += 1;
         assert_eq!(
@@ -498,12 +544,12 @@ mod tests {
             lsn_received: 2,
             pages,
         };
-        encode_peer(&mut unsorted, &diverged);
+        encode_peer(&mut unsorted, 0, &diverged);
         assert_eq!(
             decode(&unsorted).unwrap_err().to_string(),
             "Peer frame, field 'pages': page numbers must be strictly ascending"
         );
-        let short_pages = [3, 0, 0, 0, TYPE_PEER, 6, 0];
+        let short_pages = [7, 0, 0, 0, TYPE_PEER, 0, 0, 0, 0, 6, 0];
         assert_eq!(
             decode(&short_pages).unwrap_err().to_string(),
             "Peer frame, field 'body': Pages takes at least 36 bytes after the sub-tag, got 1"

@@ -142,9 +142,9 @@ fn encoded_frame() -> impl Strategy<Value = Vec<u8>> {
             encode_reply(&mut out, seq, lsn, st, &body);
             out
         }),
-        message().prop_map(|m| {
+        (any::<u32>(), message()).prop_map(|(group, m)| {
             let mut out = Vec::new();
-            encode_peer(&mut out, &m);
+            encode_peer(&mut out, group, &m);
             out
         }),
         (any::<bool>(), any::<u64>(), any::<u32>()).prop_map(|(replica, id, group)| {
@@ -274,10 +274,10 @@ proptest! {
     }
 
     #[test]
-    fn peer_round_trips(message in message()) {
+    fn peer_round_trips(group in any::<u32>(), message in message()) {
         let mut out = Vec::new();
-        encode_peer(&mut out, &message);
-        prop_assert_eq!(decode_whole(&out), Frame::Peer(message));
+        encode_peer(&mut out, group, &message);
+        prop_assert_eq!(decode_whole(&out), Frame::Peer { group, message });
     }
 
     #[test]

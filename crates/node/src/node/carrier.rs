@@ -22,28 +22,35 @@ use crate::primary_host::PrimaryHost;
 use crate::receiver::ReceiverRole;
 use crate::supervisor::{Notice, RoleHeld, Roles, lsn_released_at_promotion, lsn_synced_bound};
 
-/// A node's plane and its driver, for one drive of the supervisor.
+/// A node's planes and its driver, for one drive of the supervisor.
 pub(super) struct Driving<'a, D, R, E> {
-    pub(super) plane: &'a mut Plane<D, R>,
+    pub(super) planes: &'a mut [Plane<D, R>],
     pub(super) env: &'a mut E,
 }
 
 impl<D, R, E> Driving<'_, D, R, E> {
-    /// The role slot of `group`: the node holds one group's roles for now.
+    /// The plane of `group`: the supervisor orders only the groups of its core, which are
+    /// the node's.
+    fn plane(&self, group: GroupId) -> &Plane<D, R> {
+        self.planes
+            .iter()
+            .find(|plane| plane.group == group)
+            .unwrap_or_else(|| panic!("the supervisor ordered group {group}, not the node's"))
+    }
+
+    fn plane_mut(&mut self, group: GroupId) -> &mut Plane<D, R> {
+        self.planes
+            .iter_mut()
+            .find(|plane| plane.group == group)
+            .unwrap_or_else(|| panic!("the supervisor ordered group {group}, not the node's"))
+    }
+
     fn role(&self, group: GroupId) -> &RoleSlot<D, R> {
-        assert_eq!(
-            group, self.plane.group,
-            "the node holds roles of its group only"
-        );
-        &self.plane.role
+        &self.plane(group).role
     }
 
     fn role_mut(&mut self, group: GroupId) -> &mut RoleSlot<D, R> {
-        assert_eq!(
-            group, self.plane.group,
-            "the node holds roles of its group only"
-        );
-        &mut self.plane.role
+        &mut self.plane_mut(group).role
     }
 }
 
@@ -82,7 +89,7 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
             unreachable!("asked of a frozen backup");
         };
         lsn_synced_bound(
-            self.env.lsn_durable(),
+            self.env.lsn_durable(group),
             backup.receiver().core().lsn_synced_told(),
         )
     }
@@ -107,10 +114,15 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
         view: u64,
         backup: NodeId,
     ) -> Result<(), E::Error> {
-        if let Slot::Primary(host) = self.role_mut(group) {
+        let plane = self
+            .planes
+            .iter_mut()
+            .find(|plane| plane.group == group)
+            .expect("the supervisor orders the node's groups");
+        if let Slot::Primary(host) = &mut plane.role {
             host.role_mut().prepare_removal(view, backup);
         }
-        self.plane.collect_primary(self.env)
+        plane.collect_primary(self.env)
     }
 
     fn carry_out(
@@ -119,11 +131,12 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
         transition: Transition,
         view: &View,
     ) -> Result<bool, E::Error> {
-        assert_eq!(
-            group, self.plane.group,
-            "the node holds roles of its group only"
-        );
-        self.plane.carry_out(transition, view, self.env)
+        let plane = self
+            .planes
+            .iter_mut()
+            .find(|plane| plane.group == group)
+            .expect("the supervisor orders the node's groups");
+        plane.carry_out(transition, view, self.env)
     }
 
     fn send(&mut self, to: NodeId, message: ClusterMessage) {
@@ -152,7 +165,7 @@ impl<D: Destination, R> Plane<D, R> {
         // Whatever the node becomes, the batches a backup held back for reads come first: a
         // role change cannot wait.
         self.release_held(env)?;
-        env.carrying_out(&self.role);
+        env.carrying_out(self.group, &self.role);
         let was_backup = matches!(self.role, Slot::Backup(_));
         let role = std::mem::replace(&mut self.role, Slot::Outside);
         if ignore_depose {
@@ -180,6 +193,7 @@ impl<D: Destination, R> Plane<D, R> {
             self.role_epoch += 1;
         }
         env.carried(Carried {
+            group: self.group,
             role: &next,
             view,
             new_role,
@@ -189,7 +203,7 @@ impl<D: Destination, R> Plane<D, R> {
         if matches!(transition, Transition::Promote { .. })
             && let Slot::Primary(host) = &self.role
         {
-            env.promoted(host, view)?;
+            env.promoted(self.group, host, view)?;
         }
         match &self.role {
             Slot::Primary(_) => self.collect_primary(env)?,
@@ -213,7 +227,7 @@ impl<D: Destination, R> Plane<D, R> {
             Slot::Outside => 0,
         };
         if starts {
-            env.log_align(lsn_start);
+            env.log_align(self.group, lsn_start);
         }
         let (bytes, lsn_loaded) = (self.settings.checkpoint_bytes, self.settings.lsn_loaded);
         match &mut next {
@@ -311,9 +325,12 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
         let handover = backup.handover(lsn)?;
         // A rewound member promoted from the records it held before the rewind takes them
         // back.
-        self.env.records(RecordsMoved::HandedOver {
-            lsn: handover.segment.lsn(),
-        });
+        self.env.records(
+            self.plane.group,
+            RecordsMoved::HandedOver {
+                lsn: handover.segment.lsn(),
+            },
+        );
         Ok(handover)
     }
 
@@ -351,8 +368,9 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
     fn take_recovered(&mut self) -> Option<Segment> {
         match std::mem::replace(&mut self.plane.next, NextSegment::None) {
             NextSegment::Recovered(segment) => {
+                let group = self.plane.group;
                 self.env
-                    .records(RecordsMoved::Recovered { segment: &segment });
+                    .records(group, RecordsMoved::Recovered { segment: &segment });
                 Some(segment)
             }
             other => {
@@ -365,26 +383,30 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
     fn load(&mut self) -> Result<Segment, E::LoadError> {
         // A role that starts from the load does not take records rebuilt from the log.
         let next = std::mem::replace(&mut self.plane.next, NextSegment::None);
-        self.env.records(RecordsMoved::Loaded);
+        self.env.records(self.plane.group, RecordsMoved::Loaded);
         match next {
             NextSegment::Ready(segment) => Ok(segment),
-            NextSegment::Recovered(_) | NextSegment::None => self.env.load(),
+            NextSegment::Recovered(_) | NextSegment::None => self.env.load(self.plane.group),
             // The role cannot wait for the load under way to be handed over: the driver
             // finishes it now.
             NextSegment::Loading => {
                 self.plane.loaded = Some(true);
-                self.env.load()
+                self.env.load(self.plane.group)
             }
         }
     }
 
     fn rewound(&mut self, mut segment: Segment, lsn: u64) -> Option<Segment> {
         // Where its log can end: below `lsn` if a logged image spans it.
-        let lsn = self.env.log_align_rejoin(lsn).min(segment.lsn());
+        let lsn = self
+            .env
+            .log_align_rejoin(self.plane.group, lsn)
+            .min(segment.lsn());
         if !rewind_to_rejoin(&mut segment, lsn) {
             return None;
         }
-        self.env.records(RecordsMoved::Rewound { lsn });
+        self.env
+            .records(self.plane.group, RecordsMoved::Rewound { lsn });
         Some(segment)
     }
 
@@ -399,6 +421,7 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
         let plane = &mut *self.plane;
         let lsn = segment.lsn();
         self.env.primary_starting(PrimaryStarting {
+            group: plane.group,
             view,
             records,
             lsn,
@@ -489,7 +512,7 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
     /// loading), and asks to join only once it is loaded.
     fn load_spare(&mut self) {
         if matches!(self.plane.next, NextSegment::None) {
-            self.env.start_load();
+            self.env.start_load(self.plane.group);
             self.plane.next = NextSegment::Loading;
             self.plane.loaded = Some(false);
         }
@@ -502,7 +525,7 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Carrier for InMemory<'_, D, R, E> {
     }
 
     fn note(&mut self, note: CarryNote<'_>) {
-        if let Err(failure) = self.env.carry_note(&note)
+        if let Err(failure) = self.env.carry_note(self.plane.group, &note)
             && self.failure.is_none()
         {
             self.failure = Some(failure);

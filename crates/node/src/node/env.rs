@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use tandem_config::View;
+use tandem_config::{GroupId, View};
 use tandem_memory::Segment;
 use tandem_replication::{NodeId, Reply};
 use tandem_store::ProcId;
@@ -67,12 +67,13 @@ pub enum RecordsMoved<'a> {
 /// A carry-out's outcome, for the driver's bookkeeping.
 #[derive(Debug)]
 pub struct Carried<'a, D, R> {
+    pub group: GroupId,
     /// The role the node holds now (not yet given its checkpoints nor told of its log).
     pub role: &'a Slot<Box<PrimaryHost<D>>, Box<BackupRole<R>>>,
     pub view: &'a View,
     /// A new role started (the node's role epoch moved): its links are new connections.
     pub new_role: bool,
-    /// The node's role epoch now.
+    /// The role epoch of the node's roles in the group now.
     pub role_epoch: u64,
 }
 
@@ -80,13 +81,16 @@ pub struct Carried<'a, D, R> {
 /// it waits out first).
 #[derive(Clone, Copy, Debug)]
 pub struct PrimaryStarting<'a> {
+    pub group: GroupId,
     pub view: &'a View,
     pub records: Records,
     pub lsn: u64,
     pub lease_owed_ticks: u64,
 }
 
-/// A node's driver. The node calls it while it handles an input, in the order it acts.
+/// A node's driver. The node calls it while it handles an input, in the order it acts. Every
+/// call about a role names the role's group first: each group has its own segment, log and
+/// load (docs/many-groups.md, decision 4).
 pub trait NodeEnv<D, R>: BackupWatch {
     /// Why the initial database could not be loaded.
     type LoadError: fmt::Display;
@@ -99,28 +103,28 @@ pub trait NodeEnv<D, R>: BackupWatch {
 
     /// A segment holding the initial database, now: a load [`NodeEnv::start_load`] began
     /// is finished (or abandoned) here, and its segment is never handed to the node.
-    fn load(&mut self) -> Result<Segment, Self::LoadError>;
+    fn load(&mut self, group: GroupId) -> Result<Segment, Self::LoadError>;
 
     /// Starts loading the initial database off the node's thread (a load takes a while);
     /// the driver hands the segment to [`super::Node::segment_loaded`] once it is done.
-    fn start_load(&mut self);
+    fn start_load(&mut self, group: GroupId);
 
     /// Makes the log end at `lsn` before the role that starts there appends anything.
-    fn log_align(&mut self, lsn: u64);
+    fn log_align(&mut self, group: GroupId, lsn: u64);
 
     /// Before a rejoin's rewind to `lsn`: where the log lets the node rewind to (at most
     /// `lsn`).
-    fn log_align_rejoin(&mut self, lsn: u64) -> u64;
+    fn log_align_rejoin(&mut self, group: GroupId, lsn: u64) -> u64;
 
     /// What the log has told the roles is durable.
-    fn lsn_durable(&self) -> u64;
+    fn lsn_durable(&self, group: GroupId) -> u64;
 
     /// Whether the log would like a checkpoint now.
-    fn wants_checkpoint(&self) -> bool;
+    fn wants_checkpoint(&self, group: GroupId) -> bool;
 
     /// Hands the log an order; returns the LSN the log now tells the role is durable if
     /// carrying it out made more so at once (a checkpoint it finished).
-    fn log_order(&mut self, order: LogOrder) -> Option<u64>;
+    fn log_order(&mut self, group: GroupId, order: LogOrder) -> Option<u64>;
 
     /// Sends a message to peer `to`.
     fn send(&mut self, to: NodeId, message: PeerMessage);
@@ -133,6 +137,7 @@ pub trait NodeEnv<D, R>: BackupWatch {
     /// An answer the primary role released, in LSN order.
     fn release(
         &mut self,
+        group: GroupId,
         primary: &PrimaryHost<D>,
         reply: Reply<Answer<D>>,
     ) -> Result<(), Self::Error>;
@@ -158,45 +163,51 @@ pub trait NodeEnv<D, R>: BackupWatch {
 
     /// What the carry-out table reports; an error fails the carry-out (the simulator's
     /// policy on a refused handover).
-    fn carry_note(&mut self, note: &CarryNote<'_>) -> Result<(), Self::Error> {
-        let _ = note;
+    fn carry_note(&mut self, group: GroupId, note: &CarryNote<'_>) -> Result<(), Self::Error> {
+        let _ = (group, note);
         Ok(())
     }
 
     /// The call at the front of the queue is about to run at `time_ms` (a driver may stamp
     /// where its answer goes).
-    fn running(&mut self, call: &mut WaitingCall<D>, time_ms: u64) {
-        let _ = (call, time_ms);
+    fn running(&mut self, group: GroupId, call: &mut WaitingCall<D>, time_ms: u64) {
+        let _ = (group, call, time_ms);
     }
 
     /// A planted bug of the simulator's: the procedure and arguments the front call runs
     /// with instead of its own, this once.
-    fn rewrite_call(&mut self, call: &WaitingCall<D>) -> Option<(ProcId, Vec<u8>)> {
-        let _ = call;
+    fn rewrite_call(&mut self, group: GroupId, call: &WaitingCall<D>) -> Option<(ProcId, Vec<u8>)> {
+        let _ = (group, call);
         None
     }
 
     /// A call of procedure `proc_id` ran at `time_ms` on the primary role.
     fn ran(
         &mut self,
+        group: GroupId,
         primary: &PrimaryHost<D>,
         proc_id: ProcId,
         ran: &Ran,
         time_ms: u64,
     ) -> Result<(), Self::Error> {
-        let _ = (primary, proc_id, ran, time_ms);
+        let _ = (group, primary, proc_id, ran, time_ms);
         Ok(())
     }
 
     /// The model's periodic procedure committed at `time_ms`.
-    fn swept(&mut self, primary: &PrimaryHost<D>, time_ms: u64) -> Result<(), Self::Error> {
-        let _ = (primary, time_ms);
+    fn swept(
+        &mut self,
+        group: GroupId,
+        primary: &PrimaryHost<D>,
+        time_ms: u64,
+    ) -> Result<(), Self::Error> {
+        let _ = (group, primary, time_ms);
         Ok(())
     }
 
     /// What leaves the primary role now, before it is sent (transfers may be drained).
-    fn leaving(&mut self, primary: &PrimaryHost<D>, ready: &mut RoleReady<D>) {
-        let _ = (primary, ready);
+    fn leaving(&mut self, group: GroupId, primary: &PrimaryHost<D>, ready: &mut RoleReady<D>) {
+        let _ = (group, primary, ready);
     }
 
     /// A pub/sub message the primary relayed, to deliver to this node's subscribers now:
@@ -210,39 +221,50 @@ pub trait NodeEnv<D, R>: BackupWatch {
     fn relayed_dropped(&mut self) {}
 
     /// The backup role following `primary` has received and applied this far.
-    fn backup_holds(&mut self, primary: NodeId, lsn_received: u64, lsn_applied: u64) {
-        let _ = (primary, lsn_received, lsn_applied);
+    fn backup_holds(
+        &mut self,
+        group: GroupId,
+        primary: NodeId,
+        lsn_received: u64,
+        lsn_applied: u64,
+    ) {
+        let _ = (group, primary, lsn_received, lsn_applied);
     }
 
     /// The backup role applied records from `lsn_before` on.
     fn backup_applied(
         &mut self,
+        group: GroupId,
         backup: &BackupRole<R>,
         lsn_before: u64,
     ) -> Result<(), Self::Error> {
-        let _ = (backup, lsn_before);
+        let _ = (group, backup, lsn_before);
         Ok(())
     }
 
     /// The role following `primary` (the node itself, for a primary) heard its log synced
     /// `lsn`.
-    fn synced_heard(&mut self, primary: NodeId, lsn: u64) {
-        let _ = (primary, lsn);
+    fn synced_heard(&mut self, group: GroupId, primary: NodeId, lsn: u64) {
+        let _ = (group, primary, lsn);
     }
 
     /// The backup role heard from its primary.
-    fn heard_primary(&mut self, primary: NodeId) {
-        let _ = primary;
+    fn heard_primary(&mut self, group: GroupId, primary: NodeId) {
+        let _ = (group, primary);
     }
 
     /// What became of the role's records.
-    fn records(&mut self, moved: RecordsMoved<'_>) {
-        let _ = moved;
+    fn records(&mut self, group: GroupId, moved: RecordsMoved<'_>) {
+        let _ = (group, moved);
     }
 
     /// The role before a carry-out replaces or keeps it.
-    fn carrying_out(&mut self, role: &Slot<Box<PrimaryHost<D>>, Box<BackupRole<R>>>) {
-        let _ = role;
+    fn carrying_out(
+        &mut self,
+        group: GroupId,
+        role: &Slot<Box<PrimaryHost<D>>, Box<BackupRole<R>>>,
+    ) {
+        let _ = (group, role);
     }
 
     /// A primary role starts.
@@ -256,8 +278,13 @@ pub trait NodeEnv<D, R>: BackupWatch {
     }
 
     /// A promotion to primary of `view` was carried out (its role is told of its log).
-    fn promoted(&mut self, primary: &PrimaryHost<D>, view: &View) -> Result<(), Self::Error> {
-        let _ = (primary, view);
+    fn promoted(
+        &mut self,
+        group: GroupId,
+        primary: &PrimaryHost<D>,
+        view: &View,
+    ) -> Result<(), Self::Error> {
+        let _ = (group, primary, view);
         Ok(())
     }
 

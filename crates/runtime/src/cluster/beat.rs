@@ -74,6 +74,9 @@ struct Turns {
 
 /// What the node's thread shares with the beat thread.
 pub(super) struct Beats {
+    /// The group whose links the beat speaks on: a runtime node serves in one until it
+    /// hosts many (docs/many-groups.md, step 4).
+    group: u32,
     /// Taken by the node's thread when its links change and for each ack a backup role sends.
     published: PiMutex<Published>,
     progress: Arc<Progress>,
@@ -94,7 +97,7 @@ impl Beats {
         progress: Arc<Progress>,
         watch: Option<Arc<CallWatch>>,
     ) -> Result<Arc<Beats>, crate::StartError> {
-        let beats = Arc::new(Beats::new(&config.tuning, progress, watch));
+        let beats = Arc::new(Beats::new(config.group.id, &config.tuning, progress, watch));
         let running = Arc::clone(&beats);
         std::thread::Builder::new()
             .name("beat".into())
@@ -107,11 +110,13 @@ impl Beats {
     }
 
     fn new(
+        group: u32,
         tuning: &crate::config::Tuning,
         progress: Arc<Progress>,
         watch: Option<Arc<CallWatch>>,
     ) -> Beats {
         Beats {
+            group,
             published: PiMutex::new(Published::default()),
             turns: Mutex::new(Turns {
                 seen: progress.turns(),
@@ -212,7 +217,7 @@ impl Beats {
                 _ => continue,
             };
             frame.clear();
-            encode_peer(frame, &message);
+            encode_peer(frame, self.group, &message);
             // A write that fails is the node's thread's to find and report.
             if out.frames(frame).is_ok() {
                 let _ = out.flush();
@@ -303,7 +308,7 @@ mod tests {
             executor_stall_ms: 1000,
             ..crate::config::Tuning::default()
         };
-        Beats::new(&tuning, Arc::new(Progress::default()), None)
+        Beats::new(0, &tuning, Arc::new(Progress::default()), None)
     }
 
     /// The frames the backup received within 50 ms.
@@ -318,7 +323,7 @@ mod tests {
                 break;
             }
             buffer.filled(n);
-            while let Some(Frame::Peer(message)) = buffer.next_frame().unwrap() {
+            while let Some(Frame::Peer { group: 0, message }) = buffer.next_frame().unwrap() {
                 messages.push(message);
             }
         }
@@ -465,7 +470,7 @@ mod tests {
         // The node's thread, stopped mid-write: its frame is sealed, not yet written.
         let mut guard = out.lock();
         let mut frame = Vec::new();
-        encode_peer(&mut frame, &Message::Pulse { view: 6 });
+        encode_peer(&mut frame, 0, &Message::Pulse { view: 6 });
         guard.frames(&frame).unwrap();
         let Some(raised) = holder_raised_while_the_beat_waits(&beats, now, guard) else {
             eprintln!("skipped: the system refuses real-time priority");

@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use tandem_config::GroupId;
 use tandem_memory::{ClassBytes, Segment};
 use tandem_node::{
     Answer, AnswerKind, BackupWatch, Carried, CarryNote, Destination, LogOrder, NodeEnv,
@@ -206,6 +207,16 @@ impl RuntimeEnv {
         });
     }
 
+    /// Asserts that `group` is the one the node serves in: a runtime node serves in one
+    /// until it hosts many (docs/many-groups.md, step 4), with one segment, log and load.
+    fn own(&self, group: GroupId) {
+        assert_eq!(
+            group, self.config.group.id,
+            "node {}: asked about a group it does not serve in",
+            self.id
+        );
+    }
+
     /// The connection of call `to`, if it is still open.
     fn conn_of(&mut self, to: &CallTo) -> Option<(&mut ConnOut, u64, Instant)> {
         let CallTo::Conn { conn, seq, started } = *to else {
@@ -221,18 +232,30 @@ impl RuntimeEnv {
 impl BackupWatch for RuntimeEnv {
     type Error = String;
 
-    fn applying(&mut self, batch: &ApplyBatch) {
-        let _ = batch;
+    fn applying(&mut self, group: GroupId, batch: &ApplyBatch) {
+        let _ = (group, batch);
     }
 
-    fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), String> {
-        let _ = (lsn_before, calls);
+    fn applied(
+        &mut self,
+        group: GroupId,
+        lsn_before: u64,
+        lsn: u64,
+        calls: &[CallId],
+    ) -> Result<(), String> {
+        let _ = (group, lsn_before, calls);
         self.metrics.lsn_applied.set(lsn as i64);
         Ok(())
     }
 
-    fn installed(&mut self, view: u64, lsn: u64, segment: &Segment) -> Result<(), String> {
-        let _ = (view, segment);
+    fn installed(
+        &mut self,
+        group: GroupId,
+        view: u64,
+        lsn: u64,
+        segment: &Segment,
+    ) -> Result<(), String> {
+        let _ = (group, view, segment);
         tracing::info!(
             "node {}: installed a state transfer, up to LSN {lsn}",
             self.id
@@ -257,7 +280,8 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
             .map_or(0, |since| since.as_millis() as u64)
     }
 
-    fn load(&mut self) -> Result<Segment, StartError> {
+    fn load(&mut self, group: GroupId) -> Result<Segment, StartError> {
+        self.own(group);
         // A load under way is abandoned: its segment is never handed over.
         self.loads_started += 1;
         crate::workload::loaded_segment(&self.config.group, &*self.model)
@@ -265,7 +289,8 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
 
     /// Loads on a thread of its own: a load takes long (a tenth of a second for 50 MiB), and
     /// the node must keep answering the config store meanwhile, whose quorum may need it.
-    fn start_load(&mut self) {
+    fn start_load(&mut self, group: GroupId) {
+        self.own(group);
         self.loads_started += 1;
         let load = self.loads_started;
         let group = self.config.group.clone();
@@ -283,27 +308,32 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         }
     }
 
-    fn log_align(&mut self, lsn: u64) {
+    fn log_align(&mut self, group: GroupId, lsn: u64) {
+        self.own(group);
         if let Some(log) = &self.log {
             log.align(lsn);
         }
     }
 
-    fn log_align_rejoin(&mut self, lsn: u64) -> u64 {
+    fn log_align_rejoin(&mut self, group: GroupId, lsn: u64) -> u64 {
+        self.own(group);
         self.log.as_ref().map_or(lsn, |log| log.align_rejoin(lsn))
     }
 
-    fn lsn_durable(&self) -> u64 {
+    fn lsn_durable(&self, group: GroupId) -> u64 {
+        self.own(group);
         self.log.as_ref().map_or(0, NodeLog::lsn_durable)
     }
 
-    fn wants_checkpoint(&self) -> bool {
+    fn wants_checkpoint(&self, group: GroupId) -> bool {
+        self.own(group);
         self.log.as_ref().is_some_and(NodeLog::checkpoint_wanted)
     }
 
     /// The log thread tells the node what it synced through its listener
     /// ([`ToNode::Synced`]), a finished checkpoint's anchor included.
-    fn log_order(&mut self, order: LogOrder) -> Option<u64> {
+    fn log_order(&mut self, group: GroupId, order: LogOrder) -> Option<u64> {
+        self.own(group);
         if let Some(log) = &self.log {
             log.order(order);
         }
@@ -318,7 +348,7 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
                     self.metrics.publications_not_relayed.inc();
                 }
             }
-            PeerMessage::Replication(message) if self.primary_epoch.is_some() => {
+            PeerMessage::Replication { group, message } if self.primary_epoch.is_some() => {
                 if let Message::Batch(bytes) = &message {
                     self.metrics.batches_shipped.inc();
                     self.metrics.bytes_shipped.inc_by(bytes.len() as u64);
@@ -327,12 +357,12 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
                 // A member not linked yet asks for its link and introduces itself; what was
                 // sent before is of no use to it.
                 if self.links.get(&to) == self.primary_epoch.as_ref() {
-                    self.peers.send_replication(to, &message);
+                    self.peers.send_replication(to, group, &message);
                 }
             }
-            PeerMessage::Replication(message) => {
+            PeerMessage::Replication { group, message } => {
                 if self.replicas.contains_key(&to) {
-                    self.peers.send_replication(to, &message);
+                    self.peers.send_replication(to, group, &message);
                     self.beats.note_ack(&message);
                 }
             }
@@ -348,10 +378,11 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
 
     fn release(
         &mut self,
+        group: GroupId,
         primary: &PrimaryHost<CallTo>,
         reply: Reply<Answer<CallTo>>,
     ) -> Result<(), String> {
-        let _ = primary;
+        let _ = (group, primary);
         self.replies_released += 1;
         let Answer { to, seq: _, kind } = reply.reply;
         if let CallTo::Local { seq, started } = to {
@@ -444,7 +475,8 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         format!("node {}: {failure}", self.id)
     }
 
-    fn carry_note(&mut self, note: &CarryNote<'_>) -> Result<(), String> {
+    fn carry_note(&mut self, group: GroupId, note: &CarryNote<'_>) -> Result<(), String> {
+        self.own(group);
         match note {
             CarryNote::HandoverRefused { .. } | CarryNote::LoadFailed { .. } => {
                 tracing::warn!("node {}: {note}", self.id);
@@ -458,12 +490,13 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
 
     fn ran(
         &mut self,
+        group: GroupId,
         primary: &PrimaryHost<CallTo>,
         proc_id: ProcId,
         ran: &Ran,
         time_ms: u64,
     ) -> Result<(), String> {
-        let _ = (primary, proc_id, time_ms);
+        let _ = (group, primary, proc_id, time_ms);
         match ran {
             Ran::Committed { shipped, .. } => {
                 self.tallies.commits += 1;
@@ -482,15 +515,25 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         Ok(())
     }
 
-    fn swept(&mut self, primary: &PrimaryHost<CallTo>, time_ms: u64) -> Result<(), String> {
-        let _ = (primary, time_ms);
+    fn swept(
+        &mut self,
+        group: GroupId,
+        primary: &PrimaryHost<CallTo>,
+        time_ms: u64,
+    ) -> Result<(), String> {
+        let _ = (group, primary, time_ms);
         self.tallies.commits += 1;
         self.metrics.commits.inc();
         Ok(())
     }
 
-    fn leaving(&mut self, primary: &PrimaryHost<CallTo>, ready: &mut RoleReady<CallTo>) {
-        let _ = primary;
+    fn leaving(
+        &mut self,
+        group: GroupId,
+        primary: &PrimaryHost<CallTo>,
+        ready: &mut RoleReady<CallTo>,
+    ) {
+        let _ = (group, primary);
         // A transfer's pages were copied into its messages while the node waited: it costs a
         // pause proportional to the pages changed since the member's LSN.
         for (node, sent) in ready.transfers_sent.drain(..) {
@@ -522,8 +565,14 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         self.metrics.publications_not_relayed.inc();
     }
 
-    fn backup_holds(&mut self, primary: NodeId, lsn_received: u64, lsn_applied: u64) {
-        let _ = primary;
+    fn backup_holds(
+        &mut self,
+        group: GroupId,
+        primary: NodeId,
+        lsn_received: u64,
+        lsn_applied: u64,
+    ) {
+        let _ = (group, primary);
         self.metrics.lsn_received.set(lsn_received as i64);
         self.metrics.lsn_applied.set(lsn_applied as i64);
     }

@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use tandem_config::GroupId;
 use tandem_node::Slot as RoleSlot;
 use tandem_replication::{Message, NodeId};
 
@@ -34,12 +35,16 @@ impl NodeThread {
     fn peer_input(&mut self, input: PeerInput) {
         match input {
             PeerInput::Cluster { from, message } => self.cluster_message(from, message),
-            PeerInput::Replication { from, message } => self.replication(from, message),
+            PeerInput::Replication {
+                from,
+                group,
+                message,
+            } => self.replication(from, group, message),
             PeerInput::Publication { from, publication } => {
                 self.node.step_publication(from, publication, &mut self.env);
             }
             PeerInput::Receiving { from } => {
-                if self.env.replicas.get(&from) == Some(&self.node.role_epoch()) {
+                if self.env.replicas.get(&from) == Some(&self.node.role_epoch(self.group)) {
                     let received = self.node.receiving(from, &mut self.env);
                     self.check(received);
                 }
@@ -50,9 +55,14 @@ impl NodeThread {
         self.drive();
     }
 
-    /// A replication message: taken on a link of the role the node holds now.
-    fn replication(&mut self, from: NodeId, message: Message) {
-        let role_epoch = self.node.role_epoch();
+    /// A replication message of `group`: taken on a link of the role the node holds now in
+    /// the group it serves in.
+    fn replication(&mut self, from: NodeId, group: GroupId, message: Message) {
+        if group != self.group {
+            self.env.metrics.frames_rejected.inc();
+            return;
+        }
+        let role_epoch = self.node.role_epoch(self.group);
         let linked = match self.env.primary_epoch {
             Some(_) => self.env.links.get(&from) == Some(&role_epoch),
             None => self.env.replicas.get(&from) == Some(&role_epoch),
@@ -70,7 +80,9 @@ impl NodeThread {
         } else if let Message::Batch(_) = message {
             self.env.metrics.batches_received.inc();
         }
-        let stepped = self.node.step_replication(from, message, &mut self.env);
+        let stepped = self
+            .node
+            .step_replication(from, group, message, &mut self.env);
         self.check(stepped);
     }
 
@@ -94,11 +106,11 @@ impl NodeThread {
     /// The view and LSN a primary role welcomes `backup` with, or why it cannot take it.
     fn can_take(&self, backup: NodeId) -> Result<(u64, u64), String> {
         let me = self.env.id;
-        let RoleSlot::Primary(host) = self.node.role() else {
+        let RoleSlot::Primary(host) = self.node.role(self.group) else {
             return Err(format!("node {me} is not a primary now"));
         };
         let primary = host.primary();
-        if !self.node.serving(&self.env) {
+        if !self.node.serving(self.group, &self.env) {
             return Err(format!("node {me} is not primary of its view now"));
         }
         if !primary.backup_progress().any(|(node, _, _)| node == backup) {
@@ -114,7 +126,9 @@ impl NodeThread {
     /// from what its next ack says it holds.
     fn take_link(&mut self, backup: NodeId, (view, lsn): (u64, u64)) {
         self.env.peers.answer_link(backup, Ok((view, lsn)));
-        self.env.links.insert(backup, self.node.role_epoch());
+        self.env
+            .links
+            .insert(backup, self.node.role_epoch(self.group));
         self.node.link_up(backup);
     }
 
@@ -124,7 +138,7 @@ impl NodeThread {
         let asked_in = self.link_asked.remove(&primary);
         match answer {
             Ok(()) => {
-                let role_epoch = self.node.role_epoch();
+                let role_epoch = self.node.role_epoch(self.group);
                 if asked_in == Some(role_epoch) && self.following() == Some(primary) {
                     self.env.replicas.insert(primary, role_epoch);
                 }
@@ -140,7 +154,7 @@ impl NodeThread {
 
     /// The primary this node's backup role follows now, if it holds one and is not frozen.
     fn following(&self) -> Option<NodeId> {
-        match self.node.role() {
+        match self.node.role(self.group) {
             RoleSlot::Backup(backup) if !backup.gate().is_frozen() => Some(backup.gate().primary()),
             _ => None,
         }
@@ -151,8 +165,8 @@ impl NodeThread {
     /// waited long enough); a backup role's with the primary it follows, asked for if it
     /// has none.
     pub(super) fn keep_links(&mut self) {
-        let role_epoch = self.node.role_epoch();
-        let members: Vec<NodeId> = match self.node.role() {
+        let role_epoch = self.node.role_epoch(self.group);
+        let members: Vec<NodeId> = match self.node.role(self.group) {
             RoleSlot::Primary(host) => host
                 .primary()
                 .backup_progress()
@@ -207,8 +221,8 @@ impl NodeThread {
     /// Tells the beat thread which links the node's role holds, if that changed: a primary
     /// role's to its backups, a backup role's to its primary.
     pub(super) fn publish_beats(&mut self) {
-        let role_epoch = self.node.role_epoch();
-        let beat = match self.node.role() {
+        let role_epoch = self.node.role_epoch(self.group);
+        let beat = match self.node.role(self.group) {
             RoleSlot::Primary(host) if self.env.primary_epoch.is_some() => Beat::Pulse {
                 view: host.primary().view(),
             },

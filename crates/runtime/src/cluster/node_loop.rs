@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tandem_cluster::ClusterMessage;
-use tandem_config::Member;
+use tandem_config::{GroupId, Member};
 use tandem_memory::Segment;
 use tandem_node::{DriveError, Needs, Node, Slot as RoleSlot, WaitingCall, WaitingRead};
 use tandem_replication::NodeId;
@@ -169,6 +169,9 @@ pub(super) enum Published {
 /// The node's thread: see the module.
 pub(super) struct NodeThread {
     pub(super) node: Node<CallTo, ReadTo>,
+    /// The group the node serves in: a runtime node serves in one until it hosts many
+    /// (docs/many-groups.md, step 4).
+    pub(super) group: GroupId,
     pub(super) disk: super::ConfigDisk,
     pub(super) env: RuntimeEnv,
     pub(super) inbox: NodeInbox,
@@ -264,7 +267,7 @@ impl NodeThread {
             // The calls of every connection read in this pass run together: they share
             // batches, as they would in one connection's pipeline.
             if std::mem::take(&mut self.calls_queued) {
-                let ran = self.node.run_queued(&mut self.env);
+                let ran = self.node.run_queued(self.group, &mut self.env);
                 self.check(ran);
                 self.drive();
             }
@@ -376,14 +379,15 @@ impl NodeThread {
         }
         while now >= next_tick {
             let long_call = self.scripts.watch().running().is_some();
-            let group = self.node.group();
-            self.node.core_mut().long_call_running(group, long_call);
+            self.node
+                .core_mut()
+                .long_call_running(self.group, long_call);
             let ticked = self.node.tick(&mut self.env);
             self.check(ticked);
             self.drive();
             next_tick += tick;
         }
-        let stuck = self.node.core().is_stalled(self.node.group());
+        let stuck = self.node.core().is_stalled(self.group);
         self.env.progress.set_stuck(stuck);
         self.refresh_stats(now);
         next_tick
@@ -400,7 +404,7 @@ impl NodeThread {
         }
         // A primary's figures come from the model its calls run on, which also counts what
         // only it does (evictions); a backup's from the node's, over the segment it applies.
-        let stats = match self.node.role() {
+        let stats = match self.node.role(self.group) {
             RoleSlot::Primary(host) => {
                 let store = host.role().store();
                 store.model().stats(store.segment())
@@ -434,12 +438,12 @@ impl NodeThread {
             }
             ToNode::Read(read) => self.read(read),
             ToNode::Synced(lsn) => {
-                let synced = self.node.log_synced(lsn, &mut self.env);
+                let synced = self.node.log_synced(self.group, lsn, &mut self.env);
                 self.check(synced);
             }
             ToNode::Loaded { load, result } => {
                 if load == self.env.loads_started {
-                    self.node.segment_loaded(result, &mut self.env);
+                    self.node.segment_loaded(self.group, result, &mut self.env);
                 }
             }
             ToNode::Stop => self.stopping = true,
@@ -493,8 +497,9 @@ impl NodeThread {
                 channel,
                 message,
             } if current => {
+                let group = self.group;
                 self.node
-                    .relay_publication(shard, &channel, &message, &mut self.env);
+                    .relay_publication(group, shard, &channel, &message, &mut self.env);
             }
             // A message published under a role that has ended is its subscribers' alone.
             Inbound::Publication { .. } => {}
@@ -523,13 +528,13 @@ impl NodeThread {
             read_only: slot.read_only,
             safety: slot.safety,
         });
-        self.node.queue_calls(calls, &mut self.env);
+        self.node.queue_calls(self.group, calls, &mut self.env);
         self.calls_queued = true;
     }
 
     /// Whether the in-process driver would issue calls now (then the loop does not sleep).
     fn local_wants_calls(&self) -> bool {
-        let RoleSlot::Primary(host) = self.node.role() else {
+        let RoleSlot::Primary(host) = self.node.role(self.group) else {
             return false;
         };
         host.waiting() == 0 && self.local.as_ref().is_some_and(|local| local.wants_calls())
@@ -543,7 +548,7 @@ impl NodeThread {
             return;
         };
         local.answered(&mut self.env.local_answers);
-        let RoleSlot::Primary(host) = self.node.role() else {
+        let RoleSlot::Primary(host) = self.node.role(self.group) else {
             return;
         };
         if local.check_due() {
@@ -558,7 +563,7 @@ impl NodeThread {
         }
         let mut calls = Vec::new();
         local.issue(&mut calls);
-        self.node.queue_calls(calls, &mut self.env);
+        self.node.queue_calls(self.group, calls, &mut self.env);
         self.calls_queued = true;
     }
 
@@ -583,7 +588,7 @@ impl NodeThread {
             to: read.to,
             needs,
         };
-        let kept = self.node.read(read, &mut self.env);
+        let kept = self.node.read(self.group, read, &mut self.env);
         self.check(kept.map(|_| ()));
     }
 
@@ -641,7 +646,7 @@ impl NodeThread {
         let mut status = NodeStatus {
             node_id: self.env.id,
             role: "outside",
-            view: self.node.view().map_or(0, |view| view.number),
+            view: self.node.view(self.group).map_or(0, |view| view.number),
             lsn: 0,
             lsn_applied: 0,
             pending_replies: 0,
@@ -653,7 +658,7 @@ impl NodeThread {
             shipped_wire_bytes: 0,
             check: None,
         };
-        match self.node.role() {
+        match self.node.role(self.group) {
             RoleSlot::Primary(host) => {
                 let primary = host.primary();
                 let lsn = host.role().store().segment().lsn();
@@ -682,7 +687,7 @@ impl NodeThread {
 
     fn checksum(&self) -> Checksum {
         let model = &self.env.model;
-        let segment = match self.node.role() {
+        let segment = match self.node.role(self.group) {
             RoleSlot::Primary(host) => host.role().store().segment(),
             RoleSlot::Backup(backup) if backup.is_passive() => {
                 return passive_checksum(backup.applier());
@@ -706,8 +711,8 @@ impl NodeThread {
     /// for a new role), its figures, the links a primary role needs, and what `/status` and
     /// `/metrics` say.
     fn publish(&mut self) {
-        let role_epoch = self.node.role_epoch();
-        let fresh = match (&self.published, self.node.role()) {
+        let role_epoch = self.node.role_epoch(self.group);
+        let fresh = match (&self.published, self.node.role(self.group)) {
             (Published::Outside, RoleSlot::Outside) => false,
             (Published::Primary { role_epoch: e, .. }, RoleSlot::Primary(_))
             | (Published::Backup { role_epoch: e, .. }, RoleSlot::Backup(_)) => *e != role_epoch,
@@ -725,7 +730,7 @@ impl NodeThread {
     /// A new role: a new handle in the slot, and the connections of the old one let go.
     fn publish_new_role(&mut self, role_epoch: u64) {
         self.heard_since_role.clear();
-        let (slot, published) = match self.node.role() {
+        let (slot, published) = match self.node.role(self.group) {
             RoleSlot::Outside => (Slot::Outside, Published::Outside),
             RoleSlot::Primary(host) => {
                 let inbound = InboundTx {
@@ -785,7 +790,7 @@ impl NodeThread {
 
     /// Keeps the published figures of the role in step with it.
     fn publish_figures(&mut self) {
-        match (&self.published, self.node.role()) {
+        match (&self.published, self.node.role(self.group)) {
             (
                 Published::Primary {
                     view,
@@ -842,8 +847,8 @@ impl NodeThread {
     fn publish_info(&mut self) {
         self.count_alone();
         let core = self.node.core();
-        let group = self.node.group();
-        let role = match self.node.role() {
+        let group = self.group;
+        let role = match self.node.role(group) {
             RoleSlot::Outside => "outside",
             RoleSlot::Primary(_) => "primary",
             // A backup role serves a backup or a spare, as the view says.
@@ -879,10 +884,10 @@ impl NodeThread {
             let alone = now.duration_since(since).as_secs_f64();
             self.env.metrics.primary_alone_seconds.inc_by(alone);
         }
-        let alone = matches!(self.node.role(), RoleSlot::Primary(_))
+        let alone = matches!(self.node.role(self.group), RoleSlot::Primary(_))
             && self
                 .node
-                .view()
+                .view(self.group)
                 .is_some_and(|view| view.backups.is_empty() && !self.env.config.peers.is_empty());
         if alone {
             self.alone_since = Some(now);

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use mio::unix::SourceFd;
 use mio::{Interest, Registry, Token};
 use tandem_cluster::ClusterMessage;
+use tandem_config::GroupId;
 use tandem_replication::{Message, NodeId};
 use tandem_wire::{
     ErrorCode, Frame, FrameBuffer, Hello, PeerKind, Welcome, encode_error, encode_hello,
@@ -126,6 +127,7 @@ pub(super) enum PeerInput {
     },
     Replication {
         from: NodeId,
+        group: GroupId,
         message: Message,
     },
     /// A pub/sub message `from`'s primary role relayed.
@@ -135,13 +137,9 @@ pub(super) enum PeerInput {
     },
     /// Bytes of a frame not yet whole arrived (said at most once per tick): a long frame
     /// from a primary is hearing from it.
-    Receiving {
-        from: NodeId,
-    },
+    Receiving { from: NodeId },
     /// Backup `from` asks this node's primary role for a link.
-    LinkAsked {
-        from: NodeId,
-    },
+    LinkAsked { from: NodeId },
     /// The answer to this node's last ask for a link from `from`.
     LinkAnswered {
         from: NodeId,
@@ -230,7 +228,11 @@ impl PeerConn {
                         Err(_) => continue,
                     }
                 }
-                Ok(Some(Frame::Peer(message))) => PeerInput::Replication { from, message },
+                Ok(Some(Frame::Peer { group, message })) => PeerInput::Replication {
+                    from,
+                    group,
+                    message,
+                },
                 Ok(Some(Frame::Publication(body))) => {
                     // As a cluster message: one that does not decode is dropped.
                     match tandem_node::decode_relayed_publication(body) {
@@ -464,18 +466,18 @@ impl Peers {
         self.queue(peer);
     }
 
-    /// Sends a replication message to `peer`, if connected.
-    pub(super) fn send_replication(&mut self, peer: NodeId, message: &Message) {
+    /// Sends a replication message of `group`'s stream to `peer`, if connected.
+    pub(super) fn send_replication(&mut self, peer: NodeId, group: GroupId, message: &Message) {
         self.frame.clear();
         let Some(conn) = self.conns.get(&peer) else {
             return;
         };
         let mut out = conn.out.lock();
         let queued = if let Message::Batch(bytes) = message {
-            tandem_wire::encode_batch_frame_header(&mut self.frame, bytes.len());
+            tandem_wire::encode_batch_frame_header(&mut self.frame, group, bytes.len());
             out.batch(&self.frame, bytes)
         } else {
-            encode_peer(&mut self.frame, message);
+            encode_peer(&mut self.frame, group, message);
             out.frames(&self.frame)
         };
         drop(out);
@@ -818,7 +820,7 @@ mod tests {
         let message = Message::Batch(vec![7; 100_000].into());
         let mut frame = Vec::new();
         if let Message::Batch(bytes) = &message {
-            tandem_wire::encode_batch_frame_header(&mut frame, bytes.len());
+            tandem_wire::encode_batch_frame_header(&mut frame, 0, bytes.len());
             frame.extend_from_slice(bytes);
         }
         let start = Instant::now();
@@ -835,7 +837,7 @@ mod tests {
         let later = start + Duration::from_millis(1);
         let inputs = read_all(&mut conn, later).ok().unwrap();
         assert!(
-            matches!(&inputs[..], [PeerInput::Replication { from: 2, message: got }] if *got == message),
+            matches!(&inputs[..], [PeerInput::Replication { from: 2, group: 0, message: got }] if *got == message),
             "{} inputs",
             inputs.len()
         );

@@ -228,7 +228,7 @@ impl World {
         // Group commit: everything that waited goes into the next sync.
         while let Some(order) = self.nodes[index_of(node)].log.waiting.pop_front() {
             if let Some(lsn) = self.log_carry_out(node, order) {
-                self.with_node(node, |member, env| member.log_anchored(lsn, env));
+                self.with_node(node, |member, env| member.log_anchored(GROUP, lsn, env));
             }
         }
         self.log_maybe_sync(node);
@@ -250,7 +250,7 @@ impl World {
     /// The log's listener: the primary role hears `log_synced`; a backup acks to its
     /// primary at once (`Message::durable_ack`).
     fn log_tell_role(&mut self, node: NodeId, lsn: u64) -> Result<(), String> {
-        self.with_node(node, |member, env| member.log_synced(lsn, env))
+        self.with_node(node, |member, env| member.log_synced(GROUP, lsn, env))
             .unwrap_or(Ok(()))
     }
 

@@ -460,7 +460,7 @@ impl World {
         self.crash_log(node);
         let state = &mut self.nodes[index_of(node)];
         if let Some(member) = state.node.take() {
-            state.role_epoch = member.role_epoch();
+            state.role_epoch = member.role_epoch(GROUP);
         }
         state.recovered = None;
         state.recovered_history = None;
@@ -631,7 +631,11 @@ impl World {
         let Wire::Replication(frame) = &wire else {
             return wire;
         };
-        let Ok(PeerMessage::Replication(Message::Batch(bytes))) = decode_peer(frame) else {
+        let Ok(PeerMessage::Replication {
+            group,
+            message: Message::Batch(bytes),
+        }) = decode_peer(frame)
+        else {
             return wire;
         };
         let every_run = match self.sabotage {
@@ -647,7 +651,10 @@ impl World {
             return wire;
         }
         self.note("sabotage: a forged batch for node 2".into());
-        Wire::replication(&Message::Batch(crate::forge_batch(&bytes, every_run)))
+        Wire::replication(
+            group,
+            &Message::Batch(crate::forge_batch(&bytes, every_run)),
+        )
     }
 
     pub(super) fn deliver_later(&mut self, from: NodeId, to: NodeId, link: (u64, u64), wire: Wire) {
@@ -699,10 +706,10 @@ impl World {
                 self.drive(to)
             }
             Wire::Replication(frame) => {
-                let PeerMessage::Replication(message) = decode_peer(&frame)? else {
+                let PeerMessage::Replication { group, message } = decode_peer(&frame)? else {
                     return Err(self.fail(format!("a cluster frame as a replication one to {to}")));
                 };
-                self.replicate(from, to, message)
+                self.replicate(from, to, group, message)
             }
             Wire::Hello { conn } => {
                 self.greet(from, to, conn);

@@ -93,7 +93,7 @@ use std::time::Duration;
 use tandem_client::route::{Action, Answered, CallRoute, Greeted, Report, Router, RouterConfig};
 use tandem_client::{ErrorCode, ErrorFrame, ReplyStatus};
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings, GroupSettings};
-use tandem_config::{ClusterMap, MemDurable, NodeInfo, View};
+use tandem_config::{ClusterMap, GroupId, MemDurable, NodeInfo, View};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
     Answer, AnswerKind, BackupWatch, Carried, CarryNote, Destination, DriveError, LogOrder, Needs,
@@ -371,10 +371,10 @@ enum Wire {
 }
 
 impl Wire {
-    /// The replication message's frame, encoded as the runtime encodes it.
-    fn replication(message: &Message) -> Wire {
+    /// The frame of a replication message of `group`, encoded as the runtime encodes it.
+    fn replication(group: GroupId, message: &Message) -> Wire {
         let mut bytes = Vec::new();
-        tandem_node::encode_replication(&mut bytes, message);
+        tandem_node::encode_replication(&mut bytes, group, message);
         Wire::Replication(bytes)
     }
 
@@ -580,7 +580,9 @@ impl SimNode {
 
     /// The role the node holds (outside while it is down).
     fn role(&self) -> &Slot {
-        self.node.as_ref().map_or(&self.outside, Member::role)
+        self.node
+            .as_ref()
+            .map_or(&self.outside, |member| member.role(GROUP))
     }
 }
 

@@ -60,7 +60,10 @@ impl World {
             self.node_settings(),
             Arc::clone(&self.model),
             role_epoch,
-            recovered,
+            recovered
+                .map(|segment| (GROUP, segment))
+                .into_iter()
+                .collect(),
         )
     }
 
@@ -78,7 +81,7 @@ impl World {
             applying: None,
         };
         let result = f(&mut member, &mut env);
-        self.nodes[index_of(node)].role_epoch = member.role_epoch();
+        self.nodes[index_of(node)].role_epoch = member.role_epoch(GROUP);
         self.nodes[index_of(node)].node = Some(member);
         Some(result)
     }
@@ -152,7 +155,9 @@ impl World {
         }
         self.catch_up_ticks(node);
         let segment = loaded(&*self.model, self.segment_len);
-        self.with_node(node, |member, env| member.segment_loaded(Ok(segment), env));
+        self.with_node(node, |member, env| {
+            member.segment_loaded(GROUP, Ok(segment), env)
+        });
         self.drive(node)
     }
 
@@ -181,10 +186,11 @@ impl World {
         &mut self,
         from: NodeId,
         to: NodeId,
+        group: GroupId,
         message: Message,
     ) -> Result<(), String> {
         self.with_node(to, |member, env| {
-            member.step_replication(from, message, env)
+            member.step_replication(from, group, message, env)
         })
         .unwrap_or(Ok(()))
     }
@@ -192,7 +198,8 @@ impl World {
     /// A client greets node `to` on connection `conn`: the node says whether it serves as
     /// primary, and its view, as a node's `Welcome` does.
     pub(super) fn greet(&mut self, from: NodeId, to: NodeId, conn: u64) {
-        let Some((primary, view)) = self.with_node(to, |member, env| member.welcome(env)) else {
+        let Some((primary, view)) = self.with_node(to, |member, env| member.welcome(GROUP, env))
+        else {
             return;
         };
         let welcome = Wire::Welcome {
@@ -226,7 +233,7 @@ impl World {
             read_only: false,
             safety: None,
         };
-        self.with_node(to, |member, env| member.call(waiting, env))
+        self.with_node(to, |member, env| member.call(GROUP, waiting, env))
             .unwrap_or(Ok(()))
     }
 
@@ -624,11 +631,13 @@ impl World {
     /// records; the ledger follows the role's segment.
     fn carried(&mut self, node: NodeId, carried: Carried<'_, ClientConn, ReaderConn>) {
         let Carried {
+            group,
             role,
             view,
             new_role,
             role_epoch,
         } = carried;
+        own(group);
         // Its links are new connections from now on.
         self.nodes[index_of(node)].role_epoch = role_epoch;
         if new_role {
@@ -640,7 +649,7 @@ impl World {
                     if let Some(Slot::Primary(primary)) = self.nodes[index_of(view.primary)]
                         .node
                         .as_mut()
-                        .map(Member::role_mut)
+                        .map(|member| member.role_mut(GROUP))
                     {
                         primary.role_mut().link_reset(node);
                     }
@@ -675,7 +684,8 @@ impl World {
             .retain(|&(_, primary), _| primary != node);
         self.synced_ever.retain(|&(_, primary), _| primary != node);
         for backup in &self.nodes {
-            let Some(Slot::Backup(role)) = backup.node.as_ref().map(Member::role) else {
+            let Some(Slot::Backup(role)) = backup.node.as_ref().map(|member| member.role(GROUP))
+            else {
                 continue;
             };
             if role.gate().primary() != node {
@@ -708,7 +718,8 @@ pub(super) struct SimEnv<'a> {
 impl BackupWatch for SimEnv<'_> {
     type Error = String;
 
-    fn applying(&mut self, apply: &ApplyBatch) {
+    fn applying(&mut self, group: GroupId, apply: &ApplyBatch) {
+        own(group);
         self.applying = self
             .world
             .redis
@@ -716,7 +727,14 @@ impl BackupWatch for SimEnv<'_> {
             .then(|| batch_key(apply.batch.bytes()));
     }
 
-    fn applied(&mut self, lsn_before: u64, lsn: u64, calls: &[CallId]) -> Result<(), String> {
+    fn applied(
+        &mut self,
+        group: GroupId,
+        lsn_before: u64,
+        lsn: u64,
+        calls: &[CallId],
+    ) -> Result<(), String> {
+        own(group);
         let (node, tick) = (self.node, self.world.now / MICROS_PER_TICK);
         let world = &mut *self.world;
         let ledger = &mut world.nodes[index_of(node)].ledger;
@@ -749,7 +767,14 @@ impl BackupWatch for SimEnv<'_> {
         Ok(())
     }
 
-    fn installed(&mut self, view: u64, lsn: u64, segment: &Segment) -> Result<(), String> {
+    fn installed(
+        &mut self,
+        group: GroupId,
+        view: u64,
+        lsn: u64,
+        segment: &Segment,
+    ) -> Result<(), String> {
+        own(group);
         let world = &mut *self.world;
         world.report.transfers += 1;
         // The member now holds the bytes of the sender's segment at `lsn`: its records are
@@ -782,13 +807,15 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
     }
 
     /// A load the node cannot wait for is instant; one under way is abandoned.
-    fn load(&mut self) -> Result<Segment, Self::LoadError> {
+    fn load(&mut self, group: GroupId) -> Result<Segment, Self::LoadError> {
+        own(group);
         self.world.nodes[index_of(self.node)].load_epoch += 1;
         Ok(loaded(&*self.world.model, self.world.segment_len))
     }
 
     /// A load takes up to [`LOAD_TICKS_MAX`] ticks, drawn from the seed.
-    fn start_load(&mut self) {
+    fn start_load(&mut self, group: GroupId) {
+        own(group);
         let world = &mut *self.world;
         let state = &mut world.nodes[index_of(self.node)];
         state.load_epoch += 1;
@@ -803,23 +830,28 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         );
     }
 
-    fn log_align(&mut self, lsn: u64) {
+    fn log_align(&mut self, group: GroupId, lsn: u64) {
+        own(group);
         self.world.log_align(self.node, lsn);
     }
 
-    fn log_align_rejoin(&mut self, lsn: u64) -> u64 {
+    fn log_align_rejoin(&mut self, group: GroupId, lsn: u64) -> u64 {
+        own(group);
         self.world.log_align_rejoin(self.node, lsn)
     }
 
-    fn lsn_durable(&self) -> u64 {
+    fn lsn_durable(&self, group: GroupId) -> u64 {
+        own(group);
         self.world.nodes[index_of(self.node)].log.lsn_durable()
     }
 
-    fn wants_checkpoint(&self) -> bool {
+    fn wants_checkpoint(&self, group: GroupId) -> bool {
+        own(group);
         self.world.nodes[index_of(self.node)].log.wants_checkpoint()
     }
 
-    fn log_order(&mut self, order: LogOrder) -> Option<u64> {
+    fn log_order(&mut self, group: GroupId, order: LogOrder) -> Option<u64> {
+        own(group);
         if matches!(order, LogOrder::CheckpointFinish { .. }) {
             self.world.report.checkpoints += 1;
         }
@@ -828,7 +860,7 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
 
     fn send(&mut self, to: NodeId, message: PeerMessage) {
         let wire = match &message {
-            PeerMessage::Replication(message) => Wire::replication(message),
+            PeerMessage::Replication { group, message } => Wire::replication(*group, message),
             PeerMessage::Cluster(message) => Wire::cluster(message),
             // Only a driver relays pub/sub messages (`Node::relay_publication`), and the
             // simulator's clients publish none.
@@ -839,9 +871,11 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
 
     fn release(
         &mut self,
+        group: GroupId,
         primary: &PrimaryHost,
         reply: tandem_replication::Reply<Answer<ClientConn>>,
     ) -> Result<(), String> {
+        own(group);
         self.world.release(self.node, primary, reply)
     }
 
@@ -889,7 +923,8 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
     }
 
     /// A refused handover, which no correct node asks for, fails the run.
-    fn carry_note(&mut self, note: &CarryNote<'_>) -> Result<(), String> {
+    fn carry_note(&mut self, group: GroupId, note: &CarryNote<'_>) -> Result<(), String> {
+        own(group);
         match note {
             CarryNote::HandoverRefused { error } => Err(format!(
                 "node {} cannot hand its records over: {error}",
@@ -899,22 +934,30 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         }
     }
 
-    fn running(&mut self, call: &mut WaitingCall<ClientConn>, time_ms: u64) {
+    fn running(&mut self, group: GroupId, call: &mut WaitingCall<ClientConn>, time_ms: u64) {
+        own(group);
         call.to.ran_at_ms = time_ms;
         call.to.reads = self.world.model.kind(call.proc_id) == Some(ProcKind::Read);
     }
 
-    fn rewrite_call(&mut self, call: &WaitingCall<ClientConn>) -> Option<(ProcId, Vec<u8>)> {
+    fn rewrite_call(
+        &mut self,
+        group: GroupId,
+        call: &WaitingCall<ClientConn>,
+    ) -> Option<(ProcId, Vec<u8>)> {
+        own(group);
         self.world.increment_twice(self.node, call)
     }
 
     fn ran(
         &mut self,
+        group: GroupId,
         primary: &PrimaryHost,
         proc_id: ProcId,
         ran: &Ran,
         time_ms: u64,
     ) -> Result<(), String> {
+        own(group);
         if let Some(redis) = self.world.redis.as_mut()
             && proc_id == command_proc_of(b"INCR")
         {
@@ -923,7 +966,8 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         self.world.ran(self.node, primary, ran, time_ms)
     }
 
-    fn swept(&mut self, primary: &PrimaryHost, time_ms: u64) -> Result<(), String> {
+    fn swept(&mut self, group: GroupId, primary: &PrimaryHost, time_ms: u64) -> Result<(), String> {
+        own(group);
         let world = &mut *self.world;
         world.nodes[index_of(self.node)]
             .ledger
@@ -933,11 +977,24 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         world.check_bounded(self.node, primary)
     }
 
-    fn leaving(&mut self, primary: &PrimaryHost, ready: &mut RoleReady<ClientConn>) {
+    fn leaving(
+        &mut self,
+        group: GroupId,
+        primary: &PrimaryHost,
+        ready: &mut RoleReady<ClientConn>,
+    ) {
+        own(group);
         self.world.remember_what_leaves(self.node, primary, ready);
     }
 
-    fn backup_holds(&mut self, primary: NodeId, lsn_received: u64, lsn_applied: u64) {
+    fn backup_holds(
+        &mut self,
+        group: GroupId,
+        primary: NodeId,
+        lsn_received: u64,
+        lsn_applied: u64,
+    ) {
+        own(group);
         let ever = self
             .world
             .received_ever
@@ -947,11 +1004,18 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         ever.1 = ever.1.max(lsn_applied);
     }
 
-    fn backup_applied(&mut self, backup: &BackupRole, lsn_before: u64) -> Result<(), String> {
+    fn backup_applied(
+        &mut self,
+        group: GroupId,
+        backup: &BackupRole,
+        lsn_before: u64,
+    ) -> Result<(), String> {
+        own(group);
         self.world.check_backup(self.node, lsn_before, backup)
     }
 
-    fn synced_heard(&mut self, primary: NodeId, lsn: u64) {
+    fn synced_heard(&mut self, group: GroupId, primary: NodeId, lsn: u64) {
+        own(group);
         let synced = self
             .world
             .synced_ever
@@ -961,7 +1025,8 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
     }
 
     /// The backup's lease promise to `primary` runs from the tick after the message.
-    fn heard_primary(&mut self, primary: NodeId) {
+    fn heard_primary(&mut self, group: GroupId, primary: NodeId) {
+        own(group);
         let world = &mut *self.world;
         let node = self.node;
         let promise_ticks = world.nodes[index_of(node)].settings.lease_ticks;
@@ -970,13 +1035,15 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         *promise = (*promise).max(end);
     }
 
-    fn records(&mut self, moved: RecordsMoved<'_>) {
+    fn records(&mut self, group: GroupId, moved: RecordsMoved<'_>) {
+        own(group);
         self.world.records_moved(self.node, moved);
     }
 
     /// What the log holds is the old role's (the Redis model's ghost of it, for a replay),
     /// unless the log failed before the role rewound.
-    fn carrying_out(&mut self, role: &Slot) {
+    fn carrying_out(&mut self, group: GroupId, role: &Slot) {
+        own(group);
         let history = self.world.log_history(self.node, role);
         self.world.note_log_history(self.node, history);
     }
@@ -996,7 +1063,13 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
     /// hold every acknowledged commit; were a commit the stale primary acknowledged missing
     /// from the newest view, the next promotion there, or the check once the cluster has
     /// healed, would say so.
-    fn promoted(&mut self, primary: &PrimaryHost, view: &View) -> Result<(), String> {
+    fn promoted(
+        &mut self,
+        group: GroupId,
+        primary: &PrimaryHost,
+        view: &View,
+    ) -> Result<(), String> {
+        own(group);
         if view.number != self.world.view_latest.number {
             return Ok(());
         }
@@ -1006,4 +1079,10 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
     fn ignores_depose(&self) -> bool {
         self.world.sabotage == Some(ClusterSabotage::IgnoreDepose)
     }
+}
+
+/// Asserts that `group` is the one a simulated node serves in: one group per cluster until
+/// the simulator runs several (docs/many-groups.md, step 3).
+fn own(group: GroupId) {
+    assert_eq!(group, GROUP, "a simulated node asked about another group");
 }

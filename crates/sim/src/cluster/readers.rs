@@ -165,7 +165,7 @@ impl World {
             to: (reader, conn),
             needs,
         };
-        let kept = self.with_node(to, |member, env| member.read(read, env));
+        let kept = self.with_node(to, |member, env| member.read(GROUP, read, env));
         if kept.transpose()? != Some(true) {
             let refused = Wire::ReadAnswer {
                 conn,

@@ -17,7 +17,11 @@ fuzz_target!(|data: &[u8]| {
     let mut at = 0;
     while let Ok(Some((frame, used))) = decode_frame(&data[at..], MAX_FRAME_LEN) {
         assert!(used >= 5 && used <= data.len() - at);
-        if let Frame::Peer(Message::Batch(bytes)) = &frame {
+        if let Frame::Peer {
+            message: Message::Batch(bytes),
+            ..
+        } = &frame
+        {
             let _ = tandem_redo::BatchRef::parse(bytes);
         }
         let mut out = Vec::new();
