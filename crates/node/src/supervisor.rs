@@ -181,7 +181,7 @@ pub trait Roles {
     fn send(&mut self, to: NodeId, message: ClusterMessage);
 
     /// Something the driver may count, log or check.
-    fn notice(&mut self, notice: Notice<'_>);
+    fn notice(&mut self, group: GroupId, notice: Notice<'_>);
 }
 
 /// Why [`Supervisor::drive`] stopped.
@@ -394,7 +394,7 @@ impl Supervisor {
                     Some((lsn_received, view))
                 };
                 if let Some((lsn_received, view_held)) = holding {
-                    roles.notice(Notice::Frozen { view, lsn_received });
+                    roles.notice(group, Notice::Frozen { view, lsn_received });
                     let lsn_synced = roles.lsn_synced(group);
                     self.core
                         .frozen(group, view, lsn_received, view_held, lsn_synced);
@@ -402,12 +402,12 @@ impl Supervisor {
                 Ok(())
             }
             ClusterEvent::Suspected { peer, view, why } => {
-                roles.notice(Notice::Suspected { peer, view, why });
+                roles.notice(group, Notice::Suspected { peer, view, why });
                 Ok(())
             }
             ClusterEvent::Reported { view, rebuilt_by } => {
                 self.following_mut(group).rule.reported(rebuilt_by);
-                roles.notice(Notice::Reported { view });
+                roles.notice(group, Notice::Reported { view });
                 Ok(())
             }
             ClusterEvent::RemovalWanted { view, backup } => {
@@ -511,7 +511,7 @@ impl Supervisor {
         {
             *lease_owed_ticks = self.core.lease_owed_ticks(group);
         }
-        roles.notice(Notice::Following { view, transition });
+        roles.notice(group, Notice::Following { view, transition });
         let serving = roles.carry_out(group, transition, view)?;
         // The fields apart: the rule tells the core.
         let rule = &self.groups[&group].rule;

@@ -13,10 +13,13 @@
 //! back, at a restart, every record the node held when it crashed.
 //!
 //! Commands (one per block, output after `----`, blocks separated by a blank line):
-//! - `cluster nodes=N safety=RULE`: N fresh nodes, node 1 the first view's primary;
+//! - `cluster nodes=N safety=RULE [groups=G]`: N fresh nodes serving in G groups (default 1),
+//!   each node in every group; group g's first view has node (g - 1) mod N + 1 as primary and
+//!   the others as backups. With more than one group, what concerns a group's role names it;
 //! - `tick [N]`: every node up ticks N times (default 1), each tick followed by the delivery
 //!   of every message until none is left;
-//! - `calls node=ID n=N`: a client sends N Debit-Credit calls to node ID at once;
+//! - `calls node=ID n=N [group=G]`: a client sends N Debit-Credit calls of group G (default
+//!   1) to node ID at once;
 //! - `crash node=ID` and `restart node=ID [rebuilt]`: a crash loses the node's memory (its
 //!   role) and keeps what its config store saved; `rebuilt`: its log gives back the records
 //!   it held;
@@ -26,9 +29,10 @@
 //! - `hold-syncs node=ID`: the node's log syncs nothing until `sync node=ID` syncs what it
 //!   holds (and goes back to syncing at once); `fail-log node=ID`: its log fails a sync, and
 //!   syncs nothing more and says nothing is durable, as a poisoned log does (the node runs
-//!   on);
-//! - `publish node=ID [channel=C] [message=M]`: a pub/sub message published on node ID,
-//!   which relays it if it is the primary (each member delivers it once applied far enough);
+//!   on); each applies to every group's log of the node;
+//! - `publish node=ID [channel=C] [message=M] [group=G]`: a pub/sub message published on
+//!   node ID, which relays it if it is group G's primary (each member delivers it once
+//!   applied far enough);
 //! - `lead node=ID to=L`: node ID asks for the config store's leadership to go to L;
 //! - `view`: each node's view, role, LSNs and the config store's leader as it knows them.
 
@@ -89,14 +93,33 @@ struct Log {
 /// What a node hands the harness while it handles one input.
 struct Env<'a> {
     node: NodeId,
+    /// Whether the cluster has more than one group: then what concerns a group names it.
+    groups_named: bool,
     now_us: u64,
-    log: &'a mut Log,
+    /// Each group's log.
+    logs: &'a mut BTreeMap<GroupId, Log>,
     network: &'a mut VecDeque<(NodeId, NodeId, PeerMessage)>,
     out: &'a mut String,
-    /// The answers this node released since the block began, and the highest LSN.
-    released: &'a mut (u64, u64),
-    /// The node started a load, which ends once the input is carried out.
-    load_started: bool,
+    /// The answers this node released in each group since the block began, and the highest
+    /// LSN.
+    released: &'a mut BTreeMap<GroupId, (u64, u64)>,
+    /// The groups whose load the node started, which ends once the input is carried out.
+    loads_started: BTreeSet<GroupId>,
+}
+
+impl Env<'_> {
+    /// The node, and `group` if the cluster has more than one.
+    fn who(&self, group: GroupId) -> String {
+        if self.groups_named {
+            format!("node {} (group {group})", self.node)
+        } else {
+            format!("node {}", self.node)
+        }
+    }
+
+    fn log(&mut self, group: GroupId) -> &mut Log {
+        self.logs.get_mut(&group).expect("a log per group")
+    }
 }
 
 impl BackupWatch for Env<'_> {
@@ -124,39 +147,38 @@ impl NodeEnv<To, u64> for Env<'_> {
         self.now_us / 1_000
     }
 
-    fn load(&mut self, _: GroupId) -> Result<Segment, Self::LoadError> {
-        self.load_started = false;
+    fn load(&mut self, group: GroupId) -> Result<Segment, Self::LoadError> {
+        self.loads_started.remove(&group);
         Ok(common::loaded())
     }
 
-    fn start_load(&mut self, _: GroupId) {
-        self.load_started = true;
+    fn start_load(&mut self, group: GroupId) {
+        self.loads_started.insert(group);
     }
 
-    fn log_align(&mut self, _: GroupId, lsn: u64) {
-        self.log.lsn_written = lsn;
-        self.log.lsn_durable = self.log.lsn_durable.min(lsn);
+    fn log_align(&mut self, group: GroupId, lsn: u64) {
+        let log = self.log(group);
+        log.lsn_written = lsn;
+        log.lsn_durable = log.lsn_durable.min(lsn);
     }
 
     fn log_align_rejoin(&mut self, _: GroupId, lsn: u64) -> u64 {
         lsn
     }
 
-    fn lsn_durable(&self, _: GroupId) -> u64 {
-        if self.log.failed {
-            0
-        } else {
-            self.log.lsn_durable
-        }
+    fn lsn_durable(&self, group: GroupId) -> u64 {
+        let log = &self.logs[&group];
+        if log.failed { 0 } else { log.lsn_durable }
     }
 
     fn wants_checkpoint(&self, _: GroupId) -> bool {
         false
     }
 
-    fn log_order(&mut self, _: GroupId, order: tandem_node::LogOrder) -> Option<u64> {
+    fn log_order(&mut self, group: GroupId, order: tandem_node::LogOrder) -> Option<u64> {
         if let tandem_node::LogOrder::Batch { batch, .. } = order {
-            self.log.lsn_written = self.log.lsn_written.max(batch.lsn_last());
+            let log = self.log(group);
+            log.lsn_written = log.lsn_written.max(batch.lsn_last());
         }
         None
     }
@@ -167,12 +189,13 @@ impl NodeEnv<To, u64> for Env<'_> {
 
     fn release(
         &mut self,
-        _: GroupId,
+        group: GroupId,
         _: &tandem_node::PrimaryHost<To>,
         reply: Reply<tandem_node::Answer<To>>,
     ) -> Result<(), String> {
-        self.released.0 += 1;
-        self.released.1 = self.released.1.max(reply.lsn);
+        let released = self.released.entry(group).or_default();
+        released.0 += 1;
+        released.1 = released.1.max(reply.lsn);
         Ok(())
     }
 
@@ -196,8 +219,9 @@ impl NodeEnv<To, u64> for Env<'_> {
         let _ = writeln!(self.out, "{note}");
     }
 
-    fn notice(&mut self, notice: Notice<'_>) {
-        let _ = writeln!(self.out, "node {}: {notice}", self.node);
+    fn notice(&mut self, group: GroupId, notice: Notice<'_>) {
+        let who = self.who(group);
+        let _ = writeln!(self.out, "{who}: {notice}");
     }
 
     fn failure(&mut self, failure: NodeFailure) -> String {
@@ -205,10 +229,10 @@ impl NodeEnv<To, u64> for Env<'_> {
     }
 
     fn relayed(&mut self, publication: tandem_node::RelayedPublication) {
+        let who = self.who(publication.group);
         let _ = writeln!(
             self.out,
-            "node {}: delivers {:?} on {:?} (relayed at LSN {})",
-            self.node,
+            "{who}: delivers {:?} on {:?} (relayed at LSN {})",
             String::from_utf8_lossy(&publication.message),
             String::from_utf8_lossy(&publication.channel),
             publication.lsn
@@ -217,10 +241,10 @@ impl NodeEnv<To, u64> for Env<'_> {
 
     fn carried(&mut self, carried: Carried<'_, To, u64>) {
         let started = carried.new_role && !matches!(carried.role, Slot::Outside);
+        let who = self.who(carried.group);
         let _ = writeln!(
             self.out,
-            "node {}: holds {}{}",
-            self.node,
+            "{who}: holds {}{}",
             describe_role(carried.role),
             if started { " (a new role)" } else { "" }
         );
@@ -258,10 +282,13 @@ struct Held {
 
 struct Harness {
     nodes: Vec<Option<ScenarioNode>>,
+    /// The groups every node serves in.
+    groups: Vec<GroupId>,
     disks: Vec<MemDurable>,
-    logs: Vec<Log>,
-    held_at_crash: Vec<Option<Held>>,
-    released: Vec<(u64, u64)>,
+    /// Each node's log of each group.
+    logs: Vec<BTreeMap<GroupId, Log>>,
+    held_at_crash: Vec<BTreeMap<GroupId, Held>>,
+    released: Vec<BTreeMap<GroupId, (u64, u64)>>,
     settings: Vec<ClusterSettings>,
     node_settings: NodeSettings,
     model: Arc<dyn DataModel>,
@@ -275,33 +302,44 @@ struct Harness {
 }
 
 impl Harness {
-    fn new(nodes: u32, safety: Safety) -> Harness {
+    fn new(nodes: u32, groups: u32, safety: Safety) -> Harness {
         let ids: Vec<NodeId> = (1..=nodes).collect();
+        let groups: Vec<GroupId> = (GROUP..GROUP + groups).collect();
         let mut initial = ClusterMap::default();
         for &id in &ids {
             let address = format!("node-{id}");
             initial.nodes.insert(id, NodeInfo { id, address });
         }
-        let view = View {
-            number: VIEW_FIRST,
-            primary: 1,
-            backups: ids[1..].to_vec(),
-            spares: Vec::new(),
-            promotions: Vec::new(),
-            primary_sole_holder: false,
-        };
-        initial.groups.insert(GROUP, view);
+        for &group in &groups {
+            let primary = ids[(group - GROUP) as usize % ids.len()];
+            let view = View {
+                number: VIEW_FIRST,
+                primary,
+                backups: ids.iter().copied().filter(|&id| id != primary).collect(),
+                spares: Vec::new(),
+                promotions: Vec::new(),
+                primary_sole_holder: false,
+            };
+            initial.groups.insert(group, view);
+        }
         let settings: Vec<ClusterSettings> = ids
             .iter()
-            .map(|&id| cluster_settings(id, &ids, safety))
+            .map(|&id| cluster_settings(id, &ids, &groups, safety))
             .collect();
+        let logs = ids
+            .iter()
+            .map(|_| groups.iter().map(|&g| (g, Log::default())).collect());
+        let released = ids
+            .iter()
+            .map(|_| groups.iter().map(|&g| (g, (0, 0))).collect());
         let model: Arc<dyn DataModel> = Arc::from(Compiled::boxed(common::workload()));
         let mut harness = Harness {
             nodes: Vec::new(),
             disks: ids.iter().map(|_| MemDurable::new()).collect(),
-            logs: ids.iter().map(|_| Log::default()).collect(),
-            held_at_crash: ids.iter().map(|_| None).collect(),
-            released: vec![(0, 0); ids.len()],
+            logs: logs.collect(),
+            held_at_crash: ids.iter().map(|_| BTreeMap::new()).collect(),
+            released: released.collect(),
+            groups,
             node_settings: node_settings(safety),
             driver: model.driver(1).expect("Debit-Credit drives calls"),
             model,
@@ -319,19 +357,19 @@ impl Harness {
                 None,
             )
             .expect("a fresh node starts");
-            let supervisor =
-                Supervisor::new(core, vec![(GROUP, RoleRule::new(id, VIEW_FIRST, false))]);
-            harness.nodes.push(Some(harness.node(supervisor, None)));
+            let rules = (harness.groups.iter())
+                .map(|&group| (group, RoleRule::new(id, VIEW_FIRST, false)))
+                .collect();
+            let supervisor = Supervisor::new(core, rules);
+            harness
+                .nodes
+                .push(Some(harness.node(supervisor, Vec::new())));
         }
         harness
     }
 
-    fn node(&self, supervisor: Supervisor, recovered: Option<Segment>) -> ScenarioNode {
+    fn node(&self, supervisor: Supervisor, recovered: Vec<(GroupId, Segment)>) -> ScenarioNode {
         let settings = self.node_settings.clone();
-        let recovered = recovered
-            .map(|segment| (GROUP, segment))
-            .into_iter()
-            .collect();
         Node::new(supervisor, settings, Arc::clone(&self.model), 0, recovered)
     }
 
@@ -359,33 +397,40 @@ impl Harness {
         };
         let mut env = Env {
             node,
+            groups_named: self.groups.len() > 1,
             now_us: self.tick * TICK_MICROS,
-            log: &mut self.logs[i],
+            logs: &mut self.logs[i],
             network: &mut self.network,
             out,
             released: &mut self.released[i],
-            load_started: false,
+            loads_started: BTreeSet::new(),
         };
         input(member, &mut env).expect("the node carries the input out");
         member
             .drive(&mut self.disks[i], &mut env)
             .expect("the harness's disk and env do not fail");
-        if std::mem::take(&mut env.load_started) {
-            member.segment_loaded(GROUP, Ok(common::loaded()), &mut env);
+        for group in std::mem::take(&mut env.loads_started) {
+            member.segment_loaded(group, Ok(common::loaded()), &mut env);
             member
                 .drive(&mut self.disks[i], &mut env)
                 .expect("the harness's disk and env do not fail");
         }
-        // The log syncs at once what it was handed; the role hears it.
-        while !env.log.holding && !env.log.failed && env.log.lsn_durable < env.log.lsn_written {
-            env.log.lsn_durable = env.log.lsn_written;
-            let lsn = env.log.lsn_durable;
-            member
-                .log_synced(GROUP, lsn, &mut env)
-                .expect("the node hears its log");
-            member
-                .drive(&mut self.disks[i], &mut env)
-                .expect("the harness's disk and env do not fail");
+        // Each log syncs at once what it was handed; its role hears it.
+        for &group in &self.groups {
+            loop {
+                let log = env.log(group);
+                if log.holding || log.failed || log.lsn_durable >= log.lsn_written {
+                    break;
+                }
+                log.lsn_durable = log.lsn_written;
+                let lsn = log.lsn_durable;
+                member
+                    .log_synced(group, lsn, &mut env)
+                    .expect("the node hears its log");
+                member
+                    .drive(&mut self.disks[i], &mut env)
+                    .expect("the harness's disk and env do not fail");
+            }
         }
     }
 
@@ -397,22 +442,24 @@ impl Harness {
         self.deliver_all(out);
     }
 
-    /// `n` calls of the client at node `node`, then every message until none is left.
-    fn calls(&mut self, node: NodeId, n: u64, out: &mut String) {
+    /// `n` calls in `group` of its client at node `node`, then every message until none is
+    /// left.
+    fn calls(&mut self, node: NodeId, group: GroupId, n: u64, out: &mut String) {
         for _ in 0..n {
             let mut args = Vec::new();
             let proc_id = self.driver.next_call(&mut args);
             self.seq += 1;
             let call = WaitingCall {
                 to: To(self.seq),
-                client_id: CLIENT,
+                // A client per group, each with its own dedup entry.
+                client_id: CLIENT + 100 * u64::from(group - GROUP),
                 seq: self.seq,
                 proc_id,
                 args,
                 read_only: false,
                 safety: None,
             };
-            self.with_node(node, out, |member, env| member.call(GROUP, call, env));
+            self.with_node(node, out, |member, env| member.call(group, call, env));
         }
         self.deliver_all(out);
     }
@@ -459,13 +506,23 @@ impl Harness {
     /// The answers each node released since the last report.
     fn report_released(&mut self, out: &mut String) {
         for node in self.ids() {
-            let (count, lsn) = std::mem::take(&mut self.released[index(node)]);
-            if count > 0 {
-                let _ = writeln!(
-                    out,
-                    "node {node}: released {count} answers, up to LSN {lsn}"
-                );
+            for group in self.groups.clone() {
+                let released = self.released[index(node)].entry(group).or_default();
+                let (count, lsn) = std::mem::take(released);
+                if count > 0 {
+                    let who = self.who(node, group);
+                    let _ = writeln!(out, "{who}: released {count} answers, up to LSN {lsn}");
+                }
             }
+        }
+    }
+
+    /// The node, and `group` if the cluster has more than one (as [`Env::who`]).
+    fn who(&self, node: NodeId, group: GroupId) -> String {
+        if self.groups.len() > 1 {
+            format!("node {node} (group {group})")
+        } else {
+            format!("node {node}")
         }
     }
 
@@ -474,9 +531,15 @@ impl Harness {
         let Some(member) = self.nodes[i].take() else {
             return;
         };
-        self.held_at_crash[i] = held(member.role(GROUP));
-        self.logs[i] = Log::default();
-        self.released[i] = (0, 0);
+        self.held_at_crash[i] = (member.roles())
+            .filter_map(|(group, role)| Some((group, held(role)?)))
+            .collect();
+        for log in self.logs[i].values_mut() {
+            *log = Log::default();
+        }
+        for released in self.released[i].values_mut() {
+            *released = (0, 0);
+        }
     }
 
     /// Every node `node` is not cut from sees its connection from `node` closed.
@@ -504,19 +567,26 @@ impl Harness {
         let persisted = self.disks[i].load().expect("the saved state decodes");
         let core = Cluster::new(self.settings[i].clone(), self.initial.clone(), persisted)
             .expect("the node restarts");
-        let mut rule = RoleRule::new(node, VIEW_FIRST, true);
-        let mut recovered = None;
-        if let Some(held) = self.held_at_crash[i].take().filter(|_| rebuilt) {
-            let lsn = held.segment.lsn();
-            rule = rule.with_recovered(Recovered {
-                view: held.view,
-                lsn,
-            });
-            recovered = Some(held.segment);
+        let mut held_at_crash = std::mem::take(&mut self.held_at_crash[i]);
+        let mut rules = Vec::new();
+        let mut recovered = Vec::new();
+        for &group in &self.groups {
+            let mut rule = RoleRule::new(node, VIEW_FIRST, true);
+            if let Some(held) = held_at_crash.remove(&group).filter(|_| rebuilt) {
+                let lsn = held.segment.lsn();
+                rule = rule.with_recovered(Recovered {
+                    view: held.view,
+                    lsn,
+                });
+                recovered.push((group, held.segment));
+            }
+            rules.push((group, rule));
         }
-        let mut supervisor = Supervisor::new(core, vec![(GROUP, rule)]);
+        let mut supervisor = Supervisor::new(core, rules);
         // As the runtime: a node without its memory runs no role.
-        supervisor.core_mut().set_serving(GROUP, false);
+        for &group in &self.groups {
+            supervisor.core_mut().set_serving(group, false);
+        }
         self.nodes[i] = Some(self.node(supervisor, recovered));
         self.with_node(node, out, |_, _| Ok(()));
     }
@@ -528,18 +598,21 @@ impl Harness {
                 continue;
             };
             let core = member.core();
-            let view = core.view(GROUP).map_or("none".to_owned(), |view| {
-                format!(
-                    "{} (primary {}, backups {:?}, spares {:?})",
-                    view.number, view.primary, view.backups, view.spares
-                )
-            });
-            let _ = writeln!(
-                out,
-                "node {node}: view {view}; {}; leader {:?}",
-                describe_role(member.role(GROUP)),
-                core.leader()
-            );
+            for &group in &self.groups {
+                let view = core.view(group).map_or("none".to_owned(), |view| {
+                    format!(
+                        "{} (primary {}, backups {:?}, spares {:?})",
+                        view.number, view.primary, view.backups, view.spares
+                    )
+                });
+                let _ = writeln!(
+                    out,
+                    "{}: view {view}; {}; leader {:?}",
+                    self.who(node, group),
+                    describe_role(member.role(group)),
+                    core.leader()
+                );
+            }
         }
     }
 }
@@ -568,10 +641,17 @@ fn held(role: &RoleSlot<To, u64>) -> Option<Held> {
     })
 }
 
-fn cluster_settings(id: NodeId, ids: &[NodeId], safety: Safety) -> ClusterSettings {
+fn cluster_settings(
+    id: NodeId,
+    ids: &[NodeId],
+    groups: &[GroupId],
+    safety: Safety,
+) -> ClusterSettings {
     ClusterSettings {
         node: id,
-        groups: vec![GroupSettings { id: GROUP, safety }],
+        groups: (groups.iter())
+            .map(|&id| GroupSettings { id, safety })
+            .collect(),
         voters: ids.iter().copied().take(3).collect(),
         suspect_ticks: 10,
         lease_ticks: PROMISE_TICKS,
@@ -631,6 +711,10 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
             .parse()
             .unwrap_or_else(|err| panic!("`{command}`: {key}: {err}"))
     };
+    let group = || {
+        args.get("group")
+            .map_or(GROUP, |_| number("group") as GroupId)
+    };
     let mut out = String::new();
     if verb == "cluster" {
         let safety: Safety = args
@@ -638,7 +722,8 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
             .unwrap_or(&"2-safe:1")
             .parse()
             .expect("a safety rule");
-        let mut fresh = Harness::new(number("nodes") as u32, safety);
+        let groups = args.get("groups").map_or(1, |_| number("groups") as u32);
+        let mut fresh = Harness::new(number("nodes") as u32, groups, safety);
         for node in fresh.ids() {
             fresh.with_node(node, &mut out, |_, _| Ok(()));
         }
@@ -657,7 +742,10 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
                 harness.tick(&mut out);
             }
         }
-        "calls" => harness.calls(number("node") as NodeId, number("n"), &mut out),
+        "calls" => {
+            let node = number("node") as NodeId;
+            harness.calls(node, group(), number("n"), &mut out);
+        }
         "crash" => harness.crash(number("node") as NodeId),
         // A crash the peers learn of at once: the kernel closes a dead process's sockets.
         "kill" => {
@@ -682,10 +770,16 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
                 .insert((number("from") as NodeId, number("to") as NodeId));
         }
         "heal" => harness.cuts.clear(),
-        "hold-syncs" => harness.logs[index(number("node") as NodeId)].holding = true,
+        "hold-syncs" => {
+            for log in harness.logs[index(number("node") as NodeId)].values_mut() {
+                log.holding = true;
+            }
+        }
         "sync" => {
             let node = number("node") as NodeId;
-            harness.logs[index(node)].holding = false;
+            for log in harness.logs[index(node)].values_mut() {
+                log.holding = false;
+            }
             harness.with_node(node, &mut out, |_, _| Ok(()));
             harness.deliver_all(&mut out);
         }
@@ -693,13 +787,18 @@ fn run(harness: &mut Option<Harness>, command: &str) -> String {
             let node = number("node") as NodeId;
             let channel = args.get("channel").copied().unwrap_or("news");
             let message = args.get("message").copied().unwrap_or("hello");
+            let group = group();
             harness.with_node(node, &mut out, |member, env| {
-                member.relay_publication(GROUP, false, channel.as_bytes(), message.as_bytes(), env);
+                member.relay_publication(group, false, channel.as_bytes(), message.as_bytes(), env);
                 Ok(())
             });
             harness.deliver_all(&mut out);
         }
-        "fail-log" => harness.logs[index(number("node") as NodeId)].failed = true,
+        "fail-log" => {
+            for log in harness.logs[index(number("node") as NodeId)].values_mut() {
+                log.failed = true;
+            }
+        }
         "lead" => {
             let node = number("node") as NodeId;
             let to = number("to") as NodeId;

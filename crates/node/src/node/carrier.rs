@@ -143,8 +143,8 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
         self.env.send(to, PeerMessage::Cluster(message));
     }
 
-    fn notice(&mut self, notice: Notice<'_>) {
-        self.env.notice(notice);
+    fn notice(&mut self, group: GroupId, notice: Notice<'_>) {
+        self.env.notice(group, notice);
     }
 }
 

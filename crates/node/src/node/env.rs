@@ -155,8 +155,8 @@ pub trait NodeEnv<D, R>: BackupWatch {
     /// Something the driver logs.
     fn note(&mut self, note: fmt::Arguments<'_>);
 
-    /// Something the supervisor reports.
-    fn notice(&mut self, notice: Notice<'_>);
+    /// Something the supervisor reports about `group`.
+    fn notice(&mut self, group: GroupId, notice: Notice<'_>);
 
     /// A failure of the node's own, as the driver's error.
     fn failure(&mut self, failure: NodeFailure) -> Self::Error;

@@ -443,7 +443,8 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
         tracing::info!("{note}");
     }
 
-    fn notice(&mut self, notice: Notice<'_>) {
+    fn notice(&mut self, group: GroupId, notice: Notice<'_>) {
+        self.own(group);
         if let Notice::Following { view, .. } = notice {
             let mut info = self.info.lock().expect("not poisoned");
             if info.view_first == 0 {

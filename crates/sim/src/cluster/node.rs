@@ -908,7 +908,8 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         self.world.note(note.to_string());
     }
 
-    fn notice(&mut self, notice: Notice<'_>) {
+    fn notice(&mut self, group: GroupId, notice: Notice<'_>) {
+        own(group);
         let world = &mut *self.world;
         world.note(format!("node {}: {notice}", self.node));
         if let Notice::Following { view, .. } = notice
