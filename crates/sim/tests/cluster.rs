@@ -467,12 +467,19 @@ fn model_of(bug: Bug) -> Model {
 
 /// The first seed of `mix` in `0..seeds` that catches `bug`.
 fn first_catch(bug: Bug, mix: Mix, seeds: u64) -> Option<u64> {
+    first_catch_in(bug, mix, seeds, 1)
+}
+
+/// The first seed of `mix` in `0..seeds` that catches `bug` when every node serves in
+/// `groups` groups.
+fn first_catch_in(bug: Bug, mix: Mix, seeds: u64, groups: u32) -> Option<u64> {
     bugs::plant(Some(bug));
     let options = RunOptions {
         mix,
         model: model_of(bug),
         sabotage: None,
         release_unchecked: false,
+        groups,
     };
     let caught = (0..seeds).find(|&seed| run_cluster_with(seed, TICKS, options).failure.is_some());
     bugs::plant(None);
@@ -559,6 +566,7 @@ fn run_redis(seed: u64, mix: Mix, sabotage: Option<ClusterSabotage>) -> ClusterR
         model: Model::Redis,
         sabotage,
         release_unchecked: false,
+        groups: 1,
     };
     run_cluster_with(seed, TICKS, options)
 }
@@ -665,6 +673,7 @@ fn a_budget_of_redis_seeds_passes_every_checker() {
             model: Model::Redis,
             sabotage: None,
             release_unchecked: false,
+            groups: 1,
         };
         let report = run_cluster_with(seed, 2_000, options);
         assert!(
@@ -796,6 +805,7 @@ fn a_durable_reply_a_power_loss_took_is_caught() {
         model: Model::DebitCredit,
         sabotage: None,
         release_unchecked: true,
+        groups: 1,
     };
     let report = run_cluster_with(8, TICKS, options);
     bugs::plant(None);
@@ -811,5 +821,90 @@ fn a_durable_reply_a_power_loss_took_is_caught() {
         report.failure.is_none(),
         "{}",
         report.failure.unwrap_or_default()
+    );
+}
+
+/// Runs seeds `0..seeds` of `model` with every node serving in `groups` groups, failing on
+/// the first that fails a checker; returns the views reached (summed over the groups) and
+/// the crashes of a node that led several groups at once.
+fn run_groups(model: Model, groups: u32, seeds: u64) -> (u64, u64) {
+    bugs::plant(None);
+    let options = RunOptions {
+        mix: Mix::Every,
+        model,
+        sabotage: None,
+        release_unchecked: false,
+        groups,
+    };
+    let (mut views, mut together) = (0, 0);
+    for seed in 0..seeds {
+        let report = run_cluster_with(seed, TICKS, options);
+        assert!(
+            report.failure.is_none(),
+            "{model:?} seed {seed} with {groups} groups ({}) failed: {}\n{}",
+            report.faults,
+            report.failure.unwrap_or_default(),
+            report.trace.join("\n")
+        );
+        views += report.views;
+        together += report.several_primaries_crashes;
+    }
+    (views, together)
+}
+
+/// Four groups over (mostly) three nodes: the first node leads two of them, and its crash
+/// fails both over at once; every checker holds in every group, on both models.
+#[test]
+fn nodes_serving_several_groups_pass_every_checker_and_fail_over_together() {
+    let seeds = 150;
+    let (views, together) = run_groups(Model::DebitCredit, 4, seeds);
+    assert!(
+        views > 4 * seeds + seeds / 2,
+        "few failovers: {views} views over {seeds} seeds of 4 groups"
+    );
+    assert!(
+        together > 0,
+        "no crash took down a node that led two groups"
+    );
+    run_groups(Model::Redis, 2, 20);
+}
+
+/// The checkers keep their teeth when every node serves in several groups: planted bugs
+/// and a forged batch are caught within the budgets of a one-group run.
+#[test]
+fn planted_bugs_are_caught_when_nodes_serve_several_groups() {
+    let bugs = [
+        Bug::EarlyReply,
+        Bug::SkipDedup,
+        Bug::SkipTruncate,
+        Bug::IgnoreBound,
+        Bug::DurableBeforeSync,
+        Bug::SkipReadIndex,
+        Bug::RestartedServes,
+    ];
+    for bug in bugs {
+        let (mix, seeds) = budget(bug);
+        let caught = first_catch_in(bug, mix, seeds, 2);
+        assert!(
+            caught.is_some(),
+            "{} survived {seeds} seeds of 2 groups",
+            bug.name()
+        );
+    }
+    let options = RunOptions {
+        mix: Mix::Every,
+        model: Model::DebitCredit,
+        sabotage: Some(ClusterSabotage::ForgeBatch),
+        release_unchecked: false,
+        groups: 2,
+    };
+    let caught = (0..300).any(|seed| {
+        run_cluster_with(seed, TICKS, options)
+            .failure
+            .is_some_and(|failure| failure.contains("checksum"))
+    });
+    assert!(
+        caught,
+        "no seed of 2 groups caught a forged batch by its checksum"
     );
 }

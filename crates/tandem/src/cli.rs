@@ -360,6 +360,11 @@ pub struct SimArgs {
     /// final history). A seed's faults are the same under both.
     #[arg(long, value_enum, default_value_t = SimModel::DebitCredit)]
     pub model: SimModel,
+    /// Replication groups every node serves in: group g's first primary is node
+    /// (g − 1) mod n + 1, the clients and readers are dealt out over the groups, a node's
+    /// crash fails over every group it led, and every checker holds per group.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub groups: u32,
     /// Plant a known bug in the real code (builds with the inject-bugs feature):
     /// early-reply, skip-truncate, promote-lowest, skip-dedup, ignore-lease, transfer-short,
     /// ignore-views-asked-for, missed-promotion, restarted-serves, lease-margin-off-by-one,

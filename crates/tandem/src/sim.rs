@@ -18,7 +18,7 @@ struct SeedReport {
     deadline_errors: u64,
     commits: u64,
     crashes: u64,
-    /// The last view number.
+    /// The last view number (summed over the groups).
     views: u64,
     /// State transfers installed.
     transfers: u64,
@@ -30,6 +30,9 @@ struct SeedReport {
     torn_saves: u64,
     /// Crashes of a node that held the only copy of acknowledged records.
     sole_copy_crashes: u64,
+    /// Crashes of a node then the primary of several groups (only with `--groups`).
+    #[serde(skip_serializing_if = "is_zero")]
+    several_primaries_crashes: u64,
     /// Readers' reads a backup served (each checked against its consistency), and reads
     /// none did (busy, sent to a node that is no backup, lost).
     reads_served: u64,
@@ -123,6 +126,7 @@ fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
         model,
         sabotage: None,
         release_unchecked: false,
+        groups: args.groups,
     };
     let report = tandem_sim::run_cluster_with(seed, args.ticks, options);
     let redis = (model == tandem_sim::Model::Redis).then(|| RedisFigures {
@@ -146,6 +150,7 @@ fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
         lease_waits: report.lease_waits,
         torn_saves: report.torn_saves,
         sole_copy_crashes: report.sole_copy_crashes,
+        several_primaries_crashes: report.several_primaries_crashes,
         reads_served: report.reads_served,
         reads_unserved: report.reads_unserved,
         log_syncs: report.log_syncs,
@@ -400,4 +405,9 @@ fn plant(bug: Option<&str>) -> Result<(), Failure> {
                 .into(),
         )),
     }
+}
+
+/// Whether a count is zero (a figure a one-group run's report leaves out).
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }

@@ -7,12 +7,12 @@ use crate::redis::{Outcome, Reference, dump_database, dump_difference, render};
 
 impl World {
     pub(super) fn describe(&self) -> String {
-        let nodes: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|node| {
-                let view = node.core().and_then(|core| core.view(GROUP).cloned());
-                let role = match node.role() {
+        let groups = self.group_ids();
+        let nodes: Vec<String> = (self.nodes.iter())
+            .flat_map(|node| groups.iter().map(move |&group| (node, group)))
+            .map(|(node, group)| {
+                let view = node.core().and_then(|core| core.view(group).cloned());
+                let role = match node.role(group) {
                     Slot::Outside => "outside".to_owned(),
                     Slot::Primary(role) => format!(
                         "primary v{} lsn {} pending {} inbox {} backups {:?} released and synced {:?}",
@@ -33,8 +33,9 @@ impl World {
                 };
                 let leader = node.core().and_then(|core| core.leader());
                 format!(
-                    "node {} ({}): {role}; view {:?}, leader {leader:?}",
+                    "node {}{} ({}): {role}; view {:?}, leader {leader:?}",
                     node.id,
+                    node::in_group(self, group),
                     if node.core().is_some() { "up" } else { "down" },
                     view.map(|view| (view.number, view.primary, view.backups, view.spares))
                 )
@@ -48,17 +49,21 @@ impl World {
         format!("{}; calls in flight {calls:?}", nodes.join("; "))
     }
 
-    /// One primary of the newest view, every other node its backup at its LSN, nothing in
-    /// flight.
+    /// In every group, one primary of the newest view, every other node its backup at its
+    /// LSN; nothing in flight.
     pub(super) fn converged(&self) -> bool {
         if self.clients.iter().any(|client| client.call.is_some()) {
             return false;
         }
-        let view = &self.view_latest;
+        self.groups.iter().all(|group| self.converged_in(group))
+    }
+
+    fn converged_in(&self, sim: &GroupSim) -> bool {
+        let (view, group) = (&sim.view_latest, sim.id);
         if !view.spares.is_empty() || view.backups.len() + 1 != self.nodes.len() {
             return false;
         }
-        let Slot::Primary(primary) = self.nodes[index_of(view.primary)].role() else {
+        let Slot::Primary(primary) = self.nodes[index_of(view.primary)].role(group) else {
             return false;
         };
         if primary.primary().view() != view.number
@@ -71,25 +76,33 @@ impl World {
         view.backups.iter().all(|&id| {
             let node = &self.nodes[index_of(id)];
             node.core()
-                .is_some_and(|core| core.view(GROUP).is_some_and(|v| v.number == view.number))
-                && matches!(node.role(), Slot::Backup(backup)
+                .is_some_and(|core| core.view(group).is_some_and(|v| v.number == view.number))
+                && matches!(node.role(group), Slot::Backup(backup)
                     if backup.gate().primary() == view.primary && backup.applier().lsn_applied() == lsn)
         })
     }
 
+    /// Every group's final checks.
     pub(super) fn final_checks(&mut self) -> Result<(), String> {
-        let view = self.view_latest.clone();
-        let Slot::Primary(primary) = self.nodes[index_of(view.primary)].role() else {
+        for group in self.group_ids() {
+            self.final_checks_in(group)?;
+        }
+        Ok(())
+    }
+
+    fn final_checks_in(&mut self, group: GroupId) -> Result<(), String> {
+        let view = self.group(group).view_latest.clone();
+        let Slot::Primary(primary) = self.nodes[index_of(view.primary)].role(group) else {
             unreachable!("converged on a primary");
         };
         let bytes = primary.role().store().segment().bytes().to_vec();
         self.model
             .check(primary.role().store().segment())
             .map_err(|err| self.fail(format!("primary {}: {err}", view.primary)))?;
-        self.check_acked(view.primary, primary)?;
-        self.report.acks_lost_to_power = self.acks_lost_to_power(view.primary);
+        self.check_acked(view.primary, group, primary)?;
+        self.report.acks_lost_to_power += self.acks_lost_to_power(view.primary, group);
         for &id in &view.backups {
-            let Slot::Backup(backup) = self.nodes[index_of(id)].role() else {
+            let Slot::Backup(backup) = self.nodes[index_of(id)].role(group) else {
                 unreachable!("converged on backups");
             };
             if backup.segment().bytes() != bytes.as_slice() {
@@ -100,8 +113,8 @@ impl World {
                 )));
             }
         }
-        if self.redis.is_some() {
-            self.check_replies(view.primary)?;
+        if self.redis_model() {
+            self.check_replies(view.primary, group)?;
         }
         Ok(())
     }
@@ -117,9 +130,9 @@ impl World {
     /// An answer from a history a failover discarded (its fingerprint at its LSN is not the
     /// final history's) is lost by the rules' own terms under a 1-safe or bounded rule, and
     /// is not judged; under a 2-safe rule it fails the run.
-    pub(super) fn check_replies(&mut self, node: NodeId) -> Result<(), String> {
-        let history = &self.nodes[index_of(node)].ledger.history;
-        let acked = self.acked_by_lsn(node, history)?;
+    pub(super) fn check_replies(&mut self, node: NodeId, group: GroupId) -> Result<(), String> {
+        let history = &self.nodes[index_of(node)].plane(group).ledger.history;
+        let acked = self.acked_by_lsn((node, group), history)?;
         let mut reference = Reference::default();
         // Each client's last call applied, and what it answered: a call the records hold
         // twice is answered the second time from the dedup table, as exactly-once requires.
@@ -145,9 +158,9 @@ impl World {
             checked += self.check_others(lsn, &reference, others)?;
         }
         let discarded = acked.discarded;
-        self.report.replies_checked = checked;
-        self.report.replies_discarded = discarded;
-        self.check_final_database(node, &reference)
+        self.report.replies_checked += checked;
+        self.report.replies_discarded += discarded;
+        self.check_final_database((node, group), &reference)
     }
 
     /// Every reply a client accepted, by the LSN it must be judged at: commits at their
@@ -156,10 +169,10 @@ impl World {
     /// that may lose released commits allows.
     fn acked_by_lsn<'a>(
         &'a self,
-        node: NodeId,
+        (node, group): (NodeId, GroupId),
         history: &History,
     ) -> Result<AckedByLsn<'a>, String> {
-        let Slot::Primary(role) = self.nodes[index_of(node)].role() else {
+        let Slot::Primary(role) = self.nodes[index_of(node)].role(group) else {
             unreachable!("converged on a primary");
         };
         assert_eq!(
@@ -167,9 +180,11 @@ impl World {
             role.role().store().segment().lsn(),
             "the history follows the segment"
         );
-        let judged_strictly = fenced_by_acks(self.faults.safety) && !self.sole_copy_lost;
+        let judged_strictly =
+            fenced_by_acks(self.faults.safety) && !self.group(group).sole_copy_lost;
         let mut acked = AckedByLsn::default();
-        for (client, state) in self.clients.iter().enumerate() {
+        let clients = self.clients.iter().enumerate();
+        for (client, state) in clients.filter(|(_, client)| client.group == group) {
             let ClientCalls::Redis(redis) = &state.calls else {
                 unreachable!("a Redis run's clients");
             };
@@ -291,19 +306,23 @@ impl World {
     }
 
     /// The final database of primary `node`, key by key, against the reference's replay.
-    fn check_final_database(&self, node: NodeId, reference: &Reference) -> Result<(), String> {
+    fn check_final_database(
+        &self,
+        (node, group): (NodeId, GroupId),
+        reference: &Reference,
+    ) -> Result<(), String> {
         let now_ms = self.clock_ms();
         let mut model = RedisModel::new(self.segment_len).expect("fits");
         model.set_time_ms(now_ms);
-        let Slot::Primary(role) = self.nodes[index_of(node)].role() else {
+        let Slot::Primary(role) = self.nodes[index_of(node)].role(group) else {
             unreachable!("converged on a primary");
         };
         let actual = dump_database(&model, role.role().store().segment())
             .map_err(|err| self.fail(format!("the final database cannot be read: {err}")))?;
         if let Some(difference) = dump_difference(&actual, &reference.dump(now_ms)) {
             return Err(self.fail(format!(
-                "the final database differs from the reference's replay of its history: \
-                 {difference}"
+                "the final database of group {group} differs from the reference's replay of \
+                 its history: {difference}"
             )));
         }
         Ok(())
@@ -323,6 +342,7 @@ impl World {
     pub(super) fn promise_broken(
         &self,
         primary: NodeId,
+        group: GroupId,
         role: &PrimaryHost,
     ) -> Option<(NodeId, u64)> {
         // Those who could report for a new view: the backups, or the spares when there are
@@ -334,7 +354,7 @@ impl World {
             &config.backups
         };
         reporters.iter().find_map(|&backup| {
-            self.promise_end
+            (self.group(group).promise_end)
                 .get(&(backup, primary))
                 .filter(|&&end| self.now >= end)
                 .map(|&end| (backup, end))
@@ -347,6 +367,7 @@ impl World {
     pub(super) fn check_backup(
         &self,
         node: NodeId,
+        group: GroupId,
         lsn_before: u64,
         role: &BackupRole,
     ) -> Result<(), String> {
@@ -358,9 +379,10 @@ impl World {
             self.model.check_quick(role.segment())
         };
         checked.map_err(|err| self.fail(format!("node {node} at LSN {lsn}: {err}")))?;
-        let current = role.gate().primary() == self.view_latest.primary
-            && role.receiver().core().view() == self.view_latest.number;
-        if current && let Some(&expected) = self.checksums.get(&lsn) {
+        let sim = self.group(group);
+        let current = role.gate().primary() == sim.view_latest.primary
+            && role.receiver().core().view() == sim.view_latest.number;
+        if current && let Some(&expected) = sim.checksums.get(&lsn) {
             let actual = crc32c::crc32c(role.segment().bytes());
             if actual != expected {
                 return Err(self.fail(format!(
@@ -374,12 +396,12 @@ impl World {
 
     /// Clients whose last acknowledged commit primary `node`'s records lack because a power
     /// loss took it (the exemption `check_acked` makes).
-    fn acks_lost_to_power(&self, node: NodeId) -> u64 {
-        let Slot::Primary(role) = self.nodes[index_of(node)].role() else {
+    fn acks_lost_to_power(&self, node: NodeId, group: GroupId) -> u64 {
+        let Slot::Primary(role) = self.nodes[index_of(node)].role(group) else {
             return 0;
         };
         let store = role.role().store();
-        self.acked
+        (self.group(group).acked)
             .iter()
             .filter(|&(&client, acked)| {
                 let held = store
@@ -392,8 +414,14 @@ impl World {
 
     /// Every client's last acknowledged commit is in primary `node`'s dedup table, but one
     /// acknowledged from memory that a power loss took.
-    pub(super) fn check_acked(&self, node: NodeId, role: &PrimaryHost) -> Result<(), String> {
-        if self.sole_copy_lost {
+    pub(super) fn check_acked(
+        &self,
+        node: NodeId,
+        group: GroupId,
+        role: &PrimaryHost,
+    ) -> Result<(), String> {
+        let sim = self.group(group);
+        if sim.sole_copy_lost {
             return Ok(());
         }
         for (
@@ -403,7 +431,7 @@ impl World {
                 lsn,
                 power_losses,
             },
-        ) in &self.acked
+        ) in &sim.acked
         {
             let held = role
                 .role()
@@ -433,6 +461,7 @@ impl World {
     pub(super) fn check_release(
         &self,
         node: NodeId,
+        group: GroupId,
         role: &PrimaryHost,
         lsn: u64,
     ) -> Result<(), String> {
@@ -447,7 +476,8 @@ impl World {
         }
         if held == Held::Synced {
             // The primary's own log must have synced it too.
-            let synced = self.synced_ever.get(&(node, node)).copied().unwrap_or(0);
+            let synced_ever = &self.group(group).synced_ever;
+            let synced = synced_ever.get(&(node, node)).copied().unwrap_or(0);
             if synced < lsn {
                 return Err(self.fail(format!(
                     "node {node} released a reply at LSN {lsn} under {}, but its own log had \
@@ -461,7 +491,7 @@ impl World {
         let holding: Vec<NodeId> = backups
             .iter()
             .copied()
-            .filter(|&backup| self.held_by(held, backup, node) >= lsn)
+            .filter(|&backup| self.held_by(group, held, backup, node) >= lsn)
             .collect();
         if holding.len() < needed {
             return Err(self.fail(format!(
@@ -480,10 +510,17 @@ impl World {
 
     /// The highest LSN `backup` really held (received, applied, or synced to its log) while
     /// it followed `primary`'s current role.
-    pub(super) fn held_by(&self, held: Held, backup: NodeId, primary: NodeId) -> u64 {
+    pub(super) fn held_by(
+        &self,
+        group: GroupId,
+        held: Held,
+        backup: NodeId,
+        primary: NodeId,
+    ) -> u64 {
+        let sim = self.group(group);
         match held {
             Held::Received | Held::Applied => {
-                self.received_ever
+                sim.received_ever
                     .get(&(backup, primary))
                     .map_or(0, |&(received, applied)| {
                         if held == Held::Applied {
@@ -493,7 +530,7 @@ impl World {
                         }
                     })
             }
-            Held::Synced => self
+            Held::Synced => sim
                 .synced_ever
                 .get(&(backup, primary))
                 .copied()
@@ -503,14 +540,18 @@ impl World {
 
     /// After primary `node` committed under a `bounded:n` rule: no backup of its view lacks
     /// more than n of its records.
-    pub(super) fn check_bounded(&self, node: NodeId, role: &PrimaryHost) -> Result<(), String> {
+    pub(super) fn check_bounded(
+        &self,
+        node: NodeId,
+        group: GroupId,
+        role: &PrimaryHost,
+    ) -> Result<(), String> {
         let Safety::Bounded(bound) = self.faults.safety else {
             return Ok(());
         };
         let lsn = role.primary().lsn_committed();
         for &backup in &role.primary().config().backups {
-            let received = self
-                .received_ever
+            let received = (self.group(group).received_ever)
                 .get(&(backup, node))
                 .map_or(0, |&(received, _)| received);
             if lsn.saturating_sub(received) > bound {

@@ -245,10 +245,10 @@ impl World {
                 if state.router.answered(route, reply, now) == Report::Ignored {
                     return Ok(());
                 }
-                // Answered: a linearizable read sent from now on must reflect it (unless it
-                // was released before a power loss that took it, its answer on the way).
+                // A linearizable read sent from now on reflects it, unless a power loss took it.
                 if durable || witness.power_losses == power_losses {
-                    self.lsn_answered_max = self.lsn_answered_max.max(lsn);
+                    let answered = &mut self.groups[group_index(state.group)].lsn_answered_max;
+                    *answered = (*answered).max(lsn);
                 }
                 if let (ClientCalls::Redis(redis), Some(body)) = (&mut state.calls, kept) {
                     redis.acked.push(AckedReply {

@@ -126,8 +126,13 @@ fn open_core(
 impl World {
     /// Hands node `node`'s log an order from its current role; what the role hears is
     /// durable now, if carrying it out at once made more so (a checkpoint it finished).
-    pub(super) fn log_order(&mut self, node: NodeId, order: LogOrder) -> Option<u64> {
-        let log = &mut self.nodes[index_of(node)].log;
+    pub(super) fn log_order(
+        &mut self,
+        node: NodeId,
+        group: GroupId,
+        order: LogOrder,
+    ) -> Option<u64> {
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         if log.is_poisoned() || log.core_mut().is_none() {
             // A stopped log thread takes nothing: no harm, it reports nothing durable either.
             return None;
@@ -140,22 +145,22 @@ impl World {
             log.waiting.push_back(order);
             return None;
         }
-        let heard = self.log_carry_out(node, order);
-        self.log_maybe_sync(node);
+        let heard = self.log_carry_out(node, group, order);
+        self.log_maybe_sync(node, group);
         heard
     }
 
     /// Carries an order out; what the role is to hear is durable, if that rose.
-    fn log_carry_out(&mut self, node: NodeId, order: LogOrder) -> Option<u64> {
-        let log = &mut self.nodes[index_of(node)].log;
+    fn log_carry_out(&mut self, node: NodeId, group: GroupId, order: LogOrder) -> Option<u64> {
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         let core = log.core_mut()?;
         let finishes_checkpoint = matches!(order, LogOrder::CheckpointFinish { .. });
         if let Err(err) = core.carry_out(order) {
-            self.log_poison(node, err.to_string());
+            self.log_poison(node, group, err.to_string());
             return None;
         }
         if finishes_checkpoint {
-            return self.log_checkpoint_durable(node);
+            return self.log_checkpoint_durable(node, group);
         }
         None
     }
@@ -165,8 +170,8 @@ impl World {
     /// thread publishes after a checkpoint. Heard only after the next sync, it could wait for
     /// good on an idle primary (any-time seed 335116: the primary's log held a checkpoint at
     /// LSN 399 and nothing after it, and its `durable` replies to retries never left).
-    fn log_checkpoint_durable(&mut self, node: NodeId) -> Option<u64> {
-        let log = &mut self.nodes[index_of(node)].log;
+    fn log_checkpoint_durable(&mut self, node: NodeId, group: GroupId) -> Option<u64> {
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         let lsn = log.core_mut().map_or(0, |core| core.lsn_durable());
         if lsn <= log.lsn_published {
             return None;
@@ -177,8 +182,8 @@ impl World {
 
     /// Starts a sync if the policy says so and none is under way; it completes after a delay
     /// drawn from the seed's range.
-    fn log_maybe_sync(&mut self, node: NodeId) {
-        let log = &mut self.nodes[index_of(node)].log;
+    fn log_maybe_sync(&mut self, node: NodeId, group: GroupId) {
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         if log.syncing || log.is_poisoned() {
             return;
         }
@@ -192,27 +197,33 @@ impl World {
         let epoch = log.epoch;
         let (min, max) = (self.faults.sync_delay_min, self.faults.sync_delay_max);
         let delay = min + self.disk_rng.below(max - min + 1);
-        self.schedule(delay, Event::LogSynced { node, epoch });
+        self.schedule(delay, Event::LogSynced { node, group, epoch });
     }
 
     /// The sync under way completes: everything carried out before it is durable (or the
     /// log is poisoned); the roles hear it; the orders that waited go in, and the next sync
     /// starts.
-    pub(super) fn log_synced(&mut self, node: NodeId, epoch: u64) -> Result<(), String> {
+    pub(super) fn log_synced(
+        &mut self,
+        node: NodeId,
+        group: GroupId,
+        epoch: u64,
+    ) -> Result<(), String> {
         let state = &mut self.nodes[index_of(node)];
-        if state.node.is_none() || state.log.epoch != epoch || !state.log.syncing {
+        let log = &state.plane(group).log;
+        if state.node.is_none() || log.epoch != epoch || !log.syncing {
             return Ok(());
         }
         if self.paused(node) {
             // A paused process syncs nothing: it completes once the node resumes.
             let resume = self.paused_until[&node] - self.now;
-            self.schedule(resume, Event::LogSynced { node, epoch });
+            self.schedule(resume, Event::LogSynced { node, group, epoch });
             return Ok(());
         }
         // A primary that resumes replays the ticks it missed before it does anything else
         // (its lease is measured against the clock), as for a message.
         self.catch_up_ticks(node);
-        let log = &mut self.nodes[index_of(node)].log;
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         log.syncing = false;
         let Some(core) = log.core_mut() else {
             return Ok(());
@@ -220,48 +231,53 @@ impl World {
         match core.sync() {
             Ok(()) => self.report.log_syncs += 1,
             Err(err) => {
-                self.log_poison(node, err.to_string());
+                self.log_poison(node, group, err.to_string());
                 return Ok(());
             }
         }
-        self.log_publish(node)?;
+        self.log_publish(node, group)?;
         // Group commit: everything that waited goes into the next sync.
-        while let Some(order) = self.nodes[index_of(node)].log.waiting.pop_front() {
-            if let Some(lsn) = self.log_carry_out(node, order) {
-                self.with_node(node, |member, env| member.log_anchored(GROUP, lsn, env));
+        while let Some(order) = self.nodes[index_of(node)]
+            .plane_mut(group)
+            .log
+            .waiting
+            .pop_front()
+        {
+            if let Some(lsn) = self.log_carry_out(node, group, order) {
+                self.with_node(node, |member, env| member.log_anchored(group, lsn, env));
             }
         }
-        self.log_maybe_sync(node);
+        self.log_maybe_sync(node, group);
         Ok(())
     }
 
     /// Tells the current role what is durable now, if that rose (the runtime's `publish`
     /// and its listener).
-    fn log_publish(&mut self, node: NodeId) -> Result<(), String> {
-        let log = &mut self.nodes[index_of(node)].log;
+    fn log_publish(&mut self, node: NodeId, group: GroupId) -> Result<(), String> {
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         let lsn = log.core_mut().map_or(0, |core| core.lsn_durable());
         let before = std::mem::replace(&mut log.lsn_published, lsn);
         if lsn <= before {
             return Ok(());
         }
-        self.log_tell_role(node, lsn)
+        self.log_tell_role(node, group, lsn)
     }
 
     /// The log's listener: the primary role hears `log_synced`; a backup acks to its
     /// primary at once (`Message::durable_ack`).
-    fn log_tell_role(&mut self, node: NodeId, lsn: u64) -> Result<(), String> {
-        self.with_node(node, |member, env| member.log_synced(GROUP, lsn, env))
+    fn log_tell_role(&mut self, node: NodeId, group: GroupId, lsn: u64) -> Result<(), String> {
+        self.with_node(node, |member, env| member.log_synced(group, lsn, env))
             .unwrap_or(Ok(()))
     }
 
-    fn log_poison(&mut self, node: NodeId, cause: String) {
+    fn log_poison(&mut self, node: NodeId, group: GroupId, cause: String) {
         let now = self.now;
         // A failed log takes nothing more, rewinds included: what it holds is a prefix of
         // its role's records now, or of what the role holds later if it only went on from
         // them (records received before the failure and applied after); not of records that
         // a rewind since replaced ([`Self::note_log_history`]).
-        let history = self.log_history(node, self.nodes[index_of(node)].role());
-        let log = &mut self.nodes[index_of(node)].log;
+        let history = self.log_history(node, group, self.nodes[index_of(node)].role(group));
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         if history.is_some() {
             log.history = history;
         }
@@ -281,14 +297,19 @@ impl World {
     /// queue carries them out). At once: nothing else runs meanwhile, so no ceiling is needed.
     /// Before a rejoin's rewind to `lsn`: where the member's log lets it rewind to (see
     /// `LogCore::align_rejoin`); `lsn` when the log cannot say (poisoned, absent).
-    pub(super) fn log_align_rejoin(&mut self, node: NodeId, lsn: u64) -> u64 {
+    pub(super) fn log_align_rejoin(&mut self, node: NodeId, group: GroupId, lsn: u64) -> u64 {
         // The role is outside while its records move: a checkpoint finished here is heard
         // by none.
-        let orders: Vec<LogOrder> = self.nodes[index_of(node)].log.waiting.drain(..).collect();
+        let orders: Vec<LogOrder> = self.nodes[index_of(node)]
+            .plane_mut(group)
+            .log
+            .waiting
+            .drain(..)
+            .collect();
         for order in orders {
-            self.log_carry_out(node, order);
+            self.log_carry_out(node, group, order);
         }
-        let log = &mut self.nodes[index_of(node)].log;
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         if log.is_poisoned() {
             return lsn;
         }
@@ -307,19 +328,24 @@ impl World {
                 kept
             }
             Err(err) => {
-                self.log_poison(node, err.to_string());
+                self.log_poison(node, group, err.to_string());
                 lsn
             }
         }
     }
 
-    pub(super) fn log_align(&mut self, node: NodeId, lsn: u64) {
+    pub(super) fn log_align(&mut self, node: NodeId, group: GroupId, lsn: u64) {
         // The role is outside while it starts: a checkpoint finished here is heard by none.
-        let orders: Vec<LogOrder> = self.nodes[index_of(node)].log.waiting.drain(..).collect();
+        let orders: Vec<LogOrder> = self.nodes[index_of(node)]
+            .plane_mut(group)
+            .log
+            .waiting
+            .drain(..)
+            .collect();
         for order in orders {
-            self.log_carry_out(node, order);
+            self.log_carry_out(node, group, order);
         }
-        let log = &mut self.nodes[index_of(node)].log;
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         if log.is_poisoned() {
             return;
         }
@@ -340,22 +366,32 @@ impl World {
                     )),
                 }
             }
-            Err(err) => self.log_poison(node, err.to_string()),
+            Err(err) => self.log_poison(node, group, err.to_string()),
         }
         // A cut may leave appends to sync (none today: a cut is durable), and a sync that was
         // under way still completes.
-        self.log_maybe_sync(node);
+        self.log_maybe_sync(node, group);
     }
 
-    /// Per tick of a node that is up: maybe fail its disk's next sync.
+    /// Per tick of a node that is up: maybe fail the next sync of one of its logs' disks
+    /// (the group's drawn when there are several).
     pub(super) fn maybe_fail_sync(&mut self, node: NodeId) {
         let ppm = self.faults.sync_fail_per_tick_ppm;
         if ppm == 0 || self.disk_rng.below(1_000_000) >= ppm {
             return;
         }
-        if let Some(core) = self.nodes[index_of(node)].log.core_mut() {
+        let groups = self.groups.len() as u64;
+        let group = GROUP
+            + if groups > 1 {
+                self.disk_rng.below(groups) as GroupId
+            } else {
+                0
+            };
+        if let Some(core) = self.nodes[index_of(node)].plane_mut(group).log.core_mut() {
             core.disk_mut().fail_next_sync();
-            self.note(format!("node {node}: its disk's next sync will fail"));
+            self.note(format!(
+                "node {node}: its disk's next sync in group {group} will fail"
+            ));
         }
     }
 
@@ -376,35 +412,36 @@ impl World {
     pub(super) fn poisoned_restart_due(&self, node: NodeId) -> bool {
         let healed_restart = || {
             !self.faults_on
-                && !self.holds_sole_copy(node)
-                && !self.holds_view_alone(node)
+                && self.group_ids().into_iter().all(|group| {
+                    !self.holds_sole_copy(node, group) && !self.holds_view_alone(node, group)
+                })
                 && (self.others_hold_memory(node)
                     || matches!(self.faults.safety, Safety::Durable(_)))
         };
-        self.nodes[index_of(node)]
-            .log
-            .poisoned_at
-            .is_some_and(|at| self.now >= at + POISONED_RESTART_TICKS * MICROS_PER_TICK)
-            && (self.whole() || healed_restart())
+        let poisoned_long = (self.nodes[index_of(node)].planes.iter()).any(|plane| {
+            (plane.log.poisoned_at)
+                .is_some_and(|at| self.now >= at + POISONED_RESTART_TICKS * MICROS_PER_TICK)
+        });
+        poisoned_long && (self.whole() || healed_restart())
     }
 
-    /// Whether node `node` is the newest view's primary and none of that view's backups holds
-    /// its memory (each is down, or restarted and not yet left out).
-    fn holds_view_alone(&self, node: NodeId) -> bool {
-        let view = &self.view_latest;
+    /// Whether node `node` is `group`'s newest view's primary and none of that view's
+    /// backups holds its memory (each is down, or restarted and not yet left out).
+    fn holds_view_alone(&self, node: NodeId, group: GroupId) -> bool {
+        let view = &self.group(group).view_latest;
         view.primary == node
             && !view.backups.iter().any(|&backup| {
                 self.nodes[index_of(backup)]
                     .supervisor()
-                    .is_some_and(|supervisor| !supervisor.rule(GROUP).restarted())
+                    .is_some_and(|supervisor| !supervisor.rule(group).restarted())
             })
     }
 
     /// The ghost of what node `node`'s records hold, as its `role` has them now (the Redis
     /// model): what its log holds is a prefix of it.
-    pub(super) fn log_history(&self, node: NodeId, role: &Slot) -> Option<History> {
-        let redis = self.redis.as_deref()?;
-        let ledger = &self.nodes[index_of(node)].ledger;
+    pub(super) fn log_history(&self, node: NodeId, group: GroupId, role: &Slot) -> Option<History> {
+        let redis = self.group(group).redis.as_deref()?;
+        let ledger = &self.nodes[index_of(node)].plane(group).ledger;
         match role {
             Slot::Primary(_) => Some(ledger.history.clone()),
             Slot::Backup(backup) => {
@@ -433,11 +470,16 @@ impl World {
     /// Takes `history`, a role's ([`Self::log_history`]), as the ghost of node `node`'s log:
     /// a working log holds a prefix of what its role holds; a failed one's ghost moves only
     /// to a history that continues it (a rewind after the failure left the log behind).
-    pub(super) fn note_log_history(&mut self, node: NodeId, history: Option<History>) {
+    pub(super) fn note_log_history(
+        &mut self,
+        node: NodeId,
+        group: GroupId,
+        history: Option<History>,
+    ) {
         let Some(history) = history else {
             return;
         };
-        let log = &mut self.nodes[index_of(node)].log;
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         let continues = log
             .history
             .as_ref()
@@ -448,11 +490,11 @@ impl World {
     }
 
     /// The node crashes: its disk loses power (what was not synced may be lost or torn).
-    pub(super) fn crash_log(&mut self, node: NodeId) {
-        let history = self.log_history(node, self.nodes[index_of(node)].role());
-        self.note_log_history(node, history);
+    pub(super) fn crash_log(&mut self, node: NodeId, group: GroupId) {
+        let history = self.log_history(node, group, self.nodes[index_of(node)].role(group));
+        self.note_log_history(node, group, history);
         let seed = self.disk_rng.next_u64();
-        let log = &mut self.nodes[index_of(node)].log;
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         log.epoch += 1;
         log.syncing = false;
         log.waiting.clear();
@@ -477,10 +519,11 @@ impl World {
     pub(super) fn recover_log(
         &mut self,
         node: NodeId,
+        group: GroupId,
         view_known: u64,
     ) -> Result<Option<Recovered>, String> {
         let lsn_loaded = self.lsn_loaded;
-        let log = &mut self.nodes[index_of(node)].log;
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         let disk = match std::mem::replace(&mut log.state, LogState::Moving) {
             LogState::Down(disk) => disk,
             _ => unreachable!("a node restarts after a crash"),
@@ -525,8 +568,12 @@ impl World {
                 )));
             }
         };
-        let history = if self.redis.is_some() {
-            let ghost = self.nodes[index_of(node)].log.history.as_ref();
+        let history = if self.redis_model() {
+            let ghost = self.nodes[index_of(node)]
+                .plane_mut(group)
+                .log
+                .history
+                .as_ref();
             match ghost {
                 Some(ghost) if ghost.lsn() >= replayed.lsn => ghost.prefix(replayed.lsn),
                 // An empty log: the load, whether or not the node held records before.
@@ -548,7 +595,7 @@ impl World {
              images)",
             replayed.lsn, replayed.view, replayed.records, replayed.images
         ));
-        self.nodes[index_of(node)].recovered = Some((segment, history));
+        self.nodes[index_of(node)].plane_mut(group).recovered = Some((segment, history));
         Ok(Some(Recovered {
             view: replayed.view,
             lsn: replayed.lsn,

@@ -274,18 +274,21 @@ impl World {
             .is_some_and(|&until| until > self.now)
     }
 
-    /// The epochs of both ends of the connection `wire` travels on.
+    /// The epochs of both ends of the connection `wire` travels on: a replication frame's
+    /// are the epochs of its group's roles.
     pub(super) fn link(&self, from: NodeId, to: NodeId, wire: &Wire) -> (u64, u64) {
-        let replication = matches!(wire, Wire::Replication(_));
+        let replication = match wire {
+            Wire::Replication { group, .. } => Some(*group),
+            _ => None,
+        };
         let epoch = |node: NodeId| {
             if node >= CLIENT_BASE {
                 return 0;
             }
             let node = &self.nodes[index_of(node)];
-            if replication {
-                node.role_epoch
-            } else {
-                node.incarnation
+            match replication {
+                Some(group) => node.plane(group).role_epoch,
+                None => node.incarnation,
             }
         };
         (epoch(from), epoch(to))
@@ -347,22 +350,27 @@ impl World {
         }
     }
 
-    /// Every node up, not frozen for a view change, and a member of the newest view, as
-    /// primary or backup: a crash now costs one node's memory, which the 2-safe rules
-    /// tolerate. (A crash of a backup that reported, while the view change that promotes it
-    /// is under way, is a second failure: the new view may hold no other copy.)
+    /// Every node up, not frozen for a view change, and a member of each group's newest
+    /// view, as primary or backup: a crash now costs one node's memory, which the 2-safe
+    /// rules tolerate. (A crash of a backup that reported, while the view change that
+    /// promotes it is under way, is a second failure: the new view may hold no other copy.)
     pub(super) fn whole(&self) -> bool {
-        let view = &self.view_latest;
+        self.groups.iter().all(|group| self.whole_in(group))
+    }
+
+    fn whole_in(&self, group: &GroupSim) -> bool {
+        let view = &group.view_latest;
+        let group = group.id;
         view.spares.is_empty()
             && view.backups.len() + 1 == self.nodes.len()
             && self.nodes.iter().all(|node| {
                 node.core().is_some_and(|core| {
-                    !core.is_frozen(GROUP)
-                        && core.view(GROUP).is_some_and(|v| v.number == view.number)
+                    !core.is_frozen(group)
+                        && core.view(group).is_some_and(|v| v.number == view.number)
                 }) && node
                     .supervisor()
-                    .is_some_and(|supervisor| !supervisor.rule(GROUP).restarted())
-                    && match node.role() {
+                    .is_some_and(|supervisor| !supervisor.rule(group).restarted())
+                    && match node.role(group) {
                         Slot::Primary(role) => role.primary().view() == view.number,
                         Slot::Backup(role) => {
                             role.gate().primary() == view.primary
@@ -378,13 +386,16 @@ impl World {
     /// are doing. A second memory loss before the first healed is beyond what the rules
     /// promise (with k of n acks a promotion needs n − k + 1 reports).
     pub(super) fn others_hold_memory(&self, node: NodeId) -> bool {
+        let groups = self.group_ids();
         self.nodes
             .iter()
             .filter(|other| other.id != node)
             .all(|other| {
-                other
-                    .supervisor()
-                    .is_some_and(|supervisor| !supervisor.rule(GROUP).restarted())
+                other.supervisor().is_some_and(|supervisor| {
+                    groups
+                        .iter()
+                        .all(|&group| !supervisor.rule(group).restarted())
+                })
             })
     }
 
@@ -396,12 +407,15 @@ impl World {
 
     pub(super) fn crash(&mut self, node: NodeId) {
         self.note_releasable();
-        if self.holds_sole_copy(node) {
-            self.report.sole_copy_crashes += 1;
-            self.sole_copy_lost = true;
-            self.note(format!(
-                "node {node} crashes holding the only copy of acknowledged records"
-            ));
+        for group in self.group_ids() {
+            if self.holds_sole_copy(node, group) {
+                self.report.sole_copy_crashes += 1;
+                self.group_mut(group).sole_copy_lost = true;
+                self.note(format!(
+                    "node {node} crashes holding the only copy of acknowledged records of \
+                     group {group}"
+                ));
+            }
         }
         self.lose_memory(node);
     }
@@ -422,7 +436,8 @@ impl World {
             // Nothing is up to lose power (the last one has not come back yet).
             return;
         }
-        if self.nodes.iter().any(|node| node.log.is_poisoned()) {
+        let poisoned = |node: &SimNode| node.planes.iter().any(|plane| plane.log.is_poisoned());
+        if self.nodes.iter().any(poisoned) {
             // A poisoned log is a disk that failed already (its node runs on without
             // durability until its operator restarts it): a power loss now is a second
             // failure, beyond what `durable` promises. K-of-n seed 699: the only backup of
@@ -438,8 +453,10 @@ impl World {
         if !matches!(self.faults.safety, Safety::Durable(_)) {
             // What was answered before lived in memory: reads and replies from now on are
             // judged against what was answered since.
-            self.lsn_answered_max = 0;
-            self.lsn_releasable_max = 0;
+            for group in &mut self.groups {
+                group.lsn_answered_max = 0;
+                group.lsn_releasable_max = 0;
+            }
         }
         // Every node back within the usual restart delays, a few ticks apart at most.
         let restart = (1 + self.power_rng.below(self.faults.restart_ticks_max)) * MICROS_PER_TICK;
@@ -457,15 +474,32 @@ impl World {
     /// The node's process dies: its memory is gone, its disk crashes, its peers see its
     /// connections close.
     fn lose_memory(&mut self, node: NodeId) {
-        self.crash_log(node);
-        let state = &mut self.nodes[index_of(node)];
-        if let Some(member) = state.node.take() {
-            state.role_epoch = member.role_epoch(GROUP);
+        let led = (self.groups.iter())
+            .filter(|group| {
+                group.view_latest.primary == node
+                    && matches!(self.nodes[index_of(node)].role(group.id), Slot::Primary(_))
+            })
+            .count();
+        if led > 1 {
+            self.report.several_primaries_crashes += 1;
+            self.note(format!(
+                "node {node} crashes as the primary of {led} groups"
+            ));
         }
-        state.recovered = None;
-        state.recovered_history = None;
-        state.load_epoch += 1;
-        state.ledger = Ledger::none();
+        for group in self.group_ids() {
+            self.crash_log(node, group);
+        }
+        let state = &mut self.nodes[index_of(node)];
+        let member = state.node.take();
+        for (plane, group) in state.planes.iter_mut().zip(GROUP..) {
+            if let Some(member) = &member {
+                plane.role_epoch = member.role_epoch(group);
+            }
+            plane.recovered = None;
+            plane.recovered_history = None;
+            plane.load_epoch += 1;
+            plane.ledger = Ledger::none();
+        }
         state.ticks_missed = 0;
         state.tear_next_save = false;
         state.disk.set_failing(false);
@@ -478,8 +512,15 @@ impl World {
         }
     }
 
-    /// Raises `lsn_releasable_max` to what k backups of the newest view hold now.
+    /// Raises each group's `lsn_releasable_max` to what k backups of its newest view hold
+    /// now.
     pub(super) fn note_releasable(&mut self) {
+        for group in self.group_ids() {
+            self.note_releasable_in(group);
+        }
+    }
+
+    fn note_releasable_in(&mut self, group: GroupId) {
         let (held_by, acks) = match self.faults.safety {
             Safety::TwoSafe(acks) => (Held::Received, acks),
             Safety::TwoSafeApplied(acks) => (Held::Applied, acks),
@@ -487,7 +528,7 @@ impl World {
             Safety::Durable(acks) => (Held::Synced, acks),
             Safety::OneSafe | Safety::Bounded(_) => return,
         };
-        let view = &self.view_latest;
+        let view = &self.group(group).view_latest;
         let needed = acks.needed(view.backups.len());
         if needed == 0 {
             return;
@@ -497,7 +538,7 @@ impl World {
             .iter()
             .filter_map(|&backup| {
                 let state = &self.nodes[index_of(backup)];
-                let Slot::Backup(role) = state.role() else {
+                let Slot::Backup(role) = state.role(group) else {
                     return None;
                 };
                 let follows = state.node.is_some()
@@ -507,7 +548,7 @@ impl World {
                     Held::Applied => role.applier().lsn_applied(),
                     Held::Received => role.receiver().core().lsn_received(),
                     Held::Synced => self
-                        .held_by(Held::Synced, backup, view.primary)
+                        .held_by(group, Held::Synced, backup, view.primary)
                         .min(role.receiver().core().lsn_received()),
                 })
             })
@@ -516,7 +557,8 @@ impl World {
             return;
         }
         held.sort_unstable_by(|a, b| b.cmp(a));
-        self.lsn_releasable_max = self.lsn_releasable_max.max(held[needed - 1]);
+        let group = self.group_mut(group);
+        group.lsn_releasable_max = group.lsn_releasable_max.max(held[needed - 1]);
     }
 
     /// Whether an answer released after `power_losses` power losses must survive: under
@@ -531,23 +573,24 @@ impl World {
     /// for: `lsn_releasable_max`) and no other node that is up does:
     /// a node holds them when it serves the newest view (its primary, or a backup or spare
     /// following that primary) with every record up to the highest acknowledged LSN.
-    pub(super) fn holds_sole_copy(&self, node: NodeId) -> bool {
-        let lsn_acked = self
+    pub(super) fn holds_sole_copy(&self, node: NodeId, group: GroupId) -> bool {
+        let sim = self.group(group);
+        let lsn_acked = sim
             .acked
             .values()
             .filter(|acked| self.acked_kept(acked.power_losses))
             .map(|acked| acked.lsn)
             .max()
             .unwrap_or(0)
-            .max(self.lsn_releasable_max);
+            .max(sim.lsn_releasable_max);
         if lsn_acked == 0 {
             return false;
         }
-        let view = &self.view_latest;
+        let view = &sim.view_latest;
         let holds = |id: NodeId| {
             let state = &self.nodes[index_of(id)];
             state.node.is_some()
-                && match state.role() {
+                && match state.role(group) {
                     Slot::Primary(role) => {
                         id == view.primary && role.primary().lsn_committed() >= lsn_acked
                     }
@@ -582,22 +625,32 @@ impl World {
             .map_err(|err| format!("node {node}: the saved state does not decode: {err}"))?;
         let core = Cluster::new(state.settings.clone(), initial, persisted)
             .map_err(|err| format!("node {node} cannot restart: {err}"))?;
-        // As the runtime's `cluster::run`: the log recovers, and what it replays is followed
-        // into the next view that names the node once one has left it out.
-        let mut rule = RoleRule::new(node, VIEW_FIRST, true);
-        let view_known = core.view(GROUP).map_or(VIEW_FIRST, |view| view.number);
-        if let Some(recovered) = self.recover_log(node, view_known)? {
-            rule = rule.with_recovered(recovered);
+        // As the runtime's `cluster::run`: each group's log recovers, and what it replays is
+        // followed into the group's next view that names the node once one has left it out.
+        let mut rules = Vec::new();
+        for group in self.group_ids() {
+            let mut rule = RoleRule::new(node, VIEW_FIRST, true);
+            let view_known = core.view(group).map_or(VIEW_FIRST, |view| view.number);
+            if let Some(recovered) = self.recover_log(node, group, view_known)? {
+                rule = rule.with_recovered(recovered);
+            }
+            rules.push((group, rule));
         }
-        let mut supervisor = Supervisor::new(core, vec![(GROUP, rule)]);
+        let mut supervisor = Supervisor::new(core, rules);
         // As the runtime: a node without its memory runs no role.
-        supervisor.core_mut().set_serving(GROUP, false);
+        for group in self.group_ids() {
+            supervisor.core_mut().set_serving(group, false);
+        }
         let state = &mut self.nodes[index_of(node)];
         state.incarnation += 1;
-        state.role_epoch += 1;
-        let (segment, history) = state.recovered.take().unzip();
-        state.recovered_history = history;
-        let member = self.member(supervisor, segment);
+        let mut recovered = Vec::new();
+        for (plane, group) in state.planes.iter_mut().zip(GROUP..) {
+            plane.role_epoch += 1;
+            let (segment, history) = plane.recovered.take().unzip();
+            plane.recovered_history = history;
+            recovered.extend(segment.map(|segment| (group, segment)));
+        }
+        let member = self.member(supervisor, recovered);
         self.nodes[index_of(node)].node = Some(member);
         self.note(format!("restart {node}"));
         self.drive(node)
@@ -628,7 +681,7 @@ impl World {
         if self.sabotage.is_none() {
             return wire;
         }
-        let Wire::Replication(frame) = &wire else {
+        let Wire::Replication { frame, .. } = &wire else {
             return wire;
         };
         let Ok(PeerMessage::Replication {
@@ -705,7 +758,7 @@ impl World {
                     .map_err(|err| format!("node {to} refused a cluster message: {err}"))?;
                 self.drive(to)
             }
-            Wire::Replication(frame) => {
+            Wire::Replication { frame, .. } => {
                 let PeerMessage::Replication { group, message } = decode_peer(&frame)? else {
                     return Err(self.fail(format!("a cluster frame as a replication one to {to}")));
                 };

@@ -4,6 +4,13 @@
 //! dedup table; clients retry like the stub, with the same (client id, seq). One thread, one
 //! seed.
 //!
+//! Every node serves in each of the run's groups (`RunOptions::groups`, one by default):
+//! each group has its own views, primary, log per node and checkers (a [`GroupSim`], a
+//! [`SimPlane`] per node), while a node's config store, detector and peer links are shared
+//! by its groups, so a node's crash fails over every group it led at once. The clients and
+//! readers are dealt out over the groups; what this module says of "the cluster" holds of
+//! each group.
+//!
 //! Two data models ([`Model`]): Debit-Credit (the default, what every seed ran first), and
 //! the Redis model, whose clients draw a seeded mix of commands on a small key space,
 //! `MULTI` … `EXEC` blocks (the `EXEC` procedure) and Lua scripts (`EVAL`) from
@@ -130,8 +137,8 @@ use node::Member;
 
 pub use faults::{ClusterFaults, Mix};
 
-/// The group every node serves.
-const GROUP: u32 = 1;
+/// The first group's id: a run's groups are numbered from it, and every node serves in each.
+const GROUP: GroupId = 1;
 /// The group's view when the cluster is created.
 const VIEW_FIRST: u64 = 1;
 /// Debit-Credit's segment: small, so that a checksum and a consistency check can run after
@@ -231,6 +238,10 @@ pub struct RunOptions {
     /// reply leaves is left to the checkers behind it, which must catch it too once the
     /// record is lost (`durable-before-sync` across a power loss).
     pub release_unchecked: bool,
+    /// The replication groups every node serves in (0 counts as 1): group g's first
+    /// primary is node (g − 1) mod n + 1, the clients and readers are dealt out over the
+    /// groups in turn, and every checker holds per group.
+    pub groups: u32,
 }
 
 /// What a run did and whether every checker held.
@@ -270,6 +281,9 @@ pub struct ClusterReport {
     /// Crashes of a node that held the only copy of acknowledged records (possible only with
     /// `crash_any_time`): a second failure the safety rules do not cover.
     pub sole_copy_crashes: u64,
+    /// Crashes of a node serving as the primary of more than one group (every one of its
+    /// groups fails over at once).
+    pub several_primaries_crashes: u64,
     /// Reads backups served, and reads they did not (busy, not a backup, lost).
     pub reads_served: u64,
     pub reads_unserved: u64,
@@ -309,8 +323,12 @@ pub struct ClusterReport {
 /// A message on the wire.
 #[derive(Clone, Debug)]
 enum Wire {
-    /// A `Peer` frame of the replication stream, as the runtime writes it to its socket.
-    Replication(Vec<u8>),
+    /// A `Peer` frame of `group`'s replication stream, as the runtime writes it to its
+    /// socket (the group beside it is the one the frame names, for the link's epochs).
+    Replication {
+        group: GroupId,
+        frame: Vec<u8>,
+    },
     /// A `Cluster` frame between two cluster cores, as the runtime writes it to its socket.
     Cluster(Vec<u8>),
     /// A client opens connection `conn` to a node and greets it. Client messages carry the
@@ -375,7 +393,10 @@ impl Wire {
     fn replication(group: GroupId, message: &Message) -> Wire {
         let mut bytes = Vec::new();
         tandem_node::encode_replication(&mut bytes, group, message);
-        Wire::Replication(bytes)
+        Wire::Replication {
+            group,
+            frame: bytes,
+        }
     }
 
     /// The cluster message's frame, encoded as the runtime encodes it.
@@ -414,16 +435,18 @@ enum Event {
     Restart {
         node: NodeId,
     },
-    /// The sync under way on node `node`'s log completes, unless the node crashed since
-    /// (`epoch`).
+    /// The sync under way on node `node`'s log of `group` completes, unless the node
+    /// crashed since (`epoch`).
     LogSynced {
         node: NodeId,
+        group: GroupId,
         epoch: u64,
     },
-    /// The load node `node` started ends, unless it was finished or abandoned since
-    /// (`epoch`).
+    /// The load of `group` node `node` started ends, unless it was finished or abandoned
+    /// since (`epoch`).
     Loaded {
         node: NodeId,
+        group: GroupId,
         epoch: u64,
     },
     /// Every node loses power at once (`World::power_loss`).
@@ -527,12 +550,15 @@ impl SimNode {
         jitter_seed: u64,
         lsn_loaded: u64,
     ) -> (SimNode, Supervisor) {
+        let groups: Vec<GroupId> = initial.groups.keys().copied().collect();
         let settings = ClusterSettings {
             node: id,
-            groups: vec![GroupSettings {
-                id: GROUP,
-                safety: faults.safety,
-            }],
+            groups: (groups.iter())
+                .map(|&id| GroupSettings {
+                    id,
+                    safety: faults.safety,
+                })
+                .collect(),
             voters: ids.iter().copied().take(3).collect(),
             suspect_ticks: faults.suspect_ticks,
             lease_ticks: faults.suspect_ticks - 2,
@@ -548,22 +574,20 @@ impl SimNode {
         };
         let core =
             Cluster::new(settings.clone(), initial.clone(), None).expect("a fresh node starts");
-        let supervisor = Supervisor::new(core, vec![(GROUP, RoleRule::new(id, VIEW_FIRST, false))]);
+        let rules = (groups.iter())
+            .map(|&group| (group, RoleRule::new(id, VIEW_FIRST, false)))
+            .collect();
+        let supervisor = Supervisor::new(core, rules);
         let node = SimNode {
             id,
+            planes: groups.iter().map(|_| SimPlane::new(lsn_loaded)).collect(),
             settings,
             node: None,
             disk: MemDurable::new(),
-            log: disk::NodeLog::open_new(lsn_loaded),
-            recovered: None,
-            recovered_history: None,
-            ledger: Ledger::none(),
             incarnation: 0,
-            role_epoch: 0,
             ticks_missed: 0,
             tear_next_save: false,
             outside: Slot::Outside,
-            load_epoch: 0,
         };
         (node, supervisor)
     }
@@ -578,11 +602,19 @@ impl SimNode {
         self.node.as_ref().map(Member::supervisor)
     }
 
-    /// The role the node holds (outside while it is down).
-    fn role(&self) -> &Slot {
+    /// The role the node holds in `group` (outside while it is down).
+    fn role(&self, group: GroupId) -> &Slot {
         self.node
             .as_ref()
-            .map_or(&self.outside, |member| member.role(GROUP))
+            .map_or(&self.outside, |member| member.role(group))
+    }
+
+    fn plane(&self, group: GroupId) -> &SimPlane {
+        &self.planes[group_index(group)]
+    }
+
+    fn plane_mut(&mut self, group: GroupId) -> &mut SimPlane {
+        &mut self.planes[group_index(group)]
     }
 }
 
@@ -600,25 +632,13 @@ type Slot = tandem_node::RoleSlot<ClientConn, node::ReaderConn>;
 struct SimNode {
     id: NodeId,
     settings: ClusterSettings,
-    /// The node's member (its supervisor and role); None while crashed, and while it
+    /// The node's member (its supervisor and roles); None while crashed, and while it
     /// handles an input.
     node: Option<Member>,
     disk: MemDurable,
-    /// The node's write-ahead log on a simulated disk of its own, which outlives its crashes
-    /// as `disk` does.
-    log: disk::NodeLog,
-    /// The segment rebuilt from the log at a restart (with its ghost history), until the
-    /// restarted member takes it.
-    recovered: Option<(Segment, History)>,
-    /// The ghost history of the records the member recovered, until a role follows the next
-    /// view from them (`RoleRule::with_recovered`); never taken by a role that starts from
-    /// the initial load.
-    recovered_history: Option<History>,
-    /// What the checkers know of the records `role` holds.
-    ledger: Ledger,
+    /// The node's part in each group, by group index (see [`group_index`]).
+    planes: Vec<SimPlane>,
     incarnation: u64,
-    /// Bumped with every role the node starts: its replication links are new connections.
-    role_epoch: u64,
     /// Ticks that passed while the node was paused. A primary's data plane counts them when it
     /// resumes, before it does anything else, as the runtime's primary replays missed ticks:
     /// its lease is measured against the clock, and a pause does not stop the clock.
@@ -629,14 +649,49 @@ struct SimNode {
     tear_next_save: bool,
     /// The role of a node that is down.
     outside: Slot,
+}
+
+/// A node's part in one group: its log, the records it recovered, what the checkers know of
+/// its role's records, and its role's epochs.
+struct SimPlane {
+    /// The group's write-ahead log on a simulated disk of its own, which outlives the node's
+    /// crashes as its config store's disk does.
+    log: disk::NodeLog,
+    /// The segment rebuilt from the log at a restart (with its ghost history), until the
+    /// restarted member takes it.
+    recovered: Option<(Segment, History)>,
+    /// The ghost history of the records the member recovered, until a role follows the next
+    /// view from them (`RoleRule::with_recovered`); never taken by a role that starts from
+    /// the initial load.
+    recovered_history: Option<History>,
+    /// What the checkers know of the records the group's role holds.
+    ledger: Ledger,
+    /// Bumped with every role the node starts in the group: its replication links are new
+    /// connections.
+    role_epoch: u64,
     /// Bumped by every load the node starts, finishes at once or loses in a crash: a load
     /// event of an older epoch is void.
     load_epoch: u64,
 }
 
+impl SimPlane {
+    fn new(lsn_loaded: u64) -> SimPlane {
+        SimPlane {
+            log: disk::NodeLog::open_new(lsn_loaded),
+            recovered: None,
+            recovered_history: None,
+            ledger: Ledger::none(),
+            role_epoch: 0,
+            load_epoch: 0,
+        }
+    }
+}
+
 /// A simulated client: a closed loop of calls of the run's model, routed by the stub's own
 /// [`Router`] (the same decisions `tandem_client::Client` makes over TCP).
 struct Client {
+    /// The group whose primary it calls.
+    group: GroupId,
     calls: ClientCalls,
     router: Router,
     seq: u64,
@@ -716,6 +771,8 @@ enum Waiting {
 /// `read` sends them to a backup; it gives up a read nobody serves and never retries it on
 /// the primary (the writers' calls cover the primary).
 struct Reader {
+    /// The group whose backups it reads on.
+    group: GroupId,
     seq: u64,
     conn: u64,
     /// The next node to ask, as an index.
@@ -762,28 +819,38 @@ struct World {
     checksum_every_lsn: u64,
     /// A backup runs the model's whole check when its applied LSN crosses a multiple of this.
     full_check_every_lsn: u64,
-    /// What a run of the Redis model keeps for its reply checker; `None` for Debit-Credit.
-    redis: Option<Box<RedisRun>>,
     initial: ClusterMap,
     lsn_loaded: u64,
     nodes: Vec<SimNode>,
+    /// What the checkers follow of each group, by group index (see [`group_index`]).
+    groups: Vec<GroupSim>,
     clients: Vec<Client>,
     readers: Vec<Reader>,
-    /// The highest LSN any client was answered with (a commit, a read): a linearizable read
-    /// sent after that answer must reflect it.
-    lsn_answered_max: u64,
     period: BTreeMap<NodeId, u64>,
     paused_until: BTreeMap<NodeId, u64>,
     cut_until: BTreeMap<(NodeId, NodeId), u64>,
     /// The latest delivery time scheduled on each directed link: what keeps links FIFO.
     link_last: BTreeMap<(NodeId, NodeId), u64>,
     faults_on: bool,
-    /// The newest view any node applied.
+    /// When each node's next tick event fires (paused or not).
+    tick_next_at: BTreeMap<NodeId, u64>,
+    sabotage: Option<ClusterSabotage>,
+    /// See `RunOptions::release_unchecked`.
+    release_unchecked: bool,
+    /// Batches sent to node 2 so far (for the sabotage).
+    batches_to_2: u64,
+    report: ClusterReport,
+    trace: Trace,
+}
+
+/// What the checkers follow of one group: its views, who released what, what its clients
+/// were acknowledged, what its backups held and synced.
+struct GroupSim {
+    id: GroupId,
+    /// The newest view of the group any node applied.
     view_latest: View,
     /// The node that released replies as the primary of each view, and when it first did.
     released_by: BTreeMap<u64, (NodeId, u64)>,
-    /// When each node's next tick event fires (paused or not).
-    tick_next_at: BTreeMap<NodeId, u64>,
     /// (backup, primary) → the time before which the backup cannot report for a new view,
     /// by the lease it promised when it last heard that primary: its report waits until its
     /// tick count is `lease_ticks` past the count when it heard, which its next tick raises
@@ -791,14 +858,17 @@ struct World {
     promise_end: BTreeMap<(NodeId, NodeId), u64>,
     /// Each client's last acknowledged commit.
     acked: BTreeMap<usize, Acked>,
+    /// The highest LSN any client was answered with (a commit, a read): a linearizable read
+    /// sent after that answer must reflect it.
+    lsn_answered_max: u64,
     /// The highest LSN that k backups of the newest view really held at once under a 2-safe
     /// rule of k acks: a reply for it may have been released, and no node can tell, so the
     /// view change keeps it like an acknowledged record. A crash that takes its only copy
-    /// may leave the cluster down by the rules' own terms (any-time seed 101179: nothing was
+    /// may leave the group down by the rules' own terms (any-time seed 101179: nothing was
     /// released, but the one backup of two that held a record became primary and died with
     /// it, and the other backup may not take over without it).
     lsn_releasable_max: u64,
-    /// A crash took the only copy of acknowledged records: they may be lost, and the cluster
+    /// A crash took the only copy of acknowledged records: they may be lost, and the group
     /// may never serve again, by the rules' own terms.
     sole_copy_lost: bool,
     /// (backup, primary) → the highest LSN the backup ever received and applied while it
@@ -810,13 +880,28 @@ struct World {
     synced_ever: BTreeMap<(NodeId, NodeId), u64>,
     /// The current primary's checksum at sealed batch ends (LSN → CRC32C).
     checksums: BTreeMap<u64, u32>,
-    sabotage: Option<ClusterSabotage>,
-    /// See `RunOptions::release_unchecked`.
-    release_unchecked: bool,
-    /// Batches sent to node 2 so far (for the sabotage).
-    batches_to_2: u64,
-    report: ClusterReport,
-    trace: Trace,
+    /// What a run of the Redis model keeps for its reply checker; `None` for Debit-Credit.
+    redis: Option<Box<RedisRun>>,
+}
+
+impl GroupSim {
+    /// Group `id`, from its first view `view`.
+    fn new(id: GroupId, view: View, redis: Option<Box<RedisRun>>) -> GroupSim {
+        GroupSim {
+            id,
+            view_latest: view,
+            released_by: BTreeMap::new(),
+            promise_end: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            lsn_answered_max: 0,
+            lsn_releasable_max: 0,
+            sole_copy_lost: false,
+            received_ever: BTreeMap::new(),
+            synced_ever: BTreeMap::new(),
+            checksums: BTreeMap::new(),
+            redis,
+        }
+    }
 }
 
 /// A client's last acknowledged commit, for the lost-commit checker.
@@ -893,6 +978,7 @@ pub fn run_cluster_sabotaged(
         model: Model::DebitCredit,
         sabotage,
         release_unchecked: false,
+        groups: 1,
     };
     run_cluster_with(seed, ticks, options)
 }
@@ -900,7 +986,7 @@ pub fn run_cluster_sabotaged(
 /// Runs seed `seed` as `options` say: its fault rates drawn from their mix, its nodes
 /// serving their model, their sabotage done along the way.
 pub fn run_cluster_with(seed: u64, ticks: u64, options: RunOptions) -> ClusterReport {
-    let mut world = World::new(seed, options.mix, options.model);
+    let mut world = World::new(seed, options.mix, options.model, options.groups.max(1));
     world.sabotage = options.sabotage;
     world.release_unchecked = options.release_unchecked;
     let result = panic::catch_unwind(AssertUnwindSafe(|| world.simulate(ticks)));
@@ -918,23 +1004,18 @@ pub fn run_cluster_with(seed: u64, ticks: u64, options: RunOptions) -> ClusterRe
     };
     world.report.failure = failure;
     world.report.trace = world.trace.lines();
-    world.report.views = world.view_latest.number;
+    world.report.views = (world.groups.iter())
+        .map(|group| group.view_latest.number)
+        .sum();
     world.report.ticks = world.now / MICROS_PER_TICK;
-    world.report.commits = world
-        .nodes
-        .iter()
-        .find_map(|node| match node.role() {
-            Slot::Primary(role) if role.primary().view() == world.view_latest.number => {
-                Some(role.role().store().segment().lsn() - world.lsn_loaded)
-            }
-            _ => None,
-        })
-        .unwrap_or(0);
+    world.report.commits = (world.groups.iter())
+        .map(|group| world.commits(group))
+        .sum();
     world.report
 }
 
 impl World {
-    fn new(seed: u64, mix: Mix, model_kind: Model) -> World {
+    fn new(seed: u64, mix: Mix, model_kind: Model, groups: u32) -> World {
         let mut rng = Rng::new(seed);
         let mut faults = ClusterFaults::draw(&mut rng, mix);
         let mut reset_rng = Rng::new(seed ^ RESET_SEED);
@@ -945,13 +1026,18 @@ impl World {
         faults.draw_power(&mut power_rng);
         let (model, segment_len) = sim_model(model_kind);
         let model: Arc<dyn DataModel> = Arc::from(model);
-        let redis = (model_kind == Model::Redis).then(|| {
-            let (_, interval_ms) = model.periodic().expect("the Redis model sweeps");
-            Box::new(RedisRun::new(interval_ms))
-        });
+        let redis = || {
+            (model_kind == Model::Redis).then(|| {
+                let (_, interval_ms) = model.periodic().expect("the Redis model sweeps");
+                Box::new(RedisRun::new(interval_ms))
+            })
+        };
         let lsn_loaded = loaded(&*model, segment_len).lsn();
         let ids: Vec<NodeId> = (1..=faults.nodes as NodeId).collect();
-        let (initial, view) = initial_map(&ids);
+        let initial = initial_map(&ids, groups);
+        let group_sims = (initial.groups.iter())
+            .map(|(&group, view)| GroupSim::new(group, view.clone(), redis()))
+            .collect();
         let (nodes, supervisors): (Vec<SimNode>, Vec<Supervisor>) = ids
             .iter()
             .map(|&id| {
@@ -972,7 +1058,7 @@ impl World {
                     model_kind,
                     &*model,
                     seed ^ (0x9e37 + index as u64),
-                    index,
+                    (index, dealt(index, groups)),
                     &router_config,
                 )
             })
@@ -1000,28 +1086,20 @@ impl World {
                 Model::DebitCredit => FULL_CHECK_EVERY_LSN,
                 Model::Redis => FULL_CHECK_EVERY_LSN_REDIS,
             },
-            redis,
             initial,
             lsn_loaded,
             nodes,
+            groups: group_sims,
             clients,
-            readers: (0..READERS).map(Reader::new).collect(),
-            lsn_answered_max: 0,
+            readers: (0..READERS)
+                .map(|index| Reader::new(index, dealt(index, groups)))
+                .collect(),
             period,
             paused_until: BTreeMap::new(),
             cut_until: BTreeMap::new(),
             link_last: BTreeMap::new(),
             faults_on: true,
-            view_latest: view,
-            released_by: BTreeMap::new(),
             tick_next_at: BTreeMap::new(),
-            promise_end: BTreeMap::new(),
-            received_ever: BTreeMap::new(),
-            synced_ever: BTreeMap::new(),
-            acked: BTreeMap::new(),
-            lsn_releasable_max: 0,
-            sole_copy_lost: false,
-            checksums: BTreeMap::new(),
             sabotage: None,
             release_unchecked: false,
             batches_to_2: 0,
@@ -1036,7 +1114,7 @@ impl World {
     /// Starts the nodes `ids` with `supervisors`: their members, and their first events.
     fn start(&mut self, supervisors: Vec<Supervisor>, ids: &[NodeId]) {
         for supervisor in supervisors {
-            let member = self.member(supervisor, None);
+            let member = self.member(supervisor, Vec::new());
             let index = index_of(member.id());
             self.nodes[index].node = Some(member);
         }
@@ -1059,6 +1137,37 @@ impl World {
             let first = self.rng.below(MICROS_PER_TICK);
             self.schedule(first, Event::ReaderNext { reader });
         }
+    }
+
+    fn group(&self, group: GroupId) -> &GroupSim {
+        &self.groups[group_index(group)]
+    }
+
+    fn group_mut(&mut self, group: GroupId) -> &mut GroupSim {
+        &mut self.groups[group_index(group)]
+    }
+
+    /// The ids of the groups every node serves in.
+    fn group_ids(&self) -> Vec<GroupId> {
+        self.groups.iter().map(|group| group.id).collect()
+    }
+
+    /// Whether the nodes serve the Redis model.
+    fn redis_model(&self) -> bool {
+        self.report.model == Model::Redis
+    }
+
+    /// Records `group`'s newest primary holds past the loaded database.
+    fn commits(&self, group: &GroupSim) -> u64 {
+        let view = group.view_latest.number;
+        (self.nodes.iter())
+            .find_map(|node| match node.role(group.id) {
+                Slot::Primary(role) if role.primary().view() == view => {
+                    Some(role.role().store().segment().lsn() - self.lsn_loaded)
+                }
+                _ => None,
+            })
+            .unwrap_or(0)
     }
 
     /// The primaries' clock now, Unix ms (what the Redis model's expiry measures against).
@@ -1096,7 +1205,7 @@ impl World {
                 return self.final_checks();
             }
             if self.now > liveness_end {
-                if self.sole_copy_lost {
+                if self.groups.iter().any(|group| group.sole_copy_lost) {
                     // No node may hold what was acknowledged: waiting for good is right.
                     self.note("no convergence after the only copy was lost".into());
                     return Ok(());
@@ -1183,8 +1292,8 @@ impl World {
                 }
                 Ok(())
             }
-            Event::LogSynced { node, epoch } => self.log_synced(node, epoch),
-            Event::Loaded { node, epoch } => self.loaded(node, epoch),
+            Event::LogSynced { node, group, epoch } => self.log_synced(node, group, epoch),
+            Event::Loaded { node, group, epoch } => self.loaded(node, group, epoch),
             Event::PowerLoss => {
                 self.power_loss();
                 Ok(())
@@ -1206,24 +1315,33 @@ impl World {
     }
 }
 
-/// The cluster map a run starts from: nodes `ids`, the first the primary of the first view
-/// and the rest its backups; and that view.
-fn initial_map(ids: &[NodeId]) -> (ClusterMap, View) {
-    let view = View {
-        number: VIEW_FIRST,
-        primary: 1,
-        backups: ids[1..].to_vec(),
-        spares: Vec::new(),
-        promotions: Vec::new(),
-        primary_sole_holder: false,
-    };
+/// The cluster map a run starts from: nodes `ids` serving in `groups` groups, group g's
+/// first view led by node (g − 1) mod n + 1 with the rest as its backups.
+fn initial_map(ids: &[NodeId], groups: u32) -> ClusterMap {
     let mut initial = ClusterMap::default();
     for &id in ids {
         let address = format!("sim:{id}");
         initial.nodes.insert(id, NodeInfo { id, address });
     }
-    initial.groups.insert(GROUP, view.clone());
-    (initial, view)
+    for group in (GROUP..).take(groups as usize) {
+        let primary = ids[group_index(group) % ids.len()];
+        let view = View {
+            number: VIEW_FIRST,
+            primary,
+            backups: ids.iter().copied().filter(|&id| id != primary).collect(),
+            spares: Vec::new(),
+            promotions: Vec::new(),
+            primary_sole_holder: false,
+        };
+        initial.groups.insert(group, view);
+    }
+    initial
+}
+
+/// The group the `index`th client or reader calls: they are dealt out over the groups in
+/// turn.
+fn dealt(index: usize, groups: u32) -> GroupId {
+    GROUP + (index % groups as usize) as GroupId
 }
 
 impl RedisRun {
@@ -1283,6 +1401,7 @@ impl ClusterReport {
             lease_waits: 0,
             torn_saves: 0,
             sole_copy_crashes: 0,
+            several_primaries_crashes: 0,
             reads_served: 0,
             reads_unserved: 0,
             replies_checked: 0,
@@ -1304,16 +1423,17 @@ impl ClusterReport {
 }
 
 impl Client {
-    /// Client `index` of a run, calling `model` (drawn from `seed`) through a router of
-    /// `router_config`.
+    /// Client `index` of a run, calling `model` in `group` (drawn from `seed`) through a
+    /// router of `router_config`.
     fn new(
         model_kind: Model,
         model: &dyn DataModel,
         seed: u64,
-        index: usize,
+        (index, group): (usize, GroupId),
         router_config: &RouterConfig,
     ) -> Client {
         Client {
+            group,
             calls: match model_kind {
                 Model::DebitCredit => ClientCalls::Driver(
                     model
@@ -1344,9 +1464,11 @@ impl Client {
 }
 
 impl Reader {
-    /// Reader `index`, which starts at node `index`'s turn in the round of backups.
-    fn new(index: usize) -> Reader {
+    /// Reader `index` of `group`, which starts at node `index`'s turn in the round of
+    /// backups.
+    fn new(index: usize, group: GroupId) -> Reader {
         Reader {
+            group,
             seq: 0,
             conn: 0,
             node_next: index,
@@ -1404,6 +1526,11 @@ fn fenced_by_acks(safety: Safety) -> bool {
 
 fn index_of(node: NodeId) -> usize {
     (node - 1) as usize
+}
+
+/// Where `group`'s part is kept in a list of every group's.
+fn group_index(group: GroupId) -> usize {
+    (group - GROUP) as usize
 }
 
 fn client_id(client: usize) -> u64 {

@@ -45,25 +45,29 @@ impl World {
             reads: read_settings(),
             checkpoint_bytes: CHECKPOINT_BYTES,
             lsn_loaded: self.lsn_loaded,
-            periodic_interval_ms: self.redis.as_ref().map(|redis| redis.periodic_interval_ms),
-            model_clock: self.redis.is_some(),
+            periodic_interval_ms: (self.groups[0].redis.as_ref())
+                .map(|redis| redis.periodic_interval_ms),
+            model_clock: self.redis_model(),
             reply_len_max: usize::MAX,
             record_len_max: usize::MAX,
         }
     }
 
-    /// A member for node `id` with `supervisor`, on the records its log gave back if any.
-    pub(super) fn member(&self, supervisor: Supervisor, recovered: Option<Segment>) -> Member {
-        let role_epoch = self.nodes[index_of(supervisor.node())].role_epoch;
+    /// A member for node `id` with `supervisor`, on the records each group's log gave back.
+    /// Its roles' epochs start past every epoch the node used in any group.
+    pub(super) fn member(
+        &self,
+        supervisor: Supervisor,
+        recovered: Vec<(GroupId, Segment)>,
+    ) -> Member {
+        let planes = &self.nodes[index_of(supervisor.node())].planes;
+        let role_epoch = planes.iter().map(|plane| plane.role_epoch).max();
         Member::new(
             supervisor,
             self.node_settings(),
             Arc::clone(&self.model),
-            role_epoch,
-            recovered
-                .map(|segment| (GROUP, segment))
-                .into_iter()
-                .collect(),
+            role_epoch.expect("a node serves in a group"),
+            recovered,
         )
     }
 
@@ -81,8 +85,11 @@ impl World {
             applying: None,
         };
         let result = f(&mut member, &mut env);
-        self.nodes[index_of(node)].role_epoch = member.role_epoch(GROUP);
-        self.nodes[index_of(node)].node = Some(member);
+        let state = &mut self.nodes[index_of(node)];
+        for (plane, group) in state.planes.iter_mut().zip(GROUP..) {
+            plane.role_epoch = member.role_epoch(group);
+        }
+        state.node = Some(member);
         Some(result)
     }
 
@@ -143,20 +150,25 @@ impl World {
     /// The load node `node` started (`epoch`) ends: its member takes the segment, unless the
     /// load was finished at once or lost in a crash since. A paused process takes it once it
     /// resumes.
-    pub(super) fn loaded(&mut self, node: NodeId, epoch: u64) -> Result<(), String> {
+    pub(super) fn loaded(
+        &mut self,
+        node: NodeId,
+        group: GroupId,
+        epoch: u64,
+    ) -> Result<(), String> {
         let state = &self.nodes[index_of(node)];
-        if state.node.is_none() || state.load_epoch != epoch {
+        if state.node.is_none() || state.plane(group).load_epoch != epoch {
             return Ok(());
         }
         if self.paused(node) {
             let resume = self.paused_until[&node] - self.now;
-            self.schedule(resume, Event::Loaded { node, epoch });
+            self.schedule(resume, Event::Loaded { node, group, epoch });
             return Ok(());
         }
         self.catch_up_ticks(node);
         let segment = loaded(&*self.model, self.segment_len);
         self.with_node(node, |member, env| {
-            member.segment_loaded(GROUP, Ok(segment), env)
+            member.segment_loaded(group, Ok(segment), env)
         });
         self.drive(node)
     }
@@ -198,7 +210,8 @@ impl World {
     /// A client greets node `to` on connection `conn`: the node says whether it serves as
     /// primary, and its view, as a node's `Welcome` does.
     pub(super) fn greet(&mut self, from: NodeId, to: NodeId, conn: u64) {
-        let Some((primary, view)) = self.with_node(to, |member, env| member.welcome(GROUP, env))
+        let group = self.clients[(from - CLIENT_BASE) as usize].group;
+        let Some((primary, view)) = self.with_node(to, |member, env| member.welcome(group, env))
         else {
             return;
         };
@@ -233,20 +246,21 @@ impl World {
             read_only: false,
             safety: None,
         };
-        self.with_node(to, |member, env| member.call(GROUP, waiting, env))
+        let group = self.clients[client].group;
+        self.with_node(to, |member, env| member.call(group, waiting, env))
             .unwrap_or(Ok(()))
     }
 
     /// The checks and counts of a call that ran at primary `node` at `time_ms`.
     fn ran(
         &mut self,
-        node: NodeId,
+        (node, group): (NodeId, GroupId),
         primary: &PrimaryHost,
         ran: &Ran,
         time_ms: u64,
     ) -> Result<(), String> {
-        let redis = self.redis.is_some();
-        let state = &mut self.nodes[index_of(node)];
+        let redis = self.redis_model();
+        let state = self.nodes[index_of(node)].plane_mut(group);
         match *ran {
             Ran::Stalled => unreachable!("a stalled call did not run"),
             Ran::Committed { call, .. } => {
@@ -259,7 +273,7 @@ impl World {
                 if redis {
                     state.ledger.history.push(call, time_ms);
                 }
-                self.check_bounded(node, primary)
+                self.check_bounded(node, group, primary)
             }
             Ran::Duplicate { .. } => {
                 self.report.duplicates_answered += 1;
@@ -282,11 +296,11 @@ impl World {
     /// `INCRBY key 2`.
     fn increment_twice(
         &mut self,
-        node: NodeId,
+        (node, group): (NodeId, GroupId),
         call: &WaitingCall<ClientConn>,
     ) -> Option<(ProcId, Vec<u8>)> {
         if self.sabotage != Some(ClusterSabotage::IncrementTwice)
-            || self.redis.as_ref()?.increments_run != INCREMENT_TWICE_AT - 1
+            || self.group(group).redis.as_ref()?.increments_run != INCREMENT_TWICE_AT - 1
             || call.proc_id != command_proc_of(b"INCR")
         {
             return None;
@@ -310,11 +324,14 @@ impl World {
     /// its bytes at the end of its last sealed batch, at sampled LSNs.
     fn remember_what_leaves(
         &mut self,
-        node: NodeId,
+        (node, group): (NodeId, GroupId),
         primary: &PrimaryHost,
         ready: &mut RoleReady<ClientConn>,
     ) {
-        let history = &self.nodes[index_of(node)].ledger.history;
+        let history = &self.nodes[index_of(node)].planes[group_index(group)]
+            .ledger
+            .history;
+        let sim = &mut self.groups[group_index(group)];
         let segment = primary.role().store().segment();
         for (to, sent) in ready.transfers_sent.drain(..) {
             self.trace.note(
@@ -324,7 +341,7 @@ impl World {
                     sent.pages, sent.lsn_from, sent.lsn
                 ),
             );
-            if let Some(redis) = self.redis.as_mut() {
+            if let Some(redis) = sim.redis.as_mut() {
                 // Copied from the segment as it stands: its history is the role's.
                 assert_eq!(sent.lsn, segment.lsn(), "a transfer of the last commit");
                 let view = primary.role().primary().view();
@@ -335,7 +352,7 @@ impl World {
                     .or_insert_with(|| history.prefix(sent.lsn));
             }
         }
-        if let Some(redis) = self.redis.as_mut() {
+        if let Some(redis) = sim.redis.as_mut() {
             for (_, message) in &ready.replication.messages {
                 if let Message::Batch(bytes) = message {
                     let (key, lsn_base, lsn_last) = batch_key(bytes);
@@ -349,12 +366,12 @@ impl World {
         // The primary's bytes at the end of its last sealed batch: what a backup must hold
         // once it has applied that batch. Only the newest view's primary writes history.
         let lsn_sealed = primary.primary().tail().lsn_next() - 1;
-        if primary.primary().view() == self.view_latest.number
+        if primary.primary().view() == sim.view_latest.number
             && lsn_sealed == segment.lsn()
             && lsn_sealed > self.lsn_loaded
             && lsn_sealed.is_multiple_of(self.checksum_every_lsn)
         {
-            self.checksums
+            sim.checksums
                 .entry(lsn_sealed)
                 .or_insert_with(|| crc32c::crc32c(segment.bytes()));
         }
@@ -362,9 +379,9 @@ impl World {
 
     /// What the reply checker is told of an answer primary `node` releases at `lsn` for a
     /// call that ran at `ran_at_ms`.
-    fn witness(&self, node: NodeId, ran_at_ms: u64, lsn: u64) -> Witness {
+    fn witness(&self, (node, group): (NodeId, GroupId), ran_at_ms: u64, lsn: u64) -> Witness {
         let power_losses = self.report.power_losses;
-        if self.redis.is_none() {
+        if !self.redis_model() {
             return Witness {
                 power_losses,
                 ..Witness::default()
@@ -372,7 +389,7 @@ impl World {
         }
         Witness {
             ran_at_ms,
-            chain: self.nodes[index_of(node)].ledger.history.chain_at(lsn),
+            chain: (self.nodes[index_of(node)].plane(group).ledger.history).chain_at(lsn),
             power_losses,
         }
     }
@@ -383,12 +400,13 @@ impl World {
     /// primary ran out.
     fn check_lease(
         &self,
-        (node, primary): (NodeId, &PrimaryHost),
+        (node, group, primary): (NodeId, GroupId, &PrimaryHost),
         (client, seq): (usize, u64),
         needs_lease: bool,
     ) -> Result<(), String> {
         let view = primary.primary().view();
-        if needs_lease && let Some((backup, end)) = self.promise_broken(node, primary) {
+        let sim = self.group(group);
+        if needs_lease && let Some((backup, end)) = self.promise_broken(node, group, primary) {
             return Err(self.fail(format!(
                 "node {node} released a reply to client {client} (call {seq}) that \
                  needed its lease as primary of view {view} at {} µt, after backup \
@@ -399,7 +417,7 @@ impl World {
         // A promoted primary waits out the lease its node granted the old primary: the
         // old one may answer under it until then (a sharper check than the one below,
         // which needs the old primary to answer late).
-        let owed = self.promise_end.iter().find(|&(&(backup, primary), &end)| {
+        let owed = sim.promise_end.iter().find(|&(&(backup, primary), &end)| {
             backup == node && primary != node && end > self.now
         });
         if let Some((&(_, old), &end)) = owed {
@@ -410,7 +428,7 @@ impl World {
                 self.now
             )));
         }
-        let newer = self
+        let newer = sim
             .released_by
             .range(view + 1..)
             .find(|(_, (_, at))| *at <= self.now);
@@ -431,12 +449,14 @@ impl World {
     /// hold, and what the reply checker needs of it.
     fn release(
         &mut self,
-        node: NodeId,
+        (node, group): (NodeId, GroupId),
         primary: &PrimaryHost,
         reply: tandem_replication::Reply<Answer<ClientConn>>,
     ) -> Result<(), String> {
         let view = primary.primary().view();
-        let (releaser, _) = *self.released_by.entry(view).or_insert((node, self.now));
+        let now = self.now;
+        let released_by = &mut self.group_mut(group).released_by;
+        let (releaser, _) = *released_by.entry(view).or_insert((node, now));
         if releaser != node {
             return Err(self.fail(format!(
                 "nodes {releaser} and {node} both released replies as primary of view {view}"
@@ -476,17 +496,17 @@ impl World {
         let refused = matches!(kind, AnswerKind::Refused { .. });
         let fenced = committed && fenced_by_acks(self.faults.safety);
         let needs_lease = !(refused || fenced);
-        self.check_lease((node, primary), (client, seq), needs_lease)?;
+        self.check_lease((node, group, primary), (client, seq), needs_lease)?;
         // A refused call is one its client gave up on (a stale seq): nobody waits for it.
         // It was held under 1-safe; every other answer under the group's rule.
         if matches!(kind, AnswerKind::Refused { .. }) {
             return Ok(());
         }
-        self.check_release(node, primary, reply.lsn)?;
+        self.check_release(node, group, primary, reply.lsn)?;
         let lsn = lsn_first.unwrap_or(reply.lsn);
         let power_losses = self.report.power_losses;
         if committed && fenced_by_acks(self.faults.safety) {
-            let acked = self.acked.entry(client).or_default();
+            let acked = self.group_mut(group).acked.entry(client).or_default();
             if seq > acked.seq {
                 *acked = Acked {
                     seq,
@@ -506,9 +526,9 @@ impl World {
             }
             AnswerKind::Refused { .. } => unreachable!("a refusal is not sent"),
         };
-        let witness = self.witness(node, ran_at_ms, lsn);
+        let witness = self.witness((node, group), ran_at_ms, lsn);
         if status == ReplyStatus::Committed {
-            self.maybe_alter_reply(&mut body);
+            self.maybe_alter_reply(group, &mut body);
         }
         let wire = Wire::Reply {
             conn,
@@ -524,11 +544,11 @@ impl World {
 
     /// Under the `AlterReply` sabotage, changes the last digit of the twentieth reply body
     /// with a digit that goes to a client (a bulk string's or an integer's, not a length).
-    fn maybe_alter_reply(&mut self, body: &mut [u8]) {
+    fn maybe_alter_reply(&mut self, group: GroupId, body: &mut [u8]) {
         if self.sabotage != Some(ClusterSabotage::AlterReply) {
             return;
         }
-        let Some(redis) = self.redis.as_mut() else {
+        let Some(redis) = self.group_mut(group).redis.as_mut() else {
             return;
         };
         let Some(digit) = body.iter().rposition(u8::is_ascii_digit) else {
@@ -571,11 +591,11 @@ impl World {
     }
 
     /// The checkers' ledger follows node `node`'s records as the carry-out moves them.
-    fn records_moved(&mut self, node: NodeId, moved: RecordsMoved<'_>) {
-        let redis = self.redis.is_some();
+    fn records_moved(&mut self, (node, group): (NodeId, GroupId), moved: RecordsMoved<'_>) {
+        let redis = self.redis_model();
         let clients = self.clients.len();
         let lsn_loaded = self.lsn_loaded;
-        let state = &mut self.nodes[index_of(node)];
+        let state = self.nodes[index_of(node)].plane_mut(group);
         match moved {
             RecordsMoved::HandedOver { lsn } => {
                 if redis {
@@ -620,7 +640,7 @@ impl World {
             ));
             self.report.recovered_promoted += 1;
         }
-        self.checksums.split_off(&(starting.lsn + 1));
+        (self.group_mut(starting.group).checksums).split_off(&(starting.lsn + 1));
         if starting.lease_owed_ticks > 0 {
             self.report.lease_waits += 1;
         }
@@ -637,19 +657,18 @@ impl World {
             new_role,
             role_epoch,
         } = carried;
-        own(group);
         // Its links are new connections from now on.
-        self.nodes[index_of(node)].role_epoch = role_epoch;
+        self.nodes[index_of(node)].plane_mut(group).role_epoch = role_epoch;
         if new_role {
             match role {
-                Slot::Primary(_) => self.primary_started(node),
+                Slot::Primary(_) => self.primary_started(node, group),
                 // The primary accepts the new role's connection: what it knew of the old
                 // one is void, and the backup's introduction says where it stands now.
                 Slot::Backup(_) => {
                     if let Some(Slot::Primary(primary)) = self.nodes[index_of(view.primary)]
                         .node
                         .as_mut()
-                        .map(|member| member.role_mut(GROUP))
+                        .map(|member| member.role_mut(group))
                     {
                         primary.role_mut().link_reset(node);
                     }
@@ -657,11 +676,12 @@ impl World {
                 Slot::Outside => {}
             }
         }
-        let state = &mut self.nodes[index_of(node)];
+        let redis = self.redis_model();
+        let state = self.nodes[index_of(node)].plane_mut(group);
         if matches!(role, Slot::Outside) {
             state.ledger = Ledger::none();
         }
-        if self.redis.is_some() {
+        if redis {
             let lsn = match role {
                 Slot::Primary(host) => host.role().store().segment().lsn(),
                 Slot::Backup(backup) => backup.segment().lsn(),
@@ -679,12 +699,12 @@ impl World {
     /// this node's earlier reign says nothing of it. A backup that already follows this node
     /// (it followed the view before this node took it up: seeds 48 and 948) holds what it
     /// holds, and told it what its log synced when it started.
-    fn primary_started(&mut self, node: NodeId) {
-        self.received_ever
-            .retain(|&(_, primary), _| primary != node);
-        self.synced_ever.retain(|&(_, primary), _| primary != node);
+    fn primary_started(&mut self, node: NodeId, group: GroupId) {
+        let sim = &mut self.groups[group_index(group)];
+        sim.received_ever.retain(|&(_, primary), _| primary != node);
+        sim.synced_ever.retain(|&(_, primary), _| primary != node);
         for backup in &self.nodes {
-            let Some(Slot::Backup(role)) = backup.node.as_ref().map(|member| member.role(GROUP))
+            let Some(Slot::Backup(role)) = backup.node.as_ref().map(|member| member.role(group))
             else {
                 continue;
             };
@@ -695,10 +715,10 @@ impl World {
                 role.receiver().core().lsn_received(),
                 role.applier().lsn_applied(),
             );
-            self.received_ever.insert((backup.id, node), held);
-            if backup.log.lsn_durable() > 0 {
-                self.synced_ever
-                    .insert((backup.id, node), backup.log.lsn_durable());
+            sim.received_ever.insert((backup.id, node), held);
+            let lsn_durable = backup.plane(group).log.lsn_durable();
+            if lsn_durable > 0 {
+                sim.synced_ever.insert((backup.id, node), lsn_durable);
             }
         }
     }
@@ -718,13 +738,8 @@ pub(super) struct SimEnv<'a> {
 impl BackupWatch for SimEnv<'_> {
     type Error = String;
 
-    fn applying(&mut self, group: GroupId, apply: &ApplyBatch) {
-        own(group);
-        self.applying = self
-            .world
-            .redis
-            .is_some()
-            .then(|| batch_key(apply.batch.bytes()));
+    fn applying(&mut self, _: GroupId, apply: &ApplyBatch) {
+        self.applying = (self.world.redis_model()).then(|| batch_key(apply.batch.bytes()));
     }
 
     fn applied(
@@ -734,11 +749,11 @@ impl BackupWatch for SimEnv<'_> {
         lsn: u64,
         calls: &[CallId],
     ) -> Result<(), String> {
-        own(group);
         let (node, tick) = (self.node, self.world.now / MICROS_PER_TICK);
         let world = &mut *self.world;
-        let ledger = &mut world.nodes[index_of(node)].ledger;
-        if let (Some(redis), Some((key, lsn_base, _))) = (&world.redis, self.applying.take()) {
+        let ledger = &mut world.nodes[index_of(node)].planes[group_index(group)].ledger;
+        let redis = &world.groups[group_index(group)].redis;
+        if let (Some(redis), Some((key, lsn_base, _))) = (redis, self.applying.take()) {
             assert_eq!(ledger.history.lsn(), lsn_before, "the history follows");
             let Some(entries) = redis.batches.get(&key) else {
                 return Err(format!(
@@ -774,12 +789,11 @@ impl BackupWatch for SimEnv<'_> {
         lsn: u64,
         segment: &Segment,
     ) -> Result<(), String> {
-        own(group);
         let world = &mut *self.world;
         world.report.transfers += 1;
         // The member now holds the bytes of the sender's segment at `lsn`: its records are
         // the sender's.
-        if let Some(redis) = &world.redis {
+        if let Some(redis) = &world.groups[group_index(group)].redis {
             let key = (view, lsn, crc32c::crc32c(segment.bytes()));
             let Some(history) = redis.transfers.get(&key) else {
                 return Err(format!(
@@ -789,7 +803,10 @@ impl BackupWatch for SimEnv<'_> {
                     self.node
                 ));
             };
-            world.nodes[index_of(self.node)].ledger.history = history.clone();
+            world.nodes[index_of(self.node)]
+                .plane_mut(group)
+                .ledger
+                .history = history.clone();
         }
         Ok(())
     }
@@ -808,16 +825,16 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
 
     /// A load the node cannot wait for is instant; one under way is abandoned.
     fn load(&mut self, group: GroupId) -> Result<Segment, Self::LoadError> {
-        own(group);
-        self.world.nodes[index_of(self.node)].load_epoch += 1;
+        self.world.nodes[index_of(self.node)]
+            .plane_mut(group)
+            .load_epoch += 1;
         Ok(loaded(&*self.world.model, self.world.segment_len))
     }
 
     /// A load takes up to [`LOAD_TICKS_MAX`] ticks, drawn from the seed.
     fn start_load(&mut self, group: GroupId) {
-        own(group);
         let world = &mut *self.world;
-        let state = &mut world.nodes[index_of(self.node)];
+        let state = world.nodes[index_of(self.node)].plane_mut(group);
         state.load_epoch += 1;
         let epoch = state.load_epoch;
         let delay = world.load_rng.below(LOAD_TICKS_MAX * MICROS_PER_TICK + 1);
@@ -825,37 +842,36 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
             delay,
             Event::Loaded {
                 node: self.node,
+                group,
                 epoch,
             },
         );
     }
 
     fn log_align(&mut self, group: GroupId, lsn: u64) {
-        own(group);
-        self.world.log_align(self.node, lsn);
+        self.world.log_align(self.node, group, lsn);
     }
 
     fn log_align_rejoin(&mut self, group: GroupId, lsn: u64) -> u64 {
-        own(group);
-        self.world.log_align_rejoin(self.node, lsn)
+        self.world.log_align_rejoin(self.node, group, lsn)
     }
 
     fn lsn_durable(&self, group: GroupId) -> u64 {
-        own(group);
-        self.world.nodes[index_of(self.node)].log.lsn_durable()
+        self.world.nodes[index_of(self.node)]
+            .plane(group)
+            .log
+            .lsn_durable()
     }
 
     fn wants_checkpoint(&self, group: GroupId) -> bool {
-        own(group);
-        self.world.nodes[index_of(self.node)].log.wants_checkpoint()
+        (self.world.nodes[index_of(self.node)].plane(group).log).wants_checkpoint()
     }
 
     fn log_order(&mut self, group: GroupId, order: LogOrder) -> Option<u64> {
-        own(group);
         if matches!(order, LogOrder::CheckpointFinish { .. }) {
             self.world.report.checkpoints += 1;
         }
-        self.world.log_order(self.node, order)
+        self.world.log_order(self.node, group, order)
     }
 
     fn send(&mut self, to: NodeId, message: PeerMessage) {
@@ -875,8 +891,7 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         primary: &PrimaryHost,
         reply: tandem_replication::Reply<Answer<ClientConn>>,
     ) -> Result<(), String> {
-        own(group);
-        self.world.release(self.node, primary, reply)
+        self.world.release((self.node, group), primary, reply)
     }
 
     fn withheld(&mut self, to: ClientConn) {
@@ -909,13 +924,17 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
     }
 
     fn notice(&mut self, group: GroupId, notice: Notice<'_>) {
-        own(group);
         let world = &mut *self.world;
-        world.note(format!("node {}: {notice}", self.node));
+        world.note(format!(
+            "node {}{}: {notice}",
+            self.node,
+            in_group(world, group)
+        ));
+        let sim = world.group_mut(group);
         if let Notice::Following { view, .. } = notice
-            && view.number > world.view_latest.number
+            && view.number > sim.view_latest.number
         {
-            world.view_latest = view.clone();
+            sim.view_latest = view.clone();
         }
     }
 
@@ -925,18 +944,16 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
 
     /// A refused handover, which no correct node asks for, fails the run.
     fn carry_note(&mut self, group: GroupId, note: &CarryNote<'_>) -> Result<(), String> {
-        own(group);
         match note {
             CarryNote::HandoverRefused { error } => Err(format!(
-                "node {} cannot hand its records over: {error}",
+                "node {} cannot hand its records of group {group} over: {error}",
                 self.node
             )),
             _ => Ok(()),
         }
     }
 
-    fn running(&mut self, group: GroupId, call: &mut WaitingCall<ClientConn>, time_ms: u64) {
-        own(group);
+    fn running(&mut self, _: GroupId, call: &mut WaitingCall<ClientConn>, time_ms: u64) {
         call.to.ran_at_ms = time_ms;
         call.to.reads = self.world.model.kind(call.proc_id) == Some(ProcKind::Read);
     }
@@ -946,8 +963,7 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         group: GroupId,
         call: &WaitingCall<ClientConn>,
     ) -> Option<(ProcId, Vec<u8>)> {
-        own(group);
-        self.world.increment_twice(self.node, call)
+        self.world.increment_twice((self.node, group), call)
     }
 
     fn ran(
@@ -958,24 +974,23 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         ran: &Ran,
         time_ms: u64,
     ) -> Result<(), String> {
-        own(group);
-        if let Some(redis) = self.world.redis.as_mut()
+        if let Some(redis) = self.world.group_mut(group).redis.as_mut()
             && proc_id == command_proc_of(b"INCR")
         {
             redis.increments_run += 1;
         }
-        self.world.ran(self.node, primary, ran, time_ms)
+        self.world.ran((self.node, group), primary, ran, time_ms)
     }
 
     fn swept(&mut self, group: GroupId, primary: &PrimaryHost, time_ms: u64) -> Result<(), String> {
-        own(group);
         let world = &mut *self.world;
-        world.nodes[index_of(self.node)]
+        (world.nodes[index_of(self.node)]
+            .plane_mut(group)
             .ledger
-            .history
+            .history)
             .push(CallId::default(), time_ms);
         world.report.sweeps += 1;
-        world.check_bounded(self.node, primary)
+        world.check_bounded(self.node, group, primary)
     }
 
     fn leaving(
@@ -984,8 +999,8 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         primary: &PrimaryHost,
         ready: &mut RoleReady<ClientConn>,
     ) {
-        own(group);
-        self.world.remember_what_leaves(self.node, primary, ready);
+        self.world
+            .remember_what_leaves((self.node, group), primary, ready);
     }
 
     fn backup_holds(
@@ -995,9 +1010,9 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         lsn_received: u64,
         lsn_applied: u64,
     ) {
-        own(group);
         let ever = self
             .world
+            .group_mut(group)
             .received_ever
             .entry((self.node, primary))
             .or_insert((0, 0));
@@ -1011,14 +1026,14 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         backup: &BackupRole,
         lsn_before: u64,
     ) -> Result<(), String> {
-        own(group);
-        self.world.check_backup(self.node, lsn_before, backup)
+        self.world
+            .check_backup(self.node, group, lsn_before, backup)
     }
 
     fn synced_heard(&mut self, group: GroupId, primary: NodeId, lsn: u64) {
-        own(group);
         let synced = self
             .world
+            .group_mut(group)
             .synced_ever
             .entry((self.node, primary))
             .or_insert(0);
@@ -1027,26 +1042,24 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
 
     /// The backup's lease promise to `primary` runs from the tick after the message.
     fn heard_primary(&mut self, group: GroupId, primary: NodeId) {
-        own(group);
         let world = &mut *self.world;
         let node = self.node;
         let promise_ticks = world.nodes[index_of(node)].settings.lease_ticks;
         let end = world.tick_next_at[&node] + (promise_ticks - 1) * world.period[&node];
-        let promise = world.promise_end.entry((node, primary)).or_insert(0);
+        let promise_end = &mut world.group_mut(group).promise_end;
+        let promise = promise_end.entry((node, primary)).or_insert(0);
         *promise = (*promise).max(end);
     }
 
     fn records(&mut self, group: GroupId, moved: RecordsMoved<'_>) {
-        own(group);
-        self.world.records_moved(self.node, moved);
+        self.world.records_moved((self.node, group), moved);
     }
 
     /// What the log holds is the old role's (the Redis model's ghost of it, for a replay),
     /// unless the log failed before the role rewound.
     fn carrying_out(&mut self, group: GroupId, role: &Slot) {
-        own(group);
-        let history = self.world.log_history(self.node, role);
-        self.world.note_log_history(self.node, history);
+        let history = self.world.log_history(self.node, group, role);
+        self.world.note_log_history(self.node, group, history);
     }
 
     fn primary_starting(&mut self, starting: PrimaryStarting<'_>) {
@@ -1070,11 +1083,10 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
         primary: &PrimaryHost,
         view: &View,
     ) -> Result<(), String> {
-        own(group);
-        if view.number != self.world.view_latest.number {
+        if view.number != self.world.group(group).view_latest.number {
             return Ok(());
         }
-        self.world.check_acked(self.node, primary)
+        self.world.check_acked(self.node, group, primary)
     }
 
     fn ignores_depose(&self) -> bool {
@@ -1082,8 +1094,12 @@ impl NodeEnv<ClientConn, ReaderConn> for SimEnv<'_> {
     }
 }
 
-/// Asserts that `group` is the one a simulated node serves in: one group per cluster until
-/// the simulator runs several (docs/many-groups.md, step 3).
-fn own(group: GroupId) {
-    assert_eq!(group, GROUP, "a simulated node asked about another group");
+/// " in group G" when the run has more than one group: the notes of a one-group run read as
+/// they always did.
+pub(super) fn in_group(world: &World, group: GroupId) -> String {
+    if world.groups.len() > 1 {
+        format!(" in group {group}")
+    } else {
+        String::new()
+    }
 }

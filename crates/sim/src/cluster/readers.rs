@@ -24,7 +24,7 @@ impl World {
         };
         let call = self.read_call();
         let nodes = self.nodes.len();
-        let lsn_acked_before = self.lsn_answered_max;
+        let lsn_acked_before = self.group(self.readers[reader].group).lsn_answered_max;
         let power_losses = self.report.power_losses;
         let state = &mut self.readers[reader];
         state.seq += 1;
@@ -55,12 +55,12 @@ impl World {
 
     /// A read-only call of the run's model: an account's balance, or a counter's `GET`.
     fn read_call(&mut self) -> SimCall {
-        match self.redis {
-            None => SimCall {
+        match self.report.model {
+            Model::DebitCredit => SimCall {
                 proc_id: tandem_workloads::debit_credit::BALANCE,
                 args: (self.rng.below(100) as u32).to_le_bytes().to_vec(),
             },
-            Some(_) => {
+            Model::Redis => {
                 let key = format!("n:{}", self.rng.below(4));
                 let (proc_id, args) =
                     RedisCall::Command(vec![b"GET".to_vec(), key.into_bytes()]).encode();
@@ -113,7 +113,8 @@ impl World {
                 sent.min_lsn
             )));
         }
-        let answers_kept = fenced_by_acks(self.faults.safety) && !self.sole_copy_lost;
+        let group = state.group;
+        let answers_kept = fenced_by_acks(self.faults.safety) && !self.group(group).sole_copy_lost;
         if sent.consistency == ReadConsistency::Linearizable
             && answers_kept
             && lsn < sent.lsn_acked_before
@@ -127,7 +128,8 @@ impl World {
         // A read served before a power loss (its answer still on the way) raises nothing that
         // reads sent after it are judged by, unless its records were in the logs.
         if answers_kept && self.acked_kept(sent.power_losses) {
-            self.lsn_answered_max = self.lsn_answered_max.max(lsn);
+            let sim = self.group_mut(group);
+            sim.lsn_answered_max = sim.lsn_answered_max.max(lsn);
         }
         self.schedule_next_read(reader);
         Ok(())
@@ -165,7 +167,8 @@ impl World {
             to: (reader, conn),
             needs,
         };
-        let kept = self.with_node(to, |member, env| member.read(GROUP, read, env));
+        let group = self.readers[reader].group;
+        let kept = self.with_node(to, |member, env| member.read(group, read, env));
         if kept.transpose()? != Some(true) {
             let refused = Wire::ReadAnswer {
                 conn,
