@@ -23,6 +23,7 @@ mod core;
 mod jitter;
 mod map;
 mod persist;
+mod slots;
 mod storage;
 
 pub use crate::core::{
@@ -36,3 +37,4 @@ pub use crate::map::{
 pub use crate::persist::{
     CorruptState, Durable, FileDurable, MemDurable, Persisted, PersistedEntry, STATE_MAGIC,
 };
+pub use crate::slots::{SLOT_COUNT, SlotError, SlotRange, SlotTable};

@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::slots::{SLOT_COUNT, SlotError, SlotTable};
+
 /// A node of the cluster. Raft cannot use 0 as a member id, so a config store voter is never 0.
 pub type NodeId = u32;
 
@@ -328,11 +330,13 @@ pub struct NodeInfo {
     pub address: String,
 }
 
-/// What the config store replicates: the nodes and each group's current view.
+/// What the config store replicates: the nodes, each group's current view, and which group
+/// serves each hash slot.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterMap {
     pub nodes: BTreeMap<NodeId, NodeInfo>,
     pub groups: BTreeMap<GroupId, View>,
+    pub slots: SlotTable,
 }
 
 /// Why a map is not well formed (an initial map, or one decoded from a snapshot).
@@ -343,6 +347,8 @@ pub enum MapError {
     NodeKeyMismatch { key: NodeId, id: NodeId },
     #[error("groups[{group}]: {error}")]
     InvalidView { group: GroupId, error: ViewError },
+    #[error("slots: {0}")]
+    InvalidSlots(#[from] SlotError),
 }
 
 impl ClusterMap {
@@ -356,7 +362,22 @@ impl ClusterMap {
             view.validate(&self.nodes)
                 .map_err(|error| MapError::InvalidView { group, error })?;
         }
+        self.slots.validate(&self.groups)?;
         Ok(())
+    }
+
+    /// The group that serves hash slot `slot`: the slot table's, or, while the slots were
+    /// never assigned, the lowest group's (a cluster of one group serves every slot).
+    pub fn slot_group(&self, slot: u16) -> Option<GroupId> {
+        if self.slots.is_empty() {
+            return self
+                .groups
+                .keys()
+                .next()
+                .copied()
+                .filter(|_| slot < SLOT_COUNT);
+        }
+        self.slots.group_of(slot)
     }
 
     /// The group's view number; 0 for a group without a view, so that `ChangeView` with
@@ -482,6 +503,7 @@ mod tests {
                 })
                 .collect(),
             groups: BTreeMap::new(),
+            slots: SlotTable::default(),
         }
     }
 

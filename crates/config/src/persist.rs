@@ -84,8 +84,8 @@ pub struct PersistedEntry {
 }
 
 /// Magic and format version of a state image: version 2 added the incarnation, version 3 a
-/// view's `primary_sole_holder`.
-pub const STATE_MAGIC: [u8; 8] = *b"TNDMCFG\x03";
+/// view's `primary_sole_holder`, version 4 the map's slot table.
+pub const STATE_MAGIC: [u8; 8] = *b"TNDMCFG\x04";
 const HEADER_LEN: usize = 16;
 
 /// Why a state image was refused.

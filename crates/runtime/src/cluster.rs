@@ -67,6 +67,9 @@ fn brief(message: &ClusterMessage) -> String {
 /// Most ticks replayed at once after the supervisor fell behind the clock.
 const TICKS_REPLAYED_MAX: u32 = 2;
 
+// The map's slot table and the RESP port's key slots count the same slots.
+const _: () = assert!(tandem_config::SLOT_COUNT == tandem_redis::slot::SLOT_COUNT);
+
 /// What this node currently is in its group.
 type Slot = tandem_node::Slot<PrimaryHandle, BackupHandle>;
 

@@ -66,6 +66,7 @@ pub fn map_of(nodes: &[NodeId]) -> ClusterMap {
             })
             .collect(),
         groups: BTreeMap::new(),
+        slots: Default::default(),
     }
 }
 
