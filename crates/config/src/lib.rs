@@ -23,6 +23,7 @@ mod core;
 mod jitter;
 mod map;
 mod persist;
+mod placement;
 mod slots;
 mod storage;
 
@@ -37,4 +38,5 @@ pub use crate::map::{
 pub use crate::persist::{
     CorruptState, Durable, FileDurable, MemDurable, Persisted, PersistedEntry, STATE_MAGIC,
 };
+pub use crate::placement::{PlacementError, place_groups};
 pub use crate::slots::{SLOT_COUNT, SlotError, SlotRange, SlotTable};

@@ -15,7 +15,7 @@
 //! Commands (one per block, output after `----`, blocks separated by a blank line):
 //! - `cluster nodes=N safety=RULE [groups=G]`: N fresh nodes serving in G groups (default 1),
 //!   each node in every group; group g's first view has node (g - 1) mod N + 1 as primary and
-//!   the others as backups. With more than one group, what concerns a group's role names it;
+//!   the nodes after it round the ring as backups (`place_groups`). With more than one group, what concerns a group's role names it;
 //! - `tick [N]`: every node up ticks N times (default 1), each tick followed by the delivery
 //!   of every message until none is left;
 //! - `calls node=ID n=N [group=G]`: a client sends N Debit-Credit calls of group G (default
@@ -42,7 +42,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings, GroupSettings};
-use tandem_config::{ClusterMap, GroupId, MemDurable, NodeInfo, View};
+use tandem_config::{ClusterMap, GroupId, MemDurable, NodeInfo, place_groups};
 use tandem_memory::{PAGE_SIZE, Segment};
 use tandem_node::{
     BackupWatch, Carried, Destination, Node, NodeEnv, NodeFailure, NodeSettings, Notice,
@@ -310,18 +310,7 @@ impl Harness {
             let address = format!("node-{id}");
             initial.nodes.insert(id, NodeInfo { id, address });
         }
-        for &group in &groups {
-            let primary = ids[(group - GROUP) as usize % ids.len()];
-            let view = View {
-                number: VIEW_FIRST,
-                primary,
-                backups: ids.iter().copied().filter(|&id| id != primary).collect(),
-                spares: Vec::new(),
-                promotions: Vec::new(),
-                primary_sole_holder: false,
-            };
-            initial.groups.insert(group, view);
-        }
+        initial.groups = place_groups(&ids, &groups, ids.len()).expect("each node in each group");
         let settings: Vec<ClusterSettings> = ids
             .iter()
             .map(|&id| cluster_settings(id, &ids, &groups, safety))

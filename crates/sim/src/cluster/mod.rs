@@ -100,7 +100,7 @@ use std::time::Duration;
 use tandem_client::route::{Action, Answered, CallRoute, Greeted, Report, Router, RouterConfig};
 use tandem_client::{ErrorCode, ErrorFrame, ReplyStatus};
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings, GroupSettings};
-use tandem_config::{ClusterMap, GroupId, MemDurable, NodeInfo, View};
+use tandem_config::{ClusterMap, GroupId, MemDurable, NodeInfo, View, place_groups};
 use tandem_memory::{Segment, Strategy};
 use tandem_node::{
     Answer, AnswerKind, BackupWatch, Carried, CarryNote, Destination, DriveError, LogOrder, Needs,
@@ -1315,26 +1315,23 @@ impl World {
     }
 }
 
-/// The cluster map a run starts from: nodes `ids` serving in `groups` groups, group g's
-/// first view led by node (g − 1) mod n + 1 with the rest as its backups.
+/// The cluster map a run starts from: nodes `ids` serving in `groups` groups placed by
+/// [`place_groups`], every node a member of each: group g's first view is led by node
+/// (g − 1) mod n + 1, its backups the nodes after it round the ring.
 fn initial_map(ids: &[NodeId], groups: u32) -> ClusterMap {
     let mut initial = ClusterMap::default();
     for &id in ids {
         let address = format!("sim:{id}");
         initial.nodes.insert(id, NodeInfo { id, address });
     }
-    for group in (GROUP..).take(groups as usize) {
-        let primary = ids[group_index(group) % ids.len()];
-        let view = View {
-            number: VIEW_FIRST,
-            primary,
-            backups: ids.iter().copied().filter(|&id| id != primary).collect(),
-            spares: Vec::new(),
-            promotions: Vec::new(),
-            primary_sole_holder: false,
-        };
-        initial.groups.insert(group, view);
-    }
+    let group_ids: Vec<GroupId> = (GROUP..).take(groups as usize).collect();
+    initial.groups = place_groups(ids, &group_ids, ids.len()).expect("every node in each group");
+    assert!(
+        initial
+            .groups
+            .values()
+            .all(|view| view.number == VIEW_FIRST)
+    );
     initial
 }
 
