@@ -332,9 +332,13 @@ impl<D: Destination, R> Node<D, R> {
         self.supervisor.peer_closed(peer);
     }
 
-    /// Whether the node serves clients of `group` as its primary now: its role is not
-    /// deposed and the group's view names it primary of the role's view.
+    /// Whether the node serves clients of `group` as its primary now: it serves in the
+    /// group, its role is not deposed and the group's view names it primary of the role's
+    /// view.
     pub fn serving<E: NodeEnv<D, R>>(&self, group: GroupId, env: &E) -> bool {
+        if !self.serves_in(group) {
+            return false;
+        }
         let Slot::Primary(host) = &self.plane(group).role else {
             return false;
         };
@@ -348,8 +352,11 @@ impl<D: Destination, R> Node<D, R> {
     }
 
     /// What a client's greeting in `group` is answered: whether the node serves as the
-    /// group's primary, and its view.
+    /// group's primary, and its view (0 in a group the node does not serve in).
     pub fn welcome<E: NodeEnv<D, R>>(&self, group: GroupId, env: &E) -> (bool, u64) {
+        if !self.serves_in(group) {
+            return (false, 0);
+        }
         match &self.plane(group).role {
             Slot::Primary(host) if self.serving(group, env) => (true, host.primary().view()),
             _ => (false, self.view(group).map_or(0, |view| view.number)),
@@ -401,7 +408,9 @@ impl<D: Destination, R> Node<D, R> {
         group: GroupId,
         env: &mut E,
     ) -> Result<(), E::Error> {
-        let plane = self.plane_mut(group);
+        let Some(plane) = self.planes.iter_mut().find(|plane| plane.group == group) else {
+            return Ok(());
+        };
         if !matches!(plane.role, Slot::Primary(_)) {
             return Ok(());
         }
@@ -445,14 +454,17 @@ impl<D: Destination, R> Node<D, R> {
     }
 
     /// A client's read in `group`: kept by a backup role for its rule. False if the node
-    /// holds no backup role there (the driver refuses the read).
+    /// holds no backup role there, or does not serve in the group (the driver refuses the
+    /// read).
     pub fn read<E: NodeEnv<D, R>>(
         &mut self,
         group: GroupId,
         read: WaitingRead<R, u64>,
         env: &mut E,
     ) -> Result<bool, E::Error> {
-        let plane = self.plane_mut(group);
+        let Some(plane) = self.planes.iter_mut().find(|plane| plane.group == group) else {
+            return Ok(false);
+        };
         let Slot::Backup(backup) = &mut plane.role else {
             return Ok(false);
         };

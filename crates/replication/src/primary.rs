@@ -782,7 +782,7 @@ impl<R> Primary<R> {
         Some(Removal { behind, joining })
     }
 
-    /// Registers the backups of a view asked for (once per distinct set).    /// Spares that may become backups in view `view` without weakening any rule: each has
+    /// Spares that may become backups in view `view` without weakening any rule: each has
     /// received everything the slowest backup has (everything committed, when there is no
     /// backup), and the group's rule holds for every released record among the backups of
     /// the view that adds it. From now until the next view is installed, a reply leaves only

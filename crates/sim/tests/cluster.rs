@@ -480,6 +480,7 @@ fn first_catch_in(bug: Bug, mix: Mix, seeds: u64, groups: u32) -> Option<u64> {
         sabotage: None,
         release_unchecked: false,
         groups,
+        members: 0,
     };
     let caught = (0..seeds).find(|&seed| run_cluster_with(seed, TICKS, options).failure.is_some());
     bugs::plant(None);
@@ -567,6 +568,7 @@ fn run_redis(seed: u64, mix: Mix, sabotage: Option<ClusterSabotage>) -> ClusterR
         sabotage,
         release_unchecked: false,
         groups: 1,
+        members: 0,
     };
     run_cluster_with(seed, TICKS, options)
 }
@@ -674,6 +676,7 @@ fn a_budget_of_redis_seeds_passes_every_checker() {
             sabotage: None,
             release_unchecked: false,
             groups: 1,
+            members: 0,
         };
         let report = run_cluster_with(seed, 2_000, options);
         assert!(
@@ -806,6 +809,7 @@ fn a_durable_reply_a_power_loss_took_is_caught() {
         sabotage: None,
         release_unchecked: true,
         groups: 1,
+        members: 0,
     };
     let report = run_cluster_with(8, TICKS, options);
     bugs::plant(None);
@@ -835,6 +839,7 @@ fn run_groups(model: Model, groups: u32, seeds: u64) -> (u64, u64) {
         sabotage: None,
         release_unchecked: false,
         groups,
+        members: 0,
     };
     let (mut views, mut together) = (0, 0);
     for seed in 0..seeds {
@@ -897,6 +902,7 @@ fn planted_bugs_are_caught_when_nodes_serve_several_groups() {
         sabotage: Some(ClusterSabotage::ForgeBatch),
         release_unchecked: false,
         groups: 2,
+        members: 0,
     };
     let caught = (0..300).any(|seed| {
         run_cluster_with(seed, TICKS, options)

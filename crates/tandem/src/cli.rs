@@ -365,6 +365,11 @@ pub struct SimArgs {
     /// crash fails over every group it led, and every checker holds per group.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub groups: u32,
+    /// Members of each group (its primary and the nodes after it round the ring); a node
+    /// serves in the groups it is placed in alone. Default, or more than a seed's nodes:
+    /// every node.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub members: Option<u32>,
     /// Plant a known bug in the real code (builds with the inject-bugs feature):
     /// early-reply, skip-truncate, promote-lowest, skip-dedup, ignore-lease, transfer-short,
     /// ignore-views-asked-for, missed-promotion, restarted-serves, lease-margin-off-by-one,

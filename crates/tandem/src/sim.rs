@@ -127,6 +127,7 @@ fn run_seed(args: &SimArgs, seed: u64) -> SeedReport {
         sabotage: None,
         release_unchecked: false,
         groups: args.groups,
+        members: args.members.unwrap_or(0),
     };
     let report = tandem_sim::run_cluster_with(seed, args.ticks, options);
     let redis = (model == tandem_sim::Model::Redis).then(|| RedisFigures {

@@ -10,6 +10,7 @@ impl World {
         let groups = self.group_ids();
         let nodes: Vec<String> = (self.nodes.iter())
             .flat_map(|node| groups.iter().map(move |&group| (node, group)))
+            .filter(|(node, group)| node.serves_in(*group))
             .map(|(node, group)| {
                 let view = node.core().and_then(|core| core.view(group).cloned());
                 let role = match node.role(group) {
@@ -60,7 +61,12 @@ impl World {
 
     fn converged_in(&self, sim: &GroupSim) -> bool {
         let (view, group) = (&sim.view_latest, sim.id);
-        if !view.spares.is_empty() || view.backups.len() + 1 != self.nodes.len() {
+        let serving = self
+            .nodes
+            .iter()
+            .filter(|node| node.serves_in(group))
+            .count();
+        if !view.spares.is_empty() || view.backups.len() + 1 != serving {
             return false;
         }
         let Slot::Primary(primary) = self.nodes[index_of(view.primary)].role(group) else {

@@ -355,15 +355,18 @@ impl World {
     /// rules tolerate. (A crash of a backup that reported, while the view change that
     /// promotes it is under way, is a second failure: the new view may hold no other copy.)
     pub(super) fn whole(&self) -> bool {
-        self.groups.iter().all(|group| self.whole_in(group))
+        self.nodes.iter().all(|node| node.core().is_some())
+            && self.groups.iter().all(|group| self.whole_in(group))
     }
 
+    /// The group's newest view holds every node that serves in it, each following it.
     fn whole_in(&self, group: &GroupSim) -> bool {
         let view = &group.view_latest;
         let group = group.id;
+        let serving = || self.nodes.iter().filter(|node| node.serves_in(group));
         view.spares.is_empty()
-            && view.backups.len() + 1 == self.nodes.len()
-            && self.nodes.iter().all(|node| {
+            && view.backups.len() + 1 == serving().count()
+            && serving().all(|node| {
                 node.core().is_some_and(|core| {
                     !core.is_frozen(group)
                         && core.view(group).is_some_and(|v| v.number == view.number)
@@ -386,14 +389,12 @@ impl World {
     /// are doing. A second memory loss before the first healed is beyond what the rules
     /// promise (with k of n acks a promotion needs n − k + 1 reports).
     pub(super) fn others_hold_memory(&self, node: NodeId) -> bool {
-        let groups = self.group_ids();
         self.nodes
             .iter()
             .filter(|other| other.id != node)
             .all(|other| {
                 other.supervisor().is_some_and(|supervisor| {
-                    groups
-                        .iter()
+                    (supervisor.core().groups().iter())
                         .all(|&group| !supervisor.rule(group).restarted())
                 })
             })
@@ -492,7 +493,7 @@ impl World {
         let state = &mut self.nodes[index_of(node)];
         let member = state.node.take();
         for (plane, group) in state.planes.iter_mut().zip(GROUP..) {
-            if let Some(member) = &member {
+            if let Some(member) = member.as_ref().filter(|member| member.serves_in(group)) {
                 plane.role_epoch = member.role_epoch(group);
             }
             plane.recovered = None;
@@ -628,7 +629,7 @@ impl World {
         // As the runtime's `cluster::run`: each group's log recovers, and what it replays is
         // followed into the group's next view that names the node once one has left it out.
         let mut rules = Vec::new();
-        for group in self.group_ids() {
+        for group in core.groups().to_vec() {
             let mut rule = RoleRule::new(node, VIEW_FIRST, true);
             let view_known = core.view(group).map_or(VIEW_FIRST, |view| view.number);
             if let Some(recovered) = self.recover_log(node, group, view_known)? {
@@ -638,7 +639,7 @@ impl World {
         }
         let mut supervisor = Supervisor::new(core, rules);
         // As the runtime: a node without its memory runs no role.
-        for group in self.group_ids() {
+        for group in supervisor.core().groups().to_vec() {
             supervisor.core_mut().set_serving(group, false);
         }
         let state = &mut self.nodes[index_of(node)];
@@ -650,6 +651,8 @@ impl World {
             plane.recovered_history = history;
             recovered.extend(segment.map(|segment| (group, segment)));
         }
+        // A group's log holds nothing on a node that never served in it.
+        assert!(recovered.iter().all(|&(group, _)| state.serves_in(group)));
         let member = self.member(supervisor, recovered);
         self.nodes[index_of(node)].node = Some(member);
         self.note(format!("restart {node}"));

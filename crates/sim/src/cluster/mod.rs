@@ -238,10 +238,13 @@ pub struct RunOptions {
     /// reply leaves is left to the checkers behind it, which must catch it too once the
     /// record is lost (`durable-before-sync` across a power loss).
     pub release_unchecked: bool,
-    /// The replication groups every node serves in (0 counts as 1): group g's first
-    /// primary is node (g − 1) mod n + 1, the clients and readers are dealt out over the
-    /// groups in turn, and every checker holds per group.
+    /// The replication groups (0 counts as 1): group g's first primary is node
+    /// (g − 1) mod n + 1, the clients and readers are dealt out over the groups in turn, and
+    /// every checker holds per group.
     pub groups: u32,
+    /// The members of each group, as [`place_groups`] places them: its primary and the
+    /// nodes after it round the ring. 0 (or more than the seed's nodes): every node.
+    pub members: u32,
 }
 
 /// What a run did and whether every checker held.
@@ -550,7 +553,12 @@ impl SimNode {
         jitter_seed: u64,
         lsn_loaded: u64,
     ) -> (SimNode, Supervisor) {
-        let groups: Vec<GroupId> = initial.groups.keys().copied().collect();
+        let all: Vec<GroupId> = initial.groups.keys().copied().collect();
+        // The groups whose first view names it: the node serves in those alone.
+        let groups: Vec<GroupId> = (initial.groups.iter())
+            .filter(|(_, view)| view.members().any(|member| member == id))
+            .map(|(&group, _)| group)
+            .collect();
         let settings = ClusterSettings {
             node: id,
             groups: (groups.iter())
@@ -580,7 +588,7 @@ impl SimNode {
         let supervisor = Supervisor::new(core, rules);
         let node = SimNode {
             id,
-            planes: groups.iter().map(|_| SimPlane::new(lsn_loaded)).collect(),
+            planes: all.iter().map(|_| SimPlane::new(lsn_loaded)).collect(),
             settings,
             node: None,
             disk: MemDurable::new(),
@@ -602,11 +610,17 @@ impl SimNode {
         self.node.as_ref().map(Member::supervisor)
     }
 
-    /// The role the node holds in `group` (outside while it is down).
+    /// The role the node holds in `group` (outside while it is down, and in a group it does
+    /// not serve in).
     fn role(&self, group: GroupId) -> &Slot {
-        self.node
-            .as_ref()
+        (self.node.as_ref())
+            .filter(|member| member.serves_in(group))
             .map_or(&self.outside, |member| member.role(group))
+    }
+
+    /// Whether the node serves in `group`.
+    fn serves_in(&self, group: GroupId) -> bool {
+        self.settings.groups.iter().any(|served| served.id == group)
     }
 
     fn plane(&self, group: GroupId) -> &SimPlane {
@@ -979,6 +993,7 @@ pub fn run_cluster_sabotaged(
         sabotage,
         release_unchecked: false,
         groups: 1,
+        members: 0,
     };
     run_cluster_with(seed, ticks, options)
 }
@@ -986,7 +1001,7 @@ pub fn run_cluster_sabotaged(
 /// Runs seed `seed` as `options` say: its fault rates drawn from their mix, its nodes
 /// serving their model, their sabotage done along the way.
 pub fn run_cluster_with(seed: u64, ticks: u64, options: RunOptions) -> ClusterReport {
-    let mut world = World::new(seed, options.mix, options.model, options.groups.max(1));
+    let mut world = World::new(seed, options);
     world.sabotage = options.sabotage;
     world.release_unchecked = options.release_unchecked;
     let result = panic::catch_unwind(AssertUnwindSafe(|| world.simulate(ticks)));
@@ -1015,7 +1030,8 @@ pub fn run_cluster_with(seed: u64, ticks: u64, options: RunOptions) -> ClusterRe
 }
 
 impl World {
-    fn new(seed: u64, mix: Mix, model_kind: Model, groups: u32) -> World {
+    fn new(seed: u64, options: RunOptions) -> World {
+        let (mix, model_kind, groups) = (options.mix, options.model, options.groups.max(1));
         let mut rng = Rng::new(seed);
         let mut faults = ClusterFaults::draw(&mut rng, mix);
         let mut reset_rng = Rng::new(seed ^ RESET_SEED);
@@ -1034,7 +1050,11 @@ impl World {
         };
         let lsn_loaded = loaded(&*model, segment_len).lsn();
         let ids: Vec<NodeId> = (1..=faults.nodes as NodeId).collect();
-        let initial = initial_map(&ids, groups);
+        let members = match options.members as usize {
+            0 => ids.len(),
+            members => members.min(ids.len()),
+        };
+        let initial = initial_map(&ids, groups, members);
         let group_sims = (initial.groups.iter())
             .map(|(&group, view)| GroupSim::new(group, view.clone(), redis()))
             .collect();
@@ -1315,17 +1335,17 @@ impl World {
     }
 }
 
-/// The cluster map a run starts from: nodes `ids` serving in `groups` groups placed by
-/// [`place_groups`], every node a member of each: group g's first view is led by node
-/// (g − 1) mod n + 1, its backups the nodes after it round the ring.
-fn initial_map(ids: &[NodeId], groups: u32) -> ClusterMap {
+/// The cluster map a run starts from: nodes `ids` serving in `groups` groups of `members`
+/// placed by [`place_groups`]: group g's first view is led by node (g − 1) mod n + 1, its
+/// backups the nodes after it round the ring.
+fn initial_map(ids: &[NodeId], groups: u32, members: usize) -> ClusterMap {
     let mut initial = ClusterMap::default();
     for &id in ids {
         let address = format!("sim:{id}");
         initial.nodes.insert(id, NodeInfo { id, address });
     }
     let group_ids: Vec<GroupId> = (GROUP..).take(groups as usize).collect();
-    initial.groups = place_groups(ids, &group_ids, ids.len()).expect("every node in each group");
+    initial.groups = place_groups(ids, &group_ids, members).expect("members ≤ nodes");
     assert!(
         initial
             .groups

@@ -87,7 +87,9 @@ impl World {
         let result = f(&mut member, &mut env);
         let state = &mut self.nodes[index_of(node)];
         for (plane, group) in state.planes.iter_mut().zip(GROUP..) {
-            plane.role_epoch = member.role_epoch(group);
+            if member.serves_in(group) {
+                plane.role_epoch = member.role_epoch(group);
+            }
         }
         state.node = Some(member);
         Some(result)
@@ -704,8 +706,7 @@ impl World {
         sim.received_ever.retain(|&(_, primary), _| primary != node);
         sim.synced_ever.retain(|&(_, primary), _| primary != node);
         for backup in &self.nodes {
-            let Some(Slot::Backup(role)) = backup.node.as_ref().map(|member| member.role(group))
-            else {
+            let Slot::Backup(role) = backup.role(group) else {
                 continue;
             };
             if role.gate().primary() != node {
