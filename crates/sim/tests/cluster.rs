@@ -17,21 +17,38 @@ const SEEDS: u64 = 1_000;
 /// Runs seeds `0..seeds` of `mix`, failing on the first that fails a checker; returns the
 /// calls made and the views reached over all of them.
 fn run_budget(mix: Mix, seeds: u64) -> (u64, u64) {
+    let options = RunOptions {
+        mix,
+        model: Model::DebitCredit,
+        sabotage: None,
+        release_unchecked: false,
+        groups: 1,
+        members: 0,
+    };
+    let (calls, views, _) = run_seeds(options, seeds);
+    (calls, views)
+}
+
+/// Runs seeds `0..seeds` as `options` say, failing on the first that fails a checker;
+/// returns the calls made, the views reached (summed over the groups) and the crashes of a
+/// node that led several groups at once, over all of them.
+fn run_seeds(options: RunOptions, seeds: u64) -> (u64, u64, u64) {
     bugs::plant(None);
-    let (mut calls, mut views) = (0, 0);
+    let (mut calls, mut views, mut together) = (0, 0, 0);
     for seed in 0..seeds {
-        let report = run_cluster_mixed(seed, TICKS, mix);
+        let report = run_cluster_with(seed, TICKS, options);
         assert!(
             report.failure.is_none(),
-            "{mix:?} seed {seed} ({}) failed: {}\n{}",
+            "seed {seed} of {options:?} ({}) failed: {}\n{}",
             report.faults,
             report.failure.unwrap_or_default(),
             report.trace.join("\n")
         );
         calls += report.calls;
         views += report.views;
+        together += report.several_primaries_crashes;
     }
-    (calls, views)
+    (calls, views, together)
 }
 
 #[test]
@@ -832,7 +849,6 @@ fn a_durable_reply_a_power_loss_took_is_caught() {
 /// the first that fails a checker; returns the views reached (summed over the groups) and
 /// the crashes of a node that led several groups at once.
 fn run_groups(model: Model, groups: u32, seeds: u64) -> (u64, u64) {
-    bugs::plant(None);
     let options = RunOptions {
         mix: Mix::Every,
         model,
@@ -841,19 +857,7 @@ fn run_groups(model: Model, groups: u32, seeds: u64) -> (u64, u64) {
         groups,
         members: 0,
     };
-    let (mut views, mut together) = (0, 0);
-    for seed in 0..seeds {
-        let report = run_cluster_with(seed, TICKS, options);
-        assert!(
-            report.failure.is_none(),
-            "{model:?} seed {seed} with {groups} groups ({}) failed: {}\n{}",
-            report.faults,
-            report.failure.unwrap_or_default(),
-            report.trace.join("\n")
-        );
-        views += report.views;
-        together += report.several_primaries_crashes;
-    }
+    let (_, views, together) = run_seeds(options, seeds);
     (views, together)
 }
 

@@ -300,15 +300,7 @@ impl World {
     pub(super) fn log_align_rejoin(&mut self, node: NodeId, group: GroupId, lsn: u64) -> u64 {
         // The role is outside while its records move: a checkpoint finished here is heard
         // by none.
-        let orders: Vec<LogOrder> = self.nodes[index_of(node)]
-            .plane_mut(group)
-            .log
-            .waiting
-            .drain(..)
-            .collect();
-        for order in orders {
-            self.log_carry_out(node, group, order);
-        }
+        self.log_carry_out_waiting(node, group);
         let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         if log.is_poisoned() {
             return lsn;
@@ -334,17 +326,18 @@ impl World {
         }
     }
 
-    pub(super) fn log_align(&mut self, node: NodeId, group: GroupId, lsn: u64) {
-        // The role is outside while it starts: a checkpoint finished here is heard by none.
-        let orders: Vec<LogOrder> = self.nodes[index_of(node)]
-            .plane_mut(group)
-            .log
-            .waiting
-            .drain(..)
-            .collect();
+    /// Carries out the orders that waited for the sync under way, at once.
+    fn log_carry_out_waiting(&mut self, node: NodeId, group: GroupId) {
+        let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
+        let orders: Vec<LogOrder> = log.waiting.drain(..).collect();
         for order in orders {
             self.log_carry_out(node, group, order);
         }
+    }
+
+    pub(super) fn log_align(&mut self, node: NodeId, group: GroupId, lsn: u64) {
+        // The role is outside while it starts: a checkpoint finished here is heard by none.
+        self.log_carry_out_waiting(node, group);
         let log = &mut self.nodes[index_of(node)].plane_mut(group).log;
         if log.is_poisoned() {
             return;
