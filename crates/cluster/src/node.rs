@@ -68,6 +68,9 @@ pub struct ClusterSettings {
     pub node: NodeId,
     /// The groups this node serves in, at least one, each once.
     pub groups: Vec<GroupSettings>,
+    /// The cluster's other groups: the node coordinates their view changes while it leads
+    /// the config store (it counts their reports by their rule), and plays no part in them.
+    pub coordinated: Vec<GroupSettings>,
     /// The config store's voters.
     pub voters: Vec<NodeId>,
     /// Silence after which a peer is suspected.
@@ -394,6 +397,9 @@ struct GroupCore {
     /// thread that steps this core, which must keep answering the config store), a node
     /// outside the view does not ask to join.
     loaded: bool,
+    /// Whether the node serves in the group; if not, it only coordinates the group's view
+    /// changes (it never serves, loads, joins or reports, and the driver hears no event).
+    serves: bool,
     /// The role rule holds this node out of the view that names it (it restarted without its
     /// memory: [`crate::role::Transition::Wait`]); a backup or spare asks to be left out.
     waiting: bool,
@@ -433,12 +439,15 @@ pub struct Cluster {
     group: GroupCore,
     /// The node's other groups, in no order.
     others: Vec<GroupCore>,
-    /// Every group's id, in the settings' order: the order a tick visits them in.
+    /// The ids of the groups the node serves in, in the settings' order.
     group_ids: Vec<GroupId>,
+    /// Those, then the groups it only coordinates: the order a tick visits them in.
+    every_id: Vec<GroupId>,
 }
 
 impl GroupCore {
-    fn new(settings: GroupSettings) -> GroupCore {
+    /// The part of a group the node serves in if `serves`, else of one it only coordinates.
+    fn new(settings: GroupSettings, serves: bool) -> GroupCore {
         GroupCore {
             id: settings.id,
             safety: settings.safety,
@@ -455,7 +464,7 @@ impl GroupCore {
             suspicion_pending: None,
             tick_backup_suspected: BTreeMap::new(),
             contacted: std::collections::BTreeSet::new(),
-            serving: true,
+            serving: serves,
             rebuilt: None,
             rebuilt_unheard: None,
             tick_restarted_reported: None,
@@ -463,8 +472,9 @@ impl GroupCore {
             tick_executor_turned: 0,
             tick_long_call_began: None,
             removal_asked: BTreeMap::new(),
-            loaded: true,
+            loaded: serves,
             waiting: false,
+            serves,
         }
     }
 
@@ -511,13 +521,15 @@ impl Cluster {
         );
         let group_ids: Vec<GroupId> = settings.groups.iter().map(|group| group.id).collect();
         assert!(!group_ids.is_empty(), "a node serves in at least one group");
+        let every_id = (settings.groups.iter().chain(&settings.coordinated)).map(|group| group.id);
+        let every_id: Vec<GroupId> = every_id.collect();
         assert!(
-            group_ids
+            every_id
                 .iter()
                 .collect::<std::collections::BTreeSet<_>>()
                 .len()
-                == group_ids.len(),
-            "a node serves in each group once"
+                == every_id.len(),
+            "a node serves in or coordinates each group once"
         );
         let config = ConfigCore::new(
             ConfigSettings {
@@ -530,7 +542,10 @@ impl Cluster {
             initial,
             persisted,
         )?;
-        let mut groups = settings.groups.iter().copied().map(GroupCore::new);
+        let coordinated = (settings.coordinated.iter()).map(|&group| GroupCore::new(group, false));
+        let mut groups = (settings.groups.iter())
+            .map(|&group| GroupCore::new(group, true))
+            .chain(coordinated);
         let group = groups.next().expect("at least one group");
         let others = groups.collect();
         let mut cluster = Cluster {
@@ -549,6 +564,7 @@ impl Cluster {
             group,
             others,
             group_ids,
+            every_id,
         };
         cluster.learn_views();
         Ok(cluster)
@@ -572,7 +588,7 @@ impl Cluster {
     /// core up with.
     fn focus(&mut self, group: GroupId) {
         assert!(
-            self.try_focus(group),
+            self.try_focus(group) && self.group.serves,
             "node {} serves in no group {group}",
             self.node.settings.node
         );
@@ -593,7 +609,7 @@ impl Cluster {
 
     /// The core's part of every group, in the settings' order.
     fn group_cores(&self) -> impl Iterator<Item = &GroupCore> {
-        self.group_ids.iter().map(|&group| self.group_core(group))
+        self.every_id.iter().map(|&group| self.group_core(group))
     }
 
     /// Every group's view this node knows.
@@ -865,10 +881,11 @@ impl Cluster {
         });
     }
 
-    /// Runs `act` on each group in turn, in the settings' order.
+    /// Runs `act` on each group in turn, those the node coordinates only last.
     fn each_group(&mut self, mut act: impl FnMut(&mut Cluster)) {
-        for index in 0..self.group_ids.len() {
-            self.focus(self.group_ids[index]);
+        for index in 0..self.every_id.len() {
+            let group = self.every_id[index];
+            assert!(self.try_focus(group), "a group the core was set up with");
             act(self);
         }
     }
@@ -1185,9 +1202,11 @@ impl Cluster {
         self.group_core(group).member(&self.node)
     }
 
-    /// Queues an event of the group at hand.
+    /// Queues an event of the group at hand, if the node serves in it.
     fn push_event(&mut self, event: ClusterEvent) {
-        self.node.ready.events.push((self.group.id, event));
+        if self.group.serves {
+            self.node.ready.events.push((self.group.id, event));
+        }
     }
 
     /// Sends to the config store's leader, or handles it here when this node leads. Without a

@@ -641,6 +641,7 @@ fn cluster_settings(
         groups: (groups.iter())
             .map(|&id| GroupSettings { id, safety })
             .collect(),
+        coordinated: Vec::new(),
         voters: ids.iter().copied().take(3).collect(),
         suspect_ticks: 10,
         lease_ticks: PROMISE_TICKS,

@@ -521,6 +521,8 @@ fn cluster_settings(config: &NodeConfig) -> ClusterSettings {
             id: config.group.id,
             safety: config.group.safety,
         }],
+        // A node's config names its own group alone (docs/many-groups.md, step 4).
+        coordinated: Vec::new(),
         // A fixed view's config store is the node's alone: it never hears another's.
         voters: match view_fixed {
             true => vec![config.node_id],

@@ -918,3 +918,55 @@ fn planted_bugs_are_caught_when_nodes_serve_several_groups() {
         "no seed of 2 groups caught a forged batch by its checksum"
     );
 }
+
+/// Groups of three members over four nodes (five groups): the config store's leader
+/// coordinates the view changes of groups it does not serve in. Each seed below waited for
+/// good, or kept a spare or a lagging backup, while the leader's core dropped the suspicions,
+/// reports and catch-ups of those groups; then a budget of such seeds.
+#[test]
+fn groups_the_leader_does_not_serve_in_change_views_too() {
+    let found = [
+        (
+            4_000_006,
+            Mix::AnyTime,
+            "group 3 waited in view 1 after its primary restarted",
+        ),
+        (
+            4_000_000,
+            Mix::KOfN,
+            "a caught-up spare of an idle group stayed a spare",
+        ),
+        (4_000_003, Mix::Every, "a lagging backup was never removed"),
+    ];
+    bugs::plant(None);
+    for (seed, mix, what) in found {
+        let options = RunOptions {
+            mix,
+            model: Model::DebitCredit,
+            sabotage: None,
+            release_unchecked: false,
+            groups: 5,
+            members: 3,
+        };
+        let report = run_cluster_with(seed, 2_000, options);
+        assert!(
+            report.failure.is_none(),
+            "seed {seed} ({what}) failed: {}\n{}",
+            report.failure.unwrap_or_default(),
+            report.trace.join("\n")
+        );
+    }
+    let options = RunOptions {
+        mix: Mix::Every,
+        model: Model::DebitCredit,
+        sabotage: None,
+        release_unchecked: false,
+        groups: 5,
+        members: 3,
+    };
+    let (_, views, _) = run_seeds(options, 60);
+    assert!(
+        views > 5 * 60,
+        "few view changes: {views} over 60 seeds of 5 groups"
+    );
+}

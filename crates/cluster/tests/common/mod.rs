@@ -196,6 +196,7 @@ impl Harness {
                     .iter()
                     .map(|&(id, _)| GroupSettings { id, safety })
                     .collect(),
+                coordinated: Vec::new(),
                 voters: match view_fixed {
                     true => vec![id],
                     false => voters.to_vec(),

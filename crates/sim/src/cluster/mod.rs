@@ -559,13 +559,17 @@ impl SimNode {
             .filter(|(_, view)| view.members().any(|member| member == id))
             .map(|(&group, _)| group)
             .collect();
+        let rule = |id| GroupSettings {
+            id,
+            safety: faults.safety,
+        };
         let settings = ClusterSettings {
             node: id,
-            groups: (groups.iter())
-                .map(|&id| GroupSettings {
-                    id,
-                    safety: faults.safety,
-                })
+            groups: groups.iter().copied().map(rule).collect(),
+            // The rest it coordinates while it leads the config store.
+            coordinated: (all.iter().copied())
+                .filter(|group| !groups.contains(group))
+                .map(rule)
                 .collect(),
             voters: ids.iter().copied().take(3).collect(),
             suspect_ticks: faults.suspect_ticks,
