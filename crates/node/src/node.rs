@@ -247,9 +247,7 @@ impl<D: Destination, R> Node<D, R> {
 
     fn plane_mut(&mut self, group: GroupId) -> &mut Plane<D, R> {
         let id = self.supervisor.node();
-        self.planes
-            .iter_mut()
-            .find(|plane| plane.group == group)
+        plane_in(&mut self.planes, group)
             .unwrap_or_else(|| panic!("node {id} serves in no group {group}"))
     }
 
@@ -375,7 +373,9 @@ impl<D: Destination, R> Node<D, R> {
             env.not_primary(call.to);
             return Ok(());
         }
-        self.queue_calls(group, [call], env);
+        if let Slot::Primary(host) = &mut self.plane_mut(group).role {
+            host.queue(call);
+        }
         self.run_queued(group, env)
     }
 
@@ -408,7 +408,7 @@ impl<D: Destination, R> Node<D, R> {
         group: GroupId,
         env: &mut E,
     ) -> Result<(), E::Error> {
-        let Some(plane) = self.planes.iter_mut().find(|plane| plane.group == group) else {
+        let Some(plane) = plane_in(&mut self.planes, group) else {
             return Ok(());
         };
         if !matches!(plane.role, Slot::Primary(_)) {
@@ -462,7 +462,7 @@ impl<D: Destination, R> Node<D, R> {
         read: WaitingRead<R, u64>,
         env: &mut E,
     ) -> Result<bool, E::Error> {
-        let Some(plane) = self.planes.iter_mut().find(|plane| plane.group == group) else {
+        let Some(plane) = plane_in(&mut self.planes, group) else {
             return Ok(false);
         };
         let Slot::Backup(backup) = &mut plane.role else {
@@ -482,7 +482,7 @@ impl<D: Destination, R> Node<D, R> {
         message: Message,
         env: &mut E,
     ) -> Result<(), E::Error> {
-        let Some(plane) = self.planes.iter_mut().find(|plane| plane.group == group) else {
+        let Some(plane) = plane_in(&mut self.planes, group) else {
             env.note(format_args!(
                 "node {}: a message of group {group} from node {from}, which it serves in no \
                  such group, dropped",
@@ -564,7 +564,7 @@ impl<D: Destination, R> Node<D, R> {
         env: &mut E,
     ) {
         let group = publication.group;
-        let Some(plane) = self.planes.iter_mut().find(|plane| plane.group == group) else {
+        let Some(plane) = plane_in(&mut self.planes, group) else {
             return;
         };
         let Slot::Backup(backup) = &mut plane.role else {
@@ -988,6 +988,14 @@ impl<D: Destination, R> Plane<D, R> {
         };
         Slot::Backup(Box::new(role))
     }
+}
+
+/// The plane of `group` among a node's `planes`, if the node serves in it.
+fn plane_in<D, R>(
+    planes: &mut [Plane<D, R>],
+    group: GroupId,
+) -> Option<&mut Plane<D, R>> {
+    planes.iter_mut().find(|plane| plane.group == group)
 }
 
 /// Hands the log the orders in `ready`, then sends its messages: a backup acknowledges only

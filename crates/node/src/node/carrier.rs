@@ -39,9 +39,7 @@ impl<D, R, E> Driving<'_, D, R, E> {
     }
 
     fn plane_mut(&mut self, group: GroupId) -> &mut Plane<D, R> {
-        self.planes
-            .iter_mut()
-            .find(|plane| plane.group == group)
+        super::plane_in(self.planes, group)
             .unwrap_or_else(|| panic!("the supervisor ordered group {group}, not the node's"))
     }
 
@@ -114,11 +112,7 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
         view: u64,
         backup: NodeId,
     ) -> Result<(), E::Error> {
-        let plane = self
-            .planes
-            .iter_mut()
-            .find(|plane| plane.group == group)
-            .expect("the supervisor orders the node's groups");
+        let plane = super::plane_in(self.planes, group).expect("the supervisor orders its groups");
         if let Slot::Primary(host) = &mut plane.role {
             host.role_mut().prepare_removal(view, backup);
         }
@@ -131,11 +125,7 @@ impl<D: Destination, R, E: NodeEnv<D, R>> Roles for Driving<'_, D, R, E> {
         transition: Transition,
         view: &View,
     ) -> Result<bool, E::Error> {
-        let plane = self
-            .planes
-            .iter_mut()
-            .find(|plane| plane.group == group)
-            .expect("the supervisor orders the node's groups");
+        let plane = super::plane_in(self.planes, group).expect("the supervisor orders its groups");
         plane.carry_out(transition, view, self.env)
     }
 
