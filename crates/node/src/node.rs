@@ -991,10 +991,7 @@ impl<D: Destination, R> Plane<D, R> {
 }
 
 /// The plane of `group` among a node's `planes`, if the node serves in it.
-fn plane_in<D, R>(
-    planes: &mut [Plane<D, R>],
-    group: GroupId,
-) -> Option<&mut Plane<D, R>> {
+fn plane_in<D, R>(planes: &mut [Plane<D, R>], group: GroupId) -> Option<&mut Plane<D, R>> {
     planes.iter_mut().find(|plane| plane.group == group)
 }
 
