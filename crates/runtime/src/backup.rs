@@ -17,6 +17,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tandem_config::GroupId;
 use tandem_node::{GateRule, Needs, READ_WAIT, ReadAnswer, WaitingRead};
 use tandem_replication::NodeId;
 use tandem_wire::{
@@ -103,6 +104,8 @@ impl Drop for LocalRead {
 #[derive(Debug)]
 pub struct BackupPort {
     to_node: NodeTx,
+    /// The group of the role.
+    group: GroupId,
     answers: Arc<LocalAnswers>,
     /// Tells the roles apart: a node may hold a new backup role after a restart or a depose.
     role: usize,
@@ -145,7 +148,11 @@ impl BackupPort {
             needs: Needs::ReadIndex,
         };
         // A stopped node hands the read back, and dropping it answers it.
-        let _ = self.to_node.send(ToNode::Read(request));
+        let group = self.group;
+        let _ = self.to_node.send(ToNode::Read {
+            group,
+            read: request,
+        });
         seq
     }
 
@@ -207,6 +214,8 @@ impl Gate {
 #[derive(Clone, Debug)]
 struct BackupContext {
     node_id: NodeId,
+    /// The group of the role.
+    group: GroupId,
     gate: Arc<Gate>,
     lsn_applied: Arc<AtomicU64>,
     /// When the role started: a bounded read's window never reaches further back.
@@ -218,7 +227,7 @@ struct BackupContext {
 /// A backup role as the node's acceptor and RESP front end see it.
 #[derive(Debug)]
 pub struct BackupHandle {
-    control: Sender<Control>,
+    control: Sender<(GroupId, Control)>,
     to_node: NodeTx,
     context: BackupContext,
 }
@@ -226,19 +235,20 @@ pub struct BackupHandle {
 /// Asks a backup role for its status and checksum; outlives the role harmlessly.
 #[derive(Clone, Debug)]
 pub struct BackupProbe {
-    control: Sender<Control>,
+    control: Sender<(GroupId, Control)>,
+    group: GroupId,
 }
 
 impl BackupProbe {
     pub fn status(&self) -> Option<NodeStatus> {
         crate::ask(Duration::from_secs(5), |reply| {
-            self.control.send(Control::Status(reply))
+            self.control.send((self.group, Control::Status(reply)))
         })
     }
 
     pub fn checksum(&self) -> Option<Checksum> {
         crate::ask(Duration::from_secs(30), |reply| {
-            self.control.send(Control::Checksum(reply))
+            self.control.send((self.group, Control::Checksum(reply)))
         })
     }
 }
@@ -249,6 +259,7 @@ impl BackupHandle {
     pub fn local_port(&self, wake: Arc<dyn Fn() + Send + Sync>) -> BackupPort {
         BackupPort {
             to_node: self.to_node.clone(),
+            group: self.context.group,
             answers: Arc::new(LocalAnswers {
                 answers: Mutex::new(Vec::new()),
                 woken: AtomicBool::new(false),
@@ -279,6 +290,7 @@ impl BackupHandle {
     pub fn probe(&self) -> BackupProbe {
         BackupProbe {
             control: self.control.clone(),
+            group: self.context.group,
         }
     }
 
@@ -301,12 +313,13 @@ pub(crate) struct NodeBackup {
 }
 
 impl BackupHandle {
-    /// The handle of a backup role following `gate`'s primary, applied up to
+    /// The handle of a backup role of `group` following `gate`'s primary, applied up to
     /// `lsn_applied`; `control` reaches the node's thread for status and checksum.
     pub(crate) fn on_node(
         config: &NodeConfig,
+        group: GroupId,
         to_node: NodeTx,
-        control: Sender<Control>,
+        control: Sender<(GroupId, Control)>,
         gate: Gate,
         lsn_applied: u64,
     ) -> NodeBackup {
@@ -314,6 +327,7 @@ impl BackupHandle {
         let lsn_applied = Arc::new(AtomicU64::new(lsn_applied));
         let context = BackupContext {
             node_id: config.node_id,
+            group,
             gate: Arc::clone(&gate),
             lsn_applied: Arc::clone(&lsn_applied),
             started: Instant::now(),
@@ -395,7 +409,12 @@ impl Service for BackupService {
                     };
                     // The role answers every read by its deadline, or drops it (a role
                     // change), which closes the connection.
-                    if self.to_node.send(ToNode::Read(request)).is_err() {
+                    let group = self.context.group;
+                    let sent = self.to_node.send(ToNode::Read {
+                        group,
+                        read: request,
+                    });
+                    if sent.is_err() {
                         return Err(ConnError::Closed);
                     }
                     self.waiting = true;
@@ -491,6 +510,7 @@ mod tests {
         let (to_node, inbox, _poll) = NodeTx::with_poll().expect("a poll");
         let mut port = BackupPort {
             to_node,
+            group: 0,
             answers: Arc::new(LocalAnswers {
                 answers: Mutex::new(Vec::new()),
                 woken: AtomicBool::new(false),
@@ -502,7 +522,7 @@ mod tests {
         };
         let first = port.push(7, vec![1]);
         let dropped = port.push(7, vec![2]);
-        let Some(ToNode::Read(read)) = inbox.try_recv() else {
+        let Some(ToNode::Read { group: 0, read }) = inbox.try_recv() else {
             panic!("the first read reached the node's thread")
         };
         assert_eq!(read.needs, Needs::ReadIndex, "a RESP read is linearizable");

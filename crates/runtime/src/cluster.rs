@@ -38,7 +38,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use tandem_cluster::{Cluster, ClusterMessage, ClusterSettings, GroupSettings};
-use tandem_config::{ClusterMap, FileDurable, NodeInfo, View};
+use tandem_config::{ClusterMap, FileDurable, GroupId, NodeInfo, View};
 use tandem_memory::Segment;
 use tandem_node::{Node, NodeSettings, READ_INDEX_RETRY, ReadSettings, RoleRule};
 use tandem_replication::NodeId;
@@ -73,11 +73,30 @@ const _: () = assert!(tandem_config::SLOT_COUNT == tandem_redis::slot::SLOT_COUN
 /// What this node currently is in its group.
 type Slot = tandem_node::Slot<PrimaryHandle, BackupHandle>;
 
-/// What `/status` says of this node's place in the cluster.
+/// What `/status` says of this node's place in one group it serves in.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GroupInfo {
+    pub group: GroupId,
+    /// primary, backup, spare or outside.
+    pub role: String,
+    pub view: u64,
+    pub primary: Option<NodeId>,
+    /// Backups in the view.
+    pub backups: usize,
+    /// Which nodes they are (for `ROLE`); `/status` says how many.
+    #[serde(skip)]
+    pub backup_nodes: Vec<NodeId>,
+    /// A backup: how long since it last heard its primary.
+    pub heard_primary_ms_ago: Option<f64>,
+}
+
+/// What `/status` says of this node's place in the cluster: the node's own figures, each
+/// group it serves in (`groups`), and its first group's place again at the top (`role`,
+/// `view`, `primary`, `backups`, `heard_primary_ms_ago`), as a node of one group says it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ClusterInfo {
     pub node: NodeId,
-    /// primary, backup, spare or outside.
+    /// The node's first group's: primary, backup, spare or outside.
     pub role: String,
     pub view: u64,
     pub primary: Option<NodeId>,
@@ -93,6 +112,8 @@ pub struct ClusterInfo {
     pub leader: Option<NodeId>,
     /// A backup: how long since it last heard its primary.
     pub heard_primary_ms_ago: Option<f64>,
+    /// Each group the node serves in.
+    pub groups: Vec<GroupInfo>,
     pub uptime_ms: f64,
     /// The suspicions this node raised, by suspected peer: a benchmark that killed one node
     /// counts the rest as false suspicions.
@@ -105,13 +126,40 @@ pub struct ClusterInfo {
     pub alone_ms: f64,
 }
 
-/// `/status` (and `/checksum`) in cluster mode: the cluster info and, when the node holds a
-/// role, its status (and its segment's checksum with the consistency check).
+impl ClusterInfo {
+    /// Each group's place now, the first group's also at the top.
+    fn set_groups(&mut self, groups: Vec<GroupInfo>) {
+        let first = groups.first().cloned().unwrap_or_default();
+        self.role = first.role;
+        self.view = first.view;
+        self.primary = first.primary;
+        self.backups = first.backups;
+        if self.backup_nodes != first.backup_nodes {
+            self.backup_nodes = first.backup_nodes;
+        }
+        self.heard_primary_ms_ago = first.heard_primary_ms_ago;
+        self.groups = groups;
+    }
+}
+
+/// `/status` (and `/checksum`) in cluster mode: the cluster info and, for each group the
+/// node serves in, its role's status when it holds one (and its segment's checksum with the
+/// consistency check) and its log's; the first group's also at the top.
 #[derive(Clone, Debug, Serialize)]
 pub struct ClusterReport {
     pub cluster: ClusterInfo,
     pub report: Option<ClusterRoleReport>,
     /// The node's write-ahead log, once it is open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogReport>,
+    pub groups: Vec<GroupReport>,
+}
+
+/// What `/status` says of one group's role and log on this node.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupReport {
+    pub group: GroupId,
+    pub report: Option<ClusterRoleReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<LogReport>,
 }
@@ -169,7 +217,8 @@ fn member_addresses(config: &NodeConfig) -> BTreeMap<NodeId, SocketAddr> {
 /// at hand. Dropped, it stops the node (a node process instead waits for it, [`Self::wait`]).
 #[derive(Debug)]
 pub struct RunningNode {
-    slot: Arc<Mutex<Slot>>,
+    /// Each group's role, the node's first group's first.
+    slots: Vec<(GroupId, Arc<Mutex<Slot>>)>,
     load: Option<Arc<crate::primary::LocalLoad>>,
     metrics: Arc<Metrics>,
     to_node: NodeTx,
@@ -179,14 +228,26 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
-    /// The role's status, if the node holds one.
+    /// The status of the role in the node's first group, if the node holds one.
     pub fn status(&self) -> Option<NodeStatus> {
-        slot_report(&self.slot, false).map(|report| report.status)
+        slot_report(&self.slots[0].1, false).map(|report| report.status)
     }
 
-    /// The role's checksum and the model's consistency check, if the node holds a role.
+    /// The checksum of the role in the node's first group and the model's consistency
+    /// check, if the node holds a role there.
     pub fn checksum(&self) -> Option<Checksum> {
-        slot_report(&self.slot, true).and_then(|report| report.checksum)
+        slot_report(&self.slots[0].1, true).and_then(|report| report.checksum)
+    }
+
+    /// The status of the node's role in `group`, if it serves in it and holds one.
+    pub fn status_in(&self, group: GroupId) -> Option<NodeStatus> {
+        let (_, slot) = self.slots.iter().find(|(of, _)| *of == group)?;
+        slot_report(slot, false).map(|report| report.status)
+    }
+
+    /// The groups the node serves in.
+    pub fn groups(&self) -> Vec<GroupId> {
+        self.slots.iter().map(|(group, _)| *group).collect()
     }
 
     /// The node's counters and gauges, as `/metrics` serves them.
@@ -238,13 +299,96 @@ impl Drop for RunningNode {
     }
 }
 
-/// Has the node's thread hear every sync of `log`: the log outlives the roles, so the node
-/// hears them whatever role it holds.
-fn hear_syncs(log: &NodeLog, to_node: &NodeTx) {
+/// Has the node's thread hear every sync of `group`'s `log`: the log outlives the roles, so
+/// the node hears them whatever role it holds.
+fn hear_syncs(group: GroupId, log: &NodeLog, to_node: &NodeTx) {
     let to_node = to_node.clone();
     log.listen(Some(Box::new(move |lsn| {
-        let _ = to_node.send(ToNode::Synced(lsn));
+        let _ = to_node.send(ToNode::Synced { group, lsn });
     })));
+}
+
+/// The groups this node serves in, in its core's order.
+fn served_groups(config: &NodeConfig) -> Vec<GroupId> {
+    vec![config.group.id]
+}
+
+/// Whether the config names the cluster's groups (each group's files then go under a
+/// directory of its own).
+fn names_groups(config: &NodeConfig) -> bool {
+    let _ = config;
+    false
+}
+
+/// One group as the node starts it: its role's slot, its segment (the load, or what its log
+/// rebuilt), its log, and how the node follows its views.
+struct GroupStart {
+    group: GroupId,
+    slot: Arc<Mutex<Slot>>,
+    segment: Segment,
+    log: Option<NodeLog>,
+    replayed: bool,
+    rule: RoleRule,
+}
+
+/// Starts every group of `slots` ([`start_group`]), each publishing its role in its slot.
+fn start_groups(
+    config: &NodeConfig,
+    slots: &[(GroupId, Arc<Mutex<Slot>>)],
+    model: &dyn DataModel,
+    core: &Cluster,
+    restarted: bool,
+    metrics: &Arc<Metrics>,
+) -> Result<Vec<GroupStart>, StartError> {
+    let mut starts = Vec::new();
+    for (group, slot) in slots {
+        let mut started = start_group(config, *group, model, core, restarted, metrics)?;
+        started.slot = Arc::clone(slot);
+        starts.push(started);
+    }
+    Ok(starts)
+}
+
+/// Loads `group`'s segment, opens its log and rebuilds what the log holds on a restart.
+fn start_group(
+    config: &NodeConfig,
+    group: GroupId,
+    model: &dyn DataModel,
+    core: &Cluster,
+    restarted: bool,
+    metrics: &Arc<Metrics>,
+) -> Result<GroupStart, StartError> {
+    // The segment is loaded before the core ticks, so that the first view's roles start at
+    // once rather than each node being silent for its own load.
+    let mut segment = crate::workload::loaded_segment(&config.group, model)?;
+    let lsn_load = segment.lsn();
+    let dir = names_groups(config).then(|| format!("group-{group}"));
+    let (log, recovered) = match crate::log::open_configured(config, dir, lsn_load, metrics)? {
+        Some((log, recovered)) => (Some(log), Some(recovered)),
+        None => (None, None),
+    };
+    if let Some(log) = &log {
+        crate::stopping_drains(log);
+    }
+    // A node that restarts (its config store kept state) rebuilds what its log holds if the
+    // log starts at the initial load or continues a checkpoint; a fresh cluster's node starts
+    // from the load, and its first role cuts whatever an older cluster left in the log.
+    let view_known = core.view(group);
+    let replayed = match recovered {
+        Some(recovered) if restarted => {
+            replay_or_reload(config, model, &mut segment, &recovered, view_known)?
+        }
+        _ => None,
+    };
+    let rule = role_rule(config, restarted, replayed.as_ref());
+    Ok(GroupStart {
+        group,
+        slot: Arc::new(Mutex::new(Slot::Outside)),
+        segment,
+        log,
+        replayed: replayed.is_some(),
+        rule,
+    })
 }
 
 /// Starts a node's threads (its node thread, the gate, the beat, the log's): see
@@ -265,6 +409,12 @@ pub(crate) fn start(
         metrics: metrics_listener,
         resp: resp_listener,
     } = listeners;
+    let served = served_groups(config);
+    if served.len() > 1 && resp_listener.is_some() {
+        return Err(StartError::RespSeveralGroups {
+            groups: served.len(),
+        });
+    }
     let peer_auth = PeerAuth::new(config, &metrics)?;
     let (disk, persisted) = ConfigDisk::open(config)?;
     let restarted = persisted.is_some();
@@ -276,8 +426,10 @@ pub(crate) fn start(
     // the log level lets them through (`--log-level trace`, `RUST_LOG=trace`, `TANDEM_TRACE`).
     let trace = tracing::enabled!(tracing::Level::TRACE);
     let (to_node, inbox, poll) = NodeTx::with_poll()?;
-    let slot = Arc::new(Mutex::new(Slot::Outside));
-    let report_slot = Arc::clone(&slot);
+    let slots: Vec<(GroupId, Arc<Mutex<Slot>>)> = served
+        .iter()
+        .map(|&group| (group, Arc::new(Mutex::new(Slot::Outside))))
+        .collect();
     let info = Arc::new(Mutex::new(ClusterInfo {
         node: config.node_id,
         resp: config.resp_listen,
@@ -287,7 +439,7 @@ pub(crate) fn start(
     // watches for a stop; the node's thread drives it, so a call is run where it is read and
     // answered where it is released.
     let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
-    let node = ClusterResp::new(config, resp_port, &slot, &info, &metrics, &scripts);
+    let node = ClusterResp::new(config, resp_port, &slots[0].1, &info, &metrics, &scripts);
     let (mut io_loop, door) = crate::resp::IoLoop::new(
         resp_listener,
         Arc::new(node),
@@ -300,16 +452,15 @@ pub(crate) fn start(
     if publications.is_some() {
         monitor_model(&mut io_loop, model.as_mut());
     }
-    // The log opens once the segment is loaded (below); `/status` says of it from then on.
-    let log_opened: Arc<std::sync::OnceLock<NodeLog>> = Arc::new(std::sync::OnceLock::new());
+    // The logs open once the segments are loaded (below); `/status` says of them from then on.
+    let logs_opened: LogsOpened = Arc::new(std::sync::OnceLock::new());
     if let Some(listener) = metrics_listener {
-        serve_status(listener, config, &metrics, &slot, &info, &log_opened);
+        serve_status(listener, config, &metrics, &slots, &info, &logs_opened);
     }
     let acceptor = Acceptor {
         node_id: config.node_id,
-        group: config.group.id,
         max_frame_len: config.tuning.max_frame_len,
-        slot: Arc::clone(&slot),
+        slots: slots.clone(),
         to_node: to_node.clone(),
         auth: peer_auth.clone(),
         client_auth: ClientAuth::new(config, &metrics)?,
@@ -318,45 +469,44 @@ pub(crate) fn start(
         door,
     };
     let gate = acceptor.serve(listener)?;
-    // The segment is loaded before the core ticks, so that the first view's roles start at
-    // once rather than each node being silent for its own load.
-    let mut segment = crate::workload::loaded_segment(&config.group, &*model)?;
-    let lsn_load = segment.lsn();
-    let (log, recovered) = match crate::log::open_configured(config, lsn_load, &metrics)? {
-        Some((log, recovered)) => (Some(log), Some(recovered)),
-        None => (None, None),
-    };
-    if let Some(log) = &log {
-        let _ = log_opened.set(log.clone());
-        crate::stopping_drains(log);
-    }
-    // A node that restarts (its config store kept state) rebuilds what its log holds if the
-    // log starts at the initial load or continues a checkpoint; a fresh cluster's node starts
-    // from the load, and its first role cuts whatever an older cluster left in the log.
-    let view_known = core.view(config.group.id);
-    let replayed = match recovered {
-        Some(recovered) if restarted => {
-            replay_or_reload(config, &*model, &mut segment, &recovered, view_known)?
+    let starts = start_groups(config, &slots, &*model, &core, restarted, &metrics)?;
+    let _ = logs_opened.set(
+        starts
+            .iter()
+            .filter_map(|start| Some((start.group, start.log.clone()?)))
+            .collect(),
+    );
+    for start in &starts {
+        if let Some(log) = &start.log {
+            hear_syncs(start.group, log, &to_node);
         }
-        _ => None,
-    };
-    if let Some(log) = &log {
-        hear_syncs(log, &to_node);
     }
-    let rule = role_rule(config, restarted, replayed.as_ref());
+    let lsn_load = starts[0].segment.lsn();
     let node_model = model.replica();
     let periodic_interval_ms = model.periodic().map(|(_, interval_ms)| interval_ms.max(1));
     let settings = node_settings(config, lsn_load, periodic_interval_ms);
-    let group = config.group.id;
-    let supervisor = tandem_node::Supervisor::new(core, vec![(group, rule)]);
+    let rules = starts.iter().map(|start| (start.group, start.rule.clone()));
+    let supervisor = tandem_node::Supervisor::new(core, rules.collect());
+    let mut hosted = Vec::new();
+    let mut group_ios = Vec::new();
+    let mut recovered = Vec::new();
+    let mut loaded = Vec::new();
+    for start in starts {
+        hosted.push(node_loop::Hosted::new(start.group, start.slot));
+        group_ios.push(env::GroupIo::new(start.group, start.log));
+        match start.replayed {
+            true => recovered.push((start.group, start.segment)),
+            false => loaded.push((start.group, start.segment)),
+        }
+    }
     // The node is made on its thread: its model is shared by its roles, not across threads.
     let make_node = move || {
         let node_model: Arc<dyn DataModel> = Arc::from(node_model);
-        match replayed {
-            Some(_) => Node::new(supervisor, settings, node_model, 0, vec![(group, segment)]),
-            None => Node::new(supervisor, settings, node_model, 0, Vec::new())
-                .with_segment_ready(group, segment),
+        let mut node = Node::new(supervisor, settings, node_model, 0, recovered);
+        for (group, segment) in loaded {
+            node = node.with_segment_ready(group, segment);
         }
+        node
     };
     let peers = peers::Peers::new(
         config,
@@ -374,33 +524,25 @@ pub(crate) fn start(
     let to_node_kept = to_node.clone();
     let io = env::EnvIo::start(config, to_node, peers, &scripts)?;
     let metrics_kept = Arc::clone(&metrics);
-    let mut env = RuntimeEnv::new(config, model, log, io, metrics, &info, trace);
+    let mut env = RuntimeEnv::new(config, model, group_ios, io, metrics, &info, trace);
     env.publications = publications;
     let (controls_tx, controls) = mpsc::channel();
     let tick = Duration::from_micros(config.tuning.tick_us);
     let thread = move || NodeThread {
         node: make_node(),
-        group,
+        hosted,
         disk,
         env,
         inbox,
         poll,
         beats_published: Vec::new(),
         peer_inputs: Vec::new(),
-        link_asks_waiting: BTreeMap::new(),
-        link_asked: BTreeMap::new(),
-        link_ask_after: None,
         controls,
         controls_tx,
         tick,
         scripts,
-        slot,
-        published: NodeThread::new_published(),
         info,
         started: Instant::now(),
-        alone_since: None,
-        heard_since_role: std::collections::BTreeSet::new(),
-        calls_queued: false,
         stats_refreshed: None,
         io: Arc::new(Mutex::new(io_loop)),
         local,
@@ -408,7 +550,7 @@ pub(crate) fn start(
     };
     let thread = spawn_node_thread(thread)?;
     Ok(RunningNode {
-        slot: report_slot,
+        slots,
         load: local_load,
         metrics: metrics_kept,
         to_node: to_node_kept,
@@ -416,6 +558,9 @@ pub(crate) fn start(
         thread: Some(thread),
     })
 }
+
+/// The logs of the node's groups, once they are open (`/status` says of them).
+type LogsOpened = Arc<std::sync::OnceLock<Vec<(GroupId, NodeLog)>>>;
 
 /// Shows the RESP port's monitors the commands `model`'s scripts run inside its calls.
 fn monitor_model(io_loop: &mut crate::resp::IoLoop, model: &mut dyn DataModel) {
@@ -425,33 +570,43 @@ fn monitor_model(io_loop: &mut crate::resp::IoLoop, model: &mut dyn DataModel) {
 }
 
 /// Serves `/metrics`, `/status` and `/checksum` on `listener`: the cluster's view as this
-/// node knows it, its role's report and its log's.
+/// node knows it, and each group's role's report and its log's.
 fn serve_status(
     listener: std::net::TcpListener,
     config: &NodeConfig,
     metrics: &Arc<Metrics>,
-    slot: &Arc<Mutex<Slot>>,
+    slots: &[(GroupId, Arc<Mutex<Slot>>)],
     info: &Arc<Mutex<ClusterInfo>>,
-    log_opened: &Arc<std::sync::OnceLock<NodeLog>>,
+    logs_opened: &LogsOpened,
 ) {
-    let slot = Arc::clone(slot);
+    let slots = slots.to_vec();
     let info = Arc::clone(info);
-    let log_opened = Arc::clone(log_opened);
+    let logs_opened = Arc::clone(logs_opened);
     crate::http::serve(
         listener,
         Arc::clone(metrics),
         config.resp_password(),
         move |with_checksum| {
             let info = info.lock().expect("not poisoned").clone();
-            let report = slot_report(&slot, with_checksum);
-            let log = log_opened.get().map(|log| LogReport {
-                lsn_durable: log.lsn_durable(),
-                failed: log.poisoned(),
-            });
+            let groups: Vec<GroupReport> = slots
+                .iter()
+                .map(|(group, slot)| GroupReport {
+                    group: *group,
+                    report: slot_report(slot, with_checksum),
+                    log: logs_opened
+                        .get()
+                        .and_then(|logs| logs.iter().find(|(of, _)| of == group))
+                        .map(|(_, log)| LogReport {
+                            lsn_durable: log.lsn_durable(),
+                            failed: log.poisoned(),
+                        }),
+                })
+                .collect();
             serde_json::to_string(&ClusterReport {
                 cluster: info,
-                report,
-                log,
+                report: groups[0].report.clone(),
+                log: groups[0].log.clone(),
+                groups,
             })
             .unwrap_or_else(|_| "null".into())
         },

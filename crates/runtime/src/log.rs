@@ -530,15 +530,20 @@ impl LogThread {
 }
 
 /// Opens the write-ahead log `config` asks for, if any (see [`NodeLog::open`]), with what
-/// it recovered.
+/// it recovered; in the subdirectory `group_dir` of the configured one, if given (a group's
+/// own log, where a node serves in several).
 pub fn open_configured(
     config: &NodeConfig,
+    group_dir: Option<String>,
     lsn_load: u64,
     metrics: &Arc<Metrics>,
 ) -> Result<Option<(NodeLog, Recovered)>, StartError> {
-    let Some(settings) = config.log_settings() else {
+    let Some(mut settings) = config.log_settings() else {
         return Ok(None);
     };
+    if let Some(group_dir) = group_dir {
+        settings.dir = settings.dir.join(group_dir);
+    }
     let (log, recovered) = NodeLog::open(&settings, config.node_id, lsn_load, Arc::clone(metrics))
         .map_err(StartError::Log)?;
     if let Some(base) = recovered.lsn_base() {

@@ -88,11 +88,12 @@ pub enum Inbound {
 }
 
 /// Where a primary role's connections send what they read: the node's thread, tagged with
-/// the epoch of the role they were opened under so that the node answers a connection of an
+/// the group and epoch of the role they were opened under so that the node answers a connection of an
 /// ended role "not primary".
 #[derive(Clone, Debug)]
 pub(crate) struct InboundTx {
     pub(crate) to_node: crate::cluster::NodeTx,
+    pub(crate) group: tandem_config::GroupId,
     pub(crate) role_epoch: u64,
 }
 
@@ -102,6 +103,7 @@ impl InboundTx {
         let role_epoch = self.role_epoch;
         self.to_node
             .send(crate::cluster::ToNode::Primary {
+                group: self.group,
                 role_epoch,
                 inbound,
             })

@@ -401,7 +401,7 @@ fn malformed_input_closes_that_one_connection_and_nothing_else() {
             "a Hello for another group",
             hello_bytes(&Hello::new(PeerKind::Client, 2, 9)),
             ErrorCode::BadFrame,
-            "not group 9",
+            "does not serve in group 9",
         ),
     ];
     for (what, bytes, code, says) in before_hello {

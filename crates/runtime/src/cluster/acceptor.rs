@@ -9,6 +9,7 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tandem_config::GroupId;
 use tandem_replication::NodeId;
 use tandem_wire::{ErrorCode, Frame, FrameBuffer, Hello, PeerKind, encode_error};
 
@@ -39,9 +40,9 @@ const HANDSHAKE_WRITE_TIMEOUT: Duration = Duration::from_millis(200);
 /// Reads first frames and hands each connection to whoever serves it.
 pub(super) struct Acceptor {
     pub(super) node_id: NodeId,
-    pub(super) group: u32,
     pub(super) max_frame_len: usize,
-    pub(super) slot: Arc<Mutex<Slot>>,
+    /// The role of each group the node serves in: a client's `Hello` names its group.
+    pub(super) slots: Vec<(GroupId, Arc<Mutex<Slot>>)>,
     pub(super) to_node: NodeTx,
     pub(super) auth: PeerAuth,
     pub(super) client_auth: ClientAuth,
@@ -61,6 +62,12 @@ enum Connector {
 }
 
 impl Acceptor {
+    /// The role of `group`, if the node serves in it.
+    fn slot_of(&self, group: GroupId) -> Option<&Mutex<Slot>> {
+        let found = self.slots.iter().find(|(of, _)| *of == group);
+        found.map(|(_, slot)| &**slot)
+    }
+
     /// Serves the native port on `listener`: its gate holds each connection until its
     /// `Hello` is whole, then through every step of its handshake ([`Self::on_hello`]).
     pub(super) fn serve(
@@ -129,10 +136,13 @@ impl Acceptor {
                 return None;
             }
         };
-        if hello.group != self.group && hello.peer != PeerKind::Cluster {
+        if self.slot_of(hello.group).is_none() && hello.peer != PeerKind::Cluster {
+            let served: Vec<String> = self.slots.iter().map(|(g, _)| g.to_string()).collect();
             let message = format!(
-                "this node serves group {}, not group {}",
-                self.group, hello.group
+                "node {} does not serve in group {} (it serves in {})",
+                self.node_id,
+                hello.group,
+                served.join(", ")
             );
             refuse(stream, ErrorCode::BadFrame, &message);
             return None;
@@ -300,7 +310,7 @@ impl Acceptor {
             Err(_) => return Next::Done,
             Ok(None) => {
                 let deadline = Instant::now() + ROLE_WAIT_MAX;
-                return self.serve_when_ready(held, hello.id, tls, deadline);
+                return self.serve_when_ready(held, hello.id, hello.group, tls, deadline);
             }
             Ok(Some(nonce)) => nonce,
         };
@@ -320,7 +330,7 @@ impl Acceptor {
                 match proved {
                     Ok(()) => {
                         let deadline = Instant::now() + ROLE_WAIT_MAX;
-                        self.serve_when_ready(held, hello.id, tls, deadline)
+                        self.serve_when_ready(held, hello.id, hello.group, tls, deadline)
                     }
                     Err(_) => Next::Done,
                 }
@@ -337,17 +347,22 @@ impl Acceptor {
         self: Arc<Self>,
         held: Held,
         client_id: u64,
+        group: GroupId,
         tls: Option<TlsWriter>,
         deadline: Instant,
     ) -> Next {
-        let slot = self.slot.lock().expect("not poisoned");
+        let slot = self
+            .slot_of(group)
+            .expect("a client's Hello names a group the node serves in")
+            .lock()
+            .expect("not poisoned");
         if !serves_clients(&slot) && Instant::now() < deadline {
             drop(slot);
             return Next::Later {
                 held,
                 after: ROLE_RETRY,
                 then: Box::new(move |held, _| {
-                    self.serve_when_ready(held, client_id, tls, deadline)
+                    self.serve_when_ready(held, client_id, group, tls, deadline)
                 }),
             };
         }

@@ -29,6 +29,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
+use tandem_config::GroupId;
 use tandem_replication::{Message, NodeId};
 use tandem_store::CallWatch;
 use tandem_wire::encode_peer;
@@ -55,15 +58,16 @@ pub(super) enum Beat {
 /// process.
 pub(super) type PiMutex<T> = priority_inheriting_lock::PriorityInheritingLock<T>;
 
-/// A link the beat speaks on: (peer, the connection's number, what it sends, the write side).
-pub(super) type BeatLink = (NodeId, u64, Beat, Arc<PiMutex<PeerOut>>);
+/// A link the beat speaks on: (peer, the connection's number, the group of the role, what it
+/// sends, the write side). One connection carries the links of every group two nodes share.
+pub(super) type BeatLink = (NodeId, u64, GroupId, Beat, Arc<PiMutex<PeerOut>>);
 
 /// What the node's thread publishes for the beat.
 #[derive(Default)]
 struct Published {
     links: Vec<BeatLink>,
-    /// The last ack the backup role sent its primary.
-    last_ack: Option<Message>,
+    /// The last ack each group's backup role sent its primary.
+    last_ack: BTreeMap<GroupId, Message>,
 }
 
 /// When the node's thread last began a turn, as the beat saw it.
@@ -74,9 +78,6 @@ struct Turns {
 
 /// What the node's thread shares with the beat thread.
 pub(super) struct Beats {
-    /// The group whose links the beat speaks on: a runtime node serves in one until it
-    /// hosts many (docs/many-groups.md, step 4).
-    group: u32,
     /// Taken by the node's thread when its links change and for each ack a backup role sends.
     published: PiMutex<Published>,
     progress: Arc<Progress>,
@@ -97,7 +98,7 @@ impl Beats {
         progress: Arc<Progress>,
         watch: Option<Arc<CallWatch>>,
     ) -> Result<Arc<Beats>, crate::StartError> {
-        let beats = Arc::new(Beats::new(config.group.id, &config.tuning, progress, watch));
+        let beats = Arc::new(Beats::new(&config.tuning, progress, watch));
         let running = Arc::clone(&beats);
         std::thread::Builder::new()
             .name("beat".into())
@@ -110,13 +111,11 @@ impl Beats {
     }
 
     fn new(
-        group: u32,
         tuning: &crate::config::Tuning,
         progress: Arc<Progress>,
         watch: Option<Arc<CallWatch>>,
     ) -> Beats {
         Beats {
-            group,
             published: PiMutex::new(Published::default()),
             turns: Mutex::new(Turns {
                 seen: progress.turns(),
@@ -133,16 +132,20 @@ impl Beats {
     /// changed.
     pub(super) fn publish(&self, links: Vec<BeatLink>) {
         let mut published = self.published.lock();
-        if !links.iter().any(|link| link.2 == Beat::Ack) {
-            published.last_ack = None;
-        }
+        // A group whose backup role holds no link any more repeats no ack.
+        let acking = |group: &GroupId| {
+            links
+                .iter()
+                .any(|&(_, _, of, beat, _)| of == *group && beat == Beat::Ack)
+        };
+        published.last_ack.retain(|group, _| acking(group));
         published.links = links;
     }
 
-    /// The backup role sent its primary `ack`.
-    pub(super) fn note_ack(&self, ack: &Message) {
+    /// `group`'s backup role sent its primary `ack`.
+    pub(super) fn note_ack(&self, group: GroupId, ack: &Message) {
         if let Message::Ack { .. } = ack {
-            self.published.lock().last_ack = Some(ack.clone());
+            self.published.lock().last_ack.insert(group, ack.clone());
         }
     }
 
@@ -189,16 +192,19 @@ impl Beats {
         let primary_stuck = self.progress.is_stuck();
         let backup_stuck = self.backup_stuck(now);
         let mut next = self.interval;
-        for (_, _, beat, out) in &published.links {
+        // A connection found silent is spoken on for every group's link it carries, though
+        // the first beat on it makes it heard.
+        let mut beaten: Vec<u64> = Vec::new();
+        for &(_, number, group, beat, ref out) in &published.links {
             let mut out = out.lock();
             let silent = now.saturating_duration_since(out.queued_at);
-            if silent < self.interval {
+            if silent < self.interval && !beaten.contains(&number) {
                 next = next.min(self.interval - silent);
                 continue;
             }
-            let message = match *beat {
+            let message = match beat {
                 Beat::Pulse { view } if !primary_stuck => Message::Pulse { view },
-                Beat::Ack if !backup_stuck => match &published.last_ack {
+                Beat::Ack if !backup_stuck => match published.last_ack.get(&group) {
                     Some(Message::Ack {
                         view,
                         lsn_received,
@@ -217,7 +223,8 @@ impl Beats {
                 _ => continue,
             };
             frame.clear();
-            encode_peer(frame, self.group, &message);
+            encode_peer(frame, group, &message);
+            beaten.push(number);
             // A write that fails is the node's thread's to find and report.
             if out.frames(frame).is_ok() {
                 let _ = out.flush();
@@ -293,7 +300,13 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(1);
         let out = PeerOut::plain(primary, now - silent);
         let beats = test_beats();
-        let link = (2, 1, Beat::Pulse { view: 7 }, Arc::new(PiMutex::new(out)));
+        let link = (
+            2,
+            1,
+            0,
+            Beat::Pulse { view: 7 },
+            Arc::new(PiMutex::new(out)),
+        );
         beats.publish(vec![link]);
         (beats, backup, now)
     }
@@ -308,11 +321,22 @@ mod tests {
             executor_stall_ms: 1000,
             ..crate::config::Tuning::default()
         };
-        Beats::new(0, &tuning, Arc::new(Progress::default()), None)
+        Beats::new(&tuning, Arc::new(Progress::default()), None)
     }
 
-    /// The frames the backup received within 50 ms.
+    /// The frames of group 0 the backup received within 50 ms.
     fn received(backup: &mut TcpStream) -> Vec<Message> {
+        received_in_groups(backup)
+            .into_iter()
+            .map(|(group, message)| {
+                assert_eq!(group, 0);
+                message
+            })
+            .collect()
+    }
+
+    /// The frames the peer received within 50 ms, with their groups.
+    fn received_in_groups(backup: &mut TcpStream) -> Vec<(GroupId, Message)> {
         backup
             .set_read_timeout(Some(Duration::from_millis(50)))
             .unwrap();
@@ -323,8 +347,8 @@ mod tests {
                 break;
             }
             buffer.filled(n);
-            while let Some(Frame::Peer { group: 0, message }) = buffer.next_frame().unwrap() {
-                messages.push(message);
+            while let Some(Frame::Peer { group, message }) = buffer.next_frame().unwrap() {
+                messages.push((group, message));
             }
         }
         messages
@@ -336,6 +360,33 @@ mod tests {
         let mut frame = Vec::new();
         assert_eq!(beats.beat_once(now, &mut frame), Duration::from_millis(10));
         assert_eq!(received(&mut backup), [Message::Pulse { view: 7 }]);
+    }
+
+    /// Node 1 leads group 1, which node 2 backs up, and backs up group 2, which node 2
+    /// leads: one silent connection carries both groups' beats, each in its own group.
+    #[test]
+    fn a_silent_connection_carries_the_beat_of_every_group_it_links() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        conn.set_nonblocking(true).unwrap();
+        let now = Instant::now() + Duration::from_millis(100);
+        let out = Arc::new(PiMutex::new(PeerOut::plain(
+            conn,
+            now - Duration::from_millis(10),
+        )));
+        let beats = test_beats();
+        beats.publish(vec![
+            (2, 1, 1, Beat::Pulse { view: 7 }, Arc::clone(&out)),
+            (2, 1, 2, Beat::Ack, out),
+        ]);
+        beats.note_ack(2, &ack(17));
+        let mut frame = Vec::new();
+        beats.beat_once(now, &mut frame);
+        assert_eq!(
+            received_in_groups(&mut peer),
+            [(1, Message::Pulse { view: 7 }), (2, ack(0))]
+        );
     }
 
     #[test]
@@ -369,7 +420,7 @@ mod tests {
         // Within the stall allowance of the beat's making.
         let now = Instant::now() + Duration::from_millis(100);
         let out = PeerOut::plain(backup, now - silent);
-        beats.publish(vec![(1, 1, Beat::Ack, Arc::new(PiMutex::new(out)))]);
+        beats.publish(vec![(1, 1, 0, Beat::Ack, Arc::new(PiMutex::new(out)))]);
         (beats, primary, now)
     }
 
@@ -390,8 +441,8 @@ mod tests {
         // No ack yet: nothing to repeat.
         beats.beat_once(now, &mut frame);
         assert!(received(&mut primary).is_empty());
-        beats.note_ack(&ack(17));
-        beats.note_ack(&Message::Pulse { view: 3 });
+        beats.note_ack(0, &ack(17));
+        beats.note_ack(0, &Message::Pulse { view: 3 });
         beats.beat_once(now, &mut frame);
         assert_eq!(received(&mut primary), [ack(0)]);
     }
@@ -399,7 +450,7 @@ mod tests {
     #[test]
     fn a_backup_stuck_past_its_allowance_falls_silent() {
         let (beats, mut primary, now) = backup_beat(Duration::from_millis(10));
-        beats.note_ack(&ack(17));
+        beats.note_ack(0, &ack(17));
         let mut frame = Vec::new();
         let later = now + Duration::from_secs(1);
         beats.beat_once(later, &mut frame);
@@ -466,7 +517,7 @@ mod tests {
     #[test]
     fn a_node_thread_holding_the_link_runs_at_the_beats_priority_until_the_pulse_is_out() {
         let (beats, mut backup, now) = beat_with_link(Duration::from_millis(10));
-        let out = Arc::clone(&beats.published.lock().links[0].3);
+        let out = Arc::clone(&beats.published.lock().links[0].4);
         // The node's thread, stopped mid-write: its frame is sealed, not yet written.
         let mut guard = out.lock();
         let mut frame = Vec::new();
@@ -492,7 +543,7 @@ mod tests {
         let (beats, mut primary, now) = backup_beat(Duration::from_millis(10));
         // The node's thread, stopped in `note_ack`.
         let mut published = beats.published.lock();
-        published.last_ack = Some(ack(17));
+        published.last_ack.insert(0, ack(17));
         let Some(raised) = holder_raised_while_the_beat_waits(&beats, now, published) else {
             eprintln!("skipped: the system refuses real-time priority");
             return;

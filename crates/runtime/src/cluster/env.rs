@@ -58,8 +58,9 @@ impl Destination for CallTo {
     }
 }
 
-/// A client connection of a primary role, and the epoch of that role.
+/// A client connection of a primary role: the group and epoch of that role.
 pub(crate) struct Conn {
+    pub(crate) group: GroupId,
     pub(crate) role_epoch: u64,
     pub(crate) out: ConnOut,
 }
@@ -105,35 +106,57 @@ impl EnvIo {
     }
 }
 
-/// The runtime as the node's driver: see the module.
-pub(crate) struct RuntimeEnv {
-    pub(crate) id: NodeId,
-    pub(crate) config: NodeConfig,
-    /// The data model the initial database is loaded with.
-    pub(crate) model: Box<dyn DataModel>,
+/// What the node's driver keeps of one group the node serves in: its log, its loads and the
+/// links of its role (decision 4 of docs/many-groups.md: a journal per group).
+pub(crate) struct GroupIo {
+    pub(crate) group: GroupId,
     pub(crate) log: Option<NodeLog>,
-    /// The node's clock starts here (the reads' deadlines count from it).
-    pub(crate) origin: Instant,
-    pub(crate) to_node: NodeTx,
     /// Loads started so far: only the last one's segment is handed to the node.
     pub(crate) loads_started: u64,
-    /// The connections to the other nodes.
-    pub(crate) peers: Peers,
-    /// What the beat thread speaks for while the node's thread is busy.
-    pub(crate) beats: Arc<Beats>,
     /// A primary role's links: the backups it took, with the epoch of the role that took
     /// each.
     pub(crate) links: BTreeMap<NodeId, u64>,
     /// A backup role's link: the primary that took it, with the epoch of the role it took
     /// (at most the followed primary's is kept).
     pub(crate) replicas: BTreeMap<NodeId, u64>,
+    /// The epoch of the group's primary role, if the node holds it.
+    pub(crate) primary_epoch: Option<u64>,
+}
+
+impl GroupIo {
+    /// A group's part holding no role yet, logging to `log` if the node keeps one.
+    pub(crate) fn new(group: GroupId, log: Option<NodeLog>) -> GroupIo {
+        GroupIo {
+            group,
+            log,
+            loads_started: 0,
+            links: BTreeMap::new(),
+            replicas: BTreeMap::new(),
+            primary_epoch: None,
+        }
+    }
+}
+
+/// The runtime as the node's driver: see the module.
+pub(crate) struct RuntimeEnv {
+    pub(crate) id: NodeId,
+    pub(crate) config: NodeConfig,
+    /// The data model the initial database is loaded with.
+    pub(crate) model: Box<dyn DataModel>,
+    /// Each group the node serves in, in the order of its core's groups.
+    pub(crate) groups: Vec<GroupIo>,
+    /// The node's clock starts here (the reads' deadlines count from it).
+    pub(crate) origin: Instant,
+    pub(crate) to_node: NodeTx,
+    /// The connections to the other nodes.
+    pub(crate) peers: Peers,
+    /// What the beat thread speaks for while the node's thread is busy.
+    pub(crate) beats: Arc<Beats>,
     /// The client connections of primary roles, by number.
     pub(crate) conns: BTreeMap<ConnId, Conn>,
     /// Numbers client connections across the node's roles (a connection of an ended role
     /// stays open until its client closes it).
     pub(crate) conn_next: Arc<std::sync::atomic::AtomicU64>,
-    /// The epoch of the primary role the node holds, if it holds one.
-    pub(crate) primary_epoch: Option<u64>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) info: Arc<Mutex<ClusterInfo>>,
@@ -153,7 +176,7 @@ impl RuntimeEnv {
     pub(crate) fn new(
         config: &NodeConfig,
         model: Box<dyn DataModel>,
-        log: Option<NodeLog>,
+        groups: Vec<GroupIo>,
         io: EnvIo,
         metrics: Arc<Metrics>,
         info: &Arc<Mutex<ClusterInfo>>,
@@ -169,18 +192,14 @@ impl RuntimeEnv {
             id: config.node_id,
             config: config.clone(),
             model,
-            log,
+            groups,
             origin: Instant::now(),
             to_node,
-            loads_started: 0,
             trace,
             peers,
             beats,
-            links: BTreeMap::new(),
-            replicas: BTreeMap::new(),
             conns: BTreeMap::new(),
             conn_next: Arc::new(std::sync::atomic::AtomicU64::new(1)),
-            primary_epoch: None,
             metrics,
             progress,
             info: Arc::clone(info),
@@ -207,14 +226,17 @@ impl RuntimeEnv {
         });
     }
 
-    /// Asserts that `group` is the one the node serves in: a runtime node serves in one
-    /// until it hosts many (docs/many-groups.md, step 4), with one segment, log and load.
-    fn own(&self, group: GroupId) {
-        assert_eq!(
-            group, self.config.group.id,
-            "node {}: asked about a group it does not serve in",
-            self.id
-        );
+    /// The part of `group`: the node serves in it (the node asks about no other group).
+    pub(crate) fn group(&self, group: GroupId) -> &GroupIo {
+        let found = self.groups.iter().find(|part| part.group == group);
+        found.unwrap_or_else(|| panic!("node {}: group {group} is not served here", self.id))
+    }
+
+    /// [`Self::group`], to change.
+    pub(crate) fn group_mut(&mut self, group: GroupId) -> &mut GroupIo {
+        let id = self.id;
+        let found = self.groups.iter_mut().find(|part| part.group == group);
+        found.unwrap_or_else(|| panic!("node {id}: group {group} is not served here"))
     }
 
     /// The connection of call `to`, if it is still open.
@@ -225,6 +247,28 @@ impl RuntimeEnv {
         self.conns
             .get_mut(&conn)
             .map(|conn| (&mut conn.out, seq, started))
+    }
+
+    /// Sends `group`'s replication `message` to `to` on the link of the group's role: a
+    /// primary's to a backup it took, a backup's to the primary that took it.
+    fn send_replication(&mut self, to: NodeId, group: GroupId, message: Message) {
+        let part = self.group(group);
+        if part.primary_epoch.is_some() {
+            // A member not linked yet asks for its link and introduces itself; what was
+            // sent before is of no use to it.
+            let linked = part.links.get(&to) == part.primary_epoch.as_ref();
+            if let Message::Batch(bytes) = &message {
+                self.metrics.batches_shipped.inc();
+                self.metrics.bytes_shipped.inc_by(bytes.len() as u64);
+                self.tallies.wire_bytes += bytes.len() as u64;
+            }
+            if linked {
+                self.peers.send_replication(to, group, &message);
+            }
+        } else if part.replicas.contains_key(&to) {
+            self.peers.send_replication(to, group, &message);
+            self.beats.note_ack(group, &message);
+        }
     }
 }
 
@@ -281,27 +325,31 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
     }
 
     fn load(&mut self, group: GroupId) -> Result<Segment, StartError> {
-        self.own(group);
         // A load under way is abandoned: its segment is never handed over.
-        self.loads_started += 1;
+        self.group_mut(group).loads_started += 1;
         crate::workload::loaded_segment(&self.config.group, &*self.model)
     }
 
     /// Loads on a thread of its own: a load takes long (a tenth of a second for 50 MiB), and
     /// the node must keep answering the config store meanwhile, whose quorum may need it.
     fn start_load(&mut self, group: GroupId) {
-        self.own(group);
-        self.loads_started += 1;
-        let load = self.loads_started;
-        let group = self.config.group.clone();
+        let part = self.group_mut(group);
+        part.loads_started += 1;
+        let load = part.loads_started;
+        let settings = self.config.group.clone();
         let model = self.model.replica();
         let to_node = self.to_node.clone();
         let started = crate::spawn_or_say("load".into(), move || {
-            let result = crate::workload::loaded_segment(&group, &*model);
-            let _ = to_node.send(ToNode::Loaded { load, result });
+            let result = crate::workload::loaded_segment(&settings, &*model);
+            let _ = to_node.send(ToNode::Loaded {
+                group,
+                load,
+                result,
+            });
         });
         if !started {
             let _ = self.to_node.send(ToNode::Loaded {
+                group,
                 load,
                 result: Err(StartError::LoaderPanicked),
             });
@@ -309,32 +357,32 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
     }
 
     fn log_align(&mut self, group: GroupId, lsn: u64) {
-        self.own(group);
-        if let Some(log) = &self.log {
+        if let Some(log) = &self.group(group).log {
             log.align(lsn);
         }
     }
 
     fn log_align_rejoin(&mut self, group: GroupId, lsn: u64) -> u64 {
-        self.own(group);
-        self.log.as_ref().map_or(lsn, |log| log.align_rejoin(lsn))
+        let log = self.group(group).log.as_ref();
+        log.map_or(lsn, |log| log.align_rejoin(lsn))
     }
 
     fn lsn_durable(&self, group: GroupId) -> u64 {
-        self.own(group);
-        self.log.as_ref().map_or(0, NodeLog::lsn_durable)
+        self.group(group)
+            .log
+            .as_ref()
+            .map_or(0, NodeLog::lsn_durable)
     }
 
     fn wants_checkpoint(&self, group: GroupId) -> bool {
-        self.own(group);
-        self.log.as_ref().is_some_and(NodeLog::checkpoint_wanted)
+        let log = self.group(group).log.as_ref();
+        log.is_some_and(NodeLog::checkpoint_wanted)
     }
 
     /// The log thread tells the node what it synced through its listener
     /// ([`ToNode::Synced`]), a finished checkpoint's anchor included.
     fn log_order(&mut self, group: GroupId, order: LogOrder) -> Option<u64> {
-        self.own(group);
-        if let Some(log) = &self.log {
+        if let Some(log) = &self.group(group).log {
             log.order(order);
         }
         None
@@ -348,31 +396,18 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
                     self.metrics.publications_not_relayed.inc();
                 }
             }
-            PeerMessage::Replication { group, message } if self.primary_epoch.is_some() => {
-                if let Message::Batch(bytes) = &message {
-                    self.metrics.batches_shipped.inc();
-                    self.metrics.bytes_shipped.inc_by(bytes.len() as u64);
-                    self.tallies.wire_bytes += bytes.len() as u64;
-                }
-                // A member not linked yet asks for its link and introduces itself; what was
-                // sent before is of no use to it.
-                if self.links.get(&to) == self.primary_epoch.as_ref() {
-                    self.peers.send_replication(to, group, &message);
-                }
-            }
             PeerMessage::Replication { group, message } => {
-                if self.replicas.contains_key(&to) {
-                    self.peers.send_replication(to, group, &message);
-                    self.beats.note_ack(&message);
-                }
+                self.send_replication(to, group, message)
             }
         }
     }
 
     fn acks_sent(&mut self) {
-        // The primary a backup role follows is its only replica link.
-        for &primary in self.replicas.keys() {
-            self.peers.flush(Some(primary));
+        // The primary a backup role follows is its only replica link in its group.
+        for part in &self.groups {
+            for &primary in part.replicas.keys() {
+                self.peers.flush(Some(primary));
+            }
         }
     }
 
@@ -444,7 +479,6 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
     }
 
     fn notice(&mut self, group: GroupId, notice: Notice<'_>) {
-        self.own(group);
         if let Notice::Following { view, .. } = notice {
             let mut info = self.info.lock().expect("not poisoned");
             if info.view_first == 0 {
@@ -469,7 +503,7 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
             | Notice::Frozen { view, .. } => *view,
             Notice::Following { view, .. } => view.number,
         };
-        tracing::info!(view, "node {}: {notice}", self.id);
+        tracing::info!(view, group, "node {}: {notice}", self.id);
     }
 
     fn failure(&mut self, failure: NodeFailure) -> String {
@@ -477,13 +511,12 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
     }
 
     fn carry_note(&mut self, group: GroupId, note: &CarryNote<'_>) -> Result<(), String> {
-        self.own(group);
         match note {
             CarryNote::HandoverRefused { .. } | CarryNote::LoadFailed { .. } => {
-                tracing::warn!("node {}: {note}", self.id);
+                tracing::warn!(group, "node {}: {note}", self.id);
             }
             CarryNote::TakesBack { .. } | CarryNote::CannotRewind { .. } => {
-                tracing::info!("node {}: {note}", self.id);
+                tracing::info!(group, "node {}: {note}", self.id);
             }
         }
         Ok(())
@@ -581,7 +614,7 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
     /// What the node sends from now on goes by the role it holds now: a primary's messages
     /// to its links, a backup's to its primary's link.
     fn carried(&mut self, carried: Carried<'_, CallTo, ReadTo>) {
-        self.primary_epoch = match carried.role {
+        self.group_mut(carried.group).primary_epoch = match carried.role {
             Slot::Primary(_) => Some(carried.role_epoch),
             Slot::Backup(_) | Slot::Outside => None,
         };

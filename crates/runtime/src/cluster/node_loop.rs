@@ -32,7 +32,7 @@ use tandem_wire::ErrorCode;
 use super::beat::Beat;
 use super::env::{CallTo, Conn, RuntimeEnv};
 use super::peers::{self, Connected, PeerInput};
-use super::{ClusterInfo, Slot, TICKS_REPLAYED_MAX, brief};
+use super::{ClusterInfo, GroupInfo, Slot, TICKS_REPLAYED_MAX, brief};
 use crate::backup::{BackupHandle, Gate, ReadRequest, ReadTo};
 use crate::net::ConnError;
 use crate::primary::{CallBatch, ConnOut, ConnSink, Inbound, InboundTx};
@@ -51,8 +51,12 @@ const STATS_INTERVAL: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub(crate) enum ToNode {
     /// What a primary role's connections read (clients' calls, members' acks), tagged with
-    /// the epoch of the role they were opened under.
-    Primary { role_epoch: u64, inbound: Inbound },
+    /// the group and epoch of the role they were opened under.
+    Primary {
+        group: GroupId,
+        role_epoch: u64,
+        inbound: Inbound,
+    },
     /// A peer's connection, accepted and authenticated.
     PeerAccepted { peer: NodeId, connected: Connected },
     /// A dial to a peer ended.
@@ -60,12 +64,13 @@ pub(crate) enum ToNode {
         peer: NodeId,
         result: Result<Connected, ConnError>,
     },
-    /// A client's read at a backup role.
-    Read(ReadRequest),
-    /// The log synced every record up to this LSN.
-    Synced(u64),
-    /// Load number `load` ended.
+    /// A client's read at the backup role of `group`.
+    Read { group: GroupId, read: ReadRequest },
+    /// The log of `group` synced every record up to `lsn`.
+    Synced { group: GroupId, lsn: u64 },
+    /// Load number `load` of `group` ended.
     Loaded {
+        group: GroupId,
         load: u64,
         result: Result<Segment, StartError>,
     },
@@ -166,21 +171,13 @@ pub(super) enum Published {
     },
 }
 
-/// The node's thread: see the module.
-pub(super) struct NodeThread {
-    pub(super) node: Node<CallTo, ReadTo>,
-    /// The group the node serves in: a runtime node serves in one until it hosts many
-    /// (docs/many-groups.md, step 4).
+/// What the node's thread keeps of one group the node serves in: the role it published for
+/// the other threads, and the links the role asked for or was asked.
+pub(super) struct Hosted {
     pub(super) group: GroupId,
-    pub(super) disk: super::ConfigDisk,
-    pub(super) env: RuntimeEnv,
-    pub(super) inbox: NodeInbox,
-    /// Polls the peers' connections and the waker of [`NodeTx`].
-    pub(super) poll: mio::Poll,
-    /// The links the beat thread speaks on, as last published to it.
-    pub(super) beats_published: Vec<(NodeId, u64, Beat)>,
-    /// What the peers' connections brought in this pass (a buffer reused).
-    pub(super) peer_inputs: Vec<PeerInput>,
+    /// The group's role as the acceptor, the RESP port and `/status` see it.
+    pub(super) slot: Arc<Mutex<Slot>>,
+    pub(super) published: Published,
     /// Primary: asks for a link from backups its role cannot take yet, with when each is
     /// refused (a view change makes the asker wait a moment rather than ask again).
     pub(super) link_asks_waiting: BTreeMap<NodeId, Instant>,
@@ -188,36 +185,76 @@ pub(super) struct NodeThread {
     pub(super) link_asked: BTreeMap<NodeId, u64>,
     /// Backup: a refused ask is sent again from then.
     pub(super) link_ask_after: Option<Instant>,
-    /// Status and checksum questions of the backup role's probes.
-    pub(super) controls: Receiver<Control>,
-    pub(super) controls_tx: Sender<Control>,
-    pub(super) tick: Duration,
-    pub(super) scripts: Scripts,
-    pub(super) slot: Arc<Mutex<Slot>>,
-    pub(super) published: Published,
-    pub(super) info: Arc<Mutex<ClusterInfo>>,
-    pub(super) started: Instant,
     /// Since when this node is primary of a view without a backup, if it is.
     pub(super) alone_since: Option<Instant>,
     /// Backups the primary role heard from since it started (for the trace lines).
     pub(super) heard_since_role: BTreeSet<NodeId>,
     /// Calls were queued at the primary role in this pass, to run once it is over.
     pub(super) calls_queued: bool,
+}
+
+impl Hosted {
+    /// A group the node serves in, holding no role yet; `slot` is where its role is
+    /// published.
+    pub(super) fn new(group: GroupId, slot: Arc<Mutex<Slot>>) -> Hosted {
+        Hosted {
+            group,
+            slot,
+            published: Published::Outside,
+            link_asks_waiting: BTreeMap::new(),
+            link_asked: BTreeMap::new(),
+            link_ask_after: None,
+            alone_since: None,
+            heard_since_role: BTreeSet::new(),
+            calls_queued: false,
+        }
+    }
+}
+
+/// The node's thread: see the module.
+pub(super) struct NodeThread {
+    pub(super) node: Node<CallTo, ReadTo>,
+    /// Each group the node serves in, in the order of its core's groups (and of
+    /// `env.groups`).
+    pub(super) hosted: Vec<Hosted>,
+    pub(super) disk: super::ConfigDisk,
+    pub(super) env: RuntimeEnv,
+    pub(super) inbox: NodeInbox,
+    /// Polls the peers' connections and the waker of [`NodeTx`].
+    pub(super) poll: mio::Poll,
+    /// The links the beat thread speaks on, as last published to it.
+    pub(super) beats_published: Vec<(NodeId, u64, GroupId, Beat)>,
+    /// What the peers' connections brought in this pass (a buffer reused).
+    pub(super) peer_inputs: Vec<PeerInput>,
+    /// Status and checksum questions of the backup roles' probes, by group.
+    pub(super) controls: Receiver<(GroupId, Control)>,
+    pub(super) controls_tx: Sender<(GroupId, Control)>,
+    pub(super) tick: Duration,
+    pub(super) scripts: Scripts,
+    pub(super) info: Arc<Mutex<ClusterInfo>>,
+    pub(super) started: Instant,
     /// When the model's figures (keys, memory) were last refreshed for `/metrics` and
     /// `INFO`.
     pub(super) stats_refreshed: Option<Instant>,
     /// The clients' I/O loop (RESP and native connections), driven by this thread. It is
     /// shared with the script watch, which serves it while a script is busy.
     pub(super) io: Arc<Mutex<IoLoop>>,
-    /// The in-process driver's calls (a benchmark's primary), if the node runs one.
+    /// The in-process driver's calls (a benchmark's primary, of the node's first group), if
+    /// the node runs one.
     pub(super) local: Option<super::local_load::LocalCalls>,
     /// Asked to end ([`ToNode::Stop`]): the thread returns at the end of this pass.
     pub(super) stopping: bool,
 }
 
 impl NodeThread {
-    pub(super) fn new_published() -> Published {
-        Published::Outside
+    /// The index of `group` among the hosted groups, if the node serves in it.
+    pub(super) fn hosted_at(&self, group: GroupId) -> Option<usize> {
+        self.hosted.iter().position(|hosted| hosted.group == group)
+    }
+
+    /// The group of the in-process driver's calls: the node's first.
+    fn local_group(&self) -> GroupId {
+        self.hosted[0].group
     }
 
     /// Runs the node until the process stops, or until it is asked to stop.
@@ -264,15 +301,9 @@ impl NodeThread {
                 self.input(input);
             }
             self.local_calls();
-            // The calls of every connection read in this pass run together: they share
-            // batches, as they would in one connection's pipeline.
-            if std::mem::take(&mut self.calls_queued) {
-                let ran = self.node.run_queued(self.group, &mut self.env);
-                self.check(ran);
-                self.drive();
-            }
-            while let Ok(control) = self.controls.try_recv() {
-                self.answer(control);
+            self.run_queued();
+            while let Ok((group, control)) = self.controls.try_recv() {
+                self.answer(group, control);
             }
             self.env.progress.turn();
             next_tick = self.ticks_due(next_tick);
@@ -286,6 +317,20 @@ impl NodeThread {
             self.peers_ended();
             if self.stopping {
                 return self.stop();
+            }
+        }
+    }
+
+    /// Runs the calls queued in this pass, group by group. The calls of every connection
+    /// read in this pass run together: they share batches, as they would in one
+    /// connection's pipeline.
+    fn run_queued(&mut self) {
+        for at in 0..self.hosted.len() {
+            if std::mem::take(&mut self.hosted[at].calls_queued) {
+                let group = self.hosted[at].group;
+                let ran = self.node.run_queued(group, &mut self.env);
+                self.check(ran);
+                self.drive();
             }
         }
     }
@@ -378,16 +423,23 @@ impl NodeThread {
             next_tick = now;
         }
         while now >= next_tick {
+            // The node's one thread runs every group's calls: a long script holds them all.
             let long_call = self.scripts.watch().running().is_some();
-            self.node
-                .core_mut()
-                .long_call_running(self.group, long_call);
+            for hosted in &self.hosted {
+                self.node
+                    .core_mut()
+                    .long_call_running(hosted.group, long_call);
+            }
             let ticked = self.node.tick(&mut self.env);
             self.check(ticked);
             self.drive();
             next_tick += tick;
         }
-        let stuck = self.node.core().is_stalled(self.group);
+        let core = self.node.core();
+        let stuck = self
+            .hosted
+            .iter()
+            .any(|hosted| core.is_stalled(hosted.group));
         self.env.progress.set_stuck(stuck);
         self.refresh_stats(now);
         next_tick
@@ -404,7 +456,8 @@ impl NodeThread {
         }
         // A primary's figures come from the model its calls run on, which also counts what
         // only it does (evictions); a backup's from the node's, over the segment it applies.
-        let stats = match self.node.role(self.group) {
+        // They are the node's first group's.
+        let stats = match self.node.role(self.local_group()) {
             RoleSlot::Primary(host) => {
                 let store = host.role().store();
                 store.model().stats(store.segment())
@@ -422,9 +475,10 @@ impl NodeThread {
     fn input(&mut self, input: ToNode) {
         match input {
             ToNode::Primary {
+                group,
                 role_epoch,
                 inbound,
-            } => self.primary_input(role_epoch, inbound),
+            } => self.primary_input(group, role_epoch, inbound),
             ToNode::PeerAccepted { peer, connected } => {
                 self.env.peers.open(peer, connected);
                 self.read_peer(peer, true);
@@ -436,14 +490,18 @@ impl NodeThread {
                     self.read_peer(peer, true);
                 }
             }
-            ToNode::Read(read) => self.read(read),
-            ToNode::Synced(lsn) => {
-                let synced = self.node.log_synced(self.group, lsn, &mut self.env);
+            ToNode::Read { group, read } => self.read(group, read),
+            ToNode::Synced { group, lsn } => {
+                let synced = self.node.log_synced(group, lsn, &mut self.env);
                 self.check(synced);
             }
-            ToNode::Loaded { load, result } => {
-                if load == self.env.loads_started {
-                    self.node.segment_loaded(self.group, result, &mut self.env);
+            ToNode::Loaded {
+                group,
+                load,
+                result,
+            } => {
+                if load == self.env.group(group).loads_started {
+                    self.node.segment_loaded(group, result, &mut self.env);
                 }
             }
             ToNode::Stop => self.stopping = true,
@@ -465,10 +523,10 @@ impl NodeThread {
     /// What a primary role's connection read. A connection of a role that has ended is
     /// answered "not primary"; a port inside the node (the RESP front end) of such a role
     /// is let go, which tells it the role is gone.
-    fn primary_input(&mut self, role_epoch: u64, inbound: Inbound) {
-        let current = self.env.primary_epoch == Some(role_epoch);
+    fn primary_input(&mut self, group: GroupId, role_epoch: u64, inbound: Inbound) {
+        let current = self.env.group(group).primary_epoch == Some(role_epoch);
         match inbound {
-            Inbound::Calls(batch) if current => self.calls(batch),
+            Inbound::Calls(batch) if current => self.calls(group, batch),
             Inbound::Calls(batch) => {
                 if let Some(conn) = self.env.conns.get_mut(&batch.conn) {
                     for call in &batch.calls {
@@ -487,7 +545,12 @@ impl NodeThread {
                     return;
                 }
                 let out = ConnOut::new(out, unanswered, answer_withheld);
-                self.env.conns.insert(conn, Conn { role_epoch, out });
+                let conn_of = Conn {
+                    group,
+                    role_epoch,
+                    out,
+                };
+                self.env.conns.insert(conn, conn_of);
             }
             Inbound::ConnClosed { conn } => {
                 self.env.conns.remove(&conn);
@@ -497,18 +560,17 @@ impl NodeThread {
                 channel,
                 message,
             } if current => {
-                let group = self.group;
                 self.node
                     .relay_publication(group, shard, &channel, &message, &mut self.env);
             }
             // A message published under a role that has ended is its subscribers' alone.
             Inbound::Publication { .. } => {}
-            Inbound::Control(control) => self.answer(control),
+            Inbound::Control(control) => self.answer(group, control),
         }
     }
 
-    /// A connection's calls, queued at the primary role together.
-    fn calls(&mut self, batch: CallBatch) {
+    /// A connection's calls, queued at the primary role of `group` together.
+    fn calls(&mut self, group: GroupId, batch: CallBatch) {
         let started = Instant::now();
         let CallBatch {
             conn,
@@ -528,13 +590,15 @@ impl NodeThread {
             read_only: slot.read_only,
             safety: slot.safety,
         });
-        self.node.queue_calls(self.group, calls, &mut self.env);
-        self.calls_queued = true;
+        self.node.queue_calls(group, calls, &mut self.env);
+        if let Some(at) = self.hosted_at(group) {
+            self.hosted[at].calls_queued = true;
+        }
     }
 
     /// Whether the in-process driver would issue calls now (then the loop does not sleep).
     fn local_wants_calls(&self) -> bool {
-        let RoleSlot::Primary(host) = self.node.role(self.group) else {
+        let RoleSlot::Primary(host) = self.node.role(self.local_group()) else {
             return false;
         };
         host.waiting() == 0 && self.local.as_ref().is_some_and(|local| local.wants_calls())
@@ -548,7 +612,8 @@ impl NodeThread {
             return;
         };
         local.answered(&mut self.env.local_answers);
-        let RoleSlot::Primary(host) = self.node.role(self.group) else {
+        let group = self.hosted[0].group;
+        let RoleSlot::Primary(host) = self.node.role(group) else {
             return;
         };
         if local.check_due() {
@@ -563,13 +628,13 @@ impl NodeThread {
         }
         let mut calls = Vec::new();
         local.issue(&mut calls);
-        self.node.queue_calls(self.group, calls, &mut self.env);
-        self.calls_queued = true;
+        self.node.queue_calls(group, calls, &mut self.env);
+        self.hosted[0].calls_queued = true;
     }
 
-    /// A client's read: the backup role keeps it; anywhere else it is let go, which closes
-    /// a reader's connection and answers a port's read as dropped.
-    fn read(&mut self, read: ReadRequest) {
+    /// A client's read in `group`: the backup role keeps it; anywhere else it is let go,
+    /// which closes a reader's connection and answers a port's read as dropped.
+    fn read(&mut self, group: GroupId, read: ReadRequest) {
         let origin = self.env.origin;
         let micros = |at: Instant| {
             u64::try_from(at.saturating_duration_since(origin).as_micros()).unwrap_or(u64::MAX)
@@ -588,7 +653,7 @@ impl NodeThread {
             to: read.to,
             needs,
         };
-        let kept = self.node.read(self.group, read, &mut self.env);
+        let kept = self.node.read(group, read, &mut self.env);
         self.check(kept.map(|_| ()));
     }
 
@@ -629,24 +694,24 @@ impl NodeThread {
         }
     }
 
-    /// Answers a status or checksum question from the role the node holds.
-    fn answer(&mut self, control: Control) {
+    /// Answers a status or checksum question from the role the node holds in `group`.
+    fn answer(&mut self, group: GroupId, control: Control) {
         match control {
             Control::Status(reply) => {
-                let _ = reply.send(self.status());
+                let _ = reply.send(self.status(group));
             }
             Control::Checksum(reply) => {
-                let _ = reply.send(self.checksum());
+                let _ = reply.send(self.checksum(group));
             }
         }
     }
 
-    fn status(&self) -> NodeStatus {
+    fn status(&self, group: GroupId) -> NodeStatus {
         let tallies = &self.env.tallies;
         let mut status = NodeStatus {
             node_id: self.env.id,
             role: "outside",
-            view: self.node.view(self.group).map_or(0, |view| view.number),
+            view: self.node.view(group).map_or(0, |view| view.number),
             lsn: 0,
             lsn_applied: 0,
             pending_replies: 0,
@@ -658,7 +723,7 @@ impl NodeThread {
             shipped_wire_bytes: 0,
             check: None,
         };
-        match self.node.role(self.group) {
+        match self.node.role(group) {
             RoleSlot::Primary(host) => {
                 let primary = host.primary();
                 let lsn = host.role().store().segment().lsn();
@@ -685,9 +750,9 @@ impl NodeThread {
         status
     }
 
-    fn checksum(&self) -> Checksum {
+    fn checksum(&self, group: GroupId) -> Checksum {
         let model = &self.env.model;
-        let segment = match self.node.role(self.group) {
+        let segment = match self.node.role(group) {
             RoleSlot::Primary(host) => host.role().store().segment(),
             RoleSlot::Backup(backup) if backup.is_passive() => {
                 return passive_checksum(backup.applier());
@@ -707,34 +772,42 @@ impl NodeThread {
         checksum
     }
 
-    /// Publishes the role the node holds now: its handle for the other threads (a new one
-    /// for a new role), its figures, the links a primary role needs, and what `/status` and
+    /// Publishes the roles the node holds now: each group's handle for the other threads (a
+    /// new one for a new role), its figures, the links a role needs, and what `/status` and
     /// `/metrics` say.
     fn publish(&mut self) {
-        let role_epoch = self.node.role_epoch(self.group);
-        let fresh = match (&self.published, self.node.role(self.group)) {
-            (Published::Outside, RoleSlot::Outside) => false,
-            (Published::Primary { role_epoch: e, .. }, RoleSlot::Primary(_))
-            | (Published::Backup { role_epoch: e, .. }, RoleSlot::Backup(_)) => *e != role_epoch,
-            _ => true,
-        };
-        if fresh {
-            self.publish_new_role(role_epoch);
+        for at in 0..self.hosted.len() {
+            let group = self.hosted[at].group;
+            let role_epoch = self.node.role_epoch(group);
+            let fresh = match (&self.hosted[at].published, self.node.role(group)) {
+                (Published::Outside, RoleSlot::Outside) => false,
+                (Published::Primary { role_epoch: e, .. }, RoleSlot::Primary(_))
+                | (Published::Backup { role_epoch: e, .. }, RoleSlot::Backup(_)) => {
+                    *e != role_epoch
+                }
+                _ => true,
+            };
+            if fresh {
+                self.publish_new_role(at, role_epoch);
+            }
+            self.publish_figures(at);
+            self.keep_links(at);
         }
-        self.publish_figures();
-        self.keep_links();
         self.publish_beats();
         self.publish_info();
     }
 
-    /// A new role: a new handle in the slot, and the connections of the old one let go.
-    fn publish_new_role(&mut self, role_epoch: u64) {
-        self.heard_since_role.clear();
-        let (slot, published) = match self.node.role(self.group) {
+    /// A new role in the group at `at`: a new handle in its slot, and the connections of the
+    /// old one let go.
+    fn publish_new_role(&mut self, at: usize, role_epoch: u64) {
+        let group = self.hosted[at].group;
+        self.hosted[at].heard_since_role.clear();
+        let (slot, published) = match self.node.role(group) {
             RoleSlot::Outside => (Slot::Outside, Published::Outside),
             RoleSlot::Primary(host) => {
                 let inbound = InboundTx {
                     to_node: self.env.to_node.clone(),
+                    group,
                     role_epoch,
                 };
                 let lsn = host.primary().lsn_committed();
@@ -763,6 +836,7 @@ impl NodeThread {
                 let lsn_applied = backup.applier().lsn_applied();
                 let backup = BackupHandle::on_node(
                     &self.env.config,
+                    group,
                     self.env.to_node.clone(),
                     self.controls_tx.clone(),
                     gate,
@@ -779,18 +853,26 @@ impl NodeThread {
             }
         };
         // A port inside the node of a role that ended is let go: it tells its front end.
-        let primary_epoch = self.env.primary_epoch;
-        self.env.conns.retain(|_, conn| {
-            Some(conn.role_epoch) == primary_epoch
+        let env = &mut self.env;
+        let current: Vec<(GroupId, Option<u64>)> = env
+            .groups
+            .iter()
+            .map(|part| (part.group, part.primary_epoch))
+            .collect();
+        env.conns.retain(|_, conn| {
+            let epoch = current.iter().find(|(of, _)| *of == conn.group);
+            epoch.is_some_and(|&(_, epoch)| epoch == Some(conn.role_epoch))
                 || !matches!(conn.out.sink(), ConnSink::Local { .. })
         });
-        self.published = published;
-        *self.slot.lock().expect("not poisoned") = slot;
+        let hosted = &mut self.hosted[at];
+        hosted.published = published;
+        *hosted.slot.lock().expect("not poisoned") = slot;
     }
 
-    /// Keeps the published figures of the role in step with it.
-    fn publish_figures(&mut self) {
-        match (&self.published, self.node.role(self.group)) {
+    /// Keeps the published figures of the role of the group at `at` in step with it.
+    fn publish_figures(&mut self, at: usize) {
+        let group = self.hosted[at].group;
+        match (&self.hosted[at].published, self.node.role(group)) {
             (
                 Published::Primary {
                     view,
@@ -802,22 +884,8 @@ impl NodeThread {
                 let lsn = host.primary().lsn_committed();
                 view.store(host.primary().view(), Ordering::Release);
                 lsn_committed.store(lsn, Ordering::Release);
-                let metrics = &self.env.metrics;
-                metrics.lsn_committed.set(lsn as i64);
-                for (node, received, applied) in host.primary().backup_progress() {
-                    let label = crate::metrics::BackupLabel {
-                        backup: node.to_string(),
-                    };
-                    let lag = lsn.saturating_sub(applied) as i64;
-                    metrics
-                        .backup_lsn_received
-                        .get_or_create(&label)
-                        .set(received as i64);
-                    metrics
-                        .backup_lsn_applied
-                        .get_or_create(&label)
-                        .set(applied as i64);
-                    metrics.backup_lag_records.get_or_create(&label).set(lag);
+                if at == 0 {
+                    publish_primary_metrics(&self.env.metrics, host.primary(), lsn);
                 }
             }
             (
@@ -845,9 +913,23 @@ impl NodeThread {
 
     /// Refreshes what `/status` and `/metrics` say of the node.
     fn publish_info(&mut self) {
-        self.count_alone();
+        let groups: Vec<GroupInfo> = (0..self.hosted.len())
+            .map(|at| self.group_info(at))
+            .collect();
+        self.env.metrics.set_role(&groups[0].role);
         let core = self.node.core();
-        let group = self.group;
+        let mut info = self.info.lock().expect("not poisoned");
+        info.set_groups(groups);
+        info.leader = core.leader();
+        info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        info.alone_ms = self.env.metrics.primary_alone_seconds.get() * 1000.0;
+    }
+
+    /// What `/status` says of the group at `at`, after counting its time alone.
+    fn group_info(&mut self, at: usize) -> GroupInfo {
+        self.count_alone(at);
+        let core = self.node.core();
+        let group = self.hosted[at].group;
         let role = match self.node.role(group) {
             RoleSlot::Outside => "outside",
             RoleSlot::Primary(_) => "primary",
@@ -857,41 +939,62 @@ impl NodeThread {
                 _ => "backup",
             },
         };
-        self.env.metrics.set_role(role);
-        let mut info = self.info.lock().expect("not poisoned");
-        info.role = role.to_string();
         let view = core.view(group);
-        info.view = view.map_or(0, |view| view.number);
-        info.primary = view.map(|view| view.primary);
         let backups = view.map_or(&[][..], |view| &view.backups);
-        info.backups = backups.len();
-        if info.backup_nodes != backups {
-            info.backup_nodes = backups.to_vec();
+        GroupInfo {
+            group,
+            role: role.to_string(),
+            view: view.map_or(0, |view| view.number),
+            primary: view.map(|view| view.primary),
+            backups: backups.len(),
+            backup_nodes: backups.to_vec(),
+            heard_primary_ms_ago: (role == "backup" || role == "spare").then(|| {
+                core.ticks_since_heard_primary(group) as f64 * self.tick.as_secs_f64() * 1000.0
+            }),
         }
-        info.leader = core.leader();
-        info.heard_primary_ms_ago = (role == "backup" || role == "spare").then(|| {
-            core.ticks_since_heard_primary(group) as f64 * self.tick.as_secs_f64() * 1000.0
-        });
-        info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
-        info.alone_ms = self.env.metrics.primary_alone_seconds.get() * 1000.0;
     }
 
     /// Adds the time since the last pass to `tandem_primary_alone_seconds_total` while this
-    /// node serves as primary of a view without a backup.
-    fn count_alone(&mut self) {
+    /// node serves as primary of a view without a backup in the group at `at`.
+    fn count_alone(&mut self, at: usize) {
         let now = Instant::now();
-        if let Some(since) = self.alone_since.take() {
+        let group = self.hosted[at].group;
+        if let Some(since) = self.hosted[at].alone_since.take() {
             let alone = now.duration_since(since).as_secs_f64();
             self.env.metrics.primary_alone_seconds.inc_by(alone);
         }
-        let alone = matches!(self.node.role(self.group), RoleSlot::Primary(_))
+        let alone = matches!(self.node.role(group), RoleSlot::Primary(_))
             && self
                 .node
-                .view(self.group)
+                .view(group)
                 .is_some_and(|view| view.backups.is_empty() && !self.env.config.peers.is_empty());
         if alone {
-            self.alone_since = Some(now);
+            self.hosted[at].alone_since = Some(now);
         }
+    }
+}
+
+/// The primary role's figures in `/metrics`: its committed LSN and each backup's progress.
+fn publish_primary_metrics(
+    metrics: &crate::metrics::Metrics,
+    primary: &tandem_replication::Primary<tandem_node::Answer<CallTo>>,
+    lsn: u64,
+) {
+    metrics.lsn_committed.set(lsn as i64);
+    for (node, received, applied) in primary.backup_progress() {
+        let label = crate::metrics::BackupLabel {
+            backup: node.to_string(),
+        };
+        let lag = lsn.saturating_sub(applied) as i64;
+        metrics
+            .backup_lsn_received
+            .get_or_create(&label)
+            .set(received as i64);
+        metrics
+            .backup_lsn_applied
+            .get_or_create(&label)
+            .set(applied as i64);
+        metrics.backup_lag_records.get_or_create(&label).set(lag);
     }
 }
 

@@ -21,7 +21,7 @@
 //! reported once, with whether the peer's side ended it (its process may have died: the node
 //! hears of it at once).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -138,11 +138,12 @@ pub(super) enum PeerInput {
     /// Bytes of a frame not yet whole arrived (said at most once per tick): a long frame
     /// from a primary is hearing from it.
     Receiving { from: NodeId },
-    /// Backup `from` asks this node's primary role for a link.
-    LinkAsked { from: NodeId },
-    /// The answer to this node's last ask for a link from `from`.
+    /// Backup `from` asks this node's primary role of `group` for a link.
+    LinkAsked { from: NodeId, group: GroupId },
+    /// The answer to this node's last ask for a link in `group` from `from`.
     LinkAnswered {
         from: NodeId,
+        group: GroupId,
         answer: Result<(), String>,
     },
 }
@@ -170,8 +171,9 @@ struct PeerConn {
     out: Arc<PiMutex<PeerOut>>,
     /// Numbers the connections, so that the beat thread's list follows a replacement.
     number: u64,
-    /// This node's asks for a link, not answered yet.
-    asks_unanswered: u32,
+    /// The groups of this node's asks for a link, not answered yet, in the order they were
+    /// sent (the peer answers them in that order).
+    asks_unanswered: VecDeque<GroupId>,
     /// When the node was last told a frame not yet whole is arriving.
     told_receiving: Option<Instant>,
 }
@@ -243,7 +245,10 @@ impl PeerConn {
                 Ok(Some(Frame::Hello(hello)))
                     if hello.peer == PeerKind::Replica && hello.id == u64::from(from) =>
                 {
-                    PeerInput::LinkAsked { from }
+                    PeerInput::LinkAsked {
+                        from,
+                        group: hello.group,
+                    }
                 }
                 Ok(Some(Frame::Welcome(_))) => match self.answered(from, Ok(())) {
                     Some(input) => input,
@@ -265,10 +270,16 @@ impl PeerConn {
         }
     }
 
-    /// An answer to one of this node's asks: the node hears only the answer to its last.
+    /// An answer to one of this node's asks: the node hears only the answer to its last in
+    /// the group (one the peer sends unasked is dropped).
     fn answered(&mut self, from: NodeId, answer: Result<(), String>) -> Option<PeerInput> {
-        self.asks_unanswered = self.asks_unanswered.saturating_sub(1);
-        (self.asks_unanswered == 0).then_some(PeerInput::LinkAnswered { from, answer })
+        let group = self.asks_unanswered.pop_front()?;
+        let last = !self.asks_unanswered.contains(&group);
+        last.then_some(PeerInput::LinkAnswered {
+            from,
+            group,
+            answer,
+        })
     }
 }
 
@@ -283,7 +294,6 @@ enum Dial {
 /// The node's peer connections: see the module.
 pub(crate) struct Peers {
     me: NodeId,
-    group: u32,
     addresses: BTreeMap<NodeId, SocketAddr>,
     auth: PeerAuth,
     max_frame_len: usize,
@@ -330,7 +340,6 @@ impl Peers {
             .collect();
         Ok(Peers {
             me,
-            group: config.group.id,
             addresses,
             auth,
             max_frame_len: config.tuning.max_frame_len,
@@ -415,7 +424,7 @@ impl Peers {
             buffer,
             out: Arc::new(PiMutex::new(out)),
             number: self.conns_opened,
-            asks_unanswered: 0,
+            asks_unanswered: VecDeque::new(),
             told_receiving: None,
         };
         self.conns.insert(peer, conn);
@@ -506,15 +515,15 @@ impl Peers {
         true
     }
 
-    /// Asks `primary` for a link (this node's backup role follows it).
-    pub(super) fn ask_link(&mut self, primary: NodeId) {
+    /// Asks `primary` for a link in `group` (this node's backup role there follows it).
+    pub(super) fn ask_link(&mut self, primary: NodeId, group: GroupId) {
         self.frame.clear();
-        let hello = Hello::new(PeerKind::Replica, u64::from(self.me), self.group);
+        let hello = Hello::new(PeerKind::Replica, u64::from(self.me), group);
         encode_hello(&mut self.frame, &hello);
         if self.queue(primary)
             && let Some(conn) = self.conns.get_mut(&primary)
         {
-            conn.asks_unanswered += 1;
+            conn.asks_unanswered.push_back(group);
         }
     }
 
@@ -619,7 +628,8 @@ impl Peers {
             let Some(&address) = self.addresses.get(&peer) else {
                 continue;
             };
-            let hello = Hello::new(PeerKind::Cluster, u64::from(self.me), self.group);
+            // A node's connection carries every group's stream: its Hello names none (0).
+            let hello = Hello::new(PeerKind::Cluster, u64::from(self.me), 0);
             let auth = self.auth.clone();
             let to_node = self.to_node.clone();
             let max_frame_len = self.max_frame_len;
@@ -719,7 +729,7 @@ mod tests {
             buffer: FrameBuffer::new(tandem_wire::MAX_FRAME_LEN_DEFAULT),
             out: Arc::new(PiMutex::new(out)),
             number: 1,
-            asks_unanswered: 0,
+            asks_unanswered: VecDeque::new(),
             told_receiving: None,
         };
         (conn, peer)
@@ -749,21 +759,21 @@ mod tests {
     #[test]
     fn only_the_answer_to_the_last_ask_is_heard() {
         let (mut conn, mut peer) = pair();
-        conn.asks_unanswered = 2;
+        conn.asks_unanswered = VecDeque::from([0, 0]);
         let mut frames = welcome();
         encode_error(&mut frames, ErrorCode::StaleView, "node 1 is not a member");
         peer.write_all(&frames).unwrap();
         let inputs = read_all(&mut conn, Instant::now()).ok().unwrap();
         assert_eq!(inputs.len(), 1, "{inputs:?}");
         assert!(
-            matches!(&inputs[0], PeerInput::LinkAnswered { from: 2, answer: Err(why) }
+            matches!(&inputs[0], PeerInput::LinkAnswered { from: 2, group: 0, answer: Err(why) }
                 if why == "node 1 is not a member"),
             "{inputs:?}"
         );
-        assert_eq!(conn.asks_unanswered, 0);
+        assert!(conn.asks_unanswered.is_empty());
 
         // The next ask's answer is heard.
-        conn.asks_unanswered = 1;
+        conn.asks_unanswered = VecDeque::from([0]);
         peer.write_all(&welcome()).unwrap();
         let inputs = read_all(&mut conn, Instant::now()).ok().unwrap();
         assert!(
@@ -771,11 +781,38 @@ mod tests {
                 &inputs[..],
                 [PeerInput::LinkAnswered {
                     from: 2,
+                    group: 0,
                     answer: Ok(())
                 }]
             ),
             "{inputs:?}"
         );
+    }
+
+    /// Asks of two groups on one connection are answered in order; each group hears the
+    /// answer to its own last ask, and an answer nobody asked for is dropped.
+    #[test]
+    fn each_group_hears_the_answer_to_its_last_ask() {
+        let (mut conn, mut peer) = pair();
+        conn.asks_unanswered = VecDeque::from([1, 2, 1]);
+        let mut frames = Vec::new();
+        encode_error(&mut frames, ErrorCode::StaleView, "first ask of group 1");
+        frames.extend(welcome());
+        encode_error(&mut frames, ErrorCode::StaleView, "second ask of group 1");
+        frames.extend(welcome());
+        peer.write_all(&frames).unwrap();
+        let inputs = read_all(&mut conn, Instant::now()).ok().unwrap();
+        assert!(
+            matches!(
+                &inputs[..],
+                [
+                    PeerInput::LinkAnswered { from: 2, group: 2, answer: Ok(()) },
+                    PeerInput::LinkAnswered { from: 2, group: 1, answer: Err(why) },
+                ] if why == "second ask of group 1"
+            ),
+            "{inputs:?}"
+        );
+        assert!(conn.asks_unanswered.is_empty());
     }
 
     #[test]
@@ -786,7 +823,7 @@ mod tests {
         peer.write_all(&frame).unwrap();
         let inputs = read_all(&mut conn, Instant::now()).ok().unwrap();
         assert!(
-            matches!(&inputs[..], [PeerInput::LinkAsked { from: 2 }]),
+            matches!(&inputs[..], [PeerInput::LinkAsked { from: 2, group: 0 }]),
             "{inputs:?}"
         );
 
