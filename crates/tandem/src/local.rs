@@ -622,61 +622,122 @@ impl LocalCluster {
                 .map_err(|err| format!("node {}: {}", node.entry.id, err.text()))?;
             statuses.push((node.entry.id, status));
         }
-        let primaries: Vec<&(u32, Value)> = statuses
+        let groups: std::collections::BTreeSet<u64> = statuses
             .iter()
-            .filter(|(_, status)| status["cluster"]["role"] == "primary")
+            .flat_map(|(_, status)| status["groups"].as_array().cloned().unwrap_or_default())
+            .filter_map(|group| group["group"].as_u64())
             .collect();
-        let [(primary, primary_status)] = primaries.as_slice() else {
-            return Err(format!("{} nodes say they are primary", primaries.len()));
-        };
-        let view = primary_status["cluster"]["view"].as_u64().unwrap_or(0);
-        let lsn = primary_status["report"]["status"]["lsn"]
-            .as_u64()
-            .ok_or("the primary has no LSN yet")?;
+        if groups.is_empty() {
+            return Err("no node serves in a group yet".into());
+        }
+        let groups: Vec<GroupSettled> = groups
+            .into_iter()
+            .map(|group| group_settled(&statuses, group))
+            .collect::<Result<_, _>>()?;
         // The config store's leader is kept off the primary, so that the primary's death
         // needs no Raft election before its view change: until it has moved (a start-up
         // election may land on the primary), a kill would measure an election too. A lone
-        // node leads and is primary both.
+        // node leads and is primary both; where every voter leads a group, the leader stays.
+        let primaries: Vec<u32> = groups.iter().map(|group| group.primary).collect();
+        // A local cluster's voters are its three lowest node ids (the default).
+        let voter_leads_none = statuses
+            .iter()
+            .take(3)
+            .any(|(id, _)| !primaries.contains(id));
         for (id, status) in &statuses {
             match status["cluster"]["leader"].as_u64() {
-                Some(leader) if leader as u32 == *primary && statuses.len() > 1 => {
+                Some(leader) if primaries.contains(&(leader as u32)) && voter_leads_none => {
                     return Err(format!(
-                        "node {id} sees the primary {primary} lead the config store"
+                        "node {id} sees the primary {leader} lead the config store"
                     ));
                 }
                 Some(_) => {}
                 None => return Err(format!("node {id} knows no config store leader")),
             }
         }
-        for (id, status) in &statuses {
-            if id == primary {
-                continue;
-            }
-            let role = status["cluster"]["role"].as_str().unwrap_or("?");
-            if role != "backup" {
-                return Err(format!("node {id} is {role}"));
-            }
-            if status["cluster"]["view"].as_u64() != Some(view) {
-                return Err(format!("node {id} is not in view {view} yet"));
-            }
-            let applied = status["report"]["status"]["lsn_applied"]
-                .as_u64()
-                .unwrap_or(0);
-            if applied != lsn {
-                return Err(format!("node {id} applied {applied} of {lsn}"));
-            }
-        }
+        let first = groups[0];
         Ok(Settled {
-            primary: *primary,
-            view,
-            lsn,
+            primary: first.primary,
+            view: first.view,
+            lsn: first.lsn,
+            groups,
         })
     }
 }
 
-/// A settled cluster's primary, view and LSN.
-#[derive(Clone, Copy, Debug)]
+/// Whether `group` serves: one of its members is primary, and every other live member is a
+/// backup of its view that has applied everything the primary committed.
+fn group_settled(statuses: &[(u32, Value)], group: u64) -> Result<GroupSettled, String> {
+    // Each member's place in the group and its role's report, as its `/status` says them.
+    let members: Vec<(u32, &Value, &Value)> = statuses
+        .iter()
+        .filter_map(|(id, status)| {
+            let place = status["cluster"]["groups"]
+                .as_array()?
+                .iter()
+                .find(|place| place["group"].as_u64() == Some(group))?;
+            let report = status["groups"]
+                .as_array()?
+                .iter()
+                .find(|report| report["group"].as_u64() == Some(group))?;
+            Some((*id, place, report))
+        })
+        .collect();
+    let primaries: Vec<&(u32, &Value, &Value)> = members
+        .iter()
+        .filter(|(_, place, _)| place["role"] == "primary")
+        .collect();
+    let [(primary, primary_place, primary_report)] = primaries.as_slice() else {
+        return Err(format!(
+            "{} nodes say they are primary of group {group}",
+            primaries.len()
+        ));
+    };
+    let view = primary_place["view"].as_u64().unwrap_or(0);
+    let lsn = primary_report["report"]["status"]["lsn"]
+        .as_u64()
+        .ok_or(format!("the primary of group {group} has no LSN yet"))?;
+    for (id, place, report) in &members {
+        if id == primary {
+            continue;
+        }
+        let role = place["role"].as_str().unwrap_or("?");
+        if role != "backup" {
+            return Err(format!("node {id} is {role} in group {group}"));
+        }
+        if place["view"].as_u64() != Some(view) {
+            return Err(format!("node {id} is not in view {view} of group {group} yet"));
+        }
+        let applied = report["report"]["status"]["lsn_applied"]
+            .as_u64()
+            .unwrap_or(0);
+        if applied != lsn {
+            return Err(format!(
+                "node {id} applied {applied} of {lsn} in group {group}"
+            ));
+        }
+    }
+    Ok(GroupSettled {
+        group: group as u32,
+        primary: *primary,
+        view,
+        lsn,
+    })
+}
+
+/// A settled cluster's first group's primary, view and LSN, and every group's.
+#[derive(Clone, Debug)]
 pub struct Settled {
+    pub primary: u32,
+    pub view: u64,
+    pub lsn: u64,
+    pub groups: Vec<GroupSettled>,
+}
+
+/// A settled group's primary, view and LSN.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupSettled {
+    pub group: u32,
     pub primary: u32,
     pub view: u64,
     pub lsn: u64,

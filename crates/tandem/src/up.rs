@@ -226,10 +226,20 @@ fn read_users_file(
 /// What `up` prints once the cluster serves: the primary, every node's addresses and log,
 /// and how to reach the primary with redis-cli.
 fn print_cluster(cluster: &LocalCluster, settled: &local::Settled) {
-    say(&format!(
-        "cluster up: node {} is primary of view {}, LSN {}",
-        settled.primary, settled.view, settled.lsn
-    ));
+    if let [_, _, ..] = settled.groups.as_slice() {
+        say(&format!("cluster up: {} groups", settled.groups.len()));
+        for group in &settled.groups {
+            say(&format!(
+                "  group {}: node {} is primary of view {}, LSN {}",
+                group.group, group.primary, group.view, group.lsn
+            ));
+        }
+    } else {
+        say(&format!(
+            "cluster up: node {} is primary of view {}, LSN {}",
+            settled.primary, settled.view, settled.lsn
+        ));
+    }
     for node in &cluster.nodes {
         let resp = node
             .entry
@@ -393,6 +403,8 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
             .map(|(entry, status)| status_json(entry, status.as_ref()))
             .collect();
         println!("{}", json!({ "nodes": nodes }));
+    } else if rows.iter().any(|(_, status)| serves_several(status.as_ref())) {
+        print_group_rows(&rows);
     } else {
         // Lag is measured against the primary's LSN.
         let lsn_primary = rows
@@ -405,7 +417,8 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
             "node", "role", "view", "LSN", "lag", "last heartbeat", "pid", "native (stub)", "redis"
         );
         for (entry, status) in &rows {
-            println!("{}", status_row(entry, status.as_ref(), lsn_primary));
+            let place = status.as_ref().map(|status| (&status["cluster"], status));
+            println!("{}", status_row(entry, place, lsn_primary));
         }
     }
     if rows.iter().all(|(_, status)| status.is_none()) {
@@ -433,14 +446,75 @@ fn status_json(entry: &NodeEntry, status: Option<&Value>) -> Value {
     })
 }
 
-/// A node's row in `status`'s table; a node that does not answer says why.
-fn status_row(entry: &NodeEntry, status: Option<&Value>, lsn_primary: Option<u64>) -> String {
+/// Whether a node's `/status` says it serves in several groups.
+fn serves_several(status: Option<&Value>) -> bool {
+    status.is_some_and(|status| status["groups"].as_array().is_some_and(|g| g.len() > 1))
+}
+
+/// `status`'s table of a cluster of several groups: a row per group each node serves in,
+/// grouped by group, each lag measured against its group's primary.
+fn print_group_rows(rows: &[(&NodeEntry, Option<Value>)]) {
+    // Each node's place in each group and its role's report there.
+    let places = |status: &Value| -> Vec<(u64, Value, Value)> {
+        let reports = status["groups"].as_array().cloned().unwrap_or_default();
+        let places = status["cluster"]["groups"].as_array().cloned().unwrap_or_default();
+        places
+            .into_iter()
+            .filter_map(|place| {
+                let group = place["group"].as_u64()?;
+                let report = reports.iter().find(|r| r["group"].as_u64() == Some(group))?;
+                Some((group, place, report.clone()))
+            })
+            .collect()
+    };
+    let mut groups: Vec<u64> = rows
+        .iter()
+        .filter_map(|(_, status)| status.as_ref())
+        .flat_map(|status| places(status).into_iter().map(|(group, _, _)| group))
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    println!(
+        "{:<5} {:<5} {:<8} {:>5} {:>10} {:>10} {:>15} {:>8}  {:<21} {:<21}",
+        "group", "node", "role", "view", "LSN", "lag", "last heartbeat", "pid", "native (stub)",
+        "redis"
+    );
+    for group in groups {
+        // A node that is down is listed in every group; one that runs, in its own.
+        let members: Vec<(&NodeEntry, Option<(Value, Value)>)> = rows
+            .iter()
+            .filter_map(|(entry, status)| match status {
+                None => Some((*entry, None)),
+                Some(status) => {
+                    let (_, place, report) = places(status).into_iter().find(|p| p.0 == group)?;
+                    Some((*entry, Some((place, report))))
+                }
+            })
+            .collect();
+        let lsn_primary = members
+            .iter()
+            .filter_map(|(_, place)| place.as_ref())
+            .find(|(place, _)| place["role"] == "primary")
+            .and_then(|(_, report)| report["report"]["status"]["lsn"].as_u64());
+        for (entry, place) in &members {
+            let place = place.as_ref().map(|(place, report)| (place, report));
+            println!("{group:<5} {}", status_row(entry, place, lsn_primary));
+        }
+    }
+}
+
+/// A node's row in `status`'s table, from its place in the group (role, view, heartbeat)
+/// and what holds its role's report (`report.status`); a node that does not answer says why.
+fn status_row(
+    entry: &NodeEntry,
+    place: Option<(&Value, &Value)>,
+    lsn_primary: Option<u64>,
+) -> String {
     let id = entry.id;
-    let Some(status) = status else {
+    let Some((cluster, status)) = place else {
         let reason = local::not_running_reason(entry, &local::probe(entry));
         return format!("{id:<5} {:<8} {reason}", "down");
     };
-    let cluster = &status["cluster"];
     let role = cluster["role"].as_str().unwrap_or("?");
     let view = cluster["view"].as_u64().unwrap_or(0);
     let applied = status["report"]["status"]["lsn_applied"].as_u64();
