@@ -45,7 +45,7 @@ use tandem_replication::NodeId;
 use tandem_store::DataModel;
 
 use crate::backup::BackupHandle;
-use crate::config::{ClusterTable, NodeConfig, Role};
+use crate::config::{ClusterTable, GroupPlan, NodeConfig};
 use crate::log::NodeLog;
 use crate::metrics::Metrics;
 use crate::peer_auth::{ClientAuth, PeerAuth};
@@ -670,14 +670,22 @@ fn cluster_settings(config: &NodeConfig) -> ClusterSettings {
     let fixed = ClusterTable::new(PathBuf::new());
     let table = config.cluster.as_ref().unwrap_or(&fixed);
     let view_fixed = config.cluster.is_none();
+    // The node serves in the groups it is a member of; it coordinates the view changes of
+    // the others while it leads the config store.
+    let (served, others): (Vec<_>, Vec<_>) =
+        (config.group_plans().into_iter()).partition(|plan| plan.members.contains(&config.node_id));
+    let settings = |plans: Vec<GroupPlan>| -> Vec<GroupSettings> {
+        (plans.into_iter())
+            .map(|plan| GroupSettings {
+                id: plan.id,
+                safety: plan.safety,
+            })
+            .collect()
+    };
     ClusterSettings {
         node: config.node_id,
-        groups: vec![GroupSettings {
-            id: config.group.id,
-            safety: config.group.safety,
-        }],
-        // A node's config names its own group alone (docs/many-groups.md, step 4).
-        coordinated: Vec::new(),
+        groups: settings(served),
+        coordinated: settings(others),
         // A fixed view's config store is the node's alone: it never hears another's.
         voters: match view_fixed {
             true => vec![config.node_id],
@@ -980,8 +988,9 @@ impl crate::resp::RespNode for ClusterResp {
     }
 }
 
-/// The cluster map of a fresh cluster: every configured node, and the group's first view
-/// as the roles in the configuration give it.
+/// The cluster map of a fresh cluster: every configured node, each group's first view as
+/// the configuration's plans give it (the primary first, then the backups), and the slot
+/// table the configuration gives.
 fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) -> ClusterMap {
     let mut map = ClusterMap::default();
     for (&id, address) in addresses {
@@ -993,32 +1002,21 @@ fn initial_map(config: &NodeConfig, addresses: &BTreeMap<NodeId, SocketAddr>) ->
             },
         );
     }
-    let primary = if config.role == Role::Primary {
-        config.node_id
-    } else {
-        config
-            .peers
-            .iter()
-            .find(|peer| peer.role == Role::Primary)
-            .map_or(config.node_id, |peer| peer.node_id)
-    };
-    let mut backups: Vec<NodeId> = addresses
-        .keys()
-        .copied()
-        .filter(|&id| id != primary)
-        .collect();
-    backups.sort_unstable();
-    map.groups.insert(
-        config.group.id,
-        View {
-            number: config.group.view,
-            primary,
-            backups,
-            spares: Vec::new(),
-            promotions: Vec::new(),
-            primary_sole_holder: false,
-        },
-    );
+    for plan in config.group_plans() {
+        let (&primary, backups) = plan.members.split_first().expect("a group has a member");
+        map.groups.insert(
+            plan.id,
+            View {
+                number: config.group.view,
+                primary,
+                backups: backups.to_vec(),
+                spares: Vec::new(),
+                promotions: Vec::new(),
+                primary_sole_holder: false,
+            },
+        );
+    }
+    map.slots = config.slot_table();
     map
 }
 
@@ -1089,5 +1087,119 @@ fn replay_log(
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tandem_config::{GroupId, SlotTable};
+    use tandem_replication::{AckCount, Safety};
+
+    use super::*;
+    use crate::config::{EXAMPLE, PeerConfig, Role};
+
+    /// Three nodes and three groups; node 1 serves in groups 1 and 3 and only coordinates 2.
+    const THREE_GROUPS: &str = r#"
+node_id = 1
+listen = "127.0.0.1:7001"
+
+[group]
+workload = "debit-credit"
+view = 4
+
+[cluster]
+data_dir = "raft"
+
+[[cluster.groups]]
+id = 1
+members = [1, 2, 3]
+
+[[cluster.groups]]
+id = 2
+members = [2, 3]
+safety = "2-safe:1"
+
+[[cluster.groups]]
+id = 3
+members = [3, 1]
+
+[[peers]]
+node_id = 2
+address = "127.0.0.1:7002"
+
+[[peers]]
+node_id = 3
+address = "127.0.0.1:7003"
+"#;
+
+    fn view(number: u64, primary: NodeId, backups: &[NodeId]) -> View {
+        View {
+            number,
+            primary,
+            backups: backups.to_vec(),
+            spares: Vec::new(),
+            promotions: Vec::new(),
+            primary_sole_holder: false,
+        }
+    }
+
+    #[test]
+    fn the_first_map_holds_a_view_of_each_group_and_the_even_slot_table() {
+        let config = NodeConfig::from_toml_str(THREE_GROUPS).expect("THREE_GROUPS parses");
+        let map = initial_map(&config, &member_addresses(&config));
+        assert_eq!(map.nodes.keys().copied().collect::<Vec<_>>(), [1, 2, 3]);
+        let views: Vec<(GroupId, View)> = map.groups.clone().into_iter().collect();
+        assert_eq!(
+            views,
+            [
+                (1, view(4, 1, &[2, 3])),
+                (2, view(4, 2, &[3])),
+                (3, view(4, 3, &[1])),
+            ]
+        );
+        assert_eq!(map.slots, SlotTable::even(&[1, 2, 3]));
+        map.validate().expect("the first map is well formed");
+
+        let settings = cluster_settings(&config);
+        let two_safe = Safety::TwoSafe(AckCount::All);
+        let group = |id, safety| GroupSettings { id, safety };
+        assert_eq!(settings.groups, [group(1, two_safe), group(3, two_safe)]);
+        let one_ack = Safety::TwoSafe(AckCount::Of(1));
+        assert_eq!(settings.coordinated, [group(2, one_ack)]);
+        assert!(!settings.view_fixed);
+    }
+
+    /// A configuration without `[[cluster.groups]]` makes the map it always made: group.id,
+    /// the primary its roles name, every other node a backup in ascending id, no slots.
+    #[test]
+    fn a_one_group_config_makes_the_map_it_always_made() {
+        let mut config = NodeConfig::from_toml_str(EXAMPLE).expect("EXAMPLE parses");
+        config.group.id = 7;
+        config.role = Some(Role::Backup);
+        for (node_id, role) in [(5, Role::Backup), (3, Role::Primary)] {
+            config.peers.push(PeerConfig {
+                node_id,
+                address: format!("127.0.0.1:700{node_id}").parse().unwrap(),
+                role: Some(role),
+                resp: None,
+            });
+        }
+        config.validate().unwrap();
+        let addresses = member_addresses(&config);
+        let map = initial_map(&config, &addresses);
+        let mut expected = ClusterMap::default();
+        for (&id, address) in &addresses {
+            let address = address.to_string();
+            expected.nodes.insert(id, NodeInfo { id, address });
+        }
+        expected.groups.insert(7, view(1, 3, &[1, 2, 5]));
+        assert_eq!(map, expected);
+        assert!(map.slots.is_empty());
+
+        let settings = cluster_settings(&config);
+        let safety = Safety::TwoSafe(AckCount::All);
+        assert_eq!(settings.groups, [GroupSettings { id: 7, safety }]);
+        assert!(settings.coordinated.is_empty());
+        assert!(settings.view_fixed);
     }
 }

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use tandem_config::{GroupId, SLOT_COUNT, SlotError, SlotRange, SlotTable};
 use tandem_memory::Strategy;
 use tandem_node::SyncPolicy;
 use tandem_replication::{NodeId, Safety};
@@ -112,6 +113,27 @@ script_time_limit_ms = 30000
 # A backup checkpoints its database once this many MiB of batches were applied since its
 # last checkpoint (1 to 65536); the log then drops the segments the checkpoint covers.
 # checkpoint_mib = 128
+
+# Optional: cluster mode. The roles here are then only the first view: failure detection and
+# view changes through the config store move them on.
+# [cluster]
+# data_dir = "data/1"
+# A cluster of several groups names each in a [[cluster.groups]] table: its id, and its
+# members by node id, the first view's primary first, then its backups. `role`, every peer's
+# `role` and group.id are then left out; [group] gives what every group shares, and its
+# safety is the rule of a group that gives none.
+# [[cluster.groups]]
+# id = 1
+# members = [1, 2]
+# safety = "2-safe"
+# Optional: the hash slots (0 to 16383) the group serves, "A-B" or one slot "A". Either
+# every group lists its slots, each slot in one group, or none does: they are then split
+# evenly, in the order of the tables.
+# slots = ["0-8191"]
+# [[cluster.groups]]
+# id = 2
+# members = [2, 1]
+# slots = ["8192-16383"]
 
 # The other members of the group, one table each.
 [[peers]]
@@ -259,8 +281,10 @@ pub struct NodeConfig {
     /// carries a MAC. None by default: peer links are then accepted from loopback only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_secret: Option<Secret>,
-    /// This node's role in the group's current view.
-    pub role: Role,
+    /// This node's role in the group's current view. Required without
+    /// `[[cluster.groups]]`; with it, each group's members say the roles and this is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
     /// The group this node replicates.
     pub group: GroupConfig,
     /// The other members of the group (TOML `[[peers]]`).
@@ -419,6 +443,49 @@ pub struct ClusterTable {
     /// Raft leader is kept off the primary, so a primary's failure needs no election).
     #[serde(default = "default_election_ticks")]
     pub election_ticks: u64,
+    /// The cluster's groups (TOML `[[cluster.groups]]`), each with its members and, if any
+    /// entry gives them, its slots. None: the cluster is one group, `group.id`, whose members
+    /// are this node and its peers in the roles they are given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupEntry>,
+}
+
+/// The most entries `[[cluster.groups]]` may hold: each group a node serves costs it a
+/// segment, a log and a thread's worth of memory, and every node holds a view of each group,
+/// so a cluster far beyond a thousand groups would not fit the machines it runs on.
+pub const CLUSTER_GROUPS_MAX: usize = 1024;
+
+/// One group of the cluster as `[[cluster.groups]]` names it. `[group]` gives the settings
+/// every group shares (workload, segment size, strategy, seed, mode, first view number) and
+/// the safety rule of an entry that gives none.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupEntry {
+    /// The group's id, unique among the entries.
+    pub id: u32,
+    /// The group's members by node id: the primary of the first view, then its backups.
+    pub members: Vec<NodeId>,
+    /// When the group acknowledges a commit, written as `group.safety` (default: that one).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "group_safety_text"
+    )]
+    pub safety: Option<Safety>,
+    /// The hash slots the group serves, as inclusive ranges `"A-B"` or single slots `"A"`.
+    /// Either every entry gives its slots or none does (the slots are then split evenly in
+    /// the entries' order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<Vec<String>>,
+}
+
+/// One group of the cluster as this node's configuration gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupPlan {
+    pub id: u32,
+    /// The primary of the first view, then its backups.
+    pub members: Vec<NodeId>,
+    pub safety: Safety,
 }
 
 impl ClusterTable {
@@ -430,6 +497,7 @@ impl ClusterTable {
             lease_ticks: default_lease_ticks(),
             collect_ticks: default_collect_ticks(),
             election_ticks: default_election_ticks(),
+            groups: Vec::new(),
         }
     }
 }
@@ -528,21 +596,26 @@ impl NodeConfig {
                  table for a static primary and passive backups",
             ));
         }
-        if let Safety::Durable(_) = self.group.safety
+        self.validate_durable(self.group.safety, "group.safety")
+    }
+
+    /// The rules a durable `safety` (given in `field`) adds: active backups, and a log.
+    fn validate_durable(&self, safety: Safety, field: &str) -> Result<(), ConfigError> {
+        if let Safety::Durable(_) = safety
             && self.group.mode == Mode::Passive
         {
             return Err(invalid(
-                "group.safety",
+                field,
                 "durable needs mode = \"active\": a passive backup keeps the primary's memory \
                  writes, not redo records, and a restart cannot rebuild them from its log; use \
                  active mode, or another safety rule",
             ));
         }
-        if let Safety::Durable(_) = self.group.safety
+        if let Safety::Durable(_) = safety
             && self.log_settings().is_none()
         {
             return Err(invalid(
-                "group.safety",
+                field,
                 "durable needs a write-ahead log on every member; add a [log] table with its \
                  dir, or run in cluster mode",
             ));
@@ -605,6 +678,296 @@ impl NodeConfig {
         }
         Ok(())
     }
+}
+
+/// The groups of `[[cluster.groups]]`, resolved for the runtime, and their rules.
+impl NodeConfig {
+    /// The entries of `[[cluster.groups]]`: none outside cluster mode or without the table.
+    fn group_entries(&self) -> &[GroupEntry] {
+        self.cluster
+            .as_ref()
+            .map_or(&[], |cluster| cluster.groups.as_slice())
+    }
+
+    /// This node's id, then its peers', as the configuration lists them.
+    fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        std::iter::once(self.node_id).chain(self.peers.iter().map(|peer| peer.node_id))
+    }
+
+    /// Every group of the cluster (one for a config without [[cluster.groups]]: group.id,
+    /// with this node and its peers as members, the primary first — the one whose role is
+    /// primary — then the backups in ascending node id, safety = group.safety).
+    pub fn group_plans(&self) -> Vec<GroupPlan> {
+        let entries = self.group_entries();
+        if !entries.is_empty() {
+            let plan = |entry: &GroupEntry| GroupPlan {
+                id: entry.id,
+                members: entry.members.clone(),
+                safety: entry.safety.unwrap_or(self.group.safety),
+            };
+            return entries.iter().map(plan).collect();
+        }
+        // A validated configuration has exactly one primary; an unvalidated one without any
+        // still gets a group, led by this node.
+        let primary = match self.role {
+            Some(Role::Primary) => self.node_id,
+            _ => (self.peers.iter())
+                .find(|peer| peer.role == Some(Role::Primary))
+                .map_or(self.node_id, |peer| peer.node_id),
+        };
+        let mut backups: Vec<NodeId> = self.node_ids().filter(|&id| id != primary).collect();
+        backups.sort_unstable();
+        backups.dedup();
+        vec![GroupPlan {
+            id: self.group.id,
+            members: std::iter::once(primary).chain(backups).collect(),
+            safety: self.group.safety,
+        }]
+    }
+
+    /// The slot table of the cluster's first map: the entries' slots, or an even split in
+    /// entry order; for a config without [[cluster.groups]] the empty table (one group serves
+    /// every slot).
+    ///
+    /// Panics on slots [`NodeConfig::validate`] refuses.
+    pub fn slot_table(&self) -> SlotTable {
+        match self.slot_table_checked() {
+            Ok(table) => table,
+            Err(error) => panic!("slot_table of an invalid configuration: {error}"),
+        }
+    }
+
+    /// The groups this node is a member of (the ids of the plans whose members include
+    /// node_id), in plan order.
+    pub fn served_groups(&self) -> Vec<u32> {
+        (self.group_plans().into_iter())
+            .filter(|plan| plan.members.contains(&self.node_id))
+            .map(|plan| plan.id)
+            .collect()
+    }
+
+    /// The rules of `[[cluster.groups]]`: unique ids, members among the configured nodes,
+    /// each group's safety against its backups, this node in some group, and slots that
+    /// cover every slot once. `group.id` keeps its default, since each entry names its own.
+    fn validate_groups(&self) -> Result<(), ConfigError> {
+        let entries = self.group_entries();
+        if entries.is_empty() {
+            return Ok(());
+        }
+        if entries.len() > CLUSTER_GROUPS_MAX {
+            return Err(invalid(
+                "cluster.groups",
+                format!(
+                    "{} groups; a cluster has at most {CLUSTER_GROUPS_MAX} (each costs its \
+                     members a segment, a log and a thread's worth of memory), so merge some",
+                    entries.len()
+                ),
+            ));
+        }
+        if self.group.id != 0 {
+            return Err(invalid(
+                "group.id",
+                "with [[cluster.groups]] each group's id is given there; remove group.id (or \
+                 leave it 0)",
+            ));
+        }
+        for (index, entry) in entries.iter().enumerate() {
+            if let Some(first) = entries[..index].iter().position(|e| e.id == entry.id) {
+                return Err(invalid(
+                    format!("cluster.groups[{index}].id"),
+                    format!(
+                        "group {} is also `cluster.groups[{first}].id`; give each group its \
+                         own id",
+                        entry.id
+                    ),
+                ));
+            }
+            self.validate_group_members(index, entry)?;
+            self.validate_group_safety(index, entry)?;
+        }
+        // A node's cluster core runs the groups it serves in, at least one.
+        if self.served_groups().is_empty() {
+            return Err(invalid(
+                "cluster.groups",
+                format!(
+                    "node {} is a member of no group in cluster.groups; add it to one's members",
+                    self.node_id
+                ),
+            ));
+        }
+        self.slot_table_checked().map(drop)
+    }
+
+    /// A group's members: at least one, at most a `Members` frame carries, each once, each
+    /// this node or a peer.
+    fn validate_group_members(&self, index: usize, entry: &GroupEntry) -> Result<(), ConfigError> {
+        let field = format!("cluster.groups[{index}].members");
+        if entry.members.is_empty() {
+            return Err(invalid(
+                field,
+                "a group needs a member; list its node ids, the first view's primary first",
+            ));
+        }
+        // A node names every member of its group in its answer to a client's `Members`
+        // frame, which carries at most MEMBERS_MAX.
+        if entry.members.len() > tandem_wire::MEMBERS_MAX {
+            return Err(invalid(
+                field,
+                format!(
+                    "{} members; a group has at most {}, so list fewer",
+                    entry.members.len(),
+                    tandem_wire::MEMBERS_MAX
+                ),
+            ));
+        }
+        for (at, member) in entry.members.iter().enumerate() {
+            if entry.members[..at].contains(member) {
+                return Err(invalid(
+                    field,
+                    format!("node {member} is listed twice; list each member once"),
+                ));
+            }
+            if !self.node_ids().any(|id| id == *member) {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "node {member} is neither this node (node_id = {}) nor one of its \
+                         peers; add a [[peers]] table for it, or remove it from the group",
+                        self.node_id
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A group's safety rule, its own or `group.safety`, against the group's backups (every
+    /// member but the first) and the rules a durable one adds.
+    fn validate_group_safety(&self, index: usize, entry: &GroupEntry) -> Result<(), ConfigError> {
+        let backups = entry.members.len().saturating_sub(1);
+        let Some(safety) = entry.safety else {
+            self.group.safety.validate(backups).map_err(|error| {
+                invalid(
+                    "group.safety",
+                    format!(
+                        "the rule of cluster.groups[{index}] (group {}, which gives none of its \
+                         own): {error}; or give that group its own safety",
+                        entry.id
+                    ),
+                )
+            })?;
+            return Ok(());
+        };
+        let field = format!("cluster.groups[{index}].safety");
+        safety
+            .validate(backups)
+            .map_err(|error| invalid(&field, error.to_string()))?;
+        self.validate_durable(safety, &field)
+    }
+
+    /// The slot table the entries give, or why they give none.
+    fn slot_table_checked(&self) -> Result<SlotTable, ConfigError> {
+        let entries = self.group_entries();
+        if entries.iter().all(|entry| entry.slots.is_none()) {
+            let ids: Vec<GroupId> = entries.iter().map(|entry| entry.id).collect();
+            return Ok(SlotTable::even(&ids));
+        }
+        if let Some(index) = entries.iter().position(|entry| entry.slots.is_none()) {
+            return Err(invalid(
+                format!("cluster.groups[{index}].slots"),
+                "other groups give their slots, so this one must too: either every group \
+                 lists its slots or none does (an even split); add this group's, or remove \
+                 every group's",
+            ));
+        }
+        // Each range with the path of the text it came from, in slot order.
+        let mut ranges: Vec<(SlotRange, String)> = Vec::new();
+        for (index, entry) in entries.iter().enumerate() {
+            for (at, text) in entry.slots.iter().flatten().enumerate() {
+                let field = format!("cluster.groups[{index}].slots[{at}]");
+                let (first, last) = slot_range(text).map_err(|message| invalid(&field, message))?;
+                let group = entry.id;
+                ranges.push((SlotRange { first, last, group }, field));
+            }
+        }
+        ranges.sort_by_key(|(range, _)| range.first);
+        let plain: Vec<SlotRange> = ranges.iter().map(|(range, _)| *range).collect();
+        SlotTable::from_ranges(plain).map_err(|error| slot_error(error, &ranges))?;
+        Ok(SlotTable::from_ranges(merged(&ranges)).expect("merging keeps the cover"))
+    }
+}
+
+/// `ranges` (in slot order, every slot in one) with each run of adjacent ranges of one
+/// group made one range, as a slot table keeps them.
+fn merged(ranges: &[(SlotRange, String)]) -> Vec<SlotRange> {
+    let mut merged: Vec<SlotRange> = Vec::with_capacity(ranges.len());
+    for &(range, _) in ranges {
+        match merged.last_mut() {
+            Some(last) if last.group == range.group && last.last + 1 == range.first => {
+                last.last = range.last;
+            }
+            _ => merged.push(range),
+        }
+    }
+    merged
+}
+
+/// Why the entries' `ranges` (in slot order, each with the path of its text) do not cover
+/// every slot once, naming the entries at fault.
+fn slot_error(error: SlotError, ranges: &[(SlotRange, String)]) -> ConfigError {
+    let last_slot = SLOT_COUNT - 1;
+    match error {
+        SlotError::Overlap { slot } => {
+            let mut holders = ranges
+                .iter()
+                .filter(|(range, _)| (range.first..=range.last).contains(&slot));
+            let first = holders.next().map_or("", |(_, field)| field.as_str());
+            let second = holders.next().map_or("cluster.groups", |(_, field)| field);
+            invalid(
+                second,
+                format!("slot {slot} is also in `{first}`; give each slot to one group"),
+            )
+        }
+        SlotError::Unserved { slot } => invalid(
+            "cluster.groups",
+            format!(
+                "slot {slot} is in no group's slots; every slot of 0-{last_slot} must be in \
+                 exactly one, so add it to a group's slots"
+            ),
+        ),
+        other => invalid("cluster.groups", format!("{other}; fix the groups' slots")),
+    }
+}
+
+/// A slot range as `[[cluster.groups]]` writes it: `"A-B"` (inclusive, A ≤ B) or one slot
+/// `"A"`, every slot below [`SLOT_COUNT`].
+fn slot_range(text: &str) -> Result<(u16, u16), String> {
+    let last_slot = SLOT_COUNT - 1;
+    let form = || {
+        format!(
+            "{text:?} is not a slot range; write \"A-B\" (A ≤ B ≤ {last_slot}) or one \
+             slot \"A\""
+        )
+    };
+    let slot = |part: &str| -> Result<u16, String> {
+        let number: u64 = part.trim().parse().map_err(|_| form())?;
+        u16::try_from(number)
+            .ok()
+            .filter(|&slot| slot < SLOT_COUNT)
+            .ok_or_else(|| {
+                format!("slot {number} is past the last slot, {last_slot}; use 0 to {last_slot}")
+            })
+    };
+    let (first, last) = match text.split_once('-') {
+        Some((first, last)) => (slot(first)?, slot(last)?),
+        None => (slot(text)?, slot(text)?),
+    };
+    if first > last {
+        return Err(format!(
+            "{text:?} runs backwards; write the lower slot first (\"{last}-{first}\")"
+        ));
+    }
+    Ok((first, last))
 }
 
 /// A member's role in its group's view.
@@ -711,7 +1074,10 @@ pub struct PeerConfig {
     pub node_id: NodeId,
     /// Where the member listens (its own `listen`).
     pub address: SocketAddr,
-    pub role: Role,
+    /// The member's role in the group's current view: required without
+    /// `[[cluster.groups]]`, absent with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
     /// Where the member serves RESP (its own `resp_listen`), so that a node that is not the
     /// primary can tell a Redis client where the primary is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -925,6 +1291,33 @@ mod safety_text {
     }
 }
 
+/// A `cluster.groups` entry's `safety`, optional, as `Safety` displays it; a bad rule's error
+/// names the field.
+mod group_safety_text {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tandem_replication::Safety;
+
+    pub fn serialize<S: Serializer>(
+        safety: &Option<Safety>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match safety {
+            Some(safety) => super::safety_text::serialize(safety, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Safety>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map(Some).map_err(|error| {
+            D::Error::custom(format!("config field `cluster.groups.safety`: {error}"))
+        })
+    }
+}
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -1051,7 +1444,7 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError 
 /// One member of the group as the rules see it, with the paths of its fields.
 struct Member {
     node_id: NodeId,
-    role: Role,
+    role: Option<Role>,
     id_field: String,
     role_field: String,
 }
@@ -1089,18 +1482,20 @@ impl NodeConfig {
 
     /// The peers that are backups (this node excluded, whatever its role).
     pub fn backups(&self) -> impl Iterator<Item = &PeerConfig> {
-        self.peers.iter().filter(|peer| peer.role == Role::Backup)
+        self.peers
+            .iter()
+            .filter(|peer| peer.role == Some(Role::Backup))
     }
 
     /// Where the group's primary listens: this node's `listen` if it is the primary, else the
     /// primary peer's address.
     pub fn primary_address(&self) -> Option<SocketAddr> {
-        if self.role == Role::Primary {
+        if self.role == Some(Role::Primary) {
             return Some(self.listen);
         }
         self.peers
             .iter()
-            .find(|peer| peer.role == Role::Primary)
+            .find(|peer| peer.role == Some(Role::Primary))
             .map(|peer| peer.address)
     }
 
@@ -1114,7 +1509,8 @@ impl NodeConfig {
         self.validate_addresses()?;
         self.validate_replication()?;
         self.validate_cluster()?;
-        self.validate_log()
+        self.validate_log()?;
+        self.validate_groups()
     }
 
     /// The password the RESP port asks for, as its sessions hold it.
@@ -1458,7 +1854,30 @@ impl NodeConfig {
                 ));
             }
         }
-        let mut primaries = members.iter().filter(|m| m.role == Role::Primary);
+        self.validate_roles(&members)
+    }
+
+    /// Without `[[cluster.groups]]`: every member has a role, and exactly one is the primary.
+    /// With it: no member has one, since each group's members say the roles.
+    fn validate_roles(&self, members: &[Member]) -> Result<(), ConfigError> {
+        if !self.group_entries().is_empty() {
+            return match members.iter().find(|m| m.role.is_some()) {
+                Some(given) => Err(invalid(
+                    &given.role_field,
+                    "with [[cluster.groups]] each group's members say the roles (the first the \
+                     primary, the rest its backups); remove it",
+                )),
+                None => Ok(()),
+            };
+        }
+        if let Some(missing) = members.iter().find(|m| m.role.is_none()) {
+            return Err(invalid(
+                &missing.role_field,
+                "missing; say \"primary\" or \"backup\" (a group has exactly one primary), or \
+                 name the roles through [[cluster.groups]] in cluster mode",
+            ));
+        }
+        let mut primaries = members.iter().filter(|m| m.role == Some(Role::Primary));
         match (primaries.next(), primaries.next()) {
             (None, _) => Err(invalid(
                 "role",
@@ -1519,12 +1938,15 @@ impl NodeConfig {
         let backups = self
             .members()
             .iter()
-            .filter(|m| m.role == Role::Backup)
+            .filter(|m| m.role == Some(Role::Backup))
             .count();
-        group
-            .safety
-            .validate(backups)
-            .map_err(|error| invalid("group.safety", error.to_string()))?;
+        // With [[cluster.groups]], group.safety is only the rule of the groups that give
+        // none, and is checked against each of them there.
+        let checked = match self.group_entries().is_empty() {
+            true => group.safety.validate(backups),
+            false => group.safety.validate_form(),
+        };
+        checked.map_err(|error| invalid("group.safety", error.to_string()))?;
         if group.mode == Mode::Passive && group.strategy == Strategy::V0LinkedUndo {
             return Err(invalid(
                 "group.strategy",
@@ -1559,13 +1981,13 @@ mod tests {
         assert_eq!(config.node_id, 1);
         assert_eq!(config.listen, address(7001));
         assert_eq!(config.metrics_listen, Some(address(9001)));
-        assert_eq!(config.role, Role::Primary);
+        assert_eq!(config.role, Some(Role::Primary));
         assert_eq!(
             config.peers,
             vec![PeerConfig {
                 node_id: 2,
                 address: address(7002),
-                role: Role::Backup,
+                role: Some(Role::Backup),
                 resp: None,
             }]
         );
@@ -1604,8 +2026,8 @@ mod tests {
         assert_eq!(config.primary_address(), Some(address(7001)));
 
         let mut backup = config.clone();
-        backup.role = Role::Backup;
-        backup.peers[0].role = Role::Primary;
+        backup.role = Some(Role::Backup);
+        backup.peers[0].role = Some(Role::Primary);
         assert_eq!(backup.backups().count(), 0);
         assert_eq!(backup.primary_address(), Some(address(7002)));
         assert_eq!(
@@ -1625,7 +2047,7 @@ mod tests {
         config.peers.push(PeerConfig {
             node_id: 3,
             address: "[::1]:7003".parse().unwrap(),
-            role: Role::Backup,
+            role: Some(Role::Backup),
             resp: None,
         });
         config.tuning.tail_bytes_max = 1 << 30;
@@ -1786,10 +2208,16 @@ mod tests {
                 |c| c.peers.push(peer(2, 7003, Role::Backup)),
                 "its own id",
             ),
-            ("`role`", |c| c.role = Role::Backup, "exactly one"),
+            ("`role`", |c| c.role = Some(Role::Backup), "exactly one"),
+            ("`role`", |c| c.role = None, "say \"primary\" or \"backup\""),
             (
                 "`peers[0].role`",
-                |c| c.peers[0].role = Role::Primary,
+                |c| c.peers[0].role = None,
+                "say \"primary\" or \"backup\"",
+            ),
+            (
+                "`peers[0].role`",
+                |c| c.peers[0].role = Some(Role::Primary),
                 "\"backup\"",
             ),
             (
@@ -1858,7 +2286,7 @@ mod tests {
             PeerConfig {
                 node_id,
                 address: address(port),
-                role,
+                role: Some(role),
                 resp: None,
             }
         }
@@ -2101,7 +2529,6 @@ mod tests {
         for line in [
             "node_id = 1\n",
             "listen = \"127.0.0.1:7001\"\n",
-            "role = \"primary\"\n",
             "workload = \"debit-credit\"\n",
             "address = \"127.0.0.1:7002\"\n",
         ] {
@@ -2112,6 +2539,20 @@ mod tests {
             let key = line.split(' ').next().unwrap();
             assert!(
                 message.contains(&format!("missing field `{key}`")),
+                "{message}"
+            );
+        }
+        // A role may be left out with [[cluster.groups]] only: without, a rule names it.
+        for (line, field) in [
+            ("role = \"primary\"\n", "role"),
+            ("role = \"backup\"\n", "peers[0].role"),
+        ] {
+            assert!(EXAMPLE.contains(line), "{line}");
+            let message = NodeConfig::from_toml_str(&EXAMPLE.replacen(line, "", 1))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                message.starts_with(&format!("config field `{field}`: missing; say")),
                 "{message}"
             );
         }
@@ -2175,5 +2616,323 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    /// A cluster of three nodes and three groups, each node the first primary of one.
+    const THREE_GROUPS: &str = r#"
+node_id = 1
+listen = "127.0.0.1:7001"
+
+[group]
+workload = "debit-credit"
+safety = "2-safe"
+
+[cluster]
+data_dir = "raft"
+
+[[cluster.groups]]
+id = 1
+members = [1, 2, 3]
+
+[[cluster.groups]]
+id = 2
+members = [2, 3, 1]
+safety = "2-safe:1"
+
+[[cluster.groups]]
+id = 3
+members = [3, 1, 2]
+
+[[peers]]
+node_id = 2
+address = "127.0.0.1:7002"
+
+[[peers]]
+node_id = 3
+address = "127.0.0.1:7003"
+"#;
+
+    fn three_groups() -> NodeConfig {
+        NodeConfig::from_toml_str(THREE_GROUPS).expect("THREE_GROUPS parses")
+    }
+
+    fn groups_of(config: &mut NodeConfig) -> &mut Vec<GroupEntry> {
+        &mut config.cluster.as_mut().expect("cluster mode").groups
+    }
+
+    /// Gives each group the slots of `slots`, in entry order.
+    fn with_slots(config: &mut NodeConfig, slots: [&[&str]; 3]) {
+        for (entry, slots) in groups_of(config).iter_mut().zip(slots) {
+            entry.slots = Some(slots.iter().map(|slot| slot.to_string()).collect());
+        }
+    }
+
+    fn ranges(table: &SlotTable) -> Vec<(u16, u16, GroupId)> {
+        (table.ranges().iter())
+            .map(|range| (range.first, range.last, range.group))
+            .collect()
+    }
+
+    #[test]
+    fn a_cluster_of_three_groups_gives_its_plans_and_an_even_split() {
+        let config = three_groups();
+        assert_eq!(config.role, None);
+        assert!(config.peers.iter().all(|peer| peer.role.is_none()));
+        let two_safe = Safety::TwoSafe(AckCount::All);
+        let plan = |id, members: [NodeId; 3], safety| GroupPlan {
+            id,
+            members: members.to_vec(),
+            safety,
+        };
+        assert_eq!(
+            config.group_plans(),
+            [
+                plan(1, [1, 2, 3], two_safe),
+                plan(2, [2, 3, 1], Safety::TwoSafe(AckCount::Of(1))),
+                plan(3, [3, 1, 2], two_safe),
+            ]
+        );
+        assert_eq!(config.served_groups(), [1, 2, 3]);
+        assert_eq!(config.slot_table(), SlotTable::even(&[1, 2, 3]));
+        assert_eq!(
+            ranges(&config.slot_table()),
+            [(0, 5460, 1), (5461, 10922, 2), (10923, 16383, 3)]
+        );
+
+        // A node that is a member of two groups serves those two, in plan order.
+        let mut two = config.clone();
+        groups_of(&mut two)[1].members = vec![2, 3];
+        two.validate().unwrap();
+        assert_eq!(two.served_groups(), [1, 3]);
+        // The split follows the entries' order, not their ids.
+        let mut reordered = config.clone();
+        groups_of(&mut reordered).reverse();
+        reordered.validate().unwrap();
+        assert_eq!(reordered.slot_table(), SlotTable::even(&[3, 2, 1]));
+    }
+
+    #[test]
+    fn explicit_slots_make_the_table_adjacent_ranges_of_a_group_merged() {
+        let mut config = three_groups();
+        with_slots(
+            &mut config,
+            [
+                &["0-99", "100-5000"],
+                &["5001-9999", "16383"],
+                &[" 10000 - 16382 "],
+            ],
+        );
+        config.validate().unwrap();
+        assert_eq!(
+            ranges(&config.slot_table()),
+            [
+                (0, 5000, 1),
+                (5001, 9999, 2),
+                (10000, 16382, 3),
+                (16383, 16383, 2)
+            ]
+        );
+        // A group may serve no slot.
+        with_slots(&mut config, [&["0-16383"], &[], &[]]);
+        config.validate().unwrap();
+        assert_eq!(ranges(&config.slot_table()), [(0, 16383, 1)]);
+    }
+
+    #[test]
+    fn a_config_with_groups_round_trips_through_toml() {
+        let mut config = three_groups();
+        with_slots(
+            &mut config,
+            [&["0-5000"], &["5001-9999", "16383"], &["10000-16382"]],
+        );
+        groups_of(&mut config)[0].safety = Some(Safety::Durable(AckCount::Of(2)));
+        let text = config.to_toml_string();
+        assert!(text.contains("[[cluster.groups]]"), "{text}");
+        assert!(!text.contains("role"), "{text}");
+        assert_eq!(NodeConfig::from_toml_str(&text).unwrap(), config, "{text}");
+    }
+
+    /// The commented `[[cluster.groups]]` of [`EXAMPLE`], taken in (and the roles it says to
+    /// leave out left out), is a valid configuration.
+    #[test]
+    fn the_examples_commented_groups_parse() {
+        let mut text = String::new();
+        let mut in_cluster = false;
+        for line in EXAMPLE.lines() {
+            in_cluster = (in_cluster || line == "# [cluster]") && !line.is_empty();
+            let setting = line
+                .strip_prefix("# ")
+                .filter(|rest| rest.starts_with('[') || rest.contains(" = "));
+            match setting {
+                Some(setting) if in_cluster => text.push_str(setting),
+                _ if line.starts_with("role = ") => continue,
+                _ => text.push_str(line),
+            }
+            text.push('\n');
+        }
+        let config = NodeConfig::from_toml_str(&text).expect(&text);
+        assert_eq!(config.served_groups(), [1, 2]);
+        assert_eq!(config.group_plans()[1].members, [2, 1]);
+        assert_eq!(
+            ranges(&config.slot_table()),
+            [(0, 8191, 1), (8192, 16383, 2)]
+        );
+    }
+
+    /// Each rule of `[[cluster.groups]]`, broken by one edit of [`THREE_GROUPS`], with the
+    /// field and a word of the fix its message must carry.
+    #[test]
+    fn each_group_rule_refuses_naming_the_field() {
+        type Edit = fn(&mut NodeConfig);
+        let cases: &[(&str, Edit, &str)] = &[
+            (
+                "`cluster.groups[1].id`",
+                |c| groups_of(c)[1].id = 1,
+                "is also `cluster.groups[0].id`; give each group its own id",
+            ),
+            (
+                "`cluster.groups`",
+                |c| {
+                    *groups_of(c) = (0..=CLUSTER_GROUPS_MAX as u32)
+                        .map(|id| GroupEntry {
+                            id,
+                            members: vec![1],
+                            safety: None,
+                            slots: None,
+                        })
+                        .collect()
+                },
+                "at most 1024",
+            ),
+            (
+                "`cluster.groups[0].members`",
+                |c| groups_of(c)[0].members.clear(),
+                "needs a member",
+            ),
+            (
+                "`cluster.groups[0].members`",
+                |c| groups_of(c)[0].members = vec![1; 65],
+                "65 members; a group has at most 64",
+            ),
+            (
+                "`cluster.groups[0].members`",
+                |c| groups_of(c)[0].members = vec![1, 2, 1],
+                "node 1 is listed twice",
+            ),
+            (
+                "`cluster.groups[2].members`",
+                |c| groups_of(c)[2].members.push(4),
+                "node 4 is neither this node (node_id = 1) nor one of its peers",
+            ),
+            (
+                "`cluster.groups`",
+                |c| {
+                    for entry in groups_of(c) {
+                        entry.members.retain(|&member| member != 1);
+                    }
+                },
+                "node 1 is a member of no group in cluster.groups; add it",
+            ),
+            (
+                "`role`",
+                |c| c.role = Some(Role::Primary),
+                "each group's members say the roles",
+            ),
+            (
+                "`peers[0].role`",
+                |c| c.peers[0].role = Some(Role::Backup),
+                "remove it",
+            ),
+            (
+                "`group.id`",
+                |c| c.group.id = 7,
+                "each group's id is given there",
+            ),
+            (
+                "`cluster.groups[1].safety`",
+                |c| {
+                    groups_of(c)[1].members = vec![2, 3];
+                    groups_of(c)[1].safety = Some(Safety::TwoSafe(AckCount::Of(3)));
+                },
+                "cannot be met by a group of 1 backups; use K ≤ 1",
+            ),
+            (
+                "`cluster.groups[0].safety`",
+                |c| groups_of(c)[0].safety = Some(Safety::Durable(AckCount::Of(3))),
+                "cannot be met by a group of 2 backups",
+            ),
+            (
+                "`group.safety`",
+                |c| {
+                    c.group.safety = Safety::TwoSafeApplied(AckCount::Of(2));
+                    groups_of(c)[2].members = vec![3, 1];
+                },
+                "the rule of cluster.groups[2] (group 3, which gives none of its own)",
+            ),
+            (
+                "`cluster.groups[0].slots[1]`",
+                |c| with_slots(c, [&["0-4", "5-3"], &["6-9999"], &["10000-16383"]]),
+                "\"5-3\" runs backwards",
+            ),
+            (
+                "`cluster.groups[2].slots[0]`",
+                |c| with_slots(c, [&["0-5000"], &["5001-9999"], &["10000-16384"]]),
+                "slot 16384 is past the last slot, 16383",
+            ),
+            (
+                "`cluster.groups[2].slots[0]`",
+                |c| with_slots(c, [&["0-5000"], &["5001-9999"], &["16384"]]),
+                "slot 16384 is past the last slot",
+            ),
+            (
+                "`cluster.groups[1].slots[0]`",
+                |c| with_slots(c, [&["0-5000"], &["five"], &["10000-16383"]]),
+                "\"five\" is not a slot range; write \"A-B\"",
+            ),
+            (
+                "`cluster.groups[1].slots[0]`",
+                |c| with_slots(c, [&["0-5000"], &["4000-9999"], &["10000-16383"]]),
+                "slot 4000 is also in `cluster.groups[0].slots[0]`",
+            ),
+            (
+                "`cluster.groups`",
+                |c| with_slots(c, [&["0-5000"], &["5001-9999"], &["10000-16382"]]),
+                "slot 16383 is in no group's slots",
+            ),
+            (
+                "`cluster.groups`",
+                |c| with_slots(c, [&["0-5000"], &["5002-9999"], &["10000-16383"]]),
+                "slot 5001 is in no group's slots",
+            ),
+            (
+                "`cluster.groups[1].slots`",
+                |c| groups_of(c)[0].slots = Some(vec!["0-16383".into()]),
+                "either every group lists its slots or none does",
+            ),
+        ];
+        for (field, edit, fix) in cases {
+            let mut config = three_groups();
+            edit(&mut config);
+            // Through validate and through the text a user would write.
+            let error = config.validate().expect_err(field).to_string();
+            assert!(
+                error.starts_with(&format!("config field {field}: ")),
+                "{error}"
+            );
+            assert!(error.contains(fix), "{field}: {error}");
+            let reparsed = NodeConfig::from_toml_str(&config.to_toml_string());
+            let reparsed = reparsed.expect_err(field).to_string();
+            assert!(
+                reparsed.contains(&format!("config field {field}: ")),
+                "{reparsed}"
+            );
+        }
+        // A group's safety that is not a rule at all is the parser's to name.
+        let text = THREE_GROUPS.replacen("safety = \"2-safe:1\"", "safety = \"3-safe\"", 1);
+        let message = NodeConfig::from_toml_str(&text).unwrap_err().to_string();
+        assert!(
+            message.contains("config field `cluster.groups.safety`: unknown safety"),
+            "{message}"
+        );
     }
 }

@@ -47,7 +47,7 @@ use serde::Serialize;
 use tandem_replication::NodeId;
 use tandem_store::DataModel;
 
-use crate::config::{NodeConfig, Role};
+use crate::config::NodeConfig;
 use crate::metrics::Metrics;
 
 /// Tells a cluster-mode node's supervisor, waking it, that the connection from a peer was
@@ -262,15 +262,24 @@ pub fn start_node(
     let scripts = scripts::Scripts::new(&config.tuning);
     model.watch_calls(Arc::clone(scripts.watch()));
     let publications = listeners.resp.as_ref().map(|_| publishing(model.as_mut()));
-    let role = match config.role {
-        Role::Primary => "primary",
-        Role::Backup => "backup",
+    // The node starts in its role in the first group it serves: the primary if it leads
+    // that group's first view.
+    let plans = config.group_plans();
+    let first_served = plans
+        .iter()
+        .find(|plan| plan.members.contains(&config.node_id));
+    let role = match first_served.is_some_and(|plan| plan.members[0] == config.node_id) {
+        true => "primary",
+        false => "backup",
     };
     let metrics = Arc::new(Metrics::new(config.node_id, role));
+    let served: Vec<String> = (config.served_groups().iter())
+        .map(u32::to_string)
+        .collect();
     tracing::info!(
         "node {} serving group {} {} on {}",
         config.node_id,
-        config.group.id,
+        served.join(", "),
         match config.cluster {
             Some(_) => "in cluster mode".to_owned(),
             None => format!("in view {} for good ({role})", config.group.view),

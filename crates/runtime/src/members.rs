@@ -84,7 +84,7 @@ mod tests {
         config.peers.push(PeerConfig {
             node_id: 7,
             address: "[::1]:7007".parse().unwrap(),
-            role: Role::Backup,
+            role: Some(Role::Backup),
             resp: None,
         });
         let list = MemberList::of(&config);

@@ -660,7 +660,7 @@ fn a_backup_holds_no_thread_for_idle_or_half_sent_connections() {
     let primary = PeerConfig {
         node_id: 1,
         address: "127.0.0.1:9".parse().unwrap(),
-        role: tandem_runtime::config::Role::Primary,
+        role: Some(tandem_runtime::config::Role::Primary),
         resp: None,
     };
     let config = common::pair_config(2, address, primary, |config| config.log = None);

@@ -9,8 +9,8 @@ fn the_example_primary_and_backup_configs_parse_and_agree() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
     let primary = NodeConfig::load(&examples.join("primary.toml")).unwrap();
     let backup = NodeConfig::load(&examples.join("backup.toml")).unwrap();
-    assert_eq!(primary.role, Role::Primary);
-    assert_eq!(backup.role, Role::Backup);
+    assert_eq!(primary.role, Some(Role::Primary));
+    assert_eq!(backup.role, Some(Role::Backup));
     assert_eq!(
         primary.group, backup.group,
         "both nodes serve the same group"

@@ -56,7 +56,7 @@ fn a_passive_backup_mirrors_the_primary_and_sends_its_readers_there() {
     let peer = |node_id, native, resp, role| PeerConfig {
         node_id,
         address: native,
-        role,
+        role: Some(role),
         resp: Some(resp),
     };
     let (resp_1_address, resp_2_address) = (address(&resp_1), address(&resp_2));

@@ -36,7 +36,7 @@ fn start_backup(listener: TcpListener, primary: SocketAddr, secret: Option<&str>
     let peer = PeerConfig {
         node_id: 1,
         address: primary,
-        role: Role::Primary,
+        role: Some(Role::Primary),
         resp: None,
     };
     let config = config(2, address, peer, secret);
@@ -50,7 +50,7 @@ fn start_primary(backup: SocketAddr, secret: Option<&str>) -> (RunningNode, Sock
     let peer = PeerConfig {
         node_id: 2,
         address: backup,
-        role: Role::Backup,
+        role: Some(Role::Backup),
         resp: None,
     };
     let config = config(1, address, peer, secret);

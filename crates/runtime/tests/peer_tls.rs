@@ -113,7 +113,7 @@ fn start_backup(listener: TcpListener, primary: SocketAddr, tls: TlsTable) -> Ru
     let peer = PeerConfig {
         node_id: 1,
         address: primary,
-        role: Role::Primary,
+        role: Some(Role::Primary),
         resp: None,
     };
     let config = config(2, listener.local_addr().unwrap(), peer, Some(tls));
@@ -128,7 +128,7 @@ fn start_primary(backup: SocketAddr, tls: TlsTable) -> (RunningNode, SocketAddr)
     let peer = PeerConfig {
         node_id: 2,
         address: backup,
-        role: Role::Backup,
+        role: Some(Role::Backup),
         resp: None,
     };
     let config = config(1, address, peer, Some(tls));

@@ -272,7 +272,7 @@ impl LocalCluster {
             members.push(PeerConfig {
                 node_id: id,
                 address: free_address()?,
-                role: if id == 1 { Role::Primary } else { Role::Backup },
+                role: Some(if id == 1 { Role::Primary } else { Role::Backup }),
                 resp: if options.workload == "redis" {
                     Some(free_address()?)
                 } else {
@@ -1244,7 +1244,7 @@ pub fn certificates_for_one(dir: &Path) -> Result<CertificateFiles, Failure> {
     let one = PeerConfig {
         node_id: 1,
         address: "127.0.0.1:0".parse().expect("an address"),
-        role: Role::Primary,
+        role: Some(Role::Primary),
         resp: None,
     };
     let made = Certificates::make(dir, &[one])?;

@@ -25,7 +25,7 @@ pub fn pair_config(
     config.node_id = id;
     config.listen = listen;
     config.metrics_listen = None;
-    config.role = if id == 1 { Role::Primary } else { Role::Backup };
+    config.role = Some(if id == 1 { Role::Primary } else { Role::Backup });
     config.peers = vec![peer];
     config.group.safety = tandem_replication::Safety::TwoSafe(tandem_replication::AckCount::All);
     config.group.db_mib = 4;
@@ -82,7 +82,7 @@ pub fn start(
     let stop = tandem_runtime::StopWhen::default();
     let node =
         tandem_runtime::start_node(config, listeners, model, stop, None).expect("the node starts");
-    let role = match config.role {
+    let role = match config.role.expect("a test node's config gives its role") {
         Role::Primary => "primary",
         Role::Backup => "backup",
     };

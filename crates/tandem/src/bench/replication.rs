@@ -599,14 +599,14 @@ impl Group {
         let mut members = vec![PeerConfig {
             node_id: 1,
             address: primary_listen,
-            role: Role::Primary,
+            role: Some(Role::Primary),
             resp: None,
         }];
         for backup in 0..backups {
             members.push(PeerConfig {
                 node_id: 2 + backup,
                 address: free_address()?,
-                role: Role::Backup,
+                role: Some(Role::Backup),
                 resp: None,
             });
         }
