@@ -308,16 +308,13 @@ fn hear_syncs(group: GroupId, log: &NodeLog, to_node: &NodeTx) {
     })));
 }
 
-/// The groups this node serves in, in its core's order.
-fn served_groups(config: &NodeConfig) -> Vec<GroupId> {
-    vec![config.group.id]
-}
-
-/// Whether the config names the cluster's groups (each group's files then go under a
-/// directory of its own).
+/// Whether the config names the cluster's groups: each group's log then goes under a
+/// directory of its own (`group-G`), and a config of one group keeps its log where it was.
 fn names_groups(config: &NodeConfig) -> bool {
-    let _ = config;
-    false
+    config
+        .cluster
+        .as_ref()
+        .is_some_and(|cluster| !cluster.groups.is_empty())
 }
 
 /// One group as the node starts it: its role's slot, its segment (the load, or what its log
@@ -409,7 +406,7 @@ pub(crate) fn start(
         metrics: metrics_listener,
         resp: resp_listener,
     } = listeners;
-    let served = served_groups(config);
+    let served = config.served_groups();
     if served.len() > 1 && resp_listener.is_some() {
         return Err(StartError::RespSeveralGroups {
             groups: served.len(),

@@ -96,6 +96,13 @@ pub struct UpArgs {
     /// Nodes in the cluster, 1 to 9 (the first three are the config store's voters).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub nodes: u32,
+    /// Replication groups, 1 to 16: each its own database, log and primary, the primaries
+    /// spread round the nodes (group G led by node (G − 1) mod N + 1) and every other node a
+    /// backup of each. With more than one, the groups are numbered from 1 and serve stub
+    /// clients, which name their group; Redis clients are not routed by slot yet, so the
+    /// redis workload takes one group.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub groups: u32,
     /// Database (segment) size in whole MiB.
     #[arg(long = "db-mib", value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub db_mib: u32,

@@ -59,6 +59,9 @@ const PRIVATE_FILE_MODE: u32 = 0o600;
 #[derive(Clone, Debug)]
 pub struct Options {
     pub nodes: u32,
+    /// Replication groups: one (group 0, led by node 1), or several numbered from 1, group G
+    /// led by node (G − 1) mod `nodes` + 1 with every other node a backup.
+    pub groups: u32,
     pub db_mib: usize,
     pub safety: Safety,
     /// Tick length and failure-detection timeouts (ticks).
@@ -92,6 +95,7 @@ impl Options {
         let tuning = config::Tuning::default();
         Options {
             nodes,
+            groups: 1,
             db_mib: 50,
             safety: Safety::DEFAULT,
             tick_us: tuning.tick_us,
@@ -250,6 +254,14 @@ impl LocalCluster {
                 options.nodes
             )));
         }
+        if options.groups > 1 && options.workload == "redis" {
+            return Err(Failure::Usage(format!(
+                "--groups {}: the RESP port does not route Redis clients by slot yet, so the \
+                 redis workload runs one group; leave --groups out, or drive another workload \
+                 with stub clients",
+                options.groups
+            )));
+        }
         let shown = dir;
         // Absolute, so that the nodes find their files whatever their working directory.
         let dir = &std::path::absolute(dir)
@@ -272,7 +284,12 @@ impl LocalCluster {
             members.push(PeerConfig {
                 node_id: id,
                 address: free_address()?,
-                role: Some(if id == 1 { Role::Primary } else { Role::Backup }),
+                // Several groups: each group's entry says who leads it.
+                role: (options.groups == 1).then_some(if id == 1 {
+                    Role::Primary
+                } else {
+                    Role::Backup
+                }),
                 resp: if options.workload == "redis" {
                     Some(free_address()?)
                 } else {
@@ -706,7 +723,9 @@ fn group_settled(statuses: &[(u32, Value)], group: u64) -> Result<GroupSettled, 
             return Err(format!("node {id} is {role} in group {group}"));
         }
         if place["view"].as_u64() != Some(view) {
-            return Err(format!("node {id} is not in view {view} of group {group} yet"));
+            return Err(format!(
+                "node {id} is not in view {view} of group {group} yet"
+            ));
         }
         let applied = report["report"]["status"]["lsn_applied"]
             .as_u64()
@@ -1310,6 +1329,7 @@ fn node_config(
         ..tandem_runtime::config::LogTable::default()
     });
     let mut cluster = ClusterTable::new(data_dir);
+    cluster.groups = group_entries(options.nodes, options.groups);
     // The lease must run out before a silent primary is suspected.
     cluster.lease_ticks = options.lease_ticks.min(options.suspect_ticks - 1);
     cluster.collect_ticks = cluster.lease_ticks + 1;
@@ -1318,6 +1338,29 @@ fn node_config(
         .validate()
         .map_err(|err| Failure::Usage(format!("node {}: {err}", member.node_id)))?;
     Ok(config)
+}
+
+/// The `[[cluster.groups]]` of a cluster of `nodes` nodes and `groups` groups: none for one
+/// group (the node's `role` says who leads it); else groups 1 to `groups`, group G led by
+/// node (G − 1) mod `nodes` + 1 and backed up by every other node, round the ring
+/// (`tandem_config::place_groups`), the slots split evenly.
+fn group_entries(nodes: u32, groups: u32) -> Vec<config::GroupEntry> {
+    if groups <= 1 {
+        return Vec::new();
+    }
+    let node_ids: Vec<u32> = (1..=nodes).collect();
+    let group_ids: Vec<u32> = (1..=groups).collect();
+    let views = tandem_config::place_groups(&node_ids, &group_ids, node_ids.len())
+        .expect("every group fits on the cluster's nodes");
+    views
+        .into_iter()
+        .map(|(id, view)| config::GroupEntry {
+            id,
+            members: std::iter::once(view.primary).chain(view.backups).collect(),
+            safety: None,
+            slots: None,
+        })
+        .collect()
 }
 
 /// Runs `iptables ARGS…`.

@@ -65,6 +65,7 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
 /// The options of a new cluster, from `up`'s flags.
 fn new_cluster_options(args: &UpArgs, secrets: Secrets) -> Options {
     let mut options = Options::new(args.nodes);
+    options.groups = args.groups;
     options.db_mib = args.db_mib as usize;
     options.safety = args.safety;
     options.fsync = args.fsync;
@@ -403,7 +404,10 @@ pub fn status(args: &StatusArgs) -> Result<(), Failure> {
             .map(|(entry, status)| status_json(entry, status.as_ref()))
             .collect();
         println!("{}", json!({ "nodes": nodes }));
-    } else if rows.iter().any(|(_, status)| serves_several(status.as_ref())) {
+    } else if rows
+        .iter()
+        .any(|(_, status)| serves_several(status.as_ref()))
+    {
         print_group_rows(&rows);
     } else {
         // Lag is measured against the primary's LSN.
@@ -457,12 +461,17 @@ fn print_group_rows(rows: &[(&NodeEntry, Option<Value>)]) {
     // Each node's place in each group and its role's report there.
     let places = |status: &Value| -> Vec<(u64, Value, Value)> {
         let reports = status["groups"].as_array().cloned().unwrap_or_default();
-        let places = status["cluster"]["groups"].as_array().cloned().unwrap_or_default();
+        let places = status["cluster"]["groups"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         places
             .into_iter()
             .filter_map(|place| {
                 let group = place["group"].as_u64()?;
-                let report = reports.iter().find(|r| r["group"].as_u64() == Some(group))?;
+                let report = reports
+                    .iter()
+                    .find(|r| r["group"].as_u64() == Some(group))?;
                 Some((group, place, report.clone()))
             })
             .collect()
@@ -476,7 +485,15 @@ fn print_group_rows(rows: &[(&NodeEntry, Option<Value>)]) {
     groups.dedup();
     println!(
         "{:<5} {:<5} {:<8} {:>5} {:>10} {:>10} {:>15} {:>8}  {:<21} {:<21}",
-        "group", "node", "role", "view", "LSN", "lag", "last heartbeat", "pid", "native (stub)",
+        "group",
+        "node",
+        "role",
+        "view",
+        "LSN",
+        "lag",
+        "last heartbeat",
+        "pid",
+        "native (stub)",
         "redis"
     );
     for group in groups {

@@ -328,6 +328,89 @@ fn up_again_restarts_the_cluster_from_disk_and_fresh_starts_anew() {
     up.stop();
 }
 
+/// A stub client of `group` (client id `id`) of `up`'s cluster.
+fn group_client(up: &up_support::Up, group: u32, id: u64) -> tandem_client::Client {
+    let mut config = tandem_client::ClientConfig::new(up.clients_at.clone(), group, id);
+    config.deadline = Duration::from_secs(30);
+    tandem_client::Client::new(config).expect("a valid config")
+}
+
+/// `tandem up --groups 3`: each node leads one group and backs up the other two, and each
+/// group is a database of its own (the same account holds what was deposited in its group
+/// alone). A killed node's group fails over while the other two serve on, `status` lists
+/// each group's members, and `up` again brings every group back from its own log.
+#[test]
+fn groups_are_databases_of_their_own_and_fail_over_and_restart_apart() {
+    let dir = std::env::temp_dir().join(format!("tandem-groups-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut up = up_support::Up::start_with(dir.clone(), &["--groups", "3"]);
+    let account = 11u32;
+    // Group g holds 10·g after its deposits, whatever the other groups hold.
+    let deposit_in = |group: u32, client: &mut tandem_client::Client, times: i32| {
+        let mut last = 0;
+        for _ in 0..times {
+            let outcome = client
+                .call(DEBIT_CREDIT.0, &deposit(account, group as i32), None)
+                .unwrap_or_else(|err| panic!("a deposit in group {group}: {err}"));
+            last = balance(&outcome);
+        }
+        last
+    };
+    for group in 1..=3 {
+        let mut writer = group_client(&up, group, u64::from(group));
+        assert_eq!(deposit_in(group, &mut writer, 10), 10 * group as i32);
+    }
+    let output = tandem(&dir, &["status"]);
+    let table = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    for group in 1..=3 {
+        // Node g leads group g; the other two back it up.
+        let rows: Vec<&str> = table
+            .lines()
+            .filter(|line| line.split_whitespace().next() == Some(&group.to_string()))
+            .collect();
+        assert_eq!(rows.len(), 3, "{table}");
+        let primaries: Vec<&&str> = rows.iter().filter(|r| r.contains("primary")).collect();
+        assert_eq!(primaries.len(), 1, "{table}");
+        assert_eq!(
+            primaries[0].split_whitespace().nth(1),
+            Some(&*group.to_string()),
+            "{table}"
+        );
+    }
+
+    // Node 1 leads group 1: its death fails group 1 over; groups 2 and 3 lose a backup.
+    let output = tandem(&dir, &["kill", "1"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    for group in [2, 3, 1] {
+        let mut writer = group_client(&up, group, 10 + u64::from(group));
+        assert_eq!(
+            deposit_in(group, &mut writer, 1),
+            11 * group as i32,
+            "group {group} after node 1's death"
+        );
+    }
+    up.stop();
+
+    let mut up = up_support::Up::start_in(dir.clone());
+    for group in 1..=3 {
+        let mut reader = group_client(&up, group, 20 + u64::from(group));
+        assert_eq!(
+            deposit_in(group, &mut reader, 1),
+            12 * group as i32,
+            "group {group} after the restart"
+        );
+    }
+    // A client of a group the cluster does not hold is told so.
+    let mut config = tandem_client::ClientConfig::new(up.clients_at.clone(), 9, 30);
+    config.deadline = Duration::from_secs(3);
+    let mut stranger = tandem_client::Client::new(config).expect("a valid config");
+    let refused = stranger.call(DEBIT_CREDIT.0, &deposit(account, 1), None);
+    assert!(refused.is_err(), "{refused:?}");
+    up.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The password the private-cluster test gives in a file.
 const PASSWORD: &str = "correct-horse-battery-7";
 
