@@ -59,7 +59,12 @@ pub fn up(args: &UpArgs) -> Result<(), Failure> {
         LocalCluster::start_settled(&args.dir, &options, SETTLE_TIMEOUT)?
     };
     print_cluster(&cluster, &settled);
-    supervise(&mut cluster, &stop, settled.primary)
+    let announced = settled
+        .groups
+        .iter()
+        .map(|group| (u64::from(group.group), group.primary))
+        .collect();
+    supervise(&mut cluster, &stop, announced)
 }
 
 /// The options of a new cluster, from `up`'s flags.
@@ -313,9 +318,12 @@ fn say(line: &str) {
 
 /// The supervisor's loop: reports nodes that exit and each new primary, ends on Ctrl-C
 /// (stopping every node) or once no node of the cluster runs.
-fn supervise(cluster: &mut LocalCluster, stop: &AtomicBool, primary: u32) -> Result<(), Failure> {
+fn supervise(
+    cluster: &mut LocalCluster,
+    stop: &AtomicBool,
+    mut announced: Announced,
+) -> Result<(), Failure> {
     let mut reported = vec![false; cluster.nodes.len()];
-    let mut announced = primary;
     let mut next_watch = std::time::Instant::now() + PRIMARY_WATCH_INTERVAL;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(50));
@@ -352,40 +360,62 @@ fn supervise(cluster: &mut LocalCluster, stop: &AtomicBool, primary: u32) -> Res
     Ok(())
 }
 
-/// Asks the nodes (those `tandem start` brought back included) which is primary; when one
-/// node alone says so and it is not `announced`, says it is the primary now. Returns the
-/// primary announced last.
-fn announce_primary(cluster: &LocalCluster, announced: u32) -> u32 {
+/// Asks the nodes (those `tandem start` brought back included) which is primary of each
+/// group; when one node alone says so of a group and it is not the one `announced` for it,
+/// says it is the group's primary now (naming the group where there are several). Returns
+/// the primaries announced last, by group.
+fn announce_primary(cluster: &LocalCluster, mut announced: Announced) -> Announced {
     let Ok(file) = ClusterFile::load(&cluster.dir) else {
         return announced;
     };
-    let primaries: Vec<(u32, u64)> = file
+    // (group, node, view) of every node that says it is a group's primary.
+    let primaries: Vec<(u64, u32, u64)> = file
         .nodes
         .iter()
         .filter_map(|node| {
             let status = crate::bench::replication::http_get_json(node.status, "/status").ok()?;
-            (status["cluster"]["role"] == "primary")
-                .then(|| (node.id, status["cluster"]["view"].as_u64().unwrap_or(0)))
+            let places = status["cluster"]["groups"].as_array()?.clone();
+            Some(places.into_iter().filter_map(move |place| {
+                (place["role"] == "primary").then(|| {
+                    let group = place["group"].as_u64().unwrap_or(0);
+                    (group, node.id, place["view"].as_u64().unwrap_or(0))
+                })
+            }))
         })
+        .flatten()
         .collect();
-    // During a view change two nodes may both still say so, or none yet: wait for one.
-    let [(primary, view)] = primaries.as_slice() else {
-        return announced;
-    };
-    if *primary == announced {
-        return announced;
+    let several = announced.len() > 1;
+    for (&group, known) in announced.iter_mut() {
+        let of_group: Vec<&(u64, u32, u64)> =
+            primaries.iter().filter(|(of, _, _)| *of == group).collect();
+        // During a view change two nodes may both still say so, or none yet: wait for one.
+        let &[&(_, primary, view)] = of_group.as_slice() else {
+            continue;
+        };
+        if primary == *known {
+            continue;
+        }
+        let reach = primary_line(cluster, primary).unwrap_or_else(|| {
+            let entry = file.nodes.iter().find(|node| node.id == primary);
+            entry.map_or_else(String::new, |entry| {
+                format!("stub clients at {}", entry.listen)
+            })
+        });
+        let of = if several {
+            format!("group {group}: ")
+        } else {
+            String::new()
+        };
+        say(&format!(
+            "{of}node {primary} is primary now, of view {view} (node {known} was): {reach}"
+        ));
+        *known = primary;
     }
-    let reach = primary_line(cluster, *primary).unwrap_or_else(|| {
-        let entry = file.nodes.iter().find(|node| node.id == *primary);
-        entry.map_or_else(String::new, |entry| {
-            format!("stub clients at {}", entry.listen)
-        })
-    });
-    say(&format!(
-        "node {primary} is primary now, of view {view} (node {announced} was): {reach}"
-    ));
-    *primary
+    announced
 }
+
+/// The primary announced last of each group.
+type Announced = std::collections::BTreeMap<u64, u32>;
 
 /// Prints a row per node; fails (exit code 1) when no node answers.
 pub fn status(args: &StatusArgs) -> Result<(), Failure> {

@@ -382,6 +382,10 @@ fn groups_are_databases_of_their_own_and_fail_over_and_restart_apart() {
     // Node 1 leads group 1: its death fails group 1 over; groups 2 and 3 lose a backup.
     let output = tandem(&dir, &["kill", "1"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
+    let announced = up.line_where(Duration::from_secs(60), |line| {
+        line.starts_with("group 1: node ") && line.contains(" is primary now, of view 2 (node 1")
+    });
+    assert!(announced.is_some(), "up did not say who leads group 1 now");
     for group in [2, 3, 1] {
         let mut writer = group_client(&up, group, 10 + u64::from(group));
         assert_eq!(

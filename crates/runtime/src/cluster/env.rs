@@ -121,6 +121,8 @@ pub(crate) struct GroupIo {
     pub(crate) replicas: BTreeMap<NodeId, u64>,
     /// The epoch of the group's primary role, if the node holds it.
     pub(crate) primary_epoch: Option<u64>,
+    /// The node followed a view of the group since it started.
+    pub(crate) followed: bool,
 }
 
 impl GroupIo {
@@ -133,6 +135,7 @@ impl GroupIo {
             links: BTreeMap::new(),
             replicas: BTreeMap::new(),
             primary_epoch: None,
+            followed: false,
         }
     }
 }
@@ -480,10 +483,13 @@ impl NodeEnv<CallTo, ReadTo> for RuntimeEnv {
 
     fn notice(&mut self, group: GroupId, notice: Notice<'_>) {
         if let Notice::Following { view, .. } = notice {
-            let mut info = self.info.lock().expect("not poisoned");
-            if info.view_first == 0 {
-                info.view_first = view.number;
-            } else {
+            // Each group's first view is where the node started in it, not a change.
+            let part = self.group_mut(group);
+            let first = !std::mem::replace(&mut part.followed, true);
+            let first_group = self.groups[0].group == group;
+            if first && first_group {
+                self.info.lock().expect("not poisoned").view_first = view.number;
+            } else if !first {
                 self.metrics.view_changes.inc();
             }
         }
