@@ -39,7 +39,7 @@ pub mod clients;
 pub mod cluster;
 
 pub use clients::{ClientType, ConnFacts, KillRequest, ListRequest, write_list};
-pub use cluster::{ClusterShape, Shard, ShardNode, node_name};
+pub use cluster::{ClusterShape, Shard, ShardNode, endpoint_name, node_name};
 
 /// The version this server reports (`HELLO`, `INFO`): the Redis release whose commands and
 /// replies it follows.
@@ -1051,12 +1051,16 @@ impl Session {
 
     /// Why `command` is refused before it is queued in a block (a refused one aborts the
     /// block), as Redis checks: the user's rights (the command's first, then the keys it
-    /// names), then what Redis Cluster mode does not allow, then a busy script's refusal.
+    /// names), then in Redis Cluster mode whether its keys are this endpoint's shard's and
+    /// what the mode does not allow, then a busy script's refusal.
     fn refusal(&self, command: &Command, argv: &Argv, info: &ServerInfo) -> Option<String> {
         if let Some(user) = &self.user
             && let Some(refusal) = user.refusal(command, argv)
         {
             return Some(refusal);
+        }
+        if let Some(redirection) = cluster::redirection(info, command, argv) {
+            return Some(redirection);
         }
         if let Some(refusal) = cluster::refusal(info, command.name, argv) {
             return Some(refusal.to_owned());
@@ -3315,6 +3319,57 @@ mod tests {
             "-ERR EXEC without MULTI\r\n",
             "the refused EXEC ended the block"
         );
+    }
+
+    /// An endpoint of one group among many answers as a Redis Cluster node of its shard:
+    /// another shard's keys are moved to its primary (in a script's declared keys too), and
+    /// refused in a block, which `EXEC` then discards; its own shard's keys run, a backup's
+    /// writes go to its own primary as before.
+    #[test]
+    fn an_endpoint_serves_only_its_own_shard_s_keys() {
+        let primary = ServerInfo {
+            primary: true,
+            cluster: Some(Arc::new(cluster::three_shards(true))),
+            ..ServerInfo::default()
+        };
+        let mut session = Session::new(1);
+        // `foo` is slot 12182, shard 2's, whose primary is on port 7033.
+        let moved = "-MOVED 12182 10.0.0.1:7033\r\n";
+        for line in ["SET foo 1", "GET foo", "EVAL return 1 foo", "WATCH foo"] {
+            assert_eq!(replied(&mut session, line, &primary), moved, "{line}");
+        }
+        assert_eq!(
+            replied(&mut session, "MSET {a}x 1 {b}y 2", &primary),
+            "-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+        );
+        assert_eq!(replied(&mut session, "PING", &primary), "+PONG\r\n");
+        // `c` and `z` are in two slots of the endpoint's own shard.
+        for line in ["MSET c 1 z 2", "EVAL return 2 c z", "DBSIZE"] {
+            let step = session.handle(&argv(line), &primary, &mut Vec::new());
+            assert!(matches!(step, Step::Call(_)), "{line} runs");
+        }
+        assert_eq!(replied(&mut session, "MULTI", &primary), "+OK\r\n");
+        assert_eq!(replied(&mut session, "SET c 1", &primary), "+QUEUED\r\n");
+        assert_eq!(replied(&mut session, "SET foo 1", &primary), moved);
+        assert_eq!(
+            replied(&mut session, "EXEC", &primary),
+            "-EXECABORT Transaction discarded because of previous errors.\r\n"
+        );
+        let backup = ServerInfo {
+            primary: false,
+            backup: true,
+            ..primary.clone()
+        };
+        // The own shard's primary is node 2's endpoint for group 2, on port 7022.
+        assert_eq!(
+            replied(&mut session, "SET c 1", &backup),
+            "-MOVED 7365 10.0.0.1:7022\r\n"
+        );
+        assert_eq!(replied(&mut session, "GET foo", &backup), moved);
+        match session.handle(&argv("GET c"), &backup, &mut Vec::new()) {
+            Step::Call(call) => assert_eq!(call.runs_on, RunsOn::Backup),
+            _ => panic!("a backup serves its own shard's reads"),
+        }
     }
 
     #[test]

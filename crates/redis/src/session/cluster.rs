@@ -1,31 +1,39 @@
 //! Redis Cluster's protocol on a node's RESP port, for a node that speaks it
 //! ([`ServerInfo::cluster`]): `CLUSTER SLOTS`, `SHARDS`, `NODES`, `INFO`, `MYID` and
-//! `KEYSLOT` as Redis 7.0 answers them (its `cluster.c`), and `-MOVED` for a write sent to a
-//! node that is not its slot's primary, so that cluster clients (`redis-cli -c`, redis-py's
-//! `RedisCluster`, go-redis's `ClusterClient`) find the primary by themselves and follow it
-//! across a failover.
+//! `KEYSLOT` as Redis 7.0 answers them (its `cluster.c`); `-MOVED` for a command whose keys
+//! another shard serves, or for a write sent to a backup of its shard; `-CROSSSLOT` for one
+//! whose keys several shards serve. Cluster clients (`redis-cli -c`, redis-py's
+//! `RedisCluster`, go-redis's `ClusterClient`) so find each slot's primary by themselves and
+//! follow it across a failover.
 //!
 //! A group is a shard: its primary serves its slots' writes, its backups are the shard's
-//! replicas (and serve reads, linearizably, whatever `READONLY` says). The runtime describes
-//! the shards ([`ClusterShape`]) from the config store's views; the session only writes them.
-//! The slots are placed by the config store, never by a client: the subcommands that would
-//! change them (`ADDSLOTS`, `MEET`, `FAILOVER`, …) are refused, saying so.
+//! replicas (and serve reads, linearizably, whatever `READONLY` says). Each endpoint (a node's
+//! RESP port for one group) is one Redis Cluster node of exactly one shard, its own
+//! ([`ClusterShape::own`]), and serves only that shard's keys. The runtime describes the
+//! shards from the config store's views; the session only writes them. The slots are placed
+//! by the config store, never by a client: the subcommands that would change them
+//! (`ADDSLOTS`, `MEET`, `FAILOVER`, …) are refused, saying so.
 
 use std::fmt::Write as _;
 
 use super::ServerInfo;
 use crate::cmd;
+use crate::cmd::specs::{self, Spec};
 use crate::resp::{Argv, Proto, ReplyWriter};
 use crate::slot::{SLOT_COUNT, key_slot};
 
-/// The shards of the cluster as its RESP clients see them.
+/// The shards of the cluster as its RESP clients see them, from one endpoint.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterShape {
-    /// This node's name ([`node_name`]).
+    /// This endpoint's name ([`endpoint_name`]).
     pub myself: String,
-    /// The config store's view number of this node's group: Redis's epochs.
+    /// The config store's view number of this endpoint's group: Redis's epochs (every
+    /// node's line in `CLUSTER NODES` shows it, as the only one the session knows).
     pub epoch: u64,
     pub shards: Vec<Shard>,
+    /// The index in `shards` of the shard this endpoint serves, its group's: the only one
+    /// whose keys it serves, the others' are `-MOVED` to their primaries.
+    pub own: usize,
 }
 
 /// One group: the slot ranges it serves and its members that serve RESP.
@@ -39,10 +47,10 @@ pub struct Shard {
     pub replicas: Vec<ShardNode>,
 }
 
-/// A member of a shard.
+/// A member of a shard: one node's endpoint for the shard's group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardNode {
-    /// Its name ([`node_name`]).
+    /// Its name ([`endpoint_name`]).
     pub name: String,
     pub ip: String,
     pub port: u16,
@@ -55,6 +63,21 @@ impl ShardNode {
 }
 
 impl ClusterShape {
+    /// The cluster of `shards` as endpoint `myself` (its [`endpoint_name`]) sees it in view
+    /// `epoch` of its group, whose shard is `shards[own]`.
+    pub fn new(myself: String, epoch: u64, shards: Vec<Shard>, own: usize) -> ClusterShape {
+        assert!(
+            own < shards.len(),
+            "the endpoint's own shard is one of the shards"
+        );
+        ClusterShape {
+            myself,
+            epoch,
+            shards,
+            own,
+        }
+    }
+
     /// A cluster of one group, as node `myself` sees it in view `epoch`: one shard serving
     /// every slot, its primary and its backups that serve RESP.
     pub fn one_group(
@@ -63,24 +86,24 @@ impl ClusterShape {
         primary: Option<ShardNode>,
         replicas: Vec<ShardNode>,
     ) -> ClusterShape {
-        ClusterShape {
-            myself: node_name(myself),
-            epoch,
-            shards: vec![Shard {
-                slots: vec![(0, SLOT_COUNT - 1)],
-                primary,
-                replicas,
-            }],
-        }
+        let shard = Shard {
+            slots: vec![(0, SLOT_COUNT - 1)],
+            primary,
+            replicas,
+        };
+        ClusterShape::new(endpoint_name(myself, 0), epoch, vec![shard], 0)
+    }
+
+    /// The index in `shards` of the shard that serves `slot`, if one does.
+    fn shard_of(&self, slot: u16) -> Option<usize> {
+        self.shards
+            .iter()
+            .position(|shard| shard.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
     }
 
     /// The primary that serves `slot`, if any.
     fn primary_of(&self, slot: u16) -> Option<&ShardNode> {
-        self.shards
-            .iter()
-            .find(|shard| shard.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))?
-            .primary
-            .as_ref()
+        self.shards.get(self.shard_of(slot)?)?.primary.as_ref()
     }
 
     /// How many slots a primary serves now (`cluster_slots_ok`).
@@ -95,18 +118,34 @@ impl ClusterShape {
 }
 
 /// The 40-character name Redis Cluster gives a node, made from tandem's node id: the same
-/// id always reads the same, on every node.
+/// id always reads the same, on every node. It is the node's endpoint name for group 0
+/// ([`endpoint_name`]).
 pub fn node_name(node_id: u64) -> String {
     format!("{node_id:040x}")
 }
 
-/// What a node that is not the primary of a command's slot answers a write on a key: Redis
-/// Cluster's redirection to the primary that serves it, when one is known and the node
-/// speaks the protocol; `None` otherwise (the caller answers `READONLY`).
+/// The 40-character name of node `node_id`'s endpoint for group `group`, which Redis
+/// Cluster's clients see as a node of its own: the same pair always reads the same, on every
+/// node, and no two pairs read alike.
+///
+/// Group 0's is the node's name ([`node_name`]: 24 zeros, then the id in 16 hex digits), so
+/// a cluster of one group keeps the names it always had. Another group's is a `1`, the id in
+/// 31 hex digits, then the group in 8: the leading `1` keeps it from every [`node_name`]
+/// (whose first digit is a `0`), and the id and group each have digits of their own.
+pub fn endpoint_name(node_id: u64, group: u32) -> String {
+    if group == 0 {
+        return node_name(node_id);
+    }
+    format!("1{node_id:031x}{group:08x}")
+}
+
+/// What a backup of a command's shard answers a write on its keys: Redis Cluster's
+/// redirection to the shard's primary, when one is known and the node speaks the protocol;
+/// `None` otherwise (the caller answers `READONLY`). The keys are the endpoint's own shard's
+/// ([`redirection`] refused the others').
 pub fn moved(info: &ServerInfo, command: &cmd::Command, argv: &Argv) -> Option<String> {
     info.cluster.as_ref()?;
-    let spec = cmd::specs::spec(&command.name.to_ascii_lowercase())?;
-    let first = spec.keys(argv).first()?.index;
+    let first = command_keys(command, argv).first()?.index;
     moved_key(info, argv.get(first)?)
 }
 
@@ -116,6 +155,63 @@ pub fn moved_key(info: &ServerInfo, key: &[u8]) -> Option<String> {
     let slot = key_slot(key);
     let primary = shape.primary_of(slot)?;
     Some(format!("MOVED {slot} {}", primary.address()))
+}
+
+/// What an endpoint that speaks the protocol answers a command whose keys are not its own
+/// shard's, as Redis Cluster's `getNodeByQuery` decides: `CLUSTERDOWN Hash slot not served`
+/// when no shard serves the first key's slot, `CROSSSLOT` when the keys are in several
+/// shards, `MOVED` to the primary of the shard that serves them all, or `CLUSTERDOWN` when
+/// it has none now. `None` for a keyless command, or one whose keys are all the endpoint's
+/// own shard's: those run here, in different slots too, since its group runs a call whole
+/// (where Redis would answer `CROSSSLOT` for keys of different slots on one node).
+pub fn redirection(info: &ServerInfo, command: &cmd::Command, argv: &Argv) -> Option<String> {
+    let shape = info.cluster.as_ref()?;
+    let keys = command_keys(command, argv);
+    let first_slot = key_slot(argv.get(keys.first()?.index)?);
+    let Some(shard) = shape.shard_of(first_slot) else {
+        return Some(SLOT_NOT_SERVED.to_owned());
+    };
+    let one_shard = keys.iter().skip(1).all(|key| {
+        let slot = key_slot(argv.get(key.index).unwrap_or_default());
+        slot == first_slot || shape.shard_of(slot) == Some(shard)
+    });
+    if !one_shard {
+        return Some(CROSS_SHARD.to_owned());
+    }
+    if shard == shape.own {
+        return None;
+    }
+    Some(match &shape.shards[shard].primary {
+        Some(primary) => format!("MOVED {first_slot} {}", primary.address()),
+        None => SLOT_NOT_SERVED.to_owned(),
+    })
+}
+
+/// Redis's refusal of a command whose keys are in more than one slot; here, in more than
+/// one shard.
+const CROSS_SHARD: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// Redis's refusal of a command whose slot no node serves.
+const SLOT_NOT_SERVED: &str = "CLUSTERDOWN Hash slot not served";
+
+/// The keys `argv` names, as Redis finds them (its key specs, or the command's own rule):
+/// a container's (`OBJECT`, `XINFO`, `XGROUP`, …) are its subcommand's. A command Redis does
+/// not have, or an unknown subcommand, names none.
+fn command_keys(command: &cmd::Command, argv: &Argv) -> Vec<specs::KeyRef> {
+    command_spec(command, argv)
+        .map(|spec| spec.keys(argv))
+        .unwrap_or_default()
+}
+
+/// Redis's spec of what `argv` runs: its subcommand's for a container.
+fn command_spec(command: &cmd::Command, argv: &Argv) -> Option<&'static Spec> {
+    let name = command.name.to_ascii_lowercase();
+    let spec = specs::spec(&name)?;
+    if name.contains('|') || specs::subcommands(&name).next().is_none() {
+        return Some(spec);
+    }
+    let sub = String::from_utf8_lossy(argv.get(1)?).to_ascii_lowercase();
+    specs::spec(&format!("{name}|{sub}"))
 }
 
 /// What a node that speaks the protocol answers a command Redis Cluster does not allow: a
@@ -353,6 +449,36 @@ fn nodes_text(shape: &ClusterShape) -> String {
     text
 }
 
+/// A cluster of three groups on three nodes, as the tests see it from node 2's endpoint for
+/// group 2 (`own` 1, its primary): group G is shard G - 1, served by node G's endpoint as
+/// primary and by the two other nodes' as replicas, node N's endpoint for group G on port
+/// 7000 + 10 N + G. Shard 2 has no primary unless `shard_2_primary`.
+#[cfg(test)]
+pub(crate) fn three_shards(shard_2_primary: bool) -> ClusterShape {
+    let endpoint = |node: u64, group: u32| ShardNode {
+        name: endpoint_name(node, group),
+        ip: "10.0.0.1".into(),
+        port: 7000 + 10 * node as u16 + group as u16,
+    };
+    let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
+    let shards = (1..=3u32)
+        .zip(ranges)
+        .map(|(group, range)| {
+            let primary_node = u64::from(group);
+            let has_primary = group != 3 || shard_2_primary;
+            Shard {
+                slots: vec![range],
+                primary: has_primary.then(|| endpoint(primary_node, group)),
+                replicas: (1..=3u64)
+                    .filter(|&node| node != primary_node)
+                    .map(|node| endpoint(node, group))
+                    .collect(),
+            }
+        })
+        .collect();
+    ClusterShape::new(endpoint_name(2, 2), 7, shards, 1)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -376,11 +502,7 @@ mod tests {
         };
         ServerInfo {
             repl_offset: 42,
-            cluster: Some(Arc::new(ClusterShape {
-                myself: node_name(2),
-                epoch: 5,
-                shards: vec![shard],
-            })),
+            cluster: Some(Arc::new(ClusterShape::new(node_name(2), 5, vec![shard], 0))),
             ..ServerInfo::default()
         }
     }
@@ -532,5 +654,264 @@ mod tests {
         );
         let plain = reply(&["CLUSTER", "SLOTS"], &ServerInfo::default(), Proto::Resp2);
         assert_eq!(plain, "-ERR This instance has cluster support disabled\r\n");
+    }
+
+    #[test]
+    fn endpoint_names_keep_group_0_s_and_tell_every_pair_apart() {
+        for node in [0, 1, 2, u64::MAX] {
+            assert_eq!(endpoint_name(node, 0), node_name(node));
+        }
+        assert_eq!(
+            endpoint_name(3, 2),
+            "1000000000000000000000000000000300000002"
+        );
+        let nodes = [0, 1, 2, 0xffff_ffff, u64::MAX];
+        let groups = [0, 1, 2, 0x100, u32::MAX];
+        let mut names = std::collections::BTreeSet::new();
+        for node in nodes {
+            for group in groups {
+                let name = endpoint_name(node, group);
+                assert_eq!(name.len(), 40, "{name}");
+                assert!(
+                    name.bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+                    "{name}"
+                );
+                assert!(
+                    names.insert(name),
+                    "({node}, {group}) reads as another pair"
+                );
+            }
+        }
+        // No other group's endpoint reads as a node's name, whatever the node: a name
+        // starts with a `0`, another group's endpoint with a `1`.
+        for node in nodes {
+            assert!(node_name(node).starts_with('0'));
+            for group in groups.into_iter().filter(|&group| group != 0) {
+                assert!(endpoint_name(node, group).starts_with('1'));
+            }
+        }
+    }
+
+    fn find(name: &str) -> &'static cmd::Command {
+        let (index, command) = cmd::lookup(name.as_bytes()).expect(name);
+        let args = Argv::of_words(&name.split(' ').collect::<Vec<_>>());
+        cmd::resolve(index, command, &args).1
+    }
+
+    /// What the endpoint answers `line` before it would run it, `None` if it runs it.
+    fn redirected(info: &ServerInfo, line: &str) -> Option<String> {
+        let words: Vec<&str> = line.split(' ').collect();
+        redirection(info, find(words[0]), &argv(&words))
+    }
+
+    fn three(shard_2_primary: bool) -> ServerInfo {
+        ServerInfo {
+            primary: true,
+            cluster: Some(Arc::new(three_shards(shard_2_primary))),
+            ..ServerInfo::default()
+        }
+    }
+
+    #[test]
+    fn keys_of_another_shard_are_moved_to_its_primary_reads_and_writes_alike() {
+        let info = three(true);
+        // `c` (slot 7365) and `z` (8157) are the endpoint's own shard's: they run, together
+        // too, since its group runs a call whole.
+        for line in [
+            "SET c 1",
+            "GET c",
+            "MSET c 1 z 2",
+            "EVAL return 2 c z",
+            "WATCH c z",
+        ] {
+            assert_eq!(redirected(&info, line), None, "{line}");
+        }
+        let moved = Some("MOVED 12182 10.0.0.1:7033".to_owned());
+        for line in [
+            "SET foo 1",
+            "GET foo",
+            "MSET foo 1 {foo}x 2",
+            "EVAL return 1 foo",
+            "EVALSHA 0123 1 foo",
+            "FCALL f 1 foo",
+            "WATCH foo",
+            "OBJECT ENCODING foo",
+            "XINFO STREAM foo",
+        ] {
+            assert_eq!(redirected(&info, line), moved, "{line}");
+        }
+        // The first key's slot is the one a cluster client computes.
+        assert_eq!(
+            redirected(&info, "GET b").as_deref(),
+            Some("MOVED 3300 10.0.0.1:7011")
+        );
+        // Keys in two shards, whichever they are.
+        let cross = Some(CROSS_SHARD.to_owned());
+        for line in [
+            "MSET {a}x 1 {b}y 2",
+            "MSET c 1 foo 2",
+            "EVAL return 2 foo b",
+        ] {
+            assert_eq!(redirected(&info, line), cross, "{line}");
+        }
+        // Keyless commands, and a key that is only a command's argument, run anywhere.
+        for line in [
+            "PING",
+            "DBSIZE",
+            "FLUSHALL",
+            "EVAL return 0",
+            "CLUSTER KEYSLOT foo",
+            "PUBLISH foo x",
+        ] {
+            assert_eq!(redirected(&info, line), None, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_slot_no_primary_serves_is_not_served() {
+        let info = three(false);
+        assert_eq!(
+            redirected(&info, "SET foo 1").as_deref(),
+            Some(SLOT_NOT_SERVED)
+        );
+        assert_eq!(
+            redirected(&info, "GET b").as_deref(),
+            Some("MOVED 3300 10.0.0.1:7011")
+        );
+        // Nor one no shard serves (`x` is slot 16287).
+        let mut shape = three_shards(true);
+        shape.shards[2].slots = vec![(10923, 16000)];
+        let info = ServerInfo {
+            cluster: Some(Arc::new(shape)),
+            ..ServerInfo::default()
+        };
+        assert_eq!(redirected(&info, "GET x").as_deref(), Some(SLOT_NOT_SERVED));
+        assert_eq!(
+            redirected(&info, "MSET c 1 x 2").as_deref(),
+            Some(CROSS_SHARD)
+        );
+    }
+
+    #[test]
+    fn one_shard_serves_every_key_and_a_plain_node_checks_none() {
+        let one_shard = info(Some(node(1, 7001)));
+        for line in [
+            "SET foo 1",
+            "MSET {a}x 1 {b}y 2",
+            "EVAL return 2 a b",
+            "GET b",
+        ] {
+            assert_eq!(redirected(&one_shard, line), None, "{line}");
+        }
+        // Without a primary, a backup of the one shard still serves its reads.
+        assert_eq!(redirected(&info(None), "MGET a b"), None);
+        assert_eq!(redirected(&ServerInfo::default(), "SET foo 1"), None);
+    }
+
+    /// Each endpoint once, as a master with its ranges or a replica of its shard's primary.
+    #[test]
+    fn nodes_lists_every_endpoint_of_every_shard() {
+        let info = three(true);
+        let name = |node: u64, group: u32| endpoint_name(node, group);
+        let mut want = String::new();
+        for (group, primary, range) in [
+            (1, 1, "0-5460"),
+            (2, 2, "5461-10922"),
+            (3, 3, "10923-16383"),
+        ] {
+            let me = |node: u64| {
+                if (node, group) == (2, 2) {
+                    "myself,"
+                } else {
+                    ""
+                }
+            };
+            want += &format!(
+                "{} 10.0.0.1:{}@0 {}master - 0 0 7 connected {range}\n",
+                name(primary, group),
+                7000 + 10 * primary + u64::from(group),
+                me(primary)
+            );
+            for replica in (1..=3).filter(|&node| node != primary) {
+                want += &format!(
+                    "{} 10.0.0.1:{}@0 {}slave {} 0 0 7 connected\n",
+                    name(replica, group),
+                    7000 + 10 * replica + u64::from(group),
+                    me(replica),
+                    name(primary, group)
+                );
+            }
+        }
+        let nodes = reply(&["CLUSTER", "NODES"], &info, Proto::Resp2);
+        assert_eq!(nodes, format!("${}\r\n{want}\r\n", want.len()));
+        assert_eq!(
+            reply(&["CLUSTER", "MYID"], &info, Proto::Resp2),
+            format!("$40\r\n{}\r\n", name(2, 2))
+        );
+    }
+
+    #[test]
+    fn slots_shards_and_info_describe_three_shards() {
+        let info = three(true);
+        let node = |node: u64, group: u64| {
+            let name = endpoint_name(node, group as u32);
+            format!(
+                "*4\r\n$8\r\n10.0.0.1\r\n:{}\r\n$40\r\n{name}\r\n*0\r\n",
+                7000 + 10 * node + group
+            )
+        };
+        let want = format!(
+            "*3\r\n*5\r\n:0\r\n:5460\r\n{}{}{}*5\r\n:5461\r\n:10922\r\n{}{}{}\
+             *5\r\n:10923\r\n:16383\r\n{}{}{}",
+            node(1, 1),
+            node(2, 1),
+            node(3, 1),
+            node(2, 2),
+            node(1, 2),
+            node(3, 2),
+            node(3, 3),
+            node(1, 3),
+            node(2, 3),
+        );
+        assert_eq!(reply(&["CLUSTER", "SLOTS"], &info, Proto::Resp2), want);
+        let shards = reply(&["CLUSTER", "SHARDS"], &info, Proto::Resp3);
+        assert!(shards.starts_with("*3\r\n%2\r\n$5\r\nslots\r\n*2\r\n:0\r\n:5460\r\n"));
+        for range in ["*2\r\n:5461\r\n:10922\r\n", "*2\r\n:10923\r\n:16383\r\n"] {
+            assert!(shards.contains(range), "{range:?} in {shards}");
+        }
+        assert_eq!(
+            shards.matches("$5\r\nnodes\r\n*3\r\n").count(),
+            3,
+            "{shards}"
+        );
+        assert_eq!(shards.matches("$6\r\nmaster\r\n").count(), 3, "{shards}");
+        assert_eq!(shards.matches("$7\r\nreplica\r\n").count(), 6, "{shards}");
+        let text = reply(&["CLUSTER", "INFO"], &info, Proto::Resp2);
+        for line in [
+            "cluster_state:ok\r\n",
+            "cluster_slots_assigned:16384\r\n",
+            "cluster_slots_ok:16384\r\n",
+            "cluster_slots_fail:0\r\n",
+            "cluster_known_nodes:9\r\n",
+            "cluster_size:3\r\n",
+            "cluster_current_epoch:7\r\n",
+            "cluster_my_epoch:7\r\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in {text}");
+        }
+        // A shard without a primary: its range leaves `SLOTS`, its slots fail.
+        let info = three(false);
+        assert!(reply(&["CLUSTER", "SLOTS"], &info, Proto::Resp2).starts_with("*2\r\n"));
+        let text = reply(&["CLUSTER", "INFO"], &info, Proto::Resp2);
+        for line in [
+            "cluster_state:fail\r\n",
+            "cluster_slots_ok:10923\r\n",
+            "cluster_slots_fail:5461\r\n",
+            "cluster_known_nodes:8\r\n",
+            "cluster_size:2\r\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in {text}");
+        }
     }
 }
