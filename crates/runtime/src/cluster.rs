@@ -114,6 +114,10 @@ pub struct ClusterInfo {
     pub heard_primary_ms_ago: Option<f64>,
     /// Each group the node serves in.
     pub groups: Vec<GroupInfo>,
+    /// The cluster map as the node's config store holds it (every group's view, the slot
+    /// table), for the RESP endpoints' shape.
+    #[serde(skip)]
+    pub map: Arc<ClusterMap>,
     pub uptime_ms: f64,
     /// The suspicions this node raised, by suspected peer: a benchmark that killed one node
     /// counts the rest as false suspicions.
@@ -404,14 +408,9 @@ pub(crate) fn start(
     let crate::Listeners {
         native: listener,
         metrics: metrics_listener,
-        resp: resp_listener,
+        resp: resp_listeners,
     } = listeners;
     let served = config.served_groups();
-    if served.len() > 1 && resp_listener.is_some() {
-        return Err(StartError::RespSeveralGroups {
-            groups: served.len(),
-        });
-    }
     let peer_auth = PeerAuth::new(config, &metrics)?;
     let (disk, persisted) = ConfigDisk::open(config)?;
     let restarted = persisted.is_some();
@@ -432,23 +431,15 @@ pub(crate) fn start(
         resp: config.resp_listen,
         ..ClusterInfo::default()
     }));
-    // The I/O loop serves the RESP port (if the node has one) and every native client, and
-    // watches for a stop; the node's thread drives it, so a call is run where it is read and
-    // answered where it is released.
-    let resp_port = resp_listener.as_ref().and_then(|l| l.local_addr().ok());
-    let node = ClusterResp::new(config, resp_port, &slots[0].1, &info, &metrics, &scripts);
-    let (mut io_loop, door) = crate::resp::IoLoop::new(
-        resp_listener,
-        Arc::new(node),
-        config.resp_tls()?,
-        config.tuning.client_limits(),
-        stop,
-        publications.clone(),
-        Some(to_node.io_wakers()),
-    )?;
-    if publications.is_some() {
-        monitor_model(&mut io_loop, model.as_mut());
-    }
+    let fronts = Fronts {
+        config,
+        slots: &slots,
+        info: &info,
+        metrics: &metrics,
+        scripts: &scripts,
+        to_node: &to_node,
+    };
+    let (io_loops, door) = fronts.io_loops(resp_listeners, stop, &publications, model.as_mut())?;
     // The logs open once the segments are loaded (below); `/status` says of them from then on.
     let logs_opened: LogsOpened = Arc::new(std::sync::OnceLock::new());
     if let Some(listener) = metrics_listener {
@@ -541,7 +532,10 @@ pub(crate) fn start(
         info,
         started: Instant::now(),
         stats_refreshed: None,
-        io: Arc::new(Mutex::new(io_loop)),
+        io: io_loops
+            .into_iter()
+            .map(|io_loop| Arc::new(Mutex::new(io_loop)))
+            .collect(),
         local,
         stopping: false,
     };
@@ -554,6 +548,66 @@ pub(crate) fn start(
         _gate: gate,
         thread: Some(thread),
     })
+}
+
+/// What the clients' I/O loops of a node are made of.
+struct Fronts<'a> {
+    config: &'a NodeConfig,
+    slots: &'a [(GroupId, Arc<Mutex<Slot>>)],
+    info: &'a Arc<Mutex<ClusterInfo>>,
+    metrics: &'a Arc<Metrics>,
+    scripts: &'a Scripts,
+    to_node: &'a NodeTx,
+}
+
+impl Fronts<'_> {
+    /// The clients' I/O loops, which the node's thread drives, so a call is run where it is
+    /// read and answered where it is released. The first serves every native client,
+    /// watches for a stop, and serves the RESP endpoint of the node's first group if it has
+    /// one; each other RESP endpoint (`resp_listeners`: one per group the node serves in)
+    /// has a loop of its own, which serves that group alone.
+    fn io_loops(
+        &self,
+        resp_listeners: Vec<(GroupId, std::net::TcpListener)>,
+        stop: crate::StopWhen,
+        publications: &Option<Arc<tandem_store::Publications>>,
+        model: &mut dyn DataModel,
+    ) -> Result<(Vec<crate::resp::IoLoop>, crate::native::NativeDoor), StartError> {
+        let mut listeners: BTreeMap<GroupId, std::net::TcpListener> =
+            resp_listeners.into_iter().collect();
+        let mut loops = Vec::new();
+        let mut door = None;
+        for (at, (group, slot)) in self.slots.iter().enumerate() {
+            let listener = listeners.remove(group);
+            let first = at == 0;
+            if !first && listener.is_none() {
+                continue;
+            }
+            let resp_port = listener.as_ref().and_then(|l| l.local_addr().ok());
+            let node = ClusterResp::new(self, *group, resp_port, slot);
+            let (mut io_loop, made_door) = crate::resp::IoLoop::new(
+                listener,
+                Arc::new(node),
+                self.config.resp_tls()?,
+                self.config.tuning.client_limits(),
+                if first {
+                    stop
+                } else {
+                    crate::StopWhen::default()
+                },
+                if first { publications.clone() } else { None },
+                Some(self.to_node.io_wakers()),
+            )?;
+            if first {
+                if publications.is_some() {
+                    monitor_model(&mut io_loop, model);
+                }
+                door = Some(made_door);
+            }
+            loops.push(io_loop);
+        }
+        Ok((loops, door.expect("a node serves in a group")))
+    }
 }
 
 /// The logs of the node's groups, once they are open (`/status` says of them).
@@ -774,11 +828,14 @@ fn node_settings(
     }
 }
 
-/// What a RESP connection knows of a cluster-mode node.
+/// What a RESP connection knows of a cluster-mode node, at the endpoint of one group it
+/// serves in.
 struct ClusterResp {
     node_id: NodeId,
+    group: GroupId,
     resp_port: u16,
-    resp_by_node: BTreeMap<NodeId, SocketAddr>,
+    /// Every RESP endpoint of the cluster: each node's for each group it could serve in.
+    endpoints: BTreeMap<(NodeId, GroupId), SocketAddr>,
     maxmemory: usize,
     safety: String,
     safety_rule: tandem_replication::Safety,
@@ -799,40 +856,53 @@ struct ClusterResp {
     max_frame_len: usize,
     /// Whether the RESP port speaks Redis Cluster's protocol (`redis_cluster`).
     redis_cluster: bool,
-    /// The shards last made for it, and the view, primary and backups they are of: made
-    /// again only when those change.
+    /// The shards last made for it, and the map they are of: made again only when the map
+    /// changes.
     shape: Mutex<ShapeMade>,
 }
 
-/// [`ClusterResp::shape`]'s cache: the view, primary and backups a shape was made of.
-type ShapeMade = (
-    (u64, Option<NodeId>, Vec<NodeId>),
-    Arc<tandem_redis::session::ClusterShape>,
-);
+/// [`ClusterResp::shape`]'s cache: the map a shape was made of, and the shape.
+type ShapeMade = (Arc<ClusterMap>, Arc<tandem_redis::session::ClusterShape>);
 
 impl ClusterResp {
-    /// What the RESP sessions of the node `config` describes know of it (`resp_port`: where
-    /// its RESP port listens, if it has one).
+    /// What the RESP sessions at the endpoint of `group` on the node `fronts` describes know
+    /// of it (`resp_port`: where the endpoint listens, if it does); `slot` is the group's role.
     fn new(
-        config: &NodeConfig,
+        fronts: &Fronts<'_>,
+        group: GroupId,
         resp_port: Option<SocketAddr>,
         slot: &Arc<Mutex<Slot>>,
-        info: &Arc<Mutex<ClusterInfo>>,
-        metrics: &Arc<Metrics>,
-        scripts: &Scripts,
     ) -> ClusterResp {
+        let Fronts {
+            config,
+            info,
+            metrics,
+            scripts,
+            ..
+        } = *fronts;
+        let plans = config.group_plans();
+        let nodes = std::iter::once(config.node_id).chain(config.peers.iter().map(|p| p.node_id));
+        let endpoints = nodes
+            .flat_map(|node| plans.iter().map(move |plan| (node, plan.id)))
+            .filter_map(|(node, of)| Some(((node, of), config.resp_address(node, of)?)))
+            .collect();
+        let safety = plans
+            .iter()
+            .find(|plan| plan.id == group)
+            .map_or(config.group.safety, |plan| plan.safety);
+        // Each group's endpoint saves its own database.
+        let snapshot = config.snapshot_path().map(|path| match plans.len() {
+            1 => path,
+            _ => path.with_file_name(format!("dump-group-{group}.rdb")),
+        });
         ClusterResp {
             node_id: config.node_id,
+            group,
             resp_port: resp_port.map_or(0, |a| a.port()),
-            resp_by_node: config
-                .peers
-                .iter()
-                .filter_map(|peer| Some((peer.node_id, peer.resp?)))
-                .chain(config.resp_listen.map(|a| (config.node_id, a)))
-                .collect(),
+            endpoints,
             maxmemory: config.group.db_mib << 20,
-            safety: config.group.safety.to_string(),
-            safety_rule: config.group.safety,
+            safety: safety.to_string(),
+            safety_rule: safety,
             slot: Arc::clone(slot),
             requirepass: config.resp_password(),
             users: Arc::new(config.resp_users()),
@@ -842,40 +912,76 @@ impl ClusterResp {
             metrics: Arc::clone(metrics),
             scripts: scripts.clone(),
             backups_resp: Mutex::new((Vec::new(), Arc::from([]))),
-            saver: config.snapshot_path().map(crate::saves::Saver::new),
+            saver: snapshot.map(crate::saves::Saver::new),
             max_frame_len: config.tuning.max_frame_len,
             redis_cluster: config.redis_cluster,
             shape: Mutex::new(Default::default()),
         }
     }
 
-    /// The view as Redis Cluster's clients see it (`ClusterShape::one_group`), with the
-    /// members' RESP addresses; made again only when the view changes.
+    /// The cluster as Redis Cluster's clients see it: a shard per group of the map, its
+    /// slots, and its members' endpoints for it, this endpoint's group's shard its own; made
+    /// again only when the map changes. Before the map names this endpoint's group, one
+    /// shard of it without a primary.
     fn shape(&self, info: &ClusterInfo) -> Arc<tandem_redis::session::ClusterShape> {
-        use tandem_redis::session::{ClusterShape, ShardNode, node_name};
+        use tandem_redis::session::{ClusterShape, Shard, endpoint_name};
         let mut made = self.shape.lock().expect("not poisoned");
-        let (view, primary, backups) = &made.0;
-        let current =
-            (*view, *primary) == (info.view, info.primary) && *backups == info.backup_nodes;
-        if !current || made.1.myself.is_empty() {
-            let node = |id: &NodeId| {
-                let address = self.resp_by_node.get(id)?;
-                Some(ShardNode {
-                    name: node_name(u64::from(*id)),
-                    ip: address.ip().to_string(),
-                    port: address.port(),
-                })
-            };
-            let shape = ClusterShape::one_group(
-                u64::from(self.node_id),
-                info.view,
-                info.primary.as_ref().and_then(node),
-                info.backup_nodes.iter().filter_map(node).collect(),
-            );
-            let key = (info.view, info.primary, info.backup_nodes.clone());
-            *made = (key, Arc::new(shape));
+        if Arc::ptr_eq(&made.0, &info.map) && !made.1.myself.is_empty() {
+            return Arc::clone(&made.1);
         }
+        let map = &info.map;
+        let lowest = map.groups.keys().next().copied();
+        let shards: Vec<Shard> = (map.groups.iter())
+            .map(|(&group, view)| Shard {
+                slots: match map.slots.is_empty() {
+                    // An unassigned table gives every slot to the lowest group.
+                    true if Some(group) == lowest => vec![(0, tandem_config::SLOT_COUNT - 1)],
+                    true => Vec::new(),
+                    false => map.slots.ranges_of(group).collect(),
+                },
+                primary: self.endpoint(view.primary, group),
+                replicas: (view.backups.iter())
+                    .filter_map(|&node| self.endpoint(node, group))
+                    .collect(),
+            })
+            .collect();
+        let myself = endpoint_name(u64::from(self.node_id), self.group);
+        let epoch = map.groups.get(&self.group).map_or(0, |view| view.number);
+        let shape = match map.groups.keys().position(|&group| group == self.group) {
+            Some(own) => ClusterShape {
+                myself,
+                epoch,
+                shards,
+                own,
+            },
+            None => ClusterShape {
+                myself,
+                epoch,
+                shards: vec![Shard {
+                    slots: vec![(0, tandem_config::SLOT_COUNT - 1)],
+                    primary: None,
+                    replicas: Vec::new(),
+                }],
+                own: 0,
+            },
+        };
+        *made = (Arc::clone(&info.map), Arc::new(shape));
         Arc::clone(&made.1)
+    }
+
+    /// `node`'s endpoint for `group` as a shard lists it, if it serves RESP.
+    fn endpoint(&self, node: NodeId, group: GroupId) -> Option<tandem_redis::session::ShardNode> {
+        let address = self.endpoints.get(&(node, group))?;
+        Some(tandem_redis::session::ShardNode {
+            name: tandem_redis::session::endpoint_name(u64::from(node), group),
+            ip: address.ip().to_string(),
+            port: address.port(),
+        })
+    }
+
+    /// This endpoint's group's place, as the node's thread last published it.
+    fn place<'a>(&self, info: &'a ClusterInfo) -> Option<&'a GroupInfo> {
+        info.groups.iter().find(|place| place.group == self.group)
     }
 
     /// The RESP addresses of `backups` (those that serve RESP), as `ROLE` lists them.
@@ -884,7 +990,7 @@ impl ClusterResp {
         if made.0 != backups {
             let addresses = backups
                 .iter()
-                .filter_map(|node| self.resp_by_node.get(node))
+                .filter_map(|&node| self.endpoints.get(&(node, self.group)))
                 .map(ToString::to_string)
                 .collect();
             *made = (backups.to_vec(), addresses);
@@ -901,21 +1007,22 @@ impl crate::resp::RespNode for ClusterResp {
             Slot::Outside => (false, false),
         };
         let info = self.info.lock().expect("not poisoned");
+        let place = self.place(&info).cloned().unwrap_or_default();
         tandem_redis::session::ServerInfo {
             node_id: u64::from(self.node_id),
             primary,
             backup,
-            primary_resp: info
+            primary_resp: place
                 .primary
-                .and_then(|node| self.resp_by_node.get(&node))
+                .and_then(|node| self.endpoints.get(&(node, self.group)))
                 .map(ToString::to_string),
             resp_port: self.resp_port,
-            backups: info.backups,
-            backups_resp: self.backups_resp(&info.backup_nodes),
+            backups: place.backups,
+            backups_resp: self.backups_resp(&place.backup_nodes),
             backups_acked: self
                 .safety_rule
                 .backup_acks()
-                .map_or(0, |acks| acks.needed(info.backups)),
+                .map_or(0, |acks| acks.needed(place.backups)),
             maxmemory: self.maxmemory,
             safety: self.safety.clone(),
             requirepass: self.requirepass.clone(),

@@ -737,6 +737,24 @@ impl NodeConfig {
         }
     }
 
+    /// Where `node` (this node or a peer) serves RESP for `group`, if it serves RESP: each
+    /// group a node serves in has an endpoint of its own, at its RESP address (`resp_listen`,
+    /// a peer's `resp`) with the port moved on by the group's place among the cluster's groups
+    /// (0 for the first, and for a cluster of one group). `None` for a group the cluster
+    /// does not hold.
+    pub fn resp_address(&self, node: NodeId, group: u32) -> Option<SocketAddr> {
+        let base = match node == self.node_id {
+            true => self.resp_listen?,
+            false => self.peers.iter().find(|peer| peer.node_id == node)?.resp?,
+        };
+        let place = self
+            .group_plans()
+            .iter()
+            .position(|plan| plan.id == group)?;
+        let port = u16::try_from(usize::from(base.port()) + place).ok()?;
+        Some(SocketAddr::new(base.ip(), port))
+    }
+
     /// The groups this node is a member of (the ids of the plans whose members include
     /// node_id), in plan order.
     pub fn served_groups(&self) -> Vec<u32> {
@@ -795,7 +813,58 @@ impl NodeConfig {
                 ),
             ));
         }
-        self.slot_table_checked().map(drop)
+        self.slot_table_checked()?;
+        self.validate_group_resp()
+    }
+
+    /// Each group's RESP endpoint is the RESP address's port moved on by the group's place:
+    /// every node's last one must be a port, and none of this node's may be another of its
+    /// listeners.
+    fn validate_group_resp(&self) -> Result<(), ConfigError> {
+        let last = self.group_entries().len() - 1;
+        // Each endpoint serves its group's slots alone: the rest are another group's, which
+        // only Redis Cluster's protocol can send a client to.
+        if last > 0 && self.resp_listen.is_some() && !self.redis_cluster {
+            return Err(invalid(
+                "redis_cluster",
+                "a cluster of several groups serves each group's slots at that group's RESP \
+                 endpoints, and sends a client elsewhere with -MOVED: set redis_cluster = true \
+                 (clients then route by slot: redis-cli -c, RedisCluster, ClusterClient)",
+            ));
+        }
+        let bases = std::iter::once(("resp_listen".to_owned(), self.resp_listen)).chain(
+            (self.peers.iter().enumerate())
+                .map(|(i, peer)| (format!("peers[{i}].resp"), peer.resp)),
+        );
+        for (field, base) in bases {
+            let Some(base) = base else { continue };
+            if usize::from(base.port()) + last > usize::from(u16::MAX) {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "{base}: each of the {} groups has a RESP port of its own, this one's \
+                         port and the next {last}, which run past 65535; use a lower port",
+                        last + 1
+                    ),
+                ));
+            }
+        }
+        let others = [Some(self.listen), self.metrics_listen];
+        for group in self.served_groups() {
+            let address = self.resp_address(self.node_id, group);
+            if address.is_some_and(|a| a.port() != 0 && others.contains(&Some(a))) {
+                return Err(invalid(
+                    "resp_listen",
+                    format!(
+                        "group {group}'s RESP port ({}) is another listener of this node's; \
+                         each group's port is resp_listen's moved on by its place in \
+                         cluster.groups, so move resp_listen",
+                        address.expect("checked above")
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A group's members: at least one, at most a `Members` frame carries, each once, each
@@ -2671,6 +2740,39 @@ address = "127.0.0.1:7003"
         (table.ranges().iter())
             .map(|range| (range.first, range.last, range.group))
             .collect()
+    }
+
+    /// Each group's RESP endpoint is a node's RESP port moved on by the group's place in
+    /// `cluster.groups`; a cluster of several groups serving RESP speaks Redis Cluster's
+    /// protocol, and every endpoint's port must exist.
+    #[test]
+    fn each_group_has_a_resp_endpoint_of_its_own_on_each_node() {
+        let mut config = three_groups();
+        let address = |text: &str| text.parse::<SocketAddr>().unwrap();
+        config.resp_listen = Some(address("127.0.0.1:6001"));
+        config.peers[1].resp = Some(address("127.0.0.1:6301"));
+        config.redis_cluster = true;
+        config.validate().expect("valid");
+        assert_eq!(config.resp_address(1, 1), Some(address("127.0.0.1:6001")));
+        assert_eq!(config.resp_address(1, 3), Some(address("127.0.0.1:6003")));
+        assert_eq!(config.resp_address(3, 2), Some(address("127.0.0.1:6302")));
+        assert_eq!(config.resp_address(2, 1), None, "node 2 serves no RESP");
+        assert_eq!(config.resp_address(1, 9), None, "no group 9");
+
+        config.redis_cluster = false;
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("`redis_cluster`"), "{error}");
+        config.redis_cluster = true;
+        config.resp_listen = Some(address("127.0.0.1:65534"));
+        let error = config.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("`resp_listen`") && error.contains("65535"),
+            "{error}"
+        );
+        config.resp_listen = Some(address("127.0.0.1:8000"));
+        config.metrics_listen = Some(address("127.0.0.1:8002"));
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("group 3's RESP port"), "{error}");
     }
 
     #[test]

@@ -72,13 +72,6 @@ pub enum StartError {
     /// The thread that loaded a spare segment panicked (its message was printed then).
     #[error("the segment's loader panicked")]
     LoaderPanicked,
-    /// The RESP port routes no command by slot yet: a node serving in several groups serves
-    /// native clients only (docs/many-groups.md, step 4).
-    #[error(
-        "resp_listen: this node serves in {groups} groups, and the RESP port serves a node of \
-         one group only for now; leave resp_listen out of this node's config"
-    )]
-    RespSeveralGroups { groups: usize },
 }
 
 #[cfg(test)]

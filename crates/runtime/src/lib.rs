@@ -163,7 +163,8 @@ impl Checksum {
 pub struct Listeners {
     pub native: TcpListener,
     pub metrics: Option<TcpListener>,
-    pub resp: Option<TcpListener>,
+    /// The RESP endpoint of each group the node serves in, if it serves RESP.
+    pub resp: Vec<(u32, TcpListener)>,
 }
 
 /// The log of the node this process runs, once it is open: a stop drains it first.
@@ -190,20 +191,27 @@ pub fn stop_node() -> ! {
     std::process::exit(0)
 }
 
-/// The RESP port's listener, if the node has one: only a Redis workload opens it.
+/// The RESP endpoints' listeners, one per group the node serves in, if the node has a RESP
+/// port: only a Redis workload opens them.
 fn bind_resp(
     config: &NodeConfig,
     model: &dyn DataModel,
-) -> Result<Option<TcpListener>, StartError> {
+) -> Result<Vec<(u32, TcpListener)>, StartError> {
     match config.resp_listen {
-        Some(address) if model.name() == "redis" => {
-            TcpListener::bind(address)
-                .map(Some)
-                .map_err(|source| StartError::Bind {
+        Some(_) if model.name() == "redis" => {
+            let mut listeners = Vec::new();
+            for group in config.served_groups() {
+                let address = config
+                    .resp_address(config.node_id, group)
+                    .expect("a valid config's served group has an endpoint");
+                let listener = TcpListener::bind(address).map_err(|source| StartError::Bind {
                     field: "resp_listen",
                     address,
                     source,
-                })
+                })?;
+                listeners.push((group, listener));
+            }
+            Ok(listeners)
         }
         Some(_) => {
             tracing::warn!(
@@ -212,9 +220,9 @@ fn bind_resp(
                 config.node_id,
                 model.name()
             );
-            Ok(None)
+            Ok(Vec::new())
         }
-        None => Ok(None),
+        None => Ok(Vec::new()),
     }
 }
 
@@ -261,7 +269,11 @@ pub fn start_node(
     // One watch for the node's scripts: every role's model is a replica of this one.
     let scripts = scripts::Scripts::new(&config.tuning);
     model.watch_calls(Arc::clone(scripts.watch()));
-    let publications = listeners.resp.as_ref().map(|_| publishing(model.as_mut()));
+    // The model's keyspace notifications go to the RESP port of a node of one group; one
+    // serving in several has no queue for them yet (docs/many-groups.md, step 4).
+    let one_group = config.served_groups().len() == 1;
+    let publications =
+        (!listeners.resp.is_empty() && one_group).then(|| publishing(model.as_mut()));
     // The node starts in its role in the first group it serves: the primary if it leads
     // that group's first view.
     let plans = config.group_plans();

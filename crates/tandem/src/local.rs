@@ -254,14 +254,6 @@ impl LocalCluster {
                 options.nodes
             )));
         }
-        if options.groups > 1 && options.workload == "redis" {
-            return Err(Failure::Usage(format!(
-                "--groups {}: the RESP port does not route Redis clients by slot yet, so the \
-                 redis workload runs one group; leave --groups out, or drive another workload \
-                 with stub clients",
-                options.groups
-            )));
-        }
         let shown = dir;
         // Absolute, so that the nodes find their files whatever their working directory.
         let dir = &std::path::absolute(dir)
@@ -290,8 +282,9 @@ impl LocalCluster {
                 } else {
                     Role::Backup
                 }),
+                // A RESP endpoint per group, on consecutive ports from this one.
                 resp: if options.workload == "redis" {
-                    Some(free_address()?)
+                    Some(crate::bench::replication::free_run(options.groups as u16)?)
                 } else {
                     None
                 },
@@ -317,7 +310,6 @@ impl LocalCluster {
             if let Some(certificates) = &certificates {
                 config.tls = Some(certificates.node(member.node_id));
             }
-            config.redis_cluster = options.redis_cluster;
             let node_dir = dir.join(format!("node{}", member.node_id));
             make_private(&node_dir, &shown.join(format!("node{}", member.node_id)))?;
             let path = node_dir.join("node.toml");
@@ -1330,6 +1322,8 @@ fn node_config(
     });
     let mut cluster = ClusterTable::new(data_dir);
     cluster.groups = group_entries(options.nodes, options.groups);
+    // Several groups' endpoints send a client to the others by slot.
+    config.redis_cluster = options.redis_cluster || options.groups > 1;
     // The lease must run out before a silent primary is suspected.
     cluster.lease_ticks = options.lease_ticks.min(options.suspect_ticks - 1);
     cluster.collect_ticks = cluster.lease_ticks + 1;

@@ -247,10 +247,15 @@ fn print_cluster(cluster: &LocalCluster, settled: &local::Settled) {
         ));
     }
     for node in &cluster.nodes {
-        let resp = node
-            .entry
-            .resp
-            .map_or(String::new(), |resp| format!("Redis clients at {resp}, "));
+        let groups = settled.groups.len();
+        let resp = node.entry.resp.map_or(String::new(), |resp| match groups {
+            1 => format!("Redis clients at {resp}, "),
+            // Each group's endpoint is the next port.
+            _ => format!(
+                "Redis clients at {resp} to {} (group 1 to {groups}), ",
+                resp.port() + groups as u16 - 1
+            ),
+        });
         say(&format!(
             "  node {}: {resp}stub clients at {}, status at http://{}/status, log {}",
             node.entry.id,
@@ -263,7 +268,15 @@ fn print_cluster(cluster: &LocalCluster, settled: &local::Settled) {
         tandem_runtime::config::NodeConfig::load(&node.entry.config)
             .is_ok_and(|config| config.redis_cluster)
     });
-    if let Some(line) = primary_line(cluster, settled.primary) {
+    if let [_, _, ..] = settled.groups.as_slice()
+        && let Some(line) = primary_line(cluster, settled.primary)
+    {
+        say(&format!(
+            "{} -c (group 1's primary; each endpoint serves its group's slots and sends a \
+             client elsewhere with MOVED, which `redis-cli -c` and cluster clients follow)",
+            line
+        ));
+    } else if let Some(line) = primary_line(cluster, settled.primary) {
         let writes = if redis_cluster {
             "redirects writes to the primary with MOVED (`redis-cli -c` follows it)"
         } else {

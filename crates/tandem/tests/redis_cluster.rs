@@ -256,3 +256,123 @@ fn without_the_flag_a_node_says_it_has_no_cluster_support() {
     );
     assert!(text(&conn.cmd("INFO cluster")).contains("cluster_enabled:0"));
 }
+
+/// `tandem up --groups 3` with the redis workload: every node has an endpoint per group (its
+/// RESP port for group 1, the next ports for groups 2 and 3), each serving its group's slots
+/// alone. A client of any endpoint learns the three shards, is sent to the primary of a key's
+/// group with `-MOVED`, and gets `-CROSSSLOT` for keys of two groups; keys of two slots of
+/// one group run together. `redis-cli -c` and redis-py's `RedisCluster` route by themselves,
+/// through the death of the node that leads group 1.
+#[test]
+fn three_groups_split_the_slots_and_cluster_clients_route_by_slot() {
+    let python = crate::redis_clients::pyenv_python().unwrap_or_else(|why| panic!("{why}"));
+    let cluster = Cluster::start_with("redis-groups", 3, 8, &["--groups", "3"]);
+    let endpoint = |node: u64, group: u16| {
+        let base = cluster.node(node).resp;
+        std::net::SocketAddr::new(base.ip(), base.port() + group - 1)
+    };
+    let ok = Value::Simple(b"OK".to_vec());
+    let mut conn = Conn::connect(endpoint(1, 1));
+    let Value::Array(ranges) = conn.cmd("CLUSTER SLOTS") else {
+        panic!("CLUSTER SLOTS answers an array")
+    };
+    assert_eq!(ranges.len(), 3, "{ranges:?}");
+    let split = [(0, 5460), (5461, 10922), (10923, 16383)];
+    for (group, (first, last)) in (1..=3u16).zip(split) {
+        let Value::Array(range) = &ranges[usize::from(group) - 1] else {
+            panic!("a range is an array: {ranges:?}")
+        };
+        assert_eq!(range[..2], [Value::Integer(first), Value::Integer(last)]);
+        assert_eq!(range.len(), 5, "a primary and two replicas: {range:?}");
+        let Value::Array(primary) = &range[2] else {
+            panic!("a node is an array: {range:?}")
+        };
+        // Node g leads group g.
+        let port = i64::from(endpoint(u64::from(group), group).port());
+        assert_eq!(primary[1], Value::Integer(port), "group {group}: {range:?}");
+    }
+    // "bar" (slot 5061) and "b" (3300) are group 1's, "c" (7365) group 2's, "foo" (12182)
+    // group 3's.
+    assert_eq!(conn.cmd("SET bar 1"), ok);
+    let moved =
+        |slot: u16, node: u64, group: u16| format!("MOVED {slot} {}", endpoint(node, group));
+    assert_eq!(error_text(&conn.cmd("SET foo 1")), moved(12182, 3, 3));
+    assert_eq!(error_text(&conn.cmd("GET c")), moved(7365, 2, 2));
+    let crossed = error_text(&conn.cmd("MSET bar 1 foo 2"));
+    assert!(crossed.starts_with("CROSSSLOT "), "{crossed}");
+    assert_eq!(conn.cmd("MSET bar 1 b 2"), ok);
+    assert_eq!(
+        conn.cmd("DBSIZE"),
+        Value::Integer(2),
+        "group 1 holds its own keys"
+    );
+    // A backup's endpoint of group 1 serves its reads and sends its writes to the primary.
+    let mut backup = Conn::connect(endpoint(2, 1));
+    assert_eq!(backup.cmd("GET b"), Value::Bulk(b"2".to_vec()));
+    assert_eq!(error_text(&backup.cmd("SET b 3")), moved(3300, 1, 1));
+
+    // Redis's own tools agree.
+    let redis_cli = redis_support::require("redis-cli");
+    let output = Command::new(&redis_cli)
+        .args(["--cluster", "check", &endpoint(1, 1).to_string()])
+        .output()
+        .expect("redis-cli runs");
+    let checked = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        checked.contains("[OK] All 16384 slots covered."),
+        "{checked}"
+    );
+    let cli = |port: u16, args: &[&str]| {
+        let output = Command::new(&redis_cli)
+            .args(["-c", "-p", &port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    assert_eq!(cli(endpoint(1, 1).port(), &["SET", "foo", "x"]), "OK");
+    assert_eq!(cli(endpoint(2, 2).port(), &["GET", "foo"]), "x");
+
+    // redis-py's RedisCluster, from group 2's primary, while node 1 (group 1's primary) dies.
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/redis_cluster.py");
+    let piped = std::process::Stdio::piped;
+    let port = endpoint(2, 2).port().to_string();
+    let py = Command::new(&python)
+        .args([script.as_os_str(), port.as_ref(), "4".as_ref()])
+        .stdout(piped())
+        .stderr(piped())
+        .spawn()
+        .expect("python runs");
+    std::thread::sleep(Duration::from_millis(1500));
+    kill(&cluster, 1);
+    let report = report_of("redis-py's RedisCluster over three groups", py);
+    assert_eq!(report["wrong_count"], 0, "{report}\n{}", cluster.logs());
+    assert!(
+        report["acknowledged_after_last_error"].as_u64() > Some(0),
+        "{report}"
+    );
+    // Group 1's slots now name a new primary, on node 2 or 3.
+    let mut conn = Conn::connect(endpoint(2, 2));
+    let started = Instant::now();
+    loop {
+        let Value::Array(ranges) = conn.cmd("CLUSTER SLOTS") else {
+            panic!("CLUSTER SLOTS answers an array")
+        };
+        let Value::Array(range) = &ranges[0] else {
+            panic!("a range is an array: {ranges:?}")
+        };
+        let Value::Array(primary) = &range[2] else {
+            panic!("a node is an array: {range:?}")
+        };
+        let old = Value::Integer(i64::from(endpoint(1, 1).port()));
+        if primary[1] != old {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "CLUSTER SLOTS still names the killed primary of group 1"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cli(endpoint(3, 3).port(), &["GET", "b"]), "2");
+}

@@ -40,8 +40,15 @@ use crate::resp::{IoLoop, LoopWakers};
 use crate::scripts::Scripts;
 use crate::{Checksum, Control, NodeStatus, StartError};
 
-/// The poll token of the clients' I/O loop's own poll (peers' tokens are small numbers).
-const IO_LOOP: mio::Token = mio::Token(usize::MAX - 1);
+/// The poll token of the first clients' I/O loop's own poll; loop k's is this one minus k
+/// (peers' tokens are small numbers).
+const IO_LOOP: usize = usize::MAX - 1;
+
+/// The I/O loop whose poll `token` is, if it is one's.
+fn io_loop_of(token: mio::Token, loops: usize) -> Option<usize> {
+    let at = IO_LOOP.checked_sub(token.0)?;
+    (at < loops).then_some(at)
+}
 
 /// How often the model's figures are refreshed for `/metrics` (and for an `INFO` that cannot
 /// read them by a call: inside `MULTI`, or on a node without a role).
@@ -236,9 +243,11 @@ pub(super) struct NodeThread {
     /// When the model's figures (keys, memory) were last refreshed for `/metrics` and
     /// `INFO`.
     pub(super) stats_refreshed: Option<Instant>,
-    /// The clients' I/O loop (RESP and native connections), driven by this thread. It is
-    /// shared with the script watch, which serves it while a script is busy.
-    pub(super) io: Arc<Mutex<IoLoop>>,
+    /// The clients' I/O loops, driven by this thread: the first serves the native clients
+    /// and the RESP endpoint of the node's first group, each other the RESP endpoint of
+    /// another group the node serves in. They are shared with the script watch, which
+    /// serves them while a script is busy.
+    pub(super) io: Vec<Arc<Mutex<IoLoop>>>,
     /// The in-process driver's calls (a benchmark's primary, of the node's first group), if
     /// the node runs one.
     pub(super) local: Option<super::local_load::LocalCalls>,
@@ -266,7 +275,7 @@ impl NodeThread {
         self.drive();
         self.publish();
         loop {
-            let io_due = self.io().due();
+            let io_due = self.io.iter().filter_map(|io| lock(io).due()).min();
             let due = io_due.map_or(next_tick, |due| due.min(next_tick));
             let timeout = match self.local_wants_calls() {
                 true => Duration::ZERO,
@@ -278,11 +287,22 @@ impl NodeThread {
             // edge-triggered: each new event of the loop's raises one here) or the loop
             // asked to look again; what the node handed over reaches the clients at the
             // pass below either way.
-            let io_ready = events.iter().any(|event| event.token() == IO_LOOP);
-            if io_ready || io_due.is_some_and(|due| due <= Instant::now()) {
-                self.io_turn();
+            let loops = self.io.len();
+            for at in 0..loops {
+                let ready = events
+                    .iter()
+                    .any(|e| io_loop_of(e.token(), loops) == Some(at));
+                let due = lock(&self.io[at])
+                    .due()
+                    .is_some_and(|due| due <= Instant::now());
+                if ready || due {
+                    self.io_turn(at);
+                }
             }
-            for event in events.iter().filter(|event| event.token() != IO_LOOP) {
+            let peer_events = events
+                .iter()
+                .filter(|e| io_loop_of(e.token(), loops).is_none());
+            for event in peer_events {
                 let Some(peer) = peers::peer_of(event.token()) else {
                     continue;
                 };
@@ -310,7 +330,9 @@ impl NodeThread {
             self.env.hand_over();
             // What the node handed over reaches the clients' sockets before the thread
             // sleeps.
-            self.io().pass();
+            for io in &self.io {
+                lock(io).pass();
+            }
             self.publish();
             self.env.peers.dial_due(Instant::now());
             self.env.peers.flush(None);
@@ -341,43 +363,43 @@ impl NodeThread {
         tracing::info!("node {}: stopped", self.env.id);
     }
 
-    fn io(&self) -> std::sync::MutexGuard<'_, IoLoop> {
-        self.io.lock().expect("not poisoned")
-    }
-
-    /// Watches the I/O loop's poll from this thread's, and lets the script watch serve the
-    /// loop while a script is busy (this thread runs the script and cannot otherwise).
+    /// Watches the I/O loops' polls from this thread's, and lets the script watch serve the
+    /// loops while a script is busy (this thread runs the script and cannot otherwise).
     fn watch_io(&mut self) {
-        let fd = self.io().poll_fd();
-        let registered = self.poll.registry().register(
-            &mut mio::unix::SourceFd(&fd),
-            IO_LOOP,
-            mio::Interest::READABLE,
-        );
-        if let Err(err) = registered {
-            self.poisoned(&format!("cannot watch its clients' sockets ({err})"));
+        for at in 0..self.io.len() {
+            let fd = lock(&self.io[at]).poll_fd();
+            let registered = self.poll.registry().register(
+                &mut mio::unix::SourceFd(&fd),
+                mio::Token(IO_LOOP - at),
+                mio::Interest::READABLE,
+            );
+            if let Err(err) = registered {
+                self.poisoned(&format!("cannot watch its clients' sockets ({err})"));
+            }
         }
-        // Weak: a stopped node's loop is dropped with its thread, sockets and all.
-        let io = Arc::downgrade(&self.io);
+        // Weak: a stopped node's loops are dropped with its thread, sockets and all.
+        let loops: Vec<_> = self.io.iter().map(Arc::downgrade).collect();
         let me = self.env.id;
         self.scripts.watch().serve_while_busy(Box::new(move || {
-            let Some(io) = io.upgrade() else {
-                return;
-            };
-            // The node thread holds the loop only between calls: a script runs outside.
-            let Ok(mut io) = io.try_lock() else {
-                return;
-            };
-            if let Err(err) = io.turn(Some(Duration::ZERO)) {
-                tracing::error!("node {me}: poisoned: cannot poll its clients ({err})");
-                std::process::exit(70);
+            for io in &loops {
+                let Some(io) = io.upgrade() else {
+                    return;
+                };
+                // The node thread holds a loop only between calls: a script runs outside.
+                let Ok(mut io) = io.try_lock() else {
+                    continue;
+                };
+                if let Err(err) = io.turn(Some(Duration::ZERO)) {
+                    tracing::error!("node {me}: poisoned: cannot poll its clients ({err})");
+                    std::process::exit(70);
+                }
             }
         }));
     }
 
-    /// One turn of the clients' I/O loop, without waiting.
-    fn io_turn(&mut self) {
-        let turned = self.io().turn(Some(Duration::ZERO));
+    /// One turn of the clients' I/O loop at `at`, without waiting.
+    fn io_turn(&mut self, at: usize) {
+        let turned = lock(&self.io[at]).turn(Some(Duration::ZERO));
         if let Err(err) = turned {
             self.poisoned(&format!("cannot poll its clients ({err})"));
         }
@@ -920,6 +942,9 @@ impl NodeThread {
         let core = self.node.core();
         let mut info = self.info.lock().expect("not poisoned");
         info.set_groups(groups);
+        if *info.map != *core.map() {
+            info.map = Arc::new(core.map().clone());
+        }
         info.leader = core.leader();
         info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
         info.alone_ms = self.env.metrics.primary_alone_seconds.get() * 1000.0;
@@ -1013,4 +1038,9 @@ fn passive_checksum(applier: &tandem_node::ApplierRole) -> Checksum {
             check: None,
         },
     }
+}
+
+/// An I/O loop, locked (the node thread holds it only between calls).
+fn lock(io: &Mutex<IoLoop>) -> std::sync::MutexGuard<'_, IoLoop> {
+    io.lock().expect("not poisoned")
 }

@@ -77,7 +77,7 @@ pub fn start(
     let listeners = tandem_runtime::Listeners {
         native,
         metrics: None,
-        resp,
+        resp: resp.into_iter().map(|l| (config.group.id, l)).collect(),
     };
     let stop = tandem_runtime::StopWhen::default();
     let node =

@@ -352,6 +352,17 @@ pub(crate) fn free_address() -> Result<SocketAddr, Failure> {
 
 /// [`free_address`] on `ip` (a port free there; on the unspecified address, on every one).
 pub(crate) fn free_address_on(ip: std::net::IpAddr) -> Result<SocketAddr, Failure> {
+    free_run_on(ip, 1)
+}
+
+/// The first of `count` consecutive ports free on 127.0.0.1 (a node's RESP endpoints, one
+/// per group it serves in), as [`free_address`] draws one.
+pub(crate) fn free_run(count: u16) -> Result<SocketAddr, Failure> {
+    free_run_on(std::net::IpAddr::from([127, 0, 0, 1]), count)
+}
+
+/// [`free_run`] on `ip`.
+fn free_run_on(ip: std::net::IpAddr, count: u16) -> Result<SocketAddr, Failure> {
     use std::sync::atomic::{AtomicU64, Ordering};
     const PORT_FIRST: u64 = 20_000;
     const PORTS: u64 = 12_000;
@@ -366,13 +377,16 @@ pub(crate) fn free_address_on(ip: std::net::IpAddr) -> Result<SocketAddr, Failur
         let draw = DRAWS.fetch_add(1, Ordering::Relaxed);
         seed = tandem_store::Rng::new(seed ^ draw).next_u64();
         let port = (PORT_FIRST + seed % PORTS) as u16;
-        let address = SocketAddr::new(ip, port);
+        let run = port..port + count;
         // Nothing binds a port until its child starts: this process must not hand it out
         // twice either.
         let mut handed_out = HANDED_OUT.lock().expect("not poisoned");
-        if !handed_out.contains(&port) && TcpListener::bind(address).is_ok() {
-            handed_out.insert(port);
-            return Ok(address);
+        let free = run.clone().all(|port| {
+            !handed_out.contains(&port) && TcpListener::bind(SocketAddr::new(ip, port)).is_ok()
+        });
+        if free {
+            handed_out.extend(run);
+            return Ok(SocketAddr::new(ip, port));
         }
     }
     Err(Failure::Run(format!(
@@ -494,7 +508,7 @@ fn start_in_process(
     let listeners = tandem_runtime::Listeners {
         native: listener,
         metrics: None,
-        resp: None,
+        resp: Vec::new(),
     };
     let stop = tandem_runtime::StopWhen::default();
     tandem_runtime::start_node(config, listeners, model, stop, Some(Arc::clone(load)))

@@ -285,7 +285,8 @@ impl Cluster {
             .stderr(stderr)
             .spawn()
             .expect("tandem up runs");
-        // `tandem up` prints "cluster up: node N is primary of view V, LSN L" once it serves,
+        // `tandem up` prints "cluster up: node N is primary of view V, LSN L" once it serves
+        // (of several groups, "cluster up: G groups" and "  group 1: node N is primary …"),
         // or exits with the reason (it gives up by itself if the cluster does not settle).
         let mut primary = None;
         while primary.is_none() && matches!(up.try_wait(), Ok(None)) {
@@ -293,7 +294,11 @@ impl Cluster {
             let text = std::fs::read_to_string(dir.join("up.out")).unwrap_or_default();
             primary = text
                 .lines()
-                .find_map(|line| line.strip_prefix("cluster up: node "))
+                .find_map(|line| {
+                    let line = line.trim_start();
+                    (line.strip_prefix("cluster up: node "))
+                        .or_else(|| line.strip_prefix("group 1: node "))
+                })
                 .and_then(|rest| rest.split(' ').next()?.parse::<u64>().ok());
         }
         let Some(primary) = primary else {
