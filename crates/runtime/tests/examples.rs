@@ -59,12 +59,22 @@ mod fuzz {
              [[users]]\nname = \"app\"\npassword = \"{SECRET}\"\nkeys = [\"app:*\"]\n\n\
              [[peers]]\nnode_id = 2\naddress = \"127.0.0.1:7102\"\nrole = \"backup\"\n"
         );
+        // A cluster of three groups, each with its members and slots, serving RESP.
+        let groups = "node_id = 1\nlisten = \"127.0.0.1:7101\"\n\
+             resp_listen = \"127.0.0.1:6379\"\nredis_cluster = true\n\n\
+             [group]\nworkload = \"redis\"\n\n[cluster]\ndata_dir = \"/tmp/tandem-fuzz\"\n\n\
+             [[cluster.groups]]\nid = 1\nmembers = [1, 2]\nslots = [\"0-8000\"]\n\n\
+             [[cluster.groups]]\nid = 2\nmembers = [2, 1]\nsafety = \"1-safe\"\n\
+             slots = [\"8001-16000\", \"16001-16383\"]\n\n\
+             [[peers]]\nnode_id = 2\naddress = \"127.0.0.1:7102\"\nresp = \"127.0.0.1:6479\"\n"
+            .to_owned();
         vec![
             read("primary.toml"),
             read("backup.toml"),
             EXAMPLE.to_string(),
             full,
             secrets,
+            groups,
         ]
     }
 
