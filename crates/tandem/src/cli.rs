@@ -574,6 +574,11 @@ pub enum BenchCommand {
     /// (linearizable, session, bounded:10) against reads sent to the primary, under a stream
     /// of writes, interleaved; linearizable reads are checked against acknowledged writes.
     Reads(ReadsArgs),
+    /// What splitting the data over replication groups buys: a local Debit-Credit cluster
+    /// per group count (default 1 and 3), client threads dealt round its groups, committed
+    /// calls per second and the nodes' CPU per call, interleaved; every group's replicas
+    /// are compared by checksum afterwards.
+    Groups(GroupsArgs),
     /// What durability costs: tandem 2-safe (memory), tandem durable (every acknowledged
     /// write synced to disk on every node), redis-server with appendfsync always and with
     /// everysec, on SET and on Debit-Credit (a Lua script), interleaved.
@@ -776,6 +781,49 @@ fn parse_reads_seconds(text: &str) -> Result<f64, String> {
         ));
     }
     Ok(seconds)
+}
+
+#[derive(Debug, Args)]
+pub struct GroupsArgs {
+    /// Nodes in each cluster, 2 to 9: each leads some of the groups and backs up the rest.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=9))]
+    pub nodes: u32,
+    /// The contenders, comma-separated: a cluster with that many groups each, 1 to 16 (what
+    /// `tandem up --groups` takes); the first is the baseline of the ratios.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "1,3",
+        value_parser = crate::bench::groups::parse_group_counts
+    )]
+    pub groups: crate::bench::groups::GroupCounts,
+    /// Client threads, 1 to 1024, each driving one stub client with one call in flight;
+    /// client i calls group (i mod G) + 1, or group 0 when G is 1.
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub clients: u32,
+    /// Seconds of each slice, one contender's measured turn.
+    #[arg(long, value_name = "S", default_value = "2", value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Rounds, 1 to 1000, each running every contender for one slice, in an order rotated
+    /// every round.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub rounds: u32,
+    /// Database (segment) size of each group in whole MiB.
+    #[arg(
+        long = "db-mib",
+        value_name = "N",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u32).range(1..=65536)
+    )]
+    pub db_mib: u32,
+    /// Where the clusters keep their files, a folder per contender, kept after the run;
+    /// without it, a scratch folder under the system's temp dir, removed after a run that
+    /// passes.
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

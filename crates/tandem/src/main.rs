@@ -56,6 +56,9 @@ fn main() -> ExitCode {
             command: BenchCommand::Reads(args),
         } => bench::reads::run(&args),
         Command::Bench {
+            command: BenchCommand::Groups(args),
+        } => bench::groups::run(&args),
+        Command::Bench {
             command: BenchCommand::Durability(args),
         } => bench::durability::run(&args),
         Command::Bench {

@@ -5,6 +5,7 @@
 
 pub mod durability;
 pub mod engine;
+pub mod groups;
 pub mod mirror;
 pub mod reads;
 pub mod replication;
