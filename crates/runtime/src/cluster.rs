@@ -78,7 +78,7 @@ type Slot = tandem_node::Slot<PrimaryHandle, BackupHandle>;
 pub struct GroupInfo {
     pub group: GroupId,
     /// primary, backup, spare or outside.
-    pub role: String,
+    pub role: &'static str,
     pub view: u64,
     pub primary: Option<NodeId>,
     /// Backups in the view.
@@ -97,7 +97,7 @@ pub struct GroupInfo {
 pub struct ClusterInfo {
     pub node: NodeId,
     /// The node's first group's: primary, backup, spare or outside.
-    pub role: String,
+    pub role: &'static str,
     pub view: u64,
     pub primary: Option<NodeId>,
     /// Backups in the view.
@@ -131,18 +131,47 @@ pub struct ClusterInfo {
 }
 
 impl ClusterInfo {
-    /// Each group's place now, the first group's also at the top.
-    fn set_groups(&mut self, groups: Vec<GroupInfo>) {
-        let first = groups.first().cloned().unwrap_or_default();
-        self.role = first.role;
-        self.view = first.view;
-        self.primary = first.primary;
-        self.backups = first.backups;
-        if self.backup_nodes != first.backup_nodes {
-            self.backup_nodes = first.backup_nodes;
+    /// The place of the group at `at` now (the first group's also at the top), without a
+    /// copy where nothing changed: the node's thread says it every pass.
+    fn set_group(&mut self, at: usize, place: GroupPlace<'_>) {
+        if self.groups.len() <= at {
+            self.groups.resize_with(at + 1, GroupInfo::default);
         }
-        self.heard_primary_ms_ago = first.heard_primary_ms_ago;
-        self.groups = groups;
+        self.groups[at].set(place);
+        if at == 0 {
+            let first = &self.groups[0];
+            self.role = first.role;
+            self.view = first.view;
+            self.primary = first.primary;
+            self.backups = first.backups;
+            self.heard_primary_ms_ago = first.heard_primary_ms_ago;
+            if self.backup_nodes != first.backup_nodes {
+                self.backup_nodes.clone_from(&first.backup_nodes);
+            }
+        }
+    }
+}
+
+/// A group's place as the node's thread reads it, before it is published ([`GroupInfo`]).
+pub(crate) struct GroupPlace<'a> {
+    pub(crate) group: GroupId,
+    pub(crate) role: &'static str,
+    pub(crate) view: Option<&'a View>,
+    pub(crate) heard_primary_ms_ago: Option<f64>,
+}
+
+impl GroupInfo {
+    fn set(&mut self, place: GroupPlace<'_>) {
+        let backups = place.view.map_or(&[][..], |view| &view.backups);
+        self.group = place.group;
+        self.role = place.role;
+        self.view = place.view.map_or(0, |view| view.number);
+        self.primary = place.view.map(|view| view.primary);
+        self.backups = backups.len();
+        if self.backup_nodes != backups {
+            self.backup_nodes = backups.to_vec();
+        }
+        self.heard_primary_ms_ago = place.heard_primary_ms_ago;
     }
 }
 
@@ -1007,7 +1036,8 @@ impl crate::resp::RespNode for ClusterResp {
             Slot::Outside => (false, false),
         };
         let info = self.info.lock().expect("not poisoned");
-        let place = self.place(&info).cloned().unwrap_or_default();
+        let unknown = GroupInfo::default();
+        let place = self.place(&info).unwrap_or(&unknown);
         tandem_redis::session::ServerInfo {
             node_id: u64::from(self.node_id),
             primary,

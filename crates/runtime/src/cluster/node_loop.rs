@@ -32,7 +32,7 @@ use tandem_wire::ErrorCode;
 use super::beat::Beat;
 use super::env::{CallTo, Conn, RuntimeEnv};
 use super::peers::{self, Connected, PeerInput};
-use super::{ClusterInfo, GroupInfo, Slot, TICKS_REPLAYED_MAX, brief};
+use super::{ClusterInfo, GroupPlace, Slot, TICKS_REPLAYED_MAX, brief};
 use crate::backup::{BackupHandle, Gate, ReadRequest, ReadTo};
 use crate::net::ConnError;
 use crate::primary::{CallBatch, ConnOut, ConnSink, Inbound, InboundTx};
@@ -935,48 +935,40 @@ impl NodeThread {
 
     /// Refreshes what `/status` and `/metrics` say of the node.
     fn publish_info(&mut self) {
-        let groups: Vec<GroupInfo> = (0..self.hosted.len())
-            .map(|at| self.group_info(at))
-            .collect();
-        self.env.metrics.set_role(&groups[0].role);
+        for at in 0..self.hosted.len() {
+            self.count_alone(at);
+        }
         let core = self.node.core();
         let mut info = self.info.lock().expect("not poisoned");
-        info.set_groups(groups);
-        if *info.map != *core.map() {
+        for (at, hosted) in self.hosted.iter().enumerate() {
+            let group = hosted.group;
+            let role = match self.node.role(group) {
+                RoleSlot::Outside => "outside",
+                RoleSlot::Primary(_) => "primary",
+                // A backup role serves a backup or a spare, as the view says.
+                RoleSlot::Backup(_) => match core.member(group) {
+                    Member::Spare => "spare",
+                    _ => "backup",
+                },
+            };
+            let heard = (role == "backup" || role == "spare").then(|| {
+                core.ticks_since_heard_primary(group) as f64 * self.tick.as_secs_f64() * 1000.0
+            });
+            let place = GroupPlace {
+                group,
+                role,
+                view: core.view(group),
+                heard_primary_ms_ago: heard,
+            };
+            info.set_group(at, place);
+        }
+        self.env.metrics.set_role(info.role);
+        if info.map.groups != core.map().groups || info.map.slots != core.map().slots {
             info.map = Arc::new(core.map().clone());
         }
         info.leader = core.leader();
         info.uptime_ms = self.started.elapsed().as_secs_f64() * 1000.0;
         info.alone_ms = self.env.metrics.primary_alone_seconds.get() * 1000.0;
-    }
-
-    /// What `/status` says of the group at `at`, after counting its time alone.
-    fn group_info(&mut self, at: usize) -> GroupInfo {
-        self.count_alone(at);
-        let core = self.node.core();
-        let group = self.hosted[at].group;
-        let role = match self.node.role(group) {
-            RoleSlot::Outside => "outside",
-            RoleSlot::Primary(_) => "primary",
-            // A backup role serves a backup or a spare, as the view says.
-            RoleSlot::Backup(_) => match core.member(group) {
-                Member::Spare => "spare",
-                _ => "backup",
-            },
-        };
-        let view = core.view(group);
-        let backups = view.map_or(&[][..], |view| &view.backups);
-        GroupInfo {
-            group,
-            role: role.to_string(),
-            view: view.map_or(0, |view| view.number),
-            primary: view.map(|view| view.primary),
-            backups: backups.len(),
-            backup_nodes: backups.to_vec(),
-            heard_primary_ms_ago: (role == "backup" || role == "spare").then(|| {
-                core.ticks_since_heard_primary(group) as f64 * self.tick.as_secs_f64() * 1000.0
-            }),
-        }
     }
 
     /// Adds the time since the last pass to `tandem_primary_alone_seconds_total` while this
