@@ -91,27 +91,20 @@ pub struct GroupInfo {
 }
 
 /// What `/status` says of this node's place in the cluster: the node's own figures, each
-/// group it serves in (`groups`), and its first group's place again at the top (`role`,
-/// `view`, `primary`, `backups`, `heard_primary_ms_ago`), as a node of one group says it.
+/// group it serves in (`groups`), and its first group's place again at the top (`group`,
+/// `role`, `view`, `primary`, `backups`, `heard_primary_ms_ago`), as a node of one group
+/// says it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ClusterInfo {
     pub node: NodeId,
-    /// The node's first group's: primary, backup, spare or outside.
-    pub role: &'static str,
-    pub view: u64,
-    pub primary: Option<NodeId>,
-    /// Backups in the view.
-    pub backups: usize,
-    /// Which nodes they are (for `ROLE`); `/status` says how many.
-    #[serde(skip)]
-    pub backup_nodes: Vec<NodeId>,
+    /// The node's first group's place.
+    #[serde(flatten)]
+    pub first: GroupInfo,
     /// Where this node serves RESP, if it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resp: Option<SocketAddr>,
     /// The config store's leader as this node knows it.
     pub leader: Option<NodeId>,
-    /// A backup: how long since it last heard its primary.
-    pub heard_primary_ms_ago: Option<f64>,
     /// Each group the node serves in.
     pub groups: Vec<GroupInfo>,
     /// The cluster map as the node's config store holds it (every group's view, the slot
@@ -139,15 +132,8 @@ impl ClusterInfo {
         }
         self.groups[at].set(place);
         if at == 0 {
-            let first = &self.groups[0];
-            self.role = first.role;
-            self.view = first.view;
-            self.primary = first.primary;
-            self.backups = first.backups;
-            self.heard_primary_ms_ago = first.heard_primary_ms_ago;
-            if self.backup_nodes != first.backup_nodes {
-                self.backup_nodes.clone_from(&first.backup_nodes);
-            }
+            let (first, groups) = (&mut self.first, &self.groups);
+            first.copy_from(&groups[0]);
         }
     }
 }
@@ -161,6 +147,24 @@ pub(crate) struct GroupPlace<'a> {
 }
 
 impl GroupInfo {
+    /// Takes `other`'s place, its backups' list into this one's room (no allocation while
+    /// their number holds: the node's thread does it every pass).
+    fn copy_from(&mut self, other: &GroupInfo) {
+        let GroupInfo {
+            group,
+            role,
+            view,
+            primary,
+            backups,
+            backup_nodes,
+            heard_primary_ms_ago,
+        } = other;
+        (self.group, self.role, self.view) = (*group, role, *view);
+        (self.primary, self.backups) = (*primary, *backups);
+        self.backup_nodes.clone_from(backup_nodes);
+        self.heard_primary_ms_ago = *heard_primary_ms_ago;
+    }
+
     fn set(&mut self, place: GroupPlace<'_>) {
         let backups = place.view.map_or(&[][..], |view| &view.backups);
         self.group = place.group;

@@ -962,7 +962,7 @@ impl NodeThread {
             };
             info.set_group(at, place);
         }
-        self.env.metrics.set_role(info.role);
+        self.env.metrics.set_role(info.first.role);
         if info.map.groups != core.map().groups || info.map.slots != core.map().slots {
             info.map = Arc::new(core.map().clone());
         }
