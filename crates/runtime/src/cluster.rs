@@ -365,6 +365,27 @@ struct GroupStart {
     rule: RoleRule,
 }
 
+/// Has the node hear each started group's log sync, `/status` say of it, and a stopping
+/// node process drain it.
+fn listen_to_logs(
+    starts: &[GroupStart],
+    to_node: &NodeTx,
+    logs_opened: &LogsOpened,
+    stop: crate::StopWhen,
+) {
+    let logs = starts
+        .iter()
+        .filter_map(|start| Some((start.group, start.log.clone()?)));
+    let _ = logs_opened.set(logs.collect());
+    for (group, log) in logs_opened.get().into_iter().flatten() {
+        hear_syncs(*group, log, to_node);
+        // A node process a signal (or its stdin's end) stops drains every group's log first.
+        if stop.signals || stop.stdin_closes {
+            crate::stopping_drains(log);
+        }
+    }
+}
+
 /// Starts every group of `slots` ([`start_group`]), each publishing its role in its slot.
 fn start_groups(
     config: &NodeConfig,
@@ -401,9 +422,6 @@ fn start_group(
         Some((log, recovered)) => (Some(log), Some(recovered)),
         None => (None, None),
     };
-    if let Some(log) = &log {
-        crate::stopping_drains(log);
-    }
     // A node that restarts (its config store kept state) rebuilds what its log holds if the
     // log starts at the initial load or continues a checkpoint; a fresh cluster's node starts
     // from the load, and its first role cuts whatever an older cluster left in the log.
@@ -466,6 +484,7 @@ pub(crate) fn start(
     }));
     let fronts = Fronts {
         config,
+        endpoints: Arc::new(endpoints(config)),
         slots: &slots,
         info: &info,
         metrics: &metrics,
@@ -491,17 +510,7 @@ pub(crate) fn start(
     };
     let gate = acceptor.serve(listener)?;
     let starts = start_groups(config, &slots, &*model, &core, restarted, &metrics)?;
-    let _ = logs_opened.set(
-        starts
-            .iter()
-            .filter_map(|start| Some((start.group, start.log.clone()?)))
-            .collect(),
-    );
-    for start in &starts {
-        if let Some(log) = &start.log {
-            hear_syncs(start.group, log, &to_node);
-        }
-    }
+    listen_to_logs(&starts, &to_node, &logs_opened, stop);
     let lsn_load = starts[0].segment.lsn();
     let node_model = model.replica();
     let periodic_interval_ms = model.periodic().map(|(_, interval_ms)| interval_ms.max(1));
@@ -586,6 +595,8 @@ pub(crate) fn start(
 /// What the clients' I/O loops of a node are made of.
 struct Fronts<'a> {
     config: &'a NodeConfig,
+    /// Every RESP endpoint of the cluster, which every loop's shape lists.
+    endpoints: Arc<Endpoints>,
     slots: &'a [(GroupId, Arc<Mutex<Slot>>)],
     info: &'a Arc<Mutex<ClusterInfo>>,
     metrics: &'a Arc<Metrics>,
@@ -641,6 +652,19 @@ impl Fronts<'_> {
         }
         Ok((loops, door.expect("a node serves in a group")))
     }
+}
+
+/// Where each node serves RESP for each group of the cluster.
+type Endpoints = BTreeMap<(NodeId, GroupId), SocketAddr>;
+
+/// Every RESP endpoint of the cluster `config` describes: each node's for each group.
+fn endpoints(config: &NodeConfig) -> Endpoints {
+    let plans = config.group_plans();
+    let nodes = std::iter::once(config.node_id).chain(config.peers.iter().map(|p| p.node_id));
+    nodes
+        .flat_map(|node| plans.iter().map(move |plan| (node, plan.id)))
+        .filter_map(|(node, of)| Some(((node, of), config.resp_address(node, of)?)))
+        .collect()
 }
 
 /// The logs of the node's groups, once they are open (`/status` says of them).
@@ -868,7 +892,7 @@ struct ClusterResp {
     group: GroupId,
     resp_port: u16,
     /// Every RESP endpoint of the cluster: each node's for each group it could serve in.
-    endpoints: BTreeMap<(NodeId, GroupId), SocketAddr>,
+    endpoints: Arc<Endpoints>,
     maxmemory: usize,
     safety: String,
     safety_rule: tandem_replication::Safety,
@@ -914,11 +938,6 @@ impl ClusterResp {
             ..
         } = *fronts;
         let plans = config.group_plans();
-        let nodes = std::iter::once(config.node_id).chain(config.peers.iter().map(|p| p.node_id));
-        let endpoints = nodes
-            .flat_map(|node| plans.iter().map(move |plan| (node, plan.id)))
-            .filter_map(|(node, of)| Some(((node, of), config.resp_address(node, of)?)))
-            .collect();
         let safety = plans
             .iter()
             .find(|plan| plan.id == group)
@@ -932,7 +951,7 @@ impl ClusterResp {
             node_id: config.node_id,
             group,
             resp_port: resp_port.map_or(0, |a| a.port()),
-            endpoints,
+            endpoints: Arc::clone(&fronts.endpoints),
             maxmemory: config.group.db_mib << 20,
             safety: safety.to_string(),
             safety_rule: safety,

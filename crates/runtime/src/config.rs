@@ -747,10 +747,12 @@ impl NodeConfig {
             true => self.resp_listen?,
             false => self.peers.iter().find(|peer| peer.node_id == node)?.resp?,
         };
-        let place = self
-            .group_plans()
-            .iter()
-            .position(|plan| plan.id == group)?;
+        // The entries' order, without making the plans: this is asked per node and group.
+        let entries = self.group_entries();
+        let place = match entries.is_empty() {
+            true => (group == self.group.id).then_some(0)?,
+            false => entries.iter().position(|entry| entry.id == group)?,
+        };
         let port = u16::try_from(usize::from(base.port()) + place).ok()?;
         Some(SocketAddr::new(base.ip(), port))
     }

@@ -167,8 +167,9 @@ pub struct Listeners {
     pub resp: Vec<(u32, TcpListener)>,
 }
 
-/// The log of the node this process runs, once it is open: a stop drains it first.
-static NODE_LOG: std::sync::OnceLock<log::NodeLog> = std::sync::OnceLock::new();
+/// The logs of the node this process runs (one per group it serves in), once they are open:
+/// a stop drains them first.
+static NODE_LOGS: std::sync::Mutex<Vec<log::NodeLog>> = std::sync::Mutex::new(Vec::new());
 
 /// How long a stopping node waits for its log to write what it was ordered.
 const STOP_DRAIN_MAX: Duration = Duration::from_secs(5);
@@ -178,15 +179,21 @@ const STOP_DRAIN_MAX: Duration = Duration::from_secs(5);
 /// was ordered before that), then the process exits with 0. Without it a stop was a crash:
 /// a cluster stopped whole came back without the records its log threads had not written.
 pub fn stop_node() -> ! {
-    if let Some(log) = NODE_LOG.get() {
-        if log.drain(STOP_DRAIN_MAX) {
-            tracing::info!("stopping: the log holds every record ordered before the stop");
-        } else {
-            tracing::warn!(
-                "stopping: the log did not finish writing within {STOP_DRAIN_MAX:?}; what it \
-                 had not written is lost with the process"
-            );
+    // A stop that comes while a log is being remembered waits for it; a poisoned lock's
+    // logs are drained all the same.
+    let logs = NODE_LOGS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let drained = logs.iter().all(|log| log.drain(STOP_DRAIN_MAX));
+    match (logs.is_empty(), drained) {
+        (true, _) => {}
+        (false, true) => {
+            tracing::info!("stopping: the logs hold every record ordered before the stop");
         }
+        (false, false) => tracing::warn!(
+            "stopping: a log did not finish writing within {STOP_DRAIN_MAX:?}; what it had \
+             not written is lost with the process"
+        ),
     }
     std::process::exit(0)
 }
@@ -235,9 +242,13 @@ fn publishing(model: &mut dyn DataModel) -> Arc<tandem_store::Publications> {
     publications
 }
 
-/// Remembers the node's log, for [`stop_node`].
+/// Remembers one of the logs of the node this process runs (one a signal stops), for
+/// [`stop_node`].
 fn stopping_drains(log: &log::NodeLog) {
-    let _ = NODE_LOG.set(log.clone());
+    let mut logs = NODE_LOGS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    logs.push(log.clone());
 }
 
 /// Runs a node serving `model` until the process is stopped (as `stop` says, or killed).
