@@ -84,6 +84,52 @@ fn slots_primary(conn: &mut Conn, members: usize) -> String {
 }
 
 /// Kills node `id` of `cluster` (SIGKILL, through `tandem kill`).
+/// What `redis-cli --cluster check` prints of the cluster it reaches at `address`.
+fn cluster_check(redis_cli: &std::path::Path, address: std::net::SocketAddr) -> String {
+    let output = Command::new(redis_cli)
+        .args(["--cluster", "check", &address.to_string()])
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// One range of `CLUSTER SLOTS`: its slots, its primary's port and how many nodes serve it.
+#[derive(Debug, PartialEq, Eq)]
+struct SlotRange {
+    first: i64,
+    last: i64,
+    primary_port: i64,
+    members: usize,
+}
+
+/// The ranges `CLUSTER SLOTS` answers on `conn`.
+fn slot_ranges(conn: &mut Conn) -> Vec<SlotRange> {
+    let Value::Array(ranges) = conn.cmd("CLUSTER SLOTS") else {
+        panic!("CLUSTER SLOTS answers an array")
+    };
+    let integer = |value: &Value| match value {
+        Value::Integer(n) => *n,
+        other => panic!("an integer, not {other:?}"),
+    };
+    ranges
+        .iter()
+        .map(|range| {
+            let Value::Array(range) = range else {
+                panic!("a range is an array: {ranges:?}")
+            };
+            let Value::Array(primary) = &range[2] else {
+                panic!("a node is an array: {range:?}")
+            };
+            SlotRange {
+                first: integer(&range[0]),
+                last: integer(&range[1]),
+                primary_port: integer(&primary[1]),
+                members: range.len() - 2,
+            }
+        })
+        .collect()
+}
+
 fn kill(cluster: &Cluster, id: u64) {
     let status = Command::new(env!("CARGO_BIN_EXE_tandem"))
         .args(["kill", &id.to_string(), "--dir"])
@@ -137,11 +183,7 @@ fn cluster_clients_find_the_primary_and_follow_it_across_a_failover() {
     // Redis's own cluster tools agree: redis-cli's check finds every slot covered, and
     // `redis-cli -c` follows the redirection to the primary.
     let redis_cli = redis_support::require("redis-cli");
-    let output = Command::new(&redis_cli)
-        .args(["--cluster", "check", &backup.resp.to_string()])
-        .output()
-        .expect("redis-cli runs");
-    let text = String::from_utf8_lossy(&output.stdout);
+    let text = cluster_check(&redis_cli, backup.resp);
     assert!(
         text.contains("[OK] All nodes agree about slots configuration."),
         "{text}"
@@ -273,24 +315,19 @@ fn three_groups_split_the_slots_and_cluster_clients_route_by_slot() {
     };
     let ok = Value::Simple(b"OK".to_vec());
     let mut conn = Conn::connect(endpoint(1, 1));
-    let Value::Array(ranges) = conn.cmd("CLUSTER SLOTS") else {
-        panic!("CLUSTER SLOTS answers an array")
-    };
-    assert_eq!(ranges.len(), 3, "{ranges:?}");
+    let ranges = slot_ranges(&mut conn);
     let split = [(0, 5460), (5461, 10922), (10923, 16383)];
-    for (group, (first, last)) in (1..=3u16).zip(split) {
-        let Value::Array(range) = &ranges[usize::from(group) - 1] else {
-            panic!("a range is an array: {ranges:?}")
-        };
-        assert_eq!(range[..2], [Value::Integer(first), Value::Integer(last)]);
-        assert_eq!(range.len(), 5, "a primary and two replicas: {range:?}");
-        let Value::Array(primary) = &range[2] else {
-            panic!("a node is an array: {range:?}")
-        };
-        // Node g leads group g.
-        let port = i64::from(endpoint(u64::from(group), group).port());
-        assert_eq!(primary[1], Value::Integer(port), "group {group}: {range:?}");
-    }
+    let expected: Vec<SlotRange> = (1..=3u16)
+        .zip(split)
+        .map(|(group, (first, last))| SlotRange {
+            first,
+            last,
+            // Node g leads group g; the other two back it up.
+            primary_port: i64::from(endpoint(u64::from(group), group).port()),
+            members: 3,
+        })
+        .collect();
+    assert_eq!(ranges, expected);
     // "bar" (slot 5061) and "b" (3300) are group 1's, "c" (7365) group 2's, "foo" (12182)
     // group 3's.
     assert_eq!(conn.cmd("SET bar 1"), ok);
@@ -313,11 +350,7 @@ fn three_groups_split_the_slots_and_cluster_clients_route_by_slot() {
 
     // Redis's own tools agree.
     let redis_cli = redis_support::require("redis-cli");
-    let output = Command::new(&redis_cli)
-        .args(["--cluster", "check", &endpoint(1, 1).to_string()])
-        .output()
-        .expect("redis-cli runs");
-    let checked = String::from_utf8_lossy(&output.stdout);
+    let checked = cluster_check(&redis_cli, endpoint(1, 1));
     assert!(
         checked.contains("[OK] All 16384 slots covered."),
         "{checked}"
@@ -355,17 +388,8 @@ fn three_groups_split_the_slots_and_cluster_clients_route_by_slot() {
     let mut conn = Conn::connect(endpoint(2, 2));
     let started = Instant::now();
     loop {
-        let Value::Array(ranges) = conn.cmd("CLUSTER SLOTS") else {
-            panic!("CLUSTER SLOTS answers an array")
-        };
-        let Value::Array(range) = &ranges[0] else {
-            panic!("a range is an array: {ranges:?}")
-        };
-        let Value::Array(primary) = &range[2] else {
-            panic!("a node is an array: {range:?}")
-        };
-        let old = Value::Integer(i64::from(endpoint(1, 1).port()));
-        if primary[1] != old {
+        let old = i64::from(endpoint(1, 1).port());
+        if slot_ranges(&mut conn)[0].primary_port != old {
             break;
         }
         assert!(
