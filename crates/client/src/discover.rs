@@ -5,15 +5,17 @@
 //! slot), the node's `Welcome` (a primary's or a backup's, spares included), then `Members`
 //! and its `MembersAnswer`. The first seed that answers ends the search. Its answer is what
 //! that node was configured with (its own `listen` and its peers' addresses), so it names
-//! every member, reachable or not. A node with no role at the moment (restarted, not yet
-//! rejoined) refuses clients, and discovery goes on to the next seed.
+//! every member, reachable or not, and the cluster's slot table (which group serves each
+//! hash slot), so that a proxy can route each key to its group. A node with no role at the
+//! moment (restarted, not yet rejoined) refuses clients, and discovery goes on to the next
+//! seed.
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tandem_replication::NodeId;
-use tandem_wire::{Hello, Member, PeerKind, encode_hello, encode_members};
+use tandem_wire::{Hello, Member, PeerKind, SlotRange, encode_hello, encode_members};
 
 use crate::config::{ClientTls, Credentials, DURATION_MAX};
 use crate::conn::{Conn, Failure, Greeter, Greeting};
@@ -30,6 +32,9 @@ pub struct Discovery {
     /// Every member the node knows, sorted by node id, at the addresses it was configured
     /// with (itself included).
     pub members: Vec<Member>,
+    /// The slot table the answering node knows: ranges in slot order, each slot in one;
+    /// empty for a cluster of one group, which serves every slot.
+    pub slots: Vec<SlotRange>,
 }
 
 impl Discovery {
@@ -176,6 +181,7 @@ fn ask(
         node: conn.node,
         view: answer.view,
         members: answer.members,
+        slots: answer.slots,
     })
 }
 
@@ -201,6 +207,7 @@ mod tests {
                 member(2, "127.0.0.1:7002"),
                 member(3, "127.0.0.1:7001"),
             ],
+            slots: Vec::new(),
         };
         let expected: Vec<SocketAddr> = ["127.0.0.1:7001", "10.0.0.2:7002"]
             .iter()

@@ -83,7 +83,7 @@ pub use discover::{
     discover_with,
 };
 pub use tandem_replication::{NodeId, ReadConsistency, Safety, SafetyError};
-pub use tandem_wire::{ErrorCode, ErrorFrame, Member, ReplyStatus};
+pub use tandem_wire::{ErrorCode, ErrorFrame, GROUP_ANY, Member, ReplyStatus, SlotRange};
 
 use conn::{Answer, Conn, Failure, Greeter, Greeting};
 use route::{Action, Answered, Greeted, Router, RouterConfig};

@@ -10,13 +10,15 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use tandem_client::{CallError, Client, ClientConfig, ConfigError, Member, discover_members};
+use tandem_client::{
+    CallError, Client, ClientConfig, ConfigError, Member, SlotRange, discover_members,
+};
 use tandem_wire::{Frame, FrameBuffer, MAX_FRAME_LEN_DEFAULT, ReplyStatus, Role, Welcome};
 use tandem_wire::{encode_members_answer, encode_reply, encode_welcome};
 
 /// A primary (node 1 of view 1) that answers every call on any connection with a reply for
-/// its seq and reports the seq, names itself and node 2 to a `Members` frame, and counts the
-/// connections it accepted.
+/// its seq and reports the seq, names itself and node 2 and the slot table of
+/// `two_groups` to a `Members` frame, and counts the connections it accepted.
 fn scripted_primary() -> (SocketAddr, mpsc::Receiver<u64>, Arc<AtomicU64>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
@@ -65,7 +67,7 @@ fn serve(mut stream: TcpStream, address: SocketAddr, called: &mpsc::Sender<u64>)
                             address: "[::1]:7002".parse().unwrap(),
                         },
                     ];
-                    encode_members_answer(&mut out, 1, &members);
+                    encode_members_answer(&mut out, 1, &members, &two_groups());
                 }
                 other => panic!("unexpected {other:?}"),
             }
@@ -78,6 +80,22 @@ fn serve(mut stream: TcpStream, address: SocketAddr, called: &mpsc::Sender<u64>)
             Ok(read) => buffer.filled(read),
         }
     }
+}
+
+/// The slot table the scripted primary sends: the slots split over groups 1 and 2.
+fn two_groups() -> [SlotRange; 2] {
+    [
+        SlotRange {
+            first: 0,
+            last: 8191,
+            group: 1,
+        },
+        SlotRange {
+            first: 8192,
+            last: 16383,
+            group: 2,
+        },
+    ]
 }
 
 /// A loopback address nothing listens on (bound, then released).
@@ -142,4 +160,5 @@ fn discovery_asks_the_seeds_in_turn_until_one_answers() {
     );
     let v6: SocketAddr = "[::1]:7002".parse().unwrap();
     assert_eq!(discovery.addresses(), [primary, v6]);
+    assert_eq!(discovery.slots, two_groups());
 }

@@ -29,6 +29,7 @@
 //! default; `READWRITE` sends them to the primary again.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use tandem_client::ReplyStatus;
 use tandem_redis::cmd::blocking::would_block;
@@ -37,6 +38,8 @@ use tandem_redis::resp::{Argv, Parsed, Proto, ReplyWriter, RequestLimits, parse_
 use tandem_redis::session::{Call, Outcome, Purpose, ServerInfo, Session, Step};
 use tandem_redis::wire::{CallArgs, ExecArgs};
 use tandem_store::{ProcId, ProcKind};
+
+use crate::route::{Route, SlotGroups, route_of};
 
 /// Most commands one pipelined unit carries.
 pub const UNIT_COMMANDS_MAX: usize = 256;
@@ -60,6 +63,8 @@ pub struct Unit {
     pub kind: ProcKind,
     pub args: Vec<u8>,
     pub target: Target,
+    /// The group (or groups) it goes to.
+    pub route: Route,
     /// The replies it stands for, in order: the session's own replies to connection commands
     /// sent between pipelined data commands, and the calls.
     items: Vec<Item>,
@@ -78,7 +83,7 @@ impl Unit {
     pub fn commands(&self) -> usize {
         self.items
             .iter()
-            .filter(|item| matches!(item, Item::Call(_)))
+            .filter(|item| matches!(item, Item::Call(..)))
             .count()
     }
 }
@@ -105,8 +110,8 @@ pub enum Answer<'a> {
 enum Item {
     /// The session answered it at once.
     Written(Vec<u8>),
-    /// A call's outcome answers it.
-    Call(Call),
+    /// A call's outcome answers it, made where its route says.
+    Call(Call, Route),
 }
 
 /// One application connection's state.
@@ -134,6 +139,9 @@ pub struct ProxyConn {
     /// A blocking command's call that found nothing to pop: the connection waits, handling
     /// nothing more, until the proxy tries it again or its time is up.
     parked: Option<Call>,
+    /// Which group serves each slot, over a cluster of several groups (`None`: one group
+    /// runs every call).
+    slots: Option<Arc<SlotGroups>>,
 }
 
 impl ProxyConn {
@@ -153,6 +161,19 @@ impl ProxyConn {
             out: Vec::new(),
             closing: false,
             parked: None,
+            slots: None,
+        }
+    }
+
+    /// Routes the calls handled from now on by `slots` (`None`: the cluster has one group).
+    pub fn route_by(&mut self, slots: Option<Arc<SlotGroups>>) {
+        self.slots = slots;
+    }
+
+    fn route(&self, call: &Call) -> Route {
+        match &self.slots {
+            None => Route::Only,
+            Some(slots) => route_of(call, slots),
         }
     }
 
@@ -174,7 +195,8 @@ impl ProxyConn {
     /// The waiting call becomes the next unit, awakened: a write may have served it.
     pub fn try_again(&mut self) {
         let call = self.parked.take().expect("a waiting call");
-        self.items.push_front(Item::Call(call));
+        let route = self.route(&call);
+        self.items.push_front(Item::Call(call, route));
     }
 
     /// The waiting call's time is up: it answers as Redis answers then (a null).
@@ -209,11 +231,18 @@ impl ProxyConn {
             !self.outstanding,
             "one unit at a time: finish the last one first"
         );
-        self.handle_requests(info);
-        self.flush_written();
-        let unit = self.take_unit()?;
-        self.outstanding = true;
-        Some(unit)
+        loop {
+            self.handle_requests(info);
+            let refused = self.flush_written();
+            if let Some(unit) = self.take_unit() {
+                self.outstanding = true;
+                return Some(unit);
+            }
+            // A refused call that held later requests back lets them be handled now.
+            if !refused {
+                return None;
+            }
+        }
     }
 
     /// Writes the replies of `unit` as `answer` says.
@@ -225,10 +254,13 @@ impl ProxyConn {
             // text as an error, as any refusal.
             let lone_blocking = matches!(
                 unit.items.as_slice(),
-                [Item::Call(Call {
-                    purpose: Purpose::Block(_),
-                    ..
-                })]
+                [Item::Call(
+                    Call {
+                        purpose: Purpose::Block(_),
+                        ..
+                    },
+                    _
+                )]
             );
             if lone_blocking
                 && let Answer::RolledBack(text) = answer
@@ -240,7 +272,7 @@ impl ProxyConn {
             for item in unit.items {
                 match item {
                     Item::Written(reply) => self.out.extend_from_slice(&reply),
-                    Item::Call(call) => {
+                    Item::Call(call, _) => {
                         let coded;
                         let outcome = match answer {
                             Answer::Reply(body) => Outcome::Reply(body),
@@ -265,7 +297,7 @@ impl ProxyConn {
                     for item in unit.items {
                         match item {
                             Item::Written(reply) => self.out.extend_from_slice(&reply),
-                            Item::Call(call) => {
+                            Item::Call(call, _) => {
                                 let element = elements.next().expect("one element per call");
                                 self.session.called(
                                     call,
@@ -287,7 +319,7 @@ impl ProxyConn {
                 let calls = unit
                     .items
                     .iter()
-                    .filter(|i| matches!(i, Item::Call(_)))
+                    .filter(|i| matches!(i, Item::Call(..)))
                     .count();
                 for item in unit.items.into_iter().rev() {
                     self.items.push_front(item);
@@ -312,7 +344,7 @@ impl ProxyConn {
     /// its try named IDs (a stream read's `$` resolved).
     fn park(&mut self, unit: Unit, after: &[&str]) {
         let mut items = unit.items.into_iter();
-        let (Some(Item::Call(mut call)), None) = (items.next(), items.next()) else {
+        let (Some(Item::Call(mut call, _)), None) = (items.next(), items.next()) else {
             unreachable!("only a lone blocking call is answered that it would block");
         };
         if !after.is_empty() {
@@ -372,14 +404,14 @@ impl ProxyConn {
             || self
                 .items
                 .iter()
-                .any(|item| matches!(item, Item::Call(call) if call.holds_later()))
+                .any(|item| matches!(item, Item::Call(call, _) if call.holds_later()))
     }
 
     fn fail_items(&mut self, items: Vec<Item>, text: &str) {
         for item in items {
             match item {
                 Item::Written(reply) => self.out.extend_from_slice(&reply),
-                Item::Call(call) => {
+                Item::Call(call, _) => {
                     self.session
                         .called(call, Outcome::Failed(text), &mut self.out, None)
                 }
@@ -446,7 +478,8 @@ impl ProxyConn {
                 debug_assert!(reply.is_empty(), "a call's reply comes with its outcome");
                 // Nothing is read after `SYNC`: its file ends the connection.
                 self.closing |= call.closes_connection();
-                self.items.push_back(Item::Call(call));
+                let route = self.route(&call);
+                self.items.push_back(Item::Call(call, route));
             }
             // Each connection waits on its own thread here; no other connection's wait is
             // seen from this one, so none is ended (documented in the README).
@@ -483,36 +516,57 @@ impl ProxyConn {
     fn calls_waiting(&self) -> usize {
         self.items
             .iter()
-            .filter(|item| matches!(item, Item::Call(_)))
+            .filter(|item| matches!(item, Item::Call(..)))
             .count()
     }
 
-    /// Moves the session's replies at the front of the queue to `out`, unless a unit is out
-    /// (its replies come first).
-    fn flush_written(&mut self) {
+    /// Moves the session's replies at the front of the queue to `out`, and answers the
+    /// refused calls among them, unless a unit is out (its replies come first). Whether it
+    /// answered a refused call.
+    fn flush_written(&mut self) -> bool {
         if self.outstanding {
-            return;
+            return false;
         }
-        while let Some(Item::Written(_)) = self.items.front() {
-            let Some(Item::Written(reply)) = self.items.pop_front() else {
-                unreachable!("the front is a written reply");
-            };
-            self.out.extend_from_slice(&reply);
+        let mut refused = false;
+        loop {
+            match self.items.front() {
+                Some(Item::Written(_)) => {
+                    let Some(Item::Written(reply)) = self.items.pop_front() else {
+                        unreachable!("the front is a written reply");
+                    };
+                    self.out.extend_from_slice(&reply);
+                }
+                // A call no group may run is answered its refusal in its turn.
+                Some(Item::Call(_, Route::Refused(_))) => {
+                    let Some(Item::Call(call, Route::Refused(text))) = self.items.pop_front()
+                    else {
+                        unreachable!("the front is a refused call");
+                    };
+                    self.session
+                        .called(call, Outcome::Failed(&text), &mut self.out, None);
+                    refused = true;
+                }
+                _ => return refused,
+            }
         }
     }
 
     /// The next unit from the front of the queue (whose first item is a call), if any.
     fn take_unit(&mut self) -> Option<Unit> {
-        let Some(Item::Call(first)) = self.items.front() else {
+        let Some(Item::Call(first, first_route)) = self.items.front() else {
             return None;
         };
-        let batchable = |call: &Call| call.purpose == Purpose::Command;
-        if self.singles > 0 || !batchable(first) {
+        // Pipelined commands run as one call of one group.
+        let one_group = matches!(first_route, Route::Only | Route::Group(_));
+        let batchable = |call: &Call, route: &Route| {
+            call.purpose == Purpose::Command && one_group && route == first_route
+        };
+        if self.singles > 0 || !batchable(first, first_route) {
             self.singles = self.singles.saturating_sub(1);
-            let Some(Item::Call(call)) = self.items.pop_front() else {
+            let Some(Item::Call(call, route)) = self.items.pop_front() else {
                 unreachable!("the front is a call");
             };
-            return Some(self.single(call));
+            return Some(self.single(call, route));
         }
         // The run of data commands (and the session's replies between them) at the front.
         let mut calls = 0;
@@ -520,7 +574,7 @@ impl ProxyConn {
         let mut run = 0;
         for item in &self.items {
             match item {
-                Item::Call(call) if batchable(call) => {
+                Item::Call(call, route) if batchable(call, route) => {
                     if calls == UNIT_COMMANDS_MAX
                         || (calls > 0 && args_len + call.args.len() > UNIT_ARGS_MAX)
                     {
@@ -530,7 +584,7 @@ impl ProxyConn {
                     args_len += call.args.len();
                     run += 1;
                 }
-                Item::Call(_) => break,
+                Item::Call(..) => break,
                 Item::Written(_) => run += 1,
             }
         }
@@ -538,21 +592,22 @@ impl ProxyConn {
         while matches!(self.items.get(run - 1), Some(Item::Written(_))) {
             run -= 1;
         }
+        let route = first_route.clone();
         let items: Vec<Item> = self.items.drain(..run).collect();
         if calls == 1 {
             let mut items = items.into_iter();
-            let Some(Item::Call(call)) = items.next() else {
+            let Some(Item::Call(call, route)) = items.next() else {
                 unreachable!("a run starts with a call");
             };
             debug_assert!(items.next().is_none(), "a lone call's run is the call");
-            return Some(self.single(call));
+            return Some(self.single(call, route));
         }
         let writes = items
             .iter()
-            .any(|item| matches!(item, Item::Call(call) if call.kind == ProcKind::Write));
+            .any(|item| matches!(item, Item::Call(call, _) if call.kind == ProcKind::Write));
         let mut commands = Vec::with_capacity(calls);
         for item in &items {
-            if let Item::Call(call) = item {
+            if let Item::Call(call, _) = item {
                 let mut argv = Argv::new();
                 let proto = CallArgs::decode_into(&call.args, &mut argv)
                     .expect("the session encodes a data command's call");
@@ -571,12 +626,13 @@ impl ProxyConn {
             kind,
             args,
             target,
+            route,
             items,
             batched: true,
         })
     }
 
-    fn single(&self, call: Call) -> Unit {
+    fn single(&self, call: Call, route: Route) -> Unit {
         let target = if call.kind == ProcKind::Read && call.purpose == Purpose::Command {
             self.read_target()
         } else {
@@ -587,7 +643,8 @@ impl ProxyConn {
             kind: call.kind,
             args: call.args.clone(),
             target,
-            items: vec![Item::Call(call)],
+            route: route.clone(),
+            items: vec![Item::Call(call, route)],
             batched: false,
         }
     }
@@ -717,6 +774,72 @@ mod tests {
         assert_eq!(exec.watched().count(), 0);
         conn.finish(unit, Answer::Reply(b"*3\r\n+OK\r\n:2\r\n$1\r\n2\r\n"));
         assert_eq!(take_out(&mut conn), "+OK\r\n:2\r\n$1\r\n2\r\n");
+    }
+
+    /// Three groups, as `tandem up --groups 3` splits the slots: "bar" and "b" are group 1's,
+    /// "c" group 2's, "foo" group 3's.
+    fn three_groups() -> Option<Arc<SlotGroups>> {
+        let ranges = [(0, 5460, 1), (5461, 10922, 2), (10923, 16383, 3)];
+        Some(Arc::new(SlotGroups::new(ranges).unwrap().unwrap()))
+    }
+
+    #[test]
+    fn over_several_groups_a_pipeline_is_cut_where_its_group_changes_and_keeps_its_order() {
+        let mut conn = ProxyConn::new(1);
+        conn.route_by(three_groups());
+        conn.feed(&requests(&[
+            "SET bar 1",
+            "GET b",
+            "GET c",
+            "MSET bar 1 foo 2",
+            "DBSIZE",
+            "GET foo",
+        ]));
+        let first = conn.next_unit(&info()).expect("group 1's unit");
+        assert_eq!(
+            (first.route.clone(), commands_of(&first)),
+            (
+                Route::Group(1),
+                vec!["SET bar 1".to_owned(), "GET b".to_owned()]
+            )
+        );
+        conn.finish(first, Answer::Reply(b"*2\r\n+OK\r\n$1\r\n1\r\n"));
+        let second = conn.next_unit(&info()).expect("group 2's unit");
+        assert_eq!(
+            (second.route.clone(), second.commands()),
+            (Route::Group(2), 1)
+        );
+        conn.finish(second, Answer::Reply(b"$-1\r\n"));
+        // The MSET of two groups is refused in its turn, without a call.
+        let every = conn.next_unit(&info()).expect("DBSIZE on every group");
+        let sum = tandem_redis::session::spread::Combine::Sum;
+        assert_eq!(every.route, Route::Every(sum));
+        conn.finish(every, Answer::Reply(b":3\r\n"));
+        let last = conn.next_unit(&info()).expect("group 3's unit");
+        assert_eq!(last.route, Route::Group(3));
+        conn.finish(last, Answer::Reply(b"$1\r\n2\r\n"));
+        assert_eq!(
+            take_out(&mut conn),
+            "+OK\r\n$1\r\n1\r\n$-1\r\n-CROSSSLOT Keys in request don't hash to the same \
+             slot\r\n:3\r\n$1\r\n2\r\n"
+        );
+    }
+
+    #[test]
+    fn a_refused_watch_lets_the_requests_it_held_back_run() {
+        let mut conn = ProxyConn::new(1);
+        conn.route_by(three_groups());
+        conn.feed(&requests(&["WATCH bar foo", "GET c"]));
+        let unit = conn
+            .next_unit(&info())
+            .expect("GET c, after the WATCH's refusal");
+        assert_eq!(unit.route, Route::Group(2));
+        conn.finish(unit, Answer::Reply(b"$-1\r\n"));
+        let out = take_out(&mut conn);
+        assert!(
+            out.starts_with("-CROSSSLOT ") && out.ends_with("\r\n$-1\r\n"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -5,10 +5,14 @@
 //!
 //! - [`conn`]: one application connection, sans-I/O (the session, pipelining into units,
 //!   replies in order). The simulator can drive it.
+//! - [`route`]: which group runs each call over a cluster of several groups (by slot, or by
+//!   Redis's command tips for a keyless one), and how the replies of a call every group
+//!   ran make one.
 //! - [`server`]: the listener, a reader and a writer thread per connection, and the pool of
 //!   stubs (lanes) the connections borrow.
 
 pub mod conn;
+pub mod route;
 pub mod server;
 
 pub use conn::{Answer, ProxyConn, Target, Unit};

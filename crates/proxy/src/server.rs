@@ -10,6 +10,7 @@
 //! minted per connection (a stub's seqs keep growing across the connections that borrow it).
 //! Ids start at a random base drawn when the proxy starts, so two proxies never share one.
 
+use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -19,11 +20,13 @@ use std::thread;
 use std::time::Duration;
 
 use tandem_client::{
-    CallError, Client, ClientConfig, ConfigError, ReadConsistency, ReplyStatus, discover_secure,
+    CallError, Client, ClientConfig, ConfigError, GROUP_ANY, ReadConsistency, ReplyStatus,
+    discover_secure,
 };
 use tandem_redis::session::ServerInfo;
 
 use crate::conn::{Answer, ProxyConn, Target, Unit};
+use crate::route::{GroupAnswer, Route, SlotGroups, combine};
 
 /// Bytes read from an application at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -40,7 +43,8 @@ pub struct ProxyConfig {
     pub cluster: Vec<SocketAddr>,
     /// Where applications connect.
     pub listen: SocketAddr,
-    /// The replication group the cluster's nodes serve.
+    /// The replication group the proxy asks the nodes about, and sends every command to
+    /// when the cluster has one group; a cluster of several routes each by its keys' slot.
     pub group: u32,
     /// How long a command may wait for the cluster (failovers included) before its
     /// application is told an error.
@@ -108,8 +112,11 @@ struct Shared {
     /// The cluster's members as last learned, and how many times the list changed.
     members: Mutex<Vec<SocketAddr>>,
     members_version: AtomicU64,
-    /// Idle stubs, ready for the next connection, each with the members version it knows.
-    lanes: Mutex<Vec<(Client, u64)>>,
+    /// Which group serves each slot, when the cluster has several (`None`: one group).
+    slots: Mutex<Option<Arc<SlotGroups>>>,
+    /// Idle stubs of each group, ready for the next connection, each with the members
+    /// version it knows.
+    lanes: Mutex<BTreeMap<u32, Vec<(Client, u64)>>>,
     lane_id_base: u64,
     lane_next: AtomicU64,
     conn_next: AtomicU64,
@@ -152,22 +159,24 @@ impl Proxy {
         };
         // Any reachable node names the others; until one does, the proxy goes round the nodes
         // it was given (and keeps asking).
+        // Any group will do to learn the members and the slot table (the cluster's groups
+        // are not known yet).
         let found = discover_secure(
             &config.cluster,
-            config.group,
+            GROUP_ANY,
             MEMBERS_TIMEOUT,
             config.credentials.as_ref(),
             config.tls.as_ref(),
         )
-        .map(|discovery| discovery.addresses());
-        let members = match found {
-            Ok(members) => {
+        .map(|discovery| (discovery.addresses(), slot_groups(&discovery)));
+        let (members, slots) = match found {
+            Ok((members, slots)) => {
                 tracing::info!("proxy: the cluster's members are {members:?}");
-                members
+                (members, slots)
             }
             Err(err) => {
                 tracing::warn!("proxy: {err}; using the nodes given until one answers");
-                config.cluster.clone()
+                (config.cluster.clone(), None)
             }
         };
         let shared = Arc::new(Shared {
@@ -175,7 +184,8 @@ impl Proxy {
             info,
             members: Mutex::new(members),
             members_version: AtomicU64::new(0),
-            lanes: Mutex::new(Vec::new()),
+            slots: Mutex::new(slots),
+            lanes: Mutex::new(BTreeMap::new()),
             lane_id_base: random_id_base(),
             lane_next: AtomicU64::new(0),
             conn_next: AtomicU64::new(1),
@@ -198,6 +208,15 @@ impl Proxy {
     /// The cluster's members, as the proxy last learned them.
     pub fn members(&self) -> Vec<SocketAddr> {
         self.shared.members.lock().expect("members").clone()
+    }
+
+    /// The groups the proxy routes commands to by slot, as it last learned the slot table
+    /// (none for a cluster of one group, which takes every command).
+    pub fn groups(&self) -> Vec<u32> {
+        self.shared
+            .slots()
+            .map(|slots| slots.groups().to_vec())
+            .unwrap_or_default()
     }
 
     /// Where applications connect.
@@ -253,16 +272,19 @@ fn learn_members(shared: &Shared) {
         }
         let credentials = shared.config.credentials.as_ref();
         let tls = shared.config.tls.as_ref();
-        let found = discover_secure(
-            &asked,
-            shared.config.group,
-            MEMBERS_TIMEOUT,
-            credentials,
-            tls,
-        );
-        let Ok(members) = found.map(|discovery| discovery.addresses()) else {
+        let found = discover_secure(&asked, GROUP_ANY, MEMBERS_TIMEOUT, credentials, tls);
+        let Ok(discovery) = found else {
             continue;
         };
+        let members = discovery.addresses();
+        let slots = slot_groups(&discovery);
+        {
+            let mut known = shared.slots.lock().expect("slots");
+            if *known != slots {
+                tracing::info!("proxy: the cluster's slot table changed");
+                *known = slots;
+            }
+        }
         let mut known = shared.members.lock().expect("members");
         if *known != members {
             tracing::info!("proxy: the cluster's members are now {members:?}");
@@ -295,16 +317,54 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
-/// A stub a connection borrowed, and the members version it was given.
+/// The proxy's routes from `discovery`'s slot table: `None` for a cluster of one group, or
+/// a table that does not cover every slot (the nodes' decoder checks it, so never).
+fn slot_groups(discovery: &tandem_client::Discovery) -> Option<Arc<SlotGroups>> {
+    let ranges = discovery.slots.iter().map(|r| (r.first, r.last, r.group));
+    match SlotGroups::new(ranges) {
+        Ok(slots) => slots.map(Arc::new),
+        Err(err) => {
+            tracing::warn!("proxy: the cluster's slot table cannot route: {err}");
+            None
+        }
+    }
+}
+
+/// A stub a connection borrowed for one group, and the members version it was given.
 struct Lane {
+    group: u32,
     client: Client,
     members_version: u64,
 }
 
+/// The stubs one connection borrowed, one per group it sent a call to.
+#[derive(Default)]
+struct Lanes {
+    by_group: BTreeMap<u32, Lane>,
+}
+
 impl Shared {
-    fn borrow_lane(&self) -> Lane {
-        if let Some((client, members_version)) = self.lanes.lock().expect("lanes").pop() {
+    /// The slot table as last learned.
+    fn slots(&self) -> Option<Arc<SlotGroups>> {
+        self.slots.lock().expect("slots").clone()
+    }
+
+    /// `lanes`' stub for `group`, borrowed now if the connection has none yet, with the
+    /// members learned since it last looked.
+    fn lane<'a>(&self, lanes: &'a mut Lanes, group: u32) -> &'a mut Lane {
+        let lane = lanes
+            .by_group
+            .entry(group)
+            .or_insert_with(|| self.borrow_lane(group));
+        self.refresh(lane);
+        lane
+    }
+
+    fn borrow_lane(&self, group: u32) -> Lane {
+        let idle = (self.lanes.lock().expect("lanes").get_mut(&group)).and_then(Vec::pop);
+        if let Some((client, members_version)) = idle {
             return Lane {
+                group,
                 client,
                 members_version,
             };
@@ -312,8 +372,7 @@ impl Shared {
         let lane = self.lane_next.fetch_add(1, Ordering::Relaxed);
         let members_version = self.members_version.load(Ordering::SeqCst);
         let members = self.members.lock().expect("members").clone();
-        let mut config =
-            ClientConfig::new(members, self.config.group, self.lane_id_base + lane + 1);
+        let mut config = ClientConfig::new(members, group, self.lane_id_base + lane + 1);
         config.deadline = self.config.deadline;
         config.read_consistency = self.config.read_consistency;
         config.credentials = self.config.credentials.clone();
@@ -323,20 +382,24 @@ impl Shared {
         // spread over the backups.
         client.prefer_backup(lane as usize);
         Lane {
+            group,
             client,
             members_version,
         }
     }
 
-    fn return_lane(&self, lane: Lane) {
-        let Lane {
-            client,
-            members_version,
-        } = lane;
-        self.lanes
-            .lock()
-            .expect("lanes")
-            .push((client, members_version));
+    fn return_lanes(&self, lanes: Lanes) {
+        let mut idle = self.lanes.lock().expect("lanes");
+        for lane in lanes.by_group.into_values() {
+            let Lane {
+                group,
+                client,
+                members_version,
+            } = lane;
+            idle.entry(group)
+                .or_default()
+                .push((client, members_version));
+        }
     }
 
     /// Gives `lane` the members learned since it last looked (its seq and any connection to
@@ -374,27 +437,27 @@ fn serve(stream: TcpStream, shared: &Arc<Shared>) {
             return;
         }
     };
-    let mut lane = shared.borrow_lane();
+    let mut lanes = Lanes::default();
     let id = shared.conn_next.fetch_add(1, Ordering::Relaxed);
     let mut conn = ProxyConn::new(id);
-    run_conn(stream, &mut conn, &mut lane, shared, &mut output);
-    shared.return_lane(lane);
+    run_conn(stream, &mut conn, &mut lanes, shared, &mut output);
+    shared.return_lanes(lanes);
     counters.connections_open.fetch_sub(1, Ordering::Relaxed);
 }
 
 fn run_conn(
     mut stream: TcpStream,
     conn: &mut ProxyConn,
-    lane: &mut Lane,
+    lanes: &mut Lanes,
     shared: &Shared,
     output: &mut Output,
 ) {
     let mut chunk = vec![0; READ_CHUNK];
     let mut wait = BlockedWait::default();
     loop {
+        conn.route_by(shared.slots());
         while let Some(unit) = conn.next_unit(&shared.info) {
-            shared.refresh(lane);
-            run_unit(conn, unit, &mut lane.client, shared);
+            run_unit(conn, unit, lanes, shared);
             if !output.send(conn.out()) {
                 return;
             }
@@ -563,32 +626,40 @@ fn write_replies(mut stream: TcpStream, replies: &mpsc::Receiver<Vec<u8>>) {
     drop(stream.shutdown(Shutdown::Both));
 }
 
-/// Makes `unit`'s call through the stub and finishes it on `conn`.
-fn run_unit(conn: &mut ProxyConn, unit: Unit, client: &mut Client, shared: &Shared) {
+/// Makes `unit`'s call through the stub of its group (each group's, for a call every group
+/// runs) and finishes it on `conn`.
+fn run_unit(conn: &mut ProxyConn, unit: Unit, lanes: &mut Lanes, shared: &Shared) {
     let counters = &shared.counters;
     counters.units.fetch_add(1, Ordering::Relaxed);
     counters
         .commands
         .fetch_add(unit.commands() as u64, Ordering::Relaxed);
-    let result = match unit.target {
-        Target::Primary => client.call(unit.proc_id.0, &unit.args, None),
-        Target::Backup => {
-            let before = client.stats().reads_at_backups;
-            let result = client.read(unit.proc_id.0, &unit.args);
-            let served = client.stats().reads_at_backups - before;
-            counters
-                .reads_at_backups
-                .fetch_add(served, Ordering::Relaxed);
-            result
+    let slots = shared.slots();
+    let answered = match (&unit.route, &slots) {
+        (Route::Every(how), Some(slots)) => every_group(&unit, *how, slots, lanes, shared),
+        (Route::Scan(cursor), Some(slots)) => {
+            let args = cursor.args_for_group(&unit.args);
+            let group = cursor.group(slots);
+            call_group(&unit, group, &args, lanes, shared).map(|outcome| match outcome {
+                (ReplyStatus::Committed, body) => match cursor.reply_for_app(&body, slots) {
+                    Ok(reply) => (ReplyStatus::Committed, reply),
+                    Err(text) => (ReplyStatus::RolledBack, text.into_bytes()),
+                },
+                other => other,
+            })
         }
+        (Route::Group(group), _) => call_group(&unit, *group, &unit.args, lanes, shared),
+        // The slot table went away meanwhile (never while groups only split slots): the
+        // proxy's own group runs it.
+        _ => call_group(&unit, shared.config.group, &unit.args, lanes, shared),
     };
-    match result {
-        Ok(outcome) => {
-            if outcome.status == ReplyStatus::CommittedReplyNotKept {
-                let text = String::from_utf8_lossy(&outcome.body);
+    match answered {
+        Ok((status, body)) => {
+            if status == ReplyStatus::CommittedReplyNotKept {
+                let text = String::from_utf8_lossy(&body);
                 tracing::warn!("proxy: a retried command's reply was not kept: {text}");
             }
-            conn.finish_answered(unit, outcome.status, &outcome.body);
+            conn.finish_answered(unit, status, &body);
         }
         Err(err) => {
             counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -597,6 +668,55 @@ fn run_unit(conn: &mut ProxyConn, unit: Unit, client: &mut Client, shared: &Shar
             conn.finish(unit, Answer::Failed(&text));
         }
     }
+}
+
+/// `unit`'s call on every group in turn, the replies combined as `how` says. A group that
+/// gives no answer fails the whole unit (the others' calls ran, each exactly once).
+fn every_group(
+    unit: &Unit,
+    how: tandem_redis::session::spread::Combine,
+    slots: &SlotGroups,
+    lanes: &mut Lanes,
+    shared: &Shared,
+) -> Result<(ReplyStatus, Vec<u8>), CallError> {
+    let mut answers: Vec<GroupAnswer> = Vec::with_capacity(slots.groups().len());
+    for &group in slots.groups() {
+        let answer = match call_group(unit, group, &unit.args, lanes, shared)? {
+            (ReplyStatus::Committed, body) => Ok(body),
+            (_, reason) => Err(String::from_utf8_lossy(&reason).into_owned()),
+        };
+        answers.push(answer);
+    }
+    Ok(match combine(how, &answers) {
+        Ok(reply) => (ReplyStatus::Committed, reply),
+        Err(text) => (ReplyStatus::RolledBack, text.into_bytes()),
+    })
+}
+
+/// `unit`'s call with arguments `args` through the connection's stub for `group`: its
+/// status and body.
+fn call_group(
+    unit: &Unit,
+    group: u32,
+    args: &[u8],
+    lanes: &mut Lanes,
+    shared: &Shared,
+) -> Result<(ReplyStatus, Vec<u8>), CallError> {
+    let client = &mut shared.lane(lanes, group).client;
+    let outcome = match unit.target {
+        Target::Primary => client.call(unit.proc_id.0, args, None)?,
+        Target::Backup => {
+            let before = client.stats().reads_at_backups;
+            let result = client.read(unit.proc_id.0, args);
+            let served = client.stats().reads_at_backups - before;
+            let counters = &shared.counters;
+            counters
+                .reads_at_backups
+                .fetch_add(served, Ordering::Relaxed);
+            result?
+        }
+    };
+    Ok((outcome.status, outcome.body))
 }
 
 /// What the application is told when the stub gave up: one line, Redis-style, code first.

@@ -37,6 +37,7 @@ use crate::wire::{CallArgs, ExecArgs, decode_versions};
 mod acl;
 pub mod clients;
 pub mod cluster;
+pub mod spread;
 
 pub use clients::{ClientType, ConnFacts, KillRequest, ListRequest, write_list};
 pub use cluster::{ClusterShape, Shard, ShardNode, endpoint_name, node_name};

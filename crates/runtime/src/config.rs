@@ -792,6 +792,15 @@ impl NodeConfig {
             ));
         }
         for (index, entry) in entries.iter().enumerate() {
+            if entry.id == tandem_wire::GROUP_ANY {
+                return Err(invalid(
+                    format!("cluster.groups[{index}].id"),
+                    format!(
+                        "{} is the id a client names for any group; give the group a lower id",
+                        entry.id
+                    ),
+                ));
+            }
             if let Some(first) = entries[..index].iter().position(|e| e.id == entry.id) {
                 return Err(invalid(
                     format!("cluster.groups[{index}].id"),
@@ -2893,6 +2902,11 @@ address = "127.0.0.1:7003"
                 "`cluster.groups[1].id`",
                 |c| groups_of(c)[1].id = 1,
                 "is also `cluster.groups[0].id`; give each group its own id",
+            ),
+            (
+                "`cluster.groups[1].id`",
+                |c| groups_of(c)[1].id = tandem_wire::GROUP_ANY,
+                "is the id a client names for any group; give the group a lower id",
             ),
             (
                 "`cluster.groups`",

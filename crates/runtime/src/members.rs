@@ -2,14 +2,16 @@
 //!
 //! Every role that welcomes clients (a primary, a backup or spare in cluster mode) answers
 //! with its own `listen` address and each peer's `address` from its configuration, sorted by
-//! node id, and the view its role knows. The runtime decides nothing here: it reports what
-//! it was given, and the client (a proxy's discovery) makes of it what it will.
+//! node id, the view its role knows, and the slot table its configuration gives (empty for a
+//! cluster of one group). The runtime decides nothing here: it reports what it was given,
+//! and the client (a proxy's discovery, which routes each key to its slot's group) makes of
+//! it what it will.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tandem_replication::NodeId;
-use tandem_wire::{ErrorCode, Member, encode_error, encode_members_answer};
+use tandem_wire::{ErrorCode, Member, SlotRange, encode_error, encode_members_answer};
 
 use crate::config::NodeConfig;
 
@@ -19,11 +21,14 @@ pub(crate) struct MemberList {
     node_id: NodeId,
     /// Every member, this node included at its `listen` address, sorted by node id.
     members: Arc<[Member]>,
+    /// The cluster's slot table, in slot order; empty for a cluster of one group.
+    slots: Arc<[SlotRange]>,
 }
 
 impl MemberList {
     /// The members `config` names: at most `MEMBERS_MAX` with distinct ids, and no peer at
-    /// port 0 (`NodeConfig::validate`).
+    /// port 0 (`NodeConfig::validate`); and its slot table, which covers every slot once or
+    /// is empty, as the answer must carry it.
     pub(crate) fn of(config: &NodeConfig) -> MemberList {
         let mut members: Vec<Member> = std::iter::once(Member {
             node_id: config.node_id,
@@ -35,9 +40,17 @@ impl MemberList {
         }))
         .collect();
         members.sort_by_key(|member| member.node_id);
+        let slots: Vec<SlotRange> = (config.slot_table().ranges().iter())
+            .map(|range| SlotRange {
+                first: range.first,
+                last: range.last,
+                group: range.group,
+            })
+            .collect();
         MemberList {
             node_id: config.node_id,
             members: members.into(),
+            slots: slots.into(),
         }
     }
 
@@ -61,7 +74,7 @@ impl MemberList {
             encode_error(out, ErrorCode::Internal, &message);
             return;
         }
-        encode_members_answer(out, view, &members);
+        encode_members_answer(out, view, &members, &self.slots);
     }
 }
 
@@ -106,5 +119,63 @@ mod tests {
         let peer: SocketAddr = "127.0.0.1:7002".parse().unwrap();
         let v6: SocketAddr = "[::1]:7007".parse().unwrap();
         assert_eq!(named, [(2, peer), (3, reached), (7, v6)]);
+        assert_eq!(answer.slots, [], "a cluster of one group has no slot table");
+    }
+
+    /// Three nodes, each the first primary of one of three groups, the slots given unevenly.
+    const THREE_GROUPS: &str = r#"
+node_id = 2
+listen = "127.0.0.1:7002"
+
+[group]
+workload = "debit-credit"
+
+[cluster]
+data_dir = "raft"
+
+[[cluster.groups]]
+id = 1
+members = [1, 2, 3]
+slots = ["0-99"]
+
+[[cluster.groups]]
+id = 7
+members = [2, 3, 1]
+slots = ["100-10000"]
+
+[[cluster.groups]]
+id = 3
+members = [3, 1, 2]
+slots = ["10001-16383"]
+
+[[peers]]
+node_id = 1
+address = "127.0.0.1:7001"
+
+[[peers]]
+node_id = 3
+address = "127.0.0.1:7003"
+"#;
+
+    #[test]
+    fn a_node_of_a_cluster_of_several_groups_sends_its_slot_table() {
+        let config = NodeConfig::from_toml_str(THREE_GROUPS).expect("THREE_GROUPS is valid");
+        let mut out = Vec::new();
+        MemberList::of(&config).answer(&mut out, 9, None);
+        let (frame, _) = decode_frame(&out, MAX_FRAME_LEN_DEFAULT).unwrap().unwrap();
+        let Frame::MembersAnswer(answer) = frame else {
+            panic!("a MembersAnswer: {frame:?}");
+        };
+        let range = |first, last, group| SlotRange { first, last, group };
+        assert_eq!(
+            answer.slots,
+            [
+                range(0, 99, 1),
+                range(100, 10000, 7),
+                range(10001, 16383, 3)
+            ]
+        );
+        let ids: Vec<NodeId> = answer.members.iter().map(|member| member.node_id).collect();
+        assert_eq!(ids, [1, 2, 3]);
     }
 }

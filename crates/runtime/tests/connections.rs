@@ -286,7 +286,8 @@ fn a_client_asks_for_the_members_between_its_calls() {
         answer,
         MembersAnswer {
             view: 1,
-            members: vec![itself]
+            members: vec![itself],
+            slots: Vec::new(),
         }
     );
     let seqs: Vec<u64> = got

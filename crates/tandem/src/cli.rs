@@ -98,9 +98,10 @@ pub struct UpArgs {
     pub nodes: u32,
     /// Replication groups, 1 to 16: each its own database, log and primary, the primaries
     /// spread round the nodes (group G led by node (G − 1) mod N + 1) and every other node a
-    /// backup of each. With more than one, the groups are numbered from 1 and serve stub
-    /// clients, which name their group; Redis clients are not routed by slot yet, so the
-    /// redis workload takes one group.
+    /// backup of each. With more than one, the groups are numbered from 1 and split the
+    /// 16,384 hash slots evenly: stub clients name their group, the redis workload speaks
+    /// Redis Cluster's protocol (an endpoint per group on each node) and `tandem proxy`
+    /// routes each command by its keys' slot.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub groups: u32,
     /// Database (segment) size in whole MiB.

@@ -24,6 +24,8 @@ struct Up {
     dir: PathBuf,
     /// Each node's client (stub) address, in node order.
     clients_at: Vec<SocketAddr>,
+    /// Each node's RESP address (its first group's endpoint), in node order.
+    resp_at: Vec<SocketAddr>,
 }
 
 impl Up {
@@ -53,7 +55,8 @@ impl Up {
         let started = Instant::now();
         loop {
             let text = std::fs::read_to_string(dir.join("up.out")).unwrap_or_default();
-            if text.contains("cluster up: node ") {
+            // "cluster up: node N is primary …", or with groups "cluster up: G groups".
+            if text.contains("cluster up: ") {
                 break;
             }
             if let Some(status) = child.try_wait().unwrap() {
@@ -69,16 +72,17 @@ impl Up {
         let file: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("cluster.json")).unwrap())
                 .unwrap();
-        let clients_at = file["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|node| node["listen"].as_str().unwrap().parse().unwrap())
-            .collect();
+        let address_of = |field: &str| -> Vec<SocketAddr> {
+            let nodes = file["nodes"].as_array().unwrap().iter();
+            nodes
+                .map(|node| node[field].as_str().unwrap().parse().unwrap())
+                .collect()
+        };
         Up {
             child,
             dir,
-            clients_at,
+            clients_at: address_of("listen"),
+            resp_at: address_of("resp"),
         }
     }
 
@@ -595,4 +599,144 @@ fn blocked_pops_through_the_proxy_are_served_once_across_a_failover() {
     );
     assert_ne!(up.primary(), Some(primary), "another node took over");
     assert_eq!(proxy.stats().errors, 0, "no command was told an error");
+}
+
+/// A proxy over three groups sends each command to the group that serves its keys' slots,
+/// pipelines across groups keep their order, keys of two groups get `-CROSSSLOT` (a
+/// `MULTI` block's too, and nothing of it runs), and a keyless command runs on every group
+/// as Redis's command tips say (`DBSIZE` sums, `KEYS` joins, `SCAN` walks the groups in
+/// turn, `FLUSHALL` empties every group). Then node 1, group 1's primary, dies while
+/// clients pipeline increments into every group: none sees an error, and every counter
+/// holds exactly the increments acknowledged.
+#[test]
+fn a_proxy_over_three_groups_routes_by_slot_and_runs_keyless_commands_on_every_group() {
+    let up = Up::start_with("proxy-groups", &["--groups", "3"]);
+    let proxy = proxy(&up);
+    assert_eq!(
+        proxy.groups(),
+        [1, 2, 3],
+        "the proxy learned the slot table"
+    );
+    let address = proxy.local_addr();
+    let mut conn = Conn::connect(address);
+    let ok = Value::Simple(b"OK".to_vec());
+    // "bar" and "b" are group 1's slots, "c" group 2's, "foo" group 3's (node g leads g).
+    let keys = ["bar", "c", "foo", "b"];
+    for (at, key) in keys.iter().enumerate() {
+        conn.send(&["SET", key, &at.to_string()]);
+        conn.send(&["GET", key]);
+    }
+    for (at, _) in keys.iter().enumerate() {
+        assert_eq!(conn.read(), ok);
+        assert_eq!(conn.read(), Value::Bulk(at.to_string().into_bytes()));
+    }
+    let crossed = conn.call(&["MSET", "bar", "x", "foo", "y"]);
+    assert!(
+        matches!(&crossed, Value::Error(text) if text.starts_with(b"CROSSSLOT ")),
+        "{crossed:?}"
+    );
+    // Each key is in its own group: the group's endpoint on its primary's node holds it.
+    for (node, group, key, value) in [(1, 1, "bar", "0"), (2, 2, "c", "1"), (3, 3, "foo", "2")] {
+        let base: SocketAddr = up.resp_at[node - 1];
+        let endpoint = SocketAddr::new(base.ip(), base.port() + group - 1);
+        let held = Conn::connect(endpoint).call(&["GET", key]);
+        assert_eq!(
+            held,
+            Value::Bulk(value.as_bytes().to_vec()),
+            "{key} in group {group}"
+        );
+    }
+    assert_eq!(conn.call(&["MSET", "bar", "10", "b", "13"]), ok);
+    assert_eq!(conn.call(&["MULTI"]), ok);
+    conn.call(&["SET", "bar", "lost"]);
+    conn.call(&["SET", "foo", "lost"]);
+    let exec = conn.call(&["EXEC"]);
+    assert!(
+        matches!(&exec, Value::Error(text) if text.starts_with(b"CROSSSLOT ")),
+        "{exec:?}"
+    );
+    assert_eq!(conn.call(&["GET", "bar"]), Value::Bulk(b"10".to_vec()));
+    assert_eq!(conn.call(&["DBSIZE"]), Value::Integer(4));
+    let mut listed = bulk_strings(&conn.call(&["KEYS", "*"]));
+    listed.sort();
+    let mut expected: Vec<String> = keys.iter().map(|key| key.to_string()).collect();
+    expected.sort();
+    assert_eq!(listed, expected, "KEYS joins every group's keys");
+    assert_eq!(scan_all(&mut conn), expected, "SCAN walks every group once");
+    assert_eq!(conn.call(&["FLUSHALL"]), ok);
+    assert_eq!(conn.call(&["DBSIZE"]), Value::Integer(0));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = ["{bar}", "{c}", "{foo}"]
+        .into_iter()
+        .map(|tag| {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let key = format!("{tag}:counter");
+                let mut conn = Conn::connect(address);
+                let mut acked = 0i64;
+                while !stop.load(Ordering::SeqCst) {
+                    for _ in 0..PIPELINE {
+                        conn.send(&["INCR", &key]);
+                    }
+                    for _ in 0..PIPELINE {
+                        let reply = conn.read();
+                        assert_eq!(reply, Value::Integer(acked + 1), "{key}: lost or doubled");
+                        acked += 1;
+                    }
+                }
+                (key, acked)
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    up.tandem(&["kill", "1"]);
+    thread::sleep(Duration::from_millis(1500));
+    stop.store(true, Ordering::SeqCst);
+    for client in clients {
+        let (key, acked) = client.join().expect("a client saw a wrong reply");
+        assert!(acked > 0, "{key}: no increment acknowledged");
+        assert_eq!(
+            conn.call(&["GET", &key]),
+            Value::Bulk(acked.to_string().into_bytes()),
+            "{key}: acknowledged {acked} increments; the counter must hold exactly those"
+        );
+    }
+    assert_eq!(proxy.stats().errors, 0, "no command was told an error");
+}
+
+/// The bulk strings of an array reply, as text.
+fn bulk_strings(value: &Value) -> Vec<String> {
+    let Value::Array(elements) = value else {
+        panic!("an array: {value:?}");
+    };
+    elements
+        .iter()
+        .map(|element| match element {
+            Value::Bulk(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            other => panic!("a bulk string: {other:?}"),
+        })
+        .collect()
+}
+
+/// Every key `SCAN` gives from cursor 0 until it says 0 again (a key per step), sorted.
+fn scan_all(conn: &mut Conn) -> Vec<String> {
+    let mut cursor = "0".to_owned();
+    let mut found = Vec::new();
+    for _ in 0..1000 {
+        let reply = conn.call(&["SCAN", &cursor, "COUNT", "1"]);
+        let Value::Array(parts) = &reply else {
+            panic!("SCAN answers an array: {reply:?}");
+        };
+        let [Value::Bulk(next), keys] = parts.as_slice() else {
+            panic!("SCAN answers a cursor and keys: {reply:?}");
+        };
+        found.extend(bulk_strings(keys));
+        cursor = String::from_utf8_lossy(next).into_owned();
+        if cursor == "0" {
+            found.sort();
+            return found;
+        }
+    }
+    panic!("SCAN did not end within 1000 steps: {found:?}");
 }

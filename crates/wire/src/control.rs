@@ -36,8 +36,15 @@ pub struct Hello {
     pub peer: PeerKind,
     /// The client id for a client, the node id for a replica.
     pub id: u64,
+    /// The replication group the connection is for; a client that only asks who the
+    /// members are may name [`GROUP_ANY`].
     pub group: u32,
 }
+
+/// The group a client names in its `Hello` when any group of the node will do: a program
+/// that asks for the members and the slot table (a proxy's discovery) before it knows which
+/// groups the cluster has. The node serves the connection in the first group it serves in.
+pub const GROUP_ANY: u32 = u32::MAX;
 
 impl Hello {
     /// A `Hello` with this build's magic and version.

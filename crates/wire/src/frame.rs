@@ -89,7 +89,7 @@ impl Frame<'_> {
             }
             Frame::Members => members::encode_members(out),
             Frame::MembersAnswer(answer) => {
-                members::encode_members_answer(out, answer.view, &answer.members)
+                members::encode_members_answer(out, answer.view, &answer.members, &answer.slots)
             }
             Frame::Peer { group, message } => peer::encode_peer(out, *group, message),
             Frame::Cluster(body) => encode_cluster(out, body),

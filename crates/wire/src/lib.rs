@@ -8,11 +8,11 @@
 //! the receiver's `max_frame_len` as soon as the 4 length bytes are in, before buffering or
 //! allocating for it; it never allocates more than the frame's own bytes describe (a batch is
 //! copied once into an `Arc<[u8]>`, `Call` and `Reply` borrow their payload from the buffer,
-//! a `MembersAnswer`'s list of at most 64 entries is built only once its count matched the
-//! body's length). Every refusal is a [`FrameError`] value saying what was wrong and, for a
-//! body, in which frame and field. After one the stream is no longer known to be at a frame
-//! boundary: the receiver sends an `Error` frame ([`FrameError::code`]) and closes the
-//! connection.
+//! a `MembersAnswer`'s lists of at most 64 members and 16,384 slot ranges are built only once
+//! their counts matched the body's length). Every refusal is a [`FrameError`] value saying
+//! what was wrong and, for a body, in which frame and field. After one the stream is no
+//! longer known to be at a frame boundary: the receiver sends an `Error` frame
+//! ([`FrameError::code`]) and closes the connection.
 //!
 //! Integers are little-endian except inside postcard bodies, where they are LEB128 varints
 //! and an enum is the varint index of its variant (in declaration order).
@@ -71,7 +71,8 @@
 //!
 //! 0x13 Members, client → any node that welcomed it: no body
 //!
-//! 0x14 MembersAnswer, node → client (fixed layout): the node's own address and its peers'
+//! 0x14 MembersAnswer, node → client (fixed layout): the node's own address and its peers',
+//!      and the cluster's slot table
 //!  0   8  view          the view the node knows; 0 if none
 //!  8   2  count         1 ≤ count ≤ MEMBERS_MAX (64)
 //! 10   …  count entries of 27 bytes, node_id strictly ascending:
@@ -80,6 +81,13 @@
 //!      6   1  family    4 IPv4, 6 IPv6
 //!      7  16  ip        IPv4: its 4 bytes, then 12 zero bytes
 //!     23   4  scope_id  IPv6's scope id; IPv4: 0 (IPv6 flow info is not carried)
+//!  s   2  slot_count    s = 10 + 27 × count; ≤ SLOT_RANGES_MAX (16384); 0: the cluster
+//!                       has one group, which serves every slot
+//! s+2  …  slot_count entries of 8 bytes, the last at the body's end; the first starts at
+//!         slot 0, each next at the slot after the one before ends, the last ends at 16383:
+//!      0   2  first     the range's first slot
+//!      2   2  last      its last slot, ≥ first
+//!      4   4  group     the replication group that serves slots first..=last
 //!
 //! 0x20 Peer, between a group's primary and a backup (a tandem_replication::Message)
 //!  0   4  group         u32, the replication group whose stream it belongs to
@@ -125,11 +133,14 @@ pub use call::{
     Call, Read, Reply, ReplyStatus, encode_call, encode_read, encode_reply, reply_body_len_max,
 };
 pub use control::{
-    ErrorCode, ErrorFrame, Hello, MAGIC, MESSAGE_LEN_MAX, PeerKind, Role, Welcome, encode_error,
-    encode_hello, encode_welcome,
+    ErrorCode, ErrorFrame, GROUP_ANY, Hello, MAGIC, MESSAGE_LEN_MAX, PeerKind, Role, Welcome,
+    encode_error, encode_hello, encode_welcome,
 };
 pub use frame::{Frame, FrameError, decode_frame, encode_cluster, encode_publication};
-pub use members::{MEMBERS_MAX, Member, MembersAnswer, encode_members, encode_members_answer};
+pub use members::{
+    MEMBERS_MAX, Member, MembersAnswer, SLOT_COUNT, SLOT_RANGES_MAX, SlotRange, encode_members,
+    encode_members_answer,
+};
 pub use peer::{BATCH_FRAME_HEADER_LEN, encode_batch_frame_header, encode_peer};
 pub use records::{
     RECORD_PLAINTEXT_MAX, RecordCipher, RecordError, RecordOpener, RecordSealer, TrafficKey,
@@ -160,7 +171,9 @@ pub use records::{
 /// since the last promotion (`primary_sole_holder`).
 /// Version 15: a `Peer` frame and a relayed publication name their group (one connection
 /// per node pair carries every group's stream).
-pub const PROTOCOL_VERSION: u16 = 15;
+/// Version 16: a `MembersAnswer` carries the cluster's slot table after its members.
+/// A client's `Hello` may name any group (`GROUP_ANY`) to ask who the members are.
+pub const PROTOCOL_VERSION: u16 = 16;
 
 /// The default limit on a frame's `len` field: a receiver refuses longer frames. It carries
 /// a record or a reply of Redis's largest value (`proto-max-bulk-len`, 512 MiB) — a

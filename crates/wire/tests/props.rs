@@ -10,10 +10,10 @@ use tandem_wire::{
     Accepting, Auth, AuthStep, Call, ClusterSecret, Connecting, ErrorCode, Frame, FrameBuffer,
     FrameError, FrameOpener, FrameSealer, Hello, MAX_FRAME_LEN_DEFAULT, MEMBERS_MAX, Member,
     MembersAnswer, NONCE_LEN, PeerKind, Read, RecordCipher, RecordOpener, RecordSealer, Reply,
-    ReplyStatus, Role, SECRET_LEN_MIN, TAG_LEN, TrafficKey, Welcome, check_client_proof,
-    client_proof, decode_frame, encode_auth, encode_call, encode_client_proof, encode_error,
-    encode_hello, encode_members, encode_members_answer, encode_peer, encode_read, encode_reply,
-    encode_welcome,
+    ReplyStatus, Role, SECRET_LEN_MIN, SLOT_COUNT, SlotRange, TAG_LEN, TrafficKey, Welcome,
+    check_client_proof, client_proof, decode_frame, encode_auth, encode_call, encode_client_proof,
+    encode_error, encode_hello, encode_members, encode_members_answer, encode_peer, encode_read,
+    encode_reply, encode_welcome,
 };
 
 fn acks() -> impl Strategy<Value = AckCount> {
@@ -108,15 +108,35 @@ fn address() -> impl Strategy<Value = SocketAddr> {
     ]
 }
 
-/// A valid answer: 1 to `MEMBERS_MAX` members with distinct node ids, sorted.
+/// The most ranges `slot_table` makes: enough to vary, few enough to keep frames small.
+const SPLIT_RANGES_MAX: usize = 40;
+
+/// A valid slot table: none (a cluster of one group), or the slots split where a range
+/// starts, at distinct slots past 0, each range given a group.
+fn slot_table() -> impl Strategy<Value = Vec<SlotRange>> {
+    let starts = prop::collection::btree_set(1..SLOT_COUNT, 0..SPLIT_RANGES_MAX);
+    let groups = prop::collection::vec(any::<u32>(), SPLIT_RANGES_MAX);
+    let split = (starts, groups).prop_map(|(starts, groups)| {
+        let firsts = std::iter::once(0).chain(starts.iter().copied());
+        let lasts = (starts.iter().map(|start| start - 1)).chain(std::iter::once(SLOT_COUNT - 1));
+        (firsts.zip(lasts).zip(groups))
+            .map(|((first, last), group)| SlotRange { first, last, group })
+            .collect()
+    });
+    prop_oneof![Just(Vec::new()), split]
+}
+
+/// A valid answer: 1 to `MEMBERS_MAX` members with distinct node ids, sorted, and a slot
+/// table.
 fn members_answer() -> impl Strategy<Value = MembersAnswer> {
     let members = prop::collection::btree_map(any::<u32>(), address(), 1..=MEMBERS_MAX);
-    (any::<u64>(), members).prop_map(|(view, members)| MembersAnswer {
+    (any::<u64>(), members, slot_table()).prop_map(|(view, members, slots)| MembersAnswer {
         view,
         members: members
             .into_iter()
             .map(|(node_id, address)| Member { node_id, address })
             .collect(),
+        slots,
     })
 }
 
@@ -184,7 +204,7 @@ fn encoded_frame() -> impl Strategy<Value = Vec<u8>> {
         }),
         members_answer().prop_map(|answer| {
             let mut out = Vec::new();
-            encode_members_answer(&mut out, answer.view, &answer.members);
+            encode_members_answer(&mut out, answer.view, &answer.members, &answer.slots);
             out
         }),
     ]
@@ -244,7 +264,7 @@ proptest! {
     #[test]
     fn members_answer_round_trips(answer in members_answer()) {
         let mut out = Vec::new();
-        encode_members_answer(&mut out, answer.view, &answer.members);
+        encode_members_answer(&mut out, answer.view, &answer.members, &answer.slots);
         prop_assert_eq!(decode_whole(&out), Frame::MembersAnswer(answer));
     }
 
@@ -254,9 +274,12 @@ proptest! {
         count in any::<u16>(),
         cut in 0..27usize,
     ) {
-        // Any count but the true one is refused, whatever the cap; so is a body cut short.
+        // Any count but the true one is refused, whatever the cap: the members no longer fit
+        // the body, or the bytes after where they would end are not a slot table that ends
+        // with the body (they could only be for members and ranges crafted to line up, which
+        // these are not). A body cut short is refused too.
         let mut out = Vec::new();
-        encode_members_answer(&mut out, answer.view, &answer.members);
+        encode_members_answer(&mut out, answer.view, &answer.members, &answer.slots);
         let mut recounted = out.clone();
         recounted[13..15].copy_from_slice(&count.to_le_bytes());
         let decoded = decode_frame(&recounted, MAX_FRAME_LEN_DEFAULT);
@@ -264,13 +287,36 @@ proptest! {
             prop_assert!(decoded.is_ok());
         } else {
             let err = decoded.unwrap_err().to_string();
-            prop_assert!(err.contains("'count'") || err.contains("'members'"), "{}", err);
+            let named = ["'count'", "'members'", "'slots'"];
+            prop_assert!(named.iter().any(|field| err.contains(field)), "{}", err);
         }
         let kept = out.len() - 1 - cut;
         out.truncate(kept);
         out[..4].copy_from_slice(&u32::try_from(kept - 4).unwrap().to_le_bytes());
         let err = decode_frame(&out, MAX_FRAME_LEN_DEFAULT).unwrap_err().to_string();
-        prop_assert!(err.contains("'members'") || err.contains("'header'"), "{}", err);
+        let named = ["'header'", "'members'", "'slots'"];
+        prop_assert!(named.iter().any(|field| err.contains(field)), "{}", err);
+    }
+
+    #[test]
+    fn a_slot_range_moved_by_one_slot_is_refused(
+        answer in members_answer(),
+        which in any::<prop::sample::Index>(),
+        last in any::<bool>(),
+        later in any::<bool>(),
+    ) {
+        // Moving either end of any range leaves a slot out, holds one twice, starts the table
+        // past 0, ends it short of or past the last slot, or turns the range inside out.
+        prop_assume!(!answer.slots.is_empty());
+        let mut out = Vec::new();
+        encode_members_answer(&mut out, answer.view, &answer.members, &answer.slots);
+        let first_entry = 5 + 10 + 27 * answer.members.len() + 2;
+        let at = first_entry + 8 * which.index(answer.slots.len()) + if last { 2 } else { 0 };
+        let slot = u16::from_le_bytes([out[at], out[at + 1]]);
+        let moved = if later { slot.wrapping_add(1) } else { slot.wrapping_sub(1) };
+        out[at..at + 2].copy_from_slice(&moved.to_le_bytes());
+        let err = decode_frame(&out, MAX_FRAME_LEN_DEFAULT).unwrap_err().to_string();
+        prop_assert!(err.contains("'slots'"), "{}", err);
     }
 
     #[test]

@@ -204,7 +204,7 @@ fn command_keys(command: &cmd::Command, argv: &Argv) -> Vec<specs::KeyRef> {
 }
 
 /// Redis's spec of what `argv` runs: its subcommand's for a container.
-fn command_spec(command: &cmd::Command, argv: &Argv) -> Option<&'static Spec> {
+pub(super) fn command_spec(command: &cmd::Command, argv: &Argv) -> Option<&'static Spec> {
     let name = command.name.to_ascii_lowercase();
     let spec = specs::spec(&name)?;
     if name.contains('|') || specs::subcommands(&name).next().is_none() {

@@ -129,13 +129,18 @@ impl Acceptor {
                 )),
             },
         );
-        let hello = match hello {
+        let mut hello = match hello {
             Ok(hello) => hello,
             Err(err) => {
                 refuse(stream, err.code(), &err.to_string());
                 return None;
             }
         };
+        // A client that will take any group (a proxy's discovery) gets the first this node
+        // serves in: it can do nothing there that a Hello naming that group could not.
+        if hello.group == tandem_wire::GROUP_ANY && hello.peer == PeerKind::Client {
+            hello.group = self.slots[0].0;
+        }
         if self.slot_of(hello.group).is_none() && hello.peer != PeerKind::Cluster {
             let served: Vec<String> = self.slots.iter().map(|(g, _)| g.to_string()).collect();
             let message = format!(

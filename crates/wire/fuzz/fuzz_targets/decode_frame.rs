@@ -27,7 +27,8 @@ fuzz_target!(|data: &[u8]| {
         let mut out = Vec::new();
         frame.encode(&mut out);
         // What decodes re-encodes to a frame that decodes to the same value (a member list
-        // and its count, a diverged page list, a safety rule: nothing is lost or reordered).
+        // and its count, a slot table, a diverged page list, a safety rule: nothing is lost
+        // or reordered).
         let again = decode_frame(&out, MAX_FRAME_LEN).map(|found| found.map(|(f, _)| f));
         assert_eq!(again, Ok(Some(frame)));
         direct.push(out);
