@@ -158,9 +158,8 @@ impl Proxy {
             ..ServerInfo::default()
         };
         // Any reachable node names the others; until one does, the proxy goes round the nodes
-        // it was given (and keeps asking).
-        // Any group will do to learn the members and the slot table (the cluster's groups
-        // are not known yet).
+        // it was given (and keeps asking). Any group will do to learn the members and the
+        // slot table: the cluster's groups are not known yet.
         let found = discover_secure(
             &config.cluster,
             GROUP_ANY,
@@ -172,6 +171,9 @@ impl Proxy {
         let (members, slots) = match found {
             Ok((members, slots)) => {
                 tracing::info!("proxy: the cluster's members are {members:?}");
+                if slots.is_none() {
+                    warn_unless_served(&members, &config);
+                }
                 (members, slots)
             }
             Err(err) => {
@@ -244,6 +246,20 @@ impl Proxy {
             &self.local_addr,
             Duration::from_millis(100),
         ));
+    }
+}
+
+/// Says in the log if no node serves the group the proxy sends every command to, over a
+/// cluster of one group (a `--group` that names another group than the nodes'), which would
+/// otherwise show only as each command's deadline error.
+fn warn_unless_served(members: &[SocketAddr], config: &ProxyConfig) {
+    let credentials = config.credentials.as_ref();
+    let tls = config.tls.as_ref();
+    if let Err(err) = discover_secure(members, config.group, MEMBERS_TIMEOUT, credentials, tls) {
+        tracing::warn!(
+            "proxy: group {} does not answer ({err}); give the cluster's group with --group",
+            config.group
+        );
     }
 }
 
