@@ -438,7 +438,8 @@ pub struct ProxyArgs {
     /// Where applications connect.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6379")]
     pub listen: std::net::SocketAddr,
-    /// The replication group the nodes serve (a local cluster's is 0).
+    /// The replication group of a cluster of one group (a local cluster's is 0); a cluster
+    /// of several names its slot table, and the proxy routes each command by its keys' slot.
     #[arg(long, default_value_t = 0)]
     pub group: u32,
     /// How long a command may wait for the cluster, failovers included, before its

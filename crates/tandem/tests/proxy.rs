@@ -190,6 +190,35 @@ impl Conn {
 /// Commands per pipeline.
 const PIPELINE: usize = 8;
 
+/// Pipelines `INCR key` through `address` until `stop`, checking that each reply is one more
+/// than the last (none lost, none doubled, none out of turn); `each_ack` runs once per
+/// acknowledged increment. Returns how many were acknowledged.
+fn increment_until(
+    address: SocketAddr,
+    key: &str,
+    stop: &AtomicBool,
+    mut each_ack: impl FnMut(),
+) -> i64 {
+    let mut conn = Conn::connect(address);
+    let mut acked = 0i64;
+    while !stop.load(Ordering::SeqCst) {
+        for _ in 0..PIPELINE {
+            conn.send(&["INCR", key]);
+        }
+        for _ in 0..PIPELINE {
+            let reply = conn.read();
+            assert_eq!(
+                reply,
+                Value::Integer(acked + 1),
+                "{key}: a reply out of turn (lost or doubled)"
+            );
+            acked += 1;
+            each_ack();
+        }
+    }
+    acked
+}
+
 /// Each client pipelines `INCR` of its own counter and checks every reply is one more than
 /// the last; the primary is killed midway. Every acknowledged increment must be in the
 /// counter exactly once, and no client may see an error. The proxy is given one backup's
@@ -219,25 +248,11 @@ fn pipelined_commands_run_exactly_once_and_in_order_through_a_failover() {
             let acked_after_kill = Arc::clone(&acked_after_kill);
             thread::spawn(move || {
                 let key = format!("counter:{client}");
-                let mut conn = Conn::connect(address);
-                let mut acked = 0i64;
-                while !stop.load(Ordering::SeqCst) {
-                    for _ in 0..PIPELINE {
-                        conn.send(&["INCR", &key]);
+                let acked = increment_until(address, &key, &stop, || {
+                    if killed.load(Ordering::SeqCst) {
+                        acked_after_kill.fetch_add(1, Ordering::Relaxed);
                     }
-                    for _ in 0..PIPELINE {
-                        let reply = conn.read();
-                        assert_eq!(
-                            reply,
-                            Value::Integer(acked + 1),
-                            "client {client}: a reply out of turn (lost or doubled)"
-                        );
-                        acked += 1;
-                        if killed.load(Ordering::SeqCst) {
-                            acked_after_kill.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
+                });
                 (key, acked)
             })
         })
@@ -673,18 +688,7 @@ fn a_proxy_over_three_groups_routes_by_slot_and_runs_keyless_commands_on_every_g
             let stop = Arc::clone(&stop);
             thread::spawn(move || {
                 let key = format!("{tag}:counter");
-                let mut conn = Conn::connect(address);
-                let mut acked = 0i64;
-                while !stop.load(Ordering::SeqCst) {
-                    for _ in 0..PIPELINE {
-                        conn.send(&["INCR", &key]);
-                    }
-                    for _ in 0..PIPELINE {
-                        let reply = conn.read();
-                        assert_eq!(reply, Value::Integer(acked + 1), "{key}: lost or doubled");
-                        acked += 1;
-                    }
-                }
+                let acked = increment_until(address, &key, &stop, || {});
                 (key, acked)
             })
         })
