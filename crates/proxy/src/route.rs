@@ -13,7 +13,7 @@
 //! Each group's call is exactly-once on its own (its own stub, client id and seqs); a call
 //! every group runs is one call per group, not one atomic step (as in Redis Cluster).
 
-use tandem_redis::resp::{Argv, array_elements};
+use tandem_redis::resp::{Argv, Value, array_elements, parse_reply};
 use tandem_redis::session::Call;
 use tandem_redis::session::spread::{Combine, Spread, spread};
 use tandem_redis::wire::CallArgs;
@@ -226,13 +226,20 @@ impl ScanCursor {
     }
 }
 
-/// The text of a bulk string reply (`$n\r\n…\r\n`).
-fn bulk_text(element: &[u8]) -> Option<&str> {
-    let body = element.strip_prefix(b"$")?;
-    let end = body.iter().position(|&b| b == b'\r')?;
-    let len: usize = std::str::from_utf8(&body[..end]).ok()?.parse().ok()?;
-    let text = body.get(end + 2..end + 2 + len)?;
-    std::str::from_utf8(text).ok()
+/// The one whole reply `bytes` holds, if it is one.
+fn whole_reply(bytes: &[u8]) -> Option<Value> {
+    match parse_reply(bytes) {
+        Ok(Some((value, used))) if used == bytes.len() => Some(value),
+        _ => None,
+    }
+}
+
+/// The text of a bulk string reply.
+fn bulk_text(element: &[u8]) -> Option<String> {
+    match whole_reply(element)? {
+        Value::Bulk(bytes) => String::from_utf8(bytes).ok(),
+        _ => None,
+    }
 }
 
 /// One group's answer to a call every group ran: its reply, or its error's text.
@@ -279,8 +286,10 @@ fn integers(answers: &[GroupAnswer]) -> Result<Vec<i64>, String> {
 }
 
 fn integer(reply: &[u8]) -> Option<i64> {
-    let text = reply.strip_prefix(b":")?.strip_suffix(b"\r\n")?;
-    std::str::from_utf8(text).ok()?.parse().ok()
+    match whole_reply(reply)? {
+        Value::Integer(value) => Some(value),
+        _ => None,
+    }
 }
 
 fn not_combinable() -> String {

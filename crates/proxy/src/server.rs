@@ -471,9 +471,11 @@ fn run_conn(
     let mut chunk = vec![0; READ_CHUNK];
     let mut wait = BlockedWait::default();
     loop {
-        conn.route_by(shared.slots());
+        // The units are routed and run by one table, as last learned.
+        let slots = shared.slots();
+        conn.route_by(slots.clone());
         while let Some(unit) = conn.next_unit(&shared.info) {
-            run_unit(conn, unit, lanes, shared);
+            run_unit(conn, unit, slots.as_deref(), lanes, shared);
             if !output.send(conn.out()) {
                 return;
             }
@@ -644,14 +646,19 @@ fn write_replies(mut stream: TcpStream, replies: &mpsc::Receiver<Vec<u8>>) {
 
 /// Makes `unit`'s call through the stub of its group (each group's, for a call every group
 /// runs) and finishes it on `conn`.
-fn run_unit(conn: &mut ProxyConn, unit: Unit, lanes: &mut Lanes, shared: &Shared) {
+fn run_unit(
+    conn: &mut ProxyConn,
+    unit: Unit,
+    slots: Option<&SlotGroups>,
+    lanes: &mut Lanes,
+    shared: &Shared,
+) {
     let counters = &shared.counters;
     counters.units.fetch_add(1, Ordering::Relaxed);
     counters
         .commands
         .fetch_add(unit.commands() as u64, Ordering::Relaxed);
-    let slots = shared.slots();
-    let answered = match (&unit.route, &slots) {
+    let answered = match (&unit.route, slots) {
         (Route::Every(how), Some(slots)) => every_group(&unit, *how, slots, lanes, shared),
         (Route::Scan(cursor), Some(slots)) => {
             let args = cursor.args_for_group(&unit.args);
@@ -665,8 +672,7 @@ fn run_unit(conn: &mut ProxyConn, unit: Unit, lanes: &mut Lanes, shared: &Shared
             })
         }
         (Route::Group(group), _) => call_group(&unit, *group, &unit.args, lanes, shared),
-        // The slot table went away meanwhile (never while groups only split slots): the
-        // proxy's own group runs it.
+        // A cluster of one group.
         _ => call_group(&unit, shared.config.group, &unit.args, lanes, shared),
     };
     match answered {
