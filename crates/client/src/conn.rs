@@ -8,7 +8,7 @@
 use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tandem_replication::NodeId;
 use tandem_wire::{
@@ -70,6 +70,11 @@ pub(crate) struct Conn {
     pub(crate) index: usize,
     pub(crate) node: NodeId,
     pub(crate) view: u64,
+    /// The socket's read and write timeouts as last set: a wait sets them again only when
+    /// they would end past its `until` or long before it, so a call that is answered at once
+    /// costs no `setsockopt`.
+    read_timeout: Option<Duration>,
+    write_timeout: Option<Duration>,
 }
 
 /// How a node answered the `Hello`.
@@ -155,6 +160,8 @@ impl Conn {
             index,
             node: 0,
             view: 0,
+            read_timeout: None,
+            write_timeout: None,
         };
         conn.write(hello, until)?;
         if let Some(tls) = &greeter.tls {
@@ -237,7 +244,23 @@ impl Conn {
         until: Instant,
         stale_replies: &mut u64,
     ) -> Result<Answer, Failure> {
-        self.write(call, until)?;
+        self.send(call, until)?;
+        self.answer(seq, until, stale_replies)
+    }
+
+    /// Sends `call` (an encoded `Call` frame) by `until`, not waiting for its answer.
+    pub(crate) fn send(&mut self, call: &[u8], until: Instant) -> Result<(), Failure> {
+        self.write(call, until)
+    }
+
+    /// Waits until `until` for the answer to the call `seq` sent last ([`Conn::send`]),
+    /// skipping replies to earlier seqs as [`Conn::attempt`] does.
+    pub(crate) fn answer(
+        &mut self,
+        seq: u64,
+        until: Instant,
+        stale_replies: &mut u64,
+    ) -> Result<Answer, Failure> {
         loop {
             match self.buffer.next_frame() {
                 Ok(Some(Frame::Reply(reply))) if reply.seq == seq => {
@@ -321,10 +344,13 @@ impl Conn {
         if left.is_zero() {
             return Err(Failure::Timeout);
         }
-        self.stream
-            .socket()
-            .set_write_timeout(Some(left))
-            .map_err(Failure::Io)?;
+        if needs_timeout(self.write_timeout, left) {
+            self.stream
+                .socket()
+                .set_write_timeout(Some(left))
+                .map_err(Failure::Io)?;
+            self.write_timeout = Some(left);
+        }
         self.stream
             .write_all(bytes)
             .and_then(|()| self.stream.flush())
@@ -341,10 +367,13 @@ impl Conn {
             if left.is_zero() {
                 return Err(Failure::Timeout);
             }
-            self.stream
-                .socket()
-                .set_read_timeout(Some(left))
-                .map_err(Failure::Io)?;
+            if needs_timeout(self.read_timeout, left) {
+                self.stream
+                    .socket()
+                    .set_read_timeout(Some(left))
+                    .map_err(Failure::Io)?;
+                self.read_timeout = Some(left);
+            }
             match self.stream.read(self.buffer.spare()) {
                 Ok(0) => {
                     let buffered = self.buffer.buffered();
@@ -365,6 +394,13 @@ impl Conn {
             }
         }
     }
+}
+
+/// Whether a socket whose timeout is `set` must be given `left` for a wait: when its
+/// timeout would end past the wait's end (the wait would overrun its `until`), or before
+/// half of it (the wait would wake, find time left and read again, over and over).
+fn needs_timeout(set: Option<Duration>, left: Duration) -> bool {
+    set.is_none_or(|set| set > left || set < left / 2)
 }
 
 /// What a connection greets a node with: its `Hello`, and the credentials it proves if asked.

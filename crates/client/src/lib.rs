@@ -72,7 +72,7 @@ pub mod route;
 
 use std::net::SocketAddr;
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use config::{
     ATTEMPT_TIMEOUT_DEFAULT, ClientConfig, ClientTls, ConfigError, Credentials, DEADLINE_DEFAULT,
@@ -204,6 +204,18 @@ pub struct Client {
     read_from: usize,
     seq_last: u64,
     pending: Option<Pending>,
+    /// The call [`Client::send`] began and [`Client::receive`] ends.
+    begun: Option<Begun>,
+}
+
+/// A call begun by [`Client::send`]: its route so far, and whether its first attempt is on
+/// the wire (until when its answer may take).
+#[derive(Debug)]
+struct Begun {
+    pending: Pending,
+    call: route::CallRoute,
+    origin: Instant,
+    sent_until: Option<Duration>,
 }
 
 impl Client {
@@ -233,6 +245,7 @@ impl Client {
             read_from: 1,
             seq_last: 0,
             pending: None,
+            begun: None,
         })
     }
 
@@ -245,6 +258,76 @@ impl Client {
         args: &[u8],
         safety: Option<Safety>,
     ) -> Result<Outcome, CallError> {
+        let pending = self.next_call(proc_id, args, safety)?;
+        self.run(pending)
+    }
+
+    /// Begins what [`Client::call`] does and returns once the call is on its way: sent to the
+    /// primary when the stub is connected to one, else left for [`Client::receive`] to route.
+    /// Several clients (of different groups, say) can so have a call out at once from one
+    /// thread. Until `receive`, this client takes no other call.
+    pub fn send(
+        &mut self,
+        proc_id: u16,
+        args: &[u8],
+        safety: Option<Safety>,
+    ) -> Result<(), CallError> {
+        let pending = self.next_call(proc_id, args, safety)?;
+        let origin = Instant::now();
+        let mut call = self.router.begin(pending.seq, origin.elapsed());
+        let mut sent_until = None;
+        if self.conn.is_some() {
+            let Action::Send { until } = self.router.next(&mut call, origin.elapsed()) else {
+                unreachable!("a call just begun with a primary at hand goes to it at once");
+            };
+            let conn = self.conn.as_mut().expect("checked above");
+            match conn.send(&pending.frame, origin + until) {
+                Ok(()) => sent_until = Some(until),
+                Err(failure) => {
+                    let answered = Answered::Failed(failure.to_string());
+                    self.answered(&mut call, answered, origin.elapsed());
+                }
+            }
+        }
+        self.begun = Some(Begun {
+            pending,
+            call,
+            origin,
+            sent_until,
+        });
+        Ok(())
+    }
+
+    /// Ends the call [`Client::send`] began, as [`Client::call`] would have: its answer, or
+    /// the failover and retries that get one, until the deadline counted from the send.
+    pub fn receive(&mut self) -> Result<Outcome, CallError> {
+        let Begun {
+            pending,
+            mut call,
+            origin,
+            sent_until,
+        } = self.begun.take().expect("receive follows send");
+        if let Some(until) = sent_until {
+            let conn = self.conn.as_mut().expect("a sent call's connection stays");
+            let stale = &mut self.router.stats_mut().stale_replies;
+            let answered = Self::answer_of(conn.answer(call.seq(), origin + until, stale), &call);
+            self.answered(&mut call, answered, origin.elapsed());
+        }
+        self.drive(pending, call, origin)
+    }
+
+    /// Checks a call's arguments and rule, and gives it the next seq and its frame. Gives up
+    /// a call left pending by a deadline error.
+    fn next_call(
+        &mut self,
+        proc_id: u16,
+        args: &[u8],
+        safety: Option<Safety>,
+    ) -> Result<Pending, CallError> {
+        assert!(
+            self.begun.is_none(),
+            "a call follows the last send's receive"
+        );
         if args.len() > ARGS_LEN_MAX {
             return Err(CallError::ArgsTooLarge { len: args.len() });
         }
@@ -260,7 +343,7 @@ impl Client {
         let seq = self.seq_last;
         let mut frame = Vec::with_capacity(args.len() + 28);
         encode_call(&mut frame, seq, proc_id, safety, args);
-        self.run(Pending { seq, frame })
+        Ok(Pending { seq, frame })
     }
 
     /// Runs read-only procedure `proc_id` with `args` on a backup that has applied everything
@@ -440,7 +523,42 @@ impl Client {
     /// Carries out the router's actions for `pending` until it says the call is over.
     fn run(&mut self, pending: Pending) -> Result<Outcome, CallError> {
         let origin = Instant::now();
-        let mut call = self.router.begin(pending.seq, origin.elapsed());
+        let call = self.router.begin(pending.seq, origin.elapsed());
+        self.drive(pending, call, origin)
+    }
+
+    /// Reports `answered` for `call` to the router, and drops the connection when the
+    /// router dropped its primary.
+    fn answered(&mut self, call: &mut route::CallRoute, answered: Answered, now: Duration) {
+        self.router.answered(call, answered, now);
+        if self.router.primary().is_none() {
+            self.conn = None;
+        }
+    }
+
+    /// An attempt's result as the router takes it.
+    fn answer_of(result: Result<Answer, Failure>, call: &route::CallRoute) -> Answered {
+        match result {
+            Ok(Answer::Reply { lsn, status, body }) => Answered::Reply {
+                seq: call.seq(),
+                lsn,
+                status,
+                body,
+            },
+            Ok(Answer::Error(error)) => Answered::Error(error),
+            Err(Failure::Timeout) => Answered::Timeout,
+            Err(failure) => Answered::Failed(failure.to_string()),
+        }
+    }
+
+    /// Carries out the router's actions for `call`, begun at `origin`, until it says the call
+    /// is over.
+    fn drive(
+        &mut self,
+        pending: Pending,
+        mut call: route::CallRoute,
+        origin: Instant,
+    ) -> Result<Outcome, CallError> {
         loop {
             match self.router.next(&mut call, origin.elapsed()) {
                 Action::Connect { index, until } => {
@@ -477,22 +595,9 @@ impl Client {
                         .as_mut()
                         .expect("the router sends only to the primary it greeted");
                     let stale = &mut self.router.stats_mut().stale_replies;
-                    let answered =
-                        match conn.attempt(&pending.frame, call.seq(), origin + until, stale) {
-                            Ok(Answer::Reply { lsn, status, body }) => Answered::Reply {
-                                seq: call.seq(),
-                                lsn,
-                                status,
-                                body,
-                            },
-                            Ok(Answer::Error(error)) => Answered::Error(error),
-                            Err(Failure::Timeout) => Answered::Timeout,
-                            Err(failure) => Answered::Failed(failure.to_string()),
-                        };
-                    self.router.answered(&mut call, answered, origin.elapsed());
-                    if self.router.primary().is_none() {
-                        self.conn = None;
-                    }
+                    let result = conn.attempt(&pending.frame, call.seq(), origin + until, stale);
+                    let answered = Self::answer_of(result, &call);
+                    self.answered(&mut call, answered, origin.elapsed());
                 }
                 Action::Sleep { until } => {
                     thread::sleep(until.saturating_sub(origin.elapsed()));

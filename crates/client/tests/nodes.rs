@@ -162,3 +162,106 @@ fn discovery_asks_the_seeds_in_turn_until_one_answers() {
     assert_eq!(discovery.addresses(), [primary, v6]);
     assert_eq!(discovery.slots, two_groups());
 }
+
+/// A node that welcomes every client as primary of view 1 (node 3), answers the first call
+/// it reads, and closes the connection on every later one without an answer; it counts the
+/// calls it read.
+fn vanishing_primary() -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let read = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&read);
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
+            'conn: loop {
+                while let Ok(Some(frame)) = buffer.next_frame() {
+                    match frame {
+                        Frame::Hello(_) => {
+                            let welcome = Welcome {
+                                version: tandem_wire::PROTOCOL_VERSION,
+                                node_id: 3,
+                                role: Role::Primary,
+                                view: 1,
+                                lsn: 0,
+                            };
+                            let mut out = Vec::new();
+                            encode_welcome(&mut out, &welcome);
+                            if stream.write_all(&out).is_err() {
+                                break 'conn;
+                            }
+                        }
+                        Frame::Call(call) if counted.fetch_add(1, Ordering::Relaxed) == 0 => {
+                            let mut out = Vec::new();
+                            encode_reply(&mut out, call.seq, 1, ReplyStatus::Committed, b"");
+                            if stream.write_all(&out).is_err() {
+                                break 'conn;
+                            }
+                        }
+                        _ => break 'conn,
+                    }
+                }
+                match stream.read(buffer.spare()) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buffer.filled(n),
+                }
+            }
+        }
+    });
+    (address, read)
+}
+
+#[test]
+fn calls_sent_together_are_received_in_any_order_and_a_lost_one_is_resent_with_its_seq() {
+    let (primary, seqs, _) = scripted_primary();
+    let mut a = Client::new(ClientConfig::new(vec![primary], 0, 1)).unwrap();
+    let mut b = Client::new(ClientConfig::new(vec![primary], 0, 2)).unwrap();
+    // Not yet connected: the send leaves the call for the receive to route.
+    a.send(1, b"a", None).unwrap();
+    assert_eq!(a.primary(), None);
+    assert_eq!(a.receive().unwrap().seq, 1);
+    b.call(1, b"b", None).unwrap();
+    assert_eq!(seqs.try_iter().count(), 2);
+    // Connected: both calls are on the wire before either answer is read.
+    a.send(1, b"a2", None).unwrap();
+    b.send(1, b"b2", None).unwrap();
+    let sent = seqs.recv_timeout(Duration::from_secs(5)).unwrap();
+    let also = seqs.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        (sent, also),
+        (2, 2),
+        "each client's second call reached the primary"
+    );
+    assert_eq!(b.receive().unwrap().seq, 2);
+    assert_eq!(a.receive().unwrap().seq, 2);
+    assert_eq!(
+        a.call(1, b"a3", None).unwrap().seq,
+        3,
+        "a call follows a receive"
+    );
+
+    // A primary that vanishes with a sent call: the receive finds the next primary and
+    // sends the same seq there.
+    let (vanishing, read) = vanishing_primary();
+    let (next, next_seqs, _) = scripted_primary();
+    let mut c = Client::new(ClientConfig::new(vec![vanishing, next], 0, 7)).unwrap();
+    assert_eq!(c.call(1, b"warm", None).unwrap().node, 3);
+    c.send(1, b"x", None).unwrap();
+    let outcome = c.receive().unwrap();
+    assert_eq!(
+        (outcome.seq, outcome.node),
+        (2, 1),
+        "call 2, answered by node 1"
+    );
+    assert_eq!(
+        read.load(Ordering::Relaxed),
+        2,
+        "node 3 read call 2 and vanished"
+    );
+    assert_eq!(
+        next_seqs.try_iter().collect::<Vec<_>>(),
+        [2],
+        "resent with its seq"
+    );
+}

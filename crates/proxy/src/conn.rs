@@ -4,20 +4,26 @@
 //! The proxy runs each connection's [`Session`] itself (the node's RESP port runs the same
 //! one), so `MULTI` queues, `WATCH`, `HELLO 3`, client names and refusals behave as on a node;
 //! what reaches the cluster is the session's calls. [`ProxyConn::next_unit`] handles the
-//! requests that arrived and groups the calls they make into a [`Unit`], the next thing the
-//! stub sends; [`ProxyConn::finish`] takes how it ended and writes the replies. One unit is
-//! outstanding at a time per connection, so a connection's commands run in the order they
-//! were sent and each unit is one stub call: exactly once, by its (client id, seq).
+//! requests that arrived and groups the calls they make into a round of [`Unit`]s, the next
+//! things the stubs send; [`ProxyConn::finish`] takes how each ended, and once every unit of
+//! the round has, the round's replies are written in request order. A round holds at most
+//! one unit per group, each one stub call of that group's stub: exactly once, by its
+//! (client id, seq). Rounds run one after another, so a connection's commands of one group
+//! run in the order they were sent.
 //!
-//! **Pipelines.** Consecutive data commands become one unit: reads only, a
+//! **Pipelines.** Consecutive data commands become a round, a unit per group (one, over a
+//! cluster of one group) that the proxy sends together: commands of different groups run side
+//! by side, as a Redis Cluster client's pipeline does, and each group's in order. A unit of
+//! several commands is, for reads only, a
 //! [`PROC_READS`] call (one read of the history, on the primary or, after `READONLY`, on a
 //! backup); with a write among them, a [`PROC_EXEC`] call without watched keys (one txn, one
 //! dedup entry: its reply array is what a retry after a failover gets back). Running them as
 //! one is a valid order of a pipeline (no other client's command comes between them), and a
 //! command that refuses still answers its own error in place, as in Redis. A unit the cluster
 //! rolls back whole (out of memory, a script that failed after writing) ran nothing, so its
-//! commands are sent again one at a time, each getting its own answer. A `MULTI` block's
-//! `EXEC`, a `WATCH` and a lone command are units of their own.
+//! commands are sent again one at a time, each getting its own answer, before the round's
+//! replies are written. A `MULTI` block's `EXEC`, a `WATCH`, a blocking command and a command
+//! every group runs are rounds of their own.
 //!
 //! **Replies not kept.** The cluster keeps each client's last reply for a retry in a small
 //! heap; a reply too long for it is still sent, but a retry of that unit (after a failover
@@ -56,7 +62,7 @@ pub enum Target {
     Backup,
 }
 
-/// The next call the stub makes for a connection.
+/// The next call a stub makes for a connection.
 #[derive(Debug)]
 pub struct Unit {
     pub proc_id: ProcId,
@@ -65,9 +71,8 @@ pub struct Unit {
     pub target: Target,
     /// The group (or groups) it goes to.
     pub route: Route,
-    /// The replies it stands for, in order: the session's own replies to connection commands
-    /// sent between pipelined data commands, and the calls.
-    items: Vec<Item>,
+    /// The calls it carries: their places in the round, in order.
+    calls: Vec<usize>,
     /// Whether it carries several commands (its reply is an array to split).
     batched: bool,
 }
@@ -81,10 +86,7 @@ impl Unit {
 
     /// The data commands it carries.
     pub fn commands(&self) -> usize {
-        self.items
-            .iter()
-            .filter(|item| matches!(item, Item::Call(..)))
-            .count()
+        self.calls.len()
     }
 }
 
@@ -114,6 +116,27 @@ enum Item {
     Call(Call, Route),
 }
 
+/// The requests whose calls are out, in request order, each call's outcome as its unit
+/// ended.
+#[derive(Debug)]
+struct Round {
+    items: Vec<Item>,
+    /// Each item's outcome once its unit ended (`None` for a written reply).
+    outcomes: Vec<Option<Ended>>,
+    /// Units out and not finished.
+    open: usize,
+    /// Calls of pipelines the cluster rolled back whole, to send again one at a time, in
+    /// request order.
+    again: VecDeque<usize>,
+}
+
+/// How one call of a round ended.
+#[derive(Debug)]
+enum Ended {
+    Reply(Vec<u8>),
+    Failed(String),
+}
+
 /// One application connection's state.
 #[derive(Debug)]
 pub struct ProxyConn {
@@ -128,10 +151,8 @@ pub struct ProxyConn {
     argv: Argv,
     /// Handled requests not yet sent, in order.
     items: VecDeque<Item>,
-    /// Calls at the front of `items` to send one at a time (a unit rolled back whole).
-    singles: usize,
-    /// A unit is out: nothing more is sent until it is finished.
-    outstanding: bool,
+    /// The requests whose calls are out: nothing more is handled until it ends.
+    round: Option<Round>,
     /// Replies ready to send to the application.
     out: Vec<u8>,
     /// Nothing more is read: close once `out` is sent (QUIT, a protocol error).
@@ -156,8 +177,7 @@ impl ProxyConn {
             limits: RequestLimits::default(),
             argv: Argv::new(),
             items: VecDeque::new(),
-            singles: 0,
-            outstanding: false,
+            round: None,
             out: Vec::new(),
             closing: false,
             parked: None,
@@ -223,129 +243,112 @@ impl ProxyConn {
         self.input.extend_from_slice(bytes);
     }
 
-    /// Handles what arrived and returns the next unit to send, if one is ready; replies
-    /// that need no call are moved to [`out`](Self::out) as they come due. At most one unit
-    /// is outstanding: call [`finish`](Self::finish) before asking for the next.
-    pub fn next_unit(&mut self, info: &ServerInfo) -> Option<Unit> {
-        assert!(
-            !self.outstanding,
-            "one unit at a time: finish the last one first"
-        );
+    /// Handles what arrived and returns the next round's units to send together, at most one
+    /// per group (none: nothing to send until more arrives); replies that need no call are
+    /// moved to [`out`](Self::out) as they come due. Every unit of a round is
+    /// [`finish`](Self::finish)ed before the next call; a round whose pipelines were rolled
+    /// back whole gives their commands again, one per group at a time, before it ends.
+    pub fn next_units(&mut self, info: &ServerInfo) -> Vec<Unit> {
+        if let Some(round) = &mut self.round {
+            assert_eq!(round.open, 0, "every unit of the round is finished first");
+            let units = self.again_units();
+            assert!(!units.is_empty(), "an open round has calls to send again");
+            return units;
+        }
         loop {
             self.handle_requests(info);
             let refused = self.flush_written();
-            if let Some(unit) = self.take_unit() {
-                self.outstanding = true;
-                return Some(unit);
-            }
+            let units = self.take_round();
             // A refused call that held later requests back lets them be handled now.
-            if !refused {
-                return None;
+            if !units.is_empty() || !refused {
+                return units;
             }
         }
     }
 
-    /// Writes the replies of `unit` as `answer` says.
+    /// [`next_units`](Self::next_units) for a cluster of one group, whose rounds hold one
+    /// unit.
+    pub fn next_unit(&mut self, info: &ServerInfo) -> Option<Unit> {
+        let mut units = self.next_units(info).into_iter();
+        let unit = units.next();
+        assert!(units.next().is_none(), "a round over one group is one unit");
+        unit
+    }
+
+    /// Takes how `unit` ended; once every unit of its round has, writes the round's replies.
     pub fn finish(&mut self, unit: Unit, answer: Answer<'_>) {
-        assert!(self.outstanding, "finish follows next_unit");
-        self.outstanding = false;
+        let round = self.round.as_mut().expect("finish follows next_units");
+        assert!(round.open > 0, "a unit of the round is out");
+        round.open -= 1;
         if !unit.batched {
-            // Only a lone blocking call may be told so; anything else so answered gets the
-            // text as an error, as any refusal.
-            let lone_blocking = matches!(
-                unit.items.as_slice(),
-                [Item::Call(
-                    Call {
-                        purpose: Purpose::Block(_),
-                        ..
-                    },
-                    _
-                )]
-            );
-            if lone_blocking
-                && let Answer::RolledBack(text) = answer
+            let [at] = unit.calls[..] else {
+                unreachable!("a unit of one command carries one call");
+            };
+            if let Answer::RolledBack(text) = answer
                 && let Some(after) = would_block(text)
+                && let Item::Call(call, _) = &round.items[at]
+                && matches!(call.purpose, Purpose::Block(_))
             {
-                self.park(unit, &after);
+                self.park(&after);
                 return;
             }
-            for item in unit.items {
-                match item {
-                    Item::Written(reply) => self.out.extend_from_slice(&reply),
-                    Item::Call(call, _) => {
-                        let coded;
-                        let outcome = match answer {
-                            Answer::Reply(body) => Outcome::Reply(body),
-                            Answer::RolledBack(text)
-                            | Answer::ReplyNotKept(text)
-                            | Answer::Failed(text) => {
-                                coded = with_code(text);
-                                Outcome::Failed(&coded)
-                            }
-                        };
-                        self.session.called(call, outcome, &mut self.out, None);
-                    }
+            round.outcomes[at] = Some(match answer {
+                Answer::Reply(body) => Ended::Reply(body.to_vec()),
+                Answer::RolledBack(text) | Answer::ReplyNotKept(text) | Answer::Failed(text) => {
+                    Ended::Failed(with_code(text))
                 }
-            }
-            self.flush_written();
-            return;
-        }
-        match answer {
-            Answer::Reply(body) => match split_array(body, unit.commands()) {
-                Some(elements) => {
-                    let mut elements = elements.into_iter();
-                    for item in unit.items {
-                        match item {
-                            Item::Written(reply) => self.out.extend_from_slice(&reply),
-                            Item::Call(call, _) => {
-                                let element = elements.next().expect("one element per call");
-                                self.session.called(
-                                    call,
-                                    Outcome::Reply(element),
-                                    &mut self.out,
-                                    None,
-                                );
-                            }
+            });
+        } else {
+            match answer {
+                Answer::Reply(body) => match split_array(body, unit.calls.len()) {
+                    Some(elements) => {
+                        for (&at, element) in unit.calls.iter().zip(elements) {
+                            round.outcomes[at] = Some(Ended::Reply(element.to_vec()));
                         }
                     }
-                }
-                None => self.fail_items(
-                    unit.items,
-                    "ERR tandem proxy: the cluster answered a pipeline with a malformed reply",
-                ),
-            },
-            // Nothing ran: each command goes again alone and gets its own answer.
-            Answer::RolledBack(_) => {
-                let calls = unit
-                    .items
-                    .iter()
-                    .filter(|i| matches!(i, Item::Call(..)))
-                    .count();
-                for item in unit.items.into_iter().rev() {
-                    self.items.push_front(item);
-                }
-                self.singles += calls;
+                    None => round.fail(
+                        &unit.calls,
+                        "ERR tandem proxy: the cluster answered a pipeline with a malformed reply",
+                    ),
+                },
+                // Nothing ran: each command goes again alone and gets its own answer.
+                Answer::RolledBack(_) => round.send_again(&unit.calls),
+                Answer::Failed(_) if retries_unanswered() => round.send_again(&unit.calls),
+                Answer::ReplyNotKept(text) => round.fail(&unit.calls, &with_code(text)),
+                Answer::Failed(text) => round.fail(&unit.calls, text),
             }
-            Answer::Failed(_) if retries_unanswered() => {
-                let calls = unit.commands();
-                for item in unit.items.into_iter().rev() {
-                    self.items.push_front(item);
+        }
+        if round.open == 0 && round.again.is_empty() {
+            self.end_round();
+        }
+    }
+
+    /// Writes the replies of the round, every call of which has ended.
+    fn end_round(&mut self) {
+        let round = self.round.take().expect("a round to end");
+        for (item, ended) in round.items.into_iter().zip(round.outcomes) {
+            match (item, ended) {
+                (Item::Written(reply), None) => self.out.extend_from_slice(&reply),
+                (Item::Call(call, _), Some(ended)) => {
+                    let outcome = match &ended {
+                        Ended::Reply(body) => Outcome::Reply(body),
+                        Ended::Failed(text) => Outcome::Failed(text),
+                    };
+                    self.session.called(call, outcome, &mut self.out, None);
                 }
-                self.singles += calls;
+                (item, ended) => unreachable!("{item:?} ended as {ended:?}"),
             }
-            Answer::ReplyNotKept(text) => self.fail_items(unit.items, &with_code(text)),
-            Answer::Failed(text) => self.fail_items(unit.items, text),
         }
         self.flush_written();
     }
 
-    /// The lone blocking call of `unit` found nothing: it waits.
-    /// Parks the lone blocking call of `unit`, to be tried again reading after `after` if
-    /// its try named IDs (a stream read's `$` resolved).
-    fn park(&mut self, unit: Unit, after: &[&str]) {
-        let mut items = unit.items.into_iter();
+    /// The round's lone blocking call found nothing: it waits, tried again reading after
+    /// `after` if its try named IDs (a stream read's `$` resolved).
+    fn park(&mut self, after: &[&str]) {
+        let round = self.round.take().expect("the blocking call's round");
+        let mut items = round.items.into_iter();
         let (Some(Item::Call(mut call, _)), None) = (items.next(), items.next()) else {
-            unreachable!("only a lone blocking call is answered that it would block");
+            unreachable!("a blocking call is a round of its own");
         };
         if !after.is_empty() {
             assert!(
@@ -380,7 +383,7 @@ impl ProxyConn {
     pub fn done(&self) -> bool {
         self.closing
             && self.items.is_empty()
-            && !self.outstanding
+            && self.round.is_none()
             && self.parked.is_none()
             && self.out.is_empty()
     }
@@ -398,25 +401,13 @@ impl ProxyConn {
 
     /// A handled call whose outcome decides how later requests are handled (WATCH, an EXEC
     /// with connection commands) holds the rest back until it is sent and finished (requests
-    /// are handled only in `next_unit`, which never runs while a unit is out).
+    /// are handled only in `next_units`, and only once the last round ended).
     fn holding(&self) -> bool {
         self.parked.is_some()
             || self
                 .items
                 .iter()
                 .any(|item| matches!(item, Item::Call(call, _) if call.holds_later()))
-    }
-
-    fn fail_items(&mut self, items: Vec<Item>, text: &str) {
-        for item in items {
-            match item {
-                Item::Written(reply) => self.out.extend_from_slice(&reply),
-                Item::Call(call, _) => {
-                    self.session
-                        .called(call, Outcome::Failed(text), &mut self.out, None)
-                }
-            }
-        }
     }
 
     /// Parses and handles whole requests while the connection may take more.
@@ -521,10 +512,10 @@ impl ProxyConn {
     }
 
     /// Moves the session's replies at the front of the queue to `out`, and answers the
-    /// refused calls among them, unless a unit is out (its replies come first). Whether it
+    /// refused calls among them, unless a round is out (its replies come first). Whether it
     /// answered a refused call.
     fn flush_written(&mut self) -> bool {
-        if self.outstanding {
+        if self.round.is_some() {
             return false;
         }
         let mut refused = false;
@@ -551,69 +542,134 @@ impl ProxyConn {
         }
     }
 
-    /// The next unit from the front of the queue (whose first item is a call), if any.
-    fn take_unit(&mut self) -> Option<Unit> {
-        let Some(Item::Call(first, first_route)) = self.items.front() else {
-            return None;
+    /// The next round from the front of the queue (whose first item is a call), if any: a
+    /// call that runs alone, or the run of data commands of single groups (and the session's
+    /// replies between them) at the front, a unit per group.
+    fn take_round(&mut self) -> Vec<Unit> {
+        let Some(Item::Call(first, route)) = self.items.front() else {
+            return Vec::new();
         };
-        // Pipelined commands run as one call of one group.
-        let one_group = matches!(first_route, Route::Only | Route::Group(_));
-        let batchable = |call: &Call, route: &Route| {
-            call.purpose == Purpose::Command && one_group && route == first_route
-        };
-        if self.singles > 0 || !batchable(first, first_route) {
-            self.singles = self.singles.saturating_sub(1);
-            let Some(Item::Call(call, route)) = self.items.pop_front() else {
-                unreachable!("the front is a call");
-            };
-            return Some(self.single(call, route));
+        if !pipelined(first, route) {
+            let item = self.items.pop_front().expect("the front is a call");
+            return self.open_round(vec![item]);
         }
-        // The run of data commands (and the session's replies between them) at the front.
-        let mut calls = 0;
-        let mut args_len = 0;
+        // Each group's share is bounded as one unit: commands, and argument bytes (a lone
+        // command may carry more).
+        let mut shares: Vec<(Route, usize, usize)> = Vec::new();
         let mut run = 0;
         for item in &self.items {
             match item {
-                Item::Call(call, route) if batchable(call, route) => {
-                    if calls == UNIT_COMMANDS_MAX
-                        || (calls > 0 && args_len + call.args.len() > UNIT_ARGS_MAX)
-                    {
-                        break;
+                Item::Call(call, route) if pipelined(call, route) => {
+                    let len = call.args.len();
+                    match shares.iter_mut().find(|(group, ..)| group == route) {
+                        Some((_, calls, args_len)) => {
+                            if *calls == UNIT_COMMANDS_MAX || *args_len + len > UNIT_ARGS_MAX {
+                                break;
+                            }
+                            *calls += 1;
+                            *args_len += len;
+                        }
+                        None => shares.push((route.clone(), 1, len)),
                     }
-                    calls += 1;
-                    args_len += call.args.len();
                     run += 1;
                 }
                 Item::Call(..) => break,
                 Item::Written(_) => run += 1,
             }
         }
-        // A run never ends on a written reply: those wait for the next unit's turn.
+        // A run never ends on a written reply: those wait for the next round's turn.
         while matches!(self.items.get(run - 1), Some(Item::Written(_))) {
             run -= 1;
         }
-        let route = first_route.clone();
         let items: Vec<Item> = self.items.drain(..run).collect();
-        if calls == 1 {
-            let mut items = items.into_iter();
-            let Some(Item::Call(call, route)) = items.next() else {
-                unreachable!("a run starts with a call");
-            };
-            debug_assert!(items.next().is_none(), "a lone call's run is the call");
-            return Some(self.single(call, route));
-        }
-        let writes = items
-            .iter()
-            .any(|item| matches!(item, Item::Call(call, _) if call.kind == ProcKind::Write));
-        let mut commands = Vec::with_capacity(calls);
-        for item in &items {
-            if let Item::Call(call, _) = item {
-                let mut argv = Argv::new();
-                let proto = CallArgs::decode_into(&call.args, &mut argv)
-                    .expect("the session encodes a data command's call");
-                commands.push((proto, CallArgs::db(&call.args), argv));
+        self.open_round(items)
+    }
+
+    /// Opens the round of `items` and makes its units: each group's calls, as one unit.
+    fn open_round(&mut self, items: Vec<Item>) -> Vec<Unit> {
+        let mut by_group: Vec<(Route, Vec<usize>)> = Vec::new();
+        for (at, item) in items.iter().enumerate() {
+            if let Item::Call(_, route) = item {
+                match by_group.iter_mut().find(|(group, _)| group == route) {
+                    Some((_, calls)) => calls.push(at),
+                    None => by_group.push((route.clone(), vec![at])),
+                }
             }
         }
+        let units: Vec<Unit> = by_group
+            .into_iter()
+            .map(|(route, calls)| self.unit_of(&items, route, calls))
+            .collect();
+        self.round = Some(Round {
+            outcomes: items.iter().map(|_| None).collect(),
+            items,
+            open: units.len(),
+            again: VecDeque::new(),
+        });
+        units
+    }
+
+    /// The calls rolled back whole that go again now: the first of each group.
+    fn again_units(&mut self) -> Vec<Unit> {
+        let round = self.round.as_mut().expect("an open round");
+        let mut picked: Vec<(Route, usize)> = Vec::new();
+        round.again.retain(|&at| {
+            let Item::Call(_, route) = &round.items[at] else {
+                unreachable!("only calls go again");
+            };
+            if picked.iter().any(|(group, _)| group == route) {
+                return true;
+            }
+            picked.push((route.clone(), at));
+            false
+        });
+        let round = self.round.take().expect("an open round");
+        let units: Vec<Unit> = picked
+            .into_iter()
+            .map(|(route, at)| self.unit_of(&round.items, route, vec![at]))
+            .collect();
+        self.round = Some(Round {
+            open: units.len(),
+            ..round
+        });
+        units
+    }
+
+    /// The unit of `route` carrying the calls of `items` at `calls`: the call itself when it
+    /// is one, else a pipeline of them.
+    fn unit_of(&self, items: &[Item], route: Route, calls: Vec<usize>) -> Unit {
+        let call_at = |at: usize| match &items[at] {
+            Item::Call(call, _) => call,
+            Item::Written(_) => unreachable!("a unit carries calls"),
+        };
+        if let [at] = calls[..] {
+            let call = call_at(at);
+            let target = if call.kind == ProcKind::Read && call.purpose == Purpose::Command {
+                self.read_target()
+            } else {
+                Target::Primary
+            };
+            return Unit {
+                proc_id: call.proc_id,
+                kind: call.kind,
+                args: call.args.clone(),
+                target,
+                route,
+                calls,
+                batched: false,
+            };
+        }
+        let mut commands = Vec::with_capacity(calls.len());
+        let mut args_len = 0;
+        for &at in &calls {
+            let call = call_at(at);
+            let mut argv = Argv::new();
+            let proto = CallArgs::decode_into(&call.args, &mut argv)
+                .expect("the session encodes a data command's call");
+            commands.push((proto, CallArgs::db(&call.args), argv));
+            args_len += call.args.len();
+        }
+        let writes = calls.iter().any(|&at| call_at(at).kind == ProcKind::Write);
         let mut args = Vec::with_capacity(args_len + 16);
         ExecArgs::encode_in(self.session.proto(), &[], &commands, &mut args);
         let (proc_id, kind, target) = if writes {
@@ -621,31 +677,14 @@ impl ProxyConn {
         } else {
             (PROC_READS, ProcKind::Read, self.read_target())
         };
-        Some(Unit {
+        Unit {
             proc_id,
             kind,
             args,
             target,
             route,
-            items,
+            calls,
             batched: true,
-        })
-    }
-
-    fn single(&self, call: Call, route: Route) -> Unit {
-        let target = if call.kind == ProcKind::Read && call.purpose == Purpose::Command {
-            self.read_target()
-        } else {
-            Target::Primary
-        };
-        Unit {
-            proc_id: call.proc_id,
-            kind: call.kind,
-            args: call.args.clone(),
-            target,
-            route: route.clone(),
-            items: vec![Item::Call(call, route)],
-            batched: false,
         }
     }
 
@@ -654,6 +693,26 @@ impl ProxyConn {
             Target::Backup
         } else {
             Target::Primary
+        }
+    }
+}
+
+/// Whether `call` may join a pipeline: a data command of one group.
+fn pipelined(call: &Call, route: &Route) -> bool {
+    call.purpose == Purpose::Command && matches!(route, Route::Only | Route::Group(_))
+}
+
+impl Round {
+    /// The calls at `calls` go again, one at a time.
+    fn send_again(&mut self, calls: &[usize]) {
+        self.again.extend(calls);
+        self.again.make_contiguous().sort_unstable();
+    }
+
+    /// The calls at `calls` are told `text`.
+    fn fail(&mut self, calls: &[usize], text: &str) {
+        for &at in calls {
+            self.outcomes[at] = Some(Ended::Failed(text.to_owned()));
         }
     }
 }
@@ -784,45 +843,99 @@ mod tests {
     }
 
     #[test]
-    fn over_several_groups_a_pipeline_is_cut_where_its_group_changes_and_keeps_its_order() {
+    fn over_several_groups_a_pipeline_is_a_unit_per_group_sent_together_replies_in_order() {
         let mut conn = ProxyConn::new(1);
         conn.route_by(three_groups());
         conn.feed(&requests(&[
             "SET bar 1",
-            "GET b",
             "GET c",
+            "PING",
+            "GET b",
+            "GET foo",
             "MSET bar 1 foo 2",
             "DBSIZE",
             "GET foo",
         ]));
-        let first = conn.next_unit(&info()).expect("group 1's unit");
+        let round = conn.next_units(&info());
+        let shape: Vec<(Route, usize)> = round
+            .iter()
+            .map(|unit| (unit.route.clone(), unit.commands()))
+            .collect();
         assert_eq!(
-            (first.route.clone(), commands_of(&first)),
-            (
-                Route::Group(1),
-                vec!["SET bar 1".to_owned(), "GET b".to_owned()]
-            )
+            shape,
+            [
+                (Route::Group(1), 2),
+                (Route::Group(2), 1),
+                (Route::Group(3), 1)
+            ],
+            "the run before the MSET of two groups: a unit per group, in order of first use"
         );
-        conn.finish(first, Answer::Reply(b"*2\r\n+OK\r\n$1\r\n1\r\n"));
-        let second = conn.next_unit(&info()).expect("group 2's unit");
+        assert_eq!(commands_of(&round[0]), ["SET bar 1", "GET b"]);
+        // The answers come back in any order; the replies go out in request order, once the
+        // last unit of the round is finished.
+        let mut units = round.into_iter();
+        let (one, two, three) = (
+            units.next().unwrap(),
+            units.next().unwrap(),
+            units.next().unwrap(),
+        );
+        conn.finish(three, Answer::Reply(b"$1\r\n3\r\n"));
+        conn.finish(one, Answer::Reply(b"*2\r\n+OK\r\n$1\r\n1\r\n"));
         assert_eq!(
-            (second.route.clone(), second.commands()),
-            (Route::Group(2), 1)
+            take_out(&mut conn),
+            "",
+            "group 2's reply comes before group 3's"
         );
-        conn.finish(second, Answer::Reply(b"$-1\r\n"));
-        // The MSET of two groups is refused in its turn, without a call.
-        let every = conn.next_unit(&info()).expect("DBSIZE on every group");
+        conn.finish(two, Answer::Reply(b"$-1\r\n"));
+        assert_eq!(
+            take_out(&mut conn),
+            "+OK\r\n$-1\r\n+PONG\r\n$1\r\n1\r\n$1\r\n3\r\n-CROSSSLOT Keys in request don't \
+             hash to the same slot\r\n"
+        );
+        // The MSET of two groups was refused in its turn, without a call; DBSIZE, which every
+        // group runs, is a round of its own, and the GET after it waits for it.
+        let every = conn.next_units(&info());
         let sum = tandem_redis::session::spread::Combine::Sum;
-        assert_eq!(every.route, Route::Every(sum));
-        conn.finish(every, Answer::Reply(b":3\r\n"));
+        assert_eq!(every.len(), 1);
+        assert_eq!(every[0].route, Route::Every(sum));
+        conn.finish(every.into_iter().next().unwrap(), Answer::Reply(b":3\r\n"));
         let last = conn.next_unit(&info()).expect("group 3's unit");
         assert_eq!(last.route, Route::Group(3));
         conn.finish(last, Answer::Reply(b"$1\r\n2\r\n"));
-        assert_eq!(
-            take_out(&mut conn),
-            "+OK\r\n$1\r\n1\r\n$-1\r\n-CROSSSLOT Keys in request don't hash to the same \
-             slot\r\n:3\r\n$1\r\n2\r\n"
-        );
+        assert_eq!(take_out(&mut conn), ":3\r\n$1\r\n2\r\n");
+    }
+
+    #[test]
+    fn a_group_rolled_back_whole_goes_again_alone_while_the_rest_of_its_round_waits() {
+        let mut conn = ProxyConn::new(1);
+        conn.route_by(three_groups());
+        conn.feed(&requests(&["INCR bar", "INCR c", "INCR b", "INCR foo"]));
+        let round = conn.next_units(&info());
+        assert_eq!(round.len(), 3);
+        for unit in round {
+            let answer = match unit.route {
+                Route::Group(1) => Answer::RolledBack("OOM command not allowed"),
+                Route::Group(2) => Answer::Reply(b":7\r\n"),
+                _ => Answer::Reply(b":9\r\n"),
+            };
+            conn.finish(unit, answer);
+        }
+        assert_eq!(take_out(&mut conn), "");
+        for (n, key) in [(1, "bar"), (2, "b")] {
+            let again = conn.next_units(&info());
+            assert_eq!(again.len(), 1, "group 1's commands go again one at a time");
+            let unit = again.into_iter().next().unwrap();
+            assert_eq!(
+                (unit.route.clone(), unit.batched()),
+                (Route::Group(1), false)
+            );
+            let mut argv = Argv::new();
+            CallArgs::decode_into(&unit.args, &mut argv).unwrap();
+            assert_eq!(argv.get(1), Some(key.as_bytes()));
+            conn.finish(unit, Answer::Reply(format!(":{n}\r\n").as_bytes()));
+        }
+        assert_eq!(take_out(&mut conn), ":1\r\n:7\r\n:2\r\n:9\r\n");
+        assert!(conn.next_units(&info()).is_empty());
     }
 
     #[test]
@@ -895,10 +1008,6 @@ mod tests {
             lpop,
             Answer::RolledBack("the call's 9000-byte reply does not fit"),
         );
-        assert_eq!(
-            take_out(&mut conn),
-            "-ERR the call's 9000-byte reply does not fit\r\n"
-        );
         let incr = conn.next_unit(&info()).unwrap();
         conn.finish(
             incr,
@@ -906,7 +1015,8 @@ mod tests {
         );
         assert_eq!(
             take_out(&mut conn),
-            "-WRONGTYPE Operation against a key\r\n"
+            "-ERR the call's 9000-byte reply does not fit\r\n\
+             -WRONGTYPE Operation against a key\r\n"
         );
     }
 

@@ -474,8 +474,12 @@ fn run_conn(
         // The units are routed and run by one table, as last learned.
         let slots = shared.slots();
         conn.route_by(slots.clone());
-        while let Some(unit) = conn.next_unit(&shared.info) {
-            run_unit(conn, unit, slots.as_deref(), lanes, shared);
+        loop {
+            let units = conn.next_units(&shared.info);
+            if units.is_empty() {
+                break;
+            }
+            run_round(conn, units, slots.as_deref(), lanes, shared);
             if !output.send(conn.out()) {
                 return;
             }
@@ -644,6 +648,54 @@ fn write_replies(mut stream: TcpStream, replies: &mpsc::Receiver<Vec<u8>>) {
     drop(stream.shutdown(Shutdown::Both));
 }
 
+/// Runs a round's units: the calls to one group's primary are sent together, one per group
+/// through that group's stub, and their answers taken after; any other unit runs alone.
+fn run_round(
+    conn: &mut ProxyConn,
+    units: Vec<Unit>,
+    slots: Option<&SlotGroups>,
+    lanes: &mut Lanes,
+    shared: &Shared,
+) {
+    if units.len() == 1 {
+        for unit in units {
+            run_unit(conn, unit, slots, lanes, shared);
+        }
+        return;
+    }
+    let mut sent = Vec::with_capacity(units.len());
+    for unit in units {
+        let Route::Group(group) = unit.route else {
+            unreachable!("a round of several units holds units of single groups");
+        };
+        if unit.target == Target::Backup {
+            run_unit(conn, unit, slots, lanes, shared);
+            continue;
+        }
+        count_unit(&unit, shared);
+        let client = &mut shared.lane(lanes, group).client;
+        match client.send(unit.proc_id.0, &unit.args, None) {
+            Ok(()) => sent.push((unit, group)),
+            Err(err) => conclude(conn, unit, Err(err), shared),
+        }
+    }
+    for (unit, group) in sent {
+        let client = &mut shared.lane(lanes, group).client;
+        let answered = client
+            .receive()
+            .map(|outcome| (outcome.status, outcome.body));
+        conclude(conn, unit, answered, shared);
+    }
+}
+
+fn count_unit(unit: &Unit, shared: &Shared) {
+    let counters = &shared.counters;
+    counters.units.fetch_add(1, Ordering::Relaxed);
+    counters
+        .commands
+        .fetch_add(unit.commands() as u64, Ordering::Relaxed);
+}
+
 /// Makes `unit`'s call through the stub of its group (each group's, for a call every group
 /// runs) and finishes it on `conn`.
 fn run_unit(
@@ -653,11 +705,7 @@ fn run_unit(
     lanes: &mut Lanes,
     shared: &Shared,
 ) {
-    let counters = &shared.counters;
-    counters.units.fetch_add(1, Ordering::Relaxed);
-    counters
-        .commands
-        .fetch_add(unit.commands() as u64, Ordering::Relaxed);
+    count_unit(&unit, shared);
     let answered = match (&unit.route, slots) {
         (Route::Every(how), Some(slots)) => every_group(&unit, *how, slots, lanes, shared),
         (Route::Scan(cursor), Some(slots)) => {
@@ -675,6 +723,16 @@ fn run_unit(
         // A cluster of one group.
         _ => call_group(&unit, shared.config.group, &unit.args, lanes, shared),
     };
+    conclude(conn, unit, answered, shared);
+}
+
+/// Finishes `unit` on `conn` as its call ended.
+fn conclude(
+    conn: &mut ProxyConn,
+    unit: Unit,
+    answered: Result<(ReplyStatus, Vec<u8>), CallError>,
+    shared: &Shared,
+) {
     match answered {
         Ok((status, body)) => {
             if status == ReplyStatus::CommittedReplyNotKept {
@@ -684,7 +742,7 @@ fn run_unit(
             conn.finish_answered(unit, status, &body);
         }
         Err(err) => {
-            counters.errors.fetch_add(1, Ordering::Relaxed);
+            shared.counters.errors.fetch_add(1, Ordering::Relaxed);
             let text = error_text(&err, shared.config.deadline);
             tracing::warn!("proxy: {text}");
             conn.finish(unit, Answer::Failed(&text));
