@@ -262,23 +262,75 @@ impl Conn {
         stale_replies: &mut u64,
     ) -> Result<Answer, Failure> {
         loop {
+            match self.buffered_answer(seq, stale_replies)? {
+                Some(answer) => return Ok(answer),
+                None => self.fill(until)?,
+            }
+        }
+    }
+
+    /// [`Conn::answer`] without waiting, on a socket in non-blocking mode
+    /// ([`Conn::set_nonblocking`]): `None` until the whole answer has arrived.
+    pub(crate) fn answer_now(
+        &mut self,
+        seq: u64,
+        stale_replies: &mut u64,
+    ) -> Result<Option<Answer>, Failure> {
+        loop {
+            if let Some(answer) = self.buffered_answer(seq, stale_replies)? {
+                return Ok(Some(answer));
+            }
+            match self.stream.read(self.buffer.spare()) {
+                Ok(0) => {
+                    let buffered = self.buffer.buffered();
+                    return Err(Failure::Closed { buffered });
+                }
+                Ok(n) => self.buffer.filled(n),
+                Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) => return Err(Failure::Io(err)),
+            }
+        }
+    }
+
+    /// The answer to call `seq` if the buffer holds it, skipping replies to earlier seqs.
+    fn buffered_answer(
+        &mut self,
+        seq: u64,
+        stale_replies: &mut u64,
+    ) -> Result<Option<Answer>, Failure> {
+        loop {
             match self.buffer.next_frame() {
                 Ok(Some(Frame::Reply(reply))) if reply.seq == seq => {
-                    return Ok(Answer::Reply {
+                    return Ok(Some(Answer::Reply {
                         lsn: reply.lsn,
                         status: reply.status,
                         body: reply.body.to_vec(),
-                    });
+                    }));
                 }
                 Ok(Some(Frame::Reply(_))) => *stale_replies += 1,
                 // An Error carries no seq. It answers this send: the stub keeps at most one
                 // call unanswered on a connection and drops a connection that timed out.
-                Ok(Some(Frame::Error(error))) => return Ok(Answer::Error(error)),
+                Ok(Some(Frame::Error(error))) => return Ok(Some(Answer::Error(error))),
                 Ok(Some(other)) => return Err(Failure::Unexpected(other.kind())),
-                Ok(None) => self.fill(until)?,
+                Ok(None) => return Ok(None),
                 Err(err) => return Err(Failure::Frame(err)),
             }
         }
+    }
+
+    /// Puts the socket in non-blocking mode (for [`Conn::answer_now`]) or back: every other
+    /// method waits, and needs it blocking.
+    pub(crate) fn set_nonblocking(&mut self, nonblocking: bool) -> Result<(), Failure> {
+        self.stream
+            .socket()
+            .set_nonblocking(nonblocking)
+            .map_err(Failure::Io)
+    }
+
+    /// The socket's descriptor, for an event loop to wait on.
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(self.stream.socket())
     }
 
     /// Sends `members` (an encoded `Members` frame) and waits until `until` for the answer.

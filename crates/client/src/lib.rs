@@ -54,6 +54,13 @@
 //! primary like a call, which answers it under its lease. A read never fails for a reason a
 //! call would not.
 //!
+//! **Calls from an event loop.** [`Client::send`] puts a call on the wire and returns;
+//! [`Client::receive`] ends it as [`Client::call`] would, so one thread can have a call out
+//! through each of several clients. On a connection put in non-blocking mode
+//! ([`Client::nonblocking_fd`], a descriptor to wait on), [`Client::poll_receive`] takes the
+//! answer once it is there, without waiting, and says when only `receive` can go on (a
+//! failover, a pause, a resend): the same router decides either way.
+//!
 //! **Discovery.** [`discover`] learns the group's nodes from one or a few of them (the
 //! seeds): it asks each in turn, whatever its role, for the members it knows (a `Members`
 //! frame after the `Welcome`) and returns the first answer's addresses. A long-lived client
@@ -206,7 +213,24 @@ pub struct Client {
     pending: Option<Pending>,
     /// The call [`Client::send`] began and [`Client::receive`] ends.
     begun: Option<Begun>,
+    /// The primary's connection is in non-blocking mode, for [`Client::poll_receive`].
+    nonblocking: bool,
 }
+
+/// What [`Client::poll_receive`] found.
+#[derive(Debug)]
+pub enum Polled {
+    /// The call is over, as [`Client::receive`] would have said.
+    Answered(Result<Outcome, CallError>),
+    /// Its answer has not arrived yet: poll again when the socket is readable.
+    Waiting,
+    /// It needs what only [`Client::receive`] does (a failover, a pause, a resend): call it.
+    Stuck,
+}
+
+/// The largest call frame written on a non-blocking socket as is: a larger one is written
+/// with the socket blocking, so that it never goes out in part.
+const NONBLOCKING_FRAME_MAX: usize = 16 * 1024;
 
 /// A call begun by [`Client::send`]: its route so far, and whether its first attempt is on
 /// the wire (until when its answer may take).
@@ -246,6 +270,7 @@ impl Client {
             seq_last: 0,
             pending: None,
             begun: None,
+            nonblocking: false,
         })
     }
 
@@ -259,19 +284,21 @@ impl Client {
         safety: Option<Safety>,
     ) -> Result<Outcome, CallError> {
         let pending = self.next_call(proc_id, args, safety)?;
+        self.blocking();
         self.run(pending)
     }
 
     /// Begins what [`Client::call`] does and returns once the call is on its way: sent to the
     /// primary when the stub is connected to one, else left for [`Client::receive`] to route.
     /// Several clients (of different groups, say) can so have a call out at once from one
-    /// thread. Until `receive`, this client takes no other call.
+    /// thread. Until `receive`, this client takes no other call. True when the call is on
+    /// the wire ([`Client::poll_receive`] can then see its answer).
     pub fn send(
         &mut self,
         proc_id: u16,
         args: &[u8],
         safety: Option<Safety>,
-    ) -> Result<(), CallError> {
+    ) -> Result<bool, CallError> {
         let pending = self.next_call(proc_id, args, safety)?;
         let origin = Instant::now();
         let mut call = self.router.begin(pending.seq, origin.elapsed());
@@ -281,7 +308,15 @@ impl Client {
                 unreachable!("a call just begun with a primary at hand goes to it at once");
             };
             let conn = self.conn.as_mut().expect("checked above");
-            match conn.send(&pending.frame, origin + until) {
+            let whole = !self.nonblocking || pending.frame.len() <= NONBLOCKING_FRAME_MAX;
+            let written = if whole {
+                conn.send(&pending.frame, origin + until)
+            } else {
+                conn.set_nonblocking(false)
+                    .and_then(|()| conn.send(&pending.frame, origin + until))
+                    .and_then(|()| conn.set_nonblocking(true))
+            };
+            match written {
                 Ok(()) => sent_until = Some(until),
                 Err(failure) => {
                     let answered = Answered::Failed(failure.to_string());
@@ -289,13 +324,73 @@ impl Client {
                 }
             }
         }
+        let sent = sent_until.is_some();
         self.begun = Some(Begun {
             pending,
             call,
             origin,
             sent_until,
         });
-        Ok(())
+        Ok(sent)
+    }
+
+    /// Puts the connection to the primary in non-blocking mode and returns its socket's
+    /// descriptor, for an event loop to wait on for [`Client::poll_receive`]; `None` without
+    /// a connection. Any other method that waits puts it back in blocking mode first.
+    pub fn nonblocking_fd(&mut self) -> Option<std::os::fd::RawFd> {
+        let conn = self.conn.as_mut()?;
+        if !self.nonblocking {
+            if conn.set_nonblocking(true).is_err() {
+                return None;
+            }
+            self.nonblocking = true;
+        }
+        Some(conn.raw_fd())
+    }
+
+    /// Ends the call [`Client::send`] put on the wire if its answer has arrived, without
+    /// waiting (on a connection in non-blocking mode, [`Client::nonblocking_fd`]).
+    pub fn poll_receive(&mut self) -> Polled {
+        let Some(begun) = self.begun.as_mut() else {
+            panic!("poll_receive follows send");
+        };
+        let (Some(_), true) = (begun.sent_until, self.nonblocking) else {
+            return Polled::Stuck;
+        };
+        // A new node list may have dropped the connection (`set_nodes`).
+        let Some(conn) = self.conn.as_mut() else {
+            return Polled::Stuck;
+        };
+        let stale = &mut self.router.stats_mut().stale_replies;
+        let answered = match conn.answer_now(begun.call.seq(), stale) {
+            Ok(None) => return Polled::Waiting,
+            Ok(Some(answer)) => Self::answer_of(Ok(answer), &begun.call),
+            Err(failure) => Self::answer_of(Err(failure), &begun.call),
+        };
+        let mut begun = self.begun.take().expect("checked above");
+        begun.sent_until = None;
+        let now = begun.origin.elapsed();
+        self.answered(&mut begun.call, answered, now);
+        if begun.call.is_over() {
+            return Polled::Answered(self.drive(begun.pending, begun.call, begun.origin));
+        }
+        self.begun = Some(begun);
+        Polled::Stuck
+    }
+
+    /// Puts the primary's connection back in blocking mode, for a method that waits.
+    fn blocking(&mut self) {
+        if !self.nonblocking {
+            return;
+        }
+        self.nonblocking = false;
+        if let Some(conn) = self.conn.as_mut()
+            && conn.set_nonblocking(false).is_err()
+        {
+            // A socket that cannot wait is no use: the next attempt finds the primary again.
+            self.router.drop_primary();
+            self.conn = None;
+        }
     }
 
     /// Ends the call [`Client::send`] began, as [`Client::call`] would have: its answer, or
@@ -307,7 +402,10 @@ impl Client {
             origin,
             sent_until,
         } = self.begun.take().expect("receive follows send");
-        if let Some(until) = sent_until {
+        self.blocking();
+        if let Some(until) = sent_until
+            && self.conn.is_some()
+        {
             let conn = self.conn.as_mut().expect("a sent call's connection stays");
             let stale = &mut self.router.stats_mut().stale_replies;
             let answered = Self::answer_of(conn.answer(call.seq(), origin + until, stale), &call);
@@ -365,6 +463,11 @@ impl Client {
         if args.len() > ARGS_LEN_MAX {
             return Err(CallError::ArgsTooLarge { len: args.len() });
         }
+        assert!(
+            self.begun.is_none(),
+            "a read follows the last send's receive"
+        );
+        self.blocking();
         self.pending = None;
         self.seq_last += 1;
         let seq = self.seq_last;
@@ -456,6 +559,7 @@ impl Client {
     /// no call is pending (the last one ended otherwise, or a later call gave it up).
     pub fn resume(&mut self) -> Option<Result<Outcome, CallError>> {
         let pending = self.pending.take()?;
+        self.blocking();
         Some(self.run(pending))
     }
 
@@ -502,7 +606,10 @@ impl Client {
         match (self.router.set_nodes(names), self.conn.as_mut()) {
             (Some(index), Some(conn)) => conn.index = index,
             (Some(_), None) => unreachable!("the router has a primary only while connected"),
-            (None, _) => self.conn = None,
+            (None, _) => {
+                self.conn = None;
+                self.nonblocking = false;
+            }
         }
         let moved = |index: usize| {
             nodes
@@ -533,6 +640,7 @@ impl Client {
         self.router.answered(call, answered, now);
         if self.router.primary().is_none() {
             self.conn = None;
+            self.nonblocking = false;
         }
     }
 

@@ -146,6 +146,11 @@ impl CallRoute {
         self.seq
     }
 
+    /// Whether the last report ended the call ([`Router::next`] then says `Done`).
+    pub fn is_over(&self) -> bool {
+        self.done.is_some()
+    }
+
     fn deadline_error(&self) -> CallError {
         CallError::Deadline {
             seq: self.seq,

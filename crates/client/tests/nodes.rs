@@ -11,7 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use tandem_client::{
-    CallError, Client, ClientConfig, ConfigError, Member, SlotRange, discover_members,
+    CallError, Client, ClientConfig, ConfigError, Member, Polled, SlotRange, discover_members,
 };
 use tandem_wire::{Frame, FrameBuffer, MAX_FRAME_LEN_DEFAULT, ReplyStatus, Role, Welcome};
 use tandem_wire::{encode_members_answer, encode_reply, encode_welcome};
@@ -264,4 +264,50 @@ fn calls_sent_together_are_received_in_any_order_and_a_lost_one_is_resent_with_i
         [2],
         "resent with its seq"
     );
+}
+
+/// Polls `client`'s sent call until it is answered or stuck.
+fn poll_until_settled(client: &mut Client) -> Polled {
+    for _ in 0..5000 {
+        match client.poll_receive() {
+            Polled::Waiting => thread::sleep(Duration::from_millis(1)),
+            settled => return settled,
+        }
+    }
+    panic!("no answer within 5 s");
+}
+
+#[test]
+fn a_call_polled_without_waiting_is_answered_or_handed_to_receive() {
+    let (vanishing, read) = vanishing_primary();
+    let (next, next_seqs, _) = scripted_primary();
+    let mut client = Client::new(ClientConfig::new(vec![vanishing, next], 0, 9)).unwrap();
+    assert!(
+        !client.send(1, b"a", None).unwrap(),
+        "no connection yet: not on the wire"
+    );
+    assert!(matches!(client.poll_receive(), Polled::Stuck));
+    assert_eq!(
+        client.receive().unwrap().node,
+        3,
+        "node 3 answers its first call"
+    );
+    assert!(client.nonblocking_fd().is_some());
+    // Node 3 reads call 2 and vanishes: the poll hands the call to receive, which sends the
+    // same seq to node 1.
+    assert!(client.send(1, b"b", None).unwrap());
+    assert!(matches!(poll_until_settled(&mut client), Polled::Stuck));
+    let outcome = client.receive().unwrap();
+    assert_eq!((outcome.seq, outcome.node), (2, 1));
+    assert_eq!(read.load(Ordering::Relaxed), 2);
+    // On node 1, in non-blocking mode, the answer comes to the poll.
+    assert!(client.nonblocking_fd().is_some());
+    assert!(client.send(1, b"c", None).unwrap());
+    match poll_until_settled(&mut client) {
+        Polled::Answered(Ok(outcome)) => assert_eq!((outcome.seq, outcome.node), (3, 1)),
+        other => panic!("call 3: {other:?}"),
+    }
+    // A blocking call after polling works as ever.
+    assert_eq!(client.call(1, b"d", None).unwrap().seq, 4);
+    assert_eq!(next_seqs.try_iter().collect::<Vec<_>>(), [2, 3, 4]);
 }

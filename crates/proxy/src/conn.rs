@@ -374,6 +374,11 @@ impl ProxyConn {
         }
     }
 
+    /// Bytes the application sent that are not handled yet.
+    pub fn buffered(&self) -> usize {
+        self.input.len() - self.start
+    }
+
     /// Replies ready for the application; the caller sends them and clears the buffer.
     pub fn out(&mut self) -> &mut Vec<u8> {
         &mut self.out

@@ -8,12 +8,16 @@
 //! - [`route`]: which group runs each call over a cluster of several groups (by slot, or by
 //!   Redis's command tips for a keyless one), and how the replies of a call every group
 //!   ran make one.
-//! - [`server`]: the listener, a reader and a writer thread per connection, and the pool of
-//!   stubs (lanes) the connections borrow.
+//! - [`server`]: the listener, the thread that learns the members and the slot table, the
+//!   pool of stubs (lanes) the connections borrow, and the blocking calls helpers make.
+//! - `worker`: the event loop: a worker thread serves its connections and their stubs'
+//!   calls on one poll, handing what would wait (a failover, a call every group runs) to a
+//!   helper thread.
 
 pub mod conn;
 pub mod route;
 pub mod server;
+mod worker;
 
 pub use conn::{Answer, ProxyConn, Target, Unit};
-pub use server::{Proxy, ProxyConfig, ProxyError};
+pub use server::{Proxy, ProxyConfig, ProxyError, THREADS_MAX};

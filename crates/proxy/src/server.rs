@@ -1,8 +1,6 @@
-//! The proxy's I/O: a listener thread, and per application connection a reader thread (it
-//! parses, drives the connection's [`ProxyConn`], makes its calls through a stub and writes
-//! the replies) and, only once the application stops taking replies for a while (it writes a
-//! long pipeline before it reads), a writer thread, so the reader never stalls on a full
-//! socket (see `Output`).
+//! The proxy's I/O: a listener thread that deals the applications' connections out to the
+//! worker threads (`worker.rs`: each serves its connections and their stubs on one poll),
+//! and a thread that asks the cluster for its members and slot table now and then.
 //!
 //! **Lanes.** A connection borrows a stub ([`Client`]) from the proxy's pool for its life and
 //! gives it back when it closes: the stub's client id names its calls in the primary's dedup
@@ -12,10 +10,9 @@
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -27,9 +24,10 @@ use tandem_redis::session::ServerInfo;
 
 use crate::conn::{Answer, ProxyConn, Target, Unit};
 use crate::route::{GroupAnswer, Route, SlotGroups, combine};
+use crate::worker::{Inbox, Message, Worker};
 
-/// Bytes read from an application at a time.
-const READ_CHUNK: usize = 64 * 1024;
+/// Most worker threads a proxy runs.
+pub const THREADS_MAX: usize = 64;
 /// How often the proxy asks the cluster for its members again.
 const MEMBERS_EVERY: Duration = Duration::from_secs(2);
 /// How long one node may take to say who the members are.
@@ -61,6 +59,9 @@ pub struct ProxyConfig {
     /// The applications' users and their rights, checked here as a node checks them: they
     /// hold through failovers, which the proxy rides out.
     pub users: Arc<Vec<Arc<tandem_redis::session::User>>>,
+    /// Worker threads, each serving its share of the applications' connections on one poll
+    /// (1 to [`THREADS_MAX`]).
+    pub threads: usize,
 }
 
 /// Why a proxy could not start.
@@ -74,15 +75,17 @@ pub enum ProxyError {
     },
     #[error("the stub's configuration: {0}")]
     Config(#[from] ConfigError),
-    #[error("cannot start the proxy's listener thread: {0}")]
+    #[error("cannot start the proxy's threads: {0}")]
     Thread(#[source] std::io::Error),
+    #[error("threads is {threads}: give 1 to {THREADS_MAX} worker threads")]
+    Threads { threads: usize },
 }
 
 /// Counters since the proxy started.
 #[derive(Debug, Default)]
-struct Counters {
-    connections: AtomicU64,
-    connections_open: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) connections: AtomicU64,
+    pub(crate) connections_open: AtomicU64,
     units: AtomicU64,
     commands: AtomicU64,
     /// Units whose commands were told an error the proxy wrote (deadline, refusal).
@@ -106,9 +109,11 @@ pub struct ProxyStats {
 }
 
 #[derive(Debug)]
-struct Shared {
-    config: ProxyConfig,
-    info: ServerInfo,
+pub(crate) struct Shared {
+    pub(crate) config: ProxyConfig,
+    pub(crate) info: ServerInfo,
+    /// How long a stub waits for one answer before it looks for the primary again.
+    pub(crate) attempt_timeout: Duration,
     /// The cluster's members as last learned, and how many times the list changed.
     members: Mutex<Vec<SocketAddr>>,
     members_version: AtomicU64,
@@ -119,9 +124,9 @@ struct Shared {
     lanes: Mutex<BTreeMap<u32, Vec<(Client, u64)>>>,
     lane_id_base: u64,
     lane_next: AtomicU64,
-    conn_next: AtomicU64,
-    counters: Counters,
-    stopping: AtomicBool,
+    pub(crate) conn_next: AtomicU64,
+    pub(crate) counters: Counters,
+    pub(crate) stopping: AtomicBool,
 }
 
 /// A running proxy.
@@ -139,6 +144,11 @@ impl Proxy {
         checked.credentials = config.credentials.clone();
         checked.tls = config.tls.clone();
         checked.validate()?;
+        if !(1..=THREADS_MAX).contains(&config.threads) {
+            return Err(ProxyError::Threads {
+                threads: config.threads,
+            });
+        }
         let listener = TcpListener::bind(config.listen).map_err(|source| ProxyError::Listen {
             listen: config.listen,
             source,
@@ -184,6 +194,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             config,
             info,
+            attempt_timeout: checked.attempt_timeout,
             members: Mutex::new(members),
             members_version: AtomicU64::new(0),
             slots: Mutex::new(slots),
@@ -194,10 +205,19 @@ impl Proxy {
             counters: Counters::default(),
             stopping: AtomicBool::new(false),
         });
+        let mut inboxes = Vec::with_capacity(shared.config.threads);
+        for _ in 0..shared.config.threads {
+            let (worker, inbox) = Worker::new(Arc::clone(&shared)).map_err(ProxyError::Thread)?;
+            thread::Builder::new()
+                .name("proxy-worker".into())
+                .spawn(move || worker.run())
+                .map_err(ProxyError::Thread)?;
+            inboxes.push(inbox);
+        }
         let accepting = Arc::clone(&shared);
         thread::Builder::new()
             .name("proxy-accept".into())
-            .spawn(move || accept(&listener, &accepting))
+            .spawn(move || accept(&listener, &accepting, &inboxes))
             .map_err(ProxyError::Thread)?;
         let learning = Arc::clone(&shared);
         thread::Builder::new()
@@ -310,8 +330,9 @@ fn learn_members(shared: &Shared) {
     }
 }
 
-fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
-    for stream in listener.incoming() {
+/// Deals each accepted connection to the next worker in turn.
+fn accept(listener: &TcpListener, shared: &Shared, workers: &[Inbox]) {
+    for (stream, turn) in listener.incoming().zip((0..workers.len()).cycle()) {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
@@ -323,12 +344,9 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
                 continue;
             }
         };
-        let serving = Arc::clone(shared);
-        let spawned = thread::Builder::new()
-            .name("proxy-conn".into())
-            .spawn(move || serve(stream, &serving));
-        if let Err(err) = spawned {
-            tracing::warn!("proxy: cannot start a connection's thread: {err}");
+        if !workers[turn].send(Message::Accepted(stream)) {
+            tracing::error!("proxy: a worker thread is gone; no more connections are taken");
+            return;
         }
     }
 }
@@ -347,27 +365,27 @@ fn slot_groups(discovery: &tandem_client::Discovery) -> Option<Arc<SlotGroups>> 
 }
 
 /// A stub a connection borrowed for one group, and the members version it was given.
-struct Lane {
+pub(crate) struct Lane {
     group: u32,
-    client: Client,
+    pub(crate) client: Client,
     members_version: u64,
 }
 
 /// The stubs one connection borrowed, one per group it sent a call to.
 #[derive(Default)]
-struct Lanes {
-    by_group: BTreeMap<u32, Lane>,
+pub(crate) struct Lanes {
+    pub(crate) by_group: BTreeMap<u32, Lane>,
 }
 
 impl Shared {
     /// The slot table as last learned.
-    fn slots(&self) -> Option<Arc<SlotGroups>> {
+    pub(crate) fn slots(&self) -> Option<Arc<SlotGroups>> {
         self.slots.lock().expect("slots").clone()
     }
 
     /// `lanes`' stub for `group`, borrowed now if the connection has none yet, with the
     /// members learned since it last looked.
-    fn lane<'a>(&self, lanes: &'a mut Lanes, group: u32) -> &'a mut Lane {
+    pub(crate) fn lane<'a>(&self, lanes: &'a mut Lanes, group: u32) -> &'a mut Lane {
         let lane = lanes
             .by_group
             .entry(group)
@@ -404,7 +422,7 @@ impl Shared {
         }
     }
 
-    fn return_lanes(&self, lanes: Lanes) {
+    pub(crate) fn return_lanes(&self, lanes: Lanes) {
         let mut idle = self.lanes.lock().expect("lanes");
         for lane in lanes.by_group.into_values() {
             let Lane {
@@ -432,263 +450,8 @@ impl Shared {
     }
 }
 
-/// Serves one application connection until it closes.
-fn serve(stream: TcpStream, shared: &Arc<Shared>) {
-    let counters = &shared.counters;
-    counters.connections.fetch_add(1, Ordering::Relaxed);
-    counters.connections_open.fetch_add(1, Ordering::Relaxed);
-    let peer = stream.peer_addr().ok();
-    drop(stream.set_nodelay(true));
-    let output = stream
-        .try_clone()
-        .and_then(|writer| writer.set_write_timeout(Some(WRITE_WAIT)).map(|()| writer));
-    let mut output = match output {
-        Ok(writer) => Output {
-            stream: writer,
-            spill: None,
-        },
-        Err(err) => {
-            tracing::warn!("proxy: cannot use the connection from {peer:?}: {err}");
-            counters.connections_open.fetch_sub(1, Ordering::Relaxed);
-            return;
-        }
-    };
-    let mut lanes = Lanes::default();
-    let id = shared.conn_next.fetch_add(1, Ordering::Relaxed);
-    let mut conn = ProxyConn::new(id);
-    run_conn(stream, &mut conn, &mut lanes, shared, &mut output);
-    shared.return_lanes(lanes);
-    counters.connections_open.fetch_sub(1, Ordering::Relaxed);
-}
-
-fn run_conn(
-    mut stream: TcpStream,
-    conn: &mut ProxyConn,
-    lanes: &mut Lanes,
-    shared: &Shared,
-    output: &mut Output,
-) {
-    let mut chunk = vec![0; READ_CHUNK];
-    let mut wait = BlockedWait::default();
-    loop {
-        // The units are routed and run by one table, as last learned.
-        let slots = shared.slots();
-        conn.route_by(slots.clone());
-        loop {
-            let units = conn.next_units(&shared.info);
-            if units.is_empty() {
-                break;
-            }
-            run_round(conn, units, slots.as_deref(), lanes, shared);
-            if !output.send(conn.out()) {
-                return;
-            }
-        }
-        if let Some(timeout_ms) = conn.waiting_ms() {
-            if !wait.pause(conn, timeout_ms, &mut stream, &mut chunk) {
-                return;
-            }
-            continue;
-        }
-        wait = BlockedWait::default();
-        if !output.send(conn.out()) || conn.done() || !conn.wants_input() {
-            // Closing (QUIT, a protocol error): what is left is sent, then the socket closes.
-            return;
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => return,
-            Ok(n) => conn.feed(&chunk[..n]),
-            Err(err) if err.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
-}
-
-/// The first pause before a waiting blocking command is tried again through the proxy; each
-/// pause doubles, up to [`BLOCKED_PAUSE_MAX`].
-const BLOCKED_PAUSE_MIN: Duration = Duration::from_millis(1);
-/// The longest pause between two tries of a waiting blocking command: the most a pop
-/// through the proxy lags the push that serves it (a node's own RESP port wakes a waiting
-/// connection on the push's commit instead).
-const BLOCKED_PAUSE_MAX: Duration = Duration::from_millis(20);
-
-/// A connection's wait in a blocking command: since when, and the next pause.
-#[derive(Debug, Default)]
-struct BlockedWait {
-    since: Option<std::time::Instant>,
-    pause: Duration,
-}
-
-impl BlockedWait {
-    /// Waits a pause, then tries the call again or, once its time is up, ends it. Watches the
-    /// socket meanwhile: false once the application closed it (as Redis drops a blocked
-    /// client that left).
-    fn pause(
-        &mut self,
-        conn: &mut ProxyConn,
-        timeout_ms: u64,
-        stream: &mut TcpStream,
-        chunk: &mut [u8],
-    ) -> bool {
-        let since = *self.since.get_or_insert_with(std::time::Instant::now);
-        if timeout_ms > 0 && since.elapsed() >= Duration::from_millis(timeout_ms) {
-            conn.time_up();
-            *self = BlockedWait::default();
-            return true;
-        }
-        self.pause = (self.pause * 2).clamp(BLOCKED_PAUSE_MIN, BLOCKED_PAUSE_MAX);
-        if timeout_ms > 0 {
-            let left = Duration::from_millis(timeout_ms).saturating_sub(since.elapsed());
-            self.pause = self.pause.min(left);
-        }
-        if !watch(stream, conn, chunk, self.pause) {
-            return false;
-        }
-        conn.try_again();
-        true
-    }
-}
-
-/// Waits up to `pause` on the application's socket: false once the application closed it;
-/// what it sent meanwhile is kept for after the wait. (A read timeout, not a non-blocking
-/// socket: the writer thread's clone of the socket shares its file flags, and must block.)
-fn watch(stream: &mut TcpStream, conn: &mut ProxyConn, chunk: &mut [u8], pause: Duration) -> bool {
-    if stream
-        .set_read_timeout(Some(pause.max(BLOCKED_PAUSE_MIN)))
-        .is_err()
-    {
-        return false;
-    }
-    let open = match stream.read(chunk) {
-        Ok(0) => false,
-        Ok(n) => {
-            conn.feed(&chunk[..n]);
-            true
-        }
-        Err(err) => matches!(
-            err.kind(),
-            ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-        ),
-    };
-    stream.set_read_timeout(None).is_ok() && open
-}
-
-/// How long the reader thread waits for an application to take its replies before a writer
-/// thread takes over.
-const WRITE_WAIT: Duration = Duration::from_millis(5);
-
-/// Where a connection's replies go. The reader thread writes them itself while the
-/// application takes them (no thread switch per reply); once a write would wait (the
-/// application is still writing a long pipeline and reads only after it), a writer thread of
-/// the connection's own takes that reply and all later ones, so the reader goes on reading
-/// and neither side waits for the other for ever.
-struct Output {
-    stream: TcpStream,
-    spill: Option<mpsc::Sender<Vec<u8>>>,
-}
-
-impl Output {
-    /// Sends what `out` holds and clears it; false once the application is gone.
-    fn send(&mut self, out: &mut Vec<u8>) -> bool {
-        if out.is_empty() {
-            return true;
-        }
-        let bytes = std::mem::take(out);
-        if let Some(spill) = &self.spill {
-            return spill.send(bytes).is_ok();
-        }
-        let mut written = 0;
-        while written < bytes.len() {
-            match self.stream.write(&bytes[written..]) {
-                Ok(0) => return false,
-                Ok(n) => written += n,
-                Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    return self.spill(bytes[written..].to_vec());
-                }
-                Err(_) => return false,
-            }
-        }
-        true
-    }
-
-    fn spill(&mut self, rest: Vec<u8>) -> bool {
-        let Ok(stream) = self.stream.try_clone() else {
-            return false;
-        };
-        if stream.set_write_timeout(None).is_err() {
-            return false;
-        }
-        let (to_writer, replies) = mpsc::channel::<Vec<u8>>();
-        let started = thread::Builder::new()
-            .name("proxy-write".into())
-            .spawn(move || write_replies(stream, &replies));
-        if let Err(err) = started {
-            tracing::warn!("proxy: cannot start a connection's writer thread: {err}");
-            return false;
-        }
-        let sent = to_writer.send(rest).is_ok();
-        self.spill = Some(to_writer);
-        sent
-    }
-}
-
-fn write_replies(mut stream: TcpStream, replies: &mpsc::Receiver<Vec<u8>>) {
-    while let Ok(mut bytes) = replies.recv() {
-        // Gathers what else is ready into one write.
-        while let Ok(more) = replies.try_recv() {
-            bytes.extend_from_slice(&more);
-        }
-        if stream.write_all(&bytes).is_err() {
-            break;
-        }
-    }
-    // The reader is gone or the application stopped reading: close both ways, which also
-    // ends a reader blocked on the socket.
-    drop(stream.shutdown(Shutdown::Both));
-}
-
-/// Runs a round's units: the calls to one group's primary are sent together, one per group
-/// through that group's stub, and their answers taken after; any other unit runs alone.
-fn run_round(
-    conn: &mut ProxyConn,
-    units: Vec<Unit>,
-    slots: Option<&SlotGroups>,
-    lanes: &mut Lanes,
-    shared: &Shared,
-) {
-    if units.len() == 1 {
-        for unit in units {
-            run_unit(conn, unit, slots, lanes, shared);
-        }
-        return;
-    }
-    let mut sent = Vec::with_capacity(units.len());
-    for unit in units {
-        let Route::Group(group) = unit.route else {
-            unreachable!("a round of several units holds units of single groups");
-        };
-        if unit.target == Target::Backup {
-            run_unit(conn, unit, slots, lanes, shared);
-            continue;
-        }
-        count_unit(&unit, shared);
-        let client = &mut shared.lane(lanes, group).client;
-        match client.send(unit.proc_id.0, &unit.args, None) {
-            Ok(()) => sent.push((unit, group)),
-            Err(err) => conclude(conn, unit, Err(err), shared),
-        }
-    }
-    for (unit, group) in sent {
-        let client = &mut shared.lane(lanes, group).client;
-        let answered = client
-            .receive()
-            .map(|outcome| (outcome.status, outcome.body));
-        conclude(conn, unit, answered, shared);
-    }
-}
-
-fn count_unit(unit: &Unit, shared: &Shared) {
+/// Counts `unit` and its commands as sent.
+pub(crate) fn count_unit(unit: &Unit, shared: &Shared) {
     let counters = &shared.counters;
     counters.units.fetch_add(1, Ordering::Relaxed);
     counters
@@ -697,21 +460,19 @@ fn count_unit(unit: &Unit, shared: &Shared) {
 }
 
 /// Makes `unit`'s call through the stub of its group (each group's, for a call every group
-/// runs) and finishes it on `conn`.
-fn run_unit(
-    conn: &mut ProxyConn,
-    unit: Unit,
+/// runs), waiting for its answer.
+pub(crate) fn call_unit(
+    unit: &Unit,
     slots: Option<&SlotGroups>,
     lanes: &mut Lanes,
     shared: &Shared,
-) {
-    count_unit(&unit, shared);
-    let answered = match (&unit.route, slots) {
-        (Route::Every(how), Some(slots)) => every_group(&unit, *how, slots, lanes, shared),
+) -> Result<(ReplyStatus, Vec<u8>), CallError> {
+    match (&unit.route, slots) {
+        (Route::Every(how), Some(slots)) => every_group(unit, *how, slots, lanes, shared),
         (Route::Scan(cursor), Some(slots)) => {
             let args = cursor.args_for_group(&unit.args);
             let group = cursor.group(slots);
-            call_group(&unit, group, &args, lanes, shared).map(|outcome| match outcome {
+            call_group(unit, group, &args, lanes, shared).map(|outcome| match outcome {
                 (ReplyStatus::Committed, body) => match cursor.reply_for_app(&body, slots) {
                     Ok(reply) => (ReplyStatus::Committed, reply),
                     Err(text) => (ReplyStatus::RolledBack, text.into_bytes()),
@@ -719,15 +480,14 @@ fn run_unit(
                 other => other,
             })
         }
-        (Route::Group(group), _) => call_group(&unit, *group, &unit.args, lanes, shared),
+        (Route::Group(group), _) => call_group(unit, *group, &unit.args, lanes, shared),
         // A cluster of one group.
-        _ => call_group(&unit, shared.config.group, &unit.args, lanes, shared),
-    };
-    conclude(conn, unit, answered, shared);
+        _ => call_group(unit, shared.config.group, &unit.args, lanes, shared),
+    }
 }
 
 /// Finishes `unit` on `conn` as its call ended.
-fn conclude(
+pub(crate) fn conclude(
     conn: &mut ProxyConn,
     unit: Unit,
     answered: Result<(ReplyStatus, Vec<u8>), CallError>,

@@ -450,6 +450,11 @@ pub struct ProxyArgs {
     /// default), session, or bounded:MS.
     #[arg(long, value_name = "MODE", default_value = "linearizable", value_parser = parse_read_consistency)]
     pub reads: tandem_replication::ReadConsistency,
+    /// Worker threads, 1 to 64: each serves its share of the applications' connections, and
+    /// their calls to the cluster, on one poll loop. One keeps up with many connections; more
+    /// help where the proxy has cores of its own.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
     /// A node's configuration (`node.toml`) to take the cluster's passwords from: the proxy
     /// asks its applications the same password (`requirepass`) and knows the same users
     /// (`[[users]]`, their rights checked here, so they hold through failovers), and proves

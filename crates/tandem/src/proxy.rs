@@ -70,6 +70,7 @@ pub fn run(args: &ProxyArgs) -> Result<(), Failure> {
         tls: None,
         requirepass: None,
         users: Default::default(),
+        threads: usize::from(args.threads),
     };
     if let Some(path) = &args.auth_from {
         let node = tandem_runtime::config::NodeConfig::load(path)

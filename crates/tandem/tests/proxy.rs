@@ -135,6 +135,7 @@ fn proxy_of(cluster: Vec<SocketAddr>) -> Proxy {
         tls: None,
         requirepass: None,
         users: Default::default(),
+        threads: 1,
     })
     .expect("the proxy starts")
 }
@@ -486,6 +487,7 @@ fn a_proxy_proves_its_own_password_and_keeps_users_rights_through_a_failover() {
         tls: None,
         requirepass: node.resp_password(),
         users: Arc::new(node.resp_users()),
+        threads: 2,
     })
     .expect("the proxy starts");
     let mut app = Conn::connect(proxy.local_addr());

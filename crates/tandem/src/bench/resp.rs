@@ -129,6 +129,7 @@ fn start(system: System, dir: &Path, db_mib: usize) -> Result<Running, Failure> 
                     tls: None,
                     requirepass: None,
                     users: Default::default(),
+                    threads: 1,
                 })
                 .map_err(|err| Failure::Run(format!("the proxy: {err}")))?;
                 let address = started.local_addr();
