@@ -631,6 +631,11 @@ fn read(state: &mut App, chunk: &mut [u8]) -> Reading {
             Ok(0) => return Reading::Closed,
             Ok(n) => {
                 state.conn.feed(&chunk[..n]);
+                // A short read emptied the socket: the poll reports the next bytes as they
+                // come (as tokio assumes on Linux), which saves a read that would find none.
+                if n < chunk.len() {
+                    state.readable = false;
+                }
                 return Reading::Fed;
             }
             Err(err) if err.kind() == ErrorKind::Interrupted => {}
