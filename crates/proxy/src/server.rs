@@ -127,6 +127,8 @@ pub(crate) struct Shared {
     pub(crate) conn_next: AtomicU64,
     pub(crate) counters: Counters,
     pub(crate) stopping: AtomicBool,
+    /// The threads that run what would make a worker wait.
+    pub(crate) helpers: Arc<crate::worker::Helpers>,
 }
 
 /// A running proxy.
@@ -204,6 +206,7 @@ impl Proxy {
             conn_next: AtomicU64::new(1),
             counters: Counters::default(),
             stopping: AtomicBool::new(false),
+            helpers: Arc::default(),
         });
         let mut inboxes = Vec::with_capacity(shared.config.threads);
         for _ in 0..shared.config.threads {

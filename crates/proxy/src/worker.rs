@@ -14,15 +14,16 @@
 //! failover out), a call every group runs, a `SCAN` step, and reads sent to backups. The
 //! connection's other work waits for it, as its round does; every other connection goes on.
 //! A stub is only ever used by one thread at a time: it moves to the helper and back.
+//! Helpers are threads of a pool ([`Helpers`]) that grows while every one is busy.
 //!
 //! A blocking command that found nothing is tried again after a pause (1 ms, doubling up to
 //! 20 ms) until its timeout, as before; the connection's socket is still read meanwhile, so a
 //! client that leaves ends its wait.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -450,9 +451,9 @@ impl Worker {
         state.away += 1;
         let shared = Arc::clone(&self.shared);
         let inbox = self.inbox.clone();
-        let started = thread::Builder::new()
-            .name("proxy-helper".into())
-            .spawn(move || help(app, unit, lanes, job, &shared, &inbox));
+        let started = self.shared.helpers.run(Box::new(move || {
+            help(app, unit, lanes, job, &shared, &inbox)
+        }));
         if let Err(err) = started {
             // Nothing to fall back on: the connection ends (its application sees it close).
             tracing::error!("proxy: cannot start a helper thread: {err}");
@@ -540,6 +541,76 @@ enum Job {
     Receive(u32),
     /// Runs the unit with the stub of this group, or of every group it needs.
     Run(Option<u32>),
+}
+
+/// How long a helper thread waits for work before it ends.
+const HELPER_IDLE_MAX: Duration = Duration::from_secs(10);
+
+/// Work for a helper.
+type HelperWork = Box<dyn FnOnce() + Send>;
+
+/// The threads that run what would make a worker wait: started as work comes and none is
+/// idle (a failover sends every connection's unit of the group at once, and none may wait
+/// for another's), kept while work keeps coming.
+#[derive(Default)]
+pub(crate) struct Helpers {
+    state: Mutex<HelperState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct HelperState {
+    queue: VecDeque<HelperWork>,
+    /// Helpers waiting for work; each takes one piece when woken.
+    idle: usize,
+}
+
+impl std::fmt::Debug for Helpers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Helpers").finish_non_exhaustive()
+    }
+}
+
+impl Helpers {
+    /// Runs `work` on an idle helper, or on a new one if every helper is busy.
+    pub(crate) fn run(self: &Arc<Self>, work: HelperWork) -> std::io::Result<()> {
+        let mut state = self.state.lock().expect("helpers");
+        state.queue.push_back(work);
+        if state.queue.len() <= state.idle {
+            self.ready.notify_one();
+            return Ok(());
+        }
+        let helpers = Arc::clone(self);
+        let started = thread::Builder::new()
+            .name("proxy-helper".into())
+            .spawn(move || helpers.serve());
+        if started.is_err() {
+            state.queue.pop_back();
+        }
+        started.map(drop)
+    }
+
+    fn serve(&self) {
+        let mut state = self.state.lock().expect("helpers");
+        loop {
+            if let Some(work) = state.queue.pop_front() {
+                drop(state);
+                work();
+                state = self.state.lock().expect("helpers");
+                continue;
+            }
+            state.idle += 1;
+            let (woken, waited) = self
+                .ready
+                .wait_timeout(state, HELPER_IDLE_MAX)
+                .expect("helpers");
+            state = woken;
+            state.idle -= 1;
+            if waited.timed_out() && state.queue.is_empty() {
+                return;
+            }
+        }
+    }
 }
 
 /// A helper thread's work: one unit, then the answer back to the worker.
@@ -644,6 +715,36 @@ fn read(state: &mut App, chunk: &mut [u8]) -> Reading {
                 return Reading::Empty;
             }
             Err(_) => return Reading::Closed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Barrier;
+
+    #[test]
+    fn helpers_run_every_piece_of_work_at_once_when_each_waits_for_the_others() {
+        let helpers = Arc::new(Helpers::default());
+        let (done, finished) = mpsc::channel();
+        for round in 0..2 {
+            // Each piece waits until all four run: one left queued behind a busy helper
+            // would hold the other three for ever.
+            let all = Arc::new(Barrier::new(4));
+            for _ in 0..4 {
+                let (all, done) = (Arc::clone(&all), done.clone());
+                helpers
+                    .run(Box::new(move || {
+                        all.wait();
+                        done.send(round).unwrap();
+                    }))
+                    .unwrap();
+            }
+            for _ in 0..4 {
+                let piece = finished.recv_timeout(Duration::from_secs(10));
+                assert_eq!(piece, Ok(round), "every piece of round {round} ran");
+            }
         }
     }
 }
