@@ -36,22 +36,27 @@ fn scripted_primary() -> (SocketAddr, mpsc::Receiver<u64>, Arc<AtomicU64>) {
     (address, calls, accepted)
 }
 
+/// The `Welcome` frame of node `node_id`, primary of view 1.
+fn welcome_as_primary(node_id: u32) -> Vec<u8> {
+    let welcome = Welcome {
+        version: tandem_wire::PROTOCOL_VERSION,
+        node_id,
+        role: Role::Primary,
+        view: 1,
+        lsn: 0,
+    };
+    let mut out = Vec::new();
+    encode_welcome(&mut out, &welcome);
+    out
+}
+
 fn serve(mut stream: TcpStream, address: SocketAddr, called: &mpsc::Sender<u64>) {
     let mut buffer = FrameBuffer::new(MAX_FRAME_LEN_DEFAULT);
     loop {
         while let Ok(Some(frame)) = buffer.next_frame() {
             let mut out = Vec::new();
             match frame {
-                Frame::Hello(_) => {
-                    let welcome = Welcome {
-                        version: tandem_wire::PROTOCOL_VERSION,
-                        node_id: 1,
-                        role: Role::Primary,
-                        view: 1,
-                        lsn: 0,
-                    };
-                    encode_welcome(&mut out, &welcome);
-                }
+                Frame::Hello(_) => out = welcome_as_primary(1),
                 Frame::Call(call) => {
                     let _ = called.send(call.seq);
                     encode_reply(&mut out, call.seq, call.seq, ReplyStatus::Committed, b"");
@@ -179,16 +184,7 @@ fn vanishing_primary() -> (SocketAddr, Arc<AtomicU64>) {
                 while let Ok(Some(frame)) = buffer.next_frame() {
                     match frame {
                         Frame::Hello(_) => {
-                            let welcome = Welcome {
-                                version: tandem_wire::PROTOCOL_VERSION,
-                                node_id: 3,
-                                role: Role::Primary,
-                                view: 1,
-                                lsn: 0,
-                            };
-                            let mut out = Vec::new();
-                            encode_welcome(&mut out, &welcome);
-                            if stream.write_all(&out).is_err() {
+                            if stream.write_all(&welcome_as_primary(3)).is_err() {
                                 break 'conn;
                             }
                         }
