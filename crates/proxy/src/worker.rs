@@ -506,7 +506,7 @@ impl Worker {
         for (&app, state) in &mut self.apps {
             for wire in &state.on_wire {
                 if now.duration_since(wire.sent_at) >= attempt {
-                    late.push((app, wire.group));
+                    late.push((app, wire.group, wire.sent_at));
                 }
             }
             if let Some(blocked) = &mut state.blocked
@@ -516,11 +516,20 @@ impl Worker {
                 due.push(app);
             }
         }
-        for (app, group) in late {
-            let state = self.apps.get_mut(&app).expect("listed above");
-            let at = state.on_wire.iter().position(|w| w.group == group);
-            let wire = state.on_wire.swap_remove(at.expect("listed above"));
-            self.hand_to_helper(app, wire.unit, Job::Receive(group));
+        for (app, group, sent_at) in late {
+            // An answer that came since the last poll is taken here; a unit still without
+            // one goes to a helper, whose stub decides (it waits no longer than the attempt
+            // timeout, then looks for the primary again).
+            self.poll_stub(app, group);
+            let Some(state) = self.apps.get_mut(&app) else {
+                continue;
+            };
+            // (Answered, the unit may have made way for the connection's next one.)
+            let still = |w: &OnWire| w.group == group && w.sent_at == sent_at;
+            if let Some(at) = state.on_wire.iter().position(still) {
+                let wire = state.on_wire.swap_remove(at);
+                self.hand_to_helper(app, wire.unit, Job::Receive(group));
+            }
         }
         for app in due {
             let Some(state) = self.apps.get_mut(&app) else {
