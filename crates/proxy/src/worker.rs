@@ -387,17 +387,15 @@ impl Worker {
             Err(err) => conclude(&mut state.conn, unit, Err(err), &self.shared),
             Ok((None, _)) => self.hand_to_helper(app, unit, Job::Receive(group)),
             Ok((Some(fd), connects)) => {
-                {
-                    self.watch_stub(app, group, fd, connects);
-                    let state = self.apps.get_mut(&app).expect("a live application");
-                    state.on_wire.push(OnWire {
-                        unit,
-                        group,
-                        sent_at: Instant::now(),
-                    });
-                    // An answer that came before the socket was watched is reported by the
-                    // poll when it starts watching; later ones, as they come.
-                }
+                self.watch_stub(app, group, fd, connects);
+                let state = self.apps.get_mut(&app).expect("a live application");
+                state.on_wire.push(OnWire {
+                    unit,
+                    group,
+                    sent_at: Instant::now(),
+                });
+                // An answer that came before the socket was watched is reported by the poll
+                // when it starts watching; later ones, as they come.
             }
         }
     }
