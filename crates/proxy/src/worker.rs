@@ -351,12 +351,12 @@ impl Worker {
     /// Sends the round's units: each to its group's primary through the connection's stub
     /// for the group, or to a helper.
     fn start_round(&mut self, app: usize, units: Vec<Unit>) {
-        let slots = self.shared.slots();
         for unit in units {
-            let group = match (&unit.route, slots.as_deref()) {
-                (Route::Group(group), _) => Some(*group),
-                (Route::Only, _) | (_, None) => Some(self.shared.config.group),
-                _ => None,
+            let group = match &unit.route {
+                Route::Group(group) => Some(*group),
+                Route::Only => Some(self.shared.config.group),
+                Route::Every(_) | Route::Scan(_) => None,
+                Route::Refused(_) => unreachable!("a refused call is answered without a unit"),
             };
             match (group, unit.target) {
                 (Some(group), Target::Primary) => self.send(app, unit, group),
@@ -412,8 +412,7 @@ impl Worker {
         if let Some((_, _, old)) = state.registered.remove(&group) {
             self.tokens.remove(&old);
         }
-        let token = Token(self.token_next);
-        self.token_next += 1;
+        let token = self.next_token();
         let registry = self.poll.registry();
         let mut source = SourceFd(&fd);
         let watched = match registry.register(&mut source, token, Interest::READABLE) {
@@ -482,9 +481,7 @@ impl Worker {
             return;
         }
         let state = self.apps.remove(&app).expect("checked above");
-        for (_, _, token) in state.registered.values() {
-            self.tokens.remove(token);
-        }
+        // The connection's own token and its stubs' go.
         self.tokens.retain(|_, (owner, _)| *owner != app);
         self.shared.return_lanes(state.lanes);
     }
